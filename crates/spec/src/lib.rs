@@ -175,7 +175,11 @@ impl SpecDb {
         let file: SpecFile = toml::from_str(text)?;
         for (i, a) in file.gpu.iter().enumerate() {
             for b in &file.gpu[..i] {
-                if let Some(id) = a.pci_device_ids.iter().find(|id| b.pci_device_ids.contains(id)) {
+                if let Some(id) = a
+                    .pci_device_ids
+                    .iter()
+                    .find(|id| b.pci_device_ids.contains(id))
+                {
                     return Err(SpecError::DuplicateDeviceId {
                         id: *id,
                         first: b.model.clone(),
@@ -250,7 +254,9 @@ mod tests {
             "V100 SXM2 32GB",
             "T4",
         ] {
-            let spec = db.by_model(model).unwrap_or_else(|| panic!("{model} missing"));
+            let spec = db
+                .by_model(model)
+                .unwrap_or_else(|| panic!("{model} missing"));
             assert!(!spec.sources.is_empty(), "{model} has no source");
             assert!(spec.peak.fp32.is_some(), "{model} has no FP32 peak");
             assert!(spec.cores_per_sm().is_some(), "{model}: unknown capability");
@@ -270,7 +276,10 @@ mod tests {
         // An 80 GB H100 is not.
         assert!(81559.0 < lo);
         assert_eq!(by_id.peak.get(Precision::Fp8), Some(1978.9));
-        assert_eq!(db.by_device_id(0x1EB8).unwrap().peak.get(Precision::Fp8), None);
+        assert_eq!(
+            db.by_device_id(0x1EB8).unwrap().peak.get(Precision::Fp8),
+            None
+        );
     }
 
     #[test]

@@ -1,0 +1,646 @@
+//! The simulated platform: a test double that answers like a healthy host with the given GPU
+//! models (figures from the spec database), into which inconsistencies and faults can be
+//! injected. It exists so that CI can exercise every rule without a GPU. Its output is marked
+//! [`Origin::Simulated`] and is never a result.
+
+use crate::cuda::format_uuid;
+use crate::facts::*;
+use crate::pci::BusId;
+use crate::platform::Platform;
+use crate::reading::Reading;
+use pog_spec::{GpuSpec, SpecDb};
+use std::str::FromStr;
+
+/// The driver version every simulated source reports.
+pub const SIM_DRIVER_VERSION: &str = "580.159.04";
+
+/// Something wrong with a simulated host. Faults act on GPU 0 (and GPU 1 where two GPUs are
+/// needed). Each one models a real attack or failure that inspection must catch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Every software source calls GPU 0 a different model; only the PCI device id is true.
+    SpoofedName,
+    /// nvidia-smi (a replaced binary) reports a different serial and memory size than NVML.
+    SmiDisagrees,
+    /// The CUDA driver library is absent.
+    CudaMissing,
+    /// The NVML library is absent.
+    NvmlMissing,
+    /// nvidia-smi is not installed.
+    SmiMissing,
+    /// CUDA lists one GPU fewer than NVML.
+    HiddenFromCuda,
+    /// GPU 1 reports GPU 0's UUID everywhere.
+    DuplicateUuid,
+    /// GPU 1 reports GPU 0's serial.
+    DuplicateSerial,
+    /// LD_PRELOAD is set.
+    LdPreload,
+    /// libnvidia-ml was loaded from a user-writable directory.
+    ForeignNvml,
+    /// ECC is off on GPU 0.
+    EccOff,
+    /// GPU 0 has a page retirement pending.
+    RetirementPending,
+    /// GPU 0 has a row remap pending.
+    RemapPending,
+    /// GPU 0's row remapper ran out of spare rows.
+    RemapFailure,
+    /// GPU 0's link runs one generation and half the lanes below its maximum.
+    LinkDegraded,
+    /// GPU 0 has fewer SMs than its model (a cut-down chip), consistently in every source.
+    FewerSms,
+    /// GPU 0 has less memory than its model, consistently in every source.
+    LessMemory,
+    /// sysfs sees a different PCI device id than NVML reports.
+    SysfsDeviceId,
+    /// The kernel module's version differs from what NVML reports.
+    DriverVersionMismatch,
+    /// The host is a VM with a vGPU.
+    Hypervisor,
+    /// NVML fails to read GPU 0's serial (an error on one field).
+    NvmlFieldError,
+}
+
+impl Fault {
+    /// Every fault with its command-line name.
+    pub const ALL: [(&'static str, Fault); 21] = [
+        ("spoofed-name", Fault::SpoofedName),
+        ("smi-disagrees", Fault::SmiDisagrees),
+        ("cuda-missing", Fault::CudaMissing),
+        ("nvml-missing", Fault::NvmlMissing),
+        ("smi-missing", Fault::SmiMissing),
+        ("hidden-from-cuda", Fault::HiddenFromCuda),
+        ("duplicate-uuid", Fault::DuplicateUuid),
+        ("duplicate-serial", Fault::DuplicateSerial),
+        ("ld-preload", Fault::LdPreload),
+        ("foreign-nvml", Fault::ForeignNvml),
+        ("ecc-off", Fault::EccOff),
+        ("retirement-pending", Fault::RetirementPending),
+        ("remap-pending", Fault::RemapPending),
+        ("remap-failure", Fault::RemapFailure),
+        ("link-degraded", Fault::LinkDegraded),
+        ("fewer-sms", Fault::FewerSms),
+        ("less-memory", Fault::LessMemory),
+        ("sysfs-device-id", Fault::SysfsDeviceId),
+        ("driver-version-mismatch", Fault::DriverVersionMismatch),
+        ("hypervisor", Fault::Hypervisor),
+        ("nvml-field-error", Fault::NvmlFieldError),
+    ];
+
+    fn needs_two_gpus(self) -> bool {
+        matches!(
+            self,
+            Fault::DuplicateUuid | Fault::DuplicateSerial | Fault::HiddenFromCuda
+        )
+    }
+}
+
+impl FromStr for Fault {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Fault::ALL
+            .iter()
+            .find(|(name, _)| *name == s.trim())
+            .map(|(_, f)| *f)
+            .ok_or_else(|| {
+                let names: Vec<_> = Fault::ALL.iter().map(|(n, _)| *n).collect();
+                format!("unknown fault {s:?}; known: {}", names.join(", "))
+            })
+    }
+}
+
+/// A simulated host: every source's answer, stored and returned as is.
+#[derive(Debug, Clone)]
+pub struct SimPlatform {
+    pub profile: String,
+    pub nvml: Reading<NvmlReport>,
+    pub cuda: Reading<CudaReport>,
+    pub nvidia_smi: Reading<SmiReport>,
+    pub pci: Reading<Vec<PciGpu>>,
+    pub proc_driver: Reading<ProcDriver>,
+    pub process: ProcessEnv,
+    pub host: HostInfo,
+}
+
+impl SimPlatform {
+    /// Parses a profile such as `"H200 SXM x2; duplicate-uuid, ecc-off"`: comma-separated spec
+    /// models (each optionally `xN`), then after `;` the faults to inject. An empty model list
+    /// is a host without GPUs.
+    pub fn from_profile(profile: &str) -> Result<SimPlatform, String> {
+        let (models, faults) = profile.split_once(';').unwrap_or((profile, ""));
+        let db = SpecDb::embedded();
+        let mut specs = Vec::new();
+        for item in models.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (model, count) = match item.rsplit_once(" x") {
+                Some((m, n)) if n.parse::<usize>().is_ok() => (m.trim(), n.parse().unwrap_or(1)),
+                _ => (item, 1),
+            };
+            let spec = db
+                .by_model(model)
+                .ok_or_else(|| format!("unknown GPU model {model:?} in simulation profile"))?;
+            specs.extend(std::iter::repeat_n(spec, count));
+        }
+        let mut sim = SimPlatform::healthy(&specs);
+        sim.profile = profile.trim().to_string();
+        for fault in faults.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            sim.inject(fault.parse()?)?;
+        }
+        Ok(sim)
+    }
+
+    /// A consistent, healthy bare-metal host with these GPUs.
+    pub fn healthy(specs: &[&GpuSpec]) -> SimPlatform {
+        let gpus: Vec<GpuFacts> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| sim_gpu(i as u32, s))
+            .collect();
+        let smi_gpus = gpus
+            .iter()
+            .map(|g| GpuFacts {
+                compute_capability: Reading::unavailable("not in nvidia-smi -q"),
+                cuda_cores: Reading::unavailable("not in nvidia-smi -q"),
+                memory_bus_bits: Reading::unavailable("not in nvidia-smi -q"),
+                ..g.clone()
+            })
+            .collect();
+        let cuda_devices = gpus
+            .iter()
+            .zip(specs)
+            .map(|(g, s)| sim_cuda(g, s))
+            .collect();
+        let pci = gpus
+            .iter()
+            .map(|g| PciGpu {
+                bus_id: *g.pci_bus_id.value().expect("sim bus id"),
+                device_id: *g.pci_device_id.value().expect("sim device id"),
+                subsystem_vendor: Reading::Value(0x10de),
+                subsystem_device: g.pci_subsystem_id.as_ref().map(|s| (*s >> 16) as u16),
+                class: 0x030200,
+                current_link_speed: Reading::Value(gen_speed(
+                    g.link.current_gen.value().copied().unwrap_or(1),
+                )),
+                current_link_width: g.link.current_width.clone(),
+                max_link_speed: Reading::Value(gen_speed(
+                    g.link.max_gen.value().copied().unwrap_or(1),
+                )),
+                max_link_width: g.link.max_width.clone(),
+                driver: Reading::Value("nvidia".into()),
+                numa_node: Reading::Value(0),
+            })
+            .collect();
+        let proc_gpus = gpus
+            .iter()
+            .enumerate()
+            .map(|(i, g)| ProcGpu {
+                bus_id: *g.pci_bus_id.value().expect("sim bus id"),
+                model: g.name.clone(),
+                uuid: g.uuid.clone(),
+                vbios: g.vbios_version.clone(),
+                bus_type: Reading::Value("PCIe".into()),
+                minor: Reading::Value(i as u32),
+            })
+            .collect();
+        let lib = |path: &str| LoadedLibrary {
+            path: path.into(),
+            owner_uid: Reading::Value(0),
+            mode: Reading::Value(0o644),
+        };
+        SimPlatform {
+            profile: String::new(),
+            nvml: Reading::Value(NvmlReport {
+                driver_version: Reading::Value(SIM_DRIVER_VERSION.into()),
+                cuda_driver_version: Reading::Value("13.0".into()),
+                nvml_version: Reading::Value(format!("13.{SIM_DRIVER_VERSION}")),
+                gpus,
+            }),
+            cuda: Reading::Value(CudaReport { driver_version: Reading::Value("13.0".into()), devices: cuda_devices }),
+            nvidia_smi: Reading::Value(SmiReport {
+                binary: "/usr/bin/nvidia-smi".into(),
+                binary_resolved: Reading::Value("/usr/bin/nvidia-smi".into()),
+                driver_version: Reading::Value(SIM_DRIVER_VERSION.into()),
+                cuda_version: Reading::Value("13.0".into()),
+                attached_gpus: Reading::Value(specs.len() as u32),
+                gpus: smi_gpus,
+            }),
+            pci: Reading::Value(pci),
+            proc_driver: Reading::Value(ProcDriver {
+                version: Reading::Value(SIM_DRIVER_VERSION.into()),
+                version_line: Reading::Value(format!("NVRM version: NVIDIA UNIX x86_64 Kernel Module  {SIM_DRIVER_VERSION}  (simulated)")),
+                gpus: proc_gpus,
+            }),
+            process: ProcessEnv {
+                ld_preload: None,
+                ld_so_preload: Reading::Value(vec![]),
+                nvidia_libraries: Reading::Value(if specs.is_empty() {
+                    vec![]
+                } else {
+                    vec![
+                        lib(&format!("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.{SIM_DRIVER_VERSION}")),
+                        lib(&format!("/usr/lib/x86_64-linux-gnu/libcuda.so.{SIM_DRIVER_VERSION}")),
+                    ]
+                }),
+            },
+            host: HostInfo {
+                hostname: Reading::Value("simulated-host".into()),
+                os: Reading::Value("Simulated Linux".into()),
+                kernel: Reading::Value("6.8.0-sim".into()),
+                cpu: Reading::Value(CpuInfo {
+                    model: "Simulated CPU".into(),
+                    vendor: "GenuineIntel".into(),
+                    sockets: 2,
+                    cores: 64,
+                    threads: 128,
+                    mhz_current: Reading::Value(2000.0),
+                    mhz_max: Reading::Value(3800.0),
+                    hypervisor: false,
+                    flags: vec!["fpu".into(), "avx2".into(), "avx512f".into()],
+                }),
+                memory_total_bytes: Reading::Value(1 << 40),
+                storage: Reading::Value(vec![StorageDevice {
+                    name: "nvme0n1".into(),
+                    model: Reading::Value("Simulated NVMe".into()),
+                    size_bytes: Reading::Value(3_840_755_982_336),
+                    rotational: Reading::Value(false),
+                }]),
+            },
+        }
+    }
+
+    /// Injects one fault. Errors when the host lacks what the fault needs (GPUs, two GPUs).
+    pub fn inject(&mut self, fault: Fault) -> Result<(), String> {
+        let gpu_count = self.nvml.value().map_or(0, |n| n.gpus.len());
+        let needed = if fault.needs_two_gpus() { 2 } else { 1 };
+        let host_only = matches!(
+            fault,
+            Fault::LdPreload
+                | Fault::Hypervisor
+                | Fault::CudaMissing
+                | Fault::NvmlMissing
+                | Fault::SmiMissing
+        );
+        if !host_only && gpu_count < needed {
+            return Err(format!(
+                "fault {fault:?} needs at least {needed} simulated GPU(s)"
+            ));
+        }
+        match fault {
+            Fault::SpoofedName => {
+                let current = self.nvml_gpu(0).name.value().cloned().unwrap_or_default();
+                let fake = if current == "NVIDIA H200" {
+                    "NVIDIA B200"
+                } else {
+                    "NVIDIA H200"
+                };
+                self.each_facts(0, |g| g.name = Reading::Value(fake.into()));
+                self.cuda_gpu(0, |c| c.name = Reading::Value(fake.into()));
+                self.proc_gpu(0, |p| p.model = Reading::Value(fake.into()));
+            }
+            Fault::SmiDisagrees => self.smi_gpu(0, |g| {
+                g.serial = Reading::Value("0000000000001".into());
+                g.memory_total_mib = g.memory_total_mib.clone().map(|m| m + 4096);
+            }),
+            Fault::CudaMissing => {
+                self.cuda = Reading::unavailable("CUDA driver library (libcuda.so) not found")
+            }
+            Fault::NvmlMissing => {
+                self.nvml =
+                    Reading::unavailable("NVML library not found; is the NVIDIA driver installed?");
+                if let Reading::Value(libs) = &mut self.process.nvidia_libraries {
+                    libs.retain(|l| !l.path.contains("libnvidia-ml"));
+                }
+            }
+            Fault::SmiMissing => {
+                self.nvidia_smi = Reading::unavailable("nvidia-smi not found on PATH")
+            }
+            Fault::HiddenFromCuda => {
+                if let Reading::Value(c) = &mut self.cuda {
+                    c.devices.pop();
+                }
+            }
+            Fault::DuplicateUuid => {
+                let uuid = self.nvml_gpu(0).uuid.clone();
+                self.each_facts(1, |g| g.uuid = uuid.clone());
+                self.cuda_gpu(1, |c| c.uuid = uuid.clone());
+                self.proc_gpu(1, |p| p.uuid = uuid.clone());
+            }
+            Fault::DuplicateSerial => {
+                let serial = self.nvml_gpu(0).serial.clone();
+                self.each_facts(1, |g| g.serial = serial.clone());
+            }
+            Fault::LdPreload => self.process.ld_preload = Some("/tmp/libgpufake.so".into()),
+            Fault::ForeignNvml => {
+                if let Reading::Value(libs) = &mut self.process.nvidia_libraries {
+                    for l in libs.iter_mut().filter(|l| l.path.contains("libnvidia-ml")) {
+                        l.path = "/home/provider/.local/lib/libnvidia-ml.so.1".into();
+                        l.owner_uid = Reading::Value(1000);
+                        l.mode = Reading::Value(0o775);
+                    }
+                }
+            }
+            Fault::EccOff => self.each_facts(0, |g| {
+                g.ecc = Reading::Value(EccMode {
+                    current: false,
+                    pending: false,
+                })
+            }),
+            Fault::RetirementPending => self.each_facts(0, |g| {
+                g.retired_pages = Reading::Value(RetiredPages {
+                    single_bit: 3,
+                    double_bit: 1,
+                    pending: true,
+                })
+            }),
+            Fault::RemapPending => self.each_facts(0, |g| {
+                g.remapped_rows = Reading::Value(RemappedRows {
+                    correctable: 1,
+                    uncorrectable: 1,
+                    pending: true,
+                    failure: false,
+                })
+            }),
+            Fault::RemapFailure => self.each_facts(0, |g| {
+                g.remapped_rows = Reading::Value(RemappedRows {
+                    correctable: 0,
+                    uncorrectable: 9,
+                    pending: false,
+                    failure: true,
+                })
+            }),
+            Fault::LinkDegraded => {
+                self.each_facts(0, |g| {
+                    g.link.current_gen = g.link.max_gen.clone().map(|m| m.saturating_sub(1).max(1));
+                    g.link.current_width = Reading::Value(8);
+                });
+                let gen = self
+                    .nvml_gpu(0)
+                    .link
+                    .current_gen
+                    .value()
+                    .copied()
+                    .unwrap_or(1);
+                self.pci_gpu(0, |p| {
+                    p.current_link_speed = Reading::Value(gen_speed(gen));
+                    p.current_link_width = Reading::Value(8);
+                });
+            }
+            Fault::FewerSms => {
+                let sms = self.cuda_sm_count(0).saturating_sub(8);
+                self.cuda_gpu(0, |c| c.sm_count = Reading::Value(sms));
+                let per_sm = self
+                    .nvml_gpu(0)
+                    .compute_capability
+                    .value()
+                    .and_then(|cc| pog_spec::cores_per_sm(cc))
+                    .unwrap_or(128);
+                if let Reading::Value(n) = &mut self.nvml {
+                    n.gpus[0].cuda_cores = Reading::Value(sms * per_sm);
+                }
+            }
+            Fault::LessMemory => {
+                let mib = self
+                    .nvml_gpu(0)
+                    .memory_total_mib
+                    .value()
+                    .copied()
+                    .unwrap_or(0)
+                    * 4
+                    / 5;
+                self.each_facts(0, |g| g.memory_total_mib = Reading::Value(mib));
+                let reserved = self
+                    .nvml_gpu(0)
+                    .memory_reserved_mib
+                    .value()
+                    .copied()
+                    .unwrap_or(0);
+                self.cuda_gpu(0, |c| {
+                    c.memory_total_bytes = Reading::Value((mib - reserved) << 20)
+                });
+            }
+            Fault::SysfsDeviceId => self.pci_gpu(0, |p| p.device_id ^= 0x0004),
+            Fault::DriverVersionMismatch => {
+                if let Reading::Value(p) = &mut self.proc_driver {
+                    p.version = Reading::Value("535.104.05".into());
+                }
+            }
+            Fault::Hypervisor => {
+                if let Reading::Value(cpu) = &mut self.host.cpu {
+                    cpu.hypervisor = true;
+                    cpu.flags.push("hypervisor".into());
+                }
+                if gpu_count > 0 {
+                    self.each_facts(0, |g| g.virtualization_mode = Reading::Value("VGPU".into()));
+                }
+            }
+            Fault::NvmlFieldError => {
+                if let Reading::Value(n) = &mut self.nvml {
+                    n.gpus[0].serial = Reading::unavailable("NVML: Unknown Error");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn nvml_gpu(&self, i: usize) -> &GpuFacts {
+        &self.nvml.value().expect("fault needs NVML").gpus[i]
+    }
+
+    fn cuda_sm_count(&self, i: usize) -> u32 {
+        self.cuda
+            .value()
+            .and_then(|c| c.devices[i].sm_count.value().copied())
+            .unwrap_or(0)
+    }
+
+    /// Applies a change to GPU `i` as both NVML and nvidia-smi report it.
+    fn each_facts(&mut self, i: usize, f: impl Fn(&mut GpuFacts)) {
+        if let Reading::Value(n) = &mut self.nvml {
+            f(&mut n.gpus[i]);
+        }
+        self.smi_gpu(i, f);
+    }
+
+    fn smi_gpu(&mut self, i: usize, f: impl Fn(&mut GpuFacts)) {
+        if let Reading::Value(s) = &mut self.nvidia_smi {
+            f(&mut s.gpus[i]);
+        }
+    }
+
+    fn cuda_gpu(&mut self, i: usize, f: impl Fn(&mut CudaGpu)) {
+        if let Reading::Value(c) = &mut self.cuda {
+            if let Some(d) = c.devices.get_mut(i) {
+                f(d);
+            }
+        }
+    }
+
+    fn pci_gpu(&mut self, i: usize, f: impl Fn(&mut PciGpu)) {
+        if let Reading::Value(p) = &mut self.pci {
+            f(&mut p[i]);
+        }
+    }
+
+    fn proc_gpu(&mut self, i: usize, f: impl Fn(&mut ProcGpu)) {
+        if let Reading::Value(p) = &mut self.proc_driver {
+            f(&mut p.gpus[i]);
+        }
+    }
+}
+
+impl Platform for SimPlatform {
+    fn origin(&self) -> Origin {
+        Origin::Simulated {
+            profile: self.profile.clone(),
+        }
+    }
+    fn nvml(&self) -> Reading<NvmlReport> {
+        self.nvml.clone()
+    }
+    fn cuda(&self) -> Reading<CudaReport> {
+        self.cuda.clone()
+    }
+    fn nvidia_smi(&self) -> Reading<SmiReport> {
+        self.nvidia_smi.clone()
+    }
+    fn pci(&self) -> Reading<Vec<PciGpu>> {
+        self.pci.clone()
+    }
+    fn proc_driver(&self) -> Reading<ProcDriver> {
+        self.proc_driver.clone()
+    }
+    fn process(&self) -> ProcessEnv {
+        self.process.clone()
+    }
+    fn host(&self) -> HostInfo {
+        self.host.clone()
+    }
+}
+
+/// sysfs's spelling of a PCIe generation's rate.
+fn gen_speed(gen: u32) -> String {
+    let gts = match gen {
+        1 => "2.5",
+        2 => "5.0",
+        3 => "8.0",
+        4 => "16.0",
+        5 => "32.0",
+        _ => "64.0",
+    };
+    format!("{gts} GT/s PCIe")
+}
+
+fn sim_gpu(i: u32, spec: &GpuSpec) -> GpuFacts {
+    let mut uuid = [0u8; 16];
+    uuid[..4].copy_from_slice(&0x51u32.to_be_bytes());
+    uuid[12..].copy_from_slice(&i.to_be_bytes());
+    let memory_total_mib = (spec.memory_gib * 1024.0 * 0.996).round() as u64;
+    GpuFacts {
+        index: i,
+        name: Reading::Value(spec.names[0].clone()),
+        uuid: Reading::Value(format_uuid(&uuid)),
+        serial: Reading::Value(format!("{:013}", 1_650_000_000_000u64 + u64::from(i))),
+        board_part_number: Reading::Value("692-SIM00-0000-000".into()),
+        board_id: Reading::Value(0x100 + i),
+        vbios_version: Reading::Value("96.00.00.00.01".into()),
+        inforom_image: Reading::Value("G520.0000.00.01".into()),
+        inforom_oem: Reading::Value("2.1".into()),
+        inforom_ecc: Reading::Value("7.16".into()),
+        gsp_firmware: Reading::Value(SIM_DRIVER_VERSION.into()),
+        pci_bus_id: Reading::Value(BusId {
+            domain: 0,
+            bus: 0x18 + (i as u8) * 0x10,
+            device: 0,
+            function: 0,
+        }),
+        pci_device_id: Reading::Value(spec.pci_device_ids[0]),
+        pci_subsystem_id: Reading::Value(0x18bf_10de),
+        link: LinkFacts {
+            current_gen: Reading::Value(spec.pcie_gen),
+            max_gen: Reading::Value(spec.pcie_gen),
+            current_width: Reading::Value(16),
+            max_width: Reading::Value(16),
+        },
+        architecture: Reading::Value(spec.architecture.clone()),
+        compute_capability: Reading::Value(spec.compute_capability.clone()),
+        cuda_cores: Reading::Value(spec.sm_count * spec.cores_per_sm().unwrap_or(128)),
+        memory_total_mib: Reading::Value(memory_total_mib),
+        memory_reserved_mib: Reading::Value(616),
+        memory_bus_bits: Reading::Value(spec.memory_bus_bits),
+        ecc: Reading::Value(EccMode {
+            current: true,
+            pending: true,
+        }),
+        retired_pages: Reading::unavailable("NVML: not supported on this GPU"),
+        remapped_rows: Reading::Value(RemappedRows {
+            correctable: 0,
+            uncorrectable: 0,
+            pending: false,
+            failure: false,
+        }),
+        max_sm_clock_mhz: Reading::Value(spec.boost_clock_mhz),
+        max_memory_clock_mhz: Reading::unavailable("not simulated"),
+        power_limit_w: Reading::Value(f64::from(spec.tdp_w)),
+        max_power_limit_w: Reading::Value(f64::from(spec.tdp_w)),
+        virtualization_mode: Reading::Value("None".into()),
+        mig_enabled: Reading::Value(false),
+        persistence_mode: Reading::Value(true),
+    }
+}
+
+fn sim_cuda(g: &GpuFacts, spec: &GpuSpec) -> CudaGpu {
+    let usable_mib = g.memory_total_mib.value().copied().unwrap_or(0)
+        - g.memory_reserved_mib.value().copied().unwrap_or(0);
+    CudaGpu {
+        ordinal: g.index,
+        name: g.name.clone(),
+        uuid: g.uuid.clone(),
+        pci_bus_id: g.pci_bus_id.clone(),
+        sm_count: Reading::Value(spec.sm_count),
+        memory_total_bytes: Reading::Value(usable_mib << 20),
+        compute_capability: Reading::Value(spec.compute_capability.clone()),
+        l2_cache_bytes: Reading::Value(50 << 20),
+        clock_mhz: Reading::Value(spec.boost_clock_mhz),
+        memory_bus_bits: Reading::Value(spec.memory_bus_bits),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::platform::collect;
+
+    #[test]
+    fn profiles_parse_and_build_consistent_hosts() {
+        let sim = SimPlatform::from_profile("H200 SXM x2, L4").unwrap();
+        let inv = collect(&sim);
+        assert_eq!(inv.nvml.value().unwrap().gpus.len(), 3);
+        assert_eq!(inv.cuda.value().unwrap().devices.len(), 3);
+        assert_eq!(inv.pci.value().unwrap().len(), 3);
+        assert!(matches!(inv.origin, Origin::Simulated { .. }));
+        let empty = SimPlatform::from_profile("").unwrap();
+        assert!(empty.nvml.value().unwrap().gpus.is_empty());
+    }
+
+    #[test]
+    fn bad_profiles_are_errors() {
+        assert!(SimPlatform::from_profile("H900")
+            .unwrap_err()
+            .contains("unknown GPU model"));
+        assert!(SimPlatform::from_profile("H200 SXM; melt")
+            .unwrap_err()
+            .contains("unknown fault"));
+        assert!(SimPlatform::from_profile("H200 SXM; duplicate-uuid")
+            .unwrap_err()
+            .contains("at least 2"));
+        assert!(SimPlatform::from_profile("; ld-preload").is_ok());
+    }
+
+    #[test]
+    fn every_fault_applies_to_a_two_gpu_host() {
+        for (name, _) in Fault::ALL {
+            SimPlatform::from_profile(&format!("H100 SXM x2; {name}"))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+}
