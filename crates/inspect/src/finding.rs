@@ -1,0 +1,67 @@
+//! Findings: what inspection concluded, how bad it is, and the evidence behind it.
+
+use pog_device::BusId;
+use serde::{Deserialize, Serialize};
+
+/// How much a finding matters. A `Fail` makes `pog inspect` exit non-zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warn,
+    Fail,
+}
+
+impl std::fmt::Display for Severity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Severity::Info => "info",
+            Severity::Warn => "warn",
+            Severity::Fail => "FAIL",
+        })
+    }
+}
+
+/// One source's value, as shown in a finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub source: String,
+    pub value: String,
+}
+
+/// One conclusion of one rule, about one GPU or (with `gpu: None`) the whole host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Stable rule id, e.g. `spec.memory` (documented in docs/inspect.md).
+    pub rule: String,
+    pub severity: Severity,
+    pub gpu: Option<BusId>,
+    pub message: String,
+    pub evidence: Vec<Evidence>,
+}
+
+impl Finding {
+    pub fn new(
+        rule: &str,
+        severity: Severity,
+        gpu: Option<BusId>,
+        message: impl Into<String>,
+    ) -> Finding {
+        Finding {
+            rule: rule.to_string(),
+            severity,
+            gpu,
+            message: message.into(),
+            evidence: Vec::new(),
+        }
+    }
+
+    /// Adds one piece of evidence.
+    pub fn with(mut self, source: &str, value: impl std::fmt::Display) -> Finding {
+        self.evidence.push(Evidence {
+            source: source.to_string(),
+            value: value.to_string(),
+        });
+        self
+    }
+}
