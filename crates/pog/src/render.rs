@@ -1,0 +1,350 @@
+//! Human output: tables on stdout (comfy-table) and a spinner on stderr for slow steps.
+//! JSON output never goes through here.
+
+use crate::commands::check::Stage;
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{ContentArrangement, Table};
+use indicatif::{ProgressBar, ProgressStyle};
+use pog_device::{HostInfo, Inventory, Origin, Reading};
+use pog_inspect::{Finding, Inspection, Severity};
+use pog_spec::{GpuSpec, Precision};
+use std::time::Duration;
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(header.to_vec());
+    t
+}
+
+fn show<T: std::fmt::Display>(r: &Reading<T>) -> String {
+    match r {
+        Reading::Value(v) => v.to_string(),
+        Reading::Unavailable(_) => "–".to_string(),
+    }
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// A spinner on stderr; hidden for JSON output and when stderr is not a terminal.
+pub fn spinner(json: bool, message: &str) -> ProgressBar {
+    if json {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.set_message(message.to_string());
+    bar.enable_steady_tick(Duration::from_millis(100));
+    bar
+}
+
+/// Says loudly when the host is the simulated test double.
+pub fn origin_banner(origin: &Origin) {
+    if let Origin::Simulated { profile } = origin {
+        println!("SIMULATED HOST (profile {profile:?}): a test double for pog's own tests, not a measurement of any GPU\n");
+    }
+}
+
+pub fn host(host: &HostInfo) {
+    let mut t = table(&["Host", ""]);
+    t.add_row(vec!["hostname".to_string(), show(&host.hostname)]);
+    t.add_row(vec![
+        "OS / kernel".to_string(),
+        format!("{} / {}", show(&host.os), show(&host.kernel)),
+    ]);
+    match &host.cpu {
+        Reading::Value(cpu) => {
+            t.add_row(vec!["CPU".to_string(), cpu.model.clone()]);
+            let mhz = match (&cpu.mhz_current, &cpu.mhz_max) {
+                (Reading::Value(cur), Reading::Value(max)) => {
+                    format!(", {cur:.0} MHz (max {max:.0})")
+                }
+                (Reading::Value(cur), _) => format!(", {cur:.0} MHz"),
+                _ => String::new(),
+            };
+            t.add_row(vec![
+                "sockets / cores / threads".to_string(),
+                format!(
+                    "{} / {} / {}{mhz}{}",
+                    cpu.sockets,
+                    cpu.cores,
+                    cpu.threads,
+                    if cpu.hypervisor {
+                        ", virtual machine"
+                    } else {
+                        ""
+                    }
+                ),
+            ]);
+        }
+        Reading::Unavailable(why) => {
+            t.add_row(vec!["CPU".to_string(), format!("unavailable: {why}")]);
+        }
+    }
+    t.add_row(vec![
+        "memory".to_string(),
+        host.memory_total_bytes
+            .value()
+            .map_or("–".into(), |b| gib(*b)),
+    ]);
+    match &host.storage {
+        Reading::Value(disks) => {
+            for d in disks {
+                let kind = match d.rotational {
+                    Reading::Value(true) => "HDD",
+                    Reading::Value(false) => "SSD",
+                    Reading::Unavailable(_) => "disk",
+                };
+                let size = d
+                    .size_bytes
+                    .value()
+                    .map_or("–".into(), |b| format!("{:.0} GB", *b as f64 / 1e9));
+                t.add_row(vec![
+                    format!("storage {}", d.name),
+                    format!("{} {kind}, {size}", show(&d.model)),
+                ]);
+            }
+        }
+        Reading::Unavailable(why) => {
+            t.add_row(vec!["storage".to_string(), format!("unavailable: {why}")]);
+        }
+    }
+    println!("{t}");
+}
+
+pub fn gpus(insp: &Inspection) {
+    if insp.gpus.is_empty() {
+        println!("No NVIDIA GPU found on this host.");
+        return;
+    }
+    let mut t = table(&[
+        "#",
+        "bus id",
+        "name",
+        "model",
+        "memory",
+        "SMs",
+        "CC",
+        "PCIe link",
+        "UUID",
+        "verdict",
+    ]);
+    for g in &insp.gpus {
+        let opt = |o: Option<String>| o.unwrap_or_else(|| "–".into());
+        t.add_row(vec![
+            opt(g.nvml_index.map(|i| i.to_string())),
+            opt(g.bus_id.map(|b| b.to_string())),
+            opt(g.name.clone()),
+            opt(g.model.clone()),
+            opt(g.memory_mib.map(|m| format!("{m} MiB"))),
+            opt(g.sm_count.map(|s| s.to_string())),
+            opt(g.compute_capability.clone()),
+            opt(g.pcie_link.clone()),
+            opt(g.uuid.clone()),
+            g.verdict.to_string(),
+        ]);
+    }
+    println!("{t}");
+}
+
+pub fn sources(inv: &Inventory) {
+    let mut t = table(&["source", "status", "detail"]);
+    let row = |t: &mut Table, name: &str, reading: Reading<String>| {
+        let (status, detail) = match reading {
+            Reading::Value(detail) => ("ok", detail),
+            Reading::Unavailable(why) => ("unavailable", why),
+        };
+        t.add_row(vec![name.to_string(), status.to_string(), detail]);
+    };
+    let nvml = inv.nvml.as_ref().map(|n| {
+        format!(
+            "driver {}, CUDA {}, {} GPU(s)",
+            show(&n.driver_version),
+            show(&n.cuda_driver_version),
+            n.gpus.len()
+        )
+    });
+    row(&mut t, "NVML", nvml);
+    let cuda = inv.cuda.as_ref().map(|c| {
+        format!(
+            "driver API {}, {} device(s)",
+            show(&c.driver_version),
+            c.devices.len()
+        )
+    });
+    row(&mut t, "CUDA", cuda);
+    let smi = inv.nvidia_smi.as_ref().map(|s| {
+        format!(
+            "{} (-> {}), {} GPU(s)",
+            s.binary,
+            show(&s.binary_resolved),
+            s.gpus.len()
+        )
+    });
+    row(&mut t, "nvidia-smi", smi);
+    let pci = inv
+        .pci
+        .as_ref()
+        .map(|p| format!("{} NVIDIA display function(s)", p.len()));
+    row(&mut t, "sysfs", pci);
+    let procfs = inv.proc_driver.as_ref().map(|p| {
+        format!(
+            "kernel module {}, {} GPU(s)",
+            show(&p.version),
+            p.gpus.len()
+        )
+    });
+    row(&mut t, "procfs", procfs);
+    let libs = inv.process.nvidia_libraries.as_ref().map(|libs| {
+        if libs.is_empty() {
+            "none mapped".to_string()
+        } else {
+            libs.iter()
+                .map(|l| l.path.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+    });
+    row(&mut t, "libraries", libs);
+    println!("{t}");
+}
+
+/// Findings at or above `min`.
+pub fn findings(findings: &[Finding], min: Severity) {
+    let shown: Vec<&Finding> = findings.iter().filter(|f| f.severity >= min).collect();
+    if shown.is_empty() {
+        return;
+    }
+    let mut t = table(&["", "rule", "GPU", "finding", "evidence"]);
+    for f in shown {
+        let evidence: Vec<String> = f
+            .evidence
+            .iter()
+            .map(|e| format!("{}: {}", e.source, e.value))
+            .collect();
+        t.add_row(vec![
+            f.severity.to_string(),
+            f.rule.clone(),
+            f.gpu.map_or("host".into(), |b| b.to_string()),
+            f.message.clone(),
+            evidence.join("\n"),
+        ]);
+    }
+    println!("{t}");
+}
+
+pub fn stages(stages: &[Stage]) {
+    let mut t = table(&["stage", "result", "summary"]);
+    for s in stages {
+        let result = match s.status {
+            Severity::Info => "pass",
+            Severity::Warn => "pass (warnings)",
+            Severity::Fail => "FAIL",
+        };
+        t.add_row(vec![
+            s.name.to_string(),
+            result.to_string(),
+            s.summary.clone(),
+        ]);
+    }
+    println!("{t}");
+}
+
+pub fn verdict(insp: &Inspection) {
+    let worst = insp.worst();
+    let word = match worst {
+        Severity::Fail => "FAIL",
+        Severity::Warn => "PASS with warnings",
+        Severity::Info => "PASS",
+    };
+    let genuine = insp
+        .gpus
+        .iter()
+        .filter(|g| g.verdict == pog_inspect::GpuVerdict::Genuine)
+        .count();
+    println!(
+        "verdict: {word}: {genuine} of {} GPU(s) genuine",
+        insp.gpus.len()
+    );
+}
+
+fn peak(spec: &GpuSpec, p: Precision) -> String {
+    spec.peak.get(p).map_or("–".into(), |v| format!("{v}"))
+}
+
+pub fn spec_list(specs: &[GpuSpec]) {
+    let mut t = table(&[
+        "model", "PCI id", "arch", "SMs", "memory", "GB/s", "FP64", "FP32", "TF32", "FP16", "BF16",
+        "FP8", "INT8", "TDP",
+    ]);
+    for s in specs {
+        let ids: Vec<String> = s
+            .pci_device_ids
+            .iter()
+            .map(|id| format!("{id:#06x}"))
+            .collect();
+        let mut row = vec![
+            s.model.clone(),
+            ids.join(" "),
+            s.architecture.clone(),
+            s.sm_count.to_string(),
+            format!("{} GB {}", s.memory_gib, s.memory_type),
+            s.memory_bandwidth_gbs.to_string(),
+        ];
+        row.extend(Precision::ALL.iter().map(|p| peak(s, *p)));
+        row.push(format!("{} W", s.tdp_w));
+        t.add_row(row);
+    }
+    println!("{t}");
+    println!(
+        "Dense peak TFLOP/s (INT8: TOP/s), FP32 accumulation. `pog specs MODEL` shows sources."
+    );
+}
+
+pub fn spec_detail(s: &GpuSpec) {
+    let mut t = table(&[&s.model, ""]);
+    let ids: Vec<String> = s
+        .pci_device_ids
+        .iter()
+        .map(|id| format!("{id:#06x}"))
+        .collect();
+    for (k, v) in [
+        ("NVML names", s.names.join(", ")),
+        ("PCI device ids", ids.join(", ")),
+        (
+            "architecture",
+            format!(
+                "{} (compute capability {})",
+                s.architecture, s.compute_capability
+            ),
+        ),
+        ("SMs", s.sm_count.to_string()),
+        (
+            "memory",
+            format!(
+                "{} GB {}, {}-bit, {} GB/s",
+                s.memory_gib, s.memory_type, s.memory_bus_bits, s.memory_bandwidth_gbs
+            ),
+        ),
+        ("boost clock", format!("{} MHz", s.boost_clock_mhz)),
+        ("TDP", format!("{} W", s.tdp_w)),
+        ("PCIe", format!("Gen{}", s.pcie_gen)),
+    ] {
+        t.add_row(vec![k.to_string(), v]);
+    }
+    for p in Precision::ALL {
+        t.add_row(vec![format!("peak {p:?}"), peak(s, p)]);
+    }
+    t.add_row(vec!["sources".to_string(), s.sources.join("\n")]);
+    t.add_row(vec![
+        "checked on a real card".to_string(),
+        s.measured.to_string(),
+    ]);
+    println!("{t}");
+}

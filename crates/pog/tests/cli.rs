@@ -1,0 +1,215 @@
+//! The `pog` binary end to end: real processes, real files, real exit codes.
+//! Runs on hosts without a GPU (CI); GPU hosts are exercised through `--simulate` and the
+//! H200 run recorded in docs/.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+const H200_XML: &str = include_str!("../../device/tests/fixtures/nvidia-smi-q.xml");
+
+fn pog() -> Command {
+    let mut cmd = Command::cargo_bin("pog").unwrap();
+    cmd.env_remove("POG_SIMULATE");
+    cmd
+}
+
+fn json_of(cmd: &mut Command) -> (Value, i32) {
+    let out = cmd.output().unwrap();
+    let code = out.status.code().unwrap();
+    let value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    (value, code)
+}
+
+/// A fake nvidia-smi: a shell script with the given body.
+fn fake_smi(dir: &Path, body: &str) -> PathBuf {
+    let path = dir.join("nvidia-smi");
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// Tests that rely on this machine having no NVIDIA driver skip themselves on a GPU host.
+fn host_has_nvidia_driver() -> bool {
+    Path::new("/proc/driver/nvidia/version").exists()
+}
+
+#[test]
+fn check_on_a_host_without_gpus_says_so_and_reports_the_host() {
+    if host_has_nvidia_driver() {
+        return;
+    }
+    pog()
+        .arg("check")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("No NVIDIA GPU found"))
+        .stdout(predicate::str::contains("sockets / cores / threads"));
+    let (json, code) = json_of(pog().args(["check", "--json"]));
+    assert_eq!(code, 0);
+    assert_eq!(json["stages"][0]["name"], "inspect");
+    assert!(
+        json["inspect"]["inventory"]["host"]["cpu"]["value"]["threads"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+    assert_eq!(json["inspect"]["inventory"]["origin"], "hardware");
+}
+
+#[test]
+fn a_simulated_healthy_h200_host_is_genuine() {
+    let (json, code) = json_of(pog().args(["inspect", "--json", "--simulate", "H200 SXM x2"]));
+    assert_eq!(code, 0);
+    let gpus = json["inspection"]["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 2);
+    assert!(gpus
+        .iter()
+        .all(|g| g["verdict"] == "genuine" && g["model"] == "H200 SXM"));
+    assert_eq!(
+        json["inventory"]["origin"]["simulated"]["profile"],
+        "H200 SXM x2"
+    );
+    pog()
+        .args(["check"])
+        .env("POG_SIMULATE", "H200 SXM")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("SIMULATED HOST"))
+        .stdout(predicate::str::contains("1 of 1 GPU(s) genuine"));
+}
+
+#[test]
+fn a_failing_finding_exits_non_zero_with_its_evidence() {
+    let (json, code) =
+        json_of(pog().args(["inspect", "--json", "--simulate", "H100 SXM; spoofed-name"]));
+    assert_eq!(code, 1);
+    let findings = json["inspection"]["findings"].as_array().unwrap();
+    let name = findings.iter().find(|f| f["rule"] == "spec.name").unwrap();
+    assert_eq!(name["severity"], "fail");
+    assert!(name["evidence"].to_string().contains("0x2330"));
+    pog()
+        .args(["check", "--simulate", "H200 SXM; ld-preload"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("env.preload"))
+        .stdout(predicate::str::contains("FAIL"));
+}
+
+#[test]
+fn warnings_alone_do_not_fail() {
+    let (json, code) = json_of(pog().args([
+        "check",
+        "--json",
+        "--simulate",
+        "H200 SXM; ecc-off, link-degraded",
+    ]));
+    assert_eq!(code, 0);
+    assert_eq!(json["stages"][0]["status"], "warn");
+}
+
+#[test]
+fn a_fake_nvidia_smi_claiming_a_gpu_the_kernel_lacks_fails() {
+    if host_has_nvidia_driver() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let xml = dir.path().join("h200.xml");
+    std::fs::write(&xml, H200_XML).unwrap();
+    let smi = fake_smi(dir.path(), &format!("cat {}", xml.display()));
+    let (json, code) = json_of(pog().args(["inspect", "--json", "--nvidia-smi"]).arg(&smi));
+    assert_eq!(code, 1, "{json:#}");
+    let rules: Vec<&str> = json["inspection"]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["rule"].as_str())
+        .collect();
+    assert!(rules.contains(&"sources.available"), "{rules:?}");
+    assert_eq!(
+        json["inventory"]["nvidia_smi"]["value"]["binary"],
+        smi.display().to_string()
+    );
+}
+
+#[test]
+fn a_hanging_nvidia_smi_is_cut_off_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let smi = fake_smi(dir.path(), "sleep 60");
+    let started = std::time::Instant::now();
+    let (json, _) = json_of(
+        pog()
+            .args([
+                "inspect",
+                "--json",
+                "--nvidia-smi-timeout",
+                "0.5",
+                "--nvidia-smi",
+            ])
+            .arg(&smi),
+    );
+    assert!(started.elapsed().as_secs() < 30);
+    let why = json["inventory"]["nvidia_smi"]["unavailable"]
+        .as_str()
+        .unwrap();
+    assert!(why.contains("did not answer within 0.5 s"), "{why}");
+}
+
+#[test]
+fn malformed_nvidia_smi_output_is_reported_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let smi = fake_smi(dir.path(), "echo '<nvidia_smi_log><gpu>'");
+    let (json, _) = json_of(pog().args(["inspect", "--json", "--nvidia-smi"]).arg(&smi));
+    let why = json["inventory"]["nvidia_smi"]["unavailable"]
+        .as_str()
+        .unwrap();
+    assert!(why.contains("malformed XML"), "{why}");
+    let smi = fake_smi(dir.path(), "echo broken >&2; exit 9");
+    let (json, _) = json_of(pog().args(["inspect", "--json", "--nvidia-smi"]).arg(&smi));
+    let why = json["inventory"]["nvidia_smi"]["unavailable"]
+        .as_str()
+        .unwrap();
+    assert!(why.contains("broken"), "{why}");
+}
+
+#[test]
+fn bad_flags_and_profiles_are_clear_errors() {
+    pog()
+        .args(["inspect", "--nvidia-smi-timeout", "soon"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not a number of seconds"));
+    pog()
+        .args(["inspect", "--simulate", "H900"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown GPU model \"H900\""));
+    pog()
+        .args(["inspect", "--simulate", "H200 SXM; overheat"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown fault"));
+    pog().arg("frobnicate").assert().code(2);
+}
+
+#[test]
+fn specs_lists_and_details_the_database() {
+    pog()
+        .arg("specs")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("H200 SXM"))
+        .stdout(predicate::str::contains("0x2335"));
+    let (json, code) = json_of(pog().args(["specs", "NVIDIA H200", "--json"]));
+    assert_eq!(code, 0);
+    assert_eq!(json["sm_count"], 132);
+    assert_eq!(json["measured"], true);
+    pog()
+        .args(["specs", "H900"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("known models"));
+}
