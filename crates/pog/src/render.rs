@@ -1,7 +1,7 @@
 //! Human output: tables on stdout (comfy-table) and a spinner on stderr for slow steps.
 //! JSON output never goes through here.
 
-use crate::commands::check::Stage;
+use crate::commands::check::{Stage, StageStatus};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{ContentArrangement, Table};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -243,9 +243,9 @@ pub fn stages(stages: &[Stage]) {
     let mut t = table(&["stage", "result", "summary"]);
     for s in stages {
         let result = match s.status {
-            Severity::Info => "pass",
-            Severity::Warn => "pass (warnings)",
-            Severity::Fail => "FAIL",
+            StageStatus::Pass => "pass",
+            StageStatus::Warn => "pass (warnings)",
+            StageStatus::Fail => "FAIL",
         };
         t.add_row(vec![
             s.name.to_string(),

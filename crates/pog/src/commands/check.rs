@@ -10,12 +10,31 @@ use anyhow::Result;
 use pog_inspect::Severity;
 use serde::Serialize;
 
+/// How one stage ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StageStatus {
+    Pass,
+    /// Passed, with warnings worth reading.
+    Warn,
+    Fail,
+}
+
+impl From<Severity> for StageStatus {
+    fn from(worst: Severity) -> Self {
+        match worst {
+            Severity::Info => StageStatus::Pass,
+            Severity::Warn => StageStatus::Warn,
+            Severity::Fail => StageStatus::Fail,
+        }
+    }
+}
+
 /// One stage's result.
 #[derive(Serialize)]
 pub struct Stage {
     pub name: &'static str,
-    /// The worst finding's severity: info (pass), warn or fail.
-    pub status: Severity,
+    pub status: StageStatus,
     pub summary: String,
 }
 
@@ -29,7 +48,7 @@ pub struct CheckReport {
 pub fn run(global: &Global) -> Result<Outcome> {
     let inspect = collect_and_inspect(global)?;
     let stages = vec![inspect_stage(&inspect)];
-    let failed = stages.iter().any(|s| s.status == Severity::Fail);
+    let failed = stages.iter().any(|s| s.status == StageStatus::Fail);
     let report = CheckReport { stages, inspect };
     if global.json {
         print_json(&report)?;
@@ -68,7 +87,7 @@ fn inspect_stage(report: &InspectReport) -> Stage {
     };
     Stage {
         name: "inspect",
-        status: insp.worst(),
+        status: insp.worst().into(),
         summary,
     }
 }
