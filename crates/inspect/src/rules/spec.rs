@@ -36,6 +36,9 @@ pub fn reported_name<'a>(view: &GpuView<'a>) -> Option<&'a str> {
         .map(String::as_str)
 }
 
+/// A reported figure that must equal the datasheet's: (rule, what, source, reported, expected).
+type ExactCheck<'a> = (&'a str, &'a str, &'a str, Option<String>, Option<String>);
+
 pub fn check(ctx: &Context, out: &mut Vec<Finding>) {
     for view in &ctx.views {
         let gpu = view.bus_id;
@@ -86,47 +89,66 @@ fn name(ctx: &Context, view: &GpuView, spec: &GpuSpec, id: u16, out: &mut Vec<Fi
 
 fn resources(view: &GpuView, spec: &GpuSpec, out: &mut Vec<Finding>) {
     let gpu = view.bus_id;
-    let expected = format!(
+    let expected_source = format!(
         "{} ({})",
         spec.model,
         spec.sources.first().map_or("datasheet", String::as_str)
     );
-    if let Some(sms) = view.cuda.and_then(|c| c.sm_count.value()) {
-        if *sms != spec.sm_count {
-            out.push(
-                Finding::new(
-                    SM_COUNT,
-                    Severity::Fail,
-                    gpu,
-                    format!(
-                        "CUDA reports {sms} SMs; a {} has {}",
-                        spec.model, spec.sm_count
-                    ),
-                )
-                .with("CUDA", sms)
-                .with("spec", &expected),
-            );
-        }
-    }
-    if let (Some(cores), Some(per_sm)) = (
-        view.nvml.and_then(|g| g.cuda_cores.value()),
-        spec.cores_per_sm(),
-    ) {
-        if *cores != spec.sm_count * per_sm {
-            out.push(
-                Finding::new(
-                    SM_COUNT,
-                    Severity::Fail,
-                    gpu,
-                    format!(
-                        "NVML reports {cores} CUDA cores; a {} has {}",
-                        spec.model,
-                        spec.sm_count * per_sm
-                    ),
-                )
-                .with("NVML", cores)
-                .with("spec", format!("{} SMs x {per_sm}", spec.sm_count)),
-            );
+    let per_sm = spec.cores_per_sm();
+    let checks: [ExactCheck; 4] = [
+        (
+            SM_COUNT,
+            "SM count",
+            "CUDA",
+            view.cuda
+                .and_then(|c| c.sm_count.value())
+                .map(u32::to_string),
+            Some(spec.sm_count.to_string()),
+        ),
+        (
+            SM_COUNT,
+            "CUDA core count",
+            "NVML",
+            view.nvml
+                .and_then(|g| g.cuda_cores.value())
+                .map(u32::to_string),
+            per_sm.map(|p| (spec.sm_count * p).to_string()),
+        ),
+        (
+            ARCHITECTURE,
+            "architecture",
+            "NVML",
+            view.nvml.and_then(|g| g.architecture.value()).cloned(),
+            Some(spec.architecture.clone()),
+        ),
+        (
+            ARCHITECTURE,
+            "compute capability",
+            "CUDA",
+            view.cuda
+                .and_then(|c| c.compute_capability.value())
+                .or_else(|| view.nvml.and_then(|g| g.compute_capability.value()))
+                .cloned(),
+            Some(spec.compute_capability.clone()),
+        ),
+    ];
+    for (rule, what, source, reported, expected) in checks {
+        if let (Some(reported), Some(expected)) = (reported, expected) {
+            if reported != expected {
+                out.push(
+                    Finding::new(
+                        rule,
+                        Severity::Fail,
+                        gpu,
+                        format!(
+                            "{source} reports {what} {reported}; a {} has {expected}",
+                            spec.model
+                        ),
+                    )
+                    .with(source, &reported)
+                    .with("spec", &expected_source),
+                );
+            }
         }
     }
     let memory = view
@@ -148,44 +170,6 @@ fn resources(view: &GpuView, spec: &GpuSpec, out: &mut Vec<Finding>) {
                 )
                 .with("reported", format!("{mib} MiB"))
                 .with("spec", format!("{} GiB nominal", spec.memory_gib)),
-            );
-        }
-    }
-    if let Some(arch) = view.nvml.and_then(|g| g.architecture.value()) {
-        if *arch != spec.architecture {
-            out.push(
-                Finding::new(
-                    ARCHITECTURE,
-                    Severity::Fail,
-                    gpu,
-                    format!(
-                        "architecture {arch} is not {}'s {}",
-                        spec.model, spec.architecture
-                    ),
-                )
-                .with("NVML", arch)
-                .with("spec", &spec.architecture),
-            );
-        }
-    }
-    let cc = view
-        .cuda
-        .and_then(|c| c.compute_capability.value())
-        .or_else(|| view.nvml.and_then(|g| g.compute_capability.value()));
-    if let Some(cc) = cc {
-        if *cc != spec.compute_capability {
-            out.push(
-                Finding::new(
-                    ARCHITECTURE,
-                    Severity::Fail,
-                    gpu,
-                    format!(
-                        "compute capability {cc} is not {}'s {}",
-                        spec.model, spec.compute_capability
-                    ),
-                )
-                .with("reported", cc)
-                .with("spec", &spec.compute_capability),
             );
         }
     }
