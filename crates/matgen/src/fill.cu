@@ -1,0 +1,40 @@
+// The CUDA twin of pog_matgen::bits (lib.rs): fills a matrix with seeded elements.
+// Keep the two in step: the GPU GEMM check recomputes elements on the CPU with the Rust one.
+
+typedef unsigned long long u64;
+
+__device__ __forceinline__ u64 pog_hash(u64 seed, u64 index) {
+    u64 z = seed + (index + 1ULL) * 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+// format: 0 f64, 1 f32, 2 f16, 3 bf16, 4 e4m3, 5 i8
+__device__ __forceinline__ u64 pog_bits(int format, u64 seed, u64 index) {
+    u64 h = pog_hash(seed, index);
+    u64 sign = h & 1ULL;
+    u64 e = (h >> 1) % 3ULL;
+    u64 man = h >> 8;
+    switch (format) {
+    case 0: return sign << 63 | (1021ULL + e) << 52 | (man & ((1ULL << 52) - 1ULL));
+    case 1: return sign << 31 | (125ULL + e) << 23 | (man & 0x7fffffULL);
+    case 2: return sign << 15 | (13ULL + e) << 10 | (man & 0x3ffULL);
+    case 3: return sign << 15 | (125ULL + e) << 7 | (man & 0x7fULL);
+    case 4: return sign << 7 | (5ULL + e) << 3 | (man & 0x7ULL);
+    default: return (u64)(unsigned char)(signed char)((long long)(man % 255ULL) - 127LL);
+    }
+}
+
+#define POG_FILL(NAME, T)                                                               \
+    extern "C" __global__ void NAME(T* out, u64 n, u64 seed, int format) {               \
+        u64 stride = (u64)gridDim.x * blockDim.x;                                        \
+        for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {   \
+            out[i] = (T)pog_bits(format, seed, i);                                       \
+        }                                                                                \
+    }
+
+POG_FILL(pog_fill_u64, unsigned long long)
+POG_FILL(pog_fill_u32, unsigned int)
+POG_FILL(pog_fill_u16, unsigned short)
+POG_FILL(pog_fill_u8, unsigned char)
