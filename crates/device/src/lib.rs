@@ -6,9 +6,11 @@
 //! a deterministic test double with injectable faults. Nothing here judges: that is the
 //! inspection crate's job.
 
+pub mod compute;
 pub mod cuda;
 mod exec;
 pub mod facts;
+pub mod gpu;
 pub mod host;
 pub mod nvml;
 pub mod pci;
@@ -20,6 +22,7 @@ pub mod sim;
 pub mod smi;
 pub mod sysfs;
 
+pub use compute::{Accelerator, CopyKind, CopyRequest, GemmRequest, GemmRun, GpuError};
 pub use facts::*;
 pub use pci::BusId;
 pub use platform::{collect, Platform, RealConfig, RealPlatform};

@@ -644,3 +644,86 @@ mod tests {
         }
     }
 }
+
+/// A simulated GPU for benchmark tests: times follow the model's datasheet peaks scaled by an
+/// efficiency, outputs are the exact products (from `pog_matgen`), and it can be told to
+/// return wrong results. A test double only: nothing it "measures" is a result.
+#[derive(Debug, Clone)]
+pub struct SimGpu {
+    pub spec: GpuSpec,
+    /// Fraction of the datasheet peak the simulated runs reach.
+    pub efficiency: f64,
+    /// When set, every sampled GEMM output is off by this much (a lazy or broken kernel).
+    pub result_error: Option<f64>,
+}
+
+impl SimGpu {
+    pub fn new(spec: &GpuSpec, efficiency: f64) -> SimGpu {
+        SimGpu {
+            spec: spec.clone(),
+            efficiency,
+            result_error: None,
+        }
+    }
+}
+
+impl crate::compute::Accelerator for SimGpu {
+    fn memory(&self) -> Result<(u64, u64), crate::compute::GpuError> {
+        let total = (self.spec.memory_gib * (1u64 << 30) as f64) as u64;
+        Ok((total / 100 * 98, total))
+    }
+
+    fn gemm(
+        &mut self,
+        req: &crate::compute::GemmRequest,
+    ) -> Result<crate::compute::GemmRun, crate::compute::GpuError> {
+        let Some(peak) = self.spec.peak.get(req.precision) else {
+            return Err(crate::compute::GpuError(format!(
+                "{} has no {:?} path",
+                self.spec.model, req.precision
+            )));
+        };
+        let g = pog_matgen::SeededGemm {
+            precision: req.precision,
+            m: req.m,
+            n: req.n,
+            k: req.k,
+            seed_a: req.seed_a,
+            seed_b: req.seed_b,
+        };
+        let ms = g.flops() / (peak * 1e12 * self.efficiency) * 1e3;
+        let samples = req
+            .samples
+            .iter()
+            .map(|&(row, col)| g.reference(row, col).value + self.result_error.unwrap_or(0.0))
+            .collect();
+        // A small deterministic wobble so statistics have something to summarize.
+        let times_ms = (0..req.iterations)
+            .map(|i| ms * (1.0 + 0.002 * f64::from(i % 3)))
+            .collect();
+        Ok(crate::compute::GemmRun {
+            times_ms,
+            algorithm: "simulated".into(),
+            candidates_timed: req.candidates.min(1),
+            samples,
+        })
+    }
+
+    fn copy(
+        &mut self,
+        req: &crate::compute::CopyRequest,
+    ) -> Result<Vec<f64>, crate::compute::GpuError> {
+        use crate::compute::CopyKind;
+        // GB/s per direction: HBM for device copies, PCIe (about 3.5 GB/s per lane per generation step) for host copies.
+        let pcie =
+            0.98 * f64::from(1u32 << self.spec.pcie_gen.saturating_sub(1)) * 16.0 * 0.25 * 0.86;
+        let gbs = match req.kind {
+            CopyKind::DeviceToDevice => self.spec.memory_bandwidth_gbs * self.efficiency,
+            CopyKind::HostToDevicePinned | CopyKind::DeviceToHostPinned => pcie,
+            CopyKind::BidirectionalPinned => 1.6 * pcie,
+            CopyKind::HostToDevicePageable | CopyKind::DeviceToHostPageable => pcie / 6.0,
+        };
+        let ms = req.kind.bytes_moved(req.bytes) as f64 / (gbs * 1e9) * 1e3;
+        Ok(vec![ms; req.iterations as usize])
+    }
+}

@@ -1,0 +1,377 @@
+//! Runs a GPU plan through an [`Accelerator`]: times every GEMM and copy, checks sampled GEMM
+//! outputs against the f64 reference, and judges each figure.
+
+use crate::judge::{self, Judgement, Verdict};
+use crate::plan::{CopyPlan, GemmPlan, GpuPlan};
+use crate::stats::Summary;
+use pog_device::{Accelerator, CopyKind, CopyRequest, GemmRequest};
+use pog_matgen::{tolerance, SeededGemm};
+use pog_spec::{GpuSpec, Precision};
+use serde::{Deserialize, Serialize};
+
+/// Output elements checked per GEMM. A kernel that fakes a fraction f of the output passes all
+/// of them with probability (1 − f)^64: under 2 % for f = 6 %.
+pub const CHECKED_SAMPLES: u64 = 64;
+
+/// How the sampled outputs compared with the f64 reference.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultCheck {
+    pub checked: usize,
+    pub wrong: usize,
+    /// The largest |error| / tolerance seen (below 1 for every accepted element).
+    pub worst_error_ratio: f64,
+}
+
+/// One GEMM's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GemmResult {
+    pub precision: Precision,
+    /// m = n = k.
+    pub size: u64,
+    pub warmup: u32,
+    pub iterations: u32,
+    pub time_ms: Option<Summary>,
+    /// TFLOP/s (TOP/s for INT8) at the median time, and at the fastest run.
+    pub tflops_median: Option<f64>,
+    pub tflops_best: Option<f64>,
+    pub peak_tflops: Option<f64>,
+    pub algorithm: Option<String>,
+    pub check: Option<ResultCheck>,
+    pub judgement: Judgement,
+    pub error: Option<String>,
+}
+
+/// One copy's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CopyResult {
+    pub kind: CopyKind,
+    pub bytes: u64,
+    pub iterations: u32,
+    pub time_ms: Option<Summary>,
+    /// GB/s at the median and the fastest run (device copies count read + write).
+    pub gbs_median: Option<f64>,
+    pub gbs_best: Option<f64>,
+    pub peak_gbs: Option<f64>,
+    pub judgement: Judgement,
+    pub error: Option<String>,
+}
+
+fn failed(reason: String) -> Judgement {
+    Judgement {
+        verdict: Verdict::Fail,
+        reason,
+        source: "pog".into(),
+    }
+}
+
+/// Runs and checks one GEMM.
+pub fn gemm(
+    acc: &mut dyn Accelerator,
+    spec: Option<&GpuSpec>,
+    plan: &GemmPlan,
+    seed: u64,
+) -> GemmResult {
+    let g = SeededGemm {
+        precision: plan.precision,
+        m: plan.size,
+        n: plan.size,
+        k: plan.size,
+        seed_a: pog_matgen::hash(seed, 1),
+        seed_b: pog_matgen::hash(seed, 2),
+    };
+    let samples: Vec<(u64, u64)> = (0..CHECKED_SAMPLES)
+        .map(|i| {
+            let h = pog_matgen::hash(seed ^ 0x5eed, i);
+            (h % g.m, (h >> 32) % g.n)
+        })
+        .collect();
+    let request = GemmRequest {
+        precision: g.precision,
+        m: g.m,
+        n: g.n,
+        k: g.k,
+        seed_a: g.seed_a,
+        seed_b: g.seed_b,
+        warmup: plan.warmup,
+        iterations: plan.iterations,
+        candidates: plan.candidates,
+        samples: samples.clone(),
+    };
+    let mut result = GemmResult {
+        precision: plan.precision,
+        size: plan.size,
+        warmup: plan.warmup,
+        iterations: plan.iterations,
+        time_ms: None,
+        tflops_median: None,
+        tflops_best: None,
+        peak_tflops: spec.and_then(|s| s.peak.get(plan.precision)),
+        algorithm: None,
+        check: None,
+        judgement: failed("not run".into()),
+        error: None,
+    };
+    let run = match acc.gemm(&request) {
+        Ok(run) => run,
+        Err(e) => {
+            result.judgement = failed(format!("the GEMM did not run: {e}"));
+            result.error = Some(e.to_string());
+            return result;
+        }
+    };
+    let check = check_samples(&g, &samples, &run.samples);
+    let time = Summary::of(&run.times_ms);
+    let tflops = |ms: f64| g.flops() / (ms * 1e-3) / 1e12;
+    result.tflops_median = time.map(|t| tflops(t.median));
+    result.tflops_best = time.map(|t| tflops(t.min));
+    result.time_ms = time;
+    result.algorithm = Some(run.algorithm);
+    result.judgement = if check.wrong > 0 {
+        failed(format!(
+            "{} of {} sampled outputs are wrong: the result does not count",
+            check.wrong, check.checked
+        ))
+    } else {
+        match result.tflops_median {
+            Some(t) => judge::gemm(spec, plan.precision, plan.size, t),
+            None => failed("no timed run".into()),
+        }
+    };
+    result.check = Some(check);
+    result
+}
+
+/// Compares sampled outputs with the f64 reference.
+pub fn check_samples(g: &SeededGemm, positions: &[(u64, u64)], values: &[f64]) -> ResultCheck {
+    let mut check = ResultCheck {
+        checked: positions.len(),
+        wrong: 0,
+        worst_error_ratio: 0.0,
+    };
+    for (i, &(row, col)) in positions.iter().enumerate() {
+        let reference = g.reference(row, col);
+        let Some(&got) = values.get(i) else {
+            check.wrong += 1; // a missing sample counts as wrong
+            continue;
+        };
+        if !g.accepts(got, reference) {
+            check.wrong += 1;
+        }
+        let tol = tolerance(g.precision, reference);
+        let ratio = if tol > 0.0 {
+            (got - reference.value).abs() / tol
+        } else if got == reference.value {
+            0.0
+        } else {
+            f64::INFINITY
+        };
+        check.worst_error_ratio =
+            check
+                .worst_error_ratio
+                .max(if ratio.is_nan() { f64::INFINITY } else { ratio });
+    }
+    check
+}
+
+/// Runs one copy.
+pub fn copy(acc: &mut dyn Accelerator, spec: Option<&GpuSpec>, plan: &CopyPlan) -> CopyResult {
+    let request = CopyRequest {
+        kind: plan.kind,
+        bytes: plan.bytes,
+        warmup: plan.warmup,
+        iterations: plan.iterations,
+    };
+    let mut result = CopyResult {
+        kind: plan.kind,
+        bytes: plan.bytes,
+        iterations: plan.iterations,
+        time_ms: None,
+        gbs_median: None,
+        gbs_best: None,
+        peak_gbs: spec.and_then(|s| judge::copy_peak_gbs(s, plan.kind)),
+        judgement: failed("not run".into()),
+        error: None,
+    };
+    match acc.copy(&request) {
+        Ok(times) => {
+            let moved = plan.kind.bytes_moved(plan.bytes) as f64;
+            let time = Summary::of(&times);
+            result.gbs_median = time.map(|t| moved / (t.median * 1e-3) / 1e9);
+            result.gbs_best = time.map(|t| moved / (t.min * 1e-3) / 1e9);
+            result.time_ms = time;
+            result.judgement = match result.gbs_median {
+                Some(gbs) => judge::copy(spec, plan.kind, gbs),
+                None => failed("no timed run".into()),
+            };
+        }
+        Err(e) => {
+            result.judgement = failed(format!("the copy did not run: {e}"));
+            result.error = Some(e.to_string());
+        }
+    }
+    result
+}
+
+/// Everything measured on one GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuBench {
+    pub index: usize,
+    pub model: Option<String>,
+    pub seed: u64,
+    pub skipped: Vec<String>,
+    pub gemm: Vec<GemmResult>,
+    pub copies: Vec<CopyResult>,
+}
+
+impl GpuBench {
+    /// The worst verdict among all figures.
+    pub fn verdict(&self) -> Verdict {
+        self.gemm
+            .iter()
+            .map(|g| g.judgement.verdict)
+            .chain(self.copies.iter().map(|c| c.judgement.verdict))
+            .max()
+            .unwrap_or(Verdict::Info)
+    }
+}
+
+/// Runs a whole plan on one GPU, reporting each step to `progress` before it starts.
+pub fn run(
+    index: usize,
+    acc: &mut dyn Accelerator,
+    spec: Option<&GpuSpec>,
+    plan: &GpuPlan,
+    seed: u64,
+    progress: &mut dyn FnMut(&str),
+) -> GpuBench {
+    let mut gemm_results = Vec::new();
+    for g in &plan.gemms {
+        progress(&format!("GPU {index}: {:?} GEMM n={}", g.precision, g.size));
+        gemm_results.push(gemm(acc, spec, g, seed));
+    }
+    let mut copies = Vec::new();
+    for c in &plan.copies {
+        progress(&format!(
+            "GPU {index}: {} copy, {} MiB",
+            c.kind.name(),
+            c.bytes >> 20
+        ));
+        copies.push(copy(acc, spec, c));
+    }
+    GpuBench {
+        index,
+        model: spec.map(|s| s.model.clone()),
+        seed,
+        skipped: plan.skipped.clone(),
+        gemm: gemm_results,
+        copies,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{plan, Overrides, Suite};
+    use pog_device::sim::SimGpu;
+    use pog_spec::SpecDb;
+
+    fn small() -> Overrides {
+        Overrides {
+            sizes: Some(vec![256]),
+            precisions: None,
+            iterations: Some(3),
+            copy_bytes: Some(1 << 20),
+        }
+    }
+
+    #[test]
+    fn an_honest_gpu_passes_and_figures_follow_its_speed() {
+        let spec = SpecDb::embedded().by_model("H100 SXM").unwrap();
+        let mut gpu = SimGpu::new(spec, 0.75);
+        let p = plan(Suite::Quick, Some(spec), 80 << 30, &small());
+        let bench = run(0, &mut gpu, Some(spec), &p, 42, &mut |_| {});
+        assert_eq!(bench.gemm.len(), 7);
+        for g in &bench.gemm {
+            assert_eq!(g.check.as_ref().unwrap().wrong, 0, "{:?}", g.precision);
+            let fraction = g.tflops_median.unwrap() / g.peak_tflops.unwrap();
+            assert!(
+                (fraction - 0.75).abs() < 0.01,
+                "{:?}: {fraction}",
+                g.precision
+            );
+            assert_eq!(g.judgement.verdict, Verdict::Pass, "{:?}", g.judgement);
+        }
+        assert_eq!(bench.verdict(), Verdict::Pass);
+    }
+
+    #[test]
+    fn a_wrong_result_fails_however_fast() {
+        let spec = SpecDb::embedded().by_model("A100 SXM 80GB").unwrap();
+        let mut gpu = SimGpu::new(spec, 0.9);
+        gpu.result_error = Some(3.0);
+        let plan = GemmPlan {
+            precision: Precision::Fp16,
+            size: 256,
+            warmup: 0,
+            iterations: 2,
+            candidates: 1,
+        };
+        let r = gemm(&mut gpu, Some(spec), &plan, 7);
+        assert_eq!(r.check.as_ref().unwrap().wrong, CHECKED_SAMPLES as usize);
+        assert_eq!(r.judgement.verdict, Verdict::Fail);
+        assert!(r.judgement.reason.contains("sampled outputs are wrong"));
+    }
+
+    #[test]
+    fn a_slow_gpu_fails_and_a_missing_path_is_an_error() {
+        let spec = SpecDb::embedded().by_model("L40S").unwrap();
+        let mut gpu = SimGpu::new(spec, 0.2);
+        let plan = GemmPlan {
+            precision: Precision::Bf16,
+            size: 128,
+            warmup: 0,
+            iterations: 2,
+            candidates: 1,
+        };
+        assert_eq!(
+            gemm(&mut gpu, Some(spec), &plan, 1).judgement.verdict,
+            Verdict::Fail
+        );
+        let t4 = SpecDb::embedded().by_model("T4").unwrap();
+        let mut old = SimGpu::new(t4, 0.8);
+        let r = gemm(
+            &mut old,
+            Some(t4),
+            &GemmPlan {
+                precision: Precision::Fp8,
+                ..plan
+            },
+            1,
+        );
+        assert!(r.error.unwrap().contains("no Fp8 path"));
+        assert_eq!(r.judgement.verdict, Verdict::Fail);
+    }
+
+    #[test]
+    fn a_planted_wrong_element_is_caught() {
+        let g = SeededGemm {
+            precision: Precision::Fp32,
+            m: 64,
+            n: 64,
+            k: 64,
+            seed_a: 1,
+            seed_b: 2,
+        };
+        let positions = [(0, 0), (1, 2), (3, 4)];
+        let mut values: Vec<f64> = positions
+            .iter()
+            .map(|&(r, c)| g.reference(r, c).value)
+            .collect();
+        assert_eq!(check_samples(&g, &positions, &values).wrong, 0);
+        values[1] += 0.5;
+        let c = check_samples(&g, &positions, &values);
+        assert_eq!(c.wrong, 1);
+        assert!(c.worst_error_ratio > 1.0);
+        assert_eq!(check_samples(&g, &positions, &values[..2]).wrong, 2);
+    }
+}

@@ -1,0 +1,260 @@
+//! Judgement: each figure against the per-model thresholds in `data/thresholds.toml` (our
+//! measurements where we have them, the datasheet otherwise), as pass / warn / fail.
+
+use pog_device::CopyKind;
+use pog_spec::{GpuSpec, Precision};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+const THRESHOLDS_TOML: &str = include_str!("../data/thresholds.toml");
+
+/// How one figure compares with what its model should reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Reported, not judged (no threshold applies).
+    Info,
+    Pass,
+    Warn,
+    Fail,
+}
+
+/// A verdict with the threshold it was judged against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Judgement {
+    pub verdict: Verdict,
+    /// e.g. "71.4 % of the datasheet peak; warn below 50 %, fail below 30 %".
+    pub reason: String,
+    /// Where the threshold comes from (datasheet or a measured run).
+    pub source: String,
+}
+
+impl Judgement {
+    fn info(reason: impl Into<String>) -> Judgement {
+        Judgement {
+            verdict: Verdict::Info,
+            reason: reason.into(),
+            source: "none".into(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Defaults {
+    source: String,
+    gemm_warn_fraction: f64,
+    gemm_fail_fraction: f64,
+    copy_warn_fraction: f64,
+    copy_fail_fraction: f64,
+}
+
+/// Expected figures measured by pog on one model.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Measured {
+    model: String,
+    source: String,
+    warn_ratio: f64,
+    fail_ratio: f64,
+    /// Expected median TFLOP/s per precision and size ("fp16_8192").
+    #[serde(default)]
+    gemm_tflops: BTreeMap<String, f64>,
+    /// Expected median GB/s per copy kind (CopyKind's snake_case name).
+    #[serde(default)]
+    copy_gbs: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Thresholds {
+    default: Defaults,
+    #[serde(default)]
+    measured: Vec<Measured>,
+}
+
+fn thresholds() -> &'static Thresholds {
+    static T: OnceLock<Thresholds> = OnceLock::new();
+    T.get_or_init(|| {
+        toml::from_str(THRESHOLDS_TOML).expect("thresholds.toml is checked by the tests")
+    })
+}
+
+fn measured(spec: Option<&GpuSpec>) -> Option<&'static Measured> {
+    let spec = spec?;
+    thresholds().measured.iter().find(|m| m.model == spec.model)
+}
+
+/// The key of a GEMM figure in the measured table.
+fn gemm_key(precision: Precision, size: u64) -> String {
+    format!("{}_{size}", format!("{precision:?}").to_lowercase())
+}
+
+fn copy_key(kind: CopyKind) -> String {
+    kind.name().to_string()
+}
+
+fn against_expected(value: f64, expected: f64, m: &Measured, unit: &str) -> Judgement {
+    let ratio = value / expected;
+    let verdict = if ratio < m.fail_ratio {
+        Verdict::Fail
+    } else if ratio < m.warn_ratio {
+        Verdict::Warn
+    } else {
+        Verdict::Pass
+    };
+    Judgement {
+        verdict,
+        reason: format!(
+            "{:.0} % of the {expected} {unit} this model measured; warn below {:.0} %, fail below {:.0} %",
+            ratio * 100.0,
+            m.warn_ratio * 100.0,
+            m.fail_ratio * 100.0
+        ),
+        source: m.source.clone(),
+    }
+}
+
+fn against_peak(value: f64, peak: f64, warn: f64, fail: f64) -> Judgement {
+    let fraction = value / peak;
+    let verdict = if fraction < fail {
+        Verdict::Fail
+    } else if fraction < warn {
+        Verdict::Warn
+    } else {
+        Verdict::Pass
+    };
+    Judgement {
+        verdict,
+        reason: format!(
+            "{:.1} % of the datasheet peak {peak}; warn below {:.0} %, fail below {:.0} %",
+            fraction * 100.0,
+            warn * 100.0,
+            fail * 100.0
+        ),
+        source: thresholds().default.source.clone(),
+    }
+}
+
+/// Judges a GEMM's median TFLOP/s.
+pub fn gemm(spec: Option<&GpuSpec>, precision: Precision, size: u64, tflops: f64) -> Judgement {
+    if let Some(m) = measured(spec) {
+        if let Some(expected) = m.gemm_tflops.get(&gemm_key(precision, size)) {
+            return against_expected(tflops, *expected, m, "TFLOP/s");
+        }
+    }
+    match spec.and_then(|s| s.peak.get(precision)) {
+        Some(peak) => against_peak(
+            tflops,
+            peak,
+            thresholds().default.gemm_warn_fraction,
+            thresholds().default.gemm_fail_fraction,
+        ),
+        None => Judgement::info("no datasheet peak for this model and precision"),
+    }
+}
+
+/// The datasheet ceiling of a copy, GB/s as pog counts it, where one applies: HBM bandwidth for
+/// device copies (read + write), the PCIe link for pinned host copies (each way, or both).
+pub fn copy_peak_gbs(spec: &GpuSpec, kind: CopyKind) -> Option<f64> {
+    // PCIe x16 per direction: 128b/130b coding from Gen3 on; Gen6 is 2x Gen5.
+    let pcie = match spec.pcie_gen {
+        1 => 4.0,
+        2 => 8.0,
+        3 => 15.75,
+        4 => 31.5,
+        5 => 63.0,
+        _ => 126.0,
+    };
+    match kind {
+        CopyKind::DeviceToDevice => Some(spec.memory_bandwidth_gbs),
+        CopyKind::HostToDevicePinned | CopyKind::DeviceToHostPinned => Some(pcie),
+        CopyKind::BidirectionalPinned => Some(2.0 * pcie),
+        // Pageable copies go through a staging buffer: they measure the host as much as the GPU.
+        CopyKind::HostToDevicePageable | CopyKind::DeviceToHostPageable => None,
+    }
+}
+
+/// Judges a copy's median GB/s.
+pub fn copy(spec: Option<&GpuSpec>, kind: CopyKind, gbs: f64) -> Judgement {
+    if let Some(m) = measured(spec) {
+        if let Some(expected) = m.copy_gbs.get(&copy_key(kind)) {
+            return against_expected(gbs, *expected, m, "GB/s");
+        }
+    }
+    match spec.and_then(|s| copy_peak_gbs(s, kind)) {
+        Some(peak) => against_peak(
+            gbs,
+            peak,
+            thresholds().default.copy_warn_fraction,
+            thresholds().default.copy_fail_fraction,
+        ),
+        None => Judgement::info("not judged: pageable copies depend on the host's memory"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pog_spec::SpecDb;
+
+    #[test]
+    fn the_thresholds_file_parses_and_names_known_models() {
+        let t = thresholds();
+        assert!(t.default.gemm_fail_fraction < t.default.gemm_warn_fraction);
+        for m in &t.measured {
+            assert!(
+                SpecDb::embedded().by_model(&m.model).is_some(),
+                "{}",
+                m.model
+            );
+            assert!(m.fail_ratio < m.warn_ratio && m.warn_ratio <= 1.0);
+            for key in m.copy_gbs.keys() {
+                assert!(CopyKind::ALL.iter().any(|k| copy_key(*k) == *key), "{key}");
+            }
+        }
+        assert_eq!(
+            copy_key(CopyKind::HostToDevicePinned),
+            "host_to_device_pinned"
+        );
+        assert_eq!(gemm_key(Precision::Bf16, 8192), "bf16_8192");
+    }
+
+    #[test]
+    fn datasheet_thresholds_for_unmeasured_models() {
+        let l4 = SpecDb::embedded().by_model("L4").unwrap();
+        assert_eq!(
+            gemm(Some(l4), Precision::Fp16, 8192, 100.0).verdict,
+            Verdict::Pass
+        );
+        assert_eq!(
+            gemm(Some(l4), Precision::Fp16, 8192, 50.0).verdict,
+            Verdict::Warn
+        );
+        assert_eq!(
+            gemm(Some(l4), Precision::Fp16, 8192, 20.0).verdict,
+            Verdict::Fail
+        );
+        assert_eq!(
+            gemm(Some(l4), Precision::Fp16, 8192, 20.0).source,
+            thresholds().default.source
+        );
+        assert_eq!(
+            gemm(None, Precision::Fp16, 8192, 1.0).verdict,
+            Verdict::Info
+        );
+        assert_eq!(
+            copy(Some(l4), CopyKind::HostToDevicePinned, 25.0).verdict,
+            Verdict::Pass
+        );
+        assert_eq!(
+            copy(Some(l4), CopyKind::HostToDevicePinned, 10.0).verdict,
+            Verdict::Fail
+        );
+        assert_eq!(
+            copy(Some(l4), CopyKind::HostToDevicePageable, 1.0).verdict,
+            Verdict::Info
+        );
+    }
+}

@@ -1,0 +1,267 @@
+//! What a suite runs on a given GPU: matrix sizes, iterations and copy sizes adapted to the
+//! model and its free memory, with user overrides.
+
+use pog_device::CopyKind;
+use pog_matgen::Storage;
+use pog_spec::{GpuSpec, Precision};
+use serde::{Deserialize, Serialize};
+
+/// The benchmark suites. Contents and durations are documented in docs/benchmarks.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Suite {
+    /// GEMM at one size, copies of 1 GiB: about half a minute on an H200. `pog check` runs it.
+    Quick,
+    /// GEMM at both default sizes, copies of 4 GiB.
+    Standard,
+    /// Standard with more timed runs and cuBLASLt candidates.
+    Full,
+}
+
+impl std::str::FromStr for Suite {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "quick" => Ok(Suite::Quick),
+            "standard" => Ok(Suite::Standard),
+            "full" => Ok(Suite::Full),
+            other => Err(format!(
+                "unknown suite {other:?}; use quick, standard or full"
+            )),
+        }
+    }
+}
+
+/// User overrides of the suite's choices.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// Square GEMM sizes (m = n = k).
+    pub sizes: Option<Vec<u64>>,
+    pub precisions: Option<Vec<Precision>>,
+    pub iterations: Option<u32>,
+    pub copy_bytes: Option<u64>,
+}
+
+/// One GEMM to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GemmPlan {
+    pub precision: Precision,
+    pub size: u64,
+    pub warmup: u32,
+    pub iterations: u32,
+    pub candidates: u32,
+}
+
+/// One copy to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyPlan {
+    pub kind: CopyKind,
+    pub bytes: u64,
+    pub warmup: u32,
+    pub iterations: u32,
+}
+
+/// Everything a suite runs on one GPU, and what was left out (with the reason).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuPlan {
+    pub gemms: Vec<GemmPlan>,
+    pub copies: Vec<CopyPlan>,
+    pub skipped: Vec<String>,
+}
+
+/// The sizes the original CUTLASS-profiler script used on large GPUs.
+const LARGE_SIZES: [u64; 2] = [8192, 16384];
+/// GPUs with at least this much memory get the large sizes; smaller ones start at 4096.
+const LARGE_GPU_GIB: f64 = 40.0;
+/// Largest share of free memory one GEMM's buffers may take.
+const MEMORY_SHARE: f64 = 0.8;
+
+/// Bytes the three buffers of an n×n×n GEMM take (inputs in their storage, output as written).
+pub fn gemm_bytes(precision: Precision, n: u64) -> u64 {
+    let input = Storage::of(precision).bytes() as u64;
+    let output = match precision {
+        Precision::Fp64 => 8,
+        Precision::Fp32 | Precision::Tf32 | Precision::Int8 => 4,
+        _ => 2,
+    };
+    n * n * (2 * input + output)
+}
+
+/// Plans a suite for a GPU of model `spec` (or an unknown model) with `free_bytes` free.
+pub fn plan(
+    suite: Suite,
+    spec: Option<&GpuSpec>,
+    free_bytes: u64,
+    overrides: &Overrides,
+) -> GpuPlan {
+    let mut skipped = Vec::new();
+    let large = spec.is_none_or(|s| s.memory_gib >= LARGE_GPU_GIB);
+    let default_sizes: Vec<u64> = match (suite, large) {
+        (Suite::Quick, true) => vec![LARGE_SIZES[0]],
+        (Suite::Quick, false) => vec![4096],
+        (_, true) => LARGE_SIZES.to_vec(),
+        (_, false) => vec![4096, 8192],
+    };
+    let sizes = overrides.sizes.clone().unwrap_or(default_sizes);
+    let precisions: Vec<Precision> = overrides
+        .precisions
+        .clone()
+        .unwrap_or_else(|| Precision::ALL.to_vec());
+    let (iterations, candidates) = match suite {
+        Suite::Quick => (10, 4),
+        Suite::Standard => (10, 8),
+        Suite::Full => (30, 16),
+    };
+    let mut gemms = Vec::new();
+    for &precision in &precisions {
+        if let Some(spec) = spec {
+            if spec.peak.get(precision).is_none() {
+                skipped.push(format!(
+                    "{precision:?} GEMM: the {} has no {precision:?} path",
+                    spec.model
+                ));
+                continue;
+            }
+        }
+        for &size in &sizes {
+            if gemm_bytes(precision, size) as f64 > free_bytes as f64 * MEMORY_SHARE {
+                skipped.push(format!(
+                    "{precision:?} GEMM n={size}: needs {} MiB, {} MiB free",
+                    gemm_bytes(precision, size) >> 20,
+                    free_bytes >> 20
+                ));
+                continue;
+            }
+            // The slowest GEMMs (FP64/FP32 at 16384 take ~170 ms a run) get fewer runs.
+            let slow = size >= 16384 && matches!(precision, Precision::Fp64 | Precision::Fp32);
+            let iterations =
+                overrides
+                    .iterations
+                    .unwrap_or(if slow { iterations / 2 } else { iterations });
+            gemms.push(GemmPlan {
+                precision,
+                size,
+                warmup: 3,
+                iterations: iterations.max(1),
+                candidates,
+            });
+        }
+    }
+    let default_copy = match suite {
+        Suite::Quick => 1u64 << 30,
+        _ => 4u64 << 30,
+    };
+    let copy_bytes = overrides
+        .copy_bytes
+        .unwrap_or(default_copy)
+        .min(free_bytes / 4);
+    let copies = CopyKind::ALL
+        .iter()
+        .map(|&kind| {
+            let pageable = matches!(
+                kind,
+                CopyKind::HostToDevicePageable | CopyKind::DeviceToHostPageable
+            );
+            CopyPlan {
+                kind,
+                bytes: copy_bytes,
+                warmup: if pageable { 1 } else { 3 },
+                iterations: overrides
+                    .iterations
+                    .unwrap_or(if pageable { 3 } else { 10 }),
+            }
+        })
+        .collect();
+    GpuPlan {
+        gemms,
+        copies,
+        skipped,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pog_spec::SpecDb;
+
+    fn spec(model: &str) -> &'static GpuSpec {
+        SpecDb::embedded().by_model(model).unwrap()
+    }
+
+    #[test]
+    fn large_gpus_get_the_cutlass_sizes_and_every_precision_they_have() {
+        let p = plan(
+            Suite::Standard,
+            Some(spec("H200 SXM")),
+            140 << 30,
+            &Overrides::default(),
+        );
+        assert_eq!(p.gemms.len(), 14);
+        assert!(p
+            .gemms
+            .iter()
+            .any(|g| g.precision == Precision::Fp8 && g.size == 16384));
+        assert!(p.skipped.is_empty());
+        let fp64_16k = p
+            .gemms
+            .iter()
+            .find(|g| g.precision == Precision::Fp64 && g.size == 16384)
+            .unwrap();
+        assert_eq!(fp64_16k.iterations, 5);
+        assert_eq!(p.copies.len(), CopyKind::ALL.len());
+    }
+
+    #[test]
+    fn missing_paths_and_memory_shrink_the_plan() {
+        let t4 = plan(
+            Suite::Standard,
+            Some(spec("T4")),
+            15 << 30,
+            &Overrides::default(),
+        );
+        assert!(t4.gemms.iter().all(|g| g.size <= 8192));
+        assert!(t4.gemms.iter().all(|g| !matches!(
+            g.precision,
+            Precision::Fp8 | Precision::Tf32 | Precision::Bf16
+        )));
+        assert_eq!(t4.skipped.len(), 3);
+        // 2 GiB free cannot hold an FP64 GEMM of 16384 (6 GiB).
+        let tight = plan(
+            Suite::Standard,
+            Some(spec("H200 SXM")),
+            2 << 30,
+            &Overrides::default(),
+        );
+        assert!(tight
+            .skipped
+            .iter()
+            .any(|s| s.contains("Fp64 GEMM n=16384")));
+        assert!(tight.copies.iter().all(|c| c.bytes <= (2 << 30) / 4));
+    }
+
+    #[test]
+    fn overrides_win() {
+        let o = Overrides {
+            sizes: Some(vec![1024]),
+            precisions: Some(vec![Precision::Bf16]),
+            iterations: Some(3),
+            copy_bytes: Some(1 << 20),
+        };
+        let p = plan(Suite::Full, Some(spec("A100 SXM 80GB")), 80 << 30, &o);
+        assert_eq!(
+            p.gemms,
+            vec![GemmPlan {
+                precision: Precision::Bf16,
+                size: 1024,
+                warmup: 3,
+                iterations: 3,
+                candidates: 16
+            }]
+        );
+        assert!(p
+            .copies
+            .iter()
+            .all(|c| c.bytes == 1 << 20 && c.iterations == 3));
+        assert!("fast".parse::<Suite>().is_err());
+    }
+}

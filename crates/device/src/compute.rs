@@ -1,0 +1,114 @@
+//! The compute seam: what benchmarks ask a GPU to do, and what comes back. [`Accelerator`] is
+//! implemented by the real GPU ([`crate::gpu::Gpu`]) and by the simulated test double
+//! ([`crate::sim::SimGpu`]); the benchmark logic only sees this trait.
+
+use pog_spec::Precision;
+use serde::{Deserialize, Serialize};
+
+/// A failed GPU operation, with what was being done.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct GpuError(pub String);
+
+impl GpuError {
+    /// Wraps any error with a description of the step that failed.
+    pub fn during(step: &str, e: impl std::fmt::Display) -> GpuError {
+        GpuError(format!("{step}: {e}"))
+    }
+}
+
+/// A timed GEMM `D = A·B` of seeded matrices (see `pog_matgen::SeededGemm`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GemmRequest {
+    pub precision: Precision,
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    pub seed_a: u64,
+    pub seed_b: u64,
+    /// Untimed runs before measuring (clocks, caches, lazy loading).
+    pub warmup: u32,
+    /// Timed runs; each is timed on its own with CUDA events.
+    pub iterations: u32,
+    /// How many of cuBLASLt's heuristic candidates to time before choosing the fastest.
+    pub candidates: u32,
+    /// Output elements `(row, col)` to read back for checking.
+    pub samples: Vec<(u64, u64)>,
+}
+
+/// What a GEMM run measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GemmRun {
+    /// Milliseconds per timed run.
+    pub times_ms: Vec<f64>,
+    /// The algorithm that won, described for the report.
+    pub algorithm: String,
+    /// How many candidates were timed.
+    pub candidates_timed: u32,
+    /// `D[row, col]` for each requested sample, as f64.
+    pub samples: Vec<f64>,
+}
+
+/// Which copy to time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CopyKind {
+    /// Device to device (copy engine); moves each byte twice (read and write).
+    DeviceToDevice,
+    HostToDevicePinned,
+    DeviceToHostPinned,
+    /// Both directions at once on two streams; bytes counted once per direction.
+    BidirectionalPinned,
+    HostToDevicePageable,
+    DeviceToHostPageable,
+}
+
+impl CopyKind {
+    /// Every kind, in report order.
+    pub const ALL: [CopyKind; 6] = [
+        CopyKind::DeviceToDevice,
+        CopyKind::HostToDevicePinned,
+        CopyKind::DeviceToHostPinned,
+        CopyKind::BidirectionalPinned,
+        CopyKind::HostToDevicePageable,
+        CopyKind::DeviceToHostPageable,
+    ];
+
+    /// The snake_case name used in JSON, tables and threshold files.
+    pub fn name(self) -> &'static str {
+        match self {
+            CopyKind::DeviceToDevice => "device_to_device",
+            CopyKind::HostToDevicePinned => "host_to_device_pinned",
+            CopyKind::DeviceToHostPinned => "device_to_host_pinned",
+            CopyKind::BidirectionalPinned => "bidirectional_pinned",
+            CopyKind::HostToDevicePageable => "host_to_device_pageable",
+            CopyKind::DeviceToHostPageable => "device_to_host_pageable",
+        }
+    }
+
+    /// Bytes moved per run of `bytes` (a device copy reads and writes each byte).
+    pub fn bytes_moved(self, bytes: u64) -> u64 {
+        match self {
+            CopyKind::DeviceToDevice | CopyKind::BidirectionalPinned => 2 * bytes,
+            _ => bytes,
+        }
+    }
+}
+
+/// A timed copy of `bytes`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CopyRequest {
+    pub kind: CopyKind,
+    pub bytes: u64,
+    pub warmup: u32,
+    pub iterations: u32,
+}
+
+/// One GPU that can run benchmarks.
+pub trait Accelerator {
+    /// Free and total device memory, bytes.
+    fn memory(&self) -> Result<(u64, u64), GpuError>;
+    fn gemm(&mut self, request: &GemmRequest) -> Result<GemmRun, GpuError>;
+    /// Milliseconds per timed run.
+    fn copy(&mut self, request: &CopyRequest) -> Result<Vec<f64>, GpuError>;
+}

@@ -1,0 +1,374 @@
+//! GEMMs through cuBLASLt: seeded inputs filled on the GPU, the fastest of cuBLASLt's heuristic
+//! candidates chosen by timing, each run timed with CUDA events, and sampled outputs read back
+//! for the caller to check.
+//!
+//! Layout is "TN" for every precision (both inputs K-major, as FP8 and INT8 require): A is
+//! stored k×m column-major and transposed, B is k×n, D is m×n column-major.
+
+use super::{DeviceBuffer, Gpu};
+use crate::compute::{GemmRequest, GemmRun, GpuError};
+use cudarc::cublaslt::result as lt;
+use cudarc::cublaslt::sys::{
+    self, cublasComputeType_t as Compute, cublasLtMatmulDescAttributes_t as DescAttr,
+    cublasLtMatmulHeuristicResult_t, cublasLtMatmulPreferenceAttributes_t as PrefAttr,
+    cudaDataType as Dt,
+};
+use cudarc::driver::result as drv;
+use cudarc::driver::CudaContext;
+use pog_matgen::Storage;
+use pog_spec::Precision;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// cuBLASLt workspace: what PyTorch gives it on Hopper is 32 MiB; more never hurts here.
+const WORKSPACE_BYTES: u64 = 64 << 20;
+
+/// cublasOperation_t values (cudarc declares the enum only with its `cublas` feature).
+const CUBLAS_OP_N: i32 = 0;
+const CUBLAS_OP_T: i32 = 1;
+
+/// Timed runs per candidate when choosing the algorithm.
+const CANDIDATE_RUNS: usize = 3;
+
+/// A cuBLASLt handle with its workspace.
+pub(super) struct Lt {
+    handle: sys::cublasLtHandle_t,
+    workspace: DeviceBuffer,
+}
+
+impl Lt {
+    pub fn new(ctx: &Arc<CudaContext>) -> Result<Lt, GpuError> {
+        ctx.bind_to_thread()
+            .map_err(|e| GpuError::during("binding the CUDA context", e))?;
+        let handle =
+            lt::create_handle().map_err(|e| GpuError::during("creating a cuBLASLt handle", e))?;
+        Ok(Lt {
+            handle,
+            workspace: DeviceBuffer::new(WORKSPACE_BYTES)?,
+        })
+    }
+}
+
+impl Drop for Lt {
+    fn drop(&mut self) {
+        // SAFETY: created in new, destroyed once.
+        let _ = unsafe { lt::destroy_handle(self.handle) };
+    }
+}
+
+/// Data types of one precision's GEMM: inputs, output, compute and scale (alpha/beta) type.
+struct Types {
+    input: Dt,
+    output: Dt,
+    compute: Compute,
+    scale: Dt,
+}
+
+/// The cuBLASLt configuration per precision, matching PyTorch's choices: FP16 and BF16 write
+/// FP16/BF16, FP8 E4M3 writes BF16 (as `torch._scaled_mm(out_dtype=bfloat16)`), INT8 writes
+/// INT32; FP32 runs without TF32 and TF32 with it.
+fn types(precision: Precision) -> Types {
+    let (input, output, compute, scale) = match precision {
+        Precision::Fp64 => (
+            Dt::CUDA_R_64F,
+            Dt::CUDA_R_64F,
+            Compute::CUBLAS_COMPUTE_64F,
+            Dt::CUDA_R_64F,
+        ),
+        Precision::Fp32 => (
+            Dt::CUDA_R_32F,
+            Dt::CUDA_R_32F,
+            Compute::CUBLAS_COMPUTE_32F,
+            Dt::CUDA_R_32F,
+        ),
+        Precision::Tf32 => (
+            Dt::CUDA_R_32F,
+            Dt::CUDA_R_32F,
+            Compute::CUBLAS_COMPUTE_32F_FAST_TF32,
+            Dt::CUDA_R_32F,
+        ),
+        Precision::Fp16 => (
+            Dt::CUDA_R_16F,
+            Dt::CUDA_R_16F,
+            Compute::CUBLAS_COMPUTE_32F,
+            Dt::CUDA_R_32F,
+        ),
+        Precision::Bf16 => (
+            Dt::CUDA_R_16BF,
+            Dt::CUDA_R_16BF,
+            Compute::CUBLAS_COMPUTE_32F,
+            Dt::CUDA_R_32F,
+        ),
+        Precision::Fp8 => (
+            Dt::CUDA_R_8F_E4M3,
+            Dt::CUDA_R_16BF,
+            Compute::CUBLAS_COMPUTE_32F,
+            Dt::CUDA_R_32F,
+        ),
+        Precision::Int8 => (
+            Dt::CUDA_R_8I,
+            Dt::CUDA_R_32I,
+            Compute::CUBLAS_COMPUTE_32I,
+            Dt::CUDA_R_32I,
+        ),
+    };
+    Types {
+        input,
+        output,
+        compute,
+        scale,
+    }
+}
+
+/// Bytes per output element.
+fn output_bytes(precision: Precision) -> u64 {
+    match precision {
+        Precision::Fp64 => 8,
+        Precision::Fp32 | Precision::Tf32 | Precision::Int8 => 4,
+        _ => 2,
+    }
+}
+
+/// Decodes one output element (little-endian bytes) to f64.
+fn decode_output(precision: Precision, b: [u8; 8]) -> f64 {
+    match precision {
+        Precision::Fp64 => f64::from_le_bytes(b),
+        Precision::Fp32 | Precision::Tf32 => {
+            f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        }
+        Precision::Int8 => f64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        Precision::Fp16 => half::f16::from_le_bytes([b[0], b[1]]).to_f64(),
+        Precision::Bf16 | Precision::Fp8 => half::bf16::from_le_bytes([b[0], b[1]]).to_f64(),
+    }
+}
+
+struct Desc(sys::cublasLtMatmulDesc_t);
+impl Drop for Desc {
+    fn drop(&mut self) {
+        // SAFETY: created once, destroyed once.
+        let _ = unsafe { lt::destroy_matmul_desc(self.0) };
+    }
+}
+struct Layout(sys::cublasLtMatrixLayout_t);
+impl Drop for Layout {
+    fn drop(&mut self) {
+        // SAFETY: created once, destroyed once.
+        let _ = unsafe { lt::destroy_matrix_layout(self.0) };
+    }
+}
+struct Pref(sys::cublasLtMatmulPreference_t);
+impl Drop for Pref {
+    fn drop(&mut self) {
+        // SAFETY: created once, destroyed once.
+        let _ = unsafe { lt::destroy_matmul_pref(self.0) };
+    }
+}
+
+/// alpha = 1 and beta = 0 in the scale type, as raw bytes.
+fn scalars(scale: Dt) -> ([u8; 8], [u8; 8]) {
+    let mut one = [0u8; 8];
+    match scale {
+        Dt::CUDA_R_64F => one = 1f64.to_le_bytes(),
+        Dt::CUDA_R_32I => one[..4].copy_from_slice(&1i32.to_le_bytes()),
+        _ => one[..4].copy_from_slice(&1f32.to_le_bytes()),
+    }
+    (one, [0u8; 8])
+}
+
+pub(super) fn run(gpu: &Gpu, lt: &Lt, req: &GemmRequest) -> Result<GemmRun, GpuError> {
+    let (m, n, k) = (req.m, req.n, req.k);
+    let storage = Storage::of(req.precision);
+    let t = types(req.precision);
+    let step = |what: &str| format!("{:?} GEMM {m}x{n}x{k}: {what}", req.precision);
+
+    let a = DeviceBuffer::new(m * k * storage.bytes() as u64)?;
+    let b = DeviceBuffer::new(k * n * storage.bytes() as u64)?;
+    let d = DeviceBuffer::new(m * n * output_bytes(req.precision))?;
+    gpu.fill(&a, storage, req.seed_a)?;
+    gpu.fill(&b, storage, req.seed_b)?;
+
+    let desc = Desc(
+        lt::create_matmul_desc(t.compute, t.scale)
+            .map_err(|e| GpuError::during(&step("matmul descriptor"), e))?,
+    );
+    let (trans_a, trans_b) = (CUBLAS_OP_T, CUBLAS_OP_N);
+    // SAFETY: the descriptor is live; each attribute is an int32 as cuBLASLt documents.
+    unsafe {
+        lt::set_matmul_desc_attribute(
+            desc.0,
+            DescAttr::CUBLASLT_MATMUL_DESC_TRANSA,
+            &trans_a as *const i32 as *const c_void,
+            4,
+        )
+        .and_then(|_| {
+            lt::set_matmul_desc_attribute(
+                desc.0,
+                DescAttr::CUBLASLT_MATMUL_DESC_TRANSB,
+                &trans_b as *const i32 as *const c_void,
+                4,
+            )
+        })
+        .map_err(|e| GpuError::during(&step("transpose attributes"), e))?;
+    }
+    let layout = |dt: Dt, rows: u64, cols: u64| {
+        lt::create_matrix_layout(dt, rows, cols, rows as i64)
+            .map(Layout)
+            .map_err(|e| GpuError::during(&step("matrix layout"), e))
+    };
+    let (la, lb, ld) = (
+        layout(t.input, k, m)?,
+        layout(t.input, k, n)?,
+        layout(t.output, m, n)?,
+    );
+    let pref =
+        Pref(lt::create_matmul_pref().map_err(|e| GpuError::during(&step("preference"), e))?);
+    let workspace = lt.workspace.bytes;
+    // SAFETY: live preference; the attribute is a u64.
+    unsafe {
+        lt::set_matmul_pref_attribute(
+            pref.0,
+            PrefAttr::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+            &workspace as *const u64 as *const c_void,
+            8,
+        )
+    }
+    .map_err(|e| GpuError::during(&step("workspace preference"), e))?;
+
+    let wanted = req.candidates.clamp(1, 32) as usize;
+    // SAFETY: the heuristic result is plain data; cuBLASLt fills `count` entries.
+    let mut results: Vec<cublasLtMatmulHeuristicResult_t> =
+        vec![unsafe { std::mem::zeroed() }; wanted];
+    let mut count = 0i32;
+    // SAFETY: all descriptors are live; results has room for `wanted` entries.
+    let status = unsafe {
+        sys::cublasLtMatmulAlgoGetHeuristic(
+            lt.handle,
+            desc.0,
+            la.0,
+            lb.0,
+            ld.0,
+            ld.0,
+            pref.0,
+            wanted as i32,
+            results.as_mut_ptr(),
+            &mut count,
+        )
+    };
+    if status != sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS || count <= 0 {
+        return Err(GpuError(step(&format!(
+            "cuBLASLt offers no algorithm ({status:?}); this GPU may lack this precision"
+        ))));
+    }
+    results.truncate(count as usize);
+    results.retain(|r| r.state == sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS);
+
+    let (alpha, beta) = scalars(t.scale);
+    let matmul = |algo: &sys::cublasLtMatmulAlgo_t| -> Result<(), GpuError> {
+        // SAFETY: buffers hold the sizes the layouts describe; the workspace is as declared.
+        unsafe {
+            lt::matmul(
+                lt.handle,
+                desc.0,
+                alpha.as_ptr() as *const c_void,
+                beta.as_ptr() as *const c_void,
+                a.ptr as *const c_void,
+                la.0,
+                b.ptr as *const c_void,
+                lb.0,
+                d.ptr as *const c_void,
+                ld.0,
+                d.ptr as *mut c_void,
+                ld.0,
+                algo,
+                lt.workspace.ptr as *mut c_void,
+                workspace as usize,
+                gpu.stream.cu_stream() as sys::cudaStream_t,
+            )
+        }
+        .map_err(|e| GpuError::during(&step("cublasLtMatmul"), e))
+    };
+    let (start, end) = (gpu.event()?, gpu.event()?);
+    let time_one = |algo: &sys::cublasLtMatmulAlgo_t| -> Result<f64, GpuError> {
+        start
+            .record(&gpu.stream)
+            .map_err(|e| GpuError::during("recording an event", e))?;
+        matmul(algo)?;
+        end.record(&gpu.stream)
+            .map_err(|e| GpuError::during("recording an event", e))?;
+        end.synchronize()
+            .map_err(|e| GpuError::during(&step("waiting for the GPU"), e))?;
+        Ok(f64::from(start.elapsed_ms(&end).map_err(|e| {
+            GpuError::during("reading an event timer", e)
+        })?))
+    };
+
+    // Choose: warm each candidate once, then keep the one with the lowest median of a few runs.
+    let mut best: Option<(usize, f64)> = None;
+    for (i, r) in results.iter().enumerate() {
+        if matmul(&r.algo).is_err() {
+            continue; // a candidate cuBLASLt offered but cannot run here
+        }
+        let mut runs: Vec<f64> = (0..CANDIDATE_RUNS)
+            .map(|_| time_one(&r.algo))
+            .collect::<Result<_, _>>()?;
+        runs.sort_by(f64::total_cmp);
+        let median = runs[runs.len() / 2];
+        if best.is_none_or(|(_, t)| median < t) {
+            best = Some((i, median));
+        }
+    }
+    let Some((chosen, _)) = best else {
+        return Err(GpuError(step("none of cuBLASLt's candidates ran")));
+    };
+    let algo = &results[chosen].algo;
+    for _ in 0..req.warmup {
+        matmul(algo)?;
+    }
+    let times_ms = (0..req.iterations)
+        .map(|_| time_one(algo))
+        .collect::<Result<Vec<_>, _>>()?;
+    gpu.sync()?;
+
+    let width = output_bytes(req.precision);
+    let mut samples = Vec::with_capacity(req.samples.len());
+    for &(row, col) in &req.samples {
+        if row >= m || col >= n {
+            return Err(GpuError(step(&format!(
+                "sample ({row}, {col}) outside the output"
+            ))));
+        }
+        let mut bytes = [0u8; 8];
+        // SAFETY: the element lies inside d (checked above); the copy is synchronous.
+        unsafe {
+            drv::memcpy_dtoh_sync(
+                &mut bytes[..width as usize],
+                d.ptr + (col * m + row) * width,
+            )
+        }
+        .map_err(|e| GpuError::during(&step("reading back a sample"), e))?;
+        samples.push(decode_output(req.precision, bytes));
+    }
+
+    let mut algo_id = 0i32;
+    let mut written = 0usize;
+    // SAFETY: reads one int32 attribute of a live algorithm.
+    unsafe {
+        sys::cublasLtMatmulAlgoConfigGetAttribute(
+            algo,
+            sys::cublasLtMatmulAlgoConfigAttributes_t::CUBLASLT_ALGO_CONFIG_ID,
+            &mut algo_id as *mut i32 as *mut c_void,
+            4,
+            &mut written,
+        );
+    }
+    Ok(GemmRun {
+        times_ms,
+        algorithm: format!(
+            "cuBLASLt heuristic #{} of {} (algo id {algo_id})",
+            chosen + 1,
+            results.len()
+        ),
+        candidates_timed: results.len() as u32,
+        samples,
+    })
+}
