@@ -222,6 +222,24 @@ mod tests {
     }
 
     #[test]
+    fn measured_thresholds_for_the_h200() {
+        let h200 = SpecDb::embedded().by_model("H200 SXM").unwrap();
+        let judged = |t: f64| gemm(Some(h200), Precision::Fp16, 8192, t);
+        assert_eq!(judged(768.0).verdict, Verdict::Pass);
+        assert_eq!(judged(650.0).verdict, Verdict::Warn);
+        assert_eq!(judged(500.0).verdict, Verdict::Fail);
+        assert!(judged(768.0).source.contains("real H200"));
+        // A size pog has not measured falls back to the datasheet.
+        assert!(gemm(Some(h200), Precision::Fp16, 4096, 700.0)
+            .source
+            .contains("datasheet"));
+        assert_eq!(
+            copy(Some(h200), CopyKind::DeviceToDevice, 3000.0).verdict,
+            Verdict::Fail
+        );
+    }
+
+    #[test]
     fn datasheet_thresholds_for_unmeasured_models() {
         let l4 = SpecDb::embedded().by_model("L4").unwrap();
         assert_eq!(

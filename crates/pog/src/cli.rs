@@ -47,11 +47,62 @@ pub enum Command {
     Check,
     /// Inventory every GPU, CPU, memory and disk, and cross-check what each source reports.
     Inspect,
+    /// Measure every GPU (GEMM in every precision, copies) and the host (CPU, memory, storage).
+    Bench(BenchArgs),
     /// List the GPU model database (or one model's full entry).
     Specs {
         /// A model name such as "H200 SXM" (as in the list).
         model: Option<String>,
     },
+}
+
+/// What `pog bench` runs.
+#[derive(Debug, Args, Clone)]
+pub struct BenchArgs {
+    /// quick (about half a minute per GPU; what `pog check` runs), standard or full.
+    #[arg(long, default_value = "standard")]
+    pub suite: pog_bench::Suite,
+
+    /// CUDA ordinals of the GPUs to measure, e.g. 0,2 (default: all).
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pub gpus: Option<Vec<usize>>,
+
+    /// Square GEMM sizes instead of the suite's, e.g. 4096,8192.
+    #[arg(long, value_delimiter = ',', value_name = "N,...", value_parser = clap::value_parser!(u64).range(16..=65536))]
+    pub sizes: Option<Vec<u64>>,
+
+    /// Precisions instead of all the GPU has: fp64,fp32,tf32,fp16,bf16,fp8,int8.
+    #[arg(long, value_delimiter = ',', value_name = "P,...", value_parser = parse_precision)]
+    pub precisions: Option<Vec<pog_spec::Precision>>,
+
+    /// Timed runs per figure instead of the suite's.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub iterations: Option<u32>,
+
+    /// Copy size in MiB instead of the suite's.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub copy_mib: Option<u64>,
+
+    /// Skip the GPUs (host only).
+    #[arg(long)]
+    pub no_gpu: bool,
+
+    /// Skip the host benchmarks.
+    #[arg(long)]
+    pub no_host: bool,
+
+    /// Where the storage benchmark writes its test file (removed afterwards).
+    #[arg(long, value_name = "DIR")]
+    pub storage_dir: Option<std::path::PathBuf>,
+}
+
+fn parse_precision(s: &str) -> Result<pog_spec::Precision, String> {
+    pog_spec::Precision::ALL
+        .into_iter()
+        .find(|p| format!("{p:?}").eq_ignore_ascii_case(s.trim()))
+        .ok_or_else(|| {
+            format!("unknown precision {s:?}; use fp64, fp32, tf32, fp16, bf16, fp8 or int8")
+        })
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {

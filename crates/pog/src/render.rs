@@ -348,3 +348,154 @@ pub fn spec_detail(s: &GpuSpec) {
     ]);
     println!("{t}");
 }
+
+/// A progress bar on stderr for `steps` steps; hidden for JSON output and off a terminal.
+pub fn progress(json: bool, steps: u64) -> ProgressBar {
+    if json {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(steps);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+fn verdict_word(v: pog_bench::Verdict) -> &'static str {
+    match v {
+        pog_bench::Verdict::Info => "info",
+        pog_bench::Verdict::Pass => "pass",
+        pog_bench::Verdict::Warn => "warn",
+        pog_bench::Verdict::Fail => "FAIL",
+    }
+}
+
+fn percent(value: Option<f64>, peak: Option<f64>) -> String {
+    match (value, peak) {
+        (Some(v), Some(p)) if p > 0.0 => format!("{:.1} %", 100.0 * v / p),
+        _ => "–".into(),
+    }
+}
+
+fn num(v: Option<f64>, digits: usize) -> String {
+    v.map_or("–".into(), |v| format!("{v:.digits$}"))
+}
+
+pub fn bench(report: &crate::commands::bench::BenchReport) {
+    for e in &report.gpu_errors {
+        println!("FAIL {e}");
+    }
+    for g in &report.gpus {
+        println!(
+            "GPU {} ({}), suite {:?}, seed {:#x}",
+            g.index,
+            g.model.as_deref().unwrap_or("unknown model"),
+            report.suite,
+            g.seed
+        );
+        let mut t = table(&[
+            "GEMM",
+            "n",
+            "median TFLOP/s",
+            "best",
+            "% of peak",
+            "spread",
+            "runs",
+            "checked",
+            "verdict",
+            "why",
+        ]);
+        for r in &g.gemm {
+            let check = r.check.as_ref().map_or("–".into(), |c| {
+                format!("{}/{} ok", c.checked - c.wrong, c.checked)
+            });
+            t.add_row(vec![
+                format!("{:?}", r.precision).to_uppercase(),
+                r.size.to_string(),
+                num(r.tflops_median, 1),
+                num(r.tflops_best, 1),
+                percent(r.tflops_median, r.peak_tflops),
+                r.time_ms
+                    .map_or("–".into(), |t| format!("{:.1} %", 100.0 * t.spread)),
+                r.iterations.to_string(),
+                check,
+                verdict_word(r.judgement.verdict).to_string(),
+                r.error
+                    .clone()
+                    .unwrap_or_else(|| r.judgement.reason.clone()),
+            ]);
+        }
+        println!("{t}");
+        let mut t = table(&[
+            "copy",
+            "MiB",
+            "median GB/s",
+            "best",
+            "% of peak",
+            "spread",
+            "verdict",
+            "why",
+        ]);
+        for c in &g.copies {
+            t.add_row(vec![
+                c.kind.name().replace('_', " "),
+                (c.bytes >> 20).to_string(),
+                num(c.gbs_median, 1),
+                num(c.gbs_best, 1),
+                percent(c.gbs_median, c.peak_gbs),
+                c.time_ms
+                    .map_or("–".into(), |t| format!("{:.1} %", 100.0 * t.spread)),
+                verdict_word(c.judgement.verdict).to_string(),
+                c.error
+                    .clone()
+                    .unwrap_or_else(|| c.judgement.reason.clone()),
+            ]);
+        }
+        println!("{t}");
+        for s in &g.skipped {
+            println!("skipped: {s}");
+        }
+    }
+    if let Some(h) = &report.host {
+        let mut t = table(&["host", ""]);
+        t.add_row(vec![
+            "CPU FP64 GFLOP/s, 1 thread".to_string(),
+            format!(
+                "{:.1}{}",
+                h.cpu_gflops_single,
+                if h.cpu_fma { " (AVX2+FMA)" } else { "" }
+            ),
+        ]);
+        t.add_row(vec![
+            format!("CPU FP64 GFLOP/s, {} threads", h.threads),
+            format!("{:.1}", h.cpu_gflops_multi),
+        ]);
+        t.add_row(vec![
+            "memory, STREAM triad GB/s (best)".to_string(),
+            format!("{:.1}", h.stream_triad_gbs),
+        ]);
+        match &h.storage {
+            Ok(s) => {
+                let how = if s.direct_io {
+                    "O_DIRECT"
+                } else {
+                    "buffered: page cache may flatter"
+                };
+                t.add_row(vec![
+                    format!("storage in {} ({} MiB, {how})", s.path, s.bytes >> 20),
+                    format!(
+                        "write {:.0} MB/s, read {:.0} MB/s, {:.0} random 4 KiB reads/s",
+                        s.write_mbs, s.read_mbs, s.random_read_iops
+                    ),
+                ]);
+            }
+            Err(e) => {
+                t.add_row(vec!["storage".to_string(), format!("not measured: {e}")]);
+            }
+        }
+        println!("{t}");
+    }
+    println!("bench verdict: {}", verdict_word(report.verdict()));
+}

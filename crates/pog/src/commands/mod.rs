@@ -1,5 +1,6 @@
 //! One module per subcommand; each returns an [`Outcome`] that decides the exit status.
 
+pub mod bench;
 pub mod check;
 mod inspect;
 mod specs;
@@ -32,6 +33,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     match &cli.command {
         Command::Check => check::run(&cli.global),
         Command::Inspect => inspect::run(&cli.global),
+        Command::Bench(args) => bench::run(&cli.global, args),
         Command::Specs { model } => specs::run(&cli.global, model.as_deref()),
     }
 }
