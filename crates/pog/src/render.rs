@@ -256,6 +256,29 @@ pub fn stages(stages: &[Stage]) {
     println!("{t}");
 }
 
+/// `pog check`'s last line: the worst stage, and how many GPUs came out genuine.
+pub fn check_verdict(stages: &[Stage], insp: &Inspection) {
+    let worst = stages.iter().map(|s| s.status).max_by_key(|s| match s {
+        StageStatus::Pass => 0,
+        StageStatus::Warn => 1,
+        StageStatus::Fail => 2,
+    });
+    let word = match worst {
+        Some(StageStatus::Fail) => "FAIL",
+        Some(StageStatus::Warn) => "PASS with warnings",
+        _ => "PASS",
+    };
+    let genuine = insp
+        .gpus
+        .iter()
+        .filter(|g| g.verdict == pog_inspect::GpuVerdict::Genuine)
+        .count();
+    println!(
+        "verdict: {word}: {genuine} of {} GPU(s) genuine",
+        insp.gpus.len()
+    );
+}
+
 pub fn verdict(insp: &Inspection) {
     let worst = insp.worst();
     let word = match worst {
@@ -497,5 +520,9 @@ pub fn bench(report: &crate::commands::bench::BenchReport) {
         }
         println!("{t}");
     }
-    println!("bench verdict: {}", verdict_word(report.verdict()));
+    let overall = match report.verdict() {
+        pog_bench::Verdict::Info => "nothing judged",
+        v => verdict_word(v),
+    };
+    println!("bench verdict: {overall}");
 }

@@ -213,3 +213,77 @@ fn specs_lists_and_details_the_database() {
         .code(2)
         .stderr(predicate::str::contains("known models"));
 }
+
+#[test]
+fn bench_on_a_simulated_gpu_checks_and_judges_every_figure() {
+    let (json, code) = json_of(pog().args([
+        "bench",
+        "--json",
+        "--simulate",
+        "H100 SXM",
+        "--sizes",
+        "128",
+        "--copy-mib",
+        "1",
+        "--iterations",
+        "2",
+        "--no-host",
+    ]));
+    assert_eq!(code, 0, "{json:#}");
+    let gpu = &json["gpus"][0];
+    assert_eq!(gpu["model"], "H100 SXM");
+    let gemms = gpu["gemm"].as_array().unwrap();
+    assert_eq!(gemms.len(), 7);
+    for g in gemms {
+        assert_eq!(g["check"]["wrong"], 0, "{g:#}");
+        assert_eq!(g["judgement"]["verdict"], "pass", "{g:#}");
+    }
+    assert_eq!(gpu["copies"].as_array().unwrap().len(), 6);
+    assert!(json["host"].is_null());
+}
+
+#[test]
+fn bench_flags_are_validated() {
+    pog()
+        .args(["bench", "--suite", "huge"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown suite"));
+    pog()
+        .args(["bench", "--precisions", "fp4"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown precision"));
+    pog().args(["bench", "--sizes", "0"]).assert().code(2);
+    pog()
+        .args(["bench", "--simulate", "L4", "--gpus", "3", "--no-host"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("this host has 1 CUDA device"));
+}
+
+#[test]
+fn check_runs_the_quick_bench_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, code) = json_of(
+        pog()
+            .args(["check", "--json", "--simulate", "L4"])
+            .env("TMPDIR", dir.path()),
+    );
+    assert_eq!(code, 0, "{json:#}");
+    let stages: Vec<&str> = json["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(stages, ["inspect", "bench"]);
+    assert_eq!(json["bench"]["suite"], "quick");
+    // The L4 has 24 GB: the quick suite uses 4096 for it.
+    assert!(json["bench"]["gpus"][0]["gemm"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|g| g["size"] == 4096));
+    assert!(json["bench"]["host"]["cpu_gflops_single"].as_f64().unwrap() > 0.0);
+}

@@ -1,10 +1,11 @@
 //! `pog check`: the provider's one command. It runs every stage pog has and reports one line
-//! per stage with an overall verdict. Today that is inspection; benchmarks, the self-proof,
-//! the score and the ledger record join it as they land.
+//! per stage with an overall verdict: inspection, then the quick benchmark suite. The
+//! self-proof, the score and the ledger record join it as they land.
 
+use super::bench::{measure, BenchReport};
 use super::inspect::{collect_and_inspect, InspectReport};
 use super::{print_json, Outcome};
-use crate::cli::Global;
+use crate::cli::{BenchArgs, Global};
 use crate::render;
 use anyhow::Result;
 use pog_inspect::Severity;
@@ -43,13 +44,30 @@ pub struct Stage {
 pub struct CheckReport {
     pub stages: Vec<Stage>,
     pub inspect: InspectReport,
+    pub bench: BenchReport,
 }
 
 pub fn run(global: &Global) -> Result<Outcome> {
     let inspect = collect_and_inspect(global)?;
-    let stages = vec![inspect_stage(&inspect)];
+    let quick = BenchArgs {
+        suite: pog_bench::Suite::Quick,
+        gpus: None,
+        sizes: None,
+        precisions: None,
+        iterations: None,
+        copy_mib: None,
+        no_gpu: false,
+        no_host: false,
+        storage_dir: None,
+    };
+    let bench = measure(global, &quick, &inspect.inventory)?;
+    let stages = vec![inspect_stage(&inspect), bench_stage(&bench)];
     let failed = stages.iter().any(|s| s.status == StageStatus::Fail);
-    let report = CheckReport { stages, inspect };
+    let report = CheckReport {
+        stages,
+        inspect,
+        bench,
+    };
     if global.json {
         print_json(&report)?;
     } else {
@@ -57,8 +75,9 @@ pub fn run(global: &Global) -> Result<Outcome> {
         render::host(&report.inspect.inventory.host);
         render::gpus(&report.inspect.inspection);
         render::findings(&report.inspect.inspection.findings, Severity::Warn);
+        render::bench(&report.bench);
         render::stages(&report.stages);
-        render::verdict(&report.inspect.inspection);
+        render::check_verdict(&report.stages, &report.inspect.inspection);
     }
     Ok(if failed {
         Outcome::Failed
@@ -88,6 +107,52 @@ fn inspect_stage(report: &InspectReport) -> Stage {
     Stage {
         name: "inspect",
         status: insp.worst().into(),
+        summary,
+    }
+}
+
+fn bench_stage(report: &BenchReport) -> Stage {
+    use pog_bench::Verdict;
+    let figures: Vec<Verdict> = report
+        .gpus
+        .iter()
+        .flat_map(|g| {
+            g.gemm
+                .iter()
+                .map(|r| r.judgement.verdict)
+                .chain(g.copies.iter().map(|c| c.judgement.verdict))
+        })
+        .collect();
+    let count = |v: Verdict| figures.iter().filter(|f| **f == v).count();
+    let host = if report.host.is_some() {
+        "; host measured"
+    } else {
+        ""
+    };
+    let summary = if report.gpus.is_empty() && report.gpu_errors.is_empty() {
+        format!("quick suite: no GPU to measure{host}")
+    } else {
+        format!(
+            "quick suite on {} GPU(s): {} figures, {} failing, {} warning{}{host}",
+            report.gpus.len() + report.gpu_errors.len(),
+            figures.len(),
+            count(Verdict::Fail) + report.gpu_errors.len(),
+            count(Verdict::Warn),
+            if report.gpu_errors.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", report.gpu_errors.join("; "))
+            }
+        )
+    };
+    let status = match report.verdict() {
+        Verdict::Fail => StageStatus::Fail,
+        Verdict::Warn => StageStatus::Warn,
+        Verdict::Pass | Verdict::Info => StageStatus::Pass,
+    };
+    Stage {
+        name: "bench",
+        status,
         summary,
     }
 }
