@@ -2,9 +2,13 @@
 //! outputs against the f64 reference, and judges each figure.
 
 use crate::judge::{self, Judgement, Verdict};
+use crate::memory::{judge_memtest, plateaus, MemtestResult, SweepResult};
 use crate::plan::{CopyPlan, GemmPlan, GpuPlan};
 use crate::stats::Summary;
-use pog_device::{Accelerator, CopyKind, CopyRequest, GemmRequest};
+use crate::sustained::{analyze, SustainedResult};
+use pog_device::{
+    Accelerator, CopyKind, CopyRequest, GemmRequest, MemtestRequest, SustainedRequest, SweepRequest,
+};
 use pog_matgen::{tolerance, SeededGemm};
 use pog_spec::{GpuSpec, Precision};
 use serde::{Deserialize, Serialize};
@@ -221,17 +225,33 @@ pub struct GpuBench {
     pub skipped: Vec<String>,
     pub gemm: Vec<GemmResult>,
     pub copies: Vec<CopyResult>,
+    pub memtest: Option<MemtestResult>,
+    pub sweep: Option<SweepResult>,
+    pub sustained: Option<SustainedResult>,
+    /// A sustained run that could not run, with the reason.
+    pub sustained_error: Option<String>,
 }
 
 impl GpuBench {
-    /// The worst verdict among all figures.
-    pub fn verdict(&self) -> Verdict {
-        self.gemm
+    /// Every judged figure's verdict.
+    pub fn verdicts(&self) -> Vec<Verdict> {
+        let mut v: Vec<Verdict> = self
+            .gemm
             .iter()
             .map(|g| g.judgement.verdict)
             .chain(self.copies.iter().map(|c| c.judgement.verdict))
-            .max()
-            .unwrap_or(Verdict::Info)
+            .collect();
+        v.extend(self.memtest.iter().map(|m| m.judgement.verdict));
+        v.extend(self.sustained.iter().map(|s| s.judgement.verdict));
+        if self.sustained_error.is_some() {
+            v.push(Verdict::Fail);
+        }
+        v
+    }
+
+    /// The worst verdict among all figures.
+    pub fn verdict(&self) -> Verdict {
+        self.verdicts().into_iter().max().unwrap_or(Verdict::Info)
     }
 }
 
@@ -258,6 +278,79 @@ pub fn run(
         ));
         copies.push(copy(acc, spec, c));
     }
+    progress(&format!(
+        "GPU {index}: memory patterns over {:.0} % of free memory",
+        plan.memtest_fraction * 100.0
+    ));
+    let memtest = Some(
+        match acc.memtest(&MemtestRequest {
+            fraction: plan.memtest_fraction,
+            seed,
+        }) {
+            Ok(run) => MemtestResult {
+                judgement: judge_memtest(&run, plan.memtest_fraction),
+                run: Some(run),
+                error: None,
+            },
+            Err(e) => MemtestResult {
+                run: None,
+                judgement: Judgement {
+                    verdict: Verdict::Fail,
+                    reason: format!("the memory test did not run: {e}"),
+                    source: "pog".into(),
+                },
+                error: Some(e.to_string()),
+            },
+        },
+    );
+    progress(&format!("GPU {index}: read/write bandwidth sweep"));
+    let sweep = (!plan.sweep_sizes.is_empty()).then(|| {
+        match acc.sweep(&SweepRequest {
+            sizes: plan.sweep_sizes.clone(),
+            min_ms: 20.0,
+        }) {
+            Ok(points) => plateaus(points),
+            Err(e) => SweepResult {
+                points: vec![],
+                l2_read_gbs: None,
+                hbm_read_gbs: None,
+                hbm_write_gbs: None,
+                error: Some(e.to_string()),
+            },
+        }
+    });
+    let (mut sustained, mut sustained_error) = (None, None);
+    if let Some(s) = plan.sustained {
+        progress(&format!(
+            "GPU {index}: sustained {:?} GEMM n={} for {} s",
+            s.precision, s.size, s.seconds
+        ));
+        let request = SustainedRequest {
+            precision: s.precision,
+            size: s.size,
+            seconds: s.seconds,
+            seed_a: pog_matgen::hash(seed, 3),
+            seed_b: pog_matgen::hash(seed, 4),
+            sample_interval_ms: 250,
+        };
+        let burst = gemm_results
+            .iter()
+            .find(|g| g.precision == s.precision && g.size == s.size)
+            .and_then(|g| g.tflops_median);
+        match acc.sustained(&request) {
+            Ok(run) => {
+                sustained = Some(analyze(
+                    s.precision,
+                    s.size,
+                    s.seconds,
+                    run,
+                    spec.and_then(|sp| sp.peak.get(s.precision)),
+                    burst,
+                ))
+            }
+            Err(e) => sustained_error = Some(e.to_string()),
+        }
+    }
     GpuBench {
         index,
         model: spec.map(|s| s.model.clone()),
@@ -265,6 +358,10 @@ pub fn run(
         skipped: plan.skipped.clone(),
         gemm: gemm_results,
         copies,
+        memtest,
+        sweep,
+        sustained,
+        sustained_error,
     }
 }
 
@@ -281,6 +378,7 @@ mod tests {
             precisions: None,
             iterations: Some(3),
             copy_bytes: Some(1 << 20),
+            sustained_seconds: Some(1.0),
         }
     }
 
@@ -301,7 +399,34 @@ mod tests {
             );
             assert_eq!(g.judgement.verdict, Verdict::Pass, "{:?}", g.judgement);
         }
+        assert_eq!(
+            bench.memtest.as_ref().unwrap().judgement.verdict,
+            Verdict::Pass
+        );
+        assert!(
+            bench.sweep.as_ref().unwrap().hbm_read_gbs.is_some()
+                || p.sweep_sizes.iter().all(|s| *s < 1 << 30)
+        );
+        assert_eq!(
+            bench.sustained.as_ref().unwrap().judgement.verdict,
+            Verdict::Pass
+        );
         assert_eq!(bench.verdict(), Verdict::Pass);
+    }
+
+    #[test]
+    fn bad_memory_and_unstable_results_fail_the_gpu() {
+        let spec = SpecDb::embedded().by_model("L4").unwrap();
+        let p = plan(Suite::Quick, Some(spec), 20 << 30, &small());
+        let mut bad_memory = SimGpu::new(spec, 0.8);
+        bad_memory.bad_memory_words = 2;
+        let b = run(0, &mut bad_memory, Some(spec), &p, 1, &mut |_| {});
+        assert_eq!(b.memtest.as_ref().unwrap().judgement.verdict, Verdict::Fail);
+        assert_eq!(b.verdict(), Verdict::Fail);
+        let mut unstable = SimGpu::new(spec, 0.8);
+        unstable.unstable_elements = 1;
+        let u = run(0, &mut unstable, Some(spec), &p, 1, &mut |_| {});
+        assert_eq!(u.sustained.unwrap().judgement.verdict, Verdict::Fail);
     }
 
     #[test]

@@ -1,13 +1,16 @@
 //! Benchmarks: what to run on a GPU of a given model ([`plan`]), running it through the device
 //! layer's [`pog_device::Accelerator`] with results checked against an f64 reference
 //! ([`gpu`]), summary statistics ([`stats`]), judgement against per-model thresholds
-//! ([`judge`]), and the host's CPU, memory and storage ([`host`]).
+//! ([`judge`]), the memory test and bandwidth sweep ([`memory`]), the sustained run
+//! ([`sustained`]), and the host's CPU, memory and storage ([`host`]).
 
 pub mod gpu;
 pub mod host;
 pub mod judge;
+pub mod memory;
 pub mod plan;
 pub mod stats;
+pub mod sustained;
 
 pub use judge::Verdict;
 pub use plan::{Overrides, Suite};

@@ -33,13 +33,15 @@ impl std::str::FromStr for Suite {
 }
 
 /// User overrides of the suite's choices.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Overrides {
     /// Square GEMM sizes (m = n = k).
     pub sizes: Option<Vec<u64>>,
     pub precisions: Option<Vec<Precision>>,
     pub iterations: Option<u32>,
     pub copy_bytes: Option<u64>,
+    /// Seconds of sustained load (0 skips it).
+    pub sustained_seconds: Option<f64>,
 }
 
 /// One GEMM to run.
@@ -61,13 +63,29 @@ pub struct CopyPlan {
     pub iterations: u32,
 }
 
+/// The sustained-load run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SustainedPlan {
+    pub precision: Precision,
+    pub size: u64,
+    pub seconds: f64,
+}
+
 /// Everything a suite runs on one GPU, and what was left out (with the reason).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuPlan {
     pub gemms: Vec<GemmPlan>,
     pub copies: Vec<CopyPlan>,
+    /// Share of free memory the pattern test covers.
+    pub memtest_fraction: f64,
+    /// Buffer sizes of the read/write bandwidth sweep.
+    pub sweep_sizes: Vec<u64>,
+    pub sustained: Option<SustainedPlan>,
     pub skipped: Vec<String>,
 }
+
+/// Share of free memory the memory test must cover.
+pub const MEMTEST_FRACTION: f64 = 0.9;
 
 /// The sizes the original CUTLASS-profiler script used on large GPUs.
 const LARGE_SIZES: [u64; 2] = [8192, 16384];
@@ -172,9 +190,41 @@ pub fn plan(
             }
         })
         .collect();
+    let sweep_largest = match suite {
+        Suite::Full => 16u64 << 30,
+        _ => 4u64 << 30,
+    }
+    .min(free_bytes / 4);
+    let sustained_seconds = overrides.sustained_seconds.unwrap_or(match suite {
+        Suite::Quick => 10.0,
+        Suite::Standard => 60.0,
+        Suite::Full => 300.0,
+    });
+    // The sustained run uses the first tensor precision the model has (BF16, else FP16, else
+    // FP32): the heaviest steady load, which reaches the power limit.
+    let sustained_precision = [Precision::Bf16, Precision::Fp16, Precision::Fp32]
+        .into_iter()
+        .find(|p| spec.is_none_or(|s| s.peak.get(*p).is_some()) && precisions.contains(p))
+        .or_else(|| precisions.first().copied());
+    let sustained = match (sustained_precision, sizes.first()) {
+        (Some(precision), Some(&size))
+            if sustained_seconds > 0.0
+                && gemm_bytes(precision, size) as f64 * 1.5 <= free_bytes as f64 * MEMORY_SHARE =>
+        {
+            Some(SustainedPlan {
+                precision,
+                size,
+                seconds: sustained_seconds,
+            })
+        }
+        _ => None,
+    };
     GpuPlan {
         gemms,
         copies,
+        memtest_fraction: MEMTEST_FRACTION,
+        sweep_sizes: crate::memory::sweep_sizes(sweep_largest),
+        sustained,
         skipped,
     }
 }
@@ -209,6 +259,23 @@ mod tests {
             .unwrap();
         assert_eq!(fp64_16k.iterations, 5);
         assert_eq!(p.copies.len(), CopyKind::ALL.len());
+        assert_eq!(
+            p.sustained,
+            Some(SustainedPlan {
+                precision: Precision::Bf16,
+                size: 8192,
+                seconds: 60.0
+            })
+        );
+        assert_eq!(p.sweep_sizes.last(), Some(&(4 << 30)));
+        // The T4 has no BF16: its sustained run uses FP16.
+        let t4 = plan(
+            Suite::Quick,
+            Some(spec("T4")),
+            15 << 30,
+            &Overrides::default(),
+        );
+        assert_eq!(t4.sustained.unwrap().precision, Precision::Fp16);
     }
 
     #[test]
@@ -246,6 +313,7 @@ mod tests {
             precisions: Some(vec![Precision::Bf16]),
             iterations: Some(3),
             copy_bytes: Some(1 << 20),
+            sustained_seconds: Some(2.0),
         };
         let p = plan(Suite::Full, Some(spec("A100 SXM 80GB")), 80 << 30, &o);
         assert_eq!(

@@ -104,6 +104,89 @@ pub struct CopyRequest {
     pub iterations: u32,
 }
 
+/// The memory patterns of the integrity test, in the order they run.
+pub const MEMORY_PATTERNS: [&str; 6] = [
+    "walking ones",
+    "walking zeros",
+    "0x55",
+    "0xAA",
+    "seeded random",
+    "address in address",
+];
+
+/// Fill most of the free memory with each pattern and read it back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemtestRequest {
+    /// Fraction of free memory to test (pog asks for at least 0.9).
+    pub fraction: f64,
+    pub seed: u64,
+}
+
+/// One pattern's pass over the tested memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PatternResult {
+    pub pattern: String,
+    pub bad_words: u64,
+    pub bad_bits: u64,
+    /// Byte offset of the first bad word.
+    pub first_bad_offset: Option<u64>,
+    pub write_ms: f64,
+    pub check_ms: f64,
+}
+
+/// What the memory test found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemtestRun {
+    pub bytes_tested: u64,
+    pub free_bytes: u64,
+    pub patterns: Vec<PatternResult>,
+    /// ECC, remapped-row and retired-page counters before and after (NVML).
+    pub health_before: Result<crate::telemetry::HealthCounters, String>,
+    pub health_after: Result<crate::telemetry::HealthCounters, String>,
+}
+
+/// Read and write bandwidth of pog's own kernels over a range of buffer sizes: the L2 and HBM
+/// plateaus.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepRequest {
+    pub sizes: Vec<u64>,
+    /// Each point is timed over repeats adding up to at least this long.
+    pub min_ms: f64,
+}
+
+/// One size of the sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    pub bytes: u64,
+    pub read_gbs: f64,
+    pub write_gbs: f64,
+}
+
+/// A GEMM run back to back for a set time, gpu-burn style: every result is compared with the
+/// first, bit for bit, while NVML is sampled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SustainedRequest {
+    pub precision: Precision,
+    pub size: u64,
+    pub seconds: f64,
+    pub seed_a: u64,
+    pub seed_b: u64,
+    pub sample_interval_ms: u64,
+}
+
+/// What the sustained run measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SustainedRun {
+    /// Milliseconds of each GEMM, in order.
+    pub times_ms: Vec<f64>,
+    /// Output elements per GEMM.
+    pub elements: u64,
+    /// Per GEMM after the first: elements that differ from the first result, and NaNs.
+    pub mismatched: Vec<u64>,
+    pub nans: Vec<u64>,
+    pub telemetry: Result<Vec<crate::telemetry::TelemetrySample>, String>,
+}
+
 /// One GPU that can run benchmarks.
 pub trait Accelerator {
     /// Free and total device memory, bytes.
@@ -111,4 +194,22 @@ pub trait Accelerator {
     fn gemm(&mut self, request: &GemmRequest) -> Result<GemmRun, GpuError>;
     /// Milliseconds per timed run.
     fn copy(&mut self, request: &CopyRequest) -> Result<Vec<f64>, GpuError>;
+    fn memtest(&mut self, request: &MemtestRequest) -> Result<MemtestRun, GpuError>;
+    fn sweep(&mut self, request: &SweepRequest) -> Result<Vec<SweepPoint>, GpuError>;
+    fn sustained(&mut self, request: &SustainedRequest) -> Result<SustainedRun, GpuError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_kind_names_match_their_json() {
+        for kind in CopyKind::ALL {
+            assert_eq!(
+                serde_json::to_string(&kind).unwrap(),
+                format!("\"{}\"", kind.name())
+            );
+        }
+    }
 }

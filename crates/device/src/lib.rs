@@ -21,8 +21,9 @@ pub mod reading;
 pub mod sim;
 pub mod smi;
 pub mod sysfs;
+pub mod telemetry;
 
-pub use compute::{Accelerator, CopyKind, CopyRequest, GemmRequest, GemmRun, GpuError};
+pub use compute::*;
 pub use facts::*;
 pub use pci::BusId;
 pub use platform::{collect, Platform, RealConfig, RealPlatform};

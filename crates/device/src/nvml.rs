@@ -121,7 +121,7 @@ fn gpu_facts(nvml: &Nvml, index: u32, d: &Device) -> GpuFacts {
 }
 
 /// nvml-wrapper has no binding for nvmlDeviceGetRemappedRows; call the loaded symbol.
-fn remapped_rows(nvml: &Nvml, d: &Device) -> Reading<RemappedRows> {
+pub(crate) fn remapped_rows(nvml: &Nvml, d: &Device) -> Reading<RemappedRows> {
     let Ok(sym) = nvml.lib().nvmlDeviceGetRemappedRows.as_ref() else {
         return Reading::unavailable("NVML: nvmlDeviceGetRemappedRows not in this driver");
     };

@@ -655,6 +655,10 @@ pub struct SimGpu {
     pub efficiency: f64,
     /// When set, every sampled GEMM output is off by this much (a lazy or broken kernel).
     pub result_error: Option<f64>,
+    /// Words the memory test finds bad in each pattern (a failing memory cell).
+    pub bad_memory_words: u64,
+    /// Elements that differ from the first result in every sustained iteration (an unstable GPU).
+    pub unstable_elements: u64,
 }
 
 impl SimGpu {
@@ -663,6 +667,8 @@ impl SimGpu {
             spec: spec.clone(),
             efficiency,
             result_error: None,
+            bad_memory_words: 0,
+            unstable_elements: 0,
         }
     }
 }
@@ -725,5 +731,98 @@ impl crate::compute::Accelerator for SimGpu {
         };
         let ms = req.kind.bytes_moved(req.bytes) as f64 / (gbs * 1e9) * 1e3;
         Ok(vec![ms; req.iterations as usize])
+    }
+
+    fn memtest(
+        &mut self,
+        req: &crate::compute::MemtestRequest,
+    ) -> Result<crate::compute::MemtestRun, crate::compute::GpuError> {
+        use crate::compute::{PatternResult, MEMORY_PATTERNS};
+        let (free, _) = self.memory()?;
+        let bytes = (free as f64 * req.fraction.max(0.95)) as u64 / 8 * 8;
+        let ms = bytes as f64 / (self.spec.memory_bandwidth_gbs * self.efficiency * 1e9) * 1e3;
+        let bad = self.bad_memory_words;
+        let patterns = MEMORY_PATTERNS
+            .iter()
+            .map(|p| PatternResult {
+                pattern: p.to_string(),
+                bad_words: bad,
+                bad_bits: bad,
+                first_bad_offset: (bad > 0).then_some(4096),
+                write_ms: ms,
+                check_ms: ms,
+            })
+            .collect();
+        let counters = crate::telemetry::HealthCounters {
+            ecc_corrected_volatile: Reading::Value(0),
+            ecc_uncorrected_volatile: Reading::Value(0),
+            remapped_rows: Reading::Value(RemappedRows {
+                correctable: 0,
+                uncorrectable: 0,
+                pending: false,
+                failure: false,
+            }),
+            retired_pages: Reading::unavailable("NVML: not supported on this GPU"),
+        };
+        Ok(crate::compute::MemtestRun {
+            bytes_tested: bytes,
+            free_bytes: free,
+            patterns,
+            health_before: Ok(counters.clone()),
+            health_after: Ok(counters),
+        })
+    }
+
+    fn sweep(
+        &mut self,
+        req: &crate::compute::SweepRequest,
+    ) -> Result<Vec<crate::compute::SweepPoint>, crate::compute::GpuError> {
+        // On-chip L2 (tens of MiB) runs about 2.5 times faster than the memory behind it.
+        let hbm = self.spec.memory_bandwidth_gbs * self.efficiency;
+        Ok(req
+            .sizes
+            .iter()
+            .map(|&bytes| {
+                let gbs = if bytes <= 32 << 20 { 2.5 * hbm } else { hbm };
+                crate::compute::SweepPoint {
+                    bytes,
+                    read_gbs: gbs,
+                    write_gbs: 0.9 * gbs,
+                }
+            })
+            .collect())
+    }
+
+    fn sustained(
+        &mut self,
+        req: &crate::compute::SustainedRequest,
+    ) -> Result<crate::compute::SustainedRun, crate::compute::GpuError> {
+        let Some(peak) = self.spec.peak.get(req.precision) else {
+            return Err(crate::compute::GpuError(format!(
+                "{} has no {:?} path",
+                self.spec.model, req.precision
+            )));
+        };
+        let flops = 2.0 * (req.size as f64).powi(3);
+        let ms = flops / (peak * 1e12 * self.efficiency) * 1e3;
+        let runs = ((req.seconds * 1e3 / ms) as usize).clamp(2, 10_000);
+        let telemetry = (0..(req.seconds * 1e3 / req.sample_interval_ms.max(1) as f64) as usize)
+            .map(|i| crate::telemetry::TelemetrySample {
+                t_s: i as f64 * req.sample_interval_ms as f64 / 1e3,
+                sm_clock_mhz: Some(self.spec.boost_clock_mhz),
+                memory_clock_mhz: None,
+                power_w: Some(f64::from(self.spec.tdp_w) * 0.95),
+                temperature_c: Some(60),
+                clock_event_reasons: Some(0x4),
+                gpu_utilization: Some(100),
+            })
+            .collect();
+        Ok(crate::compute::SustainedRun {
+            times_ms: vec![ms; runs],
+            elements: req.size * req.size,
+            mismatched: vec![self.unstable_elements; runs - 1],
+            nans: vec![0; runs - 1],
+            telemetry: Ok(telemetry),
+        })
     }
 }

@@ -83,6 +83,10 @@ pub struct BenchArgs {
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub copy_mib: Option<u64>,
 
+    /// Seconds of sustained GEMM load instead of the suite's (0 skips it).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_sustained)]
+    pub sustained_seconds: Option<f64>,
+
     /// Skip the GPUs (host only).
     #[arg(long)]
     pub no_gpu: bool,
@@ -94,6 +98,16 @@ pub struct BenchArgs {
     /// Where the storage benchmark writes its test file (removed afterwards).
     #[arg(long, value_name = "DIR")]
     pub storage_dir: Option<std::path::PathBuf>,
+}
+
+fn parse_sustained(s: &str) -> Result<f64, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(0.0..=86_400.0).contains(&secs) {
+        return Err(format!("{secs} s is outside 0-86400 s"));
+    }
+    Ok(secs)
 }
 
 fn parse_precision(s: &str) -> Result<pog_spec::Precision, String> {

@@ -477,6 +477,73 @@ pub fn bench(report: &crate::commands::bench::BenchReport) {
             ]);
         }
         println!("{t}");
+        if let Some(m) = &g.memtest {
+            let detail = match &m.run {
+                Some(run) => {
+                    let bad: u64 = run.patterns.iter().map(|p| p.bad_words).sum();
+                    let ms: f64 = run.patterns.iter().map(|p| p.write_ms + p.check_ms).sum();
+                    format!(
+                        "{} patterns over {:.1} GiB ({:.1} % of free), {bad} bad words, {ms:.0} ms",
+                        run.patterns.len(),
+                        run.bytes_tested as f64 / (1u64 << 30) as f64,
+                        100.0 * run.bytes_tested as f64 / run.free_bytes.max(1) as f64
+                    )
+                }
+                None => m.error.clone().unwrap_or_default(),
+            };
+            println!(
+                "memory test: {} ({detail}): {}",
+                verdict_word(m.judgement.verdict),
+                m.judgement.reason
+            );
+        }
+        if let Some(s) = &g.sweep {
+            match &s.error {
+                Some(e) => println!("bandwidth sweep: not run: {e}"),
+                None => println!(
+                    "bandwidth sweep ({} sizes, 1 MiB-{} MiB): L2 read {} GB/s, HBM read {} GB/s, HBM write {} GB/s",
+                    s.points.len(),
+                    s.points.last().map_or(0, |p| p.bytes >> 20),
+                    num(s.l2_read_gbs, 0),
+                    num(s.hbm_read_gbs, 0),
+                    num(s.hbm_write_gbs, 0)
+                ),
+            }
+        }
+        if let Some(e) = &g.sustained_error {
+            println!("sustained load: FAIL, did not run: {e}");
+        }
+        if let Some(s) = &g.sustained {
+            let tel = match &s.telemetry {
+                Ok(t) => format!(
+                    "; SM clock {}-{} MHz, power {}-{} W, max {} C, power-capped {:.0} % of samples, {} clock drops",
+                    num(t.sm_clock_mhz.map(|c| c.min), 0),
+                    num(t.sm_clock_mhz.map(|c| c.max), 0),
+                    num(t.power_w.map(|p| p.min), 0),
+                    num(t.power_w.map(|p| p.max), 0),
+                    num(t.temperature_c.map(|c| c.max), 0),
+                    100.0 * t.power_capped_fraction,
+                    t.clock_drops
+                ),
+                Err(e) => format!("; no telemetry: {e}"),
+            };
+            println!(
+                "sustained {} n={} for {:.0} s: {} iterations, median {} TFLOP/s ({} of peak, {} of burst), first {} TFLOP/s, variation {}; {} faulty elements, {} NaNs{tel}: {}: {}",
+                format!("{:?}", s.precision).to_uppercase(),
+                s.size,
+                s.seconds,
+                s.iterations,
+                num(s.tflops.map(|t| t.median), 1),
+                s.vs_peak.map_or("–".into(), |v| format!("{:.1} %", v * 100.0)),
+                s.vs_burst.map_or("–".into(), |v| format!("{:.1} %", v * 100.0)),
+                num(s.first_iteration_tflops, 1),
+                s.variation.map_or("–".into(), |v| format!("{:.2} %", v * 100.0)),
+                s.mismatched_elements,
+                s.nans,
+                verdict_word(s.judgement.verdict),
+                s.judgement.reason
+            );
+        }
         for s in &g.skipped {
             println!("skipped: {s}");
         }

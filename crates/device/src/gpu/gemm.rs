@@ -6,7 +6,7 @@
 //! stored k×m column-major and transposed, B is k×n, D is m×n column-major.
 
 use super::{DeviceBuffer, Gpu};
-use crate::compute::{GemmRequest, GemmRun, GpuError};
+use crate::compute::{GemmRequest, GemmRun, GpuError, SustainedRequest, SustainedRun};
 use cudarc::cublaslt::result as lt;
 use cudarc::cublaslt::sys::{
     self, cublasComputeType_t as Compute, cublasLtMatmulDescAttributes_t as DescAttr,
@@ -175,200 +175,327 @@ fn scalars(scale: Dt) -> ([u8; 8], [u8; 8]) {
     (one, [0u8; 8])
 }
 
-pub(super) fn run(gpu: &Gpu, lt: &Lt, req: &GemmRequest) -> Result<GemmRun, GpuError> {
-    let (m, n, k) = (req.m, req.n, req.k);
-    let storage = Storage::of(req.precision);
-    let t = types(req.precision);
-    let step = |what: &str| format!("{:?} GEMM {m}x{n}x{k}: {what}", req.precision);
+/// A GEMM ready to run: filled inputs, output buffer, descriptors and the chosen algorithm.
+pub(super) struct Prepared<'g> {
+    gpu: &'g Gpu,
+    lt: &'g Lt,
+    precision: Precision,
+    m: u64,
+    n: u64,
+    _a: DeviceBuffer,
+    _b: DeviceBuffer,
+    pub d: DeviceBuffer,
+    a_ptr: u64,
+    b_ptr: u64,
+    desc: Desc,
+    la: Layout,
+    lb: Layout,
+    ld: Layout,
+    algo: sys::cublasLtMatmulAlgo_t,
+    pub algorithm: String,
+    pub candidates_timed: u32,
+    alpha: [u8; 8],
+    beta: [u8; 8],
+}
 
-    let a = DeviceBuffer::new(m * k * storage.bytes() as u64)?;
-    let b = DeviceBuffer::new(k * n * storage.bytes() as u64)?;
-    let d = DeviceBuffer::new(m * n * output_bytes(req.precision))?;
-    gpu.fill(&a, storage, req.seed_a)?;
-    gpu.fill(&b, storage, req.seed_b)?;
+impl<'g> Prepared<'g> {
+    /// Allocates and fills the inputs, sets up cuBLASLt and times up to `candidates` of its
+    /// heuristic algorithms, keeping the fastest.
+    pub fn new(
+        gpu: &'g Gpu,
+        lt: &'g Lt,
+        precision: Precision,
+        (m, n, k): (u64, u64, u64),
+        (seed_a, seed_b): (u64, u64),
+        candidates: u32,
+    ) -> Result<Prepared<'g>, GpuError> {
+        let storage = Storage::of(precision);
+        let t = types(precision);
+        let step = |what: &str| format!("{precision:?} GEMM {m}x{n}x{k}: {what}");
+        let a = DeviceBuffer::new(m * k * storage.bytes() as u64)?;
+        let b = DeviceBuffer::new(k * n * storage.bytes() as u64)?;
+        let d = DeviceBuffer::new(m * n * output_bytes(precision))?;
+        gpu.fill(&a, storage, seed_a)?;
+        gpu.fill(&b, storage, seed_b)?;
 
-    let desc = Desc(
-        lt::create_matmul_desc(t.compute, t.scale)
-            .map_err(|e| GpuError::during(&step("matmul descriptor"), e))?,
-    );
-    let (trans_a, trans_b) = (CUBLAS_OP_T, CUBLAS_OP_N);
-    // SAFETY: the descriptor is live; each attribute is an int32 as cuBLASLt documents.
-    unsafe {
-        lt::set_matmul_desc_attribute(
-            desc.0,
-            DescAttr::CUBLASLT_MATMUL_DESC_TRANSA,
-            &trans_a as *const i32 as *const c_void,
-            4,
-        )
-        .and_then(|_| {
+        let desc = Desc(
+            lt::create_matmul_desc(t.compute, t.scale)
+                .map_err(|e| GpuError::during(&step("matmul descriptor"), e))?,
+        );
+        let (trans_a, trans_b) = (CUBLAS_OP_T, CUBLAS_OP_N);
+        // SAFETY: the descriptor is live; each attribute is an int32 as cuBLASLt documents.
+        unsafe {
             lt::set_matmul_desc_attribute(
                 desc.0,
-                DescAttr::CUBLASLT_MATMUL_DESC_TRANSB,
-                &trans_b as *const i32 as *const c_void,
+                DescAttr::CUBLASLT_MATMUL_DESC_TRANSA,
+                &trans_a as *const i32 as *const c_void,
                 4,
             )
-        })
-        .map_err(|e| GpuError::during(&step("transpose attributes"), e))?;
-    }
-    let layout = |dt: Dt, rows: u64, cols: u64| {
-        lt::create_matrix_layout(dt, rows, cols, rows as i64)
-            .map(Layout)
-            .map_err(|e| GpuError::during(&step("matrix layout"), e))
-    };
-    let (la, lb, ld) = (
-        layout(t.input, k, m)?,
-        layout(t.input, k, n)?,
-        layout(t.output, m, n)?,
-    );
-    let pref =
-        Pref(lt::create_matmul_pref().map_err(|e| GpuError::during(&step("preference"), e))?);
-    let workspace = lt.workspace.bytes;
-    // SAFETY: live preference; the attribute is a u64.
-    unsafe {
-        lt::set_matmul_pref_attribute(
-            pref.0,
-            PrefAttr::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-            &workspace as *const u64 as *const c_void,
-            8,
-        )
-    }
-    .map_err(|e| GpuError::during(&step("workspace preference"), e))?;
+            .and_then(|_| {
+                lt::set_matmul_desc_attribute(
+                    desc.0,
+                    DescAttr::CUBLASLT_MATMUL_DESC_TRANSB,
+                    &trans_b as *const i32 as *const c_void,
+                    4,
+                )
+            })
+            .map_err(|e| GpuError::during(&step("transpose attributes"), e))?;
+        }
+        let layout = |dt: Dt, rows: u64, cols: u64| {
+            lt::create_matrix_layout(dt, rows, cols, rows as i64)
+                .map(Layout)
+                .map_err(|e| GpuError::during(&step("matrix layout"), e))
+        };
+        let (la, lb, ld) = (
+            layout(t.input, k, m)?,
+            layout(t.input, k, n)?,
+            layout(t.output, m, n)?,
+        );
+        let pref =
+            Pref(lt::create_matmul_pref().map_err(|e| GpuError::during(&step("preference"), e))?);
+        let workspace = lt.workspace.bytes;
+        // SAFETY: live preference; the attribute is a u64.
+        unsafe {
+            lt::set_matmul_pref_attribute(
+                pref.0,
+                PrefAttr::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                &workspace as *const u64 as *const c_void,
+                8,
+            )
+        }
+        .map_err(|e| GpuError::during(&step("workspace preference"), e))?;
 
-    let wanted = req.candidates.clamp(1, 32) as usize;
-    // SAFETY: the heuristic result is plain data; cuBLASLt fills `count` entries.
-    let mut results: Vec<cublasLtMatmulHeuristicResult_t> =
-        vec![unsafe { std::mem::zeroed() }; wanted];
-    let mut count = 0i32;
-    // SAFETY: all descriptors are live; results has room for `wanted` entries.
-    let status = unsafe {
-        sys::cublasLtMatmulAlgoGetHeuristic(
-            lt.handle,
-            desc.0,
-            la.0,
-            lb.0,
-            ld.0,
-            ld.0,
-            pref.0,
-            wanted as i32,
-            results.as_mut_ptr(),
-            &mut count,
-        )
-    };
-    if status != sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS || count <= 0 {
-        return Err(GpuError(step(&format!(
-            "cuBLASLt offers no algorithm ({status:?}); this GPU may lack this precision"
-        ))));
+        let wanted = candidates.clamp(1, 32) as usize;
+        // SAFETY: the heuristic result is plain data; cuBLASLt fills `count` entries.
+        let mut results: Vec<cublasLtMatmulHeuristicResult_t> =
+            vec![unsafe { std::mem::zeroed() }; wanted];
+        let mut count = 0i32;
+        // SAFETY: all descriptors are live; results has room for `wanted` entries.
+        let status = unsafe {
+            sys::cublasLtMatmulAlgoGetHeuristic(
+                lt.handle,
+                desc.0,
+                la.0,
+                lb.0,
+                ld.0,
+                ld.0,
+                pref.0,
+                wanted as i32,
+                results.as_mut_ptr(),
+                &mut count,
+            )
+        };
+        if status != sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS || count <= 0 {
+            return Err(GpuError(step(&format!(
+                "cuBLASLt offers no algorithm ({status:?}); this GPU may lack this precision"
+            ))));
+        }
+        results.truncate(count as usize);
+        results.retain(|r| r.state == sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS);
+        let (alpha, beta) = scalars(t.scale);
+        let (a_ptr, b_ptr) = (a.ptr, b.ptr);
+        let mut prepared = Prepared {
+            gpu,
+            lt,
+            precision,
+            m,
+            n,
+            _a: a,
+            _b: b,
+            d,
+            a_ptr,
+            b_ptr,
+            desc,
+            la,
+            lb,
+            ld,
+            algo: results
+                .first()
+                .map(|r| r.algo)
+                .ok_or_else(|| GpuError(step("no usable algorithm")))?,
+            algorithm: String::new(),
+            candidates_timed: results.len() as u32,
+            alpha,
+            beta,
+        };
+        // Choose: warm each candidate once, then keep the one with the lowest median of a few runs.
+        let mut best: Option<(usize, f64)> = None;
+        for (i, r) in results.iter().enumerate() {
+            prepared.algo = r.algo;
+            if prepared.run().is_err() {
+                continue; // a candidate cuBLASLt offered but cannot run here
+            }
+            let mut runs: Vec<f64> = (0..CANDIDATE_RUNS)
+                .map(|_| prepared.time())
+                .collect::<Result<_, _>>()?;
+            runs.sort_by(f64::total_cmp);
+            let median = runs[runs.len() / 2];
+            if best.is_none_or(|(_, t)| median < t) {
+                best = Some((i, median));
+            }
+        }
+        let Some((chosen, _)) = best else {
+            return Err(GpuError(step("none of cuBLASLt's candidates ran")));
+        };
+        prepared.algo = results[chosen].algo;
+        prepared.algorithm = format!(
+            "cuBLASLt heuristic #{} of {} (algo id {})",
+            chosen + 1,
+            results.len(),
+            algo_id(&prepared.algo)
+        );
+        Ok(prepared)
     }
-    results.truncate(count as usize);
-    results.retain(|r| r.state == sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS);
 
-    let (alpha, beta) = scalars(t.scale);
-    let matmul = |algo: &sys::cublasLtMatmulAlgo_t| -> Result<(), GpuError> {
+    /// Enqueues one GEMM on the stream.
+    pub fn run(&self) -> Result<(), GpuError> {
         // SAFETY: buffers hold the sizes the layouts describe; the workspace is as declared.
         unsafe {
             lt::matmul(
-                lt.handle,
-                desc.0,
-                alpha.as_ptr() as *const c_void,
-                beta.as_ptr() as *const c_void,
-                a.ptr as *const c_void,
-                la.0,
-                b.ptr as *const c_void,
-                lb.0,
-                d.ptr as *const c_void,
-                ld.0,
-                d.ptr as *mut c_void,
-                ld.0,
-                algo,
-                lt.workspace.ptr as *mut c_void,
-                workspace as usize,
-                gpu.stream.cu_stream() as sys::cudaStream_t,
+                self.lt.handle,
+                self.desc.0,
+                self.alpha.as_ptr() as *const c_void,
+                self.beta.as_ptr() as *const c_void,
+                self.a_ptr as *const c_void,
+                self.la.0,
+                self.b_ptr as *const c_void,
+                self.lb.0,
+                self.d.ptr as *const c_void,
+                self.ld.0,
+                self.d.ptr as *mut c_void,
+                self.ld.0,
+                &self.algo,
+                self.lt.workspace.ptr as *mut c_void,
+                self.lt.workspace.bytes as usize,
+                self.gpu.stream.cu_stream() as sys::cudaStream_t,
             )
         }
-        .map_err(|e| GpuError::during(&step("cublasLtMatmul"), e))
-    };
-    let (start, end) = (gpu.event()?, gpu.event()?);
-    let time_one = |algo: &sys::cublasLtMatmulAlgo_t| -> Result<f64, GpuError> {
-        start
-            .record(&gpu.stream)
-            .map_err(|e| GpuError::during("recording an event", e))?;
-        matmul(algo)?;
-        end.record(&gpu.stream)
-            .map_err(|e| GpuError::during("recording an event", e))?;
-        end.synchronize()
-            .map_err(|e| GpuError::during(&step("waiting for the GPU"), e))?;
-        Ok(f64::from(start.elapsed_ms(&end).map_err(|e| {
-            GpuError::during("reading an event timer", e)
-        })?))
-    };
-
-    // Choose: warm each candidate once, then keep the one with the lowest median of a few runs.
-    let mut best: Option<(usize, f64)> = None;
-    for (i, r) in results.iter().enumerate() {
-        if matmul(&r.algo).is_err() {
-            continue; // a candidate cuBLASLt offered but cannot run here
-        }
-        let mut runs: Vec<f64> = (0..CANDIDATE_RUNS)
-            .map(|_| time_one(&r.algo))
-            .collect::<Result<_, _>>()?;
-        runs.sort_by(f64::total_cmp);
-        let median = runs[runs.len() / 2];
-        if best.is_none_or(|(_, t)| median < t) {
-            best = Some((i, median));
-        }
-    }
-    let Some((chosen, _)) = best else {
-        return Err(GpuError(step("none of cuBLASLt's candidates ran")));
-    };
-    let algo = &results[chosen].algo;
-    for _ in 0..req.warmup {
-        matmul(algo)?;
-    }
-    let times_ms = (0..req.iterations)
-        .map(|_| time_one(algo))
-        .collect::<Result<Vec<_>, _>>()?;
-    gpu.sync()?;
-
-    let width = output_bytes(req.precision);
-    let mut samples = Vec::with_capacity(req.samples.len());
-    for &(row, col) in &req.samples {
-        if row >= m || col >= n {
-            return Err(GpuError(step(&format!(
-                "sample ({row}, {col}) outside the output"
-            ))));
-        }
-        let mut bytes = [0u8; 8];
-        // SAFETY: the element lies inside d (checked above); the copy is synchronous.
-        unsafe {
-            drv::memcpy_dtoh_sync(
-                &mut bytes[..width as usize],
-                d.ptr + (col * m + row) * width,
-            )
-        }
-        .map_err(|e| GpuError::during(&step("reading back a sample"), e))?;
-        samples.push(decode_output(req.precision, bytes));
+        .map_err(|e| GpuError::during(&format!("{:?} cublasLtMatmul", self.precision), e))
     }
 
-    let mut algo_id = 0i32;
+    /// Runs one GEMM between two events and returns its milliseconds.
+    pub fn time(&self) -> Result<f64, GpuError> {
+        self.gpu.time(|| self.run())
+    }
+
+    /// Reads back `D[row, col]` for each sample.
+    pub fn read_samples(&self, positions: &[(u64, u64)]) -> Result<Vec<f64>, GpuError> {
+        let width = output_bytes(self.precision);
+        positions
+            .iter()
+            .map(|&(row, col)| {
+                if row >= self.m || col >= self.n {
+                    return Err(GpuError(format!(
+                        "sample ({row}, {col}) outside the {}x{} output",
+                        self.m, self.n
+                    )));
+                }
+                let mut bytes = [0u8; 8];
+                // SAFETY: the element lies inside d (checked above); the copy is synchronous.
+                unsafe {
+                    drv::memcpy_dtoh_sync(
+                        &mut bytes[..width as usize],
+                        self.d.ptr + (col * self.m + row) * width,
+                    )
+                }
+                .map_err(|e| GpuError::during("reading back a sample", e))?;
+                Ok(decode_output(self.precision, bytes))
+            })
+            .collect()
+    }
+
+    /// Output elements, their width in bytes and how NaN is spelled (for `pog_compare`).
+    pub fn output_shape(&self) -> (u64, i32, i32) {
+        let kind = match self.precision {
+            Precision::Int8 => 0,
+            Precision::Bf16 | Precision::Fp8 => 2,
+            _ => 1,
+        };
+        (self.m * self.n, output_bytes(self.precision) as i32, kind)
+    }
+}
+
+fn algo_id(algo: &sys::cublasLtMatmulAlgo_t) -> i32 {
+    let mut id = 0i32;
     let mut written = 0usize;
     // SAFETY: reads one int32 attribute of a live algorithm.
     unsafe {
         sys::cublasLtMatmulAlgoConfigGetAttribute(
             algo,
             sys::cublasLtMatmulAlgoConfigAttributes_t::CUBLASLT_ALGO_CONFIG_ID,
-            &mut algo_id as *mut i32 as *mut c_void,
+            &mut id as *mut i32 as *mut c_void,
             4,
             &mut written,
         );
     }
+    id
+}
+
+/// A timed GEMM with sampled outputs.
+pub(super) fn run(gpu: &Gpu, lt: &Lt, req: &GemmRequest) -> Result<GemmRun, GpuError> {
+    let g = Prepared::new(
+        gpu,
+        lt,
+        req.precision,
+        (req.m, req.n, req.k),
+        (req.seed_a, req.seed_b),
+        req.candidates,
+    )?;
+    for _ in 0..req.warmup {
+        g.run()?;
+    }
+    let times_ms = (0..req.iterations)
+        .map(|_| g.time())
+        .collect::<Result<Vec<_>, _>>()?;
+    gpu.sync()?;
     Ok(GemmRun {
         times_ms,
-        algorithm: format!(
-            "cuBLASLt heuristic #{} of {} (algo id {algo_id})",
-            chosen + 1,
-            results.len()
-        ),
-        candidates_timed: results.len() as u32,
-        samples,
+        algorithm: g.algorithm.clone(),
+        candidates_timed: g.candidates_timed,
+        samples: g.read_samples(&req.samples)?,
+    })
+}
+
+/// GEMMs back to back for `seconds`, each compared with the first result on the GPU, with
+/// NVML sampled alongside.
+pub(super) fn sustained(
+    gpu: &Gpu,
+    lt: &Lt,
+    req: &SustainedRequest,
+) -> Result<SustainedRun, GpuError> {
+    let g = Prepared::new(
+        gpu,
+        lt,
+        req.precision,
+        (req.size, req.size, req.size),
+        (req.seed_a, req.seed_b),
+        4,
+    )?;
+    let (elements, width, kind) = g.output_shape();
+    let first = DeviceBuffer::new(g.d.bytes)?;
+    let counters = DeviceBuffer::new(16)?;
+    let sampler = crate::telemetry::Sampler::start(
+        gpu.bus_id,
+        std::time::Duration::from_millis(req.sample_interval_ms.max(10)),
+    );
+    let started = std::time::Instant::now();
+    let mut times_ms = vec![g.time()?];
+    // SAFETY: both buffers hold d.bytes; synchronous copy after the first GEMM finished.
+    unsafe { drv::memcpy_dtod_sync(first.ptr, g.d.ptr, g.d.bytes as usize) }
+        .map_err(|e| GpuError::during("keeping the first result", e))?;
+    let (mut mismatched, mut nans) = (Vec::new(), Vec::new());
+    while started.elapsed().as_secs_f64() < req.seconds {
+        times_ms.push(g.time()?);
+        let [differ, nan] = gpu.compare(&g.d, &first, (elements, width, kind), &counters)?;
+        mismatched.push(differ);
+        nans.push(nan);
+    }
+    let telemetry = sampler.stop();
+    Ok(SustainedRun {
+        times_ms,
+        elements,
+        mismatched,
+        nans,
+        telemetry,
     })
 }

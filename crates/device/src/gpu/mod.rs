@@ -1,5 +1,6 @@
 //! The real GPU through cudarc: a context and stream per device, raw device and pinned host
-//! buffers, the NVRTC-built fill kernels, cuBLASLt GEMMs ([`gemm`]) and copies ([`copy`]).
+//! buffers, pog's NVRTC-built kernels, cuBLASLt GEMMs ([`gemm`]), copies ([`copy`]), and the
+//! memory test and bandwidth sweep ([`memory`]).
 //!
 //! Raw driver calls are used where cudarc's safe layer would add work to timed loops (its
 //! per-access event tracking is switched off); every one is wrapped so a failure becomes a
@@ -7,10 +8,15 @@
 
 mod copy;
 mod gemm;
+mod memory;
 
-use crate::compute::{Accelerator, CopyRequest, GemmRequest, GemmRun, GpuError};
+use crate::compute::{
+    Accelerator, CopyRequest, GemmRequest, GemmRun, GpuError, MemtestRequest, MemtestRun,
+    SustainedRequest, SustainedRun, SweepPoint, SweepRequest,
+};
+use crate::pci::BusId;
 use cudarc::driver::result as drv;
-use cudarc::driver::sys::{CUdeviceptr, CUevent_flags};
+use cudarc::driver::sys::{CUdevice_attribute as Attr, CUdeviceptr, CUevent_flags};
 use cudarc::driver::{
     CudaContext, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg,
 };
@@ -18,32 +24,43 @@ use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use pog_matgen::Storage;
 use std::sync::Arc;
 
+/// pog's own kernels; compiled after pog_matgen's fill kernels in one NVRTC program.
+const KERNELS_SOURCE: &str = include_str!("kernels.cu");
+
 /// One CUDA device, ready for benchmarks.
 pub struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    fill: FillKernels,
+    kernels: Kernels,
     gemm: Option<gemm::Lt>,
+    /// Where NVML finds this device (telemetry and health counters).
+    bus_id: BusId,
+    sm_count: u32,
 }
 
-struct FillKernels {
-    u64: CudaFunction,
-    u32: CudaFunction,
-    u16: CudaFunction,
-    u8: CudaFunction,
+struct Kernels {
+    fill_u64: CudaFunction,
+    fill_u32: CudaFunction,
+    fill_u16: CudaFunction,
+    fill_u8: CudaFunction,
+    pattern_write: CudaFunction,
+    pattern_check: CudaFunction,
+    read: CudaFunction,
+    write: CudaFunction,
+    compare: CudaFunction,
 }
 
 impl Gpu {
     /// Opens CUDA device `ordinal`: checks the driver, NVRTC and cuBLASLt libraries are present
-    /// (cudarc panics on a missing one), creates the context and builds the fill kernels for
-    /// this device's architecture.
+    /// (cudarc panics on a missing one), creates the context and builds pog's kernels for this
+    /// device's architecture.
     pub fn open(ordinal: usize) -> Result<Gpu, GpuError> {
         if !crate::cuda::library_present() {
             return Err(GpuError(
                 "CUDA driver library (libcuda.so) not found".into(),
             ));
         }
-        // SAFETY: only tries to dlopen the libraries.
+        // SAFETY: only tries to dlopen the library.
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
             return Err(GpuError(
                 "NVRTC library (libnvrtc.so) not found: install the CUDA runtime".into(),
@@ -56,36 +73,49 @@ impl Gpu {
         let stream = ctx
             .new_stream()
             .map_err(|e| GpuError::during("creating a stream", e))?;
-        let (major, minor) = ctx
-            .compute_capability()
-            .map_err(|e| GpuError::during("reading the compute capability", e))?;
-        let ptx = compile_ptx_with_opts(
-            pog_matgen::CUDA_SOURCE,
-            CompileOptions {
-                options: vec![format!("--gpu-architecture=sm_{major}{minor}")],
-                ..Default::default()
-            },
-        )
-        .map_err(|e| {
-            GpuError::during(
-                &format!("compiling the fill kernels for sm_{major}{minor}"),
-                e,
-            )
+        let attr = |a: Attr| {
+            ctx.attribute(a)
+                .map_err(|e| GpuError::during(&format!("reading {a:?}"), e))
+        };
+        let (major, minor) = (
+            attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        );
+        let source = format!("{}\n{KERNELS_SOURCE}", pog_matgen::CUDA_SOURCE);
+        let options = CompileOptions {
+            options: vec![format!("--gpu-architecture=sm_{major}{minor}")],
+            ..Default::default()
+        };
+        let ptx = compile_ptx_with_opts(source, options).map_err(|e| {
+            GpuError::during(&format!("compiling pog's kernels for sm_{major}{minor}"), e)
         })?;
         let module = ctx
             .load_module(ptx)
-            .map_err(|e| GpuError::during("loading the fill kernels", e))?;
+            .map_err(|e| GpuError::during("loading pog's kernels", e))?;
         let function = |name: &str| {
             module
                 .load_function(name)
                 .map_err(|e| GpuError::during(&format!("loading {name}"), e))
         };
-        let fill = FillKernels {
-            u64: function("pog_fill_u64")?,
-            u32: function("pog_fill_u32")?,
-            u16: function("pog_fill_u16")?,
-            u8: function("pog_fill_u8")?,
+        let kernels = Kernels {
+            fill_u64: function("pog_fill_u64")?,
+            fill_u32: function("pog_fill_u32")?,
+            fill_u16: function("pog_fill_u16")?,
+            fill_u8: function("pog_fill_u8")?,
+            pattern_write: function("pog_pattern_write")?,
+            pattern_check: function("pog_pattern_check")?,
+            read: function("pog_read")?,
+            write: function("pog_write")?,
+            compare: function("pog_compare")?,
         };
+        let bus_id = BusId::parse(&format!(
+            "{:x}:{:x}:{:x}.0",
+            attr(Attr::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+            attr(Attr::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+            attr(Attr::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?
+        ))
+        .ok_or_else(|| GpuError("CUDA reported an impossible PCI address".into()))?;
+        let sm_count = attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(1) as u32;
         // SAFETY: only tries to dlopen the library.
         let gemm = if unsafe { cudarc::cublaslt::sys::is_culib_present() } {
             Some(gemm::Lt::new(&ctx)?)
@@ -95,17 +125,11 @@ impl Gpu {
         Ok(Gpu {
             ctx,
             stream,
-            fill,
+            kernels,
             gemm,
+            bus_id,
+            sm_count,
         })
-    }
-
-    /// Number of CUDA devices (0 when there is no driver).
-    pub fn count() -> usize {
-        if !crate::cuda::library_present() {
-            return 0;
-        }
-        CudaContext::device_count().map_or(0, |n| n.max(0) as usize)
     }
 
     fn bind(&self) -> Result<(), GpuError> {
@@ -126,28 +150,86 @@ impl Gpu {
             .map_err(|e| GpuError::during("waiting for the GPU", e))
     }
 
+    /// Launch geometry for pog's grid-stride kernels over `n` items: 8 blocks of 256 threads
+    /// per SM (enough to keep every SM's memory pipeline full), never more than the work.
+    fn geometry(&self, n: u64) -> LaunchConfig {
+        let blocks = (u64::from(self.sm_count) * 8).min(n.div_ceil(256)).max(1) as u32;
+        LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// Runs `work` between two events on the stream and returns its milliseconds.
+    fn time(&self, work: impl FnOnce() -> Result<(), GpuError>) -> Result<f64, GpuError> {
+        let (start, end) = (self.event()?, self.event()?);
+        start
+            .record(&self.stream)
+            .map_err(|e| GpuError::during("recording an event", e))?;
+        work()?;
+        end.record(&self.stream)
+            .map_err(|e| GpuError::during("recording an event", e))?;
+        end.synchronize()
+            .map_err(|e| GpuError::during("waiting for the GPU", e))?;
+        Ok(f64::from(start.elapsed_ms(&end).map_err(|e| {
+            GpuError::during("reading an event timer", e)
+        })?))
+    }
+
     /// Fills `buffer` with seeded elements of `storage` (pog_matgen's CUDA twin).
     fn fill(&self, buffer: &DeviceBuffer, storage: Storage, seed: u64) -> Result<(), GpuError> {
         let n = buffer.bytes / storage.bytes() as u64;
         let f = match storage.bytes() {
-            8 => &self.fill.u64,
-            4 => &self.fill.u32,
-            2 => &self.fill.u16,
-            _ => &self.fill.u8,
+            8 => &self.kernels.fill_u64,
+            4 => &self.kernels.fill_u32,
+            2 => &self.kernels.fill_u16,
+            _ => &self.kernels.fill_u8,
         };
         let format = storage.format_code();
-        let config = LaunchConfig {
-            grid_dim: (4096, 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
         let mut launch = self.stream.launch_builder(f);
         launch.arg(&buffer.ptr).arg(&n).arg(&seed).arg(&format);
         // SAFETY: the kernel writes n elements of the storage width into buffer, which holds them.
-        unsafe { launch.launch(config) }
+        unsafe { launch.launch(self.geometry(n)) }
             .map_err(|e| GpuError::during("launching the fill kernel", e))?;
         Ok(())
     }
+
+    /// Compares `elements` outputs of `a` with `b` bit for bit (pog_compare); returns
+    /// [differing elements, NaNs in a].
+    fn compare(
+        &self,
+        a: &DeviceBuffer,
+        b: &DeviceBuffer,
+        (elements, width, kind): (u64, i32, i32),
+        counters: &DeviceBuffer,
+    ) -> Result<[u64; 2], GpuError> {
+        // SAFETY: counters holds 16 bytes.
+        unsafe { drv::memset_d8_async(counters.ptr, 0, 16, self.stream.cu_stream()) }
+            .map_err(|e| GpuError::during("clearing counters", e))?;
+        let mut launch = self.stream.launch_builder(&self.kernels.compare);
+        launch
+            .arg(&a.ptr)
+            .arg(&b.ptr)
+            .arg(&elements)
+            .arg(&width)
+            .arg(&kind)
+            .arg(&counters.ptr);
+        // SAFETY: a and b hold `elements` items of `width` bytes; counters holds two u64.
+        unsafe { launch.launch(self.geometry(elements)) }
+            .map_err(|e| GpuError::during("launching the compare kernel", e))?;
+        self.sync()?;
+        read_counters(counters)
+    }
+}
+
+/// Reads `N` u64 counters back (synchronously).
+fn read_counters<const N: usize>(counters: &DeviceBuffer) -> Result<[u64; N], GpuError> {
+    let mut out = [0u64; N];
+    // SAFETY: counters holds at least N u64; the copy is synchronous.
+    unsafe { drv::memcpy_dtoh_sync(&mut out[..], counters.ptr) }
+        .map_err(|e| GpuError::during("reading counters", e))?;
+    Ok(out)
 }
 
 impl Accelerator for Gpu {
@@ -160,17 +242,35 @@ impl Accelerator for Gpu {
 
     fn gemm(&mut self, request: &GemmRequest) -> Result<GemmRun, GpuError> {
         self.bind()?;
-        let Some(lt) = &self.gemm else {
-            return Err(GpuError(
-                "cuBLASLt library (libcublasLt.so) not found: install the CUDA runtime".into(),
-            ));
-        };
-        gemm::run(self, lt, request)
+        gemm::run(self, self.lt()?, request)
     }
 
     fn copy(&mut self, request: &CopyRequest) -> Result<Vec<f64>, GpuError> {
         self.bind()?;
         copy::run(self, request)
+    }
+
+    fn memtest(&mut self, request: &MemtestRequest) -> Result<MemtestRun, GpuError> {
+        self.bind()?;
+        memory::memtest(self, request)
+    }
+
+    fn sweep(&mut self, request: &SweepRequest) -> Result<Vec<SweepPoint>, GpuError> {
+        self.bind()?;
+        memory::sweep(self, request)
+    }
+
+    fn sustained(&mut self, request: &SustainedRequest) -> Result<SustainedRun, GpuError> {
+        self.bind()?;
+        gemm::sustained(self, self.lt()?, request)
+    }
+}
+
+impl Gpu {
+    fn lt(&self) -> Result<&gemm::Lt, GpuError> {
+        self.gemm.as_ref().ok_or_else(|| {
+            GpuError("cuBLASLt library (libcublasLt.so) not found: install the CUDA runtime".into())
+        })
     }
 }
 

@@ -56,6 +56,7 @@ pub fn run(global: &Global) -> Result<Outcome> {
         precisions: None,
         iterations: None,
         copy_mib: None,
+        sustained_seconds: None,
         no_gpu: false,
         no_host: false,
         storage_dir: None,
@@ -113,16 +114,7 @@ fn inspect_stage(report: &InspectReport) -> Stage {
 
 fn bench_stage(report: &BenchReport) -> Stage {
     use pog_bench::Verdict;
-    let figures: Vec<Verdict> = report
-        .gpus
-        .iter()
-        .flat_map(|g| {
-            g.gemm
-                .iter()
-                .map(|r| r.judgement.verdict)
-                .chain(g.copies.iter().map(|c| c.judgement.verdict))
-        })
-        .collect();
+    let figures: Vec<Verdict> = report.gpus.iter().flat_map(|g| g.verdicts()).collect();
     let count = |v: Verdict| figures.iter().filter(|f| **f == v).count();
     let host = if report.host.is_some() {
         "; host measured"

@@ -1,0 +1,95 @@
+// pog's own CUDA kernels (compiled by NVRTC for the device's architecture together with
+// pog_matgen's fill kernels): memory patterns, bandwidth probes and result comparison.
+
+typedef unsigned long long u64;
+
+// ---- Memory integrity -------------------------------------------------------------------
+// pattern: 0 walking ones, 1 walking zeros, 2 0x55.., 3 0xAA.., 4 seeded random,
+// 5 address in address.
+__device__ __forceinline__ u64 pog_pattern(int pattern, u64 seed, u64 index, const u64* base) {
+    switch (pattern) {
+    case 0: return 1ULL << (index & 63);
+    case 1: return ~(1ULL << (index & 63));
+    case 2: return 0x5555555555555555ULL;
+    case 3: return 0xAAAAAAAAAAAAAAAAULL;
+    case 4: {
+        u64 z = seed + (index + 1ULL) * 0x9E3779B97F4A7C15ULL;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        return z ^ (z >> 31);
+    }
+    default: return (u64)(base + index);
+    }
+}
+
+extern "C" __global__ void pog_pattern_write(u64* p, u64 n, int pattern, u64 seed) {
+    u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        p[i] = pog_pattern(pattern, seed, i, p);
+    }
+}
+
+// counters[0]: words that differ; counters[1]: bits that differ; counters[2]: first bad index.
+extern "C" __global__ void pog_pattern_check(const u64* p, u64 n, int pattern, u64 seed, u64* counters) {
+    u64 stride = (u64)gridDim.x * blockDim.x;
+    u64 words = 0, bits = 0, first = ~0ULL;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        u64 diff = p[i] ^ pog_pattern(pattern, seed, i, p);
+        if (diff) {
+            words++;
+            bits += __popcll(diff);
+            if (i < first) first = i;
+        }
+    }
+    if (words) {
+        atomicAdd(&counters[0], words);
+        atomicAdd(&counters[1], bits);
+        atomicMin(&counters[2], first);
+    }
+}
+
+// ---- Bandwidth probes ---------------------------------------------------------------------
+// Reads n words; the XOR never equals the sentinel in practice, so the store is kept but
+// never happens.
+extern "C" __global__ void pog_read(const u64* p, u64 n, u64* sink) {
+    u64 stride = (u64)gridDim.x * blockDim.x;
+    u64 acc = 0;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        acc ^= p[i];
+    }
+    if (acc == 0x0123456789ABCDEFULL) sink[0] = acc;
+}
+
+extern "C" __global__ void pog_write(u64* p, u64 n, u64 value) {
+    u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        p[i] = value ^ i;
+    }
+}
+
+// ---- Result comparison (gpu-burn style) ---------------------------------------------------
+// Compares n elements of `width` bytes (2, 4 or 8) of a against b bit for bit and counts NaNs
+// in a. kind: 0 integer (no NaN), 1 IEEE float of that width, 2 bfloat16.
+// counters[0]: elements that differ; counters[1]: NaNs.
+__device__ __forceinline__ bool pog_is_nan(u64 v, int width, int kind) {
+    if (kind == 0) return false;
+    if (width == 8) return ((v >> 52) & 0x7ff) == 0x7ff && (v & ((1ULL << 52) - 1));
+    if (width == 4) return ((v >> 23) & 0xff) == 0xff && (v & 0x7fffff);
+    if (kind == 2) return ((v >> 7) & 0xff) == 0xff && (v & 0x7f);
+    return ((v >> 10) & 0x1f) == 0x1f && (v & 0x3ff);
+}
+
+extern "C" __global__ void pog_compare(const unsigned char* a, const unsigned char* b, u64 n, int width, int kind, u64* counters) {
+    u64 stride = (u64)gridDim.x * blockDim.x;
+    u64 differ = 0, nans = 0;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        u64 x = 0, y = 0;
+        if (width == 8) { x = ((const u64*)a)[i]; y = ((const u64*)b)[i]; }
+        else if (width == 4) { x = ((const unsigned int*)a)[i]; y = ((const unsigned int*)b)[i]; }
+        else { x = ((const unsigned short*)a)[i]; y = ((const unsigned short*)b)[i]; }
+        if (x != y) differ++;
+        if (pog_is_nan(x, width, kind)) nans++;
+    }
+    if (differ) atomicAdd(&counters[0], differ);
+    if (nans) atomicAdd(&counters[1], nans);
+}

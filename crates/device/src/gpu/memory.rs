@@ -1,0 +1,135 @@
+//! Memory integrity (pattern tests over most of the free memory, with NVML's health counters
+//! before and after) and the read/write bandwidth sweep that shows the L2 and HBM plateaus.
+
+use super::{read_counters, DeviceBuffer, Gpu};
+use crate::compute::{
+    GpuError, MemtestRequest, MemtestRun, PatternResult, SweepPoint, SweepRequest, MEMORY_PATTERNS,
+};
+use cudarc::driver::result as drv;
+use cudarc::driver::PushKernelArg;
+
+/// The largest share of free memory pog tries to take; it backs off in 1 % steps from here
+/// down to the requested fraction if the allocation fails.
+const MAX_FRACTION: f64 = 0.95;
+
+pub(super) fn memtest(gpu: &Gpu, request: &MemtestRequest) -> Result<MemtestRun, GpuError> {
+    let nvml = crate::nvml::init();
+    let health = || match &nvml {
+        Ok(nvml) => crate::telemetry::health_counters(nvml, gpu.bus_id),
+        Err(e) => Err(e.clone()),
+    };
+    let health_before = health();
+    let (free, _) = drv::mem_get_info().map_err(|e| GpuError::during("reading free memory", e))?;
+    let free = free as u64;
+    let mut fraction = MAX_FRACTION.max(request.fraction);
+    let buffer = loop {
+        let bytes = ((free as f64 * fraction) as u64) / 8 * 8;
+        match DeviceBuffer::new(bytes) {
+            Ok(buffer) => break buffer,
+            Err(e) if fraction - 0.01 < request.fraction => return Err(e),
+            Err(_) => fraction -= 0.01,
+        }
+    };
+    let words = buffer.bytes / 8;
+    let counters = DeviceBuffer::new(24)?;
+    let mut patterns = Vec::new();
+    for (pattern, name) in MEMORY_PATTERNS.iter().enumerate() {
+        let pattern = pattern as i32;
+        let write_ms = gpu.time(|| {
+            let mut launch = gpu.stream.launch_builder(&gpu.kernels.pattern_write);
+            launch
+                .arg(&buffer.ptr)
+                .arg(&words)
+                .arg(&pattern)
+                .arg(&request.seed);
+            // SAFETY: the buffer holds `words` u64.
+            unsafe { launch.launch(gpu.geometry(words)) }
+                .map(|_| ())
+                .map_err(|e| GpuError::during("launching the pattern writer", e))
+        })?;
+        // counters = [0, 0, u64::MAX]
+        let init: [u64; 3] = [0, 0, u64::MAX];
+        // SAFETY: counters holds three u64; synchronous copy.
+        unsafe { drv::memcpy_htod_sync(counters.ptr, &init[..]) }
+            .map_err(|e| GpuError::during("clearing counters", e))?;
+        let check_ms = gpu.time(|| {
+            let mut launch = gpu.stream.launch_builder(&gpu.kernels.pattern_check);
+            launch
+                .arg(&buffer.ptr)
+                .arg(&words)
+                .arg(&pattern)
+                .arg(&request.seed)
+                .arg(&counters.ptr);
+            // SAFETY: reads `words` u64 of the buffer, writes three u64 counters.
+            unsafe { launch.launch(gpu.geometry(words)) }
+                .map(|_| ())
+                .map_err(|e| GpuError::during("launching the pattern checker", e))
+        })?;
+        let [bad_words, bad_bits, first] = read_counters::<3>(&counters)?;
+        patterns.push(PatternResult {
+            pattern: name.to_string(),
+            bad_words,
+            bad_bits,
+            first_bad_offset: (first != u64::MAX).then_some(first * 8),
+            write_ms,
+            check_ms,
+        });
+    }
+    drop(buffer);
+    Ok(MemtestRun {
+        bytes_tested: words * 8,
+        free_bytes: free,
+        patterns,
+        health_before,
+        health_after: health(),
+    })
+}
+
+pub(super) fn sweep(gpu: &Gpu, request: &SweepRequest) -> Result<Vec<SweepPoint>, GpuError> {
+    let largest = request.sizes.iter().copied().max().unwrap_or(0).max(8);
+    let buffer = DeviceBuffer::new(largest)?;
+    let sink = DeviceBuffer::new(8)?;
+    let mut points = Vec::new();
+    for &bytes in &request.sizes {
+        let words = (bytes / 8).max(1);
+        let read = |repeats: u32| {
+            gpu.time(|| {
+                for _ in 0..repeats {
+                    let mut launch = gpu.stream.launch_builder(&gpu.kernels.read);
+                    launch.arg(&buffer.ptr).arg(&words).arg(&sink.ptr);
+                    // SAFETY: reads `words` u64 of the buffer; may write one u64 to sink.
+                    unsafe { launch.launch(gpu.geometry(words)) }
+                        .map_err(|e| GpuError::during("launching the read kernel", e))?;
+                }
+                Ok(())
+            })
+        };
+        let value = 0x5a5a_5a5a_5a5a_5a5au64;
+        let write = |repeats: u32| {
+            gpu.time(|| {
+                for _ in 0..repeats {
+                    let mut launch = gpu.stream.launch_builder(&gpu.kernels.write);
+                    launch.arg(&buffer.ptr).arg(&words).arg(&value);
+                    // SAFETY: writes `words` u64 of the buffer.
+                    unsafe { launch.launch(gpu.geometry(words)) }
+                        .map_err(|e| GpuError::during("launching the write kernel", e))?;
+                }
+                Ok(())
+            })
+        };
+        // Calibrate on one launch (after a warm one), then time enough repeats to last min_ms.
+        write(1)?;
+        read(1)?;
+        let once = read(1)?.max(1e-3);
+        let repeats = ((request.min_ms / once).ceil() as u32).clamp(1, 100_000);
+        let moved = (words * 8) as f64 * f64::from(repeats);
+        let read_ms = read(repeats)?;
+        let write_ms = write(repeats)?;
+        points.push(SweepPoint {
+            bytes: words * 8,
+            read_gbs: moved / (read_ms * 1e-3) / 1e9,
+            write_gbs: moved / (write_ms * 1e-3) / 1e9,
+        });
+    }
+    Ok(points)
+}

@@ -1,0 +1,105 @@
+//! Telemetry during benchmarks: NVML samples of clocks, power, temperature and clock-event
+//! (throttle) reasons on a background thread, and the memory-health counters read before and
+//! after a memory test.
+
+use crate::facts::RemappedRows;
+use crate::pci::BusId;
+use crate::reading::Reading;
+use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, TemperatureSensor};
+use nvml_wrapper::Nvml;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// One NVML reading. Fields NVML could not read are `None`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TelemetrySample {
+    /// Seconds since sampling started.
+    pub t_s: f64,
+    pub sm_clock_mhz: Option<u32>,
+    pub memory_clock_mhz: Option<u32>,
+    pub power_w: Option<f64>,
+    pub temperature_c: Option<u32>,
+    /// NVML clock-event ("throttle") reason bits: 0x4 software power cap, 0x8 hardware
+    /// slowdown, 0x20 software thermal, 0x40 hardware thermal, 0x80 power brake.
+    pub clock_event_reasons: Option<u64>,
+    pub gpu_utilization: Option<u32>,
+}
+
+/// Samples one GPU on a background thread until stopped.
+pub struct Sampler {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Result<Vec<TelemetrySample>, String>>,
+}
+
+impl Sampler {
+    /// Starts sampling the GPU at `bus_id` every `interval`.
+    pub fn start(bus_id: BusId, interval: Duration) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let nvml = crate::nvml::init()?;
+            let device = nvml
+                .device_by_pci_bus_id(bus_id.to_string())
+                .map_err(|e| format!("NVML has no GPU at {bus_id}: {e}"))?;
+            let started = Instant::now();
+            let mut samples = Vec::new();
+            while !flag.load(Ordering::Relaxed) {
+                samples.push(TelemetrySample {
+                    t_s: started.elapsed().as_secs_f64(),
+                    sm_clock_mhz: device.clock_info(Clock::SM).ok(),
+                    memory_clock_mhz: device.clock_info(Clock::Memory).ok(),
+                    power_w: device.power_usage().ok().map(|mw| f64::from(mw) / 1000.0),
+                    temperature_c: device.temperature(TemperatureSensor::Gpu).ok(),
+                    clock_event_reasons: device.current_throttle_reasons().ok().map(|r| r.bits()),
+                    gpu_utilization: device.utilization_rates().ok().map(|u| u.gpu),
+                });
+                std::thread::sleep(interval);
+            }
+            Ok(samples)
+        });
+        Sampler { stop, handle }
+    }
+
+    /// Stops sampling and returns the samples (or why there are none).
+    pub fn stop(self) -> Result<Vec<TelemetrySample>, String> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .join()
+            .unwrap_or_else(|_| Err("the telemetry thread panicked".into()))
+    }
+}
+
+/// Memory-health counters, compared before and after a memory test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HealthCounters {
+    pub ecc_corrected_volatile: Reading<u64>,
+    pub ecc_uncorrected_volatile: Reading<u64>,
+    pub remapped_rows: Reading<RemappedRows>,
+    pub retired_pages: Reading<u64>,
+}
+
+/// Reads the memory-health counters of the GPU at `bus_id`.
+pub fn health_counters(nvml: &Nvml, bus_id: BusId) -> Result<HealthCounters, String> {
+    use nvml_wrapper::enum_wrappers::device::RetirementCause;
+    let device = nvml
+        .device_by_pci_bus_id(bus_id.to_string())
+        .map_err(|e| format!("NVML has no GPU at {bus_id}: {e}"))?;
+    let nv = |r: Result<u64, nvml_wrapper::error::NvmlError>| -> Reading<u64> {
+        r.map_err(|e| format!("NVML: {e}")).into()
+    };
+    let retired = |cause| device.retired_pages(cause).map(|p| p.len() as u64);
+    Ok(HealthCounters {
+        ecc_corrected_volatile: nv(
+            device.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
+        ),
+        ecc_uncorrected_volatile: nv(
+            device.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+        ),
+        remapped_rows: crate::nvml::remapped_rows(nvml, &device),
+        retired_pages: nv(retired(RetirementCause::MultipleSingleBitEccErrors)
+            .and_then(|s| retired(RetirementCause::DoubleBitEccError).map(|d| s + d))),
+    })
+}
