@@ -82,6 +82,7 @@ pub fn gemm(
         k: plan.size,
         seed_a: pog_matgen::hash(seed, 1),
         seed_b: pog_matgen::hash(seed, 2),
+        a_layout: pog_matgen::ALayout::KMajor,
     };
     let samples: Vec<(u64, u64)> = (0..CHECKED_SAMPLES)
         .map(|i| {
@@ -122,6 +123,10 @@ pub fn gemm(
             result.error = Some(e.to_string());
             return result;
         }
+    };
+    let g = SeededGemm {
+        a_layout: run.a_layout,
+        ..g
     };
     let check = check_samples(&g, &samples, &run.samples);
     let time = Summary::of(&run.times_ms);
@@ -486,6 +491,7 @@ mod tests {
             k: 64,
             seed_a: 1,
             seed_b: 2,
+            a_layout: pog_matgen::ALayout::KMajor,
         };
         let positions = [(0, 0), (1, 2), (3, 4)];
         let mut values: Vec<f64> = positions

@@ -4,6 +4,7 @@
 //! ([`judge`]), the memory test and bandwidth sweep ([`memory`]), the sustained run
 //! ([`sustained`]), and the host's CPU, memory and storage ([`host`]).
 
+pub mod cutlass;
 pub mod gpu;
 pub mod host;
 pub mod judge;

@@ -45,6 +45,8 @@ pub struct GemmRun {
     pub algorithm: String,
     /// How many candidates were timed.
     pub candidates_timed: u32,
+    /// How the winning algorithm read A: the checker must read it the same way.
+    pub a_layout: pog_matgen::ALayout,
     /// `D[row, col]` for each requested sample, as f64.
     pub samples: Vec<f64>,
 }

@@ -8,6 +8,7 @@
 
 pub mod compute;
 pub mod cuda;
+pub mod cutlass;
 mod exec;
 pub mod facts;
 pub mod gpu;

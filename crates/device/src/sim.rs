@@ -696,6 +696,7 @@ impl crate::compute::Accelerator for SimGpu {
             k: req.k,
             seed_a: req.seed_a,
             seed_b: req.seed_b,
+            a_layout: pog_matgen::ALayout::KMajor,
         };
         let ms = g.flops() / (peak * 1e12 * self.efficiency) * 1e3;
         let samples = req
@@ -710,6 +711,7 @@ impl crate::compute::Accelerator for SimGpu {
         Ok(crate::compute::GemmRun {
             times_ms,
             algorithm: "simulated".into(),
+            a_layout: g.a_layout,
             candidates_timed: req.candidates.min(1),
             samples,
         })

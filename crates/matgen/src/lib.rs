@@ -9,8 +9,9 @@
 //! [0.25, 2)): as much bit entropy as `randn` inputs, so a power-capped GPU is measured under
 //! realistic load, and never zero. INT8 values are uniform in [-127, 127].
 //!
-//! Matrices are stored K-major (the "TN" layout cuBLASLt needs for FP8 and INT8): element
-//! `(row, kk)` of A is at `row * k + kk`, element `(kk, col)` of B at `col * k + kk`.
+//! B is always stored K-major: element `(kk, col)` at `col * k + kk`. A is K-major too
+//! (`(row, kk)` at `row * k + kk`: the "TN" layout cuBLASLt needs for FP8 and INT8) or M-major
+//! (`(row, kk)` at `kk * m + row`: "NN", which some FP32/FP64 kernels prefer); see [`ALayout`].
 
 use pog_spec::Precision;
 
@@ -126,6 +127,17 @@ pub fn e4m3_to_f64(b: u8) -> f64 {
     }
 }
 
+/// How A's elements are laid out in memory (the same seeded buffer read two ways).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ALayout {
+    /// `(row, kk)` at `row * k + kk`; cuBLAS "TN" with B K-major.
+    #[default]
+    KMajor,
+    /// `(row, kk)` at `kk * m + row`; cuBLAS "NN".
+    MMajor,
+}
+
 /// A GEMM `D = A·B` of seeded matrices: A is m×k (seed `seed_a`), B is k×n (seed `seed_b`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SeededGemm {
@@ -135,6 +147,7 @@ pub struct SeededGemm {
     pub k: u64,
     pub seed_a: u64,
     pub seed_b: u64,
+    pub a_layout: ALayout,
 }
 
 /// One output element recomputed in f64, with the sums that scale honest rounding error.
@@ -153,7 +166,7 @@ impl SeededGemm {
         let storage = Storage::of(self.precision);
         let (mut sum, mut abs_sum, mut square_sum) = (0.0, 0.0, 0.0);
         for kk in 0..self.k {
-            let p = value(storage, self.seed_a, row * self.k + kk)
+            let p = value(storage, self.seed_a, self.a_index(row, kk))
                 * value(storage, self.seed_b, col * self.k + kk);
             sum += p;
             abs_sum += p.abs();
@@ -163,6 +176,14 @@ impl SeededGemm {
             value: sum,
             abs_sum,
             square_sum,
+        }
+    }
+
+    /// Where A's element `(row, kk)` lives in its buffer.
+    pub fn a_index(&self, row: u64, kk: u64) -> u64 {
+        match self.a_layout {
+            ALayout::KMajor => row * self.k + kk,
+            ALayout::MMajor => kk * self.m + row,
         }
     }
 
@@ -233,6 +254,40 @@ mod tests {
     }
 
     #[test]
+    fn a_layouts_read_the_same_buffer_two_ways() {
+        let tn = SeededGemm {
+            precision: Precision::Fp64,
+            m: 3,
+            n: 2,
+            k: 4,
+            seed_a: 9,
+            seed_b: 8,
+            a_layout: ALayout::KMajor,
+        };
+        let nn = SeededGemm {
+            a_layout: ALayout::MMajor,
+            ..tn
+        };
+        let (row, col) = (2, 1);
+        let by_hand = |g: &SeededGemm, a_index: &dyn Fn(u64) -> u64| -> f64 {
+            (0..g.k)
+                .map(|kk| {
+                    value(Storage::F64, 9, a_index(kk)) * value(Storage::F64, 8, col * g.k + kk)
+                })
+                .sum()
+        };
+        assert_eq!(
+            tn.reference(row, col).value,
+            by_hand(&tn, &|kk| row * 4 + kk)
+        );
+        assert_eq!(
+            nn.reference(row, col).value,
+            by_hand(&nn, &|kk| kk * 3 + row)
+        );
+        assert_ne!(tn.reference(row, col).value, nn.reference(row, col).value);
+    }
+
+    #[test]
     fn e4m3_decoding() {
         assert_eq!(e4m3_to_f64(0x38), 1.0); // 0.0111.000
         assert_eq!(e4m3_to_f64(0x7e), 448.0); // the largest finite value
@@ -275,6 +330,7 @@ mod tests {
                 k: 2048,
                 seed_a: 1,
                 seed_b: 2,
+                a_layout: ALayout::KMajor,
             };
             for (row, col) in [(0, 0), (5, 63), (63, 17)] {
                 let r = g.reference(row, col);

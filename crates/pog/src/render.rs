@@ -548,6 +548,21 @@ pub fn bench(report: &crate::commands::bench::BenchReport) {
             println!("skipped: {s}");
         }
     }
+    match &report.cutlass {
+        Ok(figures) => {
+            let mut t = table(&["cutlass_profiler SGEMM", "m x n x k", "TFLOP/s", "ms"]);
+            for f in figures {
+                t.add_row(vec![
+                    f.kernel.clone(),
+                    format!("{}x{}x{}", f.m, f.n, f.k),
+                    format!("{:.1}", f.tflops),
+                    format!("{:.2}", f.runtime_ms),
+                ]);
+            }
+            println!("{t}");
+        }
+        Err(why) => println!("cutlass_profiler: {why}"),
+    }
     if let Some(h) = &report.host {
         let mut t = table(&["host", ""]);
         t.add_row(vec![

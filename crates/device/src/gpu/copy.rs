@@ -1,9 +1,13 @@
 //! Copy benchmarks: device↔device, host↔device pinned and pageable, and both directions at
-//! once, each run timed with CUDA events on the stream that does the work.
+//! once. Timed the way nvbandwidth times them: each run is queued behind a kernel that blocks
+//! the stream until the host releases it, between two CUDA events, so the copies start back to
+//! back on the GPU and the host's enqueue latency stays out of the measurement.
 
 use super::{DeviceBuffer, Gpu, PinnedBuffer};
 use crate::compute::{CopyKind, CopyRequest, GpuError};
 use cudarc::driver::result as drv;
+use cudarc::driver::sys::{self, CUdeviceptr};
+use cudarc::driver::PushKernelArg;
 
 pub(super) fn run(gpu: &Gpu, request: &CopyRequest) -> Result<Vec<f64>, GpuError> {
     let bytes = request.bytes;
@@ -31,8 +35,22 @@ pub(super) fn run(gpu: &Gpu, request: &CopyRequest) -> Result<Vec<f64>, GpuError
         .new_stream()
         .map_err(|e| GpuError::during("creating a second stream", e))?;
     let (start, end, other_done) = (gpu.event()?, gpu.event()?, gpu.event()?);
+    // A pageable copy blocks the host until it is done, so it cannot be queued behind a gate
+    // the host opens afterwards: those are timed from the host's enqueue like cudaMemcpy is.
+    let host_blocking = matches!(
+        request.kind,
+        CopyKind::HostToDevicePageable | CopyKind::DeviceToHostPageable
+    );
+    let gate = if host_blocking {
+        None
+    } else {
+        Some(Gate::new()?)
+    };
     let mut times = Vec::with_capacity(request.iterations as usize);
     for i in 0..request.warmup + request.iterations {
+        if let Some(gate) = &gate {
+            gate.hold(gpu)?;
+        }
         start
             .record(&gpu.stream)
             .map_err(|e| GpuError::during("recording an event", e))?;
@@ -93,6 +111,9 @@ pub(super) fn run(gpu: &Gpu, request: &CopyRequest) -> Result<Vec<f64>, GpuError
         })?;
         end.record(&gpu.stream)
             .map_err(|e| GpuError::during("recording an event", e))?;
+        if let Some(gate) = &gate {
+            gate.release();
+        }
         end.synchronize()
             .map_err(|e| GpuError::during("waiting for a copy", e))?;
         if i >= request.warmup {
@@ -105,4 +126,59 @@ pub(super) fn run(gpu: &Gpu, request: &CopyRequest) -> Result<Vec<f64>, GpuError
     }
     gpu.sync()?;
     Ok(times)
+}
+
+/// A flag in mapped pinned memory that `pog_wait` spins on.
+struct Gate {
+    host: *mut i32,
+    device: CUdeviceptr,
+}
+
+/// How long `pog_wait` spins before giving up: about 5 s at 2 GHz, far longer than queuing a
+/// copy takes, short enough that a lost release cannot hang the GPU.
+const GATE_TIMEOUT_CYCLES: i64 = 10_000_000_000;
+
+impl Gate {
+    fn new() -> Result<Gate, GpuError> {
+        // SAFETY: 4 bytes of page-locked memory, mapped into the device's address space.
+        let host = unsafe { drv::malloc_host(4, sys::CU_MEMHOSTALLOC_DEVICEMAP) }
+            .map_err(|e| GpuError::during("allocating the copy gate", e))?
+            as *mut i32;
+        let mut device: CUdeviceptr = 0;
+        // SAFETY: host came from cuMemHostAlloc with DEVICEMAP.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host as *mut std::ffi::c_void, 0) }
+            .result()
+            .map_err(|e| GpuError::during("mapping the copy gate", e))?;
+        Ok(Gate { host, device })
+    }
+
+    /// Closes the gate and queues the kernel that waits on it.
+    fn hold(&self, gpu: &Gpu) -> Result<(), GpuError> {
+        // SAFETY: host points to 4 live bytes; the GPU is not reading them yet.
+        unsafe { std::ptr::write_volatile(self.host, 0) };
+        let mut launch = gpu.stream.launch_builder(&gpu.kernels.wait);
+        launch.arg(&self.device).arg(&GATE_TIMEOUT_CYCLES);
+        let one = cudarc::driver::LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the kernel reads one int through the mapped pointer.
+        unsafe { launch.launch(one) }
+            .map(|_| ())
+            .map_err(|e| GpuError::during("launching the copy gate", e))
+    }
+
+    /// Opens the gate: the queued copies start.
+    fn release(&self) {
+        // SAFETY: host points to 4 live bytes of mapped memory.
+        unsafe { std::ptr::write_volatile(self.host, 1) };
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        // SAFETY: host came from malloc_host and is freed once.
+        let _ = unsafe { drv::free_host(self.host as *mut std::ffi::c_void) };
+    }
 }

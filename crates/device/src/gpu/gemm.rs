@@ -15,7 +15,7 @@ use cudarc::cublaslt::sys::{
 };
 use cudarc::driver::result as drv;
 use cudarc::driver::CudaContext;
-use pog_matgen::Storage;
+use pog_matgen::{ALayout, Storage};
 use pog_spec::Precision;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -175,6 +175,13 @@ fn scalars(scale: Dt) -> ([u8; 8], [u8; 8]) {
     (one, [0u8; 8])
 }
 
+/// One way to lay out A for cuBLASLt, with its descriptors (see `pog_matgen::ALayout`).
+struct Variant {
+    a_layout: ALayout,
+    desc: Desc,
+    la: Layout,
+}
+
 /// A GEMM ready to run: filled inputs, output buffer, descriptors and the chosen algorithm.
 pub(super) struct Prepared<'g> {
     gpu: &'g Gpu,
@@ -187,10 +194,11 @@ pub(super) struct Prepared<'g> {
     pub d: DeviceBuffer,
     a_ptr: u64,
     b_ptr: u64,
-    desc: Desc,
-    la: Layout,
+    variants: Vec<Variant>,
     lb: Layout,
     ld: Layout,
+    /// The chosen variant and algorithm.
+    variant: usize,
     algo: sys::cublasLtMatmulAlgo_t,
     pub algorithm: String,
     pub candidates_timed: u32,
@@ -200,7 +208,8 @@ pub(super) struct Prepared<'g> {
 
 impl<'g> Prepared<'g> {
     /// Allocates and fills the inputs, sets up cuBLASLt and times up to `candidates` of its
-    /// heuristic algorithms, keeping the fastest.
+    /// heuristic algorithms for each layout of A the precision allows (TN always; NN too,
+    /// except for FP8 and INT8, which cuBLASLt runs only as TN), keeping the fastest.
     pub fn new(
         gpu: &'g Gpu,
         lt: &'g Lt,
@@ -218,39 +227,47 @@ impl<'g> Prepared<'g> {
         gpu.fill(&a, storage, seed_a)?;
         gpu.fill(&b, storage, seed_b)?;
 
-        let desc = Desc(
-            lt::create_matmul_desc(t.compute, t.scale)
-                .map_err(|e| GpuError::during(&step("matmul descriptor"), e))?,
-        );
-        let (trans_a, trans_b) = (CUBLAS_OP_T, CUBLAS_OP_N);
-        // SAFETY: the descriptor is live; each attribute is an int32 as cuBLASLt documents.
-        unsafe {
-            lt::set_matmul_desc_attribute(
-                desc.0,
-                DescAttr::CUBLASLT_MATMUL_DESC_TRANSA,
-                &trans_a as *const i32 as *const c_void,
-                4,
-            )
-            .and_then(|_| {
-                lt::set_matmul_desc_attribute(
-                    desc.0,
-                    DescAttr::CUBLASLT_MATMUL_DESC_TRANSB,
-                    &trans_b as *const i32 as *const c_void,
-                    4,
-                )
-            })
-            .map_err(|e| GpuError::during(&step("transpose attributes"), e))?;
-        }
         let layout = |dt: Dt, rows: u64, cols: u64| {
             lt::create_matrix_layout(dt, rows, cols, rows as i64)
                 .map(Layout)
                 .map_err(|e| GpuError::during(&step("matrix layout"), e))
         };
-        let (la, lb, ld) = (
-            layout(t.input, k, m)?,
-            layout(t.input, k, n)?,
-            layout(t.output, m, n)?,
-        );
+        let (lb, ld) = (layout(t.input, k, n)?, layout(t.output, m, n)?);
+        let layouts: &[ALayout] = match precision {
+            Precision::Fp8 | Precision::Int8 => &[ALayout::KMajor],
+            _ => &[ALayout::KMajor, ALayout::MMajor],
+        };
+        let mut variants = Vec::new();
+        for &a_layout in layouts {
+            let desc = Desc(
+                lt::create_matmul_desc(t.compute, t.scale)
+                    .map_err(|e| GpuError::during(&step("matmul descriptor"), e))?,
+            );
+            let (trans_a, la) = match a_layout {
+                ALayout::KMajor => (CUBLAS_OP_T, layout(t.input, k, m)?),
+                ALayout::MMajor => (CUBLAS_OP_N, layout(t.input, m, k)?),
+            };
+            let trans_b = CUBLAS_OP_N;
+            // SAFETY: the descriptor is live; each attribute is an int32 as cuBLASLt documents.
+            unsafe {
+                lt::set_matmul_desc_attribute(
+                    desc.0,
+                    DescAttr::CUBLASLT_MATMUL_DESC_TRANSA,
+                    &trans_a as *const i32 as *const c_void,
+                    4,
+                )
+                .and_then(|_| {
+                    lt::set_matmul_desc_attribute(
+                        desc.0,
+                        DescAttr::CUBLASLT_MATMUL_DESC_TRANSB,
+                        &trans_b as *const i32 as *const c_void,
+                        4,
+                    )
+                })
+                .map_err(|e| GpuError::during(&step("transpose attributes"), e))?;
+            }
+            variants.push(Variant { a_layout, desc, la });
+        }
         let pref =
             Pref(lt::create_matmul_pref().map_err(|e| GpuError::during(&step("preference"), e))?);
         let workspace = lt.workspace.bytes;
@@ -265,33 +282,44 @@ impl<'g> Prepared<'g> {
         }
         .map_err(|e| GpuError::during(&step("workspace preference"), e))?;
 
+        // Every (variant, algorithm) cuBLASLt proposes.
         let wanted = candidates.clamp(1, 32) as usize;
-        // SAFETY: the heuristic result is plain data; cuBLASLt fills `count` entries.
-        let mut results: Vec<cublasLtMatmulHeuristicResult_t> =
-            vec![unsafe { std::mem::zeroed() }; wanted];
-        let mut count = 0i32;
-        // SAFETY: all descriptors are live; results has room for `wanted` entries.
-        let status = unsafe {
-            sys::cublasLtMatmulAlgoGetHeuristic(
-                lt.handle,
-                desc.0,
-                la.0,
-                lb.0,
-                ld.0,
-                ld.0,
-                pref.0,
-                wanted as i32,
-                results.as_mut_ptr(),
-                &mut count,
-            )
-        };
-        if status != sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS || count <= 0 {
-            return Err(GpuError(step(&format!(
-                "cuBLASLt offers no algorithm ({status:?}); this GPU may lack this precision"
-            ))));
+        let mut proposals: Vec<(usize, sys::cublasLtMatmulAlgo_t)> = Vec::new();
+        for (v, variant) in variants.iter().enumerate() {
+            // SAFETY: the heuristic result is plain data; cuBLASLt fills `count` entries.
+            let mut results: Vec<cublasLtMatmulHeuristicResult_t> =
+                vec![unsafe { std::mem::zeroed() }; wanted];
+            let mut count = 0i32;
+            // SAFETY: all descriptors are live; results has room for `wanted` entries.
+            let status = unsafe {
+                sys::cublasLtMatmulAlgoGetHeuristic(
+                    lt.handle,
+                    variant.desc.0,
+                    variant.la.0,
+                    lb.0,
+                    ld.0,
+                    ld.0,
+                    pref.0,
+                    wanted as i32,
+                    results.as_mut_ptr(),
+                    &mut count,
+                )
+            };
+            if status == sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+                results.truncate(count.max(0) as usize);
+                proposals.extend(
+                    results
+                        .iter()
+                        .filter(|r| r.state == sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS)
+                        .map(|r| (v, r.algo)),
+                );
+            }
         }
-        results.truncate(count as usize);
-        results.retain(|r| r.state == sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS);
+        let Some(&(first_variant, first_algo)) = proposals.first() else {
+            return Err(GpuError(step(
+                "cuBLASLt offers no algorithm; this GPU may lack this precision",
+            )));
+        };
         let (alpha, beta) = scalars(t.scale);
         let (a_ptr, b_ptr) = (a.ptr, b.ptr);
         let mut prepared = Prepared {
@@ -305,23 +333,20 @@ impl<'g> Prepared<'g> {
             d,
             a_ptr,
             b_ptr,
-            desc,
-            la,
+            variants,
             lb,
             ld,
-            algo: results
-                .first()
-                .map(|r| r.algo)
-                .ok_or_else(|| GpuError(step("no usable algorithm")))?,
+            variant: first_variant,
+            algo: first_algo,
             algorithm: String::new(),
-            candidates_timed: results.len() as u32,
+            candidates_timed: proposals.len() as u32,
             alpha,
             beta,
         };
         // Choose: warm each candidate once, then keep the one with the lowest median of a few runs.
         let mut best: Option<(usize, f64)> = None;
-        for (i, r) in results.iter().enumerate() {
-            prepared.algo = r.algo;
+        for (i, (v, algo)) in proposals.iter().enumerate() {
+            (prepared.variant, prepared.algo) = (*v, *algo);
             if prepared.run().is_err() {
                 continue; // a candidate cuBLASLt offered but cannot run here
             }
@@ -337,14 +362,23 @@ impl<'g> Prepared<'g> {
         let Some((chosen, _)) = best else {
             return Err(GpuError(step("none of cuBLASLt's candidates ran")));
         };
-        prepared.algo = results[chosen].algo;
+        (prepared.variant, prepared.algo) = proposals[chosen];
+        let layout_name = match prepared.a_layout() {
+            ALayout::KMajor => "TN",
+            ALayout::MMajor => "NN",
+        };
         prepared.algorithm = format!(
-            "cuBLASLt heuristic #{} of {} (algo id {})",
+            "cuBLASLt {layout_name}, candidate {} of {} (algo id {})",
             chosen + 1,
-            results.len(),
+            proposals.len(),
             algo_id(&prepared.algo)
         );
         Ok(prepared)
+    }
+
+    /// How the chosen variant reads A.
+    pub fn a_layout(&self) -> ALayout {
+        self.variants[self.variant].a_layout
     }
 
     /// Enqueues one GEMM on the stream.
@@ -353,11 +387,11 @@ impl<'g> Prepared<'g> {
         unsafe {
             lt::matmul(
                 self.lt.handle,
-                self.desc.0,
+                self.variants[self.variant].desc.0,
                 self.alpha.as_ptr() as *const c_void,
                 self.beta.as_ptr() as *const c_void,
                 self.a_ptr as *const c_void,
-                self.la.0,
+                self.variants[self.variant].la.0,
                 self.b_ptr as *const c_void,
                 self.lb.0,
                 self.d.ptr as *const c_void,
@@ -452,6 +486,7 @@ pub(super) fn run(gpu: &Gpu, lt: &Lt, req: &GemmRequest) -> Result<GemmRun, GpuE
         times_ms,
         algorithm: g.algorithm.clone(),
         candidates_timed: g.candidates_timed,
+        a_layout: g.a_layout(),
         samples: g.read_samples(&req.samples)?,
     })
 }

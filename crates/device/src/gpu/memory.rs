@@ -85,48 +85,50 @@ pub(super) fn memtest(gpu: &Gpu, request: &MemtestRequest) -> Result<MemtestRun,
     })
 }
 
+/// Bytes one launch of a probe should move, so launch overhead stays below 1 %.
+const BYTES_PER_LAUNCH: u64 = 1 << 30;
+
 pub(super) fn sweep(gpu: &Gpu, request: &SweepRequest) -> Result<Vec<SweepPoint>, GpuError> {
-    let largest = request.sizes.iter().copied().max().unwrap_or(0).max(8);
+    let largest = request.sizes.iter().copied().max().unwrap_or(0).max(16);
     let buffer = DeviceBuffer::new(largest)?;
     let sink = DeviceBuffer::new(8)?;
     let mut points = Vec::new();
     for &bytes in &request.sizes {
-        let words = (bytes / 8).max(1);
-        let read = |repeats: u32| {
+        let vectors = (bytes / 16).max(1);
+        let passes = (BYTES_PER_LAUNCH / (vectors * 16)).max(1);
+        let value = 0x5a5a_5a5au32;
+        let launch_probe = |read: bool, launches: u32| {
             gpu.time(|| {
-                for _ in 0..repeats {
-                    let mut launch = gpu.stream.launch_builder(&gpu.kernels.read);
-                    launch.arg(&buffer.ptr).arg(&words).arg(&sink.ptr);
-                    // SAFETY: reads `words` u64 of the buffer; may write one u64 to sink.
-                    unsafe { launch.launch(gpu.geometry(words)) }
-                        .map_err(|e| GpuError::during("launching the read kernel", e))?;
+                for _ in 0..launches {
+                    let f = if read {
+                        &gpu.kernels.read
+                    } else {
+                        &gpu.kernels.write
+                    };
+                    let mut launch = gpu.stream.launch_builder(f);
+                    launch.arg(&buffer.ptr).arg(&vectors).arg(&passes);
+                    if read {
+                        launch.arg(&sink.ptr);
+                    } else {
+                        launch.arg(&value);
+                    }
+                    // SAFETY: the probes touch `vectors` 16-byte elements of the buffer (and one
+                    // u64 of sink).
+                    unsafe { launch.launch(gpu.geometry(vectors)) }
+                        .map_err(|e| GpuError::during("launching a bandwidth probe", e))?;
                 }
                 Ok(())
             })
         };
-        let value = 0x5a5a_5a5a_5a5a_5a5au64;
-        let write = |repeats: u32| {
-            gpu.time(|| {
-                for _ in 0..repeats {
-                    let mut launch = gpu.stream.launch_builder(&gpu.kernels.write);
-                    launch.arg(&buffer.ptr).arg(&words).arg(&value);
-                    // SAFETY: writes `words` u64 of the buffer.
-                    unsafe { launch.launch(gpu.geometry(words)) }
-                        .map_err(|e| GpuError::during("launching the write kernel", e))?;
-                }
-                Ok(())
-            })
-        };
-        // Calibrate on one launch (after a warm one), then time enough repeats to last min_ms.
-        write(1)?;
-        read(1)?;
-        let once = read(1)?.max(1e-3);
-        let repeats = ((request.min_ms / once).ceil() as u32).clamp(1, 100_000);
-        let moved = (words * 8) as f64 * f64::from(repeats);
-        let read_ms = read(repeats)?;
-        let write_ms = write(repeats)?;
+        // Warm both, calibrate on one launch, then time enough launches to last min_ms.
+        launch_probe(false, 1)?;
+        let once = launch_probe(true, 1)?.max(1e-3);
+        let launches = ((request.min_ms / once).ceil() as u32).clamp(1, 10_000);
+        let moved = (vectors * 16 * passes) as f64 * f64::from(launches);
+        let read_ms = launch_probe(true, launches)?;
+        let write_ms = launch_probe(false, launches)?;
         points.push(SweepPoint {
-            bytes: words * 8,
+            bytes: vectors * 16,
             read_gbs: moved / (read_ms * 1e-3) / 1e9,
             write_gbs: moved / (write_ms * 1e-3) / 1e9,
         });

@@ -48,6 +48,7 @@ struct Kernels {
     read: CudaFunction,
     write: CudaFunction,
     compare: CudaFunction,
+    wait: CudaFunction,
 }
 
 impl Gpu {
@@ -107,6 +108,7 @@ impl Gpu {
             read: function("pog_read")?,
             write: function("pog_write")?,
             compare: function("pog_compare")?,
+            wait: function("pog_wait")?,
         };
         let bus_id = BusId::parse(&format!(
             "{:x}:{:x}:{:x}.0",

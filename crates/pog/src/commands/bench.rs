@@ -14,6 +14,9 @@ use pog_device::{Accelerator, Inventory, Origin};
 use pog_spec::{GpuSpec, SpecDb};
 use serde::Serialize;
 
+/// How long cutlass_profiler may take over its SGEMM sweep.
+const CUTLASS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1800);
+
 /// Fraction of peak the simulated GPUs run at (test double only).
 const SIM_EFFICIENCY: f64 = 0.75;
 
@@ -27,6 +30,9 @@ pub struct BenchReport {
     pub gpu_errors: Vec<String>,
     pub host: Option<HostBench>,
     pub host_plan: Option<HostPlan>,
+    /// cutlass_profiler's best SGEMM figures, when it is installed (a second opinion, never
+    /// judged), or why there are none.
+    pub cutlass: Result<Vec<pog_bench::cutlass::CutlassFigure>, String>,
 }
 
 impl BenchReport {
@@ -160,6 +166,19 @@ pub fn measure(global: &Global, args: &BenchArgs, inventory: &Inventory) -> Resu
         let dir = args.storage_dir.clone().unwrap_or_else(std::env::temp_dir);
         (Some(pog_bench::host::run(&plan, &dir)), Some(plan))
     };
+    let cutlass = if global.simulate.is_some() || args.no_gpu || args.suite == Suite::Quick {
+        Err("not run (quick suite, no GPU or simulated host)".to_string())
+    } else {
+        match pog_device::cutlass::find() {
+            None => Err(format!("{} not on PATH", pog_device::cutlass::PROGRAM)),
+            Some(binary) => {
+                bar.set_message("cutlass_profiler SGEMM");
+                let sizes = args.sizes.clone().unwrap_or_else(|| vec![8192, 16384]);
+                pog_device::cutlass::run_sgemm(&binary, &sizes, CUTLASS_TIMEOUT)
+                    .and_then(|csv| pog_bench::cutlass::parse(&csv))
+            }
+        }
+    };
     bar.finish_and_clear();
     Ok(BenchReport {
         suite: args.suite,
@@ -168,6 +187,7 @@ pub fn measure(global: &Global, args: &BenchArgs, inventory: &Inventory) -> Resu
         gpu_errors,
         host,
         host_plan,
+        cutlass,
     })
 }
 
