@@ -18,8 +18,9 @@ const THERMAL_OR_HARDWARE: [(u64, &str); 4] = [
 ];
 const POWER_CAP: u64 = 0x4;
 
-/// Sustained throughput below this share of the burst GEMM figure warns.
-const MIN_SUSTAINED_VS_BURST: f64 = 0.85;
+/// Sustained throughput below this share of the burst GEMM figure warns. A healthy H200 at
+/// its 700 W cap sustains 88 % of its burst BF16 figure (docs/benchmarks.md).
+const MIN_SUSTAINED_VS_BURST: f64 = 0.80;
 /// Iteration-to-iteration coefficient of variation above this warns.
 const MAX_VARIATION: f64 = 0.05;
 
