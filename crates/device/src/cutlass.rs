@@ -65,6 +65,8 @@ mod tests {
         assert!(csv.contains("sgemm,success,8192,16384"), "{csv}");
         // A profiler that writes nothing is an error, not a panic.
         std::fs::write(&fake, "#!/bin/sh\nexit 0\n").unwrap();
-        assert!(run_sgemm(&fake, &[64], Duration::from_secs(10)).unwrap_err().contains("wrote no"));
+        assert!(run_sgemm(&fake, &[64], Duration::from_secs(10))
+            .unwrap_err()
+            .contains("wrote no"));
     }
 }

@@ -74,16 +74,6 @@ impl Storage {
             Storage::I8 => 5,
         }
     }
-
-    /// The fill kernel's name for this format's element width.
-    pub fn fill_kernel(self) -> &'static str {
-        match self.bytes() {
-            8 => "pog_fill_u64",
-            4 => "pog_fill_u32",
-            2 => "pog_fill_u16",
-            _ => "pog_fill_u8",
-        }
-    }
 }
 
 /// The bit pattern of element `index` of the matrix with this seed.
