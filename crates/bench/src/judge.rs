@@ -95,17 +95,21 @@ fn copy_key(kind: CopyKind) -> String {
     kind.name().to_string()
 }
 
-fn against_expected(value: f64, expected: f64, m: &Measured, unit: &str) -> Judgement {
-    let ratio = value / expected;
-    let verdict = if ratio < m.fail_ratio {
+/// Fail below `fail`, warn below `warn`, pass from there up.
+fn ladder(ratio: f64, warn: f64, fail: f64) -> Verdict {
+    if ratio < fail {
         Verdict::Fail
-    } else if ratio < m.warn_ratio {
+    } else if ratio < warn {
         Verdict::Warn
     } else {
         Verdict::Pass
-    };
+    }
+}
+
+fn against_expected(value: f64, expected: f64, m: &Measured, unit: &str) -> Judgement {
+    let ratio = value / expected;
     Judgement {
-        verdict,
+        verdict: ladder(ratio, m.warn_ratio, m.fail_ratio),
         reason: format!(
             "{:.0} % of the {expected} {unit} this model measured; warn below {:.0} %, fail below {:.0} %",
             ratio * 100.0,
@@ -118,15 +122,8 @@ fn against_expected(value: f64, expected: f64, m: &Measured, unit: &str) -> Judg
 
 fn against_peak(value: f64, peak: f64, warn: f64, fail: f64) -> Judgement {
     let fraction = value / peak;
-    let verdict = if fraction < fail {
-        Verdict::Fail
-    } else if fraction < warn {
-        Verdict::Warn
-    } else {
-        Verdict::Pass
-    };
     Judgement {
-        verdict,
+        verdict: ladder(fraction, warn, fail),
         reason: format!(
             "{:.1} % of the datasheet peak {peak}; warn below {:.0} %, fail below {:.0} %",
             fraction * 100.0,
