@@ -1,0 +1,95 @@
+//! A challenge and the seeds it determines.
+
+use pog_spec::Precision;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Version of the challenge encoding and seed derivation; bumped on any change.
+pub const CHALLENGE_VERSION: u32 = 1;
+
+/// What the validator asks one GPU to compute.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Challenge {
+    pub version: u32,
+    /// Fresh randomness from the validator: nothing can be computed before it is known.
+    pub nonce: [u8; 32],
+    /// The GPU that must answer: its UUID is mixed into every seed, so one GPU's work is
+    /// worthless as another's.
+    pub gpu_uuid: String,
+    pub precision: Precision,
+    /// m = n = k of each GEMM.
+    pub size: u64,
+    /// Independent GEMMs to compute.
+    pub batch: u32,
+    /// Output elements per Merkle leaf.
+    pub leaf_elements: u32,
+}
+
+impl Challenge {
+    /// The seeds of A and B in GEMM `index` of the batch:
+    /// `seed = first 8 bytes (LE) of SHA-256("pog-proof v1" ‖ nonce ‖ uuid ‖ index ‖ "A"/"B")`.
+    pub fn seeds(&self, index: u32) -> (u64, u64) {
+        let seed = |which: &[u8]| {
+            let mut h = Sha256::new();
+            h.update(b"pog-proof v1");
+            h.update(self.nonce);
+            h.update((self.gpu_uuid.len() as u64).to_le_bytes());
+            h.update(self.gpu_uuid.as_bytes());
+            h.update(index.to_le_bytes());
+            h.update(which);
+            let digest = h.finalize();
+            u64::from_le_bytes(digest[..8].try_into().expect("32-byte digest"))
+        };
+        (seed(b"A"), seed(b"B"))
+    }
+
+    /// GEMM `index` as a seeded product the checker can recompute element by element.
+    pub fn gemm(&self, index: u32) -> pog_matgen::SeededGemm {
+        let (seed_a, seed_b) = self.seeds(index);
+        pog_matgen::SeededGemm {
+            precision: self.precision,
+            m: self.size,
+            n: self.size,
+            k: self.size,
+            seed_a,
+            seed_b,
+            a_layout: pog_matgen::ALayout::KMajor,
+        }
+    }
+
+    /// Total multiply-add FLOPs the challenge costs.
+    pub fn flops(&self) -> f64 {
+        f64::from(self.batch) * 2.0 * (self.size as f64).powi(3)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn challenge(uuid: &str) -> Challenge {
+        Challenge {
+            version: CHALLENGE_VERSION,
+            nonce: [7; 32],
+            gpu_uuid: uuid.into(),
+            precision: Precision::Bf16,
+            size: 64,
+            batch: 2,
+            leaf_elements: 64,
+        }
+    }
+
+    #[test]
+    fn seeds_depend_on_nonce_uuid_index_and_matrix() {
+        let a = challenge("GPU-a");
+        let (sa, sb) = a.seeds(0);
+        assert_ne!(sa, sb);
+        assert_ne!(a.seeds(0), a.seeds(1));
+        assert_ne!(a.seeds(0), challenge("GPU-b").seeds(0));
+        let mut other_nonce = a.clone();
+        other_nonce.nonce[0] ^= 1;
+        assert_ne!(a.seeds(0), other_nonce.seeds(0));
+        assert_eq!(a.seeds(1), challenge("GPU-a").seeds(1), "deterministic");
+        assert_eq!(a.flops(), 2.0 * 2.0 * 64f64.powi(3));
+    }
+}

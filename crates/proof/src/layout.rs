@@ -1,0 +1,153 @@
+//! How the outputs become Merkle leaves: each GEMM's m×n output, column-major, in the output
+//! format's little-endian bytes, cut into leaves of `leaf_elements` consecutive elements;
+//! leaves of GEMM 0 first, then GEMM 1, and so on.
+
+use crate::challenge::Challenge;
+use pog_spec::Precision;
+
+/// Bytes of one output element: FP32 for FP32 (and FP64 for FP64), FP16 / BF16 for those
+/// (FP32 accumulation, rounded on output, as cuBLAS writes them), INT32 for INT8.
+pub fn output_bytes(precision: Precision) -> usize {
+    match precision {
+        Precision::Fp64 => 8,
+        Precision::Fp32 | Precision::Tf32 | Precision::Int8 => 4,
+        Precision::Fp16 | Precision::Bf16 | Precision::Fp8 => 2,
+    }
+}
+
+/// Encodes one output value as the GPU stores it (round to nearest even).
+pub fn encode_output(precision: Precision, value: f64) -> Vec<u8> {
+    match precision {
+        Precision::Fp64 => value.to_le_bytes().to_vec(),
+        Precision::Fp32 | Precision::Tf32 => (value as f32).to_le_bytes().to_vec(),
+        Precision::Int8 => (value as i32).to_le_bytes().to_vec(),
+        Precision::Fp16 => half::f16::from_f64(value).to_le_bytes().to_vec(),
+        Precision::Bf16 | Precision::Fp8 => half::bf16::from_f64(value).to_le_bytes().to_vec(),
+    }
+}
+
+/// Decodes one output value.
+pub fn decode_output(precision: Precision, bytes: &[u8]) -> Option<f64> {
+    Some(match precision {
+        Precision::Fp64 => f64::from_le_bytes(bytes.try_into().ok()?),
+        Precision::Fp32 | Precision::Tf32 => f64::from(f32::from_le_bytes(bytes.try_into().ok()?)),
+        Precision::Int8 => f64::from(i32::from_le_bytes(bytes.try_into().ok()?)),
+        Precision::Fp16 => half::f16::from_le_bytes(bytes.try_into().ok()?).to_f64(),
+        Precision::Bf16 | Precision::Fp8 => {
+            half::bf16::from_le_bytes(bytes.try_into().ok()?).to_f64()
+        }
+    })
+}
+
+/// Where an output element sits among the leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub gemm: u32,
+    pub row: u64,
+    pub col: u64,
+}
+
+impl Challenge {
+    /// Leaves per GEMM output (the last may be short).
+    pub fn leaves_per_gemm(&self) -> u64 {
+        (self.size * self.size).div_ceil(u64::from(self.leaf_elements.max(1)))
+    }
+
+    /// Leaves in the whole commitment.
+    pub fn leaf_count(&self) -> u64 {
+        self.leaves_per_gemm() * u64::from(self.batch)
+    }
+
+    /// The leaf holding an element, and the element's offset inside that leaf.
+    pub fn leaf_of(&self, p: Position) -> (u64, usize) {
+        let linear = p.col * self.size + p.row; // column-major
+        let per_leaf = u64::from(self.leaf_elements.max(1));
+        (
+            u64::from(p.gemm) * self.leaves_per_gemm() + linear / per_leaf,
+            (linear % per_leaf) as usize,
+        )
+    }
+
+    /// Bytes a leaf should have (the last leaf of a GEMM may be short).
+    pub fn leaf_len(&self, leaf: u64) -> usize {
+        let per_leaf = u64::from(self.leaf_elements.max(1));
+        let within = leaf % self.leaves_per_gemm();
+        let elements = (self.size * self.size - within * per_leaf).min(per_leaf);
+        elements as usize * output_bytes(self.precision)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::challenge::CHALLENGE_VERSION;
+
+    #[test]
+    fn positions_map_to_leaves_column_major() {
+        let c = Challenge {
+            version: CHALLENGE_VERSION,
+            nonce: [0; 32],
+            gpu_uuid: "g".into(),
+            precision: Precision::Fp32,
+            size: 10,
+            batch: 3,
+            leaf_elements: 16,
+        };
+        assert_eq!(c.leaves_per_gemm(), 7); // 100 elements / 16, rounded up
+        assert_eq!(c.leaf_count(), 21);
+        assert_eq!(
+            c.leaf_of(Position {
+                gemm: 0,
+                row: 0,
+                col: 0
+            }),
+            (0, 0)
+        );
+        assert_eq!(
+            c.leaf_of(Position {
+                gemm: 0,
+                row: 5,
+                col: 1
+            }),
+            (0, 15)
+        );
+        assert_eq!(
+            c.leaf_of(Position {
+                gemm: 0,
+                row: 6,
+                col: 1
+            }),
+            (1, 0)
+        );
+        assert_eq!(
+            c.leaf_of(Position {
+                gemm: 2,
+                row: 9,
+                col: 9
+            }),
+            (20, 3)
+        );
+        assert_eq!(c.leaf_len(0), 64);
+        assert_eq!(
+            c.leaf_len(6),
+            4 * 4,
+            "the last leaf holds the 4 leftover elements"
+        );
+    }
+
+    #[test]
+    fn outputs_round_trip() {
+        for p in [
+            Precision::Fp32,
+            Precision::Fp16,
+            Precision::Bf16,
+            Precision::Int8,
+            Precision::Fp64,
+        ] {
+            let bytes = encode_output(p, -3.0);
+            assert_eq!(bytes.len(), output_bytes(p));
+            assert_eq!(decode_output(p, &bytes), Some(-3.0));
+        }
+        assert_eq!(decode_output(Precision::Fp32, &[1, 2]), None);
+    }
+}

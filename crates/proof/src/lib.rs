@@ -1,0 +1,25 @@
+//! The Proof-of-GPU challenge, as pure logic (the protocol is written up in docs/protocol.md).
+//!
+//! 1. The validator picks a [`Challenge`] for a claimed GPU: a fresh nonce, and a precision and
+//!    problem size chosen from the claimed model ([`params`]) so that only that model finishes
+//!    in time.
+//! 2. The agent computes `batch` seeded GEMMs (inputs from `pog_matgen`, seeds derived from the
+//!    nonce and the GPU's UUID), cuts each output into leaves ([`layout`]), and commits to the
+//!    RFC 6962 Merkle root of all leaves.
+//! 3. After the commitment the validator draws output elements ([`verify::draw_samples`]); the
+//!    agent opens the leaves holding them with inclusion proofs; the validator recomputes each
+//!    element in f64 and accepts only within the precision's error bound ([`verify`]).
+//! 4. The validator also checks its own measured time to commit ([`timing`]).
+//!
+//! [`prover::CpuProver`] is an honest (and, for tests, a dishonest) prover on the CPU at small
+//! sizes; the GPU prover lives with the device layer.
+
+pub mod challenge;
+pub mod layout;
+pub mod params;
+pub mod prover;
+pub mod soundness;
+pub mod timing;
+pub mod verify;
+
+pub use challenge::Challenge;

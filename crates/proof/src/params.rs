@@ -1,0 +1,174 @@
+//! Choosing a challenge for a claimed model: the precision in which it leads the nearest
+//! slower model by the widest margin, and a size and batch that keep the claimed model busy
+//! for the target time.
+
+use crate::challenge::{Challenge, CHALLENGE_VERSION};
+use pog_spec::{GpuSpec, Precision, SpecDb};
+use serde::{Deserialize, Serialize};
+
+/// The precisions a proof may use: tensor-core FP16/BF16 with FP32 accumulation, FP32, and
+/// INT8 (exact, so any deviation at all is caught).
+pub const PROOF_PRECISIONS: [Precision; 4] = [
+    Precision::Int8,
+    Precision::Bf16,
+    Precision::Fp16,
+    Precision::Fp32,
+];
+
+/// Output elements per leaf: 1024 (2–4 KiB leaves) keeps the tree small and an opening cheap.
+pub const LEAF_ELEMENTS: u32 = 1024;
+
+/// Share of the datasheet peak a proof is expected to sustain when pog has no measurement of
+/// the model (a power-capped H200 sustains 74 % in BF16: docs/benchmarks.md).
+pub const DATASHEET_EFFICIENCY: f64 = 0.7;
+
+/// Advantages within 2 % of each other count as a tie.
+const TIE_MARGIN: f64 = 0.02;
+
+/// Why a precision was chosen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrecisionChoice {
+    pub precision: Precision,
+    /// Claimed peak over the nearest slower model's (∞ when none is slower).
+    pub advantage: f64,
+    pub nearest_slower: Option<String>,
+}
+
+/// The precision in which `claimed` is furthest ahead of the next slower model in `db`.
+/// Models with the *same* peak (an H100 SXM against an H200) cannot be told apart by a
+/// compute-bound product in any precision; they are not "slower" and are left to inspection
+/// (memory size, PCI id) and memory-bound checks. Ties (within 2 %) go to the earlier
+/// entry of [`PROOF_PRECISIONS`] (INT8 first: exact).
+pub fn choose_precision(claimed: &GpuSpec, db: &SpecDb) -> Option<PrecisionChoice> {
+    let mut best: Option<PrecisionChoice> = None;
+    for p in PROOF_PRECISIONS {
+        let Some(peak) = claimed.peak.get(p) else {
+            continue;
+        };
+        let slower = db
+            .all()
+            .iter()
+            .filter(|m| m.model != claimed.model)
+            .filter_map(|m| Some((m, m.peak.get(p)?)))
+            .filter(|(_, other)| *other < peak)
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let choice = PrecisionChoice {
+            precision: p,
+            advantage: slower.map_or(f64::INFINITY, |(_, other)| peak / other),
+            nearest_slower: slower.map(|(m, _)| m.model.clone()),
+        };
+        if best
+            .as_ref()
+            .is_none_or(|b| choice.advantage > b.advantage * (1.0 + TIE_MARGIN))
+        {
+            best = Some(choice);
+        }
+    }
+    best
+}
+
+/// A planned challenge with the time the claimed model should need.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProofPlan {
+    pub choice: PrecisionChoice,
+    pub size: u64,
+    pub batch: u32,
+    /// TFLOP/s (TOP/s) the claimed model is expected to sustain.
+    pub expected_tflops: f64,
+    pub expected_ms: f64,
+}
+
+/// Plans a challenge: precision from [`choose_precision`]; size 16384, or smaller when the
+/// working set (A, B and D) would not fit in half of `memory_bytes`; a batch that makes the
+/// claimed model need at least `target_seconds` at `expected_tflops` (or
+/// [`DATASHEET_EFFICIENCY`] of its peak).
+pub fn plan(
+    claimed: &GpuSpec,
+    db: &SpecDb,
+    expected_tflops: Option<f64>,
+    target_seconds: f64,
+    memory_bytes: u64,
+) -> Option<ProofPlan> {
+    let choice = choose_precision(claimed, db)?;
+    let p = choice.precision;
+    let expected_tflops =
+        expected_tflops.or_else(|| claimed.peak.get(p).map(|peak| peak * DATASHEET_EFFICIENCY))?;
+    let input = pog_matgen::Storage::of(p).bytes() as u64;
+    let output = crate::layout::output_bytes(p) as u64;
+    let size = [16384u64, 8192, 4096, 2048]
+        .into_iter()
+        .find(|n| n * n * (2 * input + output) <= memory_bytes / 2)?;
+    let one = 2.0 * (size as f64).powi(3);
+    let batch = ((target_seconds * expected_tflops * 1e12 / one).ceil() as u32).max(1);
+    let expected_ms = f64::from(batch) * one / (expected_tflops * 1e12) * 1e3;
+    Some(ProofPlan {
+        choice,
+        size,
+        batch,
+        expected_tflops,
+        expected_ms,
+    })
+}
+
+impl ProofPlan {
+    /// The challenge for this plan, a nonce and the GPU that must answer.
+    pub fn challenge(&self, nonce: [u8; 32], gpu_uuid: &str) -> Challenge {
+        Challenge {
+            version: CHALLENGE_VERSION,
+            nonce,
+            gpu_uuid: gpu_uuid.to_string(),
+            precision: self.choice.precision,
+            size: self.size,
+            batch: self.batch,
+            leaf_elements: LEAF_ELEMENTS,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(model: &str) -> &'static GpuSpec {
+        SpecDb::embedded().by_model(model).unwrap()
+    }
+
+    #[test]
+    fn the_h200_is_challenged_where_it_leads_the_next_slower_card() {
+        let db = SpecDb::embedded();
+        let c = choose_precision(spec("H200 SXM"), db).unwrap();
+        // The H100 SXM has the same peaks and cannot be separated by compute; the next slower
+        // card in INT8 and FP16/BF16 is the H100 NVL (1670 / 835 against 1979 / 989).
+        assert_eq!(c.precision, Precision::Int8);
+        assert_eq!(c.nearest_slower.as_deref(), Some("H100 NVL"));
+        assert!((c.advantage - 1978.9 / 1670.5).abs() < 1e-9);
+        // A T4 has no BF16 and leads in INT8.
+        let t4 = choose_precision(spec("T4"), db).unwrap();
+        assert!(PROOF_PRECISIONS.contains(&t4.precision));
+    }
+
+    #[test]
+    fn batches_fill_the_target_time() {
+        let db = SpecDb::embedded();
+        let p = plan(spec("H200 SXM"), db, Some(1460.0), 1.0, 140 << 30).unwrap();
+        assert_eq!(p.size, 16384);
+        assert!(
+            p.expected_ms >= 1000.0 && p.expected_ms < 1100.0,
+            "{}",
+            p.expected_ms
+        );
+        // A 16 GB card gets a smaller size, and the datasheet efficiency without a measurement.
+        let t4 = plan(spec("T4"), db, None, 1.0, 15 << 30).unwrap();
+        assert!(t4.size <= 16384);
+        assert!(t4.expected_ms >= 1000.0);
+        assert!(
+            plan(spec("T4"), db, None, 1.0, 1 << 20).is_none(),
+            "no size fits 1 MiB"
+        );
+        let c = p.challenge([1; 32], "GPU-x");
+        assert_eq!(
+            (c.size, c.batch, c.leaf_elements),
+            (p.size, p.batch, LEAF_ELEMENTS)
+        );
+    }
+}

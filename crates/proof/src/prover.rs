@@ -1,0 +1,107 @@
+//! A prover on the CPU: computes every output element of a challenge in f64, rounds it to the
+//! output format as the GPU would, builds the Merkle tree and opens leaves. For tests and for
+//! CI's end-to-end runs at small sizes; it can also cheat in the ways the protocol must catch.
+
+use crate::challenge::Challenge;
+use crate::layout::encode_output;
+use pog_matgen::{hash, Storage};
+use pog_merkle::{leaf_hash, Hash, Tree};
+use pog_spec::Precision;
+use serde::{Deserialize, Serialize};
+
+/// How a prover behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Behaviour {
+    Honest,
+    /// Replaces this fraction of the output elements with junk (saves that share of work).
+    Junk(f64),
+    /// Computes in a lower precision than asked (rounds every input to it first).
+    LowerPrecision(Precision),
+}
+
+/// A leaf and the proof that it is in the committed tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Opening {
+    pub leaf: u64,
+    pub bytes: Vec<u8>,
+    pub proof: Vec<Hash>,
+}
+
+/// A computed challenge, ready to commit and open.
+pub struct CpuProver {
+    tree: Tree,
+    leaves: Vec<Vec<u8>>,
+}
+
+impl CpuProver {
+    /// Computes the whole challenge (O(batch · size³): keep sizes small).
+    pub fn compute(challenge: &Challenge, behaviour: Behaviour) -> CpuProver {
+        let p = challenge.precision;
+        let per_leaf = challenge.leaf_elements.max(1) as usize;
+        let mut leaves = Vec::new();
+        for g in 0..challenge.batch {
+            let gemm = challenge.gemm(g);
+            let mut bytes = Vec::new();
+            for col in 0..gemm.n {
+                for row in 0..gemm.m {
+                    let value = match behaviour {
+                        Behaviour::Honest => gemm.reference(row, col).value,
+                        Behaviour::Junk(f) => {
+                            let h = hash(u64::from(g) << 40 ^ col << 20 ^ row, 0xbad);
+                            if (h as f64 / u64::MAX as f64) < f {
+                                (h % 1000) as f64 - 500.0
+                            } else {
+                                gemm.reference(row, col).value
+                            }
+                        }
+                        Behaviour::LowerPrecision(lower) => {
+                            lower_precision_dot(&gemm, lower, row, col)
+                        }
+                    };
+                    bytes.extend(encode_output(p, value));
+                }
+            }
+            let leaf_bytes = per_leaf * crate::layout::output_bytes(p);
+            leaves.extend(bytes.chunks(leaf_bytes).map(<[u8]>::to_vec));
+        }
+        let tree = Tree::from_leaf_hashes(leaves.iter().map(|l| leaf_hash(l)).collect());
+        CpuProver { tree, leaves }
+    }
+
+    /// The commitment: the Merkle root over all leaves.
+    pub fn root(&self) -> Hash {
+        self.tree.root()
+    }
+
+    pub fn leaf_count(&self) -> u64 {
+        self.tree.size()
+    }
+
+    /// Opens one leaf; `None` when out of range.
+    pub fn open(&self, leaf: u64) -> Option<Opening> {
+        Some(Opening {
+            leaf,
+            bytes: self.leaves.get(usize::try_from(leaf).ok()?)?.clone(),
+            proof: self.tree.inclusion_proof(leaf)?,
+        })
+    }
+}
+
+/// `D[row, col]` with every input first rounded to `lower` (e.g. BF16 posing as FP32), summed in
+/// f32 as such a kernel would.
+fn lower_precision_dot(g: &pog_matgen::SeededGemm, lower: Precision, row: u64, col: u64) -> f64 {
+    let storage = Storage::of(g.precision);
+    let round = |x: f64| match lower {
+        Precision::Bf16 => half::bf16::from_f64(x).to_f64(),
+        Precision::Fp16 => half::f16::from_f64(x).to_f64(),
+        Precision::Tf32 => f64::from(f32::from_bits((x as f32).to_bits() & !0x1fff)),
+        _ => x,
+    };
+    let mut acc = 0f32;
+    for kk in 0..g.k {
+        let a = round(pog_matgen::value(storage, g.seed_a, g.a_index(row, kk)));
+        let b = round(pog_matgen::value(storage, g.seed_b, col * g.k + kk));
+        acc += (a * b) as f32;
+    }
+    f64::from(acc)
+}

@@ -1,0 +1,51 @@
+//! The time bound: the validator's own clock from sending the challenge to receiving the
+//! commitment, minus the measured round trip, against the claimed model's expected time.
+
+use serde::{Deserialize, Serialize};
+
+/// Allowed excess over the expected time. A model 15 % slower needs 1/0.85 = 1.176 times as
+/// long, well past it; honest sustained runs on the H200 varied by 1.75 % (coefficient of
+/// variation, docs/benchmarks.md), so an honest run exceeds 10 % only at more than five
+/// standard deviations.
+pub const TIME_TOLERANCE: f64 = 0.10;
+
+/// What the validator measured and concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TimeCheck {
+    pub measured_ms: f64,
+    pub round_trip_ms: f64,
+    pub expected_ms: f64,
+    /// (measured − round trip) / expected.
+    pub ratio: f64,
+    pub accepted: bool,
+}
+
+/// Checks one commitment's timing.
+pub fn check(measured_ms: f64, round_trip_ms: f64, expected_ms: f64) -> TimeCheck {
+    let compute = (measured_ms - round_trip_ms.max(0.0)).max(0.0);
+    let ratio = compute / expected_ms;
+    TimeCheck {
+        measured_ms,
+        round_trip_ms,
+        expected_ms,
+        ratio,
+        accepted: ratio <= 1.0 + TIME_TOLERANCE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slower_model_fails_and_an_honest_one_passes() {
+        assert!(check(1020.0, 5.0, 1000.0).accepted);
+        assert!(
+            check(1100.0, 10.0, 1000.0).accepted,
+            "within tolerance after the round trip"
+        );
+        let slower = 1000.0 / 0.85;
+        assert!(!check(slower, 0.0, 1000.0).accepted);
+        assert!(!check(slower + 20.0, 20.0, 1000.0).accepted);
+    }
+}

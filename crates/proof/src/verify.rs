@@ -1,0 +1,249 @@
+//! The validator's side: drawing the elements to check after the commitment, and checking
+//! each opening against the root and against the f64 recomputation.
+
+use crate::challenge::Challenge;
+use crate::layout::{decode_output, output_bytes, Position};
+use crate::prover::Opening;
+use pog_merkle::{leaf_hash, verify_inclusion, Hash};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Draws `count` output positions from the validator's secret and the commitment: unknown to
+/// the prover before it commits, and reproducible by the validator for an audit.
+pub fn draw_samples(
+    challenge: &Challenge,
+    root: &Hash,
+    validator_secret: &[u8; 32],
+    count: u32,
+) -> Vec<Position> {
+    (0..count)
+        .map(|i| {
+            let mut h = Sha256::new();
+            h.update(b"pog-proof samples v1");
+            h.update(validator_secret);
+            h.update(root);
+            h.update(i.to_le_bytes());
+            let d = h.finalize();
+            let word =
+                |at: usize| u64::from_le_bytes(d[at..at + 8].try_into().expect("32-byte digest"));
+            Position {
+                gemm: (word(0) % u64::from(challenge.batch.max(1))) as u32,
+                row: word(8) % challenge.size,
+                col: word(16) % challenge.size,
+            }
+        })
+        .collect()
+}
+
+/// Why an opening was rejected.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
+pub enum Rejection {
+    #[error("opened leaf {got}, but the element is in leaf {expected}")]
+    WrongLeaf { expected: u64, got: u64 },
+    #[error("leaf {leaf} has {got} bytes, expected {expected}")]
+    BadLength {
+        leaf: u64,
+        expected: usize,
+        got: usize,
+    },
+    #[error("leaf {leaf} is not in the committed tree")]
+    NotInTree { leaf: u64 },
+    #[error("element (gemm {gemm}, {row}, {col}) is {got}, the f64 reference is {reference} (allowed error {tolerance:e})")]
+    WrongValue {
+        gemm: u32,
+        row: u64,
+        col: u64,
+        got: f64,
+        reference: f64,
+        tolerance: f64,
+    },
+}
+
+/// Checks one opening for one drawn position.
+pub fn check_opening(
+    challenge: &Challenge,
+    root: &Hash,
+    position: Position,
+    opening: &Opening,
+) -> Result<(), Rejection> {
+    let (leaf, offset) = challenge.leaf_of(position);
+    if opening.leaf != leaf {
+        return Err(Rejection::WrongLeaf {
+            expected: leaf,
+            got: opening.leaf,
+        });
+    }
+    let expected = challenge.leaf_len(leaf);
+    if opening.bytes.len() != expected {
+        return Err(Rejection::BadLength {
+            leaf,
+            expected,
+            got: opening.bytes.len(),
+        });
+    }
+    if !verify_inclusion(
+        &leaf_hash(&opening.bytes),
+        leaf,
+        challenge.leaf_count(),
+        &opening.proof,
+        root,
+    ) {
+        return Err(Rejection::NotInTree { leaf });
+    }
+    let width = output_bytes(challenge.precision);
+    let got = decode_output(
+        challenge.precision,
+        &opening.bytes[offset * width..(offset + 1) * width],
+    )
+    .unwrap_or(f64::NAN);
+    let gemm = challenge.gemm(position.gemm);
+    let reference = gemm.reference(position.row, position.col);
+    if gemm.accepts(got, reference) {
+        Ok(())
+    } else {
+        Err(Rejection::WrongValue {
+            gemm: position.gemm,
+            row: position.row,
+            col: position.col,
+            got,
+            reference: reference.value,
+            tolerance: pog_matgen::tolerance(challenge.precision, reference),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::challenge::CHALLENGE_VERSION;
+    use crate::prover::{Behaviour, CpuProver};
+    use pog_spec::Precision;
+
+    fn challenge(precision: Precision) -> Challenge {
+        Challenge {
+            version: CHALLENGE_VERSION,
+            nonce: [3; 32],
+            gpu_uuid: "GPU-test".into(),
+            precision,
+            size: 48,
+            batch: 2,
+            leaf_elements: 64,
+        }
+    }
+
+    /// Runs the whole exchange; returns how many of `samples` openings were rejected.
+    fn rejected(c: &Challenge, behaviour: Behaviour, samples: u32) -> usize {
+        let prover = CpuProver::compute(c, behaviour);
+        assert_eq!(prover.leaf_count(), c.leaf_count());
+        let root = prover.root();
+        draw_samples(c, &root, &[9; 32], samples)
+            .into_iter()
+            .filter(|p| {
+                let opening = prover.open(c.leaf_of(*p).0).expect("in range");
+                check_opening(c, &root, *p, &opening).is_err()
+            })
+            .count()
+    }
+
+    #[test]
+    fn an_honest_prover_always_passes() {
+        for p in [
+            Precision::Int8,
+            Precision::Bf16,
+            Precision::Fp16,
+            Precision::Fp32,
+        ] {
+            assert_eq!(rejected(&challenge(p), Behaviour::Honest, 200), 0, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn lower_precision_is_caught() {
+        // BF16 posing as FP32, FP16 posing as FP32: every element is off by far more than
+        // FP32's bound.
+        for lower in [Precision::Bf16, Precision::Fp16, Precision::Tf32] {
+            let n = rejected(
+                &challenge(Precision::Fp32),
+                Behaviour::LowerPrecision(lower),
+                64,
+            );
+            assert!(n >= 60, "{lower:?} as FP32: only {n} of 64 rejected");
+        }
+    }
+
+    #[test]
+    fn junk_is_caught_in_proportion() {
+        // Half the output faked: about half the checks fail.
+        let n = rejected(&challenge(Precision::Int8), Behaviour::Junk(0.5), 400);
+        assert!((150..=250).contains(&n), "{n}");
+    }
+
+    #[test]
+    fn forged_openings_are_rejected() {
+        let c = challenge(Precision::Bf16);
+        let prover = CpuProver::compute(&c, Behaviour::Honest);
+        let root = prover.root();
+        let p = draw_samples(&c, &root, &[1; 32], 1)[0];
+        let (leaf, _) = c.leaf_of(p);
+        let good = prover.open(leaf).unwrap();
+        assert_eq!(check_opening(&c, &root, p, &good), Ok(()));
+        let other = prover.open((leaf + 1) % c.leaf_count()).unwrap();
+        assert!(matches!(
+            check_opening(&c, &root, p, &other),
+            Err(Rejection::WrongLeaf { .. })
+        ));
+        let mut tampered = good.clone();
+        tampered.bytes[0] ^= 1;
+        assert!(matches!(
+            check_opening(&c, &root, p, &tampered),
+            Err(Rejection::NotInTree { .. })
+        ));
+        let mut short = good.clone();
+        short.bytes.pop();
+        assert!(matches!(
+            check_opening(&c, &root, p, &short),
+            Err(Rejection::BadLength { .. })
+        ));
+        let mut other_root = root;
+        other_root[0] ^= 1;
+        assert!(matches!(
+            check_opening(&c, &other_root, p, &good),
+            Err(Rejection::NotInTree { .. })
+        ));
+    }
+
+    #[test]
+    fn an_answer_for_another_gpu_or_nonce_is_rejected() {
+        // One GPU answering for two UUIDs, or a replayed answer to an earlier nonce: the seeds
+        // differ, so the committed values are wrong for this challenge.
+        let c = challenge(Precision::Int8);
+        let mut other_gpu = c.clone();
+        other_gpu.gpu_uuid = "GPU-other".into();
+        let mut earlier = c.clone();
+        earlier.nonce = [4; 32];
+        for wrong in [other_gpu, earlier] {
+            let prover = CpuProver::compute(&wrong, Behaviour::Honest);
+            let root = prover.root();
+            let samples = draw_samples(&c, &root, &[5; 32], 16);
+            let bad = samples
+                .iter()
+                .filter(|p| {
+                    check_opening(&c, &root, **p, &prover.open(c.leaf_of(**p).0).unwrap()).is_err()
+                })
+                .count();
+            assert_eq!(bad, 16);
+        }
+    }
+
+    #[test]
+    fn samples_spread_over_the_batch_and_the_output() {
+        let c = challenge(Precision::Int8);
+        let s = draw_samples(&c, &[0; 32], &[1; 32], 1024);
+        assert!(s.iter().any(|p| p.gemm == 0) && s.iter().any(|p| p.gemm == 1));
+        assert!(s.iter().all(|p| p.row < 48 && p.col < 48));
+        assert_ne!(
+            draw_samples(&c, &[1; 32], &[1; 32], 4),
+            draw_samples(&c, &[0; 32], &[1; 32], 4)
+        );
+    }
+}
