@@ -3,7 +3,7 @@
 # reference measured in the same call (see docs/benchmarks.md for how to run it through the
 # device tool). Writes at most 8 files under $OUT and prints a short table last.
 #
-#   POG=.gpu/pog TORCH_REF=.gpu/torch_reference.py OUT=/tmp/out scripts/gpu-run.sh
+#   POG=.gpu/pog TORCH_REF=.gpu/torch_reference.py OUT=/tmp/out [SUITE=standard] [FULL_BENCH=0] scripts/gpu-run.sh
 set -uo pipefail
 POG=${POG:-.gpu/pog}
 TORCH_REF=${TORCH_REF:-.gpu/torch_reference.py}
@@ -45,8 +45,11 @@ run attack-fake-nvidia-smi 1 "$POG" inspect --nvidia-smi "$fake_dir/nvidia-smi"
 printf '#!/bin/sh\nsleep 120\n' >"$fake_dir/hung-smi"; chmod +x "$fake_dir/hung-smi"
 run hung-nvidia-smi 0 "$POG" inspect --nvidia-smi "$fake_dir/hung-smi" --nvidia-smi-timeout 2
 
-# The full suite once, as a table with the host (sustained load included).
-run bench 0 "$POG" bench --suite "$SUITE"
+# The full suite once, as a table with the host (sustained load included). FULL_BENCH=0 skips
+# it when only the comparison with PyTorch is wanted.
+if [ "${FULL_BENCH:-1}" != 0 ]; then
+  run bench 0 "$POG" bench --suite "$SUITE"
+fi
 
 # pog against PyTorch, interleaved (PyTorch, pog, PyTorch, pog): this card's figures move by
 # several percent from run to run, so each side is compared by its better run.
