@@ -10,19 +10,23 @@ __device__ __forceinline__ u64 pog_hash(u64 seed, u64 index) {
     return z ^ (z >> 31);
 }
 
-// format: 0 f64, 1 f32, 2 f16, 3 bf16, 4 e4m3, 5 i8
+// format: 0 f64, 1 f32, 2 f16, 3 bf16, 4 e4m3, 5 i8. One hash feeds `per` consecutive
+// elements (1, 2, 4, 4, 8, 8), each taking a chunk of 64/per bits.
 __device__ __forceinline__ u64 pog_bits(int format, u64 seed, u64 index) {
-    u64 h = pog_hash(seed, index);
-    u64 sign = h & 1ULL;
-    u64 e = (h >> 1) % 3ULL;
-    u64 man = h >> 8;
+    const u64 per = format == 0 ? 1ULL : format == 1 ? 2ULL : format <= 3 ? 4ULL : 8ULL;
+    const u64 width = 64ULL / per;
+    u64 h = pog_hash(seed, index / per);
+    u64 c = width == 64ULL ? h : (h >> ((index % per) * width)) & ((1ULL << width) - 1ULL);
+    u64 sign = c & 1ULL;
+    u64 e = ((c >> 1) & 3ULL) % 3ULL;
+    u64 man = c >> 3;
     switch (format) {
     case 0: return sign << 63 | (1021ULL + e) << 52 | (man & ((1ULL << 52) - 1ULL));
     case 1: return sign << 31 | (125ULL + e) << 23 | (man & 0x7fffffULL);
     case 2: return sign << 15 | (13ULL + e) << 10 | (man & 0x3ffULL);
     case 3: return sign << 15 | (125ULL + e) << 7 | (man & 0x7fULL);
     case 4: return sign << 7 | (5ULL + e) << 3 | (man & 0x7ULL);
-    default: return (u64)(unsigned char)(signed char)((long long)(man % 255ULL) - 127LL);
+    default: return (u64)(unsigned char)(signed char)((long long)(c % 255ULL) - 127LL);
     }
 }
 

@@ -63,6 +63,17 @@ impl Storage {
         }
     }
 
+    /// Elements drawn from one 64-bit hash: as many as fit the bits each needs (sign,
+    /// exponent choice, mantissa; a byte for INT8).
+    pub fn per_hash(self) -> u64 {
+        match self {
+            Storage::F64 => 1,
+            Storage::F32 => 2,
+            Storage::F16 | Storage::Bf16 => 4,
+            Storage::E4m3 | Storage::I8 => 8,
+        }
+    }
+
     /// The code the CUDA kernels take for this format.
     pub fn format_code(self) -> i32 {
         match self {
@@ -77,24 +88,113 @@ impl Storage {
 }
 
 /// The bit pattern of element `index` of the matrix with this seed.
+///
+/// One splitmix64 output feeds [`Storage::per_hash`] consecutive elements: element `i` uses
+/// the `(i % per)`-th chunk of `64 / per` bits of `hash(seed, i / per)`. In a chunk, bit 0 is
+/// the sign, bits 1–2 pick the exponent (−2, −1 or 0; the value 3 wraps to −2) and the bits
+/// from 3 up fill the mantissa; INT8 takes the whole byte modulo 255, minus 127.
 pub fn bits(storage: Storage, seed: u64, index: u64) -> u64 {
-    let h = hash(seed, index);
-    let sign = h & 1;
-    let exp = (h >> 1) % 3; // value exponent = exp - 2
-    let man = h >> 8;
+    let per = storage.per_hash();
+    chunk_bits(storage, hash(seed, index / per), index % per)
+}
+
+/// Element `slot` of the chunked hash `h` (see [`bits`]).
+fn chunk_bits(storage: Storage, h: u64, slot: u64) -> u64 {
+    let width = 64 / storage.per_hash();
+    let c = if width == 64 {
+        h
+    } else {
+        (h >> (slot * width)) & ((1 << width) - 1)
+    };
+    chunk_to_bits(storage, c)
+}
+
+/// The bit pattern a chunk of hash bits stands for.
+#[inline(always)]
+fn chunk_to_bits(storage: Storage, c: u64) -> u64 {
+    let sign = c & 1;
+    let exp = ((c >> 1) & 3) % 3; // value exponent = exp - 2
+    let man = c >> 3;
     match storage {
         Storage::F64 => sign << 63 | (1021 + exp) << 52 | (man & ((1 << 52) - 1)),
         Storage::F32 => sign << 31 | (125 + exp) << 23 | (man & 0x7f_ffff),
         Storage::F16 => sign << 15 | (13 + exp) << 10 | (man & 0x3ff),
         Storage::Bf16 => sign << 15 | (125 + exp) << 7 | (man & 0x7f),
         Storage::E4m3 => sign << 7 | (5 + exp) << 3 | (man & 0x7),
-        Storage::I8 => ((man % 255) as i64 - 127) as u8 as u64,
+        Storage::I8 => ((c % 255) as i64 - 127) as u8 as u64,
+    }
+}
+
+/// Fills `out` with the values of elements `start, start + 1, …`, one hash per chunk group:
+/// the fast path for a row or column of a K-major matrix (what a checker recomputes).
+pub fn values_into(storage: Storage, seed: u64, start: u64, out: &mut [f64]) {
+    match storage {
+        Storage::F64 => fill_with(storage, seed, start, out, |c| {
+            decode(Storage::F64, chunk_to_bits(Storage::F64, c))
+        }),
+        Storage::F32 => fill_with(storage, seed, start, out, |c| {
+            decode(Storage::F32, chunk_to_bits(Storage::F32, c))
+        }),
+        Storage::F16 => fill_with(storage, seed, start, out, |c| {
+            decode(Storage::F16, chunk_to_bits(Storage::F16, c))
+        }),
+        Storage::Bf16 => fill_with(storage, seed, start, out, |c| {
+            decode(Storage::Bf16, chunk_to_bits(Storage::Bf16, c))
+        }),
+        Storage::E4m3 => fill_with(storage, seed, start, out, |c| {
+            decode(Storage::E4m3, chunk_to_bits(Storage::E4m3, c))
+        }),
+        Storage::I8 => fill_with(storage, seed, start, out, |c| {
+            decode(Storage::I8, chunk_to_bits(Storage::I8, c))
+        }),
+    }
+}
+
+/// The loop of [`values_into`], monomorphized per storage so the per-element work is
+/// branch-free: one hash per group, then each chunk decoded.
+#[inline(always)]
+fn fill_with(
+    storage: Storage,
+    seed: u64,
+    start: u64,
+    out: &mut [f64],
+    chunk_value: impl Fn(u64) -> f64,
+) {
+    let per = storage.per_hash();
+    let width = 64 / per;
+    let mask = if width == 64 {
+        u64::MAX
+    } else {
+        (1 << width) - 1
+    };
+    let mut index = start;
+    let mut written = 0;
+    while written < out.len() {
+        let mut h = hash(seed, index / per);
+        let slot = index % per;
+        if width < 64 {
+            h >>= slot * width;
+        }
+        let take = ((per - slot) as usize).min(out.len() - written);
+        for x in &mut out[written..written + take] {
+            *x = chunk_value(h & mask);
+            if width < 64 {
+                h >>= width;
+            }
+        }
+        written += take;
+        index += take as u64;
     }
 }
 
 /// The exact value of element `index`.
 pub fn value(storage: Storage, seed: u64, index: u64) -> f64 {
-    let b = bits(storage, seed, index);
+    decode(storage, bits(storage, seed, index))
+}
+
+/// The value of a bit pattern in `storage`.
+#[inline(always)]
+fn decode(storage: Storage, b: u64) -> f64 {
     match storage {
         Storage::F64 => f64::from_bits(b),
         Storage::F32 => f64::from(f32::from_bits(b as u32)),
@@ -154,10 +254,20 @@ impl SeededGemm {
     /// Recomputes `D[row, col]` in f64 (O(k) element evaluations).
     pub fn reference(&self, row: u64, col: u64) -> Reference {
         let storage = Storage::of(self.precision);
+        let k = self.k as usize;
+        let mut a = vec![0.0; k];
+        let mut b = vec![0.0; k];
+        match self.a_layout {
+            ALayout::KMajor => values_into(storage, self.seed_a, row * self.k, &mut a),
+            ALayout::MMajor => a
+                .iter_mut()
+                .enumerate()
+                .for_each(|(kk, x)| *x = value(storage, self.seed_a, self.a_index(row, kk as u64))),
+        }
+        values_into(storage, self.seed_b, col * self.k, &mut b);
         let (mut sum, mut abs_sum, mut square_sum) = (0.0, 0.0, 0.0);
-        for kk in 0..self.k {
-            let p = value(storage, self.seed_a, self.a_index(row, kk))
-                * value(storage, self.seed_b, col * self.k + kk);
+        for (x, y) in a.iter().zip(&b) {
+            let p = x * y;
             sum += p;
             abs_sum += p.abs();
             square_sum += p * p;
@@ -295,6 +405,24 @@ mod tests {
             }
             let i = value(Storage::I8, seed, index);
             prop_assert!((-127.0..=127.0).contains(&i) && i.fract() == 0.0);
+        }
+    }
+
+    #[test]
+    fn the_bulk_path_matches_element_by_element() {
+        for s in [
+            Storage::F64,
+            Storage::F32,
+            Storage::F16,
+            Storage::Bf16,
+            Storage::E4m3,
+            Storage::I8,
+        ] {
+            let mut out = vec![0.0; 37];
+            values_into(s, 5, 13, &mut out);
+            for (i, v) in out.iter().enumerate() {
+                assert_eq!(*v, value(s, 5, 13 + i as u64), "{s:?} element {i}");
+            }
         }
     }
 

@@ -11,8 +11,21 @@ const BUDGET_MS: f64 = 100.0;
 
 fn main() {
     for precision in [Precision::Int8, Precision::Bf16, Precision::Fp32] {
-        let c = Challenge { version: CHALLENGE_VERSION, nonce: [1; 32], gpu_uuid: "GPU-bench".into(), precision, size: 16384, batch: 8, leaf_elements: 1024 };
-        let samples = draw_samples(&c, &[2; 32], &[3; 32], pog_proof::soundness::DEFAULT_SAMPLES);
+        let c = Challenge {
+            version: CHALLENGE_VERSION,
+            nonce: [1; 32],
+            gpu_uuid: "GPU-bench".into(),
+            precision,
+            size: 16384,
+            batch: 8,
+            leaf_elements: 1024,
+        };
+        let samples = draw_samples(
+            &c,
+            &[2; 32],
+            &[3; 32],
+            pog_proof::soundness::DEFAULT_SAMPLES,
+        );
         let started = Instant::now();
         let mut sink = 0.0;
         for p in &samples {
