@@ -21,5 +21,6 @@ pub mod prover;
 pub mod soundness;
 pub mod timing;
 pub mod verify;
+pub mod wire;
 
 pub use challenge::Challenge;
