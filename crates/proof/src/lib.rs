@@ -18,6 +18,7 @@ pub mod challenge;
 pub mod layout;
 pub mod params;
 pub mod prover;
+pub mod session;
 pub mod soundness;
 pub mod timing;
 pub mod verify;

@@ -1,0 +1,407 @@
+//! One challenge's life on the validator's side, as a state machine over verified messages:
+//! issue → commitment (timed) → open request → openings → outcome. Out-of-order, duplicated,
+//! expired or mismatched messages are errors that leave the session unchanged.
+
+use crate::challenge::Challenge;
+use crate::layout::Position;
+use crate::prover::Opening;
+use crate::timing::{self, TimeCheck};
+use crate::verify::{check_opening, draw_samples, Rejection};
+use crate::wire::{ChallengeMessage, Commitment, OpenRequest, Openings};
+use pog_merkle::Hash;
+use serde::{Deserialize, Serialize};
+
+/// Why a message does not fit the session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("message for challenge {got}, this session is {expected}")]
+    WrongChallenge { expected: String, got: String },
+    #[error("signed by {got}, expected the agent {expected}")]
+    WrongSigner { expected: String, got: String },
+    #[error("{0} arrived out of order")]
+    OutOfOrder(&'static str),
+    #[error("the challenge expired at {expires_at_ms} ms; the answer came at {now_ms} ms")]
+    Expired { expires_at_ms: u64, now_ms: u64 },
+    #[error("commitment is for GPU {got}, the challenge for {expected}")]
+    WrongGpu { expected: String, got: String },
+    #[error("commitment covers {got} leaves, the challenge has {expected}")]
+    WrongLeafCount { expected: u64, got: u64 },
+    #[error("malformed {0}")]
+    Malformed(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum State {
+    Issued,
+    Committed {
+        root: Hash,
+        time: TimeCheck,
+        positions: Vec<Position>,
+    },
+    Done,
+}
+
+/// The verdict on one challenge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub challenge_id: String,
+    pub gpu_uuid: String,
+    pub root: String,
+    pub checked: usize,
+    pub rejected: Vec<Rejection>,
+    pub time: TimeCheck,
+    pub accepted: bool,
+}
+
+/// The validator's view of one challenge.
+pub struct ValidatorSession {
+    message: ChallengeMessage,
+    agent: String,
+    expected_ms: f64,
+    secret: [u8; 32],
+    samples: u32,
+    state: State,
+}
+
+impl ValidatorSession {
+    /// A session for `message`, answerable only by the agent with public key `agent`.
+    /// `secret` seeds the spot checks; `expected_ms` is the claimed model's time.
+    pub fn new(
+        message: ChallengeMessage,
+        agent: String,
+        expected_ms: f64,
+        secret: [u8; 32],
+        samples: u32,
+    ) -> ValidatorSession {
+        ValidatorSession {
+            message,
+            agent,
+            expected_ms,
+            secret,
+            samples,
+            state: State::Issued,
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.message.id
+    }
+
+    pub fn challenge(&self) -> &Challenge {
+        &self.message.challenge
+    }
+
+    fn check_sender(&self, id: &str, signer: &str) -> Result<(), ProtocolError> {
+        if id != self.message.id {
+            return Err(ProtocolError::WrongChallenge {
+                expected: self.message.id.clone(),
+                got: id.to_string(),
+            });
+        }
+        if signer != self.agent {
+            return Err(ProtocolError::WrongSigner {
+                expected: self.agent.clone(),
+                got: signer.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Takes the commitment that arrived at `now_ms` (validator clock), with the measured
+    /// network round trip; returns the leaves to open.
+    pub fn on_commitment(
+        &mut self,
+        c: &Commitment,
+        signer: &str,
+        now_ms: u64,
+        round_trip_ms: f64,
+    ) -> Result<OpenRequest, ProtocolError> {
+        self.check_sender(&c.challenge_id, signer)?;
+        if self.state != State::Issued {
+            return Err(ProtocolError::OutOfOrder("commitment"));
+        }
+        if now_ms > self.message.expires_at_ms {
+            return Err(ProtocolError::Expired {
+                expires_at_ms: self.message.expires_at_ms,
+                now_ms,
+            });
+        }
+        let challenge = &self.message.challenge;
+        if c.gpu_uuid != challenge.gpu_uuid {
+            return Err(ProtocolError::WrongGpu {
+                expected: challenge.gpu_uuid.clone(),
+                got: c.gpu_uuid.clone(),
+            });
+        }
+        if c.leaf_count != challenge.leaf_count() {
+            return Err(ProtocolError::WrongLeafCount {
+                expected: challenge.leaf_count(),
+                got: c.leaf_count,
+            });
+        }
+        let root: Hash = hex::decode(&c.root)
+            .ok()
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| ProtocolError::Malformed("root".into()))?;
+        let measured = now_ms.saturating_sub(self.message.issued_at_ms) as f64;
+        let time = timing::check(measured, round_trip_ms, self.expected_ms);
+        let positions = draw_samples(challenge, &root, &self.secret, self.samples);
+        let mut leaves: Vec<u64> = positions.iter().map(|p| challenge.leaf_of(*p).0).collect();
+        leaves.sort_unstable();
+        leaves.dedup();
+        self.state = State::Committed {
+            root,
+            time,
+            positions,
+        };
+        Ok(OpenRequest {
+            challenge_id: self.message.id.clone(),
+            leaves,
+        })
+    }
+
+    /// Takes the openings and settles the challenge.
+    pub fn on_openings(&mut self, o: &Openings, signer: &str) -> Result<Outcome, ProtocolError> {
+        self.check_sender(&o.challenge_id, signer)?;
+        let State::Committed {
+            root,
+            time,
+            positions,
+        } = &self.state
+        else {
+            return Err(ProtocolError::OutOfOrder("openings"));
+        };
+        let challenge = &self.message.challenge;
+        let mut opened: std::collections::HashMap<u64, Opening> = std::collections::HashMap::new();
+        for w in &o.openings {
+            let opening =
+                Opening::try_from(w).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
+            opened.insert(opening.leaf, opening);
+        }
+        let rejected: Vec<Rejection> = positions
+            .iter()
+            .filter_map(|p| {
+                let leaf = challenge.leaf_of(*p).0;
+                match opened.get(&leaf) {
+                    Some(opening) => check_opening(challenge, root, *p, opening).err(),
+                    None => Some(Rejection::NotInTree { leaf }),
+                }
+            })
+            .collect();
+        let outcome = Outcome {
+            challenge_id: self.message.id.clone(),
+            gpu_uuid: challenge.gpu_uuid.clone(),
+            root: hex::encode(root),
+            checked: positions.len(),
+            accepted: rejected.is_empty() && time.accepted,
+            rejected,
+            time: *time,
+        };
+        self.state = State::Done;
+        Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::challenge::CHALLENGE_VERSION;
+    use crate::prover::{Behaviour, CpuProver};
+    use crate::wire::WireOpening;
+    use pog_spec::Precision;
+
+    const AGENT: &str = "agent-key";
+
+    fn message(uuid: &str) -> ChallengeMessage {
+        ChallengeMessage {
+            id: "c1".into(),
+            challenge: Challenge {
+                version: CHALLENGE_VERSION,
+                nonce: [5; 32],
+                gpu_uuid: uuid.into(),
+                precision: Precision::Int8,
+                size: 32,
+                batch: 2,
+                leaf_elements: 64,
+            },
+            issued_at_ms: 1_000,
+            expires_at_ms: 60_000,
+        }
+    }
+
+    /// Runs a whole exchange with a prover for `answered` (possibly another challenge).
+    fn run(
+        answered: &Challenge,
+        behaviour: Behaviour,
+        now_ms: u64,
+    ) -> Result<Outcome, ProtocolError> {
+        let mut s = ValidatorSession::new(message("GPU-1"), AGENT.into(), 1_000.0, [8; 32], 128);
+        let prover = CpuProver::compute(answered, behaviour);
+        let commitment = Commitment {
+            challenge_id: "c1".into(),
+            gpu_uuid: "GPU-1".into(),
+            root: hex::encode(prover.root()),
+            leaf_count: prover.leaf_count(),
+            agent_ms: 900.0,
+        };
+        let request = s.on_commitment(&commitment, AGENT, now_ms, 5.0)?;
+        let openings = Openings {
+            challenge_id: "c1".into(),
+            openings: request
+                .leaves
+                .iter()
+                .filter_map(|l| prover.open(*l))
+                .map(|o| WireOpening::from(&o))
+                .collect(),
+        };
+        s.on_openings(&openings, AGENT)
+    }
+
+    #[test]
+    fn an_honest_agent_in_time_is_accepted() {
+        let o = run(&message("GPU-1").challenge, Behaviour::Honest, 1_900).unwrap();
+        assert!(o.accepted, "{o:?}");
+        assert_eq!(o.checked, 128);
+        assert!(o.time.accepted);
+    }
+
+    #[test]
+    fn late_junk_and_foreign_answers_are_refused() {
+        let too_slow = run(
+            &message("GPU-1").challenge,
+            Behaviour::Honest,
+            1_000 + 1_300,
+        )
+        .unwrap();
+        assert!(!too_slow.accepted && !too_slow.time.accepted);
+        let junk = run(&message("GPU-1").challenge, Behaviour::Junk(0.1), 1_900).unwrap();
+        assert!(!junk.accepted && !junk.rejected.is_empty());
+        let for_other_gpu = run(&message("GPU-2").challenge, Behaviour::Honest, 1_900).unwrap();
+        assert_eq!(for_other_gpu.rejected.len(), 128);
+        assert!(matches!(
+            run(&message("GPU-1").challenge, Behaviour::Honest, 70_000),
+            Err(ProtocolError::Expired { .. })
+        ));
+    }
+
+    #[test]
+    fn out_of_order_duplicate_and_foreign_messages_change_nothing() {
+        let mut s = ValidatorSession::new(message("GPU-1"), AGENT.into(), 1_000.0, [8; 32], 16);
+        let empty = Openings {
+            challenge_id: "c1".into(),
+            openings: vec![],
+        };
+        assert_eq!(
+            s.on_openings(&empty, AGENT),
+            Err(ProtocolError::OutOfOrder("openings"))
+        );
+        let prover = CpuProver::compute(s.challenge(), Behaviour::Honest);
+        let c = Commitment {
+            challenge_id: "c1".into(),
+            gpu_uuid: "GPU-1".into(),
+            root: hex::encode(prover.root()),
+            leaf_count: prover.leaf_count(),
+            agent_ms: 1.0,
+        };
+        assert!(matches!(
+            s.on_commitment(&c, "someone-else", 1_500, 0.0),
+            Err(ProtocolError::WrongSigner { .. })
+        ));
+        assert!(matches!(
+            s.on_commitment(
+                &Commitment {
+                    challenge_id: "c2".into(),
+                    ..c.clone()
+                },
+                AGENT,
+                1_500,
+                0.0
+            ),
+            Err(ProtocolError::WrongChallenge { .. })
+        ));
+        assert!(matches!(
+            s.on_commitment(
+                &Commitment {
+                    gpu_uuid: "GPU-2".into(),
+                    ..c.clone()
+                },
+                AGENT,
+                1_500,
+                0.0
+            ),
+            Err(ProtocolError::WrongGpu { .. })
+        ));
+        assert!(matches!(
+            s.on_commitment(
+                &Commitment {
+                    leaf_count: 1,
+                    ..c.clone()
+                },
+                AGENT,
+                1_500,
+                0.0
+            ),
+            Err(ProtocolError::WrongLeafCount { .. })
+        ));
+        assert!(matches!(
+            s.on_commitment(
+                &Commitment {
+                    root: "xyz".into(),
+                    ..c.clone()
+                },
+                AGENT,
+                1_500,
+                0.0
+            ),
+            Err(ProtocolError::Malformed(_))
+        ));
+        // None of the bad messages moved the session: the good commitment is still taken, once.
+        s.on_commitment(&c, AGENT, 1_500, 0.0).unwrap();
+        assert_eq!(
+            s.on_commitment(&c, AGENT, 1_600, 0.0),
+            Err(ProtocolError::OutOfOrder("commitment"))
+        );
+        // Missing openings count as rejections.
+        let outcome = s.on_openings(&empty, AGENT).unwrap();
+        assert!(!outcome.accepted);
+        assert_eq!(outcome.rejected.len(), 16);
+        assert_eq!(
+            s.on_openings(&empty, AGENT),
+            Err(ProtocolError::OutOfOrder("openings"))
+        );
+    }
+
+    #[test]
+    fn honest_agents_are_never_rejected_in_100_runs() {
+        for run_index in 0..100u8 {
+            let mut m = message("GPU-1");
+            m.challenge.nonce = [run_index; 32];
+            m.challenge.size = 16;
+            m.challenge.precision = crate::params::PROOF_PRECISIONS[usize::from(run_index) % 4];
+            let mut s =
+                ValidatorSession::new(m.clone(), AGENT.into(), 1_000.0, [run_index ^ 0x5a; 32], 64);
+            let prover = CpuProver::compute(&m.challenge, Behaviour::Honest);
+            let c = Commitment {
+                challenge_id: "c1".into(),
+                gpu_uuid: "GPU-1".into(),
+                root: hex::encode(prover.root()),
+                leaf_count: prover.leaf_count(),
+                agent_ms: 1.0,
+            };
+            let req = s.on_commitment(&c, AGENT, 1_800, 2.0).unwrap();
+            let o = Openings {
+                challenge_id: "c1".into(),
+                openings: req
+                    .leaves
+                    .iter()
+                    .filter_map(|l| prover.open(*l))
+                    .map(|o| WireOpening::from(&o))
+                    .collect(),
+            };
+            assert!(
+                s.on_openings(&o, AGENT).unwrap().accepted,
+                "run {run_index}"
+            );
+        }
+    }
+}
