@@ -37,13 +37,7 @@ pub fn run_with_timeout(
     args: &[&str],
     timeout: Duration,
 ) -> Result<String, String> {
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("could not start {}: {e}", program.display()))?;
+    let mut child = spawn_retrying(program, args)?;
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
@@ -91,6 +85,31 @@ pub fn run_with_timeout(
         ));
     }
     String::from_utf8(out).map_err(|_| format!("{} printed invalid UTF-8", program.display()))
+}
+
+/// Linux's ETXTBSY: the executable is open for writing somewhere, typically in a process that
+/// forked while a script was being written and has not exec'd yet. It clears by itself.
+const TEXT_FILE_BUSY: i32 = 26;
+
+/// Spawns the program, retrying briefly while its file is "busy".
+fn spawn_retrying(program: &Path, args: &[&str]) -> Result<std::process::Child, String> {
+    let mut attempt = 0;
+    loop {
+        match Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+        {
+            Ok(child) => return Ok(child),
+            Err(e) if e.raw_os_error() == Some(TEXT_FILE_BUSY) && attempt < 20 => {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return Err(format!("could not start {}: {e}", program.display())),
+        }
+    }
 }
 
 fn join_within(handle: std::thread::JoinHandle<Vec<u8>>, timeout: Duration) -> Option<Vec<u8>> {
