@@ -1,0 +1,231 @@
+//! `pog agent`: answers challenges for its GPUs. It runs only challenges signed by a validator
+//! it trusts, for a GPU it has, computes the product, commits to the root and opens leaves on
+//! request. The prover is the CPU one for now (CI's end-to-end runs); the GPU prover plugs in
+//! at [`Agent::compute`].
+
+use crate::http::{envelope_response, ApiError};
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use pog_proof::prover::{Behaviour, CpuProver};
+use pog_proof::wire::{
+    self, kind, ChallengeMessage, Commitment, GpuClaim, Identity, OpenRequest, Openings,
+    WireOpening,
+};
+use pog_proof::Challenge;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// The most leaves one open request may ask for (the validator asks for at most 1024).
+pub const MAX_OPENINGS: usize = 4096;
+
+/// Ways an agent can misbehave, for the attack tests: each is something a dishonest provider
+/// would try, and the validator must refuse.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Cheat {
+    /// Answers every challenge with the commitment and leaves of its first one.
+    ReplayFirst,
+    /// Computes the answer for another GPU's UUID (one GPU answering for two).
+    AnswerAs(&'static str),
+    /// Sleeps this long before committing (a slower GPU).
+    DelayMs(u64),
+    /// Signs its answers with a key other than the one it registered with.
+    ForeignKey,
+}
+
+/// The agent's state.
+pub struct Agent {
+    identity: Identity,
+    foreign: Identity,
+    trusted_validators: Vec<String>,
+    gpus: Vec<GpuClaim>,
+    behaviour: Behaviour,
+    cheat: Option<Cheat>,
+    /// Computed challenges by id, kept until opened.
+    provers: Mutex<HashMap<String, Arc<CpuProver>>>,
+    first: Mutex<Option<Arc<CpuProver>>>,
+}
+
+impl Agent {
+    /// An honest agent.
+    pub fn new(identity: Identity, trusted_validators: Vec<String>, gpus: Vec<GpuClaim>) -> Agent {
+        Agent {
+            identity,
+            foreign: Identity::from_seed([0xf0; 32]),
+            trusted_validators,
+            gpus,
+            behaviour: Behaviour::Honest,
+            cheat: None,
+            provers: Mutex::new(HashMap::new()),
+            first: Mutex::new(None),
+        }
+    }
+
+    /// The same agent computing dishonestly (tests of the validator).
+    pub fn misbehaving(mut self, behaviour: Behaviour, cheat: Option<Cheat>) -> Agent {
+        self.behaviour = behaviour;
+        self.cheat = cheat;
+        self
+    }
+
+    pub fn public_key(&self) -> String {
+        self.identity.public_hex()
+    }
+
+    pub fn gpus(&self) -> &[GpuClaim] {
+        &self.gpus
+    }
+
+    /// The identity answers are signed with.
+    fn signer(&self) -> &Identity {
+        if self.cheat == Some(Cheat::ForeignKey) {
+            &self.foreign
+        } else {
+            &self.identity
+        }
+    }
+
+    /// Computes a challenge (CPU prover), honouring the test cheats.
+    fn compute(&self, challenge: &Challenge) -> Arc<CpuProver> {
+        if self.cheat == Some(Cheat::ReplayFirst) {
+            if let Some(first) = self.first.lock().expect("lock").clone() {
+                return first;
+            }
+        }
+        let mut target = challenge.clone();
+        if let Some(Cheat::AnswerAs(uuid)) = self.cheat {
+            target.gpu_uuid = uuid.to_string();
+        }
+        let prover = Arc::new(CpuProver::compute(&target, self.behaviour));
+        self.first
+            .lock()
+            .expect("lock")
+            .get_or_insert_with(|| prover.clone());
+        prover
+    }
+}
+
+/// The agent's HTTP API: `GET /v1/ping`, `POST /v1/challenge`, `POST /v1/open`.
+pub fn router(agent: Arc<Agent>) -> Router {
+    Router::new()
+        .route("/v1/ping", get(|| async { "pog agent" }))
+        .route("/v1/challenge", post(challenge))
+        .route("/v1/open", post(open))
+        .layer(DefaultBodyLimit::max(wire::MAX_MESSAGE_BYTES))
+        .with_state(agent)
+}
+
+async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+    let (message, signer): (ChallengeMessage, String) = wire::decode(&body, kind::CHALLENGE)?;
+    if !agent.trusted_validators.contains(&signer) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("challenge signed by {signer}, which this agent does not trust"),
+        ));
+    }
+    let c = &message.challenge;
+    if !agent.gpus.iter().any(|g| g.uuid == c.gpu_uuid) {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("this agent has no GPU {}", c.gpu_uuid),
+        ));
+    }
+    if c.version != pog_proof::challenge::CHALLENGE_VERSION {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("unsupported challenge version {}", c.version),
+        ));
+    }
+    if agent
+        .provers
+        .lock()
+        .expect("lock")
+        .contains_key(&message.id)
+    {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("challenge {} was already answered", message.id),
+        ));
+    }
+    let started = std::time::Instant::now();
+    let worker = agent.clone();
+    let challenge = c.clone();
+    let prover = tokio::task::spawn_blocking(move || worker.compute(&challenge))
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the prover failed: {e}"),
+            )
+        })?;
+    if let Some(Cheat::DelayMs(ms)) = agent.cheat {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+    let commitment = Commitment {
+        challenge_id: message.id.clone(),
+        gpu_uuid: c.gpu_uuid.clone(),
+        root: hex::encode(prover.root()),
+        leaf_count: prover.leaf_count(),
+        agent_ms: started.elapsed().as_secs_f64() * 1e3,
+    };
+    agent
+        .provers
+        .lock()
+        .expect("lock")
+        .insert(message.id, prover);
+    Ok(envelope_response(
+        agent.signer().seal(kind::COMMITMENT, &commitment)?,
+    ))
+}
+
+async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+    let (request, signer): (OpenRequest, String) = wire::decode(&body, kind::OPEN)?;
+    if !agent.trusted_validators.contains(&signer) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("open request signed by {signer}, which this agent does not trust"),
+        ));
+    }
+    if request.leaves.len() > MAX_OPENINGS {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "{} leaves asked, at most {MAX_OPENINGS}",
+                request.leaves.len()
+            ),
+        ));
+    }
+    // Opened once: the computed challenge is dropped afterwards.
+    let Some(prover) = agent
+        .provers
+        .lock()
+        .expect("lock")
+        .remove(&request.challenge_id)
+    else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "unknown or already opened challenge {}",
+                request.challenge_id
+            ),
+        ));
+    };
+    let openings = request
+        .leaves
+        .iter()
+        .map(|leaf| prover.open(*leaf).map(|o| WireOpening::from(&o)))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| {
+            ApiError::new(StatusCode::BAD_REQUEST, "a requested leaf is out of range")
+        })?;
+    let answer = Openings {
+        challenge_id: request.challenge_id,
+        openings,
+    };
+    Ok(envelope_response(
+        agent.signer().seal(kind::OPENINGS, &answer)?,
+    ))
+}

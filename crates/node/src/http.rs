@@ -1,0 +1,78 @@
+//! What both services share on the wire: error responses, and posting an envelope.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use pog_proof::wire::{Envelope, WireError};
+
+/// An HTTP error with a JSON body `{"error": "..."}`, logged when it is made.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        let message = message.into();
+        eprintln!("pog: refused a request ({status}): {message}");
+        ApiError { status, message }
+    }
+}
+
+impl From<WireError> for ApiError {
+    fn from(e: WireError) -> Self {
+        let status = match e {
+            WireError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            WireError::Signature(_) => StatusCode::FORBIDDEN,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        ApiError::new(status, e.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            axum::Json(serde_json::json!({ "error": self.message })),
+        )
+            .into_response()
+    }
+}
+
+/// A signed envelope as an HTTP 200 response.
+pub fn envelope_response(envelope: Envelope) -> Response {
+    axum::Json(envelope).into_response()
+}
+
+/// Posts an envelope and returns the response body, or the peer's error.
+pub async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    envelope: &Envelope,
+) -> Result<Vec<u8>, String> {
+    let response = client
+        .post(url)
+        .json(envelope)
+        .send()
+        .await
+        .map_err(|e| format!("POST {url}: {e}"))?;
+    let status = response.status();
+    let body = response
+        .bytes()
+        .await
+        .map_err(|e| format!("POST {url}: reading the answer: {e}"))?;
+    if status.is_success() {
+        Ok(body.to_vec())
+    } else {
+        Err(format!(
+            "POST {url}: {status}: {}",
+            String::from_utf8_lossy(&body)
+        ))
+    }
+}
+
+/// Serves a router on `listener` until the process ends.
+pub async fn serve(listener: tokio::net::TcpListener, router: axum::Router) -> std::io::Result<()> {
+    axum::serve(listener, router).await
+}

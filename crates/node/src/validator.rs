@@ -1,0 +1,287 @@
+//! `pog validator`: registers agents and their GPUs, challenges a GPU through its agent,
+//! verifies the answer (values, Merkle proofs, its own clock) and stores a signed record.
+
+use crate::http::{post, ApiError};
+use crate::registry::{Registry, RegistryError, RECORD_VERSION};
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post as post_route};
+use axum::Router;
+use pog_proof::challenge::CHALLENGE_VERSION;
+use pog_proof::session::{Outcome, ValidatorSession};
+use pog_proof::wire::{
+    self, kind, ChallengeMessage, Commitment, Identity, OpenRequest, Openings, Register,
+};
+use pog_proof::Challenge;
+use pog_spec::{Precision, SpecDb};
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How a GPU is challenged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Policy {
+    /// None: the precision `pog_proof::params::choose_precision` picks for the claimed model.
+    pub precision: Option<Precision>,
+    pub size: u64,
+    pub batch: u32,
+    pub leaf_elements: u32,
+    /// The claimed model's expected time to commit.
+    pub expected_ms: f64,
+    pub samples: u32,
+    /// How long the agent has to commit.
+    pub expiry_ms: u64,
+}
+
+/// What the validator signs and stores for each challenge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub version: u32,
+    pub challenge_id: String,
+    pub gpu_uuid: String,
+    pub agent: String,
+    pub model: String,
+    pub challenge: Challenge,
+    pub accepted: bool,
+    /// The verdict when the exchange completed.
+    pub outcome: Option<Outcome>,
+    /// Why it did not, when it did not.
+    pub failure: Option<String>,
+    pub recorded_at_ms: u64,
+}
+
+/// Why a challenge could not be run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ValidatorError {
+    #[error("no registered GPU {0}")]
+    UnknownGpu(String),
+    #[error("GPU model {0:?} is not in the database")]
+    UnknownModel(String),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error("signing: {0}")]
+    Wire(#[from] wire::WireError),
+}
+
+/// The validator.
+pub struct Validator {
+    identity: Identity,
+    registry: Mutex<Registry>,
+    client: reqwest::Client,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    // The OS always has randomness on the platforms pog runs on; a failure here would mean
+    // predictable nonces, so it must not be ignored.
+    getrandom::fill(&mut b).expect("operating system randomness");
+    b
+}
+
+impl Validator {
+    pub fn new(identity: Identity, registry: Registry) -> Validator {
+        Validator {
+            identity,
+            registry: Mutex::new(registry),
+            client: reqwest::Client::new(),
+        }
+    }
+
+    pub fn public_key(&self) -> String {
+        self.identity.public_hex()
+    }
+
+    /// Challenges one registered GPU and records the result (accepted, rejected, or failed).
+    pub async fn challenge(&self, uuid: &str, policy: &Policy) -> Result<Record, ValidatorError> {
+        let gpu = self
+            .registry
+            .lock()
+            .expect("lock")
+            .gpu(uuid)?
+            .ok_or_else(|| ValidatorError::UnknownGpu(uuid.into()))?;
+        let spec = SpecDb::embedded()
+            .by_model(&gpu.model)
+            .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
+        let precision = match policy.precision {
+            Some(p) => p,
+            None => pog_proof::params::choose_precision(spec, SpecDb::embedded())
+                .map(|c| c.precision)
+                .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?,
+        };
+        let challenge = Challenge {
+            version: CHALLENGE_VERSION,
+            nonce: random_bytes(),
+            gpu_uuid: uuid.into(),
+            precision,
+            size: policy.size,
+            batch: policy.batch,
+            leaf_elements: policy.leaf_elements,
+        };
+        let id = hex::encode(random_bytes::<16>());
+        let round_trip_ms = self.round_trip(&gpu.endpoint).await;
+        let issued_at_ms = now_ms();
+        let message = ChallengeMessage {
+            id: id.clone(),
+            challenge: challenge.clone(),
+            issued_at_ms,
+            expires_at_ms: issued_at_ms + policy.expiry_ms,
+        };
+        let mut session = ValidatorSession::new(
+            message.clone(),
+            gpu.agent.clone(),
+            policy.expected_ms,
+            random_bytes(),
+            policy.samples,
+        );
+        let exchange = async {
+            let sent = Instant::now();
+            let answer = post(
+                &self.client,
+                &format!("{}/v1/challenge", gpu.endpoint),
+                &self
+                    .identity
+                    .seal(kind::CHALLENGE, &message)
+                    .map_err(|e| e.to_string())?,
+            )
+            .await?;
+            let arrived_ms = issued_at_ms + sent.elapsed().as_millis() as u64;
+            let (commitment, signer): (Commitment, String) =
+                wire::decode(&answer, kind::COMMITMENT).map_err(|e| e.to_string())?;
+            let request: OpenRequest = session
+                .on_commitment(&commitment, &signer, arrived_ms, round_trip_ms)
+                .map_err(|e| e.to_string())?;
+            let answer = post(
+                &self.client,
+                &format!("{}/v1/open", gpu.endpoint),
+                &self
+                    .identity
+                    .seal(kind::OPEN, &request)
+                    .map_err(|e| e.to_string())?,
+            )
+            .await?;
+            let (openings, signer): (Openings, String) =
+                wire::decode(&answer, kind::OPENINGS).map_err(|e| e.to_string())?;
+            session
+                .on_openings(&openings, &signer)
+                .map_err(|e| e.to_string())
+        };
+        let result: Result<Outcome, String> = exchange.await;
+        let record = Record {
+            version: RECORD_VERSION,
+            challenge_id: id.clone(),
+            gpu_uuid: uuid.into(),
+            agent: gpu.agent.clone(),
+            model: gpu.model.clone(),
+            challenge,
+            accepted: result.as_ref().is_ok_and(|o| o.accepted),
+            failure: result.as_ref().err().cloned(),
+            outcome: result.ok(),
+            recorded_at_ms: now_ms(),
+        };
+        let envelope = self.identity.seal("record", &record)?;
+        let json = serde_json::to_string(&envelope)
+            .map_err(|e| wire::WireError::Malformed(e.to_string()))?;
+        self.registry
+            .lock()
+            .expect("lock")
+            .record(&id, uuid, record.accepted, &json)?;
+        Ok(record)
+    }
+
+    /// Median of three pings to the agent, in milliseconds (0 when it does not answer: the
+    /// time bound then gets no allowance).
+    async fn round_trip(&self, endpoint: &str) -> f64 {
+        let mut times = Vec::new();
+        for _ in 0..3 {
+            let started = Instant::now();
+            let ok = self
+                .client
+                .get(format!("{endpoint}/v1/ping"))
+                .timeout(Duration::from_secs(5))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if ok {
+                times.push(started.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        times.get(times.len() / 2).copied().unwrap_or(0.0)
+    }
+}
+
+/// The validator's HTTP API: `POST /v1/register`, `GET /v1/records/{uuid}`.
+pub fn router(validator: Arc<Validator>) -> Router {
+    Router::new()
+        .route("/v1/register", post_route(register))
+        .route("/v1/records/{uuid}", get(records))
+        .layer(DefaultBodyLimit::max(wire::MAX_MESSAGE_BYTES))
+        .with_state(validator)
+}
+
+async fn register(State(v): State<Arc<Validator>>, body: Bytes) -> Result<Response, ApiError> {
+    let (reg, agent): (Register, String) = wire::decode(&body, kind::REGISTER)?;
+    if !reg.endpoint.starts_with("http://") && !reg.endpoint.starts_with("https://") {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("endpoint {:?} is not an http(s) URL", reg.endpoint),
+        ));
+    }
+    for g in &reg.gpus {
+        if SpecDb::embedded().by_model(&g.model).is_none() {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("GPU {} claims unknown model {:?}", g.uuid, g.model),
+            ));
+        }
+    }
+    let gpus: Vec<(String, String, String)> = reg
+        .gpus
+        .iter()
+        .map(|g| (g.uuid.clone(), g.model.clone(), g.bus_id.clone()))
+        .collect();
+    match v
+        .registry
+        .lock()
+        .expect("lock")
+        .register(&agent, &reg.endpoint, &gpus)
+    {
+        Ok(()) => Ok((
+            StatusCode::OK,
+            axum::Json(serde_json::json!({ "registered": gpus.len() })),
+        )
+            .into_response()),
+        Err(e @ RegistryError::ClaimedElsewhere { .. }) => {
+            Err(ApiError::new(StatusCode::CONFLICT, e.to_string()))
+        }
+        Err(e) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            e.to_string(),
+        )),
+    }
+}
+
+async fn records(
+    State(v): State<Arc<Validator>>,
+    Path(uuid): Path<String>,
+) -> Result<Response, ApiError> {
+    let records = v
+        .registry
+        .lock()
+        .expect("lock")
+        .records(&uuid)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let envelopes: Vec<wire::Envelope> = records
+        .iter()
+        .filter_map(|r| serde_json::from_str(r).ok())
+        .collect();
+    Ok(axum::Json(envelopes).into_response())
+}

@@ -1,0 +1,355 @@
+//! The protocol end to end over real sockets on loopback: a validator and agents as HTTP
+//! services, with the CPU prover. The honest agent passes; every attack is refused.
+
+use pog_node::agent::{self, Agent, Cheat};
+use pog_node::registry::Registry;
+use pog_node::validator::{self, Policy, Validator};
+use pog_proof::prover::Behaviour;
+use pog_proof::wire::{self, kind, GpuClaim, Identity, OpenRequest, Register};
+use pog_spec::Precision;
+use std::sync::Arc;
+
+const VALIDATOR_SEED: [u8; 32] = [1; 32];
+
+fn policy() -> Policy {
+    Policy {
+        precision: Some(Precision::Int8),
+        size: 32,
+        batch: 2,
+        leaf_elements: 64,
+        expected_ms: 2_000.0,
+        samples: 256,
+        expiry_ms: 10_000,
+    }
+}
+
+fn claim(uuid: &str) -> GpuClaim {
+    GpuClaim {
+        uuid: uuid.into(),
+        model: "H200 SXM".into(),
+        bus_id: "0000:00:06.0".into(),
+    }
+}
+
+async fn listen() -> (tokio::net::TcpListener, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    (listener, url)
+}
+
+/// Starts a validator; returns it and its URL.
+async fn start_validator() -> (Arc<Validator>, String) {
+    let v = Arc::new(Validator::new(
+        Identity::from_seed(VALIDATOR_SEED),
+        Registry::open(None).unwrap(),
+    ));
+    let (listener, url) = listen().await;
+    tokio::spawn(pog_node::http::serve(
+        listener,
+        validator::router(v.clone()),
+    ));
+    (v, url)
+}
+
+/// Starts an agent with its own key and these GPUs, registers it; returns its URL and the
+/// registration's HTTP status.
+async fn start_agent(
+    validator_url: &str,
+    seed: u8,
+    gpus: Vec<GpuClaim>,
+    behaviour: Behaviour,
+    cheat: Option<Cheat>,
+) -> (String, u16) {
+    let registration_key = Identity::from_seed([seed; 32]);
+    let agent = Arc::new(
+        Agent::new(
+            Identity::from_seed([seed; 32]),
+            vec![Identity::from_seed(VALIDATOR_SEED).public_hex()],
+            gpus.clone(),
+        )
+        .misbehaving(behaviour, cheat),
+    );
+    assert_eq!(agent.public_key(), registration_key.public_hex());
+    let (listener, url) = listen().await;
+    tokio::spawn(pog_node::http::serve(listener, agent::router(agent)));
+    let register = Register {
+        endpoint: url.clone(),
+        gpus,
+    };
+    let response = reqwest::Client::new()
+        .post(format!("{validator_url}/v1/register"))
+        .json(&registration_key.seal(kind::REGISTER, &register).unwrap())
+        .send()
+        .await
+        .unwrap();
+    (url, response.status().as_u16())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_honest_agent_is_accepted_and_recorded() {
+    let (v, vurl) = start_validator().await;
+    let (_, status) = start_agent(
+        &vurl,
+        10,
+        vec![claim("GPU-honest")],
+        Behaviour::Honest,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    for precision in [Precision::Int8, Precision::Bf16, Precision::Fp32] {
+        let record = v
+            .challenge(
+                "GPU-honest",
+                &Policy {
+                    precision: Some(precision),
+                    ..policy()
+                },
+            )
+            .await
+            .unwrap();
+        assert!(record.accepted, "{precision:?}: {record:?}");
+        assert_eq!(record.outcome.as_ref().unwrap().checked, 256);
+    }
+    // The validator's default precision for an H200 works too.
+    let record = v
+        .challenge(
+            "GPU-honest",
+            &Policy {
+                precision: None,
+                ..policy()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(record.accepted);
+    let records: Vec<wire::Envelope> = reqwest::get(format!("{vurl}/v1/records/GPU-honest"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(records.len(), 4);
+    assert!(records.iter().all(|r| r.signer == v.public_key()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn junk_lower_precision_replay_and_foreign_answers_are_rejected() {
+    let (v, vurl) = start_validator().await;
+    start_agent(
+        &vurl,
+        11,
+        vec![claim("GPU-junk")],
+        Behaviour::Junk(0.05),
+        None,
+    )
+    .await;
+    let junk = v.challenge("GPU-junk", &policy()).await.unwrap();
+    assert!(!junk.accepted && !junk.outcome.unwrap().rejected.is_empty());
+
+    start_agent(
+        &vurl,
+        12,
+        vec![claim("GPU-bf16")],
+        Behaviour::LowerPrecision(Precision::Bf16),
+        None,
+    )
+    .await;
+    let lower = v
+        .challenge(
+            "GPU-bf16",
+            &Policy {
+                precision: Some(Precision::Fp32),
+                ..policy()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!lower.accepted, "BF16 posing as FP32 passed");
+
+    start_agent(
+        &vurl,
+        13,
+        vec![claim("GPU-replay")],
+        Behaviour::Honest,
+        Some(Cheat::ReplayFirst),
+    )
+    .await;
+    assert!(
+        v.challenge("GPU-replay", &policy()).await.unwrap().accepted,
+        "the first answer is honest"
+    );
+    let replayed = v.challenge("GPU-replay", &policy()).await.unwrap();
+    assert!(!replayed.accepted, "a replayed answer passed");
+
+    // One GPU answering for two UUIDs: the answer for GPU-b is presented for GPU-a.
+    start_agent(
+        &vurl,
+        14,
+        vec![claim("GPU-a"), claim("GPU-b")],
+        Behaviour::Honest,
+        Some(Cheat::AnswerAs("GPU-b")),
+    )
+    .await;
+    let doubled = v.challenge("GPU-a", &policy()).await.unwrap();
+    assert!(!doubled.accepted);
+    assert_eq!(doubled.outcome.unwrap().rejected.len(), 256);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_late_forged_and_untrusted_exchanges_fail() {
+    let (v, vurl) = start_validator().await;
+    // A slower model: honest values, but too late for the claimed model's time.
+    start_agent(
+        &vurl,
+        20,
+        vec![claim("GPU-slow")],
+        Behaviour::Honest,
+        Some(Cheat::DelayMs(300)),
+    )
+    .await;
+    let slow = v
+        .challenge(
+            "GPU-slow",
+            &Policy {
+                expected_ms: 100.0,
+                ..policy()
+            },
+        )
+        .await
+        .unwrap();
+    let outcome = slow.outcome.unwrap();
+    assert!(!slow.accepted && !outcome.time.accepted && outcome.rejected.is_empty());
+    // Expired: the commitment comes after the deadline.
+    let late = v
+        .challenge(
+            "GPU-slow",
+            &Policy {
+                expiry_ms: 100,
+                ..policy()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(late.failure.unwrap().contains("expired"));
+    // Answers signed with another key than the registered one.
+    start_agent(
+        &vurl,
+        21,
+        vec![claim("GPU-forged")],
+        Behaviour::Honest,
+        Some(Cheat::ForeignKey),
+    )
+    .await;
+    let forged = v.challenge("GPU-forged", &policy()).await.unwrap();
+    assert!(forged.failure.unwrap().contains("expected the agent"));
+    // A validator the agent does not trust gets nothing computed.
+    let (rogue, rogue_url) = {
+        let r = Arc::new(Validator::new(
+            Identity::from_seed([66; 32]),
+            Registry::open(None).unwrap(),
+        ));
+        let (listener, url) = listen().await;
+        tokio::spawn(pog_node::http::serve(
+            listener,
+            validator::router(r.clone()),
+        ));
+        (r, url)
+    };
+    start_agent(
+        &rogue_url,
+        22,
+        vec![claim("GPU-x")],
+        Behaviour::Honest,
+        None,
+    )
+    .await;
+    let refused = rogue.challenge("GPU-x", &policy()).await.unwrap();
+    assert!(refused.failure.unwrap().contains("does not trust"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_uuid_claimed_by_two_agents_is_refused() {
+    let (_, vurl) = start_validator().await;
+    assert_eq!(
+        start_agent(
+            &vurl,
+            30,
+            vec![claim("GPU-shared")],
+            Behaviour::Honest,
+            None
+        )
+        .await
+        .1,
+        200
+    );
+    assert_eq!(
+        start_agent(
+            &vurl,
+            31,
+            vec![claim("GPU-shared")],
+            Behaviour::Honest,
+            None
+        )
+        .await
+        .1,
+        409
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_messages_get_clear_errors_and_change_nothing() {
+    let (v, vurl) = start_validator().await;
+    let (aurl, _) = start_agent(&vurl, 40, vec![claim("GPU-ok")], Behaviour::Honest, None).await;
+    let client = reqwest::Client::new();
+    // Garbage, an oversized body and an unknown challenge.
+    let garbage = client
+        .post(format!("{aurl}/v1/challenge"))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(garbage.status(), 400);
+    assert!(garbage.text().await.unwrap().contains("malformed"));
+    let huge = client
+        .post(format!("{aurl}/v1/challenge"))
+        .body(vec![b' '; wire::MAX_MESSAGE_BYTES + 10])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(huge.status(), 413);
+    let validator_key = Identity::from_seed(VALIDATOR_SEED);
+    let unknown = OpenRequest {
+        challenge_id: "feedface".into(),
+        leaves: vec![0],
+    };
+    let r = client
+        .post(format!("{aurl}/v1/open"))
+        .json(&validator_key.seal(kind::OPEN, &unknown).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    // A registration with an unknown model or a bad endpoint is refused.
+    let agent_key = Identity::from_seed([40; 32]);
+    let bad = Register {
+        endpoint: "ftp://x".into(),
+        gpus: vec![claim("GPU-ok")],
+    };
+    let r = client
+        .post(format!("{vurl}/v1/register"))
+        .json(&agent_key.seal(kind::REGISTER, &bad).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    // The agent and the validator still work, and the records hold only real results.
+    assert!(v.challenge("GPU-ok", &policy()).await.unwrap().accepted);
+    let records: Vec<wire::Envelope> = reqwest::get(format!("{vurl}/v1/records/GPU-ok"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(records.len(), 1);
+}
