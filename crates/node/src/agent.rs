@@ -229,3 +229,34 @@ async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, 
         agent.signer().seal(kind::OPENINGS, &answer)?,
     ))
 }
+
+/// Registers with the validator at `validator_url`, retrying for up to `patience` while it
+/// starts.
+pub async fn register(
+    validator_url: &str,
+    identity: &Identity,
+    endpoint: &str,
+    gpus: &[GpuClaim],
+    patience: std::time::Duration,
+) -> Result<(), String> {
+    let envelope = identity
+        .seal(
+            kind::REGISTER,
+            &wire::Register {
+                endpoint: endpoint.to_string(),
+                gpus: gpus.to_vec(),
+            },
+        )
+        .map_err(|e| e.to_string())?;
+    let client = reqwest::Client::new();
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        match crate::http::post(&client, &format!("{validator_url}/v1/register"), &envelope).await {
+            Ok(_) => return Ok(()),
+            // The validator answered with a refusal: waiting will not change it.
+            Err(e) if !e.contains("error sending request") => return Err(e),
+            Err(e) if std::time::Instant::now() > deadline => return Err(e),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
+    }
+}

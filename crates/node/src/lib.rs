@@ -5,5 +5,6 @@
 
 pub mod agent;
 pub mod http;
+pub mod keys;
 pub mod registry;
 pub mod validator;

@@ -110,6 +110,13 @@ impl Registry {
             .optional()?)
     }
 
+    /// Every registered GPU's UUID.
+    pub fn gpu_uuids(&self) -> Result<Vec<String>, RegistryError> {
+        let mut stmt = self.db.prepare("SELECT uuid FROM gpus ORDER BY uuid")?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Stores a signed result record; a challenge is recorded once.
     pub fn record(
         &mut self,

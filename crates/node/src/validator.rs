@@ -285,3 +285,26 @@ async fn records(
         .collect();
     Ok(axum::Json(envelopes).into_response())
 }
+
+/// Challenges every registered GPU, then again every `every`, forever; one log line per result.
+pub async fn run_schedule(validator: Arc<Validator>, every: Duration, policy: Policy) {
+    loop {
+        let uuids = validator
+            .registry
+            .lock()
+            .expect("lock")
+            .gpu_uuids()
+            .unwrap_or_default();
+        for uuid in uuids {
+            match validator.challenge(&uuid, &policy).await {
+                Ok(r) => eprintln!(
+                    "pog validator: {uuid}: {}{}",
+                    if r.accepted { "accepted" } else { "REJECTED" },
+                    r.failure.map(|f| format!(" ({f})")).unwrap_or_default()
+                ),
+                Err(e) => eprintln!("pog validator: {uuid}: not challenged: {e}"),
+            }
+        }
+        tokio::time::sleep(every).await;
+    }
+}

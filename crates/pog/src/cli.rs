@@ -29,6 +29,11 @@ pub struct Global {
     #[arg(long, global = true, default_value = "20", value_name = "SECONDS", value_parser = parse_seconds)]
     pub nvidia_smi_timeout: Duration,
 
+    /// Where pog keeps its keys and the validator's registry [default: $XDG_DATA_HOME/pog,
+    /// else ~/.local/share/pog].
+    #[arg(long, global = true, env = "POG_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<std::path::PathBuf>,
+
     /// Run against a simulated host instead of this machine (a test double; its output is
     /// never a result). PROFILE: models, then faults, e.g. "H200 SXM x2; ecc-off".
     #[arg(
@@ -49,6 +54,10 @@ pub enum Command {
     Inspect,
     /// Measure every GPU (GEMM in every precision, copies) and the host (CPU, memory, storage).
     Bench(BenchArgs),
+    /// Serve this host's GPUs to a validator: register, then answer its signed challenges.
+    Agent(AgentArgs),
+    /// Register agents, challenge their GPUs on a schedule, verify and record the results.
+    Validator(ValidatorArgs),
     /// List the GPU model database (or one model's full entry).
     Specs {
         /// A model name such as "H200 SXM" (as in the list).
@@ -98,6 +107,52 @@ pub struct BenchArgs {
     /// Where the storage benchmark writes its test file (removed afterwards).
     #[arg(long, value_name = "DIR")]
     pub storage_dir: Option<std::path::PathBuf>,
+}
+
+/// What `pog agent` serves.
+#[derive(Debug, Args, Clone)]
+pub struct AgentArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    pub listen: std::net::SocketAddr,
+    /// The URL the validator reaches this agent at [default: http://LISTEN].
+    #[arg(long, value_name = "URL")]
+    pub advertise: Option<String>,
+    /// The validator's URL.
+    #[arg(long, value_name = "URL")]
+    pub validator: String,
+    /// Public key (hex) of a validator allowed to challenge this agent; repeat for several.
+    #[arg(long = "trust", value_name = "KEY", required = true)]
+    pub trust: Vec<String>,
+}
+
+/// What `pog validator` serves and how it challenges.
+#[derive(Debug, Args, Clone)]
+pub struct ValidatorArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7071")]
+    pub listen: std::net::SocketAddr,
+    /// Seconds between rounds of challenges to every registered GPU.
+    #[arg(long, default_value = "60", value_parser = parse_seconds)]
+    pub challenge_every: Duration,
+    /// Precision of the challenges [default: where the claimed model leads most].
+    #[arg(long, value_parser = parse_precision)]
+    pub precision: Option<pog_spec::Precision>,
+    /// m = n = k of each product.
+    #[arg(long, default_value = "64", value_parser = clap::value_parser!(u64).range(8..=65536))]
+    pub size: u64,
+    /// Products per challenge.
+    #[arg(long, default_value = "2", value_parser = clap::value_parser!(u32).range(1..=100000))]
+    pub batch: u32,
+    /// The claimed model's expected time to commit, ms.
+    #[arg(long, default_value = "5000")]
+    pub expected_ms: f64,
+    /// Output elements checked per challenge.
+    #[arg(long, default_value = "1024", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub samples: u32,
+    /// How long an agent has to commit, ms.
+    #[arg(long, default_value = "60000")]
+    pub expiry_ms: u64,
 }
 
 fn parse_sustained(s: &str) -> Result<f64, String> {

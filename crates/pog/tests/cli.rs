@@ -287,3 +287,117 @@ fn check_runs_the_quick_bench_stage() {
         .all(|g| g["size"] == 4096));
     assert!(json["bench"]["host"]["cpu_gflops_single"].as_f64().unwrap() > 0.0);
 }
+
+/// A free loopback port (bound and released: a tiny race with other processes, fine in tests).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// GET over plain HTTP/1.1, returning the body.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    s.read_to_string(&mut response).ok()?;
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+}
+
+/// Kills a child process when dropped, so a failing test leaves no server behind.
+struct Running(std::process::Child);
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn validator_and_agent_processes_prove_a_gpu_over_loopback() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let (vport, aport) = (free_port(), free_port());
+    let bin = assert_cmd::cargo::cargo_bin("pog");
+    let mut validator = Running(
+        std::process::Command::new(&bin)
+            .args([
+                "validator",
+                "--listen",
+                &format!("127.0.0.1:{vport}"),
+                "--challenge-every",
+                "1",
+                "--size",
+                "32",
+                "--samples",
+                "128",
+            ])
+            .env("POG_DATA_DIR", dir.path().join("v"))
+            .env_remove("POG_SIMULATE")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut first_line = String::new();
+    std::io::BufReader::new(validator.0.stdout.take().unwrap())
+        .read_line(&mut first_line)
+        .unwrap();
+    let key = first_line
+        .trim()
+        .strip_prefix("validator key: ")
+        .expect("the validator prints its key first")
+        .to_string();
+    let _agent = Running(
+        std::process::Command::new(&bin)
+            .args([
+                "agent",
+                "--listen",
+                &format!("127.0.0.1:{aport}"),
+                "--validator",
+                &format!("http://127.0.0.1:{vport}"),
+                "--trust",
+                &key,
+            ])
+            .env("POG_DATA_DIR", dir.path().join("a"))
+            .env("POG_SIMULATE", "H200 SXM")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // The simulated H200's UUID; the validator challenges it every second once registered.
+    let uuid = "GPU-00000051-0000-0000-0000-000000000000";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let records = loop {
+        let body = http_get(vport, &format!("/v1/records/{uuid}")).unwrap_or_default();
+        let records: Vec<Value> = serde_json::from_str(&body).unwrap_or_default();
+        if !records.is_empty() || std::time::Instant::now() > deadline {
+            break records;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert!(!records.is_empty(), "no record within a minute");
+    assert_eq!(records[0]["signer"], Value::String(key));
+    let record: Value = serde_json::from_str(records[0]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(record["accepted"], true, "{record:#}");
+    assert_eq!(record["model"], "H200 SXM");
+    // Keys persist in the data dirs, owner-only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir.path().join("v/validator.key"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    assert!(dir.path().join("v/registry.sqlite").exists());
+    assert!(dir.path().join("a/agent.key").exists());
+}

@@ -24,6 +24,13 @@ pub struct Identity {
     key: SigningKey,
 }
 
+/// Shows the public key only: the secret never reaches a log.
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Identity({})", self.public_hex())
+    }
+}
+
 impl Identity {
     /// A fresh identity from the operating system's randomness.
     pub fn generate() -> Result<Identity, WireError> {

@@ -2,7 +2,8 @@
 
 pub mod bench;
 pub mod check;
-mod inspect;
+pub mod inspect;
+mod service;
 mod specs;
 
 use crate::cli::{Cli, Command, Global};
@@ -34,6 +35,8 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Command::Check => check::run(&cli.global),
         Command::Inspect => inspect::run(&cli.global),
         Command::Bench(args) => bench::run(&cli.global, args),
+        Command::Agent(args) => service::agent(&cli.global, args),
+        Command::Validator(args) => service::validator(&cli.global, args),
         Command::Specs { model } => specs::run(&cli.global, model.as_deref()),
     }
 }

@@ -1,0 +1,126 @@
+//! `pog agent` and `pog validator`: the long-running services (crates/node), with their keys
+//! and registry in the data dir.
+
+use super::Outcome;
+use crate::cli::{AgentArgs, Global, ValidatorArgs};
+use anyhow::{anyhow, bail, Context, Result};
+use pog_inspect::GpuVerdict;
+use pog_node::agent::{self, Agent};
+use pog_node::registry::Registry;
+use pog_node::validator::{self, Policy, Validator};
+use pog_proof::wire::GpuClaim;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The data dir: --data-dir / POG_DATA_DIR, else $XDG_DATA_HOME/pog, else ~/.local/share/pog.
+fn data_dir(global: &Global) -> Result<PathBuf> {
+    if let Some(dir) = &global.data_dir {
+        return Ok(dir.clone());
+    }
+    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(xdg).join("pog"));
+    }
+    let home = std::env::var_os("HOME").ok_or_else(|| {
+        anyhow!("no --data-dir, POG_DATA_DIR, XDG_DATA_HOME or HOME to keep pog's keys in")
+    })?;
+    Ok(PathBuf::from(home).join(".local/share/pog"))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Runtime::new().context("starting the async runtime")
+}
+
+/// Serves this host's genuine GPUs.
+pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
+    let identity = pog_node::keys::load_or_create(&data_dir(global)?.join("agent.key"))
+        .map_err(|e| anyhow!(e))?;
+    let report = super::inspect::collect_and_inspect(global)?;
+    let gpus: Vec<GpuClaim> = report
+        .inspection
+        .gpus
+        .iter()
+        .filter(|g| g.verdict == GpuVerdict::Genuine)
+        .filter_map(|g| {
+            Some(GpuClaim {
+                uuid: g.uuid.clone()?,
+                model: g.model.clone()?,
+                bus_id: g.bus_id?.to_string(),
+            })
+        })
+        .collect();
+    if gpus.is_empty() {
+        bail!("no genuine GPU on this host to serve (run `pog inspect` to see why)");
+    }
+    let endpoint = args
+        .advertise
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", args.listen));
+    println!("agent key: {}", identity.public_hex());
+    println!("serving {} GPU(s) at {endpoint}; proving on the CPU (the GPU prover is not built yet: keep challenges small)", gpus.len());
+    let rt = runtime()?;
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("listening on {}", args.listen))?;
+        let register_key = pog_proof::wire::Identity::from_seed(identity.seed());
+        let service = Arc::new(Agent::new(identity, args.trust.clone(), gpus.clone()));
+        let server = tokio::spawn(pog_node::http::serve(listener, agent::router(service)));
+        agent::register(
+            &args.validator,
+            &register_key,
+            &endpoint,
+            &gpus,
+            Duration::from_secs(30),
+        )
+        .await
+        .map_err(|e| anyhow!("registering with {}: {e}", args.validator))?;
+        println!("registered with {}", args.validator);
+        server
+            .await
+            .context("the agent's server stopped")?
+            .context("serving")?;
+        Ok(Outcome::Passed)
+    })
+}
+
+/// Runs the validator.
+pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
+    let dir = data_dir(global)?;
+    let identity =
+        pog_node::keys::load_or_create(&dir.join("validator.key")).map_err(|e| anyhow!(e))?;
+    let registry_path = dir.join("registry.sqlite");
+    let registry = Registry::open(Some(&registry_path))
+        .with_context(|| format!("opening {}", registry_path.display()))?;
+    println!("validator key: {}", identity.public_hex());
+    println!(
+        "listening on {}, registry {}",
+        args.listen,
+        registry_path.display()
+    );
+    let policy = Policy {
+        precision: args.precision,
+        size: args.size,
+        batch: args.batch,
+        leaf_elements: pog_proof::params::LEAF_ELEMENTS,
+        expected_ms: args.expected_ms,
+        samples: args.samples,
+        expiry_ms: args.expiry_ms,
+    };
+    let rt = runtime()?;
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("listening on {}", args.listen))?;
+        let service = Arc::new(Validator::new(identity, registry));
+        tokio::spawn(validator::run_schedule(
+            service.clone(),
+            args.challenge_every,
+            policy,
+        ));
+        pog_node::http::serve(listener, validator::router(service))
+            .await
+            .context("serving")?;
+        Ok(Outcome::Passed)
+    })
+}
