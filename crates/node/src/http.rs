@@ -45,31 +45,45 @@ pub fn envelope_response(envelope: Envelope) -> Response {
     axum::Json(envelope).into_response()
 }
 
+/// Posts an envelope and returns the bytes sent and the response body, or the peer's error.
+pub async fn post_counted(
+    client: &reqwest::Client,
+    url: &str,
+    envelope: &Envelope,
+) -> Result<(usize, Vec<u8>), String> {
+    let body = serde_json::to_vec(envelope).map_err(|e| format!("encoding for {url}: {e}"))?;
+    let sent = body.len();
+    let response = client
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| format!("POST {url}: {e}"))?;
+    let status = response.status();
+    let answer = response
+        .bytes()
+        .await
+        .map_err(|e| format!("POST {url}: reading the answer: {e}"))?;
+    if status.is_success() {
+        Ok((sent, answer.to_vec()))
+    } else {
+        Err(format!(
+            "POST {url}: {status}: {}",
+            String::from_utf8_lossy(&answer)
+        ))
+    }
+}
+
 /// Posts an envelope and returns the response body, or the peer's error.
 pub async fn post(
     client: &reqwest::Client,
     url: &str,
     envelope: &Envelope,
 ) -> Result<Vec<u8>, String> {
-    let response = client
-        .post(url)
-        .json(envelope)
-        .send()
+    post_counted(client, url, envelope)
         .await
-        .map_err(|e| format!("POST {url}: {e}"))?;
-    let status = response.status();
-    let body = response
-        .bytes()
-        .await
-        .map_err(|e| format!("POST {url}: reading the answer: {e}"))?;
-    if status.is_success() {
-        Ok(body.to_vec())
-    } else {
-        Err(format!(
-            "POST {url}: {status}: {}",
-            String::from_utf8_lossy(&body)
-        ))
-    }
+        .map(|(_, body)| body)
 }
 
 /// Serves a router on `listener` until the process ends.

@@ -1,7 +1,7 @@
 //! `pog validator`: registers agents and their GPUs, challenges a GPU through its agent,
 //! verifies the answer (values, Merkle proofs, its own clock) and stores a signed record.
 
-use crate::http::{post, ApiError};
+use crate::http::{post_counted, ApiError};
 use crate::registry::{Registry, RegistryError, RECORD_VERSION};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
@@ -49,6 +49,10 @@ pub struct Record {
     pub outcome: Option<Outcome>,
     /// Why it did not, when it did not.
     pub failure: Option<String>,
+    /// Bytes of the messages sent to the agent (challenge, open request) and received from it
+    /// (commitment, openings).
+    pub bytes_to_agent: usize,
+    pub bytes_from_agent: usize,
     pub recorded_at_ms: u64,
 }
 
@@ -141,32 +145,37 @@ impl Validator {
             random_bytes(),
             policy.samples,
         );
+        let mut bytes = (0usize, 0usize); // to the agent, from the agent
         let exchange = async {
             let sent = Instant::now();
-            let answer = post(
+            let challenge_envelope = self
+                .identity
+                .seal(kind::CHALLENGE, &message)
+                .map_err(|e| e.to_string())?;
+            let (n, answer) = post_counted(
                 &self.client,
                 &format!("{}/v1/challenge", gpu.endpoint),
-                &self
-                    .identity
-                    .seal(kind::CHALLENGE, &message)
-                    .map_err(|e| e.to_string())?,
+                &challenge_envelope,
             )
             .await?;
             let arrived_ms = issued_at_ms + sent.elapsed().as_millis() as u64;
+            bytes = (bytes.0 + n, bytes.1 + answer.len());
             let (commitment, signer): (Commitment, String) =
                 wire::decode(&answer, kind::COMMITMENT).map_err(|e| e.to_string())?;
             let request: OpenRequest = session
                 .on_commitment(&commitment, &signer, arrived_ms, round_trip_ms)
                 .map_err(|e| e.to_string())?;
-            let answer = post(
+            let open_envelope = self
+                .identity
+                .seal(kind::OPEN, &request)
+                .map_err(|e| e.to_string())?;
+            let (n, answer) = post_counted(
                 &self.client,
                 &format!("{}/v1/open", gpu.endpoint),
-                &self
-                    .identity
-                    .seal(kind::OPEN, &request)
-                    .map_err(|e| e.to_string())?,
+                &open_envelope,
             )
             .await?;
+            bytes = (bytes.0 + n, bytes.1 + answer.len());
             let (openings, signer): (Openings, String) =
                 wire::decode(&answer, kind::OPENINGS).map_err(|e| e.to_string())?;
             session
@@ -184,6 +193,8 @@ impl Validator {
             accepted: result.as_ref().is_ok_and(|o| o.accepted),
             failure: result.as_ref().err().cloned(),
             outcome: result.ok(),
+            bytes_to_agent: bytes.0,
+            bytes_from_agent: bytes.1,
             recorded_at_ms: now_ms(),
         };
         let envelope = self.identity.seal("record", &record)?;

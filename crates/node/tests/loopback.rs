@@ -110,6 +110,11 @@ async fn an_honest_agent_is_accepted_and_recorded() {
             .unwrap();
         assert!(record.accepted, "{precision:?}: {record:?}");
         assert_eq!(record.outcome.as_ref().unwrap().checked, 256);
+        // The openings dominate the traffic.
+        assert!(
+            record.bytes_to_agent > 0 && record.bytes_from_agent > record.bytes_to_agent,
+            "{record:?}"
+        );
     }
     // The validator's default precision for an H200 works too.
     let record = v
