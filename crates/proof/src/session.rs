@@ -212,6 +212,30 @@ mod tests {
 
     const AGENT: &str = "agent-key";
 
+    /// The commitment an agent with this prover sends for challenge "c1" on GPU-1.
+    fn commitment(prover: &CpuProver) -> Commitment {
+        Commitment {
+            challenge_id: "c1".into(),
+            gpu_uuid: "GPU-1".into(),
+            root: hex::encode(prover.root()),
+            leaf_count: prover.leaf_count(),
+            agent_ms: 1.0,
+        }
+    }
+
+    /// The agent's answer to an open request.
+    fn openings(prover: &CpuProver, request: &OpenRequest) -> Openings {
+        Openings {
+            challenge_id: "c1".into(),
+            openings: request
+                .leaves
+                .iter()
+                .filter_map(|l| prover.open(*l))
+                .map(|o| WireOpening::from(&o))
+                .collect(),
+        }
+    }
+
     fn message(uuid: &str) -> ChallengeMessage {
         ChallengeMessage {
             id: "c1".into(),
@@ -237,23 +261,9 @@ mod tests {
     ) -> Result<Outcome, ProtocolError> {
         let mut s = ValidatorSession::new(message("GPU-1"), AGENT.into(), 1_000.0, [8; 32], 128);
         let prover = CpuProver::compute(answered, behaviour);
-        let commitment = Commitment {
-            challenge_id: "c1".into(),
-            gpu_uuid: "GPU-1".into(),
-            root: hex::encode(prover.root()),
-            leaf_count: prover.leaf_count(),
-            agent_ms: 900.0,
-        };
+        let commitment = commitment(&prover);
         let request = s.on_commitment(&commitment, AGENT, now_ms, 5.0)?;
-        let openings = Openings {
-            challenge_id: "c1".into(),
-            openings: request
-                .leaves
-                .iter()
-                .filter_map(|l| prover.open(*l))
-                .map(|o| WireOpening::from(&o))
-                .collect(),
-        };
+        let openings = openings(&prover, &request);
         s.on_openings(&openings, AGENT)
     }
 
@@ -296,13 +306,7 @@ mod tests {
             Err(ProtocolError::OutOfOrder("openings"))
         );
         let prover = CpuProver::compute(s.challenge(), Behaviour::Honest);
-        let c = Commitment {
-            challenge_id: "c1".into(),
-            gpu_uuid: "GPU-1".into(),
-            root: hex::encode(prover.root()),
-            leaf_count: prover.leaf_count(),
-            agent_ms: 1.0,
-        };
+        let c = commitment(&prover);
         assert!(matches!(
             s.on_commitment(&c, "someone-else", 1_500, 0.0),
             Err(ProtocolError::WrongSigner { .. })
@@ -381,23 +385,9 @@ mod tests {
             let mut s =
                 ValidatorSession::new(m.clone(), AGENT.into(), 1_000.0, [run_index ^ 0x5a; 32], 64);
             let prover = CpuProver::compute(&m.challenge, Behaviour::Honest);
-            let c = Commitment {
-                challenge_id: "c1".into(),
-                gpu_uuid: "GPU-1".into(),
-                root: hex::encode(prover.root()),
-                leaf_count: prover.leaf_count(),
-                agent_ms: 1.0,
-            };
+            let c = commitment(&prover);
             let req = s.on_commitment(&c, AGENT, 1_800, 2.0).unwrap();
-            let o = Openings {
-                challenge_id: "c1".into(),
-                openings: req
-                    .leaves
-                    .iter()
-                    .filter_map(|l| prover.open(*l))
-                    .map(|o| WireOpening::from(&o))
-                    .collect(),
-            };
+            let o = openings(&prover, &req);
             assert!(
                 s.on_openings(&o, AGENT).unwrap().accepted,
                 "run {run_index}"
