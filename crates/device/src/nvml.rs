@@ -149,7 +149,7 @@ fn architecture_name(a: DeviceArchitecture) -> String {
 }
 
 /// Virtualization modes as nvidia-smi spells them.
-pub fn virtualization_name(m: &GpuVirtualizationMode) -> &'static str {
+fn virtualization_name(m: &GpuVirtualizationMode) -> &'static str {
     match m {
         GpuVirtualizationMode::Bare => "None",
         GpuVirtualizationMode::PassThrough => "Pass-Through",
