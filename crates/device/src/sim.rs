@@ -282,7 +282,7 @@ impl SimPlatform {
         );
         if !host_only && gpu_count < needed {
             return Err(format!(
-                "fault {fault:?} needs at least {needed} simulated GPU(s)"
+                "fault {fault:?} needs at least {needed} simulated GPU(s) that NVML lists"
             ));
         }
         match fault {
@@ -634,6 +634,12 @@ mod tests {
             .unwrap_err()
             .contains("at least 2"));
         assert!(SimPlatform::from_profile("; ld-preload").is_ok());
+        // A GPU fault after NVML is gone is an error, not a panic.
+        assert!(
+            SimPlatform::from_profile("H200 SXM; nvml-missing, spoofed-name")
+                .unwrap_err()
+                .contains("NVML lists")
+        );
     }
 
     #[test]

@@ -22,6 +22,10 @@ use std::sync::{Arc, Mutex};
 /// The most leaves one open request may ask for (the validator asks for at most 1024).
 pub const MAX_OPENINGS: usize = 4096;
 
+/// The most multiply-adds the CPU prover takes on (batch · size³): about a minute of one core.
+/// Larger challenges need the GPU prover.
+pub const MAX_CPU_WORK: f64 = 2e10;
+
 /// Ways an agent can misbehave, for the attack tests: each is something a dishonest provider
 /// would try, and the validator must refuse.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -137,6 +141,13 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             format!("unsupported challenge version {}", c.version),
+        ));
+    }
+    let work = f64::from(c.batch) * (c.size as f64).powi(3);
+    if work > MAX_CPU_WORK || c.leaf_elements == 0 {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("challenge of {work:.1e} multiply-adds (leaves of {}) is beyond this agent's CPU prover", c.leaf_elements),
         ));
     }
     if agent

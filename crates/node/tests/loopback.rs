@@ -348,6 +348,22 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
+    // A challenge beyond the CPU prover is refused with a reason, not computed for an hour.
+    let huge = v
+        .challenge(
+            "GPU-ok",
+            &Policy {
+                size: 16384,
+                batch: 100,
+                ..policy()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(huge
+        .failure
+        .unwrap()
+        .contains("beyond this agent's CPU prover"));
     // The agent and the validator still work, and the records hold only real results.
     assert!(v.challenge("GPU-ok", &policy()).await.unwrap().accepted);
     let records: Vec<wire::Envelope> = reqwest::get(format!("{vurl}/v1/records/GPU-ok"))
@@ -356,5 +372,9 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         .json()
         .await
         .unwrap();
-    assert_eq!(records.len(), 1);
+    assert_eq!(
+        records.len(),
+        2,
+        "the refused challenge is recorded as a failure, the good one as accepted"
+    );
 }
