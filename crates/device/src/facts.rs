@@ -42,6 +42,9 @@ pub struct NvmlReport {
     pub cuda_driver_version: Reading<String>,
     pub nvml_version: Reading<String>,
     pub gpus: Vec<GpuFacts>,
+    /// Every pair of GPUs (a < b).
+    #[serde(default)]
+    pub topology: Vec<GpuPair>,
 }
 
 /// `nvidia-smi -q -x`, parsed, with the binary that answered.
@@ -96,6 +99,44 @@ pub struct GpuFacts {
     pub virtualization_mode: Reading<String>,
     pub mig_enabled: Reading<bool>,
     pub persistence_mode: Reading<bool>,
+    /// NVLink links, with state and error counters (NVML only).
+    #[serde(default = "not_recorded")]
+    pub nvlinks: Reading<Vec<NvLinkFacts>>,
+}
+
+/// For fields added after an inventory was saved: reading an older capture still works.
+fn not_recorded<T>() -> Reading<T> {
+    Reading::unavailable("not recorded in this inventory")
+}
+
+/// One NVLink link of a GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NvLinkFacts {
+    pub link: u32,
+    pub active: bool,
+    pub version: Reading<u32>,
+    /// The PCI address of the device at the other end (a GPU or an NVSwitch).
+    pub remote_bus_id: Reading<BusId>,
+    pub crc_flit_errors: Reading<u64>,
+    pub crc_data_errors: Reading<u64>,
+    pub replay_errors: Reading<u64>,
+    pub recovery_errors: Reading<u64>,
+}
+
+/// How two GPUs reach each other (NVML's topology and P2P status), as `nvidia-smi topo -m`
+/// names it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuPair {
+    /// NVML indexes of the two GPUs.
+    pub a: u32,
+    pub b: u32,
+    /// Common ancestor on the PCIe tree: "PIX", "PXB", "PHB", "NODE", "SYS" (or "X" on one board).
+    pub path: Reading<String>,
+    /// Active NVLink links from a that end at b.
+    pub nvlinks: u32,
+    /// NVML's P2P status for reads and writes ("OK" or why not).
+    pub p2p_read: Reading<String>,
+    pub p2p_write: Reading<String>,
 }
 
 /// PCIe link state: generation and lane count, now and at most.

@@ -1,6 +1,8 @@
 //! NVML through nvml-wrapper, loaded at run time: the driver's management view of each GPU.
 
-use crate::facts::{EccMode, GpuFacts, LinkFacts, NvmlReport, RemappedRows, RetiredPages};
+use crate::facts::{
+    EccMode, GpuFacts, GpuPair, LinkFacts, NvLinkFacts, NvmlReport, RemappedRows, RetiredPages,
+};
 use crate::pci::BusId;
 use crate::reading::Reading;
 use nvml_wrapper::enum_wrappers::device::{Clock, GpuVirtualizationMode, InfoRom, RetirementCause};
@@ -40,13 +42,115 @@ pub fn report(nvml: &Nvml) -> NvmlReport {
             .collect(),
         Err(_) => Vec::new(),
     };
+    let topology = topology(nvml, gpus.len() as u32);
     NvmlReport {
         driver_version: nv(nvml.sys_driver_version()),
         cuda_driver_version: nv(nvml.sys_cuda_driver_version())
             .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10)),
         nvml_version: nv(nvml.sys_nvml_version()),
         gpus,
+        topology,
     }
+}
+
+/// NVML's links per GPU: Hopper and Blackwell have 18, older parts fewer; NVML answers
+/// "invalid argument" past the last.
+const MAX_NVLINKS: u32 = 18;
+
+/// Every link NVML reports for a GPU.
+fn nvlinks(d: &Device) -> Reading<Vec<NvLinkFacts>> {
+    use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
+    let mut links = Vec::new();
+    for link in 0..MAX_NVLINKS {
+        let l = d.link_wrapper_for(link);
+        let active = match l.is_active() {
+            Ok(active) => active,
+            Err(NvmlError::NotSupported) if link == 0 => return Reading::Value(vec![]), // no NVLink on this GPU
+            Err(NvmlError::NotSupported | NvmlError::InvalidArg) => break,
+            Err(e) => return Reading::unavailable(format!("NVML: link {link}: {e}")),
+        };
+        links.push(NvLinkFacts {
+            link,
+            active,
+            version: nv(l.version()),
+            remote_bus_id: nv(l.remote_pci_info()).and_then(|p| {
+                BusId::parse(&p.bus_id).map_or_else(
+                    || Reading::unavailable(format!("bad bus id {:?}", p.bus_id)),
+                    Reading::Value,
+                )
+            }),
+            crc_flit_errors: nv(l.error_counter(ErrorCounter::DlCrcFlit)),
+            crc_data_errors: nv(l.error_counter(ErrorCounter::DlCrcData)),
+            replay_errors: nv(l.error_counter(ErrorCounter::DlReplay)),
+            recovery_errors: nv(l.error_counter(ErrorCounter::DlRecovery)),
+        });
+    }
+    Reading::Value(links)
+}
+
+/// Paths and P2P status between every pair of GPUs.
+fn topology(nvml: &Nvml, count: u32) -> Vec<GpuPair> {
+    use nvml_wrapper::enum_wrappers::device::{P2pCapabilitiesIndex, TopologyLevel};
+    let mut pairs = Vec::new();
+    for a in 0..count {
+        for b in a + 1..count {
+            let (Ok(da), Ok(db)) = (nvml.device_by_index(a), nvml.device_by_index(b)) else {
+                continue;
+            };
+            let path = nv(nvml
+                .device_by_index(b)
+                .and_then(|other| da.topology_common_ancestor(other)))
+            .map(|level| {
+                match level {
+                    TopologyLevel::Internal => "X",
+                    TopologyLevel::Single => "PIX",
+                    TopologyLevel::Multiple => "PXB",
+                    TopologyLevel::HostBridge => "PHB",
+                    TopologyLevel::Node => "NODE",
+                    TopologyLevel::System => "SYS",
+                }
+                .to_string()
+            });
+            // NVLink between the pair: links that end at b, or, behind NVSwitches (remote ends
+            // are switches), all of a's active links when NVML reports NVLink P2P as OK.
+            let remote = db.pci_info().ok().and_then(|p| BusId::parse(&p.bus_id));
+            let nvlink_p2p = matches!(
+                da.p2p_status(&db, P2pCapabilitiesIndex::NvLink),
+                Ok(nvml_wrapper::enum_wrappers::device::P2pStatus::Ok)
+            );
+            let links = match nvlinks(&da) {
+                Reading::Value(links) => {
+                    let direct = links
+                        .iter()
+                        .filter(|l| {
+                            l.active
+                                && remote.is_some()
+                                && l.remote_bus_id.value() == remote.as_ref()
+                        })
+                        .count();
+                    let active = links.iter().filter(|l| l.active).count();
+                    (if direct > 0 {
+                        direct
+                    } else if nvlink_p2p {
+                        active
+                    } else {
+                        0
+                    }) as u32
+                }
+                Reading::Unavailable(_) => 0,
+            };
+            let p2p = |index| nv(da.p2p_status(&db, index)).map(|s| format!("{s:?}"));
+            pairs.push(GpuPair {
+                a,
+                b,
+                path,
+                nvlinks: links,
+                p2p_read: p2p(P2pCapabilitiesIndex::Read),
+                p2p_write: p2p(P2pCapabilitiesIndex::Write),
+            });
+        }
+    }
+    pairs
 }
 
 fn gpu_facts(nvml: &Nvml, index: u32, d: &Device) -> GpuFacts {
@@ -117,6 +221,7 @@ fn gpu_facts(nvml: &Nvml, index: u32, d: &Device) -> GpuFacts {
             .map(|m| virtualization_name(&m).to_string()),
         mig_enabled: nv(d.mig_mode()).map(|m| m.current == 1),
         persistence_mode: nv(d.is_in_persistent_mode()),
+        nvlinks: nvlinks(d),
     }
 }
 
@@ -198,5 +303,6 @@ pub fn unreadable_gpu(index: u32, why: &str) -> GpuFacts {
         virtualization_mode: Reading::unavailable(why),
         mig_enabled: Reading::unavailable(why),
         persistence_mode: Reading::unavailable(why),
+        nvlinks: Reading::unavailable(why),
     }
 }

@@ -60,11 +60,13 @@ pub enum Fault {
     Hypervisor,
     /// NVML fails to read GPU 0's serial (an error on one field).
     NvmlFieldError,
+    /// GPU 0's first NVLink counts CRC errors and its second is down.
+    NvlinkErrors,
 }
 
 impl Fault {
     /// Every fault with its command-line name.
-    pub const ALL: [(&'static str, Fault); 21] = [
+    pub const ALL: [(&'static str, Fault); 22] = [
         ("spoofed-name", Fault::SpoofedName),
         ("smi-disagrees", Fault::SmiDisagrees),
         ("cuda-missing", Fault::CudaMissing),
@@ -86,6 +88,7 @@ impl Fault {
         ("driver-version-mismatch", Fault::DriverVersionMismatch),
         ("hypervisor", Fault::Hypervisor),
         ("nvml-field-error", Fault::NvmlFieldError),
+        ("nvlink-errors", Fault::NvlinkErrors),
     ];
 
     fn needs_two_gpus(self) -> bool {
@@ -213,6 +216,7 @@ impl SimPlatform {
                 driver_version: Reading::Value(SIM_DRIVER_VERSION.into()),
                 cuda_driver_version: Reading::Value("13.0".into()),
                 nvml_version: Reading::Value(format!("13.{SIM_DRIVER_VERSION}")),
+                topology: sim_topology(specs),
                 gpus,
             }),
             cuda: Reading::Value(CudaReport { driver_version: Reading::Value("13.0".into()), devices: cuda_devices }),
@@ -438,6 +442,22 @@ impl SimPlatform {
                     n.gpus[0].serial = Reading::unavailable("NVML: Unknown Error");
                 }
             }
+            Fault::NvlinkErrors => {
+                if let Reading::Value(n) = &mut self.nvml {
+                    let Reading::Value(links) = &mut n.gpus[0].nvlinks else {
+                        return Err("fault nvlink-errors needs readable simulated links".into());
+                    };
+                    if links.len() < 2 {
+                        return Err(
+                            "fault nvlink-errors needs a simulated GPU with NVLink (an SXM model)"
+                                .into(),
+                        );
+                    }
+                    links[0].crc_flit_errors = Reading::Value(1_250);
+                    links[0].replay_errors = Reading::Value(37);
+                    links[1].active = false;
+                }
+            }
         }
         Ok(())
     }
@@ -530,6 +550,57 @@ fn gen_speed(gen: u32) -> String {
     format!("{gts} GT/s PCIe")
 }
 
+/// NVLink links per GPU of the simulated SXM parts (behind NVSwitches), none elsewhere.
+fn sim_nvlink_count(spec: &GpuSpec) -> u32 {
+    match spec.model.as_str() {
+        "B200" | "H200 SXM" | "H100 SXM" => 18,
+        m if m.starts_with("A100 SXM") => 12,
+        m if m.starts_with("V100 SXM2") => 6,
+        _ => 0,
+    }
+}
+
+/// Simulated NVSwitch at the far end of every simulated link.
+const SIM_NVSWITCH: BusId = BusId {
+    domain: 0,
+    bus: 0x0a,
+    device: 0,
+    function: 0,
+};
+
+fn sim_nvlinks(spec: &GpuSpec) -> Vec<NvLinkFacts> {
+    (0..sim_nvlink_count(spec))
+        .map(|link| NvLinkFacts {
+            link,
+            active: true,
+            version: Reading::Value(4),
+            remote_bus_id: Reading::Value(SIM_NVSWITCH),
+            crc_flit_errors: Reading::Value(0),
+            crc_data_errors: Reading::Value(0),
+            replay_errors: Reading::Value(0),
+            recovery_errors: Reading::Value(0),
+        })
+        .collect()
+}
+
+fn sim_topology(specs: &[&GpuSpec]) -> Vec<GpuPair> {
+    let mut pairs = Vec::new();
+    for a in 0..specs.len() {
+        for b in a + 1..specs.len() {
+            let links = sim_nvlink_count(specs[a]).min(sim_nvlink_count(specs[b]));
+            pairs.push(GpuPair {
+                a: a as u32,
+                b: b as u32,
+                path: Reading::Value("SYS".into()),
+                nvlinks: links,
+                p2p_read: Reading::Value("Ok".into()),
+                p2p_write: Reading::Value("Ok".into()),
+            });
+        }
+    }
+    pairs
+}
+
 fn sim_gpu(i: u32, spec: &GpuSpec) -> GpuFacts {
     let mut uuid = [0u8; 16];
     uuid[..4].copy_from_slice(&0x51u32.to_be_bytes());
@@ -585,6 +656,7 @@ fn sim_gpu(i: u32, spec: &GpuSpec) -> GpuFacts {
         virtualization_mode: Reading::Value("None".into()),
         mig_enabled: Reading::Value(false),
         persistence_mode: Reading::Value(true),
+        nvlinks: Reading::Value(sim_nvlinks(spec)),
     }
 }
 
@@ -643,7 +715,7 @@ mod tests {
     }
 
     #[test]
-    fn every_fault_applies_to_a_two_gpu_host() {
+    fn every_fault_applies_to_a_two_gpu_nvlink_host() {
         for (name, _) in Fault::ALL {
             SimPlatform::from_profile(&format!("H100 SXM x2; {name}"))
                 .unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -104,6 +104,7 @@ fn gpu_facts(index: u32, gpu: Node) -> GpuFacts {
         virtualization_mode: text(gpu, "gpu_virtualization_mode/virtualization_mode"),
         mig_enabled: enabled(gpu, "mig_mode/current_mig"),
         persistence_mode: enabled(gpu, "persistence_mode"),
+        nvlinks: Reading::unavailable("not read from nvidia-smi"),
     }
 }
 

@@ -241,6 +241,27 @@ fn health_warnings() {
 }
 
 #[test]
+fn nvlink_errors_and_down_links_warn() {
+    let insp = assert_fires("H200 SXM x2; nvlink-errors", health::NVLINK, Severity::Warn);
+    assert_eq!(
+        fired(&insp, health::NVLINK).len(),
+        2,
+        "one down link, one link with errors"
+    );
+    // A card whose links are all idle (a single GPU in a VM) is only noted.
+    let mut sim = SimPlatform::from_profile("H200 SXM").unwrap();
+    if let Reading::Value(n) = &mut sim.nvml {
+        if let Reading::Value(links) = &mut n.gpus[0].nvlinks {
+            links.iter_mut().for_each(|l| l.active = false);
+        }
+    }
+    assert_eq!(fired(&run(&sim), health::NVLINK), [Severity::Info]);
+    assert!(SimPlatform::from_profile("L4; nvlink-errors")
+        .unwrap_err()
+        .contains("NVLink"));
+}
+
+#[test]
 fn resources_are_checked_against_the_datasheet() {
     assert_fires("H200 SXM; fewer-sms", spec::SM_COUNT, Severity::Fail);
     assert_fires("H200 SXM; less-memory", spec::MEMORY, Severity::Fail);

@@ -608,3 +608,52 @@ pub fn bench(report: &crate::commands::bench::BenchReport) {
     };
     println!("bench verdict: {overall}");
 }
+
+/// The GPU-to-GPU matrix, as `nvidia-smi topo -m` prints it: `NV<n>` for n NVLink links,
+/// else the PCIe path (PIX, PXB, PHB, NODE, SYS); and each GPU's active NVLink links.
+pub fn topology(inv: &Inventory) {
+    let Some(nvml) = inv.nvml.value() else { return };
+    let n = nvml.gpus.len();
+    if n < 2 {
+        return;
+    }
+    let mut header: Vec<String> = vec![String::new()];
+    header.extend((0..n).map(|i| format!("GPU{i}")));
+    header.push("NVLink".into());
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(header);
+    for a in 0..n {
+        let mut row = vec![format!("GPU{a}")];
+        for b in 0..n {
+            let cell = if a == b {
+                "X".to_string()
+            } else {
+                let (lo, hi) = (a.min(b) as u32, a.max(b) as u32);
+                nvml.topology
+                    .iter()
+                    .find(|p| p.a == lo && p.b == hi)
+                    .map_or("?".into(), |p| {
+                        if p.nvlinks > 0 {
+                            format!("NV{}", p.nvlinks)
+                        } else {
+                            show(&p.path)
+                        }
+                    })
+            };
+            row.push(cell);
+        }
+        row.push(match &nvml.gpus[a].nvlinks {
+            Reading::Value(links) if links.is_empty() => "none".into(),
+            Reading::Value(links) => format!(
+                "{}/{} active",
+                links.iter().filter(|l| l.active).count(),
+                links.len()
+            ),
+            Reading::Unavailable(_) => "–".into(),
+        });
+        t.add_row(row);
+    }
+    println!("{t}");
+}

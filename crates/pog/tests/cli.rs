@@ -83,6 +83,25 @@ fn a_simulated_healthy_h200_host_is_genuine() {
 }
 
 #[test]
+fn inspect_prints_the_gpu_topology_of_multi_gpu_hosts() {
+    pog()
+        .args(["inspect", "--simulate", "H100 SXM x4"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("NV18"))
+        .stdout(predicate::str::contains("18/18 active"));
+    let (json, _) = json_of(pog().args(["inspect", "--json", "--simulate", "A100 SXM 80GB x3"]));
+    assert_eq!(
+        json["inventory"]["nvml"]["value"]["topology"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3,
+        "three pairs"
+    );
+}
+
+#[test]
 fn a_failing_finding_exits_non_zero_with_its_evidence() {
     let (json, code) =
         json_of(pog().args(["inspect", "--json", "--simulate", "H100 SXM; spoofed-name"]));

@@ -9,6 +9,7 @@ pub const ECC: &str = "health.ecc";
 pub const MEMORY_REPAIR: &str = "health.memory_repair";
 pub const LINK: &str = "health.pcie_link";
 pub const MIG: &str = "health.mig";
+pub const NVLINK: &str = "health.nvlink";
 
 pub fn check(ctx: &Context, out: &mut Vec<Finding>) {
     for view in &ctx.views {
@@ -81,6 +82,7 @@ pub fn check(ctx: &Context, out: &mut Vec<Finding>) {
             }
         }
         link(view, out);
+        nvlinks(view, out);
         if nvml.mig_enabled.value() == Some(&true) {
             out.push(
                 Finding::new(
@@ -130,5 +132,64 @@ fn link(view: &GpuView, out: &mut Vec<Finding>) {
             )
             .with("NVML", format!("Gen{cur_gen} x{cur_w} (max Gen{max_gen} x{max_w})")),
         );
+    }
+}
+
+fn nvlinks(view: &GpuView, out: &mut Vec<Finding>) {
+    let Some(links) = view.nvml.and_then(|g| g.nvlinks.value()) else {
+        return;
+    };
+    let active = links.iter().filter(|l| l.active).count();
+    if links.is_empty() {
+        return;
+    }
+    if active == 0 {
+        out.push(Finding::new(
+            NVLINK,
+            Severity::Info,
+            view.bus_id,
+            format!(
+                "{} NVLink links, none active (no peer on this host)",
+                links.len()
+            ),
+        ));
+        return;
+    }
+    for l in links.iter().filter(|l| !l.active) {
+        out.push(
+            Finding::new(
+                NVLINK,
+                Severity::Warn,
+                view.bus_id,
+                format!(
+                    "NVLink {} is down while {active} others are up: peer bandwidth is cut",
+                    l.link
+                ),
+            )
+            .with("NVML", format!("{active} of {} links active", links.len())),
+        );
+    }
+    for l in links.iter().filter(|l| l.active) {
+        let count = |r: &pog_device::Reading<u64>| r.value().copied().unwrap_or(0);
+        let (flit, data, replay, recovery) = (
+            count(&l.crc_flit_errors),
+            count(&l.crc_data_errors),
+            count(&l.replay_errors),
+            count(&l.recovery_errors),
+        );
+        if flit + data + replay + recovery > 0 {
+            out.push(
+                Finding::new(
+                    NVLINK,
+                    Severity::Warn,
+                    view.bus_id,
+                    format!("NVLink {} counts transmission errors", l.link),
+                )
+                .with(
+                    "CRC flit / CRC data / replay / recovery",
+                    format!("{flit} / {data} / {replay} / {recovery}"),
+                ),
+            );
+        }
     }
 }

@@ -39,6 +39,7 @@ pub fn run(global: &Global) -> Result<Outcome> {
         render::origin_banner(&report.inventory.origin);
         render::host(&report.inventory.host);
         render::gpus(&report.inspection);
+        render::topology(&report.inventory);
         render::sources(&report.inventory);
         render::findings(&report.inspection.findings, pog_inspect::Severity::Info);
         render::verdict(&report.inspection);
