@@ -101,6 +101,14 @@ mod tests {
         assert_eq!((figures[1].m, figures[1].k), (16384, 16384));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_csv_never_panics(text in "(?s).{0,400}") {
+            let _ = parse(&text);
+            let _ = parse(&format!("Operation,Status,m,n,k,Runtime,GFLOPs\n{text}"));
+        }
+    }
+
     #[test]
     fn malformed_csv_is_an_error() {
         assert!(parse("").is_err());

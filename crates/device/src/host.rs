@@ -264,6 +264,15 @@ physical id\t: 1\ncore id\t\t: 0\ncpu MHz\t\t: 2500.000\nflags\t\t: fpu avx2 avx
         ));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_proc_files_never_panic(text in "(?s).{0,400}") {
+            let _ = parse_cpuinfo(&text, Reading::unavailable("x"));
+            let _ = mem_total_bytes(&text);
+            let _ = os_pretty_name(&text);
+        }
+    }
+
     #[test]
     fn a_missing_tree_is_unavailable_everywhere() {
         let gone = Path::new("/no/such/root");

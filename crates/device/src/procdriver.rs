@@ -133,6 +133,14 @@ mod tests {
         assert_eq!(g.minor, Reading::Value(0));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_files_never_panic(text in "(?s).{0,300}") {
+            let _ = parse_version_line(&text);
+            let _ = parse_information(BusId::parse("0000:00:06.0").unwrap(), Ok(text));
+        }
+    }
+
     #[test]
     fn absent_module_and_bad_files_are_reasons() {
         let root = tempfile::tempdir().unwrap();

@@ -99,6 +99,14 @@ mod tests {
         assert!(nvidia_library_paths("garbage\n\n1 2 3").is_empty());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_maps_and_preload_files_never_panic(text in "(?s).{0,400}") {
+            let _ = nvidia_library_paths(&text);
+            let _ = parse_ld_so_preload(&text);
+        }
+    }
+
     #[test]
     fn preload_file_syntax() {
         assert_eq!(

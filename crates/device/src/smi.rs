@@ -275,6 +275,23 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever a (possibly replaced) nvidia-smi prints, the parser answers without panicking.
+        #[test]
+        fn arbitrary_output_never_panics(text in ".{0,400}") {
+            let _ = parse(&text, "x");
+            let _ = parse(&format!("<nvidia_smi_log><gpu>{text}</gpu></nvidia_smi_log>"), "x");
+        }
+
+        /// Any single field's text can be anything: that field alone becomes unavailable.
+        #[test]
+        fn any_field_value_is_handled(value in "[ -%(-;=?-~]{0,40}") {
+            let xml = H200_XML.replace("<total>143771 MiB</total>", &format!("<total>{value}</total>"));
+            let report = parse(&xml, "x").unwrap();
+            proptest::prop_assert_eq!(report.gpus[0].name.value().map(String::as_str), Some("NVIDIA H200"));
+        }
+    }
+
     #[test]
     fn a_missing_or_garbled_field_costs_only_that_field() {
         let xml = H200_XML
