@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
-use pog_proof::prover::{Behaviour, CpuProver};
+use pog_proof::prover::{Behaviour, CpuProver, Prover};
 use pog_proof::wire::{
     self, kind, ChallengeMessage, Commitment, GpuClaim, Identity, OpenRequest, Openings,
     WireOpening,
@@ -49,8 +49,8 @@ pub struct Agent {
     behaviour: Behaviour,
     cheat: Option<Cheat>,
     /// Computed challenges by id, kept until opened.
-    provers: Mutex<HashMap<String, Arc<CpuProver>>>,
-    first: Mutex<Option<Arc<CpuProver>>>,
+    provers: Mutex<HashMap<String, Arc<dyn Prover>>>,
+    first: Mutex<Option<Arc<dyn Prover>>>,
 }
 
 impl Agent {
@@ -93,7 +93,7 @@ impl Agent {
     }
 
     /// Computes a challenge (CPU prover), honouring the test cheats.
-    fn compute(&self, challenge: &Challenge) -> Arc<CpuProver> {
+    fn compute(&self, challenge: &Challenge) -> Arc<dyn Prover> {
         if self.cheat == Some(Cheat::ReplayFirst) {
             if let Some(first) = self.first.lock().expect("lock").clone() {
                 return first;
@@ -103,7 +103,7 @@ impl Agent {
         if let Some(Cheat::AnswerAs(uuid)) = self.cheat {
             target.gpu_uuid = uuid.to_string();
         }
-        let prover = Arc::new(CpuProver::compute(&target, self.behaviour));
+        let prover: Arc<dyn Prover> = Arc::new(CpuProver::compute(&target, self.behaviour));
         self.first
             .lock()
             .expect("lock")

@@ -27,7 +27,17 @@ pub struct Opening {
     pub proof: Vec<Hash>,
 }
 
-/// A computed challenge, ready to commit and open.
+/// What an agent needs from a computed challenge: the commitment, and openings afterwards.
+/// The CPU prover below implements it; the GPU prover will too.
+pub trait Prover: Send + Sync {
+    /// The Merkle root over all leaves.
+    fn root(&self) -> Hash;
+    fn leaf_count(&self) -> u64;
+    /// One leaf with its inclusion proof; `None` when out of range.
+    fn open(&self, leaf: u64) -> Option<Opening>;
+}
+
+/// A challenge computed on the CPU, kept whole in memory.
 pub struct CpuProver {
     tree: Tree,
     leaves: Vec<Vec<u8>>,
@@ -67,18 +77,18 @@ impl CpuProver {
         let tree = Tree::from_leaf_hashes(leaves.iter().map(|l| leaf_hash(l)).collect());
         CpuProver { tree, leaves }
     }
+}
 
-    /// The commitment: the Merkle root over all leaves.
-    pub fn root(&self) -> Hash {
+impl Prover for CpuProver {
+    fn root(&self) -> Hash {
         self.tree.root()
     }
 
-    pub fn leaf_count(&self) -> u64 {
+    fn leaf_count(&self) -> u64 {
         self.tree.size()
     }
 
-    /// Opens one leaf; `None` when out of range.
-    pub fn open(&self, leaf: u64) -> Option<Opening> {
+    fn open(&self, leaf: u64) -> Option<Opening> {
         Some(Opening {
             leaf,
             bytes: self.leaves.get(usize::try_from(leaf).ok()?)?.clone(),

@@ -206,7 +206,7 @@ impl ValidatorSession {
 mod tests {
     use super::*;
     use crate::challenge::CHALLENGE_VERSION;
-    use crate::prover::{Behaviour, CpuProver};
+    use crate::prover::{Behaviour, CpuProver, Prover};
     use crate::wire::WireOpening;
     use pog_spec::Precision;
 

@@ -116,7 +116,7 @@ pub fn check_opening(
 mod tests {
     use super::*;
     use crate::challenge::CHALLENGE_VERSION;
-    use crate::prover::{Behaviour, CpuProver};
+    use crate::prover::{Behaviour, CpuProver, Prover};
     use pog_spec::Precision;
 
     fn challenge(precision: Precision) -> Challenge {
