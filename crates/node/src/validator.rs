@@ -67,6 +67,26 @@ pub enum ValidatorError {
     Registry(#[from] RegistryError),
     #[error("signing: {0}")]
     Wire(#[from] wire::WireError),
+    #[error("bad policy: {0}")]
+    Policy(String),
+}
+
+impl Policy {
+    /// Refuses policies no challenge can be built from.
+    pub fn validate(&self) -> Result<(), ValidatorError> {
+        if self.size == 0 || self.batch == 0 || self.leaf_elements == 0 || self.samples == 0 {
+            return Err(ValidatorError::Policy(
+                "size, batch, leaf elements and samples must all be at least 1".into(),
+            ));
+        }
+        if !(self.expected_ms.is_finite() && self.expected_ms > 0.0) {
+            return Err(ValidatorError::Policy(format!(
+                "expected time {} ms is not a positive number",
+                self.expected_ms
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// The validator.
@@ -105,6 +125,7 @@ impl Validator {
 
     /// Challenges one registered GPU and records the result (accepted, rejected, or failed).
     pub async fn challenge(&self, uuid: &str, policy: &Policy) -> Result<Record, ValidatorError> {
+        policy.validate()?;
         let gpu = self
             .registry
             .lock()

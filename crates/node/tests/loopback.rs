@@ -364,6 +364,27 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         .failure
         .unwrap()
         .contains("beyond this agent's CPU prover"));
+    // A policy no challenge can be built from is refused before anything is sent.
+    assert!(v
+        .challenge(
+            "GPU-ok",
+            &Policy {
+                size: 0,
+                ..policy()
+            }
+        )
+        .await
+        .is_err());
+    assert!(v
+        .challenge(
+            "GPU-ok",
+            &Policy {
+                expected_ms: f64::NAN,
+                ..policy()
+            }
+        )
+        .await
+        .is_err());
     // The agent and the validator still work, and the records hold only real results.
     assert!(v.challenge("GPU-ok", &policy()).await.unwrap().accepted);
     let records: Vec<wire::Envelope> = reqwest::get(format!("{vurl}/v1/records/GPU-ok"))
