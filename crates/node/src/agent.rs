@@ -26,6 +26,15 @@ pub const MAX_OPENINGS: usize = 4096;
 /// Larger challenges need the GPU prover.
 pub const MAX_CPU_WORK: f64 = 2e10;
 
+/// Tolerated difference between the validator's clock and the agent's.
+pub const CLOCK_SKEW_MS: u64 = 60_000;
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// Ways an agent can misbehave, for the attack tests: each is something a dishonest provider
 /// would try, and the validator must refuse.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -40,6 +49,9 @@ pub enum Cheat {
     ForeignKey,
 }
 
+/// A computed challenge waiting to be opened, with its expiry (validator clock, ms).
+type Computed = (Arc<dyn Prover>, u64);
+
 /// The agent's state.
 pub struct Agent {
     identity: Identity,
@@ -49,7 +61,10 @@ pub struct Agent {
     behaviour: Behaviour,
     cheat: Option<Cheat>,
     /// Computed challenges by id, kept until opened.
-    provers: Mutex<HashMap<String, Arc<dyn Prover>>>,
+    provers: Mutex<HashMap<String, Computed>>,
+    /// Every challenge id taken, with its expiry (validator clock), until it can no longer be
+    /// replayed: a captured challenge cannot make the agent compute twice.
+    answered: Mutex<HashMap<String, u64>>,
     first: Mutex<Option<Arc<dyn Prover>>>,
 }
 
@@ -64,6 +79,7 @@ impl Agent {
             behaviour: Behaviour::Honest,
             cheat: None,
             provers: Mutex::new(HashMap::new()),
+            answered: Mutex::new(HashMap::new()),
             first: Mutex::new(None),
         }
     }
@@ -150,16 +166,36 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
             format!("challenge of {work:.1e} multiply-adds (leaves of {}) is beyond this agent's CPU prover", c.leaf_elements),
         ));
     }
-    if agent
-        .provers
-        .lock()
-        .expect("lock")
-        .contains_key(&message.id)
-    {
+    let now = now_ms();
+    if now > message.expires_at_ms.saturating_add(CLOCK_SKEW_MS) {
         return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            format!("challenge {} was already answered", message.id),
+            StatusCode::GONE,
+            format!(
+                "challenge {} expired at {} ms (now {now} ms)",
+                message.id, message.expires_at_ms
+            ),
         ));
+    }
+    {
+        // Forget what can no longer be opened or replayed, then take the id (before computing,
+        // so two copies of one challenge cannot both run).
+        let horizon = now.saturating_sub(CLOCK_SKEW_MS);
+        agent
+            .provers
+            .lock()
+            .expect("lock")
+            .retain(|_, (_, expires)| *expires >= horizon);
+        let mut answered = agent.answered.lock().expect("lock");
+        answered.retain(|_, expires| *expires >= horizon);
+        if answered
+            .insert(message.id.clone(), message.expires_at_ms)
+            .is_some()
+        {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!("challenge {} was already answered", message.id),
+            ));
+        }
     }
     let started = std::time::Instant::now();
     let worker = agent.clone();
@@ -186,7 +222,7 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
         .provers
         .lock()
         .expect("lock")
-        .insert(message.id, prover);
+        .insert(message.id, (prover, message.expires_at_ms));
     Ok(envelope_response(
         agent.signer().seal(kind::COMMITMENT, &commitment)?,
     ))
@@ -210,7 +246,7 @@ async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, 
         ));
     }
     // Opened once: the computed challenge is dropped afterwards.
-    let Some(prover) = agent
+    let Some((prover, _)) = agent
         .provers
         .lock()
         .expect("lock")
@@ -262,7 +298,14 @@ pub async fn register(
     let client = reqwest::Client::new();
     let deadline = std::time::Instant::now() + patience;
     loop {
-        match crate::http::post(&client, &format!("{validator_url}/v1/register"), &envelope).await {
+        match crate::http::post(
+            &client,
+            &format!("{validator_url}/v1/register"),
+            &envelope,
+            std::time::Duration::from_secs(30),
+        )
+        .await
+        {
             Ok(_) => return Ok(()),
             // The validator answered with a refusal: waiting will not change it.
             Err(e) if !e.contains("error sending request") => return Err(e),

@@ -2,7 +2,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use pog_proof::wire::{Envelope, WireError};
+use pog_proof::wire::{self, Envelope, WireError};
 
 /// An HTTP error with a JSON body `{"error": "..."}`, logged when it is made.
 #[derive(Debug)]
@@ -46,31 +46,49 @@ pub fn envelope_response(envelope: Envelope) -> Response {
 }
 
 /// Posts an envelope and returns the bytes sent and the response body, or the peer's error.
+/// The answer must come within `timeout` and stay under the message size limit, or it is
+/// dropped; a peer's error is reduced to its `error` text (at most 300 characters).
 pub async fn post_counted(
     client: &reqwest::Client,
     url: &str,
     envelope: &Envelope,
+    timeout: std::time::Duration,
 ) -> Result<(usize, Vec<u8>), String> {
     let body = serde_json::to_vec(envelope).map_err(|e| format!("encoding for {url}: {e}"))?;
     let sent = body.len();
-    let response = client
+    let mut response = client
         .post(url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(body)
+        .timeout(timeout)
         .send()
         .await
         .map_err(|e| format!("POST {url}: {e}"))?;
     let status = response.status();
-    let answer = response
-        .bytes()
+    let mut answer = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
         .await
-        .map_err(|e| format!("POST {url}: reading the answer: {e}"))?;
+        .map_err(|e| format!("POST {url}: reading the answer: {e}"))?
+    {
+        if answer.len() + chunk.len() > wire::MAX_MESSAGE_BYTES {
+            return Err(format!(
+                "POST {url}: the answer exceeds {} bytes",
+                wire::MAX_MESSAGE_BYTES
+            ));
+        }
+        answer.extend_from_slice(&chunk);
+    }
     if status.is_success() {
-        Ok((sent, answer.to_vec()))
+        Ok((sent, answer))
     } else {
+        let reason = serde_json::from_slice::<serde_json::Value>(&answer)
+            .ok()
+            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+            .unwrap_or_else(|| "no error text".into());
         Err(format!(
             "POST {url}: {status}: {}",
-            String::from_utf8_lossy(&answer)
+            reason.chars().take(300).collect::<String>()
         ))
     }
 }
@@ -80,8 +98,9 @@ pub async fn post(
     client: &reqwest::Client,
     url: &str,
     envelope: &Envelope,
+    timeout: std::time::Duration,
 ) -> Result<Vec<u8>, String> {
-    post_counted(client, url, envelope)
+    post_counted(client, url, envelope, timeout)
         .await
         .map(|(_, body)| body)
 }

@@ -110,11 +110,21 @@ impl Registry {
             .optional()?)
     }
 
-    /// Every registered GPU's UUID.
-    pub fn gpu_uuids(&self) -> Result<Vec<String>, RegistryError> {
-        let mut stmt = self.db.prepare("SELECT uuid FROM gpus ORDER BY uuid")?;
-        let rows = stmt.query_map([], |r| r.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+    /// Every registered GPU's UUID, grouped by agent.
+    pub fn gpus_by_agent(&self) -> Result<Vec<(String, Vec<String>)>, RegistryError> {
+        let mut stmt = self
+            .db
+            .prepare("SELECT agent, uuid FROM gpus ORDER BY agent, uuid")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for row in rows {
+            let (agent, uuid) = row?;
+            match groups.last_mut() {
+                Some((last, uuids)) if *last == agent => uuids.push(uuid),
+                _ => groups.push((agent, vec![uuid])),
+            }
+        }
+        Ok(groups)
     }
 
     /// Stores a signed result record; a challenge is recorded once.
@@ -162,6 +172,18 @@ mod tests {
         assert!(matches!(err, RegistryError::ClaimedElsewhere { .. }));
         // All or nothing: GPU-2 was not taken either.
         assert_eq!(r.gpu("GPU-2").unwrap(), None);
+        r.register("agent-b", "http://b", &[gpu("GPU-3"), gpu("GPU-4")])
+            .unwrap();
+        assert_eq!(
+            r.gpus_by_agent().unwrap(),
+            vec![
+                ("agent-a".to_string(), vec!["GPU-1".to_string()]),
+                (
+                    "agent-b".to_string(),
+                    vec!["GPU-3".to_string(), "GPU-4".to_string()]
+                )
+            ]
+        );
     }
 
     #[test]

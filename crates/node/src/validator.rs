@@ -49,6 +49,9 @@ pub struct Record {
     pub outcome: Option<Outcome>,
     /// Why it did not, when it did not.
     pub failure: Option<String>,
+    /// The secret the spot checks were drawn from (hex), revealed once they are done, so anyone
+    /// can recompute which elements were checked.
+    pub spot_check_secret: String,
     /// Bytes of the messages sent to the agent (challenge, open request) and received from it
     /// (commitment, openings).
     pub bytes_to_agent: usize,
@@ -115,7 +118,11 @@ impl Validator {
         Validator {
             identity,
             registry: Mutex::new(registry),
-            client: reqwest::Client::new(),
+            // Redirects are refused: an agent's endpoint must not send the validator elsewhere.
+            client: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap_or_default(),
         }
     }
 
@@ -159,14 +166,17 @@ impl Validator {
             issued_at_ms,
             expires_at_ms: issued_at_ms + policy.expiry_ms,
         };
+        let secret: [u8; 32] = random_bytes();
         let mut session = ValidatorSession::new(
             message.clone(),
             gpu.agent.clone(),
             policy.expected_ms,
-            random_bytes(),
+            secret,
             policy.samples,
         );
         let mut bytes = (0usize, 0usize); // to the agent, from the agent
+                                          // Past the deadline the answer is worthless anyway; openings get the same time again.
+        let answer_timeout = Duration::from_millis(policy.expiry_ms) + Duration::from_secs(10);
         let exchange = async {
             let sent = Instant::now();
             let challenge_envelope = self
@@ -177,6 +187,7 @@ impl Validator {
                 &self.client,
                 &format!("{}/v1/challenge", gpu.endpoint),
                 &challenge_envelope,
+                answer_timeout,
             )
             .await?;
             let arrived_ms = issued_at_ms + sent.elapsed().as_millis() as u64;
@@ -194,6 +205,7 @@ impl Validator {
                 &self.client,
                 &format!("{}/v1/open", gpu.endpoint),
                 &open_envelope,
+                answer_timeout,
             )
             .await?;
             bytes = (bytes.0 + n, bytes.1 + answer.len());
@@ -214,6 +226,7 @@ impl Validator {
             accepted: result.as_ref().is_ok_and(|o| o.accepted),
             failure: result.as_ref().err().cloned(),
             outcome: result.ok(),
+            spot_check_secret: hex::encode(secret),
             bytes_to_agent: bytes.0,
             bytes_from_agent: bytes.1,
             recorded_at_ms: now_ms(),
@@ -228,8 +241,9 @@ impl Validator {
         Ok(record)
     }
 
-    /// Median of three pings to the agent, in milliseconds (0 when it does not answer: the
-    /// time bound then gets no allowance).
+    /// The fastest of three pings to the agent, in milliseconds (0 when it does not answer:
+    /// the time bound then gets no allowance). The agent controls how fast it answers, so only
+    /// the fastest counts, and `pog_proof::timing` caps what is credited.
     async fn round_trip(&self, endpoint: &str) -> f64 {
         let mut times = Vec::new();
         for _ in 0..3 {
@@ -246,7 +260,7 @@ impl Validator {
             }
         }
         times.sort_by(f64::total_cmp);
-        times.get(times.len() / 2).copied().unwrap_or(0.0)
+        times.first().copied().unwrap_or(0.0)
     }
 }
 
@@ -319,22 +333,35 @@ async fn records(
 }
 
 /// Challenges every registered GPU, then again every `every`, forever; one log line per result.
+/// All GPUs of one agent are challenged at the same time: one GPU registered under several
+/// UUIDs must then do all their work within one time bound, and fails.
 pub async fn run_schedule(validator: Arc<Validator>, every: Duration, policy: Policy) {
     loop {
-        let uuids = validator
+        let groups = validator
             .registry
             .lock()
             .expect("lock")
-            .gpu_uuids()
+            .gpus_by_agent()
             .unwrap_or_default();
-        for uuid in uuids {
-            match validator.challenge(&uuid, &policy).await {
-                Ok(r) => eprintln!(
-                    "pog validator: {uuid}: {}{}",
-                    if r.accepted { "accepted" } else { "REJECTED" },
-                    r.failure.map(|f| format!(" ({f})")).unwrap_or_default()
-                ),
-                Err(e) => eprintln!("pog validator: {uuid}: not challenged: {e}"),
+        for (_, uuids) in groups {
+            let mut round = tokio::task::JoinSet::new();
+            for uuid in uuids {
+                let (v, p) = (validator.clone(), policy.clone());
+                round.spawn(async move {
+                    let result = v.challenge(&uuid, &p).await;
+                    (uuid, result)
+                });
+            }
+            while let Some(done) = round.join_next().await {
+                match done {
+                    Ok((uuid, Ok(r))) => eprintln!(
+                        "pog validator: {uuid}: {}{}",
+                        if r.accepted { "accepted" } else { "REJECTED" },
+                        r.failure.map(|f| format!(" ({f})")).unwrap_or_default()
+                    ),
+                    Ok((uuid, Err(e))) => eprintln!("pog validator: {uuid}: not challenged: {e}"),
+                    Err(e) => eprintln!("pog validator: a challenge task failed: {e}"),
+                }
             }
         }
         tokio::time::sleep(every).await;

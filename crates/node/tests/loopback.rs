@@ -110,6 +110,19 @@ async fn an_honest_agent_is_accepted_and_recorded() {
             .unwrap();
         assert!(record.accepted, "{precision:?}: {record:?}");
         assert_eq!(record.outcome.as_ref().unwrap().checked, 256);
+        // The spot checks can be redrawn from the record alone.
+        let secret: [u8; 32] = hex::decode(&record.spot_check_secret)
+            .unwrap()
+            .try_into()
+            .unwrap();
+        let root: [u8; 32] = hex::decode(&record.outcome.as_ref().unwrap().root)
+            .unwrap()
+            .try_into()
+            .unwrap();
+        assert_eq!(
+            pog_proof::verify::draw_samples(&record.challenge, &root, &secret, 256).len(),
+            256
+        );
         // The openings dominate the traffic.
         assert!(
             record.bytes_to_agent > 0 && record.bytes_from_agent > record.bytes_to_agent,
@@ -335,6 +348,54 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         .await
         .unwrap();
     assert_eq!(r.status(), 404);
+    // A captured challenge replayed to the agent is refused (409), and so is an expired one (410).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let c = pog_proof::Challenge {
+        version: pog_proof::challenge::CHALLENGE_VERSION,
+        nonce: [9; 32],
+        gpu_uuid: "GPU-ok".into(),
+        precision: Precision::Int8,
+        size: 16,
+        batch: 1,
+        leaf_elements: 64,
+    };
+    let fresh = wire::ChallengeMessage {
+        id: "captured".into(),
+        challenge: c.clone(),
+        issued_at_ms: now,
+        expires_at_ms: now + 60_000,
+    };
+    let envelope = validator_key.seal(kind::CHALLENGE, &fresh).unwrap();
+    let first = client
+        .post(format!("{aurl}/v1/challenge"))
+        .json(&envelope)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 200);
+    let replay = client
+        .post(format!("{aurl}/v1/challenge"))
+        .json(&envelope)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replay.status(), 409);
+    let stale = wire::ChallengeMessage {
+        id: "stale".into(),
+        challenge: c,
+        issued_at_ms: 1,
+        expires_at_ms: 2,
+    };
+    let r = client
+        .post(format!("{aurl}/v1/challenge"))
+        .json(&validator_key.seal(kind::CHALLENGE, &stale).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 410);
     // A registration with an unknown model or a bad endpoint is refused.
     let agent_key = Identity::from_seed([40; 32]);
     let bad = Register {

@@ -9,6 +9,11 @@ use serde::{Deserialize, Serialize};
 /// standard deviations.
 pub const TIME_TOLERANCE: f64 = 0.10;
 
+/// The most network time credited back: this share of the expected time. The round trip is
+/// the agent's to report (it answers the pings), so an agent that slows its pings must not buy
+/// itself compute time.
+pub const MAX_ROUND_TRIP_SHARE: f64 = 0.05;
+
 /// What the validator measured and concluded.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TimeCheck {
@@ -22,7 +27,8 @@ pub struct TimeCheck {
 
 /// Checks one commitment's timing.
 pub fn check(measured_ms: f64, round_trip_ms: f64, expected_ms: f64) -> TimeCheck {
-    let compute = (measured_ms - round_trip_ms.max(0.0)).max(0.0);
+    let allowance = round_trip_ms.clamp(0.0, MAX_ROUND_TRIP_SHARE * expected_ms);
+    let compute = (measured_ms - allowance).max(0.0);
     let ratio = compute / expected_ms;
     TimeCheck {
         measured_ms,
@@ -47,5 +53,7 @@ mod tests {
         let slower = 1000.0 / 0.85;
         assert!(!check(slower, 0.0, 1000.0).accepted);
         assert!(!check(slower + 20.0, 20.0, 1000.0).accepted);
+        // A slow agent cannot buy time by answering pings slowly.
+        assert!(!check(slower + 5000.0, 5000.0, 1000.0).accepted);
     }
 }
