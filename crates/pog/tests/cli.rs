@@ -307,13 +307,15 @@ fn check_runs_the_quick_bench_stage() {
     assert!(json["bench"]["host"]["cpu_gflops_single"].as_f64().unwrap() > 0.0);
 }
 
-/// A free loopback port (bound and released: a tiny race with other processes, fine in tests).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// Two distinct free loopback ports (both held while choosing, so they differ; released before
+/// the servers bind them: a tiny race with other processes, fine in tests).
+fn two_free_ports() -> (u16, u16) {
+    let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    (
+        a.local_addr().unwrap().port(),
+        b.local_addr().unwrap().port(),
+    )
 }
 
 /// GET over plain HTTP/1.1, returning the body.
@@ -345,7 +347,7 @@ impl Drop for Running {
 fn validator_and_agent_processes_prove_a_gpu_over_loopback() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let (vport, aport) = (free_port(), free_port());
+    let (vport, aport) = two_free_ports();
     let bin = assert_cmd::cargo::cargo_bin("pog");
     let mut validator = Running(
         std::process::Command::new(&bin)

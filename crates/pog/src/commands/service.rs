@@ -27,6 +27,13 @@ fn data_dir(global: &Global) -> Result<PathBuf> {
     Ok(PathBuf::from(home).join(".local/share/pog"))
 }
 
+/// Prints a status line; a closed stdout (a supervisor that stopped reading) must not stop a
+/// service, so write errors are ignored.
+fn say(line: std::fmt::Arguments) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout(), "{line}");
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Runtime::new().context("starting the async runtime")
 }
@@ -56,8 +63,8 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
         .advertise
         .clone()
         .unwrap_or_else(|| format!("http://{}", args.listen));
-    println!("agent key: {}", identity.public_hex());
-    println!("serving {} GPU(s) at {endpoint}; proving on the CPU (the GPU prover is not built yet: keep challenges small)", gpus.len());
+    say(format_args!("agent key: {}", identity.public_hex()));
+    say(format_args!("serving {} GPU(s) at {endpoint}; proving on the CPU (the GPU prover is not built yet: keep challenges small)", gpus.len()));
     let rt = runtime()?;
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.listen)
@@ -75,7 +82,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
         )
         .await
         .map_err(|e| anyhow!("registering with {}: {e}", args.validator))?;
-        println!("registered with {}", args.validator);
+        say(format_args!("registered with {}", args.validator));
         server
             .await
             .context("the agent's server stopped")?
@@ -92,12 +99,12 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     let registry_path = dir.join("registry.sqlite");
     let registry = Registry::open(Some(&registry_path))
         .with_context(|| format!("opening {}", registry_path.display()))?;
-    println!("validator key: {}", identity.public_hex());
-    println!(
+    say(format_args!("validator key: {}", identity.public_hex()));
+    say(format_args!(
         "listening on {}, registry {}",
         args.listen,
         registry_path.display()
-    );
+    ));
     let policy = Policy {
         precision: args.precision,
         size: args.size,
