@@ -33,7 +33,14 @@ pub struct Policy {
     pub samples: u32,
     /// How long the agent has to commit.
     pub expiry_ms: u64,
+    /// Plan each challenge from the claimed model (`pog_proof::params::plan`: precision, size,
+    /// batch and expected time for at least `PLANNED_SECONDS` of work) instead of the fixed
+    /// `size`, `batch`, `precision` and `expected_ms` above.
+    pub per_model: bool,
 }
+
+/// The least work a per-model challenge asks for, in seconds of the claimed model's time.
+pub const PLANNED_SECONDS: f64 = 1.0;
 
 /// What the validator signs and stores for each challenge.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -142,19 +149,33 @@ impl Validator {
         let spec = SpecDb::embedded()
             .by_model(&gpu.model)
             .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
-        let precision = match policy.precision {
-            Some(p) => p,
-            None => pog_proof::params::choose_precision(spec, SpecDb::embedded())
-                .map(|c| c.precision)
-                .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?,
+        let (precision, size, batch, expected_ms) = if policy.per_model {
+            let memory = (spec.memory_gib * (1u64 << 30) as f64) as u64;
+            let plan =
+                pog_proof::params::plan(spec, SpecDb::embedded(), None, PLANNED_SECONDS, memory)
+                    .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
+            (
+                plan.choice.precision,
+                plan.size,
+                plan.batch,
+                plan.expected_ms,
+            )
+        } else {
+            let precision = match policy.precision {
+                Some(p) => p,
+                None => pog_proof::params::choose_precision(spec, SpecDb::embedded())
+                    .map(|c| c.precision)
+                    .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?,
+            };
+            (precision, policy.size, policy.batch, policy.expected_ms)
         };
         let challenge = Challenge {
             version: CHALLENGE_VERSION,
             nonce: random_bytes(),
             gpu_uuid: uuid.into(),
             precision,
-            size: policy.size,
-            batch: policy.batch,
+            size,
+            batch,
             leaf_elements: policy.leaf_elements,
         };
         let id = hex::encode(random_bytes::<16>());
@@ -170,7 +191,7 @@ impl Validator {
         let mut session = ValidatorSession::new(
             message.clone(),
             gpu.agent.clone(),
-            policy.expected_ms,
+            expected_ms,
             secret,
             policy.samples,
         );

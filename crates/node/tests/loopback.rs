@@ -20,6 +20,7 @@ fn policy() -> Policy {
         expected_ms: 2_000.0,
         samples: 256,
         expiry_ms: 10_000,
+        per_model: false,
     }
 }
 
@@ -409,6 +410,31 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
+    // Planned per model, an H200 gets a full-size challenge (INT8, n = 16384, a second of
+    // work), which the CPU prover refuses.
+    let planned = v
+        .challenge(
+            "GPU-ok",
+            &Policy {
+                per_model: true,
+                ..policy()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (planned.challenge.precision, planned.challenge.size),
+        (Precision::Int8, 16384)
+    );
+    assert!(
+        planned.challenge.batch >= 100,
+        "{}",
+        planned.challenge.batch
+    );
+    assert!(planned
+        .failure
+        .unwrap()
+        .contains("beyond this agent's CPU prover"));
     // A challenge beyond the CPU prover is refused with a reason, not computed for an hour.
     let huge = v
         .challenge(
@@ -456,7 +482,7 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         .unwrap();
     assert_eq!(
         records.len(),
-        2,
-        "the refused challenge is recorded as a failure, the good one as accepted"
+        3,
+        "the two refused challenges are recorded as failures, the good one as accepted"
     );
 }

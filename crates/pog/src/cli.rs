@@ -153,6 +153,11 @@ pub struct ValidatorArgs {
     /// How long an agent has to commit, ms.
     #[arg(long, default_value = "60000")]
     pub expiry_ms: u64,
+    /// Plan every challenge from the claimed model (at least a second of its work, in the
+    /// precision where it leads) instead of --size/--batch/--precision/--expected-ms. Needs
+    /// agents with a GPU prover.
+    #[arg(long)]
+    pub per_model: bool,
 }
 
 fn parse_sustained(s: &str) -> Result<f64, String> {

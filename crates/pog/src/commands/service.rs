@@ -113,6 +113,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         expected_ms: args.expected_ms,
         samples: args.samples,
         expiry_ms: args.expiry_ms,
+        per_model: args.per_model,
     };
     let rt = runtime()?;
     rt.block_on(async {
