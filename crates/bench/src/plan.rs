@@ -97,11 +97,7 @@ const MEMORY_SHARE: f64 = 0.8;
 /// Bytes the three buffers of an n×n×n GEMM take (inputs in their storage, output as written).
 pub fn gemm_bytes(precision: Precision, n: u64) -> u64 {
     let input = Storage::of(precision).bytes() as u64;
-    let output = match precision {
-        Precision::Fp64 => 8,
-        Precision::Fp32 | Precision::Tf32 | Precision::Int8 => 4,
-        _ => 2,
-    };
+    let output = pog_matgen::output_bytes(precision) as u64;
     n * n * (2 * input + output)
 }
 

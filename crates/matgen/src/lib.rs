@@ -235,6 +235,41 @@ pub enum ALayout {
     MMajor,
 }
 
+/// The output format of a GEMM in each precision, shared by the GPU runner, the checker and
+/// the proof's leaves. Bytes of one output element: FP32 for FP32 (and FP64 for FP64), FP16 / BF16 for those
+/// (FP32 accumulation, rounded on output, as cuBLAS writes them), INT32 for INT8.
+pub fn output_bytes(precision: Precision) -> usize {
+    match precision {
+        Precision::Fp64 => 8,
+        Precision::Fp32 | Precision::Tf32 | Precision::Int8 => 4,
+        Precision::Fp16 | Precision::Bf16 | Precision::Fp8 => 2,
+    }
+}
+
+/// Encodes one output value as the GPU stores it (round to nearest even).
+pub fn encode_output(precision: Precision, value: f64) -> Vec<u8> {
+    match precision {
+        Precision::Fp64 => value.to_le_bytes().to_vec(),
+        Precision::Fp32 | Precision::Tf32 => (value as f32).to_le_bytes().to_vec(),
+        Precision::Int8 => (value as i32).to_le_bytes().to_vec(),
+        Precision::Fp16 => half::f16::from_f64(value).to_le_bytes().to_vec(),
+        Precision::Bf16 | Precision::Fp8 => half::bf16::from_f64(value).to_le_bytes().to_vec(),
+    }
+}
+
+/// Decodes one output value.
+pub fn decode_output(precision: Precision, bytes: &[u8]) -> Option<f64> {
+    Some(match precision {
+        Precision::Fp64 => f64::from_le_bytes(bytes.try_into().ok()?),
+        Precision::Fp32 | Precision::Tf32 => f64::from(f32::from_le_bytes(bytes.try_into().ok()?)),
+        Precision::Int8 => f64::from(i32::from_le_bytes(bytes.try_into().ok()?)),
+        Precision::Fp16 => half::f16::from_le_bytes(bytes.try_into().ok()?).to_f64(),
+        Precision::Bf16 | Precision::Fp8 => {
+            half::bf16::from_le_bytes(bytes.try_into().ok()?).to_f64()
+        }
+    })
+}
+
 /// A GEMM `D = A·B` of seeded matrices: A is m×k (seed `seed_a`), B is k×n (seed `seed_b`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SeededGemm {
@@ -408,6 +443,22 @@ mod tests {
                 half::bf16::from_bits(bf16 as u16).to_f64()
             );
         }
+    }
+
+    #[test]
+    fn outputs_round_trip() {
+        for p in [
+            Precision::Fp32,
+            Precision::Fp16,
+            Precision::Bf16,
+            Precision::Int8,
+            Precision::Fp64,
+        ] {
+            let bytes = encode_output(p, -3.0);
+            assert_eq!(bytes.len(), output_bytes(p));
+            assert_eq!(decode_output(p, &bytes), Some(-3.0));
+        }
+        assert_eq!(decode_output(Precision::Fp32, &[1, 2]), None);
     }
 
     #[test]

@@ -129,26 +129,9 @@ fn types(precision: Precision) -> Types {
     }
 }
 
-/// Bytes per output element.
+/// Bytes per output element, as a device size.
 fn output_bytes(precision: Precision) -> u64 {
-    match precision {
-        Precision::Fp64 => 8,
-        Precision::Fp32 | Precision::Tf32 | Precision::Int8 => 4,
-        _ => 2,
-    }
-}
-
-/// Decodes one output element (little-endian bytes) to f64.
-fn decode_output(precision: Precision, b: [u8; 8]) -> f64 {
-    match precision {
-        Precision::Fp64 => f64::from_le_bytes(b),
-        Precision::Fp32 | Precision::Tf32 => {
-            f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        }
-        Precision::Int8 => f64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        Precision::Fp16 => half::f16::from_le_bytes([b[0], b[1]]).to_f64(),
-        Precision::Bf16 | Precision::Fp8 => half::bf16::from_le_bytes([b[0], b[1]]).to_f64(),
-    }
+    pog_matgen::output_bytes(precision) as u64
 }
 
 struct Desc(sys::cublasLtMatmulDesc_t);
@@ -455,7 +438,8 @@ impl<'g> Prepared<'g> {
                     )
                 }
                 .map_err(|e| GpuError::during("reading back a sample", e))?;
-                Ok(decode_output(self.precision, bytes))
+                pog_matgen::decode_output(self.precision, &bytes[..width as usize])
+                    .ok_or_else(|| GpuError("reading back a sample: wrong width".into()))
             })
             .collect()
     }
