@@ -100,6 +100,7 @@ pub fn gemm(
         warmup: plan.warmup,
         iterations: plan.iterations,
         candidates: plan.candidates,
+        rest_ms: plan.rest_ms,
         samples: samples.clone(),
     };
     let mut result = GemmResult {
@@ -384,6 +385,7 @@ mod tests {
             iterations: Some(3),
             copy_bytes: Some(1 << 20),
             sustained_seconds: Some(1.0),
+            gemm_rest_ms: Some(0),
         }
     }
 
@@ -445,6 +447,7 @@ mod tests {
             warmup: 0,
             iterations: 2,
             candidates: 1,
+            rest_ms: 0,
         };
         let r = gemm(&mut gpu, Some(spec), &plan, 7);
         assert_eq!(r.check.as_ref().unwrap().wrong, CHECKED_SAMPLES as usize);
@@ -462,6 +465,7 @@ mod tests {
             warmup: 0,
             iterations: 2,
             candidates: 1,
+            rest_ms: 0,
         };
         assert_eq!(
             gemm(&mut gpu, Some(spec), &plan, 1).judgement.verdict,

@@ -32,6 +32,10 @@ pub struct GemmRequest {
     pub iterations: u32,
     /// How many of cuBLASLt's heuristic candidates to time before choosing the fastest.
     pub candidates: u32,
+    /// Idle milliseconds between choosing the algorithm and the warm-up runs, so that the
+    /// timing starts from an idle card, as a fresh process's would, and not from the heat
+    /// and power-cap state the choice itself left behind.
+    pub rest_ms: u32,
     /// Output elements `(row, col)` to read back for checking.
     pub samples: Vec<(u64, u64)>,
 }

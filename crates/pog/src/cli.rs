@@ -96,6 +96,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "SECONDS", value_parser = parse_sustained)]
     pub sustained_seconds: Option<f64>,
 
+    /// Idle milliseconds before each GEMM's timed runs, after its algorithm is chosen
+    /// (default 300): the figure is the burst rate from an idle card, as PyTorch's is.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(0..=60000))]
+    pub gemm_rest_ms: Option<u32>,
+
     /// Skip the GPUs (host only).
     #[arg(long)]
     pub no_gpu: bool,

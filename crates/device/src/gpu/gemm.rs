@@ -174,6 +174,16 @@ struct Variant {
     la: Layout,
 }
 
+/// A cuBLASLt algorithm chosen for one shape, kept so later GEMMs of that shape can skip the
+/// choice (the proof's products must not pay for it inside their timed window).
+#[derive(Clone, Copy)]
+pub(crate) struct Chosen {
+    pub a_layout: ALayout,
+    algo: sys::cublasLtMatmulAlgo_t,
+    /// Where it ranked: (candidate, of how many).
+    rank: (usize, usize),
+}
+
 /// A GEMM ready to run: filled inputs, output buffer, descriptors and the chosen algorithm.
 pub(super) struct Prepared<'g> {
     gpu: &'g Gpu,
@@ -181,43 +191,38 @@ pub(super) struct Prepared<'g> {
     precision: Precision,
     m: u64,
     n: u64,
-    _a: DeviceBuffer,
-    _b: DeviceBuffer,
+    a: DeviceBuffer,
+    b: DeviceBuffer,
     pub d: DeviceBuffer,
-    a_ptr: u64,
-    b_ptr: u64,
     variants: Vec<Variant>,
     lb: Layout,
     ld: Layout,
+    pref: Pref,
     /// The chosen variant and algorithm.
     variant: usize,
-    algo: sys::cublasLtMatmulAlgo_t,
-    pub algorithm: String,
-    pub candidates_timed: u32,
+    algo: Option<Chosen>,
     alpha: [u8; 8],
     beta: [u8; 8],
 }
 
 impl<'g> Prepared<'g> {
-    /// Allocates and fills the inputs, sets up cuBLASLt and times up to `candidates` of its
-    /// heuristic algorithms for each layout of A the precision allows (TN always; NN too,
-    /// except for FP8 and INT8, which cuBLASLt runs only as TN), keeping the fastest.
+    /// Allocates and fills the inputs and sets up cuBLASLt for each of `layouts` the
+    /// precision allows (FP8 and INT8 run only K-major A, "TN"). No algorithm is chosen yet:
+    /// call [`Prepared::choose_fastest`] or [`Prepared::choose`].
     pub fn new(
         gpu: &'g Gpu,
         lt: &'g Lt,
         precision: Precision,
         (m, n, k): (u64, u64, u64),
         (seed_a, seed_b): (u64, u64),
-        candidates: u32,
+        layouts: &[ALayout],
     ) -> Result<Prepared<'g>, GpuError> {
-        let storage = Storage::of(precision);
         let t = types(precision);
         let step = |what: &str| format!("{precision:?} GEMM {m}x{n}x{k}: {what}");
+        let storage = Storage::of(precision);
         let a = DeviceBuffer::new(m * k * storage.bytes() as u64)?;
         let b = DeviceBuffer::new(k * n * storage.bytes() as u64)?;
         let d = DeviceBuffer::new(m * n * output_bytes(precision))?;
-        gpu.fill(&a, storage, seed_a)?;
-        gpu.fill(&b, storage, seed_b)?;
 
         let layout = |dt: Dt, rows: u64, cols: u64| {
             lt::create_matrix_layout(dt, rows, cols, rows as i64)
@@ -225,12 +230,12 @@ impl<'g> Prepared<'g> {
                 .map_err(|e| GpuError::during(&step("matrix layout"), e))
         };
         let (lb, ld) = (layout(t.input, k, n)?, layout(t.output, m, n)?);
-        let layouts: &[ALayout] = match precision {
-            Precision::Fp8 | Precision::Int8 => &[ALayout::KMajor],
-            _ => &[ALayout::KMajor, ALayout::MMajor],
-        };
+        let tn_only = matches!(precision, Precision::Fp8 | Precision::Int8);
         let mut variants = Vec::new();
         for &a_layout in layouts {
+            if tn_only && a_layout != ALayout::KMajor {
+                continue;
+            }
             let desc = Desc(
                 lt::create_matmul_desc(t.compute, t.scale)
                     .map_err(|e| GpuError::during(&step("matmul descriptor"), e))?,
@@ -260,6 +265,9 @@ impl<'g> Prepared<'g> {
             }
             variants.push(Variant { a_layout, desc, la });
         }
+        if variants.is_empty() {
+            return Err(GpuError(step("no layout of A left to run")));
+        }
         let pref =
             Pref(lt::create_matmul_pref().map_err(|e| GpuError::during(&step("preference"), e))?);
         let workspace = lt.workspace.bytes;
@@ -273,11 +281,42 @@ impl<'g> Prepared<'g> {
             )
         }
         .map_err(|e| GpuError::during(&step("workspace preference"), e))?;
+        let (alpha, beta) = scalars(t.scale);
+        let prepared = Prepared {
+            gpu,
+            lt,
+            precision,
+            m,
+            n,
+            a,
+            b,
+            d,
+            variants,
+            lb,
+            ld,
+            pref,
+            variant: 0,
+            algo: None,
+            alpha,
+            beta,
+        };
+        prepared.refill((seed_a, seed_b))?;
+        Ok(prepared)
+    }
 
-        // Every (variant, algorithm) cuBLASLt proposes.
-        let wanted = candidates.clamp(1, 32) as usize;
-        let mut proposals: Vec<(usize, sys::cublasLtMatmulAlgo_t)> = Vec::new();
-        for (v, variant) in variants.iter().enumerate() {
+    /// Fills A and B again from new seeds (queued on the stream; the descriptors and the
+    /// chosen algorithm stay).
+    pub fn refill(&self, (seed_a, seed_b): (u64, u64)) -> Result<(), GpuError> {
+        let storage = Storage::of(self.precision);
+        self.gpu.fill(&self.a, storage, seed_a)?;
+        self.gpu.fill(&self.b, storage, seed_b)
+    }
+
+    /// Every (variant, algorithm) cuBLASLt proposes, up to `wanted` per variant.
+    fn proposals(&self, wanted: u32) -> Vec<(usize, sys::cublasLtMatmulAlgo_t)> {
+        let wanted = wanted.clamp(1, 32) as usize;
+        let mut proposals = Vec::new();
+        for (v, variant) in self.variants.iter().enumerate() {
             // SAFETY: the heuristic result is plain data; cuBLASLt fills `count` entries.
             let mut results: Vec<cublasLtMatmulHeuristicResult_t> =
                 vec![unsafe { std::mem::zeroed() }; wanted];
@@ -285,13 +324,13 @@ impl<'g> Prepared<'g> {
             // SAFETY: all descriptors are live; results has room for `wanted` entries.
             let status = unsafe {
                 sys::cublasLtMatmulAlgoGetHeuristic(
-                    lt.handle,
+                    self.lt.handle,
                     variant.desc.0,
                     variant.la.0,
-                    lb.0,
-                    ld.0,
-                    ld.0,
-                    pref.0,
+                    self.lb.0,
+                    self.ld.0,
+                    self.ld.0,
+                    self.pref.0,
                     wanted as i32,
                     results.as_mut_ptr(),
                     &mut count,
@@ -307,46 +346,43 @@ impl<'g> Prepared<'g> {
                 );
             }
         }
-        let Some(&(first_variant, first_algo)) = proposals.first() else {
+        proposals
+    }
+
+    /// Times up to `candidates` of cuBLASLt's heuristic algorithms per variant and keeps the
+    /// fastest.
+    ///
+    /// Two rounds: every candidate warmed once and timed CANDIDATE_RUNS times; then the
+    /// FINALISTS fastest re-timed in turn (round-robin, so clock and power drift hit them
+    /// alike) and the lowest median of their runs kept. One quick round alone picked a slower
+    /// kernel when this power-capped card's clocks moved mid-selection.
+    pub fn choose_fastest(&mut self, candidates: u32) -> Result<(), GpuError> {
+        let proposals = self.proposals(candidates);
+        let total = proposals.len();
+        let precision = self.precision;
+        let step = |what: &str| format!("{precision:?} GEMM: {what}");
+        if proposals.is_empty() {
             return Err(GpuError(step(
                 "cuBLASLt offers no algorithm; this GPU may lack this precision",
             )));
+        }
+        let layouts: Vec<ALayout> = self.variants.iter().map(|v| v.a_layout).collect();
+        let chosen = |i: usize| {
+            let (v, algo) = proposals[i];
+            Chosen {
+                a_layout: layouts[v],
+                algo,
+                rank: (i + 1, total),
+            }
         };
-        let (alpha, beta) = scalars(t.scale);
-        let (a_ptr, b_ptr) = (a.ptr, b.ptr);
-        let mut prepared = Prepared {
-            gpu,
-            lt,
-            precision,
-            m,
-            n,
-            _a: a,
-            _b: b,
-            d,
-            a_ptr,
-            b_ptr,
-            variants,
-            lb,
-            ld,
-            variant: first_variant,
-            algo: first_algo,
-            algorithm: String::new(),
-            candidates_timed: proposals.len() as u32,
-            alpha,
-            beta,
-        };
-        // Choose in two rounds: every candidate warmed once and timed CANDIDATE_RUNS times;
-        // then the FINALISTS fastest re-timed in turn (round-robin, so clock and power drift
-        // hit them alike) and the lowest median of all their runs kept. One quick round alone
-        // picked a slower kernel when this power-capped card's clocks moved mid-selection.
         let mut first_round: Vec<(usize, f64)> = Vec::new();
-        for (i, (v, algo)) in proposals.iter().enumerate() {
-            (prepared.variant, prepared.algo) = (*v, *algo);
-            if prepared.run().is_err() {
+        for i in 0..total {
+            self.choose(chosen(i))?;
+            if self.run().is_err() {
                 continue; // a candidate cuBLASLt offered but cannot run here
             }
             let runs: Vec<f64> = (0..CANDIDATE_RUNS)
-                .map(|_| prepared.time())
+                .map(|_| self.time())
                 .collect::<Result<_, _>>()?;
             first_round.push((i, median(runs)));
         }
@@ -355,8 +391,8 @@ impl<'g> Prepared<'g> {
         let mut final_runs: Vec<Vec<f64>> = vec![Vec::new(); first_round.len()];
         for _ in 0..FINAL_RUNS {
             for (slot, (i, _)) in first_round.iter().enumerate() {
-                (prepared.variant, prepared.algo) = proposals[*i];
-                final_runs[slot].push(prepared.time()?);
+                self.choose(chosen(*i))?;
+                final_runs[slot].push(self.time()?);
             }
         }
         let best = first_round
@@ -364,21 +400,48 @@ impl<'g> Prepared<'g> {
             .zip(final_runs)
             .map(|((i, _), runs)| (*i, median(runs)))
             .min_by(|a, b| a.1.total_cmp(&b.1));
-        let Some((chosen, _)) = best else {
+        let Some((best, _)) = best else {
             return Err(GpuError(step("none of cuBLASLt's candidates ran")));
         };
-        (prepared.variant, prepared.algo) = proposals[chosen];
-        let layout_name = match prepared.a_layout() {
-            ALayout::KMajor => "TN",
-            ALayout::MMajor => "NN",
-        };
-        prepared.algorithm = format!(
-            "cuBLASLt {layout_name}, candidate {} of {} (algo id {})",
-            chosen + 1,
-            proposals.len(),
-            algo_id(&prepared.algo)
-        );
-        Ok(prepared)
+        self.choose(chosen(best))
+    }
+
+    /// Uses an algorithm chosen earlier for this shape.
+    pub fn choose(&mut self, chosen: Chosen) -> Result<(), GpuError> {
+        self.variant = self
+            .variants
+            .iter()
+            .position(|v| v.a_layout == chosen.a_layout)
+            .ok_or_else(|| {
+                GpuError(format!(
+                    "{:?} GEMM: no {:?} variant for the chosen algorithm",
+                    self.precision, chosen.a_layout
+                ))
+            })?;
+        self.algo = Some(chosen);
+        Ok(())
+    }
+
+    /// The algorithm in use (after a choice).
+    pub fn chosen(&self) -> Option<Chosen> {
+        self.algo
+    }
+
+    /// The algorithm in use, described for the report.
+    pub fn algorithm(&self) -> String {
+        match self.algo {
+            None => "none chosen".into(),
+            Some(c) => format!(
+                "cuBLASLt {}, candidate {} of {} (algo id {})",
+                match c.a_layout {
+                    ALayout::KMajor => "TN",
+                    ALayout::MMajor => "NN",
+                },
+                c.rank.0,
+                c.rank.1,
+                algo_id(&c.algo)
+            ),
+        }
     }
 
     /// How the chosen variant reads A.
@@ -388,6 +451,12 @@ impl<'g> Prepared<'g> {
 
     /// Enqueues one GEMM on the stream.
     pub fn run(&self) -> Result<(), GpuError> {
+        let Some(chosen) = &self.algo else {
+            return Err(GpuError(format!(
+                "{:?} GEMM run before an algorithm was chosen",
+                self.precision
+            )));
+        };
         // SAFETY: buffers hold the sizes the layouts describe; the workspace is as declared.
         unsafe {
             lt::matmul(
@@ -395,15 +464,15 @@ impl<'g> Prepared<'g> {
                 self.variants[self.variant].desc.0,
                 self.alpha.as_ptr() as *const c_void,
                 self.beta.as_ptr() as *const c_void,
-                self.a_ptr as *const c_void,
+                self.a.ptr as *const c_void,
                 self.variants[self.variant].la.0,
-                self.b_ptr as *const c_void,
+                self.b.ptr as *const c_void,
                 self.lb.0,
                 self.d.ptr as *const c_void,
                 self.ld.0,
                 self.d.ptr as *mut c_void,
                 self.ld.0,
-                &self.algo,
+                &chosen.algo,
                 self.lt.workspace.ptr as *mut c_void,
                 self.lt.workspace.bytes as usize,
                 self.gpu.stream.cu_stream() as sys::cudaStream_t,
@@ -473,14 +542,17 @@ fn algo_id(algo: &sys::cublasLtMatmulAlgo_t) -> i32 {
 
 /// A timed GEMM with sampled outputs.
 pub(super) fn run(gpu: &Gpu, lt: &Lt, req: &GemmRequest) -> Result<GemmRun, GpuError> {
-    let g = Prepared::new(
+    let mut g = Prepared::new(
         gpu,
         lt,
         req.precision,
         (req.m, req.n, req.k),
         (req.seed_a, req.seed_b),
-        req.candidates,
+        &[ALayout::KMajor, ALayout::MMajor],
     )?;
+    g.choose_fastest(req.candidates)?;
+    gpu.sync()?;
+    std::thread::sleep(std::time::Duration::from_millis(req.rest_ms.into()));
     // A few warm-up runs, as PyTorch's and cutlass_profiler's timings do: the figure is the
     // GEMM's burst rate. (Warming for 200 ms instead drove the tensor-core GEMMs at n = 8192
     // into the 700 W cap, e.g. FP16 677 instead of 779 TFLOP/s on the H200: that steady state
@@ -494,8 +566,8 @@ pub(super) fn run(gpu: &Gpu, lt: &Lt, req: &GemmRequest) -> Result<GemmRun, GpuE
     gpu.sync()?;
     Ok(GemmRun {
         times_ms,
-        algorithm: g.algorithm.clone(),
-        candidates_timed: g.candidates_timed,
+        algorithm: g.algorithm(),
+        candidates_timed: g.chosen().map_or(0, |c| c.rank.1 as u32),
         a_layout: g.a_layout(),
         samples: g.read_samples(&req.samples)?,
     })
@@ -508,14 +580,15 @@ pub(super) fn sustained(
     lt: &Lt,
     req: &SustainedRequest,
 ) -> Result<SustainedRun, GpuError> {
-    let g = Prepared::new(
+    let mut g = Prepared::new(
         gpu,
         lt,
         req.precision,
         (req.size, req.size, req.size),
         (req.seed_a, req.seed_b),
-        4,
+        &[ALayout::KMajor, ALayout::MMajor],
     )?;
+    g.choose_fastest(4)?;
     let (elements, width, kind) = g.output_shape();
     let first = DeviceBuffer::new(g.d.bytes)?;
     let counters = DeviceBuffer::new(16)?;

@@ -100,6 +100,7 @@ pub fn measure(global: &Global, args: &BenchArgs, inventory: &Inventory) -> Resu
         iterations: args.iterations,
         copy_bytes: args.copy_mib.map(|m| m << 20),
         sustained_seconds: args.sustained_seconds,
+        gemm_rest_ms: args.gemm_rest_ms,
     };
     let cuda_count = inventory.cuda.value().map_or(0, |c| c.devices.len());
     let ordinals: Vec<usize> = if args.no_gpu {

@@ -57,6 +57,7 @@ pub fn run(global: &Global) -> Result<Outcome> {
         iterations: None,
         copy_mib: None,
         sustained_seconds: None,
+        gemm_rest_ms: None,
         no_gpu: false,
         no_host: false,
         storage_dir: None,
