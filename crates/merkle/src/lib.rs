@@ -83,20 +83,44 @@ impl Tree {
 
     /// The inclusion proof of leaf `index`, bottom-up; `None` when out of range.
     pub fn inclusion_proof(&self, index: u64) -> Option<Vec<Hash>> {
-        let mut i = usize::try_from(index).ok()?;
-        if i >= self.levels[0].len() {
-            return None;
-        }
-        let mut proof = Vec::new();
-        for level in &self.levels[..self.levels.len() - 1] {
-            let sibling = i ^ 1;
-            if sibling < level.len() {
-                proof.push(level[sibling]);
-            } // else: i is the unpaired last node, carried up without a sibling
-            i /= 2;
-        }
-        Some(proof)
+        let positions = proof_positions(index, self.size())?;
+        Some(
+            positions
+                .into_iter()
+                .map(|(level, at)| self.levels[level][at as usize])
+                .collect(),
+        )
     }
+}
+
+/// How many nodes each level of the tree over `leaves` leaves holds, from the leaves (level 0)
+/// up to the head: each level halves the one below, rounding up (the unpaired last node is
+/// carried up). Shared by [`Tree`] and by trees built elsewhere level by level (on a GPU).
+pub fn level_sizes(leaves: u64) -> Vec<u64> {
+    let mut sizes = vec![leaves];
+    while let Some(&below) = sizes.last().filter(|&&n| n > 1) {
+        sizes.push(below.div_ceil(2));
+    }
+    sizes
+}
+
+/// Where the hashes of leaf `index`'s inclusion proof sit in a tree over `leaves` leaves, as
+/// (level, position) pairs, bottom-up; `None` when out of range.
+pub fn proof_positions(index: u64, leaves: u64) -> Option<Vec<(usize, u64)>> {
+    if index >= leaves {
+        return None;
+    }
+    let sizes = level_sizes(leaves);
+    let mut i = index;
+    let mut positions = Vec::new();
+    for (level, &size) in sizes[..sizes.len() - 1].iter().enumerate() {
+        let sibling = i ^ 1;
+        if sibling < size {
+            positions.push((level, sibling));
+        } // else: i is the unpaired last node, carried up without a sibling
+        i /= 2;
+    }
+    Some(positions)
 }
 
 /// Verifies that `leaf` (a leaf hash) is leaf `index` of the tree of `size` leaves with head
@@ -191,7 +215,10 @@ mod tests {
         #[test]
         fn level_build_matches_the_recursive_definition(n in 0usize..300) {
             let l = leaves(n);
-            prop_assert_eq!(Tree::from_leaf_hashes(l.clone()).root(), mth(&l));
+            let tree = Tree::from_leaf_hashes(l.clone());
+            prop_assert_eq!(tree.root(), mth(&l));
+            let sizes: Vec<u64> = tree.levels.iter().map(|level| level.len() as u64).collect();
+            prop_assert_eq!(level_sizes(n as u64), sizes);
         }
 
         #[test]

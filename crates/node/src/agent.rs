@@ -1,16 +1,17 @@
 //! `pog agent`: answers challenges for its GPUs. It runs only challenges signed by a validator
 //! it trusts, for a GPU it has, computes the product, commits to the root and opens leaves on
-//! request. The prover is the CPU one for now (CI's end-to-end runs); the GPU prover plugs in
-//! at [`Agent::compute`].
+//! request. Proofs are computed by a [`ProverEngine`]: the GPU engine on a GPU host, the CPU
+//! engine for CI's end-to-end runs and the attack tests.
 
 use crate::http::{envelope_response, ApiError};
+use crate::provers::{CpuEngine, ProverEngine};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
-use pog_proof::prover::{Behaviour, CpuProver, Prover};
+use pog_proof::prover::{Behaviour, Prover};
 use pog_proof::wire::{
     self, kind, ChallengeMessage, Commitment, GpuClaim, Identity, OpenRequest, Openings,
     WireOpening,
@@ -21,10 +22,6 @@ use std::sync::{Arc, Mutex};
 
 /// The most leaves one open request may ask for (the validator asks for at most 1024).
 pub const MAX_OPENINGS: usize = 4096;
-
-/// The most multiply-adds the CPU prover takes on (batch · size³): about a minute of one core.
-/// Larger challenges need the GPU prover.
-pub const MAX_CPU_WORK: f64 = 2e10;
 
 /// Tolerated difference between the validator's clock and the agent's.
 pub const CLOCK_SKEW_MS: u64 = 60_000;
@@ -58,7 +55,7 @@ pub struct Agent {
     foreign: Identity,
     trusted_validators: Vec<String>,
     gpus: Vec<GpuClaim>,
-    behaviour: Behaviour,
+    engine: Arc<dyn ProverEngine>,
     cheat: Option<Cheat>,
     /// Computed challenges by id, kept until opened.
     provers: Mutex<HashMap<String, Computed>>,
@@ -69,14 +66,19 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// An honest agent.
-    pub fn new(identity: Identity, trusted_validators: Vec<String>, gpus: Vec<GpuClaim>) -> Agent {
+    /// An honest agent proving with `engine`.
+    pub fn new(
+        identity: Identity,
+        trusted_validators: Vec<String>,
+        gpus: Vec<GpuClaim>,
+        engine: Arc<dyn ProverEngine>,
+    ) -> Agent {
         Agent {
             identity,
             foreign: Identity::from_seed([0xf0; 32]),
             trusted_validators,
             gpus,
-            behaviour: Behaviour::Honest,
+            engine,
             cheat: None,
             provers: Mutex::new(HashMap::new()),
             answered: Mutex::new(HashMap::new()),
@@ -84,9 +86,9 @@ impl Agent {
         }
     }
 
-    /// The same agent computing dishonestly (tests of the validator).
+    /// The same agent computing dishonestly on the CPU (tests of the validator).
     pub fn misbehaving(mut self, behaviour: Behaviour, cheat: Option<Cheat>) -> Agent {
-        self.behaviour = behaviour;
+        self.engine = Arc::new(CpuEngine { behaviour });
         self.cheat = cheat;
         self
     }
@@ -108,23 +110,23 @@ impl Agent {
         }
     }
 
-    /// Computes a challenge (CPU prover), honouring the test cheats.
-    fn compute(&self, challenge: &Challenge) -> Arc<dyn Prover> {
+    /// Computes a challenge with the engine, honouring the test cheats.
+    fn compute(&self, challenge: &Challenge) -> Result<Arc<dyn Prover>, String> {
         if self.cheat == Some(Cheat::ReplayFirst) {
             if let Some(first) = self.first.lock().expect("lock").clone() {
-                return first;
+                return Ok(first);
             }
         }
         let mut target = challenge.clone();
         if let Some(Cheat::AnswerAs(uuid)) = self.cheat {
             target.gpu_uuid = uuid.to_string();
         }
-        let prover: Arc<dyn Prover> = Arc::new(CpuProver::compute(&target, self.behaviour));
+        let prover = self.engine.prove(&target)?;
         self.first
             .lock()
             .expect("lock")
             .get_or_insert_with(|| prover.clone());
-        prover
+        Ok(prover)
     }
 }
 
@@ -159,12 +161,8 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
             format!("unsupported challenge version {}", c.version),
         ));
     }
-    let work = f64::from(c.batch) * (c.size as f64).powi(3);
-    if work > MAX_CPU_WORK || c.leaf_elements == 0 {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("challenge of {work:.1e} multiply-adds (leaves of {}) is beyond this agent's CPU prover", c.leaf_elements),
-        ));
+    if let Some(reason) = agent.engine.refuses(c) {
+        return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, reason));
     }
     let now = now_ms();
     if now > message.expires_at_ms.saturating_add(CLOCK_SKEW_MS) {
@@ -202,10 +200,12 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
     let challenge = c.clone();
     let prover = tokio::task::spawn_blocking(move || worker.compute(&challenge))
         .await
+        .map_err(|e| e.to_string())
+        .and_then(|proved| proved)
         .map_err(|e| {
             ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                format!("the prover failed: {e}"),
+                format!("the {} prover failed: {e}", agent.engine.name()),
             )
         })?;
     if let Some(Cheat::DelayMs(ms)) = agent.cheat {
@@ -260,14 +260,29 @@ async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, 
             ),
         ));
     };
-    let openings = request
-        .leaves
+    if let Some(leaf) = request.leaves.iter().find(|&&l| l >= prover.leaf_count()) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "leaf {leaf} is out of range: the commitment has {}",
+                prover.leaf_count()
+            ),
+        ));
+    }
+    let leaves = request.leaves.clone();
+    let openings = tokio::task::spawn_blocking(move || prover.open(&leaves))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|opened| opened)
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("opening leaves failed: {e}"),
+            )
+        })?
         .iter()
-        .map(|leaf| prover.open(*leaf).map(|o| WireOpening::from(&o)))
-        .collect::<Option<Vec<_>>>()
-        .ok_or_else(|| {
-            ApiError::new(StatusCode::BAD_REQUEST, "a requested leaf is out of range")
-        })?;
+        .map(WireOpening::from)
+        .collect();
     let answer = Openings {
         challenge_id: request.challenge_id,
         openings,

@@ -6,5 +6,7 @@
 pub mod agent;
 pub mod http;
 pub mod keys;
+pub mod provers;
 pub mod registry;
+pub mod selfcheck;
 pub mod validator;

@@ -15,7 +15,7 @@ use pog_proof::wire::{
     self, kind, ChallengeMessage, Commitment, Identity, OpenRequest, Openings, Register,
 };
 use pog_proof::Challenge;
-use pog_spec::{Precision, SpecDb};
+use pog_spec::{GpuSpec, Precision, SpecDb};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -41,6 +41,80 @@ pub struct Policy {
 
 /// The least work a per-model challenge asks for, in seconds of the claimed model's time.
 pub const PLANNED_SECONDS: f64 = 1.0;
+
+/// A challenge's shape for one claimed model, and the time that model should need.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Planned {
+    pub precision: Precision,
+    pub size: u64,
+    pub batch: u32,
+    pub leaf_elements: u32,
+    pub expected_ms: f64,
+}
+
+impl Planned {
+    /// The challenge of this shape for `gpu_uuid`, from `nonce`.
+    pub fn challenge(&self, nonce: [u8; 32], gpu_uuid: &str) -> Challenge {
+        Challenge {
+            version: CHALLENGE_VERSION,
+            nonce,
+            gpu_uuid: gpu_uuid.into(),
+            precision: self.precision,
+            size: self.size,
+            batch: self.batch,
+            leaf_elements: self.leaf_elements,
+        }
+    }
+}
+
+impl Policy {
+    /// The policy `pog validator --per-model` runs with its default flags: each challenge
+    /// planned from the claimed model, 1024-element leaves, 1024 spot checks, a minute to
+    /// commit.
+    pub fn per_model_default() -> Policy {
+        Policy {
+            precision: None,
+            size: 0,
+            batch: 0,
+            leaf_elements: pog_proof::params::LEAF_ELEMENTS,
+            expected_ms: 0.0,
+            samples: 1024,
+            expiry_ms: 60_000,
+            per_model: true,
+        }
+    }
+
+    /// How a GPU claimed to be `spec` is challenged under this policy.
+    pub fn plan_for(&self, spec: &GpuSpec) -> Result<Planned, ValidatorError> {
+        let unknown = || ValidatorError::UnknownModel(spec.model.clone());
+        if self.per_model {
+            let memory = (spec.memory_gib * (1u64 << 30) as f64) as u64;
+            let plan =
+                pog_proof::params::plan(spec, SpecDb::embedded(), None, PLANNED_SECONDS, memory)
+                    .ok_or_else(unknown)?;
+            return Ok(Planned {
+                precision: plan.choice.precision,
+                size: plan.size,
+                batch: plan.batch,
+                leaf_elements: self.leaf_elements,
+                expected_ms: plan.expected_ms,
+            });
+        }
+        let precision = match self.precision {
+            Some(p) => p,
+            None => pog_proof::params::choose_precision(spec, SpecDb::embedded())
+                .map(|c| c.precision)
+                .ok_or_else(unknown)?,
+        };
+        Ok(Planned {
+            precision,
+            size: self.size,
+            batch: self.batch,
+            leaf_elements: self.leaf_elements,
+            expected_ms: self.expected_ms,
+        })
+    }
+}
 
 /// What the validator signs and stores for each challenge.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -112,7 +186,7 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn random_bytes<const N: usize>() -> [u8; N] {
+pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
     let mut b = [0u8; N];
     // The OS always has randomness on the platforms pog runs on; a failure here would mean
     // predictable nonces, so it must not be ignored.
@@ -149,35 +223,9 @@ impl Validator {
         let spec = SpecDb::embedded()
             .by_model(&gpu.model)
             .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
-        let (precision, size, batch, expected_ms) = if policy.per_model {
-            let memory = (spec.memory_gib * (1u64 << 30) as f64) as u64;
-            let plan =
-                pog_proof::params::plan(spec, SpecDb::embedded(), None, PLANNED_SECONDS, memory)
-                    .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
-            (
-                plan.choice.precision,
-                plan.size,
-                plan.batch,
-                plan.expected_ms,
-            )
-        } else {
-            let precision = match policy.precision {
-                Some(p) => p,
-                None => pog_proof::params::choose_precision(spec, SpecDb::embedded())
-                    .map(|c| c.precision)
-                    .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?,
-            };
-            (precision, policy.size, policy.batch, policy.expected_ms)
-        };
-        let challenge = Challenge {
-            version: CHALLENGE_VERSION,
-            nonce: random_bytes(),
-            gpu_uuid: uuid.into(),
-            precision,
-            size,
-            batch,
-            leaf_elements: policy.leaf_elements,
-        };
+        let planned = policy.plan_for(spec)?;
+        let challenge = planned.challenge(random_bytes(), uuid);
+        let expected_ms = planned.expected_ms;
         let id = hex::encode(random_bytes::<16>());
         let round_trip_ms = self.round_trip(&gpu.endpoint).await;
         let issued_at_ms = now_ms();

@@ -2,6 +2,7 @@
 //! services, with the CPU prover. The honest agent passes; every attack is refused.
 
 use pog_node::agent::{self, Agent, Cheat};
+use pog_node::provers::CpuEngine;
 use pog_node::registry::Registry;
 use pog_node::validator::{self, Policy, Validator};
 use pog_proof::prover::Behaviour;
@@ -67,6 +68,9 @@ async fn start_agent(
             Identity::from_seed([seed; 32]),
             vec![Identity::from_seed(VALIDATOR_SEED).public_hex()],
             gpus.clone(),
+            Arc::new(CpuEngine {
+                behaviour: Behaviour::Honest,
+            }),
         )
         .misbehaving(behaviour, cheat),
     );

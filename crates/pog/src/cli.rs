@@ -54,6 +54,9 @@ pub enum Command {
     Inspect,
     /// Measure every GPU (GEMM in every precision, copies) and the host (CPU, memory, storage).
     Bench(BenchArgs),
+    /// Prove this host's GPUs as a validator would: a self-challenge, validator and agent in
+    /// one process, with the time against the claimed model's bound and the spot checks.
+    Prove(ProveArgs),
     /// Serve this host's GPUs to a validator: register, then answer its signed challenges.
     Agent(AgentArgs),
     /// Register agents, challenge their GPUs on a schedule, verify and record the results.
@@ -114,6 +117,45 @@ pub struct BenchArgs {
     pub storage_dir: Option<std::path::PathBuf>,
 }
 
+/// What `pog prove` challenges (by default: the validator's plan for the claimed model).
+#[derive(Debug, Args, Clone)]
+pub struct ProveArgs {
+    /// CUDA ordinals of the GPUs to prove, e.g. 0,2 (default: all).
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pub gpus: Option<Vec<usize>>,
+    /// Precision of the products [default: where the claimed model leads most].
+    #[arg(long, value_parser = parse_precision)]
+    pub precision: Option<pog_spec::Precision>,
+    /// m = n = k of each product [default: the validator's plan].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(8..=65536))]
+    pub size: Option<u64>,
+    /// Products in the challenge [default: the validator's plan, at least 1 s of work].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100000))]
+    pub batch: Option<u32>,
+    /// Output elements per Merkle leaf.
+    #[arg(long, default_value_t = pog_proof::params::LEAF_ELEMENTS, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub leaf_elements: u32,
+    /// Output elements spot-checked.
+    #[arg(long, default_value = "1024", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub samples: u32,
+    /// The time bound, ms [default: the claimed model's expected time for this work].
+    #[arg(long)]
+    pub expected_ms: Option<f64>,
+    /// Also compute the challenge on the CPU and compare roots (small challenges only).
+    #[arg(long)]
+    pub against_cpu: bool,
+}
+
+/// Which prover `pog agent` computes challenges with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProverKind {
+    /// The GPU when CUDA works, else the CPU.
+    Auto,
+    Gpu,
+    /// Small challenges only (tests, hosts without CUDA).
+    Cpu,
+}
+
 /// What `pog agent` serves.
 #[derive(Debug, Args, Clone)]
 pub struct AgentArgs {
@@ -129,6 +171,9 @@ pub struct AgentArgs {
     /// Public key (hex) of a validator allowed to challenge this agent; repeat for several.
     #[arg(long = "trust", value_name = "KEY", required = true)]
     pub trust: Vec<String>,
+    /// Where challenges are computed.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub prover: ProverKind,
 }
 
 /// What `pog validator` serves and how it challenges.

@@ -657,3 +657,80 @@ pub fn topology(inv: &Inventory) {
     }
     println!("{t}");
 }
+
+/// `pog prove`: one row per GPU with the time against its bound and the spot checks.
+pub fn proofs(proofs: &[crate::commands::prove::GpuProof]) {
+    let mut t = table(&[
+        "GPU",
+        "challenge",
+        "commit / bound",
+        "GEMM",
+        "overhead",
+        "open",
+        "verify",
+        "bytes to / from",
+        "verdict",
+    ]);
+    for p in proofs {
+        let gpu = format!("{} ({})", p.ordinal, p.model);
+        let Some(c) = &p.check else {
+            t.add_row(vec![
+                gpu,
+                "–".into(),
+                "–".into(),
+                "–".into(),
+                "–".into(),
+                "–".into(),
+                "–".into(),
+                "–".into(),
+                format!("ERROR: {}", p.error.as_deref().unwrap_or("")),
+            ]);
+            continue;
+        };
+        let rejected = c.outcome.rejected.len();
+        let mut verdict = if p.passed() {
+            "pass".to_string()
+        } else if !c.outcome.time.accepted {
+            "FAIL: too slow".to_string()
+        } else {
+            format!("FAIL: {rejected} of {} checks", c.outcome.checked)
+        };
+        if let Some(same) = p.cpu_root_matches {
+            verdict += if same {
+                "; CPU root equal"
+            } else {
+                "; CPU root DIFFERS"
+            };
+        }
+        t.add_row(vec![
+            gpu,
+            format!(
+                "{:?} n={} ×{}, {} checks",
+                c.precision, c.size, c.batch, c.outcome.checked
+            ),
+            format!(
+                "{:.0} / {:.0} ms ({:.0} %)",
+                c.commit_ms,
+                c.expected_ms,
+                100.0 * c.time_ratio()
+            ),
+            format!("{:.0} ms", c.gemm_ms),
+            format!(
+                "{:.1} % (fill {:.0}, hash {:.0}, tree {:.1} ms)",
+                100.0 * c.overhead,
+                c.fill_ms,
+                c.hash_ms,
+                c.tree_ms
+            ),
+            format!("{:.0} ms", c.open_ms),
+            format!("{:.1} ms", c.verify_ms),
+            format!(
+                "{:.1} KiB / {:.1} MiB",
+                c.bytes_to_agent as f64 / 1024.0,
+                c.bytes_from_agent as f64 / (1 << 20) as f64
+            ),
+            verdict,
+        ]);
+    }
+    println!("{t}");
+}

@@ -215,6 +215,37 @@ fn bad_flags_and_profiles_are_clear_errors() {
 }
 
 #[test]
+fn prove_needs_a_real_gpu_and_checks_its_flags() {
+    pog()
+        .args(["prove", "--simulate", "H200 SXM"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("the GPU prover needs a real GPU"));
+    pog()
+        .args(["prove", "--size", "4", "--simulate", "H200 SXM"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--size"));
+    pog()
+        .args(["prove", "--leaf-elements", "0"])
+        .assert()
+        .code(2);
+    pog()
+        .args([
+            "agent",
+            "--prover",
+            "quantum",
+            "--validator",
+            "http://x",
+            "--trust",
+            "k",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--prover"));
+}
+
+#[test]
 fn specs_lists_and_details_the_database() {
     pog()
         .arg("specs")

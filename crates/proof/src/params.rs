@@ -67,6 +67,15 @@ pub fn choose_precision(claimed: &GpuSpec, db: &SpecDb) -> Option<PrecisionChoic
     best
 }
 
+/// The rate at which `claimed` is expected to commit proofs in `precision`, in TFLOP/s (TOP/s):
+/// [`DATASHEET_EFFICIENCY`] of its datasheet peak.
+pub fn expected_tflops(claimed: &GpuSpec, precision: Precision) -> Option<f64> {
+    claimed
+        .peak
+        .get(precision)
+        .map(|peak| peak * DATASHEET_EFFICIENCY)
+}
+
 /// A planned challenge with the time the claimed model should need.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProofPlan {
@@ -91,8 +100,7 @@ pub fn plan(
 ) -> Option<ProofPlan> {
     let choice = choose_precision(claimed, db)?;
     let p = choice.precision;
-    let expected_tflops =
-        expected_tflops.or_else(|| claimed.peak.get(p).map(|peak| peak * DATASHEET_EFFICIENCY))?;
+    let expected_tflops = expected_tflops.or_else(|| self::expected_tflops(claimed, p))?;
     let input = pog_matgen::Storage::of(p).bytes() as u64;
     let output = crate::layout::output_bytes(p) as u64;
     let size = [16384u64, 8192, 4096, 2048]

@@ -28,13 +28,15 @@ pub struct Opening {
 }
 
 /// What an agent needs from a computed challenge: the commitment, and openings afterwards.
-/// The CPU prover below implements it; the GPU prover will too.
+/// The CPU prover below implements it, and so does the agent's GPU prover (`pog_node`).
 pub trait Prover: Send + Sync {
     /// The Merkle root over all leaves.
     fn root(&self) -> Hash;
     fn leaf_count(&self) -> u64;
-    /// One leaf with its inclusion proof; `None` when out of range.
-    fn open(&self, leaf: u64) -> Option<Opening>;
+    /// The leaves with their inclusion proofs, in the order asked; an error when one is out
+    /// of range or the prover fails (opened together: a GPU prover recomputes each product
+    /// holding a leaf once).
+    fn open(&self, leaves: &[u64]) -> Result<Vec<Opening>, String>;
 }
 
 /// A challenge computed on the CPU, kept whole in memory.
@@ -88,12 +90,24 @@ impl Prover for CpuProver {
         self.tree.size()
     }
 
-    fn open(&self, leaf: u64) -> Option<Opening> {
-        Some(Opening {
-            leaf,
-            bytes: self.leaves.get(usize::try_from(leaf).ok()?)?.clone(),
-            proof: self.tree.inclusion_proof(leaf)?,
-        })
+    fn open(&self, leaves: &[u64]) -> Result<Vec<Opening>, String> {
+        leaves
+            .iter()
+            .map(|&leaf| {
+                let bytes = usize::try_from(leaf).ok().and_then(|i| self.leaves.get(i));
+                match (bytes, self.tree.inclusion_proof(leaf)) {
+                    (Some(bytes), Some(proof)) => Ok(Opening {
+                        leaf,
+                        bytes: bytes.clone(),
+                        proof,
+                    }),
+                    _ => Err(format!(
+                        "leaf {leaf} asked, the commitment has {}",
+                        self.leaf_count()
+                    )),
+                }
+            })
+            .collect()
     }
 }
 

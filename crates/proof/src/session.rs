@@ -227,11 +227,11 @@ mod tests {
     fn openings(prover: &CpuProver, request: &OpenRequest) -> Openings {
         Openings {
             challenge_id: "c1".into(),
-            openings: request
-                .leaves
+            openings: prover
+                .open(&request.leaves)
+                .expect("leaves in range")
                 .iter()
-                .filter_map(|l| prover.open(*l))
-                .map(|o| WireOpening::from(&o))
+                .map(WireOpening::from)
                 .collect(),
         }
     }

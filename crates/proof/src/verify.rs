@@ -139,7 +139,7 @@ mod tests {
         draw_samples(c, &root, &[9; 32], samples)
             .into_iter()
             .filter(|p| {
-                let opening = prover.open(c.leaf_of(*p).0).expect("in range");
+                let opening = prover.open(&[c.leaf_of(*p).0]).expect("in range").remove(0);
                 check_opening(c, &root, *p, &opening).is_err()
             })
             .count()
@@ -185,9 +185,12 @@ mod tests {
         let root = prover.root();
         let p = draw_samples(&c, &root, &[1; 32], 1)[0];
         let (leaf, _) = c.leaf_of(p);
-        let good = prover.open(leaf).unwrap();
+        let good = prover.open(&[leaf]).unwrap().remove(0);
         assert_eq!(check_opening(&c, &root, p, &good), Ok(()));
-        let other = prover.open((leaf + 1) % c.leaf_count()).unwrap();
+        let other = prover
+            .open(&[(leaf + 1) % c.leaf_count()])
+            .unwrap()
+            .remove(0);
         assert!(matches!(
             check_opening(&c, &root, p, &other),
             Err(Rejection::WrongLeaf { .. })
@@ -228,7 +231,13 @@ mod tests {
             let bad = samples
                 .iter()
                 .filter(|p| {
-                    check_opening(&c, &root, **p, &prover.open(c.leaf_of(**p).0).unwrap()).is_err()
+                    check_opening(
+                        &c,
+                        &root,
+                        **p,
+                        &prover.open(&[c.leaf_of(**p).0]).unwrap()[0],
+                    )
+                    .is_err()
                 })
                 .count();
             assert_eq!(bad, 16);

@@ -27,6 +27,8 @@ const WORKSPACE_BYTES: u64 = 64 << 20;
 const CUBLAS_OP_N: i32 = 0;
 const CUBLAS_OP_T: i32 = 1;
 
+/// Output elements each candidate must get right before it is timed.
+const CHECKED_ELEMENTS: u64 = 4;
 /// Timed runs per candidate in the first round of choosing the algorithm.
 const CANDIDATE_RUNS: usize = 3;
 /// Candidates re-timed in the second round, and their runs each.
@@ -191,6 +193,9 @@ pub(super) struct Prepared<'g> {
     precision: Precision,
     m: u64,
     n: u64,
+    k: u64,
+    /// The seeds A and B were last filled from.
+    seeds: std::cell::Cell<(u64, u64)>,
     a: DeviceBuffer,
     b: DeviceBuffer,
     pub d: DeviceBuffer,
@@ -288,6 +293,8 @@ impl<'g> Prepared<'g> {
             precision,
             m,
             n,
+            k,
+            seeds: std::cell::Cell::new((seed_a, seed_b)),
             a,
             b,
             d,
@@ -308,8 +315,48 @@ impl<'g> Prepared<'g> {
     /// chosen algorithm stay).
     pub fn refill(&self, (seed_a, seed_b): (u64, u64)) -> Result<(), GpuError> {
         let storage = Storage::of(self.precision);
+        self.seeds.set((seed_a, seed_b));
         self.gpu.fill(&self.a, storage, seed_a)?;
         self.gpu.fill(&self.b, storage, seed_b)
+    }
+
+    /// Runs the GEMM once into a zeroed output and checks a few elements against the f64
+    /// reference: a candidate that returns without computing (or computes wrongly) must not
+    /// win the choice by being fast.
+    fn computes_right(&self) -> Result<bool, GpuError> {
+        // SAFETY: d holds d.bytes bytes; the memset is queued on the GEMM's stream.
+        unsafe {
+            drv::memset_d8_async(
+                self.d.ptr,
+                0,
+                self.d.bytes as usize,
+                self.gpu.stream.cu_stream(),
+            )
+        }
+        .map_err(|e| GpuError::during("clearing the output", e))?;
+        self.run()?;
+        self.gpu.sync()?;
+        let (seed_a, seed_b) = self.seeds.get();
+        let reference = pog_matgen::SeededGemm {
+            precision: self.precision,
+            m: self.m,
+            n: self.n,
+            k: self.k,
+            seed_a,
+            seed_b,
+            a_layout: self.a_layout(),
+        };
+        let positions: Vec<(u64, u64)> = (0..CHECKED_ELEMENTS)
+            .map(|i| {
+                let h = pog_matgen::hash(seed_a ^ seed_b, i);
+                (h % self.m, (h >> 32) % self.n)
+            })
+            .collect();
+        let values = self.read_samples(&positions)?;
+        Ok(positions
+            .iter()
+            .zip(values)
+            .all(|(&(row, col), v)| reference.accepts(v, reference.reference(row, col))))
     }
 
     /// Every (variant, algorithm) cuBLASLt proposes, up to `wanted` per variant.
@@ -378,8 +425,9 @@ impl<'g> Prepared<'g> {
         let mut first_round: Vec<(usize, f64)> = Vec::new();
         for i in 0..total {
             self.choose(chosen(i))?;
-            if self.run().is_err() {
-                continue; // a candidate cuBLASLt offered but cannot run here
+            // A candidate cuBLASLt offered that cannot run here, or runs wrongly, is skipped.
+            if !self.computes_right().unwrap_or(false) {
+                continue;
             }
             let runs: Vec<f64> = (0..CANDIDATE_RUNS)
                 .map(|_| self.time())

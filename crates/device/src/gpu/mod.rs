@@ -1,6 +1,7 @@
 //! The real GPU through cudarc: a context and stream per device, raw device and pinned host
 //! buffers, pog's NVRTC-built kernels, cuBLASLt GEMMs ([`gemm`]), copies ([`copy`]), and the
-//! memory test and bandwidth sweep ([`memory`]).
+//! memory test and bandwidth sweep ([`memory`]), and the proof of GPU's commitments
+//! ([`prove`]: seeded products hashed into a Merkle tree on the device).
 //!
 //! Raw driver calls are used where cudarc's safe layer would add work to timed loops (its
 //! per-access event tracking is switched off); every one is wrapped so a failure becomes a
@@ -9,6 +10,9 @@
 mod copy;
 mod gemm;
 mod memory;
+mod prove;
+
+pub use prove::{CommitTimings, Committed, LeafOpening, ProductBatch};
 
 use crate::compute::{
     Accelerator, CopyRequest, GemmRequest, GemmRun, GpuError, MemtestRequest, MemtestRun,
@@ -26,6 +30,8 @@ use std::sync::Arc;
 
 /// pog's own kernels; compiled after pog_matgen's fill kernels in one NVRTC program.
 const KERNELS_SOURCE: &str = include_str!("kernels.cu");
+/// SHA-256 leaf and node hashing for the proof's Merkle tree.
+const SHA256_SOURCE: &str = include_str!("sha256.cu");
 
 /// One CUDA device, ready for benchmarks.
 pub struct Gpu {
@@ -36,6 +42,9 @@ pub struct Gpu {
     /// Where NVML finds this device (telemetry and health counters).
     bus_id: BusId,
     sm_count: u32,
+    /// cuBLASLt algorithms chosen for proof shapes (precision, size), reused by later proofs.
+    proof_algorithms:
+        std::sync::Mutex<std::collections::HashMap<(pog_spec::Precision, u64), gemm::Chosen>>,
 }
 
 struct Kernels {
@@ -49,6 +58,10 @@ struct Kernels {
     write: CudaFunction,
     compare: CudaFunction,
     wait: CudaFunction,
+    leaf_hash: CudaFunction,
+    leaf_hash_bytes: CudaFunction,
+    merkle_level: CudaFunction,
+    gather_hashes: CudaFunction,
 }
 
 impl Gpu {
@@ -82,7 +95,10 @@ impl Gpu {
             attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
             attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
         );
-        let source = format!("{}\n{KERNELS_SOURCE}", pog_matgen::CUDA_SOURCE);
+        let source = format!(
+            "{}\n{KERNELS_SOURCE}\n{SHA256_SOURCE}",
+            pog_matgen::CUDA_SOURCE
+        );
         let options = CompileOptions {
             options: vec![format!("--gpu-architecture=sm_{major}{minor}")],
             ..Default::default()
@@ -109,6 +125,10 @@ impl Gpu {
             write: function("pog_write")?,
             compare: function("pog_compare")?,
             wait: function("pog_wait")?,
+            leaf_hash: function("pog_leaf_hash")?,
+            leaf_hash_bytes: function("pog_leaf_hash_bytes")?,
+            merkle_level: function("pog_merkle_level")?,
+            gather_hashes: function("pog_gather_hashes")?,
         };
         let bus_id = BusId::parse(&format!(
             "{:x}:{:x}:{:x}.0",
@@ -131,6 +151,7 @@ impl Gpu {
             gemm,
             bus_id,
             sm_count,
+            proof_algorithms: Default::default(),
         })
     }
 

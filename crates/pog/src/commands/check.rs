@@ -1,11 +1,13 @@
 //! `pog check`: the provider's one command. It runs every stage pog has and reports one line
-//! per stage with an overall verdict: inspection, then the quick benchmark suite. The
-//! self-proof, the score and the ledger record join it as they land.
+//! per stage with an overall verdict: inspection, the quick benchmark suite, and the proof of
+//! GPU as the validator would run it (a self-challenge). The score and the ledger record join
+//! it as they land.
 
 use super::bench::{measure, BenchReport};
 use super::inspect::{collect_and_inspect, InspectReport};
+use super::prove::GpuProof;
 use super::{print_json, Outcome};
-use crate::cli::{BenchArgs, Global};
+use crate::cli::{BenchArgs, Global, ProveArgs};
 use crate::render;
 use anyhow::Result;
 use pog_inspect::Severity;
@@ -45,6 +47,7 @@ pub struct CheckReport {
     pub stages: Vec<Stage>,
     pub inspect: InspectReport,
     pub bench: BenchReport,
+    pub prove: Vec<GpuProof>,
 }
 
 pub fn run(global: &Global) -> Result<Outcome> {
@@ -63,12 +66,14 @@ pub fn run(global: &Global) -> Result<Outcome> {
         storage_dir: None,
     };
     let bench = measure(global, &quick, &inspect.inventory)?;
-    let stages = vec![inspect_stage(&inspect), bench_stage(&bench)];
+    let (prove, prove_stage) = self_challenge(global, &inspect);
+    let stages = vec![inspect_stage(&inspect), bench_stage(&bench), prove_stage];
     let failed = stages.iter().any(|s| s.status == StageStatus::Fail);
     let report = CheckReport {
         stages,
         inspect,
         bench,
+        prove,
     };
     if global.json {
         print_json(&report)?;
@@ -78,6 +83,9 @@ pub fn run(global: &Global) -> Result<Outcome> {
         render::gpus(&report.inspect.inspection);
         render::findings(&report.inspect.inspection.findings, Severity::Warn);
         render::bench(&report.bench);
+        if !report.prove.is_empty() {
+            render::proofs(&report.prove);
+        }
         render::stages(&report.stages);
         render::check_verdict(&report.stages, &report.inspect.inspection);
     }
@@ -86,6 +94,67 @@ pub fn run(global: &Global) -> Result<Outcome> {
     } else {
         Outcome::Passed
     })
+}
+
+/// The validator's per-model challenge on every genuine GPU, validator and agent in this
+/// process. Skipped (not failed) where there is no real GPU to prove.
+fn self_challenge(global: &Global, inspect: &InspectReport) -> (Vec<GpuProof>, Stage) {
+    let stage = |status, summary| Stage {
+        name: "prove",
+        status,
+        summary,
+    };
+    let genuine = inspect
+        .inspection
+        .gpus
+        .iter()
+        .any(|g| g.verdict == pog_inspect::GpuVerdict::Genuine);
+    if global.simulate.is_some() || !genuine {
+        let why = if global.simulate.is_some() {
+            "simulated host"
+        } else {
+            "no genuine GPU"
+        };
+        return (
+            Vec::new(),
+            stage(
+                StageStatus::Pass,
+                format!("skipped: {why}, nothing to prove"),
+            ),
+        );
+    }
+    let args = ProveArgs {
+        gpus: None,
+        precision: None,
+        size: None,
+        batch: None,
+        leaf_elements: pog_proof::params::LEAF_ELEMENTS,
+        samples: 1024,
+        expected_ms: None,
+        against_cpu: false,
+    };
+    match super::prove::prove(global, &args, inspect) {
+        Err(e) => (Vec::new(), stage(StageStatus::Fail, format!("{e:#}"))),
+        Ok(proofs) => {
+            let passed = proofs.iter().filter(|p| p.passed()).count();
+            let worst = proofs
+                .iter()
+                .filter_map(|p| p.check.as_ref())
+                .map(|c| c.time_ratio())
+                .fold(0.0, f64::max);
+            let summary = format!(
+                "{passed} of {} GPU(s) passed the validator's challenge; slowest at {:.0} % of its time bound",
+                proofs.len(),
+                100.0 * worst
+            );
+            let status = if passed == proofs.len() {
+                StageStatus::Pass
+            } else {
+                StageStatus::Fail
+            };
+            (proofs, stage(status, summary))
+        }
+    }
 }
 
 fn inspect_stage(report: &InspectReport) -> Stage {

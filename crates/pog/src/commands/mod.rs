@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod check;
 pub mod inspect;
+pub mod prove;
 mod service;
 mod specs;
 
@@ -35,6 +36,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Command::Check => check::run(&cli.global),
         Command::Inspect => inspect::run(&cli.global),
         Command::Bench(args) => bench::run(&cli.global, args),
+        Command::Prove(args) => prove::run(&cli.global, args),
         Command::Agent(args) => service::agent(&cli.global, args),
         Command::Validator(args) => service::validator(&cli.global, args),
         Command::Specs { model } => specs::run(&cli.global, model.as_deref()),

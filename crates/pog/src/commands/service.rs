@@ -2,10 +2,11 @@
 //! and registry in the data dir.
 
 use super::Outcome;
-use crate::cli::{AgentArgs, Global, ValidatorArgs};
+use crate::cli::{AgentArgs, Global, ProverKind, ValidatorArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use pog_inspect::GpuVerdict;
 use pog_node::agent::{self, Agent};
+use pog_node::provers::{CpuEngine, GpuEngine, ProverEngine};
 use pog_node::registry::Registry;
 use pog_node::validator::{self, Policy, Validator};
 use pog_proof::wire::GpuClaim;
@@ -63,15 +64,25 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
         .advertise
         .clone()
         .unwrap_or_else(|| format!("http://{}", args.listen));
+    let engine = prover_engine(global, args.prover, &report, &gpus)?;
     say(format_args!("agent key: {}", identity.public_hex()));
-    say(format_args!("serving {} GPU(s) at {endpoint}; proving on the CPU (the GPU prover is not built yet: keep challenges small)", gpus.len()));
+    say(format_args!(
+        "serving {} GPU(s) at {endpoint}; proving on the {}",
+        gpus.len(),
+        engine.name()
+    ));
     let rt = runtime()?;
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
         let register_key = pog_proof::wire::Identity::from_seed(identity.seed());
-        let service = Arc::new(Agent::new(identity, args.trust.clone(), gpus.clone()));
+        let service = Arc::new(Agent::new(
+            identity,
+            args.trust.clone(),
+            gpus.clone(),
+            engine,
+        ));
         let server = tokio::spawn(pog_node::http::serve(listener, agent::router(service)));
         agent::register(
             &args.validator,
@@ -89,6 +100,67 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
             .context("serving")?;
         Ok(Outcome::Passed)
     })
+}
+
+/// The engine `pog agent --prover` asks for. The GPU engine starts a worker per claimed GPU
+/// and prepares each for the challenge its validator's per-model plan will send.
+fn prover_engine(
+    global: &Global,
+    kind: ProverKind,
+    report: &super::inspect::InspectReport,
+    gpus: &[GpuClaim],
+) -> Result<Arc<dyn ProverEngine>> {
+    let cpu = || -> Arc<dyn ProverEngine> {
+        Arc::new(CpuEngine {
+            behaviour: pog_proof::prover::Behaviour::Honest,
+        })
+    };
+    if kind == ProverKind::Cpu || (kind == ProverKind::Auto && global.simulate.is_some()) {
+        return Ok(cpu());
+    }
+    let ordinals: Option<Vec<(String, usize)>> = report.inventory.cuda.value().and_then(|cuda| {
+        gpus.iter()
+            .map(|g| {
+                cuda.devices
+                    .iter()
+                    .find(|d| {
+                        d.pci_bus_id.value().map(|b| b.to_string()).as_deref() == Some(&g.bus_id)
+                    })
+                    .map(|d| (g.uuid.clone(), d.ordinal as usize))
+            })
+            .collect()
+    });
+    let started = match ordinals {
+        Some(ordinals) => GpuEngine::start(&ordinals),
+        None => Err("CUDA does not see every GPU the agent serves".to_string()),
+    };
+    match (started, kind) {
+        (Ok(engine), _) => {
+            for g in gpus {
+                let Some(spec) = pog_spec::SpecDb::embedded().by_model(&g.model) else {
+                    continue;
+                };
+                let planned = pog_node::validator::Policy::per_model_default().plan_for(spec);
+                if let Ok(planned) = planned {
+                    match engine.prepare(&planned.challenge([0; 32], &g.uuid)) {
+                        Ok(algorithm) => say(format_args!(
+                            "GPU {}: ready for {:?} n={} ({algorithm})",
+                            g.uuid, planned.precision, planned.size
+                        )),
+                        Err(e) => say(format_args!("GPU {}: not prepared: {e}", g.uuid)),
+                    }
+                }
+            }
+            Ok(Arc::new(engine))
+        }
+        (Err(e), ProverKind::Auto) => {
+            say(format_args!(
+                "the GPU prover is unavailable ({e}); proving on the CPU"
+            ));
+            Ok(cpu())
+        }
+        (Err(e), _) => bail!("the GPU prover is unavailable: {e}"),
+    }
 }
 
 /// Runs the validator.

@@ -1,0 +1,460 @@
+//! The proof of GPU's work on the device: a batch of seeded products committed to one RFC 6962
+//! Merkle tree, and leaves opened afterwards.
+//!
+//! Commit: for each product, fill A and B from its seeds (pog_matgen's generator), multiply
+//! through cuBLASLt (TN, the layout the challenge fixes), and hash the output's leaves with
+//! SHA-256 on the GPU (`sha256.cu`), so that only the 32-byte root leaves the device. The tree
+//! is built on the GPU level by level, with [`pog_merkle::level_sizes`] as the layout.
+//!
+//! Open ([`Gpu::open_leaves`]): outputs are not kept (a batch can be far larger than memory). Opening recomputes each
+//! product that holds a requested leaf with the same algorithm, which cuBLASLt runs bit for bit
+//! the same, and checks every recomputed leaf against the committed hash before sending it.
+
+use super::gemm::{Chosen, Prepared};
+use super::{DeviceBuffer, Gpu};
+use crate::compute::GpuError;
+use cudarc::driver::result as drv;
+use cudarc::driver::{CudaEvent, LaunchConfig, PushKernelArg};
+use pog_matgen::{output_bytes, ALayout};
+use pog_merkle::Hash;
+use pog_spec::Precision;
+use std::time::Instant;
+
+/// cuBLASLt candidates timed when a shape is first prepared for proofs.
+const PROOF_CANDIDATES: u32 = 8;
+
+/// What to commit to: `seeds.len()` products of size × size × size in `precision`, each output
+/// cut into leaves of `leaf_elements` elements (column-major), leaves of product 0 first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProductBatch {
+    pub precision: Precision,
+    pub size: u64,
+    pub leaf_elements: u32,
+    /// (seed of A, seed of B) per product.
+    pub seeds: Vec<(u64, u64)>,
+}
+
+impl ProductBatch {
+    fn output_bytes(&self) -> u64 {
+        self.size * self.size * output_bytes(self.precision) as u64
+    }
+
+    fn leaf_bytes(&self) -> u64 {
+        u64::from(self.leaf_elements) * output_bytes(self.precision) as u64
+    }
+
+    /// Leaves per product (the last may be short).
+    pub fn leaves_per_product(&self) -> u64 {
+        (self.size * self.size).div_ceil(u64::from(self.leaf_elements))
+    }
+
+    /// Leaves in the whole commitment.
+    pub fn leaf_count(&self) -> u64 {
+        self.leaves_per_product() * self.seeds.len() as u64
+    }
+}
+
+/// Where the time of a commitment went: the GPU's share by phase (CUDA events, summed over the
+/// products) and the wall time of the whole commitment.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CommitTimings {
+    pub wall_ms: f64,
+    pub fill_ms: f64,
+    pub gemm_ms: f64,
+    pub hash_ms: f64,
+    pub tree_ms: f64,
+}
+
+/// A committed batch: the root, and the tree kept on the device for openings.
+pub struct Committed {
+    batch: ProductBatch,
+    chosen: Chosen,
+    /// Every level of the tree, leaves first, 32 bytes a node (as eight state words).
+    nodes: DeviceBuffer,
+    level_offsets: Vec<u64>,
+    pub root: Hash,
+    pub timings: CommitTimings,
+    /// The cuBLASLt algorithm the products ran with.
+    pub algorithm: String,
+}
+
+impl Committed {
+    pub fn leaf_count(&self) -> u64 {
+        self.batch.leaf_count()
+    }
+}
+
+/// One opened leaf: its bytes and its inclusion proof.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeafOpening {
+    pub leaf: u64,
+    pub bytes: Vec<u8>,
+    pub proof: Vec<Hash>,
+}
+
+/// A hash as the kernels keep it (eight state words) into its bytes (the words big-endian).
+fn hash_from_words(words: &[u32]) -> Hash {
+    let mut hash = [0u8; 32];
+    for (chunk, word) in hash.chunks_exact_mut(4).zip(words) {
+        chunk.copy_from_slice(&word.to_be_bytes());
+    }
+    hash
+}
+
+impl Gpu {
+    /// Chooses (and remembers) the cuBLASLt algorithm for proofs of this shape, so that a
+    /// commitment's timed window holds no algorithm search. Agents call it at start for the
+    /// shape their validator will ask.
+    pub fn prepare_proof(&self, precision: Precision, size: u64) -> Result<String, GpuError> {
+        self.bind()?;
+        let mut g = Prepared::new(
+            self,
+            self.lt()?,
+            precision,
+            (size, size, size),
+            (1, 2),
+            &[ALayout::KMajor],
+        )?;
+        let chosen = self.proof_algorithm(&mut g, precision, size)?;
+        g.choose(chosen)?;
+        Ok(g.algorithm())
+    }
+
+    /// The algorithm remembered for this shape, or the fastest of cuBLASLt's candidates.
+    fn proof_algorithm(
+        &self,
+        g: &mut Prepared,
+        precision: Precision,
+        size: u64,
+    ) -> Result<Chosen, GpuError> {
+        let mut known = self.proof_algorithms.lock().expect("lock");
+        if let Some(chosen) = known.get(&(precision, size)) {
+            return Ok(*chosen);
+        }
+        g.choose_fastest(PROOF_CANDIDATES)?;
+        let chosen = g
+            .chosen()
+            .ok_or_else(|| GpuError("no algorithm was chosen".into()))?;
+        known.insert((precision, size), chosen);
+        Ok(chosen)
+    }
+
+    /// Computes every product of `batch` and commits to the Merkle tree over their leaves.
+    pub fn commit(&self, batch: &ProductBatch) -> Result<Committed, GpuError> {
+        self.bind()?;
+        let started = Instant::now();
+        if batch.seeds.is_empty() || batch.size == 0 || batch.leaf_elements == 0 {
+            return Err(GpuError(
+                "a proof batch needs at least one product, a size and a leaf size".into(),
+            ));
+        }
+        let sizes = pog_merkle::level_sizes(batch.leaf_count());
+        let level_offsets: Vec<u64> = sizes
+            .iter()
+            .scan(0u64, |at, n| {
+                let offset = *at;
+                *at += n;
+                Some(offset)
+            })
+            .collect();
+        let node_count: u64 = sizes.iter().sum();
+        let nodes = DeviceBuffer::new(node_count * 32).map_err(|e| {
+            GpuError(format!(
+                "{e} (the tree over {} leaves; a smaller batch or larger leaves fit)",
+                batch.leaf_count()
+            ))
+        })?;
+        let n = batch.size;
+        let mut g = Prepared::new(
+            self,
+            self.lt()?,
+            batch.precision,
+            (n, n, n),
+            batch.seeds[0],
+            &[ALayout::KMajor],
+        )?;
+        let chosen = self.proof_algorithm(&mut g, batch.precision, n)?;
+        g.choose(chosen)?;
+
+        let mut phases: Vec<[CudaEvent; 4]> = Vec::with_capacity(batch.seeds.len());
+        for (product, &seeds) in batch.seeds.iter().enumerate() {
+            let events = [self.event()?, self.event()?, self.event()?, self.event()?];
+            self.record(&events[0])?;
+            if product > 0 {
+                g.refill(seeds)?; // product 0 was filled when prepared
+            }
+            self.record(&events[1])?;
+            g.run()?;
+            self.record(&events[2])?;
+            let first_leaf = product as u64 * batch.leaves_per_product();
+            self.hash_leaves(batch, &g.d, &nodes, first_leaf)?;
+            self.record(&events[3])?;
+            phases.push(events);
+        }
+        let tree_start = self.event()?;
+        self.record(&tree_start)?;
+        for level in 1..sizes.len() {
+            let below = nodes.ptr + level_offsets[level - 1] * 32;
+            let above = nodes.ptr + level_offsets[level] * 32;
+            let count = sizes[level - 1];
+            let mut launch = self.stream.launch_builder(&self.kernels.merkle_level);
+            launch.arg(&below).arg(&count).arg(&above);
+            // SAFETY: `below` holds `count` hashes and `above` (count + 1) / 2, inside `nodes`.
+            unsafe { launch.launch(self.geometry(count.div_ceil(2))) }
+                .map_err(|e| GpuError::during("launching the Merkle level kernel", e))?;
+        }
+        let tree_end = self.event()?;
+        self.record(&tree_end)?;
+        let root = self.read_hashes(&nodes, &[*level_offsets.last().expect("a level")])?[0];
+        let wall_ms = started.elapsed().as_secs_f64() * 1e3;
+
+        let elapsed = |a: &CudaEvent, b: &CudaEvent| {
+            a.elapsed_ms(b)
+                .map(f64::from)
+                .map_err(|e| GpuError::during("reading an event timer", e))
+        };
+        let mut timings = CommitTimings {
+            wall_ms,
+            tree_ms: elapsed(&tree_start, &tree_end)?,
+            ..CommitTimings::default()
+        };
+        for [fill, gemm, hash, end] in &phases {
+            timings.fill_ms += elapsed(fill, gemm)?;
+            timings.gemm_ms += elapsed(gemm, hash)?;
+            timings.hash_ms += elapsed(hash, end)?;
+        }
+        Ok(Committed {
+            batch: batch.clone(),
+            chosen,
+            nodes,
+            level_offsets,
+            root,
+            timings,
+            algorithm: g.algorithm(),
+        })
+    }
+
+    /// Opens `leaves` of a commitment: recomputes each product holding one, checks each leaf
+    /// against its committed hash, and returns its bytes with its inclusion proof.
+    pub fn open_leaves(
+        &self,
+        committed: &Committed,
+        leaves: &[u64],
+    ) -> Result<Vec<LeafOpening>, GpuError> {
+        self.bind()?;
+        let batch = &committed.batch;
+        let total = batch.leaf_count();
+        if let Some(bad) = leaves.iter().find(|&&l| l >= total) {
+            return Err(GpuError(format!(
+                "leaf {bad} asked, the commitment has {total}"
+            )));
+        }
+        // Every hash needed, fetched in one gather: each leaf's own, then its proof's.
+        let mut wanted = Vec::new();
+        let mut proofs = Vec::with_capacity(leaves.len());
+        for &leaf in leaves {
+            wanted.push(leaf); // level 0 starts at offset 0
+            let positions = pog_merkle::proof_positions(leaf, total).expect("checked in range");
+            proofs.push(positions.len());
+            wanted.extend(
+                positions
+                    .iter()
+                    .map(|&(level, at)| committed.level_offsets[level] + at),
+            );
+        }
+        let hashes = self.read_hashes(&committed.nodes, &wanted)?;
+        let hash_at: Vec<usize> = proofs
+            .iter()
+            .scan(0usize, |at, len| {
+                let here = *at;
+                *at += 1 + len;
+                Some(here)
+            })
+            .collect();
+
+        let per_product = batch.leaves_per_product();
+        let mut order: Vec<usize> = (0..leaves.len()).collect();
+        order.sort_by_key(|&i| leaves[i]);
+        let mut bytes: Vec<Vec<u8>> = vec![Vec::new(); leaves.len()];
+        let n = batch.size;
+        let mut g: Option<Prepared> = None;
+        let mut current = None;
+        for &i in &order {
+            let product = (leaves[i] / per_product) as usize;
+            if current != Some(product) {
+                match g.as_mut() {
+                    None => {
+                        let mut p = Prepared::new(
+                            self,
+                            self.lt()?,
+                            batch.precision,
+                            (n, n, n),
+                            batch.seeds[product],
+                            &[ALayout::KMajor],
+                        )?;
+                        p.choose(committed.chosen)?;
+                        g = Some(p);
+                    }
+                    Some(p) => p.refill(batch.seeds[product])?,
+                }
+                g.as_ref().expect("set above").run()?;
+                self.sync()?;
+                current = Some(product);
+            }
+            let within = leaves[i] % per_product;
+            let start = within * batch.leaf_bytes();
+            let len = batch.leaf_bytes().min(batch.output_bytes() - start);
+            let prepared = g.as_ref().expect("set above");
+            let leaf_bytes = read_leaf(&prepared.d, start, len)?;
+            if pog_merkle::leaf_hash(&leaf_bytes) != hashes[hash_at[i]] {
+                // Tell a GEMM that does not repeat from a commitment that was wrong.
+                prepared.run()?;
+                self.sync()?;
+                let again = read_leaf(&prepared.d, start, len)?;
+                return Err(GpuError(format!(
+                    "leaf {} recomputed with {} differs from the committed one; {}",
+                    leaves[i],
+                    committed.algorithm,
+                    if again == leaf_bytes {
+                        "two recomputations agree, so the commitment itself was wrong"
+                    } else {
+                        "two recomputations differ: the GEMM does not repeat bit for bit"
+                    }
+                )));
+            }
+            bytes[i] = leaf_bytes;
+        }
+
+        let mut openings = Vec::with_capacity(leaves.len());
+        let mut at = 0;
+        for ((&leaf, proof_len), leaf_bytes) in leaves.iter().zip(proofs).zip(bytes) {
+            openings.push(LeafOpening {
+                leaf,
+                bytes: leaf_bytes,
+                proof: hashes[at + 1..at + 1 + proof_len].to_vec(),
+            });
+            at += 1 + proof_len;
+        }
+        Ok(openings)
+    }
+
+    /// Hashes the leaves of one product output `d` into level 0 of `nodes`, from `first_leaf`.
+    fn hash_leaves(
+        &self,
+        batch: &ProductBatch,
+        d: &DeviceBuffer,
+        nodes: &DeviceBuffer,
+        first_leaf: u64,
+    ) -> Result<(), GpuError> {
+        let leaf_bytes = batch.leaf_bytes();
+        let total_bytes = batch.output_bytes();
+        let whole = total_bytes / leaf_bytes;
+        let out = nodes.ptr + first_leaf * 32;
+        // The fast kernel takes whole leaves of a multiple of 64 bytes; the rest go byte-wise.
+        let fast = if leaf_bytes.is_multiple_of(64) { whole } else { 0 };
+        if fast > 0 {
+            let leaf_bytes32 = leaf_bytes as u32;
+            let blocks = (u64::from(self.sm_count) * 8)
+                .min(fast.div_ceil(256))
+                .max(1) as u32;
+            let mut launch = self.stream.launch_builder(&self.kernels.leaf_hash);
+            launch.arg(&d.ptr).arg(&fast).arg(&leaf_bytes32).arg(&out);
+            // SAFETY: d holds `fast` whole leaves; out has room for their hashes in `nodes`.
+            unsafe {
+                launch.launch(LaunchConfig {
+                    grid_dim: (blocks, 1, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+            }
+            .map_err(|e| GpuError::during("launching the leaf hash kernel", e))?;
+        }
+        let rest = batch.leaves_per_product() - fast;
+        if rest > 0 {
+            let leaf_bytes32 = leaf_bytes as u32;
+            let rest_out = out + fast * 32;
+            let mut launch = self.stream.launch_builder(&self.kernels.leaf_hash_bytes);
+            launch
+                .arg(&d.ptr)
+                .arg(&total_bytes)
+                .arg(&leaf_bytes32)
+                .arg(&fast)
+                .arg(&rest)
+                .arg(&rest_out);
+            // SAFETY: leaves fast.. of d are read within total_bytes; their hashes fit in nodes.
+            unsafe { launch.launch(self.geometry(rest)) }
+                .map_err(|e| GpuError::during("launching the byte-wise leaf hash kernel", e))?;
+        }
+        Ok(())
+    }
+
+    /// Reads the hashes at node indices `at` of `nodes` (one gather kernel, one copy).
+    fn read_hashes(&self, nodes: &DeviceBuffer, at: &[u64]) -> Result<Vec<Hash>, GpuError> {
+        if at.is_empty() {
+            return Ok(Vec::new());
+        }
+        let count = at.len() as u64;
+        let index = DeviceBuffer::new(count * 8)?;
+        let out = DeviceBuffer::new(count * 32)?;
+        // SAFETY: index holds count u64; synchronous copy.
+        unsafe { drv::memcpy_htod_sync(index.ptr, at) }
+            .map_err(|e| GpuError::during("sending node indices", e))?;
+        let mut launch = self.stream.launch_builder(&self.kernels.gather_hashes);
+        launch
+            .arg(&nodes.ptr)
+            .arg(&index.ptr)
+            .arg(&count)
+            .arg(&out.ptr);
+        // SAFETY: every index lies inside nodes (callers take them from the level layout).
+        unsafe { launch.launch(self.geometry(count)) }
+            .map_err(|e| GpuError::during("launching the gather kernel", e))?;
+        self.sync()?;
+        let mut words = vec![0u32; at.len() * 8];
+        // SAFETY: out holds count hashes; synchronous copy after the kernel finished.
+        unsafe { drv::memcpy_dtoh_sync(&mut words[..], out.ptr) }
+            .map_err(|e| GpuError::during("reading hashes back", e))?;
+        Ok(words.chunks_exact(8).map(hash_from_words).collect())
+    }
+
+    fn record(&self, event: &CudaEvent) -> Result<(), GpuError> {
+        event
+            .record(&self.stream)
+            .map_err(|e| GpuError::during("recording an event", e))
+    }
+}
+
+/// Copies `len` bytes at `start` of a product's output back (synchronously).
+fn read_leaf(d: &DeviceBuffer, start: u64, len: u64) -> Result<Vec<u8>, GpuError> {
+    let mut bytes = vec![0u8; len as usize];
+    // SAFETY: callers keep start + len inside the output; the copy is synchronous.
+    unsafe { drv::memcpy_dtoh_sync(&mut bytes[..], d.ptr + start) }
+        .map_err(|e| GpuError::during("reading back a leaf", e))?;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_read_back_as_big_endian_words() {
+        let words: Vec<u32> = (0..8).map(|i| 0x0102_0304 + i).collect();
+        let hash = hash_from_words(&words);
+        assert_eq!(&hash[..4], &[1, 2, 3, 4]);
+        assert_eq!(&hash[28..], &[1, 2, 3, 11]);
+    }
+
+    #[test]
+    fn batches_count_their_leaves() {
+        let batch = ProductBatch {
+            precision: Precision::Bf16,
+            size: 10,
+            leaf_elements: 16,
+            seeds: vec![(1, 2), (3, 4), (5, 6)],
+        };
+        assert_eq!(batch.leaves_per_product(), 7);
+        assert_eq!(batch.leaf_count(), 21);
+        assert_eq!(batch.leaf_bytes(), 32);
+        assert_eq!(batch.output_bytes(), 200);
+    }
+}

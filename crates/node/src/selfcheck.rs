@@ -1,0 +1,158 @@
+//! A self-challenge: the validator's session and the agent's GPU prover in one process, so a
+//! provider sees what a remote validator would (`pog prove`, `pog check`). The challenge, the
+//! spot checks, the verification and the time bound are the network validator's own code;
+//! only the HTTP hops are left out (their round trip is credited there anyway).
+
+use crate::provers::GpuEngine;
+use crate::validator::{random_bytes, Planned};
+use pog_device::gpu::CommitTimings;
+use pog_proof::prover::Prover;
+use pog_proof::session::{Outcome, ValidatorSession};
+use pog_proof::wire::{kind, ChallengeMessage, Commitment, Identity, Openings, WireOpening};
+use serde::Serialize;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// How long the self-challenge gives the prover to commit.
+const EXPIRY_MS: u64 = 600_000;
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// What one self-challenge showed.
+#[derive(Debug, Clone, Serialize)]
+pub struct SelfCheck {
+    pub gpu_uuid: String,
+    /// The challenge as issued (nonce included), so its products can be recomputed elsewhere.
+    pub challenge: pog_proof::Challenge,
+    pub precision: pog_spec::Precision,
+    pub size: u64,
+    pub batch: u32,
+    pub leaf_elements: u32,
+    /// The claimed model's expected time to commit, and the time measured (issue to commit).
+    pub expected_ms: f64,
+    pub commit_ms: f64,
+    /// Where the GPU's time went (events, summed over the products).
+    pub fill_ms: f64,
+    pub gemm_ms: f64,
+    pub hash_ms: f64,
+    pub tree_ms: f64,
+    /// Work besides the products themselves, as a share of the GEMM time.
+    pub overhead: f64,
+    pub algorithm: String,
+    /// Time to open the spot-checked leaves (recomputing the products that hold them).
+    pub open_ms: f64,
+    /// The validator's CPU time to verify the openings.
+    pub verify_ms: f64,
+    /// Signed message sizes: challenge and open request to the agent, commitment and openings
+    /// back.
+    pub bytes_to_agent: usize,
+    pub bytes_from_agent: usize,
+    pub outcome: Outcome,
+}
+
+impl SelfCheck {
+    /// Measured time against the bound: below 1 the commitment came in time.
+    pub fn time_ratio(&self) -> f64 {
+        self.commit_ms / self.expected_ms
+    }
+}
+
+/// Challenges the GPU `gpu_uuid` of `engine` as a validator would under `planned`.
+pub fn run(
+    engine: &GpuEngine,
+    gpu_uuid: &str,
+    planned: &Planned,
+    samples: u32,
+) -> Result<SelfCheck, String> {
+    let validator = Identity::from_seed(random_bytes());
+    let agent = Identity::from_seed(random_bytes());
+    let challenge = planned.challenge(random_bytes(), gpu_uuid);
+    engine.prepare(&challenge)?; // the algorithm search, outside the timed window
+
+    let issued_at_ms = now_ms();
+    let message = ChallengeMessage {
+        id: hex::encode(random_bytes::<16>()),
+        challenge: challenge.clone(),
+        issued_at_ms,
+        expires_at_ms: issued_at_ms + EXPIRY_MS,
+    };
+    let mut session = ValidatorSession::new(
+        message.clone(),
+        agent.public_hex(),
+        planned.expected_ms,
+        random_bytes(),
+        samples,
+    );
+    let mut to_agent = sealed_len(&validator, kind::CHALLENGE, &message)?;
+
+    let started = Instant::now();
+    let proof = engine.commit(&challenge)?;
+    let commit_ms = started.elapsed().as_secs_f64() * 1e3;
+    let commitment = Commitment {
+        challenge_id: message.id.clone(),
+        gpu_uuid: gpu_uuid.to_string(),
+        root: hex::encode(proof.root()),
+        leaf_count: proof.leaf_count(),
+        agent_ms: commit_ms,
+    };
+    let mut from_agent = sealed_len(&agent, kind::COMMITMENT, &commitment)?;
+    let request = session
+        .on_commitment(&commitment, &agent.public_hex(), now_ms(), 0.0)
+        .map_err(|e| e.to_string())?;
+    to_agent += sealed_len(&validator, kind::OPEN, &request)?;
+
+    let opening = Instant::now();
+    let opened = proof.open(&request.leaves)?;
+    let open_ms = opening.elapsed().as_secs_f64() * 1e3;
+    let openings = Openings {
+        challenge_id: message.id.clone(),
+        openings: opened.iter().map(WireOpening::from).collect(),
+    };
+    from_agent += sealed_len(&agent, kind::OPENINGS, &openings)?;
+
+    let verifying = Instant::now();
+    let outcome = session
+        .on_openings(&openings, &agent.public_hex())
+        .map_err(|e| e.to_string())?;
+    let verify_ms = verifying.elapsed().as_secs_f64() * 1e3;
+
+    let CommitTimings {
+        fill_ms,
+        gemm_ms,
+        hash_ms,
+        tree_ms,
+        ..
+    } = proof.report.timings;
+    Ok(SelfCheck {
+        gpu_uuid: gpu_uuid.to_string(),
+        challenge: challenge.clone(),
+        precision: challenge.precision,
+        size: challenge.size,
+        batch: challenge.batch,
+        leaf_elements: challenge.leaf_elements,
+        expected_ms: planned.expected_ms,
+        commit_ms,
+        fill_ms,
+        gemm_ms,
+        hash_ms,
+        tree_ms,
+        overhead: (commit_ms - gemm_ms).max(0.0) / gemm_ms.max(f64::MIN_POSITIVE),
+        algorithm: proof.report.algorithm.clone(),
+        open_ms,
+        verify_ms,
+        bytes_to_agent: to_agent,
+        bytes_from_agent: from_agent,
+        outcome,
+    })
+}
+
+/// Bytes of `body` signed by `who` as a `kind` message, as it would travel.
+fn sealed_len<T: Serialize>(who: &Identity, kind: &str, body: &T) -> Result<usize, String> {
+    let envelope = who.seal(kind, body).map_err(|e| e.to_string())?;
+    serde_json::to_vec(&envelope)
+        .map(|b| b.len())
+        .map_err(|e| e.to_string())
+}

@@ -1,0 +1,178 @@
+//! `pog prove`: the proof of GPU as a validator would run it, on this host's GPUs, validator
+//! and agent in one process (`pog_node::selfcheck`): the time to commit against the claimed
+//! model's bound, the spot checks, and where the time went. `pog check` runs it with the
+//! validator's per-model plan.
+
+use super::inspect::{collect_and_inspect, InspectReport};
+use super::{print_json, Outcome};
+use crate::cli::{Global, ProveArgs};
+use anyhow::{anyhow, bail, Result};
+use pog_inspect::GpuVerdict;
+use pog_node::provers::{GpuEngine, MAX_CPU_WORK};
+use pog_node::selfcheck::{self, SelfCheck};
+use pog_node::validator::{Planned, Policy};
+use pog_proof::prover::{Behaviour, CpuProver, Prover};
+use pog_spec::{Precision, SpecDb};
+use serde::Serialize;
+
+/// One GPU's self-challenge, or why it could not run.
+#[derive(Serialize)]
+pub struct GpuProof {
+    pub ordinal: usize,
+    pub model: String,
+    pub check: Option<SelfCheck>,
+    /// With `--against-cpu`: whether the CPU prover's root equals the GPU's (required for
+    /// INT8, which is exact; float outputs may differ in a last bit and are judged by the
+    /// spot checks alone).
+    pub cpu_root_matches: Option<bool>,
+    pub error: Option<String>,
+}
+
+impl GpuProof {
+    pub fn passed(&self) -> bool {
+        let exact_mismatch = self.cpu_root_matches == Some(false)
+            && self.check.as_ref().map(|c| c.precision) == Some(Precision::Int8);
+        self.error.is_none()
+            && self.check.as_ref().is_some_and(|c| c.outcome.accepted)
+            && !exact_mismatch
+    }
+}
+
+pub fn run(global: &Global, args: &ProveArgs) -> Result<Outcome> {
+    let inspect = collect_and_inspect(global)?;
+    let proofs = prove(global, args, &inspect)?;
+    if global.json {
+        print_json(&proofs)?;
+    } else {
+        crate::render::proofs(&proofs);
+    }
+    Ok(if proofs.iter().all(GpuProof::passed) {
+        Outcome::Passed
+    } else {
+        Outcome::Failed
+    })
+}
+
+/// Self-challenges every genuine GPU of the inspected host (or those `args.gpus` names), all
+/// at once, as a validator challenges an agent's GPUs.
+pub fn prove(global: &Global, args: &ProveArgs, inspect: &InspectReport) -> Result<Vec<GpuProof>> {
+    if global.simulate.is_some() {
+        bail!("the GPU prover needs a real GPU: `pog prove` does not run on a simulated host");
+    }
+    let cuda = inspect
+        .inventory
+        .cuda
+        .value()
+        .ok_or_else(|| anyhow!("CUDA is not usable on this host, so no GPU can be proven"))?;
+    let mut targets = Vec::new(); // (ordinal, uuid, model)
+    for g in &inspect.inspection.gpus {
+        let (Some(uuid), Some(model), Some(bus)) = (&g.uuid, &g.model, g.bus_id) else {
+            continue;
+        };
+        let Some(device) = cuda
+            .devices
+            .iter()
+            .find(|d| d.pci_bus_id.value() == Some(&bus))
+        else {
+            continue;
+        };
+        let ordinal = device.ordinal as usize;
+        if args
+            .gpus
+            .as_ref()
+            .is_some_and(|only| !only.contains(&ordinal))
+        {
+            continue;
+        }
+        if g.verdict != GpuVerdict::Genuine {
+            bail!("GPU {ordinal} ({uuid}) did not come out genuine: a validator would not challenge it (run `pog inspect`)");
+        }
+        targets.push((ordinal, uuid.clone(), model.clone()));
+    }
+    if targets.is_empty() {
+        bail!("no GPU to prove on this host");
+    }
+    let engine = GpuEngine::start(
+        &targets
+            .iter()
+            .map(|(ordinal, uuid, _)| (uuid.clone(), *ordinal))
+            .collect::<Vec<_>>(),
+    )
+    .map_err(|e| anyhow!(e))?;
+    let engine = &engine;
+    let proofs = std::thread::scope(|scope| {
+        let running: Vec<_> = targets
+            .iter()
+            .map(|(ordinal, uuid, model)| {
+                scope.spawn(move || {
+                    let result = plan(args, model).and_then(|planned| {
+                        selfcheck::run(engine, uuid, &planned, args.samples).map_err(|e| anyhow!(e))
+                    });
+                    let (check, error) = match result {
+                        Ok(check) => (Some(check), None),
+                        Err(e) => (None, Some(format!("{e:#}"))),
+                    };
+                    let cpu_root_matches = args
+                        .against_cpu
+                        .then(|| check.as_ref().map(against_cpu))
+                        .flatten()
+                        .flatten();
+                    GpuProof {
+                        ordinal: *ordinal,
+                        model: model.clone(),
+                        check,
+                        cpu_root_matches,
+                        error,
+                    }
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|r| r.join().expect("a self-challenge thread panicked"))
+            .collect()
+    });
+    Ok(proofs)
+}
+
+/// The validator's per-model plan for `model`, with the flags' overrides. A changed shape keeps
+/// the plan's expected rate unless `--expected-ms` says otherwise.
+fn plan(args: &ProveArgs, model: &str) -> Result<Planned> {
+    let spec = SpecDb::embedded()
+        .by_model(model)
+        .ok_or_else(|| anyhow!("model {model:?} is not in the database"))?;
+    let base = Policy::per_model_default().plan_for(spec)?;
+    let precision = args.precision.unwrap_or(base.precision);
+    let rate = if precision == base.precision {
+        work(base.batch, base.size) / base.expected_ms
+    } else {
+        let tflops = pog_proof::params::expected_tflops(spec, precision)
+            .ok_or_else(|| anyhow!("{model} has no {precision:?} figure to time a proof by"))?;
+        tflops * 1e9 // multiply-adds ×2 per ms
+    };
+    let size = args.size.unwrap_or(base.size);
+    let batch = args.batch.unwrap_or(base.batch);
+    Ok(Planned {
+        precision,
+        size,
+        batch,
+        leaf_elements: args.leaf_elements,
+        expected_ms: args.expected_ms.unwrap_or(work(batch, size) / rate),
+    })
+}
+
+/// Floating-point operations of a batch of square products.
+fn work(batch: u32, size: u64) -> f64 {
+    f64::from(batch) * 2.0 * (size as f64).powi(3)
+}
+
+/// Recomputes the challenge on the CPU and compares roots; `None` when it is too large for
+/// the CPU prover.
+fn against_cpu(check: &SelfCheck) -> Option<bool> {
+    let c = &check.challenge;
+    if work(c.batch, c.size) / 2.0 > MAX_CPU_WORK {
+        return None;
+    }
+    let cpu = CpuProver::compute(c, Behaviour::Honest);
+    Some(hex::encode(cpu.root()) == check.outcome.root)
+}
