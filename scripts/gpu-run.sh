@@ -45,6 +45,16 @@ run attack-fake-nvidia-smi 1 "$POG" inspect --nvidia-smi "$fake_dir/nvidia-smi"
 printf '#!/bin/sh\nsleep 120\n' >"$fake_dir/hung-smi"; chmod +x "$fake_dir/hung-smi"
 run hung-nvidia-smi 0 "$POG" inspect --nvidia-smi "$fake_dir/hung-smi" --nvidia-smi-timeout 2
 
+# The proof of GPU: the GPU prover against the CPU prover at small sizes (INT8 roots must be
+# equal bit for bit; the fast and the byte-wise leaf hashing both), then the validator's
+# per-model challenge and two other precisions at full size, as JSON.
+run prove-small-int8 0 "$POG" prove --precision int8 --size 64 --batch 3 --expected-ms 60000 --against-cpu
+run prove-bytewise-int8 0 "$POG" prove --precision int8 --size 52 --batch 2 --leaf-elements 100 --expected-ms 60000 --against-cpu
+run prove-short-leaf-int8 0 "$POG" prove --precision int8 --size 60 --batch 3 --leaf-elements 64 --expected-ms 60000 --against-cpu
+run prove-small-bf16 0 "$POG" prove --precision bf16 --size 128 --batch 2 --expected-ms 60000 --against-cpu
+run prove-json 0 "$POG" prove --json
+run prove-bf16-json 0 "$POG" prove --precision bf16 --json
+
 # The full suite once, as a table with the host (sustained load included). FULL_BENCH=0 skips
 # it when only the comparison with PyTorch is wanted.
 if [ "${FULL_BENCH:-1}" != 0 ]; then
@@ -64,6 +74,19 @@ done
   echo "== pog GPU run: $(date -u +%FT%TZ) on $(nvidia-smi --query-gpu=name,pci.bus_id,uuid --format=csv,noheader | tr '\n' ';')"
   printf '%s\n' "${summary[@]}"
 } | tee "$OUT/summary.txt"
+for f in "$OUT"/prove-json.json "$OUT"/prove-bf16-json.json; do
+  [ -s "$f" ] && python3 - "$f" <<'PY' | tee -a "$OUT/summary.txt"
+import json, sys
+for p in json.load(open(sys.argv[1])):
+    c = p["check"]
+    if not c:
+        print(f"prove GPU {p['ordinal']}: ERROR {p['error']}"); continue
+    print(f"prove GPU {p['ordinal']} {c['precision']} n={c['size']} x{c['batch']}: commit {c['commit_ms']:.0f} ms of {c['expected_ms']:.0f} ms bound "
+          f"({100*c['commit_ms']/c['expected_ms']:.0f} %), GEMM {c['gemm_ms']:.0f} ms, overhead {100*c['overhead']:.1f} % "
+          f"(fill {c['fill_ms']:.1f}, hash {c['hash_ms']:.1f}, tree {c['tree_ms']:.1f} ms), open {c['open_ms']:.0f} ms, "
+          f"verify {c['verify_ms']:.1f} ms, bytes {c['bytes_to_agent']} / {c['bytes_from_agent']}, accepted {c['outcome']['accepted']}")
+PY
+done
 if [ -f "$OUT/torch-1-json.json" ]; then
   python3 - "$OUT" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys, os

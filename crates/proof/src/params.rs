@@ -67,13 +67,25 @@ pub fn choose_precision(claimed: &GpuSpec, db: &SpecDb) -> Option<PrecisionChoic
     best
 }
 
-/// The rate at which `claimed` is expected to commit proofs in `precision`, in TFLOP/s (TOP/s):
-/// [`DATASHEET_EFFICIENCY`] of its datasheet peak.
-pub fn expected_tflops(claimed: &GpuSpec, precision: Precision) -> Option<f64> {
-    claimed
-        .peak
-        .get(precision)
-        .map(|peak| peak * DATASHEET_EFFICIENCY)
+/// Proof rates pog measured on real cards, end to end (generation, GEMM, hashing and tree: the
+/// time from challenge to commitment), in TFLOP/s (TOP/s for INT8): model, precision, product
+/// size, rate, and where it was measured (docs/protocol.md).
+pub const MEASURED_RATES: &[(&str, Precision, u64, f64, &str)] = &[];
+
+/// The rate at which `claimed` is expected to commit proofs of `size` in `precision`, in
+/// TFLOP/s (TOP/s): pog's own measurement of that model where there is one
+/// ([`MEASURED_RATES`]), else [`DATASHEET_EFFICIENCY`] of its datasheet peak.
+pub fn expected_tflops(claimed: &GpuSpec, precision: Precision, size: u64) -> Option<f64> {
+    MEASURED_RATES
+        .iter()
+        .find(|(model, p, n, _, _)| *model == claimed.model && *p == precision && *n == size)
+        .map(|(_, _, _, rate, _)| *rate)
+        .or_else(|| {
+            claimed
+                .peak
+                .get(precision)
+                .map(|peak| peak * DATASHEET_EFFICIENCY)
+        })
 }
 
 /// A planned challenge with the time the claimed model should need.
@@ -100,12 +112,12 @@ pub fn plan(
 ) -> Option<ProofPlan> {
     let choice = choose_precision(claimed, db)?;
     let p = choice.precision;
-    let expected_tflops = expected_tflops.or_else(|| self::expected_tflops(claimed, p))?;
     let input = pog_matgen::Storage::of(p).bytes() as u64;
     let output = crate::layout::output_bytes(p) as u64;
     let size = [16384u64, 8192, 4096, 2048]
         .into_iter()
         .find(|n| n * n * (2 * input + output) <= memory_bytes / 2)?;
+    let expected_tflops = expected_tflops.or_else(|| self::expected_tflops(claimed, p, size))?;
     let one = 2.0 * (size as f64).powi(3);
     let batch = ((target_seconds * expected_tflops * 1e12 / one).ceil() as u32).max(1);
     let expected_ms = f64::from(batch) * one / (expected_tflops * 1e12) * 1e3;

@@ -49,8 +49,10 @@ pub(super) fn memtest(gpu: &Gpu, request: &MemtestRequest) -> Result<MemtestRun,
         })?;
         // counters = [0, 0, u64::MAX]
         let init: [u64; 3] = [0, 0, u64::MAX];
-        // SAFETY: counters holds three u64; synchronous copy.
-        unsafe { drv::memcpy_htod_sync(counters.ptr, &init[..]) }
+        // On the stream: a pageable "synchronous" copy may land after later work on this
+        // stream has started (see `prove::read_hashes`).
+        // SAFETY: counters holds three u64; the copy is staged before this returns.
+        unsafe { drv::memcpy_htod_async(counters.ptr, &init[..], gpu.stream.cu_stream()) }
             .map_err(|e| GpuError::during("clearing counters", e))?;
         let check_ms = gpu.time(|| {
             let mut launch = gpu.stream.launch_builder(&gpu.kernels.pattern_check);

@@ -351,7 +351,11 @@ impl Gpu {
         let whole = total_bytes / leaf_bytes;
         let out = nodes.ptr + first_leaf * 32;
         // The fast kernel takes whole leaves of a multiple of 64 bytes; the rest go byte-wise.
-        let fast = if leaf_bytes.is_multiple_of(64) { whole } else { 0 };
+        let fast = if leaf_bytes.is_multiple_of(64) {
+            whole
+        } else {
+            0
+        };
         if fast > 0 {
             let leaf_bytes32 = leaf_bytes as u32;
             let blocks = (u64::from(self.sm_count) * 8)
@@ -396,8 +400,11 @@ impl Gpu {
         let count = at.len() as u64;
         let index = DeviceBuffer::new(count * 8)?;
         let out = DeviceBuffer::new(count * 32)?;
-        // SAFETY: index holds count u64; synchronous copy.
-        unsafe { drv::memcpy_htod_sync(index.ptr, at) }
+        // Queued on the stream: a "synchronous" copy from pageable memory may return before its
+        // DMA lands, and this stream does not wait for the legacy one (on the H100 that let
+        // the gather read stale indices).
+        // SAFETY: index holds count u64; `at` outlives the copy (the stream is synced below).
+        unsafe { drv::memcpy_htod_async(index.ptr, at, self.stream.cu_stream()) }
             .map_err(|e| GpuError::during("sending node indices", e))?;
         let mut launch = self.stream.launch_builder(&self.kernels.gather_hashes);
         launch

@@ -135,22 +135,18 @@ pub fn prove(global: &Global, args: &ProveArgs, inspect: &InspectReport) -> Resu
     Ok(proofs)
 }
 
-/// The validator's per-model plan for `model`, with the flags' overrides. A changed shape keeps
-/// the plan's expected rate unless `--expected-ms` says otherwise.
+/// The validator's per-model plan for `model`, with the flags' overrides; the time bound is the
+/// model's expected rate for that precision and size unless `--expected-ms` says otherwise.
 fn plan(args: &ProveArgs, model: &str) -> Result<Planned> {
     let spec = SpecDb::embedded()
         .by_model(model)
         .ok_or_else(|| anyhow!("model {model:?} is not in the database"))?;
     let base = Policy::per_model_default().plan_for(spec)?;
     let precision = args.precision.unwrap_or(base.precision);
-    let rate = if precision == base.precision {
-        work(base.batch, base.size) / base.expected_ms
-    } else {
-        let tflops = pog_proof::params::expected_tflops(spec, precision)
-            .ok_or_else(|| anyhow!("{model} has no {precision:?} figure to time a proof by"))?;
-        tflops * 1e9 // multiply-adds ×2 per ms
-    };
     let size = args.size.unwrap_or(base.size);
+    let tflops = pog_proof::params::expected_tflops(spec, precision, size)
+        .ok_or_else(|| anyhow!("{model} has no {precision:?} figure to time a proof by"))?;
+    let rate = tflops * 1e9; // floating-point operations per ms
     let batch = args.batch.unwrap_or(base.batch);
     Ok(Planned {
         precision,
