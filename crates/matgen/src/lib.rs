@@ -15,8 +15,10 @@
 
 use pog_spec::Precision;
 
-/// The CUDA C twin of [`bits`], compiled by NVRTC. Kernels: `pog_fill_u64/u32/u16/u8(out, n,
-/// seed, format)` with `format` = [`Precision::format_code`].
+/// The CUDA C twin of [`bits`], compiled by NVRTC. Kernels: `pog_fill_words(out, words, seed,
+/// format)` writes whole hashes (8 bytes of elements each); `pog_fill_u64/u32/u16/u8(out,
+/// first, n, seed, format)` writes elements one at a time; `format` =
+/// [`Storage::format_code`].
 pub const CUDA_SOURCE: &str = include_str!("fill.cu");
 
 const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;

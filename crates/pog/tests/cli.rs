@@ -313,7 +313,7 @@ fn bench_flags_are_validated() {
 }
 
 #[test]
-fn check_runs_the_quick_bench_stage() {
+fn check_runs_the_quick_bench_and_prove_stages() {
     let dir = tempfile::tempdir().unwrap();
     let (json, code) = json_of(
         pog()
@@ -327,7 +327,13 @@ fn check_runs_the_quick_bench_stage() {
         .iter()
         .filter_map(|s| s["name"].as_str())
         .collect();
-    assert_eq!(stages, ["inspect", "bench"]);
+    assert_eq!(stages, ["inspect", "bench", "prove"]);
+    // No real GPU to prove on a simulated host: the stage says so and does not fail.
+    assert_eq!(json["stages"][2]["status"], "pass");
+    assert!(json["stages"][2]["summary"]
+        .as_str()
+        .unwrap()
+        .starts_with("skipped: simulated host"));
     assert_eq!(json["bench"]["suite"], "quick");
     // The L4 has 24 GB: the quick suite uses 4096 for it.
     assert!(json["bench"]["gpus"][0]["gemm"]

@@ -48,6 +48,7 @@ pub struct Gpu {
 }
 
 struct Kernels {
+    fill_words: CudaFunction,
     fill_u64: CudaFunction,
     fill_u32: CudaFunction,
     fill_u16: CudaFunction,
@@ -115,6 +116,7 @@ impl Gpu {
                 .map_err(|e| GpuError::during(&format!("loading {name}"), e))
         };
         let kernels = Kernels {
+            fill_words: function("pog_fill_words")?,
             fill_u64: function("pog_fill_u64")?,
             fill_u32: function("pog_fill_u32")?,
             fill_u16: function("pog_fill_u16")?,
@@ -200,21 +202,41 @@ impl Gpu {
         })?))
     }
 
-    /// Fills `buffer` with seeded elements of `storage` (pog_matgen's CUDA twin).
+    /// Fills `buffer` with seeded elements of `storage` (pog_matgen's CUDA twin): whole hashes
+    /// (8 bytes each) with the packed kernel, a tail of fewer elements one at a time.
     fn fill(&self, buffer: &DeviceBuffer, storage: Storage, seed: u64) -> Result<(), GpuError> {
-        let n = buffer.bytes / storage.bytes() as u64;
-        let f = match storage.bytes() {
-            8 => &self.kernels.fill_u64,
-            4 => &self.kernels.fill_u32,
-            2 => &self.kernels.fill_u16,
-            _ => &self.kernels.fill_u8,
-        };
+        let bytes = storage.bytes() as u64;
+        let n = buffer.bytes / bytes;
+        let per = storage.per_hash();
+        let words = n / per;
         let format = storage.format_code();
-        let mut launch = self.stream.launch_builder(f);
-        launch.arg(&buffer.ptr).arg(&n).arg(&seed).arg(&format);
-        // SAFETY: the kernel writes n elements of the storage width into buffer, which holds them.
-        unsafe { launch.launch(self.geometry(n)) }
-            .map_err(|e| GpuError::during("launching the fill kernel", e))?;
+        if words > 0 {
+            let mut launch = self.stream.launch_builder(&self.kernels.fill_words);
+            launch.arg(&buffer.ptr).arg(&words).arg(&seed).arg(&format);
+            // SAFETY: the kernel writes `words` u64 into buffer, which holds n >= words * per
+            // elements of `bytes` bytes; cuMemAlloc aligns it for u64.
+            unsafe { launch.launch(self.geometry(words)) }
+                .map_err(|e| GpuError::during("launching the fill kernel", e))?;
+        }
+        let first = words * per;
+        if first < n {
+            let f = match bytes {
+                8 => &self.kernels.fill_u64,
+                4 => &self.kernels.fill_u32,
+                2 => &self.kernels.fill_u16,
+                _ => &self.kernels.fill_u8,
+            };
+            let mut launch = self.stream.launch_builder(f);
+            launch
+                .arg(&buffer.ptr)
+                .arg(&first)
+                .arg(&n)
+                .arg(&seed)
+                .arg(&format);
+            // SAFETY: writes elements first..n of the storage width, inside buffer.
+            unsafe { launch.launch(self.geometry(n - first)) }
+                .map_err(|e| GpuError::during("launching the fill kernel", e))?;
+        }
         Ok(())
     }
 
