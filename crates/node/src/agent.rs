@@ -40,6 +40,8 @@ pub enum Cheat {
     ReplayFirst,
     /// Computes the answer for another GPU's UUID (one GPU answering for two).
     AnswerAs(&'static str),
+    /// Computes the answer as if the GPU sat at another PCI address.
+    AnswerAtBus(&'static str),
     /// Sleeps this long before committing (a slower GPU).
     DelayMs(u64),
     /// Signs its answers with a key other than the one it registered with.
@@ -118,8 +120,10 @@ impl Agent {
             }
         }
         let mut target = challenge.clone();
-        if let Some(Cheat::AnswerAs(uuid)) = self.cheat {
-            target.gpu_uuid = uuid.to_string();
+        match self.cheat {
+            Some(Cheat::AnswerAs(uuid)) => target.gpu_uuid = uuid.to_string(),
+            Some(Cheat::AnswerAtBus(bus)) => target.gpu_bus_id = bus.to_string(),
+            _ => {}
         }
         let prover = self.engine.prove(&target)?;
         self.first
@@ -149,10 +153,14 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
         ));
     }
     let c = &message.challenge;
-    if !agent.gpus.iter().any(|g| g.uuid == c.gpu_uuid) {
+    if !agent
+        .gpus
+        .iter()
+        .any(|g| g.uuid == c.gpu_uuid && g.bus_id == c.gpu_bus_id)
+    {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
-            format!("this agent has no GPU {}", c.gpu_uuid),
+            format!("this agent has no GPU {} at {}", c.gpu_uuid, c.gpu_bus_id),
         ));
     }
     if c.version != pog_proof::challenge::CHALLENGE_VERSION {

@@ -279,6 +279,7 @@ mod tests {
             version: CHALLENGE_VERSION,
             nonce: [1; 32],
             gpu_uuid: "GPU-1".into(),
+            gpu_bus_id: "00000000:00:06.0".into(),
             precision: Precision::Int8,
             size,
             batch,

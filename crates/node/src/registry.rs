@@ -28,6 +28,8 @@ pub struct RegisteredGpu {
     pub agent: String,
     pub endpoint: String,
     pub model: String,
+    /// Its PCI address as the agent claimed it.
+    pub bus_id: String,
 }
 
 /// Why a registry change was refused.
@@ -103,9 +105,9 @@ impl Registry {
         Ok(self
             .db
             .query_row(
-                "SELECT g.uuid, g.agent, a.endpoint, g.model FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid = ?1",
+                "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid = ?1",
                 params![uuid],
-                |r| Ok(RegisteredGpu { uuid: r.get(0)?, agent: r.get(1)?, endpoint: r.get(2)?, model: r.get(3)? }),
+                |r| Ok(RegisteredGpu { uuid: r.get(0)?, agent: r.get(1)?, endpoint: r.get(2)?, model: r.get(3)?, bus_id: r.get(4)? }),
             )
             .optional()?)
     }

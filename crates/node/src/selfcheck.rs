@@ -60,16 +60,17 @@ impl SelfCheck {
     }
 }
 
-/// Challenges the GPU `gpu_uuid` of `engine` as a validator would under `planned`.
+/// Challenges the GPU `gpu_uuid` at `gpu_bus_id` of `engine` as a validator would under
+/// `planned`.
 pub fn run(
     engine: &GpuEngine,
-    gpu_uuid: &str,
+    (gpu_uuid, gpu_bus_id): (&str, &str),
     planned: &Planned,
     samples: u32,
 ) -> Result<SelfCheck, String> {
     let validator = Identity::from_seed(random_bytes());
     let agent = Identity::from_seed(random_bytes());
-    let challenge = planned.challenge(random_bytes(), gpu_uuid);
+    let challenge = planned.challenge(random_bytes(), gpu_uuid, gpu_bus_id);
     engine.prepare(&challenge)?; // the algorithm search, outside the timed window
 
     let issued_at_ms = now_ms();

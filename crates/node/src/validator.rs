@@ -53,12 +53,14 @@ pub struct Planned {
 }
 
 impl Planned {
-    /// The challenge of this shape for `gpu_uuid`, from `nonce`.
-    pub fn challenge(&self, nonce: [u8; 32], gpu_uuid: &str) -> Challenge {
+    /// The challenge of this shape for the GPU `gpu_uuid` at PCI address `gpu_bus_id`, from
+    /// `nonce`.
+    pub fn challenge(&self, nonce: [u8; 32], gpu_uuid: &str, gpu_bus_id: &str) -> Challenge {
         Challenge {
             version: CHALLENGE_VERSION,
             nonce,
             gpu_uuid: gpu_uuid.into(),
+            gpu_bus_id: gpu_bus_id.into(),
             precision: self.precision,
             size: self.size,
             batch: self.batch,
@@ -224,7 +226,7 @@ impl Validator {
             .by_model(&gpu.model)
             .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
         let planned = policy.plan_for(spec)?;
-        let challenge = planned.challenge(random_bytes(), uuid);
+        let challenge = planned.challenge(random_bytes(), uuid, &gpu.bus_id);
         let expected_ms = planned.expected_ms;
         let id = hex::encode(random_bytes::<16>());
         let round_trip_ms = self.round_trip(&gpu.endpoint).await;

@@ -217,6 +217,19 @@ async fn junk_lower_precision_replay_and_foreign_answers_are_rejected() {
     let doubled = v.challenge("GPU-a", &policy()).await.unwrap();
     assert!(!doubled.accepted);
     assert_eq!(doubled.outcome.unwrap().rejected.len(), 256);
+
+    // The answer computed for another PCI address than the registered one.
+    start_agent(
+        &vurl,
+        15,
+        vec![claim("GPU-slot")],
+        Behaviour::Honest,
+        Some(Cheat::AnswerAtBus("0000:00:07.0")),
+    )
+    .await;
+    let moved = v.challenge("GPU-slot", &policy()).await.unwrap();
+    assert!(!moved.accepted, "work bound to another bus id passed");
+    assert_eq!(moved.outcome.unwrap().rejected.len(), 256);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -362,6 +375,7 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         version: pog_proof::challenge::CHALLENGE_VERSION,
         nonce: [9; 32],
         gpu_uuid: "GPU-ok".into(),
+        gpu_bus_id: "0000:00:06.0".into(),
         precision: Precision::Int8,
         size: 16,
         batch: 1,
@@ -381,6 +395,23 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         .await
         .unwrap();
     assert_eq!(first.status(), 200);
+    // The right UUID at another PCI address is not this agent's GPU.
+    let elsewhere = wire::ChallengeMessage {
+        id: "elsewhere".into(),
+        challenge: pog_proof::Challenge {
+            gpu_bus_id: "0000:00:07.0".into(),
+            ..c.clone()
+        },
+        ..fresh.clone()
+    };
+    let moved = client
+        .post(format!("{aurl}/v1/challenge"))
+        .json(&validator_key.seal(kind::CHALLENGE, &elsewhere).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(moved.status(), 404);
+    assert!(moved.text().await.unwrap().contains("at 0000:00:07.0"));
     let replay = client
         .post(format!("{aurl}/v1/challenge"))
         .json(&envelope)

@@ -16,6 +16,7 @@ fn main() {
             version: CHALLENGE_VERSION,
             nonce: [1; 32],
             gpu_uuid: "GPU-bench".into(),
+            gpu_bus_id: "00000000:00:06.0".into(),
             precision,
             size: 16384,
             batch: 8,

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// Version of the challenge encoding and seed derivation; bumped on any change.
-pub const CHALLENGE_VERSION: u32 = 1;
+pub const CHALLENGE_VERSION: u32 = 2;
 
 /// What the validator asks one GPU to compute.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -16,6 +16,10 @@ pub struct Challenge {
     /// The GPU that must answer: its UUID is mixed into every seed, so one GPU's work is
     /// worthless as another's.
     pub gpu_uuid: String,
+    /// Its PCI address as registered (e.g. "00000000:00:06.0"), mixed into the seeds too: a
+    /// record names the physical slot that proved, and the same UUID claimed at another
+    /// address needs its own work.
+    pub gpu_bus_id: String,
     pub precision: Precision,
     /// m = n = k of each GEMM.
     pub size: u64,
@@ -26,15 +30,18 @@ pub struct Challenge {
 }
 
 impl Challenge {
-    /// The seeds of A and B in GEMM `index` of the batch:
-    /// `seed = first 8 bytes (LE) of SHA-256("pog-proof v1" ‖ nonce ‖ uuid ‖ index ‖ "A"/"B")`.
+    /// The seeds of A and B in GEMM `index` of the batch: the first 8 bytes (LE) of
+    /// SHA-256("pog-proof v2" ‖ nonce ‖ len ‖ uuid ‖ len ‖ bus id ‖ index ‖ "A"/"B"), lengths as
+    /// u64 LE so no two (uuid, bus id) pairs run together into the same bytes.
     pub fn seeds(&self, index: u32) -> (u64, u64) {
         let seed = |which: &[u8]| {
             let mut h = Sha256::new();
-            h.update(b"pog-proof v1");
+            h.update(b"pog-proof v2");
             h.update(self.nonce);
             h.update((self.gpu_uuid.len() as u64).to_le_bytes());
             h.update(self.gpu_uuid.as_bytes());
+            h.update((self.gpu_bus_id.len() as u64).to_le_bytes());
+            h.update(self.gpu_bus_id.as_bytes());
             h.update(index.to_le_bytes());
             h.update(which);
             let digest = h.finalize();
@@ -72,6 +79,7 @@ mod tests {
             version: CHALLENGE_VERSION,
             nonce: [7; 32],
             gpu_uuid: uuid.into(),
+            gpu_bus_id: "00000000:00:06.0".into(),
             precision: Precision::Bf16,
             size: 64,
             batch: 2,
@@ -80,7 +88,7 @@ mod tests {
     }
 
     #[test]
-    fn seeds_depend_on_nonce_uuid_index_and_matrix() {
+    fn seeds_depend_on_nonce_uuid_bus_id_index_and_matrix() {
         let a = challenge("GPU-a");
         let (sa, sb) = a.seeds(0);
         assert_ne!(sa, sb);
@@ -89,6 +97,9 @@ mod tests {
         let mut other_nonce = a.clone();
         other_nonce.nonce[0] ^= 1;
         assert_ne!(a.seeds(0), other_nonce.seeds(0));
+        let mut other_slot = a.clone();
+        other_slot.gpu_bus_id = "00000000:00:07.0".into();
+        assert_ne!(a.seeds(0), other_slot.seeds(0), "the bus id is bound");
         assert_eq!(a.seeds(1), challenge("GPU-a").seeds(1), "deterministic");
         assert_eq!(a.flops(), 2.0 * 2.0 * 64f64.powi(3));
     }

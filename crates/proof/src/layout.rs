@@ -56,6 +56,7 @@ mod tests {
             version: CHALLENGE_VERSION,
             nonce: [0; 32],
             gpu_uuid: "g".into(),
+            gpu_bus_id: "b".into(),
             precision: Precision::Fp32,
             size: 10,
             batch: 3,

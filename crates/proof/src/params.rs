@@ -2,7 +2,6 @@
 //! slower model by the widest margin, and a size and batch that keep the claimed model busy
 //! for the target time.
 
-use crate::challenge::{Challenge, CHALLENGE_VERSION};
 use pog_spec::{GpuSpec, Precision, SpecDb};
 use serde::{Deserialize, Serialize};
 
@@ -130,21 +129,6 @@ pub fn plan(
     })
 }
 
-impl ProofPlan {
-    /// The challenge for this plan, a nonce and the GPU that must answer.
-    pub fn challenge(&self, nonce: [u8; 32], gpu_uuid: &str) -> Challenge {
-        Challenge {
-            version: CHALLENGE_VERSION,
-            nonce,
-            gpu_uuid: gpu_uuid.to_string(),
-            precision: self.choice.precision,
-            size: self.size,
-            batch: self.batch,
-            leaf_elements: LEAF_ELEMENTS,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,11 +168,6 @@ mod tests {
         assert!(
             plan(spec("T4"), db, None, 1.0, 1 << 20).is_none(),
             "no size fits 1 MiB"
-        );
-        let c = p.challenge([1; 32], "GPU-x");
-        assert_eq!(
-            (c.size, c.batch, c.leaf_elements),
-            (p.size, p.batch, LEAF_ELEMENTS)
         );
     }
 }

@@ -243,6 +243,7 @@ mod tests {
                 version: CHALLENGE_VERSION,
                 nonce: [5; 32],
                 gpu_uuid: uuid.into(),
+                gpu_bus_id: "00000000:00:06.0".into(),
                 precision: Precision::Int8,
                 size: 32,
                 batch: 2,

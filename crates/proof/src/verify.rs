@@ -124,6 +124,7 @@ mod tests {
             version: CHALLENGE_VERSION,
             nonce: [3; 32],
             gpu_uuid: "GPU-test".into(),
+            gpu_bus_id: "00000000:00:06.0".into(),
             precision,
             size: 48,
             batch: 2,

@@ -64,7 +64,7 @@ pub fn prove(global: &Global, args: &ProveArgs, inspect: &InspectReport) -> Resu
         .cuda
         .value()
         .ok_or_else(|| anyhow!("CUDA is not usable on this host, so no GPU can be proven"))?;
-    let mut targets = Vec::new(); // (ordinal, uuid, model)
+    let mut targets = Vec::new(); // (ordinal, uuid, model, bus id)
     for g in &inspect.inspection.gpus {
         let (Some(uuid), Some(model), Some(bus)) = (&g.uuid, &g.model, g.bus_id) else {
             continue;
@@ -87,7 +87,7 @@ pub fn prove(global: &Global, args: &ProveArgs, inspect: &InspectReport) -> Resu
         if g.verdict != GpuVerdict::Genuine {
             bail!("GPU {ordinal} ({uuid}) did not come out genuine: a validator would not challenge it (run `pog inspect`)");
         }
-        targets.push((ordinal, uuid.clone(), model.clone()));
+        targets.push((ordinal, uuid.clone(), model.clone(), bus.to_string()));
     }
     if targets.is_empty() {
         bail!("no GPU to prove on this host");
@@ -95,7 +95,7 @@ pub fn prove(global: &Global, args: &ProveArgs, inspect: &InspectReport) -> Resu
     let engine = GpuEngine::start(
         &targets
             .iter()
-            .map(|(ordinal, uuid, _)| (uuid.clone(), *ordinal))
+            .map(|(ordinal, uuid, _, _)| (uuid.clone(), *ordinal))
             .collect::<Vec<_>>(),
     )
     .map_err(|e| anyhow!(e))?;
@@ -103,10 +103,11 @@ pub fn prove(global: &Global, args: &ProveArgs, inspect: &InspectReport) -> Resu
     let proofs = std::thread::scope(|scope| {
         let running: Vec<_> = targets
             .iter()
-            .map(|(ordinal, uuid, model)| {
+            .map(|(ordinal, uuid, model, bus)| {
                 scope.spawn(move || {
                     let result = plan(args, model).and_then(|planned| {
-                        selfcheck::run(engine, uuid, &planned, args.samples).map_err(|e| anyhow!(e))
+                        selfcheck::run(engine, (uuid, bus), &planned, args.samples)
+                            .map_err(|e| anyhow!(e))
                     });
                     let (check, error) = match result {
                         Ok(check) => (Some(check), None),

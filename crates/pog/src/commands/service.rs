@@ -142,7 +142,7 @@ fn prover_engine(
                 };
                 let planned = pog_node::validator::Policy::per_model_default().plan_for(spec);
                 if let Ok(planned) = planned {
-                    match engine.prepare(&planned.challenge([0; 32], &g.uuid)) {
+                    match engine.prepare(&planned.challenge([0; 32], &g.uuid, &g.bus_id)) {
                         Ok(algorithm) => say(format_args!(
                             "GPU {}: ready for {:?} n={} ({algorithm})",
                             g.uuid, planned.precision, planned.size
