@@ -81,9 +81,10 @@ for p in json.load(open(sys.argv[1])):
     c = p["check"]
     if not c:
         print(f"prove GPU {p['ordinal']}: ERROR {p['error']}"); continue
+    d = c["device"] or {}
     print(f"prove GPU {p['ordinal']} {c['precision']} n={c['size']} x{c['batch']}: commit {c['commit_ms']:.0f} ms of {c['expected_ms']:.0f} ms bound "
-          f"({100*c['commit_ms']/c['expected_ms']:.0f} %), GEMM {c['gemm_ms']:.0f} ms, overhead {100*c['overhead']:.1f} % "
-          f"(fill {c['fill_ms']:.1f}, hash {c['hash_ms']:.1f}, tree {c['tree_ms']:.1f} ms), open {c['open_ms']:.0f} ms, "
+          f"({100*c['commit_ms']/c['expected_ms']:.0f} %), GEMM {d.get('gemm_ms', 0):.0f} ms, overhead {100*d.get('overhead', 0):.1f} % "
+          f"(fill {d.get('fill_ms', 0):.1f}, hash {d.get('hash_ms', 0):.1f}, tree {d.get('tree_ms', 0):.1f} ms), open {c['open_ms']:.0f} ms, "
           f"verify {c['verify_ms']:.1f} ms, bytes {c['bytes_to_agent']} / {c['bytes_from_agent']}, accepted {c['outcome']['accepted']}")
 PY
 done

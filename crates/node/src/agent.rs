@@ -125,7 +125,7 @@ impl Agent {
             Some(Cheat::AnswerAtBus(bus)) => target.gpu_bus_id = bus.to_string(),
             _ => {}
         }
-        let prover = self.engine.prove(&target)?;
+        let prover = self.engine.prove(&target)?.prover;
         self.first
             .lock()
             .expect("lock")

@@ -16,12 +16,26 @@ pub const MAX_CPU_WORK: f64 = 2e10;
 /// opens within seconds of the commitment).
 const KEPT_COMMITMENTS: usize = 4;
 
+/// A computed challenge: its prover, ready to open leaves, and where the device's time went
+/// when the engine knows (the GPU engine does).
+pub struct Proved {
+    pub prover: Arc<dyn Prover>,
+    pub timings: Option<CommitTimings>,
+    /// The GEMM algorithm the products ran with, when a library chose one.
+    pub algorithm: Option<String>,
+}
+
 /// Computes challenges.
 pub trait ProverEngine: Send + Sync {
     /// Why this engine cannot take `challenge`, if it cannot (checked before any work).
     fn refuses(&self, challenge: &Challenge) -> Option<String>;
-    /// Computes `challenge` and returns its prover, ready to open leaves.
-    fn prove(&self, challenge: &Challenge) -> Result<Arc<dyn Prover>, String>;
+    /// Gets ready for challenges shaped like `challenge`, outside any timed window (the GPU
+    /// engine chooses its GEMM algorithm); returns what it chose, if anything.
+    fn prepare(&self, _challenge: &Challenge) -> Result<Option<String>, String> {
+        Ok(None)
+    }
+    /// Computes `challenge`.
+    fn prove(&self, challenge: &Challenge) -> Result<Proved, String>;
     /// What it is, for logs ("CPU", "GPU").
     fn name(&self) -> &'static str;
 }
@@ -42,8 +56,12 @@ impl ProverEngine for CpuEngine {
         })
     }
 
-    fn prove(&self, challenge: &Challenge) -> Result<Arc<dyn Prover>, String> {
-        Ok(Arc::new(CpuProver::compute(challenge, self.behaviour)))
+    fn prove(&self, challenge: &Challenge) -> Result<Proved, String> {
+        Ok(Proved {
+            prover: Arc::new(CpuProver::compute(challenge, self.behaviour)),
+            timings: None,
+            algorithm: None,
+        })
     }
 
     fn name(&self) -> &'static str {
@@ -203,14 +221,6 @@ impl GpuEngine {
             .ok_or_else(|| format!("no GPU worker for {uuid}"))
     }
 
-    /// Chooses the GEMM algorithm for challenges shaped like `challenge` ahead of time, so a
-    /// commitment's timed window holds none of that search; returns the algorithm.
-    pub fn prepare(&self, challenge: &Challenge) -> Result<String, String> {
-        let challenge = challenge.clone();
-        self.worker(&challenge.gpu_uuid)?
-            .ask(|reply| Job::Prepare { challenge, reply })?
-    }
-
     /// Commits to `challenge` on its GPU, with the timing breakdown.
     pub fn commit(&self, challenge: &Challenge) -> Result<GpuProof, String> {
         let worker = self.worker(&challenge.gpu_uuid)?.clone();
@@ -231,8 +241,22 @@ impl ProverEngine for GpuEngine {
         self.worker(&c.gpu_uuid).err()
     }
 
-    fn prove(&self, challenge: &Challenge) -> Result<Arc<dyn Prover>, String> {
-        Ok(Arc::new(self.commit(challenge)?))
+    /// Chooses the GEMM algorithm for challenges shaped like `challenge` ahead of time, so a
+    /// commitment's timed window holds none of that search.
+    fn prepare(&self, challenge: &Challenge) -> Result<Option<String>, String> {
+        let challenge = challenge.clone();
+        self.worker(&challenge.gpu_uuid)?
+            .ask(|reply| Job::Prepare { challenge, reply })?
+            .map(Some)
+    }
+
+    fn prove(&self, challenge: &Challenge) -> Result<Proved, String> {
+        let proof = self.commit(challenge)?;
+        Ok(Proved {
+            timings: Some(proof.report.timings),
+            algorithm: Some(proof.report.algorithm.clone()),
+            prover: Arc::new(proof),
+        })
     }
 
     fn name(&self) -> &'static str {
@@ -296,7 +320,7 @@ mod tests {
         let big = engine.refuses(&challenge(16384, 100, 1024)).unwrap();
         assert!(big.contains("beyond this agent's CPU prover"), "{big}");
         assert!(engine.refuses(&challenge(32, 2, 0)).is_some());
-        let prover = engine.prove(&challenge(32, 2, 64)).unwrap();
+        let prover = engine.prove(&challenge(32, 2, 64)).unwrap().prover;
         assert_eq!(prover.leaf_count(), 32);
         assert_eq!(prover.open(&[3, 0]).unwrap()[0].leaf, 3);
         assert!(prover.open(&[32]).unwrap_err().contains("leaf 32"));

@@ -1,12 +1,11 @@
-//! A self-challenge: the validator's session and the agent's GPU prover in one process, so a
-//! provider sees what a remote validator would (`pog prove`, `pog check`). The challenge, the
+//! A self-challenge: the validator's session and an agent's prover engine in one process, so
+//! a provider sees what a remote validator would (`pog prove`, `pog check`). The challenge, the
 //! spot checks, the verification and the time bound are the network validator's own code;
 //! only the HTTP hops are left out (their round trip is credited there anyway).
 
-use crate::provers::GpuEngine;
+use crate::provers::ProverEngine;
 use crate::validator::{random_bytes, Planned};
 use pog_device::gpu::CommitTimings;
-use pog_proof::prover::Prover;
 use pog_proof::session::{Outcome, ValidatorSession};
 use pog_proof::wire::{kind, ChallengeMessage, Commitment, Identity, Openings, WireOpening};
 use serde::Serialize;
@@ -34,14 +33,8 @@ pub struct SelfCheck {
     /// The claimed model's expected time to commit, and the time measured (issue to commit).
     pub expected_ms: f64,
     pub commit_ms: f64,
-    /// Where the GPU's time went (events, summed over the products).
-    pub fill_ms: f64,
-    pub gemm_ms: f64,
-    pub hash_ms: f64,
-    pub tree_ms: f64,
-    /// Work besides the products themselves, as a share of the GEMM time.
-    pub overhead: f64,
-    pub algorithm: String,
+    /// Where the device's time went, when the engine reports it (the GPU engine does).
+    pub device: Option<DeviceTimes>,
     /// Time to open the spot-checked leaves (recomputing the products that hold them).
     pub open_ms: f64,
     /// The validator's CPU time to verify the openings.
@@ -53,6 +46,19 @@ pub struct SelfCheck {
     pub outcome: Outcome,
 }
 
+/// The GPU's time by phase (CUDA events, summed over the products).
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceTimes {
+    pub fill_ms: f64,
+    pub gemm_ms: f64,
+    pub hash_ms: f64,
+    pub tree_ms: f64,
+    /// Everything in the commitment besides the products themselves, as a share of the GEMM
+    /// time.
+    pub overhead: f64,
+    pub algorithm: String,
+}
+
 impl SelfCheck {
     /// Measured time against the bound: below 1 the commitment came in time.
     pub fn time_ratio(&self) -> f64 {
@@ -60,10 +66,10 @@ impl SelfCheck {
     }
 }
 
-/// Challenges the GPU `gpu_uuid` at `gpu_bus_id` of `engine` as a validator would under
+/// Challenges the GPU `gpu_uuid` at `gpu_bus_id` through `engine` as a validator would under
 /// `planned`.
 pub fn run(
-    engine: &GpuEngine,
+    engine: &dyn ProverEngine,
     (gpu_uuid, gpu_bus_id): (&str, &str),
     planned: &Planned,
     samples: u32,
@@ -90,8 +96,9 @@ pub fn run(
     let mut to_agent = sealed_len(&validator, kind::CHALLENGE, &message)?;
 
     let started = Instant::now();
-    let proof = engine.commit(&challenge)?;
+    let proved = engine.prove(&challenge)?;
     let commit_ms = started.elapsed().as_secs_f64() * 1e3;
+    let proof = &proved.prover;
     let commitment = Commitment {
         challenge_id: message.id.clone(),
         gpu_uuid: gpu_uuid.to_string(),
@@ -120,13 +127,14 @@ pub fn run(
         .map_err(|e| e.to_string())?;
     let verify_ms = verifying.elapsed().as_secs_f64() * 1e3;
 
-    let CommitTimings {
-        fill_ms,
-        gemm_ms,
-        hash_ms,
-        tree_ms,
-        ..
-    } = proof.report.timings;
+    let device = proved.timings.map(|t: CommitTimings| DeviceTimes {
+        fill_ms: t.fill_ms,
+        gemm_ms: t.gemm_ms,
+        hash_ms: t.hash_ms,
+        tree_ms: t.tree_ms,
+        overhead: (commit_ms - t.gemm_ms).max(0.0) / t.gemm_ms.max(f64::MIN_POSITIVE),
+        algorithm: proved.algorithm.clone().unwrap_or_default(),
+    });
     Ok(SelfCheck {
         gpu_uuid: gpu_uuid.to_string(),
         challenge: challenge.clone(),
@@ -136,12 +144,7 @@ pub fn run(
         leaf_elements: challenge.leaf_elements,
         expected_ms: planned.expected_ms,
         commit_ms,
-        fill_ms,
-        gemm_ms,
-        hash_ms,
-        tree_ms,
-        overhead: (commit_ms - gemm_ms).max(0.0) / gemm_ms.max(f64::MIN_POSITIVE),
-        algorithm: proof.report.algorithm.clone(),
+        device,
         open_ms,
         verify_ms,
         bytes_to_agent: to_agent,
@@ -156,4 +159,62 @@ fn sealed_len<T: Serialize>(who: &Identity, kind: &str, body: &T) -> Result<usiz
     serde_json::to_vec(&envelope)
         .map(|b| b.len())
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provers::CpuEngine;
+    use pog_proof::prover::Behaviour;
+    use pog_spec::Precision;
+
+    fn planned(expected_ms: f64) -> Planned {
+        Planned {
+            precision: Precision::Int8,
+            size: 32,
+            batch: 2,
+            leaf_elements: 64,
+            expected_ms,
+        }
+    }
+
+    #[test]
+    fn an_honest_engine_passes_and_a_cheating_one_does_not() {
+        let honest = CpuEngine {
+            behaviour: Behaviour::Honest,
+        };
+        let check = run(
+            &honest,
+            ("GPU-1", "00000000:00:06.0"),
+            &planned(60_000.0),
+            256,
+        )
+        .unwrap();
+        assert!(check.outcome.accepted, "{:?}", check.outcome);
+        assert_eq!(check.outcome.checked, 256);
+        assert!(
+            check.device.is_none(),
+            "the CPU engine reports no device times"
+        );
+        assert!(check.bytes_from_agent > check.bytes_to_agent);
+        assert!(check.time_ratio() < 1.0);
+        assert_eq!(check.challenge.gpu_bus_id, "00000000:00:06.0");
+
+        let junk = CpuEngine {
+            behaviour: Behaviour::Junk(0.5),
+        };
+        let caught = run(
+            &junk,
+            ("GPU-1", "00000000:00:06.0"),
+            &planned(60_000.0),
+            256,
+        )
+        .unwrap();
+        assert!(!caught.outcome.accepted);
+        assert!(!caught.outcome.rejected.is_empty());
+
+        // Honest but over the bound: rejected on time alone.
+        let late = run(&honest, ("GPU-1", "00000000:00:06.0"), &planned(0.001), 256).unwrap();
+        assert!(!late.outcome.accepted && late.outcome.rejected.is_empty());
+    }
 }

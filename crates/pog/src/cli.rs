@@ -144,6 +144,10 @@ pub struct ProveArgs {
     /// Also compute the challenge on the CPU and compare roots (small challenges only).
     #[arg(long)]
     pub against_cpu: bool,
+    /// Where the agent side computes: the GPU, or the CPU (small challenges only, no GPU
+    /// needed).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub prover: ProverKind,
 }
 
 /// Which prover `pog agent` computes challenges with.

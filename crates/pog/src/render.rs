@@ -714,14 +714,18 @@ pub fn proofs(proofs: &[crate::commands::prove::GpuProof]) {
                 c.expected_ms,
                 100.0 * c.time_ratio()
             ),
-            format!("{:.0} ms", c.gemm_ms),
-            format!(
-                "{:.1} % (fill {:.0}, hash {:.0}, tree {:.1} ms)",
-                100.0 * c.overhead,
-                c.fill_ms,
-                c.hash_ms,
-                c.tree_ms
-            ),
+            c.device
+                .as_ref()
+                .map_or("–".into(), |d| format!("{:.0} ms", d.gemm_ms)),
+            c.device.as_ref().map_or("– (CPU prover)".into(), |d| {
+                format!(
+                    "{:.1} % (fill {:.0}, hash {:.0}, tree {:.1} ms)",
+                    100.0 * d.overhead,
+                    d.fill_ms,
+                    d.hash_ms,
+                    d.tree_ms
+                )
+            }),
             format!("{:.0} ms", c.open_ms),
             format!("{:.1} ms", c.verify_ms),
             format!(

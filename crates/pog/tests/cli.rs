@@ -215,9 +215,40 @@ fn bad_flags_and_profiles_are_clear_errors() {
 }
 
 #[test]
-fn prove_needs_a_real_gpu_and_checks_its_flags() {
+fn prove_runs_the_validators_challenge_and_checks_its_flags() {
+    // The CPU prover takes a small challenge on a simulated two-GPU host: both GPUs at once,
+    // every spot check passed, the CPU root equal to itself recomputed.
+    let (json, code) = json_of(pog().args([
+        "--json",
+        "prove",
+        "--simulate",
+        "H200 SXM x2",
+        "--prover",
+        "cpu",
+        "--size",
+        "32",
+        "--batch",
+        "2",
+        "--expected-ms",
+        "60000",
+        "--against-cpu",
+    ]));
+    assert_eq!(code, 0, "{json:#}");
+    let proofs = json.as_array().unwrap();
+    assert_eq!(proofs.len(), 2);
+    for p in proofs {
+        assert_eq!(p["check"]["outcome"]["accepted"], true, "{p:#}");
+        assert_eq!(p["cpu_root_matches"], true);
+        assert!(p["check"]["challenge"]["gpu_bus_id"].is_string());
+    }
+    // The per-model challenge is beyond the CPU prover: a clear per-GPU error, exit 1.
     pog()
         .args(["prove", "--simulate", "H200 SXM"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("beyond this agent's CPU prover"));
+    pog()
+        .args(["prove", "--simulate", "H200 SXM", "--prover", "gpu"])
         .assert()
         .code(2)
         .stderr(predicate::str::contains("the GPU prover needs a real GPU"));

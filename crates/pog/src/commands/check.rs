@@ -132,6 +132,7 @@ fn self_challenge(global: &Global, inspect: &InspectReport) -> (Vec<GpuProof>, S
         samples: 1024,
         expected_ms: None,
         against_cpu: false,
+        prover: crate::cli::ProverKind::Gpu,
     };
     match super::prove::prove(global, &args, inspect) {
         Err(e) => (Vec::new(), stage(StageStatus::Fail, format!("{e:#}"))),

@@ -5,10 +5,10 @@
 
 use super::inspect::{collect_and_inspect, InspectReport};
 use super::{print_json, Outcome};
-use crate::cli::{Global, ProveArgs};
+use crate::cli::{Global, ProveArgs, ProverKind};
 use anyhow::{anyhow, bail, Result};
 use pog_inspect::GpuVerdict;
-use pog_node::provers::{GpuEngine, MAX_CPU_WORK};
+use pog_node::provers::{CpuEngine, GpuEngine, ProverEngine, MAX_CPU_WORK};
 use pog_node::selfcheck::{self, SelfCheck};
 use pog_node::validator::{Planned, Policy};
 use pog_proof::prover::{Behaviour, CpuProver, Prover};
@@ -54,29 +54,32 @@ pub fn run(global: &Global, args: &ProveArgs) -> Result<Outcome> {
 }
 
 /// Self-challenges every genuine GPU of the inspected host (or those `args.gpus` names), all
-/// at once, as a validator challenges an agent's GPUs.
+/// at once, as a validator challenges an agent's GPUs, with the engine `args.prover` names.
 pub fn prove(global: &Global, args: &ProveArgs, inspect: &InspectReport) -> Result<Vec<GpuProof>> {
-    if global.simulate.is_some() {
-        bail!("the GPU prover needs a real GPU: `pog prove` does not run on a simulated host");
+    let cuda = inspect.inventory.cuda.value();
+    let on_gpu = match args.prover {
+        ProverKind::Cpu => false,
+        ProverKind::Gpu => true,
+        ProverKind::Auto => global.simulate.is_none() && cuda.is_some(),
+    };
+    if on_gpu && global.simulate.is_some() {
+        bail!("the GPU prover needs a real GPU, not a simulated host (`--prover cpu` proves small challenges on the CPU)");
     }
-    let cuda = inspect
-        .inventory
-        .cuda
-        .value()
-        .ok_or_else(|| anyhow!("CUDA is not usable on this host, so no GPU can be proven"))?;
     let mut targets = Vec::new(); // (ordinal, uuid, model, bus id)
-    for g in &inspect.inspection.gpus {
+    for (position, g) in inspect.inspection.gpus.iter().enumerate() {
         let (Some(uuid), Some(model), Some(bus)) = (&g.uuid, &g.model, g.bus_id) else {
             continue;
         };
-        let Some(device) = cuda
-            .devices
-            .iter()
-            .find(|d| d.pci_bus_id.value() == Some(&bus))
-        else {
-            continue;
+        let device = cuda.and_then(|c| {
+            c.devices
+                .iter()
+                .find(|d| d.pci_bus_id.value() == Some(&bus))
+        });
+        let ordinal = match device {
+            Some(d) => d.ordinal as usize,
+            None if on_gpu => continue, // CUDA does not see it: nothing to run it on
+            None => position,
         };
-        let ordinal = device.ordinal as usize;
         if args
             .gpus
             .as_ref()
@@ -92,20 +95,32 @@ pub fn prove(global: &Global, args: &ProveArgs, inspect: &InspectReport) -> Resu
     if targets.is_empty() {
         bail!("no GPU to prove on this host");
     }
-    let engine = GpuEngine::start(
-        &targets
-            .iter()
-            .map(|(ordinal, uuid, _, _)| (uuid.clone(), *ordinal))
-            .collect::<Vec<_>>(),
-    )
-    .map_err(|e| anyhow!(e))?;
-    let engine = &engine;
+    let engine: Box<dyn ProverEngine> = if on_gpu {
+        Box::new(
+            GpuEngine::start(
+                &targets
+                    .iter()
+                    .map(|(ordinal, uuid, _, _)| (uuid.clone(), *ordinal))
+                    .collect::<Vec<_>>(),
+            )
+            .map_err(|e| anyhow!(e))?,
+        )
+    } else {
+        Box::new(CpuEngine {
+            behaviour: Behaviour::Honest,
+        })
+    };
+    let engine = engine.as_ref();
     let proofs = std::thread::scope(|scope| {
         let running: Vec<_> = targets
             .iter()
             .map(|(ordinal, uuid, model, bus)| {
                 scope.spawn(move || {
                     let result = plan(args, model).and_then(|planned| {
+                        let challenge = planned.challenge([0; 32], uuid, bus);
+                        if let Some(reason) = engine.refuses(&challenge) {
+                            bail!("{reason}");
+                        }
                         selfcheck::run(engine, (uuid, bus), &planned, args.samples)
                             .map_err(|e| anyhow!(e))
                     });

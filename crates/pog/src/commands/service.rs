@@ -144,8 +144,11 @@ fn prover_engine(
                 if let Ok(planned) = planned {
                     match engine.prepare(&planned.challenge([0; 32], &g.uuid, &g.bus_id)) {
                         Ok(algorithm) => say(format_args!(
-                            "GPU {}: ready for {:?} n={} ({algorithm})",
-                            g.uuid, planned.precision, planned.size
+                            "GPU {}: ready for {:?} n={} ({})",
+                            g.uuid,
+                            planned.precision,
+                            planned.size,
+                            algorithm.unwrap_or_default()
                         )),
                         Err(e) => say(format_args!("GPU {}: not prepared: {e}", g.uuid)),
                     }
