@@ -206,16 +206,8 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
     let started = std::time::Instant::now();
     let worker = agent.clone();
     let challenge = c.clone();
-    let prover = tokio::task::spawn_blocking(move || worker.compute(&challenge))
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|proved| proved)
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("the {} prover failed: {e}", agent.engine.name()),
-            )
-        })?;
+    let what = format!("the {} prover failed", agent.engine.name());
+    let prover = blocking(what, move || worker.compute(&challenge)).await?;
     if let Some(Cheat::DelayMs(ms)) = agent.cheat {
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
@@ -278,16 +270,8 @@ async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, 
         ));
     }
     let leaves = request.leaves.clone();
-    let openings = tokio::task::spawn_blocking(move || prover.open(&leaves))
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|opened| opened)
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("opening leaves failed: {e}"),
-            )
-        })?
+    let openings = blocking("opening leaves failed".into(), move || prover.open(&leaves))
+        .await?
         .iter()
         .map(WireOpening::from)
         .collect();
@@ -298,6 +282,19 @@ async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, 
     Ok(envelope_response(
         agent.signer().seal(kind::OPENINGS, &answer)?,
     ))
+}
+
+/// Runs prover work off the async runtime (it can take seconds); its failure, or a panic, is a
+/// 500 that says `what` failed.
+async fn blocking<T: Send + 'static>(
+    what: String,
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|done| done)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("{what}: {e}")))
 }
 
 /// Registers with the validator at `validator_url`, retrying for up to `patience` while it

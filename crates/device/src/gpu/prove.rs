@@ -92,6 +92,17 @@ pub struct LeafOpening {
     pub proof: Vec<Hash>,
 }
 
+/// Where each of a run of consecutive pieces of these lengths starts.
+fn starts(lengths: impl Iterator<Item = u64>) -> Vec<u64> {
+    lengths
+        .scan(0u64, |at, len| {
+            let start = *at;
+            *at += len;
+            Some(start)
+        })
+        .collect()
+}
+
 /// A hash as the kernels keep it (eight state words) into its bytes (the words big-endian).
 fn hash_from_words(words: &[u32]) -> Hash {
     let mut hash = [0u8; 32];
@@ -149,14 +160,7 @@ impl Gpu {
             ));
         }
         let sizes = pog_merkle::level_sizes(batch.leaf_count());
-        let level_offsets: Vec<u64> = sizes
-            .iter()
-            .scan(0u64, |at, n| {
-                let offset = *at;
-                *at += n;
-                Some(offset)
-            })
-            .collect();
+        let level_offsets = starts(sizes.iter().copied());
         let node_count: u64 = sizes.iter().sum();
         let nodes = DeviceBuffer::new(node_count * 32).map_err(|e| {
             GpuError(format!(
@@ -263,14 +267,7 @@ impl Gpu {
             );
         }
         let hashes = self.read_hashes(&committed.nodes, &wanted)?;
-        let hash_at: Vec<usize> = proofs
-            .iter()
-            .scan(0usize, |at, len| {
-                let here = *at;
-                *at += 1 + len;
-                Some(here)
-            })
-            .collect();
+        let hash_at = starts(proofs.iter().map(|&len| 1 + len as u64));
 
         let per_product = batch.leaves_per_product();
         let mut order: Vec<usize> = (0..leaves.len()).collect();
@@ -306,7 +303,7 @@ impl Gpu {
             let len = batch.leaf_bytes().min(batch.output_bytes() - start);
             let prepared = g.as_ref().expect("set above");
             let leaf_bytes = read_leaf(&prepared.d, start, len)?;
-            if pog_merkle::leaf_hash(&leaf_bytes) != hashes[hash_at[i]] {
+            if pog_merkle::leaf_hash(&leaf_bytes) != hashes[hash_at[i] as usize] {
                 // Tell a GEMM that does not repeat from a commitment that was wrong.
                 prepared.run()?;
                 self.sync()?;
@@ -449,6 +446,12 @@ mod tests {
         let hash = hash_from_words(&words);
         assert_eq!(&hash[..4], &[1, 2, 3, 4]);
         assert_eq!(&hash[28..], &[1, 2, 3, 11]);
+    }
+
+    #[test]
+    fn pieces_start_where_the_previous_ones_end() {
+        assert_eq!(starts([4, 2, 1].into_iter()), vec![0, 4, 6]);
+        assert!(starts(std::iter::empty()).is_empty());
     }
 
     #[test]
