@@ -1,7 +1,7 @@
 //! Runs a GPU plan through an [`Accelerator`]: times every GEMM and copy, checks sampled GEMM
 //! outputs against the f64 reference, and judges each figure.
 
-use crate::judge::{self, Judgement, Verdict};
+use crate::judge::{self, failed, Judgement, Verdict};
 use crate::memory::{judge_memtest, plateaus, MemtestResult, SweepResult};
 use crate::plan::{CopyPlan, GemmPlan, GpuPlan};
 use crate::stats::Summary;
@@ -60,14 +60,6 @@ pub struct CopyResult {
     pub error: Option<String>,
 }
 
-fn failed(reason: String) -> Judgement {
-    Judgement {
-        verdict: Verdict::Fail,
-        reason,
-        source: "pog".into(),
-    }
-}
-
 /// Runs and checks one GEMM.
 pub fn gemm(
     acc: &mut dyn Accelerator,
@@ -114,7 +106,7 @@ pub fn gemm(
         peak_tflops: spec.and_then(|s| s.peak.get(plan.precision)),
         algorithm: None,
         check: None,
-        judgement: failed("not run".into()),
+        judgement: failed("not run"),
         error: None,
     };
     let run = match acc.gemm(&request) {
@@ -144,7 +136,7 @@ pub fn gemm(
     } else {
         match result.tflops_median {
             Some(t) => judge::gemm(spec, plan.precision, plan.size, t),
-            None => failed("no timed run".into()),
+            None => failed("no timed run"),
         }
     };
     result.check = Some(check);
@@ -199,7 +191,7 @@ pub fn copy(acc: &mut dyn Accelerator, spec: Option<&GpuSpec>, plan: &CopyPlan) 
         gbs_median: None,
         gbs_best: None,
         peak_gbs: spec.and_then(|s| judge::copy_peak_gbs(s, plan.kind)),
-        judgement: failed("not run".into()),
+        judgement: failed("not run"),
         error: None,
     };
     match acc.copy(&request) {
@@ -211,7 +203,7 @@ pub fn copy(acc: &mut dyn Accelerator, spec: Option<&GpuSpec>, plan: &CopyPlan) 
             result.time_ms = time;
             result.judgement = match result.gbs_median {
                 Some(gbs) => judge::copy(spec, plan.kind, gbs),
-                None => failed("no timed run".into()),
+                None => failed("no timed run"),
             };
         }
         Err(e) => {

@@ -48,6 +48,9 @@ struct Defaults {
     gemm_fail_fraction: f64,
     copy_warn_fraction: f64,
     copy_fail_fraction: f64,
+    /// Peer-to-peer transfers against their link's rate.
+    peer_warn_fraction: f64,
+    peer_fail_fraction: f64,
 }
 
 /// Expected figures measured by pog on one model.
@@ -131,6 +134,37 @@ fn against_peak(value: f64, peak: f64, warn: f64, fail: f64) -> Judgement {
             fail * 100.0
         ),
         source: thresholds().default.source.clone(),
+    }
+}
+
+/// A figure that could not be measured: a failure, with the reason.
+pub fn failed(reason: impl Into<String>) -> Judgement {
+    Judgement {
+        verdict: Verdict::Fail,
+        reason: reason.into(),
+        source: "pog".into(),
+    }
+}
+
+/// A figure reported without a verdict, and why.
+pub fn not_judged(reason: impl Into<String>) -> Judgement {
+    Judgement::info(reason)
+}
+
+/// Judges a peer-to-peer transfer's median GB/s against the rate of the link NVML reports
+/// between the two GPUs (`link`, e.g. "NVLink ×18 (v4)", at `link_gbs` one way).
+pub fn peer(gbs: f64, link_gbs: f64, link: &str) -> Judgement {
+    let d = &thresholds().default;
+    let fraction = gbs / link_gbs;
+    Judgement {
+        verdict: ladder(fraction, d.peer_warn_fraction, d.peer_fail_fraction),
+        reason: format!(
+            "{:.1} % of the {link_gbs:.0} GB/s of its link ({link}); warn below {:.0} %, fail below {:.0} %",
+            fraction * 100.0,
+            d.peer_warn_fraction * 100.0,
+            d.peer_fail_fraction * 100.0
+        ),
+        source: "link rate from NVML's topology: NVLink links × 25 GB/s (50 from NVLink 5), or the PCIe link (datasheet rates)".into(),
     }
 }
 

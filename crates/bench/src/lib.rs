@@ -9,6 +9,7 @@ pub mod gpu;
 pub mod host;
 pub mod judge;
 pub mod memory;
+pub mod peer;
 pub mod plan;
 pub mod stats;
 pub mod sustained;

@@ -205,9 +205,79 @@ pub trait Accelerator {
     fn sustained(&mut self, request: &SustainedRequest) -> Result<SustainedRun, GpuError>;
 }
 
+/// How one GPU's data reaches another's memory, as nvbandwidth's device_to_device cases move
+/// it: a copy engine pushing from the source or pulling from the destination, or the SMs of one
+/// side writing or reading the other's memory directly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PeerKind {
+    CopyEngineWrite,
+    CopyEngineRead,
+    SmWrite,
+    SmRead,
+}
+
+impl PeerKind {
+    pub const ALL: [PeerKind; 4] = [
+        PeerKind::CopyEngineWrite,
+        PeerKind::CopyEngineRead,
+        PeerKind::SmWrite,
+        PeerKind::SmRead,
+    ];
+
+    /// The name in reports and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            PeerKind::CopyEngineWrite => "copy_engine_write",
+            PeerKind::CopyEngineRead => "copy_engine_read",
+            PeerKind::SmWrite => "sm_write",
+            PeerKind::SmRead => "sm_read",
+        }
+    }
+}
+
+/// Moving `bytes` from GPU `src` to GPU `dst` (CUDA ordinals) one way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerRequest {
+    pub src: usize,
+    pub dst: usize,
+    pub kind: PeerKind,
+    pub bytes: u64,
+    pub warmup: u32,
+    pub iterations: u32,
+}
+
+/// The GPUs of one host together: what takes two of them at once.
+pub trait Fabric {
+    /// GPUs in the fabric (CUDA ordinals 0..count).
+    fn count(&self) -> usize;
+    /// Whether `src` can reach `dst`'s memory directly (peer access); why not, if not.
+    fn peer_access(&self, src: usize, dst: usize) -> Result<(), String>;
+    /// Milliseconds per timed run of the request.
+    fn peer_copy(&mut self, request: &PeerRequest) -> Result<Vec<f64>, GpuError>;
+    /// Nanoseconds per dependent 8-byte read of `dst`'s memory by an SM of `src` (a pointer
+    /// chase), one figure per timed run.
+    fn peer_latency(
+        &mut self,
+        src: usize,
+        dst: usize,
+        iterations: u32,
+    ) -> Result<Vec<f64>, GpuError>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peer_kind_names_match_their_json() {
+        for kind in PeerKind::ALL {
+            assert_eq!(
+                serde_json::to_string(&kind).unwrap(),
+                format!("\"{}\"", kind.name())
+            );
+        }
+    }
 
     #[test]
     fn copy_kind_names_match_their_json() {

@@ -723,6 +723,50 @@ mod tests {
     }
 }
 
+/// Simulated GPUs of one host together, for the peer-to-peer tests: each ordered pair moves
+/// data at `efficiency` of the link rate it is given (GB/s one way; `None` where the pair has
+/// no peer access). A test double only.
+#[derive(Debug, Clone)]
+pub struct SimFabric {
+    pub rates: Vec<Vec<Option<f64>>>,
+    pub efficiency: f64,
+}
+
+impl crate::compute::Fabric for SimFabric {
+    fn count(&self) -> usize {
+        self.rates.len()
+    }
+
+    fn peer_access(&self, src: usize, dst: usize) -> Result<(), String> {
+        match self.rates.get(src).and_then(|r| r.get(dst)) {
+            Some(Some(_)) if src != dst => Ok(()),
+            _ => Err("no simulated peer link".into()),
+        }
+    }
+
+    fn peer_copy(
+        &mut self,
+        request: &crate::compute::PeerRequest,
+    ) -> Result<Vec<f64>, crate::compute::GpuError> {
+        self.peer_access(request.src, request.dst)
+            .map_err(crate::compute::GpuError)?;
+        let gbs = self.rates[request.src][request.dst].unwrap_or(0.0) * self.efficiency;
+        let ms = request.bytes as f64 / (gbs * 1e9) * 1e3;
+        Ok(vec![ms; request.iterations as usize])
+    }
+
+    fn peer_latency(
+        &mut self,
+        src: usize,
+        dst: usize,
+        iterations: u32,
+    ) -> Result<Vec<f64>, crate::compute::GpuError> {
+        self.peer_access(src, dst)
+            .map_err(crate::compute::GpuError)?;
+        Ok(vec![2000.0 / self.efficiency; iterations as usize])
+    }
+}
+
 /// A simulated GPU for benchmark tests: times follow the model's datasheet peaks scaled by an
 /// efficiency, outputs are the exact products (from `pog_matgen`), and it can be told to
 /// return wrong results. A test double only: nothing it "measures" is a result.

@@ -548,6 +548,11 @@ pub fn bench(report: &crate::commands::bench::BenchReport) {
             println!("skipped: {s}");
         }
     }
+    match &report.peers {
+        None => {}
+        Some(Err(e)) => println!("FAIL GPU to GPU: {e}"),
+        Some(Ok(p)) => peers(p),
+    }
     match &report.cutlass {
         Ok(figures) => {
             let mut t = table(&["cutlass_profiler SGEMM", "m x n x k", "TFLOP/s", "ms"]);
@@ -733,6 +738,68 @@ pub fn proofs(proofs: &[crate::commands::prove::GpuProof]) {
                 c.bytes_to_agent as f64 / 1024.0,
                 c.bytes_from_agent as f64 / (1 << 20) as f64
             ),
+            verdict,
+        ]);
+    }
+    println!("{t}");
+}
+
+/// The GPU-to-GPU matrix: one row per ordered pair, GB/s per engine and direction (median of
+/// the timed runs), the read latency and the worst verdict.
+fn peers(p: &pog_bench::peer::PeerBench) {
+    use pog_device::PeerKind;
+    println!(
+        "GPU to GPU: {} MiB per transfer, median of {} runs",
+        p.plan.bytes >> 20,
+        p.plan.iterations
+    );
+    let mut t = table(&[
+        "pair",
+        "link (one way)",
+        "CE write GB/s",
+        "CE read GB/s",
+        "SM write GB/s",
+        "SM read GB/s",
+        "latency",
+        "verdict",
+    ]);
+    for (src, dst, link) in &p.links {
+        let figures: Vec<_> = p
+            .figures
+            .iter()
+            .filter(|f| (f.src, f.dst) == (*src, *dst))
+            .collect();
+        let cell = |kind: PeerKind| {
+            figures
+                .iter()
+                .find(|f| f.kind == kind)
+                .map_or("–".to_string(), |f| num(f.gbs.map(|s| s.median), 1))
+        };
+        let latency = p
+            .latencies
+            .iter()
+            .find(|l| (l.src, l.dst) == (*src, *dst))
+            .and_then(|l| l.ns)
+            .map_or("–".to_string(), |ns| format!("{:.2} µs", ns.median / 1e3));
+        let verdict = match p.unreachable.iter().find(|(s, d, _)| (s, d) == (src, dst)) {
+            Some((_, _, why)) => format!("no peer access: {why}"),
+            None => figures
+                .iter()
+                .map(|f| f.judgement.verdict)
+                .max()
+                .map_or("–", verdict_word)
+                .to_string(),
+        };
+        t.add_row(vec![
+            format!("{src} → {dst}"),
+            link.as_ref().map_or("unknown".to_string(), |l| {
+                format!("{} ({:.0} GB/s)", l.name, l.gbs)
+            }),
+            cell(PeerKind::CopyEngineWrite),
+            cell(PeerKind::CopyEngineRead),
+            cell(PeerKind::SmWrite),
+            cell(PeerKind::SmRead),
+            latency,
             verdict,
         ]);
     }

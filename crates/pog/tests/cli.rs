@@ -324,6 +324,42 @@ fn bench_on_a_simulated_gpu_checks_and_judges_every_figure() {
 }
 
 #[test]
+fn bench_measures_every_gpu_pair_of_a_multi_gpu_host() {
+    let (json, code) = json_of(pog().args([
+        "--json",
+        "bench",
+        "--simulate",
+        "H200 SXM x2",
+        "--suite",
+        "quick",
+        "--no-host",
+        "--sustained-seconds",
+        "0",
+    ]));
+    assert!(code == 0, "{json:#}");
+    let peers = &json["peers"]["Ok"];
+    assert_eq!(peers["links"].as_array().unwrap().len(), 2, "{peers:#}");
+    assert_eq!(peers["links"][0][2]["name"], "NVLink ×18 (v4)");
+    let figures = peers["figures"].as_array().unwrap();
+    assert_eq!(figures.len(), 2 * 4);
+    assert!(figures.iter().all(|f| f["judgement"]["verdict"] == "pass"));
+    assert_eq!(peers["latencies"].as_array().unwrap().len(), 2);
+    // One GPU: no pairs.
+    let (single, _) = json_of(pog().args([
+        "--json",
+        "bench",
+        "--simulate",
+        "H200 SXM",
+        "--suite",
+        "quick",
+        "--no-host",
+        "--sustained-seconds",
+        "0",
+    ]));
+    assert!(single["peers"].is_null());
+}
+
+#[test]
 fn bench_flags_are_validated() {
     pog()
         .args(["bench", "--suite", "huge"])

@@ -158,13 +158,8 @@ impl Gate {
         unsafe { std::ptr::write_volatile(self.host, 0) };
         let mut launch = gpu.stream.launch_builder(&gpu.kernels.wait);
         launch.arg(&self.device).arg(&GATE_TIMEOUT_CYCLES);
-        let one = cudarc::driver::LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (1, 1, 1),
-            shared_mem_bytes: 0,
-        };
         // SAFETY: the kernel reads one int through the mapped pointer.
-        unsafe { launch.launch(one) }
+        unsafe { launch.launch(super::ONE_THREAD) }
             .map(|_| ())
             .map_err(|e| GpuError::during("launching the copy gate", e))
     }

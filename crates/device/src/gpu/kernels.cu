@@ -117,3 +117,13 @@ extern "C" __global__ void pog_wait(volatile int* flag, long long timeout_cycles
         if (clock64() - start > timeout_cycles) break;
     }
 }
+
+// ---- Latency ------------------------------------------------------------------------------
+// One thread follows `steps` links of the chain in p (p[i] is the index of the next link),
+// each load waiting for the one before: the time per step is the memory's latency. Loads go
+// through L2 only (cg), so on a peer's memory each one crosses the link.
+extern "C" __global__ void pog_chase(const u64* p, u64 steps, u64* out) {
+    u64 i = 0;
+    for (u64 s = 0; s < steps; s++) i = __ldcg(p + i);
+    out[0] = i;
+}

@@ -1,6 +1,7 @@
 //! The real GPU through cudarc: a context and stream per device, raw device and pinned host
 //! buffers, pog's NVRTC-built kernels, cuBLASLt GEMMs ([`gemm`]), copies ([`copy`]), and the
-//! memory test and bandwidth sweep ([`memory`]), and the proof of GPU's commitments
+//! memory test and bandwidth sweep ([`memory`]), GPU-to-GPU transfers ([`fabric`]), and the
+//! proof of GPU's commitments
 //! ([`prove`]: seeded products hashed into a Merkle tree on the device).
 //!
 //! Raw driver calls are used where cudarc's safe layer would add work to timed loops (its
@@ -8,10 +9,12 @@
 //! [`GpuError`] naming the step.
 
 mod copy;
+mod fabric;
 mod gemm;
 mod memory;
 mod prove;
 
+pub use fabric::GpuFabric;
 pub use prove::{CommitTimings, Committed, LeafOpening, ProductBatch};
 
 use crate::compute::{
@@ -30,6 +33,13 @@ use std::sync::Arc;
 
 /// pog's own kernels; compiled after pog_matgen's fill kernels in one NVRTC program.
 const KERNELS_SOURCE: &str = include_str!("kernels.cu");
+/// A launch of one thread (serial kernels: the copy gate, the pointer chase).
+const ONE_THREAD: LaunchConfig = LaunchConfig {
+    grid_dim: (1, 1, 1),
+    block_dim: (1, 1, 1),
+    shared_mem_bytes: 0,
+};
+
 /// SHA-256 leaf and node hashing for the proof's Merkle tree.
 const SHA256_SOURCE: &str = include_str!("sha256.cu");
 
@@ -63,6 +73,7 @@ struct Kernels {
     leaf_hash_bytes: CudaFunction,
     merkle_level: CudaFunction,
     gather_hashes: CudaFunction,
+    chase: CudaFunction,
 }
 
 impl Gpu {
@@ -131,6 +142,7 @@ impl Gpu {
             leaf_hash_bytes: function("pog_leaf_hash_bytes")?,
             merkle_level: function("pog_merkle_level")?,
             gather_hashes: function("pog_gather_hashes")?,
+            chase: function("pog_chase")?,
         };
         let bus_id = BusId::parse(&format!(
             "{:x}:{:x}:{:x}.0",

@@ -6,10 +6,11 @@ use crate::render;
 use anyhow::Result;
 use pog_bench::gpu::GpuBench;
 use pog_bench::host::{HostBench, HostPlan};
+use pog_bench::peer::PeerBench;
 use pog_bench::plan::{plan, Overrides};
 use pog_bench::{Suite, Verdict};
-use pog_device::gpu::Gpu;
-use pog_device::sim::SimGpu;
+use pog_device::gpu::{Gpu, GpuFabric};
+use pog_device::sim::{SimFabric, SimGpu};
 use pog_device::{Accelerator, Inventory, Origin};
 use pog_spec::{GpuSpec, SpecDb};
 use serde::Serialize;
@@ -28,6 +29,9 @@ pub struct BenchReport {
     pub gpus: Vec<GpuBench>,
     /// GPUs that could not be opened, with the reason.
     pub gpu_errors: Vec<String>,
+    /// GPU to GPU (two or more GPUs): the peer bandwidth matrix and latencies, or why they
+    /// could not be measured.
+    pub peers: Option<Result<PeerBench, String>>,
     pub host: Option<HostBench>,
     pub host_plan: Option<HostPlan>,
     /// cutlass_profiler's best SGEMM figures, when it is installed (a second opinion, never
@@ -44,8 +48,13 @@ impl BenchReport {
             .map(GpuBench::verdict)
             .max()
             .unwrap_or(Verdict::Info);
+        let peers = match &self.peers {
+            None => Verdict::Info,
+            Some(Ok(p)) => p.verdict(),
+            Some(Err(_)) => Verdict::Fail,
+        };
         if self.gpu_errors.is_empty() {
-            gpus
+            gpus.max(peers)
         } else {
             Verdict::Fail
         }
@@ -140,11 +149,14 @@ pub fn measure(global: &Global, args: &BenchArgs, inventory: &Inventory) -> Resu
             plan(args.suite, *spec, free, &overrides)
         })
         .collect();
+    let peer_plan = pog_bench::peer::plan(args.suite, accelerators.len());
+    let pairs = accelerators.len() * accelerators.len().saturating_sub(1);
     let steps: usize = plans
         .iter()
         .map(|p| p.gemms.len() + p.copies.len())
         .sum::<usize>()
-        + usize::from(!args.no_host);
+        + usize::from(!args.no_host)
+        + peer_plan.as_ref().map_or(0, |_| pairs * 5);
     let bar = render::progress(global.json, steps as u64);
     for ((ordinal, spec, acc), plan) in accelerators.iter_mut().zip(&plans) {
         gpus.push(pog_bench::gpu::run(
@@ -159,6 +171,32 @@ pub fn measure(global: &Global, args: &BenchArgs, inventory: &Inventory) -> Resu
             },
         ));
     }
+    drop(accelerators); // the peer benchmarks open every GPU again, together
+    let peers = peer_plan.map(|peer_plan| {
+        let link = |s: usize, d: usize| pog_bench::peer::link(inventory, s, d);
+        let mut fabric: Box<dyn pog_device::Fabric> = match &global.simulate {
+            Some(_) => Box::new(SimFabric {
+                rates: (0..cuda_count)
+                    .map(|s| {
+                        (0..cuda_count)
+                            .map(|d| (s != d).then(|| link(s, d).map(|l| l.gbs)).flatten())
+                            .collect()
+                    })
+                    .collect(),
+                efficiency: SIM_EFFICIENCY,
+            }),
+            None => Box::new(GpuFabric::open(cuda_count).map_err(|e| e.to_string())?),
+        };
+        Ok(pog_bench::peer::run(
+            fabric.as_mut(),
+            &peer_plan,
+            &link,
+            &mut |step| {
+                bar.set_message(step);
+                bar.inc(1);
+            },
+        ))
+    });
     let (host, host_plan) = if args.no_host {
         (None, None)
     } else {
@@ -186,6 +224,7 @@ pub fn measure(global: &Global, args: &BenchArgs, inventory: &Inventory) -> Resu
         origin: inventory.origin.clone(),
         gpus,
         gpu_errors,
+        peers,
         host,
         host_plan,
         cutlass,

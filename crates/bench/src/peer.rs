@@ -1,0 +1,332 @@
+//! GPU to GPU: the peer-to-peer bandwidth matrix (copy engines and SMs, each way) and read
+//! latency of every ordered pair, judged against the rate of the link NVML reports between
+//! them (NVLink: links × the per-link rate of its version; else the PCIe link).
+
+use crate::judge::{self, Judgement, Verdict};
+use crate::plan::Suite;
+use crate::stats::Summary;
+use pog_device::compute::{Fabric, PeerKind, PeerRequest};
+use pog_device::facts::Inventory;
+use serde::{Deserialize, Serialize};
+
+/// One way, GB/s per NVLink link by NVLink version (NVLink 2–4: 25 GB/s, so 18 links of an
+/// H100/H200 SXM make 450 GB/s each way; NVLink 5: 50).
+fn nvlink_gbs_per_link(version: u32) -> f64 {
+    if version >= 5 {
+        50.0
+    } else {
+        25.0
+    }
+}
+
+/// One way, GB/s of a PCIe link: gen 3/4/5/6 run 0.985/1.97/3.94/7.56 GB/s per lane.
+fn pcie_gbs(generation: u32, lanes: u32) -> Option<f64> {
+    let per_lane = match generation {
+        3 => 0.985,
+        4 => 1.969,
+        5 => 3.938,
+        6 => 7.563,
+        _ => return None,
+    };
+    Some(per_lane * f64::from(lanes))
+}
+
+/// The link between two GPUs and its rate one way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Link {
+    /// "NVLink ×18 (v4)" or "PCIe gen 5 x16".
+    pub name: String,
+    pub gbs: f64,
+}
+
+/// The link between CUDA devices `src` and `dst` as NVML reports it (GPUs matched by PCI
+/// address); `None` when NVML cannot tell.
+pub fn link(inventory: &Inventory, src: usize, dst: usize) -> Option<Link> {
+    let cuda = inventory.cuda.value()?;
+    let nvml = inventory.nvml.value()?;
+    let nvml_index = |ordinal: usize| {
+        let bus = cuda.devices.get(ordinal)?.pci_bus_id.value()?;
+        nvml.gpus.iter().find(|g| g.pci_bus_id.value() == Some(bus))
+    };
+    let (a, b) = (nvml_index(src)?, nvml_index(dst)?);
+    let pair = nvml
+        .topology
+        .iter()
+        .find(|p| (p.a, p.b) == (a.index, b.index) || (p.a, p.b) == (b.index, a.index))?;
+    if pair.nvlinks > 0 {
+        let version = a
+            .nvlinks
+            .value()
+            .and_then(|links| links.iter().find_map(|l| l.version.value().copied()))
+            .unwrap_or(4);
+        return Some(Link {
+            name: format!("NVLink ×{} (v{version})", pair.nvlinks),
+            gbs: f64::from(pair.nvlinks) * nvlink_gbs_per_link(version),
+        });
+    }
+    // Over PCIe, the slower of the two GPUs' links bounds the transfer.
+    let pcie = |g: &pog_device::facts::GpuFacts| {
+        let (generation, lanes) = (*g.link.current_gen.value()?, *g.link.current_width.value()?);
+        Some((pcie_gbs(generation, lanes)?, generation, lanes))
+    };
+    let ((ga, gen_a, lanes_a), (gb, gen_b, lanes_b)) = (pcie(a)?, pcie(b)?);
+    let (gbs, generation, lanes) = if ga <= gb {
+        (ga, gen_a, lanes_a)
+    } else {
+        (gb, gen_b, lanes_b)
+    };
+    Some(Link {
+        name: format!("PCIe gen {generation} x{lanes}"),
+        gbs,
+    })
+}
+
+/// What the peer benchmarks run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerPlan {
+    pub bytes: u64,
+    pub warmup: u32,
+    pub iterations: u32,
+    pub latency_iterations: u32,
+}
+
+/// The plan for a host of `gpus` GPUs; `None` with fewer than two.
+pub fn plan(suite: Suite, gpus: usize) -> Option<PeerPlan> {
+    (gpus >= 2).then_some(PeerPlan {
+        bytes: match suite {
+            Suite::Quick => 256 << 20,
+            _ => 1 << 30,
+        },
+        warmup: 2,
+        iterations: match suite {
+            Suite::Full => 10,
+            _ => 5,
+        },
+        latency_iterations: 5,
+    })
+}
+
+/// One ordered pair measured one way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerFigure {
+    pub src: usize,
+    pub dst: usize,
+    pub kind: PeerKind,
+    /// GB/s per timed run, summarized; `None` when it could not run.
+    pub gbs: Option<Summary>,
+    pub judgement: Judgement,
+    pub error: Option<String>,
+}
+
+/// One ordered pair's read latency.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerLatency {
+    pub src: usize,
+    pub dst: usize,
+    pub ns: Option<Summary>,
+    pub error: Option<String>,
+}
+
+/// Everything measured between the GPUs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerBench {
+    pub plan: PeerPlan,
+    /// The link of each ordered pair measured, as NVML reports it.
+    pub links: Vec<(usize, usize, Option<Link>)>,
+    pub figures: Vec<PeerFigure>,
+    pub latencies: Vec<PeerLatency>,
+    /// Pairs without peer access, and why: not measured, and judged a failure where NVML
+    /// reports a link between them.
+    pub unreachable: Vec<(usize, usize, String)>,
+}
+
+impl PeerBench {
+    /// The worst verdict among the figures; a pair NVML links that cannot reach its peer fails.
+    pub fn verdict(&self) -> Verdict {
+        let unreachable_linked = self.unreachable.iter().any(|(s, d, _)| {
+            self.links
+                .iter()
+                .any(|(ls, ld, link)| (ls, ld) == (s, d) && link.is_some())
+        });
+        let worst = self
+            .figures
+            .iter()
+            .map(|f| f.judgement.verdict)
+            .max()
+            .unwrap_or(Verdict::Info);
+        if unreachable_linked {
+            Verdict::Fail
+        } else {
+            worst
+        }
+    }
+}
+
+/// Measures every ordered pair of `fabric`'s GPUs, each way and by each engine, and judges
+/// each figure against its link (`link_of(src, dst)`).
+pub fn run(
+    fabric: &mut dyn Fabric,
+    plan: &PeerPlan,
+    link_of: &dyn Fn(usize, usize) -> Option<Link>,
+    progress: &mut dyn FnMut(String),
+) -> PeerBench {
+    let n = fabric.count();
+    let mut bench = PeerBench {
+        plan: plan.clone(),
+        links: Vec::new(),
+        figures: Vec::new(),
+        latencies: Vec::new(),
+        unreachable: Vec::new(),
+    };
+    for src in 0..n {
+        for dst in (0..n).filter(|&d| d != src) {
+            let link = link_of(src, dst);
+            bench.links.push((src, dst, link.clone()));
+            if let Err(why) = fabric.peer_access(src, dst) {
+                bench.unreachable.push((src, dst, why));
+                continue;
+            }
+            for kind in PeerKind::ALL {
+                progress(format!("GPU {src} → GPU {dst}: {}", kind.name()));
+                let request = PeerRequest {
+                    src,
+                    dst,
+                    kind,
+                    bytes: plan.bytes,
+                    warmup: plan.warmup,
+                    iterations: plan.iterations,
+                };
+                let figure = match fabric.peer_copy(&request) {
+                    Ok(times_ms) => {
+                        let gbs: Vec<f64> = times_ms
+                            .iter()
+                            .map(|ms| plan.bytes as f64 / (ms * 1e-3) / 1e9)
+                            .collect();
+                        let summary = Summary::of(&gbs);
+                        PeerFigure {
+                            src,
+                            dst,
+                            kind,
+                            judgement: match (&summary, &link) {
+                                (Some(s), Some(l)) => judge::peer(s.median, l.gbs, &l.name),
+                                _ => judge::not_judged("no link rate to judge against"),
+                            },
+                            gbs: summary,
+                            error: None,
+                        }
+                    }
+                    Err(e) => PeerFigure {
+                        src,
+                        dst,
+                        kind,
+                        gbs: None,
+                        judgement: judge::failed(e.to_string()),
+                        error: Some(e.to_string()),
+                    },
+                };
+                bench.figures.push(figure);
+            }
+            progress(format!("GPU {src} → GPU {dst}: latency"));
+            let latency = fabric.peer_latency(src, dst, plan.latency_iterations);
+            bench.latencies.push(PeerLatency {
+                src,
+                dst,
+                ns: latency.as_ref().ok().and_then(|ns| Summary::of(ns)),
+                error: latency.err().map(|e| e.to_string()),
+            });
+        }
+    }
+    bench
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pog_device::sim::SimFabric;
+
+    fn rates(n: usize, gbs: Option<f64>) -> Vec<Vec<Option<f64>>> {
+        (0..n)
+            .map(|s| (0..n).map(|d| if s == d { None } else { gbs }).collect())
+            .collect()
+    }
+
+    fn nvlink(_: usize, _: usize) -> Option<Link> {
+        Some(Link {
+            name: "NVLink ×18 (v4)".into(),
+            gbs: 450.0,
+        })
+    }
+
+    #[test]
+    fn fewer_than_two_gpus_have_no_peers() {
+        assert!(plan(Suite::Standard, 1).is_none());
+        assert_eq!(plan(Suite::Quick, 2).unwrap().bytes, 256 << 20);
+    }
+
+    #[test]
+    fn every_ordered_pair_is_measured_each_way_and_judged_against_its_link() {
+        let mut fabric = SimFabric {
+            rates: rates(3, Some(450.0)),
+            efficiency: 0.85,
+        };
+        let p = plan(Suite::Quick, 3).unwrap();
+        let bench = run(&mut fabric, &p, &nvlink, &mut |_| {});
+        assert_eq!(bench.figures.len(), 3 * 2 * PeerKind::ALL.len());
+        assert_eq!(bench.latencies.len(), 6);
+        let f = &bench.figures[0];
+        assert!((f.gbs.unwrap().median - 382.5).abs() < 0.1);
+        assert_eq!(f.judgement.verdict, Verdict::Pass);
+        assert_eq!(bench.verdict(), Verdict::Pass);
+    }
+
+    #[test]
+    fn a_slow_or_unreachable_link_fails() {
+        let mut slow = SimFabric {
+            rates: rates(2, Some(450.0)),
+            efficiency: 0.2,
+        };
+        let p = plan(Suite::Quick, 2).unwrap();
+        let bench = run(&mut slow, &p, &nvlink, &mut |_| {});
+        assert_eq!(bench.verdict(), Verdict::Fail);
+        assert!(bench.figures[0].judgement.reason.contains("NVLink ×18"));
+
+        let mut cut = SimFabric {
+            rates: rates(2, None),
+            efficiency: 0.9,
+        };
+        let bench = run(&mut cut, &p, &nvlink, &mut |_| {});
+        assert!(bench.figures.is_empty());
+        assert_eq!(bench.unreachable.len(), 2);
+        assert_eq!(
+            bench.verdict(),
+            Verdict::Fail,
+            "NVML links them, yet no peer access"
+        );
+        let unlinked = run(&mut cut, &p, &|_, _| None, &mut |_| {});
+        assert_eq!(
+            unlinked.verdict(),
+            Verdict::Info,
+            "no link, no peer access: reported only"
+        );
+    }
+
+    #[test]
+    fn links_come_from_nvmls_topology() {
+        use pog_device::sim::SimPlatform;
+        let sxm = pog_device::collect(&SimPlatform::from_profile("H200 SXM x2").unwrap());
+        let l = link(&sxm, 0, 1).unwrap();
+        assert_eq!((l.name.as_str(), l.gbs), ("NVLink ×18 (v4)", 450.0));
+        let pcie = pog_device::collect(&SimPlatform::from_profile("L40S x2").unwrap());
+        let l = link(&pcie, 1, 0).unwrap();
+        assert!(l.name.starts_with("PCIe gen"), "{l:?}");
+        assert!(link(&pcie, 0, 5).is_none(), "no such GPU");
+    }
+
+    #[test]
+    fn link_rates_follow_nvlink_version_and_pcie_generation() {
+        assert_eq!(nvlink_gbs_per_link(4) * 18.0, 450.0);
+        assert_eq!(nvlink_gbs_per_link(5) * 18.0, 900.0);
+        assert!((pcie_gbs(5, 16).unwrap() - 63.0).abs() < 0.1);
+        assert!(pcie_gbs(2, 16).is_none());
+    }
+}

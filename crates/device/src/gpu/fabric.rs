@@ -1,0 +1,185 @@
+//! The GPUs of one host together ([`Fabric`]): peer-to-peer transfers by copy engine and by
+//! SM, and the latency of reading a peer's memory, as nvbandwidth's device_to_device cases
+//! measure them. Peer access is enabled for every pair the driver allows.
+
+use super::{DeviceBuffer, Gpu};
+use crate::compute::{Fabric, GpuError, PeerKind, PeerRequest};
+use cudarc::driver::result as drv;
+use cudarc::driver::sys::{self, cudaError_enum as CuResult};
+use cudarc::driver::PushKernelArg;
+
+/// Links followed per latency run, and the chain's size (larger than any L1, so each link is
+/// a trip to the memory's L2).
+const CHASE_STEPS: u64 = 20_000;
+const CHASE_BYTES: u64 = 8 << 20;
+
+/// Every CUDA device of the host, with peer access enabled where the driver allows it.
+pub struct GpuFabric {
+    gpus: Vec<Gpu>,
+    /// access[src][dst]: whether src reaches dst's memory, or why not.
+    access: Vec<Vec<Result<(), String>>>,
+}
+
+impl GpuFabric {
+    /// Opens CUDA devices 0..count and enables peer access between every pair that has it.
+    pub fn open(count: usize) -> Result<GpuFabric, GpuError> {
+        let gpus = (0..count).map(Gpu::open).collect::<Result<Vec<_>, _>>()?;
+        let mut access = vec![vec![Err("the same GPU".to_string()); count]; count];
+        for (src, row) in access.iter_mut().enumerate() {
+            for (dst, cell) in row.iter_mut().enumerate() {
+                if src != dst {
+                    *cell = enable_peer_access(&gpus[src], &gpus[dst]);
+                }
+            }
+        }
+        Ok(GpuFabric { gpus, access })
+    }
+
+    fn pair(&self, src: usize, dst: usize) -> Result<(&Gpu, &Gpu), GpuError> {
+        self.peer_access(src, dst)
+            .map_err(|why| GpuError(format!("GPU {src} → GPU {dst}: {why}")))?;
+        Ok((&self.gpus[src], &self.gpus[dst]))
+    }
+}
+
+/// Lets `from` reach `to`'s memory.
+fn enable_peer_access(from: &Gpu, to: &Gpu) -> Result<(), String> {
+    let mut can = 0i32;
+    // SAFETY: writes one int; both devices are valid ordinals of this host.
+    unsafe { sys::cuDeviceCanAccessPeer(&mut can, from.ctx.cu_device(), to.ctx.cu_device()) }
+        .result()
+        .map_err(|e| format!("asking the driver about peer access: {e}"))?;
+    if can == 0 {
+        return Err("the driver reports no peer access between them".into());
+    }
+    from.bind().map_err(|e| e.to_string())?;
+    // SAFETY: `to`'s context is live; flags must be 0.
+    match unsafe { sys::cuCtxEnablePeerAccess(to.ctx.cu_ctx(), 0) } {
+        CuResult::CUDA_SUCCESS | CuResult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => Ok(()),
+        e => Err(format!("enabling peer access: {e:?}")),
+    }
+}
+
+impl Fabric for GpuFabric {
+    fn count(&self) -> usize {
+        self.gpus.len()
+    }
+
+    fn peer_access(&self, src: usize, dst: usize) -> Result<(), String> {
+        self.access
+            .get(src)
+            .and_then(|row| row.get(dst))
+            .cloned()
+            .unwrap_or_else(|| Err(format!("no GPU pair {src}, {dst}")))
+    }
+
+    fn peer_copy(&mut self, request: &PeerRequest) -> Result<Vec<f64>, GpuError> {
+        let (src, dst) = self.pair(request.src, request.dst)?;
+        src.bind()?;
+        let from = DeviceBuffer::new(request.bytes)?;
+        dst.bind()?;
+        let to = DeviceBuffer::new(request.bytes)?;
+        // The side whose engine or SMs do the work, and its stream.
+        let runner = match request.kind {
+            PeerKind::CopyEngineWrite | PeerKind::SmWrite => src,
+            PeerKind::CopyEngineRead | PeerKind::SmRead => dst,
+        };
+        runner.bind()?;
+        let vectors = request.bytes / 16;
+        let sink = DeviceBuffer::new(8)?;
+        let once = || -> Result<(), GpuError> {
+            match request.kind {
+                PeerKind::CopyEngineWrite | PeerKind::CopyEngineRead => {
+                    // SAFETY: both buffers hold `bytes`; peer access is enabled between them.
+                    unsafe {
+                        drv::memcpy_peer_async(
+                            dst.ctx.cu_ctx(),
+                            to.ptr,
+                            src.ctx.cu_ctx(),
+                            from.ptr,
+                            request.bytes as usize,
+                            runner.stream.cu_stream(),
+                        )
+                    }
+                    .map_err(|e| GpuError::during("a peer copy", e))
+                }
+                PeerKind::SmWrite => {
+                    let value = 0x5a5a_5a5au32;
+                    let passes = 1u64;
+                    let mut launch = runner.stream.launch_builder(&runner.kernels.write);
+                    launch.arg(&to.ptr).arg(&vectors).arg(&passes).arg(&value);
+                    // SAFETY: writes `vectors` 16-byte elements of the peer's buffer.
+                    unsafe { launch.launch(runner.geometry(vectors)) }
+                        .map(|_| ())
+                        .map_err(|e| GpuError::during("launching a peer write", e))
+                }
+                PeerKind::SmRead => {
+                    let passes = 1u64;
+                    let mut launch = runner.stream.launch_builder(&runner.kernels.read);
+                    launch
+                        .arg(&from.ptr)
+                        .arg(&vectors)
+                        .arg(&passes)
+                        .arg(&sink.ptr);
+                    // SAFETY: reads `vectors` 16-byte elements of the peer's buffer.
+                    unsafe { launch.launch(runner.geometry(vectors)) }
+                        .map(|_| ())
+                        .map_err(|e| GpuError::during("launching a peer read", e))
+                }
+            }
+        };
+        let timed = (0..request.warmup)
+            .try_for_each(|_| once())
+            .and_then(|_| runner.sync())
+            .and_then(|_| (0..request.iterations).map(|_| runner.time(once)).collect());
+        // Each buffer is freed with its own GPU's context current.
+        drop(sink);
+        src.bind()?;
+        drop(from);
+        dst.bind()?;
+        drop(to);
+        timed
+    }
+
+    fn peer_latency(
+        &mut self,
+        src: usize,
+        dst: usize,
+        iterations: u32,
+    ) -> Result<Vec<f64>, GpuError> {
+        let (reader, owner) = self.pair(src, dst)?;
+        // A random cycle through the chain (Sattolo's shuffle), so no prefetcher helps.
+        let links = (CHASE_BYTES / 8) as usize;
+        let mut next: Vec<u64> = (0..links as u64).collect();
+        for i in (1..links).rev() {
+            let j = (pog_matgen::hash(0xc4a5e, i as u64) % i as u64) as usize;
+            next.swap(i, j);
+        }
+        owner.bind()?;
+        let chain = DeviceBuffer::new(CHASE_BYTES)?;
+        // SAFETY: chain holds `links` u64; queued on the owner's stream, then waited for.
+        unsafe { drv::memcpy_htod_async(chain.ptr, &next[..], owner.stream.cu_stream()) }
+            .map_err(|e| GpuError::during("writing the pointer chain", e))?;
+        owner.sync()?;
+        reader.bind()?;
+        let out = DeviceBuffer::new(8)?;
+        let chase = || -> Result<(), GpuError> {
+            let steps = CHASE_STEPS;
+            let mut launch = reader.stream.launch_builder(&reader.kernels.chase);
+            launch.arg(&chain.ptr).arg(&steps).arg(&out.ptr);
+            // SAFETY: every link of the chain is an index inside it.
+            unsafe { launch.launch(super::ONE_THREAD) }
+                .map(|_| ())
+                .map_err(|e| GpuError::during("launching the pointer chase", e))
+        };
+        let timed = chase().and_then(|_| {
+            (0..iterations)
+                .map(|_| reader.time(chase).map(|ms| ms * 1e6 / CHASE_STEPS as f64))
+                .collect()
+        });
+        drop(out);
+        owner.bind()?;
+        drop(chain);
+        timed
+    }
+}
