@@ -1,6 +1,7 @@
 //! GPU to GPU: the peer-to-peer bandwidth matrix (copy engines and SMs, each way) and read
 //! latency of every ordered pair, judged against the rate of the link NVML reports between
-//! them (NVLink: links × the per-link rate of its version; else the PCIe link).
+//! them (NVLink: links × the per-link rate of its version; else the PCIe link), and NCCL's
+//! all-reduce bus bandwidth over a size sweep, judged against the slowest link.
 
 use crate::judge::{self, Judgement, Verdict};
 use crate::plan::Suite;
@@ -88,6 +89,8 @@ pub struct PeerPlan {
     pub warmup: u32,
     pub iterations: u32,
     pub latency_iterations: u32,
+    /// All-reduce sizes, bytes per GPU; the largest is judged.
+    pub all_reduce_bytes: Vec<u64>,
 }
 
 /// The plan for a host of `gpus` GPUs; `None` with fewer than two.
@@ -103,6 +106,11 @@ pub fn plan(suite: Suite, gpus: usize) -> Option<PeerPlan> {
             _ => 5,
         },
         latency_iterations: 5,
+        all_reduce_bytes: match suite {
+            Suite::Quick => vec![16 << 20, 256 << 20],
+            Suite::Standard => vec![1 << 20, 16 << 20, 256 << 20, 1 << 30],
+            Suite::Full => vec![1 << 20, 16 << 20, 256 << 20, 1 << 30, 4 << 30],
+        },
     })
 }
 
@@ -127,6 +135,16 @@ pub struct PeerLatency {
     pub error: Option<String>,
 }
 
+/// One all-reduce size: bus bandwidth (nccl-tests' measure: algorithm bandwidth × 2(n−1)/n,
+/// what each link carries).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllReduceFigure {
+    pub bytes: u64,
+    pub bus_gbs: Option<Summary>,
+    pub judgement: Judgement,
+    pub error: Option<String>,
+}
+
 /// Everything measured between the GPUs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PeerBench {
@@ -138,6 +156,10 @@ pub struct PeerBench {
     /// Pairs without peer access, and why: not measured, and judged a failure where NVML
     /// reports a link between them.
     pub unreachable: Vec<(usize, usize, String)>,
+    pub all_reduce: Vec<AllReduceFigure>,
+    /// Why there is no all-reduce figure, when collectives cannot run here (no NCCL): reported,
+    /// not judged, as that is the host's software, not its GPUs.
+    pub all_reduce_unavailable: Option<String>,
 }
 
 impl PeerBench {
@@ -151,7 +173,9 @@ impl PeerBench {
         let worst = self
             .figures
             .iter()
-            .map(|f| f.judgement.verdict)
+            .map(|f| &f.judgement)
+            .chain(self.all_reduce.iter().map(|a| &a.judgement))
+            .map(|j| j.verdict)
             .max()
             .unwrap_or(Verdict::Info);
         if unreachable_linked {
@@ -177,6 +201,8 @@ pub fn run(
         figures: Vec::new(),
         latencies: Vec::new(),
         unreachable: Vec::new(),
+        all_reduce: Vec::new(),
+        all_reduce_unavailable: fabric.collectives().err(),
     };
     for src in 0..n {
         for dst in (0..n).filter(|&d| d != src) {
@@ -236,6 +262,53 @@ pub fn run(
             });
         }
     }
+    // The ring all-reduce runs at its slowest link.
+    let slowest = bench
+        .links
+        .iter()
+        .map(|(_, _, l)| l.as_ref().map(|l| (l.gbs, l.name.clone())))
+        .collect::<Option<Vec<_>>>()
+        .and_then(|links| links.into_iter().min_by(|a, b| a.0.total_cmp(&b.0)));
+    let largest = plan.all_reduce_bytes.iter().copied().max();
+    let sizes = if bench.all_reduce_unavailable.is_none() {
+        plan.all_reduce_bytes.as_slice()
+    } else {
+        &[]
+    };
+    for &bytes in sizes {
+        progress(format!("all-reduce of {} MiB", bytes >> 20));
+        let bus = 2.0 * (n as f64 - 1.0) / n as f64;
+        bench.all_reduce.push(
+            match fabric.all_reduce(bytes, plan.warmup, plan.iterations) {
+                Ok(times_ms) => {
+                    let gbs: Vec<f64> = times_ms
+                        .iter()
+                        .map(|ms| bytes as f64 * bus / (ms * 1e-3) / 1e9)
+                        .collect();
+                    let bus_gbs = Summary::of(&gbs);
+                    let judgement = match (&bus_gbs, &slowest) {
+                        (Some(s), Some((rate, name))) if Some(bytes) == largest => {
+                            judge::peer(s.median, *rate, &format!("slowest link: {name}"))
+                        }
+                        (_, None) => judge::not_judged("no link rate for every pair"),
+                        _ => judge::not_judged("only the largest size is judged"),
+                    };
+                    AllReduceFigure {
+                        bytes,
+                        bus_gbs,
+                        judgement,
+                        error: None,
+                    }
+                }
+                Err(e) => AllReduceFigure {
+                    bytes,
+                    bus_gbs: None,
+                    judgement: judge::failed(e.to_string()),
+                    error: Some(e.to_string()),
+                },
+            },
+        );
+    }
     bench
 }
 
@@ -268,6 +341,7 @@ mod tests {
         let mut fabric = SimFabric {
             rates: rates(3, Some(450.0)),
             efficiency: 0.85,
+            no_collectives: None,
         };
         let p = plan(Suite::Quick, 3).unwrap();
         let bench = run(&mut fabric, &p, &nvlink, &mut |_| {});
@@ -276,6 +350,13 @@ mod tests {
         let f = &bench.figures[0];
         assert!((f.gbs.unwrap().median - 382.5).abs() < 0.1);
         assert_eq!(f.judgement.verdict, Verdict::Pass);
+        // All-reduce: the bus bandwidth of a ring at the slowest link; only the largest size
+        // is judged.
+        assert_eq!(bench.all_reduce.len(), 2);
+        let last = bench.all_reduce.last().unwrap();
+        assert!((last.bus_gbs.unwrap().median - 382.5).abs() < 0.1);
+        assert_eq!(last.judgement.verdict, Verdict::Pass);
+        assert_eq!(bench.all_reduce[0].judgement.verdict, Verdict::Info);
         assert_eq!(bench.verdict(), Verdict::Pass);
     }
 
@@ -284,6 +365,7 @@ mod tests {
         let mut slow = SimFabric {
             rates: rates(2, Some(450.0)),
             efficiency: 0.2,
+            no_collectives: None,
         };
         let p = plan(Suite::Quick, 2).unwrap();
         let bench = run(&mut slow, &p, &nvlink, &mut |_| {});
@@ -293,6 +375,7 @@ mod tests {
         let mut cut = SimFabric {
             rates: rates(2, None),
             efficiency: 0.9,
+            no_collectives: None,
         };
         let bench = run(&mut cut, &p, &nvlink, &mut |_| {});
         assert!(bench.figures.is_empty());
@@ -307,6 +390,32 @@ mod tests {
             unlinked.verdict(),
             Verdict::Info,
             "no link, no peer access: reported only"
+        );
+    }
+
+    #[test]
+    fn a_host_without_nccl_reports_it_and_still_measures_the_links() {
+        let mut fabric = SimFabric {
+            rates: rates(2, Some(450.0)),
+            efficiency: 0.85,
+            no_collectives: Some("NCCL library not found".into()),
+        };
+        let bench = run(
+            &mut fabric,
+            &plan(Suite::Quick, 2).unwrap(),
+            &nvlink,
+            &mut |_| {},
+        );
+        assert!(bench.all_reduce.is_empty());
+        assert_eq!(
+            bench.all_reduce_unavailable.as_deref(),
+            Some("NCCL library not found")
+        );
+        assert_eq!(bench.figures.len(), 8);
+        assert_eq!(
+            bench.verdict(),
+            Verdict::Pass,
+            "missing software is not a GPU failure"
         );
     }
 

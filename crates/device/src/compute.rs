@@ -263,6 +263,16 @@ pub trait Fabric {
         dst: usize,
         iterations: u32,
     ) -> Result<Vec<f64>, GpuError>;
+    /// Whether collectives can run (the GPU fabric needs the NCCL library); why not, if not.
+    fn collectives(&self) -> Result<(), String>;
+    /// Milliseconds per all-reduce (sum of FP32) of `bytes` on every GPU at once, one figure
+    /// per timed run.
+    fn all_reduce(
+        &mut self,
+        bytes: u64,
+        warmup: u32,
+        iterations: u32,
+    ) -> Result<Vec<f64>, GpuError>;
 }
 
 #[cfg(test)]

@@ -730,6 +730,8 @@ mod tests {
 pub struct SimFabric {
     pub rates: Vec<Vec<Option<f64>>>,
     pub efficiency: f64,
+    /// Why collectives cannot run, to simulate a host without NCCL.
+    pub no_collectives: Option<String>,
 }
 
 impl crate::compute::Fabric for SimFabric {
@@ -764,6 +766,29 @@ impl crate::compute::Fabric for SimFabric {
         self.peer_access(src, dst)
             .map_err(crate::compute::GpuError)?;
         Ok(vec![2000.0 / self.efficiency; iterations as usize])
+    }
+
+    fn collectives(&self) -> Result<(), String> {
+        self.no_collectives.clone().map_or(Ok(()), Err)
+    }
+
+    /// A ring at the slowest link: bus bandwidth = that link's rate × efficiency (pairs
+    /// without peer access go through host memory, taken as 10 GB/s).
+    fn all_reduce(
+        &mut self,
+        bytes: u64,
+        _warmup: u32,
+        iterations: u32,
+    ) -> Result<Vec<f64>, crate::compute::GpuError> {
+        const THROUGH_HOST_GBS: f64 = 10.0;
+        let n = self.rates.len();
+        let slowest = (0..n)
+            .flat_map(|s| (0..n).filter(move |&d| d != s).map(move |d| (s, d)))
+            .map(|(s, d)| self.rates[s][d].unwrap_or(THROUGH_HOST_GBS))
+            .fold(f64::INFINITY, f64::min);
+        let bus_bytes = bytes as f64 * 2.0 * (n as f64 - 1.0) / n as f64;
+        let ms = bus_bytes / (slowest * self.efficiency * 1e9) * 1e3;
+        Ok(vec![ms; iterations as usize])
     }
 }
 

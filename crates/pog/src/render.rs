@@ -804,4 +804,21 @@ fn peers(p: &pog_bench::peer::PeerBench) {
         ]);
     }
     println!("{t}");
+    if let Some(why) = &p.all_reduce_unavailable {
+        println!("NCCL all-reduce: not measured: {why}");
+    }
+    if !p.all_reduce.is_empty() {
+        let mut t = table(&["NCCL all-reduce (FP32 sum)", "bus GB/s", "verdict", "why"]);
+        for a in &p.all_reduce {
+            t.add_row(vec![
+                format!("{} MiB per GPU", a.bytes >> 20),
+                num(a.bus_gbs.map(|s| s.median), 1),
+                verdict_word(a.judgement.verdict).to_string(),
+                a.error
+                    .clone()
+                    .unwrap_or_else(|| a.judgement.reason.clone()),
+            ]);
+        }
+        println!("{t}");
+    }
 }

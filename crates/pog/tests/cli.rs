@@ -344,6 +344,9 @@ fn bench_measures_every_gpu_pair_of_a_multi_gpu_host() {
     assert_eq!(figures.len(), 2 * 4);
     assert!(figures.iter().all(|f| f["judgement"]["verdict"] == "pass"));
     assert_eq!(peers["latencies"].as_array().unwrap().len(), 2);
+    let all_reduce = peers["all_reduce"].as_array().unwrap();
+    assert_eq!(all_reduce.len(), 2, "the quick suite's two sizes");
+    assert_eq!(all_reduce[1]["judgement"]["verdict"], "pass");
     // One GPU: no pairs.
     let (single, _) = json_of(pog().args([
         "--json",

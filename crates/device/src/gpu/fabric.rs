@@ -1,12 +1,14 @@
 //! The GPUs of one host together ([`Fabric`]): peer-to-peer transfers by copy engine and by
 //! SM, and the latency of reading a peer's memory, as nvbandwidth's device_to_device cases
-//! measure them. Peer access is enabled for every pair the driver allows.
+//! measure them, and NCCL's all-reduce across all of them. Peer access is enabled for every
+//! pair the driver allows.
 
 use super::{DeviceBuffer, Gpu};
 use crate::compute::{Fabric, GpuError, PeerKind, PeerRequest};
 use cudarc::driver::result as drv;
 use cudarc::driver::sys::{self, cudaError_enum as CuResult};
 use cudarc::driver::PushKernelArg;
+use cudarc::nccl;
 
 /// Links followed per latency run, and the chain's size (larger than any L1, so each link is
 /// a trip to the memory's L2).
@@ -181,5 +183,68 @@ impl Fabric for GpuFabric {
         owner.bind()?;
         drop(chain);
         timed
+    }
+
+    fn collectives(&self) -> Result<(), String> {
+        // SAFETY: only tries to dlopen the library (cudarc panics on a missing one).
+        if unsafe { nccl::sys::is_culib_present() } {
+            Ok(())
+        } else {
+            Err(
+                "NCCL library not found: put a directory holding libnccl.so on the loader path \
+                 (the nvidia-nccl wheel ships libnccl.so.2: link libnccl.so to it)"
+                    .into(),
+            )
+        }
+    }
+
+    fn all_reduce(
+        &mut self,
+        bytes: u64,
+        warmup: u32,
+        iterations: u32,
+    ) -> Result<Vec<f64>, GpuError> {
+        self.collectives().map_err(GpuError)?;
+        // NVLink multicast (NVLS) stays off: pog measures the links, not the switch's
+        // in-network reduction, and some shared hosts forbid it.
+        if std::env::var_os("NCCL_NVLS_ENABLE").is_none() {
+            // SAFETY: set before NCCL initializes, while no other thread reads the environment
+            // (the benchmarks run one at a time).
+            unsafe { std::env::set_var("NCCL_NVLS_ENABLE", "0") };
+        }
+        let streams: Vec<_> = self.gpus.iter().map(|g| g.stream.clone()).collect();
+        let comms = nccl::Comm::from_devices(streams)
+            .map_err(|e| GpuError(format!("starting NCCL: {e:?}")))?;
+        let elements = (bytes / 4).max(1) as usize;
+        let mut buffers = Vec::with_capacity(self.gpus.len());
+        for g in &self.gpus {
+            g.bind()?;
+            buffers.push(
+                g.stream
+                    .alloc_zeros::<f32>(elements)
+                    .map_err(|e| GpuError::during("allocating the all-reduce buffer", e))?,
+            );
+        }
+        let sync_all = || self.gpus.iter().try_for_each(|g| g.sync());
+        let mut once = || -> Result<(), GpuError> {
+            nccl::result::group_start().map_err(|e| GpuError(format!("NCCL group: {e:?}")))?;
+            for (comm, buffer) in comms.iter().zip(buffers.iter_mut()) {
+                comm.all_reduce_in_place(buffer, &nccl::ReduceOp::Sum)
+                    .map_err(|e| GpuError(format!("NCCL all-reduce: {e:?}")))?;
+            }
+            nccl::result::group_end().map_err(|e| GpuError(format!("NCCL group: {e:?}")))?;
+            sync_all()
+        };
+        for _ in 0..warmup {
+            once()?;
+        }
+        // Host-timed from a synchronized start to the last GPU's completion, as nccl-tests
+        // takes the slowest rank.
+        (0..iterations)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                once().map(|_| started.elapsed().as_secs_f64() * 1e3)
+            })
+            .collect()
     }
 }

@@ -156,7 +156,9 @@ pub fn measure(global: &Global, args: &BenchArgs, inventory: &Inventory) -> Resu
         .map(|p| p.gemms.len() + p.copies.len())
         .sum::<usize>()
         + usize::from(!args.no_host)
-        + peer_plan.as_ref().map_or(0, |_| pairs * 5);
+        + peer_plan
+            .as_ref()
+            .map_or(0, |p| pairs * 5 + p.all_reduce_bytes.len());
     let bar = render::progress(global.json, steps as u64);
     for ((ordinal, spec, acc), plan) in accelerators.iter_mut().zip(&plans) {
         gpus.push(pog_bench::gpu::run(
@@ -184,6 +186,7 @@ pub fn measure(global: &Global, args: &BenchArgs, inventory: &Inventory) -> Resu
                     })
                     .collect(),
                 efficiency: SIM_EFFICIENCY,
+                no_collectives: None,
             }),
             None => Box::new(GpuFabric::open(cuda_count).map_err(|e| e.to_string())?),
         };
