@@ -55,6 +55,10 @@ run prove-small-bf16 0 "$POG" prove --precision bf16 --size 128 --batch 2 --expe
 run prove-json 0 "$POG" prove --json
 run prove-bf16-json 0 "$POG" prove --precision bf16 --json
 
+# The validator's verification cost on this host's CPU, if the harness was carried along
+# (cargo build --release -p pog-proof --example verify_cost; cp target/release/examples/verify_cost .gpu/).
+[ -x .gpu/verify_cost ] && run verify-cost 0 .gpu/verify_cost
+
 # The full suite once, as a table with the host (sustained load included). FULL_BENCH=0 skips
 # it when only the comparison with PyTorch is wanted.
 if [ "${FULL_BENCH:-1}" != 0 ]; then
