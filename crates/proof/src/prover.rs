@@ -111,6 +111,16 @@ impl Prover for CpuProver {
     }
 }
 
+/// `x` rounded to nearest with `bits` mantissa bits (an FP8 E4M3 value for 3, as long as `x`
+/// is within that format's range).
+fn round_to_mantissa_bits(x: f64, bits: i32) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let quantum = 2f64.powi(x.abs().log2().floor() as i32 - bits);
+    (x / quantum).round() * quantum
+}
+
 /// `D[row, col]` with every input first rounded to `lower` (e.g. BF16 posing as FP32), summed in
 /// f32 as such a kernel would.
 fn lower_precision_dot(g: &pog_matgen::SeededGemm, lower: Precision, row: u64, col: u64) -> f64 {
@@ -119,6 +129,7 @@ fn lower_precision_dot(g: &pog_matgen::SeededGemm, lower: Precision, row: u64, c
         Precision::Bf16 => half::bf16::from_f64(x).to_f64(),
         Precision::Fp16 => half::f16::from_f64(x).to_f64(),
         Precision::Tf32 => f64::from(f32::from_bits((x as f32).to_bits() & !0x1fff)),
+        Precision::Fp8 => round_to_mantissa_bits(x, 3), // E4M3, within its range
         _ => x,
     };
     let mut acc = 0f32;

@@ -170,6 +170,14 @@ mod tests {
             );
             assert!(n >= 60, "{lower:?} as FP32: only {n} of 64 rejected");
         }
+        // FP8 inputs posing as BF16: the error is within a few times BF16's, so single
+        // elements often pass, but a challenge's spot checks reject it all the same.
+        let n = rejected(
+            &challenge(Precision::Bf16),
+            Behaviour::LowerPrecision(Precision::Fp8),
+            256,
+        );
+        assert!(n >= 20, "FP8 as BF16: only {n} of 256 rejected");
     }
 
     #[test]
