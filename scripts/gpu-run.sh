@@ -47,13 +47,13 @@ run hung-nvidia-smi 0 "$POG" inspect --nvidia-smi "$fake_dir/hung-smi" --nvidia-
 
 # The proof of GPU: the GPU prover against the CPU prover at small sizes (INT8 roots must be
 # equal bit for bit; the fast and the byte-wise leaf hashing both), then the validator's
-# per-model challenge and two other precisions at full size, as JSON.
+# per-model challenge (BF16 on an H200) and INT8 at full size, as JSON.
 run prove-small-int8 0 "$POG" prove --precision int8 --size 64 --batch 3 --expected-ms 60000 --against-cpu
 run prove-bytewise-int8 0 "$POG" prove --precision int8 --size 52 --batch 2 --leaf-elements 100 --expected-ms 60000 --against-cpu
 run prove-short-leaf-int8 0 "$POG" prove --precision int8 --size 60 --batch 3 --leaf-elements 64 --expected-ms 60000 --against-cpu
 run prove-small-bf16 0 "$POG" prove --precision bf16 --size 128 --batch 2 --expected-ms 60000 --against-cpu
 run prove-json 0 "$POG" prove --json
-run prove-bf16-json 0 "$POG" prove --precision bf16 --json
+run prove-int8-json 0 "$POG" prove --precision int8 --json
 
 # The validator's verification cost on this host's CPU, if the harness was carried along
 # (cargo build --release -p pog-proof --example verify_cost; cp target/release/examples/verify_cost .gpu/).
@@ -78,7 +78,7 @@ done
   echo "== pog GPU run: $(date -u +%FT%TZ) on $(nvidia-smi --query-gpu=name,pci.bus_id,uuid --format=csv,noheader | tr '\n' ';')"
   printf '%s\n' "${summary[@]}"
 } | tee "$OUT/summary.txt"
-for f in "$OUT"/prove-json.json "$OUT"/prove-bf16-json.json; do
+for f in "$OUT"/prove-json.json "$OUT"/prove-int8-json.json; do
   [ -s "$f" ] && python3 - "$f" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys
 for p in json.load(open(sys.argv[1])):
