@@ -126,10 +126,12 @@ impl Agent {
             _ => {}
         }
         let prover = self.engine.prove(&target)?.prover;
-        self.first
-            .lock()
-            .expect("lock")
-            .get_or_insert_with(|| prover.clone());
+        if self.cheat == Some(Cheat::ReplayFirst) {
+            self.first
+                .lock()
+                .expect("lock")
+                .get_or_insert_with(|| prover.clone());
+        }
         Ok(prover)
     }
 }

@@ -76,7 +76,14 @@ impl Fabric for GpuFabric {
     }
 
     fn peer_copy(&mut self, request: &PeerRequest) -> Result<Vec<f64>, GpuError> {
-        let (src, dst) = self.pair(request.src, request.dst)?;
+        // The side that does the work must reach the other's memory.
+        let (src, dst) = match request.kind {
+            PeerKind::CopyEngineWrite | PeerKind::SmWrite => self.pair(request.src, request.dst)?,
+            PeerKind::CopyEngineRead | PeerKind::SmRead => {
+                let (dst, src) = self.pair(request.dst, request.src)?;
+                (src, dst)
+            }
+        };
         src.bind()?;
         let from = DeviceBuffer::new(request.bytes)?;
         dst.bind()?;
@@ -228,11 +235,19 @@ impl Fabric for GpuFabric {
         let sync_all = || self.gpus.iter().try_for_each(|g| g.sync());
         let mut once = || -> Result<(), GpuError> {
             nccl::result::group_start().map_err(|e| GpuError(format!("NCCL group: {e:?}")))?;
-            for (comm, buffer) in comms.iter().zip(buffers.iter_mut()) {
-                comm.all_reduce_in_place(buffer, &nccl::ReduceOp::Sum)
-                    .map_err(|e| GpuError(format!("NCCL all-reduce: {e:?}")))?;
-            }
-            nccl::result::group_end().map_err(|e| GpuError(format!("NCCL group: {e:?}")))?;
+            // The group is always closed, even when a rank's call failed.
+            let queued = comms
+                .iter()
+                .zip(buffers.iter_mut())
+                .try_for_each(|(comm, buffer)| {
+                    comm.all_reduce_in_place(buffer, &nccl::ReduceOp::Sum)
+                        .map(|_| ())
+                        .map_err(|e| GpuError(format!("NCCL all-reduce: {e:?}")))
+                });
+            let closed = nccl::result::group_end()
+                .map(|_| ())
+                .map_err(|e| GpuError(format!("NCCL group: {e:?}")));
+            queued.and(closed)?;
             sync_all()
         };
         for _ in 0..warmup {

@@ -647,8 +647,15 @@ pub(super) fn sustained(
     let started = std::time::Instant::now();
     let mut times_ms = vec![g.time()?];
     // SAFETY: both buffers hold d.bytes; synchronous copy after the first GEMM finished.
-    unsafe { drv::memcpy_dtod_sync(first.ptr, g.d.ptr, g.d.bytes as usize) }
-        .map_err(|e| GpuError::during("keeping the first result", e))?;
+    unsafe {
+        drv::memcpy_dtod_async(
+            first.ptr,
+            g.d.ptr,
+            g.d.bytes as usize,
+            gpu.stream.cu_stream(),
+        )
+    }
+    .map_err(|e| GpuError::during("keeping the first result", e))?;
     let (mut mismatched, mut nans) = (Vec::new(), Vec::new());
     while started.elapsed().as_secs_f64() < req.seconds {
         times_ms.push(g.time()?);

@@ -45,10 +45,11 @@ const SHA256_SOURCE: &str = include_str!("sha256.cu");
 
 /// One CUDA device, ready for benchmarks.
 pub struct Gpu {
+    /// First, so it is dropped (cuBLASLt handle, workspace) while the context still lives.
+    gemm: Option<gemm::Lt>,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     kernels: Kernels,
-    gemm: Option<gemm::Lt>,
     /// Where NVML finds this device (telemetry and health counters).
     bus_id: BusId,
     sm_count: u32,
