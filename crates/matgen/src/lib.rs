@@ -55,6 +55,16 @@ impl Storage {
         }
     }
 
+    /// Every storage format.
+    pub const ALL: [Storage; 6] = [
+        Storage::F64,
+        Storage::F32,
+        Storage::F16,
+        Storage::Bf16,
+        Storage::E4m3,
+        Storage::I8,
+    ];
+
     /// Bytes per element.
     pub fn bytes(self) -> usize {
         match self {
@@ -486,14 +496,7 @@ mod tests {
 
     #[test]
     fn the_bulk_path_matches_element_by_element() {
-        for s in [
-            Storage::F64,
-            Storage::F32,
-            Storage::F16,
-            Storage::Bf16,
-            Storage::E4m3,
-            Storage::I8,
-        ] {
+        for s in Storage::ALL {
             let mut out = vec![0.0; 37];
             values_into(s, 5, 13, &mut out);
             for (i, v) in out.iter().enumerate() {

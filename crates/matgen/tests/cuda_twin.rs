@@ -62,15 +62,8 @@ fn the_cuda_fill_makes_the_rust_generators_elements() {
         "{}",
         String::from_utf8_lossy(&built.stderr)
     );
-    let storages = [
-        Storage::F64,
-        Storage::F32,
-        Storage::F16,
-        Storage::Bf16,
-        Storage::E4m3,
-        Storage::I8,
-    ];
-    for storage in storages {
+
+    for storage in Storage::ALL {
         // 1003 elements: whole hashes for the packed kernel and a tail for the per-element one.
         let (n, seed) = (1003u64, 0x5eed + storage.format_code() as u64);
         let out = Command::new(&binary)
