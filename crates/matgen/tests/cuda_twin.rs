@@ -13,6 +13,7 @@ const HARNESS: &str = r#"
 #include <cstring>
 #include <vector>
 #define __device__
+#define __host__
 #define __forceinline__ inline
 #define __global__
 struct dim { unsigned long long x, y, z; };
