@@ -125,7 +125,10 @@ fn chunk_bits(storage: Storage, h: u64, slot: u64) -> u64 {
 #[inline(always)]
 fn chunk_to_bits(storage: Storage, c: u64) -> u64 {
     let sign = c & 1;
-    let exp = ((c >> 1) & 3) % 3; // value exponent = exp - 2
+    let exp = match (c >> 1) & 3 {
+        3 => 0, // 3 wraps to 0 (% 3, without a division)
+        e => e,
+    }; // value exponent = exp - 2
     let man = c >> 3;
     match storage {
         Storage::F64 => sign << 63 | (1021 + exp) << 52 | (man & ((1 << 52) - 1)),
@@ -138,64 +141,127 @@ fn chunk_to_bits(storage: Storage, c: u64) -> u64 {
 }
 
 /// Fills `out` with the values of elements `start, start + 1, …`, one hash per chunk group:
-/// the fast path for a row or column of a K-major matrix (what a checker recomputes).
+/// the fast path for a row or column of a K-major matrix (what a checker recomputes), and
+/// most of a validator's work: each chunk becomes its value by a table lookup (see
+/// [`ChunkValues`]) rather than a decode of a dozen instructions.
 pub fn values_into(storage: Storage, seed: u64, start: u64, out: &mut [f64]) {
-    match storage {
-        Storage::F64 => fill_with(storage, seed, start, out, |c| {
-            decode(Storage::F64, chunk_to_bits(Storage::F64, c))
-        }),
-        Storage::F32 => fill_with(storage, seed, start, out, |c| {
-            decode(Storage::F32, chunk_to_bits(Storage::F32, c))
-        }),
-        Storage::F16 => fill_with(storage, seed, start, out, |c| {
-            decode(Storage::F16, chunk_to_bits(Storage::F16, c))
-        }),
-        Storage::Bf16 => fill_with(storage, seed, start, out, |c| {
-            decode(Storage::Bf16, chunk_to_bits(Storage::Bf16, c))
-        }),
-        Storage::E4m3 => fill_with(storage, seed, start, out, |c| {
-            decode(Storage::E4m3, chunk_to_bits(Storage::E4m3, c))
-        }),
-        Storage::I8 => fill_with(storage, seed, start, out, |c| {
-            decode(Storage::I8, chunk_to_bits(Storage::I8, c))
-        }),
+    match ChunkValues::of(storage) {
+        ChunkValues::Whole(table) => {
+            let lookup = |c: u64| table[(c as usize) & (table.len() - 1)];
+            match storage.per_hash() {
+                4 => fill_with::<4>(seed, start, out, lookup),
+                _ => fill_with::<8>(seed, start, out, lookup),
+            }
+        }
+        ChunkValues::SignAndExponent(heads) => {
+            // FP32 widens to f64 by moving its mantissa up 29 bits.
+            let (mantissa, shift) = match storage {
+                Storage::F64 => ((1 << 52) - 1, 0),
+                _ => (0x7f_ffff, 29),
+            };
+            let assemble =
+                |c: u64| f64::from_bits(heads[(c & 7) as usize] | (c >> 3 & mantissa) << shift);
+            match storage.per_hash() {
+                1 => fill_with::<1>(seed, start, out, assemble),
+                _ => fill_with::<2>(seed, start, out, assemble),
+            }
+        }
     }
 }
 
-/// The loop of [`values_into`], monomorphized per storage so the per-element work is
-/// branch-free: one hash per group, then each chunk decoded.
+/// Precomputed values of chunks, per storage format.
+enum ChunkValues {
+    /// The value of every chunk of a narrow format, indexed by the chunk's low bits: all the
+    /// bits a value depends on (sign, exponent choice and mantissa: 13 for FP16, 10 for BF16,
+    /// 6 for E4M3; INT8's whole byte).
+    Whole(&'static [f64]),
+    /// F32 and F64 have too many mantissa bits for a table: the f64 bit pattern of the sign
+    /// and exponent a chunk's low 3 bits choose, to be completed with its mantissa.
+    SignAndExponent(&'static [u64; 8]),
+}
+
+impl ChunkValues {
+    /// The tables of `storage`, built on first use from [`chunk_to_bits`] and [`decode`], so
+    /// they cannot drift from the element-by-element path.
+    fn of(storage: Storage) -> ChunkValues {
+        use std::sync::LazyLock;
+        fn whole(storage: Storage, bits: u32) -> Vec<f64> {
+            (0..1u64 << bits)
+                .map(|c| decode(storage, chunk_to_bits(storage, c)))
+                .collect()
+        }
+        fn heads(storage: Storage) -> [u64; 8] {
+            std::array::from_fn(|c| decode(storage, chunk_to_bits(storage, c as u64)).to_bits())
+        }
+        static F16: LazyLock<Vec<f64>> = LazyLock::new(|| whole(Storage::F16, 13));
+        static BF16: LazyLock<Vec<f64>> = LazyLock::new(|| whole(Storage::Bf16, 10));
+        static E4M3: LazyLock<Vec<f64>> = LazyLock::new(|| whole(Storage::E4m3, 6));
+        static I8: LazyLock<Vec<f64>> = LazyLock::new(|| whole(Storage::I8, 8));
+        static F32: LazyLock<[u64; 8]> = LazyLock::new(|| heads(Storage::F32));
+        static F64: LazyLock<[u64; 8]> = LazyLock::new(|| heads(Storage::F64));
+        match storage {
+            Storage::F16 => ChunkValues::Whole(&F16),
+            Storage::Bf16 => ChunkValues::Whole(&BF16),
+            Storage::E4m3 => ChunkValues::Whole(&E4M3),
+            Storage::I8 => ChunkValues::Whole(&I8),
+            Storage::F32 => ChunkValues::SignAndExponent(&F32),
+            Storage::F64 => ChunkValues::SignAndExponent(&F64),
+        }
+    }
+}
+
+/// The loop of [`values_into`], monomorphized per storage (`PER` elements per hash) so the
+/// per-element work is branch-free: a partial hash at each end, whole hashes between.
 #[inline(always)]
-fn fill_with(
-    storage: Storage,
+fn fill_with<const PER: usize>(
     seed: u64,
     start: u64,
     out: &mut [f64],
     chunk_value: impl Fn(u64) -> f64,
 ) {
-    let per = storage.per_hash();
+    let per = PER as u64;
     let width = 64 / per;
-    let mask = if width == 64 {
-        u64::MAX
-    } else {
-        (1 << width) - 1
-    };
-    let mut index = start;
-    let mut written = 0;
-    while written < out.len() {
-        let mut h = hash(seed, index / per);
-        let slot = index % per;
-        if width < 64 {
+    let mask = if PER == 1 { u64::MAX } else { (1 << width) - 1 };
+    // Writes the chunks of hash `word` from `slot` on into `out`.
+    let write = |out: &mut [f64], word: u64, slot: u64| {
+        let mut h = hash(seed, word);
+        if PER > 1 {
             h >>= slot * width;
         }
-        let take = ((per - slot) as usize).min(out.len() - written);
-        for x in &mut out[written..written + take] {
+        for x in out {
             *x = chunk_value(h & mask);
-            if width < 64 {
+            if PER > 1 {
                 h >>= width;
             }
         }
-        written += take;
-        index += take as u64;
+    };
+    let slot = start % per;
+    let head = if slot == 0 {
+        0
+    } else {
+        ((per - slot) as usize).min(out.len())
+    };
+    let (head_out, rest) = out.split_at_mut(head);
+    if head > 0 {
+        write(head_out, start / per, slot);
+    }
+    let mut word = start.div_ceil(per);
+    let mut groups = rest.chunks_exact_mut(PER);
+    for group in &mut groups {
+        // A whole hash into exactly PER values: a fixed-length loop, unrolled.
+        let group: &mut [f64; PER] = group.try_into().expect("chunks of PER");
+        let mut h = hash(seed, word);
+        for x in group {
+            *x = chunk_value(h & mask);
+            if PER > 1 {
+                h >>= width;
+            }
+        }
+        word += 1;
+    }
+    let tail = groups.into_remainder();
+    if !tail.is_empty() {
+        write(tail, word, 0);
     }
 }
 
@@ -304,6 +370,42 @@ pub struct Reference {
     pub square_sum: f64,
 }
 
+impl Reference {
+    /// Independent partial sums: the additions of one lane depend on each other (4 cycles
+    /// each), the lanes do not, so the CPU overlaps them and can use SIMD. The order is fixed,
+    /// so every validator gets the same bits; it differs from a serial sum by a few f64 ulps,
+    /// nothing against the bounds of [`tolerance`] (INT8 sums are exact in any order).
+    const LANES: usize = 8;
+
+    /// The dot product of `a` and `b` with its error-scaling sums.
+    fn of_products(a: &[f64], b: &[f64]) -> Reference {
+        let mut sum = [0.0; Self::LANES];
+        let mut abs_sum = [0.0; Self::LANES];
+        let mut square_sum = [0.0; Self::LANES];
+        let mut add = |lane: usize, p: f64| {
+            sum[lane] += p;
+            abs_sum[lane] += p.abs();
+            square_sum[lane] += p * p;
+        };
+        let (xs, ys) = (a.chunks_exact(Self::LANES), b.chunks_exact(Self::LANES));
+        let tail = xs.remainder().iter().zip(ys.remainder());
+        for (x, y) in xs.zip(ys) {
+            for lane in 0..Self::LANES {
+                add(lane, x[lane] * y[lane]);
+            }
+        }
+        for (lane, (x, y)) in tail.enumerate() {
+            add(lane, x * y);
+        }
+        let total = |lanes: [f64; Self::LANES]| lanes.iter().sum();
+        Reference {
+            value: total(sum),
+            abs_sum: total(abs_sum),
+            square_sum: total(square_sum),
+        }
+    }
+}
+
 impl SeededGemm {
     /// Recomputes `D[row, col]` in f64 (O(k) element evaluations).
     pub fn reference(&self, row: u64, col: u64) -> Reference {
@@ -319,18 +421,7 @@ impl SeededGemm {
                 .for_each(|(kk, x)| *x = value(storage, self.seed_a, self.a_index(row, kk as u64))),
         }
         values_into(storage, self.seed_b, col * self.k, &mut b);
-        let (mut sum, mut abs_sum, mut square_sum) = (0.0, 0.0, 0.0);
-        for (x, y) in a.iter().zip(&b) {
-            let p = x * y;
-            sum += p;
-            abs_sum += p.abs();
-            square_sum += p * p;
-        }
-        Reference {
-            value: sum,
-            abs_sum,
-            square_sum,
-        }
+        Reference::of_products(&a, &b)
     }
 
     /// Where A's element `(row, kk)` lives in its buffer.
@@ -484,6 +575,17 @@ mod tests {
 
     proptest! {
         #[test]
+        fn the_bulk_path_matches_anywhere(seed: u64, start in 0u64..1 << 40, len in 0usize..40) {
+            for s in Storage::ALL {
+                let mut out = vec![0.0; len];
+                values_into(s, seed, start, &mut out);
+                for (i, v) in out.iter().enumerate() {
+                    prop_assert_eq!(v.to_bits(), value(s, seed, start + i as u64).to_bits());
+                }
+            }
+        }
+
+        #[test]
         fn values_are_nonzero_finite_and_in_range(seed: u64, index in 0u64..1 << 40) {
             for s in [Storage::F64, Storage::F32, Storage::F16, Storage::Bf16, Storage::E4m3] {
                 let v = value(s, seed, index).abs();
@@ -496,11 +598,15 @@ mod tests {
 
     #[test]
     fn the_bulk_path_matches_element_by_element() {
-        for s in Storage::ALL {
-            let mut out = vec![0.0; 37];
-            values_into(s, 5, 13, &mut out);
-            for (i, v) in out.iter().enumerate() {
-                assert_eq!(*v, value(s, 5, 13 + i as u64), "{s:?} element {i}");
+        // Starts inside and at the edge of a hash, runs shorter than the rest of the first
+        // hash, ends inside one.
+        for (start, len) in [(13, 37), (13, 2), (16, 16), (0, 5), (7, 1), (3, 0)] {
+            for s in Storage::ALL {
+                let mut out = vec![0.0; len];
+                values_into(s, 5, start, &mut out);
+                for (i, v) in out.iter().enumerate() {
+                    assert_eq!(*v, value(s, 5, start + i as u64), "{s:?} {start}+{i}");
+                }
             }
         }
     }

@@ -75,8 +75,25 @@ pub fn choose_precision(claimed: &GpuSpec, db: &SpecDb) -> Option<PrecisionChoic
 
 /// Proof rates pog measured on real cards, end to end (generation, GEMM, hashing and tree: the
 /// time from challenge to commitment), in TFLOP/s (TOP/s for INT8): model, precision, product
-/// size, rate, and where it was measured (docs/protocol.md).
-pub const MEASURED_RATES: &[(&str, Precision, u64, f64, &str)] = &[];
+/// size, rate, and where it was measured (docs/protocol.md). Each rate is 2 % below the
+/// measurement, for the spread between cards of one model; with [`crate::timing::TIME_TOLERANCE`]
+/// an honest card passes down to 89 % of the measured rate, and a model 15 % slower fails.
+pub const MEASURED_RATES: &[(&str, Precision, u64, f64, &str)] = &[
+    (
+        "H200 SXM",
+        Precision::Bf16,
+        16384,
+        600.0,
+        "H200 SXM (power-capped at 700 W), 2026-12-03: 79 products in 1134 ms, 612.8 TFLOP/s",
+    ),
+    (
+        "H200 SXM",
+        Precision::Int8,
+        16384,
+        945.0,
+        "H200 SXM (power-capped at 700 W), 2026-12-03: 79 products in 719 ms, 966.5 TOP/s",
+    ),
+];
 
 /// The rate at which `claimed` is expected to commit proofs of `size` in `precision`, in
 /// TFLOP/s (TOP/s): pog's own measurement of that model where there is one
@@ -157,6 +174,23 @@ mod tests {
         // A T4 has no BF16 and leads in INT8.
         let t4 = choose_precision(spec("T4"), db).unwrap();
         assert!(PROOF_PRECISIONS.contains(&t4.precision));
+    }
+
+    #[test]
+    fn measured_rates_set_the_bound_and_a_slower_card_misses_it() {
+        let h200 = spec("H200 SXM");
+        let rate = expected_tflops(h200, Precision::Bf16, 16384).unwrap();
+        assert_eq!(rate, 600.0, "the H200's measured BF16 proof rate");
+        // Unmeasured sizes and models fall back to the datasheet.
+        let fallback = expected_tflops(h200, Precision::Bf16, 8192).unwrap();
+        assert!((fallback - 989.4 * DATASHEET_EFFICIENCY).abs() < 1e-9);
+        let p = plan(h200, SpecDb::embedded(), None, 1.0, 140 << 30).unwrap();
+        assert_eq!((p.size, p.expected_tflops), (16384, 600.0));
+        // The honest H200 as measured (612.8 TFLOP/s) passes; a card 15 % slower fails.
+        let work = f64::from(p.batch) * 2.0 * 16384f64.powi(3);
+        let ms_at = |tflops: f64| work / (tflops * 1e12) * 1e3;
+        assert!(crate::timing::check(ms_at(612.8), 0.0, p.expected_ms).accepted);
+        assert!(!crate::timing::check(ms_at(612.8 * 0.85), 0.0, p.expected_ms).accepted);
     }
 
     #[test]
