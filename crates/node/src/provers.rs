@@ -132,6 +132,10 @@ fn gpu_worker(ordinal: usize, jobs: mpsc::Receiver<Job>, ready: mpsc::Sender<Res
                 );
             }
             Job::Commit { challenge, reply } => {
+                // Make room first: the oldest tree's device memory is free for the new one.
+                if kept.len() >= KEPT_COMMITMENTS {
+                    kept.remove(0);
+                }
                 let result = gpu.commit(&batch_of(&challenge)).map(|committed| {
                     next_id += 1;
                     let report = CommitReport {
@@ -142,9 +146,6 @@ fn gpu_worker(ordinal: usize, jobs: mpsc::Receiver<Job>, ready: mpsc::Sender<Res
                         algorithm: committed.algorithm.clone(),
                     };
                     kept.push((next_id, committed));
-                    if kept.len() > KEPT_COMMITMENTS {
-                        kept.remove(0);
-                    }
                     report
                 });
                 let _ = reply.send(result.map_err(|e| e.to_string()));

@@ -11,7 +11,8 @@ use pog_proof::wire::{kind, ChallengeMessage, Commitment, Identity, Openings, Wi
 use serde::Serialize;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-/// How long the self-challenge gives the prover to commit.
+/// How long the self-challenge gives the prover to commit, at least: ten times the expected
+/// time where that is longer, so a large `--batch` is judged by its time bound, not cut off.
 const EXPIRY_MS: u64 = 600_000;
 
 fn now_ms() -> u64 {
@@ -84,7 +85,7 @@ pub fn run(
         id: hex::encode(random_bytes::<16>()),
         challenge: challenge.clone(),
         issued_at_ms,
-        expires_at_ms: issued_at_ms + EXPIRY_MS,
+        expires_at_ms: issued_at_ms + EXPIRY_MS.max((planned.expected_ms * 10.0) as u64),
     };
     let mut session = ValidatorSession::new(
         message.clone(),

@@ -3,7 +3,7 @@
 //! the stream until the host releases it, between two CUDA events, so the copies start back to
 //! back on the GPU and the host's enqueue latency stays out of the measurement.
 
-use super::{DeviceBuffer, Gpu, PinnedBuffer};
+use super::{Gpu, PinnedBuffer};
 use crate::compute::{CopyKind, CopyRequest, GpuError};
 use cudarc::driver::result as drv;
 use cudarc::driver::sys::{self, CUdeviceptr};
@@ -12,8 +12,8 @@ use cudarc::driver::PushKernelArg;
 pub(super) fn run(gpu: &Gpu, request: &CopyRequest) -> Result<Vec<f64>, GpuError> {
     let bytes = request.bytes;
     let stream = gpu.stream.cu_stream();
-    let src = DeviceBuffer::new(bytes)?;
-    let dst = DeviceBuffer::new(bytes)?;
+    let src = gpu.alloc(bytes)?;
+    let dst = gpu.alloc(bytes)?;
     let mut pinned = match request.kind {
         CopyKind::HostToDevicePinned
         | CopyKind::DeviceToHostPinned

@@ -3,7 +3,7 @@
 //! measure them, and NCCL's all-reduce across all of them. Peer access is enabled for every
 //! pair the driver allows.
 
-use super::{DeviceBuffer, Gpu};
+use super::Gpu;
 use crate::compute::{Fabric, GpuError, PeerKind, PeerRequest};
 use cudarc::driver::result as drv;
 use cudarc::driver::sys::{self, cudaError_enum as CuResult};
@@ -85,9 +85,9 @@ impl Fabric for GpuFabric {
             }
         };
         src.bind()?;
-        let from = DeviceBuffer::new(request.bytes)?;
+        let from = src.alloc(request.bytes)?;
         dst.bind()?;
-        let to = DeviceBuffer::new(request.bytes)?;
+        let to = dst.alloc(request.bytes)?;
         // The side whose engine or SMs do the work, and its stream.
         let runner = match request.kind {
             PeerKind::CopyEngineWrite | PeerKind::SmWrite => src,
@@ -95,7 +95,7 @@ impl Fabric for GpuFabric {
         };
         runner.bind()?;
         let vectors = request.bytes / 16;
-        let sink = DeviceBuffer::new(8)?;
+        let sink = runner.alloc(8)?;
         let once = || -> Result<(), GpuError> {
             match request.kind {
                 PeerKind::CopyEngineWrite | PeerKind::CopyEngineRead => {
@@ -165,13 +165,13 @@ impl Fabric for GpuFabric {
             next.swap(i, j);
         }
         owner.bind()?;
-        let chain = DeviceBuffer::new(CHASE_BYTES)?;
+        let chain = owner.alloc(CHASE_BYTES)?;
         // SAFETY: chain holds `links` u64; queued on the owner's stream, then waited for.
         unsafe { drv::memcpy_htod_async(chain.ptr, &next[..], owner.stream.cu_stream()) }
             .map_err(|e| GpuError::during("writing the pointer chain", e))?;
         owner.sync()?;
         reader.bind()?;
-        let out = DeviceBuffer::new(8)?;
+        let out = reader.alloc(8)?;
         let chase = || -> Result<(), GpuError> {
             let steps = CHASE_STEPS;
             let mut launch = reader.stream.launch_builder(&reader.kernels.chase);

@@ -55,7 +55,7 @@ impl Lt {
             lt::create_handle().map_err(|e| GpuError::during("creating a cuBLASLt handle", e))?;
         Ok(Lt {
             handle,
-            workspace: DeviceBuffer::new(WORKSPACE_BYTES)?,
+            workspace: DeviceBuffer::new(ctx, WORKSPACE_BYTES)?,
         })
     }
 }
@@ -225,9 +225,9 @@ impl<'g> Prepared<'g> {
         let t = types(precision);
         let step = |what: &str| format!("{precision:?} GEMM {m}x{n}x{k}: {what}");
         let storage = Storage::of(precision);
-        let a = DeviceBuffer::new(m * k * storage.bytes() as u64)?;
-        let b = DeviceBuffer::new(k * n * storage.bytes() as u64)?;
-        let d = DeviceBuffer::new(m * n * output_bytes(precision))?;
+        let a = gpu.alloc(m * k * storage.bytes() as u64)?;
+        let b = gpu.alloc(k * n * storage.bytes() as u64)?;
+        let d = gpu.alloc(m * n * output_bytes(precision))?;
 
         let layout = |dt: Dt, rows: u64, cols: u64| {
             lt::create_matrix_layout(dt, rows, cols, rows as i64)
@@ -322,7 +322,9 @@ impl<'g> Prepared<'g> {
 
     /// Runs the GEMM once into a zeroed output and checks a few elements against the f64
     /// reference: a candidate that returns without computing (or computes wrongly) must not
-    /// win the choice by being fast.
+    /// win the choice by being fast. `Ok(false)` for a candidate that cuBLASLt refuses to
+    /// launch or that computes wrongly; an error for a failure of the device itself (a faulted
+    /// context fails every later call too, so it must surface, not read as "skip this one").
     fn computes_right(&self) -> Result<bool, GpuError> {
         // SAFETY: d holds d.bytes bytes; the memset is queued on the GEMM's stream.
         unsafe {
@@ -334,7 +336,9 @@ impl<'g> Prepared<'g> {
             )
         }
         .map_err(|e| GpuError::during("clearing the output", e))?;
-        self.run()?;
+        if self.run().is_err() {
+            return Ok(false);
+        }
         self.gpu.sync()?;
         let (seed_a, seed_b) = self.seeds.get();
         let reference = pog_matgen::SeededGemm {
@@ -426,7 +430,7 @@ impl<'g> Prepared<'g> {
         for i in 0..total {
             self.choose(chosen(i))?;
             // A candidate cuBLASLt offered that cannot run here, or runs wrongly, is skipped.
-            if !self.computes_right().unwrap_or(false) {
+            if !self.computes_right()? {
                 continue;
             }
             let runs: Vec<f64> = (0..CANDIDATE_RUNS)
@@ -638,8 +642,8 @@ pub(super) fn sustained(
     )?;
     g.choose_fastest(4)?;
     let (elements, width, kind) = g.output_shape();
-    let first = DeviceBuffer::new(g.d.bytes)?;
-    let counters = DeviceBuffer::new(16)?;
+    let first = gpu.alloc(g.d.bytes)?;
+    let counters = gpu.alloc(16)?;
     let sampler = crate::telemetry::Sampler::start(
         gpu.bus_id,
         std::time::Duration::from_millis(req.sample_interval_ms.max(10)),

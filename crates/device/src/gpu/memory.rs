@@ -1,7 +1,7 @@
 //! Memory integrity (pattern tests over most of the free memory, with NVML's health counters
 //! before and after) and the read/write bandwidth sweep that shows the L2 and HBM plateaus.
 
-use super::{read_counters, DeviceBuffer, Gpu};
+use super::{read_counters, Gpu};
 use crate::compute::{
     GpuError, MemtestRequest, MemtestRun, PatternResult, SweepPoint, SweepRequest, MEMORY_PATTERNS,
 };
@@ -24,14 +24,14 @@ pub(super) fn memtest(gpu: &Gpu, request: &MemtestRequest) -> Result<MemtestRun,
     let mut fraction = MAX_FRACTION.max(request.fraction);
     let buffer = loop {
         let bytes = ((free as f64 * fraction) as u64) / 8 * 8;
-        match DeviceBuffer::new(bytes) {
+        match gpu.alloc(bytes) {
             Ok(buffer) => break buffer,
             Err(e) if fraction - 0.01 < request.fraction => return Err(e),
             Err(_) => fraction -= 0.01,
         }
     };
     let words = buffer.bytes / 8;
-    let counters = DeviceBuffer::new(24)?;
+    let counters = gpu.alloc(24)?;
     let mut patterns = Vec::new();
     for (pattern, name) in MEMORY_PATTERNS.iter().enumerate() {
         let pattern = pattern as i32;
@@ -92,8 +92,8 @@ const BYTES_PER_LAUNCH: u64 = 1 << 30;
 
 pub(super) fn sweep(gpu: &Gpu, request: &SweepRequest) -> Result<Vec<SweepPoint>, GpuError> {
     let largest = request.sizes.iter().copied().max().unwrap_or(0).max(16);
-    let buffer = DeviceBuffer::new(largest)?;
-    let sink = DeviceBuffer::new(8)?;
+    let buffer = gpu.alloc(largest)?;
+    let sink = gpu.alloc(8)?;
     let mut points = Vec::new();
     for &bytes in &request.sizes {
         let vectors = (bytes / 16).max(1);

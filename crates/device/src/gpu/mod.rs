@@ -182,6 +182,11 @@ impl Gpu {
             .map_err(|e| GpuError::during("creating an event", e))
     }
 
+    /// Device memory in this GPU's context.
+    fn alloc(&self, bytes: u64) -> Result<DeviceBuffer, GpuError> {
+        DeviceBuffer::new(&self.ctx, bytes)
+    }
+
     fn sync(&self) -> Result<(), GpuError> {
         self.stream
             .synchronize()
@@ -332,26 +337,43 @@ impl Gpu {
     }
 }
 
-/// Device memory allocated with cuMemAlloc, freed on drop.
+/// Device memory allocated with cuMemAlloc in one GPU's context, freed on drop in that same
+/// context, whichever context the dropping thread has current then (a host with several GPUs
+/// drops buffers of one while another's context is bound).
 pub(crate) struct DeviceBuffer {
     pub ptr: CUdeviceptr,
     pub bytes: u64,
+    ctx: Arc<CudaContext>,
 }
 
 impl DeviceBuffer {
-    pub fn new(bytes: u64) -> Result<DeviceBuffer, GpuError> {
-        // SAFETY: plain allocation in the current context.
+    /// Allocates `bytes` in `ctx`, leaving `ctx` current on this thread.
+    pub fn new(ctx: &Arc<CudaContext>, bytes: u64) -> Result<DeviceBuffer, GpuError> {
+        ctx.bind_to_thread()
+            .map_err(|e| GpuError::during("binding the CUDA context", e))?;
+        // SAFETY: plain allocation in the context just bound.
         let ptr = unsafe { drv::malloc_sync(bytes as usize) }.map_err(|e| {
             GpuError::during(&format!("allocating {} MiB on the GPU", bytes >> 20), e)
         })?;
-        Ok(DeviceBuffer { ptr, bytes })
+        Ok(DeviceBuffer {
+            ptr,
+            bytes,
+            ctx: ctx.clone(),
+        })
     }
 }
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
-        // SAFETY: ptr came from malloc_sync and is freed once.
+        let previous = drv::ctx::get_current().ok().flatten();
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: ptr came from malloc_sync in self.ctx, now current, and is freed once.
         let _ = unsafe { drv::free_sync(self.ptr) };
+        if let Some(previous) = previous.filter(|&p| p != self.ctx.cu_ctx()) {
+            // SAFETY: a context that was current a moment ago; the Gpu owning it outlives
+            // every buffer it made (each buffer holds its own context alive).
+            let _ = unsafe { drv::ctx::set_current(previous) };
+        }
     }
 }
 

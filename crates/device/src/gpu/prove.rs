@@ -159,10 +159,16 @@ impl Gpu {
                 "a proof batch needs at least one product, a size and a leaf size".into(),
             ));
         }
+        if batch.leaf_bytes() > u64::from(u32::MAX) {
+            return Err(GpuError(format!(
+                "leaves of {} bytes: the hashing kernels take leaves under 4 GiB",
+                batch.leaf_bytes()
+            )));
+        }
         let sizes = pog_merkle::level_sizes(batch.leaf_count());
         let level_offsets = starts(sizes.iter().copied());
         let node_count: u64 = sizes.iter().sum();
-        let nodes = DeviceBuffer::new(node_count * 32).map_err(|e| {
+        let nodes = self.alloc(node_count * 32).map_err(|e| {
             GpuError(format!(
                 "{e} (the tree over {} leaves; a smaller batch or larger leaves fit)",
                 batch.leaf_count()
@@ -184,9 +190,9 @@ impl Gpu {
         for (product, &seeds) in batch.seeds.iter().enumerate() {
             let events = [self.event()?, self.event()?, self.event()?, self.event()?];
             self.record(&events[0])?;
-            if product > 0 {
-                g.refill(seeds)?; // product 0 was filled when prepared
-            }
+            // Product 0 was filled when prepared, outside the events: filled again, so that
+            // fill_ms counts every product's generation (one fill more, under a millisecond).
+            g.refill(seeds)?;
             self.record(&events[1])?;
             g.run()?;
             self.record(&events[2])?;
@@ -395,8 +401,8 @@ impl Gpu {
             return Ok(Vec::new());
         }
         let count = at.len() as u64;
-        let index = DeviceBuffer::new(count * 8)?;
-        let out = DeviceBuffer::new(count * 32)?;
+        let index = self.alloc(count * 8)?;
+        let out = self.alloc(count * 32)?;
         // Queued on the stream: a "synchronous" copy from pageable memory may return before its
         // DMA lands, and this stream does not wait for the legacy one (on the H100 that let
         // the gather read stale indices).
