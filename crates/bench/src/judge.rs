@@ -67,6 +67,11 @@ struct Measured {
     /// Expected median GB/s per copy kind (CopyKind's snake_case name).
     #[serde(default)]
     copy_gbs: BTreeMap<String, f64>,
+    /// Expected median GB/s between two GPUs of this model in one host, per peer transfer
+    /// (PeerKind's name, "copy_engine_write" …) and "all_reduce" (NCCL bus bandwidth at the
+    /// largest size): measured on a multi-GPU host of this SKU, so they hold its usual links.
+    #[serde(default)]
+    peer_gbs: BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -84,9 +89,15 @@ fn thresholds() -> &'static Thresholds {
     })
 }
 
+impl Thresholds {
+    fn measured(&self, spec: Option<&GpuSpec>) -> Option<&Measured> {
+        let spec = spec?;
+        self.measured.iter().find(|m| m.model == spec.model)
+    }
+}
+
 fn measured(spec: Option<&GpuSpec>) -> Option<&'static Measured> {
-    let spec = spec?;
-    thresholds().measured.iter().find(|m| m.model == spec.model)
+    thresholds().measured(spec)
 }
 
 /// The key of a GEMM figure in the measured table.
@@ -151,10 +162,54 @@ pub fn not_judged(reason: impl Into<String>) -> Judgement {
     Judgement::info(reason)
 }
 
-/// Judges a peer-to-peer transfer's median GB/s against the rate of the link NVML reports
-/// between the two GPUs (`link`, e.g. "NVLink ×18 (v4)", at `link_gbs` one way).
-pub fn peer(gbs: f64, link_gbs: f64, link: &str) -> Judgement {
-    let d = &thresholds().default;
+/// What a GPU-to-GPU figure is: one peer transfer, or the all-reduce across the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerFigureKind {
+    Transfer(pog_device::PeerKind),
+    AllReduce,
+}
+
+impl PeerFigureKind {
+    /// Its key in a measured entry's `peer_gbs`.
+    fn key(self) -> &'static str {
+        match self {
+            PeerFigureKind::Transfer(kind) => kind.name(),
+            PeerFigureKind::AllReduce => "all_reduce",
+        }
+    }
+}
+
+/// Judges a GPU-to-GPU figure (median GB/s) of GPUs of model `spec` (`None` when the host's
+/// GPUs differ): against what pog measured on that SKU's hosts where thresholds.toml has it,
+/// else against the rate of the link NVML reports between them (`link`, e.g. "NVLink ×18
+/// (v4)", at `link_gbs` one way; the slowest link for an all-reduce).
+pub fn peer(
+    spec: Option<&GpuSpec>,
+    figure: PeerFigureKind,
+    gbs: f64,
+    link_gbs: Option<f64>,
+    link: &str,
+) -> Judgement {
+    peer_in(thresholds(), spec, figure, gbs, link_gbs, link)
+}
+
+fn peer_in(
+    t: &Thresholds,
+    spec: Option<&GpuSpec>,
+    figure: PeerFigureKind,
+    gbs: f64,
+    link_gbs: Option<f64>,
+    link: &str,
+) -> Judgement {
+    if let Some(m) = t.measured(spec) {
+        if let Some(expected) = m.peer_gbs.get(figure.key()) {
+            return against_expected(gbs, *expected, m, "GB/s");
+        }
+    }
+    let Some(link_gbs) = link_gbs else {
+        return Judgement::info("no link rate to judge against");
+    };
+    let d = &t.default;
     let fraction = gbs / link_gbs;
     Judgement {
         verdict: ladder(fraction, d.peer_warn_fraction, d.peer_fail_fraction),
@@ -244,12 +299,68 @@ mod tests {
             for key in m.copy_gbs.keys() {
                 assert!(CopyKind::ALL.iter().any(|k| copy_key(*k) == *key), "{key}");
             }
+            for key in m.peer_gbs.keys() {
+                assert!(
+                    pog_device::PeerKind::ALL
+                        .iter()
+                        .map(|k| PeerFigureKind::Transfer(*k))
+                        .chain([PeerFigureKind::AllReduce])
+                        .any(|f| f.key() == key),
+                    "{key}"
+                );
+            }
         }
         assert_eq!(
             copy_key(CopyKind::HostToDevicePinned),
             "host_to_device_pinned"
         );
         assert_eq!(gemm_key(Precision::Bf16, 8192), "bf16_8192");
+    }
+
+    #[test]
+    fn peer_figures_use_the_skus_measurements_else_the_link() {
+        let t: Thresholds = toml::from_str(&format!(
+            "{}\n{}",
+            &THRESHOLDS_TOML[..THRESHOLDS_TOML.find("\n[[measured]]").unwrap()],
+            r#"
+[[measured]]
+model = "H200 SXM"
+source = "a test host"
+warn_ratio = 0.88
+fail_ratio = 0.75
+[measured.peer_gbs]
+copy_engine_write = 360.0
+all_reduce = 340.0
+"#
+        ))
+        .unwrap();
+        let h200 = SpecDb::embedded().by_model("H200 SXM");
+        let h100 = SpecDb::embedded().by_model("H100 SXM");
+        let write = PeerFigureKind::Transfer(pog_device::PeerKind::CopyEngineWrite);
+        let read = PeerFigureKind::Transfer(pog_device::PeerKind::SmRead);
+        let nvlink = Some(450.0);
+        // 300 GB/s is 83 % of the H200's measured 360: a warning, from the SKU's figure.
+        let j = peer_in(&t, h200, write, 300.0, nvlink, "NVLink ×18 (v4)");
+        assert_eq!(
+            (j.verdict, j.source.as_str()),
+            (Verdict::Warn, "a test host")
+        );
+        assert_eq!(
+            peer_in(&t, h200, PeerFigureKind::AllReduce, 250.0, nvlink, "x").verdict,
+            Verdict::Fail,
+            "74 % of the measured all-reduce"
+        );
+        // No measurement of this figure, or of this model: against the link (67 % passes).
+        for (spec, figure) in [(h200, read), (h100, write), (None, write)] {
+            let j = peer_in(&t, spec, figure, 300.0, nvlink, "NVLink ×18 (v4)");
+            assert_eq!(j.verdict, Verdict::Pass, "{j:?}");
+            assert!(j.reason.contains("of its link"), "{}", j.reason);
+        }
+        // Neither a measurement nor a link: reported only.
+        assert_eq!(
+            peer_in(&t, None, write, 1.0, None, "").verdict,
+            Verdict::Info
+        );
     }
 
     #[test]

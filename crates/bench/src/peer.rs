@@ -3,11 +3,12 @@
 //! them (NVLink: links × the per-link rate of its version; else the PCIe link), and NCCL's
 //! all-reduce bus bandwidth over a size sweep, judged against the slowest link.
 
-use crate::judge::{self, Judgement, Verdict};
+use crate::judge::{self, Judgement, PeerFigureKind, Verdict};
 use crate::plan::Suite;
 use crate::stats::Summary;
 use pog_device::compute::{Fabric, PeerKind, PeerRequest};
 use pog_device::facts::Inventory;
+use pog_spec::GpuSpec;
 use serde::{Deserialize, Serialize};
 
 /// One way, GB/s per NVLink link by NVLink version (NVLink 2–4: 25 GB/s, so 18 links of an
@@ -187,9 +188,11 @@ impl PeerBench {
 }
 
 /// Measures every ordered pair of `fabric`'s GPUs, each way and by each engine, and judges
-/// each figure against its link (`link_of(src, dst)`).
+/// each figure against the model's measured figures (`spec`: the model every GPU of the host
+/// is, `None` if they differ) or else its link (`link_of(src, dst)`).
 pub fn run(
     fabric: &mut dyn Fabric,
+    spec: Option<&GpuSpec>,
     plan: &PeerPlan,
     link_of: &dyn Fn(usize, usize) -> Option<Link>,
     progress: &mut dyn FnMut(String),
@@ -233,9 +236,15 @@ pub fn run(
                             src,
                             dst,
                             kind,
-                            judgement: match (&summary, &link) {
-                                (Some(s), Some(l)) => judge::peer(s.median, l.gbs, &l.name),
-                                _ => judge::not_judged("no link rate to judge against"),
+                            judgement: match &summary {
+                                Some(s) => judge::peer(
+                                    spec,
+                                    PeerFigureKind::Transfer(kind),
+                                    s.median,
+                                    link.as_ref().map(|l| l.gbs),
+                                    link.as_ref().map_or("no link reported", |l| &l.name),
+                                ),
+                                None => judge::not_judged("no runs"),
                             },
                             gbs: summary,
                             error: None,
@@ -286,12 +295,20 @@ pub fn run(
                         .map(|ms| bytes as f64 * bus / (ms * 1e-3) / 1e9)
                         .collect();
                     let bus_gbs = Summary::of(&gbs);
-                    let judgement = match (&bus_gbs, &slowest) {
-                        (Some(s), Some((rate, name))) if Some(bytes) == largest => {
-                            judge::peer(s.median, *rate, &format!("slowest link: {name}"))
-                        }
-                        (_, None) => judge::not_judged("no link rate for every pair"),
-                        _ => judge::not_judged("only the largest size is judged"),
+                    let judgement = match &bus_gbs {
+                        Some(s) if Some(bytes) == largest => judge::peer(
+                            spec,
+                            PeerFigureKind::AllReduce,
+                            s.median,
+                            slowest.as_ref().map(|(rate, _)| *rate),
+                            &slowest
+                                .as_ref()
+                                .map_or("no link rate for every pair".into(), |(_, name)| {
+                                    format!("slowest link: {name}")
+                                }),
+                        ),
+                        Some(_) => judge::not_judged("only the largest size is judged"),
+                        None => judge::not_judged("no runs"),
                     };
                     AllReduceFigure {
                         bytes,
@@ -344,7 +361,7 @@ mod tests {
             no_collectives: None,
         };
         let p = plan(Suite::Quick, 3).unwrap();
-        let bench = run(&mut fabric, &p, &nvlink, &mut |_| {});
+        let bench = run(&mut fabric, None, &p, &nvlink, &mut |_| {});
         assert_eq!(bench.figures.len(), 3 * 2 * PeerKind::ALL.len());
         assert_eq!(bench.latencies.len(), 6);
         let f = &bench.figures[0];
@@ -368,7 +385,7 @@ mod tests {
             no_collectives: None,
         };
         let p = plan(Suite::Quick, 2).unwrap();
-        let bench = run(&mut slow, &p, &nvlink, &mut |_| {});
+        let bench = run(&mut slow, None, &p, &nvlink, &mut |_| {});
         assert_eq!(bench.verdict(), Verdict::Fail);
         assert!(bench.figures[0].judgement.reason.contains("NVLink ×18"));
 
@@ -377,7 +394,7 @@ mod tests {
             efficiency: 0.9,
             no_collectives: None,
         };
-        let bench = run(&mut cut, &p, &nvlink, &mut |_| {});
+        let bench = run(&mut cut, None, &p, &nvlink, &mut |_| {});
         assert!(bench.figures.is_empty());
         assert_eq!(bench.unreachable.len(), 2);
         assert_eq!(
@@ -385,7 +402,7 @@ mod tests {
             Verdict::Fail,
             "NVML links them, yet no peer access"
         );
-        let unlinked = run(&mut cut, &p, &|_, _| None, &mut |_| {});
+        let unlinked = run(&mut cut, None, &p, &|_, _| None, &mut |_| {});
         assert_eq!(
             unlinked.verdict(),
             Verdict::Info,
@@ -402,6 +419,7 @@ mod tests {
         };
         let bench = run(
             &mut fabric,
+            None,
             &plan(Suite::Quick, 2).unwrap(),
             &nvlink,
             &mut |_| {},

@@ -173,6 +173,17 @@ pub fn measure(global: &Global, args: &BenchArgs, inventory: &Inventory) -> Resu
             },
         ));
     }
+    // The model all the host's GPUs are, for the peer figures' per-SKU thresholds.
+    let host_model = match accelerators.split_first() {
+        Some(((_, first, _), rest))
+            if rest
+                .iter()
+                .all(|(_, s, _)| s.map(|s| &s.model) == first.map(|f| &f.model)) =>
+        {
+            *first
+        }
+        _ => None,
+    };
     drop(accelerators); // the peer benchmarks open every GPU again, together
     let peers = peer_plan.map(|peer_plan| {
         let link = |s: usize, d: usize| pog_bench::peer::link(inventory, s, d);
@@ -192,6 +203,7 @@ pub fn measure(global: &Global, args: &BenchArgs, inventory: &Inventory) -> Resu
         };
         Ok(pog_bench::peer::run(
             fabric.as_mut(),
+            host_model,
             &peer_plan,
             &link,
             &mut |step| {
