@@ -27,6 +27,16 @@ run() {
   summary+=("$(printf '%-26s exit %-3s expected %-3s %-10s %8d ms' "$name" "$code" "$expected" "$ok" "$ms")")
 }
 
+# NVLink multicast stays off (the machines' rule), and NCCL comes from PyTorch's nvidia-nccl
+# wheel: it ships libnccl.so.2, cudarc loads libnccl.so, so a link to it goes on the loader path.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+nccl_dir=$(python3 -c 'import nvidia.nccl as n, os; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null)
+if [ -n "$nccl_dir" ] && [ -f "$nccl_dir/libnccl.so.2" ]; then
+  nccl_link=$(mktemp -d)
+  ln -s "$nccl_dir/libnccl.so.2" "$nccl_link/libnccl.so"
+  export LD_LIBRARY_PATH="$nccl_link:$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+
 # The real host as it is: must come out genuine and pass (exit 0).
 run inspect 0 "$POG" inspect
 run check 0 "$POG" check
@@ -54,6 +64,12 @@ run prove-short-leaf-int8 0 "$POG" prove --precision int8 --size 60 --batch 3 --
 run prove-small-bf16 0 "$POG" prove --precision bf16 --size 128 --batch 2 --expected-ms 60000 --against-cpu
 run prove-json 0 "$POG" prove --json
 run prove-int8-json 0 "$POG" prove --precision int8 --json
+
+# The GPU-to-GPU fabric on every GPU here: peer transfers and latency for each pair, NCCL's
+# all-reduce checked for the right sum (one rank on a one-GPU host), if the test binary was
+# carried along (cargo test --release -p pog-device --test gpu_fabric --no-run; copy the
+# executable it names to .gpu/gpu_fabric).
+[ -x .gpu/gpu_fabric ] && run gpu-fabric 0 env POG_REQUIRE_GPU=1 .gpu/gpu_fabric --nocapture
 
 # The validator's verification cost on this host's CPU, if the harness was carried along
 # (cargo build --release -p pog-proof --example verify_cost; cp target/release/examples/verify_cost .gpu/).

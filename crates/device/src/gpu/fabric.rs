@@ -232,8 +232,20 @@ impl Fabric for GpuFabric {
                     .map_err(|e| GpuError::during("allocating the all-reduce buffer", e))?,
             );
         }
+        // Rank r holds r + 1 at both ends of its buffer (zeros between), so the first
+        // all-reduce must leave n(n + 1)/2 there on every GPU: a library or link that returns
+        // without reducing is caught, not timed.
+        let count = buffers.len();
+        for (r, (g, buffer)) in self.gpus.iter().zip(buffers.iter_mut()).enumerate() {
+            let mark = [(r + 1) as f32];
+            for at in [0, elements - 1] {
+                g.stream
+                    .memcpy_htod(&mark, &mut buffer.slice_mut(at..at + 1))
+                    .map_err(|e| GpuError::during("marking the all-reduce buffer", e))?;
+            }
+        }
         let sync_all = || self.gpus.iter().try_for_each(|g| g.sync());
-        let mut once = || -> Result<(), GpuError> {
+        let once = |buffers: &mut Vec<cudarc::driver::CudaSlice<f32>>| -> Result<(), GpuError> {
             nccl::result::group_start().map_err(|e| GpuError(format!("NCCL group: {e:?}")))?;
             // The group is always closed, even when a rank's call failed.
             let queued = comms
@@ -250,15 +262,32 @@ impl Fabric for GpuFabric {
             queued.and(closed)?;
             sync_all()
         };
-        for _ in 0..warmup {
-            once()?;
+        once(&mut buffers)?;
+        let sum = (count * (count + 1) / 2) as f32;
+        for (r, (g, buffer)) in self.gpus.iter().zip(&buffers).enumerate() {
+            let mut ends = [0f32; 2];
+            for (slot, at) in [0, elements - 1].into_iter().enumerate() {
+                g.stream
+                    .memcpy_dtoh(&buffer.slice(at..at + 1), &mut ends[slot..slot + 1])
+                    .map_err(|e| GpuError::during("reading the all-reduce result", e))?;
+            }
+            g.sync()?;
+            if ends != [sum; 2] {
+                return Err(GpuError(format!(
+                    "NCCL's all-reduce left {ends:?} at the ends of GPU {r}'s buffer; the sum over {count} GPU(s) is {sum}"
+                )));
+            }
+        }
+        // More warm-ups; the sums keep growing (×count each time), far from f32's range.
+        for _ in 1..warmup {
+            once(&mut buffers)?;
         }
         // Host-timed from a synchronized start to the last GPU's completion, as nccl-tests
         // takes the slowest rank.
         (0..iterations)
             .map(|_| {
                 let started = std::time::Instant::now();
-                once().map(|_| started.elapsed().as_secs_f64() * 1e3)
+                once(&mut buffers).map(|_| started.elapsed().as_secs_f64() * 1e3)
             })
             .collect()
     }
