@@ -2,9 +2,10 @@
 // Keep the two in step: the GPU GEMM check recomputes elements on the CPU with the Rust one.
 //
 // The format (0 f64, 1 f32, 2 f16, 3 bf16, 4 e4m3, 5 i8) is a template parameter inside, so the
-// packed fill compiles to straight-line code per format; every chunk narrower than 64 bits is
-// handled in 32-bit arithmetic (a GPU has no 64-bit integer ALU: u64 multiplies, shifts and
-// divisions cost several instructions each).
+// packed fill compiles to straight-line code per format, and each chunk narrower than 64 bits
+// becomes its element in 32-bit arithmetic (a GPU has no 64-bit integer ALU: u64 multiplies,
+// shifts and divisions cost several instructions each); the hash and the chunk extraction stay
+// 64-bit.
 
 typedef unsigned long long u64;
 

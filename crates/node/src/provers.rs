@@ -132,7 +132,9 @@ fn gpu_worker(ordinal: usize, jobs: mpsc::Receiver<Job>, ready: mpsc::Sender<Res
                 );
             }
             Job::Commit { challenge, reply } => {
-                // Make room first: the oldest tree's device memory is free for the new one.
+                // Make room first: the oldest tree's device memory is free for the new one (if
+                // this commit then fails, that oldest commitment is gone all the same; the
+                // validator opens the newest ones).
                 if kept.len() >= KEPT_COMMITMENTS {
                     kept.remove(0);
                 }

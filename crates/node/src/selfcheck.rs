@@ -75,6 +75,12 @@ pub fn run(
     planned: &Planned,
     samples: u32,
 ) -> Result<SelfCheck, String> {
+    if !(planned.expected_ms.is_finite() && planned.expected_ms > 0.0) {
+        return Err(format!(
+            "the expected time must be a positive number of milliseconds, not {}",
+            planned.expected_ms
+        ));
+    }
     let validator = Identity::from_seed(random_bytes());
     let agent = Identity::from_seed(random_bytes());
     let challenge = planned.challenge(random_bytes(), gpu_uuid, gpu_bus_id);
@@ -85,7 +91,7 @@ pub fn run(
         id: hex::encode(random_bytes::<16>()),
         challenge: challenge.clone(),
         issued_at_ms,
-        expires_at_ms: issued_at_ms + EXPIRY_MS.max((planned.expected_ms * 10.0) as u64),
+        expires_at_ms: issued_at_ms.saturating_add(EXPIRY_MS.max((planned.expected_ms * 10.0) as u64)),
     };
     let mut session = ValidatorSession::new(
         message.clone(),

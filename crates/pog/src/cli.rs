@@ -139,7 +139,7 @@ pub struct ProveArgs {
     #[arg(long, default_value = "1024", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub samples: u32,
     /// The time bound, ms [default: the claimed model's expected time for this work].
-    #[arg(long)]
+    #[arg(long, value_parser = parse_milliseconds)]
     pub expected_ms: Option<f64>,
     /// Also compute the challenge on the CPU and compare roots (small challenges only).
     #[arg(long)]
@@ -199,7 +199,7 @@ pub struct ValidatorArgs {
     #[arg(long, default_value = "2", value_parser = clap::value_parser!(u32).range(1..=100000))]
     pub batch: u32,
     /// The claimed model's expected time to commit, ms.
-    #[arg(long, default_value = "5000")]
+    #[arg(long, default_value = "5000", value_parser = parse_milliseconds)]
     pub expected_ms: f64,
     /// Output elements checked per challenge.
     #[arg(long, default_value = "1024", value_parser = clap::value_parser!(u32).range(1..=4096))]
@@ -231,6 +231,17 @@ fn parse_precision(s: &str) -> Result<pog_spec::Precision, String> {
         .ok_or_else(|| {
             format!("unknown precision {s:?}; use fp64, fp32, tf32, fp16, bf16, fp8 or int8")
         })
+}
+
+/// A time bound: up to a day, in milliseconds.
+fn parse_milliseconds(s: &str) -> Result<f64, String> {
+    let ms: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of milliseconds"))?;
+    if !(ms > 0.0 && ms <= 86_400_000.0) {
+        return Err(format!("{ms} ms is outside 0-86400000 ms"));
+    }
+    Ok(ms)
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {

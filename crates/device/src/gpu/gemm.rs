@@ -337,6 +337,8 @@ impl<'g> Prepared<'g> {
         }
         .map_err(|e| GpuError::during("clearing the output", e))?;
         if self.run().is_err() {
+            // cuBLASLt refused this candidate, or the device failed: a sync tells them apart.
+            self.gpu.sync()?;
             return Ok(false);
         }
         self.gpu.sync()?;

@@ -365,13 +365,21 @@ impl DeviceBuffer {
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
+        // The raw driver calls, not CudaContext::bind_to_thread: that one first takes (and
+        // clears) an error cudarc recorded on the context, which must reach the next
+        // Gpu::bind, and then would not bind at all.
+        let own = self.ctx.cu_ctx();
         let previous = drv::ctx::get_current().ok().flatten();
-        let _ = self.ctx.bind_to_thread();
-        // SAFETY: ptr came from malloc_sync in self.ctx, now current, and is freed once.
+        let switch = previous != Some(own);
+        // SAFETY: own is a live context (self.ctx holds it alive).
+        if switch && unsafe { drv::ctx::set_current(own) }.is_err() {
+            return; // cannot reach the context: leave the memory to its teardown
+        }
+        // SAFETY: ptr came from malloc_sync in own, now current, and is freed once.
         let _ = unsafe { drv::free_sync(self.ptr) };
-        if let Some(previous) = previous.filter(|&p| p != self.ctx.cu_ctx()) {
-            // SAFETY: a context that was current a moment ago; the Gpu owning it outlives
-            // every buffer it made (each buffer holds its own context alive).
+        if let (true, Some(previous)) = (switch, previous) {
+            // SAFETY: a context that was current a moment ago; whoever made it current
+            // holds it alive.
             let _ = unsafe { drv::ctx::set_current(previous) };
         }
     }
