@@ -67,9 +67,11 @@ struct Measured {
     /// Expected median GB/s per copy kind (CopyKind's snake_case name).
     #[serde(default)]
     copy_gbs: BTreeMap<String, f64>,
-    /// Expected median GB/s between two GPUs of this model in one host, per peer transfer
-    /// (PeerKind's name, "copy_engine_write" …) and "all_reduce" (NCCL bus bandwidth at the
-    /// largest size): measured on a multi-GPU host of this SKU, so they hold its usual links.
+    /// Expected median GB/s between GPUs of this model in one host, measured on a multi-GPU
+    /// host of this SKU (its usual links), keyed by what was measured: a peer transfer by
+    /// PeerKind's name and MiB ("copy_engine_write_1024"), the all-reduce's bus bandwidth by
+    /// GPU count and MiB per GPU ("all_reduce_8gpus_1024"). A run of another size or GPU count
+    /// is judged against its link instead.
     #[serde(default)]
     peer_gbs: BTreeMap<String, f64>,
 }
@@ -162,19 +164,28 @@ pub fn not_judged(reason: impl Into<String>) -> Judgement {
     Judgement::info(reason)
 }
 
-/// What a GPU-to-GPU figure is: one peer transfer, or the all-reduce across the host.
+/// What a GPU-to-GPU figure is: one peer transfer, or the all-reduce across the host, with
+/// what its bandwidth depends on besides the links.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PeerFigureKind {
-    Transfer(pog_device::PeerKind),
-    AllReduce,
+    Transfer {
+        kind: pog_device::PeerKind,
+        bytes: u64,
+    },
+    AllReduce {
+        gpus: usize,
+        bytes: u64,
+    },
 }
 
 impl PeerFigureKind {
     /// Its key in a measured entry's `peer_gbs`.
-    fn key(self) -> &'static str {
+    fn key(self) -> String {
         match self {
-            PeerFigureKind::Transfer(kind) => kind.name(),
-            PeerFigureKind::AllReduce => "all_reduce",
+            PeerFigureKind::Transfer { kind, bytes } => format!("{}_{}", kind.name(), bytes >> 20),
+            PeerFigureKind::AllReduce { gpus, bytes } => {
+                format!("all_reduce_{gpus}gpus_{}", bytes >> 20)
+            }
         }
     }
 }
@@ -202,7 +213,7 @@ fn peer_in(
     link: &str,
 ) -> Judgement {
     if let Some(m) = t.measured(spec) {
-        if let Some(expected) = m.peer_gbs.get(figure.key()) {
+        if let Some(expected) = m.peer_gbs.get(&figure.key()) {
             return against_expected(gbs, *expected, m, "GB/s");
         }
     }
@@ -300,12 +311,14 @@ mod tests {
                 assert!(CopyKind::ALL.iter().any(|k| copy_key(*k) == *key), "{key}");
             }
             for key in m.peer_gbs.keys() {
+                let (name, number) = key.rsplit_once('_').unwrap_or_default();
                 assert!(
-                    pog_device::PeerKind::ALL
-                        .iter()
-                        .map(|k| PeerFigureKind::Transfer(*k))
-                        .chain([PeerFigureKind::AllReduce])
-                        .any(|f| f.key() == key),
+                    number.parse::<u64>().is_ok()
+                        && (pog_device::PeerKind::ALL.iter().any(|k| k.name() == name)
+                            || name
+                                .strip_prefix("all_reduce_")
+                                .and_then(|n| n.strip_suffix("gpus"))
+                                .is_some_and(|n| n.parse::<usize>().is_ok())),
                     "{key}"
                 );
             }
@@ -329,15 +342,21 @@ source = "a test host"
 warn_ratio = 0.88
 fail_ratio = 0.75
 [measured.peer_gbs]
-copy_engine_write = 360.0
-all_reduce = 340.0
+copy_engine_write_1024 = 360.0
+all_reduce_8gpus_1024 = 340.0
 "#
         ))
         .unwrap();
         let h200 = SpecDb::embedded().by_model("H200 SXM");
         let h100 = SpecDb::embedded().by_model("H100 SXM");
-        let write = PeerFigureKind::Transfer(pog_device::PeerKind::CopyEngineWrite);
-        let read = PeerFigureKind::Transfer(pog_device::PeerKind::SmRead);
+        let transfer = |kind, bytes| PeerFigureKind::Transfer { kind, bytes };
+        let write = transfer(pog_device::PeerKind::CopyEngineWrite, 1 << 30);
+        let read = transfer(pog_device::PeerKind::SmRead, 1 << 30);
+        let quick_write = transfer(pog_device::PeerKind::CopyEngineWrite, 256 << 20);
+        let all_reduce = |gpus| PeerFigureKind::AllReduce {
+            gpus,
+            bytes: 1 << 30,
+        };
         let nvlink = Some(450.0);
         // 300 GB/s is 83 % of the H200's measured 360: a warning, from the SKU's figure.
         let j = peer_in(&t, h200, write, 300.0, nvlink, "NVLink ×18 (v4)");
@@ -346,12 +365,19 @@ all_reduce = 340.0
             (Verdict::Warn, "a test host")
         );
         assert_eq!(
-            peer_in(&t, h200, PeerFigureKind::AllReduce, 250.0, nvlink, "x").verdict,
+            peer_in(&t, h200, all_reduce(8), 250.0, nvlink, "x").verdict,
             Verdict::Fail,
             "74 % of the measured all-reduce"
         );
-        // No measurement of this figure, or of this model: against the link (67 % passes).
-        for (spec, figure) in [(h200, read), (h100, write), (None, write)] {
+        // No measurement of this figure, size, GPU count or model: against the link (67 %
+        // passes).
+        for (spec, figure) in [
+            (h200, read),
+            (h200, quick_write),
+            (h200, all_reduce(4)),
+            (h100, write),
+            (None, write),
+        ] {
             let j = peer_in(&t, spec, figure, 300.0, nvlink, "NVLink ×18 (v4)");
             assert_eq!(j.verdict, Verdict::Pass, "{j:?}");
             assert!(j.reason.contains("of its link"), "{}", j.reason);

@@ -239,7 +239,10 @@ pub fn run(
                             judgement: match &summary {
                                 Some(s) => judge::peer(
                                     spec,
-                                    PeerFigureKind::Transfer(kind),
+                                    PeerFigureKind::Transfer {
+                                        kind,
+                                        bytes: plan.bytes,
+                                    },
                                     s.median,
                                     link.as_ref().map(|l| l.gbs),
                                     link.as_ref().map_or("no link reported", |l| &l.name),
@@ -298,7 +301,7 @@ pub fn run(
                     let judgement = match &bus_gbs {
                         Some(s) if Some(bytes) == largest => judge::peer(
                             spec,
-                            PeerFigureKind::AllReduce,
+                            PeerFigureKind::AllReduce { gpus: n, bytes },
                             s.median,
                             slowest.as_ref().map(|(rate, _)| *rate),
                             &slowest

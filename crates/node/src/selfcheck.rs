@@ -91,7 +91,8 @@ pub fn run(
         id: hex::encode(random_bytes::<16>()),
         challenge: challenge.clone(),
         issued_at_ms,
-        expires_at_ms: issued_at_ms.saturating_add(EXPIRY_MS.max((planned.expected_ms * 10.0) as u64)),
+        expires_at_ms: issued_at_ms
+            .saturating_add(EXPIRY_MS.max((planned.expected_ms * 10.0) as u64)),
     };
     let mut session = ValidatorSession::new(
         message.clone(),

@@ -259,7 +259,12 @@ fn prove_runs_the_validators_challenge_and_checks_its_flags() {
         .stderr(predicate::str::contains("--size"));
     for bound in ["inf", "0", "-5", "NaN"] {
         pog()
-            .args(["prove", "--simulate", "H200 SXM", &format!("--expected-ms={bound}")])
+            .args([
+                "prove",
+                "--simulate",
+                "H200 SXM",
+                &format!("--expected-ms={bound}"),
+            ])
             .assert()
             .code(2)
             .stderr(predicate::str::contains("--expected-ms"));

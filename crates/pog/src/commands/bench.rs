@@ -173,17 +173,14 @@ pub fn measure(global: &Global, args: &BenchArgs, inventory: &Inventory) -> Resu
             },
         ));
     }
-    // The model all the host's GPUs are, for the peer figures' per-SKU thresholds.
-    let host_model = match accelerators.split_first() {
-        Some(((_, first, _), rest))
-            if rest
-                .iter()
-                .all(|(_, s, _)| s.map(|s| &s.model) == first.map(|f| &f.model)) =>
-        {
-            *first
-        }
-        _ => None,
-    };
+    // The model all the host's GPUs are (the fabric opens every one), for the peer figures'
+    // per-SKU thresholds; none on a mixed host.
+    let models: Vec<_> = (0..cuda_count).map(|o| model_of(inventory, o)).collect();
+    let host_model = models.first().copied().flatten().filter(|first| {
+        models
+            .iter()
+            .all(|m| m.map(|m| &m.model) == Some(&first.model))
+    });
     drop(accelerators); // the peer benchmarks open every GPU again, together
     let peers = peer_plan.map(|peer_plan| {
         let link = |s: usize, d: usize| pog_bench::peer::link(inventory, s, d);
