@@ -44,6 +44,9 @@ pub enum Cheat {
     AnswerAtBus(&'static str),
     /// Sleeps this long before committing (a slower GPU).
     DelayMs(u64),
+    /// One real GPU behind all the UUIDs it registered: each challenge holds that one device
+    /// for this long before committing, so challenges that arrive together wait in turn.
+    OneDevice(u64),
     /// Signs its answers with a key other than the one it registered with.
     ForeignKey,
 }
@@ -65,6 +68,8 @@ pub struct Agent {
     /// replayed: a captured challenge cannot make the agent compute twice.
     answered: Mutex<HashMap<String, u64>>,
     first: Mutex<Option<Arc<dyn Prover>>>,
+    /// The single device of [`Cheat::OneDevice`].
+    one_device: tokio::sync::Mutex<()>,
 }
 
 impl Agent {
@@ -85,6 +90,7 @@ impl Agent {
             provers: Mutex::new(HashMap::new()),
             answered: Mutex::new(HashMap::new()),
             first: Mutex::new(None),
+            one_device: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -210,8 +216,13 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
     let challenge = c.clone();
     let what = format!("the {} prover failed", agent.engine.name());
     let prover = blocking(what, move || worker.compute(&challenge)).await?;
-    if let Some(Cheat::DelayMs(ms)) = agent.cheat {
-        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    match agent.cheat {
+        Some(Cheat::DelayMs(ms)) => tokio::time::sleep(std::time::Duration::from_millis(ms)).await,
+        Some(Cheat::OneDevice(ms)) => {
+            let _device = agent.one_device.lock().await;
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
+        _ => {}
     }
     let commitment = Commitment {
         challenge_id: message.id.clone(),

@@ -17,6 +17,7 @@ use pog_proof::wire::{
 use pog_proof::Challenge;
 use pog_spec::{GpuSpec, Precision, SpecDb};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -155,6 +156,8 @@ pub enum ValidatorError {
     Wire(#[from] wire::WireError),
     #[error("bad policy: {0}")]
     Policy(String),
+    #[error("the challenge's task failed: {0}")]
+    Task(String),
 }
 
 impl Policy {
@@ -403,6 +406,34 @@ async fn records(
     Ok(axum::Json(envelopes).into_response())
 }
 
+/// Challenges the GPUs `uuids` (one agent's) all at the same time, and returns each result in
+/// the order they finish. At the same time, so that one GPU registered under several UUIDs
+/// must do all their work within one time bound.
+pub async fn challenge_together(
+    validator: &Arc<Validator>,
+    uuids: Vec<String>,
+    policy: &Policy,
+) -> Vec<(String, Result<Record, ValidatorError>)> {
+    let mut round = tokio::task::JoinSet::new();
+    let mut task_gpu = HashMap::new();
+    for uuid in uuids {
+        let (v, p, id) = (validator.clone(), policy.clone(), uuid.clone());
+        let task = round.spawn(async move { v.challenge(&id, &p).await });
+        task_gpu.insert(task.id(), uuid);
+    }
+    let mut results = Vec::new();
+    while let Some(done) = round.join_next_with_id().await {
+        results.push(match done {
+            Ok((task, result)) => (task_gpu.remove(&task).unwrap_or_default(), result),
+            Err(e) => (
+                task_gpu.remove(&e.id()).unwrap_or_default(),
+                Err(ValidatorError::Task(e.to_string())),
+            ),
+        });
+    }
+    results
+}
+
 /// Challenges every registered GPU, then again every `every`, forever; one log line per result.
 /// All GPUs of one agent are challenged at the same time: one GPU registered under several
 /// UUIDs must then do all their work within one time bound, and fails.
@@ -415,23 +446,14 @@ pub async fn run_schedule(validator: Arc<Validator>, every: Duration, policy: Po
             .gpus_by_agent()
             .unwrap_or_default();
         for (_, uuids) in groups {
-            let mut round = tokio::task::JoinSet::new();
-            for uuid in uuids {
-                let (v, p) = (validator.clone(), policy.clone());
-                round.spawn(async move {
-                    let result = v.challenge(&uuid, &p).await;
-                    (uuid, result)
-                });
-            }
-            while let Some(done) = round.join_next().await {
-                match done {
-                    Ok((uuid, Ok(r))) => eprintln!(
+            for (uuid, result) in challenge_together(&validator, uuids, &policy).await {
+                match result {
+                    Ok(r) => eprintln!(
                         "pog validator: {uuid}: {}{}",
                         if r.accepted { "accepted" } else { "REJECTED" },
                         r.failure.map(|f| format!(" ({f})")).unwrap_or_default()
                     ),
-                    Ok((uuid, Err(e))) => eprintln!("pog validator: {uuid}: not challenged: {e}"),
-                    Err(e) => eprintln!("pog validator: a challenge task failed: {e}"),
+                    Err(e) => eprintln!("pog validator: {uuid}: not challenged: {e}"),
                 }
             }
         }

@@ -305,6 +305,42 @@ async fn slow_late_forged_and_untrusted_exchanges_fail() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn one_gpu_registered_as_two_fails_when_both_are_challenged_at_once() {
+    let (v, vurl) = start_validator().await;
+    // One device behind two UUIDs, each challenge holding it for 400 ms, against a bound of
+    // 500 ms (+10 %): alone each would pass; challenged together, the second waits its turn.
+    start_agent(
+        &vurl,
+        40,
+        vec![claim("GPU-one"), claim("GPU-two")],
+        Behaviour::Honest,
+        Some(Cheat::OneDevice(400)),
+    )
+    .await;
+    let policy = Policy {
+        expected_ms: 500.0,
+        ..policy()
+    };
+    let alone = v.challenge("GPU-one", &policy).await.unwrap();
+    assert!(alone.accepted, "one challenge at a time fits: {alone:?}");
+    let together =
+        validator::challenge_together(&v, vec!["GPU-one".into(), "GPU-two".into()], &policy).await;
+    let mut gpus: Vec<&str> = together.iter().map(|(uuid, _)| uuid.as_str()).collect();
+    gpus.sort();
+    assert_eq!(gpus, ["GPU-one", "GPU-two"]);
+    let records: Vec<_> = together.into_iter().map(|(_, r)| r.unwrap()).collect();
+    let late: Vec<_> = records.iter().filter(|r| !r.accepted).collect();
+    assert!(!late.is_empty(), "one device answered for two in one bound");
+    for r in late {
+        let outcome = r.outcome.as_ref().expect("verified");
+        assert!(
+            !outcome.time.accepted && outcome.rejected.is_empty(),
+            "{r:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_uuid_claimed_by_two_agents_is_refused() {
     let (_, vurl) = start_validator().await;
     assert_eq!(
