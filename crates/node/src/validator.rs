@@ -34,9 +34,9 @@ pub struct Policy {
     pub samples: u32,
     /// How long the agent has to commit.
     pub expiry_ms: u64,
-    /// Plan each challenge from the claimed model (`pog_proof::params::plan`: precision, size,
-    /// batch and expected time for at least `PLANNED_SECONDS` of work) instead of the fixed
-    /// `size`, `batch`, `precision` and `expected_ms` above.
+    /// Plan each challenge from the claimed model (`pog_proof::params::plan_in`: size, batch
+    /// and expected time for at least `PLANNED_SECONDS` of work, in `precision` if set, else
+    /// where the model leads) instead of the fixed `size`, `batch` and `expected_ms` above.
     pub per_model: bool,
 }
 
@@ -92,9 +92,14 @@ impl Policy {
         let unknown = || ValidatorError::UnknownModel(spec.model.clone());
         if self.per_model {
             let memory = (spec.memory_gib * (1u64 << 30) as f64) as u64;
-            let plan =
-                pog_proof::params::plan(spec, SpecDb::embedded(), None, PLANNED_SECONDS, memory)
-                    .ok_or_else(unknown)?;
+            let db = SpecDb::embedded();
+            let choice = match self.precision {
+                Some(p) => pog_proof::params::lead_in(spec, db, p),
+                None => pog_proof::params::choose_precision(spec, db),
+            }
+            .ok_or_else(unknown)?;
+            let plan = pog_proof::params::plan_in(spec, choice, None, PLANNED_SECONDS, memory)
+                .ok_or_else(unknown)?;
             return Ok(Planned {
                 precision: plan.choice.precision,
                 size: plan.size,

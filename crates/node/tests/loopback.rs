@@ -482,17 +482,19 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         .unwrap();
     assert_eq!(r.status(), 400);
     // Planned per model, an H200 gets a full-size challenge (BF16, n = 16384, a second of
-    // work), which the CPU prover refuses.
-    let planned = v
-        .challenge(
-            "GPU-ok",
-            &Policy {
-                per_model: true,
-                ..policy()
-            },
-        )
-        .await
-        .unwrap();
+    // work), which the CPU prover refuses; told INT8, the plan keeps the precision and takes
+    // INT8's larger products.
+    let per_model = |precision| Policy {
+        per_model: true,
+        precision,
+        ..policy()
+    };
+    let int8 = v
+        .challenge("GPU-ok", &per_model(Some(Precision::Int8)))
+        .await;
+    let int8 = int8.unwrap().challenge;
+    assert_eq!((int8.precision, int8.size), (Precision::Int8, 32768));
+    let planned = v.challenge("GPU-ok", &per_model(None)).await.unwrap();
     assert_eq!(
         (planned.challenge.precision, planned.challenge.size),
         (Precision::Bf16, 16384)
@@ -549,7 +551,7 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         .unwrap();
     assert_eq!(
         records.len(),
-        3,
-        "the two refused challenges are recorded as failures, the good one as accepted"
+        4,
+        "the three refused challenges are recorded as failures, the good one as accepted"
     );
 }

@@ -207,9 +207,9 @@ pub struct ValidatorArgs {
     /// How long an agent has to commit, ms.
     #[arg(long, default_value = "60000")]
     pub expiry_ms: u64,
-    /// Plan every challenge from the claimed model (at least a second of its work, in the
-    /// precision where it leads) instead of --size/--batch/--precision/--expected-ms. Needs
-    /// agents with a GPU prover.
+    /// Plan every challenge from the claimed model (at least a second of its work, in
+    /// --precision if given, else where the model leads) instead of
+    /// --size/--batch/--expected-ms. Needs agents with a GPU prover.
     #[arg(long)]
     pub per_model: bool,
 }

@@ -48,20 +48,8 @@ pub struct PrecisionChoice {
 pub fn choose_precision(claimed: &GpuSpec, db: &SpecDb) -> Option<PrecisionChoice> {
     let mut best: Option<PrecisionChoice> = None;
     for p in PROOF_PRECISIONS {
-        let Some(peak) = claimed.peak.get(p) else {
+        let Some(choice) = lead_in(claimed, db, p) else {
             continue;
-        };
-        let slower = db
-            .all()
-            .iter()
-            .filter(|m| m.model != claimed.model)
-            .filter_map(|m| Some((m, m.peak.get(p)?)))
-            .filter(|(_, other)| *other < peak)
-            .max_by(|a, b| a.1.total_cmp(&b.1));
-        let choice = PrecisionChoice {
-            precision: p,
-            advantage: slower.map_or(f64::INFINITY, |(_, other)| peak / other),
-            nearest_slower: slower.map(|(m, _)| m.model.clone()),
         };
         if best
             .as_ref()
@@ -71,6 +59,41 @@ pub fn choose_precision(claimed: &GpuSpec, db: &SpecDb) -> Option<PrecisionChoic
         }
     }
     best
+}
+
+/// How far `claimed` leads the next slower model of `db` in `precision` (None if it has no
+/// datasheet figure for it): the measure [`choose_precision`] maximizes, also reported for a
+/// precision chosen by hand.
+pub fn lead_in(claimed: &GpuSpec, db: &SpecDb, precision: Precision) -> Option<PrecisionChoice> {
+    let peak = claimed.peak.get(precision)?;
+    let slower = db
+        .all()
+        .iter()
+        .filter(|m| m.model != claimed.model)
+        .filter_map(|m| Some((m, m.peak.get(precision)?)))
+        .filter(|(_, other)| *other < peak)
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    Some(PrecisionChoice {
+        precision,
+        advantage: slower.map_or(f64::INFINITY, |(_, other)| peak / other),
+        nearest_slower: slower.map(|(m, _)| m.model.clone()),
+    })
+}
+
+/// Product sizes a proof in `precision` may use, largest first; the plan takes the largest
+/// whose working set fits.
+///
+/// INT8 starts at 32768: its outputs are 4 bytes per 2n operations at twice BF16's rate, so at
+/// n = 16384 hashing them cost 30 % of the GEMM on an H200 (docs/protocol.md, "Cost"); doubling
+/// n halves the hashing and generation per operation, and doubles the validator's
+/// recomputation per element (INT8's is the cheapest: 29 ms at n = 16384 on the H200 host).
+/// The others stay at 16384, where FP32's verification is already 54–75 ms of the 100 ms
+/// budget.
+pub fn proof_sizes(precision: Precision) -> &'static [u64] {
+    match precision {
+        Precision::Int8 => &[32768, 16384, 8192, 4096, 2048],
+        _ => &[16384, 8192, 4096, 2048],
+    }
 }
 
 /// Proof rates pog measured on real cards, end to end (generation, GEMM, hashing and tree: the
@@ -122,10 +145,7 @@ pub struct ProofPlan {
     pub expected_ms: f64,
 }
 
-/// Plans a challenge: precision from [`choose_precision`]; size 16384, or smaller when the
-/// working set (A, B and D) would not fit in half of `memory_bytes`; a batch that makes the
-/// claimed model need at least `target_seconds` at `expected_tflops` (or
-/// [`DATASHEET_EFFICIENCY`] of its peak).
+/// Plans a challenge: precision from [`choose_precision`], then as [`plan_in`].
 pub fn plan(
     claimed: &GpuSpec,
     db: &SpecDb,
@@ -133,12 +153,31 @@ pub fn plan(
     target_seconds: f64,
     memory_bytes: u64,
 ) -> Option<ProofPlan> {
-    let choice = choose_precision(claimed, db)?;
+    plan_in(
+        claimed,
+        choose_precision(claimed, db)?,
+        expected_tflops,
+        target_seconds,
+        memory_bytes,
+    )
+}
+
+/// Plans a challenge in the precision of `choice`: the largest of [`proof_sizes`] whose working
+/// set (A, B and D) fits in half of `memory_bytes`; a batch that makes the claimed model need
+/// at least `target_seconds` at `expected_tflops` (else [`expected_tflops`]).
+pub fn plan_in(
+    claimed: &GpuSpec,
+    choice: PrecisionChoice,
+    expected_tflops: Option<f64>,
+    target_seconds: f64,
+    memory_bytes: u64,
+) -> Option<ProofPlan> {
     let p = choice.precision;
     let input = pog_matgen::Storage::of(p).bytes() as u64;
     let output = crate::layout::output_bytes(p) as u64;
-    let size = [16384u64, 8192, 4096, 2048]
-        .into_iter()
+    let size = proof_sizes(p)
+        .iter()
+        .copied()
         .find(|n| n * n * (2 * input + output) <= memory_bytes / 2)?;
     let expected_tflops = expected_tflops.or_else(|| self::expected_tflops(claimed, p, size))?;
     let one = 2.0 * (size as f64).powi(3);
@@ -191,6 +230,27 @@ mod tests {
         let ms_at = |tflops: f64| work / (tflops * 1e12) * 1e3;
         assert!(crate::timing::check(ms_at(612.8), 0.0, p.expected_ms).accepted);
         assert!(!crate::timing::check(ms_at(612.8 * 0.85), 0.0, p.expected_ms).accepted);
+    }
+
+    #[test]
+    fn int8_proofs_use_larger_products_where_memory_allows() {
+        let (h200, db) = (spec("H200 SXM"), SpecDb::embedded());
+        let in_precision =
+            |p, memory| plan_in(h200, lead_in(h200, db, p).unwrap(), None, 1.0, memory).unwrap();
+        let int8 = in_precision(Precision::Int8, 140 << 30);
+        assert_eq!(int8.size, 32768);
+        assert!(int8.expected_ms >= 1000.0, "{}", int8.expected_ms);
+        // A, B and D of n = 32768 take 6 GiB, which must fit in half the memory.
+        assert_eq!(in_precision(Precision::Int8, 10 << 30).size, 16384);
+        assert_eq!(in_precision(Precision::Bf16, 140 << 30).size, 16384);
+        // The lead is reported for a precision chosen by hand as well.
+        assert_eq!(
+            lead_in(h200, db, Precision::Int8)
+                .unwrap()
+                .nearest_slower
+                .as_deref(),
+            Some("H100 NVL")
+        );
     }
 
     #[test]

@@ -157,8 +157,12 @@ fn plan(args: &ProveArgs, model: &str) -> Result<Planned> {
     let spec = SpecDb::embedded()
         .by_model(model)
         .ok_or_else(|| anyhow!("model {model:?} is not in the database"))?;
-    let base = Policy::per_model_default().plan_for(spec)?;
-    let precision = args.precision.unwrap_or(base.precision);
+    let base = Policy {
+        precision: args.precision,
+        ..Policy::per_model_default()
+    }
+    .plan_for(spec)?;
+    let precision = base.precision;
     let size = args.size.unwrap_or(base.size);
     let tflops = pog_proof::params::expected_tflops(spec, precision, size)
         .ok_or_else(|| anyhow!("{model} has no {precision:?} figure to time a proof by"))?;

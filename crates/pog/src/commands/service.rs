@@ -136,12 +136,20 @@ fn prover_engine(
     };
     match (started, kind) {
         (Ok(engine), _) => {
+            // Every shape a per-model validator may ask (its pick, or any proof precision it
+            // is told to use) gets its GEMM algorithm chosen now, outside any timed window.
             for g in gpus {
                 let Some(spec) = pog_spec::SpecDb::embedded().by_model(&g.model) else {
                     continue;
                 };
-                let planned = pog_node::validator::Policy::per_model_default().plan_for(spec);
-                if let Ok(planned) = planned {
+                let plans = pog_proof::params::PROOF_PRECISIONS.map(|p| {
+                    pog_node::validator::Policy {
+                        precision: Some(p),
+                        ..pog_node::validator::Policy::per_model_default()
+                    }
+                    .plan_for(spec)
+                });
+                for planned in plans.into_iter().flatten() {
                     match engine.prepare(&planned.challenge([0; 32], &g.uuid, &g.bus_id)) {
                         Ok(algorithm) => say(format_args!(
                             "GPU {}: ready for {:?} n={} ({})",
