@@ -1,5 +1,5 @@
-//! Benchmark harness: the validator's CPU cost of verifying one challenge (n = 16384, 1024
-//! checked elements), against the 100 ms budget: recomputing the elements, and the rest of
+//! Benchmark harness: the validator's CPU cost of verifying one challenge (n = 16384, and
+//! INT8's n = 32768; 1024 checked elements), against the 100 ms budget: recomputing the elements, and the rest of
 //! the work per opening (decoding the hex leaf and proof, hashing the leaf, checking its
 //! inclusion proof). Run with `cargo run --release -p pog-proof --example verify_cost`.
 
@@ -11,14 +11,20 @@ use std::time::Instant;
 const BUDGET_MS: f64 = 100.0;
 
 fn main() {
-    for precision in [Precision::Int8, Precision::Bf16, Precision::Fp32] {
+    // Each precision at n = 16384 (the target's size), and INT8 at the 32768 its plans use.
+    for (precision, size) in [
+        (Precision::Int8, 16384),
+        (Precision::Int8, 32768),
+        (Precision::Bf16, 16384),
+        (Precision::Fp32, 16384),
+    ] {
         let c = Challenge {
             version: CHALLENGE_VERSION,
             nonce: [1; 32],
             gpu_uuid: "GPU-bench".into(),
             gpu_bus_id: "00000000:00:06.0".into(),
             precision,
-            size: 16384,
+            size,
             batch: 8,
             leaf_elements: 1024,
         };
@@ -28,12 +34,18 @@ fn main() {
             &[3; 32],
             pog_proof::soundness::DEFAULT_SAMPLES,
         );
-        let started = Instant::now();
+        // The best of three: a VM's first pass also measures its CPU clock ramping up.
         let mut sink = 0.0;
-        for p in &samples {
-            sink += c.gemm(p.gemm).reference(p.row, p.col).value;
-        }
-        let recompute_ms = started.elapsed().as_secs_f64() * 1e3;
+        let recompute_ms = (0..3)
+            .map(|_| {
+                let started = Instant::now();
+                sink = samples
+                    .iter()
+                    .map(|p| c.gemm(p.gemm).reference(p.row, p.col).value)
+                    .sum();
+                started.elapsed().as_secs_f64() * 1e3
+            })
+            .fold(f64::INFINITY, f64::min);
         let leaf_bytes = c.leaf_elements as usize * pog_proof::layout::output_bytes(precision);
         let openings_ms = openings_cost(leaf_bytes, c.leaf_count());
         let total = recompute_ms + openings_ms;
