@@ -6,7 +6,7 @@ use crate::memory::{judge_memtest, plateaus, MemtestResult, SweepResult};
 use crate::plan::{CopyPlan, GemmPlan, GpuPlan};
 use crate::stats::Summary;
 use crate::sustained::{analyze, SustainedResult};
-use pog_device::{
+use pog_facts::{
     Accelerator, CopyKind, CopyRequest, GemmRequest, MemtestRequest, SustainedRequest, SweepRequest,
 };
 use pog_matgen::{tolerance, SeededGemm};
@@ -219,6 +219,7 @@ pub fn copy(acc: &mut dyn Accelerator, spec: Option<&GpuSpec>, plan: &CopyPlan) 
 pub struct GpuBench {
     pub index: usize,
     pub model: Option<String>,
+    #[serde(with = "pog_facts::hex_u64")]
     pub seed: u64,
     pub skipped: Vec<String>,
     pub gemm: Vec<GemmResult>,
@@ -264,7 +265,7 @@ pub fn run(
 ) -> GpuBench {
     let mut gemm_results = Vec::new();
     for g in &plan.gemms {
-        progress(&format!("GPU {index}: {:?} GEMM n={}", g.precision, g.size));
+        progress(&format!("GPU {index}: {} GEMM n={}", g.precision, g.size));
         gemm_results.push(gemm(acc, spec, g, seed));
     }
     let mut copies = Vec::new();
@@ -320,7 +321,7 @@ pub fn run(
     let (mut sustained, mut sustained_error) = (None, None);
     if let Some(s) = plan.sustained {
         progress(&format!(
-            "GPU {index}: sustained {:?} GEMM n={} for {} s",
+            "GPU {index}: sustained {} GEMM n={} for {} s",
             s.precision, s.size, s.seconds
         ));
         let request = SustainedRequest {
@@ -367,7 +368,7 @@ pub fn run(
 mod tests {
     use super::*;
     use crate::plan::{plan, Overrides, Suite};
-    use pog_device::sim::SimGpu;
+    use pog_sim::SimGpu;
     use pog_spec::SpecDb;
 
     fn small() -> Overrides {

@@ -1,7 +1,7 @@
 //! Judgement: each figure against the per-model thresholds in `data/thresholds.toml` (our
 //! measurements where we have them, the datasheet otherwise), as pass / warn / fail.
 
-use pog_device::CopyKind;
+use pog_facts::CopyKind;
 use pog_spec::{GpuSpec, Precision};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -169,7 +169,7 @@ pub fn not_judged(reason: impl Into<String>) -> Judgement {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PeerFigureKind {
     Transfer {
-        kind: pog_device::PeerKind,
+        kind: pog_facts::PeerKind,
         bytes: u64,
     },
     AllReduce {
@@ -314,7 +314,7 @@ mod tests {
                 let (name, number) = key.rsplit_once('_').unwrap_or_default();
                 assert!(
                     number.parse::<u64>().is_ok()
-                        && (pog_device::PeerKind::ALL.iter().any(|k| k.name() == name)
+                        && (pog_facts::PeerKind::ALL.iter().any(|k| k.name() == name)
                             || name
                                 .strip_prefix("all_reduce_")
                                 .and_then(|n| n.strip_suffix("gpus"))
@@ -350,9 +350,9 @@ all_reduce_8gpus_1024 = 340.0
         let h200 = SpecDb::embedded().by_model("H200 SXM");
         let h100 = SpecDb::embedded().by_model("H100 SXM");
         let transfer = |kind, bytes| PeerFigureKind::Transfer { kind, bytes };
-        let write = transfer(pog_device::PeerKind::CopyEngineWrite, 1 << 30);
-        let read = transfer(pog_device::PeerKind::SmRead, 1 << 30);
-        let quick_write = transfer(pog_device::PeerKind::CopyEngineWrite, 256 << 20);
+        let write = transfer(pog_facts::PeerKind::CopyEngineWrite, 1 << 30);
+        let read = transfer(pog_facts::PeerKind::SmRead, 1 << 30);
+        let quick_write = transfer(pog_facts::PeerKind::CopyEngineWrite, 256 << 20);
         let all_reduce = |gpus| PeerFigureKind::AllReduce {
             gpus,
             bytes: 1 << 30,

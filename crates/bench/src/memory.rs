@@ -2,8 +2,8 @@
 //! the bandwidth sweep's plateaus.
 
 use crate::judge::{Judgement, Verdict};
-use pog_device::telemetry::HealthCounters;
-use pog_device::{MemtestRun, SweepPoint};
+use pog_facts::telemetry::HealthCounters;
+use pog_facts::{MemtestRun, Reading, SweepPoint};
 use serde::{Deserialize, Serialize};
 
 /// Judges a memory test: any bad word or new uncorrectable error fails; new corrected errors
@@ -29,8 +29,8 @@ pub fn judge_memtest(run: &MemtestRun, min_fraction: f64) -> Judgement {
         );
     }
     let (before, after) = match (&run.health_before, &run.health_after) {
-        (Ok(b), Ok(a)) => (b, a),
-        (Err(e), _) | (_, Err(e)) => {
+        (Reading::Value(b), Reading::Value(a)) => (b, a),
+        (Reading::Unavailable(e), _) | (_, Reading::Unavailable(e)) => {
             return pog(
                 Verdict::Warn,
                 format!("patterns clean, but ECC counters unreadable: {e}"),
@@ -135,7 +135,7 @@ pub fn plateaus(points: Vec<SweepPoint>) -> SweepResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pog_device::{PatternResult, Reading, RemappedRows};
+    use pog_facts::{PatternResult, RemappedRows};
 
     fn counters(corrected: u64, uncorrected: u64, pending: bool) -> HealthCounters {
         HealthCounters {
@@ -163,8 +163,8 @@ mod tests {
                 write_ms: 1.0,
                 check_ms: 1.0,
             }],
-            health_before: Ok(before),
-            health_after: Ok(after),
+            health_before: Reading::Value(before),
+            health_after: Reading::Value(after),
         }
     }
 
@@ -196,7 +196,7 @@ mod tests {
             Verdict::Warn
         );
         let mut unreadable = run(0, clean.clone(), clean, 95);
-        unreadable.health_after = Err("no NVML".into());
+        unreadable.health_after = Reading::unavailable("no NVML");
         assert_eq!(judge_memtest(&unreadable, 0.9).verdict, Verdict::Warn);
     }
 

@@ -6,8 +6,8 @@
 use crate::judge::{self, Judgement, PeerFigureKind, Verdict};
 use crate::plan::Suite;
 use crate::stats::Summary;
-use pog_device::compute::{Fabric, PeerKind, PeerRequest};
-use pog_device::facts::Inventory;
+use pog_facts::Inventory;
+use pog_facts::{Fabric, PeerKind, PeerRequest};
 use pog_spec::GpuSpec;
 use serde::{Deserialize, Serialize};
 
@@ -67,7 +67,7 @@ pub fn link(inventory: &Inventory, src: usize, dst: usize) -> Option<Link> {
         });
     }
     // Over PCIe, the slower of the two GPUs' links bounds the transfer.
-    let pcie = |g: &pog_device::facts::GpuFacts| {
+    let pcie = |g: &pog_facts::GpuFacts| {
         let (generation, lanes) = (*g.link.current_gen.value()?, *g.link.current_width.value()?);
         Some((pcie_gbs(generation, lanes)?, generation, lanes))
     };
@@ -205,14 +205,14 @@ pub fn run(
         latencies: Vec::new(),
         unreachable: Vec::new(),
         all_reduce: Vec::new(),
-        all_reduce_unavailable: fabric.collectives().err(),
+        all_reduce_unavailable: fabric.collectives().err().map(|e| e.to_string()),
     };
     for src in 0..n {
         for dst in (0..n).filter(|&d| d != src) {
             let link = link_of(src, dst);
             bench.links.push((src, dst, link.clone()));
             if let Err(why) = fabric.peer_access(src, dst) {
-                bench.unreachable.push((src, dst, why));
+                bench.unreachable.push((src, dst, why.to_string()));
                 continue;
             }
             for kind in PeerKind::ALL {
@@ -335,7 +335,7 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pog_device::sim::SimFabric;
+    use pog_sim::SimFabric;
 
     fn rates(n: usize, gbs: Option<f64>) -> Vec<Vec<Option<f64>>> {
         (0..n)
@@ -442,11 +442,11 @@ mod tests {
 
     #[test]
     fn links_come_from_nvmls_topology() {
-        use pog_device::sim::SimPlatform;
-        let sxm = pog_device::collect(&SimPlatform::from_profile("H200 SXM x2").unwrap());
+        use pog_sim::SimPlatform;
+        let sxm = pog_facts::collect(&SimPlatform::from_profile("H200 SXM x2").unwrap());
         let l = link(&sxm, 0, 1).unwrap();
         assert_eq!((l.name.as_str(), l.gbs), ("NVLink ×18 (v4)", 450.0));
-        let pcie = pog_device::collect(&SimPlatform::from_profile("L40S x2").unwrap());
+        let pcie = pog_facts::collect(&SimPlatform::from_profile("L40S x2").unwrap());
         let l = link(&pcie, 1, 0).unwrap();
         assert!(l.name.starts_with("PCIe gen"), "{l:?}");
         assert!(link(&pcie, 0, 5).is_none(), "no such GPU");

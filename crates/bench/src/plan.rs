@@ -1,7 +1,7 @@
 //! What a suite runs on a given GPU: matrix sizes, iterations and copy sizes adapted to the
 //! model and its free memory, with user overrides.
 
-use pog_device::CopyKind;
+use pog_facts::CopyKind;
 use pog_matgen::Storage;
 use pog_spec::{GpuSpec, Precision};
 use serde::{Deserialize, Serialize};
@@ -16,6 +16,16 @@ pub enum Suite {
     Standard,
     /// Standard with more timed runs and cuBLASLt candidates.
     Full,
+}
+
+impl std::fmt::Display for Suite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Suite::Quick => "quick",
+            Suite::Standard => "standard",
+            Suite::Full => "full",
+        })
+    }
 }
 
 impl std::str::FromStr for Suite {

@@ -3,8 +3,9 @@
 
 use crate::judge::{Judgement, Verdict};
 use crate::stats::Summary;
-use pog_device::telemetry::TelemetrySample;
-use pog_device::SustainedRun;
+use pog_facts::telemetry::TelemetrySample;
+use pog_facts::Reading;
+use pog_facts::SustainedRun;
 use pog_spec::Precision;
 use serde::{Deserialize, Serialize};
 
@@ -59,7 +60,7 @@ pub struct SustainedResult {
     pub mismatched_elements: u64,
     pub nans: u64,
     pub faulty_iterations: usize,
-    pub telemetry: Result<TelemetrySummary, String>,
+    pub telemetry: Reading<TelemetrySummary>,
     pub judgement: Judgement,
 }
 
@@ -135,8 +136,7 @@ pub fn analyze(
         source: "pog".into(),
     };
     let thermal = telemetry
-        .as_ref()
-        .ok()
+        .value()
         .map(|t| t.thermal_or_hardware.clone())
         .unwrap_or_default();
     let judgement = if faulty_iterations > 0 {
@@ -216,7 +216,7 @@ mod tests {
             elements: 64,
             mismatched: vec![mismatched; n],
             nans: vec![0; n],
-            telemetry: Ok(telemetry),
+            telemetry: Reading::Value(telemetry),
         }
     }
 
@@ -235,7 +235,7 @@ mod tests {
             Some(790.0),
         );
         assert_eq!(r.judgement.verdict, Verdict::Pass, "{:?}", r.judgement);
-        let t = r.telemetry.unwrap();
+        let t = r.telemetry.value().cloned().unwrap();
         assert_eq!(t.power_capped_fraction, 1.0);
         assert_eq!(t.clock_drops, 0);
         assert!(r.vs_peak.unwrap() > 0.7);
@@ -267,7 +267,7 @@ mod tests {
         );
         assert_eq!(hot.judgement.verdict, Verdict::Warn);
         assert!(hot.judgement.reason.contains("hardware thermal"));
-        assert_eq!(hot.telemetry.unwrap().clock_drops, 1);
+        assert_eq!(hot.telemetry.value().unwrap().clock_drops, 1);
         let slow = analyze(
             Precision::Fp32,
             1024,

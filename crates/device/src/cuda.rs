@@ -5,6 +5,7 @@ use crate::pci::BusId;
 use crate::reading::Reading;
 use cudarc::driver::result::{self, device};
 use cudarc::driver::sys::{self, CUdevice_attribute as Attr};
+pub use pog_facts::format_uuid;
 
 /// Whether libcuda can be loaded at all. cudarc panics on a missing library, so every CUDA
 /// entry point in pog asks this first.
@@ -119,19 +120,6 @@ fn cuda_gpu(ordinal: u32) -> CudaGpu {
     }
 }
 
-/// Formats CUDA's 16 UUID bytes the way NVML prints them: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
-pub fn format_uuid(bytes: &[u8; 16]) -> String {
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "GPU-{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,9 +137,28 @@ mod tests {
     }
 
     #[test]
-    fn no_driver_means_unavailable_not_panic() {
-        if !library_present() {
-            assert!(matches!(report(), Reading::Unavailable(w) if w.contains("not found")));
+    fn the_report_says_why_it_is_unavailable() {
+        match report() {
+            Reading::Value(_) => assert!(library_present(), "a report without the library"),
+            Reading::Unavailable(why) if !library_present() => {
+                assert!(why.contains("not found"), "{why}")
+            }
+            Reading::Unavailable(why) => assert!(!why.is_empty()),
+        }
+    }
+
+    #[test]
+    #[ignore = "needs a GPU: scripts/gpu-run.sh runs it with --ignored"]
+    fn a_gpu_host_reports_every_device_with_its_identity() {
+        let report = report();
+        let devices = &report.value().expect("CUDA answers on a GPU host").devices;
+        assert!(!devices.is_empty(), "no CUDA device");
+        for d in devices {
+            assert!(
+                d.uuid.value().is_some_and(|u| u.starts_with("GPU-")),
+                "{d:?}"
+            );
+            assert!(d.pci_bus_id.value().is_some(), "{d:?}");
         }
     }
 }

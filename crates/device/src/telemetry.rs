@@ -1,32 +1,16 @@
-//! Telemetry during benchmarks: NVML samples of clocks, power, temperature and clock-event
+//! Telemetry during benchmarks, read through NVML: samples of clocks, power, temperature and clock-event
 //! (throttle) reasons on a background thread, and the memory-health counters read before and
 //! after a memory test.
 
-use crate::facts::RemappedRows;
 use crate::pci::BusId;
 use crate::reading::Reading;
 use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, TemperatureSensor};
 use nvml_wrapper::Nvml;
-use serde::{Deserialize, Serialize};
+pub use pog_facts::telemetry::{HealthCounters, TelemetrySample};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// One NVML reading. Fields NVML could not read are `None`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TelemetrySample {
-    /// Seconds since sampling started.
-    pub t_s: f64,
-    pub sm_clock_mhz: Option<u32>,
-    pub memory_clock_mhz: Option<u32>,
-    pub power_w: Option<f64>,
-    pub temperature_c: Option<u32>,
-    /// NVML clock-event ("throttle") reason bits: 0x4 software power cap, 0x8 hardware
-    /// slowdown, 0x20 software thermal, 0x40 hardware thermal, 0x80 power brake.
-    pub clock_event_reasons: Option<u64>,
-    pub gpu_utilization: Option<u32>,
-}
 
 /// Samples one GPU on a background thread until stopped.
 pub struct Sampler {
@@ -64,21 +48,13 @@ impl Sampler {
     }
 
     /// Stops sampling and returns the samples (or why there are none).
-    pub fn stop(self) -> Result<Vec<TelemetrySample>, String> {
+    pub fn stop(self) -> Reading<Vec<TelemetrySample>> {
         self.stop.store(true, Ordering::Relaxed);
         self.handle
             .join()
             .unwrap_or_else(|_| Err("the telemetry thread panicked".into()))
+            .into()
     }
-}
-
-/// Memory-health counters, compared before and after a memory test.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HealthCounters {
-    pub ecc_corrected_volatile: Reading<u64>,
-    pub ecc_uncorrected_volatile: Reading<u64>,
-    pub remapped_rows: Reading<RemappedRows>,
-    pub retired_pages: Reading<u64>,
 }
 
 /// Reads the memory-health counters of the GPU at `bus_id`.

@@ -1,6 +1,6 @@
 //! Findings: what inspection concluded, how bad it is, and the evidence behind it.
 
-use pog_device::BusId;
+use pog_facts::BusId;
 use serde::{Deserialize, Serialize};
 
 /// How much a finding matters. A `Fail` makes `pog inspect` exit non-zero.

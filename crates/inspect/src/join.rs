@@ -3,7 +3,7 @@
 //! unreadable. Entries that match nothing stand alone, so a GPU only one source sees is kept
 //! and reported rather than lost.
 
-use pog_device::{BusId, CudaGpu, GpuFacts, Inventory, PciGpu, ProcGpu};
+use pog_facts::{BusId, CudaGpu, GpuFacts, Inventory, PciGpu, ProcGpu};
 
 /// The kernel driver whose GPUs NVML and CUDA can see; others (vfio-pci) belong to a VM.
 pub const NVIDIA_DRIVER: &str = "nvidia";

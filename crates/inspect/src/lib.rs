@@ -1,13 +1,14 @@
 //! Inspection: joins every source's view of every GPU and cross-checks them against each
 //! other and against the spec database, producing [`Finding`]s with evidence and a verdict per
-//! GPU. Pure logic: it reads an [`Inventory`] and touches no hardware.
+//! GPU. Pure logic: it reads an [`Inventory`] and touches no hardware. [`run`] is the
+//! pipeline `pog inspect` and `pog check` share: collect from a platform, then inspect.
 
 pub mod finding;
 pub mod join;
 pub mod rules;
 
 pub use finding::{Evidence, Finding, Severity};
-use pog_device::{BusId, Inventory};
+use pog_facts::{BusId, Inventory, Platform};
 use pog_spec::SpecDb;
 use serde::{Deserialize, Serialize};
 
@@ -74,6 +75,51 @@ impl Inspection {
     /// True when any finding fails: the command must exit non-zero.
     pub fn failed(&self) -> bool {
         self.worst() == Severity::Fail
+    }
+}
+
+/// What `pog inspect` reports: the raw facts and what pog concluded from them.
+#[derive(Debug, Clone, Serialize)]
+pub struct InspectReport {
+    pub inventory: Inventory,
+    pub inspection: Inspection,
+}
+
+impl InspectReport {
+    /// GPUs that came out genuine.
+    pub fn genuine(&self) -> usize {
+        self.inspection
+            .gpus
+            .iter()
+            .filter(|g| g.verdict == GpuVerdict::Genuine)
+            .count()
+    }
+
+    /// One line: how many GPUs are genuine, or why none are.
+    pub fn summary(&self) -> String {
+        let insp = &self.inspection;
+        let count = |s: Severity| insp.findings.iter().filter(|f| f.severity == s).count();
+        if insp.gpus.is_empty() {
+            "no NVIDIA GPU found on this host".to_string()
+        } else {
+            format!(
+                "{} of {} GPU(s) genuine; {} failing, {} warning finding(s)",
+                self.genuine(),
+                insp.gpus.len(),
+                count(Severity::Fail),
+                count(Severity::Warn)
+            )
+        }
+    }
+}
+
+/// Collects every source of `platform` and inspects what they said.
+pub fn run(platform: &dyn Platform) -> InspectReport {
+    let inventory = pog_facts::collect(platform);
+    let inspection = inspect(&inventory, SpecDb::embedded());
+    InspectReport {
+        inventory,
+        inspection,
     }
 }
 

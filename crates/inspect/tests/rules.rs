@@ -1,10 +1,10 @@
 //! Every rule fires on the fault it exists for and stays quiet on a healthy host.
 //! Hosts are the simulated platform (a test double) plus the real H200 capture.
 
-use pog_device::sim::SimPlatform;
-use pog_device::{collect, Inventory, Reading};
+use pog_facts::{collect, Inventory, Reading};
 use pog_inspect::rules::{environment, health, sources, spec, uniqueness};
 use pog_inspect::{inspect, GpuVerdict, Inspection, Severity};
+use pog_sim::SimPlatform;
 use pog_spec::SpecDb;
 
 fn run(sim: &SimPlatform) -> Inspection {
@@ -80,14 +80,17 @@ fn the_real_h200_comes_out_genuine() {
 }
 
 #[test]
-fn a_host_without_gpus_is_reported_not_failed() {
-    let insp = assert_fires("", sources::AVAILABLE, Severity::Info);
-    assert!(!insp.failed());
+fn a_host_without_gpus_fails_with_the_host_still_reported() {
+    // `pog inspect && …` must not accept a machine with no GPU.
+    let insp = assert_fires("", sources::AVAILABLE, Severity::Fail);
+    assert!(insp.failed());
     assert!(insp.gpus.is_empty());
     let mut bare = SimPlatform::from_profile("").unwrap();
     bare.nvml = Reading::unavailable("NVML library not found");
     bare.cuda = Reading::unavailable("libcuda not found");
-    assert!(!run(&bare).failed());
+    let insp = run(&bare);
+    assert!(insp.failed());
+    assert!(insp.findings[0].message.contains("no NVIDIA GPU"));
 }
 
 #[test]
@@ -230,7 +233,7 @@ fn health_warnings() {
     let mut sim = SimPlatform::from_profile("A100 SXM 80GB").unwrap();
     if let Reading::Value(n) = &mut sim.nvml {
         n.gpus[0].mig_enabled = Reading::Value(true);
-        n.gpus[0].ecc = Reading::Value(pog_device::EccMode {
+        n.gpus[0].ecc = Reading::Value(pog_facts::EccMode {
             current: true,
             pending: false,
         });
@@ -329,7 +332,7 @@ fn a_gpu_given_to_a_vm_is_noted_and_not_counted() {
     let mut sim = SimPlatform::from_profile("H200 SXM").unwrap();
     if let Reading::Value(p) = &mut sim.pci {
         let mut other = p[0].clone();
-        other.bus_id = pog_device::BusId::parse("0000:c1:00.0").unwrap();
+        other.bus_id = pog_facts::BusId::parse("0000:c1:00.0").unwrap();
         other.driver = Reading::Value("vfio-pci".into());
         p.push(other);
     }

@@ -1,17 +1,18 @@
 //! `pog agent`: answers challenges for its GPUs. It runs only challenges signed by a validator
 //! it trusts, for a GPU it has, computes the product, commits to the root and opens leaves on
 //! request. Proofs are computed by a [`ProverEngine`]: the GPU engine on a GPU host, the CPU
-//! engine for CI's end-to-end runs and the attack tests.
+//! engine for CI's end-to-end runs and the attack tests. The attack tests' dishonest agents
+//! (`crate::misbehaviour`) exist only with the `test-doubles` feature.
 
 use crate::http::{envelope_response, ApiError};
-use crate::provers::{CpuEngine, ProverEngine};
+use crate::provers::{ProverEngine, ProverError};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
-use pog_proof::prover::{Behaviour, Prover};
+use pog_proof::prover::Prover;
 use pog_proof::wire::{
     self, kind, ChallengeMessage, Commitment, GpuClaim, Identity, OpenRequest, Openings,
     WireOpening,
@@ -32,44 +33,23 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Ways an agent can misbehave, for the attack tests: each is something a dishonest provider
-/// would try, and the validator must refuse.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Cheat {
-    /// Answers every challenge with the commitment and leaves of its first one.
-    ReplayFirst,
-    /// Computes the answer for another GPU's UUID (one GPU answering for two).
-    AnswerAs(&'static str),
-    /// Computes the answer as if the GPU sat at another PCI address.
-    AnswerAtBus(&'static str),
-    /// Sleeps this long before committing (a slower GPU).
-    DelayMs(u64),
-    /// One real GPU behind all the UUIDs it registered: each challenge holds that one device
-    /// for this long before committing, so challenges that arrive together wait in turn.
-    OneDevice(u64),
-    /// Signs its answers with a key other than the one it registered with.
-    ForeignKey,
-}
-
 /// A computed challenge waiting to be opened, with its expiry (validator clock, ms).
 type Computed = (Arc<dyn Prover>, u64);
 
 /// The agent's state.
 pub struct Agent {
     identity: Identity,
-    foreign: Identity,
     trusted_validators: Vec<String>,
     gpus: Vec<GpuClaim>,
-    engine: Arc<dyn ProverEngine>,
-    cheat: Option<Cheat>,
+    pub(crate) engine: Arc<dyn ProverEngine>,
     /// Computed challenges by id, kept until opened.
     provers: Mutex<HashMap<String, Computed>>,
     /// Every challenge id taken, with its expiry (validator clock), until it can no longer be
     /// replayed: a captured challenge cannot make the agent compute twice.
     answered: Mutex<HashMap<String, u64>>,
-    first: Mutex<Option<Arc<dyn Prover>>>,
-    /// The single device of [`Cheat::OneDevice`].
-    one_device: tokio::sync::Mutex<()>,
+    /// A test agent's misbehaviour (never in a release build).
+    #[cfg(feature = "test-doubles")]
+    pub(crate) cheating: Option<crate::misbehaviour::Cheating>,
 }
 
 impl Agent {
@@ -82,23 +62,14 @@ impl Agent {
     ) -> Agent {
         Agent {
             identity,
-            foreign: Identity::from_seed([0xf0; 32]),
             trusted_validators,
             gpus,
             engine,
-            cheat: None,
             provers: Mutex::new(HashMap::new()),
             answered: Mutex::new(HashMap::new()),
-            first: Mutex::new(None),
-            one_device: tokio::sync::Mutex::new(()),
+            #[cfg(feature = "test-doubles")]
+            cheating: None,
         }
-    }
-
-    /// The same agent computing dishonestly on the CPU (tests of the validator).
-    pub fn misbehaving(mut self, behaviour: Behaviour, cheat: Option<Cheat>) -> Agent {
-        self.engine = Arc::new(CpuEngine { behaviour });
-        self.cheat = cheat;
-        self
     }
 
     pub fn public_key(&self) -> String {
@@ -111,34 +82,25 @@ impl Agent {
 
     /// The identity answers are signed with.
     fn signer(&self) -> &Identity {
-        if self.cheat == Some(Cheat::ForeignKey) {
-            &self.foreign
-        } else {
-            &self.identity
+        #[cfg(feature = "test-doubles")]
+        if let Some(cheating) = &self.cheating {
+            return cheating.signer(&self.identity);
         }
+        &self.identity
     }
 
-    /// Computes a challenge with the engine, honouring the test cheats.
-    fn compute(&self, challenge: &Challenge) -> Result<Arc<dyn Prover>, String> {
-        if self.cheat == Some(Cheat::ReplayFirst) {
-            if let Some(first) = self.first.lock().expect("lock").clone() {
-                return Ok(first);
+    /// Computes a challenge with the engine.
+    fn compute(&self, challenge: &Challenge) -> Result<Arc<dyn Prover>, ProverError> {
+        #[cfg(feature = "test-doubles")]
+        if let Some(cheating) = &self.cheating {
+            if let Some(replayed) = cheating.replayed() {
+                return Ok(replayed);
             }
+            let prover = self.engine.prove(&cheating.target(challenge))?.prover;
+            cheating.computed(&prover);
+            return Ok(prover);
         }
-        let mut target = challenge.clone();
-        match self.cheat {
-            Some(Cheat::AnswerAs(uuid)) => target.gpu_uuid = uuid.to_string(),
-            Some(Cheat::AnswerAtBus(bus)) => target.gpu_bus_id = bus.to_string(),
-            _ => {}
-        }
-        let prover = self.engine.prove(&target)?.prover;
-        if self.cheat == Some(Cheat::ReplayFirst) {
-            self.first
-                .lock()
-                .expect("lock")
-                .get_or_insert_with(|| prover.clone());
-        }
-        Ok(prover)
+        Ok(self.engine.prove(challenge)?.prover)
     }
 }
 
@@ -216,13 +178,9 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
     let challenge = c.clone();
     let what = format!("the {} prover failed", agent.engine.name());
     let prover = blocking(what, move || worker.compute(&challenge)).await?;
-    match agent.cheat {
-        Some(Cheat::DelayMs(ms)) => tokio::time::sleep(std::time::Duration::from_millis(ms)).await,
-        Some(Cheat::OneDevice(ms)) => {
-            let _device = agent.one_device.lock().await;
-            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-        }
-        _ => {}
+    #[cfg(feature = "test-doubles")]
+    if let Some(cheating) = &agent.cheating {
+        cheating.before_commit().await;
     }
     let commitment = Commitment {
         challenge_id: message.id.clone(),
@@ -299,15 +257,27 @@ async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, 
 
 /// Runs prover work off the async runtime (it can take seconds); its failure, or a panic, is a
 /// 500 that says `what` failed.
-async fn blocking<T: Send + 'static>(
+async fn blocking<T: Send + 'static, E: std::fmt::Display + Send + 'static>(
     what: String,
-    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+    work: impl FnOnce() -> Result<T, E> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|done| done)
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("{what}: {e}")))
+    let failed = |e: &dyn std::fmt::Display| {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("{what}: {e}"))
+    };
+    match tokio::task::spawn_blocking(work).await {
+        Ok(Ok(done)) => Ok(done),
+        Ok(Err(e)) => Err(failed(&e)),
+        Err(panicked) => Err(failed(&panicked)),
+    }
+}
+
+/// Why registering with a validator failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    #[error(transparent)]
+    Wire(#[from] wire::WireError),
+    #[error(transparent)]
+    Post(#[from] crate::http::PostError),
 }
 
 /// Registers with the validator at `validator_url`, retrying for up to `patience` while it
@@ -318,16 +288,14 @@ pub async fn register(
     endpoint: &str,
     gpus: &[GpuClaim],
     patience: std::time::Duration,
-) -> Result<(), String> {
-    let envelope = identity
-        .seal(
-            kind::REGISTER,
-            &wire::Register {
-                endpoint: endpoint.to_string(),
-                gpus: gpus.to_vec(),
-            },
-        )
-        .map_err(|e| e.to_string())?;
+) -> Result<(), RegisterError> {
+    let envelope = identity.seal(
+        kind::REGISTER,
+        &wire::Register {
+            endpoint: endpoint.to_string(),
+            gpus: gpus.to_vec(),
+        },
+    )?;
     let client = reqwest::Client::new();
     let deadline = std::time::Instant::now() + patience;
     loop {
@@ -340,9 +308,9 @@ pub async fn register(
         .await
         {
             Ok(_) => return Ok(()),
-            // The validator answered with a refusal: waiting will not change it.
-            Err(e) if !e.contains("error sending request") => return Err(e),
-            Err(e) if std::time::Instant::now() > deadline => return Err(e),
+            // Only an unreachable validator may still be starting; any answer is final.
+            Err(e) if !e.is_unreachable() => return Err(e.into()),
+            Err(e) if std::time::Instant::now() > deadline => return Err(e.into()),
             Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
         }
     }

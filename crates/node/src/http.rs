@@ -45,6 +45,58 @@ pub fn envelope_response(envelope: Envelope) -> Response {
     axum::Json(envelope).into_response()
 }
 
+/// Why posting to a peer failed. Callers decide (retry? give up?) by the variant.
+#[derive(Debug, thiserror::Error)]
+pub enum PostError {
+    /// Nothing listens there (connection refused, no route, DNS failure): the peer is down.
+    #[error("POST {url}: cannot connect: {source}")]
+    Unreachable { url: String, source: reqwest::Error },
+    /// The peer did not answer in time.
+    #[error("POST {url}: no answer within {timeout:?}")]
+    Timeout {
+        url: String,
+        timeout: std::time::Duration,
+    },
+    /// The connection broke part-way.
+    #[error("POST {url}: {source}")]
+    Transport { url: String, source: reqwest::Error },
+    /// The answer was larger than any message may be.
+    #[error("POST {url}: the answer exceeds {} bytes", wire::MAX_MESSAGE_BYTES)]
+    TooLarge { url: String },
+    /// The peer answered with an error status; `reason` is its `error` text, cut to 300
+    /// characters.
+    #[error("POST {url}: {status}: {reason}")]
+    Refused {
+        url: String,
+        status: reqwest::StatusCode,
+        reason: String,
+    },
+    #[error("POST {url}: cannot encode the message: {source}")]
+    Encode {
+        url: String,
+        source: serde_json::Error,
+    },
+}
+
+impl PostError {
+    /// The peer could not be reached at all (waiting for it to start may help).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, PostError::Unreachable { .. })
+    }
+
+    /// A failure of the transport rather than an answer from the peer.
+    fn transport(url: &str, timeout: std::time::Duration, source: reqwest::Error) -> PostError {
+        let url = url.to_string();
+        if source.is_timeout() {
+            PostError::Timeout { url, timeout }
+        } else if source.is_connect() {
+            PostError::Unreachable { url, source }
+        } else {
+            PostError::Transport { url, source }
+        }
+    }
+}
+
 /// Posts an envelope and returns the bytes sent and the response body, or the peer's error.
 /// The answer must come within `timeout` and stay under the message size limit, or it is
 /// dropped; a peer's error is reduced to its `error` text (at most 300 characters).
@@ -53,8 +105,11 @@ pub async fn post_counted(
     url: &str,
     envelope: &Envelope,
     timeout: std::time::Duration,
-) -> Result<(usize, Vec<u8>), String> {
-    let body = serde_json::to_vec(envelope).map_err(|e| format!("encoding for {url}: {e}"))?;
+) -> Result<(usize, Vec<u8>), PostError> {
+    let body = serde_json::to_vec(envelope).map_err(|source| PostError::Encode {
+        url: url.to_string(),
+        source,
+    })?;
     let sent = body.len();
     let mut response = client
         .post(url)
@@ -63,19 +118,18 @@ pub async fn post_counted(
         .timeout(timeout)
         .send()
         .await
-        .map_err(|e| format!("POST {url}: {e}"))?;
+        .map_err(|e| PostError::transport(url, timeout, e))?;
     let status = response.status();
     let mut answer = Vec::new();
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| format!("POST {url}: reading the answer: {e}"))?
+        .map_err(|e| PostError::transport(url, timeout, e))?
     {
         if answer.len() + chunk.len() > wire::MAX_MESSAGE_BYTES {
-            return Err(format!(
-                "POST {url}: the answer exceeds {} bytes",
-                wire::MAX_MESSAGE_BYTES
-            ));
+            return Err(PostError::TooLarge {
+                url: url.to_string(),
+            });
         }
         answer.extend_from_slice(&chunk);
     }
@@ -86,10 +140,11 @@ pub async fn post_counted(
             .ok()
             .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
             .unwrap_or_else(|| "no error text".into());
-        Err(format!(
-            "POST {url}: {status}: {}",
-            reason.chars().take(300).collect::<String>()
-        ))
+        Err(PostError::Refused {
+            url: url.to_string(),
+            status,
+            reason: reason.chars().take(300).collect(),
+        })
     }
 }
 
@@ -99,7 +154,7 @@ pub async fn post(
     url: &str,
     envelope: &Envelope,
     timeout: std::time::Duration,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, PostError> {
     post_counted(client, url, envelope, timeout)
         .await
         .map(|(_, body)| body)

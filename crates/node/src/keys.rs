@@ -5,44 +5,63 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
+/// Why a key could not be loaded or created.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("{0} is not a pog key (64 hex digits): restore it from a backup, or move it away to make a new identity")]
+    NotAKey(String),
+    #[error("{path} is readable by others (mode {mode:o}): chmod 600 it")]
+    Exposed { path: String, mode: u32 },
+    #[error("{step} {path}: {source}")]
+    Io {
+        step: &'static str,
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Generate(#[from] pog_proof::wire::WireError),
+}
+
 /// Loads the identity at `path`, or creates one there (mode 0600) if there is none.
-pub fn load_or_create(path: &Path) -> Result<Identity, String> {
+pub fn load_or_create(path: &Path) -> Result<Identity, KeyError> {
+    let name = || path.display().to_string();
+    let io = |step, p: &Path| {
+        let path = p.display().to_string();
+        move |source| KeyError::Io { step, path, source }
+    };
     match std::fs::read_to_string(path) {
         Ok(text) => {
             let seed: [u8; 32] = hex::decode(text.trim())
                 .ok()
                 .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| format!("{} is not a pog key (64 hex digits)", path.display()))?;
+                .ok_or_else(|| KeyError::NotAKey(name()))?;
             let mode = std::fs::metadata(path)
-                .map_err(|e| format!("{}: {e}", path.display()))?
+                .map_err(io("reading", path))?
                 .permissions()
                 .mode();
             if mode & 0o077 != 0 {
-                return Err(format!(
-                    "{} is readable by others (mode {:o}): chmod 600 it",
-                    path.display(),
-                    mode & 0o777
-                ));
+                return Err(KeyError::Exposed {
+                    path: name(),
+                    mode: mode & 0o777,
+                });
             }
             Ok(Identity::from_seed(seed))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+                std::fs::create_dir_all(dir).map_err(io("creating", dir))?;
             }
-            let identity = Identity::generate().map_err(|e| e.to_string())?;
+            let identity = Identity::generate()?;
             let mut file = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
                 .open(path)
-                .map_err(|e| format!("creating {}: {e}", path.display()))?;
-            writeln!(file, "{}", hex::encode(identity.seed()))
-                .map_err(|e| format!("writing {}: {e}", path.display()))?;
+                .map_err(io("creating", path))?;
+            writeln!(file, "{}", hex::encode(identity.seed())).map_err(io("writing", path))?;
             Ok(identity)
         }
-        Err(e) => Err(format!("reading {}: {e}", path.display())),
+        Err(e) => Err(io("reading", path)(e)),
     }
 }
 
@@ -64,17 +83,19 @@ mod tests {
             first.public_hex()
         );
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(load_or_create(&path)
-            .unwrap_err()
-            .contains("readable by others"));
+        assert!(matches!(
+            load_or_create(&path).unwrap_err(),
+            KeyError::Exposed { mode: 0o644, .. }
+        ));
         std::fs::write(dir.path().join("bad.key"), "nope").unwrap();
         std::fs::set_permissions(
             dir.path().join("bad.key"),
             std::fs::Permissions::from_mode(0o600),
         )
         .unwrap();
-        assert!(load_or_create(&dir.path().join("bad.key"))
-            .unwrap_err()
-            .contains("not a pog key"));
+        assert!(matches!(
+            load_or_create(&dir.path().join("bad.key")).unwrap_err(),
+            KeyError::NotAKey(_)
+        ));
     }
 }

@@ -1,11 +1,17 @@
 //! The network services around the proof protocol (`pog_proof`): the agent that answers
 //! challenges for its GPUs ([`agent`]) and the validator that registers agents, challenges
 //! them, verifies and records the results ([`validator`]). HTTP with axum and reqwest; every
-//! body is a signed `pog_proof::wire` envelope.
+//! body is a signed `pog_proof::wire` envelope. Beside them, the pipelines a provider runs
+//! on its own host and the services reuse: the self-challenge ([`selfcheck`], [`hostproof`])
+//! and `pog check`'s inspect → bench → prove ([`check`]).
 
 pub mod agent;
+pub mod check;
+pub mod hostproof;
 pub mod http;
 pub mod keys;
+#[cfg(feature = "test-doubles")]
+pub mod misbehaviour;
 pub mod provers;
 pub mod registry;
 pub mod selfcheck;

@@ -3,7 +3,8 @@
 //! owns that GPU's CUDA context and every commitment kept on it for opening).
 
 use pog_device::gpu::{CommitTimings, Committed, Gpu, ProductBatch};
-use pog_proof::prover::{Behaviour, CpuProver, Opening, Prover};
+use pog_facts::GpuError;
+use pog_proof::prover::{Behaviour, CpuProver, OpenError, Opening, Prover};
 use pog_proof::Challenge;
 use std::collections::HashMap;
 use std::sync::mpsc;
@@ -15,6 +16,25 @@ pub const MAX_CPU_WORK: f64 = 2e10;
 /// Commitments a GPU keeps for opening at once; the oldest is dropped beyond this (a validator
 /// opens within seconds of the commitment).
 const KEPT_COMMITMENTS: usize = 4;
+
+/// Why an engine could not prove or open.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProverError {
+    /// The GPU failed (CUDA, cuBLASLt, memory), with the device's own error.
+    #[error("GPU {ordinal}: {source}")]
+    Gpu { ordinal: usize, source: GpuError },
+    /// No worker serves this GPU (the agent does not have it, or CUDA does not see it).
+    #[error("no GPU worker for {0}")]
+    UnknownGpu(String),
+    /// The worker thread is gone (it could not start, or it panicked).
+    #[error("the worker of GPU {ordinal} {what}")]
+    Worker { ordinal: usize, what: &'static str },
+    /// The commitment was dropped to make room for newer ones before it was opened.
+    #[error(
+        "the commitment is no longer kept on the GPU (more than {KEPT_COMMITMENTS} newer ones)"
+    )]
+    Evicted,
+}
 
 /// A computed challenge: its prover, ready to open leaves, and where the device's time went
 /// when the engine knows (the GPU engine does).
@@ -31,11 +51,11 @@ pub trait ProverEngine: Send + Sync {
     fn refuses(&self, challenge: &Challenge) -> Option<String>;
     /// Gets ready for challenges shaped like `challenge`, outside any timed window (the GPU
     /// engine chooses its GEMM algorithm); returns what it chose, if anything.
-    fn prepare(&self, _challenge: &Challenge) -> Result<Option<String>, String> {
+    fn prepare(&self, _challenge: &Challenge) -> Result<Option<String>, ProverError> {
         Ok(None)
     }
     /// Computes `challenge`.
-    fn prove(&self, challenge: &Challenge) -> Result<Proved, String>;
+    fn prove(&self, challenge: &Challenge) -> Result<Proved, ProverError>;
     /// What it is, for logs ("CPU", "GPU").
     fn name(&self) -> &'static str;
 }
@@ -56,7 +76,7 @@ impl ProverEngine for CpuEngine {
         })
     }
 
-    fn prove(&self, challenge: &Challenge) -> Result<Proved, String> {
+    fn prove(&self, challenge: &Challenge) -> Result<Proved, ProverError> {
         Ok(Proved {
             prover: Arc::new(CpuProver::compute(challenge, self.behaviour)),
             timings: None,
@@ -73,16 +93,16 @@ impl ProverEngine for CpuEngine {
 enum Job {
     Prepare {
         challenge: Challenge,
-        reply: mpsc::Sender<Result<String, String>>,
+        reply: mpsc::Sender<Result<String, ProverError>>,
     },
     Commit {
         challenge: Challenge,
-        reply: mpsc::Sender<Result<CommitReport, String>>,
+        reply: mpsc::Sender<Result<CommitReport, ProverError>>,
     },
     Open {
         id: u64,
         leaves: Vec<u64>,
-        reply: mpsc::Sender<Result<Vec<Opening>, String>>,
+        reply: mpsc::Sender<Result<Vec<Opening>, ProverError>>,
     },
     Release {
         id: u64,
@@ -110,14 +130,19 @@ fn batch_of(c: &Challenge) -> ProductBatch {
 }
 
 /// The thread that owns one GPU: opens it, then serves jobs until every sender is gone.
-fn gpu_worker(ordinal: usize, jobs: mpsc::Receiver<Job>, ready: mpsc::Sender<Result<(), String>>) {
+fn gpu_worker(
+    ordinal: usize,
+    jobs: mpsc::Receiver<Job>,
+    ready: mpsc::Sender<Result<(), ProverError>>,
+) {
+    let failed = |source| ProverError::Gpu { ordinal, source };
     let gpu = match Gpu::open(ordinal) {
         Ok(gpu) => {
             let _ = ready.send(Ok(()));
             gpu
         }
         Err(e) => {
-            let _ = ready.send(Err(format!("GPU {ordinal}: {e}")));
+            let _ = ready.send(Err(failed(e)));
             return;
         }
     };
@@ -128,7 +153,7 @@ fn gpu_worker(ordinal: usize, jobs: mpsc::Receiver<Job>, ready: mpsc::Sender<Res
             Job::Prepare { challenge, reply } => {
                 let _ = reply.send(
                     gpu.prepare_proof(challenge.precision, challenge.size)
-                        .map_err(|e| e.to_string()),
+                        .map_err(failed),
                 );
             }
             Job::Commit { challenge, reply } => {
@@ -150,11 +175,11 @@ fn gpu_worker(ordinal: usize, jobs: mpsc::Receiver<Job>, ready: mpsc::Sender<Res
                     kept.push((next_id, committed));
                     report
                 });
-                let _ = reply.send(result.map_err(|e| e.to_string()));
+                let _ = reply.send(result.map_err(failed));
             }
             Job::Open { id, leaves, reply } => {
                 let result = match kept.iter().find(|(k, _)| *k == id) {
-                    None => Err("the commitment is no longer kept on the GPU".to_string()),
+                    None => Err(ProverError::Evicted),
                     Some((_, committed)) => gpu
                         .open_leaves(committed, &leaves)
                         .map(|openings| {
@@ -167,7 +192,7 @@ fn gpu_worker(ordinal: usize, jobs: mpsc::Receiver<Job>, ready: mpsc::Sender<Res
                                 })
                                 .collect()
                         })
-                        .map_err(|e| e.to_string()),
+                        .map_err(failed),
                 };
                 let _ = reply.send(result);
             }
@@ -178,18 +203,21 @@ fn gpu_worker(ordinal: usize, jobs: mpsc::Receiver<Job>, ready: mpsc::Sender<Res
 
 /// One GPU's worker, reached through its job queue.
 struct Worker {
+    ordinal: usize,
     jobs: mpsc::Sender<Job>,
 }
 
 impl Worker {
-    fn ask<T>(&self, job: impl FnOnce(mpsc::Sender<T>) -> Job) -> Result<T, String> {
+    fn ask<T>(&self, job: impl FnOnce(mpsc::Sender<T>) -> Job) -> Result<T, ProverError> {
+        let gone = |what| ProverError::Worker {
+            ordinal: self.ordinal,
+            what,
+        };
         let (reply, answer) = mpsc::channel();
         self.jobs
             .send(job(reply))
-            .map_err(|_| "the GPU worker has stopped".to_string())?;
-        answer
-            .recv()
-            .map_err(|_| "the GPU worker stopped while working".to_string())
+            .map_err(|_| gone("has stopped"))?;
+        answer.recv().map_err(|_| gone("stopped while working"))
     }
 }
 
@@ -200,7 +228,7 @@ pub struct GpuEngine {
 
 impl GpuEngine {
     /// Starts one worker per (UUID, CUDA ordinal) and waits until each has opened its GPU.
-    pub fn start(gpus: &[(String, usize)]) -> Result<GpuEngine, String> {
+    pub fn start(gpus: &[(String, usize)]) -> Result<GpuEngine, ProverError> {
         let mut workers = HashMap::new();
         for (uuid, ordinal) in gpus {
             let (jobs, queue) = mpsc::channel();
@@ -209,23 +237,27 @@ impl GpuEngine {
             std::thread::Builder::new()
                 .name(format!("pog-gpu-{ordinal}"))
                 .spawn(move || gpu_worker(ordinal, queue, ready))
-                .map_err(|e| format!("starting the worker of GPU {ordinal}: {e}"))?;
-            opened
-                .recv()
-                .map_err(|_| format!("the worker of GPU {ordinal} stopped while starting"))??;
-            workers.insert(uuid.clone(), Arc::new(Worker { jobs }));
+                .map_err(|_| ProverError::Worker {
+                    ordinal,
+                    what: "could not be started",
+                })?;
+            opened.recv().map_err(|_| ProverError::Worker {
+                ordinal,
+                what: "stopped while starting",
+            })??;
+            workers.insert(uuid.clone(), Arc::new(Worker { ordinal, jobs }));
         }
         Ok(GpuEngine { workers })
     }
 
-    fn worker(&self, uuid: &str) -> Result<&Arc<Worker>, String> {
+    fn worker(&self, uuid: &str) -> Result<&Arc<Worker>, ProverError> {
         self.workers
             .get(uuid)
-            .ok_or_else(|| format!("no GPU worker for {uuid}"))
+            .ok_or_else(|| ProverError::UnknownGpu(uuid.to_string()))
     }
 
     /// Commits to `challenge` on its GPU, with the timing breakdown.
-    pub fn commit(&self, challenge: &Challenge) -> Result<GpuProof, String> {
+    pub fn commit(&self, challenge: &Challenge) -> Result<GpuProof, ProverError> {
         let worker = self.worker(&challenge.gpu_uuid)?.clone();
         let owned = challenge.clone();
         let report = worker.ask(|reply| Job::Commit {
@@ -241,19 +273,19 @@ impl ProverEngine for GpuEngine {
         if c.leaf_elements == 0 || c.batch == 0 || c.size == 0 {
             return Some("a challenge needs a size, a batch and a leaf size".into());
         }
-        self.worker(&c.gpu_uuid).err()
+        self.worker(&c.gpu_uuid).err().map(|e| e.to_string())
     }
 
     /// Chooses the GEMM algorithm for challenges shaped like `challenge` ahead of time, so a
     /// commitment's timed window holds none of that search.
-    fn prepare(&self, challenge: &Challenge) -> Result<Option<String>, String> {
+    fn prepare(&self, challenge: &Challenge) -> Result<Option<String>, ProverError> {
         let challenge = challenge.clone();
         self.worker(&challenge.gpu_uuid)?
             .ask(|reply| Job::Prepare { challenge, reply })?
             .map(Some)
     }
 
-    fn prove(&self, challenge: &Challenge) -> Result<Proved, String> {
+    fn prove(&self, challenge: &Challenge) -> Result<Proved, ProverError> {
         let proof = self.commit(challenge)?;
         Ok(Proved {
             timings: Some(proof.report.timings),
@@ -282,10 +314,13 @@ impl Prover for GpuProof {
         self.report.leaf_count
     }
 
-    fn open(&self, leaves: &[u64]) -> Result<Vec<Opening>, String> {
+    fn open(&self, leaves: &[u64]) -> Result<Vec<Opening>, OpenError> {
         let id = self.report.id;
         let leaves = leaves.to_vec();
-        self.worker.ask(|reply| Job::Open { id, leaves, reply })?
+        self.worker
+            .ask(|reply| Job::Open { id, leaves, reply })
+            .and_then(|opened| opened)
+            .map_err(|e| OpenError::Prover(Box::new(e)))
     }
 }
 
@@ -326,17 +361,32 @@ mod tests {
         let prover = engine.prove(&challenge(32, 2, 64)).unwrap().prover;
         assert_eq!(prover.leaf_count(), 32);
         assert_eq!(prover.open(&[3, 0]).unwrap()[0].leaf, 3);
-        assert!(prover.open(&[32]).unwrap_err().contains("leaf 32"));
+        assert!(matches!(
+            prover.open(&[32]).unwrap_err(),
+            OpenError::OutOfRange { leaf: 32, .. }
+        ));
     }
 
     #[test]
-    fn a_gpu_engine_without_cuda_is_a_clear_error() {
-        if pog_device::cuda::library_present() {
-            return; // a GPU host: the engine may start; the device run covers it
+    fn a_gpu_engine_starts_where_cuda_works_and_says_why_not_elsewhere() {
+        match GpuEngine::start(&[("GPU-1".into(), 0)]) {
+            Ok(engine) => {
+                assert!(pog_device::cuda::library_present());
+                assert_eq!(engine.name(), "GPU");
+                let elsewhere = Challenge {
+                    gpu_uuid: "GPU-2".into(),
+                    ..challenge(32, 1, 64)
+                };
+                assert!(engine.refuses(&elsewhere).is_some(), "no worker for GPU-2");
+            }
+            Err(err) => {
+                assert!(matches!(err, ProverError::Gpu { ordinal: 0, .. }), "{err}");
+                let text = err.to_string();
+                assert!(text.contains("GPU 0"), "{text}");
+                if !pog_device::cuda::library_present() {
+                    assert!(text.contains("CUDA"), "{text}");
+                }
+            }
         }
-        let err = GpuEngine::start(&[("GPU-1".into(), 0)])
-            .err()
-            .expect("no CUDA here");
-        assert!(err.contains("GPU 0") && err.contains("CUDA"), "{err}");
     }
 }

@@ -1,6 +1,7 @@
 //! The validator's registry in SQLite: agents, the GPUs each claims (a UUID belongs to one
 //! agent only), and the signed result records.
 
+use pog_proof::wire::GpuClaim;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
@@ -10,7 +11,7 @@ pub const RECORD_VERSION: u32 = 1;
 /// The registry's tables.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS agents (key TEXT PRIMARY KEY, endpoint TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS gpus (uuid TEXT PRIMARY KEY, agent TEXT NOT NULL REFERENCES agents(key), model TEXT NOT NULL, bus_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS gpus (uuid TEXT PRIMARY KEY, agent TEXT NOT NULL REFERENCES agents(key), model TEXT NOT NULL, bus_id TEXT NOT NULL, simulated INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS records (
     id INTEGER PRIMARY KEY,
     challenge_id TEXT NOT NULL UNIQUE,
@@ -30,6 +31,8 @@ pub struct RegisteredGpu {
     pub model: String,
     /// Its PCI address as the agent claimed it.
     pub bus_id: String,
+    /// A GPU of the simulated test double.
+    pub simulated: bool,
 }
 
 /// Why a registry change was refused.
@@ -54,6 +57,15 @@ impl Registry {
             None => Connection::open_in_memory()?,
         };
         db.execute_batch(SCHEMA)?;
+        // Registries made before GPUs could be simulated lack the column.
+        let has_simulated: bool = db.query_row(
+            "SELECT COUNT(*) FROM pragma_table_info('gpus') WHERE name = 'simulated'",
+            [],
+            |r| r.get::<_, i64>(0).map(|n| n > 0),
+        )?;
+        if !has_simulated {
+            db.execute_batch("ALTER TABLE gpus ADD COLUMN simulated INTEGER NOT NULL DEFAULT 0")?;
+        }
         Ok(Registry { db })
     }
 
@@ -63,11 +75,17 @@ impl Registry {
         &mut self,
         agent: &str,
         endpoint: &str,
-        gpus: &[(String, String, String)],
+        gpus: &[GpuClaim],
     ) -> Result<(), RegistryError> {
         let tx = self.db.transaction()?;
         tx.execute("INSERT INTO agents (key, endpoint) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET endpoint = ?2", params![agent, endpoint])?;
-        for (uuid, model, bus_id) in gpus {
+        for GpuClaim {
+            uuid,
+            model,
+            bus_id,
+            simulated,
+        } in gpus
+        {
             let owner: Option<String> = tx
                 .query_row(
                     "SELECT agent FROM gpus WHERE uuid = ?1",
@@ -84,14 +102,14 @@ impl Registry {
                 }
                 Some(_) => {
                     tx.execute(
-                        "UPDATE gpus SET model = ?2, bus_id = ?3 WHERE uuid = ?1",
-                        params![uuid, model, bus_id],
+                        "UPDATE gpus SET model = ?2, bus_id = ?3, simulated = ?4 WHERE uuid = ?1",
+                        params![uuid, model, bus_id, simulated],
                     )?;
                 }
                 None => {
                     tx.execute(
-                        "INSERT INTO gpus (uuid, agent, model, bus_id) VALUES (?1, ?2, ?3, ?4)",
-                        params![uuid, agent, model, bus_id],
+                        "INSERT INTO gpus (uuid, agent, model, bus_id, simulated) VALUES (?1, ?2, ?3, ?4, ?5)",
+                        params![uuid, agent, model, bus_id, simulated],
                     )?;
                 }
             }
@@ -105,9 +123,9 @@ impl Registry {
         Ok(self
             .db
             .query_row(
-                "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid = ?1",
+                "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid = ?1",
                 params![uuid],
-                |r| Ok(RegisteredGpu { uuid: r.get(0)?, agent: r.get(1)?, endpoint: r.get(2)?, model: r.get(3)?, bus_id: r.get(4)? }),
+                |r| Ok(RegisteredGpu { uuid: r.get(0)?, agent: r.get(1)?, endpoint: r.get(2)?, model: r.get(3)?, bus_id: r.get(4)?, simulated: r.get(5)? }),
             )
             .optional()?)
     }
@@ -144,12 +162,20 @@ impl Registry {
         Ok(())
     }
 
-    /// Every stored record envelope for a GPU, oldest first.
-    pub fn records(&self, gpu_uuid: &str) -> Result<Vec<String>, RegistryError> {
-        let mut stmt = self
-            .db
-            .prepare("SELECT envelope FROM records WHERE gpu_uuid = ?1 ORDER BY id")?;
-        let rows = stmt.query_map(params![gpu_uuid], |r| r.get(0))?;
+    /// One page of a GPU's stored records (row id, envelope JSON), oldest first: at most
+    /// `limit` of those after row `after` (0: from the start).
+    pub fn records(
+        &self,
+        gpu_uuid: &str,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, String)>, RegistryError> {
+        let mut stmt = self.db.prepare(
+            "SELECT id, envelope FROM records WHERE gpu_uuid = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(params![gpu_uuid, after, limit as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 }
@@ -158,8 +184,13 @@ impl Registry {
 mod tests {
     use super::*;
 
-    fn gpu(uuid: &str) -> (String, String, String) {
-        (uuid.into(), "H200 SXM".into(), "0000:00:06.0".into())
+    fn gpu(uuid: &str) -> GpuClaim {
+        GpuClaim {
+            uuid: uuid.into(),
+            model: "H200 SXM".into(),
+            bus_id: "0000:00:06.0".into(),
+            simulated: false,
+        }
     }
 
     #[test]
@@ -200,7 +231,40 @@ mod tests {
                 "a duplicate cannot overwrite"
             );
         }
-        let r = Registry::open(Some(&path)).unwrap();
-        assert_eq!(r.records("GPU-1").unwrap(), vec!["{}".to_string()]);
+        let mut r = Registry::open(Some(&path)).unwrap();
+        assert_eq!(
+            r.records("GPU-1", 0, 10).unwrap(),
+            vec![(1, "{}".to_string())]
+        );
+        r.record("c2", "GPU-1", true, "[]").unwrap();
+        r.record("c3", "GPU-2", true, "[]").unwrap();
+        assert_eq!(r.records("GPU-1", 0, 1).unwrap().len(), 1, "one page");
+        assert_eq!(
+            r.records("GPU-1", 1, 10).unwrap(),
+            vec![(2, "[]".to_string())]
+        );
+    }
+
+    #[test]
+    fn a_registry_from_before_simulated_gpus_gains_the_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.sqlite");
+        let old = Connection::open(&path).unwrap();
+        old.execute_batch(
+            "CREATE TABLE agents (key TEXT PRIMARY KEY, endpoint TEXT NOT NULL);
+             CREATE TABLE gpus (uuid TEXT PRIMARY KEY, agent TEXT NOT NULL, model TEXT NOT NULL, bus_id TEXT NOT NULL);
+             INSERT INTO agents VALUES ('agent-a', 'http://a');
+             INSERT INTO gpus VALUES ('GPU-1', 'agent-a', 'H200 SXM', '0000:00:06.0');",
+        )
+        .unwrap();
+        drop(old);
+        let mut r = Registry::open(Some(&path)).unwrap();
+        assert!(!r.gpu("GPU-1").unwrap().unwrap().simulated);
+        let simulated = GpuClaim {
+            simulated: true,
+            ..gpu("GPU-2")
+        };
+        r.register("agent-a", "http://a", &[simulated]).unwrap();
+        assert!(r.gpu("GPU-2").unwrap().unwrap().simulated);
     }
 }

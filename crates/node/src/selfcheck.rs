@@ -3,7 +3,7 @@
 //! spot checks, the verification and the time bound are the network validator's own code;
 //! only the HTTP hops are left out (their round trip is credited there anyway).
 
-use crate::provers::ProverEngine;
+use crate::provers::{ProverEngine, ProverError};
 use crate::validator::{random_bytes, Planned};
 use pog_device::gpu::CommitTimings;
 use pog_proof::session::{Outcome, ValidatorSession};
@@ -19,6 +19,21 @@ fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Why a self-challenge could not run to a verdict.
+#[derive(Debug, thiserror::Error)]
+pub enum SelfCheckError {
+    #[error("the expected time must be a positive number of milliseconds, not {0}")]
+    Bound(f64),
+    #[error(transparent)]
+    Prover(#[from] ProverError),
+    #[error(transparent)]
+    Open(#[from] pog_proof::prover::OpenError),
+    #[error(transparent)]
+    Wire(#[from] pog_proof::wire::WireError),
+    #[error("the validator's session refused the exchange: {0}")]
+    Protocol(#[from] pog_proof::session::ProtocolError),
 }
 
 /// What one self-challenge showed.
@@ -74,12 +89,9 @@ pub fn run(
     (gpu_uuid, gpu_bus_id): (&str, &str),
     planned: &Planned,
     samples: u32,
-) -> Result<SelfCheck, String> {
+) -> Result<SelfCheck, SelfCheckError> {
     if !(planned.expected_ms.is_finite() && planned.expected_ms > 0.0) {
-        return Err(format!(
-            "the expected time must be a positive number of milliseconds, not {}",
-            planned.expected_ms
-        ));
+        return Err(SelfCheckError::Bound(planned.expected_ms));
     }
     let validator = Identity::from_seed(random_bytes());
     let agent = Identity::from_seed(random_bytes());
@@ -115,9 +127,7 @@ pub fn run(
         agent_ms: commit_ms,
     };
     let mut from_agent = sealed_len(&agent, kind::COMMITMENT, &commitment)?;
-    let request = session
-        .on_commitment(&commitment, &agent.public_hex(), now_ms(), 0.0)
-        .map_err(|e| e.to_string())?;
+    let request = session.on_commitment(&commitment, &agent.public_hex(), now_ms(), 0.0)?;
     to_agent += sealed_len(&validator, kind::OPEN, &request)?;
 
     let opening = Instant::now();
@@ -130,9 +140,7 @@ pub fn run(
     from_agent += sealed_len(&agent, kind::OPENINGS, &openings)?;
 
     let verifying = Instant::now();
-    let outcome = session
-        .on_openings(&openings, &agent.public_hex())
-        .map_err(|e| e.to_string())?;
+    let outcome = session.on_openings(&openings, &agent.public_hex())?;
     let verify_ms = verifying.elapsed().as_secs_f64() * 1e3;
 
     let device = proved.timings.map(|t: CommitTimings| DeviceTimes {
@@ -162,11 +170,15 @@ pub fn run(
 }
 
 /// Bytes of `body` signed by `who` as a `kind` message, as it would travel.
-fn sealed_len<T: Serialize>(who: &Identity, kind: &str, body: &T) -> Result<usize, String> {
-    let envelope = who.seal(kind, body).map_err(|e| e.to_string())?;
+fn sealed_len<T: Serialize>(
+    who: &Identity,
+    kind: &str,
+    body: &T,
+) -> Result<usize, pog_proof::wire::WireError> {
+    let envelope = who.seal(kind, body)?;
     serde_json::to_vec(&envelope)
         .map(|b| b.len())
-        .map_err(|e| e.to_string())
+        .map_err(pog_proof::wire::WireError::Encode)
 }
 
 #[cfg(test)]

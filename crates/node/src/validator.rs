@@ -4,7 +4,7 @@
 use crate::http::{post_counted, ApiError};
 use crate::registry::{Registry, RegistryError, RECORD_VERSION};
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post as post_route};
@@ -132,6 +132,8 @@ pub struct Record {
     pub gpu_uuid: String,
     pub agent: String,
     pub model: String,
+    /// The GPU is the simulated test double: this record proves nothing about any GPU.
+    pub simulated: bool,
     pub challenge: Challenge,
     pub accepted: bool,
     /// The verdict when the exchange completed.
@@ -146,6 +148,17 @@ pub struct Record {
     pub bytes_to_agent: usize,
     pub bytes_from_agent: usize,
     pub recorded_at_ms: u64,
+}
+
+/// Why one challenge exchange with an agent ended without a verdict.
+#[derive(Debug, thiserror::Error)]
+enum ExchangeError {
+    #[error(transparent)]
+    Post(#[from] crate::http::PostError),
+    #[error(transparent)]
+    Wire(#[from] wire::WireError),
+    #[error(transparent)]
+    Protocol(#[from] pog_proof::session::ProtocolError),
 }
 
 /// Why a challenge could not be run at all.
@@ -188,6 +201,8 @@ pub struct Validator {
     identity: Identity,
     registry: Mutex<Registry>,
     client: reqwest::Client,
+    /// Whether GPUs of the simulated test double may register (tests and tours only).
+    accept_simulated: bool,
 }
 
 fn now_ms() -> u64 {
@@ -214,7 +229,15 @@ impl Validator {
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .unwrap_or_default(),
+            accept_simulated: false,
         }
+    }
+
+    /// Lets GPUs of the simulated test double register (`pog validator --accept-simulated`);
+    /// their records say `simulated: true`. Never for a validator whose records mean anything.
+    pub fn accepting_simulated(mut self) -> Validator {
+        self.accept_simulated = true;
+        self
     }
 
     pub fn public_key(&self) -> String {
@@ -258,10 +281,7 @@ impl Validator {
         let answer_timeout = Duration::from_millis(policy.expiry_ms) + Duration::from_secs(10);
         let exchange = async {
             let sent = Instant::now();
-            let challenge_envelope = self
-                .identity
-                .seal(kind::CHALLENGE, &message)
-                .map_err(|e| e.to_string())?;
+            let challenge_envelope = self.identity.seal(kind::CHALLENGE, &message)?;
             let (n, answer) = post_counted(
                 &self.client,
                 &format!("{}/v1/challenge", gpu.endpoint),
@@ -272,14 +292,10 @@ impl Validator {
             let arrived_ms = issued_at_ms + sent.elapsed().as_millis() as u64;
             bytes = (bytes.0 + n, bytes.1 + answer.len());
             let (commitment, signer): (Commitment, String) =
-                wire::decode(&answer, kind::COMMITMENT).map_err(|e| e.to_string())?;
-            let request: OpenRequest = session
-                .on_commitment(&commitment, &signer, arrived_ms, round_trip_ms)
-                .map_err(|e| e.to_string())?;
-            let open_envelope = self
-                .identity
-                .seal(kind::OPEN, &request)
-                .map_err(|e| e.to_string())?;
+                wire::decode(&answer, kind::COMMITMENT)?;
+            let request: OpenRequest =
+                session.on_commitment(&commitment, &signer, arrived_ms, round_trip_ms)?;
+            let open_envelope = self.identity.seal(kind::OPEN, &request)?;
             let (n, answer) = post_counted(
                 &self.client,
                 &format!("{}/v1/open", gpu.endpoint),
@@ -288,22 +304,20 @@ impl Validator {
             )
             .await?;
             bytes = (bytes.0 + n, bytes.1 + answer.len());
-            let (openings, signer): (Openings, String) =
-                wire::decode(&answer, kind::OPENINGS).map_err(|e| e.to_string())?;
-            session
-                .on_openings(&openings, &signer)
-                .map_err(|e| e.to_string())
+            let (openings, signer): (Openings, String) = wire::decode(&answer, kind::OPENINGS)?;
+            Ok(session.on_openings(&openings, &signer)?)
         };
-        let result: Result<Outcome, String> = exchange.await;
+        let result: Result<Outcome, ExchangeError> = exchange.await;
         let record = Record {
             version: RECORD_VERSION,
             challenge_id: id.clone(),
             gpu_uuid: uuid.into(),
             agent: gpu.agent.clone(),
             model: gpu.model.clone(),
+            simulated: gpu.simulated,
             challenge,
             accepted: result.as_ref().is_ok_and(|o| o.accepted),
-            failure: result.as_ref().err().cloned(),
+            failure: result.as_ref().err().map(ToString::to_string),
             outcome: result.ok(),
             spot_check_secret: hex::encode(secret),
             bytes_to_agent: bytes.0,
@@ -311,8 +325,7 @@ impl Validator {
             recorded_at_ms: now_ms(),
         };
         let envelope = self.identity.seal("record", &record)?;
-        let json = serde_json::to_string(&envelope)
-            .map_err(|e| wire::WireError::Malformed(e.to_string()))?;
+        let json = serde_json::to_string(&envelope).map_err(wire::WireError::Encode)?;
         self.registry
             .lock()
             .expect("lock")
@@ -368,20 +381,26 @@ async fn register(State(v): State<Arc<Validator>>, body: Bytes) -> Result<Respon
             ));
         }
     }
-    let gpus: Vec<(String, String, String)> = reg
-        .gpus
-        .iter()
-        .map(|g| (g.uuid.clone(), g.model.clone(), g.bus_id.clone()))
-        .collect();
+    if let Some(g) = reg.gpus.iter().find(|g| g.simulated) {
+        if !v.accept_simulated {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "GPU {} is simulated (a test double, not a GPU): this validator accepts real GPUs only",
+                    g.uuid
+                ),
+            ));
+        }
+    }
     match v
         .registry
         .lock()
         .expect("lock")
-        .register(&agent, &reg.endpoint, &gpus)
+        .register(&agent, &reg.endpoint, &reg.gpus)
     {
         Ok(()) => Ok((
             StatusCode::OK,
-            axum::Json(serde_json::json!({ "registered": gpus.len() })),
+            axum::Json(serde_json::json!({ "registered": reg.gpus.len() })),
         )
             .into_response()),
         Err(e @ RegistryError::ClaimedElsewhere { .. }) => {
@@ -394,21 +413,67 @@ async fn register(State(v): State<Arc<Validator>>, body: Bytes) -> Result<Respon
     }
 }
 
+/// The most records one page of `GET /v1/records/{uuid}` returns.
+pub const MAX_RECORDS_PAGE: usize = 1000;
+
+/// `GET /v1/records/{uuid}?after=ID&limit=N`: a page of query parameters.
+#[derive(Debug, Deserialize)]
+struct Page {
+    #[serde(default)]
+    after: i64,
+    limit: Option<usize>,
+}
+
+/// One stored record: its body as a JSON object (to read), and the envelope exactly as the
+/// validator signed it (to verify: its `body` string is the signed bytes).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct StoredRecord {
+    pub id: i64,
+    pub record: serde_json::Value,
+    pub envelope: wire::Envelope,
+}
+
+/// What `GET /v1/records/{uuid}` returns.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RecordPage {
+    pub gpu_uuid: String,
+    pub records: Vec<StoredRecord>,
+    /// Pass as `after` for the next page; absent on the last one.
+    pub next_after: Option<i64>,
+}
+
 async fn records(
     State(v): State<Arc<Validator>>,
     Path(uuid): Path<String>,
+    Query(page): Query<Page>,
 ) -> Result<Response, ApiError> {
-    let records = v
+    let limit = page.limit.unwrap_or(100).clamp(1, MAX_RECORDS_PAGE);
+    let rows = v
         .registry
         .lock()
         .expect("lock")
-        .records(&uuid)
+        .records(&uuid, page.after, limit)
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    let envelopes: Vec<wire::Envelope> = records
-        .iter()
-        .filter_map(|r| serde_json::from_str(r).ok())
+    let full = rows.len() == limit;
+    let records: Vec<StoredRecord> = rows
+        .into_iter()
+        .filter_map(|(id, json)| {
+            let envelope: wire::Envelope = serde_json::from_str(&json).ok()?;
+            let record = serde_json::from_str(&envelope.body).ok()?;
+            Some(StoredRecord {
+                id,
+                record,
+                envelope,
+            })
+        })
         .collect();
-    Ok(axum::Json(envelopes).into_response())
+    let next_after = full.then(|| records.last().map(|r| r.id)).flatten();
+    Ok(axum::Json(RecordPage {
+        gpu_uuid: uuid,
+        records,
+        next_after,
+    })
+    .into_response())
 }
 
 /// Challenges the GPUs `uuids` (one agent's) all at the same time, and returns each result in

@@ -1,7 +1,8 @@
 //! The protocol end to end over real sockets on loopback: a validator and agents as HTTP
 //! services, with the CPU prover. The honest agent passes; every attack is refused.
 
-use pog_node::agent::{self, Agent, Cheat};
+use pog_node::agent::{self, Agent};
+use pog_node::misbehaviour::Cheat;
 use pog_node::provers::CpuEngine;
 use pog_node::registry::Registry;
 use pog_node::validator::{self, Policy, Validator};
@@ -30,6 +31,7 @@ fn claim(uuid: &str) -> GpuClaim {
         uuid: uuid.into(),
         model: "H200 SXM".into(),
         bus_id: "0000:00:06.0".into(),
+        simulated: false,
     }
 }
 
@@ -146,14 +148,42 @@ async fn an_honest_agent_is_accepted_and_recorded() {
         .await
         .unwrap();
     assert!(record.accepted);
-    let records: Vec<wire::Envelope> = reqwest::get(format!("{vurl}/v1/records/GPU-honest"))
+    let page: validator::RecordPage = reqwest::get(format!("{vurl}/v1/records/GPU-honest"))
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
-    assert_eq!(records.len(), 4);
-    assert!(records.iter().all(|r| r.signer == v.public_key()));
+    assert_eq!(page.records.len(), 4);
+    assert!(page.next_after.is_none());
+    for stored in &page.records {
+        assert_eq!(stored.envelope.signer, v.public_key());
+        // The readable body is the signed one.
+        let (signed, _): (serde_json::Value, String) =
+            wire::decode(&serde_json::to_vec(&stored.envelope).unwrap(), "record").unwrap();
+        assert_eq!(signed, stored.record);
+        assert_eq!(stored.record["gpu_uuid"], "GPU-honest");
+    }
+    // Pages: two at a time, then the rest.
+    let first: validator::RecordPage =
+        reqwest::get(format!("{vurl}/v1/records/GPU-honest?limit=2"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert_eq!(first.records.len(), 2);
+    let after = first.next_after.expect("a second page");
+    let rest: validator::RecordPage = reqwest::get(format!(
+        "{vurl}/v1/records/GPU-honest?after={after}&limit=2"
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(rest.records.len(), 2);
+    assert!(rest.records[0].id > after);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -543,14 +573,14 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         .is_err());
     // The agent and the validator still work, and the records hold only real results.
     assert!(v.challenge("GPU-ok", &policy()).await.unwrap().accepted);
-    let records: Vec<wire::Envelope> = reqwest::get(format!("{vurl}/v1/records/GPU-ok"))
+    let page: validator::RecordPage = reqwest::get(format!("{vurl}/v1/records/GPU-ok"))
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
     assert_eq!(
-        records.len(),
+        page.records.len(),
         4,
         "the three refused challenges are recorded as failures, the good one as accepted"
     );

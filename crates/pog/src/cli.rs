@@ -34,15 +34,10 @@ pub struct Global {
     #[arg(long, global = true, env = "POG_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<std::path::PathBuf>,
 
-    /// Run against a simulated host instead of this machine (a test double; its output is
-    /// never a result). PROFILE: models, then faults, e.g. "H200 SXM x2; ecc-off".
-    #[arg(
-        long,
-        global = true,
-        env = "POG_SIMULATE",
-        hide = true,
-        value_name = "PROFILE"
-    )]
+    /// Tour pog without a GPU: run against a simulated host instead of this machine. A test
+    /// double: every line and record it produces says SIMULATED, and validators refuse its
+    /// GPUs. PROFILE: models, then faults, e.g. "H200 SXM x2; ecc-off".
+    #[arg(long, global = true, env = "POG_SIMULATE", value_name = "PROFILE")]
     pub simulate: Option<String>,
 }
 
@@ -66,6 +61,21 @@ pub enum Command {
         /// A model name such as "H200 SXM" (as in the list).
         model: Option<String>,
     },
+}
+
+impl Command {
+    /// The command's name, as its JSON schema names it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Check => "check",
+            Command::Inspect => "inspect",
+            Command::Bench(_) => "bench",
+            Command::Prove(_) => "prove",
+            Command::Agent(_) => "agent",
+            Command::Validator(_) => "validator",
+            Command::Specs { .. } => "specs",
+        }
+    }
 }
 
 /// What `pog bench` runs.
@@ -160,6 +170,16 @@ pub enum ProverKind {
     Cpu,
 }
 
+impl From<ProverKind> for pog_node::hostproof::ProverChoice {
+    fn from(kind: ProverKind) -> Self {
+        match kind {
+            ProverKind::Auto => Self::Auto,
+            ProverKind::Gpu => Self::Gpu,
+            ProverKind::Cpu => Self::Cpu,
+        }
+    }
+}
+
 /// What `pog agent` serves.
 #[derive(Debug, Args, Clone)]
 pub struct AgentArgs {
@@ -212,6 +232,10 @@ pub struct ValidatorArgs {
     /// --size/--batch/--expected-ms. Needs agents with a GPU prover.
     #[arg(long)]
     pub per_model: bool,
+    /// Let GPUs of the simulated test double (`pog agent --simulate`) register, for tests and
+    /// tours: their records say `simulated: true` and prove nothing.
+    #[arg(long)]
+    pub accept_simulated: bool,
 }
 
 fn parse_sustained(s: &str) -> Result<f64, String> {

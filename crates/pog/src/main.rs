@@ -1,9 +1,9 @@
 //! `pog`: Proof of GPU. A thin binary over the library crates: it parses the command line,
-//! picks the platform (real, or the simulated test double), runs a command and renders its
-//! result as a table or JSON.
+//! picks the platform (real, or the simulated test double with `--simulate`), runs a
+//! command's pipeline and renders its report as a table or JSON (`docs/json.md`).
 //!
 //! Exit status: 0 when every check passed (warnings allowed), 1 when a check failed, 2 when
-//! pog itself could not run (bad flags or input).
+//! pog itself could not run (bad flags or input). `docs/json.md` lists every case.
 
 mod cli;
 mod commands;
@@ -13,12 +13,18 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // SAFETY: first thing in main, before any thread exists.
+    unsafe { pog_device::gpu::apply_nccl_defaults() };
     let cli = cli::Cli::parse();
     match commands::run(&cli) {
         Ok(outcome) => outcome.exit_code(),
         Err(e) => {
-            eprintln!("pog: error: {e:#}");
-            ExitCode::from(2)
+            let message = format!("{e:#}");
+            if cli.global.json {
+                commands::print_json_error(cli.command.name(), &message);
+            }
+            eprintln!("pog: error: {message}");
+            ExitCode::from(commands::Verdict::Error.exit_status())
         }
     }
 }

@@ -1,12 +1,13 @@
 //! Human output: tables on stdout (comfy-table) and a spinner on stderr for slow steps.
 //! JSON output never goes through here.
 
-use crate::commands::check::{Stage, StageStatus};
+use crate::commands::Verdict;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{ContentArrangement, Table};
 use indicatif::{ProgressBar, ProgressStyle};
-use pog_device::{HostInfo, Inventory, Origin, Reading};
+use pog_facts::{HostInfo, Inventory, Origin, Reading};
 use pog_inspect::{Finding, Inspection, Severity};
+use pog_node::check::Stage;
 use pog_spec::{GpuSpec, Precision};
 use std::time::Duration;
 
@@ -44,11 +45,29 @@ pub fn spinner(json: bool, message: &str) -> ProgressBar {
     bar
 }
 
+/// Whether the facts came from the simulated test double.
+pub fn is_simulated(origin: &Origin) -> bool {
+    matches!(origin, Origin::Simulated { .. })
+}
+
 /// Says loudly when the host is the simulated test double.
 pub fn origin_banner(origin: &Origin) {
     if let Origin::Simulated { profile } = origin {
         println!("SIMULATED HOST (profile {profile:?}): a test double for pog's own tests, not a measurement of any GPU\n");
     }
+}
+
+/// A command's last line: its verdict and the one-line summary (marked SIMULATED on the
+/// simulated host, whose verdict is about nothing real).
+pub fn verdict_line(verdict: Verdict, summary: &str, simulated: bool) {
+    let word = match verdict {
+        Verdict::Pass => "PASS",
+        Verdict::Warn => "PASS with warnings",
+        Verdict::Fail => "FAIL",
+        Verdict::Error => "ERROR",
+    };
+    let marker = if simulated { "SIMULATED " } else { "" };
+    println!("{marker}verdict: {word}: {summary}");
 }
 
 pub fn host(host: &HostInfo) {
@@ -242,59 +261,13 @@ pub fn findings(findings: &[Finding], min: Severity) {
 pub fn stages(stages: &[Stage]) {
     let mut t = table(&["stage", "result", "summary"]);
     for s in stages {
-        let result = match s.status {
-            StageStatus::Pass => "pass",
-            StageStatus::Warn => "pass (warnings)",
-            StageStatus::Fail => "FAIL",
-        };
         t.add_row(vec![
             s.name.to_string(),
-            result.to_string(),
+            s.status.to_string(),
             s.summary.clone(),
         ]);
     }
     println!("{t}");
-}
-
-/// `pog check`'s last line: the worst stage, and how many GPUs came out genuine.
-pub fn check_verdict(stages: &[Stage], insp: &Inspection) {
-    let worst = stages.iter().map(|s| s.status).max_by_key(|s| match s {
-        StageStatus::Pass => 0,
-        StageStatus::Warn => 1,
-        StageStatus::Fail => 2,
-    });
-    let word = match worst {
-        Some(StageStatus::Fail) => "FAIL",
-        Some(StageStatus::Warn) => "PASS with warnings",
-        _ => "PASS",
-    };
-    let genuine = insp
-        .gpus
-        .iter()
-        .filter(|g| g.verdict == pog_inspect::GpuVerdict::Genuine)
-        .count();
-    println!(
-        "verdict: {word}: {genuine} of {} GPU(s) genuine",
-        insp.gpus.len()
-    );
-}
-
-pub fn verdict(insp: &Inspection) {
-    let worst = insp.worst();
-    let word = match worst {
-        Severity::Fail => "FAIL",
-        Severity::Warn => "PASS with warnings",
-        Severity::Info => "PASS",
-    };
-    let genuine = insp
-        .gpus
-        .iter()
-        .filter(|g| g.verdict == pog_inspect::GpuVerdict::Genuine)
-        .count();
-    println!(
-        "verdict: {word}: {genuine} of {} GPU(s) genuine",
-        insp.gpus.len()
-    );
 }
 
 fn peak(spec: &GpuSpec, p: Precision) -> String {
@@ -372,18 +345,38 @@ pub fn spec_detail(s: &GpuSpec) {
     println!("{t}");
 }
 
-/// A progress bar on stderr for `steps` steps; hidden for JSON output and off a terminal.
-pub fn progress(json: bool, steps: u64) -> ProgressBar {
-    if json {
-        return ProgressBar::hidden();
+/// A progress bar on stderr for a pipeline's steps; hidden for JSON output and off a
+/// terminal.
+pub struct Bar(ProgressBar);
+
+impl Bar {
+    pub fn new(json: bool) -> Bar {
+        if json {
+            return Bar(ProgressBar::hidden());
+        }
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(200));
+        Bar(bar)
     }
-    let bar = ProgressBar::new(steps);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
+
+    /// Clears the bar before the report is printed.
+    pub fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}
+
+impl pog_bench::Progress for Bar {
+    fn steps(&mut self, total: u64) {
+        self.0.set_length(total);
+    }
+    fn step(&mut self, what: &str) {
+        self.0.set_message(what.to_string());
+        self.0.inc(1);
+    }
 }
 
 fn verdict_word(v: pog_bench::Verdict) -> &'static str {
@@ -406,13 +399,13 @@ fn num(v: Option<f64>, digits: usize) -> String {
     v.map_or("–".into(), |v| format!("{v:.digits$}"))
 }
 
-pub fn bench(report: &crate::commands::bench::BenchReport) {
+pub fn bench(report: &pog_bench::BenchReport) {
     for e in &report.gpu_errors {
-        println!("FAIL {e}");
+        println!("FAIL GPU {}: {}", e.ordinal, e.error);
     }
     for g in &report.gpus {
         println!(
-            "GPU {} ({}), suite {:?}, seed {:#x}",
+            "GPU {} ({}), {} suite, seed {:#x}",
             g.index,
             g.model.as_deref().unwrap_or("unknown model"),
             report.suite,
@@ -435,7 +428,7 @@ pub fn bench(report: &crate::commands::bench::BenchReport) {
                 format!("{}/{} ok", c.checked - c.wrong, c.checked)
             });
             t.add_row(vec![
-                format!("{:?}", r.precision).to_uppercase(),
+                r.precision.to_string(),
                 r.size.to_string(),
                 num(r.tflops_median, 1),
                 num(r.tflops_best, 1),
@@ -515,7 +508,7 @@ pub fn bench(report: &crate::commands::bench::BenchReport) {
         }
         if let Some(s) = &g.sustained {
             let tel = match &s.telemetry {
-                Ok(t) => format!(
+                Reading::Value(t) => format!(
                     "; SM clock {}-{} MHz, power {}-{} W, max {} C, power-capped {:.0} % of samples, {} clock drops",
                     num(t.sm_clock_mhz.map(|c| c.min), 0),
                     num(t.sm_clock_mhz.map(|c| c.max), 0),
@@ -525,11 +518,11 @@ pub fn bench(report: &crate::commands::bench::BenchReport) {
                     100.0 * t.power_capped_fraction,
                     t.clock_drops
                 ),
-                Err(e) => format!("; no telemetry: {e}"),
+                Reading::Unavailable(e) => format!("; no telemetry: {e}"),
             };
             println!(
                 "sustained {} n={} for {:.0} s: {} iterations, median {} TFLOP/s ({} of peak, {} of burst), first {} TFLOP/s, variation {}; {} faulty elements, {} NaNs{tel}: {}: {}",
-                format!("{:?}", s.precision).to_uppercase(),
+                s.precision,
                 s.size,
                 s.seconds,
                 s.iterations,
@@ -550,11 +543,11 @@ pub fn bench(report: &crate::commands::bench::BenchReport) {
     }
     match &report.peers {
         None => {}
-        Some(Err(e)) => println!("FAIL GPU to GPU: {e}"),
-        Some(Ok(p)) => peers(p),
+        Some(Reading::Unavailable(e)) => println!("FAIL GPU to GPU: {e}"),
+        Some(Reading::Value(p)) => peers(p),
     }
     match &report.cutlass {
-        Ok(figures) => {
+        Reading::Value(figures) => {
             let mut t = table(&["cutlass_profiler SGEMM", "m x n x k", "TFLOP/s", "ms"]);
             for f in figures {
                 t.add_row(vec![
@@ -566,7 +559,7 @@ pub fn bench(report: &crate::commands::bench::BenchReport) {
             }
             println!("{t}");
         }
-        Err(why) => println!("cutlass_profiler: {why}"),
+        Reading::Unavailable(why) => println!("cutlass_profiler: {why}"),
     }
     if let Some(h) = &report.host {
         let mut t = table(&["host", ""]);
@@ -587,7 +580,7 @@ pub fn bench(report: &crate::commands::bench::BenchReport) {
             format!("{:.1}", h.stream_triad_gbs),
         ]);
         match &h.storage {
-            Ok(s) => {
+            Reading::Value(s) => {
                 let how = if s.direct_io {
                     "O_DIRECT"
                 } else {
@@ -601,7 +594,7 @@ pub fn bench(report: &crate::commands::bench::BenchReport) {
                     ),
                 ]);
             }
-            Err(e) => {
+            Reading::Unavailable(e) => {
                 t.add_row(vec!["storage".to_string(), format!("not measured: {e}")]);
             }
         }
@@ -664,7 +657,7 @@ pub fn topology(inv: &Inventory) {
 }
 
 /// `pog prove`: one row per GPU with the time against its bound and the spot checks.
-pub fn proofs(proofs: &[crate::commands::prove::GpuProof]) {
+pub fn proofs(proofs: &[pog_node::hostproof::GpuProof]) {
     let mut t = table(&[
         "GPU",
         "challenge",
@@ -710,7 +703,7 @@ pub fn proofs(proofs: &[crate::commands::prove::GpuProof]) {
         t.add_row(vec![
             gpu,
             format!(
-                "{:?} n={} ×{}, {} checks",
+                "{} n={} ×{}, {} checks",
                 c.precision, c.size, c.batch, c.outcome.checked
             ),
             format!(
@@ -747,7 +740,7 @@ pub fn proofs(proofs: &[crate::commands::prove::GpuProof]) {
 /// The GPU-to-GPU matrix: one row per ordered pair, GB/s per engine and direction (median of
 /// the timed runs), the read latency and the worst verdict.
 fn peers(p: &pog_bench::peer::PeerBench) {
-    use pog_device::PeerKind;
+    use pog_facts::PeerKind;
     println!(
         "GPU to GPU: {} MiB per transfer, median of {} runs",
         p.plan.bytes >> 20,

@@ -38,19 +38,29 @@ fn host_has_nvidia_driver() -> bool {
 }
 
 #[test]
-fn check_on_a_host_without_gpus_says_so_and_reports_the_host() {
+fn check_fails_a_host_without_gpus_and_still_reports_the_host() {
+    // `pog check && …` must not accept a machine with no GPU. The real platform here reads a
+    // host without the NVIDIA driver (CI); the simulated bare host says the same anywhere.
     if host_has_nvidia_driver() {
         return;
     }
     pog()
         .arg("check")
         .assert()
-        .success()
+        .code(1)
         .stdout(predicate::str::contains("No NVIDIA GPU found"))
-        .stdout(predicate::str::contains("sockets / cores / threads"));
+        .stdout(predicate::str::contains("sockets / cores / threads"))
+        .stdout(predicate::str::contains("verdict: FAIL"));
     let (json, code) = json_of(pog().args(["check", "--json"]));
-    assert_eq!(code, 0);
+    assert_eq!(code, 1);
+    assert_eq!(json["verdict"], "fail");
+    assert_eq!(json["exit_status"], 1);
     assert_eq!(json["stages"][0]["name"], "inspect");
+    assert_eq!(json["stages"][0]["status"], "fail");
+    assert_eq!(
+        json["stages"][2]["status"], "skipped",
+        "nothing to prove is not a pass"
+    );
     assert!(
         json["inspect"]["inventory"]["host"]["cpu"]["value"]["threads"]
             .as_u64()
@@ -58,6 +68,8 @@ fn check_on_a_host_without_gpus_says_so_and_reports_the_host() {
             >= 1
     );
     assert_eq!(json["inspect"]["inventory"]["origin"], "hardware");
+    let (json, code) = json_of(pog().args(["inspect", "--json", "--simulate", ""]));
+    assert_eq!((code, &json["verdict"]), (1, &Value::from("fail")));
 }
 
 #[test]
@@ -234,12 +246,16 @@ fn prove_runs_the_validators_challenge_and_checks_its_flags() {
         "--against-cpu",
     ]));
     assert_eq!(code, 0, "{json:#}");
-    let proofs = json.as_array().unwrap();
+    assert_eq!(json["verdict"], "pass");
+    assert_eq!(json["simulated"], true);
+    let proofs = json["proofs"].as_array().unwrap();
     assert_eq!(proofs.len(), 2);
     for p in proofs {
         assert_eq!(p["check"]["outcome"]["accepted"], true, "{p:#}");
         assert_eq!(p["cpu_root_matches"], true);
         assert!(p["check"]["challenge"]["gpu_bus_id"].is_string());
+        // Binary values are hex.
+        assert_eq!(p["check"]["challenge"]["nonce"].as_str().unwrap().len(), 64);
     }
     // The per-model challenge is beyond the CPU prover: a clear per-GPU error, exit 1.
     pog()
@@ -298,8 +314,8 @@ fn specs_lists_and_details_the_database() {
         .stdout(predicate::str::contains("0x2335"));
     let (json, code) = json_of(pog().args(["specs", "NVIDIA H200", "--json"]));
     assert_eq!(code, 0);
-    assert_eq!(json["sm_count"], 132);
-    assert_eq!(json["measured"], true);
+    assert_eq!(json["models"][0]["sm_count"], 132);
+    assert_eq!(json["models"][0]["measured"], true);
     pog()
         .args(["specs", "H900"])
         .assert()
@@ -349,7 +365,7 @@ fn bench_measures_every_gpu_pair_of_a_multi_gpu_host() {
         "0",
     ]));
     assert!(code == 0, "{json:#}");
-    let peers = &json["peers"]["Ok"];
+    let peers = &json["peers"]["value"];
     assert_eq!(peers["links"].as_array().unwrap().len(), 2, "{peers:#}");
     assert_eq!(peers["links"][0][2]["name"], "NVLink ×18 (v4)");
     let figures = peers["figures"].as_array().unwrap();
@@ -376,6 +392,37 @@ fn bench_measures_every_gpu_pair_of_a_multi_gpu_host() {
 
 #[test]
 fn bench_flags_are_validated() {
+    // A storage directory that does not exist fails the run, not just the figure.
+    pog()
+        .args([
+            "bench",
+            "--simulate",
+            "L4",
+            "--no-gpu",
+            "--storage-dir",
+            "/nonexistent",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--storage-dir /nonexistent"));
+    // With --json, a script reads the error where it reads every verdict.
+    let (json, code) = json_of(pog().args([
+        "bench",
+        "--json",
+        "--simulate",
+        "L4",
+        "--no-gpu",
+        "--storage-dir",
+        "/nonexistent",
+    ]));
+    assert_eq!(code, 2);
+    assert_eq!(json["verdict"], "error");
+    assert_eq!(json["exit_status"], 2);
+    assert_eq!(json["schema"], "pog.bench/1");
+    assert!(json["error"]
+        .as_str()
+        .unwrap()
+        .contains("no such directory"));
     pog()
         .args(["bench", "--suite", "huge"])
         .assert()
@@ -410,12 +457,14 @@ fn check_runs_the_quick_bench_and_prove_stages() {
         .filter_map(|s| s["name"].as_str())
         .collect();
     assert_eq!(stages, ["inspect", "bench", "prove"]);
-    // No real GPU to prove on a simulated host: the stage says so and does not fail.
-    assert_eq!(json["stages"][2]["status"], "pass");
+    // No real GPU to prove on a simulated host: the stage says it was skipped.
+    assert_eq!(json["stages"][2]["status"], "skipped");
     assert!(json["stages"][2]["summary"]
         .as_str()
         .unwrap()
-        .starts_with("skipped: simulated host"));
+        .starts_with("skipped: a simulated host"));
+    assert_eq!(json["verdict"], "pass");
+    assert_eq!(json["simulated"], true);
     assert_eq!(json["bench"]["suite"], "quick");
     // The L4 has 24 GB: the quick suite uses 4096 for it.
     assert!(json["bench"]["gpus"][0]["gemm"]
@@ -480,6 +529,7 @@ fn validator_and_agent_processes_prove_a_gpu_over_loopback() {
                 "32",
                 "--samples",
                 "128",
+                "--accept-simulated",
             ])
             .env("POG_DATA_DIR", dir.path().join("v"))
             .env_remove("POG_SIMULATE")
@@ -520,17 +570,22 @@ fn validator_and_agent_processes_prove_a_gpu_over_loopback() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let records = loop {
         let body = http_get(vport, &format!("/v1/records/{uuid}")).unwrap_or_default();
-        let records: Vec<Value> = serde_json::from_str(&body).unwrap_or_default();
+        let page: Value = serde_json::from_str(&body).unwrap_or_default();
+        let records = page["records"].as_array().cloned().unwrap_or_default();
         if !records.is_empty() || std::time::Instant::now() > deadline {
             break records;
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
     };
     assert!(!records.is_empty(), "no record within a minute");
-    assert_eq!(records[0]["signer"], Value::String(key));
-    let record: Value = serde_json::from_str(records[0]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(records[0]["envelope"]["signer"], Value::String(key));
+    let record = &records[0]["record"];
     assert_eq!(record["accepted"], true, "{record:#}");
     assert_eq!(record["model"], "H200 SXM");
+    assert_eq!(
+        record["simulated"], true,
+        "a simulated GPU's record says so"
+    );
     // Keys persist in the data dirs, owner-only.
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(dir.path().join("v/validator.key"))

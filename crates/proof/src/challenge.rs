@@ -12,6 +12,8 @@ pub const CHALLENGE_VERSION: u32 = 2;
 pub struct Challenge {
     pub version: u32,
     /// Fresh randomness from the validator: nothing can be computed before it is known.
+    /// Lowercase hex in JSON.
+    #[serde(with = "hex::serde")]
     pub nonce: [u8; 32],
     /// The GPU that must answer: its UUID is mixed into every seed, so one GPU's work is
     /// worthless as another's.
@@ -85,6 +87,21 @@ mod tests {
             batch: 2,
             leaf_elements: 64,
         }
+    }
+
+    #[test]
+    fn the_nonce_is_lowercase_hex_in_json() {
+        let mut c = challenge("GPU-a");
+        c.nonce[0] = 0xab;
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["nonce"], format!("ab{}", "07".repeat(31)), "{json}");
+        assert_eq!(
+            serde_json::from_value::<Challenge>(json.clone()).unwrap(),
+            c
+        );
+        let mut short = json;
+        short["nonce"] = "abcd".into();
+        assert!(serde_json::from_value::<Challenge>(short).is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::layout::encode_output;
 use pog_matgen::{hash, Storage};
 use pog_merkle::{leaf_hash, Hash, Tree};
 use pog_spec::Precision;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// How a prover behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -19,12 +19,45 @@ pub enum Behaviour {
     LowerPrecision(Precision),
 }
 
-/// A leaf and the proof that it is in the committed tree.
+/// A leaf and the proof that it is in the committed tree. In JSON the bytes and each hash are
+/// lowercase hex, as in [`crate::wire::WireOpening`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Opening {
     pub leaf: u64,
+    #[serde(with = "hex::serde")]
     pub bytes: Vec<u8>,
+    #[serde(with = "hex_hashes")]
     pub proof: Vec<Hash>,
+}
+
+/// Serde for a list of hashes as a list of lowercase hex strings.
+mod hex_hashes {
+    use super::*;
+    use serde::de::Error;
+
+    /// Each hash as a hex string.
+    pub fn serialize<S: Serializer>(hashes: &[Hash], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(hashes.iter().map(hex::encode))
+    }
+
+    /// A list of hex strings, each of exactly 32 bytes.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Hash>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|h| hex::FromHex::from_hex(h).map_err(D::Error::custom))
+            .collect()
+    }
+}
+
+/// Why a prover could not open leaves.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// A leaf past the end of the commitment.
+    #[error("leaf {leaf} is out of range: the commitment has {leaf_count} leaves")]
+    OutOfRange { leaf: u64, leaf_count: u64 },
+    /// The prover itself failed (a GPU prover's device or worker), with its error.
+    #[error("the prover failed to open leaves: {0}")]
+    Prover(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// What an agent needs from a computed challenge: the commitment, and openings afterwards.
@@ -36,7 +69,7 @@ pub trait Prover: Send + Sync {
     /// The leaves with their inclusion proofs, in the order asked; an error when one is out
     /// of range or the prover fails (opened together: a GPU prover recomputes each product
     /// holding a leaf once).
-    fn open(&self, leaves: &[u64]) -> Result<Vec<Opening>, String>;
+    fn open(&self, leaves: &[u64]) -> Result<Vec<Opening>, OpenError>;
 }
 
 /// A challenge computed on the CPU, kept whole in memory.
@@ -90,7 +123,7 @@ impl Prover for CpuProver {
         self.tree.size()
     }
 
-    fn open(&self, leaves: &[u64]) -> Result<Vec<Opening>, String> {
+    fn open(&self, leaves: &[u64]) -> Result<Vec<Opening>, OpenError> {
         leaves
             .iter()
             .map(|&leaf| {
@@ -101,10 +134,10 @@ impl Prover for CpuProver {
                         bytes: bytes.clone(),
                         proof,
                     }),
-                    _ => Err(format!(
-                        "leaf {leaf} asked, the commitment has {}",
-                        self.leaf_count()
-                    )),
+                    _ => Err(OpenError::OutOfRange {
+                        leaf,
+                        leaf_count: self.leaf_count(),
+                    }),
                 }
             })
             .collect()
@@ -139,4 +172,49 @@ fn lower_precision_dot(g: &pog_matgen::SeededGemm, lower: Precision, row: u64, c
         acc += (a * b) as f32;
     }
     f64::from(acc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::challenge::CHALLENGE_VERSION;
+    use crate::wire::WireOpening;
+
+    #[test]
+    fn openings_are_hex_in_json_and_out_of_range_leaves_are_refused() {
+        let challenge = Challenge {
+            version: CHALLENGE_VERSION,
+            nonce: [2; 32],
+            gpu_uuid: "GPU-1".into(),
+            gpu_bus_id: "00000000:00:06.0".into(),
+            precision: Precision::Int8,
+            size: 8,
+            batch: 1,
+            leaf_elements: 16,
+        };
+        let prover = CpuProver::compute(&challenge, Behaviour::Honest);
+        let opening = prover.open(&[1]).unwrap().remove(0);
+        let json = serde_json::to_value(&opening).unwrap();
+        assert_eq!(
+            json,
+            serde_json::to_value(WireOpening::from(&opening)).unwrap()
+        );
+        assert_eq!(json["bytes"].as_str().map(str::len), Some(16 * 4 * 2));
+        assert_eq!(serde_json::from_value::<Opening>(json).unwrap(), opening);
+        assert!(
+            serde_json::from_str::<Opening>(r#"{"leaf":0,"bytes":"","proof":["00"]}"#).is_err()
+        );
+        let refused = prover.open(&[0, 4]).unwrap_err();
+        assert!(matches!(
+            refused,
+            OpenError::OutOfRange {
+                leaf: 4,
+                leaf_count: 4
+            }
+        ));
+        assert_eq!(
+            refused.to_string(),
+            "leaf 4 is out of range: the commitment has 4 leaves"
+        );
+    }
 }

@@ -7,12 +7,12 @@ use crate::layout::Position;
 use crate::prover::Opening;
 use crate::timing::{self, TimeCheck};
 use crate::verify::{check_opening, draw_samples, Rejection};
-use crate::wire::{ChallengeMessage, Commitment, OpenRequest, Openings};
+use crate::wire::{ChallengeMessage, Commitment, OpenRequest, OpeningError, Openings};
 use pog_merkle::Hash;
 use serde::{Deserialize, Serialize};
 
 /// Why a message does not fit the session.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProtocolError {
     #[error("message for challenge {got}, this session is {expected}")]
     WrongChallenge { expected: String, got: String },
@@ -26,8 +26,12 @@ pub enum ProtocolError {
     WrongGpu { expected: String, got: String },
     #[error("commitment covers {got} leaves, the challenge has {expected}")]
     WrongLeafCount { expected: u64, got: u64 },
-    #[error("malformed {0}")]
-    Malformed(String),
+    /// The commitment's root is not a 32-byte hash in hex.
+    #[error("the commitment's root is not 32 bytes in hex: {0}")]
+    Root(hex::FromHexError),
+    /// An opening's leaf or proof is not hex.
+    #[error("malformed opening: {0}")]
+    Opening(OpeningError),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -139,10 +143,8 @@ impl ValidatorSession {
                 got: c.leaf_count,
             });
         }
-        let root: Hash = hex::decode(&c.root)
-            .ok()
-            .and_then(|b| b.try_into().ok())
-            .ok_or_else(|| ProtocolError::Malformed("root".into()))?;
+        let mut root: Hash = [0; 32];
+        hex::decode_to_slice(&c.root, &mut root).map_err(ProtocolError::Root)?;
         let measured = now_ms.saturating_sub(self.message.issued_at_ms) as f64;
         let time = timing::check(measured, round_trip_ms, self.expected_ms);
         let positions = draw_samples(challenge, &root, &self.secret, self.samples);
@@ -174,8 +176,7 @@ impl ValidatorSession {
         let challenge = &self.message.challenge;
         let mut opened: std::collections::HashMap<u64, Opening> = std::collections::HashMap::new();
         for w in &o.openings {
-            let opening =
-                Opening::try_from(w).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
+            let opening = Opening::try_from(w).map_err(ProtocolError::Opening)?;
             opened.insert(opening.leaf, opening);
         }
         let rejected: Vec<Rejection> = positions
@@ -358,13 +359,29 @@ mod tests {
                 1_500,
                 0.0
             ),
-            Err(ProtocolError::Malformed(_))
+            Err(ProtocolError::Root(hex::FromHexError::OddLength))
         ));
         // None of the bad messages moved the session: the good commitment is still taken, once.
         s.on_commitment(&c, AGENT, 1_500, 0.0).unwrap();
         assert_eq!(
             s.on_commitment(&c, AGENT, 1_600, 0.0),
             Err(ProtocolError::OutOfOrder("commitment"))
+        );
+        // An opening that is not hex is refused, and moves nothing either.
+        let not_hex = Openings {
+            challenge_id: "c1".into(),
+            openings: vec![WireOpening {
+                leaf: 0,
+                bytes: "zz".into(),
+                proof: vec![],
+            }],
+        };
+        assert_eq!(
+            s.on_openings(&not_hex, AGENT),
+            Err(ProtocolError::Opening(OpeningError::Bytes {
+                leaf: 0,
+                cause: hex::FromHexError::InvalidHexCharacter { c: 'z', index: 0 }
+            }))
         );
         // Missing openings count as rejections.
         let outcome = s.on_openings(&empty, AGENT).unwrap();

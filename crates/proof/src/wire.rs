@@ -8,12 +8,13 @@
 
 use crate::challenge::Challenge;
 use crate::prover::Opening;
-use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-/// Version of the envelope and of every message in it.
-pub const WIRE_VERSION: u32 = 1;
+/// Version of the envelope and of every message in it. 2: binary fields in bodies are hex
+/// strings (a challenge's nonce was a list of 32 numbers in 1).
+pub const WIRE_VERSION: u32 = 2;
 
 /// The largest message accepted: 1024 openings of 4 KiB leaves with their proofs, hex-encoded,
 /// fit with room to spare.
@@ -35,7 +36,7 @@ impl Identity {
     /// A fresh identity from the operating system's randomness.
     pub fn generate() -> Result<Identity, WireError> {
         let mut seed = [0u8; 32];
-        getrandom::fill(&mut seed).map_err(|e| WireError::Randomness(e.to_string()))?;
+        getrandom::fill(&mut seed).map_err(WireError::Randomness)?;
         Ok(Identity::from_seed(seed))
     }
 
@@ -58,16 +59,22 @@ impl Identity {
 
     /// Signs a message into an envelope.
     pub fn seal<T: Serialize>(&self, kind: &str, message: &T) -> Result<Envelope, WireError> {
-        let body =
-            serde_json::to_string(message).map_err(|e| WireError::Malformed(e.to_string()))?;
+        let body = serde_json::to_string(message).map_err(WireError::Encode)?;
+        Ok(self.seal_body(kind, body))
+    }
+
+    /// Signs `body`, taken as the message's JSON text without any check, into an envelope. For
+    /// [`Identity::seal`], and for the fuzzing harnesses (`pog-fuzzing`), which need arbitrary
+    /// bodies behind a valid signature to reach the body parsers.
+    pub fn seal_body(&self, kind: &str, body: String) -> Envelope {
         let signature = self.key.sign(signed_bytes(kind, &body).as_slice());
-        Ok(Envelope {
+        Envelope {
             version: WIRE_VERSION,
             kind: kind.to_string(),
             body,
             signer: self.public_hex(),
             signature: hex::encode(signature.to_bytes()),
-        })
+        }
     }
 }
 
@@ -90,35 +97,78 @@ pub struct Envelope {
     pub body: String,
     /// Ed25519 public key of the signer, hex.
     pub signer: String,
-    /// Ed25519 signature over "pog-wire v1\n" ‖ kind ‖ "\n" ‖ body, hex.
+    /// Ed25519 signature over "pog-wire v{version}\n" ‖ kind ‖ "\n" ‖ body, hex.
     pub signature: String,
 }
 
 /// Why a message was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// Each variant keeps the error that caused it and prints it in its message (it is not also
+/// the [`std::error::Error::source`], which would print it twice in a chain): the message
+/// alone, as a log line or an HTTP error body, says what failed.
+#[derive(Debug, thiserror::Error)]
 pub enum WireError {
     #[error("message of {0} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit")]
     TooLarge(usize),
-    #[error("malformed message: {0}")]
-    Malformed(String),
-    #[error("unsupported wire version {0} (this pog speaks {WIRE_VERSION})")]
+    /// The bytes are not a JSON envelope.
+    #[error("malformed message envelope: {0}")]
+    Envelope(serde_json::Error),
+    #[error(
+        "unsupported wire version {0}: this pog speaks version {WIRE_VERSION}; run the same pog \
+         release on agents and validators"
+    )]
     Version(u32),
     #[error("expected a {expected} message, got {got}")]
     Kind { expected: String, got: String },
-    #[error("bad signature: {0}")]
-    Signature(String),
-    #[error("no randomness from the operating system: {0}")]
-    Randomness(String),
+    /// The envelope's signer or signature is refused: a forgery, or not from a pog identity.
+    #[error("signature refused: {0}")]
+    Signature(BadSignature),
+    /// The body, signed correctly, is not a message of its kind.
+    #[error("the {kind} message's body is malformed: {cause}")]
+    Body {
+        kind: String,
+        cause: serde_json::Error,
+    },
+    /// A message or envelope could not be written as JSON.
+    #[error("cannot encode the message as JSON: {0}")]
+    Encode(serde_json::Error),
+    #[error("no randomness from the operating system for a new key: {0}")]
+    Randomness(getrandom::Error),
+}
+
+/// Why an envelope's signature was refused ([`WireError::Signature`]).
+#[derive(Debug, thiserror::Error)]
+pub enum BadSignature {
+    /// The signer is not 64 hex digits.
+    #[error("the signer is not a 32-byte public key in hex: {0}")]
+    SignerHex(hex::FromHexError),
+    /// The signer's 32 bytes are no point of the curve.
+    #[error("the signer is not an Ed25519 public key: {0}")]
+    SignerKey(ed25519_dalek::SignatureError),
+    /// The signer is a small-order point (the identity among them): signatures "verify" under
+    /// it for any message without any secret, so it names no one.
+    #[error(
+        "the signer's public key is a weak (small-order) Ed25519 point, under which anyone can \
+         forge signatures; sign with a key pog generated"
+    )]
+    WeakKey,
+    /// The signature is not 128 hex digits.
+    #[error("the signature is not 64 bytes in hex: {0}")]
+    SignatureHex(hex::FromHexError),
+    /// The signature is not the signer's over this kind and body (strict RFC 8032
+    /// verification: small-order R refused too).
+    #[error("the signature does not verify for this signer, kind and body: {0}")]
+    DoesNotVerify(ed25519_dalek::SignatureError),
 }
 
 /// Decodes raw bytes into a verified message of `kind`: size, envelope, version, kind,
-/// signature, then the body. Returns the message and its signer's public key (hex).
+/// signature (weak keys refused, strict verification), then the body. Returns the message and
+/// its signer's public key (hex).
 pub fn decode<T: DeserializeOwned>(bytes: &[u8], kind: &str) -> Result<(T, String), WireError> {
     if bytes.len() > MAX_MESSAGE_BYTES {
         return Err(WireError::TooLarge(bytes.len()));
     }
-    let envelope: Envelope =
-        serde_json::from_slice(bytes).map_err(|e| WireError::Malformed(e.to_string()))?;
+    let envelope: Envelope = serde_json::from_slice(bytes).map_err(WireError::Envelope)?;
     if envelope.version != WIRE_VERSION {
         return Err(WireError::Version(envelope.version));
     }
@@ -128,24 +178,31 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8], kind: &str) -> Result<(T, Strin
             got: envelope.kind,
         });
     }
-    let key_bytes: [u8; 32] = hex::decode(&envelope.signer)
-        .ok()
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| WireError::Signature("signer is not a 32-byte hex key".into()))?;
-    let key =
-        VerifyingKey::from_bytes(&key_bytes).map_err(|e| WireError::Signature(e.to_string()))?;
-    let sig_bytes: [u8; 64] = hex::decode(&envelope.signature)
-        .ok()
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| WireError::Signature("signature is not 64 hex bytes".into()))?;
-    key.verify(
-        &signed_bytes(&envelope.kind, &envelope.body),
-        &Signature::from_bytes(&sig_bytes),
-    )
-    .map_err(|_| WireError::Signature("does not verify".into()))?;
-    let message =
-        serde_json::from_str(&envelope.body).map_err(|e| WireError::Malformed(e.to_string()))?;
+    verify(&envelope).map_err(WireError::Signature)?;
+    let message = serde_json::from_str(&envelope.body).map_err(|cause| WireError::Body {
+        kind: envelope.kind,
+        cause,
+    })?;
     Ok((message, envelope.signer))
+}
+
+/// Checks an envelope's signature: a signer that is a strong Ed25519 key, and a signature that
+/// verifies strictly over its kind and body.
+fn verify(envelope: &Envelope) -> Result<(), BadSignature> {
+    let mut key_bytes = [0u8; 32];
+    hex::decode_to_slice(&envelope.signer, &mut key_bytes).map_err(BadSignature::SignerHex)?;
+    let key = VerifyingKey::from_bytes(&key_bytes).map_err(BadSignature::SignerKey)?;
+    if key.is_weak() {
+        return Err(BadSignature::WeakKey);
+    }
+    let mut signature = [0u8; 64];
+    hex::decode_to_slice(&envelope.signature, &mut signature)
+        .map_err(BadSignature::SignatureHex)?;
+    key.verify_strict(
+        &signed_bytes(&envelope.kind, &envelope.body),
+        &Signature::from_bytes(&signature),
+    )
+    .map_err(BadSignature::DoesNotVerify)
 }
 
 /// The message kinds.
@@ -165,6 +222,10 @@ pub struct GpuClaim {
     /// Database model name, e.g. "H200 SXM".
     pub model: String,
     pub bus_id: String,
+    /// True for a GPU of the simulated test double (`pog agent --simulate`): validators refuse
+    /// it unless told to accept simulated GPUs, and mark its records SIMULATED.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub simulated: bool,
 }
 
 /// Agent → validator: who I am, where I answer, which GPUs I claim.
@@ -230,22 +291,41 @@ impl From<&Opening> for WireOpening {
     }
 }
 
+/// Why an opened leaf on the wire could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum OpeningError {
+    /// The leaf's bytes are not hex.
+    #[error("leaf {leaf}: its bytes are not hex: {cause}")]
+    Bytes { leaf: u64, cause: hex::FromHexError },
+    /// A hash of the inclusion proof is not 32 bytes of hex.
+    #[error("leaf {leaf}: proof hash {index} is not 32 bytes in hex: {cause}")]
+    ProofHash {
+        leaf: u64,
+        index: usize,
+        cause: hex::FromHexError,
+    },
+}
+
 impl TryFrom<&WireOpening> for Opening {
-    type Error = WireError;
-    fn try_from(w: &WireOpening) -> Result<Self, WireError> {
-        // faster-hex (SIMD): the hex crate's decoder took 46 of a challenge's ~100 ms of
-        // verification (1024 leaves of 4 KiB; examples/verify_cost.rs).
+    type Error = OpeningError;
+    fn try_from(w: &WireOpening) -> Result<Self, OpeningError> {
         let mut bytes = vec![0u8; w.bytes.len() / 2];
-        faster_hex::hex_decode(w.bytes.as_bytes(), &mut bytes)
-            .map_err(|e| WireError::Malformed(format!("leaf {}: {e}", w.leaf)))?;
+        decode_hex(&w.bytes, &mut bytes).map_err(|cause| OpeningError::Bytes {
+            leaf: w.leaf,
+            cause,
+        })?;
         let proof = w
             .proof
             .iter()
-            .map(|h| {
-                hex::decode(h)
-                    .ok()
-                    .and_then(|b| b.try_into().ok())
-                    .ok_or_else(|| WireError::Malformed(format!("leaf {}: bad proof hash", w.leaf)))
+            .enumerate()
+            .map(|(index, h)| {
+                let mut hash = [0u8; 32];
+                decode_hex(h, &mut hash).map_err(|cause| OpeningError::ProofHash {
+                    leaf: w.leaf,
+                    index,
+                    cause,
+                })?;
+                Ok(hash)
             })
             .collect::<Result<_, _>>()?;
         Ok(Opening {
@@ -254,6 +334,46 @@ impl TryFrom<&WireOpening> for Opening {
             proof,
         })
     }
+}
+
+/// Each ASCII character's value as a hex digit, 0xff for none.
+const HEX_DIGITS: [u8; 256] = {
+    let mut table = [0xff; 256];
+    let mut i = 0;
+    while i < 10 {
+        table[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        table[b'a' as usize + i] = 10 + i as u8;
+        table[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    table
+};
+
+/// `hex::decode_to_slice` with a fast path for valid input. A challenge's openings are 8 MiB
+/// of hex digits (1024 leaves of 4 KiB and their proofs): with the `hex` crate's loop (a
+/// branch and an error position per digit) decoding, hashing and proving them took 50 ms of
+/// the validator's 100 ms budget, with this 13 ms (examples/verify_cost.rs, development VM).
+/// Here each digit is a table lookup, and a bad digit anywhere sends the input back to `hex`
+/// for its precise error.
+fn decode_hex(hex: &str, out: &mut [u8]) -> Result<(), hex::FromHexError> {
+    let digits = hex.as_bytes();
+    if digits.len() != 2 * out.len() {
+        return hex::decode_to_slice(digits, out);
+    }
+    let mut invalid = 0u8;
+    for (byte, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
+        let (high, low) = (HEX_DIGITS[pair[0] as usize], HEX_DIGITS[pair[1] as usize]);
+        invalid |= high | low;
+        *byte = high << 4 | low;
+    }
+    if invalid > 0xf {
+        return hex::decode_to_slice(digits, out);
+    }
+    Ok(())
 }
 
 /// Agent → validator: the requested leaves.
@@ -300,13 +420,19 @@ mod tests {
         other_signer.signer = Identity::from_seed([8; 32]).public_hex();
         assert!(matches!(
             decode::<OpenRequest>(&serde_json::to_vec(&other_signer).unwrap(), kind::OPEN),
-            Err(WireError::Signature(_))
+            Err(WireError::Signature(BadSignature::DoesNotVerify(_)))
+        ));
+        let mut short_signer = env.clone();
+        short_signer.signer.pop();
+        assert!(matches!(
+            decode::<OpenRequest>(&serde_json::to_vec(&short_signer).unwrap(), kind::OPEN),
+            Err(WireError::Signature(BadSignature::SignerHex(_)))
         ));
         let mut missing = env.clone();
         missing.signature = String::new();
         assert!(matches!(
             decode::<OpenRequest>(&serde_json::to_vec(&missing).unwrap(), kind::OPEN),
-            Err(WireError::Signature(_))
+            Err(WireError::Signature(BadSignature::SignatureHex(_)))
         ));
         // Signed as one kind, presented as another.
         let mut relabelled = env.clone();
@@ -320,10 +446,10 @@ mod tests {
             Err(WireError::Kind { .. })
         ));
         let mut future = env;
-        future.version = 2;
+        future.version = WIRE_VERSION + 1;
         assert!(matches!(
             decode::<OpenRequest>(&serde_json::to_vec(&future).unwrap(), kind::OPEN),
-            Err(WireError::Version(2))
+            Err(WireError::Version(v)) if v == WIRE_VERSION + 1
         ));
         assert!(matches!(
             decode::<OpenRequest>(&vec![b' '; MAX_MESSAGE_BYTES + 1], kind::OPEN),
@@ -331,7 +457,112 @@ mod tests {
         ));
         assert!(matches!(
             decode::<OpenRequest>(b"{", kind::OPEN),
-            Err(WireError::Malformed(_))
+            Err(WireError::Envelope(_))
+        ));
+        // Signed correctly, but not an open request.
+        let other = id.seal(
+            kind::OPEN,
+            &Register {
+                endpoint: "http://agent".into(),
+                gpus: vec![],
+            },
+        );
+        let refused =
+            decode::<OpenRequest>(&serde_json::to_vec(&other.unwrap()).unwrap(), kind::OPEN)
+                .unwrap_err();
+        assert!(matches!(refused, WireError::Body { ref kind, .. } if kind == kind::OPEN));
+        assert!(refused
+            .to_string()
+            .starts_with("the open message's body is malformed: "));
+    }
+
+    /// The identity point's encoding: y = 1, x = 0.
+    fn identity_point() -> [u8; 32] {
+        let mut y = [0u8; 32];
+        y[0] = 1;
+        y
+    }
+
+    /// An envelope of `sample()` with this signer and signature bytes.
+    fn envelope_with(signer: [u8; 32], signature: [u8; 64]) -> Envelope {
+        Envelope {
+            version: WIRE_VERSION,
+            kind: kind::OPEN.into(),
+            body: serde_json::to_string(&sample()).unwrap(),
+            signer: hex::encode(signer),
+            signature: hex::encode(signature),
+        }
+    }
+
+    #[test]
+    fn weak_keys_are_refused_though_plain_verification_takes_their_forgeries() {
+        use ed25519_dalek::Verifier;
+        // Public key: the identity point. Signature: R = the identity, s = 0. Then
+        // [s]B − [k]A = identity = R for every message: no secret needed.
+        let mut forged = [0u8; 64];
+        forged[..32].copy_from_slice(&identity_point());
+        let env = envelope_with(identity_point(), forged);
+        let key = VerifyingKey::from_bytes(&identity_point()).unwrap();
+        let signature = Signature::from_bytes(&forged);
+        assert!(key
+            .verify(&signed_bytes(&env.kind, &env.body), &signature)
+            .is_ok());
+        assert!(key.verify(b"anything at all", &signature).is_ok());
+        let refused =
+            decode::<OpenRequest>(&serde_json::to_vec(&env).unwrap(), kind::OPEN).unwrap_err();
+        assert!(
+            matches!(refused, WireError::Signature(BadSignature::WeakKey)),
+            "{refused}"
+        );
+        assert!(
+            refused.to_string().contains("weak (small-order)"),
+            "{refused}"
+        );
+        // Another small-order key: (0, −1), of order 2 (y = p − 1, little-endian).
+        let mut order_two = [0xff; 32];
+        order_two[0] = 0xec;
+        order_two[31] = 0x7f;
+        assert!(matches!(
+            decode::<OpenRequest>(
+                &serde_json::to_vec(&envelope_with(order_two, [0; 64])).unwrap(),
+                kind::OPEN
+            ),
+            Err(WireError::Signature(BadSignature::WeakKey))
+        ));
+    }
+
+    #[test]
+    fn small_order_r_is_refused_for_a_strong_key() {
+        use curve25519_dalek::Scalar;
+        use ed25519_dalek::Verifier;
+        use sha2::{Digest, Sha512};
+        // A real key's holder can make R the identity with s = k·a (k = H(R ‖ A ‖ M)): plain
+        // verification takes it, strict verification does not.
+        let id = Identity::from_seed([7; 32]);
+        let public = id.key.verifying_key().to_bytes();
+        let body = serde_json::to_string(&sample()).unwrap();
+        let message = signed_bytes(kind::OPEN, &body);
+        let k = Scalar::from_bytes_mod_order_wide(
+            &Sha512::new()
+                .chain_update(identity_point())
+                .chain_update(public)
+                .chain_update(&message)
+                .finalize()
+                .into(),
+        );
+        let mut signature = [0u8; 64];
+        signature[..32].copy_from_slice(&identity_point());
+        signature[32..].copy_from_slice((k * id.key.to_scalar()).as_bytes());
+        let key = id.key.verifying_key();
+        assert!(key
+            .verify(&message, &Signature::from_bytes(&signature))
+            .is_ok());
+        assert!(matches!(
+            decode::<OpenRequest>(
+                &serde_json::to_vec(&envelope_with(public, signature)).unwrap(),
+                kind::OPEN
+            ),
+            Err(WireError::Signature(BadSignature::DoesNotVerify(_)))
         ));
     }
 
@@ -344,11 +575,29 @@ mod tests {
         };
         let w = WireOpening::from(&o);
         assert_eq!(Opening::try_from(&w).unwrap(), o);
-        let bad = WireOpening {
-            proof: vec!["zz".into()],
+        let bad_hash = WireOpening {
+            proof: vec![hex::encode([9; 32]), "zz".into()],
+            ..w.clone()
+        };
+        assert_eq!(
+            Opening::try_from(&bad_hash),
+            Err(OpeningError::ProofHash {
+                leaf: 5,
+                index: 1,
+                cause: hex::FromHexError::InvalidStringLength
+            })
+        );
+        let odd = WireOpening {
+            bytes: "010".into(),
             ..w
         };
-        assert!(Opening::try_from(&bad).is_err());
+        assert_eq!(
+            Opening::try_from(&odd),
+            Err(OpeningError::Bytes {
+                leaf: 5,
+                cause: hex::FromHexError::OddLength
+            })
+        );
     }
 
     proptest! {
@@ -357,6 +606,27 @@ mod tests {
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
             let _ = decode::<ChallengeMessage>(&bytes, kind::CHALLENGE);
             let _ = decode::<Openings>(&bytes, kind::OPENINGS);
+        }
+
+        /// The fast decoder agrees with the `hex` crate on every input, errors included: a bad
+        /// digit somewhere, an odd length, an output of the wrong size.
+        #[test]
+        fn decode_hex_agrees_with_the_hex_crate(
+            mut digits in "[0-9a-fA-F]{0,65}",
+            bad in proptest::option::of((any::<usize>(), "[g-z ]")),
+            short in 0usize..2,
+        ) {
+            if let Some((at, c)) = bad.filter(|_| !digits.is_empty()) {
+                let at = at % digits.len();
+                digits.replace_range(at..=at, &c);
+            }
+            let len = (digits.len() / 2).saturating_sub(short);
+            let (mut fast, mut reference) = (vec![0; len], vec![0; len]);
+            let expected = hex::decode_to_slice(&digits, &mut reference);
+            prop_assert_eq!(decode_hex(&digits, &mut fast), expected);
+            if expected.is_ok() {
+                prop_assert_eq!(fast, reference);
+            }
         }
 
         #[test]

@@ -19,15 +19,28 @@ pub const MEMORY_TOLERANCE_BELOW: f64 = 0.08;
 pub const MEMORY_TOLERANCE_ABOVE: f64 = 0.03;
 
 /// The numeric formats pog benchmarks, each with its own tensor-core (or CUDA-core) peak.
+///
+/// Two spellings: the lowercase name ([`Precision::name`], e.g. `bf16`) is what JSON, TOML and
+/// command-line flags use, through serde, [`FromStr`](std::str::FromStr) (case-insensitive) and,
+/// with the `clap` feature, `clap::ValueEnum` (give the argument `ignore_case = true` to take
+/// "BF16" too); [`Display`](std::fmt::Display) gives the uppercase name tables show (`BF16`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
+    /// IEEE 754 double precision.
     Fp64,
+    /// IEEE 754 single precision, on CUDA cores.
     Fp32,
+    /// TensorFloat-32: FP32 storage, 10-bit mantissa products on tensor cores.
     Tf32,
+    /// IEEE 754 half precision.
     Fp16,
+    /// bfloat16: FP32's exponent range with an 8-bit mantissa.
     Bf16,
+    /// 8-bit floating point (E4M3).
     Fp8,
+    /// 8-bit integers, accumulated in 32 bits.
     Int8,
 }
 
@@ -42,7 +55,52 @@ impl Precision {
         Precision::Fp8,
         Precision::Int8,
     ];
+
+    /// The lowercase name JSON and command-line flags use, e.g. `"bf16"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Precision::Fp64 => "fp64",
+            Precision::Fp32 => "fp32",
+            Precision::Tf32 => "tf32",
+            Precision::Fp16 => "fp16",
+            Precision::Bf16 => "bf16",
+            Precision::Fp8 => "fp8",
+            Precision::Int8 => "int8",
+        }
+    }
 }
+
+/// The uppercase name tables show, e.g. "BF16".
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(match self {
+            Precision::Fp64 => "FP64",
+            Precision::Fp32 => "FP32",
+            Precision::Tf32 => "TF32",
+            Precision::Fp16 => "FP16",
+            Precision::Bf16 => "BF16",
+            Precision::Fp8 => "FP8",
+            Precision::Int8 => "INT8",
+        })
+    }
+}
+
+/// Parses a precision's name in any case ("bf16", "BF16"), surrounding spaces ignored.
+impl std::str::FromStr for Precision {
+    type Err = UnknownPrecision;
+
+    fn from_str(s: &str) -> Result<Precision, UnknownPrecision> {
+        Precision::ALL
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| UnknownPrecision(s.to_string()))
+    }
+}
+
+/// A precision name that is none of pog's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown precision {0:?}: use one of fp64, fp32, tf32, fp16, bf16, fp8, int8")]
+pub struct UnknownPrecision(pub String);
 
 /// Dense peak throughput per precision, TFLOP/s (TOP/s for INT8). `None`: no such path on the chip.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -135,11 +193,12 @@ struct SpecFile {
     gpu: Vec<GpuSpec>,
 }
 
-/// Why a database text could not be used.
+/// Why a database text could not be used. The parser's error is part of the message (not a
+/// `source`, which error chains would print a second time).
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
     #[error("GPU database is not valid TOML for pog's schema: {0}")]
-    Parse(#[from] toml::de::Error),
+    Parse(toml::de::Error),
     #[error("GPU database: PCI device id {id:#06x} is listed for both {first} and {second}")]
     DuplicateDeviceId {
         id: u16,
@@ -172,7 +231,7 @@ impl SpecDb {
     /// Parses and validates a database text: every device id and every name must be unique,
     /// or lookups would be ambiguous.
     pub fn parse(text: &str) -> Result<SpecDb, SpecError> {
-        let file: SpecFile = toml::from_str(text)?;
+        let file: SpecFile = toml::from_str(text).map_err(SpecError::Parse)?;
         for (i, a) in file.gpu.iter().enumerate() {
             for b in &file.gpu[..i] {
                 if let Some(id) = a
@@ -280,6 +339,37 @@ mod tests {
             db.by_device_id(0x1EB8).unwrap().peak.get(Precision::Fp8),
             None
         );
+    }
+
+    #[test]
+    fn precision_names_round_trip_in_every_spelling() {
+        for p in Precision::ALL {
+            assert_eq!(p.name().parse::<Precision>(), Ok(p));
+            assert_eq!(p.to_string().parse::<Precision>(), Ok(p), "table name {p}");
+            assert_eq!(p.to_string(), p.name().to_uppercase());
+            // serde writes the same lowercase name.
+            assert_eq!(toml::Value::try_from(p).unwrap().as_str(), Some(p.name()));
+        }
+        assert_eq!(" Int8 ".parse::<Precision>(), Ok(Precision::Int8));
+        assert_eq!(format!("{:>5}", Precision::Fp8), "  FP8");
+        let unknown = "fp4".parse::<Precision>().unwrap_err();
+        let message = unknown.to_string();
+        assert!(message.contains("\"fp4\""), "{message}");
+        for p in Precision::ALL {
+            assert!(message.contains(p.name()), "{message} lacks {}", p.name());
+        }
+    }
+
+    #[cfg(feature = "clap")]
+    #[test]
+    fn clap_takes_the_lowercase_names() {
+        use clap::ValueEnum;
+        for p in Precision::ALL {
+            let value = p.to_possible_value().expect("no variant is skipped");
+            assert_eq!(value.get_name(), p.name());
+            assert_eq!(Precision::from_str(&p.to_string(), true), Ok(p));
+        }
+        assert_eq!(Precision::value_variants(), Precision::ALL);
     }
 
     #[test]

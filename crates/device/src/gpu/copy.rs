@@ -5,6 +5,7 @@
 
 use super::{Gpu, PinnedBuffer};
 use crate::compute::{CopyKind, CopyRequest, GpuError};
+use crate::during::During;
 use cudarc::driver::result as drv;
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::PushKernelArg;
@@ -30,10 +31,7 @@ pub(super) fn run(gpu: &Gpu, request: &CopyRequest) -> Result<Vec<f64>, GpuError
         }
         _ => Vec::new(),
     };
-    let second = gpu
-        .ctx
-        .new_stream()
-        .map_err(|e| GpuError::during("creating a second stream", e))?;
+    let second = gpu.ctx.new_stream().during("creating a second stream")?;
     let (start, end, other_done) = (gpu.event()?, gpu.event()?, gpu.event()?);
     // A pageable copy blocks the host until it is done, so it cannot be queued behind a gate
     // the host opens afterwards: those are timed from the host's enqueue like cudaMemcpy is.
@@ -51,9 +49,7 @@ pub(super) fn run(gpu: &Gpu, request: &CopyRequest) -> Result<Vec<f64>, GpuError
         if let Some(gate) = &gate {
             gate.hold(gpu)?;
         }
-        start
-            .record(&gpu.stream)
-            .map_err(|e| GpuError::during("recording an event", e))?;
+        start.record(&gpu.stream).during("recording an event")?;
         // SAFETY: every buffer holds `bytes` bytes and outlives the synchronize below.
         let issued = unsafe {
             match request.kind {
@@ -78,9 +74,7 @@ pub(super) fn run(gpu: &Gpu, request: &CopyRequest) -> Result<Vec<f64>, GpuError
                 }
                 CopyKind::BidirectionalPinned => {
                     // The second stream starts with the first and the first ends after both.
-                    second
-                        .wait(&start)
-                        .map_err(|e| GpuError::during("joining streams", e))?;
+                    second.wait(&start).during("joining streams")?;
                     let up = drv::memcpy_htod_async(
                         dst.ptr,
                         pinned.as_ref().map_or(&[][..], |p| p.as_slice()),
@@ -93,34 +87,21 @@ pub(super) fn run(gpu: &Gpu, request: &CopyRequest) -> Result<Vec<f64>, GpuError
                         src.ptr,
                         second.cu_stream(),
                     );
-                    other_done
-                        .record(&second)
-                        .map_err(|e| GpuError::during("recording an event", e))?;
-                    gpu.stream
-                        .wait(&other_done)
-                        .map_err(|e| GpuError::during("joining streams", e))?;
+                    other_done.record(&second).during("recording an event")?;
+                    gpu.stream.wait(&other_done).during("joining streams")?;
                     up.and(down)
                 }
             }
         };
-        issued.map_err(|e| {
-            GpuError::during(
-                &format!("{:?} copy of {} MiB", request.kind, bytes >> 20),
-                e,
-            )
-        })?;
-        end.record(&gpu.stream)
-            .map_err(|e| GpuError::during("recording an event", e))?;
+        issued.during(&format!("{:?} copy of {} MiB", request.kind, bytes >> 20))?;
+        end.record(&gpu.stream).during("recording an event")?;
         if let Some(gate) = &gate {
             gate.release();
         }
-        end.synchronize()
-            .map_err(|e| GpuError::during("waiting for a copy", e))?;
+        end.synchronize().during("waiting for a copy")?;
         if i >= request.warmup {
             times.push(f64::from(
-                start
-                    .elapsed_ms(&end)
-                    .map_err(|e| GpuError::during("reading an event timer", e))?,
+                start.elapsed_ms(&end).during("reading an event timer")?,
             ));
         }
     }
@@ -142,13 +123,12 @@ impl Gate {
     fn new() -> Result<Gate, GpuError> {
         // SAFETY: 4 bytes of page-locked memory, mapped into the device's address space.
         let host = unsafe { drv::malloc_host(4, sys::CU_MEMHOSTALLOC_DEVICEMAP) }
-            .map_err(|e| GpuError::during("allocating the copy gate", e))?
-            as *mut i32;
+            .during("allocating the copy gate")? as *mut i32;
         let mut device: CUdeviceptr = 0;
         // SAFETY: host came from cuMemHostAlloc with DEVICEMAP.
         unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host as *mut std::ffi::c_void, 0) }
             .result()
-            .map_err(|e| GpuError::during("mapping the copy gate", e))?;
+            .during("mapping the copy gate")?;
         Ok(Gate { host, device })
     }
 
@@ -161,7 +141,7 @@ impl Gate {
         // SAFETY: the kernel reads one int through the mapped pointer.
         unsafe { launch.launch(super::ONE_THREAD) }
             .map(|_| ())
-            .map_err(|e| GpuError::during("launching the copy gate", e))
+            .during("launching the copy gate")
     }
 
     /// Opens the gate: the queued copies start.

@@ -5,10 +5,32 @@
 
 use super::Gpu;
 use crate::compute::{Fabric, GpuError, PeerKind, PeerRequest};
+use crate::during::During;
 use cudarc::driver::result as drv;
 use cudarc::driver::sys::{self, cudaError_enum as CuResult};
 use cudarc::driver::PushKernelArg;
 use cudarc::nccl;
+
+/// NCCL settings pog runs with unless the environment says otherwise. NVLink multicast
+/// (NVLS) stays off: pog measures the links, not the switch's in-network reduction, and some
+/// shared hosts forbid it. NCCL reads them from the environment when it initializes, and the
+/// environment may only be changed while no other thread runs, so the binary applies them
+/// first thing in `main` ([`apply_nccl_defaults`]).
+pub const NCCL_DEFAULTS: [(&str, &str); 1] = [("NCCL_NVLS_ENABLE", "0")];
+
+/// Sets each of [`NCCL_DEFAULTS`] the environment does not already set.
+///
+/// # Safety
+/// Call before any other thread exists (first thing in `main`): changing the environment
+/// while another thread reads it is undefined behaviour.
+pub unsafe fn apply_nccl_defaults() {
+    for (name, value) in NCCL_DEFAULTS {
+        if std::env::var_os(name).is_none() {
+            // SAFETY: the caller guarantees that no other thread is running.
+            unsafe { std::env::set_var(name, value) };
+        }
+    }
+}
 
 /// Links followed per latency run, and the chain's size (larger than any L1, so each link is
 /// a trip to the memory's L2).
@@ -19,14 +41,15 @@ const CHASE_BYTES: u64 = 8 << 20;
 pub struct GpuFabric {
     gpus: Vec<Gpu>,
     /// access[src][dst]: whether src reaches dst's memory, or why not.
-    access: Vec<Vec<Result<(), String>>>,
+    access: Vec<Vec<Result<(), GpuError>>>,
 }
 
 impl GpuFabric {
     /// Opens CUDA devices 0..count and enables peer access between every pair that has it.
     pub fn open(count: usize) -> Result<GpuFabric, GpuError> {
         let gpus = (0..count).map(Gpu::open).collect::<Result<Vec<_>, _>>()?;
-        let mut access = vec![vec![Err("the same GPU".to_string()); count]; count];
+        let mut access =
+            vec![vec![Err(GpuError::Unsupported("the same GPU".into())); count]; count];
         for (src, row) in access.iter_mut().enumerate() {
             for (dst, cell) in row.iter_mut().enumerate() {
                 if src != dst {
@@ -38,27 +61,37 @@ impl GpuFabric {
     }
 
     fn pair(&self, src: usize, dst: usize) -> Result<(&Gpu, &Gpu), GpuError> {
-        self.peer_access(src, dst)
-            .map_err(|why| GpuError(format!("GPU {src} → GPU {dst}: {why}")))?;
+        self.peer_access(src, dst).map_err(|why| match why {
+            GpuError::Unsupported(why) => {
+                GpuError::Unsupported(format!("GPU {src} → GPU {dst}: {why}"))
+            }
+            other => other,
+        })?;
         Ok((&self.gpus[src], &self.gpus[dst]))
     }
 }
 
 /// Lets `from` reach `to`'s memory.
-fn enable_peer_access(from: &Gpu, to: &Gpu) -> Result<(), String> {
+fn enable_peer_access(from: &Gpu, to: &Gpu) -> Result<(), GpuError> {
     let mut can = 0i32;
     // SAFETY: writes one int; both devices are valid ordinals of this host.
     unsafe { sys::cuDeviceCanAccessPeer(&mut can, from.ctx.cu_device(), to.ctx.cu_device()) }
         .result()
-        .map_err(|e| format!("asking the driver about peer access: {e}"))?;
+        .during("asking the driver about peer access")?;
     if can == 0 {
-        return Err("the driver reports no peer access between them".into());
+        return Err(GpuError::Unsupported(
+            "the driver reports no peer access between them".into(),
+        ));
     }
-    from.bind().map_err(|e| e.to_string())?;
+    from.bind()?;
     // SAFETY: `to`'s context is live; flags must be 0.
     match unsafe { sys::cuCtxEnablePeerAccess(to.ctx.cu_ctx(), 0) } {
         CuResult::CUDA_SUCCESS | CuResult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => Ok(()),
-        e => Err(format!("enabling peer access: {e:?}")),
+        e => Err(GpuError::Cuda {
+            step: "enabling peer access".into(),
+            code: e as u32,
+            name: format!("{e:?}"),
+        }),
     }
 }
 
@@ -67,12 +100,12 @@ impl Fabric for GpuFabric {
         self.gpus.len()
     }
 
-    fn peer_access(&self, src: usize, dst: usize) -> Result<(), String> {
+    fn peer_access(&self, src: usize, dst: usize) -> Result<(), GpuError> {
         self.access
             .get(src)
             .and_then(|row| row.get(dst))
             .cloned()
-            .unwrap_or_else(|| Err(format!("no GPU pair {src}, {dst}")))
+            .unwrap_or_else(|| Err(GpuError::Unsupported(format!("no GPU pair {src}, {dst}"))))
     }
 
     fn peer_copy(&mut self, request: &PeerRequest) -> Result<Vec<f64>, GpuError> {
@@ -110,7 +143,7 @@ impl Fabric for GpuFabric {
                             runner.stream.cu_stream(),
                         )
                     }
-                    .map_err(|e| GpuError::during("a peer copy", e))
+                    .during("a peer copy")
                 }
                 PeerKind::SmWrite => {
                     let value = 0x5a5a_5a5au32;
@@ -120,7 +153,7 @@ impl Fabric for GpuFabric {
                     // SAFETY: writes `vectors` 16-byte elements of the peer's buffer.
                     unsafe { launch.launch(runner.geometry(vectors)) }
                         .map(|_| ())
-                        .map_err(|e| GpuError::during("launching a peer write", e))
+                        .during("launching a peer write")
                 }
                 PeerKind::SmRead => {
                     let passes = 1u64;
@@ -133,7 +166,7 @@ impl Fabric for GpuFabric {
                     // SAFETY: reads `vectors` 16-byte elements of the peer's buffer.
                     unsafe { launch.launch(runner.geometry(vectors)) }
                         .map(|_| ())
-                        .map_err(|e| GpuError::during("launching a peer read", e))
+                        .during("launching a peer read")
                 }
             }
         };
@@ -168,7 +201,7 @@ impl Fabric for GpuFabric {
         let chain = owner.alloc(CHASE_BYTES)?;
         // SAFETY: chain holds `links` u64; queued on the owner's stream, then waited for.
         unsafe { drv::memcpy_htod_async(chain.ptr, &next[..], owner.stream.cu_stream()) }
-            .map_err(|e| GpuError::during("writing the pointer chain", e))?;
+            .during("writing the pointer chain")?;
         owner.sync()?;
         reader.bind()?;
         let out = reader.alloc(8)?;
@@ -179,7 +212,7 @@ impl Fabric for GpuFabric {
             // SAFETY: every link of the chain is an index inside it.
             unsafe { launch.launch(super::ONE_THREAD) }
                 .map(|_| ())
-                .map_err(|e| GpuError::during("launching the pointer chase", e))
+                .during("launching the pointer chase")
         };
         let timed = chase().and_then(|_| {
             (0..iterations)
@@ -192,16 +225,16 @@ impl Fabric for GpuFabric {
         timed
     }
 
-    fn collectives(&self) -> Result<(), String> {
+    fn collectives(&self) -> Result<(), GpuError> {
         // SAFETY: only tries to dlopen the library (cudarc panics on a missing one).
         if unsafe { nccl::sys::is_culib_present() } {
             Ok(())
         } else {
-            Err(
+            Err(GpuError::Unsupported(
                 "NCCL library not found: put a directory holding libnccl.so on the loader path \
                  (the nvidia-nccl wheel ships libnccl.so.2: link libnccl.so to it)"
                     .into(),
-            )
+            ))
         }
     }
 
@@ -211,17 +244,9 @@ impl Fabric for GpuFabric {
         warmup: u32,
         iterations: u32,
     ) -> Result<Vec<f64>, GpuError> {
-        self.collectives().map_err(GpuError)?;
-        // NVLink multicast (NVLS) stays off: pog measures the links, not the switch's
-        // in-network reduction, and some shared hosts forbid it.
-        if std::env::var_os("NCCL_NVLS_ENABLE").is_none() {
-            // SAFETY: set before NCCL initializes, while no other thread reads the environment
-            // (the benchmarks run one at a time).
-            unsafe { std::env::set_var("NCCL_NVLS_ENABLE", "0") };
-        }
+        self.collectives()?;
         let streams: Vec<_> = self.gpus.iter().map(|g| g.stream.clone()).collect();
-        let comms = nccl::Comm::from_devices(streams)
-            .map_err(|e| GpuError(format!("starting NCCL: {e:?}")))?;
+        let comms = nccl::Comm::from_devices(streams).during("starting NCCL")?;
         let elements = (bytes / 4).max(1) as usize;
         let mut buffers = Vec::with_capacity(self.gpus.len());
         for g in &self.gpus {
@@ -229,7 +254,7 @@ impl Fabric for GpuFabric {
             buffers.push(
                 g.stream
                     .alloc_zeros::<f32>(elements)
-                    .map_err(|e| GpuError::during("allocating the all-reduce buffer", e))?,
+                    .during("allocating the all-reduce buffer")?,
             );
         }
         // Rank r holds r + 1 at both ends of its buffer (zeros between), so the first
@@ -241,12 +266,12 @@ impl Fabric for GpuFabric {
             for at in [0, elements - 1] {
                 g.stream
                     .memcpy_htod(&mark, &mut buffer.slice_mut(at..at + 1))
-                    .map_err(|e| GpuError::during("marking the all-reduce buffer", e))?;
+                    .during("marking the all-reduce buffer")?;
             }
         }
         let sync_all = || self.gpus.iter().try_for_each(|g| g.sync());
         let once = |buffers: &mut Vec<cudarc::driver::CudaSlice<f32>>| -> Result<(), GpuError> {
-            nccl::result::group_start().map_err(|e| GpuError(format!("NCCL group: {e:?}")))?;
+            nccl::result::group_start().during("opening an NCCL group")?;
             // The group is always closed, even when a rank's call failed.
             let queued = comms
                 .iter()
@@ -254,11 +279,11 @@ impl Fabric for GpuFabric {
                 .try_for_each(|(comm, buffer)| {
                     comm.all_reduce_in_place(buffer, &nccl::ReduceOp::Sum)
                         .map(|_| ())
-                        .map_err(|e| GpuError(format!("NCCL all-reduce: {e:?}")))
+                        .during("NCCL all-reduce")
                 });
             let closed = nccl::result::group_end()
                 .map(|_| ())
-                .map_err(|e| GpuError(format!("NCCL group: {e:?}")));
+                .during("closing an NCCL group");
             queued.and(closed)?;
             sync_all()
         };
@@ -269,11 +294,11 @@ impl Fabric for GpuFabric {
             for (slot, at) in [0, elements - 1].into_iter().enumerate() {
                 g.stream
                     .memcpy_dtoh(&buffer.slice(at..at + 1), &mut ends[slot..slot + 1])
-                    .map_err(|e| GpuError::during("reading the all-reduce result", e))?;
+                    .during("reading the all-reduce result")?;
             }
             g.sync()?;
             if ends != [sum; 2] {
-                return Err(GpuError(format!(
+                return Err(GpuError::Unsupported(format!(
                     "NCCL's all-reduce left {ends:?} at the ends of GPU {r}'s buffer; the sum over {count} GPU(s) is {sum}"
                 )));
             }

@@ -7,6 +7,7 @@
 
 use super::{DeviceBuffer, Gpu};
 use crate::compute::{GemmRequest, GemmRun, GpuError, SustainedRequest, SustainedRun};
+use crate::during::During;
 use cudarc::cublaslt::result as lt;
 use cudarc::cublaslt::sys::{
     self, cublasComputeType_t as Compute, cublasLtMatmulDescAttributes_t as DescAttr,
@@ -49,10 +50,8 @@ pub(super) struct Lt {
 
 impl Lt {
     pub fn new(ctx: &Arc<CudaContext>) -> Result<Lt, GpuError> {
-        ctx.bind_to_thread()
-            .map_err(|e| GpuError::during("binding the CUDA context", e))?;
-        let handle =
-            lt::create_handle().map_err(|e| GpuError::during("creating a cuBLASLt handle", e))?;
+        ctx.bind_to_thread().during("binding the CUDA context")?;
+        let handle = lt::create_handle().during("creating a cuBLASLt handle")?;
         Ok(Lt {
             handle,
             workspace: DeviceBuffer::new(ctx, WORKSPACE_BYTES)?,
@@ -232,7 +231,7 @@ impl<'g> Prepared<'g> {
         let layout = |dt: Dt, rows: u64, cols: u64| {
             lt::create_matrix_layout(dt, rows, cols, rows as i64)
                 .map(Layout)
-                .map_err(|e| GpuError::during(&step("matrix layout"), e))
+                .during(&step("matrix layout"))
         };
         let (lb, ld) = (layout(t.input, k, n)?, layout(t.output, m, n)?);
         let tn_only = matches!(precision, Precision::Fp8 | Precision::Int8);
@@ -242,8 +241,7 @@ impl<'g> Prepared<'g> {
                 continue;
             }
             let desc = Desc(
-                lt::create_matmul_desc(t.compute, t.scale)
-                    .map_err(|e| GpuError::during(&step("matmul descriptor"), e))?,
+                lt::create_matmul_desc(t.compute, t.scale).during(&step("matmul descriptor"))?,
             );
             let (trans_a, la) = match a_layout {
                 ALayout::KMajor => (CUBLAS_OP_T, layout(t.input, k, m)?),
@@ -266,15 +264,14 @@ impl<'g> Prepared<'g> {
                         4,
                     )
                 })
-                .map_err(|e| GpuError::during(&step("transpose attributes"), e))?;
+                .during(&step("transpose attributes"))?;
             }
             variants.push(Variant { a_layout, desc, la });
         }
         if variants.is_empty() {
-            return Err(GpuError(step("no layout of A left to run")));
+            return Err(GpuError::Invalid(step("no layout of A left to run")));
         }
-        let pref =
-            Pref(lt::create_matmul_pref().map_err(|e| GpuError::during(&step("preference"), e))?);
+        let pref = Pref(lt::create_matmul_pref().during(&step("preference"))?);
         let workspace = lt.workspace.bytes;
         // SAFETY: live preference; the attribute is a u64.
         unsafe {
@@ -285,7 +282,7 @@ impl<'g> Prepared<'g> {
                 8,
             )
         }
-        .map_err(|e| GpuError::during(&step("workspace preference"), e))?;
+        .during(&step("workspace preference"))?;
         let (alpha, beta) = scalars(t.scale);
         let prepared = Prepared {
             gpu,
@@ -335,7 +332,7 @@ impl<'g> Prepared<'g> {
                 self.gpu.stream.cu_stream(),
             )
         }
-        .map_err(|e| GpuError::during("clearing the output", e))?;
+        .during("clearing the output")?;
         if self.run().is_err() {
             // cuBLASLt refused this candidate, or the device failed: a sync tells them apart.
             self.gpu.sync()?;
@@ -415,7 +412,7 @@ impl<'g> Prepared<'g> {
         let precision = self.precision;
         let step = |what: &str| format!("{precision:?} GEMM: {what}");
         if proposals.is_empty() {
-            return Err(GpuError(step(
+            return Err(GpuError::Invalid(step(
                 "cuBLASLt offers no algorithm; this GPU may lack this precision",
             )));
         }
@@ -455,7 +452,7 @@ impl<'g> Prepared<'g> {
             .map(|((i, _), runs)| (*i, median(runs)))
             .min_by(|a, b| a.1.total_cmp(&b.1));
         let Some((best, _)) = best else {
-            return Err(GpuError(step("none of cuBLASLt's candidates ran")));
+            return Err(GpuError::Invalid(step("none of cuBLASLt's candidates ran")));
         };
         self.choose(chosen(best))
     }
@@ -467,7 +464,7 @@ impl<'g> Prepared<'g> {
             .iter()
             .position(|v| v.a_layout == chosen.a_layout)
             .ok_or_else(|| {
-                GpuError(format!(
+                GpuError::Unsupported(format!(
                     "{:?} GEMM: no {:?} variant for the chosen algorithm",
                     self.precision, chosen.a_layout
                 ))
@@ -506,7 +503,7 @@ impl<'g> Prepared<'g> {
     /// Enqueues one GEMM on the stream.
     pub fn run(&self) -> Result<(), GpuError> {
         let Some(chosen) = &self.algo else {
-            return Err(GpuError(format!(
+            return Err(GpuError::Unsupported(format!(
                 "{:?} GEMM run before an algorithm was chosen",
                 self.precision
             )));
@@ -532,7 +529,7 @@ impl<'g> Prepared<'g> {
                 self.gpu.stream.cu_stream() as sys::cudaStream_t,
             )
         }
-        .map_err(|e| GpuError::during(&format!("{:?} cublasLtMatmul", self.precision), e))
+        .during(&format!("{:?} cublasLtMatmul", self.precision))
     }
 
     /// Runs one GEMM between two events and returns its milliseconds.
@@ -547,7 +544,7 @@ impl<'g> Prepared<'g> {
             .iter()
             .map(|&(row, col)| {
                 if row >= self.m || col >= self.n {
-                    return Err(GpuError(format!(
+                    return Err(GpuError::Unsupported(format!(
                         "sample ({row}, {col}) outside the {}x{} output",
                         self.m, self.n
                     )));
@@ -560,9 +557,10 @@ impl<'g> Prepared<'g> {
                         self.d.ptr + (col * self.m + row) * width,
                     )
                 }
-                .map_err(|e| GpuError::during("reading back a sample", e))?;
-                pog_matgen::decode_output(self.precision, &bytes[..width as usize])
-                    .ok_or_else(|| GpuError("reading back a sample: wrong width".into()))
+                .during("reading back a sample")?;
+                pog_matgen::decode_output(self.precision, &bytes[..width as usize]).ok_or_else(
+                    || GpuError::Unsupported("reading back a sample: wrong width".into()),
+                )
             })
             .collect()
     }
@@ -661,7 +659,7 @@ pub(super) fn sustained(
             gpu.stream.cu_stream(),
         )
     }
-    .map_err(|e| GpuError::during("keeping the first result", e))?;
+    .during("keeping the first result")?;
     let (mut mismatched, mut nans) = (Vec::new(), Vec::new());
     while started.elapsed().as_secs_f64() < req.seconds {
         times_ms.push(g.time()?);

@@ -5,6 +5,7 @@ use super::{read_counters, Gpu};
 use crate::compute::{
     GpuError, MemtestRequest, MemtestRun, PatternResult, SweepPoint, SweepRequest, MEMORY_PATTERNS,
 };
+use crate::during::During;
 use cudarc::driver::result as drv;
 use cudarc::driver::PushKernelArg;
 
@@ -15,11 +16,11 @@ const MAX_FRACTION: f64 = 0.95;
 pub(super) fn memtest(gpu: &Gpu, request: &MemtestRequest) -> Result<MemtestRun, GpuError> {
     let nvml = crate::nvml::init();
     let health = || match &nvml {
-        Ok(nvml) => crate::telemetry::health_counters(nvml, gpu.bus_id),
-        Err(e) => Err(e.clone()),
+        Ok(nvml) => crate::telemetry::health_counters(nvml, gpu.bus_id).into(),
+        Err(e) => crate::reading::Reading::unavailable(e.clone()),
     };
     let health_before = health();
-    let (free, _) = drv::mem_get_info().map_err(|e| GpuError::during("reading free memory", e))?;
+    let (free, _) = drv::mem_get_info().during("reading free memory")?;
     let free = free as u64;
     let mut fraction = MAX_FRACTION.max(request.fraction);
     let buffer = loop {
@@ -45,7 +46,7 @@ pub(super) fn memtest(gpu: &Gpu, request: &MemtestRequest) -> Result<MemtestRun,
             // SAFETY: the buffer holds `words` u64.
             unsafe { launch.launch(gpu.geometry(words)) }
                 .map(|_| ())
-                .map_err(|e| GpuError::during("launching the pattern writer", e))
+                .during("launching the pattern writer")
         })?;
         // counters = [0, 0, u64::MAX]
         let init: [u64; 3] = [0, 0, u64::MAX];
@@ -53,7 +54,7 @@ pub(super) fn memtest(gpu: &Gpu, request: &MemtestRequest) -> Result<MemtestRun,
         // stream has started (see `prove::read_hashes`).
         // SAFETY: counters holds three u64; the copy is staged before this returns.
         unsafe { drv::memcpy_htod_async(counters.ptr, &init[..], gpu.stream.cu_stream()) }
-            .map_err(|e| GpuError::during("clearing counters", e))?;
+            .during("clearing counters")?;
         let check_ms = gpu.time(|| {
             let mut launch = gpu.stream.launch_builder(&gpu.kernels.pattern_check);
             launch
@@ -65,7 +66,7 @@ pub(super) fn memtest(gpu: &Gpu, request: &MemtestRequest) -> Result<MemtestRun,
             // SAFETY: reads `words` u64 of the buffer, writes three u64 counters.
             unsafe { launch.launch(gpu.geometry(words)) }
                 .map(|_| ())
-                .map_err(|e| GpuError::during("launching the pattern checker", e))
+                .during("launching the pattern checker")
         })?;
         let [bad_words, bad_bits, first] = read_counters::<3>(&counters)?;
         patterns.push(PatternResult {
@@ -117,7 +118,7 @@ pub(super) fn sweep(gpu: &Gpu, request: &SweepRequest) -> Result<Vec<SweepPoint>
                     // SAFETY: the probes touch `vectors` 16-byte elements of the buffer (and one
                     // u64 of sink).
                     unsafe { launch.launch(gpu.geometry(vectors)) }
-                        .map_err(|e| GpuError::during("launching a bandwidth probe", e))?;
+                        .during("launching a bandwidth probe")?;
                 }
                 Ok(())
             })

@@ -14,13 +14,14 @@ mod gemm;
 mod memory;
 mod prove;
 
-pub use fabric::GpuFabric;
+pub use fabric::{apply_nccl_defaults, GpuFabric, NCCL_DEFAULTS};
 pub use prove::{CommitTimings, Committed, LeafOpening, ProductBatch};
 
 use crate::compute::{
     Accelerator, CopyRequest, GemmRequest, GemmRun, GpuError, MemtestRequest, MemtestRun,
     SustainedRequest, SustainedRun, SweepPoint, SweepRequest,
 };
+use crate::during::During;
 use crate::pci::BusId;
 use cudarc::driver::result as drv;
 use cudarc::driver::sys::{CUdevice_attribute as Attr, CUdeviceptr, CUevent_flags};
@@ -83,27 +84,22 @@ impl Gpu {
     /// device's architecture.
     pub fn open(ordinal: usize) -> Result<Gpu, GpuError> {
         if !crate::cuda::library_present() {
-            return Err(GpuError(
+            return Err(GpuError::Unsupported(
                 "CUDA driver library (libcuda.so) not found".into(),
             ));
         }
         // SAFETY: only tries to dlopen the library.
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(GpuError(
+            return Err(GpuError::Unsupported(
                 "NVRTC library (libnvrtc.so) not found: install the CUDA runtime".into(),
             ));
         }
-        let ctx = CudaContext::new(ordinal)
-            .map_err(|e| GpuError::during(&format!("creating a context on GPU {ordinal}"), e))?;
+        let ctx =
+            CudaContext::new(ordinal).during(&format!("creating a context on GPU {ordinal}"))?;
         // SAFETY: pog synchronizes explicitly; cudarc's per-access events would only add work.
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx
-            .new_stream()
-            .map_err(|e| GpuError::during("creating a stream", e))?;
-        let attr = |a: Attr| {
-            ctx.attribute(a)
-                .map_err(|e| GpuError::during(&format!("reading {a:?}"), e))
-        };
+        let stream = ctx.new_stream().during("creating a stream")?;
+        let attr = |a: Attr| ctx.attribute(a).during(&format!("reading {a:?}"));
         let (major, minor) = (
             attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
             attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
@@ -116,16 +112,13 @@ impl Gpu {
             options: vec![format!("--gpu-architecture=sm_{major}{minor}")],
             ..Default::default()
         };
-        let ptx = compile_ptx_with_opts(source, options).map_err(|e| {
-            GpuError::during(&format!("compiling pog's kernels for sm_{major}{minor}"), e)
-        })?;
-        let module = ctx
-            .load_module(ptx)
-            .map_err(|e| GpuError::during("loading pog's kernels", e))?;
+        let ptx = compile_ptx_with_opts(source, options)
+            .during(&format!("compiling pog's kernels for sm_{major}{minor}"))?;
+        let module = ctx.load_module(ptx).during("loading pog's kernels")?;
         let function = |name: &str| {
             module
                 .load_function(name)
-                .map_err(|e| GpuError::during(&format!("loading {name}"), e))
+                .during(&format!("loading {name}"))
         };
         let kernels = Kernels {
             fill_words: function("pog_fill_words")?,
@@ -151,7 +144,7 @@ impl Gpu {
             attr(Attr::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
             attr(Attr::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?
         ))
-        .ok_or_else(|| GpuError("CUDA reported an impossible PCI address".into()))?;
+        .ok_or_else(|| GpuError::Unsupported("CUDA reported an impossible PCI address".into()))?;
         let sm_count = attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(1) as u32;
         // SAFETY: only tries to dlopen the library.
         let gemm = if unsafe { cudarc::cublaslt::sys::is_culib_present() } {
@@ -171,15 +164,13 @@ impl Gpu {
     }
 
     fn bind(&self) -> Result<(), GpuError> {
-        self.ctx
-            .bind_to_thread()
-            .map_err(|e| GpuError::during("binding the CUDA context", e))
+        self.ctx.bind_to_thread().during("binding the CUDA context")
     }
 
     fn event(&self) -> Result<CudaEvent, GpuError> {
         self.ctx
             .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(|e| GpuError::during("creating an event", e))
+            .during("creating an event")
     }
 
     /// Device memory in this GPU's context.
@@ -188,9 +179,7 @@ impl Gpu {
     }
 
     fn sync(&self) -> Result<(), GpuError> {
-        self.stream
-            .synchronize()
-            .map_err(|e| GpuError::during("waiting for the GPU", e))
+        self.stream.synchronize().during("waiting for the GPU")
     }
 
     /// Launch geometry for pog's grid-stride kernels over `n` items: 8 blocks of 256 threads
@@ -207,17 +196,13 @@ impl Gpu {
     /// Runs `work` between two events on the stream and returns its milliseconds.
     fn time(&self, work: impl FnOnce() -> Result<(), GpuError>) -> Result<f64, GpuError> {
         let (start, end) = (self.event()?, self.event()?);
-        start
-            .record(&self.stream)
-            .map_err(|e| GpuError::during("recording an event", e))?;
+        start.record(&self.stream).during("recording an event")?;
         work()?;
-        end.record(&self.stream)
-            .map_err(|e| GpuError::during("recording an event", e))?;
-        end.synchronize()
-            .map_err(|e| GpuError::during("waiting for the GPU", e))?;
-        Ok(f64::from(start.elapsed_ms(&end).map_err(|e| {
-            GpuError::during("reading an event timer", e)
-        })?))
+        end.record(&self.stream).during("recording an event")?;
+        end.synchronize().during("waiting for the GPU")?;
+        Ok(f64::from(
+            start.elapsed_ms(&end).during("reading an event timer")?,
+        ))
     }
 
     /// Fills `buffer` with seeded elements of `storage` (pog_matgen's CUDA twin): whole hashes
@@ -233,8 +218,7 @@ impl Gpu {
             launch.arg(&buffer.ptr).arg(&words).arg(&seed).arg(&format);
             // SAFETY: the kernel writes `words` u64 into buffer, which holds n >= words * per
             // elements of `bytes` bytes; cuMemAlloc aligns it for u64.
-            unsafe { launch.launch(self.geometry(words)) }
-                .map_err(|e| GpuError::during("launching the fill kernel", e))?;
+            unsafe { launch.launch(self.geometry(words)) }.during("launching the fill kernel")?;
         }
         let first = words * per;
         if first < n {
@@ -253,7 +237,7 @@ impl Gpu {
                 .arg(&format);
             // SAFETY: writes elements first..n of the storage width, inside buffer.
             unsafe { launch.launch(self.geometry(n - first)) }
-                .map_err(|e| GpuError::during("launching the fill kernel", e))?;
+                .during("launching the fill kernel")?;
         }
         Ok(())
     }
@@ -269,7 +253,7 @@ impl Gpu {
     ) -> Result<[u64; 2], GpuError> {
         // SAFETY: counters holds 16 bytes.
         unsafe { drv::memset_d8_async(counters.ptr, 0, 16, self.stream.cu_stream()) }
-            .map_err(|e| GpuError::during("clearing counters", e))?;
+            .during("clearing counters")?;
         let mut launch = self.stream.launch_builder(&self.kernels.compare);
         launch
             .arg(&a.ptr)
@@ -279,8 +263,7 @@ impl Gpu {
             .arg(&kind)
             .arg(&counters.ptr);
         // SAFETY: a and b hold `elements` items of `width` bytes; counters holds two u64.
-        unsafe { launch.launch(self.geometry(elements)) }
-            .map_err(|e| GpuError::during("launching the compare kernel", e))?;
+        unsafe { launch.launch(self.geometry(elements)) }.during("launching the compare kernel")?;
         self.sync()?;
         read_counters(counters)
     }
@@ -290,16 +273,14 @@ impl Gpu {
 fn read_counters<const N: usize>(counters: &DeviceBuffer) -> Result<[u64; N], GpuError> {
     let mut out = [0u64; N];
     // SAFETY: counters holds at least N u64; the copy is synchronous.
-    unsafe { drv::memcpy_dtoh_sync(&mut out[..], counters.ptr) }
-        .map_err(|e| GpuError::during("reading counters", e))?;
+    unsafe { drv::memcpy_dtoh_sync(&mut out[..], counters.ptr) }.during("reading counters")?;
     Ok(out)
 }
 
 impl Accelerator for Gpu {
     fn memory(&self) -> Result<(u64, u64), GpuError> {
         self.bind()?;
-        let (free, total) =
-            drv::mem_get_info().map_err(|e| GpuError::during("reading free memory", e))?;
+        let (free, total) = drv::mem_get_info().during("reading free memory")?;
         Ok((free as u64, total as u64))
     }
 
@@ -332,7 +313,9 @@ impl Accelerator for Gpu {
 impl Gpu {
     fn lt(&self) -> Result<&gemm::Lt, GpuError> {
         self.gemm.as_ref().ok_or_else(|| {
-            GpuError("cuBLASLt library (libcublasLt.so) not found: install the CUDA runtime".into())
+            GpuError::Unsupported(
+                "cuBLASLt library (libcublasLt.so) not found: install the CUDA runtime".into(),
+            )
         })
     }
 }
@@ -349,12 +332,10 @@ pub(crate) struct DeviceBuffer {
 impl DeviceBuffer {
     /// Allocates `bytes` in `ctx`, leaving `ctx` current on this thread.
     pub fn new(ctx: &Arc<CudaContext>, bytes: u64) -> Result<DeviceBuffer, GpuError> {
-        ctx.bind_to_thread()
-            .map_err(|e| GpuError::during("binding the CUDA context", e))?;
+        ctx.bind_to_thread().during("binding the CUDA context")?;
         // SAFETY: plain allocation in the context just bound.
-        let ptr = unsafe { drv::malloc_sync(bytes as usize) }.map_err(|e| {
-            GpuError::during(&format!("allocating {} MiB on the GPU", bytes >> 20), e)
-        })?;
+        let ptr = unsafe { drv::malloc_sync(bytes as usize) }
+            .during(&format!("allocating {} MiB on the GPU", bytes >> 20))?;
         Ok(DeviceBuffer {
             ptr,
             bytes,
@@ -394,9 +375,8 @@ pub(crate) struct PinnedBuffer {
 impl PinnedBuffer {
     pub fn new(bytes: u64) -> Result<PinnedBuffer, GpuError> {
         // SAFETY: plain allocation; flags 0 = portable default, not write-combined.
-        let ptr = unsafe { drv::malloc_host(bytes as usize, 0) }.map_err(|e| {
-            GpuError::during(&format!("pinning {} MiB of host memory", bytes >> 20), e)
-        })?;
+        let ptr = unsafe { drv::malloc_host(bytes as usize, 0) }
+            .during(&format!("pinning {} MiB of host memory", bytes >> 20))?;
         let mut buffer = PinnedBuffer {
             ptr: ptr as *mut u8,
             len: bytes as usize,

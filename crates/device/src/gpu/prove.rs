@@ -13,6 +13,7 @@
 use super::gemm::{Chosen, Prepared};
 use super::{DeviceBuffer, Gpu};
 use crate::compute::GpuError;
+use crate::during::During;
 use cudarc::driver::result as drv;
 use cudarc::driver::{CudaEvent, LaunchConfig, PushKernelArg};
 use pog_matgen::{output_bytes, ALayout};
@@ -145,7 +146,7 @@ impl Gpu {
         g.choose_fastest(PROOF_CANDIDATES)?;
         let chosen = g
             .chosen()
-            .ok_or_else(|| GpuError("no algorithm was chosen".into()))?;
+            .ok_or_else(|| GpuError::Unsupported("no algorithm was chosen".into()))?;
         known.insert((precision, size), chosen);
         Ok(chosen)
     }
@@ -155,12 +156,12 @@ impl Gpu {
         self.bind()?;
         let started = Instant::now();
         if batch.seeds.is_empty() || batch.size == 0 || batch.leaf_elements == 0 {
-            return Err(GpuError(
+            return Err(GpuError::Unsupported(
                 "a proof batch needs at least one product, a size and a leaf size".into(),
             ));
         }
         if batch.leaf_bytes() > u64::from(u32::MAX) {
-            return Err(GpuError(format!(
+            return Err(GpuError::Unsupported(format!(
                 "leaves of {} bytes: the hashing kernels take leaves under 4 GiB",
                 batch.leaf_bytes()
             )));
@@ -169,7 +170,7 @@ impl Gpu {
         let level_offsets = starts(sizes.iter().copied());
         let node_count: u64 = sizes.iter().sum();
         let nodes = self.alloc(node_count * 32).map_err(|e| {
-            GpuError(format!(
+            GpuError::Unsupported(format!(
                 "{e} (the tree over {} leaves; a smaller batch or larger leaves fit)",
                 batch.leaf_count()
             ))
@@ -211,7 +212,7 @@ impl Gpu {
             launch.arg(&below).arg(&count).arg(&above);
             // SAFETY: `below` holds `count` hashes and `above` (count + 1) / 2, inside `nodes`.
             unsafe { launch.launch(self.geometry(count.div_ceil(2))) }
-                .map_err(|e| GpuError::during("launching the Merkle level kernel", e))?;
+                .during("launching the Merkle level kernel")?;
         }
         let tree_end = self.event()?;
         self.record(&tree_end)?;
@@ -221,7 +222,7 @@ impl Gpu {
         let elapsed = |a: &CudaEvent, b: &CudaEvent| {
             a.elapsed_ms(b)
                 .map(f64::from)
-                .map_err(|e| GpuError::during("reading an event timer", e))
+                .during("reading an event timer")
         };
         let mut timings = CommitTimings {
             wall_ms,
@@ -255,7 +256,7 @@ impl Gpu {
         let batch = &committed.batch;
         let total = batch.leaf_count();
         if let Some(bad) = leaves.iter().find(|&&l| l >= total) {
-            return Err(GpuError(format!(
+            return Err(GpuError::Unsupported(format!(
                 "leaf {bad} asked, the commitment has {total}"
             )));
         }
@@ -314,7 +315,7 @@ impl Gpu {
                 prepared.run()?;
                 self.sync()?;
                 let again = read_leaf(&prepared.d, start, len)?;
-                return Err(GpuError(format!(
+                return Err(GpuError::Unsupported(format!(
                     "leaf {} recomputed with {} differs from the committed one; {}",
                     leaves[i],
                     committed.algorithm,
@@ -374,7 +375,7 @@ impl Gpu {
                     shared_mem_bytes: 0,
                 })
             }
-            .map_err(|e| GpuError::during("launching the leaf hash kernel", e))?;
+            .during("launching the leaf hash kernel")?;
         }
         let rest = batch.leaves_per_product() - fast;
         if rest > 0 {
@@ -390,7 +391,7 @@ impl Gpu {
                 .arg(&rest_out);
             // SAFETY: leaves fast.. of d are read within total_bytes; their hashes fit in nodes.
             unsafe { launch.launch(self.geometry(rest)) }
-                .map_err(|e| GpuError::during("launching the byte-wise leaf hash kernel", e))?;
+                .during("launching the byte-wise leaf hash kernel")?;
         }
         Ok(())
     }
@@ -408,7 +409,7 @@ impl Gpu {
         // the gather read stale indices).
         // SAFETY: index holds count u64; `at` outlives the copy (the stream is synced below).
         unsafe { drv::memcpy_htod_async(index.ptr, at, self.stream.cu_stream()) }
-            .map_err(|e| GpuError::during("sending node indices", e))?;
+            .during("sending node indices")?;
         let mut launch = self.stream.launch_builder(&self.kernels.gather_hashes);
         launch
             .arg(&nodes.ptr)
@@ -416,20 +417,16 @@ impl Gpu {
             .arg(&count)
             .arg(&out.ptr);
         // SAFETY: every index lies inside nodes (callers take them from the level layout).
-        unsafe { launch.launch(self.geometry(count)) }
-            .map_err(|e| GpuError::during("launching the gather kernel", e))?;
+        unsafe { launch.launch(self.geometry(count)) }.during("launching the gather kernel")?;
         self.sync()?;
         let mut words = vec![0u32; at.len() * 8];
         // SAFETY: out holds count hashes; synchronous copy after the kernel finished.
-        unsafe { drv::memcpy_dtoh_sync(&mut words[..], out.ptr) }
-            .map_err(|e| GpuError::during("reading hashes back", e))?;
+        unsafe { drv::memcpy_dtoh_sync(&mut words[..], out.ptr) }.during("reading hashes back")?;
         Ok(words.chunks_exact(8).map(hash_from_words).collect())
     }
 
     fn record(&self, event: &CudaEvent) -> Result<(), GpuError> {
-        event
-            .record(&self.stream)
-            .map_err(|e| GpuError::during("recording an event", e))
+        event.record(&self.stream).during("recording an event")
     }
 }
 
@@ -438,7 +435,7 @@ fn read_leaf(d: &DeviceBuffer, start: u64, len: u64) -> Result<Vec<u8>, GpuError
     let mut bytes = vec![0u8; len as usize];
     // SAFETY: callers keep start + len inside the output; the copy is synchronous.
     unsafe { drv::memcpy_dtoh_sync(&mut bytes[..], d.ptr + start) }
-        .map_err(|e| GpuError::during("reading back a leaf", e))?;
+        .during("reading back a leaf")?;
     Ok(bytes)
 }
 

@@ -3,7 +3,7 @@
 
 use super::Context;
 use crate::finding::{Finding, Severity};
-use pog_device::LoadedLibrary;
+use pog_facts::LoadedLibrary;
 
 pub const PRELOAD: &str = "env.preload";
 pub const LIBRARY: &str = "env.nvidia_library";

@@ -170,7 +170,7 @@ fn nvlinks(view: &GpuView, out: &mut Vec<Finding>) {
         );
     }
     for l in links.iter().filter(|l| l.active) {
-        let count = |r: &pog_device::Reading<u64>| r.value().copied().unwrap_or(0);
+        let count = |r: &pog_facts::Reading<u64>| r.value().copied().unwrap_or(0);
         let (flit, data, replay, recovery) = (
             count(&l.crc_flit_errors),
             count(&l.crc_data_errors),

@@ -8,7 +8,7 @@ pub mod spec;
 pub mod uniqueness;
 
 use crate::join::GpuView;
-use pog_device::Inventory;
+use pog_facts::Inventory;
 use pog_spec::SpecDb;
 
 /// What every rule may look at.

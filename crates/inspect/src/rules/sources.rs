@@ -5,7 +5,7 @@
 use super::Context;
 use crate::finding::{Finding, Severity};
 use crate::join::{driven_by_nvidia, GpuView};
-use pog_device::{BusId, Reading};
+use pog_facts::{BusId, Reading};
 
 pub const AVAILABLE: &str = "sources.available";
 pub const COUNT: &str = "sources.gpu_count";
@@ -59,9 +59,9 @@ fn availability(ctx: &Context, out: &mut Vec<Finding>) {
     if !any_gpu {
         let mut f = Finding::new(
             AVAILABLE,
-            Severity::Info,
+            Severity::Fail,
             None,
-            "no NVIDIA GPU found on this host; the host is still reported",
+            "no NVIDIA GPU found on this host: there is nothing to verify (the host is still reported)",
         );
         for (source, why) in &reasons {
             f = f.with(

@@ -1,19 +1,10 @@
 //! `pog inspect`: collect every source, cross-check, show the evidence.
 
-use super::{platform, print_json, Outcome};
+use super::{platform, print_json, Outcome, Verdict};
 use crate::cli::Global;
 use crate::render;
 use anyhow::Result;
-use pog_device::Inventory;
-use pog_inspect::Inspection;
-use serde::Serialize;
-
-/// What `pog inspect --json` prints: the raw facts and what pog concluded from them.
-#[derive(Serialize)]
-pub struct InspectReport {
-    pub inventory: Inventory,
-    pub inspection: Inspection,
-}
+use pog_inspect::{InspectReport, Severity};
 
 /// Collects and inspects (with a spinner on a terminal, as nvidia-smi can take seconds).
 pub fn collect_and_inspect(global: &Global) -> Result<InspectReport> {
@@ -22,31 +13,34 @@ pub fn collect_and_inspect(global: &Global) -> Result<InspectReport> {
         global.json,
         "reading NVML, CUDA, nvidia-smi, sysfs and procfs",
     );
-    let inventory = pog_device::collect(platform.as_ref());
+    let report = pog_inspect::run(platform.as_ref());
     spinner.finish_and_clear();
-    let inspection = pog_inspect::inspect(&inventory, pog_spec::SpecDb::embedded());
-    Ok(InspectReport {
-        inventory,
-        inspection,
-    })
+    Ok(report)
+}
+
+/// The verdict of an inspection: any failing finding (a host without a GPU among them) fails.
+pub fn verdict(report: &InspectReport) -> Verdict {
+    match report.inspection.worst() {
+        Severity::Fail => Verdict::Fail,
+        Severity::Warn => Verdict::Warn,
+        Severity::Info => Verdict::Pass,
+    }
 }
 
 pub fn run(global: &Global) -> Result<Outcome> {
     let report = collect_and_inspect(global)?;
+    let verdict = verdict(&report);
+    let simulated = render::is_simulated(&report.inventory.origin);
     if global.json {
-        print_json(&report)?;
+        print_json("inspect", verdict, &report.summary(), simulated, &report)?;
     } else {
         render::origin_banner(&report.inventory.origin);
         render::host(&report.inventory.host);
         render::gpus(&report.inspection);
         render::topology(&report.inventory);
         render::sources(&report.inventory);
-        render::findings(&report.inspection.findings, pog_inspect::Severity::Info);
-        render::verdict(&report.inspection);
+        render::findings(&report.inspection.findings, Severity::Info);
+        render::verdict_line(verdict, &report.summary(), simulated);
     }
-    Ok(if report.inspection.failed() {
-        Outcome::Failed
-    } else {
-        Outcome::Passed
-    })
+    Ok(Outcome(verdict))
 }

@@ -1,4 +1,6 @@
-//! One module per subcommand; each returns an [`Outcome`] that decides the exit status.
+//! One module per subcommand. Each orchestrates a library pipeline, renders its report (a
+//! table, or JSON under the convention of `docs/json.md`) and returns an [`Outcome`] that
+//! decides the exit status.
 
 pub mod bench;
 pub mod check;
@@ -9,25 +11,48 @@ mod specs;
 
 use crate::cli::{Cli, Command, Global};
 use anyhow::{Context, Result};
-use pog_device::sim::SimPlatform;
-use pog_device::{Platform, RealConfig, RealPlatform};
+use pog_device::{RealConfig, RealPlatform};
+use pog_facts::Platform;
+use pog_sim::SimPlatform;
+use serde::Serialize;
 use std::process::ExitCode;
+
+/// The version of every command's JSON shape (`docs/json.md`); bumped on any change that
+/// could break a consumer.
+pub const JSON_SCHEMA: u32 = 1;
+
+/// A command's verdict, the first thing its JSON says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Every check passed.
+    Pass,
+    /// Every check passed, with warnings worth reading.
+    Warn,
+    /// At least one check failed: exit status 1.
+    Fail,
+    /// pog could not run (bad flags or input): exit status 2.
+    Error,
+}
+
+impl Verdict {
+    /// The exit status this verdict implies: 0 pass or warn, 1 fail, 2 error.
+    pub fn exit_status(self) -> u8 {
+        match self {
+            Verdict::Pass | Verdict::Warn => 0,
+            Verdict::Fail => 1,
+            Verdict::Error => 2,
+        }
+    }
+}
 
 /// How a command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Every check passed (warnings allowed).
-    Passed,
-    /// At least one check failed.
-    Failed,
-}
+pub struct Outcome(pub Verdict);
 
 impl Outcome {
     pub fn exit_code(self) -> ExitCode {
-        match self {
-            Outcome::Passed => ExitCode::SUCCESS,
-            Outcome::Failed => ExitCode::from(1),
-        }
+        ExitCode::from(self.0.exit_status())
     }
 }
 
@@ -43,7 +68,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     }
 }
 
-/// The machine to work on: this one, or the simulated double when asked for.
+/// The machine to work on: this one, or the simulated double when `--simulate` asks for it.
 pub fn platform(global: &Global) -> Result<Box<dyn Platform>> {
     Ok(match &global.simulate {
         Some(profile) => Box::new(
@@ -58,11 +83,50 @@ pub fn platform(global: &Global) -> Result<Box<dyn Platform>> {
     })
 }
 
-/// Prints a value as pretty JSON on stdout.
-pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
+/// Every command's JSON: what it is, its verdict and exit status, a one-line summary, then
+/// the command's own report.
+#[derive(Serialize)]
+struct Envelope<'a, T: Serialize> {
+    /// `pog.<command>/<version>`.
+    schema: String,
+    verdict: Verdict,
+    exit_status: u8,
+    summary: &'a str,
+    /// True when the host was the simulated test double: nothing in it is a result.
+    simulated: bool,
+    #[serde(flatten)]
+    report: &'a T,
+}
+
+/// Prints a command's report as JSON on stdout, in its envelope.
+pub fn print_json(
+    command: &str,
+    verdict: Verdict,
+    summary: &str,
+    simulated: bool,
+    report: &impl Serialize,
+) -> Result<()> {
+    let envelope = Envelope {
+        schema: format!("pog.{command}/{JSON_SCHEMA}"),
+        verdict,
+        exit_status: verdict.exit_status(),
+        summary,
+        simulated,
+        report,
+    };
     println!(
         "{}",
-        serde_json::to_string_pretty(value).context("serializing the result")?
+        serde_json::to_string_pretty(&envelope).context("serializing the result")?
     );
     Ok(())
+}
+
+/// The JSON of a command that could not run: the error where a script reads the verdict.
+pub fn print_json_error(command: &str, error: &str) {
+    #[derive(Serialize)]
+    struct Failure<'a> {
+        error: &'a str,
+    }
+    // Nothing more can be done if even this fails: the exit status still says 2.
+    let _ = print_json(command, Verdict::Error, error, false, &Failure { error });
 }

@@ -1,7 +1,7 @@
 //! `pog agent` and `pog validator`: the long-running services (crates/node), with their keys
 //! and registry in the data dir.
 
-use super::Outcome;
+use super::{Outcome, Verdict};
 use crate::cli::{AgentArgs, Global, ProverKind, ValidatorArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use pog_inspect::GpuVerdict;
@@ -44,6 +44,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
     let identity = pog_node::keys::load_or_create(&data_dir(global)?.join("agent.key"))
         .map_err(|e| anyhow!(e))?;
     let report = super::inspect::collect_and_inspect(global)?;
+    let simulated = crate::render::is_simulated(&report.inventory.origin);
     let gpus: Vec<GpuClaim> = report
         .inspection
         .gpus
@@ -54,6 +55,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
                 uuid: g.uuid.clone()?,
                 model: g.model.clone()?,
                 bus_id: g.bus_id?.to_string(),
+                simulated,
             })
         })
         .collect();
@@ -65,9 +67,11 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
         .clone()
         .unwrap_or_else(|| format!("http://{}", args.listen));
     let engine = prover_engine(global, args.prover, &report, &gpus)?;
-    say(format_args!("agent key: {}", identity.public_hex()));
+    // Every line of an agent serving the simulated double says so.
+    let mark = if simulated { "SIMULATED " } else { "" };
+    say(format_args!("{mark}agent key: {}", identity.public_hex()));
     say(format_args!(
-        "serving {} GPU(s) at {endpoint}; proving on the {}",
+        "{mark}serving {} GPU(s) at {endpoint}; proving on the {}",
         gpus.len(),
         engine.name()
     ));
@@ -93,12 +97,12 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
         )
         .await
         .map_err(|e| anyhow!("registering with {}: {e}", args.validator))?;
-        say(format_args!("registered with {}", args.validator));
+        say(format_args!("{mark}registered with {}", args.validator));
         server
             .await
             .context("the agent's server stopped")?
             .context("serving")?;
-        Ok(Outcome::Passed)
+        Ok(Outcome(Verdict::Pass))
     })
 }
 
@@ -107,7 +111,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
 fn prover_engine(
     global: &Global,
     kind: ProverKind,
-    report: &super::inspect::InspectReport,
+    report: &pog_inspect::InspectReport,
     gpus: &[GpuClaim],
 ) -> Result<Arc<dyn ProverEngine>> {
     let cpu = || -> Arc<dyn ProverEngine> {
@@ -131,7 +135,7 @@ fn prover_engine(
             .collect()
     });
     let started = match ordinals {
-        Some(ordinals) => GpuEngine::start(&ordinals),
+        Some(ordinals) => GpuEngine::start(&ordinals).map_err(|e| e.to_string()),
         None => Err("CUDA does not see every GPU the agent serves".to_string()),
     };
     match (started, kind) {
@@ -152,7 +156,7 @@ fn prover_engine(
                 for planned in plans.into_iter().flatten() {
                     match engine.prepare(&planned.challenge([0; 32], &g.uuid, &g.bus_id)) {
                         Ok(algorithm) => say(format_args!(
-                            "GPU {}: ready for {:?} n={} ({})",
+                            "GPU {}: ready for {} n={} ({})",
                             g.uuid,
                             planned.precision,
                             planned.size,
@@ -203,7 +207,11 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
-        let service = Arc::new(Validator::new(identity, registry));
+        let mut service = Validator::new(identity, registry);
+        if args.accept_simulated {
+            service = service.accepting_simulated();
+        }
+        let service = Arc::new(service);
         tokio::spawn(validator::run_schedule(
             service.clone(),
             args.challenge_every,
@@ -212,6 +220,6 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         pog_node::http::serve(listener, validator::router(service))
             .await
             .context("serving")?;
-        Ok(Outcome::Passed)
+        Ok(Outcome(Verdict::Pass))
     })
 }

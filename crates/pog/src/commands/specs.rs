@@ -1,14 +1,21 @@
 //! `pog specs`: the GPU model database pog judges against.
 
-use super::{print_json, Outcome};
+use super::{print_json, Outcome, Verdict};
 use crate::cli::Global;
 use crate::render;
 use anyhow::{bail, Result};
 use pog_spec::SpecDb;
+use serde::Serialize;
+
+/// What `pog specs --json` reports: every model, or the one asked for.
+#[derive(Serialize)]
+struct SpecsReport<'a> {
+    models: Vec<&'a pog_spec::GpuSpec>,
+}
 
 pub fn run(global: &Global, model: Option<&str>) -> Result<Outcome> {
     let db = SpecDb::embedded();
-    match model {
+    let models: Vec<&pog_spec::GpuSpec> = match model {
         Some(name) => {
             let Some(spec) = db.by_model(name).or_else(|| db.by_name(name)) else {
                 let known: Vec<&str> = db.all().iter().map(|g| g.model.as_str()).collect();
@@ -17,14 +24,27 @@ pub fn run(global: &Global, model: Option<&str>) -> Result<Outcome> {
                     known.join(", ")
                 );
             };
-            if global.json {
-                print_json(spec)?;
-            } else {
-                render::spec_detail(spec);
-            }
+            vec![spec]
         }
-        None if global.json => print_json(&db.all())?,
-        None => render::spec_list(db.all()),
+        None => db.all().iter().collect(),
+    };
+    if global.json {
+        let summary = format!("{} model(s)", models.len());
+        print_json(
+            "specs",
+            Verdict::Pass,
+            &summary,
+            false,
+            &SpecsReport { models },
+        )?;
+    } else if let [spec] = models[..] {
+        if model.is_some() {
+            render::spec_detail(spec);
+        } else {
+            render::spec_list(db.all());
+        }
+    } else {
+        render::spec_list(db.all());
     }
-    Ok(Outcome::Passed)
+    Ok(Outcome(Verdict::Pass))
 }

@@ -1,19 +1,50 @@
 //! The compute seam: what benchmarks ask a GPU to do, and what comes back. [`Accelerator`] is
-//! implemented by the real GPU ([`crate::gpu::Gpu`]) and by the simulated test double
-//! ([`crate::sim::SimGpu`]); the benchmark logic only sees this trait.
+//! implemented by the real GPU (`pog_device::gpu::Gpu`) and by the simulated test double
+//! (`pog_sim::SimGpu`); the benchmark logic only sees this trait.
 
+use crate::reading::Reading;
 use pog_spec::Precision;
 use serde::{Deserialize, Serialize};
 
-/// A failed GPU operation, with what was being done.
+/// A failed GPU operation: what was being done, and the cause as the library reported it.
+/// Decisions (skip this candidate? give up on this GPU?) look at the variant.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct GpuError(pub String);
+pub enum GpuError {
+    /// A CUDA driver call failed; `code` is the `CUresult`.
+    #[error("{step}: CUDA error {code} ({name})")]
+    Cuda {
+        step: String,
+        code: u32,
+        name: String,
+    },
+    /// A GPU library (cuBLASLt, NVRTC, NCCL, NVML) failed or is missing.
+    #[error("{step}: {library}: {message}")]
+    Library {
+        step: String,
+        library: &'static str,
+        message: String,
+    },
+    /// The GPU cannot do what was asked (no such precision, not enough memory, no peer
+    /// access, no collectives library): a fact about the GPU, not a fault.
+    #[error("{0}")]
+    Unsupported(String),
+    /// The GPU answered with something impossible (a result that fails its own checks).
+    #[error("{0}")]
+    Invalid(String),
+}
 
 impl GpuError {
-    /// Wraps any error with a description of the step that failed.
-    pub fn during(step: &str, e: impl std::fmt::Display) -> GpuError {
-        GpuError(format!("{step}: {e}"))
+    /// A library failure during `step`.
+    pub fn library(
+        step: impl Into<String>,
+        library: &'static str,
+        e: impl std::fmt::Display,
+    ) -> GpuError {
+        GpuError::Library {
+            step: step.into(),
+            library,
+            message: e.to_string(),
+        }
     }
 }
 
@@ -147,8 +178,8 @@ pub struct MemtestRun {
     pub free_bytes: u64,
     pub patterns: Vec<PatternResult>,
     /// ECC, remapped-row and retired-page counters before and after (NVML).
-    pub health_before: Result<crate::telemetry::HealthCounters, String>,
-    pub health_after: Result<crate::telemetry::HealthCounters, String>,
+    pub health_before: Reading<crate::telemetry::HealthCounters>,
+    pub health_after: Reading<crate::telemetry::HealthCounters>,
 }
 
 /// Read and write bandwidth of pog's own kernels over a range of buffer sizes: the L2 and HBM
@@ -190,7 +221,7 @@ pub struct SustainedRun {
     /// Per GEMM after the first: elements that differ from the first result, and NaNs.
     pub mismatched: Vec<u64>,
     pub nans: Vec<u64>,
-    pub telemetry: Result<Vec<crate::telemetry::TelemetrySample>, String>,
+    pub telemetry: Reading<Vec<crate::telemetry::TelemetrySample>>,
 }
 
 /// One GPU that can run benchmarks.
@@ -252,7 +283,7 @@ pub trait Fabric {
     /// GPUs in the fabric (CUDA ordinals 0..count).
     fn count(&self) -> usize;
     /// Whether `src` can reach `dst`'s memory directly (peer access); why not, if not.
-    fn peer_access(&self, src: usize, dst: usize) -> Result<(), String>;
+    fn peer_access(&self, src: usize, dst: usize) -> Result<(), GpuError>;
     /// Milliseconds per timed run of the request.
     fn peer_copy(&mut self, request: &PeerRequest) -> Result<Vec<f64>, GpuError>;
     /// Nanoseconds per dependent 8-byte read of `dst`'s memory by an SM of `src` (a pointer
@@ -264,7 +295,7 @@ pub trait Fabric {
         iterations: u32,
     ) -> Result<Vec<f64>, GpuError>;
     /// Whether collectives can run (the GPU fabric needs the NCCL library); why not, if not.
-    fn collectives(&self) -> Result<(), String>;
+    fn collectives(&self) -> Result<(), GpuError>;
     /// Milliseconds per all-reduce (sum of FP32) of `bytes` on every GPU at once, one figure
     /// per timed run.
     fn all_reduce(

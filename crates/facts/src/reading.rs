@@ -88,4 +88,18 @@ mod tests {
         assert_eq!(back.value(), None);
         assert_eq!(gone.to_string(), "unavailable (NVML: Not Supported)");
     }
+
+    #[test]
+    fn seeds_are_exact_hex_strings() {
+        #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+        struct Seeded {
+            #[serde(with = "crate::hex_u64")]
+            seed: u64,
+        }
+        let big = Seeded { seed: u64::MAX - 1 };
+        let json = serde_json::to_string(&big).unwrap();
+        assert_eq!(json, r#"{"seed":"0xfffffffffffffffe"}"#);
+        assert_eq!(serde_json::from_str::<Seeded>(&json).unwrap(), big);
+        assert!(serde_json::from_str::<Seeded>(r#"{"seed":"0xzz"}"#).is_err());
+    }
 }

@@ -1,58 +1,18 @@
-//! The [`Platform`] seam: every source of facts behind one trait, with the real hardware
-//! implementation here and the simulated test double in [`crate::sim`]. [`collect`] gathers one
-//! [`Inventory`] from either.
+//! [`RealPlatform`]: the [`Platform`] seam implemented by this machine's hardware.
 
+use crate::compute::{Accelerator, Fabric, GpuError};
 use crate::facts::{
-    CudaReport, HostInfo, Inventory, NvmlReport, Origin, PciGpu, ProcDriver, ProcessEnv, SmiReport,
+    CudaReport, HostInfo, NvmlReport, Origin, PciGpu, ProcDriver, ProcessEnv, SmiReport,
 };
+use crate::gpu::{Gpu, GpuFabric};
 use crate::reading::Reading;
-use crate::{cuda, exec, host, nvml, procdriver, process, smi, sysfs};
-use std::path::PathBuf;
+use crate::{cuda, cutlass, exec, host, hostbench, nvml, procdriver, process, smi, sysfs};
+use pog_facts::hostbench::{HostMeasurement, HostPlan};
+use pog_facts::Platform;
+use pog_spec::GpuSpec;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
-
-/// One source of facts per method. Implementations must never panic and never block for long:
-/// a failing source answers with an unavailable reading.
-pub trait Platform: Sync {
-    fn origin(&self) -> Origin;
-    fn nvml(&self) -> Reading<NvmlReport>;
-    fn cuda(&self) -> Reading<CudaReport>;
-    fn nvidia_smi(&self) -> Reading<SmiReport>;
-    fn pci(&self) -> Reading<Vec<PciGpu>>;
-    fn proc_driver(&self) -> Reading<ProcDriver>;
-    /// Read after NVML and CUDA were loaded, so the mapped libraries are visible.
-    fn process(&self) -> ProcessEnv;
-    fn host(&self) -> HostInfo;
-}
-
-/// Collects every source once. nvidia-smi (the slow one, about a second) runs on its own
-/// thread while the in-process sources are read.
-pub fn collect(platform: &dyn Platform) -> Inventory {
-    let collected_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    std::thread::scope(|scope| {
-        let smi = scope.spawn(|| platform.nvidia_smi());
-        let nvml = platform.nvml();
-        let cuda = platform.cuda();
-        let pci = platform.pci();
-        let proc_driver = platform.proc_driver();
-        let process = platform.process();
-        let host = platform.host();
-        let nvidia_smi = smi
-            .join()
-            .unwrap_or_else(|_| Reading::unavailable("nvidia-smi reader panicked"));
-        Inventory {
-            origin: platform.origin(),
-            collected_at,
-            nvml,
-            cuda,
-            nvidia_smi,
-            pci,
-            proc_driver,
-            process,
-            host,
-        }
-    })
-}
 
 /// Where the real platform reads from, and how long it waits for nvidia-smi.
 #[derive(Debug, Clone)]
@@ -135,5 +95,32 @@ impl Platform for RealPlatform {
             sysfs_root: &self.config.sysfs_root,
             etc_root: &self.config.etc_root,
         })
+    }
+
+    fn open_gpu(
+        &self,
+        ordinal: usize,
+        _model: Option<&'static GpuSpec>,
+    ) -> Result<Box<dyn Accelerator>, GpuError> {
+        Ok(Box::new(Gpu::open(ordinal)?))
+    }
+
+    fn open_fabric(
+        &self,
+        count: usize,
+        _link_gbs: &dyn Fn(usize, usize) -> Option<f64>,
+    ) -> Result<Box<dyn Fabric>, GpuError> {
+        Ok(Box::new(GpuFabric::open(count)?))
+    }
+
+    fn measure_host(&self, plan: &HostPlan, storage_dir: &Path) -> HostMeasurement {
+        hostbench::run(plan, storage_dir)
+    }
+
+    fn cutlass_sgemm(&self, sizes: &[u64], timeout: Duration) -> Reading<String> {
+        match cutlass::find() {
+            None => Reading::unavailable(format!("{} not on PATH", cutlass::PROGRAM)),
+            Some(binary) => cutlass::run_sgemm(&binary, sizes, timeout).into(),
+        }
     }
 }

@@ -293,3 +293,16 @@ pub struct StorageDevice {
     pub size_bytes: Reading<u64>,
     pub rotational: Reading<bool>,
 }
+
+/// Formats CUDA's 16 UUID bytes the way NVML prints them: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+pub fn format_uuid(bytes: &[u8; 16]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}

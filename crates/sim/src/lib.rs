@@ -3,13 +3,15 @@
 //! injected. It exists so that CI can exercise every rule without a GPU. Its output is marked
 //! [`Origin::Simulated`] and is never a result.
 
-use crate::cuda::format_uuid;
-use crate::facts::*;
-use crate::pci::BusId;
-use crate::platform::Platform;
-use crate::reading::Reading;
+use pog_facts::hostbench::{HostMeasurement, HostPlan, StorageBench};
+use pog_facts::*;
 use pog_spec::{GpuSpec, SpecDb};
+use std::path::Path;
 use std::str::FromStr;
+use std::time::Duration;
+
+/// Fraction of the datasheet peak the simulated GPUs and links run at.
+pub const SIM_EFFICIENCY: f64 = 0.75;
 
 /// The driver version every simulated source reports.
 pub const SIM_DRIVER_VERSION: &str = "580.159.04";
@@ -535,6 +537,60 @@ impl Platform for SimPlatform {
     fn host(&self) -> HostInfo {
         self.host.clone()
     }
+
+    fn open_gpu(
+        &self,
+        ordinal: usize,
+        model: Option<&'static GpuSpec>,
+    ) -> Result<Box<dyn Accelerator>, GpuError> {
+        let spec = model.ok_or_else(|| {
+            GpuError::Unsupported(format!("simulated GPU {ordinal} is of no known model"))
+        })?;
+        Ok(Box::new(SimGpu::new(spec, SIM_EFFICIENCY)))
+    }
+
+    fn open_fabric(
+        &self,
+        count: usize,
+        link_gbs: &dyn Fn(usize, usize) -> Option<f64>,
+    ) -> Result<Box<dyn Fabric>, GpuError> {
+        let rates = (0..count)
+            .map(|s| {
+                (0..count)
+                    .map(|d| if s == d { None } else { link_gbs(s, d) })
+                    .collect()
+            })
+            .collect();
+        Ok(Box::new(SimFabric {
+            rates,
+            efficiency: SIM_EFFICIENCY,
+            no_collectives: None,
+        }))
+    }
+
+    /// Fixed figures of a modest host (no measurement: the simulated host has no CPU).
+    fn measure_host(&self, plan: &HostPlan, storage_dir: &Path) -> HostMeasurement {
+        let threads = self.host.cpu.value().map_or(1, |c| c.threads as usize);
+        HostMeasurement {
+            threads,
+            cpu_gflops_single: 10.0,
+            cpu_gflops_multi: 10.0 * threads as f64,
+            cpu_fma: true,
+            stream_triad_gbs: vec![50.0; plan.stream_repeats as usize],
+            storage: Reading::Value(StorageBench {
+                path: storage_dir.display().to_string(),
+                bytes: plan.storage_bytes,
+                direct_io: true,
+                write_mbs: 1000.0,
+                read_mbs: 1000.0,
+                random_read_iops: 20_000.0,
+            }),
+        }
+    }
+
+    fn cutlass_sgemm(&self, _sizes: &[u64], _timeout: Duration) -> Reading<String> {
+        Reading::unavailable("not run on a simulated host")
+    }
 }
 
 /// sysfs's spelling of a PCIe generation's rate.
@@ -680,7 +736,7 @@ fn sim_cuda(g: &GpuFacts, spec: &GpuSpec) -> CudaGpu {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::platform::collect;
+    use pog_facts::collect;
 
     #[test]
     fn profiles_parse_and_build_consistent_hosts() {
@@ -734,24 +790,20 @@ pub struct SimFabric {
     pub no_collectives: Option<String>,
 }
 
-impl crate::compute::Fabric for SimFabric {
+impl Fabric for SimFabric {
     fn count(&self) -> usize {
         self.rates.len()
     }
 
-    fn peer_access(&self, src: usize, dst: usize) -> Result<(), String> {
+    fn peer_access(&self, src: usize, dst: usize) -> Result<(), GpuError> {
         match self.rates.get(src).and_then(|r| r.get(dst)) {
             Some(Some(_)) if src != dst => Ok(()),
-            _ => Err("no simulated peer link".into()),
+            _ => Err(GpuError::Unsupported("no simulated peer link".into())),
         }
     }
 
-    fn peer_copy(
-        &mut self,
-        request: &crate::compute::PeerRequest,
-    ) -> Result<Vec<f64>, crate::compute::GpuError> {
-        self.peer_access(request.src, request.dst)
-            .map_err(crate::compute::GpuError)?;
+    fn peer_copy(&mut self, request: &PeerRequest) -> Result<Vec<f64>, GpuError> {
+        self.peer_access(request.src, request.dst)?;
         let gbs = self.rates[request.src][request.dst].unwrap_or(0.0) * self.efficiency;
         let ms = request.bytes as f64 / (gbs * 1e9) * 1e3;
         Ok(vec![ms; request.iterations as usize])
@@ -762,14 +814,15 @@ impl crate::compute::Fabric for SimFabric {
         src: usize,
         dst: usize,
         iterations: u32,
-    ) -> Result<Vec<f64>, crate::compute::GpuError> {
-        self.peer_access(src, dst)
-            .map_err(crate::compute::GpuError)?;
+    ) -> Result<Vec<f64>, GpuError> {
+        self.peer_access(src, dst)?;
         Ok(vec![2000.0 / self.efficiency; iterations as usize])
     }
 
-    fn collectives(&self) -> Result<(), String> {
-        self.no_collectives.clone().map_or(Ok(()), Err)
+    fn collectives(&self) -> Result<(), GpuError> {
+        self.no_collectives
+            .clone()
+            .map_or(Ok(()), |why| Err(GpuError::Unsupported(why)))
     }
 
     /// A ring at the slowest link: bus bandwidth = that link's rate × efficiency (pairs
@@ -779,7 +832,7 @@ impl crate::compute::Fabric for SimFabric {
         bytes: u64,
         _warmup: u32,
         iterations: u32,
-    ) -> Result<Vec<f64>, crate::compute::GpuError> {
+    ) -> Result<Vec<f64>, GpuError> {
         const THROUGH_HOST_GBS: f64 = 10.0;
         let n = self.rates.len();
         let slowest = (0..n)
@@ -820,18 +873,15 @@ impl SimGpu {
     }
 }
 
-impl crate::compute::Accelerator for SimGpu {
-    fn memory(&self) -> Result<(u64, u64), crate::compute::GpuError> {
+impl Accelerator for SimGpu {
+    fn memory(&self) -> Result<(u64, u64), GpuError> {
         let total = (self.spec.memory_gib * (1u64 << 30) as f64) as u64;
         Ok((total / 100 * 98, total))
     }
 
-    fn gemm(
-        &mut self,
-        req: &crate::compute::GemmRequest,
-    ) -> Result<crate::compute::GemmRun, crate::compute::GpuError> {
+    fn gemm(&mut self, req: &GemmRequest) -> Result<GemmRun, GpuError> {
         let Some(peak) = self.spec.peak.get(req.precision) else {
-            return Err(crate::compute::GpuError(format!(
+            return Err(GpuError::Unsupported(format!(
                 "{} has no {:?} path",
                 self.spec.model, req.precision
             )));
@@ -855,7 +905,7 @@ impl crate::compute::Accelerator for SimGpu {
         let times_ms = (0..req.iterations)
             .map(|i| ms * (1.0 + 0.002 * f64::from(i % 3)))
             .collect();
-        Ok(crate::compute::GemmRun {
+        Ok(GemmRun {
             times_ms,
             algorithm: "simulated".into(),
             a_layout: g.a_layout,
@@ -864,11 +914,8 @@ impl crate::compute::Accelerator for SimGpu {
         })
     }
 
-    fn copy(
-        &mut self,
-        req: &crate::compute::CopyRequest,
-    ) -> Result<Vec<f64>, crate::compute::GpuError> {
-        use crate::compute::CopyKind;
+    fn copy(&mut self, req: &CopyRequest) -> Result<Vec<f64>, GpuError> {
+        use CopyKind;
         // GB/s per direction: HBM for device copies, PCIe (about 3.5 GB/s per lane per generation step) for host copies.
         let pcie =
             0.98 * f64::from(1u32 << self.spec.pcie_gen.saturating_sub(1)) * 16.0 * 0.25 * 0.86;
@@ -882,11 +929,8 @@ impl crate::compute::Accelerator for SimGpu {
         Ok(vec![ms; req.iterations as usize])
     }
 
-    fn memtest(
-        &mut self,
-        req: &crate::compute::MemtestRequest,
-    ) -> Result<crate::compute::MemtestRun, crate::compute::GpuError> {
-        use crate::compute::{PatternResult, MEMORY_PATTERNS};
+    fn memtest(&mut self, req: &MemtestRequest) -> Result<MemtestRun, GpuError> {
+        use {PatternResult, MEMORY_PATTERNS};
         let (free, _) = self.memory()?;
         let bytes = (free as f64 * req.fraction.max(0.95)) as u64 / 8 * 8;
         let ms = bytes as f64 / (self.spec.memory_bandwidth_gbs * self.efficiency * 1e9) * 1e3;
@@ -902,7 +946,7 @@ impl crate::compute::Accelerator for SimGpu {
                 check_ms: ms,
             })
             .collect();
-        let counters = crate::telemetry::HealthCounters {
+        let counters = pog_facts::telemetry::HealthCounters {
             ecc_corrected_volatile: Reading::Value(0),
             ecc_uncorrected_volatile: Reading::Value(0),
             remapped_rows: Reading::Value(RemappedRows {
@@ -913,19 +957,16 @@ impl crate::compute::Accelerator for SimGpu {
             }),
             retired_pages: Reading::unavailable("NVML: not supported on this GPU"),
         };
-        Ok(crate::compute::MemtestRun {
+        Ok(MemtestRun {
             bytes_tested: bytes,
             free_bytes: free,
             patterns,
-            health_before: Ok(counters.clone()),
-            health_after: Ok(counters),
+            health_before: Reading::Value(counters.clone()),
+            health_after: Reading::Value(counters),
         })
     }
 
-    fn sweep(
-        &mut self,
-        req: &crate::compute::SweepRequest,
-    ) -> Result<Vec<crate::compute::SweepPoint>, crate::compute::GpuError> {
+    fn sweep(&mut self, req: &SweepRequest) -> Result<Vec<SweepPoint>, GpuError> {
         // On-chip L2 (tens of MiB) runs about 2.5 times faster than the memory behind it.
         let hbm = self.spec.memory_bandwidth_gbs * self.efficiency;
         Ok(req
@@ -933,7 +974,7 @@ impl crate::compute::Accelerator for SimGpu {
             .iter()
             .map(|&bytes| {
                 let gbs = if bytes <= 32 << 20 { 2.5 * hbm } else { hbm };
-                crate::compute::SweepPoint {
+                SweepPoint {
                     bytes,
                     read_gbs: gbs,
                     write_gbs: 0.9 * gbs,
@@ -942,12 +983,9 @@ impl crate::compute::Accelerator for SimGpu {
             .collect())
     }
 
-    fn sustained(
-        &mut self,
-        req: &crate::compute::SustainedRequest,
-    ) -> Result<crate::compute::SustainedRun, crate::compute::GpuError> {
+    fn sustained(&mut self, req: &SustainedRequest) -> Result<SustainedRun, GpuError> {
         let Some(peak) = self.spec.peak.get(req.precision) else {
-            return Err(crate::compute::GpuError(format!(
+            return Err(GpuError::Unsupported(format!(
                 "{} has no {:?} path",
                 self.spec.model, req.precision
             )));
@@ -956,7 +994,7 @@ impl crate::compute::Accelerator for SimGpu {
         let ms = flops / (peak * 1e12 * self.efficiency) * 1e3;
         let runs = ((req.seconds * 1e3 / ms) as usize).clamp(2, 10_000);
         let telemetry = (0..(req.seconds * 1e3 / req.sample_interval_ms.max(1) as f64) as usize)
-            .map(|i| crate::telemetry::TelemetrySample {
+            .map(|i| pog_facts::telemetry::TelemetrySample {
                 t_s: i as f64 * req.sample_interval_ms as f64 / 1e3,
                 sm_clock_mhz: Some(self.spec.boost_clock_mhz),
                 memory_clock_mhz: None,
@@ -966,12 +1004,12 @@ impl crate::compute::Accelerator for SimGpu {
                 gpu_utilization: Some(100),
             })
             .collect();
-        Ok(crate::compute::SustainedRun {
+        Ok(SustainedRun {
             times_ms: vec![ms; runs],
             elements: req.size * req.size,
             mismatched: vec![self.unstable_elements; runs - 1],
             nans: vec![0; runs - 1],
-            telemetry: Ok(telemetry),
+            telemetry: Reading::Value(telemetry),
         })
     }
 }

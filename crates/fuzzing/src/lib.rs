@@ -1,0 +1,190 @@
+//! Fuzzing harnesses for every message the services decode, shared by the cargo-fuzz targets in
+//! `fuzz/` and by this crate's smoke test.
+//!
+//! Random bytes at [`wire::decode`] almost never get past the signature check, so each body
+//! harness takes its input as the message body's JSON text, signs it into a valid envelope
+//! with a fixed key, decodes that as a service does, and then runs what the services run on
+//! the decoded message (the validator's [`ValidatorSession`], the agent's prover). [`envelope`]
+//! still takes raw bytes, for the envelope parser and the checks before the signature.
+//!
+//! A harness returns what it got to (or why it stopped); it must never panic.
+
+use pog_proof::challenge::CHALLENGE_VERSION;
+use pog_proof::prover::{Behaviour, CpuProver, Opening, Prover};
+use pog_proof::session::{Outcome, ValidatorSession};
+use pog_proof::wire::{
+    self, kind, ChallengeMessage, Commitment, Identity, OpenRequest, Openings, Register,
+};
+use pog_proof::Challenge;
+use pog_spec::Precision;
+use serde::de::DeserializeOwned;
+use std::sync::OnceLock;
+
+/// The harnesses' signing identity: the agent to the validator's session, and the validator
+/// to the agent alike.
+fn identity() -> &'static Identity {
+    static IDENTITY: OnceLock<Identity> = OnceLock::new();
+    IDENTITY.get_or_init(|| Identity::from_seed([0x5e; 32]))
+}
+
+/// `body` (invalid UTF-8 replaced, as the envelope carries text) signed as a message of `kind`,
+/// encoded as it arrives over the network.
+pub fn seal(kind: &str, body: &[u8]) -> Vec<u8> {
+    let body = String::from_utf8_lossy(body).into_owned();
+    serde_json::to_vec(&identity().seal_body(kind, body)).expect("an envelope always encodes")
+}
+
+/// A small challenge and its honest answer, computed once: the state the validator's session
+/// and the agent's prover are in when the fuzzed commitment, openings or open request arrive.
+pub struct Fixture {
+    /// The challenge as the validator issued it.
+    pub message: ChallengeMessage,
+    /// The honest agent's computation of it.
+    pub prover: CpuProver,
+}
+
+/// The validator's spot-check secret in the fixture's session.
+const SECRET: [u8; 32] = [0x33; 32];
+
+impl Fixture {
+    /// The honest agent's commitment.
+    pub fn commitment(&self) -> Commitment {
+        Commitment {
+            challenge_id: self.message.id.clone(),
+            gpu_uuid: self.message.challenge.gpu_uuid.clone(),
+            root: hex::encode(self.prover.root()),
+            leaf_count: self.prover.leaf_count(),
+            agent_ms: 1.0,
+        }
+    }
+
+    /// A fresh validator session for the challenge, answerable by the harnesses' identity.
+    fn session(&self) -> ValidatorSession {
+        ValidatorSession::new(
+            self.message.clone(),
+            identity().public_hex(),
+            1000.0,
+            SECRET,
+            4,
+        )
+    }
+
+    /// When a commitment arrives: just after the challenge was issued.
+    fn now_ms(&self) -> u64 {
+        self.message.issued_at_ms + 1
+    }
+}
+
+/// The shared [`Fixture`].
+pub fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let challenge = Challenge {
+            version: CHALLENGE_VERSION,
+            nonce: [0x11; 32],
+            gpu_uuid: "GPU-fuzz".into(),
+            gpu_bus_id: "00000000:00:06.0".into(),
+            precision: Precision::Fp32,
+            size: 8,
+            batch: 2,
+            leaf_elements: 16,
+        };
+        let prover = CpuProver::compute(&challenge, Behaviour::Honest);
+        Fixture {
+            message: ChallengeMessage {
+                id: "fuzz-challenge".into(),
+                challenge,
+                issued_at_ms: 1_000_000,
+                expires_at_ms: 1_060_000,
+            },
+            prover,
+        }
+    })
+}
+
+/// Raw bytes as an envelope of every kind: the size bound, the envelope parser, version, kind
+/// and signature checks. Returns the kind it was accepted as, if any.
+pub fn envelope(bytes: &[u8]) -> Option<&'static str> {
+    let decoded = [
+        (
+            kind::REGISTER,
+            wire::decode::<Register>(bytes, kind::REGISTER).is_ok(),
+        ),
+        (
+            kind::CHALLENGE,
+            wire::decode::<ChallengeMessage>(bytes, kind::CHALLENGE).is_ok(),
+        ),
+        (
+            kind::COMMITMENT,
+            wire::decode::<Commitment>(bytes, kind::COMMITMENT).is_ok(),
+        ),
+        (
+            kind::OPEN,
+            wire::decode::<OpenRequest>(bytes, kind::OPEN).is_ok(),
+        ),
+        (
+            kind::OPENINGS,
+            wire::decode::<Openings>(bytes, kind::OPENINGS).is_ok(),
+        ),
+    ];
+    decoded.into_iter().find_map(|(k, ok)| ok.then_some(k))
+}
+
+/// A signed registration body, decoded as the validator's `/v1/register` does.
+pub fn register(body: &[u8]) -> Result<Register, String> {
+    decode(body, kind::REGISTER)
+}
+
+/// A signed challenge body, decoded as the agent's `/v1/challenge` does, then the seeds of its
+/// first GEMM and its cost derived from it. (Not its leaf count: `size * size` overflows for
+/// sizes from 2^32, which only a trusted validator can send.)
+pub fn challenge(body: &[u8]) -> Result<ChallengeMessage, String> {
+    let message: ChallengeMessage = decode(body, kind::CHALLENGE)?;
+    std::hint::black_box((message.challenge.gemm(0), message.challenge.flops()));
+    Ok(message)
+}
+
+/// A signed commitment body, decoded and given to a fresh validator session for the fixture's
+/// challenge: sender, order, expiry, GPU, leaf count, root hex, the time check and the draw of
+/// the leaves to open. Returns the open request.
+pub fn commitment(body: &[u8]) -> Result<OpenRequest, String> {
+    let commitment: Commitment = decode(body, kind::COMMITMENT)?;
+    let f = fixture();
+    f.session()
+        .on_commitment(&commitment, &identity().public_hex(), f.now_ms(), 0.0)
+        .map_err(|e| e.to_string())
+}
+
+/// A signed open request body, decoded as the agent's `/v1/open` does, then opened by the
+/// fixture's prover (which refuses leaves out of range).
+pub fn open_request(body: &[u8]) -> Result<Vec<Opening>, String> {
+    let request: OpenRequest = decode(body, kind::OPEN)?;
+    fixture()
+        .prover
+        .open(&request.leaves)
+        .map_err(|e| e.to_string())
+}
+
+/// A signed openings body, decoded and given to a validator session that has taken the honest
+/// commitment: each opening's hex to bytes and hashes, then the check of every drawn element
+/// (leaf, length, inclusion proof, value). Returns the verdict.
+pub fn openings(body: &[u8]) -> Result<Outcome, String> {
+    let openings: Openings = decode(body, kind::OPENINGS)?;
+    let f = fixture();
+    let signer = identity().public_hex();
+    let mut session = f.session();
+    session
+        .on_commitment(&f.commitment(), &signer, f.now_ms(), 0.0)
+        .map_err(|e| format!("the fixture's own commitment: {e}"))?;
+    session
+        .on_openings(&openings, &signer)
+        .map_err(|e| e.to_string())
+}
+
+/// `body` sealed as a `kind` message and decoded again: the wire path with the signature
+/// check passed.
+fn decode<T: DeserializeOwned>(body: &[u8], kind: &str) -> Result<T, String> {
+    wire::decode(&seal(kind, body), kind)
+        .map(|(message, _)| message)
+        .map_err(|e| e.to_string())
+}

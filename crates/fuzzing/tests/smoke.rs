@@ -1,0 +1,280 @@
+//! Runs every harness over a few thousand inputs mutated deterministically from valid messages:
+//! none may panic, and the valid messages themselves must get through (so the harnesses do reach
+//! the body parsers and the session behind them).
+
+use pog_fuzzing::{fixture, seal};
+use pog_proof::prover::Prover;
+use pog_proof::wire::{kind, GpuClaim, OpenRequest, Openings, Register, WireOpening};
+use serde_json::Value;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Mutated inputs per harness.
+const ITERATIONS: usize = 3000;
+
+/// SplitMix64: a small deterministic generator, so every run tries the same inputs.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// JSON text that has no `serde_json::Value` (numbers out of every range, nesting past the
+/// parser's limit) or that is the wrong type or size for any field.
+fn hostile_token(rng: &mut Rng) -> String {
+    const TOKENS: &[&str] = &[
+        "18446744073709551616",
+        "-1",
+        "-9223372036854775809",
+        "1e999",
+        "-1e999",
+        "1.5",
+        "-0",
+        "4294967296",
+        "340282366920938463463374607431768211456",
+        "0.0000000000000000000000000000001e-400",
+        "null",
+        "true",
+        "\"\"",
+        "\"\\ud800\"",
+        "\"\\u0000\"",
+        "{}",
+        "[]",
+        "{\"x\":1}",
+    ];
+    match rng.below(5) {
+        0 => {
+            let depth = [10, 127, 129, 2000][rng.below(4)];
+            format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+        }
+        1 => format!("\"{}\"", "a".repeat(1 + rng.below(4096))),
+        2 => format!("[{}]", vec!["0"; 1 + rng.below(256)].join(",")),
+        _ => TOKENS[rng.below(TOKENS.len())].to_string(),
+    }
+}
+
+/// A random node of `v`, the root included.
+fn pick<'a>(v: &'a mut Value, rng: &mut Rng) -> &'a mut Value {
+    let children = match &*v {
+        Value::Array(a) => a.len(),
+        Value::Object(o) => o.len(),
+        _ => 0,
+    };
+    if children == 0 || rng.below(3) == 0 {
+        return v;
+    }
+    let i = rng.below(children);
+    match v {
+        Value::Array(a) => pick(&mut a[i], rng),
+        Value::Object(o) => pick(o.values_mut().nth(i).expect("index in range"), rng),
+        scalar => scalar,
+    }
+}
+
+/// `v` changed but keeping its type, so that it still parses and reaches the checks behind
+/// the parser: another number, an edited string, an element dropped or repeated.
+fn tweak(v: &mut Value, rng: &mut Rng) {
+    match v {
+        Value::Number(_) => {
+            *v = match rng.below(3) {
+                0 => rng.below(64).into(),
+                1 => rng.next().into(),
+                _ => (rng.next() as f64 / 7.0).into(),
+            }
+        }
+        Value::String(s) => match rng.below(3) {
+            0 => s.truncate(s.char_indices().nth(rng.below(s.len() + 1)).map_or(0, |c| c.0)),
+            1 => s.push_str(&s.clone()),
+            _ => *s = format!("{:x}", rng.next()).repeat(rng.below(8)),
+        },
+        Value::Array(a) if !a.is_empty() => {
+            let i = rng.below(a.len());
+            if rng.below(2) == 0 {
+                a.remove(i);
+            } else {
+                a.push(a[i].clone());
+            }
+        }
+        Value::Bool(b) => *b = !*b,
+        _ => {}
+    }
+}
+
+/// `seed` with one to three mutations: a node replaced by a hostile token or tweaked, a field
+/// dropped or added, or bytes flipped, cut, inserted or repeated.
+fn mutate(seed: &[u8], rng: &mut Rng) -> Vec<u8> {
+    let mut bytes = seed.to_vec();
+    for _ in 0..1 + rng.below(3) {
+        let structural = serde_json::from_slice::<Value>(&bytes).ok();
+        match (rng.below(9), structural) {
+            (0..=1, Some(mut v)) => {
+                // Values can't hold every token: put a marker in, then swap the text in.
+                *pick(&mut v, rng) = Value::String("@@hostile@@".into());
+                let text = serde_json::to_string(&v).expect("a Value encodes");
+                bytes = text
+                    .replacen("\"@@hostile@@\"", &hostile_token(rng), 1)
+                    .into_bytes();
+            }
+            (2..=3, Some(mut v)) => {
+                tweak(pick(&mut v, rng), rng);
+                bytes = serde_json::to_vec(&v).expect("a Value encodes");
+            }
+            (4, Some(mut v)) => {
+                if let Value::Object(o) = pick(&mut v, rng) {
+                    if o.is_empty() || rng.below(2) == 0 {
+                        o.insert("unknown".into(), Value::Null);
+                    } else {
+                        let key = o.keys().nth(rng.below(o.len())).expect("in range").clone();
+                        o.remove(&key);
+                    }
+                }
+                bytes = serde_json::to_vec(&v).expect("a Value encodes");
+            }
+            (5, _) if !bytes.is_empty() => {
+                let at = rng.below(bytes.len());
+                bytes[at] ^= 1 << rng.below(8);
+            }
+            (6, _) => bytes.truncate(rng.below(bytes.len() + 1)),
+            (7, _) => {
+                let at = rng.below(bytes.len() + 1);
+                bytes.insert(at, rng.next() as u8);
+            }
+            _ if !bytes.is_empty() => {
+                let from = rng.below(bytes.len());
+                let to = from + rng.below(bytes.len() - from) + 1;
+                let chunk = bytes[from..to].to_vec();
+                let at = rng.below(bytes.len() + 1);
+                bytes.splice(at..at, chunk);
+            }
+            _ => bytes.push(b'{'),
+        }
+    }
+    bytes
+}
+
+/// Runs `harness` over `ITERATIONS` mutations of `seeds`, failing with the input if it panics.
+fn fuzz<R: std::fmt::Debug>(name: &str, seeds: &[Vec<u8>], harness: impl Fn(&[u8]) -> R) {
+    let mut tally = std::collections::BTreeMap::<String, usize>::new();
+    let mut rng = Rng(name.bytes().fold(0, |h: u64, b| h.wrapping_mul(31) ^ u64::from(b)));
+    for i in 0..ITERATIONS {
+        let input = mutate(&seeds[i % seeds.len()], &mut rng);
+        let r = catch_unwind(AssertUnwindSafe(|| harness(&input)));
+        if let Ok(r) = &r { let d = format!("{r:?}"); let k: String = if d.starts_with("Ok(Outcome") { if d.contains("accepted: true") {"acc".into()} else {"rej".into()} } else if d.starts_with("Ok") || d.starts_with("Some") { d.chars().take(4).collect() } else { d.chars().take(45).collect() }; *tally.entry(k).or_default() += 1; }
+        if r.is_err() {
+            let shown: String = String::from_utf8_lossy(&input).chars().take(2000).collect();
+            panic!("{name} panicked on input {i}: {shown}");
+        }
+    }
+    let mut v: Vec<_> = tally.into_iter().collect(); v.sort_by_key(|x| std::cmp::Reverse(x.1)); eprintln!("{name}: {:?}", &v[..v.len().min(14)]);
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("encodes")
+}
+
+/// Valid registrations.
+fn register_seeds() -> Vec<Vec<u8>> {
+    let gpu = |i: u32| GpuClaim {
+        uuid: format!("GPU-{i}"),
+        model: "H200 SXM".into(),
+        bus_id: format!("00000000:00:0{i}.0"),
+        simulated: i == 2,
+    };
+    vec![
+        json(&Register {
+            endpoint: "http://10.0.0.1:7000".into(),
+            gpus: vec![gpu(1), gpu(2)],
+        }),
+        json(&Register {
+            endpoint: "https://agent.example".into(),
+            gpus: vec![],
+        }),
+    ]
+}
+
+/// The honest open request for the fixture's commitment, as the validator's session draws it.
+fn open_request() -> OpenRequest {
+    pog_fuzzing::commitment(&json(&fixture().commitment())).expect("the honest commitment")
+}
+
+/// The honest openings for that request.
+fn honest_openings() -> Openings {
+    let request = open_request();
+    let opened = fixture().prover.open(&request.leaves).expect("in range");
+    Openings {
+        challenge_id: request.challenge_id,
+        openings: opened.iter().map(WireOpening::from).collect(),
+    }
+}
+
+#[test]
+fn register_never_panics() {
+    let seeds = register_seeds();
+    for seed in &seeds {
+        pog_fuzzing::register(seed).expect("a valid registration decodes");
+    }
+    fuzz("register", &seeds, pog_fuzzing::register);
+}
+
+#[test]
+fn challenge_never_panics() {
+    let seeds = vec![json(&fixture().message)];
+    pog_fuzzing::challenge(&seeds[0]).expect("a valid challenge decodes");
+    fuzz("challenge", &seeds, pog_fuzzing::challenge);
+}
+
+#[test]
+fn commitment_never_panics() {
+    let seeds = vec![json(&fixture().commitment())];
+    let request = pog_fuzzing::commitment(&seeds[0]).expect("the honest commitment is taken");
+    assert!(!request.leaves.is_empty());
+    fuzz("commitment", &seeds, pog_fuzzing::commitment);
+}
+
+#[test]
+fn open_request_never_panics() {
+    let seeds = vec![json(&open_request())];
+    let opened = pog_fuzzing::open_request(&seeds[0]).expect("the request is opened");
+    assert_eq!(opened.len(), open_request().leaves.len());
+    fuzz("open_request", &seeds, pog_fuzzing::open_request);
+}
+
+#[test]
+fn openings_never_panic() {
+    let seeds = vec![json(&honest_openings())];
+    let outcome = pog_fuzzing::openings(&seeds[0]).expect("the honest openings are taken");
+    assert!(outcome.accepted && outcome.checked > 0, "{outcome:?}");
+    fuzz("openings", &seeds, pog_fuzzing::openings);
+}
+
+#[test]
+fn envelope_never_panics() {
+    let f = fixture();
+    let seeds = vec![
+        seal(kind::REGISTER, &register_seeds()[0]),
+        seal(kind::CHALLENGE, &json(&f.message)),
+        seal(kind::COMMITMENT, &json(&f.commitment())),
+        seal(kind::OPEN, &json(&open_request())),
+        seal(kind::OPENINGS, &json(&honest_openings())),
+    ];
+    for (seed, expected) in seeds.iter().zip([
+        kind::REGISTER,
+        kind::CHALLENGE,
+        kind::COMMITMENT,
+        kind::OPEN,
+        kind::OPENINGS,
+    ]) {
+        assert_eq!(pog_fuzzing::envelope(seed), Some(expected));
+    }
+    fuzz("envelope", &seeds, pog_fuzzing::envelope);
+}

@@ -1,0 +1,252 @@
+//! The proof of GPU on this host's own GPUs: every genuine GPU of an inspected host
+//! self-challenged at once under the validator's per-model plan ([`crate::selfcheck`]), as
+//! `pog prove` and `pog check` run it.
+
+use crate::provers::{CpuEngine, GpuEngine, ProverEngine, MAX_CPU_WORK};
+use crate::selfcheck::{self, SelfCheck};
+use crate::validator::{Planned, Policy};
+use pog_facts::Origin;
+use pog_inspect::{GpuVerdict, InspectReport};
+use pog_proof::prover::{Behaviour, CpuProver, Prover};
+use pog_spec::{Precision, SpecDb};
+use serde::Serialize;
+
+/// Where the agent side computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProverChoice {
+    /// The GPU when CUDA sees the GPUs (and the host is not simulated), else the CPU.
+    Auto,
+    Gpu,
+    /// Small challenges only (tests, hosts without CUDA).
+    Cpu,
+}
+
+/// What to prove, and how: the validator's per-model plan, with overrides.
+#[derive(Debug, Clone)]
+pub struct ProveOptions {
+    /// CUDA ordinals to prove; `None`: every genuine GPU.
+    pub gpus: Option<Vec<usize>>,
+    pub precision: Option<Precision>,
+    pub size: Option<u64>,
+    pub batch: Option<u32>,
+    pub leaf_elements: u32,
+    pub samples: u32,
+    /// The time bound instead of the claimed model's expected time.
+    pub expected_ms: Option<f64>,
+    /// Also compute the challenge on the CPU and compare roots (small challenges only).
+    pub against_cpu: bool,
+    pub prover: ProverChoice,
+}
+
+impl Default for ProveOptions {
+    /// The validator's per-model plan on every genuine GPU, on the GPU.
+    fn default() -> Self {
+        ProveOptions {
+            gpus: None,
+            precision: None,
+            size: None,
+            batch: None,
+            leaf_elements: pog_proof::params::LEAF_ELEMENTS,
+            samples: 1024,
+            expected_ms: None,
+            against_cpu: false,
+            prover: ProverChoice::Gpu,
+        }
+    }
+}
+
+/// Why the host's GPUs could not be proved at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ProveError {
+    #[error("the GPU prover needs a real GPU, not a simulated host (`--prover cpu` proves small challenges on the CPU)")]
+    SimulatedGpu,
+    #[error("GPU {ordinal} ({uuid}) did not come out genuine: a validator would not challenge it (run `pog inspect`)")]
+    NotGenuine { ordinal: usize, uuid: String },
+    #[error("no GPU to prove on this host")]
+    NoGpu,
+    #[error("the GPU prover could not start: {0}")]
+    Engine(String),
+}
+
+/// One GPU's self-challenge, or why it could not run.
+#[derive(Debug, Serialize)]
+pub struct GpuProof {
+    pub ordinal: usize,
+    pub model: String,
+    pub check: Option<SelfCheck>,
+    /// With `--against-cpu`: whether the CPU prover's root equals the GPU's (required for
+    /// INT8, which is exact; float outputs may differ in a last bit and are judged by the
+    /// spot checks alone).
+    pub cpu_root_matches: Option<bool>,
+    pub error: Option<String>,
+}
+
+impl GpuProof {
+    /// Accepted, and (INT8) the same root as the CPU's where that was checked.
+    pub fn passed(&self) -> bool {
+        let exact_mismatch = self.cpu_root_matches == Some(false)
+            && self.check.as_ref().map(|c| c.precision) == Some(Precision::Int8);
+        self.error.is_none()
+            && self.check.as_ref().is_some_and(|c| c.outcome.accepted)
+            && !exact_mismatch
+    }
+}
+
+/// Self-challenges every genuine GPU of the inspected host (or those `options.gpus` names),
+/// all at once, as a validator challenges an agent's GPUs.
+pub fn prove(inspect: &InspectReport, options: &ProveOptions) -> Result<Vec<GpuProof>, ProveError> {
+    let simulated = matches!(inspect.inventory.origin, Origin::Simulated { .. });
+    let cuda = inspect.inventory.cuda.value();
+    let on_gpu = match options.prover {
+        ProverChoice::Cpu => false,
+        ProverChoice::Gpu => true,
+        ProverChoice::Auto => !simulated && cuda.is_some(),
+    };
+    if on_gpu && simulated {
+        return Err(ProveError::SimulatedGpu);
+    }
+    let mut targets = Vec::new(); // (ordinal, uuid, model, bus id)
+    for (position, g) in inspect.inspection.gpus.iter().enumerate() {
+        let (Some(uuid), Some(model), Some(bus)) = (&g.uuid, &g.model, g.bus_id) else {
+            continue;
+        };
+        let device = cuda.and_then(|c| {
+            c.devices
+                .iter()
+                .find(|d| d.pci_bus_id.value() == Some(&bus))
+        });
+        let ordinal = match device {
+            Some(d) => d.ordinal as usize,
+            None if on_gpu => continue, // CUDA does not see it: nothing to run it on
+            None => position,
+        };
+        if options
+            .gpus
+            .as_ref()
+            .is_some_and(|only| !only.contains(&ordinal))
+        {
+            continue;
+        }
+        if g.verdict != GpuVerdict::Genuine {
+            return Err(ProveError::NotGenuine {
+                ordinal,
+                uuid: uuid.clone(),
+            });
+        }
+        targets.push((ordinal, uuid.clone(), model.clone(), bus.to_string()));
+    }
+    if targets.is_empty() {
+        return Err(ProveError::NoGpu);
+    }
+    let engine: Box<dyn ProverEngine> = if on_gpu {
+        let ordinals: Vec<_> = targets
+            .iter()
+            .map(|(ordinal, uuid, _, _)| (uuid.clone(), *ordinal))
+            .collect();
+        Box::new(GpuEngine::start(&ordinals).map_err(|e| ProveError::Engine(e.to_string()))?)
+    } else {
+        Box::new(CpuEngine {
+            behaviour: Behaviour::Honest,
+        })
+    };
+    let engine = engine.as_ref();
+    let proofs = std::thread::scope(|scope| {
+        let running: Vec<_> = targets
+            .iter()
+            .map(|(ordinal, uuid, model, bus)| {
+                scope.spawn(move || prove_one(engine, options, *ordinal, uuid, model, bus))
+            })
+            .collect();
+        running
+            .into_iter()
+            .zip(&targets)
+            .map(|(r, (ordinal, _, model, _))| {
+                r.join().unwrap_or_else(|_| GpuProof {
+                    ordinal: *ordinal,
+                    model: model.clone(),
+                    check: None,
+                    cpu_root_matches: None,
+                    error: Some("the self-challenge thread panicked".into()),
+                })
+            })
+            .collect()
+    });
+    Ok(proofs)
+}
+
+/// One GPU's self-challenge.
+fn prove_one(
+    engine: &dyn ProverEngine,
+    options: &ProveOptions,
+    ordinal: usize,
+    uuid: &str,
+    model: &str,
+    bus: &str,
+) -> GpuProof {
+    let result = plan(options, model).and_then(|planned| {
+        let challenge = planned.challenge([0; 32], uuid, bus);
+        if let Some(reason) = engine.refuses(&challenge) {
+            return Err(reason);
+        }
+        selfcheck::run(engine, (uuid, bus), &planned, options.samples).map_err(|e| e.to_string())
+    });
+    let (check, error) = match result {
+        Ok(check) => (Some(check), None),
+        Err(e) => (None, Some(e)),
+    };
+    let cpu_root_matches = options
+        .against_cpu
+        .then(|| check.as_ref().map(against_cpu))
+        .flatten()
+        .flatten();
+    GpuProof {
+        ordinal,
+        model: model.to_string(),
+        check,
+        cpu_root_matches,
+        error,
+    }
+}
+
+/// The validator's per-model plan for `model`, with the options' overrides; the time bound is
+/// the model's expected rate for that precision and size unless `expected_ms` says otherwise.
+fn plan(options: &ProveOptions, model: &str) -> Result<Planned, String> {
+    let spec = SpecDb::embedded()
+        .by_model(model)
+        .ok_or_else(|| format!("model {model:?} is not in the database"))?;
+    let base = Policy {
+        precision: options.precision,
+        ..Policy::per_model_default()
+    }
+    .plan_for(spec)
+    .map_err(|e| e.to_string())?;
+    let precision = base.precision;
+    let size = options.size.unwrap_or(base.size);
+    let tflops = pog_proof::params::expected_tflops(spec, precision, size)
+        .ok_or_else(|| format!("{model} has no {precision} figure to time a proof by"))?;
+    let rate = tflops * 1e9; // floating-point operations per ms
+    let batch = options.batch.unwrap_or(base.batch);
+    Ok(Planned {
+        precision,
+        size,
+        batch,
+        leaf_elements: options.leaf_elements,
+        expected_ms: options.expected_ms.unwrap_or(work(batch, size) / rate),
+    })
+}
+
+/// Floating-point operations of a batch of square products.
+fn work(batch: u32, size: u64) -> f64 {
+    f64::from(batch) * 2.0 * (size as f64).powi(3)
+}
+
+/// Recomputes the challenge on the CPU and compares roots; `None` when it is too large for
+/// the CPU prover.
+fn against_cpu(check: &SelfCheck) -> Option<bool> {
+    let c = &check.challenge;
+    if work(c.batch, c.size) / 2.0 > MAX_CPU_WORK {
+        return None;
+    }
+    let cpu = CpuProver::compute(c, Behaviour::Honest);
+    Some(hex::encode(cpu.root()) == check.outcome.root)
+}
