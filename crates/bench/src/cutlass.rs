@@ -14,21 +14,55 @@ pub struct CutlassFigure {
     pub kernel: String,
 }
 
-/// Reads the CSV by column name (the profiler's column set varies by version), keeps rows
-/// whose Status is `success`, and returns the fastest kernel per (m, n, k).
-pub fn parse(csv: &str) -> Result<Vec<CutlassFigure>, String> {
-    let mut lines = csv.lines().filter(|l| !l.trim().is_empty());
-    let header: Vec<&str> = lines
-        .next()
-        .ok_or("empty CUTLASS CSV")?
-        .split(',')
-        .map(str::trim)
-        .collect();
-    let column = |name: &str| {
+/// Why `cutlass_profiler`'s CSV gave no figures.
+#[derive(Debug, thiserror::Error)]
+pub enum CutlassError {
+    /// The file has no header line.
+    #[error("cutlass_profiler wrote an empty CSV")]
+    Empty,
+    /// A column the figures need is not in the header.
+    #[error("cutlass_profiler's CSV has no {0} column; this profiler version is not supported")]
+    MissingColumn(&'static str),
+    /// A row ends before one of the needed columns.
+    #[error("cutlass_profiler's CSV, line {line}: too few columns for {column}")]
+    ShortRow { line: u64, column: &'static str },
+    /// A needed figure is not a number.
+    #[error("cutlass_profiler's CSV, line {line}: {column} is {text:?}, not a number")]
+    NotANumber {
+        line: u64,
+        column: &'static str,
+        text: String,
+    },
+    /// The file is not readable as CSV (invalid UTF-8, broken quoting).
+    #[error("cutlass_profiler's CSV is unreadable: {0}")]
+    Csv(csv::Error),
+}
+
+/// A column the figures need: its header name and its place in this file.
+#[derive(Clone, Copy)]
+struct Column {
+    name: &'static str,
+    at: usize,
+}
+
+/// Reads the CSV by column name (the profiler's column set varies by version; names match in
+/// any case), keeps rows whose Status is `success`, and returns the fastest kernel per
+/// (m, n, k).
+pub fn parse(csv: &str) -> Result<Vec<CutlassFigure>, CutlassError> {
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(csv.as_bytes());
+    let header = reader.headers().map_err(CutlassError::Csv)?;
+    if header.iter().all(str::is_empty) {
+        return Err(CutlassError::Empty);
+    }
+    let column = |name: &'static str| {
         header
             .iter()
             .position(|h| h.eq_ignore_ascii_case(name))
-            .ok_or(format!("CUTLASS CSV has no {name} column"))
+            .map(|at| Column { name, at })
+            .ok_or(CutlassError::MissingColumn(name))
     };
     let (op, status, m, n, k, runtime, gflops) = (
         column("Operation")?,
@@ -40,21 +74,25 @@ pub fn parse(csv: &str) -> Result<Vec<CutlassFigure>, String> {
         column("GFLOPs")?,
     );
     let mut best: Vec<CutlassFigure> = Vec::new();
-    for (row, line) in lines.enumerate() {
-        let cells: Vec<&str> = line.split(',').map(str::trim).collect();
-        let cell = |i: usize| {
-            cells
-                .get(i)
-                .copied()
-                .ok_or(format!("CUTLASS CSV row {}: too few columns", row + 2))
+    for record in reader.records() {
+        let record = record.map_err(CutlassError::Csv)?;
+        let line = record.position().map_or(0, csv::Position::line);
+        let cell = |c: Column| {
+            record.get(c.at).ok_or(CutlassError::ShortRow {
+                line,
+                column: c.name,
+            })
         };
         if cell(status)? != "success" {
             continue;
         }
-        let number = |i: usize| -> Result<f64, String> {
-            let text = cell(i)?;
-            text.parse::<f64>()
-                .map_err(|_| format!("CUTLASS CSV row {}: {text:?} is not a number", row + 2))
+        let number = |c: Column| {
+            let text = cell(c)?;
+            text.parse::<f64>().map_err(|_| CutlassError::NotANumber {
+                line,
+                column: c.name,
+                text: text.to_string(),
+            })
         };
         let figure = CutlassFigure {
             m: number(m)? as u64,
@@ -111,13 +149,54 @@ mod tests {
 
     #[test]
     fn malformed_csv_is_an_error() {
-        assert!(parse("").is_err());
+        assert!(matches!(parse(""), Err(CutlassError::Empty)));
         assert!(parse("a,b,c\n1,2,3")
             .unwrap_err()
+            .to_string()
             .contains("no Operation column"));
         let short = "Operation,Status,m,n,k,Runtime,GFLOPs\nx,success,1";
-        assert!(parse(short).unwrap_err().contains("too few columns"));
+        let err = parse(short).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                CutlassError::ShortRow {
+                    line: 2,
+                    column: "n"
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("too few columns"), "{err}");
         let bad = "Operation,Status,m,n,k,Runtime,GFLOPs\nx,success,1,1,1,fast,2";
-        assert!(parse(bad).unwrap_err().contains("not a number"));
+        let err = parse(bad).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cutlass_profiler's CSV, line 2: Runtime is \"fast\", not a number"
+        );
+    }
+
+    #[test]
+    fn a_quoted_field_may_hold_a_comma() {
+        let csv = "Operation,Disposition,Status,m,n,k,Runtime,GFLOPs
+\"sgemm, tuned\",\"not_verified, skipped\",success,64,64,64,0.5,1000
+";
+        let figures = parse(csv).unwrap();
+        assert_eq!(figures.len(), 1);
+        assert_eq!(figures[0].kernel, "sgemm, tuned");
+        assert_eq!((figures[0].m, figures[0].tflops), (64, 1.0));
+    }
+
+    #[test]
+    fn a_missing_column_is_named() {
+        let csv = CSV.replace(",GFLOPs", "");
+        let err = parse(&csv).unwrap_err();
+        assert!(
+            matches!(err, CutlassError::MissingColumn("GFLOPs")),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "cutlass_profiler's CSV has no GFLOPs column; this profiler version is not supported"
+        );
     }
 }

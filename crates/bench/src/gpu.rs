@@ -475,7 +475,7 @@ mod tests {
             },
             1,
         );
-        assert!(r.error.unwrap().contains("no Fp8 path"));
+        assert!(r.error.unwrap().contains("no FP8 path"));
         assert_eq!(r.judgement.verdict, Verdict::Fail);
     }
 

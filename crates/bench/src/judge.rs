@@ -1,10 +1,10 @@
-//! Judgement: each figure against the per-model thresholds in `data/thresholds.toml` (our
-//! measurements where we have them, the datasheet otherwise), as pass / warn / fail.
+//! Judgement: each figure as pass / warn / fail against what its model should reach: pog's own
+//! medians of the model where it has them (pog-spec's `data/measured.toml`), the datasheet
+//! otherwise, by the policy in `data/thresholds.toml`.
 
 use pog_facts::CopyKind;
-use pog_spec::{GpuSpec, Precision};
+use pog_spec::{BenchMedians, GemmKey, GpuSpec, Precision, SpecDb};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 const THRESHOLDS_TOML: &str = include_str!("../data/thresholds.toml");
@@ -53,35 +53,20 @@ struct Defaults {
     peer_fail_fraction: f64,
 }
 
-/// Expected figures measured by pog on one model.
+/// How far below pog's own median of a model (`pog_spec::BenchMedians`) a figure warns or
+/// fails, as a ratio to that median.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Measured {
-    model: String,
-    source: String,
+struct MeasuredPolicy {
     warn_ratio: f64,
     fail_ratio: f64,
-    /// Expected median TFLOP/s per precision and size ("fp16_8192").
-    #[serde(default)]
-    gemm_tflops: BTreeMap<String, f64>,
-    /// Expected median GB/s per copy kind (CopyKind's snake_case name).
-    #[serde(default)]
-    copy_gbs: BTreeMap<String, f64>,
-    /// Expected median GB/s between GPUs of this model in one host, measured on a multi-GPU
-    /// host of this SKU (its usual links), keyed by what was measured: a peer transfer by
-    /// PeerKind's name and MiB ("copy_engine_write_1024"), the all-reduce's bus bandwidth by
-    /// GPU count and MiB per GPU ("all_reduce_8gpus_1024"). A run of another size or GPU count
-    /// is judged against its link instead.
-    #[serde(default)]
-    peer_gbs: BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Thresholds {
     default: Defaults,
-    #[serde(default)]
-    measured: Vec<Measured>,
+    measured: MeasuredPolicy,
 }
 
 fn thresholds() -> &'static Thresholds {
@@ -91,22 +76,12 @@ fn thresholds() -> &'static Thresholds {
     })
 }
 
-impl Thresholds {
-    fn measured(&self, spec: Option<&GpuSpec>) -> Option<&Measured> {
-        let spec = spec?;
-        self.measured.iter().find(|m| m.model == spec.model)
-    }
+/// pog's benchmark medians of `spec`'s model in `db`, if it has them.
+fn medians<'a>(db: &'a SpecDb, spec: Option<&GpuSpec>) -> Option<&'a BenchMedians> {
+    db.measurement(spec?)?.bench.as_ref()
 }
 
-fn measured(spec: Option<&GpuSpec>) -> Option<&'static Measured> {
-    thresholds().measured(spec)
-}
-
-/// The key of a GEMM figure in the measured table.
-fn gemm_key(precision: Precision, size: u64) -> String {
-    format!("{}_{size}", format!("{precision:?}").to_lowercase())
-}
-
+/// The key of a copy figure in `BenchMedians::copy_gbs`.
 fn copy_key(kind: CopyKind) -> String {
     kind.name().to_string()
 }
@@ -122,15 +97,21 @@ fn ladder(ratio: f64, warn: f64, fail: f64) -> Verdict {
     }
 }
 
-fn against_expected(value: f64, expected: f64, m: &Measured, unit: &str) -> Judgement {
+fn against_expected(
+    value: f64,
+    expected: f64,
+    policy: &MeasuredPolicy,
+    m: &BenchMedians,
+    unit: &str,
+) -> Judgement {
     let ratio = value / expected;
     Judgement {
-        verdict: ladder(ratio, m.warn_ratio, m.fail_ratio),
+        verdict: ladder(ratio, policy.warn_ratio, policy.fail_ratio),
         reason: format!(
             "{:.0} % of the {expected} {unit} this model measured; warn below {:.0} %, fail below {:.0} %",
             ratio * 100.0,
-            m.warn_ratio * 100.0,
-            m.fail_ratio * 100.0
+            policy.warn_ratio * 100.0,
+            policy.fail_ratio * 100.0
         ),
         source: m.source.clone(),
     }
@@ -191,7 +172,7 @@ impl PeerFigureKind {
 }
 
 /// Judges a GPU-to-GPU figure (median GB/s) of GPUs of model `spec` (`None` when the host's
-/// GPUs differ): against what pog measured on that SKU's hosts where thresholds.toml has it,
+/// GPUs differ): against what pog measured on that SKU's hosts where pog-spec has it,
 /// else against the rate of the link NVML reports between them (`link`, e.g. "NVLink ×18
 /// (v4)", at `link_gbs` one way; the slowest link for an all-reduce).
 pub fn peer(
@@ -201,20 +182,30 @@ pub fn peer(
     link_gbs: Option<f64>,
     link: &str,
 ) -> Judgement {
-    peer_in(thresholds(), spec, figure, gbs, link_gbs, link)
+    peer_in(
+        thresholds(),
+        SpecDb::embedded(),
+        spec,
+        figure,
+        gbs,
+        link_gbs,
+        link,
+    )
 }
 
+/// [`peer`] with the policy and the measurements given.
 fn peer_in(
     t: &Thresholds,
+    db: &SpecDb,
     spec: Option<&GpuSpec>,
     figure: PeerFigureKind,
     gbs: f64,
     link_gbs: Option<f64>,
     link: &str,
 ) -> Judgement {
-    if let Some(m) = t.measured(spec) {
+    if let Some(m) = medians(db, spec) {
         if let Some(expected) = m.peer_gbs.get(&figure.key()) {
-            return against_expected(gbs, *expected, m, "GB/s");
+            return against_expected(gbs, *expected, &t.measured, m, "GB/s");
         }
     }
     let Some(link_gbs) = link_gbs else {
@@ -236,9 +227,9 @@ fn peer_in(
 
 /// Judges a GEMM's median TFLOP/s.
 pub fn gemm(spec: Option<&GpuSpec>, precision: Precision, size: u64, tflops: f64) -> Judgement {
-    if let Some(m) = measured(spec) {
-        if let Some(expected) = m.gemm_tflops.get(&gemm_key(precision, size)) {
-            return against_expected(tflops, *expected, m, "TFLOP/s");
+    if let Some(m) = medians(SpecDb::embedded(), spec) {
+        if let Some(expected) = m.gemm_tflops.get(&GemmKey { precision, size }) {
+            return against_expected(tflops, *expected, &thresholds().measured, m, "TFLOP/s");
         }
     }
     match spec.and_then(|s| s.peak.get(precision)) {
@@ -275,9 +266,9 @@ pub fn copy_peak_gbs(spec: &GpuSpec, kind: CopyKind) -> Option<f64> {
 
 /// Judges a copy's median GB/s.
 pub fn copy(spec: Option<&GpuSpec>, kind: CopyKind, gbs: f64) -> Judgement {
-    if let Some(m) = measured(spec) {
+    if let Some(m) = medians(SpecDb::embedded(), spec) {
         if let Some(expected) = m.copy_gbs.get(&copy_key(kind)) {
-            return against_expected(gbs, *expected, m, "GB/s");
+            return against_expected(gbs, *expected, &thresholds().measured, m, "GB/s");
         }
     }
     match spec.and_then(|s| copy_peak_gbs(s, kind)) {
@@ -294,19 +285,15 @@ pub fn copy(spec: Option<&GpuSpec>, kind: CopyKind, gbs: f64) -> Judgement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pog_spec::SpecDb;
 
     #[test]
-    fn the_thresholds_file_parses_and_names_known_models() {
+    fn the_thresholds_file_parses_and_the_measured_keys_are_known() {
         let t = thresholds();
         assert!(t.default.gemm_fail_fraction < t.default.gemm_warn_fraction);
-        for m in &t.measured {
-            assert!(
-                SpecDb::embedded().by_model(&m.model).is_some(),
-                "{}",
-                m.model
-            );
-            assert!(m.fail_ratio < m.warn_ratio && m.warn_ratio <= 1.0);
+        assert!(t.measured.fail_ratio < t.measured.warn_ratio && t.measured.warn_ratio <= 1.0);
+        // pog-spec checks the models and GEMM keys; copy and peer keys are named here.
+        for m in SpecDb::embedded().measurements() {
+            let Some(m) = &m.bench else { continue };
             for key in m.copy_gbs.keys() {
                 assert!(CopyKind::ALL.iter().any(|k| copy_key(*k) == *key), "{key}");
             }
@@ -327,28 +314,28 @@ mod tests {
             copy_key(CopyKind::HostToDevicePinned),
             "host_to_device_pinned"
         );
-        assert_eq!(gemm_key(Precision::Bf16, 8192), "bf16_8192");
     }
 
     #[test]
     fn peer_figures_use_the_skus_measurements_else_the_link() {
-        let t: Thresholds = toml::from_str(&format!(
-            "{}\n{}",
-            &THRESHOLDS_TOML[..THRESHOLDS_TOML.find("\n[[measured]]").unwrap()],
-            r#"
-[[measured]]
+        let t = thresholds();
+        let db = SpecDb::embedded()
+            .clone()
+            .with_measurements(
+                r#"
+[[gpu]]
 model = "H200 SXM"
+[gpu.bench]
 source = "a test host"
-warn_ratio = 0.88
-fail_ratio = 0.75
-[measured.peer_gbs]
+[gpu.bench.peer_gbs]
 copy_engine_write_1024 = 360.0
 all_reduce_8gpus_1024 = 340.0
-"#
-        ))
-        .unwrap();
-        let h200 = SpecDb::embedded().by_model("H200 SXM");
-        let h100 = SpecDb::embedded().by_model("H100 SXM");
+"#,
+            )
+            .unwrap();
+        let db = &db;
+        let h200 = db.by_model("H200 SXM");
+        let h100 = db.by_model("H100 SXM");
         let transfer = |kind, bytes| PeerFigureKind::Transfer { kind, bytes };
         let write = transfer(pog_facts::PeerKind::CopyEngineWrite, 1 << 30);
         let read = transfer(pog_facts::PeerKind::SmRead, 1 << 30);
@@ -359,13 +346,13 @@ all_reduce_8gpus_1024 = 340.0
         };
         let nvlink = Some(450.0);
         // 300 GB/s is 83 % of the H200's measured 360: a warning, from the SKU's figure.
-        let j = peer_in(&t, h200, write, 300.0, nvlink, "NVLink ×18 (v4)");
+        let j = peer_in(t, db, h200, write, 300.0, nvlink, "NVLink ×18 (v4)");
         assert_eq!(
             (j.verdict, j.source.as_str()),
             (Verdict::Warn, "a test host")
         );
         assert_eq!(
-            peer_in(&t, h200, all_reduce(8), 250.0, nvlink, "x").verdict,
+            peer_in(t, db, h200, all_reduce(8), 250.0, nvlink, "x").verdict,
             Verdict::Fail,
             "74 % of the measured all-reduce"
         );
@@ -378,13 +365,13 @@ all_reduce_8gpus_1024 = 340.0
             (h100, write),
             (None, write),
         ] {
-            let j = peer_in(&t, spec, figure, 300.0, nvlink, "NVLink ×18 (v4)");
+            let j = peer_in(t, db, spec, figure, 300.0, nvlink, "NVLink ×18 (v4)");
             assert_eq!(j.verdict, Verdict::Pass, "{j:?}");
             assert!(j.reason.contains("of its link"), "{}", j.reason);
         }
         // Neither a measurement nor a link: reported only.
         assert_eq!(
-            peer_in(&t, None, write, 1.0, None, "").verdict,
+            peer_in(t, db, None, write, 1.0, None, "").verdict,
             Verdict::Info
         );
     }

@@ -149,7 +149,7 @@ pub fn plan(
         if let Some(spec) = spec {
             if spec.peak.get(precision).is_none() {
                 skipped.push(format!(
-                    "{precision:?} GEMM: the {} has no {precision:?} path",
+                    "{precision} GEMM: the {} has no {precision} path",
                     spec.model
                 ));
                 continue;
@@ -158,7 +158,7 @@ pub fn plan(
         for &size in &sizes {
             if gemm_bytes(precision, size) as f64 > free_bytes as f64 * MEMORY_SHARE {
                 skipped.push(format!(
-                    "{precision:?} GEMM n={size}: needs {} MiB, {} MiB free",
+                    "{precision} GEMM n={size}: needs {} MiB, {} MiB free",
                     gemm_bytes(precision, size) >> 20,
                     free_bytes >> 20
                 ));
@@ -321,7 +321,7 @@ mod tests {
         assert!(tight
             .skipped
             .iter()
-            .any(|s| s.contains("Fp64 GEMM n=16384")));
+            .any(|s| s.contains("FP64 GEMM n=16384")));
         assert!(tight.copies.iter().all(|c| c.bytes <= (2 << 30) / 4));
     }
 

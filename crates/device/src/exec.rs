@@ -3,12 +3,56 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 use wait_timeout::ChildExt;
 
-/// Output above this is cut off: no honest report is anywhere near it.
+/// Output above this is refused: no honest report is anywhere near it.
 const MAX_OUTPUT_BYTES: u64 = 64 << 20;
+
+/// Why an external program gave no output to use. Each message names the program.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// There is no file at the program's path.
+    #[error("could not start {}: no such file; install it or give its full path", program.display())]
+    NotFound { program: PathBuf },
+    /// The program exists but could not be started (not executable, out of processes, …).
+    #[error("could not start {}: {error}", program.display())]
+    Start {
+        program: PathBuf,
+        error: std::io::Error,
+    },
+    /// Waiting for the program failed.
+    #[error("waiting for {}: {error}", program.display())]
+    Wait {
+        program: PathBuf,
+        error: std::io::Error,
+    },
+    /// The program did not exit within the time-out and was killed.
+    #[error(
+        "{} did not answer within {:.1} s and was killed",
+        program.display(),
+        timeout.as_secs_f64()
+    )]
+    TimedOut { program: PathBuf, timeout: Duration },
+    /// The program exited unsuccessfully; `stderr` is the first line it printed there.
+    #[error("{} exited with {status}: {stderr}", program.display())]
+    Failed {
+        program: PathBuf,
+        status: ExitStatus,
+        stderr: String,
+    },
+    /// The program printed more than [`MAX_OUTPUT_BYTES`] on its standard output.
+    #[error(
+        "{} printed more than {} MiB; that is no report",
+        program.display(),
+        MAX_OUTPUT_BYTES >> 20
+    )]
+    TooLarge { program: PathBuf },
+    /// The program's standard output is not UTF-8.
+    #[error("{} printed invalid UTF-8", program.display())]
+    NotUtf8 { program: PathBuf },
+}
 
 /// Finds a program the way a shell would: a path with a slash is taken as is, a bare name is
 /// looked up on `PATH`.
@@ -31,60 +75,77 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// Runs `program args…`, returns its standard output if it exits 0 within `timeout`.
-/// Errors say what went wrong in words fit for a report.
 pub fn run_with_timeout(
     program: &Path,
     args: &[&str],
     timeout: Duration,
-) -> Result<String, String> {
+) -> Result<String, ExecError> {
     let mut child = spawn_retrying(program, args)?;
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(pipe) = pipe {
-                let _ = pipe.take(MAX_OUTPUT_BYTES).read_to_end(&mut buf);
-            }
-            buf
-        })
-    };
-    let stdout = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let stderr = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
     let status = match child.wait_timeout(timeout) {
         Ok(Some(status)) => status,
         Ok(None) => {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!(
-                "{} did not answer within {:.1} s and was killed",
-                program.display(),
-                timeout.as_secs_f64()
-            ));
+            return Err(ExecError::TimedOut {
+                program: program.to_path_buf(),
+                timeout,
+            });
         }
-        Err(e) => return Err(format!("waiting for {}: {e}", program.display())),
+        Err(error) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(ExecError::Wait {
+                program: program.to_path_buf(),
+                error,
+            });
+        }
     };
     // The child has exited; its pipes close, so the drains finish. A grandchild that kept a
     // pipe open could still hold them, so never wait for those longer than the time-out.
-    let out = join_within(stdout, timeout).unwrap_or_default();
-    let err = join_within(stderr, timeout).unwrap_or_default();
+    let (out, out_overflowed) = join_within(stdout, timeout).unwrap_or_default();
+    let (err, _) = join_within(stderr, timeout).unwrap_or_default();
     if !status.success() {
         let msg = String::from_utf8_lossy(&err);
-        return Err(format!(
-            "{} exited with {status}: {}",
-            program.display(),
-            msg.trim().lines().next().unwrap_or("no message")
-        ));
+        return Err(ExecError::Failed {
+            program: program.to_path_buf(),
+            status,
+            stderr: msg
+                .trim()
+                .lines()
+                .next()
+                .unwrap_or("no message")
+                .to_string(),
+        });
     }
-    String::from_utf8(out).map_err(|_| format!("{} printed invalid UTF-8", program.display()))
+    if out_overflowed {
+        return Err(ExecError::TooLarge {
+            program: program.to_path_buf(),
+        });
+    }
+    String::from_utf8(out).map_err(|_| ExecError::NotUtf8 {
+        program: program.to_path_buf(),
+    })
+}
+
+/// Reads a pipe to its end on a thread. The first [`MAX_OUTPUT_BYTES`] are kept; the rest is
+/// read and dropped, so the child never blocks on a full pipe, and marked as an overflow.
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<(Vec<u8>, bool)> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let mut overflowed = false;
+        if let Some(pipe) = pipe {
+            let mut head = pipe.take(MAX_OUTPUT_BYTES + 1);
+            let _ = head.read_to_end(&mut buf);
+            if buf.len() as u64 > MAX_OUTPUT_BYTES {
+                buf.truncate(MAX_OUTPUT_BYTES as usize);
+                overflowed = true;
+                let _ = std::io::copy(&mut head.into_inner(), &mut std::io::sink());
+            }
+        }
+        (buf, overflowed)
+    })
 }
 
 /// Linux's ETXTBSY: the executable is open for writing somewhere, typically in a process that
@@ -92,7 +153,7 @@ pub fn run_with_timeout(
 const TEXT_FILE_BUSY: i32 = 26;
 
 /// Spawns the program, retrying briefly while its file is "busy".
-fn spawn_retrying(program: &Path, args: &[&str]) -> Result<std::process::Child, String> {
+fn spawn_retrying(program: &Path, args: &[&str]) -> Result<std::process::Child, ExecError> {
     let mut attempt = 0;
     loop {
         match Command::new(program)
@@ -107,12 +168,22 @@ fn spawn_retrying(program: &Path, args: &[&str]) -> Result<std::process::Child, 
                 attempt += 1;
                 std::thread::sleep(Duration::from_millis(10));
             }
-            Err(e) => return Err(format!("could not start {}: {e}", program.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ExecError::NotFound {
+                    program: program.to_path_buf(),
+                })
+            }
+            Err(error) => {
+                return Err(ExecError::Start {
+                    program: program.to_path_buf(),
+                    error,
+                })
+            }
         }
     }
 }
 
-fn join_within(handle: std::thread::JoinHandle<Vec<u8>>, timeout: Duration) -> Option<Vec<u8>> {
+fn join_within<T>(handle: std::thread::JoinHandle<T>, timeout: Duration) -> Option<T> {
     let deadline = std::time::Instant::now() + timeout;
     while !handle.is_finished() {
         if std::time::Instant::now() > deadline {
@@ -132,7 +203,12 @@ mod tests {
         let started = std::time::Instant::now();
         let err = run_with_timeout(Path::new("/bin/sleep"), &["30"], Duration::from_millis(200))
             .unwrap_err();
-        assert!(err.contains("did not answer"), "{err}");
+        assert!(matches!(err, ExecError::TimedOut { .. }), "{err}");
+        assert!(
+            err.to_string()
+                .ends_with("did not answer within 0.2 s and was killed"),
+            "{err}"
+        );
         assert!(started.elapsed() < Duration::from_secs(10));
     }
 
@@ -149,11 +225,28 @@ mod tests {
             Duration::from_secs(10),
         )
         .unwrap_err();
-        assert!(err.contains("boom"), "{err}");
+        assert!(matches!(err, ExecError::Failed { .. }), "{err}");
+        assert_eq!(err.to_string(), "/bin/sh exited with exit status: 3: boom");
         let err =
             run_with_timeout(Path::new("/no/such/prog"), &[], Duration::from_secs(1)).unwrap_err();
-        assert!(err.contains("could not start"), "{err}");
+        assert!(matches!(err, ExecError::NotFound { .. }), "{err}");
+        assert!(
+            err.to_string().starts_with("could not start /no/such/prog"),
+            "{err}"
+        );
         assert!(find_program("sh").is_some());
         assert!(find_program("no-such-program-pog").is_none());
+    }
+
+    #[test]
+    fn endless_output_is_refused_without_blocking_the_child() {
+        let script = format!("head -c {} /dev/zero", MAX_OUTPUT_BYTES + 1);
+        let err = run_with_timeout(
+            Path::new("/bin/sh"),
+            &["-c", &script],
+            Duration::from_secs(30),
+        )
+        .unwrap_err();
+        assert!(matches!(err, ExecError::TooLarge { .. }), "{err}");
     }
 }

@@ -136,15 +136,15 @@ impl Aligned {
 pub enum StorageError {
     /// The directory to measure in is missing, not a directory, or not writable.
     #[error(
-        "cannot write a test file in {dir}: {source}; pass a writable directory with --storage-dir"
+        "cannot write a test file in {dir}: {error}; pass a writable directory with --storage-dir"
     )]
-    Create { dir: String, source: std::io::Error },
+    Create { dir: String, error: std::io::Error },
     /// An I/O call failed part-way.
-    #[error("{step} {file}: {source}")]
+    #[error("{step} {file}: {error}")]
     Io {
         step: &'static str,
         file: String,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -158,15 +158,15 @@ pub fn storage(dir: &Path, bytes: u64, random_reads: u32) -> Result<StorageBench
     let private = tempfile::Builder::new()
         .prefix(".pog-storage-bench-")
         .tempdir_in(dir)
-        .map_err(|source| StorageError::Create {
+        .map_err(|error| StorageError::Create {
             dir: dir.display().to_string(),
-            source,
+            error,
         })?;
     let path = private.path().join("data");
     let file_name = path.display().to_string();
     let io = |step: &'static str| {
         let file = file_name.clone();
-        move |source| StorageError::Io { step, file, source }
+        move |error| StorageError::Io { step, file, error }
     };
     let open = |direct: bool, write: bool| {
         let mut o = std::fs::OpenOptions::new();

@@ -24,5 +24,6 @@ pub mod telemetry;
 // The fact types, under the paths this crate's modules use.
 use pog_facts::{compute, facts, pci, reading};
 
+pub use exec::ExecError;
 pub use pog_facts::{collect, Platform};
 pub use real::{RealConfig, RealPlatform};

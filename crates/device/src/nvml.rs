@@ -19,14 +19,34 @@ fn nv<T>(result: Result<T, NvmlError>) -> Reading<T> {
     }
 }
 
+/// Why NVML could not be loaded. The message says which, and what to check.
+#[derive(Debug, thiserror::Error)]
+pub enum NvmlInitError {
+    /// libnvidia-ml.so.1 could not be loaded: no NVIDIA driver, or not on the loader path.
+    #[error(
+        "NVML library not found ({}); is the NVIDIA driver installed?",
+        loader_message(.0)
+    )]
+    LibraryMissing(NvmlError),
+    /// The library loaded but `nvmlInit` failed (driver not loaded, version mismatch, …).
+    #[error("NVML failed to initialize: {0}")]
+    Failed(NvmlError),
+}
+
+/// The loader's own words for a library that would not load, without nvml-wrapper's prefix.
+fn loader_message(e: &NvmlError) -> String {
+    match e {
+        NvmlError::LibloadingError(inner) => inner.to_string(),
+        other => other.to_string(),
+    }
+}
+
 /// Loads NVML (libnvidia-ml.so.1 from the loader path). Keep the handle alive while the
 /// process maps are read, or the library is unloaded again.
-pub fn init() -> Result<Nvml, String> {
+pub fn init() -> Result<Nvml, NvmlInitError> {
     Nvml::init().map_err(|e| match e {
-        NvmlError::LibloadingError(inner) => {
-            format!("NVML library not found ({inner}); is the NVIDIA driver installed?")
-        }
-        other => format!("NVML failed to initialize: {other}"),
+        NvmlError::LibloadingError(_) => NvmlInitError::LibraryMissing(e),
+        other => NvmlInitError::Failed(other),
     })
 }
 

@@ -3,7 +3,17 @@
 use crate::facts::{ProcDriver, ProcGpu};
 use crate::pci::BusId;
 use crate::reading::Reading;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// A file under `/proc/driver/nvidia` that exists in the listing but could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read {}: {error}", path.display())]
+pub struct UnreadableFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Why it could not be read.
+    pub error: std::io::Error,
+}
 
 /// Reads `<proc_root>/driver/nvidia/{version,gpus/*/information}`.
 pub fn read(proc_root: &Path) -> Reading<ProcDriver> {
@@ -35,8 +45,9 @@ pub fn read(proc_root: &Path) -> Reading<ProcDriver> {
             let Some(bus_id) = entry.file_name().to_str().and_then(BusId::parse) else {
                 continue;
             };
-            let info = std::fs::read_to_string(entry.path().join("information"))
-                .map_err(|e| format!("{}: {e}", entry.path().join("information").display()));
+            let path = entry.path().join("information");
+            let info =
+                std::fs::read_to_string(&path).map_err(|error| UnreadableFile { path, error });
             gpus.push(parse_information(bus_id, info));
         }
     }
@@ -66,10 +77,12 @@ pub fn parse_version_line(line: &str) -> Option<String> {
 }
 
 /// Parses one `information` file ("Model: NVIDIA H200", "GPU UUID: GPU-…", …).
-pub fn parse_information(bus_id: BusId, text: Result<String, String>) -> ProcGpu {
+/// A file that could not be read makes every field unavailable with its reason.
+pub fn parse_information(bus_id: BusId, text: Result<String, UnreadableFile>) -> ProcGpu {
     let text = match text {
         Ok(t) => t,
-        Err(why) => {
+        Err(e) => {
+            let why = e.to_string();
             return ProcGpu {
                 bus_id,
                 model: Reading::unavailable(why.as_str()),
@@ -151,8 +164,17 @@ mod tests {
         let g = parse_information(bus, Ok("garbage\nDevice Minor: x".into()));
         assert!(matches!(g.model, Reading::Unavailable(_)));
         assert!(matches!(g.minor, Reading::Unavailable(_)));
-        let g = parse_information(bus, Err("permission denied".into()));
-        assert_eq!(g.uuid, Reading::unavailable("permission denied"));
+        let unreadable = UnreadableFile {
+            path: "/proc/driver/nvidia/gpus/0000:00:06.0/information".into(),
+            error: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        };
+        let g = parse_information(bus, Err(unreadable));
+        assert_eq!(
+            g.uuid,
+            Reading::unavailable(
+                "cannot read /proc/driver/nvidia/gpus/0000:00:06.0/information: permission denied"
+            )
+        );
         assert_eq!(parse_version_line("NVRM version: nonsense"), None);
         assert_eq!(
             parse_version_line(

@@ -17,11 +17,15 @@ use std::time::Duration;
 /// Where the real platform reads from, and how long it waits for nvidia-smi.
 #[derive(Debug, Clone)]
 pub struct RealConfig {
+    /// Where sysfs is mounted (`/sys`; a fixture tree in tests).
     pub sysfs_root: PathBuf,
+    /// Where procfs is mounted (`/proc`).
     pub proc_root: PathBuf,
+    /// Where the host's configuration lives (`/etc`).
     pub etc_root: PathBuf,
     /// The nvidia-smi to run: a bare name is looked up on PATH.
     pub nvidia_smi: String,
+    /// How long nvidia-smi may take before it is killed.
     pub nvidia_smi_timeout: Duration,
 }
 
@@ -42,10 +46,11 @@ pub struct RealPlatform {
     config: RealConfig,
     /// NVML stays loaded for the platform's life (its mapping is part of the evidence, and
     /// monitoring will sample through the same handle).
-    nvml: OnceLock<Result<nvml_wrapper::Nvml, String>>,
+    nvml: OnceLock<Result<nvml_wrapper::Nvml, nvml::NvmlInitError>>,
 }
 
 impl RealPlatform {
+    /// The platform that reads from `config`'s roots. Nothing is read until asked.
     pub fn new(config: RealConfig) -> Self {
         RealPlatform {
             config,
@@ -62,7 +67,7 @@ impl Platform for RealPlatform {
     fn nvml(&self) -> Reading<NvmlReport> {
         match self.nvml.get_or_init(nvml::init) {
             Ok(handle) => Reading::Value(nvml::report(handle)),
-            Err(why) => Reading::unavailable(why.clone()),
+            Err(why) => Reading::unavailable(why.to_string()),
         }
     }
 

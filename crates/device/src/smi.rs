@@ -13,7 +13,7 @@ use std::time::Duration;
 pub fn query(binary: &Path, timeout: Duration) -> Reading<SmiReport> {
     let xml = match exec::run_with_timeout(binary, &["-q", "-x"], timeout) {
         Ok(xml) => xml,
-        Err(why) => return Reading::Unavailable(why),
+        Err(why) => return Reading::Unavailable(why.to_string()),
     };
     let resolved = std::fs::canonicalize(binary)
         .map(|p| p.display().to_string())
@@ -23,24 +23,41 @@ pub fn query(binary: &Path, timeout: Duration) -> Reading<SmiReport> {
             report.binary_resolved = resolved.into();
             Reading::Value(report)
         }
-        Err(why) => Reading::Unavailable(why),
+        Err(why) => Reading::Unavailable(why.to_string()),
     }
 }
 
+/// Why nvidia-smi's report could not be read at all (a single garbled field only makes that
+/// field unavailable). Each message names the binary that printed it.
+#[derive(Debug, thiserror::Error)]
+pub enum SmiError {
+    /// The output is not XML.
+    #[error("{binary} printed malformed XML: {error}")]
+    Malformed {
+        binary: String,
+        error: roxmltree::Error,
+    },
+    /// The output is XML, but not nvidia-smi's report.
+    #[error("{binary} printed XML with root <{root}>, expected <nvidia_smi_log>")]
+    WrongRoot { binary: String, root: String },
+}
+
 /// Parses the XML of `nvidia-smi -q -x`. `binary` is recorded as the report's source.
-pub fn parse(xml: &str, binary: &str) -> Result<SmiReport, String> {
+pub fn parse(xml: &str, binary: &str) -> Result<SmiReport, SmiError> {
     let options = ParsingOptions {
         allow_dtd: true,
         ..ParsingOptions::default()
     };
-    let doc = Document::parse_with_options(xml, options)
-        .map_err(|e| format!("nvidia-smi printed malformed XML: {e}"))?;
+    let doc = Document::parse_with_options(xml, options).map_err(|error| SmiError::Malformed {
+        binary: binary.to_string(),
+        error,
+    })?;
     let root = doc.root_element();
     if root.tag_name().name() != "nvidia_smi_log" {
-        return Err(format!(
-            "nvidia-smi XML has root <{}>, expected <nvidia_smi_log>",
-            root.tag_name().name()
-        ));
+        return Err(SmiError::WrongRoot {
+            binary: binary.to_string(),
+            root: root.tag_name().name().to_string(),
+        });
     }
     let gpus = root
         .children()
@@ -273,6 +290,17 @@ mod tests {
         ] {
             assert!(parse(bad, "x").is_err(), "{bad:.40}");
         }
+        let err = parse("not xml", "/usr/bin/nvidia-smi").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("/usr/bin/nvidia-smi printed malformed XML: "),
+            "{err}"
+        );
+        let err = parse("<other/>", "x").unwrap_err();
+        assert!(
+            matches!(&err, SmiError::WrongRoot { root, .. } if root == "other"),
+            "{err}"
+        );
     }
 
     proptest::proptest! {

@@ -2,9 +2,11 @@
 //! (throttle) reasons on a background thread, and the memory-health counters read before and
 //! after a memory test.
 
+use crate::nvml::NvmlInitError;
 use crate::pci::BusId;
 use crate::reading::Reading;
 use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, TemperatureSensor};
+use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
 pub use pog_facts::telemetry::{HealthCounters, TelemetrySample};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,10 +14,24 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// Why telemetry or health counters could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    /// NVML itself is unavailable.
+    #[error(transparent)]
+    Nvml(#[from] NvmlInitError),
+    /// NVML is loaded but has no GPU at this bus id.
+    #[error("NVML has no GPU at {bus_id}: {error}")]
+    NoGpu { bus_id: BusId, error: NvmlError },
+    /// The sampling thread panicked; its samples are lost.
+    #[error("the telemetry thread panicked")]
+    Panicked,
+}
+
 /// Samples one GPU on a background thread until stopped.
 pub struct Sampler {
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<Result<Vec<TelemetrySample>, String>>,
+    handle: JoinHandle<Result<Vec<TelemetrySample>, TelemetryError>>,
 }
 
 impl Sampler {
@@ -27,7 +43,7 @@ impl Sampler {
             let nvml = crate::nvml::init()?;
             let device = nvml
                 .device_by_pci_bus_id(bus_id.to_string())
-                .map_err(|e| format!("NVML has no GPU at {bus_id}: {e}"))?;
+                .map_err(|error| TelemetryError::NoGpu { bus_id, error })?;
             let started = Instant::now();
             let mut samples = Vec::new();
             while !flag.load(Ordering::Relaxed) {
@@ -52,20 +68,19 @@ impl Sampler {
         self.stop.store(true, Ordering::Relaxed);
         self.handle
             .join()
-            .unwrap_or_else(|_| Err("the telemetry thread panicked".into()))
+            .unwrap_or(Err(TelemetryError::Panicked))
             .into()
     }
 }
 
 /// Reads the memory-health counters of the GPU at `bus_id`.
-pub fn health_counters(nvml: &Nvml, bus_id: BusId) -> Result<HealthCounters, String> {
+pub fn health_counters(nvml: &Nvml, bus_id: BusId) -> Result<HealthCounters, TelemetryError> {
     use nvml_wrapper::enum_wrappers::device::RetirementCause;
     let device = nvml
         .device_by_pci_bus_id(bus_id.to_string())
-        .map_err(|e| format!("NVML has no GPU at {bus_id}: {e}"))?;
-    let nv = |r: Result<u64, nvml_wrapper::error::NvmlError>| -> Reading<u64> {
-        r.map_err(|e| format!("NVML: {e}")).into()
-    };
+        .map_err(|error| TelemetryError::NoGpu { bus_id, error })?;
+    let nv =
+        |r: Result<u64, NvmlError>| -> Reading<u64> { r.map_err(|e| format!("NVML: {e}")).into() };
     let retired = |cause| device.retired_pages(cause).map(|p| p.len() as u64);
     Ok(HealthCounters {
         ecc_corrected_volatile: nv(

@@ -84,6 +84,8 @@ pub fn fixture() -> &'static Fixture {
             nonce: [0x11; 32],
             gpu_uuid: "GPU-fuzz".into(),
             gpu_bus_id: "00000000:00:06.0".into(),
+            agent_key: identity().public_hex(),
+            validator_key: identity().public_hex(),
             precision: Precision::Fp32,
             size: 8,
             batch: 2,

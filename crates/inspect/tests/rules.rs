@@ -261,6 +261,7 @@ fn nvlink_errors_and_down_links_warn() {
     assert_eq!(fired(&run(&sim), health::NVLINK), [Severity::Info]);
     assert!(SimPlatform::from_profile("L4; nvlink-errors")
         .unwrap_err()
+        .to_string()
         .contains("NVLink"));
 }
 

@@ -108,6 +108,7 @@ impl Agent {
 pub fn router(agent: Arc<Agent>) -> Router {
     Router::new()
         .route("/v1/ping", get(|| async { "pog agent" }))
+        .route("/healthz", get(|| async { "ok" }))
         .route("/v1/challenge", post(challenge))
         .route("/v1/open", post(open))
         .layer(DefaultBodyLimit::max(wire::MAX_MESSAGE_BYTES))
@@ -123,6 +124,27 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
         ));
     }
     let c = &message.challenge;
+    // A challenge is bound to one agent and one validator: work done for another agent's key
+    // would be credited to that agent (a relay), work for another issuer is not asked by it.
+    if c.agent_key != agent.identity.public_hex() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "challenge addressed to agent {}, not to this agent ({})",
+                c.agent_key,
+                agent.identity.public_hex()
+            ),
+        ));
+    }
+    if c.validator_key != signer {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "challenge issued for validator {} but signed by {signer}",
+                c.validator_key
+            ),
+        ));
+    }
     if !agent
         .gpus
         .iter()
@@ -280,14 +302,19 @@ pub enum RegisterError {
     Post(#[from] crate::http::PostError),
 }
 
-/// Registers with the validator at `validator_url`, retrying for up to `patience` while it
-/// starts.
+/// The longest wait between two registration attempts.
+pub const MAX_REGISTER_BACKOFF: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Registers with the validator at `validator_url`. While nothing answers there (it is down
+/// or starting), it says so through `on_retry` at once and tries again, waiting twice as long
+/// each time up to [`MAX_REGISTER_BACKOFF`]; any answer from the validator, a refusal
+/// included, ends it.
 pub async fn register(
     validator_url: &str,
     identity: &Identity,
     endpoint: &str,
     gpus: &[GpuClaim],
-    patience: std::time::Duration,
+    mut on_retry: impl FnMut(&crate::http::PostError, std::time::Duration),
 ) -> Result<(), RegisterError> {
     let envelope = identity.seal(
         kind::REGISTER,
@@ -297,7 +324,7 @@ pub async fn register(
         },
     )?;
     let client = reqwest::Client::new();
-    let deadline = std::time::Instant::now() + patience;
+    let mut wait = std::time::Duration::from_millis(250);
     loop {
         match crate::http::post(
             &client,
@@ -308,10 +335,12 @@ pub async fn register(
         .await
         {
             Ok(_) => return Ok(()),
-            // Only an unreachable validator may still be starting; any answer is final.
-            Err(e) if !e.is_unreachable() => return Err(e.into()),
-            Err(e) if std::time::Instant::now() > deadline => return Err(e.into()),
-            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+            Err(e) if e.is_unreachable() => {
+                on_retry(&e, wait);
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(MAX_REGISTER_BACKOFF);
+            }
+            Err(e) => return Err(e.into()),
         }
     }
 }

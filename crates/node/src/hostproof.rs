@@ -4,7 +4,7 @@
 
 use crate::provers::{CpuEngine, GpuEngine, ProverEngine, MAX_CPU_WORK};
 use crate::selfcheck::{self, SelfCheck};
-use crate::validator::{Planned, Policy};
+use crate::validator::{Addressee, Planned, Policy};
 use pog_facts::Origin;
 use pog_inspect::{GpuVerdict, InspectReport};
 use pog_proof::prover::{Behaviour, CpuProver, Prover};
@@ -184,7 +184,15 @@ fn prove_one(
     bus: &str,
 ) -> GpuProof {
     let result = plan(options, model).and_then(|planned| {
-        let challenge = planned.challenge([0; 32], uuid, bus);
+        let challenge = planned.challenge(
+            [0; 32],
+            Addressee {
+                gpu_uuid: uuid,
+                gpu_bus_id: bus,
+                agent_key: "",
+                validator_key: "",
+            },
+        );
         if let Some(reason) = engine.refuses(&challenge) {
             return Err(reason);
         }

@@ -14,7 +14,7 @@ pub struct ApiError {
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
         let message = message.into();
-        eprintln!("pog: refused a request ({status}): {message}");
+        tracing::info!(%status, %message, "refused a request");
         ApiError { status, message }
     }
 }
@@ -160,7 +160,19 @@ pub async fn post(
         .map(|(_, body)| body)
 }
 
-/// Serves a router on `listener` until the process ends.
-pub async fn serve(listener: tokio::net::TcpListener, router: axum::Router) -> std::io::Result<()> {
-    axum::serve(listener, router).await
+/// Serves a router on `listener` under `limits` until the process ends (tests and simple
+/// embeddings; the services use [`crate::serve::serve`] with a stop signal).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    limits: crate::serve::Limits,
+) -> std::io::Result<()> {
+    crate::serve::serve(
+        listener,
+        router,
+        limits,
+        std::future::pending(),
+        std::time::Duration::ZERO,
+    )
+    .await
 }

@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod check;
+pub mod endpoint;
 pub mod hostproof;
 pub mod http;
 pub mod keys;
@@ -14,5 +15,7 @@ pub mod keys;
 pub mod misbehaviour;
 pub mod provers;
 pub mod registry;
+pub mod schedule;
 pub mod selfcheck;
+pub mod serve;
 pub mod validator;

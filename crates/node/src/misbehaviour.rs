@@ -35,8 +35,9 @@ pub(crate) struct Cheating {
     foreign: Identity,
     /// The first computed challenge, for [`Cheat::ReplayFirst`].
     first: Mutex<Option<Arc<dyn Prover>>>,
-    /// The single device of [`Cheat::OneDevice`].
-    one_device: tokio::sync::Mutex<()>,
+    /// The single device of [`Cheat::OneDevice`] (shared with other agents by
+    /// [`Agent::sharing_device`]).
+    one_device: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Cheating {
@@ -98,8 +99,17 @@ impl Agent {
             cheat,
             foreign: Identity::from_seed([0xf0; 32]),
             first: Mutex::new(None),
-            one_device: tokio::sync::Mutex::new(()),
+            one_device: Arc::new(tokio::sync::Mutex::new(())),
         });
+        self
+    }
+
+    /// Makes this agent's [`Cheat::OneDevice`] the same device as other agents': one device
+    /// behind several agent keys.
+    pub fn sharing_device(mut self, device: Arc<tokio::sync::Mutex<()>>) -> Agent {
+        if let Some(cheating) = &mut self.cheating {
+            cheating.one_device = device;
+        }
         self
     }
 }

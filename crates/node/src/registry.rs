@@ -6,12 +6,13 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
 /// Version of the result-record encoding stored (and later appended to the ledger).
-pub const RECORD_VERSION: u32 = 1;
+pub const RECORD_VERSION: u32 = 2;
 
 /// The registry's tables.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS agents (key TEXT PRIMARY KEY, endpoint TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS gpus (uuid TEXT PRIMARY KEY, agent TEXT NOT NULL REFERENCES agents(key), model TEXT NOT NULL, bus_id TEXT NOT NULL, simulated INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS released (uuid TEXT NOT NULL, agent TEXT NOT NULL, until_ms INTEGER NOT NULL, PRIMARY KEY (uuid, agent));
 CREATE TABLE IF NOT EXISTS records (
     id INTEGER PRIMARY KEY,
     challenge_id TEXT NOT NULL UNIQUE,
@@ -35,12 +36,29 @@ pub struct RegisteredGpu {
     pub simulated: bool,
 }
 
+/// What a registration did to one GPU's entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// The GPU was not registered before.
+    New,
+    /// Its owner registered it again with another model, PCI address, endpoint or
+    /// simulated flag: a new registration, recorded as such.
+    Changed,
+    /// The same claim again (an agent restarting).
+    Same,
+    /// Taken off the registry after failing or being unreachable round after round.
+    Released,
+}
+
 /// Why a registry change was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
     #[error("GPU {uuid} is already registered by another agent ({owner})")]
     ClaimedElsewhere { uuid: String, owner: String },
-    #[error("registry database: {0}")]
+    #[error("GPU {uuid} was released from this agent for failing its challenges; it may register it again in {wait_s} s")]
+    Barred { uuid: String, wait_s: u64 },
+    #[error("the registry database failed ({0}); if the file is damaged, restore it from a backup or move it away to start a new registry")]
     Database(#[from] rusqlite::Error),
 }
 
@@ -69,16 +87,27 @@ impl Registry {
         Ok(Registry { db })
     }
 
-    /// Registers an agent and its GPUs, all or nothing. A GPU another agent holds refuses the
-    /// whole registration.
+    /// Registers an agent and its GPUs, all or nothing, at time `now_ms`, and says what changed
+    /// for each GPU. A GPU another agent holds, or one released from this agent whose bar has
+    /// not run out, refuses the whole registration.
     pub fn register(
         &mut self,
         agent: &str,
         endpoint: &str,
         gpus: &[GpuClaim],
-    ) -> Result<(), RegistryError> {
+        now_ms: u64,
+    ) -> Result<Vec<Change>, RegistryError> {
         let tx = self.db.transaction()?;
+        let old_endpoint: Option<String> = tx
+            .query_row(
+                "SELECT endpoint FROM agents WHERE key = ?1",
+                params![agent],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let moved = old_endpoint.is_some_and(|old| old != endpoint);
         tx.execute("INSERT INTO agents (key, endpoint) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET endpoint = ?2", params![agent, endpoint])?;
+        let mut changes = Vec::with_capacity(gpus.len());
         for GpuClaim {
             uuid,
             model,
@@ -86,36 +115,96 @@ impl Registry {
             simulated,
         } in gpus
         {
-            let owner: Option<String> = tx
+            let barred: Option<i64> = tx
                 .query_row(
-                    "SELECT agent FROM gpus WHERE uuid = ?1",
-                    params![uuid],
+                    "SELECT until_ms FROM released WHERE uuid = ?1 AND agent = ?2",
+                    params![uuid, agent],
                     |r| r.get(0),
                 )
                 .optional()?;
-            match owner {
-                Some(owner) if owner != agent => {
+            if let Some(until) = barred.filter(|until| *until as u64 > now_ms) {
+                return Err(RegistryError::Barred {
+                    uuid: uuid.clone(),
+                    wait_s: (until as u64 - now_ms).div_ceil(1000),
+                });
+            }
+            let current: Option<(String, String, String, bool)> = tx
+                .query_row(
+                    "SELECT agent, model, bus_id, simulated FROM gpus WHERE uuid = ?1",
+                    params![uuid],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                )
+                .optional()?;
+            let change = match current {
+                Some((owner, ..)) if owner != agent => {
                     return Err(RegistryError::ClaimedElsewhere {
                         uuid: uuid.clone(),
                         owner,
                     })
                 }
-                Some(_) => {
+                Some((_, old_model, old_bus, old_simulated)) => {
                     tx.execute(
                         "UPDATE gpus SET model = ?2, bus_id = ?3, simulated = ?4 WHERE uuid = ?1",
                         params![uuid, model, bus_id, simulated],
                     )?;
+                    let same =
+                        old_model == *model && old_bus == *bus_id && old_simulated == *simulated;
+                    if same && !moved {
+                        Change::Same
+                    } else {
+                        Change::Changed
+                    }
                 }
                 None => {
                     tx.execute(
                         "INSERT INTO gpus (uuid, agent, model, bus_id, simulated) VALUES (?1, ?2, ?3, ?4, ?5)",
                         params![uuid, agent, model, bus_id, simulated],
                     )?;
+                    Change::New
                 }
-            }
+            };
+            changes.push(change);
         }
         tx.commit()?;
-        Ok(())
+        Ok(changes)
+    }
+
+    /// Takes a GPU off the registry (it failed or was unreachable too often); its agent may
+    /// not claim it again before `barred_until_ms`. Returns the released entry, if any.
+    pub fn release(
+        &mut self,
+        uuid: &str,
+        barred_until_ms: u64,
+    ) -> Result<Option<RegisteredGpu>, RegistryError> {
+        let Some(gpu) = self.gpu(uuid)? else {
+            return Ok(None);
+        };
+        let tx = self.db.transaction()?;
+        tx.execute("DELETE FROM gpus WHERE uuid = ?1", params![uuid])?;
+        tx.execute(
+            "INSERT INTO released (uuid, agent, until_ms) VALUES (?1, ?2, ?3) ON CONFLICT(uuid, agent) DO UPDATE SET until_ms = ?3",
+            params![uuid, gpu.agent, barred_until_ms as i64],
+        )?;
+        tx.commit()?;
+        Ok(Some(gpu))
+    }
+
+    /// A page of registered GPUs, by UUID: at most `limit` after `after` ("" from the start).
+    pub fn gpus(&self, after: &str, limit: usize) -> Result<Vec<RegisteredGpu>, RegistryError> {
+        let mut stmt = self.db.prepare(
+            "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid > ?1 ORDER BY g.uuid LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![after, limit as i64], |r| {
+            Ok(RegisteredGpu {
+                uuid: r.get(0)?,
+                agent: r.get(1)?,
+                endpoint: r.get(2)?,
+                model: r.get(3)?,
+                bus_id: r.get(4)?,
+                simulated: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// The GPU with this UUID and its agent.
@@ -196,16 +285,39 @@ mod tests {
     #[test]
     fn a_uuid_belongs_to_one_agent() {
         let mut r = Registry::open(None).unwrap();
-        r.register("agent-a", "http://a", &[gpu("GPU-1")]).unwrap();
-        r.register("agent-a", "http://a2", &[gpu("GPU-1")]).unwrap(); // re-registration is fine
+        assert_eq!(
+            r.register("agent-a", "http://a", &[gpu("GPU-1")], 0)
+                .unwrap(),
+            [Change::New]
+        );
+        assert_eq!(
+            r.register("agent-a", "http://a", &[gpu("GPU-1")], 0)
+                .unwrap(),
+            [Change::Same],
+            "an agent restarting"
+        );
+        // A new endpoint is a new registration.
+        assert_eq!(
+            r.register("agent-a", "http://a2", &[gpu("GPU-1")], 0)
+                .unwrap(),
+            [Change::Changed]
+        );
         assert_eq!(r.gpu("GPU-1").unwrap().unwrap().endpoint, "http://a2");
+        let moved = GpuClaim {
+            bus_id: "0000:00:07.0".into(),
+            ..gpu("GPU-1")
+        };
+        assert_eq!(
+            r.register("agent-a", "http://a2", &[moved], 0).unwrap(),
+            [Change::Changed]
+        );
         let err = r
-            .register("agent-b", "http://b", &[gpu("GPU-2"), gpu("GPU-1")])
+            .register("agent-b", "http://b", &[gpu("GPU-2"), gpu("GPU-1")], 0)
             .unwrap_err();
         assert!(matches!(err, RegistryError::ClaimedElsewhere { .. }));
         // All or nothing: GPU-2 was not taken either.
         assert_eq!(r.gpu("GPU-2").unwrap(), None);
-        r.register("agent-b", "http://b", &[gpu("GPU-3"), gpu("GPU-4")])
+        r.register("agent-b", "http://b", &[gpu("GPU-3"), gpu("GPU-4")], 0)
             .unwrap();
         assert_eq!(
             r.gpus_by_agent().unwrap(),
@@ -264,7 +376,45 @@ mod tests {
             simulated: true,
             ..gpu("GPU-2")
         };
-        r.register("agent-a", "http://a", &[simulated]).unwrap();
+        r.register("agent-a", "http://a", &[simulated], 0).unwrap();
         assert!(r.gpu("GPU-2").unwrap().unwrap().simulated);
+    }
+
+    #[test]
+    fn a_released_gpu_is_free_for_others_and_barred_for_its_squatter() {
+        let mut r = Registry::open(None).unwrap();
+        r.register("squatter", "http://s", &[gpu("GPU-1")], 0)
+            .unwrap();
+        let released = r.release("GPU-1", 10_000).unwrap().unwrap();
+        assert_eq!(released.agent, "squatter");
+        assert_eq!(r.gpu("GPU-1").unwrap(), None);
+        assert!(matches!(
+            r.register("squatter", "http://s", &[gpu("GPU-1")], 5_000),
+            Err(RegistryError::Barred { wait_s: 5, .. })
+        ));
+        assert_eq!(
+            r.register("owner", "http://o", &[gpu("GPU-1")], 5_000)
+                .unwrap(),
+            [Change::New]
+        );
+        assert_eq!(r.gpus("", 10).unwrap().len(), 1);
+        assert_eq!(r.release("GPU-9", 0).unwrap(), None);
+    }
+
+    #[test]
+    fn a_damaged_registry_says_what_to_do_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.sqlite");
+        std::fs::write(
+            &path,
+            b"this is not a database, just text that fills a page",
+        )
+        .unwrap();
+        let err = Registry::open(Some(&path))
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains("move it away"), "{err}");
+        assert_eq!(err.matches("not a database").count(), 1, "{err}");
     }
 }

@@ -4,7 +4,7 @@
 //! only the HTTP hops are left out (their round trip is credited there anyway).
 
 use crate::provers::{ProverEngine, ProverError};
-use crate::validator::{random_bytes, Planned};
+use crate::validator::{random_bytes, Addressee, Planned};
 use pog_device::gpu::CommitTimings;
 use pog_proof::session::{Outcome, ValidatorSession};
 use pog_proof::wire::{kind, ChallengeMessage, Commitment, Identity, Openings, WireOpening};
@@ -95,7 +95,15 @@ pub fn run(
     }
     let validator = Identity::from_seed(random_bytes());
     let agent = Identity::from_seed(random_bytes());
-    let challenge = planned.challenge(random_bytes(), gpu_uuid, gpu_bus_id);
+    let challenge = planned.challenge(
+        random_bytes(),
+        Addressee {
+            gpu_uuid,
+            gpu_bus_id,
+            agent_key: &agent.public_hex(),
+            validator_key: &validator.public_hex(),
+        },
+    );
     engine.prepare(&challenge)?; // the algorithm search, outside the timed window
 
     let issued_at_ms = now_ms();

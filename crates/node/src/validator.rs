@@ -2,9 +2,9 @@
 //! verifies the answer (values, Merkle proofs, its own clock) and stores a signed record.
 
 use crate::http::{post_counted, ApiError};
-use crate::registry::{Registry, RegistryError, RECORD_VERSION};
+use crate::registry::{Change, Registry, RegistryError, RECORD_VERSION};
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post as post_route};
@@ -21,9 +21,26 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// Where a challenge's shape and time bound come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanKind {
+    /// Planned from the claimed model (`pog_proof::params::plan_in`): at least
+    /// [`PLANNED_SECONDS`] of that model's work, in the precision that separates it from
+    /// cheaper models, against a bound from its measured rate. The only plan that proves a
+    /// model, and the default.
+    PerModel,
+    /// The fixed `size`, `batch` and `expected_ms` of the policy (`pog validator
+    /// --test-plan`): for tests and demos with the CPU prover. It proves no model — one CPU
+    /// core answers a small one in time — and every record made under it says so.
+    Test,
+}
+
 /// How a GPU is challenged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Policy {
+    /// Per-model (real) or a fixed test plan.
+    pub plan: PlanKind,
     /// None: the precision `pog_proof::params::choose_precision` picks for the claimed model.
     pub precision: Option<Precision>,
     pub size: u64,
@@ -34,10 +51,6 @@ pub struct Policy {
     pub samples: u32,
     /// How long the agent has to commit.
     pub expiry_ms: u64,
-    /// Plan each challenge from the claimed model (`pog_proof::params::plan_in`: size, batch
-    /// and expected time for at least `PLANNED_SECONDS` of work, in `precision` if set, else
-    /// where the model leads) instead of the fixed `size`, `batch` and `expected_ms` above.
-    pub per_model: bool,
 }
 
 /// The least work a per-model challenge asks for, in seconds of the claimed model's time.
@@ -53,15 +66,26 @@ pub struct Planned {
     pub expected_ms: f64,
 }
 
+/// Who a challenge is for and from: the GPU (UUID, PCI address), the agent's key and the
+/// validator's key, all bound into the challenge's seeds.
+#[derive(Debug, Clone, Copy)]
+pub struct Addressee<'a> {
+    pub gpu_uuid: &'a str,
+    pub gpu_bus_id: &'a str,
+    pub agent_key: &'a str,
+    pub validator_key: &'a str,
+}
+
 impl Planned {
-    /// The challenge of this shape for the GPU `gpu_uuid` at PCI address `gpu_bus_id`, from
-    /// `nonce`.
-    pub fn challenge(&self, nonce: [u8; 32], gpu_uuid: &str, gpu_bus_id: &str) -> Challenge {
+    /// The challenge of this shape for `to`, from `nonce`.
+    pub fn challenge(&self, nonce: [u8; 32], to: Addressee) -> Challenge {
         Challenge {
             version: CHALLENGE_VERSION,
             nonce,
-            gpu_uuid: gpu_uuid.into(),
-            gpu_bus_id: gpu_bus_id.into(),
+            gpu_uuid: to.gpu_uuid.into(),
+            gpu_bus_id: to.gpu_bus_id.into(),
+            agent_key: to.agent_key.into(),
+            validator_key: to.validator_key.into(),
             precision: self.precision,
             size: self.size,
             batch: self.batch,
@@ -71,11 +95,11 @@ impl Planned {
 }
 
 impl Policy {
-    /// The policy `pog validator --per-model` runs with its default flags: each challenge
-    /// planned from the claimed model, 1024-element leaves, 1024 spot checks, a minute to
-    /// commit.
+    /// The policy `pog validator` runs with by default: each challenge planned from the
+    /// claimed model, 1024-element leaves, 1024 spot checks, a minute to commit.
     pub fn per_model_default() -> Policy {
         Policy {
+            plan: PlanKind::PerModel,
             precision: None,
             size: 0,
             batch: 0,
@@ -83,14 +107,18 @@ impl Policy {
             expected_ms: 0.0,
             samples: 1024,
             expiry_ms: 60_000,
-            per_model: true,
         }
+    }
+
+    /// Whether records made under this policy say anything about the claimed model.
+    pub fn proves_model(&self) -> bool {
+        self.plan == PlanKind::PerModel
     }
 
     /// How a GPU claimed to be `spec` is challenged under this policy.
     pub fn plan_for(&self, spec: &GpuSpec) -> Result<Planned, ValidatorError> {
         let unknown = || ValidatorError::UnknownModel(spec.model.clone());
-        if self.per_model {
+        if self.plan == PlanKind::PerModel {
             let memory = (spec.memory_gib * (1u64 << 30) as f64) as u64;
             let db = SpecDb::embedded();
             let choice = match self.precision {
@@ -134,12 +162,19 @@ pub struct Record {
     pub model: String,
     /// The GPU is the simulated test double: this record proves nothing about any GPU.
     pub simulated: bool,
+    /// The policy the challenge was planned and judged under (a test plan proves no model).
+    pub policy: Policy,
+    /// Whether this record can speak for the claimed model at all: a per-model plan on a
+    /// real GPU.
+    pub proves_model: bool,
     pub challenge: Challenge,
+    /// The claimed model's time bound for this challenge, ms.
+    pub expected_ms: f64,
     pub accepted: bool,
     /// The verdict when the exchange completed.
     pub outcome: Option<Outcome>,
     /// Why it did not, when it did not.
-    pub failure: Option<String>,
+    pub failure: Option<Failure>,
     /// The secret the spot checks were drawn from (hex), revealed once they are done, so anyone
     /// can recompute which elements were checked.
     pub spot_check_secret: String,
@@ -148,6 +183,60 @@ pub struct Record {
     pub bytes_to_agent: usize,
     pub bytes_from_agent: usize,
     pub recorded_at_ms: u64,
+}
+
+/// Why an exchange ended without a verdict, as a signed record tells it: a kind to act on
+/// and a short message written by the validator. Nothing the agent sent is repeated beyond
+/// what the validator's own checks say (a record is public; an agent must not be able to
+/// publish text through it, nor learn what a URL inside the validator's network answers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+/// The kinds of [`Failure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// Nothing answered at the agent's endpoint.
+    Unreachable,
+    /// The agent did not answer a request in time.
+    Timeout,
+    /// The whole exchange ran past its deadline.
+    Deadline,
+    /// The connection broke part-way, or the answer was too large.
+    Transport,
+    /// The agent answered with an HTTP error.
+    AgentRefused,
+    /// The agent's answer was not a valid signed message of the right kind.
+    BadMessage,
+    /// A valid message that breaks the protocol (wrong challenge, signer or root).
+    Protocol,
+}
+
+impl FailureKind {
+    /// The agent could not be reached at all (as opposed to answering wrongly).
+    pub fn is_unreachable(self) -> bool {
+        matches!(
+            self,
+            FailureKind::Unreachable | FailureKind::Timeout | FailureKind::Deadline
+        )
+    }
+}
+
+/// Printable ASCII only, at most 200 characters.
+fn sanitize(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '?'
+            }
+        })
+        .take(200)
+        .collect()
 }
 
 /// Why one challenge exchange with an agent ended without a verdict.
@@ -159,6 +248,62 @@ enum ExchangeError {
     Wire(#[from] wire::WireError),
     #[error(transparent)]
     Protocol(#[from] pog_proof::session::ProtocolError),
+    #[error("the exchange did not finish within {0} ms")]
+    Deadline(u64),
+}
+
+impl ExchangeError {
+    /// The record's account of this error.
+    fn failure(&self) -> Failure {
+        use crate::http::PostError as P;
+        let (kind, message) = match self {
+            ExchangeError::Post(P::Unreachable { .. }) => (
+                FailureKind::Unreachable,
+                "nothing answered at the agent's endpoint".into(),
+            ),
+            ExchangeError::Post(P::Timeout { timeout, .. }) => (
+                FailureKind::Timeout,
+                format!("the agent did not answer within {} s", timeout.as_secs()),
+            ),
+            ExchangeError::Post(P::Transport { .. }) => (
+                FailureKind::Transport,
+                "the connection to the agent broke".into(),
+            ),
+            ExchangeError::Post(P::TooLarge { .. }) => (
+                FailureKind::Transport,
+                format!(
+                    "the agent's answer exceeded {} bytes",
+                    wire::MAX_MESSAGE_BYTES
+                ),
+            ),
+            ExchangeError::Post(P::Refused { status, .. }) => (
+                FailureKind::AgentRefused,
+                format!("the agent answered HTTP {}", status.as_u16()),
+            ),
+            ExchangeError::Post(P::Encode { .. }) => (
+                FailureKind::Transport,
+                "the request could not be encoded".into(),
+            ),
+            ExchangeError::Wire(e) => (FailureKind::BadMessage, wire_summary(e)),
+            ExchangeError::Protocol(e) => (FailureKind::Protocol, sanitize(&e.to_string())),
+            ExchangeError::Deadline(_) => (FailureKind::Deadline, self.to_string()),
+        };
+        Failure { kind, message }
+    }
+}
+
+/// What was wrong with an agent's message, in the validator's words only.
+fn wire_summary(e: &wire::WireError) -> String {
+    use wire::WireError as W;
+    match e {
+        W::TooLarge(n) => format!("a message of {n} bytes, over the limit"),
+        W::Envelope(_) => "the answer is not a signed message envelope".into(),
+        W::Version(v) => format!("wire version {v}, not this validator's"),
+        W::Kind { expected, .. } => format!("not a {} message", sanitize(expected)),
+        W::Signature(_) => "the answer's signature does not verify".into(),
+        W::Body { kind, .. } => format!("the {} message's body is malformed", sanitize(kind)),
+        W::Encode(_) | W::Randomness(_) => "the validator could not handle the message".into(),
+    }
 }
 
 /// Why a challenge could not be run at all.
@@ -181,9 +326,17 @@ pub enum ValidatorError {
 impl Policy {
     /// Refuses policies no challenge can be built from.
     pub fn validate(&self) -> Result<(), ValidatorError> {
-        if self.size == 0 || self.batch == 0 || self.leaf_elements == 0 || self.samples == 0 {
+        if self.leaf_elements == 0 || self.samples == 0 || self.expiry_ms == 0 {
             return Err(ValidatorError::Policy(
-                "size, batch, leaf elements and samples must all be at least 1".into(),
+                "leaf elements, samples and the expiry must all be at least 1".into(),
+            ));
+        }
+        if self.plan == PlanKind::PerModel {
+            return Ok(()); // the shape and bound come from the model
+        }
+        if self.size == 0 || self.batch == 0 {
+            return Err(ValidatorError::Policy(
+                "a test plan's size and batch must be at least 1".into(),
             ));
         }
         if !(self.expected_ms.is_finite() && self.expected_ms > 0.0) {
@@ -196,13 +349,80 @@ impl Policy {
     }
 }
 
+/// What a validator allows, beyond the challenge policy.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// GPUs of the simulated test double may register (tests and tours; their records say
+    /// `simulated: true`).
+    pub accept_simulated: bool,
+    /// Agents may advertise loopback, private and link-local endpoints (tests and private
+    /// deployments; see [`crate::endpoint`]).
+    pub allow_private_endpoints: bool,
+    /// The most GPUs one agent key may claim.
+    pub max_gpus_per_agent: usize,
+    /// Registrations each source address may make per minute (a burst of that many, then
+    /// refilled evenly).
+    pub registrations_per_minute: u32,
+}
+
+impl Default for Config {
+    /// Real GPUs on public endpoints only; 64 GPUs an agent (more than any host has); ten
+    /// registrations a minute from one address.
+    fn default() -> Self {
+        Config {
+            accept_simulated: false,
+            allow_private_endpoints: false,
+            max_gpus_per_agent: 64,
+            registrations_per_minute: 10,
+        }
+    }
+}
+
+/// The longest UUID, bus id or model name a registration may carry.
+const MAX_FIELD_BYTES: usize = 128;
+
+/// Source addresses the registration rate limiter remembers at once; beyond this, the ones
+/// idle longest are forgotten first.
+const MAX_TRACKED_SOURCES: usize = 100_000;
+
+/// A token bucket per source address.
+struct RateLimiter {
+    per_minute: f64,
+    buckets: HashMap<std::net::IpAddr, (f64, Instant)>,
+}
+
+impl RateLimiter {
+    /// Takes a token for `source`; false when its bucket is empty.
+    fn allow(&mut self, source: std::net::IpAddr) -> bool {
+        let now = Instant::now();
+        if self.buckets.len() >= MAX_TRACKED_SOURCES {
+            let horizon = Duration::from_secs(60);
+            self.buckets
+                .retain(|_, (_, last)| now.duration_since(*last) < horizon);
+            if self.buckets.len() >= MAX_TRACKED_SOURCES {
+                self.buckets.clear(); // a flood of sources: start over rather than grow
+            }
+        }
+        let (tokens, last) = self.buckets.entry(source).or_insert((self.per_minute, now));
+        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * self.per_minute / 60.0)
+            .min(self.per_minute);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 /// The validator.
 pub struct Validator {
     identity: Identity,
     registry: Mutex<Registry>,
     client: reqwest::Client,
-    /// Whether GPUs of the simulated test double may register (tests and tours only).
-    accept_simulated: bool,
+    config: Config,
+    limiter: Mutex<RateLimiter>,
 }
 
 fn now_ms() -> u64 {
@@ -212,54 +432,154 @@ fn now_ms() -> u64 {
 }
 
 pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
-    let mut b = [0u8; N];
-    // The OS always has randomness on the platforms pog runs on; a failure here would mean
-    // predictable nonces, so it must not be ignored.
-    getrandom::fill(&mut b).expect("operating system randomness");
-    b
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).expect("the operating system's randomness");
+    bytes
 }
 
+/// A signed registration event: a GPU claimed, claimed anew (model, bus id, endpoint or
+/// simulated flag changed) or released, stored among the GPU's records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RegistrationRecord {
+    pub version: u32,
+    pub event: Change,
+    pub gpu_uuid: String,
+    pub agent: String,
+    pub model: String,
+    pub bus_id: String,
+    pub simulated: bool,
+    /// Why, for a release.
+    pub reason: Option<String>,
+    pub recorded_at_ms: u64,
+}
+
+/// The envelope kind of a signed [`Record`].
+pub const RECORD_KIND: &str = "record";
+
+/// The envelope kind of a signed [`RegistrationRecord`].
+pub const REGISTRATION_KIND: &str = "registration";
+
 impl Validator {
+    /// A validator with the default [`Config`]: real GPUs on public endpoints only.
     pub fn new(identity: Identity, registry: Registry) -> Validator {
+        Validator::with_config(identity, registry, Config::default())
+    }
+
+    /// A validator that allows what `config` says.
+    pub fn with_config(identity: Identity, registry: Registry, config: Config) -> Validator {
+        let client = reqwest::Client::builder()
+            // Redirects are refused: an agent's endpoint must not send the validator elsewhere.
+            .redirect(reqwest::redirect::Policy::none())
+            // Names resolve to public addresses only, at every connection (DNS rebinding).
+            .dns_resolver(Arc::new(crate::endpoint::PublicResolver {
+                allow_private: config.allow_private_endpoints,
+            }))
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .unwrap_or_default();
         Validator {
             identity,
             registry: Mutex::new(registry),
-            // Redirects are refused: an agent's endpoint must not send the validator elsewhere.
-            client: reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .unwrap_or_default(),
-            accept_simulated: false,
+            client,
+            limiter: Mutex::new(RateLimiter {
+                per_minute: f64::from(config.registrations_per_minute.max(1)),
+                buckets: HashMap::new(),
+            }),
+            config,
         }
-    }
-
-    /// Lets GPUs of the simulated test double register (`pog validator --accept-simulated`);
-    /// their records say `simulated: true`. Never for a validator whose records mean anything.
-    pub fn accepting_simulated(mut self) -> Validator {
-        self.accept_simulated = true;
-        self
     }
 
     pub fn public_key(&self) -> String {
         self.identity.public_hex()
     }
 
+    /// The registry (the schedule reads it; tests inspect it).
+    pub fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry.lock().expect("lock")
+    }
+
+    /// Signs `body` as a `kind` message and stores it among `uuid`'s records under `id`.
+    fn store<T: Serialize>(
+        &self,
+        kind: &str,
+        id: &str,
+        uuid: &str,
+        accepted: bool,
+        body: &T,
+    ) -> Result<(), ValidatorError> {
+        let envelope = self.identity.seal(kind, body)?;
+        let json = serde_json::to_string(&envelope).map_err(wire::WireError::Encode)?;
+        self.registry().record(id, uuid, accepted, &json)?;
+        Ok(())
+    }
+
+    /// Signs and stores a registration event.
+    fn record_registration(
+        &self,
+        agent: &str,
+        gpu: &pog_proof::wire::GpuClaim,
+        event: Change,
+        reason: Option<String>,
+    ) -> Result<(), ValidatorError> {
+        let record = RegistrationRecord {
+            version: RECORD_VERSION,
+            event,
+            gpu_uuid: gpu.uuid.clone(),
+            agent: agent.into(),
+            model: gpu.model.clone(),
+            bus_id: gpu.bus_id.clone(),
+            simulated: gpu.simulated,
+            reason,
+            recorded_at_ms: now_ms(),
+        };
+        let id = format!("registration-{}", hex::encode(random_bytes::<16>()));
+        self.store(REGISTRATION_KIND, &id, &gpu.uuid, false, &record)
+    }
+
+    /// Takes a GPU off the registry for `reason`, bars its agent from claiming it again for
+    /// `bar`, and records the release.
+    pub fn release(&self, uuid: &str, reason: &str, bar: Duration) -> Result<(), ValidatorError> {
+        let released = self
+            .registry()
+            .release(uuid, now_ms() + bar.as_millis() as u64)?;
+        if let Some(gpu) = released {
+            let claim = pog_proof::wire::GpuClaim {
+                uuid: gpu.uuid,
+                model: gpu.model,
+                bus_id: gpu.bus_id,
+                simulated: gpu.simulated,
+            };
+            self.record_registration(&gpu.agent, &claim, Change::Released, Some(reason.into()))?;
+        }
+        Ok(())
+    }
+
     /// Challenges one registered GPU and records the result (accepted, rejected, or failed).
+    /// The whole exchange runs under one deadline: the policy's expiry to commit, and as long
+    /// again to open.
     pub async fn challenge(&self, uuid: &str, policy: &Policy) -> Result<Record, ValidatorError> {
         policy.validate()?;
         let gpu = self
-            .registry
-            .lock()
-            .expect("lock")
+            .registry()
             .gpu(uuid)?
             .ok_or_else(|| ValidatorError::UnknownGpu(uuid.into()))?;
         let spec = SpecDb::embedded()
             .by_model(&gpu.model)
             .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
         let planned = policy.plan_for(spec)?;
-        let challenge = planned.challenge(random_bytes(), uuid, &gpu.bus_id);
+        let challenge = planned.challenge(
+            random_bytes(),
+            Addressee {
+                gpu_uuid: uuid,
+                gpu_bus_id: &gpu.bus_id,
+                agent_key: &gpu.agent,
+                validator_key: &self.identity.public_hex(),
+            },
+        );
         let expected_ms = planned.expected_ms;
         let id = hex::encode(random_bytes::<16>());
+        let deadline_ms = policy.expiry_ms.saturating_mul(2);
+        let started = Instant::now();
         let round_trip_ms = self.round_trip(&gpu.endpoint).await;
         let issued_at_ms = now_ms();
         let message = ChallengeMessage {
@@ -277,8 +597,7 @@ impl Validator {
             policy.samples,
         );
         let mut bytes = (0usize, 0usize); // to the agent, from the agent
-                                          // Past the deadline the answer is worthless anyway; openings get the same time again.
-        let answer_timeout = Duration::from_millis(policy.expiry_ms) + Duration::from_secs(10);
+        let remaining = || Duration::from_millis(deadline_ms).saturating_sub(started.elapsed());
         let exchange = async {
             let sent = Instant::now();
             let challenge_envelope = self.identity.seal(kind::CHALLENGE, &message)?;
@@ -286,7 +605,7 @@ impl Validator {
                 &self.client,
                 &format!("{}/v1/challenge", gpu.endpoint),
                 &challenge_envelope,
-                answer_timeout,
+                remaining(),
             )
             .await?;
             let arrived_ms = issued_at_ms + sent.elapsed().as_millis() as u64;
@@ -300,14 +619,18 @@ impl Validator {
                 &self.client,
                 &format!("{}/v1/open", gpu.endpoint),
                 &open_envelope,
-                answer_timeout,
+                remaining(),
             )
             .await?;
             bytes = (bytes.0 + n, bytes.1 + answer.len());
             let (openings, signer): (Openings, String) = wire::decode(&answer, kind::OPENINGS)?;
             Ok(session.on_openings(&openings, &signer)?)
         };
-        let result: Result<Outcome, ExchangeError> = exchange.await;
+        let result: Result<Outcome, ExchangeError> =
+            match tokio::time::timeout(remaining(), exchange).await {
+                Ok(result) => result,
+                Err(_) => Err(ExchangeError::Deadline(deadline_ms)),
+            };
         let record = Record {
             version: RECORD_VERSION,
             challenge_id: id.clone(),
@@ -315,27 +638,26 @@ impl Validator {
             agent: gpu.agent.clone(),
             model: gpu.model.clone(),
             simulated: gpu.simulated,
+            policy: policy.clone(),
+            proves_model: policy.proves_model() && !gpu.simulated,
             challenge,
+            expected_ms,
             accepted: result.as_ref().is_ok_and(|o| o.accepted),
-            failure: result.as_ref().err().map(ToString::to_string),
+            failure: result.as_ref().err().map(ExchangeError::failure),
             outcome: result.ok(),
             spot_check_secret: hex::encode(secret),
             bytes_to_agent: bytes.0,
             bytes_from_agent: bytes.1,
             recorded_at_ms: now_ms(),
         };
-        let envelope = self.identity.seal("record", &record)?;
-        let json = serde_json::to_string(&envelope).map_err(wire::WireError::Encode)?;
-        self.registry
-            .lock()
-            .expect("lock")
-            .record(&id, uuid, record.accepted, &json)?;
+        self.store(RECORD_KIND, &id, uuid, record.accepted, &record)?;
         Ok(record)
     }
 
     /// The fastest of three pings to the agent, in milliseconds (0 when it does not answer:
     /// the time bound then gets no allowance). The agent controls how fast it answers, so only
-    /// the fastest counts, and `pog_proof::timing` caps what is credited.
+    /// the fastest counts, and `pog_proof::timing` caps what is credited. Each ping gets a
+    /// second: a silent agent costs its challenge at most three.
     async fn round_trip(&self, endpoint: &str) -> f64 {
         let mut times = Vec::new();
         for _ in 0..3 {
@@ -343,7 +665,7 @@ impl Validator {
             let ok = self
                 .client
                 .get(format!("{endpoint}/v1/ping"))
-                .timeout(Duration::from_secs(5))
+                .timeout(Duration::from_secs(1))
                 .send()
                 .await
                 .is_ok_and(|r| r.status().is_success());
@@ -356,33 +678,63 @@ impl Validator {
     }
 }
 
-/// The validator's HTTP API: `POST /v1/register`, `GET /v1/records/{uuid}`.
+/// The validator's HTTP API: `POST /v1/register`, `GET /v1/gpus`, `GET /v1/records/{uuid}`,
+/// `GET /healthz`.
 pub fn router(validator: Arc<Validator>) -> Router {
     Router::new()
         .route("/v1/register", post_route(register))
+        .route("/v1/gpus", get(gpus))
         .route("/v1/records/{uuid}", get(records))
-        .layer(DefaultBodyLimit::max(wire::MAX_MESSAGE_BYTES))
+        .route("/healthz", get(|| async { "ok" }))
         .with_state(validator)
 }
 
-async fn register(State(v): State<Arc<Validator>>, body: Bytes) -> Result<Response, ApiError> {
-    let (reg, agent): (Register, String) = wire::decode(&body, kind::REGISTER)?;
-    if !reg.endpoint.starts_with("http://") && !reg.endpoint.starts_with("https://") {
+async fn register(
+    State(v): State<Arc<Validator>>,
+    ConnectInfo(source): ConnectInfo<std::net::SocketAddr>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    if !v.limiter.lock().expect("lock").allow(source.ip()) {
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("endpoint {:?} is not an http(s) URL", reg.endpoint),
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "more than {} registrations a minute from {}",
+                v.config.registrations_per_minute,
+                source.ip()
+            ),
         ));
     }
+    let (reg, agent): (Register, String) = wire::decode(&body, kind::REGISTER)?;
+    let bad = |message: String| Err(ApiError::new(StatusCode::BAD_REQUEST, message));
+    let endpoint = match crate::endpoint::validate(&reg.endpoint, v.config.allow_private_endpoints)
+    {
+        Ok(endpoint) => endpoint,
+        Err(e) => return bad(e.to_string()),
+    };
+    if reg.gpus.is_empty() || reg.gpus.len() > v.config.max_gpus_per_agent {
+        return bad(format!(
+            "a registration claims 1 to {} GPUs, not {}",
+            v.config.max_gpus_per_agent,
+            reg.gpus.len()
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
     for g in &reg.gpus {
-        if SpecDb::embedded().by_model(&g.model).is_none() {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                format!("GPU {} claims unknown model {:?}", g.uuid, g.model),
+        if [&g.uuid, &g.bus_id, &g.model]
+            .iter()
+            .any(|f| f.is_empty() || f.len() > MAX_FIELD_BYTES)
+        {
+            return bad(format!(
+                "a GPU's UUID, bus id and model must be 1 to {MAX_FIELD_BYTES} bytes"
             ));
         }
-    }
-    if let Some(g) = reg.gpus.iter().find(|g| g.simulated) {
-        if !v.accept_simulated {
+        if !seen.insert(&g.uuid) {
+            return bad(format!("GPU {} is claimed twice", g.uuid));
+        }
+        if SpecDb::embedded().by_model(&g.model).is_none() {
+            return bad(format!("GPU {} claims unknown model {:?}", g.uuid, g.model));
+        }
+        if g.simulated && !v.config.accept_simulated {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 format!(
@@ -392,25 +744,84 @@ async fn register(State(v): State<Arc<Validator>>, body: Bytes) -> Result<Respon
             ));
         }
     }
-    match v
-        .registry
-        .lock()
-        .expect("lock")
-        .register(&agent, &reg.endpoint, &reg.gpus)
-    {
-        Ok(()) => Ok((
-            StatusCode::OK,
-            axum::Json(serde_json::json!({ "registered": reg.gpus.len() })),
-        )
-            .into_response()),
-        Err(e @ RegistryError::ClaimedElsewhere { .. }) => {
-            Err(ApiError::new(StatusCode::CONFLICT, e.to_string()))
+    let changes = v
+        .registry()
+        .register(&agent, &endpoint, &reg.gpus, now_ms());
+    let changes = match changes {
+        Ok(changes) => changes,
+        Err(e @ RegistryError::ClaimedElsewhere { .. }) | Err(e @ RegistryError::Barred { .. }) => {
+            return Err(ApiError::new(StatusCode::CONFLICT, e.to_string()))
         }
-        Err(e) => Err(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            e.to_string(),
-        )),
+        Err(e) => {
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                e.to_string(),
+            ))
+        }
+    };
+    for (gpu, change) in reg.gpus.iter().zip(&changes) {
+        if *change != Change::Same {
+            v.record_registration(&agent, gpu, *change, None)
+                .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+            tracing::info!(gpu = %gpu.uuid, %agent, model = %gpu.model, event = ?change, "registered");
+        }
     }
+    Ok((
+        StatusCode::OK,
+        axum::Json(serde_json::json!({ "registered": reg.gpus.len() })),
+    )
+        .into_response())
+}
+
+/// `GET /v1/gpus?after=UUID&limit=N`: a page of query parameters.
+#[derive(Debug, Deserialize)]
+struct GpuPage {
+    #[serde(default)]
+    after: String,
+    limit: Option<usize>,
+}
+
+/// One registered GPU as the API lists it (its agent's endpoint is not published).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ListedGpu {
+    pub uuid: String,
+    pub model: String,
+    pub bus_id: String,
+    pub agent: String,
+    pub simulated: bool,
+}
+
+/// What `GET /v1/gpus` returns.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct GpuList {
+    pub gpus: Vec<ListedGpu>,
+    /// Pass as `after` for the next page; absent on the last one.
+    pub next_after: Option<String>,
+}
+
+async fn gpus(
+    State(v): State<Arc<Validator>>,
+    Query(page): Query<GpuPage>,
+) -> Result<Response, ApiError> {
+    let limit = page.limit.unwrap_or(100).clamp(1, MAX_RECORDS_PAGE);
+    let found = v
+        .registry()
+        .gpus(&page.after, limit)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let next_after = (found.len() == limit)
+        .then(|| found.last().map(|g| g.uuid.clone()))
+        .flatten();
+    let gpus = found
+        .into_iter()
+        .map(|g| ListedGpu {
+            uuid: g.uuid,
+            model: g.model,
+            bus_id: g.bus_id,
+            agent: g.agent,
+            simulated: g.simulated,
+        })
+        .collect();
+    Ok(axum::Json(GpuList { gpus, next_after }).into_response())
 }
 
 /// The most records one page of `GET /v1/records/{uuid}` returns.
@@ -474,59 +885,4 @@ async fn records(
         next_after,
     })
     .into_response())
-}
-
-/// Challenges the GPUs `uuids` (one agent's) all at the same time, and returns each result in
-/// the order they finish. At the same time, so that one GPU registered under several UUIDs
-/// must do all their work within one time bound.
-pub async fn challenge_together(
-    validator: &Arc<Validator>,
-    uuids: Vec<String>,
-    policy: &Policy,
-) -> Vec<(String, Result<Record, ValidatorError>)> {
-    let mut round = tokio::task::JoinSet::new();
-    let mut task_gpu = HashMap::new();
-    for uuid in uuids {
-        let (v, p, id) = (validator.clone(), policy.clone(), uuid.clone());
-        let task = round.spawn(async move { v.challenge(&id, &p).await });
-        task_gpu.insert(task.id(), uuid);
-    }
-    let mut results = Vec::new();
-    while let Some(done) = round.join_next_with_id().await {
-        results.push(match done {
-            Ok((task, result)) => (task_gpu.remove(&task).unwrap_or_default(), result),
-            Err(e) => (
-                task_gpu.remove(&e.id()).unwrap_or_default(),
-                Err(ValidatorError::Task(e.to_string())),
-            ),
-        });
-    }
-    results
-}
-
-/// Challenges every registered GPU, then again every `every`, forever; one log line per result.
-/// All GPUs of one agent are challenged at the same time: one GPU registered under several
-/// UUIDs must then do all their work within one time bound, and fails.
-pub async fn run_schedule(validator: Arc<Validator>, every: Duration, policy: Policy) {
-    loop {
-        let groups = validator
-            .registry
-            .lock()
-            .expect("lock")
-            .gpus_by_agent()
-            .unwrap_or_default();
-        for (_, uuids) in groups {
-            for (uuid, result) in challenge_together(&validator, uuids, &policy).await {
-                match result {
-                    Ok(r) => eprintln!(
-                        "pog validator: {uuid}: {}{}",
-                        if r.accepted { "accepted" } else { "REJECTED" },
-                        r.failure.map(|f| format!(" ({f})")).unwrap_or_default()
-                    ),
-                    Err(e) => eprintln!("pog validator: {uuid}: not challenged: {e}"),
-                }
-            }
-        }
-        tokio::time::sleep(every).await;
-    }
 }

@@ -1,96 +1,19 @@
 //! The protocol end to end over real sockets on loopback: a validator and agents as HTTP
 //! services, with the CPU prover. The honest agent passes; every attack is refused.
 
+mod common;
+
+use common::*;
 use pog_node::agent::{self, Agent};
 use pog_node::misbehaviour::Cheat;
 use pog_node::provers::CpuEngine;
 use pog_node::registry::Registry;
-use pog_node::validator::{self, Policy, Validator};
+use pog_node::serve::Limits;
+use pog_node::validator::{self, FailureKind, PlanKind, Policy, Validator};
 use pog_proof::prover::Behaviour;
-use pog_proof::wire::{self, kind, GpuClaim, Identity, OpenRequest, Register};
+use pog_proof::wire::{self, kind, Identity, OpenRequest, Register};
 use pog_spec::Precision;
 use std::sync::Arc;
-
-const VALIDATOR_SEED: [u8; 32] = [1; 32];
-
-fn policy() -> Policy {
-    Policy {
-        precision: Some(Precision::Int8),
-        size: 32,
-        batch: 2,
-        leaf_elements: 64,
-        expected_ms: 2_000.0,
-        samples: 256,
-        expiry_ms: 10_000,
-        per_model: false,
-    }
-}
-
-fn claim(uuid: &str) -> GpuClaim {
-    GpuClaim {
-        uuid: uuid.into(),
-        model: "H200 SXM".into(),
-        bus_id: "0000:00:06.0".into(),
-        simulated: false,
-    }
-}
-
-async fn listen() -> (tokio::net::TcpListener, String) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    (listener, url)
-}
-
-/// Starts a validator; returns it and its URL.
-async fn start_validator() -> (Arc<Validator>, String) {
-    let v = Arc::new(Validator::new(
-        Identity::from_seed(VALIDATOR_SEED),
-        Registry::open(None).unwrap(),
-    ));
-    let (listener, url) = listen().await;
-    tokio::spawn(pog_node::http::serve(
-        listener,
-        validator::router(v.clone()),
-    ));
-    (v, url)
-}
-
-/// Starts an agent with its own key and these GPUs, registers it; returns its URL and the
-/// registration's HTTP status.
-async fn start_agent(
-    validator_url: &str,
-    seed: u8,
-    gpus: Vec<GpuClaim>,
-    behaviour: Behaviour,
-    cheat: Option<Cheat>,
-) -> (String, u16) {
-    let registration_key = Identity::from_seed([seed; 32]);
-    let agent = Arc::new(
-        Agent::new(
-            Identity::from_seed([seed; 32]),
-            vec![Identity::from_seed(VALIDATOR_SEED).public_hex()],
-            gpus.clone(),
-            Arc::new(CpuEngine {
-                behaviour: Behaviour::Honest,
-            }),
-        )
-        .misbehaving(behaviour, cheat),
-    );
-    assert_eq!(agent.public_key(), registration_key.public_hex());
-    let (listener, url) = listen().await;
-    tokio::spawn(pog_node::http::serve(listener, agent::router(agent)));
-    let register = Register {
-        endpoint: url.clone(),
-        gpus,
-    };
-    let response = reqwest::Client::new()
-        .post(format!("{validator_url}/v1/register"))
-        .json(&registration_key.seal(kind::REGISTER, &register).unwrap())
-        .send()
-        .await
-        .unwrap();
-    (url, response.status().as_u16())
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_honest_agent_is_accepted_and_recorded() {
@@ -154,13 +77,18 @@ async fn an_honest_agent_is_accepted_and_recorded() {
         .json()
         .await
         .unwrap();
-    assert_eq!(page.records.len(), 4);
+    // The registration, then four challenges.
+    assert_eq!(page.records.len(), 5);
+    assert_eq!(page.records[0].record["event"], "new");
     assert!(page.next_after.is_none());
     for stored in &page.records {
         assert_eq!(stored.envelope.signer, v.public_key());
         // The readable body is the signed one.
-        let (signed, _): (serde_json::Value, String) =
-            wire::decode(&serde_json::to_vec(&stored.envelope).unwrap(), "record").unwrap();
+        let (signed, _): (serde_json::Value, String) = wire::decode(
+            &serde_json::to_vec(&stored.envelope).unwrap(),
+            &stored.envelope.kind,
+        )
+        .unwrap();
         assert_eq!(signed, stored.record);
         assert_eq!(stored.record["gpu_uuid"], "GPU-honest");
     }
@@ -184,6 +112,7 @@ async fn an_honest_agent_is_accepted_and_recorded() {
     .unwrap();
     assert_eq!(rest.records.len(), 2);
     assert!(rest.records[0].id > after);
+    assert!(rest.next_after.is_some(), "a full page may have more");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -297,7 +226,13 @@ async fn slow_late_forged_and_untrusted_exchanges_fail() {
         )
         .await
         .unwrap();
-    assert!(late.failure.unwrap().contains("expired"));
+    // The whole exchange has a deadline (the expiry, as long again to open): the validator
+    // stops waiting for a commitment that comes after it.
+    let failure = late.failure.unwrap();
+    assert!(
+        matches!(failure.kind, FailureKind::Timeout | FailureKind::Deadline),
+        "{failure:?}"
+    );
     // Answers signed with another key than the registered one.
     start_agent(
         &vurl,
@@ -308,17 +243,24 @@ async fn slow_late_forged_and_untrusted_exchanges_fail() {
     )
     .await;
     let forged = v.challenge("GPU-forged", &policy()).await.unwrap();
-    assert!(forged.failure.unwrap().contains("expected the agent"));
+    let failure = forged.failure.unwrap();
+    assert_eq!(failure.kind, FailureKind::Protocol);
+    assert!(
+        failure.message.contains("expected the agent"),
+        "{failure:?}"
+    );
     // A validator the agent does not trust gets nothing computed.
     let (rogue, rogue_url) = {
-        let r = Arc::new(Validator::new(
+        let r = Arc::new(Validator::with_config(
             Identity::from_seed([66; 32]),
             Registry::open(None).unwrap(),
+            loopback(),
         ));
         let (listener, url) = listen().await;
         tokio::spawn(pog_node::http::serve(
             listener,
             validator::router(r.clone()),
+            Limits::small_requests(),
         ));
         (r, url)
     };
@@ -331,7 +273,11 @@ async fn slow_late_forged_and_untrusted_exchanges_fail() {
     )
     .await;
     let refused = rogue.challenge("GPU-x", &policy()).await.unwrap();
-    assert!(refused.failure.unwrap().contains("does not trust"));
+    assert_eq!(
+        refused.failure.unwrap().message,
+        "the agent answered HTTP 403",
+        "an untrusted validator"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -353,8 +299,12 @@ async fn one_gpu_registered_as_two_fails_when_both_are_challenged_at_once() {
     };
     let alone = v.challenge("GPU-one", &policy).await.unwrap();
     assert!(alone.accepted, "one challenge at a time fits: {alone:?}");
-    let together =
-        validator::challenge_together(&v, vec!["GPU-one".into(), "GPU-two".into()], &policy).await;
+    let together = pog_node::schedule::challenge_together(
+        &v,
+        vec!["GPU-one".into(), "GPU-two".into()],
+        &policy,
+    )
+    .await;
     let mut gpus: Vec<&str> = together.iter().map(|(uuid, _)| uuid.as_str()).collect();
     gpus.sort();
     assert_eq!(gpus, ["GPU-one", "GPU-two"]);
@@ -413,13 +363,22 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         .unwrap();
     assert_eq!(garbage.status(), 400);
     assert!(garbage.text().await.unwrap().contains("malformed"));
-    let huge = client
-        .post(format!("{aurl}/v1/challenge"))
-        .body(vec![b' '; wire::MAX_MESSAGE_BYTES + 10])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(huge.status(), 413);
+    // An oversized body is refused from its declared length, before it is read.
+    let huge = {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(aurl.trim_start_matches("http://"))
+            .await
+            .unwrap();
+        let head = format!(
+            "POST /v1/challenge HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\n\r\n",
+            wire::MAX_MESSAGE_BYTES + 10
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        let mut response = vec![0u8; 64];
+        let n = s.read(&mut response).await.unwrap();
+        String::from_utf8_lossy(&response[..n]).to_string()
+    };
+    assert!(huge.starts_with("HTTP/1.1 413"), "{huge}");
     let validator_key = Identity::from_seed(VALIDATOR_SEED);
     let unknown = OpenRequest {
         challenge_id: "feedface".into(),
@@ -442,6 +401,8 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         nonce: [9; 32],
         gpu_uuid: "GPU-ok".into(),
         gpu_bus_id: "0000:00:06.0".into(),
+        agent_key: Identity::from_seed([40; 32]).public_hex(),
+        validator_key: validator_key.public_hex(),
         precision: Precision::Int8,
         size: 16,
         batch: 1,
@@ -515,7 +476,7 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
     // work), which the CPU prover refuses; told INT8, the plan keeps the precision and takes
     // INT8's larger products.
     let per_model = |precision| Policy {
-        per_model: true,
+        plan: PlanKind::PerModel,
         precision,
         ..policy()
     };
@@ -530,10 +491,11 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         (Precision::Bf16, 16384)
     );
     assert!(planned.challenge.batch >= 50, "{}", planned.challenge.batch);
-    assert!(planned
-        .failure
-        .unwrap()
-        .contains("beyond this agent's CPU prover"));
+    assert_eq!(
+        planned.failure.unwrap().message,
+        "the agent answered HTTP 413",
+        "beyond this agent's CPU prover"
+    );
     // A challenge beyond the CPU prover is refused with a reason, not computed for an hour.
     let huge = v
         .challenge(
@@ -546,10 +508,11 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         )
         .await
         .unwrap();
-    assert!(huge
-        .failure
-        .unwrap()
-        .contains("beyond this agent's CPU prover"));
+    assert_eq!(
+        huge.failure.unwrap().message,
+        "the agent answered HTTP 413",
+        "beyond this agent's CPU prover"
+    );
     // A policy no challenge can be built from is refused before anything is sent.
     assert!(v
         .challenge(
@@ -581,7 +544,133 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         .unwrap();
     assert_eq!(
         page.records.len(),
-        4,
-        "the three refused challenges are recorded as failures, the good one as accepted"
+        5,
+        "the registration; the three refused challenges as failures, the good one as accepted"
+    );
+}
+
+/// A relay: an attacker's "agent" that forwards every challenge and open request to a victim's
+/// agent and re-signs the answers with the attacker's own key.
+async fn start_relay(victim_url: String, attacker: Identity) -> String {
+    use axum::body::Bytes;
+    use axum::routing::{get, post};
+    let attacker = Arc::new(attacker);
+    let forward = |path: &'static str, kind: &'static str| {
+        let (victim_url, attacker) = (victim_url.clone(), attacker.clone());
+        post(move |body: Bytes| {
+            let (victim_url, attacker) = (victim_url.clone(), attacker.clone());
+            async move {
+                let answer = reqwest::Client::new()
+                    .post(format!("{victim_url}{path}"))
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                let status = answer.status().as_u16();
+                let bytes = answer.bytes().await.unwrap();
+                let resealed = wire::decode::<serde_json::Value>(&bytes, kind)
+                    .map(|(message, _)| {
+                        serde_json::to_vec(&attacker.seal(kind, &message).unwrap()).unwrap()
+                    })
+                    .unwrap_or_else(|_| bytes.to_vec());
+                (axum::http::StatusCode::from_u16(status).unwrap(), resealed)
+            }
+        })
+    };
+    let router = axum::Router::new()
+        .route("/v1/ping", get(|| async { "pog agent" }))
+        .route("/v1/challenge", forward("/v1/challenge", kind::COMMITMENT))
+        .route("/v1/open", forward("/v1/open", kind::OPENINGS));
+    let (listener, url) = listen().await;
+    tokio::spawn(pog_node::http::serve(
+        listener,
+        router,
+        Limits::protocol_messages(),
+    ));
+    url
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_relay_cannot_pass_a_victims_work_off_under_its_own_key() {
+    // The victim's agent trusts two validators; the attacker registers the victim's GPU (its
+    // UUID and bus id are public) with the second one and relays its challenges.
+    let (honest, honest_url) = start_validator().await;
+    let second = Arc::new(Validator::with_config(
+        Identity::from_seed([2; 32]),
+        Registry::open(None).unwrap(),
+        loopback(),
+    ));
+    let (listener, second_url) = listen().await;
+    tokio::spawn(pog_node::http::serve(
+        listener,
+        validator::router(second.clone()),
+        Limits::small_requests(),
+    ));
+    let victim_key = Identity::from_seed([50; 32]);
+    let victim = Arc::new(Agent::new(
+        Identity::from_seed([50; 32]),
+        vec![honest.public_key(), second.public_key()],
+        vec![claim("GPU-victim")],
+        Arc::new(CpuEngine {
+            behaviour: Behaviour::Honest,
+        }),
+    ));
+    let (listener, victim_url) = listen().await;
+    tokio::spawn(pog_node::http::serve(
+        listener,
+        agent::router(victim),
+        Limits::protocol_messages(),
+    ));
+    let register = |key: &Identity, endpoint: &str| {
+        key.seal(
+            kind::REGISTER,
+            &Register {
+                endpoint: endpoint.into(),
+                gpus: vec![claim("GPU-victim")],
+            },
+        )
+        .unwrap()
+    };
+    let client = reqwest::Client::new();
+    let status = |r: reqwest::Response| r.status().as_u16();
+    assert_eq!(
+        status(
+            client
+                .post(format!("{honest_url}/v1/register"))
+                .json(&register(&victim_key, &victim_url))
+                .send()
+                .await
+                .unwrap()
+        ),
+        200
+    );
+    let attacker = Identity::from_seed([51; 32]);
+    let relay_url = start_relay(victim_url, Identity::from_seed([51; 32])).await;
+    assert_eq!(
+        status(
+            client
+                .post(format!("{second_url}/v1/register"))
+                .json(&register(&attacker, &relay_url))
+                .send()
+                .await
+                .unwrap()
+        ),
+        200
+    );
+    let relayed = second.challenge("GPU-victim", &policy()).await.unwrap();
+    assert!(!relayed.accepted, "{relayed:?}");
+    let why = relayed.failure.unwrap();
+    assert_eq!(
+        why.message, "the agent answered HTTP 403",
+        "the victim refuses a challenge for another agent"
+    );
+    // The victim still proves to its own validator.
+    assert!(
+        honest
+            .challenge("GPU-victim", &policy())
+            .await
+            .unwrap()
+            .accepted
     );
 }

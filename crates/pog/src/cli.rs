@@ -94,7 +94,13 @@ pub struct BenchArgs {
     pub sizes: Option<Vec<u64>>,
 
     /// Precisions instead of all the GPU has: fp64,fp32,tf32,fp16,bf16,fp8,int8.
-    #[arg(long, value_delimiter = ',', value_name = "P,...", value_parser = parse_precision)]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "P,...",
+        value_enum,
+        ignore_case = true
+    )]
     pub precisions: Option<Vec<pog_spec::Precision>>,
 
     /// Timed runs per figure instead of the suite's.
@@ -134,7 +140,7 @@ pub struct ProveArgs {
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
     pub gpus: Option<Vec<usize>>,
     /// Precision of the products [default: where the claimed model leads most].
-    #[arg(long, value_parser = parse_precision)]
+    #[arg(long, value_enum, ignore_case = true)]
     pub precision: Option<pog_spec::Precision>,
     /// m = n = k of each product [default: the validator's plan].
     #[arg(long, value_parser = clap::value_parser!(u64).range(8..=65536))]
@@ -183,17 +189,19 @@ impl From<ProverKind> for pog_node::hostproof::ProverChoice {
 /// What `pog agent` serves.
 #[derive(Debug, Args, Clone)]
 pub struct AgentArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:7070")]
-    pub listen: std::net::SocketAddr,
+    /// Address to listen on: host:port, the host a name or an address.
+    #[arg(long, default_value = "127.0.0.1:7070", value_name = "HOST:PORT")]
+    pub listen: String,
     /// The URL the validator reaches this agent at [default: http://LISTEN].
     #[arg(long, value_name = "URL")]
     pub advertise: Option<String>,
-    /// The validator's URL.
+    /// The validator's URL (http or https).
     #[arg(long, value_name = "URL")]
     pub validator: String,
-    /// Public key (hex) of a validator allowed to challenge this agent; repeat for several.
-    #[arg(long = "trust", value_name = "KEY", required = true)]
+    /// Public key (64 hex digits) of a validator allowed to challenge this agent; repeat for
+    /// several. Challenges signed by any other key, or addressed to another agent, are
+    /// refused.
+    #[arg(long = "trust", value_name = "KEY", required = true, value_parser = parse_key)]
     pub trust: Vec<String>,
     /// Where challenges are computed.
     #[arg(long, value_enum, default_value = "auto")]
@@ -203,39 +211,61 @@ pub struct AgentArgs {
 /// What `pog validator` serves and how it challenges.
 #[derive(Debug, Args, Clone)]
 pub struct ValidatorArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:7071")]
-    pub listen: std::net::SocketAddr,
-    /// Seconds between rounds of challenges to every registered GPU.
+    /// Address to listen on: host:port, the host a name or an address.
+    #[arg(long, default_value = "127.0.0.1:7071", value_name = "HOST:PORT")]
+    pub listen: String,
+    /// Seconds between the starts of two rounds of challenges to every registered GPU.
     #[arg(long, default_value = "60", value_parser = parse_seconds)]
     pub challenge_every: Duration,
-    /// Precision of the challenges [default: where the claimed model leads most].
-    #[arg(long, value_parser = parse_precision)]
+    /// Precision of the challenges [default: the one that separates the claimed model from
+    /// cheaper ones].
+    #[arg(long, value_enum, ignore_case = true)]
     pub precision: Option<pog_spec::Precision>,
-    /// m = n = k of each product.
-    #[arg(long, default_value = "64", value_parser = clap::value_parser!(u64).range(8..=65536))]
-    pub size: u64,
-    /// Products per challenge.
-    #[arg(long, default_value = "2", value_parser = clap::value_parser!(u32).range(1..=100000))]
-    pub batch: u32,
-    /// The claimed model's expected time to commit, ms.
-    #[arg(long, default_value = "5000", value_parser = parse_milliseconds)]
-    pub expected_ms: f64,
     /// Output elements checked per challenge.
     #[arg(long, default_value = "1024", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub samples: u32,
-    /// How long an agent has to commit, ms.
-    #[arg(long, default_value = "60000")]
+    /// How long an agent has to commit, ms (as long again to open).
+    #[arg(long, default_value = "60000", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub expiry_ms: u64,
-    /// Plan every challenge from the claimed model (at least a second of its work, in
-    /// --precision if given, else where the model leads) instead of
-    /// --size/--batch/--expected-ms. Needs agents with a GPU prover.
+    /// TEST MODE: challenge with a fixed --size, --batch and --expected-ms instead of the
+    /// claimed model's plan. A CPU answers a small one in time, so such records prove no
+    /// model; each says so (`proves_model: false`). For tests and demos only.
     #[arg(long)]
-    pub per_model: bool,
+    pub test_plan: bool,
+    /// m = n = k of each product (with --test-plan).
+    #[arg(long, default_value = "64", requires = "test_plan", value_parser = clap::value_parser!(u64).range(8..=65536))]
+    pub size: u64,
+    /// Products per challenge (with --test-plan).
+    #[arg(long, default_value = "2", requires = "test_plan", value_parser = clap::value_parser!(u32).range(1..=100000))]
+    pub batch: u32,
+    /// The time bound, ms (with --test-plan).
+    #[arg(long, default_value = "5000", requires = "test_plan", value_parser = parse_milliseconds)]
+    pub expected_ms: f64,
     /// Let GPUs of the simulated test double (`pog agent --simulate`) register, for tests and
     /// tours: their records say `simulated: true` and prove nothing.
     #[arg(long)]
     pub accept_simulated: bool,
+    /// Let agents advertise loopback, private and link-local endpoints (tests and private
+    /// networks). Without it the validator only connects to public addresses.
+    #[arg(long)]
+    pub allow_private_endpoints: bool,
+    /// Challenges in flight at once. A round challenges every GPU at the same moment up to
+    /// this many; keep it above the number of registered GPUs.
+    #[arg(long, default_value = "1024", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub max_concurrent_challenges: u64,
+    /// Failed rounds in a row after which a GPU's registration is released.
+    #[arg(long, default_value = "5", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub release_after: u32,
+    /// Open connections the API accepts at once.
+    #[arg(long, default_value = "1024", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+}
+
+/// An Ed25519 public key as 64 hex digits, refused if it is malformed or weak.
+fn parse_key(s: &str) -> Result<String, String> {
+    pog_proof::wire::parse_public_key(s)
+        .map(|_| s.to_ascii_lowercase())
+        .map_err(|e| format!("{s:?} is not a usable validator key: {e}"))
 }
 
 fn parse_sustained(s: &str) -> Result<f64, String> {
@@ -246,15 +276,6 @@ fn parse_sustained(s: &str) -> Result<f64, String> {
         return Err(format!("{secs} s is outside 0-86400 s"));
     }
     Ok(secs)
-}
-
-fn parse_precision(s: &str) -> Result<pog_spec::Precision, String> {
-    pog_spec::Precision::ALL
-        .into_iter()
-        .find(|p| format!("{p:?}").eq_ignore_ascii_case(s.trim()))
-        .ok_or_else(|| {
-            format!("unknown precision {s:?}; use fp64, fp32, tf32, fp16, bf16, fp8 or int8")
-        })
 }
 
 /// A time bound: up to a day, in milliseconds.

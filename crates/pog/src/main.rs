@@ -16,6 +16,16 @@ fn main() -> ExitCode {
     // SAFETY: first thing in main, before any thread exists.
     unsafe { pog_device::gpu::apply_nccl_defaults() };
     let cli = cli::Cli::parse();
+    // Service logs: timestamped lines on stderr, `info` and up unless POG_LOG says otherwise
+    // (e.g. POG_LOG=debug, or POG_LOG=pog_node=debug).
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("POG_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
     match commands::run(&cli) {
         Ok(outcome) => outcome.exit_code(),
         Err(e) => {

@@ -335,7 +335,7 @@ pub fn spec_detail(s: &GpuSpec) {
         t.add_row(vec![k.to_string(), v]);
     }
     for p in Precision::ALL {
-        t.add_row(vec![format!("peak {p:?}"), peak(s, p)]);
+        t.add_row(vec![format!("peak {p}"), peak(s, p)]);
     }
     t.add_row(vec!["sources".to_string(), s.sources.join("\n")]);
     t.add_row(vec![

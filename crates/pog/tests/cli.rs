@@ -432,7 +432,7 @@ fn bench_flags_are_validated() {
         .args(["bench", "--precisions", "fp4"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("unknown precision"));
+        .stderr(predicate::str::contains("possible values: fp64"));
     pog().args(["bench", "--sizes", "0"]).assert().code(2);
     pog()
         .args(["bench", "--simulate", "L4", "--gpus", "3", "--no-host"])
@@ -525,11 +525,13 @@ fn validator_and_agent_processes_prove_a_gpu_over_loopback() {
                 &format!("127.0.0.1:{vport}"),
                 "--challenge-every",
                 "1",
+                "--test-plan",
                 "--size",
                 "32",
                 "--samples",
                 "128",
                 "--accept-simulated",
+                "--allow-private-endpoints",
             ])
             .env("POG_DATA_DIR", dir.path().join("v"))
             .env_remove("POG_SIMULATE")
@@ -571,7 +573,14 @@ fn validator_and_agent_processes_prove_a_gpu_over_loopback() {
     let records = loop {
         let body = http_get(vport, &format!("/v1/records/{uuid}")).unwrap_or_default();
         let page: Value = serde_json::from_str(&body).unwrap_or_default();
-        let records = page["records"].as_array().cloned().unwrap_or_default();
+        // Challenge records, past the registration event.
+        let records: Vec<Value> = page["records"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r["record"].get("challenge").is_some())
+            .collect();
         if !records.is_empty() || std::time::Instant::now() > deadline {
             break records;
         }

@@ -23,6 +23,8 @@ fn main() {
             nonce: [1; 32],
             gpu_uuid: "GPU-bench".into(),
             gpu_bus_id: "00000000:00:06.0".into(),
+            agent_key: "aa".repeat(32),
+            validator_key: "bb".repeat(32),
             precision,
             size,
             batch: 8,

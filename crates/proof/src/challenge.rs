@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// Version of the challenge encoding and seed derivation; bumped on any change.
-pub const CHALLENGE_VERSION: u32 = 2;
+pub const CHALLENGE_VERSION: u32 = 3;
 
 /// What the validator asks one GPU to compute.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,6 +22,13 @@ pub struct Challenge {
     /// record names the physical slot that proved, and the same UUID claimed at another
     /// address needs its own work.
     pub gpu_bus_id: String,
+    /// The Ed25519 public key (hex) of the agent the challenge is addressed to, mixed into the
+    /// seeds: the answer is worth nothing under any other agent key, and an agent refuses a
+    /// challenge addressed to another (a relay cannot pass a victim's work off as its own).
+    pub agent_key: String,
+    /// The public key (hex) of the validator that issued it, mixed in likewise: an agent
+    /// answers only challenges whose issuer signed them.
+    pub validator_key: String,
     pub precision: Precision,
     /// m = n = k of each GEMM.
     pub size: u64,
@@ -33,17 +40,23 @@ pub struct Challenge {
 
 impl Challenge {
     /// The seeds of A and B in GEMM `index` of the batch: the first 8 bytes (LE) of
-    /// SHA-256("pog-proof v2" ‖ nonce ‖ len ‖ uuid ‖ len ‖ bus id ‖ index ‖ "A"/"B"), lengths as
-    /// u64 LE so no two (uuid, bus id) pairs run together into the same bytes.
+    /// SHA-256("pog-proof v3" ‖ nonce ‖ uuid ‖ bus id ‖ agent key ‖ validator key ‖ index ‖
+    /// "A"/"B"), each string preceded by its length as u64 LE so no two tuples run together
+    /// into the same bytes.
     pub fn seeds(&self, index: u32) -> (u64, u64) {
         let seed = |which: &[u8]| {
             let mut h = Sha256::new();
-            h.update(b"pog-proof v2");
+            h.update(b"pog-proof v3");
             h.update(self.nonce);
-            h.update((self.gpu_uuid.len() as u64).to_le_bytes());
-            h.update(self.gpu_uuid.as_bytes());
-            h.update((self.gpu_bus_id.len() as u64).to_le_bytes());
-            h.update(self.gpu_bus_id.as_bytes());
+            for bound in [
+                &self.gpu_uuid,
+                &self.gpu_bus_id,
+                &self.agent_key,
+                &self.validator_key,
+            ] {
+                h.update((bound.len() as u64).to_le_bytes());
+                h.update(bound.as_bytes());
+            }
             h.update(index.to_le_bytes());
             h.update(which);
             let digest = h.finalize();
@@ -82,6 +95,8 @@ mod tests {
             nonce: [7; 32],
             gpu_uuid: uuid.into(),
             gpu_bus_id: "00000000:00:06.0".into(),
+            agent_key: "aa".repeat(32),
+            validator_key: "bb".repeat(32),
             precision: Precision::Bf16,
             size: 64,
             batch: 2,
@@ -117,6 +132,16 @@ mod tests {
         let mut other_slot = a.clone();
         other_slot.gpu_bus_id = "00000000:00:07.0".into();
         assert_ne!(a.seeds(0), other_slot.seeds(0), "the bus id is bound");
+        let mut relayed = a.clone();
+        relayed.agent_key = "cc".repeat(32);
+        assert_ne!(a.seeds(0), relayed.seeds(0), "the agent's key is bound");
+        let mut elsewhere = a.clone();
+        elsewhere.validator_key = "cc".repeat(32);
+        assert_ne!(
+            a.seeds(0),
+            elsewhere.seeds(0),
+            "the validator's key is bound"
+        );
         assert_eq!(a.seeds(1), challenge("GPU-a").seeds(1), "deterministic");
         assert_eq!(a.flops(), 2.0 * 2.0 * 64f64.powi(3));
     }

@@ -57,6 +57,8 @@ mod tests {
             nonce: [0; 32],
             gpu_uuid: "g".into(),
             gpu_bus_id: "b".into(),
+            agent_key: "aa".repeat(32),
+            validator_key: "bb".repeat(32),
             precision: Precision::Fp32,
             size: 10,
             batch: 3,

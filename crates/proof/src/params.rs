@@ -28,6 +28,46 @@ pub const LEAF_ELEMENTS: u32 = 1024;
 /// the model (a power-capped H200 sustains 74 % in BF16: docs/benchmarks.md).
 pub const DATASHEET_EFFICIENCY: f64 = 0.7;
 
+/// Ways to get a product in one precision from products in another, with how many of the
+/// cheaper products it takes per product: `(wanted, computed in, products)`. A challenge's
+/// error bound accepts any of them, so a slower model that emulates a precision at a higher
+/// rate than it runs it natively must be compared at that rate.
+///
+/// - FP32 from three BF16, FP16 or TF32 tensor products per output (split each input into a
+///   high and a low part: hi·hi + hi·lo + lo·hi, FP32 accumulation) lands within the FP32
+///   error bound at n = 16384: an A100 (312 BF16 TFLOP/s) does FP32 at 104, faster than an
+///   RTX 4090 (82.6) or an H100 NVL (60) natively.
+/// - FP16 from three BF16 products (FP16's 11-bit significand split across two BF16 parts).
+/// - BF16 from three FP8 products (8 significand bits across E4M3 parts).
+/// - INT8 from four FP8 products (each INT8 value as two 4-bit halves, exact in E4M3, with
+///   FP32 accumulation exact up to the sizes proofs use).
+pub const EMULATIONS: [(Precision, Precision, f64); 7] = [
+    (Precision::Fp32, Precision::Bf16, 3.0),
+    (Precision::Fp32, Precision::Fp16, 3.0),
+    (Precision::Fp32, Precision::Tf32, 3.0),
+    (Precision::Fp16, Precision::Bf16, 3.0),
+    (Precision::Bf16, Precision::Fp8, 3.0),
+    (Precision::Int8, Precision::Fp8, 4.0),
+    (Precision::Fp16, Precision::Fp8, 3.0),
+];
+
+/// The fastest a model can produce products of `precision`: natively, or by emulation
+/// ([`EMULATIONS`]) from a faster precision. `None` when it can do neither.
+pub fn effective_peak(model: &GpuSpec, precision: Precision) -> Option<f64> {
+    let native = model.peak.get(precision);
+    let emulated = EMULATIONS
+        .iter()
+        .filter(|(wanted, _, _)| *wanted == precision)
+        .filter_map(|(_, via, products)| Some(model.peak.get(*via)? / products))
+        .fold(None, |best: Option<f64>, rate| {
+            Some(best.map_or(rate, |b| b.max(rate)))
+        });
+    match (native, emulated) {
+        (Some(n), Some(e)) => Some(n.max(e)),
+        (n, e) => n.or(e),
+    }
+}
+
 /// Advantages within 2 % of each other count as a tie.
 const TIE_MARGIN: f64 = 0.02;
 
@@ -66,11 +106,25 @@ pub fn choose_precision(claimed: &GpuSpec, db: &SpecDb) -> Option<PrecisionChoic
 /// precision chosen by hand.
 pub fn lead_in(claimed: &GpuSpec, db: &SpecDb, precision: Precision) -> Option<PrecisionChoice> {
     let peak = claimed.peak.get(precision)?;
-    let slower = db
+    // Another model is as fast as the claimed one if it matches its native rate by any route,
+    // emulation included: it cannot be told apart in this precision. Of the models that stay
+    // slower, the fastest sets the lead.
+    let others: Vec<(&GpuSpec, f64)> = db
         .all()
         .iter()
         .filter(|m| m.model != claimed.model)
-        .filter_map(|m| Some((m, m.peak.get(precision)?)))
+        .filter_map(|m| Some((m, effective_peak(m, precision)?)))
+        .collect();
+    let native_slower_caught_up = others.iter().any(|(m, effective)| {
+        *effective >= peak && m.peak.get(precision).is_some_and(|native| native < peak)
+    });
+    if native_slower_caught_up {
+        // A model that is natively slower reaches the claimed rate by emulation: the
+        // precision proves nothing against it.
+        return None;
+    }
+    let slower = others
+        .into_iter()
         .filter(|(_, other)| *other < peak)
         .max_by(|a, b| a.1.total_cmp(&b.1));
     Some(PrecisionChoice {
@@ -96,36 +150,19 @@ pub fn proof_sizes(precision: Precision) -> &'static [u64] {
     }
 }
 
-/// Proof rates pog measured on real cards, end to end (generation, GEMM, hashing and tree: the
-/// time from challenge to commitment), in TFLOP/s (TOP/s for INT8): model, precision, product
-/// size, rate, and where it was measured (docs/protocol.md). Each rate is 2 % below the
-/// measurement, for the spread between cards of one model; with [`crate::timing::TIME_TOLERANCE`]
-/// an honest card passes down to 89 % of the measured rate, and a model 15 % slower fails.
-pub const MEASURED_RATES: &[(&str, Precision, u64, f64, &str)] = &[
-    (
-        "H200 SXM",
-        Precision::Bf16,
-        16384,
-        600.0,
-        "H200 SXM (power-capped at 700 W), 2026-12-03: 79 products in 1134 ms, 612.8 TFLOP/s",
-    ),
-    (
-        "H200 SXM",
-        Precision::Int8,
-        16384,
-        945.0,
-        "H200 SXM (power-capped at 700 W), 2026-12-03: 79 products in 719 ms, 966.5 TOP/s",
-    ),
-];
-
 /// The rate at which `claimed` is expected to commit proofs of `size` in `precision`, in
-/// TFLOP/s (TOP/s): pog's own measurement of that model where there is one
-/// ([`MEASURED_RATES`]), else [`DATASHEET_EFFICIENCY`] of its datasheet peak.
+/// TFLOP/s (TOP/s): pog's own end-to-end measurement of that model where there is one (a
+/// [`pog_spec::ProofRate`] of the embedded database's `data/measured.toml`, with its source;
+/// docs/protocol.md), else [`DATASHEET_EFFICIENCY`] of its datasheet peak.
+///
+/// Measured rates sit 2 % below the measurement, for the spread between cards of one model;
+/// with [`crate::timing::TIME_TOLERANCE`] an honest card passes down to 89 % of the measured
+/// rate, and a model 15 % slower fails.
 pub fn expected_tflops(claimed: &GpuSpec, precision: Precision, size: u64) -> Option<f64> {
-    MEASURED_RATES
-        .iter()
-        .find(|(model, p, n, _, _)| *model == claimed.model && *p == precision && *n == size)
-        .map(|(_, _, _, rate, _)| *rate)
+    SpecDb::embedded()
+        .measurement(claimed)
+        .and_then(|m| m.proof_rate(precision, size))
+        .map(|r| r.tflops)
         .or_else(|| {
             claimed
                 .peak
@@ -213,6 +250,54 @@ mod tests {
         // A T4 has no BF16 and leads in INT8.
         let t4 = choose_precision(spec("T4"), db).unwrap();
         assert!(PROOF_PRECISIONS.contains(&t4.precision));
+    }
+
+    #[test]
+    fn no_model_is_challenged_where_a_slower_one_catches_up_by_emulation() {
+        let db = SpecDb::embedded();
+        // An A100 does FP32 at a third of its BF16 rate, faster than an RTX 4090 or an H100
+        // NVL natively: neither may be challenged in FP32.
+        let a100 = spec("A100 SXM 80GB");
+        assert!(
+            effective_peak(a100, Precision::Fp32).unwrap()
+                > a100.peak.get(Precision::Fp32).unwrap()
+        );
+        for model in ["RTX 4090", "H100 NVL"] {
+            let c = choose_precision(spec(model), db).unwrap();
+            assert_ne!(c.precision, Precision::Fp32, "{model}");
+            assert!(
+                lead_in(spec(model), db, Precision::Fp32).is_none(),
+                "{model}"
+            );
+        }
+        // Every model can still be challenged in some precision.
+        for claimed in db.all() {
+            assert!(choose_precision(claimed, db).is_some(), "{}", claimed.model);
+        }
+        // For every model, whatever it is challenged in: every model whose best route to
+        // that precision is slower than the claimed peak stays slower by the chosen lead.
+        for claimed in db.all() {
+            let Some(c) = choose_precision(claimed, db) else {
+                continue;
+            };
+            let peak = claimed.peak.get(c.precision).unwrap();
+            for other in db.all().iter().filter(|m| m.model != claimed.model) {
+                let Some(effective) = effective_peak(other, c.precision) else {
+                    continue;
+                };
+                let natively_slower = other.peak.get(c.precision).is_none_or(|n| n < peak);
+                assert!(
+                    !(natively_slower && effective >= peak),
+                    "{} emulates {} as fast as the {} runs it",
+                    other.model,
+                    c.precision,
+                    claimed.model
+                );
+                if effective < peak {
+                    assert!(peak / effective >= c.advantage * (1.0 - 1e-9));
+                }
+            }
+        }
     }
 
     #[test]

@@ -187,6 +187,8 @@ mod tests {
             nonce: [2; 32],
             gpu_uuid: "GPU-1".into(),
             gpu_bus_id: "00000000:00:06.0".into(),
+            agent_key: "aa".repeat(32),
+            validator_key: "bb".repeat(32),
             precision: Precision::Int8,
             size: 8,
             batch: 1,

@@ -245,6 +245,8 @@ mod tests {
                 nonce: [5; 32],
                 gpu_uuid: uuid.into(),
                 gpu_bus_id: "00000000:00:06.0".into(),
+                agent_key: "aa".repeat(32),
+                validator_key: "bb".repeat(32),
                 precision: Precision::Int8,
                 size: 32,
                 batch: 2,

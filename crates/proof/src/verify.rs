@@ -125,6 +125,8 @@ mod tests {
             nonce: [3; 32],
             gpu_uuid: "GPU-test".into(),
             gpu_bus_id: "00000000:00:06.0".into(),
+            agent_key: "aa".repeat(32),
+            validator_key: "bb".repeat(32),
             precision,
             size: 48,
             batch: 2,

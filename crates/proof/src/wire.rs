@@ -178,23 +178,32 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8], kind: &str) -> Result<(T, Strin
             got: envelope.kind,
         });
     }
-    verify(&envelope).map_err(WireError::Signature)?;
+    let key = verify(&envelope).map_err(WireError::Signature)?;
     let message = serde_json::from_str(&envelope.body).map_err(|cause| WireError::Body {
         kind: envelope.kind,
         cause,
     })?;
-    Ok((message, envelope.signer))
+    // The signer in its one canonical spelling (lowercase hex), whatever case the envelope
+    // used: one key is one identity.
+    Ok((message, hex::encode(key.as_bytes())))
 }
 
-/// Checks an envelope's signature: a signer that is a strong Ed25519 key, and a signature that
-/// verifies strictly over its kind and body.
-fn verify(envelope: &Envelope) -> Result<(), BadSignature> {
+/// Parses a public key as the wire spells it (64 hex digits), refusing weak keys
+/// (small-order points, with which anyone can forge signatures).
+pub fn parse_public_key(text: &str) -> Result<VerifyingKey, BadSignature> {
     let mut key_bytes = [0u8; 32];
-    hex::decode_to_slice(&envelope.signer, &mut key_bytes).map_err(BadSignature::SignerHex)?;
+    hex::decode_to_slice(text, &mut key_bytes).map_err(BadSignature::SignerHex)?;
     let key = VerifyingKey::from_bytes(&key_bytes).map_err(BadSignature::SignerKey)?;
     if key.is_weak() {
         return Err(BadSignature::WeakKey);
     }
+    Ok(key)
+}
+
+/// Checks an envelope's signature: a signer that is a strong Ed25519 key, and a signature that
+/// verifies strictly over its kind and body. Returns the signer's key.
+fn verify(envelope: &Envelope) -> Result<VerifyingKey, BadSignature> {
+    let key = parse_public_key(&envelope.signer)?;
     let mut signature = [0u8; 64];
     hex::decode_to_slice(&envelope.signature, &mut signature)
         .map_err(BadSignature::SignatureHex)?;
@@ -202,7 +211,8 @@ fn verify(envelope: &Envelope) -> Result<(), BadSignature> {
         &signed_bytes(&envelope.kind, &envelope.body),
         &Signature::from_bytes(&signature),
     )
-    .map_err(BadSignature::DoesNotVerify)
+    .map_err(BadSignature::DoesNotVerify)?;
+    Ok(key)
 }
 
 /// The message kinds.
@@ -634,5 +644,21 @@ mod tests {
             let env = Envelope { version: WIRE_VERSION, kind: kind::COMMITMENT.into(), body, signer, signature };
             let _ = decode::<Commitment>(&serde_json::to_vec(&env).unwrap(), kind::COMMITMENT);
         }
+    }
+
+    #[test]
+    fn one_key_is_one_identity_whatever_its_spelling() {
+        let id = Identity::from_seed([3; 32]);
+        let mut envelope = id.seal(kind::OPEN, &"x").unwrap();
+        envelope.signer = envelope.signer.to_ascii_uppercase();
+        let bytes = serde_json::to_vec(&envelope).unwrap();
+        let (_, signer): (String, String) = decode(&bytes, kind::OPEN).unwrap();
+        assert_eq!(signer, id.public_hex(), "the canonical lowercase key");
+        assert!(matches!(
+            parse_public_key(&hex::encode(identity_point())),
+            Err(BadSignature::WeakKey)
+        ));
+        assert!(parse_public_key("abcd").is_err());
+        assert!(parse_public_key(&id.public_hex()).is_ok());
     }
 }

@@ -93,6 +93,34 @@ impl Fault {
         ("nvlink-errors", Fault::NvlinkErrors),
     ];
 
+    /// The fault's command-line name, e.g. `"spoofed-name"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::SpoofedName => "spoofed-name",
+            Fault::SmiDisagrees => "smi-disagrees",
+            Fault::CudaMissing => "cuda-missing",
+            Fault::NvmlMissing => "nvml-missing",
+            Fault::SmiMissing => "smi-missing",
+            Fault::HiddenFromCuda => "hidden-from-cuda",
+            Fault::DuplicateUuid => "duplicate-uuid",
+            Fault::DuplicateSerial => "duplicate-serial",
+            Fault::LdPreload => "ld-preload",
+            Fault::ForeignNvml => "foreign-nvml",
+            Fault::EccOff => "ecc-off",
+            Fault::RetirementPending => "retirement-pending",
+            Fault::RemapPending => "remap-pending",
+            Fault::RemapFailure => "remap-failure",
+            Fault::LinkDegraded => "link-degraded",
+            Fault::FewerSms => "fewer-sms",
+            Fault::LessMemory => "less-memory",
+            Fault::SysfsDeviceId => "sysfs-device-id",
+            Fault::DriverVersionMismatch => "driver-version-mismatch",
+            Fault::Hypervisor => "hypervisor",
+            Fault::NvmlFieldError => "nvml-field-error",
+            Fault::NvlinkErrors => "nvlink-errors",
+        }
+    }
+
     fn needs_two_gpus(self) -> bool {
         matches!(
             self,
@@ -101,18 +129,55 @@ impl Fault {
     }
 }
 
+/// The command-line name.
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.name())
+    }
+}
+
+/// Parses a command-line name; surrounding spaces are ignored.
 impl FromStr for Fault {
-    type Err = String;
+    type Err = ProfileError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Fault::ALL
             .iter()
             .find(|(name, _)| *name == s.trim())
             .map(|(_, f)| *f)
-            .ok_or_else(|| {
-                let names: Vec<_> = Fault::ALL.iter().map(|(n, _)| *n).collect();
-                format!("unknown fault {s:?}; known: {}", names.join(", "))
-            })
+            .ok_or_else(|| ProfileError::UnknownFault(s.trim().to_string()))
     }
+}
+
+/// The most GPUs of one model a profile may ask for (`xN`).
+pub const MAX_SIM_GPUS: usize = 64;
+
+/// Why a simulation profile could not be built. Each message names the part of the profile
+/// at fault and what would be accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileError {
+    /// A model the spec database does not know.
+    #[error("unknown GPU model {0:?} in simulation profile; `pog specs` lists the known models")]
+    UnknownModel(String),
+    /// A fault name that is not in [`Fault::ALL`].
+    #[error("unknown fault {name:?}; known: {known}", name = .0, known = fault_names())]
+    UnknownFault(String),
+    /// An `xN` count that is zero or too large.
+    #[error(
+        "bad GPU count x{count} for {model:?} in simulation profile; use x1 to x{MAX_SIM_GPUS}"
+    )]
+    BadCount { model: String, count: String },
+    /// The fault acts on more GPUs than the host has (that NVML lists).
+    #[error("fault {fault} needs at least {needed} simulated GPU(s) that NVML lists")]
+    TooFewGpus { fault: Fault, needed: usize },
+    /// The fault needs GPU 0 to have two readable NVLinks.
+    #[error("fault {0} needs a simulated GPU with readable NVLinks (an SXM model)")]
+    NoNvlink(Fault),
+}
+
+/// Every fault's name, for the error that lists them.
+fn fault_names() -> String {
+    let names: Vec<_> = Fault::ALL.iter().map(|(n, _)| *n).collect();
+    names.join(", ")
 }
 
 /// A simulated host: every source's answer, stored and returned as is.
@@ -132,18 +197,29 @@ impl SimPlatform {
     /// Parses a profile such as `"H200 SXM x2; duplicate-uuid, ecc-off"`: comma-separated spec
     /// models (each optionally `xN`), then after `;` the faults to inject. An empty model list
     /// is a host without GPUs.
-    pub fn from_profile(profile: &str) -> Result<SimPlatform, String> {
+    pub fn from_profile(profile: &str) -> Result<SimPlatform, ProfileError> {
         let (models, faults) = profile.split_once(';').unwrap_or((profile, ""));
         let db = SpecDb::embedded();
         let mut specs = Vec::new();
         for item in models.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (model, count) = match item.rsplit_once(" x") {
-                Some((m, n)) if n.parse::<usize>().is_ok() => (m.trim(), n.parse().unwrap_or(1)),
+                Some((m, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                    let model = m.trim();
+                    let count = n
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|c| (1..=MAX_SIM_GPUS).contains(c))
+                        .ok_or_else(|| ProfileError::BadCount {
+                            model: model.to_string(),
+                            count: n.to_string(),
+                        })?;
+                    (model, count)
+                }
                 _ => (item, 1),
             };
             let spec = db
                 .by_model(model)
-                .ok_or_else(|| format!("unknown GPU model {model:?} in simulation profile"))?;
+                .ok_or_else(|| ProfileError::UnknownModel(model.to_string()))?;
             specs.extend(std::iter::repeat_n(spec, count));
         }
         let mut sim = SimPlatform::healthy(&specs);
@@ -275,7 +351,7 @@ impl SimPlatform {
     }
 
     /// Injects one fault. Errors when the host lacks what the fault needs (GPUs, two GPUs).
-    pub fn inject(&mut self, fault: Fault) -> Result<(), String> {
+    pub fn inject(&mut self, fault: Fault) -> Result<(), ProfileError> {
         let gpu_count = self.nvml.value().map_or(0, |n| n.gpus.len());
         let needed = if fault.needs_two_gpus() { 2 } else { 1 };
         let host_only = matches!(
@@ -287,9 +363,7 @@ impl SimPlatform {
                 | Fault::SmiMissing
         );
         if !host_only && gpu_count < needed {
-            return Err(format!(
-                "fault {fault:?} needs at least {needed} simulated GPU(s) that NVML lists"
-            ));
+            return Err(ProfileError::TooFewGpus { fault, needed });
         }
         match fault {
             Fault::SpoofedName => {
@@ -447,13 +521,10 @@ impl SimPlatform {
             Fault::NvlinkErrors => {
                 if let Reading::Value(n) = &mut self.nvml {
                     let Reading::Value(links) = &mut n.gpus[0].nvlinks else {
-                        return Err("fault nvlink-errors needs readable simulated links".into());
+                        return Err(ProfileError::NoNvlink(fault));
                     };
                     if links.len() < 2 {
-                        return Err(
-                            "fault nvlink-errors needs a simulated GPU with NVLink (an SXM model)"
-                                .into(),
-                        );
+                        return Err(ProfileError::NoNvlink(fault));
                     }
                     links[0].crc_flit_errors = Reading::Value(1_250);
                     links[0].replay_errors = Reading::Value(37);
@@ -752,22 +823,57 @@ mod tests {
 
     #[test]
     fn bad_profiles_are_errors() {
-        assert!(SimPlatform::from_profile("H900")
-            .unwrap_err()
-            .contains("unknown GPU model"));
-        assert!(SimPlatform::from_profile("H200 SXM; melt")
-            .unwrap_err()
-            .contains("unknown fault"));
-        assert!(SimPlatform::from_profile("H200 SXM; duplicate-uuid")
-            .unwrap_err()
-            .contains("at least 2"));
+        let err = |profile: &str| SimPlatform::from_profile(profile).unwrap_err();
+        assert_eq!(err("H900"), ProfileError::UnknownModel("H900".into()));
+        assert!(err("H900")
+            .to_string()
+            .starts_with("unknown GPU model \"H900\" in simulation profile"));
+        assert_eq!(
+            err("H200 SXM; melt"),
+            ProfileError::UnknownFault("melt".into())
+        );
+        assert!(err("H200 SXM; melt")
+            .to_string()
+            .starts_with("unknown fault \"melt\"; known: spoofed-name, "));
+        assert_eq!(
+            err("H200 SXM; duplicate-uuid").to_string(),
+            "fault duplicate-uuid needs at least 2 simulated GPU(s) that NVML lists"
+        );
         assert!(SimPlatform::from_profile("; ld-preload").is_ok());
         // A GPU fault after NVML is gone is an error, not a panic.
-        assert!(
-            SimPlatform::from_profile("H200 SXM; nvml-missing, spoofed-name")
-                .unwrap_err()
-                .contains("NVML lists")
+        assert_eq!(
+            err("H200 SXM; nvml-missing, spoofed-name"),
+            ProfileError::TooFewGpus {
+                fault: Fault::SpoofedName,
+                needed: 1
+            }
         );
+        assert_eq!(
+            err("L4; nvlink-errors"),
+            ProfileError::NoNvlink(Fault::NvlinkErrors)
+        );
+        // Counts of none or of more GPUs than any host has are refused, not allocated.
+        for count in ["0", "99999999999999999999", "65"] {
+            assert!(
+                matches!(
+                    err(&format!("H200 SXM x{count}")),
+                    ProfileError::BadCount { .. }
+                ),
+                "x{count}"
+            );
+        }
+        assert_eq!(
+            err("H200 SXM x0").to_string(),
+            "bad GPU count x0 for \"H200 SXM\" in simulation profile; use x1 to x64"
+        );
+    }
+
+    #[test]
+    fn fault_names_round_trip() {
+        for (name, fault) in Fault::ALL {
+            assert_eq!(fault.name(), name);
+            assert_eq!(fault.to_string().parse::<Fault>(), Ok(fault));
+        }
     }
 
     #[test]
@@ -862,6 +968,7 @@ pub struct SimGpu {
 }
 
 impl SimGpu {
+    /// A healthy simulated GPU of this model running at `efficiency` of its peaks.
     pub fn new(spec: &GpuSpec, efficiency: f64) -> SimGpu {
         SimGpu {
             spec: spec.clone(),
@@ -882,7 +989,7 @@ impl Accelerator for SimGpu {
     fn gemm(&mut self, req: &GemmRequest) -> Result<GemmRun, GpuError> {
         let Some(peak) = self.spec.peak.get(req.precision) else {
             return Err(GpuError::Unsupported(format!(
-                "{} has no {:?} path",
+                "{} has no {} path",
                 self.spec.model, req.precision
             )));
         };
@@ -986,7 +1093,7 @@ impl Accelerator for SimGpu {
     fn sustained(&mut self, req: &SustainedRequest) -> Result<SustainedRun, GpuError> {
         let Some(peak) = self.spec.peak.get(req.precision) else {
             return Err(GpuError::Unsupported(format!(
-                "{} has no {:?} path",
+                "{} has no {} path",
                 self.spec.model, req.precision
             )));
         };

@@ -3,13 +3,20 @@
 //!
 //! The data lives in `data/gpus.toml` (embedded at build time, sources cited per entry). Lookups
 //! go by PCI device id (what the kernel sees on the bus, hardest to fake) or by the marketing name
-//! that NVML reports.
+//! that NVML reports. What pog measured itself on real cards (benchmark medians, proof rates)
+//! lives beside it in `data/measured.toml` ([`Measurements`], through [`SpecDb::measurement`]).
+
+mod measured;
+
+pub use measured::{BenchMedians, GemmKey, Measurements, ProofRate};
 
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
 /// The embedded database text, parsed on first use.
 const GPUS_TOML: &str = include_str!("../data/gpus.toml");
+/// The embedded measurements, parsed with the database.
+const MEASURED_TOML: &str = include_str!("../data/measured.toml");
 
 /// How far below the datasheet's nominal capacity a healthy card may report its memory:
 /// ECC and firmware reservations take up to about 6.5 % (T4: 15360 MiB of "16 GB"; A10: 23028 MiB
@@ -130,7 +137,7 @@ impl PeakTflops {
     }
 }
 
-/// One GPU model as its datasheet (or our own measurement, where `measured`) describes it.
+/// One GPU model as its datasheet (checked on a real card, where `measured`) describes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpuSpec {
@@ -155,8 +162,10 @@ pub struct GpuSpec {
     pub peak: PeakTflops,
     /// Where every figure above comes from.
     pub sources: Vec<String>,
-    /// True when pog has checked these figures on a real card of this model.
-    #[serde(default)]
+    /// True when pog has measured a real card of this model: it has an entry in
+    /// `data/measured.toml` ([`SpecDb::measurement`]). Derived when the measurements load
+    /// ([`SpecDb::with_measurements`]); never read from the database text.
+    #[serde(skip_deserializing)]
     pub measured: bool,
 }
 
@@ -211,25 +220,55 @@ pub enum SpecError {
         first: String,
         second: String,
     },
+    /// The measurements text does not parse into [`Measurements`].
+    #[error("measured figures are not valid TOML for pog's schema: {0}")]
+    MeasuredParse(toml::de::Error),
+    /// A measurement names a model the database does not have (model names are exact).
+    #[error("measured figures: {0:?} is not a model of the GPU database (names are exact)")]
+    UnknownMeasuredModel(String),
+    /// Two entries measure the same model.
+    #[error("measured figures: {0} has two entries; give each model one")]
+    DuplicateMeasuredModel(String),
+    /// An entry with neither benchmark medians nor proof rates.
+    #[error("measured figures: {0}'s entry has neither bench figures nor a proof rate")]
+    EmptyMeasurement(String),
+    /// One model has two proof rates for the same precision and size.
+    #[error("measured figures: {model} has two proof rates for {precision} at n = {size}")]
+    DuplicateProofRate {
+        model: String,
+        precision: Precision,
+        size: u64,
+    },
+    /// A figure that is zero, negative or not a number, which nothing could be judged against.
+    #[error("measured figures: {model}'s {figure} is {value}, not a positive number")]
+    NotPositive {
+        model: String,
+        figure: String,
+        value: f64,
+    },
 }
 
-/// The whole database, with lookups.
+/// The whole database, with lookups, and pog's own measurements of its models.
 #[derive(Debug, Clone)]
 pub struct SpecDb {
     gpus: Vec<GpuSpec>,
+    measurements: Vec<Measurements>,
 }
 
 impl SpecDb {
-    /// The database compiled into pog.
+    /// The database compiled into pog, with the measurements compiled into it.
     pub fn embedded() -> &'static SpecDb {
         static DB: OnceLock<SpecDb> = OnceLock::new();
         DB.get_or_init(|| {
-            SpecDb::parse(GPUS_TOML).expect("embedded GPU database is checked by the tests")
+            SpecDb::parse(GPUS_TOML)
+                .and_then(|db| db.with_measurements(MEASURED_TOML))
+                .expect("embedded GPU database and measurements are checked by the tests")
         })
     }
 
     /// Parses and validates a database text: every device id and every name must be unique,
-    /// or lookups would be ambiguous.
+    /// or lookups would be ambiguous. The result has no measurements (see
+    /// [`SpecDb::with_measurements`]).
     pub fn parse(text: &str) -> Result<SpecDb, SpecError> {
         let file: SpecFile = toml::from_str(text).map_err(SpecError::Parse)?;
         for (i, a) in file.gpu.iter().enumerate() {
@@ -254,7 +293,33 @@ impl SpecDb {
                 }
             }
         }
-        Ok(SpecDb { gpus: file.gpu })
+        Ok(SpecDb {
+            gpus: file.gpu,
+            measurements: Vec::new(),
+        })
+    }
+
+    /// This database with the measurements of a `measured.toml` text in place of its own, and
+    /// each model's [`GpuSpec::measured`] set to match. The text must name only models of this
+    /// database, each once, with at most one proof rate per precision and size and only
+    /// positive figures.
+    pub fn with_measurements(mut self, text: &str) -> Result<SpecDb, SpecError> {
+        self.measurements = measured::parse(text, &self.gpus)?;
+        for g in &mut self.gpus {
+            g.measured = self.measurements.iter().any(|m| m.model == g.model);
+        }
+        Ok(self)
+    }
+
+    /// Every model's measurements, in file order.
+    pub fn measurements(&self) -> &[Measurements] {
+        &self.measurements
+    }
+
+    /// What pog measured on a real card of `spec`'s model, if it has (matched by
+    /// [`GpuSpec::model`]).
+    pub fn measurement(&self, spec: &GpuSpec) -> Option<&Measurements> {
+        self.measurements.iter().find(|m| m.model == spec.model)
     }
 
     /// Every model, in file order.
@@ -399,5 +464,113 @@ mod tests {
             SpecDb::parse("[[gpu]]\nmodel = 3"),
             Err(SpecError::Parse(_))
         ));
+    }
+
+    #[test]
+    fn embedded_measurements_name_known_models_and_set_the_flag() {
+        let db = SpecDb::embedded();
+        assert!(!db.measurements().is_empty());
+        for m in db.measurements() {
+            assert!(db.all().iter().any(|g| g.model == m.model), "{}", m.model);
+        }
+        for g in db.all() {
+            assert_eq!(g.measured, db.measurement(g).is_some(), "{}", g.model);
+        }
+        let h200 = db.by_model("H200 SXM").unwrap();
+        assert!(h200.measured);
+        assert!(!db.by_model("H100 SXM").unwrap().measured);
+        let m = db.measurement(h200).unwrap();
+        let bf16 = m.proof_rate(Precision::Bf16, 16384).unwrap();
+        assert_eq!(bf16.tflops, 600.0);
+        assert!(bf16.source.contains("612.8"), "{}", bf16.source);
+        assert_eq!(m.proof_rate(Precision::Int8, 16384).unwrap().tflops, 945.0);
+        assert!(m.proof_rate(Precision::Bf16, 8192).is_none());
+        let bench = m.bench.as_ref().unwrap();
+        let key = GemmKey {
+            precision: Precision::Fp16,
+            size: 8192,
+        };
+        assert_eq!(bench.gemm_tflops.get(&key), Some(&789.2));
+        assert_eq!(bench.copy_gbs.get("device_to_device"), Some(&4229.9));
+        // The flag is derived, never read from the database text.
+        let text = GPUS_TOML.replacen("sources = [", "measured = true\nsources = [", 1);
+        assert!(matches!(SpecDb::parse(&text), Err(SpecError::Parse(_))));
+        // New measurements replace the old, flags included.
+        let none = db.clone().with_measurements("").unwrap();
+        assert!(none.measurements().is_empty() && none.all().iter().all(|g| !g.measured));
+    }
+
+    #[test]
+    fn measurements_of_unknown_models_or_given_twice_are_rejected() {
+        let db = || SpecDb::parse(GPUS_TOML).unwrap();
+        let entry = |model: &str| {
+            format!(
+                "[[gpu]]\nmodel = \"{model}\"\n[[gpu.proof_rate]]\nprecision = \"bf16\"\n\
+                 size = 8192\ntflops = 1.5\nsource = \"s\"\n"
+            )
+        };
+        let rejected = |text: &str| db().with_measurements(text).unwrap_err();
+        let ok = entry("H100 SXM") + &entry("T4");
+        let both = db().with_measurements(&ok).unwrap();
+        assert_eq!(both.measurements().len(), 2);
+        assert!(both.by_model("T4").unwrap().measured);
+
+        let e = rejected(&entry("H900"));
+        assert!(matches!(&e, SpecError::UnknownMeasuredModel(m) if m == "H900"));
+        assert!(e.to_string().contains("\"H900\" is not a model"), "{e}");
+        // Model names are exact: a lookup by `model` would never find this one.
+        assert!(matches!(
+            rejected(&entry("h100 sxm")),
+            SpecError::UnknownMeasuredModel(_)
+        ));
+        let e = rejected(&(entry("T4") + &entry("H100 SXM") + &entry("T4")));
+        assert!(matches!(&e, SpecError::DuplicateMeasuredModel(m) if m == "T4"));
+        assert!(e.to_string().contains("T4 has two entries"), "{e}");
+        let rate =
+            "[[gpu.proof_rate]]\nprecision = \"bf16\"\nsize = 8192\ntflops = 2\nsource = \"t\"\n";
+        let e = rejected(&(entry("T4") + rate));
+        assert!(matches!(
+            e,
+            SpecError::DuplicateProofRate {
+                precision: Precision::Bf16,
+                size: 8192,
+                ..
+            }
+        ));
+        assert!(matches!(
+            rejected("[[gpu]]\nmodel = \"T4\"\n"),
+            SpecError::EmptyMeasurement(_)
+        ));
+        let e = rejected(&entry("T4").replace("tflops = 1.5", "tflops = 0.0"));
+        assert!(
+            e.to_string().contains("T4's proof_rate bf16 n=8192 is 0"),
+            "{e}"
+        );
+        let bench =
+            |body: &str| format!("[[gpu]]\nmodel = \"T4\"\n[gpu.bench]\nsource = \"s\"\n{body}");
+        assert!(db()
+            .with_measurements(&bench("[gpu.bench.gemm_tflops]\nint8_4096 = 100.0\n"))
+            .is_ok());
+        assert!(matches!(
+            rejected(&bench("[gpu.bench.copy_gbs]\ndevice_to_device = -1.0\n")),
+            SpecError::NotPositive { .. }
+        ));
+        // GEMM keys must be `<precision>_<n>` as written; thresholds are policy, not data.
+        for bad in [
+            "[gpu.bench.gemm_tflops]\nfp4_8192 = 1.0\n",
+            "[gpu.bench.gemm_tflops]\nBF16_8192 = 1.0\n",
+            "[gpu.bench.gemm_tflops]\nbf16_08192 = 1.0\n",
+            "[gpu.bench.gemm_tflops]\nbf16 = 1.0\n",
+            "warn_ratio = 0.88\n",
+        ] {
+            let e = rejected(&bench(bad));
+            assert!(matches!(e, SpecError::MeasuredParse(_)), "{bad}: {e}");
+        }
+        let e = rejected(&bench("[gpu.bench.gemm_tflops]\nfp4_8192 = 1.0\n"));
+        assert!(
+            e.to_string()
+                .contains("\"fp4_8192\" is not <precision>_<n>"),
+            "{e}"
+        );
     }
 }

@@ -93,7 +93,11 @@ pub(super) fn run(gpu: &Gpu, request: &CopyRequest) -> Result<Vec<f64>, GpuError
                 }
             }
         };
-        issued.during(&format!("{:?} copy of {} MiB", request.kind, bytes >> 20))?;
+        issued.during(&format!(
+            "{} copy of {} MiB",
+            request.kind.name(),
+            bytes >> 20
+        ))?;
         end.record(&gpu.stream).during("recording an event")?;
         if let Some(gate) = &gate {
             gate.release();

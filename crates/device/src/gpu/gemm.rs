@@ -222,7 +222,7 @@ impl<'g> Prepared<'g> {
         layouts: &[ALayout],
     ) -> Result<Prepared<'g>, GpuError> {
         let t = types(precision);
-        let step = |what: &str| format!("{precision:?} GEMM {m}x{n}x{k}: {what}");
+        let step = |what: &str| format!("{precision} GEMM {m}x{n}x{k}: {what}");
         let storage = Storage::of(precision);
         let a = gpu.alloc(m * k * storage.bytes() as u64)?;
         let b = gpu.alloc(k * n * storage.bytes() as u64)?;
@@ -410,7 +410,7 @@ impl<'g> Prepared<'g> {
         let proposals = self.proposals(candidates);
         let total = proposals.len();
         let precision = self.precision;
-        let step = |what: &str| format!("{precision:?} GEMM: {what}");
+        let step = |what: &str| format!("{precision} GEMM: {what}");
         if proposals.is_empty() {
             return Err(GpuError::Invalid(step(
                 "cuBLASLt offers no algorithm; this GPU may lack this precision",
@@ -465,8 +465,9 @@ impl<'g> Prepared<'g> {
             .position(|v| v.a_layout == chosen.a_layout)
             .ok_or_else(|| {
                 GpuError::Unsupported(format!(
-                    "{:?} GEMM: no {:?} variant for the chosen algorithm",
-                    self.precision, chosen.a_layout
+                    "{} GEMM: no {} variant for the chosen algorithm",
+                    self.precision,
+                    layout_name(chosen.a_layout)
                 ))
             })?;
         self.algo = Some(chosen);
@@ -484,10 +485,7 @@ impl<'g> Prepared<'g> {
             None => "none chosen".into(),
             Some(c) => format!(
                 "cuBLASLt {}, candidate {} of {} (algo id {})",
-                match c.a_layout {
-                    ALayout::KMajor => "TN",
-                    ALayout::MMajor => "NN",
-                },
+                layout_name(c.a_layout),
                 c.rank.0,
                 c.rank.1,
                 algo_id(&c.algo)
@@ -504,7 +502,7 @@ impl<'g> Prepared<'g> {
     pub fn run(&self) -> Result<(), GpuError> {
         let Some(chosen) = &self.algo else {
             return Err(GpuError::Unsupported(format!(
-                "{:?} GEMM run before an algorithm was chosen",
+                "{} GEMM run before an algorithm was chosen",
                 self.precision
             )));
         };
@@ -529,7 +527,7 @@ impl<'g> Prepared<'g> {
                 self.gpu.stream.cu_stream() as sys::cudaStream_t,
             )
         }
-        .during(&format!("{:?} cublasLtMatmul", self.precision))
+        .during(&format!("{} cublasLtMatmul", self.precision))
     }
 
     /// Runs one GEMM between two events and returns its milliseconds.
@@ -573,6 +571,14 @@ impl<'g> Prepared<'g> {
             _ => 1,
         };
         (self.m * self.n, output_bytes(self.precision) as i32, kind)
+    }
+}
+
+/// A layout of A by cuBLAS's transpose letters for (A, B): "TN" or "NN".
+fn layout_name(layout: ALayout) -> &'static str {
+    match layout {
+        ALayout::KMajor => "TN",
+        ALayout::MMajor => "NN",
     }
 }
 

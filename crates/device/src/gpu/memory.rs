@@ -17,7 +17,7 @@ pub(super) fn memtest(gpu: &Gpu, request: &MemtestRequest) -> Result<MemtestRun,
     let nvml = crate::nvml::init();
     let health = || match &nvml {
         Ok(nvml) => crate::telemetry::health_counters(nvml, gpu.bus_id).into(),
-        Err(e) => crate::reading::Reading::unavailable(e.clone()),
+        Err(e) => crate::reading::Reading::unavailable(e.to_string()),
     };
     let health_before = health();
     let (free, _) = drv::mem_get_info().during("reading free memory")?;

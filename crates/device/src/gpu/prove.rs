@@ -80,6 +80,7 @@ pub struct Committed {
 }
 
 impl Committed {
+    /// How many leaves the committed tree has.
     pub fn leaf_count(&self) -> u64 {
         self.batch.leaf_count()
     }

@@ -8,7 +8,9 @@ use pog_inspect::GpuVerdict;
 use pog_node::agent::{self, Agent};
 use pog_node::provers::{CpuEngine, GpuEngine, ProverEngine};
 use pog_node::registry::Registry;
-use pog_node::validator::{self, Policy, Validator};
+use pog_node::schedule::Schedule;
+use pog_node::serve::Limits;
+use pog_node::validator::{self, Config, PlanKind, Policy, Validator};
 use pog_proof::wire::GpuClaim;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,10 +41,19 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Runtime::new().context("starting the async runtime")
 }
 
+/// Binds `listen` (host:port, the host a name or an address) before anything is announced,
+/// so a busy port is the first thing reported.
+async fn bind(listen: &str) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))
+}
+
 /// Serves this host's genuine GPUs.
 pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
-    let identity = pog_node::keys::load_or_create(&data_dir(global)?.join("agent.key"))
-        .map_err(|e| anyhow!(e))?;
+    let rt = runtime()?;
+    let listener = rt.block_on(bind(&args.listen))?;
+    let identity = pog_node::keys::load_or_create(&data_dir(global)?.join("agent.key"))?;
     let report = super::inspect::collect_and_inspect(global)?;
     let simulated = crate::render::is_simulated(&report.inventory.origin);
     let gpus: Vec<GpuClaim> = report
@@ -62,24 +73,21 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
     if gpus.is_empty() {
         bail!("no genuine GPU on this host to serve (run `pog inspect` to see why)");
     }
+    let local = listener.local_addr().context("reading the bound address")?;
     let endpoint = args
         .advertise
         .clone()
-        .unwrap_or_else(|| format!("http://{}", args.listen));
+        .unwrap_or_else(|| format!("http://{local}"));
     let engine = prover_engine(global, args.prover, &report, &gpus)?;
     // Every line of an agent serving the simulated double says so.
     let mark = if simulated { "SIMULATED " } else { "" };
     say(format_args!("{mark}agent key: {}", identity.public_hex()));
     say(format_args!(
-        "{mark}serving {} GPU(s) at {endpoint}; proving on the {}",
+        "{mark}serving {} GPU(s) at {endpoint} (listening on {local}); proving on the {}",
         gpus.len(),
         engine.name()
     ));
-    let rt = runtime()?;
     rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("listening on {}", args.listen))?;
         let register_key = pog_proof::wire::Identity::from_seed(identity.seed());
         let service = Arc::new(Agent::new(
             identity,
@@ -87,17 +95,30 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
             gpus.clone(),
             engine,
         ));
-        let server = tokio::spawn(pog_node::http::serve(listener, agent::router(service)));
-        agent::register(
-            &args.validator,
-            &register_key,
-            &endpoint,
-            &gpus,
-            Duration::from_secs(30),
-        )
-        .await
-        .map_err(|e| anyhow!("registering with {}: {e}", args.validator))?;
-        say(format_args!("{mark}registered with {}", args.validator));
+        let mut server = tokio::spawn(pog_node::serve::serve(
+            listener,
+            agent::router(service),
+            Limits::protocol_messages(),
+            pog_node::serve::stop_signal(),
+            Duration::from_secs(10),
+        ));
+        let validator = args.validator.trim_end_matches('/');
+        let registered = agent::register(validator, &register_key, &endpoint, &gpus, |e, wait| {
+            tracing::warn!(
+                "{mark}validator at {validator}: {e}; retrying in {:.1} s",
+                wait.as_secs_f64()
+            )
+        });
+        tokio::select! {
+            done = registered => {
+                done.with_context(|| format!("registering with {validator}"))?;
+                say(format_args!("{mark}registered with {validator}"));
+            }
+            stopped = &mut server => {
+                stopped.context("the agent's server stopped")?.context("serving")?;
+                return Ok(Outcome(Verdict::Pass));
+            }
+        }
         server
             .await
             .context("the agent's server stopped")?
@@ -154,7 +175,17 @@ fn prover_engine(
                     .plan_for(spec)
                 });
                 for planned in plans.into_iter().flatten() {
-                    match engine.prepare(&planned.challenge([0; 32], &g.uuid, &g.bus_id)) {
+                    // Only the shape matters to the preparation, not who the challenge is for.
+                    let shape = planned.challenge(
+                        [0; 32],
+                        pog_node::validator::Addressee {
+                            gpu_uuid: &g.uuid,
+                            gpu_bus_id: &g.bus_id,
+                            agent_key: "",
+                            validator_key: "",
+                        },
+                    );
+                    match engine.prepare(&shape) {
                         Ok(algorithm) => say(format_args!(
                             "GPU {}: ready for {} n={} ({})",
                             g.uuid,
@@ -180,46 +211,82 @@ fn prover_engine(
 
 /// Runs the validator.
 pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
+    let rt = runtime()?;
+    let listener = rt.block_on(bind(&args.listen))?;
     let dir = data_dir(global)?;
-    let identity =
-        pog_node::keys::load_or_create(&dir.join("validator.key")).map_err(|e| anyhow!(e))?;
+    let identity = pog_node::keys::load_or_create(&dir.join("validator.key"))?;
     let registry_path = dir.join("registry.sqlite");
     let registry = Registry::open(Some(&registry_path))
         .with_context(|| format!("opening {}", registry_path.display()))?;
+    let policy = if args.test_plan {
+        Policy {
+            plan: PlanKind::Test,
+            precision: args.precision,
+            size: args.size,
+            batch: args.batch,
+            leaf_elements: pog_proof::params::LEAF_ELEMENTS,
+            expected_ms: args.expected_ms,
+            samples: args.samples,
+            expiry_ms: args.expiry_ms,
+        }
+    } else {
+        Policy {
+            precision: args.precision,
+            samples: args.samples,
+            expiry_ms: args.expiry_ms,
+            ..Policy::per_model_default()
+        }
+    };
+    policy.validate()?;
+    let config = Config {
+        accept_simulated: args.accept_simulated,
+        allow_private_endpoints: args.allow_private_endpoints,
+        ..Config::default()
+    };
+    let local = listener.local_addr().context("reading the bound address")?;
     say(format_args!("validator key: {}", identity.public_hex()));
     say(format_args!(
-        "listening on {}, registry {}",
-        args.listen,
+        "listening on {local}, registry {}",
         registry_path.display()
     ));
-    let policy = Policy {
-        precision: args.precision,
-        size: args.size,
-        batch: args.batch,
-        leaf_elements: pog_proof::params::LEAF_ELEMENTS,
-        expected_ms: args.expected_ms,
-        samples: args.samples,
-        expiry_ms: args.expiry_ms,
-        per_model: args.per_model,
+    let mut modes = Vec::new();
+    if args.test_plan {
+        modes.push("TEST PLAN: fixed challenges that prove no model");
+    }
+    if args.accept_simulated {
+        modes.push("ACCEPTS SIMULATED GPUs");
+    }
+    if args.allow_private_endpoints {
+        modes.push("private endpoints allowed");
+    }
+    if !modes.is_empty() {
+        say(format_args!("mode: {}", modes.join("; ")));
+    }
+    let schedule = Schedule {
+        max_concurrent: args.max_concurrent_challenges as usize,
+        release_after: args.release_after,
+        ..Schedule::every(args.challenge_every, policy)
     };
-    let rt = runtime()?;
+    let limits = Limits {
+        max_connections: args.max_connections as usize,
+        ..Limits::small_requests()
+    };
     rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("listening on {}", args.listen))?;
-        let mut service = Validator::new(identity, registry);
-        if args.accept_simulated {
-            service = service.accepting_simulated();
-        }
-        let service = Arc::new(service);
-        tokio::spawn(validator::run_schedule(
-            service.clone(),
-            args.challenge_every,
-            policy,
-        ));
-        pog_node::http::serve(listener, validator::router(service))
-            .await
-            .context("serving")?;
+        let service = Arc::new(Validator::with_config(identity, registry, config));
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let rounds = tokio::spawn(pog_node::schedule::run(service.clone(), schedule, stopped));
+        pog_node::serve::serve(
+            listener,
+            validator::router(service),
+            limits,
+            pog_node::serve::stop_signal(),
+            Duration::from_secs(10),
+        )
+        .await
+        .context("serving")?;
+        tracing::info!("stopping: finishing the challenges in flight");
+        let _ = stop.send(true);
+        let _ = rounds.await;
         Ok(Outcome(Verdict::Pass))
     })
 }

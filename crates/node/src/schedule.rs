@@ -1,0 +1,233 @@
+//! The validator's schedule: rounds of challenges that slow, silent or many-faced agents
+//! cannot stall or game.
+//!
+//! - **Every GPU of a round at once.** A round challenges every registered GPU at the same
+//!   moment (in a fresh random order, up to `max_concurrent` at a time), so one device
+//!   registered under several UUIDs or agent keys must do all their work inside one time
+//!   bound, and fails.
+//! - **Rounds on a clock.** A round starts every `every`, whatever the last one is still
+//!   waiting for; a GPU whose challenge is still running is skipped, not queued. Each
+//!   challenge runs under its own deadline (`Validator::challenge`), so an agent that hangs
+//!   or trickles costs only its own challenge, and an honest agent is challenged every
+//!   `every` regardless.
+//! - **Back-off and release.** A GPU whose agent cannot be reached is skipped for a growing
+//!   number of rounds (1, 2, 4 … up to [`MAX_BACKOFF_ROUNDS`]); after `release_after`
+//!   failed rounds in a row (unreachable or rejected) its registration is released, so a
+//!   UUID squatted by a key that cannot prove it is freed for its owner.
+
+use crate::validator::{Policy, Record, Validator, ValidatorError};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+/// The most rounds an unreachable GPU is skipped for.
+pub const MAX_BACKOFF_ROUNDS: u64 = 32;
+
+/// How the schedule runs.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    /// Time between the starts of two rounds.
+    pub every: Duration,
+    pub policy: Policy,
+    /// Challenges in flight at once, across all agents.
+    pub max_concurrent: usize,
+    /// Failed rounds in a row after which a GPU's registration is released.
+    pub release_after: u32,
+    /// How long a released GPU's agent may not claim it again.
+    pub release_bar: Duration,
+}
+
+impl Schedule {
+    /// A round a minute under `policy`; up to 1024 challenges at once; a GPU released after
+    /// five failed rounds in a row, its agent barred from it for an hour.
+    pub fn every(every: Duration, policy: Policy) -> Schedule {
+        Schedule {
+            every,
+            policy,
+            max_concurrent: 1024,
+            release_after: 5,
+            release_bar: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// What the schedule remembers of one GPU between rounds.
+#[derive(Debug, Default, Clone, Copy)]
+struct Standing {
+    /// Failed rounds in a row.
+    failures: u32,
+    /// The first round it may be challenged in again.
+    next_round: u64,
+}
+
+/// The schedule's state shared with its running challenges.
+#[derive(Default)]
+struct State {
+    in_flight: HashSet<String>,
+    standing: HashMap<String, Standing>,
+}
+
+/// Challenges the GPUs `uuids` all at once and waits for every result.
+pub async fn challenge_together(
+    validator: &Arc<Validator>,
+    uuids: Vec<String>,
+    policy: &Policy,
+) -> Vec<(String, Result<Record, ValidatorError>)> {
+    let mut round = tokio::task::JoinSet::new();
+    for uuid in uuids {
+        let (v, p) = (validator.clone(), policy.clone());
+        round.spawn(async move {
+            let result = v.challenge(&uuid, &p).await;
+            (uuid, result)
+        });
+    }
+    let mut results = Vec::new();
+    while let Some(done) = round.join_next().await {
+        match done {
+            Ok(result) => results.push(result),
+            Err(e) => tracing::error!(error = %e, "a challenge task failed"),
+        }
+    }
+    results
+}
+
+/// Runs rounds until `stop` says so; challenges already running finish (each is bounded by
+/// its deadline) before this returns.
+pub async fn run(
+    validator: Arc<Validator>,
+    schedule: Schedule,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let state = Arc::new(Mutex::new(State::default()));
+    let permits = Arc::new(Semaphore::new(schedule.max_concurrent.max(1)));
+    let mut running = tokio::task::JoinSet::new();
+    let mut clock = tokio::time::interval(schedule.every);
+    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut round = 0u64;
+    loop {
+        tokio::select! {
+            _ = clock.tick() => {}
+            _ = stop.changed() => break,
+        }
+        round += 1;
+        while running.try_join_next().is_some() {}
+        let uuids = match validator.registry().gpus_by_agent() {
+            Ok(groups) => groups.into_iter().flat_map(|(_, uuids)| uuids).collect(),
+            Err(e) => {
+                tracing::error!(error = %e, "reading the registry");
+                continue;
+            }
+        };
+        let due = due(&state, uuids, round);
+        tracing::debug!(round, challenged = due.len(), "round");
+        for uuid in due {
+            let (v, schedule, state, permits) = (
+                validator.clone(),
+                schedule.clone(),
+                state.clone(),
+                permits.clone(),
+            );
+            running.spawn(async move {
+                let Ok(_permit) = permits.acquire_owned().await else {
+                    return;
+                };
+                let result = v.challenge(&uuid, &schedule.policy).await;
+                settle(&v, &schedule, &state, &uuid, round, result);
+            });
+        }
+    }
+    while running.join_next().await.is_some() {}
+}
+
+/// The GPUs of this round: registered, not in flight, not backing off; marked in flight, in
+/// a random order (so no agent can count on being challenged before or after another).
+fn due(state: &Mutex<State>, uuids: Vec<String>, round: u64) -> Vec<String> {
+    let mut state = state.lock().expect("lock");
+    let registered: HashSet<&String> = uuids.iter().collect();
+    state.standing.retain(|uuid, _| registered.contains(uuid));
+    let mut due: Vec<String> = uuids
+        .iter()
+        .filter(|uuid| !state.in_flight.contains(*uuid))
+        .filter(|uuid| {
+            state
+                .standing
+                .get(*uuid)
+                .is_none_or(|s| s.next_round <= round)
+        })
+        .cloned()
+        .collect();
+    for uuid in &due {
+        state.in_flight.insert(uuid.clone());
+    }
+    shuffle(&mut due);
+    due
+}
+
+/// Fisher-Yates with the operating system's randomness.
+fn shuffle(items: &mut [String]) {
+    for i in (1..items.len()).rev() {
+        let r = u64::from_le_bytes(crate::validator::random_bytes());
+        items.swap(i, (r % (i as u64 + 1)) as usize);
+    }
+}
+
+/// Records a challenge's end in the GPU's standing: backs it off when unreachable, releases
+/// it after too many failures in a row, and logs one line.
+fn settle(
+    validator: &Validator,
+    schedule: &Schedule,
+    state: &Mutex<State>,
+    uuid: &str,
+    round: u64,
+    result: Result<Record, ValidatorError>,
+) {
+    let mut release = false;
+    {
+        let mut state = state.lock().expect("lock");
+        state.in_flight.remove(uuid);
+        let standing = state.standing.entry(uuid.to_string()).or_default();
+        match &result {
+            Ok(record) if record.accepted => *standing = Standing::default(),
+            Ok(record) => {
+                standing.failures += 1;
+                let unreachable = record
+                    .failure
+                    .as_ref()
+                    .is_some_and(|f| f.kind.is_unreachable());
+                if unreachable {
+                    let skip = (1u64 << standing.failures.min(6)).min(MAX_BACKOFF_ROUNDS);
+                    standing.next_round = round + skip;
+                }
+                release = standing.failures >= schedule.release_after;
+            }
+            Err(_) => standing.failures += 1,
+        }
+        if release {
+            state.standing.remove(uuid);
+        }
+    }
+    match &result {
+        Ok(r) => tracing::info!(
+            gpu = uuid,
+            model = %r.model,
+            plan = ?r.policy.plan,
+            precision = %r.challenge.precision,
+            accepted = r.accepted,
+            ratio_to_bound = r.outcome.as_ref().map(|o| o.time.ratio),
+            failure = r.failure.as_ref().map(|f| f.message.as_str()),
+            "challenged"
+        ),
+        Err(e) => tracing::warn!(gpu = uuid, error = %e, "not challenged"),
+    }
+    if release {
+        let reason = format!(
+            "failed or unreachable in {} rounds in a row",
+            schedule.release_after
+        );
+        match validator.release(uuid, &reason, schedule.release_bar) {
+            Ok(()) => tracing::warn!(gpu = uuid, %reason, "registration released"),
+            Err(e) => tracing::error!(gpu = uuid, error = %e, "releasing the registration"),
+        }
+    }
+}
