@@ -3,7 +3,11 @@
 # reference measured in the same call (see docs/benchmarks.md for how to run it through the
 # device tool). Writes at most 8 files under $OUT and prints a short table last.
 #
-#   POG=.gpu/pog TORCH_REF=.gpu/torch_reference.py OUT=/tmp/out [SUITE=standard] [FULL_BENCH=0] scripts/gpu-run.sh
+#   POG=.gpu/pog TORCH_REF=.gpu/torch_reference.py OUT=/tmp/out [SUITE=standard] [FULL_BENCH=0] [PROVE_ONLY=1] scripts/gpu-run.sh
+#
+# PROVE_ONLY=1 runs the checks and the proofs only (no benchmark suites, no PyTorch).
+# Test binaries carried in .gpu/ (built with `cargo test --release --no-run`, see
+# docs/benchmarks.md) run their GPU-only tests, which are #[ignore]d elsewhere, with --ignored.
 set -uo pipefail
 POG=${POG:-.gpu/pog}
 TORCH_REF=${TORCH_REF:-.gpu/torch_reference.py}
@@ -63,13 +67,22 @@ run prove-bytewise-int8 0 "$POG" prove --precision int8 --size 52 --batch 2 --le
 run prove-short-leaf-int8 0 "$POG" prove --precision int8 --size 60 --batch 3 --leaf-elements 64 --expected-ms 60000 --against-cpu
 run prove-small-bf16 0 "$POG" prove --precision bf16 --size 128 --batch 2 --expected-ms 60000 --against-cpu
 run prove-json 0 "$POG" prove --json
-run prove-int8-json 0 "$POG" prove --precision int8 --json
+# Every proof precision the claimed model can be challenged in, five times in a row each, at
+# the validator's plan and bound (FP32 is never planned where a slower model emulates it).
+for precision in bf16 fp16 int8; do
+  for i in 1 2 3 4 5; do
+    run "prove-$precision-$i-json" 0 "$POG" prove --precision "$precision" --json
+  done
+done
 
 # The GPU-to-GPU fabric on every GPU here: peer transfers and latency for each pair, NCCL's
 # all-reduce checked for the right sum (one rank on a one-GPU host), if the test binary was
 # carried along (cargo test --release -p pog-device --test gpu_fabric --no-run; copy the
 # executable it names to .gpu/gpu_fabric).
-[ -x .gpu/gpu_fabric ] && run gpu-fabric 0 env POG_REQUIRE_GPU=1 .gpu/gpu_fabric --nocapture
+[ -x .gpu/gpu_fabric ] && run gpu-fabric 0 .gpu/gpu_fabric --ignored --nocapture
+# The device and node crates' GPU-only unit tests (CUDA's report, the GPU prover engine).
+[ -x .gpu/device_tests ] && run device-gpu-tests 0 .gpu/device_tests --ignored
+[ -x .gpu/node_tests ] && run node-gpu-engine 0 .gpu/node_tests gpu_engine
 
 # The validator's verification cost on this host's CPU, if the harness was carried along
 # (cargo build --release -p pog-proof --example verify_cost; cp target/release/examples/verify_cost .gpu/).
@@ -77,13 +90,14 @@ run prove-int8-json 0 "$POG" prove --precision int8 --json
 
 # The full suite once, as a table with the host (sustained load included). FULL_BENCH=0 skips
 # it when only the comparison with PyTorch is wanted.
-if [ "${FULL_BENCH:-1}" != 0 ]; then
+if [ "${FULL_BENCH:-1}" != 0 ] && [ "${PROVE_ONLY:-0}" != 1 ]; then
   run bench 0 "$POG" bench --suite "$SUITE"
 fi
 
 # pog against PyTorch, interleaved (PyTorch, pog, PyTorch, pog): this card's figures move by
 # several percent from run to run, so each side is compared by its better run.
 for round in 1 2; do
+  [ "${PROVE_ONLY:-0}" = 1 ] && break
   [ -f "$TORCH_REF" ] && run "torch-$round-json" 0 python3 "$TORCH_REF"
   run "bench-$round-json" 0 "$POG" bench --suite "$SUITE" --no-host --sustained-seconds 0 --json
 done
@@ -94,15 +108,16 @@ done
   echo "== pog GPU run: $(date -u +%FT%TZ) on $(nvidia-smi --query-gpu=name,pci.bus_id,uuid --format=csv,noheader | tr '\n' ';')"
   printf '%s\n' "${summary[@]}"
 } | tee "$OUT/summary.txt"
-for f in "$OUT"/prove-json.json "$OUT"/prove-int8-json.json; do
+for f in "$OUT"/prove-json.json "$OUT"/prove-*-json.json; do
   [ -s "$f" ] && python3 - "$f" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys
-for p in json.load(open(sys.argv[1])):
+for p in json.load(open(sys.argv[1]))["proofs"]:
     c = p["check"]
     if not c:
         print(f"prove GPU {p['ordinal']}: ERROR {p['error']}"); continue
     d = c["device"] or {}
-    print(f"prove GPU {p['ordinal']} {c['precision']} n={c['size']} x{c['batch']}: commit {c['commit_ms']:.0f} ms of {c['expected_ms']:.0f} ms bound "
+    rate = c["batch"] * 2 * c["size"] ** 3 / (c["commit_ms"] * 1e9)
+    print(f"prove GPU {p['ordinal']} {c['precision']} n={c['size']} x{c['batch']}: {rate:.1f} TFLOP/s end to end, commit {c['commit_ms']:.0f} ms of {c['expected_ms']:.0f} ms bound "
           f"({100*c['commit_ms']/c['expected_ms']:.0f} %), GEMM {d.get('gemm_ms', 0):.0f} ms, overhead {100*d.get('overhead', 0):.1f} % "
           f"(fill {d.get('fill_ms', 0):.1f}, hash {d.get('hash_ms', 0):.1f}, tree {d.get('tree_ms', 0):.1f} ms), open {c['open_ms']:.0f} ms, "
           f"verify {c['verify_ms']:.1f} ms, bytes {c['bytes_to_agent']} / {c['bytes_from_agent']}, accepted {c['outcome']['accepted']}")

@@ -137,12 +137,13 @@ pub fn register(body: &[u8]) -> Result<Register, String> {
     decode(body, kind::REGISTER)
 }
 
-/// A signed challenge body, decoded as the agent's `/v1/challenge` does, then the seeds of its
-/// first GEMM and its cost derived from it. (Not its leaf count: `size * size` overflows for
-/// sizes from 2^32, which only a trusted validator can send.)
+/// A signed challenge body, decoded and shape-checked as the agent's `/v1/challenge` does,
+/// then the seeds of its first GEMM, its cost and its leaf layout derived from it.
 pub fn challenge(body: &[u8]) -> Result<ChallengeMessage, String> {
     let message: ChallengeMessage = decode(body, kind::CHALLENGE)?;
-    std::hint::black_box((message.challenge.gemm(0), message.challenge.flops()));
+    let c = &message.challenge;
+    c.check_shape().map_err(|e| e.to_string())?;
+    std::hint::black_box((c.gemm(0), c.flops(), c.leaf_count(), c.leaf_len(0)));
     Ok(message)
 }
 

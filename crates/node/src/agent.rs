@@ -155,6 +155,9 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
             format!("this agent has no GPU {} at {}", c.gpu_uuid, c.gpu_bus_id),
         ));
     }
+    if let Err(e) = c.check_shape() {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, e.to_string()));
+    }
     if c.version != pog_proof::challenge::CHALLENGE_VERSION {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,

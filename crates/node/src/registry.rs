@@ -74,6 +74,10 @@ impl Registry {
             Some(p) => Connection::open(p)?,
             None => Connection::open_in_memory()?,
         };
+        // Write-ahead logging: a record costs one append to the log, and readers (the API)
+        // are not blocked by it. `synchronous = NORMAL` keeps every committed record through a
+        // crash of pog; only a power loss can take the last commits before a checkpoint.
+        db.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")?;
         db.execute_batch(SCHEMA)?;
         // Registries made before GPUs could be simulated lack the column.
         let has_simulated: bool = db.query_row(

@@ -38,7 +38,40 @@ pub struct Challenge {
     pub leaf_elements: u32,
 }
 
+/// The largest product side a challenge may ask for (a 65536² FP32 output is 16 GiB).
+pub const MAX_SIZE: u64 = 65_536;
+/// The most products one challenge may ask for.
+pub const MAX_BATCH: u32 = 100_000;
+/// The most output elements one leaf may hold.
+pub const MAX_LEAF_ELEMENTS: u32 = 1 << 20;
+
+/// A challenge whose shape no prover should attempt.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a challenge needs 1 ≤ size ≤ {MAX_SIZE}, 1 ≤ batch ≤ {MAX_BATCH} and 1 ≤ leaf elements ≤ {MAX_LEAF_ELEMENTS}; this one asks for size {size}, batch {batch}, leaf elements {leaf_elements}")]
+pub struct BadShape {
+    pub size: u64,
+    pub batch: u32,
+    pub leaf_elements: u32,
+}
+
 impl Challenge {
+    /// Refuses shapes that are empty or so large that counting their leaves could overflow;
+    /// within these bounds every size and index computation fits in a u64.
+    pub fn check_shape(&self) -> Result<(), BadShape> {
+        let ok = (1..=MAX_SIZE).contains(&self.size)
+            && (1..=MAX_BATCH).contains(&self.batch)
+            && (1..=MAX_LEAF_ELEMENTS).contains(&self.leaf_elements);
+        if ok {
+            Ok(())
+        } else {
+            Err(BadShape {
+                size: self.size,
+                batch: self.batch,
+                leaf_elements: self.leaf_elements,
+            })
+        }
+    }
+
     /// The seeds of A and B in GEMM `index` of the batch: the first 8 bytes (LE) of
     /// SHA-256("pog-proof v3" ‖ nonce ‖ uuid ‖ bus id ‖ agent key ‖ validator key ‖ index ‖
     /// "A"/"B"), each string preceded by its length as u64 LE so no two tuples run together
@@ -102,6 +135,46 @@ mod tests {
             batch: 2,
             leaf_elements: 64,
         }
+    }
+
+    #[test]
+    fn shapes_that_could_overflow_are_refused() {
+        assert!(challenge("GPU-a").check_shape().is_ok());
+        for bad in [
+            Challenge {
+                size: 0,
+                ..challenge("GPU-a")
+            },
+            Challenge {
+                size: 1 << 32,
+                ..challenge("GPU-a")
+            },
+            Challenge {
+                batch: 0,
+                ..challenge("GPU-a")
+            },
+            Challenge {
+                batch: u32::MAX,
+                ..challenge("GPU-a")
+            },
+            Challenge {
+                leaf_elements: 0,
+                ..challenge("GPU-a")
+            },
+        ] {
+            assert!(bad.check_shape().is_err(), "{bad:?}");
+        }
+        let largest = Challenge {
+            size: MAX_SIZE,
+            batch: MAX_BATCH,
+            leaf_elements: 1,
+            ..challenge("GPU-a")
+        };
+        assert!(largest.check_shape().is_ok());
+        assert_eq!(
+            largest.leaf_count(),
+            (MAX_SIZE * MAX_SIZE) * u64::from(MAX_BATCH)
+        );
     }
 
     #[test]
