@@ -259,6 +259,21 @@ pub struct ValidatorArgs {
     /// Open connections the API accepts at once.
     #[arg(long, default_value = "1024", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
+    /// Open connections the API accepts at once from one source address.
+    #[arg(long, default_value = "64", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections_per_source: u64,
+    /// Seconds a client has to send a request's head (and, again, its body).
+    #[arg(long, default_value = "5", value_parser = parse_seconds)]
+    pub request_timeout: Duration,
+    /// MiB of request bodies held in memory at once, across all requests.
+    #[arg(long, default_value = "32", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_inflight_body_mib: u64,
+    /// Registrations one source address may make per minute.
+    #[arg(long, default_value = "10", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub registrations_per_minute: u32,
+    /// GPUs one agent key may claim.
+    #[arg(long, default_value = "64", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_gpus_per_agent: u64,
 }
 
 /// An Ed25519 public key as 64 hex digits, refused if it is malformed or weak.

@@ -691,3 +691,46 @@ fn an_agent_says_at_once_that_the_validator_is_down_and_keeps_trying() {
     assert!(stderr.matches("retrying in").count() >= 2, "{stderr}");
     assert!(stderr.contains("SIMULATED"), "{stderr}");
 }
+
+#[test]
+fn a_validator_stops_cleanly_on_sigterm() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut validator = Running(
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"))
+            .args(["validator", "--listen", "localhost:0"])
+            .env("POG_DATA_DIR", dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = std::io::BufReader::new(validator.0.stdout.take().unwrap()).lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .unwrap()
+        .starts_with("validator key: "));
+    assert!(lines.next().unwrap().unwrap().starts_with("listening on "));
+    let pid = validator.0.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = validator.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running 20 s after SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(status.code(), Some(0), "a clean stop");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut validator.0.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("stopping"), "{stderr}");
+}

@@ -251,7 +251,8 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     let config = Config {
         accept_simulated: args.accept_simulated,
         allow_private_endpoints: args.allow_private_endpoints,
-        ..Config::default()
+        max_gpus_per_agent: args.max_gpus_per_agent as usize,
+        registrations_per_minute: args.registrations_per_minute,
     };
     let local = listener.local_addr().context("reading the bound address")?;
     say(format_args!("validator key: {}", identity.public_hex()));
@@ -279,6 +280,10 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     };
     let limits = Limits {
         max_connections: args.max_connections as usize,
+        max_connections_per_source: args.max_connections_per_source as usize,
+        header_timeout: args.request_timeout,
+        body_timeout: args.request_timeout,
+        max_inflight_body_bytes: (args.max_inflight_body_mib as usize) << 20,
         ..Limits::small_requests()
     };
     rt.block_on(async {
