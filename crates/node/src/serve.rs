@@ -248,18 +248,17 @@ async fn buffer_body(
     Ok((Request::from_parts(parts, Body::from(bytes)), held))
 }
 
-/// Resolves when the process is asked to stop (SIGTERM or Ctrl-C).
-pub async fn stop_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// Installs the handlers for SIGTERM and SIGINT now (call it inside a Tokio runtime, before
+/// the service announces itself, so that no signal can arrive unhandled), and returns a future
+/// that resolves when either arrives.
+pub fn stop_signal() -> std::io::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
-    }
+    })
 }

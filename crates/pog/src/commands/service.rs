@@ -63,6 +63,10 @@ async fn bind(listen: &str) -> Result<tokio::net::TcpListener> {
 pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
     let rt = runtime()?;
     let listener = rt.block_on(bind(&args.listen))?;
+    let stop = {
+        let _runtime = rt.enter();
+        pog_node::serve::stop_signal().context("installing the signal handlers")?
+    };
     let identity = pog_node::keys::load_or_create(&data_dir(global)?.join("agent.key"))?;
     let report = super::inspect::collect_and_inspect(global)?;
     let simulated = crate::render::is_simulated(&report.inventory.origin);
@@ -109,7 +113,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
             listener,
             agent::router(service),
             Limits::protocol_messages(),
-            pog_node::serve::stop_signal(),
+            stop,
             Duration::from_secs(10),
         ));
         let validator = args.validator.trim_end_matches('/');
@@ -223,6 +227,10 @@ fn prover_engine(
 pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     let rt = runtime()?;
     let listener = rt.block_on(bind(&args.listen))?;
+    let signalled = {
+        let _runtime = rt.enter();
+        pog_node::serve::stop_signal().context("installing the signal handlers")?
+    };
     let dir = data_dir(global)?;
     let identity = pog_node::keys::load_or_create(&dir.join("validator.key"))?;
     let registry_path = dir.join("registry.sqlite");
@@ -305,7 +313,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
             listener,
             validator::router(service),
             limits,
-            pog_node::serve::stop_signal(),
+            signalled,
             Duration::from_secs(10),
         )
         .await
