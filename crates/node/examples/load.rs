@@ -6,8 +6,11 @@
 //!
 //! ```sh
 //! cargo build --release && cargo run --release -p pog-node --example load -- \
-//!     --pog target/release/pog --agents 1000 --every 10 --seconds 60
+//!     --pog target/release/pog --agents 1000 --every 10 --seconds 60 [--attack]
 //! ```
+//!
+//! `--attack` also floods the API while measuring: 8 source addresses, 60 connections each,
+//! half sending request heads a byte every half second, half declaring bodies never sent.
 //!
 //! Each agent registers from its own loopback address (127.0.x.y), as agents on separate hosts
 //! would, so the validator's per-source limits apply to each one alone.
@@ -29,6 +32,8 @@ struct Options {
     seconds: u64,
     /// Share of hostile agents (half silent, half answering junk).
     hostile: f64,
+    /// Also attack the API while measuring: half-sent requests and never-finished bodies.
+    attack: bool,
 }
 
 fn options() -> Options {
@@ -38,11 +43,17 @@ fn options() -> Options {
         every_s: 10,
         seconds: 60,
         hostile: 0.10,
+        attack: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
-    for pair in args.chunks(2) {
-        let value = pair.get(1).cloned().unwrap_or_default();
-        match pair[0].as_str() {
+    let mut args = args.into_iter().peekable();
+    while let Some(flag) = args.next() {
+        if flag == "--attack" {
+            o.attack = true;
+            continue;
+        }
+        let value = args.next().unwrap_or_default();
+        match flag.as_str() {
             "--pog" => o.pog = value,
             "--agents" => o.agents = value.parse().expect("--agents N"),
             "--every" => o.every_s = value.parse().expect("--every SECONDS"),
@@ -52,6 +63,52 @@ fn options() -> Options {
         }
     }
     o
+}
+
+/// Attackers on the API, from `sources` loopback addresses other than the prober's: each
+/// keeps `per_source` connections open, half of them sending a request head a byte at a time,
+/// half declaring a 200 KiB body and never sending it; a closed connection is reopened.
+fn attack(addr: std::net::SocketAddr, sources: u8, per_source: usize) {
+    for source in 0..sources {
+        for n in 0..per_source {
+            let from = std::net::Ipv4Addr::new(127, 200, source, 1);
+            std::thread::spawn(move || loop {
+                let Ok(mut s) = connect_from(from, addr) else {
+                    std::thread::sleep(Duration::from_millis(200));
+                    continue;
+                };
+                if n % 2 == 0 {
+                    for b in b"GET /healthz HTTP/1.1\r\nHost: v\r\n".iter().cycle() {
+                        if s.write_all(&[*b]).is_err() {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                } else {
+                    let head =
+                        b"POST /v1/register HTTP/1.1\r\nHost: v\r\nContent-Length: 204800\r\n\r\n";
+                    let _ = s.write_all(head);
+                    let mut sink = [0u8; 1024];
+                    let _ = s.read(&mut sink);
+                }
+            });
+        }
+    }
+}
+
+/// A blocking TCP connection to `to` from the loopback address `from`.
+fn connect_from(
+    from: std::net::Ipv4Addr,
+    to: std::net::SocketAddr,
+) -> std::io::Result<std::net::TcpStream> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind((from, 0).into())?;
+    let stream = rt.block_on(socket.connect(to))?.into_std()?;
+    stream.set_nonblocking(false)?;
+    Ok(stream)
 }
 
 /// The source address of agent `i`: 127.0.x.y, never 127.0.0.1 (the prober's).
@@ -220,6 +277,10 @@ fn main() {
         o.agents,
         started.elapsed().as_secs_f64()
     );
+    if o.attack {
+        attack(addr, 8, 60);
+        println!("attacking the API from 8 sources, 60 connections each");
+    }
     // The prober: the API's latency every 50 ms while the rounds run.
     let (cpu_before, _) = usage(validator.id());
     let measuring = Instant::now();
@@ -228,7 +289,10 @@ fn main() {
     while measuring.elapsed() < Duration::from_secs(o.seconds) {
         for path in ["/healthz", "/v1/gpus?limit=100"] {
             let t = Instant::now();
-            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+                latencies.push(f64::INFINITY);
+                continue;
+            };
             write!(
                 s,
                 "GET {path} HTTP/1.1\r\nHost: v\r\nConnection: close\r\n\r\n"
@@ -256,7 +320,7 @@ fn main() {
             rt.block_on(async { reqwest::get(url).await.unwrap().json().await.unwrap() });
         let times: Vec<f64> = page["records"]
             .as_array()
-            .unwrap()
+            .unwrap_or_else(|| panic!("GPU-load-{i:05}: no records page: {page}"))
             .iter()
             .filter(|r| r["record"].get("challenge").is_some())
             .inspect(|r| {

@@ -34,7 +34,7 @@ fn now_ms() -> u64 {
 }
 
 /// A computed challenge waiting to be opened, with its expiry (validator clock, ms).
-type Computed = (Arc<dyn Prover>, u64);
+type Computed = (Arc<dyn Prover>, u64, String);
 
 /// The agent's state.
 pub struct Agent {
@@ -185,7 +185,7 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
             .provers
             .lock()
             .expect("lock")
-            .retain(|_, (_, expires)| *expires >= horizon);
+            .retain(|_, (_, expires, _)| *expires >= horizon);
         let mut answered = agent.answered.lock().expect("lock");
         answered.retain(|_, expires| *expires >= horizon);
         if answered
@@ -218,7 +218,7 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
         .provers
         .lock()
         .expect("lock")
-        .insert(message.id, (prover, message.expires_at_ms));
+        .insert(message.id, (prover, message.expires_at_ms, signer));
     Ok(envelope_response(
         agent.signer().seal(kind::COMMITMENT, &commitment)?,
     ))
@@ -241,30 +241,42 @@ async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, 
             ),
         ));
     }
-    // Opened once: the computed challenge is dropped afterwards.
-    let Some((prover, _)) = agent
-        .provers
-        .lock()
-        .expect("lock")
-        .remove(&request.challenge_id)
-    else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!(
-                "unknown or already opened challenge {}",
-                request.challenge_id
-            ),
-        ));
+    // Opened once, and only by the validator that issued it: a valid request takes the
+    // computed challenge out (a refused one leaves it for the issuer).
+    let prover = {
+        let mut provers = agent.provers.lock().expect("lock");
+        let Some((prover, _, issuer)) = provers.get(&request.challenge_id) else {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "unknown or already opened challenge {}",
+                    request.challenge_id
+                ),
+            ));
+        };
+        if *issuer != signer {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "challenge {} was issued by another validator",
+                    request.challenge_id
+                ),
+            ));
+        }
+        if let Some(leaf) = request.leaves.iter().find(|&&l| l >= prover.leaf_count()) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "leaf {leaf} is out of range: the commitment has {}",
+                    prover.leaf_count()
+                ),
+            ));
+        }
+        provers
+            .remove(&request.challenge_id)
+            .map(|(prover, _, _)| prover)
+            .expect("present: checked under the same lock")
     };
-    if let Some(leaf) = request.leaves.iter().find(|&&l| l >= prover.leaf_count()) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "leaf {leaf} is out of range: the commitment has {}",
-                prover.leaf_count()
-            ),
-        ));
-    }
     let leaves = request.leaves.clone();
     let openings = blocking("opening leaves failed".into(), move || prover.open(&leaves))
         .await?

@@ -83,6 +83,10 @@ pub fn is_public(ip: IpAddr) -> bool {
                 || (s[0] & 0xffc0) == 0xfe80 // link-local
                 || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
                 || (s[0] == 0x0064 && s[1] == 0xff9b) // NAT64 (an IPv4 address inside)
+                || s[0] == 0x2002 // 6to4 (an IPv4 address inside)
+                || (s[0] == 0x2001 && s[1] == 0) // Teredo (an IPv4 address inside)
+                || (s[0] & 0xffc0) == 0xfec0 // site-local (deprecated, still routed inside)
+                || s[..6] == [0; 6] // IPv4-compatible ::a.b.c.d
                 || v6 == Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0, 1))
         }
     }
@@ -158,6 +162,10 @@ mod tests {
             "http://[::ffff:127.0.0.1]",
             "http://[fd00::1]",
             "http://[fe80::1]",
+            "http://[2002:7f00:1::1]",      // 6to4 around 127.0.0.1
+            "http://[2001:0:4136:e378::1]", // Teredo
+            "http://[::127.0.0.1]",         // IPv4-compatible
+            "http://[fec0::1]",
             "http://2130706433", // 127.0.0.1 as one number
         ] {
             assert!(

@@ -60,9 +60,9 @@ pub enum PostError {
     /// The connection broke part-way.
     #[error("POST {url}: {source}")]
     Transport { url: String, source: reqwest::Error },
-    /// The answer was larger than any message may be.
-    #[error("POST {url}: the answer exceeds {} bytes", wire::MAX_MESSAGE_BYTES)]
-    TooLarge { url: String },
+    /// The answer was larger than this kind of answer may be.
+    #[error("POST {url}: the answer exceeds {limit} bytes")]
+    TooLarge { url: String, limit: usize },
     /// The peer answered with an error status; `reason` is its `error` text, cut to 300
     /// characters.
     #[error("POST {url}: {status}: {reason}")]
@@ -98,13 +98,14 @@ impl PostError {
 }
 
 /// Posts an envelope and returns the bytes sent and the response body, or the peer's error.
-/// The answer must come within `timeout` and stay under the message size limit, or it is
-/// dropped; a peer's error is reduced to its `error` text (at most 300 characters).
+/// The answer must come within `timeout` and stay under `max_answer` bytes, or it is dropped;
+/// a peer's error is reduced to its `error` text (at most 300 characters).
 pub async fn post_counted(
     client: &reqwest::Client,
     url: &str,
     envelope: &Envelope,
     timeout: std::time::Duration,
+    max_answer: usize,
 ) -> Result<(usize, Vec<u8>), PostError> {
     let body = serde_json::to_vec(envelope).map_err(|source| PostError::Encode {
         url: url.to_string(),
@@ -126,9 +127,10 @@ pub async fn post_counted(
         .await
         .map_err(|e| PostError::transport(url, timeout, e))?
     {
-        if answer.len() + chunk.len() > wire::MAX_MESSAGE_BYTES {
+        if answer.len() + chunk.len() > max_answer {
             return Err(PostError::TooLarge {
                 url: url.to_string(),
+                limit: max_answer,
             });
         }
         answer.extend_from_slice(&chunk);
@@ -155,7 +157,7 @@ pub async fn post(
     envelope: &Envelope,
     timeout: std::time::Duration,
 ) -> Result<Vec<u8>, PostError> {
-    post_counted(client, url, envelope, timeout)
+    post_counted(client, url, envelope, timeout, wire::MAX_MESSAGE_BYTES)
         .await
         .map(|(_, body)| body)
 }

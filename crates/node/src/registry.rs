@@ -21,6 +21,7 @@ CREATE TABLE IF NOT EXISTS records (
     version INTEGER NOT NULL,
     envelope TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS records_by_gpu ON records (gpu_uuid, id);
 ";
 
 /// A registered GPU.
@@ -56,6 +57,8 @@ pub enum Change {
 pub enum RegistryError {
     #[error("GPU {uuid} is already registered by another agent ({owner})")]
     ClaimedElsewhere { uuid: String, owner: String },
+    #[error("an agent may hold at most {max} GPUs; this registration would give it {would_hold}")]
+    TooManyGpus { max: usize, would_hold: usize },
     #[error("GPU {uuid} was released from this agent for failing its challenges; it may register it again in {wait_s} s")]
     Barred { uuid: String, wait_s: u64 },
     #[error("the registry database failed ({0}); if the file is damaged, restore it from a backup or move it away to start a new registry")]
@@ -100,6 +103,7 @@ impl Registry {
         endpoint: &str,
         gpus: &[GpuClaim],
         now_ms: u64,
+        max_gpus: usize,
     ) -> Result<Vec<Change>, RegistryError> {
         let tx = self.db.transaction()?;
         let old_endpoint: Option<String> = tx
@@ -168,6 +172,18 @@ impl Registry {
                 }
             };
             changes.push(change);
+        }
+        // The cap holds per key across registrations, not only per message.
+        let would_hold: i64 = tx.query_row(
+            "SELECT COUNT(*) FROM gpus WHERE agent = ?1",
+            params![agent],
+            |r| r.get(0),
+        )?;
+        if would_hold as usize > max_gpus {
+            return Err(RegistryError::TooManyGpus {
+                max: max_gpus,
+                would_hold: would_hold as usize,
+            });
         }
         tx.commit()?;
         Ok(changes)
@@ -290,19 +306,19 @@ mod tests {
     fn a_uuid_belongs_to_one_agent() {
         let mut r = Registry::open(None).unwrap();
         assert_eq!(
-            r.register("agent-a", "http://a", &[gpu("GPU-1")], 0)
+            r.register("agent-a", "http://a", &[gpu("GPU-1")], 0, 64)
                 .unwrap(),
             [Change::New]
         );
         assert_eq!(
-            r.register("agent-a", "http://a", &[gpu("GPU-1")], 0)
+            r.register("agent-a", "http://a", &[gpu("GPU-1")], 0, 64)
                 .unwrap(),
             [Change::Same],
             "an agent restarting"
         );
         // A new endpoint is a new registration.
         assert_eq!(
-            r.register("agent-a", "http://a2", &[gpu("GPU-1")], 0)
+            r.register("agent-a", "http://a2", &[gpu("GPU-1")], 0, 64)
                 .unwrap(),
             [Change::Changed]
         );
@@ -312,16 +328,16 @@ mod tests {
             ..gpu("GPU-1")
         };
         assert_eq!(
-            r.register("agent-a", "http://a2", &[moved], 0).unwrap(),
+            r.register("agent-a", "http://a2", &[moved], 0, 64).unwrap(),
             [Change::Changed]
         );
         let err = r
-            .register("agent-b", "http://b", &[gpu("GPU-2"), gpu("GPU-1")], 0)
+            .register("agent-b", "http://b", &[gpu("GPU-2"), gpu("GPU-1")], 0, 64)
             .unwrap_err();
         assert!(matches!(err, RegistryError::ClaimedElsewhere { .. }));
         // All or nothing: GPU-2 was not taken either.
         assert_eq!(r.gpu("GPU-2").unwrap(), None);
-        r.register("agent-b", "http://b", &[gpu("GPU-3"), gpu("GPU-4")], 0)
+        r.register("agent-b", "http://b", &[gpu("GPU-3"), gpu("GPU-4")], 0, 64)
             .unwrap();
         assert_eq!(
             r.gpus_by_agent().unwrap(),
@@ -380,24 +396,42 @@ mod tests {
             simulated: true,
             ..gpu("GPU-2")
         };
-        r.register("agent-a", "http://a", &[simulated], 0).unwrap();
+        r.register("agent-a", "http://a", &[simulated], 0, 64)
+            .unwrap();
         assert!(r.gpu("GPU-2").unwrap().unwrap().simulated);
+    }
+
+    #[test]
+    fn the_gpu_cap_holds_across_registrations() {
+        let mut r = Registry::open(None).unwrap();
+        r.register("agent-a", "http://a", &[gpu("GPU-1"), gpu("GPU-2")], 0, 3)
+            .unwrap();
+        assert!(matches!(
+            r.register("agent-a", "http://a", &[gpu("GPU-3"), gpu("GPU-4")], 0, 3),
+            Err(RegistryError::TooManyGpus {
+                max: 3,
+                would_hold: 4
+            })
+        ));
+        assert_eq!(r.gpu("GPU-3").unwrap(), None, "nothing of it was kept");
+        r.register("agent-a", "http://a", &[gpu("GPU-3")], 0, 3)
+            .unwrap();
     }
 
     #[test]
     fn a_released_gpu_is_free_for_others_and_barred_for_its_squatter() {
         let mut r = Registry::open(None).unwrap();
-        r.register("squatter", "http://s", &[gpu("GPU-1")], 0)
+        r.register("squatter", "http://s", &[gpu("GPU-1")], 0, 64)
             .unwrap();
         let released = r.release("GPU-1", 10_000).unwrap().unwrap();
         assert_eq!(released.agent, "squatter");
         assert_eq!(r.gpu("GPU-1").unwrap(), None);
         assert!(matches!(
-            r.register("squatter", "http://s", &[gpu("GPU-1")], 5_000),
+            r.register("squatter", "http://s", &[gpu("GPU-1")], 5_000, 64),
             Err(RegistryError::Barred { wait_s: 5, .. })
         ));
         assert_eq!(
-            r.register("owner", "http://o", &[gpu("GPU-1")], 5_000)
+            r.register("owner", "http://o", &[gpu("GPU-1")], 5_000, 64)
                 .unwrap(),
             [Change::New]
         );

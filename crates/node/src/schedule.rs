@@ -128,16 +128,39 @@ pub async fn run(
                 state.clone(),
                 permits.clone(),
             );
+            let stop = stop.clone();
             running.spawn(async move {
+                // However this task ends (a panic included), the GPU leaves `in_flight`.
+                let _in_flight = InFlight {
+                    state: state.clone(),
+                    uuid: uuid.clone(),
+                };
                 let Ok(_permit) = permits.acquire_owned().await else {
                     return;
                 };
+                if *stop.borrow() {
+                    return; // stopping: no new challenge after the permit wait
+                }
                 let result = v.challenge(&uuid, &schedule.policy).await;
                 settle(&v, &schedule, &state, &uuid, round, result);
             });
         }
     }
     while running.join_next().await.is_some() {}
+}
+
+/// A GPU's place in `in_flight`, given up when its challenge task ends however it ends.
+struct InFlight {
+    state: Arc<Mutex<State>>,
+    uuid: String,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.in_flight.remove(&self.uuid);
+        }
+    }
 }
 
 /// The GPUs of this round: registered, not in flight, not backing off; marked in flight, in
@@ -185,7 +208,6 @@ fn settle(
     let mut release = false;
     {
         let mut state = state.lock().expect("lock");
-        state.in_flight.remove(uuid);
         let standing = state.standing.entry(uuid.to_string()).or_default();
         match &result {
             Ok(record) if record.accepted => *standing = Standing::default(),
@@ -201,7 +223,14 @@ fn settle(
                 }
                 release = standing.failures >= schedule.release_after;
             }
-            Err(_) => standing.failures += 1,
+            // Not challenged at all (no plan for its model, a registry error): backed off
+            // and, if it persists, released like a GPU that fails.
+            Err(_) => {
+                standing.failures += 1;
+                let skip = (1u64 << standing.failures.min(6)).min(MAX_BACKOFF_ROUNDS);
+                standing.next_round = round + skip;
+                release = standing.failures >= schedule.release_after;
+            }
         }
         if release {
             state.standing.remove(uuid);

@@ -33,6 +33,9 @@ pub struct Limits {
     pub body_timeout: Duration,
     /// The largest body one request may carry.
     pub max_body_bytes: usize,
+    /// Request-body bytes one source address may hold in memory at once, so that one peer
+    /// cannot take the whole of `max_inflight_body_bytes`.
+    pub max_inflight_body_bytes_per_source: usize,
     /// Request-body bytes held in memory across all requests at once; a request that does
     /// not fit is refused with 503 rather than queued.
     pub max_inflight_body_bytes: usize,
@@ -47,6 +50,7 @@ impl Limits {
             header_timeout: Duration::from_secs(5),
             body_timeout: Duration::from_secs(10),
             max_body_bytes: 256 << 10,
+            max_inflight_body_bytes_per_source: 1 << 20,
             max_inflight_body_bytes: 32 << 20,
         }
     }
@@ -59,6 +63,7 @@ impl Limits {
             header_timeout: Duration::from_secs(5),
             body_timeout: Duration::from_secs(30),
             max_body_bytes: pog_proof::wire::MAX_MESSAGE_BYTES,
+            max_inflight_body_bytes_per_source: 2 * pog_proof::wire::MAX_MESSAGE_BYTES,
             max_inflight_body_bytes: 4 * pog_proof::wire::MAX_MESSAGE_BYTES,
         }
     }
@@ -92,9 +97,7 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let Some(source) =
-            PerSource::enter(&per_source, peer.ip(), limits.max_connections_per_source)
-        else {
+        let Some(source) = PerSource::enter(&per_source, source_key(peer.ip()), &limits) else {
             tracing::warn!(%peer, limit = limits.max_connections_per_source, "per-source connection limit reached: closed");
             drop(stream);
             continue;
@@ -108,13 +111,19 @@ pub async fn serve(
         let (limits, body_bytes, mut stopped) =
             (limits.clone(), body_bytes.clone(), stopped.clone());
         let header_timeout = limits.header_timeout;
+        let source_bytes = source.bytes.clone();
         tokio::spawn(async move {
             let service =
                 hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-                    let (router, limits, body_bytes) =
-                        (router.clone(), limits.clone(), body_bytes.clone());
+                    let (router, limits, body_bytes, source_bytes) = (
+                        router.clone(),
+                        limits.clone(),
+                        body_bytes.clone(),
+                        source_bytes.clone(),
+                    );
                     async move {
-                        let response = match buffer_body(request, &limits, &body_bytes).await {
+                        let budgets = [&body_bytes, &source_bytes];
+                        let response = match buffer_body(request, &limits, budgets).await {
                             Ok((mut request, _held)) => {
                                 request.extensions_mut().insert(ConnectInfo(peer));
                                 router.oneshot(request).await.into_response()
@@ -146,65 +155,93 @@ pub async fn serve(
     Ok(())
 }
 
-/// Open connections per source address.
+/// The unit a per-source limit counts: an IPv4 address, or an IPv6 /64 (one host commonly
+/// holds a whole /64, so counting single IPv6 addresses would give it unlimited sources).
+pub fn source_key(ip: std::net::IpAddr) -> std::net::IpAddr {
+    match ip {
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => std::net::IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                std::net::IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+        v4 => v4,
+    }
+}
+
+/// What each source address holds: open connections, and its share of the body-byte budget.
 #[derive(Default)]
-struct PerSource(std::collections::HashMap<std::net::IpAddr, usize>);
+struct PerSource(std::collections::HashMap<std::net::IpAddr, (usize, Arc<Semaphore>)>);
 
 /// One open connection counted against its source; uncounted when dropped.
 struct SourceGuard {
     table: Arc<std::sync::Mutex<PerSource>>,
     ip: std::net::IpAddr,
+    /// The source's body-byte budget, shared by all its connections.
+    bytes: Arc<Semaphore>,
 }
 
 impl PerSource {
-    /// Counts a new connection from `ip`, unless it already has `limit` open.
+    /// Counts a new connection from `ip`, unless it already has as many open as `limits`
+    /// allow.
     fn enter(
         table: &Arc<std::sync::Mutex<PerSource>>,
         ip: std::net::IpAddr,
-        limit: usize,
+        limits: &Limits,
     ) -> Option<SourceGuard> {
-        let mut counts = table.lock().expect("lock");
-        let open = counts.0.entry(ip).or_insert(0);
-        if *open >= limit {
+        let mut held = table.lock().expect("lock");
+        let (open, bytes) = held.0.entry(ip).or_insert_with(|| {
+            (
+                0,
+                Arc::new(Semaphore::new(limits.max_inflight_body_bytes_per_source)),
+            )
+        });
+        if *open >= limits.max_connections_per_source {
             return None;
         }
         *open += 1;
         Some(SourceGuard {
             table: table.clone(),
             ip,
+            bytes: bytes.clone(),
         })
     }
 }
 
 impl Drop for SourceGuard {
     fn drop(&mut self) {
-        let mut counts = self.table.lock().expect("lock");
-        if let Some(open) = counts.0.get_mut(&self.ip) {
+        let mut held = self.table.lock().expect("lock");
+        if let Some((open, _)) = held.0.get_mut(&self.ip) {
             *open -= 1;
             if *open == 0 {
-                counts.0.remove(&self.ip);
+                held.0.remove(&self.ip);
             }
         }
     }
 }
 
-/// Reads a request's whole body within the limits; returns the request with the body in
-/// memory and the byte permits it holds, or the refusal to send.
+/// Reads a request's whole body within the limits, its bytes counted against each of
+/// `budgets` (the server's and its source's) while it is read and handled; returns the request
+/// with the body in memory and the permits it holds, or the refusal to send.
 async fn buffer_body(
     request: Request<hyper::body::Incoming>,
     limits: &Limits,
-    budget: &Arc<Semaphore>,
-) -> Result<(Request<Body>, tokio::sync::OwnedSemaphorePermit), Response> {
+    budgets: [&Arc<Semaphore>; 2],
+) -> Result<(Request<Body>, Vec<tokio::sync::OwnedSemaphorePermit>), Response> {
     let refuse = |status: StatusCode, message: String| {
         (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
     };
     let (parts, body) = request.into_parts();
-    // The body's size as declared; a body without a length is read up to the per-request
-    // limit, and takes that much of the budget while it is read.
+    // The body's size as declared. A chunked body (no length) is read up to the per-request
+    // limit and takes that much of the budgets; a request with neither has no body (HTTP/1.1).
     let declared = parts
         .headers
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    let chunked = parts
+        .headers
+        .contains_key(axum::http::header::TRANSFER_ENCODING);
     if declared.is_some_and(|n| n > limits.max_body_bytes) {
         return Err(refuse(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -214,17 +251,27 @@ async fn buffer_body(
             ),
         ));
     }
-    let reserve = declared.unwrap_or(limits.max_body_bytes).max(1);
-    let permits = u32::try_from(reserve).unwrap_or(u32::MAX);
-    let held = budget
-        .clone()
-        .try_acquire_many_owned(permits)
-        .map_err(|_| {
-            refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too many request bytes in flight: retry shortly".into(),
-            )
-        })?;
+    let reserve = match (declared, chunked) {
+        (Some(n), _) => n,
+        (None, true) => limits.max_body_bytes,
+        (None, false) => 0,
+    };
+    let mut held = Vec::with_capacity(2);
+    if reserve > 0 {
+        let permits = u32::try_from(reserve).unwrap_or(u32::MAX);
+        for budget in budgets {
+            let permit = budget
+                .clone()
+                .try_acquire_many_owned(permits)
+                .map_err(|_| {
+                    refuse(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "too many request bytes in flight: retry shortly".into(),
+                    )
+                })?;
+            held.push(permit);
+        }
+    }
     let limited = Body::new(body);
     let read = axum::body::to_bytes(limited, limits.max_body_bytes);
     let bytes = match tokio::time::timeout(limits.body_timeout, read).await {
@@ -261,4 +308,23 @@ pub fn stop_signal() -> std::io::Result<impl Future<Output = ()>> {
             _ = interrupt.recv() => {}
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ipv6_64_is_one_source() {
+        let a: std::net::IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: std::net::IpAddr = "2001:db8:1:2:bbbb::9".parse().unwrap();
+        let c: std::net::IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(source_key(a), source_key(b));
+        assert_ne!(source_key(a), source_key(c));
+        let mapped: std::net::IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+        assert_eq!(
+            source_key(mapped),
+            "192.0.2.7".parse::<std::net::IpAddr>().unwrap()
+        );
+    }
 }

@@ -269,12 +269,9 @@ impl ExchangeError {
                 FailureKind::Transport,
                 "the connection to the agent broke".into(),
             ),
-            ExchangeError::Post(P::TooLarge { .. }) => (
+            ExchangeError::Post(P::TooLarge { limit, .. }) => (
                 FailureKind::Transport,
-                format!(
-                    "the agent's answer exceeded {} bytes",
-                    wire::MAX_MESSAGE_BYTES
-                ),
+                format!("the agent's answer exceeded {limit} bytes"),
             ),
             ExchangeError::Post(P::Refused { status, .. }) => (
                 FailureKind::AgentRefused,
@@ -285,10 +282,36 @@ impl ExchangeError {
                 "the request could not be encoded".into(),
             ),
             ExchangeError::Wire(e) => (FailureKind::BadMessage, wire_summary(e)),
-            ExchangeError::Protocol(e) => (FailureKind::Protocol, sanitize(&e.to_string())),
+            ExchangeError::Protocol(e) => (FailureKind::Protocol, protocol_summary(e)),
             ExchangeError::Deadline(_) => (FailureKind::Deadline, self.to_string()),
         };
         Failure { kind, message }
+    }
+}
+
+/// What broke the protocol, in the validator's words only (no value the agent chose).
+fn protocol_summary(e: &pog_proof::session::ProtocolError) -> String {
+    use pog_proof::session::ProtocolError as P;
+    match e {
+        P::WrongChallenge { expected, .. } => {
+            format!("an answer for another challenge than {expected}")
+        }
+        P::WrongSigner { expected, .. } => {
+            format!("signed by another key than the agent's, expected the agent {expected}")
+        }
+        P::OutOfOrder(what) => format!("{what} arrived out of order"),
+        P::Expired {
+            expires_at_ms,
+            now_ms,
+        } => {
+            format!("the challenge expired at {expires_at_ms} ms; the answer came at {now_ms} ms")
+        }
+        P::WrongGpu { expected, .. } => format!("a commitment for another GPU than {expected}"),
+        P::WrongLeafCount { expected, got } => {
+            format!("a commitment of {got} leaves; the challenge has {expected}")
+        }
+        P::Root(_) => "the commitment's root is not 32 bytes in hex".into(),
+        P::Opening(_) => "a malformed opening".into(),
     }
 }
 
@@ -392,15 +415,22 @@ struct RateLimiter {
 }
 
 impl RateLimiter {
-    /// Takes a token for `source`; false when its bucket is empty.
+    /// Takes a token for `source` (an IPv4 address or IPv6 /64); false when its bucket is
+    /// empty.
     fn allow(&mut self, source: std::net::IpAddr) -> bool {
+        let source = crate::serve::source_key(source);
         let now = Instant::now();
-        if self.buckets.len() >= MAX_TRACKED_SOURCES {
+        if self.buckets.len() >= MAX_TRACKED_SOURCES && !self.buckets.contains_key(&source) {
+            // Full buckets (idle a minute) carry no state worth keeping; beyond that the
+            // longest-idle half goes. Never all at once: that would refill every bucket.
             let horizon = Duration::from_secs(60);
             self.buckets
                 .retain(|_, (_, last)| now.duration_since(*last) < horizon);
             if self.buckets.len() >= MAX_TRACKED_SOURCES {
-                self.buckets.clear(); // a flood of sources: start over rather than grow
+                let mut idle: Vec<Instant> = self.buckets.values().map(|(_, last)| *last).collect();
+                idle.sort();
+                let cut = idle[idle.len() / 2];
+                self.buckets.retain(|_, (_, last)| *last > cut);
             }
         }
         let (tokens, last) = self.buckets.entry(source).or_insert((self.per_minute, now));
@@ -423,7 +453,15 @@ pub struct Validator {
     client: reqwest::Client,
     config: Config,
     limiter: Mutex<RateLimiter>,
+    /// Each GPU's last measured round trip, ms, credited to its next challenge.
+    round_trips: Mutex<HashMap<String, f64>>,
 }
+
+/// The largest commitment an agent may send (one is under a kilobyte).
+const MAX_COMMITMENT_BYTES: usize = 64 << 10;
+
+/// Time past twice the expected commit time that the validator still waits for a commitment.
+const COMMIT_SLACK_MS: u64 = 5_000;
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -474,6 +512,9 @@ impl Validator {
             .dns_resolver(Arc::new(crate::endpoint::PublicResolver {
                 allow_private: config.allow_private_endpoints,
             }))
+            // A proxy from the environment would be connected to instead of the endpoint, and
+            // the resolver would vet only the proxy.
+            .no_proxy()
             .connect_timeout(Duration::from_secs(5))
             .build()
             .unwrap_or_default();
@@ -481,6 +522,7 @@ impl Validator {
             identity,
             registry: Mutex::new(registry),
             client,
+            round_trips: Mutex::new(HashMap::new()),
             limiter: Mutex::new(RateLimiter {
                 per_minute: f64::from(config.registrations_per_minute.max(1)),
                 buckets: HashMap::new(),
@@ -579,8 +621,24 @@ impl Validator {
         let expected_ms = planned.expected_ms;
         let id = hex::encode(random_bytes::<16>());
         let deadline_ms = policy.expiry_ms.saturating_mul(2);
+        // A commitment later than this fails its time bound anyway (the bound, its 10 %, the
+        // largest round-trip allowance, then slack), so the validator does not wait longer.
+        let commit_wait = Duration::from_millis(
+            policy
+                .expiry_ms
+                .min((2.0 * expected_ms) as u64 + COMMIT_SLACK_MS),
+        );
         let started = Instant::now();
-        let round_trip_ms = self.round_trip(&gpu.endpoint).await;
+        // The round trip measured after this GPU's previous challenge: pinging here, before the
+        // challenge, would let an agent delay its own challenges (answering pings slowly) and
+        // so stagger the ones a round means to send at the same moment.
+        let round_trip_ms = self
+            .round_trips
+            .lock()
+            .expect("lock")
+            .get(uuid)
+            .copied()
+            .unwrap_or(0.0);
         let issued_at_ms = now_ms();
         let message = ChallengeMessage {
             id: id.clone(),
@@ -605,7 +663,8 @@ impl Validator {
                 &self.client,
                 &format!("{}/v1/challenge", gpu.endpoint),
                 &challenge_envelope,
-                remaining(),
+                remaining().min(commit_wait),
+                MAX_COMMITMENT_BYTES,
             )
             .await?;
             let arrived_ms = issued_at_ms + sent.elapsed().as_millis() as u64;
@@ -620,11 +679,19 @@ impl Validator {
                 &format!("{}/v1/open", gpu.endpoint),
                 &open_envelope,
                 remaining(),
+                wire::MAX_MESSAGE_BYTES,
             )
             .await?;
             bytes = (bytes.0 + n, bytes.1 + answer.len());
-            let (openings, signer): (Openings, String) = wire::decode(&answer, kind::OPENINGS)?;
-            Ok(session.on_openings(&openings, &signer)?)
+            // Decoding and recomputing the spot checks takes tens of ms of CPU: off the
+            // runtime's workers, so other challenges' timings are not delayed by it.
+            let verified = tokio::task::spawn_blocking(move || {
+                let (openings, signer): (Openings, String) = wire::decode(&answer, kind::OPENINGS)?;
+                Ok::<_, ExchangeError>(session.on_openings(&openings, &signer)?)
+            })
+            .await
+            .map_err(|_| ExchangeError::Deadline(deadline_ms))??;
+            Ok(verified)
         };
         let result: Result<Outcome, ExchangeError> =
             match tokio::time::timeout(remaining(), exchange).await {
@@ -651,6 +718,14 @@ impl Validator {
             recorded_at_ms: now_ms(),
         };
         self.store(RECORD_KIND, &id, uuid, record.accepted, &record)?;
+        if record.failure.is_none() {
+            // For the next challenge's allowance (see above).
+            let rtt = self.round_trip(&gpu.endpoint).await;
+            self.round_trips
+                .lock()
+                .expect("lock")
+                .insert(uuid.to_string(), rtt);
+        }
         Ok(record)
     }
 
@@ -731,8 +806,14 @@ async fn register(
         if !seen.insert(&g.uuid) {
             return bad(format!("GPU {} is claimed twice", g.uuid));
         }
-        if SpecDb::embedded().by_model(&g.model).is_none() {
+        let Some(spec) = SpecDb::embedded().by_model(&g.model) else {
             return bad(format!("GPU {} claims unknown model {:?}", g.uuid, g.model));
+        };
+        if pog_proof::params::choose_precision(spec, SpecDb::embedded()).is_none() {
+            return bad(format!(
+                "GPU {} claims the {}, which no challenge can tell from a slower model",
+                g.uuid, g.model
+            ));
         }
         if g.simulated && !v.config.accept_simulated {
             return Err(ApiError::new(
@@ -744,13 +825,20 @@ async fn register(
             ));
         }
     }
-    let changes = v
-        .registry()
-        .register(&agent, &endpoint, &reg.gpus, now_ms());
+    let changes = v.registry().register(
+        &agent,
+        &endpoint,
+        &reg.gpus,
+        now_ms(),
+        v.config.max_gpus_per_agent,
+    );
     let changes = match changes {
         Ok(changes) => changes,
         Err(e @ RegistryError::ClaimedElsewhere { .. }) | Err(e @ RegistryError::Barred { .. }) => {
             return Err(ApiError::new(StatusCode::CONFLICT, e.to_string()))
+        }
+        Err(e @ RegistryError::TooManyGpus { .. }) => {
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))
         }
         Err(e) => {
             return Err(ApiError::new(

@@ -97,7 +97,8 @@ async fn one_device_behind_two_agent_keys_fails_in_a_round() {
     // Two agent keys, one GPU UUID each, one real device behind both: each challenge holds the
     // device 400 ms against a bound of 500 ms (+10 %). A round challenges both at once, so one
     // must wait for the other and misses its bound. (Challenging one agent after another, as
-    // the schedule once did, let both pass.)
+    // the schedule once did, let both pass; so did pinging each agent before its challenge,
+    // which let the slow-pinging one push its challenge past the other's.)
     let (v, vurl) = start_validator().await;
     let device = Arc::new(tokio::sync::Mutex::new(()));
     for (seed, uuid) in [(60u8, "GPU-face-1"), (61u8, "GPU-face-2")] {
@@ -113,10 +114,21 @@ async fn one_device_behind_two_agent_keys_fails_in_a_round() {
             .misbehaving(Behaviour::Honest, Some(Cheat::OneDevice(400)))
             .sharing_device(device.clone()),
         );
+        // The second key also answers pings slowly: were the validator to ping before each
+        // challenge, this would send its challenge seconds after the first one's.
+        let slow_pings = seed == 61;
+        let router = agent::router(agent).layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+                if slow_pings && request.uri().path() == "/v1/ping" {
+                    tokio::time::sleep(Duration::from_millis(900)).await;
+                }
+                next.run(request).await
+            },
+        ));
         let (listener, url) = listen().await;
         tokio::spawn(pog_node::http::serve(
             listener,
-            agent::router(agent),
+            router,
             Limits::protocol_messages(),
         ));
         let (status, body) = register(
@@ -526,7 +538,8 @@ fn floods_of_bodies_and_half_sent_requests_leave_the_api_answering() {
         header_timeout: Duration::from_secs(1),
         body_timeout: Duration::from_secs(1),
         max_body_bytes: 256 << 10,
-        max_inflight_body_bytes: 1 << 20,
+        max_inflight_body_bytes_per_source: 1 << 20,
+        max_inflight_body_bytes: 4 << 20,
     };
     let (_, vurl) = rt.block_on(validator_with(loopback(), limits));
     let addr: std::net::SocketAddr = vurl.trim_start_matches("http://").parse().unwrap();
@@ -544,11 +557,12 @@ fn floods_of_bodies_and_half_sent_requests_leave_the_api_answering() {
         (response.lines().next().unwrap_or("").to_string(), ())
     };
     assert!(status.contains("413"), "{status}");
-    // Bodies that are declared and never sent hold the in-flight byte budget (1 MiB): the
-    // sixth of 200 KiB is refused at once rather than queued or buffered.
+    // Bodies that are declared and never sent hold the in-flight byte budget of their source
+    // (1 MiB): its sixth of 200 KiB is refused at once rather than queued or buffered, while
+    // another source still has its own share.
     let mut held = Vec::new();
     for _ in 0..5 {
-        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        let mut s = connect_from(&rt, [127, 0, 0, 4], addr);
         write!(
             s,
             "POST /v1/register HTTP/1.1\r\nHost: v\r\nContent-Length: 204800\r\n\r\n"
@@ -557,7 +571,7 @@ fn floods_of_bodies_and_half_sent_requests_leave_the_api_answering() {
         held.push(s);
     }
     std::thread::sleep(Duration::from_millis(200));
-    let mut sixth = std::net::TcpStream::connect(addr).unwrap();
+    let mut sixth = connect_from(&rt, [127, 0, 0, 4], addr);
     sixth
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
@@ -569,6 +583,13 @@ fn floods_of_bodies_and_half_sent_requests_leave_the_api_answering() {
     let mut response = String::new();
     let _ = sixth.read_to_string(&mut response);
     assert!(response.starts_with("HTTP/1.1 503"), "{response}");
+    let (status, body) = rt.block_on(register(
+        &vurl,
+        &Identity::from_seed([120; 32]),
+        "http://127.0.0.1:9",
+        vec![claim("GPU-meanwhile")],
+    ));
+    assert_eq!(status, 200, "another source registers meanwhile: {body}");
     // Half-sent requests are cut off at the header deadline.
     let mut half = std::net::TcpStream::connect(addr).unwrap();
     half.set_read_timeout(Some(Duration::from_secs(10)))
