@@ -10,7 +10,8 @@
 //! ```
 //!
 //! `--attack` also floods the API while measuring: 8 source addresses, 60 connections each,
-//! half sending request heads a byte every half second, half declaring bodies never sent.
+//! half sending request heads a byte every half second, half declaring bodies never sent,
+//! each reopened a second after the validator closes it.
 //!
 //! Each agent registers from its own loopback address (127.0.x.y), as agents on separate hosts
 //! would, so the validator's per-source limits apply to each one alone.
@@ -91,6 +92,9 @@ fn attack(addr: std::net::SocketAddr, sources: u8, per_source: usize) {
                     let mut sink = [0u8; 1024];
                     let _ = s.read(&mut sink);
                 }
+                // Reconnect after a second: attackers that hold what they can, not a
+                // reconnect storm (which would be a CPU contest on this one machine).
+                std::thread::sleep(Duration::from_secs(1));
             });
         }
     }
