@@ -240,6 +240,7 @@ fn plan(options: &ProveOptions, model: &str) -> Result<Planned, String> {
         batch,
         leaf_elements: options.leaf_elements,
         expected_ms: options.expected_ms.unwrap_or(work(batch, size) / rate),
+        lead: base.lead,
     })
 }
 

@@ -203,6 +203,7 @@ mod tests {
             batch: 2,
             leaf_elements: 64,
             expected_ms,
+            lead: 1.0,
         }
     }
 

@@ -31,6 +31,10 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// Time for a request's body to arrive once its head has.
     pub body_timeout: Duration,
+    /// The longest a connection stays open, however busy: after it, the connection finishes
+    /// its request in progress and closes (a peer that sends requests and never reads the
+    /// answers cannot hold a connection forever).
+    pub max_connection_age: Duration,
     /// The largest body one request may carry.
     pub max_body_bytes: usize,
     /// Request-body bytes one source address may hold in memory at once, so that one peer
@@ -49,6 +53,7 @@ impl Limits {
             max_connections_per_source: 64,
             header_timeout: Duration::from_secs(5),
             body_timeout: Duration::from_secs(10),
+            max_connection_age: Duration::from_secs(60),
             max_body_bytes: 256 << 10,
             max_inflight_body_bytes_per_source: 1 << 20,
             max_inflight_body_bytes: 32 << 20,
@@ -62,6 +67,7 @@ impl Limits {
             max_connections_per_source: 64,
             header_timeout: Duration::from_secs(5),
             body_timeout: Duration::from_secs(30),
+            max_connection_age: Duration::from_secs(600),
             max_body_bytes: pog_proof::wire::MAX_MESSAGE_BYTES,
             max_inflight_body_bytes_per_source: 2 * pog_proof::wire::MAX_MESSAGE_BYTES,
             max_inflight_body_bytes: 4 * pog_proof::wire::MAX_MESSAGE_BYTES,
@@ -110,7 +116,7 @@ pub async fn serve(
         let router = router.clone();
         let (limits, body_bytes, mut stopped) =
             (limits.clone(), body_bytes.clone(), stopped.clone());
-        let header_timeout = limits.header_timeout;
+        let (header_timeout, max_age) = (limits.header_timeout, limits.max_connection_age);
         let source_bytes = source.bytes.clone();
         tokio::spawn(async move {
             let service =
@@ -143,6 +149,11 @@ pub async fn serve(
                 _ = stopped.changed() => {
                     connection.as_mut().graceful_shutdown();
                     let _ = connection.await;
+                }
+                () = tokio::time::sleep(max_age) => {
+                    // Finish the request in progress (within the header deadline), then go.
+                    connection.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(header_timeout, connection).await;
                 }
             }
             drop((permit, source));

@@ -64,6 +64,10 @@ pub struct Planned {
     pub batch: u32,
     pub leaf_elements: u32,
     pub expected_ms: f64,
+    /// The claimed model's lead in this precision over the nearest slower model
+    /// (`params::PrecisionChoice::advantage`; 1 where none was computed): at least
+    /// `params::MIN_LEAD` for an accepted challenge to prove the model.
+    pub lead: f64,
 }
 
 /// Who a challenge is for and from: the GPU (UUID, PCI address), the agent's key and the
@@ -134,6 +138,7 @@ impl Policy {
                 batch: plan.batch,
                 leaf_elements: self.leaf_elements,
                 expected_ms: plan.expected_ms,
+                lead: plan.choice.advantage,
             });
         }
         let precision = match self.precision {
@@ -148,6 +153,7 @@ impl Policy {
             batch: self.batch,
             leaf_elements: self.leaf_elements,
             expected_ms: self.expected_ms,
+            lead: 1.0,
         })
     }
 }
@@ -165,8 +171,11 @@ pub struct Record {
     /// The policy the challenge was planned and judged under (a test plan proves no model).
     pub policy: Policy,
     /// Whether this record can speak for the claimed model at all: a per-model plan on a
-    /// real GPU.
+    /// real GPU, in a precision where the model leads every slower one by at least
+    /// `params::MIN_LEAD`.
     pub proves_model: bool,
+    /// The claimed model's lead over the nearest slower model in the challenge's precision.
+    pub lead: f64,
     pub challenge: Challenge,
     /// The claimed model's time bound for this challenge, ms.
     pub expected_ms: f64,
@@ -706,7 +715,10 @@ impl Validator {
             model: gpu.model.clone(),
             simulated: gpu.simulated,
             policy: policy.clone(),
-            proves_model: policy.proves_model() && !gpu.simulated,
+            proves_model: policy.proves_model()
+                && !gpu.simulated
+                && planned.lead >= pog_proof::params::MIN_LEAD,
+            lead: planned.lead,
             challenge,
             expected_ms,
             accepted: result.as_ref().is_ok_and(|o| o.accepted),

@@ -537,6 +537,7 @@ fn floods_of_bodies_and_half_sent_requests_leave_the_api_answering() {
         max_connections_per_source: 16,
         header_timeout: Duration::from_secs(1),
         body_timeout: Duration::from_secs(1),
+        max_connection_age: Duration::from_secs(3),
         max_body_bytes: 256 << 10,
         max_inflight_body_bytes_per_source: 1 << 20,
         max_inflight_body_bytes: 4 << 20,
@@ -601,6 +602,33 @@ fn floods_of_bodies_and_half_sent_requests_leave_the_api_answering() {
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "held {:?}",
+        started.elapsed()
+    );
+    // A peer that sends requests and never reads the answers loses its connection at the
+    // maximum age (3 s here) instead of holding it forever.
+    let mut greedy = connect_from(&rt, [127, 0, 0, 5], addr);
+    greedy
+        .set_write_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let started = Instant::now();
+    let closed = loop {
+        if started.elapsed() > Duration::from_secs(15) {
+            break false;
+        }
+        match greedy.write_all(b"GET /v1/gpus?limit=1000 HTTP/1.1\r\nHost: v\r\n\r\n") {
+            Ok(()) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break true,
+        }
+    };
+    assert!(closed, "a connection that never reads was never closed");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
         started.elapsed()
     );
     // A flood of idle connections from one source takes only that source's share: the API

@@ -40,8 +40,14 @@ pub const DATASHEET_EFFICIENCY: f64 = 0.7;
 /// - FP16 from three BF16 products (FP16's 11-bit significand split across two BF16 parts).
 /// - BF16 from three FP8 products (8 significand bits across E4M3 parts).
 /// - INT8 from four FP8 products (each INT8 value as two 4-bit halves, exact in E4M3, with
-///   FP32 accumulation exact up to the sizes proofs use).
-pub const EMULATIONS: [(Precision, Precision, f64); 7] = [
+///   FP32 accumulation exact up to the sizes proofs use), or from one BF16 or FP16 product
+///   (every value in ±127 is exact in both, and the sums stay exact in FP32 accumulation).
+/// - BF16 from one FP16 product: the challenge's BF16 inputs have small exponents
+///   (`pog_matgen`), so FP16's 11-bit significand holds each exactly.
+pub const EMULATIONS: [(Precision, Precision, f64); 10] = [
+    (Precision::Int8, Precision::Bf16, 1.0),
+    (Precision::Int8, Precision::Fp16, 1.0),
+    (Precision::Bf16, Precision::Fp16, 1.0),
     (Precision::Fp32, Precision::Bf16, 3.0),
     (Precision::Fp32, Precision::Fp16, 3.0),
     (Precision::Fp32, Precision::Tf32, 3.0),
@@ -67,6 +73,13 @@ pub fn effective_peak(model: &GpuSpec, precision: Precision) -> Option<f64> {
         (n, e) => n.or(e),
     }
 }
+
+/// The least lead over the nearest slower model (natively or by emulation) for which an
+/// accepted challenge says "this is the claimed model": a commitment passes up to 1.10× its
+/// bound, with up to 5 % more credited for the round trip, so a model slower by less than
+/// 1.155× can pass; 1.2 leaves a margin. Below it, a record proves only "at least as fast as
+/// the nearest slower model" and says so (`proves_model: false`).
+pub const MIN_LEAD: f64 = 1.2;
 
 /// Advantages within 2 % of each other count as a tie.
 const TIE_MARGIN: f64 = 0.02;
@@ -116,7 +129,7 @@ pub fn lead_in(claimed: &GpuSpec, db: &SpecDb, precision: Precision) -> Option<P
         .filter_map(|m| Some((m, effective_peak(m, precision)?)))
         .collect();
     let native_slower_caught_up = others.iter().any(|(m, effective)| {
-        *effective >= peak && m.peak.get(precision).is_some_and(|native| native < peak)
+        *effective >= peak && m.peak.get(precision).is_none_or(|native| native < peak)
     });
     if native_slower_caught_up {
         // A model that is natively slower reaches the claimed rate by emulation: the

@@ -51,6 +51,9 @@ fn schedule_runtime() -> Result<tokio::runtime::Runtime> {
         .context("starting the schedule's runtime")
 }
 
+/// How often a running agent registers again.
+const REREGISTER_EVERY: Duration = Duration::from_secs(300);
+
 /// Binds `listen` (host:port, the host a name or an address) before anything is announced,
 /// so a busy port is the first thing reported.
 async fn bind(listen: &str) -> Result<tokio::net::TcpListener> {
@@ -133,6 +136,24 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
                 return Ok(Outcome(Verdict::Pass));
             }
         }
+        // Registered again every few minutes: a validator that released the GPUs (after an
+        // outage, or a squatter's claim that has since been released) gets them back, and a
+        // refusal is logged instead of ending the agent.
+        let (again, key, endpoint, gpus) = (
+            validator.to_string(),
+            register_key,
+            endpoint.clone(),
+            gpus.clone(),
+        );
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(REREGISTER_EVERY).await;
+                let quiet = |_: &pog_node::http::PostError, _: Duration| {};
+                if let Err(e) = agent::register(&again, &key, &endpoint, &gpus, quiet).await {
+                    tracing::warn!("{mark}registering again with {again}: {e}");
+                }
+            }
+        });
         server
             .await
             .context("the agent's server stopped")?
