@@ -60,7 +60,8 @@ impl Limits {
         }
     }
 
-    /// Defaults for a service that takes full protocol messages (the agent).
+    /// Defaults for the agent: what it is sent (challenges, open requests) is a few KiB; the
+    /// large messages (openings) travel in its answers, not in its requests.
     pub fn protocol_messages() -> Limits {
         Limits {
             max_connections: 256,
@@ -68,9 +69,9 @@ impl Limits {
             header_timeout: Duration::from_secs(5),
             body_timeout: Duration::from_secs(30),
             max_connection_age: Duration::from_secs(600),
-            max_body_bytes: pog_proof::wire::MAX_MESSAGE_BYTES,
-            max_inflight_body_bytes_per_source: 2 * pog_proof::wire::MAX_MESSAGE_BYTES,
-            max_inflight_body_bytes: 4 * pog_proof::wire::MAX_MESSAGE_BYTES,
+            max_body_bytes: 1 << 20,
+            max_inflight_body_bytes_per_source: 2 << 20,
+            max_inflight_body_bytes: 16 << 20,
         }
     }
 }
