@@ -1,0 +1,27 @@
+//! Markets for GPU-hours, as pure logic: checked orders and prices, two clearing rules, and an
+//! order book (issue 15's auctions; scores, prices and the validator's API build on it).
+//!
+//! - [`price`]: [`Price`], a price per GPU-hour in integer micro-dollars, from 0 to
+//!   $1,000,000; NaN, infinities, negatives and absurd values are refused with a
+//!   [`PriceError`].
+//! - [`order`]: [`Order`]s (bids from renters, asks from providers) for a quantity of
+//!   GPU-hours of one [`GpuClass`], owned by an Ed25519 key. Every part is checked when it is
+//!   made, so an order that exists is valid and a bad one never reaches a book.
+//! - [`auction`]: the clearing rules for one class. [`uniform_price`] trades every efficient
+//!   unit at one market-clearing price (the middle of the interval of such prices);
+//!   [`mcafee`] is McAfee's trade-reduction double auction, truthful for one-unit orders at
+//!   the cost of at most one trade. Both return a [`Clearing`] of [`Trade`]s.
+//! - [`book`]: the [`Book`] of open orders per class: submit, cancel (owner only), clear with
+//!   either rule, and the history of [`ClearingRecord`]s. A refused request changes nothing.
+//!
+//! Everything serializes with serde in snake_case; amounts are integers named `*_micro_usd`.
+
+pub mod auction;
+pub mod book;
+pub mod order;
+pub mod price;
+
+pub use auction::{mcafee, uniform_price, ClearError, Clearing, Mechanism, Trade};
+pub use book::{Book, BookError, ClearingRecord};
+pub use order::{GpuClass, Order, OrderError, OrderId, Side};
+pub use price::{Price, PriceError};

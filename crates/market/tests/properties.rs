@@ -1,0 +1,451 @@
+//! Properties of the clearing rules and the book over random markets of up to 50 orders:
+//! agreement with a unit-by-unit reference, budget balance, individual rationality, no unit
+//! allocated twice, market clearing for the uniform price, truthfulness for McAfee's rule, and
+//! a book that conserves GPU-hours and is unchanged by every refused request.
+
+use std::collections::{BTreeSet, HashMap};
+
+use pog_market::{
+    mcafee, uniform_price, Book, BookError, Clearing, GpuClass, Mechanism, Order, OrderId, Price,
+    Side,
+};
+use proptest::prelude::*;
+use proptest::sample::Index;
+
+const MECHANISMS: [Mechanism; 2] = [Mechanism::UniformPrice, Mechanism::McAfee];
+const MAX: u64 = Price::MAX.micro_usd();
+
+/// Prices in micro-dollars: mostly on a coarse grid (ties), some anywhere up to the ceiling.
+fn price() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        4 => (0u64..=12).prop_map(|p| p * 250_000),
+        3 => 0u64..=5_000_000,
+        1 => prop_oneof![Just(0), Just(MAX), 0..=MAX],
+    ]
+}
+
+/// One side's orders as `(price in micro-dollars, quantity)`, in submission order.
+type Spec = Vec<(u64, u64)>;
+
+/// One side's orders.
+fn side(max_orders: usize, max_quantity: u64) -> impl Strategy<Value = Spec> {
+    prop::collection::vec((price(), 1..=max_quantity), 0..=max_orders)
+}
+
+/// A market of up to 50 orders: `(bids, asks)`.
+fn market(max_quantity: u64) -> impl Strategy<Value = (Spec, Spec)> {
+    (side(25, max_quantity), side(25, max_quantity))
+}
+
+fn class() -> GpuClass {
+    GpuClass::new("H200 SXM").unwrap()
+}
+
+/// A distinct, valid owner key per number.
+fn owner(n: usize) -> String {
+    format!("{n:064x}")
+}
+
+/// Orders `b0, b1, …` or `a0, a1, …`, in this order (their submission sequence).
+fn orders(side: Side, spec: &[(u64, u64)]) -> Vec<Order> {
+    let prefix = if side == Side::Bid { "b" } else { "a" };
+    spec.iter()
+        .enumerate()
+        .map(|(i, &(price, quantity))| {
+            Order::new(
+                OrderId::new(format!("{prefix}{i}")).unwrap(),
+                owner(i),
+                side,
+                class(),
+                quantity,
+                Price::from_micro_usd(price).unwrap(),
+            )
+            .unwrap()
+        })
+        .collect()
+}
+
+fn clear(mechanism: Mechanism, bids: &[Order], asks: &[Order]) -> Clearing {
+    match mechanism {
+        Mechanism::UniformPrice => uniform_price(bids, asks),
+        Mechanism::McAfee => mcafee(bids, asks),
+    }
+    .unwrap()
+}
+
+/// Units traded per order id.
+fn traded(c: &Clearing) -> HashMap<&str, u64> {
+    let mut traded = HashMap::new();
+    for t in &c.trades {
+        *traded.entry(t.bid.as_str()).or_insert(0) += t.quantity;
+        *traded.entry(t.ask.as_str()).or_insert(0) += t.quantity;
+    }
+    traded
+}
+
+/// The rules written out unit by unit, as the docs state them: `(k, units, buyer price,
+/// seller price, units per bid order, units per ask order)`.
+type Reference = (u64, u64, Option<u64>, Option<u64>, Vec<u64>, Vec<u64>);
+
+fn reference(mechanism: Mechanism, bids: &[(u64, u64)], asks: &[(u64, u64)]) -> Reference {
+    let units = |spec: &[(u64, u64)]| -> Vec<(u64, usize)> {
+        let mut units = Vec::new();
+        for (i, &(price, quantity)) in spec.iter().enumerate() {
+            units.extend((0..quantity).map(|_| (price, i)));
+        }
+        units
+    };
+    let mut b = units(bids);
+    b.sort_by_key(|&(price, _)| std::cmp::Reverse(price)); // stable: ties keep submission order
+    let mut s = units(asks);
+    s.sort_by_key(|&(price, _)| price);
+    let k = (0..b.len().min(s.len()))
+        .take_while(|&i| b[i].0 >= s[i].0)
+        .count();
+    let (traded, buyer, seller) = if k == 0 {
+        (0, 0, 0)
+    } else {
+        let (b_k, s_k) = (b[k - 1].0, s[k - 1].0);
+        let (b_next, s_next) = (b.get(k).map(|u| u.0), s.get(k).map(|u| u.0));
+        match mechanism {
+            Mechanism::UniformPrice => {
+                let low = b_next.map_or(s_k, |b| b.max(s_k));
+                let high = s_next.map_or(b_k, |s| s.min(b_k));
+                let p = (low + high) / 2;
+                (k, p, p)
+            }
+            Mechanism::McAfee => match (b_next, s_next) {
+                (Some(b), Some(s)) if s_k <= (b + s) / 2 && (b + s) / 2 <= b_k => {
+                    (k, (b + s) / 2, (b + s) / 2)
+                }
+                _ => (k - 1, b_k, s_k),
+            },
+        }
+    };
+    let per_order = |units: &[(u64, usize)], n: usize| {
+        let mut per = vec![0; n];
+        for &(_, i) in &units[..traded] {
+            per[i] += 1;
+        }
+        per
+    };
+    let priced = |p| (traded > 0).then_some(p);
+    (
+        k as u64,
+        traded as u64,
+        priced(buyer),
+        priced(seller),
+        per_order(&b, bids.len()),
+        per_order(&s, asks.len()),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn clearings_follow_the_unit_by_unit_rules((bid_spec, ask_spec) in market(5)) {
+        let (bids, asks) = (orders(Side::Bid, &bid_spec), orders(Side::Ask, &ask_spec));
+        for mechanism in MECHANISMS {
+            let c = clear(mechanism, &bids, &asks);
+            let (k, units, buyer, seller, per_bid, per_ask) =
+                reference(mechanism, &bid_spec, &ask_spec);
+            prop_assert_eq!(c.mechanism, mechanism);
+            prop_assert_eq!((c.efficient_units, c.units), (k, units));
+            prop_assert_eq!(c.buyer_price.map(Price::micro_usd), buyer);
+            prop_assert_eq!(c.seller_price.map(Price::micro_usd), seller);
+            let traded = traded(&c);
+            for (order, expected) in bids.iter().zip(&per_bid).chain(asks.iter().zip(&per_ask)) {
+                let got = traded.get(order.id().as_str()).copied().unwrap_or(0);
+                prop_assert_eq!(got, *expected, "{}", order.id());
+            }
+        }
+    }
+
+    #[test]
+    fn budgets_balance((bid_spec, ask_spec) in market(5)) {
+        let (bids, asks) = (orders(Side::Bid, &bid_spec), orders(Side::Ask, &ask_spec));
+        for mechanism in MECHANISMS {
+            let c = clear(mechanism, &bids, &asks);
+            let total = |f: fn(&pog_market::Trade) -> Price| -> u128 {
+                c.trades
+                    .iter()
+                    .map(|t| u128::from(f(t).micro_usd()) * u128::from(t.quantity))
+                    .sum()
+            };
+            let (paid, received) = (total(|t| t.buyer_pays), total(|t| t.seller_gets));
+            prop_assert!(paid >= received);
+            prop_assert_eq!(paid - received, c.surplus);
+            if mechanism == Mechanism::UniformPrice {
+                prop_assert_eq!(paid, received);
+            }
+            for t in &c.trades {
+                prop_assert_eq!(Some(t.buyer_pays), c.buyer_price);
+                prop_assert_eq!(Some(t.seller_gets), c.seller_price);
+            }
+        }
+    }
+
+    #[test]
+    fn nobody_trades_at_a_loss((bid_spec, ask_spec) in market(5)) {
+        let (bids, asks) = (orders(Side::Bid, &bid_spec), orders(Side::Ask, &ask_spec));
+        let by_id: HashMap<&str, &Order> =
+            bids.iter().chain(&asks).map(|o| (o.id().as_str(), o)).collect();
+        for mechanism in MECHANISMS {
+            for t in &clear(mechanism, &bids, &asks).trades {
+                prop_assert!(t.buyer_pays <= by_id[t.bid.as_str()].price());
+                prop_assert!(t.seller_gets >= by_id[t.ask.as_str()].price());
+            }
+        }
+    }
+
+    #[test]
+    fn no_unit_is_allocated_twice((bid_spec, ask_spec) in market(5)) {
+        let (bids, asks) = (orders(Side::Bid, &bid_spec), orders(Side::Ask, &ask_spec));
+        for mechanism in MECHANISMS {
+            let c = clear(mechanism, &bids, &asks);
+            prop_assert!(c.trades.iter().all(|t| t.quantity > 0));
+            prop_assert!(c.trades.iter().all(|t| t.bid.as_str().starts_with('b')));
+            prop_assert!(c.trades.iter().all(|t| t.ask.as_str().starts_with('a')));
+            prop_assert_eq!(c.trades.iter().map(|t| t.quantity).sum::<u64>(), c.units);
+            let traded = traded(&c);
+            for order in bids.iter().chain(&asks) {
+                let got = traded.get(order.id().as_str()).copied().unwrap_or(0);
+                prop_assert!(got <= order.quantity(), "{}: {got}", order.id());
+            }
+            prop_assert!(c.units <= c.efficient_units);
+            if mechanism == Mechanism::McAfee {
+                prop_assert!(c.units + 1 >= c.efficient_units);
+            }
+        }
+    }
+
+    /// At the uniform price nobody left out would trade: every unfilled bid is at most `p`
+    /// and every unfilled ask at least `p`.
+    #[test]
+    fn the_uniform_price_clears_the_market((bid_spec, ask_spec) in market(5)) {
+        let (bids, asks) = (orders(Side::Bid, &bid_spec), orders(Side::Ask, &ask_spec));
+        let c = clear(Mechanism::UniformPrice, &bids, &asks);
+        let traded = traded(&c);
+        let unfilled = |o: &&Order| traded.get(o.id().as_str()).copied().unwrap_or(0) < o.quantity();
+        match c.buyer_price {
+            Some(p) => {
+                prop_assert!(bids.iter().filter(unfilled).all(|o| o.price() <= p));
+                prop_assert!(asks.iter().filter(unfilled).all(|o| o.price() >= p));
+            }
+            None => {
+                let best_bid = bids.iter().map(Order::price).max();
+                let best_ask = asks.iter().map(Order::price).min();
+                prop_assert!(best_bid.zip(best_ask).is_none_or(|(b, a)| b < a));
+            }
+        }
+    }
+
+    /// A one-unit renter with value `value`, among multi-unit orders, gains nothing by bidding
+    /// anything else: random reports, every price in the market and its neighbours, 0, the
+    /// ceiling.
+    #[test]
+    fn mcafee_is_truthful_for_renters(
+        (bid_spec, ask_spec) in market(4),
+        at in any::<Index>(),
+        value in price(),
+        lies in prop::collection::vec(price(), 1..8),
+    ) {
+        let at = at.index(bid_spec.len() + 1);
+        let utility = |report: u64| -> i128 {
+            let mut spec = bid_spec.clone();
+            spec.insert(at, (report, 1));
+            let bids = orders(Side::Bid, &spec);
+            let me = bids[at].id().clone();
+            let c = clear(Mechanism::McAfee, &bids, &orders(Side::Ask, &ask_spec));
+            c.trades.iter().find(|t| t.bid == me).map_or(0, |t| {
+                i128::from(value) - i128::from(t.buyer_pays.micro_usd())
+            })
+        };
+        let honest = utility(value);
+        for report in reports(&bid_spec, &ask_spec, &lies) {
+            prop_assert!(utility(report) <= honest, "value {value}, report {report}");
+        }
+    }
+
+    /// A one-unit provider with cost `cost` gains nothing by asking anything else.
+    #[test]
+    fn mcafee_is_truthful_for_providers(
+        (bid_spec, ask_spec) in market(4),
+        at in any::<Index>(),
+        cost in price(),
+        lies in prop::collection::vec(price(), 1..8),
+    ) {
+        let at = at.index(ask_spec.len() + 1);
+        let utility = |report: u64| -> i128 {
+            let mut spec = ask_spec.clone();
+            spec.insert(at, (report, 1));
+            let asks = orders(Side::Ask, &spec);
+            let me = asks[at].id().clone();
+            let c = clear(Mechanism::McAfee, &orders(Side::Bid, &bid_spec), &asks);
+            c.trades.iter().find(|t| t.ask == me).map_or(0, |t| {
+                i128::from(t.seller_gets.micro_usd()) - i128::from(cost)
+            })
+        };
+        let honest = utility(cost);
+        for report in reports(&bid_spec, &ask_spec, &lies) {
+            prop_assert!(utility(report) <= honest, "cost {cost}, report {report}");
+        }
+    }
+
+    #[test]
+    fn prices_read_back_from_text_and_floats(micro in 0..=MAX) {
+        let price = Price::from_micro_usd(micro).unwrap();
+        prop_assert_eq!(price.to_string().parse::<Price>(), Ok(price));
+        prop_assert_eq!(Price::from_usd(micro as f64 / 1e6), Ok(price));
+    }
+}
+
+/// Misreports worth trying: `lies`, 0, the ceiling, and every price in the market with its
+/// neighbours (where thresholds lie).
+fn reports(bids: &[(u64, u64)], asks: &[(u64, u64)], lies: &[u64]) -> BTreeSet<u64> {
+    let mut reports: BTreeSet<u64> = lies.iter().copied().chain([0, MAX]).collect();
+    for &(p, _) in bids.iter().chain(asks) {
+        reports.extend([p.saturating_sub(1), p, (p + 1).min(MAX)]);
+    }
+    reports
+}
+
+/// A request to the book, with small ranges so that ids repeat, classes are unknown, cancels
+/// come from the wrong key and clearings meet crossed books.
+#[derive(Debug, Clone)]
+enum Op {
+    Submit {
+        id: u8,
+        owner: u8,
+        bid: bool,
+        class: u8,
+        quantity: u64,
+        price: u64,
+    },
+    Cancel {
+        id: u8,
+        requester: u8,
+    },
+    Clear {
+        class: u8,
+        mcafee: bool,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0u8..40, 0u8..3, any::<bool>(), 0u8..3, 1u64..=5, price()).prop_map(
+            |(id, owner, bid, class, quantity, price)| Op::Submit { id, owner, bid, class, quantity, price }
+        ),
+        2 => (0u8..40, 0u8..3).prop_map(|(id, requester)| Op::Cancel { id, requester }),
+        1 => (0u8..3, any::<bool>()).prop_map(|(class, mcafee)| Op::Clear { class, mcafee }),
+    ]
+}
+
+/// Classes 0 and 1 are traded; 2 is not.
+fn class_named(n: u8) -> GpuClass {
+    GpuClass::new(["H200 SXM", "L4", "B200"][usize::from(n)]).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Every request either succeeds as a model of the book says it should, or fails and
+    /// changes nothing; GPU-hours are conserved (filled + open + cancelled = submitted); a
+    /// uniform-price clearing leaves its class uncrossed.
+    #[test]
+    fn the_book_conserves_gpu_hours_and_refusals_change_nothing(
+        ops in prop::collection::vec(op(), 1..60),
+    ) {
+        let mut book = Book::new([class_named(0), class_named(1)]);
+        // id → (owner, class, quantity submitted); open ids; GPU-hours cancelled per id.
+        let mut submitted: HashMap<OrderId, (u8, u8, u64)> = HashMap::new();
+        let mut open: BTreeSet<OrderId> = BTreeSet::new();
+        let mut cancelled: HashMap<OrderId, u64> = HashMap::new();
+        for op in ops {
+            let before = book.clone();
+            let refused = match op {
+                Op::Submit { id, owner: who, bid, class, quantity, price } => {
+                    let id = OrderId::new(format!("o{id}")).unwrap();
+                    let side = if bid { Side::Bid } else { Side::Ask };
+                    let order = Order::new(
+                        id.clone(), owner(who.into()), side, class_named(class), quantity,
+                        Price::from_micro_usd(price).unwrap(),
+                    ).unwrap();
+                    let result = book.submit(order);
+                    let refused = result.is_err();
+                    if class == 2 {
+                        prop_assert_eq!(result, Err(BookError::UnknownClass(class_named(2))));
+                    } else if submitted.contains_key(&id) {
+                        prop_assert_eq!(result, Err(BookError::DuplicateId(id)));
+                    } else {
+                        prop_assert!(result.is_ok());
+                        submitted.insert(id.clone(), (who, class, quantity));
+                        open.insert(id);
+                    }
+                    refused
+                }
+                Op::Cancel { id, requester } => {
+                    let id = OrderId::new(format!("o{id}")).unwrap();
+                    let result = book.cancel(&id, &owner(requester.into()).to_uppercase());
+                    let refused = result.is_err();
+                    match submitted.get(&id) {
+                        None => prop_assert_eq!(result, Err(BookError::UnknownOrder(id))),
+                        Some(_) if !open.contains(&id) => {
+                            prop_assert_eq!(result, Err(BookError::NotOpen(id)))
+                        }
+                        Some(&(who, _, _)) if who != requester => {
+                            prop_assert_eq!(result, Err(BookError::NotOwner(id)))
+                        }
+                        Some(_) => {
+                            let order = result.unwrap();
+                            cancelled.insert(id.clone(), order.quantity());
+                            open.remove(&id);
+                        }
+                    }
+                    refused
+                }
+                Op::Clear { class, mcafee } => {
+                    let mechanism = if mcafee { Mechanism::McAfee } else { Mechanism::UniformPrice };
+                    let result = book.clear(&class_named(class), mechanism).cloned();
+                    let refused = result.is_err();
+                    if class == 2 {
+                        prop_assert_eq!(result, Err(BookError::UnknownClass(class_named(2))));
+                    } else {
+                        prop_assert!(result.is_ok());
+                        open.retain(|id| book.get(id).is_some());
+                        if !mcafee {
+                            let best_bid = book.open(&class_named(class), Side::Bid).map(Order::price).max();
+                            let best_ask = book.open(&class_named(class), Side::Ask).map(Order::price).min();
+                            prop_assert!(best_bid.zip(best_ask).is_none_or(|(b, a)| b < a));
+                        }
+                    }
+                    refused
+                }
+            };
+            if refused {
+                prop_assert_eq!(&book, &before);
+            }
+        }
+        let mut filled: HashMap<&OrderId, u64> = HashMap::new();
+        for record in book.history() {
+            for t in &record.clearing.trades {
+                *filled.entry(&t.bid).or_insert(0) += t.quantity;
+                *filled.entry(&t.ask).or_insert(0) += t.quantity;
+            }
+        }
+        for (id, &(_, class, quantity)) in &submitted {
+            let resting = book.get(id).map_or(0, Order::quantity);
+            prop_assert_eq!(open.contains(id), resting > 0);
+            let accounted = filled.get(id).copied().unwrap_or(0)
+                + resting
+                + cancelled.get(id).copied().unwrap_or(0);
+            prop_assert_eq!(accounted, quantity, "{}", id);
+            if let Some(order) = book.get(id) {
+                prop_assert_eq!(order.class(), &class_named(class));
+            }
+        }
+        prop_assert_eq!(book.len(), open.len());
+    }
+}
