@@ -41,23 +41,6 @@ impl Cause for cudarc::nccl::result::NcclError {
     }
 }
 
-impl Cause for GpuError {
-    fn at(self, step: String) -> GpuError {
-        match self {
-            GpuError::Cuda {
-                step: inner,
-                code,
-                name,
-            } => GpuError::Cuda {
-                step: format!("{step}: {inner}"),
-                code,
-                name,
-            },
-            other => other,
-        }
-    }
-}
-
 /// `.during(step)` on any result whose error is a [`Cause`].
 pub(crate) trait During<T> {
     fn during(self, step: &str) -> Result<T, GpuError>;

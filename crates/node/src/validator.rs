@@ -234,20 +234,6 @@ impl FailureKind {
     }
 }
 
-/// Printable ASCII only, at most 200 characters.
-fn sanitize(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_ascii_graphic() || c == ' ' {
-                c
-            } else {
-                '?'
-            }
-        })
-        .take(200)
-        .collect()
-}
-
 /// Why one challenge exchange with an agent ended without a verdict.
 #[derive(Debug, thiserror::Error)]
 enum ExchangeError {
@@ -259,6 +245,9 @@ enum ExchangeError {
     Protocol(#[from] pog_proof::session::ProtocolError),
     #[error("the exchange did not finish within {0} ms")]
     Deadline(u64),
+    /// The validator's own verification task died (a bug, not the agent's doing).
+    #[error("the validator's verification of the openings failed")]
+    Verifier,
 }
 
 impl ExchangeError {
@@ -293,6 +282,7 @@ impl ExchangeError {
             ExchangeError::Wire(e) => (FailureKind::BadMessage, wire_summary(e)),
             ExchangeError::Protocol(e) => (FailureKind::Protocol, protocol_summary(e)),
             ExchangeError::Deadline(_) => (FailureKind::Deadline, self.to_string()),
+            ExchangeError::Verifier => (FailureKind::Protocol, self.to_string()),
         };
         Failure { kind, message }
     }
@@ -331,9 +321,10 @@ fn wire_summary(e: &wire::WireError) -> String {
         W::TooLarge(n) => format!("a message of {n} bytes, over the limit"),
         W::Envelope(_) => "the answer is not a signed message envelope".into(),
         W::Version(v) => format!("wire version {v}, not this validator's"),
-        W::Kind { expected, .. } => format!("not a {} message", sanitize(expected)),
+        W::Kind { expected, .. } => format!("not a {expected} message"),
         W::Signature(_) => "the answer's signature does not verify".into(),
-        W::Body { kind, .. } => format!("the {} message's body is malformed", sanitize(kind)),
+        // The kind has been checked against the expected one by now: the validator's word.
+        W::Body { kind, .. } => format!("the {kind} message's body is malformed"),
         W::Encode(_) | W::Randomness(_) => "the validator could not handle the message".into(),
     }
 }
@@ -699,7 +690,7 @@ impl Validator {
                 Ok::<_, ExchangeError>(session.on_openings(&openings, &signer)?)
             })
             .await
-            .map_err(|_| ExchangeError::Deadline(deadline_ms))??;
+            .map_err(|_| ExchangeError::Verifier)??;
             Ok(verified)
         };
         let result: Result<Outcome, ExchangeError> =
