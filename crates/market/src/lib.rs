@@ -14,14 +14,28 @@
 //! - [`book`]: the [`Book`] of open orders per class: submit, cancel (owner only), clear with
 //!   either rule, and the history of [`ClearingRecord`]s. A refused request changes nothing.
 //!
+//! - [`score`]: the Proof-of-GPU [`Score`] of a host from verified figures only (GPU 55 %, CPU
+//!   20 %, RAM 15 %, storage 10 %, normalized against a reference host, multi-GPU aggregated,
+//!   times reliability), with its parameters in [`config`] (embedded defaults in
+//!   `data/market.toml`) and its inputs read from reports by [`report`].
+//! - [`quote`]: a price per GPU-hour from the score, the class's $ per verified TFLOP-hour,
+//!   utilization, demand and reliability, and the [`PriceHistory`] of every quote.
+//!
 //! Everything serializes with serde in snake_case; amounts are integers named `*_micro_usd`.
 
 pub mod auction;
 pub mod book;
+pub mod config;
 pub mod order;
 pub mod price;
+pub mod quote;
+pub mod report;
+pub mod score;
 
 pub use auction::{mcafee, uniform_price, ClearError, Clearing, Mechanism, Trade};
 pub use book::{Book, BookError, ClearingRecord};
+pub use config::{Config, ConfigError};
 pub use order::{GpuClass, Order, OrderError, OrderId, Side};
 pub use price::{Price, PriceError};
+pub use quote::{quote, MarketState, PriceHistory, PricePoint, Quote, QuoteError};
+pub use score::{score, HostFigures, Score};

@@ -1,0 +1,450 @@
+//! The score's and the price's parameters: weights, references, thresholds, caps and the price
+//! curve, read from TOML. The defaults are embedded (`data/market.toml`, where each value is
+//! explained and sourced); another file of the same shape may replace them, and every value is
+//! checked when it loads, so a [`Config`] that exists is a usable one.
+
+use serde::{Deserialize, Serialize};
+
+/// The embedded defaults, as text.
+pub const DEFAULT_TOML: &str = include_str!("../data/market.toml");
+
+/// Everything the score and the price read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub score: ScoreConfig,
+    pub price: PriceConfig,
+}
+
+/// The score's parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScoreConfig {
+    pub weights: PartWeights,
+    pub normalize: Normalize,
+    pub gpu: GpuConfig,
+    pub multi_gpu: MultiGpu,
+    pub cpu: CpuConfig,
+    pub ram: RamConfig,
+    pub storage: StorageConfig,
+    pub reliability: ReliabilityConfig,
+}
+
+/// The four parts' shares of the score; they sum to 1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartWeights {
+    pub gpu: f64,
+    pub cpu: f64,
+    pub ram: f64,
+    pub storage: f64,
+}
+
+/// How a figure's ratio to its reference becomes what it counts: nothing below `floor`, the
+/// ratio up to 1, then `1 + above_slope (r − 1)` up to `cap`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Normalize {
+    pub floor: f64,
+    pub above_slope: f64,
+    pub cap: f64,
+}
+
+impl Normalize {
+    /// What a figure counts, from its ratio to the reference (a ratio that is not a finite
+    /// non-negative number counts nothing).
+    pub fn apply(&self, ratio: f64) -> f64 {
+        if !ratio.is_finite() || ratio < self.floor || ratio <= 0.0 {
+            return 0.0;
+        }
+        if ratio <= 1.0 {
+            return ratio.min(self.cap);
+        }
+        (1.0 + self.above_slope * (ratio - 1.0)).min(self.cap)
+    }
+}
+
+/// One GPU's figures: their weights (summing to 1) and the reference GPU's values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuConfig {
+    pub tensor: f64,
+    pub fp32: f64,
+    pub memory: f64,
+    pub bandwidth: f64,
+    pub sustained: f64,
+    /// The reference GPU's model, as the spec database names it.
+    pub reference_model: String,
+    pub reference_tensor_tflops: f64,
+    pub reference_fp32_tflops: f64,
+    pub reference_memory_gib: f64,
+    pub reference_bandwidth_gbs: f64,
+    pub reference_sustained_tflops: f64,
+}
+
+/// Several GPUs in a host: the i-th best counts `decay^i`, at most `max_gpus` count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MultiGpu {
+    pub decay: f64,
+    pub max_gpus: usize,
+}
+
+impl MultiGpu {
+    /// The weights of the first `n` GPUs (best first), at most `max_gpus` of them.
+    pub fn weights(&self, n: usize) -> impl Iterator<Item = f64> + '_ {
+        (0..n.min(self.max_gpus)).map(|i| self.decay.powi(i as i32))
+    }
+}
+
+/// The CPU part's reference: cores × per-core GFLOP/s, per GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuConfig {
+    pub reference_gflops: f64,
+}
+
+/// The RAM part: capacity and bandwidth weights (sum 1) and references, per GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RamConfig {
+    pub capacity: f64,
+    pub bandwidth: f64,
+    pub reference_gib: f64,
+    pub reference_gbs: f64,
+}
+
+/// The storage part: speed and capacity weights (sum 1) and references, per GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    pub speed: f64,
+    pub capacity: f64,
+    pub reference_read_mbs: f64,
+    pub reference_write_mbs: f64,
+    pub reference_gb: f64,
+}
+
+/// The reliability multiplier's parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReliabilityConfig {
+    pub unknown_proof_rate: f64,
+    pub proof_floor: f64,
+    pub uptime_floor: f64,
+    pub anomaly_factor: f64,
+}
+
+/// The price's parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceConfig {
+    pub target_utilization: f64,
+    pub utilization_sensitivity: f64,
+    pub demand_elasticity: f64,
+    pub min_market_factor: f64,
+    pub max_market_factor: f64,
+    pub history_per_class: usize,
+    #[serde(rename = "class")]
+    pub classes: Vec<PriceClass>,
+}
+
+/// A class of GPUs priced alike: which memory types belong to it and its $ per TFLOP-hour.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceClass {
+    pub name: String,
+    pub memory_types: Vec<String>,
+    pub usd_per_tflop_hour: f64,
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// Not TOML of the right shape.
+    #[error("the market configuration is not valid TOML of the expected shape: {0}")]
+    Parse(String),
+    /// A value out of its range.
+    #[error("market configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// The embedded defaults (`data/market.toml`).
+    pub fn embedded() -> Config {
+        // Checked by a unit test: the embedded file always parses and validates.
+        Config::parse(DEFAULT_TOML).expect("the embedded market configuration is valid")
+    }
+
+    /// Reads and checks a configuration.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The price class of a memory type (`HBM3e`, `GDDR6X`, …), if one lists it.
+    pub fn class_for_memory(&self, memory_type: &str) -> Option<&PriceClass> {
+        self.price.classes.iter().find(|c| {
+            c.memory_types
+                .iter()
+                .any(|m| m.eq_ignore_ascii_case(memory_type))
+        })
+    }
+
+    /// A price class by name.
+    pub fn class(&self, name: &str) -> Option<&PriceClass> {
+        self.price
+            .classes
+            .iter()
+            .find(|c| c.name.eq_ignore_ascii_case(name))
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |what: String| Err(ConfigError::Invalid(what));
+        let s = &self.score;
+        let sums = [
+            (
+                "score.weights",
+                s.weights.gpu + s.weights.cpu + s.weights.ram + s.weights.storage,
+            ),
+            (
+                "score.gpu weights",
+                s.gpu.tensor + s.gpu.fp32 + s.gpu.memory + s.gpu.bandwidth + s.gpu.sustained,
+            ),
+            ("score.ram weights", s.ram.capacity + s.ram.bandwidth),
+            (
+                "score.storage weights",
+                s.storage.speed + s.storage.capacity,
+            ),
+        ];
+        let weights = [
+            s.weights.gpu,
+            s.weights.cpu,
+            s.weights.ram,
+            s.weights.storage,
+            s.gpu.tensor,
+            s.gpu.fp32,
+            s.gpu.memory,
+            s.gpu.bandwidth,
+            s.gpu.sustained,
+            s.ram.capacity,
+            s.ram.bandwidth,
+            s.storage.speed,
+            s.storage.capacity,
+        ];
+        if weights.iter().any(|w| !(w.is_finite() && *w >= 0.0)) {
+            return bad("every weight must be a finite number ≥ 0".into());
+        }
+        for (name, sum) in sums {
+            if (sum - 1.0).abs() > 1e-9 {
+                return bad(format!("{name} sum to {sum}, not 1"));
+            }
+        }
+        let references = [
+            ("reference_tensor_tflops", s.gpu.reference_tensor_tflops),
+            ("reference_fp32_tflops", s.gpu.reference_fp32_tflops),
+            ("reference_memory_gib", s.gpu.reference_memory_gib),
+            ("reference_bandwidth_gbs", s.gpu.reference_bandwidth_gbs),
+            (
+                "reference_sustained_tflops",
+                s.gpu.reference_sustained_tflops,
+            ),
+            ("cpu.reference_gflops", s.cpu.reference_gflops),
+            ("ram.reference_gib", s.ram.reference_gib),
+            ("ram.reference_gbs", s.ram.reference_gbs),
+            ("storage.reference_read_mbs", s.storage.reference_read_mbs),
+            ("storage.reference_write_mbs", s.storage.reference_write_mbs),
+            ("storage.reference_gb", s.storage.reference_gb),
+        ];
+        for (name, value) in references {
+            if !(value.is_finite() && value > 0.0) {
+                return bad(format!("{name} must be a finite number > 0, not {value}"));
+            }
+        }
+        if s.gpu.reference_model.trim().is_empty() {
+            return bad("score.gpu.reference_model is empty".into());
+        }
+        let n = &s.normalize;
+        if !(n.floor.is_finite() && (0.0..1.0).contains(&n.floor)) {
+            return bad(format!(
+                "normalize.floor must be in [0, 1), not {}",
+                n.floor
+            ));
+        }
+        if !(n.above_slope.is_finite() && (0.0..=1.0).contains(&n.above_slope)) {
+            return bad(format!(
+                "normalize.above_slope must be in [0, 1], not {}",
+                n.above_slope
+            ));
+        }
+        if !(n.cap.is_finite() && (1.0..=100.0).contains(&n.cap)) {
+            return bad(format!("normalize.cap must be in [1, 100], not {}", n.cap));
+        }
+        let m = &s.multi_gpu;
+        if !(m.decay.is_finite() && m.decay > 0.0 && m.decay <= 1.0) {
+            return bad(format!(
+                "multi_gpu.decay must be in (0, 1], not {}",
+                m.decay
+            ));
+        }
+        if !(1..=1024).contains(&m.max_gpus) {
+            return bad(format!(
+                "multi_gpu.max_gpus must be 1 to 1024, not {}",
+                m.max_gpus
+            ));
+        }
+        let r = &s.reliability;
+        let fractions = [
+            ("reliability.unknown_proof_rate", r.unknown_proof_rate, true),
+            ("reliability.proof_floor", r.proof_floor, false),
+            ("reliability.uptime_floor", r.uptime_floor, false),
+            ("reliability.anomaly_factor", r.anomaly_factor, true),
+            (
+                "price.target_utilization",
+                self.price.target_utilization,
+                true,
+            ),
+        ];
+        for (name, value, one_allowed) in fractions {
+            let ok =
+                value.is_finite() && value >= 0.0 && (value < 1.0 || one_allowed && value == 1.0);
+            if !ok {
+                return bad(format!("{name} must be a fraction in [0, 1], not {value}"));
+            }
+        }
+        let p = &self.price;
+        for (name, value) in [
+            ("price.utilization_sensitivity", p.utilization_sensitivity),
+            ("price.demand_elasticity", p.demand_elasticity),
+        ] {
+            if !(value.is_finite() && (0.0..=10.0).contains(&value)) {
+                return bad(format!("{name} must be in [0, 10], not {value}"));
+            }
+        }
+        if !(p.min_market_factor.is_finite()
+            && p.max_market_factor.is_finite()
+            && 0.0 < p.min_market_factor
+            && p.min_market_factor <= 1.0
+            && 1.0 <= p.max_market_factor
+            && p.max_market_factor <= 100.0)
+        {
+            return bad(format!(
+                "price.min_market_factor must be in (0, 1] and max_market_factor in [1, 100], not {} and {}",
+                p.min_market_factor, p.max_market_factor
+            ));
+        }
+        if !(1..=1_000_000).contains(&p.history_per_class) {
+            return bad(format!(
+                "price.history_per_class must be 1 to 1,000,000, not {}",
+                p.history_per_class
+            ));
+        }
+        if p.classes.is_empty() {
+            return bad("price: at least one [[price.class]] is needed".into());
+        }
+        for (i, class) in p.classes.iter().enumerate() {
+            if crate::GpuClass::new(class.name.clone()).is_err() {
+                return bad(format!(
+                    "price class name {:?} is not a valid GPU class name",
+                    class.name
+                ));
+            }
+            if p.classes[..i]
+                .iter()
+                .any(|c| c.name.eq_ignore_ascii_case(&class.name))
+            {
+                return bad(format!("price class {:?} appears twice", class.name));
+            }
+            if !(class.usd_per_tflop_hour.is_finite()
+                && class.usd_per_tflop_hour > 0.0
+                && class.usd_per_tflop_hour <= 100.0)
+            {
+                return bad(format!(
+                    "price class {:?}: usd_per_tflop_hour must be in (0, 100], not {}",
+                    class.name, class.usd_per_tflop_hour
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_defaults_load() {
+        let c = Config::embedded();
+        assert_eq!(c.score.weights.gpu, 0.55);
+        assert_eq!(c.score.weights.cpu, 0.20);
+        assert_eq!(c.score.weights.ram, 0.15);
+        assert_eq!(c.score.weights.storage, 0.10);
+        assert_eq!(c.class_for_memory("HBM3e").unwrap().name, "datacenter");
+        assert_eq!(c.class_for_memory("gddr6x").unwrap().name, "workstation");
+        assert!(c.class_for_memory("DDR4").is_none());
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let with = |from: &str, to: &str| {
+            assert!(DEFAULT_TOML.contains(from), "{from}");
+            Config::parse(&DEFAULT_TOML.replacen(from, to, 1))
+        };
+        assert!(matches!(
+            with("gpu = 0.55", "gpu = 0.6"),
+            Err(ConfigError::Invalid(_))
+        ));
+        assert!(matches!(
+            with("gpu = 0.55", "gpu = nan"),
+            Err(ConfigError::Invalid(_))
+        ));
+        assert!(matches!(
+            with("reference_fp32_tflops = 51.6", "reference_fp32_tflops = 0"),
+            Err(ConfigError::Invalid(_))
+        ));
+        assert!(matches!(
+            with("cap = 2.0", "cap = 0.5"),
+            Err(ConfigError::Invalid(_))
+        ));
+        assert!(matches!(
+            with("decay = 0.95", "decay = 1.5"),
+            Err(ConfigError::Invalid(_))
+        ));
+        assert!(matches!(
+            with("max_gpus = 8", "max_gpus = 0"),
+            Err(ConfigError::Invalid(_))
+        ));
+        assert!(matches!(
+            with("proof_floor = 0.5", "proof_floor = 1.0"),
+            Err(ConfigError::Invalid(_))
+        ));
+        assert!(matches!(
+            with("usd_per_tflop_hour = 0.00536", "usd_per_tflop_hour = -1"),
+            Err(ConfigError::Invalid(_))
+        ));
+        assert!(matches!(
+            with("name = \"workstation\"", "name = \"datacenter\""),
+            Err(ConfigError::Invalid(_))
+        ));
+        assert!(matches!(
+            with("[score.cpu]", "[score.cpu]\nextra = 1"),
+            Err(ConfigError::Parse(_))
+        ));
+    }
+
+    #[test]
+    fn normalization_has_a_floor_a_slope_and_a_cap() {
+        let n = Config::embedded().score.normalize;
+        assert_eq!(n.apply(0.04), 0.0);
+        assert_eq!(n.apply(0.5), 0.5);
+        assert_eq!(n.apply(1.0), 1.0);
+        assert!((n.apply(1.5) - 1.25).abs() < 1e-12);
+        assert_eq!(n.apply(3.0), 2.0);
+        assert_eq!(n.apply(1e9), 2.0);
+        assert_eq!(n.apply(f64::NAN), 0.0);
+        assert_eq!(n.apply(f64::INFINITY), 0.0);
+        assert_eq!(n.apply(-1.0), 0.0);
+    }
+}
