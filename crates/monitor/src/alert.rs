@@ -1,0 +1,328 @@
+//! Alerts, and the gate that de-duplicates them: a condition that stays true raises one alert
+//! when it starts, again when it gets worse, and a reminder after each cool-down.
+
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// How bad an alert is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Worth knowing; no action needed.
+    Info,
+    /// Something is going wrong, or will: look at it (early warnings are here).
+    Warning,
+    /// The GPU is failing now or its results cannot be trusted.
+    Critical,
+}
+
+impl Severity {
+    /// The lowercase name, as in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+/// What an alert is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertKind {
+    /// A temperature above what the load explains and rising, or at its limit; carries the
+    /// time to the limit extrapolated from the slope.
+    ThermalRunaway,
+    /// Clocks held down by heat, a hardware slowdown or power brake, or a power cap far
+    /// below the GPU's own.
+    Throttling,
+    /// SM or memory clock below the GPU's baseline for its load with no reason given.
+    ClockDrop,
+    /// Device memory growing without being freed.
+    MemoryLeak,
+    /// Uncorrected ECC errors.
+    EccUncorrected,
+    /// Many corrected ECC errors in a short time.
+    EccCorrectedBurst,
+    /// Memory rows remapped or pages retired.
+    MemoryRemap,
+    /// Many PCIe replays in a short time.
+    PcieReplayBurst,
+    /// An XID error from the driver.
+    Xid,
+    /// A sensor that stopped changing when it must change.
+    SensorFrozen,
+    /// Benchmark or proof performance below the GPU's own history.
+    PerfDecay,
+    /// A combination of signals unlike any in the GPU's healthy history (isolation forest).
+    Multivariate,
+}
+
+impl AlertKind {
+    /// The snake_case name, as in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            AlertKind::ThermalRunaway => "thermal_runaway",
+            AlertKind::Throttling => "throttling",
+            AlertKind::ClockDrop => "clock_drop",
+            AlertKind::MemoryLeak => "memory_leak",
+            AlertKind::EccUncorrected => "ecc_uncorrected",
+            AlertKind::EccCorrectedBurst => "ecc_corrected_burst",
+            AlertKind::MemoryRemap => "memory_remap",
+            AlertKind::PcieReplayBurst => "pcie_replay_burst",
+            AlertKind::Xid => "xid",
+            AlertKind::SensorFrozen => "sensor_frozen",
+            AlertKind::PerfDecay => "perf_decay",
+            AlertKind::Multivariate => "multivariate",
+        }
+    }
+}
+
+/// How one signal moved: its value, the baseline it is judged against, and the difference.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SignalChange {
+    /// The value now (or over the alert's window, as `against` says).
+    pub value: f64,
+    /// The baseline value, when there is one.
+    pub baseline: Option<f64>,
+    /// `value - baseline`.
+    pub change: Option<f64>,
+    /// What the baseline is (and over what window the value is), in words.
+    pub against: String,
+}
+
+impl SignalChange {
+    /// A value against a baseline.
+    pub fn against(value: f64, baseline: f64, against: impl Into<String>) -> SignalChange {
+        SignalChange {
+            value,
+            baseline: Some(baseline),
+            change: Some(value - baseline),
+            against: against.into(),
+        }
+    }
+
+    /// A value with no baseline (a rate, a count).
+    pub fn value(value: f64, what: impl Into<String>) -> SignalChange {
+        SignalChange {
+            value,
+            baseline: None,
+            change: None,
+            against: what.into(),
+        }
+    }
+}
+
+/// A detector's verdict on one sample, before de-duplication.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// What it is about.
+    pub kind: AlertKind,
+    /// Tells apart findings of one kind that are separate conditions (the cause of a
+    /// throttle, the signal of a frozen sensor, an XID code).
+    pub key: String,
+    /// How bad.
+    pub severity: Severity,
+    /// The signals that moved.
+    pub signals: BTreeMap<String, SignalChange>,
+    /// One line for humans.
+    pub message: String,
+}
+
+/// One alert, as `pog monitor replay --json` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Alert {
+    /// The time of the sample that raised it (the trace's `t`).
+    pub t: f64,
+    /// What it is about.
+    pub kind: AlertKind,
+    /// How bad.
+    pub severity: Severity,
+    /// The signals that moved, how much, against which baseline.
+    pub signals: BTreeMap<String, SignalChange>,
+    /// One line for humans.
+    pub message: String,
+}
+
+/// The gate's timing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GateConfig {
+    /// Seconds before a condition that is still true raises a reminder.
+    pub cooldown_s: f64,
+    /// Seconds a condition must stay absent before it counts as cleared (a new occurrence
+    /// then raises a new alert).
+    pub clear_s: f64,
+}
+
+impl Default for GateConfig {
+    fn default() -> Self {
+        GateConfig {
+            cooldown_s: 300.0,
+            clear_s: 30.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Open {
+    last_emitted_t: f64,
+    last_seen_t: f64,
+    severity: Severity,
+}
+
+/// De-duplicates findings into alerts, per `(kind, key)`.
+#[derive(Debug, Clone, Default)]
+pub struct Gate {
+    config: GateConfig,
+    open: HashMap<(AlertKind, String), Open>,
+}
+
+impl Gate {
+    /// A gate with these timings.
+    pub fn new(config: GateConfig) -> Gate {
+        Gate {
+            config,
+            open: HashMap::new(),
+        }
+    }
+
+    /// The alerts that the findings of the sample at `t` raise.
+    pub fn admit(&mut self, t: f64, findings: Vec<Finding>) -> Vec<Alert> {
+        let clear_s = self.config.clear_s;
+        self.open.retain(|_, open| t - open.last_seen_t <= clear_s);
+        let mut alerts = Vec::new();
+        for finding in findings {
+            let slot = (finding.kind, finding.key.clone());
+            let emit = match self.open.get_mut(&slot) {
+                None => true,
+                Some(open) => {
+                    open.last_seen_t = t;
+                    finding.severity > open.severity
+                        || t - open.last_emitted_t >= self.config.cooldown_s
+                }
+            };
+            if emit {
+                self.open.insert(
+                    slot,
+                    Open {
+                        last_emitted_t: t,
+                        last_seen_t: t,
+                        severity: finding.severity,
+                    },
+                );
+                alerts.push(Alert {
+                    t,
+                    kind: finding.kind,
+                    severity: finding.severity,
+                    signals: finding.signals,
+                    message: finding.message,
+                });
+            }
+        }
+        alerts
+    }
+
+    /// How many conditions are open (raised and not yet cleared).
+    pub fn open_count(&self) -> usize {
+        self.open.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(severity: Severity, key: &str) -> Finding {
+        Finding {
+            kind: AlertKind::Throttling,
+            key: key.into(),
+            severity,
+            signals: BTreeMap::new(),
+            message: "m".into(),
+        }
+    }
+
+    #[test]
+    fn a_lasting_condition_alerts_once_then_after_the_cooldown() {
+        let mut gate = Gate::new(GateConfig {
+            cooldown_s: 10.0,
+            clear_s: 3.0,
+        });
+        let mut count = 0;
+        for i in 0..25 {
+            count += gate
+                .admit(f64::from(i), vec![finding(Severity::Warning, "a")])
+                .len();
+        }
+        assert_eq!(count, 3); // t = 0, 10, 20
+        assert_eq!(gate.open_count(), 1);
+    }
+
+    #[test]
+    fn escalation_and_other_keys_pass_the_gate() {
+        let mut gate = Gate::new(GateConfig::default());
+        assert_eq!(
+            gate.admit(0.0, vec![finding(Severity::Warning, "a")]).len(),
+            1
+        );
+        assert_eq!(
+            gate.admit(1.0, vec![finding(Severity::Warning, "a")]).len(),
+            0
+        );
+        assert_eq!(
+            gate.admit(2.0, vec![finding(Severity::Critical, "a")])
+                .len(),
+            1
+        );
+        assert_eq!(
+            gate.admit(3.0, vec![finding(Severity::Warning, "b")]).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_cleared_condition_alerts_again() {
+        let mut gate = Gate::new(GateConfig {
+            cooldown_s: 100.0,
+            clear_s: 5.0,
+        });
+        assert_eq!(
+            gate.admit(0.0, vec![finding(Severity::Warning, "a")]).len(),
+            1
+        );
+        assert_eq!(
+            gate.admit(4.0, vec![finding(Severity::Warning, "a")]).len(),
+            0
+        );
+        assert_eq!(gate.admit(8.0, vec![]).len(), 0);
+        assert_eq!(gate.admit(10.0, vec![]).len(), 0);
+        assert_eq!(gate.open_count(), 0);
+        assert_eq!(
+            gate.admit(11.0, vec![finding(Severity::Warning, "a")])
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn alerts_serialize_as_the_replay_contract() {
+        let mut signals = BTreeMap::new();
+        signals.insert(
+            "temp_gpu".to_string(),
+            SignalChange::against(80.0, 62.0, "healthy max"),
+        );
+        let alert = Alert {
+            t: 1.5,
+            kind: AlertKind::ThermalRunaway,
+            severity: Severity::Warning,
+            signals,
+            message: "hot".into(),
+        };
+        let json = serde_json::to_value(&alert).unwrap();
+        assert_eq!(json["kind"], "thermal_runaway");
+        assert_eq!(json["severity"], "warning");
+        assert_eq!(json["signals"]["temp_gpu"]["change"], 18.0);
+        assert_eq!(json["t"], 1.5);
+    }
+}

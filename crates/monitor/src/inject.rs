@@ -1,0 +1,295 @@
+//! Fault injection into real healthy traces, for tests and the evaluation set: each fault has
+//! the shape the failure takes in telemetry, starting at a chosen time.
+
+use crate::sample::{reasons, Sample, Signal};
+use serde::{Deserialize, Serialize};
+
+/// A fault and its shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Fault {
+    /// Cooling fails (thermal interface, fan, airflow): the GPU temperature climbs
+    /// `rate_c_per_s` above what the load explains (memory at half the rate) until the end;
+    /// past 89 °C the GPU sets SW thermal slowdown and loses a fifth of its SM clock.
+    ThermalRunaway {
+        /// °C per second.
+        rate_c_per_s: f64,
+    },
+    /// Clocks held down for `duration_s` by the given reason bits, the SM clock
+    /// scaled by `clock_factor`.
+    Throttle {
+        /// NVML clock-event reason bits set.
+        reasons: u64,
+        /// SM clock multiplier.
+        clock_factor: f64,
+        /// Seconds.
+        duration_s: f64,
+    },
+    /// The SM clock (`memory: false`) or memory clock drops to `factor` of itself with no
+    /// reason bit, for `duration_s`.
+    ClockDrop {
+        /// Memory clock instead of SM clock.
+        memory: bool,
+        /// Multiplier.
+        factor: f64,
+        /// Seconds.
+        duration_s: f64,
+    },
+    /// Memory in use grows by `rate_mib_per_s` until the end, never freed.
+    MemoryLeak {
+        /// MiB per second.
+        rate_mib_per_s: f64,
+    },
+    /// `count` uncorrected ECC errors at once.
+    EccUncorrected {
+        /// Errors.
+        count: u64,
+    },
+    /// `count` corrected ECC errors spread over `over_s` seconds.
+    EccCorrectedBurst {
+        /// Errors.
+        count: u64,
+        /// Seconds.
+        over_s: f64,
+    },
+    /// `count` PCIe replays spread over `over_s` seconds.
+    PcieReplayBurst {
+        /// Replays.
+        count: u64,
+        /// Seconds.
+        over_s: f64,
+    },
+    /// One XID event.
+    Xid {
+        /// XID code.
+        code: u32,
+    },
+    /// A sensor keeps reporting its value at the fault's start for `duration_s`.
+    StuckSensor {
+        /// The sensor: `temp_gpu`, `temp_mem`, `power_w` or `energy_mj`.
+        signal: Signal,
+        /// Seconds.
+        duration_s: f64,
+    },
+    /// The power reading drifts to `factor` of the truth for `duration_s` (a failing sensor
+    /// or regulator): no single rule sees it, only the joint state does.
+    PowerDrift {
+        /// Multiplier.
+        factor: f64,
+        /// Seconds.
+        duration_s: f64,
+    },
+}
+
+impl Fault {
+    /// The fault's kind name (as in the evaluation labels).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Fault::ThermalRunaway { .. } => "thermal_runaway",
+            Fault::Throttle { .. } => "throttle",
+            Fault::ClockDrop { .. } => "clock_drop",
+            Fault::MemoryLeak { .. } => "memory_leak",
+            Fault::EccUncorrected { .. } => "ecc_uncorrected",
+            Fault::EccCorrectedBurst { .. } => "ecc_corrected_burst",
+            Fault::PcieReplayBurst { .. } => "pcie_replay_burst",
+            Fault::Xid { .. } => "xid",
+            Fault::StuckSensor { .. } => "stuck_sensor",
+            Fault::PowerDrift { .. } => "power_drift",
+        }
+    }
+
+    /// Seconds the fault lasts after its start (`None`: until the end of the trace).
+    pub fn duration_s(&self) -> Option<f64> {
+        match self {
+            Fault::ThermalRunaway { .. } | Fault::MemoryLeak { .. } => None,
+            Fault::Throttle { duration_s, .. }
+            | Fault::ClockDrop { duration_s, .. }
+            | Fault::StuckSensor { duration_s, .. }
+            | Fault::PowerDrift { duration_s, .. } => Some(*duration_s),
+            Fault::EccCorrectedBurst { over_s, .. } | Fault::PcieReplayBurst { over_s, .. } => {
+                Some(*over_s)
+            }
+            Fault::EccUncorrected { .. } | Fault::Xid { .. } => Some(0.0),
+        }
+    }
+}
+
+fn add(counter: &mut Option<u64>, n: u64) {
+    *counter = Some(counter.unwrap_or(0) + n);
+}
+
+/// A copy of `samples` with `fault` starting at `start_t`.
+pub fn inject(samples: &[Sample], fault: &Fault, start_t: f64) -> Vec<Sample> {
+    let end_t = fault.duration_s().map_or(f64::INFINITY, |d| start_t + d);
+    let mut stuck: Option<Option<f64>> = None;
+    let mut xid_done = false;
+    samples
+        .iter()
+        .map(|original| {
+            let mut s = original.clone();
+            let since = s.t - start_t;
+            if since < 0.0 {
+                return s;
+            }
+            let active = s.t <= end_t;
+            match fault {
+                Fault::ThermalRunaway { rate_c_per_s } => {
+                    if let Some(t) = s.temp_gpu_c.as_mut() {
+                        *t = (*t + (rate_c_per_s * since).round()).min(105.0);
+                        if *t >= 89.0 {
+                            s.clock_reasons =
+                                Some(s.clock_reasons.unwrap_or(0) | reasons::SW_THERMAL);
+                            s.sm_clock_mhz = s.sm_clock_mhz.map(|c| (c * 0.8).round());
+                        }
+                    }
+                    if let Some(t) = s.temp_mem_c.as_mut() {
+                        *t = (*t + (0.5 * rate_c_per_s * since).round()).min(105.0);
+                    }
+                }
+                Fault::Throttle {
+                    reasons: bits,
+                    clock_factor,
+                    ..
+                } if active => {
+                    s.clock_reasons = Some(s.clock_reasons.unwrap_or(0) | bits);
+                    s.sm_clock_mhz = s.sm_clock_mhz.map(|c| (c * clock_factor).round());
+                }
+                Fault::ClockDrop { memory, factor, .. } if active => {
+                    let clock = if *memory {
+                        &mut s.mem_clock_mhz
+                    } else {
+                        &mut s.sm_clock_mhz
+                    };
+                    *clock = clock.map(|c| (c * factor).round());
+                }
+                Fault::MemoryLeak { rate_mib_per_s } => {
+                    // Allocations come in 2-second steps, as a caching allocator grows.
+                    let grown = rate_mib_per_s * (since / 2.0).floor() * 2.0;
+                    s.mem_used_mib = s.mem_used_mib.map(|m| m + grown);
+                    s.mem_free_mib = s.mem_free_mib.map(|m| (m - grown).max(0.0));
+                }
+                Fault::EccUncorrected { count } => add(&mut s.ecc_uncorr, *count),
+                Fault::EccCorrectedBurst { count, over_s } => {
+                    let done = ((since / over_s.max(1e-9)).min(1.0) * *count as f64).ceil() as u64;
+                    add(&mut s.ecc_corr, done.min(*count));
+                }
+                Fault::PcieReplayBurst { count, over_s } => {
+                    let done = ((since / over_s.max(1e-9)).min(1.0) * *count as f64).ceil() as u64;
+                    add(&mut s.pcie_replay, done.min(*count));
+                }
+                Fault::Xid { code } if !xid_done => {
+                    s.xid.push(*code);
+                    xid_done = true;
+                }
+                Fault::StuckSensor { signal, .. } if active => {
+                    let value = *stuck.get_or_insert(s.signal(*signal));
+                    match signal {
+                        Signal::TempGpu => s.temp_gpu_c = value,
+                        Signal::TempMem => s.temp_mem_c = value,
+                        Signal::Power => s.power_w = value,
+                        Signal::Energy => s.energy_mj = value,
+                        _ => {}
+                    }
+                }
+                Fault::PowerDrift { factor, .. } if active => {
+                    s.power_w = s.power_w.map(|p| p * factor);
+                }
+                _ => {}
+            }
+            s
+        })
+        .collect()
+}
+
+/// `copies` back-to-back copies of a trace, times shifted and energy kept increasing, so a
+/// short recording makes a longer one.
+pub fn repeat(samples: &[Sample], copies: usize) -> Vec<Sample> {
+    let Some((first, last)) = samples.first().zip(samples.last()) else {
+        return Vec::new();
+    };
+    let step = if samples.len() > 1 {
+        (last.t - first.t) / (samples.len() - 1) as f64
+    } else {
+        1.0
+    };
+    let span = last.t - first.t + step;
+    let energy_span = match (first.energy_mj, last.energy_mj) {
+        (Some(a), Some(b)) => b - a + last.power_w.unwrap_or(0.0) * step * 1000.0,
+        _ => 0.0,
+    };
+    let mut out = Vec::with_capacity(samples.len() * copies);
+    for copy in 0..copies {
+        for s in samples {
+            let mut s = s.clone();
+            s.t = ((s.t + span * copy as f64) * 1000.0).round() / 1000.0;
+            s.energy_mj = s.energy_mj.map(|e| e + energy_span * copy as f64);
+            out.push(s);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flat(n: usize) -> Vec<Sample> {
+        (0..n)
+            .map(|i| {
+                let mut s = Sample::at(i as f64);
+                s.temp_gpu_c = Some(40.0);
+                s.ecc_corr = Some(0);
+                s.mem_used_mib = Some(1000.0);
+                s.energy_mj = Some(i as f64 * 100_000.0);
+                s.power_w = Some(100.0);
+                s
+            })
+            .collect()
+    }
+
+    #[test]
+    fn faults_start_at_their_time() {
+        let base = flat(20);
+        let hot = inject(&base, &Fault::ThermalRunaway { rate_c_per_s: 2.0 }, 10.0);
+        assert_eq!(hot[9].temp_gpu_c, Some(40.0));
+        assert_eq!(hot[15].temp_gpu_c, Some(50.0));
+        let ecc = inject(
+            &base,
+            &Fault::EccCorrectedBurst {
+                count: 10,
+                over_s: 5.0,
+            },
+            10.0,
+        );
+        assert_eq!(ecc[9].ecc_corr, Some(0));
+        assert_eq!(ecc[19].ecc_corr, Some(10));
+        let stuck = inject(
+            &base,
+            &Fault::StuckSensor {
+                signal: Signal::Energy,
+                duration_s: 3.0,
+            },
+            5.0,
+        );
+        assert_eq!(stuck[6].energy_mj, Some(500_000.0));
+        assert_eq!(stuck[9].energy_mj, Some(900_000.0));
+        let leak = inject(
+            &base,
+            &Fault::MemoryLeak {
+                rate_mib_per_s: 10.0,
+            },
+            0.0,
+        );
+        assert_eq!(leak[5].mem_used_mib, Some(1040.0));
+    }
+
+    #[test]
+    fn repeat_keeps_time_and_energy_increasing() {
+        let long = repeat(&flat(10), 3);
+        assert_eq!(long.len(), 30);
+        for pair in long.windows(2) {
+            assert!(pair[1].t > pair[0].t);
+            assert!(pair[1].energy_mj > pair[0].energy_mj);
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! GPU health as pure logic (issue 13): what the sampler reads, how it is recorded, and how
+//! anomalies are found in it. No NVML here: `pog-device` reads the hardware, this crate judges
+//! the readings, so every detector is tested on recorded traces.
+//!
+//! - [`sample`]: [`Sample`], one reading of every field (each `None` when not read), and
+//!   NVML's clock-event [`reasons`](sample::reasons).
+//! - [`trace`]: the trace CSV (the H200 fixture's columns), read with typed, line-numbered
+//!   errors and written back unchanged.
+//! - [`model`]: what healthy history teaches: median/MAD baselines per load state, a thermal
+//!   envelope over recent power, how long sensors stay unchanged, an isolation forest.
+//! - [`monitor`]: [`Monitor`], every detector run sample by sample (the live path and
+//!   [`replay`] are the same code), with alerts de-duplicated by the [`alert::Gate`].
+//! - [`downsample`]: 1-minute min/mean/max aggregates.
+//! - [`inject`]: faults injected into real traces, for tests and the evaluation set.
+
+#![warn(missing_docs)]
+
+pub mod alert;
+pub mod config;
+pub mod downsample;
+pub mod forest;
+pub mod inject;
+pub mod model;
+pub mod monitor;
+pub mod sample;
+pub mod stats;
+pub mod trace;
+pub mod xid;
+
+pub use alert::{Alert, AlertKind, Severity, SignalChange};
+pub use config::Config;
+pub use downsample::{downsample, Aggregate, Downsampler};
+pub use model::{Model, TrainError};
+pub use monitor::{replay, Monitor};
+pub use sample::{Sample, Signal};
+pub use trace::{parse_trace, read_trace, TraceError, TraceReader, TraceWriter};

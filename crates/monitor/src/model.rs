@@ -1,0 +1,522 @@
+//! What a GPU's healthy history teaches: robust baselines conditioned on load, a thermal
+//! envelope (the hottest healthy temperature at each recent power), how long each sensor
+//! stays unchanged when healthy, and an isolation forest over the joint state.
+
+use crate::config::Config;
+use crate::forest::{ForestError, IsolationForest};
+use crate::sample::{reasons, Sample, Signal};
+use crate::stats::{mad_sigma, median, quantile};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Why a model could not be trained.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// Too little healthy history.
+    #[error("training needs at least {need} samples of healthy history, got {got}")]
+    TooFewSamples {
+        /// The minimum.
+        need: usize,
+        /// What was given.
+        got: usize,
+    },
+    /// The history has no power readings: nothing can be conditioned on load.
+    #[error("the healthy history has no power_w readings: baselines are conditioned on power and utilization")]
+    NoPower,
+    /// The isolation forest could not be built.
+    #[error("building the isolation forest: {0}")]
+    Forest(#[from] ForestError),
+}
+
+/// How busy the GPU is, from its utilization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum UtilBucket {
+    /// Below 5 %.
+    Idle,
+    /// 5 % to 50 %.
+    Light,
+    /// 50 % to the busy threshold.
+    Heavy,
+    /// At or above the busy threshold (90 % by default).
+    Busy,
+}
+
+impl UtilBucket {
+    /// The bucket of a utilization, with `busy` the busy threshold.
+    pub fn of(util_pct: f64, busy: f64) -> UtilBucket {
+        if util_pct >= busy {
+            UtilBucket::Busy
+        } else if util_pct >= 50.0 {
+            UtilBucket::Heavy
+        } else if util_pct >= 5.0 {
+            UtilBucket::Light
+        } else {
+            UtilBucket::Idle
+        }
+    }
+
+    /// Its name in alert texts.
+    pub fn name(self) -> &'static str {
+        match self {
+            UtilBucket::Idle => "idle",
+            UtilBucket::Light => "light load",
+            UtilBucket::Heavy => "heavy load",
+            UtilBucket::Busy => "full load",
+        }
+    }
+}
+
+/// The load a sample is judged under: its utilization bucket and whether the software power
+/// cap (0x4) holds the clocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LoadState {
+    /// Utilization bucket.
+    pub bucket: UtilBucket,
+    /// The software power cap bit is set.
+    pub power_capped: bool,
+}
+
+impl LoadState {
+    /// The load state of a sample, if its utilization was read.
+    pub fn of(s: &Sample, busy: f64) -> Option<LoadState> {
+        Some(LoadState {
+            bucket: UtilBucket::of(s.util_gpu_pct?, busy),
+            power_capped: s
+                .clock_reasons
+                .is_some_and(|r| r & reasons::SW_POWER_CAP != 0),
+        })
+    }
+
+    /// In words, for alert texts.
+    pub fn describe(self) -> String {
+        if self.power_capped {
+            format!("{} under the power cap", self.bucket.name())
+        } else {
+            self.bucket.name().to_string()
+        }
+    }
+}
+
+/// A robust summary of one signal in one load state.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Robust {
+    /// Median.
+    pub median: f64,
+    /// MAD scaled to a standard deviation.
+    pub sigma: f64,
+    /// Samples it was computed from.
+    pub n: usize,
+}
+
+impl Robust {
+    fn of(values: &[f64]) -> Option<Robust> {
+        Some(Robust {
+            median: median(values)?,
+            sigma: mad_sigma(values)?,
+            n: values.len(),
+        })
+    }
+}
+
+/// The hottest healthy temperature seen at each level of recent power, made non-decreasing in
+/// power (more power never lowers the allowed temperature).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    bin_w: f64,
+    /// Per bin of recent power (bin i covers [i·bin_w, (i+1)·bin_w)): the cumulative maximum.
+    upper: Vec<Option<f64>>,
+    /// Extrapolation above the highest bin, °C per W.
+    slope_c_per_w: f64,
+}
+
+impl Envelope {
+    fn fit(points: &[(f64, f64)], bin_w: f64, slope_c_per_w: f64) -> Option<Envelope> {
+        let top = points.iter().map(|p| p.0).fold(f64::NAN, f64::max);
+        if points.is_empty() || !top.is_finite() {
+            return None;
+        }
+        let bins = (top.max(0.0) / bin_w) as usize + 1;
+        let mut upper: Vec<Option<f64>> = vec![None; bins];
+        for &(p, temp) in points {
+            let i = ((p.max(0.0) / bin_w) as usize).min(bins - 1);
+            upper[i] = Some(upper[i].map_or(temp, |u: f64| u.max(temp)));
+        }
+        let mut running: Option<f64> = None;
+        for u in upper.iter_mut() {
+            running = match (running, *u) {
+                (Some(r), Some(v)) => Some(r.max(v)),
+                (r, v) => r.or(v),
+            };
+            *u = running;
+        }
+        Some(Envelope {
+            bin_w,
+            upper,
+            slope_c_per_w,
+        })
+    }
+
+    /// The hottest healthy temperature at this recent power.
+    pub fn at(&self, recent_power_w: f64) -> f64 {
+        let i = (recent_power_w.max(0.0) / self.bin_w) as usize;
+        let first = self.upper.iter().flatten().next().copied().unwrap_or(0.0);
+        match self.upper.get(i) {
+            Some(u) => u.unwrap_or(first),
+            None => {
+                let last = self.upper.last().copied().flatten().unwrap_or(first);
+                let edge = self.upper.len() as f64 * self.bin_w;
+                last + self.slope_c_per_w * (recent_power_w - edge).max(0.0)
+            }
+        }
+    }
+}
+
+/// The features of the multivariate detector, in order.
+pub const FOREST_FEATURES: [&str; 8] = [
+    "util_gpu",
+    "util_mem",
+    "power_w",
+    "recent_max_power_w",
+    "temp_gpu",
+    "temp_mem",
+    "sm_clock",
+    "mem_clock",
+];
+
+/// The multivariate part of a model.
+#[derive(Debug, Clone)]
+pub struct ForestModel {
+    /// The forest.
+    pub forest: IsolationForest,
+    /// Per feature: the value used when a sample lacks it (the training median).
+    pub fill: Vec<f64>,
+    /// Per feature: a robust scale, to compare a sample with its nearest healthy neighbour.
+    pub scale: Vec<f64>,
+    /// Scores above this are anomalous (the highest training score plus a margin).
+    pub threshold: f64,
+    /// The training rows (for explanations: the nearest healthy state).
+    pub rows: Vec<Vec<f64>>,
+}
+
+impl ForestModel {
+    /// The feature row of a sample whose recent maximum power is `recent_power`.
+    pub fn row(&self, s: &Sample, recent_power: Option<f64>) -> Vec<f64> {
+        raw_features(s, recent_power)
+            .iter()
+            .zip(&self.fill)
+            .map(|(v, fill)| v.unwrap_or(*fill))
+            .collect()
+    }
+
+    /// The training row nearest to `row`, by scaled distance.
+    pub fn nearest(&self, row: &[f64]) -> Option<&[f64]> {
+        self.rows
+            .iter()
+            .min_by(|a, b| self.distance(a, row).total_cmp(&self.distance(b, row)))
+            .map(Vec::as_slice)
+    }
+
+    fn distance(&self, a: &[f64], b: &[f64]) -> f64 {
+        a.iter()
+            .zip(b)
+            .zip(&self.scale)
+            .map(|((x, y), s)| ((x - y) / s).powi(2))
+            .sum()
+    }
+}
+
+fn raw_features(s: &Sample, recent_power: Option<f64>) -> [Option<f64>; 8] {
+    [
+        s.util_gpu_pct,
+        s.util_mem_pct,
+        s.power_w,
+        recent_power,
+        s.temp_gpu_c,
+        s.temp_mem_c,
+        s.sm_clock_mhz,
+        s.mem_clock_mhz,
+    ]
+}
+
+/// Everything learned from one GPU's healthy history.
+#[derive(Debug, Clone)]
+pub struct Model {
+    /// Per load state, per signal: median and MAD.
+    pub baselines: BTreeMap<LoadState, BTreeMap<Signal, Robust>>,
+    /// Per signal over all the history: median and MAD (the fallback for unseen states).
+    pub overall: BTreeMap<Signal, Robust>,
+    /// Power while the software power cap held the clocks at full load: the GPU's own cap.
+    pub capped_power: Option<Robust>,
+    /// The GPU temperature envelope over recent power.
+    pub temp_gpu_envelope: Option<Envelope>,
+    /// The memory temperature envelope over recent power.
+    pub temp_mem_envelope: Option<Envelope>,
+    /// Per signal: the longest time it stayed exactly unchanged, seconds.
+    pub longest_unchanged_s: BTreeMap<Signal, f64>,
+    /// Median benchmark figure in the history, if any.
+    pub bench_tflops: Option<Robust>,
+    /// Median proof ratio in the history, if any.
+    pub proof_ratio: Option<Robust>,
+    /// The multivariate detector.
+    pub forest: Option<ForestModel>,
+    /// Samples trained on.
+    pub samples: usize,
+    /// Seconds of history trained on.
+    pub span_s: f64,
+}
+
+/// The power readings of the last `window_s` seconds, for the recent maximum.
+#[derive(Debug, Clone, Default)]
+pub struct RecentPower {
+    points: VecDeque<(f64, f64)>,
+}
+
+impl RecentPower {
+    /// Adds a sample's power (if read) and returns the maximum over the window ending at it.
+    pub fn push(&mut self, t: f64, power: Option<f64>, window_s: f64) -> Option<f64> {
+        if let Some(p) = power {
+            self.points.push_back((t, p));
+        }
+        while self.points.front().is_some_and(|(t0, _)| t - t0 > window_s) {
+            self.points.pop_front();
+        }
+        self.points.iter().map(|p| p.1).reduce(f64::max)
+    }
+}
+
+/// The fewest samples a model trains on.
+pub const MIN_TRAINING_SAMPLES: usize = 30;
+
+impl Model {
+    /// Learns a model from healthy history (in time order).
+    pub fn train(history: &[Sample], config: &Config) -> Result<Model, TrainError> {
+        if history.len() < MIN_TRAINING_SAMPLES {
+            return Err(TrainError::TooFewSamples {
+                need: MIN_TRAINING_SAMPLES,
+                got: history.len(),
+            });
+        }
+        if history.iter().all(|s| s.power_w.is_none()) {
+            return Err(TrainError::NoPower);
+        }
+        let mut recent = RecentPower::default();
+        let recent_power: Vec<Option<f64>> = history
+            .iter()
+            .map(|s| recent.push(s.t, s.power_w, config.load_window_s))
+            .collect();
+
+        let mut per_state: BTreeMap<LoadState, BTreeMap<Signal, Vec<f64>>> = BTreeMap::new();
+        let mut all: BTreeMap<Signal, Vec<f64>> = BTreeMap::new();
+        let mut capped = Vec::new();
+        for s in history {
+            for signal in Signal::ALL {
+                if let Some(v) = s.signal(signal) {
+                    all.entry(signal).or_default().push(v);
+                    if let Some(state) = LoadState::of(s, config.busy_util_pct) {
+                        per_state
+                            .entry(state)
+                            .or_default()
+                            .entry(signal)
+                            .or_default()
+                            .push(v);
+                    }
+                }
+            }
+            if let (Some(state), Some(p)) = (LoadState::of(s, config.busy_util_pct), s.power_w) {
+                if state.power_capped && state.bucket == UtilBucket::Busy {
+                    capped.push(p);
+                }
+            }
+        }
+        let baselines = per_state
+            .into_iter()
+            .map(|(state, signals)| {
+                let robust = signals
+                    .into_iter()
+                    .filter_map(|(signal, values)| Some((signal, Robust::of(&values)?)))
+                    .collect();
+                (state, robust)
+            })
+            .collect();
+        let overall = all
+            .iter()
+            .filter_map(|(signal, values)| Some((*signal, Robust::of(values)?)))
+            .collect();
+
+        let envelope = |pick: fn(&Sample) -> Option<f64>| {
+            let points: Vec<(f64, f64)> = history
+                .iter()
+                .zip(&recent_power)
+                .filter_map(|(s, p)| Some(((*p)?, pick(s)?)))
+                .collect();
+            Envelope::fit(
+                &points,
+                config.envelope_bin_w,
+                config.envelope_slope_c_per_w,
+            )
+        };
+
+        let mut longest_unchanged_s = BTreeMap::new();
+        for signal in [
+            Signal::TempGpu,
+            Signal::TempMem,
+            Signal::Power,
+            Signal::Energy,
+        ] {
+            let mut longest: f64 = 0.0;
+            let mut run: Option<(f64, f64)> = None; // (value, since)
+            for s in history {
+                let Some(v) = s.signal(signal) else {
+                    run = None;
+                    continue;
+                };
+                match run {
+                    Some((value, since)) if value == v => longest = longest.max(s.t - since),
+                    _ => run = Some((v, s.t)),
+                }
+            }
+            longest_unchanged_s.insert(signal, longest);
+        }
+
+        let robust_of = |pick: fn(&Sample) -> Option<f64>| {
+            let values: Vec<f64> = history.iter().filter_map(pick).collect();
+            Robust::of(&values)
+        };
+
+        let forest = Self::train_forest(history, &recent_power, config)?;
+        Ok(Model {
+            baselines,
+            overall,
+            capped_power: Robust::of(&capped),
+            temp_gpu_envelope: envelope(|s| s.temp_gpu_c),
+            temp_mem_envelope: envelope(|s| s.temp_mem_c),
+            longest_unchanged_s,
+            bench_tflops: robust_of(|s| s.bench_tflops),
+            proof_ratio: robust_of(|s| s.proof_ratio),
+            forest,
+            samples: history.len(),
+            span_s: history.last().map_or(0.0, |l| l.t) - history[0].t,
+        })
+    }
+
+    fn train_forest(
+        history: &[Sample],
+        recent_power: &[Option<f64>],
+        config: &Config,
+    ) -> Result<Option<ForestModel>, TrainError> {
+        if config.forest_trees == 0 {
+            return Ok(None);
+        }
+        let raw: Vec<[Option<f64>; 8]> = history
+            .iter()
+            .zip(recent_power)
+            .map(|(s, p)| raw_features(s, *p))
+            .collect();
+        let mut fill = Vec::new();
+        let mut scale = Vec::new();
+        for f in 0..FOREST_FEATURES.len() {
+            let values: Vec<f64> = raw.iter().filter_map(|r| r[f]).collect();
+            let m = median(&values).unwrap_or(0.0);
+            let spread = (quantile(&values, 0.95).unwrap_or(0.0)
+                - quantile(&values, 0.05).unwrap_or(0.0))
+                / 4.0;
+            fill.push(m);
+            scale.push(
+                mad_sigma(&values)
+                    .unwrap_or(0.0)
+                    .max(spread)
+                    .max(m.abs() * 0.01)
+                    .max(1e-3),
+            );
+        }
+        let rows: Vec<Vec<f64>> = raw
+            .iter()
+            .map(|r| r.iter().zip(&fill).map(|(v, f)| v.unwrap_or(*f)).collect())
+            .collect();
+        let forest = IsolationForest::fit(
+            &rows,
+            config.forest_trees,
+            config.forest_sample_size,
+            config.forest_seed,
+        )?;
+        let highest = rows.iter().map(|r| forest.score(r)).fold(0.0f64, f64::max);
+        Ok(Some(ForestModel {
+            forest,
+            fill,
+            scale,
+            threshold: highest + config.forest_margin,
+            rows,
+        }))
+    }
+
+    /// The baseline of a signal in a load state: the state's own, else over all the history.
+    pub fn baseline(&self, state: Option<LoadState>, signal: Signal) -> Option<(Robust, String)> {
+        if let Some(state) = state {
+            if let Some(r) = self.baselines.get(&state).and_then(|b| b.get(&signal)) {
+                return Some((
+                    *r,
+                    format!("healthy median at {} ({} samples)", state.describe(), r.n),
+                ));
+            }
+        }
+        self.overall.get(&signal).map(|r| {
+            (
+                *r,
+                format!("healthy median over all loads ({} samples)", r.n),
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::parse_trace;
+
+    fn healthy() -> Vec<Sample> {
+        parse_trace(include_str!("../tests/data/h200-healthy.csv")).unwrap()
+    }
+
+    #[test]
+    fn learns_load_conditioned_baselines_from_the_h200_trace() {
+        let model = Model::train(&healthy(), &Config::default()).unwrap();
+        let busy = LoadState {
+            bucket: UtilBucket::Busy,
+            power_capped: false,
+        };
+        let sm = model.baselines[&busy][&Signal::SmClock];
+        assert_eq!(sm.median, 1980.0);
+        let capped = model.capped_power.unwrap();
+        assert!((680.0..700.0).contains(&capped.median), "{capped:?}");
+        let env = model.temp_gpu_envelope.as_ref().unwrap();
+        // Idle at about 76 W is 40 °C; full load at about 690 W is 63 °C.
+        assert!(env.at(80.0) <= 45.0, "{}", env.at(80.0));
+        assert!((62.0..=64.0).contains(&env.at(695.0)), "{}", env.at(695.0));
+        assert!(env.at(800.0) > env.at(700.0));
+        assert!(model.forest.is_some());
+        assert_eq!(model.samples, 417);
+    }
+
+    #[test]
+    fn refuses_too_little_history() {
+        let short = &healthy()[..10];
+        assert!(matches!(
+            Model::train(short, &Config::default()),
+            Err(TrainError::TooFewSamples { need: 30, got: 10 })
+        ));
+        let no_power: Vec<Sample> = (0..40).map(|i| Sample::at(f64::from(i))).collect();
+        assert!(matches!(
+            Model::train(&no_power, &Config::default()),
+            Err(TrainError::NoPower)
+        ));
+    }
+
+    #[test]
+    fn envelope_is_monotone_and_extrapolates() {
+        let env =
+            Envelope::fit(&[(100.0, 40.0), (300.0, 38.0), (600.0, 60.0)], 50.0, 0.05).unwrap();
+        assert_eq!(env.at(0.0), 40.0);
+        assert_eq!(env.at(320.0), 40.0);
+        assert_eq!(env.at(610.0), 60.0);
+        assert!((env.at(750.0) - 65.0).abs() < 1e-9);
+    }
+}

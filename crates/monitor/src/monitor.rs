@@ -1,0 +1,899 @@
+//! The detectors, run sample by sample: the same code serves the live sampler and
+//! `pog monitor replay`.
+
+use crate::alert::{Alert, AlertKind, Finding, Gate, Severity, SignalChange};
+use crate::config::Config;
+use crate::model::{LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES};
+use crate::sample::{reasons, Sample, Signal};
+use crate::stats::{median, theil_sen};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// Seconds of raw samples kept for slopes and windows.
+const KEEP_S: f64 = 120.0;
+
+/// Runs every detector over a GPU's samples, in time order.
+#[derive(Debug, Clone)]
+pub struct Monitor {
+    config: Config,
+    model: Option<Model>,
+    gate: Gate,
+    window: VecDeque<Sample>,
+    recent_power: RecentPower,
+    persist: HashMap<String, usize>,
+    counters: Counters,
+    leak: Option<Leak>,
+    frozen: BTreeMap<Signal, Run>,
+    perf: [Perf; 2],
+    last_score: Option<f64>,
+    samples: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Counters {
+    last: HashMap<&'static str, u64>,
+    increases: VecDeque<(f64, &'static str, u64)>,
+}
+
+#[derive(Debug, Clone)]
+struct Leak {
+    start_t: f64,
+    start_mib: f64,
+    max_mib: f64,
+    points: Vec<(f64, f64)>,
+}
+
+#[derive(Debug, Clone)]
+struct Run {
+    value: f64,
+    since: f64,
+    samples: usize,
+    power_min: f64,
+    power_max: f64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Perf {
+    baseline: Vec<f64>,
+    recent: VecDeque<f64>,
+}
+
+impl Monitor {
+    /// A monitor with these settings; `model` is the GPU's healthy history, without which the
+    /// load-conditioned detectors (thermal envelope, clock baselines, power cap, isolation
+    /// forest) stay silent and only the rule-based ones run.
+    pub fn new(config: Config, model: Option<Model>) -> Monitor {
+        let gate = Gate::new(config.gate);
+        Monitor {
+            config,
+            model,
+            gate,
+            window: VecDeque::new(),
+            recent_power: RecentPower::default(),
+            persist: HashMap::new(),
+            counters: Counters::default(),
+            leak: None,
+            frozen: BTreeMap::new(),
+            perf: [Perf::default(), Perf::default()],
+            last_score: None,
+            samples: 0,
+        }
+    }
+
+    /// The isolation-forest score of the last sample, if the model has a forest.
+    pub fn anomaly_score(&self) -> Option<f64> {
+        self.last_score
+    }
+
+    /// Samples seen.
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    /// Conditions raised and not yet cleared.
+    pub fn open_alerts(&self) -> usize {
+        self.gate.open_count()
+    }
+
+    /// Runs every detector on the next sample; returns the alerts it raises (after
+    /// de-duplication).
+    pub fn push(&mut self, s: &Sample) -> Vec<Alert> {
+        self.samples += 1;
+        self.window.push_back(s.clone());
+        while self.window.front().is_some_and(|f| s.t - f.t > KEEP_S) {
+            self.window.pop_front();
+        }
+        let recent_power = self
+            .recent_power
+            .push(s.t, s.power_w, self.config.load_window_s);
+        let state = LoadState::of(s, self.config.busy_util_pct);
+        let mut findings = Vec::new();
+        self.thermal(s, recent_power, &mut findings);
+        self.throttling(s, state, &mut findings);
+        self.clocks(s, state, &mut findings);
+        self.counters(s, &mut findings);
+        self.xid(s, &mut findings);
+        self.memory_leak(s, &mut findings);
+        self.frozen(s, &mut findings);
+        self.performance(s, &mut findings);
+        self.multivariate(s, recent_power, &mut findings);
+        self.gate.admit(s.t, findings)
+    }
+
+    /// True once `condition` has held for the configured number of consecutive samples.
+    fn held(&mut self, name: &str, condition: bool, needed: usize) -> bool {
+        let count = self.persist.entry(name.to_string()).or_insert(0);
+        *count = if condition { *count + 1 } else { 0 };
+        *count >= needed.max(1)
+    }
+
+    /// The Theil–Sen slope of a signal over the last `seconds`, per second.
+    fn slope(&self, signal: Signal, seconds: f64) -> Option<f64> {
+        let now = self.window.back()?.t;
+        let points: Vec<(f64, f64)> = self
+            .window
+            .iter()
+            .filter(|x| now - x.t <= seconds)
+            .filter_map(|x| Some((x.t, x.signal(signal)?)))
+            .collect();
+        if points.len() < 4 {
+            return None;
+        }
+        theil_sen(&points)
+    }
+
+    fn thermal(&mut self, s: &Sample, recent_power: Option<f64>, out: &mut Vec<Finding>) {
+        let checks = [
+            (Signal::TempGpu, self.config.thermal_limit_c),
+            (Signal::TempMem, self.config.mem_thermal_limit_c),
+        ];
+        for (signal, limit) in checks {
+            let Some(temp) = s.signal(signal) else {
+                self.held(signal.name(), false, 1);
+                continue;
+            };
+            let slope = self.slope(signal, self.config.slope_window_s);
+            let envelope = self.model.as_ref().and_then(|m| match signal {
+                Signal::TempGpu => m.temp_gpu_envelope.as_ref(),
+                _ => m.temp_mem_envelope.as_ref(),
+            });
+            let healthy_max = match (envelope, recent_power) {
+                (Some(e), Some(p)) => Some((e.at(p), p)),
+                _ => None,
+            };
+            let excess = healthy_max.map(|(h, _)| temp - h);
+            let rising = slope.unwrap_or(0.0) >= 0.0;
+            let severity = if temp >= limit
+                || excess.is_some_and(|e| e >= self.config.thermal_critical_excess_c)
+            {
+                Some(Severity::Critical)
+            } else if rising
+                && match excess {
+                    Some(e) => e >= self.config.thermal_margin_c,
+                    // No healthy history: warn within 5 °C of the limit.
+                    None => temp >= limit - 5.0,
+                }
+            {
+                Some(Severity::Warning)
+            } else {
+                None
+            };
+            let persist = self.config.persist_samples;
+            if !self.held(signal.name(), severity.is_some(), persist) {
+                continue;
+            }
+            let Some(severity) = severity else { continue };
+            let mut signals = BTreeMap::new();
+            let mut message = format!("{} at {temp:.0} °C", signal.name());
+            if let Some((h, p)) = healthy_max {
+                signals.insert(
+                    signal.name().to_string(),
+                    SignalChange::against(
+                        temp,
+                        h,
+                        format!(
+                            "hottest healthy {} at {p:.0} W of recent power",
+                            signal.name()
+                        ),
+                    ),
+                );
+                message.push_str(&format!(
+                    ", {:.1} °C above the hottest healthy reading at {p:.0} W",
+                    temp - h
+                ));
+            } else {
+                signals.insert(
+                    signal.name().to_string(),
+                    SignalChange::against(temp, limit, "thermal limit"),
+                );
+            }
+            if let Some(slope) = slope {
+                signals.insert(
+                    format!("{}_slope_c_per_s", signal.name()),
+                    SignalChange::value(
+                        slope,
+                        format!("Theil–Sen slope over {:.0} s", self.config.slope_window_s),
+                    ),
+                );
+                if temp < limit && slope > 0.01 {
+                    let eta = (limit - temp) / slope;
+                    signals.insert(
+                        "time_to_limit_s".into(),
+                        SignalChange::value(
+                            eta,
+                            format!("to the {limit:.0} °C limit at this slope"),
+                        ),
+                    );
+                    message.push_str(&format!(
+                        ", rising {slope:.2} °C/s: {limit:.0} °C in about {eta:.0} s"
+                    ));
+                }
+            }
+            if temp >= limit {
+                message.push_str(&format!(", at or above the {limit:.0} °C limit"));
+            }
+            out.push(Finding {
+                kind: AlertKind::ThermalRunaway,
+                key: signal.name().into(),
+                severity,
+                signals,
+                message,
+            });
+        }
+    }
+
+    fn throttling(&mut self, s: &Sample, state: Option<LoadState>, out: &mut Vec<Finding>) {
+        let Some(bits) = s.clock_reasons else { return };
+        let faults = bits & reasons::FAULTS;
+        if faults != 0 {
+            let hardware = reasons::HW_SLOWDOWN | reasons::HW_THERMAL | reasons::HW_POWER_BRAKE;
+            let severity = if faults & hardware != 0 {
+                Severity::Critical
+            } else {
+                Severity::Warning
+            };
+            let names = reasons::names(faults).join("+");
+            let mut signals = BTreeMap::new();
+            signals.insert(
+                "clock_reasons".into(),
+                SignalChange::against(
+                    bits as f64,
+                    0.0,
+                    "clock-event reason bits; healthy: none, idle (0x1) or the power cap (0x4)",
+                ),
+            );
+            let mut message = format!("throttling: {names} (reasons 0x{bits:x})");
+            let cause = if faults & (reasons::SW_THERMAL | reasons::HW_THERMAL) != 0 {
+                "heat"
+            } else if faults & reasons::HW_POWER_BRAKE != 0 {
+                "an external power brake (power supply or chassis)"
+            } else {
+                "a hardware slowdown signal"
+            };
+            message.push_str(&format!(", caused by {cause}"));
+            if let (Some(sm), Some(model)) = (s.sm_clock_mhz, &self.model) {
+                let full = Some(LoadState {
+                    bucket: UtilBucket::Busy,
+                    power_capped: false,
+                });
+                if let Some((b, against)) = model.baseline(full, Signal::SmClock) {
+                    signals.insert(
+                        "sm_clock".into(),
+                        SignalChange::against(sm, b.median, against),
+                    );
+                    message.push_str(&format!(
+                        "; SM clock {sm:.0} MHz against {:.0} MHz healthy at full load",
+                        b.median
+                    ));
+                }
+            }
+            if let Some(state) = state {
+                message.push_str(&format!(" ({})", state.describe()));
+            }
+            out.push(Finding {
+                kind: AlertKind::Throttling,
+                key: names,
+                severity,
+                signals,
+                message,
+            });
+        }
+        // The power cap is normal under full load, at the GPU's own cap. Capping far below it
+        // means the limit was lowered (or power is misread).
+        let capped_low = match (
+            state,
+            s.power_w,
+            self.model.as_ref().and_then(|m| m.capped_power),
+        ) {
+            (Some(st), Some(p), Some(cap))
+                if st.power_capped && st.bucket == UtilBucket::Busy && faults == 0 =>
+            {
+                let floor = (cap.median * (1.0 - self.config.power_cap_drop_fraction))
+                    .min(cap.median - 5.0 * cap.sigma);
+                (p < floor).then_some((p, cap))
+            }
+            _ => None,
+        };
+        if self.held(
+            "power_cap_low",
+            capped_low.is_some(),
+            self.config.persist_samples,
+        ) {
+            if let Some((p, cap)) = capped_low {
+                let mut signals = BTreeMap::new();
+                signals.insert(
+                    "power_w".into(),
+                    SignalChange::against(
+                        p,
+                        cap.median,
+                        format!(
+                            "healthy power under the cap at full load ({} samples)",
+                            cap.n
+                        ),
+                    ),
+                );
+                out.push(Finding {
+                    kind: AlertKind::Throttling,
+                    key: "power_cap_low".into(),
+                    severity: Severity::Warning,
+                    signals,
+                    message: format!(
+                        "throttling: power-capped at {p:.0} W under full load where this GPU caps at {:.0} W: the power limit was lowered, or power is misread",
+                        cap.median
+                    ),
+                });
+            }
+        }
+    }
+
+    fn clocks(&mut self, s: &Sample, state: Option<LoadState>, out: &mut Vec<Finding>) {
+        let Some(model) = self.model.as_ref() else {
+            return;
+        };
+        let bits = s.clock_reasons.unwrap_or(0);
+        // SM clock at full load with nothing to explain a lower one.
+        let sm_drop = match (state, s.sm_clock_mhz) {
+            (Some(st), Some(sm))
+                if st.bucket == UtilBucket::Busy
+                    && bits & (reasons::SW_POWER_CAP | reasons::FAULTS) == 0 =>
+            {
+                model
+                    .baseline(Some(st), Signal::SmClock)
+                    .and_then(|(b, against)| {
+                        let floor = b.median
+                            - (4.0 * b.sigma).max(self.config.sm_clock_drop_fraction * b.median);
+                        (sm < floor).then_some((sm, b.median, against))
+                    })
+            }
+            _ => None,
+        };
+        let mem_drop = s.mem_clock_mhz.and_then(|mc| {
+            model
+                .baseline(state, Signal::MemClock)
+                .and_then(|(b, against)| {
+                    let floor = b.median
+                        - (4.0 * b.sigma).max(self.config.mem_clock_drop_fraction * b.median);
+                    (mc < floor).then_some((mc, b.median, against))
+                })
+        });
+        let persist = self.config.persist_samples;
+        for (name, drop) in [("sm_clock", sm_drop), ("mem_clock", mem_drop)] {
+            if !self.held(&format!("drop_{name}"), drop.is_some(), persist) {
+                continue;
+            }
+            let Some((value, base, against)) = drop else {
+                continue;
+            };
+            let mut signals = BTreeMap::new();
+            signals.insert(
+                name.to_string(),
+                SignalChange::against(value, base, against),
+            );
+            signals.insert(
+                "clock_reasons".into(),
+                SignalChange::value(
+                    bits as f64,
+                    "clock-event reason bits: no cap or slowdown set",
+                ),
+            );
+            out.push(Finding {
+                kind: AlertKind::ClockDrop,
+                key: name.into(),
+                severity: Severity::Warning,
+                signals,
+                message: format!(
+                    "{name} {value:.0} MHz, {:.0} % below its healthy {base:.0} MHz at this load, with no throttle reason given",
+                    100.0 * (base - value) / base
+                ),
+            });
+        }
+    }
+
+    fn counters(&mut self, s: &Sample, out: &mut Vec<Finding>) {
+        let values: [(&'static str, Option<u64>); 4] = [
+            ("ecc_uncorr", s.ecc_uncorr.or(s.ecc_uncorr_aggregate)),
+            ("ecc_corr", s.ecc_corr.or(s.ecc_corr_aggregate)),
+            ("pcie_replay", s.pcie_replay),
+            (
+                "remapped",
+                match (s.remapped_rows, s.retired_pages) {
+                    (None, None) => None,
+                    (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+                },
+            ),
+        ];
+        for (name, value) in values {
+            let Some(value) = value else { continue };
+            // A counter that went down was reset (driver reload): start again from it.
+            if let Some(last) = self.counters.last.insert(name, value) {
+                if value > last {
+                    self.counters.increases.push_back((s.t, name, value - last));
+                }
+            }
+        }
+        let window = self.config.counter_window_s;
+        while self
+            .counters
+            .increases
+            .front()
+            .is_some_and(|(t, _, _)| s.t - t > window)
+        {
+            self.counters.increases.pop_front();
+        }
+        let sum = |name: &str, only_now: bool| -> u64 {
+            self.counters
+                .increases
+                .iter()
+                .filter(|(t, n, _)| *n == name && (!only_now || *t == s.t))
+                .map(|x| x.2)
+                .sum()
+        };
+        let uncorr_now = sum("ecc_uncorr", true);
+        if uncorr_now > 0 {
+            out.push(counter_finding(
+                AlertKind::EccUncorrected,
+                Severity::Critical,
+                "ecc_uncorr",
+                uncorr_now,
+                sum("ecc_uncorr", false),
+                window,
+                "uncorrected ECC errors: data on this GPU may be corrupt",
+            ));
+        }
+        let bursts = [
+            (
+                AlertKind::EccCorrectedBurst,
+                "ecc_corr",
+                self.config.ecc_corrected_burst,
+                10,
+                "a burst of corrected ECC errors: memory is degrading",
+            ),
+            (
+                AlertKind::PcieReplayBurst,
+                "pcie_replay",
+                self.config.pcie_replay_burst,
+                20,
+                "a burst of PCIe replays: the link (riser, slot, cable) is failing",
+            ),
+        ];
+        for (kind, name, burst, critical_times, what) in bursts {
+            let (now, in_window) = (sum(name, true), sum(name, false));
+            if now == 0 || in_window < burst {
+                continue;
+            }
+            let severity = if in_window >= critical_times * burst {
+                Severity::Critical
+            } else {
+                Severity::Warning
+            };
+            out.push(counter_finding(
+                kind, severity, name, now, in_window, window, what,
+            ));
+        }
+        let remapped = sum("remapped", true);
+        if remapped > 0 {
+            out.push(counter_finding(
+                AlertKind::MemoryRemap,
+                Severity::Warning,
+                "remapped_rows",
+                remapped,
+                sum("remapped", false),
+                window,
+                "memory rows remapped or pages retired",
+            ));
+        }
+    }
+
+    fn xid(&mut self, s: &Sample, out: &mut Vec<Finding>) {
+        for &code in &s.xid {
+            let (severity, what) = crate::xid::describe(code);
+            let mut signals = BTreeMap::new();
+            signals.insert(
+                "xid".into(),
+                SignalChange::value(f64::from(code), "XID code reported by the driver"),
+            );
+            out.push(Finding {
+                kind: AlertKind::Xid,
+                key: code.to_string(),
+                severity,
+                signals,
+                message: format!("XID {code}: {what}"),
+            });
+        }
+    }
+
+    fn memory_leak(&mut self, s: &Sample, out: &mut Vec<Finding>) {
+        let Some(used) = s.mem_used_mib else { return };
+        let tolerance = (0.01 * used).max(256.0);
+        let restart = match &self.leak {
+            None => true,
+            Some(l) => used < l.max_mib - tolerance,
+        };
+        if restart {
+            self.leak = Some(Leak {
+                start_t: s.t,
+                start_mib: used,
+                max_mib: used,
+                points: vec![(s.t, used)],
+            });
+            return;
+        }
+        let leak = self.leak.as_mut().expect("set above");
+        leak.max_mib = leak.max_mib.max(used);
+        leak.points.push((s.t, used));
+        let duration = s.t - leak.start_t;
+        let increase = used - leak.start_mib;
+        if duration < self.config.leak_min_duration_s
+            || increase < self.config.leak_min_increase_mib
+        {
+            return;
+        }
+        // A leak grows all along, not in one or two steps (an allocation ramp, a model
+        // loaded): the growth must show in at least six of the stretch's eight parts, and it
+        // must still be going on (positive slope over the last fifth of the stretch, at least
+        // 20 s). Its rate is the median part's, so one large allocation does not inflate it.
+        let part = duration / 8.0;
+        let mut grown = [0.0f64; 8];
+        for pair in leak.points.windows(2) {
+            if pair[1].1 > pair[0].1 {
+                let i = (((pair[1].0 - leak.start_t) / part) as usize).min(7);
+                grown[i] += pair[1].1 - pair[0].1;
+            }
+        }
+        let spread = grown.iter().filter(|g| **g > 0.0).count() >= 6;
+        let tail_s = (duration / 5.0).max(20.0);
+        let tail: Vec<(f64, f64)> = leak
+            .points
+            .iter()
+            .filter(|p| s.t - p.0 <= tail_s)
+            .copied()
+            .collect();
+        let still_growing = tail.len() >= 3 && theil_sen(&tail).is_some_and(|v| v > 0.0);
+        if !spread || !still_growing {
+            return;
+        }
+        let rate = median(&grown).unwrap_or(0.0) / part;
+        let total = self
+            .config
+            .mem_total_mib
+            .or_else(|| Some(s.mem_used_mib? + s.mem_free_mib?));
+        let mut signals = BTreeMap::new();
+        signals.insert(
+            "mem_used_mib".into(),
+            SignalChange::against(
+                used,
+                leak.start_mib,
+                format!("memory in use {duration:.0} s ago, since when it has not been freed"),
+            ),
+        );
+        signals.insert(
+            "growth_mib_per_s".into(),
+            SignalChange::value(
+                rate,
+                format!("median growth rate of the eight parts of the last {duration:.0} s"),
+            ),
+        );
+        let mut message = format!(
+            "memory leak: {used:.0} MiB in use, up {increase:.0} MiB in {duration:.0} s ({rate:.1} MiB/s) without being freed"
+        );
+        let mut severity = Severity::Warning;
+        if let Some(total) = total {
+            let eta = (total - used).max(0.0) / rate;
+            signals.insert(
+                "time_to_full_s".into(),
+                SignalChange::value(eta, format!("until {total:.0} MiB are used at this rate")),
+            );
+            message.push_str(&format!(": full in about {eta:.0} s"));
+            if eta < 300.0 {
+                severity = Severity::Critical;
+            }
+        }
+        out.push(Finding {
+            kind: AlertKind::MemoryLeak,
+            key: "mem_used".into(),
+            severity,
+            signals,
+            message,
+        });
+    }
+
+    fn frozen(&mut self, s: &Sample, out: &mut Vec<Finding>) {
+        let healthy = |signal: Signal| {
+            self.model
+                .as_ref()
+                .and_then(|m| m.longest_unchanged_s.get(&signal).copied())
+        };
+        for signal in [
+            Signal::TempGpu,
+            Signal::TempMem,
+            Signal::Power,
+            Signal::Energy,
+        ] {
+            let longest = healthy(signal);
+            let Some(v) = s.signal(signal) else {
+                self.frozen.remove(&signal);
+                continue;
+            };
+            let p = s.power_w.unwrap_or(0.0);
+            let run = self.frozen.entry(signal).or_insert(Run {
+                value: v,
+                since: s.t,
+                samples: 0,
+                power_min: p,
+                power_max: p,
+            });
+            if run.value != v {
+                *run = Run {
+                    value: v,
+                    since: s.t,
+                    samples: 0,
+                    power_min: p,
+                    power_max: p,
+                };
+            }
+            run.samples += 1;
+            run.power_min = run.power_min.min(p);
+            run.power_max = run.power_max.max(p);
+            let duration = s.t - run.since;
+            let swing = run.power_max - run.power_min;
+            let (frozen, why) = match signal {
+                Signal::Energy => {
+                    let limit = (3.0 * longest.unwrap_or(0.0)).max(1.0);
+                    (
+                        run.samples >= 3 && duration >= limit && run.power_min > 20.0,
+                        format!("energy must grow at {:.0} W; healthy it never stayed unchanged over {:.1} s", run.power_min, longest.unwrap_or(0.0)),
+                    )
+                }
+                Signal::Power => {
+                    let limit = (3.0 * longest.unwrap_or(1.0)).max(3.0);
+                    (
+                        run.samples >= 4 && duration >= limit,
+                        format!(
+                            "healthy power never stayed unchanged over {:.1} s",
+                            longest.unwrap_or(1.0)
+                        ),
+                    )
+                }
+                _ => {
+                    let limit = (3.0 * longest.unwrap_or(100.0)).max(60.0);
+                    // The die temperature follows power within a second; memory's is too slow
+                    // for this test and only has the duration one.
+                    let swung = signal == Signal::TempGpu
+                        && run.samples >= 3
+                        && swing >= self.config.frozen_power_swing_w;
+                    (
+                        swung || (run.samples >= 3 && duration >= limit),
+                        if swung {
+                            format!("unchanged while power swung by {swing:.0} W")
+                        } else {
+                            format!("unchanged over {duration:.0} s where healthy it changed within {:.0} s", longest.unwrap_or(100.0))
+                        },
+                    )
+                }
+            };
+            if !frozen {
+                continue;
+            }
+            let mut signals = BTreeMap::new();
+            signals.insert(
+                signal.name().to_string(),
+                SignalChange::value(
+                    v,
+                    format!("unchanged for {duration:.1} s ({} samples)", run.samples),
+                ),
+            );
+            if signal != Signal::Power {
+                signals.insert(
+                    "power_swing_w".into(),
+                    SignalChange::value(swing, "power range while it was unchanged"),
+                );
+            }
+            out.push(Finding {
+                kind: AlertKind::SensorFrozen,
+                key: signal.name().into(),
+                severity: Severity::Warning,
+                signals,
+                message: format!("{} frozen at {v} for {duration:.1} s: {why}", signal.name()),
+            });
+        }
+    }
+
+    fn performance(&mut self, s: &Sample, out: &mut Vec<Finding>) {
+        let figures = [
+            (0, "bench_tflops", s.bench_tflops, true),
+            (1, "proof_ratio", s.proof_ratio, false),
+        ];
+        for (i, name, value, higher_is_better) in figures {
+            let Some(value) = value else { continue };
+            let trained = self.model.as_ref().and_then(|m| {
+                if higher_is_better {
+                    m.bench_tflops
+                } else {
+                    m.proof_ratio
+                }
+            });
+            let perf = &mut self.perf[i];
+            let (base, against) = match trained {
+                Some(r) => (
+                    r.median,
+                    format!("median of {} healthy figures in the training history", r.n),
+                ),
+                None => {
+                    if perf.baseline.len() < self.config.perf_baseline_points {
+                        perf.baseline.push(value);
+                        continue;
+                    }
+                    (
+                        median(&perf.baseline).expect("non-empty"),
+                        format!("median of this GPU's first {} figures", perf.baseline.len()),
+                    )
+                }
+            };
+            perf.recent.push_back(value);
+            if perf.recent.len() > 3 {
+                perf.recent.pop_front();
+            }
+            if perf.recent.len() < 2 || base <= 0.0 {
+                continue;
+            }
+            let now = median(perf.recent.make_contiguous()).expect("non-empty");
+            let loss = if higher_is_better {
+                1.0 - now / base
+            } else {
+                now / base - 1.0
+            };
+            let fraction = self.config.perf_decay_fraction;
+            let severity = if loss >= fraction + 0.25 {
+                Severity::Critical
+            } else if loss >= fraction {
+                Severity::Warning
+            } else {
+                continue;
+            };
+            let mut signals = BTreeMap::new();
+            signals.insert(
+                name.to_string(),
+                SignalChange::against(
+                    now,
+                    base,
+                    format!("{against}; value: median of the last {}", perf.recent.len()),
+                ),
+            );
+            let source = if higher_is_better {
+                "benchmark (self-reported)"
+            } else {
+                "validator-timed proof"
+            };
+            out.push(Finding {
+                kind: AlertKind::PerfDecay,
+                key: name.into(),
+                severity,
+                signals,
+                message: format!(
+                    "performance decay: {source} {name} {now:.3} against {base:.3}, {:.0} % worse than this GPU's own history",
+                    100.0 * loss
+                ),
+            });
+        }
+    }
+
+    fn multivariate(&mut self, s: &Sample, recent_power: Option<f64>, out: &mut Vec<Finding>) {
+        let Some(forest) = self.model.as_ref().and_then(|m| m.forest.as_ref()) else {
+            return;
+        };
+        let row = forest.row(s, recent_power);
+        let score = forest.forest.score(&row);
+        let threshold = forest.threshold;
+        self.last_score = Some(score);
+        let needed = self.config.forest_persist_samples;
+        if !self.held("forest", score > threshold, needed) {
+            return;
+        }
+        let Some(forest) = self.model.as_ref().and_then(|m| m.forest.as_ref()) else {
+            return;
+        };
+        let mut signals = BTreeMap::new();
+        signals.insert(
+            "anomaly_score".into(),
+            SignalChange::against(
+                score,
+                threshold,
+                "isolation-forest threshold: highest healthy score plus margin",
+            ),
+        );
+        let mut moved = Vec::new();
+        if let Some(nearest) = forest.nearest(&row) {
+            let mut diffs: Vec<(usize, f64)> = (0..row.len())
+                .map(|f| (f, (row[f] - nearest[f]).abs() / forest.scale[f]))
+                .collect();
+            diffs.sort_by(|a, b| b.1.total_cmp(&a.1));
+            for &(f, d) in diffs.iter().take(3).filter(|(_, d)| *d > 0.5) {
+                signals.insert(
+                    FOREST_FEATURES[f].to_string(),
+                    SignalChange::against(
+                        row[f],
+                        nearest[f],
+                        "the nearest healthy state in the training history",
+                    ),
+                );
+                moved.push(format!(
+                    "{} {:.0} vs {:.0} ({d:.1} scales)",
+                    FOREST_FEATURES[f], row[f], nearest[f]
+                ));
+            }
+        }
+        out.push(Finding {
+            kind: AlertKind::Multivariate,
+            key: "forest".into(),
+            severity: Severity::Warning,
+            signals,
+            message: format!(
+                "a state unlike this GPU's healthy history (score {score:.3} > {threshold:.3}): {}",
+                if moved.is_empty() {
+                    "no single signal stands out".to_string()
+                } else {
+                    moved.join(", ")
+                }
+            ),
+        });
+    }
+}
+
+fn counter_finding(
+    kind: AlertKind,
+    severity: Severity,
+    name: &str,
+    now: u64,
+    in_window: u64,
+    window: f64,
+    what: &str,
+) -> Finding {
+    let mut signals = BTreeMap::new();
+    signals.insert(
+        name.to_string(),
+        SignalChange::against(
+            now as f64,
+            0.0,
+            "increase since the previous sample; healthy: none",
+        ),
+    );
+    signals.insert(
+        format!("{name}_last_{window:.0}s"),
+        SignalChange::value(
+            in_window as f64,
+            format!("increase over the last {window:.0} s"),
+        ),
+    );
+    Finding {
+        kind,
+        key: name.into(),
+        severity,
+        signals,
+        message: format!("{what}: +{now} now, +{in_window} in the last {window:.0} s"),
+    }
+}
+
+/// Runs a fresh monitor over a whole trace and returns every alert.
+pub fn replay(samples: &[Sample], config: &Config, model: Option<Model>) -> Vec<Alert> {
+    let mut monitor = Monitor::new(config.clone(), model);
+    samples.iter().flat_map(|s| monitor.push(s)).collect()
+}

@@ -1,0 +1,232 @@
+//! One reading of one GPU: every field the sampler can read, each `None` when it was not read
+//! (unsupported by the GPU, an NVML error, or an empty cell in a trace).
+
+use serde::{Deserialize, Serialize};
+
+/// One sample of one GPU's telemetry at time `t`.
+///
+/// Units are in the field names: `_c` degrees Celsius, `_w` watts, `_mj` millijoules,
+/// `_pct` percent, `_mib` MiB, `_mhz` MHz, `_kbs` KB/s. Counters (`pcie_replay`, `ecc_*`,
+/// `retired_pages`, `remapped_rows`, `energy_mj`) are totals as NVML reports them; the
+/// detectors look at their increases.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Seconds since the start of the trace (or any fixed origin).
+    pub t: f64,
+    /// A free label of what ran (a trace's `phase` column); never used by the detectors.
+    pub phase: Option<String>,
+    /// GPU (die) temperature.
+    pub temp_gpu_c: Option<f64>,
+    /// Memory (HBM) temperature.
+    pub temp_mem_c: Option<f64>,
+    /// Power draw.
+    pub power_w: Option<f64>,
+    /// Total energy consumed since the driver was loaded.
+    pub energy_mj: Option<f64>,
+    /// GPU utilization: percent of time a kernel ran.
+    pub util_gpu_pct: Option<f64>,
+    /// Memory utilization: percent of time memory was read or written.
+    pub util_mem_pct: Option<f64>,
+    /// Device memory in use.
+    pub mem_used_mib: Option<f64>,
+    /// Device memory free.
+    pub mem_free_mib: Option<f64>,
+    /// Device memory reserved by the driver.
+    pub mem_reserved_mib: Option<f64>,
+    /// SM clock.
+    pub sm_clock_mhz: Option<f64>,
+    /// Memory clock.
+    pub mem_clock_mhz: Option<f64>,
+    /// Clock-event (throttle) reasons, NVML's bit flags ([`reasons`]).
+    pub clock_reasons: Option<u64>,
+    /// PCIe transmit throughput.
+    pub pcie_tx_kbs: Option<f64>,
+    /// PCIe receive throughput.
+    pub pcie_rx_kbs: Option<f64>,
+    /// PCIe replay counter (total).
+    pub pcie_replay: Option<u64>,
+    /// ECC corrected errors, volatile (since the driver loaded).
+    pub ecc_corr: Option<u64>,
+    /// ECC uncorrected errors, volatile.
+    pub ecc_uncorr: Option<u64>,
+    /// ECC corrected errors, aggregate (over the GPU's life).
+    pub ecc_corr_aggregate: Option<u64>,
+    /// ECC uncorrected errors, aggregate.
+    pub ecc_uncorr_aggregate: Option<u64>,
+    /// Retired memory pages (older GPUs).
+    pub retired_pages: Option<u64>,
+    /// Remapped memory rows (Ampere and later), correctable plus uncorrectable.
+    pub remapped_rows: Option<u64>,
+    /// Fan speed, where the GPU has a fan.
+    pub fan_pct: Option<f64>,
+    /// Number of processes using the GPU.
+    pub processes: Option<u32>,
+    /// XID error codes that arrived since the previous sample (NVML event sets). Empty when
+    /// none arrived or XIDs are not watched.
+    pub xid: Vec<u32>,
+    /// A benchmark figure finished at this sample (TFLOP/s, higher is better), if any.
+    pub bench_tflops: Option<f64>,
+    /// A validator-timed proof finished at this sample: its time over its bound (lower is
+    /// better), if any.
+    pub proof_ratio: Option<f64>,
+}
+
+impl Sample {
+    /// A sample at `t` with nothing read.
+    pub fn at(t: f64) -> Sample {
+        Sample {
+            t,
+            ..Sample::default()
+        }
+    }
+
+    /// The value of a numeric signal by its trace-column name, if read.
+    pub fn signal(&self, signal: Signal) -> Option<f64> {
+        match signal {
+            Signal::TempGpu => self.temp_gpu_c,
+            Signal::TempMem => self.temp_mem_c,
+            Signal::Power => self.power_w,
+            Signal::Energy => self.energy_mj,
+            Signal::UtilGpu => self.util_gpu_pct,
+            Signal::UtilMem => self.util_mem_pct,
+            Signal::MemUsed => self.mem_used_mib,
+            Signal::SmClock => self.sm_clock_mhz,
+            Signal::MemClock => self.mem_clock_mhz,
+            Signal::PcieTx => self.pcie_tx_kbs,
+            Signal::PcieRx => self.pcie_rx_kbs,
+        }
+    }
+}
+
+/// The continuous signals the detectors and the downsampler work on, named as trace columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Signal {
+    /// `temp_gpu`, °C.
+    TempGpu,
+    /// `temp_mem`, °C.
+    TempMem,
+    /// `power_w`, W.
+    Power,
+    /// `energy_mj`, mJ.
+    Energy,
+    /// `util_gpu`, %.
+    UtilGpu,
+    /// `util_mem`, %.
+    UtilMem,
+    /// `mem_used_mib`, MiB.
+    MemUsed,
+    /// `sm_clock`, MHz.
+    SmClock,
+    /// `mem_clock`, MHz.
+    MemClock,
+    /// `pcie_tx_kbs`, KB/s.
+    PcieTx,
+    /// `pcie_rx_kbs`, KB/s.
+    PcieRx,
+}
+
+impl Signal {
+    /// Every signal, in trace-column order.
+    pub const ALL: [Signal; 11] = [
+        Signal::TempGpu,
+        Signal::TempMem,
+        Signal::Power,
+        Signal::Energy,
+        Signal::UtilGpu,
+        Signal::UtilMem,
+        Signal::MemUsed,
+        Signal::SmClock,
+        Signal::MemClock,
+        Signal::PcieTx,
+        Signal::PcieRx,
+    ];
+
+    /// The signal's trace-column name (also its name in alerts).
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::TempGpu => "temp_gpu",
+            Signal::TempMem => "temp_mem",
+            Signal::Power => "power_w",
+            Signal::Energy => "energy_mj",
+            Signal::UtilGpu => "util_gpu",
+            Signal::UtilMem => "util_mem",
+            Signal::MemUsed => "mem_used_mib",
+            Signal::SmClock => "sm_clock",
+            Signal::MemClock => "mem_clock",
+            Signal::PcieTx => "pcie_tx_kbs",
+            Signal::PcieRx => "pcie_rx_kbs",
+        }
+    }
+}
+
+/// NVML's clock-event (throttle) reason bits (`nvmlClocksEventReason*` in `nvml.h`).
+pub mod reasons {
+    /// Nothing runs on the GPU; clocks drop to idle.
+    pub const GPU_IDLE: u64 = 0x1;
+    /// Clocks limited by the applications-clocks setting.
+    pub const APPLICATIONS_CLOCKS: u64 = 0x2;
+    /// Software power cap: the normal state of an H200 under full GEMM load.
+    pub const SW_POWER_CAP: u64 = 0x4;
+    /// Hardware slowdown (thermal or power brake, or an external signal).
+    pub const HW_SLOWDOWN: u64 = 0x8;
+    /// Sync boost (clocks held with other GPUs).
+    pub const SYNC_BOOST: u64 = 0x10;
+    /// Software thermal slowdown: the GPU or memory is above its operating limit.
+    pub const SW_THERMAL: u64 = 0x20;
+    /// Hardware thermal slowdown: the temperature is far too high.
+    pub const HW_THERMAL: u64 = 0x40;
+    /// Hardware power-brake slowdown: an external power brake (e.g. the PSU) asserted.
+    pub const HW_POWER_BRAKE: u64 = 0x80;
+    /// Clocks held by the display-clock setting.
+    pub const DISPLAY_CLOCKS: u64 = 0x100;
+
+    /// The reasons that mean the GPU is slowed by a fault (heat or hardware), as opposed to
+    /// idling or the software power cap.
+    pub const FAULTS: u64 = HW_SLOWDOWN | SW_THERMAL | HW_THERMAL | HW_POWER_BRAKE;
+
+    /// The names of the bits set in `bits`, lowest bit first.
+    pub fn names(bits: u64) -> Vec<&'static str> {
+        [
+            (GPU_IDLE, "gpu_idle"),
+            (APPLICATIONS_CLOCKS, "applications_clocks"),
+            (SW_POWER_CAP, "sw_power_cap"),
+            (HW_SLOWDOWN, "hw_slowdown"),
+            (SYNC_BOOST, "sync_boost"),
+            (SW_THERMAL, "sw_thermal_slowdown"),
+            (HW_THERMAL, "hw_thermal_slowdown"),
+            (HW_POWER_BRAKE, "hw_power_brake"),
+            (DISPLAY_CLOCKS, "display_clocks"),
+        ]
+        .into_iter()
+        .filter(|(bit, _)| bits & bit != 0)
+        .map(|(_, name)| name)
+        .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reason_names_follow_nvml_bits() {
+        assert_eq!(reasons::names(0x4), vec!["sw_power_cap"]);
+        assert_eq!(
+            reasons::names(0x1 | 0x20 | 0x80),
+            vec!["gpu_idle", "sw_thermal_slowdown", "hw_power_brake"]
+        );
+        assert!(reasons::names(0).is_empty());
+        assert_eq!(reasons::FAULTS & reasons::SW_POWER_CAP, 0);
+    }
+
+    #[test]
+    fn signals_read_their_fields() {
+        let mut s = Sample::at(1.0);
+        s.sm_clock_mhz = Some(1980.0);
+        assert_eq!(s.signal(Signal::SmClock), Some(1980.0));
+        assert_eq!(s.signal(Signal::TempGpu), None);
+        assert_eq!(Signal::ALL.len(), 11);
+        assert_eq!(Signal::MemUsed.name(), "mem_used_mib");
+    }
+}

@@ -1,0 +1,306 @@
+//! The detectors on the real H200 trace: silent on the healthy recording, and each kind of
+//! fault injected into it is caught, by the detector meant for it, soon after it starts.
+
+use pog_monitor::inject::{inject, repeat, Fault};
+use pog_monitor::sample::reasons;
+use pog_monitor::{parse_trace, replay, Alert, AlertKind, Config, Model, Sample, Severity, Signal};
+
+const HEALTHY: &str = include_str!("data/h200-healthy.csv");
+
+fn healthy() -> Vec<Sample> {
+    parse_trace(HEALTHY).unwrap()
+}
+
+fn model() -> Model {
+    Model::train(&healthy(), &Config::default()).unwrap()
+}
+
+fn run(samples: &[Sample]) -> Vec<Alert> {
+    replay(samples, &Config::default(), Some(model()))
+}
+
+fn show(alerts: &[Alert]) -> String {
+    alerts
+        .iter()
+        .map(|a| {
+            format!(
+                "{:.2} {} {}: {}",
+                a.t,
+                a.kind.name(),
+                a.severity.name(),
+                a.message
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_healthy_trace_raises_no_alert() {
+    let alerts = run(&healthy());
+    assert!(alerts.is_empty(), "{}", show(&alerts));
+}
+
+#[test]
+fn the_healthy_trace_twice_raises_no_alert() {
+    let alerts = run(&repeat(&healthy(), 2));
+    assert!(alerts.is_empty(), "{}", show(&alerts));
+}
+
+#[test]
+fn without_a_model_the_rule_detectors_stay_silent_on_healthy_data() {
+    let alerts = replay(&healthy(), &Config::default(), None);
+    assert!(alerts.is_empty(), "{}", show(&alerts));
+}
+
+/// The first alert of `kind` at or after `start`, failing with every alert otherwise.
+fn caught(samples: &[Sample], kind: AlertKind, start: f64, within_s: f64) -> Alert {
+    let alerts = run(samples);
+    let early: Vec<&Alert> = alerts.iter().filter(|a| a.t < start).collect();
+    assert!(
+        early.is_empty(),
+        "alerts before the fault:\n{}",
+        show(&alerts)
+    );
+    alerts
+        .iter()
+        .find(|a| a.kind == kind && a.t >= start)
+        .filter(|a| a.t - start <= within_s)
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!(
+                "no {kind:?} within {within_s} s of {start}:\n{}",
+                show(&alerts)
+            )
+        })
+}
+
+#[test]
+fn thermal_runaway_is_caught_early_with_a_time_to_limit() {
+    // In the SGEMM phase (62 °C at 673 W), cooling fails: +0.5 °C/s.
+    let trace = inject(
+        &healthy(),
+        &Fault::ThermalRunaway { rate_c_per_s: 0.5 },
+        92.0,
+    );
+    let alert = caught(&trace, AlertKind::ThermalRunaway, 92.0, 15.0);
+    assert_eq!(alert.severity, Severity::Warning);
+    let temp = &alert.signals["temp_gpu"];
+    assert!(temp.change.unwrap() >= 4.0, "{alert:?}");
+    let eta = alert.signals["time_to_limit_s"].value;
+    assert!(eta > 10.0 && eta < 200.0, "{alert:?}");
+    assert!(
+        alert.message.contains("87 °C in about"),
+        "{}",
+        alert.message
+    );
+    // An early warning: the temperature was still far below the 87 °C limit.
+    assert!(temp.value < 80.0);
+}
+
+#[test]
+fn a_hot_idle_gpu_is_caught_where_the_same_heat_at_full_load_is_not() {
+    // 62 °C is normal at 673 W; at idle (about 76 W) it is not.
+    let mut trace = healthy();
+    for s in trace.iter_mut().filter(|s| s.t >= 10.0 && s.t <= 25.0) {
+        s.temp_gpu_c = Some(62.0);
+    }
+    let alert = caught(&trace, AlertKind::ThermalRunaway, 10.0, 3.0);
+    assert_eq!(alert.severity, Severity::Critical);
+    assert!(alert.signals["temp_gpu"]
+        .against
+        .contains("W of recent power"));
+}
+
+#[test]
+fn throttle_causes_are_told_apart_and_the_power_cap_is_normal() {
+    // The BF16 GEMM phase already runs under the power cap (0x4): no alert (tested above).
+    for (bits, severity, name) in [
+        (
+            reasons::SW_THERMAL,
+            Severity::Warning,
+            "sw_thermal_slowdown",
+        ),
+        (
+            reasons::HW_THERMAL,
+            Severity::Critical,
+            "hw_thermal_slowdown",
+        ),
+        (reasons::HW_SLOWDOWN, Severity::Critical, "hw_slowdown"),
+        (
+            reasons::HW_POWER_BRAKE,
+            Severity::Critical,
+            "hw_power_brake",
+        ),
+    ] {
+        let fault = Fault::Throttle {
+            reasons: bits,
+            clock_factor: 0.6,
+            duration_s: 10.0,
+        };
+        let trace = inject(&healthy(), &fault, 95.0);
+        let alert = caught(&trace, AlertKind::Throttling, 95.0, 1.0);
+        assert_eq!(alert.severity, severity, "{name}");
+        assert!(alert.message.contains(name), "{}", alert.message);
+        assert!(alert.signals.contains_key("sm_clock"));
+    }
+}
+
+#[test]
+fn a_power_cap_far_below_the_gpus_own_is_throttling() {
+    // The BF16 GEMM phase, capped at 450 W instead of about 690 W.
+    let mut trace = healthy();
+    for s in trace.iter_mut().filter(|s| s.t >= 40.0 && s.t <= 50.0) {
+        s.power_w = Some(450.0);
+    }
+    let alert = caught(&trace, AlertKind::Throttling, 40.0, 3.0);
+    assert!(
+        alert.message.contains("power-capped at 450 W"),
+        "{}",
+        alert.message
+    );
+}
+
+#[test]
+fn clock_drops_without_a_reason_are_caught() {
+    let sm = Fault::ClockDrop {
+        memory: false,
+        factor: 0.8,
+        duration_s: 10.0,
+    };
+    let alert = caught(
+        &inject(&healthy(), &sm, 95.0),
+        AlertKind::ClockDrop,
+        95.0,
+        3.0,
+    );
+    assert!(alert.signals.contains_key("sm_clock"));
+    let mem = Fault::ClockDrop {
+        memory: true,
+        factor: 0.9,
+        duration_s: 10.0,
+    };
+    let alert = caught(
+        &inject(&healthy(), &mem, 20.0),
+        AlertKind::ClockDrop,
+        20.0,
+        3.0,
+    );
+    assert_eq!(alert.signals["mem_clock"].baseline, Some(3201.0));
+}
+
+#[test]
+fn a_memory_leak_is_caught_but_the_allocation_ramp_is_not() {
+    let trace = inject(
+        &repeat(&healthy(), 2),
+        &Fault::MemoryLeak {
+            rate_mib_per_s: 50.0,
+        },
+        150.0,
+    );
+    let alert = caught(&trace, AlertKind::MemoryLeak, 150.0, 120.0);
+    assert!(alert.signals["growth_mib_per_s"].value > 20.0, "{alert:?}");
+}
+
+#[test]
+fn error_counter_bursts_and_xids_are_caught_at_once() {
+    let cases = [
+        (
+            Fault::EccUncorrected { count: 1 },
+            AlertKind::EccUncorrected,
+        ),
+        (
+            Fault::EccCorrectedBurst {
+                count: 40,
+                over_s: 10.0,
+            },
+            AlertKind::EccCorrectedBurst,
+        ),
+        (
+            Fault::PcieReplayBurst {
+                count: 30,
+                over_s: 10.0,
+            },
+            AlertKind::PcieReplayBurst,
+        ),
+        (Fault::Xid { code: 79 }, AlertKind::Xid),
+    ];
+    for (fault, kind) in cases {
+        let trace = inject(&healthy(), &fault, 120.0);
+        let alert = caught(&trace, kind, 120.0, 5.0);
+        assert!(alert.severity >= Severity::Warning, "{alert:?}");
+    }
+}
+
+#[test]
+fn frozen_sensors_are_caught() {
+    for (signal, start) in [
+        (Signal::Energy, 100.0),
+        (Signal::Power, 100.0),
+        // Stuck at idle, then the bursty load swings power: a live sensor would follow.
+        (Signal::TempGpu, 56.0),
+    ] {
+        let fault = Fault::StuckSensor {
+            signal,
+            duration_s: 30.0,
+        };
+        let alert = caught(
+            &inject(&healthy(), &fault, start),
+            AlertKind::SensorFrozen,
+            start,
+            15.0,
+        );
+        assert!(alert.signals.contains_key(signal.name()), "{alert:?}");
+    }
+}
+
+#[test]
+fn a_drifting_power_sensor_is_caught_by_the_multivariate_detector() {
+    let fault = Fault::PowerDrift {
+        factor: 0.6,
+        duration_s: 15.0,
+    };
+    let alerts = run(&inject(&healthy(), &fault, 95.0));
+    assert!(
+        alerts.iter().any(|a| a.t >= 95.0 && a.t <= 105.0),
+        "{}",
+        show(&alerts)
+    );
+    assert!(alerts.iter().all(|a| a.t >= 95.0), "{}", show(&alerts));
+}
+
+#[test]
+fn performance_decay_against_the_gpus_own_history() {
+    // Proof ratios (time over bound) recorded beside the trace: 0.96 when healthy.
+    let mut trace = healthy();
+    for (i, s) in trace.iter_mut().enumerate().filter(|(i, _)| i % 20 == 0) {
+        s.proof_ratio = Some(if s.t < 150.0 {
+            0.96 + 0.001 * (i % 3) as f64
+        } else {
+            1.15
+        });
+    }
+    let alerts = replay(&trace, &Config::default(), Some(model()));
+    let decay: Vec<&Alert> = alerts
+        .iter()
+        .filter(|a| a.kind == AlertKind::PerfDecay)
+        .collect();
+    assert!(!decay.is_empty(), "{}", show(&alerts));
+    assert!(decay[0].t >= 150.0);
+    assert!(decay[0].message.contains("validator-timed proof"));
+}
+
+#[test]
+fn a_lasting_fault_alerts_once_per_cooldown() {
+    let fault = Fault::Throttle {
+        reasons: reasons::HW_SLOWDOWN,
+        clock_factor: 0.5,
+        duration_s: 60.0,
+    };
+    let alerts = run(&inject(&healthy(), &fault, 40.0));
+    let throttles = alerts
+        .iter()
+        .filter(|a| a.kind == AlertKind::Throttling)
+        .count();
+    assert_eq!(throttles, 1, "{}", show(&alerts));
+}
