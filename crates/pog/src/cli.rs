@@ -56,6 +56,8 @@ pub enum Command {
     Agent(AgentArgs),
     /// Register agents, challenge their GPUs on a schedule, verify and record the results.
     Validator(ValidatorArgs),
+    /// GPU health: run the anomaly detectors over a recorded telemetry trace.
+    Monitor(crate::commands::monitor::MonitorArgs),
     /// List the GPU model database (or one model's full entry).
     Specs {
         /// A model name such as "H200 SXM" (as in the list).
@@ -73,6 +75,7 @@ impl Command {
             Command::Prove(_) => "prove",
             Command::Agent(_) => "agent",
             Command::Validator(_) => "validator",
+            Command::Monitor(_) => "monitor",
             Command::Specs { .. } => "specs",
         }
     }

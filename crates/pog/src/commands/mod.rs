@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod check;
 pub mod inspect;
+pub mod monitor;
 pub mod prove;
 mod service;
 mod specs;
@@ -64,6 +65,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Command::Prove(args) => prove::run(&cli.global, args),
         Command::Agent(args) => service::agent(&cli.global, args),
         Command::Validator(args) => service::validator(&cli.global, args),
+        Command::Monitor(args) => monitor::run(&cli.global, args),
         Command::Specs { model } => specs::run(&cli.global, model.as_deref()),
     }
 }
