@@ -11,6 +11,7 @@ pub mod endpoint;
 pub mod hostproof;
 pub mod http;
 pub mod keys;
+pub mod market;
 #[cfg(feature = "test-doubles")]
 pub mod misbehaviour;
 pub mod provers;

@@ -767,6 +767,12 @@ pub fn router(validator: Arc<Validator>) -> Router {
         .with_state(validator)
 }
 
+/// The validator's API with its order book for GPU-hours: [`router`]'s routes and
+/// `/v1/market/*` ([`crate::market`]).
+pub fn router_with_market(validator: Arc<Validator>, market: Arc<crate::market::Market>) -> Router {
+    router(validator).merge(crate::market::router(market))
+}
+
 async fn register(
     State(v): State<Arc<Validator>>,
     ConnectInfo(source): ConnectInfo<std::net::SocketAddr>,

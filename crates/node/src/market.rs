@@ -1,0 +1,719 @@
+//! The validator's order book for GPU-hours (issue 15): signed orders submitted and cancelled
+//! through the API, clearings by the operator, the book and the history of clearings for
+//! anyone to read, all persisted in SQLite.
+//!
+//! Routes (merged into the validator's API):
+//!
+//! - `POST /v1/market/submit`: a [`SUBMIT_KIND`] envelope holding a [`SubmitMessage`], signed by
+//!   the order's owner (the key in `order.owner`); anyone else's signature is refused (403).
+//! - `POST /v1/market/cancel`: a [`CANCEL_KIND`] envelope holding a [`CancelMessage`], signed
+//!   by the order's owner; a cancel signed by another key is refused (403).
+//! - `POST /v1/market/clear`: a [`CLEAR_KIND`] envelope holding a [`ClearMessage`], signed by
+//!   the validator's own key (its operator runs `pog market clear` with the validator's data
+//!   dir).
+//! - `GET /v1/market/info`: the validator's key (which every message must name, so a message
+//!   signed for one validator cannot be replayed at another) and the classes traded.
+//! - `GET /v1/market/book?class=C`: the open orders (every class without `class`).
+//! - `GET /v1/market/history?after=N&limit=M`: clearings numbered above `after`, oldest first.
+//!
+//! A refused request never changes the book: every check runs before anything changes, and
+//! the store is the book's source of truth. Each accepted event (the signed submit or cancel
+//! as it arrived, or the clearing request) is appended to the `market_events` table; opening
+//! the store replays them in order through [`Book`], which is deterministic, so a restarted
+//! validator has the same book and history. If appending fails, the book is rebuilt from the
+//! store, and the request fails.
+
+use crate::http::ApiError;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use pog_market::{Book, BookError, ClearingRecord, GpuClass, Mechanism, Order, OrderId, Side};
+use pog_proof::wire::{self, Envelope, Identity};
+use pog_spec::SpecDb;
+use rusqlite::{params, Connection};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Envelope kind of a signed [`SubmitMessage`].
+pub const SUBMIT_KIND: &str = "market-submit";
+/// Envelope kind of a signed [`CancelMessage`].
+pub const CANCEL_KIND: &str = "market-cancel";
+/// Envelope kind of a signed [`ClearMessage`].
+pub const CLEAR_KIND: &str = "market-clear";
+
+/// The most clearings one history page returns.
+pub const MAX_HISTORY_PAGE: usize = 1000;
+
+/// An order, for the validator named.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitMessage {
+    /// The validator's public key (hex): the message is for this validator only.
+    pub validator: String,
+    pub order: Order,
+}
+
+/// A cancellation of one of the signer's orders.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelMessage {
+    pub validator: String,
+    pub id: OrderId,
+}
+
+/// The operator's request to clear one class.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClearMessage {
+    pub validator: String,
+    pub class: GpuClass,
+    pub mechanism: Mechanism,
+    /// When the operator asked, ms since the Unix epoch: two clearings of the same class are
+    /// two different requests, and an old one replayed later is refused (see
+    /// [`CLEAR_MAX_AGE_MS`]).
+    pub at_ms: u64,
+}
+
+/// How old a clearing request may be when it arrives, and how far in the future.
+pub const CLEAR_MAX_AGE_MS: u64 = 5 * 60 * 1000;
+
+/// What `GET /v1/market/info` returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarketInfo {
+    pub validator: String,
+    pub classes: Vec<GpuClass>,
+}
+
+/// An open order as the book lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookEntry {
+    #[serde(flatten)]
+    pub order: Order,
+}
+
+/// What `GET /v1/market/book` returns: open orders per side, in submission order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookView {
+    pub bids: Vec<Order>,
+    pub asks: Vec<Order>,
+}
+
+/// What `GET /v1/market/history` returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryPage {
+    pub clearings: Vec<ClearingRecord>,
+    /// Pass as `after` for the next page; absent on the last one.
+    pub next_after: Option<u64>,
+}
+
+/// What a submit returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submitted {
+    pub id: OrderId,
+    /// The order's place in the book's sequence.
+    pub sequence: u64,
+}
+
+/// What a cancel returns: what was left of the order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cancelled {
+    pub order: Order,
+}
+
+/// Why the market store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MarketError {
+    #[error("the market database failed ({0}); if the file is damaged, restore it from a backup or move it away to start an empty book")]
+    Database(#[from] rusqlite::Error),
+    #[error("the market database holds an event it cannot replay (event {seq}: {why}); restore it from a backup")]
+    Corrupt { seq: i64, why: String },
+}
+
+/// One stored event.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "event")]
+enum Event {
+    /// A signed submit or cancel, exactly as it arrived.
+    Submit {
+        envelope: Envelope,
+    },
+    Cancel {
+        envelope: Envelope,
+    },
+    Clear {
+        envelope: Envelope,
+    },
+}
+
+/// The book and its store.
+pub struct Market {
+    validator: String,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    book: Book,
+    db: Connection,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The classes a validator's book trades: every model of the spec database.
+pub fn classes() -> Vec<GpuClass> {
+    SpecDb::embedded()
+        .all()
+        .iter()
+        .filter_map(|g| GpuClass::new(g.model.clone()).ok())
+        .collect()
+}
+
+impl Market {
+    /// Opens (creating if needed) the market at `path` (`None`: in memory) for the validator
+    /// with public key `validator`, replaying its stored events.
+    pub fn open(path: Option<&Path>, validator: &str) -> Result<Market, MarketError> {
+        let db = match path {
+            Some(p) => Connection::open(p)?,
+            None => Connection::open_in_memory()?,
+        };
+        db.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
+             CREATE TABLE IF NOT EXISTS market_events (
+                 seq INTEGER PRIMARY KEY,
+                 kind TEXT NOT NULL,
+                 event TEXT NOT NULL,
+                 at_ms INTEGER NOT NULL
+             );",
+        )?;
+        let book = replay(&db, validator)?;
+        Ok(Market {
+            validator: validator.to_ascii_lowercase(),
+            inner: Mutex::new(Inner { book, db }),
+        })
+    }
+
+    /// The validator's key this market answers for.
+    pub fn validator(&self) -> &str {
+        &self.validator
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave the book half-changed (every Book
+        // operation checks before it changes anything), so a poisoned lock is still usable.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Submits a signed order (the envelope's bytes).
+    pub fn submit(&self, bytes: &[u8]) -> Result<Submitted, ApiError> {
+        let (message, signer): (SubmitMessage, String) = wire::decode(bytes, SUBMIT_KIND)?;
+        self.check_validator(&message.validator)?;
+        if message.order.owner() != signer {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "order {} is owned by {} but signed by {signer}: an order is signed by its owner's key",
+                    message.order.id(),
+                    message.order.owner()
+                ),
+            ));
+        }
+        let envelope = envelope(bytes)?;
+        let mut inner = self.lock();
+        let id = message.order.id().clone();
+        let sequence = inner.book.submit(message.order).map_err(book_error)?;
+        inner.append("submit", &Event::Submit { envelope }, &self.validator)?;
+        Ok(Submitted { id, sequence })
+    }
+
+    /// Cancels an order on a signed request by its owner.
+    pub fn cancel(&self, bytes: &[u8]) -> Result<Cancelled, ApiError> {
+        let (message, signer): (CancelMessage, String) = wire::decode(bytes, CANCEL_KIND)?;
+        self.check_validator(&message.validator)?;
+        let envelope = envelope(bytes)?;
+        let mut inner = self.lock();
+        let order = inner
+            .book
+            .cancel(&message.id, &signer)
+            .map_err(book_error)?;
+        inner.append("cancel", &Event::Cancel { envelope }, &self.validator)?;
+        Ok(Cancelled { order })
+    }
+
+    /// Clears one class on the operator's signed request.
+    pub fn clear(&self, bytes: &[u8]) -> Result<ClearingRecord, ApiError> {
+        let (message, signer): (ClearMessage, String) = wire::decode(bytes, CLEAR_KIND)?;
+        self.check_validator(&message.validator)?;
+        if signer != self.validator {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "only the validator's own key may clear the market (run `pog market clear` with the validator's data dir)",
+            ));
+        }
+        let now = now_ms();
+        if message.at_ms + CLEAR_MAX_AGE_MS < now || message.at_ms > now + CLEAR_MAX_AGE_MS {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "the clearing request is more than five minutes old or ahead: sign a new one (check the clock)",
+            ));
+        }
+        let envelope = envelope(bytes)?;
+        let mut inner = self.lock();
+        let record = inner
+            .book
+            .clear(&message.class, message.mechanism)
+            .map_err(book_error)?
+            .clone();
+        inner.append("clear", &Event::Clear { envelope }, &self.validator)?;
+        Ok(record)
+    }
+
+    /// The open orders of one class, or of all.
+    pub fn book(&self, class: Option<&GpuClass>) -> BookView {
+        let inner = self.lock();
+        let classes: Vec<GpuClass> = match class {
+            Some(c) => vec![c.clone()],
+            None => inner.book.classes().cloned().collect(),
+        };
+        let side = |side| {
+            classes
+                .iter()
+                .flat_map(|c| inner.book.open(c, side).cloned().collect::<Vec<_>>())
+                .collect()
+        };
+        BookView {
+            bids: side(Side::Bid),
+            asks: side(Side::Ask),
+        }
+    }
+
+    /// Clearings numbered above `after` (all with `None`), oldest first, at most `limit`.
+    pub fn history(&self, after: Option<u64>, limit: usize) -> HistoryPage {
+        let inner = self.lock();
+        let history = inner.book.history();
+        let start = after
+            .map_or(0, |a| (a as usize).saturating_add(1))
+            .min(history.len());
+        let limit = limit.clamp(1, MAX_HISTORY_PAGE);
+        let page: Vec<ClearingRecord> = history[start..].iter().take(limit).cloned().collect();
+        let next_after = (start + page.len() < history.len())
+            .then(|| page.last().map(|r| r.number))
+            .flatten();
+        HistoryPage {
+            clearings: page,
+            next_after,
+        }
+    }
+
+    /// Whether the class is traded here.
+    pub fn trades(&self, class: &GpuClass) -> bool {
+        self.lock().book.classes().any(|c| c == class)
+    }
+
+    fn check_validator(&self, named: &str) -> Result<(), ApiError> {
+        if !named.eq_ignore_ascii_case(&self.validator) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "the message names validator {named}, not this one ({}): sign it for this validator",
+                    self.validator
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Inner {
+    /// Appends an event; on failure, rebuilds the book from the store (undoing the change in
+    /// memory) and fails the request.
+    fn append(&mut self, kind: &str, event: &Event, validator: &str) -> Result<(), ApiError> {
+        let text = serde_json::to_string(event)
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        let stored = self.db.execute(
+            "INSERT INTO market_events (kind, event, at_ms) VALUES (?1, ?2, ?3)",
+            params![kind, text, now_ms() as i64],
+        );
+        if let Err(e) = stored {
+            if let Ok(book) = replay(&self.db, validator) {
+                self.book = book;
+            }
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                MarketError::from(e).to_string(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The envelope as it arrived (already verified by `wire::decode`), to store.
+fn envelope(bytes: &[u8]) -> Result<Envelope, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))
+}
+
+fn book_error(e: BookError) -> ApiError {
+    let status = match e {
+        BookError::UnknownClass(_) | BookError::DuplicateId(_) => StatusCode::BAD_REQUEST,
+        BookError::UnknownOrder(_) => StatusCode::NOT_FOUND,
+        BookError::NotOpen(_) => StatusCode::CONFLICT,
+        BookError::NotOwner(_) => StatusCode::FORBIDDEN,
+    };
+    ApiError::new(status, e.to_string())
+}
+
+/// Rebuilds the book from the stored events, re-verifying each signed message.
+fn replay(db: &Connection, validator: &str) -> Result<Book, MarketError> {
+    let mut book = Book::new(classes());
+    let mut stmt = db.prepare("SELECT seq, event FROM market_events ORDER BY seq")?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?;
+    for row in rows {
+        let (seq, text) = row?;
+        let corrupt = |why: String| MarketError::Corrupt { seq, why };
+        let event: Event = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+        let bytes =
+            |envelope: &Envelope| serde_json::to_vec(envelope).map_err(|e| corrupt(e.to_string()));
+        match event {
+            Event::Submit { envelope } => {
+                let (m, _): (SubmitMessage, String) = wire::decode(&bytes(&envelope)?, SUBMIT_KIND)
+                    .map_err(|e| corrupt(e.to_string()))?;
+                book.submit(m.order).map_err(|e| corrupt(e.to_string()))?;
+            }
+            Event::Cancel { envelope } => {
+                let (m, signer): (CancelMessage, String) =
+                    wire::decode(&bytes(&envelope)?, CANCEL_KIND)
+                        .map_err(|e| corrupt(e.to_string()))?;
+                book.cancel(&m.id, &signer)
+                    .map_err(|e| corrupt(e.to_string()))?;
+            }
+            Event::Clear { envelope } => {
+                let (m, signer): (ClearMessage, String) =
+                    wire::decode(&bytes(&envelope)?, CLEAR_KIND)
+                        .map_err(|e| corrupt(e.to_string()))?;
+                if !signer.eq_ignore_ascii_case(validator) {
+                    return Err(corrupt("a clearing signed by another key".into()));
+                }
+                book.clear(&m.class, m.mechanism)
+                    .map_err(|e| corrupt(e.to_string()))?;
+            }
+        }
+    }
+    Ok(book)
+}
+
+/// The market's routes, for any router state (the market carries its own).
+pub fn router<S: Clone + Send + Sync + 'static>(market: Arc<Market>) -> Router<S> {
+    Router::new()
+        .route("/v1/market/submit", post(submit_route))
+        .route("/v1/market/cancel", post(cancel_route))
+        .route("/v1/market/clear", post(clear_route))
+        .route("/v1/market/info", get(info_route))
+        .route("/v1/market/book", get(book_route))
+        .route("/v1/market/history", get(history_route))
+        .with_state(market)
+}
+
+async fn submit_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Response, ApiError> {
+    Ok(Json(m.submit(&body)?).into_response())
+}
+
+async fn cancel_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Response, ApiError> {
+    Ok(Json(m.cancel(&body)?).into_response())
+}
+
+async fn clear_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Response, ApiError> {
+    Ok(Json(m.clear(&body)?).into_response())
+}
+
+async fn info_route(State(m): State<Arc<Market>>) -> Response {
+    let classes = m.lock().book.classes().cloned().collect();
+    Json(MarketInfo {
+        validator: m.validator.clone(),
+        classes,
+    })
+    .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+struct BookQuery {
+    class: Option<String>,
+}
+
+async fn book_route(
+    State(m): State<Arc<Market>>,
+    Query(q): Query<BookQuery>,
+) -> Result<Response, ApiError> {
+    let class = match q.class {
+        Some(name) => {
+            let class = GpuClass::new(name)
+                .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+            if !m.trades(&class) {
+                return Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    BookError::UnknownClass(class).to_string(),
+                ));
+            }
+            Some(class)
+        }
+        None => None,
+    };
+    Ok(Json(m.book(class.as_ref())).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct HistoryQuery {
+    after: Option<u64>,
+    limit: Option<usize>,
+}
+
+async fn history_route(State(m): State<Arc<Market>>, Query(q): Query<HistoryQuery>) -> Response {
+    Json(m.history(q.after, q.limit.unwrap_or(100))).into_response()
+}
+
+/// A client of a validator's market API, signing with `identity`.
+pub struct MarketClient {
+    base: String,
+    http: reqwest::Client,
+}
+
+/// Why a market request failed on the client's side.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("could not reach the validator at {url}: {cause}")]
+    Unreachable { url: String, cause: String },
+    #[error("the validator refused the request (HTTP {status}): {message}")]
+    Refused { status: u16, message: String },
+    #[error("the validator's answer is not what the market API returns: {0}")]
+    BadAnswer(String),
+    #[error(transparent)]
+    Wire(#[from] pog_proof::wire::WireError),
+}
+
+impl MarketClient {
+    /// A client of the validator at `base` (http or https URL, no trailing path).
+    pub fn new(base: &str) -> MarketClient {
+        MarketClient {
+            base: base.trim_end_matches('/').to_string(),
+            http: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(30))
+                .build()
+                .unwrap_or_default(),
+        }
+    }
+
+    async fn answer<T: serde::de::DeserializeOwned>(
+        &self,
+        url: String,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, ClientError> {
+        let response = request.send().await.map_err(|e| ClientError::Unreachable {
+            url: url.clone(),
+            cause: e.to_string(),
+        })?;
+        let status = response.status();
+        let text = response
+            .text()
+            .await
+            .map_err(|e| ClientError::Unreachable {
+                url,
+                cause: e.to_string(),
+            })?;
+        if !status.is_success() {
+            let message = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+                .unwrap_or(text);
+            return Err(ClientError::Refused {
+                status: status.as_u16(),
+                message,
+            });
+        }
+        serde_json::from_str(&text).map_err(|e| ClientError::BadAnswer(e.to_string()))
+    }
+
+    async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        let url = format!("{}{path}", self.base);
+        self.answer(url.clone(), self.http.get(&url)).await
+    }
+
+    async fn post<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        envelope: &Envelope,
+    ) -> Result<T, ClientError> {
+        let url = format!("{}{path}", self.base);
+        self.answer(url.clone(), self.http.post(&url).json(envelope))
+            .await
+    }
+
+    /// The validator's key and classes.
+    pub async fn info(&self) -> Result<MarketInfo, ClientError> {
+        self.get("/v1/market/info").await
+    }
+
+    /// Submits an order signed by `owner` (whose key must be the order's owner).
+    pub async fn submit(&self, owner: &Identity, order: Order) -> Result<Submitted, ClientError> {
+        let validator = self.info().await?.validator;
+        let envelope = owner.seal(SUBMIT_KIND, &SubmitMessage { validator, order })?;
+        self.post("/v1/market/submit", &envelope).await
+    }
+
+    /// Cancels one of `owner`'s orders.
+    pub async fn cancel(&self, owner: &Identity, id: OrderId) -> Result<Cancelled, ClientError> {
+        let validator = self.info().await?.validator;
+        let envelope = owner.seal(CANCEL_KIND, &CancelMessage { validator, id })?;
+        self.post("/v1/market/cancel", &envelope).await
+    }
+
+    /// Clears a class, signed by the validator's own identity.
+    pub async fn clear(
+        &self,
+        operator: &Identity,
+        class: GpuClass,
+        mechanism: Mechanism,
+    ) -> Result<ClearingRecord, ClientError> {
+        let validator = self.info().await?.validator;
+        let message = ClearMessage {
+            validator,
+            class,
+            mechanism,
+            at_ms: now_ms(),
+        };
+        let envelope = operator.seal(CLEAR_KIND, &message)?;
+        self.post("/v1/market/clear", &envelope).await
+    }
+
+    /// The open orders of a class (all with `None`).
+    pub async fn book(&self, class: Option<&GpuClass>) -> Result<BookView, ClientError> {
+        let path = match class {
+            Some(c) => format!("/v1/market/book?class={}", c.as_str().replace(' ', "%20")),
+            None => "/v1/market/book".to_string(),
+        };
+        self.get(&path).await
+    }
+
+    /// A page of clearings after `after`.
+    pub async fn history(
+        &self,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<HistoryPage, ClientError> {
+        let path = match after {
+            Some(a) => format!("/v1/market/history?after={a}&limit={limit}"),
+            None => format!("/v1/market/history?limit={limit}"),
+        };
+        self.get(&path).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pog_market::Price;
+
+    fn validator() -> Identity {
+        Identity::from_seed([1; 32])
+    }
+
+    fn order(id: &str, owner: &Identity, side: Side, quantity: u64, usd: f64) -> Order {
+        Order::new(
+            OrderId::new(id).unwrap(),
+            owner.public_hex(),
+            side,
+            GpuClass::new("H200 SXM").unwrap(),
+            quantity,
+            Price::from_usd(usd).unwrap(),
+        )
+        .unwrap()
+    }
+
+    fn submit(signer: &Identity, validator: &str, order: Order) -> Vec<u8> {
+        serde_json::to_vec(
+            &signer
+                .seal(
+                    SUBMIT_KIND,
+                    &SubmitMessage {
+                        validator: validator.into(),
+                        order,
+                    },
+                )
+                .unwrap(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_store_replays_to_the_same_book_and_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("market.sqlite");
+        let v = validator();
+        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+        {
+            let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+            m.submit(&submit(
+                &alice,
+                &v.public_hex(),
+                order("b1", &alice, Side::Bid, 3, 4.0),
+            ))
+            .unwrap();
+            m.submit(&submit(
+                &bob,
+                &v.public_hex(),
+                order("a1", &bob, Side::Ask, 2, 2.0),
+            ))
+            .unwrap();
+            m.submit(&submit(
+                &bob,
+                &v.public_hex(),
+                order("a2", &bob, Side::Ask, 1, 9.0),
+            ))
+            .unwrap();
+            let cancel = v_seal(
+                &bob,
+                CANCEL_KIND,
+                &CancelMessage {
+                    validator: v.public_hex(),
+                    id: OrderId::new("a2").unwrap(),
+                },
+            );
+            m.cancel(&cancel).unwrap();
+            let clear = v_seal(
+                &v,
+                CLEAR_KIND,
+                &ClearMessage {
+                    validator: v.public_hex(),
+                    class: GpuClass::new("H200 SXM").unwrap(),
+                    mechanism: Mechanism::UniformPrice,
+                    at_ms: now_ms(),
+                },
+            );
+            assert_eq!(m.clear(&clear).unwrap().clearing.units, 2);
+        }
+        let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+        let book = m.book(None);
+        assert_eq!(book.bids.len(), 1);
+        assert_eq!(book.bids[0].quantity(), 1);
+        assert!(book.asks.is_empty());
+        let history = m.history(None, 10);
+        assert_eq!(history.clearings.len(), 1);
+        assert_eq!(history.next_after, None);
+        // The ids stay taken across the restart.
+        let again = m.submit(&submit(
+            &bob,
+            &v.public_hex(),
+            order("a2", &bob, Side::Ask, 1, 1.0),
+        ));
+        assert_eq!(again.unwrap_err().status, StatusCode::BAD_REQUEST);
+    }
+
+    fn v_seal<T: Serialize>(who: &Identity, kind: &str, message: &T) -> Vec<u8> {
+        serde_json::to_vec(&who.seal(kind, message).unwrap()).unwrap()
+    }
+}
