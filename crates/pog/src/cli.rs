@@ -58,6 +58,12 @@ pub enum Command {
     Validator(ValidatorArgs),
     /// GPU health: run the anomaly detectors over a recorded telemetry trace.
     Monitor(crate::commands::monitor::MonitorArgs),
+    /// The Proof-of-GPU score of this host (a fresh `pog check`) or of a saved report.
+    Score(crate::commands::market::ScoreArgs),
+    /// The price per GPU-hour of this host's GPUs (or of a model), from its score and the market.
+    Price(crate::commands::market::PriceArgs),
+    /// A validator's order book for GPU-hours: submit, cancel, book, clear, history.
+    Market(crate::commands::market::MarketArgs),
     /// List the GPU model database (or one model's full entry).
     Specs {
         /// A model name such as "H200 SXM" (as in the list).
@@ -76,6 +82,9 @@ impl Command {
             Command::Agent(_) => "agent",
             Command::Validator(_) => "validator",
             Command::Monitor(_) => "monitor",
+            Command::Score(_) => "score",
+            Command::Price(_) => "price",
+            Command::Market(args) => args.action.name(),
             Command::Specs { .. } => "specs",
         }
     }

@@ -163,3 +163,13 @@ fn an_error() {
         2,
     );
 }
+
+#[test]
+fn score() {
+    pin("score", &["score", "--json", "--simulate", "H200 SXM"], 0);
+}
+
+#[test]
+fn price() {
+    pin("price", &["price", "--json", "--model", "H100 SXM"], 0);
+}

@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod check;
 pub mod inspect;
+pub mod market;
 pub mod monitor;
 pub mod prove;
 mod service;
@@ -66,6 +67,9 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Command::Agent(args) => service::agent(&cli.global, args),
         Command::Validator(args) => service::validator(&cli.global, args),
         Command::Monitor(args) => monitor::run(&cli.global, args),
+        Command::Score(args) => market::score_run(&cli.global, args),
+        Command::Price(args) => market::price_run(&cli.global, args),
+        Command::Market(args) => market::market_run(&cli.global, args),
         Command::Specs { model } => specs::run(&cli.global, model.as_deref()),
     }
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The data dir: --data-dir / POG_DATA_DIR, else $XDG_DATA_HOME/pog, else ~/.local/share/pog.
-fn data_dir(global: &Global) -> Result<PathBuf> {
+pub(super) fn data_dir(global: &Global) -> Result<PathBuf> {
     if let Some(dir) = &global.data_dir {
         return Ok(dir.clone());
     }
@@ -257,6 +257,9 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     let registry_path = dir.join("registry.sqlite");
     let registry = Registry::open(Some(&registry_path))
         .with_context(|| format!("opening {}", registry_path.display()))?;
+    let market_path = dir.join("market.sqlite");
+    let market = pog_node::market::Market::open(Some(&market_path), &identity.public_hex())
+        .with_context(|| format!("opening {}", market_path.display()))?;
     let policy = if args.test_plan {
         Policy {
             plan: PlanKind::Test,
@@ -332,7 +335,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         };
         pog_node::serve::serve(
             listener,
-            validator::router(service),
+            validator::router_with_market(service, Arc::new(market)),
             limits,
             signalled,
             Duration::from_secs(10),

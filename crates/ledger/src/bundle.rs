@@ -1,0 +1,625 @@
+//! Proof bundles: one GPU's records with their inclusion proofs and a cosigned checkpoint, in
+//! one JSON file that a token holder verifies offline with the validator's (log's) key and
+//! the witnesses' keys.
+//!
+//! ```json
+//! {
+//!   "format": "pog-ledger-bundle/v1",
+//!   "gpu_uuid": "GPU-…",
+//!   "checkpoint": "<checkpoint note text, with the log's signature and cosignatures>",
+//!   "records": [{ "index": 17, "entry": "<base64 entry>", "proof": ["<base64 hash>", …] }, …],
+//!   "consistency": { "from_size": 12, "proof": ["<base64 hash>", …] }
+//! }
+//! ```
+//!
+//! `consistency` is optional: a proof from an earlier tree size the holder kept a checkpoint
+//! of (`pog ledger export --since`). [`verify_bundle`] returns a [`BundleReport`] listing every
+//! [`Problem`] it found, each naming what was wrong and where.
+
+use crate::checkpoint::{CheckpointError, SignedCheckpoint};
+use crate::entry::{Entry, EntryError, RecordKind, NO_PREVIOUS};
+use crate::note::Verifier;
+use crate::store::{Ledger, StoreError};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use pog_merkle::{verify_consistency, verify_inclusion, Hash};
+use serde::{Deserialize, Serialize};
+
+/// The bundle format's name and version.
+pub const BUNDLE_FORMAT: &str = "pog-ledger-bundle/v1";
+/// The largest bundle accepted.
+pub const MAX_BUNDLE_BYTES: usize = 256 << 20;
+
+/// Why a bundle file could not be read at all (what is wrong *inside* a well-formed bundle is
+/// a [`Problem`] of its report instead).
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    #[error("the bundle is {0} bytes, over the {MAX_BUNDLE_BYTES}-byte limit")]
+    TooLarge(usize),
+    #[error("the bundle is not valid bundle JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("unsupported bundle format {0:?} (this pog reads {BUNDLE_FORMAT})")]
+    Format(String),
+    #[error("{field} is not standard base64{detail}")]
+    Base64 { field: String, detail: &'static str },
+    #[error("the bundle's checkpoint is malformed: {0}")]
+    Checkpoint(#[from] CheckpointError),
+    #[error("cannot export: {0}")]
+    Store(#[from] StoreError),
+    #[error("the proof has {0} hashes; no tree of 2^64 entries needs more than 128")]
+    ProofTooLong(usize),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRecord {
+    index: u64,
+    entry: String,
+    proof: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConsistency {
+    from_size: u64,
+    proof: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBundle {
+    format: String,
+    gpu_uuid: String,
+    checkpoint: String,
+    records: Vec<RawRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    consistency: Option<RawConsistency>,
+}
+
+/// One record of a bundle: its log index, its entry bytes, its inclusion proof.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleRecord {
+    /// Log index.
+    pub index: u64,
+    /// The entry's bytes as logged (parsed during verification, so that a damaged entry is
+    /// reported in place).
+    pub entry: Vec<u8>,
+    /// Inclusion proof in the checkpoint's tree.
+    pub proof: Vec<Hash>,
+}
+
+/// A parsed bundle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bundle {
+    /// The GPU whose history this is.
+    pub gpu_uuid: String,
+    /// The checkpoint the proofs lead to (signatures not yet checked).
+    pub checkpoint: SignedCheckpoint,
+    /// The records, in log order.
+    pub records: Vec<BundleRecord>,
+    /// A consistency proof from an earlier size to the checkpoint's: (from size, proof).
+    pub consistency: Option<(u64, Vec<Hash>)>,
+}
+
+fn decode_hashes(field: &str, list: &[String]) -> Result<Vec<Hash>, BundleError> {
+    if list.len() > 128 {
+        return Err(BundleError::ProofTooLong(list.len()));
+    }
+    list.iter()
+        .enumerate()
+        .map(|(i, h)| {
+            B64.decode(h)
+                .ok()
+                .and_then(|b| b.try_into().ok())
+                .ok_or(BundleError::Base64 {
+                    field: format!("{field}[{i}]"),
+                    detail: " of a 32-byte hash",
+                })
+        })
+        .collect()
+}
+
+impl Bundle {
+    /// Parses a bundle file; structure only (see [`verify_bundle`]).
+    pub fn parse(bytes: &[u8]) -> Result<Bundle, BundleError> {
+        if bytes.len() > MAX_BUNDLE_BYTES {
+            return Err(BundleError::TooLarge(bytes.len()));
+        }
+        let raw: RawBundle = serde_json::from_slice(bytes)?;
+        if raw.format != BUNDLE_FORMAT {
+            return Err(BundleError::Format(raw.format));
+        }
+        let checkpoint = SignedCheckpoint::parse(raw.checkpoint.as_bytes())?;
+        let mut records = Vec::with_capacity(raw.records.len());
+        for (i, r) in raw.records.iter().enumerate() {
+            let entry = B64.decode(&r.entry).map_err(|_| BundleError::Base64 {
+                field: format!("records[{i}].entry"),
+                detail: "",
+            })?;
+            records.push(BundleRecord {
+                index: r.index,
+                entry,
+                proof: decode_hashes(&format!("records[{i}].proof"), &r.proof)?,
+            });
+        }
+        let consistency = match raw.consistency {
+            Some(c) => Some((c.from_size, decode_hashes("consistency.proof", &c.proof)?)),
+            None => None,
+        };
+        Ok(Bundle {
+            gpu_uuid: raw.gpu_uuid,
+            checkpoint,
+            records,
+            consistency,
+        })
+    }
+
+    /// The bundle as JSON.
+    pub fn to_json(&self) -> String {
+        let hashes = |p: &[Hash]| p.iter().map(|h| B64.encode(h)).collect();
+        let raw = RawBundle {
+            format: BUNDLE_FORMAT.into(),
+            gpu_uuid: self.gpu_uuid.clone(),
+            checkpoint: self.checkpoint.to_text(),
+            records: self
+                .records
+                .iter()
+                .map(|r| RawRecord {
+                    index: r.index,
+                    entry: B64.encode(&r.entry),
+                    proof: hashes(&r.proof),
+                })
+                .collect(),
+            consistency: self.consistency.as_ref().map(|(from, p)| RawConsistency {
+                from_size: *from,
+                proof: hashes(p),
+            }),
+        };
+        serde_json::to_string_pretty(&raw).expect("plain data serializes")
+    }
+
+    /// Exports GPU `uuid`'s records from `ledger`, with proofs against `checkpoint` (a
+    /// checkpoint of this ledger, with whatever cosignatures it gathered) and, when `since`
+    /// is given, a consistency proof from that earlier size.
+    pub fn export(
+        ledger: &Ledger,
+        uuid: &str,
+        checkpoint: &SignedCheckpoint,
+        since: Option<u64>,
+    ) -> Result<Bundle, BundleError> {
+        let size = checkpoint.checkpoint.size;
+        let log = ledger.log();
+        let mut records = Vec::new();
+        for (index, entry) in ledger.gpu_entries(uuid)? {
+            if index >= size {
+                break;
+            }
+            records.push(BundleRecord {
+                index,
+                entry: entry.encode(),
+                proof: log.inclusion_proof(index, size)?,
+            });
+        }
+        let consistency = match since {
+            Some(old) => Some((old, log.consistency_proof(old, size)?)),
+            None => None,
+        };
+        Ok(Bundle {
+            gpu_uuid: uuid.into(),
+            checkpoint: checkpoint.clone(),
+            records,
+            consistency,
+        })
+    }
+}
+
+/// The witnesses a holder trusts, and how many of them must have cosigned.
+#[derive(Debug, Clone, Default)]
+pub struct WitnessPolicy {
+    /// The witnesses' cosignature keys (type 0x04 vkeys).
+    pub keys: Vec<Verifier>,
+    /// Cosignatures required from distinct trusted witnesses.
+    pub quorum: usize,
+}
+
+/// Something wrong with a bundle, named precisely.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[serde(tag = "problem", rename_all = "snake_case")]
+pub enum Problem {
+    /// The checkpoint is not signed by the log's key (or the signature fails, or it is
+    /// another log's checkpoint).
+    #[error("the checkpoint is not validly signed by the log: {why}")]
+    CheckpointSignature { why: String },
+    /// A trusted witness's cosignature line fails to verify.
+    #[error("witness {witness}'s cosignature does not verify")]
+    BadCosignature { witness: String },
+    /// Fewer trusted witnesses cosigned than the policy requires.
+    #[error("{have} trusted witness(es) cosigned the checkpoint; {need} required")]
+    Quorum { have: usize, need: usize },
+    /// The bundle is about another GPU than its records, or a record names another GPU.
+    #[error("record {position} (log index {index}) is about GPU {found}, not {expected}")]
+    WrongGpu {
+        position: usize,
+        index: u64,
+        expected: String,
+        found: String,
+    },
+    /// A record's bytes are not an entry at all.
+    #[error("record {position} (log index {index}) is malformed: {why}")]
+    Malformed {
+        position: usize,
+        index: u64,
+        why: String,
+    },
+    /// A record's bytes changed after its producer signed them.
+    #[error("record {position} (log index {index}) was modified: its producer's signature does not verify ({why})")]
+    Modified {
+        position: usize,
+        index: u64,
+        why: String,
+    },
+    /// A record is not in the checkpoint's tree as given (its bytes, index or proof changed
+    /// after it was logged).
+    #[error("record {position} (log index {index}) is not in the checkpoint's tree: its bytes, index or proof differ from what was logged")]
+    NotIncluded { position: usize, index: u64 },
+    /// A record's log index is beyond the checkpoint's tree.
+    #[error("record {position} claims log index {index}, beyond the checkpoint's {size} entries")]
+    BeyondCheckpoint {
+        position: usize,
+        index: u64,
+        size: u64,
+    },
+    /// Records are not in log order.
+    #[error(
+        "record {position} (log index {index}) comes after log index {previous}: records reordered"
+    )]
+    Reordered {
+        position: usize,
+        index: u64,
+        previous: u64,
+    },
+    /// The GPU's chain skips records: some were dropped from the bundle (or the log).
+    #[error("record {position} (log index {index}) is the GPU's record #{got}, expected #{expected}: {missing} record(s) dropped before it")]
+    Dropped {
+        position: usize,
+        index: u64,
+        expected: u64,
+        got: u64,
+        missing: u64,
+    },
+    /// A record's back-link does not point at the previous record of the GPU.
+    #[error("record {position} (log index {index}) links back to log index {links_to}, not to the previous record at {previous}")]
+    BrokenChain {
+        position: usize,
+        index: u64,
+        links_to: String,
+        previous: String,
+    },
+    /// A record is signed by a key that neither is the validator's nor belongs to an agent
+    /// the validator registered for this GPU.
+    #[error("record {position} (log index {index}, {kind:?}) is signed by unknown key {signer}")]
+    UnknownSigner {
+        position: usize,
+        index: u64,
+        kind: RecordKind,
+        signer: String,
+    },
+    /// The holder's earlier checkpoint is not validly signed by the log.
+    #[error("your earlier checkpoint is not validly signed by the log: {why}")]
+    SinceSignature { why: String },
+    /// The log shows a smaller tree than the holder's earlier checkpoint: rolled back.
+    #[error("the log was rolled back: your checkpoint has {held_size} entries, the bundle's only {bundle_size}")]
+    Rollback { held_size: u64, bundle_size: u64 },
+    /// Two checkpoints of the same size with different roots: the log shows two histories.
+    #[error("fork: two checkpoints of size {size} disagree (yours {held_root}, the bundle's {bundle_root})")]
+    Fork {
+        size: u64,
+        held_root: String,
+        bundle_root: String,
+    },
+    /// The bundle carries no consistency proof from the holder's checkpoint size.
+    #[error("the bundle has no consistency proof from your checkpoint's size {from_size} (export it with --since {from_size})")]
+    ConsistencyMissing { from_size: u64 },
+    /// The consistency proof fails: the log's history changed since the holder's checkpoint.
+    #[error("the log is not consistent with your checkpoint of size {from_size}: its history was rewritten (a fork)")]
+    Inconsistent { from_size: u64 },
+}
+
+/// One record as verified.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecordReport {
+    /// Position in the bundle.
+    pub position: usize,
+    /// Log index.
+    pub index: u64,
+    /// Kind, when the entry parsed.
+    pub kind: Option<RecordKind>,
+    /// The GPU's sequence number of the record, when the entry parsed.
+    pub gpu_seq: Option<u64>,
+    /// Signer (hex), when the entry parsed.
+    pub signer: Option<String>,
+    /// "validator", "agent" or "unknown".
+    pub signed_by: &'static str,
+    /// No problem concerns this record.
+    pub ok: bool,
+}
+
+/// What [`verify_bundle`] found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BundleReport {
+    /// The GPU.
+    pub gpu_uuid: String,
+    /// The checkpoint's origin.
+    pub origin: String,
+    /// The checkpoint's size.
+    pub size: u64,
+    /// The checkpoint's root, hex.
+    pub root: String,
+    /// Trusted witnesses whose cosignature verified, with its time.
+    pub cosigned_by: Vec<(String, u64)>,
+    /// Each record.
+    pub records: Vec<RecordReport>,
+    /// Everything wrong; empty when the bundle verifies.
+    pub problems: Vec<Problem>,
+}
+
+impl BundleReport {
+    /// Whether the bundle verified with no problem.
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// The key of an agent that a registration record's JSON body names (`"agent"`, hex) and
+/// whether the registration released the GPU.
+fn registration_agent(body: &str) -> Option<(String, bool)> {
+    #[derive(Deserialize)]
+    struct Reg {
+        agent: String,
+        event: String,
+    }
+    let r: Reg = serde_json::from_str(body).ok()?;
+    Some((r.agent.to_ascii_lowercase(), r.event == "released"))
+}
+
+/// Verifies a bundle offline: the checkpoint's signature by `log_key` (whose Ed25519 key is
+/// also the validator's record-signing key), the witnesses' cosignatures against `witnesses`,
+/// every record's signature, signer, GPU, inclusion proof and place in the GPU's chain, and,
+/// given the holder's earlier checkpoint `since`, that the log neither forked nor rolled back
+/// since. Problems are collected, not stopped at: the report names all of them.
+pub fn verify_bundle(
+    bundle: &Bundle,
+    log_key: &Verifier,
+    witnesses: &WitnessPolicy,
+    since: Option<&SignedCheckpoint>,
+) -> BundleReport {
+    let cp = &bundle.checkpoint.checkpoint;
+    let mut problems = Vec::new();
+    if let Err(e) = bundle.checkpoint.verify(log_key) {
+        problems.push(Problem::CheckpointSignature { why: e.to_string() });
+    }
+    let mut cosigned_by: Vec<(String, u64)> = Vec::new();
+    for (witness, result) in bundle.checkpoint.cosignatures(&witnesses.keys) {
+        match result {
+            Ok(v) => {
+                if !cosigned_by.iter().any(|(w, _)| *w == witness) {
+                    cosigned_by.push((witness, v.timestamp.unwrap_or(0)));
+                }
+            }
+            Err(_) => problems.push(Problem::BadCosignature { witness }),
+        }
+    }
+    if cosigned_by.len() < witnesses.quorum {
+        problems.push(Problem::Quorum {
+            have: cosigned_by.len(),
+            need: witnesses.quorum,
+        });
+    }
+
+    let validator = hex::encode(log_key.public_key().as_bytes());
+    let mut agents: Vec<String> = Vec::new();
+    let mut records = Vec::new();
+    // The previous record of the chain: (log index, GPU sequence number).
+    let mut previous: Option<(u64, u64)> = None;
+    for (position, r) in bundle.records.iter().enumerate() {
+        let mut report = RecordReport {
+            position,
+            index: r.index,
+            kind: None,
+            gpu_seq: None,
+            signer: None,
+            signed_by: "unknown",
+            ok: true,
+        };
+        let before = problems.len();
+        let index = r.index;
+        if index >= cp.size {
+            problems.push(Problem::BeyondCheckpoint {
+                position,
+                index,
+                size: cp.size,
+            });
+        } else if !verify_inclusion(
+            &pog_merkle::leaf_hash(&r.entry),
+            index,
+            cp.size,
+            &r.proof,
+            &cp.root,
+        ) {
+            problems.push(Problem::NotIncluded { position, index });
+        }
+        match Entry::parse(&r.entry) {
+            Err(e) => problems.push(Problem::Malformed {
+                position,
+                index,
+                why: e.to_string(),
+            }),
+            Ok(entry) => {
+                report.kind = Some(entry.kind);
+                report.gpu_seq = Some(entry.gpu_seq);
+                report.signer = Some(entry.signer_hex());
+                match entry.verify() {
+                    Err(EntryError::UuidMismatch { body, .. }) => {
+                        problems.push(Problem::WrongGpu {
+                            position,
+                            index,
+                            expected: entry.gpu_uuid.clone(),
+                            found: body,
+                        })
+                    }
+                    Err(e) => problems.push(Problem::Modified {
+                        position,
+                        index,
+                        why: e.to_string(),
+                    }),
+                    Ok(()) => {}
+                }
+                if entry.gpu_uuid != bundle.gpu_uuid {
+                    problems.push(Problem::WrongGpu {
+                        position,
+                        index,
+                        expected: bundle.gpu_uuid.clone(),
+                        found: entry.gpu_uuid.clone(),
+                    });
+                }
+                let signer = entry.signer_hex();
+                let by_validator = signer == validator;
+                let by_agent = agents.contains(&signer);
+                report.signed_by = if by_validator {
+                    "validator"
+                } else if by_agent {
+                    "agent"
+                } else {
+                    "unknown"
+                };
+                let allowed = if entry.kind.signed_by_validator() {
+                    by_validator
+                } else {
+                    by_agent
+                };
+                if !allowed {
+                    problems.push(Problem::UnknownSigner {
+                        position,
+                        index,
+                        kind: entry.kind,
+                        signer,
+                    });
+                }
+                if entry.kind == RecordKind::Registration && by_validator {
+                    if let Some((agent, released)) = registration_agent(&entry.body) {
+                        if released {
+                            agents.retain(|a| *a != agent);
+                        } else if !agents.contains(&agent) {
+                            agents.push(agent);
+                        }
+                    }
+                }
+                // The chain: order, then sequence numbers, then back-links.
+                let (expected_seq, expected_prev) = match previous {
+                    None => (0, NO_PREVIOUS),
+                    Some((i, s)) => (s + 1, i),
+                };
+                if let Some((prev_index, _)) = previous.filter(|(i, _)| *i >= index) {
+                    problems.push(Problem::Reordered {
+                        position,
+                        index,
+                        previous: prev_index,
+                    });
+                } else if entry.gpu_seq > expected_seq {
+                    problems.push(Problem::Dropped {
+                        position,
+                        index,
+                        expected: expected_seq,
+                        got: entry.gpu_seq,
+                        missing: entry.gpu_seq - expected_seq,
+                    });
+                } else if entry.gpu_seq < expected_seq || entry.prev_index != expected_prev {
+                    let show = |i: u64| {
+                        if i == NO_PREVIOUS {
+                            "none".to_string()
+                        } else {
+                            i.to_string()
+                        }
+                    };
+                    problems.push(Problem::BrokenChain {
+                        position,
+                        index,
+                        links_to: show(entry.prev_index),
+                        previous: show(expected_prev),
+                    });
+                }
+                previous = Some((index, entry.gpu_seq));
+            }
+        }
+        report.ok = problems.len() == before;
+        records.push(report);
+    }
+
+    if let Some(held) = since {
+        if let Err(e) = held.verify(log_key) {
+            problems.push(Problem::SinceSignature { why: e.to_string() });
+        }
+        let h = &held.checkpoint;
+        if h.size > cp.size {
+            problems.push(Problem::Rollback {
+                held_size: h.size,
+                bundle_size: cp.size,
+            });
+        } else if h.size == cp.size {
+            if h.root != cp.root {
+                problems.push(Problem::Fork {
+                    size: h.size,
+                    held_root: hex::encode(h.root),
+                    bundle_root: hex::encode(cp.root),
+                });
+            }
+        } else {
+            match bundle
+                .consistency
+                .as_ref()
+                .filter(|(from, _)| *from == h.size)
+            {
+                None => problems.push(Problem::ConsistencyMissing { from_size: h.size }),
+                Some((_, proof)) => {
+                    if !verify_consistency(h.size, cp.size, &h.root, &cp.root, proof) {
+                        problems.push(Problem::Inconsistent { from_size: h.size });
+                    }
+                }
+            }
+        }
+    }
+
+    BundleReport {
+        gpu_uuid: bundle.gpu_uuid.clone(),
+        origin: cp.origin.clone(),
+        size: cp.size,
+        root: hex::encode(cp.root),
+        cosigned_by,
+        records,
+        problems,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let _ = Bundle::parse(&bytes);
+        }
+
+        #[test]
+        fn parser_never_panics_on_near_bundles(
+            index in any::<u64>(), entry in "\\PC{0,20}", proof in "\\PC{0,50}", cp in "\\PC{0,80}"
+        ) {
+            let json = serde_json::json!({
+                "format": BUNDLE_FORMAT, "gpu_uuid": "GPU-1", "checkpoint": cp,
+                "records": [{"index": index, "entry": entry, "proof": [proof]}],
+            });
+            let _ = Bundle::parse(json.to_string().as_bytes());
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! pog's transparency log: every signed result record (registration, inspection, benchmark,
+//! proof round, health, score, price) appended to an RFC 6962 Merkle log on disk, so that
+//! nobody, the validator included, can rewrite or drop history unseen.
+//!
+//! - [`entry`]: the canonical, versioned entry framing around a producer's signed record.
+//! - [`store`]: the append-only files, durable (fsync) before an append is acknowledged,
+//!   recovered after a crash; O(log n) proofs from stored subtree hashes; group commit.
+//! - [`note`], [`checkpoint`]: C2SP signed notes, checkpoints and cosignatures.
+//! - [`tiles`]: the C2SP tlog-tiles static layout, and proofs computed from tiles alone.
+//! - [`bundle`]: one GPU's records with proofs and a cosigned checkpoint, and their offline
+//!   verification with a report naming exactly what was wrong.
+//! - [`witness`]: the witness's pure logic: verify consistency, cosign or refuse.
+//!
+//! Every parser here returns an error on malformed input; none panics.
+
+pub mod bundle;
+pub mod checkpoint;
+pub mod entry;
+pub mod note;
+pub mod store;
+pub mod tiles;
+pub mod witness;
+
+pub use pog_merkle::Hash;

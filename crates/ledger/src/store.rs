@@ -1,0 +1,887 @@
+//! The log on disk: append-only files in one directory.
+//!
+//! - `entries`: the entries' bytes, one after another.
+//! - `hashes`: every perfect-subtree hash of the RFC 6962 tree (leaf hashes and every complete
+//!   interior node), 32 bytes each, in post-order: appending leaf *m* writes its leaf hash and
+//!   then each subtree it completes, so the file only ever grows at its end, and the hash of
+//!   the perfect subtree (level *l*, index *i*) sits at a position computed from (*l*, *i*)
+//!   alone ([`hash_position`]). A tree of *n* leaves holds 2n − popcount(n) hashes. Any
+//!   root, inclusion or consistency proof reads O(log n) of them.
+//! - `index`: the end offset of each entry in `entries`, big-endian u64: entry *i* is
+//!   `entries[index[i-1]..index[i]]`. The `index` is the commit record: its length says how
+//!   many entries the log holds.
+//! - `checkpoint`: the latest signed checkpoint (replaced atomically).
+//! - `lock`: held (flock) by the one process that writes the log.
+//!
+//! An append writes the entries and syncs them, writes the hashes and syncs them, then writes
+//! the index records and syncs those: a crash at any moment leaves the index pointing only at
+//! durable entries and hashes. On open, a torn index tail (a partial record, or offsets that
+//! do not grow within the entries file) is cut off, and the entries and hashes files are
+//! truncated to what the index covers; the last entry is checked against its stored leaf
+//! hash. An append returns only after all three syncs: an acknowledged entry is durable.
+//! [`GroupCommit`] batches concurrent appends into one set of syncs.
+//!
+//! Files rather than SQLite: the data is append-only and positional (no queries), the hash
+//! layout makes proofs a few positional reads, and three sequential files with a batched
+//! fsync outrun a B-tree on the same disk.
+
+use crate::checkpoint::{Checkpoint, SignedCheckpoint};
+use crate::entry::{Entry, EntryError, MAX_ENTRY_BYTES, NO_PREVIOUS};
+use crate::note::NoteSigner;
+use crate::tiles::{encode_entry_bundle, TileError, TileId, TileSource, TILE_HEIGHT, TILE_WIDTH};
+use pog_merkle::{leaf_hash, node_hash, Hash};
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufReader, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+
+/// Why the log store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("ledger I/O failed on {path}: {cause}; check the disk and the data dir's permissions")]
+    Io {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error(
+        "the ledger in {0} is open in another process (its lock is held); stop that process first"
+    )]
+    Locked(PathBuf),
+    #[error("the ledger in {dir} is corrupt: {why}; restore it from a mirror or backup")]
+    Corrupt { dir: PathBuf, why: String },
+    #[error("entry of {0} bytes exceeds the {MAX_ENTRY_BYTES}-byte limit")]
+    EntryTooLarge(usize),
+    #[error("entry {index} does not exist (the log holds {size})")]
+    OutOfRange { index: u64, size: u64 },
+    #[error("record refused: {0}")]
+    Record(#[from] EntryError),
+    #[error("the group-commit writer has stopped")]
+    WriterGone,
+}
+
+/// Where the hash of the perfect subtree at (`level`, `index`) sits in the post-order hash
+/// file (counted in hashes).
+pub fn hash_position(level: u32, index: u64) -> u64 {
+    let m = (index + 1) << level;
+    2 * m - u64::from(m.count_ones()) - 1 - u64::from(m.trailing_zeros() - level)
+}
+
+/// Number of hashes stored for a tree of `size` leaves.
+pub fn hash_count(size: u64) -> u64 {
+    2 * size - u64::from(size.count_ones())
+}
+
+struct State {
+    size: u64,
+    entries_len: u64,
+    /// Roots of the perfect subtrees that make up the tree, largest first (one per set bit
+    /// of `size`).
+    frontier: Vec<Hash>,
+}
+
+/// An append-only RFC 6962 log of opaque entries in a directory.
+pub struct Log {
+    dir: PathBuf,
+    entries: File,
+    hashes: File,
+    index: File,
+    _lock: File,
+    state: Mutex<State>,
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
+    move |cause| StoreError::Io {
+        path: path.to_path_buf(),
+        cause,
+    }
+}
+
+fn open_rw(path: &Path) -> Result<File, StoreError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(io(path))
+}
+
+impl Log {
+    /// Opens (creating if needed) the log in `dir`, recovering from a crash: a torn tail is
+    /// cut off, never anything acknowledged.
+    pub fn open(dir: &Path) -> Result<Log, StoreError> {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let lock_path = dir.join("lock");
+        let lock = open_rw(&lock_path)?;
+        // SAFETY: flock on a file descriptor we own; no memory is involved.
+        let rc = unsafe {
+            libc::flock(
+                std::os::unix::io::AsRawFd::as_raw_fd(&lock),
+                libc::LOCK_EX | libc::LOCK_NB,
+            )
+        };
+        if rc != 0 {
+            return Err(StoreError::Locked(dir.to_path_buf()));
+        }
+        let (entries_path, hashes_path, index_path) =
+            (dir.join("entries"), dir.join("hashes"), dir.join("index"));
+        let entries = open_rw(&entries_path)?;
+        let hashes = open_rw(&hashes_path)?;
+        let index = open_rw(&index_path)?;
+        let len = |f: &File, p: &Path| f.metadata().map(|m| m.len()).map_err(io(p));
+        let entries_len = len(&entries, &entries_path)?;
+        let hashes_len = len(&hashes, &hashes_path)?;
+        let index_len = len(&index, &index_path)?;
+
+        // The index decides: whole records whose offsets grow and stay within the entries.
+        let mut raw = Vec::with_capacity(index_len as usize);
+        (&index).read_to_end(&mut raw).map_err(io(&index_path))?;
+        let mut size = 0u64;
+        let mut end = 0u64;
+        for rec in raw.chunks_exact(8) {
+            let next = u64::from_be_bytes(rec.try_into().expect("8 bytes"));
+            if next < end || next > entries_len || next - end > MAX_ENTRY_BYTES as u64 {
+                break;
+            }
+            end = next;
+            size += 1;
+        }
+        // The hashes were synced before the index: they cover every indexed entry, unless
+        // the files were damaged outside pog.
+        if hash_count(size) * 32 > hashes_len {
+            return Err(StoreError::Corrupt {
+                dir: dir.to_path_buf(),
+                why: format!(
+                    "the index holds {size} entries but the hash file only {} hashes",
+                    hashes_len / 32
+                ),
+            });
+        }
+        index.set_len(size * 8).map_err(io(&index_path))?;
+        entries.set_len(end).map_err(io(&entries_path))?;
+        hashes
+            .set_len(hash_count(size) * 32)
+            .map_err(io(&hashes_path))?;
+        for (f, p) in [
+            (&index, &index_path),
+            (&entries, &entries_path),
+            (&hashes, &hashes_path),
+        ] {
+            f.sync_all().map_err(io(p))?;
+        }
+        let mut log = Log {
+            dir: dir.to_path_buf(),
+            entries,
+            hashes,
+            index,
+            _lock: lock,
+            state: Mutex::new(State {
+                size,
+                entries_len: end,
+                frontier: Vec::new(),
+            }),
+        };
+        let mut frontier = Vec::new();
+        let mut start = 0u64;
+        for level in (0..64u32).rev() {
+            if size & (1 << level) != 0 {
+                frontier.push(log.read_hash(hash_position(level, start >> level))?);
+                start += 1 << level;
+            }
+        }
+        log.state.get_mut().expect("fresh lock").frontier = frontier;
+        if size > 0 {
+            let last = log.entry(size - 1)?;
+            if leaf_hash(&last) != log.read_hash(hash_position(0, size - 1))? {
+                return Err(StoreError::Corrupt {
+                    dir: dir.to_path_buf(),
+                    why: format!("entry {} does not match its stored leaf hash", size - 1),
+                });
+            }
+        }
+        Ok(log)
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Number of entries (all durable).
+    pub fn size(&self) -> u64 {
+        self.state().size
+    }
+
+    /// The current root.
+    pub fn root(&self) -> Hash {
+        let st = self.state();
+        fold_frontier(&st.frontier)
+    }
+
+    /// Appends entries, durably: returns the index of the first once they and their hashes
+    /// are synced to disk.
+    pub fn append_batch(&self, batch: &[&[u8]]) -> Result<u64, StoreError> {
+        if let Some(big) = batch.iter().find(|e| e.len() > MAX_ENTRY_BYTES) {
+            return Err(StoreError::EntryTooLarge(big.len()));
+        }
+        let mut st = self.state();
+        let first = st.size;
+        if batch.is_empty() {
+            return Ok(first);
+        }
+        let mut data = Vec::new();
+        let mut index = Vec::with_capacity(batch.len() * 8);
+        let mut hashes = Vec::with_capacity(batch.len() * 64);
+        let mut frontier = st.frontier.clone();
+        let mut end = st.entries_len;
+        let mut size = st.size;
+        for e in batch {
+            data.extend_from_slice(e);
+            end += e.len() as u64;
+            index.extend_from_slice(&end.to_be_bytes());
+            let mut h = leaf_hash(e);
+            hashes.extend_from_slice(&h);
+            size += 1;
+            let mut s = size;
+            while s & 1 == 0 {
+                let left = frontier.pop().expect("a set bit below for every merge");
+                h = node_hash(&left, &h);
+                hashes.extend_from_slice(&h);
+                s >>= 1;
+            }
+            frontier.push(h);
+        }
+        let (ep, hp, ip) = (
+            self.dir.join("entries"),
+            self.dir.join("hashes"),
+            self.dir.join("index"),
+        );
+        self.entries
+            .write_all_at(&data, st.entries_len)
+            .map_err(io(&ep))?;
+        self.entries.sync_data().map_err(io(&ep))?;
+        self.hashes
+            .write_all_at(&hashes, hash_count(first) * 32)
+            .map_err(io(&hp))?;
+        self.hashes.sync_data().map_err(io(&hp))?;
+        self.index
+            .write_all_at(&index, first * 8)
+            .map_err(io(&ip))?;
+        self.index.sync_data().map_err(io(&ip))?;
+        st.size = size;
+        st.entries_len = end;
+        st.frontier = frontier;
+        Ok(first)
+    }
+
+    /// Appends one entry durably; returns its index.
+    pub fn append(&self, entry: &[u8]) -> Result<u64, StoreError> {
+        self.append_batch(&[entry])
+    }
+
+    fn read_hash(&self, position: u64) -> Result<Hash, StoreError> {
+        let mut h = [0u8; 32];
+        self.hashes
+            .read_exact_at(&mut h, position * 32)
+            .map_err(io(&self.dir.join("hashes")))?;
+        Ok(h)
+    }
+
+    /// The hash of the perfect subtree (`level`, `index`) of the current tree.
+    pub fn perfect(&self, level: u32, index: u64) -> Result<Hash, StoreError> {
+        let size = self.size();
+        let end = (index + 1)
+            .checked_shl(level)
+            .filter(|&e| e <= size && level < 64);
+        if end.is_none() {
+            return Err(StoreError::OutOfRange { index, size });
+        }
+        self.read_hash(hash_position(level, index))
+    }
+
+    fn offsets(&self, index: u64) -> Result<(u64, u64), StoreError> {
+        let ip = self.dir.join("index");
+        let mut buf = [0u8; 16];
+        if index == 0 {
+            self.index
+                .read_exact_at(&mut buf[8..], 0)
+                .map_err(io(&ip))?;
+        } else {
+            self.index
+                .read_exact_at(&mut buf, (index - 1) * 8)
+                .map_err(io(&ip))?;
+        }
+        let start = u64::from_be_bytes(buf[..8].try_into().expect("8 bytes"));
+        let end = u64::from_be_bytes(buf[8..].try_into().expect("8 bytes"));
+        Ok((start, end))
+    }
+
+    /// Entry `index`'s bytes.
+    pub fn entry(&self, index: u64) -> Result<Vec<u8>, StoreError> {
+        let size = self.size();
+        if index >= size {
+            return Err(StoreError::OutOfRange { index, size });
+        }
+        self.entry_range(index, index + 1).map(|mut v| v.remove(0))
+    }
+
+    /// Entries `[start, end)`.
+    pub fn entry_range(&self, start: u64, end: u64) -> Result<Vec<Vec<u8>>, StoreError> {
+        let size = self.size();
+        if start >= end || end > size {
+            return Err(StoreError::OutOfRange { index: end, size });
+        }
+        let (from, _) = self.offsets(start)?;
+        let mut ends = vec![0u8; ((end - start) * 8) as usize];
+        let ip = self.dir.join("index");
+        self.index
+            .read_exact_at(&mut ends, start * 8)
+            .map_err(io(&ip))?;
+        let to = u64::from_be_bytes(ends[ends.len() - 8..].try_into().expect("8 bytes"));
+        let mut data = vec![0u8; (to - from) as usize];
+        self.entries
+            .read_exact_at(&mut data, from)
+            .map_err(io(&self.dir.join("entries")))?;
+        let mut out = Vec::with_capacity((end - start) as usize);
+        let mut at = from;
+        for rec in ends.chunks_exact(8) {
+            let e = u64::from_be_bytes(rec.try_into().expect("8 bytes"));
+            out.push(data[(at - from) as usize..(e - from) as usize].to_vec());
+            at = e;
+        }
+        Ok(out)
+    }
+
+    /// The root of the first `size` entries.
+    pub fn root_at(&self, size: u64) -> Result<Hash, StoreError> {
+        let have = self.size();
+        if size > have {
+            return Err(StoreError::OutOfRange {
+                index: size,
+                size: have,
+            });
+        }
+        pog_merkle::root_with(size, &mut |l, i| self.read_hash(hash_position(l, i)))
+    }
+
+    /// The inclusion proof of entry `index` in the tree of `size` entries.
+    pub fn inclusion_proof(&self, index: u64, size: u64) -> Result<Vec<Hash>, StoreError> {
+        let have = self.size();
+        if size > have {
+            return Err(StoreError::OutOfRange {
+                index: size,
+                size: have,
+            });
+        }
+        pog_merkle::inclusion_proof_with(index, size, &mut |l, i| {
+            self.read_hash(hash_position(l, i))
+        })?
+        .ok_or(StoreError::OutOfRange { index, size })
+    }
+
+    /// The consistency proof from size `old` to size `new`.
+    pub fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<Hash>, StoreError> {
+        let have = self.size();
+        if new > have {
+            return Err(StoreError::OutOfRange {
+                index: new,
+                size: have,
+            });
+        }
+        pog_merkle::consistency_proof_with(old, new, &mut |l, i| {
+            self.read_hash(hash_position(l, i))
+        })?
+        .ok_or(StoreError::OutOfRange {
+            index: old,
+            size: new,
+        })
+    }
+
+    /// The bytes of a tlog-tiles resource of the current tree (hash tile or entry bundle);
+    /// `OutOfRange` for a tile the tree does not have at that width.
+    pub fn tile(&self, id: &TileId) -> Result<Vec<u8>, StoreError> {
+        let size = self.size();
+        let exists = TileId::in_tree(id.level, id.index, size, id.entries)
+            .is_some_and(|t| t.width >= id.width);
+        if !exists || (id.entries && id.level != 0) {
+            return Err(StoreError::OutOfRange {
+                index: id.index,
+                size,
+            });
+        }
+        let start = id.index * TILE_WIDTH;
+        if id.entries {
+            let entries = self.entry_range(start, start + id.width)?;
+            return Ok(encode_entry_bundle(entries.iter().map(|e| e.as_slice())));
+        }
+        let level = u32::from(id.level) * TILE_HEIGHT;
+        let mut out = Vec::with_capacity(id.width as usize * 32);
+        for i in start..start + id.width {
+            out.extend_from_slice(&self.read_hash(hash_position(level, i))?);
+        }
+        Ok(out)
+    }
+
+    /// Signs a checkpoint of the current tree with `signer` (its name is the origin), and
+    /// stores it as the log's latest (atomically replaced, synced).
+    pub fn checkpoint(&self, signer: &NoteSigner) -> Result<SignedCheckpoint, StoreError> {
+        let (size, root) = {
+            let st = self.state();
+            (st.size, fold_frontier(&st.frontier))
+        };
+        let signed = Checkpoint {
+            origin: signer.verifier().name().to_string(),
+            size,
+            root,
+            extensions: vec![],
+        }
+        .sign(signer);
+        self.store_checkpoint(&signed.to_text())?;
+        Ok(signed)
+    }
+
+    /// Replaces the stored latest checkpoint (e.g. with one that gained cosignatures).
+    pub fn store_checkpoint(&self, text: &str) -> Result<(), StoreError> {
+        let tmp = self.dir.join("checkpoint.tmp");
+        let path = self.dir.join("checkpoint");
+        let mut f = File::create(&tmp).map_err(io(&tmp))?;
+        f.write_all(text.as_bytes()).map_err(io(&tmp))?;
+        f.sync_all().map_err(io(&tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io(&path))?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(&self.dir))?;
+        Ok(())
+    }
+
+    /// The stored latest checkpoint's text, if any.
+    pub fn latest_checkpoint(&self) -> Result<Option<String>, StoreError> {
+        let path = self.dir.join("checkpoint");
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok(Some(text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io(&path)(e)),
+        }
+    }
+}
+
+fn fold_frontier(frontier: &[Hash]) -> Hash {
+    match frontier.split_last() {
+        None => pog_merkle::empty_root(),
+        Some((last, rest)) => rest.iter().rev().fold(*last, |r, f| node_hash(f, &r)),
+    }
+}
+
+/// A log serves its own tiles.
+impl TileSource for &Log {
+    fn read_tile(&mut self, id: &TileId) -> Result<Vec<u8>, TileError> {
+        self.tile(id).map_err(|e| TileError::Source {
+            path: id.path(),
+            why: e.to_string(),
+        })
+    }
+}
+
+/// The typed ledger: a [`Log`] of [`Entry`]s that keeps each GPU's chain (sequence number and
+/// back-link to its previous entry).
+pub struct Ledger {
+    log: Log,
+    /// Per GPU: log index and sequence number of its latest entry.
+    gpus: Mutex<HashMap<String, (u64, u64)>>,
+}
+
+impl Ledger {
+    /// Opens the ledger in `dir` (see [`Log::open`]) and reads every entry's header once to
+    /// learn each GPU's latest entry.
+    pub fn open(dir: &Path) -> Result<Ledger, StoreError> {
+        let log = Log::open(dir)?;
+        let size = log.size();
+        let mut gpus = HashMap::new();
+        let ep = dir.join("entries");
+        let mut reader = BufReader::with_capacity(1 << 20, File::open(&ep).map_err(io(&ep))?);
+        let mut prev_end = 0u64;
+        let mut buf = Vec::new();
+        for i in 0..size {
+            let (_, end) = log.offsets(i)?;
+            buf.resize((end - prev_end) as usize, 0);
+            reader.read_exact(&mut buf).map_err(io(&ep))?;
+            prev_end = end;
+            let entry = Entry::parse(&buf).map_err(|e| StoreError::Corrupt {
+                dir: dir.to_path_buf(),
+                why: format!("entry {i} is not a ledger entry: {e}"),
+            })?;
+            gpus.insert(entry.gpu_uuid, (i, entry.gpu_seq));
+        }
+        Ok(Ledger {
+            log,
+            gpus: Mutex::new(gpus),
+        })
+    }
+
+    /// The underlying log.
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+
+    /// Appends records durably, after checking each one's signature; fills in each one's GPU
+    /// sequence number and back-link. Returns their log indexes.
+    pub fn append(&self, records: Vec<Entry>) -> Result<Vec<u64>, StoreError> {
+        for r in &records {
+            r.verify()?;
+        }
+        let mut gpus = self.gpus.lock().unwrap_or_else(|p| p.into_inner());
+        let first = self.log.size();
+        let mut next = HashMap::new();
+        let mut encoded = Vec::with_capacity(records.len());
+        for (k, mut r) in records.into_iter().enumerate() {
+            let index = first + k as u64;
+            let (prev, seq) = match next.get(&r.gpu_uuid).or(gpus.get(&r.gpu_uuid)) {
+                Some(&(prev, seq)) => (prev, seq + 1),
+                None => (NO_PREVIOUS, 0),
+            };
+            r.prev_index = prev;
+            r.gpu_seq = seq;
+            encoded.push(r.encode());
+            next.insert(r.gpu_uuid, (index, seq));
+        }
+        let slices: Vec<&[u8]> = encoded.iter().map(|e| e.as_slice()).collect();
+        let at = self.log.append_batch(&slices)?;
+        debug_assert_eq!(at, first);
+        gpus.extend(next);
+        Ok((first..first + encoded.len() as u64).collect())
+    }
+
+    /// A GPU's entries with their log indexes, oldest first, found by following the
+    /// back-links from its latest entry.
+    pub fn gpu_entries(&self, uuid: &str) -> Result<Vec<(u64, Entry)>, StoreError> {
+        let latest = self
+            .gpus
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(uuid)
+            .map(|&(i, _)| i);
+        let mut out = Vec::new();
+        let mut at = latest;
+        while let Some(i) = at {
+            let entry = Entry::parse(&self.log.entry(i)?).map_err(|e| StoreError::Corrupt {
+                dir: self.log.dir.clone(),
+                why: format!("entry {i}: {e}"),
+            })?;
+            at = (entry.prev_index != NO_PREVIOUS).then_some(entry.prev_index);
+            out.push((i, entry));
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    /// The GPUs the ledger holds records of.
+    pub fn gpus(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .gpus
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+/// One caller's records waiting for the group commit, and where to send the outcome.
+type Request = (Vec<Entry>, mpsc::SyncSender<Result<Vec<u64>, String>>);
+
+/// A writer thread that commits concurrent appends together: every request waiting when a
+/// commit starts goes into that one batch (one set of fsyncs), and each caller is answered
+/// only once its records are durable.
+pub struct GroupCommit {
+    sender: Option<mpsc::Sender<Request>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl GroupCommit {
+    /// The most records committed in one batch.
+    pub const MAX_BATCH: usize = 8192;
+
+    /// Starts the writer for `ledger`.
+    pub fn start(ledger: Arc<Ledger>) -> GroupCommit {
+        let (sender, receiver) = mpsc::channel::<Request>();
+        let thread = std::thread::spawn(move || {
+            while let Ok(first) = receiver.recv() {
+                let mut pending = vec![first];
+                let mut count = pending[0].0.len();
+                while count < Self::MAX_BATCH {
+                    match receiver.try_recv() {
+                        Ok(r) => {
+                            count += r.0.len();
+                            pending.push(r);
+                        }
+                        Err(_) => break,
+                    }
+                }
+                // A request with a bad record is refused alone; the rest commit together.
+                let mut batch = Vec::with_capacity(count);
+                let mut waiting = Vec::new();
+                for (records, reply) in pending {
+                    match records.iter().try_for_each(|r| r.verify()) {
+                        Ok(()) => {
+                            waiting.push((records.len(), reply));
+                            batch.extend(records);
+                        }
+                        Err(e) => {
+                            let _ = reply.send(Err(format!("record refused: {e}")));
+                        }
+                    }
+                }
+                match ledger.append(batch) {
+                    Ok(indexes) => {
+                        let mut at = 0;
+                        for (n, reply) in waiting {
+                            let _ = reply.send(Ok(indexes[at..at + n].to_vec()));
+                            at += n;
+                        }
+                    }
+                    Err(e) => {
+                        for (_, reply) in waiting {
+                            let _ = reply.send(Err(e.to_string()));
+                        }
+                    }
+                }
+            }
+        });
+        GroupCommit {
+            sender: Some(sender),
+            thread: Some(thread),
+        }
+    }
+
+    /// A handle to submit records from any thread.
+    pub fn handle(&self) -> CommitHandle {
+        CommitHandle {
+            sender: self.sender.clone().expect("present until drop"),
+        }
+    }
+}
+
+impl Drop for GroupCommit {
+    fn drop(&mut self) {
+        self.sender.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Submits records to a [`GroupCommit`] writer.
+#[derive(Clone)]
+pub struct CommitHandle {
+    sender: mpsc::Sender<Request>,
+}
+
+impl CommitHandle {
+    /// Appends `records` and waits until they are durable; returns their log indexes.
+    pub fn append(&self, records: Vec<Entry>) -> Result<Vec<u64>, StoreError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.sender
+            .send((records, reply))
+            .map_err(|_| StoreError::WriterGone)?;
+        match answer.recv() {
+            Ok(Ok(indexes)) => Ok(indexes),
+            Ok(Err(why)) => Err(StoreError::Corrupt {
+                dir: PathBuf::new(),
+                why,
+            }),
+            Err(_) => Err(StoreError::WriterGone),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entry::RecordKind;
+    use crate::tiles::TiledTree;
+    use ed25519_dalek::SigningKey;
+    use pog_merkle::{verify_consistency, verify_inclusion, Tree};
+
+    #[test]
+    fn hash_positions_are_post_order() {
+        // Post-order of the tree over 4 leaves: l0 l1 n(0,1) l2 l3 n(2,3) n(0..4).
+        let order = [(0, 0), (0, 1), (1, 0), (0, 2), (0, 3), (1, 1), (2, 0)];
+        for (pos, (level, index)) in order.into_iter().enumerate() {
+            assert_eq!(hash_position(level, index), pos as u64);
+        }
+        assert_eq!(hash_count(4), 7);
+        assert_eq!(hash_count(5), 8);
+    }
+
+    fn entries(n: u64) -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| {
+                format!("entry {i}")
+                    .repeat(1 + (i % 7) as usize)
+                    .into_bytes()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn appends_proofs_tiles_and_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let all = entries(1100);
+        let tree = Tree::from_leaf_hashes(all.iter().map(|e| leaf_hash(e)).collect());
+        {
+            let log = Log::open(dir.path()).unwrap();
+            assert!(matches!(Log::open(dir.path()), Err(StoreError::Locked(_))));
+            let mut at = 0;
+            for chunk in [1usize, 2, 5, 300, 1, 791] {
+                let batch: Vec<&[u8]> = all[at..at + chunk].iter().map(|e| e.as_slice()).collect();
+                assert_eq!(log.append_batch(&batch).unwrap(), at as u64);
+                at += chunk;
+                assert_eq!(log.root(), tree.root_at(at as u64).unwrap());
+            }
+        }
+        let log = Log::open(dir.path()).unwrap();
+        assert_eq!(log.size(), 1100);
+        assert_eq!(log.root(), tree.root());
+        assert_eq!(log.entry(1099).unwrap(), all[1099]);
+        for (index, size) in [(0, 1), (5, 6), (513, 1100), (1099, 1100), (700, 900)] {
+            let proof = log.inclusion_proof(index, size).unwrap();
+            let root = log.root_at(size).unwrap();
+            assert!(verify_inclusion(
+                &leaf_hash(&all[index as usize]),
+                index,
+                size,
+                &proof,
+                &root
+            ));
+        }
+        for (old, new) in [(0, 5), (1, 1100), (256, 1100), (1000, 1023), (7, 7)] {
+            let proof = log.consistency_proof(old, new).unwrap();
+            assert!(verify_consistency(
+                old,
+                new,
+                &log.root_at(old).unwrap(),
+                &log.root_at(new).unwrap(),
+                &proof
+            ));
+        }
+        // A verifier reading only tiles computes the same root and entries.
+        let mut tiled = TiledTree::new(&log, 1100);
+        assert_eq!(tiled.root().unwrap(), tree.root());
+        assert_eq!(tiled.entry(777).unwrap(), all[777]);
+        assert_eq!(
+            tiled.inclusion_proof(777).unwrap(),
+            tree.inclusion_proof(777).unwrap()
+        );
+        assert!(log.entry(1100).is_err());
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_off_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let all = entries(40);
+        {
+            let log = Log::open(dir.path()).unwrap();
+            let batch: Vec<&[u8]> = all.iter().map(|e| e.as_slice()).collect();
+            log.append_batch(&batch).unwrap();
+        }
+        // A crash mid-append: garbage past the end of every file, half an index record.
+        for (name, junk) in [("entries", 100usize), ("hashes", 70), ("index", 5)] {
+            let mut f = OpenOptions::new()
+                .append(true)
+                .open(dir.path().join(name))
+                .unwrap();
+            f.write_all(&vec![0xAB; junk]).unwrap();
+        }
+        let log = Log::open(dir.path()).unwrap();
+        assert_eq!(log.size(), 40);
+        let tree = Tree::from_leaf_hashes(all.iter().map(|e| leaf_hash(e)).collect());
+        assert_eq!(log.root(), tree.root());
+        log.append(b"next").unwrap();
+        assert_eq!(log.size(), 41);
+        drop(log);
+        // An index record pointing past the entries (written before them): cut off too.
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join("index"))
+            .unwrap();
+        f.write_all(&u64::MAX.to_be_bytes()).unwrap();
+        drop(f);
+        assert_eq!(Log::open(dir.path()).unwrap().size(), 41);
+        // A changed entry byte is corruption, not a tail to cut.
+        let f = OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("entries"))
+            .unwrap();
+        f.write_all_at(b"X", log_len(dir.path()) - 1).unwrap();
+        drop(f);
+        assert!(matches!(
+            Log::open(dir.path()),
+            Err(StoreError::Corrupt { .. })
+        ));
+    }
+
+    fn log_len(dir: &Path) -> u64 {
+        std::fs::metadata(dir.join("entries")).unwrap().len()
+    }
+
+    fn record(key: &SigningKey, gpu: &str, n: u32) -> Entry {
+        Entry::sign(
+            RecordKind::ProofRound,
+            format!(r#"{{"version":2,"gpu_uuid":"{gpu}","n":{n}}}"#),
+            key,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_ledger_chains_each_gpus_records_and_group_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = SigningKey::from_bytes(&[5; 32]);
+        {
+            let ledger = Arc::new(Ledger::open(dir.path()).unwrap());
+            ledger
+                .append(vec![record(&key, "GPU-a", 0), record(&key, "GPU-b", 0)])
+                .unwrap();
+            let writer = GroupCommit::start(ledger.clone());
+            let threads: Vec<_> = (0..4)
+                .map(|t| {
+                    let h = writer.handle();
+                    let key = key.clone();
+                    std::thread::spawn(move || {
+                        for n in 0..25 {
+                            let gpu = if t % 2 == 0 { "GPU-a" } else { "GPU-b" };
+                            h.append(vec![record(&key, gpu, t * 100 + n)]).unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            let mut bad = record(&key, "GPU-a", 9);
+            bad.body = bad.body.replace('9', "8");
+            assert!(writer.handle().append(vec![bad]).is_err());
+        }
+        let ledger = Ledger::open(dir.path()).unwrap();
+        assert_eq!(ledger.log().size(), 102);
+        assert_eq!(ledger.gpus(), ["GPU-a", "GPU-b"]);
+        let a = ledger.gpu_entries("GPU-a").unwrap();
+        assert_eq!(a.len(), 51);
+        for (k, (_, e)) in a.iter().enumerate() {
+            assert_eq!(e.gpu_seq, k as u64);
+            assert_eq!(e.gpu_uuid, "GPU-a");
+        }
+        ledger.append(vec![record(&key, "GPU-a", 1)]).unwrap();
+        let a = ledger.gpu_entries("GPU-a").unwrap();
+        assert_eq!(a.last().unwrap().1.gpu_seq, 51);
+        assert_eq!(a.last().unwrap().1.prev_index, a[50].0);
+    }
+}

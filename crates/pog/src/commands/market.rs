@@ -1,0 +1,597 @@
+//! `pog score`, `pog price` and `pog market`: the Proof-of-GPU score of this host (or of a
+//! saved `pog check --json` report), its price per GPU-hour, and the validator's order book
+//! (`pog_market`, `pog_node::market`; docs/market.md).
+
+use super::{print_json, Outcome, Verdict};
+use crate::cli::Global;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{ContentArrangement, Table};
+use pog_market::config::Config;
+use pog_market::quote::{quote, MarketState, Quote};
+use pog_market::report::{check_figures, spec_figures, CheckFigures};
+use pog_market::score::{gpu_score, score, GpuScore, ProofStatus, Score};
+use pog_market::{GpuClass, Mechanism, Order, OrderId, Price, Side};
+use pog_node::market::MarketClient;
+use pog_spec::SpecDb;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Where the figures come from: a fresh `pog check` of this host, or a saved report.
+#[derive(Debug, Args, Clone)]
+pub struct ReportArgs {
+    /// A saved `pog check --json` output to score instead of checking this host now.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Score and price parameters instead of the embedded defaults (the shape of
+    /// crates/market/data/market.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// `pog score`.
+#[derive(Debug, Args, Clone)]
+pub struct ScoreArgs {
+    #[command(flatten)]
+    pub source: ReportArgs,
+}
+
+/// `pog price`.
+#[derive(Debug, Args, Clone)]
+pub struct PriceArgs {
+    #[command(flatten)]
+    pub source: ReportArgs,
+    /// Price a model from the spec database (estimated, taken as proven) instead of a host.
+    #[arg(long, value_name = "MODEL", conflicts_with = "report")]
+    pub model: Option<String>,
+    /// The class's utilization, 0-1 [default: the configured target, a neutral market].
+    #[arg(long, value_name = "FRACTION")]
+    pub utilization: Option<f64>,
+    /// GPU-hours renters bid for in the class [default: as many as are asked].
+    #[arg(long, value_name = "GPU_HOURS", default_value = "1")]
+    pub bid_hours: u64,
+    /// GPU-hours providers ask to sell in the class.
+    #[arg(long, value_name = "GPU_HOURS", default_value = "1")]
+    pub ask_hours: u64,
+}
+
+/// `pog market`: the order book of a validator.
+#[derive(Debug, Args, Clone)]
+pub struct MarketArgs {
+    /// The validator's URL.
+    #[arg(long, global = true, value_name = "URL", env = "POG_VALIDATOR")]
+    pub validator: Option<String>,
+    #[command(subcommand)]
+    pub action: MarketAction,
+}
+
+#[derive(Debug, Subcommand, Clone)]
+pub enum MarketAction {
+    /// Submit an order signed with this host's key (the data dir's agent.key, or --key).
+    Submit {
+        /// The order's id (yours to choose; unique in the validator's book for ever).
+        #[arg(long)]
+        id: String,
+        /// bid (rent GPU-hours) or ask (sell them).
+        #[arg(long, value_parser = parse_side)]
+        side: Side,
+        /// The GPU class: a model of `pog specs`, e.g. "H200 SXM".
+        #[arg(long)]
+        class: String,
+        /// GPU-hours.
+        #[arg(long)]
+        quantity: u64,
+        /// $ per GPU-hour, e.g. 3.49.
+        #[arg(long)]
+        price: String,
+        /// The key file to sign with [default: DATA_DIR/agent.key].
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
+    },
+    /// Cancel one of your orders.
+    Cancel {
+        #[arg(long)]
+        id: String,
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
+    },
+    /// The open orders (of one class).
+    Book {
+        #[arg(long)]
+        class: Option<String>,
+    },
+    /// Clear one class now (the validator's operator: signed with DATA_DIR/validator.key).
+    Clear {
+        #[arg(long)]
+        class: String,
+        /// uniform_price or mcafee.
+        #[arg(long, default_value = "uniform_price", value_parser = parse_mechanism)]
+        mechanism: Mechanism,
+    },
+    /// The clearings so far.
+    History {
+        /// Only clearings numbered above this.
+        #[arg(long)]
+        after: Option<u64>,
+        #[arg(long, default_value = "100")]
+        limit: usize,
+    },
+}
+
+impl MarketAction {
+    pub fn name(&self) -> &'static str {
+        match self {
+            MarketAction::Submit { .. } => "market.submit",
+            MarketAction::Cancel { .. } => "market.cancel",
+            MarketAction::Book { .. } => "market.book",
+            MarketAction::Clear { .. } => "market.clear",
+            MarketAction::History { .. } => "market.history",
+        }
+    }
+}
+
+fn parse_side(s: &str) -> Result<Side, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "bid" => Ok(Side::Bid),
+        "ask" => Ok(Side::Ask),
+        _ => Err(format!("{s:?} is neither bid nor ask")),
+    }
+}
+
+fn parse_mechanism(s: &str) -> Result<Mechanism, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "uniform_price" | "uniform" => Ok(Mechanism::UniformPrice),
+        "mcafee" => Ok(Mechanism::McAfee),
+        _ => Err(format!("{s:?} is neither uniform_price nor mcafee")),
+    }
+}
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(header.to_vec());
+    t
+}
+
+fn config(args: &ReportArgs) -> Result<Config> {
+    match &args.config {
+        None => Ok(Config::embedded()),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Config::parse(&text).with_context(|| format!("in {}", path.display()))
+        }
+    }
+}
+
+/// The host's figures: from the saved report, or a fresh `pog check`.
+fn figures(global: &Global, args: &ReportArgs) -> Result<CheckFigures> {
+    let report = match &args.report {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            serde_json::from_str(&text)
+                .with_context(|| format!("{} is not JSON", path.display()))?
+        }
+        None => {
+            let platform = super::platform(global)?;
+            let mut progress = crate::render::Bar::new(global.json);
+            let report = pog_node::check::run(platform.as_ref(), &mut progress)?;
+            progress.finish();
+            let simulated = crate::render::is_simulated(&report.inspect.inventory.origin);
+            let mut value =
+                serde_json::to_value(&report).context("serializing the check report")?;
+            // What `pog check --json`'s envelope adds, so both paths read alike.
+            value["schema"] = format!("pog.check/{}", super::JSON_SCHEMA).into();
+            value["simulated"] = simulated.into();
+            value
+        }
+    };
+    let read = check_figures(&report, SpecDb::embedded())?;
+    Ok(read)
+}
+
+/// What `pog score --json` reports after the envelope.
+#[derive(Serialize)]
+struct ScoreReport<'a> {
+    #[serde(flatten)]
+    score: &'a Score,
+    notes: &'a [String],
+}
+
+/// The verdict of a score: fail when a GPU failed its proof or inspection, warn when a GPU
+/// has no proof (nothing verified), pass when every GPU counts.
+fn score_verdict(read: &CheckFigures) -> Verdict {
+    let failed = read
+        .host
+        .gpus
+        .iter()
+        .any(|g| !g.genuine || matches!(g.proof, ProofStatus::Failed { .. }));
+    if failed || read.host.gpus.is_empty() {
+        Verdict::Fail
+    } else if read
+        .host
+        .gpus
+        .iter()
+        .any(|g| !matches!(g.proof, ProofStatus::Accepted { proves_model: true }))
+    {
+        Verdict::Warn
+    } else {
+        Verdict::Pass
+    }
+}
+
+fn gpu_rows(t: &mut Table, gpus: &[GpuScore]) {
+    for g in gpus {
+        t.add_row(vec![
+            g.label.clone(),
+            g.model.clone().unwrap_or_else(|| "-".into()),
+            format!("{:.2}", g.tensor),
+            format!("{:.2}", g.fp32),
+            format!("{:.2}", g.memory),
+            format!("{:.2}", g.bandwidth),
+            format!("{:.2}", g.sustained),
+            format!("{:.3}", g.score),
+            format!("{:.3}", g.weight),
+            g.zeroed.clone().unwrap_or_default(),
+        ]);
+    }
+}
+
+pub fn score_run(global: &Global, args: &ScoreArgs) -> Result<Outcome> {
+    let config = config(&args.source)?;
+    let read = figures(global, &args.source)?;
+    let s = score(&read.host, &config);
+    let verdict = score_verdict(&read);
+    let summary = format!(
+        "score {:.3} (reference H200 host = 1): {} GPU(s) counted, reliability {:.2}",
+        s.score, s.gpus_counted, s.reliability.factor
+    );
+    if global.json {
+        print_json(
+            "score",
+            verdict,
+            &summary,
+            read.simulated,
+            &ScoreReport {
+                score: &s,
+                notes: &read.notes,
+            },
+        )?;
+        return Ok(Outcome(verdict));
+    }
+    if read.simulated {
+        println!("SIMULATED host: nothing below is a measurement, and no GPU is verified");
+    }
+    let mut t = table(&[
+        "GPU",
+        "model",
+        "tensor",
+        "FP32",
+        "memory",
+        "bandwidth",
+        "sustained",
+        "score",
+        "weight",
+        "why 0",
+    ]);
+    gpu_rows(&mut t, &s.gpus);
+    println!("{t}");
+    let mut t = table(&["part", "weight", "value", "weighted", "note"]);
+    for (name, p) in [
+        ("GPU", &s.parts.gpu),
+        ("CPU", &s.parts.cpu),
+        ("RAM", &s.parts.ram),
+        ("storage", &s.parts.storage),
+    ] {
+        t.add_row(vec![
+            name.to_string(),
+            format!("{:.2}", p.weight),
+            format!("{:.3}", p.value),
+            format!("{:.3}", p.weighted),
+            p.note.clone().unwrap_or_default(),
+        ]);
+    }
+    t.add_row(vec![
+        "reliability".to_string(),
+        String::new(),
+        format!("× {:.3}", s.reliability.factor),
+        String::new(),
+        s.reliability.notes.join("; "),
+    ]);
+    println!("{t}");
+    for note in &read.notes {
+        println!("note: {note}");
+    }
+    crate::render::verdict_line(verdict, &summary, read.simulated);
+    Ok(Outcome(verdict))
+}
+
+/// What `pog price --json` reports after the envelope.
+#[derive(Serialize)]
+struct PriceReport {
+    /// What was priced: a GPU's label, or a model.
+    subject: String,
+    /// The model priced from the spec database (estimated), or measured on this host.
+    source: &'static str,
+    quote: Option<Quote>,
+    /// Why there is no price, when there is none.
+    unpriced: Option<String>,
+}
+
+pub fn price_run(global: &Global, args: &PriceArgs) -> Result<Outcome> {
+    let config = config(&args.source)?;
+    let db = SpecDb::embedded();
+    let state = MarketState {
+        utilization: args.utilization.unwrap_or(config.price.target_utilization),
+        bid_hours: args.bid_hours,
+        ask_hours: args.ask_hours,
+    };
+    let (subject, source, gpu, reliability, memory_type, simulated, zeroed) = match &args.model {
+        Some(name) => {
+            let spec = db.by_model(name).ok_or_else(|| {
+                anyhow!("no model {name:?} in the spec database (see `pog specs`)")
+            })?;
+            let g = gpu_score(&spec_figures(spec, &config, db)?, &config.score);
+            (
+                spec.model.clone(),
+                "spec_database",
+                g,
+                1.0,
+                spec.memory_type.clone(),
+                false,
+                None,
+            )
+        }
+        None => {
+            let read = figures(global, &args.source)?;
+            let s = score(&read.host, &config);
+            let Some(best) = s.best_gpu().cloned() else {
+                bail!("the report has no GPU to price");
+            };
+            let memory_type = best
+                .model
+                .as_deref()
+                .and_then(|m| db.by_model(m))
+                .map(|spec| spec.memory_type.clone())
+                .ok_or_else(|| anyhow!("GPU {} has no model in the spec database", best.label))?;
+            let zeroed = best.zeroed.clone();
+            (
+                best.label.clone(),
+                "measured",
+                best,
+                s.reliability.factor,
+                memory_type,
+                read.simulated,
+                zeroed,
+            )
+        }
+    };
+    let class = config
+        .class_for_memory(&memory_type)
+        .ok_or_else(|| anyhow!("no price class lists memory type {memory_type:?}"))?
+        .name
+        .clone();
+    let (quote, unpriced, verdict) = match zeroed {
+        Some(why) => (None, Some(why), Verdict::Fail),
+        None => (
+            Some(quote(&gpu, &class, &state, reliability, &config)?),
+            None,
+            Verdict::Pass,
+        ),
+    };
+    let summary = match (&quote, &unpriced) {
+        (Some(q), _) => format!("{subject}: ${} per GPU-hour ({})", q.price, q.class),
+        (None, Some(why)) => format!("{subject}: not priced: it counts 0 ({why})"),
+        (None, None) => format!("{subject}: not priced"),
+    };
+    let report = PriceReport {
+        subject,
+        source,
+        quote,
+        unpriced,
+    };
+    if global.json {
+        print_json("price", verdict, &summary, simulated, &report)?;
+    } else if let Some(q) = &report.quote {
+        let mut t = table(&["", ""]);
+        for (k, v) in [
+            ("priced", format!("{} ({})", report.subject, report.source)),
+            ("class", q.class.clone()),
+            ("GPU score (reference GPUs)", format!("{:.3}", q.gpu_score)),
+            ("verified TFLOP/s", format!("{:.1}", q.verified_tflops)),
+            ("$ per TFLOP-hour", format!("{}", q.usd_per_tflop_hour)),
+            ("base $/GPU-hour", format!("{:.4}", q.base_usd)),
+            (
+                "market factor",
+                format!(
+                    "{:.3} (utilization {:.3}, demand {:.3})",
+                    q.market_factor, q.utilization_factor, q.demand_factor
+                ),
+            ),
+            ("reliability", format!("{:.3}", q.reliability)),
+            ("price per GPU-hour", format!("${}", q.price)),
+        ] {
+            t.add_row(vec![k.to_string(), v]);
+        }
+        println!("{t}");
+        crate::render::verdict_line(verdict, &summary, simulated);
+    } else {
+        crate::render::verdict_line(verdict, &summary, simulated);
+    }
+    Ok(Outcome(verdict))
+}
+
+fn key(
+    global: &Global,
+    explicit: &Option<PathBuf>,
+    default: &str,
+) -> Result<pog_proof::wire::Identity> {
+    let path = match explicit {
+        Some(p) => p.clone(),
+        None => super::service::data_dir(global)?.join(default),
+    };
+    pog_node::keys::load_or_create(&path).with_context(|| format!("the key {}", path.display()))
+}
+
+fn orders_table(orders: &[Order]) -> Table {
+    let mut t = table(&["id", "side", "class", "GPU-hours", "$/GPU-hour", "owner"]);
+    for o in orders {
+        t.add_row(vec![
+            o.id().to_string(),
+            o.side().to_string(),
+            o.class().to_string(),
+            o.quantity().to_string(),
+            o.price().to_string(),
+            o.owner()[..16].to_string() + "…",
+        ]);
+    }
+    t
+}
+
+/// `pog market …`: one request to the validator's API.
+pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
+    let url = args
+        .validator
+        .clone()
+        .ok_or_else(|| anyhow!("which validator? pass --validator URL (or set POG_VALIDATOR)"))?;
+    let client = MarketClient::new(&url);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let name = args.action.name();
+    let class = |c: &str| GpuClass::new(c).map_err(|e| anyhow!("--class {c:?}: {e}"));
+    let (summary, value, human): (String, serde_json::Value, Option<Table>) = match &args.action {
+        MarketAction::Submit {
+            id,
+            side,
+            class: c,
+            quantity,
+            price,
+            key: k,
+        } => {
+            let owner = key(global, k, "agent.key")?;
+            let price: Price = price
+                .parse()
+                .map_err(|e| anyhow!("--price {price:?}: {e}"))?;
+            let order = Order::new(
+                OrderId::new(id.clone()).map_err(|e| anyhow!("--id {id:?}: {e}"))?,
+                owner.public_hex(),
+                *side,
+                class(c)?,
+                *quantity,
+                price,
+            )
+            .map_err(|e| anyhow!("the order: {e}"))?;
+            let done = rt.block_on(client.submit(&owner, order))?;
+            (
+                format!("order {} submitted (sequence {})", done.id, done.sequence),
+                serde_json::to_value(&done)?,
+                None,
+            )
+        }
+        MarketAction::Cancel { id, key: k } => {
+            let owner = key(global, k, "agent.key")?;
+            let id = OrderId::new(id.clone()).map_err(|e| anyhow!("--id {id:?}: {e}"))?;
+            let done = rt.block_on(client.cancel(&owner, id))?;
+            (
+                format!(
+                    "order {} cancelled ({} GPU-hours were open)",
+                    done.order.id(),
+                    done.order.quantity()
+                ),
+                serde_json::to_value(&done)?,
+                Some(orders_table(std::slice::from_ref(&done.order))),
+            )
+        }
+        MarketAction::Book { class: c } => {
+            let c = c.as_deref().map(class).transpose()?;
+            let book = rt.block_on(client.book(c.as_ref()))?;
+            let mut all = book.bids.clone();
+            all.extend(book.asks.iter().cloned());
+            (
+                format!(
+                    "{} bid(s), {} ask(s) open",
+                    book.bids.len(),
+                    book.asks.len()
+                ),
+                serde_json::to_value(&book)?,
+                Some(orders_table(&all)),
+            )
+        }
+        MarketAction::Clear {
+            class: c,
+            mechanism,
+        } => {
+            let operator = key(global, &None, "validator.key")?;
+            let record = rt.block_on(client.clear(&operator, class(c)?, *mechanism))?;
+            let price = record
+                .clearing
+                .buyer_price
+                .map(|p| format!(" at ${p}"))
+                .unwrap_or_default();
+            let mut t = table(&["bid", "ask", "GPU-hours", "buyer pays", "seller gets"]);
+            for trade in &record.clearing.trades {
+                t.add_row(vec![
+                    trade.bid.to_string(),
+                    trade.ask.to_string(),
+                    trade.quantity.to_string(),
+                    trade.buyer_pays.to_string(),
+                    trade.seller_gets.to_string(),
+                ]);
+            }
+            (
+                format!(
+                    "clearing {} of {} ({}): {} GPU-hour(s) traded{price}",
+                    record.number, record.class, record.clearing.mechanism, record.clearing.units
+                ),
+                serde_json::to_value(&record)?,
+                Some(t),
+            )
+        }
+        MarketAction::History { after, limit } => {
+            let page = rt.block_on(client.history(*after, *limit))?;
+            let mut t = table(&[
+                "#",
+                "class",
+                "rule",
+                "bids",
+                "asks",
+                "GPU-hours",
+                "buyer pays",
+                "seller gets",
+            ]);
+            for r in &page.clearings {
+                let show =
+                    |p: Option<Price>| p.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
+                t.add_row(vec![
+                    r.number.to_string(),
+                    r.class.to_string(),
+                    r.clearing.mechanism.to_string(),
+                    r.bids.to_string(),
+                    r.asks.to_string(),
+                    r.clearing.units.to_string(),
+                    show(r.clearing.buyer_price),
+                    show(r.clearing.seller_price),
+                ]);
+            }
+            (
+                format!("{} clearing(s)", page.clearings.len()),
+                serde_json::to_value(&page)?,
+                Some(t),
+            )
+        }
+    };
+    if global.json {
+        print_json(name, Verdict::Pass, &summary, false, &value)?;
+    } else {
+        if let Some(t) = human {
+            println!("{t}");
+        }
+        crate::render::verdict_line(Verdict::Pass, &summary, false);
+    }
+    Ok(Outcome(Verdict::Pass))
+}

@@ -1,0 +1,236 @@
+//! `pog score`, `pog price` and `pog market` end to end: a saved check report scored, models
+//! priced, bad input refused with the error envelope, and orders submitted, cancelled and
+//! cleared through a `pog validator` on loopback.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+
+fn pog(args: &[&str]) -> (i32, Value) {
+    let out = Command::cargo_bin("pog")
+        .unwrap()
+        .args(args)
+        .env_remove("POG_SIMULATE")
+        .env_remove("POG_VALIDATOR")
+        .output()
+        .unwrap();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code().unwrap(), json)
+}
+
+#[test]
+fn a_saved_report_is_scored_and_a_simulated_gpu_counts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("check.json");
+    let out = Command::cargo_bin("pog")
+        .unwrap()
+        .args(["check", "--json", "--simulate", "H200 SXM x2"])
+        .output()
+        .unwrap();
+    std::fs::write(&report, &out.stdout).unwrap();
+    let (status, json) = pog(&["score", "--json", "--report", report.to_str().unwrap()]);
+    assert_eq!(status, 0, "{json}");
+    assert_eq!(json["simulated"], true);
+    assert_eq!(json["verdict"], "warn");
+    assert_eq!(json["gpus"].as_array().unwrap().len(), 2);
+    assert_eq!(json["parts"]["gpu"]["value"], 0.0);
+    assert!(json["gpus"][0]["zeroed"]
+        .as_str()
+        .unwrap()
+        .contains("no accepted proof"));
+    // Not a check report: refused with the error envelope.
+    let (status, json) = pog(&["score", "--json", "--report", "/dev/null"]);
+    assert_eq!(status, 2);
+    assert_eq!(json["verdict"], "error");
+    std::fs::write(&report, r#"{"schema": "pog.bench/1"}"#).unwrap();
+    let (status, json) = pog(&["score", "--json", "--report", report.to_str().unwrap()]);
+    assert_eq!(status, 2);
+    assert!(json["error"]
+        .as_str()
+        .unwrap()
+        .contains("not a `pog check --json` report"));
+}
+
+#[test]
+fn models_are_priced_and_bad_prices_refused() {
+    let (status, h200) = pog(&["price", "--json", "--model", "H200 SXM"]);
+    assert_eq!(status, 0);
+    assert_eq!(h200["quote"]["price_micro_usd"], 4_448_264);
+    let (_, busy) = pog(&[
+        "price",
+        "--json",
+        "--model",
+        "H200 SXM",
+        "--utilization",
+        "0.95",
+    ]);
+    assert!(busy["quote"]["price_micro_usd"].as_u64() > h200["quote"]["price_micro_usd"].as_u64());
+    for bad in [
+        vec!["price", "--json", "--model", "Z9000"],
+        vec![
+            "price",
+            "--json",
+            "--model",
+            "H200 SXM",
+            "--utilization",
+            "1.5",
+        ],
+        vec![
+            "price",
+            "--json",
+            "--model",
+            "H200 SXM",
+            "--utilization",
+            "NaN",
+        ],
+    ] {
+        let (status, json) = pog(&bad);
+        assert_eq!(status, 2, "{bad:?}");
+        assert_eq!(json["verdict"], "error");
+    }
+}
+
+/// A `pog validator` on a free loopback port, with its data dir.
+struct Validator {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Validator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_validator(data_dir: &std::path::Path) -> Validator {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"))
+        .args(["validator", "--listen", &listen, "--data-dir"])
+        .arg(data_dir)
+        .env("POG_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    while let Some(Ok(line)) = lines.next() {
+        if line.starts_with("listening on") {
+            break;
+        }
+    }
+    Validator {
+        child,
+        url: format!("http://{listen}"),
+    }
+}
+
+#[test]
+fn orders_go_through_a_validator() {
+    let validator_dir = tempfile::tempdir().unwrap();
+    let (renter, provider) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let v = start_validator(validator_dir.path());
+    let market = |dir: &tempfile::TempDir, args: &[&str]| {
+        let mut all = vec!["market", "--json", "--validator", &v.url, "--data-dir"];
+        all.push(dir.path().to_str().unwrap());
+        all.extend_from_slice(args);
+        pog(&all)
+    };
+    let submit = |dir, id: &str, side: &str, quantity: &str, price: &str| {
+        market(
+            dir,
+            &[
+                "submit",
+                "--id",
+                id,
+                "--side",
+                side,
+                "--class",
+                "H200 SXM",
+                "--quantity",
+                quantity,
+                "--price",
+                price,
+            ],
+        )
+    };
+    assert_eq!(submit(&renter, "r1", "bid", "3", "4.00").0, 0);
+    assert_eq!(submit(&provider, "p1", "ask", "2", "3.50").0, 0);
+    // Bad orders: refused before or by the validator, the book unchanged.
+    for (id, price, quantity) in [
+        ("r2", "-1", "1"),
+        ("r3", "NaN", "1"),
+        ("r4", "2000000", "1"),
+        ("r5", "1", "0"),
+        ("r1", "1", "1"),
+    ] {
+        let (status, json) = submit(&renter, id, "bid", quantity, price);
+        assert_eq!(status, 2, "{id}: {json}");
+    }
+    let (_, json) = market(
+        &renter,
+        &[
+            "submit",
+            "--id",
+            "x",
+            "--side",
+            "bid",
+            "--class",
+            "Z9000",
+            "--quantity",
+            "1",
+            "--price",
+            "1",
+        ],
+    );
+    assert!(
+        json["error"]
+            .as_str()
+            .unwrap()
+            .contains("trades no GPU class"),
+        "{json}"
+    );
+    // The provider cannot cancel the renter's order.
+    let (status, json) = market(&provider, &["cancel", "--id", "r1"]);
+    assert_eq!(status, 2);
+    assert!(
+        json["error"].as_str().unwrap().contains("only its owner"),
+        "{json}"
+    );
+    let (_, book) = market(&renter, &["book", "--class", "H200 SXM"]);
+    assert_eq!(book["bids"].as_array().unwrap().len(), 1);
+    assert_eq!(book["asks"].as_array().unwrap().len(), 1);
+    // Only the validator's key clears.
+    assert_eq!(market(&renter, &["clear", "--class", "H200 SXM"]).0, 2);
+    let (status, clearing) = market(&validator_dir, &["clear", "--class", "H200 SXM"]);
+    assert_eq!(status, 0, "{clearing}");
+    assert_eq!(clearing["schema"], "pog.market.clear/1");
+    assert_eq!(clearing["clearing"]["units"], 2);
+    let (_, history) = market(&renter, &["history"]);
+    assert_eq!(history["clearings"].as_array().unwrap().len(), 1);
+    let (status, cancelled) = market(&renter, &["cancel", "--id", "r1"]);
+    assert_eq!(status, 0);
+    assert_eq!(cancelled["order"]["quantity"], 1);
+}
+
+#[test]
+fn market_needs_a_reachable_validator() {
+    let (status, json) = pog(&["market", "--json", "book"]);
+    assert_eq!(status, 2);
+    assert!(json["error"].as_str().unwrap().contains("--validator"));
+    let (status, json) = pog(&[
+        "market",
+        "--json",
+        "--validator",
+        "http://127.0.0.1:9",
+        "book",
+    ]);
+    assert_eq!(status, 2);
+    assert!(json["error"].as_str().unwrap().contains("could not reach"));
+}
