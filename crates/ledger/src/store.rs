@@ -265,11 +265,23 @@ impl Log {
         self.entries
             .write_all_at(&data, st.entries_len)
             .map_err(io(&ep))?;
-        self.entries.sync_data().map_err(io(&ep))?;
         self.hashes
             .write_all_at(&hashes, hash_count(first) * 32)
             .map_err(io(&hp))?;
-        self.hashes.sync_data().map_err(io(&hp))?;
+        // The entries and hashes are synced together (the file system can commit both in one
+        // journal flush); the index only after both.
+        let (entries_synced, hashes_synced) = std::thread::scope(|s| {
+            let entries = s.spawn(|| self.entries.sync_data());
+            let hashes = self.hashes.sync_data();
+            (
+                entries
+                    .join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("sync thread panicked"))),
+                hashes,
+            )
+        });
+        entries_synced.map_err(io(&ep))?;
+        hashes_synced.map_err(io(&hp))?;
         self.index
             .write_all_at(&index, first * 8)
             .map_err(io(&ip))?;
@@ -535,6 +547,11 @@ impl Ledger {
         for r in &records {
             r.verify()?;
         }
+        self.append_verified(records)
+    }
+
+    /// [`Ledger::append`] of records whose signatures were already checked.
+    fn append_verified(&self, records: Vec<Entry>) -> Result<Vec<u64>, StoreError> {
         let mut gpus = self.gpus.lock().unwrap_or_else(|p| p.into_inner());
         let first = self.log.size();
         let mut next = HashMap::new();
@@ -625,21 +642,14 @@ impl GroupCommit {
                         Err(_) => break,
                     }
                 }
-                // A request with a bad record is refused alone; the rest commit together.
+                // Signatures were checked by the callers (in parallel, on their threads).
                 let mut batch = Vec::with_capacity(count);
-                let mut waiting = Vec::new();
+                let mut waiting = Vec::with_capacity(pending.len());
                 for (records, reply) in pending {
-                    match records.iter().try_for_each(|r| r.verify()) {
-                        Ok(()) => {
-                            waiting.push((records.len(), reply));
-                            batch.extend(records);
-                        }
-                        Err(e) => {
-                            let _ = reply.send(Err(format!("record refused: {e}")));
-                        }
-                    }
+                    waiting.push((records.len(), reply));
+                    batch.extend(records);
                 }
-                match ledger.append(batch) {
+                match ledger.append_verified(batch) {
                     Ok(indexes) => {
                         let mut at = 0;
                         for (n, reply) in waiting {
@@ -685,8 +695,13 @@ pub struct CommitHandle {
 }
 
 impl CommitHandle {
-    /// Appends `records` and waits until they are durable; returns their log indexes.
+    /// Appends `records` and waits until they are durable; returns their log indexes. Their
+    /// signatures are checked here, on the caller's thread, before they join a batch: a bad
+    /// record is refused alone.
     pub fn append(&self, records: Vec<Entry>) -> Result<Vec<u64>, StoreError> {
+        for r in &records {
+            r.verify()?;
+        }
         let (reply, answer) = mpsc::sync_channel(1);
         self.sender
             .send((records, reply))
