@@ -171,7 +171,11 @@ impl Envelope {
 }
 
 /// The features of the multivariate detector, in order.
-pub const FOREST_FEATURES: [&str; 8] = [
+///
+/// The last two relate temperature to load: each temperature minus the hottest healthy
+/// reading at the sample's recent power (the thermal envelope), so that a state in which heat
+/// and power disagree stands out even when each value alone is common.
+pub const FOREST_FEATURES: [&str; 10] = [
     "util_gpu",
     "util_mem",
     "power_w",
@@ -180,6 +184,8 @@ pub const FOREST_FEATURES: [&str; 8] = [
     "temp_mem",
     "sm_clock",
     "mem_clock",
+    "temp_gpu_over_envelope",
+    "temp_mem_over_envelope",
 ];
 
 /// The multivariate part of a model.
@@ -195,12 +201,14 @@ pub struct ForestModel {
     pub threshold: f64,
     /// The training rows (for explanations: the nearest healthy state).
     pub rows: Vec<Vec<f64>>,
+    /// The thermal envelopes the last two features are taken against.
+    pub envelopes: [Option<Envelope>; 2],
 }
 
 impl ForestModel {
     /// The feature row of a sample whose recent maximum power is `recent_power`.
     pub fn row(&self, s: &Sample, recent_power: Option<f64>) -> Vec<f64> {
-        raw_features(s, recent_power)
+        raw_features(s, recent_power, &self.envelopes)
             .iter()
             .zip(&self.fill)
             .map(|(v, fill)| v.unwrap_or(*fill))
@@ -224,7 +232,14 @@ impl ForestModel {
     }
 }
 
-fn raw_features(s: &Sample, recent_power: Option<f64>) -> [Option<f64>; 8] {
+fn raw_features(
+    s: &Sample,
+    recent_power: Option<f64>,
+    envelopes: &[Option<Envelope>; 2],
+) -> [Option<f64>; 10] {
+    let over = |temp: Option<f64>, envelope: &Option<Envelope>| {
+        Some(temp? - envelope.as_ref()?.at(recent_power?))
+    };
     [
         s.util_gpu_pct,
         s.util_mem_pct,
@@ -234,6 +249,8 @@ fn raw_features(s: &Sample, recent_power: Option<f64>) -> [Option<f64>; 8] {
         s.temp_mem_c,
         s.sm_clock_mhz,
         s.mem_clock_mhz,
+        over(s.temp_gpu_c, &envelopes[0]),
+        over(s.temp_mem_c, &envelopes[1]),
     ]
 }
 
@@ -382,13 +399,15 @@ impl Model {
             Robust::of(&values)
         };
 
-        let forest = Self::train_forest(history, &recent_power, config)?;
+        let envelopes = [envelope(|s| s.temp_gpu_c), envelope(|s| s.temp_mem_c)];
+        let forest = Self::train_forest(history, &recent_power, &envelopes, config)?;
+        let [temp_gpu_envelope, temp_mem_envelope] = envelopes;
         Ok(Model {
             baselines,
             overall,
             capped_power: Robust::of(&capped),
-            temp_gpu_envelope: envelope(|s| s.temp_gpu_c),
-            temp_mem_envelope: envelope(|s| s.temp_mem_c),
+            temp_gpu_envelope,
+            temp_mem_envelope,
             longest_unchanged_s,
             bench_tflops: robust_of(|s| s.bench_tflops),
             proof_ratio: robust_of(|s| s.proof_ratio),
@@ -401,15 +420,16 @@ impl Model {
     fn train_forest(
         history: &[Sample],
         recent_power: &[Option<f64>],
+        envelopes: &[Option<Envelope>; 2],
         config: &Config,
     ) -> Result<Option<ForestModel>, TrainError> {
         if config.forest_trees == 0 {
             return Ok(None);
         }
-        let raw: Vec<[Option<f64>; 8]> = history
+        let raw: Vec<[Option<f64>; 10]> = history
             .iter()
             .zip(recent_power)
-            .map(|(s, p)| raw_features(s, *p))
+            .map(|(s, p)| raw_features(s, *p, envelopes))
             .collect();
         let mut fill = Vec::new();
         let mut scale = Vec::new();
@@ -445,6 +465,7 @@ impl Model {
             scale,
             threshold: highest + config.forest_margin,
             rows,
+            envelopes: envelopes.clone(),
         }))
     }
 
