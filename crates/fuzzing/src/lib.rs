@@ -191,3 +191,101 @@ fn decode<T: DeserializeOwned>(body: &[u8], kind: &str) -> Result<T, String> {
         .map(|(message, _)| message)
         .map_err(|e| e.to_string())
 }
+
+/// The ledger harnesses' keys: the log (validator) and one witness.
+fn ledger_keys() -> &'static (pog_ledger::note::NoteSigner, pog_ledger::note::NoteSigner) {
+    use pog_ledger::note::{NoteSigner, ALG_COSIGNATURE_V1, ALG_ED25519};
+    static KEYS: OnceLock<(NoteSigner, NoteSigner)> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        (
+            NoteSigner::new("fuzz.pog.test/log", ALG_ED25519, [0x5e; 32]).expect("valid name"),
+            NoteSigner::new("fuzz.pog.test/w", ALG_COSIGNATURE_V1, [0x5f; 32]).expect("valid name"),
+        )
+    })
+}
+
+/// Valid ledger inputs to mutate: a proof bundle of three records (JSON) and its cosigned
+/// checkpoint note, built in memory with the harnesses' keys.
+pub fn ledger_seeds() -> (Vec<u8>, Vec<u8>) {
+    use pog_ledger::bundle::{Bundle, BundleRecord};
+    use pog_ledger::checkpoint::Checkpoint;
+    use pog_ledger::entry::{Entry, RecordKind, NO_PREVIOUS};
+    let (log, witness) = ledger_keys();
+    let key = ed25519_dalek::SigningKey::from_bytes(&[0x5e; 32]);
+    let mut entries = Vec::new();
+    for n in 0..3u64 {
+        let body = format!(r#"{{"version":2,"gpu_uuid":"GPU-fuzz","n":{n}}}"#);
+        let mut e = Entry::sign(RecordKind::ProofRound, body, &key).expect("valid record");
+        e.gpu_seq = n;
+        e.prev_index = n.checked_sub(1).unwrap_or(NO_PREVIOUS);
+        entries.push(e.encode());
+    }
+    let tree = pog_merkle::Tree::from_leaf_hashes(
+        entries.iter().map(|e| pog_merkle::leaf_hash(e)).collect(),
+    );
+    let mut checkpoint = Checkpoint {
+        origin: log.verifier().name().into(),
+        size: tree.size(),
+        root: tree.root(),
+        extensions: vec![],
+    }
+    .sign(log);
+    checkpoint.add_cosignature(witness, 1_796_000_000);
+    let bundle = Bundle {
+        gpu_uuid: "GPU-fuzz".into(),
+        checkpoint: checkpoint.clone(),
+        records: entries
+            .into_iter()
+            .enumerate()
+            .map(|(i, entry)| BundleRecord {
+                index: i as u64,
+                entry,
+                proof: tree.inclusion_proof(i as u64).expect("in range"),
+            })
+            .collect(),
+        consistency: Some((1, tree.consistency_proof(1).expect("in range"))),
+    };
+    (
+        bundle.to_json().into_bytes(),
+        checkpoint.to_text().into_bytes(),
+    )
+}
+
+/// Bytes as a ledger proof bundle (what `pog verify` reads): parsed, then verified with the
+/// harnesses' log and witness keys, every record parsed and checked. Returns whether it
+/// verified without a problem.
+pub fn ledger_bundle(bytes: &[u8]) -> Result<bool, String> {
+    use pog_ledger::bundle::{verify_bundle, Bundle, WitnessPolicy};
+    let (log, witness) = ledger_keys();
+    let bundle = Bundle::parse(bytes).map_err(|e| e.to_string())?;
+    let policy = WitnessPolicy {
+        keys: vec![witness.verifier().clone()],
+        quorum: 1,
+    };
+    let report = verify_bundle(&bundle, log.verifier(), &policy, Some(&bundle.checkpoint));
+    Ok(report.ok())
+}
+
+/// Bytes as a signed note: parsed as a checkpoint and verified with the log's key and the
+/// witness's, as a witness's add-checkpoint request, and as a verifier key. Returns whether
+/// the checkpoint verified.
+pub fn ledger_note(bytes: &[u8]) -> Result<bool, String> {
+    use pog_ledger::checkpoint::SignedCheckpoint;
+    use pog_ledger::witness::{AddCheckpoint, Witness};
+    let (log, witness) = ledger_keys();
+    let _ = pog_ledger::note::Verifier::parse(&String::from_utf8_lossy(bytes));
+    if let Ok(request) = AddCheckpoint::parse(bytes) {
+        let signer = pog_ledger::note::NoteSigner::new(
+            "fuzz.pog.test/w",
+            pog_ledger::note::ALG_COSIGNATURE_V1,
+            [0x5f; 32],
+        )
+        .map_err(|e| e.to_string())?;
+        let mut w = Witness::new(signer);
+        w.follow(log.verifier().clone(), None);
+        let _ = w.add_checkpoint(&request, 0);
+    }
+    let signed = SignedCheckpoint::parse(bytes).map_err(|e| e.to_string())?;
+    let _ = signed.cosignatures(std::slice::from_ref(witness.verifier()));
+    Ok(signed.verify(log.verifier()).is_ok())
+}

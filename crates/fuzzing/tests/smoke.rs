@@ -282,3 +282,18 @@ fn envelope_never_panics() {
     }
     fuzz("envelope", &seeds, pog_fuzzing::envelope);
 }
+
+#[test]
+fn ledger_bundles_and_notes() {
+    let (bundle, note) = pog_fuzzing::ledger_seeds();
+    assert_eq!(pog_fuzzing::ledger_bundle(&bundle), Ok(true));
+    assert_eq!(pog_fuzzing::ledger_note(&note), Ok(true));
+    let mut request = b"old 0\n\n".to_vec();
+    request.extend_from_slice(&note);
+    fuzz(
+        "ledger_bundle",
+        std::slice::from_ref(&bundle),
+        pog_fuzzing::ledger_bundle,
+    );
+    fuzz("ledger_note", &[note, request], pog_fuzzing::ledger_note);
+}
