@@ -12,6 +12,7 @@
 //!   [`replay`] are the same code), with alerts de-duplicated by the [`alert::Gate`].
 //! - [`downsample`]: 1-minute min/mean/max aggregates.
 //! - [`inject`]: faults injected into real traces, for tests and the evaluation set.
+//! - [`prometheus`]: the `/metrics` page, under dcgm-exporter's names and labels.
 
 #![warn(missing_docs)]
 
@@ -22,6 +23,7 @@ pub mod forest;
 pub mod inject;
 pub mod model;
 pub mod monitor;
+pub mod prometheus;
 pub mod sample;
 pub mod stats;
 pub mod trace;
