@@ -13,6 +13,7 @@ mod exec;
 pub mod gpu;
 pub mod host;
 pub mod hostbench;
+pub mod monitor;
 pub mod nvml;
 pub mod procdriver;
 pub mod process;

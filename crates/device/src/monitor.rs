@@ -1,0 +1,470 @@
+//! The health sampler (issue 13): every field `pog monitor` watches, read through NVML for one
+//! GPU into `pog-monitor`'s [`Sample`], and XID errors through an NVML event set as they happen.
+//!
+//! A field the GPU does not support is reported once (`take_unsupported`) and never read
+//! again; any other failure leaves the field unread for that sample and counts as an error. The
+//! judging is `pog-monitor`'s: nothing here decides what is healthy.
+
+use crate::nvml::NvmlInitError;
+use crate::reading::Reading;
+use nvml_wrapper::bitmasks::event::EventTypes;
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, EccCounter, MemoryError, PcieUtilCounter, RetirementCause, TemperatureSensor,
+};
+use nvml_wrapper::enums::device::SampleValue;
+use nvml_wrapper::enums::event::XidError;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::event::EventSet;
+use nvml_wrapper::structs::device::FieldId;
+use nvml_wrapper::{Device, Nvml};
+use pog_monitor::prometheus::{GpuIdentity, SamplerHealth};
+use pog_monitor::Sample;
+use std::collections::BTreeSet;
+
+/// `NVML_FI_DEV_MEMORY_TEMP` in `nvml.h`: the HBM temperature, read as a field value.
+const NVML_FI_DEV_MEMORY_TEMP: u32 = 82;
+
+/// One thing the sampler reads (one NVML call, or one family of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Field {
+    /// GPU temperature.
+    TempGpu,
+    /// Memory temperature (field value 82).
+    TempMem,
+    /// Power draw.
+    Power,
+    /// Total energy.
+    Energy,
+    /// GPU and memory utilization.
+    Utilization,
+    /// Memory used, free, reserved.
+    Memory,
+    /// SM clock.
+    SmClock,
+    /// Memory clock.
+    MemClock,
+    /// Clock-event reasons.
+    ClockReasons,
+    /// PCIe TX and RX throughput.
+    PcieThroughput,
+    /// PCIe replay counter.
+    PcieReplay,
+    /// Volatile ECC counters.
+    EccVolatile,
+    /// Aggregate ECC counters.
+    EccAggregate,
+    /// Retired pages.
+    RetiredPages,
+    /// Remapped rows.
+    RemappedRows,
+    /// Fan speed.
+    Fan,
+    /// Processes on the GPU.
+    Processes,
+    /// XID events (the event set).
+    Xid,
+}
+
+impl Field {
+    /// The field's name, as logs and metrics say it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::TempGpu => "temp_gpu",
+            Field::TempMem => "temp_mem",
+            Field::Power => "power_w",
+            Field::Energy => "energy_mj",
+            Field::Utilization => "utilization",
+            Field::Memory => "memory",
+            Field::SmClock => "sm_clock",
+            Field::MemClock => "mem_clock",
+            Field::ClockReasons => "clock_reasons",
+            Field::PcieThroughput => "pcie_throughput",
+            Field::PcieReplay => "pcie_replay",
+            Field::EccVolatile => "ecc_volatile",
+            Field::EccAggregate => "ecc_aggregate",
+            Field::RetiredPages => "retired_pages",
+            Field::RemappedRows => "remapped_rows",
+            Field::Fan => "fan",
+            Field::Processes => "processes",
+            Field::Xid => "xid_events",
+        }
+    }
+}
+
+/// A field found unsupported, reported once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsupported {
+    /// The GPU's index.
+    pub gpu: u32,
+    /// The field.
+    pub field: Field,
+    /// NVML's words.
+    pub reason: String,
+}
+
+/// Why a GPU could not be opened for sampling.
+#[derive(Debug, thiserror::Error)]
+pub enum SamplerError {
+    /// NVML is unavailable.
+    #[error(transparent)]
+    Nvml(#[from] NvmlInitError),
+    /// NVML has no GPU at this index.
+    #[error("NVML cannot open GPU {index}: {error}")]
+    NoGpu {
+        /// The index asked for.
+        index: u32,
+        /// NVML's error.
+        error: NvmlError,
+    },
+}
+
+/// Whether an NVML error means "this GPU never has this field" (as opposed to a failure now).
+fn is_unsupported(e: &NvmlError) -> bool {
+    matches!(
+        e,
+        NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_) | NvmlError::InvalidArg
+    )
+}
+
+/// Samples one GPU.
+pub struct GpuSampler<'n> {
+    nvml: &'n Nvml,
+    device: Device<'n>,
+    index: u32,
+    skip: BTreeSet<Field>,
+    new_unsupported: Vec<Unsupported>,
+    unsupported_total: u64,
+    errors: u64,
+    last_error: Option<String>,
+    samples: u64,
+    events: Option<EventSet<'n>>,
+    xid_total: u64,
+    last_xid: u32,
+}
+
+impl<'n> GpuSampler<'n> {
+    /// Opens the GPU at `index` and registers for its XID events (where the platform has event
+    /// sets; where not, XIDs are reported unsupported once).
+    pub fn open(nvml: &'n Nvml, index: u32) -> Result<GpuSampler<'n>, SamplerError> {
+        let device = nvml
+            .device_by_index(index)
+            .map_err(|error| SamplerError::NoGpu { index, error })?;
+        let mut sampler = GpuSampler {
+            nvml,
+            device,
+            index,
+            skip: BTreeSet::new(),
+            new_unsupported: Vec::new(),
+            unsupported_total: 0,
+            errors: 0,
+            last_error: None,
+            samples: 0,
+            events: None,
+            xid_total: 0,
+            last_xid: 0,
+        };
+        let events = nvml
+            .create_event_set()
+            .map_err(|e| e.to_string())
+            .and_then(|set| {
+                sampler
+                    .device
+                    .register_events(EventTypes::CRITICAL_XID_ERROR, set)
+                    .map_err(|e| e.error.to_string())
+            });
+        match events {
+            Ok(set) => sampler.events = Some(set),
+            Err(reason) => sampler.mark_unsupported(Field::Xid, reason),
+        }
+        Ok(sampler)
+    }
+
+    /// Who the GPU is, for the metrics' labels.
+    pub fn identity(&self, hostname: &str) -> GpuIdentity {
+        GpuIdentity {
+            index: self.index,
+            uuid: self
+                .device
+                .uuid()
+                .unwrap_or_else(|e| format!("unknown ({e})")),
+            model_name: self
+                .device
+                .name()
+                .unwrap_or_else(|e| format!("unknown ({e})")),
+            hostname: hostname.to_string(),
+            pci_bus_id: self.device.pci_info().ok().map(|p| p.bus_id),
+        }
+    }
+
+    fn mark_unsupported(&mut self, field: Field, reason: String) {
+        if self.skip.insert(field) {
+            self.unsupported_total += 1;
+            self.new_unsupported.push(Unsupported {
+                gpu: self.index,
+                field,
+                reason,
+            });
+        }
+    }
+
+    /// Reads one field unless it is known unsupported.
+    fn get<T>(
+        &mut self,
+        field: Field,
+        read: impl FnOnce(&Device<'n>) -> Result<T, NvmlError>,
+    ) -> Option<T> {
+        if self.skip.contains(&field) {
+            return None;
+        }
+        match read(&self.device) {
+            Ok(v) => Some(v),
+            Err(e) if is_unsupported(&e) => {
+                self.mark_unsupported(field, format!("NVML: {e}"));
+                None
+            }
+            Err(e) => {
+                self.errors += 1;
+                self.last_error = Some(format!("GPU {}: {}: NVML: {e}", self.index, field.name()));
+                None
+            }
+        }
+    }
+
+    /// Reads every supported field now; `t` is the sample's time in seconds.
+    pub fn sample(&mut self, t: f64) -> Sample {
+        self.samples += 1;
+        let mut s = Sample::at(t);
+        s.temp_gpu_c = self
+            .get(Field::TempGpu, |d| d.temperature(TemperatureSensor::Gpu))
+            .map(f64::from);
+        s.temp_mem_c = self.get(Field::TempMem, memory_temperature);
+        s.power_w = self
+            .get(Field::Power, |d| d.power_usage())
+            .map(|mw| f64::from(mw) / 1000.0);
+        s.energy_mj = self
+            .get(Field::Energy, |d| d.total_energy_consumption())
+            .map(|mj| mj as f64);
+        if let Some(u) = self.get(Field::Utilization, |d| d.utilization_rates()) {
+            s.util_gpu_pct = Some(f64::from(u.gpu));
+            s.util_mem_pct = Some(f64::from(u.memory));
+        }
+        if let Some(m) = self.get(Field::Memory, |d| d.memory_info()) {
+            const MIB: f64 = 1024.0 * 1024.0;
+            s.mem_used_mib = Some(m.used as f64 / MIB);
+            s.mem_free_mib = Some(m.free as f64 / MIB);
+            s.mem_reserved_mib = Some(m.reserved as f64 / MIB);
+        }
+        s.sm_clock_mhz = self
+            .get(Field::SmClock, |d| d.clock_info(Clock::SM))
+            .map(f64::from);
+        s.mem_clock_mhz = self
+            .get(Field::MemClock, |d| d.clock_info(Clock::Memory))
+            .map(f64::from);
+        s.clock_reasons = self
+            .get(Field::ClockReasons, |d| d.current_throttle_reasons())
+            .map(|r| r.bits());
+        if let Some((tx, rx)) = self.get(Field::PcieThroughput, |d| {
+            Ok((
+                d.pcie_throughput(PcieUtilCounter::Send)?,
+                d.pcie_throughput(PcieUtilCounter::Receive)?,
+            ))
+        }) {
+            s.pcie_tx_kbs = Some(f64::from(tx));
+            s.pcie_rx_kbs = Some(f64::from(rx));
+        }
+        s.pcie_replay = self
+            .get(Field::PcieReplay, |d| d.pcie_replay_counter())
+            .map(u64::from);
+        if let Some((c, u)) = self.get(Field::EccVolatile, |d| {
+            Ok((
+                d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)?,
+                d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)?,
+            ))
+        }) {
+            s.ecc_corr = Some(c);
+            s.ecc_uncorr = Some(u);
+        }
+        if let Some((c, u)) = self.get(Field::EccAggregate, |d| {
+            Ok((
+                d.total_ecc_errors(MemoryError::Corrected, EccCounter::Aggregate)?,
+                d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Aggregate)?,
+            ))
+        }) {
+            s.ecc_corr_aggregate = Some(c);
+            s.ecc_uncorr_aggregate = Some(u);
+        }
+        s.retired_pages = self.get(Field::RetiredPages, |d| {
+            let single = d.retired_pages(RetirementCause::MultipleSingleBitEccErrors)?;
+            let double = d.retired_pages(RetirementCause::DoubleBitEccError)?;
+            Ok((single.len() + double.len()) as u64)
+        });
+        if !self.skip.contains(&Field::RemappedRows) {
+            match crate::nvml::remapped_rows(self.nvml, &self.device) {
+                Reading::Value(rows) => {
+                    s.remapped_rows = Some(rows.correctable + rows.uncorrectable)
+                }
+                Reading::Unavailable(why)
+                    if why.contains("not supported") || why.contains("not in this driver") =>
+                {
+                    self.mark_unsupported(Field::RemappedRows, why)
+                }
+                Reading::Unavailable(why) => {
+                    self.errors += 1;
+                    self.last_error = Some(format!("GPU {}: remapped_rows: {why}", self.index));
+                }
+            }
+        }
+        s.fan_pct = self
+            .get(Field::Fan, |d| match d.num_fans()? {
+                0 => Err(NvmlError::NotSupported),
+                _ => d.fan_speed(0),
+            })
+            .map(f64::from);
+        s.processes = self.get(Field::Processes, |d| {
+            Ok(d.running_compute_processes_count()? + d.running_graphics_processes_count()?)
+        });
+        s.xid = self.drain_xids();
+        s
+    }
+
+    /// The XIDs that arrived since the last call, without waiting.
+    fn drain_xids(&mut self) -> Vec<u32> {
+        let mut codes = Vec::new();
+        let Some(set) = &self.events else {
+            return codes;
+        };
+        loop {
+            match set.wait(0) {
+                Ok(event) => {
+                    if let Some(XidError::Value(code)) = event.event_data {
+                        codes.push(u32::try_from(code).unwrap_or(u32::MAX));
+                    }
+                }
+                Err(NvmlError::Timeout) => break,
+                Err(e) => {
+                    self.errors += 1;
+                    self.last_error = Some(format!("GPU {}: XID events: NVML: {e}", self.index));
+                    break;
+                }
+            }
+        }
+        self.xid_total += codes.len() as u64;
+        if let Some(last) = codes.last() {
+            self.last_xid = *last;
+        }
+        codes
+    }
+
+    /// Fields found unsupported since the last call (each reported once in the sampler's life).
+    pub fn take_unsupported(&mut self) -> Vec<Unsupported> {
+        std::mem::take(&mut self.new_unsupported)
+    }
+
+    /// The last reading that failed (not for lack of support), if any.
+    pub fn last_error(&self) -> Option<&str> {
+        self.last_error.as_deref()
+    }
+
+    /// XIDs seen since the sampler opened, and the last code (0: none).
+    pub fn xids(&self) -> (u64, u32) {
+        (self.xid_total, self.last_xid)
+    }
+
+    /// The sampler's own health, for `/metrics`.
+    pub fn health(&self) -> SamplerHealth {
+        SamplerHealth {
+            samples: self.samples,
+            fields_unsupported: self.unsupported_total,
+            errors: self.errors,
+        }
+    }
+}
+
+/// The HBM temperature, from NVML's field values.
+fn memory_temperature(d: &Device<'_>) -> Result<f64, NvmlError> {
+    let values = d.field_values_for(&[FieldId(NVML_FI_DEV_MEMORY_TEMP)])?;
+    let sample = values.into_iter().next().ok_or(NvmlError::NotSupported)??;
+    match sample.value? {
+        SampleValue::F64(v) => Ok(v),
+        SampleValue::U32(v) => Ok(f64::from(v)),
+        SampleValue::U64(v) => Ok(v as f64),
+        SampleValue::I64(v) => Ok(v as f64),
+    }
+}
+
+/// The host's name, for the `Hostname` label.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsupported_is_told_apart_from_failure() {
+        assert!(is_unsupported(&NvmlError::NotSupported));
+        assert!(!is_unsupported(&NvmlError::GpuLost));
+        assert!(!is_unsupported(&NvmlError::Timeout));
+        assert_eq!(Field::TempMem.name(), "temp_mem");
+    }
+
+    /// On a GPU host: `cargo test -p pog-device --lib monitor -- --ignored --nocapture`.
+    /// Samples GPU 0 for 20 s at 1 s with every field, checks the core fields were read,
+    /// prints what was unsupported and the CPU time per sample, and writes the trace to
+    /// `$POG_MONITOR_TRACE` (default `/tmp/pog-monitor-trace.csv`).
+    #[test]
+    #[ignore = "needs an NVIDIA GPU"]
+    fn samples_a_real_gpu() {
+        let nvml = crate::nvml::init().expect("NVML");
+        let mut sampler = GpuSampler::open(&nvml, 0).expect("GPU 0");
+        let identity = sampler.identity(&hostname());
+        println!("{identity:?}");
+        let path = std::env::var("POG_MONITOR_TRACE")
+            .unwrap_or_else(|_| "/tmp/pog-monitor-trace.csv".into());
+        let file = std::fs::File::create(&path).expect("trace file");
+        let mut writer =
+            pog_monitor::TraceWriter::new(file, pog_monitor::trace::Columns::Extended).unwrap();
+        let cpu = || {
+            // SAFETY: getrusage fills the struct it is given.
+            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+            unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+            let us = |tv: libc::timeval| tv.tv_sec as f64 * 1e6 + tv.tv_usec as f64;
+            us(usage.ru_utime) + us(usage.ru_stime)
+        };
+        let started = std::time::Instant::now();
+        let mut cpu_us = 0.0;
+        let n = 20;
+        for _ in 0..n {
+            let before = cpu();
+            let sample = sampler.sample(started.elapsed().as_secs_f64());
+            cpu_us += cpu() - before;
+            for u in sampler.take_unsupported() {
+                println!(
+                    "unsupported: GPU {} {}: {}",
+                    u.gpu,
+                    u.field.name(),
+                    u.reason
+                );
+            }
+            assert!(
+                sample.temp_gpu_c.is_some() && sample.power_w.is_some(),
+                "{sample:?}"
+            );
+            assert!(sample.sm_clock_mhz.is_some() && sample.mem_used_mib.is_some());
+            writer.write(&sample).unwrap();
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+        writer.finish().unwrap();
+        let per_sample_ms = cpu_us / n as f64 / 1000.0;
+        println!(
+            "{n} samples: {per_sample_ms:.3} ms of CPU per sample = {:.3} % of one core at 1 s; health {:?}; last error {:?}; trace {path}",
+            per_sample_ms / 10.0,
+            sampler.health(),
+            sampler.last_error()
+        );
+        assert_eq!(sampler.health().samples, n as u64);
+    }
+}
