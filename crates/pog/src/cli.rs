@@ -64,6 +64,12 @@ pub enum Command {
     Price(crate::commands::market::PriceArgs),
     /// A validator's order book for GPU-hours: submit, cancel, book, clear, history.
     Market(crate::commands::market::MarketArgs),
+    /// The validator's transparency log: append, checkpoint, prove, export one GPU's bundle.
+    Ledger(crate::commands::ledger::LedgerArgs),
+    /// Check one GPU's whole history offline from a proof bundle (`pog ledger export`).
+    Verify(crate::commands::ledger::VerifyArgs),
+    /// A witness: cosign a log's new checkpoint once it is consistent with the last one.
+    Witness(crate::commands::ledger::WitnessArgs),
     /// List the GPU model database (or one model's full entry).
     Specs {
         /// A model name such as "H200 SXM" (as in the list).
@@ -85,6 +91,9 @@ impl Command {
             Command::Score(_) => "score",
             Command::Price(_) => "price",
             Command::Market(args) => args.action.name(),
+            Command::Ledger(args) => args.action.name(),
+            Command::Verify(_) => "verify",
+            Command::Witness(args) => args.action.name(),
             Command::Specs { .. } => "specs",
         }
     }

@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod check;
 pub mod inspect;
+pub mod ledger;
 pub mod market;
 pub mod monitor;
 pub mod prove;
@@ -70,6 +71,9 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Command::Score(args) => market::score_run(&cli.global, args),
         Command::Price(args) => market::price_run(&cli.global, args),
         Command::Market(args) => market::market_run(&cli.global, args),
+        Command::Ledger(args) => ledger::ledger_run(&cli.global, args),
+        Command::Verify(args) => ledger::verify_run(&cli.global, args),
+        Command::Witness(args) => ledger::witness_run(&cli.global, args),
         Command::Specs { model } => specs::run(&cli.global, model.as_deref()),
     }
 }

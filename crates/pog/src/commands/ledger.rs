@@ -1,0 +1,858 @@
+//! `pog ledger` (the validator's transparency log, `pog-ledger`), `pog verify` (a holder checks
+//! one GPU's history offline from a proof bundle) and `pog witness cosign` (a witness checks a
+//! new checkpoint's consistency with the last it cosigned, and cosigns it).
+//!
+//! - `pog ledger append FILE…`: appends signed records (envelopes as the validator signs them)
+//!   to the ledger, durably.
+//! - `pog ledger checkpoint`: signs a checkpoint of the ledger with the validator's key.
+//! - `pog ledger prove --inclusion INDEX | --consistency OLD [--size N]`: a proof, in hex.
+//! - `pog ledger export --gpu UUID [--since SIZE] [-o FILE]`: one GPU's bundle.
+//! - `pog ledger vkey`: the log's verifier key, for holders and witnesses.
+//! - `pog verify BUNDLE --log-key VKEY [--witness VKEY…] [--quorum N] [--since CHECKPOINT]`.
+//! - `pog witness cosign REQUEST --log-key VKEY`: a tlog-witness add-checkpoint request.
+//!
+//! Exit status: 0 when everything verified, 1 when `pog verify` found a problem or a witness
+//! refused, 2 when an input could not be read.
+
+use super::{print_json, Outcome, Verdict};
+use crate::cli::Global;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{ContentArrangement, Table};
+use pog_ledger::bundle::{verify_bundle, Bundle, WitnessPolicy};
+use pog_ledger::checkpoint::{Checkpoint, SignedCheckpoint};
+use pog_ledger::entry::Entry;
+use pog_ledger::note::{NoteSigner, Verifier, ALG_COSIGNATURE_V1, ALG_ED25519};
+use pog_ledger::store::Ledger;
+use pog_ledger::witness::{AddCheckpoint, Witness};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// What `pog ledger` does.
+#[derive(Debug, Args)]
+pub struct LedgerArgs {
+    #[command(subcommand)]
+    pub action: LedgerAction,
+    /// The ledger's directory [default: DATA_DIR/ledger].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub ledger_dir: Option<PathBuf>,
+    /// The log's name (checkpoint origin and key name) [default: pog.validator/ and the first
+    /// 16 hex digits of the validator's public key].
+    #[arg(long, global = true)]
+    pub origin: Option<String>,
+}
+
+/// `pog ledger`'s subcommands.
+#[derive(Debug, Subcommand)]
+pub enum LedgerAction {
+    /// Append signed records to the ledger (each file: one envelope, a JSON array of them, or a
+    /// page of the validator's /v1/records API); durable when this returns.
+    Append {
+        /// JSON files of signed envelopes.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Sign a checkpoint of the ledger with the validator's key (DATA_DIR/validator.key) and
+    /// keep it as the latest.
+    Checkpoint,
+    /// An inclusion proof of one record, or a consistency proof between two tree sizes.
+    Prove(ProveLedgerArgs),
+    /// Write one GPU's records with their inclusion proofs and the latest checkpoint (with its
+    /// cosignatures) as one bundle file, for `pog verify`.
+    Export(ExportArgs),
+    /// Print the log's verifier key (what holders pass to `pog verify --log-key`).
+    Vkey,
+    /// Write the tlog-witness add-checkpoint request for the latest checkpoint: "old OLD", the
+    /// consistency proof from OLD (the size the witness last cosigned), a blank line, the
+    /// checkpoint. Give it to `pog witness cosign`.
+    WitnessRequest {
+        /// The size of the checkpoint the witness last cosigned (0 the first time).
+        #[arg(long, default_value_t = 0)]
+        old: u64,
+    },
+    /// Attach witnesses' cosignature lines (`pog witness cosign` prints them) to the latest
+    /// checkpoint, which `pog ledger export` puts in bundles.
+    AddCosignature {
+        /// Cosignature lines ("— name base64…"), one per argument.
+        #[arg(required = true)]
+        lines: Vec<String>,
+    },
+}
+
+impl LedgerAction {
+    /// The action's name, as its JSON schema names it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            LedgerAction::Append { .. } => "ledger.append",
+            LedgerAction::Checkpoint => "ledger.checkpoint",
+            LedgerAction::Prove(_) => "ledger.prove",
+            LedgerAction::Export(_) => "ledger.export",
+            LedgerAction::Vkey => "ledger.vkey",
+            LedgerAction::WitnessRequest { .. } => "ledger.witness_request",
+            LedgerAction::AddCosignature { .. } => "ledger.add_cosignature",
+        }
+    }
+}
+
+/// What `pog ledger prove` proves.
+#[derive(Debug, Args)]
+pub struct ProveLedgerArgs {
+    /// The log index of the record to prove included.
+    #[arg(
+        long,
+        value_name = "INDEX",
+        conflicts_with = "consistency",
+        required_unless_present = "consistency"
+    )]
+    pub inclusion: Option<u64>,
+    /// The older tree size to prove the current tree consistent with.
+    #[arg(long, value_name = "OLD_SIZE")]
+    pub consistency: Option<u64>,
+    /// The tree size to prove against [default: the ledger's size].
+    #[arg(long)]
+    pub size: Option<u64>,
+}
+
+/// What `pog ledger export` writes.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The GPU's UUID.
+    #[arg(long)]
+    pub gpu: String,
+    /// Include a consistency proof from this earlier tree size (the size of the checkpoint the
+    /// holder kept).
+    #[arg(long, value_name = "SIZE")]
+    pub since: Option<u64>,
+    /// Where to write the bundle [default: stdout].
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+}
+
+/// What `pog verify` checks.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The bundle file (`pog ledger export`).
+    pub bundle: PathBuf,
+    /// The log's (validator's) verifier key, as `pog ledger vkey` prints it, or a file holding
+    /// it.
+    #[arg(long, value_name = "VKEY")]
+    pub log_key: String,
+    /// A trusted witness's cosignature verifier key (or a file holding it); repeatable.
+    #[arg(long = "witness", value_name = "VKEY")]
+    pub witnesses: Vec<String>,
+    /// How many of the trusted witnesses must have cosigned [default: all given].
+    #[arg(long)]
+    pub quorum: Option<usize>,
+    /// A checkpoint you kept from before (a file): the bundle must extend it, not fork or roll
+    /// it back.
+    #[arg(long, value_name = "CHECKPOINT")]
+    pub since: Option<PathBuf>,
+}
+
+/// What `pog witness` does.
+#[derive(Debug, Args)]
+pub struct WitnessArgs {
+    #[command(subcommand)]
+    pub action: WitnessAction,
+}
+
+/// `pog witness`'s subcommands.
+#[derive(Debug, Subcommand)]
+pub enum WitnessAction {
+    /// Check an add-checkpoint request (c2sp.org/tlog-witness: "old N", the consistency proof,
+    /// a blank line, the checkpoint) against the last checkpoint this witness cosigned for the
+    /// log, and print the cosignature line; the new checkpoint is kept before it is printed.
+    Cosign(CosignArgs),
+    /// Print this witness's cosignature verifier key (DATA_DIR/witness.key).
+    Vkey {
+        /// The witness's name [default: pog.witness/ and the first 16 hex digits of its key].
+        #[arg(long)]
+        name: Option<String>,
+    },
+}
+
+/// What `pog witness cosign` reads.
+#[derive(Debug, Args)]
+pub struct CosignArgs {
+    /// The request body file ("-" for stdin).
+    pub request: PathBuf,
+    /// The log's verifier key (or a file holding it).
+    #[arg(long, value_name = "VKEY")]
+    pub log_key: String,
+    /// The witness's name [default: pog.witness/ and the first 16 hex digits of its key].
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+impl WitnessAction {
+    /// The action's name, as its JSON schema names it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            WitnessAction::Cosign(_) => "witness.cosign",
+            WitnessAction::Vkey { .. } => "witness.vkey",
+        }
+    }
+}
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(header.to_vec());
+    t
+}
+
+/// The validator's key as the log's note signer.
+fn log_signer(global: &Global, args: &LedgerArgs) -> Result<NoteSigner> {
+    let path = super::service::data_dir(global)?.join("validator.key");
+    let identity = pog_node::keys::load_or_create(&path)
+        .with_context(|| format!("the validator key {}", path.display()))?;
+    let origin = match &args.origin {
+        Some(o) => o.clone(),
+        None => format!("pog.validator/{}", &identity.public_hex()[..16]),
+    };
+    NoteSigner::new(&origin, ALG_ED25519, identity.seed())
+        .map_err(|e| anyhow!("--origin {origin:?}: {e}"))
+}
+
+fn open_ledger(global: &Global, args: &LedgerArgs) -> Result<Ledger> {
+    let dir = match &args.ledger_dir {
+        Some(d) => d.clone(),
+        None => super::service::data_dir(global)?.join("ledger"),
+    };
+    Ledger::open(&dir).with_context(|| format!("opening the ledger in {}", dir.display()))
+}
+
+/// A vkey given on the command line, or the file holding it.
+fn vkey(text: &str, what: &str) -> Result<Verifier> {
+    match Verifier::parse(text.trim()) {
+        Ok(v) => Ok(v),
+        Err(e) if Path::new(text).is_file() => {
+            let contents = std::fs::read_to_string(text)
+                .with_context(|| format!("reading the {what} from {text}"))?;
+            Verifier::parse(contents.trim())
+                .map_err(|e2| anyhow!("the {what} in {text} is not a verifier key: {e2} ({e})"))
+        }
+        Err(e) => bail!("the {what} {text:?} is not a verifier key: {e}"),
+    }
+}
+
+/// Envelopes in a file: one, an array, or a records page (`{"records": [{"envelope": …}]}`).
+fn envelopes(path: &Path) -> Result<Vec<pog_proof::wire::Envelope>> {
+    let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let items: Vec<serde_json::Value> = match value {
+        serde_json::Value::Array(items) => items,
+        serde_json::Value::Object(ref o) if o.contains_key("records") => o["records"]
+            .as_array()
+            .map(|rs| rs.iter().map(|r| r["envelope"].clone()).collect())
+            .ok_or_else(|| anyhow!("{}: \"records\" is not a list", path.display()))?,
+        one => vec![one],
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            serde_json::from_value(v)
+                .with_context(|| format!("{}: item {i} is not a signed envelope", path.display()))
+        })
+        .collect()
+}
+
+pub fn ledger_run(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
+    match &args.action {
+        LedgerAction::Append { files } => append(global, args, files),
+        LedgerAction::Checkpoint => checkpoint(global, args),
+        LedgerAction::Prove(p) => prove(global, args, p),
+        LedgerAction::Export(e) => export(global, args, e),
+        LedgerAction::WitnessRequest { old } => witness_request(global, args, *old),
+        LedgerAction::AddCosignature { lines } => add_cosignature(global, args, lines),
+        LedgerAction::Vkey => {
+            let signer = log_signer(global, args)?;
+            let vkey = signer.verifier().to_vkey();
+            if global.json {
+                #[derive(Serialize)]
+                struct Report<'a> {
+                    vkey: &'a str,
+                    origin: &'a str,
+                }
+                let origin = signer.verifier().name();
+                print_json(
+                    "ledger.vkey",
+                    Verdict::Pass,
+                    &vkey,
+                    false,
+                    &Report {
+                        vkey: &vkey,
+                        origin,
+                    },
+                )?;
+            } else {
+                println!("{vkey}");
+            }
+            Ok(Outcome(Verdict::Pass))
+        }
+    }
+}
+
+/// The ledger's stored latest checkpoint.
+fn stored_checkpoint(ledger: &Ledger) -> Result<SignedCheckpoint> {
+    let text = ledger
+        .log()
+        .latest_checkpoint()?
+        .ok_or_else(|| anyhow!("the ledger has no checkpoint yet: run `pog ledger checkpoint`"))?;
+    SignedCheckpoint::parse(text.as_bytes())
+        .map_err(|e| anyhow!("the ledger's stored checkpoint is unreadable: {e}"))
+}
+
+fn witness_request(global: &Global, args: &LedgerArgs, old: u64) -> Result<Outcome> {
+    let ledger = open_ledger(global, args)?;
+    let checkpoint = stored_checkpoint(&ledger)?;
+    let size = checkpoint.checkpoint.size;
+    if old > size {
+        bail!("--old {old} exceeds the checkpoint's size {size}");
+    }
+    // The request carries the checkpoint with the log's signature only.
+    let mut plain = pog_ledger::note::Note::new(checkpoint.note.text().to_string())
+        .map_err(|e| anyhow!("{e}"))?;
+    let log_name = checkpoint.checkpoint.origin.clone();
+    for sig in checkpoint
+        .note
+        .signatures()
+        .iter()
+        .filter(|s| s.name == log_name)
+    {
+        plain.push_signature(sig.clone());
+    }
+    let request = AddCheckpoint {
+        old_size: old,
+        proof: ledger.log().consistency_proof(old, size)?,
+        checkpoint: plain.to_text().into_bytes(),
+    };
+    let body = String::from_utf8(request.encode()).expect("a request is text");
+    if global.json {
+        #[derive(Serialize)]
+        struct Report {
+            request: String,
+        }
+        let summary = format!("add-checkpoint request from size {old} to {size}");
+        print_json(
+            "ledger.witness_request",
+            Verdict::Pass,
+            &summary,
+            false,
+            &Report { request: body },
+        )?;
+    } else {
+        print!("{body}");
+    }
+    Ok(Outcome(Verdict::Pass))
+}
+
+fn add_cosignature(global: &Global, args: &LedgerArgs, lines: &[String]) -> Result<Outcome> {
+    let ledger = open_ledger(global, args)?;
+    let checkpoint = stored_checkpoint(&ledger)?;
+    let mut text = checkpoint.to_text();
+    for line in lines {
+        let line = line.trim_end_matches('\n');
+        text.push_str(line);
+        text.push('\n');
+    }
+    // Each line must parse as a signature line of the note (its key is checked by holders).
+    let with = SignedCheckpoint::parse(text.as_bytes())
+        .map_err(|e| anyhow!("a cosignature line is malformed: {e}"))?;
+    ledger.log().store_checkpoint(&with.to_text())?;
+    let summary = format!(
+        "{} signature line(s) on the checkpoint at size {}",
+        with.note.signatures().len(),
+        with.checkpoint.size
+    );
+    if global.json {
+        #[derive(Serialize)]
+        struct Report {
+            checkpoint: String,
+        }
+        print_json(
+            "ledger.add_cosignature",
+            Verdict::Pass,
+            &summary,
+            false,
+            &Report {
+                checkpoint: with.to_text(),
+            },
+        )?;
+    } else {
+        crate::render::verdict_line(Verdict::Pass, &summary, false);
+    }
+    Ok(Outcome(Verdict::Pass))
+}
+
+#[derive(Serialize)]
+struct Appended {
+    index: u64,
+    kind: pog_ledger::entry::RecordKind,
+    gpu_uuid: String,
+    gpu_seq: u64,
+}
+
+fn append(global: &Global, args: &LedgerArgs, files: &[PathBuf]) -> Result<Outcome> {
+    let mut records = Vec::new();
+    for path in files {
+        for (i, env) in envelopes(path)?.into_iter().enumerate() {
+            records.push(
+                Entry::from_envelope(&env)
+                    .with_context(|| format!("{}: record {i} refused", path.display()))?,
+            );
+        }
+    }
+    let ledger = open_ledger(global, args)?;
+    let indexes = ledger.append(records)?;
+    let mut appended = Vec::new();
+    for index in indexes {
+        let entry = Entry::parse(&ledger.log().entry(index)?)?;
+        appended.push(Appended {
+            index,
+            kind: entry.kind,
+            gpu_uuid: entry.gpu_uuid,
+            gpu_seq: entry.gpu_seq,
+        });
+    }
+    let size = ledger.log().size();
+    let summary = format!(
+        "{} record(s) appended; the ledger holds {size}",
+        appended.len()
+    );
+    if global.json {
+        #[derive(Serialize)]
+        struct Report {
+            appended: Vec<Appended>,
+            size: u64,
+        }
+        print_json(
+            "ledger.append",
+            Verdict::Pass,
+            &summary,
+            false,
+            &Report { appended, size },
+        )?;
+    } else {
+        let mut t = table(&["index", "kind", "GPU", "GPU record #"]);
+        for a in &appended {
+            t.add_row(vec![
+                a.index.to_string(),
+                format!("{:?}", a.kind),
+                a.gpu_uuid.clone(),
+                a.gpu_seq.to_string(),
+            ]);
+        }
+        println!("{t}");
+        crate::render::verdict_line(Verdict::Pass, &summary, false);
+    }
+    Ok(Outcome(Verdict::Pass))
+}
+
+fn checkpoint(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
+    let signer = log_signer(global, args)?;
+    let ledger = open_ledger(global, args)?;
+    let signed = ledger.log().checkpoint(&signer)?;
+    let c = &signed.checkpoint;
+    let summary = format!("checkpoint of {} at size {}", c.origin, c.size);
+    if global.json {
+        #[derive(Serialize)]
+        struct Report {
+            origin: String,
+            size: u64,
+            root: String,
+            vkey: String,
+            checkpoint: String,
+        }
+        let report = Report {
+            origin: c.origin.clone(),
+            size: c.size,
+            root: hex::encode(c.root),
+            vkey: signer.verifier().to_vkey(),
+            checkpoint: signed.to_text(),
+        };
+        print_json("ledger.checkpoint", Verdict::Pass, &summary, false, &report)?;
+    } else {
+        print!("{}", signed.to_text());
+    }
+    Ok(Outcome(Verdict::Pass))
+}
+
+fn prove(global: &Global, args: &LedgerArgs, p: &ProveLedgerArgs) -> Result<Outcome> {
+    let ledger = open_ledger(global, args)?;
+    let log = ledger.log();
+    let size = p.size.unwrap_or(log.size());
+    let root = log.root_at(size)?;
+    #[derive(Serialize)]
+    struct Report {
+        kind: &'static str,
+        index: Option<u64>,
+        old_size: Option<u64>,
+        old_root: Option<String>,
+        size: u64,
+        root: String,
+        leaf_hash: Option<String>,
+        proof: Vec<String>,
+    }
+    let report = match (p.inclusion, p.consistency) {
+        (Some(index), _) => {
+            if index >= size {
+                bail!("index {index} is not below the tree size {size}");
+            }
+            Report {
+                kind: "inclusion",
+                index: Some(index),
+                old_size: None,
+                old_root: None,
+                size,
+                root: hex::encode(root),
+                leaf_hash: Some(hex::encode(pog_merkle::leaf_hash(&log.entry(index)?))),
+                proof: log
+                    .inclusion_proof(index, size)?
+                    .iter()
+                    .map(hex::encode)
+                    .collect(),
+            }
+        }
+        (None, Some(old)) => {
+            if old > size {
+                bail!("the older size {old} exceeds the tree size {size}");
+            }
+            Report {
+                kind: "consistency",
+                index: None,
+                old_size: Some(old),
+                old_root: Some(hex::encode(log.root_at(old)?)),
+                size,
+                root: hex::encode(root),
+                leaf_hash: None,
+                proof: log
+                    .consistency_proof(old, size)?
+                    .iter()
+                    .map(hex::encode)
+                    .collect(),
+            }
+        }
+        (None, None) => bail!("give --inclusion INDEX or --consistency OLD_SIZE"),
+    };
+    let summary = format!(
+        "{} proof of {} hash(es) at tree size {size}",
+        report.kind,
+        report.proof.len()
+    );
+    if global.json {
+        print_json("ledger.prove", Verdict::Pass, &summary, false, &report)?;
+    } else {
+        match (report.index, report.old_size) {
+            (Some(i), _) => println!(
+                "entry {i}, leaf hash {}",
+                report.leaf_hash.as_deref().unwrap_or("")
+            ),
+            (_, Some(o)) => println!(
+                "size {o}, root {}",
+                report.old_root.as_deref().unwrap_or("")
+            ),
+            _ => {}
+        }
+        println!("size {size}, root {}", report.root);
+        for h in &report.proof {
+            println!("  {h}");
+        }
+        crate::render::verdict_line(Verdict::Pass, &summary, false);
+    }
+    Ok(Outcome(Verdict::Pass))
+}
+
+fn export(global: &Global, args: &LedgerArgs, e: &ExportArgs) -> Result<Outcome> {
+    let ledger = open_ledger(global, args)?;
+    // The latest checkpoint, with whatever cosignatures it gathered; a fresh one when there is
+    // none or it is behind the ledger.
+    let stored = match ledger.log().latest_checkpoint()? {
+        Some(text) => Some(
+            SignedCheckpoint::parse(text.as_bytes())
+                .map_err(|err| anyhow!("the ledger's stored checkpoint is unreadable: {err}"))?,
+        ),
+        None => None,
+    };
+    let checkpoint = match stored {
+        Some(c) if c.checkpoint.size == ledger.log().size() => c,
+        _ => ledger.log().checkpoint(&log_signer(global, args)?)?,
+    };
+    if let Some(since) = e.since {
+        if since > checkpoint.checkpoint.size {
+            bail!(
+                "--since {since} exceeds the checkpoint's size {}",
+                checkpoint.checkpoint.size
+            );
+        }
+    }
+    let bundle = Bundle::export(&ledger, &e.gpu, &checkpoint, e.since)?;
+    if bundle.records.is_empty() {
+        bail!("the ledger holds no record of GPU {}", e.gpu);
+    }
+    let json = bundle.to_json();
+    let summary = format!(
+        "{} record(s) of {} with proofs at tree size {}",
+        bundle.records.len(),
+        e.gpu,
+        checkpoint.checkpoint.size
+    );
+    match &e.output {
+        Some(path) => {
+            std::fs::write(path, &json).with_context(|| format!("writing {}", path.display()))?;
+            if global.json {
+                #[derive(Serialize)]
+                struct Report<'a> {
+                    gpu_uuid: &'a str,
+                    records: usize,
+                    size: u64,
+                    file: String,
+                }
+                let report = Report {
+                    gpu_uuid: &e.gpu,
+                    records: bundle.records.len(),
+                    size: checkpoint.checkpoint.size,
+                    file: path.display().to_string(),
+                };
+                print_json("ledger.export", Verdict::Pass, &summary, false, &report)?;
+            } else {
+                crate::render::verdict_line(
+                    Verdict::Pass,
+                    &format!("{summary}, written to {}", path.display()),
+                    false,
+                );
+            }
+        }
+        None => println!("{json}"),
+    }
+    Ok(Outcome(Verdict::Pass))
+}
+
+pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
+    let log_key = vkey(&args.log_key, "log key")?;
+    let keys = args
+        .witnesses
+        .iter()
+        .map(|w| vkey(w, "witness key"))
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(k) = keys.iter().find(|k| k.alg() != ALG_COSIGNATURE_V1) {
+        bail!(
+            "witness key {} is not a cosignature key (type 0x04)",
+            k.name()
+        );
+    }
+    let quorum = args.quorum.unwrap_or(keys.len());
+    if quorum > keys.len() {
+        bail!(
+            "--quorum {quorum} exceeds the {} witness key(s) given",
+            keys.len()
+        );
+    }
+    let bytes = std::fs::read(&args.bundle)
+        .with_context(|| format!("reading {}", args.bundle.display()))?;
+    let bundle = Bundle::parse(&bytes).with_context(|| format!("in {}", args.bundle.display()))?;
+    let since = match &args.since {
+        Some(path) => {
+            let text =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            Some(
+                SignedCheckpoint::parse(&text)
+                    .with_context(|| format!("the checkpoint in {}", path.display()))?,
+            )
+        }
+        None => None,
+    };
+    let report = verify_bundle(
+        &bundle,
+        &log_key,
+        &WitnessPolicy { keys, quorum },
+        since.as_ref(),
+    );
+    let verdict = if report.ok() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    };
+    let summary = if report.ok() {
+        format!(
+            "{} record(s) of {} verified at tree size {}, cosigned by {} witness(es)",
+            report.records.len(),
+            report.gpu_uuid,
+            report.size,
+            report.cosigned_by.len()
+        )
+    } else {
+        format!(
+            "{} problem(s): {}",
+            report.problems.len(),
+            report
+                .problems
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    };
+    if global.json {
+        print_json("verify", verdict, &summary, false, &report)?;
+    } else {
+        println!(
+            "log {} at size {}, root {}",
+            report.origin, report.size, report.root
+        );
+        for (w, t) in &report.cosigned_by {
+            println!("cosigned by {w} at {t}");
+        }
+        let mut t = table(&["#", "log index", "kind", "GPU record #", "signed by", "ok"]);
+        for r in &report.records {
+            t.add_row(vec![
+                r.position.to_string(),
+                r.index.to_string(),
+                r.kind.map_or("?".into(), |k| format!("{k:?}")),
+                r.gpu_seq.map_or("?".into(), |s| s.to_string()),
+                r.signed_by.to_string(),
+                if r.ok { "yes" } else { "NO" }.to_string(),
+            ]);
+        }
+        println!("{t}");
+        for p in &report.problems {
+            println!("problem: {p}");
+        }
+        crate::render::verdict_line(verdict, &summary, false);
+    }
+    Ok(Outcome(verdict))
+}
+
+fn witness_signer(global: &Global, name: &Option<String>) -> Result<NoteSigner> {
+    let path = super::service::data_dir(global)?.join("witness.key");
+    let identity = pog_node::keys::load_or_create(&path)
+        .with_context(|| format!("the witness key {}", path.display()))?;
+    let name = match name {
+        Some(n) => n.clone(),
+        None => format!("pog.witness/{}", &identity.public_hex()[..16]),
+    };
+    NoteSigner::new(&name, ALG_COSIGNATURE_V1, identity.seed())
+        .map_err(|e| anyhow!("--name {name:?}: {e}"))
+}
+
+pub fn witness_run(global: &Global, args: &WitnessArgs) -> Result<Outcome> {
+    match &args.action {
+        WitnessAction::Vkey { name } => {
+            let vkey = witness_signer(global, name)?.verifier().to_vkey();
+            if global.json {
+                #[derive(Serialize)]
+                struct Report<'a> {
+                    vkey: &'a str,
+                }
+                print_json(
+                    "witness.vkey",
+                    Verdict::Pass,
+                    &vkey,
+                    false,
+                    &Report { vkey: &vkey },
+                )?;
+            } else {
+                println!("{vkey}");
+            }
+            Ok(Outcome(Verdict::Pass))
+        }
+        WitnessAction::Cosign(c) => cosign(global, c),
+    }
+}
+
+fn cosign(global: &Global, args: &CosignArgs) -> Result<Outcome> {
+    let log = vkey(&args.log_key, "log key")?;
+    let body = if args.request.as_os_str() == "-" {
+        let mut b = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut b).context("reading stdin")?;
+        b
+    } else {
+        std::fs::read(&args.request)
+            .with_context(|| format!("reading {}", args.request.display()))?
+    };
+    // The last checkpoint cosigned for this log, kept per log key.
+    let state_dir = super::service::data_dir(global)?.join("witness");
+    std::fs::create_dir_all(&state_dir)
+        .with_context(|| format!("creating {}", state_dir.display()))?;
+    let state = state_dir.join(format!("{:08x}.checkpoint", log.key_id()));
+    let latest = match std::fs::read_to_string(&state) {
+        Ok(text) => Some(
+            Checkpoint::parse_text(&text)
+                .map_err(|e| anyhow!("the witness state {} is unreadable: {e}", state.display()))?,
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e).with_context(|| format!("reading {}", state.display())),
+    };
+    let mut witness = Witness::new(witness_signer(global, &args.name)?);
+    witness.follow(log.clone(), latest);
+    let request = AddCheckpoint::parse(&body);
+    let result = request.and_then(|r| witness.add_checkpoint(&r, now_s()));
+    #[derive(Serialize)]
+    struct Report {
+        cosignature: Option<String>,
+        refused: Option<String>,
+        http_status: u16,
+        size: Option<u64>,
+    }
+    let (verdict, report) = match result {
+        Ok(line) => {
+            let cp = witness.latest(log.name()).expect("just cosigned");
+            // Kept before the cosignature is shown: a restarted witness never cosigns a fork of
+            // what it cosigned.
+            let tmp = state.with_extension("tmp");
+            std::fs::write(&tmp, cp.to_text())
+                .with_context(|| format!("writing {}", tmp.display()))?;
+            std::fs::File::open(&tmp)
+                .and_then(|f| f.sync_all())
+                .context("syncing the witness state")?;
+            std::fs::rename(&tmp, &state)
+                .with_context(|| format!("writing {}", state.display()))?;
+            (
+                Verdict::Pass,
+                Report {
+                    cosignature: Some(line.to_line()),
+                    refused: None,
+                    http_status: 200,
+                    size: Some(cp.size),
+                },
+            )
+        }
+        Err(refusal) => (
+            Verdict::Fail,
+            Report {
+                cosignature: None,
+                refused: Some(refusal.to_string()),
+                http_status: refusal.http_status(),
+                size: None,
+            },
+        ),
+    };
+    let summary = match (&report.cosignature, &report.refused) {
+        (Some(_), _) => format!(
+            "cosigned {} at size {}",
+            log.name(),
+            report.size.unwrap_or(0)
+        ),
+        (_, Some(why)) => format!("refused ({}): {why}", report.http_status),
+        _ => unreachable!("one of the two"),
+    };
+    if global.json {
+        print_json("witness.cosign", verdict, &summary, false, &report)?;
+    } else {
+        if let Some(line) = &report.cosignature {
+            print!("{line}");
+        }
+        crate::render::verdict_line(verdict, &summary, false);
+    }
+    Ok(Outcome(verdict))
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}

@@ -1,0 +1,332 @@
+//! `pog ledger`, `pog witness` and `pog verify` end to end through the binary: records signed
+//! by a validator and an agent appended, a checkpoint cosigned by two witnesses (each with its
+//! own data dir), one GPU's bundle exported and verified with only the public keys; then a
+//! tampered bundle, a rollback and a fork fail (exit 1) with the problem named, a malformed
+//! bundle is an error (exit 2), and a witness refuses a rewritten history.
+
+use assert_cmd::Command;
+use pog_proof::wire::Identity;
+use serde_json::{json, Value};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+const GPU: &str = "GPU-0621aea7-1111-4000-8000-000000000001";
+const VALIDATOR_SEED: [u8; 32] = [0x42; 32];
+
+fn pog(data: &Path, args: &[&str]) -> std::process::Output {
+    Command::cargo_bin("pog")
+        .unwrap()
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .env_remove("POG_SIMULATE")
+        .env_remove("POG_DATA_DIR")
+        .output()
+        .unwrap()
+}
+
+/// Runs pog, expects `status`, returns its JSON.
+fn pog_json(data: &Path, args: &[&str], status: i32) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let out = pog(data, &all);
+    assert_eq!(
+        out.status.code(),
+        Some(status),
+        "pog {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn records(validator: &Identity, agent: &Identity, first: u64, n: u64) -> Vec<Value> {
+    let mut out = Vec::new();
+    if first == 0 {
+        let body = json!({"version": 2, "event": "new", "gpu_uuid": GPU, "agent": agent.public_hex(),
+            "model": "H200 SXM", "bus_id": "0000:00:06.0", "simulated": false, "reason": null,
+            "recorded_at_ms": 1_796_000_000_000u64});
+        out.push(serde_json::to_value(validator.seal("registration", &body).unwrap()).unwrap());
+    }
+    for i in first..first + n {
+        let round = json!({"version": 2, "challenge_id": format!("c{i}"), "gpu_uuid": GPU,
+            "accepted": true, "recorded_at_ms": 1_796_000_000_000u64 + i});
+        out.push(serde_json::to_value(validator.seal("record", &round).unwrap()).unwrap());
+        let health = json!({"version": 1, "gpu_uuid": GPU, "window_start_ms": i * 60_000,
+            "window_end_ms": (i + 1) * 60_000, "samples": 60, "temperature_max_c": 60.5});
+        out.push(serde_json::to_value(agent.seal("health", &health).unwrap()).unwrap());
+        let other = json!({"version": 2, "challenge_id": format!("o{i}"), "gpu_uuid": "GPU-other",
+            "accepted": false});
+        out.push(serde_json::to_value(validator.seal("record", &other).unwrap()).unwrap());
+    }
+    out
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+/// Gets a cosignature from the witness whose data dir is `witness` for the ledger's latest
+/// checkpoint, given the size it last cosigned, and attaches it.
+fn cosign(data: &Path, witness: &Path, old: u64, log_vkey: &str, tmp: &Path) -> Value {
+    let request = pog_json(
+        data,
+        &["ledger", "witness-request", "--old", &old.to_string()],
+        0,
+    );
+    let file = tmp.join("request");
+    write(&file, request["request"].as_str().unwrap());
+    let answer = pog_json(
+        witness,
+        &[
+            "witness",
+            "cosign",
+            file.to_str().unwrap(),
+            "--log-key",
+            log_vkey,
+        ],
+        0,
+    );
+    let line = answer["cosignature"].as_str().unwrap().to_string();
+    pog_json(data, &["ledger", "add-cosignature", &line], 0);
+    answer
+}
+
+#[test]
+fn export_verify_and_tampering_through_the_binary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("validator");
+    std::fs::create_dir_all(&data).unwrap();
+    let key = data.join("validator.key");
+    write(&key, &hex::encode(VALIDATOR_SEED));
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let validator = Identity::from_seed(VALIDATOR_SEED);
+    let agent = Identity::from_seed([0x43; 32]);
+    let witnesses = [tmp.path().join("w1"), tmp.path().join("w2")];
+
+    // Records in, checkpoint out, cosigned by both witnesses.
+    let batch = tmp.path().join("batch1.json");
+    write(
+        &batch,
+        &Value::Array(records(&validator, &agent, 0, 3)).to_string(),
+    );
+    let appended = pog_json(&data, &["ledger", "append", batch.to_str().unwrap()], 0);
+    assert_eq!(appended["size"], 10);
+    let log_vkey = pog_json(&data, &["ledger", "vkey"], 0)["vkey"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cp1 = pog_json(&data, &["ledger", "checkpoint"], 0);
+    assert_eq!(cp1["size"], 10);
+    let kept = tmp.path().join("kept.checkpoint");
+    write(&kept, cp1["checkpoint"].as_str().unwrap());
+    let mut witness_vkeys = Vec::new();
+    for w in &witnesses {
+        cosign(&data, w, 0, &log_vkey, tmp.path());
+        witness_vkeys.push(
+            pog_json(w, &["witness", "vkey"], 0)["vkey"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+
+    // More records, a new checkpoint the witnesses cosign from size 10.
+    let batch2 = tmp.path().join("batch2.json");
+    write(
+        &batch2,
+        &Value::Array(records(&validator, &agent, 3, 2)).to_string(),
+    );
+    pog_json(&data, &["ledger", "append", batch2.to_str().unwrap()], 0);
+    pog_json(&data, &["ledger", "checkpoint"], 0);
+    for w in &witnesses {
+        let answer = cosign(&data, w, 10, &log_vkey, tmp.path());
+        assert_eq!(answer["size"], 16);
+    }
+
+    // Export with a consistency proof from the kept checkpoint, and verify with only keys.
+    let bundle = tmp.path().join("bundle.json");
+    let exported = pog_json(
+        &data,
+        &[
+            "ledger",
+            "export",
+            "--gpu",
+            GPU,
+            "--since",
+            "10",
+            "-o",
+            bundle.to_str().unwrap(),
+        ],
+        0,
+    );
+    assert_eq!(exported["records"], 11);
+    let holder = tmp.path().join("holder");
+    let verify = |bundle: &Path, extra: &[&str], status: i32| {
+        let mut args = vec![
+            "verify",
+            bundle.to_str().unwrap(),
+            "--log-key",
+            &log_vkey,
+            "--witness",
+            &witness_vkeys[0],
+            "--witness",
+            &witness_vkeys[1],
+        ];
+        args.extend_from_slice(extra);
+        pog_json(&holder, &args, status)
+    };
+    let ok = verify(&bundle, &["--since", kept.to_str().unwrap()], 0);
+    assert_eq!(ok["verdict"], "pass");
+    assert_eq!(ok["records"].as_array().unwrap().len(), 11);
+    assert_eq!(ok["cosigned_by"].as_array().unwrap().len(), 2);
+    // The table output says the same, and exits 0.
+    let table = pog(
+        &holder,
+        &["verify", bundle.to_str().unwrap(), "--log-key", &log_vkey],
+    );
+    assert_eq!(table.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&table.stdout).contains("verdict: PASS"));
+
+    // Proofs on the command line.
+    let inclusion = pog_json(&data, &["ledger", "prove", "--inclusion", "3"], 0);
+    assert_eq!(inclusion["size"], 16);
+    assert!(!inclusion["proof"].as_array().unwrap().is_empty());
+    let consistency = pog_json(&data, &["ledger", "prove", "--consistency", "10"], 0);
+    assert_eq!(consistency["old_size"], 10);
+
+    let original: Value = serde_json::from_slice(&std::fs::read(&bundle).unwrap()).unwrap();
+    let tampered = |name: &str, edit: &dyn Fn(&mut Value)| {
+        let mut v = original.clone();
+        edit(&mut v);
+        let path = tmp.path().join(name);
+        write(&path, &v.to_string());
+        path
+    };
+    let problems = |report: &Value| -> Vec<String> {
+        report["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["problem"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    // One byte changed in a record's signed body.
+    let changed = tmp.path().join("changed.json");
+    let mut b = pog_ledger::bundle::Bundle::parse(&std::fs::read(&bundle).unwrap()).unwrap();
+    let last = b.records[2].entry.len() - 3;
+    b.records[2].entry[last] ^= 0x01;
+    write(&changed, &b.to_json());
+    let report = verify(&changed, &[], 1);
+    assert_eq!(problems(&report), ["not_included", "modified"]);
+    assert!(report["summary"].as_str().unwrap().contains("was modified"));
+
+    // A record dropped, records reordered.
+    let dropped = tampered("dropped.json", &|v| {
+        v["records"].as_array_mut().unwrap().remove(4);
+    });
+    assert_eq!(problems(&verify(&dropped, &[], 1)), ["dropped"]);
+    let reordered = tampered("reordered.json", &|v| {
+        v["records"].as_array_mut().unwrap().swap(5, 6);
+    });
+    assert!(problems(&verify(&reordered, &[], 1)).contains(&"reordered".to_string()));
+
+    // Rolled back: the holder kept the newer checkpoint, the log serves the older tree.
+    let newer = tmp.path().join("newer.checkpoint");
+    write(&newer, original["checkpoint"].as_str().unwrap());
+    let old_bundle = tampered("old.json", &|v| {
+        v["checkpoint"] = Value::String(std::fs::read_to_string(&kept).unwrap());
+        v["records"] = Value::Array(vec![]);
+        v.as_object_mut().unwrap().remove("consistency");
+    });
+    let report = verify(
+        &old_bundle,
+        &["--since", newer.to_str().unwrap(), "--quorum", "0"],
+        1,
+    );
+    assert_eq!(problems(&report), ["rollback"]);
+
+    // A malformed bundle is an error, not a verdict.
+    let garbage = tmp.path().join("garbage.json");
+    write(&garbage, "{\"format\": \"pog-ledger-bundle/v1\"");
+    let report = verify(&garbage, &[], 2);
+    assert_eq!(report["verdict"], "error");
+
+    // A fork: a second ledger signed with the same key, whose size-10 tree differs. The holder
+    // with the kept checkpoint sees a fork; the witnesses refuse to cosign it.
+    let fork = tmp.path().join("fork");
+    std::fs::create_dir_all(&fork).unwrap();
+    std::fs::copy(&key, fork.join("validator.key")).unwrap();
+    std::fs::set_permissions(
+        fork.join("validator.key"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let mut forged = records(&validator, &agent, 0, 3);
+    forged.swap(1, 2);
+    let forged_file = tmp.path().join("forged.json");
+    write(&forged_file, &Value::Array(forged).to_string());
+    let origin = cp1["origin"].as_str().unwrap();
+    pog_json(
+        &fork,
+        &[
+            "ledger",
+            "--origin",
+            origin,
+            "append",
+            forged_file.to_str().unwrap(),
+        ],
+        0,
+    );
+    let fork_bundle = tmp.path().join("fork-bundle.json");
+    pog_json(
+        &fork,
+        &[
+            "ledger",
+            "--origin",
+            origin,
+            "export",
+            "--gpu",
+            GPU,
+            "-o",
+            fork_bundle.to_str().unwrap(),
+        ],
+        0,
+    );
+    let report = verify(
+        &fork_bundle,
+        &["--since", kept.to_str().unwrap(), "--quorum", "0"],
+        1,
+    );
+    assert_eq!(problems(&report), ["fork"]);
+    let request = pog_json(
+        &fork,
+        &[
+            "ledger",
+            "--origin",
+            origin,
+            "witness-request",
+            "--old",
+            "0",
+        ],
+        0,
+    );
+    let file = tmp.path().join("fork-request");
+    write(&file, request["request"].as_str().unwrap());
+    let refused = pog_json(
+        &witnesses[0],
+        &[
+            "witness",
+            "cosign",
+            file.to_str().unwrap(),
+            "--log-key",
+            &log_vkey,
+        ],
+        1,
+    );
+    assert!(
+        refused["refused"].as_str().unwrap().contains("rolled back"),
+        "{refused}"
+    );
+}
