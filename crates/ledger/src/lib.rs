@@ -10,6 +10,8 @@
 //! - [`bundle`]: one GPU's records with proofs and a cosigned checkpoint, and their offline
 //!   verification with a report naming exactly what was wrong.
 //! - [`witness`]: the witness's pure logic: verify consistency, cosign or refuse.
+//! - [`serve`]: the log's tlog-tiles resources and the witness's add-checkpoint endpoint as
+//!   pure request → response functions, for any HTTP server.
 //!
 //! Every parser here returns an error on malformed input; none panics.
 
@@ -17,6 +19,7 @@ pub mod bundle;
 pub mod checkpoint;
 pub mod entry;
 pub mod note;
+pub mod serve;
 pub mod store;
 pub mod tiles;
 pub mod witness;

@@ -59,6 +59,10 @@ pub enum StoreError {
     Record(#[from] EntryError),
     #[error("the group-commit writer has stopped")]
     WriterGone,
+    #[error("the group commit failed: {0}")]
+    Commit(String),
+    #[error("an earlier append to the ledger in {0} failed; restart to recover it from disk (appends after a failed write or fsync cannot be trusted)")]
+    Poisoned(PathBuf),
 }
 
 /// Where the hash of the perfect subtree at (`level`, `index`) sits in the post-order hash
@@ -79,6 +83,10 @@ struct State {
     /// Roots of the perfect subtrees that make up the tree, largest first (one per set bit
     /// of `size`).
     frontier: Vec<Hash>,
+    /// An append failed part-way (a write or an fsync): what is on disk past `size` is
+    /// unknown, and after a failed fsync a retry may report success for lost data, so no
+    /// append is taken until the log is reopened (which recovers from the files).
+    poisoned: bool,
 }
 
 /// An append-only RFC 6962 log of opaque entries in a directory.
@@ -181,6 +189,7 @@ impl Log {
                 size,
                 entries_len: end,
                 frontier: Vec::new(),
+                poisoned: false,
             }),
         };
         let mut frontier = Vec::new();
@@ -231,6 +240,9 @@ impl Log {
             return Err(StoreError::EntryTooLarge(big.len()));
         }
         let mut st = self.state();
+        if st.poisoned {
+            return Err(StoreError::Poisoned(self.dir.clone()));
+        }
         let first = st.size;
         if batch.is_empty() {
             return Ok(first);
@@ -257,16 +269,36 @@ impl Log {
             }
             frontier.push(h);
         }
+        if let Err(e) = self.write_batch(&data, st.entries_len, &hashes, first, &index) {
+            st.poisoned = true;
+            return Err(e);
+        }
+        st.size = size;
+        st.entries_len = end;
+        st.frontier = frontier;
+        Ok(first)
+    }
+
+    /// Writes a batch's entries and hashes, syncs them, then writes and syncs its index
+    /// records: the order that makes a crash at any point recoverable.
+    fn write_batch(
+        &self,
+        data: &[u8],
+        entries_at: u64,
+        hashes: &[u8],
+        first: u64,
+        index: &[u8],
+    ) -> Result<(), StoreError> {
         let (ep, hp, ip) = (
             self.dir.join("entries"),
             self.dir.join("hashes"),
             self.dir.join("index"),
         );
         self.entries
-            .write_all_at(&data, st.entries_len)
+            .write_all_at(data, entries_at)
             .map_err(io(&ep))?;
         self.hashes
-            .write_all_at(&hashes, hash_count(first) * 32)
+            .write_all_at(hashes, hash_count(first) * 32)
             .map_err(io(&hp))?;
         // The entries and hashes are synced together (the file system can commit both in one
         // journal flush); the index only after both.
@@ -282,14 +314,9 @@ impl Log {
         });
         entries_synced.map_err(io(&ep))?;
         hashes_synced.map_err(io(&hp))?;
-        self.index
-            .write_all_at(&index, first * 8)
-            .map_err(io(&ip))?;
+        self.index.write_all_at(index, first * 8).map_err(io(&ip))?;
         self.index.sync_data().map_err(io(&ip))?;
-        st.size = size;
-        st.entries_len = end;
-        st.frontier = frontier;
-        Ok(first)
+        Ok(())
     }
 
     /// Appends one entry durably; returns its index.
@@ -308,9 +335,11 @@ impl Log {
     /// The hash of the perfect subtree (`level`, `index`) of the current tree.
     pub fn perfect(&self, level: u32, index: u64) -> Result<Hash, StoreError> {
         let size = self.size();
-        let end = (index + 1)
-            .checked_shl(level)
-            .filter(|&e| e <= size && level < 64);
+        let end = index
+            .checked_add(1)
+            .filter(|_| level < 64)
+            .and_then(|n| n.checked_mul(1u64 << level))
+            .filter(|&e| e <= size);
         if end.is_none() {
             return Err(StoreError::OutOfRange { index, size });
         }
@@ -708,10 +737,7 @@ impl CommitHandle {
             .map_err(|_| StoreError::WriterGone)?;
         match answer.recv() {
             Ok(Ok(indexes)) => Ok(indexes),
-            Ok(Err(why)) => Err(StoreError::Corrupt {
-                dir: PathBuf::new(),
-                why,
-            }),
+            Ok(Err(why)) => Err(StoreError::Commit(why)),
             Err(_) => Err(StoreError::WriterGone),
         }
     }

@@ -1,0 +1,178 @@
+//! The HTTP side of the log and of a witness, as pure functions from a request to a response,
+//! so that any server (the validator's axum router, a test) serves them the same way:
+//!
+//! - [`log_resource`]: `GET <prefix>/checkpoint` and `GET <prefix>/tile/…` as c2sp.org/tlog-tiles
+//!   specifies (content types; the checkpoint cacheable for seconds, tiles and entry bundles
+//!   immutable);
+//! - [`witness_add_checkpoint`]: `POST <prefix>/add-checkpoint` as c2sp.org/tlog-witness
+//!   specifies (status codes; a 409 carries the witness's latest size as `text/x.tlog.size`).
+
+use crate::store::{Log, StoreError};
+use crate::tiles::TileId;
+use crate::witness::{AddCheckpoint, Refusal, Witness};
+
+/// An HTTP response to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// `Content-Type`.
+    pub content_type: &'static str,
+    /// `Cache-Control`, when there is one to send.
+    pub cache_control: Option<&'static str>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    fn text(status: u16, content_type: &'static str, body: String) -> Response {
+        Response {
+            status,
+            content_type,
+            cache_control: None,
+            body: body.into_bytes(),
+        }
+    }
+}
+
+const TEXT: &str = "text/plain; charset=utf-8";
+
+/// The response to `GET <prefix>/<path>` of the log (`path` without the prefix and without a
+/// leading slash): the latest checkpoint, a hash tile or an entry bundle; 404 for anything
+/// else, including a tile the tree does not have at that width.
+pub fn log_resource(log: &Log, path: &str) -> Response {
+    if path == "checkpoint" {
+        return match log.latest_checkpoint() {
+            Ok(Some(text)) => Response {
+                status: 200,
+                content_type: TEXT,
+                cache_control: Some("no-cache, max-age=2"),
+                body: text.into_bytes(),
+            },
+            Ok(None) => Response::text(404, TEXT, "no checkpoint yet\n".into()),
+            Err(e) => Response::text(500, TEXT, format!("{e}\n")),
+        };
+    }
+    let Ok(id) = TileId::parse_path(path) else {
+        return Response::text(404, TEXT, "no such resource\n".into());
+    };
+    match log.tile(&id) {
+        Ok(body) => Response {
+            status: 200,
+            content_type: "application/octet-stream",
+            cache_control: Some("public, max-age=31536000, immutable"),
+            body,
+        },
+        Err(StoreError::OutOfRange { .. }) => {
+            Response::text(404, TEXT, format!("{path} is not in the tree\n"))
+        }
+        Err(e) => Response::text(500, TEXT, format!("{e}\n")),
+    }
+}
+
+/// The response to `POST <prefix>/add-checkpoint` with `body` at time `now` (POSIX seconds):
+/// 200 with the cosignature line, or the refusal's status and reason. On 200 the caller must
+/// have persisted `witness.latest(origin)` before sending the response.
+pub fn witness_add_checkpoint(witness: &mut Witness, body: &[u8], now: u64) -> Response {
+    let result = AddCheckpoint::parse(body).and_then(|r| witness.add_checkpoint(&r, now));
+    match result {
+        Ok(line) => Response::text(200, TEXT, line.to_line()),
+        Err(Refusal::Conflict { latest, .. }) => {
+            Response::text(409, "text/x.tlog.size", format!("{latest}\n"))
+        }
+        Err(refusal) => Response::text(refusal.http_status(), TEXT, format!("{refusal}\n")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::note::{NoteSigner, ALG_COSIGNATURE_V1, ALG_ED25519};
+    use crate::tiles::{decode_tile, TileError, TileSource, TiledTree};
+
+    /// Tiles fetched "over HTTP": through [`log_resource`], as a mirror would.
+    struct Http<'a>(&'a Log);
+
+    impl TileSource for Http<'_> {
+        fn read_tile(&mut self, id: &TileId) -> Result<Vec<u8>, TileError> {
+            let r = log_resource(self.0, &id.path());
+            if r.status != 200 {
+                return Err(TileError::Source {
+                    path: id.path(),
+                    why: format!("HTTP {}", r.status),
+                });
+            }
+            assert_eq!(r.content_type, "application/octet-stream");
+            Ok(r.body)
+        }
+    }
+
+    #[test]
+    fn the_log_serves_its_checkpoint_and_tiles() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path()).unwrap();
+        let signer = NoteSigner::new("pog.test/log", ALG_ED25519, [1; 32]).unwrap();
+        assert_eq!(log_resource(&log, "checkpoint").status, 404);
+        let entries: Vec<Vec<u8>> = (0..600u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        log.append_batch(&entries.iter().map(|e| e.as_slice()).collect::<Vec<_>>())
+            .unwrap();
+        let cp = log.checkpoint(&signer).unwrap();
+        let r = log_resource(&log, "checkpoint");
+        assert_eq!((r.status, r.body.clone()), (200, cp.to_text().into_bytes()));
+        let full = log_resource(&log, "tile/0/001");
+        assert_eq!(full.status, 200);
+        assert!(full.cache_control.unwrap().contains("immutable"));
+        let id = TileId::parse_path("tile/0/001").unwrap();
+        assert_eq!(decode_tile(&id, &full.body).unwrap().len(), 256);
+        assert_eq!(log_resource(&log, "tile/0/002.p/88").status, 200);
+        assert_eq!(log_resource(&log, "tile/entries/002.p/88").status, 200);
+        assert_eq!(log_resource(&log, "tile/1/000.p/2").status, 200);
+        for missing in [
+            "tile/0/002",
+            "tile/0/002.p/89",
+            "tile/1/000",
+            "tile/0/3",
+            "../etc/passwd",
+        ] {
+            assert_eq!(log_resource(&log, missing).status, 404, "{missing}");
+        }
+        // A client reading only over "HTTP" gets the checkpoint's root and verifiable entries.
+        let mut tiled = TiledTree::new(Http(&log), 600);
+        assert_eq!(tiled.root().unwrap(), cp.checkpoint.root);
+        assert_eq!(tiled.entry(599).unwrap(), entries[599]);
+    }
+
+    #[test]
+    fn the_witness_answers_as_tlog_witness_says() {
+        let log = NoteSigner::new("pog.test/log", ALG_ED25519, [1; 32]).unwrap();
+        let mut w =
+            Witness::new(NoteSigner::new("pog.test/w", ALG_COSIGNATURE_V1, [2; 32]).unwrap());
+        w.follow(log.verifier().clone(), None);
+        let tree = pog_merkle::Tree::from_leaf_hashes(
+            (0..5u8).map(|i| pog_merkle::leaf_hash(&[i])).collect(),
+        );
+        let cp = crate::checkpoint::Checkpoint {
+            origin: "pog.test/log".into(),
+            size: 5,
+            root: tree.root(),
+            extensions: vec![],
+        }
+        .sign(&log);
+        let body = |old: u64| {
+            let mut b = format!("old {old}\n\n").into_bytes();
+            b.extend_from_slice(cp.to_text().as_bytes());
+            b
+        };
+        let ok = witness_add_checkpoint(&mut w, &body(0), 7);
+        assert_eq!(ok.status, 200);
+        assert!(String::from_utf8(ok.body)
+            .unwrap()
+            .starts_with("\u{2014} pog.test/w "));
+        let conflict = witness_add_checkpoint(&mut w, &body(3), 8);
+        assert_eq!(
+            (conflict.status, conflict.content_type, conflict.body),
+            (409, "text/x.tlog.size", b"5\n".to_vec())
+        );
+        assert_eq!(witness_add_checkpoint(&mut w, b"nonsense", 9).status, 400);
+    }
+}
