@@ -330,3 +330,163 @@ fn export_verify_and_tampering_through_the_binary() {
         "{refused}"
     );
 }
+
+/// A `pog witness serve` process, stopped when dropped.
+struct Server {
+    child: std::process::Child,
+    url: String,
+    vkey: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts a witness on a free loopback port, following the log `log_vkey`.
+fn witness_server(data: &Path, log_vkey: &str) -> Server {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"))
+        .arg("--data-dir")
+        .arg(data)
+        .args([
+            "witness",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--log-key",
+            log_vkey,
+        ])
+        .env_remove("POG_DATA_DIR")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    // "witness <vkey> listening on <addr>"
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words[2..4], ["listening", "on"], "{line}");
+    Server {
+        url: format!("http://{}", words[4]),
+        vkey: words[1].to_string(),
+        child,
+    }
+}
+
+#[test]
+fn two_witnesses_over_loopback_cosign_growth_and_refuse_a_fork() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("validator");
+    std::fs::create_dir_all(&data).unwrap();
+    let key = data.join("validator.key");
+    write(&key, &hex::encode(VALIDATOR_SEED));
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let validator = Identity::from_seed(VALIDATOR_SEED);
+    let agent = Identity::from_seed([0x43; 32]);
+    let log_vkey = pog_json(&data, &["ledger", "vkey"], 0)["vkey"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let origin = log_vkey.split('+').next().unwrap().to_string();
+    let dirs = [tmp.path().join("w1"), tmp.path().join("w2")];
+    let mut servers: Vec<Server> = dirs.iter().map(|d| witness_server(d, &log_vkey)).collect();
+    let publish = |servers: &[Server], data: &Path, status: i32| {
+        let mut args = vec!["ledger", "--origin", &origin, "publish"];
+        for s in servers {
+            args.extend_from_slice(&["--witness", &s.url]);
+        }
+        pog_json(data, &args, status)
+    };
+
+    // Two rounds of growth, each checkpoint cosigned by both witnesses over HTTP.
+    for (round, (first, n)) in [(0u64, 2u64), (2, 3)].into_iter().enumerate() {
+        let batch = tmp.path().join(format!("batch{round}.json"));
+        write(
+            &batch,
+            &Value::Array(records(&validator, &agent, first, n)).to_string(),
+        );
+        pog_json(&data, &["ledger", "append", batch.to_str().unwrap()], 0);
+        pog_json(&data, &["ledger", "checkpoint"], 0);
+        let published = publish(&servers, &data, 0);
+        assert_eq!(published["verdict"], "pass", "{published}");
+    }
+    let bundle = tmp.path().join("bundle.json");
+    pog_json(
+        &data,
+        &[
+            "ledger",
+            "export",
+            "--gpu",
+            GPU,
+            "-o",
+            bundle.to_str().unwrap(),
+        ],
+        0,
+    );
+    let holder = tmp.path().join("holder");
+    let report = pog_json(
+        &holder,
+        &[
+            "verify",
+            bundle.to_str().unwrap(),
+            "--log-key",
+            &log_vkey,
+            "--witness",
+            &servers[0].vkey,
+            "--witness",
+            &servers[1].vkey,
+        ],
+        0,
+    );
+    assert_eq!(report["cosigned_by"].as_array().unwrap().len(), 2);
+
+    // A split view: the same key signs another history of the same size for someone else.
+    // Both witnesses refuse it, also after a restart (their state was kept on disk).
+    let fork = tmp.path().join("fork");
+    std::fs::create_dir_all(&fork).unwrap();
+    std::fs::copy(&key, fork.join("validator.key")).unwrap();
+    std::fs::set_permissions(
+        fork.join("validator.key"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let mut forged = records(&validator, &agent, 0, 5);
+    forged.swap(2, 3);
+    let forged_file = tmp.path().join("forged.json");
+    write(&forged_file, &Value::Array(forged).to_string());
+    pog_json(
+        &fork,
+        &[
+            "ledger",
+            "--origin",
+            &origin,
+            "append",
+            forged_file.to_str().unwrap(),
+        ],
+        0,
+    );
+    pog_json(&fork, &["ledger", "--origin", &origin, "checkpoint"], 0);
+    servers[0] = witness_server(&dirs[0], &log_vkey);
+    let refused = publish(&servers, &fork, 1);
+    let answers = refused["witnesses"].as_array().unwrap();
+    assert_eq!(answers.len(), 2);
+    for a in answers {
+        assert_eq!(a["cosigned"], false);
+        assert_eq!(a["status"], 422, "{a}");
+        assert!(a["answer"].as_str().unwrap().starts_with("fork"), "{a}");
+    }
+    // The honest log keeps growing and is cosigned still.
+    let batch = tmp.path().join("batch-late.json");
+    write(
+        &batch,
+        &Value::Array(records(&validator, &agent, 5, 1)).to_string(),
+    );
+    pog_json(&data, &["ledger", "append", batch.to_str().unwrap()], 0);
+    pog_json(&data, &["ledger", "checkpoint"], 0);
+    assert_eq!(publish(&servers, &data, 0)["verdict"], "pass");
+}

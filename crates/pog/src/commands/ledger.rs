@@ -71,6 +71,14 @@ pub enum LedgerAction {
         #[arg(long, default_value_t = 0)]
         old: u64,
     },
+    /// Ask witnesses (`pog witness serve`, or any c2sp.org/tlog-witness) to cosign the latest
+    /// checkpoint, and attach their cosignatures to it; fails when any witness refuses.
+    Publish {
+        /// A witness's URL prefix (its add-checkpoint endpoint is PREFIX/add-checkpoint);
+        /// repeatable.
+        #[arg(long = "witness", value_name = "URL", required = true)]
+        witnesses: Vec<String>,
+    },
     /// Attach witnesses' cosignature lines (`pog witness cosign` prints them) to the latest
     /// checkpoint, which `pog ledger export` puts in bundles.
     AddCosignature {
@@ -91,6 +99,7 @@ impl LedgerAction {
             LedgerAction::Vkey => "ledger.vkey",
             LedgerAction::WitnessRequest { .. } => "ledger.witness_request",
             LedgerAction::AddCosignature { .. } => "ledger.add_cosignature",
+            LedgerAction::Publish { .. } => "ledger.publish",
         }
     }
 }
@@ -164,6 +173,9 @@ pub enum WitnessAction {
     /// a blank line, the checkpoint) against the last checkpoint this witness cosigned for the
     /// log, and print the cosignature line; the new checkpoint is kept before it is printed.
     Cosign(CosignArgs),
+    /// Serve the tlog-witness API (`POST /add-checkpoint`) for the logs whose keys are given;
+    /// the last checkpoint cosigned per log is kept in DATA_DIR/witness/ before each answer.
+    Serve(ServeArgs),
     /// Print this witness's cosignature verifier key (DATA_DIR/witness.key).
     Vkey {
         /// The witness's name [default: pog.witness/ and the first 16 hex digits of its key].
@@ -185,11 +197,26 @@ pub struct CosignArgs {
     pub name: Option<String>,
 }
 
+/// What `pog witness serve` serves.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (host:port; port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:7400")]
+    pub listen: String,
+    /// The verifier key of a log to follow (or a file holding it); repeatable.
+    #[arg(long = "log-key", value_name = "VKEY", required = true)]
+    pub log_keys: Vec<String>,
+    /// The witness's name [default: pog.witness/ and the first 16 hex digits of its key].
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
 impl WitnessAction {
     /// The action's name, as its JSON schema names it.
     pub fn name(&self) -> &'static str {
         match self {
             WitnessAction::Cosign(_) => "witness.cosign",
+            WitnessAction::Serve(_) => "witness.serve",
             WitnessAction::Vkey { .. } => "witness.vkey",
         }
     }
@@ -269,6 +296,7 @@ pub fn ledger_run(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
         LedgerAction::Export(e) => export(global, args, e),
         LedgerAction::WitnessRequest { old } => witness_request(global, args, *old),
         LedgerAction::AddCosignature { lines } => add_cosignature(global, args, lines),
+        LedgerAction::Publish { witnesses } => publish(global, args, witnesses),
         LedgerAction::Vkey => {
             let signer = log_signer(global, args)?;
             let vkey = signer.verifier().to_vkey();
@@ -307,14 +335,14 @@ fn stored_checkpoint(ledger: &Ledger) -> Result<SignedCheckpoint> {
         .map_err(|e| anyhow!("the ledger's stored checkpoint is unreadable: {e}"))
 }
 
-fn witness_request(global: &Global, args: &LedgerArgs, old: u64) -> Result<Outcome> {
-    let ledger = open_ledger(global, args)?;
-    let checkpoint = stored_checkpoint(&ledger)?;
+/// The add-checkpoint request body for the ledger's latest checkpoint (with the log's signature
+/// only), from size `old`.
+fn request_body(ledger: &Ledger, old: u64) -> Result<(Vec<u8>, u64)> {
+    let checkpoint = stored_checkpoint(ledger)?;
     let size = checkpoint.checkpoint.size;
     if old > size {
-        bail!("--old {old} exceeds the checkpoint's size {size}");
+        bail!("the witness has cosigned size {old}, beyond this log's checkpoint of size {size}: it saw a longer history of this log");
     }
-    // The request carries the checkpoint with the log's signature only.
     let mut plain = pog_ledger::note::Note::new(checkpoint.note.text().to_string())
         .map_err(|e| anyhow!("{e}"))?;
     let log_name = checkpoint.checkpoint.origin.clone();
@@ -331,7 +359,13 @@ fn witness_request(global: &Global, args: &LedgerArgs, old: u64) -> Result<Outco
         proof: ledger.log().consistency_proof(old, size)?,
         checkpoint: plain.to_text().into_bytes(),
     };
-    let body = String::from_utf8(request.encode()).expect("a request is text");
+    Ok((request.encode(), size))
+}
+
+fn witness_request(global: &Global, args: &LedgerArgs, old: u64) -> Result<Outcome> {
+    let ledger = open_ledger(global, args)?;
+    let (body, size) = request_body(&ledger, old)?;
+    let body = String::from_utf8(body).expect("a request is text");
     if global.json {
         #[derive(Serialize)]
         struct Report {
@@ -761,6 +795,7 @@ pub fn witness_run(global: &Global, args: &WitnessArgs) -> Result<Outcome> {
             Ok(Outcome(Verdict::Pass))
         }
         WitnessAction::Cosign(c) => cosign(global, c),
+        WitnessAction::Serve(a) => serve_witness(global, a),
     }
 }
 
@@ -778,15 +813,7 @@ fn cosign(global: &Global, args: &CosignArgs) -> Result<Outcome> {
     let state_dir = super::service::data_dir(global)?.join("witness");
     std::fs::create_dir_all(&state_dir)
         .with_context(|| format!("creating {}", state_dir.display()))?;
-    let state = state_dir.join(format!("{:08x}.checkpoint", log.key_id()));
-    let latest = match std::fs::read_to_string(&state) {
-        Ok(text) => Some(
-            Checkpoint::parse_text(&text)
-                .map_err(|e| anyhow!("the witness state {} is unreadable: {e}", state.display()))?,
-        ),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e).with_context(|| format!("reading {}", state.display())),
-    };
+    let latest = load_witness_state(&state_dir, &log)?;
     let mut witness = Witness::new(witness_signer(global, &args.name)?);
     witness.follow(log.clone(), latest);
     let request = AddCheckpoint::parse(&body);
@@ -803,14 +830,7 @@ fn cosign(global: &Global, args: &CosignArgs) -> Result<Outcome> {
             let cp = witness.latest(log.name()).expect("just cosigned");
             // Kept before the cosignature is shown: a restarted witness never cosigns a fork of
             // what it cosigned.
-            let tmp = state.with_extension("tmp");
-            std::fs::write(&tmp, cp.to_text())
-                .with_context(|| format!("writing {}", tmp.display()))?;
-            std::fs::File::open(&tmp)
-                .and_then(|f| f.sync_all())
-                .context("syncing the witness state")?;
-            std::fs::rename(&tmp, &state)
-                .with_context(|| format!("writing {}", state.display()))?;
+            persist_witness_state(&state_dir, &log, cp)?;
             (
                 Verdict::Pass,
                 Report {
@@ -855,4 +875,298 @@ fn now_s() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// One witness's answer to `pog ledger publish`.
+#[derive(Serialize)]
+struct WitnessAnswer {
+    url: String,
+    cosigned: bool,
+    /// The HTTP status of the last answer (0: no answer).
+    status: u16,
+    /// The cosignature line, or why there is none.
+    answer: String,
+}
+
+fn publish(global: &Global, args: &LedgerArgs, urls: &[String]) -> Result<Outcome> {
+    let ledger = open_ledger(global, args)?;
+    let checkpoint = stored_checkpoint(&ledger)?;
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(20))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .context("building the HTTP client")?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let mut answers = Vec::new();
+    for url in urls {
+        let endpoint = format!("{}/add-checkpoint", url.trim_end_matches('/'));
+        // A witness says which size it last cosigned (409) when the first guess is wrong.
+        let mut old = 0;
+        let mut answer = None;
+        for _ in 0..2 {
+            let body = match request_body(&ledger, old) {
+                Ok((body, _)) => body,
+                Err(e) => {
+                    answer = Some(WitnessAnswer {
+                        url: url.clone(),
+                        cosigned: false,
+                        status: 409,
+                        answer: e.to_string(),
+                    });
+                    break;
+                }
+            };
+            let sent = rt.block_on(async {
+                let r = client.post(&endpoint).body(body).send().await?;
+                let status = r.status().as_u16();
+                let conflict = r
+                    .headers()
+                    .get(reqwest::header::CONTENT_TYPE)
+                    .is_some_and(|v| v.as_bytes().starts_with(b"text/x.tlog.size"));
+                Ok::<_, reqwest::Error>((status, conflict, r.text().await?))
+            });
+            match sent {
+                Err(e) => {
+                    answer = Some(WitnessAnswer {
+                        url: url.clone(),
+                        cosigned: false,
+                        status: 0,
+                        answer: format!("no answer: {e}"),
+                    });
+                    break;
+                }
+                Ok((409, true, text)) if text.trim().parse::<u64>().is_ok_and(|n| n != old) => {
+                    old = text.trim().parse().expect("checked");
+                }
+                Ok((200, _, line)) => {
+                    answer = Some(WitnessAnswer {
+                        url: url.clone(),
+                        cosigned: true,
+                        status: 200,
+                        answer: line.trim_end().to_string(),
+                    });
+                    break;
+                }
+                Ok((status, _, text)) => {
+                    answer = Some(WitnessAnswer {
+                        url: url.clone(),
+                        cosigned: false,
+                        status,
+                        answer: text.trim_end().to_string(),
+                    });
+                    break;
+                }
+            }
+        }
+        answers.push(answer.unwrap_or_else(|| WitnessAnswer {
+            url: url.clone(),
+            cosigned: false,
+            status: 409,
+            answer: "the witness keeps changing its latest size".into(),
+        }));
+    }
+    // Attach the cosignatures that parse as signature lines of this checkpoint.
+    let mut text = checkpoint.to_text();
+    for a in answers.iter().filter(|a| a.cosigned) {
+        text.push_str(&a.answer);
+        text.push('\n');
+    }
+    let with = SignedCheckpoint::parse(text.as_bytes())
+        .map_err(|e| anyhow!("a witness answered with a malformed cosignature line: {e}"))?;
+    ledger.log().store_checkpoint(&with.to_text())?;
+    let cosigned = answers.iter().filter(|a| a.cosigned).count();
+    let verdict = if cosigned == answers.len() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    };
+    let mut summary = format!(
+        "{cosigned} of {} witness(es) cosigned the checkpoint at size {}",
+        answers.len(),
+        with.checkpoint.size
+    );
+    for a in answers.iter().filter(|a| !a.cosigned) {
+        summary.push_str(&format!("; {} refused ({}): {}", a.url, a.status, a.answer));
+    }
+    if global.json {
+        #[derive(Serialize)]
+        struct Report {
+            size: u64,
+            witnesses: Vec<WitnessAnswer>,
+            checkpoint: String,
+        }
+        let report = Report {
+            size: with.checkpoint.size,
+            witnesses: answers,
+            checkpoint: with.to_text(),
+        };
+        print_json("ledger.publish", verdict, &summary, false, &report)?;
+    } else {
+        let mut t = table(&["witness", "cosigned", "status", "answer"]);
+        for a in &answers {
+            t.add_row(vec![
+                a.url.clone(),
+                if a.cosigned { "yes" } else { "NO" }.into(),
+                a.status.to_string(),
+                a.answer.clone(),
+            ]);
+        }
+        println!("{t}");
+        crate::render::verdict_line(verdict, &summary, false);
+    }
+    Ok(Outcome(verdict))
+}
+
+/// Where a witness keeps the last checkpoint it cosigned for a log.
+fn witness_state_path(state_dir: &Path, log: &Verifier) -> PathBuf {
+    state_dir.join(format!("{:08x}.checkpoint", log.key_id()))
+}
+
+/// Writes a witness's latest checkpoint for `log` durably (temp file, fsync, rename).
+fn persist_witness_state(state_dir: &Path, log: &Verifier, checkpoint: &Checkpoint) -> Result<()> {
+    let state = witness_state_path(state_dir, log);
+    let tmp = state.with_extension("tmp");
+    std::fs::write(&tmp, checkpoint.to_text())
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::File::open(&tmp)
+        .and_then(|f| f.sync_all())
+        .context("syncing the witness state")?;
+    std::fs::rename(&tmp, &state).with_context(|| format!("writing {}", state.display()))?;
+    std::fs::File::open(state_dir)
+        .and_then(|d| d.sync_all())
+        .context("syncing the witness state's folder")?;
+    Ok(())
+}
+
+/// The witness's latest checkpoint for `log`, as persisted.
+fn load_witness_state(state_dir: &Path, log: &Verifier) -> Result<Option<Checkpoint>> {
+    let state = witness_state_path(state_dir, log);
+    match std::fs::read_to_string(&state) {
+        Ok(text) => Ok(Some(Checkpoint::parse_text(&text).map_err(|e| {
+            anyhow!("the witness state {} is unreadable: {e}", state.display())
+        })?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", state.display())),
+    }
+}
+
+/// The witness service's state: the witness, the logs it follows, where it keeps its state.
+struct WitnessService {
+    witness: std::sync::Mutex<Witness>,
+    logs: Vec<Verifier>,
+    state_dir: PathBuf,
+}
+
+impl WitnessService {
+    /// Handles one add-checkpoint request; a cosignature is returned only once the new state is
+    /// on disk (on a failure to persist, the state in memory is put back).
+    fn add_checkpoint(&self, body: &[u8]) -> pog_ledger::serve::Response {
+        let mut w = self.witness.lock().unwrap_or_else(|p| p.into_inner());
+        let before: Vec<Option<Checkpoint>> = self
+            .logs
+            .iter()
+            .map(|l| w.latest(l.name()).cloned())
+            .collect();
+        let response = pog_ledger::serve::witness_add_checkpoint(&mut w, body, now_s());
+        if response.status == 200 {
+            for (log, old) in self.logs.iter().zip(before) {
+                let new = w.latest(log.name()).cloned();
+                if new == old {
+                    continue;
+                }
+                let saved = new
+                    .as_ref()
+                    .map_or(Ok(()), |c| persist_witness_state(&self.state_dir, log, c));
+                if let Err(e) = saved {
+                    tracing::error!("witness state not saved: {e:#}");
+                    w.follow(log.clone(), old);
+                    return pog_ledger::serve::Response {
+                        status: 500,
+                        content_type: "text/plain; charset=utf-8",
+                        cache_control: None,
+                        body: b"the witness could not save its state\n".to_vec(),
+                    };
+                }
+            }
+        }
+        response
+    }
+}
+
+fn serve_witness(global: &Global, args: &ServeArgs) -> Result<Outcome> {
+    use axum::routing::post;
+    let logs = args
+        .log_keys
+        .iter()
+        .map(|k| vkey(k, "log key"))
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(k) = logs.iter().find(|k| k.alg() != ALG_ED25519) {
+        bail!(
+            "log key {} is not an Ed25519 note key (type 0x01)",
+            k.name()
+        );
+    }
+    let signer = witness_signer(global, &args.name)?;
+    let vkey = signer.verifier().to_vkey();
+    let state_dir = super::service::data_dir(global)?.join("witness");
+    std::fs::create_dir_all(&state_dir)
+        .with_context(|| format!("creating {}", state_dir.display()))?;
+    let mut witness = Witness::new(signer);
+    for log in &logs {
+        witness.follow(log.clone(), load_witness_state(&state_dir, log)?);
+    }
+    let service = std::sync::Arc::new(WitnessService {
+        witness: std::sync::Mutex::new(witness),
+        logs,
+        state_dir,
+    });
+    let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind(&args.listen))
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let local = listener.local_addr().context("reading the bound address")?;
+    let stop = {
+        let _runtime = rt.enter();
+        pog_node::serve::stop_signal().context("installing the signal handlers")?
+    };
+    let router = axum::Router::new().route(
+        "/add-checkpoint",
+        post(move |body: axum::body::Bytes| {
+            let service = service.clone();
+            async move {
+                let r = tokio::task::spawn_blocking(move || service.add_checkpoint(&body))
+                    .await
+                    .unwrap_or_else(|_| pog_ledger::serve::Response {
+                        status: 500,
+                        content_type: "text/plain; charset=utf-8",
+                        cache_control: None,
+                        body: b"the witness failed\n".to_vec(),
+                    });
+                (
+                    axum::http::StatusCode::from_u16(r.status)
+                        .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR),
+                    [(axum::http::header::CONTENT_TYPE, r.content_type)],
+                    r.body,
+                )
+            }
+        }),
+    );
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "witness {vkey} listening on {local}");
+        let _ = out.flush();
+    }
+    rt.block_on(pog_node::serve::serve(
+        listener,
+        router,
+        pog_node::serve::Limits::small_requests(),
+        stop,
+        std::time::Duration::from_secs(5),
+    ))
+    .context("serving")?;
+    Ok(Outcome(Verdict::Pass))
 }
