@@ -392,6 +392,11 @@ impl<W: Write> TraceWriter<W> {
         self.csv.write_record(&row).map_err(write_error)
     }
 
+    /// Writes out what is buffered, so that the rows written so far survive the process.
+    pub fn flush(&mut self) -> Result<(), TraceError> {
+        self.csv.flush().map_err(TraceError::Io)
+    }
+
     /// Flushes and returns the underlying writer.
     pub fn finish(self) -> Result<W, TraceError> {
         self.csv

@@ -140,3 +140,168 @@ fn a_malformed_trace_is_an_error_naming_its_line() {
     assert_eq!(envelope["schema"], "pog.monitor/1");
     assert_eq!(envelope["verdict"], "error");
 }
+
+/// Starts `pog monitor run` with `args`, waits for its metrics address on stderr, and returns
+/// the child and the address.
+fn start_run(
+    args: &[&std::ffi::OsStr],
+) -> (std::process::Child, String, std::thread::JoinHandle<String>) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"))
+        .args(["monitor", "run"])
+        .args(args)
+        .env_remove("POG_SIMULATE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let address = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix("/metrics\n"))
+        .unwrap_or_else(|| panic!("no metrics address in {line:?}"))
+        .to_string();
+    let rest = std::thread::spawn(move || {
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+        rest
+    });
+    (child, address, rest)
+}
+
+/// `GET /metrics` over a plain socket: the body.
+fn scrape(address: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: pog\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("application/openmetrics-text"), "{head}");
+    body.to_string()
+}
+
+#[test]
+fn run_serves_dcgm_metrics_records_the_trace_and_stops_on_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let healthy = healthy_path();
+    let record = dir.path().join("recorded.csv");
+    let (child, address, stderr) = start_run(&[
+        "--from-trace".as_ref(),
+        healthy.as_os_str(),
+        "--train".as_ref(),
+        healthy.as_os_str(),
+        "--interval".as_ref(),
+        "0.1".as_ref(),
+        "--duration".as_ref(),
+        "3".as_ref(),
+        "--record".as_ref(),
+        record.as_os_str(),
+        "--metrics-listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--json".as_ref(),
+    ]);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let body = scrape(&address);
+    let parsed = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).unwrap();
+    let temp = parsed
+        .samples
+        .iter()
+        .find(|s| s.metric == "DCGM_FI_DEV_GPU_TEMP")
+        .unwrap_or_else(|| panic!("{body}"));
+    assert_eq!(temp.labels.get("gpu"), Some("0"));
+    assert_eq!(temp.labels.get("modelName"), Some("recorded trace"));
+    assert!(temp.labels.get("Hostname").is_some());
+    for metric in [
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_SM_CLOCK",
+        "pog_xid_errors_total",
+        "pog_anomaly_score",
+        "pog_sampler_samples_total",
+    ] {
+        assert!(
+            parsed.samples.iter().any(|s| s.metric == metric),
+            "{metric} missing:\n{body}"
+        );
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = stderr.join().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(stderr.contains("0 alert(s)"), "{stderr}");
+    // The recorded trace is the rows fed, in the format replay reads.
+    let recorded = pog_monitor::parse_trace(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    assert!(
+        (20..=40).contains(&recorded.len()),
+        "{} rows in 3 s at 0.1 s",
+        recorded.len()
+    );
+    let original = pog_monitor::parse_trace(&std::fs::read_to_string(&healthy).unwrap()).unwrap();
+    assert_eq!(recorded[..], original[..recorded.len()]);
+}
+
+#[test]
+fn run_prints_live_alerts_with_the_gpu_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = edited(dir.path(), |t, cells, header| {
+        let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        if t >= 2.0 {
+            cells[col("clock_reasons")] = "128".into();
+        }
+    });
+    let out = pog()
+        .args([
+            "monitor",
+            "run",
+            "--json",
+            "--interval",
+            "0.1",
+            "--duration",
+            "1",
+            "--from-trace",
+        ])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let alerts = alerts_of(&out.stdout);
+    assert_eq!(alerts.len(), 1, "{alerts:#?}");
+    assert_eq!(alerts[0]["gpu"], 0);
+    assert_eq!(alerts[0]["kind"], "throttling");
+    assert!(alerts[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("hw_power_brake"));
+}
+
+#[test]
+fn run_without_nvml_or_with_a_bad_record_request_is_an_error() {
+    if std::path::Path::new("/proc/driver/nvidia/version").exists() {
+        return; // a GPU host samples for real
+    }
+    pog()
+        .args(["monitor", "run", "--duration", "1"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("NVML library not found"));
+    pog()
+        .args(["monitor", "run", "--interval", "0.01"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("outside 0.1-3600 s"));
+}

@@ -1,16 +1,31 @@
-//! `pog monitor`: GPU health. `pog monitor replay TRACE.csv [--train HEALTHY.csv]` runs the
-//! live detectors (`pog-monitor`) over a recorded trace and prints each alert; with `--json`,
-//! one JSON object per line and alert: `{"t", "kind", "severity", "signals", "message"}`.
+//! `pog monitor`: GPU health.
 //!
-//! Exit status: 0 when no alert of severity warning or critical fired (info alerts allowed),
-//! 1 when one did, 2 when the trace or the training history could not be read.
+//! - `pog monitor run` samples this host's GPUs through NVML (`pog-device`'s sampler), runs
+//!   the detectors (`pog-monitor`) on every sample, prints each alert, and can record the trace
+//!   (`--record`) and serve Prometheus metrics under dcgm-exporter's names
+//!   (`--metrics-listen`).
+//! - `pog monitor replay TRACE.csv [--train HEALTHY.csv]` runs the same detectors over a
+//!   recorded trace.
+//!
+//! With `--json`, one JSON object per line and alert: `{"t", "kind", "severity", "signals",
+//! "message"}` (`run` adds `"gpu"`). Exit status: 0 when no alert of severity warning or
+//! critical fired (info alerts allowed), 1 when one did, 2 when pog could not run (a trace or
+//! history that cannot be read, no NVML, a port taken).
 
 use super::{Outcome, Verdict};
 use crate::cli::Global;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use pog_monitor::{read_trace, replay, Config, Model, Sample, Severity};
+use pog_device::monitor::GpuSampler;
+use pog_monitor::prometheus::{GpuIdentity, GpuMetrics, SamplerHealth};
+use pog_monitor::trace::Columns;
+use pog_monitor::{
+    read_trace, replay, Alert, Config, Model, Monitor, Sample, Severity, TraceWriter,
+};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// What `pog monitor` does.
 #[derive(Debug, Args)]
@@ -22,6 +37,9 @@ pub struct MonitorArgs {
 /// `pog monitor`'s subcommands.
 #[derive(Debug, Subcommand)]
 pub enum MonitorCommand {
+    /// Watch this host's GPUs: sample them through NVML, run the health detectors on every
+    /// sample and print each alert (exit 1 if any was a warning or critical).
+    Run(RunArgs),
     /// Run the health detectors over a recorded trace CSV and print every alert they raise
     /// (exit 1 if any is a warning or critical).
     Replay(ReplayArgs),
@@ -42,8 +60,59 @@ pub struct ReplayArgs {
     pub train: Option<PathBuf>,
 }
 
+/// What `pog monitor run` watches and where it reports.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Seconds between samples (0.1 to 3600).
+    #[arg(long, default_value = "1", value_parser = parse_interval)]
+    pub interval: Duration,
+    /// NVML indices of the GPUs to watch, e.g. 0,2 (default: all).
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pub gpus: Option<Vec<u32>>,
+    /// Healthy history of this GPU (a trace CSV) to learn its baselines from; without it only
+    /// the rule-based detectors run.
+    #[arg(long, value_name = "HEALTHY.csv")]
+    pub train: Option<PathBuf>,
+    /// Write every sample to this trace CSV (the format `replay` reads; one GPU at a time),
+    /// flushed after each sample.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Serve Prometheus metrics (dcgm-exporter's names and labels, pog's extras) at
+    /// http://HOST:PORT/metrics.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_listen: Option<String>,
+    /// Stop after this many seconds [default: at SIGINT or SIGTERM].
+    #[arg(long, value_name = "SECONDS", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Feed the rows of a recorded trace, one per --interval, as GPU 0 instead of reading
+    /// NVML (tests and demos without a GPU).
+    #[arg(long, value_name = "TRACE.csv", conflicts_with = "gpus")]
+    pub from_trace: Option<PathBuf>,
+}
+
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(0.1..=3600.0).contains(&secs) {
+        return Err(format!("{secs} s is outside 0.1-3600 s"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(secs > 0.0 && secs <= 31_536_000.0) {
+        return Err(format!("{secs} s is outside 0-31536000 s"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
 pub fn run(global: &Global, args: &MonitorArgs) -> Result<Outcome> {
     match &args.command {
+        MonitorCommand::Run(run_args) => run_live(global, run_args),
         MonitorCommand::Replay(replay_args) => run_replay(global, replay_args),
     }
 }
@@ -53,18 +122,18 @@ fn load(path: &Path) -> Result<Vec<Sample>> {
     read_trace(std::io::BufReader::new(file)).with_context(|| format!("reading {}", path.display()))
 }
 
+fn train(path: Option<&Path>, config: &Config) -> Result<Option<Model>> {
+    path.map(|path| {
+        let history = load(path)?;
+        Model::train(&history, config)
+            .with_context(|| format!("learning baselines from {}", path.display()))
+    })
+    .transpose()
+}
+
 fn run_replay(global: &Global, args: &ReplayArgs) -> Result<Outcome> {
     let config = Config::default();
-    let model = match &args.train {
-        Some(path) => {
-            let history = load(path)?;
-            Some(
-                Model::train(&history, &config)
-                    .with_context(|| format!("learning baselines from {}", path.display()))?,
-            )
-        }
-        None => None,
-    };
+    let model = train(args.train.as_deref(), &config)?;
     let trained = model
         .as_ref()
         .map(|m| format!("baselines from {} samples ({:.0} s)", m.samples, m.span_s));
@@ -109,4 +178,355 @@ fn run_replay(global: &Global, args: &ReplayArgs) -> Result<Outcome> {
     } else {
         Verdict::Pass
     }))
+}
+
+/// Where live samples come from.
+trait Source {
+    /// The GPUs, in order.
+    fn identities(&self) -> Vec<GpuIdentity>;
+    /// The next sample of GPU `i` at `t` seconds; `None` when the source is exhausted.
+    fn sample(&mut self, i: usize, t: f64) -> Option<Sample>;
+    /// Lines to log once: fields found unsupported since the last call.
+    fn take_notices(&mut self) -> Vec<String>;
+    /// XIDs seen on GPU `i` and the last code.
+    fn xids(&self, i: usize) -> (u64, u32);
+    /// The sampler's own health, all GPUs.
+    fn health(&self) -> SamplerHealth;
+}
+
+struct NvmlSource<'n> {
+    samplers: Vec<GpuSampler<'n>>,
+    hostname: String,
+}
+
+impl Source for NvmlSource<'_> {
+    fn identities(&self) -> Vec<GpuIdentity> {
+        self.samplers
+            .iter()
+            .map(|s| s.identity(&self.hostname))
+            .collect()
+    }
+    fn sample(&mut self, i: usize, t: f64) -> Option<Sample> {
+        Some(self.samplers[i].sample(t))
+    }
+    fn take_notices(&mut self) -> Vec<String> {
+        self.samplers
+            .iter_mut()
+            .flat_map(|s| s.take_unsupported())
+            .map(|u| {
+                format!(
+                    "GPU {}: {} not supported ({}); not read again",
+                    u.gpu,
+                    u.field.name(),
+                    u.reason
+                )
+            })
+            .collect()
+    }
+    fn xids(&self, i: usize) -> (u64, u32) {
+        self.samplers[i].xids()
+    }
+    fn health(&self) -> SamplerHealth {
+        self.samplers
+            .iter()
+            .map(|s| s.health())
+            .fold(SamplerHealth::default(), |a, b| SamplerHealth {
+                samples: a.samples + b.samples,
+                fields_unsupported: a.fields_unsupported + b.fields_unsupported,
+                errors: a.errors + b.errors,
+            })
+    }
+}
+
+struct TraceSource {
+    identity: GpuIdentity,
+    rows: std::vec::IntoIter<Sample>,
+    taken: u64,
+    xids: (u64, u32),
+}
+
+impl Source for TraceSource {
+    fn identities(&self) -> Vec<GpuIdentity> {
+        vec![self.identity.clone()]
+    }
+    fn sample(&mut self, _: usize, _: f64) -> Option<Sample> {
+        // The row keeps its own time: the detectors see the trace as it was recorded.
+        let row = self.rows.next()?;
+        self.taken += 1;
+        self.xids.0 += row.xid.len() as u64;
+        if let Some(last) = row.xid.last() {
+            self.xids.1 = *last;
+        }
+        Some(row)
+    }
+    fn take_notices(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+    fn xids(&self, _: usize) -> (u64, u32) {
+        self.xids
+    }
+    fn health(&self) -> SamplerHealth {
+        SamplerHealth {
+            samples: self.taken,
+            ..SamplerHealth::default()
+        }
+    }
+}
+
+/// What `/metrics` shows: each GPU's latest state.
+#[derive(Default)]
+struct Live {
+    gpus: Vec<LiveGpu>,
+    health: SamplerHealth,
+}
+
+struct LiveGpu {
+    identity: GpuIdentity,
+    sample: Option<Sample>,
+    xids: (u64, u32),
+    anomaly_score: Option<f64>,
+    alerts_firing: usize,
+}
+
+type Shared = Arc<Mutex<Live>>;
+
+async fn metrics(
+    axum::extract::State(live): axum::extract::State<Shared>,
+) -> axum::response::Response {
+    use axum::http::{header, StatusCode};
+    use axum::response::IntoResponse;
+    let rendered = {
+        let live = live.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let gpus: Vec<GpuMetrics<'_>> = live
+            .gpus
+            .iter()
+            .map(|g| GpuMetrics {
+                identity: &g.identity,
+                sample: g.sample.as_ref(),
+                xid_total: g.xids.0,
+                last_xid: g.xids.1,
+                anomaly_score: g.anomaly_score,
+                alerts_firing: g.alerts_firing,
+                last_proof_ratio: None,
+            })
+            .collect();
+        pog_monitor::prometheus::render(&gpus, live.health)
+    };
+    match rendered {
+        Ok(text) => (
+            [(header::CONTENT_TYPE, pog_monitor::prometheus::CONTENT_TYPE)],
+            text,
+        )
+            .into_response(),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "rendering the metrics failed",
+        )
+            .into_response(),
+    }
+}
+
+fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
+    let config = Config::default();
+    let model = train(args.train.as_deref(), &config)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("pog-monitor")
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let signal = {
+        let _runtime = rt.enter();
+        pog_node::serve::stop_signal().context("installing the signal handlers")?
+    };
+    rt.spawn({
+        let stop = stop.clone();
+        async move {
+            signal.await;
+            stop.store(true, Ordering::Relaxed);
+        }
+    });
+    let live: Shared = Arc::default();
+    if let Some(listen) = &args.metrics_listen {
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind(listen))
+            .with_context(|| format!("cannot listen on {listen}"))?;
+        let local = listener
+            .local_addr()
+            .context("the metrics listener's address")?;
+        let router = axum::Router::new()
+            .route("/metrics", axum::routing::get(metrics))
+            .with_state(live.clone());
+        let stopped = stop.clone();
+        rt.spawn(pog_node::serve::serve(
+            listener,
+            router,
+            pog_node::serve::Limits::small_requests(),
+            async move {
+                while !stopped.load(Ordering::Relaxed) {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            Duration::from_secs(2),
+        ));
+        eprintln!("pog monitor: serving metrics at http://{local}/metrics");
+    }
+    match &args.from_trace {
+        Some(path) => {
+            let rows = load(path)?;
+            let mut source = TraceSource {
+                identity: GpuIdentity {
+                    index: 0,
+                    uuid: format!("trace:{}", path.display()),
+                    model_name: "recorded trace".into(),
+                    hostname: pog_device::monitor::hostname(),
+                    pci_bus_id: None,
+                },
+                rows: rows.into_iter(),
+                taken: 0,
+                xids: (0, 0),
+            };
+            watch(global, args, &config, model, &mut source, &live, &stop)
+        }
+        None => {
+            let nvml = pog_device::nvml::init().context("reading GPUs through NVML")?;
+            let indices = match &args.gpus {
+                Some(list) => list.clone(),
+                None => (0..nvml.device_count().context("counting GPUs through NVML")?).collect(),
+            };
+            if indices.is_empty() {
+                bail!("NVML sees no GPU to watch");
+            }
+            let samplers = indices
+                .iter()
+                .map(|&i| GpuSampler::open(&nvml, i))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut source = NvmlSource {
+                samplers,
+                hostname: pog_device::monitor::hostname(),
+            };
+            watch(global, args, &config, model, &mut source, &live, &stop)
+        }
+    }
+}
+
+fn watch(
+    global: &Global,
+    args: &RunArgs,
+    config: &Config,
+    model: Option<Model>,
+    source: &mut dyn Source,
+    live: &Shared,
+    stop: &AtomicBool,
+) -> Result<Outcome> {
+    let identities = source.identities();
+    let mut writer = match &args.record {
+        Some(_) if identities.len() != 1 => {
+            bail!("--record writes one GPU's trace: choose the GPU with --gpus N")
+        }
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            Some(TraceWriter::new(file, Columns::Extended)?)
+        }
+        None => None,
+    };
+    let mut monitors: Vec<Monitor> = identities
+        .iter()
+        .map(|_| Monitor::new(config.clone(), model.clone()))
+        .collect();
+    live.lock().unwrap_or_else(|p| p.into_inner()).gpus = identities
+        .iter()
+        .map(|identity| LiveGpu {
+            identity: identity.clone(),
+            sample: None,
+            xids: (0, 0),
+            anomaly_score: None,
+            alerts_firing: 0,
+        })
+        .collect();
+    let started = Instant::now();
+    let mut next = started;
+    let (mut alerts_total, mut failing, mut rounds) = (0usize, 0usize, 0u64);
+    'watching: loop {
+        if stop.load(Ordering::Relaxed) || args.duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        let t = started.elapsed().as_secs_f64();
+        for (i, identity) in identities.iter().enumerate() {
+            let Some(sample) = source.sample(i, t) else {
+                break 'watching;
+            };
+            let alerts = monitors[i].push(&sample);
+            for alert in &alerts {
+                alerts_total += 1;
+                if alert.severity >= Severity::Warning {
+                    failing += 1;
+                }
+                report(global, identity.index, alert)?;
+            }
+            if let Some(w) = writer.as_mut() {
+                w.write(&sample)?;
+                w.flush()?;
+            }
+            let mut state = live.lock().unwrap_or_else(|p| p.into_inner());
+            let gpu = &mut state.gpus[i];
+            gpu.sample = Some(sample);
+            gpu.xids = source.xids(i);
+            gpu.anomaly_score = monitors[i].anomaly_score();
+            gpu.alerts_firing = monitors[i].open_alerts();
+        }
+        rounds += 1;
+        for notice in source.take_notices() {
+            tracing::warn!("{notice}");
+        }
+        live.lock().unwrap_or_else(|p| p.into_inner()).health = source.health();
+        next += args.interval;
+        let now = Instant::now();
+        if next < now {
+            next = now;
+        }
+        while Instant::now() < next && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep((next - Instant::now()).min(Duration::from_millis(100)));
+        }
+    }
+    if let Some(w) = writer {
+        w.finish()?;
+    }
+    let summary = format!(
+        "{alerts_total} alert(s), {failing} warning or critical, {rounds} round(s) of {} GPU(s) in {:.0} s",
+        identities.len(),
+        started.elapsed().as_secs_f64()
+    );
+    if global.json {
+        eprintln!("pog monitor run: {summary}");
+    } else {
+        println!("{summary}");
+    }
+    Ok(Outcome(if failing > 0 {
+        Verdict::Fail
+    } else {
+        Verdict::Pass
+    }))
+}
+
+/// Prints one alert: a JSON line with the GPU's index, or a line for people.
+fn report(global: &Global, gpu: u32, alert: &Alert) -> Result<()> {
+    if global.json {
+        let mut value = serde_json::to_value(alert).context("serializing an alert")?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert("gpu".into(), gpu.into());
+        }
+        println!("{value}");
+    } else {
+        println!(
+            "GPU {gpu} t={:<9.2} {:<8} {:<20} {}",
+            alert.t,
+            alert.severity.name(),
+            alert.kind.name(),
+            alert.message
+        );
+    }
+    Ok(())
 }
