@@ -34,18 +34,25 @@ pub const MAX_BUNDLE_BYTES: usize = 256 << 20;
 /// a [`Problem`] of its report instead).
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
+    /// The file is over the size limit.
     #[error("the bundle is {0} bytes, over the {MAX_BUNDLE_BYTES}-byte limit")]
     TooLarge(usize),
+    /// Not JSON of the bundle's shape (the message has the line and column).
     #[error("the bundle is not valid bundle JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// Another format or version of bundle.
     #[error("unsupported bundle format {0:?} (this pog reads {BUNDLE_FORMAT})")]
     Format(String),
+    /// A field that must be base64 is not (or is not a 32-byte hash).
     #[error("{field} is not standard base64{detail}")]
     Base64 { field: String, detail: &'static str },
+    /// The checkpoint note or text is malformed.
     #[error("the bundle's checkpoint is malformed: {0}")]
     Checkpoint(#[from] CheckpointError),
+    /// Exporting: the ledger could not be read.
     #[error("cannot export: {0}")]
     Store(#[from] StoreError),
+    /// A proof longer than any tree needs.
     #[error("the proof has {0} hashes; no tree of 2^64 entries needs more than 128")]
     ProofTooLong(usize),
 }

@@ -14,22 +14,31 @@ pub const MAX_EXTENSIONS: usize = 16;
 /// Why a checkpoint was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CheckpointError {
+    /// The note around the checkpoint is malformed, or a known key's signature fails.
     #[error("the checkpoint note is malformed: {0}")]
     Note(#[from] NoteError),
+    /// Fewer than the three mandatory lines.
     #[error("the checkpoint text has {0} lines; it needs an origin, a size and a root hash")]
     TooFewLines(usize),
+    /// More extension lines than accepted.
     #[error("the checkpoint has {0} extension lines, over the limit of {MAX_EXTENSIONS}")]
     TooManyExtensions(usize),
+    /// The origin line is empty.
     #[error("the checkpoint's origin line is empty")]
     EmptyOrigin,
+    /// The size line is not a canonical decimal number.
     #[error("the checkpoint's size {0:?} is not a decimal number without leading zeros")]
     BadSize(String),
+    /// The root line is not a base64 32-byte hash.
     #[error("the checkpoint's root hash {0:?} is not 32 bytes in standard base64")]
     BadRoot(String),
+    /// An extension line is empty.
     #[error("the checkpoint has an empty extension line")]
     EmptyExtension,
+    /// The checkpoint names another log than the key's.
     #[error("the checkpoint is for log {got:?}, expected {expected:?}")]
     WrongOrigin { expected: String, got: String },
+    /// No signature of the log's key on the checkpoint.
     #[error("the checkpoint is not signed by the log key {0}")]
     NotSignedByLog(String),
 }

@@ -114,28 +114,40 @@ impl RecordKind {
 /// Why an entry's bytes or signature were refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EntryError {
+    /// Over the u16 entry-bundle limit.
     #[error("entry of {0} bytes exceeds the {MAX_ENTRY_BYTES}-byte limit")]
     TooLarge(usize),
+    /// Shorter than its header says.
     #[error("entry is truncated ({0} bytes)")]
     Truncated(usize),
+    /// Another entry format version.
     #[error("unsupported entry format version {0} (this pog reads version {ENTRY_VERSION})")]
     Version(u8),
+    /// A kind byte no record kind has.
     #[error("unknown record kind {0}")]
     UnknownKind(u8),
+    /// The GPU UUID is empty, too long or not printable ASCII.
     #[error("the GPU UUID is empty, longer than {MAX_UUID_BYTES} bytes or not printable ASCII")]
     BadUuid,
+    /// The signer is no usable Ed25519 key.
     #[error("the signer is not a usable Ed25519 public key")]
     BadSigner,
+    /// The body is not UTF-8 JSON naming a GPU.
     #[error("the body is not UTF-8 JSON with a \"gpu_uuid\" string field")]
     BadBody,
+    /// The signed body names another GPU than the entry.
     #[error("the body names GPU {body:?} but the entry GPU {entry:?}")]
     UuidMismatch { entry: String, body: String },
+    /// The producer's signature does not verify.
     #[error("the signature does not verify for this signer, kind and body")]
     BadSignature,
+    /// An envelope of a kind the ledger does not hold (e.g. a challenge).
     #[error("envelope kind {0:?} is no ledger record kind")]
     NotARecordKind(String),
+    /// An envelope's signer or signature is not hex of the right length.
     #[error("envelope field {0} is not hex of the right length")]
     EnvelopeHex(&'static str),
+    /// An envelope of another wire version.
     #[error("envelope version {0} is not the signed-wire version {SIGNED_WIRE_VERSION}")]
     EnvelopeVersion(u32),
 }
@@ -355,6 +367,7 @@ pub mod bodies {
         pub code: String,
         /// "info", "warning" or "fail".
         pub severity: String,
+        /// What was found, for humans.
         pub message: String,
     }
 
@@ -362,16 +375,23 @@ pub mod bodies {
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub struct InspectionSummary {
+        /// Body schema version ([`BODY_VERSION`]).
         pub version: u32,
+        /// The GPU the record is about (must equal the entry's).
         pub gpu_uuid: String,
         /// Model the inspection identified, as the spec database names it.
         pub model: String,
+        /// PCI bus id, as the host reports it.
         pub bus_id: String,
+        /// NVIDIA driver version.
         pub driver_version: String,
         /// "pass", "warn" or "fail".
         pub verdict: String,
+        /// Every finding, of every severity.
         pub findings: Vec<Finding>,
+        /// Measured by the validator or self-reported by the agent.
         pub provenance: Provenance,
+        /// When the producer made the record, Unix ms.
         pub recorded_at_ms: u64,
     }
 
@@ -381,6 +401,7 @@ pub mod bodies {
     pub struct Figure {
         /// e.g. "fp16_tensor_tflops", "hbm_bandwidth".
         pub name: String,
+        /// The figure, in `unit`.
         pub value: f64,
         /// e.g. "TFLOPS", "GB/s".
         pub unit: String,
@@ -392,11 +413,17 @@ pub mod bodies {
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub struct BenchmarkFigures {
+        /// Body schema version ([`BODY_VERSION`]).
         pub version: u32,
+        /// The GPU the record is about (must equal the entry's).
         pub gpu_uuid: String,
+        /// The benchmark suite run (quick, standard, full).
         pub suite: String,
+        /// Every figure measured.
         pub figures: Vec<Figure>,
+        /// Measured by the validator or self-reported by the agent.
         pub provenance: Provenance,
+        /// When the producer made the record, Unix ms.
         pub recorded_at_ms: u64,
     }
 
@@ -404,20 +431,31 @@ pub mod bodies {
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub struct HealthSummary {
+        /// Body schema version ([`BODY_VERSION`]).
         pub version: u32,
+        /// The GPU the record is about (must equal the entry's).
         pub gpu_uuid: String,
+        /// Start of the summarized window, Unix ms.
         pub window_start_ms: u64,
+        /// End of the summarized window, Unix ms.
         pub window_end_ms: u64,
+        /// Telemetry samples in the window.
         pub samples: u64,
+        /// Highest GPU temperature, °C.
         pub temperature_max_c: f64,
+        /// Mean power draw, W.
         pub power_mean_w: f64,
+        /// Mean GPU utilization, %.
         pub utilization_mean_pct: f64,
         /// Throttle reasons seen in the window.
         pub throttle_reasons: Vec<String>,
+        /// Uncorrected ECC errors in the window.
         pub ecc_uncorrected: u64,
+        /// XID error codes seen in the window.
         pub xid_errors: Vec<u32>,
         /// Anomalies the monitor raised in the window.
         pub anomalies: Vec<String>,
+        /// Measured by the validator or self-reported by the agent.
         pub provenance: Provenance,
     }
 
@@ -425,7 +463,9 @@ pub mod bodies {
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub struct Score {
+        /// Body schema version ([`BODY_VERSION`]).
         pub version: u32,
+        /// The GPU the record is about (must equal the entry's).
         pub gpu_uuid: String,
         /// 0..=100.
         pub score: f64,
@@ -433,6 +473,7 @@ pub mod bodies {
         pub components: Vec<(String, f64, f64)>,
         /// Log indexes of the records the score was computed from.
         pub inputs: Vec<u64>,
+        /// When the producer made the record, Unix ms.
         pub recorded_at_ms: u64,
     }
 
@@ -440,13 +481,17 @@ pub mod bodies {
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub struct Price {
+        /// Body schema version ([`BODY_VERSION`]).
         pub version: u32,
+        /// The GPU the record is about (must equal the entry's).
         pub gpu_uuid: String,
         /// Price per GPU-hour in `currency`'s smallest unit.
         pub per_hour: u64,
+        /// ISO 4217 code or token symbol.
         pub currency: String,
         /// How it was set: "auction", "posted", …
         pub basis: String,
+        /// When the producer made the record, Unix ms.
         pub recorded_at_ms: u64,
     }
 }

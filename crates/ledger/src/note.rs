@@ -30,26 +30,37 @@ const SIGNATURE_PREFIX: &str = "\u{2014} ";
 /// Why a note, a key or a signature was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NoteError {
+    /// The note is over the size limit.
     #[error("the note is {0} bytes, over the {MAX_NOTE_BYTES}-byte limit")]
     TooLarge(usize),
+    /// The note is not UTF-8.
     #[error("the note is not valid UTF-8")]
     NotUtf8,
+    /// A control character other than newline.
     #[error("the note contains a control character (byte {0:#04x}) other than newline")]
     ControlCharacter(u8),
+    /// The note (or its text) does not end with a newline.
     #[error("the note does not end with a newline")]
     NoFinalNewline,
+    /// No blank line before the signatures.
     #[error("the note has no blank line separating its text from its signatures")]
     NoSignatureBlock,
+    /// A blank line but no signature after it.
     #[error("the note has no signatures")]
     NoSignatures,
+    /// More signature lines than accepted.
     #[error("the note has {0} signatures, over the limit of {MAX_SIGNATURES}")]
     TooManySignatures(usize),
+    /// A signature line is malformed (1-based line among the signatures).
     #[error("signature line {line} is malformed: {why}")]
     SignatureLine { line: usize, why: &'static str },
+    /// A key name is empty or holds a space or plus sign.
     #[error("key name {0:?} is empty or contains a space or a plus sign")]
     BadKeyName(String),
+    /// A vkey is not name+keyid+key.
     #[error("verifier key is malformed: {0}")]
     BadVerifierKey(&'static str),
+    /// A vkey's key ID is not its name's and key's.
     #[error(
         "verifier key {name} has key ID {claimed:08x}, but its name and key give {computed:08x}"
     )]
@@ -58,18 +69,23 @@ pub enum NoteError {
         claimed: u32,
         computed: u32,
     },
+    /// A signature type pog does not read.
     #[error("unsupported signature type {0:#04x} (pog reads Ed25519 0x01 and cosignature 0x04)")]
     UnsupportedAlgorithm(u8),
+    /// An invalid or small-order public key.
     #[error("the public key of {0} is not a usable Ed25519 key (invalid or small-order point)")]
     WeakKey(String),
+    /// A signature of the wrong length for its type.
     #[error("the signature by {name} has {got} bytes, expected {expected}")]
     SignatureLength {
         name: String,
         got: usize,
         expected: usize,
     },
+    /// A known key's signature does not verify.
     #[error("the signature by {0} does not verify")]
     BadSignature(String),
+    /// No signature of any known key.
     #[error("no signature by a known key verifies this note")]
     NoKnownSignature,
 }

@@ -40,27 +40,36 @@ use std::sync::{mpsc, Arc, Mutex};
 /// Why the log store failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// A read, write or sync failed.
     #[error("ledger I/O failed on {path}: {cause}; check the disk and the data dir's permissions")]
     Io {
         path: PathBuf,
         cause: std::io::Error,
     },
+    /// Another process holds the log's lock.
     #[error(
         "the ledger in {0} is open in another process (its lock is held); stop that process first"
     )]
     Locked(PathBuf),
+    /// The files contradict each other beyond a torn tail.
     #[error("the ledger in {dir} is corrupt: {why}; restore it from a mirror or backup")]
     Corrupt { dir: PathBuf, why: String },
+    /// An entry over the u16 entry-bundle limit.
     #[error("entry of {0} bytes exceeds the {MAX_ENTRY_BYTES}-byte limit")]
     EntryTooLarge(usize),
+    /// An index, size or tile the log does not have.
     #[error("entry {index} does not exist (the log holds {size})")]
     OutOfRange { index: u64, size: u64 },
+    /// A record was refused (its signature or body).
     #[error("record refused: {0}")]
     Record(#[from] EntryError),
+    /// The group-commit thread is gone.
     #[error("the group-commit writer has stopped")]
     WriterGone,
+    /// The group commit's append failed.
     #[error("the group commit failed: {0}")]
     Commit(String),
+    /// An earlier append failed; reopen the log.
     #[error("an earlier append to the ledger in {0} failed; restart to recover it from disk (appends after a failed write or fsync cannot be trusted)")]
     Poisoned(PathBuf),
 }

@@ -22,8 +22,10 @@ pub const TILE_HEIGHT: u32 = 8;
 /// Why a tile path, tile or entry bundle was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TileError {
+    /// Not a tile path in its one canonical spelling.
     #[error("malformed tile path {0:?}")]
     BadPath(String),
+    /// A tile of the wrong length for its width.
     #[error("tile {path} has {got} bytes, expected {expected} ({width} hashes)")]
     BadTileLength {
         path: String,
@@ -31,12 +33,16 @@ pub enum TileError {
         expected: usize,
         width: u64,
     },
+    /// An entry bundle that does not split into its width of entries, or whose entry does not hash to its tile.
     #[error("entry bundle {path} is malformed: {why}")]
     BadBundle { path: String, why: &'static str },
+    /// The tile source failed.
     #[error("cannot read {path}: {why}")]
     Source { path: String, why: String },
+    /// A tile the tree of this size does not have.
     #[error("tile {path} does not exist in a tree of {size} entries")]
     NotInTree { path: String, size: u64 },
+    /// An index or size beyond the tree.
     #[error("index {index} is not below the tree size {size}")]
     OutOfRange { index: u64, size: u64 },
 }

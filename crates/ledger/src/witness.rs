@@ -23,26 +23,36 @@ pub const MAX_PROOF_LINES: usize = 63;
 /// Why a witness refused to cosign.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
+    /// The request or its checkpoint is malformed (400).
     #[error("malformed add-checkpoint request: {0}")]
     Malformed(String),
+    /// The checkpoint's origin is no log the witness follows (404).
     #[error("this witness does not follow log {0:?}")]
     UnknownLog(String),
+    /// The log's signature is missing or fails (403).
     #[error("the checkpoint is not validly signed by the log's key: {0}")]
     BadSignature(String),
+    /// The old size exceeds the checkpoint's (400).
     #[error("old size {old} exceeds the checkpoint's size {new}")]
     OldSizeTooLarge { old: u64, new: u64 },
+    /// A smaller tree than the witness cosigned (409).
     #[error(
         "the log was rolled back: this witness cosigned size {latest}, the checkpoint has {new}"
     )]
     Rollback { latest: u64, new: u64 },
+    /// The request builds on another size than the witness's latest (409).
     #[error("the request builds on size {claimed}, but this witness last cosigned size {latest}")]
     Conflict { claimed: u64, latest: u64 },
+    /// The same size as the witness's latest with another root (422).
     #[error("fork: this witness cosigned a different root for size {size}")]
     Fork { size: u64 },
+    /// A size-0 checkpoint without the empty tree's root (422).
     #[error("a checkpoint of size 0 must carry the empty tree's root")]
     BadEmptyRoot,
+    /// A non-empty proof from size 0 (422).
     #[error("a proof from size 0 must be empty")]
     ProofFromZero,
+    /// The consistency proof fails (422).
     #[error("the consistency proof from size {old} to {new} does not verify: the log rewrote its history")]
     Inconsistent { old: u64, new: u64 },
 }
