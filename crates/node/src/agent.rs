@@ -5,18 +5,21 @@
 //! (`crate::misbehaviour`) exist only with the `test-doubles` feature.
 
 use crate::http::{envelope_response, ApiError};
-use crate::provers::{ProverEngine, ProverError};
+use crate::provers::{BuiltMemory, ProverEngine, ProverError};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
+use pog_proof::challenge::Addressee;
+use pog_proof::memory::MemoryChallenge;
 use pog_proof::prover::Prover;
 use pog_proof::wire::{
     self, kind, ChallengeMessage, Commitment, GpuClaim, Identity, OpenRequest, Openings,
     WireOpening,
 };
+use pog_proof::wire::{MemoryChallengeMessage, MemoryReady, WalkMessage};
 use pog_proof::Challenge;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -36,6 +39,16 @@ fn now_ms() -> u64 {
 /// A computed challenge waiting to be opened, with its expiry (validator clock, ms).
 type Computed = (Arc<dyn Prover>, u64, String);
 
+/// A built memory data set waiting for its walk nonce.
+struct Built {
+    dataset: Box<dyn BuiltMemory>,
+    challenge: MemoryChallenge,
+    /// The build deadline (validator clock): the walk must come before it plus the skew and
+    /// the longest walk a validator allows.
+    expires_at_ms: u64,
+    issuer: String,
+}
+
 /// The agent's state.
 pub struct Agent {
     identity: Identity,
@@ -44,6 +57,8 @@ pub struct Agent {
     pub(crate) engine: Arc<dyn ProverEngine>,
     /// Computed challenges by id, kept until opened.
     provers: Mutex<HashMap<String, Computed>>,
+    /// Memory challenges whose data set is built, by id, until their walk.
+    built: Mutex<HashMap<String, Built>>,
     /// Every challenge id taken, with its expiry (validator clock), until it can no longer be
     /// replayed: a captured challenge cannot make the agent compute twice.
     answered: Mutex<HashMap<String, u64>>,
@@ -66,6 +81,7 @@ impl Agent {
             gpus,
             engine,
             provers: Mutex::new(HashMap::new()),
+            built: Mutex::new(HashMap::new()),
             answered: Mutex::new(HashMap::new()),
             #[cfg(feature = "test-doubles")]
             cheating: None,
@@ -89,6 +105,79 @@ impl Agent {
         &self.identity
     }
 
+    /// Refuses a challenge (of either kind) not addressed to this agent by its signer, or for a
+    /// GPU it does not have: work done for another agent's key would be credited to that agent
+    /// (a relay), work for another issuer is not asked by it.
+    fn check_addressed(&self, signer: &str, to: Addressee) -> Result<(), ApiError> {
+        if !self.trusted_validators.iter().any(|v| v == signer) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!("challenge signed by {signer}, which this agent does not trust"),
+            ));
+        }
+        if to.agent_key != self.identity.public_hex() {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "challenge addressed to agent {}, not to this agent ({})",
+                    to.agent_key,
+                    self.identity.public_hex()
+                ),
+            ));
+        }
+        if to.validator_key != signer {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "challenge issued for validator {} but signed by {signer}",
+                    to.validator_key
+                ),
+            ));
+        }
+        if !self
+            .gpus
+            .iter()
+            .any(|g| g.uuid == to.gpu_uuid && g.bus_id == to.gpu_bus_id)
+        {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("this agent has no GPU {} at {}", to.gpu_uuid, to.gpu_bus_id),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Takes a challenge id (before any work, so two copies of one challenge cannot both
+    /// run), refusing an expired or already answered one; forgets what can no longer be opened
+    /// or replayed.
+    fn take_id(&self, id: &str, expires_at_ms: u64) -> Result<(), ApiError> {
+        let now = now_ms();
+        if now > expires_at_ms.saturating_add(CLOCK_SKEW_MS) {
+            return Err(ApiError::new(
+                StatusCode::GONE,
+                format!("challenge {id} expired at {expires_at_ms} ms (now {now} ms)"),
+            ));
+        }
+        let horizon = now.saturating_sub(CLOCK_SKEW_MS);
+        self.provers
+            .lock()
+            .expect("lock")
+            .retain(|_, (_, expires, _)| *expires >= horizon);
+        self.built
+            .lock()
+            .expect("lock")
+            .retain(|_, built| built.expires_at_ms >= horizon);
+        let mut answered = self.answered.lock().expect("lock");
+        answered.retain(|_, expires| *expires >= horizon);
+        if answered.insert(id.to_string(), expires_at_ms).is_some() {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!("challenge {id} was already answered"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Computes a challenge with the engine.
     fn compute(&self, challenge: &Challenge) -> Result<Arc<dyn Prover>, ProverError> {
         #[cfg(feature = "test-doubles")]
@@ -104,12 +193,15 @@ impl Agent {
     }
 }
 
-/// The agent's HTTP API: `GET /v1/ping`, `POST /v1/challenge`, `POST /v1/open`.
+/// The agent's HTTP API: `GET /v1/ping`, `POST /v1/challenge`, `POST /v1/memory/build`,
+/// `POST /v1/memory/walk`, `POST /v1/open`.
 pub fn router(agent: Arc<Agent>) -> Router {
     Router::new()
         .route("/v1/ping", get(|| async { "pog agent" }))
         .route("/healthz", get(|| async { "ok" }))
         .route("/v1/challenge", post(challenge))
+        .route("/v1/memory/build", post(memory_build))
+        .route("/v1/memory/walk", post(memory_walk))
         .route("/v1/open", post(open))
         .layer(DefaultBodyLimit::max(wire::MAX_MESSAGE_BYTES))
         .with_state(agent)
@@ -124,37 +216,15 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
         ));
     }
     let c = &message.challenge;
-    // A challenge is bound to one agent and one validator: work done for another agent's key
-    // would be credited to that agent (a relay), work for another issuer is not asked by it.
-    if c.agent_key != agent.identity.public_hex() {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!(
-                "challenge addressed to agent {}, not to this agent ({})",
-                c.agent_key,
-                agent.identity.public_hex()
-            ),
-        ));
-    }
-    if c.validator_key != signer {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!(
-                "challenge issued for validator {} but signed by {signer}",
-                c.validator_key
-            ),
-        ));
-    }
-    if !agent
-        .gpus
-        .iter()
-        .any(|g| g.uuid == c.gpu_uuid && g.bus_id == c.gpu_bus_id)
-    {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("this agent has no GPU {} at {}", c.gpu_uuid, c.gpu_bus_id),
-        ));
-    }
+    agent.check_addressed(
+        &signer,
+        Addressee {
+            gpu_uuid: &c.gpu_uuid,
+            gpu_bus_id: &c.gpu_bus_id,
+            agent_key: &c.agent_key,
+            validator_key: &c.validator_key,
+        },
+    )?;
     if let Err(e) = c.check_shape() {
         return Err(ApiError::new(StatusCode::BAD_REQUEST, e.to_string()));
     }
@@ -167,37 +237,7 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
     if let Some(reason) = agent.engine.refuses(c) {
         return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, reason));
     }
-    let now = now_ms();
-    if now > message.expires_at_ms.saturating_add(CLOCK_SKEW_MS) {
-        return Err(ApiError::new(
-            StatusCode::GONE,
-            format!(
-                "challenge {} expired at {} ms (now {now} ms)",
-                message.id, message.expires_at_ms
-            ),
-        ));
-    }
-    {
-        // Forget what can no longer be opened or replayed, then take the id (before computing,
-        // so two copies of one challenge cannot both run).
-        let horizon = now.saturating_sub(CLOCK_SKEW_MS);
-        agent
-            .provers
-            .lock()
-            .expect("lock")
-            .retain(|_, (_, expires, _)| *expires >= horizon);
-        let mut answered = agent.answered.lock().expect("lock");
-        answered.retain(|_, expires| *expires >= horizon);
-        if answered
-            .insert(message.id.clone(), message.expires_at_ms)
-            .is_some()
-        {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                format!("challenge {} was already answered", message.id),
-            ));
-        }
-    }
+    agent.take_id(&message.id, message.expires_at_ms)?;
     let started = std::time::Instant::now();
     let worker = agent.clone();
     let challenge = c.clone();
@@ -219,6 +259,123 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
         .lock()
         .expect("lock")
         .insert(message.id, (prover, message.expires_at_ms, signer));
+    Ok(envelope_response(
+        agent.signer().seal(kind::COMMITMENT, &commitment)?,
+    ))
+}
+
+/// Builds a memory challenge's data set and answers "ready" (signed).
+async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+    let (message, signer): (MemoryChallengeMessage, String) =
+        wire::decode(&body, kind::MEMORY_CHALLENGE)?;
+    let c = &message.challenge;
+    agent.check_addressed(
+        &signer,
+        Addressee {
+            gpu_uuid: &c.gpu_uuid,
+            gpu_bus_id: &c.gpu_bus_id,
+            agent_key: &c.agent_key,
+            validator_key: &c.validator_key,
+        },
+    )?;
+    if let Err(e) = c.check_shape() {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, e.to_string()));
+    }
+    if c.version != pog_proof::memory::MEMORY_VERSION {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("unsupported memory challenge version {}", c.version),
+        ));
+    }
+    if let Some(reason) = agent.engine.refuses_memory(c) {
+        return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, reason));
+    }
+    agent.take_id(&message.id, message.expires_at_ms)?;
+    let started = std::time::Instant::now();
+    let worker = agent.clone();
+    let challenge = c.clone();
+    let what = format!(
+        "building the data set on the {} prover failed",
+        agent.engine.name()
+    );
+    let dataset = blocking(what, move || worker.engine.build_memory(&challenge)).await?;
+    let ready = MemoryReady {
+        challenge_id: message.id.clone(),
+        gpu_uuid: c.gpu_uuid.clone(),
+        build_ms: started.elapsed().as_secs_f64() * 1e3,
+    };
+    agent.built.lock().expect("lock").insert(
+        message.id,
+        Built {
+            dataset,
+            challenge: c.clone(),
+            expires_at_ms: message.expires_at_ms,
+            issuer: signer,
+        },
+    );
+    Ok(envelope_response(
+        agent.signer().seal(kind::MEMORY_READY, &ready)?,
+    ))
+}
+
+/// Walks a built data set with the validator's walk nonce and commits (the timed phase).
+async fn memory_walk(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+    let (message, signer): (WalkMessage, String) = wire::decode(&body, kind::MEMORY_WALK)?;
+    let now = now_ms();
+    if now > message.expires_at_ms.saturating_add(CLOCK_SKEW_MS) {
+        return Err(ApiError::new(
+            StatusCode::GONE,
+            format!(
+                "walk for {} expired at {} ms (now {now} ms)",
+                message.challenge_id, message.expires_at_ms
+            ),
+        ));
+    }
+    // Walked once, and only for the validator that issued the challenge: a refused request
+    // leaves the data set for the issuer.
+    let built = {
+        let mut built = agent.built.lock().expect("lock");
+        match built.get(&message.challenge_id) {
+            None => {
+                return Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    format!(
+                        "no data set built for challenge {} (unknown, expired or already walked)",
+                        message.challenge_id
+                    ),
+                ))
+            }
+            Some(b) if b.issuer != signer => {
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "challenge {} was issued by another validator",
+                        message.challenge_id
+                    ),
+                ))
+            }
+            Some(_) => built
+                .remove(&message.challenge_id)
+                .expect("present: checked under the same lock"),
+        }
+    };
+    let started = std::time::Instant::now();
+    let nonce = message.walk_nonce;
+    let gpu_uuid = built.challenge.gpu_uuid.clone();
+    let dataset = built.dataset;
+    let what = format!("the walk on the {} prover failed", agent.engine.name());
+    let walked = blocking(what, move || dataset.walk(&nonce)).await?;
+    let commitment = Commitment {
+        challenge_id: message.challenge_id.clone(),
+        gpu_uuid,
+        root: hex::encode(walked.prover.root()),
+        leaf_count: walked.prover.leaf_count(),
+        agent_ms: started.elapsed().as_secs_f64() * 1e3,
+    };
+    agent.provers.lock().expect("lock").insert(
+        message.challenge_id,
+        (walked.prover, message.expires_at_ms, signer),
+    );
     Ok(envelope_response(
         agent.signer().seal(kind::COMMITMENT, &commitment)?,
     ))

@@ -149,15 +149,24 @@ fn self_challenge(inspect: &InspectReport) -> (Vec<GpuProof>, Stage) {
         Err(e) => (Vec::new(), stage(StageStatus::Fail, e.to_string())),
         Ok(proofs) => {
             let passed = proofs.iter().filter(|p| p.passed()).count();
-            let worst = proofs
-                .iter()
-                .filter_map(|p| p.check.as_ref())
-                .map(|c| c.time_ratio())
-                .fold(0.0, f64::max);
+            let worst = |ratios: &mut dyn Iterator<Item = f64>| ratios.fold(0.0, f64::max);
+            let gemm = worst(
+                &mut proofs
+                    .iter()
+                    .filter_map(|p| p.check.as_ref())
+                    .map(|c| c.time_ratio()),
+            );
+            let memory = worst(
+                &mut proofs
+                    .iter()
+                    .filter_map(|p| p.memory.as_ref())
+                    .map(|m| m.time_ratio()),
+            );
             let summary = format!(
-                "{passed} of {} GPU(s) passed the validator's challenge; slowest at {:.0} % of its time bound",
+                "{passed} of {} GPU(s) passed the validator's GEMM and memory challenges; slowest at {:.0} % (GEMM) and {:.0} % (memory) of the time bound",
                 proofs.len(),
-                100.0 * worst
+                100.0 * gemm,
+                100.0 * memory
             );
             let status = if passed == proofs.len() {
                 StageStatus::Pass

@@ -3,10 +3,11 @@
 //! `pog prove` and `pog check` run it.
 
 use crate::provers::{CpuEngine, GpuEngine, ProverEngine, MAX_CPU_WORK};
-use crate::selfcheck::{self, SelfCheck};
+use crate::selfcheck::{self, MemorySelfCheck, SelfCheck};
 use crate::validator::{Addressee, Planned, Policy};
 use pog_facts::Origin;
 use pog_inspect::{GpuVerdict, InspectReport};
+use pog_proof::memory::MemoryPlan;
 use pog_proof::prover::{Behaviour, CpuProver, Prover};
 use pog_spec::{Precision, SpecDb};
 use serde::Serialize;
@@ -36,6 +37,35 @@ pub struct ProveOptions {
     /// Also compute the challenge on the CPU and compare roots (small challenges only).
     pub against_cpu: bool,
     pub prover: ProverChoice,
+    /// Which proofs to run.
+    pub proofs: ProofKinds,
+    /// The memory proof's shape overrides (small challenges for the CPU prover and tests).
+    pub memory: MemoryOverrides,
+}
+
+/// Which of the two proofs run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProofKinds {
+    /// The GEMM challenge: compute in the precision that separates the claimed model.
+    pub gemm: bool,
+    /// The memory challenge: capacity and bandwidth.
+    pub memory: bool,
+}
+
+impl ProofKinds {
+    /// Both proofs, as a validator's round runs them.
+    pub const ALL: ProofKinds = ProofKinds {
+        gemm: true,
+        memory: true,
+    };
+}
+
+/// Overrides of the memory proof's per-model plan; `None` keeps the plan's value.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MemoryOverrides {
+    pub items: Option<u64>,
+    pub walkers: Option<u64>,
+    pub steps: Option<u32>,
 }
 
 impl Default for ProveOptions {
@@ -51,6 +81,8 @@ impl Default for ProveOptions {
             expected_ms: None,
             against_cpu: false,
             prover: ProverChoice::Gpu,
+            proofs: ProofKinds::ALL,
+            memory: MemoryOverrides::default(),
         }
     }
 }
@@ -68,12 +100,17 @@ pub enum ProveError {
     Engine(String),
 }
 
-/// One GPU's self-challenge, or why it could not run.
+/// One GPU's self-challenges, or why they could not run.
 #[derive(Debug, Serialize)]
 pub struct GpuProof {
     pub ordinal: usize,
     pub model: String,
+    /// The GEMM challenge (None when not run or failed to run: see `error`).
     pub check: Option<SelfCheck>,
+    /// The memory challenge (None when not run or failed to run: see `memory_error`).
+    pub memory: Option<MemorySelfCheck>,
+    /// Why the memory challenge could not run, if it could not.
+    pub memory_error: Option<String>,
     /// With `--against-cpu`: whether the CPU prover's root equals the GPU's (required for
     /// INT8, which is exact; float outputs may differ in a last bit and are judged by the
     /// spot checks alone).
@@ -82,13 +119,22 @@ pub struct GpuProof {
 }
 
 impl GpuProof {
-    /// Accepted, and (INT8) the same root as the CPU's where that was checked.
+    /// Every proof that ran accepted (a proof that could not run fails), and (INT8) the same
+    /// root as the CPU's where that was checked.
     pub fn passed(&self) -> bool {
         let exact_mismatch = self.cpu_root_matches == Some(false)
             && self.check.as_ref().map(|c| c.precision) == Some(Precision::Int8);
-        self.error.is_none()
-            && self.check.as_ref().is_some_and(|c| c.outcome.accepted)
-            && !exact_mismatch
+        let gemm = match (&self.check, &self.error) {
+            (None, None) => true, // not asked for
+            (Some(c), None) => c.outcome.accepted && !exact_mismatch,
+            (_, Some(_)) => false,
+        };
+        let memory = match (&self.memory, &self.memory_error) {
+            (None, None) => true,
+            (Some(m), None) => m.outcome.accepted,
+            (_, Some(_)) => false,
+        };
+        gemm && memory
     }
 }
 
@@ -165,6 +211,8 @@ pub fn prove(inspect: &InspectReport, options: &ProveOptions) -> Result<Vec<GpuP
                     ordinal: *ordinal,
                     model: model.clone(),
                     check: None,
+                    memory: None,
+                    memory_error: None,
                     cpu_root_matches: None,
                     error: Some("the self-challenge thread panicked".into()),
                 })
@@ -174,7 +222,8 @@ pub fn prove(inspect: &InspectReport, options: &ProveOptions) -> Result<Vec<GpuP
     Ok(proofs)
 }
 
-/// One GPU's self-challenge.
+/// One GPU's self-challenges: the GEMM challenge, then the memory challenge (one after the
+/// other, as a validator's round asks them: the data set fills the GPU's memory).
 fn prove_one(
     engine: &dyn ProverEngine,
     options: &ProveOptions,
@@ -183,24 +232,37 @@ fn prove_one(
     model: &str,
     bus: &str,
 ) -> GpuProof {
-    let result = plan(options, model).and_then(|planned| {
-        let challenge = planned.challenge(
-            [0; 32],
-            Addressee {
-                gpu_uuid: uuid,
-                gpu_bus_id: bus,
-                agent_key: "",
-                validator_key: "",
-            },
-        );
-        if let Some(reason) = engine.refuses(&challenge) {
-            return Err(reason);
-        }
-        selfcheck::run(engine, (uuid, bus), &planned, options.samples).map_err(|e| e.to_string())
-    });
-    let (check, error) = match result {
-        Ok(check) => (Some(check), None),
-        Err(e) => (None, Some(e)),
+    let (check, error) = if options.proofs.gemm {
+        split(plan(options, model).and_then(|planned| {
+            let challenge = planned.challenge([0; 32], unaddressed(uuid, bus));
+            if let Some(reason) = engine.refuses(&challenge) {
+                return Err(reason);
+            }
+            selfcheck::run(engine, (uuid, bus), &planned, options.samples)
+                .map_err(|e| e.to_string())
+        }))
+    } else {
+        (None, None)
+    };
+    let (memory, memory_error) = if options.proofs.memory {
+        split(memory_plan(options, model).and_then(|plan| {
+            let challenge = plan.challenge([0; 32], unaddressed(uuid, bus));
+            if let Err(e) = challenge.check_shape() {
+                return Err(e.to_string());
+            }
+            if let Some(reason) = engine.refuses_memory(&challenge) {
+                return Err(reason);
+            }
+            selfcheck::run_memory(
+                engine,
+                (uuid, bus),
+                &plan,
+                options.samples.min(MEMORY_SAMPLES),
+            )
+            .map_err(|e| e.to_string())
+        }))
+    } else {
+        (None, None)
     };
     let cpu_root_matches = options
         .against_cpu
@@ -211,9 +273,52 @@ fn prove_one(
         ordinal,
         model: model.to_string(),
         check,
+        memory,
+        memory_error,
         cpu_root_matches,
         error,
     }
+}
+
+/// Spot checks of a memory challenge: enough for its soundness target
+/// (`pog_proof::memory::SAMPLES`); `--samples` can only lower it.
+const MEMORY_SAMPLES: u32 = pog_proof::memory::SAMPLES;
+
+/// A result as (value, error) for the report's two fields.
+fn split<T>(result: Result<T, String>) -> (Option<T>, Option<String>) {
+    match result {
+        Ok(value) => (Some(value), None),
+        Err(e) => (None, Some(e)),
+    }
+}
+
+/// The GPU only: keys are filled in by the self-challenge (used to shape-check beforehand).
+fn unaddressed<'a>(uuid: &'a str, bus: &'a str) -> Addressee<'a> {
+    Addressee {
+        gpu_uuid: uuid,
+        gpu_bus_id: bus,
+        agent_key: "",
+        validator_key: "",
+    }
+}
+
+/// The memory proof's per-model plan for `model` with the options' overrides; the bound is
+/// the reads at the model's expected rate unless `expected_ms` says otherwise.
+fn memory_plan(options: &ProveOptions, model: &str) -> Result<MemoryPlan, String> {
+    let spec = SpecDb::embedded()
+        .by_model(model)
+        .ok_or_else(|| format!("model {model:?} is not in the database"))?;
+    let mut plan = pog_proof::memory::plan(spec, pog_proof::memory::WALK_SECONDS, None)
+        .ok_or_else(|| format!("{model} has no memory figures to plan a memory proof by"))?;
+    let o = options.memory;
+    plan.items = o.items.unwrap_or(plan.items);
+    plan.walkers = o.walkers.unwrap_or(plan.walkers);
+    plan.steps = o.steps.unwrap_or(plan.steps);
+    let reads = plan.walkers.saturating_mul(u64::from(plan.steps));
+    plan.expected_ms = options.expected_ms.unwrap_or(
+        (reads * pog_proof::memory::arx::ITEM_BYTES) as f64 / (plan.rate.gbs * 1e9) * 1e3,
+    );
+    Ok(plan)
 }
 
 /// The validator's per-model plan for `model`, with the options' overrides; the time bound is

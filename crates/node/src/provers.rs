@@ -2,8 +2,12 @@
 //! end-to-end runs and small challenges) and the GPU engine (one worker thread per GPU, which
 //! owns that GPU's CUDA context and every commitment kept on it for opening).
 
-use pog_device::gpu::{CommitTimings, Committed, Gpu, ProductBatch};
+use pog_device::gpu::{
+    CommitTimings, Committed, Dataset, DatasetSpec, Gpu, Key, ProductBatch, WalkSpec, WalkTimings,
+    Walked,
+};
 use pog_facts::GpuError;
+use pog_proof::memory::{CpuDataset, MemoryBehaviour, MemoryChallenge};
 use pog_proof::prover::{Behaviour, CpuProver, OpenError, Opening, Prover};
 use pog_proof::Challenge;
 use std::collections::HashMap;
@@ -12,6 +16,12 @@ use std::sync::Arc;
 
 /// The most multiply-adds the CPU engine takes on (batch · size³): about a minute of one core.
 pub const MAX_CPU_WORK: f64 = 2e10;
+
+/// The largest memory challenge the CPU engine takes on: 2²¹ items (256 MiB) and 2²⁴ reads
+/// (seconds of one core).
+pub const MAX_CPU_ITEMS: u64 = 1 << 21;
+/// See [`MAX_CPU_ITEMS`].
+pub const MAX_CPU_READS: u64 = 1 << 24;
 
 /// Commitments a GPU keeps for opening at once; the oldest is dropped beyond this (a validator
 /// opens within seconds of the commitment).
@@ -58,6 +68,47 @@ pub trait ProverEngine: Send + Sync {
     fn prove(&self, challenge: &Challenge) -> Result<Proved, ProverError>;
     /// What it is, for logs ("CPU", "GPU").
     fn name(&self) -> &'static str;
+    /// Why this engine cannot take the memory challenge, if it cannot (checked before any
+    /// work; the GPU engine also checks the GPU's free memory when it builds).
+    fn refuses_memory(&self, challenge: &MemoryChallenge) -> Option<String>;
+    /// Builds a memory challenge's data set: the untimed phase.
+    fn build_memory(
+        &self,
+        challenge: &MemoryChallenge,
+    ) -> Result<Box<dyn BuiltMemory>, ProverError>;
+}
+
+/// A memory challenge's data set, built and waiting for the walk nonce.
+pub trait BuiltMemory: Send + Sync {
+    /// The device's time to build it, when the engine knows.
+    fn build_ms(&self) -> Option<f64>;
+    /// Walks it (the timed phase) and commits; the data set is released.
+    fn walk(self: Box<Self>, walk_nonce: &[u8; 32]) -> Result<Walk, ProverError>;
+}
+
+/// A committed walk: its prover, ready to open leaves, and the device's times when known.
+pub struct Walk {
+    pub prover: Arc<dyn Prover>,
+    pub timings: Option<WalkTimings>,
+}
+
+/// A data set the CPU built.
+struct CpuBuilt {
+    dataset: CpuDataset,
+    behaviour: MemoryBehaviour,
+}
+
+impl BuiltMemory for CpuBuilt {
+    fn build_ms(&self) -> Option<f64> {
+        None
+    }
+
+    fn walk(self: Box<Self>, walk_nonce: &[u8; 32]) -> Result<Walk, ProverError> {
+        Ok(Walk {
+            prover: Arc::new(self.dataset.walk(walk_nonce, self.behaviour)),
+            timings: None,
+        })
+    }
 }
 
 /// Proves on the CPU, honestly or (for the attack tests) not.
@@ -87,6 +138,31 @@ impl ProverEngine for CpuEngine {
     fn name(&self) -> &'static str {
         "CPU"
     }
+
+    fn refuses_memory(&self, c: &MemoryChallenge) -> Option<String> {
+        (c.items > MAX_CPU_ITEMS || c.reads() > MAX_CPU_READS).then(|| {
+            format!(
+                "a memory challenge of {} items and {} reads is beyond this agent's CPU prover \
+                 (at most {MAX_CPU_ITEMS} and {MAX_CPU_READS})",
+                c.items,
+                c.reads()
+            )
+        })
+    }
+
+    fn build_memory(
+        &self,
+        challenge: &MemoryChallenge,
+    ) -> Result<Box<dyn BuiltMemory>, ProverError> {
+        let behaviour = match self.behaviour {
+            Behaviour::Junk(f) => MemoryBehaviour::Junk(f),
+            _ => MemoryBehaviour::Honest,
+        };
+        Ok(Box::new(CpuBuilt {
+            dataset: CpuDataset::build(challenge),
+            behaviour,
+        }))
+    }
 }
 
 /// What a GPU worker is asked to do.
@@ -107,6 +183,33 @@ enum Job {
     Release {
         id: u64,
     },
+    BuildMemory {
+        challenge: MemoryChallenge,
+        reply: mpsc::Sender<Result<(u64, f64), ProverError>>,
+    },
+    Walk {
+        dataset: u64,
+        walk: WalkSpec,
+        reply: mpsc::Sender<Result<WalkReport, ProverError>>,
+    },
+    ReleaseDataset {
+        id: u64,
+    },
+}
+
+/// A walk committed on a GPU.
+#[derive(Debug, Clone)]
+pub struct WalkReport {
+    id: u64,
+    pub root: pog_merkle::Hash,
+    pub leaf_count: u64,
+    pub timings: WalkTimings,
+}
+
+/// What a GPU keeps for opening: a GEMM commitment or a memory walk.
+enum Kept {
+    Products(Committed),
+    Walk(Walked),
 }
 
 /// A commitment made on a GPU.
@@ -117,6 +220,16 @@ pub struct CommitReport {
     pub leaf_count: u64,
     pub timings: CommitTimings,
     pub algorithm: String,
+}
+
+/// The walk a memory challenge asks for, under `key`.
+fn walk_spec(c: &MemoryChallenge, key: [u32; 8]) -> WalkSpec {
+    WalkSpec {
+        key: Key(key),
+        walkers: c.walkers,
+        steps: c.steps,
+        walkers_per_leaf: c.walkers_per_leaf,
+    }
 }
 
 /// The batch of products a challenge asks for.
@@ -146,7 +259,9 @@ fn gpu_worker(
             return;
         }
     };
-    let mut kept: Vec<(u64, Committed)> = Vec::new();
+    let mut kept: Vec<(u64, Kept)> = Vec::new();
+    // Built data sets waiting for their walk: at most one fits (each fills 90 % of memory).
+    let mut datasets: Vec<(u64, Dataset)> = Vec::new();
     let mut next_id = 0u64;
     for job in jobs {
         match job {
@@ -172,7 +287,7 @@ fn gpu_worker(
                         timings: committed.timings,
                         algorithm: committed.algorithm.clone(),
                     };
-                    kept.push((next_id, committed));
+                    kept.push((next_id, Kept::Products(committed)));
                     report
                 });
                 let _ = reply.send(result.map_err(failed));
@@ -180,23 +295,70 @@ fn gpu_worker(
             Job::Open { id, leaves, reply } => {
                 let result = match kept.iter().find(|(k, _)| *k == id) {
                     None => Err(ProverError::Evicted),
-                    Some((_, committed)) => gpu
-                        .open_leaves(committed, &leaves)
-                        .map(|openings| {
-                            openings
-                                .into_iter()
-                                .map(|o| Opening {
-                                    leaf: o.leaf,
-                                    bytes: o.bytes,
-                                    proof: o.proof,
-                                })
-                                .collect()
-                        })
-                        .map_err(failed),
+                    Some((_, kept)) => match kept {
+                        Kept::Products(committed) => gpu.open_leaves(committed, &leaves),
+                        Kept::Walk(walked) => gpu.open_walk(walked, &leaves),
+                    }
+                    .map(|openings| {
+                        openings
+                            .into_iter()
+                            .map(|o| Opening {
+                                leaf: o.leaf,
+                                bytes: o.bytes,
+                                proof: o.proof,
+                            })
+                            .collect()
+                    })
+                    .map_err(failed),
                 };
                 let _ = reply.send(result);
             }
             Job::Release { id } => kept.retain(|(k, _)| *k != id),
+            Job::BuildMemory { challenge, reply } => {
+                datasets.clear(); // an older data set still waiting is given up for this one
+                let spec = DatasetSpec {
+                    key: Key(challenge.dataset_key()),
+                    items: challenge.items,
+                    rounds: challenge.item_rounds,
+                };
+                let result = gpu
+                    .check_memory_proof_fits(&spec, &walk_spec(&challenge, [0; 8]))
+                    .and_then(|()| gpu.build_dataset(spec))
+                    .map(|dataset| {
+                        next_id += 1;
+                        let build_ms = dataset.build_ms;
+                        datasets.push((next_id, dataset));
+                        (next_id, build_ms)
+                    });
+                let _ = reply.send(result.map_err(failed));
+            }
+            Job::Walk {
+                dataset,
+                walk,
+                reply,
+            } => {
+                let Some(at) = datasets.iter().position(|(k, _)| *k == dataset) else {
+                    let _ = reply.send(Err(ProverError::Evicted));
+                    continue;
+                };
+                let (_, built) = datasets.remove(at);
+                if kept.len() >= KEPT_COMMITMENTS {
+                    kept.remove(0);
+                }
+                let result = gpu.walk(built, walk).map(|walked| {
+                    next_id += 1;
+                    let report = WalkReport {
+                        id: next_id,
+                        root: walked.root,
+                        leaf_count: walked.leaf_count(),
+                        timings: walked.timings,
+                    };
+                    kept.push((next_id, Kept::Walk(walked)));
+                    report
+                });
+                let _ = reply.send(result.map_err(failed));
+            }
+            Job::ReleaseDataset { id } => datasets.retain(|(k, _)| *k != id),
         }
     }
 }
@@ -297,6 +459,100 @@ impl ProverEngine for GpuEngine {
     fn name(&self) -> &'static str {
         "GPU"
     }
+
+    fn refuses_memory(&self, c: &MemoryChallenge) -> Option<String> {
+        self.worker(&c.gpu_uuid).err().map(|e| e.to_string())
+    }
+
+    fn build_memory(
+        &self,
+        challenge: &MemoryChallenge,
+    ) -> Result<Box<dyn BuiltMemory>, ProverError> {
+        let worker = self.worker(&challenge.gpu_uuid)?.clone();
+        let owned = challenge.clone();
+        let (id, build_ms) = worker.ask(|reply| Job::BuildMemory {
+            challenge: owned,
+            reply,
+        })??;
+        Ok(Box::new(GpuBuilt {
+            worker,
+            id,
+            build_ms,
+            challenge: challenge.clone(),
+        }))
+    }
+}
+
+/// A data set built on a GPU, released there when this is dropped unwalked.
+struct GpuBuilt {
+    worker: Arc<Worker>,
+    id: u64,
+    build_ms: f64,
+    challenge: MemoryChallenge,
+}
+
+impl BuiltMemory for GpuBuilt {
+    fn build_ms(&self) -> Option<f64> {
+        Some(self.build_ms)
+    }
+
+    fn walk(self: Box<Self>, walk_nonce: &[u8; 32]) -> Result<Walk, ProverError> {
+        let walk = walk_spec(&self.challenge, self.challenge.walk_key(walk_nonce));
+        let dataset = self.id;
+        let report = self.worker.ask(|reply| Job::Walk {
+            dataset,
+            walk,
+            reply,
+        })??;
+        Ok(Walk {
+            timings: Some(report.timings),
+            prover: Arc::new(GpuWalk {
+                worker: self.worker.clone(),
+                report,
+            }),
+        })
+    }
+}
+
+impl Drop for GpuBuilt {
+    fn drop(&mut self) {
+        let _ = self.worker.jobs.send(Job::ReleaseDataset { id: self.id });
+    }
+}
+
+/// A walk committed on a GPU; its outputs and tree stay there until this is dropped.
+struct GpuWalk {
+    worker: Arc<Worker>,
+    report: WalkReport,
+}
+
+impl Prover for GpuWalk {
+    fn root(&self) -> pog_merkle::Hash {
+        self.report.root
+    }
+
+    fn leaf_count(&self) -> u64 {
+        self.report.leaf_count
+    }
+
+    fn open(&self, leaves: &[u64]) -> Result<Vec<Opening>, OpenError> {
+        open_kept(&self.worker, self.report.id, leaves)
+    }
+}
+
+impl Drop for GpuWalk {
+    fn drop(&mut self) {
+        let _ = self.worker.jobs.send(Job::Release { id: self.report.id });
+    }
+}
+
+/// Opens leaves of what the worker keeps under `id`.
+fn open_kept(worker: &Worker, id: u64, leaves: &[u64]) -> Result<Vec<Opening>, OpenError> {
+    let leaves = leaves.to_vec();
+    worker
+        .ask(|reply| Job::Open { id, leaves, reply })
+        .and_then(|opened| opened)
+        .map_err(|e| OpenError::Prover(Box::new(e)))
 }
 
 /// A challenge committed on a GPU; its tree stays there until this is dropped.
@@ -315,12 +571,7 @@ impl Prover for GpuProof {
     }
 
     fn open(&self, leaves: &[u64]) -> Result<Vec<Opening>, OpenError> {
-        let id = self.report.id;
-        let leaves = leaves.to_vec();
-        self.worker
-            .ask(|reply| Job::Open { id, leaves, reply })
-            .and_then(|opened| opened)
-            .map_err(|e| OpenError::Prover(Box::new(e)))
+        open_kept(&self.worker, self.report.id, leaves)
     }
 }
 

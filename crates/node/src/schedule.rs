@@ -68,6 +68,38 @@ struct State {
     standing: HashMap<String, Standing>,
 }
 
+/// One GPU's round: the GEMM challenge, then (when the policy proves memory and the agent
+/// answered) the memory challenge — one after the other, because the memory proof's data set
+/// fills the GPU. Every round, not on a schedule of its own: a card swapped for a smaller one
+/// between rounds must fail the next one. The memory record is stored and logged; the GPU's
+/// standing (back-off, release) follows the GEMM challenge, which reaches the agent first.
+async fn prove_round(
+    validator: &Validator,
+    uuid: &str,
+    policy: &Policy,
+) -> Result<Record, ValidatorError> {
+    let record = validator.challenge(uuid, policy).await?;
+    let reached = !record
+        .failure
+        .as_ref()
+        .is_some_and(|f| f.kind.is_unreachable());
+    if policy.memory.enabled && reached {
+        match validator.challenge_memory(uuid, policy).await {
+            Ok(m) => tracing::info!(
+                gpu = uuid,
+                model = %m.model,
+                accepted = m.accepted,
+                gib_held = m.memory_challenge.dataset_bytes() as f64 / (1u64 << 30) as f64,
+                ratio_to_bound = m.outcome.as_ref().map(|o| o.time.ratio),
+                failure = m.failure.as_ref().map(|f| f.message.as_str()),
+                "memory challenged"
+            ),
+            Err(e) => tracing::warn!(gpu = uuid, error = %e, "memory not challenged"),
+        }
+    }
+    Ok(record)
+}
+
 /// Challenges the GPUs `uuids` all at once and waits for every result.
 pub async fn challenge_together(
     validator: &Arc<Validator>,
@@ -78,7 +110,7 @@ pub async fn challenge_together(
     for uuid in uuids {
         let (v, p) = (validator.clone(), policy.clone());
         round.spawn(async move {
-            let result = v.challenge(&uuid, &p).await;
+            let result = prove_round(&v, &uuid, &p).await;
             (uuid, result)
         });
     }
@@ -141,7 +173,7 @@ pub async fn run(
                 if *stop.borrow() {
                     return; // stopping: no new challenge after the permit wait
                 }
-                let result = v.challenge(&uuid, &schedule.policy).await;
+                let result = prove_round(&v, &uuid, &schedule.policy).await;
                 settle(&v, &schedule, &state, &uuid, round, result);
             });
         }

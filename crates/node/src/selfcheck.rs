@@ -6,7 +6,9 @@
 use crate::provers::{ProverEngine, ProverError};
 use crate::validator::{random_bytes, Addressee, Planned};
 use pog_device::gpu::CommitTimings;
-use pog_proof::session::{Outcome, ValidatorSession};
+use pog_proof::memory::{MemoryChallenge, MemoryPlan, MemoryRate};
+use pog_proof::prover::Prover;
+use pog_proof::session::{Outcome, SpotChecked, ValidatorSession};
 use pog_proof::wire::{kind, ChallengeMessage, Commitment, Identity, Openings, WireOpening};
 use serde::Serialize;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -121,36 +123,17 @@ pub fn run(
         random_bytes(),
         samples,
     );
-    let mut to_agent = sealed_len(&validator, kind::CHALLENGE, &message)?;
+    let to_agent = sealed_len(&validator, kind::CHALLENGE, &message)?;
 
     let started = Instant::now();
     let proved = engine.prove(&challenge)?;
     let commit_ms = started.elapsed().as_secs_f64() * 1e3;
-    let proof = &proved.prover;
-    let commitment = Commitment {
-        challenge_id: message.id.clone(),
-        gpu_uuid: gpu_uuid.to_string(),
-        root: hex::encode(proof.root()),
-        leaf_count: proof.leaf_count(),
-        agent_ms: commit_ms,
-    };
-    let mut from_agent = sealed_len(&agent, kind::COMMITMENT, &commitment)?;
-    let request = session.on_commitment(&commitment, &agent.public_hex(), now_ms(), 0.0)?;
-    to_agent += sealed_len(&validator, kind::OPEN, &request)?;
-
-    let opening = Instant::now();
-    let opened = proof.open(&request.leaves)?;
-    let open_ms = opening.elapsed().as_secs_f64() * 1e3;
-    let openings = Openings {
-        challenge_id: message.id.clone(),
-        openings: opened.iter().map(WireOpening::from).collect(),
-    };
-    from_agent += sealed_len(&agent, kind::OPENINGS, &openings)?;
-
-    let verifying = Instant::now();
-    let outcome = session.on_openings(&openings, &agent.public_hex())?;
-    let verify_ms = verifying.elapsed().as_secs_f64() * 1e3;
-
+    let settled = settle(
+        &mut session,
+        proved.prover.as_ref(),
+        commit_ms,
+        (&agent, &validator),
+    )?;
     let device = proved.timings.map(|t: CommitTimings| DeviceTimes {
         fill_ms: t.fill_ms,
         gemm_ms: t.gemm_ms,
@@ -169,11 +152,187 @@ pub fn run(
         expected_ms: planned.expected_ms,
         commit_ms,
         device,
+        open_ms: settled.open_ms,
+        verify_ms: settled.verify_ms,
+        bytes_to_agent: to_agent + settled.to_agent,
+        bytes_from_agent: settled.from_agent,
+        outcome: settled.outcome,
+    })
+}
+
+/// What the exchange after a commitment showed: the verdict, the times to open and to
+/// verify, and the signed bytes each way (commitment on).
+struct Settled {
+    outcome: Outcome,
+    open_ms: f64,
+    verify_ms: f64,
+    to_agent: usize,
+    from_agent: usize,
+}
+
+/// The exchange after the commitment, as the network validator runs it: the commitment into
+/// the session (at the time it arrived), the open request, the openings, the verdict.
+fn settle<C: SpotChecked>(
+    session: &mut ValidatorSession<C>,
+    prover: &dyn Prover,
+    agent_ms: f64,
+    (agent, validator): (&Identity, &Identity),
+) -> Result<Settled, SelfCheckError> {
+    let commitment = Commitment {
+        challenge_id: session.id().to_string(),
+        gpu_uuid: session.challenge().gpu_uuid().to_string(),
+        root: hex::encode(prover.root()),
+        leaf_count: prover.leaf_count(),
+        agent_ms,
+    };
+    let mut from_agent = sealed_len(agent, kind::COMMITMENT, &commitment)?;
+    let request = session.on_commitment(&commitment, &agent.public_hex(), now_ms(), 0.0)?;
+    let to_agent = sealed_len(validator, kind::OPEN, &request)?;
+
+    let opening = Instant::now();
+    let opened = prover.open(&request.leaves)?;
+    let open_ms = opening.elapsed().as_secs_f64() * 1e3;
+    let openings = Openings {
+        challenge_id: session.id().to_string(),
+        openings: opened.iter().map(WireOpening::from).collect(),
+    };
+    from_agent += sealed_len(agent, kind::OPENINGS, &openings)?;
+
+    let verifying = Instant::now();
+    let outcome = session.on_openings(&openings, &agent.public_hex())?;
+    let verify_ms = verifying.elapsed().as_secs_f64() * 1e3;
+    Ok(Settled {
+        outcome,
         open_ms,
         verify_ms,
-        bytes_to_agent: to_agent,
-        bytes_from_agent: from_agent,
-        outcome,
+        to_agent,
+        from_agent,
+    })
+}
+
+/// What one memory self-challenge showed.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemorySelfCheck {
+    pub gpu_uuid: String,
+    /// The challenge as issued, and the walk nonce sent once the data set was built.
+    pub challenge: MemoryChallenge,
+    #[serde(with = "hex::serde")]
+    pub walk_nonce: [u8; 32],
+    /// Bytes of the data set, and of item reads in the walk.
+    pub dataset_bytes: u64,
+    pub read_bytes: u64,
+    /// Wall time to build the data set (untimed by the bound, under a deadline).
+    pub build_ms: f64,
+    /// The claimed model's expected time from walk nonce to commitment, the rate it assumes
+    /// and where that rate comes from, and the time measured.
+    pub expected_ms: f64,
+    pub rate: MemoryRate,
+    pub commit_ms: f64,
+    /// The device's times (build, walk, hashing, tree), when the engine reports them.
+    pub device: Option<MemoryDeviceTimes>,
+    pub open_ms: f64,
+    pub verify_ms: f64,
+    pub bytes_to_agent: usize,
+    pub bytes_from_agent: usize,
+    pub outcome: Outcome,
+}
+
+/// The GPU's time by phase of a memory proof (CUDA events).
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryDeviceTimes {
+    pub build_ms: f64,
+    pub walk_ms: f64,
+    pub hash_ms: f64,
+    pub tree_ms: f64,
+    /// Item bytes read per second in the walk kernel alone, GB/s.
+    pub walk_gbs: f64,
+}
+
+impl MemorySelfCheck {
+    /// Measured time against the bound: below 1 the commitment came in time.
+    pub fn time_ratio(&self) -> f64 {
+        self.commit_ms / self.expected_ms
+    }
+}
+
+/// Challenges the memory of GPU `gpu_uuid` at `gpu_bus_id` through `engine` as a validator
+/// would under `plan`: build (untimed), walk nonce, walk and commitment (timed), spot checks.
+pub fn run_memory(
+    engine: &dyn ProverEngine,
+    (gpu_uuid, gpu_bus_id): (&str, &str),
+    plan: &MemoryPlan,
+    samples: u32,
+) -> Result<MemorySelfCheck, SelfCheckError> {
+    if !(plan.expected_ms.is_finite() && plan.expected_ms > 0.0) {
+        return Err(SelfCheckError::Bound(plan.expected_ms));
+    }
+    let validator = Identity::from_seed(random_bytes());
+    let agent = Identity::from_seed(random_bytes());
+    let challenge = plan.challenge(
+        random_bytes(),
+        Addressee {
+            gpu_uuid,
+            gpu_bus_id,
+            agent_key: &agent.public_hex(),
+            validator_key: &validator.public_hex(),
+        },
+    );
+    let building = Instant::now();
+    let built = engine.build_memory(&challenge)?;
+    let build_ms = building.elapsed().as_secs_f64() * 1e3;
+    let device_build_ms = built.build_ms();
+
+    let walk_nonce: [u8; 32] = random_bytes();
+    let issued_at_ms = now_ms();
+    let walk = pog_proof::memory::Walk {
+        walk_key: challenge.walk_key(&walk_nonce),
+        challenge: challenge.clone(),
+    };
+    let mut session = ValidatorSession::timed(
+        hex::encode(random_bytes::<16>()),
+        walk,
+        (
+            issued_at_ms,
+            issued_at_ms.saturating_add(EXPIRY_MS.max((plan.expected_ms * 10.0) as u64)),
+        ),
+        agent.public_hex(),
+        plan.expected_ms,
+        random_bytes(),
+        samples,
+    );
+    let started = Instant::now();
+    let walked = built.walk(&walk_nonce)?;
+    let commit_ms = started.elapsed().as_secs_f64() * 1e3;
+    let settled = settle(
+        &mut session,
+        walked.prover.as_ref(),
+        commit_ms,
+        (&agent, &validator),
+    )?;
+    let read_bytes = challenge.reads() * pog_proof::memory::arx::ITEM_BYTES;
+    let device = walked.timings.map(|t| MemoryDeviceTimes {
+        build_ms: device_build_ms.unwrap_or(0.0),
+        walk_ms: t.walk_ms,
+        hash_ms: t.hash_ms,
+        tree_ms: t.tree_ms,
+        walk_gbs: read_bytes as f64 / (t.walk_ms.max(f64::MIN_POSITIVE) * 1e6),
+    });
+    Ok(MemorySelfCheck {
+        gpu_uuid: gpu_uuid.to_string(),
+        dataset_bytes: challenge.dataset_bytes(),
+        read_bytes,
+        challenge,
+        walk_nonce,
+        build_ms,
+        expected_ms: plan.expected_ms,
+        rate: plan.rate.clone(),
+        commit_ms,
+        device,
+        open_ms: settled.open_ms,
+        verify_ms: settled.verify_ms,
+        bytes_to_agent: settled.to_agent,
+        bytes_from_agent: settled.from_agent,
+        outcome: settled.outcome,
     })
 }
 

@@ -10,10 +10,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post as post_route};
 use axum::Router;
 use pog_proof::challenge::CHALLENGE_VERSION;
-use pog_proof::session::{Outcome, ValidatorSession};
+use pog_proof::memory::{MemoryChallenge, MemoryPlan, MemoryRate};
+use pog_proof::session::{Outcome, SpotChecked, ValidatorSession};
 use pog_proof::wire::{
     self, kind, ChallengeMessage, Commitment, Identity, OpenRequest, Openings, Register,
 };
+use pog_proof::wire::{MemoryChallengeMessage, MemoryReady, WalkMessage};
 use pog_proof::Challenge;
 use pog_spec::{GpuSpec, Precision, SpecDb};
 use serde::{Deserialize, Serialize};
@@ -51,6 +53,59 @@ pub struct Policy {
     pub samples: u32,
     /// How long the agent has to commit.
     pub expiry_ms: u64,
+    /// The proof of memory each round (after the GEMM challenge).
+    #[serde(default)]
+    pub memory: MemoryPolicy,
+}
+
+/// Whether a round also proves memory, and (under a test plan) its fixed shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryPolicy {
+    pub enabled: bool,
+    /// Walkers spot-checked.
+    pub samples: u32,
+    /// A test plan's data set, walk and bound; a per-model plan takes them from the claimed
+    /// model (`pog_proof::memory::plan`) and ignores these.
+    pub items: u64,
+    pub walkers: u64,
+    pub steps: u32,
+    pub expected_ms: f64,
+}
+
+impl Default for MemoryPolicy {
+    /// On, planned per model, with `pog_proof::memory::SAMPLES` spot checks.
+    fn default() -> Self {
+        MemoryPolicy {
+            enabled: true,
+            samples: pog_proof::memory::SAMPLES,
+            items: 0,
+            walkers: 0,
+            steps: 0,
+            expected_ms: 0.0,
+        }
+    }
+}
+
+impl MemoryPolicy {
+    /// No memory proof.
+    pub fn off() -> MemoryPolicy {
+        MemoryPolicy {
+            enabled: false,
+            ..MemoryPolicy::default()
+        }
+    }
+
+    /// A fixed small shape for test plans: 4096 items (512 KiB), 1024 walkers of 16 reads,
+    /// which one CPU core answers in milliseconds. It proves no model.
+    pub fn test_shape(expected_ms: f64) -> MemoryPolicy {
+        MemoryPolicy {
+            items: 4096,
+            walkers: 1024,
+            steps: 16,
+            expected_ms,
+            ..MemoryPolicy::default()
+        }
+    }
 }
 
 /// The least work a per-model challenge asks for, in seconds of the claimed model's time.
@@ -70,15 +125,7 @@ pub struct Planned {
     pub lead: f64,
 }
 
-/// Who a challenge is for and from: the GPU (UUID, PCI address), the agent's key and the
-/// validator's key, all bound into the challenge's seeds.
-#[derive(Debug, Clone, Copy)]
-pub struct Addressee<'a> {
-    pub gpu_uuid: &'a str,
-    pub gpu_bus_id: &'a str,
-    pub agent_key: &'a str,
-    pub validator_key: &'a str,
-}
+pub use pog_proof::challenge::Addressee;
 
 impl Planned {
     /// The challenge of this shape for `to`, from `nonce`.
@@ -111,6 +158,7 @@ impl Policy {
             expected_ms: 0.0,
             samples: 1024,
             expiry_ms: 60_000,
+            memory: MemoryPolicy::default(),
         }
     }
 
@@ -189,6 +237,39 @@ pub struct Record {
     pub spot_check_secret: String,
     /// Bytes of the messages sent to the agent (challenge, open request) and received from it
     /// (commitment, openings).
+    pub bytes_to_agent: usize,
+    pub bytes_from_agent: usize,
+    pub recorded_at_ms: u64,
+}
+
+/// What the validator signs and stores for each memory challenge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryRecord {
+    pub version: u32,
+    pub challenge_id: String,
+    pub gpu_uuid: String,
+    pub agent: String,
+    pub model: String,
+    pub simulated: bool,
+    pub policy: Policy,
+    /// Whether an accepted record speaks for the claimed model's memory: a per-model plan on
+    /// a real GPU (the data set fills 90 % of the claimed capacity, the bound is the model's
+    /// walk rate).
+    pub proves_memory: bool,
+    /// The challenge (the data set's shape and binding) and the walk nonce sent once built.
+    pub memory_challenge: MemoryChallenge,
+    pub walk_nonce: String,
+    /// The validator's clock from sending the challenge to the agent's "ready" (untimed by
+    /// the bound, under the expiry).
+    pub build_ms: Option<f64>,
+    /// Where the bound's rate came from (measurement or datasheet).
+    pub rate: Option<MemoryRate>,
+    /// The claimed model's time from walk nonce to commitment, ms.
+    pub expected_ms: f64,
+    pub accepted: bool,
+    pub outcome: Option<Outcome>,
+    pub failure: Option<Failure>,
+    pub spot_check_secret: String,
     pub bytes_to_agent: usize,
     pub bytes_from_agent: usize,
     pub recorded_at_ms: u64,
@@ -354,8 +435,24 @@ impl Policy {
                 "leaf elements, samples and the expiry must all be at least 1".into(),
             ));
         }
+        if self.memory.enabled && self.memory.samples == 0 {
+            return Err(ValidatorError::Policy(
+                "the memory proof needs at least 1 spot check".into(),
+            ));
+        }
         if self.plan == PlanKind::PerModel {
             return Ok(()); // the shape and bound come from the model
+        }
+        let m = &self.memory;
+        if m.enabled
+            && (m.items == 0
+                || m.walkers == 0
+                || m.steps == 0
+                || !(m.expected_ms.is_finite() && m.expected_ms > 0.0))
+        {
+            return Err(ValidatorError::Policy(
+                "a test plan's memory proof needs items, walkers, steps and a positive expected time".into(),
+            ));
         }
         if self.size == 0 || self.batch == 0 {
             return Err(ValidatorError::Policy(
@@ -457,6 +554,57 @@ pub struct Validator {
     round_trips: Mutex<HashMap<String, f64>>,
 }
 
+/// The memory plan for a GPU claimed to be `spec` under `policy`: per model, or the test
+/// plan's fixed shape.
+fn memory_plan_for(policy: &Policy, spec: &GpuSpec) -> Result<MemoryPlan, ValidatorError> {
+    let m = &policy.memory;
+    if !m.enabled {
+        return Err(ValidatorError::Policy(
+            "the policy does not prove memory".into(),
+        ));
+    }
+    let mut plan = pog_proof::memory::plan(spec, pog_proof::memory::WALK_SECONDS, None)
+        .ok_or_else(|| ValidatorError::UnknownModel(spec.model.clone()))?;
+    if policy.plan == PlanKind::Test {
+        let per_leaf = u64::from(plan.walkers_per_leaf);
+        plan.items = m.items;
+        plan.walkers = m.walkers.div_ceil(per_leaf) * per_leaf;
+        plan.steps = m.steps;
+        plan.expected_ms = m.expected_ms;
+    }
+    Ok(plan)
+}
+
+/// Checks an agent's "ready" against the challenge it answers.
+fn check_ready(
+    ready: &MemoryReady,
+    signer: &str,
+    id: &str,
+    uuid: &str,
+    agent: &str,
+) -> Result<(), pog_proof::session::ProtocolError> {
+    use pog_proof::session::ProtocolError as P;
+    if ready.challenge_id != id {
+        return Err(P::WrongChallenge {
+            expected: id.into(),
+            got: ready.challenge_id.clone(),
+        });
+    }
+    if signer != agent {
+        return Err(P::WrongSigner {
+            expected: agent.into(),
+            got: signer.into(),
+        });
+    }
+    if ready.gpu_uuid != uuid {
+        return Err(P::WrongGpu {
+            expected: uuid.into(),
+            got: ready.gpu_uuid.clone(),
+        });
+    }
+    Ok(())
+}
+
 /// The largest commitment an agent may send (one is under a kilobyte).
 const MAX_COMMITMENT_BYTES: usize = 64 << 10;
 
@@ -493,6 +641,9 @@ pub struct RegistrationRecord {
 
 /// The envelope kind of a signed [`Record`].
 pub const RECORD_KIND: &str = "record";
+
+/// The envelope kind of a signed memory-proof record.
+pub const MEMORY_RECORD_KIND: &str = "memory-record";
 
 /// The envelope kind of a signed [`RegistrationRecord`].
 pub const REGISTRATION_KIND: &str = "registration";
@@ -647,7 +798,7 @@ impl Validator {
             expires_at_ms: issued_at_ms + policy.expiry_ms,
         };
         let secret: [u8; 32] = random_bytes();
-        let mut session = ValidatorSession::new(
+        let session = ValidatorSession::new(
             message.clone(),
             gpu.agent.clone(),
             expected_ms,
@@ -669,29 +820,14 @@ impl Validator {
             .await?;
             let arrived_ms = issued_at_ms + sent.elapsed().as_millis() as u64;
             bytes = (bytes.0 + n, bytes.1 + answer.len());
-            let (commitment, signer): (Commitment, String) =
-                wire::decode(&answer, kind::COMMITMENT)?;
-            let request: OpenRequest =
-                session.on_commitment(&commitment, &signer, arrived_ms, round_trip_ms)?;
-            let open_envelope = self.identity.seal(kind::OPEN, &request)?;
-            let (n, answer) = post_counted(
-                &self.client,
-                &format!("{}/v1/open", gpu.endpoint),
-                &open_envelope,
+            self.open_and_verify(
+                session,
+                (&answer, arrived_ms, round_trip_ms),
+                &gpu.endpoint,
                 remaining(),
-                wire::MAX_MESSAGE_BYTES,
+                &mut bytes,
             )
-            .await?;
-            bytes = (bytes.0 + n, bytes.1 + answer.len());
-            // Decoding and recomputing the spot checks takes tens of ms of CPU: off the
-            // runtime's workers, so other challenges' timings are not delayed by it.
-            let verified = tokio::task::spawn_blocking(move || {
-                let (openings, signer): (Openings, String) = wire::decode(&answer, kind::OPENINGS)?;
-                Ok::<_, ExchangeError>(session.on_openings(&openings, &signer)?)
-            })
             .await
-            .map_err(|_| ExchangeError::Verifier)??;
-            Ok(verified)
         };
         let result: Result<Outcome, ExchangeError> =
             match tokio::time::timeout(remaining(), exchange).await {
@@ -730,6 +866,180 @@ impl Validator {
                 .insert(uuid.to_string(), rtt);
         }
         Ok(record)
+    }
+
+    /// Challenges one registered GPU's memory and records the result: the data set built under
+    /// the policy's expiry, then the walk timed against the claimed model's bound.
+    pub async fn challenge_memory(
+        &self,
+        uuid: &str,
+        policy: &Policy,
+    ) -> Result<MemoryRecord, ValidatorError> {
+        policy.validate()?;
+        let gpu = self
+            .registry()
+            .gpu(uuid)?
+            .ok_or_else(|| ValidatorError::UnknownGpu(uuid.into()))?;
+        let spec = SpecDb::embedded()
+            .by_model(&gpu.model)
+            .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
+        let plan = memory_plan_for(policy, spec)?;
+        let validator_key = self.identity.public_hex();
+        let challenge = plan.challenge(
+            random_bytes(),
+            Addressee {
+                gpu_uuid: uuid,
+                gpu_bus_id: &gpu.bus_id,
+                agent_key: &gpu.agent,
+                validator_key: &validator_key,
+            },
+        );
+        let id = hex::encode(random_bytes::<16>());
+        let walk_nonce: [u8; 32] = random_bytes();
+        let secret: [u8; 32] = random_bytes();
+        let deadline_ms = policy.expiry_ms.saturating_mul(2);
+        let started = Instant::now();
+        let remaining = || Duration::from_millis(deadline_ms).saturating_sub(started.elapsed());
+        let round_trip_ms = self
+            .round_trips
+            .lock()
+            .expect("lock")
+            .get(uuid)
+            .copied()
+            .unwrap_or(0.0);
+        let mut bytes = (0usize, 0usize);
+        let mut build_ms = None;
+        let exchange = async {
+            let issued_at_ms = now_ms();
+            let message = MemoryChallengeMessage {
+                id: id.clone(),
+                challenge: challenge.clone(),
+                issued_at_ms,
+                expires_at_ms: issued_at_ms + policy.expiry_ms,
+            };
+            let envelope = self.identity.seal(kind::MEMORY_CHALLENGE, &message)?;
+            let sent = Instant::now();
+            let (n, answer) = post_counted(
+                &self.client,
+                &format!("{}/v1/memory/build", gpu.endpoint),
+                &envelope,
+                remaining().min(Duration::from_millis(policy.expiry_ms)),
+                MAX_COMMITMENT_BYTES,
+            )
+            .await?;
+            build_ms = Some(sent.elapsed().as_secs_f64() * 1e3);
+            bytes = (bytes.0 + n, bytes.1 + answer.len());
+            let (ready, signer): (MemoryReady, String) = wire::decode(&answer, kind::MEMORY_READY)?;
+            check_ready(&ready, &signer, &id, uuid, &gpu.agent)?;
+
+            let commit_wait = Duration::from_millis(
+                policy
+                    .expiry_ms
+                    .min((2.0 * plan.expected_ms) as u64 + COMMIT_SLACK_MS),
+            );
+            let walk_issued_ms = now_ms();
+            let walk = WalkMessage {
+                challenge_id: id.clone(),
+                walk_nonce,
+                issued_at_ms: walk_issued_ms,
+                expires_at_ms: walk_issued_ms + commit_wait.as_millis() as u64,
+            };
+            let session = ValidatorSession::timed(
+                id.clone(),
+                pog_proof::memory::Walk {
+                    walk_key: challenge.walk_key(&walk_nonce),
+                    challenge: challenge.clone(),
+                },
+                (walk.issued_at_ms, walk.expires_at_ms),
+                gpu.agent.clone(),
+                plan.expected_ms,
+                secret,
+                policy.memory.samples,
+            );
+            let envelope = self.identity.seal(kind::MEMORY_WALK, &walk)?;
+            let sent = Instant::now();
+            let (n, answer) = post_counted(
+                &self.client,
+                &format!("{}/v1/memory/walk", gpu.endpoint),
+                &envelope,
+                remaining().min(commit_wait),
+                MAX_COMMITMENT_BYTES,
+            )
+            .await?;
+            let arrived_ms = walk_issued_ms + sent.elapsed().as_millis() as u64;
+            bytes = (bytes.0 + n, bytes.1 + answer.len());
+            self.open_and_verify(
+                session,
+                (&answer, arrived_ms, round_trip_ms),
+                &gpu.endpoint,
+                remaining(),
+                &mut bytes,
+            )
+            .await
+        };
+        let result: Result<Outcome, ExchangeError> =
+            match tokio::time::timeout(remaining(), exchange).await {
+                Ok(result) => result,
+                Err(_) => Err(ExchangeError::Deadline(deadline_ms)),
+            };
+        let record = MemoryRecord {
+            version: RECORD_VERSION,
+            challenge_id: id.clone(),
+            gpu_uuid: uuid.into(),
+            agent: gpu.agent.clone(),
+            model: gpu.model.clone(),
+            simulated: gpu.simulated,
+            policy: policy.clone(),
+            proves_memory: policy.proves_model() && !gpu.simulated,
+            memory_challenge: challenge,
+            walk_nonce: hex::encode(walk_nonce),
+            build_ms,
+            rate: (policy.plan == PlanKind::PerModel).then(|| plan.rate.clone()),
+            expected_ms: plan.expected_ms,
+            accepted: result.as_ref().is_ok_and(|o| o.accepted),
+            failure: result.as_ref().err().map(ExchangeError::failure),
+            outcome: result.ok(),
+            spot_check_secret: hex::encode(secret),
+            bytes_to_agent: bytes.0,
+            bytes_from_agent: bytes.1,
+            recorded_at_ms: now_ms(),
+        };
+        self.store(MEMORY_RECORD_KIND, &id, uuid, record.accepted, &record)?;
+        Ok(record)
+    }
+
+    /// The rest of an exchange once the commitment has arrived (its bytes, the validator's
+    /// clock when it did, the round trip to credit): the session takes it, the agent opens
+    /// the leaves drawn, the openings are verified. Adds the messages' sizes to `bytes`.
+    async fn open_and_verify<C: SpotChecked + Send + 'static>(
+        &self,
+        mut session: ValidatorSession<C>,
+        (answer, arrived_ms, round_trip_ms): (&[u8], u64, f64),
+        endpoint: &str,
+        remaining: Duration,
+        bytes: &mut (usize, usize),
+    ) -> Result<Outcome, ExchangeError> {
+        let (commitment, signer): (Commitment, String) = wire::decode(answer, kind::COMMITMENT)?;
+        let request: OpenRequest =
+            session.on_commitment(&commitment, &signer, arrived_ms, round_trip_ms)?;
+        let open_envelope = self.identity.seal(kind::OPEN, &request)?;
+        let (n, answer) = post_counted(
+            &self.client,
+            &format!("{endpoint}/v1/open"),
+            &open_envelope,
+            remaining,
+            wire::MAX_MESSAGE_BYTES,
+        )
+        .await?;
+        *bytes = (bytes.0 + n, bytes.1 + answer.len());
+        // Decoding and recomputing the spot checks takes tens of ms of CPU: off the runtime's
+        // workers, so other challenges' timings are not delayed by it.
+        tokio::task::spawn_blocking(move || {
+            let (openings, signer): (Openings, String) = wire::decode(&answer, kind::OPENINGS)?;
+            Ok::<_, ExchangeError>(session.on_openings(&openings, &signer)?)
+        })
+        .await
+        .map_err(|_| ExchangeError::Verifier)?
     }
 
     /// The fastest of three pings to the agent, in milliseconds (0 when it does not answer:

@@ -185,6 +185,32 @@ pub struct ProveArgs {
     /// needed).
     #[arg(long, value_enum, default_value = "auto")]
     pub prover: ProverKind,
+    /// Which proofs to run: the GEMM challenge, the memory challenge, or both (a validator's
+    /// round runs both).
+    #[arg(long, value_enum, default_value = "all")]
+    pub proof: ProofKind,
+    /// Memory challenge: items of 128 bytes in the data set [default: 90 % of the claimed
+    /// model's memory].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=(1u64 << 34)))]
+    pub items: Option<u64>,
+    /// Memory challenge: walkers, a multiple of 64 [default: 0.5 s of the claimed model's
+    /// walk].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(64..=(1u64 << 36)))]
+    pub walkers: Option<u64>,
+    /// Memory challenge: reads per walker [default: 64].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub steps: Option<u32>,
+}
+
+/// Which proofs `pog prove` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProofKind {
+    /// The GEMM challenge only (compute).
+    Gemm,
+    /// The memory challenge only (capacity and bandwidth).
+    Memory,
+    /// Both, one after the other.
+    All,
 }
 
 /// Which prover `pog agent` computes challenges with.
@@ -248,8 +274,12 @@ pub struct ValidatorArgs {
     /// How long an agent has to commit, ms (as long again to open).
     #[arg(long, default_value = "60000", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub expiry_ms: u64,
+    /// Skip the proof of memory in each round (it follows the GEMM challenge by default: the
+    /// only proof that tells an H200 from an H100).
+    #[arg(long)]
+    pub no_memory_proof: bool,
     /// TEST MODE: challenge with a fixed --size, --batch and --expected-ms instead of the
-    /// claimed model's plan. A CPU answers a small one in time, so such records prove no
+    /// claimed model's plan (and a fixed small memory proof: 4096 items, 1024 walkers). A CPU answers a small one in time, so such records prove no
     /// model; each says so (`proves_model: false`). For tests and demos only.
     #[arg(long)]
     pub test_plan: bool,

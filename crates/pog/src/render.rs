@@ -658,9 +658,48 @@ pub fn topology(inv: &Inventory) {
 
 /// `pog prove`: one row per GPU with the time against its bound and the spot checks.
 pub fn proofs(proofs: &[pog_node::hostproof::GpuProof]) {
+    if proofs
+        .iter()
+        .any(|p| p.check.is_some() || p.error.is_some())
+    {
+        gemm_proofs(proofs);
+    }
+    if proofs
+        .iter()
+        .any(|p| p.memory.is_some() || p.memory_error.is_some())
+    {
+        memory_proofs(proofs);
+    }
+}
+
+/// A proof's verdict cell: pass, too slow, or how many spot checks failed.
+fn proof_verdict(outcome: &pog_proof::session::Outcome) -> String {
+    if outcome.accepted {
+        "pass".to_string()
+    } else if !outcome.time.accepted {
+        "FAIL: too slow".to_string()
+    } else {
+        format!(
+            "FAIL: {} of {} checks",
+            outcome.rejected.len(),
+            outcome.checked
+        )
+    }
+}
+
+/// Signed bytes each way.
+fn bytes_cell(to_agent: usize, from_agent: usize) -> String {
+    format!(
+        "{:.1} KiB / {:.1} MiB",
+        to_agent as f64 / 1024.0,
+        from_agent as f64 / (1 << 20) as f64
+    )
+}
+
+fn gemm_proofs(proofs: &[pog_node::hostproof::GpuProof]) {
     let mut t = table(&[
         "GPU",
-        "challenge",
+        "GEMM challenge",
         "commit / bound",
         "GEMM",
         "overhead",
@@ -672,27 +711,15 @@ pub fn proofs(proofs: &[pog_node::hostproof::GpuProof]) {
     for p in proofs {
         let gpu = format!("{} ({})", p.ordinal, p.model);
         let Some(c) = &p.check else {
-            t.add_row(vec![
-                gpu,
-                "–".into(),
-                "–".into(),
-                "–".into(),
-                "–".into(),
-                "–".into(),
-                "–".into(),
-                "–".into(),
-                format!("ERROR: {}", p.error.as_deref().unwrap_or("")),
-            ]);
+            if let Some(error) = &p.error {
+                let mut row = vec![gpu];
+                row.extend(std::iter::repeat_n("–".to_string(), 7));
+                row.push(format!("ERROR: {error}"));
+                t.add_row(row);
+            }
             continue;
         };
-        let rejected = c.outcome.rejected.len();
-        let mut verdict = if p.passed() {
-            "pass".to_string()
-        } else if !c.outcome.time.accepted {
-            "FAIL: too slow".to_string()
-        } else {
-            format!("FAIL: {rejected} of {} checks", c.outcome.checked)
-        };
+        let mut verdict = proof_verdict(&c.outcome);
         if let Some(same) = p.cpu_root_matches {
             verdict += if same {
                 "; CPU root equal"
@@ -726,12 +753,59 @@ pub fn proofs(proofs: &[pog_node::hostproof::GpuProof]) {
             }),
             format!("{:.0} ms", c.open_ms),
             format!("{:.1} ms", c.verify_ms),
-            format!(
-                "{:.1} KiB / {:.1} MiB",
-                c.bytes_to_agent as f64 / 1024.0,
-                c.bytes_from_agent as f64 / (1 << 20) as f64
-            ),
+            bytes_cell(c.bytes_to_agent, c.bytes_from_agent),
             verdict,
+        ]);
+    }
+    println!("{t}");
+}
+
+fn memory_proofs(proofs: &[pog_node::hostproof::GpuProof]) {
+    let mut t = table(&[
+        "GPU",
+        "memory challenge",
+        "build",
+        "walk + commit / bound",
+        "walk rate",
+        "open",
+        "verify",
+        "bytes to / from",
+        "verdict",
+    ]);
+    for p in proofs {
+        let gpu = format!("{} ({})", p.ordinal, p.model);
+        let Some(m) = &p.memory else {
+            if let Some(error) = &p.memory_error {
+                let mut row = vec![gpu];
+                row.extend(std::iter::repeat_n("–".to_string(), 7));
+                row.push(format!("ERROR: {error}"));
+                t.add_row(row);
+            }
+            continue;
+        };
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        t.add_row(vec![
+            gpu,
+            format!(
+                "{:.1} GiB held, {:.0} GiB read, {} checks",
+                gib(m.dataset_bytes),
+                gib(m.read_bytes),
+                m.outcome.checked
+            ),
+            format!("{:.0} ms", m.build_ms),
+            format!(
+                "{:.0} / {:.0} ms ({:.0} %)",
+                m.commit_ms,
+                m.expected_ms,
+                100.0 * m.time_ratio()
+            ),
+            m.device.as_ref().map_or("– (CPU prover)".into(), |d| {
+                format!("{:.0} GB/s (walk {:.0} ms)", d.walk_gbs, d.walk_ms)
+            }),
+            format!("{:.0} ms", m.open_ms),
+            format!("{:.1} ms", m.verify_ms),
+            bytes_cell(m.bytes_to_agent, m.bytes_from_agent),
+            proof_verdict(&m.outcome),
         ]);
     }
     println!("{t}");

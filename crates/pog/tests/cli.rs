@@ -255,6 +255,12 @@ fn prove_runs_the_validators_challenge_and_checks_its_flags() {
         "--expected-ms",
         "60000",
         "--against-cpu",
+        "--items",
+        "4096",
+        "--walkers",
+        "1024",
+        "--steps",
+        "16",
     ]));
     assert_eq!(code, 0, "{json:#}");
     assert_eq!(json["verdict"], "pass");
@@ -267,7 +273,20 @@ fn prove_runs_the_validators_challenge_and_checks_its_flags() {
         assert!(p["check"]["challenge"]["gpu_bus_id"].is_string());
         // Binary values are hex.
         assert_eq!(p["check"]["challenge"]["nonce"].as_str().unwrap().len(), 64);
+        // The memory challenge ran too, at the small shape asked for.
+        assert_eq!(p["memory"]["outcome"]["accepted"], true, "{p:#}");
+        assert_eq!(p["memory"]["dataset_bytes"], 4096 * 128);
+        assert_eq!(p["memory"]["walk_nonce"].as_str().unwrap().len(), 64);
+        assert!(p["memory_error"].is_null());
     }
+    // Either proof alone.
+    let (json, code) = json_of(pog().args([
+        "--json", "prove", "--simulate", "H200 SXM", "--prover", "cpu", "--proof", "memory",
+        "--items", "2048", "--walkers", "512", "--expected-ms", "60000",
+    ]));
+    assert_eq!(code, 0, "{json:#}");
+    assert!(json["proofs"][0]["check"].is_null());
+    assert_eq!(json["proofs"][0]["memory"]["outcome"]["accepted"], true);
     // The per-model challenge is beyond the CPU prover: a clear per-GPU error, exit 1.
     pog()
         .args(["prove", "--simulate", "H200 SXM"])

@@ -38,6 +38,16 @@ pub struct Challenge {
     pub leaf_elements: u32,
 }
 
+/// Who a challenge (of either kind) is for and from: the GPU (UUID, PCI address), the agent's
+/// key and the validator's key, all bound into what the challenge derives.
+#[derive(Debug, Clone, Copy)]
+pub struct Addressee<'a> {
+    pub gpu_uuid: &'a str,
+    pub gpu_bus_id: &'a str,
+    pub agent_key: &'a str,
+    pub validator_key: &'a str,
+}
+
 /// The largest product side a challenge may ask for (a 65536² FP32 output is 16 GiB).
 pub const MAX_SIZE: u64 = 65_536;
 /// The most products one challenge may ask for.
@@ -80,16 +90,16 @@ impl Challenge {
         let seed = |which: &[u8]| {
             let mut h = Sha256::new();
             h.update(b"pog-proof v3");
-            h.update(self.nonce);
-            for bound in [
-                &self.gpu_uuid,
-                &self.gpu_bus_id,
-                &self.agent_key,
-                &self.validator_key,
-            ] {
-                h.update((bound.len() as u64).to_le_bytes());
-                h.update(bound.as_bytes());
-            }
+            crate::memory::bind(
+                &mut h,
+                &self.nonce,
+                [
+                    &self.gpu_uuid,
+                    &self.gpu_bus_id,
+                    &self.agent_key,
+                    &self.validator_key,
+                ],
+            );
             h.update(index.to_le_bytes());
             h.update(which);
             let digest = h.finalize();

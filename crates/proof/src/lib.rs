@@ -11,11 +11,15 @@
 //!    element in f64 and accepts only within the precision's error bound ([`verify`]).
 //! 4. The validator also checks its own measured time to commit ([`timing`]).
 //!
+//! The proof of memory ([`memory`]) is a second challenge kind through the same session: it
+//! proves capacity and bandwidth, which separate models the GEMM cannot (an H200 from an H100).
+//!
 //! [`prover::CpuProver`] is an honest (and, for tests, a dishonest) prover on the CPU at small
 //! sizes; the GPU prover lives with the device layer.
 
 pub mod challenge;
 pub mod layout;
+pub mod memory;
 pub mod params;
 pub mod prover;
 pub mod session;

@@ -124,24 +124,33 @@ impl Prover for CpuProver {
     }
 
     fn open(&self, leaves: &[u64]) -> Result<Vec<Opening>, OpenError> {
-        leaves
-            .iter()
-            .map(|&leaf| {
-                let bytes = usize::try_from(leaf).ok().and_then(|i| self.leaves.get(i));
-                match (bytes, self.tree.inclusion_proof(leaf)) {
-                    (Some(bytes), Some(proof)) => Ok(Opening {
-                        leaf,
-                        bytes: bytes.clone(),
-                        proof,
-                    }),
-                    _ => Err(OpenError::OutOfRange {
-                        leaf,
-                        leaf_count: self.leaf_count(),
-                    }),
-                }
-            })
-            .collect()
+        open_from(&self.tree, &self.leaves, leaves)
     }
+}
+
+/// Opens `wanted` leaves of a tree whose leaf bytes are all kept: the CPU provers' `open`.
+pub(crate) fn open_from(
+    tree: &Tree,
+    bytes: &[Vec<u8>],
+    wanted: &[u64],
+) -> Result<Vec<Opening>, OpenError> {
+    wanted
+        .iter()
+        .map(|&leaf| {
+            let leaf_bytes = usize::try_from(leaf).ok().and_then(|i| bytes.get(i));
+            match (leaf_bytes, tree.inclusion_proof(leaf)) {
+                (Some(leaf_bytes), Some(proof)) => Ok(Opening {
+                    leaf,
+                    bytes: leaf_bytes.clone(),
+                    proof,
+                }),
+                _ => Err(OpenError::OutOfRange {
+                    leaf,
+                    leaf_count: tree.size(),
+                }),
+            }
+        })
+        .collect()
 }
 
 /// `x` rounded to nearest with `bits` mantissa bits (an FP8 E4M3 value for 3, as long as `x`

@@ -57,9 +57,52 @@ pub struct Outcome {
     pub accepted: bool,
 }
 
+/// What a session needs from a kind of challenge: whom it is for, how many leaves its
+/// commitment has, and how to draw and check spot checks after the commitment. The GEMM
+/// [`Challenge`] and the memory proof's [`crate::memory::Walk`] implement it, so both run
+/// through the same state machine.
+pub trait SpotChecked {
+    /// The GPU that must answer.
+    fn gpu_uuid(&self) -> &str;
+    /// Leaves the commitment must cover.
+    fn leaf_count(&self) -> u64;
+    /// `count` positions to check, from the validator's secret and the committed root.
+    fn draw(&self, root: &Hash, secret: &[u8; 32], count: u32) -> Vec<Position>;
+    /// The leaf holding a drawn position.
+    fn leaf_of(&self, position: Position) -> u64;
+    /// Checks one opening for one drawn position.
+    fn check(&self, root: &Hash, position: Position, opening: &Opening) -> Result<(), Rejection>;
+}
+
+impl SpotChecked for Challenge {
+    fn gpu_uuid(&self) -> &str {
+        &self.gpu_uuid
+    }
+
+    fn leaf_count(&self) -> u64 {
+        Challenge::leaf_count(self)
+    }
+
+    fn draw(&self, root: &Hash, secret: &[u8; 32], count: u32) -> Vec<Position> {
+        draw_samples(self, root, secret, count)
+    }
+
+    fn leaf_of(&self, position: Position) -> u64 {
+        Challenge::leaf_of(self, position).0
+    }
+
+    fn check(&self, root: &Hash, position: Position, opening: &Opening) -> Result<(), Rejection> {
+        check_opening(self, root, position, opening)
+    }
+}
+
 /// The validator's view of one challenge.
-pub struct ValidatorSession {
-    message: ChallengeMessage,
+pub struct ValidatorSession<C: SpotChecked = Challenge> {
+    id: String,
+    challenge: C,
+    /// The validator's clock when the timed work was asked for, and its deadline.
+    issued_at_ms: u64,
+    expires_at_ms: u64,
     agent: String,
     expected_ms: f64,
     secret: [u8; 32],
@@ -67,9 +110,9 @@ pub struct ValidatorSession {
     state: State,
 }
 
-impl ValidatorSession {
-    /// A session for `message`, answerable only by the agent with public key `agent`.
-    /// `secret` seeds the spot checks; `expected_ms` is the claimed model's time.
+impl ValidatorSession<Challenge> {
+    /// A session for the GEMM challenge `message`, answerable only by the agent with public key
+    /// `agent`. `secret` seeds the spot checks; `expected_ms` is the claimed model's time.
     pub fn new(
         message: ChallengeMessage,
         agent: String,
@@ -77,8 +120,35 @@ impl ValidatorSession {
         secret: [u8; 32],
         samples: u32,
     ) -> ValidatorSession {
+        ValidatorSession::timed(
+            message.id,
+            message.challenge,
+            (message.issued_at_ms, message.expires_at_ms),
+            agent,
+            expected_ms,
+            secret,
+            samples,
+        )
+    }
+}
+
+impl<C: SpotChecked> ValidatorSession<C> {
+    /// A session for challenge `id` whose timed work was asked for at `window.0` (validator
+    /// clock, ms) and must be committed by `window.1`.
+    pub fn timed(
+        id: String,
+        challenge: C,
+        window: (u64, u64),
+        agent: String,
+        expected_ms: f64,
+        secret: [u8; 32],
+        samples: u32,
+    ) -> ValidatorSession<C> {
         ValidatorSession {
-            message,
+            id,
+            challenge,
+            issued_at_ms: window.0,
+            expires_at_ms: window.1,
             agent,
             expected_ms,
             secret,
@@ -88,17 +158,17 @@ impl ValidatorSession {
     }
 
     pub fn id(&self) -> &str {
-        &self.message.id
+        &self.id
     }
 
-    pub fn challenge(&self) -> &Challenge {
-        &self.message.challenge
+    pub fn challenge(&self) -> &C {
+        &self.challenge
     }
 
     fn check_sender(&self, id: &str, signer: &str) -> Result<(), ProtocolError> {
-        if id != self.message.id {
+        if id != self.id {
             return Err(ProtocolError::WrongChallenge {
-                expected: self.message.id.clone(),
+                expected: self.id.clone(),
                 got: id.to_string(),
             });
         }
@@ -124,16 +194,16 @@ impl ValidatorSession {
         if self.state != State::Issued {
             return Err(ProtocolError::OutOfOrder("commitment"));
         }
-        if now_ms > self.message.expires_at_ms {
+        if now_ms > self.expires_at_ms {
             return Err(ProtocolError::Expired {
-                expires_at_ms: self.message.expires_at_ms,
+                expires_at_ms: self.expires_at_ms,
                 now_ms,
             });
         }
-        let challenge = &self.message.challenge;
-        if c.gpu_uuid != challenge.gpu_uuid {
+        let challenge = &self.challenge;
+        if c.gpu_uuid != challenge.gpu_uuid() {
             return Err(ProtocolError::WrongGpu {
-                expected: challenge.gpu_uuid.clone(),
+                expected: challenge.gpu_uuid().to_string(),
                 got: c.gpu_uuid.clone(),
             });
         }
@@ -145,10 +215,10 @@ impl ValidatorSession {
         }
         let mut root: Hash = [0; 32];
         hex::decode_to_slice(&c.root, &mut root).map_err(ProtocolError::Root)?;
-        let measured = now_ms.saturating_sub(self.message.issued_at_ms) as f64;
+        let measured = now_ms.saturating_sub(self.issued_at_ms) as f64;
         let time = timing::check(measured, round_trip_ms, self.expected_ms);
-        let positions = draw_samples(challenge, &root, &self.secret, self.samples);
-        let mut leaves: Vec<u64> = positions.iter().map(|p| challenge.leaf_of(*p).0).collect();
+        let positions = challenge.draw(&root, &self.secret, self.samples);
+        let mut leaves: Vec<u64> = positions.iter().map(|p| challenge.leaf_of(*p)).collect();
         leaves.sort_unstable();
         leaves.dedup();
         self.state = State::Committed {
@@ -157,7 +227,7 @@ impl ValidatorSession {
             positions,
         };
         Ok(OpenRequest {
-            challenge_id: self.message.id.clone(),
+            challenge_id: self.id.clone(),
             leaves,
         })
     }
@@ -173,7 +243,7 @@ impl ValidatorSession {
         else {
             return Err(ProtocolError::OutOfOrder("openings"));
         };
-        let challenge = &self.message.challenge;
+        let challenge = &self.challenge;
         let mut opened: std::collections::HashMap<u64, Opening> = std::collections::HashMap::new();
         for w in &o.openings {
             let opening = Opening::try_from(w).map_err(ProtocolError::Opening)?;
@@ -182,16 +252,16 @@ impl ValidatorSession {
         let rejected: Vec<Rejection> = positions
             .iter()
             .filter_map(|p| {
-                let leaf = challenge.leaf_of(*p).0;
+                let leaf = challenge.leaf_of(*p);
                 match opened.get(&leaf) {
-                    Some(opening) => check_opening(challenge, root, *p, opening).err(),
+                    Some(opening) => challenge.check(root, *p, opening).err(),
                     None => Some(Rejection::NotInTree { leaf }),
                 }
             })
             .collect();
         let outcome = Outcome {
-            challenge_id: self.message.id.clone(),
-            gpu_uuid: challenge.gpu_uuid.clone(),
+            challenge_id: self.id.clone(),
+            gpu_uuid: challenge.gpu_uuid().to_string(),
             root: hex::encode(root),
             checked: positions.len(),
             accepted: rejected.is_empty() && time.accepted,

@@ -57,6 +57,13 @@ pub enum Rejection {
         reference: f64,
         tolerance: f64,
     },
+    /// A memory-proof walker's output differs from the validator's recomputation (hex).
+    #[error("walker {walker} output {got}, the recomputation gives {expected}")]
+    WrongOutput {
+        walker: u64,
+        got: String,
+        expected: String,
+    },
 }
 
 /// Checks one opening for one drawn position.

@@ -222,6 +222,9 @@ pub mod kind {
     pub const COMMITMENT: &str = "commitment";
     pub const OPEN: &str = "open";
     pub const OPENINGS: &str = "openings";
+    pub const MEMORY_CHALLENGE: &str = "memory-challenge";
+    pub const MEMORY_READY: &str = "memory-ready";
+    pub const MEMORY_WALK: &str = "memory-walk";
 }
 
 /// One GPU an agent claims.
@@ -256,6 +259,42 @@ pub struct ChallengeMessage {
     pub challenge: Challenge,
     /// The validator's clock: the agent must not answer after `expires_at_ms`.
     pub issued_at_ms: u64,
+    pub expires_at_ms: u64,
+}
+
+/// Validator → agent: build this memory challenge's data set (the untimed phase), and say
+/// when it is ready.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryChallengeMessage {
+    /// Unique per challenge, hex.
+    pub id: String,
+    pub challenge: crate::memory::MemoryChallenge,
+    pub issued_at_ms: u64,
+    /// The validator's clock: the data set must be ready by then.
+    pub expires_at_ms: u64,
+}
+
+/// Agent → validator: the data set is built.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryReady {
+    pub challenge_id: String,
+    pub gpu_uuid: String,
+    /// The agent's own build time (reported; the validator trusts only its clock).
+    pub build_ms: f64,
+}
+
+/// Validator → agent: walk the data set with this nonce and commit (the timed phase).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WalkMessage {
+    pub challenge_id: String,
+    /// Fresh randomness sent only now: nothing about the walk is known while building.
+    #[serde(with = "hex::serde")]
+    pub walk_nonce: [u8; 32],
+    pub issued_at_ms: u64,
+    /// The validator's clock: the commitment must arrive by then.
     pub expires_at_ms: u64,
 }
 

@@ -8,7 +8,7 @@
 
 mod measured;
 
-pub use measured::{BenchMedians, GemmKey, Measurements, ProofRate};
+pub use measured::{BenchMedians, GemmKey, Measurements, MemoryProofRate, ProofRate};
 
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;

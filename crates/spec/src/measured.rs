@@ -73,6 +73,19 @@ pub struct ProofRate {
     pub source: String,
 }
 
+/// The memory proof's walk rate measured on a real card: item bytes read per second from the
+/// walk nonce to the commitment (walk, leaf hashing and tree), which sets the proof of
+/// memory's time bound (`pog_proof::memory::plan`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryProofRate {
+    /// GB/s (10⁹ bytes) of 128-byte item reads the bound expects: a little below the
+    /// measurement.
+    pub walk_gbs: f64,
+    /// Where and how it was measured, with the measured rate.
+    pub source: String,
+}
+
 /// Everything pog measured on one model.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -84,6 +97,9 @@ pub struct Measurements {
     /// The proof rates, one per precision and size (`[[gpu.proof_rate]]` in the file).
     #[serde(default, rename = "proof_rate")]
     pub proof_rates: Vec<ProofRate>,
+    /// The proof of memory's walk rate (`[gpu.memory_proof]` in the file).
+    #[serde(default)]
+    pub memory_proof: Option<MemoryProofRate>,
 }
 
 impl Measurements {
@@ -115,7 +131,11 @@ impl Measurements {
             let name = format!("proof_rate {} n={}", r.precision.name(), r.size);
             (name, r.tflops)
         });
-        bench.chain(proof)
+        let memory = self
+            .memory_proof
+            .iter()
+            .map(|m| ("memory_proof.walk_gbs".to_string(), m.walk_gbs));
+        bench.chain(proof).chain(memory)
     }
 }
 
@@ -138,7 +158,7 @@ pub(crate) fn parse(text: &str, gpus: &[GpuSpec]) -> Result<Vec<Measurements>, S
         if file.gpu[..i].iter().any(|earlier| earlier.model == m.model) {
             return Err(SpecError::DuplicateMeasuredModel(m.model.clone()));
         }
-        if m.bench.is_none() && m.proof_rates.is_empty() {
+        if m.bench.is_none() && m.proof_rates.is_empty() && m.memory_proof.is_none() {
             return Err(SpecError::EmptyMeasurement(m.model.clone()));
         }
         for (j, r) in m.proof_rates.iter().enumerate() {

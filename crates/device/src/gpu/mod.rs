@@ -12,9 +12,11 @@ mod copy;
 mod fabric;
 mod gemm;
 mod memory;
+mod memproof;
 mod prove;
 
 pub use fabric::{apply_nccl_defaults, GpuFabric, NCCL_DEFAULTS};
+pub use memproof::{Dataset, DatasetSpec, Key, Residency, WalkSpec, WalkTimings, Walked};
 pub use prove::{CommitTimings, Committed, LeafOpening, ProductBatch};
 
 use crate::compute::{
@@ -43,6 +45,8 @@ const ONE_THREAD: LaunchConfig = LaunchConfig {
 
 /// SHA-256 leaf and node hashing for the proof's Merkle tree.
 const SHA256_SOURCE: &str = include_str!("sha256.cu");
+/// The proof of memory's build and walk kernels (after SHA-256's, whose types they use).
+const MEMPROOF_SOURCE: &str = include_str!("memproof.cu");
 
 /// One CUDA device, ready for benchmarks.
 pub struct Gpu {
@@ -76,6 +80,8 @@ struct Kernels {
     merkle_level: CudaFunction,
     gather_hashes: CudaFunction,
     chase: CudaFunction,
+    mem_build: CudaFunction,
+    mem_walk: CudaFunction,
 }
 
 impl Gpu {
@@ -105,7 +111,7 @@ impl Gpu {
             attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
         );
         let source = format!(
-            "{}\n{KERNELS_SOURCE}\n{SHA256_SOURCE}",
+            "{}\n{KERNELS_SOURCE}\n{SHA256_SOURCE}\n{MEMPROOF_SOURCE}",
             pog_matgen::CUDA_SOURCE
         );
         let options = CompileOptions {
@@ -137,6 +143,8 @@ impl Gpu {
             merkle_level: function("pog_merkle_level")?,
             gather_hashes: function("pog_gather_hashes")?,
             chase: function("pog_chase")?,
+            mem_build: function("pog_mem_build")?,
+            mem_walk: function("pog_mem_walk")?,
         };
         let bus_id = BusId::parse(&format!(
             "{:x}:{:x}:{:x}.0",

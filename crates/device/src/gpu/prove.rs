@@ -95,7 +95,7 @@ pub struct LeafOpening {
 }
 
 /// Where each of a run of consecutive pieces of these lengths starts.
-fn starts(lengths: impl Iterator<Item = u64>) -> Vec<u64> {
+pub(super) fn starts(lengths: impl Iterator<Item = u64>) -> Vec<u64> {
     lengths
         .scan(0u64, |at, len| {
             let start = *at;
@@ -205,16 +205,7 @@ impl Gpu {
         }
         let tree_start = self.event()?;
         self.record(&tree_start)?;
-        for level in 1..sizes.len() {
-            let below = nodes.ptr + level_offsets[level - 1] * 32;
-            let above = nodes.ptr + level_offsets[level] * 32;
-            let count = sizes[level - 1];
-            let mut launch = self.stream.launch_builder(&self.kernels.merkle_level);
-            launch.arg(&below).arg(&count).arg(&above);
-            // SAFETY: `below` holds `count` hashes and `above` (count + 1) / 2, inside `nodes`.
-            unsafe { launch.launch(self.geometry(count.div_ceil(2))) }
-                .during("launching the Merkle level kernel")?;
-        }
+        self.build_tree(&nodes, &sizes, &level_offsets)?;
         let tree_end = self.event()?;
         self.record(&tree_end)?;
         let root = self.read_hashes(&nodes, &[*level_offsets.last().expect("a level")])?[0];
@@ -362,21 +353,7 @@ impl Gpu {
             0
         };
         if fast > 0 {
-            let leaf_bytes32 = leaf_bytes as u32;
-            let blocks = (u64::from(self.sm_count) * 8)
-                .min(fast.div_ceil(256))
-                .max(1) as u32;
-            let mut launch = self.stream.launch_builder(&self.kernels.leaf_hash);
-            launch.arg(&d.ptr).arg(&fast).arg(&leaf_bytes32).arg(&out);
-            // SAFETY: d holds `fast` whole leaves; out has room for their hashes in `nodes`.
-            unsafe {
-                launch.launch(LaunchConfig {
-                    grid_dim: (blocks, 1, 1),
-                    block_dim: (256, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-            }
-            .during("launching the leaf hash kernel")?;
+            self.hash_whole_leaves_at(d.ptr, fast, leaf_bytes, out)?;
         }
         let rest = batch.leaves_per_product() - fast;
         if rest > 0 {
@@ -397,8 +374,73 @@ impl Gpu {
         Ok(())
     }
 
+    /// Hashes `leaves` whole leaves of `leaf_bytes` (a multiple of 64) laid end to end in
+    /// `data` into level 0 of `nodes`.
+    pub(super) fn hash_whole_leaves(
+        &self,
+        data: &DeviceBuffer,
+        leaves: u64,
+        leaf_bytes: u64,
+        nodes: &DeviceBuffer,
+    ) -> Result<(), GpuError> {
+        self.hash_whole_leaves_at(data.ptr, leaves, leaf_bytes, nodes.ptr)
+    }
+
+    fn hash_whole_leaves_at(
+        &self,
+        data: u64,
+        leaves: u64,
+        leaf_bytes: u64,
+        out: u64,
+    ) -> Result<(), GpuError> {
+        let leaf_bytes32 = u32::try_from(leaf_bytes).map_err(|_| {
+            GpuError::Unsupported(format!(
+                "leaves of {leaf_bytes} bytes: the hashing kernels take leaves under 4 GiB"
+            ))
+        })?;
+        let blocks = (u64::from(self.sm_count) * 8)
+            .min(leaves.div_ceil(256))
+            .max(1) as u32;
+        let mut launch = self.stream.launch_builder(&self.kernels.leaf_hash);
+        launch.arg(&data).arg(&leaves).arg(&leaf_bytes32).arg(&out);
+        // SAFETY: callers pass `leaves` whole leaves at data and room for their hashes at out.
+        unsafe {
+            launch.launch(LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .during("launching the leaf hash kernel")?;
+        Ok(())
+    }
+
+    /// Builds the tree's upper levels in `nodes` from level 0 (layout `sizes`, `offsets`).
+    pub(super) fn build_tree(
+        &self,
+        nodes: &DeviceBuffer,
+        sizes: &[u64],
+        offsets: &[u64],
+    ) -> Result<(), GpuError> {
+        for level in 1..sizes.len() {
+            let below = nodes.ptr + offsets[level - 1] * 32;
+            let above = nodes.ptr + offsets[level] * 32;
+            let count = sizes[level - 1];
+            let mut launch = self.stream.launch_builder(&self.kernels.merkle_level);
+            launch.arg(&below).arg(&count).arg(&above);
+            // SAFETY: `below` holds `count` hashes and `above` (count + 1) / 2, inside `nodes`.
+            unsafe { launch.launch(self.geometry(count.div_ceil(2))) }
+                .during("launching the Merkle level kernel")?;
+        }
+        Ok(())
+    }
+
     /// Reads the hashes at node indices `at` of `nodes` (one gather kernel, one copy).
-    fn read_hashes(&self, nodes: &DeviceBuffer, at: &[u64]) -> Result<Vec<Hash>, GpuError> {
+    pub(super) fn read_hashes(
+        &self,
+        nodes: &DeviceBuffer,
+        at: &[u64],
+    ) -> Result<Vec<Hash>, GpuError> {
         if at.is_empty() {
             return Ok(Vec::new());
         }

@@ -25,6 +25,7 @@ pub fn policy() -> Policy {
         expected_ms: 2_000.0,
         samples: 256,
         expiry_ms: 10_000,
+        memory: pog_node::validator::MemoryPolicy::off(),
     }
 }
 

@@ -4,10 +4,10 @@
 
 use super::inspect::collect_and_inspect;
 use super::{print_json, Outcome, Verdict};
-use crate::cli::{Global, ProveArgs};
+use crate::cli::{Global, ProofKind, ProveArgs};
 use crate::render;
 use anyhow::Result;
-use pog_node::hostproof::{self, GpuProof, ProveOptions};
+use pog_node::hostproof::{self, GpuProof, MemoryOverrides, ProofKinds, ProveOptions};
 use serde::Serialize;
 
 /// What `pog prove --json` reports.
@@ -28,6 +28,15 @@ pub fn run(global: &Global, args: &ProveArgs) -> Result<Outcome> {
         expected_ms: args.expected_ms,
         against_cpu: args.against_cpu,
         prover: args.prover.into(),
+        proofs: ProofKinds {
+            gemm: args.proof != ProofKind::Memory,
+            memory: args.proof != ProofKind::Gemm,
+        },
+        memory: MemoryOverrides {
+            items: args.items,
+            walkers: args.walkers,
+            steps: args.steps,
+        },
     };
     let proofs = hostproof::prove(&inspect, &options)?;
     let passed = proofs.iter().filter(|p| p.passed()).count();
@@ -37,7 +46,7 @@ pub fn run(global: &Global, args: &ProveArgs) -> Result<Outcome> {
         Verdict::Fail
     };
     let summary = format!(
-        "{passed} of {} GPU(s) passed the validator's challenge",
+        "{passed} of {} GPU(s) passed the validator's challenges",
         proofs.len()
     );
     let simulated = render::is_simulated(&inspect.inventory.origin);

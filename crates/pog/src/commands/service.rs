@@ -10,7 +10,7 @@ use pog_node::provers::{CpuEngine, GpuEngine, ProverEngine};
 use pog_node::registry::Registry;
 use pog_node::schedule::Schedule;
 use pog_node::serve::Limits;
-use pog_node::validator::{self, Config, PlanKind, Policy, Validator};
+use pog_node::validator::{self, Config, MemoryPolicy, PlanKind, Policy, Validator};
 use pog_proof::wire::GpuClaim;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -270,6 +270,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
             expected_ms: args.expected_ms,
             samples: args.samples,
             expiry_ms: args.expiry_ms,
+            memory: MemoryPolicy::test_shape(args.expected_ms),
         }
     } else {
         Policy {
@@ -278,6 +279,14 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
             expiry_ms: args.expiry_ms,
             ..Policy::per_model_default()
         }
+    };
+    let policy = Policy {
+        memory: if args.no_memory_proof {
+            MemoryPolicy::off()
+        } else {
+            policy.memory
+        },
+        ..policy
     };
     policy.validate()?;
     let config = Config {
