@@ -126,6 +126,27 @@ fn is_unsupported(e: &NvmlError) -> bool {
     )
 }
 
+/// Failed readings: all counted, each field's logged only when its reason changes.
+#[derive(Debug, Default)]
+struct FailureLog {
+    count: u64,
+    last: Option<String>,
+    logged: std::collections::BTreeMap<Field, String>,
+    new: Vec<String>,
+}
+
+impl FailureLog {
+    fn record(&mut self, gpu: u32, field: Field, why: String) {
+        self.count += 1;
+        let line = format!("GPU {gpu}: reading {}: {why}", field.name());
+        if self.logged.get(&field) != Some(&why) {
+            self.logged.insert(field, why);
+            self.new.push(line.clone());
+        }
+        self.last = Some(line);
+    }
+}
+
 /// Samples one GPU.
 pub struct GpuSampler<'n> {
     nvml: &'n Nvml,
@@ -134,8 +155,7 @@ pub struct GpuSampler<'n> {
     skip: BTreeSet<Field>,
     new_unsupported: Vec<Unsupported>,
     unsupported_total: u64,
-    errors: u64,
-    last_error: Option<String>,
+    failures: FailureLog,
     samples: u64,
     events: Option<EventSet<'n>>,
     xid_total: u64,
@@ -156,8 +176,7 @@ impl<'n> GpuSampler<'n> {
             skip: BTreeSet::new(),
             new_unsupported: Vec::new(),
             unsupported_total: 0,
-            errors: 0,
-            last_error: None,
+            failures: FailureLog::default(),
             samples: 0,
             events: None,
             xid_total: 0,
@@ -223,8 +242,7 @@ impl<'n> GpuSampler<'n> {
                 None
             }
             Err(e) => {
-                self.errors += 1;
-                self.last_error = Some(format!("GPU {}: {}: NVML: {e}", self.index, field.name()));
+                self.failed(field, format!("NVML: {e}"));
                 None
             }
         }
@@ -308,10 +326,7 @@ impl<'n> GpuSampler<'n> {
                 {
                     self.mark_unsupported(Field::RemappedRows, why)
                 }
-                Reading::Unavailable(why) => {
-                    self.errors += 1;
-                    self.last_error = Some(format!("GPU {}: remapped_rows: {why}", self.index));
-                }
+                Reading::Unavailable(why) => self.failed(Field::RemappedRows, why),
             }
         }
         s.fan_pct = self
@@ -330,6 +345,7 @@ impl<'n> GpuSampler<'n> {
     /// The XIDs that arrived since the last call, without waiting.
     fn drain_xids(&mut self) -> Vec<u32> {
         let mut codes = Vec::new();
+        let mut failure = None;
         let Some(set) = &self.events else {
             return codes;
         };
@@ -342,17 +358,29 @@ impl<'n> GpuSampler<'n> {
                 }
                 Err(NvmlError::Timeout) => break,
                 Err(e) => {
-                    self.errors += 1;
-                    self.last_error = Some(format!("GPU {}: XID events: NVML: {e}", self.index));
+                    failure = Some(format!("NVML: {e}"));
                     break;
                 }
             }
+        }
+        if let Some(why) = failure {
+            self.failed(Field::Xid, why);
         }
         self.xid_total += codes.len() as u64;
         if let Some(last) = codes.last() {
             self.last_xid = *last;
         }
         codes
+    }
+
+    fn failed(&mut self, field: Field, why: String) {
+        self.failures.record(self.index, field, why);
+    }
+
+    /// Failures to log since the last call: each field's first, and each change of reason
+    /// (a GPU that fell off the bus is logged once, not every second).
+    pub fn take_errors(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.failures.new)
     }
 
     /// Fields found unsupported since the last call (each reported once in the sampler's life).
@@ -362,7 +390,7 @@ impl<'n> GpuSampler<'n> {
 
     /// The last reading that failed (not for lack of support), if any.
     pub fn last_error(&self) -> Option<&str> {
-        self.last_error.as_deref()
+        self.failures.last.as_deref()
     }
 
     /// XIDs seen since the sampler opened, and the last code (0: none).
@@ -375,7 +403,7 @@ impl<'n> GpuSampler<'n> {
         SamplerHealth {
             samples: self.samples,
             fields_unsupported: self.unsupported_total,
-            errors: self.errors,
+            errors: self.failures.count,
         }
     }
 }
@@ -402,6 +430,29 @@ pub fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repeating_failure_is_counted_every_time_and_logged_once() {
+        let mut log = FailureLog::default();
+        for _ in 0..5 {
+            log.record(1, Field::Power, "NVML: GPU is lost".into());
+        }
+        log.record(1, Field::TempGpu, "NVML: GPU is lost".into());
+        log.record(1, Field::Power, "NVML: timeout".into());
+        assert_eq!(log.count, 7);
+        assert_eq!(
+            log.new,
+            vec![
+                "GPU 1: reading power_w: NVML: GPU is lost",
+                "GPU 1: reading temp_gpu: NVML: GPU is lost",
+                "GPU 1: reading power_w: NVML: timeout",
+            ]
+        );
+        assert_eq!(
+            log.last.as_deref(),
+            Some("GPU 1: reading power_w: NVML: timeout")
+        );
+    }
 
     #[test]
     fn unsupported_is_told_apart_from_failure() {

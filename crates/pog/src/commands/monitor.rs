@@ -186,7 +186,7 @@ trait Source {
     fn identities(&self) -> Vec<GpuIdentity>;
     /// The next sample of GPU `i` at `t` seconds; `None` when the source is exhausted.
     fn sample(&mut self, i: usize, t: f64) -> Option<Sample>;
-    /// Lines to log once: fields found unsupported since the last call.
+    /// Lines to log: fields found unsupported, and new kinds of failure, since the last call.
     fn take_notices(&mut self) -> Vec<String>;
     /// XIDs seen on GPU `i` and the last code.
     fn xids(&self, i: usize) -> (u64, u32);
@@ -210,18 +210,19 @@ impl Source for NvmlSource<'_> {
         Some(self.samplers[i].sample(t))
     }
     fn take_notices(&mut self) -> Vec<String> {
-        self.samplers
-            .iter_mut()
-            .flat_map(|s| s.take_unsupported())
-            .map(|u| {
+        let mut notices = Vec::new();
+        for sampler in &mut self.samplers {
+            notices.extend(sampler.take_unsupported().into_iter().map(|u| {
                 format!(
                     "GPU {}: {} not supported ({}); not read again",
                     u.gpu,
                     u.field.name(),
                     u.reason
                 )
-            })
-            .collect()
+            }));
+            notices.extend(sampler.take_errors());
+        }
+        notices
     }
     fn xids(&self, i: usize) -> (u64, u32) {
         self.samplers[i].xids()
