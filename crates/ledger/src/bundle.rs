@@ -330,6 +330,13 @@ pub enum Problem {
     /// The consistency proof fails: the log's history changed since the holder's checkpoint.
     #[error("the log is not consistent with your checkpoint of size {from_size}: its history was rewritten (a fork)")]
     Inconsistent { from_size: u64 },
+    /// A record of the holder's earlier bundle is missing from this one (the newest records of
+    /// a GPU dropped: the one case the chain alone cannot show).
+    #[error("the GPU's record #{gpu_seq} (log index {index}) of your earlier bundle is missing: record(s) dropped")]
+    MissingSince { index: u64, gpu_seq: u64 },
+    /// A record of the holder's earlier bundle has other bytes in this one.
+    #[error("the record at log index {index} differs from the one in your earlier bundle: history rewritten")]
+    ChangedSince { index: u64 },
 }
 
 /// One record as verified.
@@ -605,6 +612,25 @@ pub fn verify_bundle(
         records,
         problems,
     }
+}
+
+/// Checks a bundle against an earlier bundle of the same GPU that the holder verified and kept:
+/// every record the earlier one held must be in this one, byte for byte, at the same log index.
+/// This catches what the chain alone cannot: the GPU's newest records dropped from a later
+/// export. (Run [`verify_bundle`] on both; this compares them.)
+pub fn compare_with_earlier(earlier: &Bundle, bundle: &Bundle) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for old in &earlier.records {
+        match bundle.records.iter().find(|r| r.index == old.index) {
+            Some(r) if r.entry == old.entry => {}
+            Some(_) => problems.push(Problem::ChangedSince { index: old.index }),
+            None => problems.push(Problem::MissingSince {
+                index: old.index,
+                gpu_seq: Entry::parse(&old.entry).map_or(0, |e| e.gpu_seq),
+            }),
+        }
+    }
+    problems
 }
 
 #[cfg(test)]

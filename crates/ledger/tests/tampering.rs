@@ -3,7 +3,7 @@
 //! unknown key, a checkpoint not signed by the log, a forged cosignature; and a witness
 //! refuses to cosign a fork.
 
-use pog_ledger::bundle::{verify_bundle, Bundle, Problem, WitnessPolicy};
+use pog_ledger::bundle::{compare_with_earlier, verify_bundle, Bundle, Problem, WitnessPolicy};
 use pog_ledger::checkpoint::SignedCheckpoint;
 use pog_ledger::entry::{bodies, Entry, RecordKind};
 use pog_ledger::note::{NoteSigner, Verifier, ALG_COSIGNATURE_V1, ALG_ED25519};
@@ -492,5 +492,54 @@ fn records_of_another_gpu_are_refused() {
             .all(|p| matches!(p, Problem::WrongGpu { .. }))
             && problems.len() == 8,
         "{problems:?}"
+    );
+}
+
+#[test]
+fn the_newest_records_dropped_are_caught_against_an_earlier_bundle() {
+    let w = world();
+    let earlier = Bundle::export(&w.ledger, GPU, &w.latest, None).unwrap();
+    // Later: two more records of the GPU; the exporter leaves out the newest two (a valid
+    // chain on its own), and, in another export, changes one that the holder saw before.
+    w.ledger
+        .append(vec![proof_round(GPU, 20), proof_round(GPU, 21)])
+        .unwrap();
+    let cp = w.ledger.log().checkpoint(&w.log_key).unwrap();
+    let full = Bundle::export(&w.ledger, GPU, &cp, Some(12)).unwrap();
+    assert!(compare_with_earlier(&earlier, &full).is_empty());
+    let mut cut = full.clone();
+    cut.records.truncate(earlier.records.len() - 2);
+    let report = verify_bundle(
+        &cut,
+        w.log_key.verifier(),
+        &WitnessPolicy::default(),
+        Some(&w.latest),
+    );
+    assert!(
+        report.ok(),
+        "the chain alone cannot tell: {:?}",
+        report.problems
+    );
+    let last = &earlier.records[earlier.records.len() - 1];
+    assert_eq!(
+        compare_with_earlier(&earlier, &cut),
+        [
+            Problem::MissingSince {
+                index: earlier.records[6].index,
+                gpu_seq: 6
+            },
+            Problem::MissingSince {
+                index: last.index,
+                gpu_seq: 7
+            },
+        ]
+    );
+    let mut changed = full.clone();
+    changed.records[1].entry[10] ^= 1;
+    assert_eq!(
+        compare_with_earlier(&earlier, &changed),
+        [Problem::ChangedSince {
+            index: earlier.records[1].index
+        }]
     );
 }

@@ -247,6 +247,50 @@ fn export_verify_and_tampering_through_the_binary() {
     );
     assert_eq!(problems(&report), ["rollback"]);
 
+    // The newest records dropped from a later export: only a holder who kept the earlier
+    // bundle can tell, with --since-bundle.
+    let earlier = tmp.path().join("earlier.json");
+    std::fs::copy(&bundle, &earlier).unwrap();
+    let batch3 = tmp.path().join("batch3.json");
+    write(
+        &batch3,
+        &Value::Array(records(&validator, &agent, 5, 1)).to_string(),
+    );
+    pog_json(&data, &["ledger", "append", batch3.to_str().unwrap()], 0);
+    let later = tmp.path().join("later.json");
+    pog_json(
+        &data,
+        &[
+            "ledger",
+            "export",
+            "--gpu",
+            GPU,
+            "--since",
+            "16",
+            "-o",
+            later.to_str().unwrap(),
+        ],
+        0,
+    );
+    let report = verify(
+        &later,
+        &["--since-bundle", earlier.to_str().unwrap(), "--quorum", "0"],
+        0,
+    );
+    assert_eq!(report["records"].as_array().unwrap().len(), 13);
+    let mut cut: Value = serde_json::from_slice(&std::fs::read(&later).unwrap()).unwrap();
+    cut["records"].as_array_mut().unwrap().truncate(9);
+    let cut_file = tmp.path().join("cut.json");
+    write(&cut_file, &cut.to_string());
+    let report = verify(&cut_file, &["--quorum", "0"], 0);
+    assert_eq!(report["verdict"], "pass", "a cut chain is valid on its own");
+    let report = verify(
+        &cut_file,
+        &["--since-bundle", earlier.to_str().unwrap(), "--quorum", "0"],
+        1,
+    );
+    assert_eq!(problems(&report), ["missing_since", "missing_since"]);
+
     // A malformed bundle is an error, not a verdict.
     let garbage = tmp.path().join("garbage.json");
     write(&garbage, "{\"format\": \"pog-ledger-bundle/v1\"");

@@ -20,7 +20,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{ContentArrangement, Table};
-use pog_ledger::bundle::{verify_bundle, Bundle, WitnessPolicy};
+use pog_ledger::bundle::{compare_with_earlier, verify_bundle, Bundle, WitnessPolicy};
 use pog_ledger::checkpoint::{Checkpoint, SignedCheckpoint};
 use pog_ledger::entry::Entry;
 use pog_ledger::note::{NoteSigner, Verifier, ALG_COSIGNATURE_V1, ALG_ED25519};
@@ -157,6 +157,11 @@ pub struct VerifyArgs {
     /// it back.
     #[arg(long, value_name = "CHECKPOINT")]
     pub since: Option<PathBuf>,
+    /// A bundle of the same GPU you verified before: every record it held must still be here,
+    /// unchanged (this catches the newest records dropped); its checkpoint serves as --since
+    /// when that is not given.
+    #[arg(long, value_name = "BUNDLE")]
+    pub since_bundle: Option<PathBuf>,
 }
 
 /// What `pog witness` does.
@@ -700,12 +705,26 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         }
         None => None,
     };
-    let report = verify_bundle(
+    let earlier = match &args.since_bundle {
+        Some(path) => {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            Some(Bundle::parse(&bytes).with_context(|| format!("in {}", path.display()))?)
+        }
+        None => None,
+    };
+    let since = since.or_else(|| earlier.as_ref().map(|e| e.checkpoint.clone()));
+    let mut report = verify_bundle(
         &bundle,
         &log_key,
         &WitnessPolicy { keys, quorum },
         since.as_ref(),
     );
+    if let Some(earlier) = &earlier {
+        report
+            .problems
+            .extend(compare_with_earlier(earlier, &bundle));
+    }
     let verdict = if report.ok() {
         Verdict::Pass
     } else {
