@@ -21,8 +21,13 @@
 //! - [`quote`]: a price per GPU-hour from the score, the class's $ per verified TFLOP-hour,
 //!   utilization, demand and reliability, and the [`PriceHistory`] of every quote.
 //!
+//! - [`appraisal`]: a registered GPU's score and price from the validator's own signed
+//!   records: the latest proof decides whether its GPU part counts, the window's pass rate
+//!   its reliability, the proofs' measured pace its compute figures.
+//!
 //! Everything serializes with serde in snake_case; amounts are integers named `*_micro_usd`.
 
+pub mod appraisal;
 pub mod auction;
 pub mod book;
 pub mod config;
@@ -38,4 +43,4 @@ pub use config::{Config, ConfigError};
 pub use order::{GpuClass, Order, OrderError, OrderId, Side};
 pub use price::{Price, PriceError};
 pub use quote::{quote, MarketState, PriceHistory, PricePoint, Quote, QuoteError};
-pub use score::{score, HostFigures, Score};
+pub use score::{score, simulated, HostFigures, Score, SIMULATED};

@@ -208,6 +208,47 @@ impl Score {
     }
 }
 
+/// Why everything of a simulated host or GPU counts 0: the simulated device is a test double,
+/// and its figures must never look like measurements.
+pub const SIMULATED: &str =
+    "SIMULATED: figures of the simulated test double, not measurements: nothing counts";
+
+/// The score of a simulated host (or GPU): every figure, part, multiplier and the whole 0,
+/// each with the reason [`SIMULATED`], so a test double never shows a figure that looks real.
+/// What is left is the shape: which GPUs there were, their models, and the weights.
+pub fn simulated(mut s: Score) -> Score {
+    s.score = 0.0;
+    s.before_reliability = 0.0;
+    for part in [
+        &mut s.parts.gpu,
+        &mut s.parts.cpu,
+        &mut s.parts.ram,
+        &mut s.parts.storage,
+    ] {
+        part.value = 0.0;
+        part.weighted = 0.0;
+        part.note = Some(SIMULATED.into());
+    }
+    s.reliability = Reliability {
+        factor: 0.0,
+        proofs: 0.0,
+        uptime: 0.0,
+        anomalies: 0.0,
+        notes: vec![SIMULATED.into()],
+    };
+    for g in &mut s.gpus {
+        g.tensor = 0.0;
+        g.fp32 = 0.0;
+        g.memory = 0.0;
+        g.bandwidth = 0.0;
+        g.sustained = 0.0;
+        g.potential = 0.0;
+        g.score = 0.0;
+        g.zeroed = Some(SIMULATED.into());
+    }
+    s
+}
+
 /// A figure as a usable number: finite and non-negative, else nothing.
 fn usable(x: Option<f64>) -> Option<f64> {
     x.filter(|v| v.is_finite() && *v >= 0.0)
@@ -551,6 +592,27 @@ mod tests {
             assert_eq!(s.gpus[0].score, 0.0);
             assert!(s.gpus[0].zeroed.is_some());
         }
+    }
+
+    #[test]
+    fn a_simulated_host_scores_zero_in_everything_with_the_reason() {
+        let s = simulated(score(&reference_host(2), &config()));
+        assert_eq!(
+            (s.score, s.before_reliability, s.reliability.factor),
+            (0.0, 0.0, 0.0)
+        );
+        for part in [&s.parts.gpu, &s.parts.cpu, &s.parts.ram, &s.parts.storage] {
+            assert_eq!((part.value, part.weighted), (0.0, 0.0));
+            assert_eq!(part.note.as_deref(), Some(SIMULATED));
+        }
+        for g in &s.gpus {
+            assert_eq!(
+                (g.tensor, g.memory, g.potential, g.score),
+                (0.0, 0.0, 0.0, 0.0)
+            );
+            assert_eq!(g.zeroed.as_deref(), Some(SIMULATED));
+        }
+        assert_eq!(s.gpus.len(), 2);
     }
 
     #[test]

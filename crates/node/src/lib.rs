@@ -14,6 +14,7 @@ pub mod keys;
 pub mod market;
 #[cfg(feature = "test-doubles")]
 pub mod misbehaviour;
+pub mod pricing;
 pub mod provers;
 pub mod registry;
 pub mod schedule;

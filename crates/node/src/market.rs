@@ -16,6 +16,10 @@
 //! - `GET /v1/market/book?class=C`: the open orders (every class without `class`).
 //! - `GET /v1/market/history?after=N&limit=M`: clearings numbered above `after`, oldest first.
 //!
+//! The same store keeps the validator's posted prices (`price_history`, one row per price
+//! quoted, see [`crate::pricing`]) and how far through the registry's records they are
+//! (`market_meta`).
+//!
 //! A refused request never changes the book: every check runs before anything changes, and
 //! the store is the book's source of truth. Each accepted event (the signed submit or cancel
 //! as it arrived, or the clearing request) is appended to the `market_events` table; opening
@@ -30,11 +34,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use pog_market::quote::Quote;
 use pog_market::{Book, BookError, ClearingRecord, GpuClass, Mechanism, Order, OrderId, Side};
 use pog_proof::wire::{self, Envelope, Identity};
 use pog_spec::SpecDb;
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -159,6 +165,32 @@ pub struct Market {
 struct Inner {
     book: Book,
     db: Connection,
+    /// Classes whose book changed (an order submitted or cancelled) since their last
+    /// clearing: the scheduled clearing clears these only ([`Market::clear_due`]).
+    dirty: BTreeSet<GpuClass>,
+}
+
+/// One price the validator posted for a GPU, and what made it quote again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PostedPrice {
+    /// Its number in the validator's price history (increasing; 0 before it is stored).
+    pub seq: i64,
+    pub gpu_uuid: String,
+    pub at_ms: u64,
+    /// Why it was quoted: the record that came in.
+    pub cause: String,
+    /// The latest proof record the price rests on.
+    pub record_id: Option<i64>,
+    pub model: Option<String>,
+    /// The GPU's score and verified worth (reference GPUs) when quoted.
+    pub score: f64,
+    pub gpu_worth: f64,
+    /// Price per GPU-hour in micro-dollars; null when the GPU is not priced.
+    pub price_micro_usd: Option<u64>,
+    /// Why it is not priced, when it is not.
+    pub unpriced: Option<String>,
+    /// Every factor of the price.
+    pub quote: Option<Quote>,
 }
 
 fn now_ms() -> u64 {
@@ -191,12 +223,31 @@ impl Market {
                  kind TEXT NOT NULL,
                  event TEXT NOT NULL,
                  at_ms INTEGER NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS price_history (
+                 seq INTEGER PRIMARY KEY,
+                 gpu_uuid TEXT NOT NULL,
+                 at_ms INTEGER NOT NULL,
+                 point TEXT NOT NULL
+             );
+             CREATE INDEX IF NOT EXISTS price_history_by_gpu ON price_history (gpu_uuid, seq);
+             CREATE TABLE IF NOT EXISTS market_meta (
+                 key TEXT PRIMARY KEY,
+                 value INTEGER NOT NULL
              );",
         )?;
         let book = replay(&db, validator)?;
+        // After a restart, any class with open orders may be due a clearing.
+        let dirty = book
+            .classes()
+            .filter(|c| {
+                book.open(c, Side::Bid).next().is_some() || book.open(c, Side::Ask).next().is_some()
+            })
+            .cloned()
+            .collect();
         Ok(Market {
             validator: validator.to_ascii_lowercase(),
-            inner: Mutex::new(Inner { book, db }),
+            inner: Mutex::new(Inner { book, db, dirty }),
         })
     }
 
@@ -228,7 +279,9 @@ impl Market {
         let envelope = envelope(bytes)?;
         let mut inner = self.lock();
         let id = message.order.id().clone();
+        let class = message.order.class().clone();
         let sequence = inner.book.submit(message.order).map_err(book_error)?;
+        inner.dirty.insert(class);
         inner.append("submit", &Event::Submit { envelope }, &self.validator)?;
         Ok(Submitted { id, sequence })
     }
@@ -243,6 +296,7 @@ impl Market {
             .book
             .cancel(&message.id, &signer)
             .map_err(book_error)?;
+        inner.dirty.insert(order.class().clone());
         inner.append("cancel", &Event::Cancel { envelope }, &self.validator)?;
         Ok(Cancelled { order })
     }
@@ -271,8 +325,137 @@ impl Market {
             .clear(&message.class, message.mechanism)
             .map_err(book_error)?
             .clone();
+        inner.dirty.remove(&message.class);
         inner.append("clear", &Event::Clear { envelope }, &self.validator)?;
         Ok(record)
+    }
+
+    /// Clears, signed by `operator` (the validator's own key), every class whose book changed
+    /// since its last clearing and has both bids and asks open: what `pog validator
+    /// --clear-every` runs. A class with one side empty, or unchanged since it was last
+    /// cleared, would clear to the same nothing, so it is left alone (no empty clearings
+    /// in the history). Returns each clearing made, or why one failed.
+    pub fn clear_due(
+        &self,
+        operator: &Identity,
+        mechanism: Mechanism,
+    ) -> Vec<Result<ClearingRecord, ApiError>> {
+        let due: Vec<GpuClass> = {
+            let mut inner = self.lock();
+            let Inner { book, dirty, .. } = &mut *inner;
+            // A class whose book emptied needs no clearing until an order comes.
+            dirty.retain(|c| {
+                book.open(c, Side::Bid).next().is_some() || book.open(c, Side::Ask).next().is_some()
+            });
+            dirty
+                .iter()
+                .filter(|c| {
+                    book.open(c, Side::Bid).next().is_some()
+                        && book.open(c, Side::Ask).next().is_some()
+                })
+                .cloned()
+                .collect()
+        };
+        due.into_iter()
+            .map(|class| {
+                let message = ClearMessage {
+                    validator: self.validator.clone(),
+                    class,
+                    mechanism,
+                    at_ms: now_ms(),
+                };
+                let envelope = operator.seal(CLEAR_KIND, &message)?;
+                let bytes = serde_json::to_vec(&envelope)
+                    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+                self.clear(&bytes)
+            })
+            .collect()
+    }
+
+    /// GPU-hours open in a class: (bids, asks).
+    pub fn open_hours(&self, class: &GpuClass) -> (u64, u64) {
+        let inner = self.lock();
+        let hours = |side| {
+            inner
+                .book
+                .open(class, side)
+                .map(|o| o.quantity())
+                .fold(0u64, u64::saturating_add)
+        };
+        (hours(Side::Bid), hours(Side::Ask))
+    }
+
+    /// Stores posted prices and, in the same transaction, that every registry record up to
+    /// row `through` has been priced.
+    pub fn post_prices(&self, points: &[PostedPrice], through: i64) -> Result<(), MarketError> {
+        let mut inner = self.lock();
+        let tx = inner.db.transaction()?;
+        for point in points {
+            let text = serde_json::to_string(point).map_err(|e| MarketError::Corrupt {
+                seq: 0,
+                why: e.to_string(),
+            })?;
+            tx.execute(
+                "INSERT INTO price_history (gpu_uuid, at_ms, point) VALUES (?1, ?2, ?3)",
+                params![point.gpu_uuid, point.at_ms as i64, text],
+            )?;
+        }
+        tx.execute(
+            "INSERT INTO market_meta (key, value) VALUES ('priced_through', ?1) ON CONFLICT(key) DO UPDATE SET value = MAX(value, ?1)",
+            params![through],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The last registry record row the posted prices have taken in (0: none).
+    pub fn priced_through(&self) -> Result<i64, MarketError> {
+        let inner = self.lock();
+        let value: Option<i64> = inner
+            .db
+            .query_row(
+                "SELECT value FROM market_meta WHERE key = 'priced_through'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(value.unwrap_or(0))
+    }
+
+    /// A GPU's posted prices numbered above `after` (0: from the first), oldest first, at
+    /// most `limit`.
+    pub fn price_history(
+        &self,
+        gpu_uuid: &str,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<PostedPrice>, MarketError> {
+        let inner = self.lock();
+        let mut stmt = inner.db.prepare(
+            "SELECT seq, point FROM price_history WHERE gpu_uuid = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(params![gpu_uuid, after, limit as i64], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        })?;
+        rows.map(|row| {
+            let (seq, text) = row?;
+            point(seq, &text)
+        })
+        .collect()
+    }
+
+    /// A GPU's latest posted price.
+    pub fn latest_price(&self, gpu_uuid: &str) -> Result<Option<PostedPrice>, MarketError> {
+        let inner = self.lock();
+        let row: Option<(i64, String)> = inner
+            .db
+            .query_row(
+                "SELECT seq, point FROM price_history WHERE gpu_uuid = ?1 ORDER BY seq DESC LIMIT 1",
+                params![gpu_uuid],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        row.map(|(seq, text)| point(seq, &text)).transpose()
     }
 
     /// The open orders of one class, or of all.
@@ -352,6 +535,29 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// Text as one URL path segment or query value: unreserved characters as they are, every
+/// other byte percent-encoded.
+fn path_segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A stored price point, numbered.
+fn point(seq: i64, text: &str) -> Result<PostedPrice, MarketError> {
+    let mut point: PostedPrice = serde_json::from_str(text).map_err(|e| MarketError::Corrupt {
+        seq,
+        why: format!("price point: {e}"),
+    })?;
+    point.seq = seq;
+    Ok(point)
 }
 
 /// The envelope as it arrived (already verified by `wire::decode`), to store.
@@ -588,6 +794,40 @@ impl MarketClient {
         };
         let envelope = operator.seal(CLEAR_KIND, &message)?;
         self.post("/v1/market/clear", &envelope).await
+    }
+
+    /// A page of the validator's scores, by GPU UUID after `after`.
+    pub async fn scores(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<crate::pricing::ScorePage, ClientError> {
+        let path = match after {
+            Some(a) => format!("/v1/scores?after={}&limit={limit}", path_segment(a)),
+            None => format!("/v1/scores?limit={limit}"),
+        };
+        self.get(&path).await
+    }
+
+    /// One GPU's score and posted price.
+    pub async fn score(&self, uuid: &str) -> Result<crate::pricing::ScoreView, ClientError> {
+        self.get(&format!("/v1/scores/{}", path_segment(uuid)))
+            .await
+    }
+
+    /// A page of one GPU's posted prices numbered above `after`.
+    pub async fn price_history(
+        &self,
+        uuid: &str,
+        after: Option<i64>,
+        limit: usize,
+    ) -> Result<crate::pricing::PricePage, ClientError> {
+        self.get(&format!(
+            "/v1/prices/{}/history?after={}&limit={limit}",
+            path_segment(uuid),
+            after.unwrap_or(0)
+        ))
+        .await
     }
 
     /// The open orders of a class (all with `None`).

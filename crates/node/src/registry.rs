@@ -68,6 +68,8 @@ pub enum RegistryError {
 /// The registry.
 pub struct Registry {
     db: Connection,
+    /// Woken after each stored record (the validator's pricing re-quotes the GPU).
+    on_record: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
 
 impl Registry {
@@ -91,7 +93,16 @@ impl Registry {
         if !has_simulated {
             db.execute_batch("ALTER TABLE gpus ADD COLUMN simulated INTEGER NOT NULL DEFAULT 0")?;
         }
-        Ok(Registry { db })
+        Ok(Registry {
+            db,
+            on_record: None,
+        })
+    }
+
+    /// Wakes `notify` after every record stored from now on (one stored wake-up when nobody
+    /// waits, so none is lost).
+    pub fn notify_on_record(&mut self, notify: std::sync::Arc<tokio::sync::Notify>) {
+        self.on_record = Some(notify);
     }
 
     /// Registers an agent and its GPUs, all or nothing, at time `now_ms`, and says what changed
@@ -268,7 +279,42 @@ impl Registry {
             "INSERT INTO records (challenge_id, gpu_uuid, accepted, version, envelope) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![challenge_id, gpu_uuid, accepted, RECORD_VERSION, envelope_json],
         )?;
+        if let Some(notify) = &self.on_record {
+            notify.notify_one();
+        }
         Ok(())
+    }
+
+    /// Records stored after row `after` (0: from the start), of every GPU, oldest first: at
+    /// most `limit` of (row id, GPU UUID).
+    pub fn records_since(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, String)>, RegistryError> {
+        let mut stmt = self
+            .db
+            .prepare("SELECT id, gpu_uuid FROM records WHERE id > ?1 ORDER BY id LIMIT ?2")?;
+        let rows = stmt.query_map(params![after, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// A GPU's latest `limit` records other than registration events (row id, envelope JSON),
+    /// oldest first.
+    pub fn latest_records(
+        &self,
+        gpu_uuid: &str,
+        limit: usize,
+    ) -> Result<Vec<(i64, String)>, RegistryError> {
+        let mut stmt = self.db.prepare(
+            "SELECT id, envelope FROM records WHERE gpu_uuid = ?1 AND challenge_id NOT LIKE 'registration-%' ORDER BY id DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![gpu_uuid, limit as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+        let mut rows: Vec<(i64, String)> = rows.collect::<Result<_, _>>()?;
+        rows.reverse();
+        Ok(rows)
     }
 
     /// One page of a GPU's stored records (row id, envelope JSON), oldest first: at most
@@ -375,6 +421,42 @@ mod tests {
             r.records("GPU-1", 1, 10).unwrap(),
             vec![(2, "[]".to_string())]
         );
+    }
+
+    #[test]
+    fn new_records_are_found_and_announced() {
+        let mut r = Registry::open(None).unwrap();
+        let notify = std::sync::Arc::new(tokio::sync::Notify::new());
+        r.notify_on_record(notify.clone());
+        r.record("c1", "GPU-1", true, "a").unwrap();
+        r.record("registration-1", "GPU-1", false, "reg").unwrap();
+        r.record("c2", "GPU-2", false, "b").unwrap();
+        r.record("c3", "GPU-1", false, "c").unwrap();
+        assert_eq!(
+            r.records_since(1, 10).unwrap(),
+            vec![
+                (2, "GPU-1".into()),
+                (3, "GPU-2".into()),
+                (4, "GPU-1".into())
+            ]
+        );
+        assert_eq!(r.records_since(0, 1).unwrap().len(), 1);
+        assert_eq!(
+            r.latest_records("GPU-1", 10).unwrap(),
+            vec![(1, "a".to_string()), (4, "c".to_string())],
+            "registrations left out, oldest first"
+        );
+        assert_eq!(r.latest_records("GPU-1", 1).unwrap()[0].0, 4);
+        // The wake-up was kept for whoever waits next.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(1), notify.notified())
+                .await
+                .expect("woken")
+        });
     }
 
     #[test]

@@ -1,19 +1,23 @@
 //! The validator's order book over real sockets: signed submissions and cancellations, the
 //! operator's clearings, the book and history, forged signatures, someone else's cancel,
 //! replays at another validator, bad orders, and persistence across a restart. A refused
-//! request never changes the book.
+//! request never changes the book. Scores and prices from the validator's own records: a
+//! stored accepted or failed record changes the GPU's score, price and price history, which
+//! survives a restart; scheduled clearings.
 
 mod common;
 
-use common::{listen, loopback, VALIDATOR_SEED};
+use common::{claim, listen, loopback, policy, start_agent, VALIDATOR_SEED};
 use pog_market::{GpuClass, Mechanism, Order, OrderId, Price, Side};
 use pog_node::market::{
     CancelMessage, ClearMessage, Market, MarketClient, SubmitMessage, CANCEL_KIND, CLEAR_KIND,
     SUBMIT_KIND,
 };
+use pog_node::pricing::{PricePage, Pricing, ScoreView};
 use pog_node::registry::Registry;
 use pog_node::serve::Limits;
 use pog_node::validator::{self, Validator};
+use pog_proof::prover::Behaviour;
 use pog_proof::wire::{Envelope, Identity};
 use std::path::Path;
 use std::sync::Arc;
@@ -348,4 +352,290 @@ async fn the_book_and_history_survive_a_restart() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("already submitted"), "{err}");
+}
+
+/// A validator with its market and pricing, registry and market stored in `dir`; returns it,
+/// its market, its pricing and its URL. The pricing runs until the test ends.
+async fn start_priced(dir: &Path) -> (Arc<Validator>, Arc<Market>, Arc<Pricing>, String) {
+    let identity = Identity::from_seed(VALIDATOR_SEED);
+    let market =
+        Arc::new(Market::open(Some(&dir.join("market.sqlite")), &identity.public_hex()).unwrap());
+    let v = Arc::new(Validator::with_config(
+        identity,
+        Registry::open(Some(&dir.join("registry.sqlite"))).unwrap(),
+        loopback(),
+    ));
+    let pricing = Pricing::new(v.clone(), market.clone(), pog_market::Config::embedded());
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    // The sender lives as long as the pricing task: leaked for the test's length.
+    std::mem::forget(_stop);
+    tokio::spawn(pricing.clone().run(stopped));
+    let (listener, url) = listen().await;
+    tokio::spawn(pog_node::http::serve(
+        listener,
+        pog_node::pricing::router(v.clone(), market.clone(), pricing.clone()),
+        Limits::small_requests(),
+    ));
+    (v, market, pricing, url)
+}
+
+async fn get_json<T: serde::de::DeserializeOwned>(url: &str) -> T {
+    let response = reqwest::get(url).await.unwrap();
+    assert!(
+        response.status().is_success(),
+        "{url}: {}",
+        response.status()
+    );
+    response.json().await.unwrap()
+}
+
+/// Waits until the GPU's price history holds `n` points; returns them.
+async fn history_of(url: &str, uuid: &str, n: usize) -> PricePage {
+    for _ in 0..200 {
+        let page: PricePage = get_json(&format!("{url}/v1/prices/{uuid}/history")).await;
+        if page.points.len() >= n {
+            assert_eq!(page.points.len(), n, "{page:?}");
+            return page;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("the price history of {uuid} never reached {n} points");
+}
+
+/// Stores, signed by the validator's key, a copy of a real record of `uuid` changed by
+/// `edit`: what a per-model challenge of a real H200 stores (a loopback agent proves on the
+/// CPU under the test plan, whose records prove no model).
+fn store_edited(v: &Validator, uuid: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+    let (_, json) = v.registry().latest_records(uuid, 1).unwrap().pop().unwrap();
+    let envelope: Envelope = serde_json::from_str(&json).unwrap();
+    let mut body: serde_json::Value = serde_json::from_str(&envelope.body).unwrap();
+    edit(&mut body);
+    let id = format!("edited-{}", body["recorded_at_ms"]);
+    body["challenge_id"] = id.clone().into();
+    let accepted = body["accepted"].as_bool().unwrap();
+    let sealed = Identity::from_seed(VALIDATOR_SEED)
+        .seal(pog_node::validator::RECORD_KIND, &body)
+        .unwrap();
+    v.registry()
+        .record(
+            &id,
+            uuid,
+            accepted,
+            &serde_json::to_string(&sealed).unwrap(),
+        )
+        .unwrap();
+}
+
+#[tokio::test]
+async fn stored_records_change_the_score_the_price_and_its_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, _market, _pricing, url) = start_priced(dir.path()).await;
+    let (_, status) = start_agent(&url, 11, vec![claim("GPU-p1")], Behaviour::Honest, None).await;
+    assert_eq!(status, 200);
+    // The registration is a record: priced at once, as unproven.
+    let first = history_of(&url, "GPU-p1", 1).await;
+    assert_eq!(first.points[0].price_micro_usd, None);
+    assert!(first.points[0].cause.starts_with("registry record"));
+    let view: ScoreView = get_json(&format!("{url}/v1/scores/GPU-p1")).await;
+    assert_eq!(view.score, 0.0);
+    assert!(
+        view.reasons[0].contains("no proof record yet"),
+        "{:?}",
+        view.reasons
+    );
+
+    // A real exchange under the test plan: accepted, but it proves no model.
+    let record = v.challenge("GPU-p1", &policy()).await.unwrap();
+    assert!(record.accepted && !record.proves_model);
+    let page = history_of(&url, "GPU-p1", 2).await;
+    let point = &page.points[1];
+    assert_eq!(point.price_micro_usd, None);
+    assert!(point.cause.contains("accepted"), "{}", point.cause);
+    assert!(point
+        .unpriced
+        .as_ref()
+        .unwrap()
+        .contains("does not prove the model"));
+
+    // An accepted record that proves the H200 (from a real one, edited): scored and priced.
+    store_edited(&v, "GPU-p1", |r| {
+        r["proves_model"] = true.into();
+        r["outcome"]["time"]["ratio"] = 0.95.into();
+        r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+    });
+    let page = history_of(&url, "GPU-p1", 3).await;
+    let priced = &page.points[2];
+    // Two proofs of two passed, the reference GPU: the same $4.448264 as
+    // `pog price --model "H200 SXM"`, its GPU part alone scoring 0.55.
+    assert_eq!(priced.price_micro_usd, Some(4_448_264));
+    assert!((priced.score - 0.55).abs() < 1e-9, "{}", priced.score);
+    let view: ScoreView = get_json(&format!("{url}/v1/scores/GPU-p1")).await;
+    assert_eq!(view.price_micro_usd, Some(4_448_264));
+    assert_eq!(view.posted.as_ref().unwrap().seq, priced.seq);
+
+    // A failed record: the GPU counts 0, it is no longer priced, and the history keeps both.
+    store_edited(&v, "GPU-p1", |r| {
+        r["accepted"] = false.into();
+        r["outcome"]["accepted"] = false.into();
+        r["outcome"]["time"]["ratio"] = 1.31.into();
+        r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+    });
+    let page = history_of(&url, "GPU-p1", 4).await;
+    let failed = &page.points[3];
+    assert_eq!(failed.price_micro_usd, None);
+    assert!(failed.cause.contains("not accepted"), "{}", failed.cause);
+    assert!(failed
+        .unpriced
+        .as_ref()
+        .unwrap()
+        .contains("its latest proof failed: rejected at 1.31 of its time bound"));
+    let scores: pog_node::pricing::ScorePage = get_json(&format!("{url}/v1/scores")).await;
+    assert_eq!(scores.scores.len(), 1);
+    assert_eq!(scores.scores[0].score, 0.0);
+    assert_eq!(scores.scores[0].price_micro_usd, None);
+    assert!(scores.scores[0].reasons[0].contains("latest proof failed"));
+
+    // Accepted again: priced again, discounted for the failure (3 of 4 recent proofs passed:
+    // rate 0.75, reliability 0.5).
+    store_edited(&v, "GPU-p1", |r| {
+        r["accepted"] = true.into();
+        r["outcome"]["accepted"] = true.into();
+        r["outcome"]["time"]["ratio"] = 0.95.into();
+        r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+    });
+    let page = history_of(&url, "GPU-p1", 5).await;
+    assert_eq!(page.points[4].price_micro_usd, Some(2_224_132));
+    // Paging.
+    let tail: PricePage = get_json(&format!(
+        "{url}/v1/prices/GPU-p1/history?after={}&limit=2",
+        page.points[2].seq
+    ))
+    .await;
+    assert_eq!(tail.points, page.points[3..5]);
+    let status = reqwest::get(format!("{url}/v1/scores/GPU-unknown"))
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn a_restart_keeps_the_price_history_and_prices_what_came_in_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = {
+        let (v, _, _, url) = start_priced(dir.path()).await;
+        start_agent(&url, 12, vec![claim("GPU-r1")], Behaviour::Honest, None).await;
+        v.challenge("GPU-r1", &policy()).await.unwrap();
+        history_of(&url, "GPU-r1", 2).await
+    };
+    // Stored while no pricing ran: the registry alone.
+    {
+        let registry = Registry::open(Some(&dir.path().join("registry.sqlite"))).unwrap();
+        let v = Validator::with_config(Identity::from_seed(VALIDATOR_SEED), registry, loopback());
+        store_edited(&v, "GPU-r1", |r| {
+            r["proves_model"] = true.into();
+            r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+        });
+    }
+    let (_, _, _, url) = start_priced(dir.path()).await;
+    let after = history_of(&url, "GPU-r1", 3).await;
+    assert_eq!(after.points[..2], before.points[..]);
+    assert!(after.points[2].price_micro_usd.is_some());
+    // Nothing is priced twice.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    history_of(&url, "GPU-r1", 3).await;
+}
+
+#[tokio::test]
+async fn a_simulated_gpu_scores_zero_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let identity = Identity::from_seed(VALIDATOR_SEED);
+    let market = Arc::new(
+        Market::open(
+            Some(&dir.path().join("market.sqlite")),
+            &identity.public_hex(),
+        )
+        .unwrap(),
+    );
+    let v = Arc::new(Validator::with_config(
+        identity,
+        Registry::open(None).unwrap(),
+        pog_node::validator::Config {
+            accept_simulated: true,
+            ..loopback()
+        },
+    ));
+    let pricing = Pricing::new(v.clone(), market.clone(), pog_market::Config::embedded());
+    let (listener, url) = listen().await;
+    tokio::spawn(pog_node::http::serve(
+        listener,
+        pog_node::pricing::router(v.clone(), market, pricing.clone()),
+        Limits::small_requests(),
+    ));
+    let simulated = pog_proof::wire::GpuClaim {
+        simulated: true,
+        ..claim("GPU-s1")
+    };
+    start_agent(&url, 13, vec![simulated], Behaviour::Honest, None).await;
+    v.challenge("GPU-s1", &policy()).await.unwrap();
+    assert_eq!(pricing.catch_up().unwrap(), 1);
+    let view: ScoreView = get_json(&format!("{url}/v1/scores/GPU-s1")).await;
+    assert!(view.simulated);
+    assert_eq!(view.score, 0.0);
+    assert!(view.reasons[0].contains("SIMULATED"), "{:?}", view.reasons);
+    assert_eq!(view.price_micro_usd, None);
+    assert_eq!(view.assessment.detail.gpus[0].potential, 0.0);
+}
+
+#[tokio::test]
+async fn the_book_clears_on_a_clock_and_only_when_it_changed() {
+    let identity = Identity::from_seed(VALIDATOR_SEED);
+    let market = Arc::new(Market::open(None, &identity.public_hex()).unwrap());
+    let v = Arc::new(Validator::with_config(
+        Identity::from_seed(VALIDATOR_SEED),
+        Registry::open(None).unwrap(),
+        loopback(),
+    ));
+    let (listener, url) = listen().await;
+    tokio::spawn(pog_node::http::serve(
+        listener,
+        validator::router_with_market(v, market.clone()),
+        Limits::small_requests(),
+    ));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let clock = tokio::spawn(pog_node::pricing::clear_on_schedule(
+        market.clone(),
+        Identity::from_seed(VALIDATOR_SEED),
+        std::time::Duration::from_millis(100),
+        Mechanism::UniformPrice,
+        stopped,
+    ));
+    let client = MarketClient::new(&url);
+    let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+    // One side only: nothing to clear.
+    client
+        .submit(&alice, order("b1", &alice, Side::Bid, 2, 5.0))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(350)).await;
+    assert!(client.history(None, 10).await.unwrap().clearings.is_empty());
+    client
+        .submit(&bob, order("a1", &bob, Side::Ask, 1, 3.0))
+        .await
+        .unwrap();
+    let mut cleared = Vec::new();
+    for _ in 0..100 {
+        cleared = client.history(None, 10).await.unwrap().clearings;
+        if !cleared.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(cleared.len(), 1);
+    assert_eq!(cleared[0].clearing.units, 1);
+    // The bid's other GPU-hour stays open, but the book has not changed: no empty clearings.
+    tokio::time::sleep(std::time::Duration::from_millis(350)).await;
+    assert_eq!(client.history(None, 10).await.unwrap().clearings.len(), 1);
+    let _ = stop.send(true);
+    clock.await.unwrap();
 }

@@ -325,6 +325,8 @@ pub struct ValidatorArgs {
     /// GPUs one agent key may claim.
     #[arg(long, default_value = "64", value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub max_gpus_per_agent: u64,
+    #[command(flatten)]
+    pub market: crate::commands::market::ClearArgs,
 }
 
 /// An Ed25519 public key as 64 hex digits, refused if it is malformed or weak.

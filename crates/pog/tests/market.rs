@@ -34,11 +34,33 @@ fn a_saved_report_is_scored_and_a_simulated_gpu_counts_nothing() {
     assert_eq!(json["simulated"], true);
     assert_eq!(json["verdict"], "warn");
     assert_eq!(json["gpus"].as_array().unwrap().len(), 2);
-    assert_eq!(json["parts"]["gpu"]["value"], 0.0);
-    assert!(json["gpus"][0]["zeroed"]
+    // A test double's figures never look real: the whole score is 0, every part and GPU
+    // with the reason SIMULATED.
+    assert_eq!(json["score"], 0.0);
+    for part in ["gpu", "cpu", "ram", "storage"] {
+        assert_eq!(json["parts"][part]["value"], 0.0, "{part}");
+        assert!(json["parts"][part]["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("SIMULATED"));
+    }
+    assert_eq!(json["reliability"]["factor"], 0.0);
+    for gpu in json["gpus"].as_array().unwrap() {
+        assert_eq!(gpu["potential"], 0.0);
+        assert!(gpu["zeroed"].as_str().unwrap().starts_with("SIMULATED"));
+    }
+    // A fresh check of a simulated host, and its price: the same.
+    let (status, fresh) = pog(&["score", "--json", "--simulate", "H100 SXM"]);
+    assert_eq!(status, 0, "{fresh}");
+    assert_eq!(fresh["score"], 0.0);
+    assert!(fresh["gpus"][0]["zeroed"]
         .as_str()
         .unwrap()
-        .contains("no accepted proof"));
+        .starts_with("SIMULATED"));
+    let (status, price) = pog(&["price", "--json", "--simulate", "H100 SXM"]);
+    assert_eq!(status, 1, "{price}");
+    assert!(price["quote"].is_null());
+    assert!(price["unpriced"].as_str().unwrap().contains("SIMULATED"));
     // Not a check report: refused with the error envelope.
     let (status, json) = pog(&["score", "--json", "--report", "/dev/null"]);
     assert_eq!(status, 2);
@@ -105,6 +127,10 @@ impl Drop for Validator {
 }
 
 fn start_validator(data_dir: &std::path::Path) -> Validator {
+    start_validator_with(data_dir, &[])
+}
+
+fn start_validator_with(data_dir: &std::path::Path, extra: &[&str]) -> Validator {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -114,6 +140,7 @@ fn start_validator(data_dir: &std::path::Path) -> Validator {
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"))
         .args(["validator", "--listen", &listen, "--data-dir"])
         .arg(data_dir)
+        .args(extra)
         .env("POG_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -233,4 +260,167 @@ fn market_needs_a_reachable_validator() {
     ]);
     assert_eq!(status, 2);
     assert!(json["error"].as_str().unwrap().contains("could not reach"));
+}
+
+/// A process killed when the test ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_validator_scores_and_prices_from_its_records_and_clears_on_a_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = start_validator_with(
+        &dir.path().join("v"),
+        &[
+            "--challenge-every",
+            "1",
+            "--test-plan",
+            "--size",
+            "32",
+            "--samples",
+            "128",
+            "--accept-simulated",
+            "--allow-private-endpoints",
+            "--clear-every",
+            "0.3",
+        ],
+    );
+    // The key the validator made in its data dir, for the agent to trust.
+    let validator_key = pog_node::keys::load_or_create(&dir.path().join("v/validator.key"))
+        .unwrap()
+        .public_hex();
+    let aport = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _agent = Running(
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"))
+            .args([
+                "agent",
+                "--listen",
+                &format!("127.0.0.1:{aport}"),
+                "--validator",
+                &v.url,
+                "--trust",
+                &validator_key,
+                "--data-dir",
+            ])
+            .arg(dir.path().join("a"))
+            .env("POG_SIMULATE", "H200 SXM")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // The simulated H200's UUID: registered, then challenged every second.
+    let uuid = "GPU-00000051-0000-0000-0000-000000000000";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let (status, one) = loop {
+        let (status, json) = pog(&["price", "--json", "--validator", &v.url, "--gpu", uuid]);
+        let proofs = json["history"]["points"].as_array().map_or(0, |p| {
+            p.iter()
+                .filter(|p| {
+                    p["cause"]
+                        .as_str()
+                        .unwrap_or("")
+                        .starts_with("proof record")
+                })
+                .count()
+        });
+        if proofs > 0 || std::time::Instant::now() > deadline {
+            break (status, json);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    };
+    // A simulated GPU: scored 0 with the reason, never priced (exit 1: not priced).
+    assert_eq!(status, 1, "{one}");
+    assert_eq!(one["schema"], "pog.price/1");
+    assert_eq!(one["simulated"], true);
+    assert_eq!(one["score"]["score"], 0.0);
+    assert!(
+        one["score"]["reasons"][0]
+            .as_str()
+            .unwrap()
+            .contains("SIMULATED"),
+        "{one}"
+    );
+    assert!(one["score"]["price_micro_usd"].is_null());
+    let points = one["history"]["points"].as_array().unwrap();
+    assert!(points.len() >= 2, "the registration and a proof: {one}");
+    assert!(points.iter().all(|p| p["price_micro_usd"].is_null()));
+    let (status, all) = pog(&["price", "--json", "--validator", &v.url]);
+    assert_eq!(status, 0, "{all}");
+    assert_eq!(all["scores"].as_array().unwrap().len(), 1);
+    assert_eq!(all["scores"][0]["gpu_uuid"], uuid);
+    let (status, history) = pog(&[
+        "market",
+        "--json",
+        "--validator",
+        &v.url,
+        "history",
+        "--gpu",
+        uuid,
+    ]);
+    assert_eq!(status, 0, "{history}");
+    assert_eq!(history["schema"], "pog.market.history/1");
+    assert!(history["points"].as_array().unwrap().len() >= 2);
+
+    // Crossing orders clear on the validator's clock (every 0.3 s), with no manual clear.
+    let (renter, provider) = (dir.path().join("r"), dir.path().join("p"));
+    for (data, id, side, price) in [
+        (&renter, "r1", "bid", "4.00"),
+        (&provider, "p1", "ask", "3.00"),
+    ] {
+        let (status, json) = pog(&[
+            "market",
+            "--json",
+            "--validator",
+            &v.url,
+            "--data-dir",
+            data.to_str().unwrap(),
+            "submit",
+            "--id",
+            id,
+            "--side",
+            side,
+            "--class",
+            "H200 SXM",
+            "--quantity",
+            "1",
+            "--price",
+            price,
+        ]);
+        assert_eq!(status, 0, "{json}");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let clearings = loop {
+        let (_, json) = pog(&["market", "--json", "--validator", &v.url, "history"]);
+        let clearings = json["clearings"].as_array().cloned().unwrap_or_default();
+        if !clearings.is_empty() || std::time::Instant::now() > deadline {
+            break clearings;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(clearings.len(), 1);
+    assert_eq!(clearings[0]["clearing"]["units"], 1);
+}
+
+#[test]
+fn clear_every_is_checked() {
+    for bad in ["-1", "0.01", "NaN", "100000"] {
+        let out = Command::cargo_bin("pog")
+            .unwrap()
+            .args(["validator", &format!("--clear-every={bad}")])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--clear-every"));
+    }
 }

@@ -11,12 +11,14 @@ use comfy_table::{ContentArrangement, Table};
 use pog_market::config::Config;
 use pog_market::quote::{quote, MarketState, Quote};
 use pog_market::report::{check_figures, spec_figures, CheckFigures};
-use pog_market::score::{gpu_score, score, GpuScore, ProofStatus, Score};
+use pog_market::score::{gpu_score, score, simulated, GpuScore, ProofStatus, Score};
 use pog_market::{GpuClass, Mechanism, Order, OrderId, Price, Side};
-use pog_node::market::MarketClient;
+use pog_node::market::{MarketClient, PostedPrice};
+use pog_node::pricing::ScoreView;
 use pog_spec::SpecDb;
 use serde::Serialize;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Where the figures come from: a fresh `pog check` of this host, or a saved report.
 #[derive(Debug, Args, Clone)]
@@ -54,6 +56,42 @@ pub struct PriceArgs {
     /// GPU-hours providers ask to sell in the class.
     #[arg(long, value_name = "GPU_HOURS", default_value = "1")]
     pub ask_hours: u64,
+    /// Show the prices a validator posted for its GPUs, from its own records, instead of
+    /// pricing this host.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["report", "model", "utilization"])]
+    pub validator: Option<String>,
+    /// With --validator: one GPU's score, price and price history.
+    #[arg(long, value_name = "UUID", requires = "validator")]
+    pub gpu: Option<String>,
+}
+
+/// `pog validator`'s order-book flags.
+#[derive(Debug, Args, Clone)]
+pub struct ClearArgs {
+    /// Seconds between scheduled clearings of the order book: each clears every class whose
+    /// book changed since it was last cleared and has bids and asks open (0: none, only
+    /// `pog market clear`). A minute is short against the hour a GPU-hour lasts, and long
+    /// enough to gather orders into one price (docs/market.md).
+    #[arg(long, default_value = "60", value_name = "SECONDS", value_parser = parse_clear_every)]
+    pub clear_every: Duration,
+    /// The rule scheduled clearings use: uniform_price or mcafee.
+    #[arg(long, default_value = "uniform_price", value_parser = parse_mechanism)]
+    pub clear_mechanism: Mechanism,
+}
+
+fn parse_clear_every(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if secs == 0.0 {
+        return Ok(Duration::ZERO);
+    }
+    if !(0.1..=86_400.0).contains(&secs) {
+        return Err(format!(
+            "{secs} s is outside 0.1-86400 s (0 turns scheduled clearing off)"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 /// `pog market`: the order book of a validator.
@@ -109,11 +147,14 @@ pub enum MarketAction {
         #[arg(long, default_value = "uniform_price", value_parser = parse_mechanism)]
         mechanism: Mechanism,
     },
-    /// The clearings so far.
+    /// The clearings so far, or one GPU's posted prices (--gpu).
     History {
-        /// Only clearings numbered above this.
+        /// Only clearings (or price points) numbered above this.
         #[arg(long)]
         after: Option<u64>,
+        /// The price history of this GPU instead of the clearings.
+        #[arg(long, value_name = "UUID")]
+        gpu: Option<String>,
         #[arg(long, default_value = "100")]
         limit: usize,
     },
@@ -193,6 +234,16 @@ fn figures(global: &Global, args: &ReportArgs) -> Result<CheckFigures> {
     Ok(read)
 }
 
+/// A host's score; a simulated host's is 0 in everything, with the reason SIMULATED.
+fn host_score(read: &CheckFigures, config: &Config) -> Score {
+    let s = score(&read.host, config);
+    if read.simulated {
+        simulated(s)
+    } else {
+        s
+    }
+}
+
 /// What `pog score --json` reports after the envelope.
 #[derive(Serialize)]
 struct ScoreReport<'a> {
@@ -243,7 +294,7 @@ fn gpu_rows(t: &mut Table, gpus: &[GpuScore]) {
 pub fn score_run(global: &Global, args: &ScoreArgs) -> Result<Outcome> {
     let config = config(&args.source)?;
     let read = figures(global, &args.source)?;
-    let s = score(&read.host, &config);
+    let s = host_score(&read, &config);
     let verdict = score_verdict(&read);
     let summary = format!(
         "score {:.3} (reference H200 host = 1): {} GPU(s) counted, reliability {:.2}",
@@ -322,6 +373,9 @@ struct PriceReport {
 }
 
 pub fn price_run(global: &Global, args: &PriceArgs) -> Result<Outcome> {
+    if let Some(url) = &args.validator {
+        return validator_prices(global, url, args.gpu.as_deref());
+    }
     let config = config(&args.source)?;
     let db = SpecDb::embedded();
     let state = MarketState {
@@ -347,7 +401,7 @@ pub fn price_run(global: &Global, args: &PriceArgs) -> Result<Outcome> {
         }
         None => {
             let read = figures(global, &args.source)?;
-            let s = score(&read.host, &config);
+            let s = host_score(&read, &config);
             let Some(best) = s.best_gpu().cloned() else {
                 bail!("the report has no GPU to price");
             };
@@ -552,7 +606,23 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
                 Some(t),
             )
         }
-        MarketAction::History { after, limit } => {
+        MarketAction::History {
+            after,
+            gpu: Some(uuid),
+            limit,
+        } => {
+            let page = rt.block_on(client.price_history(uuid, after.map(|a| a as i64), *limit))?;
+            (
+                format!("{} posted price(s) of {uuid}", page.points.len()),
+                serde_json::to_value(&page)?,
+                Some(price_table(&page.points)),
+            )
+        }
+        MarketAction::History {
+            after,
+            gpu: None,
+            limit,
+        } => {
             let page = rt.block_on(client.history(*after, *limit))?;
             let mut t = table(&[
                 "#",
@@ -594,4 +664,173 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
         crate::render::verdict_line(Verdict::Pass, &summary, false);
     }
     Ok(Outcome(Verdict::Pass))
+}
+
+fn usd(micro: Option<u64>) -> String {
+    micro.map_or_else(
+        || "-".into(),
+        |m| {
+            format!(
+                "${}",
+                Price::from_micro_usd(m).map_or_else(|_| m.to_string(), |p| p.to_string())
+            )
+        },
+    )
+}
+
+/// A time in ms since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC` (the proleptic Gregorian
+/// calendar, days to a civil date by Howard Hinnant's `civil_from_days`).
+fn time(at_ms: u64) -> String {
+    let secs = at_ms / 1000;
+    let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
+}
+
+/// A GPU's posted prices as a table.
+fn price_table(points: &[PostedPrice]) -> Table {
+    let mut t = table(&["#", "when", "$/GPU-hour", "score", "cause", "why unpriced"]);
+    for p in points {
+        t.add_row(vec![
+            p.seq.to_string(),
+            time(p.at_ms),
+            usd(p.price_micro_usd),
+            format!("{:.3}", p.score),
+            p.cause.clone(),
+            p.unpriced.clone().unwrap_or_default(),
+        ]);
+    }
+    t
+}
+
+/// What `pog price --validator URL --gpu UUID --json` reports after the envelope.
+#[derive(Serialize)]
+struct GpuPriceReport {
+    score: ScoreView,
+    history: pog_node::pricing::PricePage,
+}
+
+/// `pog price --validator URL [--gpu UUID]`: what the validator scored and posted.
+fn validator_prices(global: &Global, url: &str, gpu: Option<&str>) -> Result<Outcome> {
+    let client = MarketClient::new(url);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let Some(uuid) = gpu else {
+        let page = rt.block_on(client.scores(None, pog_node::pricing::MAX_PAGE))?;
+        let priced = page
+            .scores
+            .iter()
+            .filter(|s| s.price_micro_usd.is_some())
+            .count();
+        let summary = format!(
+            "{} GPU(s) scored by {url}, {priced} priced",
+            page.scores.len()
+        );
+        let simulated = page.scores.iter().any(|s| s.simulated);
+        if global.json {
+            print_json("price", Verdict::Pass, &summary, simulated, &page)?;
+        } else {
+            let mut t = table(&["GPU", "model", "score", "$/GPU-hour", "reasons"]);
+            for s in &page.scores {
+                t.add_row(vec![
+                    s.gpu_uuid.clone(),
+                    s.model.clone().unwrap_or_else(|| "-".into()),
+                    format!("{:.3}", s.score),
+                    usd(s.price_micro_usd),
+                    s.reasons.join("; "),
+                ]);
+            }
+            println!("{t}");
+            crate::render::verdict_line(Verdict::Pass, &summary, simulated);
+        }
+        return Ok(Outcome(Verdict::Pass));
+    };
+    let score = rt.block_on(client.score(uuid))?;
+    let history = rt.block_on(client.price_history(uuid, None, pog_node::pricing::MAX_PAGE))?;
+    let verdict = if score.price_micro_usd.is_some() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    };
+    let summary = match score.price_micro_usd {
+        Some(m) => format!(
+            "{uuid}: {} per GPU-hour, score {:.3} ({} posted price(s))",
+            usd(Some(m)),
+            score.score,
+            history.points.len()
+        ),
+        None => format!(
+            "{uuid}: not priced, score {:.3}: {}",
+            score.score,
+            score
+                .posted
+                .as_ref()
+                .and_then(|p| p.unpriced.clone())
+                .unwrap_or_else(|| "no price posted yet".into())
+        ),
+    };
+    let simulated = score.simulated;
+    if global.json {
+        print_json(
+            "price",
+            verdict,
+            &summary,
+            simulated,
+            &GpuPriceReport { score, history },
+        )?;
+    } else {
+        let mut t = table(&["", ""]);
+        t.add_row(vec!["GPU".to_string(), uuid.to_string()]);
+        t.add_row(vec![
+            "model".to_string(),
+            score.model.clone().unwrap_or_else(|| "-".into()),
+        ]);
+        t.add_row(vec!["score".to_string(), format!("{:.3}", score.score)]);
+        t.add_row(vec![
+            "verified worth (reference GPUs)".to_string(),
+            format!("{:.3}", score.assessment.gpu_worth),
+        ]);
+        t.add_row(vec![
+            "proofs passed (recent)".to_string(),
+            format!(
+                "{} of {}",
+                score.assessment.proofs_passed, score.assessment.proofs_total
+            ),
+        ]);
+        t.add_row(vec![
+            "price per GPU-hour".to_string(),
+            usd(score.price_micro_usd),
+        ]);
+        t.add_row(vec!["reasons".to_string(), score.reasons.join("\n")]);
+        println!("{t}");
+        println!("{}", price_table(&history.points));
+        crate::render::verdict_line(verdict, &summary, simulated);
+    }
+    Ok(Outcome(verdict))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn times_read_as_utc_dates() {
+        assert_eq!(super::time(0), "1970-01-01 00:00:00 UTC");
+        // 2026-12-03 12:47:51 UTC (the date of b531be4).
+        assert_eq!(super::time(1_796_302_071_000), "2026-12-03 12:47:51 UTC");
+        assert_eq!(super::time(951_782_400_000), "2000-02-29 00:00:00 UTC");
+    }
 }

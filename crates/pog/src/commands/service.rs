@@ -10,7 +10,7 @@ use pog_node::provers::{CpuEngine, GpuEngine, ProverEngine};
 use pog_node::registry::Registry;
 use pog_node::schedule::Schedule;
 use pog_node::serve::Limits;
-use pog_node::validator::{self, Config, MemoryPolicy, PlanKind, Policy, Validator};
+use pog_node::validator::{Config, MemoryPolicy, PlanKind, Policy, Validator};
 use pog_proof::wire::GpuClaim;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -260,6 +260,9 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     let market_path = dir.join("market.sqlite");
     let market = pog_node::market::Market::open(Some(&market_path), &identity.public_hex())
         .with_context(|| format!("opening {}", market_path.display()))?;
+    let market = Arc::new(market);
+    // Scheduled clearings are signed with the validator's key, as a manual one is.
+    let clearer = pog_proof::wire::Identity::from_seed(identity.seed());
     let policy = if args.test_plan {
         Policy {
             plan: PlanKind::Test,
@@ -330,6 +333,27 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     rt.block_on(async {
         let service = Arc::new(Validator::with_config(identity, registry, config));
         let (stop, stopped) = tokio::sync::watch::channel(false);
+        // Scores and prices from the validator's records, re-quoted as each record is stored.
+        let pricing = pog_node::pricing::Pricing::new(
+            service.clone(),
+            market.clone(),
+            pog_market::Config::embedded(),
+        );
+        let priced = tokio::spawn(pricing.clone().run(stopped.clone()));
+        let cleared = (!args.market.clear_every.is_zero()).then(|| {
+            say(format_args!(
+                "clearing the order book every {} s ({})",
+                args.market.clear_every.as_secs_f64(),
+                args.market.clear_mechanism
+            ));
+            tokio::spawn(pog_node::pricing::clear_on_schedule(
+                market.clone(),
+                clearer,
+                args.market.clear_every,
+                args.market.clear_mechanism,
+                stopped.clone(),
+            ))
+        });
         // The rounds run on a runtime of their own: a thousand challenges starting at once must
         // not queue the API's requests behind them (1000 GPUs on a 2-core machine: API p99
         // 190 ms on one shared runtime, 6 ms on two; docs/protocol.md, "Load").
@@ -344,7 +368,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         };
         pog_node::serve::serve(
             listener,
-            validator::router_with_market(service, Arc::new(market)),
+            pog_node::pricing::router(service, market, pricing),
             limits,
             signalled,
             Duration::from_secs(10),
@@ -354,6 +378,10 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         tracing::info!("stopping: finishing the challenges in flight");
         let _ = stop.send(true);
         let _ = tokio::task::spawn_blocking(move || rounds.join()).await;
+        let _ = priced.await;
+        if let Some(cleared) = cleared {
+            let _ = cleared.await;
+        }
         Ok(Outcome(Verdict::Pass))
     })
 }

@@ -1,0 +1,537 @@
+//! A registered GPU's score and price from the validator's own signed records (issue 15): the
+//! figures a validator measured or proved itself, not what the agent says of its host.
+//!
+//! - **The GPU part.** The latest proof record decides whether the GPU counts: accepted under a
+//!   plan that proves its model, it counts its model's figures (the spec database's, scaled by
+//!   what the reference card reached of its own datasheet: [`crate::report::spec_figures`]);
+//!   rejected, failed, accepted under a plan that proves no model, or made for another model
+//!   than the one now registered, it counts 0 with the reason.
+//! - **Pace.** Each accepted record measured the GPU's compute time against its model's bound
+//!   (`outcome.time.ratio`, time over the expected time). The median over the window's
+//!   accepted model-proving records, `min(1, 1 / ratio)`, scales the compute figures (tensor,
+//!   FP32, sustained): a GPU slower than its model is expected to be counts that much less;
+//!   one faster counts no more than its model.
+//! - **Reliability.** Proofs passed over proofs run among the last [`RELIABILITY_WINDOW`]
+//!   proof records (the score's ramp from `proof_floor` to 1).
+//! - **Host parts.** CPU, RAM and storage are the agent's own figures (self-reported); the
+//!   validator has not measured them, so they count 0 here, with that reason.
+//! - **Simulated GPUs** (the test double) score 0 in every part, with the reason
+//!   [`crate::score::SIMULATED`], and are never priced.
+//!
+//! The input is a list of [`RecordSummary`]s, each read from a record's JSON body by
+//! [`RecordSummary::from_record`]; everything here is pure.
+
+use pog_spec::SpecDb;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::quote::{quote, MarketState, Quote, QuoteError};
+use crate::report::spec_figures;
+use crate::score::{
+    score, simulated, FigureSource, GpuFigures, HostFigures, ProofStatus, ReliabilityFigures, Score,
+};
+
+/// How many of a GPU's latest proof records its reliability is judged over: at the validator's
+/// default of a round a minute, its last twenty minutes. Long enough that one unlucky proof
+/// does not zero it (19 of 20 is a rate of 0.95, reliability 0.9), short enough that a GPU
+/// that starts failing loses its price within minutes.
+pub const RELIABILITY_WINDOW: usize = 20;
+
+/// What the score reads of one of the validator's proof records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordSummary {
+    /// The record's number in the validator's store (increasing with time).
+    pub id: i64,
+    pub recorded_at_ms: u64,
+    /// The model the GPU was challenged as.
+    pub model: String,
+    /// The GPU is the simulated test double.
+    pub simulated: bool,
+    pub accepted: bool,
+    /// The record can speak for the model (a per-model plan, a precision where it leads).
+    pub proves_model: bool,
+    /// The model's expected time for the challenge, ms.
+    pub expected_ms: f64,
+    /// Measured compute time over the expected time, when the exchange completed.
+    pub time_ratio: Option<f64>,
+    /// Spot-checked elements that were wrong.
+    pub wrong: usize,
+    /// Why the exchange ended without a verdict, in the validator's words.
+    pub failure: Option<String>,
+}
+
+impl RecordSummary {
+    /// Reads a proof record's body (the validator's `Record` as JSON); `None` when it is not
+    /// one (a registration record, or another kind).
+    pub fn from_record(id: i64, body: &Value) -> Option<RecordSummary> {
+        let model = body.get("model")?.as_str()?.to_string();
+        let accepted = body.get("accepted")?.as_bool()?;
+        let expected_ms = body.get("expected_ms")?.as_f64()?;
+        let flag = |key: &str| body.get(key).and_then(Value::as_bool).unwrap_or(false);
+        let outcome = body.get("outcome").filter(|o| !o.is_null());
+        Some(RecordSummary {
+            id,
+            recorded_at_ms: body
+                .get("recorded_at_ms")
+                .and_then(Value::as_u64)
+                .unwrap_or(0),
+            model,
+            simulated: flag("simulated"),
+            accepted,
+            proves_model: flag("proves_model"),
+            expected_ms,
+            time_ratio: outcome
+                .and_then(|o| o.get("time"))
+                .and_then(|t| t.get("ratio"))
+                .and_then(Value::as_f64),
+            wrong: outcome
+                .and_then(|o| o.get("rejected"))
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len),
+            failure: body
+                .get("failure")
+                .and_then(|f| f.get("message"))
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        })
+    }
+
+    /// Why this record did not pass, in words.
+    pub fn failure_reason(&self) -> String {
+        if let Some(why) = &self.failure {
+            return why.clone();
+        }
+        match self.time_ratio {
+            Some(r) if self.wrong == 0 => format!("rejected at {r:.2} of its time bound"),
+            _ => format!("rejected ({} spot check(s) wrong)", self.wrong),
+        }
+    }
+}
+
+/// What the validator knows of one GPU.
+#[derive(Debug, Clone, Copy)]
+pub struct GpuHistory<'a> {
+    pub uuid: &'a str,
+    /// The model it is registered as now; `None` once it has left the registry.
+    pub registered_model: Option<&'a str>,
+    /// Registered as the simulated test double.
+    pub simulated: bool,
+    /// Its latest proof records, oldest first (the last [`RELIABILITY_WINDOW`] count).
+    pub records: &'a [RecordSummary],
+}
+
+/// A GPU's score from the validator's records, with every reason it is less than it could be.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Assessment {
+    pub gpu_uuid: String,
+    /// The model scored (the registered one).
+    pub model: Option<String>,
+    pub simulated: bool,
+    /// The score: the host formula over this GPU alone, CPU, RAM and storage not measured.
+    pub score: f64,
+    /// The GPU's verified worth in reference GPUs, after reliability (0 when not verified):
+    /// what a GPU-hour of it is priced on.
+    pub gpu_worth: f64,
+    /// The latest proof record the assessment rests on, and whether it was accepted.
+    pub latest_record: Option<i64>,
+    pub latest_accepted: Option<bool>,
+    /// Proofs passed and run in the window.
+    pub proofs_passed: u64,
+    pub proofs_total: u64,
+    /// Median of `min(1, 1 / time ratio)` over the window's accepted model-proving records.
+    pub pace: Option<f64>,
+    /// Why the score is 0 or lower than the GPU's model would earn, in words.
+    pub reasons: Vec<String>,
+    /// The score's parts, reliability and per-GPU figures.
+    pub detail: Score,
+}
+
+/// What the host parts say on the validator's side.
+const NOT_MEASURED: &str =
+    "not measured by the validator (the agent's own figures are self-reported)";
+
+/// Scores one GPU from its records.
+pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment {
+    let window = &history.records[history.records.len().saturating_sub(RELIABILITY_WINDOW)..];
+    let latest = window.last();
+    // The registered model; for a GPU that left the registry, the one it was last proven as.
+    let model = history
+        .registered_model
+        .or(latest.map(|r| r.model.as_str()))
+        .map(str::to_string);
+    let spec = model.as_deref().and_then(|m| db.by_model(m));
+    let mut reasons = Vec::new();
+    let mut gpu = match spec.map(|s| spec_figures(s, config, db)) {
+        Some(Ok(figures)) => figures,
+        _ => GpuFigures {
+            label: String::new(),
+            model: model.clone(),
+            tensor_tflops: None,
+            fp32_tflops: None,
+            memory_gib: None,
+            bandwidth_gbs: None,
+            sustained_tflops: None,
+            // The validator does not inspect; a model it cannot look up is refused below.
+            genuine: true,
+            proof: ProofStatus::Missing {
+                reason: String::new(),
+            },
+            source: FigureSource::SpecDatabase,
+        },
+    };
+    gpu.label = history.uuid.to_string();
+    gpu.proof = match (history.registered_model, latest) {
+        (None, _) => ProofStatus::Missing {
+            reason: "it is no longer registered".into(),
+        },
+        (Some(_), None) => ProofStatus::Missing {
+            reason: "no proof record yet".into(),
+        },
+        (Some(registered), Some(r)) if r.model != registered => ProofStatus::Missing {
+            reason: format!(
+                "its latest proof was for the {}; it is registered as the {registered} now",
+                r.model
+            ),
+        },
+        (Some(_), Some(r)) if r.accepted => ProofStatus::Accepted {
+            proves_model: r.proves_model,
+        },
+        (Some(_), Some(r)) => ProofStatus::Failed {
+            reason: r.failure_reason(),
+        },
+    };
+    if spec.is_none() {
+        gpu.proof = ProofStatus::Missing {
+            reason: format!(
+                "model {} is not in the spec database: nothing to count",
+                model.as_deref().unwrap_or("(none)")
+            ),
+        };
+    }
+    let paces: Vec<f64> = window
+        .iter()
+        .filter(|r| r.accepted && r.proves_model && Some(r.model.as_str()) == model.as_deref())
+        .filter_map(|r| r.time_ratio)
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .map(|r| (1.0 / r).min(1.0))
+        .collect();
+    let pace = median(paces);
+    if let Some(p) = pace {
+        for figure in [
+            &mut gpu.tensor_tflops,
+            &mut gpu.fp32_tflops,
+            &mut gpu.sustained_tflops,
+        ] {
+            *figure = figure.map(|v| v * p);
+        }
+        if p < 1.0 {
+            reasons.push(format!(
+                "its proofs ran at {p:.3} of its model's expected pace (median of the window): compute figures scaled by it"
+            ));
+        }
+    }
+    let proofs_total = window.len() as u64;
+    let proofs_passed = window.iter().filter(|r| r.accepted).count() as u64;
+    let host = HostFigures {
+        gpus: vec![gpu],
+        cpu: None,
+        ram: None,
+        storage: None,
+        reliability: ReliabilityFigures {
+            proofs_passed,
+            proofs_total,
+            uptime: None,
+            anomalies: None,
+        },
+    };
+    let mut detail = score(&host, config);
+    for part in [
+        &mut detail.parts.cpu,
+        &mut detail.parts.ram,
+        &mut detail.parts.storage,
+    ] {
+        part.note = Some(NOT_MEASURED.into());
+    }
+    let is_simulated = history.simulated || latest.is_some_and(|r| r.simulated);
+    if is_simulated {
+        detail = simulated(detail);
+    }
+    if let Some(why) = detail.gpus.first().and_then(|g| g.zeroed.clone()) {
+        reasons.insert(0, format!("GPU part 0: {why}"));
+    }
+    if !is_simulated {
+        reasons.push(format!("CPU, RAM and storage: {NOT_MEASURED}"));
+        if detail.reliability.factor < 1.0 {
+            reasons.push(format!(
+                "reliability {:.3}: {} of {} recent proofs passed",
+                detail.reliability.factor, proofs_passed, proofs_total
+            ));
+        }
+    }
+    let gpu_worth = detail
+        .gpus
+        .first()
+        .map_or(0.0, |g| g.score * detail.reliability.factor);
+    Assessment {
+        gpu_uuid: history.uuid.to_string(),
+        model,
+        simulated: is_simulated,
+        score: detail.score,
+        gpu_worth,
+        latest_record: latest.map(|r| r.id),
+        latest_accepted: latest.map(|r| r.accepted),
+        proofs_passed,
+        proofs_total,
+        pace,
+        reasons,
+        detail,
+    }
+}
+
+/// A price for an assessed GPU, or why it has none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pricing {
+    pub quote: Option<Quote>,
+    /// Why there is no price, when there is none.
+    pub unpriced: Option<String>,
+}
+
+/// Prices a GPU-hour of an assessed GPU in the market `state` of its class. A GPU that counts
+/// 0 (not verified, simulated) is not priced, with the reason; nor is a model whose memory
+/// type belongs to no price class.
+pub fn price(
+    assessment: &Assessment,
+    state: &MarketState,
+    config: &Config,
+    db: &SpecDb,
+) -> Result<Pricing, QuoteError> {
+    let unpriced = |why: String| {
+        Ok(Pricing {
+            quote: None,
+            unpriced: Some(why),
+        })
+    };
+    let Some(gpu) = assessment.detail.gpus.first() else {
+        return unpriced("no GPU".into());
+    };
+    if let Some(why) = &gpu.zeroed {
+        return unpriced(format!("not priced: it counts 0 ({why})"));
+    }
+    let Some(spec) = assessment.model.as_deref().and_then(|m| db.by_model(m)) else {
+        return unpriced("not priced: its model is not in the spec database".into());
+    };
+    let Some(class) = config.class_for_memory(&spec.memory_type) else {
+        return unpriced(format!(
+            "not priced: no price class lists memory type {:?}",
+            spec.memory_type
+        ));
+    };
+    let q = quote(
+        gpu,
+        &class.name.clone(),
+        state,
+        assessment.detail.reliability.factor,
+        config,
+    )?;
+    Ok(Pricing {
+        quote: Some(q),
+        unpriced: None,
+    })
+}
+
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    Some(if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::score::SIMULATED;
+    use serde_json::json;
+
+    fn db() -> &'static SpecDb {
+        SpecDb::embedded()
+    }
+
+    fn record(id: i64, accepted: bool, ratio: f64) -> RecordSummary {
+        RecordSummary {
+            id,
+            recorded_at_ms: 1_000 * id as u64,
+            model: "H200 SXM".into(),
+            simulated: false,
+            accepted,
+            proves_model: true,
+            expected_ms: 1000.0,
+            time_ratio: Some(ratio),
+            wrong: 0,
+            failure: None,
+        }
+    }
+
+    fn assess_h200(records: &[RecordSummary]) -> Assessment {
+        assess(
+            &GpuHistory {
+                uuid: "GPU-1",
+                registered_model: Some("H200 SXM"),
+                simulated: false,
+                records,
+            },
+            &Config::embedded(),
+            db(),
+        )
+    }
+
+    fn balanced() -> MarketState {
+        MarketState::balanced(&Config::embedded())
+    }
+
+    #[test]
+    fn records_are_read_from_the_validators_json() {
+        let body = json!({
+            "version": 2, "challenge_id": "c", "gpu_uuid": "GPU-1", "agent": "a",
+            "model": "H200 SXM", "simulated": false, "proves_model": true, "lead": 1.2,
+            "expected_ms": 1234.5, "accepted": false,
+            "outcome": {"accepted": false, "rejected": [{}, {}], "time": {"ratio": 1.31}},
+            "failure": null, "recorded_at_ms": 99
+        });
+        let r = RecordSummary::from_record(7, &body).unwrap();
+        assert_eq!((r.id, r.recorded_at_ms, r.wrong), (7, 99, 2));
+        assert_eq!(r.time_ratio, Some(1.31));
+        assert_eq!(r.failure_reason(), "rejected (2 spot check(s) wrong)");
+        let failed = json!({"model": "H200 SXM", "accepted": false, "expected_ms": 1.0,
+            "outcome": null, "failure": {"kind": "timeout", "message": "the agent did not answer within 60 s"}});
+        let r = RecordSummary::from_record(8, &failed).unwrap();
+        assert_eq!(r.failure_reason(), "the agent did not answer within 60 s");
+        // A registration record is not a proof record.
+        let registration = json!({"version": 2, "event": "new", "gpu_uuid": "GPU-1",
+            "model": "H200 SXM", "bus_id": "x", "simulated": false});
+        assert_eq!(RecordSummary::from_record(9, &registration), None);
+    }
+
+    #[test]
+    fn an_accepted_model_proving_record_scores_and_prices_the_gpu() {
+        let records: Vec<_> = (1..=20).map(|i| record(i, true, 0.95)).collect();
+        let a = assess_h200(&records);
+        assert_eq!(a.detail.gpus[0].zeroed, None);
+        // The reference GPU, fully reliable: its GPU part alone, 0.55.
+        assert!((a.score - 0.55).abs() < 1e-9, "{}", a.score);
+        assert!((a.gpu_worth - 1.0).abs() < 1e-9);
+        assert_eq!(a.pace, Some(1.0), "faster than expected counts no more");
+        assert_eq!(a.latest_record, Some(20));
+        assert!(a
+            .reasons
+            .iter()
+            .any(|r| r.contains("not measured by the validator")));
+        let p = price(&a, &balanced(), &Config::embedded(), db()).unwrap();
+        // As `pog price --model "H200 SXM"`: 829.9 TFLOP/s × $0.00536.
+        assert_eq!(p.quote.unwrap().price.micro_usd(), 4_448_264);
+    }
+
+    #[test]
+    fn a_failed_latest_record_zeroes_the_gpu_and_unprices_it() {
+        let mut records: Vec<_> = (1..=19).map(|i| record(i, true, 0.95)).collect();
+        records.push(record(20, false, 1.31));
+        let a = assess_h200(&records);
+        assert_eq!(a.score, 0.0);
+        assert_eq!(
+            a.reasons[0],
+            "GPU part 0: its latest proof failed: rejected at 1.31 of its time bound"
+        );
+        let p = price(&a, &balanced(), &Config::embedded(), db()).unwrap();
+        assert!(p.quote.is_none());
+        assert!(p.unpriced.unwrap().contains("rejected at 1.31"));
+        // The next accepted record brings it back, at 20 of 21 in the window... of 20: 19/20.
+        records.push(record(21, true, 0.95));
+        let a = assess_h200(&records);
+        assert_eq!((a.proofs_passed, a.proofs_total), (19, 20));
+        assert!((a.detail.reliability.factor - 0.9).abs() < 1e-9);
+        let q = price(&a, &balanced(), &Config::embedded(), db())
+            .unwrap()
+            .quote
+            .unwrap();
+        assert_eq!(q.price.micro_usd(), (4_448_264.0f64 * 0.9).round() as u64);
+    }
+
+    #[test]
+    fn a_slow_pace_scales_the_compute_figures() {
+        let records: Vec<_> = (1..=5).map(|i| record(i, true, 1.08)).collect();
+        let a = assess_h200(&records);
+        let pace = a.pace.unwrap();
+        assert!((pace - 1.0 / 1.08).abs() < 1e-12);
+        let g = &a.detail.gpus[0];
+        assert!((g.tensor - pace).abs() < 1e-9 && (g.memory - 1.0).abs() < 1e-9);
+        assert!(a.reasons.iter().any(|r| r.contains("expected pace")));
+    }
+
+    #[test]
+    fn no_record_a_test_plan_another_model_or_no_registration_count_nothing() {
+        let config = Config::embedded();
+        let none = assess_h200(&[]);
+        assert_eq!(none.score, 0.0);
+        assert!(none.reasons[0].contains("no proof record yet"));
+        let mut test_plan = record(1, true, 0.5);
+        test_plan.proves_model = false;
+        let a = assess_h200(&[test_plan]);
+        assert_eq!(a.score, 0.0);
+        assert!(a.reasons[0].contains("does not prove the model"));
+        let mut other = record(1, true, 0.9);
+        other.model = "H100 SXM".into();
+        assert!(assess_h200(&[other]).reasons[0].contains("registered as the H200 SXM now"));
+        let gone = assess(
+            &GpuHistory {
+                uuid: "GPU-1",
+                registered_model: None,
+                simulated: false,
+                records: &[record(1, true, 0.9)],
+            },
+            &config,
+            db(),
+        );
+        assert!(gone.reasons[0].contains("no longer registered"));
+        for a in [none, gone] {
+            assert!(price(&a, &balanced(), &config, db())
+                .unwrap()
+                .quote
+                .is_none());
+        }
+    }
+
+    #[test]
+    fn a_simulated_gpu_scores_zero_everywhere_with_the_reason() {
+        let mut records: Vec<_> = (1..=3).map(|i| record(i, true, 0.9)).collect();
+        for r in &mut records {
+            r.simulated = true;
+        }
+        let a = assess_h200(&records);
+        assert!(a.simulated);
+        assert_eq!((a.score, a.gpu_worth), (0.0, 0.0));
+        assert!(a.reasons[0].contains(SIMULATED));
+        let g = &a.detail.gpus[0];
+        assert_eq!((g.tensor, g.potential, g.score), (0.0, 0.0, 0.0));
+        for p in [&a.detail.parts.gpu, &a.detail.parts.cpu] {
+            assert_eq!((p.value, p.weighted), (0.0, 0.0));
+            assert_eq!(p.note.as_deref(), Some(SIMULATED));
+        }
+        let p = price(&a, &balanced(), &Config::embedded(), db()).unwrap();
+        assert!(p.quote.is_none() && p.unpriced.unwrap().contains(SIMULATED));
+    }
+
+    #[test]
+    fn only_the_window_counts_for_reliability() {
+        let mut records: Vec<_> = (1..=10).map(|i| record(i, false, 1.5)).collect();
+        records.extend((11..=30).map(|i| record(i, true, 0.95)));
+        let a = assess_h200(&records);
+        assert_eq!((a.proofs_passed, a.proofs_total), (20, 20));
+        assert!((a.detail.reliability.factor - 1.0).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,397 @@
+//! The validator's scores and prices from its own signed records (issue 15), and its market
+//! on a clock.
+//!
+//! - **Scores.** `GET /v1/scores` (a page of registered GPUs) and `GET /v1/scores/{uuid}`:
+//!   each GPU assessed from its latest proof records in the registry
+//!   ([`pog_market::appraisal::assess`]): the score, every reason it is lower than its model
+//!   would earn, and the price the validator last posted for it.
+//! - **Prices as proofs come in.** The registry wakes [`Pricing::run`] after each record it
+//!   stores; it re-assesses every GPU with new records and re-quotes its price per GPU-hour in
+//!   the market of its class (demand from the open bids and asks of the validator's own
+//!   book), and appends the price to the history in `market.sqlite`, with the row of the last
+//!   record taken in, in one transaction: a restarted validator prices the records it has
+//!   not seen yet and none twice. `GET /v1/prices/{uuid}/history` pages through it.
+//! - **Clearing on a clock.** [`clear_on_schedule`] clears every class whose book changed
+//!   since its last clearing (`pog validator --clear-every`), signed by the validator's key
+//!   like a manual clearing.
+
+use crate::http::ApiError;
+use crate::market::{Market, MarketError, PostedPrice};
+use crate::registry::RegistryError;
+use crate::validator::{Validator, RECORD_KIND};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use pog_market::appraisal::{
+    assess, price, Assessment, GpuHistory, RecordSummary, RELIABILITY_WINDOW,
+};
+use pog_market::quote::MarketState;
+use pog_market::{Config, GpuClass, Mechanism};
+use pog_proof::wire::{Envelope, Identity};
+use pog_spec::SpecDb;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::Notify;
+
+/// Records read from the registry per batch when catching up.
+const BATCH: usize = 1000;
+
+/// The most scores or price points one page returns.
+pub const MAX_PAGE: usize = 1000;
+
+/// How often the pricing looks for records even without a wake-up (a safety net: every
+/// stored record wakes it).
+const IDLE_CHECK: Duration = Duration::from_secs(30);
+
+/// Why pricing failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PricingError {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Market(#[from] MarketError),
+    #[error(transparent)]
+    Quote(#[from] pog_market::QuoteError),
+}
+
+impl From<PricingError> for ApiError {
+    fn from(e: PricingError) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+    }
+}
+
+/// The validator's scoring and pricing.
+pub struct Pricing {
+    validator: Arc<Validator>,
+    market: Arc<Market>,
+    config: Config,
+    wake: Arc<Notify>,
+}
+
+/// One GPU's score as `GET /v1/scores` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoreView {
+    pub gpu_uuid: String,
+    pub model: Option<String>,
+    pub simulated: bool,
+    pub score: f64,
+    /// Why the score is 0 or lower than its model would earn.
+    pub reasons: Vec<String>,
+    /// The price per GPU-hour the validator posted last (micro-dollars); null when it is not
+    /// priced or not yet.
+    pub price_micro_usd: Option<u64>,
+    /// The posted price's point in the history, with every factor.
+    pub posted: Option<PostedPrice>,
+    /// How the score was made (parts, reliability, the GPU's figures).
+    pub assessment: Assessment,
+}
+
+/// What `GET /v1/scores` returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScorePage {
+    pub scores: Vec<ScoreView>,
+    /// Pass as `after` for the next page; absent on the last one.
+    pub next_after: Option<String>,
+}
+
+/// What `GET /v1/prices/{uuid}/history` returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PricePage {
+    pub gpu_uuid: String,
+    pub points: Vec<PostedPrice>,
+    /// Pass as `after` for the next page; absent on the last one.
+    pub next_after: Option<i64>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Pricing {
+    /// Scores and prices `validator`'s GPUs into `market`'s history, with `config`; the
+    /// registry wakes it from now on for every record stored.
+    pub fn new(validator: Arc<Validator>, market: Arc<Market>, config: Config) -> Arc<Pricing> {
+        let wake = Arc::new(Notify::new());
+        validator.registry().notify_on_record(wake.clone());
+        Arc::new(Pricing {
+            validator,
+            market,
+            config,
+            wake,
+        })
+    }
+
+    /// A GPU's assessment from its latest records; `None` when the validator knows nothing of
+    /// it (neither registered nor recorded).
+    pub fn assess(&self, uuid: &str) -> Result<Option<Assessment>, PricingError> {
+        let (gpu, rows) = {
+            let registry = self.validator.registry();
+            let gpu = registry.gpu(uuid)?;
+            // Other kinds of record (the memory proof's) share the table: read enough rows
+            // to find the window's proof records among them.
+            let rows = registry.latest_records(uuid, 4 * RELIABILITY_WINDOW)?;
+            (gpu, rows)
+        };
+        if gpu.is_none() && rows.is_empty() {
+            return Ok(None);
+        }
+        let mut records: Vec<RecordSummary> = rows
+            .iter()
+            .filter_map(|(id, json)| {
+                let envelope: Envelope = serde_json::from_str(json).ok()?;
+                if envelope.kind != RECORD_KIND {
+                    return None;
+                }
+                let body = serde_json::from_str(&envelope.body).ok()?;
+                RecordSummary::from_record(*id, &body)
+            })
+            .collect();
+        records.drain(..records.len().saturating_sub(RELIABILITY_WINDOW));
+        let history = GpuHistory {
+            uuid,
+            registered_model: gpu.as_ref().map(|g| g.model.as_str()),
+            simulated: gpu.as_ref().is_some_and(|g| g.simulated),
+            records: &records,
+        };
+        Ok(Some(assess(&history, &self.config, SpecDb::embedded())))
+    }
+
+    /// The market of a model's class now: demand from the validator's book (open bid and ask
+    /// GPU-hours); utilization is not measured yet, so it is taken at the target (neutral).
+    fn state(&self, model: Option<&str>) -> MarketState {
+        let (bid_hours, ask_hours) = model
+            .and_then(|m| GpuClass::new(m).ok())
+            .map_or((0, 0), |class| self.market.open_hours(&class));
+        MarketState {
+            utilization: self.config.price.target_utilization,
+            bid_hours,
+            ask_hours,
+        }
+    }
+
+    /// A GPU's price now, from its assessment, as a point to post.
+    fn quote(&self, a: &Assessment, cause: String) -> Result<PostedPrice, PricingError> {
+        let pricing = price(
+            a,
+            &self.state(a.model.as_deref()),
+            &self.config,
+            SpecDb::embedded(),
+        )?;
+        Ok(PostedPrice {
+            seq: 0,
+            gpu_uuid: a.gpu_uuid.clone(),
+            at_ms: now_ms(),
+            cause,
+            record_id: a.latest_record,
+            model: a.model.clone(),
+            score: a.score,
+            gpu_worth: a.gpu_worth,
+            price_micro_usd: pricing.quote.as_ref().map(|q| q.price.micro_usd()),
+            unpriced: pricing.unpriced,
+            quote: pricing.quote,
+        })
+    }
+
+    /// Prices every GPU with records stored since the last catch-up, one point per GPU per
+    /// batch; returns the points posted.
+    pub fn catch_up(&self) -> Result<usize, PricingError> {
+        let mut posted = 0;
+        loop {
+            let after = self.market.priced_through()?;
+            let rows = self.validator.registry().records_since(after, BATCH)?;
+            let Some(&(through, _)) = rows.last() else {
+                return Ok(posted);
+            };
+            // Per GPU: how many records came in and the last one's row.
+            let mut touched: BTreeMap<String, (usize, i64)> = BTreeMap::new();
+            for (id, uuid) in &rows {
+                let entry = touched.entry(uuid.clone()).or_insert((0, *id));
+                *entry = (entry.0 + 1, *id);
+            }
+            let mut points = Vec::with_capacity(touched.len());
+            for (uuid, (count, last)) in touched {
+                let Some(a) = self.assess(&uuid)? else {
+                    continue;
+                };
+                let verdict = match (a.latest_record, a.latest_accepted) {
+                    (Some(id), Some(accepted)) if id == last => format!(
+                        "proof record {id} {}",
+                        if accepted { "accepted" } else { "not accepted" }
+                    ),
+                    _ => format!("registry record {last}"),
+                };
+                let cause = if count > 1 {
+                    format!("{verdict} (and {} earlier record(s))", count - 1)
+                } else {
+                    verdict
+                };
+                points.push(self.quote(&a, cause)?);
+            }
+            self.market.post_prices(&points, through)?;
+            posted += points.len();
+            if rows.len() < BATCH {
+                return Ok(posted);
+            }
+        }
+    }
+
+    /// Prices records as they are stored, until `stop` says so.
+    pub async fn run(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            let pricing = self.clone();
+            match tokio::task::spawn_blocking(move || pricing.catch_up()).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::error!(error = %e, "pricing the new records"),
+                Err(e) => tracing::error!(error = %e, "the pricing task failed"),
+            }
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(IDLE_CHECK) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// One GPU's score view.
+    fn view(&self, a: Assessment) -> Result<ScoreView, PricingError> {
+        let posted = self.market.latest_price(&a.gpu_uuid)?;
+        Ok(ScoreView {
+            gpu_uuid: a.gpu_uuid.clone(),
+            model: a.model.clone(),
+            simulated: a.simulated,
+            score: a.score,
+            reasons: a.reasons.clone(),
+            price_micro_usd: posted.as_ref().and_then(|p| p.price_micro_usd),
+            posted,
+            assessment: a,
+        })
+    }
+}
+
+/// Clears the market every `every`, signed by `operator` (the validator's key), with
+/// `mechanism`, until `stop` says so: only classes whose book changed since their last
+/// clearing and that have bids and asks open ([`Market::clear_due`]).
+pub async fn clear_on_schedule(
+    market: Arc<Market>,
+    operator: Identity,
+    every: Duration,
+    mechanism: Mechanism,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut clock = tokio::time::interval(every);
+    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    clock.tick().await; // the first tick is immediate: the first clearing comes after `every`
+    loop {
+        tokio::select! {
+            _ = clock.tick() => {}
+            _ = stop.changed() => return,
+        }
+        for result in market.clear_due(&operator, mechanism) {
+            match result {
+                Ok(r) => tracing::info!(
+                    class = %r.class,
+                    number = r.number,
+                    units = r.clearing.units,
+                    "cleared on schedule"
+                ),
+                Err(e) => tracing::error!(error = %e.message, "a scheduled clearing failed"),
+            }
+        }
+    }
+}
+
+/// The validator's API with its order book, scores and prices: [`crate::validator::router`],
+/// `/v1/market/*`, `/v1/scores`, `/v1/scores/{uuid}` and `/v1/prices/{uuid}/history`.
+pub fn router(validator: Arc<Validator>, market: Arc<Market>, pricing: Arc<Pricing>) -> Router {
+    let scores = Router::new()
+        .route("/v1/scores", get(scores_route))
+        .route("/v1/scores/{uuid}", get(score_route))
+        .route("/v1/prices/{uuid}/history", get(history_route))
+        .with_state(pricing);
+    crate::validator::router_with_market(validator, market).merge(scores)
+}
+
+#[derive(Debug, Deserialize)]
+struct UuidPage {
+    #[serde(default)]
+    after: String,
+    limit: Option<usize>,
+}
+
+async fn scores_route(
+    State(p): State<Arc<Pricing>>,
+    Query(q): Query<UuidPage>,
+) -> Result<Response, ApiError> {
+    let limit = q.limit.unwrap_or(100).clamp(1, MAX_PAGE);
+    let page = tokio::task::spawn_blocking(move || -> Result<ScorePage, PricingError> {
+        let gpus = p.validator.registry().gpus(&q.after, limit)?;
+        let next_after = (gpus.len() == limit)
+            .then(|| gpus.last().map(|g| g.uuid.clone()))
+            .flatten();
+        let mut scores = Vec::with_capacity(gpus.len());
+        for g in gpus {
+            if let Some(a) = p.assess(&g.uuid)? {
+                scores.push(p.view(a)?);
+            }
+        }
+        Ok(ScorePage { scores, next_after })
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    Ok(Json(page).into_response())
+}
+
+async fn score_route(
+    State(p): State<Arc<Pricing>>,
+    Path(uuid): Path<String>,
+) -> Result<Response, ApiError> {
+    let view = tokio::task::spawn_blocking(move || -> Result<Option<ScoreView>, PricingError> {
+        match p.assess(&uuid)? {
+            Some(a) => Ok(Some(p.view(a)?)),
+            None => Ok(None),
+        }
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    match view {
+        Some(v) => Ok(Json(v).into_response()),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no GPU of that UUID is registered or recorded here (see GET /v1/gpus)",
+        )),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct SeqPage {
+    #[serde(default)]
+    after: i64,
+    limit: Option<usize>,
+}
+
+async fn history_route(
+    State(p): State<Arc<Pricing>>,
+    Path(uuid): Path<String>,
+    Query(q): Query<SeqPage>,
+) -> Result<Response, ApiError> {
+    let limit = q.limit.unwrap_or(100).clamp(1, MAX_PAGE);
+    let points = p
+        .market
+        .price_history(&uuid, q.after, limit)
+        .map_err(PricingError::from)?;
+    let next_after = (points.len() == limit)
+        .then(|| points.last().map(|p| p.seq))
+        .flatten();
+    Ok(Json(PricePage {
+        gpu_uuid: uuid,
+        points,
+        next_after,
+    })
+    .into_response())
+}
