@@ -499,6 +499,41 @@ mod tests {
     }
 
     #[test]
+    fn signs_exactly_as_the_go_note_package() {
+        // The key and signed note of golang.org/x/mod/sumdb/note's tests (the private key
+        // "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEK…" is type 0x01 and this seed). Ed25519 is
+        // deterministic: the same key and text must give the same signature line.
+        let seed: [u8; 32] =
+            hex::decode("810a1402d5146c8d84f2443330f54080ebf98ee17d9c74f6252fc5d5c7283173")
+                .unwrap()
+                .try_into()
+                .unwrap();
+        let signer = NoteSigner::new("PeterNeumann", ALG_ED25519, seed).unwrap();
+        assert_eq!(
+            signer.verifier().to_vkey(),
+            "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"
+        );
+        let text = "If you think cryptography is the answer to your problem,\n\
+                    then you don't know what your problem is.\n";
+        let mut note = Note::new(text.into()).unwrap();
+        note.push_signature(signer.sign(text, 0));
+        assert_eq!(
+            note.to_text(),
+            format!(
+                "{text}\n\u{2014} PeterNeumann x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE6RyyBwJnAM=\n"
+            )
+        );
+        // A signature under another name with the same key ID is not this key's.
+        let renamed = note.to_text().replace("PeterNeumann", "CarmenSandiego");
+        assert_eq!(
+            Note::parse(renamed.as_bytes())
+                .unwrap()
+                .verify(std::slice::from_ref(signer.verifier())),
+            Err(NoteError::NoKnownSignature)
+        );
+    }
+
+    #[test]
     fn unknown_keys_are_ignored_and_cosignatures_verify() {
         let log = NoteSigner::new("example.org/log", ALG_ED25519, [1; 32]).unwrap();
         let witness = NoteSigner::new("example.org/w", ALG_COSIGNATURE_V1, [2; 32]).unwrap();
