@@ -11,6 +11,13 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 /// Seconds of raw samples kept for slopes and windows.
 const KEEP_S: f64 = 120.0;
 
+/// Points of memory use kept for the leak detector: past this, every other one is dropped
+/// (a GPU whose memory holds still for days must not grow the monitor).
+const LEAK_POINTS: usize = 2048;
+
+/// Points the leak detector's recent slope is fitted on (evenly thinned).
+const TAIL_POINTS: usize = 64;
+
 /// Runs every detector over a GPU's samples, in time order.
 #[derive(Debug, Clone)]
 pub struct Monitor {
@@ -540,6 +547,19 @@ impl Monitor {
         let leak = self.leak.as_mut().expect("set above");
         leak.max_mib = leak.max_mib.max(used);
         leak.points.push((s.t, used));
+        if leak.points.len() > LEAK_POINTS {
+            // Keep the first, the last and every other one between: growth between kept points
+            // is the sum of the growth between the dropped ones.
+            let last = *leak.points.last().expect("non-empty");
+            let mut i = 0;
+            leak.points.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+            if leak.points.last() != Some(&last) {
+                leak.points.push(last);
+            }
+        }
         let duration = s.t - leak.start_t;
         let increase = used - leak.start_mib;
         if duration < self.config.leak_min_duration_s
@@ -561,12 +581,14 @@ impl Monitor {
         }
         let spread = grown.iter().filter(|g| **g > 0.0).count() >= 6;
         let tail_s = (duration / 5.0).max(20.0);
-        let tail: Vec<(f64, f64)> = leak
+        let recent: Vec<(f64, f64)> = leak
             .points
             .iter()
             .filter(|p| s.t - p.0 <= tail_s)
             .copied()
             .collect();
+        let step = recent.len().div_ceil(TAIL_POINTS).max(1);
+        let tail: Vec<(f64, f64)> = recent.iter().step_by(step).copied().collect();
         let still_growing = tail.len() >= 3 && theil_sen(&tail).is_some_and(|v| v > 0.0);
         if !spread || !still_growing {
             return;
@@ -896,4 +918,44 @@ fn counter_finding(
 pub fn replay(samples: &[Sample], config: &Config, model: Option<Model>) -> Vec<Alert> {
     let mut monitor = Monitor::new(config.clone(), model);
     samples.iter().flat_map(|s| monitor.push(s)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(t: f64, mem: f64) -> Sample {
+        let mut s = Sample::at(t);
+        s.mem_used_mib = Some(mem);
+        s
+    }
+
+    #[test]
+    fn memory_held_still_for_a_day_keeps_the_monitor_small() {
+        let mut m = Monitor::new(Config::default(), None);
+        for i in 0..86_400 {
+            assert!(m.push(&at(f64::from(i), 50_000.0)).is_empty());
+        }
+        assert!(m.leak.as_ref().unwrap().points.len() <= LEAK_POINTS + 1);
+        assert!(m.window.len() <= 122);
+    }
+
+    #[test]
+    fn a_slow_leak_over_hours_is_caught_after_thinning() {
+        // 2 MiB/s for two hours at 1 Hz: 7,200 points, thinned twice.
+        let mut m = Monitor::new(Config::default(), None);
+        let mut first = None;
+        for i in 0..7_200 {
+            let alerts = m.push(&at(f64::from(i), 10_000.0 + 2.0 * f64::from(i)));
+            if first.is_none() {
+                first = alerts.into_iter().find(|a| a.kind == AlertKind::MemoryLeak);
+            }
+        }
+        let alert = first.expect("a leak alert");
+        // 1 GiB of growth takes 512 s at 2 MiB/s.
+        assert!((500.0..700.0).contains(&alert.t), "{alert:?}");
+        let rate = alert.signals["growth_mib_per_s"].value;
+        assert!((1.5..2.5).contains(&rate), "{rate}");
+        assert!(m.leak.as_ref().unwrap().points.len() <= LEAK_POINTS + 1);
+    }
 }
