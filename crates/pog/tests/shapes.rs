@@ -173,3 +173,75 @@ fn score() {
 fn price() {
     pin("price", &["price", "--json", "--model", "H100 SXM"], 0);
 }
+
+#[test]
+fn verify() {
+    use std::os::unix::fs::PermissionsExt;
+    // A ledger with a registration, a proof round and an agent's health record, exported.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let key = data.join("validator.key");
+    std::fs::write(&key, hex::encode([7u8; 32])).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let validator = pog_proof::wire::Identity::from_seed([7; 32]);
+    let agent = pog_proof::wire::Identity::from_seed([8; 32]);
+    let gpu = "GPU-shape";
+    let records = serde_json::json!([
+        validator
+            .seal(
+                "registration",
+                &serde_json::json!({"event": "new", "gpu_uuid": gpu, "agent": agent.public_hex()})
+            )
+            .unwrap(),
+        validator
+            .seal(
+                "record",
+                &serde_json::json!({"gpu_uuid": gpu, "accepted": true})
+            )
+            .unwrap(),
+        agent
+            .seal(
+                "health",
+                &serde_json::json!({"gpu_uuid": gpu, "samples": 60})
+            )
+            .unwrap(),
+    ]);
+    let file = dir.path().join("records.json");
+    std::fs::write(&file, records.to_string()).unwrap();
+    let bundle = dir.path().join("bundle.json");
+    let pog = |args: &[&str]| {
+        let out = Command::cargo_bin("pog")
+            .unwrap()
+            .arg("--data-dir")
+            .arg(&data)
+            .args(args)
+            .env_remove("POG_DATA_DIR")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "pog {args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    pog(&["ledger", "append", file.to_str().unwrap()]);
+    pog(&["ledger", "checkpoint"]);
+    pog(&[
+        "ledger",
+        "export",
+        "--gpu",
+        gpu,
+        "-o",
+        bundle.to_str().unwrap(),
+    ]);
+    let vkey = pog(&["ledger", "vkey"]);
+    pin(
+        "verify",
+        &[
+            "verify",
+            "--json",
+            bundle.to_str().unwrap(),
+            "--log-key",
+            vkey.trim(),
+        ],
+        0,
+    );
+}
