@@ -176,3 +176,139 @@ mod tests {
         assert_eq!(witness_add_checkpoint(&mut w, b"nonsense", 9).status, 400);
     }
 }
+
+/// What [`write_static`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct MirrorStats {
+    /// Tree size of the mirrored checkpoint.
+    pub size: u64,
+    /// Tiles and entry bundles written now.
+    pub written: u64,
+    /// Full tiles already there (immutable: not written again).
+    pub kept: u64,
+}
+
+/// Writes the log as static files under `dir`, the tlog-tiles layout a plain web server can
+/// serve: `checkpoint` (the latest stored one) and every tile and entry bundle of its tree
+/// size. Full tiles already present are kept (they never change); partial ones are written for
+/// this size. Each file is written to a temporary name and renamed, the checkpoint last, so a
+/// reader never sees a checkpoint whose tiles are missing.
+pub fn write_static(log: &Log, dir: &std::path::Path) -> Result<MirrorStats, StoreError> {
+    let io = |path: &std::path::Path| {
+        let path = path.to_path_buf();
+        move |cause| StoreError::Io { path, cause }
+    };
+    let text = log
+        .latest_checkpoint()?
+        .ok_or_else(|| StoreError::Corrupt {
+            dir: log.dir().to_path_buf(),
+            why: "the log has no checkpoint to mirror yet".into(),
+        })?;
+    let checkpoint = crate::checkpoint::SignedCheckpoint::parse(text.as_bytes()).map_err(|e| {
+        StoreError::Corrupt {
+            dir: log.dir().to_path_buf(),
+            why: format!("the stored checkpoint is unreadable: {e}"),
+        }
+    })?;
+    let size = checkpoint.checkpoint.size;
+    let mut stats = MirrorStats {
+        size,
+        ..MirrorStats::default()
+    };
+    let write = |path: &std::path::Path, bytes: &[u8]| -> Result<(), StoreError> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        let tmp = path.with_extension("tmp-mirror");
+        std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
+        std::fs::rename(&tmp, path).map_err(io(path))
+    };
+    for id in crate::tiles::tiles_of(size) {
+        let path = dir.join(id.path());
+        if id.width == crate::tiles::TILE_WIDTH && path.is_file() {
+            stats.kept += 1;
+            continue;
+        }
+        write(&path, &log.tile(&id)?)?;
+        stats.written += 1;
+    }
+    write(&dir.join("checkpoint"), text.as_bytes())?;
+    Ok(stats)
+}
+
+/// Tiles read from a directory in the tlog-tiles layout (a static mirror, or a local copy of
+/// one), for [`crate::tiles::TiledTree`].
+pub struct DirSource(pub std::path::PathBuf);
+
+impl crate::tiles::TileSource for DirSource {
+    fn read_tile(&mut self, id: &TileId) -> Result<Vec<u8>, crate::tiles::TileError> {
+        let path = self.0.join(id.path());
+        std::fs::read(&path).map_err(|e| crate::tiles::TileError::Source {
+            path: id.path(),
+            why: e.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod mirror_tests {
+    use super::*;
+    use crate::checkpoint::SignedCheckpoint;
+    use crate::note::{NoteSigner, ALG_ED25519};
+    use crate::tiles::TiledTree;
+    use pog_merkle::{leaf_hash, verify_inclusion};
+
+    #[test]
+    fn a_static_mirror_verifies_from_files_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(&dir.path().join("log")).unwrap();
+        let signer = NoteSigner::new("pog.test/log", ALG_ED25519, [3; 32]).unwrap();
+        let mirror = dir.path().join("www");
+        let entries: Vec<Vec<u8>> = (0..70_000u32)
+            .map(|i| format!("e{i}").into_bytes())
+            .collect();
+        let slices: Vec<&[u8]> = entries.iter().map(|e| e.as_slice()).collect();
+        log.append_batch(&slices[..600]).unwrap();
+        log.checkpoint(&signer).unwrap();
+        let first = write_static(&log, &mirror).unwrap();
+        // Level 0: two full tiles, one of 88, and their entry bundles; level 1: one tile of 2.
+        assert_eq!(
+            first,
+            MirrorStats {
+                size: 600,
+                written: 7,
+                kept: 0
+            }
+        );
+        log.append_batch(&slices[600..]).unwrap();
+        log.checkpoint(&signer).unwrap();
+        let second = write_static(&log, &mirror).unwrap();
+        // The two full level-0 tiles and their bundles of the first mirroring are kept.
+        assert_eq!(second.kept, 4);
+        // A verifier with only the log's key and the files.
+        let text = std::fs::read(mirror.join("checkpoint")).unwrap();
+        let cp = SignedCheckpoint::parse_verified(&text, signer.verifier()).unwrap();
+        assert_eq!(cp.checkpoint.size, 70_000);
+        let mut tiled = TiledTree::new(DirSource(mirror.clone()), cp.checkpoint.size);
+        assert_eq!(tiled.root().unwrap(), cp.checkpoint.root);
+        for index in [0u64, 599, 600, 65_535, 69_999] {
+            let entry = tiled.entry(index).unwrap();
+            assert_eq!(entry, entries[index as usize]);
+            let proof = tiled.inclusion_proof(index).unwrap();
+            assert!(verify_inclusion(
+                &leaf_hash(&entry),
+                index,
+                70_000,
+                &proof,
+                &cp.checkpoint.root
+            ));
+        }
+        // A tampered file in the mirror is caught.
+        let bundle = mirror.join("tile/entries/000");
+        let mut bytes = std::fs::read(&bundle).unwrap();
+        bytes[5] ^= 1;
+        std::fs::write(&bundle, bytes).unwrap();
+        let mut tiled = TiledTree::new(DirSource(mirror), 70_000);
+        assert!(tiled.entry(3).is_err());
+    }
+}

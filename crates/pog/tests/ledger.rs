@@ -188,6 +188,12 @@ fn export_verify_and_tampering_through_the_binary() {
     assert_eq!(table.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&table.stdout).contains("verdict: PASS"));
 
+    // A static mirror of the log, for a plain web server.
+    let www = tmp.path().join("www");
+    let mirrored = pog_json(&data, &["ledger", "mirror", www.to_str().unwrap()], 0);
+    assert_eq!(mirrored["size"], 16);
+    assert!(www.join("checkpoint").is_file() && www.join("tile/entries/000.p/16").is_file());
+
     // Proofs on the command line.
     let inclusion = pog_json(&data, &["ledger", "prove", "--inclusion", "3"], 0);
     assert_eq!(inclusion["size"], 16);

@@ -79,6 +79,12 @@ pub enum LedgerAction {
         #[arg(long = "witness", value_name = "URL", required = true)]
         witnesses: Vec<String>,
     },
+    /// Write the log as static files (c2sp.org/tlog-tiles: checkpoint, tiles, entry bundles)
+    /// under DIR, for any web server or mirror; full tiles already there are kept.
+    Mirror {
+        /// The directory to serve.
+        dir: PathBuf,
+    },
     /// Attach witnesses' cosignature lines (`pog witness cosign` prints them) to the latest
     /// checkpoint, which `pog ledger export` puts in bundles.
     AddCosignature {
@@ -100,6 +106,7 @@ impl LedgerAction {
             LedgerAction::WitnessRequest { .. } => "ledger.witness_request",
             LedgerAction::AddCosignature { .. } => "ledger.add_cosignature",
             LedgerAction::Publish { .. } => "ledger.publish",
+            LedgerAction::Mirror { .. } => "ledger.mirror",
         }
     }
 }
@@ -302,6 +309,23 @@ pub fn ledger_run(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
         LedgerAction::WitnessRequest { old } => witness_request(global, args, *old),
         LedgerAction::AddCosignature { lines } => add_cosignature(global, args, lines),
         LedgerAction::Publish { witnesses } => publish(global, args, witnesses),
+        LedgerAction::Mirror { dir } => {
+            let ledger = open_ledger(global, args)?;
+            let stats = pog_ledger::serve::write_static(ledger.log(), dir)?;
+            let summary = format!(
+                "mirrored tree size {} to {}: {} file(s) written, {} full tile(s) kept",
+                stats.size,
+                dir.display(),
+                stats.written,
+                stats.kept
+            );
+            if global.json {
+                print_json("ledger.mirror", Verdict::Pass, &summary, false, &stats)?;
+            } else {
+                crate::render::verdict_line(Verdict::Pass, &summary, false);
+            }
+            Ok(Outcome(Verdict::Pass))
+        }
         LedgerAction::Vkey => {
             let signer = log_signer(global, args)?;
             let vkey = signer.verifier().to_vkey();
