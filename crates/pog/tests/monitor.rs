@@ -5,6 +5,7 @@ use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 const HEALTHY: &str = "../monitor/tests/data/h200-healthy.csv";
 
@@ -304,4 +305,138 @@ fn run_without_nvml_or_with_a_bad_record_request_is_an_error() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("outside 0.1-3600 s"));
+}
+
+/// A webhook receiver on loopback: answers each POST with the next status of `statuses`
+/// (200 once they run out) and keeps every body.
+fn receiver(statuses: Vec<u16>) -> (String, Arc<Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let kept = bodies.clone();
+    std::thread::spawn(move || {
+        let mut statuses = statuses.into_iter();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            loop {
+                let mut length = 0usize;
+                let mut line = String::new();
+                let mut request_line = true;
+                loop {
+                    line.clear();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        break;
+                    }
+                    if request_line {
+                        assert!(line.starts_with("POST /hook "), "{line}");
+                        request_line = false;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap();
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                if request_line {
+                    break; // the connection closed
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                kept.lock().unwrap().push(String::from_utf8(body).unwrap());
+                let status = statuses.next().unwrap_or(200);
+                let answer = format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\n\r\n");
+                if stream.write_all(answer.as_bytes()).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    (address, bodies)
+}
+
+fn power_brake_trace(dir: &std::path::Path) -> PathBuf {
+    edited(dir, |t, cells, header| {
+        let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        if t >= 2.0 {
+            cells[col("clock_reasons")] = "128".into();
+        }
+    })
+}
+
+#[test]
+fn alerts_go_to_the_webhook_and_a_failed_post_is_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let (address, bodies) = receiver(vec![500]);
+    let out = pog()
+        .args([
+            "monitor",
+            "run",
+            "--json",
+            "--interval",
+            "0.1",
+            "--duration",
+            "1.5",
+        ])
+        .arg("--webhook")
+        .arg(format!("http://{address}/hook"))
+        .arg("--from-trace")
+        .arg(power_brake_trace(dir.path()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("answered 500 Internal Server Error: retrying"),
+        "{stderr}"
+    );
+    let bodies = bodies.lock().unwrap().clone();
+    assert_eq!(bodies.len(), 2, "{bodies:?}");
+    assert_eq!(bodies[0], bodies[1]);
+    let posted: Value = serde_json::from_str(&bodies[0]).unwrap();
+    let printed = alerts_of(&out.stdout);
+    assert_eq!(printed, vec![posted.clone()]);
+    assert_eq!(posted["kind"], "throttling");
+    assert_eq!(posted["gpu"], 0);
+    assert!(posted["hostname"].is_string() && posted["uuid"].is_string());
+}
+
+#[test]
+fn a_webhook_that_is_down_holds_up_neither_sampling_nor_the_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port nobody listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let record = dir.path().join("recorded.csv");
+    let started = std::time::Instant::now();
+    let out = pog()
+        .args(["monitor", "run", "--interval", "0.1", "--duration", "2"])
+        .arg("--webhook")
+        .arg(format!("http://{closed}/hook"))
+        .arg("--record")
+        .arg(&record)
+        .arg("--from-trace")
+        .arg(power_brake_trace(dir.path()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("retrying in"), "{stderr}");
+    assert!(stderr.contains("undelivered after 5s"), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    let rows = std::fs::read_to_string(&record).unwrap().lines().count() - 1;
+    assert!(rows >= 15, "only {rows} samples in 2 s at 0.1 s");
+}
+
+#[test]
+fn a_bad_webhook_url_is_an_error() {
+    pog()
+        .args(["monitor", "run", "--duration", "1", "--webhook", "ftp://x/"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not an http or https URL"));
 }

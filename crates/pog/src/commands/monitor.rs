@@ -84,6 +84,10 @@ pub struct RunArgs {
     /// Stop after this many seconds [default: at SIGINT or SIGTERM].
     #[arg(long, value_name = "SECONDS", value_parser = parse_duration)]
     pub duration: Option<Duration>,
+    /// POST each alert as JSON to this URL (http or https), retried with backoff; a webhook
+    /// that is down or slow never holds up the sampling.
+    #[arg(long, value_name = "URL")]
+    pub webhook: Option<String>,
     /// Feed the rows of a recorded trace, one per --interval, as GPU 0 instead of reading
     /// NVML (tests and demos without a GPU).
     #[arg(long, value_name = "TRACE.csv", conflicts_with = "gpus")]
@@ -349,6 +353,20 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
         }
     });
     let live: Shared = Arc::default();
+    let mut webhook = None;
+    if let Some(url) = &args.webhook {
+        let url = reqwest::Url::parse(url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .with_context(|| format!("--webhook {url:?} is not an http or https URL"))?;
+        let client = reqwest::Client::builder()
+            .timeout(WEBHOOK_TIMEOUT)
+            .build()
+            .context("building the webhook client")?;
+        let (queue, pending) = tokio::sync::mpsc::channel(WEBHOOK_QUEUE);
+        let worker = rt.spawn(deliver(client, url, pending));
+        webhook = Some((queue, worker));
+    }
     if let Some(listen) = &args.metrics_listen {
         let listener = rt
             .block_on(tokio::net::TcpListener::bind(listen))
@@ -373,7 +391,7 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
         ));
         eprintln!("pog monitor: serving metrics at http://{local}/metrics");
     }
-    match &args.from_trace {
+    let outcome = match &args.from_trace {
         Some(path) => {
             let rows = load(path)?;
             let mut source = TraceSource {
@@ -388,7 +406,17 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
                 taken: 0,
                 xids: (0, 0),
             };
-            watch(global, args, &config, model, &mut source, &live, &stop)
+            let queue = webhook.as_ref().map(|w| w.0.clone());
+            watch(
+                global,
+                args,
+                &config,
+                model,
+                &mut source,
+                &live,
+                &stop,
+                queue,
+            )
         }
         None => {
             let nvml = pog_device::nvml::init().context("reading GPUs through NVML")?;
@@ -407,11 +435,93 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
                 samplers,
                 hostname: pog_device::monitor::hostname(),
             };
-            watch(global, args, &config, model, &mut source, &live, &stop)
+            let queue = webhook.as_ref().map(|w| w.0.clone());
+            watch(
+                global,
+                args,
+                &config,
+                model,
+                &mut source,
+                &live,
+                &stop,
+                queue,
+            )
+        }
+    };
+    if let Some((queue, worker)) = webhook {
+        // Alerts still queued get a little time to go out; a webhook that is down does not
+        // keep pog from stopping.
+        drop(queue);
+        if rt
+            .block_on(async { tokio::time::timeout(WEBHOOK_DRAIN, worker).await })
+            .is_err()
+        {
+            tracing::warn!("webhook: alerts still undelivered after {WEBHOOK_DRAIN:?}: dropped");
+        }
+    }
+    outcome
+}
+
+/// Alerts waiting for the webhook; past this, new ones are dropped (and logged).
+const WEBHOOK_QUEUE: usize = 1024;
+/// One delivery attempt's limit.
+const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(5);
+/// Attempts per alert.
+const WEBHOOK_ATTEMPTS: u32 = 6;
+/// The first retry's wait; each next one doubles, up to 30 s.
+const WEBHOOK_BACKOFF: Duration = Duration::from_millis(500);
+/// How long a stopping monitor waits for queued alerts to go out.
+const WEBHOOK_DRAIN: Duration = Duration::from_secs(5);
+
+/// Posts each queued alert to the webhook, in order, retrying failures with backoff. A
+/// client error other than 429 is not retried (the receiver refuses the alert itself).
+async fn deliver(
+    client: reqwest::Client,
+    url: reqwest::Url,
+    mut pending: tokio::sync::mpsc::Receiver<serde_json::Value>,
+) {
+    while let Some(alert) = pending.recv().await {
+        let mut wait = WEBHOOK_BACKOFF;
+        for attempt in 1..=WEBHOOK_ATTEMPTS {
+            let why = match client.post(url.clone()).json(&alert).send().await {
+                Ok(response) if response.status().is_success() => break,
+                Ok(response)
+                    if response.status().is_client_error()
+                        && response.status() != reqwest::StatusCode::TOO_MANY_REQUESTS =>
+                {
+                    tracing::warn!(
+                        "webhook {url}: answered {}: alert not delivered, not retried",
+                        response.status()
+                    );
+                    break;
+                }
+                Ok(response) => format!("answered {}", response.status()),
+                Err(e) => {
+                    // reqwest's own words, then the causes it wraps (refused, timed out, …).
+                    let mut why = e.to_string();
+                    let mut cause = std::error::Error::source(&e);
+                    while let Some(c) = cause {
+                        why.push_str(&format!(": {c}"));
+                        cause = c.source();
+                    }
+                    why
+                }
+            };
+            if attempt == WEBHOOK_ATTEMPTS {
+                tracing::warn!("webhook {url}: {why}: gave up after {attempt} attempts");
+            } else {
+                tracing::warn!(
+                    "webhook {url}: {why}: retrying in {:.1} s",
+                    wait.as_secs_f64()
+                );
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(30));
+            }
         }
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn watch(
     global: &Global,
     args: &RunArgs,
@@ -420,6 +530,7 @@ fn watch(
     source: &mut dyn Source,
     live: &Shared,
     stop: &AtomicBool,
+    webhook: Option<tokio::sync::mpsc::Sender<serde_json::Value>>,
 ) -> Result<Outcome> {
     let identities = source.identities();
     let mut writer = match &args.record {
@@ -465,7 +576,15 @@ fn watch(
                 if alert.severity >= Severity::Warning {
                     failing += 1;
                 }
-                report(global, identity.index, alert)?;
+                let value = alert_json(identity, alert)?;
+                if let Some(queue) = &webhook {
+                    if queue.try_send(value.clone()).is_err() {
+                        tracing::warn!(
+                            "webhook: {WEBHOOK_QUEUE} alerts already waiting: this one is dropped"
+                        );
+                    }
+                }
+                report(global, identity.index, alert, &value);
             }
             if let Some(w) = writer.as_mut() {
                 w.write(&sample)?;
@@ -512,13 +631,20 @@ fn watch(
     }))
 }
 
-/// Prints one alert: a JSON line with the GPU's index, or a line for people.
-fn report(global: &Global, gpu: u32, alert: &Alert) -> Result<()> {
+/// An alert as JSON, with the GPU's index and UUID and the host's name.
+fn alert_json(identity: &GpuIdentity, alert: &Alert) -> Result<serde_json::Value> {
+    let mut value = serde_json::to_value(alert).context("serializing an alert")?;
+    if let Some(object) = value.as_object_mut() {
+        object.insert("gpu".into(), identity.index.into());
+        object.insert("uuid".into(), identity.uuid.clone().into());
+        object.insert("hostname".into(), identity.hostname.clone().into());
+    }
+    Ok(value)
+}
+
+/// Prints one alert: its JSON line, or a line for people.
+fn report(global: &Global, gpu: u32, alert: &Alert, value: &serde_json::Value) {
     if global.json {
-        let mut value = serde_json::to_value(alert).context("serializing an alert")?;
-        if let Some(object) = value.as_object_mut() {
-            object.insert("gpu".into(), gpu.into());
-        }
         println!("{value}");
     } else {
         println!(
@@ -529,5 +655,4 @@ fn report(global: &Global, gpu: u32, alert: &Alert) -> Result<()> {
             alert.message
         );
     }
-    Ok(())
 }
