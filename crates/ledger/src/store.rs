@@ -574,7 +574,8 @@ impl Ledger {
         })
     }
 
-    /// The underlying log.
+    /// The underlying log, for reading, proofs, tiles and checkpoints. Append only through
+    /// [`Ledger::append`] (or a [`GroupCommit`]): a raw append would skip the GPU chains.
     pub fn log(&self) -> &Log {
         &self.log
     }
