@@ -60,11 +60,14 @@ pub enum RecordKind {
     Score = 6,
     /// A price (validator / market).
     Price = 7,
+    /// One memory challenge round of the remote proof (validator, measured; node's
+    /// `MemoryRecord`).
+    MemoryRound = 8,
 }
 
 impl RecordKind {
     /// Every kind, in code order.
-    pub const ALL: [RecordKind; 7] = [
+    pub const ALL: [RecordKind; 8] = [
         RecordKind::Registration,
         RecordKind::Inspection,
         RecordKind::Benchmark,
@@ -72,6 +75,7 @@ impl RecordKind {
         RecordKind::Health,
         RecordKind::Score,
         RecordKind::Price,
+        RecordKind::MemoryRound,
     ];
 
     /// The kind from its byte.
@@ -90,6 +94,7 @@ impl RecordKind {
             RecordKind::Health => "health",
             RecordKind::Score => "score",
             RecordKind::Price => "price",
+            RecordKind::MemoryRound => "memory-record",
         }
     }
 
@@ -105,6 +110,7 @@ impl RecordKind {
             self,
             RecordKind::Registration
                 | RecordKind::ProofRound
+                | RecordKind::MemoryRound
                 | RecordKind::Score
                 | RecordKind::Price
         )
@@ -557,6 +563,30 @@ mod tests {
             Entry::from_envelope(&other),
             Err(EntryError::NotARecordKind(_))
         ));
+    }
+
+    #[test]
+    fn every_kind_round_trips_by_code_and_wire_kind() {
+        for k in RecordKind::ALL {
+            assert_eq!(RecordKind::from_u8(k as u8), Some(k));
+            assert_eq!(RecordKind::from_wire_kind(k.wire_kind()), Some(k));
+        }
+        assert_eq!(RecordKind::from_u8(0), None);
+        assert_eq!(RecordKind::from_u8(9), None);
+        // The validator's kinds as it signs them today.
+        assert_eq!(
+            RecordKind::from_wire_kind("record"),
+            Some(RecordKind::ProofRound)
+        );
+        assert_eq!(
+            RecordKind::from_wire_kind("memory-record"),
+            Some(RecordKind::MemoryRound)
+        );
+        assert_eq!(
+            RecordKind::from_wire_kind("registration"),
+            Some(RecordKind::Registration)
+        );
+        assert_eq!(RecordKind::from_wire_kind("market-clear"), None);
     }
 
     #[test]
