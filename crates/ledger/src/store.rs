@@ -67,6 +67,9 @@ pub enum StoreError {
     #[error("the group-commit writer has stopped")]
     WriterGone,
     /// The group commit's append failed.
+    /// An append or checkpoint through a log opened for reading.
+    #[error("the ledger in {0} is open for reading only")]
+    ReadOnly(PathBuf),
     #[error("the group commit failed: {0}")]
     Commit(String),
     /// An earlier append failed; reopen the log.
@@ -104,7 +107,10 @@ pub struct Log {
     entries: File,
     hashes: File,
     index: File,
-    _lock: File,
+    /// The writer's flock (none for a reader).
+    _lock: Option<File>,
+    /// Opened by [`Log::open`] (appends allowed) rather than [`Log::open_reader`].
+    writable: bool,
     state: Mutex<State>,
 }
 
@@ -129,32 +135,56 @@ impl Log {
     /// Opens (creating if needed) the log in `dir`, recovering from a crash: a torn tail is
     /// cut off, never anything acknowledged.
     pub fn open(dir: &Path) -> Result<Log, StoreError> {
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
-        let lock_path = dir.join("lock");
-        let lock = open_rw(&lock_path)?;
-        // SAFETY: flock on a file descriptor we own; no memory is involved.
-        let rc = unsafe {
-            libc::flock(
-                std::os::unix::io::AsRawFd::as_raw_fd(&lock),
-                libc::LOCK_EX | libc::LOCK_NB,
-            )
+        Log::open_with(dir, true)
+    }
+
+    /// Opens the log in `dir` for reading only, beside a writer that may be appending: no
+    /// lock, nothing truncated; the log is seen as of the moment of opening (what the index
+    /// named then, all of it durable).
+    pub fn open_reader(dir: &Path) -> Result<Log, StoreError> {
+        Log::open_with(dir, false)
+    }
+
+    fn open_with(dir: &Path, writable: bool) -> Result<Log, StoreError> {
+        let lock = if writable {
+            std::fs::create_dir_all(dir).map_err(io(dir))?;
+            let lock_path = dir.join("lock");
+            let lock = open_rw(&lock_path)?;
+            // SAFETY: flock on a file descriptor we own; no memory is involved.
+            let rc = unsafe {
+                libc::flock(
+                    std::os::unix::io::AsRawFd::as_raw_fd(&lock),
+                    libc::LOCK_EX | libc::LOCK_NB,
+                )
+            };
+            if rc != 0 {
+                return Err(StoreError::Locked(dir.to_path_buf()));
+            }
+            Some(lock)
+        } else {
+            None
         };
-        if rc != 0 {
-            return Err(StoreError::Locked(dir.to_path_buf()));
-        }
         let (entries_path, hashes_path, index_path) =
             (dir.join("entries"), dir.join("hashes"), dir.join("index"));
-        let entries = open_rw(&entries_path)?;
-        let hashes = open_rw(&hashes_path)?;
-        let index = open_rw(&index_path)?;
+        let open = |p: &Path| {
+            if writable {
+                open_rw(p)
+            } else {
+                File::open(p).map_err(io(p))
+            }
+        };
+        let entries = open(&entries_path)?;
+        let hashes = open(&hashes_path)?;
+        let index = open(&index_path)?;
+        // The index first: what it names was written (and synced) before it, so the lengths
+        // measured after it cover it even while a writer appends.
+        let mut raw = Vec::new();
+        (&index).read_to_end(&mut raw).map_err(io(&index_path))?;
         let len = |f: &File, p: &Path| f.metadata().map(|m| m.len()).map_err(io(p));
         let entries_len = len(&entries, &entries_path)?;
         let hashes_len = len(&hashes, &hashes_path)?;
-        let index_len = len(&index, &index_path)?;
 
         // The index decides: whole records whose offsets grow and stay within the entries.
-        let mut raw = Vec::with_capacity(index_len as usize);
-        (&index).read_to_end(&mut raw).map_err(io(&index_path))?;
         let mut size = 0u64;
         let mut end = 0u64;
         for rec in raw.chunks_exact(8) {
@@ -176,17 +206,19 @@ impl Log {
                 ),
             });
         }
-        index.set_len(size * 8).map_err(io(&index_path))?;
-        entries.set_len(end).map_err(io(&entries_path))?;
-        hashes
-            .set_len(hash_count(size) * 32)
-            .map_err(io(&hashes_path))?;
-        for (f, p) in [
-            (&index, &index_path),
-            (&entries, &entries_path),
-            (&hashes, &hashes_path),
-        ] {
-            f.sync_all().map_err(io(p))?;
+        if writable {
+            index.set_len(size * 8).map_err(io(&index_path))?;
+            entries.set_len(end).map_err(io(&entries_path))?;
+            hashes
+                .set_len(hash_count(size) * 32)
+                .map_err(io(&hashes_path))?;
+            for (f, p) in [
+                (&index, &index_path),
+                (&entries, &entries_path),
+                (&hashes, &hashes_path),
+            ] {
+                f.sync_all().map_err(io(p))?;
+            }
         }
         let mut log = Log {
             dir: dir.to_path_buf(),
@@ -194,6 +226,7 @@ impl Log {
             hashes,
             index,
             _lock: lock,
+            writable,
             state: Mutex::new(State {
                 size,
                 entries_len: end,
@@ -247,6 +280,9 @@ impl Log {
     pub fn append_batch(&self, batch: &[&[u8]]) -> Result<u64, StoreError> {
         if let Some(big) = batch.iter().find(|e| e.len() > MAX_ENTRY_BYTES) {
             return Err(StoreError::EntryTooLarge(big.len()));
+        }
+        if !self.writable {
+            return Err(StoreError::ReadOnly(self.dir.clone()));
         }
         let mut st = self.state();
         if st.poisoned {
@@ -498,6 +534,9 @@ impl Log {
 
     /// Replaces the stored latest checkpoint (e.g. with one that gained cosignatures).
     pub fn store_checkpoint(&self, text: &str) -> Result<(), StoreError> {
+        if !self.writable {
+            return Err(StoreError::ReadOnly(self.dir.clone()));
+        }
         let tmp = self.dir.join("checkpoint.tmp");
         let path = self.dir.join("checkpoint");
         let mut f = File::create(&tmp).map_err(io(&tmp))?;
@@ -550,7 +589,18 @@ impl Ledger {
     /// Opens the ledger in `dir` (see [`Log::open`]) and reads every entry's header once to
     /// learn each GPU's latest entry.
     pub fn open(dir: &Path) -> Result<Ledger, StoreError> {
-        let log = Log::open(dir)?;
+        Ledger::from_log(Log::open(dir)?)
+    }
+
+    /// Opens the ledger in `dir` for reading only (see [`Log::open_reader`]): exports, proofs
+    /// and mirrors while the validator holds it open for writing.
+    pub fn open_reader(dir: &Path) -> Result<Ledger, StoreError> {
+        Ledger::from_log(Log::open_reader(dir)?)
+    }
+
+    fn from_log(log: Log) -> Result<Ledger, StoreError> {
+        let dir = log.dir.clone();
+        let dir = dir.as_path();
         let size = log.size();
         let mut gpus = HashMap::new();
         let ep = dir.join("entries");
@@ -877,6 +927,40 @@ mod tests {
             Log::open(dir.path()),
             Err(StoreError::Corrupt { .. })
         ));
+    }
+
+    #[test]
+    fn readers_see_a_consistent_snapshot_beside_a_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = Log::open(dir.path()).unwrap();
+        let all = entries(3000);
+        let path = dir.path().to_path_buf();
+        std::thread::scope(|s| {
+            let w = &writer;
+            let all = &all;
+            s.spawn(move || {
+                for chunk in all.chunks(37) {
+                    let batch: Vec<&[u8]> = chunk.iter().map(|e| e.as_slice()).collect();
+                    w.append_batch(&batch).unwrap();
+                }
+            });
+            let mut seen = 0;
+            while seen < 3000 {
+                let reader = Log::open_reader(&path).unwrap();
+                let size = reader.size();
+                assert!(size >= seen, "a reader never sees the log shrink");
+                seen = size;
+                if size == 0 {
+                    continue;
+                }
+                let tree = Tree::from_leaf_hashes(
+                    all[..size as usize].iter().map(|e| leaf_hash(e)).collect(),
+                );
+                assert_eq!(reader.root(), tree.root(), "size {size}");
+                assert_eq!(reader.entry(size - 1).unwrap(), all[size as usize - 1]);
+                assert!(matches!(reader.append(b"x"), Err(StoreError::ReadOnly(_))));
+            }
+        });
     }
 
     fn log_len(dir: &Path) -> u64 {

@@ -188,6 +188,34 @@ fn export_verify_and_tampering_through_the_binary() {
     assert_eq!(table.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&table.stdout).contains("verdict: PASS"));
 
+    // While a writer (the validator) holds the ledger, reading commands work and writing ones
+    // are refused with the reason.
+    {
+        let _writer = pog_ledger::store::Ledger::open(&data.join("ledger")).unwrap();
+        let again = tmp.path().join("again.json");
+        pog_json(
+            &data,
+            &[
+                "ledger",
+                "export",
+                "--gpu",
+                GPU,
+                "-o",
+                again.to_str().unwrap(),
+            ],
+            0,
+        );
+        pog_json(&data, &["ledger", "prove", "--inclusion", "0"], 0);
+        let refused = pog_json(&data, &["ledger", "checkpoint"], 2);
+        assert!(
+            refused["error"]
+                .as_str()
+                .unwrap()
+                .contains("another process"),
+            "{refused}"
+        );
+    }
+
     // A static mirror of the log, for a plain web server.
     let www = tmp.path().join("www");
     let mirrored = pog_json(&data, &["ledger", "mirror", www.to_str().unwrap()], 0);
@@ -263,6 +291,7 @@ fn export_verify_and_tampering_through_the_binary() {
         &Value::Array(records(&validator, &agent, 5, 1)).to_string(),
     );
     pog_json(&data, &["ledger", "append", batch3.to_str().unwrap()], 0);
+    pog_json(&data, &["ledger", "checkpoint"], 0);
     let later = tmp.path().join("later.json");
     pog_json(
         &data,
@@ -329,6 +358,7 @@ fn export_verify_and_tampering_through_the_binary() {
         ],
         0,
     );
+    pog_json(&fork, &["ledger", "--origin", origin, "checkpoint"], 0);
     let fork_bundle = tmp.path().join("fork-bundle.json");
     pog_json(
         &fork,

@@ -255,12 +255,24 @@ fn log_signer(global: &Global, args: &LedgerArgs) -> Result<NoteSigner> {
         .map_err(|e| anyhow!("--origin {origin:?}: {e}"))
 }
 
-fn open_ledger(global: &Global, args: &LedgerArgs) -> Result<Ledger> {
-    let dir = match &args.ledger_dir {
+fn ledger_dir(global: &Global, args: &LedgerArgs) -> Result<PathBuf> {
+    Ok(match &args.ledger_dir {
         Some(d) => d.clone(),
         None => super::service::data_dir(global)?.join("ledger"),
-    };
+    })
+}
+
+/// The ledger, to append to or sign checkpoints of (one writer at a time: the validator, or
+/// this command).
+fn open_ledger(global: &Global, args: &LedgerArgs) -> Result<Ledger> {
+    let dir = ledger_dir(global, args)?;
     Ledger::open(&dir).with_context(|| format!("opening the ledger in {}", dir.display()))
+}
+
+/// The ledger, to read (beside a validator that holds it open for writing).
+fn read_ledger(global: &Global, args: &LedgerArgs) -> Result<Ledger> {
+    let dir = ledger_dir(global, args)?;
+    Ledger::open_reader(&dir).with_context(|| format!("reading the ledger in {}", dir.display()))
 }
 
 /// A vkey given on the command line, or the file holding it.
@@ -310,7 +322,7 @@ pub fn ledger_run(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
         LedgerAction::AddCosignature { lines } => add_cosignature(global, args, lines),
         LedgerAction::Publish { witnesses } => publish(global, args, witnesses),
         LedgerAction::Mirror { dir } => {
-            let ledger = open_ledger(global, args)?;
+            let ledger = read_ledger(global, args)?;
             let stats = pog_ledger::serve::write_static(ledger.log(), dir)?;
             let summary = format!(
                 "mirrored tree size {} to {}: {} file(s) written, {} full tile(s) kept",
@@ -392,7 +404,7 @@ fn request_body(ledger: &Ledger, old: u64) -> Result<(Vec<u8>, u64)> {
 }
 
 fn witness_request(global: &Global, args: &LedgerArgs, old: u64) -> Result<Outcome> {
-    let ledger = open_ledger(global, args)?;
+    let ledger = read_ledger(global, args)?;
     let (body, size) = request_body(&ledger, old)?;
     let body = String::from_utf8(body).expect("a request is text");
     if global.json {
@@ -546,7 +558,7 @@ fn checkpoint(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
 }
 
 fn prove(global: &Global, args: &LedgerArgs, p: &ProveLedgerArgs) -> Result<Outcome> {
-    let ledger = open_ledger(global, args)?;
+    let ledger = read_ledger(global, args)?;
     let log = ledger.log();
     let size = p.size.unwrap_or(log.size());
     let root = log.root_at(size)?;
@@ -631,20 +643,25 @@ fn prove(global: &Global, args: &LedgerArgs, p: &ProveLedgerArgs) -> Result<Outc
 }
 
 fn export(global: &Global, args: &LedgerArgs, e: &ExportArgs) -> Result<Outcome> {
-    let ledger = open_ledger(global, args)?;
-    // The latest checkpoint, with whatever cosignatures it gathered; a fresh one when there is
-    // none or it is behind the ledger.
-    let stored = match ledger.log().latest_checkpoint()? {
-        Some(text) => Some(
-            SignedCheckpoint::parse(text.as_bytes())
-                .map_err(|err| anyhow!("the ledger's stored checkpoint is unreadable: {err}"))?,
-        ),
-        None => None,
+    // The latest published checkpoint, with whatever cosignatures it gathered, read before the
+    // ledger is opened: the ledger then holds at least its entries.
+    let dir = ledger_dir(global, args)?;
+    let text = match std::fs::read_to_string(dir.join("checkpoint")) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            bail!(
+                "the ledger in {} has no checkpoint yet: run `pog ledger checkpoint`",
+                dir.display()
+            )
+        }
+        Err(err) => {
+            return Err(err)
+                .with_context(|| format!("reading {}", dir.join("checkpoint").display()))
+        }
     };
-    let checkpoint = match stored {
-        Some(c) if c.checkpoint.size == ledger.log().size() => c,
-        _ => ledger.log().checkpoint(&log_signer(global, args)?)?,
-    };
+    let checkpoint = SignedCheckpoint::parse(text.as_bytes())
+        .map_err(|err| anyhow!("the ledger's stored checkpoint is unreadable: {err}"))?;
+    let ledger = read_ledger(global, args)?;
     if let Some(since) = e.since {
         if since > checkpoint.checkpoint.size {
             bail!(
