@@ -31,7 +31,7 @@ say "== $(date -u +%FT%TZ) on $(hostname); $("$POG" --version)"
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$SUMMARY" || true
 
 # 1. The sampler alone: CPU seconds over wall seconds.
-{ time "$POG" monitor run "${SOURCE[@]}" --interval 1 --duration "$IDLE_SECONDS" --json \
+{ time "$POG" monitor run "${SOURCE[@]}" --interval 1 --duration "$IDLE_SECONDS" --json --history "$OUT/idle.sqlite" \
     > "$OUT/idle-alerts.jsonl" 2> "$OUT/idle-monitor.log"; } 2> "$OUT/idle-monitor.time" || true
 read -r user sys wall < "$OUT/idle-monitor.time"
 say "pog monitor run, ${IDLE_SECONDS} s at 1 s: user ${user} s, sys ${sys} s, wall ${wall} s = $(awk -v u="$user" -v s="$sys" -v w="$wall" 'BEGIN{printf "%.3f", 100*(u+s)/w}') % of one core"
@@ -47,7 +47,7 @@ if command -v nvidia-smi > /dev/null; then
 fi
 
 # 3. A trace through sustained load, with /metrics scraped mid-way.
-"$POG" monitor run "${SOURCE[@]}" --interval 1 --train "$HEALTHY" --record "$OUT/trace.csv" \
+"$POG" monitor run "${SOURCE[@]}" --interval 1 --train "$HEALTHY" --record "$OUT/trace.csv" --history "$OUT/load.sqlite" \
     --metrics-listen "127.0.0.1:$PORT" --json > "$OUT/load-alerts.jsonl" 2> "$OUT/load-monitor.log" &
 MONITOR=$!
 sleep 5

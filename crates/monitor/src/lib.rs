@@ -11,6 +11,7 @@
 //! - [`monitor`]: [`Monitor`], every detector run sample by sample (the live path and
 //!   [`replay`] are the same code), with alerts de-duplicated by the [`alert::Gate`].
 //! - [`downsample`]: 1-minute min/mean/max aggregates.
+//! - [`history`]: the embedded SQLite history (raw samples, minutes, alerts), written in batches.
 //! - [`inject`]: faults injected into real traces, for tests and the evaluation set.
 //! - [`prometheus`]: the `/metrics` page, under dcgm-exporter's names and labels.
 
@@ -20,6 +21,7 @@ pub mod alert;
 pub mod config;
 pub mod downsample;
 pub mod forest;
+pub mod history;
 pub mod inject;
 pub mod model;
 pub mod monitor;

@@ -149,7 +149,7 @@ fn start_run(
 ) -> (std::process::Child, String, std::thread::JoinHandle<String>) {
     use std::io::BufRead;
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"))
-        .args(["monitor", "run"])
+        .args(["monitor", "run", "--no-history"])
         .args(args)
         .env_remove("POG_SIMULATE")
         .stdout(std::process::Stdio::piped())
@@ -264,6 +264,7 @@ fn run_prints_live_alerts_with_the_gpu_and_fails() {
         .args([
             "monitor",
             "run",
+            "--no-history",
             "--json",
             "--interval",
             "0.1",
@@ -296,12 +297,12 @@ fn run_without_nvml_or_with_a_bad_record_request_is_an_error() {
         return; // a GPU host samples for real
     }
     pog()
-        .args(["monitor", "run", "--duration", "1"])
+        .args(["monitor", "run", "--no-history", "--duration", "1"])
         .assert()
         .code(2)
         .stderr(predicate::str::contains("NVML library not found"));
     pog()
-        .args(["monitor", "run", "--interval", "0.01"])
+        .args(["monitor", "run", "--no-history", "--interval", "0.01"])
         .assert()
         .code(2)
         .stderr(predicate::str::contains("outside 0.1-3600 s"));
@@ -374,6 +375,7 @@ fn alerts_go_to_the_webhook_and_a_failed_post_is_retried() {
         .args([
             "monitor",
             "run",
+            "--no-history",
             "--json",
             "--interval",
             "0.1",
@@ -414,7 +416,15 @@ fn a_webhook_that_is_down_holds_up_neither_sampling_nor_the_stop() {
     let record = dir.path().join("recorded.csv");
     let started = std::time::Instant::now();
     let out = pog()
-        .args(["monitor", "run", "--interval", "0.1", "--duration", "2"])
+        .args([
+            "monitor",
+            "run",
+            "--no-history",
+            "--interval",
+            "0.1",
+            "--duration",
+            "2",
+        ])
         .arg("--webhook")
         .arg(format!("http://{closed}/hook"))
         .arg("--record")
@@ -435,8 +445,146 @@ fn a_webhook_that_is_down_holds_up_neither_sampling_nor_the_stop() {
 #[test]
 fn a_bad_webhook_url_is_an_error() {
     pog()
-        .args(["monitor", "run", "--duration", "1", "--webhook", "ftp://x/"])
+        .args([
+            "monitor",
+            "run",
+            "--no-history",
+            "--duration",
+            "1",
+            "--webhook",
+            "ftp://x/",
+        ])
         .assert()
         .code(2)
         .stderr(predicate::str::contains("not an http or https URL"));
+}
+
+fn stored_samples(db: &std::path::Path) -> usize {
+    let db = rusqlite::Connection::open(db).unwrap();
+    db.query_row("SELECT COUNT(*) FROM samples", [], |r| r.get::<_, i64>(0))
+        .unwrap() as usize
+}
+
+fn recorded_rows(trace: &std::path::Path) -> usize {
+    std::fs::read_to_string(trace).unwrap().lines().count() - 1
+}
+
+#[test]
+fn the_history_keeps_every_sample_through_a_clean_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, record) = (
+        dir.path().join("h/monitor.sqlite"),
+        dir.path().join("t.csv"),
+    );
+    let healthy = healthy_path();
+    let (child, stderr) = start_run_with_history(&[
+        "--from-trace".as_ref(),
+        healthy.as_os_str(),
+        "--interval".as_ref(),
+        "0.1".as_ref(),
+        "--history".as_ref(),
+        db.as_os_str(),
+        "--record".as_ref(),
+        record.as_os_str(),
+    ]);
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // SIGINT: the clean stop writes the batch in progress.
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = stderr.join().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let rows = recorded_rows(&record);
+    assert!(rows >= 15, "{rows}");
+    assert_eq!(stored_samples(&db), rows, "{stderr}");
+    let db = rusqlite::Connection::open(&db).unwrap();
+    let minutes: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM minutes WHERE signal = 'power_w'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(minutes >= 1);
+}
+
+#[test]
+fn a_killed_monitor_loses_at_most_the_batch_in_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, record) = (dir.path().join("monitor.sqlite"), dir.path().join("t.csv"));
+    let healthy = healthy_path();
+    let (mut child, _) = start_run_with_history(&[
+        "--from-trace".as_ref(),
+        healthy.as_os_str(),
+        "--interval".as_ref(),
+        "0.1".as_ref(),
+        "--history".as_ref(),
+        db.as_os_str(),
+        "--history-flush-seconds".as_ref(),
+        "1".as_ref(),
+        "--record".as_ref(),
+        record.as_os_str(),
+    ]);
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let (rows, stored) = (recorded_rows(&record), stored_samples(&db));
+    // At 0.1 s per sample and a write every second, at most about 11 samples wait.
+    assert!(
+        stored <= rows && stored + 12 >= rows,
+        "stored {stored} of {rows}"
+    );
+    assert!(stored >= 20, "stored {stored}");
+}
+
+#[test]
+fn a_corrupt_history_is_left_alone_and_sampling_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("monitor.sqlite");
+    std::fs::write(&db, vec![0x42u8; 8192]).unwrap();
+    let out = pog()
+        .args([
+            "monitor",
+            "run",
+            "--interval",
+            "0.1",
+            "--duration",
+            "1",
+            "--history",
+        ])
+        .arg(&db)
+        .arg("--from-trace")
+        .arg(healthy_path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("not a database"), "{stderr}");
+    assert!(stderr.contains("keeping no history this run"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("round(s)"));
+    assert_eq!(std::fs::read(&db).unwrap(), vec![0x42u8; 8192]);
+}
+
+/// `pog monitor run` with history (and no metrics), its stderr read on a thread.
+fn start_run_with_history(
+    args: &[&std::ffi::OsStr],
+) -> (std::process::Child, std::thread::JoinHandle<String>) {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"))
+        .args(["monitor", "run"])
+        .args(args)
+        .env_remove("POG_SIMULATE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let rest = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut text).unwrap();
+        text
+    });
+    (child, rest)
 }

@@ -17,6 +17,7 @@ use crate::cli::Global;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use pog_device::monitor::GpuSampler;
+use pog_monitor::history::{History, Retention};
 use pog_monitor::prometheus::{GpuIdentity, GpuMetrics, SamplerHealth};
 use pog_monitor::trace::Columns;
 use pog_monitor::{
@@ -84,6 +85,22 @@ pub struct RunArgs {
     /// Stop after this many seconds [default: at SIGINT or SIGTERM].
     #[arg(long, value_name = "SECONDS", value_parser = parse_duration)]
     pub duration: Option<Duration>,
+    /// The history database [default: monitor.sqlite in the data dir]: raw samples, 1-minute
+    /// aggregates and alerts, written in batches.
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
+    /// Keep no history.
+    #[arg(long, conflicts_with = "history")]
+    pub no_history: bool,
+    /// Seconds between two writes of the history (a killed monitor loses at most this much).
+    #[arg(long, default_value = "5", value_name = "SECONDS", value_parser = parse_interval)]
+    pub history_flush_seconds: Duration,
+    /// Hours of raw samples kept.
+    #[arg(long, default_value = "24", value_parser = clap::value_parser!(u64).range(1..=87_600))]
+    pub history_raw_hours: u64,
+    /// Days of 1-minute aggregates and alerts kept.
+    #[arg(long, default_value = "30", value_parser = clap::value_parser!(u64).range(1..=36_500))]
+    pub history_minute_days: u64,
     /// POST each alert as JSON to this URL (http or https), retried with backoff; a webhook
     /// that is down or slow never holds up the sampling.
     #[arg(long, value_name = "URL")]
@@ -391,6 +408,30 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
         ));
         eprintln!("pog monitor: serving metrics at http://{local}/metrics");
     }
+    let history = if args.no_history {
+        None
+    } else {
+        let path = match &args.history {
+            Some(path) => path.clone(),
+            None => super::service::data_dir(global)?.join("monitor.sqlite"),
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let retention = Retention {
+            raw: Duration::from_secs(args.history_raw_hours * 3600),
+            minutes: Duration::from_secs(args.history_minute_days * 86_400),
+        };
+        // A history that cannot be opened (corrupt, locked) is left as it is, and the monitor
+        // goes on without one: sampling matters more than storing.
+        match History::open(&path, retention) {
+            Ok(history) => Some(history),
+            Err(e) => {
+                tracing::warn!("{e}: keeping no history this run (the file is left untouched)");
+                None
+            }
+        }
+    };
     let outcome = match &args.from_trace {
         Some(path) => {
             let rows = load(path)?;
@@ -416,6 +457,7 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
                 &live,
                 &stop,
                 queue,
+                history,
             )
         }
         None => {
@@ -445,6 +487,7 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
                 &live,
                 &stop,
                 queue,
+                history,
             )
         }
     };
@@ -461,6 +504,10 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
     }
     outcome
 }
+
+/// Samples held for a history that keeps failing; past this the history is given up for the
+/// run (about a day of one GPU at 1 s).
+const HISTORY_BACKLOG: usize = 100_000;
 
 /// Alerts waiting for the webhook; past this, new ones are dropped (and logged).
 const WEBHOOK_QUEUE: usize = 1024;
@@ -531,6 +578,7 @@ fn watch(
     live: &Shared,
     stop: &AtomicBool,
     webhook: Option<tokio::sync::mpsc::Sender<serde_json::Value>>,
+    mut history: Option<History>,
 ) -> Result<Outcome> {
     let identities = source.identities();
     let mut writer = match &args.record {
@@ -559,6 +607,12 @@ fn watch(
         })
         .collect();
     let started = Instant::now();
+    let unix_start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let unix_now = || unix_start + started.elapsed().as_secs_f64();
+    let mut last_flush = started;
+    let mut history_failure: Option<String> = None;
     let mut next = started;
     let (mut alerts_total, mut failing, mut rounds) = (0usize, 0usize, 0u64);
     'watching: loop {
@@ -576,6 +630,9 @@ fn watch(
                 if alert.severity >= Severity::Warning {
                     failing += 1;
                 }
+                if let Some(h) = history.as_mut() {
+                    h.push_alert(&identity.uuid, unix_start + alert.t, alert);
+                }
                 let value = alert_json(identity, alert)?;
                 if let Some(queue) = &webhook {
                     if queue.try_send(value.clone()).is_err() {
@@ -590,6 +647,9 @@ fn watch(
                 w.write(&sample)?;
                 w.flush()?;
             }
+            if let Some(h) = history.as_mut() {
+                h.push(&identity.uuid, unix_start + sample.t, &sample);
+            }
             let mut state = live.lock().unwrap_or_else(|p| p.into_inner());
             let gpu = &mut state.gpus[i];
             gpu.sample = Some(sample);
@@ -598,6 +658,28 @@ fn watch(
             gpu.alerts_firing = monitors[i].open_alerts();
         }
         rounds += 1;
+        if let Some(h) = history.as_mut() {
+            if last_flush.elapsed() >= args.history_flush_seconds {
+                last_flush = Instant::now();
+                match h.flush(unix_now()) {
+                    Ok(()) => history_failure = None,
+                    Err(e) => {
+                        let why = e.to_string();
+                        if history_failure.as_deref() != Some(why.as_str()) {
+                            tracing::warn!("{why}: the batch is kept for the next write");
+                        }
+                        history_failure = Some(why);
+                        if h.pending() > HISTORY_BACKLOG {
+                            tracing::warn!(
+                                "history: {} samples could not be written: dropping them",
+                                h.pending()
+                            );
+                            history = None;
+                        }
+                    }
+                }
+            }
+        }
         for notice in source.take_notices() {
             tracing::warn!("{notice}");
         }
@@ -613,6 +695,11 @@ fn watch(
     }
     if let Some(w) = writer {
         w.finish()?;
+    }
+    if let Some(h) = history {
+        if let Err(e) = h.close(unix_now()) {
+            tracing::warn!("{e}: the last batch was not stored");
+        }
     }
     let summary = format!(
         "{alerts_total} alert(s), {failing} warning or critical, {rounds} round(s) of {} GPU(s) in {:.0} s",
