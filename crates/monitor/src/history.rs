@@ -118,6 +118,28 @@ impl History {
         })
     }
 
+    /// Opens an existing history to read it (the dashboard) while a monitor writes it: WAL
+    /// lets the reader and the writer work at once.
+    pub fn open_read_only(path: &Path) -> Result<History, HistoryError> {
+        let name = path.display().to_string();
+        let db = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .and_then(|db| db.busy_timeout(Duration::from_secs(2)).map(|()| db))
+            .map_err(|source| HistoryError::Sqlite {
+                path: name.clone(),
+                source,
+            })?;
+        Ok(History {
+            path: name,
+            db,
+            retention: Retention::default(),
+            pending: Vec::new(),
+            pending_alerts: Vec::new(),
+            pending_minutes: Vec::new(),
+            minutes: BTreeMap::new(),
+            last_pruned: f64::NEG_INFINITY,
+        })
+    }
+
     fn fail(&self, source: rusqlite::Error) -> HistoryError {
         HistoryError::Sqlite {
             path: self.path.clone(),
@@ -364,6 +386,8 @@ mod tests {
             .minutes("GPU-b", Signal::Power, 0.0)
             .unwrap()
             .is_empty());
+        let reader = History::open_read_only(&path).unwrap();
+        assert_eq!(reader.minutes("GPU-a", Signal::Power, 0.0).unwrap(), power);
     }
 
     #[test]

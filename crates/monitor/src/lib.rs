@@ -13,12 +13,14 @@
 //! - [`downsample`]: 1-minute min/mean/max aggregates.
 //! - [`history`]: the embedded SQLite history (raw samples, minutes, alerts), written in batches.
 //! - [`inject`]: faults injected into real traces, for tests and the evaluation set.
+//! - [`dashboard`]: the dashboard page, charts drawn server-side as SVG.
 //! - [`prometheus`]: the `/metrics` page, under dcgm-exporter's names and labels.
 
 #![warn(missing_docs)]
 
 pub mod alert;
 pub mod config;
+pub mod dashboard;
 pub mod downsample;
 pub mod forest;
 pub mod history;

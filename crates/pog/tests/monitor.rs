@@ -162,7 +162,7 @@ fn start_run(
     let address = line
         .split("http://")
         .nth(1)
-        .and_then(|rest| rest.strip_suffix("/metrics\n"))
+        .and_then(|rest| rest.split("/metrics").next())
         .unwrap_or_else(|| panic!("no metrics address in {line:?}"))
         .to_string();
     let rest = std::thread::spawn(move || {
@@ -173,19 +173,77 @@ fn start_run(
     (child, address, rest)
 }
 
-/// `GET /metrics` over a plain socket: the body.
-fn scrape(address: &str) -> String {
+/// `GET path` over a plain socket: the response's head and body.
+fn get(address: &str, path: &str) -> (String, String) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(address).unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: pog\r\nConnection: close\r\n\r\n")
-        .unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: pog\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    (head.to_string(), body.to_string())
+}
+
+/// `GET /metrics`: the body.
+fn scrape(address: &str) -> String {
+    let (head, body) = get(address, "/metrics");
     assert!(head.contains("application/openmetrics-text"), "{head}");
-    body.to_string()
+    body
+}
+
+/// The number of points of every line drawn on a page.
+fn plotted_points(html: &str) -> usize {
+    html.split("<polyline")
+        .skip(1)
+        .filter_map(|line| line.split("points=\"").nth(1))
+        .filter_map(|points| points.split('"').next())
+        .map(|points| points.split_whitespace().count())
+        .sum()
+}
+
+#[test]
+fn the_dashboard_draws_every_chart_and_new_points_arrive() {
+    let healthy = healthy_path();
+    let (child, address, stderr) = start_run(&[
+        "--from-trace".as_ref(),
+        healthy.as_os_str(),
+        "--interval".as_ref(),
+        "0.1".as_ref(),
+        "--duration".as_ref(),
+        "4".as_ref(),
+        "--metrics-listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
+    ]);
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let (head, first) = get(&address, "/?window=600");
+    assert!(head.contains("text/html"), "{head}");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let (_, second) = get(&address, "/?window=600");
+    for page in [&first, &second] {
+        assert_eq!(page.matches("<svg").count(), 6, "six charts per GPU");
+        for title in [
+            "temperature",
+            "power (W)",
+            "utilization",
+            "memory used",
+            "clocks",
+            "throttle reasons",
+        ] {
+            assert!(page.contains(title), "{title} missing");
+        }
+        assert!(page.contains("GPU 0 — recorded trace"));
+        assert!(page.contains("<table id=\"alerts\">"));
+        assert!(page.contains("href=\"/?window=3600\""));
+    }
+    let (before, after) = (plotted_points(&first), plotted_points(&second));
+    assert!(
+        after > before + 10,
+        "points {before} then {after}: no new points arrived"
+    );
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr.join().unwrap());
 }
 
 #[test]

@@ -295,15 +295,36 @@ impl Source for TraceSource {
     }
 }
 
-/// What `/metrics` shows: each GPU's latest state.
+/// What `/metrics` and the dashboard show: each GPU's latest state and recent samples.
 #[derive(Default)]
 struct Live {
     gpus: Vec<LiveGpu>,
     health: SamplerHealth,
+    /// The latest alerts, newest last, with the GPU's index.
+    alerts: std::collections::VecDeque<(u32, Alert)>,
+    /// The history file, for the dashboard's longer windows.
+    history: Option<PathBuf>,
+    /// Unix time of t = 0.
+    unix_start: f64,
 }
+
+/// Seconds of samples the dashboard keeps in memory; longer windows read the history.
+const RECENT_S: f64 = 900.0;
+/// Alerts the dashboard lists.
+const RECENT_ALERTS: usize = 100;
+/// The dashboard's zoom links.
+const WINDOWS: [(f64, &str); 5] = [
+    (60.0, "1 minute"),
+    (600.0, "10 minutes"),
+    (3600.0, "1 hour"),
+    (86_400.0, "1 day"),
+    (2_592_000.0, "30 days"),
+];
 
 struct LiveGpu {
     identity: GpuIdentity,
+    /// `(t_unix, sample)`, the last RECENT_S seconds.
+    recent: std::collections::VecDeque<(f64, Sample)>,
     sample: Option<Sample>,
     xids: (u64, u32),
     anomaly_score: Option<f64>,
@@ -311,6 +332,127 @@ struct LiveGpu {
 }
 
 type Shared = Arc<Mutex<Live>>;
+
+/// The dashboard's query: the window, in seconds.
+#[derive(serde::Deserialize)]
+struct View {
+    window: Option<f64>,
+}
+
+/// The charts of a long window, from the history's 1-minute means.
+fn charts_from_history(
+    path: &Path,
+    uuid: &str,
+    since_unix: f64,
+) -> Result<Vec<pog_monitor::dashboard::Chart>, pog_monitor::history::HistoryError> {
+    use pog_monitor::dashboard::{Chart, Series};
+    use pog_monitor::Signal;
+    let history = pog_monitor::history::History::open_read_only(path)?;
+    let line = |name: &str, signal: Signal| -> Result<Series, pog_monitor::history::HistoryError> {
+        Ok(Series {
+            name: name.to_string(),
+            points: history
+                .minutes(uuid, signal, since_unix)?
+                .into_iter()
+                .map(|(t, _, mean, _)| (t, mean))
+                .collect(),
+        })
+    };
+    let chart = |title: &str, lines: Vec<Series>| Chart {
+        title: format!("{title}, 1-minute means"),
+        series: lines,
+    };
+    Ok(vec![
+        chart(
+            "temperature (°C)",
+            vec![
+                line("GPU", Signal::TempGpu)?,
+                line("memory", Signal::TempMem)?,
+            ],
+        ),
+        chart("power (W)", vec![line("power", Signal::Power)?]),
+        chart(
+            "utilization (%)",
+            vec![
+                line("GPU", Signal::UtilGpu)?,
+                line("memory", Signal::UtilMem)?,
+            ],
+        ),
+        chart("memory used (MiB)", vec![line("used", Signal::MemUsed)?]),
+        chart(
+            "clocks (MHz)",
+            vec![
+                line("SM", Signal::SmClock)?,
+                line("memory", Signal::MemClock)?,
+            ],
+        ),
+    ])
+}
+
+async fn dashboard(
+    axum::extract::State(live): axum::extract::State<Shared>,
+    axum::extract::Query(view): axum::extract::Query<View>,
+) -> axum::response::Response {
+    use axum::http::StatusCode;
+    use axum::response::{Html, IntoResponse};
+    use pog_monitor::dashboard::{charts, page, GpuPanel};
+    let window = view
+        .window
+        .filter(|w| w.is_finite() && *w > 0.0)
+        .unwrap_or(600.0)
+        .min(WINDOWS[WINDOWS.len() - 1].0);
+    let label = WINDOWS
+        .iter()
+        .find(|(seconds, _)| *seconds == window)
+        .map_or_else(|| format!("{window:.0} s"), |(_, label)| label.to_string());
+    let (identities, recent, alerts, history, now) = {
+        let live = live.lock().unwrap_or_else(|p| p.into_inner());
+        let now = live.unix_start
+            + live
+                .gpus
+                .iter()
+                .filter_map(|g| g.recent.back().map(|r| r.0 - live.unix_start))
+                .fold(0.0, f64::max);
+        (
+            live.gpus
+                .iter()
+                .map(|g| g.identity.clone())
+                .collect::<Vec<_>>(),
+            live.gpus
+                .iter()
+                .map(|g| {
+                    g.recent
+                        .iter()
+                        .filter(|(t, _)| now - t <= window)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>(),
+            live.alerts.iter().rev().cloned().collect::<Vec<_>>(),
+            live.history.clone(),
+            now,
+        )
+    };
+    let rendered = tokio::task::spawn_blocking(move || -> Result<String, String> {
+        let mut panels = Vec::new();
+        for (identity, samples) in identities.iter().zip(recent) {
+            let charts = match (&history, window > RECENT_S) {
+                (Some(path), true) => charts_from_history(path, &identity.uuid, now - window)
+                    .map_err(|e| e.to_string())?,
+                _ => charts(&samples),
+            };
+            panels.push(GpuPanel { identity, charts });
+        }
+        let alerts: Vec<(u32, &Alert)> = alerts.iter().map(|(g, a)| (*g, a)).collect();
+        page(&panels, &alerts, now, (window, &label), &WINDOWS, 2).map_err(|e| e.to_string())
+    })
+    .await;
+    match rendered {
+        Ok(Ok(html)) => Html(html).into_response(),
+        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, e).into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "the dashboard failed").into_response(),
+    }
+}
 
 async fn metrics(
     axum::extract::State(live): axum::extract::State<Shared>,
@@ -392,6 +534,7 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
             .local_addr()
             .context("the metrics listener's address")?;
         let router = axum::Router::new()
+            .route("/", axum::routing::get(dashboard))
             .route("/metrics", axum::routing::get(metrics))
             .with_state(live.clone());
         let stopped = stop.clone();
@@ -406,7 +549,7 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
             },
             Duration::from_secs(2),
         ));
-        eprintln!("pog monitor: serving metrics at http://{local}/metrics");
+        eprintln!("pog monitor: serving metrics at http://{local}/metrics and the dashboard at http://{local}/");
     }
     let history = if args.no_history {
         None
@@ -425,7 +568,10 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
         // A history that cannot be opened (corrupt, locked) is left as it is, and the monitor
         // goes on without one: sampling matters more than storing.
         match History::open(&path, retention) {
-            Ok(history) => Some(history),
+            Ok(history) => {
+                live.lock().unwrap_or_else(|p| p.into_inner()).history = Some(path);
+                Some(history)
+            }
             Err(e) => {
                 tracing::warn!("{e}: keeping no history this run (the file is left untouched)");
                 None
@@ -596,20 +742,25 @@ fn watch(
         .iter()
         .map(|_| Monitor::new(config.clone(), model.clone()))
         .collect();
-    live.lock().unwrap_or_else(|p| p.into_inner()).gpus = identities
-        .iter()
-        .map(|identity| LiveGpu {
-            identity: identity.clone(),
-            sample: None,
-            xids: (0, 0),
-            anomaly_score: None,
-            alerts_firing: 0,
-        })
-        .collect();
     let started = Instant::now();
     let unix_start = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
+    {
+        let mut state = live.lock().unwrap_or_else(|p| p.into_inner());
+        state.unix_start = unix_start;
+        state.gpus = identities
+            .iter()
+            .map(|identity| LiveGpu {
+                identity: identity.clone(),
+                recent: std::collections::VecDeque::new(),
+                sample: None,
+                xids: (0, 0),
+                anomaly_score: None,
+                alerts_firing: 0,
+            })
+            .collect();
+    }
     let unix_now = || unix_start + started.elapsed().as_secs_f64();
     let mut last_flush = started;
     let mut history_failure: Option<String> = None;
@@ -651,7 +802,22 @@ fn watch(
                 h.push(&identity.uuid, unix_start + sample.t, &sample);
             }
             let mut state = live.lock().unwrap_or_else(|p| p.into_inner());
+            for alert in alerts {
+                state.alerts.push_back((identity.index, alert));
+                if state.alerts.len() > RECENT_ALERTS {
+                    state.alerts.pop_front();
+                }
+            }
             let gpu = &mut state.gpus[i];
+            let t_unix = unix_start + sample.t;
+            gpu.recent.push_back((t_unix, sample.clone()));
+            while gpu
+                .recent
+                .front()
+                .is_some_and(|(t, _)| t_unix - t > RECENT_S)
+            {
+                gpu.recent.pop_front();
+            }
             gpu.sample = Some(sample);
             gpu.xids = source.xids(i);
             gpu.anomaly_score = monitors[i].anomaly_score();
