@@ -350,7 +350,7 @@ fn run_prints_live_alerts_with_the_gpu_and_fails() {
 }
 
 #[test]
-fn run_without_nvml_or_with_a_bad_record_request_is_an_error() {
+fn run_without_nvml_or_with_a_bad_interval_is_an_error() {
     if std::path::Path::new("/proc/driver/nvidia/version").exists() {
         return; // a GPU host samples for real
     }
