@@ -8,7 +8,7 @@ use pog_proof::memory::arx;
 fn small_dataset() -> DatasetSpec {
     DatasetSpec {
         key: Key([0x0123_4567, 1, 2, 3, 4, 5, 6, 0xdead_beef]),
-        items: 10_007,
+        items: 10_240,
         rounds: 24,
     }
 }
@@ -17,7 +17,8 @@ fn small_walk() -> WalkSpec {
     WalkSpec {
         key: Key([9, 8, 7, 6, 5, 4, 3, 2]),
         walkers: 4096,
-        steps: 64,
+        steps: 4,
+        span: 16,
         walkers_per_leaf: 64,
     }
 }
@@ -28,7 +29,11 @@ fn reference_outputs(d: &DatasetSpec, w: &WalkSpec) -> Vec<u8> {
         .map(|i| arx::item(&d.key.0, i, d.rounds))
         .collect();
     (0..w.walkers)
-        .flat_map(|walker| arx::walk(&w.key.0, walker, w.steps, d.items, |i| data[i as usize]))
+        .flat_map(|walker| {
+            arx::walk(&w.key.0, walker, (w.steps, w.span), d.items, |i| {
+                data[i as usize]
+            })
+        })
         .collect()
 }
 
@@ -38,7 +43,7 @@ fn the_kernels_compute_what_the_reference_does_with_every_residency() {
     let gpu = Gpu::open(0).expect("a CUDA GPU");
     let d = small_dataset();
     let w = small_walk();
-    let built = gpu.build_dataset(d).unwrap();
+    let mut built = gpu.build_dataset(d).unwrap();
     let items = gpu.dataset_items(&built, 10_000, 7).unwrap();
     for (n, chunk) in items.chunks(128).enumerate() {
         let words: Vec<u8> = arx::item(&d.key.0, 10_000 + n as u64, d.rounds)
@@ -48,7 +53,7 @@ fn the_kernels_compute_what_the_reference_does_with_every_residency() {
         assert_eq!(chunk, &words[..], "item {}", 10_000 + n);
     }
     let expected = reference_outputs(&d, &w);
-    let honest = gpu.walk(built, w).unwrap();
+    let honest = gpu.walk(&mut built, w).unwrap();
     assert_eq!(gpu.walk_outputs(&honest, 0, w.walkers).unwrap(), expected);
     let tree = pog_merkle::Tree::from_leaf_hashes(
         expected
@@ -66,8 +71,8 @@ fn the_kernels_compute_what_the_reference_does_with_every_residency() {
         Residency::HostMemory { resident: 4000 },
         Residency::Recompute { resident: 0 },
     ] {
-        let built = gpu.build_dataset_with(d, residency).unwrap();
-        let walked = gpu.walk(built, w).unwrap();
+        let mut built = gpu.build_dataset_with(d, residency).unwrap();
+        let walked = gpu.walk(&mut built, w).unwrap();
         assert_eq!(walked.root, honest.root, "{residency:?}");
     }
     println!("memory proof kernels match the reference with every residency");
@@ -92,18 +97,21 @@ fn full_size_rates_and_capacity_cheats() {
         key: Key([8, 7, 6, 5, 4, 3, 2, 1]),
         walkers: plan.walkers,
         steps: plan.steps,
+        span: plan.span,
         walkers_per_leaf: plan.walkers_per_leaf,
     };
     gpu.check_memory_proof_fits(&d, &w).unwrap();
     let run = |residency: Residency| {
-        let built = gpu.build_dataset_with(d, residency).unwrap();
+        let mut built = gpu.build_dataset_with(d, residency).unwrap();
+        gpu.reserve_walk(&mut built, w.walkers, w.walkers_per_leaf)
+            .unwrap();
         let build_ms = built.build_ms;
-        let walked = gpu.walk(built, w).unwrap();
+        let walked = gpu.walk(&mut built, w).unwrap();
         (build_ms, walked.timings, walked.root)
     };
     let honest: Vec<_> = (0..3).map(|_| run(Residency::Device)).collect();
     let (build_ms, t, root) = honest[honest.len() - 1];
-    let reads = (w.walkers * u64::from(w.steps)) as f64;
+    let reads = (w.walkers * u64::from(w.steps) * u64::from(w.span)) as f64;
     let walk_gbs = reads * 128.0 / (t.walk_ms * 1e6);
     let commit_ms = t.walk_ms + t.hash_ms + t.tree_ms;
     let commit_gbs = reads * 128.0 / (commit_ms * 1e6);
@@ -139,5 +147,41 @@ fn full_size_rates_and_capacity_cheats() {
             cheat_commit / commit_ms,
             cheat_commit / plan.expected_ms
         );
+    }
+}
+
+/// Why the walk reads blocks: its rate by block size (span) over a small data set and over the
+/// full one, about 256 GB of reads each (JSON lines).
+#[test]
+#[ignore = "needs a CUDA GPU with the claimed model's memory"]
+fn walk_rate_by_span_and_data_set_size() {
+    let spec = pog_spec::SpecDb::embedded().by_model("H200 SXM").unwrap();
+    let plan = pog_proof::memory::plan(spec, pog_proof::memory::WALK_SECONDS, None).unwrap();
+    let gpu = Gpu::open(0).expect("a CUDA GPU");
+    for items in [(8u64 << 30) / 128, plan.items] {
+        let d = DatasetSpec {
+            key: Key([3; 8]),
+            items,
+            rounds: 1,
+        };
+        for span in [1u32, 4, 16] {
+            let steps = 64 / span;
+            let walkers = ((256u64 << 30) / (128 * 64)).div_ceil(64) * 64;
+            let w = WalkSpec {
+                key: Key([4; 8]),
+                walkers,
+                steps,
+                span,
+                walkers_per_leaf: 64,
+            };
+            let walked = gpu.walk(&mut gpu.build_dataset(d).unwrap(), w).unwrap();
+            let bytes = (walkers * 64 * 128) as f64;
+            println!(
+                "{{\"what\":\"walk-rate\",\"dataset_gib\":{:.1},\"span\":{span},\"walk_ms\":{:.1},\"walk_gbs\":{:.0}}}",
+                (items * 128) as f64 / (1u64 << 30) as f64,
+                walked.timings.walk_ms,
+                bytes / (walked.timings.walk_ms * 1e6)
+            );
+        }
     }
 }

@@ -311,10 +311,14 @@ fn memory_plan(options: &ProveOptions, model: &str) -> Result<MemoryPlan, String
     let mut plan = pog_proof::memory::plan(spec, pog_proof::memory::WALK_SECONDS, None)
         .ok_or_else(|| format!("{model} has no memory figures to plan a memory proof by"))?;
     let o = options.memory;
-    plan.items = o.items.unwrap_or(plan.items);
+    plan.items = o.items.map_or(plan.items, |items| {
+        (items / u64::from(plan.span)).max(1) * u64::from(plan.span)
+    });
     plan.walkers = o.walkers.unwrap_or(plan.walkers);
     plan.steps = o.steps.unwrap_or(plan.steps);
-    let reads = plan.walkers.saturating_mul(u64::from(plan.steps));
+    let reads = plan
+        .walkers
+        .saturating_mul(u64::from(plan.steps) * u64::from(plan.span));
     plan.expected_ms = options.expected_ms.unwrap_or(
         (reads * pog_proof::memory::arx::ITEM_BYTES) as f64 / (plan.rate.gbs * 1e9) * 1e3,
     );

@@ -228,6 +228,7 @@ fn walk_spec(c: &MemoryChallenge, key: [u32; 8]) -> WalkSpec {
         key: Key(key),
         walkers: c.walkers,
         steps: c.steps,
+        span: c.span,
         walkers_per_leaf: c.walkers_per_leaf,
     }
 }
@@ -324,11 +325,16 @@ fn gpu_worker(
                 let result = gpu
                     .check_memory_proof_fits(&spec, &walk_spec(&challenge, [0; 8]))
                     .and_then(|()| gpu.build_dataset(spec))
-                    .map(|dataset| {
+                    .and_then(|mut dataset| {
+                        gpu.reserve_walk(
+                            &mut dataset,
+                            challenge.walkers,
+                            challenge.walkers_per_leaf,
+                        )?;
                         next_id += 1;
                         let build_ms = dataset.build_ms;
                         datasets.push((next_id, dataset));
-                        (next_id, build_ms)
+                        Ok((next_id, build_ms))
                     });
                 let _ = reply.send(result.map_err(failed));
             }
@@ -341,11 +347,11 @@ fn gpu_worker(
                     let _ = reply.send(Err(ProverError::Evicted));
                     continue;
                 };
-                let (_, built) = datasets.remove(at);
+                let (_, mut built) = datasets.remove(at);
                 if kept.len() >= KEPT_COMMITMENTS {
                     kept.remove(0);
                 }
-                let result = gpu.walk(built, walk).map(|walked| {
+                let result = gpu.walk(&mut built, walk).map(|walked| {
                     next_id += 1;
                     let report = WalkReport {
                         id: next_id,
@@ -357,6 +363,7 @@ fn gpu_worker(
                     report
                 });
                 let _ = reply.send(result.map_err(failed));
+                drop(built); // after the commitment is on its way
             }
             Job::ReleaseDataset { id } => datasets.retain(|(k, _)| *k != id),
         }

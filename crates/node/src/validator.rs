@@ -95,7 +95,7 @@ impl MemoryPolicy {
         }
     }
 
-    /// A fixed small shape for test plans: 4096 items (512 KiB), 1024 walkers of 16 reads,
+    /// A fixed small shape for test plans: 4096 items (512 KiB), 1024 walkers of 16 steps,
     /// which one CPU core answers in milliseconds. It proves no model.
     pub fn test_shape(expected_ms: f64) -> MemoryPolicy {
         MemoryPolicy {
@@ -567,7 +567,7 @@ fn memory_plan_for(policy: &Policy, spec: &GpuSpec) -> Result<MemoryPlan, Valida
         .ok_or_else(|| ValidatorError::UnknownModel(spec.model.clone()))?;
     if policy.plan == PlanKind::Test {
         let per_leaf = u64::from(plan.walkers_per_leaf);
-        plan.items = m.items;
+        plan.items = m.items / u64::from(plan.span) * u64::from(plan.span);
         plan.walkers = m.walkers.div_ceil(per_leaf) * per_leaf;
         plan.steps = m.steps;
         plan.expected_ms = m.expected_ms;

@@ -197,7 +197,8 @@ pub struct ProveArgs {
     /// walk].
     #[arg(long, value_parser = clap::value_parser!(u64).range(64..=(1u64 << 36)))]
     pub walkers: Option<u64>,
-    /// Memory challenge: reads per walker [default: 64].
+    /// Memory challenge: random steps per walker, each reading 16 consecutive items
+    /// [default: 4].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub steps: Option<u32>,
 }

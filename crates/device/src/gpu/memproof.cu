@@ -93,9 +93,23 @@ __device__ __forceinline__ uint4 pog_chacha_block_shared(const PogKey& k, u32 t0
     return make_uint4(row[0], row[1], row[2], row[3]);
 }
 
-// Walks `walkers` walkers of `steps` reads over `items` items, 8 lanes a walker (lane l holds
-// mix words 4l..4l+3 and loads the same 16 bytes of each item, so a walker's read is one
-// coalesced 128-byte line), and writes each walker's 16-byte output to `out`.
+// The 16 bytes of item `index` a lane holds: from `data` if resident, else (the test doubles'
+// cheats only) from `spill` in host memory (mode 2) or recomputed (mode 1).
+__device__ __forceinline__ uint4 pog_mem_load(const uint4* data, u64 resident, const uint4* spill,
+                                              u32 mode, const PogKey& item_key, u32 item_rounds,
+                                              u64 index, u32 lane, u32 group) {
+    if (index < resident) return data[index * 8 + lane];
+    if (mode == 2) return spill[(index - resident) * 8 + lane];
+    return pog_chacha_block_shared(item_key, (u32)index, (u32)(index >> 32), POG_MEM_DOMAIN_ITEM,
+                                   lane >> 2, item_rounds, lane & 3,
+                                   0xfu << (group * 8 + (lane & 4)));
+}
+
+// Walks `walkers` walkers of `steps` steps over `items` items, 8 lanes a walker (lane l holds
+// mix words 4l..4l+3 and loads the same 16 bytes of each item, so a walker's read of an item
+// is one coalesced 128-byte line). Each step reads `span` consecutive items of a block chosen
+// from the mix, 8 loads in flight at a time, and folds them in order. Each walker's 16-byte
+// output goes to `out`.
 //
 // Items below `resident` are read from `data`. The rest exist only for the test doubles that
 // prove the cheats fail: mode 1 recomputes them (a card that kept only part of the data set),
@@ -103,10 +117,11 @@ __device__ __forceinline__ uint4 pog_chacha_block_shared(const PogKey& k, u32 t0
 // resident == items and never takes either branch.
 extern "C" __global__ void __launch_bounds__(256) pog_mem_walk(
     const uint4* data, u64 items, u64 resident, const uint4* spill, u32 mode, PogKey item_key,
-    u32 item_rounds, PogKey walk_key, u64 walkers, u32 steps, uint4* out) {
+    u32 item_rounds, PogKey walk_key, u64 walkers, u32 steps, u32 span, uint4* out) {
     const u32 lane = threadIdx.x & 7;
     const u32 group = (threadIdx.x & 31) >> 3;
     const u32 mask = 0xffu << (group * 8);
+    const u64 blocks = items / span;
     const u64 stride = ((u64)gridDim.x * blockDim.x) >> 3;
     for (u64 w = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 3; w < walkers; w += stride) {
         u32 start[16];
@@ -117,21 +132,26 @@ extern "C" __global__ void __launch_bounds__(256) pog_mem_walk(
         for (u32 s = 0; s < steps; s++) {
             const u32 a = __shfl_sync(mask, m.x, s & 7, 8) ^ s;
             const u32 b = __shfl_sync(mask, m.y, (s + 3) & 7, 8);
-            const u64 index = __umul64hi(((u64)a << 32) | b, items);
-            uint4 v;
-            if (index < resident) {
-                v = data[index * 8 + lane];
-            } else if (mode == 2) {
-                v = spill[(index - resident) * 8 + lane];
-            } else {
-                v = pog_chacha_block_shared(item_key, (u32)index, (u32)(index >> 32),
-                                            POG_MEM_DOMAIN_ITEM, lane >> 2, item_rounds, lane & 3,
-                                            0xfu << (group * 8 + (lane & 4)));
+            const u64 base = __umul64hi(((u64)a << 32) | b, blocks) * span;
+            for (u32 j = 0; j < span; j += 8) {
+                uint4 v[8];
+#pragma unroll
+                for (u32 k = 0; k < 8; k++) {
+                    if (j + k < span) {
+                        v[k] = pog_mem_load(data, resident, spill, mode, item_key, item_rounds,
+                                            base + j + k, lane, group);
+                    }
+                }
+#pragma unroll
+                for (u32 k = 0; k < 8; k++) {
+                    if (j + k < span) {
+                        m.x = m.x * POG_FNV_PRIME ^ v[k].x;
+                        m.y = m.y * POG_FNV_PRIME ^ v[k].y;
+                        m.z = m.z * POG_FNV_PRIME ^ v[k].z;
+                        m.w = m.w * POG_FNV_PRIME ^ v[k].w;
+                    }
+                }
             }
-            m.x = m.x * POG_FNV_PRIME ^ v.x;
-            m.y = m.y * POG_FNV_PRIME ^ v.y;
-            m.z = m.z * POG_FNV_PRIME ^ v.z;
-            m.w = m.w * POG_FNV_PRIME ^ v.w;
         }
         u32 h0 = POG_FNV_OFFSET, h1 = POG_FNV_OFFSET, h2 = POG_FNV_OFFSET, h3 = POG_FNV_OFFSET;
 #pragma unroll

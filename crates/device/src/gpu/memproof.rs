@@ -81,6 +81,9 @@ unsafe impl Sync for MappedHost {}
 pub struct Dataset {
     spec: DatasetSpec,
     residency: Residency,
+    /// Output and tree buffers reserved for a walk of (walkers, walkers per leaf), so the
+    /// timed walk allocates nothing ([`Gpu::reserve_walk`]).
+    reserved: Option<(u64, u32, DeviceBuffer, DeviceBuffer)>,
     data: DeviceBuffer,
     #[cfg(feature = "test-doubles")]
     spill: Option<MappedHost>,
@@ -91,11 +94,18 @@ pub struct Dataset {
 impl Dataset {
     /// Items held in device memory.
     fn resident(&self) -> u64 {
-        match self.residency {
-            Residency::Device => self.spec.items,
+        self.residency.resident(self.spec.items)
+    }
+}
+
+impl Residency {
+    /// Of `items`, how many are held in device memory.
+    fn resident(self, items: u64) -> u64 {
+        match self {
+            Residency::Device => items,
             #[cfg(feature = "test-doubles")]
             Residency::Recompute { resident } | Residency::HostMemory { resident } => {
-                resident.min(self.spec.items)
+                resident.min(items)
             }
         }
     }
@@ -107,6 +117,8 @@ pub struct WalkSpec {
     pub key: Key,
     pub walkers: u64,
     pub steps: u32,
+    /// Consecutive items per step; divides the data set's items.
+    pub span: u32,
     pub walkers_per_leaf: u32,
 }
 
@@ -200,16 +212,16 @@ impl Gpu {
                 spec.items
             )));
         }
+        let resident = residency.resident(spec.items);
         let mut dataset = Dataset {
             spec,
             residency,
-            data: self.alloc(0)?,
+            data: self.alloc((resident * ITEM_BYTES).max(ITEM_BYTES))?,
+            reserved: None,
             #[cfg(feature = "test-doubles")]
             spill: None,
             build_ms: 0.0,
         };
-        let resident = dataset.resident();
-        dataset.data = self.alloc((resident * ITEM_BYTES).max(ITEM_BYTES))?;
         let data_ptr = dataset.data.ptr;
         dataset.build_ms = self.time(|| self.launch_build(data_ptr, 0, resident, &spec))?;
         #[cfg(feature = "test-doubles")]
@@ -259,28 +271,58 @@ impl Gpu {
         Ok(())
     }
 
-    /// Walks the data set and commits to the outputs' Merkle root. The data set is consumed
-    /// (freed when the walk is committed).
-    pub fn walk(&self, dataset: Dataset, spec: WalkSpec) -> Result<Walked, GpuError> {
+    /// Allocates the outputs and tree of a walk of `walkers` walkers, `walkers_per_leaf` a
+    /// leaf, ahead of it (outside the timed window).
+    pub fn reserve_walk(
+        &self,
+        dataset: &mut Dataset,
+        walkers: u64,
+        walkers_per_leaf: u32,
+    ) -> Result<(), GpuError> {
+        let leaves = walkers / u64::from(walkers_per_leaf).max(1);
+        let nodes: u64 = pog_merkle::level_sizes(leaves).iter().sum();
+        let outputs = self.alloc(walkers.saturating_mul(OUTPUT_BYTES).max(OUTPUT_BYTES))?;
+        let tree = self.alloc(nodes.max(1) * 32)?;
+        dataset.reserved = Some((walkers, walkers_per_leaf, outputs, tree));
+        Ok(())
+    }
+
+    /// Walks the data set and commits to the outputs' Merkle root, in buffers reserved for
+    /// this walk if there are ones. The data set stays allocated until the caller drops it
+    /// (after the commitment is out: freeing 100+ GB takes a while).
+    pub fn walk(&self, dataset: &mut Dataset, spec: WalkSpec) -> Result<Walked, GpuError> {
         self.bind()?;
         let started = Instant::now();
         if spec.walkers == 0
             || spec.steps == 0
+            || spec.span == 0
+            || !dataset.spec.items.is_multiple_of(u64::from(spec.span))
             || spec.walkers_per_leaf == 0
-            || !spec.walkers.is_multiple_of(u64::from(spec.walkers_per_leaf))
+            || !spec
+                .walkers
+                .is_multiple_of(u64::from(spec.walkers_per_leaf))
             || !spec.leaf_bytes().is_multiple_of(64)
         {
             return Err(GpuError::Unsupported(format!(
-                "a walk needs walkers in whole leaves of a multiple of 64 bytes, and steps; got \
-                 {} walkers of {} steps, {} a leaf",
-                spec.walkers, spec.steps, spec.walkers_per_leaf
+                "a walk needs walkers in whole leaves of a multiple of 64 bytes, steps, and a span \
+                 dividing the items; got {} walkers of {} steps of {}, {} a leaf",
+                spec.walkers, spec.steps, spec.span, spec.walkers_per_leaf
             )));
         }
         let leaves = spec.leaf_count();
         let sizes = pog_merkle::level_sizes(leaves);
         let level_offsets = starts(sizes.iter().copied());
-        let outputs = self.alloc(spec.walkers * OUTPUT_BYTES)?;
-        let nodes = self.alloc(sizes.iter().sum::<u64>() * 32)?;
+        let (outputs, nodes) = match dataset.reserved.take() {
+            Some((walkers, per_leaf, outputs, nodes))
+                if walkers == spec.walkers && per_leaf == spec.walkers_per_leaf =>
+            {
+                (outputs, nodes)
+            }
+            _ => (
+                self.alloc(spec.walkers * OUTPUT_BYTES)?,
+                self.alloc(sizes.iter().sum::<u64>() * 32)?,
+            ),
+        };
         let (mode, spill): (u32, u64) = match dataset.residency {
             Residency::Device => (0, 0),
             #[cfg(feature = "test-doubles")]
@@ -304,6 +346,7 @@ impl Gpu {
             .arg(&spec.key)
             .arg(&spec.walkers)
             .arg(&spec.steps)
+            .arg(&spec.span)
             .arg(&outputs.ptr);
         // Enough walkers in flight to hide the memory latency of their dependent reads: a
         // grid of 32 blocks of 256 threads (256 walkers) per SM, striding over the rest.
@@ -327,7 +370,6 @@ impl Gpu {
         self.build_tree(&nodes, &sizes, &level_offsets)?;
         done.record(&self.stream).during("recording an event")?;
         let root = self.read_hashes(&nodes, &[*level_offsets.last().expect("a level")])?[0];
-        drop(dataset);
         let elapsed = |a: &cudarc::driver::CudaEvent, b: &cudarc::driver::CudaEvent| {
             a.elapsed_ms(b)
                 .map(f64::from)

@@ -82,34 +82,41 @@ pub fn item(key: &[u32; 8], index: u64, rounds: u32) -> [u32; ITEM_WORDS] {
     two_blocks(key, index, DOMAIN_ITEM, rounds)
 }
 
-/// The item a walker reads at `step`: a 64-bit word from two mix words (the first mixed with
-/// the step, so a mix that stopped changing still moves), scaled onto `items` by a
-/// multiply-high (uniform up to 2⁻⁶⁴ bias, no division).
-pub fn next_index(mix: &[u32; ITEM_WORDS], step: u32, items: u64) -> u64 {
+/// The block of items a walker reads at `step`: a 64-bit word from two mix words (the first
+/// mixed with the step, so a mix that stopped changing still moves), scaled onto `blocks` by
+/// a multiply-high (uniform up to 2⁻⁶⁴ bias, no division).
+pub fn next_block(mix: &[u32; ITEM_WORDS], step: u32, blocks: u64) -> u64 {
     let a = mix[4 * (step as usize % 8)] ^ step;
     let b = mix[4 * ((step as usize + 3) % 8) + 1];
     let x = (u64::from(a) << 32) | u64::from(b);
-    ((u128::from(x) * u128::from(items)) >> 64) as u64
+    ((u128::from(x) * u128::from(blocks)) >> 64) as u64
 }
 
 /// One walker: a 128-byte mix started from the walk key and the walker's index, then `steps`
-/// reads, each at an index that depends on everything read before (no read can be issued, or
-/// an item generated, before the previous one is known), each folded into every mix word
-/// with FNV-1. The 16-byte output folds the mix's 32 words into 4.
+/// reads of `span` consecutive items each, at a block that depends on everything read before
+/// (no read can be issued, or an item generated, before the previous step is known), each
+/// item folded into every mix word with FNV-1. The 16-byte output folds the mix's 32 words
+/// into 4. Reading `span` items at a time keeps the GPU's address translation out of the
+/// way: one random 128-byte line per step over a data set of 100+ GB ran at a fifth of the
+/// H200's bandwidth (docs/protocol.md).
 ///
 /// `read` returns item `i` (from memory on the GPU; recomputed on the validator's CPU).
 pub fn walk(
     walk_key: &[u32; 8],
     walker: u64,
-    steps: u32,
+    (steps, span): (u32, u32),
     items: u64,
     mut read: impl FnMut(u64) -> [u32; ITEM_WORDS],
 ) -> [u8; OUTPUT_BYTES as usize] {
+    let span = u64::from(span.max(1));
     let mut mix = two_blocks(walk_key, walker, DOMAIN_WALK, WALK_START_ROUNDS);
     for step in 0..steps {
-        let line = read(next_index(&mix, step, items));
-        for (m, d) in mix.iter_mut().zip(line) {
-            *m = m.wrapping_mul(FNV_PRIME) ^ d;
+        let block = next_block(&mix, step, items / span);
+        for j in 0..span {
+            let line = read(block * span + j);
+            for (m, d) in mix.iter_mut().zip(line) {
+                *m = m.wrapping_mul(FNV_PRIME) ^ d;
+            }
         }
     }
     let mut out = [0u8; OUTPUT_BYTES as usize];
@@ -170,13 +177,13 @@ mod tests {
         for w in 0..2000u64 {
             let mix = two_blocks(&[3; 8], w, DOMAIN_WALK, 2);
             for step in 0..8 {
-                let i = next_index(&mix, step, 16);
+                let i = next_block(&mix, step, 16);
                 assert!(i < 16);
                 seen[i as usize] += 1;
             }
         }
         assert!(seen.iter().all(|&n| (800..1200).contains(&n)), "{seen:?}");
-        assert_eq!(next_index(&[u32::MAX; 32], 0, u64::MAX), u64::MAX - 1);
+        assert_eq!(next_block(&[u32::MAX; 32], 0, u64::MAX), u64::MAX - 1);
     }
 
     #[test]
@@ -184,15 +191,19 @@ mod tests {
         let key = [9u32; 8];
         let data: Vec<[u32; 32]> = (0..64).map(|i| item(&key, i, 2)).collect();
         let mut read = Vec::new();
-        let out = walk(&[4; 8], 7, 16, 64, |i| {
+        let out = walk(&[4; 8], 7, (8, 2), 64, |i| {
             read.push(i);
             data[i as usize]
         });
         assert_eq!(read.len(), 16);
+        // Each step reads a whole aligned block of `span` items.
+        for pair in read.chunks(2) {
+            assert!(pair[0] % 2 == 0 && pair[1] == pair[0] + 1, "{read:?}");
+        }
         // Changing the item of any step changes the output.
         for changed in 0..16 {
             let mut step = 0;
-            let other = walk(&[4; 8], 7, 16, 64, |i| {
+            let other = walk(&[4; 8], 7, (8, 2), 64, |i| {
                 let mut line = data[i as usize];
                 if step == changed {
                     line[31] ^= 1;
@@ -202,7 +213,7 @@ mod tests {
             });
             assert_ne!(out, other, "step {changed}");
         }
-        assert_ne!(out, walk(&[4; 8], 8, 16, 64, |i| data[i as usize]));
-        assert_ne!(out, walk(&[5; 8], 7, 16, 64, |i| data[i as usize]));
+        assert_ne!(out, walk(&[4; 8], 8, (8, 2), 64, |i| data[i as usize]));
+        assert_ne!(out, walk(&[5; 8], 7, (8, 2), 64, |i| data[i as usize]));
     }
 }

@@ -23,8 +23,8 @@ mod plan;
 mod prover;
 
 pub use plan::{
-    plan, unseparated, MemoryPlan, MemoryRate, DATASHEET_WALK_EFFICIENCY, FILL, ITEM_ROUNDS, STEPS,
-    WALKERS_PER_LEAF, WALK_SECONDS,
+    plan, unseparated, MemoryPlan, MemoryRate, DATASHEET_WALK_EFFICIENCY, FILL, ITEM_ROUNDS, SPAN,
+    STEPS, WALKERS_PER_LEAF, WALK_SECONDS,
 };
 pub use prover::{CpuDataset, CpuMemoryProver, MemoryBehaviour};
 
@@ -51,8 +51,10 @@ pub const MAX_ITEMS: u64 = 1 << 34;
 pub const MAX_ITEM_ROUNDS: u32 = 1024;
 /// The most walkers: 2³⁶ (1 TiB of outputs, far past any card).
 pub const MAX_WALKERS: u64 = 1 << 36;
-/// The most reads per walker.
+/// The most steps per walker.
 pub const MAX_STEPS: u32 = 4096;
+/// The most items read per step.
+pub const MAX_SPAN: u32 = 1024;
 /// The most walkers per leaf (1 MiB leaves).
 pub const MAX_WALKERS_PER_LEAF: u32 = 1 << 16;
 
@@ -75,8 +77,10 @@ pub struct MemoryChallenge {
     pub item_rounds: u32,
     /// Walkers, each one 16-byte output.
     pub walkers: u64,
-    /// Items each walker reads.
+    /// Random steps each walker takes.
     pub steps: u32,
+    /// Consecutive items read at each step; `items` is a multiple of it.
+    pub span: u32,
     /// Walker outputs per Merkle leaf; `walkers` is a multiple of it, and a leaf is a multiple
     /// of 64 bytes (the GPU's leaf hashing takes whole SHA-256 blocks).
     pub walkers_per_leaf: u32,
@@ -86,15 +90,17 @@ pub struct MemoryChallenge {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "a memory challenge needs 1 ≤ items ≤ {MAX_ITEMS}, 1 ≤ item rounds ≤ {MAX_ITEM_ROUNDS}, \
-     1 ≤ steps ≤ {MAX_STEPS}, walkers per leaf a multiple of 4 up to {MAX_WALKERS_PER_LEAF}, and \
+     1 ≤ steps ≤ {MAX_STEPS}, a span of 1 to {MAX_SPAN} dividing the items, walkers per leaf a multiple of 4 up to {MAX_WALKERS_PER_LEAF}, and \
      a whole number of leaves up to {MAX_WALKERS} walkers; this one asks for {items} items, \
-     {item_rounds} rounds, {walkers} walkers of {steps} steps, {walkers_per_leaf} a leaf"
+     {item_rounds} rounds, {walkers} walkers of {steps} steps of {span}, {walkers_per_leaf} a \
+     leaf"
 )]
 pub struct BadMemoryShape {
     pub items: u64,
     pub item_rounds: u32,
     pub walkers: u64,
     pub steps: u32,
+    pub span: u32,
     pub walkers_per_leaf: u32,
 }
 
@@ -115,10 +121,14 @@ impl MemoryChallenge {
         let ok = (1..=MAX_ITEMS).contains(&self.items)
             && (1..=MAX_ITEM_ROUNDS).contains(&self.item_rounds)
             && (1..=MAX_STEPS).contains(&self.steps)
+            && (1..=MAX_SPAN).contains(&self.span)
+            && self.items.is_multiple_of(u64::from(self.span.max(1)))
             && (4..=MAX_WALKERS_PER_LEAF).contains(&self.walkers_per_leaf)
             && self.walkers_per_leaf.is_multiple_of(4)
             && (1..=MAX_WALKERS).contains(&self.walkers)
-            && self.walkers.is_multiple_of(u64::from(self.walkers_per_leaf));
+            && self
+                .walkers
+                .is_multiple_of(u64::from(self.walkers_per_leaf));
         if ok {
             Ok(())
         } else {
@@ -127,6 +137,7 @@ impl MemoryChallenge {
                 item_rounds: self.item_rounds,
                 walkers: self.walkers,
                 steps: self.steps,
+                span: self.span,
                 walkers_per_leaf: self.walkers_per_leaf,
             })
         }
@@ -164,6 +175,7 @@ impl MemoryChallenge {
         h.update(walk_nonce);
         h.update(self.walkers.to_le_bytes());
         h.update(self.steps.to_le_bytes());
+        h.update(self.span.to_le_bytes());
         arx::key_words(&h.finalize().into())
     }
 
@@ -189,13 +201,13 @@ impl MemoryChallenge {
 
     /// Item reads in the whole walk.
     pub fn reads(&self) -> u64 {
-        self.walkers * u64::from(self.steps)
+        self.walkers * u64::from(self.steps) * u64::from(self.span)
     }
 
     /// Walker `walker`'s output, recomputed from the keys alone (the validator's check).
     pub fn walker_output(&self, walk_key: &[u32; 8], walker: u64) -> [u8; OUTPUT_BYTES as usize] {
         let key = self.dataset_key();
-        arx::walk(walk_key, walker, self.steps, self.items, |i| {
+        arx::walk(walk_key, walker, (self.steps, self.span), self.items, |i| {
             arx::item(&key, i, self.item_rounds)
         })
     }
@@ -297,7 +309,8 @@ mod tests {
             items: 1000,
             item_rounds: 4,
             walkers: 256,
-            steps: 8,
+            steps: 4,
+            span: 2,
             walkers_per_leaf: 16,
         }
     }
@@ -439,6 +452,8 @@ mod tests {
                 walkers: 250,
                 ..small()
             },
+            MemoryChallenge { span: 3, ..small() },
+            MemoryChallenge { span: 0, ..small() },
             MemoryChallenge {
                 walkers_per_leaf: 6,
                 walkers: 240,
@@ -455,10 +470,14 @@ mod tests {
             items: MAX_ITEMS,
             walkers: MAX_WALKERS,
             steps: MAX_STEPS,
+            span: MAX_SPAN,
             ..small()
         };
         assert!(largest.check_shape().is_ok());
-        assert_eq!(largest.reads(), MAX_WALKERS * u64::from(MAX_STEPS));
+        assert_eq!(
+            largest.reads(),
+            MAX_WALKERS * u64::from(MAX_STEPS) * u64::from(MAX_SPAN)
+        );
         assert_eq!(largest.dataset_bytes(), MAX_ITEMS * 128);
     }
 }

@@ -12,12 +12,16 @@ use serde::{Deserialize, Serialize};
 /// CUDA runtime: on the H200 (143 771 MiB) the data set takes 129 946 MiB.
 pub const FILL: f64 = 0.90;
 
-/// ChaCha double rounds per half item. At 24, producing an item costs 4608 integer operations
+/// ChaCha double rounds per half item. At 40, producing an item costs 7680 integer operations
 /// against one 128-byte read; docs/protocol.md has the measured ratio.
-pub const ITEM_ROUNDS: u32 = 24;
+pub const ITEM_ROUNDS: u32 = 40;
 
-/// Reads per walker: each spot check recomputes this many items on the validator's CPU.
-pub const STEPS: u32 = 64;
+/// Random steps per walker.
+pub const STEPS: u32 = 4;
+
+/// Consecutive items read per step (2 KiB): each spot check recomputes STEPS × SPAN = 64
+/// items on the validator's CPU.
+pub const SPAN: u32 = 16;
 
 /// Walker outputs per leaf: 1 KiB leaves.
 pub const WALKERS_PER_LEAF: u32 = 64;
@@ -71,6 +75,7 @@ pub struct MemoryPlan {
     pub item_rounds: u32,
     pub walkers: u64,
     pub steps: u32,
+    pub span: u32,
     pub walkers_per_leaf: u32,
     pub rate: MemoryRate,
     /// The bound: item bytes read over the expected rate.
@@ -88,14 +93,16 @@ pub fn plan(claimed: &GpuSpec, walk_seconds: f64, rate: Option<MemoryRate>) -> O
     if !(capacity > 0.0 && rate.gbs > 0.0 && walk_seconds > 0.0) {
         return None;
     }
-    let items = (FILL * capacity / ITEM_BYTES as f64) as u64;
+    let items = (FILL * capacity / ITEM_BYTES as f64) as u64 / u64::from(SPAN) * u64::from(SPAN);
     let reads = walk_seconds * rate.gbs * 1e9 / ITEM_BYTES as f64;
     let per_leaf = u64::from(WALKERS_PER_LEAF);
-    let walkers = ((reads / f64::from(STEPS)).ceil() as u64)
+    let per_walker = f64::from(STEPS * SPAN);
+    let walkers = ((reads / per_walker).ceil() as u64)
         .div_ceil(per_leaf)
         .max(1)
         * per_leaf;
-    let expected_ms = (walkers * u64::from(STEPS) * ITEM_BYTES) as f64 / (rate.gbs * 1e9) * 1e3;
+    let expected_ms =
+        (walkers * u64::from(STEPS * SPAN) * ITEM_BYTES) as f64 / (rate.gbs * 1e9) * 1e3;
     let leaves = walkers / per_leaf;
     let device_bytes = items * ITEM_BYTES + walkers * OUTPUT_BYTES + 2 * leaves * 32;
     Some(MemoryPlan {
@@ -103,6 +110,7 @@ pub fn plan(claimed: &GpuSpec, walk_seconds: f64, rate: Option<MemoryRate>) -> O
         item_rounds: ITEM_ROUNDS,
         walkers,
         steps: STEPS,
+        span: SPAN,
         walkers_per_leaf: WALKERS_PER_LEAF,
         rate,
         expected_ms,
@@ -124,6 +132,7 @@ impl MemoryPlan {
             item_rounds: self.item_rounds,
             walkers: self.walkers,
             steps: self.steps,
+            span: self.span,
             walkers_per_leaf: self.walkers_per_leaf,
         }
     }
@@ -177,7 +186,10 @@ mod tests {
             let p = plan(spec(model), WALK_SECONDS, None).unwrap();
             let capacity = spec(model).memory_gib * (1u64 << 30) as f64;
             let held = (p.items * ITEM_BYTES) as f64;
-            assert!(held >= 0.9 * capacity - ITEM_BYTES as f64, "{model}");
+            assert!(
+                held >= 0.9 * capacity - (SPAN as u64 * ITEM_BYTES) as f64,
+                "{model}"
+            );
             // Data set, outputs and tree leave at least 1 GiB of what the card reports.
             let reported = reported_mib * (1u64 << 20) as f64;
             assert!(
@@ -219,8 +231,8 @@ mod tests {
             source: "test".into(),
         };
         let p = plan(spec("H200 SXM"), 0.25, Some(rate)).unwrap();
-        let bytes = (p.walkers * u64::from(p.steps) * ITEM_BYTES) as f64;
-        assert!((p.expected_ms - bytes / 1e12 * 1e3).abs() < 1e-6);
+        let bytes = (p.walkers * u64::from(p.steps * p.span) * ITEM_BYTES) as f64;
+        assert!((p.expected_ms - bytes / 1e12 * 1e3).abs() < 1e-9 * p.expected_ms);
         assert_eq!(p.walkers % u64::from(WALKERS_PER_LEAF), 0);
         let mut nothing = spec("T4").clone();
         nothing.memory_bandwidth_gbs = 0.0;

@@ -55,7 +55,7 @@ impl CpuDataset {
                 outputs.extend(arx::walk(
                     &walk_key,
                     walker,
-                    challenge.steps,
+                    (challenge.steps, challenge.span),
                     challenge.items,
                     |i| self.data[i as usize],
                 ));
