@@ -317,6 +317,13 @@ fn gpu_worker(
             Job::Release { id } => kept.retain(|(k, _)| *k != id),
             Job::BuildMemory { challenge, reply } => {
                 datasets.clear(); // an older data set still waiting is given up for this one
+                                  // GEMM commitments not yet opened give their kept outputs back (their
+                                  // openings recompute instead): the data set needs the memory.
+                for (_, k) in kept.iter_mut() {
+                    if let Kept::Products(committed) = k {
+                        committed.release_outputs();
+                    }
+                }
                 let spec = DatasetSpec {
                     key: Key(challenge.dataset_key()),
                     items: challenge.items,

@@ -77,9 +77,21 @@ pub struct Committed {
     pub timings: CommitTimings,
     /// The cuBLASLt algorithm the products ran with.
     pub algorithm: String,
+    /// Every product's output, end to end, when they fit beside everything else (then leaves
+    /// open from them; else the products holding them are recomputed).
+    outputs: Option<DeviceBuffer>,
 }
 
+/// Device memory left free beside a commitment's kept outputs (the runtime, later work).
+const OUTPUTS_RESERVE: u64 = 4 << 30;
+
 impl Committed {
+    /// Frees the kept outputs (openings then recompute their products): room for work that
+    /// needs the GPU's memory, such as the proof of memory's data set.
+    pub fn release_outputs(&mut self) {
+        self.outputs = None;
+    }
+
     /// How many leaves the committed tree has.
     pub fn leaf_count(&self) -> u64 {
         self.batch.leaf_count()
@@ -187,6 +199,17 @@ impl Gpu {
         )?;
         let chosen = self.proof_algorithm(&mut g, batch.precision, n)?;
         g.choose(chosen)?;
+        // Keep every output for the openings where they fit: opening then reads leaves
+        // instead of recomputing nearly every product (1024 spot checks touch most of them),
+        // which cost as much GPU time as the commitment (docs/protocol.md, "Cost").
+        let output_bytes = batch.output_bytes();
+        let all_outputs = output_bytes.saturating_mul(batch.seeds.len() as u64);
+        let (free, _) = drv::mem_get_info().during("reading free memory")?;
+        let outputs = if all_outputs.saturating_add(OUTPUTS_RESERVE) <= free as u64 {
+            Some(self.alloc(all_outputs)?)
+        } else {
+            None
+        };
 
         let mut phases: Vec<[CudaEvent; 4]> = Vec::with_capacity(batch.seeds.len());
         for (product, &seeds) in batch.seeds.iter().enumerate() {
@@ -200,6 +223,18 @@ impl Gpu {
             self.record(&events[2])?;
             let first_leaf = product as u64 * batch.leaves_per_product();
             self.hash_leaves(batch, &g.d, &nodes, first_leaf)?;
+            if let Some(kept) = &outputs {
+                // SAFETY: kept holds every product's output; g.d holds this one's.
+                unsafe {
+                    drv::memcpy_dtod_async(
+                        kept.ptr + product as u64 * output_bytes,
+                        g.d.ptr,
+                        output_bytes as usize,
+                        self.stream.cu_stream(),
+                    )
+                }
+                .during("keeping a product's output")?;
+            }
             self.record(&events[3])?;
             phases.push(events);
         }
@@ -234,6 +269,7 @@ impl Gpu {
             root,
             timings,
             algorithm: g.algorithm(),
+            outputs,
         })
     }
 
@@ -267,8 +303,29 @@ impl Gpu {
         }
         let hashes = self.read_hashes(&committed.nodes, &wanted)?;
         let hash_at = starts(proofs.iter().map(|&len| 1 + len as u64));
-
+        let leaf_proof = |i: usize, bytes: Vec<u8>| LeafOpening {
+            leaf: leaves[i],
+            bytes,
+            proof: hashes[hash_at[i] as usize + 1..hash_at[i] as usize + 1 + proofs[i]].to_vec(),
+        };
         let per_product = batch.leaves_per_product();
+        if let Some(kept) = &committed.outputs {
+            let mut openings = Vec::with_capacity(leaves.len());
+            for (i, &leaf) in leaves.iter().enumerate() {
+                let product = leaf / per_product;
+                let start = (leaf % per_product) * batch.leaf_bytes();
+                let len = batch.leaf_bytes().min(batch.output_bytes() - start);
+                let bytes = read_leaf(kept, product * batch.output_bytes() + start, len)?;
+                if pog_merkle::leaf_hash(&bytes) != hashes[hash_at[i] as usize] {
+                    return Err(GpuError::Invalid(format!(
+                        "leaf {leaf} read back from the kept outputs differs from its committed hash"
+                    )));
+                }
+                openings.push(leaf_proof(i, bytes));
+            }
+            return Ok(openings);
+        }
+
         let mut order: Vec<usize> = (0..leaves.len()).collect();
         order.sort_by_key(|&i| leaves[i]);
         let mut bytes: Vec<Vec<u8>> = vec![Vec::new(); leaves.len()];
@@ -321,17 +378,11 @@ impl Gpu {
             bytes[i] = leaf_bytes;
         }
 
-        let mut openings = Vec::with_capacity(leaves.len());
-        let mut at = 0;
-        for ((&leaf, proof_len), leaf_bytes) in leaves.iter().zip(proofs).zip(bytes) {
-            openings.push(LeafOpening {
-                leaf,
-                bytes: leaf_bytes,
-                proof: hashes[at + 1..at + 1 + proof_len].to_vec(),
-            });
-            at += 1 + proof_len;
-        }
-        Ok(openings)
+        Ok(bytes
+            .into_iter()
+            .enumerate()
+            .map(|(i, leaf_bytes)| leaf_proof(i, leaf_bytes))
+            .collect())
     }
 
     /// Hashes the leaves of one product output `d` into level 0 of `nodes`, from `first_leaf`.
