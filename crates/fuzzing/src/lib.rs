@@ -10,10 +10,12 @@
 //! A harness returns what it got to (or why it stopped); it must never panic.
 
 use pog_proof::challenge::CHALLENGE_VERSION;
+use pog_proof::memory::{MemoryChallenge, MEMORY_VERSION};
 use pog_proof::prover::{Behaviour, CpuProver, Opening, Prover};
 use pog_proof::session::{Outcome, ValidatorSession};
 use pog_proof::wire::{
-    self, kind, ChallengeMessage, Commitment, Identity, OpenRequest, Openings, Register,
+    self, kind, ChallengeMessage, Commitment, Identity, MemoryChallengeMessage, MemoryReady,
+    OpenRequest, Openings, Register, WalkMessage,
 };
 use pog_proof::Challenge;
 use pog_spec::Precision;
@@ -128,6 +130,18 @@ pub fn envelope(bytes: &[u8]) -> Option<&'static str> {
             kind::OPENINGS,
             wire::decode::<Openings>(bytes, kind::OPENINGS).is_ok(),
         ),
+        (
+            kind::MEMORY_CHALLENGE,
+            wire::decode::<MemoryChallengeMessage>(bytes, kind::MEMORY_CHALLENGE).is_ok(),
+        ),
+        (
+            kind::MEMORY_READY,
+            wire::decode::<MemoryReady>(bytes, kind::MEMORY_READY).is_ok(),
+        ),
+        (
+            kind::MEMORY_WALK,
+            wire::decode::<WalkMessage>(bytes, kind::MEMORY_WALK).is_ok(),
+        ),
     ];
     decoded.into_iter().find_map(|(k, ok)| ok.then_some(k))
 }
@@ -145,6 +159,57 @@ pub fn challenge(body: &[u8]) -> Result<ChallengeMessage, String> {
     c.check_shape().map_err(|e| e.to_string())?;
     std::hint::black_box((c.gemm(0), c.flops(), c.leaf_count(), c.leaf_len(0)));
     Ok(message)
+}
+
+/// A small memory challenge as the validator issues it, for the memory harnesses' seeds.
+pub fn memory_message() -> MemoryChallengeMessage {
+    MemoryChallengeMessage {
+        id: "fuzz-memory".into(),
+        challenge: MemoryChallenge {
+            version: MEMORY_VERSION,
+            nonce: [0x22; 32],
+            gpu_uuid: "GPU-fuzz".into(),
+            gpu_bus_id: "00000000:00:06.0".into(),
+            agent_key: identity().public_hex(),
+            validator_key: identity().public_hex(),
+            items: 64,
+            item_rounds: 2,
+            walkers: 16,
+            steps: 2,
+            span: 4,
+            walkers_per_leaf: 4,
+        },
+        issued_at_ms: 1_000_000,
+        expires_at_ms: 1_060_000,
+    }
+}
+
+/// A signed memory challenge body, decoded and shape-checked as the agent's
+/// `/v1/memory/build` does, then its sizes and keys derived (the work before any allocation).
+pub fn memory_challenge(body: &[u8]) -> Result<MemoryChallengeMessage, String> {
+    let message: MemoryChallengeMessage = decode(body, kind::MEMORY_CHALLENGE)?;
+    let c = &message.challenge;
+    c.check_shape().map_err(|e| e.to_string())?;
+    std::hint::black_box((
+        c.dataset_key(),
+        c.dataset_bytes(),
+        c.reads(),
+        c.leaf_count(),
+    ));
+    Ok(message)
+}
+
+/// A signed "ready" body, decoded as the validator does.
+pub fn memory_ready(body: &[u8]) -> Result<MemoryReady, String> {
+    decode(body, kind::MEMORY_READY)
+}
+
+/// A signed walk body, decoded as the agent's `/v1/memory/walk` does, then the walk key it
+/// gives the harnesses' memory challenge and one walker recomputed from it.
+pub fn memory_walk(body: &[u8]) -> Result<[u8; 16], String> {
+    let walk: WalkMessage = decode(body, kind::MEMORY_WALK)?;
+    let c = memory_message().challenge;
+    Ok(c.walker_output(&c.walk_key(&walk.walk_nonce), 0))
 }
 
 /// A signed commitment body, decoded and given to a fresh validator session for the fixture's

@@ -262,6 +262,29 @@ fn openings_never_panic() {
 }
 
 #[test]
+fn memory_messages_never_panic() {
+    let message = pog_fuzzing::memory_message();
+    let seeds = vec![json(&message)];
+    pog_fuzzing::memory_challenge(&seeds[0]).expect("a valid memory challenge decodes");
+    fuzz("memory_challenge", &seeds, pog_fuzzing::memory_challenge);
+    let ready = json(&pog_proof::wire::MemoryReady {
+        challenge_id: message.id.clone(),
+        gpu_uuid: "GPU-fuzz".into(),
+        build_ms: 12.5,
+    });
+    pog_fuzzing::memory_ready(&ready).expect("a valid ready decodes");
+    fuzz("memory_ready", &[ready], pog_fuzzing::memory_ready);
+    let walk = json(&pog_proof::wire::WalkMessage {
+        challenge_id: message.id,
+        walk_nonce: [7; 32],
+        issued_at_ms: 1,
+        expires_at_ms: 2,
+    });
+    pog_fuzzing::memory_walk(&walk).expect("a valid walk decodes");
+    fuzz("memory_walk", &[walk], pog_fuzzing::memory_walk);
+}
+
+#[test]
 fn envelope_never_panics() {
     let f = fixture();
     let seeds = vec![
