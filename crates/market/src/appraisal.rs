@@ -79,7 +79,8 @@ impl RecordSummary {
             model,
             simulated: flag("simulated"),
             accepted,
-            proves_model: flag("proves_model"),
+            // A memory record says `proves_memory`: whether it speaks for the model's memory.
+            proves_model: flag("proves_model") || flag("proves_memory"),
             expected_ms,
             time_ratio: outcome
                 .and_then(|o| o.get("time"))
@@ -119,6 +120,9 @@ pub struct GpuHistory<'a> {
     pub simulated: bool,
     /// Its latest proof records, oldest first (the last [`RELIABILITY_WINDOW`] count).
     pub records: &'a [RecordSummary],
+    /// Its memory-proof records, oldest first: the latest decides whether its memory capacity
+    /// and bandwidth count.
+    pub memory_records: &'a [RecordSummary],
 }
 
 /// A GPU's score from the validator's records, with every reason it is less than it could be.
@@ -208,6 +212,23 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
                 model.as_deref().unwrap_or("(none)")
             ),
         };
+    }
+    // Memory capacity and bandwidth are verified only by the proof of memory: without an
+    // accepted, model-proving memory record they count nothing.
+    let memory_verified = history.memory_records.last().is_some_and(|m| {
+        m.accepted && m.proves_model && Some(m.model.as_str()) == model.as_deref()
+    });
+    if !memory_verified {
+        gpu.memory_gib = gpu.memory_gib.map(|_| 0.0);
+        gpu.bandwidth_gbs = gpu.bandwidth_gbs.map(|_| 0.0);
+        reasons.push(match history.memory_records.last() {
+            None => "no proof of memory yet: memory capacity and bandwidth count nothing".into(),
+            Some(m) if !m.accepted => format!(
+                "its latest proof of memory failed ({}): memory capacity and bandwidth count nothing",
+                m.failure_reason()
+            ),
+            Some(_) => "its latest proof of memory does not speak for its model: memory capacity and bandwidth count nothing".into(),
+        });
     }
     let paces: Vec<f64> = window
         .iter()
@@ -378,17 +399,44 @@ mod tests {
         }
     }
 
+    /// An H200 with these proof records and an accepted proof of memory.
     fn assess_h200(records: &[RecordSummary]) -> Assessment {
+        assess_h200_with(records, &[record(100, true, 0.98)])
+    }
+
+    fn assess_h200_with(records: &[RecordSummary], memory: &[RecordSummary]) -> Assessment {
         assess(
             &GpuHistory {
                 uuid: "GPU-1",
                 registered_model: Some("H200 SXM"),
                 simulated: false,
                 records,
+                memory_records: memory,
             },
             &Config::embedded(),
             db(),
         )
+    }
+
+    #[test]
+    fn memory_counts_only_with_an_accepted_proof_of_memory() {
+        let records: Vec<_> = (1..=20).map(|i| record(i, true, 0.95)).collect();
+        let proven = assess_h200(&records);
+        let mut failed = record(100, false, 1.19);
+        failed.failure = None;
+        for (memory, why) in [
+            (vec![], "no proof of memory yet"),
+            (
+                vec![failed],
+                "latest proof of memory failed (rejected at 1.19",
+            ),
+        ] {
+            let a = assess_h200_with(&records, &memory);
+            assert!(a.score < proven.score, "{} vs {}", a.score, proven.score);
+            assert!(a.score > 0.0, "compute still counts");
+            assert_eq!(a.detail.gpus[0].memory, 0.0);
+            assert!(a.reasons.iter().any(|r| r.contains(why)), "{:?}", a.reasons);
+        }
     }
 
     fn balanced() -> MarketState {
@@ -493,6 +541,7 @@ mod tests {
                 registered_model: None,
                 simulated: false,
                 records: &[record(1, true, 0.9)],
+                memory_records: &[],
             },
             &config,
             db(),

@@ -18,7 +18,7 @@
 use crate::http::ApiError;
 use crate::market::{Market, MarketError, PostedPrice};
 use crate::registry::RegistryError;
-use crate::validator::{Validator, RECORD_KIND};
+use crate::validator::{Validator, MEMORY_RECORD_KIND, RECORD_KIND};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -141,23 +141,27 @@ impl Pricing {
         if gpu.is_none() && rows.is_empty() {
             return Ok(None);
         }
-        let mut records: Vec<RecordSummary> = rows
-            .iter()
-            .filter_map(|(id, json)| {
-                let envelope: Envelope = serde_json::from_str(json).ok()?;
-                if envelope.kind != RECORD_KIND {
-                    return None;
-                }
-                let body = serde_json::from_str(&envelope.body).ok()?;
-                RecordSummary::from_record(*id, &body)
-            })
-            .collect();
+        let of_kind = |kind: &str| -> Vec<RecordSummary> {
+            rows.iter()
+                .filter_map(|(id, json)| {
+                    let envelope: Envelope = serde_json::from_str(json).ok()?;
+                    if envelope.kind != kind {
+                        return None;
+                    }
+                    let body = serde_json::from_str(&envelope.body).ok()?;
+                    RecordSummary::from_record(*id, &body)
+                })
+                .collect()
+        };
+        let mut records = of_kind(RECORD_KIND);
         records.drain(..records.len().saturating_sub(RELIABILITY_WINDOW));
+        let memory_records = of_kind(MEMORY_RECORD_KIND);
         let history = GpuHistory {
             uuid,
             registered_model: gpu.as_ref().map(|g| g.model.as_str()),
             simulated: gpu.as_ref().is_some_and(|g| g.simulated),
             records: &records,
+            memory_records: &memory_records,
         };
         Ok(Some(assess(&history, &self.config, SpecDb::embedded())))
     }

@@ -406,8 +406,15 @@ async fn history_of(url: &str, uuid: &str, n: usize) -> PricePage {
 /// `edit`: what a per-model challenge of a real H200 stores (a loopback agent proves on the
 /// CPU under the test plan, whose records prove no model).
 fn store_edited(v: &Validator, uuid: &str, edit: impl FnOnce(&mut serde_json::Value)) {
-    let (_, json) = v.registry().latest_records(uuid, 1).unwrap().pop().unwrap();
-    let envelope: Envelope = serde_json::from_str(&json).unwrap();
+    let envelope = v
+        .registry()
+        .latest_records(uuid, 16)
+        .unwrap()
+        .into_iter()
+        .rev()
+        .map(|(_, json)| serde_json::from_str::<Envelope>(&json).unwrap())
+        .find(|e| e.kind == pog_node::validator::RECORD_KIND)
+        .expect("a proof record");
     let mut body: serde_json::Value = serde_json::from_str(&envelope.body).unwrap();
     edit(&mut body);
     let id = format!("edited-{}", body["recorded_at_ms"]);
@@ -423,6 +430,23 @@ fn store_edited(v: &Validator, uuid: &str, edit: impl FnOnce(&mut serde_json::Va
             accepted,
             &serde_json::to_string(&sealed).unwrap(),
         )
+        .unwrap();
+}
+
+/// Stores, signed by the validator's key, an accepted proof of memory for `uuid` that speaks
+/// for the H200's memory (a loopback agent's memory proofs run the test plan's small shape).
+fn store_memory_proof(v: &Validator, uuid: &str) {
+    let body = serde_json::json!({
+        "model": "H200 SXM", "simulated": false, "accepted": true, "proves_memory": true,
+        "expected_ms": 500.0, "recorded_at_ms": 1, "failure": null,
+        "outcome": {"accepted": true, "rejected": [], "time": {"ratio": 0.98}},
+    });
+    let sealed = Identity::from_seed(VALIDATOR_SEED)
+        .seal(pog_node::validator::MEMORY_RECORD_KIND, &body)
+        .unwrap();
+    let id = format!("memory-{uuid}");
+    v.registry()
+        .record(&id, uuid, true, &serde_json::to_string(&sealed).unwrap())
         .unwrap();
 }
 
@@ -449,6 +473,9 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
     assert!(record.accepted && !record.proves_model);
     let page = history_of(&url, "GPU-p1", 2).await;
     let point = &page.points[1];
+    // Memory counts only with a proof of memory: one that speaks for the H200's.
+    store_memory_proof(&v, "GPU-p1");
+    history_of(&url, "GPU-p1", 3).await;
     assert_eq!(point.price_micro_usd, None);
     assert!(point.cause.contains("accepted"), "{}", point.cause);
     assert!(point
@@ -463,8 +490,8 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
         r["outcome"]["time"]["ratio"] = 0.95.into();
         r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
     });
-    let page = history_of(&url, "GPU-p1", 3).await;
-    let priced = &page.points[2];
+    let page = history_of(&url, "GPU-p1", 4).await;
+    let priced = &page.points[3];
     // Two proofs of two passed, the reference GPU: the same $4.448264 as
     // `pog price --model "H200 SXM"`, its GPU part alone scoring 0.55.
     assert_eq!(priced.price_micro_usd, Some(4_448_264));
@@ -480,8 +507,8 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
         r["outcome"]["time"]["ratio"] = 1.31.into();
         r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
     });
-    let page = history_of(&url, "GPU-p1", 4).await;
-    let failed = &page.points[3];
+    let page = history_of(&url, "GPU-p1", 5).await;
+    let failed = &page.points[4];
     assert_eq!(failed.price_micro_usd, None);
     assert!(failed.cause.contains("not accepted"), "{}", failed.cause);
     assert!(failed
@@ -503,15 +530,15 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
         r["outcome"]["time"]["ratio"] = 0.95.into();
         r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
     });
-    let page = history_of(&url, "GPU-p1", 5).await;
-    assert_eq!(page.points[4].price_micro_usd, Some(2_224_132));
+    let page = history_of(&url, "GPU-p1", 6).await;
+    assert_eq!(page.points[5].price_micro_usd, Some(2_224_132));
     // Paging.
     let tail: PricePage = get_json(&format!(
         "{url}/v1/prices/GPU-p1/history?after={}&limit=2",
-        page.points[2].seq
+        page.points[3].seq
     ))
     .await;
-    assert_eq!(tail.points, page.points[3..5]);
+    assert_eq!(tail.points, page.points[4..6]);
     let status = reqwest::get(format!("{url}/v1/scores/GPU-unknown"))
         .await
         .unwrap()
@@ -525,8 +552,10 @@ async fn a_restart_keeps_the_price_history_and_prices_what_came_in_meanwhile() {
     let before = {
         let (v, _, _, url) = start_priced(dir.path()).await;
         start_agent(&url, 12, vec![claim("GPU-r1")], Behaviour::Honest, None).await;
+        store_memory_proof(&v, "GPU-r1");
+        history_of(&url, "GPU-r1", 2).await;
         v.challenge("GPU-r1", &policy()).await.unwrap();
-        history_of(&url, "GPU-r1", 2).await
+        history_of(&url, "GPU-r1", 3).await
     };
     // Stored while no pricing ran: the registry alone.
     {
@@ -538,12 +567,12 @@ async fn a_restart_keeps_the_price_history_and_prices_what_came_in_meanwhile() {
         });
     }
     let (_, _, _, url) = start_priced(dir.path()).await;
-    let after = history_of(&url, "GPU-r1", 3).await;
-    assert_eq!(after.points[..2], before.points[..]);
-    assert!(after.points[2].price_micro_usd.is_some());
+    let after = history_of(&url, "GPU-r1", 4).await;
+    assert_eq!(after.points[..3], before.points[..]);
+    assert!(after.points[3].price_micro_usd.is_some());
     // Nothing is priced twice.
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    history_of(&url, "GPU-r1", 3).await;
+    history_of(&url, "GPU-r1", 4).await;
 }
 
 #[tokio::test]
