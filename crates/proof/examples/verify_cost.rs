@@ -1,7 +1,9 @@
 //! Benchmark harness: the validator's CPU cost of verifying one challenge (n = 16384, and
 //! INT8's n = 32768; 1024 checked elements), against the 100 ms budget: recomputing the elements, and the rest of
 //! the work per opening (decoding the hex leaf and proof, hashing the leaf, checking its
-//! inclusion proof). Run with `cargo run --release -p pog-proof --example verify_cost`.
+//! inclusion proof), and the same for the proof of memory's per-model challenge of an H200
+//! (128 walkers, each 64 items recomputed). Run with
+//! `cargo run --release -p pog-proof --example verify_cost`.
 
 use pog_proof::challenge::{Challenge, CHALLENGE_VERSION};
 use pog_proof::verify::draw_samples;
@@ -59,6 +61,49 @@ fn main() {
             total / BUDGET_MS
         );
     }
+    memory_cost();
+}
+
+/// The proof of memory's verification for the H200's per-model plan: every drawn walker
+/// recomputed from the keys (its items generated on the CPU), plus the openings' decoding,
+/// hashing and inclusion proofs (1 KiB leaves; 128 of them, measured as 1024 and scaled).
+fn memory_cost() {
+    use pog_proof::challenge::Addressee;
+    use pog_proof::memory::{plan, SAMPLES, WALK_SECONDS};
+    let h200 = pog_spec::SpecDb::embedded()
+        .by_model("H200 SXM")
+        .expect("in the database");
+    let p = plan(h200, WALK_SECONDS, None).expect("an H200 plan");
+    let c = p.challenge(
+        [1; 32],
+        Addressee {
+            gpu_uuid: "GPU-bench",
+            gpu_bus_id: "00000000:00:06.0",
+            agent_key: &"aa".repeat(32),
+            validator_key: &"bb".repeat(32),
+        },
+    );
+    let walk_key = c.walk_key(&[2; 32]);
+    let mut sink = 0u8;
+    let recompute_ms = (0..3)
+        .map(|_| {
+            let started = Instant::now();
+            for w in 0..u64::from(SAMPLES) {
+                sink ^= c.walker_output(&walk_key, w * 7919 % c.walkers)[0];
+            }
+            started.elapsed().as_secs_f64() * 1e3
+        })
+        .fold(f64::INFINITY, f64::min);
+    // The synthetic openings lie in a full tree: the largest power of two within the leaves.
+    let full = 1u64 << c.leaf_count().ilog2();
+    let openings_ms = openings_cost(c.leaf_bytes(), full) * f64::from(SAMPLES) / 1024.0;
+    let total = recompute_ms + openings_ms;
+    println!(
+        "memory: {SAMPLES} walkers of {} items at {} rounds recomputed in {recompute_ms:.1} ms, their openings in {openings_ms:.1} ms: {total:.1} ms on one core ({:.2} of the {BUDGET_MS} ms budget) [{sink}]",
+        c.steps * c.span,
+        c.item_rounds,
+        total / BUDGET_MS
+    );
 }
 
 /// The work per opening besides the recomputation, for 1024 leaves of `leaf_bytes` in a tree
