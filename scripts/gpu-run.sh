@@ -62,18 +62,24 @@ run hung-nvidia-smi 0 "$POG" inspect --nvidia-smi "$fake_dir/hung-smi" --nvidia-
 # The proof of GPU: the GPU prover against the CPU prover at small sizes (INT8 roots must be
 # equal bit for bit; the fast and the byte-wise leaf hashing both), then the validator's
 # per-model challenge (BF16 on an H200) and INT8 at full size, as JSON.
-run prove-small-int8 0 "$POG" prove --precision int8 --size 64 --batch 3 --expected-ms 60000 --against-cpu
-run prove-bytewise-int8 0 "$POG" prove --precision int8 --size 52 --batch 2 --leaf-elements 100 --expected-ms 60000 --against-cpu
-run prove-short-leaf-int8 0 "$POG" prove --precision int8 --size 60 --batch 3 --leaf-elements 64 --expected-ms 60000 --against-cpu
-run prove-small-bf16 0 "$POG" prove --precision bf16 --size 128 --batch 2 --expected-ms 60000 --against-cpu
+run prove-small-int8 0 "$POG" prove --proof gemm --precision int8 --size 64 --batch 3 --expected-ms 60000 --against-cpu
+run prove-bytewise-int8 0 "$POG" prove --proof gemm --precision int8 --size 52 --batch 2 --leaf-elements 100 --expected-ms 60000 --against-cpu
+run prove-short-leaf-int8 0 "$POG" prove --proof gemm --precision int8 --size 60 --batch 3 --leaf-elements 64 --expected-ms 60000 --against-cpu
+run prove-small-bf16 0 "$POG" prove --proof gemm --precision bf16 --size 128 --batch 2 --expected-ms 60000 --against-cpu
 run prove-json 0 "$POG" prove --json
 # Every proof precision the claimed model can be challenged in, five times in a row each, at
 # the validator's plan and bound (FP32 is never planned where a slower model emulates it).
 for precision in bf16 fp16 int8; do
   for i in 1 2 3 4 5; do
-    run "prove-$precision-$i-json" 0 "$POG" prove --precision "$precision" --json
+    run "prove-$precision-$i-json" 0 "$POG" prove --proof gemm --precision "$precision" --json
   done
 done
+
+# The proof of memory: the kernels against the reference, the walk rates and the capacity
+# cheats, if the test binary was carried along (cargo test --release -p pog-device --test
+# memory_proof --no-run; copy the executable it names to .gpu/memory_proof). The honest runs,
+# the bandwidth cheat and whole rounds: scripts/memory-proof-h200.sh.
+[ -x .gpu/memory_proof ] && run memory-proof-tests 0 .gpu/memory_proof --ignored --nocapture --test-threads 1
 
 # The GPU-to-GPU fabric on every GPU here: peer transfers and latency for each pair, NCCL's
 # all-reduce checked for the right sum (one rank on a one-GPU host), if the test binary was
