@@ -212,6 +212,33 @@ pub fn memory_walk(body: &[u8]) -> Result<[u8; 16], String> {
     Ok(c.walker_output(&c.walk_key(&walk.walk_nonce), 0))
 }
 
+/// The health request the harnesses' summaries answer: one minute of GPU-fuzz.
+pub fn health_request_message() -> wire::HealthRequest {
+    wire::HealthRequest {
+        id: "fuzz-health".into(),
+        gpu_uuid: "GPU-fuzz".into(),
+        agent_key: identity().public_hex(),
+        from_ms: 1_000_000,
+        to_ms: 1_060_000,
+        issued_at_ms: 1_060_000,
+    }
+}
+
+/// A signed health request body, decoded and window-checked as the agent's `/v1/health` does.
+pub fn health_request(body: &[u8]) -> Result<wire::HealthRequest, String> {
+    let request: wire::HealthRequest = decode(body, kind::HEALTH_REQUEST)?;
+    request.check()?;
+    Ok(request)
+}
+
+/// A signed health summary body, decoded and checked against [`health_request_message`] as
+/// the validator does before it records it.
+pub fn health_summary(body: &[u8]) -> Result<wire::HealthSummary, String> {
+    let summary: wire::HealthSummary = decode(body, kind::HEALTH_SUMMARY)?;
+    summary.check(&health_request_message())?;
+    Ok(summary)
+}
+
 /// A signed commitment body, decoded and given to a fresh validator session for the fixture's
 /// challenge: sender, order, expiry, GPU, leaf count, root hex, the time check and the draw of
 /// the leaves to open. Returns the open request.

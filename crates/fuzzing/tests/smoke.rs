@@ -285,6 +285,44 @@ fn memory_messages_never_panic() {
 }
 
 #[test]
+fn health_messages_never_panic() {
+    let request = pog_fuzzing::health_request_message();
+    let seeds = vec![json(&request)];
+    pog_fuzzing::health_request(&seeds[0]).expect("a valid health request decodes");
+    fuzz("health_request", &seeds, pog_fuzzing::health_request);
+    let signal = |min: f64, mean: f64, max: f64| pog_proof::wire::SignalSummary {
+        min,
+        mean,
+        max,
+        n: 60,
+    };
+    let summary = pog_proof::wire::HealthSummary {
+        request_id: request.id.clone(),
+        gpu_uuid: request.gpu_uuid.clone(),
+        from_ms: request.from_ms,
+        to_ms: request.to_ms,
+        simulated: false,
+        samples: 60,
+        signals: [
+            ("temp_gpu".to_string(), signal(31.0, 48.5, 69.0)),
+            ("power_w".to_string(), signal(90.5, 410.25, 699.9)),
+        ]
+        .into(),
+        alerts: vec![pog_proof::wire::HealthAlert {
+            t_ms: 1_030_000,
+            kind: "xid".into(),
+            severity: "critical".into(),
+        }],
+        alerts_total: 1,
+        xids: vec![79],
+        xid_total: 1,
+    };
+    let seeds = vec![json(&summary)];
+    pog_fuzzing::health_summary(&seeds[0]).expect("a valid health summary is taken");
+    fuzz("health_summary", &seeds, pog_fuzzing::health_summary);
+}
+
+#[test]
 fn envelope_never_panics() {
     let f = fixture();
     let seeds = vec![

@@ -62,6 +62,9 @@ pub struct Agent {
     /// Every challenge id taken, with its expiry (validator clock), until it can no longer be
     /// replayed: a captured challenge cannot make the agent compute twice.
     answered: Mutex<HashMap<String, u64>>,
+    /// The health monitor of its GPUs (`crate::watch`), and whether `/metrics` is served on
+    /// the API's port.
+    watch: Option<(Arc<crate::watch::Watch>, bool)>,
     /// A test agent's misbehaviour (never in a release build).
     #[cfg(feature = "test-doubles")]
     pub(crate) cheating: Option<crate::misbehaviour::Cheating>,
@@ -83,9 +86,17 @@ impl Agent {
             provers: Mutex::new(HashMap::new()),
             built: Mutex::new(HashMap::new()),
             answered: Mutex::new(HashMap::new()),
+            watch: None,
             #[cfg(feature = "test-doubles")]
             cheating: None,
         }
+    }
+
+    /// Answers health requests from `watch` (`POST /v1/health`), and serves its metrics at
+    /// `GET /metrics` on the API's port when `metrics_here`.
+    pub fn watching(mut self, watch: Arc<crate::watch::Watch>, metrics_here: bool) -> Agent {
+        self.watch = Some((watch, metrics_here));
+        self
     }
 
     pub fn public_key(&self) -> String {
@@ -194,7 +205,7 @@ impl Agent {
 }
 
 /// The agent's HTTP API: `GET /v1/ping`, `POST /v1/challenge`, `POST /v1/memory/build`,
-/// `POST /v1/memory/walk`, `POST /v1/open`.
+/// `POST /v1/memory/walk`, `POST /v1/open`, `POST /v1/health`, `GET /metrics`.
 pub fn router(agent: Arc<Agent>) -> Router {
     Router::new()
         .route("/v1/ping", get(|| async { "pog agent" }))
@@ -203,6 +214,8 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .route("/v1/memory/build", post(memory_build))
         .route("/v1/memory/walk", post(memory_walk))
         .route("/v1/open", post(open))
+        .route("/v1/health", post(health))
+        .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(wire::MAX_MESSAGE_BYTES))
         .with_state(agent)
 }
@@ -446,6 +459,70 @@ async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, 
     };
     Ok(envelope_response(
         agent.signer().seal(kind::OPENINGS, &answer)?,
+    ))
+}
+
+/// The Prometheus metrics of the agent's GPUs, when it serves them on this port.
+async fn metrics(State(agent): State<Arc<Agent>>) -> Result<Response, ApiError> {
+    match &agent.watch {
+        Some((watch, true)) => Ok(crate::watch::render_metrics(watch)),
+        _ => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "this agent serves no metrics on this port",
+        )),
+    }
+}
+
+/// A trusted validator's request for one GPU's health over a window, answered with the
+/// agent's signed summary of it (self-reported telemetry).
+async fn health(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+    let (request, signer): (wire::HealthRequest, String) =
+        wire::decode(&body, kind::HEALTH_REQUEST)?;
+    if !agent.trusted_validators.contains(&signer) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("health request signed by {signer}, which this agent does not trust"),
+        ));
+    }
+    if request.agent_key != agent.identity.public_hex() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("health request addressed to agent {}", request.agent_key),
+        ));
+    }
+    if now_ms().abs_diff(request.issued_at_ms) > CLOCK_SKEW_MS {
+        return Err(ApiError::new(
+            StatusCode::GONE,
+            format!(
+                "health request issued at {} ms, now {} ms",
+                request.issued_at_ms,
+                now_ms()
+            ),
+        ));
+    }
+    request
+        .check()
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
+    if !agent.gpus.iter().any(|g| g.uuid == request.gpu_uuid) {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("this agent has no GPU {}", request.gpu_uuid),
+        ));
+    }
+    let Some((watch, _)) = &agent.watch else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "this agent runs no health monitor",
+        ));
+    };
+    let summary = watch.summary(&request).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("the health monitor does not watch GPU {}", request.gpu_uuid),
+        )
+    })?;
+    Ok(envelope_response(
+        agent.signer().seal(kind::HEALTH_SUMMARY, &summary)?,
     ))
 }
 

@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod check;
 pub mod endpoint;
+pub mod health;
 pub mod hostproof;
 pub mod http;
 pub mod keys;
@@ -21,3 +22,4 @@ pub mod schedule;
 pub mod selfcheck;
 pub mod serve;
 pub mod validator;
+pub mod watch;

@@ -97,6 +97,9 @@ async fn prove_round(
             Err(e) => tracing::warn!(gpu = uuid, error = %e, "memory not challenged"),
         }
     }
+    if reached {
+        crate::health::collect_logged(validator, uuid).await;
+    }
     Ok(record)
 }
 

@@ -317,7 +317,7 @@ impl FailureKind {
 
 /// Why one challenge exchange with an agent ended without a verdict.
 #[derive(Debug, thiserror::Error)]
-enum ExchangeError {
+pub(crate) enum ExchangeError {
     #[error(transparent)]
     Post(#[from] crate::http::PostError),
     #[error(transparent)]
@@ -333,7 +333,7 @@ enum ExchangeError {
 
 impl ExchangeError {
     /// The record's account of this error.
-    fn failure(&self) -> Failure {
+    pub(crate) fn failure(&self) -> Failure {
         use crate::http::PostError as P;
         let (kind, message) = match self {
             ExchangeError::Post(P::Unreachable { .. }) => (
@@ -545,9 +545,9 @@ impl RateLimiter {
 
 /// The validator.
 pub struct Validator {
-    identity: Identity,
+    pub(crate) identity: Identity,
     registry: Mutex<Registry>,
-    client: reqwest::Client,
+    pub(crate) client: reqwest::Client,
     config: Config,
     limiter: Mutex<RateLimiter>,
     /// Each GPU's last measured round trip, ms, credited to its next challenge.
@@ -692,7 +692,7 @@ impl Validator {
     }
 
     /// Signs `body` as a `kind` message and stores it among `uuid`'s records under `id`.
-    fn store<T: Serialize>(
+    pub(crate) fn store<T: Serialize>(
         &self,
         kind: &str,
         id: &str,

@@ -254,6 +254,10 @@ pub struct AgentArgs {
     /// Where challenges are computed.
     #[arg(long, value_enum, default_value = "auto")]
     pub prover: ProverKind,
+    /// Serve the GPUs' Prometheus metrics (dcgm-exporter's names) at http://HOST:PORT/metrics
+    /// instead of at /metrics on the API's address.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_listen: Option<String>,
 }
 
 /// What `pog validator` serves and how it challenges.

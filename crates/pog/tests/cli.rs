@@ -753,3 +753,98 @@ fn a_validator_stops_cleanly_on_sigterm() {
     std::io::Read::read_to_string(&mut validator.0.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(stderr.contains("stopping"), "{stderr}");
 }
+
+#[test]
+fn a_simulated_agent_serves_labelled_metrics_and_its_validator_records_its_health() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let (vport, aport) = two_free_ports();
+    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bin = assert_cmd::cargo::cargo_bin("pog");
+    let mut validator = Running(
+        std::process::Command::new(&bin)
+            .args(["validator", "--listen", &format!("127.0.0.1:{vport}")])
+            .args(["--challenge-every", "1", "--test-plan", "--size", "32"])
+            .args(["--samples", "128", "--no-memory-proof"])
+            .args(["--accept-simulated", "--allow-private-endpoints"])
+            .env("POG_DATA_DIR", dir.path().join("v"))
+            .env_remove("POG_SIMULATE")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut first_line = String::new();
+    std::io::BufReader::new(validator.0.stdout.take().unwrap())
+        .read_line(&mut first_line)
+        .unwrap();
+    let key = first_line
+        .trim()
+        .strip_prefix("validator key: ")
+        .expect("the validator prints its key first")
+        .to_string();
+    let _agent = Running(
+        std::process::Command::new(&bin)
+            .args(["agent", "--listen", &format!("127.0.0.1:{aport}")])
+            .args(["--validator", &format!("http://127.0.0.1:{vport}")])
+            .args(["--trust", &key])
+            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+            .env("POG_DATA_DIR", dir.path().join("a"))
+            .env("POG_SIMULATE", "H200 SXM")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let uuid = "GPU-00000051-0000-0000-0000-000000000000";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let health = loop {
+        let body = http_get(vport, &format!("/v1/records/{uuid}")).unwrap_or_default();
+        let page: Value = serde_json::from_str(&body).unwrap_or_default();
+        let found = page["records"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .find(|r| r["envelope"]["kind"] == "health-record");
+        if let Some(found) = found {
+            break found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no health record within a minute"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(health["envelope"]["signer"], Value::String(key));
+    let record = &health["record"];
+    assert_eq!(record["simulated"], true, "{record:#}");
+    assert_eq!(record["reported"]["simulated"], true, "{record:#}");
+    assert_eq!(record["reported"]["samples"], 0, "{record:#}");
+    assert_eq!(record["failure"], Value::Null, "{record:#}");
+    assert!(record["measured"]["ratios"].is_array(), "{record:#}");
+
+    // The metrics on --metrics-listen, read by a Prometheus text parser: the GPU labelled
+    // SIMULATED, never sampled; none on the API's port.
+    let text = http_get(metrics_port, "/metrics").expect("the metrics answer");
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+        .expect("a valid exposition");
+    let sampled = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "pog_gpu_sampled")
+        .expect("pog_gpu_sampled");
+    assert_eq!(sampled.labels.get("UUID"), Some(uuid));
+    assert_eq!(sampled.labels.get("modelName"), Some("SIMULATED H200 SXM"));
+    assert!(matches!(sampled.value, prometheus_parse::Value::Gauge(v) if v == 0.0));
+    assert!(!scrape
+        .samples
+        .iter()
+        .any(|s| s.metric == "DCGM_FI_DEV_GPU_TEMP"));
+    let api = http_get(aport, "/metrics").unwrap_or_default();
+    assert!(api.contains("no metrics on this port"), "{api}");
+}

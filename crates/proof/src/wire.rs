@@ -225,6 +225,8 @@ pub mod kind {
     pub const MEMORY_CHALLENGE: &str = "memory-challenge";
     pub const MEMORY_READY: &str = "memory-ready";
     pub const MEMORY_WALK: &str = "memory-walk";
+    pub const HEALTH_REQUEST: &str = "health-request";
+    pub const HEALTH_SUMMARY: &str = "health-summary";
 }
 
 /// One GPU an agent claims.
@@ -431,6 +433,260 @@ fn decode_hex(hex: &str, out: &mut [u8]) -> Result<(), hex::FromHexError> {
 pub struct Openings {
     pub challenge_id: String,
     pub openings: Vec<WireOpening>,
+}
+
+/// The longest window a health request may name: the agent keeps this much recent history
+/// in memory.
+pub const MAX_HEALTH_WINDOW_MS: u64 = 3_600_000;
+/// The most signals, alerts and XID codes a health summary may list.
+pub const MAX_HEALTH_SIGNALS: usize = 32;
+pub const MAX_HEALTH_ALERTS: usize = 64;
+pub const MAX_HEALTH_XIDS: usize = 64;
+
+/// Validator → agent: summarize this GPU's health over `[from_ms, to_ms]` (the validator's
+/// clock, Unix ms).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthRequest {
+    /// Unique per request, hex; the summary answers it by this id.
+    pub id: String,
+    pub gpu_uuid: String,
+    /// The agent asked (its public key): a request is worthless to any other agent.
+    pub agent_key: String,
+    pub from_ms: u64,
+    pub to_ms: u64,
+    pub issued_at_ms: u64,
+}
+
+impl HealthRequest {
+    /// Refuses an empty, reversed or too long window.
+    pub fn check(&self) -> Result<(), String> {
+        if self.to_ms <= self.from_ms {
+            return Err(format!(
+                "the window [{}, {}] ms is empty or reversed",
+                self.from_ms, self.to_ms
+            ));
+        }
+        if self.to_ms - self.from_ms > MAX_HEALTH_WINDOW_MS {
+            return Err(format!(
+                "the window spans {} ms, at most {MAX_HEALTH_WINDOW_MS} ms",
+                self.to_ms - self.from_ms
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One signal over the window: its least, mean and largest value over `n` samples.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignalSummary {
+    pub min: f64,
+    pub mean: f64,
+    pub max: f64,
+    pub n: u64,
+}
+
+/// One alert the agent's detectors raised in the window: when (Unix ms), what and how bad,
+/// as identifiers only (no free text reaches a validator's public record).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthAlert {
+    pub t_ms: u64,
+    pub kind: String,
+    pub severity: String,
+}
+
+/// Agent → validator: its own telemetry of one GPU over the requested window (self-reported:
+/// signed by the agent, which a modified agent can fill with anything).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthSummary {
+    pub request_id: String,
+    pub gpu_uuid: String,
+    pub from_ms: u64,
+    pub to_ms: u64,
+    /// The agent serves the simulated test double: no GPU was sampled.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub simulated: bool,
+    /// Samples taken in the window.
+    pub samples: u64,
+    /// Per signal (trace-column names: `temp_gpu`, `power_w`, …), over the samples that read it.
+    pub signals: std::collections::BTreeMap<String, SignalSummary>,
+    /// The alerts raised in the window, oldest first (at most [`MAX_HEALTH_ALERTS`]).
+    pub alerts: Vec<HealthAlert>,
+    /// All alerts raised in the window, listed or not.
+    pub alerts_total: u64,
+    /// XID codes seen in the window, oldest first (at most [`MAX_HEALTH_XIDS`]).
+    pub xids: Vec<u32>,
+    /// All XIDs seen in the window, listed or not.
+    pub xid_total: u64,
+}
+
+/// An identifier a summary may carry: 1-40 characters of `a-z`, `0-9` and `_`.
+fn is_identifier(s: &str) -> bool {
+    (1..=40).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+impl HealthSummary {
+    /// Checks that the summary answers `request` and is well formed: same id, GPU and window,
+    /// bounded lists, identifiers only, finite and ordered figures, totals at least what is
+    /// listed, alerts inside the window.
+    pub fn check(&self, request: &HealthRequest) -> Result<(), String> {
+        if self.request_id != request.id {
+            return Err(format!(
+                "answers request {}, not {}",
+                self.request_id, request.id
+            ));
+        }
+        if self.gpu_uuid != request.gpu_uuid {
+            return Err(format!(
+                "summarizes GPU {}, not {}",
+                self.gpu_uuid, request.gpu_uuid
+            ));
+        }
+        if (self.from_ms, self.to_ms) != (request.from_ms, request.to_ms) {
+            return Err(format!(
+                "covers [{}, {}] ms, not the window asked [{}, {}] ms",
+                self.from_ms, self.to_ms, request.from_ms, request.to_ms
+            ));
+        }
+        if self.signals.len() > MAX_HEALTH_SIGNALS
+            || self.alerts.len() > MAX_HEALTH_ALERTS
+            || self.xids.len() > MAX_HEALTH_XIDS
+        {
+            return Err(format!(
+                "lists {} signals, {} alerts and {} XIDs (at most {MAX_HEALTH_SIGNALS}, \
+                 {MAX_HEALTH_ALERTS} and {MAX_HEALTH_XIDS})",
+                self.signals.len(),
+                self.alerts.len(),
+                self.xids.len()
+            ));
+        }
+        for (name, s) in &self.signals {
+            if !is_identifier(name) {
+                return Err("a signal name is not an identifier".into());
+            }
+            let finite = s.min.is_finite() && s.mean.is_finite() && s.max.is_finite();
+            if !finite || s.min > s.mean || s.mean > s.max || s.n == 0 || s.n > self.samples {
+                return Err(format!(
+                    "signal {name}: min {} mean {} max {} over {} samples is not a summary of {} samples",
+                    s.min, s.mean, s.max, s.n, self.samples
+                ));
+            }
+        }
+        for a in &self.alerts {
+            if !is_identifier(&a.kind)
+                || !matches!(a.severity.as_str(), "info" | "warning" | "critical")
+            {
+                return Err("an alert's kind or severity is not an identifier".into());
+            }
+            if a.t_ms < self.from_ms || a.t_ms > self.to_ms {
+                return Err(format!("an alert at {} ms lies outside the window", a.t_ms));
+            }
+        }
+        if self.alerts_total < self.alerts.len() as u64 || self.xid_total < self.xids.len() as u64 {
+            return Err("a total is smaller than what is listed".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod health_tests {
+    use super::*;
+
+    fn request() -> HealthRequest {
+        HealthRequest {
+            id: "ab".into(),
+            gpu_uuid: "GPU-1".into(),
+            agent_key: "00".into(),
+            from_ms: 1_000,
+            to_ms: 61_000,
+            issued_at_ms: 61_000,
+        }
+    }
+
+    fn summary() -> HealthSummary {
+        HealthSummary {
+            request_id: "ab".into(),
+            gpu_uuid: "GPU-1".into(),
+            from_ms: 1_000,
+            to_ms: 61_000,
+            simulated: false,
+            samples: 60,
+            signals: [(
+                "temp_gpu".to_string(),
+                SignalSummary {
+                    min: 30.0,
+                    mean: 40.0,
+                    max: 70.0,
+                    n: 60,
+                },
+            )]
+            .into(),
+            alerts: vec![HealthAlert {
+                t_ms: 2_000,
+                kind: "xid".into(),
+                severity: "critical".into(),
+            }],
+            alerts_total: 1,
+            xids: vec![79],
+            xid_total: 1,
+        }
+    }
+
+    #[test]
+    fn a_summary_round_trips_signed_and_checks_against_its_request() {
+        let id = Identity::from_seed([9; 32]);
+        let bytes =
+            serde_json::to_vec(&id.seal(kind::HEALTH_SUMMARY, &summary()).unwrap()).unwrap();
+        let (back, signer): (HealthSummary, String) = decode(&bytes, kind::HEALTH_SUMMARY).unwrap();
+        assert_eq!(back, summary());
+        assert_eq!(signer, id.public_hex());
+        back.check(&request()).unwrap();
+        request().check().unwrap();
+    }
+
+    #[test]
+    fn bad_windows_and_bad_summaries_are_refused() {
+        let mut r = request();
+        r.to_ms = r.from_ms;
+        assert!(r.check().unwrap_err().contains("empty"));
+        r.to_ms = r.from_ms + MAX_HEALTH_WINDOW_MS + 1;
+        assert!(r.check().unwrap_err().contains("at most"));
+        type Change = fn(&mut HealthSummary);
+        let cases: [(&str, Change); 8] = [
+            ("answers request", |s| s.request_id = "cd".into()),
+            ("summarizes GPU", |s| s.gpu_uuid = "GPU-2".into()),
+            ("not the window", |s| s.to_ms += 1),
+            ("not a summary", |s| {
+                s.signals.get_mut("temp_gpu").unwrap().min = 50.0;
+            }),
+            ("not a summary", |s| {
+                s.signals.get_mut("temp_gpu").unwrap().n = 61
+            }),
+            ("not an identifier", |s| {
+                s.alerts[0].kind = "Buy now!".into()
+            }),
+            ("outside the window", |s| s.alerts[0].t_ms = 62_000),
+            ("smaller than", |s| s.xid_total = 0),
+        ];
+        for (expected, change) in cases {
+            let mut s = summary();
+            change(&mut s);
+            let err = s.check(&request()).unwrap_err();
+            assert!(err.contains(expected), "{expected}: {err}");
+        }
+        let mut s = summary();
+        s.signals.insert("Not A Name".into(), s.signals["temp_gpu"]);
+        assert!(s
+            .check(&request())
+            .unwrap_err()
+            .contains("not an identifier"));
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! table, or JSON under the convention of `docs/json.md`) and returns an [`Outcome`] that
 //! decides the exit status.
 
+mod agent_health;
 pub mod bench;
 pub mod check;
 pub mod inspect;

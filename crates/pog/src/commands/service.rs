@@ -32,7 +32,7 @@ pub(super) fn data_dir(global: &Global) -> Result<PathBuf> {
 
 /// Prints a status line; a closed stdout (a supervisor that stopped reading) must not stop a
 /// service, so write errors are ignored.
-fn say(line: std::fmt::Arguments) {
+pub(super) fn say(line: std::fmt::Arguments) {
     use std::io::Write;
     let _ = writeln!(std::io::stdout(), "{line}");
 }
@@ -98,6 +98,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
     let engine = prover_engine(global, args.prover, &report, &gpus)?;
     // Every line of an agent serving the simulated double says so.
     let mark = if simulated { "SIMULATED " } else { "" };
+    let (watch, metrics_listener) = super::agent_health::start(&rt, &gpus, simulated, args)?;
     say(format_args!("{mark}agent key: {}", identity.public_hex()));
     say(format_args!(
         "{mark}serving {} GPU(s) at {endpoint} (listening on {local}); proving on the {}",
@@ -106,12 +107,19 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
     ));
     rt.block_on(async {
         let register_key = pog_proof::wire::Identity::from_seed(identity.seed());
-        let service = Arc::new(Agent::new(
-            identity,
-            args.trust.clone(),
-            gpus.clone(),
-            engine,
-        ));
+        let service = Arc::new(
+            Agent::new(identity, args.trust.clone(), gpus.clone(), engine)
+                .watching(watch, metrics_listener.is_none()),
+        );
+        if let Some((listener, router)) = metrics_listener {
+            tokio::spawn(pog_node::serve::serve(
+                listener,
+                router,
+                Limits::small_requests(),
+                std::future::pending(),
+                Duration::from_secs(1),
+            ));
+        }
         let mut server = tokio::spawn(pog_node::serve::serve(
             listener,
             agent::router(service),

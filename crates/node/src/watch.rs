@@ -1,0 +1,474 @@
+//! The agent's health monitor: `pog agent` samples its GPUs (through `pog-device`'s NVML
+//! sampler on a GPU host), runs `pog-monitor`'s detectors on every sample, serves the latest
+//! state as Prometheus metrics under dcgm-exporter's names, and keeps the last hour of samples
+//! and alerts in memory to answer a validator's signed health request (`POST /v1/health`)
+//! with a [`HealthSummary`] of any window in it.
+//!
+//! What it reports is self-reported telemetry: the validator signs and stores it as the
+//! agent's word, and weighs its own proof timings instead (`crate::health`).
+
+use pog_monitor::prometheus::{GpuIdentity, GpuMetrics, SamplerHealth};
+use pog_monitor::{Alert, Config, Monitor, Sample, Signal};
+use pog_proof::wire::{
+    HealthAlert, HealthRequest, HealthSummary, SignalSummary, MAX_HEALTH_ALERTS,
+    MAX_HEALTH_WINDOW_MS, MAX_HEALTH_XIDS,
+};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long samples and alerts are kept: the longest window a request may name, and a minute.
+pub const KEEP_MS: u64 = MAX_HEALTH_WINDOW_MS + 60_000;
+
+/// Where samples come from: NVML on a GPU host ([`run_nvml`]), a recorded trace in tests.
+pub trait Source {
+    /// The GPUs, in order.
+    fn identities(&self) -> Vec<GpuIdentity>;
+    /// The next sample of GPU `i`, `t` seconds after the start; `None` when the source is
+    /// exhausted.
+    fn sample(&mut self, i: usize, t: f64) -> Option<Sample>;
+    /// Lines to log: fields found unsupported and new kinds of failure since the last call.
+    fn take_notices(&mut self) -> Vec<String>;
+    /// XIDs seen on GPU `i` and the last code.
+    fn xids(&self, i: usize) -> (u64, u32);
+    /// The sampler's own health, all GPUs.
+    fn health(&self) -> SamplerHealth;
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// One GPU's recent state.
+struct Gpu {
+    identity: GpuIdentity,
+    /// `(Unix ms, sample)`, the last [`KEEP_MS`].
+    recent: VecDeque<(u64, Sample)>,
+    /// `(Unix ms, alert)`, the last [`KEEP_MS`].
+    alerts: VecDeque<(u64, Alert)>,
+    xids: (u64, u32),
+    anomaly_score: Option<f64>,
+    alerts_firing: usize,
+}
+
+impl Gpu {
+    fn new(identity: GpuIdentity) -> Gpu {
+        Gpu {
+            identity,
+            recent: VecDeque::new(),
+            alerts: VecDeque::new(),
+            xids: (0, 0),
+            anomaly_score: None,
+            alerts_firing: 0,
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    gpus: Vec<Gpu>,
+    health: SamplerHealth,
+}
+
+/// The agent's monitor: the GPUs' recent samples and alerts.
+pub struct Watch {
+    simulated: bool,
+    state: Mutex<State>,
+}
+
+impl Watch {
+    /// A monitor of these GPUs, nothing sampled yet. A `simulated` host (the test double) has
+    /// no telemetry to sample: its GPUs are listed under a `modelName` that starts with
+    /// "SIMULATED" and every summary says `simulated`.
+    pub fn new(identities: Vec<GpuIdentity>, simulated: bool) -> Watch {
+        let gpus = identities
+            .into_iter()
+            .map(|mut identity| {
+                if simulated {
+                    identity.model_name = format!("SIMULATED {}", identity.model_name);
+                }
+                Gpu::new(identity)
+            })
+            .collect();
+        Watch {
+            simulated,
+            state: Mutex::new(State {
+                gpus,
+                health: SamplerHealth::default(),
+            }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Samples `source` every `interval` until `stop` is set or the source runs out: the
+    /// detectors (rule-based: no healthy history to train on) see every sample, alerts and
+    /// new sampler notices are logged, and what is older than [`KEEP_MS`] is forgotten. The
+    /// GPUs become the source's (NVML's names and indices).
+    pub fn run(&self, source: &mut dyn Source, interval: Duration, stop: &AtomicBool) {
+        let identities = source.identities();
+        self.state().gpus = identities.iter().cloned().map(Gpu::new).collect();
+        let mut monitors: Vec<Monitor> = identities
+            .iter()
+            .map(|_| Monitor::new(Config::default(), None))
+            .collect();
+        let started = Instant::now();
+        let mut next = started;
+        'sampling: while !stop.load(Ordering::Relaxed) {
+            let t = started.elapsed().as_secs_f64();
+            for (i, monitor) in monitors.iter_mut().enumerate() {
+                let Some(sample) = source.sample(i, t) else {
+                    break 'sampling;
+                };
+                let alerts = monitor.push(&sample);
+                let t_ms = now_ms();
+                let mut state = self.state();
+                let gpu = &mut state.gpus[i];
+                for alert in alerts {
+                    tracing::warn!(
+                        gpu = %gpu.identity.uuid,
+                        kind = alert.kind.name(),
+                        severity = alert.severity.name(),
+                        "{}",
+                        alert.message
+                    );
+                    gpu.alerts.push_back((t_ms, alert));
+                }
+                gpu.recent.push_back((t_ms, sample));
+                let horizon = t_ms.saturating_sub(KEEP_MS);
+                while gpu.recent.front().is_some_and(|(t, _)| *t < horizon) {
+                    gpu.recent.pop_front();
+                }
+                while gpu.alerts.front().is_some_and(|(t, _)| *t < horizon) {
+                    gpu.alerts.pop_front();
+                }
+                gpu.xids = source.xids(i);
+                gpu.anomaly_score = monitor.anomaly_score();
+                gpu.alerts_firing = monitor.open_alerts();
+            }
+            for notice in source.take_notices() {
+                tracing::warn!("health monitor: {notice}");
+            }
+            self.state().health = source.health();
+            next += interval;
+            let now = Instant::now();
+            if next < now {
+                next = now;
+            }
+            while Instant::now() < next && !stop.load(Ordering::Relaxed) {
+                std::thread::sleep((next - Instant::now()).min(Duration::from_millis(100)));
+            }
+        }
+    }
+
+    /// The Prometheus text exposition of every GPU's latest sample (dcgm-exporter's names and
+    /// labels, pog's extras) and the sampler's health.
+    pub fn metrics(&self) -> Result<String, std::fmt::Error> {
+        let state = self.state();
+        let gpus: Vec<GpuMetrics<'_>> = state
+            .gpus
+            .iter()
+            .map(|g| GpuMetrics {
+                identity: &g.identity,
+                sample: g.recent.back().map(|(_, s)| s),
+                xid_total: g.xids.0,
+                last_xid: g.xids.1,
+                anomaly_score: g.anomaly_score,
+                alerts_firing: g.alerts_firing,
+                last_proof_ratio: None,
+            })
+            .collect();
+        pog_monitor::prometheus::render(&gpus, state.health)
+    }
+
+    /// The summary of the request's GPU over its window (the samples taken in it, by the
+    /// agent's clock), or `None` when this monitor does not watch that GPU.
+    pub fn summary(&self, request: &HealthRequest) -> Option<HealthSummary> {
+        let state = self.state();
+        let gpu = state
+            .gpus
+            .iter()
+            .find(|g| g.identity.uuid == request.gpu_uuid)?;
+        let inside = |t: &u64| (request.from_ms..=request.to_ms).contains(t);
+        let mut sums: BTreeMap<&'static str, (f64, f64, f64, u64)> = BTreeMap::new();
+        let (mut samples, mut xids, mut xid_total) = (0u64, Vec::new(), 0u64);
+        for (_, sample) in gpu.recent.iter().filter(|(t, _)| inside(t)) {
+            samples += 1;
+            for signal in Signal::ALL {
+                let Some(v) = sample.signal(signal).filter(|v| v.is_finite()) else {
+                    continue;
+                };
+                let e =
+                    sums.entry(signal.name())
+                        .or_insert((f64::INFINITY, 0.0, f64::NEG_INFINITY, 0));
+                *e = (e.0.min(v), e.1 + v, e.2.max(v), e.3 + 1);
+            }
+            for &code in &sample.xid {
+                xid_total += 1;
+                if xids.len() < MAX_HEALTH_XIDS {
+                    xids.push(code);
+                }
+            }
+        }
+        let signals = sums
+            .into_iter()
+            .map(|(name, (min, sum, max, n))| {
+                // The mean of rounded readings can fall a hair outside [min, max].
+                let mean = (sum / n as f64).clamp(min, max);
+                (name.to_string(), SignalSummary { min, mean, max, n })
+            })
+            .collect();
+        let in_window: Vec<&(u64, Alert)> = gpu.alerts.iter().filter(|(t, _)| inside(t)).collect();
+        Some(HealthSummary {
+            request_id: request.id.clone(),
+            gpu_uuid: request.gpu_uuid.clone(),
+            from_ms: request.from_ms,
+            to_ms: request.to_ms,
+            simulated: self.simulated,
+            samples,
+            signals,
+            alerts: in_window
+                .iter()
+                .take(MAX_HEALTH_ALERTS)
+                .map(|(t, a)| HealthAlert {
+                    t_ms: *t,
+                    kind: a.kind.name().to_string(),
+                    severity: a.severity.name().to_string(),
+                })
+                .collect(),
+            alerts_total: in_window.len() as u64,
+            xids,
+            xid_total,
+        })
+    }
+}
+
+/// `GET /metrics` of a [`Watch`].
+pub async fn metrics(
+    axum::extract::State(watch): axum::extract::State<std::sync::Arc<Watch>>,
+) -> axum::response::Response {
+    render_metrics(&watch)
+}
+
+/// The metrics page as an HTTP response.
+pub(crate) fn render_metrics(watch: &Watch) -> axum::response::Response {
+    use axum::http::{header, StatusCode};
+    use axum::response::IntoResponse;
+    match watch.metrics() {
+        Ok(text) => (
+            [(header::CONTENT_TYPE, pog_monitor::prometheus::CONTENT_TYPE)],
+            text,
+        )
+            .into_response(),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "rendering the metrics failed",
+        )
+            .into_response(),
+    }
+}
+
+/// A router serving only `GET /metrics` (`pog agent --metrics-listen`).
+pub fn metrics_router(watch: std::sync::Arc<Watch>) -> axum::Router {
+    axum::Router::new()
+        .route("/metrics", axum::routing::get(metrics))
+        .with_state(watch)
+}
+
+/// The GPUs NVML sees on this host among `uuids`, sampled.
+struct NvmlSource<'n> {
+    samplers: Vec<pog_device::monitor::GpuSampler<'n>>,
+    hostname: String,
+}
+
+impl Source for NvmlSource<'_> {
+    fn identities(&self) -> Vec<GpuIdentity> {
+        self.samplers
+            .iter()
+            .map(|s| s.identity(&self.hostname))
+            .collect()
+    }
+    fn sample(&mut self, i: usize, t: f64) -> Option<Sample> {
+        Some(self.samplers[i].sample(t))
+    }
+    fn take_notices(&mut self) -> Vec<String> {
+        let mut notices = Vec::new();
+        for sampler in &mut self.samplers {
+            notices.extend(sampler.take_unsupported().into_iter().map(|u| {
+                format!(
+                    "GPU {}: {} not supported ({}); not read again",
+                    u.gpu,
+                    u.field.name(),
+                    u.reason
+                )
+            }));
+            notices.extend(sampler.take_errors());
+        }
+        notices
+    }
+    fn xids(&self, i: usize) -> (u64, u32) {
+        self.samplers[i].xids()
+    }
+    fn health(&self) -> SamplerHealth {
+        self.samplers
+            .iter()
+            .map(|s| s.health())
+            .fold(SamplerHealth::default(), |a, b| SamplerHealth {
+                samples: a.samples + b.samples,
+                fields_unsupported: a.fields_unsupported + b.fields_unsupported,
+                errors: a.errors + b.errors,
+            })
+    }
+}
+
+/// Samples, through NVML, the GPUs among `uuids` into `watch` every `interval` until `stop`
+/// (blocking: run it on a thread of its own). Fails when NVML cannot be read or sees none of
+/// them.
+pub fn run_nvml(
+    watch: &Watch,
+    uuids: &[String],
+    interval: Duration,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    let nvml = pog_device::nvml::init().map_err(|e| format!("NVML: {e}"))?;
+    let count = nvml
+        .device_count()
+        .map_err(|e| format!("NVML: counting GPUs: {e}"))?;
+    let hostname = pog_device::monitor::hostname();
+    let mut samplers = Vec::new();
+    for index in 0..count {
+        let sampler = pog_device::monitor::GpuSampler::open(&nvml, index)
+            .map_err(|e| format!("NVML: GPU {index}: {e}"))?;
+        if uuids.contains(&sampler.identity(&hostname).uuid) {
+            samplers.push(sampler);
+        }
+    }
+    if samplers.is_empty() {
+        return Err(format!(
+            "NVML sees none of the GPUs served ({})",
+            uuids.join(", ")
+        ));
+    }
+    let mut source = NvmlSource { samplers, hostname };
+    watch.run(&mut source, interval, stop);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(uuid: &str) -> GpuIdentity {
+        GpuIdentity {
+            index: 0,
+            uuid: uuid.into(),
+            model_name: "NVIDIA H200".into(),
+            hostname: "host".into(),
+            pci_bus_id: None,
+        }
+    }
+
+    /// Temperatures 40, 41, … with an XID on the third sample.
+    struct Ramp(u32);
+
+    impl Source for Ramp {
+        fn identities(&self) -> Vec<GpuIdentity> {
+            vec![identity("GPU-r")]
+        }
+        fn sample(&mut self, _: usize, t: f64) -> Option<Sample> {
+            if self.0 == 5 {
+                return None;
+            }
+            let mut s = Sample::at(t);
+            s.temp_gpu_c = Some(40.0 + f64::from(self.0));
+            if self.0 == 2 {
+                s.xid = vec![79];
+            }
+            self.0 += 1;
+            Some(s)
+        }
+        fn take_notices(&mut self) -> Vec<String> {
+            Vec::new()
+        }
+        fn xids(&self, _: usize) -> (u64, u32) {
+            (u64::from(self.0 > 2), if self.0 > 2 { 79 } else { 0 })
+        }
+        fn health(&self) -> SamplerHealth {
+            SamplerHealth {
+                samples: u64::from(self.0),
+                ..SamplerHealth::default()
+            }
+        }
+    }
+
+    fn request(uuid: &str, from_ms: u64, to_ms: u64) -> HealthRequest {
+        HealthRequest {
+            id: "r".into(),
+            gpu_uuid: uuid.into(),
+            agent_key: String::new(),
+            from_ms,
+            to_ms,
+            issued_at_ms: to_ms,
+        }
+    }
+
+    #[test]
+    fn a_summary_covers_the_samples_alerts_and_xids_of_its_window_only() {
+        let watch = Watch::new(vec![identity("GPU-r")], false);
+        let before = now_ms();
+        watch.run(
+            &mut Ramp(0),
+            Duration::from_millis(1),
+            &AtomicBool::new(false),
+        );
+        let after = now_ms();
+        let r = request("GPU-r", before, after);
+        let s = watch.summary(&r).unwrap();
+        s.check(&r).unwrap();
+        assert_eq!(s.samples, 5);
+        let temp = s.signals["temp_gpu"];
+        assert_eq!(
+            (temp.min, temp.mean, temp.max, temp.n),
+            (40.0, 42.0, 44.0, 5)
+        );
+        assert_eq!((s.xids.clone(), s.xid_total), (vec![79], 1));
+        assert!(s.alerts.iter().any(|a| a.kind == "xid"), "{s:?}");
+        assert!(!s.simulated);
+        let empty = watch
+            .summary(&request("GPU-r", before - 10_000, before - 1))
+            .unwrap();
+        assert_eq!(
+            (empty.samples, empty.xid_total, empty.alerts_total),
+            (0, 0, 0)
+        );
+        assert!(empty.signals.is_empty());
+        assert!(watch
+            .summary(&request("GPU-other", before, after))
+            .is_none());
+        let text = watch.metrics().unwrap();
+        assert!(
+            text.contains("DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",UUID=\"GPU-r\""),
+            "{text}"
+        );
+        assert!(text.contains("pog_xid_errors_total{"), "{text}");
+    }
+
+    #[test]
+    fn a_simulated_host_is_labelled_and_unsampled() {
+        let watch = Watch::new(vec![identity("GPU-s")], true);
+        let text = watch.metrics().unwrap();
+        assert!(
+            text.contains("modelName=\"SIMULATED NVIDIA H200\""),
+            "{text}"
+        );
+        assert!(!text.contains("DCGM_FI_DEV_GPU_TEMP{"), "{text}");
+        let s = watch.summary(&request("GPU-s", 0, 1_000)).unwrap();
+        assert!(s.simulated);
+        assert_eq!(s.samples, 0);
+    }
+}

@@ -1,0 +1,78 @@
+//! `pog agent`'s health monitor: its GPUs sampled through NVML every second into
+//! `pog_node::watch`, whose metrics it serves (at `/metrics` on the API's address, or on
+//! `--metrics-listen`) and whose recent history answers validators' health requests. A host
+//! serving the simulated double has no telemetry to sample (pog-sim simulates none): its GPUs
+//! are listed as SIMULATED and unsampled.
+
+use super::service::say;
+use crate::cli::AgentArgs;
+use anyhow::{Context, Result};
+use pog_monitor::prometheus::GpuIdentity;
+use pog_node::watch::Watch;
+use pog_proof::wire::GpuClaim;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Seconds between two samples of the agent's GPUs.
+const INTERVAL: Duration = Duration::from_secs(1);
+
+/// A bound `--metrics-listen` address and what it serves.
+type MetricsListener = (tokio::net::TcpListener, axum::Router);
+
+/// Starts the monitor of `gpus` (the sampler on a thread of its own) and binds
+/// `--metrics-listen` when given.
+pub(super) fn start(
+    rt: &tokio::runtime::Runtime,
+    gpus: &[GpuClaim],
+    simulated: bool,
+    args: &AgentArgs,
+) -> Result<(Arc<Watch>, Option<MetricsListener>)> {
+    let hostname = pog_device::monitor::hostname();
+    let identities = gpus
+        .iter()
+        .enumerate()
+        .map(|(i, g)| GpuIdentity {
+            index: i as u32,
+            uuid: g.uuid.clone(),
+            model_name: g.model.clone(),
+            hostname: hostname.clone(),
+            pci_bus_id: Some(g.bus_id.clone()),
+        })
+        .collect();
+    let watch = Arc::new(Watch::new(identities, simulated));
+    let listener = match &args.metrics_listen {
+        Some(listen) => {
+            let listener = rt
+                .block_on(tokio::net::TcpListener::bind(listen))
+                .with_context(|| format!("cannot listen on {listen} for the metrics"))?;
+            let local = listener.local_addr().context("the metrics address")?;
+            say(format_args!("metrics at http://{local}/metrics"));
+            Some((listener, pog_node::watch::metrics_router(watch.clone())))
+        }
+        None => None,
+    };
+    if simulated {
+        say(format_args!(
+            "SIMULATED health monitor: the simulated host has no telemetry to sample; its GPUs \
+             are listed as SIMULATED and unsampled, health summaries say simulated"
+        ));
+        return Ok((watch, listener));
+    }
+    let uuids: Vec<String> = gpus.iter().map(|g| g.uuid.clone()).collect();
+    let sampled = watch.clone();
+    std::thread::Builder::new()
+        .name("pog-health".into())
+        .spawn(move || {
+            // The agent runs until its process ends; so does its sampler.
+            let never = AtomicBool::new(false);
+            if let Err(e) = pog_node::watch::run_nvml(&sampled, &uuids, INTERVAL, &never) {
+                tracing::warn!(
+                    "health monitor: {e}: no telemetry is sampled; /metrics lists the GPUs \
+                     unsampled and health summaries report no samples"
+                );
+            }
+        })
+        .context("starting the health monitor")?;
+    Ok((watch, listener))
+}
