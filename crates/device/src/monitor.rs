@@ -160,6 +160,30 @@ pub struct GpuSampler<'n> {
     events: Option<EventSet<'n>>,
     xid_total: u64,
     last_xid: u32,
+    /// CPU microseconds spent reading each field (this thread's user + system time).
+    cost_us: std::collections::BTreeMap<Field, f64>,
+    /// The slow-changing, costly fields ([`SLOW_FIELDS`]) are read every this many samples.
+    slow_every: u64,
+}
+
+/// Fields read only every [`GpuSampler::set_slow_every`] samples: counters that change rarely
+/// (aggregate ECC, retired pages, remapped rows), the process list, and PCIe throughput, which
+/// NVML measures by sampling a counter for 20 ms per direction.
+pub const SLOW_FIELDS: [Field; 5] = [
+    Field::PcieThroughput,
+    Field::EccAggregate,
+    Field::RetiredPages,
+    Field::RemappedRows,
+    Field::Processes,
+];
+
+/// This thread's CPU time (user + system), microseconds.
+fn thread_cpu_us() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    let us = |tv: libc::timeval| tv.tv_sec as f64 * 1e6 + tv.tv_usec as f64;
+    us(usage.ru_utime) + us(usage.ru_stime)
 }
 
 impl<'n> GpuSampler<'n> {
@@ -181,6 +205,8 @@ impl<'n> GpuSampler<'n> {
             events: None,
             xid_total: 0,
             last_xid: 0,
+            cost_us: Default::default(),
+            slow_every: 1,
         };
         let events = nvml
             .create_event_set()
@@ -226,16 +252,38 @@ impl<'n> GpuSampler<'n> {
         }
     }
 
-    /// Reads one field unless it is known unsupported.
+    /// Reads the slow fields ([`SLOW_FIELDS`]) only every `n`-th sample (1: every sample);
+    /// in the others they are "not read".
+    pub fn set_slow_every(&mut self, n: u64) {
+        self.slow_every = n.max(1);
+    }
+
+    /// CPU microseconds each field has cost so far, most expensive first.
+    pub fn field_costs(&self) -> Vec<(Field, f64)> {
+        let mut costs: Vec<_> = self.cost_us.iter().map(|(f, c)| (*f, *c)).collect();
+        costs.sort_by(|a, b| b.1.total_cmp(&a.1));
+        costs
+    }
+
+    /// Whether `field` is read in this sample: known supported, and for a slow field, its turn.
+    fn due(&self, field: Field) -> bool {
+        !self.skip.contains(&field)
+            && (!SLOW_FIELDS.contains(&field) || (self.samples - 1).is_multiple_of(self.slow_every))
+    }
+
+    /// Reads one field unless it is known unsupported or not due, counting its CPU time.
     fn get<T>(
         &mut self,
         field: Field,
         read: impl FnOnce(&Device<'n>) -> Result<T, NvmlError>,
     ) -> Option<T> {
-        if self.skip.contains(&field) {
+        if !self.due(field) {
             return None;
         }
-        match read(&self.device) {
+        let started = thread_cpu_us();
+        let result = read(&self.device);
+        *self.cost_us.entry(field).or_default() += thread_cpu_us() - started;
+        match result {
             Ok(v) => Some(v),
             Err(e) if is_unsupported(&e) => {
                 self.mark_unsupported(field, format!("NVML: {e}"));
@@ -316,8 +364,11 @@ impl<'n> GpuSampler<'n> {
             let double = d.retired_pages(RetirementCause::DoubleBitEccError)?;
             Ok((single.len() + double.len()) as u64)
         });
-        if !self.skip.contains(&Field::RemappedRows) {
-            match crate::nvml::remapped_rows(self.nvml, &self.device) {
+        if self.due(Field::RemappedRows) {
+            let started = thread_cpu_us();
+            let rows = crate::nvml::remapped_rows(self.nvml, &self.device);
+            *self.cost_us.entry(Field::RemappedRows).or_default() += thread_cpu_us() - started;
+            match rows {
                 Reading::Value(rows) => {
                     s.remapped_rows = Some(rows.correctable + rows.uncorrectable)
                 }
@@ -478,13 +529,7 @@ mod tests {
         let file = std::fs::File::create(&path).expect("trace file");
         let mut writer =
             pog_monitor::TraceWriter::new(file, pog_monitor::trace::Columns::Extended).unwrap();
-        let cpu = || {
-            // SAFETY: getrusage fills the struct it is given.
-            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-            unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
-            let us = |tv: libc::timeval| tv.tv_sec as f64 * 1e6 + tv.tv_usec as f64;
-            us(usage.ru_utime) + us(usage.ru_stime)
-        };
+        let cpu = thread_cpu_us;
         let started = std::time::Instant::now();
         let mut cpu_us = 0.0;
         let n = 20;
@@ -517,5 +562,27 @@ mod tests {
             sampler.last_error()
         );
         assert_eq!(sampler.health().samples, n as u64);
+        for (field, us) in sampler.field_costs() {
+            println!(
+                "field {}: {:.3} ms of CPU per sample",
+                field.name(),
+                us / n as f64 / 1000.0
+            );
+        }
+        // The slow fields every 10th sample instead.
+        let mut slow = GpuSampler::open(&nvml, 0).expect("GPU 0");
+        slow.set_slow_every(10);
+        let mut slow_us = 0.0;
+        for _ in 0..n {
+            let before = cpu();
+            slow.sample(started.elapsed().as_secs_f64());
+            slow_us += cpu() - before;
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        let slow_ms = slow_us / n as f64 / 1000.0;
+        println!(
+            "slow fields every 10th sample: {slow_ms:.3} ms of CPU per sample = {:.3} % of one core at 1 s",
+            slow_ms / 10.0
+        );
     }
 }

@@ -646,3 +646,20 @@ fn start_run_with_history(
     });
     (child, rest)
 }
+
+#[test]
+fn the_slow_field_cadence_is_checked() {
+    for bad in ["0", "3601", "x"] {
+        pog()
+            .args([
+                "monitor",
+                "run",
+                &format!("--slow-every={bad}"),
+                "--duration",
+                "1",
+            ])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("--slow-every"));
+    }
+}

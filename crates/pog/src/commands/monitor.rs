@@ -70,6 +70,10 @@ pub struct RunArgs {
     /// NVML indices of the GPUs to watch, e.g. 0,2 (default: all).
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
     pub gpus: Option<Vec<u32>>,
+    /// Read the slow-changing, costly fields (PCIe throughput, aggregate ECC, retired pages,
+    /// remapped rows, processes) only every N-th sample; the others leave them unread.
+    #[arg(long, default_value = "1", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub slow_every: u64,
     /// Healthy history of this GPU (a trace CSV) to learn its baselines from; without it only
     /// the rule-based detectors run.
     #[arg(long, value_name = "HEALTHY.csv")]
@@ -617,8 +621,12 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
             }
             let samplers = indices
                 .iter()
-                .map(|&i| GpuSampler::open(&nvml, i))
-                .collect::<Result<Vec<_>, _>>()?;
+                .map(|&i| {
+                    let mut sampler = GpuSampler::open(&nvml, i)?;
+                    sampler.set_slow_every(args.slow_every);
+                    Ok(sampler)
+                })
+                .collect::<Result<Vec<_>, pog_device::monitor::SamplerError>>()?;
             let mut source = NvmlSource {
                 samplers,
                 hostname: pog_device::monitor::hostname(),
