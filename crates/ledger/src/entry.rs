@@ -63,11 +63,15 @@ pub enum RecordKind {
     /// One memory challenge round of the remote proof (validator, measured; node's
     /// `MemoryRecord`).
     MemoryRound = 8,
+    /// A validator's health record of one GPU over a window (validator; node's
+    /// `HealthRecord`: the agent's signed summary, reported, beside the validator's own proof
+    /// pace, measured).
+    HealthRound = 9,
 }
 
 impl RecordKind {
     /// Every kind, in code order.
-    pub const ALL: [RecordKind; 8] = [
+    pub const ALL: [RecordKind; 9] = [
         RecordKind::Registration,
         RecordKind::Inspection,
         RecordKind::Benchmark,
@@ -76,6 +80,7 @@ impl RecordKind {
         RecordKind::Score,
         RecordKind::Price,
         RecordKind::MemoryRound,
+        RecordKind::HealthRound,
     ];
 
     /// The kind from its byte.
@@ -95,6 +100,7 @@ impl RecordKind {
             RecordKind::Score => "score",
             RecordKind::Price => "price",
             RecordKind::MemoryRound => "memory-record",
+            RecordKind::HealthRound => "health-record",
         }
     }
 
@@ -111,6 +117,7 @@ impl RecordKind {
             RecordKind::Registration
                 | RecordKind::ProofRound
                 | RecordKind::MemoryRound
+                | RecordKind::HealthRound
                 | RecordKind::Score
                 | RecordKind::Price
         )
@@ -572,7 +579,7 @@ mod tests {
             assert_eq!(RecordKind::from_wire_kind(k.wire_kind()), Some(k));
         }
         assert_eq!(RecordKind::from_u8(0), None);
-        assert_eq!(RecordKind::from_u8(9), None);
+        assert_eq!(RecordKind::from_u8(10), None);
         // The validator's kinds as it signs them today.
         assert_eq!(
             RecordKind::from_wire_kind("record"),
@@ -586,6 +593,11 @@ mod tests {
             RecordKind::from_wire_kind("registration"),
             Some(RecordKind::Registration)
         );
+        assert_eq!(
+            RecordKind::from_wire_kind("health-record"),
+            Some(RecordKind::HealthRound)
+        );
+        assert!(RecordKind::HealthRound.signed_by_validator());
         assert_eq!(RecordKind::from_wire_kind("market-clear"), None);
     }
 

@@ -12,6 +12,7 @@ pub mod health;
 pub mod hostproof;
 pub mod http;
 pub mod keys;
+pub mod ledger;
 pub mod market;
 #[cfg(feature = "test-doubles")]
 pub mod misbehaviour;

@@ -425,6 +425,9 @@ pub enum ValidatorError {
     Policy(String),
     #[error("the challenge's task failed: {0}")]
     Task(String),
+    /// The ledger did not take the signed record durably: the record is refused (not stored).
+    #[error("the ledger refused the record: {0}")]
+    Ledger(#[from] crate::ledger::LedgerError),
 }
 
 impl Policy {
@@ -552,6 +555,8 @@ pub struct Validator {
     limiter: Mutex<RateLimiter>,
     /// Each GPU's last measured round trip, ms, credited to its next challenge.
     round_trips: Mutex<HashMap<String, f64>>,
+    /// The transparency log every signed record is appended to before it is stored.
+    ledger: Option<Arc<crate::ledger::ValidatorLedger>>,
 }
 
 /// The memory plan for a GPU claimed to be `spec` under `policy`: per model, or the test
@@ -679,7 +684,20 @@ impl Validator {
                 buckets: HashMap::new(),
             }),
             config,
+            ledger: None,
         }
+    }
+
+    /// This validator with a ledger: every record it signs from now on is appended to it
+    /// durably before it is stored, and `/ledger/…` serves it.
+    pub fn with_ledger(mut self, ledger: Arc<crate::ledger::ValidatorLedger>) -> Validator {
+        self.ledger = Some(ledger);
+        self
+    }
+
+    /// The validator's ledger, if it keeps one.
+    pub fn ledger(&self) -> Option<&Arc<crate::ledger::ValidatorLedger>> {
+        self.ledger.as_ref()
     }
 
     pub fn public_key(&self) -> String {
@@ -691,7 +709,8 @@ impl Validator {
         self.registry.lock().expect("lock")
     }
 
-    /// Signs `body` as a `kind` message and stores it among `uuid`'s records under `id`.
+    /// Signs `body` as a `kind` message and stores it among `uuid`'s records under `id`; with a
+    /// ledger, appends it there durably first (a record the ledger refuses is not stored).
     pub(crate) fn store<T: Serialize>(
         &self,
         kind: &str,
@@ -702,6 +721,9 @@ impl Validator {
     ) -> Result<(), ValidatorError> {
         let envelope = self.identity.seal(kind, body)?;
         let json = serde_json::to_string(&envelope).map_err(wire::WireError::Encode)?;
+        if let Some(ledger) = &self.ledger {
+            ledger.append(&envelope)?;
+        }
         self.registry().record(id, uuid, accepted, &json)?;
         Ok(())
     }
@@ -1074,6 +1096,7 @@ pub fn router(validator: Arc<Validator>) -> Router {
         .route("/v1/gpus", get(gpus))
         .route("/v1/records/{uuid}", get(records))
         .route("/healthz", get(|| async { "ok" }))
+        .merge(crate::ledger::routes())
         .with_state(validator)
 }
 
@@ -1120,6 +1143,14 @@ async fn register(
         {
             return bad(format!(
                 "a GPU's UUID, bus id and model must be 1 to {MAX_FIELD_BYTES} bytes"
+            ));
+        }
+        // The ledger names GPUs by printable ASCII UUIDs (no space): refused before anything
+        // is registered, not when the registration record is logged.
+        if !g.uuid.bytes().all(|b| b.is_ascii_graphic()) {
+            return bad(format!(
+                "GPU UUID {:?} is not printable ASCII without spaces",
+                g.uuid
             ));
         }
         if !seen.insert(&g.uuid) {

@@ -332,6 +332,14 @@ pub struct ValidatorArgs {
     pub max_gpus_per_agent: u64,
     #[command(flatten)]
     pub market: crate::commands::market::ClearArgs,
+    /// Seconds between two looks at the ledger (DATA_DIR/ledger): whenever it grew, a
+    /// checkpoint is signed and sent to the --witness URLs.
+    #[arg(long, default_value = "10", value_parser = parse_seconds, value_name = "SECONDS")]
+    pub checkpoint_every: Duration,
+    /// A witness (c2sp.org/tlog-witness, e.g. `pog witness serve`) by URL prefix: each new
+    /// checkpoint is sent to PREFIX/add-checkpoint and its cosignature kept; repeatable.
+    #[arg(long = "witness", value_name = "URL")]
+    pub witnesses: Vec<String>,
 }
 
 /// An Ed25519 public key as 64 hex digits, refused if it is malformed or weak.

@@ -281,8 +281,20 @@ fn prove_runs_the_validators_challenge_and_checks_its_flags() {
     }
     // Either proof alone.
     let (json, code) = json_of(pog().args([
-        "--json", "prove", "--simulate", "H200 SXM", "--prover", "cpu", "--proof", "memory",
-        "--items", "2048", "--walkers", "512", "--expected-ms", "60000",
+        "--json",
+        "prove",
+        "--simulate",
+        "H200 SXM",
+        "--prover",
+        "cpu",
+        "--proof",
+        "memory",
+        "--items",
+        "2048",
+        "--walkers",
+        "512",
+        "--expected-ms",
+        "60000",
     ]));
     assert_eq!(code, 0, "{json:#}");
     assert!(json["proofs"][0]["check"].is_null());

@@ -570,3 +570,226 @@ fn two_witnesses_over_loopback_cosign_growth_and_refuse_a_fork() {
     pog_json(&data, &["ledger", "checkpoint"], 0);
     assert_eq!(publish(&servers, &data, 0)["verdict"], "pass");
 }
+
+/// A `GET` over loopback with a plain socket: the status code and the body.
+fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    s.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let (_, body) = response.split_once("\r\n\r\n")?;
+    Some((status, body.to_string()))
+}
+
+/// A free loopback port (bound, then let go).
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// `pog --data-dir DATA ARGS…` running, on the simulated GPU `simulate` if given; stopped
+/// when dropped.
+fn spawn_pog(data: &Path, args: &[&[&str]], simulate: Option<&str>) -> Server {
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"));
+    command
+        .arg("--data-dir")
+        .arg(data)
+        .env_remove("POG_DATA_DIR");
+    for a in args {
+        command.args(*a);
+    }
+    match simulate {
+        Some(model) => command.env("POG_SIMULATE", model),
+        None => command.env_remove("POG_SIMULATE"),
+    };
+    let child = command
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    Server {
+        child,
+        url: String::new(),
+        vkey: String::new(),
+    }
+}
+
+#[test]
+fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("validator");
+    std::fs::create_dir_all(&data).unwrap();
+    let key = data.join("validator.key");
+    write(&key, &hex::encode(VALIDATOR_SEED));
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let log_vkey = pog_json(&data, &["ledger", "vkey"], 0)["vkey"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let w1 = witness_server(&tmp.path().join("w1"), &log_vkey);
+    let w2 = witness_server(&tmp.path().join("w2"), &log_vkey);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut validator = spawn_pog(
+        &data,
+        &[
+            &["validator", "--listen", &addr, "--challenge-every", "1"],
+            &["--test-plan", "--size", "32", "--samples", "128"],
+            &["--accept-simulated", "--allow-private-endpoints"],
+            &["--checkpoint-every", "0.5"],
+            &["--witness", &w1.url, "--witness", &w2.url],
+        ],
+        None,
+    );
+    let agent_listen = format!("127.0.0.1:{}", free_port());
+    let url = format!("http://{addr}");
+    let key = Identity::from_seed(VALIDATOR_SEED).public_hex();
+    let _agent = spawn_pog(
+        &tmp.path().join("agent"),
+        &[&[
+            "agent",
+            "--listen",
+            &agent_listen,
+            "--validator",
+            &url,
+            "--trust",
+            &key,
+        ]],
+        Some("H200 SXM"),
+    );
+
+    // Rounds until the GPU has three proof rounds stored, then a checkpoint covering them,
+    // cosigned by both witnesses, at /ledger/checkpoint.
+    let uuid = "GPU-00000051-0000-0000-0000-000000000000";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let stored = loop {
+        let page: Value = http_get(&addr, &format!("/v1/records/{uuid}"))
+            .and_then(|(_, body)| serde_json::from_str(&body).ok())
+            .unwrap_or_default();
+        let records = page["records"].as_array().cloned().unwrap_or_default();
+        if records
+            .iter()
+            .filter(|r| r["envelope"]["kind"] == "record")
+            .count()
+            >= 3
+        {
+            break records;
+        }
+        assert!(std::time::Instant::now() < deadline, "no 3 rounds: {page}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let witness_names: Vec<String> = [&w1, &w2]
+        .iter()
+        .map(|w| w.vkey.split('+').next().unwrap().to_string())
+        .collect();
+    let checkpoint = loop {
+        if let Some((200, text)) = http_get(&addr, "/ledger/checkpoint") {
+            let size: u64 = text.lines().nth(1).unwrap().parse().unwrap();
+            let cosigned = witness_names
+                .iter()
+                .all(|n| text.contains(&format!("\u{2014} {n} ")));
+            if size >= stored.len() as u64 && cosigned {
+                break text;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no cosigned checkpoint"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+
+    // One GPU's bundle, exported beside the running validator, verifies with the keys alone.
+    let bundle = tmp.path().join("bundle.json");
+    let exported = pog_json(
+        &data,
+        &[
+            "ledger",
+            "export",
+            "--gpu",
+            uuid,
+            "-o",
+            bundle.to_str().unwrap(),
+        ],
+        0,
+    );
+    let holder = tmp.path().join("holder");
+    let verify = |bundle: &Path, status: i32| {
+        let args = [
+            "verify",
+            bundle.to_str().unwrap(),
+            "--log-key",
+            &log_vkey,
+            "--witness",
+            &w1.vkey,
+            "--witness",
+            &w2.vkey,
+            "--quorum",
+            "2",
+        ];
+        pog_json(&holder, &args, status)
+    };
+    let report = verify(&bundle, 0);
+    assert_eq!(report["verdict"], "pass", "{report:#}");
+    assert_eq!(report["cosigned_by"].as_array().unwrap().len(), 2);
+    let records = report["records"].as_array().unwrap();
+    assert!(records.len() >= stored.len(), "{exported} {report:#}");
+    let kinds: Vec<&str> = records
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    for kind in ["registration", "proof_round", "memory_round"] {
+        assert!(kinds.contains(&kind), "{kinds:?}");
+    }
+    // What the API stored is what the log holds, in the same order.
+    let b = pog_ledger::bundle::Bundle::parse(&std::fs::read(&bundle).unwrap()).unwrap();
+    for (record, envelope) in b.records.iter().zip(stored.iter().map(|r| &r["envelope"])) {
+        let entry = pog_ledger::entry::Entry::parse(&record.entry).unwrap();
+        assert_eq!(entry.body, envelope["body"].as_str().unwrap());
+    }
+    assert!(b.checkpoint.checkpoint.size >= checkpoint.lines().nth(1).unwrap().parse().unwrap());
+
+    // A tampered copy fails, naming what was wrong.
+    let mut changed = b.clone();
+    let at = changed.records[1].entry.len() - 2;
+    changed.records[1].entry[at] ^= 0x01;
+    let path = tmp.path().join("changed.json");
+    write(&path, &changed.to_json());
+    let report = verify(&path, 1);
+    let problems: Vec<&str> = report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["problem"].as_str().unwrap())
+        .collect();
+    assert_eq!(problems, ["not_included", "modified"], "{report:#}");
+    let mut dropped = b.clone();
+    dropped.records.remove(1);
+    let path = tmp.path().join("dropped.json");
+    write(&path, &dropped.to_json());
+    let report = verify(&path, 1);
+    assert_eq!(report["problems"][0]["problem"], "dropped", "{report:#}");
+
+    // A clean stop signs a last checkpoint over everything logged.
+    let pid = validator.child.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    assert_eq!(validator.child.wait().unwrap().code(), Some(0));
+    let last = std::fs::read_to_string(data.join("ledger").join("checkpoint")).unwrap();
+    let signed = pog_json(&data, &["ledger", "checkpoint"], 0);
+    assert_eq!(
+        last.lines().nth(1).unwrap(),
+        signed["size"].to_string(),
+        "the last checkpoint covers the whole log"
+    );
+}

@@ -54,11 +54,17 @@ pub async fn listen() -> (tokio::net::TcpListener, String) {
 
 /// Starts a validator; returns it and its URL.
 pub async fn start_validator() -> (Arc<Validator>, String) {
-    let v = Arc::new(Validator::with_config(
+    serve_validator(Validator::with_config(
         Identity::from_seed(VALIDATOR_SEED),
         Registry::open(None).unwrap(),
         loopback(),
-    ));
+    ))
+    .await
+}
+
+/// Serves `v`'s API on loopback; returns it and its URL.
+pub async fn serve_validator(v: Validator) -> (Arc<Validator>, String) {
+    let v = Arc::new(v);
     let (listener, url) = listen().await;
     tokio::spawn(pog_node::http::serve(
         listener,

@@ -247,12 +247,8 @@ fn log_signer(global: &Global, args: &LedgerArgs) -> Result<NoteSigner> {
     let path = super::service::data_dir(global)?.join("validator.key");
     let identity = pog_node::keys::load_or_create(&path)
         .with_context(|| format!("the validator key {}", path.display()))?;
-    let origin = match &args.origin {
-        Some(o) => o.clone(),
-        None => format!("pog.validator/{}", &identity.public_hex()[..16]),
-    };
-    NoteSigner::new(&origin, ALG_ED25519, identity.seed())
-        .map_err(|e| anyhow!("--origin {origin:?}: {e}"))
+    pog_node::ledger::log_signer(&identity, args.origin.as_deref())
+        .map_err(|e| anyhow!("--origin: {e}"))
 }
 
 fn ledger_dir(global: &Global, args: &LedgerArgs) -> Result<PathBuf> {
@@ -368,39 +364,12 @@ pub fn ledger_run(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
 
 /// The ledger's stored latest checkpoint.
 fn stored_checkpoint(ledger: &Ledger) -> Result<SignedCheckpoint> {
-    let text = ledger
-        .log()
-        .latest_checkpoint()?
-        .ok_or_else(|| anyhow!("the ledger has no checkpoint yet: run `pog ledger checkpoint`"))?;
-    SignedCheckpoint::parse(text.as_bytes())
-        .map_err(|e| anyhow!("the ledger's stored checkpoint is unreadable: {e}"))
+    Ok(pog_node::ledger::stored_checkpoint(ledger)?)
 }
 
-/// The add-checkpoint request body for the ledger's latest checkpoint (with the log's signature
-/// only), from size `old`.
+/// The add-checkpoint request body for the ledger's latest checkpoint, from size `old`.
 fn request_body(ledger: &Ledger, old: u64) -> Result<(Vec<u8>, u64)> {
-    let checkpoint = stored_checkpoint(ledger)?;
-    let size = checkpoint.checkpoint.size;
-    if old > size {
-        bail!("the witness has cosigned size {old}, beyond this log's checkpoint of size {size}: it saw a longer history of this log");
-    }
-    let mut plain = pog_ledger::note::Note::new(checkpoint.note.text().to_string())
-        .map_err(|e| anyhow!("{e}"))?;
-    let log_name = checkpoint.checkpoint.origin.clone();
-    for sig in checkpoint
-        .note
-        .signatures()
-        .iter()
-        .filter(|s| s.name == log_name)
-    {
-        plain.push_signature(sig.clone());
-    }
-    let request = AddCheckpoint {
-        old_size: old,
-        proof: ledger.log().consistency_proof(old, size)?,
-        checkpoint: plain.to_text().into_bytes(),
-    };
-    Ok((request.encode(), size))
+    Ok(pog_node::ledger::request_body(ledger, old)?)
 }
 
 fn witness_request(global: &Global, args: &LedgerArgs, old: u64) -> Result<Outcome> {
@@ -937,106 +906,15 @@ fn now_s() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// One witness's answer to `pog ledger publish`.
-#[derive(Serialize)]
-struct WitnessAnswer {
-    url: String,
-    cosigned: bool,
-    /// The HTTP status of the last answer (0: no answer).
-    status: u16,
-    /// The cosignature line, or why there is none.
-    answer: String,
-}
-
 fn publish(global: &Global, args: &LedgerArgs, urls: &[String]) -> Result<Outcome> {
     let ledger = open_ledger(global, args)?;
-    let checkpoint = stored_checkpoint(&ledger)?;
-    let client = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(20))
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .context("building the HTTP client")?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let mut answers = Vec::new();
-    for url in urls {
-        let endpoint = format!("{}/add-checkpoint", url.trim_end_matches('/'));
-        // A witness says which size it last cosigned (409) when the first guess is wrong.
-        let mut old = 0;
-        let mut answer = None;
-        for _ in 0..2 {
-            let body = match request_body(&ledger, old) {
-                Ok((body, _)) => body,
-                Err(e) => {
-                    answer = Some(WitnessAnswer {
-                        url: url.clone(),
-                        cosigned: false,
-                        status: 409,
-                        answer: e.to_string(),
-                    });
-                    break;
-                }
-            };
-            let sent = rt.block_on(async {
-                let r = client.post(&endpoint).body(body).send().await?;
-                let status = r.status().as_u16();
-                let conflict = r
-                    .headers()
-                    .get(reqwest::header::CONTENT_TYPE)
-                    .is_some_and(|v| v.as_bytes().starts_with(b"text/x.tlog.size"));
-                Ok::<_, reqwest::Error>((status, conflict, r.text().await?))
-            });
-            match sent {
-                Err(e) => {
-                    answer = Some(WitnessAnswer {
-                        url: url.clone(),
-                        cosigned: false,
-                        status: 0,
-                        answer: format!("no answer: {e}"),
-                    });
-                    break;
-                }
-                Ok((409, true, text)) if text.trim().parse::<u64>().is_ok_and(|n| n != old) => {
-                    old = text.trim().parse().expect("checked");
-                }
-                Ok((200, _, line)) => {
-                    answer = Some(WitnessAnswer {
-                        url: url.clone(),
-                        cosigned: true,
-                        status: 200,
-                        answer: line.trim_end().to_string(),
-                    });
-                    break;
-                }
-                Ok((status, _, text)) => {
-                    answer = Some(WitnessAnswer {
-                        url: url.clone(),
-                        cosigned: false,
-                        status,
-                        answer: text.trim_end().to_string(),
-                    });
-                    break;
-                }
-            }
-        }
-        answers.push(answer.unwrap_or_else(|| WitnessAnswer {
-            url: url.clone(),
-            cosigned: false,
-            status: 409,
-            answer: "the witness keeps changing its latest size".into(),
-        }));
-    }
-    // Attach the cosignatures that parse as signature lines of this checkpoint.
-    let mut text = checkpoint.to_text();
-    for a in answers.iter().filter(|a| a.cosigned) {
-        text.push_str(&a.answer);
-        text.push('\n');
-    }
-    let with = SignedCheckpoint::parse(text.as_bytes())
-        .map_err(|e| anyhow!("a witness answered with a malformed cosignature line: {e}"))?;
-    ledger.log().store_checkpoint(&with.to_text())?;
+    let client = pog_node::ledger::witness_client();
+    let published = rt.block_on(pog_node::ledger::publish(&ledger, &client, urls))?;
+    let (with, answers) = (published.checkpoint, published.witnesses);
     let cosigned = answers.iter().filter(|a| a.cosigned).count();
     let verdict = if cosigned == answers.len() {
         Verdict::Pass
@@ -1055,7 +933,7 @@ fn publish(global: &Global, args: &LedgerArgs, urls: &[String]) -> Result<Outcom
         #[derive(Serialize)]
         struct Report {
             size: u64,
-            witnesses: Vec<WitnessAnswer>,
+            witnesses: Vec<pog_node::ledger::WitnessAnswer>,
             checkpoint: String,
         }
         let report = Report {

@@ -269,6 +269,11 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     let market = pog_node::market::Market::open(Some(&market_path), &identity.public_hex())
         .with_context(|| format!("opening {}", market_path.display()))?;
     let market = Arc::new(market);
+    // Every record the validator signs goes into its transparency log first.
+    let ledger_dir = dir.join("ledger");
+    let ledger = pog_node::ledger::ValidatorLedger::open(&ledger_dir, &identity, None)
+        .with_context(|| format!("opening the ledger in {}", ledger_dir.display()))?;
+    let ledger = Arc::new(ledger);
     // Scheduled clearings are signed with the validator's key, as a manual one is.
     let clearer = pog_proof::wire::Identity::from_seed(identity.seed());
     let policy = if args.test_plan {
@@ -339,7 +344,9 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         ..Limits::small_requests()
     };
     rt.block_on(async {
-        let service = Arc::new(Validator::with_config(identity, registry, config));
+        let service = Arc::new(
+            Validator::with_config(identity, registry, config).with_ledger(ledger.clone()),
+        );
         let (stop, stopped) = tokio::sync::watch::channel(false);
         // Scores and prices from the validator's records, re-quoted as each record is stored.
         let pricing = pog_node::pricing::Pricing::new(
@@ -362,6 +369,21 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
                 stopped.clone(),
             ))
         });
+        say(format_args!(
+            "ledger {} (log {}): a checkpoint every {} s when it grew, {} witness(es)",
+            ledger_dir.display(),
+            ledger.vkey(),
+            args.checkpoint_every.as_secs_f64(),
+            args.witnesses.len()
+        ));
+        // Stopped after the rounds, so that their last records get a checkpoint.
+        let (checkpoint_stop, checkpoint_stopped) = tokio::sync::watch::channel(false);
+        let checkpoints = tokio::spawn(pog_node::ledger::checkpoint_on_schedule(
+            ledger,
+            args.checkpoint_every,
+            args.witnesses.clone(),
+            checkpoint_stopped,
+        ));
         // The rounds run on a runtime of their own: a thousand challenges starting at once must
         // not queue the API's requests behind them (1000 GPUs on a 2-core machine: API p99
         // 190 ms on one shared runtime, 6 ms on two; docs/protocol.md, "Load").
@@ -387,6 +409,8 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         let _ = stop.send(true);
         let _ = tokio::task::spawn_blocking(move || rounds.join()).await;
         let _ = priced.await;
+        let _ = checkpoint_stop.send(true);
+        let _ = checkpoints.await;
         if let Some(cleared) = cleared {
             let _ = cleared.await;
         }

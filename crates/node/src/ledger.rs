@@ -1,0 +1,448 @@
+//! The validator's transparency log (`pog_ledger`): every record it signs appended durably
+//! before it is stored, checkpoints signed on a schedule and cosigned by witnesses, and the log
+//! served the c2sp.org/tlog-tiles way under `/ledger/` of its API.
+//!
+//! - [`ValidatorLedger`]: the ledger (`DATA_DIR/ledger`), its group-commit writer and the log's
+//!   note signer (the validator's key, named [`origin`]).
+//! - [`publish`]: asks c2sp.org/tlog-witness witnesses to cosign the stored checkpoint and
+//!   attaches their cosignatures (also `pog ledger publish`).
+//! - [`checkpoint_on_schedule`]: signs a checkpoint whenever the log grew, and publishes it.
+//! - [`routes`]: `GET /ledger/checkpoint` and `GET /ledger/tile/{*path}`.
+
+use crate::validator::Validator;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use pog_ledger::checkpoint::SignedCheckpoint;
+use pog_ledger::entry::{Entry, EntryError};
+use pog_ledger::note::{Note, NoteError, NoteSigner, ALG_ED25519};
+use pog_ledger::store::{GroupCommit, Ledger, StoreError};
+use pog_ledger::witness::AddCheckpoint;
+use pog_proof::wire::{Envelope, Identity};
+use serde::Serialize;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Why the ledger could not take a record, sign a checkpoint or publish it.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// The signed record is no valid ledger entry (its kind, GPU UUID, size or signature).
+    #[error("the record cannot be a ledger entry: {0}")]
+    Entry(#[from] EntryError),
+    /// The log on disk refused (I/O, read-only, poisoned after a failed write, corrupt).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The log's name is not a valid note key name.
+    #[error("the log name {name:?}: {source}")]
+    Origin { name: String, source: NoteError },
+    /// No checkpoint has been signed yet.
+    #[error("the ledger has no checkpoint yet: run `pog ledger checkpoint` (a validator signs one every --checkpoint-every)")]
+    NoCheckpoint,
+    /// The stored checkpoint does not parse.
+    #[error("the ledger's stored checkpoint is unreadable: {0}")]
+    Checkpoint(String),
+    /// A witness has cosigned a larger tree of this log than the checkpoint.
+    #[error("the witness has cosigned size {old}, beyond this log's checkpoint of size {size}: it saw a longer history of this log")]
+    Beyond { old: u64, size: u64 },
+    /// A witness answered 200 with something that is not a cosignature line.
+    #[error("a witness answered with a malformed cosignature line: {0}")]
+    Cosignature(String),
+    /// The writer or the publisher's task died (a bug).
+    #[error("the ledger's task failed: {0}")]
+    Task(String),
+}
+
+/// The log's default name (checkpoint origin and note key name): `pog.validator/` and the first
+/// 16 hex digits of the validator's public key. `pog ledger` uses the same.
+pub fn origin(validator_public_hex: &str) -> String {
+    let n = validator_public_hex.len().min(16);
+    format!("pog.validator/{}", &validator_public_hex[..n])
+}
+
+/// The validator's key as the log's note signer, named `origin` (or [`origin`]'s default).
+pub fn log_signer(identity: &Identity, name: Option<&str>) -> Result<NoteSigner, LedgerError> {
+    let name = name.map_or_else(|| origin(&identity.public_hex()), str::to_string);
+    NoteSigner::new(&name, ALG_ED25519, identity.seed())
+        .map_err(|source| LedgerError::Origin { name, source })
+}
+
+/// Runs `f`, which blocks (fsync), without stalling a multi-threaded runtime's other tasks
+/// (`block_in_place`); directly on a current-thread runtime or outside any.
+pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+/// The validator's ledger: the log it appends every signed record to, the group-commit writer
+/// (concurrent challenges' records share fsyncs), and its checkpoint signer.
+pub struct ValidatorLedger {
+    ledger: Arc<Ledger>,
+    commit: GroupCommit,
+    signer: NoteSigner,
+    /// The last publication left a witness without a cosignature: retry on the next tick.
+    retry_witnesses: Mutex<bool>,
+}
+
+impl ValidatorLedger {
+    /// Opens (or creates) the ledger in `dir` for writing (it holds the directory's lock) with
+    /// the validator's key as log key, named `name` (default [`origin`]).
+    pub fn open(
+        dir: &std::path::Path,
+        identity: &Identity,
+        name: Option<&str>,
+    ) -> Result<ValidatorLedger, LedgerError> {
+        let signer = log_signer(identity, name)?;
+        Ok(ValidatorLedger::new(Ledger::open(dir)?, signer))
+    }
+
+    /// A validator ledger over an opened `ledger`, signing checkpoints with `signer`.
+    pub fn new(ledger: Ledger, signer: NoteSigner) -> ValidatorLedger {
+        let ledger = Arc::new(ledger);
+        ValidatorLedger {
+            commit: GroupCommit::start(ledger.clone()),
+            ledger,
+            signer,
+            retry_witnesses: Mutex::new(false),
+        }
+    }
+
+    /// The ledger, to read.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// The log's verifier key (what holders and witnesses are given).
+    pub fn vkey(&self) -> String {
+        self.signer.verifier().to_vkey()
+    }
+
+    /// Appends a signed record durably (returns once it is fsynced); its log index.
+    pub fn append(&self, envelope: &Envelope) -> Result<u64, LedgerError> {
+        let entry = Entry::from_envelope(envelope)?;
+        let indexes = blocking(|| self.commit.handle().append(vec![entry]))?;
+        indexes
+            .first()
+            .copied()
+            .ok_or_else(|| LedgerError::Task("the writer returned no index".into()))
+    }
+
+    /// Signs a checkpoint of the log and stores it as the latest, when the log grew since the
+    /// stored one (or there is none). The new checkpoint, or None when nothing changed.
+    pub fn checkpoint_if_grown(&self) -> Result<Option<SignedCheckpoint>, LedgerError> {
+        let log = self.ledger.log();
+        let stored = match log.latest_checkpoint()? {
+            Some(text) => Some(
+                SignedCheckpoint::parse(text.as_bytes())
+                    .map_err(|e| LedgerError::Checkpoint(e.to_string()))?
+                    .checkpoint
+                    .size,
+            ),
+            None => None,
+        };
+        if stored.is_some_and(|size| size >= log.size()) {
+            return Ok(None);
+        }
+        Ok(Some(blocking(|| log.checkpoint(&self.signer))?))
+    }
+}
+
+/// The ledger's stored latest checkpoint.
+pub fn stored_checkpoint(ledger: &Ledger) -> Result<SignedCheckpoint, LedgerError> {
+    let text = ledger
+        .log()
+        .latest_checkpoint()?
+        .ok_or(LedgerError::NoCheckpoint)?;
+    SignedCheckpoint::parse(text.as_bytes()).map_err(|e| LedgerError::Checkpoint(e.to_string()))
+}
+
+/// The tlog-witness add-checkpoint request body for the ledger's latest checkpoint (with the
+/// log's signature only), from size `old`; and the checkpoint's size.
+pub fn request_body(ledger: &Ledger, old: u64) -> Result<(Vec<u8>, u64), LedgerError> {
+    let checkpoint = stored_checkpoint(ledger)?;
+    let size = checkpoint.checkpoint.size;
+    if old > size {
+        return Err(LedgerError::Beyond { old, size });
+    }
+    let mut plain = Note::new(checkpoint.note.text().to_string())
+        .map_err(|e| LedgerError::Checkpoint(e.to_string()))?;
+    let log_name = checkpoint.checkpoint.origin.clone();
+    for sig in checkpoint
+        .note
+        .signatures()
+        .iter()
+        .filter(|s| s.name == log_name)
+    {
+        plain.push_signature(sig.clone());
+    }
+    let request = AddCheckpoint {
+        old_size: old,
+        proof: ledger.log().consistency_proof(old, size)?,
+        checkpoint: plain.to_text().into_bytes(),
+    };
+    Ok((request.encode(), size))
+}
+
+/// One witness's answer to a publication.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WitnessAnswer {
+    pub url: String,
+    pub cosigned: bool,
+    /// The HTTP status of the last answer (0: no answer).
+    pub status: u16,
+    /// The cosignature line, or why there is none.
+    pub answer: String,
+}
+
+/// What a publication did: the checkpoint as stored now (with every cosignature obtained) and
+/// each witness's answer.
+#[derive(Debug, Clone)]
+pub struct Published {
+    pub checkpoint: SignedCheckpoint,
+    pub witnesses: Vec<WitnessAnswer>,
+}
+
+impl Published {
+    /// Whether every witness cosigned.
+    pub fn all_cosigned(&self) -> bool {
+        self.witnesses.iter().all(|w| w.cosigned)
+    }
+}
+
+/// An HTTP client for witnesses: no redirects, no proxy from the environment, 20 s a request.
+pub fn witness_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .connect_timeout(Duration::from_secs(5))
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .build()
+        .unwrap_or_default()
+}
+
+/// Asks one witness (URL prefix of its `add-checkpoint`) to cosign the stored checkpoint,
+/// starting from old size 0 and following its 409 answer with the size it last cosigned.
+async fn ask_witness(ledger: &Ledger, client: &reqwest::Client, url: &str) -> WitnessAnswer {
+    let endpoint = format!("{}/add-checkpoint", url.trim_end_matches('/'));
+    let answer = |cosigned, status, answer: String| WitnessAnswer {
+        url: url.to_string(),
+        cosigned,
+        status,
+        answer,
+    };
+    let mut old = 0;
+    for _ in 0..2 {
+        let body = match request_body(ledger, old) {
+            Ok((body, _)) => body,
+            Err(e) => return answer(false, 409, e.to_string()),
+        };
+        let sent = async {
+            let r = client.post(&endpoint).body(body).send().await?;
+            let status = r.status().as_u16();
+            let conflict = r
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .is_some_and(|v| v.as_bytes().starts_with(b"text/x.tlog.size"));
+            Ok::<_, reqwest::Error>((status, conflict, r.text().await?))
+        }
+        .await;
+        match sent {
+            Err(e) => return answer(false, 0, format!("no answer: {e}")),
+            Ok((409, true, text)) if text.trim().parse::<u64>().is_ok_and(|n| n != old) => {
+                old = text.trim().parse().expect("checked");
+            }
+            Ok((200, _, line)) => return answer(true, 200, line.trim_end().to_string()),
+            Ok((status, _, text)) => return answer(false, status, text.trim_end().to_string()),
+        }
+    }
+    answer(
+        false,
+        409,
+        "the witness keeps changing its latest size".into(),
+    )
+}
+
+/// Sends the ledger's stored checkpoint to each witness, attaches every cosignature obtained
+/// and stores the result as the latest checkpoint (so `/ledger/checkpoint` and exported bundles
+/// carry them). A refusing witness is reported in the answers, not as an error.
+pub async fn publish(
+    ledger: &Ledger,
+    client: &reqwest::Client,
+    urls: &[String],
+) -> Result<Published, LedgerError> {
+    let checkpoint = stored_checkpoint(ledger)?;
+    let mut witnesses = Vec::with_capacity(urls.len());
+    for url in urls {
+        witnesses.push(ask_witness(ledger, client, url).await);
+    }
+    // A witness's new line replaces its older cosignature; the others' are kept.
+    // (A line in the log's own name is no cosignature: never let it replace the log's.)
+    let name_of = |line: &str| -> Option<String> {
+        Some(
+            line.strip_prefix("\u{2014} ")?
+                .split(' ')
+                .next()?
+                .to_string(),
+        )
+    };
+    let origin = checkpoint.checkpoint.origin.clone();
+    for a in witnesses.iter_mut().filter(|a| a.cosigned) {
+        if name_of(&a.answer).is_none_or(|n| n == origin) {
+            a.cosigned = false;
+            a.answer = format!("not a cosignature line: {:?}", a.answer);
+        }
+    }
+    let fresh: Vec<&str> = witnesses
+        .iter()
+        .filter(|a| a.cosigned)
+        .map(|a| a.answer.as_str())
+        .collect();
+    let names: Vec<String> = fresh.iter().filter_map(|line| name_of(line)).collect();
+    let mut kept = Note::new(checkpoint.note.text().to_string())
+        .map_err(|e| LedgerError::Checkpoint(e.to_string()))?;
+    for sig in checkpoint.note.signatures() {
+        if !names.contains(&sig.name) {
+            kept.push_signature(sig.clone());
+        }
+    }
+    let mut text = kept.to_text();
+    for line in fresh {
+        text.push_str(line);
+        text.push('\n');
+    }
+    let with = SignedCheckpoint::parse(text.as_bytes())
+        .map_err(|e| LedgerError::Cosignature(e.to_string()))?;
+    blocking(|| ledger.log().store_checkpoint(&with.to_text()))?;
+    Ok(Published {
+        checkpoint: with,
+        witnesses,
+    })
+}
+
+/// What one tick of [`checkpoint_on_schedule`] did.
+#[derive(Debug, Clone)]
+pub struct Tick {
+    /// The size of a newly signed checkpoint.
+    pub signed: Option<u64>,
+    /// The publication, when there was one.
+    pub published: Option<Published>,
+}
+
+impl ValidatorLedger {
+    /// One tick of the schedule: sign a checkpoint if the log grew; publish it to `witnesses`
+    /// when it is new, or again when the last publication missed a witness.
+    pub async fn tick(
+        &self,
+        client: &reqwest::Client,
+        witnesses: &[String],
+    ) -> Result<Tick, LedgerError> {
+        let signed = self.checkpoint_if_grown()?.map(|c| c.checkpoint.size);
+        let retry = *self
+            .retry_witnesses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let published = if !witnesses.is_empty() && (signed.is_some() || retry) {
+            let p = publish(&self.ledger, client, witnesses).await;
+            // A failed publication (e.g. no checkpoint could be read) is retried too.
+            *self
+                .retry_witnesses
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) =
+                !p.as_ref().is_ok_and(Published::all_cosigned);
+            Some(p?)
+        } else {
+            None
+        };
+        Ok(Tick { signed, published })
+    }
+}
+
+/// Every `every`: [`ValidatorLedger::tick`], logging what it did. On `stop`, one last tick
+/// (the records stored just before a shutdown get their checkpoint), then returns.
+pub async fn checkpoint_on_schedule(
+    ledger: Arc<ValidatorLedger>,
+    every: Duration,
+    witnesses: Vec<String>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let client = witness_client();
+    loop {
+        let stopping = tokio::select! {
+            _ = tokio::time::sleep(every) => false,
+            _ = stop.changed() => true,
+        };
+        match ledger.tick(&client, &witnesses).await {
+            Ok(Tick {
+                signed, published, ..
+            }) => {
+                if let Some(size) = signed {
+                    tracing::info!(size, "signed a ledger checkpoint");
+                }
+                for w in published.iter().flat_map(|p| &p.witnesses) {
+                    if w.cosigned {
+                        tracing::info!(witness = %w.url, "checkpoint cosigned");
+                    } else {
+                        tracing::warn!(witness = %w.url, status = w.status, answer = %w.answer, "a witness did not cosign the checkpoint");
+                    }
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "ledger checkpoint failed"),
+        }
+        if stopping || *stop.borrow() {
+            return;
+        }
+    }
+}
+
+/// `GET /ledger/checkpoint` and `GET /ledger/tile/{*path}` (hash tiles and entry bundles), as
+/// c2sp.org/tlog-tiles lays them out: the checkpoint `no-cache, max-age=2`, tiles and entry
+/// bundles `immutable`; 404 when the validator keeps no ledger.
+pub fn routes() -> Router<Arc<Validator>> {
+    Router::new()
+        .route(
+            "/ledger/checkpoint",
+            get(|State(v): State<Arc<Validator>>| resource(v, "checkpoint".into())),
+        )
+        .route(
+            "/ledger/tile/{*path}",
+            get(
+                |State(v): State<Arc<Validator>>, Path(path): Path<String>| {
+                    resource(v, format!("tile/{path}"))
+                },
+            ),
+        )
+}
+
+async fn resource(v: Arc<Validator>, path: String) -> Response {
+    if v.ledger().is_none() {
+        return (StatusCode::NOT_FOUND, "this validator keeps no ledger\n").into_response();
+    }
+    // Tiles are preads of the log's files: off the runtime's workers.
+    let r = tokio::task::spawn_blocking(move || {
+        let ledger = v.ledger().expect("checked above");
+        pog_ledger::serve::log_resource(ledger.ledger().log(), &path)
+    })
+    .await;
+    let Ok(r) = r else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "the ledger failed\n").into_response();
+    };
+    let mut response = (
+        StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        r.body,
+    )
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(r.content_type),
+    );
+    if let Some(c) = r.cache_control {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(c));
+    }
+    response
+}
