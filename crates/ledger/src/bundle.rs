@@ -337,6 +337,34 @@ pub enum Problem {
     /// A record of the holder's earlier bundle has other bytes in this one.
     #[error("the record at log index {index} differs from the one in your earlier bundle: history rewritten")]
     ChangedSince { index: u64 },
+    /// The chain's registry holds no anchor of the log at the checkpoint's size (`pog verify
+    /// --chain`; found by `pog_anchor`).
+    #[error("anchor missing: the registry {registry} holds no anchor of {origin} at size {size}; {}", latest_anchored.map_or("it holds no anchor at all of that log".to_string(), |l| format!("its latest anchored size is {l}")))]
+    AnchorMissing {
+        /// The registry's address.
+        registry: String,
+        /// The log's origin.
+        origin: String,
+        /// The checkpoint's size.
+        size: u64,
+        /// The largest size anchored for the origin, if any.
+        latest_anchored: Option<u64>,
+    },
+    /// The chain anchors another root at the checkpoint's size: the anchor or the checkpoint
+    /// was replaced (two histories of one size).
+    #[error("the chain anchor differs: the registry {registry} anchors {origin} at size {size} with root {anchored_root}, the checkpoint's root is {checkpoint_root}")]
+    AnchorMismatch {
+        /// The registry's address.
+        registry: String,
+        /// The log's origin.
+        origin: String,
+        /// The checkpoint's size.
+        size: u64,
+        /// The anchored root, hex.
+        anchored_root: String,
+        /// The checkpoint's root, hex.
+        checkpoint_root: String,
+    },
 }
 
 /// One record as verified.
