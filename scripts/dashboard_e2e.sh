@@ -10,7 +10,8 @@ POG=${POG:-target/debug/pog}
 SHOT=${1:-target/dashboard-e2e/dashboard.png}
 export PLAYWRIGHT_HOME="$PWD/target/dashboard-e2e"
 if ! command -v chromium > /dev/null; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium > /dev/null
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium > /dev/null
 fi
 mkdir -p "$PLAYWRIGHT_HOME"
 if [ ! -d "$PLAYWRIGHT_HOME/node_modules/playwright-core" ]; then

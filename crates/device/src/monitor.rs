@@ -164,11 +164,62 @@ pub struct GpuSampler<'n> {
     cost_us: std::collections::BTreeMap<Field, f64>,
     /// The slow-changing, costly fields ([`SLOW_FIELDS`]) are read every this many samples.
     slow_every: u64,
+    /// The slow fields as last read: a sample between two reads carries them (the latest
+    /// reading as of its time), so charts and `/metrics` series do not flicker.
+    held: SlowReadings,
 }
 
-/// Fields read only every [`GpuSampler::set_slow_every`] samples: counters that change rarely
-/// (aggregate ECC, retired pages, remapped rows), the process list, and PCIe throughput, which
-/// NVML measures by sampling a counter for 20 ms per direction.
+/// The slow fields' values as last read.
+#[derive(Debug, Clone, Copy, Default)]
+struct SlowReadings {
+    pcie: Option<(f64, f64)>,
+    ecc_aggregate: Option<(u64, u64)>,
+    retired_pages: Option<u64>,
+    remapped_rows: Option<u64>,
+    processes: Option<u32>,
+}
+
+impl SlowReadings {
+    /// Keeps what `s` read of the slow fields that were due in it; fills the others from the
+    /// last read.
+    fn hold(&mut self, s: &mut Sample, due: impl Fn(Field) -> bool) {
+        fn keep<T: Copy>(due: bool, read: Option<T>, held: &mut Option<T>) -> Option<T> {
+            if due {
+                *held = read;
+            }
+            *held
+        }
+        let pcie = s.pcie_tx_kbs.zip(s.pcie_rx_kbs);
+        if let Some((tx, rx)) = keep(due(Field::PcieThroughput), pcie, &mut self.pcie) {
+            (s.pcie_tx_kbs, s.pcie_rx_kbs) = (Some(tx), Some(rx));
+        }
+        let ecc = s.ecc_corr_aggregate.zip(s.ecc_uncorr_aggregate);
+        if let Some((c, u)) = keep(due(Field::EccAggregate), ecc, &mut self.ecc_aggregate) {
+            (s.ecc_corr_aggregate, s.ecc_uncorr_aggregate) = (Some(c), Some(u));
+        }
+        s.retired_pages = keep(
+            due(Field::RetiredPages),
+            s.retired_pages,
+            &mut self.retired_pages,
+        );
+        s.remapped_rows = keep(
+            due(Field::RemappedRows),
+            s.remapped_rows,
+            &mut self.remapped_rows,
+        );
+        s.processes = keep(due(Field::Processes), s.processes, &mut self.processes);
+    }
+}
+
+/// The default cadence of the slow fields: every 10th sample (every 10 s at the default 1 s
+/// interval). With every field every second the H200 measured 0.876 % of a core, over the 0.5 %
+/// goal; `scripts/monitor-overhead-h200.sh` measures this cadence (docs/monitor.md, "Cost").
+pub const DEFAULT_SLOW_EVERY: u64 = 10;
+
+/// Fields read only every [`GpuSampler::set_slow_every`] samples (default
+/// [`DEFAULT_SLOW_EVERY`]): counters that change rarely (aggregate ECC, retired pages, remapped
+/// rows), the process list, and PCIe throughput, which NVML measures by sampling a counter for
+/// 20 ms per direction. Between two reads a sample carries the last one.
 pub const SLOW_FIELDS: [Field; 5] = [
     Field::PcieThroughput,
     Field::EccAggregate,
@@ -206,7 +257,8 @@ impl<'n> GpuSampler<'n> {
             xid_total: 0,
             last_xid: 0,
             cost_us: Default::default(),
-            slow_every: 1,
+            slow_every: DEFAULT_SLOW_EVERY,
+            held: SlowReadings::default(),
         };
         let events = nvml
             .create_event_set()
@@ -253,7 +305,7 @@ impl<'n> GpuSampler<'n> {
     }
 
     /// Reads the slow fields ([`SLOW_FIELDS`]) only every `n`-th sample (1: every sample);
-    /// in the others they are "not read".
+    /// the others carry their last reading.
     pub fn set_slow_every(&mut self, n: u64) {
         self.slow_every = n.max(1);
     }
@@ -390,6 +442,12 @@ impl<'n> GpuSampler<'n> {
             Ok(d.running_compute_processes_count()? + d.running_graphics_processes_count()?)
         });
         s.xid = self.drain_xids();
+        let mut held = self.held;
+        // A field found unsupported holds nothing from before.
+        held.hold(&mut s, |field| {
+            self.due(field) || self.skip.contains(&field)
+        });
+        self.held = held;
         s
     }
 
@@ -471,6 +529,86 @@ fn memory_temperature(d: &Device<'_>) -> Result<f64, NvmlError> {
     }
 }
 
+/// The GPUs of this host that a monitor watches, as a [`pog_monitor::Source`]: one
+/// [`GpuSampler`] each, and the hostname for the metrics' labels.
+pub struct NvmlSource<'n> {
+    samplers: Vec<GpuSampler<'n>>,
+    hostname: String,
+}
+
+impl<'n> NvmlSource<'n> {
+    /// Opens the GPUs at NVML `indices`, their slow fields read every `slow_every` samples.
+    pub fn open(
+        nvml: &'n Nvml,
+        indices: &[u32],
+        slow_every: u64,
+    ) -> Result<NvmlSource<'n>, SamplerError> {
+        let samplers = indices
+            .iter()
+            .map(|&i| {
+                let mut sampler = GpuSampler::open(nvml, i)?;
+                sampler.set_slow_every(slow_every);
+                Ok(sampler)
+            })
+            .collect::<Result<Vec<_>, SamplerError>>()?;
+        Ok(NvmlSource {
+            samplers,
+            hostname: hostname(),
+        })
+    }
+
+    /// Keeps only the GPUs whose UUID `keep` accepts.
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        let hostname = self.hostname.clone();
+        self.samplers.retain(|s| keep(&s.identity(&hostname).uuid));
+    }
+
+    /// Whether no GPU is left to watch.
+    pub fn is_empty(&self) -> bool {
+        self.samplers.is_empty()
+    }
+}
+
+impl pog_monitor::Source for NvmlSource<'_> {
+    fn identities(&self) -> Vec<GpuIdentity> {
+        self.samplers
+            .iter()
+            .map(|s| s.identity(&self.hostname))
+            .collect()
+    }
+    fn sample(&mut self, i: usize, t: f64) -> Option<Sample> {
+        Some(self.samplers.get_mut(i)?.sample(t))
+    }
+    fn take_notices(&mut self) -> Vec<String> {
+        let mut notices = Vec::new();
+        for sampler in &mut self.samplers {
+            notices.extend(sampler.take_unsupported().into_iter().map(|u| {
+                format!(
+                    "GPU {}: {} not supported ({}); not read again",
+                    u.gpu,
+                    u.field.name(),
+                    u.reason
+                )
+            }));
+            notices.extend(sampler.take_errors());
+        }
+        notices
+    }
+    fn xids(&self, i: usize) -> (u64, u32) {
+        self.samplers.get(i).map_or((0, 0), GpuSampler::xids)
+    }
+    fn health(&self) -> SamplerHealth {
+        self.samplers
+            .iter()
+            .map(GpuSampler::health)
+            .fold(SamplerHealth::default(), |a, b| SamplerHealth {
+                samples: a.samples + b.samples,
+                fields_unsupported: a.fields_unsupported + b.fields_unsupported,
+                errors: a.errors + b.errors,
+            })
+    }
+}
+
 /// The host's name, for the `Hostname` label.
 pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -481,6 +619,36 @@ pub fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slow_fields_carry_their_last_reading_until_read_again() {
+        let mut held = SlowReadings::default();
+        let mut first = Sample::at(0.0);
+        (first.pcie_tx_kbs, first.pcie_rx_kbs) = (Some(10.0), Some(20.0));
+        first.processes = Some(2);
+        held.hold(&mut first, |_| true);
+        // Not due: the last reading; the fast fields are untouched.
+        let mut between = Sample::at(1.0);
+        between.temp_gpu_c = Some(40.0);
+        held.hold(&mut between, |_| false);
+        assert_eq!(
+            (between.pcie_tx_kbs, between.pcie_rx_kbs, between.processes),
+            (Some(10.0), Some(20.0), Some(2))
+        );
+        assert_eq!(between.temp_gpu_c, Some(40.0));
+        assert_eq!(between.retired_pages, None);
+        // Due and read again: the new value; due and failed: nothing is carried.
+        let mut again = Sample::at(2.0);
+        again.processes = Some(3);
+        held.hold(&mut again, |f| {
+            f == Field::Processes || f == Field::PcieThroughput
+        });
+        assert_eq!(again.processes, Some(3));
+        assert_eq!(again.pcie_tx_kbs, None);
+        let mut later = Sample::at(3.0);
+        held.hold(&mut later, |_| false);
+        assert_eq!((later.processes, later.pcie_tx_kbs), (Some(3), None));
+    }
 
     #[test]
     fn a_repeating_failure_is_counted_every_time_and_logged_once() {
@@ -522,6 +690,7 @@ mod tests {
     fn samples_a_real_gpu() {
         let nvml = crate::nvml::init().expect("NVML");
         let mut sampler = GpuSampler::open(&nvml, 0).expect("GPU 0");
+        sampler.set_slow_every(1);
         let identity = sampler.identity(&hostname());
         println!("{identity:?}");
         let path = std::env::var("POG_MONITOR_TRACE")
@@ -569,9 +738,9 @@ mod tests {
                 us / n as f64 / 1000.0
             );
         }
-        // The slow fields every 10th sample instead.
+        // The slow fields at the default cadence instead.
         let mut slow = GpuSampler::open(&nvml, 0).expect("GPU 0");
-        slow.set_slow_every(10);
+        assert_eq!(slow.slow_every, DEFAULT_SLOW_EVERY);
         let mut slow_us = 0.0;
         for _ in 0..n {
             let before = cpu();
@@ -581,7 +750,7 @@ mod tests {
         }
         let slow_ms = slow_us / n as f64 / 1000.0;
         println!(
-            "slow fields every 10th sample: {slow_ms:.3} ms of CPU per sample = {:.3} % of one core at 1 s",
+            "slow fields every {DEFAULT_SLOW_EVERY}th sample: {slow_ms:.3} ms of CPU per sample = {:.3} % of one core at 1 s",
             slow_ms / 10.0
         );
     }

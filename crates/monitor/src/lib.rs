@@ -15,6 +15,8 @@
 //! - [`inject`]: faults injected into real traces, for tests and the evaluation set.
 //! - [`dashboard`]: the dashboard page, charts drawn server-side as SVG.
 //! - [`prometheus`]: the `/metrics` page, under dcgm-exporter's names and labels.
+//! - [`source`]: the [`Source`] of live samples the monitor loops read, and [`Replay`] of a
+//!   recorded trace.
 
 #![warn(missing_docs)]
 
@@ -29,6 +31,7 @@ pub mod model;
 pub mod monitor;
 pub mod prometheus;
 pub mod sample;
+pub mod source;
 pub mod stats;
 pub mod trace;
 pub mod xid;
@@ -39,4 +42,5 @@ pub use downsample::{downsample, Aggregate, Downsampler};
 pub use model::{Model, TrainError};
 pub use monitor::{replay, Monitor};
 pub use sample::{Sample, Signal};
+pub use source::{Replay, Source};
 pub use trace::{parse_trace, read_trace, TraceError, TraceReader, TraceWriter};

@@ -22,19 +22,7 @@ use std::time::{Duration, Instant};
 pub const KEEP_MS: u64 = MAX_HEALTH_WINDOW_MS + 60_000;
 
 /// Where samples come from: NVML on a GPU host ([`run_nvml`]), a recorded trace in tests.
-pub trait Source {
-    /// The GPUs, in order.
-    fn identities(&self) -> Vec<GpuIdentity>;
-    /// The next sample of GPU `i`, `t` seconds after the start; `None` when the source is
-    /// exhausted.
-    fn sample(&mut self, i: usize, t: f64) -> Option<Sample>;
-    /// Lines to log: fields found unsupported and new kinds of failure since the last call.
-    fn take_notices(&mut self) -> Vec<String>;
-    /// XIDs seen on GPU `i` and the last code.
-    fn xids(&self, i: usize) -> (u64, u32);
-    /// The sampler's own health, all GPUs.
-    fn health(&self) -> SamplerHealth;
-}
+pub use pog_monitor::Source;
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -280,52 +268,6 @@ pub fn metrics_router(watch: std::sync::Arc<Watch>) -> axum::Router {
         .with_state(watch)
 }
 
-/// The GPUs NVML sees on this host among `uuids`, sampled.
-struct NvmlSource<'n> {
-    samplers: Vec<pog_device::monitor::GpuSampler<'n>>,
-    hostname: String,
-}
-
-impl Source for NvmlSource<'_> {
-    fn identities(&self) -> Vec<GpuIdentity> {
-        self.samplers
-            .iter()
-            .map(|s| s.identity(&self.hostname))
-            .collect()
-    }
-    fn sample(&mut self, i: usize, t: f64) -> Option<Sample> {
-        Some(self.samplers[i].sample(t))
-    }
-    fn take_notices(&mut self) -> Vec<String> {
-        let mut notices = Vec::new();
-        for sampler in &mut self.samplers {
-            notices.extend(sampler.take_unsupported().into_iter().map(|u| {
-                format!(
-                    "GPU {}: {} not supported ({}); not read again",
-                    u.gpu,
-                    u.field.name(),
-                    u.reason
-                )
-            }));
-            notices.extend(sampler.take_errors());
-        }
-        notices
-    }
-    fn xids(&self, i: usize) -> (u64, u32) {
-        self.samplers[i].xids()
-    }
-    fn health(&self) -> SamplerHealth {
-        self.samplers
-            .iter()
-            .map(|s| s.health())
-            .fold(SamplerHealth::default(), |a, b| SamplerHealth {
-                samples: a.samples + b.samples,
-                fields_unsupported: a.fields_unsupported + b.fields_unsupported,
-                errors: a.errors + b.errors,
-            })
-    }
-}
-
 /// Samples, through NVML, the GPUs among `uuids` into `watch` every `interval` until `stop`
 /// (blocking: run it on a thread of its own). Fails when NVML cannot be read or sees none of
 /// them.
@@ -339,22 +281,20 @@ pub fn run_nvml(
     let count = nvml
         .device_count()
         .map_err(|e| format!("NVML: counting GPUs: {e}"))?;
-    let hostname = pog_device::monitor::hostname();
-    let mut samplers = Vec::new();
-    for index in 0..count {
-        let sampler = pog_device::monitor::GpuSampler::open(&nvml, index)
-            .map_err(|e| format!("NVML: GPU {index}: {e}"))?;
-        if uuids.contains(&sampler.identity(&hostname).uuid) {
-            samplers.push(sampler);
-        }
-    }
-    if samplers.is_empty() {
+    let indices: Vec<u32> = (0..count).collect();
+    let mut source = pog_device::monitor::NvmlSource::open(
+        &nvml,
+        &indices,
+        pog_device::monitor::DEFAULT_SLOW_EVERY,
+    )
+    .map_err(|e| format!("NVML: {e}"))?;
+    source.retain(|uuid| uuids.iter().any(|u| u == uuid));
+    if source.is_empty() {
         return Err(format!(
             "NVML sees none of the GPUs served ({})",
             uuids.join(", ")
         ));
     }
-    let mut source = NvmlSource { samplers, hostname };
     watch.run(&mut source, interval, stop);
     Ok(())
 }
@@ -373,37 +313,19 @@ mod tests {
         }
     }
 
-    /// Temperatures 40, 41, … with an XID on the third sample.
-    struct Ramp(u32);
-
-    impl Source for Ramp {
-        fn identities(&self) -> Vec<GpuIdentity> {
-            vec![identity("GPU-r")]
-        }
-        fn sample(&mut self, _: usize, t: f64) -> Option<Sample> {
-            if self.0 == 5 {
-                return None;
-            }
-            let mut s = Sample::at(t);
-            s.temp_gpu_c = Some(40.0 + f64::from(self.0));
-            if self.0 == 2 {
-                s.xid = vec![79];
-            }
-            self.0 += 1;
-            Some(s)
-        }
-        fn take_notices(&mut self) -> Vec<String> {
-            Vec::new()
-        }
-        fn xids(&self, _: usize) -> (u64, u32) {
-            (u64::from(self.0 > 2), if self.0 > 2 { 79 } else { 0 })
-        }
-        fn health(&self) -> SamplerHealth {
-            SamplerHealth {
-                samples: u64::from(self.0),
-                ..SamplerHealth::default()
-            }
-        }
+    /// Five samples, temperatures 40, 41, … with an XID on the third.
+    fn ramp() -> pog_monitor::Replay {
+        let rows = (0..5)
+            .map(|i| {
+                let mut s = Sample::at(f64::from(i));
+                s.temp_gpu_c = Some(40.0 + f64::from(i));
+                if i == 2 {
+                    s.xid = vec![79];
+                }
+                s
+            })
+            .collect();
+        pog_monitor::Replay::new(identity("GPU-r"), rows)
     }
 
     fn request(uuid: &str, from_ms: u64, to_ms: u64) -> HealthRequest {
@@ -422,7 +344,7 @@ mod tests {
         let watch = Watch::new(vec![identity("GPU-r")], false);
         let before = now_ms();
         watch.run(
-            &mut Ramp(0),
+            &mut ramp(),
             Duration::from_millis(1),
             &AtomicBool::new(false),
         );

@@ -7,14 +7,14 @@ mod common;
 
 use common::*;
 use pog_monitor::inject::{inject, Fault};
-use pog_monitor::prometheus::{GpuIdentity, SamplerHealth};
-use pog_monitor::Sample;
+use pog_monitor::prometheus::GpuIdentity;
+use pog_monitor::{Replay, Sample};
 use pog_node::agent::{self, Agent};
 use pog_node::health::{HealthRecord, HEALTH_RECORD_KIND};
 use pog_node::provers::CpuEngine;
 use pog_node::serve::Limits;
 use pog_node::validator::FailureKind;
-use pog_node::watch::{Source, Watch};
+use pog_node::watch::Watch;
 use pog_proof::prover::Behaviour;
 use pog_proof::wire::{kind, Envelope, HealthRequest, Identity, Register};
 use std::sync::atomic::AtomicBool;
@@ -32,49 +32,23 @@ fn now_ms() -> u64 {
 }
 
 /// The recorded H200 trace as GPU `GPU-h`, an XID 79 injected 100 s in.
-struct Replayed {
-    rows: std::vec::IntoIter<Sample>,
-    xids: (u64, u32),
-    taken: u64,
+fn trace_rows() -> Vec<Sample> {
+    let healthy = pog_monitor::parse_trace(TRACE).unwrap();
+    inject(&healthy, &Fault::Xid { code: 79 }, 100.0)
 }
 
-impl Replayed {
-    fn rows() -> Vec<Sample> {
-        let healthy = pog_monitor::parse_trace(TRACE).unwrap();
-        inject(&healthy, &Fault::Xid { code: 79 }, 100.0)
-    }
-}
-
-impl Source for Replayed {
-    fn identities(&self) -> Vec<GpuIdentity> {
-        vec![GpuIdentity {
+/// The trace played back as the agent's one GPU.
+fn replayed() -> Replay {
+    Replay::new(
+        GpuIdentity {
             index: 0,
             uuid: "GPU-h".into(),
             model_name: "NVIDIA H200".into(),
             hostname: "loopback".into(),
             pci_bus_id: Some("0000:00:06.0".into()),
-        }]
-    }
-    fn sample(&mut self, _: usize, _: f64) -> Option<Sample> {
-        let row = self.rows.next()?;
-        self.taken += 1;
-        if let Some(&code) = row.xid.last() {
-            self.xids = (self.xids.0 + row.xid.len() as u64, code);
-        }
-        Some(row)
-    }
-    fn take_notices(&mut self) -> Vec<String> {
-        Vec::new()
-    }
-    fn xids(&self, _: usize) -> (u64, u32) {
-        self.xids
-    }
-    fn health(&self) -> SamplerHealth {
-        SamplerHealth {
-            samples: self.taken,
-            ..SamplerHealth::default()
-        }
-    }
+        },
+        trace_rows(),
+    )
 }
 
 /// Starts an agent serving `GPU-h` with a health monitor that has sampled the whole trace,
@@ -83,11 +57,7 @@ async fn start_watched_agent(validator_url: &str) -> String {
     let watch = Arc::new(Watch::new(Vec::new(), false));
     let fed = watch.clone();
     tokio::task::spawn_blocking(move || {
-        let mut source = Replayed {
-            rows: Replayed::rows().into_iter(),
-            xids: (0, 0),
-            taken: 0,
-        };
+        let mut source = replayed();
         fed.run(
             &mut source,
             Duration::from_millis(1),
@@ -146,7 +116,7 @@ fn value(scrape: &prometheus_parse::Scrape, name: &str) -> f64 {
 async fn the_agent_serves_metrics_and_the_validator_records_signed_health() {
     let (v, vurl) = start_validator().await;
     let url = start_watched_agent(&vurl).await;
-    let rows = Replayed::rows();
+    let rows = trace_rows();
     let last = rows.last().unwrap();
 
     // /metrics on the API's port, parsed by a Prometheus text parser.

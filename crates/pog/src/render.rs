@@ -30,6 +30,16 @@ fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
+/// A byte count in the largest binary unit it fills (B, KiB, MiB, GiB), one decimal.
+fn size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 => gib(b),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
+}
+
 /// A spinner on stderr; hidden for JSON output and when stderr is not a terminal.
 pub fn spinner(json: bool, message: &str) -> ProgressBar {
     if json {
@@ -689,11 +699,7 @@ fn proof_verdict(outcome: &pog_proof::session::Outcome) -> String {
 
 /// Signed bytes each way.
 fn bytes_cell(to_agent: usize, from_agent: usize) -> String {
-    format!(
-        "{:.1} KiB / {:.1} MiB",
-        to_agent as f64 / 1024.0,
-        from_agent as f64 / (1 << 20) as f64
-    )
+    format!("{} / {}", size(to_agent as u64), size(from_agent as u64))
 }
 
 fn gemm_proofs(proofs: &[pog_node::hostproof::GpuProof]) {
@@ -783,13 +789,12 @@ fn memory_proofs(proofs: &[pog_node::hostproof::GpuProof]) {
             }
             continue;
         };
-        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         t.add_row(vec![
             gpu,
             format!(
-                "{:.1} GiB held, {:.0} GiB read, {} checks",
-                gib(m.dataset_bytes),
-                gib(m.read_bytes),
+                "{} held, {} read, {} checks",
+                size(m.dataset_bytes),
+                size(m.read_bytes),
                 m.outcome.checked
             ),
             format!("{:.0} ms", m.build_ms),

@@ -16,7 +16,6 @@ use super::{Outcome, Verdict};
 use crate::cli::Global;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use pog_device::monitor::GpuSampler;
 use pog_monitor::history::{History, Retention};
 use pog_monitor::prometheus::{GpuIdentity, GpuMetrics, SamplerHealth};
 use pog_monitor::trace::Columns;
@@ -71,8 +70,9 @@ pub struct RunArgs {
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
     pub gpus: Option<Vec<u32>>,
     /// Read the slow-changing, costly fields (PCIe throughput, aggregate ECC, retired pages,
-    /// remapped rows, processes) only every N-th sample; the others leave them unread.
-    #[arg(long, default_value = "1", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    /// remapped rows, processes) only every N-th sample; the samples between carry their last
+    /// reading.
+    #[arg(long, default_value_t = pog_device::monitor::DEFAULT_SLOW_EVERY, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub slow_every: u64,
     /// Healthy history of this GPU (a trace CSV) to learn its baselines from; without it only
     /// the rule-based detectors run.
@@ -203,100 +203,6 @@ fn run_replay(global: &Global, args: &ReplayArgs) -> Result<Outcome> {
     } else {
         Verdict::Pass
     }))
-}
-
-/// Where live samples come from.
-trait Source {
-    /// The GPUs, in order.
-    fn identities(&self) -> Vec<GpuIdentity>;
-    /// The next sample of GPU `i` at `t` seconds; `None` when the source is exhausted.
-    fn sample(&mut self, i: usize, t: f64) -> Option<Sample>;
-    /// Lines to log: fields found unsupported, and new kinds of failure, since the last call.
-    fn take_notices(&mut self) -> Vec<String>;
-    /// XIDs seen on GPU `i` and the last code.
-    fn xids(&self, i: usize) -> (u64, u32);
-    /// The sampler's own health, all GPUs.
-    fn health(&self) -> SamplerHealth;
-}
-
-struct NvmlSource<'n> {
-    samplers: Vec<GpuSampler<'n>>,
-    hostname: String,
-}
-
-impl Source for NvmlSource<'_> {
-    fn identities(&self) -> Vec<GpuIdentity> {
-        self.samplers
-            .iter()
-            .map(|s| s.identity(&self.hostname))
-            .collect()
-    }
-    fn sample(&mut self, i: usize, t: f64) -> Option<Sample> {
-        Some(self.samplers[i].sample(t))
-    }
-    fn take_notices(&mut self) -> Vec<String> {
-        let mut notices = Vec::new();
-        for sampler in &mut self.samplers {
-            notices.extend(sampler.take_unsupported().into_iter().map(|u| {
-                format!(
-                    "GPU {}: {} not supported ({}); not read again",
-                    u.gpu,
-                    u.field.name(),
-                    u.reason
-                )
-            }));
-            notices.extend(sampler.take_errors());
-        }
-        notices
-    }
-    fn xids(&self, i: usize) -> (u64, u32) {
-        self.samplers[i].xids()
-    }
-    fn health(&self) -> SamplerHealth {
-        self.samplers
-            .iter()
-            .map(|s| s.health())
-            .fold(SamplerHealth::default(), |a, b| SamplerHealth {
-                samples: a.samples + b.samples,
-                fields_unsupported: a.fields_unsupported + b.fields_unsupported,
-                errors: a.errors + b.errors,
-            })
-    }
-}
-
-struct TraceSource {
-    identity: GpuIdentity,
-    rows: std::vec::IntoIter<Sample>,
-    taken: u64,
-    xids: (u64, u32),
-}
-
-impl Source for TraceSource {
-    fn identities(&self) -> Vec<GpuIdentity> {
-        vec![self.identity.clone()]
-    }
-    fn sample(&mut self, _: usize, _: f64) -> Option<Sample> {
-        // The row keeps its own time: the detectors see the trace as it was recorded.
-        let row = self.rows.next()?;
-        self.taken += 1;
-        self.xids.0 += row.xid.len() as u64;
-        if let Some(last) = row.xid.last() {
-            self.xids.1 = *last;
-        }
-        Some(row)
-    }
-    fn take_notices(&mut self) -> Vec<String> {
-        Vec::new()
-    }
-    fn xids(&self, _: usize) -> (u64, u32) {
-        self.xids
-    }
-    fn health(&self) -> SamplerHealth {
-        SamplerHealth {
-            samples: self.taken,
-            ..SamplerHealth::default()
-        }
-    }
 }
 
 /// What `/metrics` and the dashboard show: each GPU's latest state and recent samples.
@@ -585,18 +491,16 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
     let outcome = match &args.from_trace {
         Some(path) => {
             let rows = load(path)?;
-            let mut source = TraceSource {
-                identity: GpuIdentity {
+            let mut source = pog_monitor::Replay::new(
+                GpuIdentity {
                     index: 0,
                     uuid: format!("trace:{}", path.display()),
                     model_name: "recorded trace".into(),
                     hostname: pog_device::monitor::hostname(),
                     pci_bus_id: None,
                 },
-                rows: rows.into_iter(),
-                taken: 0,
-                xids: (0, 0),
-            };
+                rows,
+            );
             let queue = webhook.as_ref().map(|w| w.0.clone());
             watch(
                 global,
@@ -619,18 +523,8 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
             if indices.is_empty() {
                 bail!("NVML sees no GPU to watch");
             }
-            let samplers = indices
-                .iter()
-                .map(|&i| {
-                    let mut sampler = GpuSampler::open(&nvml, i)?;
-                    sampler.set_slow_every(args.slow_every);
-                    Ok(sampler)
-                })
-                .collect::<Result<Vec<_>, pog_device::monitor::SamplerError>>()?;
-            let mut source = NvmlSource {
-                samplers,
-                hostname: pog_device::monitor::hostname(),
-            };
+            let mut source =
+                pog_device::monitor::NvmlSource::open(&nvml, &indices, args.slow_every)?;
             let queue = webhook.as_ref().map(|w| w.0.clone());
             watch(
                 global,
@@ -728,7 +622,7 @@ fn watch(
     args: &RunArgs,
     config: &Config,
     model: Option<Model>,
-    source: &mut dyn Source,
+    source: &mut dyn pog_monitor::Source,
     live: &Shared,
     stop: &AtomicBool,
     webhook: Option<tokio::sync::mpsc::Sender<serde_json::Value>>,
