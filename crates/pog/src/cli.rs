@@ -340,6 +340,22 @@ pub struct ValidatorArgs {
     /// checkpoint is sent to PREFIX/add-checkpoint and its cosignature kept; repeatable.
     #[arg(long = "witness", value_name = "URL")]
     pub witnesses: Vec<String>,
+    /// An EVM node's JSON-RPC URL (http or https): the ledger's checkpoints are anchored in the
+    /// CheckpointRegistry at --anchor-contract there, paid for by --anchor-key-file's account.
+    #[arg(long, value_name = "URL", requires_all = ["anchor_contract", "anchor_key_file"])]
+    pub anchor_rpc: Option<String>,
+    /// The CheckpointRegistry's address (`pog ledger deploy-registry`).
+    #[arg(long, value_name = "ADDRESS", requires = "anchor_rpc")]
+    pub anchor_contract: Option<String>,
+    /// A file holding the publisher's secp256k1 private key (64 hex digits, chmod 600). The
+    /// key itself is never a command-line value: others on the host could read it there.
+    #[arg(long, value_name = "FILE", requires = "anchor_rpc")]
+    pub anchor_key_file: Option<std::path::PathBuf>,
+    /// Seconds between two looks at the latest checkpoint: when it is larger than the last
+    /// anchored, it is anchored (the log's origin registered first if no one has). A failure
+    /// is retried at the next look.
+    #[arg(long, default_value = "60", value_parser = parse_seconds, value_name = "SECONDS")]
+    pub anchor_every: Duration,
 }
 
 /// An Ed25519 public key as 64 hex digits, refused if it is malformed or weak.

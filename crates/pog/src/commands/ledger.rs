@@ -8,7 +8,10 @@
 //! - `pog ledger prove --inclusion INDEX | --consistency OLD [--size N]`: a proof, in hex.
 //! - `pog ledger export --gpu UUID [--since SIZE] [-o FILE]`: one GPU's bundle.
 //! - `pog ledger vkey`: the log's verifier key, for holders and witnesses.
-//! - `pog verify BUNDLE --log-key VKEY [--witness VKEY…] [--quorum N] [--since CHECKPOINT]`.
+//! - `pog ledger deploy-registry --rpc URL --key-file FILE` and `pog ledger anchor --rpc URL
+//!   --contract ADDR --key-file FILE`: the chain anchor (`super::anchor`).
+//! - `pog verify BUNDLE --log-key VKEY [--witness VKEY…] [--quorum N] [--since CHECKPOINT]
+//!   [--chain RPC_URL --contract ADDR]`.
 //! - `pog witness cosign REQUEST --log-key VKEY`: a tlog-witness add-checkpoint request.
 //!
 //! Exit status: 0 when everything verified, 1 when `pog verify` found a problem or a witness
@@ -92,6 +95,13 @@ pub enum LedgerAction {
         #[arg(required = true)]
         lines: Vec<String>,
     },
+    /// Anchor the latest checkpoint in a CheckpointRegistry on an EVM chain (registering the
+    /// log's origin first if no one has), and keep it as the anchored checkpoint (`export
+    /// --anchored`); fails when the registry refuses or holds a contradicting anchor.
+    Anchor(super::anchor::AnchorArgs),
+    /// Deploy a CheckpointRegistry (contracts/CheckpointRegistry.sol, compiled by
+    /// scripts/evm-tools.sh) on an EVM chain and print its address.
+    DeployRegistry(super::anchor::DeployArgs),
 }
 
 impl LedgerAction {
@@ -107,6 +117,8 @@ impl LedgerAction {
             LedgerAction::AddCosignature { .. } => "ledger.add_cosignature",
             LedgerAction::Publish { .. } => "ledger.publish",
             LedgerAction::Mirror { .. } => "ledger.mirror",
+            LedgerAction::Anchor(_) => "ledger.anchor",
+            LedgerAction::DeployRegistry(_) => "ledger.deploy_registry",
         }
     }
 }
@@ -143,6 +155,11 @@ pub struct ExportArgs {
     /// Where to write the bundle [default: stdout].
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// Prove against the latest checkpoint anchored on chain (kept by `pog ledger anchor` and
+    /// the validator's --anchor-rpc), which `pog verify --chain` finds anchored at exactly its
+    /// size, instead of the latest signed one; records logged after it are left out.
+    #[arg(long)]
+    pub anchored: bool,
 }
 
 /// What `pog verify` checks.
@@ -169,6 +186,13 @@ pub struct VerifyArgs {
     /// when that is not given.
     #[arg(long, value_name = "BUNDLE")]
     pub since_bundle: Option<PathBuf>,
+    /// An EVM node's JSON-RPC URL (http or https): the chain's CheckpointRegistry (--contract)
+    /// must anchor the bundle's checkpoint, at its size and with its root.
+    #[arg(long, value_name = "RPC_URL", requires = "contract")]
+    pub chain: Option<String>,
+    /// The CheckpointRegistry's address on --chain.
+    #[arg(long, value_name = "ADDR", requires = "chain")]
+    pub contract: Option<String>,
 }
 
 /// What `pog witness` does.
@@ -234,7 +258,7 @@ impl WitnessAction {
     }
 }
 
-fn table(header: &[&str]) -> Table {
+pub(super) fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
@@ -317,6 +341,10 @@ pub fn ledger_run(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
         LedgerAction::WitnessRequest { old } => witness_request(global, args, *old),
         LedgerAction::AddCosignature { lines } => add_cosignature(global, args, lines),
         LedgerAction::Publish { witnesses } => publish(global, args, witnesses),
+        LedgerAction::Anchor(a) => {
+            super::anchor::anchor_command(global, &ledger_dir(global, args)?, a)
+        }
+        LedgerAction::DeployRegistry(d) => super::anchor::deploy_command(global, d),
         LedgerAction::Mirror { dir } => {
             let ledger = read_ledger(global, args)?;
             let stats = pog_ledger::serve::write_static(ledger.log(), dir)?;
@@ -615,6 +643,15 @@ fn export(global: &Global, args: &LedgerArgs, e: &ExportArgs) -> Result<Outcome>
     // The latest published checkpoint, with whatever cosignatures it gathered, read before the
     // ledger is opened: the ledger then holds at least its entries.
     let dir = ledger_dir(global, args)?;
+    if e.anchored {
+        let Some(anchored) = super::anchor::load_anchored(&dir)? else {
+            bail!(
+                "the ledger in {} keeps no anchored checkpoint: run `pog ledger anchor` (a validator with --anchor-rpc anchors on its own)",
+                dir.display()
+            );
+        };
+        return export_at(global, args, e, anchored);
+    }
     let text = match std::fs::read_to_string(dir.join("checkpoint")) {
         Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
@@ -630,6 +667,16 @@ fn export(global: &Global, args: &LedgerArgs, e: &ExportArgs) -> Result<Outcome>
     };
     let checkpoint = SignedCheckpoint::parse(text.as_bytes())
         .map_err(|err| anyhow!("the ledger's stored checkpoint is unreadable: {err}"))?;
+    export_at(global, args, e, checkpoint)
+}
+
+/// Exports the bundle proved against `checkpoint` (read before the ledger is opened).
+fn export_at(
+    global: &Global,
+    args: &LedgerArgs,
+    e: &ExportArgs,
+    checkpoint: SignedCheckpoint,
+) -> Result<Outcome> {
     let ledger = read_ledger(global, args)?;
     if let Some(since) = e.since {
         if since > checkpoint.checkpoint.size {
@@ -735,6 +782,16 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
             .problems
             .extend(compare_with_earlier(earlier, &bundle));
     }
+    // The chain anchor: the registry must hold the checkpoint's root at its size.
+    let anchor = match (&args.chain, &args.contract) {
+        (Some(rpc), Some(contract)) => {
+            let (check, problem) =
+                super::anchor::check_chain(rpc, contract, &bundle.checkpoint.checkpoint)?;
+            report.problems.extend(problem);
+            Some(check)
+        }
+        _ => None,
+    };
     let verdict = if report.ok() {
         Verdict::Pass
     } else {
@@ -742,11 +799,15 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
     };
     let summary = if report.ok() {
         format!(
-            "{} record(s) of {} verified at tree size {}, cosigned by {} witness(es)",
+            "{} record(s) of {} verified at tree size {}, cosigned by {} witness(es){}",
             report.records.len(),
             report.gpu_uuid,
             report.size,
-            report.cosigned_by.len()
+            report.cosigned_by.len(),
+            anchor.as_ref().map_or(String::new(), |a| format!(
+                ", anchored on chain (registry {})",
+                a.registry
+            ))
         )
     } else {
         format!(
@@ -761,7 +822,18 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         )
     };
     if global.json {
-        print_json("verify", verdict, &summary, false, &report)?;
+        #[derive(Serialize)]
+        struct Report<'a> {
+            #[serde(flatten)]
+            bundle: &'a pog_ledger::bundle::BundleReport,
+            /// What the chain's registry holds for the checkpoint (null without --chain).
+            anchor: Option<&'a pog_anchor::AnchorCheck>,
+        }
+        let json = Report {
+            bundle: &report,
+            anchor: anchor.as_ref(),
+        };
+        print_json("verify", verdict, &summary, false, &json)?;
     } else {
         println!(
             "log {} at size {}, root {}",
@@ -769,6 +841,9 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         );
         for (w, t) in &report.cosigned_by {
             println!("cosigned by {w} at {t}");
+        }
+        if let Some(a) = &anchor {
+            println!("anchor: {}", anchor_line(a));
         }
         let mut t = table(&["#", "log index", "kind", "GPU record #", "signed by", "ok"]);
         for r in &report.records {
@@ -788,6 +863,28 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         crate::render::verdict_line(verdict, &summary, false);
     }
     Ok(Outcome(verdict))
+}
+
+/// The verify table's anchor line: what the registry holds at the checkpoint's size.
+fn anchor_line(a: &pog_anchor::AnchorCheck) -> String {
+    let latest = a
+        .latest
+        .map_or("none".to_string(), |l| format!("size {}", l.size));
+    match &a.anchor {
+        Some(at) => format!(
+            "{} at size {} on registry {}: root {} at block time {} ({}; latest anchored: {latest})",
+            a.origin,
+            a.size,
+            a.registry,
+            hex::encode(at.root),
+            at.time,
+            if a.ok { "matches the checkpoint" } else { "DIFFERS from the checkpoint" },
+        ),
+        None => format!(
+            "MISSING: registry {} holds no anchor of {} at size {} (latest anchored: {latest})",
+            a.registry, a.origin, a.size
+        ),
+    }
 }
 
 fn witness_signer(global: &Global, name: &Option<String>) -> Result<NoteSigner> {

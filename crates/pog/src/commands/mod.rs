@@ -3,6 +3,7 @@
 //! decides the exit status.
 
 mod agent_health;
+pub mod anchor;
 pub mod bench;
 pub mod check;
 pub mod inspect;

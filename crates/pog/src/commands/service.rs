@@ -274,6 +274,15 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     let ledger = pog_node::ledger::ValidatorLedger::open(&ledger_dir, &identity, None)
         .with_context(|| format!("opening the ledger in {}", ledger_dir.display()))?;
     let ledger = Arc::new(ledger);
+    // The chain anchor, checked before anything is served (the chain itself is reached on the
+    // schedule: a node that is down delays the anchors, never the validator).
+    let anchoring = match (&args.anchor_rpc, &args.anchor_contract) {
+        (Some(rpc), Some(contract)) => Some(
+            super::anchor::ChainTarget::new(rpc, contract, args.anchor_key_file.as_deref())
+                .context("--anchor-rpc/--anchor-contract/--anchor-key-file")?,
+        ),
+        _ => None,
+    };
     // Scheduled clearings are signed with the validator's key, as a manual one is.
     let clearer = pog_proof::wire::Identity::from_seed(identity.seed());
     let policy = if args.test_plan {
@@ -378,6 +387,23 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         ));
         // Stopped after the rounds, so that their last records get a checkpoint.
         let (checkpoint_stop, checkpoint_stopped) = tokio::sync::watch::channel(false);
+        // Each checkpoint signed is anchored on chain at the next look (its own task: a slow
+        // or unreachable chain never holds up the checkpoints or the API).
+        let anchors = anchoring.map(|target| {
+            say(format_args!(
+                "anchoring checkpoints in the registry {} at {} every {} s",
+                target.registry.address(),
+                target.rpc,
+                args.anchor_every.as_secs_f64()
+            ));
+            tokio::spawn(super::anchor::anchor_on_schedule(
+                ledger.clone(),
+                ledger_dir.clone(),
+                target.registry,
+                args.anchor_every,
+                checkpoint_stopped.clone(),
+            ))
+        });
         let checkpoints = tokio::spawn(pog_node::ledger::checkpoint_on_schedule(
             ledger,
             args.checkpoint_every,
@@ -411,6 +437,9 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         let _ = priced.await;
         let _ = checkpoint_stop.send(true);
         let _ = checkpoints.await;
+        if let Some(anchors) = anchors {
+            let _ = anchors.await;
+        }
         if let Some(cleared) = cleared {
             let _ = cleared.await;
         }

@@ -1,0 +1,451 @@
+//! The chain anchor through the binary, on a real local EVM node (anvil from npm, started by
+//! `pog_anchor::testing`): `pog ledger deploy-registry`, `pog ledger anchor`, a running
+//! `pog validator --anchor-rpc …` anchoring its checkpoints, and `pog verify --chain
+//! --contract` on real exported bundles, with the tampering cases: the chain anchor
+//! replaced (another registry anchoring another root for the size; an attacker re-anchoring the
+//! origin, refused by the contract) and the anchor missing.
+
+mod common;
+
+use common::*;
+use pog_anchor::testing::{dev_key_file, evm_tools, Anvil};
+use pog_proof::wire::Identity;
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// A validator's data dir with its key (seed [`VALIDATOR_SEED`]).
+fn validator_dir(root: &Path, name: &str) -> PathBuf {
+    let data = root.join(name);
+    std::fs::create_dir_all(&data).unwrap();
+    let key = data.join("validator.key");
+    write(&key, &hex::encode(VALIDATOR_SEED));
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    data
+}
+
+/// Deploys a registry through the binary; its address.
+fn deploy(data: &Path, rpc: &str, key: &Path) -> String {
+    let bin = evm_tools().bin.to_str().unwrap();
+    let deployed = pog_json(
+        data,
+        &[
+            "ledger",
+            "deploy-registry",
+            "--rpc",
+            rpc,
+            "--key-file",
+            key.to_str().unwrap(),
+            "--bytecode",
+            bin,
+        ],
+        0,
+    );
+    assert!(deployed["sent"]["gas_used"].as_u64().unwrap() > 100_000);
+    deployed["address"].as_str().unwrap().to_string()
+}
+
+fn problems(report: &Value) -> Vec<String> {
+    report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["problem"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn anchoring_and_verifying_against_the_chain_catch_a_replaced_or_missing_anchor() {
+    let anvil = Anvil::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let rpc = anvil.url.as_str();
+    let publisher_key = dev_key_file(tmp.path(), "publisher.key", 0);
+    let attacker_key = dev_key_file(tmp.path(), "attacker.key", 2);
+    let data = validator_dir(tmp.path(), "validator");
+    let validator = Identity::from_seed(VALIDATOR_SEED);
+    let agent = Identity::from_seed([0x43; 32]);
+    let registry = deploy(&data, rpc, &publisher_key);
+
+    // Records, a checkpoint, anchored (the origin registered on the way).
+    let batch = tmp.path().join("batch1.json");
+    write(
+        &batch,
+        &Value::Array(records(&validator, &agent, 0, 3)).to_string(),
+    );
+    pog_json(&data, &["ledger", "append", batch.to_str().unwrap()], 0);
+    let cp = pog_json(&data, &["ledger", "checkpoint"], 0);
+    let (origin, size) = (
+        cp["origin"].as_str().unwrap().to_string(),
+        cp["size"].as_u64().unwrap(),
+    );
+    let log_vkey = pog_json(&data, &["ledger", "vkey"], 0)["vkey"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let anchor_args = |key: &Path, contract: &str| -> Vec<String> {
+        [
+            "ledger",
+            "anchor",
+            "--rpc",
+            rpc,
+            "--contract",
+            contract,
+            "--key-file",
+            key.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let args = anchor_args(&publisher_key, &registry);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let anchored = pog_json(&data, &args, 0);
+    let registration_gas = anchored["result"]["registered"]["gas_used"]
+        .as_u64()
+        .unwrap();
+    let anchor_gas = anchored["result"]["anchored"]["gas_used"].as_u64().unwrap();
+    eprintln!("registration {registration_gas} gas, anchor {anchor_gas} gas");
+    assert!(
+        registration_gas > 21_000 && anchor_gas > 21_000,
+        "{anchored}"
+    );
+    assert_eq!(anchored["size"], size);
+    // Again: the chain holds it already; nothing is sent.
+    let again = pog_json(&data, &args, 0);
+    assert!(again["result"]["anchored"].is_null(), "{again}");
+    assert!(again["summary"].as_str().unwrap().contains("already"));
+    // The table says the same.
+    let table = pog(&data, &args);
+    assert_eq!(table.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&table.stdout).contains("(not needed)"));
+
+    // A bundle proved against the anchored checkpoint verifies against the chain.
+    let bundle = tmp.path().join("bundle.json");
+    let export = |file: &Path, anchored: bool| {
+        let mut args = vec![
+            "ledger",
+            "export",
+            "--gpu",
+            GPU,
+            "-o",
+            file.to_str().unwrap(),
+        ];
+        if anchored {
+            args.push("--anchored");
+        }
+        pog_json(&data, &args, 0)
+    };
+    export(&bundle, true);
+    let holder = tmp.path().join("holder");
+    let verify = |bundle: &Path, contract: &str, status: i32| {
+        pog_json(
+            &holder,
+            &[
+                "verify",
+                bundle.to_str().unwrap(),
+                "--log-key",
+                &log_vkey,
+                "--chain",
+                rpc,
+                "--contract",
+                contract,
+            ],
+            status,
+        )
+    };
+    let ok = verify(&bundle, &registry, 0);
+    assert_eq!(ok["anchor"]["ok"], true, "{ok:#}");
+    assert_eq!(ok["anchor"]["anchor"]["size"], size);
+    assert_eq!(ok["anchor"]["anchor"]["root"], hex_root(&cp));
+    assert!(ok["summary"]
+        .as_str()
+        .unwrap()
+        .contains("anchored on chain"));
+    let table = pog(
+        &holder,
+        &[
+            "verify",
+            bundle.to_str().unwrap(),
+            "--log-key",
+            &log_vkey,
+            "--chain",
+            rpc,
+            "--contract",
+            &registry,
+        ],
+    );
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert_eq!(table.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("anchor: ") && text.contains("matches the checkpoint"),
+        "{text}"
+    );
+
+    // Anchor missing: the log grew and its newest checkpoint was not anchored.
+    let batch2 = tmp.path().join("batch2.json");
+    write(
+        &batch2,
+        &Value::Array(records(&validator, &agent, 3, 1)).to_string(),
+    );
+    pog_json(&data, &["ledger", "append", batch2.to_str().unwrap()], 0);
+    pog_json(&data, &["ledger", "checkpoint"], 0);
+    let newer = tmp.path().join("newer.json");
+    export(&newer, false);
+    let report = verify(&newer, &registry, 1);
+    assert_eq!(problems(&report), ["anchor_missing"], "{report:#}");
+    let summary = report["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("anchor missing")
+            && summary.contains(&format!("latest anchored size is {size}")),
+        "{summary}"
+    );
+    assert_eq!(report["anchor"]["ok"], false);
+    assert!(report["anchor"]["anchor"].is_null());
+    // The records themselves are fine: without --chain it passes.
+    let plain = pog_json(
+        &holder,
+        &["verify", newer.to_str().unwrap(), "--log-key", &log_vkey],
+        0,
+    );
+    assert!(plain["anchor"].is_null());
+
+    // The chain anchor replaced (1): an attacker's own registry, where it registered the
+    // origin and anchored another root at the bundle's size. Verifying against it fails,
+    // naming the anchor and both roots.
+    let attacker = tmp.path().join("attacker");
+    let evil = deploy(&attacker, rpc, &attacker_key);
+    let forged_root = "ee".repeat(32);
+    {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let url = pog_anchor::RpcUrl::parse(rpc).unwrap();
+        let key = pog_anchor::PublisherKey::from_file(&attacker_key).unwrap();
+        let r =
+            pog_anchor::Registry::publisher(&url, pog_anchor::parse_address(&evil).unwrap(), &key)
+                .unwrap();
+        rt.block_on(async {
+            r.register(&origin).await.unwrap();
+            r.anchor(&origin, size, [0xee; 32]).await.unwrap();
+        });
+    }
+    let report = verify(&bundle, &evil, 1);
+    assert_eq!(problems(&report), ["anchor_mismatch"], "{report:#}");
+    let summary = report["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("the chain anchor differs")
+            && summary.contains(&evil)
+            && summary.contains(&forged_root)
+            && summary.contains(&hex_root(&cp)),
+        "{summary}"
+    );
+    assert_eq!(report["anchor"]["ok"], false);
+
+    // The chain anchor replaced (2): on the real registry, an attacker cannot anchor the
+    // origin (it is registered to the publisher), and the publisher's own client refuses to
+    // anchor a fork of the same size; the anchor stays what it was.
+    let fork = validator_dir(tmp.path(), "fork");
+    let mut forged = records(&validator, &agent, 0, 3);
+    forged.swap(1, 2);
+    let forged_file = tmp.path().join("forged.json");
+    write(&forged_file, &Value::Array(forged).to_string());
+    pog_json(
+        &fork,
+        &["ledger", "append", forged_file.to_str().unwrap()],
+        0,
+    );
+    let fork_cp = pog_json(&fork, &["ledger", "checkpoint"], 0);
+    assert_eq!(fork_cp["size"], size);
+    assert_ne!(fork_cp["root"], cp["root"]);
+    let args = anchor_args(&attacker_key, &registry);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let refused = pog_json(&fork, &args, 1);
+    let why = refused["refused"].as_str().unwrap();
+    assert!(
+        why.contains("registered") && why.contains("not to this key's address"),
+        "{why}"
+    );
+    let args = anchor_args(&publisher_key, &registry);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let refused = pog_json(&fork, &args, 1);
+    assert!(
+        refused["refused"].as_str().unwrap().contains("fork"),
+        "{refused}"
+    );
+    assert!(verify(&bundle, &registry, 0)["anchor"]["ok"] == true);
+
+    // Bad input is an error (2) that names it; nothing panics.
+    let with = |extra: &[&str]| {
+        let mut args = vec!["verify", bundle.to_str().unwrap(), "--log-key", &log_vkey];
+        args.extend_from_slice(extra);
+        pog_json(&holder, &args, 2)["error"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let e = with(&["--chain", "ws://127.0.0.1:8546", "--contract", &registry]);
+    assert!(e.contains("\"ws\" is not http or https"), "{e}");
+    let e = with(&["--chain", rpc, "--contract", "0x1234"]);
+    assert!(e.contains("is not a contract address"), "{e}");
+    let no_code = "0x000000000000000000000000000000000000dEaD";
+    let e = with(&["--chain", rpc, "--contract", no_code]);
+    assert!(e.contains("no contract at"), "{e}");
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let e = with(&["--chain", &closed, "--contract", &registry]);
+    assert!(e.contains("failed") && e.contains("127.0.0.1"), "{e}");
+    let open_key = tmp.path().join("open.key");
+    std::fs::copy(&publisher_key, &open_key).unwrap();
+    std::fs::set_permissions(&open_key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let args = anchor_args(&open_key, &registry);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let e = pog_json(&data, &args, 2);
+    assert!(e["error"].as_str().unwrap().contains("chmod 600"), "{e}");
+    let e = pog_json(&data, &["ledger", "export", "--gpu", GPU, "--anchored"], 0);
+    assert!(e.is_object());
+    let empty = validator_dir(tmp.path(), "empty");
+    let e = pog_json(&empty, &["ledger", "export", "--gpu", GPU, "--anchored"], 2);
+    assert!(
+        e["error"]
+            .as_str()
+            .unwrap()
+            .contains("no anchored checkpoint"),
+        "{e}"
+    );
+}
+
+/// The checkpoint JSON's root (hex).
+fn hex_root(cp: &Value) -> String {
+    cp["root"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_running_validator_anchors_its_checkpoints() {
+    let anvil = Anvil::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let key = dev_key_file(tmp.path(), "publisher.key", 0);
+    let data = validator_dir(tmp.path(), "validator");
+    let registry = deploy(&data, &anvil.url, &key);
+    let log_vkey = pog_json(&data, &["ledger", "vkey"], 0)["vkey"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let origin = log_vkey.split('+').next().unwrap().to_string();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut validator = spawn_pog(
+        &data,
+        &[
+            &["validator", "--listen", &addr, "--challenge-every", "1"],
+            &["--test-plan", "--size", "32", "--samples", "128"],
+            &["--accept-simulated", "--allow-private-endpoints"],
+            &["--checkpoint-every", "0.5"],
+            &["--anchor-rpc", &anvil.url, "--anchor-contract", &registry],
+            &["--anchor-key-file", key.to_str().unwrap()],
+            &["--anchor-every", "0.5"],
+        ],
+        None,
+    );
+    let url = format!("http://{addr}");
+    let _agent = spawn_pog(
+        &tmp.path().join("agent"),
+        &[&[
+            "agent",
+            "--listen",
+            &format!("127.0.0.1:{}", free_port()),
+            "--validator",
+            &url,
+            "--trust",
+            &Identity::from_seed(VALIDATOR_SEED).public_hex(),
+        ]],
+        Some("H200 SXM"),
+    );
+
+    // Records appear, a checkpoint is signed, then anchored: the chain's latest anchor is the
+    // validator's kept anchored checkpoint, after two proof rounds at least.
+    let uuid = "GPU-00000051-0000-0000-0000-000000000000";
+    let chain = pog_anchor::Registry::reader(
+        &pog_anchor::RpcUrl::parse(&anvil.url).unwrap(),
+        pog_anchor::parse_address(&registry).unwrap(),
+    )
+    .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let anchored_file = data.join("ledger").join("anchored-checkpoint");
+    let (rounds, latest) = loop {
+        let page: Value = http_get(&addr, &format!("/v1/records/{uuid}"))
+            .and_then(|(_, body)| serde_json::from_str(&body).ok())
+            .unwrap_or_default();
+        let rounds = page["records"].as_array().map_or(0, |r| {
+            r.iter()
+                .filter(|r| r["envelope"]["kind"] == "record")
+                .count()
+        });
+        let latest = rt.block_on(chain.latest(&origin)).unwrap();
+        if let (true, Some(latest)) = (rounds >= 2, latest) {
+            if anchored_file.is_file() && latest.size as usize >= rounds {
+                break (rounds, latest);
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not anchored: {rounds} round(s), chain {latest:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    };
+    assert_eq!(
+        rt.block_on(chain.publisher_of(&origin)).unwrap(),
+        Some(pog_anchor::PublisherKey::from_file(&key).unwrap().address()),
+        "the validator registered its origin"
+    );
+    // The anchor carries the root of a checkpoint the validator signed.
+    let kept =
+        pog_ledger::checkpoint::SignedCheckpoint::parse(&std::fs::read(&anchored_file).unwrap())
+            .unwrap();
+    let at = rt
+        .block_on(chain.anchor_at(&origin, kept.checkpoint.size))
+        .unwrap()
+        .expect("the kept checkpoint is anchored");
+    assert_eq!(at.root, kept.checkpoint.root);
+    assert!(latest.size >= kept.checkpoint.size);
+
+    // The GPU's bundle at the anchored checkpoint verifies against the chain, beside the
+    // running validator.
+    let bundle = tmp.path().join("bundle.json");
+    pog_json(
+        &data,
+        &[
+            "ledger",
+            "export",
+            "--gpu",
+            uuid,
+            "--anchored",
+            "-o",
+            bundle.to_str().unwrap(),
+        ],
+        0,
+    );
+    let report = pog_json(
+        &tmp.path().join("holder"),
+        &[
+            "verify",
+            bundle.to_str().unwrap(),
+            "--log-key",
+            &log_vkey,
+            "--chain",
+            &anvil.url,
+            "--contract",
+            &registry,
+        ],
+        0,
+    );
+    assert_eq!(report["anchor"]["ok"], true, "{report:#}");
+    assert!(report["records"].as_array().unwrap().len() >= 2, "{rounds}");
+
+    // The chain going away does not stop the validator: it keeps serving, and stops cleanly.
+    drop(anvil);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(http_get(&addr, "/ledger/checkpoint").is_some_and(|(s, _)| s == 200));
+    let pid = validator.child.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    assert_eq!(validator.child.wait().unwrap().code(), Some(0));
+}
