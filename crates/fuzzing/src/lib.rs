@@ -381,3 +381,43 @@ pub fn ledger_note(bytes: &[u8]) -> Result<bool, String> {
     let _ = signed.cosignatures(std::slice::from_ref(witness.verifier()));
     Ok(signed.verify(log.verifier()).is_ok())
 }
+
+/// Valid bodies of the market's three signed requests, for the [`market`] harness to mutate: a
+/// second order, the cancellation of the resting one, and a clearing of its class.
+pub fn market_seeds() -> Vec<Vec<u8>> {
+    let me = identity().public_hex();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    [
+        serde_json::json!({"validator": me, "order": {"id": "o-2", "owner": me, "side": "ask",
+            "class": "H200 SXM", "quantity": 4, "price_micro_usd": 2_000_000}}),
+        serde_json::json!({"validator": me, "id": "o-1"}),
+        serde_json::json!({"validator": me, "class": "H200 SXM", "mechanism": "mcafee",
+            "at_ms": now_ms}),
+    ]
+    .iter()
+    .map(|v| v.to_string().into_bytes())
+    .collect()
+}
+
+/// Bytes as the body of each of the market's signed requests (`POST /v1/market/submit`,
+/// `cancel`, `clear`), sent to a fresh in-memory market of a validator (the harnesses' key,
+/// which also owns the orders) holding one resting bid `o-1`. Returns which requests were
+/// accepted, e.g. `"submit cancel -"`; refusals are answers, never panics.
+pub fn market(body: &[u8]) -> Result<String, String> {
+    use pog_node::market::{Market, CANCEL_KIND, CLEAR_KIND, SUBMIT_KIND};
+    let me = identity().public_hex();
+    let market = Market::open(None, &me).map_err(|e| e.to_string())?;
+    let resting = serde_json::json!({"validator": me, "order": {"id": "o-1", "owner": me,
+        "side": "bid", "class": "H200 SXM", "quantity": 8, "price_micro_usd": 3_000_000}});
+    market
+        .submit(&seal(SUBMIT_KIND, resting.to_string().as_bytes()))
+        .map_err(|e| format!("the resting order was refused: {}", e.message))?;
+    let submit = market.submit(&seal(SUBMIT_KIND, body)).is_ok();
+    let cancel = market.cancel(&seal(CANCEL_KIND, body)).is_ok();
+    let clear = market.clear(&seal(CLEAR_KIND, body)).is_ok();
+    Ok([(submit, "submit"), (cancel, "cancel"), (clear, "clear")]
+        .map(|(ok, name)| if ok { name } else { "-" })
+        .join(" "))
+}

@@ -358,3 +358,13 @@ fn ledger_bundles_and_notes() {
     );
     fuzz("ledger_note", &[note, request], pog_fuzzing::ledger_note);
 }
+
+#[test]
+fn market_requests() {
+    let seeds = pog_fuzzing::market_seeds();
+    let expected = ["submit - -", "- cancel -", "- - clear"];
+    for (seed, expected) in seeds.iter().zip(expected) {
+        assert_eq!(pog_fuzzing::market(seed).as_deref(), Ok(expected));
+    }
+    fuzz("market", &seeds, pog_fuzzing::market);
+}
