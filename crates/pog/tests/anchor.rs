@@ -449,3 +449,56 @@ fn a_running_validator_anchors_its_checkpoints() {
         .success());
     assert_eq!(validator.child.wait().unwrap().code(), Some(0));
 }
+
+#[test]
+fn a_validator_with_a_bad_anchoring_setup_does_not_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = validator_dir(tmp.path(), "validator");
+    let key = dev_key_file(tmp.path(), "publisher.key", 0);
+    let contract = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
+    let run = |extra: &[&str]| {
+        let mut args = vec!["validator", "--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let out = pog(&data, &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    // The three flags go together.
+    let e = run(&["--anchor-rpc", "http://127.0.0.1:8545"]);
+    assert!(e.contains("--anchor-contract"), "{e}");
+    let e = run(&["--anchor-contract", contract]);
+    assert!(e.contains("--anchor-rpc"), "{e}");
+    // Each is checked before anything is served.
+    let k = key.to_str().unwrap();
+    let e = run(&[
+        "--anchor-rpc",
+        "ws://127.0.0.1:8546",
+        "--anchor-contract",
+        contract,
+        "--anchor-key-file",
+        k,
+    ]);
+    assert!(e.contains("\"ws\" is not http or https"), "{e}");
+    let e = run(&[
+        "--anchor-rpc",
+        "http://127.0.0.1:8545",
+        "--anchor-contract",
+        "nope",
+        "--anchor-key-file",
+        k,
+    ]);
+    assert!(e.contains("not a contract address"), "{e}");
+    let missing = tmp.path().join("missing.key");
+    let e = run(&[
+        "--anchor-rpc",
+        "http://127.0.0.1:8545",
+        "--anchor-contract",
+        contract,
+        "--anchor-key-file",
+        missing.to_str().unwrap(),
+    ]);
+    assert!(
+        e.contains("publisher key file") && e.contains("missing.key"),
+        "{e}"
+    );
+}

@@ -260,6 +260,16 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         let _runtime = rt.enter();
         pog_node::serve::stop_signal().context("installing the signal handlers")?
     };
+    // The chain anchor's settings, checked before anything is opened or served (the chain
+    // itself is reached on the schedule: a node that is down delays anchors, never the
+    // validator).
+    let anchoring = match (&args.anchor_rpc, &args.anchor_contract) {
+        (Some(rpc), Some(contract)) => Some(
+            super::anchor::ChainTarget::new(rpc, contract, args.anchor_key_file.as_deref())
+                .context("--anchor-rpc/--anchor-contract/--anchor-key-file")?,
+        ),
+        _ => None,
+    };
     let dir = data_dir(global)?;
     let identity = pog_node::keys::load_or_create(&dir.join("validator.key"))?;
     let registry_path = dir.join("registry.sqlite");
@@ -274,15 +284,6 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     let ledger = pog_node::ledger::ValidatorLedger::open(&ledger_dir, &identity, None)
         .with_context(|| format!("opening the ledger in {}", ledger_dir.display()))?;
     let ledger = Arc::new(ledger);
-    // The chain anchor, checked before anything is served (the chain itself is reached on the
-    // schedule: a node that is down delays the anchors, never the validator).
-    let anchoring = match (&args.anchor_rpc, &args.anchor_contract) {
-        (Some(rpc), Some(contract)) => Some(
-            super::anchor::ChainTarget::new(rpc, contract, args.anchor_key_file.as_deref())
-                .context("--anchor-rpc/--anchor-contract/--anchor-key-file")?,
-        ),
-        _ => None,
-    };
     // Scheduled clearings are signed with the validator's key, as a manual one is.
     let clearer = pog_proof::wire::Identity::from_seed(identity.seed());
     let policy = if args.test_plan {
