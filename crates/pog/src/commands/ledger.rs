@@ -872,10 +872,11 @@ fn anchor_line(a: &pog_anchor::AnchorCheck) -> String {
         .map_or("none".to_string(), |l| format!("size {}", l.size));
     match &a.anchor {
         Some(at) => format!(
-            "{} at size {} on registry {}: root {} at block time {} ({}; latest anchored: {latest})",
+            "{} at size {} on registry {} (publisher {}): root {} at block time {} ({}; latest anchored: {latest})",
             a.origin,
             a.size,
             a.registry,
+            a.publisher.as_deref().unwrap_or("none"),
             hex::encode(at.root),
             at.time,
             if a.ok { "matches the checkpoint" } else { "DIFFERS from the checkpoint" },
