@@ -49,6 +49,7 @@ fn main() {
                     proofs_total: 1,
                     uptime: Some(1.0),
                     anomalies: Some(0),
+                    ..ReliabilityFigures::default()
                 },
             },
             &config,

@@ -11,8 +11,11 @@
 //!   accepted model-proving records, `min(1, 1 / ratio)`, scales the compute figures (tensor,
 //!   FP32, sustained): a GPU slower than its model is expected to be counts that much less;
 //!   one faster counts no more than its model.
-//! - **Reliability.** Proofs passed over proofs run among the last [`RELIABILITY_WINDOW`]
-//!   proof records (the score's ramp from `proof_floor` to 1).
+//! - **Reliability**, over the GPU's last [`RELIABILITY_WINDOW`] rounds by its current agent
+//!   (a GPU registered recently: over its own rounds): proofs passed over proofs answered;
+//!   uptime, rounds answered over rounds (a round unanswered or skipped while the validator
+//!   backed off is missed); anomalies from the health records of those rounds
+//!   ([`crate::evidence`]).
 //! - **Host parts.** CPU, RAM and storage are the agent's own figures (self-reported); the
 //!   validator has not measured them, so they count 0 here, with that reason.
 //! - **Simulated GPUs** (the test double) score 0 in every part, with the reason
@@ -26,13 +29,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::Config;
+use crate::evidence::{
+    anomalies, Anomalies, HealthEvidence, MissedRound, Round, Uptime, UNANSWERED,
+};
 use crate::quote::{quote, MarketState, Quote, QuoteError};
 use crate::report::spec_figures;
 use crate::score::{
     score, simulated, FigureSource, GpuFigures, HostFigures, ProofStatus, ReliabilityFigures, Score,
 };
 
-/// How many of a GPU's latest proof records its reliability is judged over: at the validator's
+/// How many of a GPU's latest rounds its reliability is judged over: at the validator's
 /// default of a round a minute, its last twenty minutes. Long enough that one unlucky proof
 /// does not zero it (19 of 20 is a rate of 0.95, reliability 0.9), short enough that a GPU
 /// that starts failing loses its price within minutes.
@@ -46,6 +52,9 @@ pub struct RecordSummary {
     pub recorded_at_ms: u64,
     /// The model the GPU was challenged as.
     pub model: String,
+    /// The agent challenged (its public key).
+    #[serde(default)]
+    pub agent: Option<String>,
     /// The GPU is the simulated test double.
     pub simulated: bool,
     pub accepted: bool,
@@ -59,6 +68,9 @@ pub struct RecordSummary {
     pub wrong: usize,
     /// Why the exchange ended without a verdict, in the validator's words.
     pub failure: Option<String>,
+    /// Its kind (`unreachable`, `timeout`, `agent_refused`, …).
+    #[serde(default)]
+    pub failure_kind: Option<String>,
 }
 
 impl RecordSummary {
@@ -77,6 +89,10 @@ impl RecordSummary {
                 .and_then(Value::as_u64)
                 .unwrap_or(0),
             model,
+            agent: body
+                .get("agent")
+                .and_then(Value::as_str)
+                .map(str::to_string),
             simulated: flag("simulated"),
             accepted,
             // A memory record says `proves_memory`: whether it speaks for the model's memory.
@@ -95,7 +111,21 @@ impl RecordSummary {
                 .and_then(|f| f.get("message"))
                 .and_then(Value::as_str)
                 .map(str::to_string),
+            failure_kind: body
+                .get("failure")
+                .and_then(|f| f.get("kind"))
+                .and_then(Value::as_str)
+                .map(str::to_string),
         })
+    }
+
+    /// Whether the agent answered the challenge (rightly or wrongly): not when nothing came
+    /// back in time ([`UNANSWERED`]).
+    pub fn answered(&self) -> bool {
+        !self
+            .failure_kind
+            .as_deref()
+            .is_some_and(|k| UNANSWERED.contains(&k))
     }
 
     /// Why this record did not pass, in words.
@@ -116,13 +146,23 @@ pub struct GpuHistory<'a> {
     pub uuid: &'a str,
     /// The model it is registered as now; `None` once it has left the registry.
     pub registered_model: Option<&'a str>,
+    /// The agent it is registered to now (its public key); `None` once it has left the
+    /// registry. Only this agent's records count: a new owner is not judged by the rounds of
+    /// the key that held the UUID before.
+    pub registered_agent: Option<&'a str>,
     /// Registered as the simulated test double.
     pub simulated: bool,
-    /// Its latest proof records, oldest first (the last [`RELIABILITY_WINDOW`] count).
+    /// Its latest proof records, oldest first (those of its last [`RELIABILITY_WINDOW`]
+    /// rounds count).
     pub records: &'a [RecordSummary],
     /// Its memory-proof records, oldest first: the latest decides whether its memory capacity
     /// and bandwidth count.
     pub memory_records: &'a [RecordSummary],
+    /// The rounds the validator's schedule skipped it in, backing off (any order).
+    pub missed_rounds: &'a [MissedRound],
+    /// Its health records (any order): those recorded in its last rounds are read for
+    /// anomalies.
+    pub health: &'a [HealthEvidence],
 }
 
 /// A GPU's score from the validator's records, with every reason it is less than it could be.
@@ -140,9 +180,13 @@ pub struct Assessment {
     /// The latest proof record the assessment rests on, and whether it was accepted.
     pub latest_record: Option<i64>,
     pub latest_accepted: Option<bool>,
-    /// Proofs passed and run in the window.
+    /// Proofs passed and answered in the window.
     pub proofs_passed: u64,
     pub proofs_total: u64,
+    /// The window's uptime; `None` before its first round.
+    pub uptime: Option<Uptime>,
+    /// The anomalies of the window's health records; `None` without any.
+    pub anomalies: Option<Anomalies>,
     /// Median of `min(1, 1 / time ratio)` over the window's accepted model-proving records.
     pub pace: Option<f64>,
     /// Why the score is 0 or lower than the GPU's model would earn, in words.
@@ -157,8 +201,58 @@ const NOT_MEASURED: &str =
 
 /// Scores one GPU from its records.
 pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment {
-    let window = &history.records[history.records.len().saturating_sub(RELIABILITY_WINDOW)..];
-    let latest = window.last();
+    // Only the current agent's records (any, once the GPU has left the registry).
+    let mine = |agent: Option<&str>| {
+        history
+            .registered_agent
+            .is_none_or(|now| agent.is_none_or(|then| then == now))
+    };
+    let proofs: Vec<&RecordSummary> = history
+        .records
+        .iter()
+        .filter(|r| mine(r.agent.as_deref()))
+        .collect();
+    let memory_latest = history
+        .memory_records
+        .iter()
+        .rev()
+        .find(|r| mine(r.agent.as_deref()));
+    // The window: the last rounds, each a proof record or a round skipped.
+    let mut rounds: Vec<(i64, Round)> = proofs
+        .iter()
+        .map(|r| {
+            let at_ms = r.recorded_at_ms;
+            let round = if r.answered() {
+                Round::Answered { at_ms }
+            } else {
+                Round::Unanswered { at_ms }
+            };
+            (r.id, round)
+        })
+        .chain(
+            history
+                .missed_rounds
+                .iter()
+                .filter(|m| mine(Some(m.agent.as_str())))
+                .map(|m| {
+                    (
+                        m.id,
+                        Round::Skipped {
+                            at_ms: m.recorded_at_ms,
+                        },
+                    )
+                }),
+        )
+        .collect();
+    rounds.sort_by_key(|(id, _)| *id);
+    let rounds = &rounds[rounds.len().saturating_sub(RELIABILITY_WINDOW)..];
+    let first_round = rounds.first().map(|(id, _)| *id);
+    let window: Vec<&RecordSummary> = proofs
+        .iter()
+        .copied()
+        .filter(|r| first_round.is_some_and(|first| r.id >= first))
+        .collect();
+    let latest = proofs.last().copied();
     // The registered model; for a GPU that left the registry, the one it was last proven as.
     let model = history
         .registered_model
@@ -215,13 +309,13 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
     }
     // Memory capacity and bandwidth are verified only by the proof of memory: without an
     // accepted, model-proving memory record they count nothing.
-    let memory_verified = history.memory_records.last().is_some_and(|m| {
+    let memory_verified = memory_latest.is_some_and(|m| {
         m.accepted && m.proves_model && Some(m.model.as_str()) == model.as_deref()
     });
     if !memory_verified {
         gpu.memory_gib = gpu.memory_gib.map(|_| 0.0);
         gpu.bandwidth_gbs = gpu.bandwidth_gbs.map(|_| 0.0);
-        reasons.push(match history.memory_records.last() {
+        reasons.push(match memory_latest {
             None => "no proof of memory yet: memory capacity and bandwidth count nothing".into(),
             Some(m) if !m.accepted => format!(
                 "its latest proof of memory failed ({}): memory capacity and bandwidth count nothing",
@@ -252,8 +346,19 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
             ));
         }
     }
-    let proofs_total = window.len() as u64;
-    let proofs_passed = window.iter().filter(|r| r.accepted).count() as u64;
+    // The proof success rate over the rounds answered: a round not answered is the uptime's.
+    let answered: Vec<&&RecordSummary> = window.iter().filter(|r| r.answered()).collect();
+    let proofs_total = answered.len() as u64;
+    let proofs_passed = answered.iter().filter(|r| r.accepted).count() as u64;
+    let round_list: Vec<Round> = rounds.iter().map(|(_, r)| *r).collect();
+    let uptime = Uptime::over(&round_list);
+    let health: Vec<&HealthEvidence> = history
+        .health
+        .iter()
+        .filter(|h| mine(Some(h.agent.as_str())))
+        .filter(|h| first_round.is_some_and(|first| h.id > first))
+        .collect();
+    let anomalies = anomalies(&health, &config.score.reliability);
     let host = HostFigures {
         gpus: vec![gpu],
         cpu: None,
@@ -262,8 +367,18 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         reliability: ReliabilityFigures {
             proofs_passed,
             proofs_total,
-            uptime: None,
-            anomalies: None,
+            uptime: uptime.as_ref().map(|u| u.fraction),
+            anomalies: anomalies.as_ref().map(|a| a.count),
+            uptime_detail: Some(
+                uptime
+                    .as_ref()
+                    .map_or_else(|| "no round yet".to_string(), Uptime::detail),
+            ),
+            anomaly_detail: Some(match &anomalies {
+                Some(a) if a.count > 0 => a.detail(),
+                Some(a) => format!("none in {} health record(s)", a.records),
+                None => "no health record in its recent rounds".into(),
+            }),
         },
     };
     let mut detail = score(&host, config);
@@ -285,8 +400,9 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         reasons.push(format!("CPU, RAM and storage: {NOT_MEASURED}"));
         if detail.reliability.factor < 1.0 {
             reasons.push(format!(
-                "reliability {:.3}: {} of {} recent proofs passed",
-                detail.reliability.factor, proofs_passed, proofs_total
+                "reliability {:.3}: {}",
+                detail.reliability.factor,
+                detail.reliability.notes.join("; ")
             ));
         }
     }
@@ -304,6 +420,8 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         latest_accepted: latest.map(|r| r.accepted),
         proofs_passed,
         proofs_total,
+        uptime,
+        anomalies,
         pace,
         reasons,
         detail,
@@ -384,11 +502,14 @@ mod tests {
         SpecDb::embedded()
     }
 
+    const AGENT: &str = "agent-a";
+
     fn record(id: i64, accepted: bool, ratio: f64) -> RecordSummary {
         RecordSummary {
             id,
             recorded_at_ms: 1_000 * id as u64,
             model: "H200 SXM".into(),
+            agent: Some(AGENT.into()),
             simulated: false,
             accepted,
             proves_model: true,
@@ -396,6 +517,27 @@ mod tests {
             time_ratio: Some(ratio),
             wrong: 0,
             failure: None,
+            failure_kind: None,
+        }
+    }
+
+    /// A round in which nothing came back in time.
+    fn unanswered(id: i64) -> RecordSummary {
+        RecordSummary {
+            accepted: false,
+            time_ratio: None,
+            failure: Some("the agent did not answer within 60 s".into()),
+            failure_kind: Some("timeout".into()),
+            ..record(id, false, 0.0)
+        }
+    }
+
+    fn missed(id: i64) -> MissedRound {
+        MissedRound {
+            id,
+            recorded_at_ms: 1_000 * id as u64,
+            agent: AGENT.into(),
+            reason: "backing off".into(),
         }
     }
 
@@ -405,17 +547,222 @@ mod tests {
     }
 
     fn assess_h200_with(records: &[RecordSummary], memory: &[RecordSummary]) -> Assessment {
+        assess_h200_rounds(records, memory, &[], &[])
+    }
+
+    /// An H200 registered to [`AGENT`] with these records.
+    fn assess_h200_rounds(
+        records: &[RecordSummary],
+        memory: &[RecordSummary],
+        missed: &[MissedRound],
+        health: &[HealthEvidence],
+    ) -> Assessment {
         assess(
             &GpuHistory {
                 uuid: "GPU-1",
                 registered_model: Some("H200 SXM"),
+                registered_agent: Some(AGENT),
                 simulated: false,
                 records,
                 memory_records: memory,
+                missed_rounds: missed,
+                health,
             },
             &Config::embedded(),
             db(),
         )
+    }
+
+    fn priced(a: &Assessment) -> u64 {
+        price(a, &balanced(), &Config::embedded(), db())
+            .unwrap()
+            .quote
+            .unwrap()
+            .price
+            .micro_usd()
+    }
+
+    #[test]
+    fn rounds_not_answered_lower_the_uptime_and_the_price() {
+        // 20 rounds: 16 answered, 2 unanswered, 2 skipped while the validator backed off.
+        let mut records: Vec<RecordSummary> = Vec::new();
+        let mut skipped = Vec::new();
+        for id in 1..=20 {
+            match id {
+                5 | 9 => records.push(unanswered(id)),
+                6 | 10 => skipped.push(missed(id)),
+                _ => records.push(record(id, true, 0.95)),
+            }
+        }
+        let a = assess_h200_rounds(&records, &[record(100, true, 0.98)], &skipped, &[]);
+        let u = a.uptime.as_ref().unwrap();
+        assert_eq!(
+            (u.rounds, u.answered, u.unanswered, u.skipped),
+            (20, 16, 2, 2)
+        );
+        // Unanswered rounds are the uptime's, not failed proofs: 16 of 16 passed.
+        assert_eq!((a.proofs_passed, a.proofs_total), (16, 16));
+        // Uptime 0.8 on the ramp from 0.5: 0.6.
+        assert!((a.detail.reliability.uptime - 0.6).abs() < 1e-9);
+        assert!((a.detail.reliability.factor - 0.6).abs() < 1e-9);
+        let why = a
+            .reasons
+            .iter()
+            .find(|r| r.starts_with("reliability"))
+            .unwrap();
+        assert!(
+            why.contains("uptime 0.800 (answered 16 of 20 rounds since 1970-01-01 00:00:01 UTC: 2 unanswered, 2 skipped while backing off): ×0.6"),
+            "{why}"
+        );
+        assert_eq!(priced(&a), (4_448_264.0f64 * 0.6).round() as u64);
+        // The same GPU answering every round: reliability 1, the full price.
+        let all: Vec<_> = (1..=20).map(|i| record(i, true, 0.95)).collect();
+        let full = assess_h200_rounds(&all, &[record(100, true, 0.98)], &[], &[]);
+        assert_eq!(full.uptime.as_ref().unwrap().fraction, 1.0);
+        assert_eq!(priced(&full), 4_448_264);
+        // The window is the last 20 rounds: older missed rounds fall out of it.
+        let mut later = records.clone();
+        later.extend((21..=40).map(|i| record(i, true, 0.95)));
+        let recovered = assess_h200_rounds(&later, &[record(100, true, 0.98)], &skipped, &[]);
+        assert_eq!(recovered.uptime.unwrap().fraction, 1.0);
+    }
+
+    #[test]
+    fn a_gpu_is_judged_over_its_own_rounds_by_its_own_agent() {
+        // Registered recently: three rounds, all answered. No round before it counts.
+        let three: Vec<_> = (1..=3).map(|i| record(i, true, 0.95)).collect();
+        let a = assess_h200_rounds(&three, &[record(100, true, 0.98)], &[], &[]);
+        let u = a.uptime.as_ref().unwrap();
+        assert_eq!((u.rounds, u.fraction), (3, 1.0));
+        // The rounds of the key that held the UUID before count for nothing now.
+        let mut squatted: Vec<RecordSummary> = (1..=10)
+            .map(|i| RecordSummary {
+                agent: Some("squatter".into()),
+                ..unanswered(i)
+            })
+            .collect();
+        let squatter_skips: Vec<MissedRound> = (11..=15)
+            .map(|i| MissedRound {
+                agent: "squatter".into(),
+                ..missed(i)
+            })
+            .collect();
+        squatted.extend((16..=18).map(|i| record(i, true, 0.95)));
+        let a = assess_h200_rounds(&squatted, &[record(100, true, 0.98)], &squatter_skips, &[]);
+        let u = a.uptime.as_ref().unwrap();
+        assert_eq!((u.rounds, u.answered), (3, 3));
+        assert_eq!((a.proofs_passed, a.proofs_total), (3, 3));
+        // Before its first round, uptime is not known, and not counted.
+        let none = assess_h200(&[]);
+        assert_eq!(none.uptime, None);
+        assert!(none
+            .detail
+            .reliability
+            .notes
+            .iter()
+            .any(|n| n == "uptime not known (no round yet): not counted"));
+    }
+
+    /// A health record of the agent's over `[from, to]`, stored as record `id`.
+    fn health(
+        id: i64,
+        alerts: Vec<(u64, &str, &str)>,
+        xids: Vec<u32>,
+        decay: Option<f64>,
+    ) -> HealthEvidence {
+        let to_ms = 1_000 * id as u64;
+        HealthEvidence {
+            id,
+            recorded_at_ms: to_ms,
+            agent: AGENT.into(),
+            simulated: false,
+            from_ms: to_ms - 1_000,
+            to_ms,
+            reported: Some(crate::evidence::ReportedHealth {
+                samples: 60,
+                alerts_total: alerts.len() as u64,
+                alerts: alerts
+                    .into_iter()
+                    .map(|(t_ms, kind, severity)| crate::evidence::ReportedAlert {
+                        t_ms,
+                        kind: kind.into(),
+                        severity: severity.into(),
+                    })
+                    .collect(),
+                xid_total: xids.len() as u64,
+                xids,
+            }),
+            failure: None,
+            decay,
+        }
+    }
+
+    #[test]
+    fn anomalies_in_the_windows_health_records_lower_the_price() {
+        // Rounds at ids 10, 20, …, 200; health records beside them.
+        let records: Vec<_> = (1..=20).map(|i| record(10 * i, true, 0.95)).collect();
+        let memory = [record(1_000, true, 0.98)];
+        let clean: Vec<_> = (1..=20)
+            .map(|i| health(10 * i + 1, vec![], vec![], None))
+            .collect();
+        let a = assess_h200_rounds(&records, &memory, &[], &clean);
+        assert_eq!(a.anomalies.as_ref().unwrap().count, 0);
+        assert_eq!(priced(&a), 4_448_264);
+        // An XID 79 and a thermal alert in one window: two anomalies, ×0.81.
+        let mut sick = clean.clone();
+        sick[7] = health(
+            81,
+            vec![(80_500, "thermal_runaway", "critical")],
+            vec![79],
+            None,
+        );
+        let a = assess_h200_rounds(&records, &memory, &[], &sick);
+        assert_eq!(a.anomalies.as_ref().unwrap().count, 2);
+        assert!((a.detail.reliability.anomalies - 0.81).abs() < 1e-9);
+        let why = a
+            .reasons
+            .iter()
+            .find(|r| r.starts_with("reliability"))
+            .unwrap();
+        assert!(why.contains("2 anomalies (thermal_runaway alert (critical) at 1970-01-01 00:01:20 UTC; xid 79 in the window ending 1970-01-01 00:01:21 UTC): ×0.81"), "{why}");
+        assert_eq!(priced(&a), (4_448_264.0f64 * 0.81).round() as u64);
+        // The validator's own measurement of a slow-down counts twice, and once more beside
+        // the agent's quiet report.
+        let mut slow = clean.clone();
+        slow[3] = health(41, vec![], vec![], Some(0.25));
+        let a = assess_h200_rounds(&records, &memory, &[], &slow);
+        assert_eq!(a.anomalies.as_ref().unwrap().count, 3);
+        // Health recorded before the window's first round is not the window's.
+        let mut old = clean.clone();
+        old.push(health(
+            5,
+            vec![(4_500, "throttling", "warning")],
+            vec![48],
+            None,
+        ));
+        let a = assess_h200_rounds(&records, &memory, &[], &old);
+        assert_eq!(a.anomalies.as_ref().unwrap().count, 0);
+        // An agent that refuses every health request: unknown, not clean (one anomaly).
+        let refused: Vec<_> = clean
+            .iter()
+            .map(|h| HealthEvidence {
+                reported: None,
+                failure: Some("the agent answered HTTP 404".into()),
+                ..h.clone()
+            })
+            .collect();
+        let a = assess_h200_rounds(&records, &memory, &[], &refused);
+        assert_eq!(a.anomalies.as_ref().unwrap().count, 1);
+        assert_eq!(priced(&a), (4_448_264.0f64 * 0.9).round() as u64);
+        // No health record at all: not known, not counted.
+        let a = assess_h200_rounds(&records, &memory, &[], &[]);
+        assert_eq!(a.anomalies, None);
+        assert!(a
+            .detail
+            .reliability
+            .notes
+            .iter()
+            .any(|n| n.contains("no health record")));
     }
 
     #[test]
@@ -460,6 +807,13 @@ mod tests {
             "outcome": null, "failure": {"kind": "timeout", "message": "the agent did not answer within 60 s"}});
         let r = RecordSummary::from_record(8, &failed).unwrap();
         assert_eq!(r.failure_reason(), "the agent did not answer within 60 s");
+        assert_eq!(r.failure_kind.as_deref(), Some("timeout"));
+        assert!(!r.answered());
+        let refused = json!({"model": "H200 SXM", "accepted": false, "expected_ms": 1.0, "agent": "ab",
+            "outcome": null, "failure": {"kind": "agent_refused", "message": "the agent answered HTTP 500"}});
+        let r = RecordSummary::from_record(9, &refused).unwrap();
+        assert!(r.answered(), "an HTTP error is an answer, a wrong one");
+        assert_eq!(r.agent.as_deref(), Some("ab"));
         // A registration record is not a proof record.
         let registration = json!({"version": 2, "event": "new", "gpu_uuid": "GPU-1",
             "model": "H200 SXM", "bus_id": "x", "simulated": false});
@@ -539,9 +893,12 @@ mod tests {
             &GpuHistory {
                 uuid: "GPU-1",
                 registered_model: None,
+                registered_agent: None,
                 simulated: false,
                 records: &[record(1, true, 0.9)],
                 memory_records: &[],
+                missed_rounds: &[],
+                health: &[],
             },
             &config,
             db(),

@@ -133,6 +133,33 @@ pub struct ReliabilityConfig {
     pub proof_floor: f64,
     pub uptime_floor: f64,
     pub anomaly_factor: f64,
+    /// The slow-down of a window's proofs against the GPU's earlier ones (`measured.decay` of
+    /// a health record) above which the validator counts it as an anomaly.
+    #[serde(default = "default_decay_threshold")]
+    pub decay_threshold: f64,
+    /// How many anomalies one such measured slow-down counts for (the agent's own alerts and
+    /// XIDs count 1 each).
+    #[serde(default = "default_measured_weight")]
+    pub measured_weight: u32,
+    /// XID codes that are not counted: faults of the renter's application, not of the GPU.
+    #[serde(default = "default_ignored_xids")]
+    pub ignored_xids: Vec<u32>,
+}
+
+/// The default of [`ReliabilityConfig::decay_threshold`]: 10 %, the validator's own threshold
+/// for calling a quiet health report beside slower proofs a contradiction.
+pub const DEFAULT_DECAY_THRESHOLD: f64 = 0.10;
+
+fn default_decay_threshold() -> f64 {
+    DEFAULT_DECAY_THRESHOLD
+}
+
+fn default_measured_weight() -> u32 {
+    2
+}
+
+fn default_ignored_xids() -> Vec<u32> {
+    vec![43, 45]
 }
 
 /// The price's parameters.
@@ -313,6 +340,25 @@ impl Config {
                 return bad(format!("{name} must be a fraction in [0, 1], not {value}"));
             }
         }
+        if !(r.decay_threshold.is_finite() && r.decay_threshold > 0.0 && r.decay_threshold <= 10.0)
+        {
+            return bad(format!(
+                "reliability.decay_threshold must be in (0, 10], not {}",
+                r.decay_threshold
+            ));
+        }
+        if !(1..=100).contains(&r.measured_weight) {
+            return bad(format!(
+                "reliability.measured_weight must be 1 to 100, not {}",
+                r.measured_weight
+            ));
+        }
+        if r.ignored_xids.len() > 1000 {
+            return bad(format!(
+                "reliability.ignored_xids lists {} codes, at most 1000",
+                r.ignored_xids.len()
+            ));
+        }
         let p = &self.price;
         for (name, value) in [
             ("price.utilization_sensitivity", p.utilization_sensitivity),
@@ -432,6 +478,37 @@ mod tests {
             with("[score.cpu]", "[score.cpu]\nextra = 1"),
             Err(ConfigError::Parse(_))
         ));
+        for (from, to) in [
+            ("decay_threshold = 0.10", "decay_threshold = 0"),
+            ("decay_threshold = 0.10", "decay_threshold = nan"),
+            ("measured_weight = 2", "measured_weight = 0"),
+        ] {
+            assert!(
+                matches!(with(from, to), Err(ConfigError::Invalid(_))),
+                "{to}"
+            );
+        }
+        assert!(matches!(
+            with("measured_weight = 2", "measured_weight = -1"),
+            Err(ConfigError::Parse(_))
+        ));
+    }
+
+    #[test]
+    fn a_file_without_the_anomaly_rules_gets_their_defaults() {
+        let older = DEFAULT_TOML
+            .lines()
+            .filter(|l| {
+                !["decay_threshold", "measured_weight", "ignored_xids"]
+                    .iter()
+                    .any(|k| l.starts_with(k))
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let c = Config::parse(&older).unwrap();
+        assert_eq!(c, Config::embedded());
+        assert_eq!(c.score.reliability.ignored_xids, vec![43, 45]);
+        assert_eq!(c.score.reliability.decay_threshold, DEFAULT_DECAY_THRESHOLD);
     }
 
     #[test]

@@ -23,7 +23,8 @@
 //!
 //! - [`appraisal`]: a registered GPU's score and price from the validator's own signed
 //!   records: the latest proof decides whether its GPU part counts, the window's pass rate
-//!   its reliability, the proofs' measured pace its compute figures.
+//!   its reliability, the proofs' measured pace its compute figures; [`evidence`] reads its
+//!   rounds and health records into the uptime and the anomalies that reliability counts.
 //!
 //! Everything serializes with serde in snake_case; amounts are integers named `*_micro_usd`.
 
@@ -31,6 +32,7 @@ pub mod appraisal;
 pub mod auction;
 pub mod book;
 pub mod config;
+pub mod evidence;
 pub mod order;
 pub mod price;
 pub mod quote;

@@ -280,6 +280,12 @@ pub fn check_figures(report: &Value, db: &SpecDb) -> Result<CheckFigures, Report
                 proofs_total,
                 uptime: None,
                 anomalies: None,
+                uptime_detail: Some(
+                    "a host's own report has no rounds: a validator measures it over its rounds".into(),
+                ),
+                anomaly_detail: Some(
+                    "a host's own report has no health records: a validator counts them from its records".into(),
+                ),
             },
         },
         simulated,

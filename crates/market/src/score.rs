@@ -105,17 +105,27 @@ pub struct StorageFigures {
     pub capacity_gb: Option<f64>,
 }
 
-/// What is known of the host's reliability. Every part is optional: what is not known does not
-/// count against the host, except a missing proof history (`unknown_proof_rate`).
+/// What is known of the host's reliability: counts and fractions (the validator's records are
+/// read into them by [`crate::evidence`]), and in words what they were made of, for the notes.
+/// What is not known does not count against the host, except a missing proof history
+/// (`unknown_proof_rate`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReliabilityFigures {
-    /// Proofs accepted and proofs run, over the validator's history.
+    /// Proofs accepted and proofs answered, over the validator's window.
     pub proofs_passed: u64,
     pub proofs_total: u64,
-    /// Fraction of the time the host answered its challenges, 0–1.
+    /// Fraction of the validator's rounds in which the host answered its challenges, 0–1;
+    /// `None` when not known (no round yet, or a host's own report).
     pub uptime: Option<f64>,
-    /// Anomalies monitoring reported in its window; `None` until monitoring reports them.
+    /// Anomalies counted in the window (weighted: see [`crate::evidence`]); `None` when not
+    /// known (no health record yet, or a host's own report).
     pub anomalies: Option<u32>,
+    /// What the uptime was measured over, or why it is not known, in words.
+    #[serde(default)]
+    pub uptime_detail: Option<String>,
+    /// Which signals the anomalies are, or why they are not known, in words.
+    #[serde(default)]
+    pub anomaly_detail: Option<String>,
 }
 
 /// Everything the score reads about one host.
@@ -416,7 +426,15 @@ pub fn gpu_score(g: &GpuFigures, c: &ScoreConfig) -> GpuScore {
     }
 }
 
-/// The reliability multiplier.
+/// A factor as the notes show it: `×0.81`, `×0.729`.
+pub fn times(f: f64) -> String {
+    let text = format!("{f:.3}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("×{text}")
+}
+
+/// The reliability multiplier: `proofs × uptime × anomalies`. Each factor below 1 gets a note
+/// saying what moved it; each one not known, a note saying what was assumed.
 pub fn reliability(r: &ReliabilityFigures, c: &ScoreConfig) -> Reliability {
     let rc = &c.reliability;
     let ramp = |x: f64, floor: f64| ((x - floor) / (1.0 - floor)).clamp(0.0, 1.0);
@@ -428,24 +446,61 @@ pub fn reliability(r: &ReliabilityFigures, c: &ScoreConfig) -> Reliability {
         ));
         rc.unknown_proof_rate
     } else {
-        let rate = r.proofs_passed.min(r.proofs_total) as f64 / r.proofs_total as f64;
-        ramp(rate, rc.proof_floor)
+        let passed = r.proofs_passed.min(r.proofs_total);
+        let rate = passed as f64 / r.proofs_total as f64;
+        let factor = ramp(rate, rc.proof_floor);
+        if factor < 1.0 {
+            notes.push(format!(
+                "proofs: {passed} of {} passed: {}",
+                r.proofs_total,
+                times(factor)
+            ));
+        }
+        factor
     };
+    let detail = |d: &Option<String>| d.as_ref().map_or(String::new(), |d| format!(" ({d})"));
     let uptime = match r.uptime {
-        Some(u) if u.is_finite() => ramp(u.clamp(0.0, 1.0), rc.uptime_floor),
-        Some(_) => {
-            notes.push("uptime unreadable: counted as 0".into());
+        Some(u) if u.is_finite() && (0.0..=1.0).contains(&u) => {
+            let factor = ramp(u, rc.uptime_floor);
+            if factor < 1.0 {
+                notes.push(format!(
+                    "uptime {u:.3}{}: {}",
+                    detail(&r.uptime_detail),
+                    times(factor)
+                ));
+            }
+            factor
+        }
+        Some(u) => {
+            notes.push(format!("uptime {u} is not a fraction: counted as 0"));
             0.0
         }
         None => {
-            notes.push("uptime not tracked yet: not counted".into());
+            notes.push(format!(
+                "uptime not known{}: not counted",
+                detail(&r.uptime_detail)
+            ));
             1.0
         }
     };
     let anomalies = match r.anomalies {
-        Some(count) => rc.anomaly_factor.powi(count.min(10_000) as i32),
+        Some(count) => {
+            let factor = rc.anomaly_factor.powi(count.min(10_000) as i32);
+            if count > 0 {
+                notes.push(format!(
+                    "{count} anomal{}{}: {}",
+                    if count == 1 { "y" } else { "ies" },
+                    detail(&r.anomaly_detail),
+                    times(factor)
+                ));
+            }
+            factor
+        }
         None => {
-            notes.push("anomalies: monitoring not wired in yet: not counted".into());
+            notes.push(format!(
+                "anomalies not known{}: not counted",
+                detail(&r.anomaly_detail)
+            ));
             1.0
         }
     };
@@ -509,6 +564,7 @@ mod tests {
                 proofs_total: 10,
                 uptime: Some(1.0),
                 anomalies: Some(0),
+                ..ReliabilityFigures::default()
             },
         }
     }
@@ -660,6 +716,7 @@ mod tests {
                     proofs_total: total,
                     uptime,
                     anomalies,
+                    ..ReliabilityFigures::default()
                 },
                 &c,
             )
@@ -672,6 +729,39 @@ mod tests {
         let new = r(0, 0, None, None);
         assert!(close(new.factor, 0.9));
         assert_eq!(new.notes.len(), 3);
+        assert!(
+            new.notes[1].starts_with("uptime not known"),
+            "{:?}",
+            new.notes
+        );
+        // Out of range is not clamped: counted as 0, with the reason.
+        let bad = r(10, 10, Some(1.5), Some(0));
+        assert_eq!(bad.factor, 0.0);
+        assert!(bad.notes[0].contains("not a fraction"), "{:?}", bad.notes);
+        // Each factor below 1 says what moved it.
+        let moved = reliability(
+            &ReliabilityFigures {
+                proofs_passed: 9,
+                proofs_total: 10,
+                uptime: Some(0.9),
+                anomalies: Some(2),
+                uptime_detail: Some("18 of 20 rounds answered".into()),
+                anomaly_detail: Some("xid 79, thermal_runaway alert".into()),
+            },
+            &c,
+        );
+        assert_eq!(
+            moved.notes,
+            vec![
+                "proofs: 9 of 10 passed: ×0.8".to_string(),
+                "uptime 0.900 (18 of 20 rounds answered): ×0.8".to_string(),
+                "2 anomalies (xid 79, thermal_runaway alert): ×0.81".to_string(),
+            ]
+        );
+        assert!(close(moved.factor, 0.8 * 0.8 * 0.81));
+        assert!(r(10, 10, Some(1.0), Some(0)).notes.is_empty());
+        assert_eq!(times(1.0), "×1");
+        assert_eq!(times(0.729), "×0.729");
         // More passes than runs cannot push the rate above 1.
         assert!(close(r(20, 10, Some(1.0), Some(0)).factor, 1.0));
         let mut host = reference_host(1);
@@ -680,6 +770,7 @@ mod tests {
             proofs_total: 10,
             uptime: Some(1.0),
             anomalies: Some(0),
+            ..ReliabilityFigures::default()
         };
         let s = score(&host, &config());
         assert!(close(s.score, 0.8) && close(s.before_reliability, 1.0));
@@ -768,6 +859,7 @@ mod tests {
                         proofs_total: passed + extra,
                         uptime,
                         anomalies,
+                        ..ReliabilityFigures::default()
                     },
                 },
             )
