@@ -67,11 +67,15 @@ pub enum RecordKind {
     /// `HealthRecord`: the agent's signed summary, reported, beside the validator's own proof
     /// pace, measured).
     HealthRound = 9,
+    /// A round in which the validator's schedule did not challenge a GPU because its agent had
+    /// not answered the rounds before (validator; node's `MissedRound`): what its uptime counts
+    /// beside the proof rounds.
+    RoundMissed = 10,
 }
 
 impl RecordKind {
     /// Every kind, in code order.
-    pub const ALL: [RecordKind; 9] = [
+    pub const ALL: [RecordKind; 10] = [
         RecordKind::Registration,
         RecordKind::Inspection,
         RecordKind::Benchmark,
@@ -81,6 +85,7 @@ impl RecordKind {
         RecordKind::Price,
         RecordKind::MemoryRound,
         RecordKind::HealthRound,
+        RecordKind::RoundMissed,
     ];
 
     /// The kind from its byte.
@@ -101,6 +106,7 @@ impl RecordKind {
             RecordKind::Price => "price",
             RecordKind::MemoryRound => "memory-record",
             RecordKind::HealthRound => "health-record",
+            RecordKind::RoundMissed => "round-missed",
         }
     }
 
@@ -118,6 +124,7 @@ impl RecordKind {
                 | RecordKind::ProofRound
                 | RecordKind::MemoryRound
                 | RecordKind::HealthRound
+                | RecordKind::RoundMissed
                 | RecordKind::Score
                 | RecordKind::Price
         )
@@ -579,7 +586,7 @@ mod tests {
             assert_eq!(RecordKind::from_wire_kind(k.wire_kind()), Some(k));
         }
         assert_eq!(RecordKind::from_u8(0), None);
-        assert_eq!(RecordKind::from_u8(10), None);
+        assert_eq!(RecordKind::from_u8(11), None);
         // The validator's kinds as it signs them today.
         assert_eq!(
             RecordKind::from_wire_kind("record"),
@@ -598,6 +605,11 @@ mod tests {
             Some(RecordKind::HealthRound)
         );
         assert!(RecordKind::HealthRound.signed_by_validator());
+        assert_eq!(
+            RecordKind::from_wire_kind("round-missed"),
+            Some(RecordKind::RoundMissed)
+        );
+        assert!(RecordKind::RoundMissed.signed_by_validator());
         assert_eq!(RecordKind::from_wire_kind("market-clear"), None);
     }
 

@@ -4,13 +4,14 @@
 //! keeps the two kinds of figure apart:
 //!
 //! - **reported** — the agent's summary (min/mean/max per signal, alerts, XIDs, samples): its
-//!   signature is checked here, but a modified agent can sign anything, so it informs and is
-//!   never scored;
+//!   signature is checked here, but a modified agent can sign anything, so it only ever counts
+//!   against its own GPU (its warning and critical alerts and its XIDs are anomalies in the
+//!   score, `pog_market::evidence`), never for it;
 //! - **measured** — this validator's own proof timings in the same window against the GPU's
-//!   earlier proofs: the trusted performance-decay signal.
+//!   earlier proofs: the trusted performance-decay signal (an anomaly counted double).
 //!
 //! A contradiction between the two (a "healthy" report while the validator's proofs slow
-//! down) is written into the record: that is itself a signal.
+//! down) is written into the record: that is itself a signal (one anomaly more).
 
 use crate::validator::{ExchangeError, Failure, Validator, ValidatorError};
 use crate::validator::{MEMORY_RECORD_KIND, RECORD_KIND};
@@ -70,7 +71,7 @@ pub struct HealthRecord {
     pub from_ms: u64,
     pub to_ms: u64,
     /// Self-reported by the agent (its signature verified by this validator; a modified
-    /// agent can sign anything): informs, never scored. `None` when it did not answer well.
+    /// agent can sign anything): counts only against the GPU. `None` when it did not answer well.
     pub reported: Option<HealthSummary>,
     /// Why there is no report, when there is none.
     pub failure: Option<Failure>,

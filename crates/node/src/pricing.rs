@@ -2,9 +2,10 @@
 //! on a clock.
 //!
 //! - **Scores.** `GET /v1/scores` (a page of registered GPUs) and `GET /v1/scores/{uuid}`:
-//!   each GPU assessed from its latest proof records in the registry
-//!   ([`pog_market::appraisal::assess`]): the score, every reason it is lower than its model
-//!   would earn, and the price the validator last posted for it.
+//!   each GPU assessed from its latest records in the registry
+//!   ([`pog_market::appraisal::assess`]): proof records, memory records, missed rounds (its
+//!   uptime) and health records (its anomalies); the score, every reason it is lower than its
+//!   model would earn, and the price the validator last posted for it.
 //! - **Prices as proofs come in.** The registry wakes [`Pricing::run`] after each record it
 //!   stores; it re-assesses every GPU with new records and re-quotes its price per GPU-hour in
 //!   the market of its class (demand from the open bids and asks of the validator's own
@@ -15,9 +16,11 @@
 //!   since its last clearing (`pog validator --clear-every`), signed by the validator's key
 //!   like a manual clearing.
 
+use crate::health::HEALTH_RECORD_KIND;
 use crate::http::ApiError;
 use crate::market::{Market, MarketError, PostedPrice};
 use crate::registry::RegistryError;
+use crate::schedule::MISSED_ROUND_KIND;
 use crate::validator::{Validator, MEMORY_RECORD_KIND, RECORD_KIND};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -27,6 +30,7 @@ use axum::{Json, Router};
 use pog_market::appraisal::{
     assess, price, Assessment, GpuHistory, RecordSummary, RELIABILITY_WINDOW,
 };
+use pog_market::evidence::{HealthEvidence, MissedRound};
 use pog_market::quote::MarketState;
 use pog_market::{Config, GpuClass, Mechanism};
 use pog_proof::wire::{Envelope, Identity};
@@ -39,6 +43,10 @@ use tokio::sync::Notify;
 
 /// Records read from the registry per batch when catching up.
 const BATCH: usize = 1000;
+
+/// A GPU's latest records read to assess it: a round stores up to three (proof, memory,
+/// health) and a missed round one, so this holds the last [`RELIABILITY_WINDOW`] rounds.
+const ROWS_READ: usize = 4 * RELIABILITY_WINDOW;
 
 /// The most scores or price points one page returns.
 pub const MAX_PAGE: usize = 1000;
@@ -128,42 +136,65 @@ impl Pricing {
     }
 
     /// A GPU's assessment from its latest records; `None` when the validator knows nothing of
-    /// it (neither registered nor recorded).
+    /// it (neither registered nor recorded). A health or missed-round record that cannot be
+    /// read is left out, and the assessment says so among its reasons.
     pub fn assess(&self, uuid: &str) -> Result<Option<Assessment>, PricingError> {
         let (gpu, rows) = {
             let registry = self.validator.registry();
             let gpu = registry.gpu(uuid)?;
-            // Other kinds of record (the memory proof's) share the table: read enough rows
-            // to find the window's proof records among them.
-            let rows = registry.latest_records(uuid, 4 * RELIABILITY_WINDOW)?;
+            let rows = registry.latest_records(uuid, ROWS_READ)?;
             (gpu, rows)
         };
         if gpu.is_none() && rows.is_empty() {
             return Ok(None);
         }
-        let of_kind = |kind: &str| -> Vec<RecordSummary> {
-            rows.iter()
-                .filter_map(|(id, json)| {
-                    let envelope: Envelope = serde_json::from_str(json).ok()?;
-                    if envelope.kind != kind {
-                        return None;
-                    }
-                    let body = serde_json::from_str(&envelope.body).ok()?;
-                    RecordSummary::from_record(*id, &body)
-                })
-                .collect()
-        };
-        let mut records = of_kind(RECORD_KIND);
-        records.drain(..records.len().saturating_sub(RELIABILITY_WINDOW));
-        let memory_records = of_kind(MEMORY_RECORD_KIND);
+        let (mut records, mut memory_records, mut missed_rounds, mut health) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut unreadable = Vec::new();
+        for (id, json) in &rows {
+            let Ok(envelope) = serde_json::from_str::<Envelope>(json) else {
+                unreadable.push(format!("record {id} is not a signed envelope"));
+                continue;
+            };
+            let body: serde_json::Value = match serde_json::from_str(&envelope.body) {
+                Ok(body) => body,
+                Err(e) => {
+                    unreadable.push(format!("record {id}'s body is not JSON: {e}"));
+                    continue;
+                }
+            };
+            match envelope.kind.as_str() {
+                RECORD_KIND => records.extend(RecordSummary::from_record(*id, &body)),
+                MEMORY_RECORD_KIND => memory_records.extend(RecordSummary::from_record(*id, &body)),
+                MISSED_ROUND_KIND => match MissedRound::from_record(*id, &body) {
+                    Ok(m) => missed_rounds.push(m),
+                    Err(e) => unreadable.push(e.to_string()),
+                },
+                HEALTH_RECORD_KIND => match HealthEvidence::from_record(*id, &body) {
+                    Ok(h) => health.push(h),
+                    Err(e) => unreadable.push(e.to_string()),
+                },
+                _ => {}
+            }
+        }
         let history = GpuHistory {
             uuid,
             registered_model: gpu.as_ref().map(|g| g.model.as_str()),
+            registered_agent: gpu.as_ref().map(|g| g.agent.as_str()),
             simulated: gpu.as_ref().is_some_and(|g| g.simulated),
             records: &records,
             memory_records: &memory_records,
+            missed_rounds: &missed_rounds,
+            health: &health,
         };
-        Ok(Some(assess(&history, &self.config, SpecDb::embedded())))
+        let mut assessment = assess(&history, &self.config, SpecDb::embedded());
+        for why in unreadable {
+            tracing::warn!(gpu = uuid, "{why}");
+            assessment
+                .reasons
+                .push(format!("left out, unreadable: {why}"));
+        }
+        Ok(Some(assessment))
     }
 
     /// The market of a model's class now: demand from the validator's book (open bid and ask
@@ -398,4 +429,47 @@ async fn history_route(
         next_after,
     })
     .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::validator::FailureKind;
+
+    /// The market counts a round as unanswered exactly when the schedule backs off from it.
+    #[test]
+    fn the_markets_unanswered_kinds_are_the_schedules_unreachable_ones() {
+        for kind in [
+            FailureKind::Unreachable,
+            FailureKind::Timeout,
+            FailureKind::Deadline,
+            FailureKind::Transport,
+            FailureKind::AgentRefused,
+            FailureKind::BadMessage,
+            FailureKind::Protocol,
+        ] {
+            let name = serde_json::to_value(kind).unwrap();
+            let name = name.as_str().unwrap();
+            assert_eq!(
+                pog_market::evidence::UNANSWERED.contains(&name),
+                kind.is_unreachable(),
+                "{name}"
+            );
+        }
+    }
+
+    /// The market's default decay threshold is the validator's own for a contradiction.
+    #[test]
+    fn the_decay_threshold_is_the_validators() {
+        assert_eq!(
+            pog_market::config::DEFAULT_DECAY_THRESHOLD,
+            crate::health::DECAY_CONTRADICTION
+        );
+        assert_eq!(
+            pog_market::Config::embedded()
+                .score
+                .reliability
+                .decay_threshold,
+            crate::health::DECAY_CONTRADICTION
+        );
+    }
 }

@@ -14,8 +14,13 @@
 //!   number of rounds (1, 2, 4 … up to [`MAX_BACKOFF_ROUNDS`]); after `release_after`
 //!   failed rounds in a row (unreachable or rejected) its registration is released, so a
 //!   UUID squatted by a key that cannot prove it is freed for its owner.
+//! - **Missed rounds on record.** Each round a GPU is skipped in because its agent did not
+//!   answer, the validator signs and stores a [`MissedRound`]: the GPU's uptime counts it as
+//!   missed (`pog_market::evidence`), measured from records rather than assumed.
 
+use crate::registry::RECORD_VERSION;
 use crate::validator::{Policy, Record, Validator, ValidatorError};
+use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,6 +57,59 @@ impl Schedule {
     }
 }
 
+/// The envelope kind of a signed [`MissedRound`].
+pub const MISSED_ROUND_KIND: &str = "round-missed";
+
+/// What the validator signs and stores for a round in which its schedule did not challenge a
+/// GPU because the GPU's agent had not answered its last challenge (the back-off): the GPU's
+/// uptime counts the round as missed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MissedRound {
+    pub version: u32,
+    pub record_id: String,
+    pub gpu_uuid: String,
+    /// The agent the GPU is registered to (its public key).
+    pub agent: String,
+    pub model: String,
+    /// Why, in the validator's words.
+    pub reason: String,
+    pub recorded_at_ms: u64,
+}
+
+impl Validator {
+    /// Signs and stores a [`MissedRound`] for a registered GPU skipped this round after
+    /// `failures` failed rounds in a row, the last one unanswered.
+    pub fn record_missed_round(
+        &self,
+        uuid: &str,
+        failures: u32,
+    ) -> Result<MissedRound, ValidatorError> {
+        let gpu = self
+            .registry()
+            .gpu(uuid)?
+            .ok_or_else(|| ValidatorError::UnknownGpu(uuid.into()))?;
+        let record = MissedRound {
+            version: RECORD_VERSION,
+            record_id: format!(
+                "missed-{}",
+                hex::encode(crate::validator::random_bytes::<16>())
+            ),
+            gpu_uuid: uuid.into(),
+            agent: gpu.agent,
+            model: gpu.model,
+            reason: format!(
+                "not challenged this round: its agent did not answer its last challenge \
+                 ({failures} failed round(s) in a row), so the validator backs off"
+            ),
+            recorded_at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+        };
+        self.store(MISSED_ROUND_KIND, &record.record_id, uuid, false, &record)?;
+        Ok(record)
+    }
+}
+
 /// What the schedule remembers of one GPU between rounds.
 #[derive(Debug, Default, Clone, Copy)]
 struct Standing {
@@ -59,6 +117,9 @@ struct Standing {
     failures: u32,
     /// The first round it may be challenged in again.
     next_round: u64,
+    /// It is backing off because its agent did not answer (not because the validator could
+    /// not challenge it): the rounds it is skipped in are recorded as missed.
+    unanswered: bool,
 }
 
 /// The schedule's state shared with its running challenges.
@@ -154,8 +215,21 @@ pub async fn run(
                 continue;
             }
         };
-        let due = due(&state, uuids, round);
-        tracing::debug!(round, challenged = due.len(), "round");
+        let (due, backing_off) = due(&state, uuids, round);
+        tracing::debug!(
+            round,
+            challenged = due.len(),
+            backing_off = backing_off.len(),
+            "round"
+        );
+        for (uuid, failures) in backing_off {
+            let v = validator.clone();
+            running.spawn(async move {
+                if let Err(e) = v.record_missed_round(&uuid, failures) {
+                    tracing::error!(gpu = %uuid, error = %e, "recording a missed round");
+                }
+            });
+        }
         for uuid in due {
             let (v, schedule, state, permits) = (
                 validator.clone(),
@@ -199,11 +273,21 @@ impl Drop for InFlight {
 }
 
 /// The GPUs of this round: registered, not in flight, not backing off; marked in flight, in
-/// a random order (so no agent can count on being challenged before or after another).
-fn due(state: &Mutex<State>, uuids: Vec<String>, round: u64) -> Vec<String> {
+/// a random order (so no agent can count on being challenged before or after another). And
+/// those skipped because their agent did not answer (with their failed rounds in a row):
+/// their missed rounds are recorded.
+fn due(state: &Mutex<State>, uuids: Vec<String>, round: u64) -> (Vec<String>, Vec<(String, u32)>) {
     let mut state = state.lock().expect("lock");
     let registered: HashSet<&String> = uuids.iter().collect();
     state.standing.retain(|uuid, _| registered.contains(uuid));
+    let backing_off: Vec<(String, u32)> = uuids
+        .iter()
+        .filter(|uuid| !state.in_flight.contains(*uuid))
+        .filter_map(|uuid| {
+            let s = state.standing.get(uuid)?;
+            (s.next_round > round && s.unanswered).then(|| (uuid.clone(), s.failures))
+        })
+        .collect();
     let mut due: Vec<String> = uuids
         .iter()
         .filter(|uuid| !state.in_flight.contains(*uuid))
@@ -219,7 +303,7 @@ fn due(state: &Mutex<State>, uuids: Vec<String>, round: u64) -> Vec<String> {
         state.in_flight.insert(uuid.clone());
     }
     shuffle(&mut due);
-    due
+    (due, backing_off)
 }
 
 /// Fisher-Yates with the operating system's randomness.
@@ -256,6 +340,7 @@ fn settle(
                     let skip = (1u64 << standing.failures.min(6)).min(MAX_BACKOFF_ROUNDS);
                     standing.next_round = round + skip;
                 }
+                standing.unanswered = unreachable;
                 release = standing.failures >= schedule.release_after;
             }
             // Not challenged at all (no plan for its model, a registry error): backed off
@@ -264,6 +349,7 @@ fn settle(
                 standing.failures += 1;
                 let skip = (1u64 << standing.failures.min(6)).min(MAX_BACKOFF_ROUNDS);
                 standing.next_round = round + skip;
+                standing.unanswered = false;
                 release = standing.failures >= schedule.release_after;
             }
         }
@@ -293,5 +379,53 @@ fn settle(
             Ok(()) => tracing::warn!(gpu = uuid, %reason, "registration released"),
             Err(e) => tracing::error!(gpu = uuid, error = %e, "releasing the registration"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_gpus_backing_off_for_an_unanswered_round_have_their_rounds_recorded_as_missed() {
+        let state = Mutex::new(State::default());
+        {
+            let mut s = state.lock().unwrap();
+            let standing = |failures, next_round, unanswered| Standing {
+                failures,
+                next_round,
+                unanswered,
+            };
+            // Unanswered last round: backing off until round 12.
+            s.standing
+                .insert("GPU-silent".into(), standing(2, 12, true));
+            // Not challenged for the validator's own reason: backing off, not the agent's doing.
+            s.standing
+                .insert("GPU-unplanned".into(), standing(1, 12, false));
+            // Its back-off is over.
+            s.standing.insert("GPU-back".into(), standing(1, 10, true));
+            s.in_flight.insert("GPU-busy".into());
+        }
+        let uuids = [
+            "GPU-silent",
+            "GPU-unplanned",
+            "GPU-back",
+            "GPU-busy",
+            "GPU-new",
+        ]
+        .map(String::from)
+        .to_vec();
+        let (mut due, backing_off) = due(&state, uuids, 10);
+        due.sort();
+        assert_eq!(due, vec!["GPU-back".to_string(), "GPU-new".to_string()]);
+        assert_eq!(backing_off, vec![("GPU-silent".to_string(), 2)]);
+        // The round its back-off ends, it is challenged again and nothing is missed.
+        let (due, backing_off) = due_at(&state, 12);
+        assert!(due.contains(&"GPU-silent".to_string()), "{due:?}");
+        assert!(backing_off.is_empty());
+    }
+
+    fn due_at(state: &Mutex<State>, round: u64) -> (Vec<String>, Vec<(String, u32)>) {
+        due(state, vec!["GPU-silent".into()], round)
     }
 }

@@ -3,7 +3,8 @@
 //! replays at another validator, bad orders, and persistence across a restart. A refused
 //! request never changes the book. Scores and prices from the validator's own records: a
 //! stored accepted or failed record changes the GPU's score, price and price history, which
-//! survives a restart; scheduled clearings.
+//! survives a restart; an agent that goes silent for some rounds (uptime below 1) and one
+//! whose monitor reports an XID and alerts (anomalies) priced lower; scheduled clearings.
 
 mod common;
 
@@ -417,7 +418,7 @@ fn store_edited(v: &Validator, uuid: &str, edit: impl FnOnce(&mut serde_json::Va
         .expect("a proof record");
     let mut body: serde_json::Value = serde_json::from_str(&envelope.body).unwrap();
     edit(&mut body);
-    let id = format!("edited-{}", body["recorded_at_ms"]);
+    let id = format!("edited-{uuid}-{}", body["recorded_at_ms"]);
     body["challenge_id"] = id.clone().into();
     let accepted = body["accepted"].as_bool().unwrap();
     let sealed = Identity::from_seed(VALIDATOR_SEED)
@@ -552,6 +553,9 @@ async fn a_restart_keeps_the_price_history_and_prices_what_came_in_meanwhile() {
     let before = {
         let (v, _, _, url) = start_priced(dir.path()).await;
         start_agent(&url, 12, vec![claim("GPU-r1")], Behaviour::Honest, None).await;
+        // Priced once as registered before the next record comes in (records that come in
+        // together are priced together, in one point).
+        history_of(&url, "GPU-r1", 1).await;
         store_memory_proof(&v, "GPU-r1");
         history_of(&url, "GPU-r1", 2).await;
         v.challenge("GPU-r1", &policy()).await.unwrap();
@@ -667,4 +671,329 @@ async fn the_book_clears_on_a_clock_and_only_when_it_changed() {
     assert_eq!(client.history(None, 10).await.unwrap().clearings.len(), 1);
     let _ = stop.send(true);
     clock.await.unwrap();
+}
+
+/// A real record of `uuid` made to prove the H200 (re-signed by the validator), with a proof of
+/// memory: what a per-model round of a real H200 stores, so the GPU is priced.
+fn prove_the_h200(v: &Validator, uuid: &str) {
+    store_memory_proof(v, uuid);
+    store_edited(v, uuid, |r| {
+        r["proves_model"] = true.into();
+        r["outcome"]["time"]["ratio"] = 0.95.into();
+        r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+    });
+}
+
+/// Waits until `uuid`'s posted price rests on its latest record; returns its score view.
+async fn settled_score(url: &str, v: &Validator, uuid: &str) -> ScoreView {
+    let last = v.registry().latest_records(uuid, 1).unwrap()[0].0;
+    for _ in 0..200 {
+        let view: ScoreView = get_json(&format!("{url}/v1/scores/{uuid}")).await;
+        let through = view.posted.as_ref().and_then(|p| {
+            // A point's cause names the last record it took in.
+            p.cause
+                .split_whitespace()
+                .nth(2)
+                .and_then(|n| n.parse::<i64>().ok())
+        });
+        if through == Some(last) {
+            return view;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("the price of {uuid} never took in record {last}");
+}
+
+/// An agent serving `gpus` with its own key, registered at the validator; stopped (its
+/// listener and connections closed) when the returned sender is dropped or sent to.
+async fn stoppable_agent(
+    validator_url: &str,
+    seed: u8,
+    gpus: Vec<pog_proof::wire::GpuClaim>,
+    watch: Option<Arc<pog_node::watch::Watch>>,
+) -> tokio::sync::oneshot::Sender<()> {
+    let identity = Identity::from_seed([seed; 32]);
+    let mut agent = pog_node::agent::Agent::new(
+        Identity::from_seed([seed; 32]),
+        vec![validator_key()],
+        gpus.clone(),
+        Arc::new(pog_node::provers::CpuEngine {
+            behaviour: Behaviour::Honest,
+        }),
+    );
+    if let Some(watch) = watch {
+        agent = agent.watching(watch, true);
+    }
+    let (listener, url) = listen().await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(pog_node::serve::serve(
+        listener,
+        pog_node::agent::router(Arc::new(agent)),
+        Limits::protocol_messages(),
+        async {
+            let _ = stopped.await;
+        },
+        std::time::Duration::from_secs(1),
+    ));
+    let register = pog_proof::wire::Register {
+        endpoint: url,
+        gpus,
+    };
+    let status = reqwest::Client::new()
+        .post(format!("{validator_url}/v1/register"))
+        .json(
+            &identity
+                .seal(pog_proof::wire::kind::REGISTER, &register)
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert!(status.is_success(), "{status}");
+    stop
+}
+
+/// `uuid`'s stored records of envelope kind `kind`: (row, body).
+fn bodies_of(v: &Validator, uuid: &str, kind: &str) -> Vec<(i64, serde_json::Value)> {
+    v.registry()
+        .latest_records(uuid, 1000)
+        .unwrap()
+        .into_iter()
+        .filter_map(|(id, json)| {
+            let envelope: Envelope = serde_json::from_str(&json).unwrap();
+            (envelope.kind == kind).then(|| (id, serde_json::from_str(&envelope.body).unwrap()))
+        })
+        .collect()
+}
+
+/// Waits until `done` holds of `uuid`'s proof and missed-round records.
+async fn wait_for(
+    v: &Validator,
+    uuid: &str,
+    what: &str,
+    done: impl Fn(&[(i64, serde_json::Value)], &[(i64, serde_json::Value)]) -> bool,
+) {
+    for _ in 0..400 {
+        let proofs = bodies_of(v, uuid, pog_node::validator::RECORD_KIND);
+        let missed = bodies_of(v, uuid, pog_node::schedule::MISSED_ROUND_KIND);
+        if done(&proofs, &missed) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("{uuid}: never {what}");
+}
+
+fn answered(body: &serde_json::Value) -> bool {
+    body["failure"].is_null()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_that_goes_silent_for_some_rounds_loses_uptime_and_price() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, _market, _pricing, url) = start_priced(dir.path()).await;
+    let stop_agent = stoppable_agent(&url, 41, vec![claim("GPU-u1")], None).await;
+    // The validator's own schedule, a round every 250 ms.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let schedule = tokio::spawn(pog_node::schedule::run(
+        v.clone(),
+        pog_node::schedule::Schedule::every(std::time::Duration::from_millis(250), policy()),
+        stopped,
+    ));
+    wait_for(&v, "GPU-u1", "answered two rounds", |proofs, _| {
+        proofs.iter().filter(|(_, b)| answered(b)).count() >= 2
+    })
+    .await;
+    // The agent goes silent: its challenge goes unanswered, and the schedule backs off,
+    // recording the rounds it skips.
+    let _ = stop_agent.send(());
+    wait_for(&v, "GPU-u1", "missed a round", |proofs, missed| {
+        proofs
+            .iter()
+            .any(|(_, b)| b["failure"]["kind"] == "unreachable")
+            && !missed.is_empty()
+    })
+    .await;
+    // It comes back (same key, a new address) and answers again.
+    let _back = stoppable_agent(&url, 41, vec![claim("GPU-u1")], None).await;
+    wait_for(&v, "GPU-u1", "answered after missing", |proofs, missed| {
+        let last_missed = missed.last().map_or(i64::MAX, |(id, _)| *id);
+        proofs
+            .iter()
+            .any(|(id, b)| *id > last_missed && answered(b))
+    })
+    .await;
+    let _ = stop.send(true);
+    schedule.await.unwrap();
+    let missed = bodies_of(&v, "GPU-u1", pog_node::schedule::MISSED_ROUND_KIND);
+    assert_eq!(missed[0].1["gpu_uuid"], "GPU-u1");
+    assert_eq!(
+        missed[0].1["agent"],
+        Identity::from_seed([41; 32]).public_hex()
+    );
+    assert!(missed[0].1["reason"]
+        .as_str()
+        .unwrap()
+        .contains("did not answer its last challenge"));
+
+    // Proven as an H200 now: priced, but for the rounds it missed, below the price of a GPU
+    // that answered every round.
+    prove_the_h200(&v, "GPU-u1");
+    let view = settled_score(&url, &v, "GPU-u1").await;
+    let a = &view.assessment;
+    let uptime = a.uptime.as_ref().expect("an uptime");
+    assert!(uptime.unanswered >= 1 && uptime.skipped >= 1, "{uptime:?}");
+    assert_eq!(
+        uptime.rounds,
+        uptime.answered + uptime.unanswered + uptime.skipped
+    );
+    assert!(uptime.fraction < 1.0, "{uptime:?}");
+    let r = &a.detail.reliability;
+    assert!(r.uptime < 1.0, "{r:?}");
+    // Unanswered rounds are not failed proofs: every proof answered passed.
+    assert_eq!(a.proofs_passed, a.proofs_total);
+    assert_eq!(r.proofs, 1.0);
+    let note = r
+        .notes
+        .iter()
+        .find(|n| n.starts_with("uptime"))
+        .expect("a note");
+    assert!(note.contains("skipped while backing off"), "{note}");
+    assert!(
+        view.reasons.iter().any(|w| w.contains("uptime")),
+        "{:?}",
+        view.reasons
+    );
+    let price = view.price_micro_usd.expect("priced");
+    // What the same GPU earns with every round answered (its other factors as they are).
+    let answering = (4_448_264.0 * r.proofs * r.anomalies).round() as u64;
+    assert!(price < answering, "{price} vs {answering}");
+    assert_eq!(price, (4_448_264.0 * r.factor).round() as u64);
+}
+
+const TRACE: &str = include_str!("../../monitor/tests/data/h200-healthy.csv");
+
+/// A recorded trace played back as one GPU, at once.
+struct Trace {
+    uuid: String,
+    rows: std::vec::IntoIter<pog_monitor::Sample>,
+    taken: u64,
+    xids: (u64, u32),
+}
+
+impl pog_node::watch::Source for Trace {
+    fn identities(&self) -> Vec<pog_monitor::prometheus::GpuIdentity> {
+        vec![pog_monitor::prometheus::GpuIdentity {
+            index: 0,
+            uuid: self.uuid.clone(),
+            model_name: "NVIDIA H200".into(),
+            hostname: "loopback".into(),
+            pci_bus_id: Some("0000:00:06.0".into()),
+        }]
+    }
+    fn sample(&mut self, _: usize, _: f64) -> Option<pog_monitor::Sample> {
+        let row = self.rows.next()?;
+        self.taken += 1;
+        self.xids.0 += row.xid.len() as u64;
+        if let Some(&code) = row.xid.last() {
+            self.xids.1 = code;
+        }
+        Some(row)
+    }
+    fn take_notices(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+    fn xids(&self, _: usize) -> (u64, u32) {
+        self.xids
+    }
+    fn health(&self) -> pog_monitor::prometheus::SamplerHealth {
+        pog_monitor::prometheus::SamplerHealth {
+            samples: self.taken,
+            ..Default::default()
+        }
+    }
+}
+
+/// A health monitor that has watched `rows` as GPU `uuid`.
+async fn watched(uuid: &str, rows: Vec<pog_monitor::Sample>) -> Arc<pog_node::watch::Watch> {
+    let watch = Arc::new(pog_node::watch::Watch::new(Vec::new(), false));
+    let fed = watch.clone();
+    let mut source = Trace {
+        uuid: uuid.into(),
+        rows: rows.into_iter(),
+        taken: 0,
+        xids: (0, 0),
+    };
+    tokio::task::spawn_blocking(move || {
+        fed.run(
+            &mut source,
+            std::time::Duration::from_millis(1),
+            &std::sync::atomic::AtomicBool::new(false),
+        )
+    })
+    .await
+    .unwrap();
+    watch
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_reporting_an_xid_and_alerts_gets_an_anomaly_factor_below_one() {
+    use pog_monitor::inject::{inject, Fault};
+    let dir = tempfile::tempdir().unwrap();
+    let (v, _market, _pricing, url) = start_priced(dir.path()).await;
+    let healthy = pog_monitor::parse_trace(TRACE).unwrap();
+    let faulty = inject(
+        &inject(&healthy, &Fault::ThermalRunaway { rate_c_per_s: 0.5 }, 60.0),
+        &Fault::Xid { code: 79 },
+        100.0,
+    );
+    let mut agents = Vec::new();
+    for (uuid, seed, rows) in [("GPU-a1", 42, healthy), ("GPU-a2", 43, faulty)] {
+        let watch = watched(uuid, rows).await;
+        agents.push(stoppable_agent(&url, seed, vec![claim(uuid)], Some(watch)).await);
+        // A round as the schedule runs it: the proof, then the health record of the window.
+        assert!(v.challenge(uuid, &policy()).await.unwrap().accepted);
+        let health = v.collect_health(uuid).await.unwrap();
+        assert!(health.reported.is_some(), "{:?}", health.failure);
+        prove_the_h200(&v, uuid);
+    }
+    let clean = settled_score(&url, &v, "GPU-a1").await;
+    let sick = settled_score(&url, &v, "GPU-a2").await;
+    let found = clean
+        .assessment
+        .anomalies
+        .as_ref()
+        .expect("a health record");
+    assert_eq!(found.count, 0, "{found:?}");
+    assert_eq!(clean.assessment.detail.reliability.anomalies, 1.0);
+    let found = sick.assessment.anomalies.as_ref().expect("a health record");
+    assert!(found.count >= 2, "{found:?}");
+    let signals: Vec<_> = found.found.iter().map(|a| a.signal).collect();
+    assert!(
+        signals.contains(&pog_market::evidence::Signal::Xid),
+        "{found:?}"
+    );
+    assert!(
+        signals.contains(&pog_market::evidence::Signal::Alert),
+        "{found:?}"
+    );
+    let r = &sick.assessment.detail.reliability;
+    assert!(r.anomalies < 1.0, "{r:?}");
+    assert!((r.anomalies - 0.9f64.powi(found.count as i32)).abs() < 1e-12);
+    let note = r
+        .notes
+        .iter()
+        .find(|n| n.contains("anomal"))
+        .expect("a note");
+    assert!(note.contains("xid 79 in the window ending"), "{note}");
+    assert!(note.contains("thermal_runaway alert"), "{note}");
+    // Everything else alike: the GPU that reported trouble is priced lower, by its factor.
+    let (clean_price, sick_price) = (
+        clean.price_micro_usd.expect("priced"),
+        sick.price_micro_usd.expect("priced"),
+    );
+    assert_eq!(clean_price, 4_448_264);
+    assert!(sick_price < clean_price, "{sick_price} vs {clean_price}");
+    assert_eq!(sick_price, (4_448_264.0 * r.factor).round() as u64);
 }
