@@ -195,13 +195,18 @@ async fn the_agent_serves_metrics_and_the_validator_records_signed_health() {
     assert_eq!(second.measured.ratios.len(), 1);
     assert!(second.measured.baseline_ratio.is_some());
     assert!(second.measured.decay.is_some());
-    assert_eq!(
-        second.contradictions.len(),
-        1,
+    // The silence contradicts the proofs. (On a loaded machine the CPU prover's third proof
+    // can also run slow enough for the decay contradiction: that one is real too.)
+    let (silent, other): (Vec<&String>, Vec<&String>) = second
+        .contradictions
+        .iter()
+        .partition(|c| c.contains("no telemetry"));
+    assert_eq!(silent.len(), 1, "{:?}", second.contradictions);
+    assert!(
+        other.iter().all(|c| c.contains("slower")),
         "{:?}",
         second.contradictions
     );
-    assert!(second.contradictions[0].contains("no telemetry"));
 }
 
 async fn ask(url: &str, signer: &Identity, request: &HealthRequest) -> (u16, String) {
