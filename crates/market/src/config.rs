@@ -171,9 +171,17 @@ pub struct PriceConfig {
     pub demand_elasticity: f64,
     pub min_market_factor: f64,
     pub max_market_factor: f64,
+    /// How many of a class's latest clearings (with GPU-hours offered) its utilization is
+    /// measured over; until it has one, utilization is taken at the target (neutral).
+    #[serde(default = "default_utilization_clearings")]
+    pub utilization_clearings: usize,
     pub history_per_class: usize,
     #[serde(rename = "class")]
     pub classes: Vec<PriceClass>,
+}
+
+fn default_utilization_clearings() -> usize {
+    24
 }
 
 /// A class of GPUs priced alike: which memory types belong to it and its $ per TFLOP-hour.
@@ -384,6 +392,12 @@ impl Config {
             return bad(format!(
                 "price.history_per_class must be 1 to 1,000,000, not {}",
                 p.history_per_class
+            ));
+        }
+        if !(1..=100_000).contains(&p.utilization_clearings) {
+            return bad(format!(
+                "price.utilization_clearings must be 1 to 100,000, not {}",
+                p.utilization_clearings
             ));
         }
         if p.classes.is_empty() {

@@ -385,6 +385,12 @@ impl Market {
         (hours(Side::Bid), hours(Side::Ask))
     }
 
+    /// The class's measured utilization: the share of offered GPU-hours that traded in its last
+    /// `last` clearings; `None` before it has cleared any offer.
+    pub fn utilization(&self, class: &GpuClass, last: usize) -> Option<f64> {
+        self.lock().book.utilization(class, last)
+    }
+
     /// Stores posted prices and, in the same transaction, that every registry record up to
     /// row `through` has been priced.
     pub fn post_prices(&self, points: &[PostedPrice], through: i64) -> Result<(), MarketError> {

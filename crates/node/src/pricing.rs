@@ -197,14 +197,20 @@ impl Pricing {
         Ok(Some(assessment))
     }
 
-    /// The market of a model's class now: demand from the validator's book (open bid and ask
-    /// GPU-hours); utilization is not measured yet, so it is taken at the target (neutral).
+    /// The market of a model's class now, from the validator's own book: demand from its open
+    /// bid and ask GPU-hours, utilization from the share of offered hours its last clearings
+    /// traded (at the target, neutral, until the class has cleared an offer).
     fn state(&self, model: Option<&str>) -> MarketState {
-        let (bid_hours, ask_hours) = model
-            .and_then(|m| GpuClass::new(m).ok())
-            .map_or((0, 0), |class| self.market.open_hours(&class));
+        let class = model.and_then(|m| GpuClass::new(m).ok());
+        let (bid_hours, ask_hours) = class
+            .as_ref()
+            .map_or((0, 0), |class| self.market.open_hours(class));
+        let measured = class.as_ref().and_then(|class| {
+            self.market
+                .utilization(class, self.config.price.utilization_clearings)
+        });
         MarketState {
-            utilization: self.config.price.target_utilization,
+            utilization: measured.unwrap_or(self.config.price.target_utilization),
             bid_hours,
             ask_hours,
         }

@@ -673,6 +673,57 @@ async fn the_book_clears_on_a_clock_and_only_when_it_changed() {
     clock.await.unwrap();
 }
 
+#[tokio::test]
+async fn the_price_follows_the_utilization_the_books_clearings_measure() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, _market, _pricing, url) = start_priced(dir.path()).await;
+    let (_, status) = start_agent(&url, 12, vec![claim("GPU-u1")], Behaviour::Honest, None).await;
+    assert_eq!(status, 200);
+    assert!(v.challenge("GPU-u1", &policy()).await.unwrap().accepted);
+    prove_the_h200(&v, "GPU-u1");
+    // No clearing yet: utilization at the target, the market factor 1.
+    let neutral = settled_score(&url, &v, "GPU-u1").await;
+    let neutral = neutral.price_micro_usd.expect("priced");
+
+    // 2 GPU-hours offered, 1 wanted: the clearing trades half the offer. What stays open (one
+    // offered hour, no bid) leaves the demand factor at 1.
+    let client = MarketClient::new(&url);
+    let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+    client
+        .submit(&alice, order("b1", &alice, Side::Bid, 1, 5.0))
+        .await
+        .unwrap();
+    client
+        .submit(&bob, order("a1", &bob, Side::Ask, 2, 1.0))
+        .await
+        .unwrap();
+    let cleared = client
+        .clear(
+            &Identity::from_seed(VALIDATOR_SEED),
+            h200(),
+            Mechanism::UniformPrice,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (cleared.clearing.units, cleared.ask_hours, cleared.bid_hours),
+        (1, 2, 1)
+    );
+
+    // The next record re-prices the GPU: utilization 0.5 against the target 0.7, the market
+    // factor 1 + (0.5 - 0.7) = 0.8.
+    store_edited(&v, "GPU-u1", |r| {
+        r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+    });
+    let measured = settled_score(&url, &v, "GPU-u1").await;
+    let measured = measured.price_micro_usd.expect("priced");
+    let ratio = measured as f64 / neutral as f64;
+    assert!(
+        (ratio - 0.8).abs() < 1e-5,
+        "{measured} / {neutral} = {ratio}"
+    );
+}
+
 /// A real record of `uuid` made to prove the H200 (re-signed by the validator), with a proof of
 /// memory: what a per-model round of a real H200 stores, so the GPU is priced.
 fn prove_the_h200(v: &Validator, uuid: &str) {
@@ -874,57 +925,20 @@ async fn an_agent_that_goes_silent_for_some_rounds_loses_uptime_and_price() {
 
 const TRACE: &str = include_str!("../../monitor/tests/data/h200-healthy.csv");
 
-/// A recorded trace played back as one GPU, at once.
-struct Trace {
-    uuid: String,
-    rows: std::vec::IntoIter<pog_monitor::Sample>,
-    taken: u64,
-    xids: (u64, u32),
-}
-
-impl pog_node::watch::Source for Trace {
-    fn identities(&self) -> Vec<pog_monitor::prometheus::GpuIdentity> {
-        vec![pog_monitor::prometheus::GpuIdentity {
-            index: 0,
-            uuid: self.uuid.clone(),
-            model_name: "NVIDIA H200".into(),
-            hostname: "loopback".into(),
-            pci_bus_id: Some("0000:00:06.0".into()),
-        }]
-    }
-    fn sample(&mut self, _: usize, _: f64) -> Option<pog_monitor::Sample> {
-        let row = self.rows.next()?;
-        self.taken += 1;
-        self.xids.0 += row.xid.len() as u64;
-        if let Some(&code) = row.xid.last() {
-            self.xids.1 = code;
-        }
-        Some(row)
-    }
-    fn take_notices(&mut self) -> Vec<String> {
-        Vec::new()
-    }
-    fn xids(&self, _: usize) -> (u64, u32) {
-        self.xids
-    }
-    fn health(&self) -> pog_monitor::prometheus::SamplerHealth {
-        pog_monitor::prometheus::SamplerHealth {
-            samples: self.taken,
-            ..Default::default()
-        }
-    }
-}
-
 /// A health monitor that has watched `rows` as GPU `uuid`.
 async fn watched(uuid: &str, rows: Vec<pog_monitor::Sample>) -> Arc<pog_node::watch::Watch> {
     let watch = Arc::new(pog_node::watch::Watch::new(Vec::new(), false));
     let fed = watch.clone();
-    let mut source = Trace {
-        uuid: uuid.into(),
-        rows: rows.into_iter(),
-        taken: 0,
-        xids: (0, 0),
-    };
+    let mut source = pog_monitor::Replay::new(
+        pog_monitor::prometheus::GpuIdentity {
+            index: 0,
+            uuid: uuid.into(),
+            model_name: "NVIDIA H200".into(),
+            hostname: "loopback".into(),
+            pci_bus_id: Some("0000:00:06.0".into()),
+        },
+        rows,
+    );
     tokio::task::spawn_blocking(move || {
         fed.run(
             &mut source,
