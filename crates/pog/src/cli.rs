@@ -56,7 +56,8 @@ pub enum Command {
     Agent(AgentArgs),
     /// Register agents, challenge their GPUs on a schedule, verify and record the results.
     Validator(ValidatorArgs),
-    /// GPU health: run the anomaly detectors over a recorded telemetry trace.
+    /// GPU health: sample every GPU through NVML with anomaly detection, alerts, history, /metrics
+    /// and a dashboard (`run`), or replay the detectors over a recorded trace (`replay`).
     Monitor(crate::commands::monitor::MonitorArgs),
     /// The Proof-of-GPU score of this host (a fresh `pog check`) or of a saved report.
     Score(crate::commands::market::ScoreArgs),

@@ -860,3 +860,22 @@ fn a_simulated_agent_serves_labelled_metrics_and_its_validator_records_its_healt
     let api = http_get(aport, "/metrics").unwrap_or_default();
     assert!(api.contains("no metrics on this port"), "{api}");
 }
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly_not_in_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    // The reading end is gone before pog writes a byte (`pog specs | true`, deterministic).
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"))
+        .arg("specs")
+        .env_remove("POG_SIMULATE")
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    const SIGPIPE: i32 = 13;
+    assert_eq!(out.status.signal(), Some(SIGPIPE), "{:?}", out.status);
+}
