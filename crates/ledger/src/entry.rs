@@ -479,7 +479,8 @@ pub mod bodies {
         pub provenance: Provenance,
     }
 
-    /// A Proof-of-GPU score ([`super::RecordKind::Score`], validator-signed).
+    /// A Proof-of-GPU score ([`super::RecordKind::Score`], validator-signed): what the
+    /// validator's market made of the GPU's records (docs/market.md).
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub struct Score {
@@ -487,11 +488,18 @@ pub mod bodies {
         pub version: u32,
         /// The GPU the record is about (must equal the entry's).
         pub gpu_uuid: String,
-        /// 0..=100.
+        /// The model scored (the registered one), if known.
+        pub model: Option<String>,
+        /// The score: 1.0 is the reference configuration (an H200 SXM host); 0 when the GPU
+        /// is not verified.
         pub score: f64,
-        /// Component scores by name ("gpu", "cpu", "ram", "storage") with their weights.
+        /// The parts by name ("gpu", "cpu", "ram", "storage"): (name, value, weight).
         pub components: Vec<(String, f64, f64)>,
-        /// Log indexes of the records the score was computed from.
+        /// The reliability multiplier (proof success, uptime, anomalies), 0 to 1.
+        pub reliability: f64,
+        /// Why the score is 0 or lower than the model would earn.
+        pub reasons: Vec<String>,
+        /// Log indexes of the GPU's records the score was computed from, oldest first.
         pub inputs: Vec<u64>,
         /// When the producer made the record, Unix ms.
         pub recorded_at_ms: u64,
@@ -505,12 +513,15 @@ pub mod bodies {
         pub version: u32,
         /// The GPU the record is about (must equal the entry's).
         pub gpu_uuid: String,
-        /// Price per GPU-hour in `currency`'s smallest unit.
+        /// Price per GPU-hour in millionths of `currency` (micro-dollars for "USD").
         pub per_hour: u64,
         /// ISO 4217 code or token symbol.
         pub currency: String,
-        /// How it was set: "auction", "posted", …
+        /// How it was set: "posted" (the validator's quote from the score and its market),
+        /// "auction", …
         pub basis: String,
+        /// The log index of the score record it was quoted from, if logged.
+        pub score_index: Option<u64>,
         /// When the producer made the record, Unix ms.
         pub recorded_at_ms: u64,
     }

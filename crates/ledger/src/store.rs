@@ -26,7 +26,7 @@
 //! fsync outrun a B-tree on the same disk.
 
 use crate::checkpoint::{Checkpoint, SignedCheckpoint};
-use crate::entry::{Entry, EntryError, MAX_ENTRY_BYTES, NO_PREVIOUS};
+use crate::entry::{Entry, EntryError, RecordKind, MAX_ENTRY_BYTES, NO_PREVIOUS};
 use crate::note::NoteSigner;
 use crate::tiles::{encode_entry_bundle, TileError, TileId, TileSource, TILE_HEIGHT, TILE_WIDTH};
 use pog_merkle::{leaf_hash, node_hash, Hash};
@@ -686,6 +686,40 @@ impl Ledger {
         Ok(out)
     }
 
+    /// A GPU's latest entries of the kinds `wanted`, at most `limit` of them, oldest first,
+    /// found by following the back-links from its latest entry through at most `max_steps`
+    /// entries (so a long chain costs no more than that).
+    pub fn gpu_recent(
+        &self,
+        uuid: &str,
+        wanted: &[RecordKind],
+        limit: usize,
+        max_steps: usize,
+    ) -> Result<Vec<(u64, Entry)>, StoreError> {
+        let mut at = self
+            .gpus
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(uuid)
+            .map(|&(i, _)| i);
+        let mut out = Vec::new();
+        for _ in 0..max_steps {
+            let Some(i) = at.filter(|_| out.len() < limit) else {
+                break;
+            };
+            let entry = Entry::parse(&self.log.entry(i)?).map_err(|e| StoreError::Corrupt {
+                dir: self.log.dir.clone(),
+                why: format!("entry {i}: {e}"),
+            })?;
+            at = (entry.prev_index != NO_PREVIOUS).then_some(entry.prev_index);
+            if wanted.contains(&entry.kind) {
+                out.push((i, entry));
+            }
+        }
+        out.reverse();
+        Ok(out)
+    }
+
     /// The GPUs the ledger holds records of.
     pub fn gpus(&self) -> Vec<String> {
         let mut v: Vec<String> = self
@@ -1018,5 +1052,38 @@ mod tests {
         let a = ledger.gpu_entries("GPU-a").unwrap();
         assert_eq!(a.last().unwrap().1.gpu_seq, 51);
         assert_eq!(a.last().unwrap().1.prev_index, a[50].0);
+
+        // The latest entries of some kinds, within a bounded walk back.
+        let score = Entry::sign(
+            RecordKind::Score,
+            r#"{"version":1,"gpu_uuid":"GPU-a"}"#.to_string(),
+            &key,
+        )
+        .unwrap();
+        let [score_at] = ledger.append(vec![score]).unwrap()[..] else {
+            panic!("one index")
+        };
+        let proofs = ledger
+            .gpu_recent("GPU-a", &[RecordKind::ProofRound], 3, 100)
+            .unwrap();
+        let indexes: Vec<u64> = proofs.iter().map(|(i, _)| *i).collect();
+        assert_eq!(indexes, [a[49].0, a[50].0, a[51].0]);
+        let scores = ledger
+            .gpu_recent("GPU-a", &[RecordKind::Score], 10, 100)
+            .unwrap();
+        assert_eq!(scores.len(), 1);
+        assert_eq!(scores[0].0, score_at);
+        // Two steps back: the score and one proof; nothing for a GPU the ledger never saw.
+        assert_eq!(
+            ledger
+                .gpu_recent("GPU-a", &[RecordKind::ProofRound], 10, 2)
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(ledger
+            .gpu_recent("GPU-z", &RecordKind::ALL, 10, 10)
+            .unwrap()
+            .is_empty());
     }
 }

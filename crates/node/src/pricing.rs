@@ -11,7 +11,9 @@
 //!   the market of its class (demand from the open bids and asks of the validator's own
 //!   book), and appends the price to the history in `market.sqlite`, with the row of the last
 //!   record taken in, in one transaction: a restarted validator prices the records it has
-//!   not seen yet and none twice. `GET /v1/prices/{uuid}/history` pages through it.
+//!   not seen yet and none twice. `GET /v1/prices/{uuid}/history` pages through it. With a
+//!   ledger, each score and price that changed is also logged there first, as validator-signed
+//!   `score` and `price` records naming the logged records the score was computed from.
 //! - **Clearing on a clock.** [`clear_on_schedule`] clears every class whose book changed
 //!   since its last clearing (`pog validator --clear-every`), signed by the validator's key
 //!   like a manual clearing.
@@ -27,6 +29,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use pog_ledger::entry::{bodies, RecordKind};
 use pog_market::appraisal::{
     assess, price, Assessment, GpuHistory, RecordSummary, RELIABILITY_WINDOW,
 };
@@ -48,6 +51,18 @@ const BATCH: usize = 1000;
 /// health) and a missed round one, so this holds the last [`RELIABILITY_WINDOW`] rounds.
 const ROWS_READ: usize = 4 * RELIABILITY_WINDOW;
 
+/// The ledger kinds of the records a score is computed from (its `inputs`).
+const SCORED_KINDS: [RecordKind; 4] = [
+    RecordKind::ProofRound,
+    RecordKind::MemoryRound,
+    RecordKind::HealthRound,
+    RecordKind::RoundMissed,
+];
+
+/// How far back through a GPU's ledger chain its score's inputs are looked for: the records
+/// read ([`ROWS_READ`]) with scores, prices and the agent's reports between them.
+const LEDGER_STEPS: usize = 8 * ROWS_READ;
+
 /// The most scores or price points one page returns.
 pub const MAX_PAGE: usize = 1000;
 
@@ -64,6 +79,12 @@ pub enum PricingError {
     Market(#[from] MarketError),
     #[error(transparent)]
     Quote(#[from] pog_market::QuoteError),
+    /// A score or price record could not be signed.
+    #[error("signing a score or price record: {0}")]
+    Sign(#[from] pog_proof::wire::WireError),
+    /// The ledger refused a score or price record.
+    #[error(transparent)]
+    Ledger(#[from] crate::ledger::LedgerError),
 }
 
 impl From<PricingError> for ApiError {
@@ -272,7 +293,11 @@ impl Pricing {
                 } else {
                     verdict
                 };
-                points.push(self.quote(&a, cause)?);
+                let point = self.quote(&a, cause)?;
+                // Into the ledger first (append-only: a batch retried after a failure may log
+                // a score twice, never lose one), then the market's history.
+                self.log_if_changed(&a, &point)?;
+                points.push(point);
             }
             self.market.post_prices(&points, through)?;
             posted += points.len();
@@ -280,6 +305,71 @@ impl Pricing {
                 return Ok(posted);
             }
         }
+    }
+
+    /// Appends the GPU's score, and its price when it is priced, to the validator's ledger as
+    /// signed `score` and `price` records, when either differs from the last point posted
+    /// (nothing without a ledger). Only to the ledger: stored in the registry they would wake
+    /// the pricing again.
+    fn log_if_changed(&self, a: &Assessment, point: &PostedPrice) -> Result<(), PricingError> {
+        let Some(ledger) = self.validator.ledger() else {
+            return Ok(());
+        };
+        let last = self.market.latest_price(&a.gpu_uuid)?;
+        if last
+            .is_some_and(|l| l.score == point.score && l.price_micro_usd == point.price_micro_usd)
+        {
+            return Ok(());
+        }
+        let inputs = ledger
+            .ledger()
+            .gpu_recent(&a.gpu_uuid, &SCORED_KINDS, ROWS_READ, LEDGER_STEPS)
+            .map_err(crate::ledger::LedgerError::from)?
+            .into_iter()
+            .map(|(index, _)| index)
+            .collect();
+        let parts = &a.detail.parts;
+        let score = bodies::Score {
+            version: bodies::BODY_VERSION,
+            gpu_uuid: a.gpu_uuid.clone(),
+            model: a.model.clone(),
+            score: a.score,
+            components: [
+                ("gpu", &parts.gpu),
+                ("cpu", &parts.cpu),
+                ("ram", &parts.ram),
+                ("storage", &parts.storage),
+            ]
+            .into_iter()
+            .map(|(name, part)| (name.to_string(), part.value, part.weight))
+            .collect(),
+            reliability: a.detail.reliability.factor,
+            reasons: a.reasons.clone(),
+            inputs,
+            recorded_at_ms: point.at_ms,
+        };
+        let envelope = self
+            .validator
+            .identity
+            .seal(RecordKind::Score.wire_kind(), &score)?;
+        let score_index = ledger.append(&envelope)?;
+        if let Some(per_hour) = point.price_micro_usd {
+            let price = bodies::Price {
+                version: bodies::BODY_VERSION,
+                gpu_uuid: a.gpu_uuid.clone(),
+                per_hour,
+                currency: "USD".into(),
+                basis: "posted".into(),
+                score_index: Some(score_index),
+                recorded_at_ms: point.at_ms,
+            };
+            let envelope = self
+                .validator
+                .identity
+                .seal(RecordKind::Price.wire_kind(), &price)?;
+            ledger.append(&envelope)?;
+        }
+        Ok(())
     }
 
     /// Prices records as they are stored, until `stop` says so.

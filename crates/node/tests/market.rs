@@ -358,14 +358,27 @@ async fn the_book_and_history_survive_a_restart() {
 /// A validator with its market and pricing, registry and market stored in `dir`; returns it,
 /// its market, its pricing and its URL. The pricing runs until the test ends.
 async fn start_priced(dir: &Path) -> (Arc<Validator>, Arc<Market>, Arc<Pricing>, String) {
+    start_pricing(dir, false).await
+}
+
+/// [`start_priced`], the validator keeping its ledger in `dir/ledger` when `ledger` says so.
+async fn start_pricing(
+    dir: &Path,
+    ledger: bool,
+) -> (Arc<Validator>, Arc<Market>, Arc<Pricing>, String) {
     let identity = Identity::from_seed(VALIDATOR_SEED);
     let market =
         Arc::new(Market::open(Some(&dir.join("market.sqlite")), &identity.public_hex()).unwrap());
-    let v = Arc::new(Validator::with_config(
-        identity,
+    let mut validator = Validator::with_config(
+        Identity::from_seed(VALIDATOR_SEED),
         Registry::open(Some(&dir.join("registry.sqlite"))).unwrap(),
         loopback(),
-    ));
+    );
+    if ledger {
+        let log = pog_node::ledger::ValidatorLedger::open(&dir.join("ledger"), &identity, None);
+        validator = validator.with_ledger(Arc::new(log.unwrap()));
+    }
+    let v = Arc::new(validator);
     let pricing = Pricing::new(v.clone(), market.clone(), pog_market::Config::embedded());
     let (_stop, stopped) = tokio::sync::watch::channel(false);
     // The sender lives as long as the pricing task: leaked for the test's length.
@@ -722,6 +735,62 @@ async fn the_price_follows_the_utilization_the_books_clearings_measure() {
         (ratio - 0.8).abs() < 1e-5,
         "{measured} / {neutral} = {ratio}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scores_and_prices_go_into_the_ledger_signed_when_they_change() {
+    use pog_ledger::entry::{bodies, RecordKind};
+    let dir = tempfile::tempdir().unwrap();
+    let (v, _market, _pricing, url) = start_pricing(dir.path(), true).await;
+    let (_, status) = start_agent(&url, 13, vec![claim("GPU-l1")], Behaviour::Honest, None).await;
+    assert_eq!(status, 200);
+    assert!(v.challenge("GPU-l1", &policy()).await.unwrap().accepted);
+    prove_the_h200(&v, "GPU-l1");
+    let view = settled_score(&url, &v, "GPU-l1").await;
+    let priced = view.price_micro_usd.expect("priced");
+
+    let ledger = v.ledger().unwrap().ledger();
+    let of_kind = |kind: RecordKind| -> Vec<(u64, pog_ledger::entry::Entry)> {
+        let entries = ledger.gpu_entries("GPU-l1").unwrap();
+        entries
+            .into_iter()
+            .filter(|(_, e)| e.kind == kind)
+            .collect()
+    };
+    let validator_key = Identity::from_seed(VALIDATOR_SEED).public_hex();
+    let scores = of_kind(RecordKind::Score);
+    let prices = of_kind(RecordKind::Price);
+    for (_, e) in scores.iter().chain(&prices) {
+        e.verify().unwrap();
+        assert_eq!(hex::encode(e.signer), validator_key);
+    }
+    // The registration was scored 0 and not priced, then the proven GPU scored and priced.
+    let (score_at, last_score) = scores.last().unwrap();
+    let last_score: bodies::Score = serde_json::from_str(&last_score.body).unwrap();
+    assert_eq!(last_score.score, view.score);
+    assert_eq!(last_score.model.as_deref(), Some("H200 SXM"));
+    assert_eq!(last_score.components.len(), 4);
+    let (_, last_price) = prices.last().unwrap();
+    let last_price: bodies::Price = serde_json::from_str(&last_price.body).unwrap();
+    assert_eq!(
+        (last_price.per_hour, last_price.score_index),
+        (priced, Some(*score_at))
+    );
+    // Its inputs are the GPU's logged proof records (the real exchange's among them).
+    let proof = of_kind(RecordKind::ProofRound);
+    assert!(!last_score.inputs.is_empty());
+    assert!(last_score.inputs.contains(&proof.last().unwrap().0));
+    assert!(last_score.inputs.iter().all(|i| i < score_at));
+
+    // A record that changes neither the score nor the price logs nothing new.
+    let (n_scores, n_prices) = (scores.len(), prices.len());
+    store_edited(&v, "GPU-l1", |r| {
+        r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+    });
+    let again = settled_score(&url, &v, "GPU-l1").await;
+    assert_eq!(again.price_micro_usd, Some(priced));
+    assert_eq!(of_kind(RecordKind::Score).len(), n_scores);
+    assert_eq!(of_kind(RecordKind::Price).len(), n_prices);
 }
 
 /// A real record of `uuid` made to prove the H200 (re-signed by the validator), with a proof of
