@@ -938,12 +938,14 @@ pub fn check_anchor(
     }
 }
 
-/// Reads what `registry` holds for `checkpoint`'s origin and checks it ([`check_anchor`]):
-/// the report, and the problem when the anchor is missing or differs. An error when the chain
-/// cannot be read (no answer, no contract at the address).
+/// Reads what `registry` holds for `checkpoint`'s origin and checks it ([`check_anchor`]),
+/// and, when the holder names the `expected` publisher, that the origin is registered to it:
+/// the report, and the problem when the publisher differs or the anchor is missing or
+/// differs. An error when the chain cannot be read (no answer, no contract at the address).
 pub async fn verify_anchor(
     registry: &Registry,
     checkpoint: &Checkpoint,
+    expected: Option<Address>,
 ) -> Result<(AnchorCheck, Option<Problem>), AnchorError> {
     registry.check_deployed().await?;
     let origin = checkpoint.origin.as_str();
@@ -951,7 +953,15 @@ pub async fn verify_anchor(
     let at = registry.anchor_at(origin, checkpoint.size).await?;
     let latest = registry.latest(origin).await?;
     let address = registry.address().to_string();
-    let problem = check_anchor(checkpoint, &address, at, latest).err();
+    let problem = match expected {
+        Some(expected) if publisher != Some(expected) => Some(Problem::AnchorPublisher {
+            registry: address.clone(),
+            origin: origin.to_string(),
+            registered: publisher.map(|p| p.to_string()),
+            expected: expected.to_string(),
+        }),
+        _ => check_anchor(checkpoint, &address, at, latest).err(),
+    };
     Ok((
         AnchorCheck {
             registry: address,

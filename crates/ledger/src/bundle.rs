@@ -350,6 +350,19 @@ pub enum Problem {
         /// The largest size anchored for the origin, if any.
         latest_anchored: Option<u64>,
     },
+    /// The log's origin is registered on chain to another publisher than the one the holder
+    /// expects (`pog verify --publisher`): a squatted or re-pointed registry.
+    #[error("the anchor's publisher differs: the registry {registry} has {origin} registered to {}, not {expected}", registered.as_deref().unwrap_or("nobody"))]
+    AnchorPublisher {
+        /// The registry's address.
+        registry: String,
+        /// The log's origin.
+        origin: String,
+        /// The publisher registered for the origin, if any.
+        registered: Option<String>,
+        /// The publisher the holder expects.
+        expected: String,
+    },
     /// The chain anchors another root at the checkpoint's size: the anchor or the checkpoint
     /// was replaced (two histories of one size).
     #[error("the chain anchor differs: the registry {registry} anchors {origin} at size {size} with root {anchored_root}, the checkpoint's root is {checkpoint_root}")]

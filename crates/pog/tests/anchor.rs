@@ -237,6 +237,35 @@ fn anchoring_and_verifying_against_the_chain_catch_a_replaced_or_missing_anchor(
         "{summary}"
     );
     assert_eq!(report["anchor"]["ok"], false);
+    // A holder who names the validator's publisher catches the squatted registry before any
+    // root is compared; on the real registry the same check passes.
+    let publisher = pog_anchor::PublisherKey::from_file(&publisher_key)
+        .unwrap()
+        .address()
+        .to_string();
+    let with_publisher = |contract: &str, status: i32| {
+        let args = [
+            "verify",
+            bundle.to_str().unwrap(),
+            "--log-key",
+            &log_vkey,
+            "--chain",
+            rpc,
+            "--contract",
+            contract,
+            "--publisher",
+            &publisher,
+        ];
+        pog_json(&holder, &args, status)
+    };
+    let report = with_publisher(&evil, 1);
+    assert_eq!(problems(&report), ["anchor_publisher"], "{report:#}");
+    let summary = report["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("publisher differs") && summary.contains(&publisher),
+        "{summary}"
+    );
+    assert_eq!(with_publisher(&registry, 0)["anchor"]["ok"], true);
 
     // The chain anchor replaced (2): on the real registry, an attacker cannot anchor the
     // origin (it is registered to the publisher), and the publisher's own client refuses to
@@ -448,6 +477,90 @@ fn a_running_validator_anchors_its_checkpoints() {
         .unwrap()
         .success());
     assert_eq!(validator.child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn a_stopping_validator_anchors_its_last_checkpoint() {
+    let anvil = Anvil::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let key = dev_key_file(tmp.path(), "publisher.key", 0);
+    let data = validator_dir(tmp.path(), "validator");
+    let registry = deploy(&data, &anvil.url, &key);
+    let log_vkey = pog_json(&data, &["ledger", "vkey"], 0)["vkey"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let origin = log_vkey.split('+').next().unwrap().to_string();
+    let addr = format!("127.0.0.1:{}", free_port());
+    // The schedule would anchor only after an hour: whatever is anchored, the stop did.
+    let mut validator = spawn_pog(
+        &data,
+        &[
+            &["validator", "--listen", &addr, "--challenge-every", "1"],
+            &["--test-plan", "--size", "32", "--samples", "128"],
+            &["--accept-simulated", "--allow-private-endpoints"],
+            &["--checkpoint-every", "0.5"],
+            &["--anchor-rpc", &anvil.url, "--anchor-contract", &registry],
+            &["--anchor-key-file", key.to_str().unwrap()],
+            &["--anchor-every", "3600"],
+        ],
+        None,
+    );
+    let _agent = spawn_pog(
+        &tmp.path().join("agent"),
+        &[&[
+            "agent",
+            "--listen",
+            &format!("127.0.0.1:{}", free_port()),
+            "--validator",
+            &format!("http://{addr}"),
+            "--trust",
+            &Identity::from_seed(VALIDATOR_SEED).public_hex(),
+        ]],
+        Some("H200 SXM"),
+    );
+    // A proof round stored and a checkpoint signed over it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let size = http_get(&addr, "/ledger/checkpoint")
+            .filter(|(status, _)| *status == 200)
+            .and_then(|(_, text)| {
+                pog_ledger::checkpoint::SignedCheckpoint::parse(text.as_bytes()).ok()
+            })
+            .map_or(0, |c| c.checkpoint.size);
+        if size >= 2 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no checkpoint");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let pid = validator.child.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    assert_eq!(validator.child.wait().unwrap().code(), Some(0));
+
+    // The chain holds the checkpoint the validator signed last.
+    let last = pog_ledger::checkpoint::SignedCheckpoint::parse(
+        &std::fs::read(data.join("ledger").join("checkpoint")).unwrap(),
+    )
+    .unwrap();
+    let chain = pog_anchor::Registry::reader(
+        &pog_anchor::RpcUrl::parse(&anvil.url).unwrap(),
+        pog_anchor::parse_address(&registry).unwrap(),
+    )
+    .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let latest = rt
+        .block_on(chain.latest(&origin))
+        .unwrap()
+        .expect("anchored at the stop");
+    assert_eq!(
+        (latest.size, latest.root),
+        (last.checkpoint.size, last.checkpoint.root)
+    );
 }
 
 #[test]

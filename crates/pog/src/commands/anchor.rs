@@ -268,10 +268,14 @@ pub fn deploy_command(global: &Global, args: &DeployArgs) -> Result<Outcome> {
     Ok(Outcome(Verdict::Pass))
 }
 
+/// How long a stopping validator waits for its last checkpoint to be anchored.
+const LAST_ANCHOR_WAIT: Duration = Duration::from_secs(20);
+
 /// Every `every`: anchors the ledger's latest stored checkpoint when it is larger than the last
 /// one anchored (registering the origin the first time), and keeps it as the anchored
 /// checkpoint. A failure is logged and retried on the next tick; nothing else waits for it.
-/// Returns on `stop` (what was signed at shutdown is anchored at the next start).
+/// On `stop` (sent once the last checkpoint is signed) one last look, for at most
+/// [`LAST_ANCHOR_WAIT`]; what it misses is anchored at the next start.
 pub async fn anchor_on_schedule(
     ledger: Arc<pog_node::ledger::ValidatorLedger>,
     ledger_dir: PathBuf,
@@ -284,51 +288,68 @@ pub async fn anchor_on_schedule(
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
-            _ = stop.changed() => return,
+            _ = stop.changed() => break,
         }
-        let checkpoint = match pog_node::ledger::stored_checkpoint(ledger.ledger()) {
-            Ok(c) => c,
-            Err(pog_node::ledger::LedgerError::NoCheckpoint) => continue,
-            Err(e) => {
-                tracing::error!(error = %e, "anchoring: the ledger's checkpoint is unreadable");
-                continue;
-            }
-        };
-        let size = checkpoint.checkpoint.size;
-        if anchored.is_some_and(|a| a >= size) {
-            continue;
+        tokio::select! {
+            _ = anchor_latest(&ledger, &ledger_dir, &registry, &mut anchored) => {}
+            _ = stop.changed() => break,
         }
-        let attempt = tokio::select! {
-            r = registry.anchor_checkpoint(&checkpoint.checkpoint) => r,
-            _ = stop.changed() => return,
-        };
-        match attempt {
-            Ok(done) => {
-                anchored = Some(size);
-                if let Some(sent) = &done.registered {
-                    tracing::info!(origin = %done.origin, registry = %registry.address(), tx = %sent.tx, gas = sent.gas_used, "registered the log's origin");
+    }
+    let last = anchor_latest(&ledger, &ledger_dir, &registry, &mut anchored);
+    if tokio::time::timeout(LAST_ANCHOR_WAIT, last).await.is_err() {
+        tracing::warn!(
+            "the last checkpoint was not anchored within {} s: it is anchored at the next start",
+            LAST_ANCHOR_WAIT.as_secs()
+        );
+    }
+}
+
+/// One look of [`anchor_on_schedule`]: anchors the stored checkpoint if it is larger than
+/// `anchored`, and records it there and in the ledger directory.
+async fn anchor_latest(
+    ledger: &pog_node::ledger::ValidatorLedger,
+    ledger_dir: &Path,
+    registry: &Registry,
+    anchored: &mut Option<u64>,
+) {
+    let checkpoint = match pog_node::ledger::stored_checkpoint(ledger.ledger()) {
+        Ok(c) => c,
+        Err(pog_node::ledger::LedgerError::NoCheckpoint) => return,
+        Err(e) => {
+            tracing::error!(error = %e, "anchoring: the ledger's checkpoint is unreadable");
+            return;
+        }
+    };
+    let size = checkpoint.checkpoint.size;
+    if anchored.is_some_and(|a| a >= size) {
+        return;
+    }
+    match registry.anchor_checkpoint(&checkpoint.checkpoint).await {
+        Ok(done) => {
+            *anchored = Some(size);
+            if let Some(sent) = &done.registered {
+                tracing::info!(origin = %done.origin, registry = %registry.address(), tx = %sent.tx, gas = sent.gas_used, "registered the log's origin");
+            }
+            match &done.anchored {
+                Some(sent) => {
+                    tracing::info!(size, registry = %registry.address(), tx = %sent.tx, gas = sent.gas_used, "anchored the checkpoint on chain")
                 }
-                match &done.anchored {
-                    Some(sent) => {
-                        tracing::info!(size, registry = %registry.address(), tx = %sent.tx, gas = sent.gas_used, "anchored the checkpoint on chain")
-                    }
-                    None => {
-                        tracing::info!(size, registry = %registry.address(), "the checkpoint was anchored already")
-                    }
-                }
-                let (dir, cp) = (ledger_dir.clone(), checkpoint.clone());
-                let saved = tokio::task::spawn_blocking(move || save_anchored(&dir, &cp)).await;
-                match saved {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => {
-                        tracing::error!(error = %format!("{e:#}"), "keeping the anchored checkpoint")
-                    }
-                    Err(e) => tracing::error!(error = %e, "keeping the anchored checkpoint"),
+                None => {
+                    tracing::info!(size, registry = %registry.address(), "the checkpoint was anchored already")
                 }
             }
-            Err(e) => {
-                tracing::warn!(size, registry = %registry.address(), error = %e, "anchoring failed; retrying at the next tick")
+            let (dir, cp) = (ledger_dir.to_path_buf(), checkpoint.clone());
+            let saved = tokio::task::spawn_blocking(move || save_anchored(&dir, &cp)).await;
+            match saved {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(error = %format!("{e:#}"), "keeping the anchored checkpoint")
+                }
+                Err(e) => tracing::error!(error = %e, "keeping the anchored checkpoint"),
             }
+        }
+        Err(e) => {
+            tracing::warn!(size, registry = %registry.address(), error = %e, "anchoring failed; retrying at the next tick")
         }
     }
 }
@@ -338,11 +359,20 @@ pub async fn anchor_on_schedule(
 pub fn check_chain(
     rpc: &str,
     contract: &str,
+    publisher: Option<&str>,
     checkpoint: &pog_ledger::checkpoint::Checkpoint,
 ) -> Result<(pog_anchor::AnchorCheck, Option<pog_ledger::bundle::Problem>)> {
     let target = ChainTarget::new(rpc, contract, None)?;
+    let expected = publisher
+        .map(pog_anchor::parse_address)
+        .transpose()
+        .context("--publisher")?;
     let checked = runtime()?
-        .block_on(pog_anchor::verify_anchor(&target.registry, checkpoint))
+        .block_on(pog_anchor::verify_anchor(
+            &target.registry,
+            checkpoint,
+            expected,
+        ))
         .with_context(|| format!("reading the anchor from {}", target.rpc))?;
     Ok(checked)
 }

@@ -193,6 +193,11 @@ pub struct VerifyArgs {
     /// The CheckpointRegistry's address on --chain.
     #[arg(long, value_name = "ADDR", requires = "chain")]
     pub contract: Option<String>,
+    /// The address the log's origin must be registered to on --chain (the validator's anchor
+    /// publisher, as it announced it): a registry where someone else registered the origin
+    /// first fails the check.
+    #[arg(long, value_name = "ADDR", requires = "chain")]
+    pub publisher: Option<String>,
 }
 
 /// What `pog witness` does.
@@ -785,8 +790,12 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
     // The chain anchor: the registry must hold the checkpoint's root at its size.
     let anchor = match (&args.chain, &args.contract) {
         (Some(rpc), Some(contract)) => {
-            let (check, problem) =
-                super::anchor::check_chain(rpc, contract, &bundle.checkpoint.checkpoint)?;
+            let (check, problem) = super::anchor::check_chain(
+                rpc,
+                contract,
+                args.publisher.as_deref(),
+                &bundle.checkpoint.checkpoint,
+            )?;
             report.problems.extend(problem);
             Some(check)
         }

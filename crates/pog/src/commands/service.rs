@@ -386,8 +386,10 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
             args.checkpoint_every.as_secs_f64(),
             args.witnesses.len()
         ));
-        // Stopped after the rounds, so that their last records get a checkpoint.
+        // Stopped after the rounds, so that their last records get a checkpoint; the anchors
+        // after that, so that the last checkpoint is anchored too.
         let (checkpoint_stop, checkpoint_stopped) = tokio::sync::watch::channel(false);
+        let (anchor_stop, anchor_stopped) = tokio::sync::watch::channel(false);
         // Each checkpoint signed is anchored on chain at the next look (its own task: a slow
         // or unreachable chain never holds up the checkpoints or the API).
         let anchors = anchoring.map(|target| {
@@ -402,7 +404,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
                 ledger_dir.clone(),
                 target.registry,
                 args.anchor_every,
-                checkpoint_stopped.clone(),
+                anchor_stopped,
             ))
         });
         let checkpoints = tokio::spawn(pog_node::ledger::checkpoint_on_schedule(
@@ -438,6 +440,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         let _ = priced.await;
         let _ = checkpoint_stop.send(true);
         let _ = checkpoints.await;
+        let _ = anchor_stop.send(true);
         if let Some(anchors) = anchors {
             let _ = anchors.await;
         }
