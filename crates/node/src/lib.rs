@@ -19,6 +19,7 @@ pub mod misbehaviour;
 pub mod pricing;
 pub mod provers;
 pub mod registry;
+pub mod reports;
 pub mod schedule;
 pub mod selfcheck;
 pub mod serve;

@@ -285,6 +285,19 @@ impl Registry {
         Ok(())
     }
 
+    /// Whether a record is stored under `challenge_id` (a report's content id, say).
+    pub fn has_record(&self, challenge_id: &str) -> Result<bool, RegistryError> {
+        Ok(self
+            .db
+            .query_row(
+                "SELECT 1 FROM records WHERE challenge_id = ?1",
+                params![challenge_id],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
     /// Records stored after row `after` (0: from the start), of every GPU, oldest first: at
     /// most `limit` of (row id, GPU UUID).
     pub fn records_since(
@@ -299,15 +312,15 @@ impl Registry {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// A GPU's latest `limit` records other than registration events (row id, envelope JSON),
-    /// oldest first.
+    /// A GPU's latest `limit` records other than registration events and its agent's reports
+    /// (row id, envelope JSON), oldest first: the validator's rounds and health records.
     pub fn latest_records(
         &self,
         gpu_uuid: &str,
         limit: usize,
     ) -> Result<Vec<(i64, String)>, RegistryError> {
         let mut stmt = self.db.prepare(
-            "SELECT id, envelope FROM records WHERE gpu_uuid = ?1 AND challenge_id NOT LIKE 'registration-%' ORDER BY id DESC LIMIT ?2",
+            "SELECT id, envelope FROM records WHERE gpu_uuid = ?1 AND challenge_id NOT LIKE 'registration-%' AND challenge_id NOT LIKE 'report-%' ORDER BY id DESC LIMIT ?2",
         )?;
         let rows = stmt.query_map(params![gpu_uuid, limit as i64], |r| {
             Ok((r.get(0)?, r.get(1)?))
@@ -432,19 +445,22 @@ mod tests {
         r.record("registration-1", "GPU-1", false, "reg").unwrap();
         r.record("c2", "GPU-2", false, "b").unwrap();
         r.record("c3", "GPU-1", false, "c").unwrap();
+        r.record("report-ab", "GPU-1", false, "d").unwrap();
+        assert!(r.has_record("report-ab").unwrap() && !r.has_record("report-cd").unwrap());
         assert_eq!(
             r.records_since(1, 10).unwrap(),
             vec![
                 (2, "GPU-1".into()),
                 (3, "GPU-2".into()),
-                (4, "GPU-1".into())
+                (4, "GPU-1".into()),
+                (5, "GPU-1".into())
             ]
         );
         assert_eq!(r.records_since(0, 1).unwrap().len(), 1);
         assert_eq!(
             r.latest_records("GPU-1", 10).unwrap(),
             vec![(1, "a".to_string()), (4, "c".to_string())],
-            "registrations left out, oldest first"
+            "registrations and reports left out, oldest first"
         );
         assert_eq!(r.latest_records("GPU-1", 1).unwrap()[0].0, 4);
         // The wake-up was kept for whoever waits next.

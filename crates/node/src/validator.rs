@@ -486,17 +486,22 @@ pub struct Config {
     /// Registrations each source address may make per minute (a burst of that many, then
     /// refilled evenly).
     pub registrations_per_minute: u32,
+    /// New reports (agent-signed inspection and benchmark records, `POST /v1/reports`) each
+    /// agent key may add per hour (a burst of that many, then refilled evenly); a report the
+    /// validator holds already does not count.
+    pub reports_per_agent_per_hour: u32,
 }
 
 impl Default for Config {
     /// Real GPUs on public endpoints only; 64 GPUs an agent (more than any host has); ten
-    /// registrations a minute from one address.
+    /// registrations a minute from one address; 512 new reports an hour from one agent key.
     fn default() -> Self {
         Config {
             accept_simulated: false,
             allow_private_endpoints: false,
             max_gpus_per_agent: 64,
             registrations_per_minute: 10,
+            reports_per_agent_per_hour: crate::reports::DEFAULT_REPORTS_PER_HOUR,
         }
     }
 }
@@ -557,6 +562,8 @@ pub struct Validator {
     round_trips: Mutex<HashMap<String, f64>>,
     /// The transparency log every signed record is appended to before it is stored.
     ledger: Option<Arc<crate::ledger::ValidatorLedger>>,
+    /// Agents' reports: their hourly limit and the ones being stored (`crate::reports`).
+    pub(crate) reports: crate::reports::ReportDesk,
 }
 
 /// The memory plan for a GPU claimed to be `spec` under `policy`: per model, or the test
@@ -683,6 +690,7 @@ impl Validator {
                 per_minute: f64::from(config.registrations_per_minute.max(1)),
                 buckets: HashMap::new(),
             }),
+            reports: crate::reports::ReportDesk::new(config.reports_per_agent_per_hour),
             config,
             ledger: None,
         }
@@ -720,12 +728,27 @@ impl Validator {
         body: &T,
     ) -> Result<(), ValidatorError> {
         let envelope = self.identity.seal(kind, body)?;
-        let json = serde_json::to_string(&envelope).map_err(wire::WireError::Encode)?;
-        if let Some(ledger) = &self.ledger {
-            ledger.append(&envelope)?;
-        }
+        self.store_envelope(&envelope, id, uuid, accepted)
+            .map(|_| ())
+    }
+
+    /// Stores a signed record exactly as its producer signed it (the validator's own, or an
+    /// agent's report) among `uuid`'s records under `id`; with a ledger, appends it there
+    /// durably first (a record the ledger refuses is not stored). Its log index, with a ledger.
+    pub(crate) fn store_envelope(
+        &self,
+        envelope: &wire::Envelope,
+        id: &str,
+        uuid: &str,
+        accepted: bool,
+    ) -> Result<Option<u64>, ValidatorError> {
+        let json = serde_json::to_string(envelope).map_err(wire::WireError::Encode)?;
+        let index = match &self.ledger {
+            Some(ledger) => Some(ledger.append(envelope)?),
+            None => None,
+        };
         self.registry().record(id, uuid, accepted, &json)?;
-        Ok(())
+        Ok(index)
     }
 
     /// Signs and stores a registration event.
@@ -1088,11 +1111,12 @@ impl Validator {
     }
 }
 
-/// The validator's HTTP API: `POST /v1/register`, `GET /v1/gpus`, `GET /v1/records/{uuid}`,
-/// `GET /healthz`.
+/// The validator's HTTP API: `POST /v1/register`, `POST /v1/reports`, `GET /v1/gpus`,
+/// `GET /v1/records/{uuid}`, `GET /healthz`.
 pub fn router(validator: Arc<Validator>) -> Router {
     Router::new()
         .route("/v1/register", post_route(register))
+        .route("/v1/reports", post_route(crate::reports::post_report))
         .route("/v1/gpus", get(gpus))
         .route("/v1/records/{uuid}", get(records))
         .route("/healthz", get(|| async { "ok" }))
@@ -1273,8 +1297,9 @@ struct Page {
     limit: Option<usize>,
 }
 
-/// One stored record: its body as a JSON object (to read), and the envelope exactly as the
-/// validator signed it (to verify: its `body` string is the signed bytes).
+/// One stored record: its body as a JSON object (to read), and the envelope exactly as its
+/// producer signed it — the validator, or for `inspection` and `benchmark` reports the GPU's
+/// agent (to verify: its `body` string is the signed bytes).
 #[derive(Debug, Serialize, Deserialize)]
 pub struct StoredRecord {
     pub id: i64,

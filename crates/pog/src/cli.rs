@@ -259,6 +259,12 @@ pub struct AgentArgs {
     /// instead of at /metrics on the API's address.
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_listen: Option<String>,
+    /// A saved `pog bench --json` (or `pog check --json`) of this host: its figures are sent
+    /// to the validator, signed by the agent as self-reported benchmark records, beside the
+    /// inspection the agent runs at start. Without it no benchmark record is sent (the agent
+    /// does not benchmark at start: that would hold the GPUs at every restart).
+    #[arg(long, value_name = "FILE")]
+    pub bench_report: Option<std::path::PathBuf>,
 }
 
 /// What `pog validator` serves and how it challenges.
@@ -331,6 +337,10 @@ pub struct ValidatorArgs {
     /// GPUs one agent key may claim.
     #[arg(long, default_value = "64", value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub max_gpus_per_agent: u64,
+    /// New reports (the agent-signed inspection and benchmark records of POST /v1/reports)
+    /// one agent key may add per hour; one the validator holds already does not count.
+    #[arg(long, default_value = "512", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub reports_per_hour: u32,
     #[command(flatten)]
     pub market: crate::commands::market::ClearArgs,
     /// Seconds between two looks at the ledger (DATA_DIR/ledger): whenever it grew, a

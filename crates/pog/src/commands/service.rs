@@ -8,6 +8,7 @@ use pog_inspect::GpuVerdict;
 use pog_node::agent::{self, Agent};
 use pog_node::provers::{CpuEngine, GpuEngine, ProverEngine};
 use pog_node::registry::Registry;
+use pog_node::reports::{self, ReportReceipt, SavedBench};
 use pog_node::schedule::Schedule;
 use pog_node::serve::Limits;
 use pog_node::validator::{Config, MemoryPolicy, PlanKind, Policy, Validator};
@@ -90,6 +91,14 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
     if gpus.is_empty() {
         bail!("no genuine GPU on this host to serve (run `pog inspect` to see why)");
     }
+    // The agent's own records, made once and sent after every registration: the inspection
+    // it just ran and, when given, a saved benchmark report's figures.
+    let bench = match &args.bench_report {
+        Some(path) => Some(SavedBench::read(path).context("--bench-report")?),
+        None => None,
+    };
+    let made = reports::agent_reports(&identity, &report, &gpus, bench.as_ref(), now_ms())
+        .context("making the agent's inspection and benchmark records")?;
     let local = listener.local_addr().context("reading the bound address")?;
     let endpoint = args
         .advertise
@@ -100,6 +109,9 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
     let mark = if simulated { "SIMULATED " } else { "" };
     let (watch, metrics_listener) = super::agent_health::start(&rt, &gpus, simulated, args)?;
     say(format_args!("{mark}agent key: {}", identity.public_hex()));
+    for why in &made.no_figures {
+        say(format_args!("{mark}no benchmark record: {why}"));
+    }
     say(format_args!(
         "{mark}serving {} GPU(s) at {endpoint} (listening on {local}); proving on the {}",
         gpus.len(),
@@ -138,6 +150,8 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
             done = registered => {
                 done.with_context(|| format!("registering with {validator}"))?;
                 say(format_args!("{mark}registered with {validator}"));
+                let sent = reports::send_reports(validator, &made.envelopes).await;
+                say(format_args!("{mark}{}", reports_line(&sent)));
             }
             stopped = &mut server => {
                 stopped.context("the agent's server stopped")?.context("serving")?;
@@ -147,6 +161,8 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
         // Registered again every few minutes: a validator that released the GPUs (after an
         // outage, or a squatter's claim that has since been released) gets them back, and a
         // refusal is logged instead of ending the agent.
+        // The reports go again after each registration: the validator answers the ones it
+        // holds without recording them twice, and records those it missed.
         let (again, key, endpoint, gpus) = (
             validator.to_string(),
             register_key,
@@ -159,6 +175,14 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
                 let quiet = |_: &pog_node::http::PostError, _: Duration| {};
                 if let Err(e) = agent::register(&again, &key, &endpoint, &gpus, quiet).await {
                     tracing::warn!("{mark}registering again with {again}: {e}");
+                    continue;
+                }
+                let sent = reports::send_reports(&again, &made.envelopes).await;
+                if sent
+                    .iter()
+                    .any(|r| r.is_err() || r.as_ref().is_ok_and(|r| r.recorded))
+                {
+                    tracing::info!("{mark}{}", reports_line(&sent));
                 }
             }
         });
@@ -168,6 +192,33 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
             .context("serving")?;
         Ok(Outcome(Verdict::Pass))
     })
+}
+
+/// One line on the reports sent after a registration: how many the validator recorded now,
+/// held already, and each refusal.
+fn reports_line(sent: &[Result<ReportReceipt, reports::SendError>]) -> String {
+    let recorded = sent
+        .iter()
+        .filter(|r| r.as_ref().is_ok_and(|r| r.recorded))
+        .count();
+    let held = sent
+        .iter()
+        .filter(|r| r.as_ref().is_ok_and(|r| !r.recorded))
+        .count();
+    let mut line = format!(
+        "reports sent: {recorded} recorded, {held} held already, {} refused",
+        sent.len() - recorded - held
+    );
+    for e in sent.iter().filter_map(|r| r.as_ref().err()) {
+        line.push_str(&format!("; {e}"));
+    }
+    line
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The engine `pog agent --prover` asks for. The GPU engine starts a worker per claimed GPU
@@ -320,6 +371,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         allow_private_endpoints: args.allow_private_endpoints,
         max_gpus_per_agent: args.max_gpus_per_agent as usize,
         registrations_per_minute: args.registrations_per_minute,
+        reports_per_agent_per_hour: args.reports_per_hour,
     };
     let local = listener.local_addr().context("reading the bound address")?;
     say(format_args!("validator key: {}", identity.public_hex()));

@@ -1,0 +1,1356 @@
+//! Agent-signed records: the ledger's kinds 2 (`inspection`) and 3 (`benchmark`), each a
+//! `pog_proof::wire` envelope signed with the agent's own key whose body is
+//! `pog_ledger::entry::bodies::InspectionSummary` or `BenchmarkFigures`, self-reported.
+//!
+//! - The agent makes them once, when it starts ([`agent_reports`]): for each GPU it serves, a
+//!   summary of the inspection it ran at start ([`inspection_summary`]), and the figures of a
+//!   benchmark report it was given, when it was (`pog agent --bench-report FILE`: a saved
+//!   `pog bench --json` or `pog check --json`, [`SavedBench`], [`benchmark_figures`]). It does
+//!   not benchmark at start: that would hold the GPUs for minutes at every restart. It sends
+//!   the same signed envelopes after every registration ([`send_reports`]).
+//! - The validator takes them at `POST /v1/reports` ([`Validator::accept_report`]): only from
+//!   the agent key the GPU is registered to, of one of the two kinds, with a body that parses
+//!   strictly and holds sane values, at most [`MAX_REPORT_BYTES`]; a report it holds already
+//!   (the same signer, kind and body) is answered again without a second record; new records
+//!   are limited per agent key and hour. Each is stored as it was signed (the agent's
+//!   signature, never the validator's), the ledger first, then the registry.
+
+use crate::http::{ApiError, PostError};
+use crate::validator::{Validator, ValidatorError};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use pog_bench::gpu::GpuBench;
+use pog_facts::Inventory;
+use pog_inspect::{GpuVerdict, InspectReport, Severity};
+use pog_ledger::entry::bodies::{
+    BenchmarkFigures, Figure, Finding, InspectionSummary, Provenance, BODY_VERSION,
+};
+use pog_ledger::entry::{signed_bytes, Entry, EntryError, RecordKind};
+use pog_proof::wire::{self, Envelope, GpuClaim, Identity, WireError};
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The envelope kind of an inspection summary (ledger kind 2).
+pub const INSPECTION_KIND: &str = "inspection";
+/// The envelope kind of benchmark figures (ledger kind 3).
+pub const BENCHMARK_KIND: &str = "benchmark";
+
+const _: () = assert!(RecordKind::Inspection as u8 == 2 && RecordKind::Benchmark as u8 == 3);
+
+/// The largest report the validator takes: the envelope's JSON, well under a ledger entry's
+/// 65,535 bytes. The agent trims its findings and figures to fit.
+pub const MAX_REPORT_BYTES: usize = 48 << 10;
+
+/// New records one agent key may add per hour by default (a burst of that many, refilled
+/// evenly): two per GPU for four restarts of an agent holding the most GPUs a validator allows
+/// by default (64).
+pub const DEFAULT_REPORTS_PER_HOUR: u32 = 512;
+
+/// How far in the future (validator's clock) a report's `recorded_at_ms` may be.
+pub const CLOCK_SKEW_MS: u64 = crate::agent::CLOCK_SKEW_MS;
+
+/// The most findings an inspection summary carries (most severe first; the rest counted).
+pub const MAX_FINDINGS: usize = 64;
+/// The most figures a benchmark record carries.
+pub const MAX_FIGURES: usize = 256;
+/// The longest finding message or figure method the agent writes, in characters.
+const MAX_TEXT_CHARS: usize = 400;
+/// The longest name, code, unit, model, bus id, driver version or suite the validator takes.
+const MAX_FIELD_BYTES: usize = 128;
+/// The longest message or method the validator takes.
+const MAX_LONG_TEXT_BYTES: usize = 4096;
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The agent: making the records.
+
+/// A finding's severity as the body schema spells it.
+fn severity_name(s: Severity) -> &'static str {
+    match s {
+        Severity::Info => "info",
+        Severity::Warn => "warning",
+        Severity::Fail => "fail",
+    }
+}
+
+/// `text` cut to at most `max` characters (an ellipsis marks a cut).
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// The summary of `report`'s inspection for the served GPU `gpu`: the model and bus id it was
+/// registered with, the driver version (NVML's, else the kernel module's, else CUDA's), the
+/// findings about this GPU or the whole host (most severe first, at most [`MAX_FINDINGS`]; a
+/// last `report.truncated` finding counts the rest), and a verdict: `fail` when inspection
+/// found the GPU suspect or a failing finding concerns it, `warn` when it is unverified or a
+/// warning concerns it, `pass` otherwise.
+pub fn inspection_summary(
+    report: &InspectReport,
+    gpu: &GpuClaim,
+    recorded_at_ms: u64,
+) -> InspectionSummary {
+    let summary = report
+        .inspection
+        .gpus
+        .iter()
+        .find(|g| g.uuid.as_deref() == Some(gpu.uuid.as_str()));
+    let concerns = |f: &&pog_inspect::Finding| {
+        f.gpu
+            .is_none_or(|bus| bus.to_string().eq_ignore_ascii_case(&gpu.bus_id))
+    };
+    let relevant: Vec<&pog_inspect::Finding> =
+        report.inspection.findings.iter().filter(concerns).collect();
+    let worst = relevant
+        .iter()
+        .map(|f| f.severity)
+        .max()
+        .unwrap_or(Severity::Info);
+    let verdict = match (summary.map(|s| s.verdict), worst) {
+        (Some(GpuVerdict::Suspect), _) | (None, _) | (_, Severity::Fail) => "fail",
+        (Some(GpuVerdict::Unverified), _) | (_, Severity::Warn) => "warn",
+        (Some(GpuVerdict::Genuine), Severity::Info) => "pass",
+    };
+    let mut findings: Vec<Finding> = relevant
+        .iter()
+        .take(MAX_FINDINGS)
+        .map(|f| Finding {
+            code: cut(&f.rule, MAX_FIELD_BYTES / 4),
+            severity: severity_name(f.severity).into(),
+            message: cut(&f.message, MAX_TEXT_CHARS),
+        })
+        .collect();
+    if relevant.len() > MAX_FINDINGS {
+        findings.pop();
+        findings.push(truncated_finding(relevant.len() - findings.len()));
+    }
+    let inv = &report.inventory;
+    let driver_version = inv
+        .nvml
+        .value()
+        .and_then(|n| n.driver_version.value().cloned())
+        .or_else(|| {
+            inv.proc_driver
+                .value()
+                .and_then(|p| p.version.value().cloned())
+        })
+        .or_else(|| {
+            inv.cuda
+                .value()
+                .and_then(|c| c.driver_version.value().map(|v| format!("CUDA {v}")))
+        })
+        .unwrap_or_else(|| "unknown".into());
+    InspectionSummary {
+        version: BODY_VERSION,
+        gpu_uuid: gpu.uuid.clone(),
+        model: gpu.model.clone(),
+        bus_id: gpu.bus_id.clone(),
+        driver_version: cut(&driver_version, MAX_FIELD_BYTES / 2),
+        verdict: verdict.into(),
+        findings,
+        provenance: Provenance::SelfReported,
+        recorded_at_ms,
+    }
+}
+
+fn truncated_finding(left_out: usize) -> Finding {
+    Finding {
+        code: "report.truncated".into(),
+        severity: "info".into(),
+        message: format!(
+            "{left_out} more finding(s) left out of this record: `pog inspect` on the host lists them all"
+        ),
+    }
+}
+
+/// A benchmark report the agent was given: a saved `pog bench --json` (or `pog check --json`,
+/// whose `bench` it reads).
+#[derive(Debug, Clone)]
+pub struct SavedBench {
+    /// The suite that ran ("quick", "standard", "full").
+    pub suite: String,
+    /// Whether it ran on the simulated test double.
+    pub simulated: bool,
+    /// Each GPU's figures, by CUDA ordinal (`GpuBench::index`).
+    pub gpus: Vec<GpuBench>,
+    /// When the report was saved (the file's modification time), Unix ms, when known.
+    pub saved_at_ms: Option<u64>,
+}
+
+/// Why a saved benchmark report cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchFileError {
+    #[error("cannot read the benchmark report {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the benchmark report is {0} bytes; a saved `pog bench --json` is far smaller (at most 64 MiB is read)")]
+    TooLarge(u64),
+    #[error("the benchmark report is not JSON of `pog bench --json`: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the file is a {0:?} report, not `pog bench --json` (schema pog.bench/1) or `pog check --json` (pog.check/1)")]
+    Schema(String),
+    #[error("the saved run did not measure anything (pog could not run: {0})")]
+    NotRun(String),
+}
+
+const MAX_BENCH_FILE_BYTES: u64 = 64 << 20;
+
+impl SavedBench {
+    /// Reads a saved report from `path`; its modification time is when it was saved.
+    pub fn read(path: &std::path::Path) -> Result<SavedBench, BenchFileError> {
+        let read_error = |source| BenchFileError::Read {
+            path: path.display().to_string(),
+            source,
+        };
+        let meta = std::fs::metadata(path).map_err(read_error)?;
+        if meta.len() > MAX_BENCH_FILE_BYTES {
+            return Err(BenchFileError::TooLarge(meta.len()));
+        }
+        let bytes = std::fs::read(path).map_err(read_error)?;
+        let saved_at_ms = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as u64);
+        SavedBench::parse(&bytes, saved_at_ms)
+    }
+
+    /// Parses a saved report's JSON.
+    pub fn parse(bytes: &[u8], saved_at_ms: Option<u64>) -> Result<SavedBench, BenchFileError> {
+        #[derive(Deserialize)]
+        struct Head {
+            schema: String,
+            #[serde(default)]
+            error: Option<String>,
+            #[serde(default)]
+            bench: Option<serde_json::Value>,
+        }
+        #[derive(Deserialize)]
+        struct Report {
+            suite: pog_bench::Suite,
+            origin: pog_facts::Origin,
+            gpus: Vec<GpuBench>,
+        }
+        let mut value: serde_json::Value = serde_json::from_slice(bytes)?;
+        let head: Head = serde_json::from_value(value.clone())?;
+        let is = |command: &str| {
+            head.schema
+                .strip_prefix(command)
+                .is_some_and(|v| v.starts_with('/'))
+        };
+        if let Some(error) = head.error {
+            return Err(BenchFileError::NotRun(error));
+        }
+        if is("pog.check") {
+            value = head
+                .bench
+                .ok_or_else(|| BenchFileError::NotRun("no bench in the check report".into()))?;
+        } else if !is("pog.bench") {
+            return Err(BenchFileError::Schema(head.schema));
+        }
+        let report: Report = serde_json::from_value(value)?;
+        Ok(SavedBench {
+            suite: report.suite.to_string(),
+            simulated: matches!(report.origin, pog_facts::Origin::Simulated { .. }),
+            gpus: report.gpus,
+            saved_at_ms,
+        })
+    }
+}
+
+/// Why a served GPU gets no benchmark record from a saved report.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoFigures {
+    #[error("GPU {uuid}: CUDA does not list a device at its bus id {bus_id}, so the saved report's figures cannot be matched to it")]
+    NoCudaDevice { uuid: String, bus_id: String },
+    #[error("GPU {uuid}: the saved report has no figures for CUDA device {ordinal}")]
+    NotMeasured { uuid: String, ordinal: u32 },
+    #[error("GPU {uuid}: the saved report's CUDA device {ordinal} is a {measured}, not the {claimed} this agent serves there (another host, or the devices were numbered differently)")]
+    OtherModel {
+        uuid: String,
+        ordinal: u32,
+        measured: String,
+        claimed: String,
+    },
+    #[error("GPU {uuid}: the saved report holds no figure with a value for it")]
+    Empty { uuid: String },
+}
+
+/// A bench verdict as the figures' methods spell it.
+fn verdict_name(v: pog_bench::Verdict) -> &'static str {
+    match v {
+        pog_bench::Verdict::Info => "not judged",
+        pog_bench::Verdict::Pass => "judged pass",
+        pog_bench::Verdict::Warn => "judged warn",
+        pog_bench::Verdict::Fail => "judged FAIL",
+    }
+}
+
+/// The figures of one GPU's benchmarks, with units and how each was measured: every GEMM
+/// with a median and no wrong sampled output, every copy, the bandwidth sweep's plateaus, the
+/// sustained run and the memory test.
+fn figures_of(g: &GpuBench, provenance_note: &str) -> Vec<Figure> {
+    let mut out = Vec::new();
+    let mut push = |name: String, value: Option<f64>, unit: &str, method: String| {
+        if let Some(value) = value.filter(|v| v.is_finite()) {
+            out.push(Figure {
+                name,
+                value,
+                unit: unit.into(),
+                method: cut(&format!("{method}{provenance_note}"), MAX_TEXT_CHARS),
+            });
+        }
+    };
+    for m in &g.gemm {
+        let Some(check) = m.check.as_ref().filter(|c| c.wrong == 0) else {
+            continue; // a GEMM with wrong outputs (or none checked) measured nothing
+        };
+        let precision = m.precision.to_string().to_ascii_lowercase();
+        let unit = if m.precision == pog_spec::Precision::Int8 {
+            "TOPS"
+        } else {
+            "TFLOPS"
+        };
+        push(
+            format!("gemm_{precision}_n{}_{}", m.size, unit.to_ascii_lowercase()),
+            m.tflops_median,
+            unit,
+            format!(
+                "{}³ {} GEMM, median of {} timed runs after {} warm-up; {} sampled outputs checked against the f64 reference, none wrong; {}",
+                m.size,
+                m.precision,
+                m.iterations,
+                m.warmup,
+                check.checked,
+                verdict_name(m.judgement.verdict)
+            ),
+        );
+    }
+    for c in &g.copies {
+        let kind = serde_json::to_value(c.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| "copy".into());
+        push(
+            format!("copy_{kind}_gbs"),
+            c.gbs_median,
+            "GB/s",
+            format!(
+                "{} MiB {}, median of {} timed runs; {}",
+                c.bytes >> 20,
+                kind.replace('_', " "),
+                c.iterations,
+                verdict_name(c.judgement.verdict)
+            ),
+        );
+    }
+    if let Some(s) = &g.sweep {
+        push(
+            "l2_read_gbs".into(),
+            s.l2_read_gbs,
+            "GB/s",
+            "best read bandwidth of pog's sweep kernel over buffers of 16 MiB or less (L2)".into(),
+        );
+        push(
+            "hbm_read_gbs".into(),
+            s.hbm_read_gbs,
+            "GB/s",
+            "median read bandwidth of pog's sweep kernel over buffers of 1 GiB or more (HBM)"
+                .into(),
+        );
+        push(
+            "hbm_write_gbs".into(),
+            s.hbm_write_gbs,
+            "GB/s",
+            "median write bandwidth of pog's sweep kernel over buffers of 1 GiB or more (HBM)"
+                .into(),
+        );
+    }
+    if let Some(s) = &g.sustained {
+        let precision = s.precision.to_string().to_ascii_lowercase();
+        push(
+            format!("sustained_{precision}_n{}_tflops", s.size),
+            s.tflops.map(|t| t.median),
+            if s.precision == pog_spec::Precision::Int8 {
+                "TOPS"
+            } else {
+                "TFLOPS"
+            },
+            format!(
+                "{}³ {} GEMM back to back for {:.0} s, median of {} iterations; {} faulty iteration(s), {} NaN(s); {}",
+                s.size,
+                s.precision,
+                s.seconds,
+                s.iterations,
+                s.faulty_iterations,
+                s.nans,
+                verdict_name(s.judgement.verdict)
+            ),
+        );
+    }
+    if let Some(run) = g
+        .memtest
+        .as_ref()
+        .and_then(|m| m.run.as_ref().map(|r| (m, r)))
+    {
+        let (m, run) = run;
+        let bad: u64 = run.patterns.iter().map(|p| p.bad_words).sum();
+        push(
+            "memtest_bad_words".into(),
+            Some(bad as f64),
+            "words",
+            format!(
+                "{} MiB of device memory written and read back with {} pattern(s); {}",
+                run.bytes_tested >> 20,
+                run.patterns.len(),
+                verdict_name(m.judgement.verdict)
+            ),
+        );
+    }
+    out
+}
+
+/// The benchmark figures of `saved` for the served GPU `gpu`: the report's GPU whose CUDA
+/// ordinal is the one this host's CUDA gives the GPU's bus id (`inventory`), which must have
+/// measured the same model. At most [`MAX_FIGURES`].
+pub fn benchmark_figures(
+    saved: &SavedBench,
+    inventory: &Inventory,
+    gpu: &GpuClaim,
+    recorded_at_ms: u64,
+) -> Result<BenchmarkFigures, NoFigures> {
+    let ordinal = inventory
+        .cuda
+        .value()
+        .and_then(|c| {
+            c.devices.iter().find(|d| {
+                d.pci_bus_id
+                    .value()
+                    .is_some_and(|b| b.to_string().eq_ignore_ascii_case(&gpu.bus_id))
+            })
+        })
+        .map(|d| d.ordinal)
+        .ok_or_else(|| NoFigures::NoCudaDevice {
+            uuid: gpu.uuid.clone(),
+            bus_id: gpu.bus_id.clone(),
+        })?;
+    let measured = saved
+        .gpus
+        .iter()
+        .find(|g| g.index == ordinal as usize)
+        .ok_or_else(|| NoFigures::NotMeasured {
+            uuid: gpu.uuid.clone(),
+            ordinal,
+        })?;
+    if let Some(model) = measured.model.as_ref().filter(|m| **m != gpu.model) {
+        return Err(NoFigures::OtherModel {
+            uuid: gpu.uuid.clone(),
+            ordinal,
+            measured: model.clone(),
+            claimed: gpu.model.clone(),
+        });
+    }
+    let note = match saved.saved_at_ms {
+        Some(at) => format!(
+            " (pog bench, report saved {})",
+            pog_market::evidence::utc(at)
+        ),
+        None => " (pog bench)".into(),
+    };
+    let mut figures = figures_of(measured, &note);
+    figures.truncate(MAX_FIGURES);
+    if figures.is_empty() {
+        return Err(NoFigures::Empty {
+            uuid: gpu.uuid.clone(),
+        });
+    }
+    Ok(BenchmarkFigures {
+        version: BODY_VERSION,
+        gpu_uuid: gpu.uuid.clone(),
+        suite: saved.suite.clone(),
+        figures,
+        provenance: Provenance::SelfReported,
+        recorded_at_ms,
+    })
+}
+
+/// Why the agent could not make its records.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportBuildError {
+    #[error("the benchmark report was measured on {}, but this agent serves {}: a report of another kind of host says nothing about these GPUs", if *.bench_simulated { "the simulated test double" } else { "real GPUs" }, if *.bench_simulated { "real GPUs" } else { "the simulated test double" })]
+    OriginMismatch { bench_simulated: bool },
+    #[error("signing a record: {0}")]
+    Wire(#[from] WireError),
+    #[error("the {kind} record of GPU {uuid} does not fit in {MAX_REPORT_BYTES} bytes")]
+    TooLarge { kind: &'static str, uuid: String },
+}
+
+/// What the agent sends after each registration.
+#[derive(Debug, Clone, Default)]
+pub struct AgentReports {
+    /// Signed envelopes: each served GPU's inspection summary, then its benchmark figures
+    /// where there are some.
+    pub envelopes: Vec<Envelope>,
+    /// Served GPUs the saved benchmark report gave no figures for, and why.
+    pub no_figures: Vec<NoFigures>,
+}
+
+/// Seals `body` as a `kind` report; while its envelope is over [`MAX_REPORT_BYTES`], drops the
+/// last item of the list `trim` shortens (findings, figures).
+fn seal_fitting<T: Serialize>(
+    identity: &Identity,
+    kind: &'static str,
+    mut body: T,
+    uuid: &str,
+    trim: impl Fn(&mut T) -> bool,
+) -> Result<Envelope, ReportBuildError> {
+    loop {
+        let envelope = identity.seal(kind, &body)?;
+        let size = serde_json::to_vec(&envelope)
+            .map_err(WireError::Encode)?
+            .len();
+        if size <= MAX_REPORT_BYTES {
+            return Ok(envelope);
+        }
+        if !trim(&mut body) {
+            return Err(ReportBuildError::TooLarge {
+                kind,
+                uuid: uuid.into(),
+            });
+        }
+    }
+}
+
+/// The agent's signed records for the GPUs it serves, made at `now_ms` from its inspection
+/// `report` and, when given, a saved benchmark report (which must come from the same kind of
+/// host: simulated or real).
+pub fn agent_reports(
+    identity: &Identity,
+    report: &InspectReport,
+    gpus: &[GpuClaim],
+    bench: Option<&SavedBench>,
+    now_ms: u64,
+) -> Result<AgentReports, ReportBuildError> {
+    let simulated = matches!(report.inventory.origin, pog_facts::Origin::Simulated { .. });
+    if let Some(b) = bench.filter(|b| b.simulated != simulated) {
+        return Err(ReportBuildError::OriginMismatch {
+            bench_simulated: b.simulated,
+        });
+    }
+    let mut out = AgentReports::default();
+    for gpu in gpus {
+        let summary = inspection_summary(report, gpu, now_ms);
+        out.envelopes.push(seal_fitting(
+            identity,
+            INSPECTION_KIND,
+            summary,
+            &gpu.uuid,
+            |s| {
+                let left = s.findings.len();
+                if left == 0 {
+                    return false;
+                }
+                s.findings.truncate(left - 1);
+                true
+            },
+        )?);
+        let Some(bench) = bench else { continue };
+        match benchmark_figures(bench, &report.inventory, gpu, now_ms) {
+            Ok(figures) => out.envelopes.push(seal_fitting(
+                identity,
+                BENCHMARK_KIND,
+                figures,
+                &gpu.uuid,
+                |f| f.figures.len() > 1 && f.figures.pop().is_some(),
+            )?),
+            Err(why) => out.no_figures.push(why),
+        }
+    }
+    Ok(out)
+}
+
+/// Why sending one report failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    #[error(transparent)]
+    Post(#[from] PostError),
+    #[error("the validator's answer to a report is not a receipt: {0}")]
+    Answer(serde_json::Error),
+}
+
+/// Sends each report to the validator at `validator_url` (`POST /v1/reports`), one after
+/// another; the validator's receipt, or why there is none, for each.
+pub async fn send_reports(
+    validator_url: &str,
+    reports: &[Envelope],
+) -> Vec<Result<ReportReceipt, SendError>> {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap_or_default();
+    let url = format!("{}/v1/reports", validator_url.trim_end_matches('/'));
+    let mut out = Vec::with_capacity(reports.len());
+    for envelope in reports {
+        let sent =
+            crate::http::post_counted(&client, &url, envelope, Duration::from_secs(30), 64 << 10)
+                .await;
+        out.push(match sent {
+            Ok((_, answer)) => serde_json::from_slice(&answer).map_err(SendError::Answer),
+            Err(e) => Err(e.into()),
+        });
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// The validator: taking them.
+
+/// What the validator answers to a report it took (200).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportReceipt {
+    /// The record's id among the GPU's records: `report-` and the hex SHA-256 of
+    /// 0x00 ‖ signer ‖ the signed bytes (its content: the same report always has this id).
+    pub id: String,
+    /// `inspection` or `benchmark`.
+    pub kind: String,
+    pub gpu_uuid: String,
+    /// True when this request stored it; false when the validator already held it.
+    pub recorded: bool,
+    /// Its index in the validator's ledger, when this request appended it there.
+    pub log_index: Option<u64>,
+}
+
+/// Why a report was refused. Each maps to an HTTP status ([`ReportError::status`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("a report may be at most {MAX_REPORT_BYTES} bytes; this one is {0}")]
+    TooLarge(usize),
+    #[error("not a signed envelope: {0}")]
+    Envelope(serde_json::Error),
+    #[error("kind {0:?} is not a report: POST /v1/reports takes \"inspection\" and \"benchmark\" envelopes")]
+    Kind(String),
+    #[error(transparent)]
+    Wire(WireError),
+    #[error("the {kind} report's {field} {why}")]
+    Invalid {
+        kind: &'static str,
+        field: &'static str,
+        why: String,
+    },
+    #[error("GPU {0} is not registered with this validator")]
+    UnknownGpu(String),
+    #[error("GPU {uuid} is registered to agent {owner}, not to the report's signer {signer}")]
+    NotOwner {
+        uuid: String,
+        owner: String,
+        signer: String,
+    },
+    #[error("agent {agent} has added {limit} reports in the last hour, its limit: retry later")]
+    RateLimited { agent: String, limit: u32 },
+    #[error("the same report is being recorded by another request")]
+    InFlight,
+    #[error("the report cannot be a ledger entry: {0}")]
+    Entry(EntryError),
+    #[error("storing the report failed: {0}")]
+    Store(#[from] ValidatorError),
+}
+
+impl ReportError {
+    /// The HTTP status that answers it.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ReportError::TooLarge(_) | ReportError::Entry(EntryError::TooLarge(_)) => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+            ReportError::Wire(WireError::Signature(_)) | ReportError::NotOwner { .. } => {
+                StatusCode::FORBIDDEN
+            }
+            ReportError::Wire(WireError::TooLarge(_)) => StatusCode::PAYLOAD_TOO_LARGE,
+            ReportError::UnknownGpu(_) => StatusCode::NOT_FOUND,
+            ReportError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ReportError::InFlight => StatusCode::CONFLICT,
+            ReportError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ReportError::Envelope(_)
+            | ReportError::Kind(_)
+            | ReportError::Wire(_)
+            | ReportError::Invalid { .. }
+            | ReportError::Entry(_) => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+impl From<ReportError> for ApiError {
+    fn from(e: ReportError) -> Self {
+        ApiError::new(e.status(), e.to_string())
+    }
+}
+
+/// Checks a text field: `min` to `max` bytes, no control characters.
+fn text(
+    kind: &'static str,
+    field: &'static str,
+    value: &str,
+    allow_empty: bool,
+    max: usize,
+) -> Result<(), ReportError> {
+    let invalid = |why: String| Err(ReportError::Invalid { kind, field, why });
+    if value.is_empty() && !allow_empty {
+        return invalid("is empty".into());
+    }
+    if value.len() > max {
+        return invalid(format!("is {} bytes, over {max}", value.len()));
+    }
+    if value.chars().any(char::is_control) {
+        return invalid("holds control characters".into());
+    }
+    Ok(())
+}
+
+fn common(
+    kind: &'static str,
+    version: u32,
+    provenance: Provenance,
+    recorded_at_ms: u64,
+    now_ms: u64,
+) -> Result<(), ReportError> {
+    let invalid = |field, why: String| Err(ReportError::Invalid { kind, field, why });
+    if version != BODY_VERSION {
+        return invalid(
+            "version",
+            format!("is {version}; this validator reads version {BODY_VERSION}"),
+        );
+    }
+    if provenance != Provenance::SelfReported {
+        return invalid(
+            "provenance",
+            "is \"measured\": what an agent reports about its own host is self_reported".into(),
+        );
+    }
+    if recorded_at_ms > now_ms.saturating_add(CLOCK_SKEW_MS) {
+        return invalid(
+            "recorded_at_ms",
+            format!("{recorded_at_ms} is in the future (now {now_ms})"),
+        );
+    }
+    Ok(())
+}
+
+/// Checks an inspection summary's values.
+fn check_inspection(s: &InspectionSummary, now_ms: u64) -> Result<(), ReportError> {
+    let k = INSPECTION_KIND;
+    common(k, s.version, s.provenance, s.recorded_at_ms, now_ms)?;
+    text(k, "model", &s.model, false, MAX_FIELD_BYTES)?;
+    text(k, "bus_id", &s.bus_id, false, MAX_FIELD_BYTES)?;
+    text(
+        k,
+        "driver_version",
+        &s.driver_version,
+        false,
+        MAX_FIELD_BYTES,
+    )?;
+    if !["pass", "warn", "fail"].contains(&s.verdict.as_str()) {
+        return Err(ReportError::Invalid {
+            kind: k,
+            field: "verdict",
+            why: "is none of pass, warn, fail".into(),
+        });
+    }
+    if s.findings.len() > 4 * MAX_FINDINGS {
+        return Err(ReportError::Invalid {
+            kind: k,
+            field: "findings",
+            why: format!("number {}, over {}", s.findings.len(), 4 * MAX_FINDINGS),
+        });
+    }
+    for f in &s.findings {
+        text(k, "finding code", &f.code, false, MAX_FIELD_BYTES)?;
+        text(k, "finding message", &f.message, false, MAX_LONG_TEXT_BYTES)?;
+        if !["info", "warning", "fail"].contains(&f.severity.as_str()) {
+            return Err(ReportError::Invalid {
+                kind: k,
+                field: "finding severity",
+                why: "is none of info, warning, fail".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks benchmark figures' values.
+fn check_benchmark(b: &BenchmarkFigures, now_ms: u64) -> Result<(), ReportError> {
+    let k = BENCHMARK_KIND;
+    common(k, b.version, b.provenance, b.recorded_at_ms, now_ms)?;
+    text(k, "suite", &b.suite, false, MAX_FIELD_BYTES)?;
+    if b.figures.is_empty() || b.figures.len() > MAX_FIGURES {
+        return Err(ReportError::Invalid {
+            kind: k,
+            field: "figures",
+            why: format!("number {}, not 1 to {MAX_FIGURES}", b.figures.len()),
+        });
+    }
+    for f in &b.figures {
+        text(k, "figure name", &f.name, false, MAX_FIELD_BYTES)?;
+        text(k, "figure unit", &f.unit, false, MAX_FIELD_BYTES)?;
+        text(k, "figure method", &f.method, false, MAX_LONG_TEXT_BYTES)?;
+        if !f.value.is_finite() {
+            return Err(ReportError::Invalid {
+                kind: k,
+                field: "figure value",
+                why: format!("of {} is not a finite number", f.name),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A report that passed every check before the store: its envelope, signer, GPU and id.
+#[derive(Debug, Clone)]
+pub struct CheckedReport {
+    pub envelope: Envelope,
+    pub kind: &'static str,
+    /// The signer, lowercase hex.
+    pub signer: String,
+    pub gpu_uuid: String,
+    /// `report-<hex content hash>` ([`ReportReceipt::id`]).
+    pub id: String,
+}
+
+/// Checks a report's bytes as they arrive, before anything is stored: its size, the envelope,
+/// its kind, the agent's signature (strict, weak keys refused), the body (parsed with unknown
+/// fields refused, then its values), that `owner_of` (the registry) gives the GPU to the
+/// signer, and that it makes a valid ledger entry. `now_ms` is the validator's clock.
+pub fn check_report(
+    bytes: &[u8],
+    now_ms: u64,
+    owner_of: impl FnOnce(&str) -> Result<Option<String>, ValidatorError>,
+) -> Result<CheckedReport, ReportError> {
+    if bytes.len() > MAX_REPORT_BYTES {
+        return Err(ReportError::TooLarge(bytes.len()));
+    }
+    let envelope: Envelope = serde_json::from_slice(bytes).map_err(ReportError::Envelope)?;
+    let (kind, gpu_uuid, signer) = match envelope.kind.as_str() {
+        INSPECTION_KIND => {
+            let (s, signer): (InspectionSummary, String) =
+                wire::decode(bytes, INSPECTION_KIND).map_err(ReportError::Wire)?;
+            check_inspection(&s, now_ms)?;
+            (INSPECTION_KIND, s.gpu_uuid, signer)
+        }
+        BENCHMARK_KIND => {
+            let (b, signer): (BenchmarkFigures, String) =
+                wire::decode(bytes, BENCHMARK_KIND).map_err(ReportError::Wire)?;
+            check_benchmark(&b, now_ms)?;
+            (BENCHMARK_KIND, b.gpu_uuid, signer)
+        }
+        other => return Err(ReportError::Kind(other.chars().take(64).collect())),
+    };
+    match owner_of(&gpu_uuid)? {
+        None => return Err(ReportError::UnknownGpu(gpu_uuid)),
+        Some(owner) if owner != signer => {
+            return Err(ReportError::NotOwner {
+                uuid: gpu_uuid,
+                owner,
+                signer,
+            })
+        }
+        Some(_) => {}
+    }
+    let entry = Entry::from_envelope(&envelope).map_err(ReportError::Entry)?;
+    let mut content = entry.signer.to_vec();
+    content.extend_from_slice(&signed_bytes(entry.kind, &entry.body));
+    let id = format!("report-{}", hex::encode(pog_merkle::leaf_hash(&content)));
+    Ok(CheckedReport {
+        envelope,
+        kind,
+        signer,
+        gpu_uuid,
+        id,
+    })
+}
+
+/// A token bucket per agent key: new records each may add.
+struct AgentBuckets {
+    per_hour: f64,
+    buckets: HashMap<String, (f64, Instant)>,
+}
+
+/// Agents the limiter remembers at once; beyond this, full buckets (idle an hour) are
+/// forgotten first.
+const MAX_TRACKED_AGENTS: usize = 100_000;
+
+impl AgentBuckets {
+    /// Takes a token of `agent`'s at `now`; false when its bucket is empty.
+    fn allow(&mut self, agent: &str, now: Instant) -> bool {
+        let refill = |tokens: f64, since: Instant, per_hour: f64| {
+            (tokens + now.duration_since(since).as_secs_f64() * per_hour / 3600.0).min(per_hour)
+        };
+        if self.buckets.len() >= MAX_TRACKED_AGENTS && !self.buckets.contains_key(agent) {
+            let per_hour = self.per_hour;
+            self.buckets
+                .retain(|_, (tokens, last)| refill(*tokens, *last, per_hour) < per_hour);
+            if self.buckets.len() >= MAX_TRACKED_AGENTS {
+                return false;
+            }
+        }
+        let (tokens, last) = self
+            .buckets
+            .entry(agent.to_string())
+            .or_insert((self.per_hour, now));
+        *tokens = refill(*tokens, *last, self.per_hour);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The validator's state for reports: the per-agent limit and the reports being stored.
+pub(crate) struct ReportDesk {
+    per_hour: u32,
+    buckets: Mutex<AgentBuckets>,
+    in_flight: Mutex<HashSet<String>>,
+}
+
+impl ReportDesk {
+    pub(crate) fn new(per_hour: u32) -> ReportDesk {
+        let per_hour = per_hour.max(1);
+        ReportDesk {
+            per_hour,
+            buckets: Mutex::new(AgentBuckets {
+                per_hour: f64::from(per_hour),
+                buckets: HashMap::new(),
+            }),
+            in_flight: Mutex::new(HashSet::new()),
+        }
+    }
+}
+
+/// Forgets a report id from the in-flight set when the request handling it ends.
+struct InFlight<'a> {
+    set: &'a Mutex<HashSet<String>>,
+    id: String,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
+    }
+}
+
+impl Validator {
+    /// Takes an agent's report (the bytes of a signed `inspection` or `benchmark` envelope):
+    /// checked ([`check_report`]), then, unless the validator already holds it, counted
+    /// against its agent's hourly limit and stored as the agent signed it (ledger first, then
+    /// the registry, like the validator's own records). A report held already is answered with
+    /// `recorded: false` and costs no limit: the agent sends its reports again after every
+    /// registration.
+    pub fn accept_report(&self, bytes: &[u8]) -> Result<ReportReceipt, ReportError> {
+        let checked = check_report(bytes, now_ms(), |uuid| {
+            Ok(self.registry().gpu(uuid)?.map(|g| g.agent))
+        })?;
+        let receipt = |recorded, log_index| ReportReceipt {
+            id: checked.id.clone(),
+            kind: checked.kind.into(),
+            gpu_uuid: checked.gpu_uuid.clone(),
+            recorded,
+            log_index,
+        };
+        let desk = &self.reports;
+        if !desk
+            .in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(checked.id.clone())
+        {
+            return Err(ReportError::InFlight);
+        }
+        let _in_flight = InFlight {
+            set: &desk.in_flight,
+            id: checked.id.clone(),
+        };
+        if self
+            .registry()
+            .has_record(&checked.id)
+            .map_err(ValidatorError::from)?
+        {
+            return Ok(receipt(false, None));
+        }
+        if !desk
+            .buckets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .allow(&checked.signer, Instant::now())
+        {
+            return Err(ReportError::RateLimited {
+                agent: checked.signer.clone(),
+                limit: desk.per_hour,
+            });
+        }
+        let log_index =
+            self.store_envelope(&checked.envelope, &checked.id, &checked.gpu_uuid, false)?;
+        tracing::info!(gpu = %checked.gpu_uuid, agent = %checked.signer, kind = checked.kind, "recorded the agent's report");
+        Ok(receipt(true, log_index))
+    }
+}
+
+/// `POST /v1/reports`: an agent's signed report ([`Validator::accept_report`]).
+pub(crate) async fn post_report(
+    State(v): State<Arc<Validator>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let receipt = v.accept_report(&body)?;
+    Ok((StatusCode::OK, axum::Json(receipt)).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pog_bench::{BenchOptions, Suite};
+    use pog_sim::SimPlatform;
+
+    /// A simulated host: its inspection, the GPUs an agent serves, and `pog bench --json` of it.
+    fn host(profile: &str) -> (InspectReport, Vec<GpuClaim>, Vec<u8>) {
+        let platform = SimPlatform::from_profile(profile).unwrap();
+        let report = pog_inspect::run(&platform);
+        let gpus: Vec<GpuClaim> = report
+            .inspection
+            .gpus
+            .iter()
+            .map(|g| GpuClaim {
+                uuid: g.uuid.clone().unwrap(),
+                model: g.model.clone().unwrap(),
+                bus_id: g.bus_id.unwrap().to_string(),
+                simulated: true,
+            })
+            .collect();
+        let options = BenchOptions {
+            no_host: true,
+            ..BenchOptions::suite(Suite::Quick)
+        };
+        let bench = pog_bench::measure(&platform, &report.inventory, &options, &mut ()).unwrap();
+        let mut json = serde_json::to_value(&bench).unwrap();
+        json["schema"] = "pog.bench/1".into();
+        json["verdict"] = "pass".into();
+        (report, gpus, serde_json::to_vec(&json).unwrap())
+    }
+
+    #[test]
+    fn an_agent_reports_its_inspection_and_saved_figures_per_gpu() {
+        let (report, gpus, bench) = host("H200 SXM x2");
+        assert_eq!(gpus.len(), 2);
+        let saved = SavedBench::parse(&bench, Some(1_796_000_000_000)).unwrap();
+        assert!(saved.simulated);
+        assert_eq!(saved.suite, "quick");
+        let agent = Identity::from_seed([3; 32]);
+        let made = agent_reports(&agent, &report, &gpus, Some(&saved), 1_796_000_001_000).unwrap();
+        assert!(made.no_figures.is_empty(), "{:?}", made.no_figures);
+        let kinds: Vec<&str> = made.envelopes.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(
+            kinds,
+            [
+                INSPECTION_KIND,
+                BENCHMARK_KIND,
+                INSPECTION_KIND,
+                BENCHMARK_KIND
+            ]
+        );
+        for (envelope, gpu) in made.envelopes.chunks(2).zip(&gpus) {
+            let bytes = serde_json::to_vec(&envelope[0]).unwrap();
+            assert!(bytes.len() <= MAX_REPORT_BYTES);
+            let (s, signer): (InspectionSummary, String) =
+                wire::decode(&bytes, INSPECTION_KIND).unwrap();
+            assert_eq!(signer, agent.public_hex());
+            assert_eq!(
+                (&s.gpu_uuid, &s.model, &s.bus_id),
+                (&gpu.uuid, &gpu.model, &gpu.bus_id)
+            );
+            assert_eq!(s.provenance, Provenance::SelfReported);
+            assert!(["pass", "warn"].contains(&s.verdict.as_str()), "{s:?}");
+            check_inspection(&s, 1_796_000_001_000).unwrap();
+            let bytes = serde_json::to_vec(&envelope[1]).unwrap();
+            let (b, _): (BenchmarkFigures, String) = wire::decode(&bytes, BENCHMARK_KIND).unwrap();
+            assert_eq!(b.gpu_uuid, gpu.uuid);
+            check_benchmark(&b, 1_796_000_001_000).unwrap();
+            let names: Vec<&str> = b.figures.iter().map(|f| f.name.as_str()).collect();
+            assert!(names.contains(&"gemm_bf16_n8192_tflops"), "{names:?}");
+            assert!(names.contains(&"copy_device_to_device_gbs"), "{names:?}");
+            assert!(names.contains(&"hbm_read_gbs"), "{names:?}");
+            let gemm = b
+                .figures
+                .iter()
+                .find(|f| f.name == "gemm_bf16_n8192_tflops")
+                .unwrap();
+            assert_eq!(gemm.unit, "TFLOPS");
+            assert!(gemm.value > 100.0, "{gemm:?}");
+            assert!(
+                gemm.method.contains("median of") && gemm.method.contains("2026-"),
+                "{}",
+                gemm.method
+            );
+            // Every record makes a ledger entry with the agent's signature.
+            for e in envelope {
+                let entry = Entry::from_envelope(e).unwrap();
+                assert_eq!(entry.signer_hex(), agent.public_hex());
+            }
+        }
+        // Without a saved report: inspection records only.
+        let made = agent_reports(&agent, &report, &gpus, None, 1).unwrap();
+        assert_eq!(made.envelopes.len(), 2);
+    }
+
+    #[test]
+    fn a_saved_report_of_another_host_gives_no_figures() {
+        let (report, gpus, bench) = host("H200 SXM");
+        let mut saved = SavedBench::parse(&bench, None).unwrap();
+        // Another kind of host altogether.
+        saved.simulated = false;
+        let agent = Identity::from_seed([3; 32]);
+        assert!(matches!(
+            agent_reports(&agent, &report, &gpus, Some(&saved), 1),
+            Err(ReportBuildError::OriginMismatch {
+                bench_simulated: false
+            })
+        ));
+        saved.simulated = true;
+        // Another model measured at the GPU's ordinal.
+        saved.gpus[0].model = Some("H100 SXM".into());
+        let made = agent_reports(&agent, &report, &gpus, Some(&saved), 1).unwrap();
+        assert_eq!(made.envelopes.len(), 1, "the inspection only");
+        assert!(matches!(made.no_figures[0], NoFigures::OtherModel { .. }));
+        // No figures for the GPU's ordinal.
+        saved.gpus.clear();
+        let made = agent_reports(&agent, &report, &gpus, Some(&saved), 1).unwrap();
+        assert!(matches!(
+            made.no_figures[0],
+            NoFigures::NotMeasured { ordinal: 0, .. }
+        ));
+    }
+
+    #[test]
+    fn saved_reports_are_read_with_clear_errors() {
+        let (_, _, bench) = host("H200 SXM");
+        let mut check: serde_json::Value = serde_json::json!({"schema": "pog.check/1"});
+        check["bench"] = serde_json::from_slice(&bench).unwrap();
+        let saved = SavedBench::parse(&serde_json::to_vec(&check).unwrap(), None).unwrap();
+        assert_eq!(saved.gpus.len(), 1, "pog check's bench is read too");
+        let inspect = br#"{"schema":"pog.inspect/1","verdict":"pass"}"#;
+        assert!(matches!(
+            SavedBench::parse(inspect, None),
+            Err(BenchFileError::Schema(s)) if s == "pog.inspect/1"
+        ));
+        let failed = br#"{"schema":"pog.bench/1","verdict":"error","error":"--gpus 3: this host has 1 CUDA device(s)"}"#;
+        assert!(
+            matches!(SavedBench::parse(failed, None), Err(BenchFileError::NotRun(e)) if e.contains("--gpus 3"))
+        );
+        assert!(matches!(
+            SavedBench::parse(b"{not json", None),
+            Err(BenchFileError::Json(_))
+        ));
+        assert!(matches!(
+            SavedBench::parse(br#"{"schema":"pog.bench/1","suite":"quick"}"#, None),
+            Err(BenchFileError::Json(_))
+        ));
+        let missing = SavedBench::read(std::path::Path::new("/nonexistent/bench.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(missing.contains("/nonexistent/bench.json"), "{missing}");
+    }
+
+    #[test]
+    fn long_inspections_are_trimmed_to_fit() {
+        let (mut report, gpus, _) = host("H200 SXM");
+        let bus = report.inspection.gpus[0].bus_id;
+        for i in 0..200 {
+            report.inspection.findings.push(pog_inspect::Finding::new(
+                &format!("test.rule{i}"),
+                Severity::Warn,
+                if i % 2 == 0 { bus } else { None },
+                "x".repeat(2000),
+            ));
+        }
+        let s = inspection_summary(&report, &gpus[0], 1);
+        assert_eq!(s.findings.len(), MAX_FINDINGS);
+        assert_eq!(s.findings.last().unwrap().code, "report.truncated");
+        assert_eq!(s.verdict, "warn");
+        assert!(s.findings[0].message.chars().count() <= MAX_TEXT_CHARS);
+        let made = agent_reports(&Identity::from_seed([3; 32]), &report, &gpus, None, 1).unwrap();
+        assert!(serde_json::to_vec(&made.envelopes[0]).unwrap().len() <= MAX_REPORT_BYTES);
+        // A failing finding about another GPU does not fail this one; one about the host does.
+        let mut other = report.clone();
+        other.inspection.findings = vec![pog_inspect::Finding::new(
+            "test.other",
+            Severity::Fail,
+            Some(pog_facts::BusId {
+                domain: 0,
+                bus: 0xee,
+                device: 0,
+                function: 0,
+            }),
+            "another GPU",
+        )];
+        assert_eq!(inspection_summary(&other, &gpus[0], 1).verdict, "pass");
+        other.inspection.findings[0].gpu = None;
+        assert_eq!(inspection_summary(&other, &gpus[0], 1).verdict, "fail");
+    }
+
+    fn summary(uuid: &str) -> InspectionSummary {
+        InspectionSummary {
+            version: BODY_VERSION,
+            gpu_uuid: uuid.into(),
+            model: "H200 SXM".into(),
+            bus_id: "0000:00:06.0".into(),
+            driver_version: "580.95.05".into(),
+            verdict: "pass".into(),
+            findings: vec![],
+            provenance: Provenance::SelfReported,
+            recorded_at_ms: 1_000,
+        }
+    }
+
+    #[test]
+    fn reports_are_checked_before_anything_is_stored() {
+        let agent = Identity::from_seed([3; 32]);
+        let owner = |who: &Identity| {
+            let key = who.public_hex();
+            move |uuid: &str| Ok((uuid == "GPU-1").then(|| key.clone()))
+        };
+        let bytes = |e: &Envelope| serde_json::to_vec(e).unwrap();
+        let good = agent.seal(INSPECTION_KIND, &summary("GPU-1")).unwrap();
+        let checked = check_report(&bytes(&good), 2_000, owner(&agent)).unwrap();
+        assert_eq!(checked.signer, agent.public_hex());
+        assert!(checked.id.starts_with("report-") && checked.id.len() == 7 + 64);
+        // The id is the content's: the same report spelled with an uppercase signer has it too.
+        let mut upper = good.clone();
+        upper.signer = upper.signer.to_ascii_uppercase();
+        assert_eq!(
+            check_report(&bytes(&upper), 2_000, owner(&agent))
+                .unwrap()
+                .id,
+            checked.id
+        );
+        let status = |r: Result<CheckedReport, ReportError>| r.unwrap_err().status().as_u16();
+        let other = Identity::from_seed([4; 32]);
+        assert_eq!(
+            status(check_report(&bytes(&good), 2_000, owner(&other))),
+            403
+        );
+        let unknown = agent.seal(INSPECTION_KIND, &summary("GPU-2")).unwrap();
+        assert_eq!(
+            status(check_report(&bytes(&unknown), 2_000, owner(&agent))),
+            404
+        );
+        let future = InspectionSummary {
+            recorded_at_ms: 2_000 + CLOCK_SKEW_MS + 1,
+            ..summary("GPU-1")
+        };
+        let mut bad = vec![
+            future,
+            InspectionSummary {
+                version: 2,
+                ..summary("GPU-1")
+            },
+            InspectionSummary {
+                provenance: Provenance::Measured,
+                ..summary("GPU-1")
+            },
+            InspectionSummary {
+                verdict: "genuine".into(),
+                ..summary("GPU-1")
+            },
+            InspectionSummary {
+                model: String::new(),
+                ..summary("GPU-1")
+            },
+            InspectionSummary {
+                driver_version: "5\u{7}".into(),
+                ..summary("GPU-1")
+            },
+        ];
+        let mut f = summary("GPU-1");
+        f.findings.push(Finding {
+            code: "x".into(),
+            severity: "severe".into(),
+            message: "m".into(),
+        });
+        bad.push(f);
+        for s in bad {
+            let e = agent.seal(INSPECTION_KIND, &s).unwrap();
+            let err = check_report(&bytes(&e), 2_000, owner(&agent)).unwrap_err();
+            assert!(matches!(err, ReportError::Invalid { .. }), "{s:?}: {err}");
+            assert_eq!(err.status().as_u16(), 400);
+        }
+        let figures = |value: f64| BenchmarkFigures {
+            version: BODY_VERSION,
+            gpu_uuid: "GPU-1".into(),
+            suite: "quick".into(),
+            figures: vec![Figure {
+                name: "hbm_read_gbs".into(),
+                value,
+                unit: "GB/s".into(),
+                method: "m".into(),
+            }],
+            provenance: Provenance::SelfReported,
+            recorded_at_ms: 1_000,
+        };
+        let e = agent.seal(BENCHMARK_KIND, &figures(4000.0)).unwrap();
+        check_report(&bytes(&e), 2_000, owner(&agent)).unwrap();
+        let mut empty = figures(1.0);
+        empty.figures.clear();
+        let e = agent.seal(BENCHMARK_KIND, &empty).unwrap();
+        assert_eq!(status(check_report(&bytes(&e), 2_000, owner(&agent))), 400);
+        // A body of one kind under the other kind's name, another kind, forged, too large.
+        let e = agent.seal(BENCHMARK_KIND, &summary("GPU-1")).unwrap();
+        assert_eq!(status(check_report(&bytes(&e), 2_000, owner(&agent))), 400);
+        let e = agent.seal("register", &summary("GPU-1")).unwrap();
+        assert!(matches!(
+            check_report(&bytes(&e), 2_000, owner(&agent)),
+            Err(ReportError::Kind(_))
+        ));
+        let mut forged = good.clone();
+        forged.body = forged.body.replace("580.95.05", "580.95.06");
+        assert_eq!(
+            status(check_report(&bytes(&forged), 2_000, owner(&agent))),
+            403
+        );
+        let big = vec![b' '; MAX_REPORT_BYTES + 1];
+        assert_eq!(status(check_report(&big, 2_000, owner(&agent))), 413);
+        assert_eq!(status(check_report(b"\xff{", 2_000, owner(&agent))), 400);
+    }
+
+    #[test]
+    fn the_hourly_limit_is_per_agent_and_refills() {
+        let mut b = AgentBuckets {
+            per_hour: 2.0,
+            buckets: HashMap::new(),
+        };
+        let t = Instant::now();
+        assert!(b.allow("a", t) && b.allow("a", t) && !b.allow("a", t));
+        assert!(b.allow("b", t), "another agent has its own");
+        // Half an hour on: one token back.
+        let half = t + Duration::from_secs(1800);
+        assert!(b.allow("a", half) && !b.allow("a", half));
+        // Two hours on: full again, but never more than the burst.
+        let later = t + Duration::from_secs(7200);
+        assert!(b.allow("a", later) && b.allow("a", later) && !b.allow("a", later));
+    }
+}

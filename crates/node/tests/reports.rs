@@ -1,0 +1,430 @@
+//! Agents' reports (ledger kinds 2 `inspection` and 3 `benchmark`) over loopback: an agent's
+//! signed records reach the validator's ledger with the agent's signature and a GPU's bundle
+//! verifies; and each hostile report is refused with nothing appended — another agent's key,
+//! a GPU not registered, malformed, oversized, unknown fields, a replay, a flood. Each
+//! hostile test fails without the defence it names.
+
+mod common;
+
+use common::VALIDATOR_SEED;
+use common::{claim, loopback, serve_validator, start_agent};
+use pog_ledger::bundle::{verify_bundle, Bundle, WitnessPolicy};
+use pog_ledger::entry::bodies::{
+    BenchmarkFigures, Figure, Finding, InspectionSummary, Provenance, BODY_VERSION,
+};
+use pog_ledger::entry::RecordKind;
+use pog_ledger::note::Verifier;
+use pog_node::ledger::ValidatorLedger;
+use pog_node::registry::Registry;
+use pog_node::reports::{self, ReportReceipt, BENCHMARK_KIND, INSPECTION_KIND};
+use pog_node::validator::{Config, Validator};
+use pog_proof::prover::Behaviour;
+use pog_proof::wire::{Envelope, Identity};
+use serde_json::Value;
+use std::sync::Arc;
+
+const GPU_A: &str = "GPU-report-a";
+const GPU_B: &str = "GPU-report-b";
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// A validator with `config` keeping its ledger in `dir`, served on loopback, and agents of
+/// seeds 31 (GPU A) and 32 (GPU B) registered with it.
+async fn validator(dir: &std::path::Path, config: Config) -> (Arc<Validator>, String) {
+    let identity = Identity::from_seed(VALIDATOR_SEED);
+    let ledger = Arc::new(ValidatorLedger::open(dir, &identity, None).unwrap());
+    let (v, url) = serve_validator(
+        Validator::with_config(identity, Registry::open(None).unwrap(), config).with_ledger(ledger),
+    )
+    .await;
+    for (seed, gpu) in [(31, GPU_A), (32, GPU_B)] {
+        let (_, status) = start_agent(&url, seed, vec![claim(gpu)], Behaviour::Honest, None).await;
+        assert_eq!(status, 200);
+    }
+    (v, url)
+}
+
+fn agent(seed: u8) -> Identity {
+    Identity::from_seed([seed; 32])
+}
+
+fn summary(uuid: &str, recorded_at_ms: u64) -> InspectionSummary {
+    InspectionSummary {
+        version: BODY_VERSION,
+        gpu_uuid: uuid.into(),
+        model: "H200 SXM".into(),
+        bus_id: "0000:00:06.0".into(),
+        driver_version: "580.95.05".into(),
+        verdict: "warn".into(),
+        findings: vec![Finding {
+            code: "pcie.link".into(),
+            severity: "warning".into(),
+            message: "the link trained at Gen4 x16, below its Gen5 x16".into(),
+        }],
+        provenance: Provenance::SelfReported,
+        recorded_at_ms,
+    }
+}
+
+fn figures(uuid: &str) -> BenchmarkFigures {
+    BenchmarkFigures {
+        version: BODY_VERSION,
+        gpu_uuid: uuid.into(),
+        suite: "quick".into(),
+        figures: vec![Figure {
+            name: "gemm_bf16_n8192_tflops".into(),
+            value: 741.25,
+            unit: "TFLOPS".into(),
+            method: "8192³ BF16 GEMM, median of 10 timed runs after 3 warm-up".into(),
+        }],
+        provenance: Provenance::SelfReported,
+        recorded_at_ms: now_ms(),
+    }
+}
+
+/// Posts raw bytes to `/v1/reports`: the status and the JSON answer.
+async fn post(url: &str, body: Vec<u8>) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{url}/v1/reports"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn post_envelope(url: &str, envelope: &Envelope) -> (u16, Value) {
+    post(url, serde_json::to_vec(envelope).unwrap()).await
+}
+
+/// The ledger's size and the registry's records of both GPUs: what a refused report must not
+/// change.
+fn stored(v: &Validator) -> (u64, usize) {
+    let records = [GPU_A, GPU_B]
+        .iter()
+        .map(|g| v.registry().records(g, 0, 1000).unwrap().len())
+        .sum();
+    (v.ledger().unwrap().ledger().log().size(), records)
+}
+
+/// GPU A's bundle against a fresh checkpoint, verified with the log key alone.
+fn verified_bundle(v: &Validator) -> pog_ledger::bundle::BundleReport {
+    let ledger = v.ledger().unwrap();
+    let checkpoint = ledger.checkpoint_if_grown().unwrap().unwrap();
+    let bundle = Bundle::export(ledger.ledger(), GPU_A, &checkpoint, None).unwrap();
+    let bundle = Bundle::parse(bundle.to_json().as_bytes()).unwrap();
+    let key = Verifier::parse(&ledger.vkey()).unwrap();
+    verify_bundle(&bundle, &key, &WitnessPolicy::default(), None)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_reports_are_logged_with_its_signature_and_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, url) = validator(dir.path(), loopback()).await;
+    let a = agent(31);
+    let envelopes = vec![
+        a.seal(INSPECTION_KIND, &summary(GPU_A, now_ms())).unwrap(),
+        a.seal(BENCHMARK_KIND, &figures(GPU_A)).unwrap(),
+    ];
+    // What `pog agent` does after each registration.
+    let sent = reports::send_reports(&url, &envelopes).await;
+    let receipts: Vec<ReportReceipt> = sent.into_iter().map(Result::unwrap).collect();
+    assert!(receipts.iter().all(|r| r.recorded), "{receipts:?}");
+    assert_eq!(
+        receipts.iter().map(|r| r.log_index).collect::<Vec<_>>(),
+        [Some(2), Some(3)],
+        "after the two registrations"
+    );
+    // In the ledger as the agent signed them, and in the registry's records (the API).
+    let logged = v.ledger().unwrap().ledger().gpu_entries(GPU_A).unwrap();
+    let kinds: Vec<RecordKind> = logged.iter().map(|(_, e)| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            RecordKind::Registration,
+            RecordKind::Inspection,
+            RecordKind::Benchmark
+        ]
+    );
+    for ((_, entry), envelope) in logged[1..].iter().zip(&envelopes) {
+        assert_eq!(entry.signer_hex(), a.public_hex());
+        assert_eq!(entry.body, envelope.body);
+        assert_eq!(hex::encode(entry.signature), envelope.signature);
+    }
+    let page: pog_node::validator::RecordPage = reqwest::get(format!("{url}/v1/records/{GPU_A}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let api: Vec<&Envelope> = page.records.iter().map(|r| &r.envelope).collect();
+    assert_eq!(api[1..], envelopes.iter().collect::<Vec<_>>()[..]);
+    assert_eq!(page.records[2].record["figures"][0]["value"], 741.25);
+
+    // The GPU's bundle verifies: the records signed by the agent its registration names.
+    let report = verified_bundle(&v);
+    assert!(report.ok(), "{:?}", report.problems);
+    let signed_by: Vec<(Option<RecordKind>, &str)> = report
+        .records
+        .iter()
+        .map(|r| (r.kind, r.signed_by))
+        .collect();
+    assert_eq!(
+        signed_by,
+        [
+            (Some(RecordKind::Registration), "validator"),
+            (Some(RecordKind::Inspection), "agent"),
+            (Some(RecordKind::Benchmark), "agent")
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_signed_by_another_agent_for_a_gpu_it_does_not_own_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, url) = validator(dir.path(), loopback()).await;
+    let before = stored(&v);
+    // Agent 32 holds GPU B, and reports on GPU A (agent 31's).
+    let (status, answer) = post_envelope(
+        &url,
+        &agent(32)
+            .seal(INSPECTION_KIND, &summary(GPU_A, now_ms()))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 403, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains(&agent(31).public_hex()),
+        "{answer}"
+    );
+    // A key that holds nothing at all.
+    let (status, _) = post_envelope(
+        &url,
+        &agent(33).seal(BENCHMARK_KIND, &figures(GPU_A)).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 403);
+    assert_eq!(stored(&v), before, "nothing appended or stored");
+    // Had it been logged, GPU A's bundle would hold a record by an unknown signer.
+    let report = verified_bundle(&v);
+    assert!(report.ok(), "{:?}", report.problems);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_for_a_gpu_not_registered_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, url) = validator(dir.path(), loopback()).await;
+    let before = stored(&v);
+    let (status, answer) = post_envelope(
+        &url,
+        &agent(31)
+            .seal(INSPECTION_KIND, &summary("GPU-never-registered", now_ms()))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 404, "{answer}");
+    assert!(answer["error"]
+        .as_str()
+        .unwrap()
+        .contains("GPU-never-registered is not registered"));
+    assert_eq!(stored(&v), before);
+    assert!(v
+        .registry()
+        .records("GPU-never-registered", 0, 10)
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_and_oversized_reports_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, url) = validator(dir.path(), loopback()).await;
+    let a = agent(31);
+    let before = stored(&v);
+    let sealed_body = |kind: &str, body: String| serde_json::to_vec(&a.seal_body(kind, body));
+    let good = serde_json::to_string(&summary(GPU_A, now_ms())).unwrap();
+    // Under the 256 KiB request limit, over the report's 48 KiB (but a ledger entry could
+    // still hold it: only the report's own limit refuses it).
+    let mut long = summary(GPU_A, now_ms());
+    long.findings = (0..100)
+        .map(|i| Finding {
+            code: format!("test.{i}"),
+            severity: "info".into(),
+            message: "y".repeat(500),
+        })
+        .collect();
+    let long = a.seal(INSPECTION_KIND, &long).unwrap();
+    assert!(
+        (49_152..60_000).contains(&long.body.len()),
+        "{}",
+        long.body.len()
+    );
+    let mut forged = a.seal(INSPECTION_KIND, &summary(GPU_A, now_ms())).unwrap();
+    forged.body = forged.body.replace("warn", "pass");
+    let cases: Vec<(&str, Vec<u8>, u16)> = vec![
+        ("not JSON", b"\x00garbage".to_vec(), 400),
+        ("not an envelope", br#"{"kind":"inspection"}"#.to_vec(), 400),
+        (
+            "another kind",
+            sealed_body("register", good.clone()).unwrap(),
+            400,
+        ),
+        (
+            "a body that is not JSON",
+            sealed_body(INSPECTION_KIND, "{\"version\":1,".into()).unwrap(),
+            400,
+        ),
+        (
+            "an inspection under the benchmark kind",
+            sealed_body(BENCHMARK_KIND, good.clone()).unwrap(),
+            400,
+        ),
+        (
+            "a verdict of no kind",
+            sealed_body(INSPECTION_KIND, good.replace("\"warn\"", "\"great\"")).unwrap(),
+            400,
+        ),
+        (
+            "claiming to be measured",
+            sealed_body(
+                INSPECTION_KIND,
+                good.replace("\"self_reported\"", "\"measured\""),
+            )
+            .unwrap(),
+            400,
+        ),
+        (
+            "a number out of range",
+            sealed_body(
+                BENCHMARK_KIND,
+                serde_json::to_string(&figures(GPU_A))
+                    .unwrap()
+                    .replace("741.25", "1e999"),
+            )
+            .unwrap(),
+            400,
+        ),
+        ("forged", serde_json::to_vec(&forged).unwrap(), 403),
+        ("oversized", serde_json::to_vec(&long).unwrap(), 413),
+    ];
+    for (what, body, expected) in cases {
+        let (status, answer) = post(&url, body).await;
+        assert_eq!(status, expected, "{what}: {answer}");
+        assert!(answer["error"].is_string(), "{what}: {answer}");
+    }
+    assert_eq!(stored(&v), before, "nothing appended or stored");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_with_unknown_fields_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, url) = validator(dir.path(), loopback()).await;
+    let a = agent(31);
+    let before = stored(&v);
+    let mut top: Value = serde_json::to_value(summary(GPU_A, now_ms())).unwrap();
+    top["score"] = 100.into();
+    let mut nested: Value = serde_json::to_value(figures(GPU_A)).unwrap();
+    nested["figures"][0]["verified"] = true.into();
+    for (kind, body) in [(INSPECTION_KIND, top), (BENCHMARK_KIND, nested)] {
+        let (status, answer) = post_envelope(&url, &a.seal(kind, &body).unwrap()).await;
+        assert_eq!(status, 400, "{kind}: {answer}");
+        assert!(
+            answer["error"].as_str().unwrap().contains("unknown field"),
+            "{answer}"
+        );
+    }
+    assert_eq!(stored(&v), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_report_is_recorded_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, url) = validator(dir.path(), loopback()).await;
+    let a = agent(31);
+    let report = a.seal(INSPECTION_KIND, &summary(GPU_A, now_ms())).unwrap();
+    let (status, first) = post_envelope(&url, &report).await;
+    assert_eq!((status, &first["recorded"]), (200, &true.into()), "{first}");
+    let after_first = stored(&v);
+    // The agent again after its next registration, a third party replaying it, and the same
+    // report with its signer spelled in capitals: one record.
+    let mut upper = report.clone();
+    upper.signer = upper.signer.to_ascii_uppercase();
+    for again in [&report, &report, &upper] {
+        let (status, answer) = post_envelope(&url, again).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["recorded"], false, "{answer}");
+        assert_eq!(answer["id"], first["id"]);
+    }
+    assert_eq!(stored(&v), after_first, "no duplicate entry");
+    let inspections = v
+        .ledger()
+        .unwrap()
+        .ledger()
+        .gpu_entries(GPU_A)
+        .unwrap()
+        .into_iter()
+        .filter(|(_, e)| e.kind == RecordKind::Inspection)
+        .count();
+    assert_eq!(inspections, 1);
+    // A new inspection (another time) is a new record.
+    let later = a
+        .seal(INSPECTION_KIND, &summary(GPU_A, now_ms() + 1))
+        .unwrap();
+    let (status, answer) = post_envelope(&url, &later).await;
+    assert_eq!((status, &answer["recorded"]), (200, &true.into()));
+    assert_eq!(stored(&v).0, after_first.0 + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_reports_beyond_the_hourly_limit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        reports_per_agent_per_hour: 3,
+        ..loopback()
+    };
+    let (v, url) = validator(dir.path(), config).await;
+    let a = agent(31);
+    let t = now_ms();
+    let mut statuses = Vec::new();
+    let mut accepted = Vec::new();
+    for i in 0..6 {
+        let report = a.seal(INSPECTION_KIND, &summary(GPU_A, t - i)).unwrap();
+        let (status, answer) = post_envelope(&url, &report).await;
+        statuses.push(status);
+        if status == 429 {
+            assert!(
+                answer["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("3 reports in the last hour"),
+                "{answer}"
+            );
+        } else {
+            accepted.push(report);
+        }
+    }
+    assert_eq!(statuses, [200, 200, 200, 429, 429, 429]);
+    let full = stored(&v);
+    assert_eq!(full.0, 2 + 3, "two registrations and three reports");
+    // What it holds already is still answered (a duplicate costs no token) …
+    let (status, answer) = post_envelope(&url, &accepted[0]).await;
+    assert_eq!((status, &answer["recorded"]), (200, &false.into()));
+    // … and another agent has its own limit.
+    let (status, _) = post_envelope(
+        &url,
+        &agent(32).seal(INSPECTION_KIND, &summary(GPU_B, t)).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(stored(&v).0, full.0 + 1);
+}
