@@ -20,6 +20,7 @@ use crate::checkpoint::{CheckpointError, SignedCheckpoint};
 use crate::entry::{Entry, EntryError, RecordKind, NO_PREVIOUS};
 use crate::note::Verifier;
 use crate::store::{Ledger, StoreError};
+use crate::tiles::{TileError, TileSource, TiledTree};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use pog_merkle::{verify_consistency, verify_inclusion, Hash};
@@ -337,6 +338,17 @@ pub enum Problem {
     /// A record of the holder's earlier bundle has other bytes in this one.
     #[error("the record at log index {index} differs from the one in your earlier bundle: history rewritten")]
     ChangedSince { index: u64 },
+    /// The log holds a record of the bundle's GPU after the bundle's last one, within the
+    /// checkpoint's tree: the bundle leaves out the GPU's newest records (`pog verify --log`).
+    #[error("the log holds the GPU's record #{gpu_seq} at log index {index}, after the bundle's last record: the newest record(s) dropped")]
+    MissingNewest { index: u64, gpu_seq: u64 },
+    /// The log's tiles do not lead to the checkpoint's root: they are not the tree the
+    /// checkpoint signs (`pog verify --log`).
+    #[error("the log's tiles do not match the checkpoint (root {tiles_root} from the tiles, {checkpoint_root} signed): another tree is served")]
+    TilesDiffer {
+        tiles_root: String,
+        checkpoint_root: String,
+    },
     /// The chain's registry holds no anchor of the log at the checkpoint's size (`pog verify
     /// --chain`; found by `pog_anchor`).
     #[error("anchor missing: the registry {registry} holds no anchor of {origin} at size {size}; {}", latest_anchored.map_or("it holds no anchor at all of that log".to_string(), |l| format!("its latest anchored size is {l}")))]
@@ -378,6 +390,41 @@ pub enum Problem {
         /// The checkpoint's root, hex.
         checkpoint_root: String,
     },
+}
+
+/// Whether the log, read through its tiles (`source`, e.g. the validator's `/ledger/` or a
+/// mirror), holds a record of the bundle's GPU after the bundle's last one within the
+/// bundle's checkpoint: the one tampering a bundle alone cannot show (its GPU's newest records
+/// dropped). The tiles are first checked to lead to the checkpoint's root; then every entry
+/// after the bundle's last record is read, each against its tile hash: one entry bundle per
+/// 256 entries appended since the GPU's last record. The problems found (at most 64); an error
+/// when the tiles cannot be read. Check the bundle's checkpoint signature first
+/// ([`verify_bundle`]): this trusts its size and root.
+pub fn check_tail<S: TileSource>(bundle: &Bundle, source: S) -> Result<Vec<Problem>, TileError> {
+    let checkpoint = &bundle.checkpoint.checkpoint;
+    let mut tree = TiledTree::new(source, checkpoint.size);
+    let root = tree.root()?;
+    if root != checkpoint.root {
+        return Ok(vec![Problem::TilesDiffer {
+            tiles_root: hex::encode(root),
+            checkpoint_root: hex::encode(checkpoint.root),
+        }]);
+    }
+    let from = bundle.records.last().map_or(0, |r| r.index + 1);
+    let mut problems = Vec::new();
+    tree.for_each_entry(from.min(tree.size()), tree.size(), |index, bytes| {
+        // An entry that does not parse is not the GPU's record; its bytes are in the tree.
+        if let Ok(entry) = Entry::parse(bytes) {
+            if entry.gpu_uuid == bundle.gpu_uuid {
+                problems.push(Problem::MissingNewest {
+                    index,
+                    gpu_seq: entry.gpu_seq,
+                });
+            }
+        }
+        problems.len() < 64
+    })?;
+    Ok(problems)
 }
 
 /// One record as verified.

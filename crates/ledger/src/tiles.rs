@@ -369,6 +369,43 @@ impl<S: TileSource> TiledTree<S> {
             .ok_or(TileError::OutOfRange { index: old, size })
     }
 
+    /// Calls `visit(index, entry)` for every entry from `start` to `end` (exclusive, at most the
+    /// tree size), in order, reading each entry bundle once and checking every entry against
+    /// its level-0 tile hash; stops at the first error, or when `visit` returns false.
+    pub fn for_each_entry(
+        &mut self,
+        start: u64,
+        end: u64,
+        mut visit: impl FnMut(u64, &[u8]) -> bool,
+    ) -> Result<(), TileError> {
+        let size = self.size;
+        if end > size {
+            return Err(TileError::OutOfRange { index: end, size });
+        }
+        let mut index = start;
+        while index < end {
+            let tile = index / TILE_WIDTH;
+            let id = TileId::in_tree(0, tile, size, true).expect("index below size");
+            let bundle = decode_entry_bundle(&id, &self.source.read_tile(&id)?)?;
+            let hashes = self.tile(0, tile)?.clone();
+            let last = end.min((tile + 1) * TILE_WIDTH);
+            for i in index..last {
+                let at = (i % TILE_WIDTH) as usize;
+                if pog_merkle::leaf_hash(&bundle[at]) != hashes[at] {
+                    return Err(TileError::BadBundle {
+                        path: id.path(),
+                        why: "an entry does not hash to its level-0 tile hash",
+                    });
+                }
+                if !visit(i, &bundle[at]) {
+                    return Ok(());
+                }
+            }
+            index = last;
+        }
+        Ok(())
+    }
+
     /// Entry `index`, from its entry bundle, checked against its level-0 tile hash.
     pub fn entry(&mut self, index: u64) -> Result<Vec<u8>, TileError> {
         let size = self.size;

@@ -3,7 +3,9 @@
 //! unknown key, a checkpoint not signed by the log, a forged cosignature; and a witness
 //! refuses to cosign a fork.
 
-use pog_ledger::bundle::{compare_with_earlier, verify_bundle, Bundle, Problem, WitnessPolicy};
+use pog_ledger::bundle::{
+    check_tail, compare_with_earlier, verify_bundle, Bundle, Problem, WitnessPolicy,
+};
 use pog_ledger::checkpoint::SignedCheckpoint;
 use pog_ledger::entry::{bodies, Entry, RecordKind};
 use pog_ledger::note::{NoteSigner, Verifier, ALG_COSIGNATURE_V1, ALG_ED25519};
@@ -542,4 +544,51 @@ fn the_newest_records_dropped_are_caught_against_an_earlier_bundle() {
             index: earlier.records[1].index
         }]
     );
+}
+
+#[test]
+fn the_newest_records_dropped_are_caught_by_reading_the_logs_tail() {
+    let w = world();
+    w.ledger
+        .append(vec![proof_round(GPU, 20), proof_round("GPU-other", 21)])
+        .unwrap();
+    w.ledger.append(vec![proof_round(GPU, 22)]).unwrap();
+    let cp = w.ledger.log().checkpoint(&w.log_key).unwrap();
+    let full = Bundle::export(&w.ledger, GPU, &cp, None).unwrap();
+    // The whole history: nothing of the GPU after its last record.
+    assert_eq!(check_tail(&full, w.ledger.log()).unwrap(), []);
+    // The newest two left out: a valid chain, but the log's tail holds them.
+    let mut cut = full.clone();
+    cut.records.truncate(full.records.len() - 2);
+    assert!(verify_bundle(&cut, w.log_key.verifier(), &WitnessPolicy::default(), None).ok());
+    let n = full.records.len();
+    assert_eq!(
+        check_tail(&cut, w.ledger.log()).unwrap(),
+        [
+            Problem::MissingNewest {
+                index: full.records[n - 2].index,
+                gpu_seq: n as u64 - 2
+            },
+            Problem::MissingNewest {
+                index: full.records[n - 1].index,
+                gpu_seq: n as u64 - 1
+            },
+        ]
+    );
+    // Tiles of another tree of the same size do not pass for the checkpoint's.
+    let dir = tempfile::tempdir().unwrap();
+    let other = Ledger::open(dir.path()).unwrap();
+    let size = cp.checkpoint.size;
+    other
+        .append((0..size).map(|n| proof_round("GPU-other", n)).collect())
+        .unwrap();
+    let differ = check_tail(&cut, other.log()).unwrap();
+    assert!(
+        matches!(differ[..], [Problem::TilesDiffer { .. }]),
+        "{differ:?}"
+    );
+    // A source that cannot serve the tiles is an error, not a verdict.
+    let empty = tempfile::tempdir().unwrap();
+    let source = pog_ledger::serve::DirSource(empty.path().to_path_buf());
+    assert!(check_tail(&cut, source).is_err());
 }

@@ -49,6 +49,9 @@ pub enum LedgerError {
     /// A witness answered 200 with something that is not a cosignature line.
     #[error("a witness answered with a malformed cosignature line: {0}")]
     Cosignature(String),
+    /// The log's tiles cannot be read from where they were asked for.
+    #[error("the log's tiles: {0}")]
+    Tiles(String),
     /// The writer or the publisher's task died (a bug).
     #[error("the ledger's task failed: {0}")]
     Task(String),
@@ -396,6 +399,76 @@ pub async fn checkpoint_on_schedule(
         if stopping || *stop.borrow() {
             return;
         }
+    }
+}
+
+/// The most bytes one tile answer may hold: a full entry bundle (256 entries of at most
+/// 64 KiB, each with its 2-byte length) and a little more.
+const MAX_TILE_BYTES: usize = 17 << 20;
+
+/// A log's tiles over HTTP — a validator's `/ledger/` or any c2sp.org/tlog-tiles mirror — as a
+/// blocking [`TileSource`](pog_ledger::tiles::TileSource), for a holder's
+/// [`check_tail`](pog_ledger::bundle::check_tail). Only http(s) URLs; no redirects or proxies
+/// from the environment; 20 s a tile; answers capped at [`MAX_TILE_BYTES`]. What it reads is
+/// checked against the checkpoint by the caller, so the server is not trusted.
+pub struct HttpTiles {
+    base: String,
+    client: reqwest::Client,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl HttpTiles {
+    /// Tiles under `base` (e.g. `http://validator:7071/ledger/`: `tile/0/000` is fetched from
+    /// `http://validator:7071/ledger/tile/0/000`).
+    pub fn new(base: &str) -> Result<HttpTiles, LedgerError> {
+        let url = reqwest::Url::parse(base)
+            .map_err(|e| LedgerError::Tiles(format!("{base:?} is not a URL: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(LedgerError::Tiles(format!(
+                "{base:?}: tiles are read over http or https only"
+            )));
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| LedgerError::Task(e.to_string()))?;
+        Ok(HttpTiles {
+            base: format!("{}/", base.trim_end_matches('/')),
+            client: witness_client(),
+            runtime,
+        })
+    }
+}
+
+impl pog_ledger::tiles::TileSource for HttpTiles {
+    fn read_tile(
+        &mut self,
+        id: &pog_ledger::tiles::TileId,
+    ) -> Result<Vec<u8>, pog_ledger::tiles::TileError> {
+        let url = format!("{}{}", self.base, id.path());
+        let failed = |why: String| pog_ledger::tiles::TileError::Source {
+            path: url.clone(),
+            why,
+        };
+        self.runtime.block_on(async {
+            let mut response = self
+                .client
+                .get(&url)
+                .send()
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            if response.status() != reqwest::StatusCode::OK {
+                return Err(failed(format!("answered {}", response.status())));
+            }
+            let mut body = Vec::new();
+            while let Some(chunk) = response.chunk().await.map_err(|e| failed(e.to_string()))? {
+                if body.len() + chunk.len() > MAX_TILE_BYTES {
+                    return Err(failed(format!("more than {MAX_TILE_BYTES} bytes")));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(body)
+        })
     }
 }
 

@@ -271,6 +271,28 @@ fn export_verify_and_tampering_through_the_binary() {
         1,
     );
     assert_eq!(problems(&report), ["missing_since", "missing_since"]);
+    // Without the earlier bundle, the log's own tail tells: a mirror of it holds the GPU's
+    // four records the cut bundle leaves out.
+    let tail = tmp.path().join("tail-mirror");
+    pog_json(&data, &["ledger", "mirror", tail.to_str().unwrap()], 0);
+    let report = verify(
+        &cut_file,
+        &["--log", tail.to_str().unwrap(), "--quorum", "0"],
+        1,
+    );
+    assert_eq!(problems(&report), ["missing_newest"; 4], "{report:#}");
+    let report = verify(
+        &later,
+        &["--log", tail.to_str().unwrap(), "--quorum", "0"],
+        0,
+    );
+    assert_eq!(report["verdict"], "pass", "{report:#}");
+    let missing = tmp.path().join("no-such-mirror");
+    verify(
+        &later,
+        &["--log", missing.to_str().unwrap(), "--quorum", "0"],
+        2,
+    );
 
     // A malformed bundle is an error, not a verdict.
     let garbage = tmp.path().join("garbage.json");
@@ -596,10 +618,18 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
     for kind in ["registration", "proof_round", "memory_round"] {
         assert!(kinds.contains(&kind), "{kinds:?}");
     }
-    // What the API stored is what the log holds, in the same order.
+    // What the API stored is what the log holds, in the same order (the log also holds the
+    // scores and prices the pricing logs, which the registry does not keep).
     let b = pog_ledger::bundle::Bundle::parse(&std::fs::read(&bundle).unwrap()).unwrap();
-    for (record, envelope) in b.records.iter().zip(stored.iter().map(|r| &r["envelope"])) {
-        let entry = pog_ledger::entry::Entry::parse(&record.entry).unwrap();
+    let logged = b
+        .records
+        .iter()
+        .map(|r| pog_ledger::entry::Entry::parse(&r.entry).unwrap())
+        .filter(|e| {
+            use pog_ledger::entry::RecordKind;
+            !matches!(e.kind, RecordKind::Score | RecordKind::Price)
+        });
+    for (entry, envelope) in logged.zip(stored.iter().map(|r| &r["envelope"])) {
         assert_eq!(entry.body, envelope["body"].as_str().unwrap());
     }
     assert!(b.checkpoint.checkpoint.size >= checkpoint.lines().nth(1).unwrap().parse().unwrap());
@@ -624,6 +654,31 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
     write(&path, &dropped.to_json());
     let report = verify(&path, 1);
     assert_eq!(report["problems"][0]["problem"], "dropped", "{report:#}");
+    // The validator's own tiles show the GPU's newest record a bundle leaves out.
+    let tiles = format!("http://{addr}/ledger/");
+    let with_tail = |bundle: &Path, status: i32| {
+        let args = [
+            "verify",
+            bundle.to_str().unwrap(),
+            "--log-key",
+            &log_vkey,
+            "--log",
+            &tiles,
+            "--quorum",
+            "0",
+        ];
+        pog_json(&holder, &args, status)
+    };
+    assert_eq!(with_tail(&bundle, 0)["verdict"], "pass");
+    let mut newest_dropped = b.clone();
+    newest_dropped.records.pop();
+    let path = tmp.path().join("newest-dropped.json");
+    write(&path, &newest_dropped.to_json());
+    let report = with_tail(&path, 1);
+    assert_eq!(
+        report["problems"][0]["problem"], "missing_newest",
+        "{report:#}"
+    );
 
     // A clean stop signs a last checkpoint over everything logged.
     let pid = validator.child.id().to_string();

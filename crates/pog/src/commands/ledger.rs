@@ -23,10 +23,11 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{ContentArrangement, Table};
-use pog_ledger::bundle::{compare_with_earlier, verify_bundle, Bundle, WitnessPolicy};
+use pog_ledger::bundle::{check_tail, compare_with_earlier, verify_bundle, Bundle, WitnessPolicy};
 use pog_ledger::checkpoint::{Checkpoint, SignedCheckpoint};
 use pog_ledger::entry::Entry;
 use pog_ledger::note::{NoteSigner, Verifier, ALG_COSIGNATURE_V1, ALG_ED25519};
+use pog_ledger::serve::DirSource;
 use pog_ledger::store::Ledger;
 use pog_ledger::witness::{AddCheckpoint, Witness};
 use serde::Serialize;
@@ -193,6 +194,11 @@ pub struct VerifyArgs {
     /// The CheckpointRegistry's address on --chain.
     #[arg(long, value_name = "ADDR", requires = "chain")]
     pub contract: Option<String>,
+    /// The log's tiles (a validator's URL prefix such as http://HOST:7071/ledger/, any
+    /// tlog-tiles mirror, or a mirror's directory): every entry after the bundle's last record
+    /// is read, checked against the checkpoint, to catch the GPU's newest records left out.
+    #[arg(long = "log", value_name = "URL_OR_DIR")]
+    pub log_tiles: Option<String>,
     /// The address the log's origin must be registered to on --chain (the validator's anchor
     /// publisher, as it announced it): a registry where someone else registered the origin
     /// first fails the check.
@@ -786,6 +792,22 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         report
             .problems
             .extend(compare_with_earlier(earlier, &bundle));
+    }
+    // The log's tail: no record of the GPU after the bundle's last one (read from the tiles,
+    // checked against the checkpoint, once its signature is known good).
+    let signed = !report
+        .problems
+        .iter()
+        .any(|p| matches!(p, pog_ledger::bundle::Problem::CheckpointSignature { .. }));
+    if let (Some(source), true) = (&args.log_tiles, signed) {
+        let tail = if source.starts_with("http://") || source.starts_with("https://") {
+            check_tail(&bundle, pog_node::ledger::HttpTiles::new(source)?)
+        } else {
+            check_tail(&bundle, DirSource(PathBuf::from(source)))
+        };
+        report
+            .problems
+            .extend(tail.with_context(|| format!("reading the log's tiles from {source}"))?);
     }
     // The chain anchor: the registry must hold the checkpoint's root at its size.
     let anchor = match (&args.chain, &args.contract) {
