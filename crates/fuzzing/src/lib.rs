@@ -421,3 +421,72 @@ pub fn market(body: &[u8]) -> Result<String, String> {
         .map(|(ok, name)| if ok { name } else { "-" })
         .join(" "))
 }
+
+/// Valid bodies of an agent's two reports for the [`report`] harness to mutate: an inspection
+/// summary and benchmark figures of `GPU-fuzz`, the GPU the harnesses' key registers.
+pub fn report_seeds() -> Vec<Vec<u8>> {
+    [
+        serde_json::json!({"version": 1, "gpu_uuid": "GPU-fuzz", "model": "H200 SXM",
+            "bus_id": "0000:00:06.0", "driver_version": "580.95.05", "verdict": "warn",
+            "findings": [{"code": "pcie.link", "severity": "warning",
+                "message": "the link trained below its maximum"}],
+            "provenance": "self_reported", "recorded_at_ms": 1_796_000_000_000u64}),
+        serde_json::json!({"version": 1, "gpu_uuid": "GPU-fuzz", "suite": "quick",
+            "figures": [{"name": "gemm_bf16_n8192_tflops", "value": 741.25, "unit": "TFLOPS",
+                "method": "8192³ BF16 GEMM, median of 10 timed runs"}],
+            "provenance": "self_reported", "recorded_at_ms": 1_796_000_000_000u64}),
+    ]
+    .iter()
+    .map(|v| v.to_string().into_bytes())
+    .collect()
+}
+
+/// Bytes as the body of an agent's report, signed by the harnesses' key as an `inspection`
+/// and as a `benchmark` envelope, each taken by a fresh in-memory validator (no ledger) with
+/// `GPU-fuzz` registered to that key, as `POST /v1/reports` takes it: the size, the envelope,
+/// the signature, the body parsed with unknown fields refused, its values, the owner, the
+/// ledger entry, the content id, the limit, the store; then the same report again, which must
+/// be held already. Returns which kinds were recorded, e.g. `"inspection -"`; refusals are
+/// answers, never panics.
+pub fn report(body: &[u8]) -> Result<String, String> {
+    use pog_node::registry::Registry;
+    use pog_node::reports::{BENCHMARK_KIND, INSPECTION_KIND};
+    use pog_node::validator::{Config, Validator};
+    let registry = Registry::open(None).map_err(|e| e.to_string())?;
+    let validator =
+        Validator::with_config(Identity::from_seed([0x5f; 32]), registry, Config::default());
+    let claim = wire::GpuClaim {
+        uuid: "GPU-fuzz".into(),
+        model: "H200 SXM".into(),
+        bus_id: "0000:00:06.0".into(),
+        simulated: false,
+    };
+    validator
+        .registry()
+        .register(
+            &identity().public_hex(),
+            "https://agent.example",
+            &[claim],
+            0,
+            64,
+        )
+        .map_err(|e| e.to_string())?;
+    let mut taken = Vec::new();
+    for kind in [INSPECTION_KIND, BENCHMARK_KIND] {
+        let sealed = seal(kind, body);
+        let recorded = match validator.accept_report(&sealed) {
+            Ok(receipt) => {
+                let again = validator
+                    .accept_report(&sealed)
+                    .map_err(|e| format!("a report taken once is refused the second time: {e}"))?;
+                if !receipt.recorded || again.recorded || again.id != receipt.id {
+                    return Err(format!("a replay was recorded anew: {receipt:?} {again:?}"));
+                }
+                true
+            }
+            Err(_) => false,
+        };
+        taken.push(if recorded { kind } else { "-" });
+    }
+    Ok(taken.join(" "))
+}

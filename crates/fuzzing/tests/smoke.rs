@@ -368,3 +368,13 @@ fn market_requests() {
     }
     fuzz("market", &seeds, pog_fuzzing::market);
 }
+
+#[test]
+fn agent_reports() {
+    let seeds = pog_fuzzing::report_seeds();
+    let expected = ["inspection -", "- benchmark"];
+    for (seed, expected) in seeds.iter().zip(expected) {
+        assert_eq!(pog_fuzzing::report(seed).as_deref(), Ok(expected));
+    }
+    fuzz("report", &seeds, pog_fuzzing::report);
+}
