@@ -359,8 +359,9 @@ impl Entry {
     }
 }
 
-/// The body schemas of the record kinds that the validator does not sign today (their
-/// producers land with the monitor, inspection-upload and market work). Every body is a JSON
+/// The body schemas of the records not defined by the node's own types: the agent's
+/// inspection summaries and benchmark figures (`pog_node::reports`, `POST /v1/reports`), its
+/// health summaries, and the validator's scores and prices (its pricing). Every body is a JSON
 /// object with `version` and `gpu_uuid`; registration and proof-round bodies are the node's
 /// `RegistrationRecord` and `Record` as they are.
 pub mod bodies {
