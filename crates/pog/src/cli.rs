@@ -80,6 +80,19 @@ pub enum Command {
 
 impl Command {
     /// The command's name, as its JSON schema names it.
+    /// Whether the command is a long-running service (agent, validator, witness, monitor):
+    /// one that must outlive a reader of its stdout going away.
+    pub fn is_service(&self) -> bool {
+        use crate::commands::ledger::WitnessAction;
+        use crate::commands::monitor::MonitorCommand;
+        match self {
+            Command::Agent(_) | Command::Validator(_) => true,
+            Command::Witness(w) => matches!(w.action, WitnessAction::Serve(_)),
+            Command::Monitor(m) => matches!(m.command, MonitorCommand::Run(_)),
+            _ => false,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Command::Check => "check",

@@ -15,12 +15,16 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     // SAFETY: first thing in main, before any thread exists.
     unsafe { pog_device::gpu::apply_nccl_defaults() };
-    // Rust ignores SIGPIPE, so printing to a closed pipe (`pog specs | head`) would panic;
-    // with the default action pog ends quietly instead, like any Unix tool. Sockets are not
-    // affected: the standard library sends with MSG_NOSIGNAL and gets EPIPE as an error.
-    // SAFETY: setting a signal's disposition to its default, before any thread exists.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = cli::Cli::parse();
+    // Rust ignores SIGPIPE, so a report printed into a closed pipe (`pog specs | head`) would
+    // panic; with the default action a one-shot command ends quietly instead, like any Unix
+    // tool. Services keep ignoring it: a supervisor that stops reading their status lines must
+    // not stop them (their writes ignore the error). Sockets are not affected either way: the
+    // standard library sends with MSG_NOSIGNAL.
+    if !cli.command.is_service() {
+        // SAFETY: setting a signal's disposition to its default, before any thread exists.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     // Service logs: timestamped lines on stderr, `info` and up unless POG_LOG says otherwise
     // (e.g. POG_LOG=debug, or POG_LOG=pog_node=debug).
     tracing_subscriber::fmt()

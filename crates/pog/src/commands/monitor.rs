@@ -797,17 +797,19 @@ fn alert_json(identity: &GpuIdentity, alert: &Alert) -> Result<serde_json::Value
     Ok(value)
 }
 
-/// Prints one alert: its JSON line, or a line for people.
+/// Prints one alert: its JSON line, or a line for people (a reader that went away does not
+/// stop the monitor).
 fn report(global: &Global, gpu: u32, alert: &Alert, value: &serde_json::Value) {
+    use super::service::say;
     if global.json {
-        println!("{value}");
+        say(format_args!("{value}"));
     } else {
-        println!(
+        say(format_args!(
             "GPU {gpu} t={:<9.2} {:<8} {:<20} {}",
             alert.t,
             alert.severity.name(),
             alert.kind.name(),
             alert.message
-        );
+        ));
     }
 }
