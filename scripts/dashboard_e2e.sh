@@ -3,10 +3,10 @@
 # from npm under target/), starts `pog monitor run` fed by the committed H200 trace, and runs
 # scripts/dashboard_e2e.mjs against it. Prints "N passed, N failed"; exits non-zero on a failure.
 #
-# Usage: scripts/dashboard_e2e.sh [SCREENSHOT.png]   (POG: the binary, default target/debug/pog)
+# Usage: scripts/dashboard_e2e.sh [SCREENSHOT.png]   (POG: the binary, default the debug build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-POG=${POG:-target/debug/pog}
+POG=${POG:-${CARGO_TARGET_DIR:-target}/debug/pog}
 SHOT=${1:-target/dashboard-e2e/dashboard.png}
 export PLAYWRIGHT_HOME="$PWD/target/dashboard-e2e"
 if ! command -v chromium > /dev/null; then
