@@ -853,32 +853,24 @@ impl Validator {
         let mut bytes = (0usize, 0usize); // to the agent, from the agent
         let remaining = || Duration::from_millis(deadline_ms).saturating_sub(started.elapsed());
         let exchange = async {
-            let sent = Instant::now();
-            let challenge_envelope = self.identity.seal(kind::CHALLENGE, &message)?;
-            let (n, answer) = post_counted(
-                &self.client,
-                &format!("{}/v1/challenge", gpu.endpoint),
-                &challenge_envelope,
-                remaining().min(commit_wait),
-                MAX_COMMITMENT_BYTES,
-            )
-            .await?;
-            let arrived_ms = issued_at_ms + sent.elapsed().as_millis() as u64;
-            bytes = (bytes.0 + n, bytes.1 + answer.len());
-            self.open_and_verify(
+            let envelope = self.identity.seal(kind::CHALLENGE, &message)?;
+            let asked = Asked {
+                path: "/v1/challenge",
+                envelope: &envelope,
+                issued_at_ms,
+                wait: commit_wait,
+            };
+            self.commit_and_verify(
                 session,
-                (&answer, arrived_ms, round_trip_ms),
+                asked,
                 &gpu.endpoint,
-                remaining(),
+                round_trip_ms,
+                &remaining,
                 &mut bytes,
             )
             .await
         };
-        let result: Result<Outcome, ExchangeError> =
-            match tokio::time::timeout(remaining(), exchange).await {
-                Ok(result) => result,
-                Err(_) => Err(ExchangeError::Deadline(deadline_ms)),
-            };
+        let result = within(deadline_ms, remaining(), exchange).await;
         let record = Record {
             version: RECORD_VERSION,
             challenge_id: id.clone(),
@@ -1002,31 +994,23 @@ impl Validator {
                 policy.memory.samples,
             );
             let envelope = self.identity.seal(kind::MEMORY_WALK, &walk)?;
-            let sent = Instant::now();
-            let (n, answer) = post_counted(
-                &self.client,
-                &format!("{}/v1/memory/walk", gpu.endpoint),
-                &envelope,
-                remaining().min(commit_wait),
-                MAX_COMMITMENT_BYTES,
-            )
-            .await?;
-            let arrived_ms = walk_issued_ms + sent.elapsed().as_millis() as u64;
-            bytes = (bytes.0 + n, bytes.1 + answer.len());
-            self.open_and_verify(
+            let asked = Asked {
+                path: "/v1/memory/walk",
+                envelope: &envelope,
+                issued_at_ms: walk_issued_ms,
+                wait: commit_wait,
+            };
+            self.commit_and_verify(
                 session,
-                (&answer, arrived_ms, round_trip_ms),
+                asked,
                 &gpu.endpoint,
-                remaining(),
+                round_trip_ms,
+                &remaining,
                 &mut bytes,
             )
             .await
         };
-        let result: Result<Outcome, ExchangeError> =
-            match tokio::time::timeout(remaining(), exchange).await {
-                Ok(result) => result,
-                Err(_) => Err(ExchangeError::Deadline(deadline_ms)),
-            };
+        let result = within(deadline_ms, remaining(), exchange).await;
         let record = MemoryRecord {
             version: RECORD_VERSION,
             challenge_id: id.clone(),
@@ -1051,6 +1035,39 @@ impl Validator {
         };
         self.store(MEMORY_RECORD_KIND, &id, uuid, record.accepted, &record)?;
         Ok(record)
+    }
+
+    /// Sends the message that asks for a commitment (`asked`), waits for the commitment (at
+    /// most `asked.wait` and what is left of the exchange), notes when it arrived on the
+    /// validator's clock, and finishes with [`Self::open_and_verify`].
+    async fn commit_and_verify<C: SpotChecked + Send + 'static>(
+        &self,
+        session: ValidatorSession<C>,
+        asked: Asked<'_>,
+        endpoint: &str,
+        round_trip_ms: f64,
+        remaining: &impl Fn() -> Duration,
+        bytes: &mut (usize, usize),
+    ) -> Result<Outcome, ExchangeError> {
+        let sent = Instant::now();
+        let (n, answer) = post_counted(
+            &self.client,
+            &format!("{endpoint}{}", asked.path),
+            asked.envelope,
+            remaining().min(asked.wait),
+            MAX_COMMITMENT_BYTES,
+        )
+        .await?;
+        let arrived_ms = asked.issued_at_ms + sent.elapsed().as_millis() as u64;
+        *bytes = (bytes.0 + n, bytes.1 + answer.len());
+        self.open_and_verify(
+            session,
+            (&answer, arrived_ms, round_trip_ms),
+            endpoint,
+            remaining(),
+            bytes,
+        )
+        .await
     }
 
     /// The rest of an exchange once the commitment has arrived (its bytes, the validator's
@@ -1109,6 +1126,26 @@ impl Validator {
         times.sort_by(f64::total_cmp);
         times.first().copied().unwrap_or(0.0)
     }
+}
+
+/// The signed message that asks an agent for a commitment: where it goes on the agent, when
+/// it was issued (the validator's clock) and how long the commitment may take.
+struct Asked<'a> {
+    path: &'static str,
+    envelope: &'a wire::Envelope,
+    issued_at_ms: u64,
+    wait: Duration,
+}
+
+/// `exchange`'s outcome, or [`ExchangeError::Deadline`] when `remaining` runs out first.
+async fn within(
+    deadline_ms: u64,
+    remaining: Duration,
+    exchange: impl std::future::Future<Output = Result<Outcome, ExchangeError>>,
+) -> Result<Outcome, ExchangeError> {
+    tokio::time::timeout(remaining, exchange)
+        .await
+        .unwrap_or(Err(ExchangeError::Deadline(deadline_ms)))
 }
 
 /// The validator's HTTP API: `POST /v1/register`, `POST /v1/reports`, `GET /v1/gpus`,
