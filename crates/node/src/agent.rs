@@ -220,36 +220,42 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .with_state(agent)
 }
 
-async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
-    let (message, signer): (ChallengeMessage, String) = wire::decode(&body, kind::CHALLENGE)?;
-    if !agent.trusted_validators.contains(&signer) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!("challenge signed by {signer}, which this agent does not trust"),
-        ));
-    }
-    let c = &message.challenge;
-    agent.check_addressed(
-        &signer,
-        Addressee {
-            gpu_uuid: &c.gpu_uuid,
-            gpu_bus_id: &c.gpu_bus_id,
-            agent_key: &c.agent_key,
-            validator_key: &c.validator_key,
-        },
-    )?;
-    if let Err(e) = c.check_shape() {
+/// Refuses a challenge this agent cannot take as asked: a malformed shape (400), a version
+/// (got, spoken, what) it does not speak (400), or work its prover refuses (413, the reason;
+/// asked only of a well-shaped challenge, whose sizes cannot overflow).
+fn admit(
+    shape: Result<(), impl std::fmt::Display>,
+    (version, spoken, what): (u32, u32, &str),
+    refused: impl FnOnce() -> Option<String>,
+) -> Result<(), ApiError> {
+    if let Err(e) = shape {
         return Err(ApiError::new(StatusCode::BAD_REQUEST, e.to_string()));
     }
-    if c.version != pog_proof::challenge::CHALLENGE_VERSION {
+    if version != spoken {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            format!("unsupported challenge version {}", c.version),
+            format!("unsupported {what} version {version}"),
         ));
     }
-    if let Some(reason) = agent.engine.refuses(c) {
-        return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, reason));
+    match refused() {
+        Some(reason) => Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, reason)),
+        None => Ok(()),
     }
+}
+
+async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+    let (message, signer): (ChallengeMessage, String) = wire::decode(&body, kind::CHALLENGE)?;
+    let c = &message.challenge;
+    agent.check_addressed(&signer, c.addressee())?;
+    admit(
+        c.check_shape(),
+        (
+            c.version,
+            pog_proof::challenge::CHALLENGE_VERSION,
+            "challenge",
+        ),
+        || agent.engine.refuses(c),
+    )?;
     agent.take_id(&message.id, message.expires_at_ms)?;
     let started = std::time::Instant::now();
     let worker = agent.clone();
@@ -282,27 +288,16 @@ async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Re
     let (message, signer): (MemoryChallengeMessage, String) =
         wire::decode(&body, kind::MEMORY_CHALLENGE)?;
     let c = &message.challenge;
-    agent.check_addressed(
-        &signer,
-        Addressee {
-            gpu_uuid: &c.gpu_uuid,
-            gpu_bus_id: &c.gpu_bus_id,
-            agent_key: &c.agent_key,
-            validator_key: &c.validator_key,
-        },
+    agent.check_addressed(&signer, c.addressee())?;
+    admit(
+        c.check_shape(),
+        (
+            c.version,
+            pog_proof::memory::MEMORY_VERSION,
+            "memory challenge",
+        ),
+        || agent.engine.refuses_memory(c),
     )?;
-    if let Err(e) = c.check_shape() {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, e.to_string()));
-    }
-    if c.version != pog_proof::memory::MEMORY_VERSION {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("unsupported memory challenge version {}", c.version),
-        ));
-    }
-    if let Some(reason) = agent.engine.refuses_memory(c) {
-        return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, reason));
-    }
     agent.take_id(&message.id, message.expires_at_ms)?;
     let started = std::time::Instant::now();
     let worker = agent.clone();

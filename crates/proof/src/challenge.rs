@@ -65,6 +65,16 @@ pub struct BadShape {
 }
 
 impl Challenge {
+    /// Whom the challenge is for: the GPU, its agent and the validator it binds.
+    pub fn addressee(&self) -> Addressee<'_> {
+        Addressee {
+            gpu_uuid: &self.gpu_uuid,
+            gpu_bus_id: &self.gpu_bus_id,
+            agent_key: &self.agent_key,
+            validator_key: &self.validator_key,
+        }
+    }
+
     /// Refuses shapes that are empty or so large that counting their leaves could overflow;
     /// within these bounds every size and index computation fits in a u64.
     pub fn check_shape(&self) -> Result<(), BadShape> {

@@ -116,6 +116,16 @@ pub(crate) fn bind(h: &mut Sha256, nonce: &[u8; 32], bound: [&str; 4]) {
 }
 
 impl MemoryChallenge {
+    /// Whom the challenge is for: the GPU, its agent and the validator it binds.
+    pub fn addressee(&self) -> crate::challenge::Addressee<'_> {
+        crate::challenge::Addressee {
+            gpu_uuid: &self.gpu_uuid,
+            gpu_bus_id: &self.gpu_bus_id,
+            agent_key: &self.agent_key,
+            validator_key: &self.validator_key,
+        }
+    }
+
     /// Refuses shapes that are empty, unbounded, or whose leaves do not divide the walkers.
     pub fn check_shape(&self) -> Result<(), BadMemoryShape> {
         let ok = (1..=MAX_ITEMS).contains(&self.items)
