@@ -344,60 +344,109 @@ fn hex_root(cp: &Value) -> String {
     cp["root"].as_str().unwrap().to_string()
 }
 
+/// A running `pog validator` that anchors on a local anvil every `anchor_every` seconds, with
+/// a simulated H200 agent registered: the chain, the keys, the data dir and the processes.
+struct Anchoring {
+    anvil: Anvil,
+    tmp: tempfile::TempDir,
+    key: PathBuf,
+    data: PathBuf,
+    registry: String,
+    log_vkey: String,
+    origin: String,
+    addr: String,
+    validator: Server,
+    _agent: Server,
+}
+
+impl Anchoring {
+    fn start(anchor_every: &str) -> Anchoring {
+        let anvil = Anvil::start();
+        let tmp = tempfile::tempdir().unwrap();
+        let key = dev_key_file(tmp.path(), "publisher.key", 0);
+        let data = validator_dir(tmp.path(), "validator");
+        let registry = deploy(&data, &anvil.url, &key);
+        let log_vkey = pog_json(&data, &["ledger", "vkey"], 0)["vkey"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let origin = log_vkey.split('+').next().unwrap().to_string();
+        let addr = format!("127.0.0.1:{}", free_port());
+        let validator = spawn_pog(
+            &data,
+            &[
+                &["validator", "--listen", &addr, "--challenge-every", "1"],
+                &["--test-plan", "--size", "32", "--samples", "128"],
+                &["--accept-simulated", "--allow-private-endpoints"],
+                &["--checkpoint-every", "0.5"],
+                &["--anchor-rpc", &anvil.url, "--anchor-contract", &registry],
+                &["--anchor-key-file", key.to_str().unwrap()],
+                &["--anchor-every", anchor_every],
+            ],
+            None,
+        );
+        let agent = spawn_pog(
+            &tmp.path().join("agent"),
+            &[&[
+                "agent",
+                "--listen",
+                &format!("127.0.0.1:{}", free_port()),
+                "--validator",
+                &format!("http://{addr}"),
+                "--trust",
+                &Identity::from_seed(VALIDATOR_SEED).public_hex(),
+            ]],
+            Some("H200 SXM"),
+        );
+        Anchoring {
+            anvil,
+            tmp,
+            key,
+            data,
+            registry,
+            log_vkey,
+            origin,
+            addr,
+            validator,
+            _agent: agent,
+        }
+    }
+
+    /// A reader of the registry on the chain.
+    fn chain(&self) -> pog_anchor::Registry {
+        pog_anchor::Registry::reader(
+            &pog_anchor::RpcUrl::parse(&self.anvil.url).unwrap(),
+            pog_anchor::parse_address(&self.registry).unwrap(),
+        )
+        .unwrap()
+    }
+}
+
+/// Stops a running `pog validator` with SIGTERM; it must exit 0.
+fn stop(validator: &mut Server) {
+    let pid = validator.child.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    assert_eq!(validator.child.wait().unwrap().code(), Some(0));
+}
+
 #[test]
 fn a_running_validator_anchors_its_checkpoints() {
-    let anvil = Anvil::start();
-    let tmp = tempfile::tempdir().unwrap();
-    let key = dev_key_file(tmp.path(), "publisher.key", 0);
-    let data = validator_dir(tmp.path(), "validator");
-    let registry = deploy(&data, &anvil.url, &key);
-    let log_vkey = pog_json(&data, &["ledger", "vkey"], 0)["vkey"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let origin = log_vkey.split('+').next().unwrap().to_string();
-    let addr = format!("127.0.0.1:{}", free_port());
-    let mut validator = spawn_pog(
-        &data,
-        &[
-            &["validator", "--listen", &addr, "--challenge-every", "1"],
-            &["--test-plan", "--size", "32", "--samples", "128"],
-            &["--accept-simulated", "--allow-private-endpoints"],
-            &["--checkpoint-every", "0.5"],
-            &["--anchor-rpc", &anvil.url, "--anchor-contract", &registry],
-            &["--anchor-key-file", key.to_str().unwrap()],
-            &["--anchor-every", "0.5"],
-        ],
-        None,
-    );
-    let url = format!("http://{addr}");
-    let _agent = spawn_pog(
-        &tmp.path().join("agent"),
-        &[&[
-            "agent",
-            "--listen",
-            &format!("127.0.0.1:{}", free_port()),
-            "--validator",
-            &url,
-            "--trust",
-            &Identity::from_seed(VALIDATOR_SEED).public_hex(),
-        ]],
-        Some("H200 SXM"),
-    );
+    let run = Anchoring::start("0.5");
+    let (data, addr, origin) = (&run.data, &run.addr, &run.origin);
 
     // Records appear, a checkpoint is signed, then anchored: the chain's latest anchor is the
     // validator's kept anchored checkpoint, after two proof rounds at least.
     let uuid = "GPU-00000051-0000-0000-0000-000000000000";
-    let chain = pog_anchor::Registry::reader(
-        &pog_anchor::RpcUrl::parse(&anvil.url).unwrap(),
-        pog_anchor::parse_address(&registry).unwrap(),
-    )
-    .unwrap();
+    let chain = run.chain();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     let anchored_file = data.join("ledger").join("anchored-checkpoint");
     let (rounds, latest) = loop {
-        let page: Value = http_get(&addr, &format!("/v1/records/{uuid}"))
+        let page: Value = http_get(addr, &format!("/v1/records/{uuid}"))
             .and_then(|(_, body)| serde_json::from_str(&body).ok())
             .unwrap_or_default();
         let rounds = page["records"].as_array().map_or(0, |r| {
@@ -405,7 +454,7 @@ fn a_running_validator_anchors_its_checkpoints() {
                 .filter(|r| r["envelope"]["kind"] == "record")
                 .count()
         });
-        let latest = rt.block_on(chain.latest(&origin)).unwrap();
+        let latest = rt.block_on(chain.latest(origin)).unwrap();
         if let (true, Some(latest)) = (rounds >= 2, latest) {
             if anchored_file.is_file() && latest.size as usize >= rounds {
                 break (rounds, latest);
@@ -418,8 +467,12 @@ fn a_running_validator_anchors_its_checkpoints() {
         std::thread::sleep(std::time::Duration::from_millis(250));
     };
     assert_eq!(
-        rt.block_on(chain.publisher_of(&origin)).unwrap(),
-        Some(pog_anchor::PublisherKey::from_file(&key).unwrap().address()),
+        rt.block_on(chain.publisher_of(origin)).unwrap(),
+        Some(
+            pog_anchor::PublisherKey::from_file(&run.key)
+                .unwrap()
+                .address()
+        ),
         "the validator registered its origin"
     );
     // The anchor carries the root of a checkpoint the validator signed.
@@ -427,7 +480,7 @@ fn a_running_validator_anchors_its_checkpoints() {
         pog_ledger::checkpoint::SignedCheckpoint::parse(&std::fs::read(&anchored_file).unwrap())
             .unwrap();
     let at = rt
-        .block_on(chain.anchor_at(&origin, kept.checkpoint.size))
+        .block_on(chain.anchor_at(origin, kept.checkpoint.size))
         .unwrap()
         .expect("the kept checkpoint is anchored");
     assert_eq!(at.root, kept.checkpoint.root);
@@ -435,31 +488,28 @@ fn a_running_validator_anchors_its_checkpoints() {
 
     // The GPU's bundle at the anchored checkpoint verifies against the chain, beside the
     // running validator.
-    let bundle = tmp.path().join("bundle.json");
-    pog_json(
-        &data,
-        &[
-            "ledger",
-            "export",
-            "--gpu",
-            uuid,
-            "--anchored",
-            "-o",
-            bundle.to_str().unwrap(),
-        ],
-        0,
-    );
+    let bundle = run.tmp.path().join("bundle.json");
+    let export = [
+        "ledger",
+        "export",
+        "--gpu",
+        uuid,
+        "--anchored",
+        "-o",
+        bundle.to_str().unwrap(),
+    ];
+    pog_json(data, &export, 0);
     let report = pog_json(
-        &tmp.path().join("holder"),
+        &run.tmp.path().join("holder"),
         &[
             "verify",
             bundle.to_str().unwrap(),
             "--log-key",
-            &log_vkey,
+            &run.log_vkey,
             "--chain",
-            &anvil.url,
+            &run.anvil.url,
             "--contract",
-            &registry,
+            &run.registry,
         ],
         0,
     );
@@ -467,62 +517,26 @@ fn a_running_validator_anchors_its_checkpoints() {
     assert!(report["records"].as_array().unwrap().len() >= 2, "{rounds}");
 
     // The chain going away does not stop the validator: it keeps serving, and stops cleanly.
+    let Anchoring {
+        anvil,
+        mut validator,
+        addr,
+        ..
+    } = run;
     drop(anvil);
     std::thread::sleep(std::time::Duration::from_secs(2));
     assert!(http_get(&addr, "/ledger/checkpoint").is_some_and(|(s, _)| s == 200));
-    let pid = validator.child.id().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    assert_eq!(validator.child.wait().unwrap().code(), Some(0));
+    stop(&mut validator);
 }
 
 #[test]
 fn a_stopping_validator_anchors_its_last_checkpoint() {
-    let anvil = Anvil::start();
-    let tmp = tempfile::tempdir().unwrap();
-    let key = dev_key_file(tmp.path(), "publisher.key", 0);
-    let data = validator_dir(tmp.path(), "validator");
-    let registry = deploy(&data, &anvil.url, &key);
-    let log_vkey = pog_json(&data, &["ledger", "vkey"], 0)["vkey"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let origin = log_vkey.split('+').next().unwrap().to_string();
-    let addr = format!("127.0.0.1:{}", free_port());
     // The schedule would anchor only after an hour: whatever is anchored, the stop did.
-    let mut validator = spawn_pog(
-        &data,
-        &[
-            &["validator", "--listen", &addr, "--challenge-every", "1"],
-            &["--test-plan", "--size", "32", "--samples", "128"],
-            &["--accept-simulated", "--allow-private-endpoints"],
-            &["--checkpoint-every", "0.5"],
-            &["--anchor-rpc", &anvil.url, "--anchor-contract", &registry],
-            &["--anchor-key-file", key.to_str().unwrap()],
-            &["--anchor-every", "3600"],
-        ],
-        None,
-    );
-    let _agent = spawn_pog(
-        &tmp.path().join("agent"),
-        &[&[
-            "agent",
-            "--listen",
-            &format!("127.0.0.1:{}", free_port()),
-            "--validator",
-            &format!("http://{addr}"),
-            "--trust",
-            &Identity::from_seed(VALIDATOR_SEED).public_hex(),
-        ]],
-        Some("H200 SXM"),
-    );
+    let mut run = Anchoring::start("3600");
     // A proof round stored and a checkpoint signed over it.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     loop {
-        let size = http_get(&addr, "/ledger/checkpoint")
+        let size = http_get(&run.addr, "/ledger/checkpoint")
             .filter(|(status, _)| *status == 200)
             .and_then(|(_, text)| {
                 pog_ledger::checkpoint::SignedCheckpoint::parse(text.as_bytes()).ok()
@@ -534,27 +548,16 @@ fn a_stopping_validator_anchors_its_last_checkpoint() {
         assert!(std::time::Instant::now() < deadline, "no checkpoint");
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
-    let pid = validator.child.id().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    assert_eq!(validator.child.wait().unwrap().code(), Some(0));
+    stop(&mut run.validator);
 
     // The chain holds the checkpoint the validator signed last.
     let last = pog_ledger::checkpoint::SignedCheckpoint::parse(
-        &std::fs::read(data.join("ledger").join("checkpoint")).unwrap(),
-    )
-    .unwrap();
-    let chain = pog_anchor::Registry::reader(
-        &pog_anchor::RpcUrl::parse(&anvil.url).unwrap(),
-        pog_anchor::parse_address(&registry).unwrap(),
+        &std::fs::read(run.data.join("ledger").join("checkpoint")).unwrap(),
     )
     .unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let latest = rt
-        .block_on(chain.latest(&origin))
+        .block_on(run.chain().latest(&run.origin))
         .unwrap()
         .expect("anchored at the stop");
     assert_eq!(
