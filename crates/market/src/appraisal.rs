@@ -611,7 +611,7 @@ mod tests {
             .find(|r| r.starts_with("reliability"))
             .unwrap();
         assert!(
-            why.contains("uptime 0.800 (answered 16 of 20 rounds since 1970-01-01 00:00:01 UTC: 2 unanswered, 2 skipped while backing off): ×0.6"),
+            why.contains("uptime 0.800 (answered 16 of 20 rounds since 1970-01-01T00:00:01Z: 2 unanswered, 2 skipped while backing off): ×0.6"),
             "{why}"
         );
         assert_eq!(priced(&a), (4_448_264.0f64 * 0.6).round() as u64);
@@ -724,7 +724,7 @@ mod tests {
             .iter()
             .find(|r| r.starts_with("reliability"))
             .unwrap();
-        assert!(why.contains("2 anomalies (thermal_runaway alert (critical) at 1970-01-01 00:01:20 UTC; xid 79 in the window ending 1970-01-01 00:01:21 UTC): ×0.81"), "{why}");
+        assert!(why.contains("2 anomalies (thermal_runaway alert (critical) at 1970-01-01T00:01:20Z; xid 79 in the window ending 1970-01-01T00:01:21Z): ×0.81"), "{why}");
         assert_eq!(priced(&a), (4_448_264.0f64 * 0.81).round() as u64);
         // The validator's own measurement of a slow-down counts twice, and once more beside
         // the agent's quiet report.

@@ -51,26 +51,10 @@ pub enum EvidenceError {
     },
 }
 
-/// A time in ms since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC` (the proleptic Gregorian
-/// calendar; days to a civil date by Howard Hinnant's `civil_from_days`).
+/// A time in ms since the Unix epoch in RFC 3339, to the second (`2026-12-03T11:34:05Z`).
 pub fn utc(at_ms: u64) -> String {
-    let secs = at_ms / 1000;
-    let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        rest / 3600,
-        rest / 60 % 60,
-        rest % 60
-    )
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms);
+    humantime::format_rfc3339_seconds(at).to_string()
 }
 
 /// A round the validator's schedule did not challenge the GPU in because its agent had not
@@ -677,12 +661,12 @@ mod tests {
         assert_eq!(a.count, 3, "{a:?}");
         let d = a.detail();
         assert!(
-            d.contains("thermal_runaway alert (warning) at 1970-01-01 00:01:03 UTC"),
+            d.contains("thermal_runaway alert (warning) at 1970-01-01T00:01:03Z"),
             "{d}"
         );
         assert!(d.contains("throttling alert (critical)"), "{d}");
         assert!(
-            d.contains("xid 79 in the window ending 1970-01-01 00:02:00 UTC"),
+            d.contains("xid 79 in the window ending 1970-01-01T00:02:00Z"),
             "{d}"
         );
         assert!(!d.contains("xid 43"), "{d}");
@@ -767,7 +751,7 @@ mod tests {
         let d = found.detail();
         assert!(
             d.contains(
-                "thermal_runaway alert (critical, raised 2 times from 1970-01-01 00:00:50 UTC)"
+                "thermal_runaway alert (critical, raised 2 times from 1970-01-01T00:00:50Z)"
             ),
             "{d}"
         );
@@ -841,15 +825,15 @@ mod tests {
         assert_eq!(u.fraction, 0.5);
         assert_eq!(
             u.detail(),
-            "answered 2 of 4 rounds since 1970-01-01 00:00:00 UTC: 1 unanswered, 1 skipped while backing off"
+            "answered 2 of 4 rounds since 1970-01-01T00:00:00Z: 1 unanswered, 1 skipped while backing off"
         );
     }
 
     #[test]
     fn utc_names_the_civil_date() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
-        assert_eq!(utc(1_796_297_645_000), "2026-12-03 11:34:05 UTC");
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_796_297_645_999), "2026-12-03T11:34:05Z");
     }
 
     /// A random stretch of time with alert and XID events, and windows over it (overlapping,

@@ -678,35 +678,13 @@ fn usd(micro: Option<u64>) -> String {
     )
 }
 
-/// A time in ms since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC` (the proleptic Gregorian
-/// calendar, days to a civil date by Howard Hinnant's `civil_from_days`).
-fn time(at_ms: u64) -> String {
-    let secs = at_ms / 1000;
-    let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        rest / 3600,
-        rest / 60 % 60,
-        rest % 60
-    )
-}
-
 /// A GPU's posted prices as a table.
 fn price_table(points: &[PostedPrice]) -> Table {
     let mut t = table(&["#", "when", "$/GPU-hour", "score", "cause", "why unpriced"]);
     for p in points {
         t.add_row(vec![
             p.seq.to_string(),
-            time(p.at_ms),
+            pog_market::evidence::utc(p.at_ms),
             usd(p.price_micro_usd),
             format!("{:.3}", p.score),
             p.cause.clone(),
@@ -822,15 +800,4 @@ fn validator_prices(global: &Global, url: &str, gpu: Option<&str>) -> Result<Out
         crate::render::verdict_line(verdict, &summary, simulated);
     }
     Ok(Outcome(verdict))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn times_read_as_utc_dates() {
-        assert_eq!(super::time(0), "1970-01-01 00:00:00 UTC");
-        // 2026-12-03 12:47:51 UTC (the date of b531be4).
-        assert_eq!(super::time(1_796_302_071_000), "2026-12-03 12:47:51 UTC");
-        assert_eq!(super::time(951_782_400_000), "2000-02-29 00:00:00 UTC");
-    }
 }
