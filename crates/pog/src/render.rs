@@ -702,6 +702,14 @@ fn bytes_cell(to_agent: usize, from_agent: usize) -> String {
     format!("{} / {}", size(to_agent as u64), size(from_agent as u64))
 }
 
+/// A row of `columns` cells for a GPU whose proof could not run: its name, dashes, the error.
+fn error_row(gpu: String, columns: usize, error: &str) -> Vec<String> {
+    let mut row = vec![gpu];
+    row.extend(std::iter::repeat_n("–".to_string(), columns - 2));
+    row.push(format!("ERROR: {error}"));
+    row
+}
+
 fn gemm_proofs(proofs: &[pog_node::hostproof::GpuProof]) {
     let mut t = table(&[
         "GPU",
@@ -718,10 +726,7 @@ fn gemm_proofs(proofs: &[pog_node::hostproof::GpuProof]) {
         let gpu = format!("{} ({})", p.ordinal, p.model);
         let Some(c) = &p.check else {
             if let Some(error) = &p.error {
-                let mut row = vec![gpu];
-                row.extend(std::iter::repeat_n("–".to_string(), 7));
-                row.push(format!("ERROR: {error}"));
-                t.add_row(row);
+                t.add_row(error_row(gpu, 9, error));
             }
             continue;
         };
@@ -782,10 +787,7 @@ fn memory_proofs(proofs: &[pog_node::hostproof::GpuProof]) {
         let gpu = format!("{} ({})", p.ordinal, p.model);
         let Some(m) = &p.memory else {
             if let Some(error) = &p.memory_error {
-                let mut row = vec![gpu];
-                row.extend(std::iter::repeat_n("–".to_string(), 7));
-                row.push(format!("ERROR: {error}"));
-                t.add_row(row);
+                t.add_row(error_row(gpu, 9, error));
             }
             continue;
         };
