@@ -29,7 +29,7 @@
 
 use crate::http::ApiError;
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -156,10 +156,38 @@ enum Event {
     },
 }
 
+/// What one market lets its submitters hold: anyone can make keys, so the book is bounded by
+/// each key's open orders, by all open orders together, and by the submissions each source
+/// address may make (every submission, even one cancelled later, stays in the store: ids are
+/// unique for ever).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MarketLimits {
+    /// Open orders one owner key may have; a submission beyond is refused (429).
+    pub max_open_per_owner: usize,
+    /// Open orders across all owners and classes; a submission beyond is refused (503).
+    pub max_open: usize,
+    /// Submissions one source address (an IPv4 address or IPv6 /64) may make a minute (and at
+    /// once); beyond, refused (429) before the message is read.
+    pub submits_per_minute_per_source: f64,
+}
+
+impl Default for MarketLimits {
+    fn default() -> Self {
+        MarketLimits {
+            max_open_per_owner: 100,
+            max_open: 20_000,
+            submits_per_minute_per_source: 60.0,
+        }
+    }
+}
+
 /// The book and its store.
 pub struct Market {
     validator: String,
     inner: Mutex<Inner>,
+    limits: MarketLimits,
+    /// Submissions per source address ([`MarketLimits::submits_per_minute_per_source`]).
+    submitters: Mutex<crate::validator::RateLimiter>,
 }
 
 struct Inner {
@@ -245,10 +273,45 @@ impl Market {
             })
             .cloned()
             .collect();
+        let limits = MarketLimits::default();
         Ok(Market {
             validator: validator.to_ascii_lowercase(),
             inner: Mutex::new(Inner { book, db, dirty }),
+            limits,
+            submitters: Mutex::new(crate::validator::RateLimiter::per_minute(
+                limits.submits_per_minute_per_source,
+            )),
         })
+    }
+
+    /// The same market under other limits (the stored book is kept whatever they are: they
+    /// bound new submissions only).
+    pub fn with_limits(mut self, limits: MarketLimits) -> Market {
+        self.limits = limits;
+        self.submitters = Mutex::new(crate::validator::RateLimiter::per_minute(
+            limits.submits_per_minute_per_source.max(1.0),
+        ));
+        self
+    }
+
+    /// Takes a submission token of `source`'s; a refusal to answer when it has none left.
+    pub fn admit_submitter(&self, source: std::net::IpAddr) -> Result<(), ApiError> {
+        let allowed = self
+            .submitters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .allow(source);
+        if allowed {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "more than {} order submissions a minute from {source}: retry later",
+                    self.limits.submits_per_minute_per_source
+                ),
+            ))
+        }
     }
 
     /// The validator's key this market answers for.
@@ -278,6 +341,30 @@ impl Market {
         }
         let envelope = envelope(bytes)?;
         let mut inner = self.lock();
+        let open = inner.book.len();
+        if open >= self.limits.max_open {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the book holds {open} open orders, its limit: retry after a clearing"),
+            ));
+        }
+        let owned = inner
+            .book
+            .classes()
+            .flat_map(|c| {
+                let book = &inner.book;
+                book.open(c, Side::Bid).chain(book.open(c, Side::Ask))
+            })
+            .filter(|o| o.owner() == signer)
+            .count();
+        if owned >= self.limits.max_open_per_owner {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "{signer} has {owned} open orders, its limit: cancel one or wait for a clearing"
+                ),
+            ));
+        }
         let id = message.order.id().clone();
         let class = message.order.class().clone();
         let sequence = inner.book.submit(message.order).map_err(book_error)?;
@@ -632,7 +719,12 @@ pub fn router<S: Clone + Send + Sync + 'static>(market: Arc<Market>) -> Router<S
         .with_state(market)
 }
 
-async fn submit_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Response, ApiError> {
+async fn submit_route(
+    State(m): State<Arc<Market>>,
+    ConnectInfo(source): ConnectInfo<std::net::SocketAddr>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    m.admit_submitter(source.ip())?;
     Ok(Json(m.submit(&body)?).into_response())
 }
 

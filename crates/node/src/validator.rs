@@ -514,15 +514,23 @@ const MAX_FIELD_BYTES: usize = 128;
 const MAX_TRACKED_SOURCES: usize = 100_000;
 
 /// A token bucket per source address.
-struct RateLimiter {
+pub(crate) struct RateLimiter {
     per_minute: f64,
     buckets: HashMap<std::net::IpAddr, (f64, Instant)>,
 }
 
 impl RateLimiter {
+    /// Buckets of `per_minute` tokens (the burst too), refilled evenly over a minute.
+    pub(crate) fn per_minute(per_minute: f64) -> RateLimiter {
+        RateLimiter {
+            per_minute,
+            buckets: HashMap::new(),
+        }
+    }
+
     /// Takes a token for `source` (an IPv4 address or IPv6 /64); false when its bucket is
     /// empty.
-    fn allow(&mut self, source: std::net::IpAddr) -> bool {
+    pub(crate) fn allow(&mut self, source: std::net::IpAddr) -> bool {
         let source = crate::serve::source_key(source);
         let now = Instant::now();
         if self.buckets.len() >= MAX_TRACKED_SOURCES && !self.buckets.contains_key(&source) {

@@ -11,8 +11,8 @@ mod common;
 use common::{claim, listen, loopback, policy, start_agent, VALIDATOR_SEED};
 use pog_market::{GpuClass, Mechanism, Order, OrderId, Price, Side};
 use pog_node::market::{
-    CancelMessage, ClearMessage, Market, MarketClient, SubmitMessage, CANCEL_KIND, CLEAR_KIND,
-    SUBMIT_KIND,
+    CancelMessage, ClearMessage, Market, MarketClient, MarketLimits, SubmitMessage, CANCEL_KIND,
+    CLEAR_KIND, SUBMIT_KIND,
 };
 use pog_node::pricing::{PricePage, Pricing, ScoreView};
 use pog_node::registry::Registry;
@@ -25,8 +25,17 @@ use std::sync::Arc;
 
 /// Starts a validator with its market (stored at `path`, in memory without); returns its URL.
 async fn start(path: Option<&Path>) -> String {
+    start_limited(path, MarketLimits::default()).await
+}
+
+/// [`start`] with the market under `limits`.
+async fn start_limited(path: Option<&Path>, limits: MarketLimits) -> String {
     let identity = Identity::from_seed(VALIDATOR_SEED);
-    let market = Arc::new(Market::open(path, &identity.public_hex()).unwrap());
+    let market = Arc::new(
+        Market::open(path, &identity.public_hex())
+            .unwrap()
+            .with_limits(limits),
+    );
     let v = Arc::new(Validator::with_config(
         identity,
         Registry::open(None).unwrap(),
@@ -353,6 +362,65 @@ async fn the_book_and_history_survive_a_restart() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("already submitted"), "{err}");
+}
+
+#[tokio::test]
+async fn a_flood_of_orders_is_bounded_per_key_overall_and_per_source() {
+    let url = start_limited(
+        None,
+        MarketLimits {
+            max_open_per_owner: 3,
+            max_open: 5,
+            submits_per_minute_per_source: 8.0,
+        },
+    )
+    .await;
+    let client = MarketClient::new(&url);
+    let (alice, bob, carol) = (
+        Identity::from_seed([2; 32]),
+        Identity::from_seed([3; 32]),
+        Identity::from_seed([4; 32]),
+    );
+    async fn bid(client: &MarketClient, who: &Identity, id: &str) -> Result<(), String> {
+        let order = order(id, who, Side::Bid, 1, 2.0);
+        client
+            .submit(who, order)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+    // One key: three open orders, the fourth refused; a cancel makes room again.
+    for id in ["a1", "a2", "a3"] {
+        bid(&client, &alice, id).await.unwrap();
+    }
+    let err = bid(&client, &alice, "a4").await.unwrap_err();
+    assert!(
+        err.contains("429") && err.contains("3 open orders"),
+        "{err}"
+    );
+    client
+        .cancel(&alice, OrderId::new("a1").unwrap())
+        .await
+        .unwrap();
+    bid(&client, &alice, "a4").await.unwrap();
+    // Many keys: the book as a whole holds five.
+    bid(&client, &bob, "b1").await.unwrap();
+    bid(&client, &bob, "b2").await.unwrap();
+    let err = bid(&client, &carol, "c1").await.unwrap_err();
+    assert!(
+        err.contains("503") && err.contains("5 open orders"),
+        "{err}"
+    );
+    // One source: eight submissions a minute, whatever the keys; refused before the book.
+    client
+        .cancel(&bob, OrderId::new("b2").unwrap())
+        .await
+        .unwrap();
+    let err = bid(&client, &carol, "c2").await.unwrap_err();
+    assert!(err.contains("429") && err.contains("a minute"), "{err}");
+    let book = client.book(None).await.unwrap();
+    let ids: Vec<&str> = book.bids.iter().map(|o| o.id().as_str()).collect();
+    assert_eq!(ids, ["a2", "a3", "a4", "b1"]);
 }
 
 /// A validator with its market and pricing, registry and market stored in `dir`; returns it,
