@@ -228,6 +228,9 @@ pub fn witness_client() -> reqwest::Client {
         .unwrap_or_default()
 }
 
+/// The most bytes a witness's answer may hold (a cosignature line, or a size with a 409).
+const MAX_WITNESS_ANSWER_BYTES: usize = 64 << 10;
+
 /// Asks one witness (URL prefix of its `add-checkpoint`) to cosign the stored checkpoint,
 /// starting from old size 0 and following its 409 answer with the size it last cosigned.
 async fn ask_witness(ledger: &Ledger, client: &reqwest::Client, url: &str) -> WitnessAnswer {
@@ -245,15 +248,36 @@ async fn ask_witness(ledger: &Ledger, client: &reqwest::Client, url: &str) -> Wi
             Err(e) => return answer(false, 409, e.to_string()),
         };
         let sent = async {
-            let r = client.post(&endpoint).body(body).send().await?;
+            let mut r = client.post(&endpoint).body(body).send().await?;
             let status = r.status().as_u16();
             let conflict = r
                 .headers()
                 .get(reqwest::header::CONTENT_TYPE)
                 .is_some_and(|v| v.as_bytes().starts_with(b"text/x.tlog.size"));
-            Ok::<_, reqwest::Error>((status, conflict, r.text().await?))
+            // A cosignature line or a size is a few dozen bytes: a witness streaming more is
+            // cut off rather than held in memory until the request's deadline.
+            let mut text = Vec::new();
+            while let Some(chunk) = r.chunk().await? {
+                if text.len() + chunk.len() > MAX_WITNESS_ANSWER_BYTES {
+                    return Ok(Err(status));
+                }
+                text.extend_from_slice(&chunk);
+            }
+            let text = String::from_utf8_lossy(&text).into_owned();
+            Ok::<_, reqwest::Error>(Ok((status, conflict, text)))
         }
         .await;
+        let sent = match sent {
+            Ok(Err(status)) => {
+                return answer(
+                    false,
+                    status,
+                    format!("the witness's answer exceeds {MAX_WITNESS_ANSWER_BYTES} bytes"),
+                )
+            }
+            Ok(Ok(answered)) => Ok(answered),
+            Err(e) => Err(e),
+        };
         match sent {
             Err(e) => return answer(false, 0, format!("no answer: {e}")),
             Ok((409, true, text)) if text.trim().parse::<u64>().is_ok_and(|n| n != old) => {

@@ -328,3 +328,51 @@ async fn uuids_the_ledger_cannot_name_are_refused_at_registration() {
     assert_eq!(status, 400);
     assert!(v.registry().gpu("GPU with spaces").unwrap().is_none());
 }
+
+/// A witness that answers 200 and then streams its body without end, `chunk` bytes every
+/// 10 ms; its URL.
+async fn endless_witness(chunk: usize) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (listener, url) = listen().await;
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = [0u8; 4096];
+                let _ = stream.read(&mut head).await;
+                let start = "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n";
+                if stream.write_all(start.as_bytes()).await.is_err() {
+                    return;
+                }
+                let mut piece = format!("{chunk:x}\r\n").into_bytes();
+                piece.extend(std::iter::repeat_n(b'a', chunk));
+                piece.extend_from_slice(b"\r\n");
+                while stream.write_all(&piece).await.is_ok() {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witness_streaming_an_endless_answer_is_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, url) = validator_with_ledger(dir.path()).await;
+    let ledger = v.ledger().unwrap().clone();
+    let (_agent, status) = start_agent(&url, 8, vec![claim(GPU)], Behaviour::Honest, None).await;
+    assert_eq!(status, 200);
+    let hostile = endless_witness(16 << 10).await;
+    let client = pog_node::ledger::witness_client();
+    let started = std::time::Instant::now();
+    let tick = ledger.tick(&client, &[hostile]).await.unwrap();
+    // Without a cap, the answer is read until the client's 20 s deadline (and held).
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let answer = &tick.published.unwrap().witnesses[0];
+    assert!(!answer.cosigned);
+    assert!(answer.answer.contains("exceeds"), "{answer:?}");
+}
