@@ -338,13 +338,34 @@ impl Registry {
         after: i64,
         limit: usize,
     ) -> Result<Vec<(i64, String)>, RegistryError> {
+        Ok(self.records_within(gpu_uuid, after, limit, usize::MAX)?.0)
+    }
+
+    /// [`Registry::records`], stopping before the envelopes' JSON would pass `max_bytes` (the
+    /// first record is always taken); true when it stopped for that, so that more may follow.
+    pub fn records_within(
+        &self,
+        gpu_uuid: &str,
+        after: i64,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<(Vec<(i64, String)>, bool), RegistryError> {
         let mut stmt = self.db.prepare(
             "SELECT id, envelope FROM records WHERE gpu_uuid = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
         )?;
         let rows = stmt.query_map(params![gpu_uuid, after, limit as i64], |r| {
-            Ok((r.get(0)?, r.get(1)?))
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
         })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let (mut page, mut bytes) = (Vec::new(), 0usize);
+        for row in rows {
+            let (id, envelope) = row?;
+            bytes = bytes.saturating_add(envelope.len());
+            if bytes > max_bytes && !page.is_empty() {
+                return Ok((page, true));
+            }
+            page.push((id, envelope));
+        }
+        Ok((page, false))
     }
 }
 

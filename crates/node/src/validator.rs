@@ -1334,6 +1334,12 @@ async fn gpus(
 /// The most records one page of `GET /v1/records/{uuid}` returns.
 pub const MAX_RECORDS_PAGE: usize = 1000;
 
+/// The most bytes of stored envelopes one page of `GET /v1/records/{uuid}` carries (the answer
+/// is about twice this: each record also as a JSON object); a page cut short for it has a
+/// `next_after`. An agent's reports are up to 48 KiB each: without this, a thousand of them
+/// would make every page a 100 MB answer to a request of a few bytes.
+pub const MAX_RECORDS_PAGE_BYTES: usize = 2 << 20;
+
 /// `GET /v1/records/{uuid}?after=ID&limit=N`: a page of query parameters.
 #[derive(Debug, Deserialize)]
 struct Page {
@@ -1367,13 +1373,16 @@ async fn records(
     Query(page): Query<Page>,
 ) -> Result<Response, ApiError> {
     let limit = page.limit.unwrap_or(100).clamp(1, MAX_RECORDS_PAGE);
-    let rows = v
+    let (rows, cut) = v
         .registry
         .lock()
         .expect("lock")
-        .records(&uuid, page.after, limit)
+        .records_within(&uuid, page.after, limit, MAX_RECORDS_PAGE_BYTES)
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    let full = rows.len() == limit;
+    // The page goes on after its last row, even one that is left out below.
+    let next_after = (cut || rows.len() == limit)
+        .then(|| rows.last().map(|(id, _)| *id))
+        .flatten();
     let records: Vec<StoredRecord> = rows
         .into_iter()
         .filter_map(|(id, json)| {
@@ -1386,7 +1395,6 @@ async fn records(
             })
         })
         .collect();
-    let next_after = full.then(|| records.last().map(|r| r.id)).flatten();
     Ok(axum::Json(RecordPage {
         gpu_uuid: uuid,
         records,

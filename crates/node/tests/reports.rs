@@ -428,3 +428,49 @@ async fn a_flood_of_reports_beyond_the_hourly_limit_is_refused() {
     assert_eq!(status, 200);
     assert_eq!(stored(&v).0, full.0 + 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_of_large_reports_are_bounded_in_bytes_and_still_reach_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        reports_per_agent_per_hour: 1000,
+        ..loopback()
+    };
+    let (v, url) = validator(dir.path(), config).await;
+    let a = agent(31);
+    let t = now_ms();
+    // 120 reports of about 40 KiB each (nine findings of 4,000 bytes): 4.7 MB stored.
+    for i in 0..120u64 {
+        let mut s = summary(GPU_A, t - i);
+        s.findings = (0..9)
+            .map(|j| Finding {
+                code: format!("padding.{j}"),
+                severity: "info".into(),
+                message: "x".repeat(4000),
+            })
+            .collect();
+        let (status, answer) = post_envelope(&url, &a.seal(INSPECTION_KIND, &s).unwrap()).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    let stored = v.registry().records(GPU_A, 0, 1000).unwrap().len();
+    assert_eq!(stored, 121, "the registration and the reports");
+    // A page asked for a thousand records is cut by its bytes, and says where to go on.
+    let (mut seen, mut after, mut pages) = (0, 0i64, 0);
+    loop {
+        let r = reqwest::get(format!("{url}/v1/records/{GPU_A}?limit=1000&after={after}"))
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        let bytes = r.bytes().await.unwrap();
+        assert!(bytes.len() < 6 << 20, "a page of {} bytes", bytes.len());
+        let page: Value = serde_json::from_slice(&bytes).unwrap();
+        seen += page["records"].as_array().unwrap().len();
+        pages += 1;
+        match page["next_after"].as_i64() {
+            Some(next) => after = next,
+            None => break,
+        }
+    }
+    assert_eq!(seen, stored);
+    assert!(pages > 1, "{pages}");
+}
