@@ -387,7 +387,16 @@ impl<S: TileSource> TiledTree<S> {
             let tile = index / TILE_WIDTH;
             let id = TileId::in_tree(0, tile, size, true).expect("index below size");
             let bundle = decode_entry_bundle(&id, &self.source.read_tile(&id)?)?;
-            let hashes = self.tile(0, tile)?.clone();
+            // Each level-0 tile is read once here: not cached, so that walking a tail of n
+            // entries holds one tile, not n·32 bytes (the tree's size is the log's to say).
+            let hash_id = TileId {
+                entries: false,
+                ..id
+            };
+            let hashes = match self.cache.get(&hash_id) {
+                Some(hashes) => hashes.clone(),
+                None => decode_tile(&hash_id, &self.source.read_tile(&hash_id)?)?,
+            };
             let last = end.min((tile + 1) * TILE_WIDTH);
             for i in index..last {
                 let at = (i % TILE_WIDTH) as usize;
@@ -551,6 +560,24 @@ mod tests {
             let _ = decode_entry_bundle(&id, &bytes);
             let _ = decode_tile(&id, &bytes);
         }
+    }
+
+    #[test]
+    fn walking_entries_keeps_no_tile_per_entry_bundle() {
+        let mut tiled = TiledTree::new(memory(70_000), 70_000);
+        let mut seen = 0u64;
+        tiled
+            .for_each_entry(0, 70_000, |i, _| {
+                seen += 1;
+                i + 1 < 70_000
+            })
+            .unwrap();
+        assert_eq!(seen, 70_000);
+        // Without the care: 274 level-0 tiles (8 KiB each) held to the end.
+        assert!(tiled.cache.len() <= 1, "{} tiles cached", tiled.cache.len());
+        // And the entries still check against their tiles' hashes.
+        let root = tiled.root().unwrap();
+        assert_eq!(root, memory(70_000).tree.root());
     }
 
     #[test]
