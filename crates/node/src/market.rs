@@ -399,7 +399,9 @@ impl Market {
             ));
         }
         let now = now_ms();
-        if message.at_ms + CLEAR_MAX_AGE_MS < now || message.at_ms > now + CLEAR_MAX_AGE_MS {
+        if message.at_ms.saturating_add(CLEAR_MAX_AGE_MS) < now
+            || message.at_ms > now.saturating_add(CLEAR_MAX_AGE_MS)
+        {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "the clearing request is more than five minutes old or ahead: sign a new one (check the clock)",
@@ -985,6 +987,26 @@ mod tests {
                 .unwrap(),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn clearing_requests_from_the_far_past_or_future_are_refused_without_overflow() {
+        let v = validator();
+        let m = Market::open(None, &v.public_hex()).unwrap();
+        for at_ms in [0, u64::MAX, u64::MAX - CLEAR_MAX_AGE_MS / 2] {
+            let clear = v_seal(
+                &v,
+                CLEAR_KIND,
+                &ClearMessage {
+                    validator: v.public_hex(),
+                    class: GpuClass::new("H200 SXM").unwrap(),
+                    mechanism: Mechanism::UniformPrice,
+                    at_ms,
+                },
+            );
+            let e = m.clear(&clear).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{at_ms}: {}", e.message);
+        }
     }
 
     #[test]
