@@ -434,17 +434,21 @@ const MAX_TILE_BYTES: usize = 17 << 20;
 /// blocking [`TileSource`](pog_ledger::tiles::TileSource), for a holder's
 /// [`check_tail`](pog_ledger::bundle::check_tail). Only http(s) URLs; no redirects or proxies
 /// from the environment; 20 s a tile; answers capped at [`MAX_TILE_BYTES`]. What it reads is
-/// checked against the checkpoint by the caller, so the server is not trusted.
+/// checked against the checkpoint by the caller, so the server is not trusted; and the whole
+/// read must end within a budget, since a hostile log chooses how many tiles there are.
 pub struct HttpTiles {
     base: String,
     client: reqwest::Client,
     runtime: tokio::runtime::Runtime,
+    /// When the reading must be over.
+    deadline: std::time::Instant,
+    budget: Duration,
 }
 
 impl HttpTiles {
     /// Tiles under `base` (e.g. `http://validator:7071/ledger/`: `tile/0/000` is fetched from
-    /// `http://validator:7071/ledger/tile/0/000`).
-    pub fn new(base: &str) -> Result<HttpTiles, LedgerError> {
+    /// `http://validator:7071/ledger/tile/0/000`), all of them read within `budget` from now.
+    pub fn new(base: &str, budget: Duration) -> Result<HttpTiles, LedgerError> {
         let url = reqwest::Url::parse(base)
             .map_err(|e| LedgerError::Tiles(format!("{base:?} is not a URL: {e}")))?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -460,6 +464,8 @@ impl HttpTiles {
             base: format!("{}/", base.trim_end_matches('/')),
             client: witness_client(),
             runtime,
+            deadline: std::time::Instant::now() + budget,
+            budget,
         })
     }
 }
@@ -474,7 +480,17 @@ impl pog_ledger::tiles::TileSource for HttpTiles {
             path: url.clone(),
             why,
         };
-        self.runtime.block_on(async {
+        let left = self
+            .deadline
+            .saturating_duration_since(std::time::Instant::now());
+        let over = format!(
+            "the log's tiles were not all read within {} s",
+            self.budget.as_secs_f64()
+        );
+        if left.is_zero() {
+            return Err(failed(over));
+        }
+        let read = async {
             let mut response = self
                 .client
                 .get(&url)
@@ -492,7 +508,10 @@ impl pog_ledger::tiles::TileSource for HttpTiles {
                 body.extend_from_slice(&chunk);
             }
             Ok(body)
-        })
+        };
+        self.runtime
+            .block_on(async { tokio::time::timeout(left, read).await })
+            .unwrap_or_else(|_| Err(failed(over)))
     }
 }
 

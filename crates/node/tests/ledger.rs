@@ -376,3 +376,34 @@ async fn a_witness_streaming_an_endless_answer_is_cut_off() {
     assert!(!answer.cosigned);
     assert!(answer.answer.contains("exceeds"), "{answer:?}");
 }
+
+#[test]
+fn a_silent_tile_server_is_given_up_on_at_the_reads_deadline() {
+    use pog_ledger::tiles::{TileId, TileSource};
+    // A server that takes connections and never answers (each tile would wait its 20 s).
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for stream in listener.incoming().take(4) {
+            open.push(stream);
+        }
+        std::thread::sleep(std::time::Duration::from_secs(30));
+    });
+    let budget = std::time::Duration::from_secs(1);
+    let mut tiles =
+        pog_node::ledger::HttpTiles::new(&format!("http://{addr}/ledger/"), budget).unwrap();
+    let started = std::time::Instant::now();
+    let tile = TileId::parse_path("tile/0/000").unwrap();
+    let e = tiles.read_tile(&tile).unwrap_err().to_string();
+    assert!(e.contains("not all read within 1 s"), "{e}");
+    // Once the budget is spent, no tile is asked for any more.
+    let e = tiles.read_tile(&tile).unwrap_err().to_string();
+    assert!(e.contains("within 1 s"), "{e}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(held);
+}

@@ -410,7 +410,7 @@ fn parse_milliseconds(s: &str) -> Result<f64, String> {
     Ok(ms)
 }
 
-fn parse_seconds(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_seconds(s: &str) -> Result<Duration, String> {
     let secs: f64 = s
         .parse()
         .map_err(|_| format!("{s:?} is not a number of seconds"))?;

@@ -199,6 +199,10 @@ pub struct VerifyArgs {
     /// is read, checked against the checkpoint, to catch the GPU's newest records left out.
     #[arg(long = "log", value_name = "URL_OR_DIR")]
     pub log_tiles: Option<String>,
+    /// Seconds the whole read of the log's tiles over http(s) may take (a hostile log signs
+    /// as large a tree as it likes): past it, pog verify gives up with an error.
+    #[arg(long, default_value = "600", value_parser = crate::cli::parse_seconds, value_name = "SECONDS")]
+    pub log_timeout: std::time::Duration,
     /// The address the log's origin must be registered to on --chain (the validator's anchor
     /// publisher, as it announced it): a registry where someone else registered the origin
     /// first fails the check.
@@ -801,7 +805,10 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         .any(|p| matches!(p, pog_ledger::bundle::Problem::CheckpointSignature { .. }));
     if let (Some(source), true) = (&args.log_tiles, signed) {
         let tail = if source.starts_with("http://") || source.starts_with("https://") {
-            check_tail(&bundle, pog_node::ledger::HttpTiles::new(source)?)
+            check_tail(
+                &bundle,
+                pog_node::ledger::HttpTiles::new(source, args.log_timeout)?,
+            )
         } else {
             check_tail(&bundle, DirSource(PathBuf::from(source)))
         };
