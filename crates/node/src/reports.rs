@@ -662,6 +662,8 @@ pub enum ReportError {
     },
     #[error("agent {agent} has added {limit} reports in the last hour, its limit: retry later")]
     RateLimited { agent: String, limit: u32 },
+    #[error("the agents at {address} have added {limit} reports in the last hour, its limit: retry later")]
+    SourceLimited { address: String, limit: u32 },
     #[error("the same report is being recorded by another request")]
     InFlight,
     #[error("the report cannot be a ledger entry: {0}")]
@@ -682,7 +684,9 @@ impl ReportError {
             }
             ReportError::Wire(WireError::TooLarge(_)) => StatusCode::PAYLOAD_TOO_LARGE,
             ReportError::UnknownGpu(_) => StatusCode::NOT_FOUND,
-            ReportError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ReportError::RateLimited { .. } | ReportError::SourceLimited { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ReportError::InFlight => StatusCode::CONFLICT,
             ReportError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ReportError::Envelope(_)
@@ -882,7 +886,8 @@ pub fn check_report(
     })
 }
 
-/// A token bucket per agent key: new records each may add.
+/// A token bucket per key (an agent key, or a source address as text): new records each may
+/// add per hour.
 struct AgentBuckets {
     per_hour: f64,
     buckets: HashMap<String, (f64, Instant)>,
@@ -921,22 +926,31 @@ impl AgentBuckets {
     }
 }
 
-/// The validator's state for reports: the per-agent limit and the reports being stored.
+/// The validator's state for reports: the limits per agent key and per source address, and
+/// the reports being stored.
 pub(crate) struct ReportDesk {
     per_hour: u32,
     buckets: Mutex<AgentBuckets>,
+    per_source_hour: u32,
+    /// Keyed by source (an IPv4 address or IPv6 /64, as text).
+    sources: Mutex<AgentBuckets>,
     in_flight: Mutex<HashSet<String>>,
 }
 
 impl ReportDesk {
-    pub(crate) fn new(per_hour: u32) -> ReportDesk {
-        let per_hour = per_hour.max(1);
-        ReportDesk {
-            per_hour,
-            buckets: Mutex::new(AgentBuckets {
+    pub(crate) fn new(per_hour: u32, per_source_hour: u32) -> ReportDesk {
+        let (per_hour, per_source_hour) = (per_hour.max(1), per_source_hour.max(1));
+        let buckets = |per_hour: u32| {
+            Mutex::new(AgentBuckets {
                 per_hour: f64::from(per_hour),
                 buckets: HashMap::new(),
-            }),
+            })
+        };
+        ReportDesk {
+            per_hour,
+            buckets: buckets(per_hour),
+            per_source_hour,
+            sources: buckets(per_source_hour),
             in_flight: Mutex::new(HashSet::new()),
         }
     }
@@ -964,7 +978,11 @@ impl Validator {
     /// the registry, like the validator's own records). A report held already is answered with
     /// `recorded: false` and costs no limit: the agent sends its reports again after every
     /// registration.
-    pub fn accept_report(&self, bytes: &[u8]) -> Result<ReportReceipt, ReportError> {
+    pub fn accept_report(
+        &self,
+        bytes: &[u8],
+        source: std::net::IpAddr,
+    ) -> Result<ReportReceipt, ReportError> {
         let checked = check_report(bytes, now_ms(), |uuid| {
             Ok(self.registry().gpu(uuid)?.map(|g| g.agent))
         })?;
@@ -995,15 +1013,28 @@ impl Validator {
         {
             return Ok(receipt(false, None));
         }
+        let now = Instant::now();
         if !desk
             .buckets
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .allow(&checked.signer, Instant::now())
+            .allow(&checked.signer, now)
         {
             return Err(ReportError::RateLimited {
                 agent: checked.signer.clone(),
                 limit: desk.per_hour,
+            });
+        }
+        let source = crate::serve::source_key(source).to_string();
+        if !desk
+            .sources
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .allow(&source, now)
+        {
+            return Err(ReportError::SourceLimited {
+                address: source,
+                limit: desk.per_source_hour,
             });
         }
         let log_index =
@@ -1016,9 +1047,10 @@ impl Validator {
 /// `POST /v1/reports`: an agent's signed report ([`Validator::accept_report`]).
 pub(crate) async fn post_report(
     State(v): State<Arc<Validator>>,
+    axum::extract::ConnectInfo(from): axum::extract::ConnectInfo<std::net::SocketAddr>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let receipt = v.accept_report(&body)?;
+    let receipt = v.accept_report(&body, from.ip())?;
     Ok((StatusCode::OK, axum::Json(receipt)).into_response())
 }
 

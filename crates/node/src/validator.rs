@@ -490,11 +490,16 @@ pub struct Config {
     /// agent key may add per hour (a burst of that many, then refilled evenly); a report the
     /// validator holds already does not count.
     pub reports_per_agent_per_hour: u32,
+    /// New reports all the agent keys of one source address (an IPv4 address or IPv6 /64) may
+    /// add per hour together: keys are free, so the per-key limit alone would let one host
+    /// fill the log through many of them.
+    pub reports_per_source_per_hour: u32,
 }
 
 impl Default for Config {
     /// Real GPUs on public endpoints only; 64 GPUs an agent (more than any host has); ten
-    /// registrations a minute from one address; 512 new reports an hour from one agent key.
+    /// registrations a minute from one address; 512 new reports an hour from one agent key,
+    /// 2048 from one address.
     fn default() -> Self {
         Config {
             accept_simulated: false,
@@ -502,6 +507,7 @@ impl Default for Config {
             max_gpus_per_agent: 64,
             registrations_per_minute: 10,
             reports_per_agent_per_hour: crate::reports::DEFAULT_REPORTS_PER_HOUR,
+            reports_per_source_per_hour: 4 * crate::reports::DEFAULT_REPORTS_PER_HOUR,
         }
     }
 }
@@ -698,7 +704,10 @@ impl Validator {
                 per_minute: f64::from(config.registrations_per_minute.max(1)),
                 buckets: HashMap::new(),
             }),
-            reports: crate::reports::ReportDesk::new(config.reports_per_agent_per_hour),
+            reports: crate::reports::ReportDesk::new(
+                config.reports_per_agent_per_hour,
+                config.reports_per_source_per_hour,
+            ),
             config,
             ledger: None,
         }

@@ -474,3 +474,39 @@ async fn pages_of_large_reports_are_bounded_in_bytes_and_still_reach_every_recor
     assert_eq!(seen, stored);
     assert!(pages > 1, "{pages}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_agent_keys_from_one_address_share_its_hourly_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        reports_per_agent_per_hour: 100,
+        reports_per_source_per_hour: 3,
+        ..loopback()
+    };
+    let (v, url) = validator(dir.path(), config).await;
+    let before = stored(&v).0;
+    let t = now_ms();
+    let mut statuses = Vec::new();
+    for (i, (seed, gpu)) in [(31, GPU_A), (32, GPU_B), (31, GPU_A), (32, GPU_B)]
+        .into_iter()
+        .enumerate()
+    {
+        let report = agent(seed)
+            .seal(INSPECTION_KIND, &summary(gpu, t - i as u64))
+            .unwrap();
+        let (status, answer) = post_envelope(&url, &report).await;
+        if status == 429 {
+            assert!(
+                answer["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("the agents at 127.0.0.1 have added 3 reports"),
+                "{answer}"
+            );
+        }
+        statuses.push(status);
+    }
+    // Each key is far below its own limit; together they reach the address's.
+    assert_eq!(statuses, [200, 200, 200, 429]);
+    assert_eq!(stored(&v).0, before + 3);
+}

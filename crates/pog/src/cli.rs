@@ -354,6 +354,10 @@ pub struct ValidatorArgs {
     /// one agent key may add per hour; one the validator holds already does not count.
     #[arg(long, default_value = "512", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub reports_per_hour: u32,
+    /// New reports all the agent keys of one source address (IPv4, or IPv6 /64) may add per
+    /// hour together (keys are free: one host must not fill the log through many of them).
+    #[arg(long, default_value = "2048", value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub reports_per_source_per_hour: u32,
     #[command(flatten)]
     pub market: crate::commands::market::ClearArgs,
     /// Seconds between two looks at the ledger (DATA_DIR/ledger): whenever it grew, a
