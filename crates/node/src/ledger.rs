@@ -90,7 +90,17 @@ pub struct ValidatorLedger {
     signer: NoteSigner,
     /// The last publication left a witness without a cosignature: retry on the next tick.
     retry_witnesses: Mutex<bool>,
+    /// Tile reads served at once (an entry bundle can be MiBs): the others wait up to
+    /// `tile_wait`, then get 503.
+    tile_reads: Arc<tokio::sync::Semaphore>,
+    tile_wait: Duration,
 }
+
+/// Tile reads a validator serves at once by default.
+pub const MAX_TILE_READS: usize = 16;
+
+/// How long a tile request waits for its turn by default.
+pub const TILE_WAIT: Duration = Duration::from_secs(10);
 
 impl ValidatorLedger {
     /// Opens (or creates) the ledger in `dir` for writing (it holds the directory's lock) with
@@ -112,7 +122,22 @@ impl ValidatorLedger {
             ledger,
             signer,
             retry_witnesses: Mutex::new(false),
+            tile_reads: Arc::new(tokio::sync::Semaphore::new(MAX_TILE_READS)),
+            tile_wait: TILE_WAIT,
         }
+    }
+
+    /// This ledger serving at most `permits` tile reads at once, each other request waiting up
+    /// to `wait` for its turn.
+    pub fn with_tile_reads(mut self, permits: usize, wait: Duration) -> ValidatorLedger {
+        self.tile_reads = Arc::new(tokio::sync::Semaphore::new(permits.max(1)));
+        self.tile_wait = wait;
+        self
+    }
+
+    /// The permits of tile reads: one is held while a tile is read.
+    pub fn tile_reads(&self) -> &Arc<tokio::sync::Semaphore> {
+        &self.tile_reads
     }
 
     /// The ledger, to read.
@@ -538,6 +563,27 @@ async fn resource(v: Arc<Validator>, path: String) -> Response {
     if v.ledger().is_none() {
         return (StatusCode::NOT_FOUND, "this validator keeps no ledger\n").into_response();
     }
+    // Tiles (entry bundles up to MiBs) are read a bounded number at a time; a request that
+    // does not get its turn in time is told to come back.
+    let ledger = v.ledger().expect("checked above");
+    let (reads, wait) = (ledger.tile_reads.clone(), ledger.tile_wait);
+    let _permit = if path.starts_with("tile/") {
+        match tokio::time::timeout(wait, reads.acquire_owned()).await {
+            Ok(Ok(permit)) => Some(permit),
+            _ => {
+                let mut busy = (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the validator is serving as many tiles as it allows: retry\n",
+                )
+                    .into_response();
+                busy.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                return busy;
+            }
+        }
+    } else {
+        None
+    };
     // Tiles are preads of the log's files: off the runtime's workers.
     let r = tokio::task::spawn_blocking(move || {
         let ledger = v.ledger().expect("checked above");

@@ -407,3 +407,33 @@ fn a_silent_tile_server_is_given_up_on_at_the_reads_deadline() {
     );
     drop(held);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tile_reads_beyond_the_validators_limit_wait_then_are_told_to_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let identity = Identity::from_seed(VALIDATOR_SEED);
+    let ledger = ValidatorLedger::open(dir.path(), &identity, None)
+        .unwrap()
+        .with_tile_reads(1, std::time::Duration::from_millis(200));
+    let ledger = Arc::new(ledger);
+    let (_v, url) = serve(
+        Validator::with_config(identity, Registry::open(None).unwrap(), loopback())
+            .with_ledger(ledger.clone()),
+    )
+    .await;
+    let (_agent, status) = start_agent(&url, 8, vec![claim(GPU)], Behaviour::Honest, None).await;
+    assert_eq!(status, 200);
+    // The registration's record is the log's first entry: its entry bundle and hash tile.
+    for tile in ["tile/0/000.p/1", "tile/entries/000.p/1"] {
+        let tile = format!("{url}/ledger/{tile}");
+        assert_eq!(reqwest::get(&tile).await.unwrap().status(), 200);
+        // Every permit taken (as by as many slow readers): the request waits its turn, then is
+        // told to come back, and reads nothing.
+        let held = ledger.tile_reads().clone().acquire_owned().await.unwrap();
+        let busy = reqwest::get(&tile).await.unwrap();
+        assert_eq!(busy.status(), 503);
+        assert_eq!(busy.headers()["retry-after"], "1");
+        drop(held);
+        assert_eq!(reqwest::get(&tile).await.unwrap().status(), 200);
+    }
+}
