@@ -166,7 +166,7 @@ impl Agent {
         if now > expires_at_ms.saturating_add(CLOCK_SKEW_MS) {
             return Err(ApiError::new(
                 StatusCode::GONE,
-                format!("challenge {id} expired at {expires_at_ms} ms (now {now} ms)"),
+                format!("{id} expired at {expires_at_ms} ms (now {now} ms)"),
             ));
         }
         let horizon = now.saturating_sub(CLOCK_SKEW_MS);
@@ -183,7 +183,7 @@ impl Agent {
         if answered.insert(id.to_string(), expires_at_ms).is_some() {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
-                format!("challenge {id} was already answered"),
+                format!("{id} was already answered"),
             ));
         }
         Ok(())
@@ -510,6 +510,12 @@ async fn health(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response
             "this agent runs no health monitor",
         ));
     };
+    // Each request is answered once: a captured one replayed within the clock skew gets no
+    // fresh signed summary.
+    agent.take_id(
+        &format!("health-{}", request.id),
+        request.issued_at_ms.saturating_add(CLOCK_SKEW_MS),
+    )?;
     let summary = watch.summary(&request).ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,

@@ -283,6 +283,10 @@ async fn the_agent_refuses_health_requests_it_should_not_answer() {
         assert_eq!(status, expected, "{says}: {body}");
         assert!(body.contains(says), "{says}: {body}");
     }
+    // The answered request again, as someone who captured it would send it: no fresh summary.
+    let (status, body) = ask(&url, &validator, &good).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("already answered"), "{body}");
 }
 
 fn stranger_key() -> String {
