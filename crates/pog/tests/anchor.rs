@@ -14,16 +14,6 @@ use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// A validator's data dir with its key (seed [`VALIDATOR_SEED`]).
-fn validator_dir(root: &Path, name: &str) -> PathBuf {
-    let data = root.join(name);
-    std::fs::create_dir_all(&data).unwrap();
-    let key = data.join("validator.key");
-    write(&key, &hex::encode(VALIDATOR_SEED));
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-    data
-}
-
 /// Deploys a registry through the binary; its address.
 fn deploy(data: &Path, rpc: &str, key: &Path) -> String {
     let bin = evm_tools().bin.to_str().unwrap();

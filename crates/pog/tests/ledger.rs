@@ -9,7 +9,6 @@ mod common;
 use common::*;
 use pog_proof::wire::Identity;
 use serde_json::Value;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 /// Gets a cosignature from the witness whose data dir is `witness` for the ledger's latest
@@ -41,11 +40,7 @@ fn cosign(data: &Path, witness: &Path, old: u64, log_vkey: &str, tmp: &Path) -> 
 #[test]
 fn export_verify_and_tampering_through_the_binary() {
     let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("validator");
-    std::fs::create_dir_all(&data).unwrap();
-    let key = data.join("validator.key");
-    write(&key, &hex::encode(VALIDATOR_SEED));
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let data = validator_dir(tmp.path(), "validator");
     let validator = Identity::from_seed(VALIDATOR_SEED);
     let agent = Identity::from_seed([0x43; 32]);
     let witnesses = [tmp.path().join("w1"), tmp.path().join("w2")];
@@ -302,14 +297,7 @@ fn export_verify_and_tampering_through_the_binary() {
 
     // A fork: a second ledger signed with the same key, whose size-10 tree differs. The holder
     // with the kept checkpoint sees a fork; the witnesses refuse to cosign it.
-    let fork = tmp.path().join("fork");
-    std::fs::create_dir_all(&fork).unwrap();
-    std::fs::copy(&key, fork.join("validator.key")).unwrap();
-    std::fs::set_permissions(
-        fork.join("validator.key"),
-        std::fs::Permissions::from_mode(0o600),
-    )
-    .unwrap();
+    let fork = validator_dir(tmp.path(), "fork");
     let mut forged = records(&validator, &agent, 0, 3);
     forged.swap(1, 2);
     let forged_file = tmp.path().join("forged.json");
@@ -382,11 +370,7 @@ fn export_verify_and_tampering_through_the_binary() {
 #[test]
 fn two_witnesses_over_loopback_cosign_growth_and_refuse_a_fork() {
     let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("validator");
-    std::fs::create_dir_all(&data).unwrap();
-    let key = data.join("validator.key");
-    write(&key, &hex::encode(VALIDATOR_SEED));
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let data = validator_dir(tmp.path(), "validator");
     let validator = Identity::from_seed(VALIDATOR_SEED);
     let agent = Identity::from_seed([0x43; 32]);
     let log_vkey = pog_json(&data, &["ledger", "vkey"], 0)["vkey"]
@@ -448,14 +432,7 @@ fn two_witnesses_over_loopback_cosign_growth_and_refuse_a_fork() {
 
     // A split view: the same key signs another history of the same size for someone else.
     // Both witnesses refuse it, also after a restart (their state was kept on disk).
-    let fork = tmp.path().join("fork");
-    std::fs::create_dir_all(&fork).unwrap();
-    std::fs::copy(&key, fork.join("validator.key")).unwrap();
-    std::fs::set_permissions(
-        fork.join("validator.key"),
-        std::fs::Permissions::from_mode(0o600),
-    )
-    .unwrap();
+    let fork = validator_dir(tmp.path(), "fork");
     let mut forged = records(&validator, &agent, 0, 5);
     forged.swap(2, 3);
     let forged_file = tmp.path().join("forged.json");
@@ -495,11 +472,7 @@ fn two_witnesses_over_loopback_cosign_growth_and_refuse_a_fork() {
 #[test]
 fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
     let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("validator");
-    std::fs::create_dir_all(&data).unwrap();
-    let key = data.join("validator.key");
-    write(&key, &hex::encode(VALIDATOR_SEED));
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let data = validator_dir(tmp.path(), "validator");
     let log_vkey = pog_json(&data, &["ledger", "vkey"], 0)["vkey"]
         .as_str()
         .unwrap()

@@ -8,7 +8,6 @@ mod common;
 use common::*;
 use pog_proof::wire::Identity;
 use serde_json::Value;
-use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 const SIMULATED_GPU: &str = "GPU-00000051-0000-0000-0000-000000000000";
@@ -16,11 +15,7 @@ const SIMULATED_GPU: &str = "GPU-00000051-0000-0000-0000-000000000000";
 #[test]
 fn an_agents_inspection_and_benchmark_records_reach_the_ledger_and_verify() {
     let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("validator");
-    std::fs::create_dir_all(&data).unwrap();
-    let key = data.join("validator.key");
-    write(&key, &hex::encode(VALIDATOR_SEED));
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let data = validator_dir(tmp.path(), "validator");
     let log_vkey = pog_json(&data, &["ledger", "vkey"], 0)["vkey"]
         .as_str()
         .unwrap()

@@ -63,6 +63,17 @@ pub fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
+/// A validator's data dir `root/name` with its key (seed [`VALIDATOR_SEED`], mode 600).
+pub fn validator_dir(root: &Path, name: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let data = root.join(name);
+    std::fs::create_dir_all(&data).unwrap();
+    let key = data.join("validator.key");
+    write(&key, &hex::encode(VALIDATOR_SEED));
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    data
+}
+
 /// A `pog witness serve` process, stopped when dropped.
 pub struct Server {
     pub child: std::process::Child,
