@@ -898,30 +898,38 @@ struct AgentBuckets {
 const MAX_TRACKED_AGENTS: usize = 100_000;
 
 impl AgentBuckets {
-    /// Takes a token of `agent`'s at `now`; false when its bucket is empty.
-    fn allow(&mut self, agent: &str, now: Instant) -> bool {
+    /// The tokens `key` has at `now`, refilled; `None` when the limiter already tracks as many
+    /// keys as it may and none can be forgotten.
+    fn tokens(&mut self, key: &str, now: Instant) -> Option<&mut f64> {
         let refill = |tokens: f64, since: Instant, per_hour: f64| {
             (tokens + now.duration_since(since).as_secs_f64() * per_hour / 3600.0).min(per_hour)
         };
-        if self.buckets.len() >= MAX_TRACKED_AGENTS && !self.buckets.contains_key(agent) {
+        if self.buckets.len() >= MAX_TRACKED_AGENTS && !self.buckets.contains_key(key) {
             let per_hour = self.per_hour;
             self.buckets
                 .retain(|_, (tokens, last)| refill(*tokens, *last, per_hour) < per_hour);
             if self.buckets.len() >= MAX_TRACKED_AGENTS {
-                return false;
+                return None;
             }
         }
         let (tokens, last) = self
             .buckets
-            .entry(agent.to_string())
+            .entry(key.to_string())
             .or_insert((self.per_hour, now));
         *tokens = refill(*tokens, *last, self.per_hour);
         *last = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            true
-        } else {
-            false
+        Some(tokens)
+    }
+
+    /// Takes a token of `key`'s at `now`; false when its bucket is empty.
+    #[cfg(test)]
+    fn allow(&mut self, key: &str, now: Instant) -> bool {
+        match self.tokens(key, now) {
+            Some(tokens) if *tokens >= 1.0 => {
+                *tokens -= 1.0;
+                true
+            }
+            _ => false,
         }
     }
 }
@@ -1013,30 +1021,27 @@ impl Validator {
         {
             return Ok(receipt(false, None));
         }
+        // A token of the agent's and one of its address's, both or neither: a report one of
+        // the limits refuses costs the other nothing.
         let now = Instant::now();
-        if !desk
-            .buckets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .allow(&checked.signer, now)
-        {
+        let source = crate::serve::source_key(source).to_string();
+        let mut agents = desk.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sources = desk.sources.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(agent_tokens) = agents.tokens(&checked.signer, now).filter(|t| **t >= 1.0) else {
             return Err(ReportError::RateLimited {
                 agent: checked.signer.clone(),
                 limit: desk.per_hour,
             });
-        }
-        let source = crate::serve::source_key(source).to_string();
-        if !desk
-            .sources
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .allow(&source, now)
-        {
+        };
+        let Some(source_tokens) = sources.tokens(&source, now).filter(|t| **t >= 1.0) else {
             return Err(ReportError::SourceLimited {
                 address: source,
                 limit: desk.per_source_hour,
             });
-        }
+        };
+        *agent_tokens -= 1.0;
+        *source_tokens -= 1.0;
+        drop((agents, sources));
         let log_index =
             self.store_envelope(&checked.envelope, &checked.id, &checked.gpu_uuid, false)?;
         tracing::info!(gpu = %checked.gpu_uuid, agent = %checked.signer, kind = checked.kind, "recorded the agent's report");
