@@ -666,24 +666,7 @@ impl Ledger {
     /// A GPU's entries with their log indexes, oldest first, found by following the
     /// back-links from its latest entry.
     pub fn gpu_entries(&self, uuid: &str) -> Result<Vec<(u64, Entry)>, StoreError> {
-        let latest = self
-            .gpus
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(uuid)
-            .map(|&(i, _)| i);
-        let mut out = Vec::new();
-        let mut at = latest;
-        while let Some(i) = at {
-            let entry = Entry::parse(&self.log.entry(i)?).map_err(|e| StoreError::Corrupt {
-                dir: self.log.dir.clone(),
-                why: format!("entry {i}: {e}"),
-            })?;
-            at = (entry.prev_index != NO_PREVIOUS).then_some(entry.prev_index);
-            out.push((i, entry));
-        }
-        out.reverse();
-        Ok(out)
+        self.gpu_recent(uuid, &RecordKind::ALL, usize::MAX, usize::MAX)
     }
 
     /// A GPU's latest entries of the kinds `wanted`, at most `limit` of them, oldest first,
