@@ -21,7 +21,7 @@
 use crate::health::HEALTH_RECORD_KIND;
 use crate::http::ApiError;
 use crate::market::{Market, MarketError, PostedPrice};
-use crate::registry::RegistryError;
+use crate::registry::{NewRecord, RegistryError};
 use crate::schedule::MISSED_ROUND_KIND;
 use crate::validator::{Validator, MEMORY_RECORD_KIND, RECORD_KIND};
 use axum::extract::{Path, Query, State};
@@ -267,26 +267,34 @@ impl Pricing {
         loop {
             let after = self.market.priced_through()?;
             let rows = self.validator.registry().records_since(after, BATCH)?;
-            let Some(&(through, _)) = rows.last() else {
+            let Some(through) = rows.last().map(|r| r.id) else {
                 return Ok(posted);
             };
-            // Per GPU: how many records came in and the last one's row.
-            let mut touched: BTreeMap<String, (usize, i64)> = BTreeMap::new();
-            for (id, uuid) in &rows {
-                let entry = touched.entry(uuid.clone()).or_insert((0, *id));
-                *entry = (entry.0 + 1, *id);
+            // Per GPU: how many records came in and the last one.
+            let mut touched: BTreeMap<&str, (usize, &NewRecord)> = BTreeMap::new();
+            for row in &rows {
+                let entry = touched.entry(&row.gpu_uuid).or_insert((0, row));
+                *entry = (entry.0 + 1, row);
             }
             let mut points = Vec::with_capacity(touched.len());
             for (uuid, (count, last)) in touched {
-                let Some(a) = self.assess(&uuid)? else {
+                let Some(a) = self.assess(uuid)? else {
                     continue;
                 };
                 let verdict = match (a.latest_record, a.latest_accepted) {
-                    (Some(id), Some(accepted)) if id == last => format!(
+                    (Some(id), Some(accepted)) if id == last.id => format!(
                         "proof record {id} {}",
                         if accepted { "accepted" } else { "not accepted" }
                     ),
-                    _ => format!("registry record {last}"),
+                    _ => format!(
+                        "{} record {}",
+                        match last.kind.as_deref() {
+                            Some(RECORD_KIND) => "proof",
+                            Some(kind) => kind,
+                            None => "registry",
+                        },
+                        last.id
+                    ),
                 };
                 let cause = if count > 1 {
                     format!("{verdict} (and {} earlier record(s))", count - 1)

@@ -24,6 +24,15 @@ CREATE TABLE IF NOT EXISTS records (
 CREATE INDEX IF NOT EXISTS records_by_gpu ON records (gpu_uuid, id);
 ";
 
+/// A stored record as [`Registry::records_since`] announces it: its row, its GPU and its
+/// envelope's kind (`None` when the stored text is not an envelope).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRecord {
+    pub id: i64,
+    pub gpu_uuid: String,
+    pub kind: Option<String>,
+}
+
 /// A registered GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisteredGpu {
@@ -299,16 +308,19 @@ impl Registry {
     }
 
     /// Records stored after row `after` (0: from the start), of every GPU, oldest first: at
-    /// most `limit` of (row id, GPU UUID).
-    pub fn records_since(
-        &self,
-        after: i64,
-        limit: usize,
-    ) -> Result<Vec<(i64, String)>, RegistryError> {
-        let mut stmt = self
-            .db
-            .prepare("SELECT id, gpu_uuid FROM records WHERE id > ?1 ORDER BY id LIMIT ?2")?;
-        let rows = stmt.query_map(params![after, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    /// most `limit` of them, each as where it is and what kind it is.
+    pub fn records_since(&self, after: i64, limit: usize) -> Result<Vec<NewRecord>, RegistryError> {
+        let mut stmt = self.db.prepare(
+            "SELECT id, gpu_uuid, CASE WHEN json_valid(envelope) THEN json_extract(envelope, '$.kind') END \
+             FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![after, limit as i64], |r| {
+            Ok(NewRecord {
+                id: r.get(0)?,
+                gpu_uuid: r.get(1)?,
+                kind: r.get::<_, Option<String>>(2).ok().flatten(),
+            })
+        })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -463,18 +475,28 @@ mod tests {
         let notify = std::sync::Arc::new(tokio::sync::Notify::new());
         r.notify_on_record(notify.clone());
         r.record("c1", "GPU-1", true, "a").unwrap();
-        r.record("registration-1", "GPU-1", false, "reg").unwrap();
+        r.record(
+            "registration-1",
+            "GPU-1",
+            false,
+            r#"{"kind":"registration"}"#,
+        )
+        .unwrap();
         r.record("c2", "GPU-2", false, "b").unwrap();
         r.record("c3", "GPU-1", false, "c").unwrap();
         r.record("report-ab", "GPU-1", false, "d").unwrap();
         assert!(r.has_record("report-ab").unwrap() && !r.has_record("report-cd").unwrap());
         assert_eq!(
-            r.records_since(1, 10).unwrap(),
+            r.records_since(1, 10)
+                .unwrap()
+                .into_iter()
+                .map(|n| (n.id, n.gpu_uuid, n.kind))
+                .collect::<Vec<_>>(),
             vec![
-                (2, "GPU-1".into()),
-                (3, "GPU-2".into()),
-                (4, "GPU-1".into()),
-                (5, "GPU-1".into())
+                (2, "GPU-1".into(), Some("registration".into())),
+                (3, "GPU-2".into(), None),
+                (4, "GPU-1".into(), None),
+                (5, "GPU-1".into(), None)
             ]
         );
         assert_eq!(r.records_since(0, 1).unwrap().len(), 1);

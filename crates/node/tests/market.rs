@@ -541,7 +541,11 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
     // The registration is a record: priced at once, as unproven.
     let first = history_of(&url, "GPU-p1", 1).await;
     assert_eq!(first.points[0].price_micro_usd, None);
-    assert!(first.points[0].cause.starts_with("registry record"));
+    assert!(
+        first.points[0].cause.starts_with("registration record"),
+        "{}",
+        first.points[0].cause
+    );
     let view: ScoreView = get_json(&format!("{url}/v1/scores/GPU-p1")).await;
     assert_eq!(view.score, 0.0);
     assert!(
