@@ -753,5 +753,30 @@ mod tests {
             "slow fields every {DEFAULT_SLOW_EVERY}th sample: {slow_ms:.3} ms of CPU per sample = {:.3} % of one core at 1 s",
             slow_ms / 10.0
         );
+        // What one batched field-value call costs against the separate calls above: memory
+        // temperature, energy, instant power, PCIe replays, volatile ECC (SBE, DBE) and the
+        // PCIe byte counters, in one nvmlDeviceGetFieldValues.
+        let ids = [82, 83, 186, 94, 3, 4, 197, 198].map(FieldId);
+        let mut batch_us = 0.0;
+        for _ in 0..n {
+            let before = cpu();
+            let values = slow.device.field_values_for(&ids);
+            batch_us += cpu() - before;
+            if let Ok(values) = values {
+                let shown: Vec<String> = values
+                    .into_iter()
+                    .map(|v| match v {
+                        Ok(v) => format!("{}={:?}", v.field.0, v.value),
+                        Err(e) => format!("error {e}"),
+                    })
+                    .collect();
+                println!("batch: {}", shown.join(" "));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        println!(
+            "batched field values (8 ids): {:.3} ms of CPU per call",
+            batch_us / n as f64 / 1000.0
+        );
     }
 }

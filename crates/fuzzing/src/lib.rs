@@ -386,12 +386,11 @@ pub fn ledger_note(bytes: &[u8]) -> Result<bool, String> {
 /// second order, the cancellation of the resting one, and a clearing of its class.
 pub fn market_seeds() -> Vec<Vec<u8>> {
     let me = identity().public_hex();
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
+    let now_ms = now_ms();
     [
         serde_json::json!({"validator": me, "order": {"id": "o-2", "owner": me, "side": "ask",
-            "class": "H200 SXM", "quantity": 4, "price_micro_usd": 2_000_000}}),
+            "class": "H200 SXM", "quantity": 4, "price_micro_usd": 2_000_000},
+            "expires_at_ms": now_ms + 3_600_000}),
         serde_json::json!({"validator": me, "id": "o-1"}),
         serde_json::json!({"validator": me, "class": "H200 SXM", "mechanism": "mcafee",
             "at_ms": now_ms}),
@@ -399,6 +398,13 @@ pub fn market_seeds() -> Vec<Vec<u8>> {
     .iter()
     .map(|v| v.to_string().into_bytes())
     .collect()
+}
+
+/// Now, in ms since the Unix epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Bytes as the body of each of the market's signed requests (`POST /v1/market/submit`,
@@ -410,7 +416,8 @@ pub fn market(body: &[u8]) -> Result<String, String> {
     let me = identity().public_hex();
     let market = Market::open(None, &me).map_err(|e| e.to_string())?;
     let resting = serde_json::json!({"validator": me, "order": {"id": "o-1", "owner": me,
-        "side": "bid", "class": "H200 SXM", "quantity": 8, "price_micro_usd": 3_000_000}});
+        "side": "bid", "class": "H200 SXM", "quantity": 8, "price_micro_usd": 3_000_000},
+        "expires_at_ms": now_ms() + 3_600_000});
     market
         .submit(&seal(SUBMIT_KIND, resting.to_string().as_bytes()))
         .map_err(|e| format!("the resting order was refused: {}", e.message))?;

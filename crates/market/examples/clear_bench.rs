@@ -9,7 +9,10 @@
 
 use std::time::{Duration, Instant};
 
-use pog_market::{mcafee, uniform_price, Book, GpuClass, Mechanism, Order, OrderId, Price, Side};
+use pog_market::{
+    mcafee, uniform_price, Book, GpuClass, Mechanism, Order, OrderId, Price, Side,
+    MAX_ORDER_LIFETIME_MS,
+};
 
 /// SplitMix64: a small, seeded, reproducible generator (no dependency needed).
 struct SplitMix(u64);
@@ -81,11 +84,12 @@ fn main() {
             let mut book = Book::new([class.clone()]);
             let start = Instant::now();
             for order in orders.iter().cloned() {
-                book.submit(order).expect("accepted");
+                book.submit(order, MAX_ORDER_LIFETIME_MS, 0)
+                    .expect("accepted");
             }
             submit_best = submit_best.min(start.elapsed());
             let start = Instant::now();
-            let record = book.clear(&class, mechanism).expect("a traded class");
+            let record = book.clear(&class, mechanism, 0).expect("a traded class");
             best = best.min(start.elapsed());
             last = Some((
                 record.clearing.units,

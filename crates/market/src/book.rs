@@ -1,11 +1,17 @@
 //! The order book: open orders per GPU class, submission, cancellation by the owner, clearing
-//! by either mechanism, and the history of clearings.
+//! by either mechanism, expiry, and the history of clearings.
 //!
-//! Every operation checks everything before it changes anything, so a refused submission,
-//! cancellation or clearing leaves the book exactly as it was.
+//! Every order carries the time it expires (at most [`MAX_ORDER_LIFETIME_MS`] after it was
+//! submitted). Time reaches the book only through the operations, each given the time it
+//! happens at: an operation first lets that time pass ([`Book::expire`]: expired orders leave
+//! the book, and the ids of orders whose expiry has passed are forgotten, so the book's memory
+//! is bounded by what can still be open), then checks everything before it changes anything,
+//! so a refused submission, cancellation or clearing changes nothing but the time. The book's
+//! clock never goes back: an earlier time than one seen counts as the latest seen, so replaying
+//! the same operations with the same times always rebuilds the same book.
 
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -30,7 +36,34 @@ pub enum BookError {
     /// The requester is not the order's owner.
     #[error("order {0} belongs to another key: only its owner may cancel it")]
     NotOwner(OrderId),
+    /// The order's expiry is not after the time it was submitted.
+    #[error("order {id} expires at {expires_at_ms} ms, not after now ({now_ms} ms): sign it again with a later expiry")]
+    Expired {
+        /// The order.
+        id: OrderId,
+        /// Its expiry, ms since the Unix epoch.
+        expires_at_ms: u64,
+        /// The book's time.
+        now_ms: u64,
+    },
+    /// The order would stay open longer than [`MAX_ORDER_LIFETIME_MS`].
+    #[error("order {id} expires at {expires_at_ms} ms, more than {} days after now ({now_ms} ms)", MAX_ORDER_LIFETIME_MS / DAY_MS)]
+    LifetimeTooLong {
+        /// The order.
+        id: OrderId,
+        /// Its expiry, ms since the Unix epoch.
+        expires_at_ms: u64,
+        /// The book's time.
+        now_ms: u64,
+    },
 }
+
+const DAY_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// The longest an order may stay open: its expiry is at most this long after it is submitted.
+/// It bounds how long an abandoned order holds its place (and its owner's share of the
+/// book's limits), and how long the book remembers an id.
+pub const MAX_ORDER_LIFETIME_MS: u64 = 30 * DAY_MS;
 
 /// One clearing in the book's history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,28 +97,48 @@ pub struct Book {
     /// Class → its index in `markets`.
     classes: BTreeMap<GpuClass, usize>,
     markets: Vec<Market>,
-    /// Every id ever submitted: where it rests while open, `None` once filled or cancelled.
-    ids: HashMap<OrderId, Option<Slot>>,
+    /// Every id submitted whose order has not expired yet (filled and cancelled ones too, so
+    /// a replayed submission is refused until it could no longer be admitted anyway).
+    ids: HashMap<OrderId, Remembered>,
+    /// The remembered ids by expiry, to forget them in order.
+    expiries: BTreeSet<(u64, OrderId)>,
     next_sequence: u64,
     history: Vec<ClearingRecord>,
+    /// The latest time an operation happened at, ms since the Unix epoch.
+    now_ms: u64,
+}
+
+/// What the book remembers of a submitted id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Remembered {
+    /// Where the order rests while open; `None` once filled or cancelled.
+    slot: Option<Slot>,
+    expires_at_ms: u64,
+}
+
+/// An open order and when it expires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Resting {
+    order: Order,
+    expires_at_ms: u64,
 }
 
 /// One class's open orders by sequence number.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Market {
-    bids: BTreeMap<u64, Order>,
-    asks: BTreeMap<u64, Order>,
+    bids: BTreeMap<u64, Resting>,
+    asks: BTreeMap<u64, Resting>,
 }
 
 impl Market {
-    fn side(&self, side: Side) -> &BTreeMap<u64, Order> {
+    fn side(&self, side: Side) -> &BTreeMap<u64, Resting> {
         match side {
             Side::Bid => &self.bids,
             Side::Ask => &self.asks,
         }
     }
 
-    fn side_mut(&mut self, side: Side) -> &mut BTreeMap<u64, Order> {
+    fn side_mut(&mut self, side: Side) -> &mut BTreeMap<u64, Resting> {
         match side {
             Side::Bid => &mut self.bids,
             Side::Ask => &mut self.asks,
@@ -111,9 +164,43 @@ impl Book {
             markets: vec![Market::default(); names.len()],
             classes: names.into_iter().enumerate().map(|(i, c)| (c, i)).collect(),
             ids: HashMap::new(),
+            expiries: BTreeSet::new(),
             next_sequence: 0,
             history: Vec::new(),
+            now_ms: 0,
         }
+    }
+
+    /// Lets time pass to `at_ms` (never back): orders whose expiry is at or before it leave
+    /// the book, and their ids are forgotten (a submission with such an expiry would be
+    /// refused anyway). Returns the orders that expired while open, by expiry then id. Every
+    /// operation calls it first with its own time.
+    pub fn expire(&mut self, at_ms: u64) -> Vec<Order> {
+        self.now_ms = self.now_ms.max(at_ms);
+        let mut expired = Vec::new();
+        while let Some((expires_at_ms, _)) = self.expiries.first() {
+            if *expires_at_ms > self.now_ms {
+                break;
+            }
+            let Some((_, id)) = self.expiries.pop_first() else {
+                break;
+            };
+            let Some(Remembered { slot, .. }) = self.ids.remove(&id) else {
+                continue;
+            };
+            if let Some(slot) = slot {
+                let resting = self.markets[slot.market]
+                    .side_mut(slot.side)
+                    .remove(&slot.sequence);
+                expired.extend(resting.map(|r| r.order));
+            }
+        }
+        expired
+    }
+
+    /// The book's time: the latest an operation happened at.
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms
     }
 
     /// The classes the book trades, by name.
@@ -121,16 +208,39 @@ impl Book {
         self.classes.keys()
     }
 
-    /// Adds an order to its class and returns its sequence number. Refused, with the book
-    /// unchanged, when its class is not traded here or its id was ever submitted before
-    /// (ids stay unique for the book's life, so the history names one order by each). The
-    /// order itself was checked when it was made (see [`Order::new`]: no empty id or class,
-    /// no zero quantity, a valid price). The caller checks the owner's signature.
-    pub fn submit(&mut self, order: Order) -> Result<u64, BookError> {
+    /// Adds an order, submitted at `at_ms` and open until `expires_at_ms`, to its class and
+    /// returns its sequence number. Refused, with nothing but the time changed, when its class
+    /// is not traded here, its expiry is not after the book's time or more than
+    /// [`MAX_ORDER_LIFETIME_MS`] after it, or its id was submitted before by an order that has
+    /// not expired (so the history names one order by each id, and a replayed submission
+    /// cannot open its order twice). The order itself was checked when it was made (see
+    /// [`Order::new`]: no empty id or class, no zero quantity, a valid price). The caller
+    /// checks the owner's signature.
+    pub fn submit(
+        &mut self,
+        order: Order,
+        expires_at_ms: u64,
+        at_ms: u64,
+    ) -> Result<u64, BookError> {
+        self.expire(at_ms);
         let &market = self
             .classes
             .get(order.class())
             .ok_or_else(|| BookError::UnknownClass(order.class().clone()))?;
+        if expires_at_ms <= self.now_ms {
+            return Err(BookError::Expired {
+                id: order.id().clone(),
+                expires_at_ms,
+                now_ms: self.now_ms,
+            });
+        }
+        if expires_at_ms - self.now_ms > MAX_ORDER_LIFETIME_MS {
+            return Err(BookError::LifetimeTooLong {
+                id: order.id().clone(),
+                expires_at_ms,
+                now_ms: self.now_ms,
+            });
+        }
         if self.ids.contains_key(order.id()) {
             return Err(BookError::DuplicateId(order.id().clone()));
         }
@@ -140,10 +250,21 @@ impl Book {
             sequence: self.next_sequence,
         };
         self.next_sequence += 1;
-        self.ids.insert(order.id().clone(), Some(slot));
-        self.markets[market]
-            .side_mut(slot.side)
-            .insert(slot.sequence, order);
+        self.ids.insert(
+            order.id().clone(),
+            Remembered {
+                slot: Some(slot),
+                expires_at_ms,
+            },
+        );
+        self.expiries.insert((expires_at_ms, order.id().clone()));
+        self.markets[market].side_mut(slot.side).insert(
+            slot.sequence,
+            Resting {
+                order,
+                expires_at_ms,
+            },
+        );
         Ok(slot.sequence)
     }
 
@@ -151,42 +272,55 @@ impl Book {
     /// signed the cancellation, and returns what was left of it. Only the order's owner may
     /// cancel it. The book holds no keys and sees no signatures: checking that `requester`
     /// really signed this cancellation is the caller's job, before calling. Refused, with the
-    /// book unchanged, for an unknown id, an order no longer open, or another key.
-    pub fn cancel(&mut self, id: &OrderId, requester: &str) -> Result<Order, BookError> {
+    /// book unchanged but for the time `at_ms`, for an unknown (or expired) id, an order no
+    /// longer open, or another key.
+    pub fn cancel(
+        &mut self,
+        id: &OrderId,
+        requester: &str,
+        at_ms: u64,
+    ) -> Result<Order, BookError> {
+        self.expire(at_ms);
         let slot = match self.ids.get(id) {
             None => return Err(BookError::UnknownOrder(id.clone())),
-            Some(None) => return Err(BookError::NotOpen(id.clone())),
-            Some(Some(slot)) => *slot,
+            Some(Remembered { slot: None, .. }) => return Err(BookError::NotOpen(id.clone())),
+            Some(Remembered {
+                slot: Some(slot), ..
+            }) => *slot,
         };
         match self.markets[slot.market]
             .side_mut(slot.side)
             .entry(slot.sequence)
         {
-            Entry::Occupied(entry) if entry.get().owner().eq_ignore_ascii_case(requester) => {
-                self.ids.insert(id.clone(), None);
-                Ok(entry.remove())
+            Entry::Occupied(entry) if entry.get().order.owner().eq_ignore_ascii_case(requester) => {
+                if let Some(remembered) = self.ids.get_mut(id) {
+                    remembered.slot = None;
+                }
+                Ok(entry.remove().order)
             }
             Entry::Occupied(_) => Err(BookError::NotOwner(id.clone())),
             Entry::Vacant(_) => Err(BookError::NotOpen(id.clone())),
         }
     }
 
-    /// Clears one class's open orders with `mechanism`, takes the traded GPU-hours off the
-    /// orders (removing those filled), records the clearing in the history and returns the
-    /// record. A clearing with no trade is recorded too. Refused, with the book unchanged, for
-    /// a class not traded here.
+    /// Clears one class's orders open at `at_ms` with `mechanism`, takes the traded GPU-hours
+    /// off the orders (removing those filled), records the clearing in the history and returns
+    /// the record. A clearing with no trade is recorded too. Refused, with the book unchanged
+    /// but for the time, for a class not traded here.
     pub fn clear(
         &mut self,
         class: &GpuClass,
         mechanism: Mechanism,
+        at_ms: u64,
     ) -> Result<&ClearingRecord, BookError> {
+        self.expire(at_ms);
         let &index = self
             .classes
             .get(class)
             .ok_or_else(|| BookError::UnknownClass(class.clone()))?;
         let market = &mut self.markets[index];
-        let bids: Vec<&Order> = market.bids.values().collect();
-        let asks: Vec<&Order> = market.asks.values().collect();
+        let bids: Vec<&Order> = market.bids.values().map(|r| &r.order).collect();
+        let asks: Vec<&Order> = market.asks.values().map(|r| &r.order).collect();
         // The book's orders are one class's, on their sides, with distinct ids.
         let outcome = auction::run(mechanism, &bids, &asks);
         let hours = |orders: &[&Order]| {
@@ -240,21 +374,29 @@ impl Book {
         (offered > 0).then(|| traded as f64 / offered as f64)
     }
 
-    /// The open orders of one class and side, in submission order (none for a class not
-    /// traded here).
+    /// The open orders of one class and side, in submission order, as of the book's time
+    /// (none for a class not traded here).
     pub fn open(&self, class: &GpuClass, side: Side) -> impl Iterator<Item = &Order> {
+        self.open_until(class, side).map(|(order, _)| order)
+    }
+
+    /// The open orders of one class and side with their expiry, in submission order, as of
+    /// the book's time. A reader at a later time leaves out those expired by then.
+    pub fn open_until(&self, class: &GpuClass, side: Side) -> impl Iterator<Item = (&Order, u64)> {
         self.classes
             .get(class)
             .into_iter()
             .flat_map(move |&i| self.markets[i].side(side).values())
+            .map(|r| (&r.order, r.expires_at_ms))
     }
 
     /// The open order with this id, if there is one.
     pub fn get(&self, id: &OrderId) -> Option<&Order> {
-        let slot = (*self.ids.get(id)?)?;
+        let slot = self.ids.get(id)?.slot?;
         self.markets[slot.market]
             .side(slot.side)
             .get(&slot.sequence)
+            .map(|r| &r.order)
     }
 
     /// The number of open orders, all classes together.
@@ -274,16 +416,16 @@ impl Book {
 /// Takes `filled[i]` GPU-hours off the i-th of `orders` (in sequence order, as the clearing
 /// saw them), closing those with none left.
 fn settle(
-    orders: &mut BTreeMap<u64, Order>,
+    orders: &mut BTreeMap<u64, Resting>,
     filled: &[u64],
-    ids: &mut HashMap<OrderId, Option<Slot>>,
+    ids: &mut HashMap<OrderId, Remembered>,
 ) {
     let mut filled = filled.iter();
-    orders.retain(|_, order| {
+    orders.retain(|_, Resting { order, .. }| {
         order.quantity -= filled.next().copied().unwrap_or(0);
         if order.quantity == 0 {
-            if let Some(slot) = ids.get_mut(order.id()) {
-                *slot = None;
+            if let Some(remembered) = ids.get_mut(order.id()) {
+                remembered.slot = None;
             }
         }
         order.quantity > 0
@@ -314,16 +456,23 @@ mod tests {
         .unwrap()
     }
 
+    /// The time of the tests' operations, and an expiry an hour later.
+    const NOW: u64 = 1_800_000_000_000;
+    const LATER: u64 = NOW + 3_600_000;
+
+    /// Submits `order` now, open for an hour.
+    fn put(book: &mut Book, order: Order) -> Result<u64, BookError> {
+        book.submit(order, LATER, NOW)
+    }
+
     fn id(id: &str) -> OrderId {
         OrderId::new(id).unwrap()
     }
 
     fn book() -> Book {
         let mut book = Book::new([h200(), GpuClass::new("L4").unwrap(), h200()]);
-        book.submit(order("b1", ALICE, Side::Bid, "H200 SXM", 3, 4.0))
-            .unwrap();
-        book.submit(order("a1", BOB, Side::Ask, "H200 SXM", 2, 2.0))
-            .unwrap();
+        put(&mut book, order("b1", ALICE, Side::Bid, "H200 SXM", 3, 4.0)).unwrap();
+        put(&mut book, order("a1", BOB, Side::Ask, "H200 SXM", 2, 2.0)).unwrap();
         book
     }
 
@@ -335,7 +484,7 @@ mod tests {
             ["H200 SXM", "L4"]
         );
         assert_eq!(
-            book.submit(order("b2", BOB, Side::Bid, "H200 SXM", 1, 5.0)),
+            put(&mut book, order("b2", BOB, Side::Bid, "H200 SXM", 1, 5.0)),
             Ok(2)
         );
         let bids: Vec<&str> = book
@@ -357,20 +506,20 @@ mod tests {
         let mut book = book();
         let before = book.clone();
         assert_eq!(
-            book.submit(order("b1", BOB, Side::Ask, "L4", 1, 1.0)),
+            put(&mut book, order("b1", BOB, Side::Ask, "L4", 1, 1.0)),
             Err(BookError::DuplicateId(id("b1")))
         );
         assert_eq!(
-            book.submit(order("b9", ALICE, Side::Bid, "A100 SXM", 1, 1.0)),
+            put(&mut book, order("b9", ALICE, Side::Bid, "A100 SXM", 1, 1.0)),
             Err(BookError::UnknownClass(GpuClass::new("A100 SXM").unwrap()))
         );
         assert_eq!(book, before);
         // A filled order's id stays taken.
-        book.clear(&h200(), Mechanism::UniformPrice).unwrap();
+        book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
         assert_eq!(book.get(&id("a1")), None);
         let before = book.clone();
         assert_eq!(
-            book.submit(order("a1", BOB, Side::Ask, "H200 SXM", 1, 1.0)),
+            put(&mut book, order("a1", BOB, Side::Ask, "H200 SXM", 1, 1.0)),
             Err(BookError::DuplicateId(id("a1")))
         );
         assert_eq!(book, before);
@@ -382,20 +531,19 @@ mod tests {
         let l4 = GpuClass::new("L4").unwrap();
         assert_eq!(book.utilization(&h200(), 8), None);
         // 3 hours bid at $4 meet 2 offered at $2: both offered hours trade.
-        let first = book.clear(&h200(), Mechanism::UniformPrice).unwrap();
+        let first = book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
         assert_eq!((first.bid_hours, first.ask_hours), (3, 2));
         assert_eq!(book.utilization(&h200(), 8), Some(1.0));
         // 6 more offered above every bid: none trades; 2 of 8 offered hours traded in all.
-        book.submit(order("a2", BOB, Side::Ask, "H200 SXM", 6, 9.0))
-            .unwrap();
-        book.clear(&h200(), Mechanism::UniformPrice).unwrap();
+        put(&mut book, order("a2", BOB, Side::Ask, "H200 SXM", 6, 9.0)).unwrap();
+        book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
         assert_eq!(book.utilization(&h200(), 8), Some(0.25));
         // Only the last clearing: none of its 6 hours traded.
         assert_eq!(book.utilization(&h200(), 1), Some(0.0));
         // A clearing with nothing offered, and other classes, do not count.
-        book.clear(&l4, Mechanism::UniformPrice).unwrap();
-        book.cancel(&id("a2"), BOB).unwrap();
-        book.clear(&h200(), Mechanism::UniformPrice).unwrap();
+        book.clear(&l4, Mechanism::UniformPrice, NOW).unwrap();
+        book.cancel(&id("a2"), BOB, NOW).unwrap();
+        book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
         assert_eq!(book.utilization(&h200(), 1), Some(0.0));
         assert_eq!(book.utilization(&l4, 8), None);
     }
@@ -405,23 +553,25 @@ mod tests {
         let mut book = book();
         let before = book.clone();
         assert_eq!(
-            book.cancel(&id("b1"), BOB),
+            book.cancel(&id("b1"), BOB, NOW),
             Err(BookError::NotOwner(id("b1")))
         );
         assert_eq!(
-            book.cancel(&id("zz"), ALICE),
+            book.cancel(&id("zz"), ALICE, NOW),
             Err(BookError::UnknownOrder(id("zz")))
         );
         assert_eq!(book, before);
-        let cancelled = book.cancel(&id("b1"), &ALICE.to_ascii_uppercase()).unwrap();
+        let cancelled = book
+            .cancel(&id("b1"), &ALICE.to_ascii_uppercase(), NOW)
+            .unwrap();
         assert_eq!(cancelled.id(), &id("b1"));
         assert_eq!(book.len(), 1);
         assert_eq!(
-            book.cancel(&id("b1"), ALICE),
+            book.cancel(&id("b1"), ALICE, NOW),
             Err(BookError::NotOpen(id("b1")))
         );
         assert_eq!(
-            book.submit(order("b1", ALICE, Side::Bid, "H200 SXM", 1, 1.0)),
+            put(&mut book, order("b1", ALICE, Side::Bid, "H200 SXM", 1, 1.0)),
             Err(BookError::DuplicateId(id("b1")))
         );
     }
@@ -429,10 +579,9 @@ mod tests {
     #[test]
     fn clearing_takes_off_what_traded_and_records_it() {
         let mut book = book();
-        book.submit(order("x1", ALICE, Side::Bid, "L4", 1, 1.0))
-            .unwrap();
+        put(&mut book, order("x1", ALICE, Side::Bid, "L4", 1, 1.0)).unwrap();
         let record = book
-            .clear(&h200(), Mechanism::UniformPrice)
+            .clear(&h200(), Mechanism::UniformPrice, NOW)
             .unwrap()
             .clone();
         // Bid 3 @ 4 against ask 2 @ 2: k = 2; the interval is [max(s_2 = 2, b_3 = 4), b_2 = 4]
@@ -454,12 +603,12 @@ mod tests {
         assert_eq!(book.get(&id("b1")).unwrap().quantity(), 1);
         assert_eq!(book.get(&id("a1")), None);
         assert_eq!(
-            book.cancel(&id("a1"), BOB),
+            book.cancel(&id("a1"), BOB, NOW),
             Err(BookError::NotOpen(id("a1")))
         );
         assert_eq!(book.len(), 2);
         // Nothing left to trade: recorded all the same.
-        let record = book.clear(&h200(), Mechanism::McAfee).unwrap();
+        let record = book.clear(&h200(), Mechanism::McAfee, NOW).unwrap();
         assert_eq!((record.number, record.clearing.units), (1, 0));
         assert_eq!(book.history().len(), 2);
         assert_eq!(book.history()[0].clearing.trades.len(), 1);
@@ -470,7 +619,7 @@ mod tests {
         let mut book = book();
         let before = book.clone();
         assert_eq!(
-            book.clear(&GpuClass::new("B200").unwrap(), Mechanism::McAfee),
+            book.clear(&GpuClass::new("B200").unwrap(), Mechanism::McAfee, NOW),
             Err(BookError::UnknownClass(GpuClass::new("B200").unwrap()))
         );
         assert_eq!(book, before);
@@ -480,19 +629,14 @@ mod tests {
     fn price_ties_fill_in_submission_order() {
         let mut book = Book::new([h200()]);
         for (i, owner) in [ALICE, BOB, ALICE].into_iter().enumerate() {
-            book.submit(order(
-                &format!("b{i}"),
-                owner,
-                Side::Bid,
-                "H200 SXM",
-                1,
-                3.0,
-            ))
+            put(
+                &mut book,
+                order(&format!("b{i}"), owner, Side::Bid, "H200 SXM", 1, 3.0),
+            )
             .unwrap();
         }
-        book.submit(order("a", BOB, Side::Ask, "H200 SXM", 2, 1.0))
-            .unwrap();
-        let record = book.clear(&h200(), Mechanism::UniformPrice).unwrap();
+        put(&mut book, order("a", BOB, Side::Ask, "H200 SXM", 2, 1.0)).unwrap();
+        let record = book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
         let bids: Vec<&str> = record
             .clearing
             .trades
@@ -504,9 +648,103 @@ mod tests {
     }
 
     #[test]
+    fn orders_expire_and_their_ids_are_forgotten_after() {
+        let mut book = book();
+        let l4 = GpuClass::new("L4").unwrap();
+        book.submit(
+            order("long", ALICE, Side::Bid, "L4", 1, 1.0),
+            LATER + 1,
+            NOW,
+        )
+        .unwrap();
+        // At the expiry, b1 and a1 leave the book, unfilled: nothing to clear.
+        assert_eq!(book.expire(LATER - 1), vec![]);
+        let expired = book.expire(LATER);
+        let ids: Vec<&str> = expired.iter().map(|o| o.id().as_str()).collect();
+        assert_eq!(ids, ["a1", "b1"]);
+        assert_eq!(book.len(), 1);
+        assert_eq!(
+            book.clear(&h200(), Mechanism::UniformPrice, LATER)
+                .unwrap()
+                .clearing
+                .units,
+            0
+        );
+        // Their ids are forgotten (no longer held), an expired one cannot be cancelled.
+        assert_eq!(
+            book.cancel(&id("b1"), ALICE, LATER),
+            Err(BookError::UnknownOrder(id("b1")))
+        );
+        // The book's clock does not go back: a late operation happens at the latest time.
+        assert_eq!(book.expire(NOW), vec![]);
+        assert_eq!(book.now_ms(), LATER);
+        // A replay of b1's submission, with its old expiry, is refused as expired.
+        assert_eq!(
+            book.submit(
+                order("b1", ALICE, Side::Bid, "H200 SXM", 3, 4.0),
+                LATER,
+                LATER
+            ),
+            Err(BookError::Expired {
+                id: id("b1"),
+                expires_at_ms: LATER,
+                now_ms: LATER
+            })
+        );
+        assert_eq!(book.open(&l4, Side::Bid).count(), 1);
+        assert_eq!(book.expire(LATER + 1).len(), 1);
+        assert!(book.is_empty());
+        assert!(book.ids.is_empty() && book.expiries.is_empty());
+    }
+
+    #[test]
+    fn an_order_open_too_long_or_already_expired_is_refused() {
+        let mut book = book();
+        let before = book.clone();
+        let late = order("b9", ALICE, Side::Bid, "L4", 1, 1.0);
+        assert_eq!(
+            book.submit(late.clone(), NOW + MAX_ORDER_LIFETIME_MS + 1, NOW),
+            Err(BookError::LifetimeTooLong {
+                id: id("b9"),
+                expires_at_ms: NOW + MAX_ORDER_LIFETIME_MS + 1,
+                now_ms: NOW
+            })
+        );
+        assert!(matches!(
+            book.submit(late.clone(), NOW, NOW),
+            Err(BookError::Expired { .. })
+        ));
+        assert_eq!(book, before);
+        assert_eq!(book.submit(late, NOW + MAX_ORDER_LIFETIME_MS, NOW), Ok(2));
+    }
+
+    #[test]
+    fn a_filled_orders_id_is_held_until_its_expiry() {
+        let mut book = book();
+        book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
+        assert_eq!(book.get(&id("a1")), None);
+        assert_eq!(
+            book.submit(
+                order("a1", BOB, Side::Ask, "H200 SXM", 1, 1.0),
+                LATER + 5,
+                LATER - 1
+            ),
+            Err(BookError::DuplicateId(id("a1")))
+        );
+        assert_eq!(
+            book.submit(
+                order("a1", BOB, Side::Ask, "H200 SXM", 1, 1.0),
+                LATER + 5,
+                LATER
+            ),
+            Ok(2)
+        );
+    }
+
+    #[test]
     fn records_serialize() {
         let mut book = book();
-        let record = book.clear(&h200(), Mechanism::McAfee).unwrap();
+        let record = book.clear(&h200(), Mechanism::McAfee, NOW).unwrap();
         let json = serde_json::to_value(record).unwrap();
         assert_eq!(json["class"], "H200 SXM");
         assert_eq!(json["submitted_before"], 2);

@@ -12,7 +12,9 @@
 //!   [`mcafee`] is McAfee's trade-reduction double auction, truthful for one-unit orders at
 //!   the cost of at most one trade. Both return a [`Clearing`] of [`Trade`]s.
 //! - [`book`]: the [`Book`] of open orders per class: submit, cancel (owner only), clear with
-//!   either rule, and the history of [`ClearingRecord`]s. A refused request changes nothing.
+//!   either rule, expiry (every order is open until a time its owner signed, at most
+//!   [`MAX_ORDER_LIFETIME_MS`] ahead), and the history of [`ClearingRecord`]s. A refused
+//!   request changes nothing but the time.
 //!
 //! - [`score`]: the Proof-of-GPU [`Score`] of a host from verified figures only (GPU 55 %, CPU
 //!   20 %, RAM 15 %, storage 10 %, normalized against a reference host, multi-GPU aggregated,
@@ -40,7 +42,7 @@ pub mod report;
 pub mod score;
 
 pub use auction::{mcafee, uniform_price, ClearError, Clearing, Mechanism, Trade};
-pub use book::{Book, BookError, ClearingRecord};
+pub use book::{Book, BookError, ClearingRecord, MAX_ORDER_LIFETIME_MS};
 pub use config::{Config, ConfigError};
 pub use order::{GpuClass, Order, OrderError, OrderId, Side};
 pub use price::{Price, PriceError};

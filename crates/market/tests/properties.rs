@@ -312,7 +312,7 @@ fn reports(bids: &[(u64, u64)], asks: &[(u64, u64)], lies: &[u64]) -> BTreeSet<u
 }
 
 /// A request to the book, with small ranges so that ids repeat, classes are unknown, cancels
-/// come from the wrong key and clearings meet crossed books.
+/// come from the wrong key, clearings meet crossed books and orders expire between requests.
 #[derive(Debug, Clone)]
 enum Op {
     Submit {
@@ -322,6 +322,8 @@ enum Op {
         class: u8,
         quantity: u64,
         price: u64,
+        /// Seconds it stays open (0: expired on arrival).
+        lifetime: u64,
     },
     Cancel {
         id: u8,
@@ -331,15 +333,18 @@ enum Op {
         class: u8,
         mcafee: bool,
     },
+    /// Seconds pass before the next request.
+    Wait(u64),
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (0u8..40, 0u8..3, any::<bool>(), 0u8..3, 1u64..=5, price()).prop_map(
-            |(id, owner, bid, class, quantity, price)| Op::Submit { id, owner, bid, class, quantity, price }
+        6 => (0u8..40, 0u8..3, any::<bool>(), 0u8..3, 1u64..=5, price(), 0u64..6).prop_map(
+            |(id, owner, bid, class, quantity, price, lifetime)| Op::Submit { id, owner, bid, class, quantity, price, lifetime }
         ),
         2 => (0u8..40, 0u8..3).prop_map(|(id, requester)| Op::Cancel { id, requester }),
         1 => (0u8..3, any::<bool>()).prop_map(|(class, mcafee)| Op::Clear { class, mcafee }),
+        1 => (0u64..3).prop_map(Op::Wait),
     ]
 }
 
@@ -352,45 +357,65 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     /// Every request either succeeds as a model of the book says it should, or fails and
-    /// changes nothing; GPU-hours are conserved (filled + open + cancelled = submitted); a
-    /// uniform-price clearing leaves its class uncrossed.
+    /// changes nothing but the time; orders leave at their expiry and their ids can be used
+    /// again after it; GPU-hours are conserved per id (filled + open + cancelled + expired =
+    /// submitted); a uniform-price clearing leaves its class uncrossed.
     #[test]
     fn the_book_conserves_gpu_hours_and_refusals_change_nothing(
         ops in prop::collection::vec(op(), 1..60),
     ) {
         let mut book = Book::new([class_named(0), class_named(1)]);
-        // id → (owner, class, quantity submitted); open ids; GPU-hours cancelled per id.
-        let mut submitted: HashMap<OrderId, (u8, u8, u64)> = HashMap::new();
+        let mut now: u64 = 1_800_000_000_000;
+        // Ids the book holds: id → (owner, class, expiry); open ids; GPU-hours per id
+        // submitted, cancelled and expired, over every order that had the id.
+        let mut held: HashMap<OrderId, (u8, u8, u64)> = HashMap::new();
         let mut open: BTreeSet<OrderId> = BTreeSet::new();
-        let mut cancelled: HashMap<OrderId, u64> = HashMap::new();
+        let (mut submitted, mut cancelled, mut expired): (Hours, Hours, Hours) = Default::default();
         for op in ops {
-            let before = book.clone();
+            if let Op::Wait(seconds) = op {
+                now += seconds * 1000;
+                continue;
+            }
+            // What the request's time expires, in the model: open orders leave with what
+            // they had left, and every id whose expiry has come is forgotten.
+            for (id, _) in held.iter().filter(|(_, &(_, _, expiry))| expiry <= now) {
+                if open.remove(id) {
+                    *expired.entry(id.clone()).or_insert(0) += book.get(id).unwrap().quantity();
+                }
+            }
+            held.retain(|_, &mut (_, _, expiry)| expiry > now);
+            let mut before = book.clone();
+            before.expire(now);
             let refused = match op {
-                Op::Submit { id, owner: who, bid, class, quantity, price } => {
+                Op::Submit { id, owner: who, bid, class, quantity, price, lifetime } => {
                     let id = OrderId::new(format!("o{id}")).unwrap();
                     let side = if bid { Side::Bid } else { Side::Ask };
                     let order = Order::new(
                         id.clone(), owner(who.into()), side, class_named(class), quantity,
                         Price::from_micro_usd(price).unwrap(),
                     ).unwrap();
-                    let result = book.submit(order);
+                    let expiry = now + lifetime * 1000;
+                    let result = book.submit(order, expiry, now);
                     let refused = result.is_err();
                     if class == 2 {
                         prop_assert_eq!(result, Err(BookError::UnknownClass(class_named(2))));
-                    } else if submitted.contains_key(&id) {
+                    } else if lifetime == 0 {
+                        prop_assert_eq!(result, Err(BookError::Expired { id, expires_at_ms: expiry, now_ms: now }));
+                    } else if held.contains_key(&id) {
                         prop_assert_eq!(result, Err(BookError::DuplicateId(id)));
                     } else {
                         prop_assert!(result.is_ok());
-                        submitted.insert(id.clone(), (who, class, quantity));
+                        held.insert(id.clone(), (who, class, expiry));
+                        *submitted.entry(id.clone()).or_insert(0) += quantity;
                         open.insert(id);
                     }
                     refused
                 }
                 Op::Cancel { id, requester } => {
                     let id = OrderId::new(format!("o{id}")).unwrap();
-                    let result = book.cancel(&id, &owner(requester.into()).to_uppercase());
+                    let result = book.cancel(&id, &owner(requester.into()).to_uppercase(), now);
                     let refused = result.is_err();
-                    match submitted.get(&id) {
+                    match held.get(&id) {
                         None => prop_assert_eq!(result, Err(BookError::UnknownOrder(id))),
                         Some(_) if !open.contains(&id) => {
                             prop_assert_eq!(result, Err(BookError::NotOpen(id)))
@@ -400,7 +425,7 @@ proptest! {
                         }
                         Some(_) => {
                             let order = result.unwrap();
-                            cancelled.insert(id.clone(), order.quantity());
+                            *cancelled.entry(id.clone()).or_insert(0) += order.quantity();
                             open.remove(&id);
                         }
                     }
@@ -408,7 +433,7 @@ proptest! {
                 }
                 Op::Clear { class, mcafee } => {
                     let mechanism = if mcafee { Mechanism::McAfee } else { Mechanism::UniformPrice };
-                    let result = book.clear(&class_named(class), mechanism).cloned();
+                    let result = book.clear(&class_named(class), mechanism, now).cloned();
                     let refused = result.is_err();
                     if class == 2 {
                         prop_assert_eq!(result, Err(BookError::UnknownClass(class_named(2))));
@@ -423,29 +448,32 @@ proptest! {
                     }
                     refused
                 }
+                Op::Wait(_) => unreachable!("handled above"),
             };
             if refused {
                 prop_assert_eq!(&book, &before);
             }
         }
-        let mut filled: HashMap<&OrderId, u64> = HashMap::new();
+        let mut filled: Hours = HashMap::new();
         for record in book.history() {
             for t in &record.clearing.trades {
-                *filled.entry(&t.bid).or_insert(0) += t.quantity;
-                *filled.entry(&t.ask).or_insert(0) += t.quantity;
+                *filled.entry(t.bid.clone()).or_insert(0) += t.quantity;
+                *filled.entry(t.ask.clone()).or_insert(0) += t.quantity;
             }
         }
-        for (id, &(_, class, quantity)) in &submitted {
+        let hours = |map: &Hours, id: &OrderId| map.get(id).copied().unwrap_or(0);
+        for (id, &quantity) in &submitted {
             let resting = book.get(id).map_or(0, Order::quantity);
             prop_assert_eq!(open.contains(id), resting > 0);
-            let accounted = filled.get(id).copied().unwrap_or(0)
-                + resting
-                + cancelled.get(id).copied().unwrap_or(0);
+            let accounted = hours(&filled, id) + resting + hours(&cancelled, id) + hours(&expired, id);
             prop_assert_eq!(accounted, quantity, "{}", id);
             if let Some(order) = book.get(id) {
-                prop_assert_eq!(order.class(), &class_named(class));
+                prop_assert_eq!(order.class(), &class_named(held[id].1));
             }
         }
         prop_assert_eq!(book.len(), open.len());
     }
 }
+
+/// GPU-hours per order id.
+type Hours = HashMap<OrderId, u64>;

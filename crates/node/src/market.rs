@@ -62,6 +62,10 @@ pub struct SubmitMessage {
     /// The validator's public key (hex): the message is for this validator only.
     pub validator: String,
     pub order: Order,
+    /// When the order leaves the book if it has not filled, ms since the Unix epoch: after
+    /// the validator receives it, and at most [`MAX_ORDER_LIFETIME_MS`](pog_market::MAX_ORDER_LIFETIME_MS) after. Signed with the
+    /// order, so a captured submission replayed after it is refused.
+    pub expires_at_ms: u64,
 }
 
 /// A cancellation of one of the signer's orders.
@@ -95,18 +99,19 @@ pub struct MarketInfo {
     pub classes: Vec<GpuClass>,
 }
 
-/// An open order as the book lists it.
+/// An open order as the book lists it: the order and when it expires.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BookEntry {
     #[serde(flatten)]
     pub order: Order,
+    pub expires_at_ms: u64,
 }
 
-/// What `GET /v1/market/book` returns: open orders per side, in submission order.
+/// What `GET /v1/market/book` returns: orders open now per side, in submission order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BookView {
-    pub bids: Vec<Order>,
-    pub asks: Vec<Order>,
+    pub bids: Vec<BookEntry>,
+    pub asks: Vec<BookEntry>,
 }
 
 /// What `GET /v1/market/history` returns.
@@ -158,8 +163,9 @@ enum Event {
 
 /// What one market lets its submitters hold: anyone can make keys, so the book is bounded by
 /// each key's open orders, by all open orders together, and by the submissions each source
-/// address may make (every submission, even one cancelled later, stays in the store: ids are
-/// unique for ever).
+/// address may make; and every order leaves at its expiry, at most
+/// [`MAX_ORDER_LIFETIME_MS`](pog_market::MAX_ORDER_LIFETIME_MS) after it came (every submission, even one cancelled later,
+/// stays in the store: the store is the book's history).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MarketLimits {
     /// Open orders one owner key may have; a submission beyond is refused (429).
@@ -340,7 +346,10 @@ impl Market {
             ));
         }
         let envelope = envelope(bytes)?;
+        let now = now_ms();
         let mut inner = self.lock();
+        // Orders expired by now no longer count against the limits.
+        inner.book.expire(now);
         let open = inner.book.len();
         if open >= self.limits.max_open {
             return Err(ApiError::new(
@@ -367,9 +376,12 @@ impl Market {
         }
         let id = message.order.id().clone();
         let class = message.order.class().clone();
-        let sequence = inner.book.submit(message.order).map_err(book_error)?;
+        let sequence = inner
+            .book
+            .submit(message.order, message.expires_at_ms, now)
+            .map_err(book_error)?;
         inner.dirty.insert(class);
-        inner.append("submit", &Event::Submit { envelope }, &self.validator)?;
+        inner.append("submit", &Event::Submit { envelope }, now, &self.validator)?;
         Ok(Submitted { id, sequence })
     }
 
@@ -378,13 +390,14 @@ impl Market {
         let (message, signer): (CancelMessage, String) = wire::decode(bytes, CANCEL_KIND)?;
         self.check_validator(&message.validator)?;
         let envelope = envelope(bytes)?;
+        let now = now_ms();
         let mut inner = self.lock();
         let order = inner
             .book
-            .cancel(&message.id, &signer)
+            .cancel(&message.id, &signer, now)
             .map_err(book_error)?;
         inner.dirty.insert(order.class().clone());
-        inner.append("cancel", &Event::Cancel { envelope }, &self.validator)?;
+        inner.append("cancel", &Event::Cancel { envelope }, now, &self.validator)?;
         Ok(Cancelled { order })
     }
 
@@ -409,13 +422,15 @@ impl Market {
         }
         let envelope = envelope(bytes)?;
         let mut inner = self.lock();
+        // The book's time is when requests arrive (the request's own time only bounds its
+        // age), so the book, and a replay of its store, see time move one way.
         let record = inner
             .book
-            .clear(&message.class, message.mechanism)
+            .clear(&message.class, message.mechanism, now)
             .map_err(book_error)?
             .clone();
         inner.dirty.remove(&message.class);
-        inner.append("clear", &Event::Clear { envelope }, &self.validator)?;
+        inner.append("clear", &Event::Clear { envelope }, now, &self.validator)?;
         Ok(record)
     }
 
@@ -430,18 +445,15 @@ impl Market {
         mechanism: Mechanism,
     ) -> Vec<Result<ClearingRecord, ApiError>> {
         let due: Vec<GpuClass> = {
+            let now = now_ms();
             let mut inner = self.lock();
             let Inner { book, dirty, .. } = &mut *inner;
-            // A class whose book emptied needs no clearing until an order comes.
-            dirty.retain(|c| {
-                book.open(c, Side::Bid).next().is_some() || book.open(c, Side::Ask).next().is_some()
-            });
+            let any = |c: &GpuClass, side| open_at(book, c, side, now).next().is_some();
+            // A class whose book emptied (or expired) needs no clearing until an order comes.
+            dirty.retain(|c| any(c, Side::Bid) || any(c, Side::Ask));
             dirty
                 .iter()
-                .filter(|c| {
-                    book.open(c, Side::Bid).next().is_some()
-                        && book.open(c, Side::Ask).next().is_some()
-                })
+                .filter(|c| any(c, Side::Bid) && any(c, Side::Ask))
                 .cloned()
                 .collect()
         };
@@ -463,12 +475,11 @@ impl Market {
 
     /// GPU-hours open in a class: (bids, asks).
     pub fn open_hours(&self, class: &GpuClass) -> (u64, u64) {
+        let now = now_ms();
         let inner = self.lock();
         let hours = |side| {
-            inner
-                .book
-                .open(class, side)
-                .map(|o| o.quantity())
+            open_at(&inner.book, class, side, now)
+                .map(|(o, _)| o.quantity())
                 .fold(0u64, u64::saturating_add)
         };
         (hours(Side::Bid), hours(Side::Ask))
@@ -555,6 +566,7 @@ impl Market {
 
     /// The open orders of one class, or of all.
     pub fn book(&self, class: Option<&GpuClass>) -> BookView {
+        let now = now_ms();
         let inner = self.lock();
         let classes: Vec<GpuClass> = match class {
             Some(c) => vec![c.clone()],
@@ -563,7 +575,11 @@ impl Market {
         let side = |side| {
             classes
                 .iter()
-                .flat_map(|c| inner.book.open(c, side).cloned().collect::<Vec<_>>())
+                .flat_map(|c| open_at(&inner.book, c, side, now))
+                .map(|(order, expires_at_ms)| BookEntry {
+                    order: order.clone(),
+                    expires_at_ms,
+                })
                 .collect()
         };
         BookView {
@@ -609,15 +625,34 @@ impl Market {
     }
 }
 
+/// The orders of one class and side open at `now_ms` (the book drops expired orders at its
+/// next operation; a reader in between leaves them out), with their expiry.
+fn open_at<'b>(
+    book: &'b Book,
+    class: &GpuClass,
+    side: Side,
+    now_ms: u64,
+) -> impl Iterator<Item = (&'b Order, u64)> {
+    book.open_until(class, side)
+        .filter(move |(_, expires_at_ms)| *expires_at_ms > now_ms)
+}
+
 impl Inner {
-    /// Appends an event; on failure, rebuilds the book from the store (undoing the change in
-    /// memory) and fails the request.
-    fn append(&mut self, kind: &str, event: &Event, validator: &str) -> Result<(), ApiError> {
+    /// Appends an event that the book took in at `at_ms` (replayed at the same time); on
+    /// failure, rebuilds the book from the store (undoing the change in memory) and fails the
+    /// request.
+    fn append(
+        &mut self,
+        kind: &str,
+        event: &Event,
+        at_ms: u64,
+        validator: &str,
+    ) -> Result<(), ApiError> {
         let text = serde_json::to_string(event)
             .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
         let stored = self.db.execute(
             "INSERT INTO market_events (kind, event, at_ms) VALUES (?1, ?2, ?3)",
-            params![kind, text, now_ms() as i64],
+            params![kind, text, at_ms as i64],
         );
         if let Err(e) = stored {
             if let Ok(book) = replay(&self.db, validator) {
@@ -662,7 +697,10 @@ fn envelope(bytes: &[u8]) -> Result<Envelope, ApiError> {
 
 fn book_error(e: BookError) -> ApiError {
     let status = match e {
-        BookError::UnknownClass(_) | BookError::DuplicateId(_) => StatusCode::BAD_REQUEST,
+        BookError::UnknownClass(_)
+        | BookError::DuplicateId(_)
+        | BookError::Expired { .. }
+        | BookError::LifetimeTooLong { .. } => StatusCode::BAD_REQUEST,
         BookError::UnknownOrder(_) => StatusCode::NOT_FOUND,
         BookError::NotOpen(_) => StatusCode::CONFLICT,
         BookError::NotOwner(_) => StatusCode::FORBIDDEN,
@@ -673,10 +711,17 @@ fn book_error(e: BookError) -> ApiError {
 /// Rebuilds the book from the stored events, re-verifying each signed message.
 fn replay(db: &Connection, validator: &str) -> Result<Book, MarketError> {
     let mut book = Book::new(classes());
-    let mut stmt = db.prepare("SELECT seq, event FROM market_events ORDER BY seq")?;
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?;
+    let mut stmt = db.prepare("SELECT seq, event, at_ms FROM market_events ORDER BY seq")?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, i64>(2)?,
+        ))
+    })?;
     for row in rows {
-        let (seq, text) = row?;
+        let (seq, text, at_ms) = row?;
+        let at_ms = u64::try_from(at_ms).unwrap_or(0);
         let corrupt = |why: String| MarketError::Corrupt { seq, why };
         let event: Event = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
         let bytes =
@@ -685,13 +730,14 @@ fn replay(db: &Connection, validator: &str) -> Result<Book, MarketError> {
             Event::Submit { envelope } => {
                 let (m, _): (SubmitMessage, String) = wire::decode(&bytes(&envelope)?, SUBMIT_KIND)
                     .map_err(|e| corrupt(e.to_string()))?;
-                book.submit(m.order).map_err(|e| corrupt(e.to_string()))?;
+                book.submit(m.order, m.expires_at_ms, at_ms)
+                    .map_err(|e| corrupt(e.to_string()))?;
             }
             Event::Cancel { envelope } => {
                 let (m, signer): (CancelMessage, String) =
                     wire::decode(&bytes(&envelope)?, CANCEL_KIND)
                         .map_err(|e| corrupt(e.to_string()))?;
-                book.cancel(&m.id, &signer)
+                book.cancel(&m.id, &signer, at_ms)
                     .map_err(|e| corrupt(e.to_string()))?;
             }
             Event::Clear { envelope } => {
@@ -701,7 +747,7 @@ fn replay(db: &Connection, validator: &str) -> Result<Book, MarketError> {
                 if !signer.eq_ignore_ascii_case(validator) {
                     return Err(corrupt("a clearing signed by another key".into()));
                 }
-                book.clear(&m.class, m.mechanism)
+                book.clear(&m.class, m.mechanism, at_ms)
                     .map_err(|e| corrupt(e.to_string()))?;
             }
         }
@@ -864,10 +910,24 @@ impl MarketClient {
         self.get("/v1/market/info").await
     }
 
-    /// Submits an order signed by `owner` (whose key must be the order's owner).
-    pub async fn submit(&self, owner: &Identity, order: Order) -> Result<Submitted, ClientError> {
+    /// Submits an order signed by `owner` (whose key must be the order's owner), open for
+    /// `lifetime` from now unless it fills.
+    pub async fn submit(
+        &self,
+        owner: &Identity,
+        order: Order,
+        lifetime: std::time::Duration,
+    ) -> Result<Submitted, ClientError> {
         let validator = self.info().await?.validator;
-        let envelope = owner.seal(SUBMIT_KIND, &SubmitMessage { validator, order })?;
+        let expires_at_ms = now_ms().saturating_add(lifetime.as_millis() as u64);
+        let envelope = owner.seal(
+            SUBMIT_KIND,
+            &SubmitMessage {
+                validator,
+                order,
+                expires_at_ms,
+            },
+        )?;
         self.post("/v1/market/submit", &envelope).await
     }
 
@@ -974,19 +1034,26 @@ mod tests {
         .unwrap()
     }
 
+    /// A signed submission of `order`, open for an hour.
     fn submit(signer: &Identity, validator: &str, order: Order) -> Vec<u8> {
-        serde_json::to_vec(
-            &signer
-                .seal(
-                    SUBMIT_KIND,
-                    &SubmitMessage {
-                        validator: validator.into(),
-                        order,
-                    },
-                )
-                .unwrap(),
+        submit_until(signer, validator, order, now_ms() + 3_600_000)
+    }
+
+    fn submit_until(
+        signer: &Identity,
+        validator: &str,
+        order: Order,
+        expires_at_ms: u64,
+    ) -> Vec<u8> {
+        v_seal(
+            signer,
+            SUBMIT_KIND,
+            &SubmitMessage {
+                validator: validator.into(),
+                order,
+                expires_at_ms,
+            },
         )
-        .unwrap()
     }
 
     #[test]
@@ -1059,7 +1126,7 @@ mod tests {
         let m = Market::open(Some(&path), &v.public_hex()).unwrap();
         let book = m.book(None);
         assert_eq!(book.bids.len(), 1);
-        assert_eq!(book.bids[0].quantity(), 1);
+        assert_eq!(book.bids[0].order.quantity(), 1);
         assert!(book.asks.is_empty());
         let history = m.history(None, 10);
         assert_eq!(history.clearings.len(), 1);
@@ -1071,6 +1138,55 @@ mod tests {
             order("a2", &bob, Side::Ask, 1, 1.0),
         ));
         assert_eq!(again.unwrap_err().status, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn orders_leave_at_their_expiry_and_a_replayed_submission_cannot_bring_one_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("market.sqlite");
+        let v = validator();
+        let alice = Identity::from_seed([2; 32]);
+        let soon = submit_until(
+            &alice,
+            &v.public_hex(),
+            order("b1", &alice, Side::Bid, 3, 4.0),
+            now_ms() + 300,
+        );
+        {
+            let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+            m.submit(&soon).unwrap();
+            m.submit(&submit(
+                &alice,
+                &v.public_hex(),
+                order("b2", &alice, Side::Bid, 1, 4.0),
+            ))
+            .unwrap();
+            assert_eq!(m.book(None).bids.len(), 2);
+            std::thread::sleep(std::time::Duration::from_millis(400));
+            // Out of the view at once, out of the book at the next request.
+            assert_eq!(m.book(None).bids.len(), 1);
+            assert_eq!(m.open_hours(&GpuClass::new("H200 SXM").unwrap()), (1, 0));
+            let replayed = m.submit(&soon).unwrap_err();
+            assert_eq!(replayed.status, StatusCode::BAD_REQUEST);
+            assert!(
+                replayed.message.contains("not after now"),
+                "{}",
+                replayed.message
+            );
+            let far = submit_until(
+                &alice,
+                &v.public_hex(),
+                order("b3", &alice, Side::Bid, 1, 4.0),
+                now_ms() + pog_market::MAX_ORDER_LIFETIME_MS + 60_000,
+            );
+            assert_eq!(m.submit(&far).unwrap_err().status, StatusCode::BAD_REQUEST);
+        }
+        // The store replays at the times the requests came: the same book.
+        let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+        let book = m.book(None);
+        assert_eq!(book.bids.len(), 1);
+        assert_eq!(book.bids[0].order.id().as_str(), "b2");
+        assert!(book.bids[0].expires_at_ms > now_ms());
     }
 
     fn v_seal<T: Serialize>(who: &Identity, kind: &str, message: &T) -> Vec<u8> {

@@ -105,6 +105,17 @@ async fn send(url: &str, path: &str, envelope: &Envelope) -> u16 {
         .0
 }
 
+/// How long the tests' orders stay open.
+const DAY: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// An expiry a day from now, in ms since the Unix epoch.
+fn tomorrow_ms() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    (now + DAY).as_millis() as u64
+}
+
 fn validator_key() -> String {
     Identity::from_seed(VALIDATOR_SEED).public_hex()
 }
@@ -120,15 +131,15 @@ async fn orders_trade_and_only_their_owner_cancels() {
     );
     assert_eq!(client.info().await.unwrap().validator, validator_key());
     client
-        .submit(&alice, order("b1", &alice, Side::Bid, 3, 4.0))
+        .submit(&alice, order("b1", &alice, Side::Bid, 3, 4.0), DAY)
         .await
         .unwrap();
     client
-        .submit(&bob, order("a1", &bob, Side::Ask, 2, 2.0))
+        .submit(&bob, order("a1", &bob, Side::Ask, 2, 2.0), DAY)
         .await
         .unwrap();
     client
-        .submit(&bob, order("a2", &bob, Side::Ask, 1, 9.0))
+        .submit(&bob, order("a2", &bob, Side::Ask, 1, 9.0), DAY)
         .await
         .unwrap();
     let before = client.book(Some(&h200())).await.unwrap();
@@ -171,7 +182,7 @@ async fn orders_trade_and_only_their_owner_cancels() {
         Some(Price::from_usd(4.0).unwrap())
     );
     let after = client.book(Some(&h200())).await.unwrap();
-    assert_eq!(after.bids[0].quantity(), 1);
+    assert_eq!(after.bids[0].order.quantity(), 1);
     assert!(after.asks.is_empty());
     let history = client.history(None, 10).await.unwrap();
     assert_eq!(history.clearings.len(), 1);
@@ -191,13 +202,14 @@ async fn forged_and_bad_orders_never_change_the_book() {
     let client = MarketClient::new(&url);
     let (alice, mallory) = (Identity::from_seed([2; 32]), Identity::from_seed([4; 32]));
     client
-        .submit(&alice, order("b1", &alice, Side::Bid, 1, 4.0))
+        .submit(&alice, order("b1", &alice, Side::Bid, 1, 4.0), DAY)
         .await
         .unwrap();
     let before = client.book(None).await.unwrap();
     let submit = |order: Order| SubmitMessage {
         validator: validator_key(),
         order,
+        expires_at_ms: tomorrow_ms(),
     };
 
     // Mallory signs an order in Alice's name.
@@ -236,6 +248,7 @@ async fn forged_and_bad_orders_never_change_the_book() {
     let elsewhere = SubmitMessage {
         validator: Identity::from_seed([9; 32]).public_hex(),
         order: order("b3", &alice, Side::Bid, 1, 1.0),
+        expires_at_ms: tomorrow_ms(),
     };
     let (status, answer) = post(
         &url,
@@ -271,15 +284,37 @@ async fn forged_and_bad_orders_never_change_the_book() {
         .as_str()
         .unwrap()
         .contains("already submitted"));
+    let order_of = |price: serde_json::Value, class: &str, quantity: u64| {
+        serde_json::json!({"id": "x", "owner": alice.public_hex(), "side": "bid", "class": class,
+                           "quantity": quantity, "price_micro_usd": price})
+    };
     let raw = |price: serde_json::Value, class: &str, quantity: u64| {
         serde_json::json!({
             "validator": validator_key(),
-            "order": {"id": "x", "owner": alice.public_hex(), "side": "bid", "class": class,
-                      "quantity": quantity, "price_micro_usd": price}
+            "order": order_of(price, class, quantity),
+            "expires_at_ms": tomorrow_ms()
         })
         .to_string()
     };
+    let expiring = |expires_at_ms: serde_json::Value| {
+        let mut message = serde_json::json!({
+            "validator": validator_key(),
+            "order": order_of(1_000_000.into(), "H200 SXM", 1),
+        });
+        if !expires_at_ms.is_null() {
+            message["expires_at_ms"] = expires_at_ms;
+        }
+        message.to_string()
+    };
     for (body, expect) in [
+        // Orders that expired already, would stay open past the longest lifetime, or name no
+        // expiry (none stays open for ever).
+        (expiring(1.into()), "not after now"),
+        (
+            expiring((tomorrow_ms() + 40 * DAY.as_millis() as u64).into()),
+            "more than 30 days",
+        ),
+        (expiring(serde_json::Value::Null), "malformed"),
         (raw(1_000_000.into(), "Z9000", 1), "trades no GPU class"),
         (raw((-1).into(), "H200 SXM", 1), "malformed"),
         (
@@ -332,15 +367,15 @@ async fn the_book_and_history_survive_a_restart() {
     let (book, history) = {
         let client = MarketClient::new(&start(Some(&path)).await);
         client
-            .submit(&alice, order("b1", &alice, Side::Bid, 4, 5.0))
+            .submit(&alice, order("b1", &alice, Side::Bid, 4, 5.0), DAY)
             .await
             .unwrap();
         client
-            .submit(&bob, order("a1", &bob, Side::Ask, 1, 1.0))
+            .submit(&bob, order("a1", &bob, Side::Ask, 1, 1.0), DAY)
             .await
             .unwrap();
         client
-            .submit(&bob, order("a2", &bob, Side::Ask, 1, 3.0))
+            .submit(&bob, order("a2", &bob, Side::Ask, 1, 3.0), DAY)
             .await
             .unwrap();
         client
@@ -357,7 +392,7 @@ async fn the_book_and_history_survive_a_restart() {
     assert_eq!(client.history(None, 10).await.unwrap(), history);
     // Ids used before the restart stay taken.
     let err = client
-        .submit(&bob, order("a1", &bob, Side::Ask, 1, 1.0))
+        .submit(&bob, order("a1", &bob, Side::Ask, 1, 1.0), DAY)
         .await
         .unwrap_err()
         .to_string();
@@ -384,7 +419,7 @@ async fn a_flood_of_orders_is_bounded_per_key_overall_and_per_source() {
     async fn bid(client: &MarketClient, who: &Identity, id: &str) -> Result<(), String> {
         let order = order(id, who, Side::Bid, 1, 2.0);
         client
-            .submit(who, order)
+            .submit(who, order, DAY)
             .await
             .map(drop)
             .map_err(|e| e.to_string())
@@ -419,7 +454,7 @@ async fn a_flood_of_orders_is_bounded_per_key_overall_and_per_source() {
     let err = bid(&client, &carol, "c2").await.unwrap_err();
     assert!(err.contains("429") && err.contains("a minute"), "{err}");
     let book = client.book(None).await.unwrap();
-    let ids: Vec<&str> = book.bids.iter().map(|o| o.id().as_str()).collect();
+    let ids: Vec<&str> = book.bids.iter().map(|o| o.order.id().as_str()).collect();
     assert_eq!(ids, ["a2", "a3", "a4", "b1"]);
 }
 
@@ -732,13 +767,13 @@ async fn the_book_clears_on_a_clock_and_only_when_it_changed() {
     let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
     // One side only: nothing to clear.
     client
-        .submit(&alice, order("b1", &alice, Side::Bid, 2, 5.0))
+        .submit(&alice, order("b1", &alice, Side::Bid, 2, 5.0), DAY)
         .await
         .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(350)).await;
     assert!(client.history(None, 10).await.unwrap().clearings.is_empty());
     client
-        .submit(&bob, order("a1", &bob, Side::Ask, 1, 3.0))
+        .submit(&bob, order("a1", &bob, Side::Ask, 1, 3.0), DAY)
         .await
         .unwrap();
     let mut cleared = Vec::new();
@@ -775,11 +810,11 @@ async fn the_price_follows_the_utilization_the_books_clearings_measure() {
     let client = MarketClient::new(&url);
     let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
     client
-        .submit(&alice, order("b1", &alice, Side::Bid, 1, 5.0))
+        .submit(&alice, order("b1", &alice, Side::Bid, 1, 5.0), DAY)
         .await
         .unwrap();
     client
-        .submit(&bob, order("a1", &bob, Side::Ask, 2, 1.0))
+        .submit(&bob, order("a1", &bob, Side::Ask, 2, 1.0), DAY)
         .await
         .unwrap();
     let cleared = client

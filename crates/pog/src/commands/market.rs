@@ -108,7 +108,8 @@ pub struct MarketArgs {
 pub enum MarketAction {
     /// Submit an order signed with this host's key (the data dir's agent.key, or --key).
     Submit {
-        /// The order's id (yours to choose; unique in the validator's book for ever).
+        /// The order's id (yours to choose; unique in the validator's book until the order
+        /// expires).
         #[arg(long)]
         id: String,
         /// bid (rent GPU-hours) or ask (sell them).
@@ -123,6 +124,10 @@ pub enum MarketAction {
         /// $ per GPU-hour, e.g. 3.49.
         #[arg(long)]
         price: String,
+        /// Hours the order stays open unless it fills (up to 720, 30 days); then it leaves
+        /// the book.
+        #[arg(long, default_value = "24", value_name = "HOURS", value_parser = parse_lifetime_hours)]
+        lifetime_hours: f64,
         /// The key file to sign with [default: DATA_DIR/agent.key].
         #[arg(long, value_name = "FILE")]
         key: Option<PathBuf>,
@@ -490,9 +495,18 @@ fn key(
     pog_node::keys::load_or_create(&path).with_context(|| format!("the key {}", path.display()))
 }
 
-fn orders_table(orders: &[Order]) -> Table {
-    let mut t = table(&["id", "side", "class", "GPU-hours", "$/GPU-hour", "owner"]);
-    for o in orders {
+/// Orders as a table, each with its expiry where known.
+fn orders_table<'o>(orders: impl IntoIterator<Item = (&'o Order, Option<u64>)>) -> Table {
+    let mut t = table(&[
+        "id",
+        "side",
+        "class",
+        "GPU-hours",
+        "$/GPU-hour",
+        "owner",
+        "expires",
+    ]);
+    for (o, expires_at_ms) in orders {
         t.add_row(vec![
             o.id().to_string(),
             o.side().to_string(),
@@ -500,9 +514,22 @@ fn orders_table(orders: &[Order]) -> Table {
             o.quantity().to_string(),
             o.price().to_string(),
             o.owner()[..16].to_string() + "…",
+            expires_at_ms.map_or_else(|| "-".into(), pog_market::evidence::utc),
         ]);
     }
     t
+}
+
+/// An order's lifetime: more than 0 and at most the book's longest, in hours.
+fn parse_lifetime_hours(s: &str) -> Result<f64, String> {
+    let hours: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of hours"))?;
+    let most = pog_market::MAX_ORDER_LIFETIME_MS as f64 / 3_600_000.0;
+    if !(hours > 0.0 && hours <= most) {
+        return Err(format!("{hours} hours is outside 0-{most} hours"));
+    }
+    Ok(hours)
 }
 
 /// `pog market …`: one request to the validator's API.
@@ -525,6 +552,7 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
             class: c,
             quantity,
             price,
+            lifetime_hours,
             key: k,
         } => {
             let owner = key(global, k, "agent.key")?;
@@ -540,7 +568,8 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
                 price,
             )
             .map_err(|e| anyhow!("the order: {e}"))?;
-            let done = rt.block_on(client.submit(&owner, order))?;
+            let lifetime = std::time::Duration::from_secs_f64(lifetime_hours * 3600.0);
+            let done = rt.block_on(client.submit(&owner, order, lifetime))?;
             (
                 format!("order {} submitted (sequence {})", done.id, done.sequence),
                 serde_json::to_value(&done)?,
@@ -558,14 +587,18 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
                     done.order.quantity()
                 ),
                 serde_json::to_value(&done)?,
-                Some(orders_table(std::slice::from_ref(&done.order))),
+                Some(orders_table([(&done.order, None)])),
             )
         }
         MarketAction::Book { class: c } => {
             let c = c.as_deref().map(class).transpose()?;
             let book = rt.block_on(client.book(c.as_ref()))?;
-            let mut all = book.bids.clone();
-            all.extend(book.asks.iter().cloned());
+            let all = book
+                .bids
+                .iter()
+                .chain(&book.asks)
+                .map(|e| (&e.order, Some(e.expires_at_ms)));
+            let table = orders_table(all);
             (
                 format!(
                     "{} bid(s), {} ask(s) open",
@@ -573,7 +606,7 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
                     book.asks.len()
                 ),
                 serde_json::to_value(&book)?,
-                Some(orders_table(&all)),
+                Some(table),
             )
         }
         MarketAction::Clear {
