@@ -146,6 +146,16 @@ impl Market {
     }
 }
 
+/// An open order as [`Book::resting`] lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenOrder<'b> {
+    /// Its place in the book's sequence ([`Book::submit`] returned it).
+    pub sequence: u64,
+    pub order: &'b Order,
+    /// When it leaves the book unfilled, ms since the Unix epoch.
+    pub expires_at_ms: u64,
+}
+
 /// Where an open order rests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Slot {
@@ -377,17 +387,22 @@ impl Book {
     /// The open orders of one class and side, in submission order, as of the book's time
     /// (none for a class not traded here).
     pub fn open(&self, class: &GpuClass, side: Side) -> impl Iterator<Item = &Order> {
-        self.open_until(class, side).map(|(order, _)| order)
+        self.resting(class, side).map(|r| r.order)
     }
 
-    /// The open orders of one class and side with their expiry, in submission order, as of
-    /// the book's time. A reader at a later time leaves out those expired by then.
-    pub fn open_until(&self, class: &GpuClass, side: Side) -> impl Iterator<Item = (&Order, u64)> {
+    /// The open orders of one class and side with their sequence numbers and expiry, in
+    /// submission order, as of the book's time. A reader at a later time leaves out those
+    /// expired by then.
+    pub fn resting(&self, class: &GpuClass, side: Side) -> impl Iterator<Item = OpenOrder<'_>> {
         self.classes
             .get(class)
             .into_iter()
-            .flat_map(move |&i| self.markets[i].side(side).values())
-            .map(|r| (&r.order, r.expires_at_ms))
+            .flat_map(move |&i| self.markets[i].side(side).iter())
+            .map(|(&sequence, r)| OpenOrder {
+                sequence,
+                order: &r.order,
+                expires_at_ms: r.expires_at_ms,
+            })
     }
 
     /// The open order with this id, if there is one.

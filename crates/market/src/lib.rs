@@ -42,7 +42,7 @@ pub mod report;
 pub mod score;
 
 pub use auction::{mcafee, uniform_price, ClearError, Clearing, Mechanism, Trade};
-pub use book::{Book, BookError, ClearingRecord, MAX_ORDER_LIFETIME_MS};
+pub use book::{Book, BookError, ClearingRecord, OpenOrder, MAX_ORDER_LIFETIME_MS};
 pub use config::{Config, ConfigError};
 pub use order::{GpuClass, Order, OrderError, OrderId, Side};
 pub use price::{Price, PriceError};

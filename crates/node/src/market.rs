@@ -35,7 +35,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use pog_market::quote::Quote;
-use pog_market::{Book, BookError, ClearingRecord, GpuClass, Mechanism, Order, OrderId, Side};
+use pog_market::{
+    Book, BookError, ClearingRecord, GpuClass, Mechanism, OpenOrder, Order, OrderId, Side,
+};
 use pog_proof::wire::{self, Envelope, Identity};
 use pog_spec::SpecDb;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -99,19 +101,28 @@ pub struct MarketInfo {
     pub classes: Vec<GpuClass>,
 }
 
-/// An open order as the book lists it: the order and when it expires.
+/// The most open orders one page of the book returns.
+pub const MAX_BOOK_PAGE: usize = 1000;
+
+/// An open order as the book lists it: the order, its place in the book's sequence and when
+/// it expires.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BookEntry {
     #[serde(flatten)]
     pub order: Order,
+    pub sequence: u64,
     pub expires_at_ms: u64,
 }
 
-/// What `GET /v1/market/book` returns: orders open now per side, in submission order.
+/// What `GET /v1/market/book?class=&after=&limit=` returns: one page of the orders open now,
+/// both sides together in submission order (sequence above `after`), split by side.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BookView {
     pub bids: Vec<BookEntry>,
     pub asks: Vec<BookEntry>,
+    /// Pass as `after` for the next page; absent on the last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<u64>,
 }
 
 /// What `GET /v1/market/history` returns.
@@ -479,7 +490,7 @@ impl Market {
         let inner = self.lock();
         let hours = |side| {
             open_at(&inner.book, class, side, now)
-                .map(|(o, _)| o.quantity())
+                .map(|o| o.order.quantity())
                 .fold(0u64, u64::saturating_add)
         };
         (hours(Side::Bid), hours(Side::Ask))
@@ -564,27 +575,44 @@ impl Market {
         row.map(|(seq, text)| point(seq, &text)).transpose()
     }
 
-    /// The open orders of one class, or of all.
-    pub fn book(&self, class: Option<&GpuClass>) -> BookView {
+    /// One page of the orders open now, of one class or of all: those with a sequence number
+    /// above `after` (all with `None`), in submission order, at most `limit` (1 to
+    /// [`MAX_BOOK_PAGE`]).
+    pub fn book(&self, class: Option<&GpuClass>, after: Option<u64>, limit: usize) -> BookView {
         let now = now_ms();
+        let limit = limit.clamp(1, MAX_BOOK_PAGE);
         let inner = self.lock();
         let classes: Vec<GpuClass> = match class {
             Some(c) => vec![c.clone()],
             None => inner.book.classes().cloned().collect(),
         };
-        let side = |side| {
-            classes
-                .iter()
-                .flat_map(|c| open_at(&inner.book, c, side, now))
-                .map(|(order, expires_at_ms)| BookEntry {
-                    order: order.clone(),
-                    expires_at_ms,
-                })
-                .collect()
-        };
+        // Every class and side is in sequence order already; at most 20,000 orders are open.
+        let mut open: Vec<OpenOrder> = classes
+            .iter()
+            .flat_map(|c| [Side::Bid, Side::Ask].map(|side| (c, side)))
+            .flat_map(|(c, side)| open_at(&inner.book, c, side, now))
+            .filter(|o| after.is_none_or(|a| o.sequence > a))
+            .collect();
+        open.sort_unstable_by_key(|o| o.sequence);
+        let more = open.len() > limit;
+        open.truncate(limit);
+        let next_after = more.then(|| open.last().map(|o| o.sequence)).flatten();
+        let (mut bids, mut asks) = (Vec::new(), Vec::new());
+        for o in open {
+            let entry = BookEntry {
+                order: o.order.clone(),
+                sequence: o.sequence,
+                expires_at_ms: o.expires_at_ms,
+            };
+            match o.order.side() {
+                Side::Bid => bids.push(entry),
+                Side::Ask => asks.push(entry),
+            }
+        }
         BookView {
-            bids: side(Side::Bid),
-            asks: side(Side::Ask),
+            bids,
+            asks,
+            next_after,
         }
     }
 
@@ -632,9 +660,9 @@ fn open_at<'b>(
     class: &GpuClass,
     side: Side,
     now_ms: u64,
-) -> impl Iterator<Item = (&'b Order, u64)> {
-    book.open_until(class, side)
-        .filter(move |(_, expires_at_ms)| *expires_at_ms > now_ms)
+) -> impl Iterator<Item = OpenOrder<'b>> {
+    book.resting(class, side)
+        .filter(move |o| o.expires_at_ms > now_ms)
 }
 
 impl Inner {
@@ -796,6 +824,8 @@ async fn info_route(State(m): State<Arc<Market>>) -> Response {
 #[derive(Debug, Deserialize)]
 struct BookQuery {
     class: Option<String>,
+    after: Option<u64>,
+    limit: Option<usize>,
 }
 
 async fn book_route(
@@ -816,7 +846,8 @@ async fn book_route(
         }
         None => None,
     };
-    Ok(Json(m.book(class.as_ref())).into_response())
+    let limit = q.limit.unwrap_or(MAX_BOOK_PAGE);
+    Ok(Json(m.book(class.as_ref(), q.after, limit)).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -991,12 +1022,48 @@ impl MarketClient {
     }
 
     /// The open orders of a class (all with `None`).
+    /// Every order open now, of one class or of all, read page by page; the result has no
+    /// `next_after`.
     pub async fn book(&self, class: Option<&GpuClass>) -> Result<BookView, ClientError> {
-        let path = match class {
-            Some(c) => format!("/v1/market/book?class={}", c.as_str().replace(' ', "%20")),
-            None => "/v1/market/book".to_string(),
+        let mut whole = BookView {
+            bids: Vec::new(),
+            asks: Vec::new(),
+            next_after: None,
         };
-        self.get(&path).await
+        let mut after = None;
+        loop {
+            let page = self.book_page(class, after, MAX_BOOK_PAGE).await?;
+            whole.bids.extend(page.bids);
+            whole.asks.extend(page.asks);
+            match page.next_after {
+                // Sequences only grow: a page that does not move on is the server's fault.
+                Some(next) if after.is_none_or(|a| next > a) => after = Some(next),
+                Some(next) => {
+                    return Err(ClientError::BadAnswer(format!(
+                        "the book's next page starts after {next}, not after this one's {after:?}"
+                    )))
+                }
+                None => return Ok(whole),
+            }
+        }
+    }
+
+    /// One page of the open orders (see [`Market::book`]).
+    pub async fn book_page(
+        &self,
+        class: Option<&GpuClass>,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<BookView, ClientError> {
+        let mut query = vec![format!("limit={limit}")];
+        if let Some(c) = class {
+            query.push(format!("class={}", path_segment(c.as_str())));
+        }
+        if let Some(a) = after {
+            query.push(format!("after={a}"));
+        }
+        self.get(&format!("/v1/market/book?{}", query.join("&")))
+            .await
     }
 
     /// A page of clearings after `after`.
@@ -1124,7 +1191,7 @@ mod tests {
             assert_eq!(m.clear(&clear).unwrap().clearing.units, 2);
         }
         let m = Market::open(Some(&path), &v.public_hex()).unwrap();
-        let book = m.book(None);
+        let book = m.book(None, None, MAX_BOOK_PAGE);
         assert_eq!(book.bids.len(), 1);
         assert_eq!(book.bids[0].order.quantity(), 1);
         assert!(book.asks.is_empty());
@@ -1161,10 +1228,10 @@ mod tests {
                 order("b2", &alice, Side::Bid, 1, 4.0),
             ))
             .unwrap();
-            assert_eq!(m.book(None).bids.len(), 2);
+            assert_eq!(m.book(None, None, MAX_BOOK_PAGE).bids.len(), 2);
             std::thread::sleep(std::time::Duration::from_millis(400));
             // Out of the view at once, out of the book at the next request.
-            assert_eq!(m.book(None).bids.len(), 1);
+            assert_eq!(m.book(None, None, MAX_BOOK_PAGE).bids.len(), 1);
             assert_eq!(m.open_hours(&GpuClass::new("H200 SXM").unwrap()), (1, 0));
             let replayed = m.submit(&soon).unwrap_err();
             assert_eq!(replayed.status, StatusCode::BAD_REQUEST);
@@ -1183,7 +1250,7 @@ mod tests {
         }
         // The store replays at the times the requests came: the same book.
         let m = Market::open(Some(&path), &v.public_hex()).unwrap();
-        let book = m.book(None);
+        let book = m.book(None, None, MAX_BOOK_PAGE);
         assert_eq!(book.bids.len(), 1);
         assert_eq!(book.bids[0].order.id().as_str(), "b2");
         assert!(book.bids[0].expires_at_ms > now_ms());

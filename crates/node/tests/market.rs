@@ -197,6 +197,50 @@ async fn orders_trade_and_only_their_owner_cancels() {
 }
 
 #[tokio::test]
+async fn the_book_reads_in_pages_in_submission_order() {
+    let url = start(None).await;
+    let client = MarketClient::new(&url);
+    let alice = Identity::from_seed([2; 32]);
+    for (i, side) in [Side::Bid, Side::Ask, Side::Ask, Side::Bid, Side::Ask]
+        .into_iter()
+        .enumerate()
+    {
+        let usd = if side == Side::Bid { 1.0 } else { 9.0 };
+        client
+            .submit(&alice, order(&format!("o{i}"), &alice, side, 1, usd), DAY)
+            .await
+            .unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = client.book_page(None, after, 2).await.unwrap();
+        assert!(page.bids.len() + page.asks.len() <= 2);
+        let mut ids: Vec<(u64, String)> = page
+            .bids
+            .iter()
+            .chain(&page.asks)
+            .map(|e| (e.sequence, e.order.id().to_string()))
+            .collect();
+        ids.sort();
+        seen.extend(ids.into_iter().map(|(_, id)| id));
+        match page.next_after {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["o0", "o1", "o2", "o3", "o4"]);
+    // The whole book at once, as the client reads it, and a page past the end.
+    let whole = client.book(Some(&h200())).await.unwrap();
+    assert_eq!(
+        (whole.bids.len(), whole.asks.len(), whole.next_after),
+        (2, 3, None)
+    );
+    let past = client.book_page(None, Some(99), 10).await.unwrap();
+    assert!(past.bids.is_empty() && past.asks.is_empty() && past.next_after.is_none());
+}
+
+#[tokio::test]
 async fn forged_and_bad_orders_never_change_the_book() {
     let url = start(None).await;
     let client = MarketClient::new(&url);
