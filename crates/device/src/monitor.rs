@@ -18,7 +18,7 @@ use nvml_wrapper::event::EventSet;
 use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::{Device, Nvml};
 use pog_monitor::prometheus::{GpuIdentity, SamplerHealth};
-use pog_monitor::Sample;
+use pog_monitor::{Sample, Signal};
 use std::collections::BTreeSet;
 
 /// `NVML_FI_DEV_MEMORY_TEMP` in `nvml.h`: the HBM temperature, read as a field value.
@@ -172,6 +172,7 @@ pub struct GpuSampler<'n> {
 /// The slow fields' values as last read.
 #[derive(Debug, Clone, Copy, Default)]
 struct SlowReadings {
+    energy_mj: Option<f64>,
     pcie: Option<(f64, f64)>,
     ecc_aggregate: Option<(u64, u64)>,
     retired_pages: Option<u64>,
@@ -181,7 +182,7 @@ struct SlowReadings {
 
 impl SlowReadings {
     /// Keeps what `s` read of the slow fields that were due in it; fills the others from the
-    /// last read.
+    /// last read, marking the signals among them [`Sample::carried`].
     fn hold(&mut self, s: &mut Sample, due: impl Fn(Field) -> bool) {
         fn keep<T: Copy>(due: bool, read: Option<T>, held: &mut Option<T>) -> Option<T> {
             if due {
@@ -189,9 +190,18 @@ impl SlowReadings {
             }
             *held
         }
+        let fresh = due(Field::Energy);
+        s.energy_mj = keep(fresh, s.energy_mj, &mut self.energy_mj);
+        if !fresh && s.energy_mj.is_some() {
+            s.carried.push(Signal::Energy);
+        }
         let pcie = s.pcie_tx_kbs.zip(s.pcie_rx_kbs);
-        if let Some((tx, rx)) = keep(due(Field::PcieThroughput), pcie, &mut self.pcie) {
+        let fresh = due(Field::PcieThroughput);
+        if let Some((tx, rx)) = keep(fresh, pcie, &mut self.pcie) {
             (s.pcie_tx_kbs, s.pcie_rx_kbs) = (Some(tx), Some(rx));
+            if !fresh {
+                s.carried.extend([Signal::PcieTx, Signal::PcieRx]);
+            }
         }
         let ecc = s.ecc_corr_aggregate.zip(s.ecc_uncorr_aggregate);
         if let Some((c, u)) = keep(due(Field::EccAggregate), ecc, &mut self.ecc_aggregate) {
@@ -212,15 +222,20 @@ impl SlowReadings {
 }
 
 /// The default cadence of the slow fields: every 10th sample (every 10 s at the default 1 s
-/// interval). With every field every second the H200 measured 0.876 % of a core, over the 0.5 %
-/// goal; `scripts/monitor-overhead-h200.sh` measures this cadence (docs/monitor.md, "Cost").
+/// interval; dcgm-exporter collects every 30 s by default). On the H200 the total-energy
+/// counter alone costs 4.3 ms of CPU per read (the driver waits on the GPU's firmware, busy),
+/// PCIe throughput 1.7 ms, every other field together about 1 ms: every field every second
+/// measured 0.81 % of a core, over the 0.5 % goal (docs/monitor.md, "Cost").
 pub const DEFAULT_SLOW_EVERY: u64 = 10;
 
 /// Fields read only every [`GpuSampler::set_slow_every`] samples (default
-/// [`DEFAULT_SLOW_EVERY`]): counters that change rarely (aggregate ECC, retired pages, remapped
-/// rows), the process list, and PCIe throughput, which NVML measures by sampling a counter for
-/// 20 ms per direction. Between two reads a sample carries the last one.
-pub const SLOW_FIELDS: [Field; 5] = [
+/// [`DEFAULT_SLOW_EVERY`]): the total-energy counter and PCIe throughput, the two costly reads
+/// (NVML measures PCIe throughput by sampling a counter for 20 ms per direction), and
+/// counters that change rarely (aggregate ECC, retired pages, remapped rows) and the process
+/// list. Between two reads a sample carries the last one (its signals marked
+/// [`Sample::carried`]).
+pub const SLOW_FIELDS: [Field; 6] = [
+    Field::Energy,
     Field::PcieThroughput,
     Field::EccAggregate,
     Field::RetiredPages,
@@ -228,13 +243,17 @@ pub const SLOW_FIELDS: [Field; 5] = [
     Field::Processes,
 ];
 
-/// This thread's CPU time (user + system), microseconds.
+/// This thread's CPU time (user + system), microseconds, to the nanosecond: the kernel adds
+/// the running slice when asked (`getrusage(RUSAGE_THREAD)` does not, so a call that does not
+/// sleep or meet a tick looked free there, and the next one that did paid for it).
 fn thread_cpu_us() -> f64 {
-    // SAFETY: getrusage fills the struct it is given.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
-    let us = |tv: libc::timeval| tv.tv_sec as f64 * 1e6 + tv.tv_usec as f64;
-    us(usage.ru_utime) + us(usage.ru_stime)
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    now.tv_sec as f64 * 1e6 + now.tv_nsec as f64 / 1e3
 }
 
 impl<'n> GpuSampler<'n> {
@@ -626,7 +645,9 @@ mod tests {
         let mut first = Sample::at(0.0);
         (first.pcie_tx_kbs, first.pcie_rx_kbs) = (Some(10.0), Some(20.0));
         first.processes = Some(2);
+        first.energy_mj = Some(5000.0);
         held.hold(&mut first, |_| true);
+        assert!(first.carried.is_empty());
         // Not due: the last reading; the fast fields are untouched.
         let mut between = Sample::at(1.0);
         between.temp_gpu_c = Some(40.0);
@@ -635,6 +656,12 @@ mod tests {
             (between.pcie_tx_kbs, between.pcie_rx_kbs, between.processes),
             (Some(10.0), Some(20.0), Some(2))
         );
+        assert_eq!(between.energy_mj, Some(5000.0));
+        assert_eq!(
+            between.carried,
+            [Signal::Energy, Signal::PcieTx, Signal::PcieRx]
+        );
+        assert_eq!(between.read_now(Signal::Energy), None);
         assert_eq!(between.temp_gpu_c, Some(40.0));
         assert_eq!(between.retired_pages, None);
         // Due and read again: the new value; due and failed: nothing is carried.
@@ -645,6 +672,7 @@ mod tests {
         });
         assert_eq!(again.processes, Some(3));
         assert_eq!(again.pcie_tx_kbs, None);
+        assert_eq!(again.carried, [Signal::Energy]);
         let mut later = Sample::at(3.0);
         held.hold(&mut later, |_| false);
         assert_eq!((later.processes, later.pcie_tx_kbs), (Some(3), None));
@@ -683,8 +711,10 @@ mod tests {
 
     /// On a GPU host: `cargo test -p pog-device --lib monitor -- --ignored --nocapture`.
     /// Samples GPU 0 for 20 s at 1 s with every field, checks the core fields were read,
-    /// prints what was unsupported and the CPU time per sample, and writes the trace to
-    /// `$POG_MONITOR_TRACE` (default `/tmp/pog-monitor-trace.csv`).
+    /// prints what was unsupported, the CPU time per sample and per field, and writes the
+    /// trace to `$POG_MONITOR_TRACE` (default `/tmp/pog-monitor-trace.csv`); then the CPU
+    /// time per sample at the default cadence, and of single NVML calls alone (where the
+    /// cost is: docs/monitor.md, "Cost on the H200").
     #[test]
     #[ignore = "needs an NVIDIA GPU"]
     fn samples_a_real_gpu() {
@@ -753,30 +783,64 @@ mod tests {
             "slow fields every {DEFAULT_SLOW_EVERY}th sample: {slow_ms:.3} ms of CPU per sample = {:.3} % of one core at 1 s",
             slow_ms / 10.0
         );
-        // What one batched field-value call costs against the separate calls above: memory
-        // temperature, energy, instant power, PCIe replays, volatile ECC (SBE, DBE) and the
-        // PCIe byte counters, in one nvmlDeviceGetFieldValues.
-        let ids = [82, 83, 186, 94, 3, 4, 197, 198].map(FieldId);
-        let mut batch_us = 0.0;
-        for _ in 0..n {
-            let before = cpu();
-            let values = slow.device.field_values_for(&ids);
-            batch_us += cpu() - before;
-            if let Ok(values) = values {
-                let shown: Vec<String> = values
-                    .into_iter()
-                    .map(|v| match v {
-                        Ok(v) => format!("{}={:?}", v.field.0, v.value),
-                        Err(e) => format!("error {e}"),
-                    })
-                    .collect();
-                println!("batch: {}", shown.join(" "));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        println!(
-            "batched field values (8 ids): {:.3} ms of CPU per call",
-            batch_us / n as f64 / 1000.0
+        // Single calls, each alone 20 times, CPU and wall time: where the cost is.
+        type Probe<'a> = (
+            &'a str,
+            Box<dyn Fn(&Device<'_>) -> Result<(), NvmlError> + 'a>,
         );
+        let field = |id: u32| move |d: &Device<'_>| d.field_values_for(&[FieldId(id)]).map(drop);
+        let probes: Vec<Probe> = vec![
+            ("power_usage", Box::new(|d| d.power_usage().map(drop))),
+            (
+                "total_energy_consumption",
+                Box::new(|d| d.total_energy_consumption().map(drop)),
+            ),
+            ("field 83 (energy)", Box::new(field(83))),
+            ("field 186 (power instant)", Box::new(field(186))),
+            ("field 82 (memory temp)", Box::new(field(82))),
+            ("field 197 (PCIe TX bytes)", Box::new(field(197))),
+            (
+                "temperature",
+                Box::new(|d| d.temperature(TemperatureSensor::Gpu).map(drop)),
+            ),
+            (
+                "utilization_rates",
+                Box::new(|d| d.utilization_rates().map(drop)),
+            ),
+            (
+                "current_throttle_reasons",
+                Box::new(|d| d.current_throttle_reasons().map(drop)),
+            ),
+            (
+                "pcie_replay_counter",
+                Box::new(|d| d.pcie_replay_counter().map(drop)),
+            ),
+            (
+                "ecc volatile corrected",
+                Box::new(|d| {
+                    d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
+                        .map(drop)
+                }),
+            ),
+            ("memory_info", Box::new(|d| d.memory_info().map(drop))),
+            (
+                "clock_info SM",
+                Box::new(|d| d.clock_info(Clock::SM).map(drop)),
+            ),
+        ];
+        for (name, probe) in &probes {
+            let (mut cpu_total, wall) = (0.0, std::time::Instant::now());
+            let mut result = Ok(());
+            for _ in 0..n {
+                let before = cpu();
+                result = probe(&slow.device);
+                cpu_total += cpu() - before;
+            }
+            println!(
+                "probe {name}: {:.3} ms CPU, {:.3} ms wall per call ({result:?})",
+                cpu_total / n as f64 / 1000.0,
+                wall.elapsed().as_secs_f64() * 1000.0 / n as f64
+            );
+        }
     }
 }

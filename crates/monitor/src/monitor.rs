@@ -651,6 +651,10 @@ impl Monitor {
             Signal::Energy,
         ] {
             let longest = healthy(signal);
+            if s.carried.contains(&signal) {
+                // The last reading shown again: nothing new about the sensor.
+                continue;
+            }
             let Some(v) = s.signal(signal) else {
                 self.frozen.remove(&signal);
                 continue;
@@ -928,6 +932,49 @@ mod tests {
         let mut s = Sample::at(t);
         s.mem_used_mib = Some(mem);
         s
+    }
+
+    /// At about 300 W, energy read every `every`-th second (carried in between), frozen from
+    /// `frozen_from` on (`None`: never); the times of its frozen-sensor alerts.
+    fn energy_frozen_alerts(every: u32, frozen_from: Option<u32>) -> Vec<f64> {
+        let mut m = Monitor::new(Config::default(), None);
+        let mut read = 0.0;
+        let mut alerts = Vec::new();
+        for i in 0..120 {
+            let mut s = Sample::at(f64::from(i));
+            // A live power reading (a constant one would be a frozen sensor of its own).
+            s.power_w = Some(300.0 + f64::from(i % 2));
+            if i % every == 0 {
+                if frozen_from.is_none_or(|f| i < f) {
+                    read = f64::from(i) * 300_000.0;
+                }
+            } else {
+                s.carried.push(Signal::Energy);
+            }
+            s.energy_mj = Some(read);
+            alerts.extend(
+                m.push(&s)
+                    .into_iter()
+                    .filter(|a| a.kind == AlertKind::SensorFrozen)
+                    .map(|a| a.t),
+            );
+        }
+        alerts
+    }
+
+    #[test]
+    fn a_carried_energy_reading_is_not_a_frozen_sensor_but_a_frozen_counter_is() {
+        // Read every 10 s and carried between: never frozen.
+        assert_eq!(energy_frozen_alerts(10, None), Vec::<f64>::new());
+        // The counter stops at 50 s: caught from the reads alone, after three of them.
+        let caught = energy_frozen_alerts(10, Some(50));
+        assert!(
+            caught.first().is_some_and(|&t| (60.0..=80.0).contains(&t)),
+            "{caught:?}"
+        );
+        // Read every second, it stops: caught within seconds.
+        let caught = energy_frozen_alerts(1, Some(50));
+        assert!(caught.first().is_some_and(|&t| t <= 55.0), "{caught:?}");
     }
 
     #[test]

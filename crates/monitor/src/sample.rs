@@ -69,6 +69,13 @@ pub struct Sample {
     /// A validator-timed proof finished at this sample: its time over its bound (lower is
     /// better), if any.
     pub proof_ratio: Option<f64>,
+    /// Signals whose value is the last reading carried over from an earlier sample, not read
+    /// at this one: the live sampler reads its costly fields only every few samples, and in
+    /// between a sample shows the latest reading (so `/metrics` series stay continuous). A
+    /// recorded trace leaves them empty (not read), and the frozen-sensor check does not
+    /// count them as seen again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub carried: Vec<Signal>,
 }
 
 impl Sample {
@@ -77,6 +84,15 @@ impl Sample {
         Sample {
             t,
             ..Sample::default()
+        }
+    }
+
+    /// The value of a signal only when it was read at this sample (not [`Sample::carried`]).
+    pub fn read_now(&self, signal: Signal) -> Option<f64> {
+        if self.carried.contains(&signal) {
+            None
+        } else {
+            self.signal(signal)
         }
     }
 

@@ -8,7 +8,7 @@
 //! that is absent is never read. `clock_reasons` is decimal or `0x` hex; `xid` holds the XID
 //! codes that arrived since the previous row, separated by `;` or spaces.
 
-use crate::sample::Sample;
+use crate::sample::{Sample, Signal};
 use std::io::{Read, Write};
 
 /// The standard columns, in order: exactly the H200 fixture's.
@@ -357,15 +357,15 @@ impl<W: Write> TraceWriter<W> {
             f(s.temp_gpu_c),
             f(s.temp_mem_c),
             f(s.power_w),
-            f(s.energy_mj),
+            f(s.read_now(Signal::Energy)),
             f(s.util_gpu_pct),
             f(s.util_mem_pct),
             f(s.mem_used_mib),
             f(s.sm_clock_mhz),
             f(s.mem_clock_mhz),
             n(s.clock_reasons),
-            f(s.pcie_tx_kbs),
-            f(s.pcie_rx_kbs),
+            f(s.read_now(Signal::PcieTx)),
+            f(s.read_now(Signal::PcieRx)),
             n(s.pcie_replay),
             n(s.ecc_corr),
             n(s.ecc_uncorr),
@@ -444,6 +444,21 @@ mod tests {
         let text = String::from_utf8(w.finish().unwrap()).unwrap();
         assert_eq!(text.lines().next(), FIXTURE.lines().next());
         assert_eq!(parse_trace(&text).unwrap(), samples);
+    }
+
+    #[test]
+    fn a_carried_reading_is_written_as_not_read() {
+        let mut s = Sample::at(2.0);
+        (s.energy_mj, s.pcie_tx_kbs, s.power_w) = (Some(9.0e6), Some(10.0), Some(300.0));
+        s.carried = vec![Signal::Energy];
+        let mut w = TraceWriter::new(Vec::new(), Columns::Standard).unwrap();
+        w.write(&s).unwrap();
+        let back = parse_trace(&String::from_utf8(w.finish().unwrap()).unwrap()).unwrap();
+        assert_eq!(
+            (back[0].energy_mj, back[0].pcie_tx_kbs, back[0].power_w),
+            (None, Some(10.0), Some(300.0))
+        );
+        assert!(back[0].carried.is_empty());
     }
 
     #[test]

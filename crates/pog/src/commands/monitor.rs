@@ -69,9 +69,9 @@ pub struct RunArgs {
     /// NVML indices of the GPUs to watch, e.g. 0,2 (default: all).
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
     pub gpus: Option<Vec<u32>>,
-    /// Read the slow-changing, costly fields (PCIe throughput, aggregate ECC, retired pages,
-    /// remapped rows, processes) only every N-th sample; the samples between carry their last
-    /// reading.
+    /// Read the costly and the slow-changing fields (total energy, PCIe throughput, aggregate
+    /// ECC, retired pages, remapped rows, processes) only every N-th sample; the samples
+    /// between carry their last reading.
     #[arg(long, default_value_t = pog_device::monitor::DEFAULT_SLOW_EVERY, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub slow_every: u64,
     /// Healthy history of this GPU (a trace CSV) to learn its baselines from; without it only
