@@ -223,9 +223,10 @@ impl SlowReadings {
 
 /// The default cadence of the slow fields: every 10th sample (every 10 s at the default 1 s
 /// interval; dcgm-exporter collects every 30 s by default). On the H200 the total-energy
-/// counter alone costs 4.3 ms of CPU per read (the driver waits on the GPU's firmware, busy),
-/// PCIe throughput 1.7 ms, every other field together about 1 ms: every field every second
-/// measured 0.81 % of a core, over the 0.5 % goal (docs/monitor.md, "Cost").
+/// counter alone costs 3.6-4.3 ms of CPU per read (the driver waits on the GPU's firmware,
+/// busy), PCIe throughput 1.7-1.8 ms, every other field together about 1 ms: every field every
+/// second measured 0.73 % of a core, over the 0.5 % goal; this cadence 0.24 % (docs/monitor.md,
+/// "Cost on the H200").
 pub const DEFAULT_SLOW_EVERY: u64 = 10;
 
 /// Fields read only every [`GpuSampler::set_slow_every`] samples (default

@@ -247,6 +247,58 @@ fn orders_go_through_a_validator() {
 }
 
 #[test]
+fn an_orders_lifetime_and_the_validators_limits_are_flags() {
+    let validator_dir = tempfile::tempdir().unwrap();
+    let renter = tempfile::tempdir().unwrap();
+    let v = start_validator_with(validator_dir.path(), &["--market-max-open-per-owner", "1"]);
+    let submit = |id: &str, lifetime: &str| {
+        pog(&[
+            "market",
+            "--json",
+            "--validator",
+            &v.url,
+            "--data-dir",
+            renter.path().to_str().unwrap(),
+            "submit",
+            "--id",
+            id,
+            "--side",
+            "bid",
+            "--class",
+            "H200 SXM",
+            "--quantity",
+            "1",
+            "--price",
+            "1.00",
+            "--lifetime-hours",
+            lifetime,
+        ])
+    };
+    for bad in ["0", "721", "-1", "soon"] {
+        let (status, json) = submit("r0", bad);
+        assert_eq!(status, 2, "{bad}: {json}");
+    }
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert_eq!(submit("r1", "2").0, 0);
+    let (_, book) = pog(&["market", "--json", "--validator", &v.url, "book"]);
+    let expires = book["bids"][0]["expires_at_ms"].as_u64().unwrap();
+    assert!(
+        (now_ms + 7_190_000..now_ms + 7_300_000).contains(&expires),
+        "{book}"
+    );
+    // One open order per key on this validator: the second is refused.
+    let (status, json) = submit("r2", "2");
+    assert_eq!(status, 2);
+    assert!(
+        json["error"].as_str().unwrap().contains("its limit"),
+        "{json}"
+    );
+}
+
+#[test]
 fn market_needs_a_reachable_validator() {
     let (status, json) = pog(&["market", "--json", "book"]);
     assert_eq!(status, 2);

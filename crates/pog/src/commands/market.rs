@@ -13,7 +13,7 @@ use pog_market::quote::{quote, MarketState, Quote};
 use pog_market::report::{check_figures, spec_figures, CheckFigures};
 use pog_market::score::{gpu_score, score, simulated, GpuScore, ProofStatus, Score};
 use pog_market::{GpuClass, Mechanism, Order, OrderId, Price, Side};
-use pog_node::market::{MarketClient, PostedPrice};
+use pog_node::market::{MarketClient, MarketLimits, PostedPrice};
 use pog_node::pricing::ScoreView;
 use pog_spec::SpecDb;
 use serde::Serialize;
@@ -77,6 +77,28 @@ pub struct ClearArgs {
     /// The rule scheduled clearings use: uniform_price or mcafee.
     #[arg(long, default_value = "uniform_price", value_parser = parse_mechanism)]
     pub clear_mechanism: Mechanism,
+    /// Open orders one owner key may have; more are refused (429).
+    #[arg(long, default_value_t = MarketLimits::default().max_open_per_owner as u32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub market_max_open_per_owner: u32,
+    /// Open orders the whole book may hold; more are refused (503) until some fill, are
+    /// cancelled or expire.
+    #[arg(long, default_value_t = MarketLimits::default().max_open as u32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub market_max_open: u32,
+    /// Order submissions one source address (IPv4, or IPv6 /64) may make a minute; more are
+    /// refused (429) before they are read.
+    #[arg(long, default_value_t = MarketLimits::default().submits_per_minute_per_source as u32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub market_submits_per_minute: u32,
+}
+
+impl ClearArgs {
+    /// The book's limits these flags set.
+    pub fn limits(&self) -> MarketLimits {
+        MarketLimits {
+            max_open_per_owner: self.market_max_open_per_owner as usize,
+            max_open: self.market_max_open as usize,
+            submits_per_minute_per_source: f64::from(self.market_submits_per_minute),
+        }
+    }
 }
 
 fn parse_clear_every(s: &str) -> Result<Duration, String> {

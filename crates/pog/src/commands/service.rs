@@ -328,7 +328,8 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         .with_context(|| format!("opening {}", registry_path.display()))?;
     let market_path = dir.join("market.sqlite");
     let market = pog_node::market::Market::open(Some(&market_path), &identity.public_hex())
-        .with_context(|| format!("opening {}", market_path.display()))?;
+        .with_context(|| format!("opening {}", market_path.display()))?
+        .with_limits(args.market.limits());
     let market = Arc::new(market);
     // Every record the validator signs goes into its transparency log first.
     let ledger_dir = dir.join("ledger");
