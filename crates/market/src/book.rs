@@ -12,6 +12,7 @@
 
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Bound;
 
 use serde::{Deserialize, Serialize};
 
@@ -24,10 +25,11 @@ pub enum BookError {
     /// The book trades no such GPU class.
     #[error("the book trades no GPU class {0:?}")]
     UnknownClass(GpuClass),
-    /// An order with this id was submitted before (open, filled or cancelled).
+    /// An order with this id was submitted before and has not expired (open, filled or
+    /// cancelled).
     #[error("an order with id {0} was already submitted")]
     DuplicateId(OrderId),
-    /// No order with this id was ever submitted.
+    /// No order with this id was submitted, or it expired and its id was forgotten.
     #[error("there is no order {0}")]
     UnknownOrder(OrderId),
     /// The order has filled or was cancelled.
@@ -102,6 +104,8 @@ pub struct Book {
     ids: HashMap<OrderId, Remembered>,
     /// The remembered ids by expiry, to forget them in order.
     expiries: BTreeSet<(u64, OrderId)>,
+    /// Open orders per owner key (only owners with some).
+    owners: HashMap<String, usize>,
     next_sequence: u64,
     history: Vec<ClearingRecord>,
     /// The latest time an operation happened at, ms since the Unix epoch.
@@ -175,6 +179,7 @@ impl Book {
             classes: names.into_iter().enumerate().map(|(i, c)| (c, i)).collect(),
             ids: HashMap::new(),
             expiries: BTreeSet::new(),
+            owners: HashMap::new(),
             next_sequence: 0,
             history: Vec::new(),
             now_ms: 0,
@@ -202,7 +207,10 @@ impl Book {
                 let resting = self.markets[slot.market]
                     .side_mut(slot.side)
                     .remove(&slot.sequence);
-                expired.extend(resting.map(|r| r.order));
+                if let Some(Resting { order, .. }) = resting {
+                    closed(&mut self.owners, &order);
+                    expired.push(order);
+                }
             }
         }
         expired
@@ -222,7 +230,7 @@ impl Book {
     /// returns its sequence number. Refused, with nothing but the time changed, when its class
     /// is not traded here, its expiry is not after the book's time or more than
     /// [`MAX_ORDER_LIFETIME_MS`] after it, or its id was submitted before by an order that has
-    /// not expired (so the history names one order by each id, and a replayed submission
+    /// not expired (so no two orders share an id while either may trade, and a replayed submission
     /// cannot open its order twice). The order itself was checked when it was made (see
     /// [`Order::new`]: no empty id or class, no zero quantity, a valid price). The caller
     /// checks the owner's signature.
@@ -268,6 +276,7 @@ impl Book {
             },
         );
         self.expiries.insert((expires_at_ms, order.id().clone()));
+        *self.owners.entry(order.owner().to_string()).or_default() += 1;
         self.markets[market].side_mut(slot.side).insert(
             slot.sequence,
             Resting {
@@ -306,7 +315,9 @@ impl Book {
                 if let Some(remembered) = self.ids.get_mut(id) {
                     remembered.slot = None;
                 }
-                Ok(entry.remove().order)
+                let order = entry.remove().order;
+                closed(&mut self.owners, &order);
+                Ok(order)
             }
             Entry::Occupied(_) => Err(BookError::NotOwner(id.clone())),
             Entry::Vacant(_) => Err(BookError::NotOpen(id.clone())),
@@ -354,8 +365,18 @@ impl Book {
             bids_filled[fill.bid] += fill.quantity;
             asks_filled[fill.ask] += fill.quantity;
         }
-        settle(&mut market.bids, &bids_filled, &mut self.ids);
-        settle(&mut market.asks, &asks_filled, &mut self.ids);
+        settle(
+            &mut market.bids,
+            &bids_filled,
+            &mut self.ids,
+            &mut self.owners,
+        );
+        settle(
+            &mut market.asks,
+            &asks_filled,
+            &mut self.ids,
+            &mut self.owners,
+        );
         self.history.push(record);
         Ok(&self.history[self.history.len() - 1])
     }
@@ -387,17 +408,23 @@ impl Book {
     /// The open orders of one class and side, in submission order, as of the book's time
     /// (none for a class not traded here).
     pub fn open(&self, class: &GpuClass, side: Side) -> impl Iterator<Item = &Order> {
-        self.resting(class, side).map(|r| r.order)
+        self.resting(class, side, None).map(|r| r.order)
     }
 
     /// The open orders of one class and side with their sequence numbers and expiry, in
-    /// submission order, as of the book's time. A reader at a later time leaves out those
-    /// expired by then.
-    pub fn resting(&self, class: &GpuClass, side: Side) -> impl Iterator<Item = OpenOrder<'_>> {
+    /// submission order from the first after sequence `after` (from the start with `None`),
+    /// as of the book's time. A reader at a later time leaves out those expired by then.
+    pub fn resting(
+        &self,
+        class: &GpuClass,
+        side: Side,
+        after: Option<u64>,
+    ) -> impl Iterator<Item = OpenOrder<'_>> {
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
         self.classes
             .get(class)
             .into_iter()
-            .flat_map(move |&i| self.markets[i].side(side).iter())
+            .flat_map(move |&i| self.markets[i].side(side).range((from, Bound::Unbounded)))
             .map(|(&sequence, r)| OpenOrder {
                 sequence,
                 order: &r.order,
@@ -412,6 +439,14 @@ impl Book {
             .side(slot.side)
             .get(&slot.sequence)
             .map(|r| &r.order)
+    }
+
+    /// The number of open orders of one owner key (hex, any case), all classes together.
+    pub fn open_by(&self, owner: &str) -> usize {
+        self.owners
+            .get(&owner.to_ascii_lowercase())
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The number of open orders, all classes together.
@@ -434,6 +469,7 @@ fn settle(
     orders: &mut BTreeMap<u64, Resting>,
     filled: &[u64],
     ids: &mut HashMap<OrderId, Remembered>,
+    owners: &mut HashMap<String, usize>,
 ) {
     let mut filled = filled.iter();
     orders.retain(|_, Resting { order, .. }| {
@@ -442,9 +478,20 @@ fn settle(
             if let Some(remembered) = ids.get_mut(order.id()) {
                 remembered.slot = None;
             }
+            closed(owners, order);
         }
         order.quantity > 0
     });
+}
+
+/// Counts one open order of `order`'s owner less (it filled, was cancelled or expired).
+fn closed(owners: &mut HashMap<String, usize>, order: &Order) {
+    if let Some(open) = owners.get_mut(order.owner()) {
+        *open -= 1;
+        if *open == 0 {
+            owners.remove(order.owner());
+        }
+    }
 }
 
 #[cfg(test)]

@@ -53,6 +53,12 @@ pub enum EvidenceError {
 
 /// A time in ms since the Unix epoch in RFC 3339, to the second (`2026-12-03T11:34:05Z`).
 pub fn utc(at_ms: u64) -> String {
+    // RFC 3339 ends with the year 9999; a later time (only a hostile peer sends one) is shown
+    // as its number rather than failing to format.
+    const LAST_MS: u64 = 253_402_300_799_999;
+    if at_ms > LAST_MS {
+        return format!("{at_ms} ms after 1970 (past 9999)");
+    }
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms);
     humantime::format_rfc3339_seconds(at).to_string()
 }
@@ -834,6 +840,10 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00Z");
         assert_eq!(utc(1_796_297_645_999), "2026-12-03T11:34:05Z");
+        // The last second RFC 3339 can name, and past it (a hostile peer's time): no panic.
+        assert_eq!(utc(253_402_300_799_999), "9999-12-31T23:59:59Z");
+        assert!(utc(253_402_300_800_000).contains("past 9999"));
+        assert!(utc(u64::MAX).contains("past 9999"));
     }
 
     /// A random stretch of time with alert and XID events, and windows over it (overlapping,

@@ -472,6 +472,102 @@ proptest! {
             }
         }
         prop_assert_eq!(book.len(), open.len());
+        for who in 0..3u8 {
+            let theirs = open.iter().filter(|id| held[*id].0 == who).count();
+            prop_assert_eq!(book.open_by(&owner(who.into()).to_uppercase()), theirs);
+        }
+    }
+}
+
+/// A request as it reaches the book: an order with the expiry its owner signed (made from
+/// an [`Op`] at the clock's time then), a cancellation, or a clearing.
+#[derive(Debug, Clone)]
+enum Request {
+    Submit(Order, u64),
+    Cancel(OrderId, String),
+    Clear(GpuClass, Mechanism),
+}
+
+impl Request {
+    /// The request `op` makes when the clock reads `clock_ms` (none for a wait).
+    fn of(op: &Op, clock_ms: u64) -> Option<Request> {
+        Some(match *op {
+            Op::Submit {
+                id,
+                owner: who,
+                bid,
+                class,
+                quantity,
+                price,
+                lifetime,
+            } => {
+                let side = if bid { Side::Bid } else { Side::Ask };
+                let order = Order::new(
+                    OrderId::new(format!("o{id}")).unwrap(),
+                    owner(who.into()),
+                    side,
+                    class_named(class),
+                    quantity,
+                    Price::from_micro_usd(price).unwrap(),
+                )
+                .unwrap();
+                Request::Submit(order, clock_ms + lifetime * 1000)
+            }
+            Op::Cancel { id, requester } => Request::Cancel(
+                OrderId::new(format!("o{id}")).unwrap(),
+                owner(requester.into()),
+            ),
+            Op::Clear { class, mcafee } => {
+                let mechanism = if mcafee {
+                    Mechanism::McAfee
+                } else {
+                    Mechanism::UniformPrice
+                };
+                Request::Clear(class_named(class), mechanism)
+            }
+            Op::Wait(_) => return None,
+        })
+    }
+
+    /// Applies the request to `book` at `at_ms`; whether the book took it.
+    fn apply(&self, book: &mut Book, at_ms: u64) -> bool {
+        match self {
+            Request::Submit(order, expires_at_ms) => {
+                book.submit(order.clone(), *expires_at_ms, at_ms).is_ok()
+            }
+            Request::Cancel(id, requester) => book.cancel(id, requester, at_ms).is_ok(),
+            Request::Clear(class, mechanism) => book.clear(class, *mechanism, at_ms).is_ok(),
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// What a market's store does: keep the requests the book took, each with the book's time
+    /// just after, and replay them on a fresh book at those times. Whatever the clock did (it
+    /// jumps back and forth here) and whatever was refused in between (refusals let time pass
+    /// too), the replay rebuilds the same book.
+    #[test]
+    fn replaying_the_taken_requests_at_the_books_times_rebuilds_the_book(
+        ops in prop::collection::vec((op(), -3i64..6), 1..80),
+    ) {
+        let mut live = Book::new([class_named(0), class_named(1)]);
+        let mut clock: i64 = 1_800_000_000_000;
+        let mut stored = Vec::new();
+        for (op, step) in &ops {
+            clock += step * 1000;
+            let Some(request) = Request::of(op, clock as u64) else { continue };
+            if request.apply(&mut live, clock as u64) {
+                stored.push((request, live.now_ms()));
+            }
+        }
+        let mut replayed = Book::new([class_named(0), class_named(1)]);
+        for (request, at_ms) in &stored {
+            prop_assert!(request.apply(&mut replayed, *at_ms), "{:?} at {} was taken live", request, at_ms);
+        }
+        replayed.expire(live.now_ms());
+        prop_assert_eq!(replayed, live);
     }
 }
 

@@ -94,7 +94,7 @@ impl Downsampler {
         });
         acc.samples += 1;
         for signal in Signal::ALL {
-            if let Some(v) = s.signal(signal) {
+            if let Some(v) = s.read_now(signal) {
                 let e =
                     acc.sums
                         .entry(signal)
@@ -166,6 +166,11 @@ mod tests {
             .map(|i| {
                 let mut s = Sample::at(f64::from(i));
                 s.power_w = Some(f64::from(i % 60));
+                // Energy read every 10th sample, carried between: 6 reads a minute count.
+                s.energy_mj = Some(f64::from(i - i % 10));
+                if i % 10 != 0 {
+                    s.carried.push(Signal::Energy);
+                }
                 s.clock_reasons = Some(if i == 70 { 0x20 } else { 0x4 });
                 if i == 130 {
                     s.xid.push(79);
@@ -182,6 +187,8 @@ mod tests {
         assert_eq!(minutes[2].xid, vec![79]);
         assert_eq!(minutes[2].t_start, 120.0);
         assert!(!minutes[0].signals.contains_key(&Signal::TempGpu));
+        let e = minutes[1].signals[&Signal::Energy];
+        assert_eq!((e.min, e.max, e.n), (60.0, 110.0, 6));
     }
 
     #[test]

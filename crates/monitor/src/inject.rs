@@ -121,7 +121,7 @@ fn add(counter: &mut Option<u64>, n: u64) {
 /// A copy of `samples` with `fault` starting at `start_t`.
 pub fn inject(samples: &[Sample], fault: &Fault, start_t: f64) -> Vec<Sample> {
     let end_t = fault.duration_s().map_or(f64::INFINITY, |d| start_t + d);
-    let mut stuck: Option<Option<f64>> = None;
+    let mut stuck: Option<f64> = None;
     let mut xid_done = false;
     samples
         .iter()
@@ -181,14 +181,18 @@ pub fn inject(samples: &[Sample], fault: &Fault, start_t: f64) -> Vec<Sample> {
                     s.xid.push(*code);
                     xid_done = true;
                 }
+                // It sticks at its first reading in the fault; a row where it was not read
+                // (energy, read every few samples live) stays unread.
                 Fault::StuckSensor { signal, .. } if active => {
-                    let value = *stuck.get_or_insert(s.signal(*signal));
-                    match signal {
-                        Signal::TempGpu => s.temp_gpu_c = value,
-                        Signal::TempMem => s.temp_mem_c = value,
-                        Signal::Power => s.power_w = value,
-                        Signal::Energy => s.energy_mj = value,
-                        _ => {}
+                    if let Some(read) = s.signal(*signal) {
+                        let value = Some(*stuck.get_or_insert(read));
+                        match signal {
+                            Signal::TempGpu => s.temp_gpu_c = value,
+                            Signal::TempMem => s.temp_mem_c = value,
+                            Signal::Power => s.power_w = value,
+                            Signal::Energy => s.energy_mj = value,
+                            _ => {}
+                        }
                     }
                 }
                 Fault::PowerDrift { factor, .. } if active => {
@@ -213,9 +217,19 @@ pub fn repeat(samples: &[Sample], copies: usize) -> Vec<Sample> {
         1.0
     };
     let span = last.t - first.t + step;
-    let energy_span = match (first.energy_mj, last.energy_mj) {
-        (Some(a), Some(b)) => b - a + last.power_w.unwrap_or(0.0) * step * 1000.0,
-        _ => 0.0,
+    // The counter's growth over one copy: from its first reading to its last, then at the
+    // last reading's power until the next copy's first reading (a live recording reads it
+    // only every few samples, so these need not be the first and last rows).
+    let read = |s: &&Sample| s.energy_mj.is_some();
+    let first_read = samples.iter().find(read);
+    let last_read = samples.iter().rev().find(read);
+    let energy_span = match first_read.zip(last_read) {
+        Some((a, b)) => {
+            let until_next = a.t + span - b.t;
+            b.energy_mj.unwrap_or(0.0) - a.energy_mj.unwrap_or(0.0)
+                + b.power_w.unwrap_or(0.0) * until_next * 1000.0
+        }
+        None => 0.0,
     };
     let mut out = Vec::with_capacity(samples.len() * copies);
     for copy in 0..copies {
@@ -290,6 +304,24 @@ mod tests {
         for pair in long.windows(2) {
             assert!(pair[1].t > pair[0].t);
             assert!(pair[1].energy_mj > pair[0].energy_mj);
+        }
+        // Energy read every 4th sample, as a live recording has it: the copies go on at the
+        // same 100 W (100,000 mJ a second), the cells between stay empty.
+        let mut sparse = flat(10);
+        for (i, s) in sparse.iter_mut().enumerate() {
+            if i % 4 != 1 {
+                s.energy_mj = None;
+            }
+        }
+        let long = repeat(&sparse, 3);
+        let reads: Vec<(f64, f64)> = long
+            .iter()
+            .filter_map(|s| Some((s.t, s.energy_mj?)))
+            .collect();
+        assert_eq!(reads.len(), 9);
+        for pair in reads.windows(2) {
+            let rate = (pair[1].1 - pair[0].1) / (pair[1].0 - pair[0].0);
+            assert!((rate - 100_000.0).abs() < 1e-6, "{pair:?}");
         }
     }
 }

@@ -656,7 +656,12 @@ impl Monitor {
                 continue;
             }
             let Some(v) = s.signal(signal) else {
-                self.frozen.remove(&signal);
+                // The energy counter is read every few samples (a recorded trace leaves the
+                // cells between empty): an unread one says nothing either. Any other sensor
+                // that stops being read starts afresh.
+                if signal != Signal::Energy {
+                    self.frozen.remove(&signal);
+                }
                 continue;
             };
             let p = s.power_w.unwrap_or(0.0);
@@ -934,9 +939,10 @@ mod tests {
         s
     }
 
-    /// At about 300 W, energy read every `every`-th second (carried in between), frozen from
-    /// `frozen_from` on (`None`: never); the times of its frozen-sensor alerts.
-    fn energy_frozen_alerts(every: u32, frozen_from: Option<u32>) -> Vec<f64> {
+    /// At about 300 W, energy read every `every`-th second (in between carried, or with
+    /// `empty` not read, as a recorded trace has it), frozen from `frozen_from` on (`None`:
+    /// never); the times of its frozen-sensor alerts.
+    fn energy_frozen_alerts(every: u32, frozen_from: Option<u32>, empty: bool) -> Vec<f64> {
         let mut m = Monitor::new(Config::default(), None);
         let mut read = 0.0;
         let mut alerts = Vec::new();
@@ -948,10 +954,11 @@ mod tests {
                 if frozen_from.is_none_or(|f| i < f) {
                     read = f64::from(i) * 300_000.0;
                 }
-            } else {
+                s.energy_mj = Some(read);
+            } else if !empty {
                 s.carried.push(Signal::Energy);
+                s.energy_mj = Some(read);
             }
-            s.energy_mj = Some(read);
             alerts.extend(
                 m.push(&s)
                     .into_iter()
@@ -963,17 +970,19 @@ mod tests {
     }
 
     #[test]
-    fn a_carried_energy_reading_is_not_a_frozen_sensor_but_a_frozen_counter_is() {
-        // Read every 10 s and carried between: never frozen.
-        assert_eq!(energy_frozen_alerts(10, None), Vec::<f64>::new());
-        // The counter stops at 50 s: caught from the reads alone, after three of them.
-        let caught = energy_frozen_alerts(10, Some(50));
-        assert!(
-            caught.first().is_some_and(|&t| (60.0..=80.0).contains(&t)),
-            "{caught:?}"
-        );
+    fn an_energy_reading_carried_or_not_read_is_not_a_frozen_sensor_but_a_frozen_counter_is() {
+        for empty in [false, true] {
+            // Read every 10 s, carried or empty between: never frozen.
+            assert_eq!(energy_frozen_alerts(10, None, empty), Vec::<f64>::new());
+            // The counter stops at 50 s: caught from the reads alone, after three of them.
+            let caught = energy_frozen_alerts(10, Some(50), empty);
+            assert!(
+                caught.first().is_some_and(|&t| (60.0..=80.0).contains(&t)),
+                "{empty}: {caught:?}"
+            );
+        }
         // Read every second, it stops: caught within seconds.
-        let caught = energy_frozen_alerts(1, Some(50));
+        let caught = energy_frozen_alerts(1, Some(50), false);
         assert!(caught.first().is_some_and(|&t| t <= 55.0), "{caught:?}");
     }
 

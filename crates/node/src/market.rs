@@ -65,9 +65,13 @@ pub struct SubmitMessage {
     pub validator: String,
     pub order: Order,
     /// When the order leaves the book if it has not filled, ms since the Unix epoch: after
-    /// the validator receives it, and at most [`MAX_ORDER_LIFETIME_MS`](pog_market::MAX_ORDER_LIFETIME_MS) after. Signed with the
-    /// order, so a captured submission replayed after it is refused.
-    pub expires_at_ms: u64,
+    /// the validator receives it, and at most
+    /// [`MAX_ORDER_LIFETIME_MS`](pog_market::MAX_ORDER_LIFETIME_MS) after. Signed with the
+    /// order, so a captured submission replayed after it is refused. Required of every new
+    /// submission; a store written before orders expired holds submissions without it, which
+    /// replay as open for the longest lifetime from when they came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_ms: Option<u64>,
 }
 
 /// A cancellation of one of the signer's orders.
@@ -356,9 +360,18 @@ impl Market {
                 ),
             ));
         }
+        let Some(expires_at_ms) = message.expires_at_ms else {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "order {} names no expiry (expires_at_ms): every order leaves the book by a time its owner signs",
+                    message.order.id()
+                ),
+            ));
+        };
         let envelope = envelope(bytes)?;
-        let now = now_ms();
         let mut inner = self.lock();
+        let now = now_ms();
         // Orders expired by now no longer count against the limits.
         inner.book.expire(now);
         let open = inner.book.len();
@@ -368,15 +381,7 @@ impl Market {
                 format!("the book holds {open} open orders, its limit: retry after a clearing"),
             ));
         }
-        let owned = inner
-            .book
-            .classes()
-            .flat_map(|c| {
-                let book = &inner.book;
-                book.open(c, Side::Bid).chain(book.open(c, Side::Ask))
-            })
-            .filter(|o| o.owner() == signer)
-            .count();
+        let owned = inner.book.open_by(&signer);
         if owned >= self.limits.max_open_per_owner {
             return Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -389,10 +394,10 @@ impl Market {
         let class = message.order.class().clone();
         let sequence = inner
             .book
-            .submit(message.order, message.expires_at_ms, now)
+            .submit(message.order, expires_at_ms, now)
             .map_err(book_error)?;
         inner.dirty.insert(class);
-        inner.append("submit", &Event::Submit { envelope }, now, &self.validator)?;
+        inner.append("submit", &Event::Submit { envelope }, &self.validator)?;
         Ok(Submitted { id, sequence })
     }
 
@@ -401,14 +406,14 @@ impl Market {
         let (message, signer): (CancelMessage, String) = wire::decode(bytes, CANCEL_KIND)?;
         self.check_validator(&message.validator)?;
         let envelope = envelope(bytes)?;
-        let now = now_ms();
         let mut inner = self.lock();
+        let now = now_ms();
         let order = inner
             .book
             .cancel(&message.id, &signer, now)
             .map_err(book_error)?;
         inner.dirty.insert(order.class().clone());
-        inner.append("cancel", &Event::Cancel { envelope }, now, &self.validator)?;
+        inner.append("cancel", &Event::Cancel { envelope }, &self.validator)?;
         Ok(Cancelled { order })
     }
 
@@ -441,7 +446,7 @@ impl Market {
             .map_err(book_error)?
             .clone();
         inner.dirty.remove(&message.class);
-        inner.append("clear", &Event::Clear { envelope }, now, &self.validator)?;
+        inner.append("clear", &Event::Clear { envelope }, &self.validator)?;
         Ok(record)
     }
 
@@ -586,12 +591,12 @@ impl Market {
             Some(c) => vec![c.clone()],
             None => inner.book.classes().cloned().collect(),
         };
-        // Every class and side is in sequence order already; at most 20,000 orders are open.
+        // Each class and side is in sequence order: the page is among the first `limit + 1`
+        // after `after` of each, whatever the book's size.
         let mut open: Vec<OpenOrder> = classes
             .iter()
             .flat_map(|c| [Side::Bid, Side::Ask].map(|side| (c, side)))
-            .flat_map(|(c, side)| open_at(&inner.book, c, side, now))
-            .filter(|o| after.is_none_or(|a| o.sequence > a))
+            .flat_map(|(c, side)| open_after(&inner.book, c, side, after, now).take(limit + 1))
             .collect();
         open.sort_unstable_by_key(|o| o.sequence);
         let more = open.len() > limit;
@@ -661,21 +666,32 @@ fn open_at<'b>(
     side: Side,
     now_ms: u64,
 ) -> impl Iterator<Item = OpenOrder<'b>> {
-    book.resting(class, side)
+    open_after(book, class, side, None, now_ms)
+}
+
+/// [`open_at`] from the first order after sequence `after`.
+fn open_after<'b>(
+    book: &'b Book,
+    class: &GpuClass,
+    side: Side,
+    after: Option<u64>,
+    now_ms: u64,
+) -> impl Iterator<Item = OpenOrder<'b>> {
+    book.resting(class, side, after)
         .filter(move |o| o.expires_at_ms > now_ms)
 }
 
 impl Inner {
-    /// Appends an event that the book took in at `at_ms` (replayed at the same time); on
-    /// failure, rebuilds the book from the store (undoing the change in memory) and fails the
-    /// request.
-    fn append(
-        &mut self,
-        kind: &str,
-        event: &Event,
-        at_ms: u64,
-        validator: &str,
-    ) -> Result<(), ApiError> {
+    /// Appends an event the book has just taken in, with the book's time then (replayed at
+    /// the same time); on failure, rebuilds the book from the store (undoing the change in
+    /// memory) and fails the request.
+    ///
+    /// The book's time, not the clock's: a refused request lets time pass in the book without
+    /// an event, and the clock may step back, so the book's time (never going back) is the
+    /// time the event was really applied at. Replaying every stored event at its stored time
+    /// then expires the same orders at the same points, whatever was refused in between.
+    fn append(&mut self, kind: &str, event: &Event, validator: &str) -> Result<(), ApiError> {
+        let at_ms = self.book.now_ms();
         let text = serde_json::to_string(event)
             .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
         let stored = self.db.execute(
@@ -758,7 +774,11 @@ fn replay(db: &Connection, validator: &str) -> Result<Book, MarketError> {
             Event::Submit { envelope } => {
                 let (m, _): (SubmitMessage, String) = wire::decode(&bytes(&envelope)?, SUBMIT_KIND)
                     .map_err(|e| corrupt(e.to_string()))?;
-                book.submit(m.order, m.expires_at_ms, at_ms)
+                // A submission stored before orders expired: open for the longest lifetime.
+                let expires_at_ms = m
+                    .expires_at_ms
+                    .unwrap_or(at_ms.saturating_add(pog_market::MAX_ORDER_LIFETIME_MS));
+                book.submit(m.order, expires_at_ms, at_ms)
                     .map_err(|e| corrupt(e.to_string()))?;
             }
             Event::Cancel { envelope } => {
@@ -942,7 +962,9 @@ impl MarketClient {
     }
 
     /// Submits an order signed by `owner` (whose key must be the order's owner), open for
-    /// `lifetime` from now unless it fills.
+    /// `lifetime` from now unless it fills; a lifetime near the longest the book allows is
+    /// shortened by [`CLEAR_MAX_AGE_MS`], so that a validator whose clock is a few minutes
+    /// behind still takes it.
     pub async fn submit(
         &self,
         owner: &Identity,
@@ -950,13 +972,15 @@ impl MarketClient {
         lifetime: std::time::Duration,
     ) -> Result<Submitted, ClientError> {
         let validator = self.info().await?.validator;
-        let expires_at_ms = now_ms().saturating_add(lifetime.as_millis() as u64);
+        let longest = pog_market::MAX_ORDER_LIFETIME_MS - CLEAR_MAX_AGE_MS;
+        let lifetime_ms = u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX);
+        let expires_at_ms = now_ms().saturating_add(lifetime_ms.min(longest));
         let envelope = owner.seal(
             SUBMIT_KIND,
             &SubmitMessage {
                 validator,
                 order,
-                expires_at_ms,
+                expires_at_ms: Some(expires_at_ms),
             },
         )?;
         self.post("/v1/market/submit", &envelope).await
@@ -1021,7 +1045,6 @@ impl MarketClient {
         .await
     }
 
-    /// The open orders of a class (all with `None`).
     /// Every order open now, of one class or of all, read page by page; the result has no
     /// `next_after`.
     pub async fn book(&self, class: Option<&GpuClass>) -> Result<BookView, ClientError> {
@@ -1118,7 +1141,7 @@ mod tests {
             &SubmitMessage {
                 validator: validator.into(),
                 order,
-                expires_at_ms,
+                expires_at_ms: Some(expires_at_ms),
             },
         )
     }
@@ -1254,6 +1277,52 @@ mod tests {
         assert_eq!(book.bids.len(), 1);
         assert_eq!(book.bids[0].order.id().as_str(), "b2");
         assert!(book.bids[0].expires_at_ms > now_ms());
+    }
+
+    #[test]
+    fn a_store_from_before_orders_expired_still_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("market.sqlite");
+        let v = validator();
+        let alice = Identity::from_seed([2; 32]);
+        let old = v_seal(
+            &alice,
+            SUBMIT_KIND,
+            &SubmitMessage {
+                validator: v.public_hex(),
+                order: order("b1", &alice, Side::Bid, 1, 4.0),
+                expires_at_ms: None,
+            },
+        );
+        let came = now_ms() - 1000;
+        {
+            let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+            // Refused now: a new order must name its expiry.
+            let refused = m.submit(&old).unwrap_err();
+            assert!(
+                refused.message.contains("names no expiry"),
+                "{}",
+                refused.message
+            );
+            // As the store of an older validator held it.
+            let event = Event::Submit {
+                envelope: serde_json::from_slice(&old).unwrap(),
+            };
+            m.lock()
+                .db
+                .execute(
+                    "INSERT INTO market_events (kind, event, at_ms) VALUES ('submit', ?1, ?2)",
+                    params![serde_json::to_string(&event).unwrap(), came as i64],
+                )
+                .unwrap();
+        }
+        let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+        let book = m.book(None, None, MAX_BOOK_PAGE);
+        assert_eq!(book.bids.len(), 1);
+        assert_eq!(
+            book.bids[0].expires_at_ms,
+            came + pog_market::MAX_ORDER_LIFETIME_MS
+        );
     }
 
     fn v_seal<T: Serialize>(who: &Identity, kind: &str, message: &T) -> Vec<u8> {

@@ -288,9 +288,10 @@ impl Pricing {
                     ),
                     _ => format!(
                         "{} record {}",
+                        // "health-record" reads "health record N", "round-missed" as it is.
                         match last.kind.as_deref() {
                             Some(RECORD_KIND) => "proof",
-                            Some(kind) => kind,
+                            Some(kind) => kind.strip_suffix("-record").unwrap_or(kind),
                             None => "registry",
                         },
                         last.id

@@ -188,7 +188,7 @@ impl Watch {
         for (_, sample) in gpu.recent.iter().filter(|(t, _)| inside(t)) {
             samples += 1;
             for signal in Signal::ALL {
-                let Some(v) = sample.signal(signal).filter(|v| v.is_finite()) else {
+                let Some(v) = sample.read_now(signal).filter(|v| v.is_finite()) else {
                     continue;
                 };
                 let e =

@@ -253,7 +253,7 @@ async fn forged_and_bad_orders_never_change_the_book() {
     let submit = |order: Order| SubmitMessage {
         validator: validator_key(),
         order,
-        expires_at_ms: tomorrow_ms(),
+        expires_at_ms: Some(tomorrow_ms()),
     };
 
     // Mallory signs an order in Alice's name.
@@ -292,7 +292,7 @@ async fn forged_and_bad_orders_never_change_the_book() {
     let elsewhere = SubmitMessage {
         validator: Identity::from_seed([9; 32]).public_hex(),
         order: order("b3", &alice, Side::Bid, 1, 1.0),
-        expires_at_ms: tomorrow_ms(),
+        expires_at_ms: Some(tomorrow_ms()),
     };
     let (status, answer) = post(
         &url,
@@ -358,7 +358,7 @@ async fn forged_and_bad_orders_never_change_the_book() {
             expiring((tomorrow_ms() + 40 * DAY.as_millis() as u64).into()),
             "more than 30 days",
         ),
-        (expiring(serde_json::Value::Null), "malformed"),
+        (expiring(serde_json::Value::Null), "names no expiry"),
         (raw(1_000_000.into(), "Z9000", 1), "trades no GPU class"),
         (raw((-1).into(), "H200 SXM", 1), "malformed"),
         (

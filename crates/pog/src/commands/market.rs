@@ -82,7 +82,7 @@ pub struct ClearArgs {
     pub market_max_open_per_owner: u32,
     /// Open orders the whole book may hold; more are refused (503) until some fill, are
     /// cancelled or expire.
-    #[arg(long, default_value_t = MarketLimits::default().max_open as u32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    #[arg(long, default_value_t = MarketLimits::default().max_open as u32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub market_max_open: u32,
     /// Order submissions one source address (IPv4, or IPv6 /64) may make a minute; more are
     /// refused (429) before they are read.
