@@ -248,6 +248,14 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// A new order id no one can guess (`o-` and 16 random bytes in hex): ids are one namespace
+/// in the book until their orders expire, so someone who guessed an owner's next id could
+/// submit it first.
+pub fn fresh_order_id() -> OrderId {
+    let bytes: [u8; 16] = crate::validator::random_bytes();
+    OrderId::new(format!("o-{}", hex::encode(bytes))).expect("a short, plain id")
+}
+
 /// The classes a validator's book trades: every model of the spec database.
 pub fn classes() -> Vec<GpuClass> {
     SpecDb::embedded()

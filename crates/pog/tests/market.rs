@@ -296,6 +296,35 @@ fn an_orders_lifetime_and_the_validators_limits_are_flags() {
         json["error"].as_str().unwrap().contains("its limit"),
         "{json}"
     );
+    // Without --id, a random one no one could have taken first.
+    let renter_dir = renter.path().to_str().unwrap();
+    let market = |args: &[&str]| {
+        let mut all = vec![
+            "market",
+            "--json",
+            "--validator",
+            &v.url,
+            "--data-dir",
+            renter_dir,
+        ];
+        all.extend_from_slice(args);
+        pog(&all)
+    };
+    assert_eq!(market(&["cancel", "--id", "r1"]).0, 0);
+    let (status, json) = market(&[
+        "submit",
+        "--side",
+        "bid",
+        "--class",
+        "H200 SXM",
+        "--quantity",
+        "1",
+        "--price",
+        "1",
+    ]);
+    assert_eq!(status, 0, "{json}");
+    let id = json["id"].as_str().unwrap();
+    assert!(id.starts_with("o-") && id.len() == 34, "{id}");
 }
 
 #[test]

@@ -130,10 +130,10 @@ pub struct MarketArgs {
 pub enum MarketAction {
     /// Submit an order signed with this host's key (the data dir's agent.key, or --key).
     Submit {
-        /// The order's id (yours to choose; unique in the validator's book until the order
-        /// expires).
+        /// The order's id, unique in the validator's book until the order expires [default: a
+        /// random one, printed; a guessable id could be taken first by someone else].
         #[arg(long)]
-        id: String,
+        id: Option<String>,
         /// bid (rent GPU-hours) or ask (sell them).
         #[arg(long, value_parser = parse_side)]
         side: Side,
@@ -582,7 +582,12 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
                 .parse()
                 .map_err(|e| anyhow!("--price {price:?}: {e}"))?;
             let order = Order::new(
-                OrderId::new(id.clone()).map_err(|e| anyhow!("--id {id:?}: {e}"))?,
+                match id {
+                    Some(id) => {
+                        OrderId::new(id.clone()).map_err(|e| anyhow!("--id {id:?}: {e}"))?
+                    }
+                    None => pog_node::market::fresh_order_id(),
+                },
                 owner.public_hex(),
                 *side,
                 class(c)?,
