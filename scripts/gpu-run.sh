@@ -3,9 +3,12 @@
 # reference measured in the same call (see docs/benchmarks.md for how to run it through the
 # device tool). Writes at most 8 files under $OUT and prints a short table last.
 #
-#   POG=.gpu/pog TORCH_REF=.gpu/torch_reference.py OUT=/tmp/out [SUITE=standard] [FULL_BENCH=0] [PROVE_ONLY=1] scripts/gpu-run.sh
+#   POG=.gpu/pog TORCH_REF=.gpu/torch_reference.py OUT=/tmp/out [SUITE=standard] [FULL_BENCH=0] [PROVE_ONLY=1] [MONITOR=1] scripts/gpu-run.sh
 #
 # PROVE_ONLY=1 runs the checks and the proofs only (no benchmark suites, no PyTorch).
+# MONITOR=1 adds the health monitor's cost beside nvidia-smi and pynvml (5.5 min; the scripts
+# monitor-overhead-h200.sh and pynvml_sampler.py beside this one) and its live check, under
+# $OUT/monitor/.
 # Test binaries carried in .gpu/ (built with `cargo test --release --no-run`, see
 # docs/benchmarks.md) run their GPU-only tests, which are #[ignore]d elsewhere, with --ignored.
 set -uo pipefail
@@ -94,6 +97,14 @@ done
 # (cargo build --release -p pog-proof --example verify_cost; cp target/release/examples/verify_cost .gpu/).
 [ -x .gpu/verify_cost ] && run verify-cost 0 .gpu/verify_cost
 
+# The health monitor's CPU cost at 1 s beside nvidia-smi and pynvml, and a live run at the
+# default cadence with its trace replayed (docs/monitor.md, "Cost on the H200").
+HERE=$(cd "$(dirname "$0")" && pwd)
+if [ "${MONITOR:-0}" = 1 ]; then
+  run monitor-overhead 0 env POG="$POG" DEVICE_TESTS="${DEVICE_TESTS:-}" bash "$HERE/monitor-overhead-h200.sh" "$OUT/monitor/overhead"
+  run monitor-live 0 env POG="$POG" bash "$HERE/monitor-live-check-h200.sh" "$OUT/monitor/live"
+fi
+
 # The full suite once, as a table with the host (sustained load included). FULL_BENCH=0 skips
 # it when only the comparison with PyTorch is wanted.
 if [ "${FULL_BENCH:-1}" != 0 ] && [ "${PROVE_ONLY:-0}" != 1 ]; then
@@ -113,6 +124,7 @@ done
   echo
   echo "== pog GPU run: $(date -u +%FT%TZ) on $(nvidia-smi --query-gpu=name,pci.bus_id,uuid --format=csv,noheader | tr '\n' ';')"
   printf '%s\n' "${summary[@]}"
+  [ -f "$OUT/monitor/overhead/overhead.txt" ] && cat "$OUT/monitor/overhead/overhead.txt"
 } | tee "$OUT/summary.txt"
 for f in "$OUT"/prove-json.json "$OUT"/prove-*-json.json; do
   [ -s "$f" ] && python3 - "$f" <<'PY' | tee -a "$OUT/summary.txt"
