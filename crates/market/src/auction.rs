@@ -46,10 +46,14 @@ impl fmt::Display for Mechanism {
 /// settles at.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Trade {
-    /// The bid order (the renter's).
+    /// The bid order (the renter's id for it).
     pub bid: OrderId,
-    /// The ask order (the provider's).
+    /// The renter: the bid's owner key.
+    pub bid_owner: String,
+    /// The ask order (the provider's id for it).
     pub ask: OrderId,
+    /// The provider: the ask's owner key.
+    pub ask_owner: String,
     /// GPU-hours traded.
     pub quantity: u64,
     /// What the buyer pays per GPU-hour; never more than its bid.
@@ -105,8 +109,8 @@ pub enum ClearError {
         /// This order's class.
         found: GpuClass,
     },
-    /// Two orders share an id, so the trades could not say which one traded.
-    #[error("order id {0} appears twice")]
+    /// Two orders of one owner share an id, so the trades could not say which one traded.
+    #[error("order id {0} appears twice for one owner")]
     DuplicateId(OrderId),
 }
 
@@ -132,7 +136,7 @@ pub enum ClearError {
 ///   size (the k-double auctions of Rustichini, Satterthwaite and Williams, 1994). Where
 ///   truthfulness matters more than the one lost trade, use [`mcafee`].
 ///
-/// Orders must all be for one class, bids in `bids` and asks in `asks`, ids distinct; their
+/// Orders must all be for one class, bids in `bids` and asks in `asks`, each owner's ids distinct; their
 /// order in each slice breaks price ties (earlier first).
 pub fn uniform_price<O: Borrow<Order>>(bids: &[O], asks: &[O]) -> Result<Clearing, ClearError> {
     check(bids, asks)?;
@@ -161,14 +165,14 @@ pub fn uniform_price<O: Borrow<Order>>(bids: &[O], asks: &[O]) -> Result<Clearin
 /// reduction) can pay; splitting demand across several identities likewise. For every order
 /// the rule stays individually rational and budget-balanced (payments ≥ receipts).
 ///
-/// Orders must all be for one class, bids in `bids` and asks in `asks`, ids distinct; their
+/// Orders must all be for one class, bids in `bids` and asks in `asks`, each owner's ids distinct; their
 /// order in each slice breaks price ties (earlier first).
 pub fn mcafee<O: Borrow<Order>>(bids: &[O], asks: &[O]) -> Result<Clearing, ClearError> {
     check(bids, asks)?;
     Ok(run(Mechanism::McAfee, bids, asks).to_clearing(bids, asks))
 }
 
-/// The inputs' promises: sides right, one class, ids distinct.
+/// The inputs' promises: sides right, one class, each owner's ids distinct.
 fn check<O: Borrow<Order>>(bids: &[O], asks: &[O]) -> Result<(), ClearError> {
     let Some(first) = bids.iter().chain(asks).next().map(Borrow::borrow) else {
         return Ok(());
@@ -190,7 +194,7 @@ fn check<O: Borrow<Order>>(bids: &[O], asks: &[O]) -> Result<(), ClearError> {
                 found: order.class().clone(),
             });
         }
-        if !ids.insert(order.id()) {
+        if !ids.insert((order.owner(), order.id())) {
             return Err(ClearError::DuplicateId(order.id().clone()));
         }
     }
@@ -232,7 +236,9 @@ impl Outcome {
             .flat_map(|&(buyer_pays, seller_gets)| {
                 self.fills.iter().map(move |fill| Trade {
                     bid: bids[fill.bid].borrow().id().clone(),
+                    bid_owner: bids[fill.bid].borrow().owner().to_string(),
                     ask: asks[fill.ask].borrow().id().clone(),
+                    ask_owner: asks[fill.ask].borrow().owner().to_string(),
                     quantity: fill.quantity,
                     buyer_pays,
                     seller_gets,
@@ -669,6 +675,24 @@ mod tests {
             uniform_price(&b, &a),
             Err(ClearError::DuplicateId(OrderId::new("a0").unwrap()))
         );
+        // The same id from another owner is another order: it clears, and the trade names
+        // whose it was.
+        b.pop();
+        let other_owner = Order::new(
+            OrderId::new("a0").unwrap(),
+            "ab".repeat(32),
+            Side::Bid,
+            GpuClass::new("H200 SXM").unwrap(),
+            1,
+            Price::from_usd(9.0).unwrap(),
+        )
+        .unwrap();
+        b.insert(0, other_owner);
+        let c = uniform_price(&b, &a).unwrap();
+        assert_eq!(
+            (c.trades[0].bid.as_str(), c.trades[0].bid_owner.as_str()),
+            ("a0", "ab".repeat(32).as_str())
+        );
     }
 
     #[test]
@@ -685,7 +709,8 @@ mod tests {
         let json = serde_json::to_value(&c).unwrap();
         let trade = |bid: &str, ask: &str| {
             serde_json::json!({
-                "bid": bid, "ask": ask, "quantity": 1,
+                "bid": bid, "bid_owner": b[0].owner(), "ask": ask, "ask_owner": a[0].owner(),
+                "quantity": 1,
                 "buyer_pays_micro_usd": 5_000_000, "seller_gets_micro_usd": 4_000_000,
             })
         };

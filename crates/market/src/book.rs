@@ -25,19 +25,17 @@ pub enum BookError {
     /// The book trades no such GPU class.
     #[error("the book trades no GPU class {0:?}")]
     UnknownClass(GpuClass),
-    /// An order with this id was submitted before and has not expired (open, filled or
-    /// cancelled).
-    #[error("an order with id {0} was already submitted")]
+    /// The owner submitted an order with this id before, and it has not expired (open,
+    /// filled or cancelled).
+    #[error("an order with id {0} was already submitted by this key")]
     DuplicateId(OrderId),
-    /// No order with this id was submitted, or it expired and its id was forgotten.
-    #[error("there is no order {0}")]
+    /// The requester has no order with this id: never submitted by this key (ids are each
+    /// owner's own), or expired and forgotten.
+    #[error("this key has no order {0}")]
     UnknownOrder(OrderId),
     /// The order has filled or was cancelled.
     #[error("order {0} is no longer open (filled or cancelled)")]
     NotOpen(OrderId),
-    /// The requester is not the order's owner.
-    #[error("order {0} belongs to another key: only its owner may cancel it")]
-    NotOwner(OrderId),
     /// The order's expiry is not after the time it was submitted.
     #[error("order {id} expires at {expires_at_ms} ms, not after now ({now_ms} ms): sign it again with a later expiry")]
     Expired {
@@ -99,11 +97,12 @@ pub struct Book {
     /// Class → its index in `markets`.
     classes: BTreeMap<GpuClass, usize>,
     markets: Vec<Market>,
-    /// Every id submitted whose order has not expired yet (filled and cancelled ones too, so
-    /// a replayed submission is refused until it could no longer be admitted anyway).
-    ids: HashMap<OrderId, Remembered>,
-    /// The remembered ids by expiry, to forget them in order.
-    expiries: BTreeSet<(u64, OrderId)>,
+    /// Every order submitted that has not expired yet, by owner and id (filled and cancelled
+    /// ones too, so a replayed submission is refused until it could no longer be admitted
+    /// anyway). Ids are each owner's own: no key can take an id another key means to use.
+    ids: HashMap<OrderKey, Remembered>,
+    /// The remembered orders by expiry, to forget them in order.
+    expiries: BTreeSet<(u64, OrderKey)>,
     /// Open orders per owner key (only owners with some).
     owners: HashMap<String, usize>,
     next_sequence: u64,
@@ -112,7 +111,15 @@ pub struct Book {
     now_ms: u64,
 }
 
-/// What the book remembers of a submitted id.
+/// An order's name in the book: its owner's key (lowercase hex) and the owner's id for it.
+type OrderKey = (String, OrderId);
+
+/// The key of `order`.
+fn key_of(order: &Order) -> OrderKey {
+    (order.owner().to_string(), order.id().clone())
+}
+
+/// What the book remembers of a submitted order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Remembered {
     /// Where the order rests while open; `None` once filled or cancelled.
@@ -188,7 +195,7 @@ impl Book {
 
     /// Lets time pass to `at_ms` (never back): orders whose expiry is at or before it leave
     /// the book, and their ids are forgotten (a submission with such an expiry would be
-    /// refused anyway). Returns the orders that expired while open, by expiry then id. Every
+    /// refused anyway). Returns the orders that expired while open, by expiry, owner and id. Every
     /// operation calls it first with its own time.
     pub fn expire(&mut self, at_ms: u64) -> Vec<Order> {
         self.now_ms = self.now_ms.max(at_ms);
@@ -197,10 +204,10 @@ impl Book {
             if *expires_at_ms > self.now_ms {
                 break;
             }
-            let Some((_, id)) = self.expiries.pop_first() else {
+            let Some((_, key)) = self.expiries.pop_first() else {
                 break;
             };
-            let Some(Remembered { slot, .. }) = self.ids.remove(&id) else {
+            let Some(Remembered { slot, .. }) = self.ids.remove(&key) else {
                 continue;
             };
             if let Some(slot) = slot {
@@ -229,9 +236,10 @@ impl Book {
     /// Adds an order, submitted at `at_ms` and open until `expires_at_ms`, to its class and
     /// returns its sequence number. Refused, with nothing but the time changed, when its class
     /// is not traded here, its expiry is not after the book's time or more than
-    /// [`MAX_ORDER_LIFETIME_MS`] after it, or its id was submitted before by an order that has
-    /// not expired (so no two orders share an id while either may trade, and a replayed submission
-    /// cannot open its order twice). The order itself was checked when it was made (see
+    /// [`MAX_ORDER_LIFETIME_MS`] after it, or its owner submitted the same id before in an
+    /// order that has not expired (so no two of an owner's orders share an id while either may
+    /// trade, and a replayed submission cannot open its order twice; another owner's ids are
+    /// its own). The order itself was checked when it was made (see
     /// [`Order::new`]: no empty id or class, no zero quantity, a valid price). The caller
     /// checks the owner's signature.
     pub fn submit(
@@ -259,7 +267,8 @@ impl Book {
                 now_ms: self.now_ms,
             });
         }
-        if self.ids.contains_key(order.id()) {
+        let key = key_of(&order);
+        if self.ids.contains_key(&key) {
             return Err(BookError::DuplicateId(order.id().clone()));
         }
         let slot = Slot {
@@ -269,13 +278,13 @@ impl Book {
         };
         self.next_sequence += 1;
         self.ids.insert(
-            order.id().clone(),
+            key.clone(),
             Remembered {
                 slot: Some(slot),
                 expires_at_ms,
             },
         );
-        self.expiries.insert((expires_at_ms, order.id().clone()));
+        self.expiries.insert((expires_at_ms, key));
         *self.owners.entry(order.owner().to_string()).or_default() += 1;
         self.markets[market].side_mut(slot.side).insert(
             slot.sequence,
@@ -288,11 +297,12 @@ impl Book {
     }
 
     /// Withdraws an open order on behalf of `requester`, the public key (hex, any case) that
-    /// signed the cancellation, and returns what was left of it. Only the order's owner may
-    /// cancel it. The book holds no keys and sees no signatures: checking that `requester`
-    /// really signed this cancellation is the caller's job, before calling. Refused, with the
-    /// book unchanged but for the time `at_ms`, for an unknown (or expired) id, an order no
-    /// longer open, or another key.
+    /// signed the cancellation, and returns what was left of it. `id` names one of the
+    /// requester's own orders (ids are each owner's own), so only an order's owner can cancel
+    /// it. The book holds no keys and sees no signatures: checking that `requester` really
+    /// signed this cancellation is the caller's job, before calling. Refused, with the book
+    /// unchanged but for the time `at_ms`, for an id the requester has no order under (never
+    /// submitted by it, or expired), or an order no longer open.
     pub fn cancel(
         &mut self,
         id: &OrderId,
@@ -300,7 +310,8 @@ impl Book {
         at_ms: u64,
     ) -> Result<Order, BookError> {
         self.expire(at_ms);
-        let slot = match self.ids.get(id) {
+        let key = (requester.to_ascii_lowercase(), id.clone());
+        let slot = match self.ids.get(&key) {
             None => return Err(BookError::UnknownOrder(id.clone())),
             Some(Remembered { slot: None, .. }) => return Err(BookError::NotOpen(id.clone())),
             Some(Remembered {
@@ -311,15 +322,14 @@ impl Book {
             .side_mut(slot.side)
             .entry(slot.sequence)
         {
-            Entry::Occupied(entry) if entry.get().order.owner().eq_ignore_ascii_case(requester) => {
-                if let Some(remembered) = self.ids.get_mut(id) {
+            Entry::Occupied(entry) => {
+                if let Some(remembered) = self.ids.get_mut(&key) {
                     remembered.slot = None;
                 }
                 let order = entry.remove().order;
                 closed(&mut self.owners, &order);
                 Ok(order)
             }
-            Entry::Occupied(_) => Err(BookError::NotOwner(id.clone())),
             Entry::Vacant(_) => Err(BookError::NotOpen(id.clone())),
         }
     }
@@ -432,9 +442,12 @@ impl Book {
             })
     }
 
-    /// The open order with this id, if there is one.
-    pub fn get(&self, id: &OrderId) -> Option<&Order> {
-        let slot = self.ids.get(id)?.slot?;
+    /// The open order of `owner` (hex, any case) with this id, if there is one.
+    pub fn get(&self, owner: &str, id: &OrderId) -> Option<&Order> {
+        let slot = self
+            .ids
+            .get(&(owner.to_ascii_lowercase(), id.clone()))?
+            .slot?;
         self.markets[slot.market]
             .side(slot.side)
             .get(&slot.sequence)
@@ -468,14 +481,14 @@ impl Book {
 fn settle(
     orders: &mut BTreeMap<u64, Resting>,
     filled: &[u64],
-    ids: &mut HashMap<OrderId, Remembered>,
+    ids: &mut HashMap<OrderKey, Remembered>,
     owners: &mut HashMap<String, usize>,
 ) {
     let mut filled = filled.iter();
     orders.retain(|_, Resting { order, .. }| {
         order.quantity -= filled.next().copied().unwrap_or(0);
         if order.quantity == 0 {
-            if let Some(remembered) = ids.get_mut(order.id()) {
+            if let Some(remembered) = ids.get_mut(&key_of(order)) {
                 remembered.slot = None;
             }
             closed(owners, order);
@@ -555,7 +568,7 @@ mod tests {
             .collect();
         assert_eq!(bids, ["b1", "b2"]);
         assert_eq!(book.len(), 3);
-        assert_eq!(book.get(&id("a1")).unwrap().quantity(), 2);
+        assert_eq!(book.get(BOB, &id("a1")).unwrap().quantity(), 2);
         assert_eq!(
             book.open(&GpuClass::new("A100").unwrap(), Side::Bid)
                 .count(),
@@ -568,7 +581,7 @@ mod tests {
         let mut book = book();
         let before = book.clone();
         assert_eq!(
-            put(&mut book, order("b1", BOB, Side::Ask, "L4", 1, 1.0)),
+            put(&mut book, order("b1", ALICE, Side::Ask, "L4", 1, 1.0)),
             Err(BookError::DuplicateId(id("b1")))
         );
         assert_eq!(
@@ -578,7 +591,7 @@ mod tests {
         assert_eq!(book, before);
         // A filled order's id stays taken.
         book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
-        assert_eq!(book.get(&id("a1")), None);
+        assert_eq!(book.get(BOB, &id("a1")), None);
         let before = book.clone();
         assert_eq!(
             put(&mut book, order("a1", BOB, Side::Ask, "H200 SXM", 1, 1.0)),
@@ -611,12 +624,13 @@ mod tests {
     }
 
     #[test]
-    fn only_the_owner_cancels() {
+    fn only_the_owner_cancels_and_ids_are_each_owners_own() {
         let mut book = book();
         let before = book.clone();
+        // Bob has no order b1: Alice's is not his to name.
         assert_eq!(
             book.cancel(&id("b1"), BOB, NOW),
-            Err(BookError::NotOwner(id("b1")))
+            Err(BookError::UnknownOrder(id("b1")))
         );
         assert_eq!(
             book.cancel(&id("zz"), ALICE, NOW),
@@ -636,6 +650,13 @@ mod tests {
             put(&mut book, order("b1", ALICE, Side::Bid, "H200 SXM", 1, 1.0)),
             Err(BookError::DuplicateId(id("b1")))
         );
+        // Bob's own b1 is another order: taking Alice's id takes nothing from her.
+        assert_eq!(
+            put(&mut book, order("b1", BOB, Side::Bid, "H200 SXM", 1, 1.0)),
+            Ok(2)
+        );
+        assert_eq!(book.get(BOB, &id("b1")).unwrap().quantity(), 1);
+        assert_eq!(book.get(ALICE, &id("b1")), None);
     }
 
     #[test]
@@ -662,8 +683,8 @@ mod tests {
             record.clearing.buyer_price,
             Some(Price::from_usd(4.0).unwrap())
         );
-        assert_eq!(book.get(&id("b1")).unwrap().quantity(), 1);
-        assert_eq!(book.get(&id("a1")), None);
+        assert_eq!(book.get(ALICE, &id("b1")).unwrap().quantity(), 1);
+        assert_eq!(book.get(BOB, &id("a1")), None);
         assert_eq!(
             book.cancel(&id("a1"), BOB, NOW),
             Err(BookError::NotOpen(id("a1")))
@@ -706,7 +727,7 @@ mod tests {
             .map(|t| t.bid.as_str())
             .collect();
         assert_eq!(bids, ["b0", "b1"]);
-        assert_eq!(book.get(&id("b2")).unwrap().quantity(), 1);
+        assert_eq!(book.get(ALICE, &id("b2")).unwrap().quantity(), 1);
     }
 
     #[test]
@@ -723,7 +744,7 @@ mod tests {
         assert_eq!(book.expire(LATER - 1), vec![]);
         let expired = book.expire(LATER);
         let ids: Vec<&str> = expired.iter().map(|o| o.id().as_str()).collect();
-        assert_eq!(ids, ["a1", "b1"]);
+        assert_eq!(ids, ["b1", "a1"], "by expiry, then owner key, then id");
         assert_eq!(book.len(), 1);
         assert_eq!(
             book.clear(&h200(), Mechanism::UniformPrice, LATER)
@@ -784,7 +805,7 @@ mod tests {
     fn a_filled_orders_id_is_held_until_its_expiry() {
         let mut book = book();
         book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
-        assert_eq!(book.get(&id("a1")), None);
+        assert_eq!(book.get(BOB, &id("a1")), None);
         assert_eq!(
             book.submit(
                 order("a1", BOB, Side::Ask, "H200 SXM", 1, 1.0),

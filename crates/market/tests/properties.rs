@@ -366,32 +366,33 @@ proptest! {
     ) {
         let mut book = Book::new([class_named(0), class_named(1)]);
         let mut now: u64 = 1_800_000_000_000;
-        // Ids the book holds: id → (owner, class, expiry); open ids; GPU-hours per id
-        // submitted, cancelled and expired, over every order that had the id.
-        let mut held: HashMap<OrderId, (u8, u8, u64)> = HashMap::new();
-        let mut open: BTreeSet<OrderId> = BTreeSet::new();
+        // Orders the book holds, by (owner, id) → (class, expiry); the open ones; GPU-hours
+        // per (owner, id) submitted, cancelled and expired, over every order that had it.
+        let mut held: HashMap<Key, (u8, u64)> = HashMap::new();
+        let mut open: BTreeSet<Key> = BTreeSet::new();
         let (mut submitted, mut cancelled, mut expired): (Hours, Hours, Hours) = Default::default();
+        let key = |who: u8, id: u8| (owner(who.into()), OrderId::new(format!("o{id}")).unwrap());
         for op in ops {
             if let Op::Wait(seconds) = op {
                 now += seconds * 1000;
                 continue;
             }
             // What the request's time expires, in the model: open orders leave with what
-            // they had left, and every id whose expiry has come is forgotten.
-            for (id, _) in held.iter().filter(|(_, &(_, _, expiry))| expiry <= now) {
-                if open.remove(id) {
-                    *expired.entry(id.clone()).or_insert(0) += book.get(id).unwrap().quantity();
+            // they had left, and every order whose expiry has come is forgotten.
+            for (k, _) in held.iter().filter(|(_, &(_, expiry))| expiry <= now) {
+                if open.remove(k) {
+                    *expired.entry(k.clone()).or_insert(0) += book.get(&k.0, &k.1).unwrap().quantity();
                 }
             }
-            held.retain(|_, &mut (_, _, expiry)| expiry > now);
+            held.retain(|_, &mut (_, expiry)| expiry > now);
             let mut before = book.clone();
             before.expire(now);
             let refused = match op {
                 Op::Submit { id, owner: who, bid, class, quantity, price, lifetime } => {
-                    let id = OrderId::new(format!("o{id}")).unwrap();
+                    let k = key(who, id);
                     let side = if bid { Side::Bid } else { Side::Ask };
                     let order = Order::new(
-                        id.clone(), owner(who.into()), side, class_named(class), quantity,
+                        k.1.clone(), k.0.clone(), side, class_named(class), quantity,
                         Price::from_micro_usd(price).unwrap(),
                     ).unwrap();
                     let expiry = now + lifetime * 1000;
@@ -400,33 +401,31 @@ proptest! {
                     if class == 2 {
                         prop_assert_eq!(result, Err(BookError::UnknownClass(class_named(2))));
                     } else if lifetime == 0 {
-                        prop_assert_eq!(result, Err(BookError::Expired { id, expires_at_ms: expiry, now_ms: now }));
-                    } else if held.contains_key(&id) {
-                        prop_assert_eq!(result, Err(BookError::DuplicateId(id)));
+                        prop_assert_eq!(result, Err(BookError::Expired { id: k.1, expires_at_ms: expiry, now_ms: now }));
+                    } else if held.contains_key(&k) {
+                        prop_assert_eq!(result, Err(BookError::DuplicateId(k.1)));
                     } else {
                         prop_assert!(result.is_ok());
-                        held.insert(id.clone(), (who, class, expiry));
-                        *submitted.entry(id.clone()).or_insert(0) += quantity;
-                        open.insert(id);
+                        held.insert(k.clone(), (class, expiry));
+                        *submitted.entry(k.clone()).or_insert(0) += quantity;
+                        open.insert(k);
                     }
                     refused
                 }
                 Op::Cancel { id, requester } => {
-                    let id = OrderId::new(format!("o{id}")).unwrap();
-                    let result = book.cancel(&id, &owner(requester.into()).to_uppercase(), now);
+                    // Another key's order of the same id is not the requester's to cancel.
+                    let k = key(requester, id);
+                    let result = book.cancel(&k.1, &k.0.to_uppercase(), now);
                     let refused = result.is_err();
-                    match held.get(&id) {
-                        None => prop_assert_eq!(result, Err(BookError::UnknownOrder(id))),
-                        Some(_) if !open.contains(&id) => {
-                            prop_assert_eq!(result, Err(BookError::NotOpen(id)))
-                        }
-                        Some(&(who, _, _)) if who != requester => {
-                            prop_assert_eq!(result, Err(BookError::NotOwner(id)))
+                    match held.get(&k) {
+                        None => prop_assert_eq!(result, Err(BookError::UnknownOrder(k.1))),
+                        Some(_) if !open.contains(&k) => {
+                            prop_assert_eq!(result, Err(BookError::NotOpen(k.1)))
                         }
                         Some(_) => {
                             let order = result.unwrap();
-                            *cancelled.entry(id.clone()).or_insert(0) += order.quantity();
-                            open.remove(&id);
+                            *cancelled.entry(k.clone()).or_insert(0) += order.quantity();
+                            open.remove(&k);
                         }
                     }
                     refused
@@ -439,7 +438,7 @@ proptest! {
                         prop_assert_eq!(result, Err(BookError::UnknownClass(class_named(2))));
                     } else {
                         prop_assert!(result.is_ok());
-                        open.retain(|id| book.get(id).is_some());
+                        open.retain(|k| book.get(&k.0, &k.1).is_some());
                         if !mcafee {
                             let best_bid = book.open(&class_named(class), Side::Bid).map(Order::price).max();
                             let best_ask = book.open(&class_named(class), Side::Ask).map(Order::price).min();
@@ -457,27 +456,30 @@ proptest! {
         let mut filled: Hours = HashMap::new();
         for record in book.history() {
             for t in &record.clearing.trades {
-                *filled.entry(t.bid.clone()).or_insert(0) += t.quantity;
-                *filled.entry(t.ask.clone()).or_insert(0) += t.quantity;
+                *filled.entry((t.bid_owner.clone(), t.bid.clone())).or_insert(0) += t.quantity;
+                *filled.entry((t.ask_owner.clone(), t.ask.clone())).or_insert(0) += t.quantity;
             }
         }
-        let hours = |map: &Hours, id: &OrderId| map.get(id).copied().unwrap_or(0);
-        for (id, &quantity) in &submitted {
-            let resting = book.get(id).map_or(0, Order::quantity);
-            prop_assert_eq!(open.contains(id), resting > 0);
-            let accounted = hours(&filled, id) + resting + hours(&cancelled, id) + hours(&expired, id);
-            prop_assert_eq!(accounted, quantity, "{}", id);
-            if let Some(order) = book.get(id) {
-                prop_assert_eq!(order.class(), &class_named(held[id].1));
+        let hours = |map: &Hours, k: &Key| map.get(k).copied().unwrap_or(0);
+        for (k, &quantity) in &submitted {
+            let resting = book.get(&k.0, &k.1).map_or(0, Order::quantity);
+            prop_assert_eq!(open.contains(k), resting > 0);
+            let accounted = hours(&filled, k) + resting + hours(&cancelled, k) + hours(&expired, k);
+            prop_assert_eq!(accounted, quantity, "{:?}", k);
+            if let Some(order) = book.get(&k.0, &k.1) {
+                prop_assert_eq!(order.class(), &class_named(held[k].0));
             }
         }
         prop_assert_eq!(book.len(), open.len());
         for who in 0..3u8 {
-            let theirs = open.iter().filter(|id| held[*id].0 == who).count();
+            let theirs = open.iter().filter(|k| k.0 == owner(who.into())).count();
             prop_assert_eq!(book.open_by(&owner(who.into()).to_uppercase()), theirs);
         }
     }
 }
+
+/// An order's name in the model: its owner's key and its id.
+type Key = (String, OrderId);
 
 /// A request as it reaches the book: an order with the expiry its owner signed (made from
 /// an [`Op`] at the clock's time then), a cancellation, or a clearing.
@@ -571,5 +573,5 @@ proptest! {
     }
 }
 
-/// GPU-hours per order id.
-type Hours = HashMap<OrderId, u64>;
+/// GPU-hours per order.
+type Hours = HashMap<Key, u64>;

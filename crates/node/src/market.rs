@@ -248,9 +248,8 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// A new order id no one can guess (`o-` and 16 random bytes in hex): ids are one namespace
-/// in the book until their orders expire, so someone who guessed an owner's next id could
-/// submit it first.
+/// A new order id (`o-` and 16 random bytes in hex): unique among its owner's orders
+/// without keeping count.
 pub fn fresh_order_id() -> OrderId {
     let bytes: [u8; 16] = crate::validator::random_bytes();
     OrderId::new(format!("o-{}", hex::encode(bytes))).expect("a short, plain id")
@@ -755,7 +754,6 @@ fn book_error(e: BookError) -> ApiError {
         | BookError::LifetimeTooLong { .. } => StatusCode::BAD_REQUEST,
         BookError::UnknownOrder(_) => StatusCode::NOT_FOUND,
         BookError::NotOpen(_) => StatusCode::CONFLICT,
-        BookError::NotOwner(_) => StatusCode::FORBIDDEN,
     };
     ApiError::new(status, e.to_string())
 }

@@ -145,16 +145,26 @@ async fn orders_trade_and_only_their_owner_cancels() {
     let before = client.book(Some(&h200())).await.unwrap();
     assert_eq!((before.bids.len(), before.asks.len()), (1, 2));
 
-    // Someone else's cancel: refused, the book unchanged.
+    // Someone else's cancel names an order of its own, which it does not have: refused, the
+    // book unchanged (ids are each owner's own).
     let err = client
         .cancel(&mallory, OrderId::new("a2").unwrap())
         .await
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("403") && err.contains("only its owner"),
+        err.contains("404") && err.contains("this key has no order a2"),
         "{err}"
     );
+    // Her own order of Bob's id is another order: taken, and cancelled by her alone.
+    client
+        .submit(&mallory, order("a2", &mallory, Side::Ask, 1, 9.0), DAY)
+        .await
+        .unwrap();
+    client
+        .cancel(&mallory, OrderId::new("a2").unwrap())
+        .await
+        .unwrap();
     assert_eq!(client.book(Some(&h200())).await.unwrap(), before);
 
     // The owner's cancel.

@@ -130,8 +130,8 @@ pub struct MarketArgs {
 pub enum MarketAction {
     /// Submit an order signed with this host's key (the data dir's agent.key, or --key).
     Submit {
-        /// The order's id, unique in the validator's book until the order expires [default: a
-        /// random one, printed; a guessable id could be taken first by someone else].
+        /// The order's id, unique among your orders until it expires [default: a random one,
+        /// printed].
         #[arg(long)]
         id: Option<String>,
         /// bid (rent GPU-hours) or ask (sell them).
