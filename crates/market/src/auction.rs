@@ -48,11 +48,13 @@ impl fmt::Display for Mechanism {
 pub struct Trade {
     /// The bid order (the renter's id for it).
     pub bid: OrderId,
-    /// The renter: the bid's owner key.
+    /// The renter: the bid's owner key (empty in a clearing from before ids were per owner).
+    #[serde(default)]
     pub bid_owner: String,
     /// The ask order (the provider's id for it).
     pub ask: OrderId,
-    /// The provider: the ask's owner key.
+    /// The provider: the ask's owner key (empty in a clearing from before ids were per owner).
+    #[serde(default)]
     pub ask_owner: String,
     /// GPU-hours traded.
     pub quantity: u64,

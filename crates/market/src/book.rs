@@ -352,7 +352,7 @@ impl Book {
         let market = &mut self.markets[index];
         let bids: Vec<&Order> = market.bids.values().map(|r| &r.order).collect();
         let asks: Vec<&Order> = market.asks.values().map(|r| &r.order).collect();
-        // The book's orders are one class's, on their sides, with distinct ids.
+        // The book's orders are one class's, on their sides, each owner's ids distinct.
         let outcome = auction::run(mechanism, &bids, &asks);
         let hours = |orders: &[&Order]| {
             orders

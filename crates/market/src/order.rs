@@ -57,7 +57,8 @@ pub enum OrderError {
 }
 
 /// An order's id, chosen by its owner: 1 to [`MAX_ID_LEN`] printable ASCII characters, no
-/// spaces. Unique within a [`Book`](crate::Book) for the book's whole life.
+/// spaces. Unique among its owner's orders in a [`Book`](crate::Book) until the order
+/// expires (another owner's ids are its own).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct OrderId(String);

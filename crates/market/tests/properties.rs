@@ -358,8 +358,8 @@ proptest! {
 
     /// Every request either succeeds as a model of the book says it should, or fails and
     /// changes nothing but the time; orders leave at their expiry and their ids can be used
-    /// again after it; GPU-hours are conserved per id (filled + open + cancelled + expired =
-    /// submitted); a uniform-price clearing leaves its class uncrossed.
+    /// again after it; GPU-hours are conserved per owner and id (filled + open + cancelled +
+    /// expired = submitted); a uniform-price clearing leaves its class uncrossed.
     #[test]
     fn the_book_conserves_gpu_hours_and_refusals_change_nothing(
         ops in prop::collection::vec(op(), 1..60),

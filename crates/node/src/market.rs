@@ -7,7 +7,8 @@
 //! - `POST /v1/market/submit`: a [`SUBMIT_KIND`] envelope holding a [`SubmitMessage`], signed by
 //!   the order's owner (the key in `order.owner`); anyone else's signature is refused (403).
 //! - `POST /v1/market/cancel`: a [`CANCEL_KIND`] envelope holding a [`CancelMessage`], signed
-//!   by the order's owner; a cancel signed by another key is refused (403).
+//!   by the order's owner; it names one of the signer's own orders (ids are each owner's), so
+//!   another key has no such order (404).
 //! - `POST /v1/market/clear`: a [`CLEAR_KIND`] envelope holding a [`ClearMessage`], signed by
 //!   the validator's own key (its operator runs `pog market clear` with the validator's data
 //!   dir).

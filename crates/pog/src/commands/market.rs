@@ -648,10 +648,13 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
                 .map(|p| format!(" at ${p}"))
                 .unwrap_or_default();
             let mut t = table(&["bid", "ask", "GPU-hours", "buyer pays", "seller gets"]);
+            // An id is its owner's: each side as id and the owner key's start.
+            let named =
+                |id: &OrderId, owner: &str| format!("{id} ({}…)", owner.get(..8).unwrap_or(owner));
             for trade in &record.clearing.trades {
                 t.add_row(vec![
-                    trade.bid.to_string(),
-                    trade.ask.to_string(),
+                    named(&trade.bid, &trade.bid_owner),
+                    named(&trade.ask, &trade.ask_owner),
                     trade.quantity.to_string(),
                     trade.buyer_pays.to_string(),
                     trade.seller_gets.to_string(),
