@@ -4,7 +4,7 @@
 
 use crate::alert::Alert;
 use crate::prometheus::GpuIdentity;
-use crate::sample::{reasons, Sample};
+use crate::sample::{reasons, Sample, Signal};
 use plotters::prelude::*;
 use std::fmt::Write as _;
 
@@ -114,54 +114,55 @@ fn series(name: &str, samples: &[(f64, Sample)], read: impl Fn(&Sample) -> Optio
     }
 }
 
-/// The six charts of one GPU from its raw samples, `(t_unix, sample)` oldest first.
+/// The charts of numeric signals, in page order: each title with its lines (name, signal).
+/// The live charts (raw samples, [`charts`]) and the long windows (the history's 1-minute
+/// means) both draw these.
+pub const SIGNAL_CHARTS: [(&str, &[(&str, Signal)]); 5] = [
+    (
+        "temperature (°C)",
+        &[("GPU", Signal::TempGpu), ("memory", Signal::TempMem)],
+    ),
+    ("power (W)", &[("power", Signal::Power)]),
+    (
+        "utilization (%)",
+        &[("GPU", Signal::UtilGpu), ("memory", Signal::UtilMem)],
+    ),
+    ("memory used (MiB)", &[("used", Signal::MemUsed)]),
+    (
+        "clocks (MHz)",
+        &[("SM", Signal::SmClock), ("memory", Signal::MemClock)],
+    ),
+];
+
+/// The six charts of one GPU from its raw samples, `(t_unix, sample)` oldest first: the
+/// [`SIGNAL_CHARTS`] and the throttle reasons.
 pub fn charts(samples: &[(f64, Sample)]) -> Vec<Chart> {
     let bit =
         |mask: u64| move |s: &Sample| s.clock_reasons.map(|r| f64::from(u8::from(r & mask != 0)));
-    vec![
-        Chart {
-            title: "temperature (°C)".into(),
-            series: vec![
-                series("GPU", samples, |s| s.temp_gpu_c),
-                series("memory", samples, |s| s.temp_mem_c),
-            ],
-        },
-        Chart {
-            title: "power (W)".into(),
-            series: vec![series("power", samples, |s| s.power_w)],
-        },
-        Chart {
-            title: "utilization (%)".into(),
-            series: vec![
-                series("GPU", samples, |s| s.util_gpu_pct),
-                series("memory", samples, |s| s.util_mem_pct),
-            ],
-        },
-        Chart {
-            title: "memory used (MiB)".into(),
-            series: vec![series("used", samples, |s| s.mem_used_mib)],
-        },
-        Chart {
-            title: "clocks (MHz)".into(),
-            series: vec![
-                series("SM", samples, |s| s.sm_clock_mhz),
-                series("memory", samples, |s| s.mem_clock_mhz),
-            ],
-        },
-        Chart {
-            title: "throttle reasons (1 = active)".into(),
-            series: vec![
-                series("power cap", samples, bit(reasons::SW_POWER_CAP)),
-                series(
-                    "thermal",
-                    samples,
-                    bit(reasons::SW_THERMAL | reasons::HW_THERMAL),
-                ),
-                series("HW slowdown", samples, bit(reasons::HW_SLOWDOWN)),
-                series("power brake", samples, bit(reasons::HW_POWER_BRAKE)),
-            ],
-        },
-    ]
+    let mut charts: Vec<Chart> = SIGNAL_CHARTS
+        .iter()
+        .map(|(title, lines)| Chart {
+            title: title.to_string(),
+            series: lines
+                .iter()
+                .map(|&(name, signal)| series(name, samples, |s| s.signal(signal)))
+                .collect(),
+        })
+        .collect();
+    charts.push(Chart {
+        title: "throttle reasons (1 = active)".into(),
+        series: vec![
+            series("power cap", samples, bit(reasons::SW_POWER_CAP)),
+            series(
+                "thermal",
+                samples,
+                bit(reasons::SW_THERMAL | reasons::HW_THERMAL),
+            ),
+            series("HW slowdown", samples, bit(reasons::HW_SLOWDOWN)),
+            series("power brake", samples, bit(reasons::HW_POWER_BRAKE)),
+        ],
+    });
+    charts
 }
 
 /// Escapes text for HTML.

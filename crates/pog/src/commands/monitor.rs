@@ -255,48 +255,30 @@ fn charts_from_history(
     uuid: &str,
     since_unix: f64,
 ) -> Result<Vec<pog_monitor::dashboard::Chart>, pog_monitor::history::HistoryError> {
-    use pog_monitor::dashboard::{Chart, Series};
-    use pog_monitor::Signal;
+    use pog_monitor::dashboard::{Chart, Series, SIGNAL_CHARTS};
     let history = pog_monitor::history::History::open_read_only(path)?;
-    let line = |name: &str, signal: Signal| -> Result<Series, pog_monitor::history::HistoryError> {
-        Ok(Series {
-            name: name.to_string(),
-            points: history
-                .minutes(uuid, signal, since_unix)?
-                .into_iter()
-                .map(|(t, _, mean, _)| (t, mean))
-                .collect(),
+    SIGNAL_CHARTS
+        .iter()
+        .map(|(title, lines)| {
+            let series = lines
+                .iter()
+                .map(|&(name, signal)| {
+                    Ok(Series {
+                        name: name.to_string(),
+                        points: history
+                            .minutes(uuid, signal, since_unix)?
+                            .into_iter()
+                            .map(|(t, _, mean, _)| (t, mean))
+                            .collect(),
+                    })
+                })
+                .collect::<Result<_, pog_monitor::history::HistoryError>>()?;
+            Ok(Chart {
+                title: format!("{title}, 1-minute means"),
+                series,
+            })
         })
-    };
-    let chart = |title: &str, lines: Vec<Series>| Chart {
-        title: format!("{title}, 1-minute means"),
-        series: lines,
-    };
-    Ok(vec![
-        chart(
-            "temperature (°C)",
-            vec![
-                line("GPU", Signal::TempGpu)?,
-                line("memory", Signal::TempMem)?,
-            ],
-        ),
-        chart("power (W)", vec![line("power", Signal::Power)?]),
-        chart(
-            "utilization (%)",
-            vec![
-                line("GPU", Signal::UtilGpu)?,
-                line("memory", Signal::UtilMem)?,
-            ],
-        ),
-        chart("memory used (MiB)", vec![line("used", Signal::MemUsed)?]),
-        chart(
-            "clocks (MHz)",
-            vec![
-                line("SM", Signal::SmClock)?,
-                line("memory", Signal::MemClock)?,
-            ],
-        ),
-    ])
+        .collect()
 }
 
 async fn dashboard(
