@@ -386,7 +386,7 @@ pub fn ledger_note(bytes: &[u8]) -> Result<bool, String> {
 /// second order, the cancellation of the resting one, and a clearing of its class.
 pub fn market_seeds() -> Vec<Vec<u8>> {
     let me = identity().public_hex();
-    let now_ms = now_ms();
+    let now_ms = pog_node::clock::now_ms();
     [
         serde_json::json!({"validator": me, "order": {"id": "o-2", "owner": me, "side": "ask",
             "class": "H200 SXM", "quantity": 4, "price_micro_usd": 2_000_000},
@@ -400,13 +400,6 @@ pub fn market_seeds() -> Vec<Vec<u8>> {
     .collect()
 }
 
-/// Now, in ms since the Unix epoch.
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// Bytes as the body of each of the market's signed requests (`POST /v1/market/submit`,
 /// `cancel`, `clear`), sent to a fresh in-memory market of a validator (the harnesses' key,
 /// which also owns the orders) holding one resting bid `o-1`. Returns which requests were
@@ -417,7 +410,7 @@ pub fn market(body: &[u8]) -> Result<String, String> {
     let market = Market::open(None, &me).map_err(|e| e.to_string())?;
     let resting = serde_json::json!({"validator": me, "order": {"id": "o-1", "owner": me,
         "side": "bid", "class": "H200 SXM", "quantity": 8, "price_micro_usd": 3_000_000},
-        "expires_at_ms": now_ms() + 3_600_000});
+        "expires_at_ms": pog_node::clock::now_ms() + 3_600_000});
     market
         .submit(&seal(SUBMIT_KIND, resting.to_string().as_bytes()))
         .map_err(|e| format!("the resting order was refused: {}", e.message))?;

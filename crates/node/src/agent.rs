@@ -4,6 +4,7 @@
 //! engine for CI's end-to-end runs and the attack tests. The attack tests' dishonest agents
 //! (`crate::misbehaviour`) exist only with the `test-doubles` feature.
 
+use crate::clock::now_ms;
 use crate::http::{envelope_response, ApiError};
 use crate::provers::{BuiltMemory, ProverEngine, ProverError};
 use axum::body::Bytes;
@@ -29,12 +30,6 @@ pub const MAX_OPENINGS: usize = 4096;
 
 /// Tolerated difference between the validator's clock and the agent's.
 pub const CLOCK_SKEW_MS: u64 = 60_000;
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
 
 /// A computed challenge waiting to be opened, with its expiry (validator clock, ms).
 type Computed = (Arc<dyn Prover>, u64, String);

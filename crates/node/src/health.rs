@@ -13,6 +13,7 @@
 //! A contradiction between the two (a "healthy" report while the validator's proofs slow
 //! down) is written into the record: that is itself a signal (one anomaly more).
 
+use crate::clock::now_ms;
 use crate::validator::{ExchangeError, Failure, Validator, ValidatorError};
 use crate::validator::{MEMORY_RECORD_KIND, RECORD_KIND};
 use pog_proof::wire::{self, kind, Envelope, HealthRequest, HealthSummary, MAX_HEALTH_WINDOW_MS};
@@ -80,12 +81,6 @@ pub struct HealthRecord {
     /// Where the report and the measurement disagree, in the validator's words.
     pub contradictions: Vec<String>,
     pub recorded_at_ms: u64,
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 fn median(values: &[f64]) -> Option<f64> {

@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod check;
+pub mod clock;
 pub mod endpoint;
 pub mod health;
 pub mod hostproof;

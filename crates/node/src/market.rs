@@ -28,6 +28,7 @@
 //! validator has the same book and history. If appending fails, the book is rebuilt from the
 //! store, and the request fails.
 
+use crate::clock::now_ms;
 use crate::http::ApiError;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Query, State};
@@ -46,7 +47,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Envelope kind of a signed [`SubmitMessage`].
 pub const SUBMIT_KIND: &str = "market-submit";
@@ -241,12 +241,6 @@ pub struct PostedPrice {
     pub unpriced: Option<String>,
     /// Every factor of the price.
     pub quote: Option<Quote>,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// A new order id (`o-` and 16 random bytes in hex): unique among its owner's orders

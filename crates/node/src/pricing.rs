@@ -18,6 +18,7 @@
 //!   since its last clearing (`pog validator --clear-every`), signed by the validator's key
 //!   like a manual clearing.
 
+use crate::clock::now_ms;
 use crate::health::HEALTH_RECORD_KIND;
 use crate::http::ApiError;
 use crate::market::{Market, MarketError, PostedPrice};
@@ -41,7 +42,7 @@ use pog_spec::SpecDb;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::sync::Notify;
 
 /// Records read from the registry per batch when catching up.
@@ -134,12 +135,6 @@ pub struct PricePage {
     pub points: Vec<PostedPrice>,
     /// Pass as `after` for the next page; absent on the last one.
     pub next_after: Option<i64>,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Pricing {

@@ -15,6 +15,7 @@
 //!   are limited per agent key and hour. Each is stored as it was signed (the agent's
 //!   signature, never the validator's), the ledger first, then the registry.
 
+use crate::clock::now_ms;
 use crate::http::{ApiError, PostError};
 use crate::validator::{Validator, ValidatorError};
 use axum::body::Bytes;
@@ -63,12 +64,6 @@ const MAX_TEXT_CHARS: usize = 400;
 const MAX_FIELD_BYTES: usize = 128;
 /// The longest message or method the validator takes.
 const MAX_LONG_TEXT_BYTES: usize = 4096;
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
 
 // ---------------------------------------------------------------------------------------------
 // The agent: making the records.

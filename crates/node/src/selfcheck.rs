@@ -3,6 +3,7 @@
 //! spot checks, the verification and the time bound are the network validator's own code;
 //! only the HTTP hops are left out (their round trip is credited there anyway).
 
+use crate::clock::now_ms;
 use crate::provers::{ProverEngine, ProverError};
 use crate::validator::{random_bytes, Addressee, Planned};
 use pog_device::gpu::CommitTimings;
@@ -11,17 +12,11 @@ use pog_proof::prover::Prover;
 use pog_proof::session::{Outcome, SpotChecked, ValidatorSession};
 use pog_proof::wire::{kind, ChallengeMessage, Commitment, Identity, Openings, WireOpening};
 use serde::Serialize;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 /// How long the self-challenge gives the prover to commit, at least: ten times the expected
 /// time where that is longer, so a large `--batch` is judged by its time bound, not cut off.
 const EXPIRY_MS: u64 = 600_000;
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
 
 /// Why a self-challenge could not run to a verdict.
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,7 @@
 //! `pog validator`: registers agents and their GPUs, challenges a GPU through its agent,
 //! verifies the answer (values, Merkle proofs, its own clock) and stores a signed record.
 
+use crate::clock::now_ms;
 use crate::http::{post_counted, ApiError};
 use crate::registry::{Change, Registry, RegistryError, RECORD_VERSION};
 use axum::body::Bytes;
@@ -21,7 +22,7 @@ use pog_spec::{GpuSpec, Precision, SpecDb};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// Where a challenge's shape and time bound come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -636,12 +637,6 @@ const MAX_COMMITMENT_BYTES: usize = 64 << 10;
 
 /// Time past twice the expected commit time that the validator still waits for a commitment.
 const COMMIT_SLACK_MS: u64 = 5_000;
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
 
 pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
     let mut bytes = [0u8; N];

@@ -7,6 +7,7 @@
 //! What it reports is self-reported telemetry: the validator signs and stores it as the
 //! agent's word, and weighs its own proof timings instead (`crate::health`).
 
+use crate::clock::now_ms;
 use pog_monitor::prometheus::{GpuIdentity, GpuMetrics, SamplerHealth};
 use pog_monitor::{Alert, Config, Monitor, Sample, Signal};
 use pog_proof::wire::{
@@ -23,12 +24,6 @@ pub const KEEP_MS: u64 = MAX_HEALTH_WINDOW_MS + 60_000;
 
 /// Where samples come from: NVML on a GPU host ([`run_nvml`]), a recorded trace in tests.
 pub use pog_monitor::Source;
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
 
 /// One GPU's recent state.
 struct Gpu {

@@ -6,6 +6,7 @@ use crate::cli::{AgentArgs, Global, ProverKind, ValidatorArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use pog_inspect::GpuVerdict;
 use pog_node::agent::{self, Agent};
+use pog_node::clock::now_ms;
 use pog_node::provers::{CpuEngine, GpuEngine, ProverEngine};
 use pog_node::registry::Registry;
 use pog_node::reports::{self, ReportReceipt, SavedBench};
@@ -213,12 +214,6 @@ fn reports_line(sent: &[Result<ReportReceipt, reports::SendError>]) -> String {
         line.push_str(&format!("; {e}"));
     }
     line
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The engine `pog agent --prover` asks for. The GPU engine starts a worker per claimed GPU
