@@ -391,7 +391,7 @@ pub fn market_seeds() -> Vec<Vec<u8>> {
         serde_json::json!({"validator": me, "order": {"id": "o-2", "owner": me, "side": "ask",
             "class": "H200 SXM", "quantity": 4, "price_micro_usd": 2_000_000},
             "expires_at_ms": now_ms + 3_600_000}),
-        serde_json::json!({"validator": me, "id": "o-1"}),
+        serde_json::json!({"validator": me, "id": "o-1", "sequence": 0}),
         serde_json::json!({"validator": me, "class": "H200 SXM", "mechanism": "mcafee",
             "at_ms": now_ms}),
     ]

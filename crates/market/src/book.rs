@@ -122,9 +122,10 @@ fn key_of(order: &Order) -> OrderKey {
 /// What the book remembers of a submitted order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Remembered {
-    /// Where the order rests while open; `None` once filled or cancelled.
-    slot: Option<Slot>,
-    expires_at_ms: u64,
+    /// Where the order rests, or rested: its sequence number names this order and no other.
+    slot: Slot,
+    /// Whether it is still open (false once filled or cancelled).
+    open: bool,
 }
 
 /// An open order and when it expires.
@@ -207,10 +208,10 @@ impl Book {
             let Some((_, key)) = self.expiries.pop_first() else {
                 break;
             };
-            let Some(Remembered { slot, .. }) = self.ids.remove(&key) else {
+            let Some(Remembered { slot, open }) = self.ids.remove(&key) else {
                 continue;
             };
-            if let Some(slot) = slot {
+            if open {
                 let resting = self.markets[slot.market]
                     .side_mut(slot.side)
                     .remove(&slot.sequence);
@@ -277,13 +278,8 @@ impl Book {
             sequence: self.next_sequence,
         };
         self.next_sequence += 1;
-        self.ids.insert(
-            key.clone(),
-            Remembered {
-                slot: Some(slot),
-                expires_at_ms,
-            },
-        );
+        self.ids
+            .insert(key.clone(), Remembered { slot, open: true });
         self.expiries.insert((expires_at_ms, key));
         *self.owners.entry(order.owner().to_string()).or_default() += 1;
         self.markets[market].side_mut(slot.side).insert(
@@ -303,20 +299,28 @@ impl Book {
     /// signed this cancellation is the caller's job, before calling. Refused, with the book
     /// unchanged but for the time `at_ms`, for an id the requester has no order under (never
     /// submitted by it, or expired), or an order no longer open.
+    ///
+    /// With `sequence`, the cancellation is for that order only (the sequence
+    /// [`Book::submit`] returned): an id is free again once its order expires, and a
+    /// cancellation signed for the earlier order must not cancel a later one under the same
+    /// id. It is then refused as unknown.
     pub fn cancel(
         &mut self,
         id: &OrderId,
         requester: &str,
+        sequence: Option<u64>,
         at_ms: u64,
     ) -> Result<Order, BookError> {
         self.expire(at_ms);
         let key = (requester.to_ascii_lowercase(), id.clone());
         let slot = match self.ids.get(&key) {
-            None => return Err(BookError::UnknownOrder(id.clone())),
-            Some(Remembered { slot: None, .. }) => return Err(BookError::NotOpen(id.clone())),
-            Some(Remembered {
-                slot: Some(slot), ..
-            }) => *slot,
+            Some(r) if sequence.is_none_or(|s| s == r.slot.sequence) => {
+                if !r.open {
+                    return Err(BookError::NotOpen(id.clone()));
+                }
+                r.slot
+            }
+            _ => return Err(BookError::UnknownOrder(id.clone())),
         };
         match self.markets[slot.market]
             .side_mut(slot.side)
@@ -324,7 +328,7 @@ impl Book {
         {
             Entry::Occupied(entry) => {
                 if let Some(remembered) = self.ids.get_mut(&key) {
-                    remembered.slot = None;
+                    remembered.open = false;
                 }
                 let order = entry.remove().order;
                 closed(&mut self.owners, &order);
@@ -444,10 +448,8 @@ impl Book {
 
     /// The open order of `owner` (hex, any case) with this id, if there is one.
     pub fn get(&self, owner: &str, id: &OrderId) -> Option<&Order> {
-        let slot = self
-            .ids
-            .get(&(owner.to_ascii_lowercase(), id.clone()))?
-            .slot?;
+        let remembered = self.ids.get(&(owner.to_ascii_lowercase(), id.clone()))?;
+        let slot = remembered.open.then_some(remembered.slot)?;
         self.markets[slot.market]
             .side(slot.side)
             .get(&slot.sequence)
@@ -489,7 +491,7 @@ fn settle(
         order.quantity -= filled.next().copied().unwrap_or(0);
         if order.quantity == 0 {
             if let Some(remembered) = ids.get_mut(&key_of(order)) {
-                remembered.slot = None;
+                remembered.open = false;
             }
             closed(owners, order);
         }
@@ -617,7 +619,7 @@ mod tests {
         assert_eq!(book.utilization(&h200(), 1), Some(0.0));
         // A clearing with nothing offered, and other classes, do not count.
         book.clear(&l4, Mechanism::UniformPrice, NOW).unwrap();
-        book.cancel(&id("a2"), BOB, NOW).unwrap();
+        book.cancel(&id("a2"), BOB, None, NOW).unwrap();
         book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
         assert_eq!(book.utilization(&h200(), 1), Some(0.0));
         assert_eq!(book.utilization(&l4, 8), None);
@@ -629,21 +631,21 @@ mod tests {
         let before = book.clone();
         // Bob has no order b1: Alice's is not his to name.
         assert_eq!(
-            book.cancel(&id("b1"), BOB, NOW),
+            book.cancel(&id("b1"), BOB, None, NOW),
             Err(BookError::UnknownOrder(id("b1")))
         );
         assert_eq!(
-            book.cancel(&id("zz"), ALICE, NOW),
+            book.cancel(&id("zz"), ALICE, None, NOW),
             Err(BookError::UnknownOrder(id("zz")))
         );
         assert_eq!(book, before);
         let cancelled = book
-            .cancel(&id("b1"), &ALICE.to_ascii_uppercase(), NOW)
+            .cancel(&id("b1"), &ALICE.to_ascii_uppercase(), None, NOW)
             .unwrap();
         assert_eq!(cancelled.id(), &id("b1"));
         assert_eq!(book.len(), 1);
         assert_eq!(
-            book.cancel(&id("b1"), ALICE, NOW),
+            book.cancel(&id("b1"), ALICE, None, NOW),
             Err(BookError::NotOpen(id("b1")))
         );
         assert_eq!(
@@ -686,7 +688,7 @@ mod tests {
         assert_eq!(book.get(ALICE, &id("b1")).unwrap().quantity(), 1);
         assert_eq!(book.get(BOB, &id("a1")), None);
         assert_eq!(
-            book.cancel(&id("a1"), BOB, NOW),
+            book.cancel(&id("a1"), BOB, None, NOW),
             Err(BookError::NotOpen(id("a1")))
         );
         assert_eq!(book.len(), 2);
@@ -755,7 +757,7 @@ mod tests {
         );
         // Their ids are forgotten (no longer held), an expired one cannot be cancelled.
         assert_eq!(
-            book.cancel(&id("b1"), ALICE, LATER),
+            book.cancel(&id("b1"), ALICE, None, LATER),
             Err(BookError::UnknownOrder(id("b1")))
         );
         // The book's clock does not go back: a late operation happens at the latest time.
@@ -778,6 +780,37 @@ mod tests {
         assert_eq!(book.expire(LATER + 1).len(), 1);
         assert!(book.is_empty());
         assert!(book.ids.is_empty() && book.expiries.is_empty());
+    }
+
+    #[test]
+    fn a_cancellation_for_an_expired_order_does_not_cancel_a_later_one_of_the_same_id() {
+        let mut book = book();
+        // Alice's b1 (sequence 0) expires; she submits a new b1 (sequence 2).
+        book.expire(LATER);
+        let again = book
+            .submit(
+                order("b1", ALICE, Side::Bid, "H200 SXM", 1, 4.0),
+                LATER + 60_000,
+                LATER,
+            )
+            .unwrap();
+        assert_eq!(again, 2);
+        // A cancellation she signed for the first b1, replayed: refused, the new one stays.
+        assert_eq!(
+            book.cancel(&id("b1"), ALICE, Some(0), LATER),
+            Err(BookError::UnknownOrder(id("b1")))
+        );
+        assert!(book.get(ALICE, &id("b1")).is_some());
+        assert_eq!(
+            book.cancel(&id("b1"), ALICE, Some(2), LATER)
+                .unwrap()
+                .quantity(),
+            1
+        );
+        assert_eq!(
+            book.cancel(&id("b1"), ALICE, Some(2), LATER),
+            Err(BookError::NotOpen(id("b1")))
+        );
     }
 
     #[test]

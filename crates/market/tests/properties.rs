@@ -415,7 +415,7 @@ proptest! {
                 Op::Cancel { id, requester } => {
                     // Another key's order of the same id is not the requester's to cancel.
                     let k = key(requester, id);
-                    let result = book.cancel(&k.1, &k.0.to_uppercase(), now);
+                    let result = book.cancel(&k.1, &k.0.to_uppercase(), None, now);
                     let refused = result.is_err();
                     match held.get(&k) {
                         None => prop_assert_eq!(result, Err(BookError::UnknownOrder(k.1))),
@@ -537,7 +537,7 @@ impl Request {
             Request::Submit(order, expires_at_ms) => {
                 book.submit(order.clone(), *expires_at_ms, at_ms).is_ok()
             }
-            Request::Cancel(id, requester) => book.cancel(id, requester, at_ms).is_ok(),
+            Request::Cancel(id, requester) => book.cancel(id, requester, None, at_ms).is_ok(),
             Request::Clear(class, mechanism) => book.clear(class, *mechanism, at_ms).is_ok(),
         }
     }

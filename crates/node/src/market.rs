@@ -81,6 +81,12 @@ pub struct SubmitMessage {
 pub struct CancelMessage {
     pub validator: String,
     pub id: OrderId,
+    /// The order's sequence number in the book (its submission returned it; the book lists
+    /// it): an id is free again once its order expires, so a cancellation names the one order
+    /// it is for, and a captured one cannot cancel a later order of the same id. Required of
+    /// every new cancellation; stores written before it replay without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<u64>,
 }
 
 /// The operator's request to clear one class.
@@ -407,12 +413,21 @@ impl Market {
     pub fn cancel(&self, bytes: &[u8]) -> Result<Cancelled, ApiError> {
         let (message, signer): (CancelMessage, String) = wire::decode(bytes, CANCEL_KIND)?;
         self.check_validator(&message.validator)?;
+        if message.sequence.is_none() {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "the cancellation of {} names no sequence: it must name the one order it is for (the book lists each order's)",
+                    message.id
+                ),
+            ));
+        }
         let envelope = envelope(bytes)?;
         let mut inner = self.lock();
         let now = now_ms();
         let order = inner
             .book
-            .cancel(&message.id, &signer, now)
+            .cancel(&message.id, &signer, message.sequence, now)
             .map_err(book_error)?;
         inner.dirty.insert(order.class().clone());
         inner.append("cancel", &Event::Cancel { envelope }, &self.validator)?;
@@ -786,7 +801,7 @@ fn replay(db: &Connection, validator: &str) -> Result<Book, MarketError> {
                 let (m, signer): (CancelMessage, String) =
                     wire::decode(&bytes(&envelope)?, CANCEL_KIND)
                         .map_err(|e| corrupt(e.to_string()))?;
-                book.cancel(&m.id, &signer, at_ms)
+                book.cancel(&m.id, &signer, m.sequence, at_ms)
                     .map_err(|e| corrupt(e.to_string()))?;
             }
             Event::Clear { envelope } => {
@@ -987,10 +1002,37 @@ impl MarketClient {
         self.post("/v1/market/submit", &envelope).await
     }
 
-    /// Cancels one of `owner`'s orders.
+    /// Cancels one of `owner`'s open orders, found in the book by its id.
     pub async fn cancel(&self, owner: &Identity, id: OrderId) -> Result<Cancelled, ClientError> {
+        let book = self.book(None).await?;
+        let key = owner.public_hex();
+        let sequence = book
+            .bids
+            .iter()
+            .chain(&book.asks)
+            .find(|e| e.order.id() == &id && e.order.owner() == key)
+            .map(|e| e.sequence)
+            .ok_or_else(|| ClientError::Refused {
+                status: 404,
+                message: format!("this key has no order {id} open in the book"),
+            })?;
+        self.cancel_sequence(owner, id, sequence).await
+    }
+
+    /// Cancels `owner`'s order `id`, the one with this sequence number.
+    pub async fn cancel_sequence(
+        &self,
+        owner: &Identity,
+        id: OrderId,
+        sequence: u64,
+    ) -> Result<Cancelled, ClientError> {
         let validator = self.info().await?.validator;
-        let envelope = owner.seal(CANCEL_KIND, &CancelMessage { validator, id })?;
+        let message = CancelMessage {
+            validator,
+            id,
+            sequence: Some(sequence),
+        };
+        let envelope = owner.seal(CANCEL_KIND, &message)?;
         self.post("/v1/market/cancel", &envelope).await
     }
 
@@ -1199,6 +1241,7 @@ mod tests {
                 &CancelMessage {
                     validator: v.public_hex(),
                     id: OrderId::new("a2").unwrap(),
+                    sequence: Some(2),
                 },
             );
             m.cancel(&cancel).unwrap();

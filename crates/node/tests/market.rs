@@ -85,7 +85,7 @@ fn sealed<T: serde::Serialize>(who: &Identity, kind: &str, message: &T) -> serde
     serde_json::to_value(who.seal(kind, message).unwrap()).unwrap()
 }
 
-/// A cancel of order b1, signed by `signer`.
+/// A cancel of order b1 (the book's first order, sequence 0), signed by `signer`.
 fn cancel_of_b1(signer: &Identity) -> Envelope {
     signer
         .seal(
@@ -93,6 +93,7 @@ fn cancel_of_b1(signer: &Identity) -> Envelope {
             &CancelMessage {
                 validator: validator_key(),
                 id: OrderId::new("b1").unwrap(),
+                sequence: Some(0),
             },
         )
         .unwrap()
@@ -197,9 +198,19 @@ async fn orders_trade_and_only_their_owner_cancels() {
     let history = client.history(None, 10).await.unwrap();
     assert_eq!(history.clearings.len(), 1);
     assert_eq!(history.clearings[0].clearing.trades[0].bid.as_str(), "b1");
-    // A filled order cannot be cancelled.
+    // A filled order cannot be cancelled: not in the book for the client to find, and named
+    // by its sequence (1), refused by the validator.
     let err = client
         .cancel(&bob, OrderId::new("a1").unwrap())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("404") && err.contains("open in the book"),
+        "{err}"
+    );
+    let err = client
+        .cancel_sequence(&bob, OrderId::new("a1").unwrap(), 1)
         .await
         .unwrap_err()
         .to_string();
@@ -315,6 +326,30 @@ async fn forged_and_bad_orders_never_change_the_book() {
         .as_str()
         .unwrap()
         .contains("names validator"));
+
+    // A cancel that names no order by its sequence (an id is free again once its order
+    // expires, so a captured cancel must not reach a later order of the same id).
+    let unbound = alice
+        .seal(
+            CANCEL_KIND,
+            &CancelMessage {
+                validator: validator_key(),
+                id: OrderId::new("b1").unwrap(),
+                sequence: None,
+            },
+        )
+        .unwrap();
+    let (status, answer) = post(
+        &url,
+        "/v1/market/cancel",
+        &serde_json::to_value(&unbound).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(answer["error"]
+        .as_str()
+        .unwrap()
+        .contains("names no sequence"));
 
     // A signed cancel replayed as a submit: the kind is part of what is signed.
     let mut as_submit = cancel_of_b1(&alice);
