@@ -576,17 +576,6 @@ impl<'n> NvmlSource<'n> {
             hostname: hostname(),
         })
     }
-
-    /// Keeps only the GPUs whose UUID `keep` accepts.
-    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
-        let hostname = self.hostname.clone();
-        self.samplers.retain(|s| keep(&s.identity(&hostname).uuid));
-    }
-
-    /// Whether no GPU is left to watch.
-    pub fn is_empty(&self) -> bool {
-        self.samplers.is_empty()
-    }
 }
 
 impl pog_monitor::Source for NvmlSource<'_> {

@@ -206,7 +206,16 @@ impl Watch {
                 (name.to_string(), SignalSummary { min, mean, max, n })
             })
             .collect();
-        let in_window: Vec<&(u64, Alert)> = gpu.alerts.iter().filter(|(t, _)| inside(t)).collect();
+        let mut in_window: Vec<&(u64, Alert)> =
+            gpu.alerts.iter().filter(|(t, _)| inside(t)).collect();
+        let alerts_total = in_window.len() as u64;
+        // Past the list's limit, the most severe are the ones listed (a warning must not hide
+        // behind a run of info alerts), then in time order.
+        if in_window.len() > MAX_HEALTH_ALERTS {
+            in_window.sort_by_key(|(t, a)| (std::cmp::Reverse(a.severity), *t));
+            in_window.truncate(MAX_HEALTH_ALERTS);
+            in_window.sort_by_key(|(t, _)| *t);
+        }
         Some(HealthSummary {
             request_id: request.id.clone(),
             gpu_uuid: request.gpu_uuid.clone(),
@@ -217,14 +226,13 @@ impl Watch {
             signals,
             alerts: in_window
                 .iter()
-                .take(MAX_HEALTH_ALERTS)
                 .map(|(t, a)| HealthAlert {
                     t_ms: *t,
                     kind: a.kind.name().to_string(),
                     severity: a.severity.name().to_string(),
                 })
                 .collect(),
-            alerts_total: in_window.len() as u64,
+            alerts_total,
             xids,
             xid_total,
         })
@@ -273,23 +281,29 @@ pub fn run_nvml(
     stop: &AtomicBool,
 ) -> Result<(), String> {
     let nvml = pog_device::nvml::init().map_err(|e| format!("NVML: {e}"))?;
-    let count = nvml
-        .device_count()
-        .map_err(|e| format!("NVML: counting GPUs: {e}"))?;
-    let indices: Vec<u32> = (0..count).collect();
+    // Only the GPUs served: one this agent does not serve, and cannot open, is not its
+    // concern, and must not stop the telemetry of those it does.
+    let mut indices = Vec::new();
+    for uuid in uuids {
+        match nvml.device_by_uuid(uuid.as_str()).and_then(|d| d.index()) {
+            Ok(index) => indices.push(index),
+            Err(e) => {
+                tracing::warn!("health monitor: NVML cannot find GPU {uuid} ({e}); not watched")
+            }
+        }
+    }
+    if indices.is_empty() {
+        return Err(format!(
+            "NVML sees none of the GPUs served ({})",
+            uuids.join(", ")
+        ));
+    }
     let mut source = pog_device::monitor::NvmlSource::open(
         &nvml,
         &indices,
         pog_device::monitor::DEFAULT_SLOW_EVERY,
     )
     .map_err(|e| format!("NVML: {e}"))?;
-    source.retain(|uuid| uuids.iter().any(|u| u == uuid));
-    if source.is_empty() {
-        return Err(format!(
-            "NVML sees none of the GPUs served ({})",
-            uuids.join(", ")
-        ));
-    }
     watch.run(&mut source, interval, stop);
     Ok(())
 }
@@ -373,6 +387,37 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("pog_xid_errors_total{"), "{text}");
+    }
+
+    #[test]
+    fn past_the_alert_limit_the_most_severe_are_listed_in_time_order() {
+        use pog_monitor::{AlertKind, Severity};
+        let watch = Watch::new(vec![identity("GPU-a")], false);
+        let alert = |t_ms: u64, severity| {
+            (
+                t_ms,
+                Alert {
+                    t: t_ms as f64 / 1000.0,
+                    kind: AlertKind::ClockDrop,
+                    severity,
+                    signals: Default::default(),
+                    message: String::new(),
+                },
+            )
+        };
+        {
+            let mut state = watch.state();
+            let alerts = &mut state.gpus[0].alerts;
+            // Many info alerts first, then one warning at the end of the window.
+            alerts.extend((0..100).map(|i| alert(1_000 + i, Severity::Info)));
+            alerts.push_back(alert(2_000, Severity::Warning));
+        }
+        let r = request("GPU-a", 0, 3_000);
+        let s = watch.summary(&r).unwrap();
+        s.check(&r).unwrap();
+        assert_eq!((s.alerts.len(), s.alerts_total), (MAX_HEALTH_ALERTS, 101));
+        assert!(s.alerts.iter().any(|a| a.severity == "warning"), "{s:?}");
+        assert!(s.alerts.windows(2).all(|w| w[0].t_ms <= w[1].t_ms));
     }
 
     #[test]
