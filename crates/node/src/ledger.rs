@@ -342,11 +342,30 @@ pub async fn publish(
                 .to_string(),
         )
     };
+    // Each answer is checked alone, so one witness's bad answer costs only its own
+    // cosignature: one signature line, not in the log's name, not under a name another
+    // answer already took, and readable beside the checkpoint's own lines.
     let origin = checkpoint.checkpoint.origin.clone();
+    let base = checkpoint.to_text();
+    let mut taken: Vec<String> = Vec::new();
     for a in witnesses.iter_mut().filter(|a| a.cosigned) {
-        if name_of(&a.answer).is_none_or(|n| n == origin) {
+        let line = a.answer.trim_end();
+        let refused = match name_of(line) {
+            _ if line.contains('\n') => Some("more than one line"),
+            None => Some("not a cosignature line"),
+            Some(name) if name == origin => Some("a line in the log's own name"),
+            Some(name) if taken.contains(&name) => Some("a name another witness answered with"),
+            Some(_) if SignedCheckpoint::parse(format!("{base}{line}\n").as_bytes()).is_err() => {
+                Some("not a readable signature line")
+            }
+            Some(name) => {
+                taken.push(name);
+                None
+            }
+        };
+        if let Some(why) = refused {
             a.cosigned = false;
-            a.answer = format!("not a cosignature line: {:?}", a.answer);
+            a.answer = format!("{why}: {:?}", a.answer);
         }
     }
     let fresh: Vec<&str> = witnesses

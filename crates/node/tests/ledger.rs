@@ -355,6 +355,80 @@ async fn endless_witness(chunk: usize) -> String {
     url
 }
 
+/// A "witness" that answers every checkpoint with `body` (HTTP 200).
+async fn fixed_witness(body: String) -> String {
+    let router = axum::Router::new().route(
+        "/add-checkpoint",
+        axum::routing::post(move || {
+            let body = body.clone();
+            async move { body }
+        }),
+    );
+    let (listener, url) = listen().await;
+    tokio::spawn(pog_node::http::serve(
+        listener,
+        router,
+        Limits::small_requests(),
+    ));
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witness_answering_garbage_or_in_others_names_costs_only_its_own_cosignature() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, url) = validator_with_ledger(dir.path()).await;
+    let ledger = v.ledger().unwrap().clone();
+    let log_key = Verifier::parse(&ledger.vkey()).unwrap();
+    let (honest, honest_key) = start_witness(31, &log_key).await;
+    let (_agent, status) = start_agent(&url, 8, vec![claim(GPU)], Behaviour::Honest, None).await;
+    assert_eq!(status, 200);
+    // Garbage; two lines, the second in the log's own name; and a copy of the honest
+    // witness's name (a signature line it did not make).
+    let log_name = log_key.name().to_string();
+    let fake_sig = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    let hostile = [
+        fixed_witness("not a signature at all\n".into()).await,
+        fixed_witness(format!(
+            "\u{2014} pog.test/x {fake_sig}\n\u{2014} {log_name} {fake_sig}\n"
+        ))
+        .await,
+        fixed_witness(format!("\u{2014} {} {fake_sig}\n", honest_key.name())).await,
+    ];
+    let mut witnesses = vec![honest];
+    witnesses.extend(hostile);
+    let client = pog_node::ledger::witness_client();
+    let tick = ledger.tick(&client, &witnesses).await.unwrap();
+    let published = tick.published.unwrap();
+    let cosigned: Vec<bool> = published.witnesses.iter().map(|w| w.cosigned).collect();
+    assert_eq!(
+        cosigned,
+        [true, false, false, false],
+        "{:?}",
+        published.witnesses
+    );
+    for (answer, why) in published.witnesses[1..].iter().zip([
+        "not a cosignature line",
+        "more than one line",
+        "a name another witness answered with",
+    ]) {
+        assert!(answer.answer.starts_with(why), "{answer:?}");
+    }
+    // The stored checkpoint carries the log's and the honest witness's signatures, and
+    // verifies with both keys.
+    let text = reqwest::get(format!("{url}/ledger/checkpoint"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let note = pog_ledger::note::Note::parse(text.as_bytes()).unwrap();
+    assert_eq!(
+        note.verify(&[log_key, honest_key]).unwrap().len(),
+        2,
+        "{text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_witness_streaming_an_endless_answer_is_cut_off() {
     let dir = tempfile::tempdir().unwrap();
