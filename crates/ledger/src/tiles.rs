@@ -371,7 +371,9 @@ impl<S: TileSource> TiledTree<S> {
 
     /// Calls `visit(index, entry)` for every entry from `start` to `end` (exclusive, at most the
     /// tree size), in order, reading each entry bundle once and checking every entry against
-    /// its level-0 tile hash; stops at the first error, or when `visit` returns false.
+    /// its level-0 tile hash, and each level-0 tile against the tree's root (the inclusion of
+    /// its first hash, whose proof hashes the rest of the tile: a server cannot swap a tile
+    /// and its bundle for others); stops at the first error, or when `visit` returns false.
     pub fn for_each_entry(
         &mut self,
         start: u64,
@@ -382,6 +384,7 @@ impl<S: TileSource> TiledTree<S> {
         if end > size {
             return Err(TileError::OutOfRange { index: end, size });
         }
+        let root = self.root()?;
         let mut index = start;
         while index < end {
             let tile = index / TILE_WIDTH;
@@ -393,10 +396,26 @@ impl<S: TileSource> TiledTree<S> {
                 entries: false,
                 ..id
             };
-            let hashes = match self.cache.get(&hash_id) {
-                Some(hashes) => hashes.clone(),
-                None => decode_tile(&hash_id, &self.source.read_tile(&hash_id)?)?,
+            let cached = self.cache.contains_key(&hash_id);
+            if !cached {
+                let hashes = decode_tile(&hash_id, &self.source.read_tile(&hash_id)?)?;
+                self.cache.insert(hash_id, hashes);
+            }
+            // The proof of the tile's first entry reads the tile's other hashes from the copy
+            // just cached, and higher tiles, and must lead to the root.
+            let first = tile * TILE_WIDTH;
+            let proof = self.inclusion_proof(first);
+            let hashes = if cached {
+                self.cache[&hash_id].clone()
+            } else {
+                self.cache.remove(&hash_id).expect("inserted above")
             };
+            if !pog_merkle::verify_inclusion(&hashes[0], first, size, &proof?, &root) {
+                return Err(TileError::BadBundle {
+                    path: hash_id.path(),
+                    why: "a level-0 tile does not lead to the tree's root",
+                });
+            }
             let last = end.min((tile + 1) * TILE_WIDTH);
             for i in index..last {
                 let at = (i % TILE_WIDTH) as usize;
@@ -415,7 +434,8 @@ impl<S: TileSource> TiledTree<S> {
         Ok(())
     }
 
-    /// Entry `index`, from its entry bundle, checked against its level-0 tile hash.
+    /// Entry `index`, from its entry bundle, checked against the tree's root (its inclusion
+    /// proof from the tiles).
     pub fn entry(&mut self, index: u64) -> Result<Vec<u8>, TileError> {
         let size = self.size;
         if index >= size {
@@ -423,13 +443,13 @@ impl<S: TileSource> TiledTree<S> {
         }
         let id = TileId::in_tree(0, index / TILE_WIDTH, size, true).expect("index below size");
         let bundle = decode_entry_bundle(&id, &self.source.read_tile(&id)?)?;
-        let at = (index % TILE_WIDTH) as usize;
-        let entry = bundle[at].clone();
-        let hash = self.tile(0, index / TILE_WIDTH)?[at];
-        if pog_merkle::leaf_hash(&entry) != hash {
+        let entry = bundle[(index % TILE_WIDTH) as usize].clone();
+        let (proof, root) = (self.inclusion_proof(index)?, self.root()?);
+        if !pog_merkle::verify_inclusion(&pog_merkle::leaf_hash(&entry), index, size, &proof, &root)
+        {
             return Err(TileError::BadBundle {
                 path: id.path(),
-                why: "an entry does not hash to its level-0 tile hash",
+                why: "an entry does not lead to the tree's root",
             });
         }
         Ok(entry)
@@ -573,11 +593,43 @@ mod tests {
             })
             .unwrap();
         assert_eq!(seen, 70_000);
-        // Without the care: 274 level-0 tiles (8 KiB each) held to the end.
-        assert!(tiled.cache.len() <= 1, "{} tiles cached", tiled.cache.len());
-        // And the entries still check against their tiles' hashes.
-        let root = tiled.root().unwrap();
-        assert_eq!(root, memory(70_000).tree.root());
+        // Without the care: 274 level-0 tiles (8 KiB each) held to the end (the higher tiles
+        // the checks read stay: one per 65,536 entries).
+        let level_0 = tiled.cache.keys().filter(|id| id.level == 0).count();
+        assert!(level_0 <= 1, "{level_0} level-0 tiles cached");
+    }
+
+    #[test]
+    fn a_forged_full_tile_with_its_bundle_is_caught() {
+        // A server that swaps a full level-0 tile (one the root is not computed from) and its
+        // entry bundle for another, self-consistent pair: entry 5 of 600 rewritten.
+        struct Forger(Memory);
+        impl TileSource for Forger {
+            fn read_tile(&mut self, id: &TileId) -> Result<Vec<u8>, TileError> {
+                if id.level == 0 && id.index == 0 {
+                    let mut entries = self.0.entries[..256].to_vec();
+                    entries[5] = b"forged".to_vec();
+                    if id.entries {
+                        return Ok(encode_entry_bundle(entries.iter().map(|e| e.as_slice())));
+                    }
+                    return Ok(entries.iter().flat_map(|e| leaf_hash(e)).collect());
+                }
+                self.0.read_tile(id)
+            }
+        }
+        let mut tiled = TiledTree::new(Forger(memory(600)), 600);
+        // The root does not read that tile: it still matches.
+        assert_eq!(tiled.root().unwrap(), memory(600).tree.root());
+        let e = tiled.for_each_entry(0, 600, |_, _| true).unwrap_err();
+        assert!(
+            e.to_string().contains("does not lead to the tree's root"),
+            "{e}"
+        );
+        let e = tiled.entry(5).unwrap_err();
+        assert!(e.to_string().contains("does not lead"), "{e}");
+        // Honest tiles walk through.
+        let mut honest = TiledTree::new(memory(600), 600);
+        honest.for_each_entry(0, 600, |_, _| true).unwrap();
     }
 
     #[test]
