@@ -223,8 +223,16 @@ impl History {
                         xid,
                     ])?;
                 }
+                // A minute already stored (the part before a restart within it) is merged
+                // with the rest, not replaced.
                 let mut minute = tx.prepare_cached(
-                    "INSERT OR REPLACE INTO minutes VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    "INSERT INTO minutes VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                     ON CONFLICT (gpu, t_start, signal) DO UPDATE SET
+                         min = min(minutes.min, excluded.min),
+                         max = max(minutes.max, excluded.max),
+                         mean = (minutes.mean * minutes.n + excluded.mean * excluded.n)
+                                / (minutes.n + excluded.n),
+                         n = minutes.n + excluded.n",
                 )?;
                 for (gpu, aggregate) in &self.pending_minutes {
                     for (signal, m) in &aggregate.signals {
@@ -246,18 +254,24 @@ impl History {
                     alert.execute(params![gpu, t, a.kind.name(), a.severity.name(), body])?;
                 }
                 if now_unix - self.last_pruned >= 60.0 {
-                    tx.execute(
-                        "DELETE FROM samples WHERE t_unix < ?1",
-                        params![now_unix - self.retention.raw.as_secs_f64()],
-                    )?;
-                    tx.execute(
-                        "DELETE FROM minutes WHERE t_start < ?1",
-                        params![now_unix - self.retention.minutes.as_secs_f64()],
-                    )?;
-                    tx.execute(
-                        "DELETE FROM alerts WHERE t_unix < ?1",
-                        params![now_unix - self.retention.minutes.as_secs_f64()],
-                    )?;
+                    // Per GPU, so that each delete walks its (gpu, time) index rather than
+                    // the whole table (a day of raw samples is 86,400 rows a GPU).
+                    let raw_until = now_unix - self.retention.raw.as_secs_f64();
+                    let minutes_until = now_unix - self.retention.minutes.as_secs_f64();
+                    for gpu in self.minutes.keys() {
+                        tx.execute(
+                            "DELETE FROM samples WHERE gpu = ?1 AND t_unix < ?2",
+                            params![gpu, raw_until],
+                        )?;
+                        tx.execute(
+                            "DELETE FROM minutes WHERE gpu = ?1 AND t_start < ?2",
+                            params![gpu, minutes_until],
+                        )?;
+                        tx.execute(
+                            "DELETE FROM alerts WHERE gpu = ?1 AND t_unix < ?2",
+                            params![gpu, minutes_until],
+                        )?;
+                    }
                 }
             }
             Ok(())
@@ -388,6 +402,41 @@ mod tests {
             .is_empty());
         let reader = History::open_read_only(&path).unwrap();
         assert_eq!(reader.minutes("GPU-a", Signal::Power, 0.0).unwrap(), power);
+    }
+
+    #[test]
+    fn a_minute_split_by_a_restart_is_merged_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("monitor.sqlite");
+        let samples: Vec<Sample> = healthy().into_iter().filter(|s| s.t < 90.0).collect();
+        let (before, after): (Vec<&Sample>, Vec<&Sample>) =
+            samples.iter().partition(|s| s.t < 30.0);
+        for part in [before, after] {
+            let mut history = History::open(&path, Retention::default()).unwrap();
+            for s in part {
+                history.push("GPU-a", T0 + s.t, s);
+            }
+            history.close(T0 + 120.0).unwrap();
+        }
+        let history = History::open(&path, Retention::default()).unwrap();
+        let first: Vec<f64> = samples
+            .iter()
+            .filter(|s| s.t < 60.0)
+            .filter_map(|s| s.power_w)
+            .collect();
+        let n: i64 = history
+            .db
+            .query_row(
+                "SELECT n FROM minutes WHERE gpu = 'GPU-a' AND t_start = ?1 AND signal = 'power_w'",
+                params![T0],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(n, first.len() as i64);
+        let power = history.minutes("GPU-a", Signal::Power, 0.0).unwrap();
+        let mean = first.iter().sum::<f64>() / first.len() as f64;
+        assert!((power[0].2 - mean).abs() < 1e-9, "{power:?}");
+        assert_eq!(power[0].3, first.iter().copied().fold(f64::MIN, f64::max));
     }
 
     #[test]

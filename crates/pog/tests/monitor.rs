@@ -389,7 +389,7 @@ fn receiver(statuses: Vec<u16>) -> (String, Arc<Mutex<Vec<String>>>) {
                         break;
                     }
                     if request_line {
-                        assert!(line.starts_with("POST /hook "), "{line}");
+                        assert!(line.starts_with("POST /hook"), "{line}");
                         request_line = false;
                     }
                     if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
@@ -441,7 +441,7 @@ fn alerts_go_to_the_webhook_and_a_failed_post_is_retried() {
             "1.5",
         ])
         .arg("--webhook")
-        .arg(format!("http://{address}/hook"))
+        .arg(format!("http://{address}/hook?token=s3cret"))
         .arg("--from-trace")
         .arg(power_brake_trace(dir.path()))
         .output()
@@ -450,6 +450,11 @@ fn alerts_go_to_the_webhook_and_a_failed_post_is_retried() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("answered 500 Internal Server Error: retrying"),
+        "{stderr}"
+    );
+    // The log names the receiver, not the URL's secret.
+    assert!(
+        stderr.contains(&format!("webhook http://{address}:")) && !stderr.contains("s3cret"),
         "{stderr}"
     );
     let bodies = bodies.lock().unwrap().clone();

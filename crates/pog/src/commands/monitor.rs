@@ -410,8 +410,10 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https"))
             .with_context(|| format!("--webhook {url:?} is not an http or https URL"))?;
+        // No redirects: a 307/308 would re-post the alert wherever the receiver points.
         let client = reqwest::Client::builder()
             .timeout(WEBHOOK_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .context("building the webhook client")?;
         let (queue, pending) = tokio::sync::mpsc::channel(WEBHOOK_QUEUE);
@@ -557,6 +559,14 @@ async fn deliver(
     url: reqwest::Url,
     mut pending: tokio::sync::mpsc::Receiver<serde_json::Value>,
 ) {
+    // Logs name the receiver by scheme, host and port only: a webhook URL often carries a
+    // secret token in its path or query.
+    let shown = format!(
+        "{}://{}{}",
+        url.scheme(),
+        url.host_str().unwrap_or("?"),
+        url.port().map(|p| format!(":{p}")).unwrap_or_default()
+    );
     while let Some(alert) = pending.recv().await {
         let mut wait = WEBHOOK_BACKOFF;
         for attempt in 1..=WEBHOOK_ATTEMPTS {
@@ -567,14 +577,16 @@ async fn deliver(
                         && response.status() != reqwest::StatusCode::TOO_MANY_REQUESTS =>
                 {
                     tracing::warn!(
-                        "webhook {url}: answered {}: alert not delivered, not retried",
+                        "webhook {shown}: answered {}: alert not delivered, not retried",
                         response.status()
                     );
                     break;
                 }
                 Ok(response) => format!("answered {}", response.status()),
                 Err(e) => {
-                    // reqwest's own words, then the causes it wraps (refused, timed out, …).
+                    // reqwest's own words (without the URL), then the causes it wraps
+                    // (refused, timed out, …).
+                    let e = e.without_url();
                     let mut why = e.to_string();
                     let mut cause = std::error::Error::source(&e);
                     while let Some(c) = cause {
@@ -585,10 +597,10 @@ async fn deliver(
                 }
             };
             if attempt == WEBHOOK_ATTEMPTS {
-                tracing::warn!("webhook {url}: {why}: gave up after {attempt} attempts");
+                tracing::warn!("webhook {shown}: {why}: gave up after {attempt} attempts");
             } else {
                 tracing::warn!(
-                    "webhook {url}: {why}: retrying in {:.1} s",
+                    "webhook {shown}: {why}: retrying in {:.1} s",
                     wait.as_secs_f64()
                 );
                 tokio::time::sleep(wait).await;
