@@ -200,7 +200,8 @@ impl History {
                         s.temp_gpu_c,
                         s.temp_mem_c,
                         s.power_w,
-                        s.energy_mj,
+                        // A raw row holds what was read at its time (as a trace does).
+                        s.read_now(Signal::Energy),
                         s.util_gpu_pct,
                         s.util_mem_pct,
                         s.mem_used_mib,
@@ -209,8 +210,8 @@ impl History {
                         s.sm_clock_mhz,
                         s.mem_clock_mhz,
                         n(s.clock_reasons),
-                        s.pcie_tx_kbs,
-                        s.pcie_rx_kbs,
+                        s.read_now(Signal::PcieTx),
+                        s.read_now(Signal::PcieRx),
                         n(s.pcie_replay),
                         n(s.ecc_corr),
                         n(s.ecc_uncorr),
@@ -437,6 +438,25 @@ mod tests {
         let mean = first.iter().sum::<f64>() / first.len() as f64;
         assert!((power[0].2 - mean).abs() < 1e-9, "{power:?}");
         assert_eq!(power[0].3, first.iter().copied().fold(f64::MIN, f64::max));
+    }
+
+    #[test]
+    fn a_carried_reading_is_stored_as_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut history =
+            History::open(&dir.path().join("h.sqlite"), Retention::default()).unwrap();
+        let mut s = Sample::at(0.0);
+        (s.energy_mj, s.power_w) = (Some(5.0e6), Some(80.0));
+        s.carried = vec![Signal::Energy];
+        history.push("GPU-a", T0, &s);
+        history.flush(T0 + 1.0).unwrap();
+        let (energy, power): (Option<f64>, Option<f64>) = history
+            .db
+            .query_row("SELECT energy_mj, power_w FROM samples", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!((energy, power), (None, Some(80.0)));
     }
 
     #[test]
