@@ -393,7 +393,7 @@ pub fn market_seeds() -> Vec<Vec<u8>> {
             "expires_at_ms": now_ms + 3_600_000}),
         serde_json::json!({"validator": me, "id": "o-1", "sequence": 0}),
         serde_json::json!({"validator": me, "class": "H200 SXM", "mechanism": "mcafee",
-            "at_ms": now_ms}),
+            "at_ms": now_ms, "nonce": "fuzz-seed-clear"}),
     ]
     .iter()
     .map(|v| v.to_string().into_bytes())

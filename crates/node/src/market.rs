@@ -11,7 +11,7 @@
 //!   another key has no such order (404).
 //! - `POST /v1/market/clear`: a [`CLEAR_KIND`] envelope holding a [`ClearMessage`], signed by
 //!   the validator's own key (its operator runs `pog market clear` with the validator's data
-//!   dir).
+//!   dir); each request, named by its nonce, clears once (a replay gets 409).
 //! - `GET /v1/market/info`: the validator's key (which every message must name, so a message
 //!   signed for one validator cannot be replayed at another) and the classes traded.
 //! - `GET /v1/market/book?class=C`: the open orders (every class without `class`).
@@ -25,8 +25,9 @@
 //! the store is the book's source of truth. Each accepted event (the signed submit or cancel
 //! as it arrived, or the clearing request) is appended to the `market_events` table; opening
 //! the store replays them in order through [`Book`], which is deterministic, so a restarted
-//! validator has the same book and history. If appending fails, the book is rebuilt from the
-//! store, and the request fails.
+//! validator has the same book and history, and remembers the same clearing requests taken
+//! ([`TakenClears`]). If appending fails, the book is rebuilt from the store, and the request
+//! fails.
 
 use crate::clock::now_ms;
 use crate::http::ApiError;
@@ -44,7 +45,7 @@ use pog_proof::wire::{self, Envelope, Identity};
 use pog_spec::SpecDb;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -96,14 +97,24 @@ pub struct ClearMessage {
     pub validator: String,
     pub class: GpuClass,
     pub mechanism: Mechanism,
-    /// When the operator asked, ms since the Unix epoch: two clearings of the same class are
-    /// two different requests, and an old one replayed later is refused (see
-    /// [`CLEAR_MAX_AGE_MS`]).
+    /// When the operator asked, ms since the Unix epoch: an old request replayed later is
+    /// refused (see [`CLEAR_MAX_AGE_MS`]).
     pub at_ms: u64,
+    /// This request's own random id ([`fresh_clear_nonce`]): the market takes each nonce
+    /// once, so a captured request replayed within its age window is refused (409), and two
+    /// clearings of the same class are two requests. Required of every new request (1 to
+    /// [`MAX_CLEAR_NONCE_LEN`] letters, digits, `-` or `_`); a store written before requests
+    /// carried one replays without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
 }
 
 /// How old a clearing request may be when it arrives, and how far in the future.
 pub const CLEAR_MAX_AGE_MS: u64 = 5 * 60 * 1000;
+
+/// The longest nonce a clearing request may carry: the market holds every nonce it took for
+/// as long as its request could still arrive.
+pub const MAX_CLEAR_NONCE_LEN: usize = 64;
 
 /// What `GET /v1/market/info` returns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -224,6 +235,33 @@ struct Inner {
     /// Classes whose book changed (an order submitted or cancelled) since their last
     /// clearing: the scheduled clearing clears these only ([`Market::clear_due`]).
     dirty: BTreeSet<GpuClass>,
+    /// The clearing requests taken that could still arrive again.
+    taken: TakenClears,
+}
+
+/// The nonces of the clearing requests taken whose age window the book's time has not yet
+/// passed, each with its request's `at_ms`: a request is refused unless `at_ms` is within
+/// [`CLEAR_MAX_AGE_MS`] of both the clock and the book's time (which never goes back), so a
+/// nonce forgotten here belongs to a request that is refused by its age anyway, even after
+/// the clock steps back. It holds the clearings of about ten minutes (five back, five ahead),
+/// all signed by the validator's own key; a restart rebuilds it from the stored clearings.
+#[derive(Debug, Default)]
+struct TakenClears {
+    nonces: HashMap<String, u64>,
+}
+
+impl TakenClears {
+    fn contains(&self, nonce: &str) -> bool {
+        self.nonces.contains_key(nonce)
+    }
+
+    /// Takes `nonce` of a request signed at `at_ms`, and forgets the requests that the book's
+    /// time `book_ms` has put past their window.
+    fn take(&mut self, nonce: String, at_ms: u64, book_ms: u64) {
+        self.nonces.insert(nonce, at_ms);
+        self.nonces
+            .retain(|_, signed_ms| signed_ms.saturating_add(CLEAR_MAX_AGE_MS) >= book_ms);
+    }
 }
 
 /// One price the validator posted for a GPU, and what made it quote again.
@@ -254,6 +292,11 @@ pub struct PostedPrice {
 pub fn fresh_order_id() -> OrderId {
     let bytes: [u8; 16] = crate::validator::random_bytes();
     OrderId::new(format!("o-{}", hex::encode(bytes))).expect("a short, plain id")
+}
+
+/// A new clearing request nonce (16 random bytes in hex): never the same twice.
+pub fn fresh_clear_nonce() -> String {
+    hex::encode(crate::validator::random_bytes::<16>())
 }
 
 /// The classes a validator's book trades: every model of the spec database.
@@ -293,7 +336,7 @@ impl Market {
                  value INTEGER NOT NULL
              );",
         )?;
-        let book = replay(&db, validator)?;
+        let (book, taken) = replay(&db, validator)?;
         // After a restart, any class with open orders may be due a clearing.
         let dirty = book
             .classes()
@@ -305,7 +348,12 @@ impl Market {
         let limits = MarketLimits::default();
         Ok(Market {
             validator: validator.to_ascii_lowercase(),
-            inner: Mutex::new(Inner { book, db, dirty }),
+            inner: Mutex::new(Inner {
+                book,
+                db,
+                dirty,
+                taken,
+            }),
             limits,
             submitters: Mutex::new(crate::validator::RateLimiter::per_minute(
                 limits.submits_per_minute_per_source,
@@ -434,7 +482,8 @@ impl Market {
         Ok(Cancelled { order })
     }
 
-    /// Clears one class on the operator's signed request.
+    /// Clears one class on the operator's signed request, once: the same request again (its
+    /// nonce taken) is refused (409).
     pub fn clear(&self, bytes: &[u8]) -> Result<ClearingRecord, ApiError> {
         let (message, signer): (ClearMessage, String) = wire::decode(bytes, CLEAR_KIND)?;
         self.check_validator(&message.validator)?;
@@ -444,8 +493,14 @@ impl Market {
                 "only the validator's own key may clear the market (run `pog market clear` with the validator's data dir)",
             ));
         }
+        let nonce = clear_nonce(&message)?;
+        let envelope = envelope(bytes)?;
+        let mut inner = self.lock();
         let now = now_ms();
-        if message.at_ms.saturating_add(CLEAR_MAX_AGE_MS) < now
+        // Old by the book's time too, which never goes back: after the clock steps back, a
+        // request whose nonce has been forgotten (see `TakenClears`) is still refused.
+        let latest = now.max(inner.book.now_ms());
+        if message.at_ms.saturating_add(CLEAR_MAX_AGE_MS) < latest
             || message.at_ms > now.saturating_add(CLEAR_MAX_AGE_MS)
         {
             return Err(ApiError::new(
@@ -453,8 +508,14 @@ impl Market {
                 "the clearing request is more than five minutes old or ahead: sign a new one (check the clock)",
             ));
         }
-        let envelope = envelope(bytes)?;
-        let mut inner = self.lock();
+        if inner.taken.contains(nonce) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!(
+                    "clearing request {nonce} was taken already: each signed request clears once (sign a new one to clear again)"
+                ),
+            ));
+        }
         // The book's time is when requests arrive (the request's own time only bounds its
         // age), so the book, and a replay of its store, see time move one way.
         let record = inner
@@ -464,6 +525,8 @@ impl Market {
             .clone();
         inner.dirty.remove(&message.class);
         inner.append("clear", &Event::Clear { envelope }, &self.validator)?;
+        let book_ms = inner.book.now_ms();
+        inner.taken.take(nonce.to_string(), message.at_ms, book_ms);
         Ok(record)
     }
 
@@ -497,6 +560,7 @@ impl Market {
                     class,
                     mechanism,
                     at_ms: now_ms(),
+                    nonce: Some(fresh_clear_nonce()),
                 };
                 let envelope = operator.seal(CLEAR_KIND, &message)?;
                 let bytes = serde_json::to_vec(&envelope)
@@ -716,8 +780,9 @@ impl Inner {
             params![kind, text, at_ms as i64],
         );
         if let Err(e) = stored {
-            if let Ok(book) = replay(&self.db, validator) {
+            if let Ok((book, taken)) = replay(&self.db, validator) {
                 self.book = book;
+                self.taken = taken;
             }
             return Err(ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -751,6 +816,26 @@ fn point(seq: i64, text: &str) -> Result<PostedPrice, MarketError> {
     Ok(point)
 }
 
+/// The clearing request's nonce, if it has one of the form [`ClearMessage::nonce`] asks.
+fn clear_nonce(message: &ClearMessage) -> Result<&str, ApiError> {
+    let Some(nonce) = message.nonce.as_deref() else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "the clearing request names no nonce: each request carries a fresh random one, so that it clears once (update the client that signed it)",
+        ));
+    };
+    let plain = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if nonce.is_empty() || nonce.len() > MAX_CLEAR_NONCE_LEN || !nonce.chars().all(plain) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "the clearing request's nonce must be 1 to {MAX_CLEAR_NONCE_LEN} letters, digits, '-' or '_'"
+            ),
+        ));
+    }
+    Ok(nonce)
+}
+
 /// The envelope as it arrived (already verified by `wire::decode`), to store.
 fn envelope(bytes: &[u8]) -> Result<Envelope, ApiError> {
     serde_json::from_slice(bytes).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))
@@ -768,9 +853,11 @@ fn book_error(e: BookError) -> ApiError {
     ApiError::new(status, e.to_string())
 }
 
-/// Rebuilds the book from the stored events, re-verifying each signed message.
-fn replay(db: &Connection, validator: &str) -> Result<Book, MarketError> {
+/// Rebuilds the book, and the clearing requests taken still in their window, from the stored
+/// events, re-verifying each signed message.
+fn replay(db: &Connection, validator: &str) -> Result<(Book, TakenClears), MarketError> {
     let mut book = Book::new(classes());
+    let mut taken = TakenClears::default();
     let mut stmt = db.prepare("SELECT seq, event, at_ms FROM market_events ORDER BY seq")?;
     let rows = stmt.query_map([], |r| {
         Ok((
@@ -813,10 +900,14 @@ fn replay(db: &Connection, validator: &str) -> Result<Book, MarketError> {
                 }
                 book.clear(&m.class, m.mechanism, at_ms)
                     .map_err(|e| corrupt(e.to_string()))?;
+                // A clearing stored before requests carried nonces has none to remember.
+                if let Some(nonce) = m.nonce {
+                    taken.take(nonce, m.at_ms, book.now_ms());
+                }
             }
         }
     }
-    Ok(book)
+    Ok((book, taken))
 }
 
 /// The market's routes, for any router state (the market carries its own).
@@ -1036,7 +1127,8 @@ impl MarketClient {
         self.post("/v1/market/cancel", &envelope).await
     }
 
-    /// Clears a class, signed by the validator's own identity.
+    /// Clears a class, signed by the validator's own identity: a new request, with a fresh
+    /// nonce, each time.
     pub async fn clear(
         &self,
         operator: &Identity,
@@ -1049,6 +1141,7 @@ impl MarketClient {
             class,
             mechanism,
             at_ms: now_ms(),
+            nonce: Some(fresh_clear_nonce()),
         };
         let envelope = operator.seal(CLEAR_KIND, &message)?;
         self.post("/v1/market/clear", &envelope).await
@@ -1189,21 +1282,39 @@ mod tests {
         )
     }
 
+    /// The operator's signed request to clear the H200 SXM class, signed at `at_ms`.
+    fn clear_request(v: &Identity, at_ms: u64, nonce: Option<String>) -> Vec<u8> {
+        v_seal(
+            v,
+            CLEAR_KIND,
+            &ClearMessage {
+                validator: v.public_hex(),
+                class: GpuClass::new("H200 SXM").unwrap(),
+                mechanism: Mechanism::UniformPrice,
+                at_ms,
+                nonce,
+            },
+        )
+    }
+
+    /// Appends `event` to the store of `m` as an older validator (or one whose clock ran
+    /// elsewhere) stored it, at book time `at_ms`.
+    fn store_as_of(m: &Market, kind: &str, event: &Event, at_ms: u64) {
+        m.lock()
+            .db
+            .execute(
+                "INSERT INTO market_events (kind, event, at_ms) VALUES (?1, ?2, ?3)",
+                params![kind, serde_json::to_string(event).unwrap(), at_ms as i64],
+            )
+            .unwrap();
+    }
+
     #[test]
     fn clearing_requests_from_the_far_past_or_future_are_refused_without_overflow() {
         let v = validator();
         let m = Market::open(None, &v.public_hex()).unwrap();
         for at_ms in [0, u64::MAX, u64::MAX - CLEAR_MAX_AGE_MS / 2] {
-            let clear = v_seal(
-                &v,
-                CLEAR_KIND,
-                &ClearMessage {
-                    validator: v.public_hex(),
-                    class: GpuClass::new("H200 SXM").unwrap(),
-                    mechanism: Mechanism::UniformPrice,
-                    at_ms,
-                },
-            );
+            let clear = clear_request(&v, at_ms, Some(fresh_clear_nonce()));
             let e = m.clear(&clear).unwrap_err();
             assert_eq!(e.status, StatusCode::BAD_REQUEST, "{at_ms}: {}", e.message);
         }
@@ -1245,16 +1356,7 @@ mod tests {
                 },
             );
             m.cancel(&cancel).unwrap();
-            let clear = v_seal(
-                &v,
-                CLEAR_KIND,
-                &ClearMessage {
-                    validator: v.public_hex(),
-                    class: GpuClass::new("H200 SXM").unwrap(),
-                    mechanism: Mechanism::UniformPrice,
-                    at_ms: now_ms(),
-                },
-            );
+            let clear = clear_request(&v, now_ms(), Some(fresh_clear_nonce()));
             assert_eq!(m.clear(&clear).unwrap().clearing.units, 2);
         }
         let m = Market::open(Some(&path), &v.public_hex()).unwrap();
@@ -1352,13 +1454,7 @@ mod tests {
             let event = Event::Submit {
                 envelope: serde_json::from_slice(&old).unwrap(),
             };
-            m.lock()
-                .db
-                .execute(
-                    "INSERT INTO market_events (kind, event, at_ms) VALUES ('submit', ?1, ?2)",
-                    params![serde_json::to_string(&event).unwrap(), came as i64],
-                )
-                .unwrap();
+            store_as_of(&m, "submit", &event, came);
         }
         let m = Market::open(Some(&path), &v.public_hex()).unwrap();
         let book = m.book(None, None, MAX_BOOK_PAGE);
@@ -1367,6 +1463,103 @@ mod tests {
             book.bids[0].expires_at_ms,
             came + pog_market::MAX_ORDER_LIFETIME_MS
         );
+    }
+
+    #[test]
+    fn a_clearing_request_clears_once_even_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("market.sqlite");
+        let v = validator();
+        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+        let request = clear_request(&v, now_ms(), Some(fresh_clear_nonce()));
+        {
+            let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+            m.submit(&submit(
+                &alice,
+                &v.public_hex(),
+                order("b1", &alice, Side::Bid, 3, 4.0),
+            ))
+            .unwrap();
+            m.submit(&submit(
+                &bob,
+                &v.public_hex(),
+                order("a1", &bob, Side::Ask, 1, 2.0),
+            ))
+            .unwrap();
+            assert_eq!(m.clear(&request).unwrap().clearing.units, 1);
+            for _ in 0..4 {
+                let e = m.clear(&request).unwrap_err();
+                assert_eq!(e.status, StatusCode::CONFLICT, "{}", e.message);
+                assert!(e.message.contains("taken already"), "{}", e.message);
+            }
+            assert_eq!(m.history(None, 10).clearings.len(), 1);
+            // Another request for the same class is another clearing.
+            m.clear(&clear_request(&v, now_ms(), Some(fresh_clear_nonce())))
+                .unwrap();
+            for nonce in [
+                None,
+                Some(String::new()),
+                Some("n".repeat(65)),
+                Some("a b".into()),
+            ] {
+                let e = m.clear(&clear_request(&v, now_ms(), nonce)).unwrap_err();
+                assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
+                assert!(e.message.contains("nonce"), "{}", e.message);
+            }
+            assert_eq!(m.history(None, 10).clearings.len(), 2);
+        }
+        // The restarted market remembers the request from its store.
+        let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+        assert_eq!(m.clear(&request).unwrap_err().status, StatusCode::CONFLICT);
+        assert_eq!(m.history(None, 10).clearings.len(), 2);
+    }
+
+    #[test]
+    fn a_clock_stepped_back_cannot_bring_back_a_forgotten_clearing_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("market.sqlite");
+        let v = validator();
+        let nonce = fresh_clear_nonce();
+        let request = clear_request(&v, now_ms(), Some(nonce.clone()));
+        {
+            let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+            m.clear(&request).unwrap();
+            // The next clearing came six minutes later; the clock has since stepped back to now.
+            let later = now_ms() + CLEAR_MAX_AGE_MS + 60_000;
+            let next = clear_request(&v, later, Some(fresh_clear_nonce()));
+            let event = Event::Clear {
+                envelope: serde_json::from_slice(&next).unwrap(),
+            };
+            store_as_of(&m, "clear", &event, later);
+        }
+        let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+        // The first request is out of its window by the book's time: forgotten, and refused.
+        assert!(!m.lock().taken.contains(&nonce));
+        let e = m.clear(&request).unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
+        assert!(e.message.contains("five minutes old"), "{}", e.message);
+        assert_eq!(m.history(None, 10).clearings.len(), 2);
+    }
+
+    #[test]
+    fn a_store_from_before_clearing_requests_carried_nonces_still_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("market.sqlite");
+        let v = validator();
+        let old = clear_request(&v, now_ms(), None);
+        {
+            let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+            let event = Event::Clear {
+                envelope: serde_json::from_slice(&old).unwrap(),
+            };
+            store_as_of(&m, "clear", &event, now_ms());
+        }
+        let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+        assert_eq!(m.history(None, 10).clearings.len(), 1);
+        // Sent now, the same request is refused: a new one must carry a nonce.
+        let e = m.clear(&old).unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
+        assert_eq!(m.history(None, 10).clearings.len(), 1);
     }
 
     fn v_seal<T: Serialize>(who: &Identity, kind: &str, message: &T) -> Vec<u8> {

@@ -4,15 +4,16 @@
 //! request never changes the book. Scores and prices from the validator's own records: a
 //! stored accepted or failed record changes the GPU's score, price and price history, which
 //! survives a restart; an agent that goes silent for some rounds (uptime below 1) and one
-//! whose monitor reports an XID and alerts (anomalies) priced lower; scheduled clearings.
+//! whose monitor reports an XID and alerts (anomalies) priced lower; scheduled clearings; a
+//! captured clearing request replayed, before and after a restart.
 
 mod common;
 
 use common::{claim, listen, loopback, policy, start_agent, VALIDATOR_SEED};
 use pog_market::{GpuClass, Mechanism, Order, OrderId, Price, Side};
 use pog_node::market::{
-    CancelMessage, ClearMessage, Market, MarketClient, MarketLimits, SubmitMessage, CANCEL_KIND,
-    CLEAR_KIND, SUBMIT_KIND,
+    fresh_clear_nonce, CancelMessage, ClearMessage, Market, MarketClient, MarketLimits,
+    SubmitMessage, CANCEL_KIND, CLEAR_KIND, SUBMIT_KIND,
 };
 use pog_node::pricing::{PricePage, Pricing, ScoreView};
 use pog_node::registry::Registry;
@@ -428,6 +429,7 @@ async fn forged_and_bad_orders_never_change_the_book() {
         class: h200(),
         mechanism: Mechanism::McAfee,
         at_ms: 1,
+        nonce: Some(fresh_clear_nonce()),
     };
     let (status, _) = post(
         &url,
@@ -486,6 +488,72 @@ async fn the_book_and_history_survive_a_restart() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("already submitted"), "{err}");
+}
+
+#[tokio::test]
+async fn a_replayed_clearing_request_clears_once_even_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("market.sqlite");
+    let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+    let operator = Identity::from_seed(VALIDATOR_SEED);
+    let captured = sealed(
+        &operator,
+        CLEAR_KIND,
+        &ClearMessage {
+            validator: validator_key(),
+            class: h200(),
+            mechanism: Mechanism::UniformPrice,
+            at_ms: pog_node::clock::now_ms(),
+            nonce: Some(fresh_clear_nonce()),
+        },
+    );
+    let url = start(Some(&path)).await;
+    let client = MarketClient::new(&url);
+    client
+        .submit(&alice, order("b1", &alice, Side::Bid, 3, 5.0), DAY)
+        .await
+        .unwrap();
+    client
+        .submit(&bob, order("a1", &bob, Side::Ask, 1, 1.0), DAY)
+        .await
+        .unwrap();
+    let (status, answer) = post(&url, "/v1/market/clear", &captured).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["clearing"]["units"], 1, "{answer}");
+    // A new ask that a second clearing would trade: the replays leave it open.
+    client
+        .submit(&bob, order("a2", &bob, Side::Ask, 1, 1.0), DAY)
+        .await
+        .unwrap();
+    let book = client.book(None).await.unwrap();
+    let refused = |url: String| {
+        let captured = captured.clone();
+        async move {
+            for _ in 0..4 {
+                let (status, answer) = post(&url, "/v1/market/clear", &captured).await;
+                assert_eq!(status, 409, "{answer}");
+                let error = answer["error"].as_str().unwrap();
+                assert!(error.contains("taken already"), "{answer}");
+            }
+        }
+    };
+    refused(url).await;
+    assert_eq!(client.history(None, 10).await.unwrap().clearings.len(), 1);
+    assert_eq!(client.book(None).await.unwrap(), book);
+
+    // Restarted on the same store, the validator still refuses it.
+    let url = start(Some(&path)).await;
+    let client = MarketClient::new(&url);
+    refused(url).await;
+    assert_eq!(client.history(None, 10).await.unwrap().clearings.len(), 1);
+    assert_eq!(client.book(None).await.unwrap(), book);
+    // The operator's new request (a fresh nonce) clears.
+    let record = client
+        .clear(&operator, h200(), Mechanism::UniformPrice)
+        .await
+        .unwrap();
+    assert_eq!(record.clearing.units, 1);
+    assert_eq!(client.history(None, 10).await.unwrap().clearings.len(), 2);
 }
 
 #[tokio::test]
