@@ -13,8 +13,8 @@
 //!   one faster counts no more than its model.
 //! - **Reliability**, over the GPU's last [`RELIABILITY_WINDOW`] rounds by its current agent
 //!   (a GPU registered recently: over its own rounds): proofs passed over proofs answered;
-//!   uptime, rounds answered over rounds (a round unanswered or skipped while the validator
-//!   backed off is missed); anomalies from the health records of those rounds
+//!   uptime, rounds proven over rounds (a round answered wrongly, unanswered or skipped while
+//!   the validator backed off is not up: [`crate::evidence`]); anomalies from the health records of those rounds
 //!   ([`crate::evidence`]).
 //! - **Host parts.** CPU, RAM and storage are the agent's own figures (self-reported); the
 //!   validator has not measured them, so they count 0 here, with that reason.
@@ -102,10 +102,16 @@ impl RecordSummary {
                 .and_then(|o| o.get("time"))
                 .and_then(|t| t.get("ratio"))
                 .and_then(Value::as_f64),
-            wrong: outcome
-                .and_then(|o| o.get("rejected"))
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len),
+            // Every failed check is counted in `rejected_total` (the list holds the first
+            // few); records made before the count list them all.
+            wrong: outcome.map_or(0, |o| {
+                let listed = o
+                    .get("rejected")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                let counted = o.get("rejected_total").and_then(Value::as_u64).unwrap_or(0);
+                listed.max(usize::try_from(counted).unwrap_or(usize::MAX))
+            }),
             failure: body
                 .get("failure")
                 .and_then(|f| f.get("message"))
@@ -212,20 +218,31 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         .iter()
         .filter(|r| mine(r.agent.as_deref()))
         .collect();
-    let memory_latest = history
+    let memory: Vec<&RecordSummary> = history
         .memory_records
         .iter()
-        .rev()
-        .find(|r| mine(r.agent.as_deref()));
-    // The window: the last rounds, each a proof record or a round skipped.
+        .filter(|r| mine(r.agent.as_deref()))
+        .collect();
+    // The window: the last rounds, each a proof record or a round skipped. A round's memory
+    // proof follows its GEMM proof (pog-node's schedule runs them in turn), so the memory
+    // records stored between one proof record and the next are that round's: the round is
+    // proven only when they were accepted too.
     let mut rounds: Vec<(i64, Round)> = proofs
         .iter()
-        .map(|r| {
+        .enumerate()
+        .map(|(i, r)| {
             let at_ms = r.recorded_at_ms;
-            let round = if r.answered() {
-                Round::Answered { at_ms }
-            } else {
+            let next = proofs.get(i + 1).map_or(i64::MAX, |n| n.id);
+            let memory_passed = memory
+                .iter()
+                .filter(|m| m.id > r.id && m.id < next)
+                .all(|m| m.accepted);
+            let round = if !r.answered() {
                 Round::Unanswered { at_ms }
+            } else if r.accepted && memory_passed {
+                Round::Proven { at_ms }
+            } else {
+                Round::Failed { at_ms }
             };
             (r.id, round)
         })
@@ -307,6 +324,7 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
             ),
         };
     }
+    let memory_latest = memory.last().copied();
     // Memory capacity and bandwidth are verified only by the proof of memory: without an
     // accepted, model-proving memory record they count nothing.
     let memory_verified = memory_latest.is_some_and(|m| {
@@ -611,7 +629,7 @@ mod tests {
             .find(|r| r.starts_with("reliability"))
             .unwrap();
         assert!(
-            why.contains("uptime 0.800 (answered 16 of 20 rounds since 1970-01-01T00:00:01Z: 2 unanswered, 2 skipped while backing off): ×0.6"),
+            why.contains("uptime 0.800 (proven in 16 of 20 rounds since 1970-01-01T00:00:01Z: 2 unanswered, 2 skipped while backing off): ×0.6"),
             "{why}"
         );
         assert_eq!(priced(&a), (4_448_264.0f64 * 0.6).round() as u64);
@@ -765,6 +783,35 @@ mod tests {
             .any(|n| n.contains("no health record")));
     }
 
+    /// A cheater answering wrongly in 4 of every 5 rounds: each wrong answer counts against
+    /// its proofs and its uptime, and its latest wrong answer zeroes its GPU part.
+    #[test]
+    fn wrong_answers_count_against_the_proofs_and_the_uptime() {
+        let records: Vec<RecordSummary> = (1..=20)
+            .map(|id| RecordSummary {
+                wrong: if id % 5 == 0 { 0 } else { 1024 },
+                ..record(id, id % 5 == 0, 0.95)
+            })
+            .collect();
+        let a = assess_h200(&records);
+        assert_eq!((a.proofs_passed, a.proofs_total), (4, 20));
+        let u = a.uptime.as_ref().unwrap();
+        assert_eq!((u.rounds, u.proven, u.failed, u.answered), (20, 4, 16, 20));
+        assert_eq!(u.fraction, 0.2);
+        // Its proofs (0.2) and uptime (0.2) both fall below their floors: reliability 0.
+        assert_eq!(a.detail.reliability.factor, 0.0);
+        assert_eq!(a.gpu_worth, 0.0);
+        // Honest in its latest round: still worth nothing.
+        assert_eq!(a.latest_accepted, Some(true));
+        // A round whose GEMM proof passed but whose memory proof failed is not proven.
+        let honest: Vec<_> = (1..=20).map(|i| record(i * 2, true, 0.95)).collect();
+        let mut memory: Vec<_> = (1..=20).map(|i| record(i * 2 + 1, true, 0.98)).collect();
+        memory[4].accepted = false;
+        let a = assess_h200_with(&honest, &memory);
+        let u = a.uptime.as_ref().unwrap();
+        assert_eq!((u.proven, u.failed), (19, 1));
+    }
+
     #[test]
     fn memory_counts_only_with_an_accepted_proof_of_memory() {
         let records: Vec<_> = (1..=20).map(|i| record(i, true, 0.95)).collect();
@@ -856,12 +903,13 @@ mod tests {
         records.push(record(21, true, 0.95));
         let a = assess_h200(&records);
         assert_eq!((a.proofs_passed, a.proofs_total), (19, 20));
-        assert!((a.detail.reliability.factor - 0.9).abs() < 1e-9);
+        // The failed round counts against the proofs (×0.9) and the uptime (×0.9) alike.
+        assert!((a.detail.reliability.factor - 0.81).abs() < 1e-9);
         let q = price(&a, &balanced(), &Config::embedded(), db())
             .unwrap()
             .quote
             .unwrap();
-        assert_eq!(q.price.micro_usd(), (4_448_264.0f64 * 0.9).round() as u64);
+        assert_eq!(q.price.micro_usd(), (4_448_264.0f64 * 0.81).round() as u64);
     }
 
     #[test]

@@ -3,12 +3,15 @@
 //! health records. [`crate::appraisal`] picks the window; this module reads and counts.
 //!
 //! - **Uptime.** A round is one of the validator's scheduled rounds for the GPU, as it recorded
-//!   it: a proof record (the agent *answered* unless the exchange failed as unreachable, timed
-//!   out or ran past its deadline: [`UNANSWERED`]) or a missed-round record (the validator did
-//!   not challenge the GPU that round because its agent had not answered the rounds before:
-//!   the schedule's back-off). Uptime is answered rounds over rounds. Only rounds recorded
-//!   count, so a GPU registered recently is judged over its own rounds, and a round the
-//!   validator itself did not run (it was down) counts against nobody.
+//!   it: a proof record (the GPU was *proven* when its proofs of the round were accepted; it
+//!   *failed* when the agent answered wrongly or its answer broke the protocol; it was
+//!   *unanswered* when the exchange failed as unreachable, timed out or ran past its deadline:
+//!   [`UNANSWERED`]) or a missed-round record (the validator did not challenge the GPU that
+//!   round because its agent had not answered the rounds before: the schedule's back-off).
+//!   Uptime is proven rounds over rounds: a round nobody can vouch for is not up, whether the
+//!   agent was silent or wrong. Only rounds recorded count, so a GPU registered recently is
+//!   judged over its own rounds, and a round the validator itself did not run (it was down)
+//!   counts against nobody.
 //! - **Anomalies.** From the GPU's health records ([`HealthEvidence`]), each counted once
 //!   however many overlapping windows report it ([`anomalies`]): the agent's warning and
 //!   critical alerts (1 per kind per window; its `xid` alerts are the XIDs below), the XID
@@ -103,8 +106,11 @@ impl MissedRound {
 /// One scheduled round as the uptime counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Round {
-    /// The agent answered the round's challenge (rightly or wrongly).
-    Answered { at_ms: u64 },
+    /// The round's proofs were accepted: the GPU was up and proven.
+    Proven { at_ms: u64 },
+    /// The agent answered, but wrongly (a rejected or malformed answer, a protocol breach, an
+    /// HTTP error): the GPU was not proven that round.
+    Failed { at_ms: u64 },
     /// The validator challenged the GPU and nothing came back in time.
     Unanswered { at_ms: u64 },
     /// The validator did not challenge it, backing off after unanswered rounds.
@@ -114,9 +120,10 @@ pub enum Round {
 impl Round {
     fn at_ms(self) -> u64 {
         match self {
-            Round::Answered { at_ms } | Round::Unanswered { at_ms } | Round::Skipped { at_ms } => {
-                at_ms
-            }
+            Round::Proven { at_ms }
+            | Round::Failed { at_ms }
+            | Round::Unanswered { at_ms }
+            | Round::Skipped { at_ms } => at_ms,
         }
     }
 }
@@ -125,10 +132,17 @@ impl Round {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Uptime {
     pub rounds: u32,
+    /// Rounds the agent answered, rightly or wrongly (`proven + failed`).
     pub answered: u32,
+    /// Rounds whose proofs were accepted.
+    #[serde(default)]
+    pub proven: u32,
+    /// Rounds answered wrongly.
+    #[serde(default)]
+    pub failed: u32,
     pub unanswered: u32,
     pub skipped: u32,
-    /// `answered / rounds`.
+    /// `proven / rounds`.
     pub fraction: f64,
     /// When the window's first round was recorded.
     pub since_ms: u64,
@@ -139,16 +153,19 @@ impl Uptime {
     pub fn over(rounds: &[Round]) -> Option<Uptime> {
         let first = rounds.first()?;
         let count = |f: fn(&Round) -> bool| rounds.iter().filter(|r| f(r)).count() as u32;
-        let answered = count(|r| matches!(r, Round::Answered { .. }));
+        let proven = count(|r| matches!(r, Round::Proven { .. }));
+        let failed = count(|r| matches!(r, Round::Failed { .. }));
         let unanswered = count(|r| matches!(r, Round::Unanswered { .. }));
         let skipped = count(|r| matches!(r, Round::Skipped { .. }));
         let total = rounds.len() as u32;
         Some(Uptime {
             rounds: total,
-            answered,
+            answered: proven + failed,
+            proven,
+            failed,
             unanswered,
             skipped,
-            fraction: f64::from(answered) / f64::from(total),
+            fraction: f64::from(proven) / f64::from(total),
             since_ms: first.at_ms(),
         })
     }
@@ -156,6 +173,9 @@ impl Uptime {
     /// What the uptime was measured over, in words.
     pub fn detail(&self) -> String {
         let mut missed = Vec::new();
+        if self.failed > 0 {
+            missed.push(format!("{} answered wrongly", self.failed));
+        }
         if self.unanswered > 0 {
             missed.push(format!("{} unanswered", self.unanswered));
         }
@@ -168,8 +188,8 @@ impl Uptime {
             format!(": {}", missed.join(", "))
         };
         format!(
-            "answered {} of {} rounds since {}{missed}",
-            self.answered,
+            "proven in {} of {} rounds since {}{missed}",
+            self.proven,
             self.rounds,
             utc(self.since_ms)
         )
@@ -815,23 +835,32 @@ mod tests {
     }
 
     #[test]
-    fn uptime_counts_answered_rounds_over_rounds() {
+    fn uptime_counts_proven_rounds_over_rounds() {
         assert_eq!(Uptime::over(&[]), None);
         let rounds = [
-            Round::Answered { at_ms: 0 },
+            Round::Proven { at_ms: 0 },
             Round::Unanswered { at_ms: 60_000 },
             Round::Skipped { at_ms: 120_000 },
-            Round::Answered { at_ms: 180_000 },
+            Round::Proven { at_ms: 180_000 },
+            Round::Failed { at_ms: 240_000 },
         ];
         let u = Uptime::over(&rounds).unwrap();
         assert_eq!(
-            (u.rounds, u.answered, u.unanswered, u.skipped),
-            (4, 2, 1, 1)
+            (
+                u.rounds,
+                u.answered,
+                u.proven,
+                u.failed,
+                u.unanswered,
+                u.skipped
+            ),
+            (5, 3, 2, 1, 1, 1)
         );
-        assert_eq!(u.fraction, 0.5);
+        // A wrong answer is an answer, but not an hour anyone can vouch for.
+        assert_eq!(u.fraction, 0.4);
         assert_eq!(
             u.detail(),
-            "answered 2 of 4 rounds since 1970-01-01T00:00:00Z: 1 unanswered, 1 skipped while backing off"
+            "proven in 2 of 5 rounds since 1970-01-01T00:00:00Z: 1 answered wrongly, 1 unanswered, 1 skipped while backing off"
         );
     }
 

@@ -2,7 +2,10 @@
 //! it trusts, for a GPU it has, computes the product, commits to the root and opens leaves on
 //! request. Proofs are computed by a [`ProverEngine`]: the GPU engine on a GPU host, the CPU
 //! engine for CI's end-to-end runs and the attack tests. The attack tests' dishonest agents
-//! (`crate::misbehaviour`) exist only with the `test-doubles` feature.
+//! (`crate::misbehaviour`) exist only with the `test-doubles` feature. Even a validator it
+//! trusts cannot pin its memory: one memory data set per GPU, memory challenges no larger than
+//! the protocol plans for the claimed model, and nothing held past [`MEMORY_HOLD`] between the
+//! validator's messages.
 
 use crate::clock::now_ms;
 use crate::http::{envelope_response, ApiError};
@@ -14,7 +17,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use pog_proof::challenge::Addressee;
-use pog_proof::memory::MemoryChallenge;
+use pog_proof::memory::{self, MemoryChallenge};
 use pog_proof::prover::Prover;
 use pog_proof::wire::{
     self, kind, ChallengeMessage, Commitment, GpuClaim, Identity, OpenRequest, Openings,
@@ -23,7 +26,8 @@ use pog_proof::wire::{
 use pog_proof::wire::{MemoryChallengeMessage, MemoryReady, WalkMessage};
 use pog_proof::Challenge;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
 
 /// The most leaves one open request may ask for (the validator asks for at most 1024).
 pub const MAX_OPENINGS: usize = 4096;
@@ -31,17 +35,93 @@ pub const MAX_OPENINGS: usize = 4096;
 /// Tolerated difference between the validator's clock and the agent's.
 pub const CLOCK_SKEW_MS: u64 = 60_000;
 
-/// A computed challenge waiting to be opened, with its expiry (validator clock, ms).
-type Computed = (Arc<dyn Prover>, u64, String);
+/// How long the agent holds what a challenge leaves between two of the validator's messages:
+/// a built data set until its walk, a walk's or a GEMM challenge's commitment until its open.
+/// An honest validator sends each right after the agent's answer; a hostile one that never
+/// does pins the memory no longer than this, whatever expiry it signed.
+pub const MEMORY_HOLD: Duration = Duration::from_secs(30);
+
+/// How many times the work of the protocol's plan for a GPU's claimed model a GEMM challenge
+/// may ask (`Agent::check_planned_gemm`): a validator may plan from another measured rate, and
+/// the bound's slack lets the honest model take up to 1.1 times its expected time.
+pub const GEMM_WORK_SLACK: f64 = 4.0;
+
+/// The most GEMM commitments the agent keeps for one GPU, waiting to be opened: a newer one
+/// drops the oldest. An honest validator has one challenge in flight per GPU; a hostile one
+/// (trusted) could otherwise pin a result per challenge it sends.
+pub const GEMM_COMMITMENTS_KEPT: usize = 4;
+
+/// A computed challenge waiting to be opened.
+struct Computed {
+    prover: Arc<dyn Prover>,
+    /// The challenge's expiry (validator clock, ms).
+    expires_at_ms: u64,
+    issuer: String,
+    /// The GPU whose memory walk this commits to (none for a GEMM challenge): the GPU's next
+    /// build drops it, and it is dropped after [`MEMORY_HOLD`] unopened.
+    walk_of: Option<String>,
+    /// The GPU whose GEMM challenge this commits to (none for a walk), and when it was kept:
+    /// at most [`GEMM_COMMITMENTS_KEPT`] are kept a GPU, each for [`MEMORY_HOLD`] unopened.
+    gemm_of: Option<(String, std::time::Instant)>,
+}
 
 /// A built memory data set waiting for its walk nonce.
 struct Built {
+    challenge_id: String,
     dataset: Box<dyn BuiltMemory>,
-    challenge: MemoryChallenge,
-    /// The build deadline (validator clock): the walk must come before it plus the skew and
-    /// the longest walk a validator allows.
-    expires_at_ms: u64,
     issuer: String,
+}
+
+/// What one GPU's memory slot holds: at most one data set, so a validator cannot make the
+/// agent hold two for one GPU.
+enum MemorySlot {
+    /// A build or a walk is running: another build for the GPU is refused until it ends.
+    Busy,
+    /// A data set waiting for its walk.
+    Built(Built),
+}
+
+/// A GPU's memory slot taken for a build or a walk, held by the blocking work itself (so the
+/// slot stays taken until the work really ends, even when the request is gone). Dropped, it
+/// leaves its built data set in the slot (freed after the hold unless walked), or the slot
+/// empty.
+struct SlotWork {
+    agent: Arc<Agent>,
+    gpu: String,
+    built: Option<Built>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl SlotWork {
+    /// Leaves `built` in the slot when the work ends.
+    fn keep(&mut self, built: Built) {
+        self.built = Some(built);
+    }
+}
+
+impl Drop for SlotWork {
+    fn drop(&mut self) {
+        let mut slots = self
+            .agent
+            .memory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some(built) = self.built.take() else {
+            slots.remove(&self.gpu);
+            return;
+        };
+        let (gpu, id) = (self.gpu.clone(), built.challenge_id.clone());
+        slots.insert(self.gpu.clone(), MemorySlot::Built(built));
+        drop(slots);
+        self.agent.after_hold(&self.runtime, move |agent| {
+            let mut slots = agent.memory.lock().expect("lock");
+            let unwalked =
+                matches!(slots.get(&gpu), Some(MemorySlot::Built(b)) if b.challenge_id == id);
+            let freed = unwalked.then(|| slots.remove(&gpu));
+            drop(slots);
+            drop(freed);
+        });
+    }
 }
 
 /// The agent's state.
@@ -52,8 +132,10 @@ pub struct Agent {
     pub(crate) engine: Arc<dyn ProverEngine>,
     /// Computed challenges by id, kept until opened.
     provers: Mutex<HashMap<String, Computed>>,
-    /// Memory challenges whose data set is built, by id, until their walk.
-    built: Mutex<HashMap<String, Built>>,
+    /// Each GPU's memory slot, by UUID: its one data set, built or in use.
+    memory: Mutex<HashMap<String, MemorySlot>>,
+    /// How long a data set waits for its walk and a commitment for its open.
+    memory_hold: Duration,
     /// Every challenge id taken, with its expiry (validator clock), until it can no longer be
     /// replayed: a captured challenge cannot make the agent compute twice.
     answered: Mutex<HashMap<String, u64>>,
@@ -79,7 +161,8 @@ impl Agent {
             gpus,
             engine,
             provers: Mutex::new(HashMap::new()),
-            built: Mutex::new(HashMap::new()),
+            memory: Mutex::new(HashMap::new()),
+            memory_hold: MEMORY_HOLD,
             answered: Mutex::new(HashMap::new()),
             watch: None,
             #[cfg(feature = "test-doubles")]
@@ -91,6 +174,13 @@ impl Agent {
     /// `GET /metrics` on the API's port when `metrics_here`.
     pub fn watching(mut self, watch: Arc<crate::watch::Watch>, metrics_here: bool) -> Agent {
         self.watch = Some((watch, metrics_here));
+        self
+    }
+
+    /// Holds a data set unwalked, or a commitment unopened, for `hold` instead of
+    /// [`MEMORY_HOLD`] (tests use a short hold).
+    pub fn holding_memory_for(mut self, hold: Duration) -> Agent {
+        self.memory_hold = hold;
         self
     }
 
@@ -168,11 +258,7 @@ impl Agent {
         self.provers
             .lock()
             .expect("lock")
-            .retain(|_, (_, expires, _)| *expires >= horizon);
-        self.built
-            .lock()
-            .expect("lock")
-            .retain(|_, built| built.expires_at_ms >= horizon);
+            .retain(|_, computed| computed.expires_at_ms >= horizon);
         let mut answered = self.answered.lock().expect("lock");
         answered.retain(|_, expires| *expires >= horizon);
         if answered.insert(id.to_string(), expires_at_ms).is_some() {
@@ -184,12 +270,184 @@ impl Agent {
         Ok(())
     }
 
+    /// The model the agent claims `gpu` is ("" for a GPU it does not serve).
+    fn claimed_model(&self, gpu: &str) -> &str {
+        self.gpus
+            .iter()
+            .find(|g| g.uuid == gpu)
+            .map_or("", |g| g.model.as_str())
+    }
+
+    /// Refuses (400) a GEMM challenge that asks for more than the protocol plans for the GPU's
+    /// claimed model in the challenge's precision (`params::plan_at`): a larger product, or
+    /// more than [`GEMM_WORK_SLACK`] times the plan's work (a validator may plan from another
+    /// measured rate). A hostile validator could otherwise hold the GPU for as long as it
+    /// likes with one challenge.
+    fn check_planned_gemm(&self, c: &Challenge) -> Result<(), String> {
+        let model = self.claimed_model(&c.gpu_uuid);
+        let plan = pog_spec::SpecDb::embedded()
+            .by_model(model)
+            .and_then(|spec| {
+                pog_proof::params::plan_at(spec, pog_spec::SpecDb::embedded(), c.precision)
+            })
+            .ok_or_else(|| {
+                format!(
+                    "the protocol plans no {} challenge for a {model:?}",
+                    c.precision
+                )
+            })?;
+        let work = |size: u64, batch: u32| f64::from(batch) * (size as f64).powi(3);
+        if c.size > plan.size {
+            return Err(format!(
+                "GPU {} (claimed {model}): size {} is beyond the {} the protocol plans in {}",
+                c.gpu_uuid, c.size, plan.size, c.precision
+            ));
+        }
+        let limit = GEMM_WORK_SLACK * work(plan.size, plan.batch);
+        if work(c.size, c.batch) > limit {
+            return Err(format!(
+                "GPU {} (claimed {model}): {} products of n = {} are beyond {GEMM_WORK_SLACK} \
+                 times the {} of n = {} the protocol plans in {}",
+                c.gpu_uuid, c.batch, c.size, plan.batch, plan.size, c.precision
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses (400) a memory challenge that asks for more than the protocol plans for the
+    /// GPU's claimed model (`MemoryPlan::admits`), or for a model it plans none for.
+    fn check_planned(&self, c: &MemoryChallenge) -> Result<(), String> {
+        let model = self.claimed_model(&c.gpu_uuid);
+        let plan = pog_spec::SpecDb::embedded()
+            .by_model(model)
+            .and_then(|spec| memory::plan(spec, memory::WALK_SECONDS, None))
+            .ok_or_else(|| format!("the protocol plans no memory proof for a {model:?}"))?;
+        plan.admits(c)
+            .map_err(|e| format!("GPU {} (claimed {model}): {e}", c.gpu_uuid))
+    }
+
+    /// Takes `gpu`'s memory slot for a new build: the data set built there before, and its
+    /// walk's commitment not yet opened, are dropped first (their memory is free before the new
+    /// one is allocated); a build or walk still running there refuses it (409).
+    fn slot_for_build(self: &Arc<Self>, gpu: &str) -> Result<SlotWork, ApiError> {
+        let previous = {
+            let mut slots = self.memory.lock().expect("lock");
+            if let Some(MemorySlot::Busy) = slots.get(gpu) {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    format!("GPU {gpu} is building or walking a data set: one at a time"),
+                ));
+            }
+            slots.insert(gpu.to_string(), MemorySlot::Busy)
+        };
+        let walked: Vec<_> = self
+            .provers
+            .lock()
+            .expect("lock")
+            .extract_if(|_, c| c.walk_of.as_deref() == Some(gpu))
+            .collect();
+        drop((previous, walked));
+        Ok(self.slot_work(gpu))
+    }
+
+    /// Takes the data set built for `challenge_id` out of its GPU's slot for its walk (the
+    /// slot stays taken until the walk ends): 404 if none is held, 403 if `signer` did not
+    /// issue it (the data set stays for its issuer).
+    fn slot_for_walk(
+        self: &Arc<Self>,
+        challenge_id: &str,
+        signer: &str,
+    ) -> Result<(Built, SlotWork), ApiError> {
+        let not_held = || {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "no data set held for challenge {challenge_id} (unknown, replaced by a newer \
+                     build, not walked in time or already walked)"
+                ),
+            )
+        };
+        let mut slots = self.memory.lock().expect("lock");
+        let held = slots.iter_mut().find(
+            |(_, slot)| matches!(slot, MemorySlot::Built(b) if b.challenge_id == challenge_id),
+        );
+        match held {
+            None => Err(not_held()),
+            Some((_, MemorySlot::Built(b))) if b.issuer != signer => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!("challenge {challenge_id} was issued by another validator"),
+            )),
+            Some((gpu, slot)) => match std::mem::replace(slot, MemorySlot::Busy) {
+                MemorySlot::Built(built) => Ok((built, self.slot_work(gpu))),
+                MemorySlot::Busy => Err(not_held()),
+            },
+        }
+    }
+
+    /// The work that has taken `gpu`'s slot (the caller set it busy), run on this runtime.
+    fn slot_work(self: &Arc<Self>, gpu: &str) -> SlotWork {
+        SlotWork {
+            agent: self.clone(),
+            gpu: gpu.to_string(),
+            built: None,
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
+
+    /// Keeps a GEMM challenge's commitment `computed` under `id` until it is opened: the
+    /// oldest of its GPU's beyond [`GEMM_COMMITMENTS_KEPT`] is dropped, and this one after the
+    /// hold if still unopened (the validator opens right after the commitment arrives).
+    fn keep_gemm(self: &Arc<Self>, id: &str, computed: Computed) {
+        let Some((gpu, _)) = computed.gemm_of.clone() else {
+            return;
+        };
+        let dropped = {
+            let mut provers = self.provers.lock().expect("lock");
+            provers.insert(id.to_string(), computed);
+            let mut kept: Vec<(std::time::Instant, String)> = provers
+                .iter()
+                .filter_map(|(id, c)| match &c.gemm_of {
+                    Some((of, at)) if *of == gpu => Some((*at, id.clone())),
+                    _ => None,
+                })
+                .collect();
+            kept.sort();
+            let excess = kept.len().saturating_sub(GEMM_COMMITMENTS_KEPT);
+            kept[..excess]
+                .iter()
+                .filter_map(|(_, id)| provers.remove(id))
+                .collect::<Vec<_>>()
+        };
+        drop(dropped); // freed outside the lock
+        let id = id.to_string();
+        self.after_hold(&tokio::runtime::Handle::current(), move |agent| {
+            let unopened = agent.provers.lock().expect("lock").remove(&id);
+            drop(unopened);
+        });
+    }
+
+    /// Runs `free` on this agent after [`Self::memory_hold`], unless the agent is gone.
+    fn after_hold(
+        self: &Arc<Self>,
+        runtime: &tokio::runtime::Handle,
+        free: impl FnOnce(&Agent) + Send + 'static,
+    ) {
+        let agent: Weak<Agent> = Arc::downgrade(self);
+        let hold = self.memory_hold;
+        runtime.spawn(async move {
+            tokio::time::sleep(hold).await;
+            if let Some(agent) = agent.upgrade() {
+                free(&agent);
+            }
+        });
+    }
+
     /// Computes a challenge with the engine.
     fn compute(&self, challenge: &Challenge) -> Result<Arc<dyn Prover>, ProverError> {
         #[cfg(feature = "test-doubles")]
         if let Some(cheating) = &self.cheating {
-            if let Some(replayed) = cheating.replayed() {
-                return Ok(replayed);
+            if let Some(substitute) = cheating.substitute(challenge) {
+                return Ok(substitute);
             }
             let prover = self.engine.prove(&cheating.target(challenge))?.prover;
             cheating.computed(&prover);
@@ -243,7 +501,9 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
     let c = &message.challenge;
     agent.check_addressed(&signer, c.addressee())?;
     admit(
-        c.check_shape(),
+        c.check_shape()
+            .map_err(|e| e.to_string())
+            .and_then(|()| agent.check_planned_gemm(c)),
         (
             c.version,
             pog_proof::challenge::CHALLENGE_VERSION,
@@ -268,24 +528,33 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
         leaf_count: prover.leaf_count(),
         agent_ms: started.elapsed().as_secs_f64() * 1e3,
     };
-    agent
-        .provers
-        .lock()
-        .expect("lock")
-        .insert(message.id, (prover, message.expires_at_ms, signer));
+    agent.keep_gemm(
+        &message.id,
+        Computed {
+            prover,
+            expires_at_ms: message.expires_at_ms,
+            issuer: signer,
+            walk_of: None,
+            gemm_of: Some((c.gpu_uuid.clone(), std::time::Instant::now())),
+        },
+    );
     Ok(envelope_response(
         agent.signer().seal(kind::COMMITMENT, &commitment)?,
     ))
 }
 
-/// Builds a memory challenge's data set and answers "ready" (signed).
+/// Builds a memory challenge's data set and answers "ready" (signed). The challenge must be
+/// within what the protocol plans for the GPU's claimed model; the data set replaces the one
+/// the GPU held before, and is freed if not walked within the hold.
 async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
     let (message, signer): (MemoryChallengeMessage, String) =
         wire::decode(&body, kind::MEMORY_CHALLENGE)?;
     let c = &message.challenge;
     agent.check_addressed(&signer, c.addressee())?;
     admit(
-        c.check_shape(),
+        c.check_shape()
+            .map_err(|e| e.to_string())
+            .and_then(|()| agent.check_planned(c)),
         (
             c.version,
             pog_proof::memory::MEMORY_VERSION,
@@ -294,28 +563,29 @@ async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Re
         || agent.engine.refuses_memory(c),
     )?;
     agent.take_id(&message.id, message.expires_at_ms)?;
+    let mut work = agent.slot_for_build(&c.gpu_uuid)?;
     let started = std::time::Instant::now();
-    let worker = agent.clone();
     let challenge = c.clone();
+    let id = message.id.clone();
     let what = format!(
         "building the data set on the {} prover failed",
         agent.engine.name()
     );
-    let dataset = blocking(what, move || worker.engine.build_memory(&challenge)).await?;
+    blocking(what, move || {
+        let dataset = work.agent.engine.build_memory(&challenge)?;
+        work.keep(Built {
+            challenge_id: id,
+            dataset,
+            issuer: signer,
+        });
+        Ok::<_, ProverError>(())
+    })
+    .await?;
     let ready = MemoryReady {
         challenge_id: message.id.clone(),
         gpu_uuid: c.gpu_uuid.clone(),
         build_ms: started.elapsed().as_secs_f64() * 1e3,
     };
-    agent.built.lock().expect("lock").insert(
-        message.id,
-        Built {
-            dataset,
-            challenge: c.clone(),
-            expires_at_ms: message.expires_at_ms,
-            issuer: signer,
-        },
-    );
     Ok(envelope_response(
         agent.signer().seal(kind::MEMORY_READY, &ready)?,
     ))
@@ -336,49 +606,45 @@ async fn memory_walk(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Res
     }
     // Walked once, and only for the validator that issued the challenge: a refused request
     // leaves the data set for the issuer.
-    let built = {
-        let mut built = agent.built.lock().expect("lock");
-        match built.get(&message.challenge_id) {
-            None => {
-                return Err(ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    format!(
-                        "no data set built for challenge {} (unknown, expired or already walked)",
-                        message.challenge_id
-                    ),
-                ))
-            }
-            Some(b) if b.issuer != signer => {
-                return Err(ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    format!(
-                        "challenge {} was issued by another validator",
-                        message.challenge_id
-                    ),
-                ))
-            }
-            Some(_) => built
-                .remove(&message.challenge_id)
-                .expect("present: checked under the same lock"),
-        }
-    };
+    let (built, work) = agent.slot_for_walk(&message.challenge_id, &signer)?;
     let started = std::time::Instant::now();
     let nonce = message.walk_nonce;
-    let gpu_uuid = built.challenge.gpu_uuid.clone();
-    let dataset = built.dataset;
+    let id = message.challenge_id.clone();
+    let expires_at_ms = message.expires_at_ms;
     let what = format!("the walk on the {} prover failed", agent.engine.name());
-    let walked = blocking(what, move || dataset.walk(&nonce)).await?;
+    // The commitment is kept before the slot is given back, so the GPU's next build finds
+    // and drops it if it is never opened.
+    let (gpu_uuid, root, leaf_count) = blocking(what, move || {
+        let walked = built.dataset.walk(&nonce)?;
+        let kept = (
+            work.gpu.clone(),
+            walked.prover.root(),
+            walked.prover.leaf_count(),
+        );
+        work.agent.provers.lock().expect("lock").insert(
+            id.clone(),
+            Computed {
+                prover: walked.prover,
+                expires_at_ms,
+                issuer: signer,
+                walk_of: Some(work.gpu.clone()),
+                gemm_of: None,
+            },
+        );
+        work.agent.after_hold(&work.runtime, move |agent| {
+            let unopened = agent.provers.lock().expect("lock").remove(&id);
+            drop(unopened);
+        });
+        Ok::<_, ProverError>(kept)
+    })
+    .await?;
     let commitment = Commitment {
-        challenge_id: message.challenge_id.clone(),
+        challenge_id: message.challenge_id,
         gpu_uuid,
-        root: hex::encode(walked.prover.root()),
-        leaf_count: walked.prover.leaf_count(),
+        root: hex::encode(root),
+        leaf_count,
         agent_ms: started.elapsed().as_secs_f64() * 1e3,
     };
-    agent.provers.lock().expect("lock").insert(
-        message.challenge_id,
-        (walked.prover, message.expires_at_ms, signer),
-    );
     Ok(envelope_response(
         agent.signer().seal(kind::COMMITMENT, &commitment)?,
     ))
@@ -405,7 +671,7 @@ async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, 
     // computed challenge out (a refused one leaves it for the issuer).
     let prover = {
         let mut provers = agent.provers.lock().expect("lock");
-        let Some((prover, _, issuer)) = provers.get(&request.challenge_id) else {
+        let Some(Computed { prover, issuer, .. }) = provers.get(&request.challenge_id) else {
             return Err(ApiError::new(
                 StatusCode::NOT_FOUND,
                 format!(
@@ -434,7 +700,7 @@ async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, 
         }
         provers
             .remove(&request.challenge_id)
-            .map(|(prover, _, _)| prover)
+            .map(|computed| computed.prover)
             .expect("present: checked under the same lock")
     };
     let leaves = request.leaves.clone();

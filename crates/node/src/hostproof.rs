@@ -350,6 +350,11 @@ fn plan(options: &ProveOptions, model: &str) -> Result<Planned, String> {
         leaf_elements: options.leaf_elements,
         expected_ms: options.expected_ms.unwrap_or(work(batch, size) / rate),
         lead: base.lead,
+        // A shape or bound overridden by hand is not the validator's plan.
+        proves_model: base.proves_model
+            && options.size.is_none()
+            && options.batch.is_none()
+            && options.expected_ms.is_none(),
     })
 }
 

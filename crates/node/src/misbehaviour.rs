@@ -5,7 +5,7 @@
 
 use crate::agent::Agent;
 use crate::provers::CpuEngine;
-use pog_proof::prover::{Behaviour, Prover};
+use pog_proof::prover::{Behaviour, CpuProver, Prover};
 use pog_proof::wire::Identity;
 use pog_proof::Challenge;
 use std::sync::{Arc, Mutex};
@@ -26,6 +26,10 @@ pub enum Cheat {
     OneDevice(u64),
     /// Signs its answers with a key other than the one it registered with.
     ForeignKey,
+    /// Answers with wrong values (every element junk, every Merkle opening valid) except in
+    /// every `n`th challenge, which it computes honestly: a cheater hoping its good rounds
+    /// hide its bad ones.
+    HonestEvery(u32),
 }
 
 /// A cheat with the state it needs.
@@ -35,6 +39,8 @@ pub(crate) struct Cheating {
     foreign: Identity,
     /// The first computed challenge, for [`Cheat::ReplayFirst`].
     first: Mutex<Option<Arc<dyn Prover>>>,
+    /// Challenges answered so far, for [`Cheat::HonestEvery`].
+    answered: std::sync::atomic::AtomicU32,
     /// The single device of [`Cheat::OneDevice`] (shared with other agents by
     /// [`Agent::sharing_device`]).
     one_device: Arc<tokio::sync::Mutex<()>>,
@@ -50,11 +56,21 @@ impl Cheating {
         }
     }
 
-    /// A stored answer to give instead of computing.
-    pub(crate) fn replayed(&self) -> Option<Arc<dyn Prover>> {
-        (self.cheat == Cheat::ReplayFirst)
-            .then(|| self.first.lock().expect("lock").clone())
-            .flatten()
+    /// An answer to give instead of computing `asked`: a stored one ([`Cheat::ReplayFirst`])
+    /// or a wrong one ([`Cheat::HonestEvery`]).
+    pub(crate) fn substitute(&self, asked: &Challenge) -> Option<Arc<dyn Prover>> {
+        match self.cheat {
+            Cheat::ReplayFirst => self.first.lock().expect("lock").clone(),
+            Cheat::HonestEvery(n) => {
+                let count = 1 + self
+                    .answered
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                (!count.is_multiple_of(n.max(1))).then(|| {
+                    Arc::new(CpuProver::compute(asked, Behaviour::Junk(1.0))) as Arc<dyn Prover>
+                })
+            }
+            _ => None,
+        }
     }
 
     /// The challenge to compute in place of the one asked.
@@ -99,6 +115,7 @@ impl Agent {
             cheat,
             foreign: Identity::from_seed([0xf0; 32]),
             first: Mutex::new(None),
+            answered: std::sync::atomic::AtomicU32::new(0),
             one_device: Arc::new(tokio::sync::Mutex::new(())),
         });
         self

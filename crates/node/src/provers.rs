@@ -17,11 +17,14 @@ use std::sync::Arc;
 /// The most multiply-adds the CPU engine takes on (batch · size³): about a minute of one core.
 pub const MAX_CPU_WORK: f64 = 2e10;
 
-/// The largest memory challenge the CPU engine takes on: 2²¹ items (256 MiB) and 2²⁴ reads
-/// (seconds of one core).
+/// The largest memory challenge the CPU engine takes on: 2²¹ items (256 MiB), 2²⁴ reads
+/// (seconds of one core) and 2²⁰ walkers (16 MiB of outputs, as much again in leaves).
 pub const MAX_CPU_ITEMS: u64 = 1 << 21;
 /// See [`MAX_CPU_ITEMS`].
 pub const MAX_CPU_READS: u64 = 1 << 24;
+/// See [`MAX_CPU_ITEMS`]: without it, 2²⁴ walkers of one read each would hold 256 MiB of
+/// outputs and as much in leaves.
+pub const MAX_CPU_WALKERS: u64 = 1 << 20;
 
 /// Commitments a GPU keeps for opening at once; the oldest is dropped beyond this (a validator
 /// opens within seconds of the commitment).
@@ -140,12 +143,15 @@ impl ProverEngine for CpuEngine {
     }
 
     fn refuses_memory(&self, c: &MemoryChallenge) -> Option<String> {
-        (c.items > MAX_CPU_ITEMS || c.reads() > MAX_CPU_READS).then(|| {
+        let beyond =
+            c.items > MAX_CPU_ITEMS || c.reads() > MAX_CPU_READS || c.walkers > MAX_CPU_WALKERS;
+        beyond.then(|| {
             format!(
-                "a memory challenge of {} items and {} reads is beyond this agent's CPU prover \
-                 (at most {MAX_CPU_ITEMS} and {MAX_CPU_READS})",
+                "a memory challenge of {} items, {} reads and {} walkers is beyond this agent's \
+                 CPU prover (at most {MAX_CPU_ITEMS}, {MAX_CPU_READS} and {MAX_CPU_WALKERS})",
                 c.items,
-                c.reads()
+                c.reads(),
+                c.walkers
             )
         })
     }
@@ -632,6 +638,40 @@ mod tests {
             prover.open(&[32]).unwrap_err(),
             OpenError::OutOfRange { leaf: 32, .. }
         ));
+    }
+
+    #[test]
+    fn the_cpu_engine_bounds_what_a_memory_challenge_makes_it_hold() {
+        let engine = CpuEngine {
+            behaviour: Behaviour::Honest,
+        };
+        let fits = MemoryChallenge {
+            version: pog_proof::memory::MEMORY_VERSION,
+            nonce: [1; 32],
+            gpu_uuid: "GPU-1".into(),
+            gpu_bus_id: "00000000:00:06.0".into(),
+            agent_key: "aa".repeat(32),
+            validator_key: "bb".repeat(32),
+            items: MAX_CPU_ITEMS,
+            item_rounds: 1,
+            walkers: MAX_CPU_WALKERS,
+            steps: 1,
+            span: 1,
+            walkers_per_leaf: 4,
+        };
+        assert!(engine.refuses_memory(&fits).is_none());
+        // One read each, but more walkers than the outputs it keeps for them.
+        let walkers = MemoryChallenge {
+            walkers: 2 * MAX_CPU_WALKERS,
+            ..fits.clone()
+        };
+        let why = engine.refuses_memory(&walkers).unwrap();
+        assert!(why.contains("walkers"), "{why}");
+        let items = MemoryChallenge {
+            items: 2 * MAX_CPU_ITEMS,
+            ..fits
+        };
+        assert!(engine.refuses_memory(&items).is_some());
     }
 
     #[test]

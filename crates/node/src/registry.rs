@@ -5,8 +5,10 @@ use pog_proof::wire::GpuClaim;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
-/// Version of the result-record encoding stored (and later appended to the ledger).
-pub const RECORD_VERSION: u32 = 2;
+/// Version of the result-record encoding stored (and later appended to the ledger). 3: a proof
+/// outcome lists only its first failed spot checks (`rejected`), counting them all in
+/// `rejected_total` with a digest of the whole list; a version-2 outcome lists every one.
+pub const RECORD_VERSION: u32 = 3;
 
 /// The registry's tables.
 const SCHEMA: &str = "

@@ -10,10 +10,13 @@
 //!   the same signed envelopes after every registration ([`send_reports`]).
 //! - The validator takes them at `POST /v1/reports` ([`Validator::accept_report`]): only from
 //!   the agent key the GPU is registered to, of one of the two kinds, with a body that parses
-//!   strictly and holds sane values, at most [`MAX_REPORT_BYTES`]; a report it holds already
-//!   (the same signer, kind and body) is answered again without a second record; new records
-//!   are limited per agent key and hour. Each is stored as it was signed (the agent's
-//!   signature, never the validator's), the ledger first, then the registry.
+//!   strictly and holds sane values, at most [`MAX_REPORT_BYTES`]; a report whose content it
+//!   holds already (the same signer, kind and body, whatever its `recorded_at_ms` or
+//!   spelling: [`content_id`]) is answered again without a second record; new records are
+//!   charged their bytes to an hourly budget of their GPU's and one of their source address's,
+//!   so that what the log takes grows with registered GPUs, not with keys (which are free).
+//!   Each is stored as it was signed (the agent's signature, never the validator's), the
+//!   ledger first, then the registry.
 
 use crate::clock::now_ms;
 use crate::http::{ApiError, PostError};
@@ -42,14 +45,25 @@ pub const BENCHMARK_KIND: &str = "benchmark";
 
 const _: () = assert!(RecordKind::Inspection as u8 == 2 && RecordKind::Benchmark as u8 == 3);
 
-/// The largest report the validator takes: the envelope's JSON, well under a ledger entry's
-/// 65,535 bytes. The agent trims its findings and figures to fit.
-pub const MAX_REPORT_BYTES: usize = 48 << 10;
+/// The largest report the validator takes: the envelope's JSON. A real H200's measure 0.8 KiB
+/// (its inspection summary, two findings) and 6.7 KiB (the 25 figures of a standard
+/// `pog bench`), so this leaves room for twice the figures or about thirty findings of full
+/// length; the agent drops the least severe findings, or the last figures, to fit.
+pub const MAX_REPORT_BYTES: usize = 16 << 10;
 
-/// New records one agent key may add per hour by default (a burst of that many, refilled
-/// evenly): two per GPU for four restarts of an agent holding the most GPUs a validator allows
-/// by default (64).
-pub const DEFAULT_REPORTS_PER_HOUR: u32 = 512;
+/// The least a new report is charged of its budgets, however small: a budget then bounds how
+/// many records it buys (64 an hour per GPU at the default), not only their bytes.
+pub const MIN_REPORT_CHARGE: usize = 1 << 10;
+
+/// KiB of new reports each registered GPU may add per hour by default (a burst of that much,
+/// refilled evenly). An agent's start costs each of its GPUs about 7.5 KiB (two records of
+/// 16 KiB at most), and a restart that finds the same content costs nothing: eight starts
+/// with new content an hour fit. At most 64 KiB × 25 = 1,600 KiB in any 24 hours per GPU.
+pub const DEFAULT_REPORT_KIB_PER_GPU_PER_HOUR: u32 = 64;
+
+/// KiB of new reports all the GPUs reported from one source address may add per hour by
+/// default: about a thousand GPUs behind one address starting in the same hour (8 MiB).
+pub const DEFAULT_REPORT_KIB_PER_SOURCE_PER_HOUR: u32 = 8 << 10;
 
 /// How far in the future (validator's clock) a report's `recorded_at_ms` may be.
 pub const CLOCK_SKEW_MS: u64 = crate::agent::CLOCK_SKEW_MS;
@@ -89,15 +103,18 @@ fn cut(text: &str, max: usize) -> String {
 
 /// The summary of `report`'s inspection for the served GPU `gpu`: the model and bus id it was
 /// registered with, the driver version (NVML's, else the kernel module's, else CUDA's), the
-/// findings about this GPU or the whole host (most severe first, at most [`MAX_FINDINGS`]; a
-/// last `report.truncated` finding counts the rest), and a verdict: `fail` when inspection
-/// found the GPU suspect or a failing finding concerns it, `warn` when it is unverified or a
-/// warning concerns it, `pass` otherwise.
+/// findings about this GPU or the whole host (most severe first, at most `max_findings`, at
+/// least one, and never more than [`MAX_FINDINGS`]; past that, a last `report.truncated`
+/// finding counts the rest), and a verdict: `fail` when inspection found the GPU suspect or a
+/// failing finding concerns it, `warn` when it is unverified or a warning concerns it, `pass`
+/// otherwise. The verdict weighs every finding, kept or counted.
 pub fn inspection_summary(
     report: &InspectReport,
     gpu: &GpuClaim,
+    max_findings: usize,
     recorded_at_ms: u64,
 ) -> InspectionSummary {
+    let keep = max_findings.clamp(1, MAX_FINDINGS);
     let summary = report
         .inspection
         .gpus
@@ -121,14 +138,14 @@ pub fn inspection_summary(
     };
     let mut findings: Vec<Finding> = relevant
         .iter()
-        .take(MAX_FINDINGS)
+        .take(keep)
         .map(|f| Finding {
             code: cut(&f.rule, MAX_FIELD_BYTES / 4),
             severity: severity_name(f.severity).into(),
             message: cut(&f.message, MAX_TEXT_CHARS),
         })
         .collect();
-    if relevant.len() > MAX_FINDINGS {
+    if relevant.len() > keep {
         findings.pop();
         findings.push(truncated_finding(relevant.len() - findings.len()));
     }
@@ -505,30 +522,29 @@ pub struct AgentReports {
     pub no_figures: Vec<NoFigures>,
 }
 
-/// Seals `body` as a `kind` report; while its envelope is over [`MAX_REPORT_BYTES`], drops the
-/// last item of the list `trim` shortens (findings, figures).
+/// Seals the first of `make(n)` for `n` from the end of `items` down to its start (a body
+/// carrying that many findings or figures) whose envelope fits in [`MAX_REPORT_BYTES`]: the
+/// agent drops the least severe findings, or the last figures, rather than be refused.
 fn seal_fitting<T: Serialize>(
     identity: &Identity,
     kind: &'static str,
-    mut body: T,
     uuid: &str,
-    trim: impl Fn(&mut T) -> bool,
+    items: std::ops::RangeInclusive<usize>,
+    make: impl Fn(usize) -> T,
 ) -> Result<Envelope, ReportBuildError> {
-    loop {
-        let envelope = identity.seal(kind, &body)?;
+    for n in items.rev() {
+        let envelope = identity.seal(kind, &make(n))?;
         let size = serde_json::to_vec(&envelope)
             .map_err(WireError::Encode)?
             .len();
         if size <= MAX_REPORT_BYTES {
             return Ok(envelope);
         }
-        if !trim(&mut body) {
-            return Err(ReportBuildError::TooLarge {
-                kind,
-                uuid: uuid.into(),
-            });
-        }
     }
+    Err(ReportBuildError::TooLarge {
+        kind,
+        uuid: uuid.into(),
+    })
 }
 
 /// The agent's signed records for the GPUs it serves, made at `now_ms` from its inspection
@@ -549,29 +565,24 @@ pub fn agent_reports(
     }
     let mut out = AgentReports::default();
     for gpu in gpus {
-        let summary = inspection_summary(report, gpu, now_ms);
         out.envelopes.push(seal_fitting(
             identity,
             INSPECTION_KIND,
-            summary,
             &gpu.uuid,
-            |s| {
-                let left = s.findings.len();
-                if left == 0 {
-                    return false;
-                }
-                s.findings.truncate(left - 1);
-                true
-            },
+            1..=MAX_FINDINGS,
+            |n| inspection_summary(report, gpu, n, now_ms),
         )?);
         let Some(bench) = bench else { continue };
         match benchmark_figures(bench, &report.inventory, gpu, now_ms) {
-            Ok(figures) => out.envelopes.push(seal_fitting(
+            Ok(all) => out.envelopes.push(seal_fitting(
                 identity,
                 BENCHMARK_KIND,
-                figures,
                 &gpu.uuid,
-                |f| f.figures.len() > 1 && f.figures.pop().is_some(),
+                1..=all.figures.len(),
+                |n| BenchmarkFigures {
+                    figures: all.figures[..n].to_vec(),
+                    ..all.clone()
+                },
             )?),
             Err(why) => out.no_figures.push(why),
         }
@@ -618,8 +629,8 @@ pub async fn send_reports(
 /// What the validator answers to a report it took (200).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportReceipt {
-    /// The record's id among the GPU's records: `report-` and the hex SHA-256 of
-    /// 0x00 ‖ signer ‖ the signed bytes (its content: the same report always has this id).
+    /// The record's id among the GPU's records, from its content ([`content_id`]): the same
+    /// content always has this id, whatever its `recorded_at_ms` or spelling.
     pub id: String,
     /// `inspection` or `benchmark`.
     pub kind: String,
@@ -655,10 +666,22 @@ pub enum ReportError {
         owner: String,
         signer: String,
     },
-    #[error("agent {agent} has added {limit} reports in the last hour, its limit: retry later")]
-    RateLimited { agent: String, limit: u32 },
-    #[error("the agents at {address} have added {limit} reports in the last hour, its limit: retry later")]
-    SourceLimited { address: String, limit: u32 },
+    #[error("GPU {uuid} has used its budget of {kib_per_hour} KiB of new reports an hour; this one (charged {charge} bytes) fits in {retry_after_s} s: retry then")]
+    GpuBudget {
+        uuid: String,
+        kib_per_hour: u64,
+        charge: usize,
+        retry_after_s: u64,
+    },
+    #[error("the GPUs reported from {address} have used its budget of {kib_per_hour} KiB of new reports an hour; this one (charged {charge} bytes) fits in {retry_after_s} s: retry then")]
+    SourceBudget {
+        address: String,
+        kib_per_hour: u64,
+        charge: usize,
+        retry_after_s: u64,
+    },
+    #[error("the validator tracks the report budgets of {MAX_TRACKED} GPUs or addresses already, none unused for an hour: retry in {CROWDED_RETRY_S} s")]
+    Crowded,
     #[error("the same report is being recorded by another request")]
     InFlight,
     #[error("the report cannot be a ledger entry: {0}")]
@@ -679,9 +702,10 @@ impl ReportError {
             }
             ReportError::Wire(WireError::TooLarge(_)) => StatusCode::PAYLOAD_TOO_LARGE,
             ReportError::UnknownGpu(_) => StatusCode::NOT_FOUND,
-            ReportError::RateLimited { .. } | ReportError::SourceLimited { .. } => {
+            ReportError::GpuBudget { .. } | ReportError::SourceBudget { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
+            ReportError::Crowded => StatusCode::SERVICE_UNAVAILABLE,
             ReportError::InFlight => StatusCode::CONFLICT,
             ReportError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ReportError::Envelope(_)
@@ -689,6 +713,17 @@ impl ReportError {
             | ReportError::Wire(_)
             | ReportError::Invalid { .. }
             | ReportError::Entry(_) => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    /// Seconds after which the same report may be taken (the `Retry-After` header), for a
+    /// refusal that time undoes.
+    pub fn retry_after_s(&self) -> Option<u64> {
+        match self {
+            ReportError::GpuBudget { retry_after_s, .. }
+            | ReportError::SourceBudget { retry_after_s, .. } => Some(*retry_after_s),
+            ReportError::Crowded => Some(CROWDED_RETRY_S),
+            _ => None,
         }
     }
 }
@@ -817,7 +852,8 @@ fn check_benchmark(b: &BenchmarkFigures, now_ms: u64) -> Result<(), ReportError>
     Ok(())
 }
 
-/// A report that passed every check before the store: its envelope, signer, GPU and id.
+/// A report that passed every check before the store: its envelope, signer, GPU, id and what
+/// it is charged.
 #[derive(Debug, Clone)]
 pub struct CheckedReport {
     pub envelope: Envelope,
@@ -825,14 +861,42 @@ pub struct CheckedReport {
     /// The signer, lowercase hex.
     pub signer: String,
     pub gpu_uuid: String,
-    /// `report-<hex content hash>` ([`ReportReceipt::id`]).
+    /// `report-<hex content hash>` ([`content_id`]).
     pub id: String,
+    /// What it costs of its GPU's and its source's hourly budgets: its bytes as received, at
+    /// least [`MIN_REPORT_CHARGE`]. Never less than what the ledger takes for it (its entry,
+    /// 64 bytes of hashes and 8 of index: [`LEDGER_OVERHEAD_BYTES`] more than the envelope at
+    /// most).
+    pub charge: usize,
+}
+
+/// What the ledger takes for an entry beyond its bytes: its leaf's and completed subtrees'
+/// hashes (64 bytes an entry) and its index record (8). An entry (115 bytes of framing, the
+/// UUID, the body) is never longer than the envelope it came in (at least 249 bytes around the
+/// body), so a report takes at most its envelope and this much of the ledger's disk.
+pub const LEDGER_OVERHEAD_BYTES: usize = 72;
+
+/// A report's id: `report-` and the hex SHA-256 of 0x00 ‖ signer ‖ the signed bytes of its
+/// kind and of its body as this validator encodes it with `recorded_at_ms` 0. Its content,
+/// then: the same findings or figures sent again at another time (an agent restarting), or
+/// with other whitespace, key order or number spelling, have the same id and are stored once.
+pub fn content_id(signer: &[u8; 32], kind: RecordKind, timeless_body: &str) -> String {
+    let mut content = signer.to_vec();
+    content.extend_from_slice(&signed_bytes(kind, timeless_body));
+    format!("report-{}", hex::encode(pog_merkle::leaf_hash(&content)))
+}
+
+/// A body's JSON as this validator encodes it (field order of the schema, no whitespace): the
+/// canonical spelling [`content_id`] hashes.
+fn canonical<T: Serialize>(body: &T) -> Result<String, ReportError> {
+    serde_json::to_string(body).map_err(|e| ReportError::Wire(WireError::Encode(e)))
 }
 
 /// Checks a report's bytes as they arrive, before anything is stored: its size, the envelope,
 /// its kind, the agent's signature (strict, weak keys refused), the body (parsed with unknown
 /// fields refused, then its values), that `owner_of` (the registry) gives the GPU to the
-/// signer, and that it makes a valid ledger entry. `now_ms` is the validator's clock.
+/// signer, and that it makes a valid ledger entry; and names its content ([`content_id`]).
+/// `now_ms` is the validator's clock.
 pub fn check_report(
     bytes: &[u8],
     now_ms: u64,
@@ -842,18 +906,22 @@ pub fn check_report(
         return Err(ReportError::TooLarge(bytes.len()));
     }
     let envelope: Envelope = serde_json::from_slice(bytes).map_err(ReportError::Envelope)?;
-    let (kind, gpu_uuid, signer) = match envelope.kind.as_str() {
+    let (kind, gpu_uuid, signer, timeless) = match envelope.kind.as_str() {
         INSPECTION_KIND => {
-            let (s, signer): (InspectionSummary, String) =
+            let (mut s, signer): (InspectionSummary, String) =
                 wire::decode(bytes, INSPECTION_KIND).map_err(ReportError::Wire)?;
             check_inspection(&s, now_ms)?;
-            (INSPECTION_KIND, s.gpu_uuid, signer)
+            s.recorded_at_ms = 0;
+            let timeless = canonical(&s)?;
+            (INSPECTION_KIND, s.gpu_uuid, signer, timeless)
         }
         BENCHMARK_KIND => {
-            let (b, signer): (BenchmarkFigures, String) =
+            let (mut b, signer): (BenchmarkFigures, String) =
                 wire::decode(bytes, BENCHMARK_KIND).map_err(ReportError::Wire)?;
             check_benchmark(&b, now_ms)?;
-            (BENCHMARK_KIND, b.gpu_uuid, signer)
+            b.recorded_at_ms = 0;
+            let timeless = canonical(&b)?;
+            (BENCHMARK_KIND, b.gpu_uuid, signer, timeless)
         }
         other => return Err(ReportError::Kind(other.chars().take(64).collect())),
     };
@@ -869,41 +937,58 @@ pub fn check_report(
         Some(_) => {}
     }
     let entry = Entry::from_envelope(&envelope).map_err(ReportError::Entry)?;
-    let mut content = entry.signer.to_vec();
-    content.extend_from_slice(&signed_bytes(entry.kind, &entry.body));
-    let id = format!("report-{}", hex::encode(pog_merkle::leaf_hash(&content)));
+    let id = content_id(&entry.signer, entry.kind, &timeless);
     Ok(CheckedReport {
         envelope,
         kind,
         signer,
         gpu_uuid,
         id,
+        charge: bytes.len().max(MIN_REPORT_CHARGE),
     })
 }
 
-/// A token bucket per key (an agent key, or a source address as text): new records each may
-/// add per hour.
-struct AgentBuckets {
+/// Hourly budgets of report bytes: a token bucket per key (a GPU's UUID, or a source address
+/// as text) holding at most an hour's budget, refilled evenly over the hour.
+struct Budgets {
+    /// Bytes an hour (and the burst).
     per_hour: f64,
     buckets: HashMap<String, (f64, Instant)>,
 }
 
-/// Agents the limiter remembers at once; beyond this, full buckets (idle an hour) are
-/// forgotten first.
-const MAX_TRACKED_AGENTS: usize = 100_000;
+/// GPUs (or addresses) a budget remembers at once; beyond this, full buckets (unused for an
+/// hour) are forgotten first, and a report for a new one waits ([`ReportError::Crowded`]).
+const MAX_TRACKED: usize = 100_000;
 
-impl AgentBuckets {
-    /// The tokens `key` has at `now`, refilled; `None` when the limiter already tracks as many
+/// Seconds a report refused for [`ReportError::Crowded`] is told to wait.
+const CROWDED_RETRY_S: u64 = 60;
+
+impl Budgets {
+    /// Budgets of `kib_per_hour` KiB an hour each, never less than one report of
+    /// [`MAX_REPORT_BYTES`] (every report must fit some time).
+    fn new(kib_per_hour: u32) -> Budgets {
+        Budgets {
+            per_hour: (f64::from(kib_per_hour) * 1024.0).max(MAX_REPORT_BYTES as f64),
+            buckets: HashMap::new(),
+        }
+    }
+
+    /// The budget in KiB an hour, as refusals state it.
+    fn kib_per_hour(&self) -> u64 {
+        (self.per_hour / 1024.0) as u64
+    }
+
+    /// The bytes `key` has at `now`, refilled; `None` when the budget already tracks as many
     /// keys as it may and none can be forgotten.
     fn tokens(&mut self, key: &str, now: Instant) -> Option<&mut f64> {
         let refill = |tokens: f64, since: Instant, per_hour: f64| {
             (tokens + now.duration_since(since).as_secs_f64() * per_hour / 3600.0).min(per_hour)
         };
-        if self.buckets.len() >= MAX_TRACKED_AGENTS && !self.buckets.contains_key(key) {
+        if self.buckets.len() >= MAX_TRACKED && !self.buckets.contains_key(key) {
             let per_hour = self.per_hour;
             self.buckets
                 .retain(|_, (tokens, last)| refill(*tokens, *last, per_hour) < per_hour);
-            if self.buckets.len() >= MAX_TRACKED_AGENTS {
+            if self.buckets.len() >= MAX_TRACKED {
                 return None;
             }
         }
@@ -916,44 +1001,51 @@ impl AgentBuckets {
         Some(tokens)
     }
 
-    /// Takes a token of `key`'s at `now`; false when its bucket is empty.
-    #[cfg(test)]
-    fn allow(&mut self, key: &str, now: Instant) -> bool {
-        match self.tokens(key, now) {
-            Some(tokens) if *tokens >= 1.0 => {
-                *tokens -= 1.0;
-                true
-            }
-            _ => false,
+    /// Whole seconds from `now` until `key` has `charge` bytes (0: it has them now); `None`
+    /// as for [`Budgets::tokens`].
+    fn wait_s(&mut self, key: &str, charge: usize, now: Instant) -> Option<u64> {
+        let per_hour = self.per_hour;
+        let short = charge as f64 - *self.tokens(key, now)?;
+        Some(if short > 0.0 {
+            (short * 3600.0 / per_hour).ceil().max(1.0) as u64
+        } else {
+            0
+        })
+    }
+
+    /// Spends `charge` bytes of `key`'s, which [`Budgets::wait_s`] found there.
+    fn spend(&mut self, key: &str, charge: usize, now: Instant) {
+        if let Some(tokens) = self.tokens(key, now) {
+            *tokens -= charge as f64;
         }
     }
 }
 
-/// The validator's state for reports: the limits per agent key and per source address, and
-/// the reports being stored.
+/// Both budgets a new report is charged to.
+struct ReportBudgets {
+    /// Per registered GPU (by UUID): what the log takes grows with GPUs, not keys.
+    gpus: Budgets,
+    /// Per source address (an IPv4 address or IPv6 /64, as text): registered GPUs are claims,
+    /// not proven hardware, so this bounds what one address's registrations can multiply.
+    sources: Budgets,
+}
+
+/// The validator's state for reports: the hourly byte budgets per GPU and per source address,
+/// and the reports being stored.
 pub(crate) struct ReportDesk {
-    per_hour: u32,
-    buckets: Mutex<AgentBuckets>,
-    per_source_hour: u32,
-    /// Keyed by source (an IPv4 address or IPv6 /64, as text).
-    sources: Mutex<AgentBuckets>,
+    budgets: Mutex<ReportBudgets>,
     in_flight: Mutex<HashSet<String>>,
 }
 
 impl ReportDesk {
-    pub(crate) fn new(per_hour: u32, per_source_hour: u32) -> ReportDesk {
-        let (per_hour, per_source_hour) = (per_hour.max(1), per_source_hour.max(1));
-        let buckets = |per_hour: u32| {
-            Mutex::new(AgentBuckets {
-                per_hour: f64::from(per_hour),
-                buckets: HashMap::new(),
-            })
-        };
+    /// A desk whose budgets are `kib_per_gpu_hour` per GPU and `kib_per_source_hour` per source
+    /// address ([`crate::validator::Config`]).
+    pub(crate) fn new(kib_per_gpu_hour: u32, kib_per_source_hour: u32) -> ReportDesk {
         ReportDesk {
-            per_hour,
-            buckets: buckets(per_hour),
-            per_source_hour,
-            sources: buckets(per_source_hour),
+            budgets: Mutex::new(ReportBudgets {
+                gpus: Budgets::new(kib_per_gpu_hour),
+                sources: Budgets::new(kib_per_source_hour),
+            }),
             in_flight: Mutex::new(HashSet::new()),
         }
     }
@@ -976,11 +1068,11 @@ impl Drop for InFlight<'_> {
 
 impl Validator {
     /// Takes an agent's report (the bytes of a signed `inspection` or `benchmark` envelope):
-    /// checked ([`check_report`]), then, unless the validator already holds it, counted
-    /// against its agent's hourly limit and stored as the agent signed it (ledger first, then
-    /// the registry, like the validator's own records). A report held already is answered with
-    /// `recorded: false` and costs no limit: the agent sends its reports again after every
-    /// registration.
+    /// checked ([`check_report`]), then, unless the validator already holds its content,
+    /// charged to its GPU's and its source address's hourly budgets and stored as the agent
+    /// signed it (ledger first, then the registry, like the validator's own records). A report
+    /// whose content is held already is answered with `recorded: false` and costs nothing: the
+    /// agent sends its reports again after every registration, and again when it restarts.
     pub fn accept_report(
         &self,
         bytes: &[u8],
@@ -1016,42 +1108,63 @@ impl Validator {
         {
             return Ok(receipt(false, None));
         }
-        // A token of the agent's and one of its address's, both or neither: a report one of
-        // the limits refuses costs the other nothing.
-        let now = Instant::now();
+        // Charged to both budgets or neither: a report one refuses costs the other nothing.
+        let (now, charge) = (Instant::now(), checked.charge);
         let source = crate::serve::source_key(source).to_string();
-        let mut agents = desk.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let mut sources = desk.sources.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(agent_tokens) = agents.tokens(&checked.signer, now).filter(|t| **t >= 1.0) else {
-            return Err(ReportError::RateLimited {
-                agent: checked.signer.clone(),
-                limit: desk.per_hour,
-            });
+        let mut budgets = desk.budgets.lock().unwrap_or_else(|p| p.into_inner());
+        let b = &mut *budgets;
+        let (Some(gpu_wait), Some(source_wait)) = (
+            b.gpus.wait_s(&checked.gpu_uuid, charge, now),
+            b.sources.wait_s(&source, charge, now),
+        ) else {
+            return Err(ReportError::Crowded);
         };
-        let Some(source_tokens) = sources.tokens(&source, now).filter(|t| **t >= 1.0) else {
-            return Err(ReportError::SourceLimited {
+        if gpu_wait > 0 && gpu_wait >= source_wait {
+            return Err(ReportError::GpuBudget {
+                uuid: checked.gpu_uuid.clone(),
+                kib_per_hour: b.gpus.kib_per_hour(),
+                charge,
+                retry_after_s: gpu_wait,
+            });
+        }
+        if source_wait > 0 {
+            return Err(ReportError::SourceBudget {
                 address: source,
-                limit: desk.per_source_hour,
+                kib_per_hour: b.sources.kib_per_hour(),
+                charge,
+                retry_after_s: source_wait,
             });
-        };
-        *agent_tokens -= 1.0;
-        *source_tokens -= 1.0;
-        drop((agents, sources));
+        }
+        b.gpus.spend(&checked.gpu_uuid, charge, now);
+        b.sources.spend(&source, charge, now);
+        drop(budgets);
         let log_index =
             self.store_envelope(&checked.envelope, &checked.id, &checked.gpu_uuid, false)?;
-        tracing::info!(gpu = %checked.gpu_uuid, agent = %checked.signer, kind = checked.kind, "recorded the agent's report");
+        tracing::info!(gpu = %checked.gpu_uuid, agent = %checked.signer, kind = checked.kind, charge, "recorded the agent's report");
         Ok(receipt(true, log_index))
     }
 }
 
-/// `POST /v1/reports`: an agent's signed report ([`Validator::accept_report`]).
+/// `POST /v1/reports`: an agent's signed report ([`Validator::accept_report`]); a refusal that
+/// time undoes carries `Retry-After`.
 pub(crate) async fn post_report(
     State(v): State<Arc<Validator>>,
     axum::extract::ConnectInfo(from): axum::extract::ConnectInfo<std::net::SocketAddr>,
     body: Bytes,
-) -> Result<Response, ApiError> {
-    let receipt = v.accept_report(&body, from.ip())?;
-    Ok((StatusCode::OK, axum::Json(receipt)).into_response())
+) -> Response {
+    match v.accept_report(&body, from.ip()) {
+        Ok(receipt) => (StatusCode::OK, axum::Json(receipt)).into_response(),
+        Err(e) => {
+            let retry_after = e.retry_after_s();
+            let mut response = ApiError::from(e).into_response();
+            if let Some(s) = retry_after {
+                response
+                    .headers_mut()
+                    .insert(axum::http::header::RETRY_AFTER, s.into());
+            }
+            response
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1220,13 +1333,36 @@ mod tests {
                 "x".repeat(2000),
             ));
         }
-        let s = inspection_summary(&report, &gpus[0], 1);
+        let relevant = 200
+            + inspection_summary(&report, &gpus[0], MAX_FINDINGS, 1)
+                .findings
+                .len()
+            - MAX_FINDINGS;
+        let s = inspection_summary(&report, &gpus[0], MAX_FINDINGS, 1);
         assert_eq!(s.findings.len(), MAX_FINDINGS);
         assert_eq!(s.findings.last().unwrap().code, "report.truncated");
         assert_eq!(s.verdict, "warn");
         assert!(s.findings[0].message.chars().count() <= MAX_TEXT_CHARS);
+        // Over the size cap, the agent keeps fewer findings, and still counts the rest.
         let made = agent_reports(&Identity::from_seed([3; 32]), &report, &gpus, None, 1).unwrap();
-        assert!(serde_json::to_vec(&made.envelopes[0]).unwrap().len() <= MAX_REPORT_BYTES);
+        let sealed = serde_json::to_vec(&made.envelopes[0]).unwrap();
+        assert!(sealed.len() <= MAX_REPORT_BYTES, "{}", sealed.len());
+        let (kept, _): (InspectionSummary, String) =
+            wire::decode(&sealed, INSPECTION_KIND).unwrap();
+        assert!(
+            (24..MAX_FINDINGS).contains(&kept.findings.len()),
+            "{}",
+            kept.findings.len()
+        );
+        let last = kept.findings.last().unwrap();
+        assert_eq!(last.code, "report.truncated");
+        let left_out = relevant - (kept.findings.len() - 1);
+        assert!(
+            last.message
+                .starts_with(&format!("{left_out} more finding(s)")),
+            "{left_out}: {}",
+            last.message
+        );
         // A failing finding about another GPU does not fail this one; one about the host does.
         let mut other = report.clone();
         other.inspection.findings = vec![pog_inspect::Finding::new(
@@ -1240,9 +1376,15 @@ mod tests {
             }),
             "another GPU",
         )];
-        assert_eq!(inspection_summary(&other, &gpus[0], 1).verdict, "pass");
+        assert_eq!(
+            inspection_summary(&other, &gpus[0], MAX_FINDINGS, 1).verdict,
+            "pass"
+        );
         other.inspection.findings[0].gpu = None;
-        assert_eq!(inspection_summary(&other, &gpus[0], 1).verdict, "fail");
+        assert_eq!(
+            inspection_summary(&other, &gpus[0], MAX_FINDINGS, 1).verdict,
+            "fail"
+        );
     }
 
     fn summary(uuid: &str) -> InspectionSummary {
@@ -1369,20 +1511,125 @@ mod tests {
         assert_eq!(status(check_report(b"\xff{", 2_000, owner(&agent))), 400);
     }
 
+    /// What the size cap is measured against: a real H200's inspection (the captured
+    /// inventory of our test machine) and the figures of a standard and a full `pog bench` of
+    /// an H200 (the simulated double's: the same 25 figures, in the same words, as the real
+    /// standard run of docs/captures has).
     #[test]
-    fn the_hourly_limit_is_per_agent_and_refills() {
-        let mut b = AgentBuckets {
-            per_hour: 2.0,
-            buckets: HashMap::new(),
+    fn an_h200s_reports_are_far_under_the_size_cap() {
+        let inventory: Inventory = serde_json::from_str(include_str!(
+            "../../inspect/tests/fixtures/h200-inventory.json"
+        ))
+        .unwrap();
+        let inspection = pog_inspect::inspect(&inventory, pog_spec::SpecDb::embedded());
+        let real = InspectReport {
+            inventory,
+            inspection,
         };
+        let g = &real.inspection.gpus[0];
+        let gpu = GpuClaim {
+            uuid: g.uuid.clone().unwrap(),
+            model: g.model.clone().unwrap(),
+            bus_id: g.bus_id.unwrap().to_string(),
+            simulated: false,
+        };
+        let agent = Identity::from_seed([3; 32]);
+        let size = |e: &Envelope| serde_json::to_vec(e).unwrap().len();
+        let made = agent_reports(&agent, &real, &[gpu], None, 1_796_000_001_000).unwrap();
+        let inspection = size(&made.envelopes[0]);
+        assert!((500..1_000).contains(&inspection), "{inspection} bytes");
+        for suite in [Suite::Standard, Suite::Full] {
+            let platform = SimPlatform::from_profile("H200 SXM").unwrap();
+            let report = pog_inspect::run(&platform);
+            let options = BenchOptions {
+                no_host: true,
+                ..BenchOptions::suite(suite)
+            };
+            let bench =
+                pog_bench::measure(&platform, &report.inventory, &options, &mut ()).unwrap();
+            let mut json = serde_json::to_value(&bench).unwrap();
+            json["schema"] = "pog.bench/1".into();
+            let saved =
+                SavedBench::parse(&json.to_string().into_bytes(), Some(1_796_000_000_000)).unwrap();
+            let g = &report.inspection.gpus[0];
+            let gpu = GpuClaim {
+                uuid: g.uuid.clone().unwrap(),
+                model: g.model.clone().unwrap(),
+                bus_id: g.bus_id.unwrap().to_string(),
+                simulated: true,
+            };
+            let made =
+                agent_reports(&agent, &report, &[gpu], Some(&saved), 1_796_000_001_000).unwrap();
+            let (figures, _): (BenchmarkFigures, String) = wire::decode(
+                &serde_json::to_vec(&made.envelopes[1]).unwrap(),
+                BENCHMARK_KIND,
+            )
+            .unwrap();
+            assert_eq!(figures.figures.len(), 25, "{suite:?}: nothing was trimmed");
+            let benchmark = size(&made.envelopes[1]);
+            assert!(
+                (5_000..8_000).contains(&benchmark),
+                "{suite:?}: {benchmark} bytes"
+            );
+            // Both records of a GPU's start fit in an eighth of its default hourly budget.
+            let start = inspection.max(MIN_REPORT_CHARGE) + benchmark;
+            assert!(8 * start <= DEFAULT_REPORT_KIB_PER_GPU_PER_HOUR as usize * 1024);
+            assert!(2 * benchmark < MAX_REPORT_BYTES);
+        }
+    }
+
+    #[test]
+    fn the_hourly_budgets_charge_bytes_refill_and_say_when_to_retry() {
+        let mut b = Budgets::new(16);
+        assert_eq!(b.kib_per_hour(), 16);
         let t = Instant::now();
-        assert!(b.allow("a", t) && b.allow("a", t) && !b.allow("a", t));
-        assert!(b.allow("b", t), "another agent has its own");
-        // Half an hour on: one token back.
-        let half = t + Duration::from_secs(1800);
-        assert!(b.allow("a", half) && !b.allow("a", half));
-        // Two hours on: full again, but never more than the burst.
+        let take = |b: &mut Budgets, key: &str, charge: usize, at: Instant| {
+            let wait = b.wait_s(key, charge, at).unwrap();
+            if wait == 0 {
+                b.spend(key, charge, at);
+            }
+            wait
+        };
+        assert_eq!(take(&mut b, "a", 10 << 10, t), 0);
+        assert_eq!(take(&mut b, "a", 6 << 10, t), 0);
+        // Empty: 4 KiB more come in a quarter of an hour.
+        assert_eq!(take(&mut b, "a", 4 << 10, t), 900);
+        assert_eq!(take(&mut b, "b", 16 << 10, t), 0, "another key has its own");
+        let quarter = t + Duration::from_secs(900);
+        assert_eq!(take(&mut b, "a", 4 << 10, quarter), 0);
+        assert_eq!(take(&mut b, "a", 1, quarter), 1);
+        // Two hours on: full again, but never more than an hour's budget.
         let later = t + Duration::from_secs(7200);
-        assert!(b.allow("a", later) && b.allow("a", later) && !b.allow("a", later));
+        assert_eq!(take(&mut b, "a", 16 << 10, later), 0);
+        assert_eq!(take(&mut b, "a", 1 << 10, later), 225);
+        // A budget below one report of the largest size is raised to it.
+        assert_eq!(
+            Budgets::new(1).kib_per_hour(),
+            (MAX_REPORT_BYTES >> 10) as u64
+        );
+    }
+
+    #[test]
+    fn a_reports_id_is_its_content_whatever_its_time_or_spelling() {
+        let agent = Identity::from_seed([3; 32]);
+        let owner = |uuid: &str| Ok((uuid == "GPU-1").then(|| agent.public_hex()));
+        let id = |e: &Envelope| {
+            check_report(&serde_json::to_vec(e).unwrap(), 1_000_000, owner)
+                .unwrap()
+                .id
+        };
+        let first = id(&agent.seal(INSPECTION_KIND, &summary("GPU-1")).unwrap());
+        let later = InspectionSummary {
+            recorded_at_ms: 999_000,
+            ..summary("GPU-1")
+        };
+        assert_eq!(id(&agent.seal(INSPECTION_KIND, &later).unwrap()), first);
+        let spaced = serde_json::to_string_pretty(&later).unwrap();
+        assert_eq!(id(&agent.seal_body(INSPECTION_KIND, spaced)), first);
+        let failed = InspectionSummary {
+            verdict: "fail".into(),
+            ..later
+        };
+        assert_ne!(id(&agent.seal(INSPECTION_KIND, &failed).unwrap()), first);
     }
 }

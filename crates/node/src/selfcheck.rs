@@ -358,6 +358,7 @@ mod tests {
             leaf_elements: 64,
             expected_ms,
             lead: 1.0,
+            proves_model: false,
         }
     }
 
@@ -394,10 +395,10 @@ mod tests {
         )
         .unwrap();
         assert!(!caught.outcome.accepted);
-        assert!(!caught.outcome.rejected.is_empty());
+        assert!(caught.outcome.wrong() > 0);
 
         // Honest but over the bound: rejected on time alone.
         let late = run(&honest, ("GPU-1", "00000000:00:06.0"), &planned(0.001), 256).unwrap();
-        assert!(!late.outcome.accepted && late.outcome.rejected.is_empty());
+        assert!(!late.outcome.accepted && late.outcome.wrong() == 0);
     }
 }

@@ -109,8 +109,7 @@ impl MemoryPolicy {
     }
 }
 
-/// The least work a per-model challenge asks for, in seconds of the claimed model's time.
-pub const PLANNED_SECONDS: f64 = 1.0;
+pub use pog_proof::params::PLANNED_SECONDS;
 
 /// A challenge's shape for one claimed model, and the time that model should need.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -121,9 +120,17 @@ pub struct Planned {
     pub leaf_elements: u32,
     pub expected_ms: f64,
     /// The claimed model's lead in this precision over the nearest slower model
-    /// (`params::PrecisionChoice::advantage`; 1 where none was computed): at least
-    /// `params::MIN_LEAD` for an accepted challenge to prove the model.
+    /// (`params::PrecisionChoice::advantage`; 1 where none was computed, 0 where a slower
+    /// model catches up by emulation): at least `params::MIN_LEAD` for an accepted challenge
+    /// to prove the model.
     pub lead: f64,
+    /// Whether an accepted challenge of this plan proves the claimed model: a per-model plan
+    /// in the precision the validator picks for the model (`params::choose_precision`), with
+    /// a lead of at least `params::MIN_LEAD`. A precision forced by hand (`pog validator
+    /// --precision`) proves nothing unless it is that pick: the pick is the one vetted
+    /// against every cheaper model's emulations, and under another one a cheaper card may
+    /// answer in time (split-BF16 products passed every FP32 challenge).
+    pub proves_model: bool,
 }
 
 pub use pog_proof::challenge::Addressee;
@@ -172,15 +179,17 @@ impl Policy {
     pub fn plan_for(&self, spec: &GpuSpec) -> Result<Planned, ValidatorError> {
         let unknown = || ValidatorError::UnknownModel(spec.model.clone());
         if self.plan == PlanKind::PerModel {
-            let memory = (spec.memory_gib * (1u64 << 30) as f64) as u64;
             let db = SpecDb::embedded();
-            let choice = match self.precision {
-                Some(p) => pog_proof::params::lead_in(spec, db, p),
-                None => pog_proof::params::choose_precision(spec, db),
-            }
-            .ok_or_else(unknown)?;
-            let plan = pog_proof::params::plan_in(spec, choice, None, PLANNED_SECONDS, memory)
-                .ok_or_else(unknown)?;
+            let pick = pog_proof::params::choose_precision(spec, db).ok_or_else(unknown)?;
+            // Forced by hand, a precision is planned at the model's own rate in it and proves
+            // nothing unless it is the pick.
+            let precision = self.precision.unwrap_or(pick.precision);
+            let plan = pog_proof::params::plan_at(spec, db, precision).ok_or_else(|| {
+                ValidatorError::Policy(format!(
+                    "the {} has no {precision} rate to plan a challenge at",
+                    spec.model
+                ))
+            })?;
             return Ok(Planned {
                 precision: plan.choice.precision,
                 size: plan.size,
@@ -188,6 +197,8 @@ impl Policy {
                 leaf_elements: self.leaf_elements,
                 expected_ms: plan.expected_ms,
                 lead: plan.choice.advantage,
+                proves_model: plan.choice.precision == pick.precision
+                    && plan.choice.advantage >= pog_proof::params::MIN_LEAD,
             });
         }
         let precision = match self.precision {
@@ -203,6 +214,7 @@ impl Policy {
             leaf_elements: self.leaf_elements,
             expected_ms: self.expected_ms,
             lead: 1.0,
+            proves_model: false,
         })
     }
 }
@@ -487,28 +499,29 @@ pub struct Config {
     /// Registrations each source address may make per minute (a burst of that many, then
     /// refilled evenly).
     pub registrations_per_minute: u32,
-    /// New reports (agent-signed inspection and benchmark records, `POST /v1/reports`) each
-    /// agent key may add per hour (a burst of that many, then refilled evenly); a report the
-    /// validator holds already does not count.
-    pub reports_per_agent_per_hour: u32,
-    /// New reports all the agent keys of one source address (an IPv4 address or IPv6 /64) may
-    /// add per hour together: keys are free, so the per-key limit alone would let one host
-    /// fill the log through many of them.
-    pub reports_per_source_per_hour: u32,
+    /// KiB of new reports (agent-signed inspection and benchmark records, `POST /v1/reports`)
+    /// each registered GPU may add per hour, whatever key or address sends them (a burst of
+    /// that much, then refilled evenly; at least one report of
+    /// [`crate::reports::MAX_REPORT_BYTES`]); content the validator holds already costs nothing.
+    pub report_kib_per_gpu_per_hour: u32,
+    /// KiB of new reports the GPUs reported from one source address (an IPv4 address or IPv6
+    /// /64) may add per hour together: registrations are claims, so this bounds what one
+    /// address's many (perhaps made-up) GPUs can add.
+    pub report_kib_per_source_per_hour: u32,
 }
 
 impl Default for Config {
     /// Real GPUs on public endpoints only; 64 GPUs an agent (more than any host has); ten
-    /// registrations a minute from one address; 512 new reports an hour from one agent key,
-    /// 2048 from one address.
+    /// registrations a minute from one address; 64 KiB of new reports an hour per GPU, 8 MiB
+    /// per address.
     fn default() -> Self {
         Config {
             accept_simulated: false,
             allow_private_endpoints: false,
             max_gpus_per_agent: 64,
             registrations_per_minute: 10,
-            reports_per_agent_per_hour: crate::reports::DEFAULT_REPORTS_PER_HOUR,
-            reports_per_source_per_hour: 4 * crate::reports::DEFAULT_REPORTS_PER_HOUR,
+            report_kib_per_gpu_per_hour: crate::reports::DEFAULT_REPORT_KIB_PER_GPU_PER_HOUR,
+            report_kib_per_source_per_hour: crate::reports::DEFAULT_REPORT_KIB_PER_SOURCE_PER_HOUR,
         }
     }
 }
@@ -577,7 +590,7 @@ pub struct Validator {
     round_trips: Mutex<HashMap<String, f64>>,
     /// The transparency log every signed record is appended to before it is stored.
     ledger: Option<Arc<crate::ledger::ValidatorLedger>>,
-    /// Agents' reports: their hourly limit and the ones being stored (`crate::reports`).
+    /// Agents' reports: their hourly budgets and the ones being stored (`crate::reports`).
     pub(crate) reports: crate::reports::ReportDesk,
 }
 
@@ -700,8 +713,8 @@ impl Validator {
                 buckets: HashMap::new(),
             }),
             reports: crate::reports::ReportDesk::new(
-                config.reports_per_agent_per_hour,
-                config.reports_per_source_per_hour,
+                config.report_kib_per_gpu_per_hour,
+                config.report_kib_per_source_per_hour,
             ),
             config,
             ledger: None,
@@ -891,9 +904,7 @@ impl Validator {
             model: gpu.model.clone(),
             simulated: gpu.simulated,
             policy: policy.clone(),
-            proves_model: policy.proves_model()
-                && !gpu.simulated
-                && planned.lead >= pog_proof::params::MIN_LEAD,
+            proves_model: planned.proves_model && !gpu.simulated,
             lead: planned.lead,
             challenge,
             expected_ms,
@@ -1340,8 +1351,8 @@ pub const MAX_RECORDS_PAGE: usize = 1000;
 
 /// The most bytes of stored envelopes one page of `GET /v1/records/{uuid}` carries (the answer
 /// is about twice this: each record also as a JSON object); a page cut short for it has a
-/// `next_after`. An agent's reports are up to 48 KiB each: without this, a thousand of them
-/// would make every page a 100 MB answer to a request of a few bytes.
+/// `next_after`. An agent's reports are up to 16 KiB each: without this, a thousand of them
+/// would make every page a 33 MB answer to a request of a few bytes.
 pub const MAX_RECORDS_PAGE_BYTES: usize = 2 << 20;
 
 /// `GET /v1/records/{uuid}?after=ID&limit=N`: a page of query parameters.
@@ -1405,4 +1416,52 @@ async fn records(
         next_after,
     })
     .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn planned(model: &str, precision: Option<Precision>) -> Planned {
+        let spec = SpecDb::embedded().by_model(model).unwrap();
+        Policy {
+            precision,
+            ..Policy::per_model_default()
+        }
+        .plan_for(spec)
+        .unwrap()
+    }
+
+    /// Only the validator's own pick of precision proves a model: one forced by hand is
+    /// planned and run, and its records say they prove nothing, as a test plan's do.
+    #[test]
+    fn a_precision_forced_by_hand_proves_no_model() {
+        let pick = planned("H200 SXM", None);
+        assert_eq!(pick.precision, Precision::Bf16);
+        assert!(pick.proves_model && pick.lead >= pog_proof::params::MIN_LEAD);
+        // Forcing the pick changes nothing.
+        assert!(planned("H200 SXM", Some(Precision::Bf16)).proves_model);
+        // FP32: an A100 does it faster from split BF16 products than the H200 natively, so
+        // the H200 has no lead in it; planned at its own FP32 rate, proving nothing.
+        let fp32 = planned("H200 SXM", Some(Precision::Fp32));
+        assert_eq!((fp32.precision, fp32.lead), (Precision::Fp32, 0.0));
+        assert!(!fp32.proves_model);
+        // A lead in the forced precision is not enough either: INT8 leads by as much as BF16
+        // on the H200, but only the pick was vetted.
+        let int8 = planned("H200 SXM", Some(Precision::Int8));
+        assert!(int8.lead >= pog_proof::params::MIN_LEAD && !int8.proves_model);
+        // A T4's FP32 leads every model (none is slower), but the pick is FP16.
+        assert!(!planned("T4", Some(Precision::Fp32)).proves_model);
+        // A test plan proves nothing, whatever its precision.
+        let test = Policy {
+            plan: PlanKind::Test,
+            precision: Some(Precision::Bf16),
+            size: 32,
+            batch: 2,
+            expected_ms: 1000.0,
+            ..Policy::per_model_default()
+        };
+        let spec = SpecDb::embedded().by_model("H200 SXM").unwrap();
+        assert!(!test.plan_for(spec).unwrap().proves_model);
+    }
 }

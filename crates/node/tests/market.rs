@@ -800,8 +800,8 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
     assert_eq!(scores.scores[0].price_micro_usd, None);
     assert!(scores.scores[0].reasons[0].contains("latest proof failed"));
 
-    // Accepted again: priced again, discounted for the failure (3 of 4 recent proofs passed:
-    // rate 0.75, reliability 0.5).
+    // Accepted again: priced again, discounted for the failure (3 of 4 recent proofs passed,
+    // 3 of 4 rounds proven: rate 0.75 and uptime 0.75, reliability 0.5 × 0.5).
     store_edited(&v, "GPU-p1", |r| {
         r["accepted"] = true.into();
         r["outcome"]["accepted"] = true.into();
@@ -809,7 +809,7 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
         r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
     });
     let page = history_of(&url, "GPU-p1", 6).await;
-    assert_eq!(page.points[5].price_micro_usd, Some(2_224_132));
+    assert_eq!(page.points[5].price_micro_usd, Some(1_112_066));
     // Paging.
     let tail: PricePage = get_json(&format!(
         "{url}/v1/prices/GPU-p1/history?after={}&limit=2",
@@ -1343,4 +1343,66 @@ async fn an_agent_reporting_an_xid_and_alerts_gets_an_anomaly_factor_below_one()
     assert_eq!(clean_price, 4_448_264);
     assert!(sick_price < clean_price, "{sick_price} vs {clean_price}");
     assert_eq!(sick_price, (4_448_264.0 * r.factor).round() as u64);
+}
+
+/// `GET /v1/scores` serves the views made when records came in: reading pages and single
+/// scores, again and again, assesses no GPU anew; a new record changes its GPU's view.
+#[tokio::test(flavor = "multi_thread")]
+async fn scores_are_made_when_records_arrive_not_on_each_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, _market, pricing, url) = start_priced(dir.path()).await;
+    let uuids: Vec<String> = (0..12).map(|i| format!("GPU-s{i:02}")).collect();
+    for (seed, four) in (61u8..).zip(uuids.chunks(4)) {
+        let claims = four.iter().map(|u| claim(u)).collect();
+        let (_, status) = start_agent(&url, seed, claims, Behaviour::Honest, None).await;
+        assert_eq!(status, 200);
+    }
+    // Each registration priced: the pricing has taken every record in.
+    for uuid in &uuids {
+        history_of(&url, uuid, 1).await;
+    }
+    let before = pricing.assessments();
+    for _ in 0..10 {
+        let mut listed = Vec::new();
+        let mut after = String::new();
+        loop {
+            let page: pog_node::pricing::ScorePage =
+                get_json(&format!("{url}/v1/scores?limit=5&after={after}")).await;
+            listed.extend(page.scores.into_iter().map(|s| s.gpu_uuid));
+            match page.next_after {
+                Some(next) => after = next,
+                None => break,
+            }
+        }
+        assert_eq!(listed, uuids);
+        let one: ScoreView = get_json(&format!("{url}/v1/scores/GPU-s03")).await;
+        assert_eq!(one.gpu_uuid, "GPU-s03");
+    }
+    assert_eq!(pricing.assessments(), before, "reads assessed GPUs again");
+    // Its first proof of memory: the GPU's view changes once the pricing takes it in.
+    let stale: ScoreView = get_json(&format!("{url}/v1/scores/GPU-s03")).await;
+    assert!(stale
+        .reasons
+        .iter()
+        .any(|r| r.contains("no proof of memory yet")));
+    store_memory_proof(&v, "GPU-s03");
+    history_of(&url, "GPU-s03", 2).await;
+    let mut fresh = stale.reasons;
+    for _ in 0..200 {
+        let view: ScoreView = get_json(&format!("{url}/v1/scores/GPU-s03")).await;
+        fresh = view.reasons;
+        if !fresh.iter().any(|r| r.contains("no proof of memory yet")) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(
+        !fresh.iter().any(|r| r.contains("no proof of memory yet")),
+        "{fresh:?}"
+    );
+    // An unknown GPU is still a 404, cached or not.
+    let missing = reqwest::get(format!("{url}/v1/scores/GPU-nobody"))
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
 }

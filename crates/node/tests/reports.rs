@@ -1,8 +1,9 @@
 //! Agents' reports (ledger kinds 2 `inspection` and 3 `benchmark`) over loopback: an agent's
 //! signed records reach the validator's ledger with the agent's signature and a GPU's bundle
 //! verifies; and each hostile report is refused with nothing appended — another agent's key,
-//! a GPU not registered, malformed, oversized, unknown fields, a replay, a flood. Each
-//! hostile test fails without the defence it names.
+//! a GPU not registered, malformed, oversized, unknown fields, a replay, the same content
+//! again, a flood through many keys and addresses, many GPUs from one address. Each hostile
+//! test fails without the defence it names.
 
 mod common;
 
@@ -21,6 +22,7 @@ use pog_node::validator::{Config, Validator};
 use pog_proof::prover::Behaviour;
 use pog_proof::wire::{Envelope, Identity};
 use serde_json::Value;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 const GPU_A: &str = "GPU-report-a";
@@ -87,9 +89,13 @@ fn figures(uuid: &str) -> BenchmarkFigures {
     }
 }
 
-/// Posts raw bytes to `/v1/reports`: the status and the JSON answer.
-async fn post(url: &str, body: Vec<u8>) -> (u16, Value) {
-    let r = reqwest::Client::new()
+/// Posts raw bytes to `/v1/reports` from `from` (a loopback address): the status, the JSON
+/// answer and its `Retry-After` in seconds, if any.
+async fn post_from(from: IpAddr, url: &str, body: Vec<u8>) -> (u16, Value, Option<u64>) {
+    let r = reqwest::Client::builder()
+        .local_address(from)
+        .build()
+        .unwrap()
         .post(format!("{url}/v1/reports"))
         .header("content-type", "application/json")
         .body(body)
@@ -97,11 +103,64 @@ async fn post(url: &str, body: Vec<u8>) -> (u16, Value) {
         .await
         .unwrap();
     let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
+    let retry_after = r
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().parse().unwrap());
+    (status, r.json().await.unwrap_or(Value::Null), retry_after)
+}
+
+/// Posts raw bytes to `/v1/reports` from 127.0.0.1: the status and the JSON answer.
+async fn post(url: &str, body: Vec<u8>) -> (u16, Value) {
+    let (status, answer, _) = post_from(LOCAL, url, body).await;
+    (status, answer)
 }
 
 async fn post_envelope(url: &str, envelope: &Envelope) -> (u16, Value) {
     post(url, serde_json::to_vec(envelope).unwrap()).await
+}
+
+const LOCAL: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+/// An inspection of `uuid` padded with `findings` findings of `chars` characters, told apart
+/// by `tag` (its findings' codes).
+fn padded(uuid: &str, tag: u64, findings: usize, chars: usize) -> InspectionSummary {
+    let mut s = summary(uuid, now_ms());
+    s.findings = (0..findings)
+        .map(|j| Finding {
+            code: format!("padding.{tag}.{j}"),
+            severity: "info".into(),
+            message: "x".repeat(chars),
+        })
+        .collect();
+    s
+}
+
+/// The bytes of the ledger's files (entries, hashes, index) in `dir`.
+fn ledger_bytes(dir: &std::path::Path) -> u64 {
+    ["entries", "hashes", "index"]
+        .iter()
+        .map(|f| {
+            walk(dir)
+                .into_iter()
+                .filter(|p| p.file_name().is_some_and(|n| n == *f))
+                .map(|p| std::fs::metadata(p).unwrap().len())
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// The ledger's size and the registry's records of both GPUs: what a refused report must not
@@ -253,19 +312,11 @@ async fn malformed_and_oversized_reports_are_refused() {
     let before = stored(&v);
     let sealed_body = |kind: &str, body: String| serde_json::to_vec(&a.seal_body(kind, body));
     let good = serde_json::to_string(&summary(GPU_A, now_ms())).unwrap();
-    // Under the 256 KiB request limit, over the report's 48 KiB (but a ledger entry could
-    // still hold it: only the report's own limit refuses it).
-    let mut long = summary(GPU_A, now_ms());
-    long.findings = (0..100)
-        .map(|i| Finding {
-            code: format!("test.{i}"),
-            severity: "info".into(),
-            message: "y".repeat(500),
-        })
-        .collect();
-    let long = a.seal(INSPECTION_KIND, &long).unwrap();
+    // Over the report's 16 KiB, under the 48 KiB it used to be (a ledger entry and the
+    // request limit would take it: only the report's own cap refuses it).
+    let long = a.seal(INSPECTION_KIND, &padded(GPU_A, 0, 40, 500)).unwrap();
     assert!(
-        (49_152..60_000).contains(&long.body.len()),
+        (16_384..30_000).contains(&long.body.len()),
         "{}",
         long.body.len()
     );
@@ -376,84 +427,172 @@ async fn a_replayed_report_is_recorded_once() {
         .filter(|(_, e)| e.kind == RecordKind::Inspection)
         .count();
     assert_eq!(inspections, 1);
-    // A new inspection (another time) is a new record.
-    let later = a
-        .seal(INSPECTION_KIND, &summary(GPU_A, now_ms() + 1))
-        .unwrap();
-    let (status, answer) = post_envelope(&url, &later).await;
+    // An inspection that says something new is a new record.
+    let new = InspectionSummary {
+        verdict: "fail".into(),
+        ..summary(GPU_A, now_ms())
+    };
+    let (status, answer) = post_envelope(&url, &a.seal(INSPECTION_KIND, &new).unwrap()).await;
     assert_eq!((status, &answer["recorded"]), (200, &true.into()));
     assert_eq!(stored(&v).0, after_first.0 + 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_flood_of_reports_beyond_the_hourly_limit_is_refused() {
+async fn identical_content_is_stored_once_whatever_its_time_or_spelling() {
     let dir = tempfile::tempdir().unwrap();
     let config = Config {
-        reports_per_agent_per_hour: 3,
+        report_kib_per_gpu_per_hour: 16,
         ..loopback()
     };
     let (v, url) = validator(dir.path(), config).await;
     let a = agent(31);
     let t = now_ms();
-    let mut statuses = Vec::new();
-    let mut accepted = Vec::new();
-    for i in 0..6 {
-        let report = a.seal(INSPECTION_KIND, &summary(GPU_A, t - i)).unwrap();
-        let (status, answer) = post_envelope(&url, &report).await;
-        statuses.push(status);
-        if status == 429 {
-            assert!(
-                answer["error"]
-                    .as_str()
-                    .unwrap()
-                    .contains("3 reports in the last hour"),
-                "{answer}"
-            );
+    let first = a.seal(INSPECTION_KIND, &summary(GPU_A, t)).unwrap();
+    let (status, answer) = post_envelope(&url, &first).await;
+    assert_eq!(
+        (status, &answer["recorded"]),
+        (200, &true.into()),
+        "{answer}"
+    );
+    let held = stored(&v);
+    let bytes = ledger_bytes(dir.path());
+    // The agent restarting forty times (the same inspection made at another time), the same
+    // content spelled with other whitespace, from another address: far past the GPU's 16 KiB
+    // an hour if each cost its charge, and all held already.
+    for i in 1..=40u64 {
+        let again = summary(GPU_A, t + i);
+        let envelope = if i % 2 == 0 {
+            a.seal(INSPECTION_KIND, &again).unwrap()
         } else {
-            accepted.push(report);
+            a.seal_body(
+                INSPECTION_KIND,
+                serde_json::to_string_pretty(&again).unwrap(),
+            )
+        };
+        let from = IpAddr::from([127, 0, 0, 1 + (i % 2) as u8]);
+        let (status, answer, _) =
+            post_from(from, &url, serde_json::to_vec(&envelope).unwrap()).await;
+        assert_eq!(status, 200, "{i}: {answer}");
+        assert_eq!(answer["recorded"], false, "{answer}");
+        assert_eq!(answer["id"], answer_id(&v, &first));
+    }
+    assert_eq!(stored(&v), held, "nothing appended or stored");
+    assert_eq!(ledger_bytes(dir.path()), bytes);
+    let inspections = v
+        .ledger()
+        .unwrap()
+        .ledger()
+        .gpu_entries(GPU_A)
+        .unwrap()
+        .into_iter()
+        .filter(|(_, e)| e.kind == RecordKind::Inspection)
+        .count();
+    assert_eq!(inspections, 1);
+}
+
+/// The id the validator gives `envelope`'s content.
+fn answer_id(v: &Validator, envelope: &Envelope) -> Value {
+    let checked = reports::check_report(&serde_json::to_vec(envelope).unwrap(), now_ms(), |u| {
+        Ok(v.registry().gpu(u)?.map(|g| g.agent))
+    })
+    .unwrap();
+    checked.id.into()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_keys_and_addresses_flooding_reports_cannot_pass_each_gpus_hourly_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    // The defaults: 64 KiB an hour per GPU, 8 MiB per address.
+    let (v, url) = validator(dir.path(), loopback()).await;
+    let budget = reports::DEFAULT_REPORT_KIB_PER_GPU_PER_HOUR as usize * 1024;
+    // Five more keys, two GPUs each.
+    let mut gpus = Vec::new();
+    for seed in 41..46u8 {
+        let mine: Vec<String> = (0..2).map(|g| format!("GPU-flood-{seed}-{g}")).collect();
+        let claims = mine.iter().map(|g| claim(g)).collect();
+        let (_, status) = start_agent(&url, seed, claims, Behaviour::Honest, None).await;
+        assert_eq!(status, 200);
+        gpus.extend(mine.into_iter().map(|g| (seed, g)));
+    }
+    let before = ledger_bytes(dir.path());
+    let started = std::time::Instant::now();
+    // Each key floods its GPUs with distinct reports of about 10 KiB, from two addresses in
+    // turn: twelve each, 120 in all.
+    let mut recorded = std::collections::HashMap::<String, (usize, usize)>::new();
+    let mut tag = 0;
+    for round in 0..12 {
+        for (seed, gpu) in &gpus {
+            tag += 1;
+            let envelope = agent(*seed)
+                .seal(INSPECTION_KIND, &padded(gpu, tag, 20, 440))
+                .unwrap();
+            let bytes = serde_json::to_vec(&envelope).unwrap();
+            let charge = bytes.len();
+            assert!((9_000..12_000).contains(&charge), "{charge}");
+            let from = IpAddr::from([127, 0, 0, 1 + (round % 2) as u8]);
+            let (status, answer, retry_after) = post_from(from, &url, bytes).await;
+            let (count, sum) = recorded.entry(gpu.clone()).or_default();
+            match status {
+                200 => {
+                    assert_eq!(answer["recorded"], true, "{answer}");
+                    *count += 1;
+                    *sum += charge;
+                }
+                429 => {
+                    let error = answer["error"].as_str().unwrap();
+                    assert!(
+                        error.contains(&format!(
+                            "GPU {gpu} has used its budget of 64 KiB of new reports an hour"
+                        )),
+                        "{error}"
+                    );
+                    // Refused only when it did not fit, and told when it will.
+                    assert!(*sum + charge > budget, "{gpu}: {sum} + {charge}");
+                    let wait = retry_after.expect("a Retry-After header");
+                    assert!((1..=3600).contains(&wait), "{wait}");
+                    assert!(error.contains(&format!("fits in {wait} s")), "{error}");
+                }
+                other => panic!("{other}: {answer}"),
+            }
         }
     }
-    assert_eq!(statuses, [200, 200, 200, 429, 429, 429]);
-    let full = stored(&v);
-    assert_eq!(full.0, 2 + 3, "two registrations and three reports");
-    // What it holds already is still answered (a duplicate costs no token) …
-    let (status, answer) = post_envelope(&url, &accepted[0]).await;
-    assert_eq!((status, &answer["recorded"]), (200, &false.into()));
-    // … and another agent has its own limit.
-    let (status, _) = post_envelope(
-        &url,
-        &agent(32).seal(INSPECTION_KIND, &summary(GPU_B, t)).unwrap(),
-    )
-    .await;
-    assert_eq!(status, 200);
-    assert_eq!(stored(&v).0, full.0 + 1);
+    // What refilled meanwhile (64 KiB an hour) is a few bytes a second.
+    let refill = (started.elapsed().as_secs_f64() * budget as f64 / 3600.0).ceil() as usize;
+    for (gpu, (count, sum)) in &recorded {
+        assert!(*sum <= budget + refill, "{gpu}: {sum} bytes stored");
+        assert!((5..12).contains(count), "{gpu}: {count} reports stored");
+        let records = v.registry().records(gpu, 0, 100).unwrap().len();
+        assert_eq!(
+            records,
+            1 + count,
+            "{gpu}: its registration and its reports"
+        );
+    }
+    // The ledger grew by no more than the GPUs' budgets (each report's entry, hashes and
+    // index take no more than its charge and 72 bytes).
+    let reports: usize = recorded.values().map(|(n, _)| n).sum();
+    let grown = ledger_bytes(dir.path()) - before;
+    let bound = gpus.len() * (budget + refill) + reports * reports::LEDGER_OVERHEAD_BYTES;
+    assert!(grown as usize <= bound, "{grown} > {bound}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_of_large_reports_are_bounded_in_bytes_and_still_reach_every_record() {
     let dir = tempfile::tempdir().unwrap();
     let config = Config {
-        reports_per_agent_per_hour: 1000,
+        report_kib_per_gpu_per_hour: 1 << 20,
         ..loopback()
     };
     let (v, url) = validator(dir.path(), config).await;
     let a = agent(31);
-    let t = now_ms();
-    // 120 reports of about 40 KiB each (nine findings of 4,000 bytes): 4.7 MB stored.
-    for i in 0..120u64 {
-        let mut s = summary(GPU_A, t - i);
-        s.findings = (0..9)
-            .map(|j| Finding {
-                code: format!("padding.{j}"),
-                severity: "info".into(),
-                message: "x".repeat(4000),
-            })
-            .collect();
+    // 200 reports of about 12 KiB each (three findings of 4,000 bytes): 2.5 MB stored.
+    for i in 0..200u64 {
+        let s = padded(GPU_A, i, 3, 4000);
         let (status, answer) = post_envelope(&url, &a.seal(INSPECTION_KIND, &s).unwrap()).await;
         assert_eq!(status, 200, "{answer}");
     }
     let stored = v.registry().records(GPU_A, 0, 1000).unwrap().len();
-    assert_eq!(stored, 121, "the registration and the reports");
+    assert_eq!(stored, 201, "the registration and the reports");
     // A page asked for a thousand records is cut by its bytes, and says where to go on.
     let (mut seen, mut after, mut pages) = (0, 0i64, 0);
     loop {
@@ -476,37 +615,46 @@ async fn pages_of_large_reports_are_bounded_in_bytes_and_still_reach_every_recor
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_agent_keys_from_one_address_share_its_hourly_limit() {
+async fn many_gpus_reported_from_one_address_share_its_hourly_budget() {
     let dir = tempfile::tempdir().unwrap();
     let config = Config {
-        reports_per_agent_per_hour: 100,
-        reports_per_source_per_hour: 3,
+        report_kib_per_source_per_hour: 16,
         ..loopback()
     };
     let (v, url) = validator(dir.path(), config).await;
     let before = stored(&v).0;
-    let t = now_ms();
+    // Reports of about 6 KiB on GPU A (key 31) and GPU B (key 32), each far below its GPU's
+    // 64 KiB: the third from one address passes the address's 16 KiB.
     let mut statuses = Vec::new();
-    for (i, (seed, gpu)) in [(31, GPU_A), (32, GPU_B), (31, GPU_A), (32, GPU_B)]
+    for (i, (seed, gpu)) in [(31, GPU_A), (32, GPU_B), (31, GPU_A)]
         .into_iter()
         .enumerate()
     {
         let report = agent(seed)
-            .seal(INSPECTION_KIND, &summary(gpu, t - i as u64))
+            .seal(INSPECTION_KIND, &padded(gpu, i as u64, 12, 440))
             .unwrap();
-        let (status, answer) = post_envelope(&url, &report).await;
+        let bytes = serde_json::to_vec(&report).unwrap();
+        assert!((5_500..8_000).contains(&bytes.len()), "{}", bytes.len());
+        let (status, answer, retry_after) = post_from(LOCAL, &url, bytes.clone()).await;
         if status == 429 {
             assert!(
-                answer["error"]
-                    .as_str()
-                    .unwrap()
-                    .contains("the agents at 127.0.0.1 have added 3 reports"),
+                answer["error"].as_str().unwrap().contains(
+                    "the GPUs reported from 127.0.0.1 have used its budget of 16 KiB of new reports an hour"
+                ),
+                "{answer}"
+            );
+            assert!(retry_after.is_some_and(|s| s > 0));
+            // From another address, the same report is taken: its GPU has room.
+            let other = IpAddr::from([127, 0, 0, 3]);
+            let (status, answer, _) = post_from(other, &url, bytes).await;
+            assert_eq!(
+                (status, &answer["recorded"]),
+                (200, &true.into()),
                 "{answer}"
             );
         }
         statuses.push(status);
     }
-    // Each key is far below its own limit; together they reach the address's.
-    assert_eq!(statuses, [200, 200, 200, 429]);
+    assert_eq!(statuses, [200, 200, 429]);
     assert_eq!(stored(&v).0, before + 3);
 }

@@ -350,14 +350,17 @@ pub struct ValidatorArgs {
     /// GPUs one agent key may claim.
     #[arg(long, default_value = "64", value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub max_gpus_per_agent: u64,
-    /// New reports (the agent-signed inspection and benchmark records of POST /v1/reports)
-    /// one agent key may add per hour; one the validator holds already does not count.
-    #[arg(long, default_value = "512", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub reports_per_hour: u32,
-    /// New reports all the agent keys of one source address (IPv4, or IPv6 /64) may add per
-    /// hour together (keys are free: one host must not fill the log through many of them).
-    #[arg(long, default_value = "2048", value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
-    pub reports_per_source_per_hour: u32,
+    /// KiB of new reports (the agent-signed inspection and benchmark records of POST
+    /// /v1/reports, each charged its size, at least 1 KiB) each registered GPU may add per hour,
+    /// whatever keys send them; content the validator holds already costs nothing. At least 16
+    /// (one report of the largest size).
+    #[arg(long, default_value = "64", value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
+    pub report_kib_per_gpu_per_hour: u32,
+    /// KiB of new reports the GPUs reported from one source address (IPv4, or IPv6 /64) may
+    /// add per hour together (registrations are claims: one address must not fill the log
+    /// through many made-up GPUs).
+    #[arg(long, default_value = "8192", value_parser = clap::value_parser!(u32).range(16..=100_000_000))]
+    pub report_kib_per_source_per_hour: u32,
     #[command(flatten)]
     pub market: crate::commands::market::ClearArgs,
     /// Seconds between two looks at the ledger (DATA_DIR/ledger): whenever it grew, a

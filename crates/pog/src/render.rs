@@ -689,11 +689,7 @@ fn proof_verdict(outcome: &pog_proof::session::Outcome) -> String {
     } else if !outcome.time.accepted {
         "FAIL: too slow".to_string()
     } else {
-        format!(
-            "FAIL: {} of {} checks",
-            outcome.rejected.len(),
-            outcome.checked
-        )
+        format!("FAIL: {} of {} checks", outcome.wrong(), outcome.checked)
     }
 }
 

@@ -148,6 +148,24 @@ pub fn lead_in(claimed: &GpuSpec, db: &SpecDb, precision: Precision) -> Option<P
     })
 }
 
+/// The least work a validator's challenge asks for, in seconds of the claimed model's time.
+pub const PLANNED_SECONDS: f64 = 1.0;
+
+/// The challenge the protocol plans for `claimed` in `precision`, whether or not that precision
+/// proves the model (a validator may force one): as [`plan_in`] over the model's whole memory,
+/// its lead from [`lead_in`], or 0 where a natively slower model catches up by emulation.
+/// `None` where the model has no rate in `precision`. What a validator asks and what an agent
+/// agrees to compute are both measured against it.
+pub fn plan_at(claimed: &GpuSpec, db: &SpecDb, precision: Precision) -> Option<ProofPlan> {
+    let choice = lead_in(claimed, db, precision).unwrap_or(PrecisionChoice {
+        precision,
+        advantage: 0.0,
+        nearest_slower: None,
+    });
+    let memory = (claimed.memory_gib * (1u64 << 30) as f64) as u64;
+    plan_in(claimed, choice, None, PLANNED_SECONDS, memory)
+}
+
 /// Product sizes a proof in `precision` may use, largest first; the plan takes the largest
 /// whose working set fits.
 ///

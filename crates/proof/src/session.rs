@@ -45,6 +45,12 @@ enum State {
     Done,
 }
 
+/// How many of a challenge's failed spot checks its [`Outcome`] lists one by one; the rest
+/// are counted and digested. A signed record must stay far below the ledger's entry limit
+/// (64 KiB) however wrong the answer: 1,024 wrong values listed whole made a record of about
+/// 124 KB, which the ledger refused, so the worst answers left no record at all.
+pub const REJECTIONS_LISTED: usize = 8;
+
 /// The verdict on one challenge.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
@@ -52,9 +58,42 @@ pub struct Outcome {
     pub gpu_uuid: String,
     pub root: String,
     pub checked: usize,
+    /// Every spot check that failed, counted (records made before this field list them all in
+    /// `rejected`: [`Outcome::wrong`] reads either).
+    #[serde(default)]
+    pub rejected_total: usize,
+    /// The first [`REJECTIONS_LISTED`] failed spot checks, in the order they were drawn.
     pub rejected: Vec<Rejection>,
+    /// SHA-256 (hex) of every failed spot check, each as one line of JSON in draw order
+    /// ([`rejections_digest`]): whoever holds the agent's openings and the revealed secret
+    /// can recompute the whole list and match it. `None` when none failed.
+    #[serde(default)]
+    pub rejected_digest: Option<String>,
     pub time: TimeCheck,
     pub accepted: bool,
+}
+
+impl Outcome {
+    /// How many spot checks failed.
+    pub fn wrong(&self) -> usize {
+        self.rejected_total.max(self.rejected.len())
+    }
+}
+
+/// The digest an [`Outcome`] carries of its failed spot checks: SHA-256 over each rejection's
+/// JSON followed by a newline, in draw order; `None` for none.
+pub fn rejections_digest(rejected: &[Rejection]) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    if rejected.is_empty() {
+        return None;
+    }
+    let mut hasher = Sha256::new();
+    for r in rejected {
+        // A rejection is plain data (numbers and strings): it always serializes.
+        hasher.update(serde_json::to_vec(r).unwrap_or_default());
+        hasher.update(b"\n");
+    }
+    Some(hex::encode(hasher.finalize()))
 }
 
 /// What a session needs from a kind of challenge: whom it is for, how many leaves its
@@ -249,7 +288,7 @@ impl<C: SpotChecked> ValidatorSession<C> {
             let opening = Opening::try_from(w).map_err(ProtocolError::Opening)?;
             opened.insert(opening.leaf, opening);
         }
-        let rejected: Vec<Rejection> = positions
+        let mut rejected: Vec<Rejection> = positions
             .iter()
             .filter_map(|p| {
                 let leaf = challenge.leaf_of(*p);
@@ -259,13 +298,18 @@ impl<C: SpotChecked> ValidatorSession<C> {
                 }
             })
             .collect();
+        let rejected_total = rejected.len();
+        let rejected_digest = rejections_digest(&rejected);
+        rejected.truncate(REJECTIONS_LISTED);
         let outcome = Outcome {
             challenge_id: self.id.clone(),
             gpu_uuid: challenge.gpu_uuid().to_string(),
             root: hex::encode(root),
             checked: positions.len(),
-            accepted: rejected.is_empty() && time.accepted,
+            accepted: rejected_total == 0 && time.accepted,
+            rejected_total,
             rejected,
+            rejected_digest,
             time: *time,
         };
         self.state = State::Done;
@@ -359,13 +403,39 @@ mod tests {
         .unwrap();
         assert!(!too_slow.accepted && !too_slow.time.accepted);
         let junk = run(&message("GPU-1").challenge, Behaviour::Junk(0.1), 1_900).unwrap();
-        assert!(!junk.accepted && !junk.rejected.is_empty());
+        assert!(!junk.accepted && junk.wrong() > 0);
         let for_other_gpu = run(&message("GPU-2").challenge, Behaviour::Honest, 1_900).unwrap();
-        assert_eq!(for_other_gpu.rejected.len(), 128);
+        assert_eq!(for_other_gpu.wrong(), 128);
         assert!(matches!(
             run(&message("GPU-1").challenge, Behaviour::Honest, 70_000),
             Err(ProtocolError::Expired { .. })
         ));
+    }
+
+    /// Every check wrong: the outcome counts them all, lists the first few and digests the
+    /// whole list, so a record of the worst answer is as small as one of a good answer.
+    #[test]
+    fn a_wholly_wrong_answer_is_counted_listed_in_part_and_digested() {
+        let o = run(&message("GPU-2").challenge, Behaviour::Honest, 1_900).unwrap();
+        assert!(!o.accepted);
+        assert_eq!((o.wrong(), o.rejected_total), (128, 128));
+        assert_eq!(o.rejected.len(), REJECTIONS_LISTED);
+        let digest = o
+            .rejected_digest
+            .clone()
+            .expect("a digest of the rejections");
+        // The digest is of the whole list, in draw order: the same answer digests the same,
+        // and a list cut to the ones shown does not.
+        let again = run(&message("GPU-2").challenge, Behaviour::Honest, 1_900).unwrap();
+        assert_eq!(again.rejected_digest.as_deref(), Some(digest.as_str()));
+        assert_ne!(rejections_digest(&o.rejected), Some(digest));
+        let good = run(&message("GPU-1").challenge, Behaviour::Honest, 1_900).unwrap();
+        assert_eq!((good.rejected_total, good.rejected_digest), (0, None));
+        // A record written before the count existed lists every rejection: read as such.
+        let mut old = serde_json::to_value(&o).unwrap();
+        old.as_object_mut().unwrap().remove("rejected_total");
+        let old: Outcome = serde_json::from_value(old).unwrap();
+        assert_eq!(old.wrong(), REJECTIONS_LISTED);
     }
 
     #[test]
@@ -458,7 +528,7 @@ mod tests {
         // Missing openings count as rejections.
         let outcome = s.on_openings(&empty, AGENT).unwrap();
         assert!(!outcome.accepted);
-        assert_eq!(outcome.rejected.len(), 16);
+        assert_eq!(outcome.wrong(), 16);
         assert_eq!(
             s.on_openings(&empty, AGENT),
             Err(ProtocolError::OutOfOrder("openings"))

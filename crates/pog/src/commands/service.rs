@@ -367,8 +367,8 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         allow_private_endpoints: args.allow_private_endpoints,
         max_gpus_per_agent: args.max_gpus_per_agent as usize,
         registrations_per_minute: args.registrations_per_minute,
-        reports_per_agent_per_hour: args.reports_per_hour,
-        reports_per_source_per_hour: args.reports_per_source_per_hour,
+        report_kib_per_gpu_per_hour: args.report_kib_per_gpu_per_hour,
+        report_kib_per_source_per_hour: args.report_kib_per_source_per_hour,
     };
     let local = listener.local_addr().context("reading the bound address")?;
     say(format_args!("validator key: {}", identity.public_hex()));

@@ -23,8 +23,8 @@ mod plan;
 mod prover;
 
 pub use plan::{
-    plan, unseparated, MemoryPlan, MemoryRate, DATASHEET_WALK_EFFICIENCY, FILL, ITEM_ROUNDS, SPAN,
-    STEPS, WALKERS_PER_LEAF, WALK_SECONDS,
+    plan, unseparated, BeyondPlan, MemoryPlan, MemoryRate, DATASHEET_WALK_EFFICIENCY, FILL,
+    ITEM_ROUNDS, SPAN, STEPS, WALKERS_PER_LEAF, WALK_SECONDS, WALK_SLACK,
 };
 pub use prover::{CpuDataset, CpuMemoryProver, MemoryBehaviour};
 
@@ -435,7 +435,7 @@ mod tests {
             ..small()
         };
         let foreign = exchange(MemoryBehaviour::Honest, &other, 16);
-        assert_eq!(foreign.rejected.len(), 16);
+        assert_eq!(foreign.wrong(), 16);
     }
 
     #[test]

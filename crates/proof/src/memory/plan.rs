@@ -35,6 +35,24 @@ pub const WALK_SECONDS: f64 = 0.5;
 /// measured the model (docs/protocol.md: the H200's measured share, rounded down).
 pub const DATASHEET_WALK_EFFICIENCY: f64 = 0.75;
 
+/// How far past its plan for the claimed model an agent still takes a memory challenge's walk:
+/// [`WALK_SLACK`] times the planned walkers, steps and reads. The test plan's small shapes walk
+/// 16 steps (4 × [`STEPS`]), and a validator may plan from a measured rate other than the
+/// agent's build has. The data set (items, item rounds) and the walk's span and leaf size get
+/// no slack: the protocol fixes them per model.
+pub const WALK_SLACK: u64 = 4;
+
+/// A memory challenge that asks for more than the protocol plans for the claimed model (a
+/// hostile or broken validator: an honest one never sends it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{parameter} {asked} is beyond the {limit} the protocol plans for the claimed model")]
+pub struct BeyondPlan {
+    /// The challenge's field, or `reads` (walkers × steps × span).
+    pub parameter: &'static str,
+    pub asked: u64,
+    pub limit: u64,
+}
+
 /// Where a walk rate comes from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryRate {
@@ -119,6 +137,44 @@ pub fn plan(claimed: &GpuSpec, walk_seconds: f64, rate: Option<MemoryRate>) -> O
 }
 
 impl MemoryPlan {
+    /// Refuses a challenge that asks more of a prover than this plan: more items, item rounds,
+    /// span or walkers per leaf than planned, or more than [`WALK_SLACK`] times the planned
+    /// walkers, steps or reads. An agent checks it before building, so a validator it trusts
+    /// cannot make it hold or compute more than the claimed model's proof needs.
+    pub fn admits(&self, c: &MemoryChallenge) -> Result<(), BeyondPlan> {
+        let walk = |planned: u64| planned.saturating_mul(WALK_SLACK);
+        let reads = |walkers: u64, steps: u32, span: u32| {
+            walkers
+                .saturating_mul(u64::from(steps))
+                .saturating_mul(u64::from(span))
+        };
+        let limits = [
+            ("items", c.items, self.items),
+            ("item_rounds", c.item_rounds.into(), self.item_rounds.into()),
+            ("span", c.span.into(), self.span.into()),
+            (
+                "walkers_per_leaf",
+                c.walkers_per_leaf.into(),
+                self.walkers_per_leaf.into(),
+            ),
+            ("walkers", c.walkers, walk(self.walkers)),
+            ("steps", c.steps.into(), walk(self.steps.into())),
+            (
+                "reads",
+                reads(c.walkers, c.steps, c.span),
+                walk(reads(self.walkers, self.steps, self.span)),
+            ),
+        ];
+        match limits.into_iter().find(|(_, asked, limit)| asked > limit) {
+            Some((parameter, asked, limit)) => Err(BeyondPlan {
+                parameter,
+                asked,
+                limit,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// The challenge of this shape for `to`, from `nonce`.
     pub fn challenge(&self, nonce: [u8; 32], to: Addressee) -> MemoryChallenge {
         MemoryChallenge {
@@ -222,6 +278,77 @@ mod tests {
         // proof alone cannot tell them apart, and says so.
         let a100 = unseparated(spec("A100 SXM 80GB"), db);
         assert!(a100.iter().any(|m| m.model == "A100 PCIe 80GB"));
+    }
+
+    #[test]
+    fn a_challenge_beyond_the_plan_for_the_claimed_model_is_refused() {
+        let h200 = plan(spec("H200 SXM"), WALK_SECONDS, None).unwrap();
+        let planned = h200.challenge([1; 32], to());
+        assert!(h200.admits(&planned).is_ok());
+        // Smaller shapes (the test plan's: 4096 items, 1024 walkers of 16 steps) are taken.
+        let small = MemoryChallenge {
+            items: 4096,
+            walkers: 1024,
+            steps: 16,
+            ..planned.clone()
+        };
+        assert!(h200.admits(&small).is_ok());
+        let beyond = |c: MemoryChallenge| h200.admits(&c).unwrap_err().parameter;
+        assert_eq!(
+            beyond(MemoryChallenge {
+                item_rounds: 1024,
+                ..small.clone()
+            }),
+            "item_rounds"
+        );
+        assert_eq!(
+            beyond(MemoryChallenge {
+                items: h200.items + u64::from(SPAN),
+                ..small.clone()
+            }),
+            "items"
+        );
+        assert_eq!(
+            beyond(MemoryChallenge {
+                steps: 4 * STEPS + 1,
+                ..small.clone()
+            }),
+            "steps"
+        );
+        assert_eq!(
+            beyond(MemoryChallenge {
+                walkers: WALK_SLACK * h200.walkers + 64,
+                ..small.clone()
+            }),
+            "walkers"
+        );
+        assert_eq!(
+            beyond(MemoryChallenge {
+                walkers: WALK_SLACK * h200.walkers,
+                steps: 2 * STEPS,
+                ..small.clone()
+            }),
+            "reads"
+        );
+        assert_eq!(
+            beyond(MemoryChallenge {
+                span: 2 * SPAN,
+                ..small.clone()
+            }),
+            "span"
+        );
+        assert_eq!(
+            beyond(MemoryChallenge {
+                walkers_per_leaf: 2 * WALKERS_PER_LEAF,
+                ..small
+            }),
+            "walkers_per_leaf"
+        );
+        // A smaller model's plan refuses the larger model's data set.
+        let rtx = plan(spec("RTX 4090"), WALK_SECONDS, None).unwrap();
+        let err = rtx.admits(&planned).unwrap_err();
+        assert_eq!((err.parameter, err.limit), ("items", rtx.items));
+        assert!(err.to_string().contains("items"), "{err}");
     }
 
     #[test]
