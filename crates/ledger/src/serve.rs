@@ -3,11 +3,11 @@
 //!
 //! - [`log_resource`]: `GET <prefix>/checkpoint` and `GET <prefix>/tile/…` as c2sp.org/tlog-tiles
 //!   specifies (content types; the checkpoint cacheable for seconds, tiles and entry bundles
-//!   immutable);
+//!   immutable); a tile's bytes are left for the server to read as it sends them;
 //! - [`witness_add_checkpoint`]: `POST <prefix>/add-checkpoint` as c2sp.org/tlog-witness
 //!   specifies (status codes; a 409 carries the witness's latest size as `text/x.tlog.size`).
 
-use crate::store::{Log, StoreError};
+use crate::store::{Log, StoreError, TileReader};
 use crate::tiles::TileId;
 use crate::witness::{AddCheckpoint, Refusal, Witness};
 
@@ -37,12 +37,29 @@ impl Response {
 
 const TEXT: &str = "text/plain; charset=utf-8";
 
-/// The response to `GET <prefix>/<path>` of the log (`path` without the prefix and without a
+/// `Content-Type` of hash tiles and entry bundles.
+pub const TILE_CONTENT_TYPE: &str = "application/octet-stream";
+
+/// `Cache-Control` of hash tiles and entry bundles: they never change once in the tree.
+pub const TILE_CACHE_CONTROL: &str = "public, max-age=31536000, immutable";
+
+/// What the log answers to a `GET`.
+#[derive(Debug)]
+pub enum LogAnswer {
+    /// The checkpoint, or a refusal, whole (a few hundred bytes).
+    Whole(Response),
+    /// 200 with a hash tile or an entry bundle (up to 16 MiB), as a reader that has read
+    /// nothing yet: the server reads it with [`Log::read_tile_piece`] as it sends it, with
+    /// [`TILE_CONTENT_TYPE`] and [`TILE_CACHE_CONTROL`].
+    Tile(TileReader),
+}
+
+/// The answer to `GET <prefix>/<path>` of the log (`path` without the prefix and without a
 /// leading slash): the latest checkpoint, a hash tile or an entry bundle; 404 for anything
 /// else, including a tile the tree does not have at that width.
-pub fn log_resource(log: &Log, path: &str) -> Response {
+pub fn log_resource(log: &Log, path: &str) -> LogAnswer {
     if path == "checkpoint" {
-        return match log.latest_checkpoint() {
+        return LogAnswer::Whole(match log.latest_checkpoint() {
             Ok(Some(text)) => Response {
                 status: 200,
                 content_type: TEXT,
@@ -51,22 +68,19 @@ pub fn log_resource(log: &Log, path: &str) -> Response {
             },
             Ok(None) => Response::text(404, TEXT, "no checkpoint yet\n".into()),
             Err(e) => Response::text(500, TEXT, format!("{e}\n")),
-        };
+        });
     }
     let Ok(id) = TileId::parse_path(path) else {
-        return Response::text(404, TEXT, "no such resource\n".into());
+        return LogAnswer::Whole(Response::text(404, TEXT, "no such resource\n".into()));
     };
-    match log.tile(&id) {
-        Ok(body) => Response {
-            status: 200,
-            content_type: "application/octet-stream",
-            cache_control: Some("public, max-age=31536000, immutable"),
-            body,
-        },
-        Err(StoreError::OutOfRange { .. }) => {
-            Response::text(404, TEXT, format!("{path} is not in the tree\n"))
-        }
-        Err(e) => Response::text(500, TEXT, format!("{e}\n")),
+    match log.tile_reader(&id) {
+        Ok(reader) => LogAnswer::Tile(reader),
+        Err(StoreError::OutOfRange { .. }) => LogAnswer::Whole(Response::text(
+            404,
+            TEXT,
+            format!("{path} is not in the tree\n"),
+        )),
+        Err(e) => LogAnswer::Whole(Response::text(500, TEXT, format!("{e}\n"))),
     }
 }
 
@@ -90,20 +104,33 @@ mod tests {
     use crate::note::{NoteSigner, ALG_COSIGNATURE_V1, ALG_ED25519};
     use crate::tiles::{decode_tile, TileError, TileSource, TiledTree};
 
-    /// Tiles fetched "over HTTP": through [`log_resource`], as a mirror would.
+    /// Tiles fetched "over HTTP": through [`log_resource`], in pieces of 1000 bytes, as a
+    /// mirror would.
     struct Http<'a>(&'a Log);
+
+    /// The status and whole body of `GET <path>`.
+    fn get(log: &Log, path: &str) -> (u16, Vec<u8>) {
+        match log_resource(log, path) {
+            LogAnswer::Whole(r) => (r.status, r.body),
+            LogAnswer::Tile(mut reader) => {
+                let mut body = Vec::new();
+                while reader.remaining() > 0 {
+                    body.extend(log.read_tile_piece(&mut reader, 1000).unwrap());
+                }
+                (200, body)
+            }
+        }
+    }
 
     impl TileSource for Http<'_> {
         fn read_tile(&mut self, id: &TileId) -> Result<Vec<u8>, TileError> {
-            let r = log_resource(self.0, &id.path());
-            if r.status != 200 {
-                return Err(TileError::Source {
+            match get(self.0, &id.path()) {
+                (200, body) => Ok(body),
+                (status, _) => Err(TileError::Source {
                     path: id.path(),
-                    why: format!("HTTP {}", r.status),
-                });
+                    why: format!("HTTP {status}"),
+                }),
             }
-            assert_eq!(r.content_type, "application/octet-stream");
-            Ok(r.body)
         }
     }
 
@@ -112,21 +139,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = Log::open(dir.path()).unwrap();
         let signer = NoteSigner::new("pog.test/log", ALG_ED25519, [1; 32]).unwrap();
-        assert_eq!(log_resource(&log, "checkpoint").status, 404);
+        assert_eq!(get(&log, "checkpoint").0, 404);
         let entries: Vec<Vec<u8>> = (0..600u32).map(|i| i.to_be_bytes().to_vec()).collect();
         log.append_batch(&entries.iter().map(|e| e.as_slice()).collect::<Vec<_>>())
             .unwrap();
         let cp = log.checkpoint(&signer).unwrap();
-        let r = log_resource(&log, "checkpoint");
-        assert_eq!((r.status, r.body.clone()), (200, cp.to_text().into_bytes()));
-        let full = log_resource(&log, "tile/0/001");
-        assert_eq!(full.status, 200);
-        assert!(full.cache_control.unwrap().contains("immutable"));
+        assert_eq!(get(&log, "checkpoint"), (200, cp.to_text().into_bytes()));
+        let (status, full) = get(&log, "tile/0/001");
+        assert_eq!(status, 200);
         let id = TileId::parse_path("tile/0/001").unwrap();
-        assert_eq!(decode_tile(&id, &full.body).unwrap().len(), 256);
-        assert_eq!(log_resource(&log, "tile/0/002.p/88").status, 200);
-        assert_eq!(log_resource(&log, "tile/entries/002.p/88").status, 200);
-        assert_eq!(log_resource(&log, "tile/1/000.p/2").status, 200);
+        assert_eq!(decode_tile(&id, &full).unwrap().len(), 256);
+        assert_eq!(get(&log, "tile/0/002.p/88").0, 200);
+        assert_eq!(get(&log, "tile/entries/002.p/88").0, 200);
+        assert_eq!(get(&log, "tile/1/000.p/2").0, 200);
         for missing in [
             "tile/0/002",
             "tile/0/002.p/89",
@@ -134,7 +159,7 @@ mod tests {
             "tile/0/3",
             "../etc/passwd",
         ] {
-            assert_eq!(log_resource(&log, missing).status, 404, "{missing}");
+            assert_eq!(get(&log, missing).0, 404, "{missing}");
         }
         // A client reading only over "HTTP" gets the checkpoint's root and verifiable entries.
         let mut tiled = TiledTree::new(Http(&log), 600);

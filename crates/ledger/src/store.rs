@@ -28,7 +28,7 @@
 use crate::checkpoint::{Checkpoint, SignedCheckpoint};
 use crate::entry::{Entry, EntryError, RecordKind, MAX_ENTRY_BYTES, NO_PREVIOUS};
 use crate::note::NoteSigner;
-use crate::tiles::{encode_entry_bundle, TileError, TileId, TileSource, TILE_HEIGHT, TILE_WIDTH};
+use crate::tiles::{TileError, TileId, TileSource, TILE_HEIGHT, TILE_WIDTH};
 use pog_merkle::{leaf_hash, node_hash, Hash};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -99,6 +99,41 @@ struct State {
     /// unknown, and after a failed fsync a retry may report success for lost data, so no
     /// append is taken until the log is reopened (which recovers from the files).
     poisoned: bool,
+}
+
+/// A tlog-tiles resource of a [`Log`] (hash tile or entry bundle) read in pieces of bounded
+/// size ([`Log::read_tile_piece`]), so that serving an entry bundle (up to 16 MiB) holds one
+/// piece in memory at a time rather than the whole bundle. The pieces, in order, are
+/// [`Log::tile`]'s bytes; tiles are immutable once in the tree, so appends meanwhile change
+/// nothing.
+#[derive(Debug)]
+pub struct TileReader {
+    layout: Layout,
+    /// Bytes of the resource read so far.
+    done: u64,
+    /// The resource's length in bytes.
+    total: u64,
+}
+
+/// Where a tile's bytes come from.
+#[derive(Debug)]
+enum Layout {
+    /// A hash tile: consecutive hashes of tree level `level`, from index `start`.
+    Hashes { level: u32, start: u64 },
+    /// An entry bundle: the first entry's offset in `entries`, then each entry's end.
+    Entries { bounds: Vec<u64> },
+}
+
+impl TileReader {
+    /// The resource's length in bytes (its `Content-Length`).
+    pub fn total_bytes(&self) -> u64 {
+        self.total
+    }
+
+    /// The bytes not read yet.
+    pub fn remaining(&self) -> u64 {
+        self.total - self.done
+    }
 }
 
 /// An append-only RFC 6962 log of opaque entries in a directory.
@@ -492,6 +527,13 @@ impl Log {
     /// The bytes of a tlog-tiles resource of the current tree (hash tile or entry bundle);
     /// `OutOfRange` for a tile the tree does not have at that width.
     pub fn tile(&self, id: &TileId) -> Result<Vec<u8>, StoreError> {
+        let mut reader = self.tile_reader(id)?;
+        self.read_tile_piece(&mut reader, usize::MAX)
+    }
+
+    /// A reader of a tlog-tiles resource of the current tree, which reads nothing yet (see
+    /// [`TileReader`]); `OutOfRange` for a tile the tree does not have at that width.
+    pub fn tile_reader(&self, id: &TileId) -> Result<TileReader, StoreError> {
         let size = self.size();
         let exists = TileId::in_tree(id.level, id.index, size, id.entries)
             .is_some_and(|t| t.width >= id.width);
@@ -502,15 +544,99 @@ impl Log {
             });
         }
         let start = id.index * TILE_WIDTH;
-        if id.entries {
-            let entries = self.entry_range(start, start + id.width)?;
-            return Ok(encode_entry_bundle(entries.iter().map(|e| e.as_slice())));
+        if !id.entries {
+            return Ok(TileReader {
+                layout: Layout::Hashes {
+                    level: u32::from(id.level) * TILE_HEIGHT,
+                    start,
+                },
+                done: 0,
+                total: id.width * 32,
+            });
         }
-        let level = u32::from(id.level) * TILE_HEIGHT;
-        let mut out = Vec::with_capacity(id.width as usize * 32);
-        for i in start..start + id.width {
-            out.extend_from_slice(&self.read_hash(hash_position(level, i))?);
+        // The bundle's entries are the file's bytes from the first one's start to the last
+        // one's end, each preceded by its 2-byte length.
+        let (first, _) = self.offsets(start)?;
+        let mut ends = vec![0u8; (id.width * 8) as usize];
+        let ip = self.dir.join("index");
+        self.index
+            .read_exact_at(&mut ends, start * 8)
+            .map_err(io(&ip))?;
+        let mut bounds = Vec::with_capacity(ends.len() / 8 + 1);
+        bounds.push(first);
+        bounds.extend(
+            ends.chunks_exact(8)
+                .map(|rec| u64::from_be_bytes(rec.try_into().expect("8 bytes"))),
+        );
+        let total = bounds[bounds.len() - 1] - first + 2 * id.width;
+        Ok(TileReader {
+            layout: Layout::Entries { bounds },
+            done: 0,
+            total,
+        })
+    }
+
+    /// The next at most `max` bytes of the resource `reader` reads (at least one byte while any
+    /// is left; none once it is all read). `reader` must come from this log's
+    /// [`Log::tile_reader`].
+    pub fn read_tile_piece(
+        &self,
+        reader: &mut TileReader,
+        max: usize,
+    ) -> Result<Vec<u8>, StoreError> {
+        let from = reader.done;
+        let to = from
+            .saturating_add(u64::try_from(max).unwrap_or(u64::MAX))
+            .min(reader.total);
+        if from == to {
+            return Ok(Vec::new());
         }
+        let mut out = Vec::with_capacity((to - from) as usize);
+        // Each item (a hash, or an entry with its length prefix) spans [at, at + len) of the
+        // resource: the part of it inside [from, to) is copied.
+        let overlap = |at: u64, len: u64| (at.max(from), (at + len).min(to));
+        match &reader.layout {
+            Layout::Hashes { level, start } => {
+                for i in from / 32..to.div_ceil(32) {
+                    let hash = self.read_hash(hash_position(*level, start + i))?;
+                    let (a, b) = overlap(i * 32, 32);
+                    out.extend_from_slice(&hash[(a - i * 32) as usize..(b - i * 32) as usize]);
+                }
+            }
+            Layout::Entries { bounds } => {
+                let ep = self.dir.join("entries");
+                let mut at = 0u64;
+                for (k, pair) in bounds.windows(2).enumerate() {
+                    let len = pair[1] - pair[0];
+                    let item = 2 + len;
+                    if at + item > from {
+                        let prefix = u16::try_from(len).map_err(|_| StoreError::Corrupt {
+                            dir: self.dir.clone(),
+                            why: format!("an entry of bundle position {k} exceeds the u16 limit"),
+                        })?;
+                        let (a, b) = overlap(at, 2);
+                        if a < b {
+                            out.extend_from_slice(
+                                &prefix.to_be_bytes()[(a - at) as usize..(b - at) as usize],
+                            );
+                        }
+                        let (a, b) = overlap(at + 2, len);
+                        if a < b {
+                            let filled = out.len();
+                            out.resize(filled + (b - a) as usize, 0);
+                            self.entries
+                                .read_exact_at(&mut out[filled..], pair[0] + (a - at - 2))
+                                .map_err(io(&ep))?;
+                        }
+                    }
+                    at += item;
+                    if at >= to {
+                        break;
+                    }
+                }
+            }
+        }
+        reader.done = to;
         Ok(out)
     }
 
@@ -847,6 +973,56 @@ mod tests {
                     .into_bytes()
             })
             .collect()
+    }
+
+    #[test]
+    fn tiles_read_in_pieces_are_the_whole_tiles() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path()).unwrap();
+        let all = entries(600);
+        let slices: Vec<&[u8]> = all.iter().map(|e| e.as_slice()).collect();
+        log.append_batch(&slices).unwrap();
+        for path in [
+            "tile/entries/000",
+            "tile/entries/002.p/88",
+            "tile/entries/001.p/3",
+            "tile/0/001",
+            "tile/0/002.p/88",
+            "tile/1/000.p/2",
+        ] {
+            let id = TileId::parse_path(path).unwrap();
+            let whole = log.tile(&id).unwrap();
+            if id.entries {
+                let start = (id.index * TILE_WIDTH) as usize;
+                let expected = crate::tiles::encode_entry_bundle(
+                    slices[start..start + id.width as usize].iter().copied(),
+                );
+                assert_eq!(whole, expected, "{path}");
+            }
+            for max in [1, 2, 3, 31, 32, 33, 1000, 1 << 20] {
+                let mut reader = log.tile_reader(&id).unwrap();
+                assert_eq!(reader.total_bytes(), whole.len() as u64);
+                let mut joined = Vec::new();
+                loop {
+                    let piece = log.read_tile_piece(&mut reader, max).unwrap();
+                    assert!(piece.len() <= max, "{path}: {} > {max}", piece.len());
+                    if piece.is_empty() {
+                        break;
+                    }
+                    joined.extend_from_slice(&piece);
+                    assert_eq!(reader.remaining(), (whole.len() - joined.len()) as u64);
+                }
+                assert_eq!(joined, whole, "{path} in pieces of {max}");
+            }
+        }
+        // A tile the tree does not have is refused before anything is read.
+        for path in ["tile/entries/002", "tile/0/002.p/89", "tile/1/000"] {
+            let id = TileId::parse_path(path).unwrap();
+            assert!(matches!(
+                log.tile_reader(&id),
+                Err(StoreError::OutOfRange { .. })
+            ));
+        }
     }
 
     #[test]

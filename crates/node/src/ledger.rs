@@ -4,25 +4,34 @@
 //!
 //! - [`ValidatorLedger`]: the ledger (`DATA_DIR/ledger`), its group-commit writer and the log's
 //!   note signer (the validator's key, named [`origin`]).
-//! - [`publish`]: asks c2sp.org/tlog-witness witnesses to cosign the stored checkpoint and
-//!   attaches their cosignatures (also `pog ledger publish`).
+//! - [`publish`]: asks c2sp.org/tlog-witness witnesses, all at once and each within its own
+//!   deadline, to cosign the stored checkpoint, and attaches each cosignature as it arrives
+//!   (also `pog ledger publish`).
 //! - [`checkpoint_on_schedule`]: signs a checkpoint whenever the log grew, and publishes it.
-//! - [`routes`]: `GET /ledger/checkpoint` and `GET /ledger/tile/{*path}`.
+//! - [`routes`]: `GET /ledger/checkpoint` and `GET /ledger/tile/{*path}`, tiles read from disk
+//!   as they are sent, under the server's response budget ([`crate::serve::Streamed`]).
 
+use crate::serve::{Streamed, PIECE_BYTES};
 use crate::validator::Validator;
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use hyper::body::{Bytes, Frame, SizeHint};
 use pog_ledger::checkpoint::SignedCheckpoint;
 use pog_ledger::entry::{Entry, EntryError};
 use pog_ledger::note::{Note, NoteError, NoteSigner, ALG_ED25519};
-use pog_ledger::store::{GroupCommit, Ledger, StoreError};
+use pog_ledger::serve::{LogAnswer, TILE_CACHE_CONTROL, TILE_CONTENT_TYPE};
+use pog_ledger::store::{GroupCommit, Ledger, StoreError, TileReader};
 use pog_ledger::witness::AddCheckpoint;
 use pog_proof::wire::{Envelope, Identity};
 use serde::Serialize;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 /// Why the ledger could not take a record, sign a checkpoint or publish it.
@@ -90,17 +99,14 @@ pub struct ValidatorLedger {
     signer: NoteSigner,
     /// The last publication left a witness without a cosignature: retry on the next tick.
     retry_witnesses: Mutex<bool>,
-    /// Tile reads served at once (an entry bundle can be MiBs): the others wait up to
-    /// `tile_wait`, then get 503.
-    tile_reads: Arc<tokio::sync::Semaphore>,
-    tile_wait: Duration,
+    /// How long each witness has to answer a publication.
+    witness_deadline: Duration,
 }
 
-/// Tile reads a validator serves at once by default.
-pub const MAX_TILE_READS: usize = 16;
-
-/// How long a tile request waits for its turn by default.
-pub const TILE_WAIT: Duration = Duration::from_secs(10);
+/// How long a witness has to answer a publication by default (its connection, its answer, and
+/// the second request when it answers 409 with another size). The witnesses are asked at once,
+/// each within its own deadline, so one that hangs costs only its own cosignature.
+pub const WITNESS_DEADLINE: Duration = Duration::from_secs(20);
 
 impl ValidatorLedger {
     /// Opens (or creates) the ledger in `dir` for writing (it holds the directory's lock) with
@@ -122,22 +128,15 @@ impl ValidatorLedger {
             ledger,
             signer,
             retry_witnesses: Mutex::new(false),
-            tile_reads: Arc::new(tokio::sync::Semaphore::new(MAX_TILE_READS)),
-            tile_wait: TILE_WAIT,
+            witness_deadline: WITNESS_DEADLINE,
         }
     }
 
-    /// This ledger serving at most `permits` tile reads at once, each other request waiting up
-    /// to `wait` for its turn.
-    pub fn with_tile_reads(mut self, permits: usize, wait: Duration) -> ValidatorLedger {
-        self.tile_reads = Arc::new(tokio::sync::Semaphore::new(permits.max(1)));
-        self.tile_wait = wait;
+    /// This ledger giving each witness `deadline` to answer a publication (instead of
+    /// [`WITNESS_DEADLINE`]).
+    pub fn with_witness_deadline(mut self, deadline: Duration) -> ValidatorLedger {
+        self.witness_deadline = deadline;
         self
-    }
-
-    /// The permits of tile reads: one is held while a tile is read.
-    pub fn tile_reads(&self) -> &Arc<tokio::sync::Semaphore> {
-        &self.tile_reads
     }
 
     /// The ledger, to read.
@@ -319,65 +318,149 @@ async fn ask_witness(ledger: &Ledger, client: &reqwest::Client, url: &str) -> Wi
     )
 }
 
-/// Sends the ledger's stored checkpoint to each witness, attaches every cosignature obtained
-/// and stores the result as the latest checkpoint (so `/ledger/checkpoint` and exported bundles
-/// carry them). A refusing witness is reported in the answers, not as an error.
+/// Sends the ledger's stored checkpoint to every witness at once, each given `deadline` to
+/// answer, and attaches each cosignature as it arrives, storing the result as the latest
+/// checkpoint each time (so `/ledger/checkpoint` and exported bundles carry it at once: a
+/// witness that hangs delays nobody else's cosignature). A refusing or silent witness is
+/// reported in the answers, not as an error. While it runs, nothing else may store a
+/// checkpoint of `ledger` (the validator's schedule publishes between its ticks).
 pub async fn publish(
-    ledger: &Ledger,
+    ledger: &Arc<Ledger>,
     client: &reqwest::Client,
     urls: &[String],
+    deadline: Duration,
 ) -> Result<Published, LedgerError> {
     let checkpoint = stored_checkpoint(ledger)?;
-    let mut witnesses = Vec::with_capacity(urls.len());
-    for url in urls {
-        witnesses.push(ask_witness(ledger, client, url).await);
+    let mut asks = tokio::task::JoinSet::new();
+    let mut slots = std::collections::HashMap::new();
+    for (slot, url) in urls.iter().enumerate() {
+        let (ledger, client, url) = (ledger.clone(), client.clone(), url.clone());
+        let task = asks.spawn(async move {
+            let asked = tokio::time::timeout(deadline, ask_witness(&ledger, &client, &url)).await;
+            asked.unwrap_or_else(|_| WitnessAnswer {
+                answer: format!("no answer within {} s", deadline.as_secs_f64()),
+                url,
+                cosigned: false,
+                status: 0,
+            })
+        });
+        slots.insert(task.id(), slot);
     }
-    // A witness's new line replaces its older cosignature; the others' are kept.
-    // (A line in the log's own name is no cosignature: never let it replace the log's.)
-    let name_of = |line: &str| -> Option<String> {
-        Some(
-            line.strip_prefix("\u{2014} ")?
-                .split(' ')
-                .next()?
-                .to_string(),
-        )
-    };
-    // Each answer is checked alone, so one witness's bad answer costs only its own
-    // cosignature: one signature line, not in the log's name, not under a name another
-    // answer already took, and readable beside the checkpoint's own lines.
-    let origin = checkpoint.checkpoint.origin.clone();
-    let base = checkpoint.to_text();
-    let mut taken: Vec<String> = Vec::new();
-    for a in witnesses.iter_mut().filter(|a| a.cosigned) {
-        let line = a.answer.trim_end();
-        let refused = match name_of(line) {
-            _ if line.contains('\n') => Some("more than one line"),
-            None => Some("not a cosignature line"),
-            Some(name) if name == origin => Some("a line in the log's own name"),
-            Some(name) if taken.contains(&name) => Some("a name another witness answered with"),
-            Some(_) if SignedCheckpoint::parse(format!("{base}{line}\n").as_bytes()).is_err() => {
-                Some("not a readable signature line")
-            }
-            Some(name) => {
-                taken.push(name);
-                None
+    let mut witnesses: Vec<WitnessAnswer> = urls
+        .iter()
+        .map(|url| WitnessAnswer {
+            url: url.clone(),
+            cosigned: false,
+            status: 0,
+            answer: "not asked".into(),
+        })
+        .collect();
+    let mut with = checkpoint.clone();
+    while let Some(joined) = asks.join_next_with_id().await {
+        let (id, answer) = match joined {
+            Ok(answered) => answered,
+            Err(e) => {
+                let Some(&slot) = slots.get(&e.id()) else {
+                    continue;
+                };
+                let failed = format!("asking the witness failed: {e}");
+                (
+                    e.id(),
+                    WitnessAnswer {
+                        answer: failed,
+                        ..witnesses[slot].clone()
+                    },
+                )
             }
         };
-        if let Some(why) = refused {
-            a.cosigned = false;
-            a.answer = format!("{why}: {:?}", a.answer);
+        let Some(&slot) = slots.get(&id) else {
+            continue;
+        };
+        witnesses[slot] = answer;
+        if admit(&mut witnesses, slot, &checkpoint) {
+            with = attach(&checkpoint, &witnesses)?;
+            blocking(|| ledger.log().store_checkpoint(&with.to_text()))?;
         }
     }
+    Ok(Published {
+        checkpoint: with,
+        witnesses,
+    })
+}
+
+/// The signer name of a signature line (`— <name> <signature>`).
+fn signer_name(line: &str) -> Option<&str> {
+    line.strip_prefix("\u{2014} ")?.split(' ').next()
+}
+
+/// Checks the cosignature that witness `slot` answered with, alone, so that one witness's bad
+/// answer costs only its own cosignature: one signature line, not in the log's name, readable
+/// beside the checkpoint's own lines, and under a name no witness listed before it answered
+/// with (when one listed after it had, that one loses it: the order of the list decides,
+/// whatever order the answers come in). A refused answer is marked so; whether the
+/// cosignatures to attach changed.
+fn admit(witnesses: &mut [WitnessAnswer], slot: usize, checkpoint: &SignedCheckpoint) -> bool {
+    if !witnesses[slot].cosigned {
+        return false;
+    }
+    let line = witnesses[slot].answer.trim_end().to_string();
+    let name = signer_name(&line).map(str::to_string);
+    let holder = |name: &str| {
+        witnesses.iter().enumerate().position(|(k, w)| {
+            k != slot && w.cosigned && signer_name(w.answer.trim_end()) == Some(name)
+        })
+    };
+    let parses = |line: &str| {
+        SignedCheckpoint::parse(format!("{}{line}\n", checkpoint.to_text()).as_bytes()).is_ok()
+    };
+    let refused = match name.as_deref() {
+        _ if line.contains('\n') => Some("more than one line"),
+        None => Some("not a cosignature line"),
+        Some(name) if name == checkpoint.checkpoint.origin => Some("a line in the log's own name"),
+        Some(_) if !parses(&line) => Some("not a readable signature line"),
+        Some(name) => match holder(name) {
+            Some(other) if other < slot => Some("a name another witness answered with"),
+            Some(other) => {
+                refuse(
+                    &mut witnesses[other],
+                    "a name another witness answered with",
+                );
+                None
+            }
+            None => None,
+        },
+    };
+    match refused {
+        Some(why) => {
+            refuse(&mut witnesses[slot], why);
+            false
+        }
+        None => true,
+    }
+}
+
+/// Marks a witness's answer as no cosignature, saying why.
+fn refuse(answer: &mut WitnessAnswer, why: &str) {
+    answer.cosigned = false;
+    answer.answer = format!("{why}: {:?}", answer.answer);
+}
+
+/// `checkpoint` with the cosignatures of the admitted answers: each replaces an older line of
+/// its witness's name; the other lines are kept.
+fn attach(
+    checkpoint: &SignedCheckpoint,
+    witnesses: &[WitnessAnswer],
+) -> Result<SignedCheckpoint, LedgerError> {
     let fresh: Vec<&str> = witnesses
         .iter()
         .filter(|a| a.cosigned)
-        .map(|a| a.answer.as_str())
+        .map(|a| a.answer.trim_end())
         .collect();
-    let names: Vec<String> = fresh.iter().filter_map(|line| name_of(line)).collect();
+    let names: Vec<&str> = fresh.iter().filter_map(|line| signer_name(line)).collect();
     let mut kept = Note::new(checkpoint.note.text().to_string())
         .map_err(|e| LedgerError::Checkpoint(e.to_string()))?;
     for sig in checkpoint.note.signatures() {
-        if !names.contains(&sig.name) {
+        if !names.contains(&sig.name.as_str()) {
             kept.push_signature(sig.clone());
         }
     }
@@ -386,13 +469,7 @@ pub async fn publish(
         text.push_str(line);
         text.push('\n');
     }
-    let with = SignedCheckpoint::parse(text.as_bytes())
-        .map_err(|e| LedgerError::Cosignature(e.to_string()))?;
-    blocking(|| ledger.log().store_checkpoint(&with.to_text()))?;
-    Ok(Published {
-        checkpoint: with,
-        witnesses,
-    })
+    SignedCheckpoint::parse(text.as_bytes()).map_err(|e| LedgerError::Cosignature(e.to_string()))
 }
 
 /// What one tick of [`checkpoint_on_schedule`] did.
@@ -418,7 +495,7 @@ impl ValidatorLedger {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let published = if !witnesses.is_empty() && (signed.is_some() || retry) {
-            let p = publish(&self.ledger, client, witnesses).await;
+            let p = publish(&self.ledger, client, witnesses, self.witness_deadline).await;
             // A failed publication (e.g. no checkpoint could be read) is retried too.
             *self
                 .retry_witnesses
@@ -579,51 +656,115 @@ pub fn routes() -> Router<Arc<Validator>> {
 }
 
 async fn resource(v: Arc<Validator>, path: String) -> Response {
-    if v.ledger().is_none() {
+    let Some(ledger) = v.ledger().cloned() else {
         return (StatusCode::NOT_FOUND, "this validator keeps no ledger\n").into_response();
-    }
-    // Tiles (entry bundles up to MiBs) are read a bounded number at a time; a request that
-    // does not get its turn in time is told to come back.
-    let ledger = v.ledger().expect("checked above");
-    let (reads, wait) = (ledger.tile_reads.clone(), ledger.tile_wait);
-    let _permit = if path.starts_with("tile/") {
-        match tokio::time::timeout(wait, reads.acquire_owned()).await {
-            Ok(Ok(permit)) => Some(permit),
-            _ => {
-                let mut busy = (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the validator is serving as many tiles as it allows: retry\n",
-                )
-                    .into_response();
-                busy.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                return busy;
-            }
-        }
-    } else {
-        None
     };
-    // Tiles are preads of the log's files: off the runtime's workers.
-    let r = tokio::task::spawn_blocking(move || {
-        let ledger = v.ledger().expect("checked above");
-        pog_ledger::serve::log_resource(ledger.ledger().log(), &path)
+    // The checkpoint is read, a tile only looked up (its bytes are read as they are sent):
+    // both off the runtime's workers.
+    let reading = ledger.clone();
+    let answer = tokio::task::spawn_blocking(move || {
+        pog_ledger::serve::log_resource(reading.ledger().log(), &path)
     })
     .await;
-    let Ok(r) = r else {
-        return (StatusCode::INTERNAL_SERVER_ERROR, "the ledger failed\n").into_response();
-    };
-    let mut response = (
-        StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        r.body,
-    )
-        .into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(r.content_type),
-    );
-    if let Some(c) = r.cache_control {
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(c));
+    match answer {
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "the ledger failed\n").into_response(),
+        Ok(LogAnswer::Whole(r)) => {
+            let mut response = (
+                StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                r.body,
+            )
+                .into_response();
+            let headers = response.headers_mut();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(r.content_type),
+            );
+            if let Some(c) = r.cache_control {
+                headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(c));
+            }
+            response
+        }
+        Ok(LogAnswer::Tile(reader)) => {
+            let body = TileBody {
+                remaining: reader.remaining(),
+                ledger,
+                reader: Some(reader),
+                reading: None,
+            };
+            let mut response = (
+                [
+                    (header::CONTENT_TYPE, TILE_CONTENT_TYPE),
+                    (header::CACHE_CONTROL, TILE_CACHE_CONTROL),
+                ],
+                Body::new(body),
+            )
+                .into_response();
+            response.extensions_mut().insert(Streamed);
+            response
+        }
     }
-    response
+}
+
+/// A piece of a tile read off the runtime's workers, and the reader to go on with.
+type PieceRead = tokio::task::JoinHandle<(TileReader, Result<Vec<u8>, StoreError>)>;
+
+/// A tile's bytes read from the log as they are sent, [`PIECE_BYTES`] at a time, each piece
+/// off the runtime's workers and only when hyper asks for it: a reader of a 16 MiB entry
+/// bundle holds one piece of the validator's memory, not the bundle.
+struct TileBody {
+    ledger: Arc<ValidatorLedger>,
+    /// The reader, between pieces.
+    reader: Option<TileReader>,
+    /// The piece being read (it has the reader meanwhile).
+    reading: Option<PieceRead>,
+    /// Bytes not sent yet.
+    remaining: u64,
+}
+
+impl hyper::body::Body for TileBody {
+    type Data = Bytes;
+    type Error = LedgerError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, LedgerError>>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(reading) = this.reading.as_mut() {
+                let read = std::task::ready!(Pin::new(reading).poll(cx));
+                this.reading = None;
+                return Poll::Ready(match read {
+                    Ok((reader, Ok(piece))) => {
+                        this.remaining = reader.remaining();
+                        this.reader = Some(reader);
+                        (!piece.is_empty()).then(|| Ok(Frame::data(Bytes::from(piece))))
+                    }
+                    Ok((_, Err(e))) => Some(Err(e.into())),
+                    Err(e) => Some(Err(LedgerError::Task(e.to_string()))),
+                });
+            }
+            match this.reader.take() {
+                Some(mut reader) if reader.remaining() > 0 => {
+                    let ledger = this.ledger.clone();
+                    this.reading = Some(tokio::task::spawn_blocking(move || {
+                        let piece = ledger
+                            .ledger()
+                            .log()
+                            .read_tile_piece(&mut reader, PIECE_BYTES);
+                        (reader, piece)
+                    }));
+                }
+                _ => return Poll::Ready(None),
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.reading.is_none() && self.remaining == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.remaining)
+    }
 }

@@ -1,22 +1,52 @@
 //! Serving a router to the open internet without letting peers exhaust the service: a cap on
-//! open connections, a deadline for the request head and another for the body, a global cap on
-//! request-body bytes held in memory at once, and a graceful stop. Both services run on it.
+//! open connections, a deadline for the request head and another for the body, global caps on
+//! the request-body bytes and on the response bytes held in memory at once, peers that stop
+//! reading disconnected, and a graceful stop. Both services run on it.
 //!
 //! Every request body is read here, under its deadline and its share of the byte budget,
 //! before a handler sees it; a handler then gets it whole, and the peer's address as
-//! `ConnectInfo<SocketAddr>`.
+//! `ConnectInfo<SocketAddr>`. Every response body holds its share of the response budget
+//! until it is sent or its connection is gone: a body already in memory its length, a body
+//! read as it is sent (marked [`Streamed`]) one piece of [`PIECE_BYTES`].
+//!
+//! What serving holds in memory is then at most the two budgets plus, per open connection,
+//! hyper's buffers: a read buffer of [`BUFFER_BYTES`] and a write queue under
+//! [`BUFFER_BYTES`] + [`PIECE_BYTES`] (hyper takes a new piece only while less than
+//! [`BUFFER_BYTES`] waits, and every piece it is given is a fresh allocation of at most
+//! [`PIECE_BYTES`]): under 96 KiB a connection. The kernel's socket buffers are the kernel's
+//! (`net.ipv4.tcp_wmem`, `tcp_mem`).
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use axum::http::{Request, StatusCode};
+use axum::http::{header, HeaderValue, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use hyper::body::{Body as HttpBody, Bytes, Frame, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::sync::Semaphore;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
+
+/// The size of hyper's buffers on each connection: its read buffer, and the response bytes it
+/// queues before it takes another piece. A request head larger than this is refused (431).
+pub const BUFFER_BYTES: usize = 16 << 10;
+
+/// The most bytes of a response body handed to hyper at once (larger frames are copied out
+/// in pieces of this size), what a [`Streamed`] body reads at a time, and what a peer whose
+/// socket is full must take within [`Limits::drain_timeout`]. (Smaller pieces cost throughput:
+/// 200 readers of a 10 MiB bundle took twice as long with 16 KiB pieces.)
+pub const PIECE_BYTES: usize = 64 << 10;
+
+/// Marks a response whose body is read as it is sent, at most [`PIECE_BYTES`] at a time (a
+/// log tile read from disk): it holds one piece of the response budget, not its length, and
+/// may wait up to [`Limits::response_wait`] for it. Set it in the response's extensions.
+#[derive(Debug, Clone, Copy)]
+pub struct Streamed;
 
 /// What one server lets its peers hold.
 #[derive(Debug, Clone)]
@@ -43,6 +73,21 @@ pub struct Limits {
     /// Request-body bytes held in memory across all requests at once; a request that does
     /// not fit is refused with 503 rather than queued.
     pub max_inflight_body_bytes: usize,
+    /// Response-body bytes held in memory across all connections at once, from when the
+    /// handler answers until the body is sent or its connection is gone. A body in memory
+    /// that does not fit is dropped and answered 503 at once; a [`Streamed`] one waits up to
+    /// `response_wait` for its piece, then gets 503.
+    pub max_inflight_response_bytes: usize,
+    /// Response-body bytes one source address may hold at once, so that one peer cannot take
+    /// the whole of `max_inflight_response_bytes`.
+    pub max_inflight_response_bytes_per_source: usize,
+    /// How long a [`Streamed`] response waits for its share of the response budgets.
+    pub response_wait: Duration,
+    /// Once the peer stops taking a response (its socket's buffer is full), the time it has
+    /// to take [`PIECE_BYTES`] more; a peer that does not is disconnected and what its
+    /// response held is freed. (A peer that requests and never reads would otherwise hold its
+    /// response until the connection's maximum age.)
+    pub drain_timeout: Duration,
 }
 
 impl Limits {
@@ -57,6 +102,10 @@ impl Limits {
             max_body_bytes: 256 << 10,
             max_inflight_body_bytes_per_source: 1 << 20,
             max_inflight_body_bytes: 32 << 20,
+            max_inflight_response_bytes: 64 << 20,
+            max_inflight_response_bytes_per_source: 16 << 20,
+            response_wait: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(10),
         }
     }
 
@@ -72,6 +121,12 @@ impl Limits {
             max_body_bytes: 1 << 20,
             max_inflight_body_bytes_per_source: 2 << 20,
             max_inflight_body_bytes: 16 << 20,
+            // Its answers (openings) may be as large as a message (32 MiB), and its peers are
+            // the few validators it serves.
+            max_inflight_response_bytes: 128 << 20,
+            max_inflight_response_bytes_per_source: 64 << 20,
+            response_wait: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -88,6 +143,7 @@ pub async fn serve(
     let connections = Arc::new(Semaphore::new(limits.max_connections));
     let per_source = Arc::new(std::sync::Mutex::new(PerSource::default()));
     let body_bytes = Arc::new(Semaphore::new(limits.max_inflight_body_bytes));
+    let response_bytes = Arc::new(Semaphore::new(limits.max_inflight_response_bytes));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {
@@ -115,19 +171,22 @@ pub async fn serve(
             continue;
         };
         let router = router.clone();
-        let (limits, body_bytes, mut stopped) =
-            (limits.clone(), body_bytes.clone(), stopped.clone());
+        let (limits, body_bytes, response_bytes, mut stopped) = (
+            limits.clone(),
+            body_bytes.clone(),
+            response_bytes.clone(),
+            stopped.clone(),
+        );
         let (header_timeout, max_age) = (limits.header_timeout, limits.max_connection_age);
-        let source_bytes = source.bytes.clone();
+        let drain_timeout = limits.drain_timeout;
+        let (source_bytes, source_responses) = (source.bytes.clone(), source.responses.clone());
         tokio::spawn(async move {
             let service =
                 hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-                    let (router, limits, body_bytes, source_bytes) = (
-                        router.clone(),
-                        limits.clone(),
-                        body_bytes.clone(),
-                        source_bytes.clone(),
-                    );
+                    let (router, limits) = (router.clone(), limits.clone());
+                    let (body_bytes, source_bytes) = (body_bytes.clone(), source_bytes.clone());
+                    let (response_bytes, source_responses) =
+                        (response_bytes.clone(), source_responses.clone());
                     async move {
                         let budgets = [&body_bytes, &source_bytes];
                         let response = match buffer_body(request, &limits, budgets).await {
@@ -137,13 +196,16 @@ pub async fn serve(
                             }
                             Err(refused) => refused,
                         };
-                        Ok::<_, std::convert::Infallible>(response)
+                        let budgets = [&source_responses, &response_bytes];
+                        let response = hold_response(response, budgets, limits.response_wait);
+                        Ok::<_, std::convert::Infallible>(response.await)
                     }
                 });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout)
-                .serve_connection(TokioIo::new(stream), service);
+                .max_buf_size(BUFFER_BYTES)
+                .serve_connection(TokioIo::new(Draining::new(stream, drain_timeout)), service);
             tokio::pin!(connection);
             tokio::select! {
                 _ = connection.as_mut() => {}
@@ -182,16 +244,26 @@ pub fn source_key(ip: std::net::IpAddr) -> std::net::IpAddr {
     }
 }
 
-/// What each source address holds: open connections, and its share of the body-byte budget.
+/// What one source address holds: open connections, and its shares of the request-body and
+/// response byte budgets (shared by all its connections).
+struct Source {
+    open: usize,
+    bytes: Arc<Semaphore>,
+    responses: Arc<Semaphore>,
+}
+
+/// Each source address with a connection open.
 #[derive(Default)]
-struct PerSource(std::collections::HashMap<std::net::IpAddr, (usize, Arc<Semaphore>)>);
+struct PerSource(std::collections::HashMap<std::net::IpAddr, Source>);
 
 /// One open connection counted against its source; uncounted when dropped.
 struct SourceGuard {
     table: Arc<std::sync::Mutex<PerSource>>,
     ip: std::net::IpAddr,
-    /// The source's body-byte budget, shared by all its connections.
+    /// The source's request-body byte budget.
     bytes: Arc<Semaphore>,
+    /// The source's response byte budget.
+    responses: Arc<Semaphore>,
 }
 
 impl PerSource {
@@ -203,20 +275,22 @@ impl PerSource {
         limits: &Limits,
     ) -> Option<SourceGuard> {
         let mut held = table.lock().expect("lock");
-        let (open, bytes) = held.0.entry(ip).or_insert_with(|| {
-            (
-                0,
-                Arc::new(Semaphore::new(limits.max_inflight_body_bytes_per_source)),
-            )
+        let source = held.0.entry(ip).or_insert_with(|| Source {
+            open: 0,
+            bytes: Arc::new(Semaphore::new(limits.max_inflight_body_bytes_per_source)),
+            responses: Arc::new(Semaphore::new(
+                limits.max_inflight_response_bytes_per_source,
+            )),
         });
-        if *open >= limits.max_connections_per_source {
+        if source.open >= limits.max_connections_per_source {
             return None;
         }
-        *open += 1;
+        source.open += 1;
         Some(SourceGuard {
             table: table.clone(),
             ip,
-            bytes: bytes.clone(),
+            bytes: source.bytes.clone(),
+            responses: source.responses.clone(),
         })
     }
 }
@@ -224,9 +298,9 @@ impl PerSource {
 impl Drop for SourceGuard {
     fn drop(&mut self) {
         let mut held = self.table.lock().expect("lock");
-        if let Some((open, _)) = held.0.get_mut(&self.ip) {
-            *open -= 1;
-            if *open == 0 {
+        if let Some(source) = held.0.get_mut(&self.ip) {
+            source.open -= 1;
+            if source.open == 0 {
                 held.0.remove(&self.ip);
             }
         }
@@ -305,6 +379,218 @@ async fn buffer_body(
         Ok(Ok(bytes)) => bytes,
     };
     Ok((Request::from_parts(parts, Body::from(bytes)), held))
+}
+
+/// Gives a response its share of `budgets` (its source's, then the server's) for as long as
+/// its body is held, or the 503 to send instead. A body already in memory takes its length,
+/// at once or never (waiting would hold it outside the budget); a [`Streamed`] one has read
+/// nothing yet, takes one piece and may wait up to `wait` for it.
+async fn hold_response(
+    response: Response,
+    budgets: [&Arc<Semaphore>; 2],
+    wait: Duration,
+) -> Response {
+    let (parts, body) = response.into_parts();
+    let hint = body.size_hint();
+    let size = hint.upper().unwrap_or(hint.lower());
+    let streamed = parts.extensions.get::<Streamed>().is_some();
+    let need = if streamed {
+        size.min(PIECE_BYTES as u64)
+    } else {
+        size
+    };
+    if need == 0 {
+        return Response::from_parts(parts, body);
+    }
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut permits = Vec::with_capacity(budgets.len());
+    for budget in budgets {
+        let permit = match u32::try_from(need) {
+            Err(_) => None,
+            Ok(n) if streamed => {
+                tokio::time::timeout_at(deadline, budget.clone().acquire_many_owned(n))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+            }
+            Ok(n) => budget.clone().try_acquire_many_owned(n).ok(),
+        };
+        let Some(permit) = permit else {
+            let mut busy = (
+                StatusCode::SERVICE_UNAVAILABLE,
+                axum::Json(serde_json::json!({
+                    "error": "the service holds as many response bytes as it allows: retry"
+                })),
+            )
+                .into_response();
+            busy.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return busy;
+        };
+        permits.push(permit);
+    }
+    let held = Held {
+        body,
+        rest: Bytes::new(),
+        _permits: permits,
+    };
+    Response::from_parts(parts, Body::new(held))
+}
+
+/// A response body holding its share of the response budgets until it is dropped (sent, or
+/// its connection gone). It hands hyper fresh pieces of at most [`PIECE_BYTES`]: what hyper
+/// still queues once the body has ended is then a connection's buffer, never a slice keeping
+/// a whole large body alive after its budget was given back.
+struct Held {
+    body: Body,
+    /// The part not handed over yet of a data frame larger than a piece.
+    rest: Bytes,
+    _permits: Vec<OwnedSemaphorePermit>,
+}
+
+impl HttpBody for Held {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = self.get_mut();
+        if this.rest.is_empty() {
+            match std::task::ready!(Pin::new(&mut this.body).poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) if data.len() > PIECE_BYTES => this.rest = data,
+                    Ok(data) => return Poll::Ready(Some(Ok(Frame::data(data)))),
+                    Err(trailers) => return Poll::Ready(Some(Ok(trailers))),
+                },
+                end_or_error => return Poll::Ready(end_or_error),
+            }
+        }
+        let n = this.rest.len().min(PIECE_BYTES);
+        let piece = Bytes::copy_from_slice(&this.rest[..n]);
+        // The last piece copied out drops the frame's allocation (an empty slice is a new
+        // empty `Bytes`).
+        this.rest = this.rest.slice(n..);
+        Poll::Ready(Some(Ok(Frame::data(piece))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rest.is_empty() && self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let inner = self.body.size_hint();
+        let rest = self.rest.len() as u64;
+        let mut hint = SizeHint::new();
+        hint.set_lower(inner.lower() + rest);
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper + rest);
+        }
+        hint
+    }
+}
+
+/// A connection's socket that gives up on a peer which stops reading: once a write finds the
+/// socket's buffer full, the peer has `timeout` to take [`PIECE_BYTES`] more (or everything
+/// queued, whichever is less), or the write fails and hyper closes the connection, dropping
+/// the response and its share of the budgets.
+struct Draining<T> {
+    io: T,
+    timeout: Duration,
+    /// Since the socket was last found full: the deadline, and the bytes the peer took since.
+    stall: Option<(Pin<Box<tokio::time::Sleep>>, usize)>,
+}
+
+impl<T> Draining<T> {
+    fn new(io: T, timeout: Duration) -> Draining<T> {
+        Draining {
+            io,
+            timeout,
+            stall: None,
+        }
+    }
+
+    /// Accounts for a write's outcome: progress counts toward the bytes the peer must take;
+    /// a full socket starts (or keeps) the deadline, whose passing fails the write.
+    fn written(
+        &mut self,
+        cx: &mut Context<'_>,
+        outcome: Poll<std::io::Result<usize>>,
+    ) -> Poll<std::io::Result<usize>> {
+        match outcome {
+            Poll::Ready(Ok(n)) => {
+                if let Some((_, taken)) = &mut self.stall {
+                    *taken += n;
+                    if *taken >= PIECE_BYTES {
+                        self.stall = None;
+                    }
+                }
+                Poll::Ready(Ok(n))
+            }
+            Poll::Pending => {
+                let timeout = self.timeout;
+                let (deadline, _) = self
+                    .stall
+                    .get_or_insert_with(|| (Box::pin(tokio::time::sleep(timeout)), 0));
+                match deadline.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("the peer took no response bytes for {timeout:?}"),
+                    ))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+            failed => failed,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Draining<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Draining<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let outcome = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.written(cx, outcome)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let outcome = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.written(cx, outcome)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        // hyper flushes once everything it queued is written: the peer took it all.
+        let this = self.get_mut();
+        this.stall = None;
+        Pin::new(&mut this.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
 }
 
 /// Installs the handlers for SIGTERM and SIGINT now (call it inside a Tokio runtime, before

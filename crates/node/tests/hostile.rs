@@ -541,6 +541,7 @@ fn floods_of_bodies_and_half_sent_requests_leave_the_api_answering() {
         max_body_bytes: 256 << 10,
         max_inflight_body_bytes_per_source: 1 << 20,
         max_inflight_body_bytes: 4 << 20,
+        ..Limits::small_requests()
     };
     let (_, vurl) = rt.block_on(validator_with(loopback(), limits));
     let addr: std::net::SocketAddr = vurl.trim_start_matches("http://").parse().unwrap();

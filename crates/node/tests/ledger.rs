@@ -482,32 +482,89 @@ fn a_silent_tile_server_is_given_up_on_at_the_reads_deadline() {
     drop(held);
 }
 
+/// A "witness" that accepts connections and never answers; its URL.
+async fn silent_witness() -> String {
+    let (listener, url) = listen().await;
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    url
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tile_reads_beyond_the_validators_limit_wait_then_are_told_to_retry() {
+async fn a_hanging_witness_does_not_delay_the_honest_ones_cosignature() {
     let dir = tempfile::tempdir().unwrap();
     let identity = Identity::from_seed(VALIDATOR_SEED);
+    let deadline = std::time::Duration::from_secs(4);
     let ledger = ValidatorLedger::open(dir.path(), &identity, None)
         .unwrap()
-        .with_tile_reads(1, std::time::Duration::from_millis(200));
+        .with_witness_deadline(deadline);
     let ledger = Arc::new(ledger);
     let (_v, url) = serve(
         Validator::with_config(identity, Registry::open(None).unwrap(), loopback())
             .with_ledger(ledger.clone()),
     )
     .await;
+    let log_key = Verifier::parse(&ledger.vkey()).unwrap();
+    let (honest, honest_key) = start_witness(41, &log_key).await;
     let (_agent, status) = start_agent(&url, 8, vec![claim(GPU)], Behaviour::Honest, None).await;
     assert_eq!(status, 200);
-    // The registration's record is the log's first entry: its entry bundle and hash tile.
-    for tile in ["tile/0/000.p/1", "tile/entries/000.p/1"] {
-        let tile = format!("{url}/ledger/{tile}");
-        assert_eq!(reqwest::get(&tile).await.unwrap().status(), 200);
-        // Every permit taken (as by as many slow readers): the request waits its turn, then is
-        // told to come back, and reads nothing.
-        let held = ledger.tile_reads().clone().acquire_owned().await.unwrap();
-        let busy = reqwest::get(&tile).await.unwrap();
-        assert_eq!(busy.status(), 503);
-        assert_eq!(busy.headers()["retry-after"], "1");
-        drop(held);
-        assert_eq!(reqwest::get(&tile).await.unwrap().status(), 200);
-    }
+    // The silent witness is listed first: asked one after the other, the honest witness would
+    // be asked only once the silent one's deadline had passed.
+    let witnesses = vec![silent_witness().await, honest];
+    let started = std::time::Instant::now();
+    let publishing = tokio::spawn({
+        let ledger = ledger.clone();
+        async move {
+            let client = pog_node::ledger::witness_client();
+            ledger.tick(&client, &witnesses).await.unwrap()
+        }
+    });
+    // The checkpoint a reader fetches carries the honest cosignature within moments, while
+    // the silent witness is still being waited for.
+    let cosigned = loop {
+        let text = reqwest::get(format!("{url}/ledger/checkpoint"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        // Before the first checkpoint is signed, there is none to parse.
+        let verified = pog_ledger::note::Note::parse(text.as_bytes())
+            .ok()
+            .and_then(|note| note.verify(&[log_key.clone(), honest_key.clone()]).ok());
+        if verified.is_some_and(|v| v.len() == 2) {
+            break started.elapsed();
+        }
+        assert!(
+            started.elapsed() < deadline,
+            "no honest cosignature served in time"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert!(cosigned < std::time::Duration::from_secs(2), "{cosigned:?}");
+    assert!(
+        !publishing.is_finished(),
+        "the silent witness was not waited for"
+    );
+    // The publication ends at the silent witness's deadline, with the cosignature that came.
+    let published = publishing.await.unwrap().published.unwrap();
+    let cosigned: Vec<bool> = published.witnesses.iter().map(|w| w.cosigned).collect();
+    assert_eq!(cosigned, [false, true], "{:?}", published.witnesses);
+    assert!(published.witnesses[0]
+        .answer
+        .contains("no answer within 4 s"));
+    assert!(started.elapsed() < deadline + std::time::Duration::from_secs(2));
+    assert_eq!(
+        published
+            .checkpoint
+            .note
+            .verify(&[log_key, honest_key])
+            .unwrap()
+            .len(),
+        2
+    );
 }

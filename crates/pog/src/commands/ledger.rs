@@ -1043,13 +1043,14 @@ fn now_s() -> u64 {
 }
 
 fn publish(global: &Global, args: &LedgerArgs, urls: &[String]) -> Result<Outcome> {
-    let ledger = open_ledger(global, args)?;
+    let ledger = std::sync::Arc::new(open_ledger(global, args)?);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     let client = pog_node::ledger::witness_client();
-    let published = rt.block_on(pog_node::ledger::publish(&ledger, &client, urls))?;
+    let deadline = pog_node::ledger::WITNESS_DEADLINE;
+    let published = rt.block_on(pog_node::ledger::publish(&ledger, &client, urls, deadline))?;
     let (with, answers) = (published.checkpoint, published.witnesses);
     let cosigned = answers.iter().filter(|a| a.cosigned).count();
     let verdict = if cosigned == answers.len() {
