@@ -84,6 +84,12 @@ done
 # the bandwidth cheat and whole rounds: scripts/memory-proof-h200.sh.
 [ -x .gpu/memory_proof ] && run memory-proof-tests 0 .gpu/memory_proof --ignored --nocapture --test-threads 1
 
+# A validator and an agent on this host over loopback, as a network runs them (per-model GEMM
+# and memory proofs, the ledger, the score): every round on record, within the ledger's entry
+# limit, accepted; the agent's plan bounds admit the validator's plans (issue 20).
+HERE=$(cd "$(dirname "$0")" && pwd)
+run network-round 0 env POG="$POG" bash "$HERE/network-round-h200.sh" "$OUT/network"
+
 # The GPU-to-GPU fabric on every GPU here: peer transfers and latency for each pair, NCCL's
 # all-reduce checked for the right sum (one rank on a one-GPU host), if the test binary was
 # carried along (cargo test --release -p pog-device --test gpu_fabric --no-run; copy the
@@ -99,7 +105,6 @@ done
 
 # The health monitor's CPU cost at 1 s beside nvidia-smi and pynvml, and a live run at the
 # default cadence with its trace replayed (docs/monitor.md, "Cost on the H200").
-HERE=$(cd "$(dirname "$0")" && pwd)
 if [ "${MONITOR:-0}" = 1 ]; then
   run monitor-overhead 0 env POG="$POG" DEVICE_TESTS="${DEVICE_TESTS:-}" bash "$HERE/monitor-overhead-h200.sh" "$OUT/monitor/overhead"
   run monitor-live 0 env POG="$POG" bash "$HERE/monitor-live-check-h200.sh" "$OUT/monitor/live"
@@ -125,6 +130,7 @@ done
   echo "== pog GPU run: $(date -u +%FT%TZ) on $(nvidia-smi --query-gpu=name,pci.bus_id,uuid --format=csv,noheader | tr '\n' ';')"
   printf '%s\n' "${summary[@]}"
   [ -f "$OUT/monitor/overhead/overhead.txt" ] && cat "$OUT/monitor/overhead/overhead.txt"
+  [ -f "$OUT/network/checks.txt" ] && tail -3 "$OUT/network/checks.txt"
 } | tee "$OUT/summary.txt"
 for f in "$OUT"/prove-json.json "$OUT"/prove-*-json.json; do
   [ -s "$f" ] && python3 - "$f" <<'PY' | tee -a "$OUT/summary.txt"

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# A validator and an agent on one GPU host, over loopback, as a network runs them: the
+# validator's default per-model plan (GEMM and memory proofs), its ledger and pricing, the agent
+# on the GPU prover. Waits for ROUNDS proof records, then checks what the records say: each
+# round leaves one record of each kind, under the ledger's 64 KiB entry limit, accepted and
+# speaking for the model; the agent took the validator's plans (its bounds admit them); the
+# score reads them. Writes records.json, score.json, checks.txt under the output folder.
+#
+# Usage: scripts/network-round-h200.sh OUT_DIR   (POG: the binary; ROUNDS, default 3)
+set -u
+POG=${POG:-target/release/pog}
+OUT=$1; mkdir -p "$OUT"
+ROUNDS=${ROUNDS:-3}
+work=$(mktemp -d)
+"$POG" --data-dir "$work/validator" validator --listen 127.0.0.1:7171 --challenge-every 20 \
+  --allow-private-endpoints >"$OUT/validator.log" 2>&1 &
+validator=$!
+for _ in $(seq 1 100); do
+  key=$(grep -o 'validator key: [0-9a-f]*' "$OUT/validator.log" | awk '{print $3}')
+  [ -n "$key" ] && break; sleep 0.2
+done
+"$POG" --data-dir "$work/agent" agent --listen 127.0.0.1:7170 --validator http://127.0.0.1:7171 \
+  --trust "$key" --prover gpu >"$OUT/agent.log" 2>&1 &
+agent=$!
+uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+started=$(date +%s)
+while [ $(( $(date +%s) - started )) -lt $(( 20 * ROUNDS + 120 )) ]; do
+  curl -s "http://127.0.0.1:7171/v1/records/$uuid?limit=1000" >"$OUT/records.json"
+  n=$(python3 -c 'import json,sys
+try: print(sum(r["envelope"]["kind"]=="record" for r in json.load(open(sys.argv[1]))["records"]))
+except Exception: print(0)' "$OUT/records.json")
+  [ "$n" -ge "$ROUNDS" ] && break
+  sleep 5
+done
+sleep 15 # the last round's memory proof and health request
+curl -s "http://127.0.0.1:7171/v1/records/$uuid?limit=1000" >"$OUT/records.json"
+curl -s "http://127.0.0.1:7171/v1/scores/$uuid" >"$OUT/score.json"
+kill "$agent" "$validator" 2>/dev/null; wait 2>/dev/null
+python3 - "$OUT" <<'PY' | tee "$OUT/checks.txt"
+import json, sys
+out = sys.argv[1]
+records = json.load(open(f"{out}/records.json"))["records"]
+kinds = {}
+for r in records:
+    kinds.setdefault(r["envelope"]["kind"], []).append(r)
+print("records by kind:", {k: len(v) for k, v in kinds.items()})
+ok = True
+for r in records:
+    size = len(json.dumps(r["envelope"], separators=(",", ":")))
+    body = r["record"]
+    line = f'{r["envelope"]["kind"]:14} {size:6} bytes'
+    if size > 65535:
+        ok = False; line += "  OVER THE LEDGER'S ENTRY LIMIT"
+    if r["envelope"]["kind"] in ("record", "memory-record"):
+        o = body.get("outcome") or {}
+        line += (f'  accepted {body["accepted"]} proves {body.get("proves_model", body.get("proves_memory"))}'
+                 f'  ratio {(o.get("time") or {}).get("ratio")}  wrong {o.get("rejected_total")}'
+                 f'  failure {(body.get("failure") or {}).get("message")}')
+        ok &= body["accepted"]
+    print(line)
+score = json.load(open(f"{out}/score.json"))
+a = score["assessment"]
+print(f'score {score["score"]:.3f}, proofs {a["proofs_passed"]}/{a["proofs_total"]}, uptime {a["uptime"]}')
+print("reasons:", score["reasons"])
+passed = bool(ok and kinds.get("record") and kinds.get("memory-record"))
+print("NETWORK ROUND", "PASS" if passed else "FAIL")
+sys.exit(0 if passed else 1)
+PY
+status=${PIPESTATUS[0]}
+grep -i "refus\|beyond\|error" "$OUT/agent.log" | head -5
+exit "$status"
