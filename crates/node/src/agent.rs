@@ -41,6 +41,18 @@ pub const CLOCK_SKEW_MS: u64 = 60_000;
 /// does pins the memory no longer than this, whatever expiry it signed.
 pub const MEMORY_HOLD: Duration = Duration::from_secs(30);
 
+/// The longest id of a challenge or health request the agent takes (the validator's are 32
+/// or 48 characters).
+pub const MAX_ID_BYTES: usize = 128;
+
+/// The longest a challenge may live from now, by its signed expiry (`pog validator
+/// --expiry-ms` is at most an hour): its id is remembered that long.
+pub const MAX_LIFETIME_MS: u64 = 3_600_000;
+
+/// The most ids the agent remembers at once (each within its lifetime): at most about 20 MiB.
+/// An honest validator sends a few a round per GPU.
+pub const MAX_IDS_KEPT: usize = 100_000;
+
 /// How many times the work of the protocol's plan for a GPU's claimed model a GEMM challenge
 /// may ask (`Agent::check_planned_gemm`): a validator may plan from another measured rate, and
 /// the bound's slack lets the honest model take up to 1.1 times its expected time.
@@ -124,6 +136,28 @@ impl Drop for SlotWork {
     }
 }
 
+/// A GEMM computation counted against its GPU ([`Agent::start_gemm`]) until dropped.
+struct Computing {
+    agent: Arc<Agent>,
+    gpu: String,
+}
+
+impl Drop for Computing {
+    fn drop(&mut self) {
+        let mut computing = self
+            .agent
+            .computing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(running) = computing.get_mut(&self.gpu) {
+            *running = running.saturating_sub(1);
+            if *running == 0 {
+                computing.remove(&self.gpu);
+            }
+        }
+    }
+}
+
 /// The agent's state.
 pub struct Agent {
     identity: Identity,
@@ -139,6 +173,8 @@ pub struct Agent {
     /// Every challenge id taken, with its expiry (validator clock), until it can no longer be
     /// replayed: a captured challenge cannot make the agent compute twice.
     answered: Mutex<HashMap<String, u64>>,
+    /// GEMM computations running, by GPU: at most [`GEMM_COMMITMENTS_KEPT`] a GPU.
+    computing: Mutex<HashMap<String, usize>>,
     /// The health monitor of its GPUs (`crate::watch`), and whether `/metrics` is served on
     /// the API's port.
     watch: Option<(Arc<crate::watch::Watch>, bool)>,
@@ -164,6 +200,7 @@ impl Agent {
             memory: Mutex::new(HashMap::new()),
             memory_hold: MEMORY_HOLD,
             answered: Mutex::new(HashMap::new()),
+            computing: Mutex::new(HashMap::new()),
             watch: None,
             #[cfg(feature = "test-doubles")]
             cheating: None,
@@ -247,11 +284,28 @@ impl Agent {
     /// run), refusing an expired or already answered one; forgets what can no longer be opened
     /// or replayed.
     fn take_id(&self, id: &str, expires_at_ms: u64) -> Result<(), ApiError> {
+        // Ids are kept until their expiry: both are bounded, or a trusted but hostile
+        // validator could pin memory with long ids that never expire.
+        if id.is_empty() || id.len() > MAX_ID_BYTES || !id.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("an id is 1 to {MAX_ID_BYTES} printable ASCII characters"),
+            ));
+        }
         let now = now_ms();
         if now > expires_at_ms.saturating_add(CLOCK_SKEW_MS) {
             return Err(ApiError::new(
                 StatusCode::GONE,
                 format!("{id} expired at {expires_at_ms} ms (now {now} ms)"),
+            ));
+        }
+        if expires_at_ms > now.saturating_add(MAX_LIFETIME_MS + CLOCK_SKEW_MS) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "{id} expires more than {} s from now: a challenge lives at most that long",
+                    MAX_LIFETIME_MS / 1000
+                ),
             ));
         }
         let horizon = now.saturating_sub(CLOCK_SKEW_MS);
@@ -261,6 +315,12 @@ impl Agent {
             .retain(|_, computed| computed.expires_at_ms >= horizon);
         let mut answered = self.answered.lock().expect("lock");
         answered.retain(|_, expires| *expires >= horizon);
+        if answered.len() >= MAX_IDS_KEPT {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("{MAX_IDS_KEPT} challenges are within their lifetime: retry later"),
+            ));
+        }
         if answered.insert(id.to_string(), expires_at_ms).is_some() {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
@@ -326,18 +386,36 @@ impl Agent {
             .map_err(|e| format!("GPU {} (claimed {model}): {e}", c.gpu_uuid))
     }
 
-    /// Takes `gpu`'s memory slot for a new build: the data set built there before, and its
-    /// walk's commitment not yet opened, are dropped first (their memory is free before the new
-    /// one is allocated); a build or walk still running there refuses it (409).
-    fn slot_for_build(self: &Arc<Self>, gpu: &str) -> Result<SlotWork, ApiError> {
+    /// Takes `gpu`'s memory slot for a new build by `issuer`: the data set it built there
+    /// before, and its walk's commitment not yet opened, are dropped first (their memory is
+    /// free before the new one is allocated); a build or walk still running there, or another
+    /// validator's data set or unopened walk (held at most the hold), refuses it (409).
+    fn slot_for_build(self: &Arc<Self>, gpu: &str, issuer: &str) -> Result<SlotWork, ApiError> {
         let previous = {
             let mut slots = self.memory.lock().expect("lock");
-            if let Some(MemorySlot::Busy) = slots.get(gpu) {
-                return Err(ApiError::new(
+            let busy = |why: &str| {
+                Err(ApiError::new(
                     StatusCode::CONFLICT,
-                    format!("GPU {gpu} is building or walking a data set: one at a time"),
-                ));
+                    format!("GPU {gpu} {why}: one at a time"),
+                ))
+            };
+            match slots.get(gpu) {
+                Some(MemorySlot::Busy) => return busy("is building or walking a data set"),
+                // Another validator's data set stays until its walk or the hold: one trusted
+                // validator cannot make the agent fail another's round.
+                Some(MemorySlot::Built(b)) if b.issuer != issuer => {
+                    return busy("holds another validator's data set")
+                }
+                _ => {}
             }
+            let provers = self.provers.lock().expect("lock");
+            if provers
+                .values()
+                .any(|c| c.walk_of.as_deref() == Some(gpu) && c.issuer != issuer)
+            {
+                return busy("holds another validator's walk, not yet opened");
+            }
+            drop(provers);
             slots.insert(gpu.to_string(), MemorySlot::Busy)
         };
         let walked: Vec<_> = self
@@ -392,6 +470,25 @@ impl Agent {
             built: None,
             runtime: tokio::runtime::Handle::current(),
         }
+    }
+
+    /// Counts a GEMM computation for `gpu` until the returned guard is dropped; 503 when
+    /// [`GEMM_COMMITMENTS_KEPT`] are running there already (each holds its product in memory
+    /// until it ends: the commitments kept bound only those that have ended).
+    fn start_gemm(self: &Arc<Self>, gpu: &str) -> Result<Computing, ApiError> {
+        let mut computing = self.computing.lock().expect("lock");
+        let running = computing.entry(gpu.to_string()).or_default();
+        if *running >= GEMM_COMMITMENTS_KEPT {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("GPU {gpu} is computing {GEMM_COMMITMENTS_KEPT} challenges: retry later"),
+            ));
+        }
+        *running += 1;
+        Ok(Computing {
+            agent: self.clone(),
+            gpu: gpu.to_string(),
+        })
     }
 
     /// Keeps a GEMM challenge's commitment `computed` under `id` until it is opened: the
@@ -511,12 +608,18 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
         ),
         || agent.engine.refuses(c),
     )?;
+    let computing = agent.start_gemm(&c.gpu_uuid)?;
     agent.take_id(&message.id, message.expires_at_ms)?;
     let started = std::time::Instant::now();
     let worker = agent.clone();
     let challenge = c.clone();
     let what = format!("the {} prover failed", agent.engine.name());
-    let prover = blocking(what, move || worker.compute(&challenge)).await?;
+    // The computation counts against its GPU until it ends, even if the request is gone.
+    let prover = blocking(what, move || {
+        let _computing = computing;
+        worker.compute(&challenge)
+    })
+    .await?;
     #[cfg(feature = "test-doubles")]
     if let Some(cheating) = &agent.cheating {
         cheating.before_commit().await;
@@ -563,7 +666,7 @@ async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Re
         || agent.engine.refuses_memory(c),
     )?;
     agent.take_id(&message.id, message.expires_at_ms)?;
-    let mut work = agent.slot_for_build(&c.gpu_uuid)?;
+    let mut work = agent.slot_for_build(&c.gpu_uuid, &signer)?;
     let started = std::time::Instant::now();
     let challenge = c.clone();
     let id = message.id.clone();

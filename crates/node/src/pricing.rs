@@ -107,7 +107,7 @@ pub struct Pricing {
     /// or, for a GPU without new records since the validator started, at its first read: a
     /// read serves these bytes. Assessing one GPU reads and parses its last rounds' records;
     /// at 1,000 GPUs a page assessed on every read cost a third of a second of CPU, which any
-    /// unauthenticated client could ask for in a loop. One entry per GPU the validator knows.
+    /// unauthenticated client could ask for in a loop. One entry per registered GPU.
     views: std::sync::Mutex<std::collections::HashMap<String, Arc<str>>>,
     /// Assessments made so far (each reads and parses a GPU's latest records).
     assessments: std::sync::atomic::AtomicU64,
@@ -321,10 +321,10 @@ impl Pricing {
                 assessed.push(a);
             }
             self.market.post_prices(&points, through)?;
-            // The views of the GPUs re-assessed, with the points just posted.
+            // The views of the GPUs re-assessed, with the points just posted (a GPU no longer
+            // registered is dropped: the views are those of the registry's GPUs only).
             for a in assessed {
-                let json = self.view_json(a)?;
-                self.views.lock().expect("lock").insert(json.0, json.1);
+                self.keep_view(a)?;
             }
             posted += points.len();
             if rows.len() < BATCH {
@@ -432,8 +432,21 @@ impl Pricing {
         Ok((view.gpu_uuid, json.into()))
     }
 
+    /// Keeps the view of an assessment just made, if its GPU is registered (and drops the
+    /// one kept of a GPU no longer registered): one view per registered GPU at most.
+    fn keep_view(&self, a: Assessment) -> Result<(), PricingError> {
+        if self.validator.registry().gpu(&a.gpu_uuid)?.is_none() {
+            self.views.lock().expect("lock").remove(&a.gpu_uuid);
+            return Ok(());
+        }
+        let (uuid, json) = self.view_json(a)?;
+        self.views.lock().expect("lock").insert(uuid, json);
+        Ok(())
+    }
+
     /// A GPU's score view as JSON: the one made when its records were last taken in, else
-    /// made now (and kept); `None` when the validator knows nothing of it.
+    /// made now (and kept, for a registered GPU); `None` when the validator knows nothing of
+    /// it.
     pub fn score_json(&self, uuid: &str) -> Result<Option<Arc<str>>, PricingError> {
         if let Some(json) = self.views.lock().expect("lock").get(uuid) {
             return Ok(Some(json.clone()));
@@ -441,7 +454,11 @@ impl Pricing {
         let Some(a) = self.assess(uuid)? else {
             return Ok(None);
         };
+        let registered = self.validator.registry().gpu(uuid)?.is_some();
         let (uuid, json) = self.view_json(a)?;
+        if !registered {
+            return Ok(Some(json));
+        }
         // A view the catch-up made meanwhile is newer than this one: it stays.
         Ok(Some(
             self.views

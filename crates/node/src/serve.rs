@@ -5,11 +5,15 @@
 //!
 //! Every request body is read here, under its deadline and its share of the byte budget,
 //! before a handler sees it; a handler then gets it whole, and the peer's address as
-//! `ConnectInfo<SocketAddr>`. Every response body holds its share of the response budget
-//! until it is sent or its connection is gone: a body already in memory its length, a body
-//! read as it is sent (marked [`Streamed`]) one piece of [`PIECE_BYTES`].
+//! `ConnectInfo<SocketAddr>`. Every response body larger than [`PIECE_BYTES`] holds its share
+//! of the response budget until it is sent or its connection is gone: a body already in memory
+//! its length, a body read as it is sent (marked [`Streamed`]) one piece of [`PIECE_BYTES`].
+//! Smaller answers (registrations, reports, orders, health checks) are never refused for the
+//! budget, so peers holding it with large pages cannot shut the API; they are bounded by the
+//! connections, one answer each.
 //!
-//! What serving holds in memory is then at most the two budgets plus, per open connection,
+//! What serving holds in memory is then at most the two budgets, one small answer per open
+//! connection, plus, per open connection,
 //! hyper's buffers: a read buffer of [`BUFFER_BYTES`] and a write queue under
 //! [`BUFFER_BYTES`] + [`PIECE_BYTES`] (hyper takes a new piece only while less than
 //! [`BUFFER_BYTES`] waits, and every piece it is given is a fresh allocation of at most
@@ -91,7 +95,9 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// Defaults for a service whose requests are small (the validator: registrations).
+    /// Defaults for a service whose requests are small (the validator: registrations). A
+    /// source address may hold an eighth of the response budget: two of the largest record
+    /// pages (4 MiB each) at a time.
     pub fn small_requests() -> Limits {
         Limits {
             max_connections: 1024,
@@ -103,7 +109,7 @@ impl Limits {
             max_inflight_body_bytes_per_source: 1 << 20,
             max_inflight_body_bytes: 32 << 20,
             max_inflight_response_bytes: 64 << 20,
-            max_inflight_response_bytes_per_source: 16 << 20,
+            max_inflight_response_bytes_per_source: 8 << 20,
             response_wait: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(10),
         }
@@ -122,11 +128,30 @@ impl Limits {
             max_inflight_body_bytes_per_source: 2 << 20,
             max_inflight_body_bytes: 16 << 20,
             // Its answers (openings) may be as large as a message (32 MiB), and its peers are
-            // the few validators it serves.
+            // the few validators it trusts: one may take the whole budget
+            // ([`Limits::serving_gpus`] sizes it for the GPUs served).
             max_inflight_response_bytes: 128 << 20,
-            max_inflight_response_bytes_per_source: 64 << 20,
+            max_inflight_response_bytes_per_source: 128 << 20,
             response_wait: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Limits {
+    /// These limits for an agent serving `gpus` GPUs: a validator challenges all of them at
+    /// once, so their openings (up to about 10 MiB each at the default leaves, at most a
+    /// message each) must fit together, twice over, or the later ones would be refused and
+    /// recorded as the agent's failure.
+    pub fn serving_gpus(self, gpus: usize) -> Limits {
+        let needed = gpus
+            .saturating_mul(2)
+            .saturating_mul(pog_proof::wire::MAX_MESSAGE_BYTES);
+        let budget = self.max_inflight_response_bytes.max(needed);
+        Limits {
+            max_inflight_response_bytes: budget,
+            max_inflight_response_bytes_per_source: budget,
+            ..self
         }
     }
 }
@@ -399,7 +424,9 @@ async fn hold_response(
     } else {
         size
     };
-    if need == 0 {
+    // A small answer is bounded by the connections (one each) and is never refused: the
+    // budget is for the large ones, which a few peers could otherwise hold to shut the API.
+    if need == 0 || (!streamed && size <= PIECE_BYTES as u64) {
         return Response::from_parts(parts, body);
     }
     let deadline = tokio::time::Instant::now() + wait;

@@ -180,10 +180,10 @@ impl Policy {
         let unknown = || ValidatorError::UnknownModel(spec.model.clone());
         if self.plan == PlanKind::PerModel {
             let db = SpecDb::embedded();
-            let pick = pog_proof::params::choose_precision(spec, db).ok_or_else(unknown)?;
+            let pick = pog_proof::params::choose_precision(spec, db).map(|c| c.precision);
             // Forced by hand, a precision is planned at the model's own rate in it and proves
             // nothing unless it is the pick.
-            let precision = self.precision.unwrap_or(pick.precision);
+            let precision = self.precision.or(pick).ok_or_else(unknown)?;
             let plan = pog_proof::params::plan_at(spec, db, precision).ok_or_else(|| {
                 ValidatorError::Policy(format!(
                     "the {} has no {precision} rate to plan a challenge at",
@@ -197,7 +197,7 @@ impl Policy {
                 leaf_elements: self.leaf_elements,
                 expected_ms: plan.expected_ms,
                 lead: plan.choice.advantage,
-                proves_model: plan.choice.precision == pick.precision
+                proves_model: Some(plan.choice.precision) == pick
                     && plan.choice.advantage >= pog_proof::params::MIN_LEAD,
             });
         }

@@ -15,14 +15,15 @@ use pog_proof::wire::{Envelope, Identity};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The validator's proof records of `uuid`, oldest first, as JSON bodies.
-fn proof_records(v: &Validator, uuid: &str) -> Vec<serde_json::Value> {
+/// The validator's proof records of `uuid`, oldest first: (row, JSON body).
+fn proof_records(v: &Validator, uuid: &str) -> Vec<(i64, serde_json::Value)> {
     let mut rows = v.registry().latest_records(uuid, 1000).unwrap();
     rows.sort_by_key(|(id, _)| *id);
     rows.into_iter()
-        .filter_map(|(_, json)| {
+        .filter_map(|(id, json)| {
             let envelope: Envelope = serde_json::from_str(&json).unwrap();
-            (envelope.kind == RECORD_KIND).then(|| serde_json::from_str(&envelope.body).unwrap())
+            (envelope.kind == RECORD_KIND)
+                .then(|| (id, serde_json::from_str(&envelope.body).unwrap()))
         })
         .collect()
 }
@@ -50,8 +51,10 @@ async fn a_cheater_wrong_in_four_rounds_of_five_is_on_record_for_each_and_scored
         .unwrap(),
     );
     let pricing = Pricing::new(v.clone(), market.clone(), pog_market::Config::embedded());
+    // The pricing runs on after the schedule stops, to take in the last rounds.
+    let (keep_pricing, pricing_stop) = tokio::sync::watch::channel(false);
+    tokio::spawn(pricing.clone().run(pricing_stop));
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    tokio::spawn(pricing.clone().run(stopped.clone()));
     let (listener, url) = listen().await;
     tokio::spawn(pog_node::http::serve(
         listener,
@@ -89,7 +92,7 @@ async fn a_cheater_wrong_in_four_rounds_of_five_is_on_record_for_each_and_scored
     let records = proof_records(&v, "GPU-cheat");
     assert!(records.len() >= 25, "only {} proof records", records.len());
     // One record per challenge: the cheater answered its 1st to 4th wrong, its 5th right, ….
-    for (i, r) in records.iter().enumerate() {
+    for (i, (_, r)) in records.iter().enumerate() {
         let honest_turn = (i + 1) % 5 == 0;
         assert_eq!(r["accepted"], honest_turn, "record {i}: {r}");
         let outcome = &r["outcome"];
@@ -117,14 +120,32 @@ async fn a_cheater_wrong_in_four_rounds_of_five_is_on_record_for_each_and_scored
         "{} entries logged",
         logged.len()
     );
-    // The score reads what it did: of its last 20 rounds, 4 proven and 16 answered wrongly.
-    let view: ScoreView = reqwest::get(format!("{url}/v1/scores/GPU-cheat"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    // Of its last 20 rounds, 4 proven and 16 answered wrongly.
+    // Once the pricing has taken in the last round, the score reads what it did.
+    let last = records.last().unwrap().0;
+    let mut view: Option<ScoreView> = None;
+    for _ in 0..400 {
+        let read: ScoreView = reqwest::get(format!("{url}/v1/scores/GPU-cheat"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let done = read.assessment.latest_record == Some(last);
+        view = Some(read);
+        if done {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let view = view.unwrap();
+    drop(keep_pricing);
     let a = &view.assessment;
+    assert_eq!(
+        a.latest_record,
+        Some(last),
+        "the pricing never took in the last round"
+    );
     assert_eq!((a.proofs_passed, a.proofs_total), (4, 20), "{a:?}");
     let uptime = a.uptime.as_ref().unwrap();
     assert_eq!((uptime.proven, uptime.failed, uptime.rounds), (4, 16, 20));

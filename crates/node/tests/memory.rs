@@ -419,3 +419,70 @@ async fn gemm_challenges_beyond_the_plan_or_left_unopened_are_bounded() {
     let (status, body) = post(&open, &signed_open("g4")).await;
     assert_eq!(status, 404, "{body}");
 }
+
+/// Two validators the agent trusts, one hostile: a build by one leaves the other's data set
+/// (and its walk) alone until walked or freed, so one cannot make the agent fail the other's
+/// rounds; ids and lifetimes beyond the protocol's are refused, so neither can fill the
+/// agent's memory of the ids it took.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_trusted_validator_cannot_evict_anothers_data_set_or_pin_ids() {
+    let hold = std::time::Duration::from_millis(400);
+    let (honest, hostile) = (
+        Identity::from_seed(VALIDATOR_SEED),
+        Identity::from_seed([2; 32]),
+    );
+    let agent = pog_node::agent::Agent::new(
+        Identity::from_seed([28; 32]),
+        vec![honest.public_hex(), hostile.public_hex()],
+        vec![claim("GPU-m")],
+        std::sync::Arc::new(pog_node::provers::CpuEngine {
+            behaviour: Behaviour::Honest,
+        }),
+    )
+    .holding_memory_for(hold);
+    let (listener, url) = listen().await;
+    tokio::spawn(pog_node::http::serve(
+        listener,
+        pog_node::agent::router(std::sync::Arc::new(agent)),
+        pog_node::serve::Limits::protocol_messages(),
+    ));
+    let (build, walk) = (
+        format!("{url}/v1/memory/build"),
+        format!("{url}/v1/memory/walk"),
+    );
+    let sealed = |by: &Identity, id: &str| {
+        by.seal(kind::MEMORY_CHALLENGE, &build_message(by, 28, id, 1000))
+            .unwrap()
+    };
+    let (status, body) = post(&build, &sealed(&honest, "honest")).await;
+    assert_eq!(status, 200, "{body}");
+    // The hostile validator's build while the honest one's data set waits for its walk: 409.
+    let (status, body) = post(&build, &sealed(&hostile, "evict")).await;
+    assert_eq!(status, 409, "{body}");
+    let (status, body) = post(&walk, &signed_walk("honest")).await;
+    assert_eq!(
+        status, 200,
+        "the honest walk still finds its data set: {body}"
+    );
+    // Its walk unopened, the hostile build is refused still; after the hold it is free.
+    assert_eq!(post(&build, &sealed(&hostile, "evict-2")).await.0, 409);
+    tokio::time::sleep(2 * hold).await;
+    assert_eq!(post(&build, &sealed(&hostile, "after")).await.0, 200);
+    // An id of 64 KiB, or one that lives for ever, is refused before it is remembered.
+    let mut long = build_message(&hostile, 28, &"x".repeat(1 << 16), 1000);
+    let (status, _) = post(
+        &build,
+        &hostile.seal(kind::MEMORY_CHALLENGE, &long).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400);
+    long.id = "forever".into();
+    long.expires_at_ms = u64::MAX;
+    let (status, body) = post(
+        &build,
+        &hostile.seal(kind::MEMORY_CHALLENGE, &long).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("expires more than"), "{body}");
+}

@@ -136,7 +136,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
         let mut server = tokio::spawn(pog_node::serve::serve(
             listener,
             agent::router(service),
-            Limits::protocol_messages(),
+            Limits::protocol_messages().serving_gpus(gpus.len()),
             stop,
             Duration::from_secs(10),
         ));
