@@ -1,7 +1,7 @@
 //! Readers of the validator's log that request tiles and never read them (issue 20, item 3):
 //! what their answers hold in memory is bounded by the server's response budget plus a
 //! connection's buffers, each source gets only its share, and a reader that does not drain is
-//! disconnected, freeing its share. Memory is measured by counting allocations (the test is
+//! disconnected, freeing its share; small answers are never refused for it. Memory is measured by counting allocations (the test is
 //! alone in this binary, so the count is the server's and its own).
 
 mod common;
@@ -95,13 +95,23 @@ fn request_and_never_read(
 
 /// The bundle read whole from `from`: the status line and the body.
 fn get(rt: &tokio::runtime::Runtime, from: [u8; 4], addr: SocketAddr) -> (String, Vec<u8>) {
+    get_path(rt, from, addr, BUNDLE)
+}
+
+/// `path` read whole from `from`: the status line and the body.
+fn get_path(
+    rt: &tokio::runtime::Runtime,
+    from: [u8; 4],
+    addr: SocketAddr,
+    path: &str,
+) -> (String, Vec<u8>) {
     let stream = connect(rt, from, addr, false);
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     write!(
         &stream,
-        "GET {BUNDLE} HTTP/1.1\r\nHost: v\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: v\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut response = Vec::new();
@@ -187,6 +197,12 @@ fn readers_that_never_read_hold_a_bounded_share_and_are_dropped() {
     std::thread::sleep(Duration::from_millis(500));
     let (status, _) = get(&rt, [127, 0, 0, 9], addr);
     assert!(status.contains(" 503 "), "{status}");
+    // Small answers are never refused for the budget: the readers holding it delay the large
+    // answers only, never the API (health checks, registrations, reports, orders).
+    for path in ["/healthz", "/v1/gpus"] {
+        let (status, _) = get_path(&rt, [127, 0, 0, 9], addr, path);
+        assert!(status.contains(" 200 "), "{path}: {status}");
+    }
     // 64 readers of a 9.2 MiB bundle: what they hold is the budget (4 MiB) and, per
     // connection, hyper's buffers (under 2 × 16 KiB + 64 KiB) — not 64 bundles (590 MiB).
     let held = live_mib() - before;
