@@ -335,6 +335,28 @@ fn main() {
             .collect();
         intervals.extend(times.windows(2).map(|w| (w[1] - w[0]) / 1e3));
     }
+    // Score pages (issue 20, item 7): a page of up to 1,000 GPUs' scores, read 20 times; the
+    // validator's CPU beyond what its rounds were using, per page.
+    let baseline = (cpu_after - cpu_before) / measuring.elapsed().as_secs_f64();
+    let (scores_cpu_before, _) = usage(validator.id());
+    let reading = Instant::now();
+    let mut page_bytes = 0usize;
+    for _ in 0..20 {
+        let url = format!("{vurl}/v1/scores?limit=1000");
+        page_bytes = rt.block_on(async {
+            reqwest::get(url)
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap()
+                .len()
+        });
+    }
+    let read_s = reading.elapsed().as_secs_f64();
+    let (scores_cpu_after, _) = usage(validator.id());
+    let per_page_ms =
+        ((scores_cpu_after - scores_cpu_before) - baseline * read_s).max(0.0) / 20.0 * 1e3;
     let _ = validator.kill();
     let _ = validator.wait();
     let every = o.every_s as f64;
@@ -367,6 +389,11 @@ fn main() {
     println!("| honest challenges accepted | {accepted} of {challenged} | all |");
     println!("| API latency p50 / p99 | {p50:.1} / {p99:.1} ms | p99 < 50 ms |");
     println!("| validator CPU | {:.0} % of one core | |", 100.0 * cpu);
+    println!(
+        "| `GET /v1/scores?limit=1000`: CPU / wall per page, size | {per_page_ms:.1} ms / {:.1} ms, {:.2} MiB | |",
+        read_s / 20.0 * 1e3,
+        page_bytes as f64 / f64::from(1 << 20)
+    );
     println!(
         "| validator peak RSS | {:.0} MiB | |",
         peak_rss as f64 / (1u64 << 20) as f64
