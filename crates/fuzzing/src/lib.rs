@@ -454,7 +454,8 @@ pub fn report(body: &[u8]) -> Result<String, String> {
     use pog_node::validator::{Config, Validator};
     let registry = Registry::open(None).map_err(|e| e.to_string())?;
     let validator =
-        Validator::with_config(Identity::from_seed([0x5f; 32]), registry, Config::default());
+        Validator::with_config(Identity::from_seed([0x5f; 32]), registry, Config::default())
+            .map_err(|e| e.to_string())?;
     let claim = wire::GpuClaim {
         uuid: "GPU-fuzz".into(),
         model: "H200 SXM".into(),

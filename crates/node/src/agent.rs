@@ -914,6 +914,9 @@ pub enum RegisterError {
     Wire(#[from] wire::WireError),
     #[error(transparent)]
     Post(#[from] crate::http::PostError),
+    /// The client (no redirects) could not be built: nothing is sent.
+    #[error(transparent)]
+    Client(#[from] crate::http::BuildClientError),
 }
 
 /// The longest wait between two registration attempts.
@@ -937,7 +940,8 @@ pub async fn register(
             gpus: gpus.to_vec(),
         },
     )?;
-    let client = reqwest::Client::new();
+    // No redirects: the signed registration goes to the validator named, nowhere else.
+    let client = crate::http::ClientSettings::new("registration").build()?;
     let mut wait = std::time::Duration::from_millis(250);
     loop {
         match crate::http::post(

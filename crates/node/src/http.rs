@@ -178,3 +178,121 @@ pub async fn serve(
     )
     .await
 }
+
+/// Why an HTTP client could not be built. A service refuses to start without it: reqwest's
+/// default client would follow redirects, use proxies from the environment and reach private
+/// addresses, and the defences the hardened one carries would be silently gone.
+#[derive(Debug, thiserror::Error)]
+#[error("building the {purpose} HTTP client: {source}")]
+pub struct BuildClientError {
+    /// What the client was for ("challenge", "witness", …).
+    pub purpose: &'static str,
+    pub source: reqwest::Error,
+}
+
+/// How an outgoing HTTP client is built. Every one of them refuses redirects: a peer must not
+/// send a signed message, or the validator's requests, somewhere else.
+#[derive(Clone)]
+pub struct ClientSettings {
+    /// What the client is for, for the error if it cannot be built.
+    pub purpose: &'static str,
+    /// The longest a whole request may take (none: each call sets its own).
+    pub timeout: Option<std::time::Duration>,
+    /// The longest connecting may take.
+    pub connect_timeout: Option<std::time::Duration>,
+    /// Whether a proxy from the environment (`HTTPS_PROXY`, …) may carry the requests. Off
+    /// for clients whose resolver vets the addresses they reach: the proxy would be vetted in
+    /// the peer's place.
+    pub proxy_from_env: bool,
+    /// Vets every address a name resolves to, at every connection (DNS rebinding).
+    pub resolver: Option<crate::endpoint::PublicResolver>,
+}
+
+impl ClientSettings {
+    /// Settings for `purpose`: no timeouts, proxies from the environment allowed, the system's
+    /// resolver; redirects refused.
+    pub fn new(purpose: &'static str) -> ClientSettings {
+        ClientSettings {
+            purpose,
+            timeout: None,
+            connect_timeout: None,
+            proxy_from_env: true,
+            resolver: None,
+        }
+    }
+
+    /// The client, or why it could not be built (never a fallback to reqwest's defaults).
+    pub fn build(self) -> Result<reqwest::Client, BuildClientError> {
+        let mut builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+        if let Some(timeout) = self.timeout {
+            builder = builder.timeout(timeout);
+        }
+        if let Some(timeout) = self.connect_timeout {
+            builder = builder.connect_timeout(timeout);
+        }
+        if !self.proxy_from_env {
+            builder = builder.no_proxy();
+        }
+        if let Some(resolver) = self.resolver {
+            builder = builder.dns_resolver(std::sync::Arc::new(resolver));
+        }
+        builder.build().map_err(|source| BuildClientError {
+            purpose: self.purpose,
+            source,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// Every client built here refuses a redirect: a signed message posted to a peer that
+    /// answers 307 is not re-posted where it points.
+    #[tokio::test]
+    async fn clients_refuse_redirects() {
+        let reached = Arc::new(AtomicUsize::new(0));
+        let counted = reached.clone();
+        let target = axum::Router::new().route(
+            "/elsewhere",
+            axum::routing::post(move || {
+                counted.fetch_add(1, Ordering::Relaxed);
+                async { "reached" }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let elsewhere = format!("http://{}/elsewhere", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, target).await });
+        let redirect = axum::Router::new().route(
+            "/v1/register",
+            axum::routing::post(move || {
+                let to = elsewhere.clone();
+                async move { axum::response::Redirect::temporary(&to) }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1/register", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, redirect).await });
+        for settings in [
+            ClientSettings::new("registration"),
+            ClientSettings {
+                proxy_from_env: false,
+                resolver: Some(crate::endpoint::PublicResolver {
+                    allow_private: true,
+                }),
+                ..ClientSettings::new("challenge")
+            },
+        ] {
+            let client = settings.build().unwrap();
+            let answer = client.post(&url).body("signed").send().await.unwrap();
+            assert_eq!(answer.status(), StatusCode::TEMPORARY_REDIRECT);
+        }
+        assert_eq!(
+            reached.load(Ordering::Relaxed),
+            0,
+            "a redirect was followed"
+        );
+    }
+}

@@ -64,6 +64,9 @@ pub enum LedgerError {
     /// The writer or the publisher's task died (a bug).
     #[error("the ledger's task failed: {0}")]
     Task(String),
+    /// The hardened HTTP client for witnesses or tiles could not be built.
+    #[error(transparent)]
+    Client(#[from] crate::http::BuildClientError),
 }
 
 /// The log's default name (checkpoint origin and note key name): `pog.validator/` and the first
@@ -241,15 +244,16 @@ impl Published {
     }
 }
 
-/// An HTTP client for witnesses: no redirects, no proxy from the environment, 20 s a request.
-pub fn witness_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(20))
-        .connect_timeout(Duration::from_secs(5))
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .build()
-        .unwrap_or_default()
+/// An HTTP client for witnesses: no redirects, no proxy from the environment, 20 s a request;
+/// an error (never a default client) when it cannot be built.
+pub fn witness_client() -> Result<reqwest::Client, crate::http::BuildClientError> {
+    crate::http::ClientSettings {
+        timeout: Some(Duration::from_secs(20)),
+        connect_timeout: Some(Duration::from_secs(5)),
+        proxy_from_env: false,
+        ..crate::http::ClientSettings::new("witness")
+    }
+    .build()
 }
 
 /// The most bytes a witness's answer may hold (a cosignature line, or a size with a 409).
@@ -510,15 +514,15 @@ impl ValidatorLedger {
     }
 }
 
-/// Every `every`: [`ValidatorLedger::tick`], logging what it did. On `stop`, one last tick
-/// (the records stored just before a shutdown get their checkpoint), then returns.
+/// Every `every`: [`ValidatorLedger::tick`] with `client` ([`witness_client`], built before
+/// the service starts), logging what it did. On `stop`, one last tick (the records stored just
+/// before a shutdown get their checkpoint), then returns.
 pub async fn checkpoint_on_schedule(
     ledger: Arc<ValidatorLedger>,
     every: Duration,
-    witnesses: Vec<String>,
+    (client, witnesses): (reqwest::Client, Vec<String>),
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let client = witness_client();
     loop {
         let stopping = tokio::select! {
             _ = tokio::time::sleep(every) => false,
@@ -583,7 +587,7 @@ impl HttpTiles {
             .map_err(|e| LedgerError::Task(e.to_string()))?;
         Ok(HttpTiles {
             base: format!("{}/", base.trim_end_matches('/')),
-            client: witness_client(),
+            client: witness_client()?,
             runtime,
             deadline: std::time::Instant::now() + budget,
             budget,

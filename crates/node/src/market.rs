@@ -1004,18 +1004,24 @@ pub enum ClientError {
     BadAnswer(String),
     #[error(transparent)]
     Wire(#[from] pog_proof::wire::WireError),
+    /// The client (no redirects) could not be built: nothing is sent.
+    #[error(transparent)]
+    Client(#[from] crate::http::BuildClientError),
 }
 
 impl MarketClient {
-    /// A client of the validator at `base` (http or https URL, no trailing path).
-    pub fn new(base: &str) -> MarketClient {
-        MarketClient {
+    /// A client of the validator at `base` (http or https URL, no trailing path): 30 s a
+    /// request, no redirects (a signed order must not be relayed elsewhere); an error when
+    /// that client cannot be built.
+    pub fn new(base: &str) -> Result<MarketClient, ClientError> {
+        Ok(MarketClient {
             base: base.trim_end_matches('/').to_string(),
-            http: reqwest::Client::builder()
-                .timeout(std::time::Duration::from_secs(30))
-                .build()
-                .unwrap_or_default(),
-        }
+            http: crate::http::ClientSettings {
+                timeout: Some(std::time::Duration::from_secs(30)),
+                ..crate::http::ClientSettings::new("market")
+            }
+            .build()?,
+        })
     }
 
     async fn answer<T: serde::de::DeserializeOwned>(

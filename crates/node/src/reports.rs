@@ -600,15 +600,13 @@ pub enum SendError {
 }
 
 /// Sends each report to the validator at `validator_url` (`POST /v1/reports`), one after
-/// another; the validator's receipt, or why there is none, for each.
+/// another; the validator's receipt, or why there is none, for each. Nothing is sent when the
+/// client (no redirects) cannot be built.
 pub async fn send_reports(
     validator_url: &str,
     reports: &[Envelope],
-) -> Vec<Result<ReportReceipt, SendError>> {
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap_or_default();
+) -> Result<Vec<Result<ReportReceipt, SendError>>, crate::http::BuildClientError> {
+    let client = crate::http::ClientSettings::new("report").build()?;
     let url = format!("{}/v1/reports", validator_url.trim_end_matches('/'));
     let mut out = Vec::with_capacity(reports.len());
     for envelope in reports {
@@ -620,7 +618,7 @@ pub async fn send_reports(
             Err(e) => Err(e.into()),
         });
     }
-    out
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 //! verifies the answer (values, Merkle proofs, its own clock) and stores a signed record.
 
 use crate::clock::now_ms;
-use crate::http::{post_counted, ApiError};
+use crate::http::{post_counted, ApiError, BuildClientError, ClientSettings};
 use crate::registry::{Change, Registry, RegistryError, RECORD_VERSION};
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, Query, State};
@@ -441,6 +441,9 @@ pub enum ValidatorError {
     /// The ledger did not take the signed record durably: the record is refused (not stored).
     #[error("the ledger refused the record: {0}")]
     Ledger(#[from] crate::ledger::LedgerError),
+    /// The hardened HTTP client could not be built: the validator does not start.
+    #[error(transparent)]
+    Client(#[from] BuildClientError),
 }
 
 impl Policy {
@@ -684,26 +687,31 @@ pub const REGISTRATION_KIND: &str = "registration";
 
 impl Validator {
     /// A validator with the default [`Config`]: real GPUs on public endpoints only.
-    pub fn new(identity: Identity, registry: Registry) -> Validator {
+    pub fn new(identity: Identity, registry: Registry) -> Result<Validator, ValidatorError> {
         Validator::with_config(identity, registry, Config::default())
     }
 
-    /// A validator that allows what `config` says.
-    pub fn with_config(identity: Identity, registry: Registry, config: Config) -> Validator {
-        let client = reqwest::Client::builder()
-            // Redirects are refused: an agent's endpoint must not send the validator elsewhere.
-            .redirect(reqwest::redirect::Policy::none())
-            // Names resolve to public addresses only, at every connection (DNS rebinding).
-            .dns_resolver(Arc::new(crate::endpoint::PublicResolver {
+    /// A validator that allows what `config` says; an error when its hardened HTTP client
+    /// cannot be built.
+    pub fn with_config(
+        identity: Identity,
+        registry: Registry,
+        config: Config,
+    ) -> Result<Validator, ValidatorError> {
+        // Redirects are refused (an agent's endpoint must not send the validator elsewhere);
+        // names resolve to public addresses only, at every connection (DNS rebinding); a
+        // proxy from the environment would be connected to instead of the endpoint, and the
+        // resolver would vet only the proxy.
+        let client = ClientSettings {
+            connect_timeout: Some(Duration::from_secs(5)),
+            proxy_from_env: false,
+            resolver: Some(crate::endpoint::PublicResolver {
                 allow_private: config.allow_private_endpoints,
-            }))
-            // A proxy from the environment would be connected to instead of the endpoint, and
-            // the resolver would vet only the proxy.
-            .no_proxy()
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .unwrap_or_default();
-        Validator {
+            }),
+            ..ClientSettings::new("challenge")
+        }
+        .build()?;
+        Ok(Validator {
             identity,
             registry: Mutex::new(registry),
             client,
@@ -718,7 +726,7 @@ impl Validator {
             ),
             config,
             ledger: None,
-        }
+        })
     }
 
     /// This validator with a ledger: every record it signs from now on is appended to it

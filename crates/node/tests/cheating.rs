@@ -41,6 +41,7 @@ async fn a_cheater_wrong_in_four_rounds_of_five_is_on_record_for_each_and_scored
             Registry::open(Some(&dir.path().join("registry.sqlite"))).unwrap(),
             loopback(),
         )
+        .unwrap()
         .with_ledger(Arc::new(ledger)),
     );
     let market = Arc::new(

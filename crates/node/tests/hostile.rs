@@ -50,11 +50,14 @@ async fn post_envelope(vurl: &str, envelope: &Envelope) -> (u16, String) {
 
 /// Starts a validator with `config` and `limits`; returns it and its URL.
 async fn validator_with(config: Config, limits: Limits) -> (Arc<Validator>, String) {
-    let v = Arc::new(Validator::with_config(
-        Identity::from_seed(VALIDATOR_SEED),
-        Registry::open(None).unwrap(),
-        config,
-    ));
+    let v = Arc::new(
+        Validator::with_config(
+            Identity::from_seed(VALIDATOR_SEED),
+            Registry::open(None).unwrap(),
+            config,
+        )
+        .unwrap(),
+    );
     let (listener, url) = listen().await;
     tokio::spawn(pog_node::http::serve(
         listener,

@@ -31,6 +31,7 @@ async fn validator_with_ledger(dir: &std::path::Path) -> (Arc<Validator>, String
     let ledger = Arc::new(ValidatorLedger::open(dir, &identity, None).unwrap());
     serve(
         Validator::with_config(identity, Registry::open(None).unwrap(), loopback())
+            .unwrap()
             .with_ledger(ledger),
     )
     .await
@@ -222,7 +223,7 @@ async fn checkpoints_are_cosigned_and_a_missed_witness_is_asked_again() {
     drop(late_listener);
     let (_agent, status) = start_agent(&url, 8, vec![claim(GPU)], Behaviour::Honest, None).await;
     assert_eq!(status, 200);
-    let client = pog_node::ledger::witness_client();
+    let client = pog_node::ledger::witness_client().unwrap();
     let witnesses = vec![w1.clone(), w2.clone(), late_url.clone()];
 
     let tick = ledger.tick(&client, &witnesses).await.unwrap();
@@ -283,6 +284,7 @@ async fn a_ledger_that_cannot_append_refuses_the_record() {
     let ledger = ValidatorLedger::new(Ledger::open_reader(dir.path()).unwrap(), signer);
     let (v, url) = serve(
         Validator::with_config(identity, Registry::open(None).unwrap(), loopback())
+            .unwrap()
             .with_ledger(Arc::new(ledger)),
     )
     .await;
@@ -301,11 +303,14 @@ async fn a_ledger_that_cannot_append_refuses_the_record() {
 
 #[tokio::test]
 async fn a_validator_without_a_ledger_serves_none() {
-    let (_v, url) = serve(Validator::with_config(
-        Identity::from_seed(VALIDATOR_SEED),
-        Registry::open(None).unwrap(),
-        loopback(),
-    ))
+    let (_v, url) = serve(
+        Validator::with_config(
+            Identity::from_seed(VALIDATOR_SEED),
+            Registry::open(None).unwrap(),
+            loopback(),
+        )
+        .unwrap(),
+    )
     .await;
     for path in ["checkpoint", "tile/0/000.p/1"] {
         let r = reqwest::get(format!("{url}/ledger/{path}")).await.unwrap();
@@ -396,7 +401,7 @@ async fn a_witness_answering_garbage_or_in_others_names_costs_only_its_own_cosig
     ];
     let mut witnesses = vec![honest];
     witnesses.extend(hostile);
-    let client = pog_node::ledger::witness_client();
+    let client = pog_node::ledger::witness_client().unwrap();
     let tick = ledger.tick(&client, &witnesses).await.unwrap();
     let published = tick.published.unwrap();
     let cosigned: Vec<bool> = published.witnesses.iter().map(|w| w.cosigned).collect();
@@ -437,7 +442,7 @@ async fn a_witness_streaming_an_endless_answer_is_cut_off() {
     let (_agent, status) = start_agent(&url, 8, vec![claim(GPU)], Behaviour::Honest, None).await;
     assert_eq!(status, 200);
     let hostile = endless_witness(16 << 10).await;
-    let client = pog_node::ledger::witness_client();
+    let client = pog_node::ledger::witness_client().unwrap();
     let started = std::time::Instant::now();
     let tick = ledger.tick(&client, &[hostile]).await.unwrap();
     // Without a cap, the answer is read until the client's 20 s deadline (and held).
@@ -505,6 +510,7 @@ async fn a_hanging_witness_does_not_delay_the_honest_ones_cosignature() {
     let ledger = Arc::new(ledger);
     let (_v, url) = serve(
         Validator::with_config(identity, Registry::open(None).unwrap(), loopback())
+            .unwrap()
             .with_ledger(ledger.clone()),
     )
     .await;
@@ -519,7 +525,7 @@ async fn a_hanging_witness_does_not_delay_the_honest_ones_cosignature() {
     let publishing = tokio::spawn({
         let ledger = ledger.clone();
         async move {
-            let client = pog_node::ledger::witness_client();
+            let client = pog_node::ledger::witness_client().unwrap();
             ledger.tick(&client, &witnesses).await.unwrap()
         }
     });

@@ -251,11 +251,14 @@ async fn slow_late_forged_and_untrusted_exchanges_fail() {
     );
     // A validator the agent does not trust gets nothing computed.
     let (rogue, rogue_url) = {
-        let r = Arc::new(Validator::with_config(
-            Identity::from_seed([66; 32]),
-            Registry::open(None).unwrap(),
-            loopback(),
-        ));
+        let r = Arc::new(
+            Validator::with_config(
+                Identity::from_seed([66; 32]),
+                Registry::open(None).unwrap(),
+                loopback(),
+            )
+            .unwrap(),
+        );
         let (listener, url) = listen().await;
         tokio::spawn(pog_node::http::serve(
             listener,
@@ -593,11 +596,14 @@ async fn a_relay_cannot_pass_a_victims_work_off_under_its_own_key() {
     // The victim's agent trusts two validators; the attacker registers the victim's GPU (its
     // UUID and bus id are public) with the second one and relays its challenges.
     let (honest, honest_url) = start_validator().await;
-    let second = Arc::new(Validator::with_config(
-        Identity::from_seed([2; 32]),
-        Registry::open(None).unwrap(),
-        loopback(),
-    ));
+    let second = Arc::new(
+        Validator::with_config(
+            Identity::from_seed([2; 32]),
+            Registry::open(None).unwrap(),
+            loopback(),
+        )
+        .unwrap(),
+    );
     let (listener, second_url) = listen().await;
     tokio::spawn(pog_node::http::serve(
         listener,

@@ -37,11 +37,9 @@ async fn start_limited(path: Option<&Path>, limits: MarketLimits) -> String {
             .unwrap()
             .with_limits(limits),
     );
-    let v = Arc::new(Validator::with_config(
-        identity,
-        Registry::open(None).unwrap(),
-        loopback(),
-    ));
+    let v = Arc::new(
+        Validator::with_config(identity, Registry::open(None).unwrap(), loopback()).unwrap(),
+    );
     let (listener, url) = listen().await;
     tokio::spawn(pog_node::http::serve(
         listener,
@@ -125,7 +123,7 @@ fn validator_key() -> String {
 #[tokio::test]
 async fn orders_trade_and_only_their_owner_cancels() {
     let url = start(None).await;
-    let client = MarketClient::new(&url);
+    let client = MarketClient::new(&url).unwrap();
     let (alice, bob, mallory) = (
         Identity::from_seed([2; 32]),
         Identity::from_seed([3; 32]),
@@ -221,7 +219,7 @@ async fn orders_trade_and_only_their_owner_cancels() {
 #[tokio::test]
 async fn the_book_reads_in_pages_in_submission_order() {
     let url = start(None).await;
-    let client = MarketClient::new(&url);
+    let client = MarketClient::new(&url).unwrap();
     let alice = Identity::from_seed([2; 32]);
     for (i, side) in [Side::Bid, Side::Ask, Side::Ask, Side::Bid, Side::Ask]
         .into_iter()
@@ -265,7 +263,7 @@ async fn the_book_reads_in_pages_in_submission_order() {
 #[tokio::test]
 async fn forged_and_bad_orders_never_change_the_book() {
     let url = start(None).await;
-    let client = MarketClient::new(&url);
+    let client = MarketClient::new(&url).unwrap();
     let (alice, mallory) = (Identity::from_seed([2; 32]), Identity::from_seed([4; 32]));
     client
         .submit(&alice, order("b1", &alice, Side::Bid, 1, 4.0), DAY)
@@ -456,7 +454,7 @@ async fn the_book_and_history_survive_a_restart() {
     let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
     let operator = Identity::from_seed(VALIDATOR_SEED);
     let (book, history) = {
-        let client = MarketClient::new(&start(Some(&path)).await);
+        let client = MarketClient::new(&start(Some(&path)).await).unwrap();
         client
             .submit(&alice, order("b1", &alice, Side::Bid, 4, 5.0), DAY)
             .await
@@ -478,7 +476,7 @@ async fn the_book_and_history_survive_a_restart() {
             client.history(None, 10).await.unwrap(),
         )
     };
-    let client = MarketClient::new(&start(Some(&path)).await);
+    let client = MarketClient::new(&start(Some(&path)).await).unwrap();
     assert_eq!(client.book(None).await.unwrap(), book);
     assert_eq!(client.history(None, 10).await.unwrap(), history);
     // Ids used before the restart stay taken.
@@ -508,7 +506,7 @@ async fn a_replayed_clearing_request_clears_once_even_across_a_restart() {
         },
     );
     let url = start(Some(&path)).await;
-    let client = MarketClient::new(&url);
+    let client = MarketClient::new(&url).unwrap();
     client
         .submit(&alice, order("b1", &alice, Side::Bid, 3, 5.0), DAY)
         .await
@@ -543,7 +541,7 @@ async fn a_replayed_clearing_request_clears_once_even_across_a_restart() {
 
     // Restarted on the same store, the validator still refuses it.
     let url = start(Some(&path)).await;
-    let client = MarketClient::new(&url);
+    let client = MarketClient::new(&url).unwrap();
     refused(url).await;
     assert_eq!(client.history(None, 10).await.unwrap().clearings.len(), 1);
     assert_eq!(client.book(None).await.unwrap(), book);
@@ -567,7 +565,7 @@ async fn a_flood_of_orders_is_bounded_per_key_overall_and_per_source() {
         },
     )
     .await;
-    let client = MarketClient::new(&url);
+    let client = MarketClient::new(&url).unwrap();
     let (alice, bob, carol) = (
         Identity::from_seed([2; 32]),
         Identity::from_seed([3; 32]),
@@ -633,7 +631,8 @@ async fn start_pricing(
         Identity::from_seed(VALIDATOR_SEED),
         Registry::open(Some(&dir.join("registry.sqlite"))).unwrap(),
         loopback(),
-    );
+    )
+    .unwrap();
     if ledger {
         let log = pog_node::ledger::ValidatorLedger::open(&dir.join("ledger"), &identity, None);
         validator = validator.with_ledger(Arc::new(log.unwrap()));
@@ -841,7 +840,8 @@ async fn a_restart_keeps_the_price_history_and_prices_what_came_in_meanwhile() {
     // Stored while no pricing ran: the registry alone.
     {
         let registry = Registry::open(Some(&dir.path().join("registry.sqlite"))).unwrap();
-        let v = Validator::with_config(Identity::from_seed(VALIDATOR_SEED), registry, loopback());
+        let v = Validator::with_config(Identity::from_seed(VALIDATOR_SEED), registry, loopback())
+            .unwrap();
         store_edited(&v, "GPU-r1", |r| {
             r["proves_model"] = true.into();
             r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
@@ -867,14 +867,17 @@ async fn a_simulated_gpu_scores_zero_with_the_reason() {
         )
         .unwrap(),
     );
-    let v = Arc::new(Validator::with_config(
-        identity,
-        Registry::open(None).unwrap(),
-        pog_node::validator::Config {
-            accept_simulated: true,
-            ..loopback()
-        },
-    ));
+    let v = Arc::new(
+        Validator::with_config(
+            identity,
+            Registry::open(None).unwrap(),
+            pog_node::validator::Config {
+                accept_simulated: true,
+                ..loopback()
+            },
+        )
+        .unwrap(),
+    );
     let pricing = Pricing::new(v.clone(), market.clone(), pog_market::Config::embedded());
     let (listener, url) = listen().await;
     tokio::spawn(pog_node::http::serve(
@@ -901,11 +904,14 @@ async fn a_simulated_gpu_scores_zero_with_the_reason() {
 async fn the_book_clears_on_a_clock_and_only_when_it_changed() {
     let identity = Identity::from_seed(VALIDATOR_SEED);
     let market = Arc::new(Market::open(None, &identity.public_hex()).unwrap());
-    let v = Arc::new(Validator::with_config(
-        Identity::from_seed(VALIDATOR_SEED),
-        Registry::open(None).unwrap(),
-        loopback(),
-    ));
+    let v = Arc::new(
+        Validator::with_config(
+            Identity::from_seed(VALIDATOR_SEED),
+            Registry::open(None).unwrap(),
+            loopback(),
+        )
+        .unwrap(),
+    );
     let (listener, url) = listen().await;
     tokio::spawn(pog_node::http::serve(
         listener,
@@ -920,7 +926,7 @@ async fn the_book_clears_on_a_clock_and_only_when_it_changed() {
         Mechanism::UniformPrice,
         stopped,
     ));
-    let client = MarketClient::new(&url);
+    let client = MarketClient::new(&url).unwrap();
     let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
     // One side only: nothing to clear.
     client
@@ -964,7 +970,7 @@ async fn the_price_follows_the_utilization_the_books_clearings_measure() {
 
     // 2 GPU-hours offered, 1 wanted: the clearing trades half the offer. What stays open (one
     // offered hour, no bid) leaves the demand factor at 1.
-    let client = MarketClient::new(&url);
+    let client = MarketClient::new(&url).unwrap();
     let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
     client
         .submit(&alice, order("b1", &alice, Side::Bid, 1, 5.0), DAY)

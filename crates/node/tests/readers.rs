@@ -154,6 +154,7 @@ fn readers_that_never_read_hold_a_bounded_share_and_are_dropped() {
         )
         .unwrap();
     let v = Validator::with_config(identity, Registry::open(None).unwrap(), loopback())
+        .unwrap()
         .with_ledger(ledger);
     // Small budgets so that few readers fill them: 16 pieces a source (1 MiB), 64 in all. The
     // maximum connection age is out of the way: only the drain deadline disconnects.

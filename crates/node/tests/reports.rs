@@ -41,7 +41,9 @@ async fn validator(dir: &std::path::Path, config: Config) -> (Arc<Validator>, St
     let identity = Identity::from_seed(VALIDATOR_SEED);
     let ledger = Arc::new(ValidatorLedger::open(dir, &identity, None).unwrap());
     let (v, url) = serve_validator(
-        Validator::with_config(identity, Registry::open(None).unwrap(), config).with_ledger(ledger),
+        Validator::with_config(identity, Registry::open(None).unwrap(), config)
+            .unwrap()
+            .with_ledger(ledger),
     )
     .await;
     for (seed, gpu) in [(31, GPU_A), (32, GPU_B)] {
@@ -193,7 +195,7 @@ async fn an_agents_reports_are_logged_with_its_signature_and_verify() {
         a.seal(BENCHMARK_KIND, &figures(GPU_A)).unwrap(),
     ];
     // What `pog agent` does after each registration.
-    let sent = reports::send_reports(&url, &envelopes).await;
+    let sent = reports::send_reports(&url, &envelopes).await.unwrap();
     let receipts: Vec<ReportReceipt> = sent.into_iter().map(Result::unwrap).collect();
     assert!(receipts.iter().all(|r| r.recorded), "{receipts:?}");
     assert_eq!(

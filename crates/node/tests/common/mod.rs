@@ -54,11 +54,14 @@ pub async fn listen() -> (tokio::net::TcpListener, String) {
 
 /// Starts a validator; returns it and its URL.
 pub async fn start_validator() -> (Arc<Validator>, String) {
-    serve_validator(Validator::with_config(
-        Identity::from_seed(VALIDATOR_SEED),
-        Registry::open(None).unwrap(),
-        loopback(),
-    ))
+    serve_validator(
+        Validator::with_config(
+            Identity::from_seed(VALIDATOR_SEED),
+            Registry::open(None).unwrap(),
+            loopback(),
+        )
+        .unwrap(),
+    )
     .await
 }
 

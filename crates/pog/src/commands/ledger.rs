@@ -1048,7 +1048,7 @@ fn publish(global: &Global, args: &LedgerArgs, urls: &[String]) -> Result<Outcom
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let client = pog_node::ledger::witness_client();
+    let client = pog_node::ledger::witness_client()?;
     let deadline = pog_node::ledger::WITNESS_DEADLINE;
     let published = rt.block_on(pog_node::ledger::publish(&ledger, &client, urls, deadline))?;
     let (with, answers) = (published.checkpoint, published.witnesses);

@@ -560,7 +560,7 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
         .validator
         .clone()
         .ok_or_else(|| anyhow!("which validator? pass --validator URL (or set POG_VALIDATOR)"))?;
-    let client = MarketClient::new(&url);
+    let client = MarketClient::new(&url)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -766,7 +766,7 @@ struct GpuPriceReport {
 
 /// `pog price --validator URL [--gpu UUID]`: what the validator scored and posted.
 fn validator_prices(global: &Global, url: &str, gpu: Option<&str>) -> Result<Outcome> {
-    let client = MarketClient::new(url);
+    let client = MarketClient::new(url)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -151,7 +151,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
             done = registered => {
                 done.with_context(|| format!("registering with {validator}"))?;
                 say(format_args!("{mark}registered with {validator}"));
-                let sent = reports::send_reports(validator, &made.envelopes).await;
+                let sent = reports::send_reports(validator, &made.envelopes).await?;
                 say(format_args!("{mark}{}", reports_line(&sent)));
             }
             stopped = &mut server => {
@@ -178,7 +178,13 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
                     tracing::warn!("{mark}registering again with {again}: {e}");
                     continue;
                 }
-                let sent = reports::send_reports(&again, &made.envelopes).await;
+                let sent = match reports::send_reports(&again, &made.envelopes).await {
+                    Ok(sent) => sent,
+                    Err(e) => {
+                        tracing::warn!("{mark}sending the reports to {again}: {e}");
+                        continue;
+                    }
+                };
                 if sent
                     .iter()
                     .any(|r| r.is_err() || r.as_ref().is_ok_and(|r| r.recorded))
@@ -402,9 +408,12 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         max_inflight_body_bytes: (args.max_inflight_body_mib as usize) << 20,
         ..Limits::small_requests()
     };
+    // Built before anything starts: a hardened client that cannot be built stops the validator
+    // here rather than leaving it without its defences.
+    let witness_client = pog_node::ledger::witness_client()?;
     rt.block_on(async {
         let service = Arc::new(
-            Validator::with_config(identity, registry, config).with_ledger(ledger.clone()),
+            Validator::with_config(identity, registry, config)?.with_ledger(ledger.clone()),
         );
         let (stop, stopped) = tokio::sync::watch::channel(false);
         // Scores and prices from the validator's records, re-quoted as each record is stored.
@@ -459,7 +468,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         let checkpoints = tokio::spawn(pog_node::ledger::checkpoint_on_schedule(
             ledger,
             args.checkpoint_every,
-            args.witnesses.clone(),
+            (witness_client, args.witnesses.clone()),
             checkpoint_stopped,
         ));
         // The rounds run on a runtime of their own: a thousand challenges starting at once must
