@@ -30,6 +30,8 @@ try:
     report = json.load(open(path))
 except Exception as e:
     print(json.dumps({"run": name, "error": f"no JSON: {e}"})); sys.exit()
+if "proofs" not in report:  # pog could not run (exit 2): its envelope says why
+    print(json.dumps({"run": name, "error": report.get("error") or report.get("summary")})); sys.exit()
 for p in report["proofs"]:
     row = {"run": name}
     m, c = p.get("memory"), p.get("check")
@@ -90,24 +92,28 @@ for i in 1 2 3; do prove "round-$i" --proof all; done
 python3 - "$results" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys, statistics as st
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-honest = [r for r in rows if r["run"].startswith("honest") and "memory_ratio" in r]
+# Rows of `pog prove` runs have "run"; the memory_proof test binary's rows have "what" instead.
+run = lambda r: r.get("run", "")
+honest = [r for r in rows if run(r).startswith("honest") and "memory_ratio" in r]
 if honest:
     ratios = [r["memory_ratio"] for r in honest]
+    walks = [r["walk_gbs"] for r in honest if r.get("walk_gbs") is not None]  # none on the CPU
+    walk_gbs = f"{st.median(walks):.0f}" if walks else "–"
     print(f"honest: {sum(r['memory_accepted'] for r in honest)}/{len(honest)} accepted, commit/bound {min(ratios):.3f}-{max(ratios):.3f} "
           f"(mean {st.mean(ratios):.4f}, sd {st.pstdev(ratios):.4f}), build {st.median(r['build_ms'] for r in honest):.0f} ms, "
-          f"walk {st.median(r['walk_gbs'] for r in honest):.0f} GB/s, verify {max(r['memory_verify_ms'] for r in honest):.1f} ms max, "
+          f"walk {walk_gbs} GB/s, verify {max(r['memory_verify_ms'] for r in honest):.1f} ms max, "
           f"bytes {honest[0]['memory_bytes']}")
 for r in rows:
     if r.get("what") in ("honest", "recompute", "host-memory", "walk-rate"):
         print(json.dumps(r))
 for r in rows:
-    if r["run"].startswith("cotenant"):
-        print(r["run"], {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "run"})
+    if run(r).startswith("cotenant"):
+        print(run(r), {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "run"})
 for r in rows:
-    if r["run"].startswith("round"):
+    if run(r).startswith("round"):
         gpu = r.get("gemm_commit_ms", 0) + r.get("build_ms", 0) + r.get("memory_commit_ms", 0)
-        print(f"{r['run']}: GEMM {r.get('gemm_commit_ms', 0):.0f} ms (x{r.get('gemm_ratio', 0):.3f}) + memory build {r.get('build_ms', 0):.0f} + walk {r.get('memory_commit_ms', 0):.0f} ms = {gpu:.0f} ms, "
+        print(f"{run(r)}: GEMM {r.get('gemm_commit_ms', 0):.0f} ms (x{r.get('gemm_ratio', 0):.3f}) + memory build {r.get('build_ms', 0):.0f} + walk {r.get('memory_commit_ms', 0):.0f} ms = {gpu:.0f} ms, "
               f"accepted {r.get('gemm_accepted')}/{r.get('memory_accepted')} {r.get('error', '')}{r.get('memory_error', '')}")
     elif "error" in r or "memory_error" in r:
-        print(r["run"], r.get("error"), r.get("memory_error"))
+        print(run(r), r.get("error"), r.get("memory_error"))
 PY

@@ -57,6 +57,12 @@ for r in records:
                  f'  ratio {(o.get("time") or {}).get("ratio")}  wrong {o.get("rejected_total")}'
                  f'  failure {(body.get("failure") or {}).get("message")}')
         ok &= body["accepted"]
+        # The policy as run: a per-model plan's shape and bound, not zeros.
+        pol = body["policy"]
+        shape = (pol["size"], pol["batch"], pol["expected_ms"]) if r["envelope"]["kind"] == "record" \
+            else (pol["memory"]["items"], pol["memory"]["walkers"], pol["memory"]["steps"])
+        line += f'  policy {shape}'
+        ok &= all(x > 0 for x in shape)
     print(line)
 score = json.load(open(f"{out}/score.json"))
 a = score["assessment"]

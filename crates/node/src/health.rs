@@ -288,7 +288,7 @@ pub async fn collect_logged(validator: &Validator, uuid: &str) {
             samples = h.reported.as_ref().map(|r| r.samples),
             alerts = h.reported.as_ref().map(|r| r.alerts_total),
             xids = h.reported.as_ref().map(|r| r.xid_total),
-            proof_decay = h.measured.decay,
+            proof_decay = h.measured.decay.map(crate::rounding::for_log),
             contradictions = h.contradictions.len(),
             failure = h.failure.as_ref().map(|f| f.message.as_str()),
             "health recorded"

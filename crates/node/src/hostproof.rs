@@ -4,7 +4,7 @@
 
 use crate::provers::{CpuEngine, GpuEngine, ProverEngine, MAX_CPU_WORK};
 use crate::selfcheck::{self, MemorySelfCheck, SelfCheck};
-use crate::validator::{Addressee, Planned, Policy};
+use crate::validator::{Addressee, MemoryPolicy, Planned, Policy};
 use pog_facts::Origin;
 use pog_inspect::{GpuVerdict, InspectReport};
 use pog_proof::memory::MemoryPlan;
@@ -111,6 +111,9 @@ pub struct GpuProof {
     pub memory: Option<MemorySelfCheck>,
     /// Why the memory challenge could not run, if it could not.
     pub memory_error: Option<String>,
+    /// Why the memory challenge is not the claimed model's plan, when pog sized it down
+    /// itself (the CPU prover without `--items`, `--walkers` or `--steps`).
+    pub memory_note: Option<String>,
     /// With `--against-cpu`: whether the CPU prover's root equals the GPU's (required for
     /// INT8, which is exact; float outputs may differ in a last bit and are judged by the
     /// spot checks alone).
@@ -200,7 +203,7 @@ pub fn prove(inspect: &InspectReport, options: &ProveOptions) -> Result<Vec<GpuP
         let running: Vec<_> = targets
             .iter()
             .map(|(ordinal, uuid, model, bus)| {
-                scope.spawn(move || prove_one(engine, options, *ordinal, uuid, model, bus))
+                scope.spawn(move || prove_one(engine, !on_gpu, options, *ordinal, uuid, model, bus))
             })
             .collect();
         running
@@ -213,6 +216,7 @@ pub fn prove(inspect: &InspectReport, options: &ProveOptions) -> Result<Vec<GpuP
                     check: None,
                     memory: None,
                     memory_error: None,
+                    memory_note: None,
                     cpu_root_matches: None,
                     error: Some("the self-challenge thread panicked".into()),
                 })
@@ -223,9 +227,11 @@ pub fn prove(inspect: &InspectReport, options: &ProveOptions) -> Result<Vec<GpuP
 }
 
 /// One GPU's self-challenges: the GEMM challenge, then the memory challenge (one after the
-/// other, as a validator's round asks them: the data set fills the GPU's memory).
+/// other, as a validator's round asks them: the data set fills the GPU's memory). `on_cpu`:
+/// the engine is the CPU prover.
 fn prove_one(
     engine: &dyn ProverEngine,
+    on_cpu: bool,
     options: &ProveOptions,
     ordinal: usize,
     uuid: &str,
@@ -244,23 +250,27 @@ fn prove_one(
     } else {
         (None, None)
     };
+    let mut memory_note = None;
     let (memory, memory_error) = if options.proofs.memory {
-        split(memory_plan(options, model).and_then(|plan| {
-            let challenge = plan.challenge([0; 32], unaddressed(uuid, bus));
-            if let Err(e) = challenge.check_shape() {
-                return Err(e.to_string());
-            }
-            if let Some(reason) = engine.refuses_memory(&challenge) {
-                return Err(reason);
-            }
-            selfcheck::run_memory(
-                engine,
-                (uuid, bus),
-                &plan,
-                options.samples.min(MEMORY_SAMPLES),
-            )
-            .map_err(|e| e.to_string())
-        }))
+        split(
+            memory_plan(options, model, on_cpu).and_then(|(plan, note)| {
+                memory_note = note;
+                let challenge = plan.challenge([0; 32], unaddressed(uuid, bus));
+                if let Err(e) = challenge.check_shape() {
+                    return Err(e.to_string());
+                }
+                if let Some(reason) = engine.refuses_memory(&challenge) {
+                    return Err(reason);
+                }
+                selfcheck::run_memory(
+                    engine,
+                    (uuid, bus),
+                    &plan,
+                    options.samples.min(MEMORY_SAMPLES),
+                )
+                .map_err(|e| e.to_string())
+            }),
+        )
     } else {
         (None, None)
     };
@@ -275,6 +285,7 @@ fn prove_one(
         check,
         memory,
         memory_error,
+        memory_note,
         cpu_root_matches,
         error,
     }
@@ -304,25 +315,51 @@ fn unaddressed<'a>(uuid: &'a str, bus: &'a str) -> Addressee<'a> {
 
 /// The memory proof's per-model plan for `model` with the options' overrides; the bound is
 /// the reads at the model's expected rate unless `expected_ms` says otherwise.
-fn memory_plan(options: &ProveOptions, model: &str) -> Result<MemoryPlan, String> {
+///
+/// A per-model plan fills the claimed GPU's memory, far beyond what the CPU prover holds or
+/// walks in time, so on the CPU (`on_cpu`) a dimension not given takes the validator's
+/// `--test-plan` shape instead ([`MemoryPolicy::test_shape`]): the tour and the tests then
+/// exercise the whole protocol, and the note returned says that the challenge was sized down
+/// and proves no model. A dimension given explicitly is kept as it is.
+fn memory_plan(
+    options: &ProveOptions,
+    model: &str,
+    on_cpu: bool,
+) -> Result<(MemoryPlan, Option<String>), String> {
     let spec = SpecDb::embedded()
         .by_model(model)
         .ok_or_else(|| format!("model {model:?} is not in the database"))?;
     let mut plan = pog_proof::memory::plan(spec, pog_proof::memory::WALK_SECONDS, None)
         .ok_or_else(|| format!("{model} has no memory figures to plan a memory proof by"))?;
     let o = options.memory;
+    let planned = (plan.items, plan.walkers, plan.steps);
+    if on_cpu {
+        let cpu = MemoryPolicy::test_shape(0.0);
+        plan.items = cpu.items;
+        plan.walkers = cpu.walkers;
+        plan.steps = cpu.steps;
+    }
     plan.items = o.items.map_or(plan.items, |items| {
         (items / u64::from(plan.span)).max(1) * u64::from(plan.span)
     });
     plan.walkers = o.walkers.unwrap_or(plan.walkers);
     plan.steps = o.steps.unwrap_or(plan.steps);
+    let sized_down = on_cpu && (o.items.is_none() || o.walkers.is_none() || o.steps.is_none());
+    let note = sized_down.then(|| {
+        format!(
+            "memory challenge sized for the CPU prover like a validator's --test-plan \
+             ({} items, {} walkers of {} steps; {model}'s plan is {} items, {} walkers of {} \
+             steps): it exercises the protocol and proves no model",
+            plan.items, plan.walkers, plan.steps, planned.0, planned.1, planned.2
+        )
+    });
     let reads = plan
         .walkers
         .saturating_mul(u64::from(plan.steps) * u64::from(plan.span));
     plan.expected_ms = options.expected_ms.unwrap_or(
         (reads * pog_proof::memory::arx::ITEM_BYTES) as f64 / (plan.rate.gbs * 1e9) * 1e3,
     );
-    Ok(plan)
+    Ok((plan, note))
 }
 
 /// The validator's per-model plan for `model`, with the options' overrides; the time bound is

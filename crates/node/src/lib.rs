@@ -21,6 +21,7 @@ pub mod pricing;
 pub mod provers;
 pub mod registry;
 pub mod reports;
+pub mod rounding;
 pub mod schedule;
 pub mod selfcheck;
 pub mod serve;

@@ -150,8 +150,13 @@ async fn prove_round(
                 gpu = uuid,
                 model = %m.model,
                 accepted = m.accepted,
-                gib_held = m.memory_challenge.dataset_bytes() as f64 / (1u64 << 30) as f64,
-                ratio_to_bound = m.outcome.as_ref().map(|o| o.time.ratio),
+                gib_held = crate::rounding::for_log(
+                    m.memory_challenge.dataset_bytes() as f64 / (1u64 << 30) as f64
+                ),
+                ratio_to_bound = m
+                    .outcome
+                    .as_ref()
+                    .map(|o| crate::rounding::for_log(o.time.ratio)),
                 failure = m.failure.as_ref().map(|f| f.message.as_str()),
                 "memory challenged"
             ),
@@ -364,7 +369,10 @@ fn settle(
             plan = ?r.policy.plan,
             precision = %r.challenge.precision,
             accepted = r.accepted,
-            ratio_to_bound = r.outcome.as_ref().map(|o| o.time.ratio),
+            ratio_to_bound = r
+                .outcome
+                .as_ref()
+                .map(|o| crate::rounding::for_log(o.time.ratio)),
             failure = r.failure.as_ref().map(|f| f.message.as_str()),
             "challenged"
         ),

@@ -229,7 +229,8 @@ pub struct Record {
     pub model: String,
     /// The GPU is the simulated test double: this record proves nothing about any GPU.
     pub simulated: bool,
-    /// The policy the challenge was planned and judged under (a test plan proves no model).
+    /// The policy the challenge was planned and judged under (a test plan proves no model),
+    /// as run: a per-model plan's size, batch and bound filled in.
     pub policy: Policy,
     /// Whether this record can speak for the claimed model at all: a per-model plan on a
     /// real GPU, in a precision where the model leads every slower one by at least
@@ -264,6 +265,8 @@ pub struct MemoryRecord {
     pub agent: String,
     pub model: String,
     pub simulated: bool,
+    /// The policy it was planned and judged under, as run: the memory plan's items, walkers,
+    /// steps and bound filled in.
     pub policy: Policy,
     /// Whether an accepted record speaks for the claimed model's memory: a per-model plan on
     /// a real GPU (the data set fills 90 % of the claimed capacity, the bound is the model's
@@ -911,7 +914,14 @@ impl Validator {
             agent: gpu.agent.clone(),
             model: gpu.model.clone(),
             simulated: gpu.simulated,
-            policy: policy.clone(),
+            // The policy as run: a per-model plan's shape and bound, not the zeros it was
+            // configured with.
+            policy: Policy {
+                size: planned.size,
+                batch: planned.batch,
+                expected_ms,
+                ..policy.clone()
+            },
             proves_model: planned.proves_model && !gpu.simulated,
             lead: planned.lead,
             challenge,
@@ -1049,7 +1059,17 @@ impl Validator {
             agent: gpu.agent.clone(),
             model: gpu.model.clone(),
             simulated: gpu.simulated,
-            policy: policy.clone(),
+            // The policy as run: the memory plan's shape and bound.
+            policy: Policy {
+                memory: MemoryPolicy {
+                    items: plan.items,
+                    walkers: plan.walkers,
+                    steps: plan.steps,
+                    expected_ms: plan.expected_ms,
+                    ..policy.memory.clone()
+                },
+                ..policy.clone()
+            },
             proves_memory: policy.proves_model() && !gpu.simulated,
             memory_challenge: challenge,
             walk_nonce: hex::encode(walk_nonce),

@@ -812,6 +812,11 @@ fn memory_proofs(proofs: &[pog_node::hostproof::GpuProof]) {
         ]);
     }
     println!("{t}");
+    for p in proofs {
+        if let Some(note) = &p.memory_note {
+            println!("GPU {} ({}): {note}", p.ordinal, p.model);
+        }
+    }
 }
 
 /// The GPU-to-GPU matrix: one row per ordered pair, GB/s per engine and direction (median of

@@ -347,6 +347,53 @@ fn prove_runs_the_validators_challenge_and_checks_its_flags() {
 }
 
 #[test]
+fn the_readmes_cpu_prove_tour_passes_with_the_memory_proof_sized_for_the_cpu() {
+    // The README's tour, word for word: no memory flags. The per-model memory plan fills an
+    // H200's 141 GB, beyond the CPU prover; pog sizes it down and says so.
+    let tour = [
+        "prove",
+        "--simulate",
+        "H200 SXM",
+        "--prover",
+        "cpu",
+        "--size",
+        "32",
+        "--batch",
+        "2",
+        "--expected-ms",
+        "60000",
+    ];
+    pog()
+        .args(tour)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "memory challenge sized for the CPU prover",
+        ))
+        .stdout(predicate::str::contains("proves no model"));
+    let (json, code) = json_of(pog().arg("--json").args(tour));
+    assert_eq!(code, 0, "{json:#}");
+    let p = &json["proofs"][0];
+    assert_eq!(p["memory"]["outcome"]["accepted"], true, "{p:#}");
+    assert_eq!(p["memory"]["dataset_bytes"], 4096 * 128);
+    assert!(p["memory_note"]
+        .as_str()
+        .is_some_and(|n| n.contains("H200 SXM's plan is")));
+    // A shape given in full is the user's: no note.
+    let (json, code) = json_of(pog().arg("--json").args(tour).args([
+        "--items",
+        "2048",
+        "--walkers",
+        "512",
+        "--steps",
+        "4",
+    ]));
+    assert_eq!(code, 0, "{json:#}");
+    assert_eq!(json["proofs"][0]["memory"]["dataset_bytes"], 2048 * 128);
+    assert!(json["proofs"][0]["memory_note"].is_null());
+}
+
+#[test]
 fn specs_lists_and_details_the_database() {
     pog()
         .arg("specs")

@@ -366,6 +366,56 @@ fn run_without_nvml_or_with_a_bad_interval_is_an_error() {
         .stderr(predicate::str::contains("outside 0.1-3600 s"));
 }
 
+#[test]
+fn run_on_the_simulated_host_refuses_before_serving_anything() {
+    // The simulated host has no telemetry: refused at once, naming what to do instead, and
+    // without announcing a metrics server first (on any host, NVML or not).
+    pog()
+        .args([
+            "monitor",
+            "run",
+            "--simulate",
+            "H200 SXM",
+            "--no-history",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--duration",
+            "1",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "the simulated host has no telemetry",
+        ))
+        .stderr(predicate::str::contains("--from-trace"))
+        .stderr(predicate::str::contains("serving metrics").not());
+    // Without a GPU the missing NVML is said before any metrics server is announced.
+    if !std::path::Path::new("/proc/driver/nvidia/version").exists() {
+        pog()
+            .args([
+                "monitor",
+                "run",
+                "--no-history",
+                "--metrics-listen",
+                "127.0.0.1:0",
+                "--duration",
+                "1",
+            ])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("NVML library not found"))
+            .stderr(predicate::str::contains("serving metrics").not());
+    }
+    // A recorded trace is watched with --simulate too: the trace is what is sampled.
+    pog()
+        .args(["monitor", "run", "--simulate", "H200 SXM", "--no-history"])
+        .arg("--from-trace")
+        .arg(healthy_path())
+        .args(["--interval", "0.1", "--duration", "0.5"])
+        .assert()
+        .code(0);
+}
+
 /// A webhook receiver on loopback: answers each POST with the next status of `statuses`
 /// (200 once they run out) and keeps every body.
 fn receiver(statuses: Vec<u16>) -> (String, Arc<Mutex<Vec<String>>>) {

@@ -385,6 +385,52 @@ async fn metrics(
 fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
     let config = Config::default();
     let model = train(args.train.as_deref(), &config)?;
+    let webhook_url = match &args.webhook {
+        Some(url) => Some(
+            reqwest::Url::parse(url)
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https"))
+                .with_context(|| format!("--webhook {url:?} is not an http or https URL"))?,
+        ),
+        None => None,
+    };
+    // Then the source: a monitor that cannot sample says why before it announces anything.
+    if global.simulate.is_some() && args.from_trace.is_none() {
+        bail!(
+            "pog monitor run samples real GPUs through NVML, and the simulated host has no \
+             telemetry to sample: watch a recorded trace instead with --from-trace TRACE.csv \
+             (e.g. crates/monitor/tests/data/h200-healthy.csv), or run `pog monitor replay \
+             TRACE.csv`"
+        );
+    }
+    let nvml;
+    let mut source: Box<dyn pog_monitor::Source + '_> = match &args.from_trace {
+        Some(path) => Box::new(pog_monitor::Replay::new(
+            GpuIdentity {
+                index: 0,
+                uuid: format!("trace:{}", path.display()),
+                model_name: "recorded trace".into(),
+                hostname: pog_device::monitor::hostname(),
+                pci_bus_id: None,
+            },
+            load(path)?,
+        )),
+        None => {
+            nvml = pog_device::nvml::init().context("reading GPUs through NVML")?;
+            let indices = match &args.gpus {
+                Some(list) => list.clone(),
+                None => (0..nvml.device_count().context("counting GPUs through NVML")?).collect(),
+            };
+            if indices.is_empty() {
+                bail!("NVML sees no GPU to watch");
+            }
+            Box::new(pog_device::monitor::NvmlSource::open(
+                &nvml,
+                &indices,
+                args.slow_every,
+            )?)
+        }
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("pog-monitor")
@@ -405,11 +451,7 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
     });
     let live: Shared = Arc::default();
     let mut webhook = None;
-    if let Some(url) = &args.webhook {
-        let url = reqwest::Url::parse(url)
-            .ok()
-            .filter(|u| matches!(u.scheme(), "http" | "https"))
-            .with_context(|| format!("--webhook {url:?} is not an http or https URL"))?;
+    if let Some(url) = webhook_url {
         // No redirects: a 307/308 would re-post the alert wherever the receiver points.
         let client = reqwest::Client::builder()
             .timeout(WEBHOOK_TIMEOUT)
@@ -472,57 +514,18 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
             }
         }
     };
-    let outcome = match &args.from_trace {
-        Some(path) => {
-            let rows = load(path)?;
-            let mut source = pog_monitor::Replay::new(
-                GpuIdentity {
-                    index: 0,
-                    uuid: format!("trace:{}", path.display()),
-                    model_name: "recorded trace".into(),
-                    hostname: pog_device::monitor::hostname(),
-                    pci_bus_id: None,
-                },
-                rows,
-            );
-            let queue = webhook.as_ref().map(|w| w.0.clone());
-            watch(
-                global,
-                args,
-                &config,
-                model,
-                &mut source,
-                &live,
-                &stop,
-                queue,
-                history,
-            )
-        }
-        None => {
-            let nvml = pog_device::nvml::init().context("reading GPUs through NVML")?;
-            let indices = match &args.gpus {
-                Some(list) => list.clone(),
-                None => (0..nvml.device_count().context("counting GPUs through NVML")?).collect(),
-            };
-            if indices.is_empty() {
-                bail!("NVML sees no GPU to watch");
-            }
-            let mut source =
-                pog_device::monitor::NvmlSource::open(&nvml, &indices, args.slow_every)?;
-            let queue = webhook.as_ref().map(|w| w.0.clone());
-            watch(
-                global,
-                args,
-                &config,
-                model,
-                &mut source,
-                &live,
-                &stop,
-                queue,
-                history,
-            )
-        }
-    };
+    let queue = webhook.as_ref().map(|w| w.0.clone());
+    let outcome = watch(
+        global,
+        args,
+        &config,
+        model,
+        source.as_mut(),
+        &live,
+        &stop,
+        queue,
+        history,
+    );
     if let Some((queue, worker)) = webhook {
         // Alerts still queued get a little time to go out; a webhook that is down does not
         // keep pog from stopping.
