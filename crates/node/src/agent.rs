@@ -9,6 +9,7 @@
 
 use crate::clock::now_ms;
 use crate::http::{envelope_response, ApiError};
+use crate::locked::Locked;
 use crate::provers::{BuiltMemory, ProverEngine, ProverError};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
@@ -26,7 +27,7 @@ use pog_proof::wire::{
 use pog_proof::wire::{MemoryChallengeMessage, MemoryReady, WalkMessage};
 use pog_proof::Challenge;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 /// The most leaves one open request may ask for (the validator asks for at most 1024).
@@ -113,11 +114,7 @@ impl SlotWork {
 
 impl Drop for SlotWork {
     fn drop(&mut self) {
-        let mut slots = self
-            .agent
-            .memory
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut slots = self.agent.memory.locked();
         let Some(built) = self.built.take() else {
             slots.remove(&self.gpu);
             return;
@@ -126,7 +123,7 @@ impl Drop for SlotWork {
         slots.insert(self.gpu.clone(), MemorySlot::Built(built));
         drop(slots);
         self.agent.after_hold(&self.runtime, move |agent| {
-            let mut slots = agent.memory.lock().expect("lock");
+            let mut slots = agent.memory.locked();
             let unwalked =
                 matches!(slots.get(&gpu), Some(MemorySlot::Built(b)) if b.challenge_id == id);
             let freed = unwalked.then(|| slots.remove(&gpu));
@@ -144,11 +141,7 @@ struct Computing {
 
 impl Drop for Computing {
     fn drop(&mut self) {
-        let mut computing = self
-            .agent
-            .computing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut computing = self.agent.computing.locked();
         if let Some(running) = computing.get_mut(&self.gpu) {
             *running = running.saturating_sub(1);
             if *running == 0 {
@@ -310,10 +303,9 @@ impl Agent {
         }
         let horizon = now.saturating_sub(CLOCK_SKEW_MS);
         self.provers
-            .lock()
-            .expect("lock")
+            .locked()
             .retain(|_, computed| computed.expires_at_ms >= horizon);
-        let mut answered = self.answered.lock().expect("lock");
+        let mut answered = self.answered.locked();
         answered.retain(|_, expires| *expires >= horizon);
         if answered.len() >= MAX_IDS_KEPT {
             return Err(ApiError::new(
@@ -392,7 +384,7 @@ impl Agent {
     /// validator's data set or unopened walk (held at most the hold), refuses it (409).
     fn slot_for_build(self: &Arc<Self>, gpu: &str, issuer: &str) -> Result<SlotWork, ApiError> {
         let previous = {
-            let mut slots = self.memory.lock().expect("lock");
+            let mut slots = self.memory.locked();
             let busy = |why: &str| {
                 Err(ApiError::new(
                     StatusCode::CONFLICT,
@@ -408,7 +400,7 @@ impl Agent {
                 }
                 _ => {}
             }
-            let provers = self.provers.lock().expect("lock");
+            let provers = self.provers.locked();
             if provers
                 .values()
                 .any(|c| c.walk_of.as_deref() == Some(gpu) && c.issuer != issuer)
@@ -420,8 +412,7 @@ impl Agent {
         };
         let walked: Vec<_> = self
             .provers
-            .lock()
-            .expect("lock")
+            .locked()
             .extract_if(|_, c| c.walk_of.as_deref() == Some(gpu))
             .collect();
         drop((previous, walked));
@@ -445,7 +436,7 @@ impl Agent {
                 ),
             )
         };
-        let mut slots = self.memory.lock().expect("lock");
+        let mut slots = self.memory.locked();
         let held = slots.iter_mut().find(
             |(_, slot)| matches!(slot, MemorySlot::Built(b) if b.challenge_id == challenge_id),
         );
@@ -476,7 +467,7 @@ impl Agent {
     /// [`GEMM_COMMITMENTS_KEPT`] are running there already (each holds its product in memory
     /// until it ends: the commitments kept bound only those that have ended).
     fn start_gemm(self: &Arc<Self>, gpu: &str) -> Result<Computing, ApiError> {
-        let mut computing = self.computing.lock().expect("lock");
+        let mut computing = self.computing.locked();
         let running = computing.entry(gpu.to_string()).or_default();
         if *running >= GEMM_COMMITMENTS_KEPT {
             return Err(ApiError::new(
@@ -499,7 +490,7 @@ impl Agent {
             return;
         };
         let dropped = {
-            let mut provers = self.provers.lock().expect("lock");
+            let mut provers = self.provers.locked();
             provers.insert(id.to_string(), computed);
             let mut kept: Vec<(std::time::Instant, String)> = provers
                 .iter()
@@ -518,7 +509,7 @@ impl Agent {
         drop(dropped); // freed outside the lock
         let id = id.to_string();
         self.after_hold(&tokio::runtime::Handle::current(), move |agent| {
-            let unopened = agent.provers.lock().expect("lock").remove(&id);
+            let unopened = agent.provers.locked().remove(&id);
             drop(unopened);
         });
     }
@@ -724,7 +715,7 @@ async fn memory_walk(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Res
             walked.prover.root(),
             walked.prover.leaf_count(),
         );
-        work.agent.provers.lock().expect("lock").insert(
+        work.agent.provers.locked().insert(
             id.clone(),
             Computed {
                 prover: walked.prover,
@@ -735,7 +726,7 @@ async fn memory_walk(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Res
             },
         );
         work.agent.after_hold(&work.runtime, move |agent| {
-            let unopened = agent.provers.lock().expect("lock").remove(&id);
+            let unopened = agent.provers.locked().remove(&id);
             drop(unopened);
         });
         Ok::<_, ProverError>(kept)
@@ -773,7 +764,7 @@ async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, 
     // Opened once, and only by the validator that issued it: a valid request takes the
     // computed challenge out (a refused one leaves it for the issuer).
     let prover = {
-        let mut provers = agent.provers.lock().expect("lock");
+        let mut provers = agent.provers.locked();
         let Some(Computed { prover, issuer, .. }) = provers.get(&request.challenge_id) else {
             return Err(ApiError::new(
                 StatusCode::NOT_FOUND,

@@ -11,6 +11,7 @@
 //! - [`routes`]: `GET /ledger/checkpoint` and `GET /ledger/tile/{*path}`, tiles read from disk
 //!   as they are sent, under the server's response budget ([`crate::serve::Streamed`]).
 
+use crate::locked::Locked;
 use crate::serve::{Streamed, PIECE_BYTES};
 use crate::validator::Validator;
 use axum::body::Body;
@@ -494,18 +495,11 @@ impl ValidatorLedger {
         witnesses: &[String],
     ) -> Result<Tick, LedgerError> {
         let signed = self.checkpoint_if_grown()?.map(|c| c.checkpoint.size);
-        let retry = *self
-            .retry_witnesses
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let retry = *self.retry_witnesses.locked();
         let published = if !witnesses.is_empty() && (signed.is_some() || retry) {
             let p = publish(&self.ledger, client, witnesses, self.witness_deadline).await;
             // A failed publication (e.g. no checkpoint could be read) is retried too.
-            *self
-                .retry_witnesses
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) =
-                !p.as_ref().is_ok_and(Published::all_cosigned);
+            *self.retry_witnesses.locked() = !p.as_ref().is_ok_and(Published::all_cosigned);
             Some(p?)
         } else {
             None

@@ -14,6 +14,7 @@ pub mod hostproof;
 pub mod http;
 pub mod keys;
 pub mod ledger;
+pub mod locked;
 pub mod market;
 #[cfg(feature = "test-doubles")]
 pub mod misbehaviour;

@@ -31,6 +31,7 @@
 
 use crate::clock::now_ms;
 use crate::http::ApiError;
+use crate::locked::Locked;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Query, State};
 use axum::http::StatusCode;
@@ -373,11 +374,7 @@ impl Market {
 
     /// Takes a submission token of `source`'s; a refusal to answer when it has none left.
     pub fn admit_submitter(&self, source: std::net::IpAddr) -> Result<(), ApiError> {
-        let allowed = self
-            .submitters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .allow(source);
+        let allowed = self.submitters.locked().allow(source);
         if allowed {
             Ok(())
         } else {
@@ -399,7 +396,7 @@ impl Market {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // A panic while holding the lock cannot leave the book half-changed (every Book
         // operation checks before it changes anything), so a poisoned lock is still usable.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.locked()
     }
 
     /// Submits a signed order (the envelope's bytes).

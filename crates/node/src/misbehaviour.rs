@@ -4,6 +4,7 @@
 //! from the `pog` binary.
 
 use crate::agent::Agent;
+use crate::locked::Locked;
 use crate::provers::CpuEngine;
 use pog_proof::prover::{Behaviour, CpuProver, Prover};
 use pog_proof::wire::Identity;
@@ -60,7 +61,7 @@ impl Cheating {
     /// or a wrong one ([`Cheat::HonestEvery`]).
     pub(crate) fn substitute(&self, asked: &Challenge) -> Option<Arc<dyn Prover>> {
         match self.cheat {
-            Cheat::ReplayFirst => self.first.lock().expect("lock").clone(),
+            Cheat::ReplayFirst => self.first.locked().clone(),
             Cheat::HonestEvery(n) => {
                 let count = 1 + self
                     .answered
@@ -87,10 +88,7 @@ impl Cheating {
     /// Remembers a computed answer (for replaying it later).
     pub(crate) fn computed(&self, prover: &Arc<dyn Prover>) {
         if self.cheat == Cheat::ReplayFirst {
-            self.first
-                .lock()
-                .expect("lock")
-                .get_or_insert_with(|| prover.clone());
+            self.first.locked().get_or_insert_with(|| prover.clone());
         }
     }
 

@@ -21,6 +21,7 @@
 use crate::clock::now_ms;
 use crate::health::HEALTH_RECORD_KIND;
 use crate::http::ApiError;
+use crate::locked::Locked;
 use crate::market::{Market, MarketError, PostedPrice};
 use crate::registry::{NewRecord, RegistryError};
 use crate::schedule::MISSED_ROUND_KIND;
@@ -436,11 +437,11 @@ impl Pricing {
     /// one kept of a GPU no longer registered): one view per registered GPU at most.
     fn keep_view(&self, a: Assessment) -> Result<(), PricingError> {
         if self.validator.registry().gpu(&a.gpu_uuid)?.is_none() {
-            self.views.lock().expect("lock").remove(&a.gpu_uuid);
+            self.views.locked().remove(&a.gpu_uuid);
             return Ok(());
         }
         let (uuid, json) = self.view_json(a)?;
-        self.views.lock().expect("lock").insert(uuid, json);
+        self.views.locked().insert(uuid, json);
         Ok(())
     }
 
@@ -448,7 +449,7 @@ impl Pricing {
     /// made now (and kept, for a registered GPU); `None` when the validator knows nothing of
     /// it.
     pub fn score_json(&self, uuid: &str) -> Result<Option<Arc<str>>, PricingError> {
-        if let Some(json) = self.views.lock().expect("lock").get(uuid) {
+        if let Some(json) = self.views.locked().get(uuid) {
             return Ok(Some(json.clone()));
         }
         let Some(a) = self.assess(uuid)? else {
@@ -461,12 +462,7 @@ impl Pricing {
         }
         // A view the catch-up made meanwhile is newer than this one: it stays.
         Ok(Some(
-            self.views
-                .lock()
-                .expect("lock")
-                .entry(uuid)
-                .or_insert(json)
-                .clone(),
+            self.views.locked().entry(uuid).or_insert(json).clone(),
         ))
     }
 

@@ -20,6 +20,7 @@
 
 use crate::clock::now_ms;
 use crate::http::{ApiError, PostError};
+use crate::locked::Locked;
 use crate::validator::{Validator, ValidatorError};
 use axum::body::Bytes;
 use axum::extract::State;
@@ -1057,10 +1058,7 @@ struct InFlight<'a> {
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.set
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.id);
+        self.set.locked().remove(&self.id);
     }
 }
 
@@ -1087,12 +1085,7 @@ impl Validator {
             log_index,
         };
         let desk = &self.reports;
-        if !desk
-            .in_flight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(checked.id.clone())
-        {
+        if !desk.in_flight.locked().insert(checked.id.clone()) {
             return Err(ReportError::InFlight);
         }
         let _in_flight = InFlight {
@@ -1109,7 +1102,7 @@ impl Validator {
         // Charged to both budgets or neither: a report one refuses costs the other nothing.
         let (now, charge) = (Instant::now(), checked.charge);
         let source = crate::serve::source_key(source).to_string();
-        let mut budgets = desk.budgets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut budgets = desk.budgets.locked();
         let b = &mut *budgets;
         let (Some(gpu_wait), Some(source_wait)) = (
             b.gpus.wait_s(&checked.gpu_uuid, charge, now),

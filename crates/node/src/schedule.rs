@@ -18,6 +18,7 @@
 //!   answer, the validator signs and stores a [`MissedRound`]: the GPU's uptime counts it as
 //!   missed (`pog_market::evidence`), measured from records rather than assumed.
 
+use crate::locked::Locked;
 use crate::registry::RECORD_VERSION;
 use crate::validator::{Policy, Record, Validator, ValidatorError};
 use serde::{Deserialize, Serialize};
@@ -271,9 +272,7 @@ struct InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        if let Ok(mut state) = self.state.lock() {
-            state.in_flight.remove(&self.uuid);
-        }
+        self.state.locked().in_flight.remove(&self.uuid);
     }
 }
 
@@ -282,7 +281,7 @@ impl Drop for InFlight {
 /// those skipped because their agent did not answer (with their failed rounds in a row):
 /// their missed rounds are recorded.
 fn due(state: &Mutex<State>, uuids: Vec<String>, round: u64) -> (Vec<String>, Vec<(String, u32)>) {
-    let mut state = state.lock().expect("lock");
+    let mut state = state.locked();
     let registered: HashSet<&String> = uuids.iter().collect();
     state.standing.retain(|uuid, _| registered.contains(uuid));
     let backing_off: Vec<(String, u32)> = uuids
@@ -331,7 +330,7 @@ fn settle(
 ) {
     let mut release = false;
     {
-        let mut state = state.lock().expect("lock");
+        let mut state = state.locked();
         let standing = state.standing.entry(uuid.to_string()).or_default();
         match &result {
             Ok(record) if record.accepted => *standing = Standing::default(),

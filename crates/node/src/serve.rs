@@ -20,6 +20,7 @@
 //! [`PIECE_BYTES`]): under 96 KiB a connection. The kernel's socket buffers are the kernel's
 //! (`net.ipv4.tcp_wmem`, `tcp_mem`).
 
+use crate::locked::Locked;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{header, HeaderValue, Request, StatusCode};
@@ -299,7 +300,7 @@ impl PerSource {
         ip: std::net::IpAddr,
         limits: &Limits,
     ) -> Option<SourceGuard> {
-        let mut held = table.lock().expect("lock");
+        let mut held = table.locked();
         let source = held.0.entry(ip).or_insert_with(|| Source {
             open: 0,
             bytes: Arc::new(Semaphore::new(limits.max_inflight_body_bytes_per_source)),
@@ -322,7 +323,7 @@ impl PerSource {
 
 impl Drop for SourceGuard {
     fn drop(&mut self) {
-        let mut held = self.table.lock().expect("lock");
+        let mut held = self.table.locked();
         if let Some(source) = held.0.get_mut(&self.ip) {
             source.open -= 1;
             if source.open == 0 {

@@ -3,6 +3,7 @@
 
 use crate::clock::now_ms;
 use crate::http::{post_counted, ApiError, BuildClientError, ClientSettings};
+use crate::locked::Locked;
 use crate::registry::{Change, Registry, RegistryError, RECORD_VERSION};
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, Query, State};
@@ -750,7 +751,7 @@ impl Validator {
 
     /// The registry (the schedule reads it; tests inspect it).
     pub fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
-        self.registry.lock().expect("lock")
+        self.registry.locked()
     }
 
     /// Signs `body` as a `kind` message and stores it among `uuid`'s records under `id`; with a
@@ -864,13 +865,7 @@ impl Validator {
         // The round trip measured after this GPU's previous challenge: pinging here, before the
         // challenge, would let an agent delay its own challenges (answering pings slowly) and
         // so stagger the ones a round means to send at the same moment.
-        let round_trip_ms = self
-            .round_trips
-            .lock()
-            .expect("lock")
-            .get(uuid)
-            .copied()
-            .unwrap_or(0.0);
+        let round_trip_ms = self.round_trips.locked().get(uuid).copied().unwrap_or(0.0);
         let issued_at_ms = now_ms();
         let message = ChallengeMessage {
             id: id.clone(),
@@ -938,10 +933,7 @@ impl Validator {
         if record.failure.is_none() {
             // For the next challenge's allowance (see above).
             let rtt = self.round_trip(&gpu.endpoint).await;
-            self.round_trips
-                .lock()
-                .expect("lock")
-                .insert(uuid.to_string(), rtt);
+            self.round_trips.locked().insert(uuid.to_string(), rtt);
         }
         Ok(record)
     }
@@ -978,13 +970,7 @@ impl Validator {
         let deadline_ms = policy.expiry_ms.saturating_mul(2);
         let started = Instant::now();
         let remaining = || Duration::from_millis(deadline_ms).saturating_sub(started.elapsed());
-        let round_trip_ms = self
-            .round_trips
-            .lock()
-            .expect("lock")
-            .get(uuid)
-            .copied()
-            .unwrap_or(0.0);
+        let round_trip_ms = self.round_trips.locked().get(uuid).copied().unwrap_or(0.0);
         let mut bytes = (0usize, 0usize);
         let mut build_ms = None;
         let exchange = async {
@@ -1223,7 +1209,7 @@ async fn register(
     ConnectInfo(source): ConnectInfo<std::net::SocketAddr>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    if !v.limiter.lock().expect("lock").allow(source.ip()) {
+    if !v.limiter.locked().allow(source.ip()) {
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             format!(
@@ -1418,8 +1404,7 @@ async fn records(
     let limit = page.limit.unwrap_or(100).clamp(1, MAX_RECORDS_PAGE);
     let (rows, cut) = v
         .registry
-        .lock()
-        .expect("lock")
+        .locked()
         .records_within(&uuid, page.after, limit, MAX_RECORDS_PAGE_BYTES)
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     // The page goes on after its last row, even one that is left out below.

@@ -8,6 +8,7 @@
 //! agent's word, and weighs its own proof timings instead (`crate::health`).
 
 use crate::clock::now_ms;
+use crate::locked::Locked;
 use pog_monitor::prometheus::{GpuIdentity, GpuMetrics, SamplerHealth};
 use pog_monitor::{Alert, Config, Monitor, Sample, Signal};
 use pog_proof::wire::{
@@ -86,7 +87,7 @@ impl Watch {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     /// Samples `source` every `interval` until `stop` is set or the source runs out: the

@@ -100,8 +100,10 @@ async fn a_cheater_wrong_in_four_rounds_of_five_is_on_record_for_each_and_scored
         if honest_turn {
             assert_eq!(outcome["rejected_total"], 0, "record {i}");
         } else {
-            // Counted whole, listed in part, the rest digested.
-            assert_eq!(outcome["rejected_total"], 1024, "record {i}");
+            // Counted whole, listed in part, the rest digested. (Junk can hit a right value
+            // now and then: nearly every check fails.)
+            let wrong = outcome["rejected_total"].as_u64().unwrap();
+            assert!((1000..=1024).contains(&wrong), "record {i}: {wrong} wrong");
             assert_eq!(
                 outcome["rejected"].as_array().unwrap().len(),
                 pog_proof::session::REJECTIONS_LISTED
