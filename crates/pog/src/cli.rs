@@ -36,7 +36,10 @@ pub struct Global {
 
     /// Tour pog without a GPU: run against a simulated host instead of this machine. A test
     /// double: every line and record it produces says SIMULATED, and validators refuse its
-    /// GPUs. PROFILE: models, then faults, e.g. "H200 SXM x2; ecc-off".
+    /// GPUs. PROFILE: models, then faults and an optional host number, e.g.
+    /// "H200 SXM x2; ecc-off, host=7": hosts of different numbers have different GPU UUIDs and
+    /// serials. Without host=N it is host 0, except that `pog agent` derives N from its key, so
+    /// many simulated agents (each with its own --data-dir) can register with one validator.
     #[arg(long, global = true, env = "POG_SIMULATE", value_name = "PROFILE")]
     pub simulate: Option<String>,
 }

@@ -386,7 +386,8 @@ impl Anchoring {
                 "--trust",
                 &Identity::from_seed(VALIDATOR_SEED).public_hex(),
             ]],
-            Some("H200 SXM"),
+            // Host 0, whose GPU UUID is pinned (an agent otherwise derives it from its key).
+            Some("H200 SXM; host=0"),
         );
         Anchoring {
             anvil,

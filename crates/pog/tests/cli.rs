@@ -650,7 +650,8 @@ fn validator_and_agent_processes_prove_a_gpu_over_loopback() {
                 &key,
             ])
             .env("POG_DATA_DIR", dir.path().join("a"))
-            .env("POG_SIMULATE", "H200 SXM")
+            // Host 0, whose GPU UUID this test pins (an agent otherwise derives it from its key).
+            .env("POG_SIMULATE", "H200 SXM; host=0")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -693,6 +694,100 @@ fn validator_and_agent_processes_prove_a_gpu_over_loopback() {
     assert_eq!(mode & 0o777, 0o600);
     assert!(dir.path().join("v/registry.sqlite").exists());
     assert!(dir.path().join("a/agent.key").exists());
+}
+
+#[test]
+fn two_simulated_agents_register_distinct_gpus_with_one_validator() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    // Three distinct free ports, all held while choosing.
+    let held: Vec<_> = (0..3)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let ports: Vec<u16> = held
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    drop(held);
+    let bin = assert_cmd::cargo::cargo_bin("pog");
+    let mut validator = Running(
+        std::process::Command::new(&bin)
+            .args(["validator", "--listen", &format!("127.0.0.1:{}", ports[0])])
+            .args(["--challenge-every", "3600", "--test-plan", "--size", "32"])
+            .args(["--samples", "128", "--no-memory-proof"])
+            .args(["--accept-simulated", "--allow-private-endpoints"])
+            .env("POG_DATA_DIR", dir.path().join("v"))
+            .env_remove("POG_SIMULATE")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut first_line = String::new();
+    std::io::BufReader::new(validator.0.stdout.take().unwrap())
+        .read_line(&mut first_line)
+        .unwrap();
+    let key = first_line
+        .trim()
+        .strip_prefix("validator key: ")
+        .expect("the validator prints its key first")
+        .to_string();
+    // Two agents with the same kind of profile and no host=N, each with its own data dir (so
+    // its own key): each prints the profile it serves, with the host number from its key.
+    let agent = |name: &str, port: u16, profile: &str| {
+        let mut running = Running(
+            std::process::Command::new(&bin)
+                .args(["agent", "--listen", &format!("127.0.0.1:{port}")])
+                .args(["--validator", &format!("http://127.0.0.1:{}", ports[0])])
+                .args(["--trust", &key])
+                .env("POG_DATA_DIR", dir.path().join(name))
+                .env("POG_SIMULATE", profile)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let lines = std::io::BufReader::new(running.0.stdout.take().unwrap()).lines();
+        let host_line = lines
+            .map_while(Result::ok)
+            .find(|l| l.starts_with("SIMULATED host "))
+            .expect("a simulated agent names the host it simulates");
+        let served = host_line.split('"').nth(1).unwrap().to_string();
+        (running, served)
+    };
+    let (_a, profile_a) = agent("a", ports[1], "H200 SXM x2");
+    let (_b, profile_b) = agent("b", ports[2], "H200 SXM");
+    assert!(profile_a.starts_with("H200 SXM x2; host="), "{profile_a}");
+    assert!(profile_b.starts_with("H200 SXM; host="), "{profile_b}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let gpus = loop {
+        let body = http_get(ports[0], "/v1/gpus").unwrap_or_default();
+        let list: Value = serde_json::from_str(&body).unwrap_or_default();
+        let gpus = list["gpus"].as_array().cloned().unwrap_or_default();
+        if gpus.len() >= 3 || std::time::Instant::now() > deadline {
+            break gpus;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(gpus.len(), 3, "both agents' GPUs are listed: {gpus:#?}");
+    let uuids: std::collections::BTreeSet<&str> =
+        gpus.iter().map(|g| g["uuid"].as_str().unwrap()).collect();
+    let agents: std::collections::BTreeSet<&str> =
+        gpus.iter().map(|g| g["agent"].as_str().unwrap()).collect();
+    assert_eq!((uuids.len(), agents.len()), (3, 2), "{gpus:#?}");
+    assert!(gpus.iter().all(|g| g["simulated"] == true));
+    assert!(!uuids.contains("GPU-00000051-0000-0000-0000-000000000000"));
+    // The profile an agent printed rebuilds its GPUs exactly: same key, same UUIDs.
+    for profile in [&profile_a, &profile_b] {
+        let (json, code) = json_of(pog().args(["inspect", "--json", "--simulate", profile]));
+        assert_eq!(code, 0);
+        for g in json["inspection"]["gpus"].as_array().unwrap() {
+            assert!(
+                uuids.contains(g["uuid"].as_str().unwrap()),
+                "{profile}: {g:#}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -853,7 +948,8 @@ fn a_simulated_agent_serves_labelled_metrics_and_its_validator_records_its_healt
             .args(["--trust", &key])
             .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
             .env("POG_DATA_DIR", dir.path().join("a"))
-            .env("POG_SIMULATE", "H200 SXM")
+            // Host 0, whose GPU UUID this test pins (an agent otherwise derives it from its key).
+            .env("POG_SIMULATE", "H200 SXM; host=0")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()

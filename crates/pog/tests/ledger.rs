@@ -505,7 +505,8 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
             "--trust",
             &key,
         ]],
-        Some("H200 SXM"),
+        // Host 0, whose GPU UUID is pinned (an agent otherwise derives it from its key).
+        Some("H200 SXM; host=0"),
     );
 
     // Rounds until the GPU has three proof rounds stored, then a checkpoint covering them,

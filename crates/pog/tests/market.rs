@@ -397,7 +397,8 @@ fn a_validator_scores_and_prices_from_its_records_and_clears_on_a_clock() {
                 "--data-dir",
             ])
             .arg(dir.path().join("a"))
-            .env("POG_SIMULATE", "H200 SXM")
+            // Host 0, whose GPU UUID this test pins (an agent otherwise derives it from its key).
+            .env("POG_SIMULATE", "H200 SXM; host=0")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

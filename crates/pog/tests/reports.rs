@@ -65,7 +65,8 @@ fn an_agents_inspection_and_benchmark_records_reach_the_ledger_and_verify() {
             "--bench-report",
             bench_file.to_str().unwrap(),
         ]],
-        Some("H200 SXM"),
+        // Host 0, whose GPU UUID is pinned (an agent otherwise derives it from its key).
+        Some("H200 SXM; host=0"),
     );
 
     // The registration, then the agent's two reports, among the GPU's records.

@@ -148,6 +148,10 @@ impl FromStr for Fault {
     }
 }
 
+/// The host number of a profile without `host=N` (outside `pog agent`): its GPUs have the
+/// UUIDs `GPU-00000051-0000-0000-0000-0000000000NN`.
+pub const DEFAULT_HOST: u64 = 0;
+
 /// The most GPUs of one model a profile may ask for (`xN`).
 pub const MAX_SIM_GPUS: usize = 64;
 
@@ -169,6 +173,12 @@ pub enum ProfileError {
     /// The fault acts on more GPUs than the host has (that NVML lists).
     #[error("fault {fault} needs at least {needed} simulated GPU(s) that NVML lists")]
     TooFewGpus { fault: Fault, needed: usize },
+    /// A `host=N` whose N is not a whole number from 0 to 2^64 - 1.
+    #[error("bad host number {0:?} in simulation profile; use host=N with N from 0 to {max}", max = u64::MAX)]
+    BadHost(String),
+    /// `host=N` given more than once.
+    #[error("host=N is given twice in simulation profile; give it once")]
+    HostTwice,
     /// The fault needs GPU 0 to have two readable NVLinks.
     #[error("fault {0} needs a simulated GPU with readable NVLinks (an SXM model)")]
     NoNvlink(Fault),
@@ -195,10 +205,24 @@ pub struct SimPlatform {
 
 impl SimPlatform {
     /// Parses a profile such as `"H200 SXM x2; duplicate-uuid, ecc-off"`: comma-separated spec
-    /// models (each optionally `xN`), then after `;` the faults to inject. An empty model list
-    /// is a host without GPUs.
+    /// models (each optionally `xN`), then after `;` the faults to inject and, optionally,
+    /// `host=N` (see [`SimPlatform::from_profile_or_host`]). An empty model list is a host
+    /// without GPUs. Without `host=` it is host [`DEFAULT_HOST`].
     pub fn from_profile(profile: &str) -> Result<SimPlatform, ProfileError> {
-        let (models, faults) = profile.split_once(';').unwrap_or((profile, ""));
+        SimPlatform::from_profile_or_host(profile, DEFAULT_HOST)
+    }
+
+    /// Parses a profile as [`SimPlatform::from_profile`] does, building host number
+    /// `default_host` when the profile has no `host=N`. The host number seeds every identity a
+    /// validator keys on (GPU UUIDs, serial numbers, the hostname), so hosts of different
+    /// numbers never share a GPU and the same number always gives the same GPUs. A host
+    /// number taken from `default_host` (other than [`DEFAULT_HOST`]) is written into the
+    /// profile the host reports, so that the profile alone rebuilds the host.
+    pub fn from_profile_or_host(
+        profile: &str,
+        default_host: u64,
+    ) -> Result<SimPlatform, ProfileError> {
+        let (models, options) = profile.split_once(';').unwrap_or((profile, ""));
         let db = SpecDb::embedded();
         let mut specs = Vec::new();
         for item in models.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -222,20 +246,44 @@ impl SimPlatform {
                 .ok_or_else(|| ProfileError::UnknownModel(model.to_string()))?;
             specs.extend(std::iter::repeat_n(spec, count));
         }
-        let mut sim = SimPlatform::healthy(&specs);
-        sim.profile = profile.trim().to_string();
-        for fault in faults.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            sim.inject(fault.parse()?)?;
+        let mut host = None;
+        let mut faults = Vec::new();
+        for item in options.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match item.strip_prefix("host=") {
+                Some(_) if host.is_some() => return Err(ProfileError::HostTwice),
+                Some(n) => {
+                    let n = n.trim();
+                    let parsed = n
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|_| n.bytes().all(|b| b.is_ascii_digit()));
+                    host = Some(parsed.ok_or_else(|| ProfileError::BadHost(n.to_string()))?);
+                }
+                None => faults.push(item.parse::<Fault>()?),
+            }
+        }
+        let mut sim = SimPlatform::healthy(&specs, host.unwrap_or(default_host));
+        sim.profile = match host {
+            None if default_host != DEFAULT_HOST => {
+                let base = profile.trim().trim_end_matches(';').trim_end();
+                let sep = if base.contains(';') { "," } else { ";" };
+                format!("{base}{sep} host={default_host}")
+            }
+            _ => profile.trim().to_string(),
+        };
+        for fault in faults {
+            sim.inject(fault)?;
         }
         Ok(sim)
     }
 
-    /// A consistent, healthy bare-metal host with these GPUs.
-    pub fn healthy(specs: &[&GpuSpec]) -> SimPlatform {
+    /// A consistent, healthy bare-metal host with these GPUs, number `host` (which seeds the
+    /// GPUs' UUIDs and serial numbers and the hostname).
+    pub fn healthy(specs: &[&GpuSpec], host: u64) -> SimPlatform {
         let gpus: Vec<GpuFacts> = specs
             .iter()
             .enumerate()
-            .map(|(i, s)| sim_gpu(i as u32, s))
+            .map(|(i, s)| sim_gpu(host, i as u32, s))
             .collect();
         let smi_gpus = gpus
             .iter()
@@ -325,7 +373,7 @@ impl SimPlatform {
                 }),
             },
             host: HostInfo {
-                hostname: Reading::Value("simulated-host".into()),
+                hostname: Reading::Value(format!("simulated-host-{host}")),
                 os: Reading::Value("Simulated Linux".into()),
                 kernel: Reading::Value("6.8.0-sim".into()),
                 cpu: Reading::Value(CpuInfo {
@@ -728,16 +776,22 @@ fn sim_topology(specs: &[&GpuSpec]) -> Vec<GpuPair> {
     pairs
 }
 
-fn sim_gpu(i: u32, spec: &GpuSpec) -> GpuFacts {
+/// GPU `i` of simulated host number `host`. Its UUID is `GPU-00000051-` then the host number
+/// (8 bytes) then `i` (4 bytes), and its serial number is the host number's digits before the
+/// 13 digits of `1650000000000 + i`: host 0's GPUs keep the identities pinned in tests and
+/// docs, and no two (host, GPU) pairs share a UUID or a serial.
+fn sim_gpu(host: u64, i: u32, spec: &GpuSpec) -> GpuFacts {
     let mut uuid = [0u8; 16];
     uuid[..4].copy_from_slice(&0x51u32.to_be_bytes());
+    uuid[4..12].copy_from_slice(&host.to_be_bytes());
     uuid[12..].copy_from_slice(&i.to_be_bytes());
+    let serial = u128::from(host) * 10u128.pow(13) + 1_650_000_000_000 + u128::from(i);
     let memory_total_mib = (spec.memory_gib * 1024.0 * 0.996).round() as u64;
     GpuFacts {
         index: i,
         name: Reading::Value(spec.names[0].clone()),
         uuid: Reading::Value(format_uuid(&uuid)),
-        serial: Reading::Value(format!("{:013}", 1_650_000_000_000u64 + u64::from(i))),
+        serial: Reading::Value(format!("{serial:013}")),
         board_part_number: Reading::Value("692-SIM00-0000-000".into()),
         board_id: Reading::Value(0x100 + i),
         vbios_version: Reading::Value("96.00.00.00.01".into()),
@@ -866,6 +920,84 @@ mod tests {
             err("H200 SXM x0").to_string(),
             "bad GPU count x0 for \"H200 SXM\" in simulation profile; use x1 to x64"
         );
+    }
+
+    /// Every GPU's UUID and serial as NVML reports them.
+    fn identities(sim: &SimPlatform) -> Vec<(String, String)> {
+        let nvml = sim.nvml.value().unwrap();
+        let ids: Vec<_> = nvml
+            .gpus
+            .iter()
+            .map(|g| {
+                (
+                    g.uuid.value().unwrap().clone(),
+                    g.serial.value().unwrap().clone(),
+                )
+            })
+            .collect();
+        // Every source agrees with NVML, so the host stays genuine whatever its number.
+        let cuda = sim.cuda.value().unwrap();
+        assert!(cuda
+            .devices
+            .iter()
+            .zip(&ids)
+            .all(|(d, id)| d.uuid.value() == Some(&id.0)));
+        ids
+    }
+
+    #[test]
+    fn host_numbers_give_disjoint_identities_and_the_same_number_the_same() {
+        let host = |profile: &str, default: u64| {
+            identities(&SimPlatform::from_profile_or_host(profile, default).unwrap())
+        };
+        // The default host keeps the identities that tests and docs pin.
+        let default = host("H200 SXM x2", DEFAULT_HOST);
+        assert_eq!(default[0].0, "GPU-00000051-0000-0000-0000-000000000000");
+        assert_eq!(default[1].0, "GPU-00000051-0000-0000-0000-000000000001");
+        assert_eq!(default[0].1, "1650000000000");
+        assert_eq!(default, host("H200 SXM x2; host=0", 99));
+        let seven = host("H200 SXM x2; host=7", DEFAULT_HOST);
+        assert_eq!(seven[1].0, "GPU-00000051-0000-0000-0000-000700000001");
+        assert_eq!(seven, host("H200 SXM x2", 7));
+        assert_eq!(seven, host("H200 SXM x2; host=7", DEFAULT_HOST));
+        let mut seen = std::collections::BTreeSet::new();
+        for n in [0, 1, 7, 10, 1 << 40, u64::MAX] {
+            for (uuid, serial) in host("H200 SXM x2, L4; ecc-off", n) {
+                assert!(seen.insert(uuid), "host {n}: a UUID seen on another host");
+                assert!(
+                    seen.insert(serial),
+                    "host {n}: a serial seen on another host"
+                );
+            }
+        }
+        // A host number that came from the caller is written into the profile it reports.
+        let sim = SimPlatform::from_profile_or_host("H200 SXM; ecc-off", 7).unwrap();
+        assert_eq!(sim.profile, "H200 SXM; ecc-off, host=7");
+        let sim = SimPlatform::from_profile_or_host("H200 SXM;", 7).unwrap();
+        assert_eq!(sim.profile, "H200 SXM; host=7");
+        assert_eq!(
+            identities(&SimPlatform::from_profile(&sim.profile).unwrap()),
+            identities(&sim)
+        );
+        let sim = SimPlatform::from_profile_or_host("L4; host=3", 7).unwrap();
+        assert_eq!(sim.profile, "L4; host=3");
+        assert_eq!(SimPlatform::from_profile("L4").unwrap().profile, "L4");
+    }
+
+    #[test]
+    fn bad_host_numbers_are_errors() {
+        let err = |profile: &str| SimPlatform::from_profile(profile).unwrap_err();
+        for bad in ["", "-1", "+1", "x", "18446744073709551616"] {
+            assert_eq!(
+                err(&format!("L4; host={bad}")),
+                ProfileError::BadHost(bad.into()),
+                "host={bad}"
+            );
+        }
+        assert!(err("L4; host=x")
+            .to_string()
+            .starts_with("bad host number \"x\" in simulation profile; use host=N"));
+        assert_eq!(err("L4; host=1, host=2"), ProfileError::HostTwice);
     }
 
     #[test]

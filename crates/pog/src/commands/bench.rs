@@ -33,7 +33,7 @@ fn summary(report: &BenchReport) -> String {
 }
 
 pub fn run(global: &Global, args: &BenchArgs) -> Result<Outcome> {
-    let platform = super::platform(global)?;
+    let platform = super::platform(global, pog_sim::DEFAULT_HOST)?;
     let inventory = pog_facts::collect(platform.as_ref());
     let options = BenchOptions {
         suite: args.suite,

@@ -10,7 +10,7 @@ use pog_inspect::Severity;
 use pog_node::check::StageStatus;
 
 pub fn run(global: &Global) -> Result<Outcome> {
-    let platform = super::platform(global)?;
+    let platform = super::platform(global, pog_sim::DEFAULT_HOST)?;
     let mut progress = render::Bar::new(global.json);
     let report = pog_node::check::run(platform.as_ref(), &mut progress)?;
     progress.finish();

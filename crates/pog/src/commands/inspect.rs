@@ -6,9 +6,10 @@ use crate::render;
 use anyhow::Result;
 use pog_inspect::{InspectReport, Severity};
 
-/// Collects and inspects (with a spinner on a terminal, as nvidia-smi can take seconds).
-pub fn collect_and_inspect(global: &Global) -> Result<InspectReport> {
-    let platform = platform(global)?;
+/// Collects and inspects (with a spinner on a terminal, as nvidia-smi can take seconds); a
+/// simulated host is number `sim_host` unless its profile names another.
+pub fn collect_and_inspect(global: &Global, sim_host: u64) -> Result<InspectReport> {
+    let platform = platform(global, sim_host)?;
     let spinner = render::spinner(
         global.json,
         "reading NVML, CUDA, nvidia-smi, sysfs and procfs",
@@ -28,7 +29,7 @@ pub fn verdict(report: &InspectReport) -> Verdict {
 }
 
 pub fn run(global: &Global) -> Result<Outcome> {
-    let report = collect_and_inspect(global)?;
+    let report = collect_and_inspect(global, pog_sim::DEFAULT_HOST)?;
     let verdict = verdict(&report);
     let simulated = render::is_simulated(&report.inventory.origin);
     if global.json {

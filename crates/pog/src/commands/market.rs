@@ -244,7 +244,7 @@ fn figures(global: &Global, args: &ReportArgs) -> Result<CheckFigures> {
                 .with_context(|| format!("{} is not JSON", path.display()))?
         }
         None => {
-            let platform = super::platform(global)?;
+            let platform = super::platform(global, pog_sim::DEFAULT_HOST)?;
             let mut progress = crate::render::Bar::new(global.json);
             let report = pog_node::check::run(platform.as_ref(), &mut progress)?;
             progress.finish();

@@ -80,11 +80,12 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     }
 }
 
-/// The machine to work on: this one, or the simulated double when `--simulate` asks for it.
-pub fn platform(global: &Global) -> Result<Box<dyn Platform>> {
+/// The machine to work on: this one, or the simulated double when `--simulate` asks for it,
+/// as host number `sim_host` unless its profile names another (`host=N`).
+pub fn platform(global: &Global, sim_host: u64) -> Result<Box<dyn Platform>> {
     Ok(match &global.simulate {
         Some(profile) => Box::new(
-            SimPlatform::from_profile(profile)
+            SimPlatform::from_profile_or_host(profile, sim_host)
                 .map_err(|e| anyhow::anyhow!("bad --simulate profile {profile:?}: {e}"))?,
         ),
         None => Box::new(RealPlatform::new(RealConfig {

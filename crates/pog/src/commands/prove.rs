@@ -17,7 +17,7 @@ struct ProveReport<'a> {
 }
 
 pub fn run(global: &Global, args: &ProveArgs) -> Result<Outcome> {
-    let inspect = collect_and_inspect(global)?;
+    let inspect = collect_and_inspect(global, pog_sim::DEFAULT_HOST)?;
     let options = ProveOptions {
         gpus: args.gpus.clone(),
         precision: args.precision,

@@ -64,6 +64,18 @@ async fn bind(listen: &str) -> Result<tokio::net::TcpListener> {
         .with_context(|| format!("cannot listen on {listen}"))
 }
 
+/// The simulated host an agent serves when its `--simulate` profile names none (`host=N`): the
+/// first 8 bytes of its public key, so that agents of different keys serve different GPUs
+/// (one validator takes many of them) and an agent keeps its GPUs across restarts.
+fn sim_host(identity: &pog_proof::wire::Identity) -> Result<u64> {
+    let key = hex::decode(identity.public_hex()).context("reading the agent's public key")?;
+    let head: [u8; 8] = key
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .context("the agent's public key is shorter than 8 bytes")?;
+    Ok(u64::from_be_bytes(head))
+}
+
 /// Serves this host's genuine GPUs.
 pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
     let rt = runtime()?;
@@ -73,7 +85,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
         pog_node::serve::stop_signal().context("installing the signal handlers")?
     };
     let identity = pog_node::keys::load_or_create(&data_dir(global)?.join("agent.key"))?;
-    let report = super::inspect::collect_and_inspect(global)?;
+    let report = super::inspect::collect_and_inspect(global, sim_host(&identity)?)?;
     let simulated = crate::render::is_simulated(&report.inventory.origin);
     let gpus: Vec<GpuClaim> = report
         .inspection
@@ -110,6 +122,12 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
     let mark = if simulated { "SIMULATED " } else { "" };
     let (watch, metrics_listener) = super::agent_health::start(&rt, &gpus, simulated, args)?;
     say(format_args!("{mark}agent key: {}", identity.public_hex()));
+    if let pog_facts::Origin::Simulated { profile } = &report.inventory.origin {
+        say(format_args!(
+            "SIMULATED host {profile:?}: its GPUs' UUIDs and serials come from host=N, which \
+             defaults to a number derived from the agent key"
+        ));
+    }
     for why in &made.no_figures {
         say(format_args!("{mark}no benchmark record: {why}"));
     }
