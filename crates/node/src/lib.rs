@@ -6,6 +6,7 @@
 //! and `pog check`'s inspect → bench → prove ([`check`]).
 
 pub mod agent;
+mod buckets;
 pub mod check;
 pub mod clock;
 pub mod endpoint;

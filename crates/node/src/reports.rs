@@ -948,12 +948,9 @@ pub fn check_report(
 }
 
 /// Hourly budgets of report bytes: a token bucket per key (a GPU's UUID, or a source address
-/// as text) holding at most an hour's budget, refilled evenly over the hour.
-struct Budgets {
-    /// Bytes an hour (and the burst).
-    per_hour: f64,
-    buckets: HashMap<String, (f64, Instant)>,
-}
+/// as text) holding at most an hour's budget, refilled evenly over the hour
+/// ([`crate::buckets::TokenBuckets`], a token a byte).
+struct Budgets(crate::buckets::TokenBuckets<String>);
 
 /// GPUs (or addresses) a budget remembers at once; beyond this, full buckets (unused for an
 /// hour) are forgotten first, and a report for a new one waits ([`ReportError::Crowded`]).
@@ -966,57 +963,32 @@ impl Budgets {
     /// Budgets of `kib_per_hour` KiB an hour each, never less than one report of
     /// [`MAX_REPORT_BYTES`] (every report must fit some time).
     fn new(kib_per_hour: u32) -> Budgets {
-        Budgets {
-            per_hour: (f64::from(kib_per_hour) * 1024.0).max(MAX_REPORT_BYTES as f64),
-            buckets: HashMap::new(),
-        }
+        Budgets(crate::buckets::TokenBuckets::new(
+            (f64::from(kib_per_hour) * 1024.0).max(MAX_REPORT_BYTES as f64),
+            Duration::from_secs(3600),
+            MAX_TRACKED,
+        ))
     }
 
     /// The budget in KiB an hour, as refusals state it.
     fn kib_per_hour(&self) -> u64 {
-        (self.per_hour / 1024.0) as u64
-    }
-
-    /// The bytes `key` has at `now`, refilled; `None` when the budget already tracks as many
-    /// keys as it may and none can be forgotten.
-    fn tokens(&mut self, key: &str, now: Instant) -> Option<&mut f64> {
-        let refill = |tokens: f64, since: Instant, per_hour: f64| {
-            (tokens + now.duration_since(since).as_secs_f64() * per_hour / 3600.0).min(per_hour)
-        };
-        if self.buckets.len() >= MAX_TRACKED && !self.buckets.contains_key(key) {
-            let per_hour = self.per_hour;
-            self.buckets
-                .retain(|_, (tokens, last)| refill(*tokens, *last, per_hour) < per_hour);
-            if self.buckets.len() >= MAX_TRACKED {
-                return None;
-            }
-        }
-        let (tokens, last) = self
-            .buckets
-            .entry(key.to_string())
-            .or_insert((self.per_hour, now));
-        *tokens = refill(*tokens, *last, self.per_hour);
-        *last = now;
-        Some(tokens)
+        (self.0.capacity() / 1024.0) as u64
     }
 
     /// Whole seconds from `now` until `key` has `charge` bytes (0: it has them now); `None`
-    /// as for [`Budgets::tokens`].
+    /// when the budget tracks as many keys as it may and none can be forgotten.
     fn wait_s(&mut self, key: &str, charge: usize, now: Instant) -> Option<u64> {
-        let per_hour = self.per_hour;
-        let short = charge as f64 - *self.tokens(key, now)?;
-        Some(if short > 0.0 {
-            (short * 3600.0 / per_hour).ceil().max(1.0) as u64
-        } else {
+        let wait = self.0.wait(&key.to_string(), charge as f64, now)?;
+        Some(if wait.is_zero() {
             0
+        } else {
+            wait.as_secs_f64().ceil().max(1.0) as u64
         })
     }
 
     /// Spends `charge` bytes of `key`'s, which [`Budgets::wait_s`] found there.
     fn spend(&mut self, key: &str, charge: usize, now: Instant) {
-        if let Some(tokens) = self.tokens(key, now) {
-            *tokens -= charge as f64;
-        }
+        self.0.spend(&key.to_string(), charge as f64, now);
     }
 }
 

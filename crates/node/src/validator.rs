@@ -536,53 +536,29 @@ impl Default for Config {
 /// The longest UUID, bus id or model name a registration may carry.
 const MAX_FIELD_BYTES: usize = 128;
 
-/// Source addresses the registration rate limiter remembers at once; beyond this, the ones
-/// idle longest are forgotten first.
+/// Source addresses a rate limiter remembers at once; beyond this, those with full buckets
+/// are forgotten, and a new one waits while all are active.
 const MAX_TRACKED_SOURCES: usize = 100_000;
 
-/// A token bucket per source address.
-pub(crate) struct RateLimiter {
-    per_minute: f64,
-    buckets: HashMap<std::net::IpAddr, (f64, Instant)>,
-}
+/// Requests per source address (an IPv4 address or IPv6 /64) per minute, a token each
+/// ([`crate::buckets::TokenBuckets`]).
+pub(crate) struct RateLimiter(crate::buckets::TokenBuckets<std::net::IpAddr>);
 
 impl RateLimiter {
     /// Buckets of `per_minute` tokens (the burst too), refilled evenly over a minute.
     pub(crate) fn per_minute(per_minute: f64) -> RateLimiter {
-        RateLimiter {
-            per_minute,
-            buckets: HashMap::new(),
-        }
+        RateLimiter(crate::buckets::TokenBuckets::new(
+            per_minute.max(1.0),
+            Duration::from_secs(60),
+            MAX_TRACKED_SOURCES,
+        ))
     }
 
-    /// Takes a token for `source` (an IPv4 address or IPv6 /64); false when its bucket is
-    /// empty.
+    /// Takes a token for `source`; false when its bucket is empty, or when the limiter
+    /// remembers as many sources as it may, all of them active.
     pub(crate) fn allow(&mut self, source: std::net::IpAddr) -> bool {
-        let source = crate::serve::source_key(source);
-        let now = Instant::now();
-        if self.buckets.len() >= MAX_TRACKED_SOURCES && !self.buckets.contains_key(&source) {
-            // Full buckets (idle a minute) carry no state worth keeping; beyond that the
-            // longest-idle half goes. Never all at once: that would refill every bucket.
-            let horizon = Duration::from_secs(60);
-            self.buckets
-                .retain(|_, (_, last)| now.duration_since(*last) < horizon);
-            if self.buckets.len() >= MAX_TRACKED_SOURCES {
-                let mut idle: Vec<Instant> = self.buckets.values().map(|(_, last)| *last).collect();
-                idle.sort();
-                let cut = idle[idle.len() / 2];
-                self.buckets.retain(|_, (_, last)| *last > cut);
-            }
-        }
-        let (tokens, last) = self.buckets.entry(source).or_insert((self.per_minute, now));
-        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * self.per_minute / 60.0)
-            .min(self.per_minute);
-        *last = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            true
-        } else {
-            false
-        }
+        self.0
+            .take_one(&crate::serve::source_key(source), Instant::now())
     }
 }
 
@@ -720,10 +696,9 @@ impl Validator {
             registry: Mutex::new(registry),
             client,
             round_trips: Mutex::new(HashMap::new()),
-            limiter: Mutex::new(RateLimiter {
-                per_minute: f64::from(config.registrations_per_minute.max(1)),
-                buckets: HashMap::new(),
-            }),
+            limiter: Mutex::new(RateLimiter::per_minute(f64::from(
+                config.registrations_per_minute,
+            ))),
             reports: crate::reports::ReportDesk::new(
                 config.report_kib_per_gpu_per_hour,
                 config.report_kib_per_source_per_hour,
