@@ -7,6 +7,8 @@
 //! `pog-sim` for the simulated test double; `pog-inspect` and `pog-bench` depend only on this
 //! crate, so their logic is tested without a GPU library in sight.
 
+#![warn(missing_docs)]
+
 pub mod compute;
 pub mod facts;
 pub mod hostbench;

@@ -49,6 +49,7 @@ pub const RELIABILITY_WINDOW: usize = 20;
 pub struct RecordSummary {
     /// The record's number in the validator's store (increasing with time).
     pub id: i64,
+    /// When the validator stored it, ms since the Unix epoch.
     pub recorded_at_ms: u64,
     /// The model the GPU was challenged as.
     pub model: String,
@@ -57,6 +58,7 @@ pub struct RecordSummary {
     pub agent: Option<String>,
     /// The GPU is the simulated test double.
     pub simulated: bool,
+    /// The validator accepted the proof: its spot checks right, within the model's time bound.
     pub accepted: bool,
     /// The record can speak for the model (a per-model plan, a precision where it leads).
     pub proves_model: bool,
@@ -149,6 +151,7 @@ impl RecordSummary {
 /// What the validator knows of one GPU.
 #[derive(Debug, Clone, Copy)]
 pub struct GpuHistory<'a> {
+    /// The GPU's UUID.
     pub uuid: &'a str,
     /// The model it is registered as now; `None` once it has left the registry.
     pub registered_model: Option<&'a str>,
@@ -174,20 +177,25 @@ pub struct GpuHistory<'a> {
 /// A GPU's score from the validator's records, with every reason it is less than it could be.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Assessment {
+    /// The GPU assessed (its UUID).
     pub gpu_uuid: String,
     /// The model scored (the registered one).
     pub model: Option<String>,
+    /// The GPU is the simulated test double: everything counts 0 ([`crate::score::SIMULATED`]).
     pub simulated: bool,
     /// The score: the host formula over this GPU alone, CPU, RAM and storage not measured.
     pub score: f64,
     /// The GPU's verified worth in reference GPUs, after reliability (0 when not verified):
     /// what a GPU-hour of it is priced on.
     pub gpu_worth: f64,
-    /// The latest proof record the assessment rests on, and whether it was accepted.
+    /// The id of the latest proof record the assessment rests on.
     pub latest_record: Option<i64>,
+    /// Whether that record was accepted.
     pub latest_accepted: Option<bool>,
-    /// Proofs passed and answered in the window.
+    /// Proofs accepted in the window.
     pub proofs_passed: u64,
+    /// Proofs answered in the window, rightly or wrongly (an unanswered round counts in
+    /// `uptime`, not here).
     pub proofs_total: u64,
     /// The window's uptime; `None` before its first round.
     pub uptime: Option<Uptime>,
@@ -449,6 +457,7 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
 /// A price for an assessed GPU, or why it has none.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pricing {
+    /// The price of a GPU-hour of it, with every factor; `None` when it is not priced.
     pub quote: Option<Quote>,
     /// Why there is no price, when there is none.
     pub unpriced: Option<String>,

@@ -163,6 +163,7 @@ impl Market {
 pub struct OpenOrder<'b> {
     /// Its place in the book's sequence ([`Book::submit`] returned it).
     pub sequence: u64,
+    /// The order, with what is left of its quantity after earlier clearings.
     pub order: &'b Order,
     /// When it leaves the book unfilled, ms since the Unix epoch.
     pub expires_at_ms: u64,

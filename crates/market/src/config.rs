@@ -12,7 +12,9 @@ pub const DEFAULT_TOML: &str = include_str!("../data/market.toml");
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// The score's weights, references, thresholds and reliability.
     pub score: ScoreConfig,
+    /// The price curve and the classes' $ per TFLOP-hour.
     pub price: PriceConfig,
 }
 
@@ -20,13 +22,21 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScoreConfig {
+    /// The four parts' shares of the score.
     pub weights: PartWeights,
+    /// How a figure's ratio to its reference becomes what it counts.
     pub normalize: Normalize,
+    /// One GPU: its figures' weights and the reference GPU.
     pub gpu: GpuConfig,
+    /// How several GPUs in a host add up.
     pub multi_gpu: MultiGpu,
+    /// The CPU part's reference.
     pub cpu: CpuConfig,
+    /// The RAM part's weights and references.
     pub ram: RamConfig,
+    /// The storage part's weights and references.
     pub storage: StorageConfig,
+    /// The reliability multiplier's parameters.
     pub reliability: ReliabilityConfig,
 }
 
@@ -34,9 +44,13 @@ pub struct ScoreConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PartWeights {
+    /// The GPUs' share (0.55 by default).
     pub gpu: f64,
+    /// The CPU's share (0.20 by default).
     pub cpu: f64,
+    /// The RAM's share (0.15 by default).
     pub ram: f64,
+    /// The storage's share (0.10 by default).
     pub storage: f64,
 }
 
@@ -45,8 +59,11 @@ pub struct PartWeights {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Normalize {
+    /// Below this ratio a figure counts nothing: too little to be of practical use.
     pub floor: f64,
+    /// What each unit of ratio above 1 counts: a figure beyond the reference earns less.
     pub above_slope: f64,
+    /// The most any figure counts, at least 1.
     pub cap: f64,
 }
 
@@ -68,17 +85,28 @@ impl Normalize {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpuConfig {
+    /// Weight of the FP16/BF16 tensor GEMM rate, the better of the two.
     pub tensor: f64,
+    /// Weight of the FP32 GEMM rate.
     pub fp32: f64,
+    /// Weight of the memory capacity.
     pub memory: f64,
+    /// Weight of the memory bandwidth.
     pub bandwidth: f64,
+    /// Weight of the sustained GEMM's median rate.
     pub sustained: f64,
     /// The reference GPU's model, as the spec database names it.
     pub reference_model: String,
+    /// The reference GPU's FP16/BF16 tensor GEMM rate, TFLOP/s; also the verified TFLOP/s
+    /// a GPU that counts 1 is priced as ([`crate::quote`]).
     pub reference_tensor_tflops: f64,
+    /// The reference GPU's FP32 GEMM rate, TFLOP/s.
     pub reference_fp32_tflops: f64,
+    /// The reference GPU's memory capacity, GiB (as the driver reports it).
     pub reference_memory_gib: f64,
+    /// The reference GPU's memory bandwidth, GB/s.
     pub reference_bandwidth_gbs: f64,
+    /// The reference GPU's sustained GEMM median, TFLOP/s.
     pub reference_sustained_tflops: f64,
 }
 
@@ -86,7 +114,9 @@ pub struct GpuConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MultiGpu {
+    /// What each next-best GPU counts relative to the one before, in (0, 1].
     pub decay: f64,
+    /// The most GPUs that count in one host (8 by default: one HGX board).
     pub max_gpus: usize,
 }
 
@@ -101,6 +131,7 @@ impl MultiGpu {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CpuConfig {
+    /// The reference host's all-core FP64 rate per GPU, GFLOP/s.
     pub reference_gflops: f64,
 }
 
@@ -108,9 +139,13 @@ pub struct CpuConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RamConfig {
+    /// Weight of the capacity.
     pub capacity: f64,
+    /// Weight of the bandwidth.
     pub bandwidth: f64,
+    /// The reference capacity per GPU, GiB.
     pub reference_gib: f64,
+    /// The reference STREAM triad bandwidth per GPU, GB/s.
     pub reference_gbs: f64,
 }
 
@@ -118,10 +153,15 @@ pub struct RamConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StorageConfig {
+    /// Weight of the speed (the mean of the normalized read and write).
     pub speed: f64,
+    /// Weight of the capacity.
     pub capacity: f64,
+    /// The reference sequential read per GPU, MB/s (O_DIRECT).
     pub reference_read_mbs: f64,
+    /// The reference sequential write per GPU, MB/s (O_DIRECT).
     pub reference_write_mbs: f64,
+    /// The reference capacity per GPU, GB (10⁹ bytes).
     pub reference_gb: f64,
 }
 
@@ -129,9 +169,14 @@ pub struct StorageConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReliabilityConfig {
+    /// The proof factor of a GPU with no proof history yet: a newcomer is discounted, not
+    /// zeroed.
     pub unknown_proof_rate: f64,
+    /// A proof success rate at or below this counts 0; above it the factor rises linearly to 1.
     pub proof_floor: f64,
+    /// An uptime at or below this counts 0; above it the factor rises linearly to 1.
     pub uptime_floor: f64,
+    /// What each anomaly counted multiplies the reliability by.
     pub anomaly_factor: f64,
     /// The slow-down of a window's proofs against the GPU's earlier ones (`measured.decay` of
     /// a health record) above which the validator counts it as an anomaly.
@@ -166,16 +211,25 @@ fn default_ignored_xids() -> Vec<u32> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PriceConfig {
+    /// The utilization the market aims at: above it prices rise, below it they fall.
     pub target_utilization: f64,
+    /// How strongly the distance from the target utilization moves the price:
+    /// `1 + sensitivity × (u − target)`.
     pub utilization_sensitivity: f64,
+    /// The exponent of demand pressure: `(bid GPU-hours / ask GPU-hours) ^ elasticity`.
     pub demand_elasticity: f64,
+    /// The lowest the market factor (utilization × demand) may go, in (0, 1].
     pub min_market_factor: f64,
+    /// The highest the market factor may go, in [1, 100].
     pub max_market_factor: f64,
     /// How many of a class's latest clearings (with GPU-hours offered) its utilization is
     /// measured over; until it has one, utilization is taken at the target (neutral).
     #[serde(default = "default_utilization_clearings")]
     pub utilization_clearings: usize,
+    /// Price points kept per class in the [`PriceHistory`](crate::PriceHistory), oldest dropped
+    /// first.
     pub history_per_class: usize,
+    /// The price classes (`[[price.class]]` in TOML); a GPU's memory type picks one.
     #[serde(rename = "class")]
     pub classes: Vec<PriceClass>,
 }
@@ -188,8 +242,12 @@ fn default_utilization_clearings() -> usize {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PriceClass {
+    /// Its name, as orders and quotes name the class (`datacenter`, `workstation`).
     pub name: String,
+    /// The memory types (`HBM3e`, `GDDR6X`, …) whose GPUs belong to it, any case.
     pub memory_types: Vec<String>,
+    /// Dollars per verified TFLOP-hour of reference work: the price of a GPU-hour is its
+    /// verified TFLOP/s times this, before market and reliability.
     pub usd_per_tflop_hour: f64,
 }
 

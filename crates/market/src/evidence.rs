@@ -41,15 +41,21 @@ pub enum EvidenceError {
     /// The body is not a record of the expected kind (a field missing or of the wrong type).
     #[error("record {id} is not a readable {kind}: {why}")]
     Malformed {
+        /// The record's number in the validator's store.
         id: i64,
+        /// What it was read as (`health record`, `missed-round record`).
         kind: &'static str,
+        /// What did not parse, in serde's words.
         why: String,
     },
     /// A readable record whose values cannot be right.
     #[error("record {id} ({kind}): {why}")]
     Invalid {
+        /// The record's number in the validator's store.
         id: i64,
+        /// What it was read as (`health record`, `missed-round record`).
         kind: &'static str,
+        /// What cannot be right, in words.
         why: String,
     },
 }
@@ -72,6 +78,7 @@ pub fn utc(at_ms: u64) -> String {
 pub struct MissedRound {
     /// The record's number in the validator's store.
     pub id: i64,
+    /// When the validator stored it, ms since the Unix epoch.
     pub recorded_at_ms: u64,
     /// The agent that owned the GPU then.
     pub agent: String,
@@ -107,14 +114,26 @@ impl MissedRound {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Round {
     /// The round's proofs were accepted: the GPU was up and proven.
-    Proven { at_ms: u64 },
+    Proven {
+        /// When the round was recorded, ms since the Unix epoch.
+        at_ms: u64,
+    },
     /// The agent answered, but wrongly (a rejected or malformed answer, a protocol breach, an
     /// HTTP error): the GPU was not proven that round.
-    Failed { at_ms: u64 },
+    Failed {
+        /// When the round was recorded, ms since the Unix epoch.
+        at_ms: u64,
+    },
     /// The validator challenged the GPU and nothing came back in time.
-    Unanswered { at_ms: u64 },
+    Unanswered {
+        /// When the round was recorded, ms since the Unix epoch.
+        at_ms: u64,
+    },
     /// The validator did not challenge it, backing off after unanswered rounds.
-    Skipped { at_ms: u64 },
+    Skipped {
+        /// When the round was recorded, ms since the Unix epoch.
+        at_ms: u64,
+    },
 }
 
 impl Round {
@@ -131,6 +150,7 @@ impl Round {
 /// The uptime over a window of rounds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Uptime {
+    /// Rounds in the window.
     pub rounds: u32,
     /// Rounds the agent answered, rightly or wrongly (`proven + failed`).
     pub answered: u32,
@@ -140,7 +160,9 @@ pub struct Uptime {
     /// Rounds answered wrongly.
     #[serde(default)]
     pub failed: u32,
+    /// Rounds in which the validator challenged the GPU and nothing came back in time.
     pub unanswered: u32,
+    /// Rounds the schedule skipped, backing off after unanswered ones.
     pub skipped: u32,
     /// `proven / rounds`.
     pub fraction: f64,
@@ -199,18 +221,26 @@ impl Uptime {
 /// One alert of the agent's, as a health record carries it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportedAlert {
+    /// When the agent raised it, ms since the Unix epoch.
     pub t_ms: u64,
+    /// Which of the agent's detectors raised it (`xid` alerts are the XIDs below).
     pub kind: String,
+    /// `info`, `warning` or `critical`; only the last two are anomalies.
     pub severity: String,
 }
 
 /// What the agent reported for a window (self-reported).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReportedHealth {
+    /// Samples the agent took in the window; a report without any counts as unreported.
     pub samples: u64,
+    /// The alerts raised, perhaps only the first of them (`alerts_total` counts all).
     pub alerts: Vec<ReportedAlert>,
+    /// Alerts raised in the window, listed or not.
     pub alerts_total: u64,
+    /// The XID codes seen, perhaps only the first of them (`xid_total` counts all).
     pub xids: Vec<u32>,
+    /// XIDs seen in the window, listed or not.
     pub xid_total: u64,
 }
 
@@ -231,12 +261,15 @@ impl ReportedHealth {
 pub struct HealthEvidence {
     /// The record's number in the validator's store.
     pub id: i64,
+    /// When the validator stored it, ms since the Unix epoch.
     pub recorded_at_ms: u64,
     /// The agent asked.
     pub agent: String,
+    /// The GPU is the simulated test double (its records are left out of the count).
     pub simulated: bool,
-    /// The window, the validator's clock (Unix ms).
+    /// The window's start, ms since the Unix epoch on the validator's clock.
     pub from_ms: u64,
+    /// The window's end, likewise (not before `from_ms`).
     pub to_ms: u64,
     /// The agent's summary; `None` when it did not answer well.
     pub reported: Option<ReportedHealth>,
@@ -347,6 +380,7 @@ pub enum Signal {
 /// One anomaly counted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Anomaly {
+    /// Where it comes from.
     pub signal: Signal,
     /// How many anomalies it counts for.
     pub weight: u32,

@@ -30,6 +30,8 @@
 //!
 //! Everything serializes with serde in snake_case; amounts are integers named `*_micro_usd`.
 
+#![warn(missing_docs)]
+
 pub mod appraisal;
 pub mod auction;
 pub mod book;

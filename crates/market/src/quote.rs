@@ -151,6 +151,7 @@ pub struct PricePoint {
     pub subject: String,
     /// Why it was quoted again: a proof, health, a market change.
     pub cause: String,
+    /// The price and every factor it was made of.
     pub quote: Quote,
 }
 

@@ -36,6 +36,7 @@ pub enum ReportError {
 /// A check report's figures, with what the reader had to say about them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckFigures {
+    /// The figures the score reads.
     pub host: HostFigures,
     /// The report came from the simulated test double: nothing in it is a measurement.
     pub simulated: bool,

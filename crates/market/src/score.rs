@@ -46,11 +46,20 @@ pub enum ProofStatus {
     /// Accepted within the claimed model's time bound. `proves_model` is false for a test plan
     /// or a precision in which the model does not lead its slower neighbours (the validator's
     /// `Record::proves_model`).
-    Accepted { proves_model: bool },
+    Accepted {
+        /// The proof speaks for the model, so the GPU's figures count.
+        proves_model: bool,
+    },
     /// Rejected, or the exchange failed.
-    Failed { reason: String },
+    Failed {
+        /// Why, in words.
+        reason: String,
+    },
     /// No proof ran (why, e.g. a simulated host).
-    Missing { reason: String },
+    Missing {
+        /// Why no proof ran, in words.
+        reason: String,
+    },
 }
 
 /// One GPU's figures, as the caller read them from its reports. A figure that is missing,
@@ -82,13 +91,16 @@ pub struct GpuFigures {
 /// The host's CPU: cores × measured per-core FP64 GFLOP/s (measured with every core loaded).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CpuFigures {
+    /// Cores measured, all loaded at once.
     pub cores: u32,
+    /// FP64 GFLOP/s per core, measured with every core loaded.
     pub per_core_gflops: f64,
 }
 
 /// The host's memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RamFigures {
+    /// Capacity, GiB.
     pub capacity_gib: Option<f64>,
     /// STREAM triad, GB/s.
     pub bandwidth_gbs: Option<f64>,
@@ -111,8 +123,10 @@ pub struct StorageFigures {
 /// (`unknown_proof_rate`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReliabilityFigures {
-    /// Proofs accepted and proofs answered, over the validator's window.
+    /// Proofs accepted over the validator's window (counted up to `proofs_total`).
     pub proofs_passed: u64,
+    /// Proofs answered over the validator's window; 0 when there is no history
+    /// (`unknown_proof_rate` counts instead).
     pub proofs_total: u64,
     /// Fraction of the validator's rounds in which the host answered its challenges, 0–1;
     /// `None` when not known (no round yet, or a host's own report).
@@ -131,24 +145,36 @@ pub struct ReliabilityFigures {
 /// Everything the score reads about one host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostFigures {
+    /// Each GPU's figures, in any order (the score sorts them best first).
     pub gpus: Vec<GpuFigures>,
+    /// The CPU; `None` when not measured (the CPU part counts 0).
     pub cpu: Option<CpuFigures>,
+    /// The RAM; `None` when not measured (the RAM part counts 0).
     pub ram: Option<RamFigures>,
+    /// The storage; `None` when not measured (the storage part counts 0).
     pub storage: Option<StorageFigures>,
+    /// What is known of the host's reliability.
     pub reliability: ReliabilityFigures,
 }
 
 /// One GPU's score.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuScore {
+    /// The GPU's name in the output ([`GpuFigures::label`]).
     pub label: String,
+    /// The model as inspected (and proven), if known.
     pub model: Option<String>,
+    /// Measured here, or from the spec database.
     pub source: FigureSource,
-    /// What each figure counts after normalization (0 to the cap), by name.
+    /// The tensor figure after normalization, 0 to the cap.
     pub tensor: f64,
+    /// The FP32 figure after normalization, 0 to the cap.
     pub fp32: f64,
+    /// The memory capacity after normalization, 0 to the cap.
     pub memory: f64,
+    /// The memory bandwidth after normalization, 0 to the cap.
     pub bandwidth: f64,
+    /// The sustained throughput after normalization, 0 to the cap.
     pub sustained: f64,
     /// The weighted sum of the figures: what the GPU would count if verified.
     pub potential: f64,
@@ -176,18 +202,27 @@ pub struct Part {
 /// The four parts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Parts {
+    /// The GPUs: `Σ decay^i · g_i` over the GPUs counted.
     pub gpu: Part,
+    /// The CPU, judged per GPU counted.
     pub cpu: Part,
+    /// The RAM (capacity and bandwidth), judged per GPU counted.
     pub ram: Part,
+    /// The storage (speed and capacity), judged per GPU counted.
     pub storage: Part,
 }
 
 /// The reliability multiplier and its factors.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reliability {
+    /// `proofs × uptime × anomalies`, 0–1: what the score is multiplied by.
     pub factor: f64,
+    /// From the proof success rate: 0 at or below `proof_floor`, rising linearly to 1 at a
+    /// rate of 1; `unknown_proof_rate` without a history.
     pub proofs: f64,
+    /// From the uptime, mapped likewise from `uptime_floor`; 1 when not known.
     pub uptime: f64,
+    /// `anomaly_factor^anomalies`; 1 when not known.
     pub anomalies: f64,
     /// What was assumed for what was not known.
     pub notes: Vec<String>,
@@ -204,7 +239,9 @@ pub struct Score {
     pub gpus_counted: usize,
     /// `Σ decay^i` over the GPUs counted: the host's effective GPU count.
     pub effective_gpus: f64,
+    /// The four parts, each weighted.
     pub parts: Parts,
+    /// The multiplier applied to `before_reliability`, and its factors.
     pub reliability: Reliability,
     /// Per GPU, best first.
     pub gpus: Vec<GpuScore>,

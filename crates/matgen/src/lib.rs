@@ -13,6 +13,8 @@
 //! (`(row, kk)` at `row * k + kk`: the "TN" layout cuBLASLt needs for FP8 and INT8) or M-major
 //! (`(row, kk)` at `kk * m + row`: "NN", which some FP32/FP64 kernels prefer); see [`ALayout`].
 
+#![warn(missing_docs)]
+
 use pog_spec::Precision;
 
 /// The CUDA C twin of [`bits`], compiled by NVRTC. Kernels: `pog_fill_words(out, words, seed,
@@ -34,11 +36,17 @@ pub fn hash(seed: u64, index: u64) -> u64 {
 /// The storage format an input matrix of this precision uses (TF32 is stored as FP32).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Storage {
+    /// IEEE 754 double, 8 bytes (FP64 GEMMs).
     F64,
+    /// IEEE 754 single, 4 bytes (FP32 and TF32 GEMMs).
     F32,
+    /// IEEE 754 half, 2 bytes (FP16 GEMMs).
     F16,
+    /// bfloat16, 2 bytes (BF16 GEMMs).
     Bf16,
+    /// FP8 E4M3, 1 byte (FP8 GEMMs).
     E4m3,
+    /// Signed 8-bit integer (INT8 GEMMs).
     I8,
 }
 
@@ -351,18 +359,26 @@ pub fn decode_output(precision: Precision, bytes: &[u8]) -> Option<f64> {
 /// A GEMM `D = A·B` of seeded matrices: A is m×k (seed `seed_a`), B is k×n (seed `seed_b`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SeededGemm {
+    /// The precision the GEMM runs in; it fixes the input [`Storage`].
     pub precision: Precision,
+    /// Rows of A and of the output.
     pub m: u64,
+    /// Columns of B and of the output.
     pub n: u64,
+    /// The inner dimension: columns of A, rows of B.
     pub k: u64,
+    /// Seed of A's elements.
     pub seed_a: u64,
+    /// Seed of B's elements.
     pub seed_b: u64,
+    /// How A is laid out in memory.
     pub a_layout: ALayout,
 }
 
 /// One output element recomputed in f64, with the sums that scale honest rounding error.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Reference {
+    /// Σa·b over the row of A and column of B, summed in f64.
     pub value: f64,
     /// Σ|a·b|: scales accumulation error.
     pub abs_sum: f64,

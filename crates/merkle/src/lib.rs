@@ -17,6 +17,8 @@
 //!   and [`root_with`] ask a callback for the hash of the perfect subtree at (level, index),
 //!   O(log n) calls each.
 
+#![warn(missing_docs)]
+
 use sha2::{Digest, Sha256};
 
 /// A SHA-256 digest.

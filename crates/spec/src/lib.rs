@@ -6,6 +6,8 @@
 //! that NVML reports. What pog measured itself on real cards (benchmark medians, proof rates)
 //! lives beside it in `data/measured.toml` ([`Measurements`], through [`SpecDb::measurement`]).
 
+#![warn(missing_docs)]
+
 mod measured;
 
 pub use measured::{BenchMedians, GemmKey, Measurements, MemoryProofRate, ProofRate};
@@ -113,12 +115,19 @@ pub struct UnknownPrecision(pub String);
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PeakTflops {
+    /// FP64 peak.
     pub fp64: Option<f64>,
+    /// FP32 peak, on CUDA cores.
     pub fp32: Option<f64>,
+    /// TF32 tensor-core peak.
     pub tf32: Option<f64>,
+    /// FP16 tensor-core peak.
     pub fp16: Option<f64>,
+    /// BF16 tensor-core peak.
     pub bf16: Option<f64>,
+    /// FP8 (E4M3) tensor-core peak.
     pub fp8: Option<f64>,
+    /// INT8 tensor-core peak, TOP/s.
     pub int8: Option<f64>,
 }
 
@@ -147,18 +156,27 @@ pub struct GpuSpec {
     pub names: Vec<String>,
     /// PCI device ids (vendor 0x10de) this model is sold under.
     pub pci_device_ids: Vec<u16>,
+    /// Architecture family as NVIDIA names it, e.g. "Hopper".
     pub architecture: String,
     /// "major.minor", as CUDA reports it.
     pub compute_capability: String,
+    /// Streaming multiprocessors enabled on this model (not on the full die).
     pub sm_count: u32,
     /// Nominal memory capacity, read as GiB.
     pub memory_gib: f64,
+    /// Memory technology, e.g. "HBM3e" or "GDDR6".
     pub memory_type: String,
+    /// Memory interface width in bits.
     pub memory_bus_bits: u32,
+    /// Boost clock of the SMs, MHz.
     pub boost_clock_mhz: u32,
+    /// Peak memory bandwidth, GB/s (decimal).
     pub memory_bandwidth_gbs: f64,
+    /// Board power limit (TDP) as sold, watts.
     pub tdp_w: u32,
+    /// Highest PCIe generation the card supports.
     pub pcie_gen: u32,
+    /// Dense peak throughput per precision.
     pub peak: PeakTflops,
     /// Where every figure above comes from.
     pub sources: Vec<String>,
@@ -206,18 +224,27 @@ struct SpecFile {
 /// `source`, which error chains would print a second time).
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
+    /// The text is not TOML, or does not fit the schema.
     #[error("GPU database is not valid TOML for pog's schema: {0}")]
     Parse(toml::de::Error),
+    /// One PCI device id is listed under two models, so a lookup by id would be ambiguous.
     #[error("GPU database: PCI device id {id:#06x} is listed for both {first} and {second}")]
     DuplicateDeviceId {
+        /// The device id listed twice.
         id: u16,
+        /// The model that lists it first.
         first: String,
+        /// The model that lists it again.
         second: String,
     },
+    /// One NVML name is listed under two models, so a lookup by name would be ambiguous.
     #[error("GPU database: name {name:?} is listed for both {first} and {second}")]
     DuplicateName {
+        /// The name listed twice.
         name: String,
+        /// The model that lists it first.
         first: String,
+        /// The model that lists it again.
         second: String,
     },
     /// The measurements text does not parse into [`Measurements`].
@@ -235,15 +262,21 @@ pub enum SpecError {
     /// One model has two proof rates for the same precision and size.
     #[error("measured figures: {model} has two proof rates for {precision} at n = {size}")]
     DuplicateProofRate {
+        /// The model with the duplicate.
         model: String,
+        /// The precision of both rates.
         precision: Precision,
+        /// The matrix size n of both rates.
         size: u64,
     },
     /// A figure that is zero, negative or not a number, which nothing could be judged against.
     #[error("measured figures: {model}'s {figure} is {value}, not a positive number")]
     NotPositive {
+        /// The model the figure belongs to.
         model: String,
+        /// Which figure it is.
         figure: String,
+        /// The value found.
         value: f64,
     },
 }
