@@ -3,6 +3,8 @@
 //! injected. It exists so that CI can exercise every rule without a GPU. Its output is marked
 //! [`Origin::Simulated`] and is never a result.
 
+#![warn(missing_docs)]
+
 use pog_facts::hostbench::{HostMeasurement, HostPlan, StorageBench};
 use pog_facts::*;
 use pog_spec::{GpuSpec, SpecDb};
@@ -169,10 +171,20 @@ pub enum ProfileError {
     #[error(
         "bad GPU count x{count} for {model:?} in simulation profile; use x1 to x{MAX_SIM_GPUS}"
     )]
-    BadCount { model: String, count: String },
+    BadCount {
+        /// The model the count was given for.
+        model: String,
+        /// The count as written.
+        count: String,
+    },
     /// The fault acts on more GPUs than the host has (that NVML lists).
     #[error("fault {fault} needs at least {needed} simulated GPU(s) that NVML lists")]
-    TooFewGpus { fault: Fault, needed: usize },
+    TooFewGpus {
+        /// The fault asked for.
+        fault: Fault,
+        /// How many NVML-listed GPUs it needs.
+        needed: usize,
+    },
     /// A `host=N` whose N is not a whole number from 0 to 2^64 - 1.
     #[error("bad host number {0:?} in simulation profile; use host=N with N from 0 to {max}", max = u64::MAX)]
     BadHost(String),
@@ -193,13 +205,21 @@ fn fault_names() -> String {
 /// A simulated host: every source's answer, stored and returned as is.
 #[derive(Debug, Clone)]
 pub struct SimPlatform {
+    /// The profile it was made from (host number included), which rebuilds it.
     pub profile: String,
+    /// What NVML reports.
     pub nvml: Reading<NvmlReport>,
+    /// What the CUDA driver reports.
     pub cuda: Reading<CudaReport>,
+    /// What `nvidia-smi -q -x` reports.
     pub nvidia_smi: Reading<SmiReport>,
+    /// The kernel's PCI view of the GPUs.
     pub pci: Reading<Vec<PciGpu>>,
+    /// What the NVIDIA kernel module reports under `/proc/driver/nvidia`.
     pub proc_driver: Reading<ProcDriver>,
+    /// The process's environment (loaded libraries, preload, containers).
     pub process: ProcessEnv,
+    /// The host: CPU, memory, storage, OS.
     pub host: HostInfo,
 }
 
@@ -1022,7 +1042,9 @@ mod tests {
 /// no peer access). A test double only.
 #[derive(Debug, Clone)]
 pub struct SimFabric {
+    /// Link rate from GPU i to GPU j, GB/s one way; `None` where the pair has no peer access.
     pub rates: Vec<Vec<Option<f64>>>,
+    /// Fraction of each link rate the simulated transfers reach.
     pub efficiency: f64,
     /// Why collectives cannot run, to simulate a host without NCCL.
     pub no_collectives: Option<String>,
@@ -1088,6 +1110,7 @@ impl Fabric for SimFabric {
 /// return wrong results. A test double only: nothing it "measures" is a result.
 #[derive(Debug, Clone)]
 pub struct SimGpu {
+    /// The model simulated (its datasheet peaks set the times).
     pub spec: GpuSpec,
     /// Fraction of the datasheet peak the simulated runs reach.
     pub efficiency: f64,
