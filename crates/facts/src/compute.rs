@@ -13,15 +13,21 @@ pub enum GpuError {
     /// A CUDA driver call failed; `code` is the `CUresult`.
     #[error("{step}: CUDA error {code} ({name})")]
     Cuda {
+        /// What was being done.
         step: String,
+        /// The `CUresult` code.
         code: u32,
+        /// The code's name, e.g. `CUDA_ERROR_OUT_OF_MEMORY`.
         name: String,
     },
     /// A GPU library (cuBLASLt, NVRTC, NCCL, NVML) failed or is missing.
     #[error("{step}: {library}: {message}")]
     Library {
+        /// What was being done.
         step: String,
+        /// Which library failed.
         library: &'static str,
+        /// The library's message.
         message: String,
     },
     /// The GPU cannot do what was asked (no such precision, not enough memory, no peer
@@ -51,11 +57,17 @@ impl GpuError {
 /// A timed GEMM `D = A·B` of seeded matrices (see `pog_matgen::SeededGemm`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GemmRequest {
+    /// The precision to multiply in.
     pub precision: Precision,
+    /// Rows of A and D.
     pub m: u64,
+    /// Columns of B and D.
     pub n: u64,
+    /// The inner dimension: columns of A, rows of B.
     pub k: u64,
+    /// Seed of A's elements.
     pub seed_a: u64,
+    /// Seed of B's elements.
     pub seed_b: u64,
     /// Untimed runs before measuring (clocks, caches, lazy loading).
     pub warmup: u32,
@@ -92,11 +104,15 @@ pub struct GemmRun {
 pub enum CopyKind {
     /// Device to device (copy engine); moves each byte twice (read and write).
     DeviceToDevice,
+    /// Host to device, from page-locked (pinned) host memory.
     HostToDevicePinned,
+    /// Device to host, into page-locked (pinned) host memory.
     DeviceToHostPinned,
     /// Both directions at once on two streams; bytes counted once per direction.
     BidirectionalPinned,
+    /// Host to device, from ordinary (pageable) host memory.
     HostToDevicePageable,
+    /// Device to host, into ordinary (pageable) host memory.
     DeviceToHostPageable,
 }
 
@@ -135,9 +151,13 @@ impl CopyKind {
 /// A timed copy of `bytes`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CopyRequest {
+    /// Which copy.
     pub kind: CopyKind,
+    /// Bytes per copy.
     pub bytes: u64,
+    /// Untimed runs before measuring.
     pub warmup: u32,
+    /// Timed runs.
     pub iterations: u32,
 }
 
@@ -156,29 +176,39 @@ pub const MEMORY_PATTERNS: [&str; 6] = [
 pub struct MemtestRequest {
     /// Fraction of free memory to test (pog asks for at least 0.9).
     pub fraction: f64,
+    /// Seed of the "seeded random" pattern.
     pub seed: u64,
 }
 
 /// One pattern's pass over the tested memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PatternResult {
+    /// The pattern's name, one of [`MEMORY_PATTERNS`].
     pub pattern: String,
+    /// Words that read back wrong.
     pub bad_words: u64,
+    /// Bits that read back wrong, over all bad words.
     pub bad_bits: u64,
     /// Byte offset of the first bad word.
     pub first_bad_offset: Option<u64>,
+    /// Milliseconds to write the pattern.
     pub write_ms: f64,
+    /// Milliseconds to read it back and check it.
     pub check_ms: f64,
 }
 
 /// What the memory test found.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemtestRun {
+    /// Bytes the test covered.
     pub bytes_tested: u64,
+    /// Free device memory when the test started, bytes.
     pub free_bytes: u64,
+    /// Each pattern's result, in the order they ran.
     pub patterns: Vec<PatternResult>,
-    /// ECC, remapped-row and retired-page counters before and after (NVML).
+    /// ECC, remapped-row and retired-page counters before the test (NVML).
     pub health_before: Reading<crate::telemetry::HealthCounters>,
+    /// The same counters after the test.
     pub health_after: Reading<crate::telemetry::HealthCounters>,
 }
 
@@ -186,6 +216,7 @@ pub struct MemtestRun {
 /// plateaus.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepRequest {
+    /// Buffer sizes to measure, bytes.
     pub sizes: Vec<u64>,
     /// Each point is timed over repeats adding up to at least this long.
     pub min_ms: f64,
@@ -194,8 +225,11 @@ pub struct SweepRequest {
 /// One size of the sweep.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SweepPoint {
+    /// Buffer size, bytes.
     pub bytes: u64,
+    /// Read bandwidth, GB/s.
     pub read_gbs: f64,
+    /// Write bandwidth, GB/s.
     pub write_gbs: f64,
 }
 
@@ -203,11 +237,17 @@ pub struct SweepPoint {
 /// first, bit for bit, while NVML is sampled.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SustainedRequest {
+    /// The precision to multiply in.
     pub precision: Precision,
+    /// n of the square n×n GEMM.
     pub size: u64,
+    /// How long to keep running, seconds.
     pub seconds: f64,
+    /// Seed of A's elements.
     pub seed_a: u64,
+    /// Seed of B's elements.
     pub seed_b: u64,
+    /// Milliseconds between NVML samples.
     pub sample_interval_ms: u64,
 }
 
@@ -218,9 +258,11 @@ pub struct SustainedRun {
     pub times_ms: Vec<f64>,
     /// Output elements per GEMM.
     pub elements: u64,
-    /// Per GEMM after the first: elements that differ from the first result, and NaNs.
+    /// Per GEMM after the first: elements that differ from the first result.
     pub mismatched: Vec<u64>,
+    /// Per GEMM after the first: output elements that are NaN.
     pub nans: Vec<u64>,
+    /// NVML samples taken during the run.
     pub telemetry: Reading<Vec<crate::telemetry::TelemetrySample>>,
 }
 
@@ -228,11 +270,15 @@ pub struct SustainedRun {
 pub trait Accelerator {
     /// Free and total device memory, bytes.
     fn memory(&self) -> Result<(u64, u64), GpuError>;
+    /// Runs one timed GEMM benchmark and reads back the requested samples.
     fn gemm(&mut self, request: &GemmRequest) -> Result<GemmRun, GpuError>;
     /// Milliseconds per timed run.
     fn copy(&mut self, request: &CopyRequest) -> Result<Vec<f64>, GpuError>;
+    /// Runs the memory integrity test.
     fn memtest(&mut self, request: &MemtestRequest) -> Result<MemtestRun, GpuError>;
+    /// Measures the bandwidth sweep, one point per requested size.
     fn sweep(&mut self, request: &SweepRequest) -> Result<Vec<SweepPoint>, GpuError>;
+    /// Runs GEMMs back to back for the requested time, checking each result against the first.
     fn sustained(&mut self, request: &SustainedRequest) -> Result<SustainedRun, GpuError>;
 }
 
@@ -242,13 +288,18 @@ pub trait Accelerator {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PeerKind {
+    /// A copy engine pushes from the source GPU into the destination's memory.
     CopyEngineWrite,
+    /// A copy engine pulls from the source GPU's memory into the destination.
     CopyEngineRead,
+    /// The source GPU's SMs write into the destination's memory.
     SmWrite,
+    /// The destination GPU's SMs read from the source's memory.
     SmRead,
 }
 
 impl PeerKind {
+    /// Every kind, in report order.
     pub const ALL: [PeerKind; 4] = [
         PeerKind::CopyEngineWrite,
         PeerKind::CopyEngineRead,
@@ -270,11 +321,17 @@ impl PeerKind {
 /// Moving `bytes` from GPU `src` to GPU `dst` (CUDA ordinals) one way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerRequest {
+    /// CUDA ordinal of the GPU the data starts on.
     pub src: usize,
+    /// CUDA ordinal of the GPU it ends on.
     pub dst: usize,
+    /// How the data moves.
     pub kind: PeerKind,
+    /// Bytes per transfer.
     pub bytes: u64,
+    /// Untimed runs before measuring.
     pub warmup: u32,
+    /// Timed runs.
     pub iterations: u32,
 }
 

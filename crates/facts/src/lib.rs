@@ -29,10 +29,12 @@ pub use reading::Reading;
 pub mod hex_u64 {
     use serde::{Deserialize, Deserializer, Serializer};
 
+    /// Writes `value` as a `0x` string of 16 hex digits.
     pub fn serialize<S: Serializer>(value: &u64, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&format!("{value:#018x}"))
     }
 
+    /// Reads a hex string, with or without the `0x` prefix.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
         let text = String::deserialize(d)?;
         let digits = text.strip_prefix("0x").unwrap_or(&text);

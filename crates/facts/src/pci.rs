@@ -11,9 +11,13 @@ pub const NVIDIA_VENDOR_ID: u16 = 0x10de;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct BusId {
+    /// PCI domain (segment).
     pub domain: u32,
+    /// Bus number.
     pub bus: u8,
+    /// Device number, below 32.
     pub device: u8,
+    /// Function number, below 8.
     pub function: u8,
 }
 

@@ -17,13 +17,19 @@ use std::time::Duration;
 pub trait Platform: Sync {
     /// Real hardware or the simulated double; every report carries it.
     fn origin(&self) -> Origin;
+    /// NVML's report.
     fn nvml(&self) -> Reading<NvmlReport>;
+    /// The CUDA driver API's report.
     fn cuda(&self) -> Reading<CudaReport>;
+    /// `nvidia-smi`'s report.
     fn nvidia_smi(&self) -> Reading<SmiReport>;
+    /// NVIDIA display-class devices on the PCI bus.
     fn pci(&self) -> Reading<Vec<PciGpu>>;
+    /// The kernel module's view, from `/proc/driver/nvidia`.
     fn proc_driver(&self) -> Reading<ProcDriver>;
     /// Read after NVML and CUDA were loaded, so the mapped libraries are visible.
     fn process(&self) -> ProcessEnv;
+    /// The host around the GPUs.
     fn host(&self) -> HostInfo;
 
     /// Opens CUDA device `ordinal` (of model `model`, where known) for benchmarks.

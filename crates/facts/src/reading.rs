@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reading<T> {
+    /// The source reported this value.
     Value(T),
+    /// The source could not be read; the reason.
     Unavailable(String),
 }
 

@@ -35,7 +35,7 @@ use pog_ledger::entry::bodies::{
 use pog_ledger::entry::{signed_bytes, Entry, EntryError, RecordKind};
 use pog_proof::wire::{self, Envelope, GpuClaim, Identity, WireError};
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
