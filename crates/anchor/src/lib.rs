@@ -20,6 +20,8 @@
 //! The contract's interface is declared inline ([`contract`]), so building pog needs neither
 //! npm nor solc; a test checks it against the ABI solc produces.
 
+#![warn(missing_docs)]
+
 pub mod contract;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -7,8 +7,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+    /// Worth knowing; changes no verdict.
     Info,
+    /// Makes the GPU worth less or needs a look, but does not make it suspect.
     Warn,
+    /// Contradicts a genuine GPU: its GPU (or, host-wide, every GPU) is suspect.
     Fail,
 }
 
@@ -25,7 +28,9 @@ impl std::fmt::Display for Severity {
 /// One source's value, as shown in a finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Evidence {
+    /// Where the value came from: a source (`NVML`, `sysfs`, …) or what it is (`expected`).
     pub source: String,
+    /// The value as that source gave it, formatted for display.
     pub value: String,
 }
 
@@ -34,13 +39,18 @@ pub struct Evidence {
 pub struct Finding {
     /// Stable rule id, e.g. `spec.memory` (documented in docs/inspect.md).
     pub rule: String,
+    /// How bad it is; the worst finding sets the exit status.
     pub severity: Severity,
+    /// The GPU it concerns, by PCI bus id; `None` for the whole host.
     pub gpu: Option<BusId>,
+    /// What is wrong, in one sentence for the operator.
     pub message: String,
+    /// Each source's value behind the conclusion, in the order added.
     pub evidence: Vec<Evidence>,
 }
 
 impl Finding {
+    /// A finding with no evidence yet; add it with [`Finding::with`].
     pub fn new(
         rule: &str,
         severity: Severity,

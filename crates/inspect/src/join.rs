@@ -11,11 +11,17 @@ pub const NVIDIA_DRIVER: &str = "nvidia";
 /// All sources' records of one physical GPU.
 #[derive(Debug, Default, Clone)]
 pub struct GpuView<'a> {
+    /// The PCI bus id the records were joined on; `None` when no source could read it.
     pub bus_id: Option<BusId>,
+    /// NVML's record.
     pub nvml: Option<&'a GpuFacts>,
+    /// nvidia-smi's record.
     pub smi: Option<&'a GpuFacts>,
+    /// The CUDA runtime's record.
     pub cuda: Option<&'a CudaGpu>,
+    /// The kernel's PCI record (sysfs), for a function bound to the nvidia driver.
     pub pci: Option<&'a PciGpu>,
+    /// The nvidia kernel module's record (procfs).
     pub proc_gpu: Option<&'a ProcGpu>,
 }
 

@@ -3,6 +3,8 @@
 //! GPU. Pure logic: it reads an [`Inventory`] and touches no hardware. [`run`] is the
 //! pipeline `pog inspect` and `pog check` share: collect from a platform, then inspect.
 
+#![warn(missing_docs)]
+
 pub mod finding;
 pub mod join;
 pub mod rules;
@@ -38,25 +40,36 @@ impl std::fmt::Display for GpuVerdict {
 /// One GPU's identity as pog settles it, with its verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuSummary {
+    /// PCI bus id; `None` when no source could read it.
     pub bus_id: Option<BusId>,
+    /// NVML's device index, the number `nvidia-smi -i` takes.
     pub nvml_index: Option<u32>,
+    /// The name the GPU reports (NVML, else CUDA, else nvidia-smi).
     pub name: Option<String>,
     /// The database model its PCI device id names.
     pub model: Option<String>,
+    /// The UUID, from the first source that has one.
     pub uuid: Option<String>,
+    /// The board serial number, as NVML reads it.
     pub serial: Option<String>,
+    /// Total memory as NVML reports it, in MiB.
     pub memory_mib: Option<u64>,
+    /// Streaming multiprocessors, as CUDA counts them.
     pub sm_count: Option<u32>,
+    /// CUDA compute capability, e.g. "9.0" (CUDA first, else NVML).
     pub compute_capability: Option<String>,
     /// "Gen5 x16 (max Gen5 x16)".
     pub pcie_link: Option<String>,
+    /// The sources that list this GPU ("NVML", "CUDA", "nvidia-smi", "sysfs", "procfs").
     pub seen_by: Vec<String>,
+    /// What inspection concludes about it.
     pub verdict: GpuVerdict,
 }
 
 /// The whole result of inspecting one inventory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Inspection {
+    /// Every GPU any source saw, by bus id.
     pub gpus: Vec<GpuSummary>,
     /// Most severe first.
     pub findings: Vec<Finding>,
@@ -81,7 +94,9 @@ impl Inspection {
 /// What `pog inspect` reports: the raw facts and what pog concluded from them.
 #[derive(Debug, Clone, Serialize)]
 pub struct InspectReport {
+    /// Everything every source reported, as collected.
     pub inventory: Inventory,
+    /// The GPUs and findings concluded from the inventory.
     pub inspection: Inspection,
 }
 

@@ -46,7 +46,12 @@ pub enum BundleError {
     Format(String),
     /// A field that must be base64 is not (or is not a 32-byte hash).
     #[error("{field} is not standard base64{detail}")]
-    Base64 { field: String, detail: &'static str },
+    Base64 {
+        /// The field's JSON path, e.g. `records[3].entry`.
+        field: String,
+        /// What more it had to be (e.g. " of a 32-byte hash"), appended to the message.
+        detail: &'static str,
+    },
     /// The checkpoint note or text is malformed.
     #[error("the bundle's checkpoint is malformed: {0}")]
     Checkpoint(#[from] CheckpointError),
@@ -237,44 +242,73 @@ pub enum Problem {
     /// The checkpoint is not signed by the log's key (or the signature fails, or it is
     /// another log's checkpoint).
     #[error("the checkpoint is not validly signed by the log: {why}")]
-    CheckpointSignature { why: String },
+    CheckpointSignature {
+        /// Why the signature check failed.
+        why: String,
+    },
     /// A trusted witness's cosignature line fails to verify.
     #[error("witness {witness}'s cosignature does not verify")]
-    BadCosignature { witness: String },
+    BadCosignature {
+        /// The trusted witness's key name.
+        witness: String,
+    },
     /// Fewer trusted witnesses cosigned than the policy requires.
     #[error("{have} trusted witness(es) cosigned the checkpoint; {need} required")]
-    Quorum { have: usize, need: usize },
+    Quorum {
+        /// Distinct trusted witnesses whose cosignature verifies.
+        have: usize,
+        /// The policy's quorum.
+        need: usize,
+    },
     /// The bundle is about another GPU than its records, or a record names another GPU.
     #[error("record {position} (log index {index}) is about GPU {found}, not {expected}")]
     WrongGpu {
+        /// The record's position in the bundle (0-based).
         position: usize,
+        /// The record's log index.
         index: u64,
+        /// The GPU UUID the bundle (or the entry framing) is about.
         expected: String,
+        /// The GPU UUID the record (or its signed body) names.
         found: String,
     },
     /// A record's bytes are not an entry at all.
     #[error("record {position} (log index {index}) is malformed: {why}")]
     Malformed {
+        /// The record's position in the bundle (0-based).
         position: usize,
+        /// The record's log index.
         index: u64,
+        /// Why the bytes do not parse as an entry.
         why: String,
     },
     /// A record's bytes changed after its producer signed them.
     #[error("record {position} (log index {index}) was modified: its producer's signature does not verify ({why})")]
     Modified {
+        /// The record's position in the bundle (0-based).
         position: usize,
+        /// The record's log index.
         index: u64,
+        /// Why the producer's signature check failed.
         why: String,
     },
     /// A record is not in the checkpoint's tree as given (its bytes, index or proof changed
     /// after it was logged).
     #[error("record {position} (log index {index}) is not in the checkpoint's tree: its bytes, index or proof differ from what was logged")]
-    NotIncluded { position: usize, index: u64 },
+    NotIncluded {
+        /// The record's position in the bundle (0-based).
+        position: usize,
+        /// The log index the record claims.
+        index: u64,
+    },
     /// A record's log index is beyond the checkpoint's tree.
     #[error("record {position} claims log index {index}, beyond the checkpoint's {size} entries")]
     BeyondCheckpoint {
+        /// The record's position in the bundle (0-based).
         position: usize,
+        /// The log index the record claims.
         index: u64,
+        /// The checkpoint's tree size (entries).
         size: u64,
     },
     /// Records are not in log order.
@@ -282,71 +316,120 @@ pub enum Problem {
         "record {position} (log index {index}) comes after log index {previous}: records reordered"
     )]
     Reordered {
+        /// The record's position in the bundle (0-based).
         position: usize,
+        /// The record's log index.
         index: u64,
+        /// The log index of the record before it in the bundle, not smaller than `index`.
         previous: u64,
     },
     /// The GPU's chain skips records: some were dropped from the bundle (or the log).
     #[error("record {position} (log index {index}) is the GPU's record #{got}, expected #{expected}: {missing} record(s) dropped before it")]
     Dropped {
+        /// The record's position in the bundle (0-based).
         position: usize,
+        /// The record's log index.
         index: u64,
+        /// The GPU sequence number the chain expects here.
         expected: u64,
+        /// The record's GPU sequence number.
         got: u64,
+        /// How many records are missing before it (`got - expected`).
         missing: u64,
     },
     /// A record's back-link does not point at the previous record of the GPU.
     #[error("record {position} (log index {index}) links back to log index {links_to}, not to the previous record at {previous}")]
     BrokenChain {
+        /// The record's position in the bundle (0-based).
         position: usize,
+        /// The record's log index.
         index: u64,
+        /// The log index the record's back-link names ("none" for a first record).
         links_to: String,
+        /// The log index of the GPU's previous record in the bundle ("none" if it is the
+        /// first).
         previous: String,
     },
     /// A record is signed by a key that neither is the validator's nor belongs to an agent
     /// the validator registered for this GPU.
     #[error("record {position} (log index {index}, {kind:?}) is signed by unknown key {signer}")]
     UnknownSigner {
+        /// The record's position in the bundle (0-based).
         position: usize,
+        /// The record's log index.
         index: u64,
+        /// The record's kind, which decides whether the validator or an agent must sign it.
         kind: RecordKind,
+        /// The signer's Ed25519 public key, hex.
         signer: String,
     },
     /// The holder's earlier checkpoint is not validly signed by the log.
     #[error("your earlier checkpoint is not validly signed by the log: {why}")]
-    SinceSignature { why: String },
+    SinceSignature {
+        /// Why the signature check failed.
+        why: String,
+    },
     /// The log shows a smaller tree than the holder's earlier checkpoint: rolled back.
     #[error("the log was rolled back: your checkpoint has {held_size} entries, the bundle's only {bundle_size}")]
-    Rollback { held_size: u64, bundle_size: u64 },
+    Rollback {
+        /// The tree size of the holder's earlier checkpoint (entries).
+        held_size: u64,
+        /// The tree size of the bundle's checkpoint (entries), smaller.
+        bundle_size: u64,
+    },
     /// Two checkpoints of the same size with different roots: the log shows two histories.
     #[error("fork: two checkpoints of size {size} disagree (yours {held_root}, the bundle's {bundle_root})")]
     Fork {
+        /// The tree size both checkpoints claim (entries).
         size: u64,
+        /// The root of the holder's earlier checkpoint, hex.
         held_root: String,
+        /// The root of the bundle's checkpoint, hex.
         bundle_root: String,
     },
     /// The bundle carries no consistency proof from the holder's checkpoint size.
     #[error("the bundle has no consistency proof from your checkpoint's size {from_size} (export it with --since {from_size})")]
-    ConsistencyMissing { from_size: u64 },
+    ConsistencyMissing {
+        /// The tree size of the holder's checkpoint (entries), the proof's required start.
+        from_size: u64,
+    },
     /// The consistency proof fails: the log's history changed since the holder's checkpoint.
     #[error("the log is not consistent with your checkpoint of size {from_size}: its history was rewritten (a fork)")]
-    Inconsistent { from_size: u64 },
+    Inconsistent {
+        /// The tree size of the holder's checkpoint (entries).
+        from_size: u64,
+    },
     /// A record of the holder's earlier bundle is missing from this one (the newest records of
     /// a GPU dropped: the one case the chain alone cannot show).
     #[error("the GPU's record #{gpu_seq} (log index {index}) of your earlier bundle is missing: record(s) dropped")]
-    MissingSince { index: u64, gpu_seq: u64 },
+    MissingSince {
+        /// The missing record's log index.
+        index: u64,
+        /// The missing record's GPU sequence number.
+        gpu_seq: u64,
+    },
     /// A record of the holder's earlier bundle has other bytes in this one.
     #[error("the record at log index {index} differs from the one in your earlier bundle: history rewritten")]
-    ChangedSince { index: u64 },
+    ChangedSince {
+        /// The changed record's log index.
+        index: u64,
+    },
     /// The log holds a record of the bundle's GPU after the bundle's last one, within the
     /// checkpoint's tree: the bundle leaves out the GPU's newest records (`pog verify --log`).
     #[error("the log holds the GPU's record #{gpu_seq} at log index {index}, after the bundle's last record: the newest record(s) dropped")]
-    MissingNewest { index: u64, gpu_seq: u64 },
+    MissingNewest {
+        /// The left-out record's log index.
+        index: u64,
+        /// The left-out record's GPU sequence number.
+        gpu_seq: u64,
+    },
     /// The log's tiles do not lead to the checkpoint's root: they are not the tree the
     /// checkpoint signs (`pog verify --log`).
     #[error("the log's tiles do not match the checkpoint (root {tiles_root} from the tiles, {checkpoint_root} signed): another tree is served")]
     TilesDiffer {
+        /// The root computed from the tiles, hex.
         tiles_root: String,
+        /// The checkpoint's signed root, hex.
         checkpoint_root: String,
     },
     /// The chain's registry holds no anchor of the log at the checkpoint's size (`pog verify

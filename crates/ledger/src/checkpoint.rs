@@ -37,7 +37,12 @@ pub enum CheckpointError {
     EmptyExtension,
     /// The checkpoint names another log than the key's.
     #[error("the checkpoint is for log {got:?}, expected {expected:?}")]
-    WrongOrigin { expected: String, got: String },
+    WrongOrigin {
+        /// The origin of the log whose key verifies.
+        expected: String,
+        /// The origin the checkpoint names.
+        got: String,
+    },
     /// No signature of the log's key on the checkpoint.
     #[error("the checkpoint is not signed by the log key {0}")]
     NotSignedByLog(String),

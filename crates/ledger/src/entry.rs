@@ -157,7 +157,12 @@ pub enum EntryError {
     BadBody,
     /// The signed body names another GPU than the entry.
     #[error("the body names GPU {body:?} but the entry GPU {entry:?}")]
-    UuidMismatch { entry: String, body: String },
+    UuidMismatch {
+        /// The GPU UUID in the entry's framing.
+        entry: String,
+        /// The `gpu_uuid` the signed body names.
+        body: String,
+    },
     /// The producer's signature does not verify.
     #[error("the signature does not verify for this signer, kind and body")]
     BadSignature,

@@ -15,6 +15,8 @@
 //!
 //! Every parser here returns an error on malformed input; none panics.
 
+#![warn(missing_docs)]
+
 pub mod bundle;
 pub mod checkpoint;
 pub mod entry;

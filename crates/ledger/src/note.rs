@@ -53,7 +53,12 @@ pub enum NoteError {
     TooManySignatures(usize),
     /// A signature line is malformed (1-based line among the signatures).
     #[error("signature line {line} is malformed: {why}")]
-    SignatureLine { line: usize, why: &'static str },
+    SignatureLine {
+        /// The line's number among the signature lines, 1-based.
+        line: usize,
+        /// What is wrong with it.
+        why: &'static str,
+    },
     /// A key name is empty or holds a space or plus sign.
     #[error("key name {0:?} is empty or contains a space or a plus sign")]
     BadKeyName(String),
@@ -65,8 +70,11 @@ pub enum NoteError {
         "verifier key {name} has key ID {claimed:08x}, but its name and key give {computed:08x}"
     )]
     KeyIdMismatch {
+        /// The vkey's key name.
         name: String,
+        /// The key ID the vkey states.
         claimed: u32,
+        /// The key ID its name, type and key hash to.
         computed: u32,
     },
     /// A signature type pog does not read.
@@ -78,8 +86,11 @@ pub enum NoteError {
     /// A signature of the wrong length for its type.
     #[error("the signature by {name} has {got} bytes, expected {expected}")]
     SignatureLength {
+        /// The signing key's name.
         name: String,
+        /// The signature's length after the key ID (bytes).
         got: usize,
+        /// The length its type has (bytes).
         expected: usize,
     },
     /// A known key's signature does not verify.

@@ -43,7 +43,9 @@ pub enum StoreError {
     /// A read, write or sync failed.
     #[error("ledger I/O failed on {path}: {cause}; check the disk and the data dir's permissions")]
     Io {
+        /// The file or directory the operation was on.
         path: PathBuf,
+        /// The operating system's error.
         cause: std::io::Error,
     },
     /// Another process holds the log's lock.
@@ -53,23 +55,33 @@ pub enum StoreError {
     Locked(PathBuf),
     /// The files contradict each other beyond a torn tail.
     #[error("the ledger in {dir} is corrupt: {why}; restore it from a mirror or backup")]
-    Corrupt { dir: PathBuf, why: String },
+    Corrupt {
+        /// The log's directory.
+        dir: PathBuf,
+        /// Which files disagree, and how.
+        why: String,
+    },
     /// An entry over the u16 entry-bundle limit.
     #[error("entry of {0} bytes exceeds the {MAX_ENTRY_BYTES}-byte limit")]
     EntryTooLarge(usize),
     /// An index, size or tile the log does not have.
     #[error("entry {index} does not exist (the log holds {size})")]
-    OutOfRange { index: u64, size: u64 },
+    OutOfRange {
+        /// The entry index, subtree index or tree size asked for.
+        index: u64,
+        /// The tree size (entries) it was checked against.
+        size: u64,
+    },
     /// A record was refused (its signature or body).
     #[error("record refused: {0}")]
     Record(#[from] EntryError),
     /// The group-commit thread is gone.
     #[error("the group-commit writer has stopped")]
     WriterGone,
-    /// The group commit's append failed.
     /// An append or checkpoint through a log opened for reading.
     #[error("the ledger in {0} is open for reading only")]
     ReadOnly(PathBuf),
+    /// The group commit's append failed (the writer's error, as text).
     #[error("the group commit failed: {0}")]
     Commit(String),
     /// An earlier append failed; reopen the log.

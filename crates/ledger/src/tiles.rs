@@ -28,23 +28,47 @@ pub enum TileError {
     /// A tile of the wrong length for its width.
     #[error("tile {path} has {got} bytes, expected {expected} ({width} hashes)")]
     BadTileLength {
+        /// The tile's path.
         path: String,
+        /// The tile's length (bytes).
         got: usize,
+        /// The length its width needs (bytes, 32 per hash).
         expected: usize,
+        /// The tile's width (hashes).
         width: u64,
     },
     /// An entry bundle that does not split into its width of entries, or whose entry does not hash to its tile.
     #[error("entry bundle {path} is malformed: {why}")]
-    BadBundle { path: String, why: &'static str },
+    BadBundle {
+        /// The entry bundle's path.
+        path: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
     /// The tile source failed.
     #[error("cannot read {path}: {why}")]
-    Source { path: String, why: String },
+    Source {
+        /// The path that was asked for.
+        path: String,
+        /// The source's error, as text.
+        why: String,
+    },
     /// A tile the tree of this size does not have.
     #[error("tile {path} does not exist in a tree of {size} entries")]
-    NotInTree { path: String, size: u64 },
+    NotInTree {
+        /// The tile's path.
+        path: String,
+        /// The tree's size (entries).
+        size: u64,
+    },
     /// An index or size beyond the tree.
     #[error("index {index} is not below the tree size {size}")]
-    OutOfRange { index: u64, size: u64 },
+    OutOfRange {
+        /// The entry index (or size) asked for.
+        index: u64,
+        /// The tree's size (entries).
+        size: u64,
+    },
 }
 
 /// Which tile: level (or the entry bundles), index, and width (256 for a full tile).

@@ -34,18 +34,36 @@ pub enum Refusal {
     BadSignature(String),
     /// The old size exceeds the checkpoint's (400).
     #[error("old size {old} exceeds the checkpoint's size {new}")]
-    OldSizeTooLarge { old: u64, new: u64 },
+    OldSizeTooLarge {
+        /// The request's old size (entries).
+        old: u64,
+        /// The checkpoint's size (entries).
+        new: u64,
+    },
     /// A smaller tree than the witness cosigned (409).
     #[error(
         "the log was rolled back: this witness cosigned size {latest}, the checkpoint has {new}"
     )]
-    Rollback { latest: u64, new: u64 },
+    Rollback {
+        /// The size the witness last cosigned (entries).
+        latest: u64,
+        /// The checkpoint's size (entries), smaller.
+        new: u64,
+    },
     /// The request builds on another size than the witness's latest (409).
     #[error("the request builds on size {claimed}, but this witness last cosigned size {latest}")]
-    Conflict { claimed: u64, latest: u64 },
+    Conflict {
+        /// The old size the request claims the witness holds (entries).
+        claimed: u64,
+        /// The size the witness last cosigned (entries).
+        latest: u64,
+    },
     /// The same size as the witness's latest with another root (422).
     #[error("fork: this witness cosigned a different root for size {size}")]
-    Fork { size: u64 },
+    Fork {
+        /// The size both checkpoints claim (entries).
+        size: u64,
+    },
     /// A size-0 checkpoint without the empty tree's root (422).
     #[error("a checkpoint of size 0 must carry the empty tree's root")]
     BadEmptyRoot,
@@ -54,7 +72,12 @@ pub enum Refusal {
     ProofFromZero,
     /// The consistency proof fails (422).
     #[error("the consistency proof from size {old} to {new} does not verify: the log rewrote its history")]
-    Inconsistent { old: u64, new: u64 },
+    Inconsistent {
+        /// The size the proof starts from (entries).
+        old: u64,
+        /// The checkpoint's size (entries).
+        new: u64,
+    },
 }
 
 impl Refusal {

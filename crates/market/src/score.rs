@@ -248,8 +248,9 @@ pub struct Score {
 }
 
 impl Score {
-    /// One GPU's verified worth after reliability, in reference GPUs: what a GPU-hour of it is
-    /// priced on ([`crate::quote`]). The best GPU's, for a host of several.
+    /// The best GPU's score (the first of [`Score::gpus`], which are sorted best first): its
+    /// verified worth in reference GPUs *before* reliability; a GPU-hour's price multiplies in
+    /// [`Reliability::factor`] ([`crate::quote`]).
     pub fn best_gpu(&self) -> Option<&GpuScore> {
         self.gpus.first()
     }

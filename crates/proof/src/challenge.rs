@@ -10,6 +10,7 @@ pub const CHALLENGE_VERSION: u32 = 3;
 /// What the validator asks one GPU to compute.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Challenge {
+    /// [`CHALLENGE_VERSION`]; a challenge of another version is refused.
     pub version: u32,
     /// Fresh randomness from the validator: nothing can be computed before it is known.
     /// Lowercase hex in JSON.
@@ -29,6 +30,8 @@ pub struct Challenge {
     /// The public key (hex) of the validator that issued it, mixed in likewise: an agent
     /// answers only challenges whose issuer signed them.
     pub validator_key: String,
+    /// The precision of inputs and outputs ([`crate::params::choose_precision`]): the one in which
+    /// the claimed model leads the next slower one by the widest margin.
     pub precision: Precision,
     /// m = n = k of each GEMM.
     pub size: u64,
@@ -42,9 +45,13 @@ pub struct Challenge {
 /// key and the validator's key, all bound into what the challenge derives.
 #[derive(Debug, Clone, Copy)]
 pub struct Addressee<'a> {
+    /// The GPU's UUID.
     pub gpu_uuid: &'a str,
+    /// The GPU's PCI address as registered.
     pub gpu_bus_id: &'a str,
+    /// The Ed25519 public key (hex) of the agent that must answer.
     pub agent_key: &'a str,
+    /// The Ed25519 public key (hex) of the validator that issued it.
     pub validator_key: &'a str,
 }
 
@@ -59,8 +66,11 @@ pub const MAX_LEAF_ELEMENTS: u32 = 1 << 20;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("a challenge needs 1 ≤ size ≤ {MAX_SIZE}, 1 ≤ batch ≤ {MAX_BATCH} and 1 ≤ leaf elements ≤ {MAX_LEAF_ELEMENTS}; this one asks for size {size}, batch {batch}, leaf elements {leaf_elements}")]
 pub struct BadShape {
+    /// The side asked for.
     pub size: u64,
+    /// The products asked for.
     pub batch: u32,
+    /// The output elements per leaf asked for.
     pub leaf_elements: u32,
 }
 

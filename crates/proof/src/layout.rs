@@ -9,8 +9,11 @@ pub use pog_matgen::{decode_output, encode_output, output_bytes};
 /// Where an output element sits among the leaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Position {
+    /// Which product of the batch, from 0.
     pub gemm: u32,
+    /// Row in that product's output.
     pub row: u64,
+    /// Column in that product's output.
     pub col: u64,
 }
 

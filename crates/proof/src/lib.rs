@@ -17,6 +17,8 @@
 //! [`prover::CpuProver`] is an honest (and, for tests, a dishonest) prover on the CPU at small
 //! sizes; the GPU prover lives with the device layer.
 
+#![warn(missing_docs)]
+
 pub mod challenge;
 pub mod layout;
 pub mod memory;

@@ -88,9 +88,11 @@ const TIE_MARGIN: f64 = 0.02;
 /// Why a precision was chosen.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PrecisionChoice {
+    /// The precision chosen.
     pub precision: Precision,
     /// Claimed peak over the nearest slower model's (∞ when none is slower).
     pub advantage: f64,
+    /// The model it leads, by database name; `None` when none is slower.
     pub nearest_slower: Option<String>,
 }
 
@@ -206,11 +208,16 @@ pub fn expected_tflops(claimed: &GpuSpec, precision: Precision, size: u64) -> Op
 /// A planned challenge with the time the claimed model should need.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProofPlan {
+    /// The precision and why.
     pub choice: PrecisionChoice,
+    /// m = n = k of each product.
     pub size: u64,
+    /// Products to compute.
     pub batch: u32,
     /// TFLOP/s (TOP/s) the claimed model is expected to sustain.
     pub expected_tflops: f64,
+    /// The time the claimed model should need for the whole batch, in ms: its operations over
+    /// `expected_tflops`.
     pub expected_ms: f64,
 }
 

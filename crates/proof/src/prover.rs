@@ -12,6 +12,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// How a prover behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum Behaviour {
+    /// Computes every element as asked.
     Honest,
     /// Replaces this fraction of the output elements with junk (saves that share of work).
     Junk(f64),
@@ -23,9 +24,12 @@ pub enum Behaviour {
 /// lowercase hex, as in [`crate::wire::WireOpening`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Opening {
+    /// The leaf's index in the commitment.
     pub leaf: u64,
+    /// The leaf's bytes: its output elements, encoded as the challenge's output format.
     #[serde(with = "hex::serde")]
     pub bytes: Vec<u8>,
+    /// The RFC 6962 inclusion proof of the leaf under the committed root.
     #[serde(with = "hex_hashes")]
     pub proof: Vec<Hash>,
 }
@@ -54,7 +58,12 @@ mod hex_hashes {
 pub enum OpenError {
     /// A leaf past the end of the commitment.
     #[error("leaf {leaf} is out of range: the commitment has {leaf_count} leaves")]
-    OutOfRange { leaf: u64, leaf_count: u64 },
+    OutOfRange {
+        /// The leaf asked for.
+        leaf: u64,
+        /// Leaves in the commitment.
+        leaf_count: u64,
+    },
     /// The prover itself failed (a GPU prover's device or worker), with its error.
     #[error("the prover failed to open leaves: {0}")]
     Prover(Box<dyn std::error::Error + Send + Sync>),
@@ -65,6 +74,7 @@ pub enum OpenError {
 pub trait Prover: Send + Sync {
     /// The Merkle root over all leaves.
     fn root(&self) -> Hash;
+    /// Leaves in the commitment.
     fn leaf_count(&self) -> u64;
     /// The leaves with their inclusion proofs, in the order asked; an error when one is out
     /// of range or the prover fails (opened together: a GPU prover recomputes each product

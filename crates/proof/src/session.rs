@@ -14,18 +14,50 @@ use serde::{Deserialize, Serialize};
 /// Why a message does not fit the session.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProtocolError {
+    /// The message names another challenge than this session's.
     #[error("message for challenge {got}, this session is {expected}")]
-    WrongChallenge { expected: String, got: String },
+    WrongChallenge {
+        /// This session's challenge id.
+        expected: String,
+        /// The id the message names.
+        got: String,
+    },
+    /// The message is signed by another key than the agent the challenge was issued to.
     #[error("signed by {got}, expected the agent {expected}")]
-    WrongSigner { expected: String, got: String },
+    WrongSigner {
+        /// The agent's public key (hex).
+        expected: String,
+        /// The key that signed the message (hex).
+        got: String,
+    },
+    /// A message the session is not waiting for (e.g. openings before the commitment),
+    /// named by its kind.
     #[error("{0} arrived out of order")]
     OutOfOrder(&'static str),
+    /// The answer came after the challenge's expiry.
     #[error("the challenge expired at {expires_at_ms} ms; the answer came at {now_ms} ms")]
-    Expired { expires_at_ms: u64, now_ms: u64 },
+    Expired {
+        /// The expiry, in ms since the Unix epoch.
+        expires_at_ms: u64,
+        /// When the answer arrived, in ms since the Unix epoch.
+        now_ms: u64,
+    },
+    /// The commitment names another GPU than the challenge.
     #[error("commitment is for GPU {got}, the challenge for {expected}")]
-    WrongGpu { expected: String, got: String },
+    WrongGpu {
+        /// The challenged GPU's UUID.
+        expected: String,
+        /// The UUID the commitment names.
+        got: String,
+    },
+    /// The commitment's leaf count is not the one the challenge's shape implies.
     #[error("commitment covers {got} leaves, the challenge has {expected}")]
-    WrongLeafCount { expected: u64, got: u64 },
+    WrongLeafCount {
+        /// Leaves the challenge has.
+        expected: u64,
+        /// Leaves the commitment claims.
+        got: u64,
+    },
     /// The commitment's root is not a 32-byte hash in hex.
     #[error("the commitment's root is not 32 bytes in hex: {0}")]
     Root(hex::FromHexError),
@@ -54,9 +86,13 @@ pub const REJECTIONS_LISTED: usize = 8;
 /// The verdict on one challenge.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
+    /// The challenge's id, as issued.
     pub challenge_id: String,
+    /// The challenged GPU's UUID.
     pub gpu_uuid: String,
+    /// The committed Merkle root (hex).
     pub root: String,
+    /// Spot checks drawn and checked.
     pub checked: usize,
     /// Every spot check that failed, counted (records made before this field list them all in
     /// `rejected`: [`Outcome::wrong`] reads either).
@@ -69,7 +105,9 @@ pub struct Outcome {
     /// can recompute the whole list and match it. `None` when none failed.
     #[serde(default)]
     pub rejected_digest: Option<String>,
+    /// The time bound's check on the commitment.
     pub time: TimeCheck,
+    /// True when every spot check passed and the time bound held.
     pub accepted: bool,
 }
 
@@ -196,10 +234,12 @@ impl<C: SpotChecked> ValidatorSession<C> {
         }
     }
 
+    /// The challenge's id, as issued.
     pub fn id(&self) -> &str {
         &self.id
     }
 
+    /// The challenge this session issued.
     pub fn challenge(&self) -> &C {
         &self.challenge
     }

@@ -17,11 +17,16 @@ pub const MAX_ROUND_TRIP_SHARE: f64 = 0.05;
 /// What the validator measured and concluded.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TimeCheck {
+    /// The validator's own time from sending the challenge to receiving the commitment, in ms.
     pub measured_ms: f64,
+    /// The measured network round trip to the agent, in ms; at most [`MAX_ROUND_TRIP_SHARE`] of
+    /// the expected time is credited back.
     pub round_trip_ms: f64,
+    /// The time the claimed model should need, in ms.
     pub expected_ms: f64,
     /// (measured − round trip) / expected.
     pub ratio: f64,
+    /// True when `ratio` is at most 1 + [`TIME_TOLERANCE`].
     pub accepted: bool,
 }
 

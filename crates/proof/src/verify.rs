@@ -38,30 +38,54 @@ pub fn draw_samples(
 /// Why an opening was rejected.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
 pub enum Rejection {
+    /// The opening is of another leaf than the one holding the drawn element.
     #[error("opened leaf {got}, but the element is in leaf {expected}")]
-    WrongLeaf { expected: u64, got: u64 },
+    WrongLeaf {
+        /// The leaf holding the element.
+        expected: u64,
+        /// The leaf opened.
+        got: u64,
+    },
+    /// The opened leaf is not the length the challenge's leaves are.
     #[error("leaf {leaf} has {got} bytes, expected {expected}")]
     BadLength {
+        /// The leaf opened.
         leaf: u64,
+        /// Bytes a leaf of the challenge has.
         expected: usize,
+        /// Bytes the opening has.
         got: usize,
     },
+    /// The inclusion proof does not lead to the committed root.
     #[error("leaf {leaf} is not in the committed tree")]
-    NotInTree { leaf: u64 },
+    NotInTree {
+        /// The leaf opened.
+        leaf: u64,
+    },
+    /// An element differs from the f64 reference by more than the precision allows.
     #[error("element (gemm {gemm}, {row}, {col}) is {got}, the f64 reference is {reference} (allowed error {tolerance:e})")]
     WrongValue {
+        /// Which product of the batch, from 0.
         gemm: u32,
+        /// Row in that product's output.
         row: u64,
+        /// Column in that product's output.
         col: u64,
+        /// The value the leaf holds.
         got: f64,
+        /// The validator's f64 recomputation.
         reference: f64,
+        /// The largest error the precision allows at this value.
         tolerance: f64,
     },
     /// A memory-proof walker's output differs from the validator's recomputation (hex).
     #[error("walker {walker} output {got}, the recomputation gives {expected}")]
     WrongOutput {
+        /// The walker, from 0.
         walker: u64,
+        /// The output the leaf holds (hex).
         got: String,
+        /// The validator's recomputation (hex).
         expected: String,
     },
 }

@@ -90,6 +90,7 @@ fn signed_bytes(kind: &str, body: &str) -> Vec<u8> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Envelope {
+    /// [`WIRE_VERSION`]; an envelope of another version is refused before anything else is read.
     pub version: u32,
     /// The message type, e.g. "challenge".
     pub kind: String,
@@ -108,30 +109,41 @@ pub struct Envelope {
 /// alone, as a log line or an HTTP error body, says what failed.
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
+    /// The message is over [`MAX_MESSAGE_BYTES`]; refused before parsing, with its size in bytes.
     #[error("message of {0} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit")]
     TooLarge(usize),
     /// The bytes are not a JSON envelope.
     #[error("malformed message envelope: {0}")]
     Envelope(serde_json::Error),
+    /// The envelope is of another wire version than this pog's [`WIRE_VERSION`].
     #[error(
         "unsupported wire version {0}: this pog speaks version {WIRE_VERSION}; run the same pog \
          release on agents and validators"
     )]
     Version(u32),
+    /// The envelope is of another kind than the one expected here.
     #[error("expected a {expected} message, got {got}")]
-    Kind { expected: String, got: String },
+    Kind {
+        /// The kind expected.
+        expected: String,
+        /// The kind the envelope names.
+        got: String,
+    },
     /// The envelope's signer or signature is refused: a forgery, or not from a pog identity.
     #[error("signature refused: {0}")]
     Signature(BadSignature),
     /// The body, signed correctly, is not a message of its kind.
     #[error("the {kind} message's body is malformed: {cause}")]
     Body {
+        /// The kind the body was read as.
         kind: String,
+        /// Why it could not be read.
         cause: serde_json::Error,
     },
     /// A message or envelope could not be written as JSON.
     #[error("cannot encode the message as JSON: {0}")]
     Encode(serde_json::Error),
+    /// The operating system gave no randomness to make a key from.
     #[error("no randomness from the operating system for a new key: {0}")]
     Randomness(getrandom::Error),
 }
@@ -217,15 +229,25 @@ fn verify(envelope: &Envelope) -> Result<VerifyingKey, BadSignature> {
 
 /// The message kinds.
 pub mod kind {
+    /// Agent → validator: the agent's endpoint and the GPUs it claims ([`Register`]).
     pub const REGISTER: &str = "register";
+    /// Validator → agent: a GEMM challenge ([`ChallengeMessage`]).
     pub const CHALLENGE: &str = "challenge";
+    /// Agent → validator: the committed root ([`Commitment`]).
     pub const COMMITMENT: &str = "commitment";
+    /// Validator → agent: the leaves to open ([`OpenRequest`]).
     pub const OPEN: &str = "open";
+    /// Agent → validator: the opened leaves with their proofs ([`Openings`]).
     pub const OPENINGS: &str = "openings";
+    /// Validator → agent: a memory challenge's data set to build ([`MemoryChallengeMessage`]).
     pub const MEMORY_CHALLENGE: &str = "memory-challenge";
+    /// Agent → validator: the data set is built ([`MemoryReady`]).
     pub const MEMORY_READY: &str = "memory-ready";
+    /// Validator → agent: the walk nonce, starting the timed walk ([`WalkMessage`]).
     pub const MEMORY_WALK: &str = "memory-walk";
+    /// Validator → agent: summarize a GPU's health over a window ([`HealthRequest`]).
     pub const HEALTH_REQUEST: &str = "health-request";
+    /// Agent → validator: its telemetry of that GPU over the window ([`HealthSummary`]).
     pub const HEALTH_SUMMARY: &str = "health-summary";
 }
 
@@ -233,9 +255,11 @@ pub mod kind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpuClaim {
+    /// The GPU's UUID, as NVML reports it.
     pub uuid: String,
     /// Database model name, e.g. "H200 SXM".
     pub model: String,
+    /// The GPU's PCI address, e.g. "00000000:00:06.0"; challenges bind it.
     pub bus_id: String,
     /// True for a GPU of the simulated test double (`pog agent --simulate`): validators refuse
     /// it unless told to accept simulated GPUs, and mark its records SIMULATED.
@@ -249,6 +273,7 @@ pub struct GpuClaim {
 pub struct Register {
     /// The agent's base URL for challenges.
     pub endpoint: String,
+    /// The GPUs it claims and will answer challenges for.
     pub gpus: Vec<GpuClaim>,
 }
 
@@ -258,9 +283,11 @@ pub struct Register {
 pub struct ChallengeMessage {
     /// Unique per challenge, hex.
     pub id: String,
+    /// What to compute.
     pub challenge: Challenge,
     /// The validator's clock: the agent must not answer after `expires_at_ms`.
     pub issued_at_ms: u64,
+    /// When the validator issued it (its clock, Unix ms).
     pub expires_at_ms: u64,
 }
 
@@ -271,7 +298,9 @@ pub struct ChallengeMessage {
 pub struct MemoryChallengeMessage {
     /// Unique per challenge, hex.
     pub id: String,
+    /// The challenge's id, as issued.
     pub challenge: crate::memory::MemoryChallenge,
+    /// What to build and, later, walk.
     pub issued_at_ms: u64,
     /// The validator's clock: the data set must be ready by then.
     pub expires_at_ms: u64,
@@ -281,7 +310,9 @@ pub struct MemoryChallengeMessage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryReady {
+    /// The challenge's id, as issued.
     pub challenge_id: String,
+    /// The GPU that built it (UUID).
     pub gpu_uuid: String,
     /// The agent's own build time (reported; the validator trusts only its clock).
     pub build_ms: f64,
@@ -291,10 +322,12 @@ pub struct MemoryReady {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WalkMessage {
+    /// The challenge's id, as issued.
     pub challenge_id: String,
     /// Fresh randomness sent only now: nothing about the walk is known while building.
     #[serde(with = "hex::serde")]
     pub walk_nonce: [u8; 32],
+    /// When the validator sent the nonce (its clock, Unix ms): the timed phase starts here.
     pub issued_at_ms: u64,
     /// The validator's clock: the commitment must arrive by then.
     pub expires_at_ms: u64,
@@ -304,10 +337,13 @@ pub struct WalkMessage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Commitment {
+    /// The challenge's id, as issued.
     pub challenge_id: String,
+    /// The GPU that computed it (UUID).
     pub gpu_uuid: String,
     /// Merkle root over all leaves, hex.
     pub root: String,
+    /// Leaves under the root; the validator checks it against the challenge's shape.
     pub leaf_count: u64,
     /// The agent's own measurement (reported; the validator trusts only its clock).
     pub agent_ms: f64,
@@ -317,7 +353,9 @@ pub struct Commitment {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OpenRequest {
+    /// The challenge's id, as issued.
     pub challenge_id: String,
+    /// The leaves to open, drawn after the commitment.
     pub leaves: Vec<u64>,
 }
 
@@ -325,6 +363,7 @@ pub struct OpenRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WireOpening {
+    /// The leaf's index in the commitment.
     pub leaf: u64,
     /// Leaf bytes, hex.
     pub bytes: String,
@@ -347,12 +386,20 @@ impl From<&Opening> for WireOpening {
 pub enum OpeningError {
     /// The leaf's bytes are not hex.
     #[error("leaf {leaf}: its bytes are not hex: {cause}")]
-    Bytes { leaf: u64, cause: hex::FromHexError },
+    Bytes {
+        /// The leaf opened.
+        leaf: u64,
+        /// Why its bytes are not hex.
+        cause: hex::FromHexError,
+    },
     /// A hash of the inclusion proof is not 32 bytes of hex.
     #[error("leaf {leaf}: proof hash {index} is not 32 bytes in hex: {cause}")]
     ProofHash {
+        /// The leaf opened.
         leaf: u64,
+        /// Which hash of the proof, from the bottom.
         index: usize,
+        /// Why it is not a hash.
         cause: hex::FromHexError,
     },
 }
@@ -431,16 +478,20 @@ fn decode_hex(hex: &str, out: &mut [u8]) -> Result<(), hex::FromHexError> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Openings {
+    /// The challenge's id, as issued.
     pub challenge_id: String,
+    /// The requested leaves, in the order asked.
     pub openings: Vec<WireOpening>,
 }
 
 /// The longest window a health request may name: the agent keeps this much recent history
 /// in memory.
 pub const MAX_HEALTH_WINDOW_MS: u64 = 3_600_000;
-/// The most signals, alerts and XID codes a health summary may list.
+/// The most signals a health summary may list.
 pub const MAX_HEALTH_SIGNALS: usize = 32;
+/// The most alerts a health summary may list.
 pub const MAX_HEALTH_ALERTS: usize = 64;
+/// The most XID codes a health summary may list.
 pub const MAX_HEALTH_XIDS: usize = 64;
 
 /// Validator → agent: summarize this GPU's health over `[from_ms, to_ms]` (the validator's
@@ -450,11 +501,15 @@ pub const MAX_HEALTH_XIDS: usize = 64;
 pub struct HealthRequest {
     /// Unique per request, hex; the summary answers it by this id.
     pub id: String,
+    /// The GPU to summarize (UUID).
     pub gpu_uuid: String,
     /// The agent asked (its public key): a request is worthless to any other agent.
     pub agent_key: String,
+    /// Start of the window (the validator's clock, Unix ms).
     pub from_ms: u64,
+    /// End of the window (the validator's clock, Unix ms).
     pub to_ms: u64,
+    /// When the validator issued the request (its clock, Unix ms).
     pub issued_at_ms: u64,
 }
 
@@ -481,9 +536,13 @@ impl HealthRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SignalSummary {
+    /// Least value over the window.
     pub min: f64,
+    /// Mean value over the window.
     pub mean: f64,
+    /// Largest value over the window.
     pub max: f64,
+    /// Samples taken in the window.
     pub n: u64,
 }
 
@@ -492,8 +551,11 @@ pub struct SignalSummary {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HealthAlert {
+    /// When it was raised (the agent's clock, Unix ms).
     pub t_ms: u64,
+    /// What the detector saw, as an identifier.
     pub kind: String,
+    /// How bad, as an identifier (e.g. `warn`).
     pub severity: String,
 }
 
@@ -502,9 +564,13 @@ pub struct HealthAlert {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HealthSummary {
+    /// The id of the request it answers.
     pub request_id: String,
+    /// The GPU summarized (UUID).
     pub gpu_uuid: String,
+    /// Start of the window, as requested (Unix ms).
     pub from_ms: u64,
+    /// End of the window, as requested (Unix ms).
     pub to_ms: u64,
     /// The agent serves the simulated test double: no GPU was sampled.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

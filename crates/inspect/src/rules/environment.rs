@@ -5,8 +5,14 @@ use super::Context;
 use crate::finding::{Finding, Severity};
 use pog_facts::LoadedLibrary;
 
+/// `LD_PRELOAD` is set or `/etc/ld.so.preload` lists anything: a preloaded library can rewrite
+/// every answer NVML and CUDA give.
 pub const PRELOAD: &str = "env.preload";
+/// libnvidia-ml or libcuda is mapped from outside the system library folders, not owned by root,
+/// or writable by others: a user could have swapped it.
 pub const LIBRARY: &str = "env.nvidia_library";
+/// The host is a VM or a GPU is passed through or shared as a vGPU: legitimate, but it must be
+/// known.
 pub const VIRTUALIZATION: &str = "env.virtualization";
 
 /// Directories drivers install libnvidia-ml and libcuda into: distribution library folders,
@@ -23,6 +29,7 @@ const TRUSTED_LIBRARY_DIRS: [&str; 9] = [
     "/usr/lib/wsl/",
 ];
 
+/// Adds this module's findings about every GPU (or the host) in `ctx` to `out`.
 pub fn check(ctx: &Context, out: &mut Vec<Finding>) {
     preload(ctx, out);
     libraries(ctx, out);

@@ -5,12 +5,18 @@ use super::Context;
 use crate::finding::{Finding, Severity};
 use crate::join::GpuView;
 
+/// ECC is off (memory errors go undetected), or changes at the next reset.
 pub const ECC: &str = "health.ecc";
+/// A page retirement or row remap is pending, or row remapping has failed (no spare rows left).
 pub const MEMORY_REPAIR: &str = "health.memory_repair";
+/// The PCIe link runs below its maximum width or generation.
 pub const LINK: &str = "health.pcie_link";
+/// MIG partitioning is enabled.
 pub const MIG: &str = "health.mig";
+/// An NVLink link is down while others are up, or counts CRC, replay or recovery errors.
 pub const NVLINK: &str = "health.nvlink";
 
+/// Adds this module's findings about every GPU (or the host) in `ctx` to `out`.
 pub fn check(ctx: &Context, out: &mut Vec<Finding>) {
     for view in &ctx.views {
         let gpu = view.bus_id;

@@ -13,7 +13,10 @@ use pog_spec::SpecDb;
 
 /// What every rule may look at.
 pub struct Context<'a> {
+    /// Everything the sources reported.
     pub inv: &'a Inventory,
+    /// The sources' records joined per GPU ([`crate::join::join`]).
     pub views: Vec<GpuView<'a>>,
+    /// The datasheets to check the GPUs against.
     pub db: &'a SpecDb,
 }

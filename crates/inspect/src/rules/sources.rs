@@ -7,18 +7,26 @@ use crate::finding::{Finding, Severity};
 use crate::join::{driven_by_nvidia, GpuView};
 use pog_facts::{BusId, Reading};
 
+/// No source lists a GPU, or a source could not be read (NVML unreadable fails; others warn).
 pub const AVAILABLE: &str = "sources.available";
+/// The available sources list different numbers of GPUs.
 pub const COUNT: &str = "sources.gpu_count";
+/// A GPU is missing from an available source.
 pub const SEEN_BY_ALL: &str = "sources.seen_by_all";
+/// Two sources differ on an identity field (name, UUID, PCI ids, memory, capability, …).
 pub const AGREE: &str = "sources.agree";
+/// nvidia-smi differs from NVML on a field both read from the driver.
 pub const SMI_MATCHES_NVML: &str = "sources.smi_matches_nvml";
+/// The sources disagree on the driver or CUDA version.
 pub const DRIVER_VERSION: &str = "sources.driver_version";
+/// An NVIDIA GPU on the bus is bound to another driver (e.g. vfio-pci for a VM).
 pub const NOT_DRIVEN: &str = "sources.not_driven_by_nvidia";
 
 /// MiB of slack between memory figures: sources round differently (NVML 615 MiB reserved
 /// where nvidia-smi prints 616 on the same H200).
 const MEMORY_SLACK_MIB: u64 = 2;
 
+/// Adds this module's findings about every GPU (or the host) in `ctx` to `out`.
 pub fn check(ctx: &Context, out: &mut Vec<Finding>) {
     availability(ctx, out);
     counts(ctx, out);

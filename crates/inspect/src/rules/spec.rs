@@ -7,12 +7,19 @@ use crate::finding::{Finding, Severity};
 use crate::join::GpuView;
 use pog_spec::GpuSpec;
 
+/// The PCI device id is not in the database, so nothing can be checked against a datasheet.
 pub const MODEL: &str = "spec.model";
+/// The reported name belongs to a different model than the PCI device id.
 pub const NAME: &str = "spec.name";
+/// CUDA's SM count, or NVML's core count, is not the model's.
 pub const SM_COUNT: &str = "spec.sm_count";
+/// Total memory is outside the model's nominal size (−8 % / +3 %).
 pub const MEMORY: &str = "spec.memory";
+/// The architecture or compute capability is not the model's.
 pub const ARCHITECTURE: &str = "spec.architecture";
+/// The maximum SM clock is more than 5 % from the datasheet boost clock.
 pub const CLOCK: &str = "spec.clock";
+/// The maximum PCIe generation is above what the model supports (or below it: the slot limits it).
 pub const PCIE: &str = "spec.pcie";
 
 /// How far the maximum SM clock may be from the datasheet boost clock before it is worth a
@@ -39,6 +46,7 @@ pub fn reported_name<'a>(view: &GpuView<'a>) -> Option<&'a str> {
 /// A reported figure that must equal the datasheet's: (rule, what, source, reported, expected).
 type ExactCheck<'a> = (&'a str, &'a str, &'a str, Option<String>, Option<String>);
 
+/// Adds this module's findings about every GPU (or the host) in `ctx` to `out`.
 pub fn check(ctx: &Context, out: &mut Vec<Finding>) {
     for view in &ctx.views {
         let gpu = view.bus_id;

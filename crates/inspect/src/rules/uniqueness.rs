@@ -5,12 +5,15 @@ use super::Context;
 use crate::finding::{Finding, Severity};
 use std::collections::BTreeMap;
 
+/// Two GPUs report the same UUID (NVML or CUDA).
 pub const UUID: &str = "unique.uuid";
+/// Two GPUs report the same serial number (placeholders such as `0` ignored).
 pub const SERIAL: &str = "unique.serial";
 
 /// Serial values boards report when they have none.
 const PLACEHOLDER_SERIALS: [&str; 4] = ["", "0", "N/A", "0000000000000"];
 
+/// Adds a finding for every UUID or serial that more than one GPU reports.
 pub fn check(ctx: &Context, out: &mut Vec<Finding>) {
     let mut uuids: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let mut serials: BTreeMap<&str, Vec<String>> = BTreeMap::new();

@@ -61,15 +61,18 @@ pub const MAX_WALKERS_PER_LEAF: u32 = 1 << 16;
 /// What the validator asks one GPU to hold and walk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryChallenge {
+    /// [`MEMORY_VERSION`]; a challenge of another version is refused.
     pub version: u32,
     /// Fresh randomness from the validator, lowercase hex in JSON.
     #[serde(with = "hex::serde")]
     pub nonce: [u8; 32],
     /// The GPU that must answer, bound into the data set like the GEMM challenge's seeds.
     pub gpu_uuid: String,
+    /// Its PCI address as registered, bound likewise.
     pub gpu_bus_id: String,
-    /// The agent's and the validator's public keys (hex), bound likewise.
+    /// The agent's public key (hex), bound likewise.
     pub agent_key: String,
+    /// The validator's public key (hex), bound likewise.
     pub validator_key: String,
     /// Items of 128 bytes in the data set.
     pub items: u64,
@@ -96,11 +99,17 @@ pub struct MemoryChallenge {
      leaf"
 )]
 pub struct BadMemoryShape {
+    /// The data set's items asked for.
     pub items: u64,
+    /// The double rounds per item block asked for.
     pub item_rounds: u32,
+    /// The walkers asked for.
     pub walkers: u64,
+    /// The steps per walker asked for.
     pub steps: u32,
+    /// The items per step asked for.
     pub span: u32,
+    /// The walkers per leaf asked for.
     pub walkers_per_leaf: u32,
 }
 
@@ -227,7 +236,10 @@ impl MemoryChallenge {
 /// nonce. It plugs into [`crate::session::ValidatorSession`] like the GEMM challenge.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Walk {
+    /// The challenge the agent committed to.
     pub challenge: MemoryChallenge,
+    /// The walk's key, derived from the walk nonce the validator sent after the data set was
+    /// built: which items each walker reads is unknown until then.
     pub walk_key: [u32; 8],
 }
 

@@ -49,7 +49,9 @@ pub const WALK_SLACK: u64 = 4;
 pub struct BeyondPlan {
     /// The challenge's field, or `reads` (walkers × steps × span).
     pub parameter: &'static str,
+    /// What the challenge asks for.
     pub asked: u64,
+    /// The most the plan for the claimed model allows.
     pub limit: u64,
 }
 
@@ -89,12 +91,19 @@ impl MemoryRate {
 /// A planned memory challenge with the time the claimed model should need to walk it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryPlan {
+    /// Items of 128 bytes in the data set: sized to the claimed model's memory.
     pub items: u64,
+    /// ChaCha double rounds per 64-byte half of an item.
     pub item_rounds: u32,
+    /// Walkers, each one 16-byte output.
     pub walkers: u64,
+    /// Random steps each walker takes.
     pub steps: u32,
+    /// Consecutive items read at each step.
     pub span: u32,
+    /// Walker outputs per Merkle leaf.
     pub walkers_per_leaf: u32,
+    /// The walk rate the bound assumes, and where it comes from.
     pub rate: MemoryRate,
     /// The bound: item bytes read over the expected rate.
     pub expected_ms: f64,

@@ -10,6 +10,7 @@ use pog_merkle::{leaf_hash, Tree};
 /// How a CPU memory prover behaves.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum MemoryBehaviour {
+    /// Builds the whole data set and walks every walker.
     Honest,
     /// Writes junk for this fraction of the walkers instead of walking them (saves that share
     /// of the reads).
