@@ -26,6 +26,12 @@ fn fma_chains(iterations: u64) -> f64 {
     acc.iter().sum()
 }
 
+/// [`fma_chains`] compiled for AVX2 and FMA, so that the chains run on fused vector units.
+///
+/// # Safety
+///
+/// The CPU must have AVX2 and FMA ([`has_fma`] says so): on one without, the instructions
+/// this is compiled to fault.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn fma_chains_avx2(iterations: u64) -> f64 {

@@ -152,7 +152,12 @@ impl Gpu {
         precision: Precision,
         size: u64,
     ) -> Result<Chosen, GpuError> {
-        let mut known = self.proof_algorithms.lock().expect("lock");
+        // A map of choices: a panic while it was held leaves nothing half-made, so a poisoned
+        // lock's map is taken as it is (as the services take theirs: pog_node::locked).
+        let mut known = self
+            .proof_algorithms
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(chosen) = known.get(&(precision, size)) {
             return Ok(*chosen);
         }
