@@ -6,11 +6,17 @@ use serde::{Deserialize, Serialize};
 /// CUTLASS's best figure for one problem size.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CutlassFigure {
+    /// GEMM rows of A and C.
     pub m: u64,
+    /// GEMM columns of B and C.
     pub n: u64,
+    /// GEMM inner dimension.
     pub k: u64,
+    /// The best kernel's throughput, TFLOP/s (the CSV's GFLOPs / 1000).
     pub tflops: f64,
+    /// The best kernel's runtime as the profiler reports it, ms.
     pub runtime_ms: f64,
+    /// The best kernel's name (the CSV's Operation column).
     pub kernel: String,
 }
 
@@ -25,12 +31,20 @@ pub enum CutlassError {
     MissingColumn(&'static str),
     /// A row ends before one of the needed columns.
     #[error("cutlass_profiler's CSV, line {line}: too few columns for {column}")]
-    ShortRow { line: u64, column: &'static str },
+    ShortRow {
+        /// The CSV line of the short row.
+        line: u64,
+        /// The header name of the first missing column.
+        column: &'static str,
+    },
     /// A needed figure is not a number.
     #[error("cutlass_profiler's CSV, line {line}: {column} is {text:?}, not a number")]
     NotANumber {
+        /// The CSV line of the bad cell.
         line: u64,
+        /// The column's header name.
         column: &'static str,
+        /// The cell's text.
         text: String,
     },
     /// The file is not readable as CSV (invalid UTF-8, broken quoting).

@@ -20,7 +20,9 @@ pub const CHECKED_SAMPLES: u64 = 64;
 /// How the sampled outputs compared with the f64 reference.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultCheck {
+    /// Sampled output elements recomputed in f64.
     pub checked: usize,
+    /// How many of them fell outside the tolerance; any one fails the figure.
     pub wrong: usize,
     /// The largest |error| / tolerance seen (below 1 for every accepted element).
     pub worst_error_ratio: f64,
@@ -29,34 +31,52 @@ pub struct ResultCheck {
 /// One GEMM's figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GemmResult {
+    /// The GEMM's input and compute precision.
     pub precision: Precision,
     /// m = n = k.
     pub size: u64,
+    /// Untimed runs before the timed ones.
     pub warmup: u32,
+    /// Timed runs.
     pub iterations: u32,
+    /// Per-run time, ms; `None` when the GEMM did not run.
     pub time_ms: Option<Summary>,
     /// TFLOP/s (TOP/s for INT8) at the median time, and at the fastest run.
     pub tflops_median: Option<f64>,
+    /// TFLOP/s (TOP/s for INT8) at the fastest run.
     pub tflops_best: Option<f64>,
+    /// The model's datasheet peak for this precision, TFLOP/s (TOP/s for INT8).
     pub peak_tflops: Option<f64>,
+    /// The cuBLASLt algorithm that was timed, as the device layer names it.
     pub algorithm: Option<String>,
+    /// How the sampled outputs compared with the f64 reference.
     pub check: Option<ResultCheck>,
+    /// Its verdict and why.
     pub judgement: Judgement,
+    /// Why the GEMM did not run.
     pub error: Option<String>,
 }
 
 /// One copy's figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CopyResult {
+    /// Which copy: direction, pinned or pageable.
     pub kind: CopyKind,
+    /// Bytes per copy.
     pub bytes: u64,
+    /// Timed runs.
     pub iterations: u32,
+    /// Per-run time, ms; `None` when the copy did not run.
     pub time_ms: Option<Summary>,
     /// GB/s at the median and the fastest run (device copies count read + write).
     pub gbs_median: Option<f64>,
+    /// GB/s at the fastest run.
     pub gbs_best: Option<f64>,
+    /// The datasheet ceiling this copy is judged against, GB/s; `None` where none applies.
     pub peak_gbs: Option<f64>,
+    /// Its verdict and why.
     pub judgement: Judgement,
+    /// Why the copy did not run.
     pub error: Option<String>,
 }
 
@@ -217,15 +237,24 @@ pub fn copy(acc: &mut dyn Accelerator, spec: Option<&GpuSpec>, plan: &CopyPlan) 
 /// Everything measured on one GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuBench {
+    /// The GPU's index on the host.
     pub index: usize,
+    /// The model as pog-spec names it; `None` when pog-spec does not know the card.
     pub model: Option<String>,
+    /// The seed of this GPU's benchmark matrices (hex in JSON).
     #[serde(with = "pog_facts::hex_u64")]
     pub seed: u64,
+    /// What the plan left out for this model (e.g. a precision it lacks), and why.
     pub skipped: Vec<String>,
+    /// One result per GEMM precision and size.
     pub gemm: Vec<GemmResult>,
+    /// One result per copy kind.
     pub copies: Vec<CopyResult>,
+    /// The memory test; `None` when it was not run.
     pub memtest: Option<MemtestResult>,
+    /// The bandwidth sweep; `None` when the plan has no sweep sizes.
     pub sweep: Option<SweepResult>,
+    /// The sustained run; `None` when the plan has none or it failed (see `sustained_error`).
     pub sustained: Option<SustainedResult>,
     /// A sustained run that could not run, with the reason.
     pub sustained_error: Option<String>,

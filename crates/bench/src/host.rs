@@ -11,15 +11,19 @@ use serde::{Deserialize, Serialize};
 /// What the host benchmarks measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostBench {
+    /// CPU threads the all-threads runs used.
     pub threads: usize,
     /// Double-precision GFLOP/s on one thread and on all.
     pub cpu_gflops_single: f64,
+    /// Double-precision GFLOP/s on all threads.
     pub cpu_gflops_multi: f64,
     /// Whether the FMA path (AVX2 + FMA) was used.
     pub cpu_fma: bool,
     /// STREAM triad (a = b + s·c), GB/s counting 3 × 8 bytes per element, best of the repeats.
     pub stream_triad_gbs: f64,
+    /// Every triad repeat summarized, GB/s.
     pub stream_triad_all: Option<Summary>,
+    /// Sequential write and read and random 4 KiB reads of a test file, or why they were not measured.
     pub storage: Reading<StorageBench>,
 }
 

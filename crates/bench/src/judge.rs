@@ -15,14 +15,18 @@ const THRESHOLDS_TOML: &str = include_str!("../data/thresholds.toml");
 pub enum Verdict {
     /// Reported, not judged (no threshold applies).
     Info,
+    /// At or above the warn threshold.
     Pass,
+    /// Below the warn threshold, or a condition that warns (e.g. thermal slowdown).
     Warn,
+    /// Below the fail threshold, or a wrong result (GEMM element, memory word, sustained mismatch).
     Fail,
 }
 
 /// A verdict with the threshold it was judged against.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Judgement {
+    /// Pass, warn, fail, or info when not judged.
     pub verdict: Verdict,
     /// e.g. "71.4 % of the datasheet peak; warn below 50 %, fail below 30 %".
     pub reason: String,
@@ -149,12 +153,18 @@ pub fn not_judged(reason: impl Into<String>) -> Judgement {
 /// what its bandwidth depends on besides the links.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PeerFigureKind {
+    /// One peer transfer between two GPUs.
     Transfer {
+        /// Which transfer: copy engine push or pull, SM write or read.
         kind: pog_facts::PeerKind,
+        /// Bytes per transfer.
         bytes: u64,
     },
+    /// NCCL's all-reduce across the host's GPUs.
     AllReduce {
+        /// GPUs in the all-reduce group.
         gpus: usize,
+        /// Bytes per GPU.
         bytes: u64,
     },
 }

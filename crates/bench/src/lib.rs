@@ -4,6 +4,8 @@
 //! ([`judge`]), the memory test and bandwidth sweep ([`memory`]), the sustained run
 //! ([`sustained`]), and the host's CPU, memory and storage ([`host`]).
 
+#![warn(missing_docs)]
+
 pub mod cutlass;
 pub mod gpu;
 pub mod host;

@@ -88,20 +88,27 @@ pub fn judge_memtest(run: &MemtestRun, min_fraction: f64) -> Judgement {
 /// The memory test as reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemtestResult {
+    /// What the test found per pattern and the ECC counters, or `None` when it did not run.
     pub run: Option<MemtestRun>,
+    /// Its verdict and why.
     pub judgement: Judgement,
+    /// Why the test did not run.
     pub error: Option<String>,
 }
 
 /// The sweep as reported, with its plateaus.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepResult {
+    /// Read and write GB/s per buffer size, smallest first.
     pub points: Vec<SweepPoint>,
     /// Best read GB/s among buffers that fit in L2 (≤ 16 MiB), and the median read GB/s among
     /// buffers of 1 GiB and more (HBM).
     pub l2_read_gbs: Option<f64>,
+    /// Median read GB/s among buffers of 1 GiB and more (HBM).
     pub hbm_read_gbs: Option<f64>,
+    /// Median write GB/s among buffers of 1 GiB and more (HBM).
     pub hbm_write_gbs: Option<f64>,
+    /// Why the sweep did not run.
     pub error: Option<String>,
 }
 

@@ -38,6 +38,7 @@ fn pcie_gbs(generation: u32, lanes: u32) -> Option<f64> {
 pub struct Link {
     /// "NVLink ×18 (v4)" or "PCIe gen 5 x16".
     pub name: String,
+    /// Its rate one way, GB/s (NVLink links × 25, × 50 from NVLink 5; else the PCIe link).
     pub gbs: f64,
 }
 
@@ -86,9 +87,13 @@ pub fn link(inventory: &Inventory, src: usize, dst: usize) -> Option<Link> {
 /// What the peer benchmarks run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PeerPlan {
+    /// Bytes per transfer.
     pub bytes: u64,
+    /// Untimed transfers before the timed ones.
     pub warmup: u32,
+    /// Timed transfers per pair and kind.
     pub iterations: u32,
+    /// Timed runs of the latency pointer chase per pair.
     pub latency_iterations: u32,
     /// All-reduce sizes, bytes per GPU; the largest is judged.
     pub all_reduce_bytes: Vec<u64>,
@@ -118,21 +123,30 @@ pub fn plan(suite: Suite, gpus: usize) -> Option<PeerPlan> {
 /// One ordered pair measured one way.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PeerFigure {
+    /// The CUDA ordinal of the source GPU.
     pub src: usize,
+    /// The CUDA ordinal of the destination GPU.
     pub dst: usize,
+    /// Which transfer: copy engine push or pull, SM write or read.
     pub kind: PeerKind,
     /// GB/s per timed run, summarized; `None` when it could not run.
     pub gbs: Option<Summary>,
+    /// Judged against the link between the two.
     pub judgement: Judgement,
+    /// Why the transfer did not run.
     pub error: Option<String>,
 }
 
 /// One ordered pair's read latency.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PeerLatency {
+    /// The CUDA ordinal of the GPU whose SMs read.
     pub src: usize,
+    /// The CUDA ordinal of the GPU whose memory is read.
     pub dst: usize,
+    /// Latency of one dependent 8-byte read per timed run, ns; `None` when it could not run.
     pub ns: Option<Summary>,
+    /// Why the latency was not measured.
     pub error: Option<String>,
 }
 
@@ -140,23 +154,31 @@ pub struct PeerLatency {
 /// what each link carries).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AllReduceFigure {
+    /// Bytes per GPU.
     pub bytes: u64,
+    /// Bus bandwidth per timed run, GB/s, summarized; `None` when it could not run.
     pub bus_gbs: Option<Summary>,
+    /// Judged at the largest size against the slowest link; reported otherwise.
     pub judgement: Judgement,
+    /// Why the all-reduce did not run at this size.
     pub error: Option<String>,
 }
 
 /// Everything measured between the GPUs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PeerBench {
+    /// The sizes, runs and all-reduce sweep used.
     pub plan: PeerPlan,
     /// The link of each ordered pair measured, as NVML reports it.
     pub links: Vec<(usize, usize, Option<Link>)>,
+    /// Every ordered pair's transfers, one per kind.
     pub figures: Vec<PeerFigure>,
+    /// Every ordered pair's read latency.
     pub latencies: Vec<PeerLatency>,
     /// Pairs without peer access, and why: not measured, and judged a failure where NVML
     /// reports a link between them.
     pub unreachable: Vec<(usize, usize, String)>,
+    /// NCCL's all-reduce, one per size.
     pub all_reduce: Vec<AllReduceFigure>,
     /// Why there is no all-reduce figure, when collectives cannot run here (no NCCL): reported,
     /// not judged, as that is the host's software, not its GPUs.

@@ -47,8 +47,11 @@ impl std::str::FromStr for Suite {
 pub struct Overrides {
     /// Square GEMM sizes (m = n = k).
     pub sizes: Option<Vec<u64>>,
+    /// GEMM precisions to run, in place of all of them.
     pub precisions: Option<Vec<Precision>>,
+    /// Timed runs per GEMM and copy, in place of the suite's.
     pub iterations: Option<u32>,
+    /// Bytes per copy, in place of the suite's (capped at a quarter of free memory).
     pub copy_bytes: Option<u64>,
     /// Seconds of sustained load (0 skips it).
     pub sustained_seconds: Option<f64>,
@@ -59,10 +62,15 @@ pub struct Overrides {
 /// One GEMM to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GemmPlan {
+    /// Input and compute precision.
     pub precision: Precision,
+    /// m = n = k.
     pub size: u64,
+    /// Untimed runs before the timed ones.
     pub warmup: u32,
+    /// Timed runs.
     pub iterations: u32,
+    /// cuBLASLt heuristic candidates tried per layout of A; the fastest is kept.
     pub candidates: u32,
     /// Idle milliseconds before the warm-up (see `GemmRequest::rest_ms`).
     pub rest_ms: u32,
@@ -71,30 +79,41 @@ pub struct GemmPlan {
 /// One copy to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CopyPlan {
+    /// Which copy: direction, pinned or pageable.
     pub kind: CopyKind,
+    /// Bytes per copy.
     pub bytes: u64,
+    /// Untimed runs before the timed ones.
     pub warmup: u32,
+    /// Timed runs.
     pub iterations: u32,
 }
 
 /// The sustained-load run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SustainedPlan {
+    /// Precision of the back-to-back GEMMs (BF16, else FP16, else FP32).
     pub precision: Precision,
+    /// m = n = k.
     pub size: u64,
+    /// How long to keep the GPU loaded, seconds.
     pub seconds: f64,
 }
 
 /// Everything a suite runs on one GPU, and what was left out (with the reason).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuPlan {
+    /// The GEMMs, one per precision and size.
     pub gemms: Vec<GemmPlan>,
+    /// The copies, one per kind.
     pub copies: Vec<CopyPlan>,
     /// Share of free memory the pattern test covers.
     pub memtest_fraction: f64,
     /// Buffer sizes of the read/write bandwidth sweep.
     pub sweep_sizes: Vec<u64>,
+    /// The sustained run; `None` when it is off (0 seconds) or does not fit in free memory.
     pub sustained: Option<SustainedPlan>,
+    /// What the plan left out for this model (e.g. a precision it lacks), and why.
     pub skipped: Vec<String>,
 }
 

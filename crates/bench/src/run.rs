@@ -20,9 +20,11 @@ const CUTLASS_TIMEOUT: Duration = Duration::from_secs(1800);
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
+    /// The suite whose plan is run.
     pub suite: Suite,
     /// CUDA ordinals to measure; `None`: every GPU.
     pub gpus: Option<Vec<usize>>,
+    /// Changes to the suite's plan from the command line.
     pub overrides: Overrides,
     /// Skip the GPUs (host only).
     pub no_gpu: bool,
@@ -49,27 +51,44 @@ impl BenchOptions {
 /// Why the benchmarks could not start (bad options: nothing was measured).
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
+    /// `--gpus` names a CUDA ordinal the host does not have.
     #[error("--gpus {asked}: this host has {count} CUDA device(s)")]
-    NoSuchGpu { asked: usize, count: usize },
+    NoSuchGpu {
+        /// The first ordinal asked for that is out of range.
+        asked: usize,
+        /// CUDA devices on the host.
+        count: usize,
+    },
+    /// The storage benchmark's directory is not there.
     #[error("--storage-dir {dir}: {why}")]
-    StorageDir { dir: String, why: String },
+    StorageDir {
+        /// The directory asked for.
+        dir: String,
+        /// What is wrong with it.
+        why: String,
+    },
 }
 
 /// A GPU that could not be opened.
 #[derive(Debug, Clone, Serialize)]
 pub struct GpuOpenError {
+    /// The GPU's CUDA ordinal.
     pub ordinal: usize,
+    /// Why it could not be opened.
     pub error: String,
 }
 
 /// What `pog bench` measured and judged.
 #[derive(Debug, Serialize)]
 pub struct BenchReport {
+    /// The suite that was run.
     pub suite: Suite,
+    /// Real hardware, or the simulated double (whose figures mean nothing).
     pub origin: Origin,
     /// The seed of the benchmark matrices (a fresh one each run; GPU `i` uses `seed ^ i`).
     #[serde(with = "pog_facts::hex_u64")]
     pub seed: u64,
+    /// Everything measured on each GPU that opened.
     pub gpus: Vec<GpuBench>,
     /// GPUs that could not be opened: each one fails the run.
     pub gpu_errors: Vec<GpuOpenError>,
@@ -78,6 +97,7 @@ pub struct BenchReport {
     pub peers: Option<Reading<PeerBench>>,
     /// `null` with `--no-host`.
     pub host: Option<HostBench>,
+    /// The host benchmark sizes used; `null` with `--no-host`.
     pub host_plan: Option<HostPlan>,
     /// cutlass_profiler's best SGEMM figures, when it is installed (a second opinion, never
     /// judged), or why there are none.
@@ -114,7 +134,9 @@ impl BenchReport {
 
 /// Reports progress: the number of steps once, then each step's name as it starts.
 pub trait Progress {
+    /// The number of steps the run will take, called once before the first.
     fn steps(&mut self, total: u64);
+    /// A step starting, by name (e.g. "host: CPU, memory, storage").
     fn step(&mut self, what: &str);
 }
 

@@ -5,10 +5,15 @@ use serde::{Deserialize, Serialize};
 /// Median, extremes and spread of a set of measurements (milliseconds, or any unit).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
+    /// How many finite values were summarized.
     pub n: usize,
+    /// The middle value (the mean of the middle two for an even count).
     pub median: f64,
+    /// The smallest value.
     pub min: f64,
+    /// The largest value.
     pub max: f64,
+    /// The arithmetic mean.
     pub mean: f64,
     /// (max − min) / median: how much honest repeats moved.
     pub spread: f64,

@@ -28,9 +28,13 @@ const MAX_VARIATION: f64 = 0.05;
 /// Clocks, power and limits over the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TelemetrySummary {
+    /// NVML samples taken (one every 250 ms).
     pub samples: usize,
+    /// SM clock over the samples, MHz.
     pub sm_clock_mhz: Option<Summary>,
+    /// Board power over the samples, W.
     pub power_w: Option<Summary>,
+    /// GPU temperature over the samples, °C.
     pub temperature_c: Option<Summary>,
     /// Samples whose SM clock is more than 10 % below the run's highest.
     pub clock_drops: usize,
@@ -43,24 +47,34 @@ pub struct TelemetrySummary {
 /// The sustained run as reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SustainedResult {
+    /// Precision of the back-to-back GEMMs.
     pub precision: Precision,
+    /// m = n = k.
     pub size: u64,
+    /// Planned length of the run, seconds.
     pub seconds: f64,
+    /// GEMM iterations completed.
     pub iterations: usize,
     /// TFLOP/s of each iteration, summarized.
     pub tflops: Option<Summary>,
+    /// TFLOP/s of the first iteration.
     pub first_iteration_tflops: Option<f64>,
     /// Coefficient of variation of per-iteration TFLOP/s.
     pub variation: Option<f64>,
+    /// Median sustained TFLOP/s over the model's datasheet peak for the precision.
     pub vs_peak: Option<f64>,
     /// Median sustained TFLOP/s over the same GEMM's burst median in this run.
     pub vs_burst: Option<f64>,
     /// gpu-burn style: elements that differed from the first result, summed over iterations,
     /// NaNs likewise, and the iterations with any.
     pub mismatched_elements: u64,
+    /// NaNs in the results, summed over iterations.
     pub nans: u64,
+    /// Iterations with any mismatched element or NaN; any one fails the run.
     pub faulty_iterations: usize,
+    /// The NVML telemetry summarized, or why it could not be read.
     pub telemetry: Reading<TelemetrySummary>,
+    /// Its verdict and why.
     pub judgement: Judgement,
 }
 

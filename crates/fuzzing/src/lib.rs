@@ -9,6 +9,8 @@
 //!
 //! A harness returns what it got to (or why it stopped); it must never panic.
 
+#![warn(missing_docs)]
+
 use pog_proof::challenge::CHALLENGE_VERSION;
 use pog_proof::memory::{MemoryChallenge, MEMORY_VERSION};
 use pog_proof::prover::{Behaviour, CpuProver, Opening, Prover};
