@@ -17,13 +17,23 @@ pub enum ProfilerError {
          set TMPDIR to a writable directory",
         dir.display()
     )]
-    OutputDir { dir: PathBuf, error: std::io::Error },
+    OutputDir {
+        /// The temporary directory it was to be made in.
+        dir: PathBuf,
+        /// Why it could not.
+        error: std::io::Error,
+    },
     /// The profiler could not be run, or failed.
     #[error(transparent)]
     Run(#[from] ExecError),
     /// The profiler exited cleanly but its CSV is not where `--output` asked for it.
     #[error("{PROGRAM} wrote no {}: {error}", csv.display())]
-    NoCsv { csv: PathBuf, error: std::io::Error },
+    NoCsv {
+        /// Where the CSV was expected.
+        csv: PathBuf,
+        /// Why it could not be read.
+        error: std::io::Error,
+    },
 }
 
 /// Where `cutlass_profiler` is, if it is on PATH.

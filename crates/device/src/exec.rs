@@ -15,17 +15,24 @@ const MAX_OUTPUT_BYTES: u64 = 64 << 20;
 pub enum ExecError {
     /// There is no file at the program's path.
     #[error("could not start {}: no such file; install it or give its full path", program.display())]
-    NotFound { program: PathBuf },
+    NotFound {
+        /// The program, as it was given.
+        program: PathBuf,
+    },
     /// The program exists but could not be started (not executable, out of processes, …).
     #[error("could not start {}: {error}", program.display())]
     Start {
+        /// The program, as it was given.
         program: PathBuf,
+        /// Why it could not be started.
         error: std::io::Error,
     },
     /// Waiting for the program failed.
     #[error("waiting for {}: {error}", program.display())]
     Wait {
+        /// The program, as it was given.
         program: PathBuf,
+        /// Why waiting failed.
         error: std::io::Error,
     },
     /// The program did not exit within the time-out and was killed.
@@ -34,12 +41,20 @@ pub enum ExecError {
         program.display(),
         timeout.as_secs_f64()
     )]
-    TimedOut { program: PathBuf, timeout: Duration },
+    TimedOut {
+        /// The program, as it was given.
+        program: PathBuf,
+        /// How long it was given.
+        timeout: Duration,
+    },
     /// The program exited unsuccessfully; `stderr` is the first line it printed there.
     #[error("{} exited with {status}: {stderr}", program.display())]
     Failed {
+        /// The program, as it was given.
         program: PathBuf,
+        /// How it exited.
         status: ExitStatus,
+        /// The first line of its standard error, or "no message".
         stderr: String,
     },
     /// The program printed more than [`MAX_OUTPUT_BYTES`] on its standard output.
@@ -48,10 +63,16 @@ pub enum ExecError {
         program.display(),
         MAX_OUTPUT_BYTES >> 20
     )]
-    TooLarge { program: PathBuf },
+    TooLarge {
+        /// The program, as it was given.
+        program: PathBuf,
+    },
     /// The program's standard output is not UTF-8.
     #[error("{} printed invalid UTF-8", program.display())]
-    NotUtf8 { program: PathBuf },
+    NotUtf8 {
+        /// The program, as it was given.
+        program: PathBuf,
+    },
 }
 
 /// Finds a program the way a shell would: a path with a slash is taken as is, a bare name is

@@ -12,8 +12,11 @@ const VIRTUAL_BLOCK_PREFIXES: [&str; 6] = ["loop", "ram", "zram", "dm-", "md", "
 
 /// Where the host's facts are read from.
 pub struct HostRoots<'a> {
+    /// procfs (`/proc` on a live host): hostname, kernel release, CPUs, memory.
     pub proc_root: &'a Path,
+    /// sysfs (`/sys`): block devices and the CPU's maximum clock.
     pub sysfs_root: &'a Path,
+    /// The directory holding `os-release` (`/etc`).
     pub etc_root: &'a Path,
 }
 

@@ -144,12 +144,20 @@ pub enum StorageError {
     #[error(
         "cannot write a test file in {dir}: {error}; pass a writable directory with --storage-dir"
     )]
-    Create { dir: String, error: std::io::Error },
+    Create {
+        /// The directory asked for.
+        dir: String,
+        /// Why the private directory could not be made in it.
+        error: std::io::Error,
+    },
     /// An I/O call failed part-way.
     #[error("{step} {file}: {error}")]
     Io {
+        /// What was being done ("writing", "reading", …).
         step: &'static str,
+        /// The test file.
         file: String,
+        /// Why it failed.
         error: std::io::Error,
     },
 }

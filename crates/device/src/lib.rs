@@ -6,6 +6,8 @@
 //! CPU, memory and storage measurements ([`hostbench`]). Nothing here judges: that is the
 //! inspection and benchmark crates' job.
 
+#![warn(missing_docs)]
+
 pub mod cuda;
 pub mod cutlass;
 mod during;

@@ -34,12 +34,19 @@ pub enum SmiError {
     /// The output is not XML.
     #[error("{binary} printed malformed XML: {error}")]
     Malformed {
+        /// The binary that printed it.
         binary: String,
+        /// Where and why parsing failed.
         error: roxmltree::Error,
     },
     /// The output is XML, but not nvidia-smi's report.
     #[error("{binary} printed XML with root <{root}>, expected <nvidia_smi_log>")]
-    WrongRoot { binary: String, root: String },
+    WrongRoot {
+        /// The binary that printed it.
+        binary: String,
+        /// The root element's name.
+        root: String,
+    },
 }
 
 /// Parses the XML of `nvidia-smi -q -x`. `binary` is recorded as the report's source.

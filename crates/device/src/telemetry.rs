@@ -22,7 +22,12 @@ pub enum TelemetryError {
     Nvml(#[from] NvmlInitError),
     /// NVML is loaded but has no GPU at this bus id.
     #[error("NVML has no GPU at {bus_id}: {error}")]
-    NoGpu { bus_id: BusId, error: NvmlError },
+    NoGpu {
+        /// The bus id asked for.
+        bus_id: BusId,
+        /// NVML's answer.
+        error: NvmlError,
+    },
     /// The sampling thread panicked; its samples are lost.
     #[error("the telemetry thread panicked")]
     Panicked,

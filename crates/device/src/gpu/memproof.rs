@@ -35,8 +35,11 @@ unsafe impl DeviceRepr for Key {}
 /// `key`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DatasetSpec {
+    /// The key the items are generated under.
     pub key: Key,
+    /// Items in the data set, 128 bytes each.
     pub items: u64,
+    /// ChaCha double rounds per block.
     pub rounds: u32,
 }
 
@@ -49,11 +52,17 @@ pub enum Residency {
     /// Only the first `resident` items in device memory; each other item is recomputed when
     /// a walker reads it (a card with less memory).
     #[cfg(feature = "test-doubles")]
-    Recompute { resident: u64 },
+    Recompute {
+        /// Items held in device memory.
+        resident: u64,
+    },
     /// The first `resident` items in device memory, the rest in pinned host memory read over
     /// PCIe (a card with less memory that borrows the host's).
     #[cfg(feature = "test-doubles")]
-    HostMemory { resident: u64 },
+    HostMemory {
+        /// Items held in device memory.
+        resident: u64,
+    },
 }
 
 /// Pinned host memory mapped into the device's address space (the host-memory cheat).
@@ -114,11 +123,15 @@ impl Residency {
 /// The walk to run over a data set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WalkSpec {
+    /// The key the walkers' starting states are generated under.
     pub key: Key,
+    /// Walkers, each giving one 16-byte output.
     pub walkers: u64,
+    /// Steps each walker takes.
     pub steps: u32,
     /// Consecutive items per step; divides the data set's items.
     pub span: u32,
+    /// Walkers' outputs per Merkle leaf (a leaf is 16 bytes times this).
     pub walkers_per_leaf: u32,
 }
 
@@ -135,9 +148,13 @@ impl WalkSpec {
 /// Where a walk's time went (CUDA events) and its wall time.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct WalkTimings {
+    /// Wall time of the whole [`Gpu::walk`] call, in ms.
     pub wall_ms: f64,
+    /// GPU time of the walk kernel, in ms.
     pub walk_ms: f64,
+    /// GPU time hashing the outputs into leaves, in ms.
     pub hash_ms: f64,
+    /// GPU time building the tree above the leaves, in ms.
     pub tree_ms: f64,
 }
 
@@ -147,7 +164,9 @@ pub struct Walked {
     outputs: DeviceBuffer,
     nodes: DeviceBuffer,
     level_offsets: Vec<u64>,
+    /// The Merkle root over the outputs' leaves.
     pub root: Hash,
+    /// Where the walk's time went.
     pub timings: WalkTimings,
 }
 

@@ -28,8 +28,11 @@ const PROOF_CANDIDATES: u32 = 8;
 /// cut into leaves of `leaf_elements` elements (column-major), leaves of product 0 first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProductBatch {
+    /// The precision every product runs in.
     pub precision: Precision,
+    /// m = n = k of every product.
     pub size: u64,
+    /// Output elements per leaf.
     pub leaf_elements: u32,
     /// (seed of A, seed of B) per product.
     pub seeds: Vec<(u64, u64)>,
@@ -59,10 +62,15 @@ impl ProductBatch {
 /// products) and the wall time of the whole commitment.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct CommitTimings {
+    /// Wall time of the whole [`Gpu::commit`] call, the algorithm choice included, in ms.
     pub wall_ms: f64,
+    /// GPU time generating A and B from the seeds, in ms.
     pub fill_ms: f64,
+    /// GPU time of the multiplications, in ms.
     pub gemm_ms: f64,
+    /// GPU time hashing the outputs into leaves (and keeping them, where they fit), in ms.
     pub hash_ms: f64,
+    /// GPU time building the tree above the leaves, in ms.
     pub tree_ms: f64,
 }
 
@@ -73,7 +81,9 @@ pub struct Committed {
     /// Every level of the tree, leaves first, 32 bytes a node (as eight state words).
     nodes: DeviceBuffer,
     level_offsets: Vec<u64>,
+    /// The Merkle root over every product's leaves.
     pub root: Hash,
+    /// Where the commitment's time went.
     pub timings: CommitTimings,
     /// The cuBLASLt algorithm the products ran with.
     pub algorithm: String,
@@ -101,8 +111,11 @@ impl Committed {
 /// One opened leaf: its bytes and its inclusion proof.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeafOpening {
+    /// The leaf's index in the commitment.
     pub leaf: u64,
+    /// The leaf's bytes, as hashed.
     pub bytes: Vec<u8>,
+    /// The sibling hashes from the leaf's level up to the root.
     pub proof: Vec<Hash>,
 }
 
