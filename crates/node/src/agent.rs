@@ -214,10 +214,12 @@ impl Agent {
         self
     }
 
+    /// The agent's public key (hex), which names it to validators.
     pub fn public_key(&self) -> String {
         self.identity.public_hex()
     }
 
+    /// The GPUs the agent offers.
     pub fn gpus(&self) -> &[GpuClaim] {
         &self.gpus
     }
@@ -901,8 +903,11 @@ async fn blocking<T: Send + 'static, E: std::fmt::Display + Send + 'static>(
 /// Why registering with a validator failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RegisterError {
+    /// The registration could not be signed or encoded: nothing is sent.
     #[error(transparent)]
     Wire(#[from] wire::WireError),
+    /// The validator refused the registration, or the post failed other than by its being
+    /// unreachable.
     #[error(transparent)]
     Post(#[from] crate::http::PostError),
     /// The client (no redirects) could not be built: nothing is sent.

@@ -14,9 +14,11 @@ use serde::Serialize;
 pub enum StageStatus {
     /// Did not run (the summary says why): neither a pass nor a failure.
     Skipped,
+    /// Ran and found nothing wrong.
     Pass,
     /// Passed, with warnings worth reading.
     Warn,
+    /// Ran and found something that fails the check.
     Fail,
 }
 
@@ -54,17 +56,24 @@ impl From<Verdict> for StageStatus {
 /// One stage's result.
 #[derive(Debug, Serialize)]
 pub struct Stage {
+    /// The stage's name, as printed (`inspect`, `bench`, `prove`).
     pub name: &'static str,
+    /// How the stage ended.
     pub status: StageStatus,
+    /// One line on what the stage found, or why it was skipped.
     pub summary: String,
 }
 
 /// What `pog check` found.
 #[derive(Debug, Serialize)]
 pub struct CheckReport {
+    /// Each stage in the order it ran.
     pub stages: Vec<Stage>,
+    /// The inspection's full report.
     pub inspect: InspectReport,
+    /// The quick benchmark suite's full report.
     pub bench: BenchReport,
+    /// Each GPU's self-challenge proof, as the validator would run it.
     pub prove: Vec<GpuProof>,
 }
 

@@ -14,16 +14,27 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 /// Why an endpoint is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EndpointError {
+    /// The text does not parse as a URL.
     #[error("endpoint {0:?} is not a URL")]
     NotAUrl(String),
+    /// The scheme is neither `http` nor `https`.
     #[error("endpoint {0:?}: only http and https are served")]
     Scheme(String),
+    /// The URL carries credentials, a query or a fragment.
     #[error("endpoint {0:?}: credentials, queries and fragments are not allowed")]
     Extras(String),
+    /// The URL names no host.
     #[error("endpoint {0:?} has no host")]
     NoHost(String),
+    /// The host is, or resolves to, a non-public address and private endpoints are not allowed.
     #[error("endpoint {url:?}: {ip} is not a public address (a validator may not be sent inside its own network)")]
-    NotPublic { url: String, ip: IpAddr },
+    NotPublic {
+        /// The endpoint.
+        url: String,
+        /// The special-range address it names or resolves to.
+        ip: IpAddr,
+    },
+    /// The endpoint is longer than [`MAX_ENDPOINT_BYTES`].
     #[error("endpoint {0:?} is longer than {MAX_ENDPOINT_BYTES} bytes")]
     TooLong(String),
 }
@@ -112,6 +123,7 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
 /// ones are allowed. A name with none left fails to resolve, so no connection is made.
 #[derive(Debug, Clone, Copy)]
 pub struct PublicResolver {
+    /// Keep loopback, private and other special addresses too (`--allow-private-endpoints`).
     pub allow_private: bool,
 }
 

@@ -61,15 +61,21 @@ pub struct ProofPace {
 /// What the validator signs and stores for each health summary it asks for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HealthRecord {
+    /// The record format's version.
     pub version: u32,
+    /// This record's id in the validator's store.
     pub record_id: String,
+    /// The GPU the summary is about.
     pub gpu_uuid: String,
+    /// The agent the GPU is registered to (its public key).
     pub agent: String,
+    /// The GPU's model, as registered.
     pub model: String,
     /// The GPU is the simulated test double: nothing here is about a GPU.
     pub simulated: bool,
     /// The window, the validator's clock (Unix ms).
     pub from_ms: u64,
+    /// The window's end, the validator's clock (Unix ms).
     pub to_ms: u64,
     /// Self-reported by the agent (its signature verified by this validator; a modified
     /// agent can sign anything): counts only against the GPU. `None` when it did not answer well.
@@ -80,6 +86,7 @@ pub struct HealthRecord {
     pub measured: ProofPace,
     /// Where the report and the measurement disagree, in the validator's words.
     pub contradictions: Vec<String>,
+    /// When the validator stored this record (Unix ms).
     pub recorded_at_ms: u64,
 }
 

@@ -17,6 +17,7 @@ use serde::Serialize;
 pub enum ProverChoice {
     /// The GPU when CUDA sees the GPUs (and the host is not simulated), else the CPU.
     Auto,
+    /// The GPU, through CUDA.
     Gpu,
     /// Small challenges only (tests, hosts without CUDA).
     Cpu,
@@ -27,15 +28,21 @@ pub enum ProverChoice {
 pub struct ProveOptions {
     /// CUDA ordinals to prove; `None`: every genuine GPU.
     pub gpus: Option<Vec<usize>>,
+    /// The precision instead of the one that separates the claimed model.
     pub precision: Option<Precision>,
+    /// m = n = k of each GEMM instead of the plan's.
     pub size: Option<u64>,
+    /// Independent GEMMs instead of the plan's.
     pub batch: Option<u32>,
+    /// Output elements per Merkle leaf.
     pub leaf_elements: u32,
+    /// Spot checks opened per challenge (the memory proof takes at most its own count).
     pub samples: u32,
     /// The time bound instead of the claimed model's expected time.
     pub expected_ms: Option<f64>,
     /// Also compute the challenge on the CPU and compare roots (small challenges only).
     pub against_cpu: bool,
+    /// Where the agent side computes.
     pub prover: ProverChoice,
     /// Which proofs to run.
     pub proofs: ProofKinds,
@@ -63,8 +70,11 @@ impl ProofKinds {
 /// Overrides of the memory proof's per-model plan; `None` keeps the plan's value.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct MemoryOverrides {
+    /// Items of 128 bytes in the data set.
     pub items: Option<u64>,
+    /// Walkers, each one 16-byte output.
     pub walkers: Option<u64>,
+    /// Random steps each walker takes.
     pub steps: Option<u32>,
 }
 
@@ -90,12 +100,21 @@ impl Default for ProveOptions {
 /// Why the host's GPUs could not be proved at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ProveError {
+    /// The GPU prover was asked for on a simulated host.
     #[error("the GPU prover needs a real GPU, not a simulated host (`--prover cpu` proves small challenges on the CPU)")]
     SimulatedGpu,
+    /// A GPU asked for did not come out genuine in the inspection.
     #[error("GPU {ordinal} ({uuid}) did not come out genuine: a validator would not challenge it (run `pog inspect`)")]
-    NotGenuine { ordinal: usize, uuid: String },
+    NotGenuine {
+        /// The GPU's CUDA ordinal.
+        ordinal: usize,
+        /// The GPU's UUID.
+        uuid: String,
+    },
+    /// The host has no GPU to prove.
     #[error("no GPU to prove on this host")]
     NoGpu,
+    /// The GPU prover failed to start (the reason).
     #[error("the GPU prover could not start: {0}")]
     Engine(String),
 }
@@ -103,7 +122,9 @@ pub enum ProveError {
 /// One GPU's self-challenges, or why they could not run.
 #[derive(Debug, Serialize)]
 pub struct GpuProof {
+    /// The GPU's CUDA ordinal.
     pub ordinal: usize,
+    /// The GPU's claimed model.
     pub model: String,
     /// The GEMM challenge (None when not run or failed to run: see `error`).
     pub check: Option<SelfCheck>,
@@ -118,6 +139,7 @@ pub struct GpuProof {
     /// INT8, which is exact; float outputs may differ in a last bit and are judged by the
     /// spot checks alone).
     pub cpu_root_matches: Option<bool>,
+    /// Why the GEMM challenge could not run, if it could not.
     pub error: Option<String>,
 }
 

@@ -7,11 +7,14 @@ use pog_proof::wire::{self, Envelope, WireError};
 /// An HTTP error with a JSON body `{"error": "..."}`, logged when it is made.
 #[derive(Debug)]
 pub struct ApiError {
+    /// The response status.
     pub status: StatusCode,
+    /// Why the request was refused, sent as the body's `error`.
     pub message: String,
 }
 
 impl ApiError {
+    /// An error answered with `status` and `message`; logs the refusal.
     pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
         let message = message.into();
         tracing::info!(%status, %message, "refused a request");
@@ -50,30 +53,53 @@ pub fn envelope_response(envelope: Envelope) -> Response {
 pub enum PostError {
     /// Nothing listens there (connection refused, no route, DNS failure): the peer is down.
     #[error("POST {url}: cannot connect: {source}")]
-    Unreachable { url: String, source: reqwest::Error },
+    Unreachable {
+        /// The URL posted to.
+        url: String,
+        /// The client's error.
+        source: reqwest::Error,
+    },
     /// The peer did not answer in time.
     #[error("POST {url}: no answer within {timeout:?}")]
     Timeout {
+        /// The URL posted to.
         url: String,
+        /// How long the answer was waited for.
         timeout: std::time::Duration,
     },
     /// The connection broke part-way.
     #[error("POST {url}: {source}")]
-    Transport { url: String, source: reqwest::Error },
+    Transport {
+        /// The URL posted to.
+        url: String,
+        /// The client's error.
+        source: reqwest::Error,
+    },
     /// The answer was larger than this kind of answer may be.
     #[error("POST {url}: the answer exceeds {limit} bytes")]
-    TooLarge { url: String, limit: usize },
+    TooLarge {
+        /// The URL posted to.
+        url: String,
+        /// The most bytes the answer may have.
+        limit: usize,
+    },
     /// The peer answered with an error status; `reason` is its `error` text, cut to 300
     /// characters.
     #[error("POST {url}: {status}: {reason}")]
     Refused {
+        /// The URL posted to.
         url: String,
+        /// The peer's HTTP status.
         status: reqwest::StatusCode,
+        /// The peer's `error` text, at most 300 characters.
         reason: String,
     },
+    /// The envelope could not be encoded as JSON: nothing was sent.
     #[error("POST {url}: cannot encode the message: {source}")]
     Encode {
+        /// The URL it was for.
         url: String,
+        /// The encoder's error.
         source: serde_json::Error,
     },
 }
@@ -187,6 +213,7 @@ pub async fn serve(
 pub struct BuildClientError {
     /// What the client was for ("challenge", "witness", …).
     pub purpose: &'static str,
+    /// The client builder's error.
     pub source: reqwest::Error,
 }
 

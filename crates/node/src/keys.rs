@@ -8,16 +8,28 @@ use std::path::Path;
 /// Why a key could not be loaded or created.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
+    /// The file exists but does not hold a key (its path is given).
     #[error("{0} is not a pog key (64 hex digits): restore it from a backup, or move it away to make a new identity")]
     NotAKey(String),
+    /// The key file may be read by others than its owner, so the key may have leaked.
     #[error("{path} is readable by others (mode {mode:o}): chmod 600 it")]
-    Exposed { path: String, mode: u32 },
+    Exposed {
+        /// The key file.
+        path: String,
+        /// Its Unix permission bits.
+        mode: u32,
+    },
+    /// A file operation on the key failed.
     #[error("{step} {path}: {source}")]
     Io {
+        /// What was being done ("reading", "creating", …).
         step: &'static str,
+        /// The file it was done to.
         path: String,
+        /// The operating system's error.
         source: std::io::Error,
     },
+    /// A new key could not be generated or encoded.
     #[error(transparent)]
     Generate(#[from] pog_proof::wire::WireError),
 }

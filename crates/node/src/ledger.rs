@@ -46,7 +46,12 @@ pub enum LedgerError {
     Store(#[from] StoreError),
     /// The log's name is not a valid note key name.
     #[error("the log name {name:?}: {source}")]
-    Origin { name: String, source: NoteError },
+    Origin {
+        /// The name refused.
+        name: String,
+        /// Why it is no key name.
+        source: NoteError,
+    },
     /// No checkpoint has been signed yet.
     #[error("the ledger has no checkpoint yet: run `pog ledger checkpoint` (a validator signs one every --checkpoint-every)")]
     NoCheckpoint,
@@ -55,7 +60,12 @@ pub enum LedgerError {
     Checkpoint(String),
     /// A witness has cosigned a larger tree of this log than the checkpoint.
     #[error("the witness has cosigned size {old}, beyond this log's checkpoint of size {size}: it saw a longer history of this log")]
-    Beyond { old: u64, size: u64 },
+    Beyond {
+        /// The tree size the witness has cosigned.
+        old: u64,
+        /// The size of this log's checkpoint.
+        size: u64,
+    },
     /// A witness answered 200 with something that is not a cosignature line.
     #[error("a witness answered with a malformed cosignature line: {0}")]
     Cosignature(String),
@@ -222,7 +232,9 @@ pub fn request_body(ledger: &Ledger, old: u64) -> Result<(Vec<u8>, u64), LedgerE
 /// One witness's answer to a publication.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WitnessAnswer {
+    /// The witness's URL.
     pub url: String,
+    /// Whether it cosigned the checkpoint.
     pub cosigned: bool,
     /// The HTTP status of the last answer (0: no answer).
     pub status: u16,
@@ -234,7 +246,9 @@ pub struct WitnessAnswer {
 /// each witness's answer.
 #[derive(Debug, Clone)]
 pub struct Published {
+    /// The checkpoint as stored now, with every cosignature obtained.
     pub checkpoint: SignedCheckpoint,
+    /// Each witness's answer, one per witness asked.
     pub witnesses: Vec<WitnessAnswer>,
 }
 

@@ -5,6 +5,8 @@
 //! on its own host and the services reuse: the self-challenge ([`selfcheck`], [`hostproof`])
 //! and `pog check`'s inspect → bench → prove ([`check`]).
 
+#![warn(missing_docs)]
+
 pub mod agent;
 mod buckets;
 pub mod check;

@@ -66,6 +66,7 @@ pub const MAX_HISTORY_PAGE: usize = 1000;
 pub struct SubmitMessage {
     /// The validator's public key (hex): the message is for this validator only.
     pub validator: String,
+    /// The order itself; its owner must be the message's signer.
     pub order: Order,
     /// When the order leaves the book if it has not filled, ms since the Unix epoch: after
     /// the validator receives it, and at most
@@ -81,7 +82,9 @@ pub struct SubmitMessage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CancelMessage {
+    /// The validator's public key (hex): the message is for this validator only.
     pub validator: String,
+    /// The id of the signer's order to cancel.
     pub id: OrderId,
     /// The order's sequence number in the book (its submission returned it; the book lists
     /// it): an id is free again once its order expires, so a cancellation names the one order
@@ -95,8 +98,11 @@ pub struct CancelMessage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClearMessage {
+    /// The validator's public key (hex): the message is for this validator only.
     pub validator: String,
+    /// The class whose book is cleared.
     pub class: GpuClass,
+    /// The auction that clears it.
     pub mechanism: Mechanism,
     /// When the operator asked, ms since the Unix epoch: an old request replayed later is
     /// refused (see [`CLEAR_MAX_AGE_MS`]).
@@ -120,7 +126,9 @@ pub const MAX_CLEAR_NONCE_LEN: usize = 64;
 /// What `GET /v1/market/info` returns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MarketInfo {
+    /// The validator's public key (hex), which every message to this market must name.
     pub validator: String,
+    /// The classes its book trades.
     pub classes: Vec<GpuClass>,
 }
 
@@ -131,9 +139,12 @@ pub const MAX_BOOK_PAGE: usize = 1000;
 /// it expires.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BookEntry {
+    /// The order as it stands now.
     #[serde(flatten)]
     pub order: Order,
+    /// Its place in the book's sequence; a cancellation names it.
     pub sequence: u64,
+    /// When it leaves the book if it has not filled, ms since the Unix epoch.
     pub expires_at_ms: u64,
 }
 
@@ -141,7 +152,9 @@ pub struct BookEntry {
 /// both sides together in submission order (sequence above `after`), split by side.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BookView {
+    /// The page's open bids.
     pub bids: Vec<BookEntry>,
+    /// The page's open asks.
     pub asks: Vec<BookEntry>,
     /// Pass as `after` for the next page; absent on the last one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -151,6 +164,7 @@ pub struct BookView {
 /// What `GET /v1/market/history` returns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryPage {
+    /// The page's clearings, oldest first.
     pub clearings: Vec<ClearingRecord>,
     /// Pass as `after` for the next page; absent on the last one.
     pub next_after: Option<u64>,
@@ -159,6 +173,7 @@ pub struct HistoryPage {
 /// What a submit returns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Submitted {
+    /// The order's id.
     pub id: OrderId,
     /// The order's place in the book's sequence.
     pub sequence: u64,
@@ -167,16 +182,24 @@ pub struct Submitted {
 /// What a cancel returns: what was left of the order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cancelled {
+    /// The order as it stood when cancelled (its unfilled remainder).
     pub order: Order,
 }
 
 /// Why the market store failed.
 #[derive(Debug, thiserror::Error)]
 pub enum MarketError {
+    /// The SQLite database failed.
     #[error("the market database failed ({0}); if the file is damaged, restore it from a backup or move it away to start an empty book")]
     Database(#[from] rusqlite::Error),
+    /// A stored event cannot be replayed: the store is damaged.
     #[error("the market database holds an event it cannot replay (event {seq}: {why}); restore it from a backup")]
-    Corrupt { seq: i64, why: String },
+    Corrupt {
+        /// The event's sequence number.
+        seq: i64,
+        /// Why it cannot be replayed.
+        why: String,
+    },
 }
 
 /// One stored event.
@@ -270,15 +293,19 @@ impl TakenClears {
 pub struct PostedPrice {
     /// Its number in the validator's price history (increasing; 0 before it is stored).
     pub seq: i64,
+    /// The GPU priced.
     pub gpu_uuid: String,
+    /// When it was quoted, ms since the Unix epoch.
     pub at_ms: u64,
     /// Why it was quoted: the record that came in.
     pub cause: String,
     /// The latest proof record the price rests on.
     pub record_id: Option<i64>,
+    /// The GPU's model, when it is known.
     pub model: Option<String>,
     /// The GPU's score and verified worth (reference GPUs) when quoted.
     pub score: f64,
+    /// The GPU's verified worth in reference GPUs when quoted.
     pub gpu_worth: f64,
     /// Price per GPU-hour in micro-dollars; null when the GPU is not priced.
     pub price_micro_usd: Option<u64>,
@@ -993,12 +1020,26 @@ pub struct MarketClient {
 /// Why a market request failed on the client's side.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// The request got no answer (no connection, a timeout, a broken transfer).
     #[error("could not reach the validator at {url}: {cause}")]
-    Unreachable { url: String, cause: String },
+    Unreachable {
+        /// The URL requested.
+        url: String,
+        /// What went wrong.
+        cause: String,
+    },
+    /// The validator answered with an error status.
     #[error("the validator refused the request (HTTP {status}): {message}")]
-    Refused { status: u16, message: String },
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The validator's `error` text, or the whole body when it has none.
+        message: String,
+    },
+    /// The answer does not decode as the endpoint's answer type.
     #[error("the validator's answer is not what the market API returns: {0}")]
     BadAnswer(String),
+    /// The message could not be signed or encoded: nothing is sent.
     #[error(transparent)]
     Wire(#[from] pog_proof::wire::WireError),
     /// The client (no redirects) could not be built: nothing is sent.

@@ -75,10 +75,13 @@ const IDLE_CHECK: Duration = Duration::from_secs(30);
 /// Why pricing failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PricingError {
+    /// The registry could not be read or written.
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    /// The market could not post a price.
     #[error(transparent)]
     Market(#[from] MarketError),
+    /// A price could not be quoted.
     #[error(transparent)]
     Quote(#[from] pog_market::QuoteError),
     /// A score or price record could not be signed.
@@ -117,9 +120,13 @@ pub struct Pricing {
 /// One GPU's score as `GET /v1/scores` lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScoreView {
+    /// The GPU the score is for.
     pub gpu_uuid: String,
+    /// The GPU's model, as registered; null when it is not known.
     pub model: Option<String>,
+    /// The GPU is the simulated test double: its score is 0 and it is never priced.
     pub simulated: bool,
+    /// The score the validator assessed from its own records.
     pub score: f64,
     /// Why the score is 0 or lower than its model would earn.
     pub reasons: Vec<String>,
@@ -135,6 +142,7 @@ pub struct ScoreView {
 /// What `GET /v1/scores` returns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScorePage {
+    /// This page's scores, one per registered GPU.
     pub scores: Vec<ScoreView>,
     /// Pass as `after` for the next page; absent on the last one.
     pub next_after: Option<String>,
@@ -143,7 +151,9 @@ pub struct ScorePage {
 /// What `GET /v1/prices/{uuid}/history` returns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PricePage {
+    /// The GPU the history is of.
     pub gpu_uuid: String,
+    /// This page's posted prices, in history order (by `seq`).
     pub points: Vec<PostedPrice>,
     /// Pass as `after` for the next page; absent on the last one.
     pub next_after: Option<i64>,

@@ -35,13 +35,23 @@ const KEPT_COMMITMENTS: usize = 4;
 pub enum ProverError {
     /// The GPU failed (CUDA, cuBLASLt, memory), with the device's own error.
     #[error("GPU {ordinal}: {source}")]
-    Gpu { ordinal: usize, source: GpuError },
+    Gpu {
+        /// The GPU's CUDA ordinal.
+        ordinal: usize,
+        /// The device's error.
+        source: GpuError,
+    },
     /// No worker serves this GPU (the agent does not have it, or CUDA does not see it).
     #[error("no GPU worker for {0}")]
     UnknownGpu(String),
     /// The worker thread is gone (it could not start, or it panicked).
     #[error("the worker of GPU {ordinal} {what}")]
-    Worker { ordinal: usize, what: &'static str },
+    Worker {
+        /// The GPU's CUDA ordinal.
+        ordinal: usize,
+        /// What became of the worker, as the message's end ("could not be started").
+        what: &'static str,
+    },
     /// The commitment was dropped to make room for newer ones before it was opened.
     #[error(
         "the commitment is no longer kept on the GPU (more than {KEPT_COMMITMENTS} newer ones)"
@@ -52,7 +62,9 @@ pub enum ProverError {
 /// A computed challenge: its prover, ready to open leaves, and where the device's time went
 /// when the engine knows (the GPU engine does).
 pub struct Proved {
+    /// The prover holding the committed products, to open the spot-checked leaves.
     pub prover: Arc<dyn Prover>,
+    /// Where the device's time went, when the engine reports it.
     pub timings: Option<CommitTimings>,
     /// The GEMM algorithm the products ran with, when a library chose one.
     pub algorithm: Option<String>,
@@ -91,7 +103,9 @@ pub trait BuiltMemory: Send + Sync {
 
 /// A committed walk: its prover, ready to open leaves, and the device's times when known.
 pub struct Walk {
+    /// The prover holding the walk's outputs, to open the spot-checked walkers.
     pub prover: Arc<dyn Prover>,
+    /// The device's times, when the engine reports them.
     pub timings: Option<WalkTimings>,
 }
 
@@ -116,6 +130,7 @@ impl BuiltMemory for CpuBuilt {
 
 /// Proves on the CPU, honestly or (for the attack tests) not.
 pub struct CpuEngine {
+    /// Honest, or the cheat an attack test plays.
     pub behaviour: Behaviour,
 }
 
@@ -209,8 +224,11 @@ enum Job {
 #[derive(Debug, Clone)]
 pub struct WalkReport {
     id: u64,
+    /// The walk's Merkle root.
     pub root: pog_merkle::Hash,
+    /// Leaves under the root.
     pub leaf_count: u64,
+    /// Where the walk's time went (CUDA events).
     pub timings: WalkTimings,
 }
 
@@ -224,9 +242,13 @@ enum Kept {
 #[derive(Debug, Clone)]
 pub struct CommitReport {
     id: u64,
+    /// The commitment's Merkle root.
     pub root: pog_merkle::Hash,
+    /// Leaves under the root.
     pub leaf_count: u64,
+    /// Where the commitment's time went (CUDA events).
     pub timings: CommitTimings,
+    /// The GEMM algorithm cuBLASLt chose for the products.
     pub algorithm: String,
 }
 
@@ -604,6 +626,7 @@ fn open_kept(worker: &Worker, id: u64, leaves: &[u64]) -> Result<Vec<Opening>, O
 /// A challenge committed on a GPU; its tree stays there until this is dropped.
 pub struct GpuProof {
     worker: Arc<Worker>,
+    /// The commitment's root, leaf count, timings and algorithm.
     pub report: CommitReport,
 }
 

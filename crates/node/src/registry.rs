@@ -30,17 +30,24 @@ CREATE INDEX IF NOT EXISTS records_by_gpu ON records (gpu_uuid, id);
 /// envelope's kind (`None` when the stored text is not an envelope).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewRecord {
+    /// Its row id: records are announced in id order.
     pub id: i64,
+    /// The GPU it is about.
     pub gpu_uuid: String,
+    /// Its envelope's kind, `None` when the stored text is not an envelope.
     pub kind: Option<String>,
 }
 
 /// A registered GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisteredGpu {
+    /// The GPU's UUID as the agent claimed it.
     pub uuid: String,
+    /// The owning agent's public key (hex).
     pub agent: String,
+    /// Where the agent takes challenges (a checked `http(s)` origin).
     pub endpoint: String,
+    /// The GPU model as the agent claimed it.
     pub model: String,
     /// Its PCI address as the agent claimed it.
     pub bus_id: String,
@@ -66,12 +73,31 @@ pub enum Change {
 /// Why a registry change was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
+    /// Another agent holds the GPU already.
     #[error("GPU {uuid} is already registered by another agent ({owner})")]
-    ClaimedElsewhere { uuid: String, owner: String },
+    ClaimedElsewhere {
+        /// The GPU.
+        uuid: String,
+        /// The public key (hex) of the agent holding it.
+        owner: String,
+    },
+    /// The agent would hold more GPUs than one agent may.
     #[error("an agent may hold at most {max} GPUs; this registration would give it {would_hold}")]
-    TooManyGpus { max: usize, would_hold: usize },
+    TooManyGpus {
+        /// The most GPUs one agent may hold.
+        max: usize,
+        /// How many it would hold after this registration.
+        would_hold: usize,
+    },
+    /// The GPU was released from this agent for failing and is barred from it for a while.
     #[error("GPU {uuid} was released from this agent for failing its challenges; it may register it again in {wait_s} s")]
-    Barred { uuid: String, wait_s: u64 },
+    Barred {
+        /// The GPU.
+        uuid: String,
+        /// Seconds until it may be registered again.
+        wait_s: u64,
+    },
+    /// The SQLite database failed.
     #[error("the registry database failed ({0}); if the file is damaged, restore it from a backup or move it away to start a new registry")]
     Database(#[from] rusqlite::Error),
 }

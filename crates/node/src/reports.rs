@@ -206,17 +206,24 @@ pub struct SavedBench {
 /// Why a saved benchmark report cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchFileError {
+    /// The file could not be read.
     #[error("cannot read the benchmark report {path}: {source}")]
     Read {
+        /// The file.
         path: String,
+        /// The operating system's error.
         source: std::io::Error,
     },
+    /// The file is larger than a report can be (its size in bytes; at most 64 MiB is read).
     #[error("the benchmark report is {0} bytes; a saved `pog bench --json` is far smaller (at most 64 MiB is read)")]
     TooLarge(u64),
+    /// The file is not JSON of a report.
     #[error("the benchmark report is not JSON of `pog bench --json`: {0}")]
     Json(#[from] serde_json::Error),
+    /// The report is of another schema (named).
     #[error("the file is a {0:?} report, not `pog bench --json` (schema pog.bench/1) or `pog check --json` (pog.check/1)")]
     Schema(String),
+    /// The saved run could not run and measured nothing (why is given).
     #[error("the saved run did not measure anything (pog could not run: {0})")]
     NotRun(String),
 }
@@ -289,19 +296,40 @@ impl SavedBench {
 /// Why a served GPU gets no benchmark record from a saved report.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NoFigures {
+    /// CUDA lists no device at the GPU's PCI address, so no ordinal of the report is its.
     #[error("GPU {uuid}: CUDA does not list a device at its bus id {bus_id}, so the saved report's figures cannot be matched to it")]
-    NoCudaDevice { uuid: String, bus_id: String },
+    NoCudaDevice {
+        /// The served GPU.
+        uuid: String,
+        /// Its PCI address as the agent claims it.
+        bus_id: String,
+    },
+    /// The report has no figures for the GPU's CUDA ordinal.
     #[error("GPU {uuid}: the saved report has no figures for CUDA device {ordinal}")]
-    NotMeasured { uuid: String, ordinal: u32 },
+    NotMeasured {
+        /// The served GPU.
+        uuid: String,
+        /// Its CUDA ordinal.
+        ordinal: u32,
+    },
+    /// The report measured another model at the GPU's CUDA ordinal.
     #[error("GPU {uuid}: the saved report's CUDA device {ordinal} is a {measured}, not the {claimed} this agent serves there (another host, or the devices were numbered differently)")]
     OtherModel {
+        /// The served GPU.
         uuid: String,
+        /// Its CUDA ordinal.
         ordinal: u32,
+        /// The model the report measured there.
         measured: String,
+        /// The model the agent serves there.
         claimed: String,
     },
+    /// Every figure the report holds for the GPU is without a value.
     #[error("GPU {uuid}: the saved report holds no figure with a value for it")]
-    Empty { uuid: String },
+    Empty {
+        /// The served GPU.
+        uuid: String,
+    },
 }
 
 /// A bench verdict as the figures' methods spell it.
@@ -505,12 +533,24 @@ pub fn benchmark_figures(
 /// Why the agent could not make its records.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportBuildError {
+    /// The report was measured on real GPUs and the agent serves simulated ones, or the
+    /// other way round.
     #[error("the benchmark report was measured on {}, but this agent serves {}: a report of another kind of host says nothing about these GPUs", if *.bench_simulated { "the simulated test double" } else { "real GPUs" }, if *.bench_simulated { "real GPUs" } else { "the simulated test double" })]
-    OriginMismatch { bench_simulated: bool },
+    OriginMismatch {
+        /// Whether the report was measured on the simulated test double.
+        bench_simulated: bool,
+    },
+    /// A record could not be signed or encoded.
     #[error("signing a record: {0}")]
     Wire(#[from] WireError),
+    /// A record stays larger than a report may be, even cut down.
     #[error("the {kind} record of GPU {uuid} does not fit in {MAX_REPORT_BYTES} bytes")]
-    TooLarge { kind: &'static str, uuid: String },
+    TooLarge {
+        /// The record's kind (`inspection` or `benchmark`).
+        kind: &'static str,
+        /// The GPU it is about.
+        uuid: String,
+    },
 }
 
 /// What the agent sends after each registration.
@@ -594,8 +634,10 @@ pub fn agent_reports(
 /// Why sending one report failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
+    /// Posting the report failed (see [`PostError`]).
     #[error(transparent)]
     Post(#[from] PostError),
+    /// The validator answered 200 with something that does not decode as a [`ReportReceipt`].
     #[error("the validator's answer to a report is not a receipt: {0}")]
     Answer(serde_json::Error),
 }
@@ -633,6 +675,7 @@ pub struct ReportReceipt {
     pub id: String,
     /// `inspection` or `benchmark`.
     pub kind: String,
+    /// The GPU the record is about.
     pub gpu_uuid: String,
     /// True when this request stored it; false when the validator already held it.
     pub recorded: bool,
@@ -643,48 +686,75 @@ pub struct ReportReceipt {
 /// Why a report was refused. Each maps to an HTTP status ([`ReportError::status`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
+    /// The body is larger than [`MAX_REPORT_BYTES`] (its size in bytes).
     #[error("a report may be at most {MAX_REPORT_BYTES} bytes; this one is {0}")]
     TooLarge(usize),
+    /// The body does not decode as an envelope.
     #[error("not a signed envelope: {0}")]
     Envelope(serde_json::Error),
+    /// The envelope's kind is neither `inspection` nor `benchmark`.
     #[error("kind {0:?} is not a report: POST /v1/reports takes \"inspection\" and \"benchmark\" envelopes")]
     Kind(String),
+    /// The envelope fails the wire checks (its signature, size or encoding).
     #[error(transparent)]
     Wire(WireError),
+    /// A field of the body is out of bounds or malformed.
     #[error("the {kind} report's {field} {why}")]
     Invalid {
+        /// The report's kind.
         kind: &'static str,
+        /// The field refused.
         field: &'static str,
+        /// What is wrong with it.
         why: String,
     },
+    /// The GPU the report is about is not registered here.
     #[error("GPU {0} is not registered with this validator")]
     UnknownGpu(String),
+    /// The report is signed by another agent than the GPU's owner.
     #[error("GPU {uuid} is registered to agent {owner}, not to the report's signer {signer}")]
     NotOwner {
+        /// The GPU.
         uuid: String,
+        /// The public key (hex) of the agent it is registered to.
         owner: String,
+        /// The report's signer (hex).
         signer: String,
     },
+    /// The GPU has used its hourly budget of new reports.
     #[error("GPU {uuid} has used its budget of {kib_per_hour} KiB of new reports an hour; this one (charged {charge} bytes) fits in {retry_after_s} s: retry then")]
     GpuBudget {
+        /// The GPU.
         uuid: String,
+        /// Its budget, KiB of new reports an hour.
         kib_per_hour: u64,
+        /// What this report is charged, bytes.
         charge: usize,
+        /// Seconds until the budget has room for it.
         retry_after_s: u64,
     },
+    /// The GPUs reported from one address have used its hourly budget of new reports.
     #[error("the GPUs reported from {address} have used its budget of {kib_per_hour} KiB of new reports an hour; this one (charged {charge} bytes) fits in {retry_after_s} s: retry then")]
     SourceBudget {
+        /// The source address reports came from.
         address: String,
+        /// Its budget, KiB of new reports an hour.
         kib_per_hour: u64,
+        /// What this report is charged, bytes.
         charge: usize,
+        /// Seconds until the budget has room for it.
         retry_after_s: u64,
     },
+    /// The budget table is full of budgets used within the hour: no new one can be tracked.
     #[error("the validator tracks the report budgets of {MAX_TRACKED} GPUs or addresses already, none unused for an hour: retry in {CROWDED_RETRY_S} s")]
     Crowded,
+    /// Another request is recording the same report now.
     #[error("the same report is being recorded by another request")]
     InFlight,
+    /// The report cannot be a ledger entry (too large for one, for instance).
     #[error("the report cannot be a ledger entry: {0}")]
     Entry(EntryError),
+    /// The validator's store failed.
     #[error("storing the report failed: {0}")]
     Store(#[from] ValidatorError),
 }
@@ -855,10 +925,13 @@ fn check_benchmark(b: &BenchmarkFigures, now_ms: u64) -> Result<(), ReportError>
 /// it is charged.
 #[derive(Debug, Clone)]
 pub struct CheckedReport {
+    /// The signed envelope as received.
     pub envelope: Envelope,
+    /// `inspection` or `benchmark`.
     pub kind: &'static str,
     /// The signer, lowercase hex.
     pub signer: String,
+    /// The GPU it is about.
     pub gpu_uuid: String,
     /// `report-<hex content hash>` ([`content_id`]).
     pub id: String,

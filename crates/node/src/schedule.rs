@@ -35,6 +35,7 @@ pub const MAX_BACKOFF_ROUNDS: u64 = 32;
 pub struct Schedule {
     /// Time between the starts of two rounds.
     pub every: Duration,
+    /// The challenge policy each round applies.
     pub policy: Policy,
     /// Challenges in flight at once, across all agents.
     pub max_concurrent: usize,
@@ -66,14 +67,19 @@ pub const MISSED_ROUND_KIND: &str = "round-missed";
 /// uptime counts the round as missed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MissedRound {
+    /// The record format's version.
     pub version: u32,
+    /// This record's id in the validator's store.
     pub record_id: String,
+    /// The GPU that was skipped.
     pub gpu_uuid: String,
     /// The agent the GPU is registered to (its public key).
     pub agent: String,
+    /// The GPU's model, as registered.
     pub model: String,
     /// Why, in the validator's words.
     pub reason: String,
+    /// When the validator stored this record (Unix ms).
     pub recorded_at_ms: u64,
 }
 

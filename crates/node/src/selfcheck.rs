@@ -21,14 +21,19 @@ const EXPIRY_MS: u64 = 600_000;
 /// Why a self-challenge could not run to a verdict.
 #[derive(Debug, thiserror::Error)]
 pub enum SelfCheckError {
+    /// The expected time was not a positive number of milliseconds.
     #[error("the expected time must be a positive number of milliseconds, not {0}")]
     Bound(f64),
+    /// The prover failed.
     #[error(transparent)]
     Prover(#[from] ProverError),
+    /// The prover could not open the spot-checked leaves.
     #[error(transparent)]
     Open(#[from] pog_proof::prover::OpenError),
+    /// A message could not be signed or read.
     #[error(transparent)]
     Wire(#[from] pog_proof::wire::WireError),
+    /// The validator's session refused a message.
     #[error("the validator's session refused the exchange: {0}")]
     Protocol(#[from] pog_proof::session::ProtocolError),
 }
@@ -36,39 +41,51 @@ pub enum SelfCheckError {
 /// What one self-challenge showed.
 #[derive(Debug, Clone, Serialize)]
 pub struct SelfCheck {
+    /// The GPU challenged.
     pub gpu_uuid: String,
     /// The challenge as issued (nonce included), so its products can be recomputed elsewhere.
     pub challenge: pog_proof::Challenge,
+    /// The challenge's precision.
     pub precision: pog_spec::Precision,
+    /// m = n = k of each GEMM.
     pub size: u64,
+    /// Independent GEMMs computed.
     pub batch: u32,
+    /// Output elements per Merkle leaf.
     pub leaf_elements: u32,
-    /// The claimed model's expected time to commit, and the time measured (issue to commit).
+    /// The claimed model's expected time to commit, ms.
     pub expected_ms: f64,
+    /// The time measured from issue to commitment, ms.
     pub commit_ms: f64,
     /// Where the device's time went, when the engine reports it (the GPU engine does).
     pub device: Option<DeviceTimes>,
-    /// Time to open the spot-checked leaves (recomputing the products that hold them).
+    /// Time to open the spot-checked leaves (recomputing the products that hold them), ms.
     pub open_ms: f64,
-    /// The validator's CPU time to verify the openings.
+    /// The validator's CPU time to verify the openings, ms.
     pub verify_ms: f64,
-    /// Signed message sizes: challenge and open request to the agent, commitment and openings
-    /// back.
+    /// Bytes of the signed messages to the agent: challenge and open request.
     pub bytes_to_agent: usize,
+    /// Bytes of the signed messages back: commitment and openings.
     pub bytes_from_agent: usize,
+    /// The validator's verdict on the openings.
     pub outcome: Outcome,
 }
 
 /// The GPU's time by phase (CUDA events, summed over the products).
 #[derive(Debug, Clone, Serialize)]
 pub struct DeviceTimes {
+    /// Filling the input matrices, ms.
     pub fill_ms: f64,
+    /// The GEMMs, ms.
     pub gemm_ms: f64,
+    /// Hashing the output leaves, ms.
     pub hash_ms: f64,
+    /// Building the Merkle tree over the leaves, ms.
     pub tree_ms: f64,
     /// Everything in the commitment besides the products themselves, as a share of the GEMM
     /// time.
     pub overhead: f64,
+    /// The GEMM algorithm the products ran with.
     pub algorithm: String,
 }
 
@@ -208,36 +225,49 @@ fn settle<C: SpotChecked>(
 /// What one memory self-challenge showed.
 #[derive(Debug, Clone, Serialize)]
 pub struct MemorySelfCheck {
+    /// The GPU challenged.
     pub gpu_uuid: String,
-    /// The challenge as issued, and the walk nonce sent once the data set was built.
+    /// The challenge as issued.
     pub challenge: MemoryChallenge,
+    /// The walk nonce, sent once the data set was built.
     #[serde(with = "hex::serde")]
     pub walk_nonce: [u8; 32],
-    /// Bytes of the data set, and of item reads in the walk.
+    /// Bytes of the data set.
     pub dataset_bytes: u64,
+    /// Bytes of item reads in the walk.
     pub read_bytes: u64,
     /// Wall time to build the data set (untimed by the bound, under a deadline).
     pub build_ms: f64,
-    /// The claimed model's expected time from walk nonce to commitment, the rate it assumes
-    /// and where that rate comes from, and the time measured.
+    /// The claimed model's expected time from walk nonce to commitment, ms.
     pub expected_ms: f64,
+    /// The rate the expected time assumes, and where it comes from.
     pub rate: MemoryRate,
+    /// The time measured from walk nonce to commitment, ms.
     pub commit_ms: f64,
     /// The device's times (build, walk, hashing, tree), when the engine reports them.
     pub device: Option<MemoryDeviceTimes>,
+    /// Time to open the spot-checked walkers, ms.
     pub open_ms: f64,
+    /// The validator's CPU time to verify the openings, ms.
     pub verify_ms: f64,
+    /// Bytes of the signed messages to the agent: challenge, walk nonce and open request.
     pub bytes_to_agent: usize,
+    /// Bytes of the signed messages back: ready, commitment and openings.
     pub bytes_from_agent: usize,
+    /// The validator's verdict on the openings.
     pub outcome: Outcome,
 }
 
 /// The GPU's time by phase of a memory proof (CUDA events).
 #[derive(Debug, Clone, Serialize)]
 pub struct MemoryDeviceTimes {
+    /// Building the data set, ms.
     pub build_ms: f64,
+    /// The walk, ms.
     pub walk_ms: f64,
+    /// Hashing the walker outputs into leaves, ms.
     pub hash_ms: f64,
+    /// Building the Merkle tree over the leaves, ms.
     pub tree_ms: f64,
     /// Item bytes read per second in the walk kernel alone, GB/s.
     pub walk_gbs: f64,

@@ -47,11 +47,15 @@ pub struct Policy {
     pub plan: PlanKind,
     /// None: the precision `pog_proof::params::choose_precision` picks for the claimed model.
     pub precision: Option<Precision>,
+    /// m = n = k of each GEMM (a per-model plan fills it in).
     pub size: u64,
+    /// Independent GEMMs per challenge (a per-model plan fills it in).
     pub batch: u32,
+    /// Output elements per Merkle leaf.
     pub leaf_elements: u32,
     /// The claimed model's expected time to commit.
     pub expected_ms: f64,
+    /// Leaves spot-checked per challenge.
     pub samples: u32,
     /// How long the agent has to commit.
     pub expiry_ms: u64,
@@ -63,14 +67,18 @@ pub struct Policy {
 /// Whether a round also proves memory, and (under a test plan) its fixed shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryPolicy {
+    /// Whether a round proves memory at all.
     pub enabled: bool,
     /// Walkers spot-checked.
     pub samples: u32,
     /// A test plan's data set, walk and bound; a per-model plan takes them from the claimed
     /// model (`pog_proof::memory::plan`) and ignores these.
     pub items: u64,
+    /// A test plan's walkers, each one 16-byte output.
     pub walkers: u64,
+    /// A test plan's random steps per walker.
     pub steps: u32,
+    /// A test plan's bound from walk nonce to commitment, ms.
     pub expected_ms: f64,
 }
 
@@ -115,10 +123,15 @@ pub use pog_proof::params::PLANNED_SECONDS;
 /// A challenge's shape for one claimed model, and the time that model should need.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Planned {
+    /// The precision the challenge computes in.
     pub precision: Precision,
+    /// m = n = k of each GEMM.
     pub size: u64,
+    /// Independent GEMMs to compute.
     pub batch: u32,
+    /// Output elements per Merkle leaf.
     pub leaf_elements: u32,
+    /// The claimed model's expected time to commit, ms.
     pub expected_ms: f64,
     /// The claimed model's lead in this precision over the nearest slower model
     /// (`params::PrecisionChoice::advantage`; 1 where none was computed, 0 where a slower
@@ -223,10 +236,15 @@ impl Policy {
 /// What the validator signs and stores for each challenge.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
+    /// The record format's version.
     pub version: u32,
+    /// The challenge's id.
     pub challenge_id: String,
+    /// The GPU challenged.
     pub gpu_uuid: String,
+    /// The agent the GPU is registered to (its public key).
     pub agent: String,
+    /// The GPU's claimed model, as registered.
     pub model: String,
     /// The GPU is the simulated test double: this record proves nothing about any GPU.
     pub simulated: bool,
@@ -239,9 +257,11 @@ pub struct Record {
     pub proves_model: bool,
     /// The claimed model's lead over the nearest slower model in the challenge's precision.
     pub lead: f64,
+    /// The challenge as issued (nonce included), so anyone can recompute its products.
     pub challenge: Challenge,
     /// The claimed model's time bound for this challenge, ms.
     pub expected_ms: f64,
+    /// Whether the outcome accepted the proof; false when the exchange failed.
     pub accepted: bool,
     /// The verdict when the exchange completed.
     pub outcome: Option<Outcome>,
@@ -250,21 +270,28 @@ pub struct Record {
     /// The secret the spot checks were drawn from (hex), revealed once they are done, so anyone
     /// can recompute which elements were checked.
     pub spot_check_secret: String,
-    /// Bytes of the messages sent to the agent (challenge, open request) and received from it
-    /// (commitment, openings).
+    /// Bytes of the messages sent to the agent (challenge, open request).
     pub bytes_to_agent: usize,
+    /// Bytes of the messages received from the agent (commitment, openings).
     pub bytes_from_agent: usize,
+    /// When the validator stored this record (Unix ms).
     pub recorded_at_ms: u64,
 }
 
 /// What the validator signs and stores for each memory challenge.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryRecord {
+    /// The record format's version.
     pub version: u32,
+    /// The challenge's id.
     pub challenge_id: String,
+    /// The GPU challenged.
     pub gpu_uuid: String,
+    /// The agent the GPU is registered to (its public key).
     pub agent: String,
+    /// The GPU's claimed model, as registered.
     pub model: String,
+    /// The GPU is the simulated test double: this record proves nothing about any GPU.
     pub simulated: bool,
     /// The policy it was planned and judged under, as run: the memory plan's items, walkers,
     /// steps and bound filled in.
@@ -273,8 +300,9 @@ pub struct MemoryRecord {
     /// a real GPU (the data set fills 90 % of the claimed capacity, the bound is the model's
     /// walk rate).
     pub proves_memory: bool,
-    /// The challenge (the data set's shape and binding) and the walk nonce sent once built.
+    /// The challenge: the data set's shape and binding.
     pub memory_challenge: MemoryChallenge,
+    /// The walk nonce (hex), sent once the agent reported the data set built.
     pub walk_nonce: String,
     /// The validator's clock from sending the challenge to the agent's "ready" (untimed by
     /// the bound, under the expiry).
@@ -283,12 +311,19 @@ pub struct MemoryRecord {
     pub rate: Option<MemoryRate>,
     /// The claimed model's time from walk nonce to commitment, ms.
     pub expected_ms: f64,
+    /// Whether the outcome accepted the proof; false when the exchange failed.
     pub accepted: bool,
+    /// The verdict when the exchange completed.
     pub outcome: Option<Outcome>,
+    /// Why it did not, when it did not.
     pub failure: Option<Failure>,
+    /// The secret the spot checks were drawn from (hex), revealed once they are done.
     pub spot_check_secret: String,
+    /// Bytes of the messages sent to the agent (challenge, walk nonce, open request).
     pub bytes_to_agent: usize,
+    /// Bytes of the messages received from the agent (ready, commitment, openings).
     pub bytes_from_agent: usize,
+    /// When the validator stored this record (Unix ms).
     pub recorded_at_ms: u64,
 }
 
@@ -298,7 +333,9 @@ pub struct MemoryRecord {
 /// publish text through it, nor learn what a URL inside the validator's network answers).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
+    /// What kind of failure, to act on.
     pub kind: FailureKind,
+    /// What happened, in the validator's words.
     pub message: String,
 }
 
@@ -430,16 +467,22 @@ fn wire_summary(e: &wire::WireError) -> String {
 /// Why a challenge could not be run at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ValidatorError {
+    /// No GPU of this UUID is registered.
     #[error("no registered GPU {0}")]
     UnknownGpu(String),
+    /// The GPU's model is not in the spec database.
     #[error("GPU model {0:?} is not in the database")]
     UnknownModel(String),
+    /// The registry could not be read or written.
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    /// A message or record could not be signed.
     #[error("signing: {0}")]
     Wire(#[from] wire::WireError),
+    /// The policy cannot plan a challenge (the reason).
     #[error("bad policy: {0}")]
     Policy(String),
+    /// The challenge's task failed (the reason).
     #[error("the challenge's task failed: {0}")]
     Task(String),
     /// The ledger did not take the signed record durably: the record is refused (not stored).
@@ -644,15 +687,23 @@ pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
 /// simulated flag changed) or released, stored among the GPU's records.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RegistrationRecord {
+    /// The record format's version.
     pub version: u32,
+    /// Which registration event.
     pub event: Change,
+    /// The GPU claimed or released.
     pub gpu_uuid: String,
+    /// The agent that claimed it (its public key).
     pub agent: String,
+    /// The GPU's model, as claimed.
     pub model: String,
+    /// The GPU's PCI bus id, as claimed.
     pub bus_id: String,
+    /// The GPU is the simulated test double.
     pub simulated: bool,
     /// Why, for a release.
     pub reason: Option<String>,
+    /// When the validator stored this record (Unix ms).
     pub recorded_at_ms: u64,
 }
 
@@ -720,6 +771,7 @@ impl Validator {
         self.ledger.as_ref()
     }
 
+    /// The validator's public key (hex), which signs its records.
     pub fn public_key(&self) -> String {
         self.identity.public_hex()
     }
@@ -1295,16 +1347,22 @@ struct GpuPage {
 /// One registered GPU as the API lists it (its agent's endpoint is not published).
 #[derive(Debug, Serialize, Deserialize)]
 pub struct ListedGpu {
+    /// The GPU's UUID.
     pub uuid: String,
+    /// The GPU's model, as registered.
     pub model: String,
+    /// The GPU's PCI bus id.
     pub bus_id: String,
+    /// The agent it is registered to (its public key).
     pub agent: String,
+    /// The GPU is the simulated test double.
     pub simulated: bool,
 }
 
 /// What `GET /v1/gpus` returns.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct GpuList {
+    /// This page's GPUs, in UUID order.
     pub gpus: Vec<ListedGpu>,
     /// Pass as `after` for the next page; absent on the last one.
     pub next_after: Option<String>,
@@ -1357,15 +1415,20 @@ struct Page {
 /// agent (to verify: its `body` string is the signed bytes).
 #[derive(Debug, Serialize, Deserialize)]
 pub struct StoredRecord {
+    /// The record's id in the validator's store, as `after` takes it.
     pub id: i64,
+    /// The record's body, as a JSON object.
     pub record: serde_json::Value,
+    /// The envelope exactly as its producer signed it.
     pub envelope: wire::Envelope,
 }
 
 /// What `GET /v1/records/{uuid}` returns.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct RecordPage {
+    /// The GPU the records are of.
     pub gpu_uuid: String,
+    /// This page's records, in store order (by `id`).
     pub records: Vec<StoredRecord>,
     /// Pass as `after` for the next page; absent on the last one.
     pub next_after: Option<i64>,
