@@ -484,12 +484,22 @@ impl Agent {
         })
     }
 
-    /// Keeps a GEMM challenge's commitment `computed` under `id` until it is opened: the
-    /// oldest of its GPU's beyond [`GEMM_COMMITMENTS_KEPT`] is dropped, and this one after the
-    /// hold if still unopened (the validator opens right after the commitment arrives).
-    fn keep_gemm(self: &Arc<Self>, id: &str, computed: Computed) {
-        let Some((gpu, _)) = computed.gemm_of.clone() else {
-            return;
+    /// Keeps the commitment `prover` to GEMM challenge `id` for `gpu`, issued by `issuer`,
+    /// until it is opened: the oldest of the GPU's beyond [`GEMM_COMMITMENTS_KEPT`] is dropped,
+    /// and this one after the hold if still unopened (the validator opens right after the
+    /// commitment arrives).
+    fn keep_gemm(
+        self: &Arc<Self>,
+        (id, gpu): (&str, &str),
+        prover: Arc<dyn Prover>,
+        (expires_at_ms, issuer): (u64, String),
+    ) {
+        let computed = Computed {
+            prover,
+            expires_at_ms,
+            issuer,
+            walk_of: None,
+            gemm_of: Some((gpu.to_string(), std::time::Instant::now())),
         };
         let dropped = {
             let mut provers = self.provers.locked();
@@ -625,14 +635,9 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
         agent_ms: started.elapsed().as_secs_f64() * 1e3,
     };
     agent.keep_gemm(
-        &message.id,
-        Computed {
-            prover,
-            expires_at_ms: message.expires_at_ms,
-            issuer: signer,
-            walk_of: None,
-            gemm_of: Some((c.gpu_uuid.clone(), std::time::Instant::now())),
-        },
+        (&message.id, &c.gpu_uuid),
+        prover,
+        (message.expires_at_ms, signer),
     );
     Ok(envelope_response(
         agent.signer().seal(kind::COMMITMENT, &commitment)?,

@@ -494,26 +494,6 @@ async fn endpoints_inside_the_network_are_refused_and_peer_text_is_not_published
     assert!(!failure.message.contains("SECRET"), "{failure:?}");
 }
 
-/// A raw TCP connection to `addr` from the loopback address `from` (127.0.0.0/8 is all
-/// loopback on Linux: distinct sources without a network).
-fn connect_from(
-    rt: &tokio::runtime::Runtime,
-    from: [u8; 4],
-    addr: std::net::SocketAddr,
-) -> std::net::TcpStream {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket
-        .bind((std::net::Ipv4Addr::from(from), 0).into())
-        .unwrap();
-    let stream = rt
-        .block_on(socket.connect(addr))
-        .unwrap()
-        .into_std()
-        .unwrap();
-    stream.set_nonblocking(false).unwrap();
-    stream
-}
-
 /// A GET over a fresh connection: the status line, within the time asked.
 fn timed_get(addr: std::net::SocketAddr, path: &str) -> (String, Duration) {
     let started = Instant::now();
@@ -567,7 +547,7 @@ fn floods_of_bodies_and_half_sent_requests_leave_the_api_answering() {
     // another source still has its own share.
     let mut held = Vec::new();
     for _ in 0..5 {
-        let mut s = connect_from(&rt, [127, 0, 0, 4], addr);
+        let mut s = connect_from(&rt, [127, 0, 0, 4], addr, None);
         write!(
             s,
             "POST /v1/register HTTP/1.1\r\nHost: v\r\nContent-Length: 204800\r\n\r\n"
@@ -576,7 +556,7 @@ fn floods_of_bodies_and_half_sent_requests_leave_the_api_answering() {
         held.push(s);
     }
     std::thread::sleep(Duration::from_millis(200));
-    let mut sixth = connect_from(&rt, [127, 0, 0, 4], addr);
+    let mut sixth = connect_from(&rt, [127, 0, 0, 4], addr, None);
     sixth
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
@@ -610,7 +590,7 @@ fn floods_of_bodies_and_half_sent_requests_leave_the_api_answering() {
     );
     // A peer that sends requests and never reads the answers loses its connection at the
     // maximum age (3 s here) instead of holding it forever.
-    let mut greedy = connect_from(&rt, [127, 0, 0, 5], addr);
+    let mut greedy = connect_from(&rt, [127, 0, 0, 5], addr, None);
     greedy
         .set_write_timeout(Some(Duration::from_millis(100)))
         .unwrap();
@@ -638,7 +618,7 @@ fn floods_of_bodies_and_half_sent_requests_leave_the_api_answering() {
     // A flood of idle connections from one source takes only that source's share: the API
     // answers everyone else meanwhile.
     let flood: Vec<_> = (0..80)
-        .map(|_| connect_from(&rt, [127, 0, 0, 3], addr))
+        .map(|_| connect_from(&rt, [127, 0, 0, 3], addr, None))
         .collect();
     std::thread::sleep(Duration::from_millis(200));
     let (status, took) = timed_get(addr, "/healthz");

@@ -201,12 +201,23 @@ async fn the_agent_refuses_bad_replayed_and_misdirected_memory_messages() {
         .is_success());
 }
 
-/// Serves an agent (key from `seed`, GPU-m claimed as an H200 SXM, CPU prover) that holds an
-/// unwalked data set or an unopened walk for `hold`; returns its URL.
+/// Serves an agent (key from `seed`, GPU-m claimed as an H200 SXM, CPU prover) that trusts the
+/// validator of [`VALIDATOR_SEED`] and holds an unwalked data set or an unopened walk for
+/// `hold`; returns its URL.
 async fn start_holding_agent(seed: u8, hold: std::time::Duration) -> String {
+    let trusted = vec![Identity::from_seed(VALIDATOR_SEED).public_hex()];
+    start_holding_agent_trusting(seed, hold, trusted).await
+}
+
+/// [`start_holding_agent`] trusting the validators `trusted` (public keys).
+async fn start_holding_agent_trusting(
+    seed: u8,
+    hold: std::time::Duration,
+    trusted: Vec<String>,
+) -> String {
     let agent = pog_node::agent::Agent::new(
         Identity::from_seed([seed; 32]),
-        vec![Identity::from_seed(VALIDATOR_SEED).public_hex()],
+        trusted,
         vec![claim("GPU-m")],
         std::sync::Arc::new(pog_node::provers::CpuEngine {
             behaviour: Behaviour::Honest,
@@ -431,21 +442,9 @@ async fn one_trusted_validator_cannot_evict_anothers_data_set_or_pin_ids() {
         Identity::from_seed(VALIDATOR_SEED),
         Identity::from_seed([2; 32]),
     );
-    let agent = pog_node::agent::Agent::new(
-        Identity::from_seed([28; 32]),
-        vec![honest.public_hex(), hostile.public_hex()],
-        vec![claim("GPU-m")],
-        std::sync::Arc::new(pog_node::provers::CpuEngine {
-            behaviour: Behaviour::Honest,
-        }),
-    )
-    .holding_memory_for(hold);
-    let (listener, url) = listen().await;
-    tokio::spawn(pog_node::http::serve(
-        listener,
-        pog_node::agent::router(std::sync::Arc::new(agent)),
-        pog_node::serve::Limits::protocol_messages(),
-    ));
+    let url =
+        start_holding_agent_trusting(28, hold, vec![honest.public_hex(), hostile.public_hex()])
+            .await;
     let (build, walk) = (
         format!("{url}/v1/memory/build"),
         format!("{url}/v1/memory/walk"),

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{listen, loopback, VALIDATOR_SEED};
+use common::{connect_from, listen, loopback, VALIDATOR_SEED};
 use pog_ledger::entry::Entry;
 use pog_node::ledger::ValidatorLedger;
 use pog_node::registry::Registry;
@@ -57,38 +57,13 @@ const DRAIN: Duration = Duration::from_secs(6);
 /// The entry bundle asked for: 160 entries of about 60 KB (9.2 MiB).
 const BUNDLE: &str = "/ledger/tile/entries/000.p/160";
 
-/// A connection to `addr` from the loopback address `from` (127.0.0.0/8 is all loopback on
-/// Linux: distinct sources without a network); with a 4 KiB receive buffer when `small`, so
-/// that the kernel takes little of what is sent to it.
-fn connect(
-    rt: &tokio::runtime::Runtime,
-    from: [u8; 4],
-    addr: SocketAddr,
-    small: bool,
-) -> TcpStream {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    if small {
-        socket.set_recv_buffer_size(4096).unwrap();
-    }
-    socket
-        .bind((std::net::Ipv4Addr::from(from), 0).into())
-        .unwrap();
-    let stream = rt
-        .block_on(socket.connect(addr))
-        .unwrap()
-        .into_std()
-        .unwrap();
-    stream.set_nonblocking(false).unwrap();
-    stream
-}
-
 /// A reader from `from` that has asked for the bundle and reads nothing.
 fn request_and_never_read(
     rt: &tokio::runtime::Runtime,
     from: [u8; 4],
     addr: SocketAddr,
 ) -> TcpStream {
-    let stream = connect(rt, from, addr, true);
+    let stream = connect_from(rt, from, addr, Some(4096));
     write!(&stream, "GET {BUNDLE} HTTP/1.1\r\nHost: v\r\n\r\n").unwrap();
     stream
 }
@@ -105,7 +80,7 @@ fn get_path(
     addr: SocketAddr,
     path: &str,
 ) -> (String, Vec<u8>) {
-    let stream = connect(rt, from, addr, false);
+    let stream = connect_from(rt, from, addr, None);
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();

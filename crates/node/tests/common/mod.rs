@@ -117,3 +117,28 @@ pub async fn start_agent(
         .unwrap();
     (url, response.status().as_u16())
 }
+
+/// A raw TCP connection to `addr` from the loopback address `from` (127.0.0.0/8 is all
+/// loopback on Linux: distinct sources without a network), with a receive buffer of
+/// `recv_buffer` bytes when given (so the kernel takes little of what is sent to it).
+pub fn connect_from(
+    rt: &tokio::runtime::Runtime,
+    from: [u8; 4],
+    addr: std::net::SocketAddr,
+    recv_buffer: Option<u32>,
+) -> std::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    if let Some(bytes) = recv_buffer {
+        socket.set_recv_buffer_size(bytes).unwrap();
+    }
+    socket
+        .bind((std::net::Ipv4Addr::from(from), 0).into())
+        .unwrap();
+    let stream = rt
+        .block_on(socket.connect(addr))
+        .unwrap()
+        .into_std()
+        .unwrap();
+    stream.set_nonblocking(false).unwrap();
+    stream
+}
