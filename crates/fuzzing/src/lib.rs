@@ -1,7 +1,7 @@
 //! Fuzzing harnesses for every message the services decode, shared by the cargo-fuzz targets in
 //! `fuzz/` and by this crate's smoke test.
 //!
-//! Random bytes at [`wire::decode`] almost never get past the signature check, so each body
+//! Random bytes at [`pog_signed::decode`] almost never get past the signature check, so each body
 //! harness takes its input as the message body's JSON text, signs it into a valid envelope
 //! with a fixed key, decodes that as a service does, and then runs what the services run on
 //! the decoded message (the validator's [`ValidatorSession`], the agent's prover). [`envelope`]
@@ -16,10 +16,11 @@ use pog_proof::memory::{MemoryChallenge, MEMORY_VERSION};
 use pog_proof::prover::{Behaviour, CpuProver, Opening, Prover};
 use pog_proof::session::{Outcome, ValidatorSession};
 use pog_proof::wire::{
-    self, kind, ChallengeMessage, Commitment, Identity, MemoryChallengeMessage, MemoryReady,
-    OpenRequest, Openings, Register, WalkMessage,
+    self, kind, ChallengeMessage, Commitment, MemoryChallengeMessage, MemoryReady, OpenRequest,
+    Openings, Register, WalkMessage,
 };
 use pog_proof::Challenge;
+use pog_signed::{GpuUuid, Identity, RecordKind};
 use pog_spec::Precision;
 use serde::de::DeserializeOwned;
 use std::sync::OnceLock;
@@ -66,7 +67,7 @@ impl Fixture {
     fn session(&self) -> ValidatorSession {
         ValidatorSession::new(
             self.message.clone(),
-            identity().public_hex(),
+            identity().public_key(),
             1000.0,
             SECRET,
             4,
@@ -79,6 +80,11 @@ impl Fixture {
     }
 }
 
+/// The GPU every harness's messages name.
+pub fn fuzz_gpu() -> GpuUuid {
+    GpuUuid::new("GPU-fuzz").expect("a constant, valid GPU UUID")
+}
+
 /// The shared [`Fixture`].
 pub fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
@@ -86,10 +92,10 @@ pub fn fixture() -> &'static Fixture {
         let challenge = Challenge {
             version: CHALLENGE_VERSION,
             nonce: [0x11; 32],
-            gpu_uuid: "GPU-fuzz".into(),
+            gpu_uuid: fuzz_gpu(),
             gpu_bus_id: "00000000:00:06.0".into(),
-            agent_key: identity().public_hex(),
-            validator_key: identity().public_hex(),
+            agent_key: identity().public_key(),
+            validator_key: identity().public_key(),
             precision: Precision::Fp32,
             size: 8,
             batch: 2,
@@ -114,35 +120,35 @@ pub fn envelope(bytes: &[u8]) -> Option<&'static str> {
     let decoded = [
         (
             kind::REGISTER,
-            wire::decode::<Register>(bytes, kind::REGISTER).is_ok(),
+            pog_signed::decode::<Register>(bytes, kind::REGISTER).is_ok(),
         ),
         (
             kind::CHALLENGE,
-            wire::decode::<ChallengeMessage>(bytes, kind::CHALLENGE).is_ok(),
+            pog_signed::decode::<ChallengeMessage>(bytes, kind::CHALLENGE).is_ok(),
         ),
         (
             kind::COMMITMENT,
-            wire::decode::<Commitment>(bytes, kind::COMMITMENT).is_ok(),
+            pog_signed::decode::<Commitment>(bytes, kind::COMMITMENT).is_ok(),
         ),
         (
             kind::OPEN,
-            wire::decode::<OpenRequest>(bytes, kind::OPEN).is_ok(),
+            pog_signed::decode::<OpenRequest>(bytes, kind::OPEN).is_ok(),
         ),
         (
             kind::OPENINGS,
-            wire::decode::<Openings>(bytes, kind::OPENINGS).is_ok(),
+            pog_signed::decode::<Openings>(bytes, kind::OPENINGS).is_ok(),
         ),
         (
             kind::MEMORY_CHALLENGE,
-            wire::decode::<MemoryChallengeMessage>(bytes, kind::MEMORY_CHALLENGE).is_ok(),
+            pog_signed::decode::<MemoryChallengeMessage>(bytes, kind::MEMORY_CHALLENGE).is_ok(),
         ),
         (
             kind::MEMORY_READY,
-            wire::decode::<MemoryReady>(bytes, kind::MEMORY_READY).is_ok(),
+            pog_signed::decode::<MemoryReady>(bytes, kind::MEMORY_READY).is_ok(),
         ),
         (
             kind::MEMORY_WALK,
-            wire::decode::<WalkMessage>(bytes, kind::MEMORY_WALK).is_ok(),
+            pog_signed::decode::<WalkMessage>(bytes, kind::MEMORY_WALK).is_ok(),
         ),
     ];
     decoded.into_iter().find_map(|(k, ok)| ok.then_some(k))
@@ -170,10 +176,10 @@ pub fn memory_message() -> MemoryChallengeMessage {
         challenge: MemoryChallenge {
             version: MEMORY_VERSION,
             nonce: [0x22; 32],
-            gpu_uuid: "GPU-fuzz".into(),
+            gpu_uuid: fuzz_gpu(),
             gpu_bus_id: "00000000:00:06.0".into(),
-            agent_key: identity().public_hex(),
-            validator_key: identity().public_hex(),
+            agent_key: identity().public_key(),
+            validator_key: identity().public_key(),
             items: 64,
             item_rounds: 2,
             walkers: 16,
@@ -218,8 +224,8 @@ pub fn memory_walk(body: &[u8]) -> Result<[u8; 16], String> {
 pub fn health_request_message() -> wire::HealthRequest {
     wire::HealthRequest {
         id: "fuzz-health".into(),
-        gpu_uuid: "GPU-fuzz".into(),
-        agent_key: identity().public_hex(),
+        gpu_uuid: fuzz_gpu(),
+        agent_key: identity().public_key(),
         from_ms: 1_000_000,
         to_ms: 1_060_000,
         issued_at_ms: 1_060_000,
@@ -248,7 +254,7 @@ pub fn commitment(body: &[u8]) -> Result<OpenRequest, String> {
     let commitment: Commitment = decode(body, kind::COMMITMENT)?;
     let f = fixture();
     f.session()
-        .on_commitment(&commitment, &identity().public_hex(), f.now_ms(), 0.0)
+        .on_commitment(&commitment, &identity().public_key(), f.now_ms(), 0.0)
         .map_err(|e| e.to_string())
 }
 
@@ -268,7 +274,7 @@ pub fn open_request(body: &[u8]) -> Result<Vec<Opening>, String> {
 pub fn openings(body: &[u8]) -> Result<Outcome, String> {
     let openings: Openings = decode(body, kind::OPENINGS)?;
     let f = fixture();
-    let signer = identity().public_hex();
+    let signer = identity().public_key();
     let mut session = f.session();
     session
         .on_commitment(&f.commitment(), &signer, f.now_ms(), 0.0)
@@ -281,7 +287,7 @@ pub fn openings(body: &[u8]) -> Result<Outcome, String> {
 /// `body` sealed as a `kind` message and decoded again: the wire path with the signature
 /// check passed.
 fn decode<T: DeserializeOwned>(body: &[u8], kind: &str) -> Result<T, String> {
-    wire::decode(&seal(kind, body), kind)
+    pog_signed::decode(&seal(kind, body), kind)
         .map(|(message, _)| message)
         .map_err(|e| e.to_string())
 }
@@ -303,7 +309,9 @@ fn ledger_keys() -> &'static (pog_ledger::note::NoteSigner, pog_ledger::note::No
 pub fn ledger_seeds() -> (Vec<u8>, Vec<u8>) {
     use pog_ledger::bundle::{Bundle, BundleRecord};
     use pog_ledger::checkpoint::Checkpoint;
-    use pog_ledger::entry::{Entry, RecordKind, NO_PREVIOUS};
+    use pog_ledger::entry::{Entry, NO_PREVIOUS};
+
+    use pog_signed::RecordKind;
     let (log, witness) = ledger_keys();
     let key = ed25519_dalek::SigningKey::from_bytes(&[0x5e; 32]);
     let mut entries = Vec::new();
@@ -387,7 +395,7 @@ pub fn ledger_note(bytes: &[u8]) -> Result<bool, String> {
 /// Valid bodies of the market's three signed requests, for the [`market`] harness to mutate: a
 /// second order, the cancellation of the resting one, and a clearing of its class.
 pub fn market_seeds() -> Vec<Vec<u8>> {
-    let me = identity().public_hex();
+    let me = identity().public_key();
     let now_ms = pog_node::clock::now_ms();
     [
         serde_json::json!({"validator": me, "order": {"id": "o-2", "owner": me, "side": "ask",
@@ -408,7 +416,7 @@ pub fn market_seeds() -> Vec<Vec<u8>> {
 /// accepted, e.g. `"submit cancel -"`; refusals are answers, never panics.
 pub fn market(body: &[u8]) -> Result<String, String> {
     use pog_node::market::{Market, CANCEL_KIND, CLEAR_KIND, SUBMIT_KIND};
-    let me = identity().public_hex();
+    let me = identity().public_key();
     let market = Market::open(None, &me).map_err(|e| e.to_string())?;
     let resting = serde_json::json!({"validator": me, "order": {"id": "o-1", "owner": me,
         "side": "bid", "class": "H200 SXM", "quantity": 8, "price_micro_usd": 3_000_000},
@@ -452,14 +460,13 @@ pub fn report_seeds() -> Vec<Vec<u8>> {
 /// answers, never panics.
 pub fn report(body: &[u8]) -> Result<String, String> {
     use pog_node::registry::Registry;
-    use pog_node::reports::{BENCHMARK_KIND, INSPECTION_KIND};
     use pog_node::validator::{Config, Validator};
     let registry = Registry::open(None).map_err(|e| e.to_string())?;
     let validator =
         Validator::with_config(Identity::from_seed([0x5f; 32]), registry, Config::default())
             .map_err(|e| e.to_string())?;
     let claim = wire::GpuClaim {
-        uuid: "GPU-fuzz".into(),
+        uuid: fuzz_gpu(),
         model: "H200 SXM".into(),
         bus_id: "0000:00:06.0".into(),
         simulated: false,
@@ -467,7 +474,7 @@ pub fn report(body: &[u8]) -> Result<String, String> {
     validator
         .registry()
         .register(
-            &identity().public_hex(),
+            &identity().public_key(),
             "https://agent.example",
             &[claim],
             0,
@@ -475,7 +482,10 @@ pub fn report(body: &[u8]) -> Result<String, String> {
         )
         .map_err(|e| e.to_string())?;
     let mut taken = Vec::new();
-    for kind in [INSPECTION_KIND, BENCHMARK_KIND] {
+    for kind in [
+        RecordKind::Inspection.wire_kind(),
+        RecordKind::Benchmark.wire_kind(),
+    ] {
         let sealed = seal(kind, body);
         let from = std::net::IpAddr::from([203, 0, 113, 9]);
         let recorded = match validator.accept_report(&sealed, from) {

@@ -189,7 +189,7 @@ fn json<T: serde::Serialize>(value: &T) -> Vec<u8> {
 /// Valid registrations.
 fn register_seeds() -> Vec<Vec<u8>> {
     let gpu = |i: u32| GpuClaim {
-        uuid: format!("GPU-{i}"),
+        uuid: format!("GPU-{i}").parse().unwrap(),
         model: "H200 SXM".into(),
         bus_id: format!("00000000:00:0{i}.0"),
         simulated: i == 2,
@@ -269,7 +269,7 @@ fn memory_messages_never_panic() {
     fuzz("memory_challenge", &seeds, pog_fuzzing::memory_challenge);
     let ready = json(&pog_proof::wire::MemoryReady {
         challenge_id: message.id.clone(),
-        gpu_uuid: "GPU-fuzz".into(),
+        gpu_uuid: "GPU-fuzz".parse().unwrap(),
         build_ms: 12.5,
     });
     pog_fuzzing::memory_ready(&ready).expect("a valid ready decodes");

@@ -9,9 +9,11 @@
 //! disk to measure: fsync costs are the disk's.
 
 use ed25519_dalek::SigningKey;
-use pog_ledger::entry::{Entry, RecordKind};
+use pog_ledger::entry::Entry;
+
 use pog_ledger::store::{GroupCommit, Ledger, Log};
 use pog_merkle::{leaf_hash, verify_consistency, verify_inclusion};
+use pog_signed::RecordKind;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -17,13 +17,15 @@
 //! [`Problem`] it found, each naming what was wrong and where.
 
 use crate::checkpoint::{CheckpointError, SignedCheckpoint};
-use crate::entry::{Entry, EntryError, RecordKind, NO_PREVIOUS};
+use crate::entry::{Entry, EntryError, NO_PREVIOUS};
+
 use crate::note::Verifier;
 use crate::store::{Ledger, StoreError};
 use crate::tiles::{TileError, TileSource, TiledTree};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use pog_merkle::{verify_consistency, verify_inclusion, Hash};
+use pog_signed::{PublicKey, RecordKind};
 use serde::{Deserialize, Serialize};
 
 /// The bundle format's name and version.
@@ -361,7 +363,7 @@ pub enum Problem {
         /// The record's kind, which decides whether the validator or an agent must sign it.
         kind: RecordKind,
         /// The signer's Ed25519 public key, hex.
-        signer: String,
+        signer: PublicKey,
     },
     /// The holder's earlier checkpoint is not validly signed by the log.
     #[error("your earlier checkpoint is not validly signed by the log: {why}")]
@@ -521,8 +523,8 @@ pub struct RecordReport {
     pub kind: Option<RecordKind>,
     /// The GPU's sequence number of the record, when the entry parsed.
     pub gpu_seq: Option<u64>,
-    /// Signer (hex), when the entry parsed.
-    pub signer: Option<String>,
+    /// Signer, when the entry parsed.
+    pub signer: Option<PublicKey>,
     /// "validator", "agent" or "unknown".
     pub signed_by: &'static str,
     /// No problem concerns this record.
@@ -557,14 +559,14 @@ impl BundleReport {
 
 /// The key of an agent that a registration record's JSON body names (`"agent"`, hex) and
 /// whether the registration released the GPU.
-fn registration_agent(body: &str) -> Option<(String, bool)> {
+fn registration_agent(body: &str) -> Option<(PublicKey, bool)> {
     #[derive(Deserialize)]
     struct Reg {
-        agent: String,
+        agent: PublicKey,
         event: String,
     }
     let r: Reg = serde_json::from_str(body).ok()?;
-    Some((r.agent.to_ascii_lowercase(), r.event == "released"))
+    Some((r.agent, r.event == "released"))
 }
 
 /// Verifies a bundle offline: the checkpoint's signature by `log_key` (whose Ed25519 key is
@@ -601,8 +603,8 @@ pub fn verify_bundle(
         });
     }
 
-    let validator = hex::encode(log_key.public_key().as_bytes());
-    let mut agents: Vec<String> = Vec::new();
+    let validator = PublicKey::from(log_key.public_key());
+    let mut agents: Vec<PublicKey> = Vec::new();
     let mut records = Vec::new();
     // The previous record of the chain: (log index, GPU sequence number).
     let mut previous: Option<(u64, u64)> = None;
@@ -642,7 +644,7 @@ pub fn verify_bundle(
             Ok(entry) => {
                 report.kind = Some(entry.kind);
                 report.gpu_seq = Some(entry.gpu_seq);
-                report.signer = Some(entry.signer_hex());
+                report.signer = Some(entry.signer_key());
                 match entry.verify() {
                     Err(EntryError::UuidMismatch { body, .. }) => {
                         problems.push(Problem::WrongGpu {
@@ -667,7 +669,7 @@ pub fn verify_bundle(
                         found: entry.gpu_uuid.clone(),
                     });
                 }
-                let signer = entry.signer_hex();
+                let signer = entry.signer_key();
                 let by_validator = signer == validator;
                 let by_agent = agents.contains(&signer);
                 report.signed_by = if by_validator {

@@ -1,6 +1,6 @@
 //! Ledger entries: one signed result record each, in a canonical, versioned binary framing.
 //!
-//! A record is what its producer signed with `pog_proof::wire`: an envelope over
+//! A record is what its producer signed as a `pog_signed` envelope: a signature over
 //! "pog-wire v2\n" ‖ kind ‖ "\n" ‖ body, where the body is JSON text. An entry keeps those
 //! exact signed bytes (so the signature verifies with no re-encoding) and adds what the log
 //! commits to around them:
@@ -23,11 +23,12 @@
 //! [`MAX_ENTRY_BYTES`], the most a `tlog-tiles` entry bundle can hold (u16 lengths).
 
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
-use serde::{Deserialize, Serialize};
+use pog_signed::{PublicKey, RecordKind};
+use serde::Deserialize;
 
 /// Version of the entry framing.
 pub const ENTRY_VERSION: u8 = 1;
-/// The signed-envelope version this framing reproduces (`pog_proof::wire::WIRE_VERSION`).
+/// The signed-envelope version this framing reproduces (`pog_signed::WIRE_VERSION`).
 pub const SIGNED_WIRE_VERSION: u32 = 2;
 /// The largest entry: tlog-tiles entry bundles prefix each entry with a u16 length.
 pub const MAX_ENTRY_BYTES: usize = u16::MAX as usize;
@@ -39,97 +40,7 @@ pub const NO_PREVIOUS: u64 = u64::MAX;
 const HEADER_FIXED: usize = 1 + 1 + 1 + 8 + 8 + 32 + 64;
 
 // The framing reproduces the wire's signed bytes; a new wire version needs a new framing.
-const _: () = assert!(pog_proof::wire::WIRE_VERSION == SIGNED_WIRE_VERSION);
-
-/// The kinds of records the ledger holds, and who produces each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[repr(u8)]
-pub enum RecordKind {
-    /// A GPU claimed, claimed anew or released (validator; node's `RegistrationRecord`).
-    Registration = 1,
-    /// An inventory and authenticity inspection summary (agent, self-reported).
-    Inspection = 2,
-    /// Local benchmark figures (agent, self-reported).
-    Benchmark = 3,
-    /// One challenge round of the remote proof (validator, measured; node's `Record`).
-    ProofRound = 4,
-    /// A health summary over a window of monitoring (agent, self-reported).
-    Health = 5,
-    /// A Proof-of-GPU score (validator).
-    Score = 6,
-    /// A price (validator / market).
-    Price = 7,
-    /// One memory challenge round of the remote proof (validator, measured; node's
-    /// `MemoryRecord`).
-    MemoryRound = 8,
-    /// A validator's health record of one GPU over a window (validator; node's
-    /// `HealthRecord`: the agent's signed summary, reported, beside the validator's own proof
-    /// pace, measured).
-    HealthRound = 9,
-    /// A round in which the validator's schedule did not challenge a GPU because its agent had
-    /// not answered the rounds before (validator; node's `MissedRound`): what its uptime counts
-    /// beside the proof rounds.
-    RoundMissed = 10,
-}
-
-impl RecordKind {
-    /// Every kind, in code order.
-    pub const ALL: [RecordKind; 10] = [
-        RecordKind::Registration,
-        RecordKind::Inspection,
-        RecordKind::Benchmark,
-        RecordKind::ProofRound,
-        RecordKind::Health,
-        RecordKind::Score,
-        RecordKind::Price,
-        RecordKind::MemoryRound,
-        RecordKind::HealthRound,
-        RecordKind::RoundMissed,
-    ];
-
-    /// The kind from its byte.
-    pub fn from_u8(b: u8) -> Option<RecordKind> {
-        RecordKind::ALL.into_iter().find(|k| *k as u8 == b)
-    }
-
-    /// The envelope kind its producer signs under (`pog_proof::wire` / `pog_node`): the proof
-    /// round keeps the validator's existing "record".
-    pub fn wire_kind(self) -> &'static str {
-        match self {
-            RecordKind::Registration => "registration",
-            RecordKind::Inspection => "inspection",
-            RecordKind::Benchmark => "benchmark",
-            RecordKind::ProofRound => "record",
-            RecordKind::Health => "health",
-            RecordKind::Score => "score",
-            RecordKind::Price => "price",
-            RecordKind::MemoryRound => "memory-record",
-            RecordKind::HealthRound => "health-record",
-            RecordKind::RoundMissed => "round-missed",
-        }
-    }
-
-    /// The kind signed under a wire kind.
-    pub fn from_wire_kind(kind: &str) -> Option<RecordKind> {
-        RecordKind::ALL.into_iter().find(|k| k.wire_kind() == kind)
-    }
-
-    /// Whether the validator signs this kind (measured or decided by it); otherwise the agent
-    /// that owns the GPU does (self-reported).
-    pub fn signed_by_validator(self) -> bool {
-        matches!(
-            self,
-            RecordKind::Registration
-                | RecordKind::ProofRound
-                | RecordKind::MemoryRound
-                | RecordKind::HealthRound
-                | RecordKind::RoundMissed
-                | RecordKind::Score
-                | RecordKind::Price
-        )
-    }
-}
+const _: () = assert!(pog_signed::WIRE_VERSION == SIGNED_WIRE_VERSION);
 
 /// Why an entry's bytes or signature were refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -200,11 +111,9 @@ fn valid_uuid(uuid: &str) -> bool {
     !uuid.is_empty() && uuid.len() <= MAX_UUID_BYTES && uuid.bytes().all(|b| b.is_ascii_graphic())
 }
 
-/// The bytes a producer signs for a record of `kind` with `body` (`pog_proof::wire`'s).
+/// The bytes a producer signs for a record of `kind` with `body`.
 pub fn signed_bytes(kind: RecordKind, body: &str) -> Vec<u8> {
-    let mut out = format!("pog-wire v{SIGNED_WIRE_VERSION}\n{}\n", kind.wire_kind()).into_bytes();
-    out.extend_from_slice(body.as_bytes());
-    out
+    pog_signed::signed_bytes(kind.wire_kind(), body)
 }
 
 /// The `gpu_uuid` a JSON body names, if it is a JSON object with that string field.
@@ -238,9 +147,9 @@ impl Entry {
         Ok(entry)
     }
 
-    /// The entry of a record signed today as a `pog_proof::wire` envelope (kind "record",
+    /// The entry of a record signed as an envelope (kind "record",
     /// "registration", …): its exact body and signature.
-    pub fn from_envelope(envelope: &pog_proof::wire::Envelope) -> Result<Entry, EntryError> {
+    pub fn from_envelope(envelope: &pog_signed::Envelope) -> Result<Entry, EntryError> {
         if envelope.version != SIGNED_WIRE_VERSION {
             return Err(EntryError::EnvelopeVersion(envelope.version));
         }
@@ -353,183 +262,14 @@ impl Entry {
         Ok(())
     }
 
-    /// The signer as hex (how `pog_proof::wire` names keys).
-    pub fn signer_hex(&self) -> String {
-        hex::encode(self.signer)
+    /// The signer, as keys are named everywhere else.
+    pub fn signer_key(&self) -> PublicKey {
+        PublicKey::from(self.signer)
     }
 
     /// The RFC 6962 leaf hash of the encoded entry.
     pub fn leaf_hash(&self) -> pog_merkle::Hash {
         pog_merkle::leaf_hash(&self.encode())
-    }
-}
-
-/// The body schemas of the records not defined by the node's own types: the agent's
-/// inspection summaries and benchmark figures (`pog_node::reports`, `POST /v1/reports`), its
-/// health summaries, and the validator's scores and prices (its pricing). Every body is a JSON
-/// object with `version` and `gpu_uuid`; registration and proof-round bodies are the node's
-/// `RegistrationRecord` and `Record` as they are.
-pub mod bodies {
-    use serde::{Deserialize, Serialize};
-
-    /// Version of the body schemas below.
-    pub const BODY_VERSION: u32 = 1;
-
-    /// Whether a figure was measured by the validator or reported by the agent.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-    #[serde(rename_all = "snake_case")]
-    pub enum Provenance {
-        /// Measured by the validator (proof timings, spot checks).
-        Measured,
-        /// Reported by the agent about its own host (signed, but a modified agent can lie).
-        SelfReported,
-    }
-
-    /// One finding of an inspection.
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub struct Finding {
-        /// Stable code, e.g. "pci_id_mismatch".
-        pub code: String,
-        /// "info", "warning" or "fail".
-        pub severity: String,
-        /// What was found, for humans.
-        pub message: String,
-    }
-
-    /// Inspection summary ([`super::RecordKind::Inspection`], agent-signed).
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub struct InspectionSummary {
-        /// Body schema version ([`BODY_VERSION`]).
-        pub version: u32,
-        /// The GPU the record is about (must equal the entry's).
-        pub gpu_uuid: String,
-        /// Model the inspection identified, as the spec database names it.
-        pub model: String,
-        /// PCI bus id, as the host reports it.
-        pub bus_id: String,
-        /// NVIDIA driver version.
-        pub driver_version: String,
-        /// "pass", "warn" or "fail".
-        pub verdict: String,
-        /// Every finding, of every severity.
-        pub findings: Vec<Finding>,
-        /// Measured by the validator or self-reported by the agent.
-        pub provenance: Provenance,
-        /// When the producer made the record, Unix ms.
-        pub recorded_at_ms: u64,
-    }
-
-    /// One benchmark figure, with its unit and how it was measured.
-    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub struct Figure {
-        /// e.g. "fp16_tensor_tflops", "hbm_bandwidth".
-        pub name: String,
-        /// The figure, in `unit`.
-        pub value: f64,
-        /// e.g. "TFLOPS", "GB/s".
-        pub unit: String,
-        /// Sizes, iterations, statistic (e.g. "8192³ GEMM, median of 20").
-        pub method: String,
-    }
-
-    /// Benchmark figures ([`super::RecordKind::Benchmark`], agent-signed).
-    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub struct BenchmarkFigures {
-        /// Body schema version ([`BODY_VERSION`]).
-        pub version: u32,
-        /// The GPU the record is about (must equal the entry's).
-        pub gpu_uuid: String,
-        /// The benchmark suite run (quick, standard, full).
-        pub suite: String,
-        /// Every figure measured.
-        pub figures: Vec<Figure>,
-        /// Measured by the validator or self-reported by the agent.
-        pub provenance: Provenance,
-        /// When the producer made the record, Unix ms.
-        pub recorded_at_ms: u64,
-    }
-
-    /// Health summary over a window ([`super::RecordKind::Health`], agent-signed).
-    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub struct HealthSummary {
-        /// Body schema version ([`BODY_VERSION`]).
-        pub version: u32,
-        /// The GPU the record is about (must equal the entry's).
-        pub gpu_uuid: String,
-        /// Start of the summarized window, Unix ms.
-        pub window_start_ms: u64,
-        /// End of the summarized window, Unix ms.
-        pub window_end_ms: u64,
-        /// Telemetry samples in the window.
-        pub samples: u64,
-        /// Highest GPU temperature, °C.
-        pub temperature_max_c: f64,
-        /// Mean power draw, W.
-        pub power_mean_w: f64,
-        /// Mean GPU utilization, %.
-        pub utilization_mean_pct: f64,
-        /// Throttle reasons seen in the window.
-        pub throttle_reasons: Vec<String>,
-        /// Uncorrected ECC errors in the window.
-        pub ecc_uncorrected: u64,
-        /// XID error codes seen in the window.
-        pub xid_errors: Vec<u32>,
-        /// Anomalies the monitor raised in the window.
-        pub anomalies: Vec<String>,
-        /// Measured by the validator or self-reported by the agent.
-        pub provenance: Provenance,
-    }
-
-    /// A Proof-of-GPU score ([`super::RecordKind::Score`], validator-signed): what the
-    /// validator's market made of the GPU's records (docs/market.md).
-    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub struct Score {
-        /// Body schema version ([`BODY_VERSION`]).
-        pub version: u32,
-        /// The GPU the record is about (must equal the entry's).
-        pub gpu_uuid: String,
-        /// The model scored (the registered one), if known.
-        pub model: Option<String>,
-        /// The score: 1.0 is the reference configuration (an H200 SXM host); 0 when the GPU
-        /// is not verified.
-        pub score: f64,
-        /// The parts by name ("gpu", "cpu", "ram", "storage"): (name, value, weight).
-        pub components: Vec<(String, f64, f64)>,
-        /// The reliability multiplier (proof success, uptime, anomalies), 0 to 1.
-        pub reliability: f64,
-        /// Why the score is 0 or lower than the model would earn.
-        pub reasons: Vec<String>,
-        /// Log indexes of the GPU's records the score was computed from, oldest first.
-        pub inputs: Vec<u64>,
-        /// When the producer made the record, Unix ms.
-        pub recorded_at_ms: u64,
-    }
-
-    /// A price ([`super::RecordKind::Price`], validator-signed).
-    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub struct Price {
-        /// Body schema version ([`BODY_VERSION`]).
-        pub version: u32,
-        /// The GPU the record is about (must equal the entry's).
-        pub gpu_uuid: String,
-        /// Price per GPU-hour in millionths of `currency` (micro-dollars for "USD").
-        pub per_hour: u64,
-        /// ISO 4217 code or token symbol.
-        pub currency: String,
-        /// How it was set: "posted" (the validator's quote from the score and its market),
-        /// "auction", …
-        pub basis: String,
-        /// The log index of the score record it was quoted from, if logged.
-        pub score_index: Option<u64>,
-        /// When the producer made the record, Unix ms.
-        pub recorded_at_ms: u64,
     }
 }
 
@@ -567,8 +307,8 @@ mod tests {
 
     #[test]
     fn envelopes_of_the_wire_become_entries() {
-        let id = pog_proof::wire::Identity::from_seed([4; 32]);
-        #[derive(Serialize)]
+        let id = pog_signed::Identity::from_seed([4; 32]);
+        #[derive(serde::Serialize)]
         struct R {
             version: u32,
             gpu_uuid: String,
@@ -584,7 +324,7 @@ mod tests {
             .unwrap();
         let e = Entry::from_envelope(&env).unwrap();
         assert_eq!(e.kind, RecordKind::ProofRound);
-        assert_eq!(e.signer_hex(), id.public_hex());
+        assert_eq!(e.signer_key(), id.public_key());
         let mut forged = env.clone();
         forged.body = forged.body.replace("GPU-abc", "GPU-abd");
         assert_eq!(Entry::from_envelope(&forged), Err(EntryError::BadSignature));

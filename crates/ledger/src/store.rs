@@ -26,10 +26,12 @@
 //! fsync outrun a B-tree on the same disk.
 
 use crate::checkpoint::{Checkpoint, SignedCheckpoint};
-use crate::entry::{Entry, EntryError, RecordKind, MAX_ENTRY_BYTES, NO_PREVIOUS};
+use crate::entry::{Entry, EntryError, MAX_ENTRY_BYTES, NO_PREVIOUS};
+
 use crate::note::NoteSigner;
 use crate::tiles::{TileError, TileId, TileSource, TILE_HEIGHT, TILE_WIDTH};
 use pog_merkle::{leaf_hash, node_hash, Hash};
+use pog_signed::RecordKind;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read, Write};
@@ -961,10 +963,10 @@ impl CommitHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::entry::RecordKind;
     use crate::tiles::TiledTree;
     use ed25519_dalek::SigningKey;
     use pog_merkle::{verify_consistency, verify_inclusion, Tree};
+    use pog_signed::RecordKind;
 
     #[test]
     fn hash_positions_are_post_order() {

@@ -7,11 +7,13 @@ use pog_ledger::bundle::{
     check_tail, compare_with_earlier, verify_bundle, Bundle, Problem, WitnessPolicy,
 };
 use pog_ledger::checkpoint::SignedCheckpoint;
-use pog_ledger::entry::{bodies, Entry, RecordKind};
+use pog_ledger::entry::Entry;
+
 use pog_ledger::note::{NoteSigner, Verifier, ALG_COSIGNATURE_V1, ALG_ED25519};
 use pog_ledger::store::Ledger;
 use pog_ledger::witness::{AddCheckpoint, Refusal, Witness};
-use pog_proof::wire::Identity;
+use pog_signed::Identity;
+use pog_signed::RecordKind;
 use serde_json::json;
 
 const ORIGIN: &str = "validator.pog.test/ledger";
@@ -55,21 +57,14 @@ fn proof_round(gpu: &str, n: u64) -> Entry {
 }
 
 fn health(gpu: &str, who: &Identity, n: u64) -> Entry {
-    let body = bodies::HealthSummary {
-        version: bodies::BODY_VERSION,
-        gpu_uuid: gpu.into(),
-        window_start_ms: n * 60_000,
-        window_end_ms: (n + 1) * 60_000,
-        samples: 60,
-        temperature_max_c: 61.0,
-        power_mean_w: 420.5,
-        utilization_mean_pct: 97.0,
-        throttle_reasons: vec![],
-        ecc_uncorrected: 0,
-        xid_errors: vec![],
-        anomalies: vec![],
-        provenance: bodies::Provenance::SelfReported,
-    };
+    // The shape of `pog_records::reports::HealthSummary`: the ledger reads no body but
+    // its `gpu_uuid`.
+    let body = json!({
+        "version": 1, "gpu_uuid": gpu, "window_start_ms": n * 60_000,
+        "window_end_ms": (n + 1) * 60_000, "samples": 60, "temperature_max_c": 61.0,
+        "power_mean_w": 420.5, "utilization_mean_pct": 97.0, "throttle_reasons": [],
+        "ecc_uncorrected": 0, "xid_errors": [], "anomalies": [], "provenance": "self_reported",
+    });
     Entry::from_envelope(&who.seal("health", &body).unwrap()).unwrap()
 }
 
@@ -92,7 +87,7 @@ fn world() -> World {
     for w in &mut witnesses {
         w.follow(log_key.verifier().clone(), None);
     }
-    let agent_hex = agent().public_hex();
+    let agent_hex = agent().public_key();
     let other = "GPU-other";
     ledger
         .append(vec![
@@ -294,7 +289,7 @@ fn a_fork_is_caught_by_the_holder_and_by_every_witness() {
     // record changed, signed with the same key, at the same size as the holder's checkpoint.
     let dir = tempfile::tempdir().unwrap();
     let fork = Ledger::open(dir.path()).unwrap();
-    let agent_hex = agent().public_hex();
+    let agent_hex = agent().public_key();
     fork.append(vec![
         registration(GPU, &agent_hex, "new"),
         registration("GPU-other", &agent_hex, "new"),
@@ -423,8 +418,8 @@ fn a_record_signed_by_an_unknown_key() {
     assert_eq!(
         unknown,
         [
-            (8, RecordKind::Health, stranger.public_hex()),
-            (9, RecordKind::ProofRound, stranger.public_hex())
+            (8, RecordKind::Health, stranger.public_key()),
+            (9, RecordKind::ProofRound, stranger.public_key())
         ]
     );
     // A checkpoint signed by another key than the log's.
@@ -440,7 +435,7 @@ fn a_record_signed_by_an_unknown_key() {
     // Records of a GPU whose registration was released are no longer the agent's to sign.
     w.ledger
         .append(vec![
-            registration(GPU, &agent().public_hex(), "released"),
+            registration(GPU, &agent().public_key(), "released"),
             health(GPU, &agent(), 60),
         ])
         .unwrap();

@@ -21,17 +21,17 @@
 //! - **Simulated GPUs** (the test double) score 0 in every part, with the reason
 //!   [`crate::score::SIMULATED`], and are never priced.
 //!
-//! The input is a list of [`RecordSummary`]s, each read from a record's JSON body by
-//! [`RecordSummary::from_record`]; everything here is pure.
+//! The input is a list of [`RecordSummary`]s, each read from a typed record
+//! ([`RecordSummary::from_proof`], [`RecordSummary::from_memory`]); everything here is pure.
 
+use pog_proof::session::Outcome;
+use pog_records::{Failure, FailureKind, MemoryRecord, Record};
+use pog_signed::GpuUuid;
 use pog_spec::SpecDb;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::config::Config;
-use crate::evidence::{
-    anomalies, Anomalies, HealthEvidence, MissedRound, Round, Uptime, UNANSWERED,
-};
+use crate::evidence::{anomalies, Anomalies, HealthEvidence, MissedRound, Round, Uptime};
 use crate::quote::{quote, MarketState, Quote, QuoteError};
 use crate::report::spec_figures;
 use crate::score::{
@@ -72,68 +72,90 @@ pub struct RecordSummary {
     pub failure: Option<String>,
     /// Its kind (`unreachable`, `timeout`, `agent_refused`, …).
     #[serde(default)]
-    pub failure_kind: Option<String>,
+    pub failure_kind: Option<FailureKind>,
+}
+
+/// The fields a GEMM and a memory proof record share, as the score reads them.
+struct RoundRecord<'a> {
+    recorded_at_ms: u64,
+    model: &'a str,
+    agent: &'a str,
+    simulated: bool,
+    accepted: bool,
+    expected_ms: f64,
+    outcome: Option<&'a Outcome>,
+    failure: Option<&'a Failure>,
+}
+
+impl<'a> From<&'a Record> for RoundRecord<'a> {
+    fn from(r: &'a Record) -> RoundRecord<'a> {
+        RoundRecord {
+            recorded_at_ms: r.recorded_at_ms,
+            model: &r.model,
+            agent: &r.agent,
+            simulated: r.simulated,
+            accepted: r.accepted,
+            expected_ms: r.expected_ms,
+            outcome: r.outcome.as_ref(),
+            failure: r.failure.as_ref(),
+        }
+    }
+}
+
+impl<'a> From<&'a MemoryRecord> for RoundRecord<'a> {
+    fn from(r: &'a MemoryRecord) -> RoundRecord<'a> {
+        RoundRecord {
+            recorded_at_ms: r.recorded_at_ms,
+            model: &r.model,
+            agent: &r.agent,
+            simulated: r.simulated,
+            accepted: r.accepted,
+            expected_ms: r.expected_ms,
+            outcome: r.outcome.as_ref(),
+            failure: r.failure.as_ref(),
+        }
+    }
 }
 
 impl RecordSummary {
-    /// Reads a proof record's body (the validator's `Record` as JSON); `None` when it is not
-    /// one (a registration record, or another kind).
-    pub fn from_record(id: i64, body: &Value) -> Option<RecordSummary> {
-        let model = body.get("model")?.as_str()?.to_string();
-        let accepted = body.get("accepted")?.as_bool()?;
-        let expected_ms = body.get("expected_ms")?.as_f64()?;
-        let flag = |key: &str| body.get(key).and_then(Value::as_bool).unwrap_or(false);
-        let outcome = body.get("outcome").filter(|o| !o.is_null());
-        Some(RecordSummary {
+    /// What the score reads of a GEMM proof record.
+    pub fn from_proof(id: i64, record: &Record) -> RecordSummary {
+        RecordSummary {
+            proves_model: record.proves_model,
+            ..RecordSummary::of_round(id, RoundRecord::from(record))
+        }
+    }
+
+    /// What the score reads of a memory proof record: whether it speaks for the model's
+    /// memory stands where a GEMM record says whether it speaks for the model.
+    pub fn from_memory(id: i64, record: &MemoryRecord) -> RecordSummary {
+        RecordSummary {
+            proves_model: record.proves_memory,
+            ..RecordSummary::of_round(id, RoundRecord::from(record))
+        }
+    }
+
+    fn of_round(id: i64, r: RoundRecord<'_>) -> RecordSummary {
+        RecordSummary {
             id,
-            recorded_at_ms: body
-                .get("recorded_at_ms")
-                .and_then(Value::as_u64)
-                .unwrap_or(0),
-            model,
-            agent: body
-                .get("agent")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            simulated: flag("simulated"),
-            accepted,
-            // A memory record says `proves_memory`: whether it speaks for the model's memory.
-            proves_model: flag("proves_model") || flag("proves_memory"),
-            expected_ms,
-            time_ratio: outcome
-                .and_then(|o| o.get("time"))
-                .and_then(|t| t.get("ratio"))
-                .and_then(Value::as_f64),
-            // Every failed check is counted in `rejected_total` (the list holds the first
-            // few); records made before the count list them all.
-            wrong: outcome.map_or(0, |o| {
-                let listed = o
-                    .get("rejected")
-                    .and_then(Value::as_array)
-                    .map_or(0, Vec::len);
-                let counted = o.get("rejected_total").and_then(Value::as_u64).unwrap_or(0);
-                listed.max(usize::try_from(counted).unwrap_or(usize::MAX))
-            }),
-            failure: body
-                .get("failure")
-                .and_then(|f| f.get("message"))
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            failure_kind: body
-                .get("failure")
-                .and_then(|f| f.get("kind"))
-                .and_then(Value::as_str)
-                .map(str::to_string),
-        })
+            recorded_at_ms: r.recorded_at_ms,
+            model: r.model.to_string(),
+            agent: Some(r.agent.to_string()),
+            simulated: r.simulated,
+            accepted: r.accepted,
+            proves_model: false,
+            expected_ms: r.expected_ms,
+            time_ratio: r.outcome.map(|o| o.time.ratio),
+            wrong: r.outcome.map_or(0, Outcome::wrong),
+            failure: r.failure.map(|f| f.message.clone()),
+            failure_kind: r.failure.map(|f| f.kind),
+        }
     }
 
     /// Whether the agent answered the challenge (rightly or wrongly): not when nothing came
-    /// back in time ([`UNANSWERED`]).
+    /// back in time ([`FailureKind::is_unreachable`]).
     pub fn answered(&self) -> bool {
-        !self
-            .failure_kind
-            .as_deref()
-            .is_some_and(|k| UNANSWERED.contains(&k))
+        !self.failure_kind.is_some_and(FailureKind::is_unreachable)
     }
 
     /// Why this record did not pass, in words.
@@ -152,7 +174,7 @@ impl RecordSummary {
 #[derive(Debug, Clone, Copy)]
 pub struct GpuHistory<'a> {
     /// The GPU's UUID.
-    pub uuid: &'a str,
+    pub uuid: &'a GpuUuid,
     /// The model it is registered as now; `None` once it has left the registry.
     pub registered_model: Option<&'a str>,
     /// The agent it is registered to now (its public key); `None` once it has left the
@@ -178,7 +200,7 @@ pub struct GpuHistory<'a> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Assessment {
     /// The GPU assessed (its UUID).
-    pub gpu_uuid: String,
+    pub gpu_uuid: GpuUuid,
     /// The model scored (the registered one).
     pub model: Option<String>,
     /// The GPU is the simulated test double: everything counts 0 ([`crate::score::SIMULATED`]).
@@ -437,7 +459,7 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         .first()
         .map_or(0.0, |g| g.score * detail.reliability.factor);
     Assessment {
-        gpu_uuid: history.uuid.to_string(),
+        gpu_uuid: history.uuid.clone(),
         model,
         simulated: is_simulated,
         score: detail.score,
@@ -554,7 +576,7 @@ mod tests {
             accepted: false,
             time_ratio: None,
             failure: Some("the agent did not answer within 60 s".into()),
-            failure_kind: Some("timeout".into()),
+            failure_kind: Some(FailureKind::Timeout),
             ..record(id, false, 0.0)
         }
     }
@@ -586,7 +608,7 @@ mod tests {
     ) -> Assessment {
         assess(
             &GpuHistory {
-                uuid: "GPU-1",
+                uuid: &"GPU-1".parse().unwrap(),
                 registered_model: Some("H200 SXM"),
                 registered_agent: Some(AGENT),
                 simulated: false,
@@ -847,33 +869,44 @@ mod tests {
     }
 
     #[test]
-    fn records_are_read_from_the_validators_json() {
+    fn records_are_read_from_the_validators_records() {
+        let agent = "ab".repeat(32);
         let body = json!({
-            "version": 2, "challenge_id": "c", "gpu_uuid": "GPU-1", "agent": "a",
+            "version": 3, "challenge_id": "c", "gpu_uuid": "GPU-1", "agent": agent,
             "model": "H200 SXM", "simulated": false, "proves_model": true, "lead": 1.2,
+            "policy": pog_records::Policy::per_model_default(),
+            "challenge": {"version": 1, "nonce": "00".repeat(32), "gpu_uuid": "GPU-1",
+                "gpu_bus_id": "x", "agent_key": agent, "validator_key": agent,
+                "precision": "int8", "size": 32, "batch": 1, "leaf_elements": 64},
             "expected_ms": 1234.5, "accepted": false,
-            "outcome": {"accepted": false, "rejected": [{}, {}], "time": {"ratio": 1.31}},
-            "failure": null, "recorded_at_ms": 99
+            "outcome": {"challenge_id": "c", "gpu_uuid": "GPU-1", "root": "", "checked": 4,
+                "rejected_total": 3, "rejected": [], "accepted": false,
+                "time": {"measured_ms": 1.0, "round_trip_ms": 0.0, "expected_ms": 1.0,
+                         "ratio": 1.31, "accepted": false}},
+            "failure": null, "spot_check_secret": "", "bytes_to_agent": 0,
+            "bytes_from_agent": 0, "recorded_at_ms": 99
         });
-        let r = RecordSummary::from_record(7, &body).unwrap();
-        assert_eq!((r.id, r.recorded_at_ms, r.wrong), (7, 99, 2));
+        let record =
+            |body: &serde_json::Value| -> Record { serde_json::from_value(body.clone()).unwrap() };
+        let r = RecordSummary::from_proof(7, &record(&body));
+        assert_eq!((r.id, r.recorded_at_ms, r.wrong), (7, 99, 3));
         assert_eq!(r.time_ratio, Some(1.31));
-        assert_eq!(r.failure_reason(), "rejected (2 spot check(s) wrong)");
-        let failed = json!({"model": "H200 SXM", "accepted": false, "expected_ms": 1.0,
-            "outcome": null, "failure": {"kind": "timeout", "message": "the agent did not answer within 60 s"}});
-        let r = RecordSummary::from_record(8, &failed).unwrap();
+        assert!(r.proves_model);
+        assert_eq!(r.failure_reason(), "rejected (3 spot check(s) wrong)");
+        let mut failed = body.clone();
+        failed["outcome"] = serde_json::Value::Null;
+        failed["failure"] =
+            json!({"kind": "timeout", "message": "the agent did not answer within 60 s"});
+        let r = RecordSummary::from_proof(8, &record(&failed));
         assert_eq!(r.failure_reason(), "the agent did not answer within 60 s");
-        assert_eq!(r.failure_kind.as_deref(), Some("timeout"));
+        assert_eq!(r.failure_kind, Some(FailureKind::Timeout));
         assert!(!r.answered());
-        let refused = json!({"model": "H200 SXM", "accepted": false, "expected_ms": 1.0, "agent": "ab",
-            "outcome": null, "failure": {"kind": "agent_refused", "message": "the agent answered HTTP 500"}});
-        let r = RecordSummary::from_record(9, &refused).unwrap();
+        let mut refused = failed.clone();
+        refused["failure"] =
+            json!({"kind": "agent_refused", "message": "the agent answered HTTP 500"});
+        let r = RecordSummary::from_proof(9, &record(&refused));
         assert!(r.answered(), "an HTTP error is an answer, a wrong one");
-        assert_eq!(r.agent.as_deref(), Some("ab"));
-        // A registration record is not a proof record.
-        let registration = json!({"version": 2, "event": "new", "gpu_uuid": "GPU-1",
-            "model": "H200 SXM", "bus_id": "x", "simulated": false});
-        assert_eq!(RecordSummary::from_record(9, &registration), None);
+        assert_eq!(r.agent.as_deref(), Some(agent.as_str()));
     }
 
     #[test]
@@ -948,7 +981,7 @@ mod tests {
         assert!(assess_h200(&[other]).reasons[0].contains("registered as the H200 SXM now"));
         let gone = assess(
             &GpuHistory {
-                uuid: "GPU-1",
+                uuid: &"GPU-1".parse().unwrap(),
                 registered_model: None,
                 registered_agent: None,
                 simulated: false,

@@ -6,7 +6,7 @@
 //!   it: a proof record (the GPU was *proven* when its proofs of the round were accepted; it
 //!   *failed* when the agent answered wrongly or its answer broke the protocol; it was
 //!   *unanswered* when the exchange failed as unreachable, timed out or ran past its deadline:
-//!   [`UNANSWERED`]) or a missed-round record (the validator did not challenge the GPU that
+//!   `pog_records::FailureKind::is_unreachable`, which also backs the schedule off) or a missed-round record (the validator did not challenge the GPU that
 //!   round because its agent had not answered the rounds before: the schedule's back-off).
 //!   Uptime is proven rounds over rounds: a round nobody can vouch for is not up, whether the
 //!   agent was silent or wrong. Only rounds recorded count, so a GPU registered recently is
@@ -22,15 +22,10 @@
 //!   and windows the agent did not report (1 in all: unknown is not clean).
 
 use crate::config::ReliabilityConfig;
+use pog_proof::wire::HealthSummary;
+use pog_records::HealthRecord;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// The failure kinds of a proof record in which the agent did not answer (pog-node's
-/// `FailureKind::is_unreachable`, which backs the schedule off): nothing answered at its
-/// endpoint, no answer in time, the exchange ran past its deadline. Any other failure (an
-/// HTTP error, a malformed or wrong answer, a broken connection) is an answer, a wrong one.
-pub const UNANSWERED: [&str; 3] = ["unreachable", "timeout", "deadline"];
 
 /// How many anomalies [`Anomalies::detail`] names before "and N more".
 const NAMED: usize = 6;
@@ -38,16 +33,6 @@ const NAMED: usize = 6;
 /// Why a record could not be read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum EvidenceError {
-    /// The body is not a record of the expected kind (a field missing or of the wrong type).
-    #[error("record {id} is not a readable {kind}: {why}")]
-    Malformed {
-        /// The record's number in the validator's store.
-        id: i64,
-        /// What it was read as (`health record`, `missed-round record`).
-        kind: &'static str,
-        /// What did not parse, in serde's words.
-        why: String,
-    },
     /// A readable record whose values cannot be right.
     #[error("record {id} ({kind}): {why}")]
     Invalid {
@@ -87,26 +72,14 @@ pub struct MissedRound {
 }
 
 impl MissedRound {
-    /// Reads a missed-round record's body.
-    pub fn from_record(id: i64, body: &Value) -> Result<MissedRound, EvidenceError> {
-        #[derive(Deserialize)]
-        struct Body {
-            agent: String,
-            reason: String,
-            recorded_at_ms: u64,
-        }
-        let b: Body =
-            serde_json::from_value(body.clone()).map_err(|e| EvidenceError::Malformed {
-                id,
-                kind: "missed-round record",
-                why: e.to_string(),
-            })?;
-        Ok(MissedRound {
+    /// What the uptime reads of a missed-round record.
+    pub fn from_record(id: i64, record: &pog_records::MissedRound) -> MissedRound {
+        MissedRound {
             id,
-            recorded_at_ms: b.recorded_at_ms,
-            agent: b.agent,
-            reason: b.reason,
-        })
+            recorded_at_ms: record.recorded_at_ms,
+            agent: record.agent.to_string(),
+            reason: record.reason.clone(),
+        }
     }
 }
 
@@ -244,6 +217,26 @@ pub struct ReportedHealth {
     pub xid_total: u64,
 }
 
+impl From<&HealthSummary> for ReportedHealth {
+    fn from(summary: &HealthSummary) -> ReportedHealth {
+        ReportedHealth {
+            samples: summary.samples,
+            alerts: summary
+                .alerts
+                .iter()
+                .map(|a| ReportedAlert {
+                    t_ms: a.t_ms,
+                    kind: a.kind.clone(),
+                    severity: a.severity.clone(),
+                })
+                .collect(),
+            alerts_total: summary.alerts_total,
+            xids: summary.xids.clone(),
+            xid_total: summary.xid_total,
+        }
+    }
+}
+
 impl ReportedHealth {
     /// Whether the report warns of anything: a warning or critical alert, or an XID (the
     /// validator's own rule for a contradiction, pog-node's `health::contradictions`).
@@ -281,35 +274,9 @@ pub struct HealthEvidence {
 }
 
 impl HealthEvidence {
-    /// Reads a health record's body (pog-node's `HealthRecord` as JSON).
-    pub fn from_record(id: i64, body: &Value) -> Result<HealthEvidence, EvidenceError> {
+    /// What the anomaly count reads of a health record, refusing values that cannot be right.
+    pub fn from_record(id: i64, b: &HealthRecord) -> Result<HealthEvidence, EvidenceError> {
         const KIND: &str = "health record";
-        #[derive(Deserialize)]
-        struct Body {
-            agent: String,
-            #[serde(default)]
-            simulated: bool,
-            from_ms: u64,
-            to_ms: u64,
-            reported: Option<ReportedHealth>,
-            failure: Option<Failure>,
-            measured: Measured,
-            recorded_at_ms: u64,
-        }
-        #[derive(Deserialize)]
-        struct Failure {
-            message: String,
-        }
-        #[derive(Deserialize)]
-        struct Measured {
-            decay: Option<f64>,
-        }
-        let b: Body =
-            serde_json::from_value(body.clone()).map_err(|e| EvidenceError::Malformed {
-                id,
-                kind: KIND,
-                why: e.to_string(),
-            })?;
         let invalid = |why: String| EvidenceError::Invalid {
             id,
             kind: KIND,
@@ -342,12 +309,12 @@ impl HealthEvidence {
         Ok(HealthEvidence {
             id,
             recorded_at_ms: b.recorded_at_ms,
-            agent: b.agent,
+            agent: b.agent.to_string(),
             simulated: b.simulated,
             from_ms: b.from_ms,
             to_ms: b.to_ms,
-            reported: b.reported,
-            failure: b.failure.map(|f| f.message),
+            reported: b.reported.as_ref().map(ReportedHealth::from),
+            failure: b.failure.as_ref().map(|f| f.message.clone()),
             decay: b.measured.decay,
         })
     }
@@ -596,7 +563,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use proptest::prelude::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn rules() -> ReliabilityConfig {
         Config::embedded().score.reliability
@@ -644,9 +611,10 @@ mod tests {
     }
 
     #[test]
-    fn a_health_record_is_read_from_the_validators_json() {
+    fn a_health_record_is_read_from_the_validators_record() {
+        let agent = "ab".repeat(32);
         let body = json!({
-            "version": 2, "record_id": "health-1", "gpu_uuid": "GPU-1", "agent": "ab",
+            "version": 2, "record_id": "health-1", "gpu_uuid": "GPU-1", "agent": agent,
             "model": "H200 SXM", "simulated": false, "from_ms": 1_000, "to_ms": 61_000,
             "reported": {
                 "request_id": "r", "gpu_uuid": "GPU-1", "from_ms": 1_000, "to_ms": 61_000,
@@ -659,7 +627,8 @@ mod tests {
                           "baseline_ratio": 0.5, "decay": 0.4},
             "contradictions": [], "recorded_at_ms": 61_005
         });
-        let h = HealthEvidence::from_record(4, &body).unwrap();
+        let record = |body: &Value| serde_json::from_value::<HealthRecord>(body.clone()).unwrap();
+        let h = HealthEvidence::from_record(4, &record(&body)).unwrap();
         assert_eq!(
             (h.id, h.from_ms, h.to_ms, h.recorded_at_ms),
             (4, 1_000, 61_000, 61_005)
@@ -670,33 +639,26 @@ mod tests {
         refused["reported"] = Value::Null;
         refused["failure"] =
             json!({"kind": "agent_refused", "message": "the agent answered HTTP 404"});
-        let h = HealthEvidence::from_record(5, &refused).unwrap();
+        let h = HealthEvidence::from_record(5, &record(&refused)).unwrap();
         assert_eq!(h.failure.as_deref(), Some("the agent answered HTTP 404"));
         // Bad input: a clear, typed error.
         let mut reversed = body.clone();
         reversed["from_ms"] = json!(70_000);
         assert!(matches!(
-            HealthEvidence::from_record(6, &reversed),
+            HealthEvidence::from_record(6, &record(&reversed)),
             Err(EvidenceError::Invalid { id: 6, .. })
         ));
         let mut severity = body.clone();
         severity["reported"]["alerts"][0]["severity"] = json!("dire");
-        let e = HealthEvidence::from_record(7, &severity).unwrap_err();
+        let e = HealthEvidence::from_record(7, &record(&severity)).unwrap_err();
         assert!(e.to_string().contains("unknown severity \"dire\""), "{e}");
         let mut totals = body.clone();
         totals["reported"]["xid_total"] = json!(0);
-        assert!(HealthEvidence::from_record(8, &totals).is_err());
-        let e = HealthEvidence::from_record(9, &json!({"agent": "ab"})).unwrap_err();
-        assert!(matches!(e, EvidenceError::Malformed { id: 9, .. }), "{e}");
-        assert!(
-            e.to_string().contains("not a readable health record"),
-            "{e}"
-        );
+        assert!(HealthEvidence::from_record(8, &record(&totals)).is_err());
         let missed = json!({"version": 2, "record_id": "missed-1", "gpu_uuid": "GPU-1",
-            "agent": "ab", "model": "H200 SXM", "reason": "backing off", "recorded_at_ms": 5});
-        let m = MissedRound::from_record(3, &missed).unwrap();
-        assert_eq!((m.id, m.recorded_at_ms, m.agent.as_str()), (3, 5, "ab"));
-        assert!(MissedRound::from_record(3, &json!({"agent": 1})).is_err());
+            "agent": agent, "model": "H200 SXM", "reason": "backing off", "recorded_at_ms": 5});
+        let m = MissedRound::from_record(3, &serde_json::from_value(missed).unwrap());
+        assert_eq!((m.id, m.recorded_at_ms, &m.agent), (3, 5, &agent));
     }
 
     #[test]

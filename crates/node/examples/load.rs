@@ -20,7 +20,8 @@ use pog_node::agent::{self, Agent};
 use pog_node::provers::CpuEngine;
 use pog_node::serve::Limits;
 use pog_proof::prover::Behaviour;
-use pog_proof::wire::{kind, GpuClaim, Identity, Register};
+use pog_proof::wire::{kind, GpuClaim, Register};
+use pog_signed::Identity;
 use std::io::{BufRead, Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -188,12 +189,14 @@ fn main() {
         .spawn()
         .expect("starting pog validator");
     let mut lines = std::io::BufReader::new(validator.stdout.take().unwrap()).lines();
-    let key = lines
-        .next()
-        .unwrap()
-        .unwrap()
-        .trim_start_matches("validator key: ")
-        .to_string();
+    let key = pog_signed::PublicKey::parse(
+        lines
+            .next()
+            .unwrap()
+            .unwrap()
+            .trim_start_matches("validator key: "),
+    )
+    .expect("the validator's key");
     let listening = lines.next().unwrap().unwrap();
     let addr: std::net::SocketAddr = listening
         .trim_start_matches("listening on ")
@@ -220,7 +223,7 @@ fn main() {
             let identity = Identity::from_seed(seed(i));
             let uuid = format!("GPU-load-{i:05}");
             let claim = GpuClaim {
-                uuid: uuid.clone(),
+                uuid: uuid.parse().expect("a GPU UUID"),
                 model: "H200 SXM".into(),
                 bus_id: "0000:00:06.0".into(),
                 simulated: false,

@@ -21,11 +21,11 @@ use pog_proof::challenge::Addressee;
 use pog_proof::memory::{self, MemoryChallenge};
 use pog_proof::prover::Prover;
 use pog_proof::wire::{
-    self, kind, ChallengeMessage, Commitment, GpuClaim, Identity, OpenRequest, Openings,
-    WireOpening,
+    self, kind, ChallengeMessage, Commitment, GpuClaim, OpenRequest, Openings, WireOpening,
 };
 use pog_proof::wire::{MemoryChallengeMessage, MemoryReady, WalkMessage};
 use pog_proof::Challenge;
+use pog_signed::{GpuUuid, Identity, PublicKey};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -69,20 +69,20 @@ struct Computed {
     prover: Arc<dyn Prover>,
     /// The challenge's expiry (validator clock, ms).
     expires_at_ms: u64,
-    issuer: String,
+    issuer: PublicKey,
     /// The GPU whose memory walk this commits to (none for a GEMM challenge): the GPU's next
     /// build drops it, and it is dropped after [`MEMORY_HOLD`] unopened.
-    walk_of: Option<String>,
+    walk_of: Option<GpuUuid>,
     /// The GPU whose GEMM challenge this commits to (none for a walk), and when it was kept:
     /// at most [`GEMM_COMMITMENTS_KEPT`] are kept a GPU, each for [`MEMORY_HOLD`] unopened.
-    gemm_of: Option<(String, std::time::Instant)>,
+    gemm_of: Option<(GpuUuid, std::time::Instant)>,
 }
 
 /// A built memory data set waiting for its walk nonce.
 struct Built {
     challenge_id: String,
     dataset: Box<dyn BuiltMemory>,
-    issuer: String,
+    issuer: PublicKey,
 }
 
 /// What one GPU's memory slot holds: at most one data set, so a validator cannot make the
@@ -100,7 +100,7 @@ enum MemorySlot {
 /// empty.
 struct SlotWork {
     agent: Arc<Agent>,
-    gpu: String,
+    gpu: GpuUuid,
     built: Option<Built>,
     runtime: tokio::runtime::Handle,
 }
@@ -136,7 +136,7 @@ impl Drop for SlotWork {
 /// A GEMM computation counted against its GPU ([`Agent::start_gemm`]) until dropped.
 struct Computing {
     agent: Arc<Agent>,
-    gpu: String,
+    gpu: GpuUuid,
 }
 
 impl Drop for Computing {
@@ -154,20 +154,20 @@ impl Drop for Computing {
 /// The agent's state.
 pub struct Agent {
     identity: Identity,
-    trusted_validators: Vec<String>,
+    trusted_validators: Vec<PublicKey>,
     gpus: Vec<GpuClaim>,
     pub(crate) engine: Arc<dyn ProverEngine>,
     /// Computed challenges by id, kept until opened.
     provers: Mutex<HashMap<String, Computed>>,
     /// Each GPU's memory slot, by UUID: its one data set, built or in use.
-    memory: Mutex<HashMap<String, MemorySlot>>,
+    memory: Mutex<HashMap<GpuUuid, MemorySlot>>,
     /// How long a data set waits for its walk and a commitment for its open.
     memory_hold: Duration,
     /// Every challenge id taken, with its expiry (validator clock), until it can no longer be
     /// replayed: a captured challenge cannot make the agent compute twice.
     answered: Mutex<HashMap<String, u64>>,
     /// GEMM computations running, by GPU: at most [`GEMM_COMMITMENTS_KEPT`] a GPU.
-    computing: Mutex<HashMap<String, usize>>,
+    computing: Mutex<HashMap<GpuUuid, usize>>,
     /// The health monitor of its GPUs (`crate::watch`), and whether `/metrics` is served on
     /// the API's port.
     watch: Option<(Arc<crate::watch::Watch>, bool)>,
@@ -180,7 +180,7 @@ impl Agent {
     /// An honest agent proving with `engine`.
     pub fn new(
         identity: Identity,
-        trusted_validators: Vec<String>,
+        trusted_validators: Vec<PublicKey>,
         gpus: Vec<GpuClaim>,
         engine: Arc<dyn ProverEngine>,
     ) -> Agent {
@@ -215,8 +215,8 @@ impl Agent {
     }
 
     /// The agent's public key (hex), which names it to validators.
-    pub fn public_key(&self) -> String {
-        self.identity.public_hex()
+    pub fn public_key(&self) -> PublicKey {
+        self.identity.public_key()
     }
 
     /// The GPUs the agent offers.
@@ -236,20 +236,20 @@ impl Agent {
     /// Refuses a challenge (of either kind) not addressed to this agent by its signer, or for a
     /// GPU it does not have: work done for another agent's key would be credited to that agent
     /// (a relay), work for another issuer is not asked by it.
-    fn check_addressed(&self, signer: &str, to: Addressee) -> Result<(), ApiError> {
+    fn check_addressed(&self, signer: &PublicKey, to: Addressee) -> Result<(), ApiError> {
         if !self.trusted_validators.iter().any(|v| v == signer) {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 format!("challenge signed by {signer}, which this agent does not trust"),
             ));
         }
-        if to.agent_key != self.identity.public_hex() {
+        if self.identity.public_key() != *to.agent_key {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 format!(
                     "challenge addressed to agent {}, not to this agent ({})",
                     to.agent_key,
-                    self.identity.public_hex()
+                    self.identity.public_key()
                 ),
             ));
         }
@@ -265,7 +265,7 @@ impl Agent {
         if !self
             .gpus
             .iter()
-            .any(|g| g.uuid == to.gpu_uuid && g.bus_id == to.gpu_bus_id)
+            .any(|g| g.uuid == *to.gpu_uuid && g.bus_id == to.gpu_bus_id)
         {
             return Err(ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -384,7 +384,11 @@ impl Agent {
     /// before, and its walk's commitment not yet opened, are dropped first (their memory is
     /// free before the new one is allocated); a build or walk still running there, or another
     /// validator's data set or unopened walk (held at most the hold), refuses it (409).
-    fn slot_for_build(self: &Arc<Self>, gpu: &str, issuer: &str) -> Result<SlotWork, ApiError> {
+    fn slot_for_build(
+        self: &Arc<Self>,
+        gpu: &GpuUuid,
+        issuer: &PublicKey,
+    ) -> Result<SlotWork, ApiError> {
         let previous = {
             let mut slots = self.memory.locked();
             let busy = |why: &str| {
@@ -397,7 +401,7 @@ impl Agent {
                 Some(MemorySlot::Busy) => return busy("is building or walking a data set"),
                 // Another validator's data set stays until its walk or the hold: one trusted
                 // validator cannot make the agent fail another's round.
-                Some(MemorySlot::Built(b)) if b.issuer != issuer => {
+                Some(MemorySlot::Built(b)) if b.issuer != *issuer => {
                     return busy("holds another validator's data set")
                 }
                 _ => {}
@@ -405,17 +409,17 @@ impl Agent {
             let provers = self.provers.locked();
             if provers
                 .values()
-                .any(|c| c.walk_of.as_deref() == Some(gpu) && c.issuer != issuer)
+                .any(|c| c.walk_of.as_ref() == Some(gpu) && c.issuer != *issuer)
             {
                 return busy("holds another validator's walk, not yet opened");
             }
             drop(provers);
-            slots.insert(gpu.to_string(), MemorySlot::Busy)
+            slots.insert(gpu.clone(), MemorySlot::Busy)
         };
         let walked: Vec<_> = self
             .provers
             .locked()
-            .extract_if(|_, c| c.walk_of.as_deref() == Some(gpu))
+            .extract_if(|_, c| c.walk_of.as_ref() == Some(gpu))
             .collect();
         drop((previous, walked));
         Ok(self.slot_work(gpu))
@@ -456,10 +460,10 @@ impl Agent {
     }
 
     /// The work that has taken `gpu`'s slot (the caller set it busy), run on this runtime.
-    fn slot_work(self: &Arc<Self>, gpu: &str) -> SlotWork {
+    fn slot_work(self: &Arc<Self>, gpu: &GpuUuid) -> SlotWork {
         SlotWork {
             agent: self.clone(),
-            gpu: gpu.to_string(),
+            gpu: gpu.clone(),
             built: None,
             runtime: tokio::runtime::Handle::current(),
         }
@@ -468,9 +472,9 @@ impl Agent {
     /// Counts a GEMM computation for `gpu` until the returned guard is dropped; 503 when
     /// [`GEMM_COMMITMENTS_KEPT`] are running there already (each holds its product in memory
     /// until it ends: the commitments kept bound only those that have ended).
-    fn start_gemm(self: &Arc<Self>, gpu: &str) -> Result<Computing, ApiError> {
+    fn start_gemm(self: &Arc<Self>, gpu: &GpuUuid) -> Result<Computing, ApiError> {
         let mut computing = self.computing.locked();
-        let running = computing.entry(gpu.to_string()).or_default();
+        let running = computing.entry(gpu.clone()).or_default();
         if *running >= GEMM_COMMITMENTS_KEPT {
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -480,7 +484,7 @@ impl Agent {
         *running += 1;
         Ok(Computing {
             agent: self.clone(),
-            gpu: gpu.to_string(),
+            gpu: gpu.clone(),
         })
     }
 
@@ -490,16 +494,16 @@ impl Agent {
     /// commitment arrives).
     fn keep_gemm(
         self: &Arc<Self>,
-        (id, gpu): (&str, &str),
+        (id, gpu): (&str, &GpuUuid),
         prover: Arc<dyn Prover>,
-        (expires_at_ms, issuer): (u64, String),
+        (expires_at_ms, issuer): (u64, PublicKey),
     ) {
         let computed = Computed {
             prover,
             expires_at_ms,
             issuer,
             walk_of: None,
-            gemm_of: Some((gpu.to_string(), std::time::Instant::now())),
+            gemm_of: Some((gpu.clone(), std::time::Instant::now())),
         };
         let dropped = {
             let mut provers = self.provers.locked();
@@ -507,7 +511,7 @@ impl Agent {
             let mut kept: Vec<(std::time::Instant, String)> = provers
                 .iter()
                 .filter_map(|(id, c)| match &c.gemm_of {
-                    Some((of, at)) if *of == gpu => Some((*at, id.clone())),
+                    Some((of, at)) if of == gpu => Some((*at, id.clone())),
                     _ => None,
                 })
                 .collect();
@@ -569,7 +573,7 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .route("/v1/open", post(open))
         .route("/v1/health", post(health))
         .route("/metrics", get(metrics))
-        .layer(DefaultBodyLimit::max(wire::MAX_MESSAGE_BYTES))
+        .layer(DefaultBodyLimit::max(pog_signed::MAX_MESSAGE_BYTES))
         .with_state(agent)
 }
 
@@ -597,7 +601,8 @@ fn admit(
 }
 
 async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
-    let (message, signer): (ChallengeMessage, String) = wire::decode(&body, kind::CHALLENGE)?;
+    let (message, signer): (ChallengeMessage, PublicKey) =
+        pog_signed::decode(&body, kind::CHALLENGE)?;
     let c = &message.challenge;
     agent.check_addressed(&signer, c.addressee())?;
     admit(
@@ -648,8 +653,8 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
 /// within what the protocol plans for the GPU's claimed model; the data set replaces the one
 /// the GPU held before, and is freed if not walked within the hold.
 async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
-    let (message, signer): (MemoryChallengeMessage, String) =
-        wire::decode(&body, kind::MEMORY_CHALLENGE)?;
+    let (message, signer): (MemoryChallengeMessage, PublicKey) =
+        pog_signed::decode(&body, kind::MEMORY_CHALLENGE)?;
     let c = &message.challenge;
     agent.check_addressed(&signer, c.addressee())?;
     admit(
@@ -694,7 +699,7 @@ async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Re
 
 /// Walks a built data set with the validator's walk nonce and commits (the timed phase).
 async fn memory_walk(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
-    let (message, signer): (WalkMessage, String) = wire::decode(&body, kind::MEMORY_WALK)?;
+    let (message, signer): (WalkMessage, PublicKey) = pog_signed::decode(&body, kind::MEMORY_WALK)?;
     let now = now_ms();
     if now > message.expires_at_ms.saturating_add(CLOCK_SKEW_MS) {
         return Err(ApiError::new(
@@ -752,7 +757,7 @@ async fn memory_walk(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Res
 }
 
 async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
-    let (request, signer): (OpenRequest, String) = wire::decode(&body, kind::OPEN)?;
+    let (request, signer): (OpenRequest, PublicKey) = pog_signed::decode(&body, kind::OPEN)?;
     if !agent.trusted_validators.contains(&signer) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -833,15 +838,15 @@ async fn metrics(State(agent): State<Arc<Agent>>) -> Result<Response, ApiError> 
 /// A trusted validator's request for one GPU's health over a window, answered with the
 /// agent's signed summary of it (self-reported telemetry).
 async fn health(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
-    let (request, signer): (wire::HealthRequest, String) =
-        wire::decode(&body, kind::HEALTH_REQUEST)?;
+    let (request, signer): (wire::HealthRequest, PublicKey) =
+        pog_signed::decode(&body, kind::HEALTH_REQUEST)?;
     if !agent.trusted_validators.contains(&signer) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             format!("health request signed by {signer}, which this agent does not trust"),
         ));
     }
-    if request.agent_key != agent.identity.public_hex() {
+    if request.agent_key != agent.identity.public_key() {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             format!("health request addressed to agent {}", request.agent_key),
@@ -910,7 +915,7 @@ async fn blocking<T: Send + 'static, E: std::fmt::Display + Send + 'static>(
 pub enum RegisterError {
     /// The registration could not be signed or encoded: nothing is sent.
     #[error(transparent)]
-    Wire(#[from] wire::WireError),
+    Wire(#[from] pog_signed::WireError),
     /// The validator refused the registration, or the post failed other than by its being
     /// unreachable.
     #[error(transparent)]

@@ -14,14 +14,12 @@
 //! down) is written into the record: that is itself a signal (one anomaly more).
 
 use crate::clock::now_ms;
-use crate::validator::{ExchangeError, Failure, Validator, ValidatorError};
-use crate::validator::{MEMORY_RECORD_KIND, RECORD_KIND};
-use pog_proof::wire::{self, kind, Envelope, HealthRequest, HealthSummary, MAX_HEALTH_WINDOW_MS};
-use serde::{Deserialize, Serialize};
+use crate::validator::{ExchangeError, Validator, ValidatorError};
+use pog_proof::wire::{kind, HealthRequest, HealthSummary, MAX_HEALTH_WINDOW_MS};
+use pog_records::{HealthRecord, ProofPace};
+use pog_signed::{Envelope, PublicKey, RecordKind};
+use serde::Deserialize;
 use std::time::Duration;
-
-/// The envelope kind of a signed [`HealthRecord`].
-pub const HEALTH_RECORD_KIND: &str = "health-record";
 
 /// The window of a GPU's first health record (later ones start where the last one ended, up
 /// to [`MAX_HEALTH_WINDOW_MS`] back).
@@ -42,53 +40,6 @@ const MAX_SUMMARY_BYTES: usize = 256 << 10;
 /// Records read back to find the last health record, the window's proofs and the baseline
 /// (each round stores up to three records: proof, memory, health).
 const RECORDS_READ: usize = 3 * (BASELINE_PROOFS + 40);
-
-/// The validator's own proof timings of one GPU over a window: trusted, as it timed them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProofPace {
-    /// Each GEMM proof completed in the window: its time over its bound, oldest first.
-    pub ratios: Vec<f64>,
-    /// Each memory proof completed in the window: its time over its bound, oldest first.
-    pub memory_ratios: Vec<f64>,
-    /// The median of `ratios`.
-    pub median_ratio: Option<f64>,
-    /// The median ratio of up to [`BASELINE_PROOFS`] GEMM proofs completed before the window.
-    pub baseline_ratio: Option<f64>,
-    /// `median_ratio / baseline_ratio - 1`: above 0, the GPU proves slower than it did.
-    pub decay: Option<f64>,
-}
-
-/// What the validator signs and stores for each health summary it asks for.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HealthRecord {
-    /// The record format's version.
-    pub version: u32,
-    /// This record's id in the validator's store.
-    pub record_id: String,
-    /// The GPU the summary is about.
-    pub gpu_uuid: String,
-    /// The agent the GPU is registered to (its public key).
-    pub agent: String,
-    /// The GPU's model, as registered.
-    pub model: String,
-    /// The GPU is the simulated test double: nothing here is about a GPU.
-    pub simulated: bool,
-    /// The window, the validator's clock (Unix ms).
-    pub from_ms: u64,
-    /// The window's end, the validator's clock (Unix ms).
-    pub to_ms: u64,
-    /// Self-reported by the agent (its signature verified by this validator; a modified
-    /// agent can sign anything): counts only against the GPU. `None` when it did not answer well.
-    pub reported: Option<HealthSummary>,
-    /// Why there is no report, when there is none.
-    pub failure: Option<Failure>,
-    /// Measured by this validator: its own proof timings in the window (trusted).
-    pub measured: ProofPace,
-    /// Where the report and the measurement disagree, in the validator's words.
-    pub contradictions: Vec<String>,
-    /// When the validator stored this record (Unix ms).
-    pub recorded_at_ms: u64,
-}
 
 fn median(values: &[f64]) -> Option<f64> {
     let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
@@ -134,9 +85,9 @@ pub fn proof_pace(records: &[(i64, String)], from_ms: u64, to_ms: u64) -> ProofP
         let Some((kind, body)) = opened(json) else {
             continue;
         };
-        let memory = match kind.as_str() {
-            RECORD_KIND => false,
-            MEMORY_RECORD_KIND => true,
+        let memory = match RecordKind::from_wire_kind(&kind) {
+            Some(RecordKind::ProofRound) => false,
+            Some(RecordKind::MemoryRound) => true,
             _ => continue,
         };
         let timed = serde_json::from_str::<Timed>(&body)
@@ -212,7 +163,7 @@ impl Validator {
         let to_ms = now_ms();
         let last_end = records.iter().rev().find_map(|(_, json)| {
             let (kind, body) = opened(json)?;
-            (kind == HEALTH_RECORD_KIND)
+            (kind == RecordKind::HealthRound.wire_kind())
                 .then(|| serde_json::from_str::<HealthRecord>(&body).ok())
                 .flatten()
                 .map(|r| r.to_ms)
@@ -223,7 +174,7 @@ impl Validator {
             .max(to_ms.saturating_sub(MAX_HEALTH_WINDOW_MS));
         let request = HealthRequest {
             id: hex::encode(crate::validator::random_bytes::<16>()),
-            gpu_uuid: uuid.into(),
+            gpu_uuid: gpu.uuid.clone(),
             agent_key: gpu.agent.clone(),
             from_ms,
             to_ms,
@@ -239,8 +190,8 @@ impl Validator {
                 MAX_SUMMARY_BYTES,
             )
             .await?;
-            let (summary, signer): (HealthSummary, String) =
-                wire::decode(&answer, kind::HEALTH_SUMMARY)?;
+            let (summary, signer): (HealthSummary, PublicKey) =
+                pog_signed::decode(&answer, kind::HEALTH_SUMMARY)?;
             if signer != gpu.agent {
                 return Err(ExchangeError::Protocol(
                     pog_proof::session::ProtocolError::WrongSigner {
@@ -260,9 +211,9 @@ impl Validator {
         let measured = proof_pace(&records, from_ms, to_ms);
         let reported = answered.as_ref().ok().cloned();
         let record = HealthRecord {
-            version: crate::registry::RECORD_VERSION,
+            version: pog_records::RECORD_VERSION,
             record_id: format!("health-{}", request.id),
-            gpu_uuid: uuid.into(),
+            gpu_uuid: gpu.uuid.clone(),
             agent: gpu.agent.clone(),
             model: gpu.model.clone(),
             simulated: gpu.simulated,
@@ -275,13 +226,7 @@ impl Validator {
             recorded_at_ms: now_ms(),
         };
         let healthy = record.failure.is_none() && record.contradictions.is_empty();
-        self.store(
-            HEALTH_RECORD_KIND,
-            &record.record_id,
-            uuid,
-            healthy,
-            &record,
-        )?;
+        self.store(&record.record_id, healthy, &record)?;
         Ok(record)
     }
 }
@@ -307,7 +252,8 @@ pub async fn collect_logged(validator: &Validator, uuid: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pog_proof::wire::{HealthAlert, Identity};
+    use pog_proof::wire::HealthAlert;
+    use pog_signed::Identity;
 
     fn stored(kind: &str, body: serde_json::Value) -> (i64, String) {
         let envelope = Identity::from_seed([3; 32]).seal(kind, &body).unwrap();
@@ -326,17 +272,18 @@ mod tests {
 
     #[test]
     fn the_pace_compares_the_window_with_earlier_proofs() {
-        let mut records: Vec<(i64, String)> =
-            (0..5).map(|i| proof(RECORD_KIND, 1_000 + i, 0.5)).collect();
-        records.push(proof(RECORD_KIND, 10_000, 0.6));
-        records.push(proof(MEMORY_RECORD_KIND, 10_500, 0.9));
-        records.push(proof(RECORD_KIND, 11_000, 0.7));
+        let mut records: Vec<(i64, String)> = (0..5)
+            .map(|i| proof(RecordKind::ProofRound.wire_kind(), 1_000 + i, 0.5))
+            .collect();
+        records.push(proof(RecordKind::ProofRound.wire_kind(), 10_000, 0.6));
+        records.push(proof(RecordKind::MemoryRound.wire_kind(), 10_500, 0.9));
+        records.push(proof(RecordKind::ProofRound.wire_kind(), 11_000, 0.7));
         records.push(stored("registration", serde_json::json!({"x": 1})));
         records.push(stored(
-            RECORD_KIND,
+            RecordKind::ProofRound.wire_kind(),
             serde_json::json!({"recorded_at_ms": 12_000, "outcome": null}),
         ));
-        records.push(proof(RECORD_KIND, 99_000, 9.0)); // after the window
+        records.push(proof(RecordKind::ProofRound.wire_kind(), 99_000, 9.0)); // after the window
         let pace = proof_pace(&records, 5_000, 20_000);
         assert_eq!(pace.ratios, vec![0.6, 0.7]);
         assert_eq!(pace.baseline_ratio, Some(0.5));
@@ -350,7 +297,7 @@ mod tests {
     fn report(alerts: Vec<HealthAlert>, samples: u64) -> HealthSummary {
         HealthSummary {
             request_id: "r".into(),
-            gpu_uuid: "GPU-1".into(),
+            gpu_uuid: "GPU-1".parse().unwrap(),
             from_ms: 0,
             to_ms: 1,
             simulated: false,

@@ -4,11 +4,13 @@
 
 use crate::provers::{CpuEngine, GpuEngine, ProverEngine, MAX_CPU_WORK};
 use crate::selfcheck::{self, MemorySelfCheck, SelfCheck};
-use crate::validator::{Addressee, MemoryPolicy, Planned, Policy};
 use pog_facts::Origin;
 use pog_inspect::{GpuVerdict, InspectReport};
+use pog_proof::challenge::Addressee;
 use pog_proof::memory::MemoryPlan;
 use pog_proof::prover::{Behaviour, CpuProver, Prover};
+use pog_records::{MemoryPolicy, Planned, Policy};
+use pog_signed::GpuUuid;
 use pog_spec::{Precision, SpecDb};
 use serde::Serialize;
 
@@ -260,38 +262,50 @@ fn prove_one(
     model: &str,
     bus: &str,
 ) -> GpuProof {
+    // The device's UUID as a record would name it: one that is not (empty, too long, not
+    // printable ASCII) fails every proof of this GPU with the reason.
+    let named = GpuUuid::new(uuid).map_err(|e| e.to_string());
     let (check, error) = if options.proofs.gemm {
-        split(plan(options, model).and_then(|planned| {
-            let challenge = planned.challenge([0; 32], unaddressed(uuid, bus));
-            if let Some(reason) = engine.refuses(&challenge) {
-                return Err(reason);
-            }
-            selfcheck::run(engine, (uuid, bus), &planned, options.samples)
-                .map_err(|e| e.to_string())
-        }))
+        split(
+            named
+                .clone()
+                .and_then(|uuid| plan(options, model).map(|p| (uuid, p)))
+                .and_then(|(uuid, planned)| {
+                    let uuid = &uuid;
+                    let challenge = planned.challenge([0; 32], Addressee::shape_only(uuid, bus));
+                    if let Some(reason) = engine.refuses(&challenge) {
+                        return Err(reason);
+                    }
+                    selfcheck::run(engine, (uuid, bus), &planned, options.samples)
+                        .map_err(|e| e.to_string())
+                }),
+        )
     } else {
         (None, None)
     };
     let mut memory_note = None;
     let (memory, memory_error) = if options.proofs.memory {
         split(
-            memory_plan(options, model, on_cpu).and_then(|(plan, note)| {
-                memory_note = note;
-                let challenge = plan.challenge([0; 32], unaddressed(uuid, bus));
-                if let Err(e) = challenge.check_shape() {
-                    return Err(e.to_string());
-                }
-                if let Some(reason) = engine.refuses_memory(&challenge) {
-                    return Err(reason);
-                }
-                selfcheck::run_memory(
-                    engine,
-                    (uuid, bus),
-                    &plan,
-                    options.samples.min(MEMORY_SAMPLES),
-                )
-                .map_err(|e| e.to_string())
-            }),
+            named
+                .and_then(|uuid| memory_plan(options, model, on_cpu).map(|p| (uuid, p)))
+                .and_then(|(uuid, (plan, note))| {
+                    let uuid = &uuid;
+                    memory_note = note;
+                    let challenge = plan.challenge([0; 32], Addressee::shape_only(uuid, bus));
+                    if let Err(e) = challenge.check_shape() {
+                        return Err(e.to_string());
+                    }
+                    if let Some(reason) = engine.refuses_memory(&challenge) {
+                        return Err(reason);
+                    }
+                    selfcheck::run_memory(
+                        engine,
+                        (uuid, bus),
+                        &plan,
+                        options.samples.min(MEMORY_SAMPLES),
+                    )
+                    .map_err(|e| e.to_string())
+                }),
         )
     } else {
         (None, None)
@@ -322,16 +336,6 @@ fn split<T>(result: Result<T, String>) -> (Option<T>, Option<String>) {
     match result {
         Ok(value) => (Some(value), None),
         Err(e) => (None, Some(e)),
-    }
-}
-
-/// The GPU only: keys are filled in by the self-challenge (used to shape-check beforehand).
-fn unaddressed<'a>(uuid: &'a str, bus: &'a str) -> Addressee<'a> {
-    Addressee {
-        gpu_uuid: uuid,
-        gpu_bus_id: bus,
-        agent_key: "",
-        validator_key: "",
     }
 }
 

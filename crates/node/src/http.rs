@@ -2,7 +2,8 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use pog_proof::wire::{self, Envelope, WireError};
+
+use pog_signed::{Envelope, WireError};
 
 /// An HTTP error with a JSON body `{"error": "..."}`, logged when it is made.
 #[derive(Debug)]
@@ -183,9 +184,15 @@ pub async fn post(
     envelope: &Envelope,
     timeout: std::time::Duration,
 ) -> Result<Vec<u8>, PostError> {
-    post_counted(client, url, envelope, timeout, wire::MAX_MESSAGE_BYTES)
-        .await
-        .map(|(_, body)| body)
+    post_counted(
+        client,
+        url,
+        envelope,
+        timeout,
+        pog_signed::MAX_MESSAGE_BYTES,
+    )
+    .await
+    .map(|(_, body)| body)
 }
 
 /// Serves a router on `listener` under `limits` until the process ends (tests and simple

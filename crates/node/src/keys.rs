@@ -1,6 +1,6 @@
 //! Identity keys on disk: created on first start in the data dir, readable by the owner only.
 
-use pog_proof::wire::Identity;
+use pog_signed::Identity;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
@@ -31,7 +31,7 @@ pub enum KeyError {
     },
     /// A new key could not be generated or encoded.
     #[error(transparent)]
-    Generate(#[from] pog_proof::wire::WireError),
+    Generate(#[from] pog_signed::WireError),
 }
 
 /// Loads the identity at `path`, or creates one there (mode 0600) if there is none.
@@ -91,8 +91,8 @@ mod tests {
             0o600
         );
         assert_eq!(
-            load_or_create(&path).unwrap().public_hex(),
-            first.public_hex()
+            load_or_create(&path).unwrap().public_key(),
+            first.public_key()
         );
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(matches!(

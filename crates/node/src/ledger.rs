@@ -27,7 +27,7 @@ use pog_ledger::note::{Note, NoteError, NoteSigner, ALG_ED25519};
 use pog_ledger::serve::{LogAnswer, TILE_CACHE_CONTROL, TILE_CONTENT_TYPE};
 use pog_ledger::store::{GroupCommit, Ledger, StoreError, TileReader};
 use pog_ledger::witness::AddCheckpoint;
-use pog_proof::wire::{Envelope, Identity};
+use pog_signed::{Envelope, Identity};
 use serde::Serialize;
 use std::future::Future;
 use std::pin::Pin;
@@ -89,7 +89,7 @@ pub fn origin(validator_public_hex: &str) -> String {
 
 /// The validator's key as the log's note signer, named `origin` (or [`origin`]'s default).
 pub fn log_signer(identity: &Identity, name: Option<&str>) -> Result<NoteSigner, LedgerError> {
-    let name = name.map_or_else(|| origin(&identity.public_hex()), str::to_string);
+    let name = name.map_or_else(|| origin(&identity.public_key()), str::to_string);
     NoteSigner::new(&name, ALG_ED25519, identity.seed())
         .map_err(|source| LedgerError::Origin { name, source })
 }

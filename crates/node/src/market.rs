@@ -42,7 +42,8 @@ use pog_market::quote::Quote;
 use pog_market::{
     Book, BookError, ClearingRecord, GpuClass, Mechanism, OpenOrder, Order, OrderId, Side,
 };
-use pog_proof::wire::{self, Envelope, Identity};
+
+use pog_signed::{Envelope, Identity, PublicKey};
 use pog_spec::SpecDb;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
@@ -64,8 +65,8 @@ pub const MAX_HISTORY_PAGE: usize = 1000;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitMessage {
-    /// The validator's public key (hex): the message is for this validator only.
-    pub validator: String,
+    /// The validator's public key: the message is for this validator only.
+    pub validator: PublicKey,
     /// The order itself; its owner must be the message's signer.
     pub order: Order,
     /// When the order leaves the book if it has not filled, ms since the Unix epoch: after
@@ -82,8 +83,8 @@ pub struct SubmitMessage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CancelMessage {
-    /// The validator's public key (hex): the message is for this validator only.
-    pub validator: String,
+    /// The validator's public key: the message is for this validator only.
+    pub validator: PublicKey,
     /// The id of the signer's order to cancel.
     pub id: OrderId,
     /// The order's sequence number in the book (its submission returned it; the book lists
@@ -98,8 +99,8 @@ pub struct CancelMessage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClearMessage {
-    /// The validator's public key (hex): the message is for this validator only.
-    pub validator: String,
+    /// The validator's public key: the message is for this validator only.
+    pub validator: PublicKey,
     /// The class whose book is cleared.
     pub class: GpuClass,
     /// The auction that clears it.
@@ -126,8 +127,8 @@ pub const MAX_CLEAR_NONCE_LEN: usize = 64;
 /// What `GET /v1/market/info` returns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MarketInfo {
-    /// The validator's public key (hex), which every message to this market must name.
-    pub validator: String,
+    /// The validator's public key, which every message to this market must name.
+    pub validator: PublicKey,
     /// The classes its book trades.
     pub classes: Vec<GpuClass>,
 }
@@ -246,7 +247,7 @@ impl Default for MarketLimits {
 
 /// The book and its store.
 pub struct Market {
-    validator: String,
+    validator: PublicKey,
     inner: Mutex<Inner>,
     limits: MarketLimits,
     /// Submissions per source address ([`MarketLimits::submits_per_minute_per_source`]).
@@ -339,7 +340,7 @@ pub fn classes() -> Vec<GpuClass> {
 impl Market {
     /// Opens (creating if needed) the market at `path` (`None`: in memory) for the validator
     /// with public key `validator`, replaying its stored events.
-    pub fn open(path: Option<&Path>, validator: &str) -> Result<Market, MarketError> {
+    pub fn open(path: Option<&Path>, validator: &PublicKey) -> Result<Market, MarketError> {
         let db = match path {
             Some(p) => Connection::open(p)?,
             None => Connection::open_in_memory()?,
@@ -375,7 +376,7 @@ impl Market {
             .collect();
         let limits = MarketLimits::default();
         Ok(Market {
-            validator: validator.to_ascii_lowercase(),
+            validator: validator.clone(),
             inner: Mutex::new(Inner {
                 book,
                 db,
@@ -428,7 +429,7 @@ impl Market {
 
     /// Submits a signed order (the envelope's bytes).
     pub fn submit(&self, bytes: &[u8]) -> Result<Submitted, ApiError> {
-        let (message, signer): (SubmitMessage, String) = wire::decode(bytes, SUBMIT_KIND)?;
+        let (message, signer): (SubmitMessage, PublicKey) = pog_signed::decode(bytes, SUBMIT_KIND)?;
         self.check_validator(&message.validator)?;
         if message.order.owner() != signer {
             return Err(ApiError::new(
@@ -483,7 +484,7 @@ impl Market {
 
     /// Cancels an order on a signed request by its owner.
     pub fn cancel(&self, bytes: &[u8]) -> Result<Cancelled, ApiError> {
-        let (message, signer): (CancelMessage, String) = wire::decode(bytes, CANCEL_KIND)?;
+        let (message, signer): (CancelMessage, PublicKey) = pog_signed::decode(bytes, CANCEL_KIND)?;
         self.check_validator(&message.validator)?;
         if message.sequence.is_none() {
             return Err(ApiError::new(
@@ -509,7 +510,7 @@ impl Market {
     /// Clears one class on the operator's signed request, once: the same request again (its
     /// nonce taken) is refused (409).
     pub fn clear(&self, bytes: &[u8]) -> Result<ClearingRecord, ApiError> {
-        let (message, signer): (ClearMessage, String) = wire::decode(bytes, CLEAR_KIND)?;
+        let (message, signer): (ClearMessage, PublicKey) = pog_signed::decode(bytes, CLEAR_KIND)?;
         self.check_validator(&message.validator)?;
         if signer != self.validator {
             return Err(ApiError::new(
@@ -795,7 +796,7 @@ impl Inner {
     /// an event, and the clock may step back, so the book's time (never going back) is the
     /// time the event was really applied at. Replaying every stored event at its stored time
     /// then expires the same orders at the same points, whatever was refused in between.
-    fn append(&mut self, kind: &str, event: &Event, validator: &str) -> Result<(), ApiError> {
+    fn append(&mut self, kind: &str, event: &Event, validator: &PublicKey) -> Result<(), ApiError> {
         let at_ms = self.book.now_ms();
         let text = serde_json::to_string(event)
             .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
@@ -860,7 +861,7 @@ fn clear_nonce(message: &ClearMessage) -> Result<&str, ApiError> {
     Ok(nonce)
 }
 
-/// The envelope as it arrived (already verified by `wire::decode`), to store.
+/// The envelope as it arrived (already verified by `pog_signed::decode`), to store.
 fn envelope(bytes: &[u8]) -> Result<Envelope, ApiError> {
     serde_json::from_slice(bytes).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))
 }
@@ -879,7 +880,7 @@ fn book_error(e: BookError) -> ApiError {
 
 /// Rebuilds the book, and the clearing requests taken still in their window, from the stored
 /// events, re-verifying each signed message.
-fn replay(db: &Connection, validator: &str) -> Result<(Book, TakenClears), MarketError> {
+fn replay(db: &Connection, validator: &PublicKey) -> Result<(Book, TakenClears), MarketError> {
     let mut book = Book::new(classes());
     let mut taken = TakenClears::default();
     let mut stmt = db.prepare("SELECT seq, event, at_ms FROM market_events ORDER BY seq")?;
@@ -899,8 +900,9 @@ fn replay(db: &Connection, validator: &str) -> Result<(Book, TakenClears), Marke
             |envelope: &Envelope| serde_json::to_vec(envelope).map_err(|e| corrupt(e.to_string()));
         match event {
             Event::Submit { envelope } => {
-                let (m, _): (SubmitMessage, String) = wire::decode(&bytes(&envelope)?, SUBMIT_KIND)
-                    .map_err(|e| corrupt(e.to_string()))?;
+                let (m, _): (SubmitMessage, PublicKey) =
+                    pog_signed::decode(&bytes(&envelope)?, SUBMIT_KIND)
+                        .map_err(|e| corrupt(e.to_string()))?;
                 // A submission stored before orders expired: open for the longest lifetime.
                 let expires_at_ms = m
                     .expires_at_ms
@@ -909,15 +911,15 @@ fn replay(db: &Connection, validator: &str) -> Result<(Book, TakenClears), Marke
                     .map_err(|e| corrupt(e.to_string()))?;
             }
             Event::Cancel { envelope } => {
-                let (m, signer): (CancelMessage, String) =
-                    wire::decode(&bytes(&envelope)?, CANCEL_KIND)
+                let (m, signer): (CancelMessage, PublicKey) =
+                    pog_signed::decode(&bytes(&envelope)?, CANCEL_KIND)
                         .map_err(|e| corrupt(e.to_string()))?;
                 book.cancel(&m.id, &signer, m.sequence, at_ms)
                     .map_err(|e| corrupt(e.to_string()))?;
             }
             Event::Clear { envelope } => {
-                let (m, signer): (ClearMessage, String) =
-                    wire::decode(&bytes(&envelope)?, CLEAR_KIND)
+                let (m, signer): (ClearMessage, PublicKey) =
+                    pog_signed::decode(&bytes(&envelope)?, CLEAR_KIND)
                         .map_err(|e| corrupt(e.to_string()))?;
                 if !signer.eq_ignore_ascii_case(validator) {
                     return Err(corrupt("a clearing signed by another key".into()));
@@ -1041,7 +1043,7 @@ pub enum ClientError {
     BadAnswer(String),
     /// The message could not be signed or encoded: nothing is sent.
     #[error(transparent)]
-    Wire(#[from] pog_proof::wire::WireError),
+    Wire(#[from] pog_signed::WireError),
     /// The client (no redirects) could not be built: nothing is sent.
     #[error(transparent)]
     Client(#[from] crate::http::BuildClientError),
@@ -1140,7 +1142,7 @@ impl MarketClient {
     /// Cancels one of `owner`'s open orders, found in the book by its id.
     pub async fn cancel(&self, owner: &Identity, id: OrderId) -> Result<Cancelled, ClientError> {
         let book = self.book(None).await?;
-        let key = owner.public_hex();
+        let key = owner.public_key();
         let sequence = book
             .bids
             .iter()
@@ -1295,7 +1297,7 @@ mod tests {
     fn order(id: &str, owner: &Identity, side: Side, quantity: u64, usd: f64) -> Order {
         Order::new(
             OrderId::new(id).unwrap(),
-            owner.public_hex(),
+            owner.public_key(),
             side,
             GpuClass::new("H200 SXM").unwrap(),
             quantity,
@@ -1305,13 +1307,13 @@ mod tests {
     }
 
     /// A signed submission of `order`, open for an hour.
-    fn submit(signer: &Identity, validator: &str, order: Order) -> Vec<u8> {
+    fn submit(signer: &Identity, validator: &PublicKey, order: Order) -> Vec<u8> {
         submit_until(signer, validator, order, now_ms() + 3_600_000)
     }
 
     fn submit_until(
         signer: &Identity,
-        validator: &str,
+        validator: &PublicKey,
         order: Order,
         expires_at_ms: u64,
     ) -> Vec<u8> {
@@ -1319,7 +1321,7 @@ mod tests {
             signer,
             SUBMIT_KIND,
             &SubmitMessage {
-                validator: validator.into(),
+                validator: validator.clone(),
                 order,
                 expires_at_ms: Some(expires_at_ms),
             },
@@ -1332,7 +1334,7 @@ mod tests {
             v,
             CLEAR_KIND,
             &ClearMessage {
-                validator: v.public_hex(),
+                validator: v.public_key(),
                 class: GpuClass::new("H200 SXM").unwrap(),
                 mechanism: Mechanism::UniformPrice,
                 at_ms,
@@ -1356,7 +1358,7 @@ mod tests {
     #[test]
     fn clearing_requests_from_the_far_past_or_future_are_refused_without_overflow() {
         let v = validator();
-        let m = Market::open(None, &v.public_hex()).unwrap();
+        let m = Market::open(None, &v.public_key()).unwrap();
         for at_ms in [0, u64::MAX, u64::MAX - CLEAR_MAX_AGE_MS / 2] {
             let clear = clear_request(&v, at_ms, Some(fresh_clear_nonce()));
             let e = m.clear(&clear).unwrap_err();
@@ -1371,22 +1373,22 @@ mod tests {
         let v = validator();
         let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
         {
-            let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+            let m = Market::open(Some(&path), &v.public_key()).unwrap();
             m.submit(&submit(
                 &alice,
-                &v.public_hex(),
+                &v.public_key(),
                 order("b1", &alice, Side::Bid, 3, 4.0),
             ))
             .unwrap();
             m.submit(&submit(
                 &bob,
-                &v.public_hex(),
+                &v.public_key(),
                 order("a1", &bob, Side::Ask, 2, 2.0),
             ))
             .unwrap();
             m.submit(&submit(
                 &bob,
-                &v.public_hex(),
+                &v.public_key(),
                 order("a2", &bob, Side::Ask, 1, 9.0),
             ))
             .unwrap();
@@ -1394,7 +1396,7 @@ mod tests {
                 &bob,
                 CANCEL_KIND,
                 &CancelMessage {
-                    validator: v.public_hex(),
+                    validator: v.public_key(),
                     id: OrderId::new("a2").unwrap(),
                     sequence: Some(2),
                 },
@@ -1403,7 +1405,7 @@ mod tests {
             let clear = clear_request(&v, now_ms(), Some(fresh_clear_nonce()));
             assert_eq!(m.clear(&clear).unwrap().clearing.units, 2);
         }
-        let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+        let m = Market::open(Some(&path), &v.public_key()).unwrap();
         let book = m.book(None, None, MAX_BOOK_PAGE);
         assert_eq!(book.bids.len(), 1);
         assert_eq!(book.bids[0].order.quantity(), 1);
@@ -1414,7 +1416,7 @@ mod tests {
         // The ids stay taken across the restart.
         let again = m.submit(&submit(
             &bob,
-            &v.public_hex(),
+            &v.public_key(),
             order("a2", &bob, Side::Ask, 1, 1.0),
         ));
         assert_eq!(again.unwrap_err().status, StatusCode::BAD_REQUEST);
@@ -1428,16 +1430,16 @@ mod tests {
         let alice = Identity::from_seed([2; 32]);
         let soon = submit_until(
             &alice,
-            &v.public_hex(),
+            &v.public_key(),
             order("b1", &alice, Side::Bid, 3, 4.0),
             now_ms() + 300,
         );
         {
-            let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+            let m = Market::open(Some(&path), &v.public_key()).unwrap();
             m.submit(&soon).unwrap();
             m.submit(&submit(
                 &alice,
-                &v.public_hex(),
+                &v.public_key(),
                 order("b2", &alice, Side::Bid, 1, 4.0),
             ))
             .unwrap();
@@ -1455,14 +1457,14 @@ mod tests {
             );
             let far = submit_until(
                 &alice,
-                &v.public_hex(),
+                &v.public_key(),
                 order("b3", &alice, Side::Bid, 1, 4.0),
                 now_ms() + pog_market::MAX_ORDER_LIFETIME_MS + 60_000,
             );
             assert_eq!(m.submit(&far).unwrap_err().status, StatusCode::BAD_REQUEST);
         }
         // The store replays at the times the requests came: the same book.
-        let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+        let m = Market::open(Some(&path), &v.public_key()).unwrap();
         let book = m.book(None, None, MAX_BOOK_PAGE);
         assert_eq!(book.bids.len(), 1);
         assert_eq!(book.bids[0].order.id().as_str(), "b2");
@@ -1479,14 +1481,14 @@ mod tests {
             &alice,
             SUBMIT_KIND,
             &SubmitMessage {
-                validator: v.public_hex(),
+                validator: v.public_key(),
                 order: order("b1", &alice, Side::Bid, 1, 4.0),
                 expires_at_ms: None,
             },
         );
         let came = now_ms() - 1000;
         {
-            let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+            let m = Market::open(Some(&path), &v.public_key()).unwrap();
             // Refused now: a new order must name its expiry.
             let refused = m.submit(&old).unwrap_err();
             assert!(
@@ -1500,7 +1502,7 @@ mod tests {
             };
             store_as_of(&m, "submit", &event, came);
         }
-        let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+        let m = Market::open(Some(&path), &v.public_key()).unwrap();
         let book = m.book(None, None, MAX_BOOK_PAGE);
         assert_eq!(book.bids.len(), 1);
         assert_eq!(
@@ -1517,16 +1519,16 @@ mod tests {
         let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
         let request = clear_request(&v, now_ms(), Some(fresh_clear_nonce()));
         {
-            let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+            let m = Market::open(Some(&path), &v.public_key()).unwrap();
             m.submit(&submit(
                 &alice,
-                &v.public_hex(),
+                &v.public_key(),
                 order("b1", &alice, Side::Bid, 3, 4.0),
             ))
             .unwrap();
             m.submit(&submit(
                 &bob,
-                &v.public_hex(),
+                &v.public_key(),
                 order("a1", &bob, Side::Ask, 1, 2.0),
             ))
             .unwrap();
@@ -1553,7 +1555,7 @@ mod tests {
             assert_eq!(m.history(None, 10).clearings.len(), 2);
         }
         // The restarted market remembers the request from its store.
-        let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+        let m = Market::open(Some(&path), &v.public_key()).unwrap();
         assert_eq!(m.clear(&request).unwrap_err().status, StatusCode::CONFLICT);
         assert_eq!(m.history(None, 10).clearings.len(), 2);
     }
@@ -1566,7 +1568,7 @@ mod tests {
         let nonce = fresh_clear_nonce();
         let request = clear_request(&v, now_ms(), Some(nonce.clone()));
         {
-            let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+            let m = Market::open(Some(&path), &v.public_key()).unwrap();
             m.clear(&request).unwrap();
             // The next clearing came six minutes later; the clock has since stepped back to now.
             let later = now_ms() + CLEAR_MAX_AGE_MS + 60_000;
@@ -1576,7 +1578,7 @@ mod tests {
             };
             store_as_of(&m, "clear", &event, later);
         }
-        let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+        let m = Market::open(Some(&path), &v.public_key()).unwrap();
         // The first request is out of its window by the book's time: forgotten, and refused.
         assert!(!m.lock().taken.contains(&nonce));
         let e = m.clear(&request).unwrap_err();
@@ -1592,13 +1594,13 @@ mod tests {
         let v = validator();
         let old = clear_request(&v, now_ms(), None);
         {
-            let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+            let m = Market::open(Some(&path), &v.public_key()).unwrap();
             let event = Event::Clear {
                 envelope: serde_json::from_slice(&old).unwrap(),
             };
             store_as_of(&m, "clear", &event, now_ms());
         }
-        let m = Market::open(Some(&path), &v.public_hex()).unwrap();
+        let m = Market::open(Some(&path), &v.public_key()).unwrap();
         assert_eq!(m.history(None, 10).clearings.len(), 1);
         // Sent now, the same request is refused: a new one must carry a nonce.
         let e = m.clear(&old).unwrap_err();

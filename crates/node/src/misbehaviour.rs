@@ -7,8 +7,8 @@ use crate::agent::Agent;
 use crate::locked::Locked;
 use crate::provers::CpuEngine;
 use pog_proof::prover::{Behaviour, CpuProver, Prover};
-use pog_proof::wire::Identity;
 use pog_proof::Challenge;
+use pog_signed::Identity;
 use std::sync::{Arc, Mutex};
 
 /// One misbehaviour of a dishonest agent.
@@ -78,7 +78,11 @@ impl Cheating {
     pub(crate) fn target(&self, asked: &Challenge) -> Challenge {
         let mut target = asked.clone();
         match self.cheat {
-            Cheat::AnswerAs(uuid) => target.gpu_uuid = uuid.to_string(),
+            Cheat::AnswerAs(uuid) => {
+                if let Ok(uuid) = pog_signed::GpuUuid::new(uuid) {
+                    target.gpu_uuid = uuid;
+                }
+            }
             Cheat::AnswerAtBus(bus) => target.gpu_bus_id = bus.to_string(),
             _ => {}
         }

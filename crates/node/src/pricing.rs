@@ -19,26 +19,26 @@
 //!   like a manual clearing.
 
 use crate::clock::now_ms;
-use crate::health::HEALTH_RECORD_KIND;
 use crate::http::ApiError;
 use crate::locked::Locked;
 use crate::market::{Market, MarketError, PostedPrice};
 use crate::registry::{NewRecord, RegistryError};
-use crate::schedule::MISSED_ROUND_KIND;
-use crate::validator::{Validator, MEMORY_RECORD_KIND, RECORD_KIND};
+use crate::validator::Validator;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use pog_ledger::entry::{bodies, RecordKind};
 use pog_market::appraisal::{
     assess, price, Assessment, GpuHistory, RecordSummary, RELIABILITY_WINDOW,
 };
 use pog_market::evidence::{HealthEvidence, MissedRound};
 use pog_market::quote::MarketState;
 use pog_market::{Config, GpuClass, Mechanism};
-use pog_proof::wire::{Envelope, Identity, WireError};
+use pog_records::reports as bodies;
+use pog_records::{HealthRecord, MemoryRecord, Record, StoredBody};
+use pog_signed::RecordKind;
+use pog_signed::{Envelope, GpuUuid, Identity, WireError};
 use pog_spec::SpecDb;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -112,7 +112,7 @@ pub struct Pricing {
     /// read serves these bytes. Assessing one GPU reads and parses its last rounds' records;
     /// at 1,000 GPUs a page assessed on every read cost a third of a second of CPU, which any
     /// unauthenticated client could ask for in a loop. One entry per registered GPU.
-    views: std::sync::Mutex<std::collections::HashMap<String, Arc<str>>>,
+    views: std::sync::Mutex<std::collections::HashMap<GpuUuid, Arc<str>>>,
     /// Assessments made so far (each reads and parses a GPU's latest records).
     assessments: std::sync::atomic::AtomicU64,
 }
@@ -121,7 +121,7 @@ pub struct Pricing {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScoreView {
     /// The GPU the score is for.
-    pub gpu_uuid: String,
+    pub gpu_uuid: GpuUuid,
     /// The GPU's model, as registered; null when it is not known.
     pub model: Option<String>,
     /// The GPU is the simulated test double: its score is 0 and it is never priced.
@@ -181,6 +181,11 @@ impl Pricing {
     pub fn assess(&self, uuid: &str) -> Result<Option<Assessment>, PricingError> {
         self.assessments
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // No record or registration names a GPU by anything but a `GpuUuid`.
+        let Ok(uuid) = GpuUuid::new(uuid) else {
+            return Ok(None);
+        };
+        let uuid = &uuid;
         let (gpu, rows) = {
             let registry = self.validator.registry();
             let gpu = registry.gpu(uuid)?;
@@ -198,25 +203,25 @@ impl Pricing {
                 unreadable.push(format!("record {id} is not a signed envelope"));
                 continue;
             };
-            let body: serde_json::Value = match serde_json::from_str(&envelope.body) {
-                Ok(body) => body,
-                Err(e) => {
-                    unreadable.push(format!("record {id}'s body is not JSON: {e}"));
-                    continue;
-                }
+            let (kind, body) = (envelope.kind.as_str(), envelope.body.as_str());
+            let read: Result<(), String> = match RecordKind::from_wire_kind(kind) {
+                Some(RecordKind::ProofRound) => Record::read(kind, body)
+                    .map(|r| records.push(RecordSummary::from_proof(*id, &r)))
+                    .map_err(|e| e.to_string()),
+                Some(RecordKind::MemoryRound) => MemoryRecord::read(kind, body)
+                    .map(|r| memory_records.push(RecordSummary::from_memory(*id, &r)))
+                    .map_err(|e| e.to_string()),
+                Some(RecordKind::RoundMissed) => pog_records::MissedRound::read(kind, body)
+                    .map(|r| missed_rounds.push(MissedRound::from_record(*id, &r)))
+                    .map_err(|e| e.to_string()),
+                Some(RecordKind::HealthRound) => HealthRecord::read(kind, body)
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| HealthEvidence::from_record(*id, &r).map_err(|e| e.to_string()))
+                    .map(|h| health.push(h)),
+                _ => Ok(()),
             };
-            match envelope.kind.as_str() {
-                RECORD_KIND => records.extend(RecordSummary::from_record(*id, &body)),
-                MEMORY_RECORD_KIND => memory_records.extend(RecordSummary::from_record(*id, &body)),
-                MISSED_ROUND_KIND => match MissedRound::from_record(*id, &body) {
-                    Ok(m) => missed_rounds.push(m),
-                    Err(e) => unreadable.push(e.to_string()),
-                },
-                HEALTH_RECORD_KIND => match HealthEvidence::from_record(*id, &body) {
-                    Ok(h) => health.push(h),
-                    Err(e) => unreadable.push(e.to_string()),
-                },
-                _ => {}
+            if let Err(why) = read {
+                unreadable.push(format!("record {id}: {why}"));
             }
         }
         let history = GpuHistory {
@@ -231,7 +236,7 @@ impl Pricing {
         };
         let mut assessment = assess(&history, &self.config, SpecDb::embedded());
         for why in unreadable {
-            tracing::warn!(gpu = uuid, "{why}");
+            tracing::warn!(gpu = uuid.as_str(), "{why}");
             assessment
                 .reasons
                 .push(format!("left out, unreadable: {why}"));
@@ -268,7 +273,7 @@ impl Pricing {
         )?;
         Ok(PostedPrice {
             seq: 0,
-            gpu_uuid: a.gpu_uuid.clone(),
+            gpu_uuid: a.gpu_uuid.to_string(),
             at_ms: now_ms(),
             cause,
             record_id: a.latest_record,
@@ -312,7 +317,7 @@ impl Pricing {
                         "{} record {}",
                         // "health-record" reads "health record N", "round-missed" as it is.
                         match last.kind.as_deref() {
-                            Some(RECORD_KIND) => "proof",
+                            Some(kind) if kind == RecordKind::ProofRound.wire_kind() => "proof",
                             Some(kind) => kind.strip_suffix("-record").unwrap_or(kind),
                             None => "registry",
                         },
@@ -427,7 +432,7 @@ impl Pricing {
     }
 
     /// One GPU's score view as JSON, with the price posted last: (its UUID, the JSON).
-    fn view_json(&self, a: Assessment) -> Result<(String, Arc<str>), PricingError> {
+    fn view_json(&self, a: Assessment) -> Result<(GpuUuid, Arc<str>), PricingError> {
         let posted = self.market.latest_price(&a.gpu_uuid)?;
         let view = ScoreView {
             gpu_uuid: a.gpu_uuid.clone(),
@@ -614,29 +619,6 @@ async fn history_route(
 
 #[cfg(test)]
 mod tests {
-    use crate::validator::FailureKind;
-
-    /// The market counts a round as unanswered exactly when the schedule backs off from it.
-    #[test]
-    fn the_markets_unanswered_kinds_are_the_schedules_unreachable_ones() {
-        for kind in [
-            FailureKind::Unreachable,
-            FailureKind::Timeout,
-            FailureKind::Deadline,
-            FailureKind::Transport,
-            FailureKind::AgentRefused,
-            FailureKind::BadMessage,
-            FailureKind::Protocol,
-        ] {
-            let name = serde_json::to_value(kind).unwrap();
-            let name = name.as_str().unwrap();
-            assert_eq!(
-                pog_market::evidence::UNANSWERED.contains(&name),
-                kind.is_unreachable(),
-                "{name}"
-            );
-        }
-    }
 
     /// The market's default decay threshold is the validator's own for a contradiction.
     #[test]

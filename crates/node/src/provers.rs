@@ -660,10 +660,10 @@ mod tests {
         Challenge {
             version: CHALLENGE_VERSION,
             nonce: [1; 32],
-            gpu_uuid: "GPU-1".into(),
+            gpu_uuid: "GPU-1".parse().unwrap(),
             gpu_bus_id: "00000000:00:06.0".into(),
-            agent_key: "aa".repeat(32),
-            validator_key: "bb".repeat(32),
+            agent_key: pog_signed::PublicKey::from([0xaa; 32]),
+            validator_key: pog_signed::PublicKey::from([0xbb; 32]),
             precision: Precision::Int8,
             size,
             batch,
@@ -697,10 +697,10 @@ mod tests {
         let fits = MemoryChallenge {
             version: pog_proof::memory::MEMORY_VERSION,
             nonce: [1; 32],
-            gpu_uuid: "GPU-1".into(),
+            gpu_uuid: "GPU-1".parse().unwrap(),
             gpu_bus_id: "00000000:00:06.0".into(),
-            agent_key: "aa".repeat(32),
-            validator_key: "bb".repeat(32),
+            agent_key: pog_signed::PublicKey::from([0xaa; 32]),
+            validator_key: pog_signed::PublicKey::from([0xbb; 32]),
             items: MAX_CPU_ITEMS,
             item_rounds: 1,
             walkers: MAX_CPU_WALKERS,
@@ -730,7 +730,7 @@ mod tests {
                 assert!(pog_device::cuda::library_present());
                 assert_eq!(engine.name(), "GPU");
                 let elsewhere = Challenge {
-                    gpu_uuid: "GPU-2".into(),
+                    gpu_uuid: "GPU-2".parse().unwrap(),
                     ..challenge(32, 1, 64)
                 };
                 assert!(engine.refuses(&elsewhere).is_some(), "no worker for GPU-2");

@@ -2,13 +2,10 @@
 //! agent only), and the signed result records.
 
 use pog_proof::wire::GpuClaim;
+use pog_records::{Change, RECORD_VERSION};
+use pog_signed::{GpuUuid, PublicKey};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
-
-/// Version of the result-record encoding stored (and later appended to the ledger). 3: a proof
-/// outcome lists only its first failed spot checks (`rejected`), counting them all in
-/// `rejected_total` with a digest of the whole list; a version-2 outcome lists every one.
-pub const RECORD_VERSION: u32 = 3;
 
 /// The registry's tables.
 const SCHEMA: &str = "
@@ -42,9 +39,9 @@ pub struct NewRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisteredGpu {
     /// The GPU's UUID as the agent claimed it.
-    pub uuid: String,
-    /// The owning agent's public key (hex).
-    pub agent: String,
+    pub uuid: GpuUuid,
+    /// The owning agent's public key.
+    pub agent: PublicKey,
     /// Where the agent takes challenges (a checked `http(s)` origin).
     pub endpoint: String,
     /// The GPU model as the agent claimed it.
@@ -53,21 +50,6 @@ pub struct RegisteredGpu {
     pub bus_id: String,
     /// A GPU of the simulated test double.
     pub simulated: bool,
-}
-
-/// What a registration did to one GPU's entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Change {
-    /// The GPU was not registered before.
-    New,
-    /// Its owner registered it again with another model, PCI address, endpoint or
-    /// simulated flag: a new registration, recorded as such.
-    Changed,
-    /// The same claim again (an agent restarting).
-    Same,
-    /// Taken off the registry after failing or being unreachable round after round.
-    Released,
 }
 
 /// Why a registry change was refused.
@@ -100,6 +82,21 @@ pub enum RegistryError {
     /// The SQLite database failed.
     #[error("the registry database failed ({0}); if the file is damaged, restore it from a backup or move it away to start a new registry")]
     Database(#[from] rusqlite::Error),
+}
+
+/// A registered GPU from a row of (uuid, agent, endpoint, model, bus id, simulated).
+fn gpu_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegisteredGpu> {
+    let typed = |column: usize, e: Box<dyn std::error::Error + Send + Sync>| {
+        rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, e)
+    };
+    Ok(RegisteredGpu {
+        uuid: GpuUuid::new(r.get::<_, String>(0)?).map_err(|e| typed(0, e.into()))?,
+        agent: PublicKey::try_from(r.get::<_, String>(1)?).map_err(|e| typed(1, e.into()))?,
+        endpoint: r.get(2)?,
+        model: r.get(3)?,
+        bus_id: r.get(4)?,
+        simulated: r.get(5)?,
+    })
 }
 
 /// The registry.
@@ -147,12 +144,13 @@ impl Registry {
     /// not run out, refuses the whole registration.
     pub fn register(
         &mut self,
-        agent: &str,
+        agent: &PublicKey,
         endpoint: &str,
         gpus: &[GpuClaim],
         now_ms: u64,
         max_gpus: usize,
     ) -> Result<Vec<Change>, RegistryError> {
+        let agent = agent.as_str();
         let tx = self.db.transaction()?;
         let old_endpoint: Option<String> = tx
             .query_row(
@@ -174,34 +172,34 @@ impl Registry {
             let barred: Option<i64> = tx
                 .query_row(
                     "SELECT until_ms FROM released WHERE uuid = ?1 AND agent = ?2",
-                    params![uuid, agent],
+                    params![uuid.as_str(), agent],
                     |r| r.get(0),
                 )
                 .optional()?;
             if let Some(until) = barred.filter(|until| *until as u64 > now_ms) {
                 return Err(RegistryError::Barred {
-                    uuid: uuid.clone(),
+                    uuid: uuid.to_string(),
                     wait_s: (until as u64 - now_ms).div_ceil(1000),
                 });
             }
             let current: Option<(String, String, String, bool)> = tx
                 .query_row(
                     "SELECT agent, model, bus_id, simulated FROM gpus WHERE uuid = ?1",
-                    params![uuid],
+                    params![uuid.as_str()],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
                 )
                 .optional()?;
             let change = match current {
                 Some((owner, ..)) if owner != agent => {
                     return Err(RegistryError::ClaimedElsewhere {
-                        uuid: uuid.clone(),
+                        uuid: uuid.to_string(),
                         owner,
                     })
                 }
                 Some((_, old_model, old_bus, old_simulated)) => {
                     tx.execute(
                         "UPDATE gpus SET model = ?2, bus_id = ?3, simulated = ?4 WHERE uuid = ?1",
-                        params![uuid, model, bus_id, simulated],
+                        params![uuid.as_str(), model, bus_id, simulated],
                     )?;
                     let same =
                         old_model == *model && old_bus == *bus_id && old_simulated == *simulated;
@@ -214,7 +212,7 @@ impl Registry {
                 None => {
                     tx.execute(
                         "INSERT INTO gpus (uuid, agent, model, bus_id, simulated) VALUES (?1, ?2, ?3, ?4, ?5)",
-                        params![uuid, agent, model, bus_id, simulated],
+                        params![uuid.as_str(), agent, model, bus_id, simulated],
                     )?;
                     Change::New
                 }
@@ -251,7 +249,7 @@ impl Registry {
         tx.execute("DELETE FROM gpus WHERE uuid = ?1", params![uuid])?;
         tx.execute(
             "INSERT INTO released (uuid, agent, until_ms) VALUES (?1, ?2, ?3) ON CONFLICT(uuid, agent) DO UPDATE SET until_ms = ?3",
-            params![uuid, gpu.agent, barred_until_ms as i64],
+            params![uuid, gpu.agent.as_str(), barred_until_ms as i64],
         )?;
         tx.commit()?;
         Ok(Some(gpu))
@@ -262,16 +260,7 @@ impl Registry {
         let mut stmt = self.db.prepare(
             "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid > ?1 ORDER BY g.uuid LIMIT ?2",
         )?;
-        let rows = stmt.query_map(params![after, limit as i64], |r| {
-            Ok(RegisteredGpu {
-                uuid: r.get(0)?,
-                agent: r.get(1)?,
-                endpoint: r.get(2)?,
-                model: r.get(3)?,
-                bus_id: r.get(4)?,
-                simulated: r.get(5)?,
-            })
-        })?;
+        let rows = stmt.query_map(params![after, limit as i64], gpu_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -282,7 +271,7 @@ impl Registry {
             .query_row(
                 "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid = ?1",
                 params![uuid],
-                |r| Ok(RegisteredGpu { uuid: r.get(0)?, agent: r.get(1)?, endpoint: r.get(2)?, model: r.get(3)?, bus_id: r.get(4)?, simulated: r.get(5)? }),
+                gpu_row,
             )
             .optional()?)
     }
@@ -413,9 +402,14 @@ impl Registry {
 mod tests {
     use super::*;
 
+    /// The agent key of 32 `byte`s.
+    fn key(byte: u8) -> PublicKey {
+        PublicKey::from([byte; 32])
+    }
+
     fn gpu(uuid: &str) -> GpuClaim {
         GpuClaim {
-            uuid: uuid.into(),
+            uuid: uuid.parse().unwrap(),
             model: "H200 SXM".into(),
             bus_id: "0000:00:06.0".into(),
             simulated: false,
@@ -426,19 +420,19 @@ mod tests {
     fn a_uuid_belongs_to_one_agent() {
         let mut r = Registry::open(None).unwrap();
         assert_eq!(
-            r.register("agent-a", "http://a", &[gpu("GPU-1")], 0, 64)
+            r.register(&key(0xa1), "http://a", &[gpu("GPU-1")], 0, 64)
                 .unwrap(),
             [Change::New]
         );
         assert_eq!(
-            r.register("agent-a", "http://a", &[gpu("GPU-1")], 0, 64)
+            r.register(&key(0xa1), "http://a", &[gpu("GPU-1")], 0, 64)
                 .unwrap(),
             [Change::Same],
             "an agent restarting"
         );
         // A new endpoint is a new registration.
         assert_eq!(
-            r.register("agent-a", "http://a2", &[gpu("GPU-1")], 0, 64)
+            r.register(&key(0xa1), "http://a2", &[gpu("GPU-1")], 0, 64)
                 .unwrap(),
             [Change::Changed]
         );
@@ -448,23 +442,24 @@ mod tests {
             ..gpu("GPU-1")
         };
         assert_eq!(
-            r.register("agent-a", "http://a2", &[moved], 0, 64).unwrap(),
+            r.register(&key(0xa1), "http://a2", &[moved], 0, 64)
+                .unwrap(),
             [Change::Changed]
         );
         let err = r
-            .register("agent-b", "http://b", &[gpu("GPU-2"), gpu("GPU-1")], 0, 64)
+            .register(&key(0xb1), "http://b", &[gpu("GPU-2"), gpu("GPU-1")], 0, 64)
             .unwrap_err();
         assert!(matches!(err, RegistryError::ClaimedElsewhere { .. }));
         // All or nothing: GPU-2 was not taken either.
         assert_eq!(r.gpu("GPU-2").unwrap(), None);
-        r.register("agent-b", "http://b", &[gpu("GPU-3"), gpu("GPU-4")], 0, 64)
+        r.register(&key(0xb1), "http://b", &[gpu("GPU-3"), gpu("GPU-4")], 0, 64)
             .unwrap();
         assert_eq!(
             r.gpus_by_agent().unwrap(),
             vec![
-                ("agent-a".to_string(), vec!["GPU-1".to_string()]),
+                (key(0xa1).to_string(), vec!["GPU-1".to_string()]),
                 (
-                    "agent-b".to_string(),
+                    key(0xb1).to_string(),
                     vec!["GPU-3".to_string(), "GPU-4".to_string()]
                 )
             ]
@@ -554,8 +549,8 @@ mod tests {
         old.execute_batch(
             "CREATE TABLE agents (key TEXT PRIMARY KEY, endpoint TEXT NOT NULL);
              CREATE TABLE gpus (uuid TEXT PRIMARY KEY, agent TEXT NOT NULL, model TEXT NOT NULL, bus_id TEXT NOT NULL);
-             INSERT INTO agents VALUES ('agent-a', 'http://a');
-             INSERT INTO gpus VALUES ('GPU-1', 'agent-a', 'H200 SXM', '0000:00:06.0');",
+             INSERT INTO agents VALUES ('a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1', 'http://a');
+             INSERT INTO gpus VALUES ('GPU-1', 'a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1', 'H200 SXM', '0000:00:06.0');",
         )
         .unwrap();
         drop(old);
@@ -565,7 +560,7 @@ mod tests {
             simulated: true,
             ..gpu("GPU-2")
         };
-        r.register("agent-a", "http://a", &[simulated], 0, 64)
+        r.register(&key(0xa1), "http://a", &[simulated], 0, 64)
             .unwrap();
         assert!(r.gpu("GPU-2").unwrap().unwrap().simulated);
     }
@@ -573,34 +568,34 @@ mod tests {
     #[test]
     fn the_gpu_cap_holds_across_registrations() {
         let mut r = Registry::open(None).unwrap();
-        r.register("agent-a", "http://a", &[gpu("GPU-1"), gpu("GPU-2")], 0, 3)
+        r.register(&key(0xa1), "http://a", &[gpu("GPU-1"), gpu("GPU-2")], 0, 3)
             .unwrap();
         assert!(matches!(
-            r.register("agent-a", "http://a", &[gpu("GPU-3"), gpu("GPU-4")], 0, 3),
+            r.register(&key(0xa1), "http://a", &[gpu("GPU-3"), gpu("GPU-4")], 0, 3),
             Err(RegistryError::TooManyGpus {
                 max: 3,
                 would_hold: 4
             })
         ));
         assert_eq!(r.gpu("GPU-3").unwrap(), None, "nothing of it was kept");
-        r.register("agent-a", "http://a", &[gpu("GPU-3")], 0, 3)
+        r.register(&key(0xa1), "http://a", &[gpu("GPU-3")], 0, 3)
             .unwrap();
     }
 
     #[test]
     fn a_released_gpu_is_free_for_others_and_barred_for_its_squatter() {
         let mut r = Registry::open(None).unwrap();
-        r.register("squatter", "http://s", &[gpu("GPU-1")], 0, 64)
+        r.register(&key(0x5a), "http://s", &[gpu("GPU-1")], 0, 64)
             .unwrap();
         let released = r.release("GPU-1", 10_000).unwrap().unwrap();
-        assert_eq!(released.agent, "squatter");
+        assert_eq!(released.agent, key(0x5a));
         assert_eq!(r.gpu("GPU-1").unwrap(), None);
         assert!(matches!(
-            r.register("squatter", "http://s", &[gpu("GPU-1")], 5_000, 64),
+            r.register(&key(0x5a), "http://s", &[gpu("GPU-1")], 5_000, 64),
             Err(RegistryError::Barred { wait_s: 5, .. })
         ));
         assert_eq!(
-            r.register("owner", "http://o", &[gpu("GPU-1")], 5_000, 64)
+            r.register(&key(0x0e), "http://o", &[gpu("GPU-1")], 5_000, 64)
                 .unwrap(),
             [Change::New]
         );

@@ -1,6 +1,6 @@
 //! Agent-signed records: the ledger's kinds 2 (`inspection`) and 3 (`benchmark`), each a
 //! `pog_proof::wire` envelope signed with the agent's own key whose body is
-//! `pog_ledger::entry::bodies::InspectionSummary` or `BenchmarkFigures`, self-reported.
+//! `pog_records::reports::InspectionSummary` or `BenchmarkFigures`, self-reported.
 //!
 //! - The agent makes them once, when it starts ([`agent_reports`]): for each GPU it serves, a
 //!   summary of the inspection it ran at start ([`inspection_summary`]), and the figures of a
@@ -29,20 +29,17 @@ use axum::response::{IntoResponse, Response};
 use pog_bench::gpu::GpuBench;
 use pog_facts::Inventory;
 use pog_inspect::{GpuVerdict, InspectReport, Severity};
-use pog_ledger::entry::bodies::{
+use pog_ledger::entry::{signed_bytes, Entry, EntryError};
+use pog_proof::wire::GpuClaim;
+use pog_records::reports::{
     BenchmarkFigures, Figure, Finding, InspectionSummary, Provenance, BODY_VERSION,
 };
-use pog_ledger::entry::{signed_bytes, Entry, EntryError, RecordKind};
-use pog_proof::wire::{self, Envelope, GpuClaim, Identity, WireError};
+use pog_records::SignedBody;
+use pog_signed::{Envelope, GpuUuid, Identity, PublicKey, RecordKind, WireError};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// The envelope kind of an inspection summary (ledger kind 2).
-pub const INSPECTION_KIND: &str = "inspection";
-/// The envelope kind of benchmark figures (ledger kind 3).
-pub const BENCHMARK_KIND: &str = "benchmark";
 
 const _: () = assert!(RecordKind::Inspection as u8 == 2 && RecordKind::Benchmark as u8 == 3);
 
@@ -300,7 +297,7 @@ pub enum NoFigures {
     #[error("GPU {uuid}: CUDA does not list a device at its bus id {bus_id}, so the saved report's figures cannot be matched to it")]
     NoCudaDevice {
         /// The served GPU.
-        uuid: String,
+        uuid: GpuUuid,
         /// Its PCI address as the agent claims it.
         bus_id: String,
     },
@@ -308,7 +305,7 @@ pub enum NoFigures {
     #[error("GPU {uuid}: the saved report has no figures for CUDA device {ordinal}")]
     NotMeasured {
         /// The served GPU.
-        uuid: String,
+        uuid: GpuUuid,
         /// Its CUDA ordinal.
         ordinal: u32,
     },
@@ -316,7 +313,7 @@ pub enum NoFigures {
     #[error("GPU {uuid}: the saved report's CUDA device {ordinal} is a {measured}, not the {claimed} this agent serves there (another host, or the devices were numbered differently)")]
     OtherModel {
         /// The served GPU.
-        uuid: String,
+        uuid: GpuUuid,
         /// Its CUDA ordinal.
         ordinal: u32,
         /// The model the report measured there.
@@ -328,7 +325,7 @@ pub enum NoFigures {
     #[error("GPU {uuid}: the saved report holds no figure with a value for it")]
     Empty {
         /// The served GPU.
-        uuid: String,
+        uuid: GpuUuid,
     },
 }
 
@@ -549,7 +546,7 @@ pub enum ReportBuildError {
         /// The record's kind (`inspection` or `benchmark`).
         kind: &'static str,
         /// The GPU it is about.
-        uuid: String,
+        uuid: GpuUuid,
     },
 }
 
@@ -566,13 +563,13 @@ pub struct AgentReports {
 /// Seals the first of `make(n)` for `n` from the end of `items` down to its start (a body
 /// carrying that many findings or figures) whose envelope fits in [`MAX_REPORT_BYTES`]: the
 /// agent drops the least severe findings, or the last figures, rather than be refused.
-fn seal_fitting<T: Serialize>(
+fn seal_fitting<T: SignedBody>(
     identity: &Identity,
-    kind: &'static str,
-    uuid: &str,
+    uuid: &GpuUuid,
     items: std::ops::RangeInclusive<usize>,
     make: impl Fn(usize) -> T,
 ) -> Result<Envelope, ReportBuildError> {
+    let kind = T::KIND.wire_kind();
     for n in items.rev() {
         let envelope = identity.seal(kind, &make(n))?;
         let size = serde_json::to_vec(&envelope)
@@ -584,7 +581,7 @@ fn seal_fitting<T: Serialize>(
     }
     Err(ReportBuildError::TooLarge {
         kind,
-        uuid: uuid.into(),
+        uuid: uuid.clone(),
     })
 }
 
@@ -606,18 +603,14 @@ pub fn agent_reports(
     }
     let mut out = AgentReports::default();
     for gpu in gpus {
-        out.envelopes.push(seal_fitting(
-            identity,
-            INSPECTION_KIND,
-            &gpu.uuid,
-            1..=MAX_FINDINGS,
-            |n| inspection_summary(report, gpu, n, now_ms),
-        )?);
+        out.envelopes
+            .push(seal_fitting(identity, &gpu.uuid, 1..=MAX_FINDINGS, |n| {
+                inspection_summary(report, gpu, n, now_ms)
+            })?);
         let Some(bench) = bench else { continue };
         match benchmark_figures(bench, &report.inventory, gpu, now_ms) {
             Ok(all) => out.envelopes.push(seal_fitting(
                 identity,
-                BENCHMARK_KIND,
                 &gpu.uuid,
                 1..=all.figures.len(),
                 |n| BenchmarkFigures {
@@ -676,7 +669,7 @@ pub struct ReportReceipt {
     /// `inspection` or `benchmark`.
     pub kind: String,
     /// The GPU the record is about.
-    pub gpu_uuid: String,
+    pub gpu_uuid: GpuUuid,
     /// True when this request stored it; false when the validator already held it.
     pub recorded: bool,
     /// Its index in the validator's ledger, when this request appended it there.
@@ -710,22 +703,22 @@ pub enum ReportError {
     },
     /// The GPU the report is about is not registered here.
     #[error("GPU {0} is not registered with this validator")]
-    UnknownGpu(String),
+    UnknownGpu(GpuUuid),
     /// The report is signed by another agent than the GPU's owner.
     #[error("GPU {uuid} is registered to agent {owner}, not to the report's signer {signer}")]
     NotOwner {
         /// The GPU.
-        uuid: String,
-        /// The public key (hex) of the agent it is registered to.
-        owner: String,
-        /// The report's signer (hex).
-        signer: String,
+        uuid: GpuUuid,
+        /// The agent it is registered to.
+        owner: PublicKey,
+        /// The report's signer.
+        signer: PublicKey,
     },
     /// The GPU has used its hourly budget of new reports.
     #[error("GPU {uuid} has used its budget of {kib_per_hour} KiB of new reports an hour; this one (charged {charge} bytes) fits in {retry_after_s} s: retry then")]
     GpuBudget {
         /// The GPU.
-        uuid: String,
+        uuid: GpuUuid,
         /// Its budget, KiB of new reports an hour.
         kib_per_hour: u64,
         /// What this report is charged, bytes.
@@ -855,7 +848,7 @@ fn common(
 
 /// Checks an inspection summary's values.
 fn check_inspection(s: &InspectionSummary, now_ms: u64) -> Result<(), ReportError> {
-    let k = INSPECTION_KIND;
+    let k = RecordKind::Inspection.wire_kind();
     common(k, s.version, s.provenance, s.recorded_at_ms, now_ms)?;
     text(k, "model", &s.model, false, MAX_FIELD_BYTES)?;
     text(k, "bus_id", &s.bus_id, false, MAX_FIELD_BYTES)?;
@@ -896,7 +889,7 @@ fn check_inspection(s: &InspectionSummary, now_ms: u64) -> Result<(), ReportErro
 
 /// Checks benchmark figures' values.
 fn check_benchmark(b: &BenchmarkFigures, now_ms: u64) -> Result<(), ReportError> {
-    let k = BENCHMARK_KIND;
+    let k = RecordKind::Benchmark.wire_kind();
     common(k, b.version, b.provenance, b.recorded_at_ms, now_ms)?;
     text(k, "suite", &b.suite, false, MAX_FIELD_BYTES)?;
     if b.figures.is_empty() || b.figures.len() > MAX_FIGURES {
@@ -929,10 +922,10 @@ pub struct CheckedReport {
     pub envelope: Envelope,
     /// `inspection` or `benchmark`.
     pub kind: &'static str,
-    /// The signer, lowercase hex.
-    pub signer: String,
+    /// The signer.
+    pub signer: PublicKey,
     /// The GPU it is about.
-    pub gpu_uuid: String,
+    pub gpu_uuid: GpuUuid,
     /// `report-<hex content hash>` ([`content_id`]).
     pub id: String,
     /// What it costs of its GPU's and its source's hourly budgets: its bytes as received, at
@@ -972,30 +965,42 @@ fn canonical<T: Serialize>(body: &T) -> Result<String, ReportError> {
 pub fn check_report(
     bytes: &[u8],
     now_ms: u64,
-    owner_of: impl FnOnce(&str) -> Result<Option<String>, ValidatorError>,
+    owner_of: impl FnOnce(&str) -> Result<Option<PublicKey>, ValidatorError>,
 ) -> Result<CheckedReport, ReportError> {
     if bytes.len() > MAX_REPORT_BYTES {
         return Err(ReportError::TooLarge(bytes.len()));
     }
     let envelope: Envelope = serde_json::from_slice(bytes).map_err(ReportError::Envelope)?;
-    let (kind, gpu_uuid, signer, timeless) = match envelope.kind.as_str() {
-        INSPECTION_KIND => {
-            let (mut s, signer): (InspectionSummary, String) =
-                wire::decode(bytes, INSPECTION_KIND).map_err(ReportError::Wire)?;
+    let (kind, gpu_uuid, signer, timeless) = match RecordKind::from_wire_kind(&envelope.kind) {
+        Some(RecordKind::Inspection) => {
+            let (mut s, signer): (InspectionSummary, PublicKey) =
+                pog_signed::decode(bytes, RecordKind::Inspection.wire_kind())
+                    .map_err(ReportError::Wire)?;
             check_inspection(&s, now_ms)?;
             s.recorded_at_ms = 0;
             let timeless = canonical(&s)?;
-            (INSPECTION_KIND, s.gpu_uuid, signer, timeless)
+            (
+                RecordKind::Inspection.wire_kind(),
+                s.gpu_uuid,
+                signer,
+                timeless,
+            )
         }
-        BENCHMARK_KIND => {
-            let (mut b, signer): (BenchmarkFigures, String) =
-                wire::decode(bytes, BENCHMARK_KIND).map_err(ReportError::Wire)?;
+        Some(RecordKind::Benchmark) => {
+            let (mut b, signer): (BenchmarkFigures, PublicKey) =
+                pog_signed::decode(bytes, RecordKind::Benchmark.wire_kind())
+                    .map_err(ReportError::Wire)?;
             check_benchmark(&b, now_ms)?;
             b.recorded_at_ms = 0;
             let timeless = canonical(&b)?;
-            (BENCHMARK_KIND, b.gpu_uuid, signer, timeless)
+            (
+                RecordKind::Benchmark.wire_kind(),
+                b.gpu_uuid,
+                signer,
+                timeless,
+            )
         }
-        other => return Err(ReportError::Kind(other.chars().take(64).collect())),
+        _ => return Err(ReportError::Kind(envelope.kind.chars().take(64).collect())),
     };
     match owner_of(&gpu_uuid)? {
         None => return Err(ReportError::UnknownGpu(gpu_uuid)),
@@ -1218,7 +1223,7 @@ mod tests {
             .gpus
             .iter()
             .map(|g| GpuClaim {
-                uuid: g.uuid.clone().unwrap(),
+                uuid: g.uuid.clone().unwrap().parse().unwrap(),
                 model: g.model.clone().unwrap(),
                 bus_id: g.bus_id.unwrap().to_string(),
                 simulated: true,
@@ -1249,18 +1254,18 @@ mod tests {
         assert_eq!(
             kinds,
             [
-                INSPECTION_KIND,
-                BENCHMARK_KIND,
-                INSPECTION_KIND,
-                BENCHMARK_KIND
+                RecordKind::Inspection.wire_kind(),
+                RecordKind::Benchmark.wire_kind(),
+                RecordKind::Inspection.wire_kind(),
+                RecordKind::Benchmark.wire_kind()
             ]
         );
         for (envelope, gpu) in made.envelopes.chunks(2).zip(&gpus) {
             let bytes = serde_json::to_vec(&envelope[0]).unwrap();
             assert!(bytes.len() <= MAX_REPORT_BYTES);
-            let (s, signer): (InspectionSummary, String) =
-                wire::decode(&bytes, INSPECTION_KIND).unwrap();
-            assert_eq!(signer, agent.public_hex());
+            let (s, signer): (InspectionSummary, PublicKey) =
+                pog_signed::decode(&bytes, RecordKind::Inspection.wire_kind()).unwrap();
+            assert_eq!(signer, agent.public_key());
             assert_eq!(
                 (&s.gpu_uuid, &s.model, &s.bus_id),
                 (&gpu.uuid, &gpu.model, &gpu.bus_id)
@@ -1269,7 +1274,8 @@ mod tests {
             assert!(["pass", "warn"].contains(&s.verdict.as_str()), "{s:?}");
             check_inspection(&s, 1_796_000_001_000).unwrap();
             let bytes = serde_json::to_vec(&envelope[1]).unwrap();
-            let (b, _): (BenchmarkFigures, String) = wire::decode(&bytes, BENCHMARK_KIND).unwrap();
+            let (b, _): (BenchmarkFigures, PublicKey) =
+                pog_signed::decode(&bytes, RecordKind::Benchmark.wire_kind()).unwrap();
             assert_eq!(b.gpu_uuid, gpu.uuid);
             check_benchmark(&b, 1_796_000_001_000).unwrap();
             let names: Vec<&str> = b.figures.iter().map(|f| f.name.as_str()).collect();
@@ -1291,7 +1297,7 @@ mod tests {
             // Every record makes a ledger entry with the agent's signature.
             for e in envelope {
                 let entry = Entry::from_envelope(e).unwrap();
-                assert_eq!(entry.signer_hex(), agent.public_hex());
+                assert_eq!(entry.signer_key(), agent.public_key());
             }
         }
         // Without a saved report: inspection records only.
@@ -1383,8 +1389,8 @@ mod tests {
         let made = agent_reports(&Identity::from_seed([3; 32]), &report, &gpus, None, 1).unwrap();
         let sealed = serde_json::to_vec(&made.envelopes[0]).unwrap();
         assert!(sealed.len() <= MAX_REPORT_BYTES, "{}", sealed.len());
-        let (kept, _): (InspectionSummary, String) =
-            wire::decode(&sealed, INSPECTION_KIND).unwrap();
+        let (kept, _): (InspectionSummary, PublicKey) =
+            pog_signed::decode(&sealed, RecordKind::Inspection.wire_kind()).unwrap();
         assert!(
             (24..MAX_FINDINGS).contains(&kept.findings.len()),
             "{}",
@@ -1426,7 +1432,7 @@ mod tests {
     fn summary(uuid: &str) -> InspectionSummary {
         InspectionSummary {
             version: BODY_VERSION,
-            gpu_uuid: uuid.into(),
+            gpu_uuid: uuid.parse().unwrap(),
             model: "H200 SXM".into(),
             bus_id: "0000:00:06.0".into(),
             driver_version: "580.95.05".into(),
@@ -1441,13 +1447,15 @@ mod tests {
     fn reports_are_checked_before_anything_is_stored() {
         let agent = Identity::from_seed([3; 32]);
         let owner = |who: &Identity| {
-            let key = who.public_hex();
+            let key = who.public_key();
             move |uuid: &str| Ok((uuid == "GPU-1").then(|| key.clone()))
         };
         let bytes = |e: &Envelope| serde_json::to_vec(e).unwrap();
-        let good = agent.seal(INSPECTION_KIND, &summary("GPU-1")).unwrap();
+        let good = agent
+            .seal(RecordKind::Inspection.wire_kind(), &summary("GPU-1"))
+            .unwrap();
         let checked = check_report(&bytes(&good), 2_000, owner(&agent)).unwrap();
-        assert_eq!(checked.signer, agent.public_hex());
+        assert_eq!(checked.signer, agent.public_key());
         assert!(checked.id.starts_with("report-") && checked.id.len() == 7 + 64);
         // The id is the content's: the same report spelled with an uppercase signer has it too.
         let mut upper = good.clone();
@@ -1464,7 +1472,9 @@ mod tests {
             status(check_report(&bytes(&good), 2_000, owner(&other))),
             403
         );
-        let unknown = agent.seal(INSPECTION_KIND, &summary("GPU-2")).unwrap();
+        let unknown = agent
+            .seal(RecordKind::Inspection.wire_kind(), &summary("GPU-2"))
+            .unwrap();
         assert_eq!(
             status(check_report(&bytes(&unknown), 2_000, owner(&agent))),
             404
@@ -1504,14 +1514,14 @@ mod tests {
         });
         bad.push(f);
         for s in bad {
-            let e = agent.seal(INSPECTION_KIND, &s).unwrap();
+            let e = agent.seal(RecordKind::Inspection.wire_kind(), &s).unwrap();
             let err = check_report(&bytes(&e), 2_000, owner(&agent)).unwrap_err();
             assert!(matches!(err, ReportError::Invalid { .. }), "{s:?}: {err}");
             assert_eq!(err.status().as_u16(), 400);
         }
         let figures = |value: f64| BenchmarkFigures {
             version: BODY_VERSION,
-            gpu_uuid: "GPU-1".into(),
+            gpu_uuid: "GPU-1".parse().unwrap(),
             suite: "quick".into(),
             figures: vec![Figure {
                 name: "hbm_read_gbs".into(),
@@ -1522,14 +1532,20 @@ mod tests {
             provenance: Provenance::SelfReported,
             recorded_at_ms: 1_000,
         };
-        let e = agent.seal(BENCHMARK_KIND, &figures(4000.0)).unwrap();
+        let e = agent
+            .seal(RecordKind::Benchmark.wire_kind(), &figures(4000.0))
+            .unwrap();
         check_report(&bytes(&e), 2_000, owner(&agent)).unwrap();
         let mut empty = figures(1.0);
         empty.figures.clear();
-        let e = agent.seal(BENCHMARK_KIND, &empty).unwrap();
+        let e = agent
+            .seal(RecordKind::Benchmark.wire_kind(), &empty)
+            .unwrap();
         assert_eq!(status(check_report(&bytes(&e), 2_000, owner(&agent))), 400);
         // A body of one kind under the other kind's name, another kind, forged, too large.
-        let e = agent.seal(BENCHMARK_KIND, &summary("GPU-1")).unwrap();
+        let e = agent
+            .seal(RecordKind::Benchmark.wire_kind(), &summary("GPU-1"))
+            .unwrap();
         assert_eq!(status(check_report(&bytes(&e), 2_000, owner(&agent))), 400);
         let e = agent.seal("register", &summary("GPU-1")).unwrap();
         assert!(matches!(
@@ -1564,7 +1580,7 @@ mod tests {
         };
         let g = &real.inspection.gpus[0];
         let gpu = GpuClaim {
-            uuid: g.uuid.clone().unwrap(),
+            uuid: g.uuid.clone().unwrap().parse().unwrap(),
             model: g.model.clone().unwrap(),
             bus_id: g.bus_id.unwrap().to_string(),
             simulated: false,
@@ -1589,16 +1605,16 @@ mod tests {
                 SavedBench::parse(&json.to_string().into_bytes(), Some(1_796_000_000_000)).unwrap();
             let g = &report.inspection.gpus[0];
             let gpu = GpuClaim {
-                uuid: g.uuid.clone().unwrap(),
+                uuid: g.uuid.clone().unwrap().parse().unwrap(),
                 model: g.model.clone().unwrap(),
                 bus_id: g.bus_id.unwrap().to_string(),
                 simulated: true,
             };
             let made =
                 agent_reports(&agent, &report, &[gpu], Some(&saved), 1_796_000_001_000).unwrap();
-            let (figures, _): (BenchmarkFigures, String) = wire::decode(
+            let (figures, _): (BenchmarkFigures, PublicKey) = pog_signed::decode(
                 &serde_json::to_vec(&made.envelopes[1]).unwrap(),
-                BENCHMARK_KIND,
+                RecordKind::Benchmark.wire_kind(),
             )
             .unwrap();
             assert_eq!(figures.figures.len(), 25, "{suite:?}: nothing was trimmed");
@@ -1648,24 +1664,39 @@ mod tests {
     #[test]
     fn a_reports_id_is_its_content_whatever_its_time_or_spelling() {
         let agent = Identity::from_seed([3; 32]);
-        let owner = |uuid: &str| Ok((uuid == "GPU-1").then(|| agent.public_hex()));
+        let owner = |uuid: &str| Ok((uuid == "GPU-1").then(|| agent.public_key()));
         let id = |e: &Envelope| {
             check_report(&serde_json::to_vec(e).unwrap(), 1_000_000, owner)
                 .unwrap()
                 .id
         };
-        let first = id(&agent.seal(INSPECTION_KIND, &summary("GPU-1")).unwrap());
+        let first = id(&agent
+            .seal(RecordKind::Inspection.wire_kind(), &summary("GPU-1"))
+            .unwrap());
         let later = InspectionSummary {
             recorded_at_ms: 999_000,
             ..summary("GPU-1")
         };
-        assert_eq!(id(&agent.seal(INSPECTION_KIND, &later).unwrap()), first);
+        assert_eq!(
+            id(&agent
+                .seal(RecordKind::Inspection.wire_kind(), &later)
+                .unwrap()),
+            first
+        );
         let spaced = serde_json::to_string_pretty(&later).unwrap();
-        assert_eq!(id(&agent.seal_body(INSPECTION_KIND, spaced)), first);
+        assert_eq!(
+            id(&agent.seal_body(RecordKind::Inspection.wire_kind(), spaced)),
+            first
+        );
         let failed = InspectionSummary {
             verdict: "fail".into(),
             ..later
         };
-        assert_ne!(id(&agent.seal(INSPECTION_KIND, &failed).unwrap()), first);
+        assert_ne!(
+            id(&agent
+                .seal(RecordKind::Inspection.wire_kind(), &failed)
+                .unwrap()),
+            first
+        );
     }
 }

@@ -19,9 +19,9 @@
 //!   missed (`pog_market::evidence`), measured from records rather than assumed.
 
 use crate::locked::Locked;
-use crate::registry::RECORD_VERSION;
-use crate::validator::{Policy, Record, Validator, ValidatorError};
-use serde::{Deserialize, Serialize};
+use pog_records::{MissedRound, Policy, Record, RECORD_VERSION};
+
+use crate::validator::{Validator, ValidatorError};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -59,30 +59,6 @@ impl Schedule {
     }
 }
 
-/// The envelope kind of a signed [`MissedRound`].
-pub const MISSED_ROUND_KIND: &str = "round-missed";
-
-/// What the validator signs and stores for a round in which its schedule did not challenge a
-/// GPU because the GPU's agent had not answered its last challenge (the back-off): the GPU's
-/// uptime counts the round as missed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MissedRound {
-    /// The record format's version.
-    pub version: u32,
-    /// This record's id in the validator's store.
-    pub record_id: String,
-    /// The GPU that was skipped.
-    pub gpu_uuid: String,
-    /// The agent the GPU is registered to (its public key).
-    pub agent: String,
-    /// The GPU's model, as registered.
-    pub model: String,
-    /// Why, in the validator's words.
-    pub reason: String,
-    /// When the validator stored this record (Unix ms).
-    pub recorded_at_ms: u64,
-}
-
 impl Validator {
     /// Signs and stores a [`MissedRound`] for a registered GPU skipped this round after
     /// `failures` failed rounds in a row, the last one unanswered.
@@ -101,7 +77,7 @@ impl Validator {
                 "missed-{}",
                 hex::encode(crate::validator::random_bytes::<16>())
             ),
-            gpu_uuid: uuid.into(),
+            gpu_uuid: gpu.uuid,
             agent: gpu.agent,
             model: gpu.model,
             reason: format!(
@@ -112,7 +88,7 @@ impl Validator {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
         };
-        self.store(MISSED_ROUND_KIND, &record.record_id, uuid, false, &record)?;
+        self.store(&record.record_id, false, &record)?;
         Ok(record)
     }
 }

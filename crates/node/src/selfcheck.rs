@@ -5,12 +5,15 @@
 
 use crate::clock::now_ms;
 use crate::provers::{ProverEngine, ProverError};
-use crate::validator::{random_bytes, Addressee, Planned};
+use crate::validator::random_bytes;
 use pog_device::gpu::CommitTimings;
+use pog_proof::challenge::Addressee;
 use pog_proof::memory::{MemoryChallenge, MemoryPlan, MemoryRate};
 use pog_proof::prover::Prover;
 use pog_proof::session::{Outcome, SpotChecked, ValidatorSession};
-use pog_proof::wire::{kind, ChallengeMessage, Commitment, Identity, Openings, WireOpening};
+use pog_proof::wire::{kind, ChallengeMessage, Commitment, Openings, WireOpening};
+use pog_records::Planned;
+use pog_signed::{GpuUuid, Identity};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -32,7 +35,7 @@ pub enum SelfCheckError {
     Open(#[from] pog_proof::prover::OpenError),
     /// A message could not be signed or read.
     #[error(transparent)]
-    Wire(#[from] pog_proof::wire::WireError),
+    Wire(#[from] pog_signed::WireError),
     /// The validator's session refused a message.
     #[error("the validator's session refused the exchange: {0}")]
     Protocol(#[from] pog_proof::session::ProtocolError),
@@ -42,7 +45,7 @@ pub enum SelfCheckError {
 #[derive(Debug, Clone, Serialize)]
 pub struct SelfCheck {
     /// The GPU challenged.
-    pub gpu_uuid: String,
+    pub gpu_uuid: GpuUuid,
     /// The challenge as issued (nonce included), so its products can be recomputed elsewhere.
     pub challenge: pog_proof::Challenge,
     /// The challenge's precision.
@@ -100,7 +103,7 @@ impl SelfCheck {
 /// `planned`.
 pub fn run(
     engine: &dyn ProverEngine,
-    (gpu_uuid, gpu_bus_id): (&str, &str),
+    (gpu_uuid, gpu_bus_id): (&GpuUuid, &str),
     planned: &Planned,
     samples: u32,
 ) -> Result<SelfCheck, SelfCheckError> {
@@ -114,8 +117,8 @@ pub fn run(
         Addressee {
             gpu_uuid,
             gpu_bus_id,
-            agent_key: &agent.public_hex(),
-            validator_key: &validator.public_hex(),
+            agent_key: &agent.public_key(),
+            validator_key: &validator.public_key(),
         },
     );
     engine.prepare(&challenge)?; // the algorithm search, outside the timed window
@@ -130,7 +133,7 @@ pub fn run(
     };
     let mut session = ValidatorSession::new(
         message.clone(),
-        agent.public_hex(),
+        agent.public_key(),
         planned.expected_ms,
         random_bytes(),
         samples,
@@ -155,7 +158,7 @@ pub fn run(
         algorithm: proved.algorithm.clone().unwrap_or_default(),
     });
     Ok(SelfCheck {
-        gpu_uuid: gpu_uuid.to_string(),
+        gpu_uuid: gpu_uuid.clone(),
         challenge: challenge.clone(),
         precision: challenge.precision,
         size: challenge.size,
@@ -192,13 +195,13 @@ fn settle<C: SpotChecked>(
 ) -> Result<Settled, SelfCheckError> {
     let commitment = Commitment {
         challenge_id: session.id().to_string(),
-        gpu_uuid: session.challenge().gpu_uuid().to_string(),
+        gpu_uuid: session.challenge().gpu_uuid().clone(),
         root: hex::encode(prover.root()),
         leaf_count: prover.leaf_count(),
         agent_ms,
     };
     let mut from_agent = sealed_len(agent, kind::COMMITMENT, &commitment)?;
-    let request = session.on_commitment(&commitment, &agent.public_hex(), now_ms(), 0.0)?;
+    let request = session.on_commitment(&commitment, &agent.public_key(), now_ms(), 0.0)?;
     let to_agent = sealed_len(validator, kind::OPEN, &request)?;
 
     let opening = Instant::now();
@@ -211,7 +214,7 @@ fn settle<C: SpotChecked>(
     from_agent += sealed_len(agent, kind::OPENINGS, &openings)?;
 
     let verifying = Instant::now();
-    let outcome = session.on_openings(&openings, &agent.public_hex())?;
+    let outcome = session.on_openings(&openings, &agent.public_key())?;
     let verify_ms = verifying.elapsed().as_secs_f64() * 1e3;
     Ok(Settled {
         outcome,
@@ -226,7 +229,7 @@ fn settle<C: SpotChecked>(
 #[derive(Debug, Clone, Serialize)]
 pub struct MemorySelfCheck {
     /// The GPU challenged.
-    pub gpu_uuid: String,
+    pub gpu_uuid: GpuUuid,
     /// The challenge as issued.
     pub challenge: MemoryChallenge,
     /// The walk nonce, sent once the data set was built.
@@ -284,7 +287,7 @@ impl MemorySelfCheck {
 /// would under `plan`: build (untimed), walk nonce, walk and commitment (timed), spot checks.
 pub fn run_memory(
     engine: &dyn ProverEngine,
-    (gpu_uuid, gpu_bus_id): (&str, &str),
+    (gpu_uuid, gpu_bus_id): (&GpuUuid, &str),
     plan: &MemoryPlan,
     samples: u32,
 ) -> Result<MemorySelfCheck, SelfCheckError> {
@@ -298,8 +301,8 @@ pub fn run_memory(
         Addressee {
             gpu_uuid,
             gpu_bus_id,
-            agent_key: &agent.public_hex(),
-            validator_key: &validator.public_hex(),
+            agent_key: &agent.public_key(),
+            validator_key: &validator.public_key(),
         },
     );
     let building = Instant::now();
@@ -320,7 +323,7 @@ pub fn run_memory(
             issued_at_ms,
             issued_at_ms.saturating_add(EXPIRY_MS.max((plan.expected_ms * 10.0) as u64)),
         ),
-        agent.public_hex(),
+        agent.public_key(),
         plan.expected_ms,
         random_bytes(),
         samples,
@@ -343,7 +346,7 @@ pub fn run_memory(
         walk_gbs: read_bytes as f64 / (t.walk_ms.max(f64::MIN_POSITIVE) * 1e6),
     });
     Ok(MemorySelfCheck {
-        gpu_uuid: gpu_uuid.to_string(),
+        gpu_uuid: gpu_uuid.clone(),
         dataset_bytes: challenge.dataset_bytes(),
         read_bytes,
         challenge,
@@ -366,11 +369,11 @@ fn sealed_len<T: Serialize>(
     who: &Identity,
     kind: &str,
     body: &T,
-) -> Result<usize, pog_proof::wire::WireError> {
+) -> Result<usize, pog_signed::WireError> {
     let envelope = who.seal(kind, body)?;
     serde_json::to_vec(&envelope)
         .map(|b| b.len())
-        .map_err(pog_proof::wire::WireError::Encode)
+        .map_err(pog_signed::WireError::Encode)
 }
 
 #[cfg(test)]
@@ -399,7 +402,7 @@ mod tests {
         };
         let check = run(
             &honest,
-            ("GPU-1", "00000000:00:06.0"),
+            (&"GPU-1".parse().unwrap(), "00000000:00:06.0"),
             &planned(60_000.0),
             256,
         )
@@ -419,7 +422,7 @@ mod tests {
         };
         let caught = run(
             &junk,
-            ("GPU-1", "00000000:00:06.0"),
+            (&"GPU-1".parse().unwrap(), "00000000:00:06.0"),
             &planned(60_000.0),
             256,
         )
@@ -428,7 +431,13 @@ mod tests {
         assert!(caught.outcome.wrong() > 0);
 
         // Honest but over the bound: rejected on time alone.
-        let late = run(&honest, ("GPU-1", "00000000:00:06.0"), &planned(0.001), 256).unwrap();
+        let late = run(
+            &honest,
+            (&"GPU-1".parse().unwrap(), "00000000:00:06.0"),
+            &planned(0.001),
+            256,
+        )
+        .unwrap();
         assert!(!late.outcome.accepted && late.outcome.wrong() == 0);
     }
 }

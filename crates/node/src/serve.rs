@@ -147,7 +147,7 @@ impl Limits {
     pub fn serving_gpus(self, gpus: usize) -> Limits {
         let needed = gpus
             .saturating_mul(2)
-            .saturating_mul(pog_proof::wire::MAX_MESSAGE_BYTES);
+            .saturating_mul(pog_signed::MAX_MESSAGE_BYTES);
         let budget = self.max_inflight_response_bytes.max(needed);
         Limits {
             max_inflight_response_bytes: budget,

@@ -4,370 +4,28 @@
 use crate::clock::now_ms;
 use crate::http::{post_counted, ApiError, BuildClientError, ClientSettings};
 use crate::locked::Locked;
-use crate::registry::{Change, Registry, RegistryError, RECORD_VERSION};
+use crate::registry::{Registry, RegistryError};
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post as post_route};
 use axum::Router;
-use pog_proof::challenge::CHALLENGE_VERSION;
-use pog_proof::memory::{MemoryChallenge, MemoryPlan, MemoryRate};
+use pog_proof::challenge::Addressee;
+use pog_proof::memory::MemoryPlan;
 use pog_proof::session::{Outcome, SpotChecked, ValidatorSession};
-use pog_proof::wire::{
-    self, kind, ChallengeMessage, Commitment, Identity, OpenRequest, Openings, Register,
-};
+use pog_proof::wire::{kind, ChallengeMessage, Commitment, OpenRequest, Openings, Register};
 use pog_proof::wire::{MemoryChallengeMessage, MemoryReady, WalkMessage};
-use pog_proof::Challenge;
-use pog_spec::{GpuSpec, Precision, SpecDb};
+use pog_records::{
+    Change, Failure, FailureKind, MemoryPolicy, MemoryRecord, PlanKind, Policy, PolicyError,
+    Record, RegistrationRecord, SignedBody, RECORD_VERSION,
+};
+use pog_signed::{GpuUuid, Identity, PublicKey};
+use pog_spec::{GpuSpec, SpecDb};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Where a challenge's shape and time bound come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PlanKind {
-    /// Planned from the claimed model (`pog_proof::params::plan_in`): at least
-    /// [`PLANNED_SECONDS`] of that model's work, in the precision that separates it from
-    /// cheaper models, against a bound from its measured rate. The only plan that proves a
-    /// model, and the default.
-    PerModel,
-    /// The fixed `size`, `batch` and `expected_ms` of the policy (`pog validator
-    /// --test-plan`): for tests and demos with the CPU prover. It proves no model — one CPU
-    /// core answers a small one in time — and every record made under it says so.
-    Test,
-}
-
-/// How a GPU is challenged.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Policy {
-    /// Per-model (real) or a fixed test plan.
-    pub plan: PlanKind,
-    /// None: the precision `pog_proof::params::choose_precision` picks for the claimed model.
-    pub precision: Option<Precision>,
-    /// m = n = k of each GEMM (a per-model plan fills it in).
-    pub size: u64,
-    /// Independent GEMMs per challenge (a per-model plan fills it in).
-    pub batch: u32,
-    /// Output elements per Merkle leaf.
-    pub leaf_elements: u32,
-    /// The claimed model's expected time to commit.
-    pub expected_ms: f64,
-    /// Leaves spot-checked per challenge.
-    pub samples: u32,
-    /// How long the agent has to commit.
-    pub expiry_ms: u64,
-    /// The proof of memory each round (after the GEMM challenge).
-    #[serde(default)]
-    pub memory: MemoryPolicy,
-}
-
-/// Whether a round also proves memory, and (under a test plan) its fixed shape.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MemoryPolicy {
-    /// Whether a round proves memory at all.
-    pub enabled: bool,
-    /// Walkers spot-checked.
-    pub samples: u32,
-    /// A test plan's data set, walk and bound; a per-model plan takes them from the claimed
-    /// model (`pog_proof::memory::plan`) and ignores these.
-    pub items: u64,
-    /// A test plan's walkers, each one 16-byte output.
-    pub walkers: u64,
-    /// A test plan's random steps per walker.
-    pub steps: u32,
-    /// A test plan's bound from walk nonce to commitment, ms.
-    pub expected_ms: f64,
-}
-
-impl Default for MemoryPolicy {
-    /// On, planned per model, with `pog_proof::memory::SAMPLES` spot checks.
-    fn default() -> Self {
-        MemoryPolicy {
-            enabled: true,
-            samples: pog_proof::memory::SAMPLES,
-            items: 0,
-            walkers: 0,
-            steps: 0,
-            expected_ms: 0.0,
-        }
-    }
-}
-
-impl MemoryPolicy {
-    /// No memory proof.
-    pub fn off() -> MemoryPolicy {
-        MemoryPolicy {
-            enabled: false,
-            ..MemoryPolicy::default()
-        }
-    }
-
-    /// A fixed small shape for test plans: 4096 items (512 KiB), 1024 walkers of 16 steps,
-    /// which one CPU core answers in milliseconds. It proves no model.
-    pub fn test_shape(expected_ms: f64) -> MemoryPolicy {
-        MemoryPolicy {
-            items: 4096,
-            walkers: 1024,
-            steps: 16,
-            expected_ms,
-            ..MemoryPolicy::default()
-        }
-    }
-}
-
-pub use pog_proof::params::PLANNED_SECONDS;
-
-/// A challenge's shape for one claimed model, and the time that model should need.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Planned {
-    /// The precision the challenge computes in.
-    pub precision: Precision,
-    /// m = n = k of each GEMM.
-    pub size: u64,
-    /// Independent GEMMs to compute.
-    pub batch: u32,
-    /// Output elements per Merkle leaf.
-    pub leaf_elements: u32,
-    /// The claimed model's expected time to commit, ms.
-    pub expected_ms: f64,
-    /// The claimed model's lead in this precision over the nearest slower model
-    /// (`params::PrecisionChoice::advantage`; 1 where none was computed, 0 where a slower
-    /// model catches up by emulation): at least `params::MIN_LEAD` for an accepted challenge
-    /// to prove the model.
-    pub lead: f64,
-    /// Whether an accepted challenge of this plan proves the claimed model: a per-model plan
-    /// in the precision the validator picks for the model (`params::choose_precision`), with
-    /// a lead of at least `params::MIN_LEAD`. A precision forced by hand (`pog validator
-    /// --precision`) proves nothing unless it is that pick: the pick is the one vetted
-    /// against every cheaper model's emulations, and under another one a cheaper card may
-    /// answer in time (split-BF16 products passed every FP32 challenge).
-    pub proves_model: bool,
-}
-
-pub use pog_proof::challenge::Addressee;
-
-impl Planned {
-    /// The challenge of this shape for `to`, from `nonce`.
-    pub fn challenge(&self, nonce: [u8; 32], to: Addressee) -> Challenge {
-        Challenge {
-            version: CHALLENGE_VERSION,
-            nonce,
-            gpu_uuid: to.gpu_uuid.into(),
-            gpu_bus_id: to.gpu_bus_id.into(),
-            agent_key: to.agent_key.into(),
-            validator_key: to.validator_key.into(),
-            precision: self.precision,
-            size: self.size,
-            batch: self.batch,
-            leaf_elements: self.leaf_elements,
-        }
-    }
-}
-
-impl Policy {
-    /// The policy `pog validator` runs with by default: each challenge planned from the
-    /// claimed model, 1024-element leaves, 1024 spot checks, a minute to commit.
-    pub fn per_model_default() -> Policy {
-        Policy {
-            plan: PlanKind::PerModel,
-            precision: None,
-            size: 0,
-            batch: 0,
-            leaf_elements: pog_proof::params::LEAF_ELEMENTS,
-            expected_ms: 0.0,
-            samples: 1024,
-            expiry_ms: 60_000,
-            memory: MemoryPolicy::default(),
-        }
-    }
-
-    /// Whether records made under this policy say anything about the claimed model.
-    pub fn proves_model(&self) -> bool {
-        self.plan == PlanKind::PerModel
-    }
-
-    /// How a GPU claimed to be `spec` is challenged under this policy.
-    pub fn plan_for(&self, spec: &GpuSpec) -> Result<Planned, ValidatorError> {
-        let unknown = || ValidatorError::UnknownModel(spec.model.clone());
-        if self.plan == PlanKind::PerModel {
-            let db = SpecDb::embedded();
-            let pick = pog_proof::params::choose_precision(spec, db).map(|c| c.precision);
-            // Forced by hand, a precision is planned at the model's own rate in it and proves
-            // nothing unless it is the pick.
-            let precision = self.precision.or(pick).ok_or_else(unknown)?;
-            let plan = pog_proof::params::plan_at(spec, db, precision).ok_or_else(|| {
-                ValidatorError::Policy(format!(
-                    "the {} has no {precision} rate to plan a challenge at",
-                    spec.model
-                ))
-            })?;
-            return Ok(Planned {
-                precision: plan.choice.precision,
-                size: plan.size,
-                batch: plan.batch,
-                leaf_elements: self.leaf_elements,
-                expected_ms: plan.expected_ms,
-                lead: plan.choice.advantage,
-                proves_model: Some(plan.choice.precision) == pick
-                    && plan.choice.advantage >= pog_proof::params::MIN_LEAD,
-            });
-        }
-        let precision = match self.precision {
-            Some(p) => p,
-            None => pog_proof::params::choose_precision(spec, SpecDb::embedded())
-                .map(|c| c.precision)
-                .ok_or_else(unknown)?,
-        };
-        Ok(Planned {
-            precision,
-            size: self.size,
-            batch: self.batch,
-            leaf_elements: self.leaf_elements,
-            expected_ms: self.expected_ms,
-            lead: 1.0,
-            proves_model: false,
-        })
-    }
-}
-
-/// What the validator signs and stores for each challenge.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Record {
-    /// The record format's version.
-    pub version: u32,
-    /// The challenge's id.
-    pub challenge_id: String,
-    /// The GPU challenged.
-    pub gpu_uuid: String,
-    /// The agent the GPU is registered to (its public key).
-    pub agent: String,
-    /// The GPU's claimed model, as registered.
-    pub model: String,
-    /// The GPU is the simulated test double: this record proves nothing about any GPU.
-    pub simulated: bool,
-    /// The policy the challenge was planned and judged under (a test plan proves no model),
-    /// as run: a per-model plan's size, batch and bound filled in.
-    pub policy: Policy,
-    /// Whether this record can speak for the claimed model at all: a per-model plan on a
-    /// real GPU, in a precision where the model leads every slower one by at least
-    /// `params::MIN_LEAD`.
-    pub proves_model: bool,
-    /// The claimed model's lead over the nearest slower model in the challenge's precision.
-    pub lead: f64,
-    /// The challenge as issued (nonce included), so anyone can recompute its products.
-    pub challenge: Challenge,
-    /// The claimed model's time bound for this challenge, ms.
-    pub expected_ms: f64,
-    /// Whether the outcome accepted the proof; false when the exchange failed.
-    pub accepted: bool,
-    /// The verdict when the exchange completed.
-    pub outcome: Option<Outcome>,
-    /// Why it did not, when it did not.
-    pub failure: Option<Failure>,
-    /// The secret the spot checks were drawn from (hex), revealed once they are done, so anyone
-    /// can recompute which elements were checked.
-    pub spot_check_secret: String,
-    /// Bytes of the messages sent to the agent (challenge, open request).
-    pub bytes_to_agent: usize,
-    /// Bytes of the messages received from the agent (commitment, openings).
-    pub bytes_from_agent: usize,
-    /// When the validator stored this record (Unix ms).
-    pub recorded_at_ms: u64,
-}
-
-/// What the validator signs and stores for each memory challenge.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MemoryRecord {
-    /// The record format's version.
-    pub version: u32,
-    /// The challenge's id.
-    pub challenge_id: String,
-    /// The GPU challenged.
-    pub gpu_uuid: String,
-    /// The agent the GPU is registered to (its public key).
-    pub agent: String,
-    /// The GPU's claimed model, as registered.
-    pub model: String,
-    /// The GPU is the simulated test double: this record proves nothing about any GPU.
-    pub simulated: bool,
-    /// The policy it was planned and judged under, as run: the memory plan's items, walkers,
-    /// steps and bound filled in.
-    pub policy: Policy,
-    /// Whether an accepted record speaks for the claimed model's memory: a per-model plan on
-    /// a real GPU (the data set fills 90 % of the claimed capacity, the bound is the model's
-    /// walk rate).
-    pub proves_memory: bool,
-    /// The challenge: the data set's shape and binding.
-    pub memory_challenge: MemoryChallenge,
-    /// The walk nonce (hex), sent once the agent reported the data set built.
-    pub walk_nonce: String,
-    /// The validator's clock from sending the challenge to the agent's "ready" (untimed by
-    /// the bound, under the expiry).
-    pub build_ms: Option<f64>,
-    /// Where the bound's rate came from (measurement or datasheet).
-    pub rate: Option<MemoryRate>,
-    /// The claimed model's time from walk nonce to commitment, ms.
-    pub expected_ms: f64,
-    /// Whether the outcome accepted the proof; false when the exchange failed.
-    pub accepted: bool,
-    /// The verdict when the exchange completed.
-    pub outcome: Option<Outcome>,
-    /// Why it did not, when it did not.
-    pub failure: Option<Failure>,
-    /// The secret the spot checks were drawn from (hex), revealed once they are done.
-    pub spot_check_secret: String,
-    /// Bytes of the messages sent to the agent (challenge, walk nonce, open request).
-    pub bytes_to_agent: usize,
-    /// Bytes of the messages received from the agent (ready, commitment, openings).
-    pub bytes_from_agent: usize,
-    /// When the validator stored this record (Unix ms).
-    pub recorded_at_ms: u64,
-}
-
-/// Why an exchange ended without a verdict, as a signed record tells it: a kind to act on
-/// and a short message written by the validator. Nothing the agent sent is repeated beyond
-/// what the validator's own checks say (a record is public; an agent must not be able to
-/// publish text through it, nor learn what a URL inside the validator's network answers).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Failure {
-    /// What kind of failure, to act on.
-    pub kind: FailureKind,
-    /// What happened, in the validator's words.
-    pub message: String,
-}
-
-/// The kinds of [`Failure`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureKind {
-    /// Nothing answered at the agent's endpoint.
-    Unreachable,
-    /// The agent did not answer a request in time.
-    Timeout,
-    /// The whole exchange ran past its deadline.
-    Deadline,
-    /// The connection broke part-way, or the answer was too large.
-    Transport,
-    /// The agent answered with an HTTP error.
-    AgentRefused,
-    /// The agent's answer was not a valid signed message of the right kind.
-    BadMessage,
-    /// A valid message that breaks the protocol (wrong challenge, signer or root).
-    Protocol,
-}
-
-impl FailureKind {
-    /// The agent could not be reached at all (as opposed to answering wrongly).
-    pub fn is_unreachable(self) -> bool {
-        matches!(
-            self,
-            FailureKind::Unreachable | FailureKind::Timeout | FailureKind::Deadline
-        )
-    }
-}
 
 /// Why one challenge exchange with an agent ended without a verdict.
 #[derive(Debug, thiserror::Error)]
@@ -375,7 +33,7 @@ pub(crate) enum ExchangeError {
     #[error(transparent)]
     Post(#[from] crate::http::PostError),
     #[error(transparent)]
-    Wire(#[from] wire::WireError),
+    Wire(#[from] pog_signed::WireError),
     #[error(transparent)]
     Protocol(#[from] pog_proof::session::ProtocolError),
     #[error("the exchange did not finish within {0} ms")]
@@ -450,8 +108,8 @@ fn protocol_summary(e: &pog_proof::session::ProtocolError) -> String {
 }
 
 /// What was wrong with an agent's message, in the validator's words only.
-fn wire_summary(e: &wire::WireError) -> String {
-    use wire::WireError as W;
+fn wire_summary(e: &pog_signed::WireError) -> String {
+    use pog_signed::WireError as W;
     match e {
         W::TooLarge(n) => format!("a message of {n} bytes, over the limit"),
         W::Envelope(_) => "the answer is not a signed message envelope".into(),
@@ -478,10 +136,10 @@ pub enum ValidatorError {
     Registry(#[from] RegistryError),
     /// A message or record could not be signed.
     #[error("signing: {0}")]
-    Wire(#[from] wire::WireError),
-    /// The policy cannot plan a challenge (the reason).
+    Wire(#[from] pog_signed::WireError),
+    /// The policy cannot plan a challenge.
     #[error("bad policy: {0}")]
-    Policy(String),
+    Policy(PolicyError),
     /// The challenge's task failed (the reason).
     #[error("the challenge's task failed: {0}")]
     Task(String),
@@ -493,45 +151,14 @@ pub enum ValidatorError {
     Client(#[from] BuildClientError),
 }
 
-impl Policy {
-    /// Refuses policies no challenge can be built from.
-    pub fn validate(&self) -> Result<(), ValidatorError> {
-        if self.leaf_elements == 0 || self.samples == 0 || self.expiry_ms == 0 {
-            return Err(ValidatorError::Policy(
-                "leaf elements, samples and the expiry must all be at least 1".into(),
-            ));
+/// A model the spec database does not know is the GPU's problem ([`ValidatorError::UnknownModel`]);
+/// anything else a policy cannot plan is the policy's.
+impl From<PolicyError> for ValidatorError {
+    fn from(e: PolicyError) -> ValidatorError {
+        match e {
+            PolicyError::UnknownModel(model) => ValidatorError::UnknownModel(model),
+            e => ValidatorError::Policy(e),
         }
-        if self.memory.enabled && self.memory.samples == 0 {
-            return Err(ValidatorError::Policy(
-                "the memory proof needs at least 1 spot check".into(),
-            ));
-        }
-        if self.plan == PlanKind::PerModel {
-            return Ok(()); // the shape and bound come from the model
-        }
-        let m = &self.memory;
-        if m.enabled
-            && (m.items == 0
-                || m.walkers == 0
-                || m.steps == 0
-                || !(m.expected_ms.is_finite() && m.expected_ms > 0.0))
-        {
-            return Err(ValidatorError::Policy(
-                "a test plan's memory proof needs items, walkers, steps and a positive expected time".into(),
-            ));
-        }
-        if self.size == 0 || self.batch == 0 {
-            return Err(ValidatorError::Policy(
-                "a test plan's size and batch must be at least 1".into(),
-            ));
-        }
-        if !(self.expected_ms.is_finite() && self.expected_ms > 0.0) {
-            return Err(ValidatorError::Policy(format!(
-                "expected time {} ms is not a positive number",
-                self.expected_ms
-            )));
-        }
-        Ok(())
     }
 }
 
@@ -625,9 +252,7 @@ pub struct Validator {
 fn memory_plan_for(policy: &Policy, spec: &GpuSpec) -> Result<MemoryPlan, ValidatorError> {
     let m = &policy.memory;
     if !m.enabled {
-        return Err(ValidatorError::Policy(
-            "the policy does not prove memory".into(),
-        ));
+        return Err(ValidatorError::Policy(PolicyError::MemoryOff));
     }
     let mut plan = pog_proof::memory::plan(spec, pog_proof::memory::WALK_SECONDS, None)
         .ok_or_else(|| ValidatorError::UnknownModel(spec.model.clone()))?;
@@ -644,10 +269,10 @@ fn memory_plan_for(policy: &Policy, spec: &GpuSpec) -> Result<MemoryPlan, Valida
 /// Checks an agent's "ready" against the challenge it answers.
 fn check_ready(
     ready: &MemoryReady,
-    signer: &str,
+    signer: &PublicKey,
     id: &str,
     uuid: &str,
-    agent: &str,
+    agent: &PublicKey,
 ) -> Result<(), pog_proof::session::ProtocolError> {
     use pog_proof::session::ProtocolError as P;
     if ready.challenge_id != id {
@@ -658,14 +283,14 @@ fn check_ready(
     }
     if signer != agent {
         return Err(P::WrongSigner {
-            expected: agent.into(),
-            got: signer.into(),
+            expected: agent.clone(),
+            got: signer.clone(),
         });
     }
     if ready.gpu_uuid != uuid {
         return Err(P::WrongGpu {
             expected: uuid.into(),
-            got: ready.gpu_uuid.clone(),
+            got: ready.gpu_uuid.to_string(),
         });
     }
     Ok(())
@@ -682,39 +307,6 @@ pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
     getrandom::fill(&mut bytes).expect("the operating system's randomness");
     bytes
 }
-
-/// A signed registration event: a GPU claimed, claimed anew (model, bus id, endpoint or
-/// simulated flag changed) or released, stored among the GPU's records.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RegistrationRecord {
-    /// The record format's version.
-    pub version: u32,
-    /// Which registration event.
-    pub event: Change,
-    /// The GPU claimed or released.
-    pub gpu_uuid: String,
-    /// The agent that claimed it (its public key).
-    pub agent: String,
-    /// The GPU's model, as claimed.
-    pub model: String,
-    /// The GPU's PCI bus id, as claimed.
-    pub bus_id: String,
-    /// The GPU is the simulated test double.
-    pub simulated: bool,
-    /// Why, for a release.
-    pub reason: Option<String>,
-    /// When the validator stored this record (Unix ms).
-    pub recorded_at_ms: u64,
-}
-
-/// The envelope kind of a signed [`Record`].
-pub const RECORD_KIND: &str = "record";
-
-/// The envelope kind of a signed memory-proof record.
-pub const MEMORY_RECORD_KIND: &str = "memory-record";
-
-/// The envelope kind of a signed [`RegistrationRecord`].
-pub const REGISTRATION_KIND: &str = "registration";
 
 impl Validator {
     /// A validator with the default [`Config`]: real GPUs on public endpoints only.
@@ -772,8 +364,8 @@ impl Validator {
     }
 
     /// The validator's public key (hex), which signs its records.
-    pub fn public_key(&self) -> String {
-        self.identity.public_hex()
+    pub fn public_key(&self) -> PublicKey {
+        self.identity.public_key()
     }
 
     /// The registry (the schedule reads it; tests inspect it).
@@ -781,18 +373,16 @@ impl Validator {
         self.registry.locked()
     }
 
-    /// Signs `body` as a `kind` message and stores it among `uuid`'s records under `id`; with a
-    /// ledger, appends it there durably first (a record the ledger refuses is not stored).
-    pub(crate) fn store<T: Serialize>(
+    /// Signs `body` under its kind and stores it among its GPU's records under `id` (see
+    /// [`Validator::store_envelope`]).
+    pub(crate) fn store<T: SignedBody>(
         &self,
-        kind: &str,
         id: &str,
-        uuid: &str,
         accepted: bool,
         body: &T,
     ) -> Result<(), ValidatorError> {
-        let envelope = self.identity.seal(kind, body)?;
-        self.store_envelope(&envelope, id, uuid, accepted)
+        let envelope = self.identity.seal(T::KIND.wire_kind(), body)?;
+        self.store_envelope(&envelope, id, body.gpu_uuid(), accepted)
             .map(|_| ())
     }
 
@@ -801,12 +391,12 @@ impl Validator {
     /// durably first (a record the ledger refuses is not stored). Its log index, with a ledger.
     pub(crate) fn store_envelope(
         &self,
-        envelope: &wire::Envelope,
+        envelope: &pog_signed::Envelope,
         id: &str,
         uuid: &str,
         accepted: bool,
     ) -> Result<Option<u64>, ValidatorError> {
-        let json = serde_json::to_string(envelope).map_err(wire::WireError::Encode)?;
+        let json = serde_json::to_string(envelope).map_err(pog_signed::WireError::Encode)?;
         let index = match &self.ledger {
             Some(ledger) => Some(ledger.append(envelope)?),
             None => None,
@@ -818,7 +408,7 @@ impl Validator {
     /// Signs and stores a registration event.
     fn record_registration(
         &self,
-        agent: &str,
+        agent: &PublicKey,
         gpu: &pog_proof::wire::GpuClaim,
         event: Change,
         reason: Option<String>,
@@ -827,7 +417,7 @@ impl Validator {
             version: RECORD_VERSION,
             event,
             gpu_uuid: gpu.uuid.clone(),
-            agent: agent.into(),
+            agent: agent.clone(),
             model: gpu.model.clone(),
             bus_id: gpu.bus_id.clone(),
             simulated: gpu.simulated,
@@ -835,7 +425,7 @@ impl Validator {
             recorded_at_ms: now_ms(),
         };
         let id = format!("registration-{}", hex::encode(random_bytes::<16>()));
-        self.store(REGISTRATION_KIND, &id, &gpu.uuid, false, &record)
+        self.store(&id, false, &record)
     }
 
     /// Takes a GPU off the registry for `reason`, bars its agent from claiming it again for
@@ -872,10 +462,10 @@ impl Validator {
         let challenge = planned.challenge(
             random_bytes(),
             Addressee {
-                gpu_uuid: uuid,
+                gpu_uuid: &gpu.uuid,
                 gpu_bus_id: &gpu.bus_id,
                 agent_key: &gpu.agent,
-                validator_key: &self.identity.public_hex(),
+                validator_key: &self.identity.public_key(),
             },
         );
         let expected_ms = planned.expected_ms;
@@ -932,7 +522,7 @@ impl Validator {
         let record = Record {
             version: RECORD_VERSION,
             challenge_id: id.clone(),
-            gpu_uuid: uuid.into(),
+            gpu_uuid: gpu.uuid.clone(),
             agent: gpu.agent.clone(),
             model: gpu.model.clone(),
             simulated: gpu.simulated,
@@ -956,7 +546,7 @@ impl Validator {
             bytes_from_agent: bytes.1,
             recorded_at_ms: now_ms(),
         };
-        self.store(RECORD_KIND, &id, uuid, record.accepted, &record)?;
+        self.store(&id, record.accepted, &record)?;
         if record.failure.is_none() {
             // For the next challenge's allowance (see above).
             let rtt = self.round_trip(&gpu.endpoint).await;
@@ -981,11 +571,11 @@ impl Validator {
             .by_model(&gpu.model)
             .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
         let plan = memory_plan_for(policy, spec)?;
-        let validator_key = self.identity.public_hex();
+        let validator_key = self.identity.public_key();
         let challenge = plan.challenge(
             random_bytes(),
             Addressee {
-                gpu_uuid: uuid,
+                gpu_uuid: &gpu.uuid,
                 gpu_bus_id: &gpu.bus_id,
                 agent_key: &gpu.agent,
                 validator_key: &validator_key,
@@ -1020,7 +610,8 @@ impl Validator {
             .await?;
             build_ms = Some(sent.elapsed().as_secs_f64() * 1e3);
             bytes = (bytes.0 + n, bytes.1 + answer.len());
-            let (ready, signer): (MemoryReady, String) = wire::decode(&answer, kind::MEMORY_READY)?;
+            let (ready, signer): (MemoryReady, PublicKey) =
+                pog_signed::decode(&answer, kind::MEMORY_READY)?;
             check_ready(&ready, &signer, &id, uuid, &gpu.agent)?;
 
             let commit_wait = Duration::from_millis(
@@ -1068,7 +659,7 @@ impl Validator {
         let record = MemoryRecord {
             version: RECORD_VERSION,
             challenge_id: id.clone(),
-            gpu_uuid: uuid.into(),
+            gpu_uuid: gpu.uuid.clone(),
             agent: gpu.agent.clone(),
             model: gpu.model.clone(),
             simulated: gpu.simulated,
@@ -1097,7 +688,7 @@ impl Validator {
             bytes_from_agent: bytes.1,
             recorded_at_ms: now_ms(),
         };
-        self.store(MEMORY_RECORD_KIND, &id, uuid, record.accepted, &record)?;
+        self.store(&id, record.accepted, &record)?;
         Ok(record)
     }
 
@@ -1145,7 +736,8 @@ impl Validator {
         remaining: Duration,
         bytes: &mut (usize, usize),
     ) -> Result<Outcome, ExchangeError> {
-        let (commitment, signer): (Commitment, String) = wire::decode(answer, kind::COMMITMENT)?;
+        let (commitment, signer): (Commitment, PublicKey) =
+            pog_signed::decode(answer, kind::COMMITMENT)?;
         let request: OpenRequest =
             session.on_commitment(&commitment, &signer, arrived_ms, round_trip_ms)?;
         let open_envelope = self.identity.seal(kind::OPEN, &request)?;
@@ -1154,14 +746,15 @@ impl Validator {
             &format!("{endpoint}/v1/open"),
             &open_envelope,
             remaining,
-            wire::MAX_MESSAGE_BYTES,
+            pog_signed::MAX_MESSAGE_BYTES,
         )
         .await?;
         *bytes = (bytes.0 + n, bytes.1 + answer.len());
         // Decoding and recomputing the spot checks takes tens of ms of CPU: off the runtime's
         // workers, so other challenges' timings are not delayed by it.
         tokio::task::spawn_blocking(move || {
-            let (openings, signer): (Openings, String) = wire::decode(&answer, kind::OPENINGS)?;
+            let (openings, signer): (Openings, PublicKey) =
+                pog_signed::decode(&answer, kind::OPENINGS)?;
             Ok::<_, ExchangeError>(session.on_openings(&openings, &signer)?)
         })
         .await
@@ -1196,7 +789,7 @@ impl Validator {
 /// it was issued (the validator's clock) and how long the commitment may take.
 struct Asked<'a> {
     path: &'static str,
-    envelope: &'a wire::Envelope,
+    envelope: &'a pog_signed::Envelope,
     issued_at_ms: u64,
     wait: Duration,
 }
@@ -1246,7 +839,7 @@ async fn register(
             ),
         ));
     }
-    let (reg, agent): (Register, String) = wire::decode(&body, kind::REGISTER)?;
+    let (reg, agent): (Register, PublicKey) = pog_signed::decode(&body, kind::REGISTER)?;
     let bad = |message: String| Err(ApiError::new(StatusCode::BAD_REQUEST, message));
     let endpoint = match crate::endpoint::validate(&reg.endpoint, v.config.allow_private_endpoints)
     {
@@ -1262,20 +855,14 @@ async fn register(
     }
     let mut seen = std::collections::HashSet::new();
     for g in &reg.gpus {
-        if [&g.uuid, &g.bus_id, &g.model]
+        // The UUID is bounded by its type (`GpuUuid`: printable ASCII, as the ledger frames
+        // it), checked when the message was read.
+        if [&g.bus_id, &g.model]
             .iter()
             .any(|f| f.is_empty() || f.len() > MAX_FIELD_BYTES)
         {
             return bad(format!(
-                "a GPU's UUID, bus id and model must be 1 to {MAX_FIELD_BYTES} bytes"
-            ));
-        }
-        // The ledger names GPUs by printable ASCII UUIDs (no space): refused before anything
-        // is registered, not when the registration record is logged.
-        if !g.uuid.bytes().all(|b| b.is_ascii_graphic()) {
-            return bad(format!(
-                "GPU UUID {:?} is not printable ASCII without spaces",
-                g.uuid
+                "a GPU's bus id and model must be 1 to {MAX_FIELD_BYTES} bytes"
             ));
         }
         if !seen.insert(&g.uuid) {
@@ -1348,13 +935,13 @@ struct GpuPage {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct ListedGpu {
     /// The GPU's UUID.
-    pub uuid: String,
+    pub uuid: GpuUuid,
     /// The GPU's model, as registered.
     pub model: String,
     /// The GPU's PCI bus id.
     pub bus_id: String,
     /// The agent it is registered to (its public key).
-    pub agent: String,
+    pub agent: PublicKey,
     /// The GPU is the simulated test double.
     pub simulated: bool,
 }
@@ -1365,7 +952,7 @@ pub struct GpuList {
     /// This page's GPUs, in UUID order.
     pub gpus: Vec<ListedGpu>,
     /// Pass as `after` for the next page; absent on the last one.
-    pub next_after: Option<String>,
+    pub next_after: Option<GpuUuid>,
 }
 
 async fn gpus(
@@ -1420,7 +1007,7 @@ pub struct StoredRecord {
     /// The record's body, as a JSON object.
     pub record: serde_json::Value,
     /// The envelope exactly as its producer signed it.
-    pub envelope: wire::Envelope,
+    pub envelope: pog_signed::Envelope,
 }
 
 /// What `GET /v1/records/{uuid}` returns.
@@ -1452,7 +1039,7 @@ async fn records(
     let records: Vec<StoredRecord> = rows
         .into_iter()
         .filter_map(|(id, json)| {
-            let envelope: wire::Envelope = serde_json::from_str(&json).ok()?;
+            let envelope: pog_signed::Envelope = serde_json::from_str(&json).ok()?;
             let record = serde_json::from_str(&envelope.body).ok()?;
             Some(StoredRecord {
                 id,
@@ -1467,52 +1054,4 @@ async fn records(
         next_after,
     })
     .into_response())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn planned(model: &str, precision: Option<Precision>) -> Planned {
-        let spec = SpecDb::embedded().by_model(model).unwrap();
-        Policy {
-            precision,
-            ..Policy::per_model_default()
-        }
-        .plan_for(spec)
-        .unwrap()
-    }
-
-    /// Only the validator's own pick of precision proves a model: one forced by hand is
-    /// planned and run, and its records say they prove nothing, as a test plan's do.
-    #[test]
-    fn a_precision_forced_by_hand_proves_no_model() {
-        let pick = planned("H200 SXM", None);
-        assert_eq!(pick.precision, Precision::Bf16);
-        assert!(pick.proves_model && pick.lead >= pog_proof::params::MIN_LEAD);
-        // Forcing the pick changes nothing.
-        assert!(planned("H200 SXM", Some(Precision::Bf16)).proves_model);
-        // FP32: an A100 does it faster from split BF16 products than the H200 natively, so
-        // the H200 has no lead in it; planned at its own FP32 rate, proving nothing.
-        let fp32 = planned("H200 SXM", Some(Precision::Fp32));
-        assert_eq!((fp32.precision, fp32.lead), (Precision::Fp32, 0.0));
-        assert!(!fp32.proves_model);
-        // A lead in the forced precision is not enough either: INT8 leads by as much as BF16
-        // on the H200, but only the pick was vetted.
-        let int8 = planned("H200 SXM", Some(Precision::Int8));
-        assert!(int8.lead >= pog_proof::params::MIN_LEAD && !int8.proves_model);
-        // A T4's FP32 leads every model (none is slower), but the pick is FP16.
-        assert!(!planned("T4", Some(Precision::Fp32)).proves_model);
-        // A test plan proves nothing, whatever its precision.
-        let test = Policy {
-            plan: PlanKind::Test,
-            precision: Some(Precision::Bf16),
-            size: 32,
-            batch: 2,
-            expected_ms: 1000.0,
-            ..Policy::per_model_default()
-        };
-        let spec = SpecDb::embedded().by_model("H200 SXM").unwrap();
-        assert!(!test.plan_for(spec).unwrap().proves_model);
-    }
 }

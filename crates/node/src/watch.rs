@@ -341,8 +341,8 @@ mod tests {
     fn request(uuid: &str, from_ms: u64, to_ms: u64) -> HealthRequest {
         HealthRequest {
             id: "r".into(),
-            gpu_uuid: uuid.into(),
-            agent_key: String::new(),
+            gpu_uuid: uuid.parse().unwrap(),
+            agent_key: pog_signed::PublicKey::from([0; 32]),
             from_ms,
             to_ms,
             issued_at_ms: to_ms,

@@ -9,9 +9,10 @@ use pog_node::misbehaviour::Cheat;
 use pog_node::pricing::{Pricing, ScoreView};
 use pog_node::registry::Registry;
 use pog_node::serve::Limits;
-use pog_node::validator::{Policy, Validator, RECORD_KIND};
+use pog_node::validator::Validator;
 use pog_proof::prover::Behaviour;
-use pog_proof::wire::{Envelope, Identity};
+use pog_records::Policy;
+use pog_signed::{Envelope, Identity, RecordKind};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ fn proof_records(v: &Validator, uuid: &str) -> Vec<(i64, serde_json::Value)> {
     rows.into_iter()
         .filter_map(|(id, json)| {
             let envelope: Envelope = serde_json::from_str(&json).unwrap();
-            (envelope.kind == RECORD_KIND)
+            (envelope.kind == RecordKind::ProofRound.wire_kind())
                 .then(|| (id, serde_json::from_str(&envelope.body).unwrap()))
         })
         .collect()
@@ -47,7 +48,7 @@ async fn a_cheater_wrong_in_four_rounds_of_five_is_on_record_for_each_and_scored
     let market = Arc::new(
         pog_node::market::Market::open(
             Some(&dir.path().join("market.sqlite")),
-            &identity.public_hex(),
+            &identity.public_key(),
         )
         .unwrap(),
     );

@@ -10,13 +10,15 @@ use pog_monitor::inject::{inject, Fault};
 use pog_monitor::prometheus::GpuIdentity;
 use pog_monitor::{Replay, Sample};
 use pog_node::agent::{self, Agent};
-use pog_node::health::{HealthRecord, HEALTH_RECORD_KIND};
+use pog_records::{FailureKind, HealthRecord};
+
 use pog_node::provers::CpuEngine;
 use pog_node::serve::Limits;
-use pog_node::validator::FailureKind;
+
 use pog_node::watch::Watch;
 use pog_proof::prover::Behaviour;
-use pog_proof::wire::{kind, Envelope, HealthRequest, Identity, Register};
+use pog_proof::wire::{kind, HealthRequest, Register};
+use pog_signed::{Envelope, Identity, PublicKey, RecordKind};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,7 +44,7 @@ fn replayed() -> Replay {
     Replay::new(
         GpuIdentity {
             index: 0,
-            uuid: "GPU-h".into(),
+            uuid: "GPU-h".parse().unwrap(),
             model_name: "NVIDIA H200".into(),
             hostname: "loopback".into(),
             pci_bus_id: Some("0000:00:06.0".into()),
@@ -70,7 +72,7 @@ async fn start_watched_agent(validator_url: &str) -> String {
     let agent = Arc::new(
         Agent::new(
             Identity::from_seed([AGENT_SEED; 32]),
-            vec![Identity::from_seed(VALIDATOR_SEED).public_hex()],
+            vec![Identity::from_seed(VALIDATOR_SEED).public_key()],
             vec![claim("GPU-h")],
             Arc::new(CpuEngine {
                 behaviour: Behaviour::Honest,
@@ -180,8 +182,8 @@ async fn the_agent_serves_metrics_and_the_validator_records_signed_health() {
     let stored = v.registry().latest_records("GPU-h", 10).unwrap();
     let (_, json) = stored.last().unwrap();
     let bytes = json.as_bytes();
-    let (body, signer): (HealthRecord, String) =
-        pog_proof::wire::decode(bytes, HEALTH_RECORD_KIND).unwrap();
+    let (body, signer): (HealthRecord, PublicKey) =
+        pog_signed::decode(bytes, RecordKind::HealthRound.wire_kind()).unwrap();
     assert_eq!(signer, v.public_key());
     assert_eq!(body, first);
 
@@ -227,8 +229,8 @@ async fn the_agent_refuses_health_requests_it_should_not_answer() {
     let now = now_ms();
     let good = HealthRequest {
         id: "aa".into(),
-        gpu_uuid: "GPU-h".into(),
-        agent_key: Identity::from_seed([AGENT_SEED; 32]).public_hex(),
+        gpu_uuid: "GPU-h".parse().unwrap(),
+        agent_key: Identity::from_seed([AGENT_SEED; 32]).public_key(),
         from_ms: now - 60_000,
         to_ms: now,
         issued_at_ms: now,
@@ -255,7 +257,7 @@ async fn the_agent_refuses_health_requests_it_should_not_answer() {
             "no GPU",
             Identity::from_seed(VALIDATOR_SEED),
             HealthRequest {
-                gpu_uuid: "GPU-other".into(),
+                gpu_uuid: "GPU-other".parse().unwrap(),
                 ..good.clone()
             },
         ),
@@ -289,8 +291,8 @@ async fn the_agent_refuses_health_requests_it_should_not_answer() {
     assert!(body.contains("already answered"), "{body}");
 }
 
-fn stranger_key() -> String {
-    Identity::from_seed([78; 32]).public_hex()
+fn stranger_key() -> PublicKey {
+    Identity::from_seed([78; 32]).public_key()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -11,9 +11,11 @@ use pog_node::provers::CpuEngine;
 use pog_node::registry::Registry;
 use pog_node::schedule::Schedule;
 use pog_node::serve::Limits;
-use pog_node::validator::{self, Config, FailureKind, GpuList, RecordPage, Validator};
+use pog_node::validator::{self, Config, GpuList, RecordPage, Validator};
 use pog_proof::prover::Behaviour;
-use pog_proof::wire::{kind, Envelope, GpuClaim, Identity, Register};
+use pog_proof::wire::{kind, GpuClaim, Register};
+use pog_records::FailureKind;
+use pog_signed::{Envelope, Identity};
 use std::io::{Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -108,7 +110,7 @@ async fn one_device_behind_two_agent_keys_fails_in_a_round() {
         let agent = Arc::new(
             Agent::new(
                 Identity::from_seed([seed; 32]),
-                vec![Identity::from_seed(VALIDATOR_SEED).public_hex()],
+                vec![Identity::from_seed(VALIDATOR_SEED).public_key()],
                 vec![claim(uuid)],
                 Arc::new(CpuEngine {
                     behaviour: Behaviour::Honest,
@@ -145,7 +147,7 @@ async fn one_device_behind_two_agent_keys_fails_in_a_round() {
     }
     let schedule = Schedule::every(
         Duration::from_secs(30),
-        pog_node::validator::Policy {
+        pog_records::Policy {
             expected_ms: 500.0,
             ..policy()
         },
@@ -235,7 +237,7 @@ async fn slow_and_silent_agents_do_not_stall_an_honest_one() {
     // deadline (expiry 2 s, as long again to open).
     let schedule = Schedule::every(
         Duration::from_secs(1),
-        pog_node::validator::Policy {
+        pog_records::Policy {
             expiry_ms: 2_000,
             ..policy()
         },
@@ -346,7 +348,7 @@ async fn registrations_are_checked_bounded_and_recorded() {
     })
     .unwrap();
     let forged = Envelope {
-        version: pog_proof::wire::WIRE_VERSION,
+        version: pog_signed::WIRE_VERSION,
         kind: kind::REGISTER.into(),
         body,
         signer: identity_point,

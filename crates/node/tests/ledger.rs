@@ -9,7 +9,9 @@ use common::VALIDATOR_SEED;
 use common::{claim, listen, loopback, policy, serve_validator as serve, start_agent};
 use pog_ledger::bundle::{verify_bundle, Bundle, WitnessPolicy};
 use pog_ledger::checkpoint::SignedCheckpoint;
-use pog_ledger::entry::{Entry, RecordKind};
+use pog_ledger::entry::Entry;
+use pog_records::MemoryPolicy;
+
 use pog_ledger::note::{NoteSigner, Verifier, ALG_COSIGNATURE_V1};
 use pog_ledger::store::Ledger;
 use pog_ledger::tiles::{tiles_of, TileError, TileId, TileSource, TiledTree};
@@ -17,9 +19,9 @@ use pog_ledger::witness::Witness;
 use pog_node::ledger::{ValidatorLedger, WitnessAnswer};
 use pog_node::registry::Registry;
 use pog_node::serve::Limits;
-use pog_node::validator::{MemoryPolicy, Validator, ValidatorError};
+use pog_node::validator::{Validator, ValidatorError};
 use pog_proof::prover::Behaviour;
-use pog_proof::wire::Identity;
+use pog_signed::{Identity, RecordKind};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -38,7 +40,7 @@ async fn validator_with_ledger(dir: &std::path::Path) -> (Arc<Validator>, String
 }
 
 /// The registry's stored envelopes of `uuid`, oldest first.
-fn stored(v: &Validator, uuid: &str) -> Vec<pog_proof::wire::Envelope> {
+fn stored(v: &Validator, uuid: &str) -> Vec<pog_signed::Envelope> {
     v.registry()
         .records(uuid, 0, 1000)
         .unwrap()
@@ -322,16 +324,25 @@ async fn a_validator_without_a_ledger_serves_none() {
 async fn uuids_the_ledger_cannot_name_are_refused_at_registration() {
     let dir = tempfile::tempdir().unwrap();
     let (v, url) = validator_with_ledger(dir.path()).await;
-    let (_agent, status) = start_agent(
-        &url,
-        10,
-        vec![claim("GPU with spaces")],
-        Behaviour::Honest,
-        None,
-    )
-    .await;
-    assert_eq!(status, 400);
-    assert!(v.registry().gpu("GPU with spaces").unwrap().is_none());
+    // No `GpuClaim` can hold such a UUID: the registration is written by hand, signed as an
+    // agent would sign it.
+    for bad in ["GPU with spaces", "", &"x".repeat(129)] {
+        let body = serde_json::json!({
+            "endpoint": "http://127.0.0.1:9",
+            "gpus": [{"uuid": bad, "model": "H200 SXM", "bus_id": "0000:00:06.0", "simulated": false}],
+        });
+        let envelope = Identity::from_seed([10; 32]).seal_body("register", body.to_string());
+        let answer = reqwest::Client::new()
+            .post(format!("{url}/v1/register"))
+            .json(&envelope)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 400, "{bad:?}");
+        let why = answer.text().await.unwrap();
+        assert!(why.contains("printable ASCII"), "{why}");
+        assert!(v.registry().gpu(bad).unwrap().is_none());
+    }
 }
 
 /// A witness that answers 200 and then streams its body without end, `chunk` bytes every

@@ -9,9 +9,11 @@ use pog_node::misbehaviour::Cheat;
 use pog_node::provers::CpuEngine;
 use pog_node::registry::Registry;
 use pog_node::serve::Limits;
-use pog_node::validator::{self, FailureKind, PlanKind, Policy, Validator};
+use pog_node::validator::{self, Validator};
 use pog_proof::prover::Behaviour;
-use pog_proof::wire::{self, kind, Identity, OpenRequest, Register};
+use pog_proof::wire::{self, kind, OpenRequest, Register};
+use pog_records::{FailureKind, PlanKind, Policy};
+use pog_signed::Identity;
 use pog_spec::Precision;
 use std::sync::Arc;
 
@@ -84,7 +86,7 @@ async fn an_honest_agent_is_accepted_and_recorded() {
     for stored in &page.records {
         assert_eq!(stored.envelope.signer, v.public_key());
         // The readable body is the signed one.
-        let (signed, _): (serde_json::Value, String) = wire::decode(
+        let (signed, _): (serde_json::Value, pog_signed::PublicKey) = pog_signed::decode(
             &serde_json::to_vec(&stored.envelope).unwrap(),
             &stored.envelope.kind,
         )
@@ -371,7 +373,7 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
             .unwrap();
         let head = format!(
             "POST /v1/challenge HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\n\r\n",
-            wire::MAX_MESSAGE_BYTES + 10
+            pog_signed::MAX_MESSAGE_BYTES + 10
         );
         s.write_all(head.as_bytes()).await.unwrap();
         let mut response = vec![0u8; 64];
@@ -399,10 +401,10 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
     let c = pog_proof::Challenge {
         version: pog_proof::challenge::CHALLENGE_VERSION,
         nonce: [9; 32],
-        gpu_uuid: "GPU-ok".into(),
+        gpu_uuid: "GPU-ok".parse().unwrap(),
         gpu_bus_id: "0000:00:06.0".into(),
-        agent_key: Identity::from_seed([40; 32]).public_hex(),
-        validator_key: validator_key.public_hex(),
+        agent_key: Identity::from_seed([40; 32]).public_key(),
+        validator_key: validator_key.public_key(),
         precision: Precision::Int8,
         size: 16,
         batch: 1,
@@ -569,7 +571,7 @@ async fn start_relay(victim_url: String, attacker: Identity) -> String {
                     .unwrap();
                 let status = answer.status().as_u16();
                 let bytes = answer.bytes().await.unwrap();
-                let resealed = wire::decode::<serde_json::Value>(&bytes, kind)
+                let resealed = pog_signed::decode::<serde_json::Value>(&bytes, kind)
                     .map(|(message, _)| {
                         serde_json::to_vec(&attacker.seal(kind, &message).unwrap()).unwrap()
                     })

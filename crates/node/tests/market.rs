@@ -20,7 +20,7 @@ use pog_node::registry::Registry;
 use pog_node::serve::Limits;
 use pog_node::validator::{self, Validator};
 use pog_proof::prover::Behaviour;
-use pog_proof::wire::{Envelope, Identity};
+use pog_signed::{Envelope, Identity, PublicKey, RecordKind};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -33,7 +33,7 @@ async fn start(path: Option<&Path>) -> String {
 async fn start_limited(path: Option<&Path>, limits: MarketLimits) -> String {
     let identity = Identity::from_seed(VALIDATOR_SEED);
     let market = Arc::new(
-        Market::open(path, &identity.public_hex())
+        Market::open(path, &identity.public_key())
             .unwrap()
             .with_limits(limits),
     );
@@ -56,7 +56,7 @@ fn h200() -> GpuClass {
 fn order(id: &str, owner: &Identity, side: Side, quantity: u64, usd: f64) -> Order {
     Order::new(
         OrderId::new(id).unwrap(),
-        owner.public_hex(),
+        owner.public_key(),
         side,
         h200(),
         quantity,
@@ -116,8 +116,8 @@ fn tomorrow_ms() -> u64 {
     (now + DAY).as_millis() as u64
 }
 
-fn validator_key() -> String {
-    Identity::from_seed(VALIDATOR_SEED).public_hex()
+fn validator_key() -> PublicKey {
+    Identity::from_seed(VALIDATOR_SEED).public_key()
 }
 
 #[tokio::test]
@@ -305,12 +305,12 @@ async fn forged_and_bad_orders_never_change_the_book() {
 
     // A cancel whose signature is another key's, relabelled as Alice's.
     let mut relabelled = cancel_of_b1(&mallory);
-    relabelled.signer = alice.public_hex();
+    relabelled.signer = alice.public_key().into();
     assert_eq!(send(&url, "/v1/market/cancel", &relabelled).await, 403);
 
     // Signed for another validator: not replayable here.
     let elsewhere = SubmitMessage {
-        validator: Identity::from_seed([9; 32]).public_hex(),
+        validator: Identity::from_seed([9; 32]).public_key(),
         order: order("b3", &alice, Side::Bid, 1, 1.0),
         expires_at_ms: Some(tomorrow_ms()),
     };
@@ -373,7 +373,7 @@ async fn forged_and_bad_orders_never_change_the_book() {
         .unwrap()
         .contains("already submitted"));
     let order_of = |price: serde_json::Value, class: &str, quantity: u64| {
-        serde_json::json!({"id": "x", "owner": alice.public_hex(), "side": "bid", "class": class,
+        serde_json::json!({"id": "x", "owner": alice.public_key(), "side": "bid", "class": class,
                            "quantity": quantity, "price_micro_usd": price})
     };
     let raw = |price: serde_json::Value, class: &str, quantity: u64| {
@@ -626,7 +626,7 @@ async fn start_pricing(
 ) -> (Arc<Validator>, Arc<Market>, Arc<Pricing>, String) {
     let identity = Identity::from_seed(VALIDATOR_SEED);
     let market =
-        Arc::new(Market::open(Some(&dir.join("market.sqlite")), &identity.public_hex()).unwrap());
+        Arc::new(Market::open(Some(&dir.join("market.sqlite")), &identity.public_key()).unwrap());
     let mut validator = Validator::with_config(
         Identity::from_seed(VALIDATOR_SEED),
         Registry::open(Some(&dir.join("registry.sqlite"))).unwrap(),
@@ -686,7 +686,7 @@ fn store_edited(v: &Validator, uuid: &str, edit: impl FnOnce(&mut serde_json::Va
         .into_iter()
         .rev()
         .map(|(_, json)| serde_json::from_str::<Envelope>(&json).unwrap())
-        .find(|e| e.kind == pog_node::validator::RECORD_KIND)
+        .find(|e| e.kind == RecordKind::ProofRound.wire_kind())
         .expect("a proof record");
     let mut body: serde_json::Value = serde_json::from_str(&envelope.body).unwrap();
     edit(&mut body);
@@ -694,7 +694,7 @@ fn store_edited(v: &Validator, uuid: &str, edit: impl FnOnce(&mut serde_json::Va
     body["challenge_id"] = id.clone().into();
     let accepted = body["accepted"].as_bool().unwrap();
     let sealed = Identity::from_seed(VALIDATOR_SEED)
-        .seal(pog_node::validator::RECORD_KIND, &body)
+        .seal(RecordKind::ProofRound.wire_kind(), &body)
         .unwrap();
     v.registry()
         .record(
@@ -707,17 +707,66 @@ fn store_edited(v: &Validator, uuid: &str, edit: impl FnOnce(&mut serde_json::Va
 }
 
 /// Stores, signed by the validator's key, an accepted proof of memory for `uuid` that speaks
-/// for the H200's memory (a loopback agent's memory proofs run the test plan's small shape).
+/// for the H200's memory (a loopback agent's memory proofs run the test plan's small shape):
+/// the per-model challenge a validator would issue, with an outcome at 0.98 of its bound.
 fn store_memory_proof(v: &Validator, uuid: &str) {
-    let body = serde_json::json!({
-        "model": "H200 SXM", "simulated": false, "accepted": true, "proves_memory": true,
-        "expected_ms": 500.0, "recorded_at_ms": 1, "failure": null,
-        "outcome": {"accepted": true, "rejected": [], "time": {"ratio": 0.98}},
-    });
-    let sealed = Identity::from_seed(VALIDATOR_SEED)
-        .seal(pog_node::validator::MEMORY_RECORD_KIND, &body)
-        .unwrap();
+    use pog_proof::session::Outcome;
+    use pog_proof::timing::TimeCheck;
+    let gpu = v.registry().gpu(uuid).unwrap().expect("a registered GPU");
+    let h200 = pog_spec::SpecDb::embedded().by_model("H200 SXM").unwrap();
+    let plan = pog_proof::memory::plan(h200, pog_proof::memory::WALK_SECONDS, None).unwrap();
+    let validator_key = v.public_key();
+    let memory_challenge = plan.challenge(
+        [2; 32],
+        pog_proof::challenge::Addressee {
+            gpu_uuid: &gpu.uuid,
+            gpu_bus_id: &gpu.bus_id,
+            agent_key: &gpu.agent,
+            validator_key: &validator_key,
+        },
+    );
     let id = format!("memory-{uuid}");
+    let record = pog_records::MemoryRecord {
+        version: pog_records::RECORD_VERSION,
+        challenge_id: id.clone(),
+        gpu_uuid: gpu.uuid.clone(),
+        agent: gpu.agent.clone(),
+        model: "H200 SXM".into(),
+        simulated: false,
+        policy: pog_records::Policy::per_model_default(),
+        proves_memory: true,
+        memory_challenge,
+        walk_nonce: hex::encode([3; 32]),
+        build_ms: Some(2_000.0),
+        rate: None,
+        expected_ms: plan.expected_ms,
+        accepted: true,
+        outcome: Some(Outcome {
+            challenge_id: id.clone(),
+            gpu_uuid: gpu.uuid.clone(),
+            root: hex::encode([4; 32]),
+            checked: 64,
+            rejected_total: 0,
+            rejected: vec![],
+            rejected_digest: None,
+            time: TimeCheck {
+                measured_ms: 0.98 * plan.expected_ms,
+                round_trip_ms: 0.0,
+                expected_ms: plan.expected_ms,
+                ratio: 0.98,
+                accepted: true,
+            },
+            accepted: true,
+        }),
+        failure: None,
+        spot_check_secret: hex::encode([5; 32]),
+        bytes_to_agent: 0,
+        bytes_from_agent: 0,
+        recorded_at_ms: 1,
+    };
+    let sealed = Identity::from_seed(VALIDATOR_SEED)
+        .seal(RecordKind::MemoryRound.wire_kind(), &record)
+        .unwrap();
     v.registry()
         .record(&id, uuid, true, &serde_json::to_string(&sealed).unwrap())
         .unwrap();
@@ -863,7 +912,7 @@ async fn a_simulated_gpu_scores_zero_with_the_reason() {
     let market = Arc::new(
         Market::open(
             Some(&dir.path().join("market.sqlite")),
-            &identity.public_hex(),
+            &identity.public_key(),
         )
         .unwrap(),
     );
@@ -903,7 +952,7 @@ async fn a_simulated_gpu_scores_zero_with_the_reason() {
 #[tokio::test]
 async fn the_book_clears_on_a_clock_and_only_when_it_changed() {
     let identity = Identity::from_seed(VALIDATOR_SEED);
-    let market = Arc::new(Market::open(None, &identity.public_hex()).unwrap());
+    let market = Arc::new(Market::open(None, &identity.public_key()).unwrap());
     let v = Arc::new(
         Validator::with_config(
             Identity::from_seed(VALIDATOR_SEED),
@@ -1009,7 +1058,9 @@ async fn the_price_follows_the_utilization_the_books_clearings_measure() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scores_and_prices_go_into_the_ledger_signed_when_they_change() {
-    use pog_ledger::entry::{bodies, RecordKind};
+    use pog_records::reports as bodies;
+
+    use pog_signed::RecordKind;
     let dir = tempfile::tempdir().unwrap();
     let (v, _market, _pricing, url) = start_pricing(dir.path(), true).await;
     let (_, status) = start_agent(&url, 13, vec![claim("GPU-l1")], Behaviour::Honest, None).await;
@@ -1027,7 +1078,7 @@ async fn scores_and_prices_go_into_the_ledger_signed_when_they_change() {
             .filter(|(_, e)| e.kind == kind)
             .collect()
     };
-    let validator_key = Identity::from_seed(VALIDATOR_SEED).public_hex();
+    let validator_key = Identity::from_seed(VALIDATOR_SEED).public_key();
     let scores = of_kind(RecordKind::Score);
     let prices = of_kind(RecordKind::Price);
     for (_, e) in scores.iter().chain(&prices) {
@@ -1165,8 +1216,8 @@ async fn wait_for(
     done: impl Fn(&[(i64, serde_json::Value)], &[(i64, serde_json::Value)]) -> bool,
 ) {
     for _ in 0..400 {
-        let proofs = bodies_of(v, uuid, pog_node::validator::RECORD_KIND);
-        let missed = bodies_of(v, uuid, pog_node::schedule::MISSED_ROUND_KIND);
+        let proofs = bodies_of(v, uuid, RecordKind::ProofRound.wire_kind());
+        let missed = bodies_of(v, uuid, RecordKind::RoundMissed.wire_kind());
         if done(&proofs, &missed) {
             return;
         }
@@ -1216,11 +1267,11 @@ async fn an_agent_that_goes_silent_for_some_rounds_loses_uptime_and_price() {
     .await;
     let _ = stop.send(true);
     schedule.await.unwrap();
-    let missed = bodies_of(&v, "GPU-u1", pog_node::schedule::MISSED_ROUND_KIND);
+    let missed = bodies_of(&v, "GPU-u1", RecordKind::RoundMissed.wire_kind());
     assert_eq!(missed[0].1["gpu_uuid"], "GPU-u1");
     assert_eq!(
         missed[0].1["agent"],
-        Identity::from_seed([41; 32]).public_hex()
+        Identity::from_seed([41; 32]).public_key().as_str()
     );
     assert!(missed[0].1["reason"]
         .as_str()

@@ -7,10 +7,12 @@
 mod common;
 
 use common::*;
-use pog_node::validator::{MemoryPolicy, MemoryRecord, Policy};
+use pog_records::{MemoryPolicy, MemoryRecord, Policy};
+
 use pog_proof::memory::{MemoryChallenge, MEMORY_VERSION};
 use pog_proof::prover::Behaviour;
-use pog_proof::wire::{kind, Identity, MemoryChallengeMessage, WalkMessage};
+use pog_proof::wire::{kind, MemoryChallengeMessage, WalkMessage};
+use pog_signed::Identity;
 
 fn memory_policy(expected_ms: f64) -> Policy {
     Policy {
@@ -102,10 +104,10 @@ fn build_message(
         challenge: MemoryChallenge {
             version: MEMORY_VERSION,
             nonce: [1; 32],
-            gpu_uuid: "GPU-m".into(),
+            gpu_uuid: "GPU-m".parse().unwrap(),
             gpu_bus_id: "0000:00:06.0".into(),
-            agent_key: Identity::from_seed([agent_seed; 32]).public_hex(),
-            validator_key: validator.public_hex(),
+            agent_key: Identity::from_seed([agent_seed; 32]).public_key(),
+            validator_key: validator.public_key(),
             items,
             item_rounds: 4,
             walkers: 256,
@@ -205,7 +207,7 @@ async fn the_agent_refuses_bad_replayed_and_misdirected_memory_messages() {
 /// validator of [`VALIDATOR_SEED`] and holds an unwalked data set or an unopened walk for
 /// `hold`; returns its URL.
 async fn start_holding_agent(seed: u8, hold: std::time::Duration) -> String {
-    let trusted = vec![Identity::from_seed(VALIDATOR_SEED).public_hex()];
+    let trusted = vec![Identity::from_seed(VALIDATOR_SEED).public_key()];
     start_holding_agent_trusting(seed, hold, trusted).await
 }
 
@@ -213,7 +215,7 @@ async fn start_holding_agent(seed: u8, hold: std::time::Duration) -> String {
 async fn start_holding_agent_trusting(
     seed: u8,
     hold: std::time::Duration,
-    trusted: Vec<String>,
+    trusted: Vec<pog_signed::PublicKey>,
 ) -> String {
     let agent = pog_node::agent::Agent::new(
         Identity::from_seed([seed; 32]),
@@ -234,7 +236,7 @@ async fn start_holding_agent_trusting(
 }
 
 /// The trusted validator's signed walk of challenge `id`.
-fn signed_walk(id: &str) -> pog_proof::wire::Envelope {
+fn signed_walk(id: &str) -> pog_signed::Envelope {
     let walk = WalkMessage {
         challenge_id: id.into(),
         walk_nonce: [9; 32],
@@ -247,7 +249,7 @@ fn signed_walk(id: &str) -> pog_proof::wire::Envelope {
 }
 
 /// The trusted validator's signed request to open leaf 0 of challenge `id`.
-fn signed_open(id: &str) -> pog_proof::wire::Envelope {
+fn signed_open(id: &str) -> pog_signed::Envelope {
     let open = pog_proof::wire::OpenRequest {
         challenge_id: id.into(),
         leaves: vec![0],
@@ -263,7 +265,7 @@ fn signed_build(
     id: &str,
     items: u64,
     shape: impl FnOnce(&mut MemoryChallenge),
-) -> pog_proof::wire::Envelope {
+) -> pog_signed::Envelope {
     let validator = Identity::from_seed(VALIDATOR_SEED);
     let mut m = build_message(&validator, seed, id, items);
     shape(&mut m.challenge);
@@ -379,17 +381,17 @@ async fn a_data_set_not_walked_in_time_is_freed() {
 
 /// The trusted validator's GEMM challenge `id` for GPU-m of the agent of `seed`: INT8 products
 /// of `size`, `batch` of them.
-fn signed_gemm(seed: u8, id: &str, size: u64, batch: u32) -> pog_proof::wire::Envelope {
+fn signed_gemm(seed: u8, id: &str, size: u64, batch: u32) -> pog_signed::Envelope {
     let validator = Identity::from_seed(VALIDATOR_SEED);
     let message = pog_proof::wire::ChallengeMessage {
         id: id.into(),
         challenge: pog_proof::Challenge {
             version: pog_proof::challenge::CHALLENGE_VERSION,
             nonce: [3; 32],
-            gpu_uuid: "GPU-m".into(),
+            gpu_uuid: "GPU-m".parse().unwrap(),
             gpu_bus_id: "0000:00:06.0".into(),
-            agent_key: Identity::from_seed([seed; 32]).public_hex(),
-            validator_key: validator.public_hex(),
+            agent_key: Identity::from_seed([seed; 32]).public_key(),
+            validator_key: validator.public_key(),
             precision: pog_spec::Precision::Int8,
             size,
             batch,
@@ -443,7 +445,7 @@ async fn one_trusted_validator_cannot_evict_anothers_data_set_or_pin_ids() {
         Identity::from_seed([2; 32]),
     );
     let url =
-        start_holding_agent_trusting(28, hold, vec![honest.public_hex(), hostile.public_hex()])
+        start_holding_agent_trusting(28, hold, vec![honest.public_key(), hostile.public_key()])
             .await;
     let (build, walk) = (
         format!("{url}/v1/memory/build"),

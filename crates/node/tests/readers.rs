@@ -12,7 +12,7 @@ use pog_node::ledger::ValidatorLedger;
 use pog_node::registry::Registry;
 use pog_node::serve::{Limits, BUFFER_BYTES, PIECE_BYTES};
 use pog_node::validator::{self, Validator};
-use pog_proof::wire::Identity;
+use pog_signed::Identity;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicIsize, Ordering};

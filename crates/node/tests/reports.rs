@@ -10,17 +10,17 @@ mod common;
 use common::VALIDATOR_SEED;
 use common::{claim, loopback, serve_validator, start_agent};
 use pog_ledger::bundle::{verify_bundle, Bundle, WitnessPolicy};
-use pog_ledger::entry::bodies::{
-    BenchmarkFigures, Figure, Finding, InspectionSummary, Provenance, BODY_VERSION,
-};
-use pog_ledger::entry::RecordKind;
 use pog_ledger::note::Verifier;
 use pog_node::ledger::ValidatorLedger;
 use pog_node::registry::Registry;
-use pog_node::reports::{self, ReportReceipt, BENCHMARK_KIND, INSPECTION_KIND};
+use pog_node::reports::{self, ReportReceipt};
 use pog_node::validator::{Config, Validator};
 use pog_proof::prover::Behaviour;
-use pog_proof::wire::{Envelope, Identity};
+use pog_records::reports::{
+    BenchmarkFigures, Figure, Finding, InspectionSummary, Provenance, BODY_VERSION,
+};
+use pog_signed::RecordKind;
+use pog_signed::{Envelope, Identity};
 use serde_json::Value;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -60,7 +60,7 @@ fn agent(seed: u8) -> Identity {
 fn summary(uuid: &str, recorded_at_ms: u64) -> InspectionSummary {
     InspectionSummary {
         version: BODY_VERSION,
-        gpu_uuid: uuid.into(),
+        gpu_uuid: uuid.parse().unwrap(),
         model: "H200 SXM".into(),
         bus_id: "0000:00:06.0".into(),
         driver_version: "580.95.05".into(),
@@ -78,7 +78,7 @@ fn summary(uuid: &str, recorded_at_ms: u64) -> InspectionSummary {
 fn figures(uuid: &str) -> BenchmarkFigures {
     BenchmarkFigures {
         version: BODY_VERSION,
-        gpu_uuid: uuid.into(),
+        gpu_uuid: uuid.parse().unwrap(),
         suite: "quick".into(),
         figures: vec![Figure {
             name: "gemm_bf16_n8192_tflops".into(),
@@ -191,8 +191,13 @@ async fn an_agents_reports_are_logged_with_its_signature_and_verify() {
     let (v, url) = validator(dir.path(), loopback()).await;
     let a = agent(31);
     let envelopes = vec![
-        a.seal(INSPECTION_KIND, &summary(GPU_A, now_ms())).unwrap(),
-        a.seal(BENCHMARK_KIND, &figures(GPU_A)).unwrap(),
+        a.seal(
+            RecordKind::Inspection.wire_kind(),
+            &summary(GPU_A, now_ms()),
+        )
+        .unwrap(),
+        a.seal(RecordKind::Benchmark.wire_kind(), &figures(GPU_A))
+            .unwrap(),
     ];
     // What `pog agent` does after each registration.
     let sent = reports::send_reports(&url, &envelopes).await.unwrap();
@@ -215,7 +220,7 @@ async fn an_agents_reports_are_logged_with_its_signature_and_verify() {
         ]
     );
     for ((_, entry), envelope) in logged[1..].iter().zip(&envelopes) {
-        assert_eq!(entry.signer_hex(), a.public_hex());
+        assert_eq!(entry.signer_key(), a.public_key());
         assert_eq!(entry.body, envelope.body);
         assert_eq!(hex::encode(entry.signature), envelope.signature);
     }
@@ -256,7 +261,10 @@ async fn a_report_signed_by_another_agent_for_a_gpu_it_does_not_own_is_refused()
     let (status, answer) = post_envelope(
         &url,
         &agent(32)
-            .seal(INSPECTION_KIND, &summary(GPU_A, now_ms()))
+            .seal(
+                RecordKind::Inspection.wire_kind(),
+                &summary(GPU_A, now_ms()),
+            )
             .unwrap(),
     )
     .await;
@@ -265,13 +273,15 @@ async fn a_report_signed_by_another_agent_for_a_gpu_it_does_not_own_is_refused()
         answer["error"]
             .as_str()
             .unwrap()
-            .contains(&agent(31).public_hex()),
+            .contains(agent(31).public_key().as_str()),
         "{answer}"
     );
     // A key that holds nothing at all.
     let (status, _) = post_envelope(
         &url,
-        &agent(33).seal(BENCHMARK_KIND, &figures(GPU_A)).unwrap(),
+        &agent(33)
+            .seal(RecordKind::Benchmark.wire_kind(), &figures(GPU_A))
+            .unwrap(),
     )
     .await;
     assert_eq!(status, 403);
@@ -289,7 +299,10 @@ async fn a_report_for_a_gpu_not_registered_is_refused() {
     let (status, answer) = post_envelope(
         &url,
         &agent(31)
-            .seal(INSPECTION_KIND, &summary("GPU-never-registered", now_ms()))
+            .seal(
+                RecordKind::Inspection.wire_kind(),
+                &summary("GPU-never-registered", now_ms()),
+            )
             .unwrap(),
     )
     .await;
@@ -316,13 +329,23 @@ async fn malformed_and_oversized_reports_are_refused() {
     let good = serde_json::to_string(&summary(GPU_A, now_ms())).unwrap();
     // Over the report's 16 KiB, under the 48 KiB it used to be (a ledger entry and the
     // request limit would take it: only the report's own cap refuses it).
-    let long = a.seal(INSPECTION_KIND, &padded(GPU_A, 0, 40, 500)).unwrap();
+    let long = a
+        .seal(
+            RecordKind::Inspection.wire_kind(),
+            &padded(GPU_A, 0, 40, 500),
+        )
+        .unwrap();
     assert!(
         (16_384..30_000).contains(&long.body.len()),
         "{}",
         long.body.len()
     );
-    let mut forged = a.seal(INSPECTION_KIND, &summary(GPU_A, now_ms())).unwrap();
+    let mut forged = a
+        .seal(
+            RecordKind::Inspection.wire_kind(),
+            &summary(GPU_A, now_ms()),
+        )
+        .unwrap();
     forged.body = forged.body.replace("warn", "pass");
     let cases: Vec<(&str, Vec<u8>, u16)> = vec![
         ("not JSON", b"\x00garbage".to_vec(), 400),
@@ -334,23 +357,27 @@ async fn malformed_and_oversized_reports_are_refused() {
         ),
         (
             "a body that is not JSON",
-            sealed_body(INSPECTION_KIND, "{\"version\":1,".into()).unwrap(),
+            sealed_body(RecordKind::Inspection.wire_kind(), "{\"version\":1,".into()).unwrap(),
             400,
         ),
         (
             "an inspection under the benchmark kind",
-            sealed_body(BENCHMARK_KIND, good.clone()).unwrap(),
+            sealed_body(RecordKind::Benchmark.wire_kind(), good.clone()).unwrap(),
             400,
         ),
         (
             "a verdict of no kind",
-            sealed_body(INSPECTION_KIND, good.replace("\"warn\"", "\"great\"")).unwrap(),
+            sealed_body(
+                RecordKind::Inspection.wire_kind(),
+                good.replace("\"warn\"", "\"great\""),
+            )
+            .unwrap(),
             400,
         ),
         (
             "claiming to be measured",
             sealed_body(
-                INSPECTION_KIND,
+                RecordKind::Inspection.wire_kind(),
                 good.replace("\"self_reported\"", "\"measured\""),
             )
             .unwrap(),
@@ -359,7 +386,7 @@ async fn malformed_and_oversized_reports_are_refused() {
         (
             "a number out of range",
             sealed_body(
-                BENCHMARK_KIND,
+                RecordKind::Benchmark.wire_kind(),
                 serde_json::to_string(&figures(GPU_A))
                     .unwrap()
                     .replace("741.25", "1e999"),
@@ -388,7 +415,10 @@ async fn reports_with_unknown_fields_are_refused() {
     top["score"] = 100.into();
     let mut nested: Value = serde_json::to_value(figures(GPU_A)).unwrap();
     nested["figures"][0]["verified"] = true.into();
-    for (kind, body) in [(INSPECTION_KIND, top), (BENCHMARK_KIND, nested)] {
+    for (kind, body) in [
+        (RecordKind::Inspection.wire_kind(), top),
+        (RecordKind::Benchmark.wire_kind(), nested),
+    ] {
         let (status, answer) = post_envelope(&url, &a.seal(kind, &body).unwrap()).await;
         assert_eq!(status, 400, "{kind}: {answer}");
         assert!(
@@ -404,7 +434,12 @@ async fn a_replayed_report_is_recorded_once() {
     let dir = tempfile::tempdir().unwrap();
     let (v, url) = validator(dir.path(), loopback()).await;
     let a = agent(31);
-    let report = a.seal(INSPECTION_KIND, &summary(GPU_A, now_ms())).unwrap();
+    let report = a
+        .seal(
+            RecordKind::Inspection.wire_kind(),
+            &summary(GPU_A, now_ms()),
+        )
+        .unwrap();
     let (status, first) = post_envelope(&url, &report).await;
     assert_eq!((status, &first["recorded"]), (200, &true.into()), "{first}");
     let after_first = stored(&v);
@@ -434,7 +469,11 @@ async fn a_replayed_report_is_recorded_once() {
         verdict: "fail".into(),
         ..summary(GPU_A, now_ms())
     };
-    let (status, answer) = post_envelope(&url, &a.seal(INSPECTION_KIND, &new).unwrap()).await;
+    let (status, answer) = post_envelope(
+        &url,
+        &a.seal(RecordKind::Inspection.wire_kind(), &new).unwrap(),
+    )
+    .await;
     assert_eq!((status, &answer["recorded"]), (200, &true.into()));
     assert_eq!(stored(&v).0, after_first.0 + 1);
 }
@@ -449,7 +488,9 @@ async fn identical_content_is_stored_once_whatever_its_time_or_spelling() {
     let (v, url) = validator(dir.path(), config).await;
     let a = agent(31);
     let t = now_ms();
-    let first = a.seal(INSPECTION_KIND, &summary(GPU_A, t)).unwrap();
+    let first = a
+        .seal(RecordKind::Inspection.wire_kind(), &summary(GPU_A, t))
+        .unwrap();
     let (status, answer) = post_envelope(&url, &first).await;
     assert_eq!(
         (status, &answer["recorded"]),
@@ -464,10 +505,10 @@ async fn identical_content_is_stored_once_whatever_its_time_or_spelling() {
     for i in 1..=40u64 {
         let again = summary(GPU_A, t + i);
         let envelope = if i % 2 == 0 {
-            a.seal(INSPECTION_KIND, &again).unwrap()
+            a.seal(RecordKind::Inspection.wire_kind(), &again).unwrap()
         } else {
             a.seal_body(
-                INSPECTION_KIND,
+                RecordKind::Inspection.wire_kind(),
                 serde_json::to_string_pretty(&again).unwrap(),
             )
         };
@@ -526,7 +567,10 @@ async fn many_keys_and_addresses_flooding_reports_cannot_pass_each_gpus_hourly_b
         for (seed, gpu) in &gpus {
             tag += 1;
             let envelope = agent(*seed)
-                .seal(INSPECTION_KIND, &padded(gpu, tag, 20, 440))
+                .seal(
+                    RecordKind::Inspection.wire_kind(),
+                    &padded(gpu, tag, 20, 440),
+                )
                 .unwrap();
             let bytes = serde_json::to_vec(&envelope).unwrap();
             let charge = bytes.len();
@@ -590,7 +634,11 @@ async fn pages_of_large_reports_are_bounded_in_bytes_and_still_reach_every_recor
     // 200 reports of about 12 KiB each (three findings of 4,000 bytes): 2.5 MB stored.
     for i in 0..200u64 {
         let s = padded(GPU_A, i, 3, 4000);
-        let (status, answer) = post_envelope(&url, &a.seal(INSPECTION_KIND, &s).unwrap()).await;
+        let (status, answer) = post_envelope(
+            &url,
+            &a.seal(RecordKind::Inspection.wire_kind(), &s).unwrap(),
+        )
+        .await;
         assert_eq!(status, 200, "{answer}");
     }
     let stored = v.registry().records(GPU_A, 0, 1000).unwrap().len();
@@ -633,7 +681,10 @@ async fn many_gpus_reported_from_one_address_share_its_hourly_budget() {
         .enumerate()
     {
         let report = agent(seed)
-            .seal(INSPECTION_KIND, &padded(gpu, i as u64, 12, 440))
+            .seal(
+                RecordKind::Inspection.wire_kind(),
+                &padded(gpu, i as u64, 12, 440),
+            )
             .unwrap();
         let bytes = serde_json::to_vec(&report).unwrap();
         assert!((5_500..8_000).contains(&bytes.len()), "{}", bytes.len());

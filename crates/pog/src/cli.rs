@@ -1,6 +1,7 @@
 //! The command line: global options and one subcommand per job.
 
 use clap::{Args, Parser, Subcommand};
+use pog_signed::PublicKey;
 use std::time::Duration;
 
 /// Proof of GPU: check that a GPU is genuine, measure it, prove it to a remote validator.
@@ -267,7 +268,7 @@ pub struct AgentArgs {
     /// several. Challenges signed by any other key, or addressed to another agent, are
     /// refused.
     #[arg(long = "trust", value_name = "KEY", required = true, value_parser = parse_key)]
-    pub trust: Vec<String>,
+    pub trust: Vec<PublicKey>,
     /// Where challenges are computed.
     #[arg(long, value_enum, default_value = "auto")]
     pub prover: ProverKind,
@@ -393,10 +394,8 @@ pub struct ValidatorArgs {
 }
 
 /// An Ed25519 public key as 64 hex digits, refused if it is malformed or weak.
-fn parse_key(s: &str) -> Result<String, String> {
-    pog_proof::wire::parse_public_key(s)
-        .map(|_| s.to_ascii_lowercase())
-        .map_err(|e| format!("{s:?} is not a usable validator key: {e}"))
+fn parse_key(s: &str) -> Result<PublicKey, String> {
+    PublicKey::parse(s).map_err(|e| format!("{s:?} is not a usable validator key: {e}"))
 }
 
 fn parse_sustained(s: &str) -> Result<f64, String> {

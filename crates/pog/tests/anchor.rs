@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use pog_anchor::testing::{dev_key_file, evm_tools, Anvil};
-use pog_proof::wire::Identity;
+use pog_signed::Identity;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -384,7 +384,7 @@ impl Anchoring {
                 "--validator",
                 &format!("http://{addr}"),
                 "--trust",
-                &Identity::from_seed(VALIDATOR_SEED).public_hex(),
+                &Identity::from_seed(VALIDATOR_SEED).public_key(),
             ]],
             // Host 0, whose GPU UUID is pinned (an agent otherwise derives it from its key).
             Some("H200 SXM; host=0"),

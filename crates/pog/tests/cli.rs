@@ -831,7 +831,7 @@ fn an_agent_says_at_once_that_the_validator_is_down_and_keeps_trying() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let key = pog_proof::wire::Identity::from_seed([7; 32]).public_hex();
+    let key = pog_signed::Identity::from_seed([7; 32]).public_key();
     let mut agent = Running(
         std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"))
             .args([

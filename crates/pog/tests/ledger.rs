@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use pog_proof::wire::Identity;
+use pog_signed::Identity;
 use serde_json::Value;
 use std::path::Path;
 
@@ -493,7 +493,7 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
     );
     let agent_listen = format!("127.0.0.1:{}", free_port());
     let url = format!("http://{addr}");
-    let key = Identity::from_seed(VALIDATOR_SEED).public_hex();
+    let key = Identity::from_seed(VALIDATOR_SEED).public_key();
     let _agent = spawn_pog(
         &tmp.path().join("agent"),
         &[&[
@@ -600,7 +600,7 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
         .iter()
         .map(|r| pog_ledger::entry::Entry::parse(&r.entry).unwrap())
         .filter(|e| {
-            use pog_ledger::entry::RecordKind;
+            use pog_signed::RecordKind;
             !matches!(e.kind, RecordKind::Score | RecordKind::Price)
         });
     for (entry, envelope) in logged.zip(stored.iter().map(|r| &r["envelope"])) {

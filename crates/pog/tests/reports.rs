@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use pog_proof::wire::Identity;
+use pog_signed::Identity;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -61,7 +61,7 @@ fn an_agents_inspection_and_benchmark_records_reach_the_ledger_and_verify() {
             "--validator",
             &url,
             "--trust",
-            &Identity::from_seed(VALIDATOR_SEED).public_hex(),
+            &Identity::from_seed(VALIDATOR_SEED).public_key(),
             "--bench-report",
             bench_file.to_str().unwrap(),
         ]],
@@ -171,7 +171,7 @@ fn an_agents_inspection_and_benchmark_records_reach_the_ledger_and_verify() {
         .iter()
         .position(|r| {
             pog_ledger::entry::Entry::parse(&r.entry).unwrap().kind
-                == pog_ledger::entry::RecordKind::Benchmark
+                == pog_signed::RecordKind::Benchmark
         })
         .unwrap();
     let entry = &mut b.records[at].entry;

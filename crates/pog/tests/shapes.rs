@@ -188,14 +188,14 @@ fn verify() {
     let key = data.join("validator.key");
     std::fs::write(&key, hex::encode([7u8; 32])).unwrap();
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let validator = pog_proof::wire::Identity::from_seed([7; 32]);
-    let agent = pog_proof::wire::Identity::from_seed([8; 32]);
+    let validator = pog_signed::Identity::from_seed([7; 32]);
+    let agent = pog_signed::Identity::from_seed([8; 32]);
     let gpu = "GPU-shape";
     let records = serde_json::json!([
         validator
             .seal(
                 "registration",
-                &serde_json::json!({"event": "new", "gpu_uuid": gpu, "agent": agent.public_hex()})
+                &serde_json::json!({"event": "new", "gpu_uuid": gpu, "agent": agent.public_key()})
             )
             .unwrap(),
         validator

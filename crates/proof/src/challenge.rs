@@ -1,5 +1,6 @@
 //! A challenge and the seeds it determines.
 
+use pog_signed::{GpuUuid, PublicKey};
 use pog_spec::Precision;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -18,7 +19,7 @@ pub struct Challenge {
     pub nonce: [u8; 32],
     /// The GPU that must answer: its UUID is mixed into every seed, so one GPU's work is
     /// worthless as another's.
-    pub gpu_uuid: String,
+    pub gpu_uuid: GpuUuid,
     /// Its PCI address as registered (e.g. "00000000:00:06.0"), mixed into the seeds too: a
     /// record names the physical slot that proved, and the same UUID claimed at another
     /// address needs its own work.
@@ -26,10 +27,10 @@ pub struct Challenge {
     /// The Ed25519 public key (hex) of the agent the challenge is addressed to, mixed into the
     /// seeds: the answer is worth nothing under any other agent key, and an agent refuses a
     /// challenge addressed to another (a relay cannot pass a victim's work off as its own).
-    pub agent_key: String,
-    /// The public key (hex) of the validator that issued it, mixed in likewise: an agent
+    pub agent_key: PublicKey,
+    /// The public key of the validator that issued it, mixed in likewise: an agent
     /// answers only challenges whose issuer signed them.
-    pub validator_key: String,
+    pub validator_key: PublicKey,
     /// The precision of inputs and outputs ([`crate::params::choose_precision`]): the one in which
     /// the claimed model leads the next slower one by the widest margin.
     pub precision: Precision,
@@ -46,13 +47,28 @@ pub struct Challenge {
 #[derive(Debug, Clone, Copy)]
 pub struct Addressee<'a> {
     /// The GPU's UUID.
-    pub gpu_uuid: &'a str,
+    pub gpu_uuid: &'a GpuUuid,
     /// The GPU's PCI address as registered.
     pub gpu_bus_id: &'a str,
-    /// The Ed25519 public key (hex) of the agent that must answer.
-    pub agent_key: &'a str,
-    /// The Ed25519 public key (hex) of the validator that issued it.
-    pub validator_key: &'a str,
+    /// The Ed25519 public key of the agent that must answer.
+    pub agent_key: &'a PublicKey,
+    /// The Ed25519 public key of the validator that issued it.
+    pub validator_key: &'a PublicKey,
+}
+
+impl<'a> Addressee<'a> {
+    /// The GPU, with no one's keys (32 zero bytes each): for a challenge made only to check
+    /// its shape or to prepare a prover for it, which is never sent.
+    pub fn shape_only(gpu_uuid: &'a GpuUuid, gpu_bus_id: &'a str) -> Addressee<'a> {
+        static NO_ONE: std::sync::LazyLock<PublicKey> =
+            std::sync::LazyLock::new(|| PublicKey::from([0; 32]));
+        Addressee {
+            gpu_uuid,
+            gpu_bus_id,
+            agent_key: &NO_ONE,
+            validator_key: &NO_ONE,
+        }
+    }
 }
 
 /// The largest product side a challenge may ask for (a 65536² FP32 output is 16 GiB).
@@ -156,10 +172,10 @@ mod tests {
         Challenge {
             version: CHALLENGE_VERSION,
             nonce: [7; 32],
-            gpu_uuid: uuid.into(),
+            gpu_uuid: uuid.parse().unwrap(),
             gpu_bus_id: "00000000:00:06.0".into(),
-            agent_key: "aa".repeat(32),
-            validator_key: "bb".repeat(32),
+            agent_key: pog_signed::PublicKey::from([0xaa; 32]),
+            validator_key: pog_signed::PublicKey::from([0xbb; 32]),
             precision: Precision::Bf16,
             size: 64,
             batch: 2,
@@ -236,10 +252,10 @@ mod tests {
         other_slot.gpu_bus_id = "00000000:00:07.0".into();
         assert_ne!(a.seeds(0), other_slot.seeds(0), "the bus id is bound");
         let mut relayed = a.clone();
-        relayed.agent_key = "cc".repeat(32);
+        relayed.agent_key = pog_signed::PublicKey::from([0xcc; 32]);
         assert_ne!(a.seeds(0), relayed.seeds(0), "the agent's key is bound");
         let mut elsewhere = a.clone();
-        elsewhere.validator_key = "cc".repeat(32);
+        elsewhere.validator_key = pog_signed::PublicKey::from([0xcc; 32]);
         assert_ne!(
             a.seeds(0),
             elsewhere.seeds(0),

@@ -9,6 +9,7 @@ use crate::timing::{self, TimeCheck};
 use crate::verify::{check_opening, draw_samples, Rejection};
 use crate::wire::{ChallengeMessage, Commitment, OpenRequest, OpeningError, Openings};
 use pog_merkle::Hash;
+use pog_signed::{GpuUuid, PublicKey};
 use serde::{Deserialize, Serialize};
 
 /// Why a message does not fit the session.
@@ -25,10 +26,10 @@ pub enum ProtocolError {
     /// The message is signed by another key than the agent the challenge was issued to.
     #[error("signed by {got}, expected the agent {expected}")]
     WrongSigner {
-        /// The agent's public key (hex).
-        expected: String,
-        /// The key that signed the message (hex).
-        got: String,
+        /// The agent's public key.
+        expected: PublicKey,
+        /// The key that signed the message.
+        got: PublicKey,
     },
     /// A message the session is not waiting for (e.g. openings before the commitment),
     /// named by its kind.
@@ -89,7 +90,7 @@ pub struct Outcome {
     /// The challenge's id, as issued.
     pub challenge_id: String,
     /// The challenged GPU's UUID.
-    pub gpu_uuid: String,
+    pub gpu_uuid: GpuUuid,
     /// The committed Merkle root (hex).
     pub root: String,
     /// Spot checks drawn and checked.
@@ -140,7 +141,7 @@ pub fn rejections_digest(rejected: &[Rejection]) -> Option<String> {
 /// through the same state machine.
 pub trait SpotChecked {
     /// The GPU that must answer.
-    fn gpu_uuid(&self) -> &str;
+    fn gpu_uuid(&self) -> &GpuUuid;
     /// Leaves the commitment must cover.
     fn leaf_count(&self) -> u64;
     /// `count` positions to check, from the validator's secret and the committed root.
@@ -152,7 +153,7 @@ pub trait SpotChecked {
 }
 
 impl SpotChecked for Challenge {
-    fn gpu_uuid(&self) -> &str {
+    fn gpu_uuid(&self) -> &GpuUuid {
         &self.gpu_uuid
     }
 
@@ -180,7 +181,7 @@ pub struct ValidatorSession<C: SpotChecked = Challenge> {
     /// The validator's clock when the timed work was asked for, and its deadline.
     issued_at_ms: u64,
     expires_at_ms: u64,
-    agent: String,
+    agent: PublicKey,
     expected_ms: f64,
     secret: [u8; 32],
     samples: u32,
@@ -192,7 +193,7 @@ impl ValidatorSession<Challenge> {
     /// `agent`. `secret` seeds the spot checks; `expected_ms` is the claimed model's time.
     pub fn new(
         message: ChallengeMessage,
-        agent: String,
+        agent: PublicKey,
         expected_ms: f64,
         secret: [u8; 32],
         samples: u32,
@@ -216,7 +217,7 @@ impl<C: SpotChecked> ValidatorSession<C> {
         id: String,
         challenge: C,
         window: (u64, u64),
-        agent: String,
+        agent: PublicKey,
         expected_ms: f64,
         secret: [u8; 32],
         samples: u32,
@@ -244,17 +245,17 @@ impl<C: SpotChecked> ValidatorSession<C> {
         &self.challenge
     }
 
-    fn check_sender(&self, id: &str, signer: &str) -> Result<(), ProtocolError> {
+    fn check_sender(&self, id: &str, signer: &PublicKey) -> Result<(), ProtocolError> {
         if id != self.id {
             return Err(ProtocolError::WrongChallenge {
                 expected: self.id.clone(),
                 got: id.to_string(),
             });
         }
-        if signer != self.agent {
+        if *signer != self.agent {
             return Err(ProtocolError::WrongSigner {
                 expected: self.agent.clone(),
-                got: signer.to_string(),
+                got: signer.clone(),
             });
         }
         Ok(())
@@ -265,7 +266,7 @@ impl<C: SpotChecked> ValidatorSession<C> {
     pub fn on_commitment(
         &mut self,
         c: &Commitment,
-        signer: &str,
+        signer: &PublicKey,
         now_ms: u64,
         round_trip_ms: f64,
     ) -> Result<OpenRequest, ProtocolError> {
@@ -280,10 +281,10 @@ impl<C: SpotChecked> ValidatorSession<C> {
             });
         }
         let challenge = &self.challenge;
-        if c.gpu_uuid != challenge.gpu_uuid() {
+        if c.gpu_uuid != *challenge.gpu_uuid() {
             return Err(ProtocolError::WrongGpu {
                 expected: challenge.gpu_uuid().to_string(),
-                got: c.gpu_uuid.clone(),
+                got: c.gpu_uuid.to_string(),
             });
         }
         if c.leaf_count != challenge.leaf_count() {
@@ -312,7 +313,11 @@ impl<C: SpotChecked> ValidatorSession<C> {
     }
 
     /// Takes the openings and settles the challenge.
-    pub fn on_openings(&mut self, o: &Openings, signer: &str) -> Result<Outcome, ProtocolError> {
+    pub fn on_openings(
+        &mut self,
+        o: &Openings,
+        signer: &PublicKey,
+    ) -> Result<Outcome, ProtocolError> {
         self.check_sender(&o.challenge_id, signer)?;
         let State::Committed {
             root,
@@ -343,7 +348,7 @@ impl<C: SpotChecked> ValidatorSession<C> {
         rejected.truncate(REJECTIONS_LISTED);
         let outcome = Outcome {
             challenge_id: self.id.clone(),
-            gpu_uuid: challenge.gpu_uuid().to_string(),
+            gpu_uuid: challenge.gpu_uuid().clone(),
             root: hex::encode(root),
             checked: positions.len(),
             accepted: rejected_total == 0 && time.accepted,
@@ -365,13 +370,16 @@ mod tests {
     use crate::wire::WireOpening;
     use pog_spec::Precision;
 
-    const AGENT: &str = "agent-key";
+    /// The agent the test challenges are issued to.
+    fn agent() -> PublicKey {
+        pog_signed::Identity::from_seed([1; 32]).public_key()
+    }
 
     /// The commitment an agent with this prover sends for challenge "c1" on GPU-1.
     fn commitment(prover: &CpuProver) -> Commitment {
         Commitment {
             challenge_id: "c1".into(),
-            gpu_uuid: "GPU-1".into(),
+            gpu_uuid: "GPU-1".parse().unwrap(),
             root: hex::encode(prover.root()),
             leaf_count: prover.leaf_count(),
             agent_ms: 1.0,
@@ -397,10 +405,10 @@ mod tests {
             challenge: Challenge {
                 version: CHALLENGE_VERSION,
                 nonce: [5; 32],
-                gpu_uuid: uuid.into(),
+                gpu_uuid: uuid.parse().unwrap(),
                 gpu_bus_id: "00000000:00:06.0".into(),
-                agent_key: "aa".repeat(32),
-                validator_key: "bb".repeat(32),
+                agent_key: pog_signed::PublicKey::from([0xaa; 32]),
+                validator_key: pog_signed::PublicKey::from([0xbb; 32]),
                 precision: Precision::Int8,
                 size: 32,
                 batch: 2,
@@ -417,12 +425,12 @@ mod tests {
         behaviour: Behaviour,
         now_ms: u64,
     ) -> Result<Outcome, ProtocolError> {
-        let mut s = ValidatorSession::new(message("GPU-1"), AGENT.into(), 1_000.0, [8; 32], 128);
+        let mut s = ValidatorSession::new(message("GPU-1"), agent(), 1_000.0, [8; 32], 128);
         let prover = CpuProver::compute(answered, behaviour);
         let commitment = commitment(&prover);
-        let request = s.on_commitment(&commitment, AGENT, now_ms, 5.0)?;
+        let request = s.on_commitment(&commitment, &agent(), now_ms, 5.0)?;
         let openings = openings(&prover, &request);
-        s.on_openings(&openings, AGENT)
+        s.on_openings(&openings, &agent())
     }
 
     #[test]
@@ -480,19 +488,24 @@ mod tests {
 
     #[test]
     fn out_of_order_duplicate_and_foreign_messages_change_nothing() {
-        let mut s = ValidatorSession::new(message("GPU-1"), AGENT.into(), 1_000.0, [8; 32], 16);
+        let mut s = ValidatorSession::new(message("GPU-1"), agent(), 1_000.0, [8; 32], 16);
         let empty = Openings {
             challenge_id: "c1".into(),
             openings: vec![],
         };
         assert_eq!(
-            s.on_openings(&empty, AGENT),
+            s.on_openings(&empty, &agent()),
             Err(ProtocolError::OutOfOrder("openings"))
         );
         let prover = CpuProver::compute(s.challenge(), Behaviour::Honest);
         let c = commitment(&prover);
         assert!(matches!(
-            s.on_commitment(&c, "someone-else", 1_500, 0.0),
+            s.on_commitment(
+                &c,
+                &pog_signed::Identity::from_seed([2; 32]).public_key(),
+                1_500,
+                0.0
+            ),
             Err(ProtocolError::WrongSigner { .. })
         ));
         assert!(matches!(
@@ -501,7 +514,7 @@ mod tests {
                     challenge_id: "c2".into(),
                     ..c.clone()
                 },
-                AGENT,
+                &agent(),
                 1_500,
                 0.0
             ),
@@ -510,10 +523,10 @@ mod tests {
         assert!(matches!(
             s.on_commitment(
                 &Commitment {
-                    gpu_uuid: "GPU-2".into(),
+                    gpu_uuid: "GPU-2".parse().unwrap(),
                     ..c.clone()
                 },
-                AGENT,
+                &agent(),
                 1_500,
                 0.0
             ),
@@ -525,7 +538,7 @@ mod tests {
                     leaf_count: 1,
                     ..c.clone()
                 },
-                AGENT,
+                &agent(),
                 1_500,
                 0.0
             ),
@@ -537,16 +550,16 @@ mod tests {
                     root: "xyz".into(),
                     ..c.clone()
                 },
-                AGENT,
+                &agent(),
                 1_500,
                 0.0
             ),
             Err(ProtocolError::Root(hex::FromHexError::OddLength))
         ));
         // None of the bad messages moved the session: the good commitment is still taken, once.
-        s.on_commitment(&c, AGENT, 1_500, 0.0).unwrap();
+        s.on_commitment(&c, &agent(), 1_500, 0.0).unwrap();
         assert_eq!(
-            s.on_commitment(&c, AGENT, 1_600, 0.0),
+            s.on_commitment(&c, &agent(), 1_600, 0.0),
             Err(ProtocolError::OutOfOrder("commitment"))
         );
         // An opening that is not hex is refused, and moves nothing either.
@@ -559,18 +572,18 @@ mod tests {
             }],
         };
         assert_eq!(
-            s.on_openings(&not_hex, AGENT),
+            s.on_openings(&not_hex, &agent()),
             Err(ProtocolError::Opening(OpeningError::Bytes {
                 leaf: 0,
                 cause: hex::FromHexError::InvalidHexCharacter { c: 'z', index: 0 }
             }))
         );
         // Missing openings count as rejections.
-        let outcome = s.on_openings(&empty, AGENT).unwrap();
+        let outcome = s.on_openings(&empty, &agent()).unwrap();
         assert!(!outcome.accepted);
         assert_eq!(outcome.wrong(), 16);
         assert_eq!(
-            s.on_openings(&empty, AGENT),
+            s.on_openings(&empty, &agent()),
             Err(ProtocolError::OutOfOrder("openings"))
         );
     }
@@ -583,13 +596,13 @@ mod tests {
             m.challenge.size = 16;
             m.challenge.precision = crate::params::PROOF_PRECISIONS[usize::from(run_index) % 4];
             let mut s =
-                ValidatorSession::new(m.clone(), AGENT.into(), 1_000.0, [run_index ^ 0x5a; 32], 64);
+                ValidatorSession::new(m.clone(), agent(), 1_000.0, [run_index ^ 0x5a; 32], 64);
             let prover = CpuProver::compute(&m.challenge, Behaviour::Honest);
             let c = commitment(&prover);
-            let req = s.on_commitment(&c, AGENT, 1_800, 2.0).unwrap();
+            let req = s.on_commitment(&c, &agent(), 1_800, 2.0).unwrap();
             let o = openings(&prover, &req);
             assert!(
-                s.on_openings(&o, AGENT).unwrap().accepted,
+                s.on_openings(&o, &agent()).unwrap().accepted,
                 "run {run_index}"
             );
         }

@@ -7,9 +7,11 @@ use pog_node::misbehaviour::Cheat;
 use pog_node::provers::CpuEngine;
 use pog_node::registry::Registry;
 use pog_node::serve::Limits;
-use pog_node::validator::{self, Config, PlanKind, Policy, Validator};
+use pog_node::validator::{self, Config, Validator};
 use pog_proof::prover::Behaviour;
-use pog_proof::wire::{kind, GpuClaim, Identity, Register};
+use pog_proof::wire::{kind, GpuClaim, Register};
+use pog_records::{PlanKind, Policy};
+use pog_signed::Identity;
 use pog_spec::Precision;
 use std::sync::Arc;
 
@@ -25,7 +27,7 @@ pub fn policy() -> Policy {
         expected_ms: 2_000.0,
         samples: 256,
         expiry_ms: 10_000,
-        memory: pog_node::validator::MemoryPolicy::off(),
+        memory: pog_records::MemoryPolicy::off(),
     }
 }
 
@@ -39,7 +41,7 @@ pub fn loopback() -> Config {
 
 pub fn claim(uuid: &str) -> GpuClaim {
     GpuClaim {
-        uuid: uuid.into(),
+        uuid: uuid.parse().expect("a GPU UUID"),
         model: "H200 SXM".into(),
         bus_id: "0000:00:06.0".into(),
         simulated: false,
@@ -90,7 +92,7 @@ pub async fn start_agent(
     let agent = Arc::new(
         Agent::new(
             Identity::from_seed([seed; 32]),
-            vec![Identity::from_seed(VALIDATOR_SEED).public_hex()],
+            vec![Identity::from_seed(VALIDATOR_SEED).public_key()],
             gpus.clone(),
             Arc::new(CpuEngine {
                 behaviour: Behaviour::Honest,
@@ -98,7 +100,7 @@ pub async fn start_agent(
         )
         .misbehaving(behaviour, cheat),
     );
-    assert_eq!(agent.public_key(), registration_key.public_hex());
+    assert_eq!(agent.public_key(), registration_key.public_key());
     let (listener, url) = listen().await;
     tokio::spawn(pog_node::http::serve(
         listener,

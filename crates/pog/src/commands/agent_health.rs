@@ -34,7 +34,7 @@ pub(super) fn start(
         .enumerate()
         .map(|(i, g)| GpuIdentity {
             index: i as u32,
-            uuid: g.uuid.clone(),
+            uuid: g.uuid.to_string(),
             model_name: g.model.clone(),
             hostname: hostname.clone(),
             pci_bus_id: Some(g.bus_id.clone()),
@@ -59,7 +59,7 @@ pub(super) fn start(
         ));
         return Ok((watch, listener));
     }
-    let uuids: Vec<String> = gpus.iter().map(|g| g.uuid.clone()).collect();
+    let uuids: Vec<String> = gpus.iter().map(|g| g.uuid.to_string()).collect();
     let sampled = watch.clone();
     std::thread::Builder::new()
         .name("pog-health".into())

@@ -325,7 +325,7 @@ fn vkey(text: &str, what: &str) -> Result<Verifier> {
 }
 
 /// Envelopes in a file: one, an array, or a records page (`{"records": [{"envelope": …}]}`).
-fn envelopes(path: &Path) -> Result<Vec<pog_proof::wire::Envelope>> {
+fn envelopes(path: &Path) -> Result<Vec<pog_signed::Envelope>> {
     let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let value: serde_json::Value =
         serde_json::from_slice(&text).with_context(|| format!("{} is not JSON", path.display()))?;
@@ -479,7 +479,7 @@ fn add_cosignature(global: &Global, args: &LedgerArgs, lines: &[String]) -> Resu
 #[derive(Serialize)]
 struct Appended {
     index: u64,
-    kind: pog_ledger::entry::RecordKind,
+    kind: pog_signed::RecordKind,
     gpu_uuid: String,
     gpu_seq: u64,
 }
@@ -932,7 +932,7 @@ fn witness_signer(global: &Global, name: &Option<String>) -> Result<NoteSigner> 
         .with_context(|| format!("the witness key {}", path.display()))?;
     let name = match name {
         Some(n) => n.clone(),
-        None => format!("pog.witness/{}", &identity.public_hex()[..16]),
+        None => format!("pog.witness/{}", &identity.public_key()[..16]),
     };
     NoteSigner::new(&name, ALG_COSIGNATURE_V1, identity.seed())
         .map_err(|e| anyhow!("--name {name:?}: {e}"))

@@ -505,11 +505,7 @@ pub fn price_run(global: &Global, args: &PriceArgs) -> Result<Outcome> {
     Ok(Outcome(verdict))
 }
 
-fn key(
-    global: &Global,
-    explicit: &Option<PathBuf>,
-    default: &str,
-) -> Result<pog_proof::wire::Identity> {
+fn key(global: &Global, explicit: &Option<PathBuf>, default: &str) -> Result<pog_signed::Identity> {
     let path = match explicit {
         Some(p) => p.clone(),
         None => super::service::data_dir(global)?.join(default),
@@ -588,7 +584,7 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
                     }
                     None => pog_node::market::fresh_order_id(),
                 },
-                owner.public_hex(),
+                owner.public_key(),
                 *side,
                 class(c)?,
                 *quantity,
@@ -789,7 +785,7 @@ fn validator_prices(global: &Global, url: &str, gpu: Option<&str>) -> Result<Out
             let mut t = table(&["GPU", "model", "score", "$/GPU-hour", "reasons"]);
             for s in &page.scores {
                 t.add_row(vec![
-                    s.gpu_uuid.clone(),
+                    s.gpu_uuid.to_string(),
                     s.model.clone().unwrap_or_else(|| "-".into()),
                     format!("{:.3}", s.score),
                     usd(s.price_micro_usd),

@@ -12,8 +12,9 @@ use pog_node::registry::Registry;
 use pog_node::reports::{self, ReportReceipt, SavedBench};
 use pog_node::schedule::Schedule;
 use pog_node::serve::Limits;
-use pog_node::validator::{Config, MemoryPolicy, PlanKind, Policy, Validator};
+use pog_node::validator::{Config, Validator};
 use pog_proof::wire::GpuClaim;
+use pog_records::{MemoryPolicy, PlanKind, Policy};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,11 +68,10 @@ async fn bind(listen: &str) -> Result<tokio::net::TcpListener> {
 /// The simulated host an agent serves when its `--simulate` profile names none (`host=N`): the
 /// first 8 bytes of its public key, so that agents of different keys serve different GPUs
 /// (one validator takes many of them) and an agent keeps its GPUs across restarts.
-fn sim_host(identity: &pog_proof::wire::Identity) -> Result<u64> {
-    let key = hex::decode(identity.public_hex()).context("reading the agent's public key")?;
-    let head: [u8; 8] = key
-        .get(..8)
-        .and_then(|b| b.try_into().ok())
+fn sim_host(identity: &pog_signed::Identity) -> Result<u64> {
+    let key = identity.public_key().to_bytes();
+    let head: [u8; 8] = key[..8]
+        .try_into()
         .context("the agent's public key is shorter than 8 bytes")?;
     Ok(u64::from_be_bytes(head))
 }
@@ -94,7 +94,8 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
         .filter(|g| g.verdict == GpuVerdict::Genuine)
         .filter_map(|g| {
             Some(GpuClaim {
-                uuid: g.uuid.clone()?,
+                // NVML's UUID as records name GPUs; one that is not (never seen) is not served.
+                uuid: pog_signed::GpuUuid::new(g.uuid.clone()?).ok()?,
                 model: g.model.clone()?,
                 bus_id: g.bus_id?.to_string(),
                 simulated,
@@ -121,7 +122,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
     // Every line of an agent serving the simulated double says so.
     let mark = if simulated { "SIMULATED " } else { "" };
     let (watch, metrics_listener) = super::agent_health::start(&rt, &gpus, simulated, args)?;
-    say(format_args!("{mark}agent key: {}", identity.public_hex()));
+    say(format_args!("{mark}agent key: {}", identity.public_key()));
     if let pog_facts::Origin::Simulated { profile } = &report.inventory.origin {
         say(format_args!(
             "SIMULATED host {profile:?}: its GPUs' UUIDs and serials come from host=N, which \
@@ -137,7 +138,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
         engine.name()
     ));
     rt.block_on(async {
-        let register_key = pog_proof::wire::Identity::from_seed(identity.seed());
+        let register_key = pog_signed::Identity::from_seed(identity.seed());
         let service = Arc::new(
             Agent::new(identity, args.trust.clone(), gpus.clone(), engine)
                 .watching(watch, metrics_listener.is_none()),
@@ -264,7 +265,7 @@ fn prover_engine(
                     .find(|d| {
                         d.pci_bus_id.value().map(|b| b.to_string()).as_deref() == Some(&g.bus_id)
                     })
-                    .map(|d| (g.uuid.clone(), d.ordinal as usize))
+                    .map(|d| (g.uuid.to_string(), d.ordinal as usize))
             })
             .collect()
     });
@@ -281,9 +282,9 @@ fn prover_engine(
                     continue;
                 };
                 let plans = pog_proof::params::PROOF_PRECISIONS.map(|p| {
-                    pog_node::validator::Policy {
+                    pog_records::Policy {
                         precision: Some(p),
-                        ..pog_node::validator::Policy::per_model_default()
+                        ..pog_records::Policy::per_model_default()
                     }
                     .plan_for(spec)
                 });
@@ -291,12 +292,7 @@ fn prover_engine(
                     // Only the shape matters to the preparation, not who the challenge is for.
                     let shape = planned.challenge(
                         [0; 32],
-                        pog_node::validator::Addressee {
-                            gpu_uuid: &g.uuid,
-                            gpu_bus_id: &g.bus_id,
-                            agent_key: "",
-                            validator_key: "",
-                        },
+                        pog_proof::challenge::Addressee::shape_only(&g.uuid, &g.bus_id),
                     );
                     match engine.prepare(&shape) {
                         Ok(algorithm) => say(format_args!(
@@ -346,7 +342,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     let registry = Registry::open(Some(&registry_path))
         .with_context(|| format!("opening {}", registry_path.display()))?;
     let market_path = dir.join("market.sqlite");
-    let market = pog_node::market::Market::open(Some(&market_path), &identity.public_hex())
+    let market = pog_node::market::Market::open(Some(&market_path), &identity.public_key())
         .with_context(|| format!("opening {}", market_path.display()))?
         .with_limits(args.market.limits());
     let market = Arc::new(market);
@@ -356,7 +352,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         .with_context(|| format!("opening the ledger in {}", ledger_dir.display()))?;
     let ledger = Arc::new(ledger);
     // Scheduled clearings are signed with the validator's key, as a manual one is.
-    let clearer = pog_proof::wire::Identity::from_seed(identity.seed());
+    let clearer = pog_signed::Identity::from_seed(identity.seed());
     let policy = if args.test_plan {
         Policy {
             plan: PlanKind::Test,
@@ -395,7 +391,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         report_kib_per_source_per_hour: args.report_kib_per_source_per_hour,
     };
     let local = listener.local_addr().context("reading the bound address")?;
-    say(format_args!("validator key: {}", identity.public_hex()));
+    say(format_args!("validator key: {}", identity.public_key()));
     say(format_args!(
         "listening on {local}, registry {}",
         registry_path.display()

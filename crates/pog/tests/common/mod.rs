@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use assert_cmd::Command;
-use pog_proof::wire::Identity;
+use pog_signed::Identity;
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -40,7 +40,7 @@ pub fn pog_json(data: &Path, args: &[&str], status: i32) -> Value {
 pub fn records(validator: &Identity, agent: &Identity, first: u64, n: u64) -> Vec<Value> {
     let mut out = Vec::new();
     if first == 0 {
-        let body = json!({"version": 2, "event": "new", "gpu_uuid": GPU, "agent": agent.public_hex(),
+        let body = json!({"version": 2, "event": "new", "gpu_uuid": GPU, "agent": agent.public_key(),
             "model": "H200 SXM", "bus_id": "0000:00:06.0", "simulated": false, "reason": null,
             "recorded_at_ms": 1_796_000_000_000u64});
         out.push(serde_json::to_value(validator.seal("registration", &body).unwrap()).unwrap());

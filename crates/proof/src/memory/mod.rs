@@ -33,6 +33,7 @@ use crate::prover::Opening;
 use crate::verify::Rejection;
 use arx::{ITEM_BYTES, OUTPUT_BYTES};
 use pog_merkle::{leaf_hash, verify_inclusion, Hash};
+use pog_signed::{GpuUuid, PublicKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -67,13 +68,13 @@ pub struct MemoryChallenge {
     #[serde(with = "hex::serde")]
     pub nonce: [u8; 32],
     /// The GPU that must answer, bound into the data set like the GEMM challenge's seeds.
-    pub gpu_uuid: String,
+    pub gpu_uuid: GpuUuid,
     /// Its PCI address as registered, bound likewise.
     pub gpu_bus_id: String,
-    /// The agent's public key (hex), bound likewise.
-    pub agent_key: String,
-    /// The validator's public key (hex), bound likewise.
-    pub validator_key: String,
+    /// The agent's public key, bound likewise.
+    pub agent_key: PublicKey,
+    /// The validator's public key, bound likewise.
+    pub validator_key: PublicKey,
     /// Items of 128 bytes in the data set.
     pub items: u64,
     /// ChaCha double rounds per 64-byte half of an item: what one item costs to produce.
@@ -244,7 +245,7 @@ pub struct Walk {
 }
 
 impl crate::session::SpotChecked for Walk {
-    fn gpu_uuid(&self) -> &str {
+    fn gpu_uuid(&self) -> &GpuUuid {
         &self.challenge.gpu_uuid
     }
 
@@ -324,10 +325,10 @@ mod tests {
         MemoryChallenge {
             version: MEMORY_VERSION,
             nonce: [3; 32],
-            gpu_uuid: "GPU-1".into(),
+            gpu_uuid: "GPU-1".parse().unwrap(),
             gpu_bus_id: "00000000:00:06.0".into(),
-            agent_key: "aa".repeat(32),
-            validator_key: "bb".repeat(32),
+            agent_key: pog_signed::PublicKey::from([0xaa; 32]),
+            validator_key: pog_signed::PublicKey::from([0xbb; 32]),
             items: 1000,
             item_rounds: 4,
             walkers: 256,
@@ -351,7 +352,7 @@ mod tests {
         let key = c.dataset_key();
         let changed = [
             MemoryChallenge {
-                gpu_uuid: "GPU-2".into(),
+                gpu_uuid: "GPU-2".parse().unwrap(),
                 ..small()
             },
             MemoryChallenge {
@@ -359,11 +360,11 @@ mod tests {
                 ..small()
             },
             MemoryChallenge {
-                agent_key: "cc".repeat(32),
+                agent_key: pog_signed::PublicKey::from([0xcc; 32]),
                 ..small()
             },
             MemoryChallenge {
-                validator_key: "cc".repeat(32),
+                validator_key: pog_signed::PublicKey::from([0xcc; 32]),
                 ..small()
             },
             MemoryChallenge {
@@ -400,11 +401,12 @@ mod tests {
             challenge: small(),
             walk_key: small().walk_key(&walk_nonce),
         };
+        let agent = pog_signed::Identity::from_seed([1; 32]).public_key();
         let mut s = ValidatorSession::timed(
             "m1".into(),
             walk,
             (1_000, 60_000),
-            "agent".into(),
+            agent.clone(),
             1_000.0,
             [5; 32],
             samples,
@@ -412,12 +414,12 @@ mod tests {
         let prover = CpuDataset::build(answered).walk(&walk_nonce, behaviour);
         let commitment = Commitment {
             challenge_id: "m1".into(),
-            gpu_uuid: "GPU-1".into(),
+            gpu_uuid: "GPU-1".parse().unwrap(),
             root: hex::encode(prover.root()),
             leaf_count: prover.leaf_count(),
             agent_ms: 1.0,
         };
-        let request = s.on_commitment(&commitment, "agent", 1_500, 1.0).unwrap();
+        let request = s.on_commitment(&commitment, &agent, 1_500, 1.0).unwrap();
         let openings = Openings {
             challenge_id: "m1".into(),
             openings: prover
@@ -427,7 +429,7 @@ mod tests {
                 .map(WireOpening::from)
                 .collect(),
         };
-        s.on_openings(&openings, "agent").unwrap()
+        s.on_openings(&openings, &agent).unwrap()
     }
 
     #[test]
@@ -443,7 +445,7 @@ mod tests {
             .all(|r| matches!(r, Rejection::WrongOutput { .. })));
         // A data set for another GPU (or any other binding) gives other outputs everywhere.
         let other = MemoryChallenge {
-            gpu_uuid: "GPU-2".into(),
+            gpu_uuid: "GPU-2".parse().unwrap(),
             ..small()
         };
         let foreign = exchange(MemoryBehaviour::Honest, &other, 16);

@@ -189,10 +189,10 @@ impl MemoryPlan {
         MemoryChallenge {
             version: MEMORY_VERSION,
             nonce,
-            gpu_uuid: to.gpu_uuid.into(),
+            gpu_uuid: to.gpu_uuid.clone(),
             gpu_bus_id: to.gpu_bus_id.into(),
-            agent_key: to.agent_key.into(),
-            validator_key: to.validator_key.into(),
+            agent_key: to.agent_key.clone(),
+            validator_key: to.validator_key.clone(),
             items: self.items,
             item_rounds: self.item_rounds,
             walkers: self.walkers,
@@ -225,17 +225,24 @@ pub fn unseparated<'a>(claimed: &GpuSpec, db: &'a SpecDb) -> Vec<&'a GpuSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pog_signed::{GpuUuid, PublicKey};
 
     fn spec(model: &str) -> &'static GpuSpec {
         SpecDb::embedded().by_model(model).unwrap()
     }
 
     fn to() -> Addressee<'static> {
+        static GPU: std::sync::LazyLock<GpuUuid> =
+            std::sync::LazyLock::new(|| "GPU-1".parse().unwrap());
+        static AGENT: std::sync::LazyLock<PublicKey> =
+            std::sync::LazyLock::new(|| PublicKey::from([0xaa; 32]));
+        static VALIDATOR: std::sync::LazyLock<PublicKey> =
+            std::sync::LazyLock::new(|| PublicKey::from([0xbb; 32]));
         Addressee {
-            gpu_uuid: "GPU-1",
+            gpu_uuid: &GPU,
             gpu_bus_id: "00000000:00:06.0",
-            agent_key: "aa",
-            validator_key: "bb",
+            agent_key: &AGENT,
+            validator_key: &VALIDATOR,
         }
     }
 

@@ -1,0 +1,317 @@
+//! How a validator challenges a GPU: the policy a proof record was planned and judged under,
+//! and the plan it makes for one claimed model.
+
+use pog_proof::challenge::{Addressee, CHALLENGE_VERSION};
+use pog_proof::Challenge;
+use pog_spec::{GpuSpec, Precision, SpecDb};
+use serde::{Deserialize, Serialize};
+
+/// Why a policy cannot plan a challenge.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PolicyError {
+    /// The claimed model is not in the spec database.
+    #[error("GPU model {0:?} is not in the database")]
+    UnknownModel(String),
+    /// The model has no rate in the precision forced by hand.
+    #[error("the {model} has no {precision} rate to plan a challenge at")]
+    NoRate {
+        /// The claimed model.
+        model: String,
+        /// The precision asked for.
+        precision: Precision,
+    },
+    /// Something that must be at least 1 is 0.
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
+    /// A memory proof was asked of a policy that does not prove memory.
+    #[error("the policy does not prove memory")]
+    MemoryOff,
+    /// A test plan's expected time is not a positive number of milliseconds.
+    #[error("expected time {0} ms is not a positive number")]
+    ExpectedTime(f64),
+}
+
+/// Where a challenge's shape and time bound come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanKind {
+    /// Planned from the claimed model (`pog_proof::params::plan_in`): at least
+    /// [`pog_proof::params::PLANNED_SECONDS`] of that model's work, in the precision that separates it from
+    /// cheaper models, against a bound from its measured rate. The only plan that proves a
+    /// model, and the default.
+    PerModel,
+    /// The fixed `size`, `batch` and `expected_ms` of the policy (`pog validator
+    /// --test-plan`): for tests and demos with the CPU prover. It proves no model — one CPU
+    /// core answers a small one in time — and every record made under it says so.
+    Test,
+}
+
+/// How a GPU is challenged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Policy {
+    /// Per-model (real) or a fixed test plan.
+    pub plan: PlanKind,
+    /// None: the precision `pog_proof::params::choose_precision` picks for the claimed model.
+    pub precision: Option<Precision>,
+    /// m = n = k of each GEMM (a per-model plan fills it in).
+    pub size: u64,
+    /// Independent GEMMs per challenge (a per-model plan fills it in).
+    pub batch: u32,
+    /// Output elements per Merkle leaf.
+    pub leaf_elements: u32,
+    /// The claimed model's expected time to commit.
+    pub expected_ms: f64,
+    /// Leaves spot-checked per challenge.
+    pub samples: u32,
+    /// How long the agent has to commit.
+    pub expiry_ms: u64,
+    /// The proof of memory each round (after the GEMM challenge).
+    #[serde(default)]
+    pub memory: MemoryPolicy,
+}
+
+/// Whether a round also proves memory, and (under a test plan) its fixed shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryPolicy {
+    /// Whether a round proves memory at all.
+    pub enabled: bool,
+    /// Walkers spot-checked.
+    pub samples: u32,
+    /// A test plan's data set, walk and bound; a per-model plan takes them from the claimed
+    /// model (`pog_proof::memory::plan`) and ignores these.
+    pub items: u64,
+    /// A test plan's walkers, each one 16-byte output.
+    pub walkers: u64,
+    /// A test plan's random steps per walker.
+    pub steps: u32,
+    /// A test plan's bound from walk nonce to commitment, ms.
+    pub expected_ms: f64,
+}
+
+impl Default for MemoryPolicy {
+    /// On, planned per model, with `pog_proof::memory::SAMPLES` spot checks.
+    fn default() -> Self {
+        MemoryPolicy {
+            enabled: true,
+            samples: pog_proof::memory::SAMPLES,
+            items: 0,
+            walkers: 0,
+            steps: 0,
+            expected_ms: 0.0,
+        }
+    }
+}
+
+impl MemoryPolicy {
+    /// No memory proof.
+    pub fn off() -> MemoryPolicy {
+        MemoryPolicy {
+            enabled: false,
+            ..MemoryPolicy::default()
+        }
+    }
+
+    /// A fixed small shape for test plans: 4096 items (512 KiB), 1024 walkers of 16 steps,
+    /// which one CPU core answers in milliseconds. It proves no model.
+    pub fn test_shape(expected_ms: f64) -> MemoryPolicy {
+        MemoryPolicy {
+            items: 4096,
+            walkers: 1024,
+            steps: 16,
+            expected_ms,
+            ..MemoryPolicy::default()
+        }
+    }
+}
+
+/// A challenge's shape for one claimed model, and the time that model should need.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Planned {
+    /// The precision the challenge computes in.
+    pub precision: Precision,
+    /// m = n = k of each GEMM.
+    pub size: u64,
+    /// Independent GEMMs to compute.
+    pub batch: u32,
+    /// Output elements per Merkle leaf.
+    pub leaf_elements: u32,
+    /// The claimed model's expected time to commit, ms.
+    pub expected_ms: f64,
+    /// The claimed model's lead in this precision over the nearest slower model
+    /// (`params::PrecisionChoice::advantage`; 1 where none was computed, 0 where a slower
+    /// model catches up by emulation): at least `params::MIN_LEAD` for an accepted challenge
+    /// to prove the model.
+    pub lead: f64,
+    /// Whether an accepted challenge of this plan proves the claimed model: a per-model plan
+    /// in the precision the validator picks for the model (`params::choose_precision`), with
+    /// a lead of at least `params::MIN_LEAD`. A precision forced by hand (`pog validator
+    /// --precision`) proves nothing unless it is that pick: the pick is the one vetted
+    /// against every cheaper model's emulations, and under another one a cheaper card may
+    /// answer in time (split-BF16 products passed every FP32 challenge).
+    pub proves_model: bool,
+}
+
+impl Planned {
+    /// The challenge of this shape for `to`, from `nonce`.
+    pub fn challenge(&self, nonce: [u8; 32], to: Addressee) -> Challenge {
+        Challenge {
+            version: CHALLENGE_VERSION,
+            nonce,
+            gpu_uuid: to.gpu_uuid.clone(),
+            gpu_bus_id: to.gpu_bus_id.into(),
+            agent_key: to.agent_key.clone(),
+            validator_key: to.validator_key.clone(),
+            precision: self.precision,
+            size: self.size,
+            batch: self.batch,
+            leaf_elements: self.leaf_elements,
+        }
+    }
+}
+
+impl Policy {
+    /// The policy `pog validator` runs with by default: each challenge planned from the
+    /// claimed model, 1024-element leaves, 1024 spot checks, a minute to commit.
+    pub fn per_model_default() -> Policy {
+        Policy {
+            plan: PlanKind::PerModel,
+            precision: None,
+            size: 0,
+            batch: 0,
+            leaf_elements: pog_proof::params::LEAF_ELEMENTS,
+            expected_ms: 0.0,
+            samples: 1024,
+            expiry_ms: 60_000,
+            memory: MemoryPolicy::default(),
+        }
+    }
+
+    /// Whether records made under this policy say anything about the claimed model.
+    pub fn proves_model(&self) -> bool {
+        self.plan == PlanKind::PerModel
+    }
+
+    /// How a GPU claimed to be `spec` is challenged under this policy.
+    pub fn plan_for(&self, spec: &GpuSpec) -> Result<Planned, PolicyError> {
+        let unknown = || PolicyError::UnknownModel(spec.model.clone());
+        if self.plan == PlanKind::PerModel {
+            let db = SpecDb::embedded();
+            let pick = pog_proof::params::choose_precision(spec, db).map(|c| c.precision);
+            // Forced by hand, a precision is planned at the model's own rate in it and proves
+            // nothing unless it is the pick.
+            let precision = self.precision.or(pick).ok_or_else(unknown)?;
+            let plan = pog_proof::params::plan_at(spec, db, precision).ok_or_else(|| {
+                PolicyError::NoRate {
+                    model: spec.model.clone(),
+                    precision,
+                }
+            })?;
+            return Ok(Planned {
+                precision: plan.choice.precision,
+                size: plan.size,
+                batch: plan.batch,
+                leaf_elements: self.leaf_elements,
+                expected_ms: plan.expected_ms,
+                lead: plan.choice.advantage,
+                proves_model: Some(plan.choice.precision) == pick
+                    && plan.choice.advantage >= pog_proof::params::MIN_LEAD,
+            });
+        }
+        let precision = match self.precision {
+            Some(p) => p,
+            None => pog_proof::params::choose_precision(spec, SpecDb::embedded())
+                .map(|c| c.precision)
+                .ok_or_else(unknown)?,
+        };
+        Ok(Planned {
+            precision,
+            size: self.size,
+            batch: self.batch,
+            leaf_elements: self.leaf_elements,
+            expected_ms: self.expected_ms,
+            lead: 1.0,
+            proves_model: false,
+        })
+    }
+}
+
+impl Policy {
+    /// Refuses policies no challenge can be built from.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        if self.leaf_elements == 0 || self.samples == 0 || self.expiry_ms == 0 {
+            return Err(PolicyError::Zero("leaf elements, samples and the expiry"));
+        }
+        if self.memory.enabled && self.memory.samples == 0 {
+            return Err(PolicyError::Zero("the memory proof's spot checks"));
+        }
+        if self.plan == PlanKind::PerModel {
+            return Ok(()); // the shape and bound come from the model
+        }
+        let m = &self.memory;
+        if m.enabled
+            && (m.items == 0
+                || m.walkers == 0
+                || m.steps == 0
+                || !(m.expected_ms.is_finite() && m.expected_ms > 0.0))
+        {
+            return Err(PolicyError::Zero(
+                "a test plan's memory items, walkers, steps and expected time",
+            ));
+        }
+        if self.size == 0 || self.batch == 0 {
+            return Err(PolicyError::Zero("a test plan's size and batch"));
+        }
+        if !(self.expected_ms.is_finite() && self.expected_ms > 0.0) {
+            return Err(PolicyError::ExpectedTime(self.expected_ms));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn planned(model: &str, precision: Option<Precision>) -> Planned {
+        let spec = SpecDb::embedded().by_model(model).unwrap();
+        Policy {
+            precision,
+            ..Policy::per_model_default()
+        }
+        .plan_for(spec)
+        .unwrap()
+    }
+
+    /// Only the validator's own pick of precision proves a model: one forced by hand is
+    /// planned and run, and its records say they prove nothing, as a test plan's do.
+    #[test]
+    fn a_precision_forced_by_hand_proves_no_model() {
+        let pick = planned("H200 SXM", None);
+        assert_eq!(pick.precision, Precision::Bf16);
+        assert!(pick.proves_model && pick.lead >= pog_proof::params::MIN_LEAD);
+        // Forcing the pick changes nothing.
+        assert!(planned("H200 SXM", Some(Precision::Bf16)).proves_model);
+        // FP32: an A100 does it faster from split BF16 products than the H200 natively, so
+        // the H200 has no lead in it; planned at its own FP32 rate, proving nothing.
+        let fp32 = planned("H200 SXM", Some(Precision::Fp32));
+        assert_eq!((fp32.precision, fp32.lead), (Precision::Fp32, 0.0));
+        assert!(!fp32.proves_model);
+        // A lead in the forced precision is not enough either: INT8 leads by as much as BF16
+        // on the H200, but only the pick was vetted.
+        let int8 = planned("H200 SXM", Some(Precision::Int8));
+        assert!(int8.lead >= pog_proof::params::MIN_LEAD && !int8.proves_model);
+        // A T4's FP32 leads every model (none is slower), but the pick is FP16.
+        assert!(!planned("T4", Some(Precision::Fp32)).proves_model);
+        // A test plan proves nothing, whatever its precision.
+        let test = Policy {
+            plan: PlanKind::Test,
+            precision: Some(Precision::Bf16),
+            size: 32,
+            batch: 2,
+            expected_ms: 1000.0,
+            ..Policy::per_model_default()
+        };
+        let spec = SpecDb::embedded().by_model("H200 SXM").unwrap();
+        assert!(!test.plan_for(spec).unwrap().proves_model);
+    }
+}

@@ -1,0 +1,161 @@
+//! The validator's records of the remote proof: one per GEMM challenge ([`Record`]) and one
+//! per memory challenge ([`MemoryRecord`]), each with its outcome or why there was none.
+
+use pog_proof::memory::{MemoryChallenge, MemoryRate};
+use pog_proof::session::Outcome;
+use pog_proof::Challenge;
+use pog_signed::{GpuUuid, PublicKey, RecordKind};
+use serde::{Deserialize, Serialize};
+
+use crate::policy::Policy;
+use crate::SignedBody;
+
+/// What the validator signs and stores for each challenge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// The record format's version.
+    pub version: u32,
+    /// The challenge's id.
+    pub challenge_id: String,
+    /// The GPU challenged.
+    pub gpu_uuid: GpuUuid,
+    /// The agent the GPU is registered to (its public key).
+    pub agent: PublicKey,
+    /// The GPU's claimed model, as registered.
+    pub model: String,
+    /// The GPU is the simulated test double: this record proves nothing about any GPU.
+    pub simulated: bool,
+    /// The policy the challenge was planned and judged under (a test plan proves no model),
+    /// as run: a per-model plan's size, batch and bound filled in.
+    pub policy: Policy,
+    /// Whether this record can speak for the claimed model at all: a per-model plan on a
+    /// real GPU, in a precision where the model leads every slower one by at least
+    /// `params::MIN_LEAD`.
+    pub proves_model: bool,
+    /// The claimed model's lead over the nearest slower model in the challenge's precision.
+    pub lead: f64,
+    /// The challenge as issued (nonce included), so anyone can recompute its products.
+    pub challenge: Challenge,
+    /// The claimed model's time bound for this challenge, ms.
+    pub expected_ms: f64,
+    /// Whether the outcome accepted the proof; false when the exchange failed.
+    pub accepted: bool,
+    /// The verdict when the exchange completed.
+    pub outcome: Option<Outcome>,
+    /// Why it did not, when it did not.
+    pub failure: Option<Failure>,
+    /// The secret the spot checks were drawn from (hex), revealed once they are done, so anyone
+    /// can recompute which elements were checked.
+    pub spot_check_secret: String,
+    /// Bytes of the messages sent to the agent (challenge, open request).
+    pub bytes_to_agent: usize,
+    /// Bytes of the messages received from the agent (commitment, openings).
+    pub bytes_from_agent: usize,
+    /// When the validator stored this record (Unix ms).
+    pub recorded_at_ms: u64,
+}
+
+/// What the validator signs and stores for each memory challenge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryRecord {
+    /// The record format's version.
+    pub version: u32,
+    /// The challenge's id.
+    pub challenge_id: String,
+    /// The GPU challenged.
+    pub gpu_uuid: GpuUuid,
+    /// The agent the GPU is registered to (its public key).
+    pub agent: PublicKey,
+    /// The GPU's claimed model, as registered.
+    pub model: String,
+    /// The GPU is the simulated test double: this record proves nothing about any GPU.
+    pub simulated: bool,
+    /// The policy it was planned and judged under, as run: the memory plan's items, walkers,
+    /// steps and bound filled in.
+    pub policy: Policy,
+    /// Whether an accepted record speaks for the claimed model's memory: a per-model plan on
+    /// a real GPU (the data set fills 90 % of the claimed capacity, the bound is the model's
+    /// walk rate).
+    pub proves_memory: bool,
+    /// The challenge: the data set's shape and binding.
+    pub memory_challenge: MemoryChallenge,
+    /// The walk nonce (hex), sent once the agent reported the data set built.
+    pub walk_nonce: String,
+    /// The validator's clock from sending the challenge to the agent's "ready" (untimed by
+    /// the bound, under the expiry).
+    pub build_ms: Option<f64>,
+    /// Where the bound's rate came from (measurement or datasheet).
+    pub rate: Option<MemoryRate>,
+    /// The claimed model's time from walk nonce to commitment, ms.
+    pub expected_ms: f64,
+    /// Whether the outcome accepted the proof; false when the exchange failed.
+    pub accepted: bool,
+    /// The verdict when the exchange completed.
+    pub outcome: Option<Outcome>,
+    /// Why it did not, when it did not.
+    pub failure: Option<Failure>,
+    /// The secret the spot checks were drawn from (hex), revealed once they are done.
+    pub spot_check_secret: String,
+    /// Bytes of the messages sent to the agent (challenge, walk nonce, open request).
+    pub bytes_to_agent: usize,
+    /// Bytes of the messages received from the agent (ready, commitment, openings).
+    pub bytes_from_agent: usize,
+    /// When the validator stored this record (Unix ms).
+    pub recorded_at_ms: u64,
+}
+
+/// Why an exchange ended without a verdict, as a signed record tells it: a kind to act on
+/// and a short message written by the validator. Nothing the agent sent is repeated beyond
+/// what the validator's own checks say (a record is public; an agent must not be able to
+/// publish text through it, nor learn what a URL inside the validator's network answers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// What kind of failure, to act on.
+    pub kind: FailureKind,
+    /// What happened, in the validator's words.
+    pub message: String,
+}
+
+/// The kinds of [`Failure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// Nothing answered at the agent's endpoint.
+    Unreachable,
+    /// The agent did not answer a request in time.
+    Timeout,
+    /// The whole exchange ran past its deadline.
+    Deadline,
+    /// The connection broke part-way, or the answer was too large.
+    Transport,
+    /// The agent answered with an HTTP error.
+    AgentRefused,
+    /// The agent's answer was not a valid signed message of the right kind.
+    BadMessage,
+    /// A valid message that breaks the protocol (wrong challenge, signer or root).
+    Protocol,
+}
+
+impl FailureKind {
+    /// The agent could not be reached at all (as opposed to answering wrongly).
+    pub fn is_unreachable(self) -> bool {
+        matches!(
+            self,
+            FailureKind::Unreachable | FailureKind::Timeout | FailureKind::Deadline
+        )
+    }
+}
+
+impl SignedBody for Record {
+    const KIND: RecordKind = RecordKind::ProofRound;
+    fn gpu_uuid(&self) -> &GpuUuid {
+        &self.gpu_uuid
+    }
+}
+
+impl SignedBody for MemoryRecord {
+    const KIND: RecordKind = RecordKind::MemoryRound;
+    fn gpu_uuid(&self) -> &GpuUuid {
+        &self.gpu_uuid
+    }
+}
