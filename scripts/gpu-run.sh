@@ -97,7 +97,7 @@ run network-round 0 env POG="$POG" bash "$HERE/network-round-h200.sh" "$OUT/netw
 [ -x .gpu/gpu_fabric ] && run gpu-fabric 0 .gpu/gpu_fabric --ignored --nocapture
 # The device and node crates' GPU-only unit tests (CUDA's report, the GPU prover engine).
 [ -x .gpu/device_tests ] && run device-gpu-tests 0 .gpu/device_tests --ignored
-[ -x .gpu/node_tests ] && run node-gpu-engine 0 .gpu/node_tests gpu_engine
+[ -x .gpu/local_tests ] && run local-gpu-engine 0 .gpu/local_tests gpu_engine
 
 # The validator's verification cost on this host's CPU, if the harness was carried along
 # (cargo build --release -p pog-proof --example verify_cost; cp target/release/examples/verify_cost .gpu/).

@@ -396,7 +396,7 @@ pub fn ledger_note(bytes: &[u8]) -> Result<bool, String> {
 /// second order, the cancellation of the resting one, and a clearing of its class.
 pub fn market_seeds() -> Vec<Vec<u8>> {
     let me = identity().public_key();
-    let now_ms = pog_node::clock::now_ms();
+    let now_ms = pog_proof::timing::now_ms();
     [
         serde_json::json!({"validator": me, "order": {"id": "o-2", "owner": me, "side": "ask",
             "class": "H200 SXM", "quantity": 4, "price_micro_usd": 2_000_000},
@@ -415,12 +415,12 @@ pub fn market_seeds() -> Vec<Vec<u8>> {
 /// which also owns the orders) holding one resting bid `o-1`. Returns which requests were
 /// accepted, e.g. `"submit cancel -"`; refusals are answers, never panics.
 pub fn market(body: &[u8]) -> Result<String, String> {
-    use pog_node::market::{Market, CANCEL_KIND, CLEAR_KIND, SUBMIT_KIND};
+    use pog_validator::market::{Market, CANCEL_KIND, CLEAR_KIND, SUBMIT_KIND};
     let me = identity().public_key();
     let market = Market::open(None, &me).map_err(|e| e.to_string())?;
     let resting = serde_json::json!({"validator": me, "order": {"id": "o-1", "owner": me,
         "side": "bid", "class": "H200 SXM", "quantity": 8, "price_micro_usd": 3_000_000},
-        "expires_at_ms": pog_node::clock::now_ms() + 3_600_000});
+        "expires_at_ms": pog_proof::timing::now_ms() + 3_600_000});
     market
         .submit(&seal(SUBMIT_KIND, resting.to_string().as_bytes()))
         .map_err(|e| format!("the resting order was refused: {}", e.message))?;
@@ -459,8 +459,8 @@ pub fn report_seeds() -> Vec<Vec<u8>> {
 /// be held already. Returns which kinds were recorded, e.g. `"inspection -"`; refusals are
 /// answers, never panics.
 pub fn report(body: &[u8]) -> Result<String, String> {
-    use pog_node::registry::Registry;
-    use pog_node::validator::{Config, Validator};
+    use pog_validator::registry::Registry;
+    use pog_validator::validator::{Config, Validator};
     let registry = Registry::open(None).map_err(|e| e.to_string())?;
     let validator =
         Validator::with_config(Identity::from_seed([0x5f; 32]), registry, Config::default())

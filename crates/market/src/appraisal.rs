@@ -254,7 +254,7 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         .filter(|r| mine(r.agent.as_deref()))
         .collect();
     // The window: the last rounds, each a proof record or a round skipped. A round's memory
-    // proof follows its GEMM proof (pog-node's schedule runs them in turn), so the memory
+    // proof follows its GEMM proof (the validator's schedule runs them in turn), so the memory
     // records stored between one proof record and the next are that round's: the round is
     // proven only when they were accepted too.
     let mut rounds: Vec<(i64, Round)> = proofs

@@ -58,7 +58,7 @@ pub fn utc(at_ms: u64) -> String {
 }
 
 /// A round the validator's schedule did not challenge the GPU in because its agent had not
-/// answered the rounds before (pog-node's `round-missed` record).
+/// answered the rounds before (the validator's `round-missed` record, `pog_records::MissedRound`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MissedRound {
     /// The record's number in the validator's store.
@@ -239,7 +239,7 @@ impl From<&HealthSummary> for ReportedHealth {
 
 impl ReportedHealth {
     /// Whether the report warns of anything: a warning or critical alert, or an XID (the
-    /// validator's own rule for a contradiction, pog-node's `health::contradictions`).
+    /// validator's own rule for a contradiction, `pog_validator::health::contradictions`).
     pub fn warns(&self) -> bool {
         self.xid_total > 0
             || self

@@ -242,7 +242,7 @@ pub enum ProverKind {
     Cpu,
 }
 
-impl From<ProverKind> for pog_node::hostproof::ProverChoice {
+impl From<ProverKind> for pog_local::hostproof::ProverChoice {
     fn from(kind: ProverKind) -> Self {
         match kind {
             ProverKind::Auto => Self::Auto,

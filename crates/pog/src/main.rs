@@ -26,7 +26,7 @@ fn main() -> ExitCode {
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
     // Service logs: timestamped lines on stderr, `info` and up unless POG_LOG says otherwise
-    // (e.g. POG_LOG=debug, or POG_LOG=pog_node=debug).
+    // (e.g. POG_LOG=debug, or POG_LOG=pog_validator=debug).
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("POG_LOG")

@@ -7,7 +7,7 @@ use comfy_table::{ContentArrangement, Table};
 use indicatif::{ProgressBar, ProgressStyle};
 use pog_facts::{HostInfo, Inventory, Origin, Reading};
 use pog_inspect::{Finding, Inspection, Severity};
-use pog_node::check::Stage;
+use pog_local::check::Stage;
 use pog_spec::{GpuSpec, Precision};
 use std::time::Duration;
 
@@ -667,7 +667,7 @@ pub fn topology(inv: &Inventory) {
 }
 
 /// `pog prove`: one row per GPU with the time against its bound and the spot checks.
-pub fn proofs(proofs: &[pog_node::hostproof::GpuProof]) {
+pub fn proofs(proofs: &[pog_local::hostproof::GpuProof]) {
     if proofs
         .iter()
         .any(|p| p.check.is_some() || p.error.is_some())
@@ -706,7 +706,7 @@ fn error_row(gpu: String, columns: usize, error: &str) -> Vec<String> {
     row
 }
 
-fn gemm_proofs(proofs: &[pog_node::hostproof::GpuProof]) {
+fn gemm_proofs(proofs: &[pog_local::hostproof::GpuProof]) {
     let mut t = table(&[
         "GPU",
         "GEMM challenge",
@@ -767,7 +767,7 @@ fn gemm_proofs(proofs: &[pog_node::hostproof::GpuProof]) {
     println!("{t}");
 }
 
-fn memory_proofs(proofs: &[pog_node::hostproof::GpuProof]) {
+fn memory_proofs(proofs: &[pog_local::hostproof::GpuProof]) {
     let mut t = table(&[
         "GPU",
         "memory challenge",

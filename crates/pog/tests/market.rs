@@ -376,7 +376,7 @@ fn a_validator_scores_and_prices_from_its_records_and_clears_on_a_clock() {
         ],
     );
     // The key the validator made in its data dir, for the agent to trust.
-    let validator_key = pog_node::keys::load_or_create(&dir.path().join("v/validator.key"))
+    let validator_key = pog_net::keys::load_or_create(&dir.path().join("v/validator.key"))
         .unwrap()
         .public_key();
     let aport = std::net::TcpListener::bind("127.0.0.1:0")

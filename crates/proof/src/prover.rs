@@ -70,7 +70,7 @@ pub enum OpenError {
 }
 
 /// What an agent needs from a computed challenge: the commitment, and openings afterwards.
-/// The CPU prover below implements it, and so does the agent's GPU prover (`pog_node`).
+/// The CPU prover below implements it, and so does the agent's GPU prover (`pog_local::provers`).
 pub trait Prover: Send + Sync {
     /// The Merkle root over all leaves.
     fn root(&self) -> Hash;

@@ -2,6 +2,19 @@
 //! commitment, minus the measured round trip, against the claimed model's expected time.
 
 use serde::{Deserialize, Serialize};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Now, in ms since the Unix epoch: the wall clock every agent and validator stamps its
+/// messages and records with (0 on a clock set before 1970, rather than a panic).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// How far the validator's and the agent's clocks may disagree: an expiry or a report's time
+/// is judged with this much slack.
+pub const CLOCK_SKEW_MS: u64 = 60_000;
 
 /// Allowed excess over the expected time. A model 15 % slower needs 1/0.85 = 1.176 times as
 /// long, well past it; honest sustained runs on the H200 varied by 1.75 % (coefficient of

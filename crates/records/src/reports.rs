@@ -2,6 +2,7 @@
 //! inspection summaries, benchmark figures and health summaries (self-reported), and the
 //! validator's scores and prices. Every body is a JSON object with `version` and `gpu_uuid`.
 
+use pog_proof::timing::CLOCK_SKEW_MS;
 use pog_signed::{GpuUuid, RecordKind};
 use serde::{Deserialize, Serialize};
 
@@ -9,6 +10,52 @@ use crate::SignedBody;
 
 /// Version of the body schemas below.
 pub const BODY_VERSION: u32 = 1;
+
+/// The largest report a validator takes: the envelope's JSON. A real H200's measure 0.8 KiB
+/// (its inspection summary, two findings) and 6.7 KiB (the 25 figures of a standard
+/// `pog bench`), so this leaves room for twice the figures or about thirty findings of full
+/// length; the agent drops the least severe findings, or the last figures, to fit.
+pub const MAX_REPORT_BYTES: usize = 16 << 10;
+/// The most findings an inspection summary carries (most severe first; the rest counted).
+pub const MAX_FINDINGS: usize = 64;
+/// The most figures a benchmark record carries.
+pub const MAX_FIGURES: usize = 256;
+/// The longest finding message or figure method an agent writes, in characters.
+pub const MAX_TEXT_CHARS: usize = 400;
+/// The longest name, code, unit, model, bus id, driver version or suite a validator takes.
+pub const MAX_FIELD_BYTES: usize = 128;
+/// The longest message or method a validator takes.
+pub const MAX_LONG_TEXT_BYTES: usize = 4096;
+
+const _: () = assert!(RecordKind::Inspection as u8 == 2 && RecordKind::Benchmark as u8 == 3);
+
+/// A value of a report's body out of bounds or malformed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the {kind} report's {field} {why}")]
+pub struct BadValue {
+    /// The report's kind.
+    pub kind: &'static str,
+    /// The field refused.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+/// What a validator answers to a report it took (`POST /v1/reports`, 200).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportReceipt {
+    /// The record's id among the GPU's records, from its content: the same content always has
+    /// this id, whatever its `recorded_at_ms` or spelling.
+    pub id: String,
+    /// `inspection` or `benchmark`.
+    pub kind: String,
+    /// The GPU the record is about.
+    pub gpu_uuid: GpuUuid,
+    /// True when this request stored it; false when the validator already held it.
+    pub recorded: bool,
+    /// Its index in the validator's ledger, when this request appended it there.
+    pub log_index: Option<u64>,
+}
 
 /// Whether a figure was measured by the validator or reported by the agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -199,5 +246,129 @@ impl SignedBody for Price {
     const KIND: RecordKind = RecordKind::Price;
     fn gpu_uuid(&self) -> &GpuUuid {
         &self.gpu_uuid
+    }
+}
+
+/// Checks a text field: `min` to `max` bytes, no control characters.
+fn text(
+    kind: &'static str,
+    field: &'static str,
+    value: &str,
+    allow_empty: bool,
+    max: usize,
+) -> Result<(), BadValue> {
+    let invalid = |why: String| Err(BadValue { kind, field, why });
+    if value.is_empty() && !allow_empty {
+        return invalid("is empty".into());
+    }
+    if value.len() > max {
+        return invalid(format!("is {} bytes, over {max}", value.len()));
+    }
+    if value.chars().any(char::is_control) {
+        return invalid("holds control characters".into());
+    }
+    Ok(())
+}
+
+fn common(
+    kind: &'static str,
+    version: u32,
+    provenance: Provenance,
+    recorded_at_ms: u64,
+    now_ms: u64,
+) -> Result<(), BadValue> {
+    let invalid = |field, why: String| Err(BadValue { kind, field, why });
+    if version != BODY_VERSION {
+        return invalid(
+            "version",
+            format!("is {version}; this validator reads version {BODY_VERSION}"),
+        );
+    }
+    if provenance != Provenance::SelfReported {
+        return invalid(
+            "provenance",
+            "is \"measured\": what an agent reports about its own host is self_reported".into(),
+        );
+    }
+    if recorded_at_ms > now_ms.saturating_add(CLOCK_SKEW_MS) {
+        return invalid(
+            "recorded_at_ms",
+            format!("{recorded_at_ms} is in the future (now {now_ms})"),
+        );
+    }
+    Ok(())
+}
+
+impl InspectionSummary {
+    /// Checks the values, as a validator takes them at `now_ms` (its clock).
+    pub fn check(&self, now_ms: u64) -> Result<(), BadValue> {
+        let s = self;
+        let k = RecordKind::Inspection.wire_kind();
+        common(k, s.version, s.provenance, s.recorded_at_ms, now_ms)?;
+        text(k, "model", &s.model, false, MAX_FIELD_BYTES)?;
+        text(k, "bus_id", &s.bus_id, false, MAX_FIELD_BYTES)?;
+        text(
+            k,
+            "driver_version",
+            &s.driver_version,
+            false,
+            MAX_FIELD_BYTES,
+        )?;
+        if !["pass", "warn", "fail"].contains(&s.verdict.as_str()) {
+            return Err(BadValue {
+                kind: k,
+                field: "verdict",
+                why: "is none of pass, warn, fail".into(),
+            });
+        }
+        if s.findings.len() > 4 * MAX_FINDINGS {
+            return Err(BadValue {
+                kind: k,
+                field: "findings",
+                why: format!("number {}, over {}", s.findings.len(), 4 * MAX_FINDINGS),
+            });
+        }
+        for f in &s.findings {
+            text(k, "finding code", &f.code, false, MAX_FIELD_BYTES)?;
+            text(k, "finding message", &f.message, false, MAX_LONG_TEXT_BYTES)?;
+            if !["info", "warning", "fail"].contains(&f.severity.as_str()) {
+                return Err(BadValue {
+                    kind: k,
+                    field: "finding severity",
+                    why: "is none of info, warning, fail".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl BenchmarkFigures {
+    /// Checks the values, as a validator takes them at `now_ms` (its clock).
+    pub fn check(&self, now_ms: u64) -> Result<(), BadValue> {
+        let b = self;
+        let k = RecordKind::Benchmark.wire_kind();
+        common(k, b.version, b.provenance, b.recorded_at_ms, now_ms)?;
+        text(k, "suite", &b.suite, false, MAX_FIELD_BYTES)?;
+        if b.figures.is_empty() || b.figures.len() > MAX_FIGURES {
+            return Err(BadValue {
+                kind: k,
+                field: "figures",
+                why: format!("number {}, not 1 to {MAX_FIGURES}", b.figures.len()),
+            });
+        }
+        for f in &b.figures {
+            text(k, "figure name", &f.name, false, MAX_FIELD_BYTES)?;
+            text(k, "figure unit", &f.unit, false, MAX_FIELD_BYTES)?;
+            text(k, "figure method", &f.method, false, MAX_LONG_TEXT_BYTES)?;
+            if !f.value.is_finite() {
+                return Err(BadValue {
+                    kind: k,
+                    field: "figure value",
+                    why: format!("of {} is not a finite number", f.name),
+                });
+            }
+        }
+        Ok(())
     }
 }

@@ -27,3 +27,14 @@ pub use envelope::{
 pub use gpu::{BadGpuUuid, GpuUuid};
 pub use key::{Identity, KeyError, PublicKey};
 pub use kind::RecordKind;
+
+/// `N` bytes of the operating system's randomness: nonces, spot-check secrets, ids.
+///
+/// # Panics
+/// When the operating system gives no randomness at all (no `getrandom`, no `/dev/urandom`):
+/// nothing secure can be made then.
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).expect("the operating system's randomness");
+    bytes
+}

@@ -166,7 +166,7 @@ impl Gpu {
         size: u64,
     ) -> Result<Chosen, GpuError> {
         // A map of choices: a panic while it was held leaves nothing half-made, so a poisoned
-        // lock's map is taken as it is (as the services take theirs: pog_node::locked).
+        // lock's map is taken as it is (as the services take theirs: pog_net::locked).
         let mut known = self
             .proof_algorithms
             .lock()

@@ -1,5 +1,5 @@
 //! `pog agent`'s health monitor: its GPUs sampled through NVML every second into
-//! `pog_node::watch`, whose metrics it serves (at `/metrics` on the API's address, or on
+//! `pog_agent::watch`, whose metrics it serves (at `/metrics` on the API's address, or on
 //! `--metrics-listen`) and whose recent history answers validators' health requests. A host
 //! serving the simulated double has no telemetry to sample (pog-sim simulates none): its GPUs
 //! are listed as SIMULATED and unsampled.
@@ -7,8 +7,8 @@
 use super::service::say;
 use crate::cli::AgentArgs;
 use anyhow::{Context, Result};
+use pog_agent::watch::Watch;
 use pog_monitor::prometheus::GpuIdentity;
-use pog_node::watch::Watch;
 use pog_proof::wire::GpuClaim;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -48,7 +48,7 @@ pub(super) fn start(
                 .with_context(|| format!("cannot listen on {listen} for the metrics"))?;
             let local = listener.local_addr().context("the metrics address")?;
             say(format_args!("metrics at http://{local}/metrics"));
-            Some((listener, pog_node::watch::metrics_router(watch.clone())))
+            Some((listener, pog_agent::watch::metrics_router(watch.clone())))
         }
         None => None,
     };
@@ -66,7 +66,7 @@ pub(super) fn start(
         .spawn(move || {
             // The agent runs until its process ends; so does its sampler.
             let never = AtomicBool::new(false);
-            if let Err(e) = pog_node::watch::run_nvml(&sampled, &uuids, INTERVAL, &never) {
+            if let Err(e) = pog_agent::watch::run_nvml(&sampled, &uuids, INTERVAL, &never) {
                 tracing::warn!(
                     "health monitor: {e}: no telemetry is sampled; /metrics lists the GPUs \
                      unsampled and health summaries report no samples"

@@ -277,7 +277,7 @@ const LAST_ANCHOR_WAIT: Duration = Duration::from_secs(20);
 /// On `stop` (sent once the last checkpoint is signed) one last look, for at most
 /// [`LAST_ANCHOR_WAIT`]; what it misses is anchored at the next start.
 pub async fn anchor_on_schedule(
-    ledger: Arc<pog_node::ledger::ValidatorLedger>,
+    ledger: Arc<pog_validator::ledger::ValidatorLedger>,
     ledger_dir: PathBuf,
     registry: Registry,
     every: Duration,
@@ -307,14 +307,14 @@ pub async fn anchor_on_schedule(
 /// One look of [`anchor_on_schedule`]: anchors the stored checkpoint if it is larger than
 /// `anchored`, and records it there and in the ledger directory.
 async fn anchor_latest(
-    ledger: &pog_node::ledger::ValidatorLedger,
+    ledger: &pog_validator::ledger::ValidatorLedger,
     ledger_dir: &Path,
     registry: &Registry,
     anchored: &mut Option<u64>,
 ) {
-    let checkpoint = match pog_node::ledger::stored_checkpoint(ledger.ledger()) {
+    let checkpoint = match pog_validator::ledger::stored_checkpoint(ledger.ledger()) {
         Ok(c) => c,
-        Err(pog_node::ledger::LedgerError::NoCheckpoint) => return,
+        Err(pog_validator::ledger::LedgerError::NoCheckpoint) => return,
         Err(e) => {
             tracing::error!(error = %e, "anchoring: the ledger's checkpoint is unreadable");
             return;

@@ -1,4 +1,4 @@
-//! `pog check`: the provider's one command. It runs the `pog_node::check` pipeline
+//! `pog check`: the provider's one command. It runs the `pog_local::check` pipeline
 //! (inspection, the quick benchmark suite, the validator's challenge as a self-challenge) and
 //! reports one line per stage with an overall verdict.
 
@@ -7,12 +7,12 @@ use crate::cli::Global;
 use crate::render;
 use anyhow::Result;
 use pog_inspect::Severity;
-use pog_node::check::StageStatus;
+use pog_local::check::StageStatus;
 
 pub fn run(global: &Global) -> Result<Outcome> {
     let platform = super::platform(global, pog_sim::DEFAULT_HOST)?;
     let mut progress = render::Bar::new(global.json);
-    let report = pog_node::check::run(platform.as_ref(), &mut progress)?;
+    let report = pog_local::check::run(platform.as_ref(), &mut progress)?;
     progress.finish();
     let verdict = match report.status() {
         StageStatus::Fail => Verdict::Fail,

@@ -284,9 +284,9 @@ pub(super) fn table(header: &[&str]) -> Table {
 /// The validator's key as the log's note signer.
 fn log_signer(global: &Global, args: &LedgerArgs) -> Result<NoteSigner> {
     let path = super::service::data_dir(global)?.join("validator.key");
-    let identity = pog_node::keys::load_or_create(&path)
+    let identity = pog_net::keys::load_or_create(&path)
         .with_context(|| format!("the validator key {}", path.display()))?;
-    pog_node::ledger::log_signer(&identity, args.origin.as_deref())
+    pog_validator::ledger::log_signer(&identity, args.origin.as_deref())
         .map_err(|e| anyhow!("--origin: {e}"))
 }
 
@@ -407,12 +407,12 @@ pub fn ledger_run(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
 
 /// The ledger's stored latest checkpoint.
 fn stored_checkpoint(ledger: &Ledger) -> Result<SignedCheckpoint> {
-    Ok(pog_node::ledger::stored_checkpoint(ledger)?)
+    Ok(pog_validator::ledger::stored_checkpoint(ledger)?)
 }
 
 /// The add-checkpoint request body for the ledger's latest checkpoint, from size `old`.
 fn request_body(ledger: &Ledger, old: u64) -> Result<(Vec<u8>, u64)> {
-    Ok(pog_node::ledger::request_body(ledger, old)?)
+    Ok(pog_validator::ledger::request_body(ledger, old)?)
 }
 
 fn witness_request(global: &Global, args: &LedgerArgs, old: u64) -> Result<Outcome> {
@@ -807,7 +807,7 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         let tail = if source.starts_with("http://") || source.starts_with("https://") {
             check_tail(
                 &bundle,
-                pog_node::ledger::HttpTiles::new(source, args.log_timeout)?,
+                pog_validator::ledger::HttpTiles::new(source, args.log_timeout)?,
             )
         } else {
             check_tail(&bundle, DirSource(PathBuf::from(source)))
@@ -928,7 +928,7 @@ fn anchor_line(a: &pog_anchor::AnchorCheck) -> String {
 
 fn witness_signer(global: &Global, name: &Option<String>) -> Result<NoteSigner> {
     let path = super::service::data_dir(global)?.join("witness.key");
-    let identity = pog_node::keys::load_or_create(&path)
+    let identity = pog_net::keys::load_or_create(&path)
         .with_context(|| format!("the witness key {}", path.display()))?;
     let name = match name {
         Some(n) => n.clone(),
@@ -1048,9 +1048,11 @@ fn publish(global: &Global, args: &LedgerArgs, urls: &[String]) -> Result<Outcom
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let client = pog_node::ledger::witness_client()?;
-    let deadline = pog_node::ledger::WITNESS_DEADLINE;
-    let published = rt.block_on(pog_node::ledger::publish(&ledger, &client, urls, deadline))?;
+    let client = pog_validator::ledger::witness_client()?;
+    let deadline = pog_validator::ledger::WITNESS_DEADLINE;
+    let published = rt.block_on(pog_validator::ledger::publish(
+        &ledger, &client, urls, deadline,
+    ))?;
     let (with, answers) = (published.checkpoint, published.witnesses);
     let cosigned = answers.iter().filter(|a| a.cosigned).count();
     let verdict = if cosigned == answers.len() {
@@ -1070,7 +1072,7 @@ fn publish(global: &Global, args: &LedgerArgs, urls: &[String]) -> Result<Outcom
         #[derive(Serialize)]
         struct Report {
             size: u64,
-            witnesses: Vec<pog_node::ledger::WitnessAnswer>,
+            witnesses: Vec<pog_validator::ledger::WitnessAnswer>,
             checkpoint: String,
         }
         let report = Report {
@@ -1205,7 +1207,7 @@ fn serve_witness(global: &Global, args: &ServeArgs) -> Result<Outcome> {
     let local = listener.local_addr().context("reading the bound address")?;
     let stop = {
         let _runtime = rt.enter();
-        pog_node::serve::stop_signal().context("installing the signal handlers")?
+        pog_net::serve::stop_signal().context("installing the signal handlers")?
     };
     let router = axum::Router::new().route(
         "/add-checkpoint",
@@ -1235,10 +1237,10 @@ fn serve_witness(global: &Global, args: &ServeArgs) -> Result<Outcome> {
         let _ = writeln!(out, "witness {vkey} listening on {local}");
         let _ = out.flush();
     }
-    rt.block_on(pog_node::serve::serve(
+    rt.block_on(pog_net::serve::serve(
         listener,
         router,
-        pog_node::serve::Limits::small_requests(),
+        pog_net::serve::Limits::small_requests(),
         stop,
         std::time::Duration::from_secs(5),
     ))

@@ -1,6 +1,6 @@
 //! `pog score`, `pog price` and `pog market`: the Proof-of-GPU score of this host (or of a
 //! saved `pog check --json` report), its price per GPU-hour, and the validator's order book
-//! (`pog_market`, `pog_node::market`; docs/market.md).
+//! (`pog_market`, `pog_validator::market`; docs/market.md).
 
 use super::{print_json, Outcome, Verdict};
 use crate::cli::Global;
@@ -13,9 +13,9 @@ use pog_market::quote::{quote, MarketState, Quote};
 use pog_market::report::{check_figures, spec_figures, CheckFigures};
 use pog_market::score::{gpu_score, score, simulated, GpuScore, ProofStatus, Score};
 use pog_market::{GpuClass, Mechanism, Order, OrderId, Price, Side};
-use pog_node::market::{MarketClient, MarketLimits, PostedPrice};
-use pog_node::pricing::ScoreView;
 use pog_spec::SpecDb;
+use pog_validator::market::{MarketClient, MarketLimits, PostedPrice};
+use pog_validator::pricing::ScoreView;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -246,7 +246,7 @@ fn figures(global: &Global, args: &ReportArgs) -> Result<CheckFigures> {
         None => {
             let platform = super::platform(global, pog_sim::DEFAULT_HOST)?;
             let mut progress = crate::render::Bar::new(global.json);
-            let report = pog_node::check::run(platform.as_ref(), &mut progress)?;
+            let report = pog_local::check::run(platform.as_ref(), &mut progress)?;
             progress.finish();
             let simulated = crate::render::is_simulated(&report.inspect.inventory.origin);
             let mut value =
@@ -510,7 +510,7 @@ fn key(global: &Global, explicit: &Option<PathBuf>, default: &str) -> Result<pog
         Some(p) => p.clone(),
         None => super::service::data_dir(global)?.join(default),
     };
-    pog_node::keys::load_or_create(&path).with_context(|| format!("the key {}", path.display()))
+    pog_net::keys::load_or_create(&path).with_context(|| format!("the key {}", path.display()))
 }
 
 /// Orders as a table, each with its expiry where known.
@@ -582,7 +582,7 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
                     Some(id) => {
                         OrderId::new(id.clone()).map_err(|e| anyhow!("--id {id:?}: {e}"))?
                     }
-                    None => pog_node::market::fresh_order_id(),
+                    None => pog_validator::market::fresh_order_id(),
                 },
                 owner.public_key(),
                 *side,
@@ -757,7 +757,7 @@ fn price_table(points: &[PostedPrice]) -> Table {
 #[derive(Serialize)]
 struct GpuPriceReport {
     score: ScoreView,
-    history: pog_node::pricing::PricePage,
+    history: pog_validator::pricing::PricePage,
 }
 
 /// `pog price --validator URL [--gpu UUID]`: what the validator scored and posted.
@@ -768,7 +768,7 @@ fn validator_prices(global: &Global, url: &str, gpu: Option<&str>) -> Result<Out
         .build()
         .context("starting the async runtime")?;
     let Some(uuid) = gpu else {
-        let page = rt.block_on(client.scores(None, pog_node::pricing::MAX_PAGE))?;
+        let page = rt.block_on(client.scores(None, pog_validator::pricing::MAX_PAGE))?;
         let priced = page
             .scores
             .iter()
@@ -798,7 +798,8 @@ fn validator_prices(global: &Global, url: &str, gpu: Option<&str>) -> Result<Out
         return Ok(Outcome(Verdict::Pass));
     };
     let score = rt.block_on(client.score(uuid))?;
-    let history = rt.block_on(client.price_history(uuid, None, pog_node::pricing::MAX_PAGE))?;
+    let history =
+        rt.block_on(client.price_history(uuid, None, pog_validator::pricing::MAX_PAGE))?;
     let verdict = if score.price_micro_usd.is_some() {
         Verdict::Pass
     } else {

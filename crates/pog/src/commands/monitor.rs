@@ -440,7 +440,7 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
     let stop = Arc::new(AtomicBool::new(false));
     let signal = {
         let _runtime = rt.enter();
-        pog_node::serve::stop_signal().context("installing the signal handlers")?
+        pog_net::serve::stop_signal().context("installing the signal handlers")?
     };
     rt.spawn({
         let stop = stop.clone();
@@ -474,10 +474,10 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
             .route("/metrics", axum::routing::get(metrics))
             .with_state(live.clone());
         let stopped = stop.clone();
-        rt.spawn(pog_node::serve::serve(
+        rt.spawn(pog_net::serve::serve(
             listener,
             router,
-            pog_node::serve::Limits::small_requests(),
+            pog_net::serve::Limits::small_requests(),
             async move {
                 while !stopped.load(Ordering::Relaxed) {
                     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -1,5 +1,5 @@
 //! `pog prove`: the proof of GPU as a validator would run it, on this host's GPUs, validator
-//! and agent in one process (`pog_node::hostproof`): the time to commit against the claimed
+//! and agent in one process (`pog_local::hostproof`): the time to commit against the claimed
 //! model's bound, the spot checks, and where the time went.
 
 use super::inspect::collect_and_inspect;
@@ -7,7 +7,7 @@ use super::{print_json, Outcome, Verdict};
 use crate::cli::{Global, ProofKind, ProveArgs};
 use crate::render;
 use anyhow::Result;
-use pog_node::hostproof::{self, GpuProof, MemoryOverrides, ProofKinds, ProveOptions};
+use pog_local::hostproof::{self, GpuProof, MemoryOverrides, ProofKinds, ProveOptions};
 use serde::Serialize;
 
 /// What `pog prove --json` reports.

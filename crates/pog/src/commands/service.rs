@@ -1,20 +1,22 @@
-//! `pog agent` and `pog validator`: the long-running services (crates/node), with their keys
+//! `pog agent` and `pog validator`: the long-running services (crates/agent, crates/validator), with their keys
 //! and registry in the data dir.
 
 use super::{Outcome, Verdict};
 use crate::cli::{AgentArgs, Global, ProverKind, ValidatorArgs};
 use anyhow::{anyhow, bail, Context, Result};
+use pog_agent::agent::{self, Agent};
+use pog_agent::reports;
 use pog_inspect::GpuVerdict;
-use pog_node::agent::{self, Agent};
-use pog_node::clock::now_ms;
-use pog_node::provers::{CpuEngine, GpuEngine, ProverEngine};
-use pog_node::registry::Registry;
-use pog_node::reports::{self, ReportReceipt, SavedBench};
-use pog_node::schedule::Schedule;
-use pog_node::serve::Limits;
-use pog_node::validator::{Config, Validator};
+use pog_local::provers::{CpuEngine, GpuEngine, ProverEngine};
+use pog_proof::timing::now_ms;
+use pog_records::reports::ReportReceipt;
+use pog_validator::registry::Registry;
+
+use pog_net::serve::Limits;
 use pog_proof::wire::GpuClaim;
 use pog_records::{MemoryPolicy, PlanKind, Policy};
+use pog_validator::schedule::Schedule;
+use pog_validator::validator::{Config, Validator};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,9 +84,9 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
     let listener = rt.block_on(bind(&args.listen))?;
     let stop = {
         let _runtime = rt.enter();
-        pog_node::serve::stop_signal().context("installing the signal handlers")?
+        pog_net::serve::stop_signal().context("installing the signal handlers")?
     };
-    let identity = pog_node::keys::load_or_create(&data_dir(global)?.join("agent.key"))?;
+    let identity = pog_net::keys::load_or_create(&data_dir(global)?.join("agent.key"))?;
     let report = super::inspect::collect_and_inspect(global, sim_host(&identity)?)?;
     let simulated = crate::render::is_simulated(&report.inventory.origin);
     let gpus: Vec<GpuClaim> = report
@@ -108,7 +110,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
     // The agent's own records, made once and sent after every registration: the inspection
     // it just ran and, when given, a saved benchmark report's figures.
     let bench = match &args.bench_report {
-        Some(path) => Some(SavedBench::read(path).context("--bench-report")?),
+        Some(path) => Some(reports::SavedBench::read(path).context("--bench-report")?),
         None => None,
     };
     let made = reports::agent_reports(&identity, &report, &gpus, bench.as_ref(), now_ms())
@@ -144,7 +146,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
                 .watching(watch, metrics_listener.is_none()),
         );
         if let Some((listener, router)) = metrics_listener {
-            tokio::spawn(pog_node::serve::serve(
+            tokio::spawn(pog_net::serve::serve(
                 listener,
                 router,
                 Limits::small_requests(),
@@ -152,7 +154,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
                 Duration::from_secs(1),
             ));
         }
-        let mut server = tokio::spawn(pog_node::serve::serve(
+        let mut server = tokio::spawn(pog_net::serve::serve(
             listener,
             agent::router(service),
             Limits::protocol_messages().serving_gpus(gpus.len()),
@@ -192,7 +194,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(REREGISTER_EVERY).await;
-                let quiet = |_: &pog_node::http::PostError, _: Duration| {};
+                let quiet = |_: &pog_net::http::PostError, _: Duration| {};
                 if let Err(e) = agent::register(&again, &key, &endpoint, &gpus, quiet).await {
                     tracing::warn!("{mark}registering again with {again}: {e}");
                     continue;
@@ -324,7 +326,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     let listener = rt.block_on(bind(&args.listen))?;
     let signalled = {
         let _runtime = rt.enter();
-        pog_node::serve::stop_signal().context("installing the signal handlers")?
+        pog_net::serve::stop_signal().context("installing the signal handlers")?
     };
     // The chain anchor's settings, checked before anything is opened or served (the chain
     // itself is reached on the schedule: a node that is down delays anchors, never the
@@ -337,18 +339,18 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         _ => None,
     };
     let dir = data_dir(global)?;
-    let identity = pog_node::keys::load_or_create(&dir.join("validator.key"))?;
+    let identity = pog_net::keys::load_or_create(&dir.join("validator.key"))?;
     let registry_path = dir.join("registry.sqlite");
     let registry = Registry::open(Some(&registry_path))
         .with_context(|| format!("opening {}", registry_path.display()))?;
     let market_path = dir.join("market.sqlite");
-    let market = pog_node::market::Market::open(Some(&market_path), &identity.public_key())
+    let market = pog_validator::market::Market::open(Some(&market_path), &identity.public_key())
         .with_context(|| format!("opening {}", market_path.display()))?
         .with_limits(args.market.limits());
     let market = Arc::new(market);
     // Every record the validator signs goes into its transparency log first.
     let ledger_dir = dir.join("ledger");
-    let ledger = pog_node::ledger::ValidatorLedger::open(&ledger_dir, &identity, None)
+    let ledger = pog_validator::ledger::ValidatorLedger::open(&ledger_dir, &identity, None)
         .with_context(|| format!("opening the ledger in {}", ledger_dir.display()))?;
     let ledger = Arc::new(ledger);
     // Scheduled clearings are signed with the validator's key, as a manual one is.
@@ -424,14 +426,14 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     };
     // Built before anything starts: a hardened client that cannot be built stops the validator
     // here rather than leaving it without its defences.
-    let witness_client = pog_node::ledger::witness_client()?;
+    let witness_client = pog_validator::ledger::witness_client()?;
     rt.block_on(async {
         let service = Arc::new(
             Validator::with_config(identity, registry, config)?.with_ledger(ledger.clone()),
         );
         let (stop, stopped) = tokio::sync::watch::channel(false);
         // Scores and prices from the validator's records, re-quoted as each record is stored.
-        let pricing = pog_node::pricing::Pricing::new(
+        let pricing = pog_validator::pricing::Pricing::new(
             service.clone(),
             market.clone(),
             pog_market::Config::embedded(),
@@ -443,7 +445,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
                 args.market.clear_every.as_secs_f64(),
                 args.market.clear_mechanism
             ));
-            tokio::spawn(pog_node::pricing::clear_on_schedule(
+            tokio::spawn(pog_validator::pricing::clear_on_schedule(
                 market.clone(),
                 clearer,
                 args.market.clear_every,
@@ -479,7 +481,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
                 anchor_stopped,
             ))
         });
-        let checkpoints = tokio::spawn(pog_node::ledger::checkpoint_on_schedule(
+        let checkpoints = tokio::spawn(pog_validator::ledger::checkpoint_on_schedule(
             ledger,
             args.checkpoint_every,
             (witness_client, args.witnesses.clone()),
@@ -493,13 +495,13 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
             std::thread::Builder::new()
                 .name("pog-schedule".into())
                 .spawn(move || {
-                    rounds_rt.block_on(pog_node::schedule::run(service, schedule, stopped))
+                    rounds_rt.block_on(pog_validator::schedule::run(service, schedule, stopped))
                 })
                 .context("starting the schedule")?
         };
-        pog_node::serve::serve(
+        pog_net::serve::serve(
             listener,
-            pog_node::pricing::router(service, market, pricing),
+            pog_validator::pricing::router(service, market, pricing),
             limits,
             signalled,
             Duration::from_secs(10),

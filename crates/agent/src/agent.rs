@@ -1,0 +1,967 @@
+//! `pog agent`: answers challenges for its GPUs. It runs only challenges signed by a validator
+//! it trusts, for a GPU it has, computes the product, commits to the root and opens leaves on
+//! request. Proofs are computed by a [`ProverEngine`]: the GPU engine on a GPU host, the CPU
+//! engine for CI's end-to-end runs and the attack tests. The attack tests' dishonest agents
+//! (`crate::misbehaviour`) exist only with the `test-doubles` feature. Even a validator it
+//! trusts cannot pin its memory: one memory data set per GPU, memory challenges no larger than
+//! the protocol plans for the claimed model, and nothing held past [`MEMORY_HOLD`] between the
+//! validator's messages.
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use pog_local::provers::{BuiltMemory, ProverEngine, ProverError};
+use pog_net::http::{envelope_response, ApiError};
+use pog_net::locked::Locked;
+use pog_proof::challenge::Addressee;
+use pog_proof::memory::{self, MemoryChallenge};
+use pog_proof::prover::Prover;
+use pog_proof::timing::{now_ms, CLOCK_SKEW_MS};
+use pog_proof::wire::{
+    self, kind, ChallengeMessage, Commitment, GpuClaim, OpenRequest, Openings, WireOpening,
+};
+use pog_proof::wire::{MemoryChallengeMessage, MemoryReady, WalkMessage};
+use pog_proof::Challenge;
+use pog_signed::{GpuUuid, Identity, PublicKey};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+/// The most leaves one open request may ask for (the validator asks for at most 1024).
+pub const MAX_OPENINGS: usize = 4096;
+
+/// How long the agent holds what a challenge leaves between two of the validator's messages:
+/// a built data set until its walk, a walk's or a GEMM challenge's commitment until its open.
+/// An honest validator sends each right after the agent's answer; a hostile one that never
+/// does pins the memory no longer than this, whatever expiry it signed.
+pub const MEMORY_HOLD: Duration = Duration::from_secs(30);
+
+/// The longest id of a challenge or health request the agent takes (the validator's are 32
+/// or 48 characters).
+pub const MAX_ID_BYTES: usize = 128;
+
+/// The longest a challenge may live from now, by its signed expiry (`pog validator
+/// --expiry-ms` is at most an hour): its id is remembered that long.
+pub const MAX_LIFETIME_MS: u64 = 3_600_000;
+
+/// The most ids the agent remembers at once (each within its lifetime): at most about 20 MiB.
+/// An honest validator sends a few a round per GPU.
+pub const MAX_IDS_KEPT: usize = 100_000;
+
+/// How many times the work of the protocol's plan for a GPU's claimed model a GEMM challenge
+/// may ask (`Agent::check_planned_gemm`): a validator may plan from another measured rate, and
+/// the bound's slack lets the honest model take up to 1.1 times its expected time.
+pub const GEMM_WORK_SLACK: f64 = 4.0;
+
+/// The most GEMM commitments the agent keeps for one GPU, waiting to be opened: a newer one
+/// drops the oldest. An honest validator has one challenge in flight per GPU; a hostile one
+/// (trusted) could otherwise pin a result per challenge it sends.
+pub const GEMM_COMMITMENTS_KEPT: usize = 4;
+
+/// A computed challenge waiting to be opened.
+struct Computed {
+    prover: Arc<dyn Prover>,
+    /// The challenge's expiry (validator clock, ms).
+    expires_at_ms: u64,
+    issuer: PublicKey,
+    /// The GPU whose memory walk this commits to (none for a GEMM challenge): the GPU's next
+    /// build drops it, and it is dropped after [`MEMORY_HOLD`] unopened.
+    walk_of: Option<GpuUuid>,
+    /// The GPU whose GEMM challenge this commits to (none for a walk), and when it was kept:
+    /// at most [`GEMM_COMMITMENTS_KEPT`] are kept a GPU, each for [`MEMORY_HOLD`] unopened.
+    gemm_of: Option<(GpuUuid, std::time::Instant)>,
+}
+
+/// A built memory data set waiting for its walk nonce.
+struct Built {
+    challenge_id: String,
+    dataset: Box<dyn BuiltMemory>,
+    issuer: PublicKey,
+}
+
+/// What one GPU's memory slot holds: at most one data set, so a validator cannot make the
+/// agent hold two for one GPU.
+enum MemorySlot {
+    /// A build or a walk is running: another build for the GPU is refused until it ends.
+    Busy,
+    /// A data set waiting for its walk.
+    Built(Built),
+}
+
+/// A GPU's memory slot taken for a build or a walk, held by the blocking work itself (so the
+/// slot stays taken until the work really ends, even when the request is gone). Dropped, it
+/// leaves its built data set in the slot (freed after the hold unless walked), or the slot
+/// empty.
+struct SlotWork {
+    agent: Arc<Agent>,
+    gpu: GpuUuid,
+    built: Option<Built>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl SlotWork {
+    /// Leaves `built` in the slot when the work ends.
+    fn keep(&mut self, built: Built) {
+        self.built = Some(built);
+    }
+}
+
+impl Drop for SlotWork {
+    fn drop(&mut self) {
+        let mut slots = self.agent.memory.locked();
+        let Some(built) = self.built.take() else {
+            slots.remove(&self.gpu);
+            return;
+        };
+        let (gpu, id) = (self.gpu.clone(), built.challenge_id.clone());
+        slots.insert(self.gpu.clone(), MemorySlot::Built(built));
+        drop(slots);
+        self.agent.after_hold(&self.runtime, move |agent| {
+            let mut slots = agent.memory.locked();
+            let unwalked =
+                matches!(slots.get(&gpu), Some(MemorySlot::Built(b)) if b.challenge_id == id);
+            let freed = unwalked.then(|| slots.remove(&gpu));
+            drop(slots);
+            drop(freed);
+        });
+    }
+}
+
+/// A GEMM computation counted against its GPU ([`Agent::start_gemm`]) until dropped.
+struct Computing {
+    agent: Arc<Agent>,
+    gpu: GpuUuid,
+}
+
+impl Drop for Computing {
+    fn drop(&mut self) {
+        let mut computing = self.agent.computing.locked();
+        if let Some(running) = computing.get_mut(&self.gpu) {
+            *running = running.saturating_sub(1);
+            if *running == 0 {
+                computing.remove(&self.gpu);
+            }
+        }
+    }
+}
+
+/// The agent's state.
+pub struct Agent {
+    identity: Identity,
+    trusted_validators: Vec<PublicKey>,
+    gpus: Vec<GpuClaim>,
+    pub(crate) engine: Arc<dyn ProverEngine>,
+    /// Computed challenges by id, kept until opened.
+    provers: Mutex<HashMap<String, Computed>>,
+    /// Each GPU's memory slot, by UUID: its one data set, built or in use.
+    memory: Mutex<HashMap<GpuUuid, MemorySlot>>,
+    /// How long a data set waits for its walk and a commitment for its open.
+    memory_hold: Duration,
+    /// Every challenge id taken, with its expiry (validator clock), until it can no longer be
+    /// replayed: a captured challenge cannot make the agent compute twice.
+    answered: Mutex<HashMap<String, u64>>,
+    /// GEMM computations running, by GPU: at most [`GEMM_COMMITMENTS_KEPT`] a GPU.
+    computing: Mutex<HashMap<GpuUuid, usize>>,
+    /// The health monitor of its GPUs (`crate::watch`), and whether `/metrics` is served on
+    /// the API's port.
+    watch: Option<(Arc<crate::watch::Watch>, bool)>,
+    /// A test agent's misbehaviour (never in a release build).
+    #[cfg(feature = "test-doubles")]
+    pub(crate) cheating: Option<crate::misbehaviour::Cheating>,
+}
+
+impl Agent {
+    /// An honest agent proving with `engine`.
+    pub fn new(
+        identity: Identity,
+        trusted_validators: Vec<PublicKey>,
+        gpus: Vec<GpuClaim>,
+        engine: Arc<dyn ProverEngine>,
+    ) -> Agent {
+        Agent {
+            identity,
+            trusted_validators,
+            gpus,
+            engine,
+            provers: Mutex::new(HashMap::new()),
+            memory: Mutex::new(HashMap::new()),
+            memory_hold: MEMORY_HOLD,
+            answered: Mutex::new(HashMap::new()),
+            computing: Mutex::new(HashMap::new()),
+            watch: None,
+            #[cfg(feature = "test-doubles")]
+            cheating: None,
+        }
+    }
+
+    /// Answers health requests from `watch` (`POST /v1/health`), and serves its metrics at
+    /// `GET /metrics` on the API's port when `metrics_here`.
+    pub fn watching(mut self, watch: Arc<crate::watch::Watch>, metrics_here: bool) -> Agent {
+        self.watch = Some((watch, metrics_here));
+        self
+    }
+
+    /// Holds a data set unwalked, or a commitment unopened, for `hold` instead of
+    /// [`MEMORY_HOLD`] (tests use a short hold).
+    pub fn holding_memory_for(mut self, hold: Duration) -> Agent {
+        self.memory_hold = hold;
+        self
+    }
+
+    /// The agent's public key (hex), which names it to validators.
+    pub fn public_key(&self) -> PublicKey {
+        self.identity.public_key()
+    }
+
+    /// The GPUs the agent offers.
+    pub fn gpus(&self) -> &[GpuClaim] {
+        &self.gpus
+    }
+
+    /// The identity answers are signed with.
+    fn signer(&self) -> &Identity {
+        #[cfg(feature = "test-doubles")]
+        if let Some(cheating) = &self.cheating {
+            return cheating.signer(&self.identity);
+        }
+        &self.identity
+    }
+
+    /// Refuses a challenge (of either kind) not addressed to this agent by its signer, or for a
+    /// GPU it does not have: work done for another agent's key would be credited to that agent
+    /// (a relay), work for another issuer is not asked by it.
+    fn check_addressed(&self, signer: &PublicKey, to: Addressee) -> Result<(), ApiError> {
+        if !self.trusted_validators.iter().any(|v| v == signer) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!("challenge signed by {signer}, which this agent does not trust"),
+            ));
+        }
+        if self.identity.public_key() != *to.agent_key {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "challenge addressed to agent {}, not to this agent ({})",
+                    to.agent_key,
+                    self.identity.public_key()
+                ),
+            ));
+        }
+        if to.validator_key != signer {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "challenge issued for validator {} but signed by {signer}",
+                    to.validator_key
+                ),
+            ));
+        }
+        if !self
+            .gpus
+            .iter()
+            .any(|g| g.uuid == *to.gpu_uuid && g.bus_id == to.gpu_bus_id)
+        {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("this agent has no GPU {} at {}", to.gpu_uuid, to.gpu_bus_id),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Takes a challenge id (before any work, so two copies of one challenge cannot both
+    /// run), refusing an expired or already answered one; forgets what can no longer be opened
+    /// or replayed.
+    fn take_id(&self, id: &str, expires_at_ms: u64) -> Result<(), ApiError> {
+        // Ids are kept until their expiry: both are bounded, or a trusted but hostile
+        // validator could pin memory with long ids that never expire.
+        if id.is_empty() || id.len() > MAX_ID_BYTES || !id.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("an id is 1 to {MAX_ID_BYTES} printable ASCII characters"),
+            ));
+        }
+        let now = now_ms();
+        if now > expires_at_ms.saturating_add(CLOCK_SKEW_MS) {
+            return Err(ApiError::new(
+                StatusCode::GONE,
+                format!("{id} expired at {expires_at_ms} ms (now {now} ms)"),
+            ));
+        }
+        if expires_at_ms > now.saturating_add(MAX_LIFETIME_MS + CLOCK_SKEW_MS) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "{id} expires more than {} s from now: a challenge lives at most that long",
+                    MAX_LIFETIME_MS / 1000
+                ),
+            ));
+        }
+        let horizon = now.saturating_sub(CLOCK_SKEW_MS);
+        self.provers
+            .locked()
+            .retain(|_, computed| computed.expires_at_ms >= horizon);
+        let mut answered = self.answered.locked();
+        answered.retain(|_, expires| *expires >= horizon);
+        if answered.len() >= MAX_IDS_KEPT {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("{MAX_IDS_KEPT} challenges are within their lifetime: retry later"),
+            ));
+        }
+        if answered.insert(id.to_string(), expires_at_ms).is_some() {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!("{id} was already answered"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The model the agent claims `gpu` is ("" for a GPU it does not serve).
+    fn claimed_model(&self, gpu: &str) -> &str {
+        self.gpus
+            .iter()
+            .find(|g| g.uuid == gpu)
+            .map_or("", |g| g.model.as_str())
+    }
+
+    /// Refuses (400) a GEMM challenge that asks for more than the protocol plans for the GPU's
+    /// claimed model in the challenge's precision (`params::plan_at`): a larger product, or
+    /// more than [`GEMM_WORK_SLACK`] times the plan's work (a validator may plan from another
+    /// measured rate). A hostile validator could otherwise hold the GPU for as long as it
+    /// likes with one challenge.
+    fn check_planned_gemm(&self, c: &Challenge) -> Result<(), String> {
+        let model = self.claimed_model(&c.gpu_uuid);
+        let plan = pog_spec::SpecDb::embedded()
+            .by_model(model)
+            .and_then(|spec| {
+                pog_proof::params::plan_at(spec, pog_spec::SpecDb::embedded(), c.precision)
+            })
+            .ok_or_else(|| {
+                format!(
+                    "the protocol plans no {} challenge for a {model:?}",
+                    c.precision
+                )
+            })?;
+        let work = |size: u64, batch: u32| f64::from(batch) * (size as f64).powi(3);
+        if c.size > plan.size {
+            return Err(format!(
+                "GPU {} (claimed {model}): size {} is beyond the {} the protocol plans in {}",
+                c.gpu_uuid, c.size, plan.size, c.precision
+            ));
+        }
+        let limit = GEMM_WORK_SLACK * work(plan.size, plan.batch);
+        if work(c.size, c.batch) > limit {
+            return Err(format!(
+                "GPU {} (claimed {model}): {} products of n = {} are beyond {GEMM_WORK_SLACK} \
+                 times the {} of n = {} the protocol plans in {}",
+                c.gpu_uuid, c.batch, c.size, plan.batch, plan.size, c.precision
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses (400) a memory challenge that asks for more than the protocol plans for the
+    /// GPU's claimed model (`MemoryPlan::admits`), or for a model it plans none for.
+    fn check_planned(&self, c: &MemoryChallenge) -> Result<(), String> {
+        let model = self.claimed_model(&c.gpu_uuid);
+        let plan = pog_spec::SpecDb::embedded()
+            .by_model(model)
+            .and_then(|spec| memory::plan(spec, memory::WALK_SECONDS, None))
+            .ok_or_else(|| format!("the protocol plans no memory proof for a {model:?}"))?;
+        plan.admits(c)
+            .map_err(|e| format!("GPU {} (claimed {model}): {e}", c.gpu_uuid))
+    }
+
+    /// Takes `gpu`'s memory slot for a new build by `issuer`: the data set it built there
+    /// before, and its walk's commitment not yet opened, are dropped first (their memory is
+    /// free before the new one is allocated); a build or walk still running there, or another
+    /// validator's data set or unopened walk (held at most the hold), refuses it (409).
+    fn slot_for_build(
+        self: &Arc<Self>,
+        gpu: &GpuUuid,
+        issuer: &PublicKey,
+    ) -> Result<SlotWork, ApiError> {
+        let previous = {
+            let mut slots = self.memory.locked();
+            let busy = |why: &str| {
+                Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    format!("GPU {gpu} {why}: one at a time"),
+                ))
+            };
+            match slots.get(gpu) {
+                Some(MemorySlot::Busy) => return busy("is building or walking a data set"),
+                // Another validator's data set stays until its walk or the hold: one trusted
+                // validator cannot make the agent fail another's round.
+                Some(MemorySlot::Built(b)) if b.issuer != *issuer => {
+                    return busy("holds another validator's data set")
+                }
+                _ => {}
+            }
+            let provers = self.provers.locked();
+            if provers
+                .values()
+                .any(|c| c.walk_of.as_ref() == Some(gpu) && c.issuer != *issuer)
+            {
+                return busy("holds another validator's walk, not yet opened");
+            }
+            drop(provers);
+            slots.insert(gpu.clone(), MemorySlot::Busy)
+        };
+        let walked: Vec<_> = self
+            .provers
+            .locked()
+            .extract_if(|_, c| c.walk_of.as_ref() == Some(gpu))
+            .collect();
+        drop((previous, walked));
+        Ok(self.slot_work(gpu))
+    }
+
+    /// Takes the data set built for `challenge_id` out of its GPU's slot for its walk (the
+    /// slot stays taken until the walk ends): 404 if none is held, 403 if `signer` did not
+    /// issue it (the data set stays for its issuer).
+    fn slot_for_walk(
+        self: &Arc<Self>,
+        challenge_id: &str,
+        signer: &str,
+    ) -> Result<(Built, SlotWork), ApiError> {
+        let not_held = || {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "no data set held for challenge {challenge_id} (unknown, replaced by a newer \
+                     build, not walked in time or already walked)"
+                ),
+            )
+        };
+        let mut slots = self.memory.locked();
+        let held = slots.iter_mut().find(
+            |(_, slot)| matches!(slot, MemorySlot::Built(b) if b.challenge_id == challenge_id),
+        );
+        match held {
+            None => Err(not_held()),
+            Some((_, MemorySlot::Built(b))) if b.issuer != signer => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!("challenge {challenge_id} was issued by another validator"),
+            )),
+            Some((gpu, slot)) => match std::mem::replace(slot, MemorySlot::Busy) {
+                MemorySlot::Built(built) => Ok((built, self.slot_work(gpu))),
+                MemorySlot::Busy => Err(not_held()),
+            },
+        }
+    }
+
+    /// The work that has taken `gpu`'s slot (the caller set it busy), run on this runtime.
+    fn slot_work(self: &Arc<Self>, gpu: &GpuUuid) -> SlotWork {
+        SlotWork {
+            agent: self.clone(),
+            gpu: gpu.clone(),
+            built: None,
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
+
+    /// Counts a GEMM computation for `gpu` until the returned guard is dropped; 503 when
+    /// [`GEMM_COMMITMENTS_KEPT`] are running there already (each holds its product in memory
+    /// until it ends: the commitments kept bound only those that have ended).
+    fn start_gemm(self: &Arc<Self>, gpu: &GpuUuid) -> Result<Computing, ApiError> {
+        let mut computing = self.computing.locked();
+        let running = computing.entry(gpu.clone()).or_default();
+        if *running >= GEMM_COMMITMENTS_KEPT {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("GPU {gpu} is computing {GEMM_COMMITMENTS_KEPT} challenges: retry later"),
+            ));
+        }
+        *running += 1;
+        Ok(Computing {
+            agent: self.clone(),
+            gpu: gpu.clone(),
+        })
+    }
+
+    /// Keeps the commitment `prover` to GEMM challenge `id` for `gpu`, issued by `issuer`,
+    /// until it is opened: the oldest of the GPU's beyond [`GEMM_COMMITMENTS_KEPT`] is dropped,
+    /// and this one after the hold if still unopened (the validator opens right after the
+    /// commitment arrives).
+    fn keep_gemm(
+        self: &Arc<Self>,
+        (id, gpu): (&str, &GpuUuid),
+        prover: Arc<dyn Prover>,
+        (expires_at_ms, issuer): (u64, PublicKey),
+    ) {
+        let computed = Computed {
+            prover,
+            expires_at_ms,
+            issuer,
+            walk_of: None,
+            gemm_of: Some((gpu.clone(), std::time::Instant::now())),
+        };
+        let dropped = {
+            let mut provers = self.provers.locked();
+            provers.insert(id.to_string(), computed);
+            let mut kept: Vec<(std::time::Instant, String)> = provers
+                .iter()
+                .filter_map(|(id, c)| match &c.gemm_of {
+                    Some((of, at)) if of == gpu => Some((*at, id.clone())),
+                    _ => None,
+                })
+                .collect();
+            kept.sort();
+            let excess = kept.len().saturating_sub(GEMM_COMMITMENTS_KEPT);
+            kept[..excess]
+                .iter()
+                .filter_map(|(_, id)| provers.remove(id))
+                .collect::<Vec<_>>()
+        };
+        drop(dropped); // freed outside the lock
+        let id = id.to_string();
+        self.after_hold(&tokio::runtime::Handle::current(), move |agent| {
+            let unopened = agent.provers.locked().remove(&id);
+            drop(unopened);
+        });
+    }
+
+    /// Runs `free` on this agent after [`Self::memory_hold`], unless the agent is gone.
+    fn after_hold(
+        self: &Arc<Self>,
+        runtime: &tokio::runtime::Handle,
+        free: impl FnOnce(&Agent) + Send + 'static,
+    ) {
+        let agent: Weak<Agent> = Arc::downgrade(self);
+        let hold = self.memory_hold;
+        runtime.spawn(async move {
+            tokio::time::sleep(hold).await;
+            if let Some(agent) = agent.upgrade() {
+                free(&agent);
+            }
+        });
+    }
+
+    /// Computes a challenge with the engine.
+    fn compute(&self, challenge: &Challenge) -> Result<Arc<dyn Prover>, ProverError> {
+        #[cfg(feature = "test-doubles")]
+        if let Some(cheating) = &self.cheating {
+            if let Some(substitute) = cheating.substitute(challenge) {
+                return Ok(substitute);
+            }
+            let prover = self.engine.prove(&cheating.target(challenge))?.prover;
+            cheating.computed(&prover);
+            return Ok(prover);
+        }
+        Ok(self.engine.prove(challenge)?.prover)
+    }
+}
+
+/// The agent's HTTP API: `GET /v1/ping`, `POST /v1/challenge`, `POST /v1/memory/build`,
+/// `POST /v1/memory/walk`, `POST /v1/open`, `POST /v1/health`, `GET /metrics`.
+pub fn router(agent: Arc<Agent>) -> Router {
+    Router::new()
+        .route("/v1/ping", get(|| async { "pog agent" }))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/v1/challenge", post(challenge))
+        .route("/v1/memory/build", post(memory_build))
+        .route("/v1/memory/walk", post(memory_walk))
+        .route("/v1/open", post(open))
+        .route("/v1/health", post(health))
+        .route("/metrics", get(metrics))
+        .layer(DefaultBodyLimit::max(pog_signed::MAX_MESSAGE_BYTES))
+        .with_state(agent)
+}
+
+/// Refuses a challenge this agent cannot take as asked: a malformed shape (400), a version
+/// (got, spoken, what) it does not speak (400), or work its prover refuses (413, the reason;
+/// asked only of a well-shaped challenge, whose sizes cannot overflow).
+fn admit(
+    shape: Result<(), impl std::fmt::Display>,
+    (version, spoken, what): (u32, u32, &str),
+    refused: impl FnOnce() -> Option<String>,
+) -> Result<(), ApiError> {
+    if let Err(e) = shape {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, e.to_string()));
+    }
+    if version != spoken {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("unsupported {what} version {version}"),
+        ));
+    }
+    match refused() {
+        Some(reason) => Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, reason)),
+        None => Ok(()),
+    }
+}
+
+async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+    let (message, signer): (ChallengeMessage, PublicKey) =
+        pog_signed::decode(&body, kind::CHALLENGE)?;
+    let c = &message.challenge;
+    agent.check_addressed(&signer, c.addressee())?;
+    admit(
+        c.check_shape()
+            .map_err(|e| e.to_string())
+            .and_then(|()| agent.check_planned_gemm(c)),
+        (
+            c.version,
+            pog_proof::challenge::CHALLENGE_VERSION,
+            "challenge",
+        ),
+        || agent.engine.refuses(c),
+    )?;
+    let computing = agent.start_gemm(&c.gpu_uuid)?;
+    agent.take_id(&message.id, message.expires_at_ms)?;
+    let started = std::time::Instant::now();
+    let worker = agent.clone();
+    let challenge = c.clone();
+    let what = format!("the {} prover failed", agent.engine.name());
+    // The computation counts against its GPU until it ends, even if the request is gone.
+    let prover = blocking(what, move || {
+        let _computing = computing;
+        worker.compute(&challenge)
+    })
+    .await?;
+    #[cfg(feature = "test-doubles")]
+    if let Some(cheating) = &agent.cheating {
+        cheating.before_commit().await;
+    }
+    let commitment = Commitment {
+        challenge_id: message.id.clone(),
+        gpu_uuid: c.gpu_uuid.clone(),
+        root: hex::encode(prover.root()),
+        leaf_count: prover.leaf_count(),
+        agent_ms: started.elapsed().as_secs_f64() * 1e3,
+    };
+    agent.keep_gemm(
+        (&message.id, &c.gpu_uuid),
+        prover,
+        (message.expires_at_ms, signer),
+    );
+    Ok(envelope_response(
+        agent.signer().seal(kind::COMMITMENT, &commitment)?,
+    ))
+}
+
+/// Builds a memory challenge's data set and answers "ready" (signed). The challenge must be
+/// within what the protocol plans for the GPU's claimed model; the data set replaces the one
+/// the GPU held before, and is freed if not walked within the hold.
+async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+    let (message, signer): (MemoryChallengeMessage, PublicKey) =
+        pog_signed::decode(&body, kind::MEMORY_CHALLENGE)?;
+    let c = &message.challenge;
+    agent.check_addressed(&signer, c.addressee())?;
+    admit(
+        c.check_shape()
+            .map_err(|e| e.to_string())
+            .and_then(|()| agent.check_planned(c)),
+        (
+            c.version,
+            pog_proof::memory::MEMORY_VERSION,
+            "memory challenge",
+        ),
+        || agent.engine.refuses_memory(c),
+    )?;
+    agent.take_id(&message.id, message.expires_at_ms)?;
+    let mut work = agent.slot_for_build(&c.gpu_uuid, &signer)?;
+    let started = std::time::Instant::now();
+    let challenge = c.clone();
+    let id = message.id.clone();
+    let what = format!(
+        "building the data set on the {} prover failed",
+        agent.engine.name()
+    );
+    blocking(what, move || {
+        let dataset = work.agent.engine.build_memory(&challenge)?;
+        work.keep(Built {
+            challenge_id: id,
+            dataset,
+            issuer: signer,
+        });
+        Ok::<_, ProverError>(())
+    })
+    .await?;
+    let ready = MemoryReady {
+        challenge_id: message.id.clone(),
+        gpu_uuid: c.gpu_uuid.clone(),
+        build_ms: started.elapsed().as_secs_f64() * 1e3,
+    };
+    Ok(envelope_response(
+        agent.signer().seal(kind::MEMORY_READY, &ready)?,
+    ))
+}
+
+/// Walks a built data set with the validator's walk nonce and commits (the timed phase).
+async fn memory_walk(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+    let (message, signer): (WalkMessage, PublicKey) = pog_signed::decode(&body, kind::MEMORY_WALK)?;
+    let now = now_ms();
+    if now > message.expires_at_ms.saturating_add(CLOCK_SKEW_MS) {
+        return Err(ApiError::new(
+            StatusCode::GONE,
+            format!(
+                "walk for {} expired at {} ms (now {now} ms)",
+                message.challenge_id, message.expires_at_ms
+            ),
+        ));
+    }
+    // Walked once, and only for the validator that issued the challenge: a refused request
+    // leaves the data set for the issuer.
+    let (built, work) = agent.slot_for_walk(&message.challenge_id, &signer)?;
+    let started = std::time::Instant::now();
+    let nonce = message.walk_nonce;
+    let id = message.challenge_id.clone();
+    let expires_at_ms = message.expires_at_ms;
+    let what = format!("the walk on the {} prover failed", agent.engine.name());
+    // The commitment is kept before the slot is given back, so the GPU's next build finds
+    // and drops it if it is never opened.
+    let (gpu_uuid, root, leaf_count) = blocking(what, move || {
+        let walked = built.dataset.walk(&nonce)?;
+        let kept = (
+            work.gpu.clone(),
+            walked.prover.root(),
+            walked.prover.leaf_count(),
+        );
+        work.agent.provers.locked().insert(
+            id.clone(),
+            Computed {
+                prover: walked.prover,
+                expires_at_ms,
+                issuer: signer,
+                walk_of: Some(work.gpu.clone()),
+                gemm_of: None,
+            },
+        );
+        work.agent.after_hold(&work.runtime, move |agent| {
+            let unopened = agent.provers.locked().remove(&id);
+            drop(unopened);
+        });
+        Ok::<_, ProverError>(kept)
+    })
+    .await?;
+    let commitment = Commitment {
+        challenge_id: message.challenge_id,
+        gpu_uuid,
+        root: hex::encode(root),
+        leaf_count,
+        agent_ms: started.elapsed().as_secs_f64() * 1e3,
+    };
+    Ok(envelope_response(
+        agent.signer().seal(kind::COMMITMENT, &commitment)?,
+    ))
+}
+
+async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+    let (request, signer): (OpenRequest, PublicKey) = pog_signed::decode(&body, kind::OPEN)?;
+    if !agent.trusted_validators.contains(&signer) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("open request signed by {signer}, which this agent does not trust"),
+        ));
+    }
+    if request.leaves.len() > MAX_OPENINGS {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "{} leaves asked, at most {MAX_OPENINGS}",
+                request.leaves.len()
+            ),
+        ));
+    }
+    // Opened once, and only by the validator that issued it: a valid request takes the
+    // computed challenge out (a refused one leaves it for the issuer).
+    let prover = {
+        let mut provers = agent.provers.locked();
+        let Some(Computed { prover, issuer, .. }) = provers.get(&request.challenge_id) else {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "unknown or already opened challenge {}",
+                    request.challenge_id
+                ),
+            ));
+        };
+        if *issuer != signer {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "challenge {} was issued by another validator",
+                    request.challenge_id
+                ),
+            ));
+        }
+        if let Some(leaf) = request.leaves.iter().find(|&&l| l >= prover.leaf_count()) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "leaf {leaf} is out of range: the commitment has {}",
+                    prover.leaf_count()
+                ),
+            ));
+        }
+        provers
+            .remove(&request.challenge_id)
+            .map(|computed| computed.prover)
+            .expect("present: checked under the same lock")
+    };
+    let leaves = request.leaves.clone();
+    let openings = blocking("opening leaves failed".into(), move || prover.open(&leaves))
+        .await?
+        .iter()
+        .map(WireOpening::from)
+        .collect();
+    let answer = Openings {
+        challenge_id: request.challenge_id,
+        openings,
+    };
+    Ok(envelope_response(
+        agent.signer().seal(kind::OPENINGS, &answer)?,
+    ))
+}
+
+/// The Prometheus metrics of the agent's GPUs, when it serves them on this port.
+async fn metrics(State(agent): State<Arc<Agent>>) -> Result<Response, ApiError> {
+    match &agent.watch {
+        Some((watch, true)) => Ok(crate::watch::render_metrics(watch)),
+        _ => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "this agent serves no metrics on this port",
+        )),
+    }
+}
+
+/// A trusted validator's request for one GPU's health over a window, answered with the
+/// agent's signed summary of it (self-reported telemetry).
+async fn health(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+    let (request, signer): (wire::HealthRequest, PublicKey) =
+        pog_signed::decode(&body, kind::HEALTH_REQUEST)?;
+    if !agent.trusted_validators.contains(&signer) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("health request signed by {signer}, which this agent does not trust"),
+        ));
+    }
+    if request.agent_key != agent.identity.public_key() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("health request addressed to agent {}", request.agent_key),
+        ));
+    }
+    if now_ms().abs_diff(request.issued_at_ms) > CLOCK_SKEW_MS {
+        return Err(ApiError::new(
+            StatusCode::GONE,
+            format!(
+                "health request issued at {} ms, now {} ms",
+                request.issued_at_ms,
+                now_ms()
+            ),
+        ));
+    }
+    request
+        .check()
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
+    if !agent.gpus.iter().any(|g| g.uuid == request.gpu_uuid) {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("this agent has no GPU {}", request.gpu_uuid),
+        ));
+    }
+    let Some((watch, _)) = &agent.watch else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "this agent runs no health monitor",
+        ));
+    };
+    // Each request is answered once: a captured one replayed within the clock skew gets no
+    // fresh signed summary.
+    agent.take_id(
+        &format!("health-{}", request.id),
+        request.issued_at_ms.saturating_add(CLOCK_SKEW_MS),
+    )?;
+    let summary = watch.summary(&request).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("the health monitor does not watch GPU {}", request.gpu_uuid),
+        )
+    })?;
+    Ok(envelope_response(
+        agent.signer().seal(kind::HEALTH_SUMMARY, &summary)?,
+    ))
+}
+
+/// Runs prover work off the async runtime (it can take seconds); its failure, or a panic, is a
+/// 500 that says `what` failed.
+async fn blocking<T: Send + 'static, E: std::fmt::Display + Send + 'static>(
+    what: String,
+    work: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> Result<T, ApiError> {
+    let failed = |e: &dyn std::fmt::Display| {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("{what}: {e}"))
+    };
+    match tokio::task::spawn_blocking(work).await {
+        Ok(Ok(done)) => Ok(done),
+        Ok(Err(e)) => Err(failed(&e)),
+        Err(panicked) => Err(failed(&panicked)),
+    }
+}
+
+/// Why registering with a validator failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    /// The registration could not be signed or encoded: nothing is sent.
+    #[error(transparent)]
+    Wire(#[from] pog_signed::WireError),
+    /// The validator refused the registration, or the post failed other than by its being
+    /// unreachable.
+    #[error(transparent)]
+    Post(#[from] pog_net::http::PostError),
+    /// The client (no redirects) could not be built: nothing is sent.
+    #[error(transparent)]
+    Client(#[from] pog_net::http::BuildClientError),
+}
+
+/// The longest wait between two registration attempts.
+pub const MAX_REGISTER_BACKOFF: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Registers with the validator at `validator_url`. While nothing answers there (it is down
+/// or starting), it says so through `on_retry` at once and tries again, waiting twice as long
+/// each time up to [`MAX_REGISTER_BACKOFF`]; any answer from the validator, a refusal
+/// included, ends it.
+pub async fn register(
+    validator_url: &str,
+    identity: &Identity,
+    endpoint: &str,
+    gpus: &[GpuClaim],
+    mut on_retry: impl FnMut(&pog_net::http::PostError, std::time::Duration),
+) -> Result<(), RegisterError> {
+    let envelope = identity.seal(
+        kind::REGISTER,
+        &wire::Register {
+            endpoint: endpoint.to_string(),
+            gpus: gpus.to_vec(),
+        },
+    )?;
+    // No redirects: the signed registration goes to the validator named, nowhere else.
+    let client = pog_net::http::ClientSettings::new("registration").build()?;
+    let mut wait = std::time::Duration::from_millis(250);
+    loop {
+        match pog_net::http::post(
+            &client,
+            &format!("{validator_url}/v1/register"),
+            &envelope,
+            std::time::Duration::from_secs(30),
+        )
+        .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_unreachable() => {
+                on_retry(&e, wait);
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(MAX_REGISTER_BACKOFF);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}

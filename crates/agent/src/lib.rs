@@ -1,0 +1,13 @@
+//! `pog agent`: the service on a GPU host. It answers a trusted validator's GEMM and memory
+//! challenges for the GPUs it serves with the host's prover engines ([`agent`]), watches their
+//! health and summarizes a window of it when asked ([`watch`]), and makes and sends its signed
+//! inspection and benchmark reports ([`reports`]). HTTP with axum on `pog_net`'s hardened
+//! server; every body is a signed `pog_proof::wire` message.
+
+#![warn(missing_docs)]
+
+pub mod agent;
+#[cfg(feature = "test-doubles")]
+pub mod misbehaviour;
+pub mod reports;
+pub mod watch;

@@ -1,0 +1,443 @@
+//! A self-challenge: the validator's session and an agent's prover engine in one process, so
+//! a provider sees what a remote validator would (`pog prove`, `pog check`). The challenge, the
+//! spot checks, the verification and the time bound are the network validator's own code;
+//! only the HTTP hops are left out (their round trip is credited there anyway).
+
+use crate::provers::{ProverEngine, ProverError};
+use pog_device::gpu::CommitTimings;
+use pog_proof::challenge::Addressee;
+use pog_proof::memory::{MemoryChallenge, MemoryPlan, MemoryRate};
+use pog_proof::prover::Prover;
+use pog_proof::session::{Outcome, SpotChecked, ValidatorSession};
+use pog_proof::timing::now_ms;
+use pog_proof::wire::{kind, ChallengeMessage, Commitment, Openings, WireOpening};
+use pog_records::Planned;
+use pog_signed::random_bytes;
+use pog_signed::{GpuUuid, Identity};
+use serde::Serialize;
+use std::time::Instant;
+
+/// How long the self-challenge gives the prover to commit, at least: ten times the expected
+/// time where that is longer, so a large `--batch` is judged by its time bound, not cut off.
+const EXPIRY_MS: u64 = 600_000;
+
+/// Why a self-challenge could not run to a verdict.
+#[derive(Debug, thiserror::Error)]
+pub enum SelfCheckError {
+    /// The expected time was not a positive number of milliseconds.
+    #[error("the expected time must be a positive number of milliseconds, not {0}")]
+    Bound(f64),
+    /// The prover failed.
+    #[error(transparent)]
+    Prover(#[from] ProverError),
+    /// The prover could not open the spot-checked leaves.
+    #[error(transparent)]
+    Open(#[from] pog_proof::prover::OpenError),
+    /// A message could not be signed or read.
+    #[error(transparent)]
+    Wire(#[from] pog_signed::WireError),
+    /// The validator's session refused a message.
+    #[error("the validator's session refused the exchange: {0}")]
+    Protocol(#[from] pog_proof::session::ProtocolError),
+}
+
+/// What one self-challenge showed.
+#[derive(Debug, Clone, Serialize)]
+pub struct SelfCheck {
+    /// The GPU challenged.
+    pub gpu_uuid: GpuUuid,
+    /// The challenge as issued (nonce included), so its products can be recomputed elsewhere.
+    pub challenge: pog_proof::Challenge,
+    /// The challenge's precision.
+    pub precision: pog_spec::Precision,
+    /// m = n = k of each GEMM.
+    pub size: u64,
+    /// Independent GEMMs computed.
+    pub batch: u32,
+    /// Output elements per Merkle leaf.
+    pub leaf_elements: u32,
+    /// The claimed model's expected time to commit, ms.
+    pub expected_ms: f64,
+    /// The time measured from issue to commitment, ms.
+    pub commit_ms: f64,
+    /// Where the device's time went, when the engine reports it (the GPU engine does).
+    pub device: Option<DeviceTimes>,
+    /// Time to open the spot-checked leaves (recomputing the products that hold them), ms.
+    pub open_ms: f64,
+    /// The validator's CPU time to verify the openings, ms.
+    pub verify_ms: f64,
+    /// Bytes of the signed messages to the agent: challenge and open request.
+    pub bytes_to_agent: usize,
+    /// Bytes of the signed messages back: commitment and openings.
+    pub bytes_from_agent: usize,
+    /// The validator's verdict on the openings.
+    pub outcome: Outcome,
+}
+
+/// The GPU's time by phase (CUDA events, summed over the products).
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceTimes {
+    /// Filling the input matrices, ms.
+    pub fill_ms: f64,
+    /// The GEMMs, ms.
+    pub gemm_ms: f64,
+    /// Hashing the output leaves, ms.
+    pub hash_ms: f64,
+    /// Building the Merkle tree over the leaves, ms.
+    pub tree_ms: f64,
+    /// Everything in the commitment besides the products themselves, as a share of the GEMM
+    /// time.
+    pub overhead: f64,
+    /// The GEMM algorithm the products ran with.
+    pub algorithm: String,
+}
+
+impl SelfCheck {
+    /// Measured time against the bound: below 1 the commitment came in time.
+    pub fn time_ratio(&self) -> f64 {
+        self.commit_ms / self.expected_ms
+    }
+}
+
+/// Challenges the GPU `gpu_uuid` at `gpu_bus_id` through `engine` as a validator would under
+/// `planned`.
+pub fn run(
+    engine: &dyn ProverEngine,
+    (gpu_uuid, gpu_bus_id): (&GpuUuid, &str),
+    planned: &Planned,
+    samples: u32,
+) -> Result<SelfCheck, SelfCheckError> {
+    if !(planned.expected_ms.is_finite() && planned.expected_ms > 0.0) {
+        return Err(SelfCheckError::Bound(planned.expected_ms));
+    }
+    let validator = Identity::from_seed(random_bytes());
+    let agent = Identity::from_seed(random_bytes());
+    let challenge = planned.challenge(
+        random_bytes(),
+        Addressee {
+            gpu_uuid,
+            gpu_bus_id,
+            agent_key: &agent.public_key(),
+            validator_key: &validator.public_key(),
+        },
+    );
+    engine.prepare(&challenge)?; // the algorithm search, outside the timed window
+
+    let issued_at_ms = now_ms();
+    let message = ChallengeMessage {
+        id: hex::encode(random_bytes::<16>()),
+        challenge: challenge.clone(),
+        issued_at_ms,
+        expires_at_ms: issued_at_ms
+            .saturating_add(EXPIRY_MS.max((planned.expected_ms * 10.0) as u64)),
+    };
+    let mut session = ValidatorSession::new(
+        message.clone(),
+        agent.public_key(),
+        planned.expected_ms,
+        random_bytes(),
+        samples,
+    );
+    let to_agent = sealed_len(&validator, kind::CHALLENGE, &message)?;
+
+    let started = Instant::now();
+    let proved = engine.prove(&challenge)?;
+    let commit_ms = started.elapsed().as_secs_f64() * 1e3;
+    let settled = settle(
+        &mut session,
+        proved.prover.as_ref(),
+        commit_ms,
+        (&agent, &validator),
+    )?;
+    let device = proved.timings.map(|t: CommitTimings| DeviceTimes {
+        fill_ms: t.fill_ms,
+        gemm_ms: t.gemm_ms,
+        hash_ms: t.hash_ms,
+        tree_ms: t.tree_ms,
+        overhead: (commit_ms - t.gemm_ms).max(0.0) / t.gemm_ms.max(f64::MIN_POSITIVE),
+        algorithm: proved.algorithm.clone().unwrap_or_default(),
+    });
+    Ok(SelfCheck {
+        gpu_uuid: gpu_uuid.clone(),
+        challenge: challenge.clone(),
+        precision: challenge.precision,
+        size: challenge.size,
+        batch: challenge.batch,
+        leaf_elements: challenge.leaf_elements,
+        expected_ms: planned.expected_ms,
+        commit_ms,
+        device,
+        open_ms: settled.open_ms,
+        verify_ms: settled.verify_ms,
+        bytes_to_agent: to_agent + settled.to_agent,
+        bytes_from_agent: settled.from_agent,
+        outcome: settled.outcome,
+    })
+}
+
+/// What the exchange after a commitment showed: the verdict, the times to open and to
+/// verify, and the signed bytes each way (commitment on).
+struct Settled {
+    outcome: Outcome,
+    open_ms: f64,
+    verify_ms: f64,
+    to_agent: usize,
+    from_agent: usize,
+}
+
+/// The exchange after the commitment, as the network validator runs it: the commitment into
+/// the session (at the time it arrived), the open request, the openings, the verdict.
+fn settle<C: SpotChecked>(
+    session: &mut ValidatorSession<C>,
+    prover: &dyn Prover,
+    agent_ms: f64,
+    (agent, validator): (&Identity, &Identity),
+) -> Result<Settled, SelfCheckError> {
+    let commitment = Commitment {
+        challenge_id: session.id().to_string(),
+        gpu_uuid: session.challenge().gpu_uuid().clone(),
+        root: hex::encode(prover.root()),
+        leaf_count: prover.leaf_count(),
+        agent_ms,
+    };
+    let mut from_agent = sealed_len(agent, kind::COMMITMENT, &commitment)?;
+    let request = session.on_commitment(&commitment, &agent.public_key(), now_ms(), 0.0)?;
+    let to_agent = sealed_len(validator, kind::OPEN, &request)?;
+
+    let opening = Instant::now();
+    let opened = prover.open(&request.leaves)?;
+    let open_ms = opening.elapsed().as_secs_f64() * 1e3;
+    let openings = Openings {
+        challenge_id: session.id().to_string(),
+        openings: opened.iter().map(WireOpening::from).collect(),
+    };
+    from_agent += sealed_len(agent, kind::OPENINGS, &openings)?;
+
+    let verifying = Instant::now();
+    let outcome = session.on_openings(&openings, &agent.public_key())?;
+    let verify_ms = verifying.elapsed().as_secs_f64() * 1e3;
+    Ok(Settled {
+        outcome,
+        open_ms,
+        verify_ms,
+        to_agent,
+        from_agent,
+    })
+}
+
+/// What one memory self-challenge showed.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemorySelfCheck {
+    /// The GPU challenged.
+    pub gpu_uuid: GpuUuid,
+    /// The challenge as issued.
+    pub challenge: MemoryChallenge,
+    /// The walk nonce, sent once the data set was built.
+    #[serde(with = "hex::serde")]
+    pub walk_nonce: [u8; 32],
+    /// Bytes of the data set.
+    pub dataset_bytes: u64,
+    /// Bytes of item reads in the walk.
+    pub read_bytes: u64,
+    /// Wall time to build the data set (untimed by the bound, under a deadline).
+    pub build_ms: f64,
+    /// The claimed model's expected time from walk nonce to commitment, ms.
+    pub expected_ms: f64,
+    /// The rate the expected time assumes, and where it comes from.
+    pub rate: MemoryRate,
+    /// The time measured from walk nonce to commitment, ms.
+    pub commit_ms: f64,
+    /// The device's times (build, walk, hashing, tree), when the engine reports them.
+    pub device: Option<MemoryDeviceTimes>,
+    /// Time to open the spot-checked walkers, ms.
+    pub open_ms: f64,
+    /// The validator's CPU time to verify the openings, ms.
+    pub verify_ms: f64,
+    /// Bytes of the signed messages to the agent: challenge, walk nonce and open request.
+    pub bytes_to_agent: usize,
+    /// Bytes of the signed messages back: ready, commitment and openings.
+    pub bytes_from_agent: usize,
+    /// The validator's verdict on the openings.
+    pub outcome: Outcome,
+}
+
+/// The GPU's time by phase of a memory proof (CUDA events).
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryDeviceTimes {
+    /// Building the data set, ms.
+    pub build_ms: f64,
+    /// The walk, ms.
+    pub walk_ms: f64,
+    /// Hashing the walker outputs into leaves, ms.
+    pub hash_ms: f64,
+    /// Building the Merkle tree over the leaves, ms.
+    pub tree_ms: f64,
+    /// Item bytes read per second in the walk kernel alone, GB/s.
+    pub walk_gbs: f64,
+}
+
+impl MemorySelfCheck {
+    /// Measured time against the bound: below 1 the commitment came in time.
+    pub fn time_ratio(&self) -> f64 {
+        self.commit_ms / self.expected_ms
+    }
+}
+
+/// Challenges the memory of GPU `gpu_uuid` at `gpu_bus_id` through `engine` as a validator
+/// would under `plan`: build (untimed), walk nonce, walk and commitment (timed), spot checks.
+pub fn run_memory(
+    engine: &dyn ProverEngine,
+    (gpu_uuid, gpu_bus_id): (&GpuUuid, &str),
+    plan: &MemoryPlan,
+    samples: u32,
+) -> Result<MemorySelfCheck, SelfCheckError> {
+    if !(plan.expected_ms.is_finite() && plan.expected_ms > 0.0) {
+        return Err(SelfCheckError::Bound(plan.expected_ms));
+    }
+    let validator = Identity::from_seed(random_bytes());
+    let agent = Identity::from_seed(random_bytes());
+    let challenge = plan.challenge(
+        random_bytes(),
+        Addressee {
+            gpu_uuid,
+            gpu_bus_id,
+            agent_key: &agent.public_key(),
+            validator_key: &validator.public_key(),
+        },
+    );
+    let building = Instant::now();
+    let built = engine.build_memory(&challenge)?;
+    let build_ms = building.elapsed().as_secs_f64() * 1e3;
+    let device_build_ms = built.build_ms();
+
+    let walk_nonce: [u8; 32] = random_bytes();
+    let issued_at_ms = now_ms();
+    let walk = pog_proof::memory::Walk {
+        walk_key: challenge.walk_key(&walk_nonce),
+        challenge: challenge.clone(),
+    };
+    let mut session = ValidatorSession::timed(
+        hex::encode(random_bytes::<16>()),
+        walk,
+        (
+            issued_at_ms,
+            issued_at_ms.saturating_add(EXPIRY_MS.max((plan.expected_ms * 10.0) as u64)),
+        ),
+        agent.public_key(),
+        plan.expected_ms,
+        random_bytes(),
+        samples,
+    );
+    let started = Instant::now();
+    let walked = built.walk(&walk_nonce)?;
+    let commit_ms = started.elapsed().as_secs_f64() * 1e3;
+    let settled = settle(
+        &mut session,
+        walked.prover.as_ref(),
+        commit_ms,
+        (&agent, &validator),
+    )?;
+    let read_bytes = challenge.reads() * pog_proof::memory::arx::ITEM_BYTES;
+    let device = walked.timings.map(|t| MemoryDeviceTimes {
+        build_ms: device_build_ms.unwrap_or(0.0),
+        walk_ms: t.walk_ms,
+        hash_ms: t.hash_ms,
+        tree_ms: t.tree_ms,
+        walk_gbs: read_bytes as f64 / (t.walk_ms.max(f64::MIN_POSITIVE) * 1e6),
+    });
+    Ok(MemorySelfCheck {
+        gpu_uuid: gpu_uuid.clone(),
+        dataset_bytes: challenge.dataset_bytes(),
+        read_bytes,
+        challenge,
+        walk_nonce,
+        build_ms,
+        expected_ms: plan.expected_ms,
+        rate: plan.rate.clone(),
+        commit_ms,
+        device,
+        open_ms: settled.open_ms,
+        verify_ms: settled.verify_ms,
+        bytes_to_agent: settled.to_agent,
+        bytes_from_agent: settled.from_agent,
+        outcome: settled.outcome,
+    })
+}
+
+/// Bytes of `body` signed by `who` as a `kind` message, as it would travel.
+fn sealed_len<T: Serialize>(
+    who: &Identity,
+    kind: &str,
+    body: &T,
+) -> Result<usize, pog_signed::WireError> {
+    let envelope = who.seal(kind, body)?;
+    serde_json::to_vec(&envelope)
+        .map(|b| b.len())
+        .map_err(pog_signed::WireError::Encode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provers::CpuEngine;
+    use pog_proof::prover::Behaviour;
+    use pog_spec::Precision;
+
+    fn planned(expected_ms: f64) -> Planned {
+        Planned {
+            precision: Precision::Int8,
+            size: 32,
+            batch: 2,
+            leaf_elements: 64,
+            expected_ms,
+            lead: 1.0,
+            proves_model: false,
+        }
+    }
+
+    #[test]
+    fn an_honest_engine_passes_and_a_cheating_one_does_not() {
+        let honest = CpuEngine {
+            behaviour: Behaviour::Honest,
+        };
+        let check = run(
+            &honest,
+            (&"GPU-1".parse().unwrap(), "00000000:00:06.0"),
+            &planned(60_000.0),
+            256,
+        )
+        .unwrap();
+        assert!(check.outcome.accepted, "{:?}", check.outcome);
+        assert_eq!(check.outcome.checked, 256);
+        assert!(
+            check.device.is_none(),
+            "the CPU engine reports no device times"
+        );
+        assert!(check.bytes_from_agent > check.bytes_to_agent);
+        assert!(check.time_ratio() < 1.0);
+        assert_eq!(check.challenge.gpu_bus_id, "00000000:00:06.0");
+
+        let junk = CpuEngine {
+            behaviour: Behaviour::Junk(0.5),
+        };
+        let caught = run(
+            &junk,
+            (&"GPU-1".parse().unwrap(), "00000000:00:06.0"),
+            &planned(60_000.0),
+            256,
+        )
+        .unwrap();
+        assert!(!caught.outcome.accepted);
+        assert!(caught.outcome.wrong() > 0);
+
+        // Honest but over the bound: rejected on time alone.
+        let late = run(
+            &honest,
+            (&"GPU-1".parse().unwrap(), "00000000:00:06.0"),
+            &planned(0.001),
+            256,
+        )
+        .unwrap();
+        assert!(!late.outcome.accepted && late.outcome.wrong() == 0);
+    }
+}

@@ -1,0 +1,411 @@
+//! Load test of one validator (a harness, not a test): the real `pog validator` process, and
+//! N agents' GPUs on loopback in this process (CPU prover, the fixed test plan), a share of
+//! them hostile (silent or answering junk). It measures what an operator needs to know: rounds
+//! per minute, how far honest GPUs' challenge intervals drift from the schedule, the API's p99
+//! latency while all this goes on, and the validator's CPU and memory.
+//!
+//! ```sh
+//! cargo build --release && cargo run --release -p pog-validator --example load -- \
+//!     --pog target/release/pog --agents 1000 --every 10 --seconds 60 [--attack]
+//! ```
+//!
+//! `--attack` also floods the API while measuring: 8 source addresses, 60 connections each,
+//! half sending request heads a byte every half second, half declaring bodies never sent,
+//! each reopened a second after the validator closes it.
+//!
+//! Each agent registers from its own loopback address (127.0.x.y), as agents on separate hosts
+//! would, so the validator's per-source limits apply to each one alone.
+
+use pog_agent::agent::{self, Agent};
+use pog_local::provers::CpuEngine;
+use pog_net::serve::Limits;
+use pog_proof::prover::Behaviour;
+use pog_proof::wire::{kind, GpuClaim, Register};
+use pog_signed::Identity;
+use std::io::{BufRead, Read, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What to run.
+struct Options {
+    pog: String,
+    agents: usize,
+    every_s: u64,
+    seconds: u64,
+    /// Share of hostile agents (half silent, half answering junk).
+    hostile: f64,
+    /// Also attack the API while measuring: half-sent requests and never-finished bodies.
+    attack: bool,
+}
+
+fn options() -> Options {
+    let mut o = Options {
+        pog: "target/release/pog".into(),
+        agents: 1000,
+        every_s: 10,
+        seconds: 60,
+        hostile: 0.10,
+        attack: false,
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args = args.into_iter().peekable();
+    while let Some(flag) = args.next() {
+        if flag == "--attack" {
+            o.attack = true;
+            continue;
+        }
+        let value = args.next().unwrap_or_default();
+        match flag.as_str() {
+            "--pog" => o.pog = value,
+            "--agents" => o.agents = value.parse().expect("--agents N"),
+            "--every" => o.every_s = value.parse().expect("--every SECONDS"),
+            "--seconds" => o.seconds = value.parse().expect("--seconds N"),
+            "--hostile" => o.hostile = value.parse().expect("--hostile FRACTION"),
+            other => panic!("unknown option {other}"),
+        }
+    }
+    o
+}
+
+/// Attackers on the API, from `sources` loopback addresses other than the prober's: each
+/// keeps `per_source` connections open, half of them sending a request head a byte at a time,
+/// half declaring a 200 KiB body and never sending it; a closed connection is reopened.
+fn attack(addr: std::net::SocketAddr, sources: u8, per_source: usize) {
+    for source in 0..sources {
+        for n in 0..per_source {
+            let from = std::net::Ipv4Addr::new(127, 200, source, 1);
+            std::thread::spawn(move || loop {
+                let Ok(mut s) = connect_from(from, addr) else {
+                    std::thread::sleep(Duration::from_millis(200));
+                    continue;
+                };
+                if n % 2 == 0 {
+                    for b in b"GET /healthz HTTP/1.1\r\nHost: v\r\n".iter().cycle() {
+                        if s.write_all(&[*b]).is_err() {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                } else {
+                    let head =
+                        b"POST /v1/register HTTP/1.1\r\nHost: v\r\nContent-Length: 204800\r\n\r\n";
+                    let _ = s.write_all(head);
+                    let mut sink = [0u8; 1024];
+                    let _ = s.read(&mut sink);
+                }
+                // Reconnect after a second: attackers that hold what they can, not a
+                // reconnect storm (which would be a CPU contest on this one machine).
+                std::thread::sleep(Duration::from_secs(1));
+            });
+        }
+    }
+}
+
+/// A blocking TCP connection to `to` from the loopback address `from`.
+fn connect_from(
+    from: std::net::Ipv4Addr,
+    to: std::net::SocketAddr,
+) -> std::io::Result<std::net::TcpStream> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind((from, 0).into())?;
+    let stream = rt.block_on(socket.connect(to))?.into_std()?;
+    stream.set_nonblocking(false)?;
+    Ok(stream)
+}
+
+/// The source address of agent `i`: 127.0.x.y, never 127.0.0.1 (the prober's).
+fn source_of(i: usize) -> std::net::IpAddr {
+    std::net::IpAddr::V4(std::net::Ipv4Addr::new(
+        127,
+        1 + (i / 250) as u8,
+        0,
+        1 + (i % 250) as u8,
+    ))
+}
+
+/// CPU seconds (user + system) and resident bytes of process `pid`.
+fn usage(pid: u32) -> (f64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = fields
+        .get(11)
+        .and_then(|u| u.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        + fields
+            .get(12)
+            .and_then(|s| s.parse::<f64>().ok())
+            .unwrap_or(0.0);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss_kb: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0);
+    (ticks / 100.0, rss_kb * 1024)
+}
+
+/// The q-quantile of `values` (sorted in place).
+fn quantile(values: &mut [f64], q: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values
+        .get(((values.len() as f64 - 1.0) * q).round() as usize)
+        .copied()
+        .unwrap_or(f64::NAN)
+}
+
+fn main() {
+    let o = options();
+    let data = tempfile::tempdir().expect("a temporary data dir");
+    let mut validator = std::process::Command::new(&o.pog)
+        .args([
+            "validator",
+            "--listen",
+            "127.0.0.1:0",
+            "--test-plan",
+            "--size",
+            "32",
+            "--samples",
+            "64",
+            "--expiry-ms",
+            "5000",
+            "--allow-private-endpoints",
+            "--challenge-every",
+            &o.every_s.to_string(),
+            "--max-concurrent-challenges",
+            &(o.agents * 2).to_string(),
+        ])
+        .env("POG_DATA_DIR", data.path())
+        .env("POG_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting pog validator");
+    let mut lines = std::io::BufReader::new(validator.stdout.take().unwrap()).lines();
+    let key = pog_signed::PublicKey::parse(
+        lines
+            .next()
+            .unwrap()
+            .unwrap()
+            .trim_start_matches("validator key: "),
+    )
+    .expect("the validator's key");
+    let listening = lines.next().unwrap().unwrap();
+    let addr: std::net::SocketAddr = listening
+        .trim_start_matches("listening on ")
+        .split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .expect("the validator's address");
+    std::thread::spawn(move || for _ in lines {}); // keep draining stdout
+    let vurl = format!("http://{addr}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let hostile = (o.agents as f64 * o.hostile).round() as usize;
+    println!(
+        "validator pid {} at {vurl}; {} agents ({} hostile), a round every {} s, {} s",
+        validator.id(),
+        o.agents,
+        hostile,
+        o.every_s,
+        o.seconds
+    );
+    let started = Instant::now();
+    rt.block_on(async {
+        for i in 0..o.agents {
+            let identity = Identity::from_seed(seed(i));
+            let uuid = format!("GPU-load-{i:05}");
+            let claim = GpuClaim {
+                uuid: uuid.parse().expect("a GPU UUID"),
+                model: "H200 SXM".into(),
+                bus_id: "0000:00:06.0".into(),
+                simulated: false,
+            };
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}", listener.local_addr().unwrap());
+            if i < hostile / 2 {
+                // Silent: accepts connections, never answers.
+                tokio::spawn(async move {
+                    let mut held = Vec::new();
+                    while let Ok((s, _)) = listener.accept().await {
+                        held.push(s);
+                    }
+                });
+            } else {
+                let behaviour = if i < hostile {
+                    Behaviour::Junk(0.05)
+                } else {
+                    Behaviour::Honest
+                };
+                let agent = Arc::new(Agent::new(
+                    identity,
+                    vec![key.clone()],
+                    vec![claim.clone()],
+                    Arc::new(CpuEngine { behaviour }),
+                ));
+                tokio::spawn(pog_net::http::serve(
+                    listener,
+                    agent::router(agent),
+                    Limits::protocol_messages(),
+                ));
+            }
+            let client = reqwest::Client::builder()
+                .local_address(source_of(i))
+                .build()
+                .unwrap();
+            let envelope = Identity::from_seed(seed(i))
+                .seal(
+                    kind::REGISTER,
+                    &Register {
+                        endpoint: url,
+                        gpus: vec![claim],
+                    },
+                )
+                .unwrap();
+            let status = client
+                .post(format!("{vurl}/v1/register"))
+                .json(&envelope)
+                .send()
+                .await
+                .unwrap()
+                .status();
+            assert!(status.is_success(), "registering agent {i}: {status}");
+        }
+    });
+    println!(
+        "registered {} agents in {:.1} s",
+        o.agents,
+        started.elapsed().as_secs_f64()
+    );
+    if o.attack {
+        attack(addr, 8, 60);
+        println!("attacking the API from 8 sources, 60 connections each");
+    }
+    // The prober: the API's latency every 50 ms while the rounds run.
+    let (cpu_before, _) = usage(validator.id());
+    let measuring = Instant::now();
+    let mut latencies = Vec::new();
+    let mut peak_rss = 0u64;
+    while measuring.elapsed() < Duration::from_secs(o.seconds) {
+        for path in ["/healthz", "/v1/gpus?limit=100"] {
+            let t = Instant::now();
+            let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+                latencies.push(f64::INFINITY);
+                continue;
+            };
+            write!(
+                s,
+                "GET {path} HTTP/1.1\r\nHost: v\r\nConnection: close\r\n\r\n"
+            )
+            .unwrap();
+            let mut answer = Vec::new();
+            let _ = s.read_to_end(&mut answer);
+            latencies.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        peak_rss = peak_rss.max(usage(validator.id()).1);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (cpu_after, _) = usage(validator.id());
+    let wall = measuring.elapsed().as_secs_f64();
+    // Honest GPUs' challenge times, from the records.
+    let honest: Vec<usize> = (hostile..o.agents)
+        .step_by((o.agents - hostile).div_ceil(50).max(1))
+        .collect();
+    let mut intervals = Vec::new();
+    let mut challenged = 0usize;
+    let mut accepted = 0usize;
+    for i in &honest {
+        let url = format!("{vurl}/v1/records/GPU-load-{i:05}?limit=1000");
+        let page: serde_json::Value =
+            rt.block_on(async { reqwest::get(url).await.unwrap().json().await.unwrap() });
+        let times: Vec<f64> = page["records"]
+            .as_array()
+            .unwrap_or_else(|| panic!("GPU-load-{i:05}: no records page: {page}"))
+            .iter()
+            .filter(|r| r["record"].get("challenge").is_some())
+            .inspect(|r| {
+                challenged += 1;
+                accepted += usize::from(r["record"]["accepted"] == true);
+            })
+            .filter_map(|r| r["record"]["recorded_at_ms"].as_f64())
+            .collect();
+        intervals.extend(times.windows(2).map(|w| (w[1] - w[0]) / 1e3));
+    }
+    // Score pages (issue 20, item 7): a page of up to 1,000 GPUs' scores, read 20 times; the
+    // validator's CPU beyond what its rounds were using, per page.
+    let baseline = (cpu_after - cpu_before) / measuring.elapsed().as_secs_f64();
+    let (scores_cpu_before, _) = usage(validator.id());
+    let reading = Instant::now();
+    let mut page_bytes = 0usize;
+    for _ in 0..20 {
+        let url = format!("{vurl}/v1/scores?limit=1000");
+        page_bytes = rt.block_on(async {
+            reqwest::get(url)
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap()
+                .len()
+        });
+    }
+    let read_s = reading.elapsed().as_secs_f64();
+    let (scores_cpu_after, _) = usage(validator.id());
+    let per_page_ms =
+        ((scores_cpu_after - scores_cpu_before) - baseline * read_s).max(0.0) / 20.0 * 1e3;
+    let _ = validator.kill();
+    let _ = validator.wait();
+    let every = o.every_s as f64;
+    let rounds_per_minute = if intervals.is_empty() {
+        0.0
+    } else {
+        60.0 / (intervals.iter().sum::<f64>() / intervals.len() as f64)
+    };
+    let drift_p50 = (quantile(&mut intervals.clone(), 0.5) - every) / every;
+    let drift_max = (intervals.iter().copied().fold(0.0, f64::max) - every) / every;
+    let p50 = quantile(&mut latencies, 0.5);
+    let p99 = quantile(&mut latencies, 0.99);
+    let cpu = (cpu_after - cpu_before) / wall;
+    println!();
+    println!("| figure | measured | goal |");
+    println!("|---|---|---|");
+    println!(
+        "| GPUs registered (hostile) | {} ({hostile}) | 1000 (10 %) |",
+        o.agents
+    );
+    println!(
+        "| rounds per minute (honest GPUs) | {rounds_per_minute:.2} | {:.2} |",
+        60.0 / every
+    );
+    println!(
+        "| challenge interval drift, median / max | {:+.1} % / {:+.1} % | ≤ 10 % |",
+        100.0 * drift_p50,
+        100.0 * drift_max
+    );
+    println!("| honest challenges accepted | {accepted} of {challenged} | all |");
+    println!("| API latency p50 / p99 | {p50:.1} / {p99:.1} ms | p99 < 50 ms |");
+    println!("| validator CPU | {:.0} % of one core | |", 100.0 * cpu);
+    println!(
+        "| `GET /v1/scores?limit=1000`: CPU / wall per page, size | {per_page_ms:.1} ms / {:.1} ms, {:.2} MiB | |",
+        read_s / 20.0 * 1e3,
+        page_bytes as f64 / f64::from(1 << 20)
+    );
+    println!(
+        "| validator peak RSS | {:.0} MiB | |",
+        peak_rss as f64 / (1u64 << 20) as f64
+    );
+}
+
+/// Agent `i`'s key seed.
+fn seed(i: usize) -> [u8; 32] {
+    let mut s = [0xa0u8; 32];
+    s[..8].copy_from_slice(&(i as u64).to_le_bytes());
+    s
+}

@@ -1,0 +1,782 @@
+//! The validator's transparency log (`pog_ledger`): every record it signs appended durably
+//! before it is stored, checkpoints signed on a schedule and cosigned by witnesses, and the log
+//! served the c2sp.org/tlog-tiles way under `/ledger/` of its API.
+//!
+//! - [`ValidatorLedger`]: the ledger (`DATA_DIR/ledger`), its group-commit writer and the log's
+//!   note signer (the validator's key, named [`origin`]).
+//! - [`publish`]: asks c2sp.org/tlog-witness witnesses, all at once and each within its own
+//!   deadline, to cosign the stored checkpoint, and attaches each cosignature as it arrives
+//!   (also `pog ledger publish`).
+//! - [`checkpoint_on_schedule`]: signs a checkpoint whenever the log grew, and publishes it.
+//! - [`routes`]: `GET /ledger/checkpoint` and `GET /ledger/tile/{*path}`, tiles read from disk
+//!   as they are sent, under the server's response budget ([`pog_net::serve::Streamed`]).
+
+use crate::validator::Validator;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use hyper::body::{Bytes, Frame, SizeHint};
+use pog_ledger::checkpoint::SignedCheckpoint;
+use pog_ledger::entry::{Entry, EntryError};
+use pog_ledger::note::{Note, NoteError, NoteSigner, ALG_ED25519};
+use pog_ledger::serve::{LogAnswer, TILE_CACHE_CONTROL, TILE_CONTENT_TYPE};
+use pog_ledger::store::{GroupCommit, Ledger, StoreError, TileReader};
+use pog_ledger::witness::AddCheckpoint;
+use pog_net::locked::Locked;
+use pog_net::serve::{Streamed, PIECE_BYTES};
+use pog_signed::{Envelope, Identity};
+use serde::Serialize;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// Why the ledger could not take a record, sign a checkpoint or publish it.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// The signed record is no valid ledger entry (its kind, GPU UUID, size or signature).
+    #[error("the record cannot be a ledger entry: {0}")]
+    Entry(#[from] EntryError),
+    /// The log on disk refused (I/O, read-only, poisoned after a failed write, corrupt).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The log's name is not a valid note key name.
+    #[error("the log name {name:?}: {source}")]
+    Origin {
+        /// The name refused.
+        name: String,
+        /// Why it is no key name.
+        source: NoteError,
+    },
+    /// No checkpoint has been signed yet.
+    #[error("the ledger has no checkpoint yet: run `pog ledger checkpoint` (a validator signs one every --checkpoint-every)")]
+    NoCheckpoint,
+    /// The stored checkpoint does not parse.
+    #[error("the ledger's stored checkpoint is unreadable: {0}")]
+    Checkpoint(String),
+    /// A witness has cosigned a larger tree of this log than the checkpoint.
+    #[error("the witness has cosigned size {old}, beyond this log's checkpoint of size {size}: it saw a longer history of this log")]
+    Beyond {
+        /// The tree size the witness has cosigned.
+        old: u64,
+        /// The size of this log's checkpoint.
+        size: u64,
+    },
+    /// A witness answered 200 with something that is not a cosignature line.
+    #[error("a witness answered with a malformed cosignature line: {0}")]
+    Cosignature(String),
+    /// The log's tiles cannot be read from where they were asked for.
+    #[error("the log's tiles: {0}")]
+    Tiles(String),
+    /// The writer or the publisher's task died (a bug).
+    #[error("the ledger's task failed: {0}")]
+    Task(String),
+    /// The hardened HTTP client for witnesses or tiles could not be built.
+    #[error(transparent)]
+    Client(#[from] pog_net::http::BuildClientError),
+}
+
+/// The log's default name (checkpoint origin and note key name): `pog.validator/` and the first
+/// 16 hex digits of the validator's public key. `pog ledger` uses the same.
+pub fn origin(validator_public_hex: &str) -> String {
+    let n = validator_public_hex.len().min(16);
+    format!("pog.validator/{}", &validator_public_hex[..n])
+}
+
+/// The validator's key as the log's note signer, named `origin` (or [`origin`]'s default).
+pub fn log_signer(identity: &Identity, name: Option<&str>) -> Result<NoteSigner, LedgerError> {
+    let name = name.map_or_else(|| origin(&identity.public_key()), str::to_string);
+    NoteSigner::new(&name, ALG_ED25519, identity.seed())
+        .map_err(|source| LedgerError::Origin { name, source })
+}
+
+/// Runs `f`, which blocks (fsync), without stalling a multi-threaded runtime's other tasks
+/// (`block_in_place`); directly on a current-thread runtime or outside any.
+pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+/// The validator's ledger: the log it appends every signed record to, the group-commit writer
+/// (concurrent challenges' records share fsyncs), and its checkpoint signer.
+pub struct ValidatorLedger {
+    ledger: Arc<Ledger>,
+    commit: GroupCommit,
+    signer: NoteSigner,
+    /// The last publication left a witness without a cosignature: retry on the next tick.
+    retry_witnesses: Mutex<bool>,
+    /// How long each witness has to answer a publication.
+    witness_deadline: Duration,
+}
+
+/// How long a witness has to answer a publication by default (its connection, its answer, and
+/// the second request when it answers 409 with another size). The witnesses are asked at once,
+/// each within its own deadline, so one that hangs costs only its own cosignature.
+pub const WITNESS_DEADLINE: Duration = Duration::from_secs(20);
+
+impl ValidatorLedger {
+    /// Opens (or creates) the ledger in `dir` for writing (it holds the directory's lock) with
+    /// the validator's key as log key, named `name` (default [`origin`]).
+    pub fn open(
+        dir: &std::path::Path,
+        identity: &Identity,
+        name: Option<&str>,
+    ) -> Result<ValidatorLedger, LedgerError> {
+        let signer = log_signer(identity, name)?;
+        Ok(ValidatorLedger::new(Ledger::open(dir)?, signer))
+    }
+
+    /// A validator ledger over an opened `ledger`, signing checkpoints with `signer`.
+    pub fn new(ledger: Ledger, signer: NoteSigner) -> ValidatorLedger {
+        let ledger = Arc::new(ledger);
+        ValidatorLedger {
+            commit: GroupCommit::start(ledger.clone()),
+            ledger,
+            signer,
+            retry_witnesses: Mutex::new(false),
+            witness_deadline: WITNESS_DEADLINE,
+        }
+    }
+
+    /// This ledger giving each witness `deadline` to answer a publication (instead of
+    /// [`WITNESS_DEADLINE`]).
+    pub fn with_witness_deadline(mut self, deadline: Duration) -> ValidatorLedger {
+        self.witness_deadline = deadline;
+        self
+    }
+
+    /// The ledger, to read.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// The log's verifier key (what holders and witnesses are given).
+    pub fn vkey(&self) -> String {
+        self.signer.verifier().to_vkey()
+    }
+
+    /// Appends a signed record durably (returns once it is fsynced); its log index.
+    pub fn append(&self, envelope: &Envelope) -> Result<u64, LedgerError> {
+        let entry = Entry::from_envelope(envelope)?;
+        let indexes = blocking(|| self.commit.handle().append(vec![entry]))?;
+        indexes
+            .first()
+            .copied()
+            .ok_or_else(|| LedgerError::Task("the writer returned no index".into()))
+    }
+
+    /// Signs a checkpoint of the log and stores it as the latest, when the log grew since the
+    /// stored one (or there is none). The new checkpoint, or None when nothing changed.
+    pub fn checkpoint_if_grown(&self) -> Result<Option<SignedCheckpoint>, LedgerError> {
+        let log = self.ledger.log();
+        let stored = match log.latest_checkpoint()? {
+            Some(text) => Some(
+                SignedCheckpoint::parse(text.as_bytes())
+                    .map_err(|e| LedgerError::Checkpoint(e.to_string()))?
+                    .checkpoint
+                    .size,
+            ),
+            None => None,
+        };
+        if stored.is_some_and(|size| size >= log.size()) {
+            return Ok(None);
+        }
+        Ok(Some(blocking(|| log.checkpoint(&self.signer))?))
+    }
+}
+
+/// The ledger's stored latest checkpoint.
+pub fn stored_checkpoint(ledger: &Ledger) -> Result<SignedCheckpoint, LedgerError> {
+    let text = ledger
+        .log()
+        .latest_checkpoint()?
+        .ok_or(LedgerError::NoCheckpoint)?;
+    SignedCheckpoint::parse(text.as_bytes()).map_err(|e| LedgerError::Checkpoint(e.to_string()))
+}
+
+/// The tlog-witness add-checkpoint request body for the ledger's latest checkpoint (with the
+/// log's signature only), from size `old`; and the checkpoint's size.
+pub fn request_body(ledger: &Ledger, old: u64) -> Result<(Vec<u8>, u64), LedgerError> {
+    let checkpoint = stored_checkpoint(ledger)?;
+    let size = checkpoint.checkpoint.size;
+    if old > size {
+        return Err(LedgerError::Beyond { old, size });
+    }
+    let mut plain = Note::new(checkpoint.note.text().to_string())
+        .map_err(|e| LedgerError::Checkpoint(e.to_string()))?;
+    let log_name = checkpoint.checkpoint.origin.clone();
+    for sig in checkpoint
+        .note
+        .signatures()
+        .iter()
+        .filter(|s| s.name == log_name)
+    {
+        plain.push_signature(sig.clone());
+    }
+    let request = AddCheckpoint {
+        old_size: old,
+        proof: ledger.log().consistency_proof(old, size)?,
+        checkpoint: plain.to_text().into_bytes(),
+    };
+    Ok((request.encode(), size))
+}
+
+/// One witness's answer to a publication.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WitnessAnswer {
+    /// The witness's URL.
+    pub url: String,
+    /// Whether it cosigned the checkpoint.
+    pub cosigned: bool,
+    /// The HTTP status of the last answer (0: no answer).
+    pub status: u16,
+    /// The cosignature line, or why there is none.
+    pub answer: String,
+}
+
+/// What a publication did: the checkpoint as stored now (with every cosignature obtained) and
+/// each witness's answer.
+#[derive(Debug, Clone)]
+pub struct Published {
+    /// The checkpoint as stored now, with every cosignature obtained.
+    pub checkpoint: SignedCheckpoint,
+    /// Each witness's answer, one per witness asked.
+    pub witnesses: Vec<WitnessAnswer>,
+}
+
+impl Published {
+    /// Whether every witness cosigned.
+    pub fn all_cosigned(&self) -> bool {
+        self.witnesses.iter().all(|w| w.cosigned)
+    }
+}
+
+/// An HTTP client for witnesses: no redirects, no proxy from the environment, 20 s a request;
+/// an error (never a default client) when it cannot be built.
+pub fn witness_client() -> Result<reqwest::Client, pog_net::http::BuildClientError> {
+    pog_net::http::ClientSettings {
+        timeout: Some(Duration::from_secs(20)),
+        connect_timeout: Some(Duration::from_secs(5)),
+        proxy_from_env: false,
+        ..pog_net::http::ClientSettings::new("witness")
+    }
+    .build()
+}
+
+/// The most bytes a witness's answer may hold (a cosignature line, or a size with a 409).
+const MAX_WITNESS_ANSWER_BYTES: usize = 64 << 10;
+
+/// Asks one witness (URL prefix of its `add-checkpoint`) to cosign the stored checkpoint,
+/// starting from old size 0 and following its 409 answer with the size it last cosigned.
+async fn ask_witness(ledger: &Ledger, client: &reqwest::Client, url: &str) -> WitnessAnswer {
+    let endpoint = format!("{}/add-checkpoint", url.trim_end_matches('/'));
+    let answer = |cosigned, status, answer: String| WitnessAnswer {
+        url: url.to_string(),
+        cosigned,
+        status,
+        answer,
+    };
+    let mut old = 0;
+    for _ in 0..2 {
+        let body = match request_body(ledger, old) {
+            Ok((body, _)) => body,
+            Err(e) => return answer(false, 409, e.to_string()),
+        };
+        let sent = async {
+            let mut r = client.post(&endpoint).body(body).send().await?;
+            let status = r.status().as_u16();
+            let conflict = r
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .is_some_and(|v| v.as_bytes().starts_with(b"text/x.tlog.size"));
+            // A cosignature line or a size is a few dozen bytes: a witness streaming more is
+            // cut off rather than held in memory until the request's deadline.
+            let mut text = Vec::new();
+            while let Some(chunk) = r.chunk().await? {
+                if text.len() + chunk.len() > MAX_WITNESS_ANSWER_BYTES {
+                    return Ok(Err(status));
+                }
+                text.extend_from_slice(&chunk);
+            }
+            let text = String::from_utf8_lossy(&text).into_owned();
+            Ok::<_, reqwest::Error>(Ok((status, conflict, text)))
+        }
+        .await;
+        let sent = match sent {
+            Ok(Err(status)) => {
+                return answer(
+                    false,
+                    status,
+                    format!("the witness's answer exceeds {MAX_WITNESS_ANSWER_BYTES} bytes"),
+                )
+            }
+            Ok(Ok(answered)) => Ok(answered),
+            Err(e) => Err(e),
+        };
+        match sent {
+            Err(e) => return answer(false, 0, format!("no answer: {e}")),
+            Ok((409, true, text)) if text.trim().parse::<u64>().is_ok_and(|n| n != old) => {
+                old = text.trim().parse().expect("checked");
+            }
+            Ok((200, _, line)) => return answer(true, 200, line.trim_end().to_string()),
+            Ok((status, _, text)) => return answer(false, status, text.trim_end().to_string()),
+        }
+    }
+    answer(
+        false,
+        409,
+        "the witness keeps changing its latest size".into(),
+    )
+}
+
+/// Sends the ledger's stored checkpoint to every witness at once, each given `deadline` to
+/// answer, and attaches each cosignature as it arrives, storing the result as the latest
+/// checkpoint each time (so `/ledger/checkpoint` and exported bundles carry it at once: a
+/// witness that hangs delays nobody else's cosignature). A refusing or silent witness is
+/// reported in the answers, not as an error. While it runs, nothing else may store a
+/// checkpoint of `ledger` (the validator's schedule publishes between its ticks).
+pub async fn publish(
+    ledger: &Arc<Ledger>,
+    client: &reqwest::Client,
+    urls: &[String],
+    deadline: Duration,
+) -> Result<Published, LedgerError> {
+    let checkpoint = stored_checkpoint(ledger)?;
+    let mut asks = tokio::task::JoinSet::new();
+    let mut slots = std::collections::HashMap::new();
+    for (slot, url) in urls.iter().enumerate() {
+        let (ledger, client, url) = (ledger.clone(), client.clone(), url.clone());
+        let task = asks.spawn(async move {
+            let asked = tokio::time::timeout(deadline, ask_witness(&ledger, &client, &url)).await;
+            asked.unwrap_or_else(|_| WitnessAnswer {
+                answer: format!("no answer within {} s", deadline.as_secs_f64()),
+                url,
+                cosigned: false,
+                status: 0,
+            })
+        });
+        slots.insert(task.id(), slot);
+    }
+    let mut witnesses: Vec<WitnessAnswer> = urls
+        .iter()
+        .map(|url| WitnessAnswer {
+            url: url.clone(),
+            cosigned: false,
+            status: 0,
+            answer: "not asked".into(),
+        })
+        .collect();
+    let mut with = checkpoint.clone();
+    while let Some(joined) = asks.join_next_with_id().await {
+        let (id, answer) = match joined {
+            Ok(answered) => answered,
+            Err(e) => {
+                let Some(&slot) = slots.get(&e.id()) else {
+                    continue;
+                };
+                let failed = format!("asking the witness failed: {e}");
+                (
+                    e.id(),
+                    WitnessAnswer {
+                        answer: failed,
+                        ..witnesses[slot].clone()
+                    },
+                )
+            }
+        };
+        let Some(&slot) = slots.get(&id) else {
+            continue;
+        };
+        witnesses[slot] = answer;
+        if admit(&mut witnesses, slot, &checkpoint) {
+            with = attach(&checkpoint, &witnesses)?;
+            blocking(|| ledger.log().store_checkpoint(&with.to_text()))?;
+        }
+    }
+    Ok(Published {
+        checkpoint: with,
+        witnesses,
+    })
+}
+
+/// The signer name of a signature line (`— <name> <signature>`).
+fn signer_name(line: &str) -> Option<&str> {
+    line.strip_prefix("\u{2014} ")?.split(' ').next()
+}
+
+/// Checks the cosignature that witness `slot` answered with, alone, so that one witness's bad
+/// answer costs only its own cosignature: one signature line, not in the log's name, readable
+/// beside the checkpoint's own lines, and under a name no witness listed before it answered
+/// with (when one listed after it had, that one loses it: the order of the list decides,
+/// whatever order the answers come in). A refused answer is marked so; whether the
+/// cosignatures to attach changed.
+fn admit(witnesses: &mut [WitnessAnswer], slot: usize, checkpoint: &SignedCheckpoint) -> bool {
+    if !witnesses[slot].cosigned {
+        return false;
+    }
+    let line = witnesses[slot].answer.trim_end().to_string();
+    let name = signer_name(&line).map(str::to_string);
+    let holder = |name: &str| {
+        witnesses.iter().enumerate().position(|(k, w)| {
+            k != slot && w.cosigned && signer_name(w.answer.trim_end()) == Some(name)
+        })
+    };
+    let parses = |line: &str| {
+        SignedCheckpoint::parse(format!("{}{line}\n", checkpoint.to_text()).as_bytes()).is_ok()
+    };
+    let refused = match name.as_deref() {
+        _ if line.contains('\n') => Some("more than one line"),
+        None => Some("not a cosignature line"),
+        Some(name) if name == checkpoint.checkpoint.origin => Some("a line in the log's own name"),
+        Some(_) if !parses(&line) => Some("not a readable signature line"),
+        Some(name) => match holder(name) {
+            Some(other) if other < slot => Some("a name another witness answered with"),
+            Some(other) => {
+                refuse(
+                    &mut witnesses[other],
+                    "a name another witness answered with",
+                );
+                None
+            }
+            None => None,
+        },
+    };
+    match refused {
+        Some(why) => {
+            refuse(&mut witnesses[slot], why);
+            false
+        }
+        None => true,
+    }
+}
+
+/// Marks a witness's answer as no cosignature, saying why.
+fn refuse(answer: &mut WitnessAnswer, why: &str) {
+    answer.cosigned = false;
+    answer.answer = format!("{why}: {:?}", answer.answer);
+}
+
+/// `checkpoint` with the cosignatures of the admitted answers: each replaces an older line of
+/// its witness's name; the other lines are kept.
+fn attach(
+    checkpoint: &SignedCheckpoint,
+    witnesses: &[WitnessAnswer],
+) -> Result<SignedCheckpoint, LedgerError> {
+    let fresh: Vec<&str> = witnesses
+        .iter()
+        .filter(|a| a.cosigned)
+        .map(|a| a.answer.trim_end())
+        .collect();
+    let names: Vec<&str> = fresh.iter().filter_map(|line| signer_name(line)).collect();
+    let mut kept = Note::new(checkpoint.note.text().to_string())
+        .map_err(|e| LedgerError::Checkpoint(e.to_string()))?;
+    for sig in checkpoint.note.signatures() {
+        if !names.contains(&sig.name.as_str()) {
+            kept.push_signature(sig.clone());
+        }
+    }
+    let mut text = kept.to_text();
+    for line in fresh {
+        text.push_str(line);
+        text.push('\n');
+    }
+    SignedCheckpoint::parse(text.as_bytes()).map_err(|e| LedgerError::Cosignature(e.to_string()))
+}
+
+/// What one tick of [`checkpoint_on_schedule`] did.
+#[derive(Debug, Clone)]
+pub struct Tick {
+    /// The size of a newly signed checkpoint.
+    pub signed: Option<u64>,
+    /// The publication, when there was one.
+    pub published: Option<Published>,
+}
+
+impl ValidatorLedger {
+    /// One tick of the schedule: sign a checkpoint if the log grew; publish it to `witnesses`
+    /// when it is new, or again when the last publication missed a witness.
+    pub async fn tick(
+        &self,
+        client: &reqwest::Client,
+        witnesses: &[String],
+    ) -> Result<Tick, LedgerError> {
+        let signed = self.checkpoint_if_grown()?.map(|c| c.checkpoint.size);
+        let retry = *self.retry_witnesses.locked();
+        let published = if !witnesses.is_empty() && (signed.is_some() || retry) {
+            let p = publish(&self.ledger, client, witnesses, self.witness_deadline).await;
+            // A failed publication (e.g. no checkpoint could be read) is retried too.
+            *self.retry_witnesses.locked() = !p.as_ref().is_ok_and(Published::all_cosigned);
+            Some(p?)
+        } else {
+            None
+        };
+        Ok(Tick { signed, published })
+    }
+}
+
+/// Every `every`: [`ValidatorLedger::tick`] with `client` ([`witness_client`], built before
+/// the service starts), logging what it did. On `stop`, one last tick (the records stored just
+/// before a shutdown get their checkpoint), then returns.
+pub async fn checkpoint_on_schedule(
+    ledger: Arc<ValidatorLedger>,
+    every: Duration,
+    (client, witnesses): (reqwest::Client, Vec<String>),
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let stopping = tokio::select! {
+            _ = tokio::time::sleep(every) => false,
+            _ = stop.changed() => true,
+        };
+        match ledger.tick(&client, &witnesses).await {
+            Ok(Tick {
+                signed, published, ..
+            }) => {
+                if let Some(size) = signed {
+                    tracing::info!(size, "signed a ledger checkpoint");
+                }
+                for w in published.iter().flat_map(|p| &p.witnesses) {
+                    if w.cosigned {
+                        tracing::info!(witness = %w.url, "checkpoint cosigned");
+                    } else {
+                        tracing::warn!(witness = %w.url, status = w.status, answer = %w.answer, "a witness did not cosign the checkpoint");
+                    }
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "ledger checkpoint failed"),
+        }
+        if stopping || *stop.borrow() {
+            return;
+        }
+    }
+}
+
+/// The most bytes one tile answer may hold: a full entry bundle (256 entries of at most
+/// 64 KiB, each with its 2-byte length) and a little more.
+const MAX_TILE_BYTES: usize = 17 << 20;
+
+/// A log's tiles over HTTP — a validator's `/ledger/` or any c2sp.org/tlog-tiles mirror — as a
+/// blocking [`TileSource`](pog_ledger::tiles::TileSource), for a holder's
+/// [`check_tail`](pog_ledger::bundle::check_tail). Only http(s) URLs; no redirects or proxies
+/// from the environment; 20 s a tile; answers capped at [`MAX_TILE_BYTES`]. What it reads is
+/// checked against the checkpoint by the caller, so the server is not trusted; and the whole
+/// read must end within a budget, since a hostile log chooses how many tiles there are.
+pub struct HttpTiles {
+    base: String,
+    client: reqwest::Client,
+    runtime: tokio::runtime::Runtime,
+    /// When the reading must be over.
+    deadline: std::time::Instant,
+    budget: Duration,
+}
+
+impl HttpTiles {
+    /// Tiles under `base` (e.g. `http://validator:7071/ledger/`: `tile/0/000` is fetched from
+    /// `http://validator:7071/ledger/tile/0/000`), all of them read within `budget` from now.
+    pub fn new(base: &str, budget: Duration) -> Result<HttpTiles, LedgerError> {
+        let url = reqwest::Url::parse(base)
+            .map_err(|e| LedgerError::Tiles(format!("{base:?} is not a URL: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(LedgerError::Tiles(format!(
+                "{base:?}: tiles are read over http or https only"
+            )));
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| LedgerError::Task(e.to_string()))?;
+        Ok(HttpTiles {
+            base: format!("{}/", base.trim_end_matches('/')),
+            client: witness_client()?,
+            runtime,
+            deadline: std::time::Instant::now() + budget,
+            budget,
+        })
+    }
+}
+
+impl pog_ledger::tiles::TileSource for HttpTiles {
+    fn read_tile(
+        &mut self,
+        id: &pog_ledger::tiles::TileId,
+    ) -> Result<Vec<u8>, pog_ledger::tiles::TileError> {
+        let url = format!("{}{}", self.base, id.path());
+        let failed = |why: String| pog_ledger::tiles::TileError::Source {
+            path: url.clone(),
+            why,
+        };
+        let left = self
+            .deadline
+            .saturating_duration_since(std::time::Instant::now());
+        let over = format!(
+            "the log's tiles were not all read within {} s",
+            self.budget.as_secs_f64()
+        );
+        if left.is_zero() {
+            return Err(failed(over));
+        }
+        let read = async {
+            let mut response = self
+                .client
+                .get(&url)
+                .send()
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            if response.status() != reqwest::StatusCode::OK {
+                return Err(failed(format!("answered {}", response.status())));
+            }
+            let mut body = Vec::new();
+            while let Some(chunk) = response.chunk().await.map_err(|e| failed(e.to_string()))? {
+                if body.len() + chunk.len() > MAX_TILE_BYTES {
+                    return Err(failed(format!("more than {MAX_TILE_BYTES} bytes")));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(body)
+        };
+        self.runtime
+            .block_on(async { tokio::time::timeout(left, read).await })
+            .unwrap_or_else(|_| Err(failed(over)))
+    }
+}
+
+/// `GET /ledger/checkpoint` and `GET /ledger/tile/{*path}` (hash tiles and entry bundles), as
+/// c2sp.org/tlog-tiles lays them out: the checkpoint `no-cache, max-age=2`, tiles and entry
+/// bundles `immutable`; 404 when the validator keeps no ledger.
+pub fn routes() -> Router<Arc<Validator>> {
+    Router::new()
+        .route(
+            "/ledger/checkpoint",
+            get(|State(v): State<Arc<Validator>>| resource(v, "checkpoint".into())),
+        )
+        .route(
+            "/ledger/tile/{*path}",
+            get(
+                |State(v): State<Arc<Validator>>, Path(path): Path<String>| {
+                    resource(v, format!("tile/{path}"))
+                },
+            ),
+        )
+}
+
+async fn resource(v: Arc<Validator>, path: String) -> Response {
+    let Some(ledger) = v.ledger().cloned() else {
+        return (StatusCode::NOT_FOUND, "this validator keeps no ledger\n").into_response();
+    };
+    // The checkpoint is read, a tile only looked up (its bytes are read as they are sent):
+    // both off the runtime's workers.
+    let reading = ledger.clone();
+    let answer = tokio::task::spawn_blocking(move || {
+        pog_ledger::serve::log_resource(reading.ledger().log(), &path)
+    })
+    .await;
+    match answer {
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "the ledger failed\n").into_response(),
+        Ok(LogAnswer::Whole(r)) => {
+            let mut response = (
+                StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                r.body,
+            )
+                .into_response();
+            let headers = response.headers_mut();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(r.content_type),
+            );
+            if let Some(c) = r.cache_control {
+                headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(c));
+            }
+            response
+        }
+        Ok(LogAnswer::Tile(reader)) => {
+            let body = TileBody {
+                remaining: reader.remaining(),
+                ledger,
+                reader: Some(reader),
+                reading: None,
+            };
+            let mut response = (
+                [
+                    (header::CONTENT_TYPE, TILE_CONTENT_TYPE),
+                    (header::CACHE_CONTROL, TILE_CACHE_CONTROL),
+                ],
+                Body::new(body),
+            )
+                .into_response();
+            response.extensions_mut().insert(Streamed);
+            response
+        }
+    }
+}
+
+/// A piece of a tile read off the runtime's workers, and the reader to go on with.
+type PieceRead = tokio::task::JoinHandle<(TileReader, Result<Vec<u8>, StoreError>)>;
+
+/// A tile's bytes read from the log as they are sent, [`PIECE_BYTES`] at a time, each piece
+/// off the runtime's workers and only when hyper asks for it: a reader of a 16 MiB entry
+/// bundle holds one piece of the validator's memory, not the bundle.
+struct TileBody {
+    ledger: Arc<ValidatorLedger>,
+    /// The reader, between pieces.
+    reader: Option<TileReader>,
+    /// The piece being read (it has the reader meanwhile).
+    reading: Option<PieceRead>,
+    /// Bytes not sent yet.
+    remaining: u64,
+}
+
+impl hyper::body::Body for TileBody {
+    type Data = Bytes;
+    type Error = LedgerError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, LedgerError>>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(reading) = this.reading.as_mut() {
+                let read = std::task::ready!(Pin::new(reading).poll(cx));
+                this.reading = None;
+                return Poll::Ready(match read {
+                    Ok((reader, Ok(piece))) => {
+                        this.remaining = reader.remaining();
+                        this.reader = Some(reader);
+                        (!piece.is_empty()).then(|| Ok(Frame::data(Bytes::from(piece))))
+                    }
+                    Ok((_, Err(e))) => Some(Err(e.into())),
+                    Err(e) => Some(Err(LedgerError::Task(e.to_string()))),
+                });
+            }
+            match this.reader.take() {
+                Some(mut reader) if reader.remaining() > 0 => {
+                    let ledger = this.ledger.clone();
+                    this.reading = Some(tokio::task::spawn_blocking(move || {
+                        let piece = ledger
+                            .ledger()
+                            .log()
+                            .read_tile_piece(&mut reader, PIECE_BYTES);
+                        (reader, piece)
+                    }));
+                }
+                _ => return Poll::Ready(None),
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.reading.is_none() && self.remaining == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.remaining)
+    }
+}

@@ -1,0 +1,1614 @@
+//! The validator's order book for GPU-hours (issue 15): signed orders submitted and cancelled
+//! through the API, clearings by the operator, the book and the history of clearings for
+//! anyone to read, all persisted in SQLite.
+//!
+//! Routes (merged into the validator's API):
+//!
+//! - `POST /v1/market/submit`: a [`SUBMIT_KIND`] envelope holding a [`SubmitMessage`], signed by
+//!   the order's owner (the key in `order.owner`); anyone else's signature is refused (403).
+//! - `POST /v1/market/cancel`: a [`CANCEL_KIND`] envelope holding a [`CancelMessage`], signed
+//!   by the order's owner; it names one of the signer's own orders (ids are each owner's), so
+//!   another key has no such order (404).
+//! - `POST /v1/market/clear`: a [`CLEAR_KIND`] envelope holding a [`ClearMessage`], signed by
+//!   the validator's own key (its operator runs `pog market clear` with the validator's data
+//!   dir); each request, named by its nonce, clears once (a replay gets 409).
+//! - `GET /v1/market/info`: the validator's key (which every message must name, so a message
+//!   signed for one validator cannot be replayed at another) and the classes traded.
+//! - `GET /v1/market/book?class=C`: the open orders (every class without `class`).
+//! - `GET /v1/market/history?after=N&limit=M`: clearings numbered above `after`, oldest first.
+//!
+//! The same store keeps the validator's posted prices (`price_history`, one row per price
+//! quoted, see [`crate::pricing`]) and how far through the registry's records they are
+//! (`market_meta`).
+//!
+//! A refused request never changes the book: every check runs before anything changes, and
+//! the store is the book's source of truth. Each accepted event (the signed submit or cancel
+//! as it arrived, or the clearing request) is appended to the `market_events` table; opening
+//! the store replays them in order through [`Book`], which is deterministic, so a restarted
+//! validator has the same book and history, and remembers the same clearing requests taken
+//! ([`TakenClears`]). If appending fails, the book is rebuilt from the store, and the request
+//! fails.
+
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use pog_market::quote::Quote;
+use pog_market::{
+    Book, BookError, ClearingRecord, GpuClass, Mechanism, OpenOrder, Order, OrderId, Side,
+};
+use pog_net::http::ApiError;
+use pog_net::locked::Locked;
+use pog_proof::timing::now_ms;
+
+use pog_signed::{Envelope, Identity, PublicKey};
+use pog_spec::SpecDb;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// Envelope kind of a signed [`SubmitMessage`].
+pub const SUBMIT_KIND: &str = "market-submit";
+/// Envelope kind of a signed [`CancelMessage`].
+pub const CANCEL_KIND: &str = "market-cancel";
+/// Envelope kind of a signed [`ClearMessage`].
+pub const CLEAR_KIND: &str = "market-clear";
+
+/// The most clearings one history page returns.
+pub const MAX_HISTORY_PAGE: usize = 1000;
+
+/// An order, for the validator named.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitMessage {
+    /// The validator's public key: the message is for this validator only.
+    pub validator: PublicKey,
+    /// The order itself; its owner must be the message's signer.
+    pub order: Order,
+    /// When the order leaves the book if it has not filled, ms since the Unix epoch: after
+    /// the validator receives it, and at most
+    /// [`MAX_ORDER_LIFETIME_MS`](pog_market::MAX_ORDER_LIFETIME_MS) after. Signed with the
+    /// order, so a captured submission replayed after it is refused. Required of every new
+    /// submission; a store written before orders expired holds submissions without it, which
+    /// replay as open for the longest lifetime from when they came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_ms: Option<u64>,
+}
+
+/// A cancellation of one of the signer's orders.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelMessage {
+    /// The validator's public key: the message is for this validator only.
+    pub validator: PublicKey,
+    /// The id of the signer's order to cancel.
+    pub id: OrderId,
+    /// The order's sequence number in the book (its submission returned it; the book lists
+    /// it): an id is free again once its order expires, so a cancellation names the one order
+    /// it is for, and a captured one cannot cancel a later order of the same id. Required of
+    /// every new cancellation; stores written before it replay without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<u64>,
+}
+
+/// The operator's request to clear one class.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClearMessage {
+    /// The validator's public key: the message is for this validator only.
+    pub validator: PublicKey,
+    /// The class whose book is cleared.
+    pub class: GpuClass,
+    /// The auction that clears it.
+    pub mechanism: Mechanism,
+    /// When the operator asked, ms since the Unix epoch: an old request replayed later is
+    /// refused (see [`CLEAR_MAX_AGE_MS`]).
+    pub at_ms: u64,
+    /// This request's own random id ([`fresh_clear_nonce`]): the market takes each nonce
+    /// once, so a captured request replayed within its age window is refused (409), and two
+    /// clearings of the same class are two requests. Required of every new request (1 to
+    /// [`MAX_CLEAR_NONCE_LEN`] letters, digits, `-` or `_`); a store written before requests
+    /// carried one replays without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
+}
+
+/// How old a clearing request may be when it arrives, and how far in the future.
+pub const CLEAR_MAX_AGE_MS: u64 = 5 * 60 * 1000;
+
+/// The longest nonce a clearing request may carry: the market holds every nonce it took for
+/// as long as its request could still arrive.
+pub const MAX_CLEAR_NONCE_LEN: usize = 64;
+
+/// What `GET /v1/market/info` returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarketInfo {
+    /// The validator's public key, which every message to this market must name.
+    pub validator: PublicKey,
+    /// The classes its book trades.
+    pub classes: Vec<GpuClass>,
+}
+
+/// The most open orders one page of the book returns.
+pub const MAX_BOOK_PAGE: usize = 1000;
+
+/// An open order as the book lists it: the order, its place in the book's sequence and when
+/// it expires.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookEntry {
+    /// The order as it stands now.
+    #[serde(flatten)]
+    pub order: Order,
+    /// Its place in the book's sequence; a cancellation names it.
+    pub sequence: u64,
+    /// When it leaves the book if it has not filled, ms since the Unix epoch.
+    pub expires_at_ms: u64,
+}
+
+/// What `GET /v1/market/book?class=&after=&limit=` returns: one page of the orders open now,
+/// both sides together in submission order (sequence above `after`), split by side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookView {
+    /// The page's open bids.
+    pub bids: Vec<BookEntry>,
+    /// The page's open asks.
+    pub asks: Vec<BookEntry>,
+    /// Pass as `after` for the next page; absent on the last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<u64>,
+}
+
+/// What `GET /v1/market/history` returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryPage {
+    /// The page's clearings, oldest first.
+    pub clearings: Vec<ClearingRecord>,
+    /// Pass as `after` for the next page; absent on the last one.
+    pub next_after: Option<u64>,
+}
+
+/// What a submit returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submitted {
+    /// The order's id.
+    pub id: OrderId,
+    /// The order's place in the book's sequence.
+    pub sequence: u64,
+}
+
+/// What a cancel returns: what was left of the order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cancelled {
+    /// The order as it stood when cancelled (its unfilled remainder).
+    pub order: Order,
+}
+
+/// Why the market store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MarketError {
+    /// The SQLite database failed.
+    #[error("the market database failed ({0}); if the file is damaged, restore it from a backup or move it away to start an empty book")]
+    Database(#[from] rusqlite::Error),
+    /// A stored event cannot be replayed: the store is damaged.
+    #[error("the market database holds an event it cannot replay (event {seq}: {why}); restore it from a backup")]
+    Corrupt {
+        /// The event's sequence number.
+        seq: i64,
+        /// Why it cannot be replayed.
+        why: String,
+    },
+}
+
+/// One stored event.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "event")]
+enum Event {
+    /// A signed submit or cancel, exactly as it arrived.
+    Submit {
+        envelope: Envelope,
+    },
+    Cancel {
+        envelope: Envelope,
+    },
+    Clear {
+        envelope: Envelope,
+    },
+}
+
+/// What one market lets its submitters hold: anyone can make keys, so the book is bounded by
+/// each key's open orders, by all open orders together, and by the submissions each source
+/// address may make; and every order leaves at its expiry, at most
+/// [`MAX_ORDER_LIFETIME_MS`](pog_market::MAX_ORDER_LIFETIME_MS) after it came (every submission, even one cancelled later,
+/// stays in the store: the store is the book's history).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MarketLimits {
+    /// Open orders one owner key may have; a submission beyond is refused (429).
+    pub max_open_per_owner: usize,
+    /// Open orders across all owners and classes; a submission beyond is refused (503).
+    pub max_open: usize,
+    /// Submissions one source address (an IPv4 address or IPv6 /64) may make a minute (and at
+    /// once); beyond, refused (429) before the message is read.
+    pub submits_per_minute_per_source: f64,
+}
+
+impl Default for MarketLimits {
+    fn default() -> Self {
+        MarketLimits {
+            max_open_per_owner: 100,
+            max_open: 20_000,
+            submits_per_minute_per_source: 60.0,
+        }
+    }
+}
+
+/// The book and its store.
+pub struct Market {
+    validator: PublicKey,
+    inner: Mutex<Inner>,
+    limits: MarketLimits,
+    /// Submissions per source address ([`MarketLimits::submits_per_minute_per_source`]).
+    submitters: Mutex<crate::validator::RateLimiter>,
+}
+
+struct Inner {
+    book: Book,
+    db: Connection,
+    /// Classes whose book changed (an order submitted or cancelled) since their last
+    /// clearing: the scheduled clearing clears these only ([`Market::clear_due`]).
+    dirty: BTreeSet<GpuClass>,
+    /// The clearing requests taken that could still arrive again.
+    taken: TakenClears,
+}
+
+/// The nonces of the clearing requests taken whose age window the book's time has not yet
+/// passed, each with its request's `at_ms`: a request is refused unless `at_ms` is within
+/// [`CLEAR_MAX_AGE_MS`] of both the clock and the book's time (which never goes back), so a
+/// nonce forgotten here belongs to a request that is refused by its age anyway, even after
+/// the clock steps back. It holds the clearings of about ten minutes (five back, five ahead),
+/// all signed by the validator's own key; a restart rebuilds it from the stored clearings.
+#[derive(Debug, Default)]
+struct TakenClears {
+    nonces: HashMap<String, u64>,
+}
+
+impl TakenClears {
+    fn contains(&self, nonce: &str) -> bool {
+        self.nonces.contains_key(nonce)
+    }
+
+    /// Takes `nonce` of a request signed at `at_ms`, and forgets the requests that the book's
+    /// time `book_ms` has put past their window.
+    fn take(&mut self, nonce: String, at_ms: u64, book_ms: u64) {
+        self.nonces.insert(nonce, at_ms);
+        self.nonces
+            .retain(|_, signed_ms| signed_ms.saturating_add(CLEAR_MAX_AGE_MS) >= book_ms);
+    }
+}
+
+/// One price the validator posted for a GPU, and what made it quote again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PostedPrice {
+    /// Its number in the validator's price history (increasing; 0 before it is stored).
+    pub seq: i64,
+    /// The GPU priced.
+    pub gpu_uuid: String,
+    /// When it was quoted, ms since the Unix epoch.
+    pub at_ms: u64,
+    /// Why it was quoted: the record that came in.
+    pub cause: String,
+    /// The latest proof record the price rests on.
+    pub record_id: Option<i64>,
+    /// The GPU's model, when it is known.
+    pub model: Option<String>,
+    /// The GPU's score and verified worth (reference GPUs) when quoted.
+    pub score: f64,
+    /// The GPU's verified worth in reference GPUs when quoted.
+    pub gpu_worth: f64,
+    /// Price per GPU-hour in micro-dollars; null when the GPU is not priced.
+    pub price_micro_usd: Option<u64>,
+    /// Why it is not priced, when it is not.
+    pub unpriced: Option<String>,
+    /// Every factor of the price.
+    pub quote: Option<Quote>,
+}
+
+/// A new order id (`o-` and 16 random bytes in hex): unique among its owner's orders
+/// without keeping count.
+pub fn fresh_order_id() -> OrderId {
+    let bytes: [u8; 16] = pog_signed::random_bytes();
+    OrderId::new(format!("o-{}", hex::encode(bytes))).expect("a short, plain id")
+}
+
+/// A new clearing request nonce (16 random bytes in hex): never the same twice.
+pub fn fresh_clear_nonce() -> String {
+    hex::encode(pog_signed::random_bytes::<16>())
+}
+
+/// The classes a validator's book trades: every model of the spec database.
+pub fn classes() -> Vec<GpuClass> {
+    SpecDb::embedded()
+        .all()
+        .iter()
+        .filter_map(|g| GpuClass::new(g.model.clone()).ok())
+        .collect()
+}
+
+impl Market {
+    /// Opens (creating if needed) the market at `path` (`None`: in memory) for the validator
+    /// with public key `validator`, replaying its stored events.
+    pub fn open(path: Option<&Path>, validator: &PublicKey) -> Result<Market, MarketError> {
+        let db = match path {
+            Some(p) => Connection::open(p)?,
+            None => Connection::open_in_memory()?,
+        };
+        db.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
+             CREATE TABLE IF NOT EXISTS market_events (
+                 seq INTEGER PRIMARY KEY,
+                 kind TEXT NOT NULL,
+                 event TEXT NOT NULL,
+                 at_ms INTEGER NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS price_history (
+                 seq INTEGER PRIMARY KEY,
+                 gpu_uuid TEXT NOT NULL,
+                 at_ms INTEGER NOT NULL,
+                 point TEXT NOT NULL
+             );
+             CREATE INDEX IF NOT EXISTS price_history_by_gpu ON price_history (gpu_uuid, seq);
+             CREATE TABLE IF NOT EXISTS market_meta (
+                 key TEXT PRIMARY KEY,
+                 value INTEGER NOT NULL
+             );",
+        )?;
+        let (book, taken) = replay(&db, validator)?;
+        // After a restart, any class with open orders may be due a clearing.
+        let dirty = book
+            .classes()
+            .filter(|c| {
+                book.open(c, Side::Bid).next().is_some() || book.open(c, Side::Ask).next().is_some()
+            })
+            .cloned()
+            .collect();
+        let limits = MarketLimits::default();
+        Ok(Market {
+            validator: validator.clone(),
+            inner: Mutex::new(Inner {
+                book,
+                db,
+                dirty,
+                taken,
+            }),
+            limits,
+            submitters: Mutex::new(crate::validator::RateLimiter::per_minute(
+                limits.submits_per_minute_per_source,
+            )),
+        })
+    }
+
+    /// The same market under other limits (the stored book is kept whatever they are: they
+    /// bound new submissions only).
+    pub fn with_limits(mut self, limits: MarketLimits) -> Market {
+        self.limits = limits;
+        self.submitters = Mutex::new(crate::validator::RateLimiter::per_minute(
+            limits.submits_per_minute_per_source.max(1.0),
+        ));
+        self
+    }
+
+    /// Takes a submission token of `source`'s; a refusal to answer when it has none left.
+    pub fn admit_submitter(&self, source: std::net::IpAddr) -> Result<(), ApiError> {
+        let allowed = self.submitters.locked().allow(source);
+        if allowed {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "more than {} order submissions a minute from {source}: retry later",
+                    self.limits.submits_per_minute_per_source
+                ),
+            ))
+        }
+    }
+
+    /// The validator's key this market answers for.
+    pub fn validator(&self) -> &str {
+        &self.validator
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave the book half-changed (every Book
+        // operation checks before it changes anything), so a poisoned lock is still usable.
+        self.inner.locked()
+    }
+
+    /// Submits a signed order (the envelope's bytes).
+    pub fn submit(&self, bytes: &[u8]) -> Result<Submitted, ApiError> {
+        let (message, signer): (SubmitMessage, PublicKey) = pog_signed::decode(bytes, SUBMIT_KIND)?;
+        self.check_validator(&message.validator)?;
+        if message.order.owner() != signer {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "order {} is owned by {} but signed by {signer}: an order is signed by its owner's key",
+                    message.order.id(),
+                    message.order.owner()
+                ),
+            ));
+        }
+        let Some(expires_at_ms) = message.expires_at_ms else {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "order {} names no expiry (expires_at_ms): every order leaves the book by a time its owner signs",
+                    message.order.id()
+                ),
+            ));
+        };
+        let envelope = envelope(bytes)?;
+        let mut inner = self.lock();
+        let now = now_ms();
+        // Orders expired by now no longer count against the limits.
+        inner.book.expire(now);
+        let open = inner.book.len();
+        if open >= self.limits.max_open {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the book holds {open} open orders, its limit: retry after a clearing"),
+            ));
+        }
+        let owned = inner.book.open_by(&signer);
+        if owned >= self.limits.max_open_per_owner {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "{signer} has {owned} open orders, its limit: cancel one or wait for a clearing"
+                ),
+            ));
+        }
+        let id = message.order.id().clone();
+        let class = message.order.class().clone();
+        let sequence = inner
+            .book
+            .submit(message.order, expires_at_ms, now)
+            .map_err(book_error)?;
+        inner.dirty.insert(class);
+        inner.append("submit", &Event::Submit { envelope }, &self.validator)?;
+        Ok(Submitted { id, sequence })
+    }
+
+    /// Cancels an order on a signed request by its owner.
+    pub fn cancel(&self, bytes: &[u8]) -> Result<Cancelled, ApiError> {
+        let (message, signer): (CancelMessage, PublicKey) = pog_signed::decode(bytes, CANCEL_KIND)?;
+        self.check_validator(&message.validator)?;
+        if message.sequence.is_none() {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "the cancellation of {} names no sequence: it must name the one order it is for (the book lists each order's)",
+                    message.id
+                ),
+            ));
+        }
+        let envelope = envelope(bytes)?;
+        let mut inner = self.lock();
+        let now = now_ms();
+        let order = inner
+            .book
+            .cancel(&message.id, &signer, message.sequence, now)
+            .map_err(book_error)?;
+        inner.dirty.insert(order.class().clone());
+        inner.append("cancel", &Event::Cancel { envelope }, &self.validator)?;
+        Ok(Cancelled { order })
+    }
+
+    /// Clears one class on the operator's signed request, once: the same request again (its
+    /// nonce taken) is refused (409).
+    pub fn clear(&self, bytes: &[u8]) -> Result<ClearingRecord, ApiError> {
+        let (message, signer): (ClearMessage, PublicKey) = pog_signed::decode(bytes, CLEAR_KIND)?;
+        self.check_validator(&message.validator)?;
+        if signer != self.validator {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "only the validator's own key may clear the market (run `pog market clear` with the validator's data dir)",
+            ));
+        }
+        let nonce = clear_nonce(&message)?;
+        let envelope = envelope(bytes)?;
+        let mut inner = self.lock();
+        let now = now_ms();
+        // Old by the book's time too, which never goes back: after the clock steps back, a
+        // request whose nonce has been forgotten (see `TakenClears`) is still refused.
+        let latest = now.max(inner.book.now_ms());
+        if message.at_ms.saturating_add(CLEAR_MAX_AGE_MS) < latest
+            || message.at_ms > now.saturating_add(CLEAR_MAX_AGE_MS)
+        {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "the clearing request is more than five minutes old or ahead: sign a new one (check the clock)",
+            ));
+        }
+        if inner.taken.contains(nonce) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!(
+                    "clearing request {nonce} was taken already: each signed request clears once (sign a new one to clear again)"
+                ),
+            ));
+        }
+        // The book's time is when requests arrive (the request's own time only bounds its
+        // age), so the book, and a replay of its store, see time move one way.
+        let record = inner
+            .book
+            .clear(&message.class, message.mechanism, now)
+            .map_err(book_error)?
+            .clone();
+        inner.dirty.remove(&message.class);
+        inner.append("clear", &Event::Clear { envelope }, &self.validator)?;
+        let book_ms = inner.book.now_ms();
+        inner.taken.take(nonce.to_string(), message.at_ms, book_ms);
+        Ok(record)
+    }
+
+    /// Clears, signed by `operator` (the validator's own key), every class whose book changed
+    /// since its last clearing and has both bids and asks open: what `pog validator
+    /// --clear-every` runs. A class with one side empty, or unchanged since it was last
+    /// cleared, would clear to the same nothing, so it is left alone (no empty clearings
+    /// in the history). Returns each clearing made, or why one failed.
+    pub fn clear_due(
+        &self,
+        operator: &Identity,
+        mechanism: Mechanism,
+    ) -> Vec<Result<ClearingRecord, ApiError>> {
+        let due: Vec<GpuClass> = {
+            let now = now_ms();
+            let mut inner = self.lock();
+            let Inner { book, dirty, .. } = &mut *inner;
+            let any = |c: &GpuClass, side| open_at(book, c, side, now).next().is_some();
+            // A class whose book emptied (or expired) needs no clearing until an order comes.
+            dirty.retain(|c| any(c, Side::Bid) || any(c, Side::Ask));
+            dirty
+                .iter()
+                .filter(|c| any(c, Side::Bid) && any(c, Side::Ask))
+                .cloned()
+                .collect()
+        };
+        due.into_iter()
+            .map(|class| {
+                let message = ClearMessage {
+                    validator: self.validator.clone(),
+                    class,
+                    mechanism,
+                    at_ms: now_ms(),
+                    nonce: Some(fresh_clear_nonce()),
+                };
+                let envelope = operator.seal(CLEAR_KIND, &message)?;
+                let bytes = serde_json::to_vec(&envelope)
+                    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+                self.clear(&bytes)
+            })
+            .collect()
+    }
+
+    /// GPU-hours open in a class: (bids, asks).
+    pub fn open_hours(&self, class: &GpuClass) -> (u64, u64) {
+        let now = now_ms();
+        let inner = self.lock();
+        let hours = |side| {
+            open_at(&inner.book, class, side, now)
+                .map(|o| o.order.quantity())
+                .fold(0u64, u64::saturating_add)
+        };
+        (hours(Side::Bid), hours(Side::Ask))
+    }
+
+    /// The class's measured utilization: the share of offered GPU-hours that traded in its last
+    /// `last` clearings; `None` before it has cleared any offer.
+    pub fn utilization(&self, class: &GpuClass, last: usize) -> Option<f64> {
+        self.lock().book.utilization(class, last)
+    }
+
+    /// Stores posted prices and, in the same transaction, that every registry record up to
+    /// row `through` has been priced.
+    pub fn post_prices(&self, points: &[PostedPrice], through: i64) -> Result<(), MarketError> {
+        let mut inner = self.lock();
+        let tx = inner.db.transaction()?;
+        for point in points {
+            let text = serde_json::to_string(point).map_err(|e| MarketError::Corrupt {
+                seq: 0,
+                why: e.to_string(),
+            })?;
+            tx.execute(
+                "INSERT INTO price_history (gpu_uuid, at_ms, point) VALUES (?1, ?2, ?3)",
+                params![point.gpu_uuid, point.at_ms as i64, text],
+            )?;
+        }
+        tx.execute(
+            "INSERT INTO market_meta (key, value) VALUES ('priced_through', ?1) ON CONFLICT(key) DO UPDATE SET value = MAX(value, ?1)",
+            params![through],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The last registry record row the posted prices have taken in (0: none).
+    pub fn priced_through(&self) -> Result<i64, MarketError> {
+        let inner = self.lock();
+        let value: Option<i64> = inner
+            .db
+            .query_row(
+                "SELECT value FROM market_meta WHERE key = 'priced_through'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(value.unwrap_or(0))
+    }
+
+    /// A GPU's posted prices numbered above `after` (0: from the first), oldest first, at
+    /// most `limit`.
+    pub fn price_history(
+        &self,
+        gpu_uuid: &str,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<PostedPrice>, MarketError> {
+        let inner = self.lock();
+        let mut stmt = inner.db.prepare(
+            "SELECT seq, point FROM price_history WHERE gpu_uuid = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(params![gpu_uuid, after, limit as i64], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        })?;
+        rows.map(|row| {
+            let (seq, text) = row?;
+            point(seq, &text)
+        })
+        .collect()
+    }
+
+    /// A GPU's latest posted price.
+    pub fn latest_price(&self, gpu_uuid: &str) -> Result<Option<PostedPrice>, MarketError> {
+        let inner = self.lock();
+        let row: Option<(i64, String)> = inner
+            .db
+            .query_row(
+                "SELECT seq, point FROM price_history WHERE gpu_uuid = ?1 ORDER BY seq DESC LIMIT 1",
+                params![gpu_uuid],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        row.map(|(seq, text)| point(seq, &text)).transpose()
+    }
+
+    /// One page of the orders open now, of one class or of all: those with a sequence number
+    /// above `after` (all with `None`), in submission order, at most `limit` (1 to
+    /// [`MAX_BOOK_PAGE`]).
+    pub fn book(&self, class: Option<&GpuClass>, after: Option<u64>, limit: usize) -> BookView {
+        let now = now_ms();
+        let limit = limit.clamp(1, MAX_BOOK_PAGE);
+        let inner = self.lock();
+        let classes: Vec<GpuClass> = match class {
+            Some(c) => vec![c.clone()],
+            None => inner.book.classes().cloned().collect(),
+        };
+        // Each class and side is in sequence order: the page is among the first `limit + 1`
+        // after `after` of each, whatever the book's size.
+        let mut open: Vec<OpenOrder> = classes
+            .iter()
+            .flat_map(|c| [Side::Bid, Side::Ask].map(|side| (c, side)))
+            .flat_map(|(c, side)| open_after(&inner.book, c, side, after, now).take(limit + 1))
+            .collect();
+        open.sort_unstable_by_key(|o| o.sequence);
+        let more = open.len() > limit;
+        open.truncate(limit);
+        let next_after = more.then(|| open.last().map(|o| o.sequence)).flatten();
+        let (mut bids, mut asks) = (Vec::new(), Vec::new());
+        for o in open {
+            let entry = BookEntry {
+                order: o.order.clone(),
+                sequence: o.sequence,
+                expires_at_ms: o.expires_at_ms,
+            };
+            match o.order.side() {
+                Side::Bid => bids.push(entry),
+                Side::Ask => asks.push(entry),
+            }
+        }
+        BookView {
+            bids,
+            asks,
+            next_after,
+        }
+    }
+
+    /// Clearings numbered above `after` (all with `None`), oldest first, at most `limit`.
+    pub fn history(&self, after: Option<u64>, limit: usize) -> HistoryPage {
+        let inner = self.lock();
+        let history = inner.book.history();
+        let start = after
+            .map_or(0, |a| (a as usize).saturating_add(1))
+            .min(history.len());
+        let limit = limit.clamp(1, MAX_HISTORY_PAGE);
+        let page: Vec<ClearingRecord> = history[start..].iter().take(limit).cloned().collect();
+        let next_after = (start + page.len() < history.len())
+            .then(|| page.last().map(|r| r.number))
+            .flatten();
+        HistoryPage {
+            clearings: page,
+            next_after,
+        }
+    }
+
+    /// Whether the class is traded here.
+    pub fn trades(&self, class: &GpuClass) -> bool {
+        self.lock().book.classes().any(|c| c == class)
+    }
+
+    fn check_validator(&self, named: &str) -> Result<(), ApiError> {
+        if !named.eq_ignore_ascii_case(&self.validator) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "the message names validator {named}, not this one ({}): sign it for this validator",
+                    self.validator
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The orders of one class and side open at `now_ms` (the book drops expired orders at its
+/// next operation; a reader in between leaves them out), with their expiry.
+fn open_at<'b>(
+    book: &'b Book,
+    class: &GpuClass,
+    side: Side,
+    now_ms: u64,
+) -> impl Iterator<Item = OpenOrder<'b>> {
+    open_after(book, class, side, None, now_ms)
+}
+
+/// [`open_at`] from the first order after sequence `after`.
+fn open_after<'b>(
+    book: &'b Book,
+    class: &GpuClass,
+    side: Side,
+    after: Option<u64>,
+    now_ms: u64,
+) -> impl Iterator<Item = OpenOrder<'b>> {
+    book.resting(class, side, after)
+        .filter(move |o| o.expires_at_ms > now_ms)
+}
+
+impl Inner {
+    /// Appends an event the book has just taken in, with the book's time then (replayed at
+    /// the same time); on failure, rebuilds the book from the store (undoing the change in
+    /// memory) and fails the request.
+    ///
+    /// The book's time, not the clock's: a refused request lets time pass in the book without
+    /// an event, and the clock may step back, so the book's time (never going back) is the
+    /// time the event was really applied at. Replaying every stored event at its stored time
+    /// then expires the same orders at the same points, whatever was refused in between.
+    fn append(&mut self, kind: &str, event: &Event, validator: &PublicKey) -> Result<(), ApiError> {
+        let at_ms = self.book.now_ms();
+        let text = serde_json::to_string(event)
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        let stored = self.db.execute(
+            "INSERT INTO market_events (kind, event, at_ms) VALUES (?1, ?2, ?3)",
+            params![kind, text, at_ms as i64],
+        );
+        if let Err(e) = stored {
+            if let Ok((book, taken)) = replay(&self.db, validator) {
+                self.book = book;
+                self.taken = taken;
+            }
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                MarketError::from(e).to_string(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Text as one URL path segment or query value: unreserved characters as they are, every
+/// other byte percent-encoded.
+fn path_segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A stored price point, numbered.
+fn point(seq: i64, text: &str) -> Result<PostedPrice, MarketError> {
+    let mut point: PostedPrice = serde_json::from_str(text).map_err(|e| MarketError::Corrupt {
+        seq,
+        why: format!("price point: {e}"),
+    })?;
+    point.seq = seq;
+    Ok(point)
+}
+
+/// The clearing request's nonce, if it has one of the form [`ClearMessage::nonce`] asks.
+fn clear_nonce(message: &ClearMessage) -> Result<&str, ApiError> {
+    let Some(nonce) = message.nonce.as_deref() else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "the clearing request names no nonce: each request carries a fresh random one, so that it clears once (update the client that signed it)",
+        ));
+    };
+    let plain = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if nonce.is_empty() || nonce.len() > MAX_CLEAR_NONCE_LEN || !nonce.chars().all(plain) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "the clearing request's nonce must be 1 to {MAX_CLEAR_NONCE_LEN} letters, digits, '-' or '_'"
+            ),
+        ));
+    }
+    Ok(nonce)
+}
+
+/// The envelope as it arrived (already verified by `pog_signed::decode`), to store.
+fn envelope(bytes: &[u8]) -> Result<Envelope, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))
+}
+
+fn book_error(e: BookError) -> ApiError {
+    let status = match e {
+        BookError::UnknownClass(_)
+        | BookError::DuplicateId(_)
+        | BookError::Expired { .. }
+        | BookError::LifetimeTooLong { .. } => StatusCode::BAD_REQUEST,
+        BookError::UnknownOrder(_) => StatusCode::NOT_FOUND,
+        BookError::NotOpen(_) => StatusCode::CONFLICT,
+    };
+    ApiError::new(status, e.to_string())
+}
+
+/// Rebuilds the book, and the clearing requests taken still in their window, from the stored
+/// events, re-verifying each signed message.
+fn replay(db: &Connection, validator: &PublicKey) -> Result<(Book, TakenClears), MarketError> {
+    let mut book = Book::new(classes());
+    let mut taken = TakenClears::default();
+    let mut stmt = db.prepare("SELECT seq, event, at_ms FROM market_events ORDER BY seq")?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, i64>(2)?,
+        ))
+    })?;
+    for row in rows {
+        let (seq, text, at_ms) = row?;
+        let at_ms = u64::try_from(at_ms).unwrap_or(0);
+        let corrupt = |why: String| MarketError::Corrupt { seq, why };
+        let event: Event = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+        let bytes =
+            |envelope: &Envelope| serde_json::to_vec(envelope).map_err(|e| corrupt(e.to_string()));
+        match event {
+            Event::Submit { envelope } => {
+                let (m, _): (SubmitMessage, PublicKey) =
+                    pog_signed::decode(&bytes(&envelope)?, SUBMIT_KIND)
+                        .map_err(|e| corrupt(e.to_string()))?;
+                // A submission stored before orders expired: open for the longest lifetime.
+                let expires_at_ms = m
+                    .expires_at_ms
+                    .unwrap_or(at_ms.saturating_add(pog_market::MAX_ORDER_LIFETIME_MS));
+                book.submit(m.order, expires_at_ms, at_ms)
+                    .map_err(|e| corrupt(e.to_string()))?;
+            }
+            Event::Cancel { envelope } => {
+                let (m, signer): (CancelMessage, PublicKey) =
+                    pog_signed::decode(&bytes(&envelope)?, CANCEL_KIND)
+                        .map_err(|e| corrupt(e.to_string()))?;
+                book.cancel(&m.id, &signer, m.sequence, at_ms)
+                    .map_err(|e| corrupt(e.to_string()))?;
+            }
+            Event::Clear { envelope } => {
+                let (m, signer): (ClearMessage, PublicKey) =
+                    pog_signed::decode(&bytes(&envelope)?, CLEAR_KIND)
+                        .map_err(|e| corrupt(e.to_string()))?;
+                if !signer.eq_ignore_ascii_case(validator) {
+                    return Err(corrupt("a clearing signed by another key".into()));
+                }
+                book.clear(&m.class, m.mechanism, at_ms)
+                    .map_err(|e| corrupt(e.to_string()))?;
+                // A clearing stored before requests carried nonces has none to remember.
+                if let Some(nonce) = m.nonce {
+                    taken.take(nonce, m.at_ms, book.now_ms());
+                }
+            }
+        }
+    }
+    Ok((book, taken))
+}
+
+/// The market's routes, for any router state (the market carries its own).
+pub fn router<S: Clone + Send + Sync + 'static>(market: Arc<Market>) -> Router<S> {
+    Router::new()
+        .route("/v1/market/submit", post(submit_route))
+        .route("/v1/market/cancel", post(cancel_route))
+        .route("/v1/market/clear", post(clear_route))
+        .route("/v1/market/info", get(info_route))
+        .route("/v1/market/book", get(book_route))
+        .route("/v1/market/history", get(history_route))
+        .with_state(market)
+}
+
+async fn submit_route(
+    State(m): State<Arc<Market>>,
+    ConnectInfo(source): ConnectInfo<std::net::SocketAddr>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    m.admit_submitter(source.ip())?;
+    Ok(Json(m.submit(&body)?).into_response())
+}
+
+async fn cancel_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Response, ApiError> {
+    Ok(Json(m.cancel(&body)?).into_response())
+}
+
+async fn clear_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Response, ApiError> {
+    Ok(Json(m.clear(&body)?).into_response())
+}
+
+async fn info_route(State(m): State<Arc<Market>>) -> Response {
+    let classes = m.lock().book.classes().cloned().collect();
+    Json(MarketInfo {
+        validator: m.validator.clone(),
+        classes,
+    })
+    .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+struct BookQuery {
+    class: Option<String>,
+    after: Option<u64>,
+    limit: Option<usize>,
+}
+
+async fn book_route(
+    State(m): State<Arc<Market>>,
+    Query(q): Query<BookQuery>,
+) -> Result<Response, ApiError> {
+    let class = match q.class {
+        Some(name) => {
+            let class = GpuClass::new(name)
+                .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+            if !m.trades(&class) {
+                return Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    BookError::UnknownClass(class).to_string(),
+                ));
+            }
+            Some(class)
+        }
+        None => None,
+    };
+    let limit = q.limit.unwrap_or(MAX_BOOK_PAGE);
+    Ok(Json(m.book(class.as_ref(), q.after, limit)).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct HistoryQuery {
+    after: Option<u64>,
+    limit: Option<usize>,
+}
+
+async fn history_route(State(m): State<Arc<Market>>, Query(q): Query<HistoryQuery>) -> Response {
+    Json(m.history(q.after, q.limit.unwrap_or(100))).into_response()
+}
+
+/// A client of a validator's market API, signing with `identity`.
+pub struct MarketClient {
+    base: String,
+    http: reqwest::Client,
+}
+
+/// Why a market request failed on the client's side.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The request got no answer (no connection, a timeout, a broken transfer).
+    #[error("could not reach the validator at {url}: {cause}")]
+    Unreachable {
+        /// The URL requested.
+        url: String,
+        /// What went wrong.
+        cause: String,
+    },
+    /// The validator answered with an error status.
+    #[error("the validator refused the request (HTTP {status}): {message}")]
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The validator's `error` text, or the whole body when it has none.
+        message: String,
+    },
+    /// The answer does not decode as the endpoint's answer type.
+    #[error("the validator's answer is not what the market API returns: {0}")]
+    BadAnswer(String),
+    /// The message could not be signed or encoded: nothing is sent.
+    #[error(transparent)]
+    Wire(#[from] pog_signed::WireError),
+    /// The client (no redirects) could not be built: nothing is sent.
+    #[error(transparent)]
+    Client(#[from] pog_net::http::BuildClientError),
+}
+
+impl MarketClient {
+    /// A client of the validator at `base` (http or https URL, no trailing path): 30 s a
+    /// request, no redirects (a signed order must not be relayed elsewhere); an error when
+    /// that client cannot be built.
+    pub fn new(base: &str) -> Result<MarketClient, ClientError> {
+        Ok(MarketClient {
+            base: base.trim_end_matches('/').to_string(),
+            http: pog_net::http::ClientSettings {
+                timeout: Some(std::time::Duration::from_secs(30)),
+                ..pog_net::http::ClientSettings::new("market")
+            }
+            .build()?,
+        })
+    }
+
+    async fn answer<T: serde::de::DeserializeOwned>(
+        &self,
+        url: String,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, ClientError> {
+        let response = request.send().await.map_err(|e| ClientError::Unreachable {
+            url: url.clone(),
+            cause: e.to_string(),
+        })?;
+        let status = response.status();
+        let text = response
+            .text()
+            .await
+            .map_err(|e| ClientError::Unreachable {
+                url,
+                cause: e.to_string(),
+            })?;
+        if !status.is_success() {
+            let message = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+                .unwrap_or(text);
+            return Err(ClientError::Refused {
+                status: status.as_u16(),
+                message,
+            });
+        }
+        serde_json::from_str(&text).map_err(|e| ClientError::BadAnswer(e.to_string()))
+    }
+
+    async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        let url = format!("{}{path}", self.base);
+        self.answer(url.clone(), self.http.get(&url)).await
+    }
+
+    async fn post<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        envelope: &Envelope,
+    ) -> Result<T, ClientError> {
+        let url = format!("{}{path}", self.base);
+        self.answer(url.clone(), self.http.post(&url).json(envelope))
+            .await
+    }
+
+    /// The validator's key and classes.
+    pub async fn info(&self) -> Result<MarketInfo, ClientError> {
+        self.get("/v1/market/info").await
+    }
+
+    /// Submits an order signed by `owner` (whose key must be the order's owner), open for
+    /// `lifetime` from now unless it fills; a lifetime near the longest the book allows is
+    /// shortened by [`CLEAR_MAX_AGE_MS`], so that a validator whose clock is a few minutes
+    /// behind still takes it.
+    pub async fn submit(
+        &self,
+        owner: &Identity,
+        order: Order,
+        lifetime: std::time::Duration,
+    ) -> Result<Submitted, ClientError> {
+        let validator = self.info().await?.validator;
+        let longest = pog_market::MAX_ORDER_LIFETIME_MS - CLEAR_MAX_AGE_MS;
+        let lifetime_ms = u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX);
+        let expires_at_ms = now_ms().saturating_add(lifetime_ms.min(longest));
+        let envelope = owner.seal(
+            SUBMIT_KIND,
+            &SubmitMessage {
+                validator,
+                order,
+                expires_at_ms: Some(expires_at_ms),
+            },
+        )?;
+        self.post("/v1/market/submit", &envelope).await
+    }
+
+    /// Cancels one of `owner`'s open orders, found in the book by its id.
+    pub async fn cancel(&self, owner: &Identity, id: OrderId) -> Result<Cancelled, ClientError> {
+        let book = self.book(None).await?;
+        let key = owner.public_key();
+        let sequence = book
+            .bids
+            .iter()
+            .chain(&book.asks)
+            .find(|e| e.order.id() == &id && e.order.owner() == key)
+            .map(|e| e.sequence)
+            .ok_or_else(|| ClientError::Refused {
+                status: 404,
+                message: format!("this key has no order {id} open in the book"),
+            })?;
+        self.cancel_sequence(owner, id, sequence).await
+    }
+
+    /// Cancels `owner`'s order `id`, the one with this sequence number.
+    pub async fn cancel_sequence(
+        &self,
+        owner: &Identity,
+        id: OrderId,
+        sequence: u64,
+    ) -> Result<Cancelled, ClientError> {
+        let validator = self.info().await?.validator;
+        let message = CancelMessage {
+            validator,
+            id,
+            sequence: Some(sequence),
+        };
+        let envelope = owner.seal(CANCEL_KIND, &message)?;
+        self.post("/v1/market/cancel", &envelope).await
+    }
+
+    /// Clears a class, signed by the validator's own identity: a new request, with a fresh
+    /// nonce, each time.
+    pub async fn clear(
+        &self,
+        operator: &Identity,
+        class: GpuClass,
+        mechanism: Mechanism,
+    ) -> Result<ClearingRecord, ClientError> {
+        let validator = self.info().await?.validator;
+        let message = ClearMessage {
+            validator,
+            class,
+            mechanism,
+            at_ms: now_ms(),
+            nonce: Some(fresh_clear_nonce()),
+        };
+        let envelope = operator.seal(CLEAR_KIND, &message)?;
+        self.post("/v1/market/clear", &envelope).await
+    }
+
+    /// A page of the validator's scores, by GPU UUID after `after`.
+    pub async fn scores(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<crate::pricing::ScorePage, ClientError> {
+        let path = match after {
+            Some(a) => format!("/v1/scores?after={}&limit={limit}", path_segment(a)),
+            None => format!("/v1/scores?limit={limit}"),
+        };
+        self.get(&path).await
+    }
+
+    /// One GPU's score and posted price.
+    pub async fn score(&self, uuid: &str) -> Result<crate::pricing::ScoreView, ClientError> {
+        self.get(&format!("/v1/scores/{}", path_segment(uuid)))
+            .await
+    }
+
+    /// A page of one GPU's posted prices numbered above `after`.
+    pub async fn price_history(
+        &self,
+        uuid: &str,
+        after: Option<i64>,
+        limit: usize,
+    ) -> Result<crate::pricing::PricePage, ClientError> {
+        self.get(&format!(
+            "/v1/prices/{}/history?after={}&limit={limit}",
+            path_segment(uuid),
+            after.unwrap_or(0)
+        ))
+        .await
+    }
+
+    /// Every order open now, of one class or of all, read page by page; the result has no
+    /// `next_after`.
+    pub async fn book(&self, class: Option<&GpuClass>) -> Result<BookView, ClientError> {
+        let mut whole = BookView {
+            bids: Vec::new(),
+            asks: Vec::new(),
+            next_after: None,
+        };
+        let mut after = None;
+        loop {
+            let page = self.book_page(class, after, MAX_BOOK_PAGE).await?;
+            whole.bids.extend(page.bids);
+            whole.asks.extend(page.asks);
+            match page.next_after {
+                // Sequences only grow: a page that does not move on is the server's fault.
+                Some(next) if after.is_none_or(|a| next > a) => after = Some(next),
+                Some(next) => {
+                    return Err(ClientError::BadAnswer(format!(
+                        "the book's next page starts after {next}, not after this one's {after:?}"
+                    )))
+                }
+                None => return Ok(whole),
+            }
+        }
+    }
+
+    /// One page of the open orders (see [`Market::book`]).
+    pub async fn book_page(
+        &self,
+        class: Option<&GpuClass>,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<BookView, ClientError> {
+        let mut query = vec![format!("limit={limit}")];
+        if let Some(c) = class {
+            query.push(format!("class={}", path_segment(c.as_str())));
+        }
+        if let Some(a) = after {
+            query.push(format!("after={a}"));
+        }
+        self.get(&format!("/v1/market/book?{}", query.join("&")))
+            .await
+    }
+
+    /// A page of clearings after `after`.
+    pub async fn history(
+        &self,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<HistoryPage, ClientError> {
+        let path = match after {
+            Some(a) => format!("/v1/market/history?after={a}&limit={limit}"),
+            None => format!("/v1/market/history?limit={limit}"),
+        };
+        self.get(&path).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pog_market::Price;
+
+    fn validator() -> Identity {
+        Identity::from_seed([1; 32])
+    }
+
+    fn order(id: &str, owner: &Identity, side: Side, quantity: u64, usd: f64) -> Order {
+        Order::new(
+            OrderId::new(id).unwrap(),
+            owner.public_key(),
+            side,
+            GpuClass::new("H200 SXM").unwrap(),
+            quantity,
+            Price::from_usd(usd).unwrap(),
+        )
+        .unwrap()
+    }
+
+    /// A signed submission of `order`, open for an hour.
+    fn submit(signer: &Identity, validator: &PublicKey, order: Order) -> Vec<u8> {
+        submit_until(signer, validator, order, now_ms() + 3_600_000)
+    }
+
+    fn submit_until(
+        signer: &Identity,
+        validator: &PublicKey,
+        order: Order,
+        expires_at_ms: u64,
+    ) -> Vec<u8> {
+        v_seal(
+            signer,
+            SUBMIT_KIND,
+            &SubmitMessage {
+                validator: validator.clone(),
+                order,
+                expires_at_ms: Some(expires_at_ms),
+            },
+        )
+    }
+
+    /// The operator's signed request to clear the H200 SXM class, signed at `at_ms`.
+    fn clear_request(v: &Identity, at_ms: u64, nonce: Option<String>) -> Vec<u8> {
+        v_seal(
+            v,
+            CLEAR_KIND,
+            &ClearMessage {
+                validator: v.public_key(),
+                class: GpuClass::new("H200 SXM").unwrap(),
+                mechanism: Mechanism::UniformPrice,
+                at_ms,
+                nonce,
+            },
+        )
+    }
+
+    /// Appends `event` to the store of `m` as an older validator (or one whose clock ran
+    /// elsewhere) stored it, at book time `at_ms`.
+    fn store_as_of(m: &Market, kind: &str, event: &Event, at_ms: u64) {
+        m.lock()
+            .db
+            .execute(
+                "INSERT INTO market_events (kind, event, at_ms) VALUES (?1, ?2, ?3)",
+                params![kind, serde_json::to_string(event).unwrap(), at_ms as i64],
+            )
+            .unwrap();
+    }
+
+    #[test]
+    fn clearing_requests_from_the_far_past_or_future_are_refused_without_overflow() {
+        let v = validator();
+        let m = Market::open(None, &v.public_key()).unwrap();
+        for at_ms in [0, u64::MAX, u64::MAX - CLEAR_MAX_AGE_MS / 2] {
+            let clear = clear_request(&v, at_ms, Some(fresh_clear_nonce()));
+            let e = m.clear(&clear).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{at_ms}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn the_store_replays_to_the_same_book_and_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("market.sqlite");
+        let v = validator();
+        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+        {
+            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            m.submit(&submit(
+                &alice,
+                &v.public_key(),
+                order("b1", &alice, Side::Bid, 3, 4.0),
+            ))
+            .unwrap();
+            m.submit(&submit(
+                &bob,
+                &v.public_key(),
+                order("a1", &bob, Side::Ask, 2, 2.0),
+            ))
+            .unwrap();
+            m.submit(&submit(
+                &bob,
+                &v.public_key(),
+                order("a2", &bob, Side::Ask, 1, 9.0),
+            ))
+            .unwrap();
+            let cancel = v_seal(
+                &bob,
+                CANCEL_KIND,
+                &CancelMessage {
+                    validator: v.public_key(),
+                    id: OrderId::new("a2").unwrap(),
+                    sequence: Some(2),
+                },
+            );
+            m.cancel(&cancel).unwrap();
+            let clear = clear_request(&v, now_ms(), Some(fresh_clear_nonce()));
+            assert_eq!(m.clear(&clear).unwrap().clearing.units, 2);
+        }
+        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        let book = m.book(None, None, MAX_BOOK_PAGE);
+        assert_eq!(book.bids.len(), 1);
+        assert_eq!(book.bids[0].order.quantity(), 1);
+        assert!(book.asks.is_empty());
+        let history = m.history(None, 10);
+        assert_eq!(history.clearings.len(), 1);
+        assert_eq!(history.next_after, None);
+        // The ids stay taken across the restart.
+        let again = m.submit(&submit(
+            &bob,
+            &v.public_key(),
+            order("a2", &bob, Side::Ask, 1, 1.0),
+        ));
+        assert_eq!(again.unwrap_err().status, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn orders_leave_at_their_expiry_and_a_replayed_submission_cannot_bring_one_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("market.sqlite");
+        let v = validator();
+        let alice = Identity::from_seed([2; 32]);
+        let soon = submit_until(
+            &alice,
+            &v.public_key(),
+            order("b1", &alice, Side::Bid, 3, 4.0),
+            now_ms() + 300,
+        );
+        {
+            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            m.submit(&soon).unwrap();
+            m.submit(&submit(
+                &alice,
+                &v.public_key(),
+                order("b2", &alice, Side::Bid, 1, 4.0),
+            ))
+            .unwrap();
+            assert_eq!(m.book(None, None, MAX_BOOK_PAGE).bids.len(), 2);
+            std::thread::sleep(std::time::Duration::from_millis(400));
+            // Out of the view at once, out of the book at the next request.
+            assert_eq!(m.book(None, None, MAX_BOOK_PAGE).bids.len(), 1);
+            assert_eq!(m.open_hours(&GpuClass::new("H200 SXM").unwrap()), (1, 0));
+            let replayed = m.submit(&soon).unwrap_err();
+            assert_eq!(replayed.status, StatusCode::BAD_REQUEST);
+            assert!(
+                replayed.message.contains("not after now"),
+                "{}",
+                replayed.message
+            );
+            let far = submit_until(
+                &alice,
+                &v.public_key(),
+                order("b3", &alice, Side::Bid, 1, 4.0),
+                now_ms() + pog_market::MAX_ORDER_LIFETIME_MS + 60_000,
+            );
+            assert_eq!(m.submit(&far).unwrap_err().status, StatusCode::BAD_REQUEST);
+        }
+        // The store replays at the times the requests came: the same book.
+        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        let book = m.book(None, None, MAX_BOOK_PAGE);
+        assert_eq!(book.bids.len(), 1);
+        assert_eq!(book.bids[0].order.id().as_str(), "b2");
+        assert!(book.bids[0].expires_at_ms > now_ms());
+    }
+
+    #[test]
+    fn a_store_from_before_orders_expired_still_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("market.sqlite");
+        let v = validator();
+        let alice = Identity::from_seed([2; 32]);
+        let old = v_seal(
+            &alice,
+            SUBMIT_KIND,
+            &SubmitMessage {
+                validator: v.public_key(),
+                order: order("b1", &alice, Side::Bid, 1, 4.0),
+                expires_at_ms: None,
+            },
+        );
+        let came = now_ms() - 1000;
+        {
+            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            // Refused now: a new order must name its expiry.
+            let refused = m.submit(&old).unwrap_err();
+            assert!(
+                refused.message.contains("names no expiry"),
+                "{}",
+                refused.message
+            );
+            // As the store of an older validator held it.
+            let event = Event::Submit {
+                envelope: serde_json::from_slice(&old).unwrap(),
+            };
+            store_as_of(&m, "submit", &event, came);
+        }
+        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        let book = m.book(None, None, MAX_BOOK_PAGE);
+        assert_eq!(book.bids.len(), 1);
+        assert_eq!(
+            book.bids[0].expires_at_ms,
+            came + pog_market::MAX_ORDER_LIFETIME_MS
+        );
+    }
+
+    #[test]
+    fn a_clearing_request_clears_once_even_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("market.sqlite");
+        let v = validator();
+        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+        let request = clear_request(&v, now_ms(), Some(fresh_clear_nonce()));
+        {
+            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            m.submit(&submit(
+                &alice,
+                &v.public_key(),
+                order("b1", &alice, Side::Bid, 3, 4.0),
+            ))
+            .unwrap();
+            m.submit(&submit(
+                &bob,
+                &v.public_key(),
+                order("a1", &bob, Side::Ask, 1, 2.0),
+            ))
+            .unwrap();
+            assert_eq!(m.clear(&request).unwrap().clearing.units, 1);
+            for _ in 0..4 {
+                let e = m.clear(&request).unwrap_err();
+                assert_eq!(e.status, StatusCode::CONFLICT, "{}", e.message);
+                assert!(e.message.contains("taken already"), "{}", e.message);
+            }
+            assert_eq!(m.history(None, 10).clearings.len(), 1);
+            // Another request for the same class is another clearing.
+            m.clear(&clear_request(&v, now_ms(), Some(fresh_clear_nonce())))
+                .unwrap();
+            for nonce in [
+                None,
+                Some(String::new()),
+                Some("n".repeat(65)),
+                Some("a b".into()),
+            ] {
+                let e = m.clear(&clear_request(&v, now_ms(), nonce)).unwrap_err();
+                assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
+                assert!(e.message.contains("nonce"), "{}", e.message);
+            }
+            assert_eq!(m.history(None, 10).clearings.len(), 2);
+        }
+        // The restarted market remembers the request from its store.
+        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        assert_eq!(m.clear(&request).unwrap_err().status, StatusCode::CONFLICT);
+        assert_eq!(m.history(None, 10).clearings.len(), 2);
+    }
+
+    #[test]
+    fn a_clock_stepped_back_cannot_bring_back_a_forgotten_clearing_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("market.sqlite");
+        let v = validator();
+        let nonce = fresh_clear_nonce();
+        let request = clear_request(&v, now_ms(), Some(nonce.clone()));
+        {
+            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            m.clear(&request).unwrap();
+            // The next clearing came six minutes later; the clock has since stepped back to now.
+            let later = now_ms() + CLEAR_MAX_AGE_MS + 60_000;
+            let next = clear_request(&v, later, Some(fresh_clear_nonce()));
+            let event = Event::Clear {
+                envelope: serde_json::from_slice(&next).unwrap(),
+            };
+            store_as_of(&m, "clear", &event, later);
+        }
+        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        // The first request is out of its window by the book's time: forgotten, and refused.
+        assert!(!m.lock().taken.contains(&nonce));
+        let e = m.clear(&request).unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
+        assert!(e.message.contains("five minutes old"), "{}", e.message);
+        assert_eq!(m.history(None, 10).clearings.len(), 2);
+    }
+
+    #[test]
+    fn a_store_from_before_clearing_requests_carried_nonces_still_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("market.sqlite");
+        let v = validator();
+        let old = clear_request(&v, now_ms(), None);
+        {
+            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            let event = Event::Clear {
+                envelope: serde_json::from_slice(&old).unwrap(),
+            };
+            store_as_of(&m, "clear", &event, now_ms());
+        }
+        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        assert_eq!(m.history(None, 10).clearings.len(), 1);
+        // Sent now, the same request is refused: a new one must carry a nonce.
+        let e = m.clear(&old).unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
+        assert_eq!(m.history(None, 10).clearings.len(), 1);
+    }
+
+    fn v_seal<T: Serialize>(who: &Identity, kind: &str, message: &T) -> Vec<u8> {
+        serde_json::to_vec(&who.seal(kind, message).unwrap()).unwrap()
+    }
+}

@@ -1,0 +1,638 @@
+//! The validator's scores and prices from its own signed records (issue 15), and its market
+//! on a clock.
+//!
+//! - **Scores.** `GET /v1/scores` (a page of registered GPUs) and `GET /v1/scores/{uuid}`:
+//!   each GPU assessed from its latest records in the registry
+//!   ([`pog_market::appraisal::assess`]): proof records, memory records, missed rounds (its
+//!   uptime) and health records (its anomalies); the score, every reason it is lower than its
+//!   model would earn, and the price the validator last posted for it.
+//! - **Prices as proofs come in.** The registry wakes [`Pricing::run`] after each record it
+//!   stores; it re-assesses every GPU with new records and re-quotes its price per GPU-hour in
+//!   the market of its class (demand from the open bids and asks of the validator's own
+//!   book), and appends the price to the history in `market.sqlite`, with the row of the last
+//!   record taken in, in one transaction: a restarted validator prices the records it has
+//!   not seen yet and none twice. `GET /v1/prices/{uuid}/history` pages through it. With a
+//!   ledger, each score and price that changed is also logged there first, as validator-signed
+//!   `score` and `price` records naming the logged records the score was computed from.
+//! - **Clearing on a clock.** [`clear_on_schedule`] clears every class whose book changed
+//!   since its last clearing (`pog validator --clear-every`), signed by the validator's key
+//!   like a manual clearing.
+
+use crate::market::{Market, MarketError, PostedPrice};
+use crate::registry::{NewRecord, RegistryError};
+use crate::validator::Validator;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use pog_market::appraisal::{
+    assess, price, Assessment, GpuHistory, RecordSummary, RELIABILITY_WINDOW,
+};
+use pog_market::evidence::{HealthEvidence, MissedRound};
+use pog_market::quote::MarketState;
+use pog_market::{Config, GpuClass, Mechanism};
+use pog_net::http::ApiError;
+use pog_net::locked::Locked;
+use pog_proof::timing::now_ms;
+use pog_records::reports as bodies;
+use pog_records::{HealthRecord, MemoryRecord, Record, StoredBody};
+use pog_signed::RecordKind;
+use pog_signed::{Envelope, GpuUuid, Identity, WireError};
+use pog_spec::SpecDb;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// Records read from the registry per batch when catching up.
+const BATCH: usize = 1000;
+
+/// A GPU's latest records read to assess it: a round stores up to three (proof, memory,
+/// health) and a missed round one, so this holds the last [`RELIABILITY_WINDOW`] rounds.
+const ROWS_READ: usize = 4 * RELIABILITY_WINDOW;
+
+/// The ledger kinds of the records a score is computed from (its `inputs`).
+const SCORED_KINDS: [RecordKind; 4] = [
+    RecordKind::ProofRound,
+    RecordKind::MemoryRound,
+    RecordKind::HealthRound,
+    RecordKind::RoundMissed,
+];
+
+/// How far back through a GPU's ledger chain its score's inputs are looked for: the records
+/// read ([`ROWS_READ`]) with scores, prices and the agent's reports between them.
+const LEDGER_STEPS: usize = 8 * ROWS_READ;
+
+/// The most scores or price points one page returns.
+pub const MAX_PAGE: usize = 1000;
+
+/// How often the pricing looks for records even without a wake-up (a safety net: every
+/// stored record wakes it).
+const IDLE_CHECK: Duration = Duration::from_secs(30);
+
+/// Why pricing failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PricingError {
+    /// The registry could not be read or written.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The market could not post a price.
+    #[error(transparent)]
+    Market(#[from] MarketError),
+    /// A price could not be quoted.
+    #[error(transparent)]
+    Quote(#[from] pog_market::QuoteError),
+    /// A score or price record could not be signed.
+    #[error("signing a score or price record: {0}")]
+    Sign(#[from] WireError),
+    /// A score view could not be written as JSON.
+    #[error("writing a score view: {0}")]
+    Encode(serde_json::Error),
+    /// The ledger refused a score or price record.
+    #[error(transparent)]
+    Ledger(#[from] crate::ledger::LedgerError),
+}
+
+impl From<PricingError> for ApiError {
+    fn from(e: PricingError) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+    }
+}
+
+/// The validator's scoring and pricing.
+pub struct Pricing {
+    validator: Arc<Validator>,
+    market: Arc<Market>,
+    config: Config,
+    wake: Arc<Notify>,
+    /// Each GPU's score view as JSON, made when its records are taken in ([`Pricing::catch_up`])
+    /// or, for a GPU without new records since the validator started, at its first read: a
+    /// read serves these bytes. Assessing one GPU reads and parses its last rounds' records;
+    /// at 1,000 GPUs a page assessed on every read cost a third of a second of CPU, which any
+    /// unauthenticated client could ask for in a loop. One entry per registered GPU.
+    views: std::sync::Mutex<std::collections::HashMap<GpuUuid, Arc<str>>>,
+    /// Assessments made so far (each reads and parses a GPU's latest records).
+    assessments: std::sync::atomic::AtomicU64,
+}
+
+/// One GPU's score as `GET /v1/scores` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoreView {
+    /// The GPU the score is for.
+    pub gpu_uuid: GpuUuid,
+    /// The GPU's model, as registered; null when it is not known.
+    pub model: Option<String>,
+    /// The GPU is the simulated test double: its score is 0 and it is never priced.
+    pub simulated: bool,
+    /// The score the validator assessed from its own records.
+    pub score: f64,
+    /// Why the score is 0 or lower than its model would earn.
+    pub reasons: Vec<String>,
+    /// The price per GPU-hour the validator posted last (micro-dollars); null when it is not
+    /// priced or not yet.
+    pub price_micro_usd: Option<u64>,
+    /// The posted price's point in the history, with every factor.
+    pub posted: Option<PostedPrice>,
+    /// How the score was made (parts, reliability, the GPU's figures).
+    pub assessment: Assessment,
+}
+
+/// What `GET /v1/scores` returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScorePage {
+    /// This page's scores, one per registered GPU.
+    pub scores: Vec<ScoreView>,
+    /// Pass as `after` for the next page; absent on the last one.
+    pub next_after: Option<String>,
+}
+
+/// What `GET /v1/prices/{uuid}/history` returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PricePage {
+    /// The GPU the history is of.
+    pub gpu_uuid: String,
+    /// This page's posted prices, in history order (by `seq`).
+    pub points: Vec<PostedPrice>,
+    /// Pass as `after` for the next page; absent on the last one.
+    pub next_after: Option<i64>,
+}
+
+impl Pricing {
+    /// Scores and prices `validator`'s GPUs into `market`'s history, with `config`; the
+    /// registry wakes it from now on for every record stored.
+    pub fn new(validator: Arc<Validator>, market: Arc<Market>, config: Config) -> Arc<Pricing> {
+        let wake = Arc::new(Notify::new());
+        validator.registry().notify_on_record(wake.clone());
+        Arc::new(Pricing {
+            validator,
+            market,
+            config,
+            wake,
+            views: std::sync::Mutex::new(std::collections::HashMap::new()),
+            assessments: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    /// A GPU's assessment from its latest records; `None` when the validator knows nothing of
+    /// it (neither registered nor recorded). A health or missed-round record that cannot be
+    /// read is left out, and the assessment says so among its reasons.
+    pub fn assess(&self, uuid: &str) -> Result<Option<Assessment>, PricingError> {
+        self.assessments
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // No record or registration names a GPU by anything but a `GpuUuid`.
+        let Ok(uuid) = GpuUuid::new(uuid) else {
+            return Ok(None);
+        };
+        let uuid = &uuid;
+        let (gpu, rows) = {
+            let registry = self.validator.registry();
+            let gpu = registry.gpu(uuid)?;
+            let rows = registry.latest_records(uuid, ROWS_READ)?;
+            (gpu, rows)
+        };
+        if gpu.is_none() && rows.is_empty() {
+            return Ok(None);
+        }
+        let (mut records, mut memory_records, mut missed_rounds, mut health) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut unreadable = Vec::new();
+        for (id, json) in &rows {
+            let Ok(envelope) = serde_json::from_str::<Envelope>(json) else {
+                unreadable.push(format!("record {id} is not a signed envelope"));
+                continue;
+            };
+            let (kind, body) = (envelope.kind.as_str(), envelope.body.as_str());
+            let read: Result<(), String> = match RecordKind::from_wire_kind(kind) {
+                Some(RecordKind::ProofRound) => Record::read(kind, body)
+                    .map(|r| records.push(RecordSummary::from_proof(*id, &r)))
+                    .map_err(|e| e.to_string()),
+                Some(RecordKind::MemoryRound) => MemoryRecord::read(kind, body)
+                    .map(|r| memory_records.push(RecordSummary::from_memory(*id, &r)))
+                    .map_err(|e| e.to_string()),
+                Some(RecordKind::RoundMissed) => pog_records::MissedRound::read(kind, body)
+                    .map(|r| missed_rounds.push(MissedRound::from_record(*id, &r)))
+                    .map_err(|e| e.to_string()),
+                Some(RecordKind::HealthRound) => HealthRecord::read(kind, body)
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| HealthEvidence::from_record(*id, &r).map_err(|e| e.to_string()))
+                    .map(|h| health.push(h)),
+                _ => Ok(()),
+            };
+            if let Err(why) = read {
+                unreadable.push(format!("record {id}: {why}"));
+            }
+        }
+        let history = GpuHistory {
+            uuid,
+            registered_model: gpu.as_ref().map(|g| g.model.as_str()),
+            registered_agent: gpu.as_ref().map(|g| g.agent.as_str()),
+            simulated: gpu.as_ref().is_some_and(|g| g.simulated),
+            records: &records,
+            memory_records: &memory_records,
+            missed_rounds: &missed_rounds,
+            health: &health,
+        };
+        let mut assessment = assess(&history, &self.config, SpecDb::embedded());
+        for why in unreadable {
+            tracing::warn!(gpu = uuid.as_str(), "{why}");
+            assessment
+                .reasons
+                .push(format!("left out, unreadable: {why}"));
+        }
+        Ok(Some(assessment))
+    }
+
+    /// The market of a model's class now, from the validator's own book: demand from its open
+    /// bid and ask GPU-hours, utilization from the share of offered hours its last clearings
+    /// traded (at the target, neutral, until the class has cleared an offer).
+    fn state(&self, model: Option<&str>) -> MarketState {
+        let class = model.and_then(|m| GpuClass::new(m).ok());
+        let (bid_hours, ask_hours) = class
+            .as_ref()
+            .map_or((0, 0), |class| self.market.open_hours(class));
+        let measured = class.as_ref().and_then(|class| {
+            self.market
+                .utilization(class, self.config.price.utilization_clearings)
+        });
+        MarketState {
+            utilization: measured.unwrap_or(self.config.price.target_utilization),
+            bid_hours,
+            ask_hours,
+        }
+    }
+
+    /// A GPU's price now, from its assessment, as a point to post.
+    fn quote(&self, a: &Assessment, cause: String) -> Result<PostedPrice, PricingError> {
+        let pricing = price(
+            a,
+            &self.state(a.model.as_deref()),
+            &self.config,
+            SpecDb::embedded(),
+        )?;
+        Ok(PostedPrice {
+            seq: 0,
+            gpu_uuid: a.gpu_uuid.to_string(),
+            at_ms: now_ms(),
+            cause,
+            record_id: a.latest_record,
+            model: a.model.clone(),
+            score: a.score,
+            gpu_worth: a.gpu_worth,
+            price_micro_usd: pricing.quote.as_ref().map(|q| q.price.micro_usd()),
+            unpriced: pricing.unpriced,
+            quote: pricing.quote,
+        })
+    }
+
+    /// Prices every GPU with records stored since the last catch-up, one point per GPU per
+    /// batch; returns the points posted.
+    pub fn catch_up(&self) -> Result<usize, PricingError> {
+        let mut posted = 0;
+        loop {
+            let after = self.market.priced_through()?;
+            let rows = self.validator.registry().records_since(after, BATCH)?;
+            let Some(through) = rows.last().map(|r| r.id) else {
+                return Ok(posted);
+            };
+            // Per GPU: how many records came in and the last one.
+            let mut touched: BTreeMap<&str, (usize, &NewRecord)> = BTreeMap::new();
+            for row in &rows {
+                let entry = touched.entry(&row.gpu_uuid).or_insert((0, row));
+                *entry = (entry.0 + 1, row);
+            }
+            let mut points = Vec::with_capacity(touched.len());
+            let mut assessed = Vec::with_capacity(touched.len());
+            for (uuid, (count, last)) in touched {
+                let Some(a) = self.assess(uuid)? else {
+                    continue;
+                };
+                let verdict = match (a.latest_record, a.latest_accepted) {
+                    (Some(id), Some(accepted)) if id == last.id => format!(
+                        "proof record {id} {}",
+                        if accepted { "accepted" } else { "not accepted" }
+                    ),
+                    _ => format!(
+                        "{} record {}",
+                        // "health-record" reads "health record N", "round-missed" as it is.
+                        match last.kind.as_deref() {
+                            Some(kind) if kind == RecordKind::ProofRound.wire_kind() => "proof",
+                            Some(kind) => kind.strip_suffix("-record").unwrap_or(kind),
+                            None => "registry",
+                        },
+                        last.id
+                    ),
+                };
+                let cause = if count > 1 {
+                    format!("{verdict} (and {} earlier record(s))", count - 1)
+                } else {
+                    verdict
+                };
+                let point = self.quote(&a, cause)?;
+                // Into the ledger first (append-only: a batch retried after a failure may log
+                // a score twice, never lose one), then the market's history.
+                self.log_if_changed(&a, &point)?;
+                points.push(point);
+                assessed.push(a);
+            }
+            self.market.post_prices(&points, through)?;
+            // The views of the GPUs re-assessed, with the points just posted (a GPU no longer
+            // registered is dropped: the views are those of the registry's GPUs only).
+            for a in assessed {
+                self.keep_view(a)?;
+            }
+            posted += points.len();
+            if rows.len() < BATCH {
+                return Ok(posted);
+            }
+        }
+    }
+
+    /// Appends the GPU's score, and its price when it is priced, to the validator's ledger as
+    /// signed `score` and `price` records, when either differs from the last point posted
+    /// (nothing without a ledger). Only to the ledger: stored in the registry they would wake
+    /// the pricing again.
+    fn log_if_changed(&self, a: &Assessment, point: &PostedPrice) -> Result<(), PricingError> {
+        let Some(ledger) = self.validator.ledger() else {
+            return Ok(());
+        };
+        let last = self.market.latest_price(&a.gpu_uuid)?;
+        if last
+            .is_some_and(|l| l.score == point.score && l.price_micro_usd == point.price_micro_usd)
+        {
+            return Ok(());
+        }
+        let inputs = ledger
+            .ledger()
+            .gpu_recent(&a.gpu_uuid, &SCORED_KINDS, ROWS_READ, LEDGER_STEPS)
+            .map_err(crate::ledger::LedgerError::from)?
+            .into_iter()
+            .map(|(index, _)| index)
+            .collect();
+        let parts = &a.detail.parts;
+        let score = bodies::Score {
+            version: bodies::BODY_VERSION,
+            gpu_uuid: a.gpu_uuid.clone(),
+            model: a.model.clone(),
+            score: a.score,
+            components: [
+                ("gpu", &parts.gpu),
+                ("cpu", &parts.cpu),
+                ("ram", &parts.ram),
+                ("storage", &parts.storage),
+            ]
+            .into_iter()
+            .map(|(name, part)| (name.to_string(), part.value, part.weight))
+            .collect(),
+            reliability: a.detail.reliability.factor,
+            reasons: a.reasons.clone(),
+            inputs,
+            recorded_at_ms: point.at_ms,
+        };
+        let envelope = self
+            .validator
+            .identity
+            .seal(RecordKind::Score.wire_kind(), &score)?;
+        let score_index = ledger.append(&envelope)?;
+        if let Some(per_hour) = point.price_micro_usd {
+            let price = bodies::Price {
+                version: bodies::BODY_VERSION,
+                gpu_uuid: a.gpu_uuid.clone(),
+                per_hour,
+                currency: "USD".into(),
+                basis: "posted".into(),
+                score_index: Some(score_index),
+                recorded_at_ms: point.at_ms,
+            };
+            let envelope = self
+                .validator
+                .identity
+                .seal(RecordKind::Price.wire_kind(), &price)?;
+            ledger.append(&envelope)?;
+        }
+        Ok(())
+    }
+
+    /// Prices records as they are stored, until `stop` says so.
+    pub async fn run(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            let pricing = self.clone();
+            match tokio::task::spawn_blocking(move || pricing.catch_up()).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::error!(error = %e, "pricing the new records"),
+                Err(e) => tracing::error!(error = %e, "the pricing task failed"),
+            }
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(IDLE_CHECK) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// One GPU's score view as JSON, with the price posted last: (its UUID, the JSON).
+    fn view_json(&self, a: Assessment) -> Result<(GpuUuid, Arc<str>), PricingError> {
+        let posted = self.market.latest_price(&a.gpu_uuid)?;
+        let view = ScoreView {
+            gpu_uuid: a.gpu_uuid.clone(),
+            model: a.model.clone(),
+            simulated: a.simulated,
+            score: a.score,
+            reasons: a.reasons.clone(),
+            price_micro_usd: posted.as_ref().and_then(|p| p.price_micro_usd),
+            posted,
+            assessment: a,
+        };
+        let json = serde_json::to_string(&view).map_err(PricingError::Encode)?;
+        Ok((view.gpu_uuid, json.into()))
+    }
+
+    /// Keeps the view of an assessment just made, if its GPU is registered (and drops the
+    /// one kept of a GPU no longer registered): one view per registered GPU at most.
+    fn keep_view(&self, a: Assessment) -> Result<(), PricingError> {
+        if self.validator.registry().gpu(&a.gpu_uuid)?.is_none() {
+            self.views.locked().remove(&a.gpu_uuid);
+            return Ok(());
+        }
+        let (uuid, json) = self.view_json(a)?;
+        self.views.locked().insert(uuid, json);
+        Ok(())
+    }
+
+    /// A GPU's score view as JSON: the one made when its records were last taken in, else
+    /// made now (and kept, for a registered GPU); `None` when the validator knows nothing of
+    /// it.
+    pub fn score_json(&self, uuid: &str) -> Result<Option<Arc<str>>, PricingError> {
+        if let Some(json) = self.views.locked().get(uuid) {
+            return Ok(Some(json.clone()));
+        }
+        let Some(a) = self.assess(uuid)? else {
+            return Ok(None);
+        };
+        let registered = self.validator.registry().gpu(uuid)?.is_some();
+        let (uuid, json) = self.view_json(a)?;
+        if !registered {
+            return Ok(Some(json));
+        }
+        // A view the catch-up made meanwhile is newer than this one: it stays.
+        Ok(Some(
+            self.views.locked().entry(uuid).or_insert(json).clone(),
+        ))
+    }
+
+    /// How many assessments the pricing has made since it started: each reads and parses a
+    /// GPU's latest records (reads of `GET /v1/scores` make none for a GPU already assessed).
+    pub fn assessments(&self) -> u64 {
+        self.assessments.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Clears the market every `every`, signed by `operator` (the validator's key), with
+/// `mechanism`, until `stop` says so: only classes whose book changed since their last
+/// clearing and that have bids and asks open ([`Market::clear_due`]).
+pub async fn clear_on_schedule(
+    market: Arc<Market>,
+    operator: Identity,
+    every: Duration,
+    mechanism: Mechanism,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut clock = tokio::time::interval(every);
+    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    clock.tick().await; // the first tick is immediate: the first clearing comes after `every`
+    loop {
+        tokio::select! {
+            _ = clock.tick() => {}
+            _ = stop.changed() => return,
+        }
+        for result in market.clear_due(&operator, mechanism) {
+            match result {
+                Ok(r) => tracing::info!(
+                    class = %r.class,
+                    number = r.number,
+                    units = r.clearing.units,
+                    "cleared on schedule"
+                ),
+                Err(e) => tracing::error!(error = %e.message, "a scheduled clearing failed"),
+            }
+        }
+    }
+}
+
+/// The validator's API with its order book, scores and prices: [`crate::validator::router`],
+/// `/v1/market/*`, `/v1/scores`, `/v1/scores/{uuid}` and `/v1/prices/{uuid}/history`.
+pub fn router(validator: Arc<Validator>, market: Arc<Market>, pricing: Arc<Pricing>) -> Router {
+    let scores = Router::new()
+        .route("/v1/scores", get(scores_route))
+        .route("/v1/scores/{uuid}", get(score_route))
+        .route("/v1/prices/{uuid}/history", get(history_route))
+        .with_state(pricing);
+    crate::validator::router_with_market(validator, market).merge(scores)
+}
+
+#[derive(Debug, Deserialize)]
+struct UuidPage {
+    #[serde(default)]
+    after: String,
+    limit: Option<usize>,
+}
+
+async fn scores_route(
+    State(p): State<Arc<Pricing>>,
+    Query(q): Query<UuidPage>,
+) -> Result<Response, ApiError> {
+    let limit = q.limit.unwrap_or(100).clamp(1, MAX_PAGE);
+    let page = tokio::task::spawn_blocking(move || -> Result<String, PricingError> {
+        let gpus = p.validator.registry().gpus(&q.after, limit)?;
+        let next_after = (gpus.len() == limit)
+            .then(|| gpus.last().map(|g| g.uuid.clone()))
+            .flatten();
+        let mut views = Vec::with_capacity(gpus.len());
+        for g in gpus {
+            views.extend(p.score_json(&g.uuid)?);
+        }
+        // A [`ScorePage`] written from the views' JSON as it is kept, not parsed again.
+        let next_after = serde_json::to_string(&next_after).map_err(PricingError::Encode)?;
+        Ok(format!(
+            r#"{{"scores":[{}],"next_after":{next_after}}}"#,
+            views.join(",")
+        ))
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    Ok(json_response(page))
+}
+
+/// A JSON body made elsewhere, as the API's answers are typed.
+fn json_response(body: String) -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
+async fn score_route(
+    State(p): State<Arc<Pricing>>,
+    Path(uuid): Path<String>,
+) -> Result<Response, ApiError> {
+    let view = tokio::task::spawn_blocking(move || p.score_json(&uuid))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    match view {
+        Some(json) => Ok(json_response(json.to_string())),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no GPU of that UUID is registered or recorded here (see GET /v1/gpus)",
+        )),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct SeqPage {
+    #[serde(default)]
+    after: i64,
+    limit: Option<usize>,
+}
+
+async fn history_route(
+    State(p): State<Arc<Pricing>>,
+    Path(uuid): Path<String>,
+    Query(q): Query<SeqPage>,
+) -> Result<Response, ApiError> {
+    let limit = q.limit.unwrap_or(100).clamp(1, MAX_PAGE);
+    let points = p
+        .market
+        .price_history(&uuid, q.after, limit)
+        .map_err(PricingError::from)?;
+    let next_after = (points.len() == limit)
+        .then(|| points.last().map(|p| p.seq))
+        .flatten();
+    Ok(Json(PricePage {
+        gpu_uuid: uuid,
+        points,
+        next_after,
+    })
+    .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+
+    /// The market's default decay threshold is the validator's own for a contradiction.
+    #[test]
+    fn the_decay_threshold_is_the_validators() {
+        assert_eq!(
+            pog_market::config::DEFAULT_DECAY_THRESHOLD,
+            crate::health::DECAY_CONTRADICTION
+        );
+        assert_eq!(
+            pog_market::Config::embedded()
+                .score
+                .reliability
+                .decay_threshold,
+            crate::health::DECAY_CONTRADICTION
+        );
+    }
+}

@@ -1,0 +1,417 @@
+//! The validator's schedule: rounds of challenges that slow, silent or many-faced agents
+//! cannot stall or game.
+//!
+//! - **Every GPU of a round at once.** A round challenges every registered GPU at the same
+//!   moment (in a fresh random order, up to `max_concurrent` at a time), so one device
+//!   registered under several UUIDs or agent keys must do all their work inside one time
+//!   bound, and fails.
+//! - **Rounds on a clock.** A round starts every `every`, whatever the last one is still
+//!   waiting for; a GPU whose challenge is still running is skipped, not queued. Each
+//!   challenge runs under its own deadline (`Validator::challenge`), so an agent that hangs
+//!   or trickles costs only its own challenge, and an honest agent is challenged every
+//!   `every` regardless.
+//! - **Back-off and release.** A GPU whose agent cannot be reached is skipped for a growing
+//!   number of rounds (1, 2, 4 … up to [`MAX_BACKOFF_ROUNDS`]); after `release_after`
+//!   failed rounds in a row (unreachable or rejected) its registration is released, so a
+//!   UUID squatted by a key that cannot prove it is freed for its owner.
+//! - **Missed rounds on record.** Each round a GPU is skipped in because its agent did not
+//!   answer, the validator signs and stores a [`MissedRound`]: the GPU's uptime counts it as
+//!   missed (`pog_market::evidence`), measured from records rather than assumed.
+
+use pog_net::locked::Locked;
+use pog_records::{MissedRound, Policy, Record, RECORD_VERSION};
+
+use crate::validator::{Validator, ValidatorError};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+/// The most rounds an unreachable GPU is skipped for.
+pub const MAX_BACKOFF_ROUNDS: u64 = 32;
+
+/// How the schedule runs.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    /// Time between the starts of two rounds.
+    pub every: Duration,
+    /// The challenge policy each round applies.
+    pub policy: Policy,
+    /// Challenges in flight at once, across all agents.
+    pub max_concurrent: usize,
+    /// Failed rounds in a row after which a GPU's registration is released.
+    pub release_after: u32,
+    /// How long a released GPU's agent may not claim it again.
+    pub release_bar: Duration,
+}
+
+impl Schedule {
+    /// A round a minute under `policy`; up to 1024 challenges at once; a GPU released after
+    /// five failed rounds in a row, its agent barred from it for an hour.
+    pub fn every(every: Duration, policy: Policy) -> Schedule {
+        Schedule {
+            every,
+            policy,
+            max_concurrent: 1024,
+            release_after: 5,
+            release_bar: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl Validator {
+    /// Signs and stores a [`MissedRound`] for a registered GPU skipped this round after
+    /// `failures` failed rounds in a row, the last one unanswered.
+    pub fn record_missed_round(
+        &self,
+        uuid: &str,
+        failures: u32,
+    ) -> Result<MissedRound, ValidatorError> {
+        let gpu = self
+            .registry()
+            .gpu(uuid)?
+            .ok_or_else(|| ValidatorError::UnknownGpu(uuid.into()))?;
+        let record = MissedRound {
+            version: RECORD_VERSION,
+            record_id: format!("missed-{}", hex::encode(pog_signed::random_bytes::<16>())),
+            gpu_uuid: gpu.uuid,
+            agent: gpu.agent,
+            model: gpu.model,
+            reason: format!(
+                "not challenged this round: its agent did not answer its last challenge \
+                 ({failures} failed round(s) in a row), so the validator backs off"
+            ),
+            recorded_at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+        };
+        self.store(&record.record_id, false, &record)?;
+        Ok(record)
+    }
+}
+
+/// What the schedule remembers of one GPU between rounds.
+#[derive(Debug, Default, Clone, Copy)]
+struct Standing {
+    /// Failed rounds in a row.
+    failures: u32,
+    /// The first round it may be challenged in again.
+    next_round: u64,
+    /// It is backing off because its agent did not answer (not because the validator could
+    /// not challenge it): the rounds it is skipped in are recorded as missed.
+    unanswered: bool,
+}
+
+/// The schedule's state shared with its running challenges.
+#[derive(Default)]
+struct State {
+    in_flight: HashSet<String>,
+    standing: HashMap<String, Standing>,
+}
+
+/// One GPU's round: the GEMM challenge, then (when the policy proves memory and the agent
+/// answered) the memory challenge — one after the other, because the memory proof's data set
+/// fills the GPU. Every round, not on a schedule of its own: a card swapped for a smaller one
+/// between rounds must fail the next one. The memory record is stored and logged; the GPU's
+/// standing (back-off, release) follows the GEMM challenge, which reaches the agent first.
+async fn prove_round(
+    validator: &Validator,
+    uuid: &str,
+    policy: &Policy,
+) -> Result<Record, ValidatorError> {
+    let record = validator.challenge(uuid, policy).await?;
+    let reached = !record
+        .failure
+        .as_ref()
+        .is_some_and(|f| f.kind.is_unreachable());
+    if policy.memory.enabled && reached {
+        match validator.challenge_memory(uuid, policy).await {
+            Ok(m) => tracing::info!(
+                gpu = uuid,
+                model = %m.model,
+                accepted = m.accepted,
+                gib_held = pog_net::rounding::for_log(
+                    m.memory_challenge.dataset_bytes() as f64 / (1u64 << 30) as f64
+                ),
+                ratio_to_bound = m
+                    .outcome
+                    .as_ref()
+                    .map(|o| pog_net::rounding::for_log(o.time.ratio)),
+                failure = m.failure.as_ref().map(|f| f.message.as_str()),
+                "memory challenged"
+            ),
+            Err(e) => tracing::warn!(gpu = uuid, error = %e, "memory not challenged"),
+        }
+    }
+    if reached {
+        crate::health::collect_logged(validator, uuid).await;
+    }
+    Ok(record)
+}
+
+/// Challenges the GPUs `uuids` all at once and waits for every result.
+pub async fn challenge_together(
+    validator: &Arc<Validator>,
+    uuids: Vec<String>,
+    policy: &Policy,
+) -> Vec<(String, Result<Record, ValidatorError>)> {
+    let mut round = tokio::task::JoinSet::new();
+    for uuid in uuids {
+        let (v, p) = (validator.clone(), policy.clone());
+        round.spawn(async move {
+            let result = prove_round(&v, &uuid, &p).await;
+            (uuid, result)
+        });
+    }
+    let mut results = Vec::new();
+    while let Some(done) = round.join_next().await {
+        match done {
+            Ok(result) => results.push(result),
+            Err(e) => tracing::error!(error = %e, "a challenge task failed"),
+        }
+    }
+    results
+}
+
+/// Runs rounds until `stop` says so; challenges already running finish (each is bounded by
+/// its deadline) before this returns.
+pub async fn run(
+    validator: Arc<Validator>,
+    schedule: Schedule,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let state = Arc::new(Mutex::new(State::default()));
+    let permits = Arc::new(Semaphore::new(schedule.max_concurrent.max(1)));
+    let mut running = tokio::task::JoinSet::new();
+    let mut clock = tokio::time::interval(schedule.every);
+    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut round = 0u64;
+    loop {
+        tokio::select! {
+            _ = clock.tick() => {}
+            _ = stop.changed() => break,
+        }
+        round += 1;
+        while running.try_join_next().is_some() {}
+        let uuids = match validator.registry().gpus_by_agent() {
+            Ok(groups) => groups.into_iter().flat_map(|(_, uuids)| uuids).collect(),
+            Err(e) => {
+                tracing::error!(error = %e, "reading the registry");
+                continue;
+            }
+        };
+        let (due, backing_off) = due(&state, uuids, round);
+        tracing::debug!(
+            round,
+            challenged = due.len(),
+            backing_off = backing_off.len(),
+            "round"
+        );
+        for (uuid, failures) in backing_off {
+            let v = validator.clone();
+            running.spawn(async move {
+                if let Err(e) = v.record_missed_round(&uuid, failures) {
+                    tracing::error!(gpu = %uuid, error = %e, "recording a missed round");
+                }
+            });
+        }
+        for uuid in due {
+            let (v, schedule, state, permits) = (
+                validator.clone(),
+                schedule.clone(),
+                state.clone(),
+                permits.clone(),
+            );
+            let stop = stop.clone();
+            running.spawn(async move {
+                // However this task ends (a panic included), the GPU leaves `in_flight`.
+                let _in_flight = InFlight {
+                    state: state.clone(),
+                    uuid: uuid.clone(),
+                };
+                let Ok(_permit) = permits.acquire_owned().await else {
+                    return;
+                };
+                if *stop.borrow() {
+                    return; // stopping: no new challenge after the permit wait
+                }
+                let result = prove_round(&v, &uuid, &schedule.policy).await;
+                settle(&v, &schedule, &state, &uuid, round, result);
+            });
+        }
+    }
+    while running.join_next().await.is_some() {}
+}
+
+/// A GPU's place in `in_flight`, given up when its challenge task ends however it ends.
+struct InFlight {
+    state: Arc<Mutex<State>>,
+    uuid: String,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.state.locked().in_flight.remove(&self.uuid);
+    }
+}
+
+/// The GPUs of this round: registered, not in flight, not backing off; marked in flight, in
+/// a random order (so no agent can count on being challenged before or after another). And
+/// those skipped because their agent did not answer (with their failed rounds in a row):
+/// their missed rounds are recorded.
+fn due(state: &Mutex<State>, uuids: Vec<String>, round: u64) -> (Vec<String>, Vec<(String, u32)>) {
+    let mut state = state.locked();
+    let registered: HashSet<&String> = uuids.iter().collect();
+    state.standing.retain(|uuid, _| registered.contains(uuid));
+    let backing_off: Vec<(String, u32)> = uuids
+        .iter()
+        .filter(|uuid| !state.in_flight.contains(*uuid))
+        .filter_map(|uuid| {
+            let s = state.standing.get(uuid)?;
+            (s.next_round > round && s.unanswered).then(|| (uuid.clone(), s.failures))
+        })
+        .collect();
+    let mut due: Vec<String> = uuids
+        .iter()
+        .filter(|uuid| !state.in_flight.contains(*uuid))
+        .filter(|uuid| {
+            state
+                .standing
+                .get(*uuid)
+                .is_none_or(|s| s.next_round <= round)
+        })
+        .cloned()
+        .collect();
+    for uuid in &due {
+        state.in_flight.insert(uuid.clone());
+    }
+    shuffle(&mut due);
+    (due, backing_off)
+}
+
+/// Fisher-Yates with the operating system's randomness.
+fn shuffle(items: &mut [String]) {
+    for i in (1..items.len()).rev() {
+        let r = u64::from_le_bytes(pog_signed::random_bytes());
+        items.swap(i, (r % (i as u64 + 1)) as usize);
+    }
+}
+
+/// Records a challenge's end in the GPU's standing: backs it off when unreachable, releases
+/// it after too many failures in a row, and logs one line.
+fn settle(
+    validator: &Validator,
+    schedule: &Schedule,
+    state: &Mutex<State>,
+    uuid: &str,
+    round: u64,
+    result: Result<Record, ValidatorError>,
+) {
+    let mut release = false;
+    {
+        let mut state = state.locked();
+        let standing = state.standing.entry(uuid.to_string()).or_default();
+        match &result {
+            Ok(record) if record.accepted => *standing = Standing::default(),
+            Ok(record) => {
+                standing.failures += 1;
+                let unreachable = record
+                    .failure
+                    .as_ref()
+                    .is_some_and(|f| f.kind.is_unreachable());
+                if unreachable {
+                    let skip = (1u64 << standing.failures.min(6)).min(MAX_BACKOFF_ROUNDS);
+                    standing.next_round = round + skip;
+                }
+                standing.unanswered = unreachable;
+                release = standing.failures >= schedule.release_after;
+            }
+            // Not challenged at all (no plan for its model, a registry error): backed off
+            // and, if it persists, released like a GPU that fails.
+            Err(_) => {
+                standing.failures += 1;
+                let skip = (1u64 << standing.failures.min(6)).min(MAX_BACKOFF_ROUNDS);
+                standing.next_round = round + skip;
+                standing.unanswered = false;
+                release = standing.failures >= schedule.release_after;
+            }
+        }
+        if release {
+            state.standing.remove(uuid);
+        }
+    }
+    match &result {
+        Ok(r) => tracing::info!(
+            gpu = uuid,
+            model = %r.model,
+            plan = ?r.policy.plan,
+            precision = %r.challenge.precision,
+            accepted = r.accepted,
+            ratio_to_bound = r
+                .outcome
+                .as_ref()
+                .map(|o| pog_net::rounding::for_log(o.time.ratio)),
+            failure = r.failure.as_ref().map(|f| f.message.as_str()),
+            "challenged"
+        ),
+        Err(e) => tracing::warn!(gpu = uuid, error = %e, "not challenged"),
+    }
+    if release {
+        let reason = format!(
+            "failed or unreachable in {} rounds in a row",
+            schedule.release_after
+        );
+        match validator.release(uuid, &reason, schedule.release_bar) {
+            Ok(()) => tracing::warn!(gpu = uuid, %reason, "registration released"),
+            Err(e) => tracing::error!(gpu = uuid, error = %e, "releasing the registration"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_gpus_backing_off_for_an_unanswered_round_have_their_rounds_recorded_as_missed() {
+        let state = Mutex::new(State::default());
+        {
+            let mut s = state.lock().unwrap();
+            let standing = |failures, next_round, unanswered| Standing {
+                failures,
+                next_round,
+                unanswered,
+            };
+            // Unanswered last round: backing off until round 12.
+            s.standing
+                .insert("GPU-silent".into(), standing(2, 12, true));
+            // Not challenged for the validator's own reason: backing off, not the agent's doing.
+            s.standing
+                .insert("GPU-unplanned".into(), standing(1, 12, false));
+            // Its back-off is over.
+            s.standing.insert("GPU-back".into(), standing(1, 10, true));
+            s.in_flight.insert("GPU-busy".into());
+        }
+        let uuids = [
+            "GPU-silent",
+            "GPU-unplanned",
+            "GPU-back",
+            "GPU-busy",
+            "GPU-new",
+        ]
+        .map(String::from)
+        .to_vec();
+        let (mut due, backing_off) = due(&state, uuids, 10);
+        due.sort();
+        assert_eq!(due, vec!["GPU-back".to_string(), "GPU-new".to_string()]);
+        assert_eq!(backing_off, vec![("GPU-silent".to_string(), 2)]);
+        // The round its back-off ends, it is challenged again and nothing is missed.
+        let (due, backing_off) = due_at(&state, 12);
+        assert!(due.contains(&"GPU-silent".to_string()), "{due:?}");
+        assert!(backing_off.is_empty());
+    }
+
+    fn due_at(state: &Mutex<State>, round: u64) -> (Vec<String>, Vec<(String, u32)>) {
+        due(state, vec!["GPU-silent".into()], round)
+    }
+}

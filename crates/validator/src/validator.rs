@@ -1,0 +1,1051 @@
+//! `pog validator`: registers agents and their GPUs, challenges a GPU through its agent,
+//! verifies the answer (values, Merkle proofs, its own clock) and stores a signed record.
+
+use crate::registry::{Registry, RegistryError};
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post as post_route};
+use axum::Router;
+use pog_net::http::{post_counted, ApiError, BuildClientError, ClientSettings};
+use pog_net::locked::Locked;
+use pog_proof::challenge::Addressee;
+use pog_proof::memory::MemoryPlan;
+use pog_proof::session::{Outcome, SpotChecked, ValidatorSession};
+use pog_proof::timing::now_ms;
+use pog_proof::wire::{kind, ChallengeMessage, Commitment, OpenRequest, Openings, Register};
+use pog_proof::wire::{MemoryChallengeMessage, MemoryReady, WalkMessage};
+use pog_records::{
+    Change, Failure, FailureKind, MemoryPolicy, MemoryRecord, PlanKind, Policy, PolicyError,
+    Record, RegistrationRecord, SignedBody, RECORD_VERSION,
+};
+use pog_signed::{random_bytes, GpuUuid, Identity, PublicKey};
+use pog_spec::{GpuSpec, SpecDb};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Why one challenge exchange with an agent ended without a verdict.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ExchangeError {
+    #[error(transparent)]
+    Post(#[from] pog_net::http::PostError),
+    #[error(transparent)]
+    Wire(#[from] pog_signed::WireError),
+    #[error(transparent)]
+    Protocol(#[from] pog_proof::session::ProtocolError),
+    #[error("the exchange did not finish within {0} ms")]
+    Deadline(u64),
+    /// The validator's own verification task died (a bug, not the agent's doing).
+    #[error("the validator's verification of the openings failed")]
+    Verifier,
+}
+
+impl ExchangeError {
+    /// The record's account of this error.
+    pub(crate) fn failure(&self) -> Failure {
+        use pog_net::http::PostError as P;
+        let (kind, message) = match self {
+            ExchangeError::Post(P::Unreachable { .. }) => (
+                FailureKind::Unreachable,
+                "nothing answered at the agent's endpoint".into(),
+            ),
+            ExchangeError::Post(P::Timeout { timeout, .. }) => (
+                FailureKind::Timeout,
+                format!("the agent did not answer within {} s", timeout.as_secs()),
+            ),
+            ExchangeError::Post(P::Transport { .. }) => (
+                FailureKind::Transport,
+                "the connection to the agent broke".into(),
+            ),
+            ExchangeError::Post(P::TooLarge { limit, .. }) => (
+                FailureKind::Transport,
+                format!("the agent's answer exceeded {limit} bytes"),
+            ),
+            ExchangeError::Post(P::Refused { status, .. }) => (
+                FailureKind::AgentRefused,
+                format!("the agent answered HTTP {}", status.as_u16()),
+            ),
+            ExchangeError::Post(P::Encode { .. }) => (
+                FailureKind::Transport,
+                "the request could not be encoded".into(),
+            ),
+            ExchangeError::Wire(e) => (FailureKind::BadMessage, wire_summary(e)),
+            ExchangeError::Protocol(e) => (FailureKind::Protocol, protocol_summary(e)),
+            ExchangeError::Deadline(_) => (FailureKind::Deadline, self.to_string()),
+            ExchangeError::Verifier => (FailureKind::Protocol, self.to_string()),
+        };
+        Failure { kind, message }
+    }
+}
+
+/// What broke the protocol, in the validator's words only (no value the agent chose).
+fn protocol_summary(e: &pog_proof::session::ProtocolError) -> String {
+    use pog_proof::session::ProtocolError as P;
+    match e {
+        P::WrongChallenge { expected, .. } => {
+            format!("an answer for another challenge than {expected}")
+        }
+        P::WrongSigner { expected, .. } => {
+            format!("signed by another key than the agent's, expected the agent {expected}")
+        }
+        P::OutOfOrder(what) => format!("{what} arrived out of order"),
+        P::Expired {
+            expires_at_ms,
+            now_ms,
+        } => {
+            format!("the challenge expired at {expires_at_ms} ms; the answer came at {now_ms} ms")
+        }
+        P::WrongGpu { expected, .. } => format!("a commitment for another GPU than {expected}"),
+        P::WrongLeafCount { expected, got } => {
+            format!("a commitment of {got} leaves; the challenge has {expected}")
+        }
+        P::Root(_) => "the commitment's root is not 32 bytes in hex".into(),
+        P::Opening(_) => "a malformed opening".into(),
+    }
+}
+
+/// What was wrong with an agent's message, in the validator's words only.
+fn wire_summary(e: &pog_signed::WireError) -> String {
+    use pog_signed::WireError as W;
+    match e {
+        W::TooLarge(n) => format!("a message of {n} bytes, over the limit"),
+        W::Envelope(_) => "the answer is not a signed message envelope".into(),
+        W::Version(v) => format!("wire version {v}, not this validator's"),
+        W::Kind { expected, .. } => format!("not a {expected} message"),
+        W::Signature(_) => "the answer's signature does not verify".into(),
+        // The kind has been checked against the expected one by now: the validator's word.
+        W::Body { kind, .. } => format!("the {kind} message's body is malformed"),
+        W::Encode(_) | W::Randomness(_) => "the validator could not handle the message".into(),
+    }
+}
+
+/// Why a challenge could not be run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ValidatorError {
+    /// No GPU of this UUID is registered.
+    #[error("no registered GPU {0}")]
+    UnknownGpu(String),
+    /// The GPU's model is not in the spec database.
+    #[error("GPU model {0:?} is not in the database")]
+    UnknownModel(String),
+    /// The registry could not be read or written.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// A message or record could not be signed.
+    #[error("signing: {0}")]
+    Wire(#[from] pog_signed::WireError),
+    /// The policy cannot plan a challenge.
+    #[error("bad policy: {0}")]
+    Policy(PolicyError),
+    /// The challenge's task failed (the reason).
+    #[error("the challenge's task failed: {0}")]
+    Task(String),
+    /// The ledger did not take the signed record durably: the record is refused (not stored).
+    #[error("the ledger refused the record: {0}")]
+    Ledger(#[from] crate::ledger::LedgerError),
+    /// The hardened HTTP client could not be built: the validator does not start.
+    #[error(transparent)]
+    Client(#[from] BuildClientError),
+}
+
+/// A model the spec database does not know is the GPU's problem ([`ValidatorError::UnknownModel`]);
+/// anything else a policy cannot plan is the policy's.
+impl From<PolicyError> for ValidatorError {
+    fn from(e: PolicyError) -> ValidatorError {
+        match e {
+            PolicyError::UnknownModel(model) => ValidatorError::UnknownModel(model),
+            e => ValidatorError::Policy(e),
+        }
+    }
+}
+
+/// What a validator allows, beyond the challenge policy.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// GPUs of the simulated test double may register (tests and tours; their records say
+    /// `simulated: true`).
+    pub accept_simulated: bool,
+    /// Agents may advertise loopback, private and link-local endpoints (tests and private
+    /// deployments; see [`pog_net::endpoint`]).
+    pub allow_private_endpoints: bool,
+    /// The most GPUs one agent key may claim.
+    pub max_gpus_per_agent: usize,
+    /// Registrations each source address may make per minute (a burst of that many, then
+    /// refilled evenly).
+    pub registrations_per_minute: u32,
+    /// KiB of new reports (agent-signed inspection and benchmark records, `POST /v1/reports`)
+    /// each registered GPU may add per hour, whatever key or address sends them (a burst of
+    /// that much, then refilled evenly; at least one report of
+    /// [`pog_records::reports::MAX_REPORT_BYTES`]); content the validator holds already costs nothing.
+    pub report_kib_per_gpu_per_hour: u32,
+    /// KiB of new reports the GPUs reported from one source address (an IPv4 address or IPv6
+    /// /64) may add per hour together: registrations are claims, so this bounds what one
+    /// address's many (perhaps made-up) GPUs can add.
+    pub report_kib_per_source_per_hour: u32,
+}
+
+impl Default for Config {
+    /// Real GPUs on public endpoints only; 64 GPUs an agent (more than any host has); ten
+    /// registrations a minute from one address; 64 KiB of new reports an hour per GPU, 8 MiB
+    /// per address.
+    fn default() -> Self {
+        Config {
+            accept_simulated: false,
+            allow_private_endpoints: false,
+            max_gpus_per_agent: 64,
+            registrations_per_minute: 10,
+            report_kib_per_gpu_per_hour: crate::reports::DEFAULT_REPORT_KIB_PER_GPU_PER_HOUR,
+            report_kib_per_source_per_hour: crate::reports::DEFAULT_REPORT_KIB_PER_SOURCE_PER_HOUR,
+        }
+    }
+}
+
+/// The longest UUID, bus id or model name a registration may carry.
+const MAX_FIELD_BYTES: usize = 128;
+
+/// Source addresses a rate limiter remembers at once; beyond this, those with full buckets
+/// are forgotten, and a new one waits while all are active.
+const MAX_TRACKED_SOURCES: usize = 100_000;
+
+/// Requests per source address (an IPv4 address or IPv6 /64) per minute, a token each
+/// ([`pog_net::buckets::TokenBuckets`]).
+pub(crate) struct RateLimiter(pog_net::buckets::TokenBuckets<std::net::IpAddr>);
+
+impl RateLimiter {
+    /// Buckets of `per_minute` tokens (the burst too), refilled evenly over a minute.
+    pub(crate) fn per_minute(per_minute: f64) -> RateLimiter {
+        RateLimiter(pog_net::buckets::TokenBuckets::new(
+            per_minute.max(1.0),
+            Duration::from_secs(60),
+            MAX_TRACKED_SOURCES,
+        ))
+    }
+
+    /// Takes a token for `source`; false when its bucket is empty, or when the limiter
+    /// remembers as many sources as it may, all of them active.
+    pub(crate) fn allow(&mut self, source: std::net::IpAddr) -> bool {
+        self.0
+            .take_one(&pog_net::serve::source_key(source), Instant::now())
+    }
+}
+
+/// The validator.
+pub struct Validator {
+    pub(crate) identity: Identity,
+    registry: Mutex<Registry>,
+    pub(crate) client: reqwest::Client,
+    config: Config,
+    limiter: Mutex<RateLimiter>,
+    /// Each GPU's last measured round trip, ms, credited to its next challenge.
+    round_trips: Mutex<HashMap<String, f64>>,
+    /// The transparency log every signed record is appended to before it is stored.
+    ledger: Option<Arc<crate::ledger::ValidatorLedger>>,
+    /// Agents' reports: their hourly budgets and the ones being stored (`crate::reports`).
+    pub(crate) reports: crate::reports::ReportDesk,
+}
+
+/// The memory plan for a GPU claimed to be `spec` under `policy`: per model, or the test
+/// plan's fixed shape.
+fn memory_plan_for(policy: &Policy, spec: &GpuSpec) -> Result<MemoryPlan, ValidatorError> {
+    let m = &policy.memory;
+    if !m.enabled {
+        return Err(ValidatorError::Policy(PolicyError::MemoryOff));
+    }
+    let mut plan = pog_proof::memory::plan(spec, pog_proof::memory::WALK_SECONDS, None)
+        .ok_or_else(|| ValidatorError::UnknownModel(spec.model.clone()))?;
+    if policy.plan == PlanKind::Test {
+        let per_leaf = u64::from(plan.walkers_per_leaf);
+        plan.items = m.items / u64::from(plan.span) * u64::from(plan.span);
+        plan.walkers = m.walkers.div_ceil(per_leaf) * per_leaf;
+        plan.steps = m.steps;
+        plan.expected_ms = m.expected_ms;
+    }
+    Ok(plan)
+}
+
+/// Checks an agent's "ready" against the challenge it answers.
+fn check_ready(
+    ready: &MemoryReady,
+    signer: &PublicKey,
+    id: &str,
+    uuid: &str,
+    agent: &PublicKey,
+) -> Result<(), pog_proof::session::ProtocolError> {
+    use pog_proof::session::ProtocolError as P;
+    if ready.challenge_id != id {
+        return Err(P::WrongChallenge {
+            expected: id.into(),
+            got: ready.challenge_id.clone(),
+        });
+    }
+    if signer != agent {
+        return Err(P::WrongSigner {
+            expected: agent.clone(),
+            got: signer.clone(),
+        });
+    }
+    if ready.gpu_uuid != uuid {
+        return Err(P::WrongGpu {
+            expected: uuid.into(),
+            got: ready.gpu_uuid.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The largest commitment an agent may send (one is under a kilobyte).
+const MAX_COMMITMENT_BYTES: usize = 64 << 10;
+
+/// Time past twice the expected commit time that the validator still waits for a commitment.
+const COMMIT_SLACK_MS: u64 = 5_000;
+
+impl Validator {
+    /// A validator with the default [`Config`]: real GPUs on public endpoints only.
+    pub fn new(identity: Identity, registry: Registry) -> Result<Validator, ValidatorError> {
+        Validator::with_config(identity, registry, Config::default())
+    }
+
+    /// A validator that allows what `config` says; an error when its hardened HTTP client
+    /// cannot be built.
+    pub fn with_config(
+        identity: Identity,
+        registry: Registry,
+        config: Config,
+    ) -> Result<Validator, ValidatorError> {
+        // Redirects are refused (an agent's endpoint must not send the validator elsewhere);
+        // names resolve to public addresses only, at every connection (DNS rebinding); a
+        // proxy from the environment would be connected to instead of the endpoint, and the
+        // resolver would vet only the proxy.
+        let client = ClientSettings {
+            connect_timeout: Some(Duration::from_secs(5)),
+            proxy_from_env: false,
+            resolver: Some(pog_net::endpoint::PublicResolver {
+                allow_private: config.allow_private_endpoints,
+            }),
+            ..ClientSettings::new("challenge")
+        }
+        .build()?;
+        Ok(Validator {
+            identity,
+            registry: Mutex::new(registry),
+            client,
+            round_trips: Mutex::new(HashMap::new()),
+            limiter: Mutex::new(RateLimiter::per_minute(f64::from(
+                config.registrations_per_minute,
+            ))),
+            reports: crate::reports::ReportDesk::new(
+                config.report_kib_per_gpu_per_hour,
+                config.report_kib_per_source_per_hour,
+            ),
+            config,
+            ledger: None,
+        })
+    }
+
+    /// This validator with a ledger: every record it signs from now on is appended to it
+    /// durably before it is stored, and `/ledger/…` serves it.
+    pub fn with_ledger(mut self, ledger: Arc<crate::ledger::ValidatorLedger>) -> Validator {
+        self.ledger = Some(ledger);
+        self
+    }
+
+    /// The validator's ledger, if it keeps one.
+    pub fn ledger(&self) -> Option<&Arc<crate::ledger::ValidatorLedger>> {
+        self.ledger.as_ref()
+    }
+
+    /// The validator's public key (hex), which signs its records.
+    pub fn public_key(&self) -> PublicKey {
+        self.identity.public_key()
+    }
+
+    /// The registry (the schedule reads it; tests inspect it).
+    pub fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry.locked()
+    }
+
+    /// Signs `body` under its kind and stores it among its GPU's records under `id` (see
+    /// [`Validator::store_envelope`]).
+    pub(crate) fn store<T: SignedBody>(
+        &self,
+        id: &str,
+        accepted: bool,
+        body: &T,
+    ) -> Result<(), ValidatorError> {
+        let envelope = self.identity.seal(T::KIND.wire_kind(), body)?;
+        self.store_envelope(&envelope, id, body.gpu_uuid(), accepted)
+            .map(|_| ())
+    }
+
+    /// Stores a signed record exactly as its producer signed it (the validator's own, or an
+    /// agent's report) among `uuid`'s records under `id`; with a ledger, appends it there
+    /// durably first (a record the ledger refuses is not stored). Its log index, with a ledger.
+    pub(crate) fn store_envelope(
+        &self,
+        envelope: &pog_signed::Envelope,
+        id: &str,
+        uuid: &str,
+        accepted: bool,
+    ) -> Result<Option<u64>, ValidatorError> {
+        let json = serde_json::to_string(envelope).map_err(pog_signed::WireError::Encode)?;
+        let index = match &self.ledger {
+            Some(ledger) => Some(ledger.append(envelope)?),
+            None => None,
+        };
+        self.registry().record(id, uuid, accepted, &json)?;
+        Ok(index)
+    }
+
+    /// Signs and stores a registration event.
+    fn record_registration(
+        &self,
+        agent: &PublicKey,
+        gpu: &pog_proof::wire::GpuClaim,
+        event: Change,
+        reason: Option<String>,
+    ) -> Result<(), ValidatorError> {
+        let record = RegistrationRecord {
+            version: RECORD_VERSION,
+            event,
+            gpu_uuid: gpu.uuid.clone(),
+            agent: agent.clone(),
+            model: gpu.model.clone(),
+            bus_id: gpu.bus_id.clone(),
+            simulated: gpu.simulated,
+            reason,
+            recorded_at_ms: now_ms(),
+        };
+        let id = format!("registration-{}", hex::encode(random_bytes::<16>()));
+        self.store(&id, false, &record)
+    }
+
+    /// Takes a GPU off the registry for `reason`, bars its agent from claiming it again for
+    /// `bar`, and records the release.
+    pub fn release(&self, uuid: &str, reason: &str, bar: Duration) -> Result<(), ValidatorError> {
+        let released = self
+            .registry()
+            .release(uuid, now_ms() + bar.as_millis() as u64)?;
+        if let Some(gpu) = released {
+            let claim = pog_proof::wire::GpuClaim {
+                uuid: gpu.uuid,
+                model: gpu.model,
+                bus_id: gpu.bus_id,
+                simulated: gpu.simulated,
+            };
+            self.record_registration(&gpu.agent, &claim, Change::Released, Some(reason.into()))?;
+        }
+        Ok(())
+    }
+
+    /// Challenges one registered GPU and records the result (accepted, rejected, or failed).
+    /// The whole exchange runs under one deadline: the policy's expiry to commit, and as long
+    /// again to open.
+    pub async fn challenge(&self, uuid: &str, policy: &Policy) -> Result<Record, ValidatorError> {
+        policy.validate()?;
+        let gpu = self
+            .registry()
+            .gpu(uuid)?
+            .ok_or_else(|| ValidatorError::UnknownGpu(uuid.into()))?;
+        let spec = SpecDb::embedded()
+            .by_model(&gpu.model)
+            .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
+        let planned = policy.plan_for(spec)?;
+        let challenge = planned.challenge(
+            random_bytes(),
+            Addressee {
+                gpu_uuid: &gpu.uuid,
+                gpu_bus_id: &gpu.bus_id,
+                agent_key: &gpu.agent,
+                validator_key: &self.identity.public_key(),
+            },
+        );
+        let expected_ms = planned.expected_ms;
+        let id = hex::encode(random_bytes::<16>());
+        let deadline_ms = policy.expiry_ms.saturating_mul(2);
+        // A commitment later than this fails its time bound anyway (the bound, its 10 %, the
+        // largest round-trip allowance, then slack), so the validator does not wait longer.
+        let commit_wait = Duration::from_millis(
+            policy
+                .expiry_ms
+                .min((2.0 * expected_ms) as u64 + COMMIT_SLACK_MS),
+        );
+        let started = Instant::now();
+        // The round trip measured after this GPU's previous challenge: pinging here, before the
+        // challenge, would let an agent delay its own challenges (answering pings slowly) and
+        // so stagger the ones a round means to send at the same moment.
+        let round_trip_ms = self.round_trips.locked().get(uuid).copied().unwrap_or(0.0);
+        let issued_at_ms = now_ms();
+        let message = ChallengeMessage {
+            id: id.clone(),
+            challenge: challenge.clone(),
+            issued_at_ms,
+            expires_at_ms: issued_at_ms + policy.expiry_ms,
+        };
+        let secret: [u8; 32] = random_bytes();
+        let session = ValidatorSession::new(
+            message.clone(),
+            gpu.agent.clone(),
+            expected_ms,
+            secret,
+            policy.samples,
+        );
+        let mut bytes = (0usize, 0usize); // to the agent, from the agent
+        let remaining = || Duration::from_millis(deadline_ms).saturating_sub(started.elapsed());
+        let exchange = async {
+            let envelope = self.identity.seal(kind::CHALLENGE, &message)?;
+            let asked = Asked {
+                path: "/v1/challenge",
+                envelope: &envelope,
+                issued_at_ms,
+                wait: commit_wait,
+            };
+            self.commit_and_verify(
+                session,
+                asked,
+                &gpu.endpoint,
+                round_trip_ms,
+                &remaining,
+                &mut bytes,
+            )
+            .await
+        };
+        let result = within(deadline_ms, remaining(), exchange).await;
+        let record = Record {
+            version: RECORD_VERSION,
+            challenge_id: id.clone(),
+            gpu_uuid: gpu.uuid.clone(),
+            agent: gpu.agent.clone(),
+            model: gpu.model.clone(),
+            simulated: gpu.simulated,
+            // The policy as run: a per-model plan's shape and bound, not the zeros it was
+            // configured with.
+            policy: Policy {
+                size: planned.size,
+                batch: planned.batch,
+                expected_ms,
+                ..policy.clone()
+            },
+            proves_model: planned.proves_model && !gpu.simulated,
+            lead: planned.lead,
+            challenge,
+            expected_ms,
+            accepted: result.as_ref().is_ok_and(|o| o.accepted),
+            failure: result.as_ref().err().map(ExchangeError::failure),
+            outcome: result.ok(),
+            spot_check_secret: hex::encode(secret),
+            bytes_to_agent: bytes.0,
+            bytes_from_agent: bytes.1,
+            recorded_at_ms: now_ms(),
+        };
+        self.store(&id, record.accepted, &record)?;
+        if record.failure.is_none() {
+            // For the next challenge's allowance (see above).
+            let rtt = self.round_trip(&gpu.endpoint).await;
+            self.round_trips.locked().insert(uuid.to_string(), rtt);
+        }
+        Ok(record)
+    }
+
+    /// Challenges one registered GPU's memory and records the result: the data set built under
+    /// the policy's expiry, then the walk timed against the claimed model's bound.
+    pub async fn challenge_memory(
+        &self,
+        uuid: &str,
+        policy: &Policy,
+    ) -> Result<MemoryRecord, ValidatorError> {
+        policy.validate()?;
+        let gpu = self
+            .registry()
+            .gpu(uuid)?
+            .ok_or_else(|| ValidatorError::UnknownGpu(uuid.into()))?;
+        let spec = SpecDb::embedded()
+            .by_model(&gpu.model)
+            .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
+        let plan = memory_plan_for(policy, spec)?;
+        let validator_key = self.identity.public_key();
+        let challenge = plan.challenge(
+            random_bytes(),
+            Addressee {
+                gpu_uuid: &gpu.uuid,
+                gpu_bus_id: &gpu.bus_id,
+                agent_key: &gpu.agent,
+                validator_key: &validator_key,
+            },
+        );
+        let id = hex::encode(random_bytes::<16>());
+        let walk_nonce: [u8; 32] = random_bytes();
+        let secret: [u8; 32] = random_bytes();
+        let deadline_ms = policy.expiry_ms.saturating_mul(2);
+        let started = Instant::now();
+        let remaining = || Duration::from_millis(deadline_ms).saturating_sub(started.elapsed());
+        let round_trip_ms = self.round_trips.locked().get(uuid).copied().unwrap_or(0.0);
+        let mut bytes = (0usize, 0usize);
+        let mut build_ms = None;
+        let exchange = async {
+            let issued_at_ms = now_ms();
+            let message = MemoryChallengeMessage {
+                id: id.clone(),
+                challenge: challenge.clone(),
+                issued_at_ms,
+                expires_at_ms: issued_at_ms + policy.expiry_ms,
+            };
+            let envelope = self.identity.seal(kind::MEMORY_CHALLENGE, &message)?;
+            let sent = Instant::now();
+            let (n, answer) = post_counted(
+                &self.client,
+                &format!("{}/v1/memory/build", gpu.endpoint),
+                &envelope,
+                remaining().min(Duration::from_millis(policy.expiry_ms)),
+                MAX_COMMITMENT_BYTES,
+            )
+            .await?;
+            build_ms = Some(sent.elapsed().as_secs_f64() * 1e3);
+            bytes = (bytes.0 + n, bytes.1 + answer.len());
+            let (ready, signer): (MemoryReady, PublicKey) =
+                pog_signed::decode(&answer, kind::MEMORY_READY)?;
+            check_ready(&ready, &signer, &id, uuid, &gpu.agent)?;
+
+            let commit_wait = Duration::from_millis(
+                policy
+                    .expiry_ms
+                    .min((2.0 * plan.expected_ms) as u64 + COMMIT_SLACK_MS),
+            );
+            let walk_issued_ms = now_ms();
+            let walk = WalkMessage {
+                challenge_id: id.clone(),
+                walk_nonce,
+                issued_at_ms: walk_issued_ms,
+                expires_at_ms: walk_issued_ms + commit_wait.as_millis() as u64,
+            };
+            let session = ValidatorSession::timed(
+                id.clone(),
+                pog_proof::memory::Walk {
+                    walk_key: challenge.walk_key(&walk_nonce),
+                    challenge: challenge.clone(),
+                },
+                (walk.issued_at_ms, walk.expires_at_ms),
+                gpu.agent.clone(),
+                plan.expected_ms,
+                secret,
+                policy.memory.samples,
+            );
+            let envelope = self.identity.seal(kind::MEMORY_WALK, &walk)?;
+            let asked = Asked {
+                path: "/v1/memory/walk",
+                envelope: &envelope,
+                issued_at_ms: walk_issued_ms,
+                wait: commit_wait,
+            };
+            self.commit_and_verify(
+                session,
+                asked,
+                &gpu.endpoint,
+                round_trip_ms,
+                &remaining,
+                &mut bytes,
+            )
+            .await
+        };
+        let result = within(deadline_ms, remaining(), exchange).await;
+        let record = MemoryRecord {
+            version: RECORD_VERSION,
+            challenge_id: id.clone(),
+            gpu_uuid: gpu.uuid.clone(),
+            agent: gpu.agent.clone(),
+            model: gpu.model.clone(),
+            simulated: gpu.simulated,
+            // The policy as run: the memory plan's shape and bound.
+            policy: Policy {
+                memory: MemoryPolicy {
+                    items: plan.items,
+                    walkers: plan.walkers,
+                    steps: plan.steps,
+                    expected_ms: plan.expected_ms,
+                    ..policy.memory.clone()
+                },
+                ..policy.clone()
+            },
+            proves_memory: policy.proves_model() && !gpu.simulated,
+            memory_challenge: challenge,
+            walk_nonce: hex::encode(walk_nonce),
+            build_ms,
+            rate: (policy.plan == PlanKind::PerModel).then(|| plan.rate.clone()),
+            expected_ms: plan.expected_ms,
+            accepted: result.as_ref().is_ok_and(|o| o.accepted),
+            failure: result.as_ref().err().map(ExchangeError::failure),
+            outcome: result.ok(),
+            spot_check_secret: hex::encode(secret),
+            bytes_to_agent: bytes.0,
+            bytes_from_agent: bytes.1,
+            recorded_at_ms: now_ms(),
+        };
+        self.store(&id, record.accepted, &record)?;
+        Ok(record)
+    }
+
+    /// Sends the message that asks for a commitment (`asked`), waits for the commitment (at
+    /// most `asked.wait` and what is left of the exchange), notes when it arrived on the
+    /// validator's clock, and finishes with [`Self::open_and_verify`].
+    async fn commit_and_verify<C: SpotChecked + Send + 'static>(
+        &self,
+        session: ValidatorSession<C>,
+        asked: Asked<'_>,
+        endpoint: &str,
+        round_trip_ms: f64,
+        remaining: &impl Fn() -> Duration,
+        bytes: &mut (usize, usize),
+    ) -> Result<Outcome, ExchangeError> {
+        let sent = Instant::now();
+        let (n, answer) = post_counted(
+            &self.client,
+            &format!("{endpoint}{}", asked.path),
+            asked.envelope,
+            remaining().min(asked.wait),
+            MAX_COMMITMENT_BYTES,
+        )
+        .await?;
+        let arrived_ms = asked.issued_at_ms + sent.elapsed().as_millis() as u64;
+        *bytes = (bytes.0 + n, bytes.1 + answer.len());
+        self.open_and_verify(
+            session,
+            (&answer, arrived_ms, round_trip_ms),
+            endpoint,
+            remaining(),
+            bytes,
+        )
+        .await
+    }
+
+    /// The rest of an exchange once the commitment has arrived (its bytes, the validator's
+    /// clock when it did, the round trip to credit): the session takes it, the agent opens
+    /// the leaves drawn, the openings are verified. Adds the messages' sizes to `bytes`.
+    async fn open_and_verify<C: SpotChecked + Send + 'static>(
+        &self,
+        mut session: ValidatorSession<C>,
+        (answer, arrived_ms, round_trip_ms): (&[u8], u64, f64),
+        endpoint: &str,
+        remaining: Duration,
+        bytes: &mut (usize, usize),
+    ) -> Result<Outcome, ExchangeError> {
+        let (commitment, signer): (Commitment, PublicKey) =
+            pog_signed::decode(answer, kind::COMMITMENT)?;
+        let request: OpenRequest =
+            session.on_commitment(&commitment, &signer, arrived_ms, round_trip_ms)?;
+        let open_envelope = self.identity.seal(kind::OPEN, &request)?;
+        let (n, answer) = post_counted(
+            &self.client,
+            &format!("{endpoint}/v1/open"),
+            &open_envelope,
+            remaining,
+            pog_signed::MAX_MESSAGE_BYTES,
+        )
+        .await?;
+        *bytes = (bytes.0 + n, bytes.1 + answer.len());
+        // Decoding and recomputing the spot checks takes tens of ms of CPU: off the runtime's
+        // workers, so other challenges' timings are not delayed by it.
+        tokio::task::spawn_blocking(move || {
+            let (openings, signer): (Openings, PublicKey) =
+                pog_signed::decode(&answer, kind::OPENINGS)?;
+            Ok::<_, ExchangeError>(session.on_openings(&openings, &signer)?)
+        })
+        .await
+        .map_err(|_| ExchangeError::Verifier)?
+    }
+
+    /// The fastest of three pings to the agent, in milliseconds (0 when it does not answer:
+    /// the time bound then gets no allowance). The agent controls how fast it answers, so only
+    /// the fastest counts, and `pog_proof::timing` caps what is credited. Each ping gets a
+    /// second: a silent agent costs its challenge at most three.
+    async fn round_trip(&self, endpoint: &str) -> f64 {
+        let mut times = Vec::new();
+        for _ in 0..3 {
+            let started = Instant::now();
+            let ok = self
+                .client
+                .get(format!("{endpoint}/v1/ping"))
+                .timeout(Duration::from_secs(1))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if ok {
+                times.push(started.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        times.first().copied().unwrap_or(0.0)
+    }
+}
+
+/// The signed message that asks an agent for a commitment: where it goes on the agent, when
+/// it was issued (the validator's clock) and how long the commitment may take.
+struct Asked<'a> {
+    path: &'static str,
+    envelope: &'a pog_signed::Envelope,
+    issued_at_ms: u64,
+    wait: Duration,
+}
+
+/// `exchange`'s outcome, or [`ExchangeError::Deadline`] when `remaining` runs out first.
+async fn within(
+    deadline_ms: u64,
+    remaining: Duration,
+    exchange: impl std::future::Future<Output = Result<Outcome, ExchangeError>>,
+) -> Result<Outcome, ExchangeError> {
+    tokio::time::timeout(remaining, exchange)
+        .await
+        .unwrap_or(Err(ExchangeError::Deadline(deadline_ms)))
+}
+
+/// The validator's HTTP API: `POST /v1/register`, `POST /v1/reports`, `GET /v1/gpus`,
+/// `GET /v1/records/{uuid}`, `GET /healthz`.
+pub fn router(validator: Arc<Validator>) -> Router {
+    Router::new()
+        .route("/v1/register", post_route(register))
+        .route("/v1/reports", post_route(crate::reports::post_report))
+        .route("/v1/gpus", get(gpus))
+        .route("/v1/records/{uuid}", get(records))
+        .route("/healthz", get(|| async { "ok" }))
+        .merge(crate::ledger::routes())
+        .with_state(validator)
+}
+
+/// The validator's API with its order book for GPU-hours: [`router`]'s routes and
+/// `/v1/market/*` ([`crate::market`]).
+pub fn router_with_market(validator: Arc<Validator>, market: Arc<crate::market::Market>) -> Router {
+    router(validator).merge(crate::market::router(market))
+}
+
+async fn register(
+    State(v): State<Arc<Validator>>,
+    ConnectInfo(source): ConnectInfo<std::net::SocketAddr>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    if !v.limiter.locked().allow(source.ip()) {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "more than {} registrations a minute from {}",
+                v.config.registrations_per_minute,
+                source.ip()
+            ),
+        ));
+    }
+    let (reg, agent): (Register, PublicKey) = pog_signed::decode(&body, kind::REGISTER)?;
+    let bad = |message: String| Err(ApiError::new(StatusCode::BAD_REQUEST, message));
+    let endpoint =
+        match pog_net::endpoint::validate(&reg.endpoint, v.config.allow_private_endpoints) {
+            Ok(endpoint) => endpoint,
+            Err(e) => return bad(e.to_string()),
+        };
+    if reg.gpus.is_empty() || reg.gpus.len() > v.config.max_gpus_per_agent {
+        return bad(format!(
+            "a registration claims 1 to {} GPUs, not {}",
+            v.config.max_gpus_per_agent,
+            reg.gpus.len()
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for g in &reg.gpus {
+        // The UUID is bounded by its type (`GpuUuid`: printable ASCII, as the ledger frames
+        // it), checked when the message was read.
+        if [&g.bus_id, &g.model]
+            .iter()
+            .any(|f| f.is_empty() || f.len() > MAX_FIELD_BYTES)
+        {
+            return bad(format!(
+                "a GPU's bus id and model must be 1 to {MAX_FIELD_BYTES} bytes"
+            ));
+        }
+        if !seen.insert(&g.uuid) {
+            return bad(format!("GPU {} is claimed twice", g.uuid));
+        }
+        let Some(spec) = SpecDb::embedded().by_model(&g.model) else {
+            return bad(format!("GPU {} claims unknown model {:?}", g.uuid, g.model));
+        };
+        if pog_proof::params::choose_precision(spec, SpecDb::embedded()).is_none() {
+            return bad(format!(
+                "GPU {} claims the {}, which no challenge can tell from a slower model",
+                g.uuid, g.model
+            ));
+        }
+        if g.simulated && !v.config.accept_simulated {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "GPU {} is simulated (a test double, not a GPU): this validator accepts real GPUs only",
+                    g.uuid
+                ),
+            ));
+        }
+    }
+    let changes = v.registry().register(
+        &agent,
+        &endpoint,
+        &reg.gpus,
+        now_ms(),
+        v.config.max_gpus_per_agent,
+    );
+    let changes = match changes {
+        Ok(changes) => changes,
+        Err(e @ RegistryError::ClaimedElsewhere { .. }) | Err(e @ RegistryError::Barred { .. }) => {
+            return Err(ApiError::new(StatusCode::CONFLICT, e.to_string()))
+        }
+        Err(e @ RegistryError::TooManyGpus { .. }) => {
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))
+        }
+        Err(e) => {
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                e.to_string(),
+            ))
+        }
+    };
+    for (gpu, change) in reg.gpus.iter().zip(&changes) {
+        if *change != Change::Same {
+            v.record_registration(&agent, gpu, *change, None)
+                .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+            tracing::info!(gpu = %gpu.uuid, %agent, model = %gpu.model, event = ?change, "registered");
+        }
+    }
+    Ok((
+        StatusCode::OK,
+        axum::Json(serde_json::json!({ "registered": reg.gpus.len() })),
+    )
+        .into_response())
+}
+
+/// `GET /v1/gpus?after=UUID&limit=N`: a page of query parameters.
+#[derive(Debug, Deserialize)]
+struct GpuPage {
+    #[serde(default)]
+    after: String,
+    limit: Option<usize>,
+}
+
+/// One registered GPU as the API lists it (its agent's endpoint is not published).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ListedGpu {
+    /// The GPU's UUID.
+    pub uuid: GpuUuid,
+    /// The GPU's model, as registered.
+    pub model: String,
+    /// The GPU's PCI bus id.
+    pub bus_id: String,
+    /// The agent it is registered to (its public key).
+    pub agent: PublicKey,
+    /// The GPU is the simulated test double.
+    pub simulated: bool,
+}
+
+/// What `GET /v1/gpus` returns.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct GpuList {
+    /// This page's GPUs, in UUID order.
+    pub gpus: Vec<ListedGpu>,
+    /// Pass as `after` for the next page; absent on the last one.
+    pub next_after: Option<GpuUuid>,
+}
+
+async fn gpus(
+    State(v): State<Arc<Validator>>,
+    Query(page): Query<GpuPage>,
+) -> Result<Response, ApiError> {
+    let limit = page.limit.unwrap_or(100).clamp(1, MAX_RECORDS_PAGE);
+    let found = v
+        .registry()
+        .gpus(&page.after, limit)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let next_after = (found.len() == limit)
+        .then(|| found.last().map(|g| g.uuid.clone()))
+        .flatten();
+    let gpus = found
+        .into_iter()
+        .map(|g| ListedGpu {
+            uuid: g.uuid,
+            model: g.model,
+            bus_id: g.bus_id,
+            agent: g.agent,
+            simulated: g.simulated,
+        })
+        .collect();
+    Ok(axum::Json(GpuList { gpus, next_after }).into_response())
+}
+
+/// The most records one page of `GET /v1/records/{uuid}` returns.
+pub const MAX_RECORDS_PAGE: usize = 1000;
+
+/// The most bytes of stored envelopes one page of `GET /v1/records/{uuid}` carries (the answer
+/// is about twice this: each record also as a JSON object); a page cut short for it has a
+/// `next_after`. An agent's reports are up to 16 KiB each: without this, a thousand of them
+/// would make every page a 33 MB answer to a request of a few bytes.
+pub const MAX_RECORDS_PAGE_BYTES: usize = 2 << 20;
+
+/// `GET /v1/records/{uuid}?after=ID&limit=N`: a page of query parameters.
+#[derive(Debug, Deserialize)]
+struct Page {
+    #[serde(default)]
+    after: i64,
+    limit: Option<usize>,
+}
+
+/// One stored record: its body as a JSON object (to read), and the envelope exactly as its
+/// producer signed it — the validator, or for `inspection` and `benchmark` reports the GPU's
+/// agent (to verify: its `body` string is the signed bytes).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct StoredRecord {
+    /// The record's id in the validator's store, as `after` takes it.
+    pub id: i64,
+    /// The record's body, as a JSON object.
+    pub record: serde_json::Value,
+    /// The envelope exactly as its producer signed it.
+    pub envelope: pog_signed::Envelope,
+}
+
+/// What `GET /v1/records/{uuid}` returns.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RecordPage {
+    /// The GPU the records are of.
+    pub gpu_uuid: String,
+    /// This page's records, in store order (by `id`).
+    pub records: Vec<StoredRecord>,
+    /// Pass as `after` for the next page; absent on the last one.
+    pub next_after: Option<i64>,
+}
+
+async fn records(
+    State(v): State<Arc<Validator>>,
+    Path(uuid): Path<String>,
+    Query(page): Query<Page>,
+) -> Result<Response, ApiError> {
+    let limit = page.limit.unwrap_or(100).clamp(1, MAX_RECORDS_PAGE);
+    let (rows, cut) = v
+        .registry
+        .locked()
+        .records_within(&uuid, page.after, limit, MAX_RECORDS_PAGE_BYTES)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    // The page goes on after its last row, even one that is left out below.
+    let next_after = (cut || rows.len() == limit)
+        .then(|| rows.last().map(|(id, _)| *id))
+        .flatten();
+    let records: Vec<StoredRecord> = rows
+        .into_iter()
+        .filter_map(|(id, json)| {
+            let envelope: pog_signed::Envelope = serde_json::from_str(&json).ok()?;
+            let record = serde_json::from_str(&envelope.body).ok()?;
+            Some(StoredRecord {
+                id,
+                record,
+                envelope,
+            })
+        })
+        .collect();
+    Ok(axum::Json(RecordPage {
+        gpu_uuid: uuid,
+        records,
+        next_after,
+    })
+    .into_response())
+}

@@ -1,0 +1,587 @@
+//! The validator's ledger over loopback: every record it signs (registration, proof round,
+//! memory round) is in the log, in the order stored, before it is in the registry; the log is
+//! served as tlog-tiles under `/ledger/`; checkpoints are signed when the log grew and
+//! cosigned by witnesses; a ledger that cannot append refuses the record.
+
+mod common;
+
+use common::VALIDATOR_SEED;
+use common::{claim, listen, loopback, policy, serve_validator as serve, start_agent};
+use pog_ledger::bundle::{verify_bundle, Bundle, WitnessPolicy};
+use pog_ledger::checkpoint::SignedCheckpoint;
+use pog_ledger::entry::Entry;
+use pog_records::MemoryPolicy;
+
+use pog_ledger::note::{NoteSigner, Verifier, ALG_COSIGNATURE_V1};
+use pog_ledger::store::Ledger;
+use pog_ledger::tiles::{tiles_of, TileError, TileId, TileSource, TiledTree};
+use pog_ledger::witness::Witness;
+use pog_net::serve::Limits;
+use pog_proof::prover::Behaviour;
+use pog_signed::{Identity, RecordKind};
+use pog_validator::ledger::{ValidatorLedger, WitnessAnswer};
+use pog_validator::registry::Registry;
+use pog_validator::validator::{Validator, ValidatorError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+const GPU: &str = "GPU-ledger-0";
+
+/// A validator keeping its ledger in `dir`, served on loopback; it and its URL.
+async fn validator_with_ledger(dir: &std::path::Path) -> (Arc<Validator>, String) {
+    let identity = Identity::from_seed(VALIDATOR_SEED);
+    let ledger = Arc::new(ValidatorLedger::open(dir, &identity, None).unwrap());
+    serve(
+        Validator::with_config(identity, Registry::open(None).unwrap(), loopback())
+            .unwrap()
+            .with_ledger(ledger),
+    )
+    .await
+}
+
+/// The registry's stored envelopes of `uuid`, oldest first.
+fn stored(v: &Validator, uuid: &str) -> Vec<pog_signed::Envelope> {
+    v.registry()
+        .records(uuid, 0, 1000)
+        .unwrap()
+        .into_iter()
+        .map(|(_, json)| serde_json::from_str(&json).unwrap())
+        .collect()
+}
+
+/// Tiles fetched over HTTP beforehand (the test is async, `TileSource` is not).
+struct Fetched(HashMap<String, Vec<u8>>);
+
+impl TileSource for Fetched {
+    fn read_tile(&mut self, id: &TileId) -> Result<Vec<u8>, TileError> {
+        self.0.get(&id.path()).cloned().ok_or(TileError::Source {
+            path: id.path(),
+            why: "not fetched".into(),
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_signed_record_is_logged_served_and_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, url) = validator_with_ledger(dir.path()).await;
+    let (_agent, status) = start_agent(&url, 7, vec![claim(GPU)], Behaviour::Honest, None).await;
+    assert_eq!(status, 200);
+    let mut policy = policy();
+    policy.memory = MemoryPolicy::test_shape(5_000.0);
+    for _ in 0..3 {
+        assert!(v.challenge(GPU, &policy).await.unwrap().accepted);
+        assert!(v.challenge_memory(GPU, &policy).await.unwrap().accepted);
+    }
+    let ledger = v.ledger().unwrap().clone();
+
+    // The log holds exactly the stored records, byte for byte, in the order stored.
+    let envelopes = stored(&v, GPU);
+    assert_eq!(
+        envelopes.len(),
+        7,
+        "registration + 3 proof + 3 memory rounds"
+    );
+    let logged = ledger.ledger().gpu_entries(GPU).unwrap();
+    assert_eq!(logged.len(), envelopes.len());
+    for (k, ((index, entry), envelope)) in logged.iter().zip(&envelopes).enumerate() {
+        assert_eq!(*index, k as u64);
+        assert_eq!(entry.gpu_seq, k as u64);
+        let expected = Entry::from_envelope(envelope).unwrap();
+        assert_eq!(
+            (&entry.body, entry.signature),
+            (&expected.body, expected.signature)
+        );
+    }
+    let kinds: Vec<RecordKind> = logged.iter().map(|(_, e)| e.kind).collect();
+    assert_eq!(kinds[0], RecordKind::Registration);
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| **k == RecordKind::ProofRound)
+            .count(),
+        3
+    );
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| **k == RecordKind::MemoryRound)
+            .count(),
+        3
+    );
+
+    // No checkpoint yet: 404; one is signed when the log grew, not again when it did not.
+    let client = reqwest::Client::new();
+    let get = |path: String| {
+        let client = client.clone();
+        let url = url.clone();
+        async move {
+            client
+                .get(format!("{url}/ledger/{path}"))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(get("checkpoint".into()).await.status(), 404);
+    let tick = ledger.tick(&client, &[]).await.unwrap();
+    assert_eq!((tick.signed, tick.published.is_none()), (Some(7), true));
+    assert_eq!(ledger.tick(&client, &[]).await.unwrap().signed, None);
+
+    let r = get("checkpoint".into()).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["cache-control"], "no-cache, max-age=2");
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
+    let log_key = Verifier::parse(&ledger.vkey()).unwrap();
+    let checkpoint = SignedCheckpoint::parse_verified(&r.bytes().await.unwrap(), &log_key).unwrap();
+    assert_eq!(checkpoint.checkpoint.size, 7);
+    assert_eq!(
+        checkpoint.checkpoint.origin,
+        format!("pog.validator/{}", &v.public_key()[..16])
+    );
+
+    // Every tile of the tree over HTTP, immutable; the root and entries computed from them.
+    let mut fetched = HashMap::new();
+    for id in tiles_of(7) {
+        let r = get(id.path()).await;
+        assert_eq!(r.status(), 200, "{}", id.path());
+        assert_eq!(
+            r.headers()["cache-control"],
+            "public, max-age=31536000, immutable"
+        );
+        fetched.insert(id.path(), r.bytes().await.unwrap().to_vec());
+    }
+    let mut tiled = TiledTree::new(Fetched(fetched), 7);
+    assert_eq!(tiled.root().unwrap(), checkpoint.checkpoint.root);
+    for (index, entry) in &logged {
+        assert_eq!(tiled.entry(*index).unwrap(), entry.encode());
+    }
+    assert_eq!(
+        get("tile/0/001".into()).await.status(),
+        404,
+        "not in the tree"
+    );
+    assert_eq!(
+        get("tile/0/0.p/7".into()).await.status(),
+        404,
+        "not the spelling"
+    );
+
+    // The GPU's bundle verifies with the log key alone.
+    let bundle = Bundle::export(ledger.ledger(), GPU, &checkpoint, None).unwrap();
+    let report = verify_bundle(&bundle, &log_key, &WitnessPolicy::default(), None);
+    assert!(report.ok(), "{:?}", report.problems);
+    assert_eq!(report.records.len(), 7);
+}
+
+/// A witness on loopback (pog-ledger's witness logic behind tlog-witness's endpoint).
+async fn start_witness(seed: u8, log: &Verifier) -> (String, Verifier) {
+    let signer =
+        NoteSigner::new(&format!("pog.test/w{seed}"), ALG_COSIGNATURE_V1, [seed; 32]).unwrap();
+    let vkey = signer.verifier().clone();
+    let mut witness = Witness::new(signer);
+    witness.follow(log.clone(), None);
+    let witness = Arc::new(Mutex::new(witness));
+    let router = axum::Router::new().route(
+        "/add-checkpoint",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let witness = witness.clone();
+            async move {
+                let r = pog_ledger::serve::witness_add_checkpoint(
+                    &mut witness.lock().unwrap(),
+                    &body,
+                    1_700_000_000,
+                );
+                (
+                    axum::http::StatusCode::from_u16(r.status).unwrap(),
+                    [(axum::http::header::CONTENT_TYPE, r.content_type)],
+                    r.body,
+                )
+            }
+        }),
+    );
+    let (listener, url) = listen().await;
+    tokio::spawn(pog_net::http::serve(
+        listener,
+        router,
+        Limits::small_requests(),
+    ));
+    (url, vkey)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_are_cosigned_and_a_missed_witness_is_asked_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, url) = validator_with_ledger(dir.path()).await;
+    let ledger = v.ledger().unwrap().clone();
+    let log_key = Verifier::parse(&ledger.vkey()).unwrap();
+    let (w1, k1) = start_witness(21, &log_key).await;
+    let (w2, k2) = start_witness(22, &log_key).await;
+    // A third URL where nothing listens yet.
+    let (late_listener, late_url) = listen().await;
+    drop(late_listener);
+    let (_agent, status) = start_agent(&url, 8, vec![claim(GPU)], Behaviour::Honest, None).await;
+    assert_eq!(status, 200);
+    let client = pog_validator::ledger::witness_client().unwrap();
+    let witnesses = vec![w1.clone(), w2.clone(), late_url.clone()];
+
+    let tick = ledger.tick(&client, &witnesses).await.unwrap();
+    assert_eq!(tick.signed, Some(1));
+    let published = tick.published.unwrap();
+    let cosigned: Vec<bool> = published.witnesses.iter().map(|w| w.cosigned).collect();
+    assert_eq!(cosigned, [true, true, false]);
+    assert_eq!(
+        published.witnesses[2].status, 0,
+        "{:?}",
+        published.witnesses[2]
+    );
+
+    // The log did not grow, but a witness was missed: asked again (still down).
+    let again = ledger.tick(&client, &witnesses).await.unwrap();
+    assert_eq!(again.signed, None);
+    let answers: Vec<WitnessAnswer> = again.published.unwrap().witnesses;
+    assert!(answers[0].cosigned && answers[1].cosigned && !answers[2].cosigned);
+
+    // Growth: a round's record, a new checkpoint cosigned by both, each witness's line once.
+    v.challenge(GPU, &policy()).await.unwrap();
+    let tick = ledger.tick(&client, &witnesses[..2]).await.unwrap();
+    assert_eq!(tick.signed, Some(2));
+    assert!(tick.published.as_ref().unwrap().all_cosigned());
+    let text = reqwest::get(format!("{url}/ledger/checkpoint"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for k in [&k1, &k2] {
+        assert_eq!(
+            text.matches(&format!("\u{2014} {} ", k.name())).count(),
+            1,
+            "{text}"
+        );
+    }
+    let checkpoint = SignedCheckpoint::parse_verified(text.as_bytes(), &log_key).unwrap();
+    let bundle = Bundle::export(ledger.ledger(), GPU, &checkpoint, None).unwrap();
+    let policy = WitnessPolicy {
+        keys: vec![k1, k2],
+        quorum: 2,
+    };
+    let report = verify_bundle(&bundle, &log_key, &policy, None);
+    assert!(report.ok(), "{:?}", report.problems);
+    // Nothing new and nobody missed: no publication.
+    let idle = ledger.tick(&client, &witnesses[..2]).await.unwrap();
+    assert!(idle.signed.is_none() && idle.published.is_none());
+}
+
+#[tokio::test]
+async fn a_ledger_that_cannot_append_refuses_the_record() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Ledger::open(dir.path()).unwrap());
+    // Opened for reading only: every append fails (as after a failed fsync).
+    let identity = Identity::from_seed(VALIDATOR_SEED);
+    let signer = pog_validator::ledger::log_signer(&identity, None).unwrap();
+    let ledger = ValidatorLedger::new(Ledger::open_reader(dir.path()).unwrap(), signer);
+    let (v, url) = serve(
+        Validator::with_config(identity, Registry::open(None).unwrap(), loopback())
+            .unwrap()
+            .with_ledger(Arc::new(ledger)),
+    )
+    .await;
+    let (_agent, status) = start_agent(&url, 9, vec![claim(GPU)], Behaviour::Honest, None).await;
+    assert_eq!(status, 500, "the registration record could not be logged");
+    match v.challenge(GPU, &policy()).await {
+        Err(ValidatorError::Ledger(e)) => assert!(e.to_string().contains("read"), "{e}"),
+        other => panic!("expected the ledger's refusal, got {other:?}"),
+    }
+    assert!(
+        stored(&v, GPU).is_empty(),
+        "nothing stored that the log lacks"
+    );
+    assert_eq!(v.ledger().unwrap().ledger().log().size(), 0);
+}
+
+#[tokio::test]
+async fn a_validator_without_a_ledger_serves_none() {
+    let (_v, url) = serve(
+        Validator::with_config(
+            Identity::from_seed(VALIDATOR_SEED),
+            Registry::open(None).unwrap(),
+            loopback(),
+        )
+        .unwrap(),
+    )
+    .await;
+    for path in ["checkpoint", "tile/0/000.p/1"] {
+        let r = reqwest::get(format!("{url}/ledger/{path}")).await.unwrap();
+        assert_eq!(r.status(), 404, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn uuids_the_ledger_cannot_name_are_refused_at_registration() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, url) = validator_with_ledger(dir.path()).await;
+    // No `GpuClaim` can hold such a UUID: the registration is written by hand, signed as an
+    // agent would sign it.
+    for bad in ["GPU with spaces", "", &"x".repeat(129)] {
+        let body = serde_json::json!({
+            "endpoint": "http://127.0.0.1:9",
+            "gpus": [{"uuid": bad, "model": "H200 SXM", "bus_id": "0000:00:06.0", "simulated": false}],
+        });
+        let envelope = Identity::from_seed([10; 32]).seal_body("register", body.to_string());
+        let answer = reqwest::Client::new()
+            .post(format!("{url}/v1/register"))
+            .json(&envelope)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 400, "{bad:?}");
+        let why = answer.text().await.unwrap();
+        assert!(why.contains("printable ASCII"), "{why}");
+        assert!(v.registry().gpu(bad).unwrap().is_none());
+    }
+}
+
+/// A witness that answers 200 and then streams its body without end, `chunk` bytes every
+/// 10 ms; its URL.
+async fn endless_witness(chunk: usize) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (listener, url) = listen().await;
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = [0u8; 4096];
+                let _ = stream.read(&mut head).await;
+                let start = "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n";
+                if stream.write_all(start.as_bytes()).await.is_err() {
+                    return;
+                }
+                let mut piece = format!("{chunk:x}\r\n").into_bytes();
+                piece.extend(std::iter::repeat_n(b'a', chunk));
+                piece.extend_from_slice(b"\r\n");
+                while stream.write_all(&piece).await.is_ok() {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            });
+        }
+    });
+    url
+}
+
+/// A "witness" that answers every checkpoint with `body` (HTTP 200).
+async fn fixed_witness(body: String) -> String {
+    let router = axum::Router::new().route(
+        "/add-checkpoint",
+        axum::routing::post(move || {
+            let body = body.clone();
+            async move { body }
+        }),
+    );
+    let (listener, url) = listen().await;
+    tokio::spawn(pog_net::http::serve(
+        listener,
+        router,
+        Limits::small_requests(),
+    ));
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witness_answering_garbage_or_in_others_names_costs_only_its_own_cosignature() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, url) = validator_with_ledger(dir.path()).await;
+    let ledger = v.ledger().unwrap().clone();
+    let log_key = Verifier::parse(&ledger.vkey()).unwrap();
+    let (honest, honest_key) = start_witness(31, &log_key).await;
+    let (_agent, status) = start_agent(&url, 8, vec![claim(GPU)], Behaviour::Honest, None).await;
+    assert_eq!(status, 200);
+    // Garbage; two lines, the second in the log's own name; and a copy of the honest
+    // witness's name (a signature line it did not make).
+    let log_name = log_key.name().to_string();
+    let fake_sig = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    let hostile = [
+        fixed_witness("not a signature at all\n".into()).await,
+        fixed_witness(format!(
+            "\u{2014} pog.test/x {fake_sig}\n\u{2014} {log_name} {fake_sig}\n"
+        ))
+        .await,
+        fixed_witness(format!("\u{2014} {} {fake_sig}\n", honest_key.name())).await,
+    ];
+    let mut witnesses = vec![honest];
+    witnesses.extend(hostile);
+    let client = pog_validator::ledger::witness_client().unwrap();
+    let tick = ledger.tick(&client, &witnesses).await.unwrap();
+    let published = tick.published.unwrap();
+    let cosigned: Vec<bool> = published.witnesses.iter().map(|w| w.cosigned).collect();
+    assert_eq!(
+        cosigned,
+        [true, false, false, false],
+        "{:?}",
+        published.witnesses
+    );
+    for (answer, why) in published.witnesses[1..].iter().zip([
+        "not a cosignature line",
+        "more than one line",
+        "a name another witness answered with",
+    ]) {
+        assert!(answer.answer.starts_with(why), "{answer:?}");
+    }
+    // The stored checkpoint carries the log's and the honest witness's signatures, and
+    // verifies with both keys.
+    let text = reqwest::get(format!("{url}/ledger/checkpoint"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let note = pog_ledger::note::Note::parse(text.as_bytes()).unwrap();
+    assert_eq!(
+        note.verify(&[log_key, honest_key]).unwrap().len(),
+        2,
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witness_streaming_an_endless_answer_is_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, url) = validator_with_ledger(dir.path()).await;
+    let ledger = v.ledger().unwrap().clone();
+    let (_agent, status) = start_agent(&url, 8, vec![claim(GPU)], Behaviour::Honest, None).await;
+    assert_eq!(status, 200);
+    let hostile = endless_witness(16 << 10).await;
+    let client = pog_validator::ledger::witness_client().unwrap();
+    let started = std::time::Instant::now();
+    let tick = ledger.tick(&client, &[hostile]).await.unwrap();
+    // Without a cap, the answer is read until the client's 20 s deadline (and held).
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let answer = &tick.published.unwrap().witnesses[0];
+    assert!(!answer.cosigned);
+    assert!(answer.answer.contains("exceeds"), "{answer:?}");
+}
+
+#[test]
+fn a_silent_tile_server_is_given_up_on_at_the_reads_deadline() {
+    use pog_ledger::tiles::{TileId, TileSource};
+    // A server that takes connections and never answers (each tile would wait its 20 s).
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for stream in listener.incoming().take(4) {
+            open.push(stream);
+        }
+        std::thread::sleep(std::time::Duration::from_secs(30));
+    });
+    let budget = std::time::Duration::from_secs(1);
+    let mut tiles =
+        pog_validator::ledger::HttpTiles::new(&format!("http://{addr}/ledger/"), budget).unwrap();
+    let started = std::time::Instant::now();
+    let tile = TileId::parse_path("tile/0/000").unwrap();
+    let e = tiles.read_tile(&tile).unwrap_err().to_string();
+    assert!(e.contains("not all read within 1 s"), "{e}");
+    // Once the budget is spent, no tile is asked for any more.
+    let e = tiles.read_tile(&tile).unwrap_err().to_string();
+    assert!(e.contains("within 1 s"), "{e}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(held);
+}
+
+/// A "witness" that accepts connections and never answers; its URL.
+async fn silent_witness() -> String {
+    let (listener, url) = listen().await;
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_witness_does_not_delay_the_honest_ones_cosignature() {
+    let dir = tempfile::tempdir().unwrap();
+    let identity = Identity::from_seed(VALIDATOR_SEED);
+    let deadline = std::time::Duration::from_secs(4);
+    let ledger = ValidatorLedger::open(dir.path(), &identity, None)
+        .unwrap()
+        .with_witness_deadline(deadline);
+    let ledger = Arc::new(ledger);
+    let (_v, url) = serve(
+        Validator::with_config(identity, Registry::open(None).unwrap(), loopback())
+            .unwrap()
+            .with_ledger(ledger.clone()),
+    )
+    .await;
+    let log_key = Verifier::parse(&ledger.vkey()).unwrap();
+    let (honest, honest_key) = start_witness(41, &log_key).await;
+    let (_agent, status) = start_agent(&url, 8, vec![claim(GPU)], Behaviour::Honest, None).await;
+    assert_eq!(status, 200);
+    // The silent witness is listed first: asked one after the other, the honest witness would
+    // be asked only once the silent one's deadline had passed.
+    let witnesses = vec![silent_witness().await, honest];
+    let started = std::time::Instant::now();
+    let publishing = tokio::spawn({
+        let ledger = ledger.clone();
+        async move {
+            let client = pog_validator::ledger::witness_client().unwrap();
+            ledger.tick(&client, &witnesses).await.unwrap()
+        }
+    });
+    // The checkpoint a reader fetches carries the honest cosignature within moments, while
+    // the silent witness is still being waited for.
+    let cosigned = loop {
+        let text = reqwest::get(format!("{url}/ledger/checkpoint"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        // Before the first checkpoint is signed, there is none to parse.
+        let verified = pog_ledger::note::Note::parse(text.as_bytes())
+            .ok()
+            .and_then(|note| note.verify(&[log_key.clone(), honest_key.clone()]).ok());
+        if verified.is_some_and(|v| v.len() == 2) {
+            break started.elapsed();
+        }
+        assert!(
+            started.elapsed() < deadline,
+            "no honest cosignature served in time"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert!(cosigned < std::time::Duration::from_secs(2), "{cosigned:?}");
+    assert!(
+        !publishing.is_finished(),
+        "the silent witness was not waited for"
+    );
+    // The publication ends at the silent witness's deadline, with the cosignature that came.
+    let published = publishing.await.unwrap().published.unwrap();
+    let cosigned: Vec<bool> = published.witnesses.iter().map(|w| w.cosigned).collect();
+    assert_eq!(cosigned, [false, true], "{:?}", published.witnesses);
+    assert!(published.witnesses[0]
+        .answer
+        .contains("no answer within 4 s"));
+    assert!(started.elapsed() < deadline + std::time::Duration::from_secs(2));
+    assert_eq!(
+        published
+            .checkpoint
+            .note
+            .verify(&[log_key, honest_key])
+            .unwrap()
+            .len(),
+        2
+    );
+}

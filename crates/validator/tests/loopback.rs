@@ -1,0 +1,681 @@
+//! The protocol end to end over real sockets on loopback: a validator and agents as HTTP
+//! services, with the CPU prover. The honest agent passes; every attack is refused.
+
+mod common;
+
+use common::*;
+use pog_agent::agent::{self, Agent};
+use pog_agent::misbehaviour::Cheat;
+use pog_local::provers::CpuEngine;
+use pog_net::serve::Limits;
+use pog_proof::prover::Behaviour;
+use pog_proof::wire::{self, kind, OpenRequest, Register};
+use pog_records::{FailureKind, PlanKind, Policy};
+use pog_signed::Identity;
+use pog_spec::Precision;
+use pog_validator::registry::Registry;
+use pog_validator::validator::{self, Validator};
+use std::sync::Arc;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_honest_agent_is_accepted_and_recorded() {
+    let (v, vurl) = start_validator().await;
+    let (_, status) = start_agent(
+        &vurl,
+        10,
+        vec![claim("GPU-honest")],
+        Behaviour::Honest,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    for precision in [Precision::Int8, Precision::Bf16, Precision::Fp32] {
+        let record = v
+            .challenge(
+                "GPU-honest",
+                &Policy {
+                    precision: Some(precision),
+                    ..policy()
+                },
+            )
+            .await
+            .unwrap();
+        assert!(record.accepted, "{precision:?}: {record:?}");
+        assert_eq!(record.outcome.as_ref().unwrap().checked, 256);
+        // The spot checks can be redrawn from the record alone.
+        let secret: [u8; 32] = hex::decode(&record.spot_check_secret)
+            .unwrap()
+            .try_into()
+            .unwrap();
+        let root: [u8; 32] = hex::decode(&record.outcome.as_ref().unwrap().root)
+            .unwrap()
+            .try_into()
+            .unwrap();
+        assert_eq!(
+            pog_proof::verify::draw_samples(&record.challenge, &root, &secret, 256).len(),
+            256
+        );
+        // The openings dominate the traffic.
+        assert!(
+            record.bytes_to_agent > 0 && record.bytes_from_agent > record.bytes_to_agent,
+            "{record:?}"
+        );
+    }
+    // The validator's default precision for an H200 works too.
+    let record = v
+        .challenge(
+            "GPU-honest",
+            &Policy {
+                precision: None,
+                ..policy()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(record.accepted);
+    let page: validator::RecordPage = reqwest::get(format!("{vurl}/v1/records/GPU-honest"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    // The registration, then four challenges.
+    assert_eq!(page.records.len(), 5);
+    assert_eq!(page.records[0].record["event"], "new");
+    assert!(page.next_after.is_none());
+    for stored in &page.records {
+        assert_eq!(stored.envelope.signer, v.public_key());
+        // The readable body is the signed one.
+        let (signed, _): (serde_json::Value, pog_signed::PublicKey) = pog_signed::decode(
+            &serde_json::to_vec(&stored.envelope).unwrap(),
+            &stored.envelope.kind,
+        )
+        .unwrap();
+        assert_eq!(signed, stored.record);
+        assert_eq!(stored.record["gpu_uuid"], "GPU-honest");
+    }
+    // Pages: two at a time, then the rest.
+    let first: validator::RecordPage =
+        reqwest::get(format!("{vurl}/v1/records/GPU-honest?limit=2"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert_eq!(first.records.len(), 2);
+    let after = first.next_after.expect("a second page");
+    let rest: validator::RecordPage = reqwest::get(format!(
+        "{vurl}/v1/records/GPU-honest?after={after}&limit=2"
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(rest.records.len(), 2);
+    assert!(rest.records[0].id > after);
+    assert!(rest.next_after.is_some(), "a full page may have more");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn junk_lower_precision_replay_and_foreign_answers_are_rejected() {
+    let (v, vurl) = start_validator().await;
+    start_agent(
+        &vurl,
+        11,
+        vec![claim("GPU-junk")],
+        Behaviour::Junk(0.05),
+        None,
+    )
+    .await;
+    let junk = v.challenge("GPU-junk", &policy()).await.unwrap();
+    assert!(!junk.accepted && junk.outcome.unwrap().wrong() > 0);
+
+    start_agent(
+        &vurl,
+        12,
+        vec![claim("GPU-bf16")],
+        Behaviour::LowerPrecision(Precision::Bf16),
+        None,
+    )
+    .await;
+    let lower = v
+        .challenge(
+            "GPU-bf16",
+            &Policy {
+                precision: Some(Precision::Fp32),
+                ..policy()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!lower.accepted, "BF16 posing as FP32 passed");
+
+    start_agent(
+        &vurl,
+        13,
+        vec![claim("GPU-replay")],
+        Behaviour::Honest,
+        Some(Cheat::ReplayFirst),
+    )
+    .await;
+    assert!(
+        v.challenge("GPU-replay", &policy()).await.unwrap().accepted,
+        "the first answer is honest"
+    );
+    let replayed = v.challenge("GPU-replay", &policy()).await.unwrap();
+    assert!(!replayed.accepted, "a replayed answer passed");
+
+    // One GPU answering for two UUIDs: the answer for GPU-b is presented for GPU-a.
+    start_agent(
+        &vurl,
+        14,
+        vec![claim("GPU-a"), claim("GPU-b")],
+        Behaviour::Honest,
+        Some(Cheat::AnswerAs("GPU-b")),
+    )
+    .await;
+    let doubled = v.challenge("GPU-a", &policy()).await.unwrap();
+    assert!(!doubled.accepted);
+    assert_eq!(doubled.outcome.unwrap().wrong(), 256);
+
+    // The answer computed for another PCI address than the registered one.
+    start_agent(
+        &vurl,
+        15,
+        vec![claim("GPU-slot")],
+        Behaviour::Honest,
+        Some(Cheat::AnswerAtBus("0000:00:07.0")),
+    )
+    .await;
+    let moved = v.challenge("GPU-slot", &policy()).await.unwrap();
+    assert!(!moved.accepted, "work bound to another bus id passed");
+    assert_eq!(moved.outcome.unwrap().wrong(), 256);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_late_forged_and_untrusted_exchanges_fail() {
+    let (v, vurl) = start_validator().await;
+    // A slower model: honest values, but too late for the claimed model's time.
+    start_agent(
+        &vurl,
+        20,
+        vec![claim("GPU-slow")],
+        Behaviour::Honest,
+        Some(Cheat::DelayMs(300)),
+    )
+    .await;
+    let slow = v
+        .challenge(
+            "GPU-slow",
+            &Policy {
+                expected_ms: 100.0,
+                ..policy()
+            },
+        )
+        .await
+        .unwrap();
+    let outcome = slow.outcome.unwrap();
+    assert!(!slow.accepted && !outcome.time.accepted && outcome.wrong() == 0);
+    // Expired: the commitment comes after the deadline.
+    let late = v
+        .challenge(
+            "GPU-slow",
+            &Policy {
+                expiry_ms: 100,
+                ..policy()
+            },
+        )
+        .await
+        .unwrap();
+    // The whole exchange has a deadline (the expiry, as long again to open): the validator
+    // stops waiting for a commitment that comes after it.
+    let failure = late.failure.unwrap();
+    assert!(
+        matches!(failure.kind, FailureKind::Timeout | FailureKind::Deadline),
+        "{failure:?}"
+    );
+    // Answers signed with another key than the registered one.
+    start_agent(
+        &vurl,
+        21,
+        vec![claim("GPU-forged")],
+        Behaviour::Honest,
+        Some(Cheat::ForeignKey),
+    )
+    .await;
+    let forged = v.challenge("GPU-forged", &policy()).await.unwrap();
+    let failure = forged.failure.unwrap();
+    assert_eq!(failure.kind, FailureKind::Protocol);
+    assert!(
+        failure.message.contains("expected the agent"),
+        "{failure:?}"
+    );
+    // A validator the agent does not trust gets nothing computed.
+    let (rogue, rogue_url) = {
+        let r = Arc::new(
+            Validator::with_config(
+                Identity::from_seed([66; 32]),
+                Registry::open(None).unwrap(),
+                loopback(),
+            )
+            .unwrap(),
+        );
+        let (listener, url) = listen().await;
+        tokio::spawn(pog_net::http::serve(
+            listener,
+            validator::router(r.clone()),
+            Limits::small_requests(),
+        ));
+        (r, url)
+    };
+    start_agent(
+        &rogue_url,
+        22,
+        vec![claim("GPU-x")],
+        Behaviour::Honest,
+        None,
+    )
+    .await;
+    let refused = rogue.challenge("GPU-x", &policy()).await.unwrap();
+    assert_eq!(
+        refused.failure.unwrap().message,
+        "the agent answered HTTP 403",
+        "an untrusted validator"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_gpu_registered_as_two_fails_when_both_are_challenged_at_once() {
+    let (v, vurl) = start_validator().await;
+    // One device behind two UUIDs, each challenge holding it for 400 ms, against a bound of
+    // 500 ms (+10 %): alone each would pass; challenged together, the second waits its turn.
+    start_agent(
+        &vurl,
+        40,
+        vec![claim("GPU-one"), claim("GPU-two")],
+        Behaviour::Honest,
+        Some(Cheat::OneDevice(400)),
+    )
+    .await;
+    let policy = Policy {
+        expected_ms: 500.0,
+        ..policy()
+    };
+    let alone = v.challenge("GPU-one", &policy).await.unwrap();
+    assert!(alone.accepted, "one challenge at a time fits: {alone:?}");
+    let together = pog_validator::schedule::challenge_together(
+        &v,
+        vec!["GPU-one".into(), "GPU-two".into()],
+        &policy,
+    )
+    .await;
+    let mut gpus: Vec<&str> = together.iter().map(|(uuid, _)| uuid.as_str()).collect();
+    gpus.sort();
+    assert_eq!(gpus, ["GPU-one", "GPU-two"]);
+    let records: Vec<_> = together.into_iter().map(|(_, r)| r.unwrap()).collect();
+    let late: Vec<_> = records.iter().filter(|r| !r.accepted).collect();
+    assert!(!late.is_empty(), "one device answered for two in one bound");
+    for r in late {
+        let outcome = r.outcome.as_ref().expect("verified");
+        assert!(!outcome.time.accepted && outcome.wrong() == 0, "{r:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_uuid_claimed_by_two_agents_is_refused() {
+    let (_, vurl) = start_validator().await;
+    assert_eq!(
+        start_agent(
+            &vurl,
+            30,
+            vec![claim("GPU-shared")],
+            Behaviour::Honest,
+            None
+        )
+        .await
+        .1,
+        200
+    );
+    assert_eq!(
+        start_agent(
+            &vurl,
+            31,
+            vec![claim("GPU-shared")],
+            Behaviour::Honest,
+            None
+        )
+        .await
+        .1,
+        409
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_messages_get_clear_errors_and_change_nothing() {
+    let (v, vurl) = start_validator().await;
+    let (aurl, _) = start_agent(&vurl, 40, vec![claim("GPU-ok")], Behaviour::Honest, None).await;
+    let client = reqwest::Client::new();
+    // Garbage, an oversized body and an unknown challenge.
+    let garbage = client
+        .post(format!("{aurl}/v1/challenge"))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(garbage.status(), 400);
+    assert!(garbage.text().await.unwrap().contains("malformed"));
+    // An oversized body is refused from its declared length, before it is read.
+    let huge = {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(aurl.trim_start_matches("http://"))
+            .await
+            .unwrap();
+        let head = format!(
+            "POST /v1/challenge HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\n\r\n",
+            pog_signed::MAX_MESSAGE_BYTES + 10
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        let mut response = vec![0u8; 64];
+        let n = s.read(&mut response).await.unwrap();
+        String::from_utf8_lossy(&response[..n]).to_string()
+    };
+    assert!(huge.starts_with("HTTP/1.1 413"), "{huge}");
+    let validator_key = Identity::from_seed(VALIDATOR_SEED);
+    let unknown = OpenRequest {
+        challenge_id: "feedface".into(),
+        leaves: vec![0],
+    };
+    let r = client
+        .post(format!("{aurl}/v1/open"))
+        .json(&validator_key.seal(kind::OPEN, &unknown).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    // A captured challenge replayed to the agent is refused (409), and so is an expired one (410).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let c = pog_proof::Challenge {
+        version: pog_proof::challenge::CHALLENGE_VERSION,
+        nonce: [9; 32],
+        gpu_uuid: "GPU-ok".parse().unwrap(),
+        gpu_bus_id: "0000:00:06.0".into(),
+        agent_key: Identity::from_seed([40; 32]).public_key(),
+        validator_key: validator_key.public_key(),
+        precision: Precision::Int8,
+        size: 16,
+        batch: 1,
+        leaf_elements: 64,
+    };
+    let fresh = wire::ChallengeMessage {
+        id: "captured".into(),
+        challenge: c.clone(),
+        issued_at_ms: now,
+        expires_at_ms: now + 60_000,
+    };
+    let envelope = validator_key.seal(kind::CHALLENGE, &fresh).unwrap();
+    let first = client
+        .post(format!("{aurl}/v1/challenge"))
+        .json(&envelope)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 200);
+    // The right UUID at another PCI address is not this agent's GPU.
+    let elsewhere = wire::ChallengeMessage {
+        id: "elsewhere".into(),
+        challenge: pog_proof::Challenge {
+            gpu_bus_id: "0000:00:07.0".into(),
+            ..c.clone()
+        },
+        ..fresh.clone()
+    };
+    let moved = client
+        .post(format!("{aurl}/v1/challenge"))
+        .json(&validator_key.seal(kind::CHALLENGE, &elsewhere).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(moved.status(), 404);
+    assert!(moved.text().await.unwrap().contains("at 0000:00:07.0"));
+    let replay = client
+        .post(format!("{aurl}/v1/challenge"))
+        .json(&envelope)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replay.status(), 409);
+    let stale = wire::ChallengeMessage {
+        id: "stale".into(),
+        challenge: c,
+        issued_at_ms: 1,
+        expires_at_ms: 2,
+    };
+    let r = client
+        .post(format!("{aurl}/v1/challenge"))
+        .json(&validator_key.seal(kind::CHALLENGE, &stale).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 410);
+    // A registration with an unknown model or a bad endpoint is refused.
+    let agent_key = Identity::from_seed([40; 32]);
+    let bad = Register {
+        endpoint: "ftp://x".into(),
+        gpus: vec![claim("GPU-ok")],
+    };
+    let r = client
+        .post(format!("{vurl}/v1/register"))
+        .json(&agent_key.seal(kind::REGISTER, &bad).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    // Planned per model, an H200 gets a full-size challenge (BF16, n = 16384, a second of
+    // work), which the CPU prover refuses; told INT8, the plan keeps the precision and takes
+    // INT8's larger products.
+    let per_model = |precision| Policy {
+        plan: PlanKind::PerModel,
+        precision,
+        ..policy()
+    };
+    let int8 = v
+        .challenge("GPU-ok", &per_model(Some(Precision::Int8)))
+        .await;
+    let int8 = int8.unwrap().challenge;
+    assert_eq!((int8.precision, int8.size), (Precision::Int8, 32768));
+    let planned = v.challenge("GPU-ok", &per_model(None)).await.unwrap();
+    assert_eq!(
+        (planned.challenge.precision, planned.challenge.size),
+        (Precision::Bf16, 16384)
+    );
+    assert!(planned.challenge.batch >= 50, "{}", planned.challenge.batch);
+    assert_eq!(
+        planned.failure.unwrap().message,
+        "the agent answered HTTP 413",
+        "beyond this agent's CPU prover"
+    );
+    // A challenge beyond the CPU prover is refused with a reason, not computed for an hour.
+    let huge = v
+        .challenge(
+            "GPU-ok",
+            &Policy {
+                size: 16384,
+                batch: 100,
+                ..policy()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        huge.failure.unwrap().message,
+        "the agent answered HTTP 413",
+        "beyond this agent's CPU prover"
+    );
+    // A policy no challenge can be built from is refused before anything is sent.
+    assert!(v
+        .challenge(
+            "GPU-ok",
+            &Policy {
+                size: 0,
+                ..policy()
+            }
+        )
+        .await
+        .is_err());
+    assert!(v
+        .challenge(
+            "GPU-ok",
+            &Policy {
+                expected_ms: f64::NAN,
+                ..policy()
+            }
+        )
+        .await
+        .is_err());
+    // The agent and the validator still work, and the records hold only real results.
+    assert!(v.challenge("GPU-ok", &policy()).await.unwrap().accepted);
+    let page: validator::RecordPage = reqwest::get(format!("{vurl}/v1/records/GPU-ok"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        page.records.len(),
+        5,
+        "the registration; the three refused challenges as failures, the good one as accepted"
+    );
+}
+
+/// A relay: an attacker's "agent" that forwards every challenge and open request to a victim's
+/// agent and re-signs the answers with the attacker's own key.
+async fn start_relay(victim_url: String, attacker: Identity) -> String {
+    use axum::body::Bytes;
+    use axum::routing::{get, post};
+    let attacker = Arc::new(attacker);
+    let forward = |path: &'static str, kind: &'static str| {
+        let (victim_url, attacker) = (victim_url.clone(), attacker.clone());
+        post(move |body: Bytes| {
+            let (victim_url, attacker) = (victim_url.clone(), attacker.clone());
+            async move {
+                let answer = reqwest::Client::new()
+                    .post(format!("{victim_url}{path}"))
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                let status = answer.status().as_u16();
+                let bytes = answer.bytes().await.unwrap();
+                let resealed = pog_signed::decode::<serde_json::Value>(&bytes, kind)
+                    .map(|(message, _)| {
+                        serde_json::to_vec(&attacker.seal(kind, &message).unwrap()).unwrap()
+                    })
+                    .unwrap_or_else(|_| bytes.to_vec());
+                (axum::http::StatusCode::from_u16(status).unwrap(), resealed)
+            }
+        })
+    };
+    let router = axum::Router::new()
+        .route("/v1/ping", get(|| async { "pog agent" }))
+        .route("/v1/challenge", forward("/v1/challenge", kind::COMMITMENT))
+        .route("/v1/open", forward("/v1/open", kind::OPENINGS));
+    let (listener, url) = listen().await;
+    tokio::spawn(pog_net::http::serve(
+        listener,
+        router,
+        Limits::protocol_messages(),
+    ));
+    url
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_relay_cannot_pass_a_victims_work_off_under_its_own_key() {
+    // The victim's agent trusts two validators; the attacker registers the victim's GPU (its
+    // UUID and bus id are public) with the second one and relays its challenges.
+    let (honest, honest_url) = start_validator().await;
+    let second = Arc::new(
+        Validator::with_config(
+            Identity::from_seed([2; 32]),
+            Registry::open(None).unwrap(),
+            loopback(),
+        )
+        .unwrap(),
+    );
+    let (listener, second_url) = listen().await;
+    tokio::spawn(pog_net::http::serve(
+        listener,
+        validator::router(second.clone()),
+        Limits::small_requests(),
+    ));
+    let victim_key = Identity::from_seed([50; 32]);
+    let victim = Arc::new(Agent::new(
+        Identity::from_seed([50; 32]),
+        vec![honest.public_key(), second.public_key()],
+        vec![claim("GPU-victim")],
+        Arc::new(CpuEngine {
+            behaviour: Behaviour::Honest,
+        }),
+    ));
+    let (listener, victim_url) = listen().await;
+    tokio::spawn(pog_net::http::serve(
+        listener,
+        agent::router(victim),
+        Limits::protocol_messages(),
+    ));
+    let register = |key: &Identity, endpoint: &str| {
+        key.seal(
+            kind::REGISTER,
+            &Register {
+                endpoint: endpoint.into(),
+                gpus: vec![claim("GPU-victim")],
+            },
+        )
+        .unwrap()
+    };
+    let client = reqwest::Client::new();
+    let status = |r: reqwest::Response| r.status().as_u16();
+    assert_eq!(
+        status(
+            client
+                .post(format!("{honest_url}/v1/register"))
+                .json(&register(&victim_key, &victim_url))
+                .send()
+                .await
+                .unwrap()
+        ),
+        200
+    );
+    let attacker = Identity::from_seed([51; 32]);
+    let relay_url = start_relay(victim_url, Identity::from_seed([51; 32])).await;
+    assert_eq!(
+        status(
+            client
+                .post(format!("{second_url}/v1/register"))
+                .json(&register(&attacker, &relay_url))
+                .send()
+                .await
+                .unwrap()
+        ),
+        200
+    );
+    let relayed = second.challenge("GPU-victim", &policy()).await.unwrap();
+    assert!(!relayed.accepted, "{relayed:?}");
+    let why = relayed.failure.unwrap();
+    assert_eq!(
+        why.message, "the agent answered HTTP 403",
+        "the victim refuses a challenge for another agent"
+    );
+    // The victim still proves to its own validator.
+    assert!(
+        honest
+            .challenge("GPU-victim", &policy())
+            .await
+            .unwrap()
+            .accepted
+    );
+}

@@ -1,0 +1,1466 @@
+//! The validator's order book over real sockets: signed submissions and cancellations, the
+//! operator's clearings, the book and history, forged signatures, someone else's cancel,
+//! replays at another validator, bad orders, and persistence across a restart. A refused
+//! request never changes the book. Scores and prices from the validator's own records: a
+//! stored accepted or failed record changes the GPU's score, price and price history, which
+//! survives a restart; an agent that goes silent for some rounds (uptime below 1) and one
+//! whose monitor reports an XID and alerts (anomalies) priced lower; scheduled clearings; a
+//! captured clearing request replayed, before and after a restart.
+
+mod common;
+
+use common::{claim, listen, loopback, policy, start_agent, VALIDATOR_SEED};
+use pog_market::{GpuClass, Mechanism, Order, OrderId, Price, Side};
+use pog_net::serve::Limits;
+use pog_proof::prover::Behaviour;
+use pog_signed::{Envelope, Identity, PublicKey, RecordKind};
+use pog_validator::market::{
+    fresh_clear_nonce, CancelMessage, ClearMessage, Market, MarketClient, MarketLimits,
+    SubmitMessage, CANCEL_KIND, CLEAR_KIND, SUBMIT_KIND,
+};
+use pog_validator::pricing::{PricePage, Pricing, ScoreView};
+use pog_validator::registry::Registry;
+use pog_validator::validator::{self, Validator};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Starts a validator with its market (stored at `path`, in memory without); returns its URL.
+async fn start(path: Option<&Path>) -> String {
+    start_limited(path, MarketLimits::default()).await
+}
+
+/// [`start`] with the market under `limits`.
+async fn start_limited(path: Option<&Path>, limits: MarketLimits) -> String {
+    let identity = Identity::from_seed(VALIDATOR_SEED);
+    let market = Arc::new(
+        Market::open(path, &identity.public_key())
+            .unwrap()
+            .with_limits(limits),
+    );
+    let v = Arc::new(
+        Validator::with_config(identity, Registry::open(None).unwrap(), loopback()).unwrap(),
+    );
+    let (listener, url) = listen().await;
+    tokio::spawn(pog_net::http::serve(
+        listener,
+        validator::router_with_market(v, market),
+        Limits::small_requests(),
+    ));
+    url
+}
+
+fn h200() -> GpuClass {
+    GpuClass::new("H200 SXM").unwrap()
+}
+
+fn order(id: &str, owner: &Identity, side: Side, quantity: u64, usd: f64) -> Order {
+    Order::new(
+        OrderId::new(id).unwrap(),
+        owner.public_key(),
+        side,
+        h200(),
+        quantity,
+        Price::from_usd(usd).unwrap(),
+    )
+    .unwrap()
+}
+
+/// Posts an envelope as it is; returns the status and the JSON answer.
+async fn post(url: &str, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{url}{path}"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (
+        status,
+        response.json().await.unwrap_or(serde_json::Value::Null),
+    )
+}
+
+fn sealed<T: serde::Serialize>(who: &Identity, kind: &str, message: &T) -> serde_json::Value {
+    serde_json::to_value(who.seal(kind, message).unwrap()).unwrap()
+}
+
+/// A cancel of order b1 (the book's first order, sequence 0), signed by `signer`.
+fn cancel_of_b1(signer: &Identity) -> Envelope {
+    signer
+        .seal(
+            CANCEL_KIND,
+            &CancelMessage {
+                validator: validator_key(),
+                id: OrderId::new("b1").unwrap(),
+                sequence: Some(0),
+            },
+        )
+        .unwrap()
+}
+
+/// Posts an envelope; returns the status.
+async fn send(url: &str, path: &str, envelope: &Envelope) -> u16 {
+    post(url, path, &serde_json::to_value(envelope).unwrap())
+        .await
+        .0
+}
+
+/// How long the tests' orders stay open.
+const DAY: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// An expiry a day from now, in ms since the Unix epoch.
+fn tomorrow_ms() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    (now + DAY).as_millis() as u64
+}
+
+fn validator_key() -> PublicKey {
+    Identity::from_seed(VALIDATOR_SEED).public_key()
+}
+
+#[tokio::test]
+async fn orders_trade_and_only_their_owner_cancels() {
+    let url = start(None).await;
+    let client = MarketClient::new(&url).unwrap();
+    let (alice, bob, mallory) = (
+        Identity::from_seed([2; 32]),
+        Identity::from_seed([3; 32]),
+        Identity::from_seed([4; 32]),
+    );
+    assert_eq!(client.info().await.unwrap().validator, validator_key());
+    client
+        .submit(&alice, order("b1", &alice, Side::Bid, 3, 4.0), DAY)
+        .await
+        .unwrap();
+    client
+        .submit(&bob, order("a1", &bob, Side::Ask, 2, 2.0), DAY)
+        .await
+        .unwrap();
+    client
+        .submit(&bob, order("a2", &bob, Side::Ask, 1, 9.0), DAY)
+        .await
+        .unwrap();
+    let before = client.book(Some(&h200())).await.unwrap();
+    assert_eq!((before.bids.len(), before.asks.len()), (1, 2));
+
+    // Someone else's cancel names an order of its own, which it does not have: refused, the
+    // book unchanged (ids are each owner's own).
+    let err = client
+        .cancel(&mallory, OrderId::new("a2").unwrap())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("404") && err.contains("this key has no order a2"),
+        "{err}"
+    );
+    // Her own order of Bob's id is another order: taken, and cancelled by her alone.
+    client
+        .submit(&mallory, order("a2", &mallory, Side::Ask, 1, 9.0), DAY)
+        .await
+        .unwrap();
+    client
+        .cancel(&mallory, OrderId::new("a2").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(client.book(Some(&h200())).await.unwrap(), before);
+
+    // The owner's cancel.
+    let cancelled = client
+        .cancel(&bob, OrderId::new("a2").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(cancelled.order.id().as_str(), "a2");
+
+    // Only the validator's own key clears.
+    let err = client
+        .clear(&alice, h200(), Mechanism::UniformPrice)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("403"), "{err}");
+    let operator = Identity::from_seed(VALIDATOR_SEED);
+    let record = client
+        .clear(&operator, h200(), Mechanism::UniformPrice)
+        .await
+        .unwrap();
+    assert_eq!(record.clearing.units, 2);
+    assert_eq!(
+        record.clearing.buyer_price,
+        Some(Price::from_usd(4.0).unwrap())
+    );
+    let after = client.book(Some(&h200())).await.unwrap();
+    assert_eq!(after.bids[0].order.quantity(), 1);
+    assert!(after.asks.is_empty());
+    let history = client.history(None, 10).await.unwrap();
+    assert_eq!(history.clearings.len(), 1);
+    assert_eq!(history.clearings[0].clearing.trades[0].bid.as_str(), "b1");
+    // A filled order cannot be cancelled: not in the book for the client to find, and named
+    // by its sequence (1), refused by the validator.
+    let err = client
+        .cancel(&bob, OrderId::new("a1").unwrap())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("404") && err.contains("open in the book"),
+        "{err}"
+    );
+    let err = client
+        .cancel_sequence(&bob, OrderId::new("a1").unwrap(), 1)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("409"), "{err}");
+}
+
+#[tokio::test]
+async fn the_book_reads_in_pages_in_submission_order() {
+    let url = start(None).await;
+    let client = MarketClient::new(&url).unwrap();
+    let alice = Identity::from_seed([2; 32]);
+    for (i, side) in [Side::Bid, Side::Ask, Side::Ask, Side::Bid, Side::Ask]
+        .into_iter()
+        .enumerate()
+    {
+        let usd = if side == Side::Bid { 1.0 } else { 9.0 };
+        client
+            .submit(&alice, order(&format!("o{i}"), &alice, side, 1, usd), DAY)
+            .await
+            .unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = client.book_page(None, after, 2).await.unwrap();
+        assert!(page.bids.len() + page.asks.len() <= 2);
+        let mut ids: Vec<(u64, String)> = page
+            .bids
+            .iter()
+            .chain(&page.asks)
+            .map(|e| (e.sequence, e.order.id().to_string()))
+            .collect();
+        ids.sort();
+        seen.extend(ids.into_iter().map(|(_, id)| id));
+        match page.next_after {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["o0", "o1", "o2", "o3", "o4"]);
+    // The whole book at once, as the client reads it, and a page past the end.
+    let whole = client.book(Some(&h200())).await.unwrap();
+    assert_eq!(
+        (whole.bids.len(), whole.asks.len(), whole.next_after),
+        (2, 3, None)
+    );
+    let past = client.book_page(None, Some(99), 10).await.unwrap();
+    assert!(past.bids.is_empty() && past.asks.is_empty() && past.next_after.is_none());
+}
+
+#[tokio::test]
+async fn forged_and_bad_orders_never_change_the_book() {
+    let url = start(None).await;
+    let client = MarketClient::new(&url).unwrap();
+    let (alice, mallory) = (Identity::from_seed([2; 32]), Identity::from_seed([4; 32]));
+    client
+        .submit(&alice, order("b1", &alice, Side::Bid, 1, 4.0), DAY)
+        .await
+        .unwrap();
+    let before = client.book(None).await.unwrap();
+    let submit = |order: Order| SubmitMessage {
+        validator: validator_key(),
+        order,
+        expires_at_ms: Some(tomorrow_ms()),
+    };
+
+    // Mallory signs an order in Alice's name.
+    let (status, answer) = post(
+        &url,
+        "/v1/market/submit",
+        &sealed(
+            &mallory,
+            SUBMIT_KIND,
+            &submit(order("m1", &alice, Side::Bid, 5, 1.0)),
+        ),
+    )
+    .await;
+    assert_eq!(status, 403, "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("signed by"));
+
+    // A valid signature over other bytes: the body changed after signing.
+    let mut forged: Envelope = alice
+        .seal(SUBMIT_KIND, &submit(order("b2", &alice, Side::Bid, 1, 1.0)))
+        .unwrap();
+    forged.body = forged.body.replace("1000000", "9000000");
+    let (status, _) = post(
+        &url,
+        "/v1/market/submit",
+        &serde_json::to_value(&forged).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 403);
+
+    // A cancel whose signature is another key's, relabelled as Alice's.
+    let mut relabelled = cancel_of_b1(&mallory);
+    relabelled.signer = alice.public_key().into();
+    assert_eq!(send(&url, "/v1/market/cancel", &relabelled).await, 403);
+
+    // Signed for another validator: not replayable here.
+    let elsewhere = SubmitMessage {
+        validator: Identity::from_seed([9; 32]).public_key(),
+        order: order("b3", &alice, Side::Bid, 1, 1.0),
+        expires_at_ms: Some(tomorrow_ms()),
+    };
+    let (status, answer) = post(
+        &url,
+        "/v1/market/submit",
+        &sealed(&alice, SUBMIT_KIND, &elsewhere),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(answer["error"]
+        .as_str()
+        .unwrap()
+        .contains("names validator"));
+
+    // A cancel that names no order by its sequence (an id is free again once its order
+    // expires, so a captured cancel must not reach a later order of the same id).
+    let unbound = alice
+        .seal(
+            CANCEL_KIND,
+            &CancelMessage {
+                validator: validator_key(),
+                id: OrderId::new("b1").unwrap(),
+                sequence: None,
+            },
+        )
+        .unwrap();
+    let (status, answer) = post(
+        &url,
+        "/v1/market/cancel",
+        &serde_json::to_value(&unbound).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(answer["error"]
+        .as_str()
+        .unwrap()
+        .contains("names no sequence"));
+
+    // A signed cancel replayed as a submit: the kind is part of what is signed.
+    let mut as_submit = cancel_of_b1(&alice);
+    as_submit.kind = SUBMIT_KIND.into();
+    assert_eq!(send(&url, "/v1/market/submit", &as_submit).await, 403);
+
+    // Bad orders: a duplicate id, an unknown class, NaN, negative and absurd prices, zero
+    // GPU-hours (these cannot even be made as an `Order`: they are sent as raw JSON).
+    let (status, answer) = post(
+        &url,
+        "/v1/market/submit",
+        &sealed(
+            &alice,
+            SUBMIT_KIND,
+            &submit(order("b1", &alice, Side::Ask, 1, 1.0)),
+        ),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(answer["error"]
+        .as_str()
+        .unwrap()
+        .contains("already submitted"));
+    let order_of = |price: serde_json::Value, class: &str, quantity: u64| {
+        serde_json::json!({"id": "x", "owner": alice.public_key(), "side": "bid", "class": class,
+                           "quantity": quantity, "price_micro_usd": price})
+    };
+    let raw = |price: serde_json::Value, class: &str, quantity: u64| {
+        serde_json::json!({
+            "validator": validator_key(),
+            "order": order_of(price, class, quantity),
+            "expires_at_ms": tomorrow_ms()
+        })
+        .to_string()
+    };
+    let expiring = |expires_at_ms: serde_json::Value| {
+        let mut message = serde_json::json!({
+            "validator": validator_key(),
+            "order": order_of(1_000_000.into(), "H200 SXM", 1),
+        });
+        if !expires_at_ms.is_null() {
+            message["expires_at_ms"] = expires_at_ms;
+        }
+        message.to_string()
+    };
+    for (body, expect) in [
+        // Orders that expired already, would stay open past the longest lifetime, or name no
+        // expiry (none stays open for ever).
+        (expiring(1.into()), "not after now"),
+        (
+            expiring((tomorrow_ms() + 40 * DAY.as_millis() as u64).into()),
+            "more than 30 days",
+        ),
+        (expiring(serde_json::Value::Null), "names no expiry"),
+        (raw(1_000_000.into(), "Z9000", 1), "trades no GPU class"),
+        (raw((-1).into(), "H200 SXM", 1), "malformed"),
+        (
+            raw(serde_json::json!(f64::NAN.to_string()), "H200 SXM", 1),
+            "malformed",
+        ),
+        (raw(1_000_000_000_001u64.into(), "H200 SXM", 1), "malformed"),
+        (raw(1_000_000.into(), "H200 SXM", 0), "malformed"),
+    ] {
+        let envelope = serde_json::to_value(alice.seal_body(SUBMIT_KIND, body)).unwrap();
+        let (status, answer) = post(&url, "/v1/market/submit", &envelope).await;
+        assert_eq!(status, 400, "{answer}");
+        assert!(
+            answer["error"].as_str().unwrap().contains(expect),
+            "{answer}"
+        );
+    }
+    // A stale clearing request, even from the operator.
+    let operator = Identity::from_seed(VALIDATOR_SEED);
+    let stale = ClearMessage {
+        validator: validator_key(),
+        class: h200(),
+        mechanism: Mechanism::McAfee,
+        at_ms: 1,
+        nonce: Some(fresh_clear_nonce()),
+    };
+    let (status, _) = post(
+        &url,
+        "/v1/market/clear",
+        &sealed(&operator, CLEAR_KIND, &stale),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(client.book(None).await.unwrap(), before);
+    assert!(client.history(None, 10).await.unwrap().clearings.is_empty());
+    // An unknown class in a book query.
+    let status = reqwest::get(format!("{url}/v1/market/book?class=Z9000"))
+        .await
+        .unwrap()
+        .status()
+        .as_u16();
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn the_book_and_history_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("market.sqlite");
+    let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+    let operator = Identity::from_seed(VALIDATOR_SEED);
+    let (book, history) = {
+        let client = MarketClient::new(&start(Some(&path)).await).unwrap();
+        client
+            .submit(&alice, order("b1", &alice, Side::Bid, 4, 5.0), DAY)
+            .await
+            .unwrap();
+        client
+            .submit(&bob, order("a1", &bob, Side::Ask, 1, 1.0), DAY)
+            .await
+            .unwrap();
+        client
+            .submit(&bob, order("a2", &bob, Side::Ask, 1, 3.0), DAY)
+            .await
+            .unwrap();
+        client
+            .clear(&operator, h200(), Mechanism::McAfee)
+            .await
+            .unwrap();
+        (
+            client.book(None).await.unwrap(),
+            client.history(None, 10).await.unwrap(),
+        )
+    };
+    let client = MarketClient::new(&start(Some(&path)).await).unwrap();
+    assert_eq!(client.book(None).await.unwrap(), book);
+    assert_eq!(client.history(None, 10).await.unwrap(), history);
+    // Ids used before the restart stay taken.
+    let err = client
+        .submit(&bob, order("a1", &bob, Side::Ask, 1, 1.0), DAY)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("already submitted"), "{err}");
+}
+
+#[tokio::test]
+async fn a_replayed_clearing_request_clears_once_even_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("market.sqlite");
+    let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+    let operator = Identity::from_seed(VALIDATOR_SEED);
+    let captured = sealed(
+        &operator,
+        CLEAR_KIND,
+        &ClearMessage {
+            validator: validator_key(),
+            class: h200(),
+            mechanism: Mechanism::UniformPrice,
+            at_ms: pog_proof::timing::now_ms(),
+            nonce: Some(fresh_clear_nonce()),
+        },
+    );
+    let url = start(Some(&path)).await;
+    let client = MarketClient::new(&url).unwrap();
+    client
+        .submit(&alice, order("b1", &alice, Side::Bid, 3, 5.0), DAY)
+        .await
+        .unwrap();
+    client
+        .submit(&bob, order("a1", &bob, Side::Ask, 1, 1.0), DAY)
+        .await
+        .unwrap();
+    let (status, answer) = post(&url, "/v1/market/clear", &captured).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["clearing"]["units"], 1, "{answer}");
+    // A new ask that a second clearing would trade: the replays leave it open.
+    client
+        .submit(&bob, order("a2", &bob, Side::Ask, 1, 1.0), DAY)
+        .await
+        .unwrap();
+    let book = client.book(None).await.unwrap();
+    let refused = |url: String| {
+        let captured = captured.clone();
+        async move {
+            for _ in 0..4 {
+                let (status, answer) = post(&url, "/v1/market/clear", &captured).await;
+                assert_eq!(status, 409, "{answer}");
+                let error = answer["error"].as_str().unwrap();
+                assert!(error.contains("taken already"), "{answer}");
+            }
+        }
+    };
+    refused(url).await;
+    assert_eq!(client.history(None, 10).await.unwrap().clearings.len(), 1);
+    assert_eq!(client.book(None).await.unwrap(), book);
+
+    // Restarted on the same store, the validator still refuses it.
+    let url = start(Some(&path)).await;
+    let client = MarketClient::new(&url).unwrap();
+    refused(url).await;
+    assert_eq!(client.history(None, 10).await.unwrap().clearings.len(), 1);
+    assert_eq!(client.book(None).await.unwrap(), book);
+    // The operator's new request (a fresh nonce) clears.
+    let record = client
+        .clear(&operator, h200(), Mechanism::UniformPrice)
+        .await
+        .unwrap();
+    assert_eq!(record.clearing.units, 1);
+    assert_eq!(client.history(None, 10).await.unwrap().clearings.len(), 2);
+}
+
+#[tokio::test]
+async fn a_flood_of_orders_is_bounded_per_key_overall_and_per_source() {
+    let url = start_limited(
+        None,
+        MarketLimits {
+            max_open_per_owner: 3,
+            max_open: 5,
+            submits_per_minute_per_source: 8.0,
+        },
+    )
+    .await;
+    let client = MarketClient::new(&url).unwrap();
+    let (alice, bob, carol) = (
+        Identity::from_seed([2; 32]),
+        Identity::from_seed([3; 32]),
+        Identity::from_seed([4; 32]),
+    );
+    async fn bid(client: &MarketClient, who: &Identity, id: &str) -> Result<(), String> {
+        let order = order(id, who, Side::Bid, 1, 2.0);
+        client
+            .submit(who, order, DAY)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+    // One key: three open orders, the fourth refused; a cancel makes room again.
+    for id in ["a1", "a2", "a3"] {
+        bid(&client, &alice, id).await.unwrap();
+    }
+    let err = bid(&client, &alice, "a4").await.unwrap_err();
+    assert!(
+        err.contains("429") && err.contains("3 open orders"),
+        "{err}"
+    );
+    client
+        .cancel(&alice, OrderId::new("a1").unwrap())
+        .await
+        .unwrap();
+    bid(&client, &alice, "a4").await.unwrap();
+    // Many keys: the book as a whole holds five.
+    bid(&client, &bob, "b1").await.unwrap();
+    bid(&client, &bob, "b2").await.unwrap();
+    let err = bid(&client, &carol, "c1").await.unwrap_err();
+    assert!(
+        err.contains("503") && err.contains("5 open orders"),
+        "{err}"
+    );
+    // One source: eight submissions a minute, whatever the keys; refused before the book.
+    client
+        .cancel(&bob, OrderId::new("b2").unwrap())
+        .await
+        .unwrap();
+    let err = bid(&client, &carol, "c2").await.unwrap_err();
+    assert!(err.contains("429") && err.contains("a minute"), "{err}");
+    let book = client.book(None).await.unwrap();
+    let ids: Vec<&str> = book.bids.iter().map(|o| o.order.id().as_str()).collect();
+    assert_eq!(ids, ["a2", "a3", "a4", "b1"]);
+}
+
+/// A validator with its market and pricing, registry and market stored in `dir`; returns it,
+/// its market, its pricing and its URL. The pricing runs until the test ends.
+async fn start_priced(dir: &Path) -> (Arc<Validator>, Arc<Market>, Arc<Pricing>, String) {
+    start_pricing(dir, false).await
+}
+
+/// [`start_priced`], the validator keeping its ledger in `dir/ledger` when `ledger` says so.
+async fn start_pricing(
+    dir: &Path,
+    ledger: bool,
+) -> (Arc<Validator>, Arc<Market>, Arc<Pricing>, String) {
+    let identity = Identity::from_seed(VALIDATOR_SEED);
+    let market =
+        Arc::new(Market::open(Some(&dir.join("market.sqlite")), &identity.public_key()).unwrap());
+    let mut validator = Validator::with_config(
+        Identity::from_seed(VALIDATOR_SEED),
+        Registry::open(Some(&dir.join("registry.sqlite"))).unwrap(),
+        loopback(),
+    )
+    .unwrap();
+    if ledger {
+        let log =
+            pog_validator::ledger::ValidatorLedger::open(&dir.join("ledger"), &identity, None);
+        validator = validator.with_ledger(Arc::new(log.unwrap()));
+    }
+    let v = Arc::new(validator);
+    let pricing = Pricing::new(v.clone(), market.clone(), pog_market::Config::embedded());
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    // The sender lives as long as the pricing task: leaked for the test's length.
+    std::mem::forget(_stop);
+    tokio::spawn(pricing.clone().run(stopped));
+    let (listener, url) = listen().await;
+    tokio::spawn(pog_net::http::serve(
+        listener,
+        pog_validator::pricing::router(v.clone(), market.clone(), pricing.clone()),
+        Limits::small_requests(),
+    ));
+    (v, market, pricing, url)
+}
+
+async fn get_json<T: serde::de::DeserializeOwned>(url: &str) -> T {
+    let response = reqwest::get(url).await.unwrap();
+    assert!(
+        response.status().is_success(),
+        "{url}: {}",
+        response.status()
+    );
+    response.json().await.unwrap()
+}
+
+/// Waits until the GPU's price history holds `n` points; returns them.
+async fn history_of(url: &str, uuid: &str, n: usize) -> PricePage {
+    for _ in 0..200 {
+        let page: PricePage = get_json(&format!("{url}/v1/prices/{uuid}/history")).await;
+        if page.points.len() >= n {
+            assert_eq!(page.points.len(), n, "{page:?}");
+            return page;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("the price history of {uuid} never reached {n} points");
+}
+
+/// Stores, signed by the validator's key, a copy of a real record of `uuid` changed by
+/// `edit`: what a per-model challenge of a real H200 stores (a loopback agent proves on the
+/// CPU under the test plan, whose records prove no model).
+fn store_edited(v: &Validator, uuid: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+    let envelope = v
+        .registry()
+        .latest_records(uuid, 16)
+        .unwrap()
+        .into_iter()
+        .rev()
+        .map(|(_, json)| serde_json::from_str::<Envelope>(&json).unwrap())
+        .find(|e| e.kind == RecordKind::ProofRound.wire_kind())
+        .expect("a proof record");
+    let mut body: serde_json::Value = serde_json::from_str(&envelope.body).unwrap();
+    edit(&mut body);
+    let id = format!("edited-{uuid}-{}", body["recorded_at_ms"]);
+    body["challenge_id"] = id.clone().into();
+    let accepted = body["accepted"].as_bool().unwrap();
+    let sealed = Identity::from_seed(VALIDATOR_SEED)
+        .seal(RecordKind::ProofRound.wire_kind(), &body)
+        .unwrap();
+    v.registry()
+        .record(
+            &id,
+            uuid,
+            accepted,
+            &serde_json::to_string(&sealed).unwrap(),
+        )
+        .unwrap();
+}
+
+/// Stores, signed by the validator's key, an accepted proof of memory for `uuid` that speaks
+/// for the H200's memory (a loopback agent's memory proofs run the test plan's small shape):
+/// the per-model challenge a validator would issue, with an outcome at 0.98 of its bound.
+fn store_memory_proof(v: &Validator, uuid: &str) {
+    use pog_proof::session::Outcome;
+    use pog_proof::timing::TimeCheck;
+    let gpu = v.registry().gpu(uuid).unwrap().expect("a registered GPU");
+    let h200 = pog_spec::SpecDb::embedded().by_model("H200 SXM").unwrap();
+    let plan = pog_proof::memory::plan(h200, pog_proof::memory::WALK_SECONDS, None).unwrap();
+    let validator_key = v.public_key();
+    let memory_challenge = plan.challenge(
+        [2; 32],
+        pog_proof::challenge::Addressee {
+            gpu_uuid: &gpu.uuid,
+            gpu_bus_id: &gpu.bus_id,
+            agent_key: &gpu.agent,
+            validator_key: &validator_key,
+        },
+    );
+    let id = format!("memory-{uuid}");
+    let record = pog_records::MemoryRecord {
+        version: pog_records::RECORD_VERSION,
+        challenge_id: id.clone(),
+        gpu_uuid: gpu.uuid.clone(),
+        agent: gpu.agent.clone(),
+        model: "H200 SXM".into(),
+        simulated: false,
+        policy: pog_records::Policy::per_model_default(),
+        proves_memory: true,
+        memory_challenge,
+        walk_nonce: hex::encode([3; 32]),
+        build_ms: Some(2_000.0),
+        rate: None,
+        expected_ms: plan.expected_ms,
+        accepted: true,
+        outcome: Some(Outcome {
+            challenge_id: id.clone(),
+            gpu_uuid: gpu.uuid.clone(),
+            root: hex::encode([4; 32]),
+            checked: 64,
+            rejected_total: 0,
+            rejected: vec![],
+            rejected_digest: None,
+            time: TimeCheck {
+                measured_ms: 0.98 * plan.expected_ms,
+                round_trip_ms: 0.0,
+                expected_ms: plan.expected_ms,
+                ratio: 0.98,
+                accepted: true,
+            },
+            accepted: true,
+        }),
+        failure: None,
+        spot_check_secret: hex::encode([5; 32]),
+        bytes_to_agent: 0,
+        bytes_from_agent: 0,
+        recorded_at_ms: 1,
+    };
+    let sealed = Identity::from_seed(VALIDATOR_SEED)
+        .seal(RecordKind::MemoryRound.wire_kind(), &record)
+        .unwrap();
+    v.registry()
+        .record(&id, uuid, true, &serde_json::to_string(&sealed).unwrap())
+        .unwrap();
+}
+
+#[tokio::test]
+async fn stored_records_change_the_score_the_price_and_its_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, _market, _pricing, url) = start_priced(dir.path()).await;
+    let (_, status) = start_agent(&url, 11, vec![claim("GPU-p1")], Behaviour::Honest, None).await;
+    assert_eq!(status, 200);
+    // The registration is a record: priced at once, as unproven.
+    let first = history_of(&url, "GPU-p1", 1).await;
+    assert_eq!(first.points[0].price_micro_usd, None);
+    assert!(
+        first.points[0].cause.starts_with("registration record"),
+        "{}",
+        first.points[0].cause
+    );
+    let view: ScoreView = get_json(&format!("{url}/v1/scores/GPU-p1")).await;
+    assert_eq!(view.score, 0.0);
+    assert!(
+        view.reasons[0].contains("no proof record yet"),
+        "{:?}",
+        view.reasons
+    );
+
+    // A real exchange under the test plan: accepted, but it proves no model.
+    let record = v.challenge("GPU-p1", &policy()).await.unwrap();
+    assert!(record.accepted && !record.proves_model);
+    let page = history_of(&url, "GPU-p1", 2).await;
+    let point = &page.points[1];
+    // Memory counts only with a proof of memory: one that speaks for the H200's.
+    store_memory_proof(&v, "GPU-p1");
+    history_of(&url, "GPU-p1", 3).await;
+    assert_eq!(point.price_micro_usd, None);
+    assert!(point.cause.contains("accepted"), "{}", point.cause);
+    assert!(point
+        .unpriced
+        .as_ref()
+        .unwrap()
+        .contains("does not prove the model"));
+
+    // An accepted record that proves the H200 (from a real one, edited): scored and priced.
+    store_edited(&v, "GPU-p1", |r| {
+        r["proves_model"] = true.into();
+        r["outcome"]["time"]["ratio"] = 0.95.into();
+        r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+    });
+    let page = history_of(&url, "GPU-p1", 4).await;
+    let priced = &page.points[3];
+    // Two proofs of two passed, the reference GPU: the same $4.448264 as
+    // `pog price --model "H200 SXM"`, its GPU part alone scoring 0.55.
+    assert_eq!(priced.price_micro_usd, Some(4_448_264));
+    assert!((priced.score - 0.55).abs() < 1e-9, "{}", priced.score);
+    let view: ScoreView = get_json(&format!("{url}/v1/scores/GPU-p1")).await;
+    assert_eq!(view.price_micro_usd, Some(4_448_264));
+    assert_eq!(view.posted.as_ref().unwrap().seq, priced.seq);
+
+    // A failed record: the GPU counts 0, it is no longer priced, and the history keeps both.
+    store_edited(&v, "GPU-p1", |r| {
+        r["accepted"] = false.into();
+        r["outcome"]["accepted"] = false.into();
+        r["outcome"]["time"]["ratio"] = 1.31.into();
+        r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+    });
+    let page = history_of(&url, "GPU-p1", 5).await;
+    let failed = &page.points[4];
+    assert_eq!(failed.price_micro_usd, None);
+    assert!(failed.cause.contains("not accepted"), "{}", failed.cause);
+    assert!(failed
+        .unpriced
+        .as_ref()
+        .unwrap()
+        .contains("its latest proof failed: rejected at 1.31 of its time bound"));
+    let scores: pog_validator::pricing::ScorePage = get_json(&format!("{url}/v1/scores")).await;
+    assert_eq!(scores.scores.len(), 1);
+    assert_eq!(scores.scores[0].score, 0.0);
+    assert_eq!(scores.scores[0].price_micro_usd, None);
+    assert!(scores.scores[0].reasons[0].contains("latest proof failed"));
+
+    // Accepted again: priced again, discounted for the failure (3 of 4 recent proofs passed,
+    // 3 of 4 rounds proven: rate 0.75 and uptime 0.75, reliability 0.5 × 0.5).
+    store_edited(&v, "GPU-p1", |r| {
+        r["accepted"] = true.into();
+        r["outcome"]["accepted"] = true.into();
+        r["outcome"]["time"]["ratio"] = 0.95.into();
+        r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+    });
+    let page = history_of(&url, "GPU-p1", 6).await;
+    assert_eq!(page.points[5].price_micro_usd, Some(1_112_066));
+    // Paging.
+    let tail: PricePage = get_json(&format!(
+        "{url}/v1/prices/GPU-p1/history?after={}&limit=2",
+        page.points[3].seq
+    ))
+    .await;
+    assert_eq!(tail.points, page.points[4..6]);
+    let status = reqwest::get(format!("{url}/v1/scores/GPU-unknown"))
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn a_restart_keeps_the_price_history_and_prices_what_came_in_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = {
+        let (v, _, _, url) = start_priced(dir.path()).await;
+        start_agent(&url, 12, vec![claim("GPU-r1")], Behaviour::Honest, None).await;
+        // Priced once as registered before the next record comes in (records that come in
+        // together are priced together, in one point).
+        history_of(&url, "GPU-r1", 1).await;
+        store_memory_proof(&v, "GPU-r1");
+        history_of(&url, "GPU-r1", 2).await;
+        v.challenge("GPU-r1", &policy()).await.unwrap();
+        history_of(&url, "GPU-r1", 3).await
+    };
+    // Stored while no pricing ran: the registry alone.
+    {
+        let registry = Registry::open(Some(&dir.path().join("registry.sqlite"))).unwrap();
+        let v = Validator::with_config(Identity::from_seed(VALIDATOR_SEED), registry, loopback())
+            .unwrap();
+        store_edited(&v, "GPU-r1", |r| {
+            r["proves_model"] = true.into();
+            r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+        });
+    }
+    let (_, _, _, url) = start_priced(dir.path()).await;
+    let after = history_of(&url, "GPU-r1", 4).await;
+    assert_eq!(after.points[..3], before.points[..]);
+    assert!(after.points[3].price_micro_usd.is_some());
+    // Nothing is priced twice.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    history_of(&url, "GPU-r1", 4).await;
+}
+
+#[tokio::test]
+async fn a_simulated_gpu_scores_zero_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let identity = Identity::from_seed(VALIDATOR_SEED);
+    let market = Arc::new(
+        Market::open(
+            Some(&dir.path().join("market.sqlite")),
+            &identity.public_key(),
+        )
+        .unwrap(),
+    );
+    let v = Arc::new(
+        Validator::with_config(
+            identity,
+            Registry::open(None).unwrap(),
+            pog_validator::validator::Config {
+                accept_simulated: true,
+                ..loopback()
+            },
+        )
+        .unwrap(),
+    );
+    let pricing = Pricing::new(v.clone(), market.clone(), pog_market::Config::embedded());
+    let (listener, url) = listen().await;
+    tokio::spawn(pog_net::http::serve(
+        listener,
+        pog_validator::pricing::router(v.clone(), market, pricing.clone()),
+        Limits::small_requests(),
+    ));
+    let simulated = pog_proof::wire::GpuClaim {
+        simulated: true,
+        ..claim("GPU-s1")
+    };
+    start_agent(&url, 13, vec![simulated], Behaviour::Honest, None).await;
+    v.challenge("GPU-s1", &policy()).await.unwrap();
+    assert_eq!(pricing.catch_up().unwrap(), 1);
+    let view: ScoreView = get_json(&format!("{url}/v1/scores/GPU-s1")).await;
+    assert!(view.simulated);
+    assert_eq!(view.score, 0.0);
+    assert!(view.reasons[0].contains("SIMULATED"), "{:?}", view.reasons);
+    assert_eq!(view.price_micro_usd, None);
+    assert_eq!(view.assessment.detail.gpus[0].potential, 0.0);
+}
+
+#[tokio::test]
+async fn the_book_clears_on_a_clock_and_only_when_it_changed() {
+    let identity = Identity::from_seed(VALIDATOR_SEED);
+    let market = Arc::new(Market::open(None, &identity.public_key()).unwrap());
+    let v = Arc::new(
+        Validator::with_config(
+            Identity::from_seed(VALIDATOR_SEED),
+            Registry::open(None).unwrap(),
+            loopback(),
+        )
+        .unwrap(),
+    );
+    let (listener, url) = listen().await;
+    tokio::spawn(pog_net::http::serve(
+        listener,
+        validator::router_with_market(v, market.clone()),
+        Limits::small_requests(),
+    ));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let clock = tokio::spawn(pog_validator::pricing::clear_on_schedule(
+        market.clone(),
+        Identity::from_seed(VALIDATOR_SEED),
+        std::time::Duration::from_millis(100),
+        Mechanism::UniformPrice,
+        stopped,
+    ));
+    let client = MarketClient::new(&url).unwrap();
+    let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+    // One side only: nothing to clear.
+    client
+        .submit(&alice, order("b1", &alice, Side::Bid, 2, 5.0), DAY)
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(350)).await;
+    assert!(client.history(None, 10).await.unwrap().clearings.is_empty());
+    client
+        .submit(&bob, order("a1", &bob, Side::Ask, 1, 3.0), DAY)
+        .await
+        .unwrap();
+    let mut cleared = Vec::new();
+    for _ in 0..100 {
+        cleared = client.history(None, 10).await.unwrap().clearings;
+        if !cleared.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(cleared.len(), 1);
+    assert_eq!(cleared[0].clearing.units, 1);
+    // The bid's other GPU-hour stays open, but the book has not changed: no empty clearings.
+    tokio::time::sleep(std::time::Duration::from_millis(350)).await;
+    assert_eq!(client.history(None, 10).await.unwrap().clearings.len(), 1);
+    let _ = stop.send(true);
+    clock.await.unwrap();
+}
+
+#[tokio::test]
+async fn the_price_follows_the_utilization_the_books_clearings_measure() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, _market, _pricing, url) = start_priced(dir.path()).await;
+    let (_, status) = start_agent(&url, 12, vec![claim("GPU-u1")], Behaviour::Honest, None).await;
+    assert_eq!(status, 200);
+    assert!(v.challenge("GPU-u1", &policy()).await.unwrap().accepted);
+    prove_the_h200(&v, "GPU-u1");
+    // No clearing yet: utilization at the target, the market factor 1.
+    let neutral = settled_score(&url, &v, "GPU-u1").await;
+    let neutral = neutral.price_micro_usd.expect("priced");
+
+    // 2 GPU-hours offered, 1 wanted: the clearing trades half the offer. What stays open (one
+    // offered hour, no bid) leaves the demand factor at 1.
+    let client = MarketClient::new(&url).unwrap();
+    let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+    client
+        .submit(&alice, order("b1", &alice, Side::Bid, 1, 5.0), DAY)
+        .await
+        .unwrap();
+    client
+        .submit(&bob, order("a1", &bob, Side::Ask, 2, 1.0), DAY)
+        .await
+        .unwrap();
+    let cleared = client
+        .clear(
+            &Identity::from_seed(VALIDATOR_SEED),
+            h200(),
+            Mechanism::UniformPrice,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (cleared.clearing.units, cleared.ask_hours, cleared.bid_hours),
+        (1, 2, 1)
+    );
+
+    // The next record re-prices the GPU: utilization 0.5 against the target 0.7, the market
+    // factor 1 + (0.5 - 0.7) = 0.8.
+    store_edited(&v, "GPU-u1", |r| {
+        r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+    });
+    let measured = settled_score(&url, &v, "GPU-u1").await;
+    let measured = measured.price_micro_usd.expect("priced");
+    let ratio = measured as f64 / neutral as f64;
+    assert!(
+        (ratio - 0.8).abs() < 1e-5,
+        "{measured} / {neutral} = {ratio}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scores_and_prices_go_into_the_ledger_signed_when_they_change() {
+    use pog_records::reports as bodies;
+
+    use pog_signed::RecordKind;
+    let dir = tempfile::tempdir().unwrap();
+    let (v, _market, _pricing, url) = start_pricing(dir.path(), true).await;
+    let (_, status) = start_agent(&url, 13, vec![claim("GPU-l1")], Behaviour::Honest, None).await;
+    assert_eq!(status, 200);
+    assert!(v.challenge("GPU-l1", &policy()).await.unwrap().accepted);
+    prove_the_h200(&v, "GPU-l1");
+    let view = settled_score(&url, &v, "GPU-l1").await;
+    let priced = view.price_micro_usd.expect("priced");
+
+    let ledger = v.ledger().unwrap().ledger();
+    let of_kind = |kind: RecordKind| -> Vec<(u64, pog_ledger::entry::Entry)> {
+        let entries = ledger.gpu_entries("GPU-l1").unwrap();
+        entries
+            .into_iter()
+            .filter(|(_, e)| e.kind == kind)
+            .collect()
+    };
+    let validator_key = Identity::from_seed(VALIDATOR_SEED).public_key();
+    let scores = of_kind(RecordKind::Score);
+    let prices = of_kind(RecordKind::Price);
+    for (_, e) in scores.iter().chain(&prices) {
+        e.verify().unwrap();
+        assert_eq!(hex::encode(e.signer), validator_key);
+    }
+    // The registration was scored 0 and not priced, then the proven GPU scored and priced.
+    let (score_at, last_score) = scores.last().unwrap();
+    let last_score: bodies::Score = serde_json::from_str(&last_score.body).unwrap();
+    assert_eq!(last_score.score, view.score);
+    assert_eq!(last_score.model.as_deref(), Some("H200 SXM"));
+    assert_eq!(last_score.components.len(), 4);
+    let (_, last_price) = prices.last().unwrap();
+    let last_price: bodies::Price = serde_json::from_str(&last_price.body).unwrap();
+    assert_eq!(
+        (last_price.per_hour, last_price.score_index),
+        (priced, Some(*score_at))
+    );
+    // Its inputs are the GPU's logged proof records (the real exchange's among them).
+    let proof = of_kind(RecordKind::ProofRound);
+    assert!(!last_score.inputs.is_empty());
+    assert!(last_score.inputs.contains(&proof.last().unwrap().0));
+    assert!(last_score.inputs.iter().all(|i| i < score_at));
+
+    // A record that changes neither the score nor the price logs nothing new.
+    let (n_scores, n_prices) = (scores.len(), prices.len());
+    store_edited(&v, "GPU-l1", |r| {
+        r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+    });
+    let again = settled_score(&url, &v, "GPU-l1").await;
+    assert_eq!(again.price_micro_usd, Some(priced));
+    assert_eq!(of_kind(RecordKind::Score).len(), n_scores);
+    assert_eq!(of_kind(RecordKind::Price).len(), n_prices);
+}
+
+/// A real record of `uuid` made to prove the H200 (re-signed by the validator), with a proof of
+/// memory: what a per-model round of a real H200 stores, so the GPU is priced.
+fn prove_the_h200(v: &Validator, uuid: &str) {
+    store_memory_proof(v, uuid);
+    store_edited(v, uuid, |r| {
+        r["proves_model"] = true.into();
+        r["outcome"]["time"]["ratio"] = 0.95.into();
+        r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+    });
+}
+
+/// Waits until `uuid`'s posted price rests on its latest record; returns its score view.
+async fn settled_score(url: &str, v: &Validator, uuid: &str) -> ScoreView {
+    let last = v.registry().latest_records(uuid, 1).unwrap()[0].0;
+    for _ in 0..200 {
+        let view: ScoreView = get_json(&format!("{url}/v1/scores/{uuid}")).await;
+        let through = view.posted.as_ref().and_then(|p| {
+            // A point's cause names the last record it took in.
+            p.cause
+                .split_whitespace()
+                .nth(2)
+                .and_then(|n| n.parse::<i64>().ok())
+        });
+        if through == Some(last) {
+            return view;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("the price of {uuid} never took in record {last}");
+}
+
+/// An agent serving `gpus` with its own key, registered at the validator; stopped (its
+/// listener and connections closed) when the returned sender is dropped or sent to.
+async fn stoppable_agent(
+    validator_url: &str,
+    seed: u8,
+    gpus: Vec<pog_proof::wire::GpuClaim>,
+    watch: Option<Arc<pog_agent::watch::Watch>>,
+) -> tokio::sync::oneshot::Sender<()> {
+    let identity = Identity::from_seed([seed; 32]);
+    let mut agent = pog_agent::agent::Agent::new(
+        Identity::from_seed([seed; 32]),
+        vec![validator_key()],
+        gpus.clone(),
+        Arc::new(pog_local::provers::CpuEngine {
+            behaviour: Behaviour::Honest,
+        }),
+    );
+    if let Some(watch) = watch {
+        agent = agent.watching(watch, true);
+    }
+    let (listener, url) = listen().await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(pog_net::serve::serve(
+        listener,
+        pog_agent::agent::router(Arc::new(agent)),
+        Limits::protocol_messages(),
+        async {
+            let _ = stopped.await;
+        },
+        std::time::Duration::from_secs(1),
+    ));
+    let register = pog_proof::wire::Register {
+        endpoint: url,
+        gpus,
+    };
+    let status = reqwest::Client::new()
+        .post(format!("{validator_url}/v1/register"))
+        .json(
+            &identity
+                .seal(pog_proof::wire::kind::REGISTER, &register)
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert!(status.is_success(), "{status}");
+    stop
+}
+
+/// `uuid`'s stored records of envelope kind `kind`: (row, body).
+fn bodies_of(v: &Validator, uuid: &str, kind: &str) -> Vec<(i64, serde_json::Value)> {
+    v.registry()
+        .latest_records(uuid, 1000)
+        .unwrap()
+        .into_iter()
+        .filter_map(|(id, json)| {
+            let envelope: Envelope = serde_json::from_str(&json).unwrap();
+            (envelope.kind == kind).then(|| (id, serde_json::from_str(&envelope.body).unwrap()))
+        })
+        .collect()
+}
+
+/// Waits until `done` holds of `uuid`'s proof and missed-round records.
+async fn wait_for(
+    v: &Validator,
+    uuid: &str,
+    what: &str,
+    done: impl Fn(&[(i64, serde_json::Value)], &[(i64, serde_json::Value)]) -> bool,
+) {
+    for _ in 0..400 {
+        let proofs = bodies_of(v, uuid, RecordKind::ProofRound.wire_kind());
+        let missed = bodies_of(v, uuid, RecordKind::RoundMissed.wire_kind());
+        if done(&proofs, &missed) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("{uuid}: never {what}");
+}
+
+fn answered(body: &serde_json::Value) -> bool {
+    body["failure"].is_null()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_that_goes_silent_for_some_rounds_loses_uptime_and_price() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, _market, _pricing, url) = start_priced(dir.path()).await;
+    let stop_agent = stoppable_agent(&url, 41, vec![claim("GPU-u1")], None).await;
+    // The validator's own schedule, a round every 250 ms.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let schedule = tokio::spawn(pog_validator::schedule::run(
+        v.clone(),
+        pog_validator::schedule::Schedule::every(std::time::Duration::from_millis(250), policy()),
+        stopped,
+    ));
+    wait_for(&v, "GPU-u1", "answered two rounds", |proofs, _| {
+        proofs.iter().filter(|(_, b)| answered(b)).count() >= 2
+    })
+    .await;
+    // The agent goes silent: its challenge goes unanswered, and the schedule backs off,
+    // recording the rounds it skips.
+    let _ = stop_agent.send(());
+    wait_for(&v, "GPU-u1", "missed a round", |proofs, missed| {
+        proofs
+            .iter()
+            .any(|(_, b)| b["failure"]["kind"] == "unreachable")
+            && !missed.is_empty()
+    })
+    .await;
+    // It comes back (same key, a new address) and answers again.
+    let _back = stoppable_agent(&url, 41, vec![claim("GPU-u1")], None).await;
+    wait_for(&v, "GPU-u1", "answered after missing", |proofs, missed| {
+        let last_missed = missed.last().map_or(i64::MAX, |(id, _)| *id);
+        proofs
+            .iter()
+            .any(|(id, b)| *id > last_missed && answered(b))
+    })
+    .await;
+    let _ = stop.send(true);
+    schedule.await.unwrap();
+    let missed = bodies_of(&v, "GPU-u1", RecordKind::RoundMissed.wire_kind());
+    assert_eq!(missed[0].1["gpu_uuid"], "GPU-u1");
+    assert_eq!(
+        missed[0].1["agent"],
+        Identity::from_seed([41; 32]).public_key().as_str()
+    );
+    assert!(missed[0].1["reason"]
+        .as_str()
+        .unwrap()
+        .contains("did not answer its last challenge"));
+
+    // Proven as an H200 now: priced, but for the rounds it missed, below the price of a GPU
+    // that answered every round.
+    prove_the_h200(&v, "GPU-u1");
+    let view = settled_score(&url, &v, "GPU-u1").await;
+    let a = &view.assessment;
+    let uptime = a.uptime.as_ref().expect("an uptime");
+    assert!(uptime.unanswered >= 1 && uptime.skipped >= 1, "{uptime:?}");
+    assert_eq!(
+        uptime.rounds,
+        uptime.answered + uptime.unanswered + uptime.skipped
+    );
+    assert!(uptime.fraction < 1.0, "{uptime:?}");
+    let r = &a.detail.reliability;
+    assert!(r.uptime < 1.0, "{r:?}");
+    // Unanswered rounds are not failed proofs: every proof answered passed.
+    assert_eq!(a.proofs_passed, a.proofs_total);
+    assert_eq!(r.proofs, 1.0);
+    let note = r
+        .notes
+        .iter()
+        .find(|n| n.starts_with("uptime"))
+        .expect("a note");
+    assert!(note.contains("skipped while backing off"), "{note}");
+    assert!(
+        view.reasons.iter().any(|w| w.contains("uptime")),
+        "{:?}",
+        view.reasons
+    );
+    let price = view.price_micro_usd.expect("priced");
+    // What the same GPU earns with every round answered (its other factors as they are).
+    let answering = (4_448_264.0 * r.proofs * r.anomalies).round() as u64;
+    assert!(price < answering, "{price} vs {answering}");
+    assert_eq!(price, (4_448_264.0 * r.factor).round() as u64);
+}
+
+const TRACE: &str = include_str!("../../monitor/tests/data/h200-healthy.csv");
+
+/// A health monitor that has watched `rows` as GPU `uuid`.
+async fn watched(uuid: &str, rows: Vec<pog_monitor::Sample>) -> Arc<pog_agent::watch::Watch> {
+    let watch = Arc::new(pog_agent::watch::Watch::new(Vec::new(), false));
+    let fed = watch.clone();
+    let mut source = pog_monitor::Replay::new(
+        pog_monitor::prometheus::GpuIdentity {
+            index: 0,
+            uuid: uuid.into(),
+            model_name: "NVIDIA H200".into(),
+            hostname: "loopback".into(),
+            pci_bus_id: Some("0000:00:06.0".into()),
+        },
+        rows,
+    );
+    tokio::task::spawn_blocking(move || {
+        fed.run(
+            &mut source,
+            std::time::Duration::from_millis(1),
+            &std::sync::atomic::AtomicBool::new(false),
+        )
+    })
+    .await
+    .unwrap();
+    watch
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_reporting_an_xid_and_alerts_gets_an_anomaly_factor_below_one() {
+    use pog_monitor::inject::{inject, Fault};
+    let dir = tempfile::tempdir().unwrap();
+    let (v, _market, _pricing, url) = start_priced(dir.path()).await;
+    let healthy = pog_monitor::parse_trace(TRACE).unwrap();
+    let faulty = inject(
+        &inject(&healthy, &Fault::ThermalRunaway { rate_c_per_s: 0.5 }, 60.0),
+        &Fault::Xid { code: 79 },
+        100.0,
+    );
+    let mut agents = Vec::new();
+    for (uuid, seed, rows) in [("GPU-a1", 42, healthy), ("GPU-a2", 43, faulty)] {
+        let watch = watched(uuid, rows).await;
+        agents.push(stoppable_agent(&url, seed, vec![claim(uuid)], Some(watch)).await);
+        // A round as the schedule runs it: the proof, then the health record of the window.
+        assert!(v.challenge(uuid, &policy()).await.unwrap().accepted);
+        let health = v.collect_health(uuid).await.unwrap();
+        assert!(health.reported.is_some(), "{:?}", health.failure);
+        prove_the_h200(&v, uuid);
+    }
+    let clean = settled_score(&url, &v, "GPU-a1").await;
+    let sick = settled_score(&url, &v, "GPU-a2").await;
+    let found = clean
+        .assessment
+        .anomalies
+        .as_ref()
+        .expect("a health record");
+    assert_eq!(found.count, 0, "{found:?}");
+    assert_eq!(clean.assessment.detail.reliability.anomalies, 1.0);
+    let found = sick.assessment.anomalies.as_ref().expect("a health record");
+    assert!(found.count >= 2, "{found:?}");
+    let signals: Vec<_> = found.found.iter().map(|a| a.signal).collect();
+    assert!(
+        signals.contains(&pog_market::evidence::Signal::Xid),
+        "{found:?}"
+    );
+    assert!(
+        signals.contains(&pog_market::evidence::Signal::Alert),
+        "{found:?}"
+    );
+    let r = &sick.assessment.detail.reliability;
+    assert!(r.anomalies < 1.0, "{r:?}");
+    assert!((r.anomalies - 0.9f64.powi(found.count as i32)).abs() < 1e-12);
+    let note = r
+        .notes
+        .iter()
+        .find(|n| n.contains("anomal"))
+        .expect("a note");
+    assert!(note.contains("xid 79 in the window ending"), "{note}");
+    assert!(note.contains("thermal_runaway alert"), "{note}");
+    // Everything else alike: the GPU that reported trouble is priced lower, by its factor.
+    let (clean_price, sick_price) = (
+        clean.price_micro_usd.expect("priced"),
+        sick.price_micro_usd.expect("priced"),
+    );
+    assert_eq!(clean_price, 4_448_264);
+    assert!(sick_price < clean_price, "{sick_price} vs {clean_price}");
+    assert_eq!(sick_price, (4_448_264.0 * r.factor).round() as u64);
+}
+
+/// `GET /v1/scores` serves the views made when records came in: reading pages and single
+/// scores, again and again, assesses no GPU anew; a new record changes its GPU's view.
+#[tokio::test(flavor = "multi_thread")]
+async fn scores_are_made_when_records_arrive_not_on_each_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, _market, pricing, url) = start_priced(dir.path()).await;
+    let uuids: Vec<String> = (0..12).map(|i| format!("GPU-s{i:02}")).collect();
+    for (seed, four) in (61u8..).zip(uuids.chunks(4)) {
+        let claims = four.iter().map(|u| claim(u)).collect();
+        let (_, status) = start_agent(&url, seed, claims, Behaviour::Honest, None).await;
+        assert_eq!(status, 200);
+    }
+    // Each registration priced: the pricing has taken every record in.
+    for uuid in &uuids {
+        history_of(&url, uuid, 1).await;
+    }
+    let before = pricing.assessments();
+    for _ in 0..10 {
+        let mut listed = Vec::new();
+        let mut after = String::new();
+        loop {
+            let page: pog_validator::pricing::ScorePage =
+                get_json(&format!("{url}/v1/scores?limit=5&after={after}")).await;
+            listed.extend(page.scores.into_iter().map(|s| s.gpu_uuid));
+            match page.next_after {
+                Some(next) => after = next,
+                None => break,
+            }
+        }
+        assert_eq!(listed, uuids);
+        let one: ScoreView = get_json(&format!("{url}/v1/scores/GPU-s03")).await;
+        assert_eq!(one.gpu_uuid, "GPU-s03");
+    }
+    assert_eq!(pricing.assessments(), before, "reads assessed GPUs again");
+    // Its first proof of memory: the GPU's view changes once the pricing takes it in.
+    let stale: ScoreView = get_json(&format!("{url}/v1/scores/GPU-s03")).await;
+    assert!(stale
+        .reasons
+        .iter()
+        .any(|r| r.contains("no proof of memory yet")));
+    store_memory_proof(&v, "GPU-s03");
+    history_of(&url, "GPU-s03", 2).await;
+    let mut fresh = stale.reasons;
+    for _ in 0..200 {
+        let view: ScoreView = get_json(&format!("{url}/v1/scores/GPU-s03")).await;
+        fresh = view.reasons;
+        if !fresh.iter().any(|r| r.contains("no proof of memory yet")) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(
+        !fresh.iter().any(|r| r.contains("no proof of memory yet")),
+        "{fresh:?}"
+    );
+    // An unknown GPU is still a 404, cached or not.
+    let missing = reqwest::get(format!("{url}/v1/scores/GPU-nobody"))
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+}
