@@ -71,6 +71,18 @@ impl<'a> Addressee<'a> {
     }
 }
 
+/// Writes the values a challenge is bound to into `h`: the nonce, then each string preceded
+/// by its length (u64 LE) so no two tuples run together into the same bytes. Shared by both
+/// challenge kinds' derivations (the GEMM seeds here, the memory data set's key in
+/// [`crate::memory`]).
+pub(crate) fn bind(h: &mut Sha256, nonce: &[u8; 32], bound: [&str; 4]) {
+    h.update(nonce);
+    for s in bound {
+        h.update((s.len() as u64).to_le_bytes());
+        h.update(s.as_bytes());
+    }
+}
+
 /// The largest product side a challenge may ask for (a 65536² FP32 output is 16 GiB).
 pub const MAX_SIZE: u64 = 65_536;
 /// The most products one challenge may ask for.
@@ -126,7 +138,7 @@ impl Challenge {
         let seed = |which: &[u8]| {
             let mut h = Sha256::new();
             h.update(b"pog-proof v3");
-            crate::memory::bind(
+            bind(
                 &mut h,
                 &self.nonce,
                 [

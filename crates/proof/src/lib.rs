@@ -16,6 +16,12 @@
 //!
 //! [`prover::CpuProver`] is an honest (and, for tests, a dishonest) prover on the CPU at small
 //! sizes; the GPU prover lives with the device layer.
+//!
+//! The modules build on one another one way, lowest first: [`challenge`] (the challenge, whom
+//! it is for and how that is bound into its seeds), [`timing`] and [`soundness`]; [`layout`];
+//! [`params`] and [`prover`]; [`verify`]; [`memory`]; [`wire`]; and on top [`session`], which
+//! runs either challenge kind through one state machine. No module imports one above it
+//! (only tests do, to run an exchange end to end).
 
 #![warn(missing_docs)]
 

@@ -4,6 +4,7 @@
 
 use crate::challenge::Challenge;
 use crate::layout::Position;
+use crate::memory::Walk;
 use crate::prover::Opening;
 use crate::timing::{self, TimeCheck};
 use crate::verify::{check_opening, draw_samples, Rejection};
@@ -137,8 +138,8 @@ pub fn rejections_digest(rejected: &[Rejection]) -> Option<String> {
 
 /// What a session needs from a kind of challenge: whom it is for, how many leaves its
 /// commitment has, and how to draw and check spot checks after the commitment. The GEMM
-/// [`Challenge`] and the memory proof's [`crate::memory::Walk`] implement it, so both run
-/// through the same state machine.
+/// [`Challenge`] and the memory proof's [`Walk`] implement it (both here, each delegating to
+/// its own module's checks), so both run through the same state machine.
 pub trait SpotChecked {
     /// The GPU that must answer.
     fn gpu_uuid(&self) -> &GpuUuid;
@@ -171,6 +172,28 @@ impl SpotChecked for Challenge {
 
     fn check(&self, root: &Hash, position: Position, opening: &Opening) -> Result<(), Rejection> {
         check_opening(self, root, position, opening)
+    }
+}
+
+impl SpotChecked for Walk {
+    fn gpu_uuid(&self) -> &GpuUuid {
+        &self.challenge.gpu_uuid
+    }
+
+    fn leaf_count(&self) -> u64 {
+        self.challenge.leaf_count()
+    }
+
+    fn draw(&self, root: &Hash, secret: &[u8; 32], count: u32) -> Vec<Position> {
+        self.draw_walkers(root, secret, count)
+    }
+
+    fn leaf_of(&self, position: Position) -> u64 {
+        Walk::leaf_of(self, position)
+    }
+
+    fn check(&self, root: &Hash, position: Position, opening: &Opening) -> Result<(), Rejection> {
+        self.check_opening(root, position, opening)
     }
 }
 

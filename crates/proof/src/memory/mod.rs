@@ -28,6 +28,7 @@ pub use plan::{
 };
 pub use prover::{CpuDataset, CpuMemoryProver, MemoryBehaviour};
 
+use crate::challenge::{bind, Addressee};
 use crate::layout::Position;
 use crate::prover::Opening;
 use crate::verify::Rejection;
@@ -114,21 +115,10 @@ pub struct BadMemoryShape {
     pub walkers_per_leaf: u32,
 }
 
-/// Writes the values a challenge is bound to into `h`: the nonce, then each string preceded
-/// by its length (u64 LE) so no two tuples run together into the same bytes. Shared by both
-/// challenge kinds' derivations.
-pub(crate) fn bind(h: &mut Sha256, nonce: &[u8; 32], bound: [&str; 4]) {
-    h.update(nonce);
-    for s in bound {
-        h.update((s.len() as u64).to_le_bytes());
-        h.update(s.as_bytes());
-    }
-}
-
 impl MemoryChallenge {
     /// Whom the challenge is for: the GPU, its agent and the validator it binds.
-    pub fn addressee(&self) -> crate::challenge::Addressee<'_> {
-        crate::challenge::Addressee {
+    pub fn addressee(&self) -> Addressee<'_> {
+        Addressee {
             gpu_uuid: &self.gpu_uuid,
             gpu_bus_id: &self.gpu_bus_id,
             agent_key: &self.agent_key,
@@ -234,7 +224,8 @@ impl MemoryChallenge {
 }
 
 /// A memory challenge with its walk: the checks a validator runs once it has sent the walk
-/// nonce. It plugs into [`crate::session::ValidatorSession`] like the GEMM challenge.
+/// nonce. It plugs into [`crate::session::ValidatorSession`] like the GEMM challenge (the
+/// session implements its `SpotChecked` for it with the checks below).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Walk {
     /// The challenge the agent committed to.
@@ -244,17 +235,10 @@ pub struct Walk {
     pub walk_key: [u32; 8],
 }
 
-impl crate::session::SpotChecked for Walk {
-    fn gpu_uuid(&self) -> &GpuUuid {
-        &self.challenge.gpu_uuid
-    }
-
-    fn leaf_count(&self) -> u64 {
-        self.challenge.leaf_count()
-    }
-
-    /// Walkers, uniform over all of them, from the validator's secret and the root.
-    fn draw(&self, root: &Hash, secret: &[u8; 32], count: u32) -> Vec<Position> {
+impl Walk {
+    /// Draws `count` walkers to check, uniform over all of them, from the validator's secret
+    /// and the committed root; walker `w` is the position (product 0, row `w`, column 0).
+    pub fn draw_walkers(&self, root: &Hash, secret: &[u8; 32], count: u32) -> Vec<Position> {
         (0..count)
             .map(|i| {
                 let mut h = Sha256::new();
@@ -273,11 +257,19 @@ impl crate::session::SpotChecked for Walk {
             .collect()
     }
 
-    fn leaf_of(&self, p: Position) -> u64 {
+    /// The leaf holding a drawn walker's output.
+    pub fn leaf_of(&self, p: Position) -> u64 {
         p.row / u64::from(self.challenge.walkers_per_leaf).max(1)
     }
 
-    fn check(&self, root: &Hash, p: Position, opening: &Opening) -> Result<(), Rejection> {
+    /// Checks one opening for one drawn walker: the right leaf, of the right length, under
+    /// the committed root, holding the output the validator recomputes from the keys.
+    pub fn check_opening(
+        &self,
+        root: &Hash,
+        p: Position,
+        opening: &Opening,
+    ) -> Result<(), Rejection> {
         let c = &self.challenge;
         let (walker, leaf) = (p.row, self.leaf_of(p));
         if opening.leaf != leaf {
