@@ -558,6 +558,31 @@ impl Agent {
     }
 }
 
+/// The attack tests' agents: the same agent computing or answering dishonestly
+/// ([`crate::misbehaviour`]); never in a release build.
+#[cfg(feature = "test-doubles")]
+impl Agent {
+    /// The same agent computing dishonestly on the CPU (tests of the validator).
+    pub fn misbehaving(
+        mut self,
+        behaviour: pog_proof::prover::Behaviour,
+        cheat: Option<crate::misbehaviour::Cheat>,
+    ) -> Agent {
+        self.engine = Arc::new(pog_local::provers::CpuEngine { behaviour });
+        self.cheating = cheat.map(crate::misbehaviour::Cheating::new);
+        self
+    }
+
+    /// Makes this agent's `Cheat::OneDevice` the same device as other agents': one device
+    /// behind several agent keys.
+    pub fn sharing_device(mut self, device: Arc<tokio::sync::Mutex<()>>) -> Agent {
+        if let Some(cheating) = &mut self.cheating {
+            cheating.share_device(device);
+        }
+        self
+    }
+}
+
 /// The agent's HTTP API: `GET /v1/ping`, `POST /v1/challenge`, `POST /v1/memory/build`,
 /// `POST /v1/memory/walk`, `POST /v1/open`, `POST /v1/health`, `GET /metrics`.
 pub fn router(agent: Arc<Agent>) -> Router {

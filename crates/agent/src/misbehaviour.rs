@@ -3,8 +3,6 @@
 //! which the crate's own tests enable and no release build does: nothing here is reachable
 //! from the `pog` binary.
 
-use crate::agent::Agent;
-use pog_local::provers::CpuEngine;
 use pog_net::locked::Locked;
 use pog_proof::prover::{Behaviour, CpuProver, Prover};
 use pog_proof::Challenge;
@@ -109,26 +107,20 @@ impl Cheating {
     }
 }
 
-impl Agent {
-    /// The same agent computing dishonestly on the CPU (tests of the validator).
-    pub fn misbehaving(mut self, behaviour: Behaviour, cheat: Option<Cheat>) -> Agent {
-        self.engine = Arc::new(CpuEngine { behaviour });
-        self.cheating = cheat.map(|cheat| Cheating {
+impl Cheating {
+    /// A cheat, answered with the foreign key [`Cheat::SignAs`] uses and a device of its own.
+    pub(crate) fn new(cheat: Cheat) -> Cheating {
+        Cheating {
             cheat,
             foreign: Identity::from_seed([0xf0; 32]),
             first: Mutex::new(None),
             answered: std::sync::atomic::AtomicU32::new(0),
             one_device: Arc::new(tokio::sync::Mutex::new(())),
-        });
-        self
+        }
     }
 
-    /// Makes this agent's [`Cheat::OneDevice`] the same device as other agents': one device
-    /// behind several agent keys.
-    pub fn sharing_device(mut self, device: Arc<tokio::sync::Mutex<()>>) -> Agent {
-        if let Some(cheating) = &mut self.cheating {
-            cheating.one_device = device;
-        }
-        self
+    /// Makes [`Cheat::OneDevice`] this device, shared with other agents'.
+    pub(crate) fn share_device(&mut self, device: Arc<tokio::sync::Mutex<()>>) {
+        self.one_device = device;
     }
 }

@@ -17,6 +17,7 @@
 
 mod envelope;
 mod gpu;
+mod identity;
 mod key;
 mod kind;
 mod text;
@@ -25,7 +26,8 @@ pub use envelope::{
     decode, signed_bytes, BadSignature, Envelope, WireError, MAX_MESSAGE_BYTES, WIRE_VERSION,
 };
 pub use gpu::{BadGpuUuid, GpuUuid};
-pub use key::{Identity, KeyError, PublicKey};
+pub use identity::Identity;
+pub use key::{KeyError, PublicKey};
 pub use kind::RecordKind;
 
 /// `N` bytes of the operating system's randomness: nonces, spot-check secrets, ids.
