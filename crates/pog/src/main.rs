@@ -5,8 +5,11 @@
 //! Exit status: 0 when every check passed (warnings allowed), 1 when a check failed, 2 when
 //! pog itself could not run (bad flags or input). `docs/json.md` lists every case.
 
+mod chain;
 mod cli;
 mod commands;
+mod host;
+mod output;
 mod render;
 
 use clap::Parser;
@@ -40,10 +43,10 @@ fn main() -> ExitCode {
         Err(e) => {
             let message = format!("{e:#}");
             if cli.global.json {
-                commands::print_json_error(cli.command.name(), &message);
+                output::print_json_error(cli.command.name(), &message);
             }
             eprintln!("pog: error: {message}");
-            ExitCode::from(commands::Verdict::Error.exit_status())
+            ExitCode::from(output::Verdict::Error.exit_status())
         }
     }
 }

@@ -1,23 +1,12 @@
-//! Human output: tables on stdout (comfy-table) and a spinner on stderr for slow steps.
-//! JSON output never goes through here.
+//! Human output of the host's pipelines: the inspection, benchmark, proof and spec-database
+//! reports as tables on stdout (`output::table`). JSON output never goes through here.
 
-use crate::commands::Verdict;
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{ContentArrangement, Table};
-use indicatif::{ProgressBar, ProgressStyle};
+use crate::output::table;
+use comfy_table::Table;
 use pog_facts::{HostInfo, Inventory, Origin, Reading};
 use pog_inspect::{Finding, Inspection, Severity};
 use pog_local::check::Stage;
 use pog_spec::{GpuSpec, Precision};
-use std::time::Duration;
-
-fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(header.to_vec());
-    t
-}
 
 fn show<T: std::fmt::Display>(r: &Reading<T>) -> String {
     match r {
@@ -40,21 +29,6 @@ fn size(bytes: u64) -> String {
     }
 }
 
-/// A spinner on stderr; hidden for JSON output and when stderr is not a terminal.
-pub fn spinner(json: bool, message: &str) -> ProgressBar {
-    if json {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-    );
-    bar.set_message(message.to_string());
-    bar.enable_steady_tick(Duration::from_millis(100));
-    bar
-}
-
 /// Whether the facts came from the simulated test double.
 pub fn is_simulated(origin: &Origin) -> bool {
     matches!(origin, Origin::Simulated { .. })
@@ -67,21 +41,9 @@ pub fn origin_banner(origin: &Origin) {
     }
 }
 
-/// A command's last line: its verdict and the one-line summary (marked SIMULATED on the
-/// simulated host, whose verdict is about nothing real).
-pub fn verdict_line(verdict: Verdict, summary: &str, simulated: bool) {
-    let word = match verdict {
-        Verdict::Pass => "PASS",
-        Verdict::Warn => "PASS with warnings",
-        Verdict::Fail => "FAIL",
-        Verdict::Error => "ERROR",
-    };
-    let marker = if simulated { "SIMULATED " } else { "" };
-    println!("{marker}verdict: {word}: {summary}");
-}
-
+/// The host's table: name, OS, CPU, memory and disks.
 pub fn host(host: &HostInfo) {
-    let mut t = table(&["Host", ""]);
+    let mut t = table(["Host", ""]);
     t.add_row(vec!["hostname".to_string(), show(&host.hostname)]);
     t.add_row(vec![
         "OS / kernel".to_string(),
@@ -147,12 +109,13 @@ pub fn host(host: &HostInfo) {
     println!("{t}");
 }
 
+/// One row per GPU: its identity, figures, link and verdict.
 pub fn gpus(insp: &Inspection) {
     if insp.gpus.is_empty() {
         println!("No NVIDIA GPU found on this host.");
         return;
     }
-    let mut t = table(&[
+    let mut t = table([
         "#",
         "bus id",
         "name",
@@ -182,8 +145,9 @@ pub fn gpus(insp: &Inspection) {
     println!("{t}");
 }
 
+/// What each source of facts answered (NVML, CUDA, nvidia-smi, sysfs, procfs, libraries).
 pub fn sources(inv: &Inventory) {
-    let mut t = table(&["source", "status", "detail"]);
+    let mut t = table(["source", "status", "detail"]);
     let row = |t: &mut Table, name: &str, reading: Reading<String>| {
         let (status, detail) = match reading {
             Reading::Value(detail) => ("ok", detail),
@@ -250,7 +214,7 @@ pub fn findings(findings: &[Finding], min: Severity) {
     if shown.is_empty() {
         return;
     }
-    let mut t = table(&["", "rule", "GPU", "finding", "evidence"]);
+    let mut t = table(["", "rule", "GPU", "finding", "evidence"]);
     for f in shown {
         let evidence: Vec<String> = f
             .evidence
@@ -268,8 +232,9 @@ pub fn findings(findings: &[Finding], min: Severity) {
     println!("{t}");
 }
 
+/// `pog check`'s stages, one row each.
 pub fn stages(stages: &[Stage]) {
-    let mut t = table(&["stage", "result", "summary"]);
+    let mut t = table(["stage", "result", "summary"]);
     for s in stages {
         t.add_row(vec![
             s.name.to_string(),
@@ -284,8 +249,9 @@ fn peak(spec: &GpuSpec, p: Precision) -> String {
     spec.peak.get(p).map_or("–".into(), |v| format!("{v}"))
 }
 
+/// The GPU model database, one row per model.
 pub fn spec_list(specs: &[GpuSpec]) {
-    let mut t = table(&[
+    let mut t = table([
         "model", "PCI id", "arch", "SMs", "memory", "GB/s", "FP64", "FP32", "TF32", "FP16", "BF16",
         "FP8", "INT8", "TDP",
     ]);
@@ -313,8 +279,9 @@ pub fn spec_list(specs: &[GpuSpec]) {
     );
 }
 
+/// One model's full entry, with its sources.
 pub fn spec_detail(s: &GpuSpec) {
-    let mut t = table(&[&s.model, ""]);
+    let mut t = table([s.model.as_str(), ""]);
     let ids: Vec<String> = s
         .pci_device_ids
         .iter()
@@ -355,40 +322,6 @@ pub fn spec_detail(s: &GpuSpec) {
     println!("{t}");
 }
 
-/// A progress bar on stderr for a pipeline's steps; hidden for JSON output and off a
-/// terminal.
-pub struct Bar(ProgressBar);
-
-impl Bar {
-    pub fn new(json: bool) -> Bar {
-        if json {
-            return Bar(ProgressBar::hidden());
-        }
-        let bar = ProgressBar::new(0);
-        bar.set_style(
-            ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar.enable_steady_tick(Duration::from_millis(200));
-        Bar(bar)
-    }
-
-    /// Clears the bar before the report is printed.
-    pub fn finish(&self) {
-        self.0.finish_and_clear();
-    }
-}
-
-impl pog_bench::Progress for Bar {
-    fn steps(&mut self, total: u64) {
-        self.0.set_length(total);
-    }
-    fn step(&mut self, what: &str) {
-        self.0.set_message(what.to_string());
-        self.0.inc(1);
-    }
-}
-
 fn verdict_word(v: pog_bench::Verdict) -> &'static str {
     match v {
         pog_bench::Verdict::Info => "info",
@@ -409,6 +342,8 @@ fn num(v: Option<f64>, digits: usize) -> String {
     v.map_or("–".into(), |v| format!("{v:.digits$}"))
 }
 
+/// `pog bench`'s report: per GPU its GEMM and copy tables and the memory, sweep and
+/// sustained lines; then GPU to GPU, cutlass_profiler and the host.
 pub fn bench(report: &pog_bench::BenchReport) {
     for e in &report.gpu_errors {
         println!("FAIL GPU {}: {}", e.ordinal, e.error);
@@ -421,7 +356,7 @@ pub fn bench(report: &pog_bench::BenchReport) {
             report.suite,
             g.seed
         );
-        let mut t = table(&[
+        let mut t = table([
             "GEMM",
             "n",
             "median TFLOP/s",
@@ -454,7 +389,7 @@ pub fn bench(report: &pog_bench::BenchReport) {
             ]);
         }
         println!("{t}");
-        let mut t = table(&[
+        let mut t = table([
             "copy",
             "MiB",
             "median GB/s",
@@ -558,7 +493,7 @@ pub fn bench(report: &pog_bench::BenchReport) {
     }
     match &report.cutlass {
         Reading::Value(figures) => {
-            let mut t = table(&["cutlass_profiler SGEMM", "m x n x k", "TFLOP/s", "ms"]);
+            let mut t = table(["cutlass_profiler SGEMM", "m x n x k", "TFLOP/s", "ms"]);
             for f in figures {
                 t.add_row(vec![
                     f.kernel.clone(),
@@ -572,7 +507,7 @@ pub fn bench(report: &pog_bench::BenchReport) {
         Reading::Unavailable(why) => println!("cutlass_profiler: {why}"),
     }
     if let Some(h) = &report.host {
-        let mut t = table(&["host", ""]);
+        let mut t = table(["host", ""]);
         t.add_row(vec![
             "CPU FP64 GFLOP/s, 1 thread".to_string(),
             format!(
@@ -628,10 +563,7 @@ pub fn topology(inv: &Inventory) {
     let mut header: Vec<String> = vec![String::new()];
     header.extend((0..n).map(|i| format!("GPU{i}")));
     header.push("NVLink".into());
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(header);
+    let mut t = table(header);
     for a in 0..n {
         let mut row = vec![format!("GPU{a}")];
         for b in 0..n {
@@ -707,7 +639,7 @@ fn error_row(gpu: String, columns: usize, error: &str) -> Vec<String> {
 }
 
 fn gemm_proofs(proofs: &[pog_local::hostproof::GpuProof]) {
-    let mut t = table(&[
+    let mut t = table([
         "GPU",
         "GEMM challenge",
         "commit / bound",
@@ -768,7 +700,7 @@ fn gemm_proofs(proofs: &[pog_local::hostproof::GpuProof]) {
 }
 
 fn memory_proofs(proofs: &[pog_local::hostproof::GpuProof]) {
-    let mut t = table(&[
+    let mut t = table([
         "GPU",
         "memory challenge",
         "build",
@@ -828,7 +760,7 @@ fn peers(p: &pog_bench::peer::PeerBench) {
         p.plan.bytes >> 20,
         p.plan.iterations
     );
-    let mut t = table(&[
+    let mut t = table([
         "pair",
         "link (one way)",
         "CE write GB/s",
@@ -883,7 +815,7 @@ fn peers(p: &pog_bench::peer::PeerBench) {
         println!("NCCL all-reduce: not measured: {why}");
     }
     if !p.all_reduce.is_empty() {
-        let mut t = table(&["NCCL all-reduce (FP32 sum)", "bus GB/s", "verdict", "why"]);
+        let mut t = table(["NCCL all-reduce (FP32 sum)", "bus GB/s", "verdict", "why"]);
         for a in &p.all_reduce {
             t.add_row(vec![
                 format!("{} MiB per GPU", a.bytes >> 20),

@@ -2,7 +2,7 @@
 //! (keys, and the JSON type of each leaf) must equal the snapshot in `tests/shapes/`, so a
 //! change to what scripts read is always deliberate. After such a change, regenerate the
 //! snapshots with `POG_UPDATE_SHAPES=1 cargo test -p pog --test shapes` and review the diff
-//! (and bump `JSON_SCHEMA` in `commands/mod.rs` when a consumer could break).
+//! (and bump `JSON_SCHEMA` in `output.rs` when a consumer could break).
 
 use assert_cmd::Command;
 use serde_json::Value;

@@ -1,8 +1,10 @@
 //! `pog bench`: measure every GPU and the host, check and judge every figure
 //! (`pog_bench::measure`).
 
-use super::{print_json, Outcome, Verdict};
-use crate::cli::{BenchArgs, Global};
+use crate::cli::bench::BenchArgs;
+use crate::cli::Global;
+use crate::host::platform;
+use crate::output::{print_json, verdict_line, Bar, Outcome, Verdict};
 use crate::render;
 use anyhow::Result;
 use pog_bench::{BenchOptions, BenchReport, Overrides};
@@ -32,8 +34,9 @@ fn summary(report: &BenchReport) -> String {
     )
 }
 
+/// `pog bench`: measures, judges and reports.
 pub fn run(global: &Global, args: &BenchArgs) -> Result<Outcome> {
-    let platform = super::platform(global, pog_sim::DEFAULT_HOST)?;
+    let platform = platform(global, pog_sim::DEFAULT_HOST)?;
     let inventory = pog_facts::collect(platform.as_ref());
     let options = BenchOptions {
         suite: args.suite,
@@ -50,7 +53,7 @@ pub fn run(global: &Global, args: &BenchArgs) -> Result<Outcome> {
         no_host: args.no_host,
         storage_dir: args.storage_dir.clone(),
     };
-    let mut progress = render::Bar::new(global.json);
+    let mut progress = Bar::new(global.json);
     let report = pog_bench::measure(platform.as_ref(), &inventory, &options, &mut progress)?;
     progress.finish();
     let verdict = verdict(&report);
@@ -61,7 +64,7 @@ pub fn run(global: &Global, args: &BenchArgs) -> Result<Outcome> {
     } else {
         render::origin_banner(&report.origin);
         render::bench(&report);
-        render::verdict_line(verdict, &summary, simulated);
+        verdict_line(verdict, &summary, simulated);
     }
     Ok(Outcome(verdict))
 }

@@ -2,16 +2,18 @@
 //! (inspection, the quick benchmark suite, the validator's challenge as a self-challenge) and
 //! reports one line per stage with an overall verdict.
 
-use super::{print_json, Outcome, Verdict};
 use crate::cli::Global;
+use crate::host::platform;
+use crate::output::{print_json, verdict_line, Bar, Outcome, Verdict};
 use crate::render;
 use anyhow::Result;
 use pog_inspect::Severity;
 use pog_local::check::StageStatus;
 
+/// `pog check`: runs the pipeline and reports each stage and the verdict.
 pub fn run(global: &Global) -> Result<Outcome> {
-    let platform = super::platform(global, pog_sim::DEFAULT_HOST)?;
-    let mut progress = render::Bar::new(global.json);
+    let platform = platform(global, pog_sim::DEFAULT_HOST)?;
+    let mut progress = Bar::new(global.json);
     let report = pog_local::check::run(platform.as_ref(), &mut progress)?;
     progress.finish();
     let verdict = match report.status() {
@@ -35,7 +37,7 @@ pub fn run(global: &Global) -> Result<Outcome> {
             render::proofs(&report.prove);
         }
         render::stages(&report.stages);
-        render::verdict_line(verdict, &summary, simulated);
+        verdict_line(verdict, &summary, simulated);
     }
     Ok(Outcome(verdict))
 }

@@ -9,7 +9,7 @@
 //! - `pog ledger export --gpu UUID [--since SIZE] [-o FILE]`: one GPU's bundle.
 //! - `pog ledger vkey`: the log's verifier key, for holders and witnesses.
 //! - `pog ledger deploy-registry --rpc URL --key-file FILE` and `pog ledger anchor --rpc URL
-//!   --contract ADDR --key-file FILE`: the chain anchor (`super::anchor`).
+//!   --contract ADDR --key-file FILE`: the chain anchor (`anchor`).
 //! - `pog verify BUNDLE --log-key VKEY [--witness VKEY…] [--quorum N] [--since CHECKPOINT]
 //!   [--chain RPC_URL --contract ADDR]`.
 //! - `pog witness cosign REQUEST --log-key VKEY`: a tlog-witness add-checkpoint request.
@@ -17,12 +17,17 @@
 //! Exit status: 0 when everything verified, 1 when `pog verify` found a problem or a witness
 //! refused, 2 when an input could not be read.
 
-use super::{print_json, Outcome, Verdict};
+mod anchor;
+
+use crate::chain::load_anchored;
+use crate::cli::ledger::{
+    CosignArgs, ExportArgs, LedgerAction, LedgerArgs, ProveLedgerArgs, ServeArgs, VerifyArgs,
+    WitnessAction, WitnessArgs,
+};
 use crate::cli::Global;
+use crate::host::data_dir;
+use crate::output::{print_json, table, verdict_line, Outcome, Verdict};
 use anyhow::{anyhow, bail, Context, Result};
-use clap::{Args, Subcommand};
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{ContentArrangement, Table};
 use pog_ledger::bundle::{check_tail, compare_with_earlier, verify_bundle, Bundle, WitnessPolicy};
 use pog_ledger::checkpoint::{Checkpoint, SignedCheckpoint};
 use pog_ledger::entry::Entry;
@@ -33,257 +38,9 @@ use pog_ledger::witness::{AddCheckpoint, Witness};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-/// What `pog ledger` does.
-#[derive(Debug, Args)]
-pub struct LedgerArgs {
-    #[command(subcommand)]
-    pub action: LedgerAction,
-    /// The ledger's directory [default: DATA_DIR/ledger].
-    #[arg(long, global = true, value_name = "DIR")]
-    pub ledger_dir: Option<PathBuf>,
-    /// The log's name (checkpoint origin and key name) [default: pog.validator/ and the first
-    /// 16 hex digits of the validator's public key].
-    #[arg(long, global = true)]
-    pub origin: Option<String>,
-}
-
-/// `pog ledger`'s subcommands.
-#[derive(Debug, Subcommand)]
-pub enum LedgerAction {
-    /// Append signed records to the ledger (each file: one envelope, a JSON array of them, or a
-    /// page of the validator's /v1/records API); durable when this returns.
-    Append {
-        /// JSON files of signed envelopes.
-        #[arg(required = true)]
-        files: Vec<PathBuf>,
-    },
-    /// Sign a checkpoint of the ledger with the validator's key (DATA_DIR/validator.key) and
-    /// keep it as the latest.
-    Checkpoint,
-    /// An inclusion proof of one record, or a consistency proof between two tree sizes.
-    Prove(ProveLedgerArgs),
-    /// Write one GPU's records with their inclusion proofs and the latest checkpoint (with its
-    /// cosignatures) as one bundle file, for `pog verify`.
-    Export(ExportArgs),
-    /// Print the log's verifier key (what holders pass to `pog verify --log-key`).
-    Vkey,
-    /// Write the tlog-witness add-checkpoint request for the latest checkpoint: "old OLD", the
-    /// consistency proof from OLD (the size the witness last cosigned), a blank line, the
-    /// checkpoint. Give it to `pog witness cosign`.
-    WitnessRequest {
-        /// The size of the checkpoint the witness last cosigned (0 the first time).
-        #[arg(long, default_value_t = 0)]
-        old: u64,
-    },
-    /// Ask witnesses (`pog witness serve`, or any c2sp.org/tlog-witness) to cosign the latest
-    /// checkpoint, and attach their cosignatures to it; fails when any witness refuses.
-    Publish {
-        /// A witness's URL prefix (its add-checkpoint endpoint is PREFIX/add-checkpoint);
-        /// repeatable.
-        #[arg(long = "witness", value_name = "URL", required = true)]
-        witnesses: Vec<String>,
-    },
-    /// Write the log as static files (c2sp.org/tlog-tiles: checkpoint, tiles, entry bundles)
-    /// under DIR, for any web server or mirror; full tiles already there are kept.
-    Mirror {
-        /// The directory to serve.
-        dir: PathBuf,
-    },
-    /// Attach witnesses' cosignature lines (`pog witness cosign` prints them) to the latest
-    /// checkpoint, which `pog ledger export` puts in bundles.
-    AddCosignature {
-        /// Cosignature lines ("— name base64…"), one per argument.
-        #[arg(required = true)]
-        lines: Vec<String>,
-    },
-    /// Anchor the latest checkpoint in a CheckpointRegistry on an EVM chain (registering the
-    /// log's origin first if no one has), and keep it as the anchored checkpoint (`export
-    /// --anchored`); fails when the registry refuses or holds a contradicting anchor.
-    Anchor(super::anchor::AnchorArgs),
-    /// Deploy a CheckpointRegistry (contracts/CheckpointRegistry.sol, compiled by
-    /// scripts/evm-tools.sh) on an EVM chain and print its address.
-    DeployRegistry(super::anchor::DeployArgs),
-}
-
-impl LedgerAction {
-    /// The action's name, as its JSON schema names it.
-    pub fn name(&self) -> &'static str {
-        match self {
-            LedgerAction::Append { .. } => "ledger.append",
-            LedgerAction::Checkpoint => "ledger.checkpoint",
-            LedgerAction::Prove(_) => "ledger.prove",
-            LedgerAction::Export(_) => "ledger.export",
-            LedgerAction::Vkey => "ledger.vkey",
-            LedgerAction::WitnessRequest { .. } => "ledger.witness_request",
-            LedgerAction::AddCosignature { .. } => "ledger.add_cosignature",
-            LedgerAction::Publish { .. } => "ledger.publish",
-            LedgerAction::Mirror { .. } => "ledger.mirror",
-            LedgerAction::Anchor(_) => "ledger.anchor",
-            LedgerAction::DeployRegistry(_) => "ledger.deploy_registry",
-        }
-    }
-}
-
-/// What `pog ledger prove` proves.
-#[derive(Debug, Args)]
-pub struct ProveLedgerArgs {
-    /// The log index of the record to prove included.
-    #[arg(
-        long,
-        value_name = "INDEX",
-        conflicts_with = "consistency",
-        required_unless_present = "consistency"
-    )]
-    pub inclusion: Option<u64>,
-    /// The older tree size to prove the current tree consistent with.
-    #[arg(long, value_name = "OLD_SIZE")]
-    pub consistency: Option<u64>,
-    /// The tree size to prove against [default: the ledger's size].
-    #[arg(long)]
-    pub size: Option<u64>,
-}
-
-/// What `pog ledger export` writes.
-#[derive(Debug, Args)]
-pub struct ExportArgs {
-    /// The GPU's UUID.
-    #[arg(long)]
-    pub gpu: String,
-    /// Include a consistency proof from this earlier tree size (the size of the checkpoint the
-    /// holder kept).
-    #[arg(long, value_name = "SIZE")]
-    pub since: Option<u64>,
-    /// Where to write the bundle [default: stdout].
-    #[arg(long, short)]
-    pub output: Option<PathBuf>,
-    /// Prove against the latest checkpoint anchored on chain (kept by `pog ledger anchor` and
-    /// the validator's --anchor-rpc), which `pog verify --chain` finds anchored at exactly its
-    /// size, instead of the latest signed one; records logged after it are left out.
-    #[arg(long)]
-    pub anchored: bool,
-}
-
-/// What `pog verify` checks.
-#[derive(Debug, Args)]
-pub struct VerifyArgs {
-    /// The bundle file (`pog ledger export`).
-    pub bundle: PathBuf,
-    /// The log's (validator's) verifier key, as `pog ledger vkey` prints it, or a file holding
-    /// it.
-    #[arg(long, value_name = "VKEY")]
-    pub log_key: String,
-    /// A trusted witness's cosignature verifier key (or a file holding it); repeatable.
-    #[arg(long = "witness", value_name = "VKEY")]
-    pub witnesses: Vec<String>,
-    /// How many of the trusted witnesses must have cosigned [default: all given].
-    #[arg(long)]
-    pub quorum: Option<usize>,
-    /// A checkpoint you kept from before (a file): the bundle must extend it, not fork or roll
-    /// it back.
-    #[arg(long, value_name = "CHECKPOINT")]
-    pub since: Option<PathBuf>,
-    /// A bundle of the same GPU you verified before: every record it held must still be here,
-    /// unchanged (this catches the newest records dropped); its checkpoint serves as --since
-    /// when that is not given.
-    #[arg(long, value_name = "BUNDLE")]
-    pub since_bundle: Option<PathBuf>,
-    /// An EVM node's JSON-RPC URL (http or https): the chain's CheckpointRegistry (--contract)
-    /// must anchor the bundle's checkpoint, at its size and with its root.
-    #[arg(long, value_name = "RPC_URL", requires = "contract")]
-    pub chain: Option<String>,
-    /// The CheckpointRegistry's address on --chain.
-    #[arg(long, value_name = "ADDR", requires = "chain")]
-    pub contract: Option<String>,
-    /// The log's tiles (a validator's URL prefix such as http://HOST:7071/ledger/, any
-    /// tlog-tiles mirror, or a mirror's directory): every entry after the bundle's last record
-    /// is read, checked against the checkpoint, to catch the GPU's newest records left out.
-    #[arg(long = "log", value_name = "URL_OR_DIR")]
-    pub log_tiles: Option<String>,
-    /// Seconds the whole read of the log's tiles over http(s) may take (a hostile log signs
-    /// as large a tree as it likes): past it, pog verify gives up with an error.
-    #[arg(long, default_value = "600", value_parser = crate::cli::parse_seconds, value_name = "SECONDS")]
-    pub log_timeout: std::time::Duration,
-    /// The address the log's origin must be registered to on --chain (the validator's anchor
-    /// publisher, as it announced it): a registry where someone else registered the origin
-    /// first fails the check.
-    #[arg(long, value_name = "ADDR", requires = "chain")]
-    pub publisher: Option<String>,
-}
-
-/// What `pog witness` does.
-#[derive(Debug, Args)]
-pub struct WitnessArgs {
-    #[command(subcommand)]
-    pub action: WitnessAction,
-}
-
-/// `pog witness`'s subcommands.
-#[derive(Debug, Subcommand)]
-pub enum WitnessAction {
-    /// Check an add-checkpoint request (c2sp.org/tlog-witness: "old N", the consistency proof,
-    /// a blank line, the checkpoint) against the last checkpoint this witness cosigned for the
-    /// log, and print the cosignature line; the new checkpoint is kept before it is printed.
-    Cosign(CosignArgs),
-    /// Serve the tlog-witness API (`POST /add-checkpoint`) for the logs whose keys are given;
-    /// the last checkpoint cosigned per log is kept in DATA_DIR/witness/ before each answer.
-    Serve(ServeArgs),
-    /// Print this witness's cosignature verifier key (DATA_DIR/witness.key).
-    Vkey {
-        /// The witness's name [default: pog.witness/ and the first 16 hex digits of its key].
-        #[arg(long)]
-        name: Option<String>,
-    },
-}
-
-/// What `pog witness cosign` reads.
-#[derive(Debug, Args)]
-pub struct CosignArgs {
-    /// The request body file ("-" for stdin).
-    pub request: PathBuf,
-    /// The log's verifier key (or a file holding it).
-    #[arg(long, value_name = "VKEY")]
-    pub log_key: String,
-    /// The witness's name [default: pog.witness/ and the first 16 hex digits of its key].
-    #[arg(long)]
-    pub name: Option<String>,
-}
-
-/// What `pog witness serve` serves.
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// Address to listen on (host:port; port 0 picks a free one).
-    #[arg(long, default_value = "127.0.0.1:7400")]
-    pub listen: String,
-    /// The verifier key of a log to follow (or a file holding it); repeatable.
-    #[arg(long = "log-key", value_name = "VKEY", required = true)]
-    pub log_keys: Vec<String>,
-    /// The witness's name [default: pog.witness/ and the first 16 hex digits of its key].
-    #[arg(long)]
-    pub name: Option<String>,
-}
-
-impl WitnessAction {
-    /// The action's name, as its JSON schema names it.
-    pub fn name(&self) -> &'static str {
-        match self {
-            WitnessAction::Cosign(_) => "witness.cosign",
-            WitnessAction::Serve(_) => "witness.serve",
-            WitnessAction::Vkey { .. } => "witness.vkey",
-        }
-    }
-}
-
-pub(super) fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(header.to_vec());
-    t
-}
-
 /// The validator's key as the log's note signer.
 fn log_signer(global: &Global, args: &LedgerArgs) -> Result<NoteSigner> {
-    let path = super::service::data_dir(global)?.join("validator.key");
+    let path = data_dir(global)?.join("validator.key");
     let identity = pog_net::keys::load_or_create(&path)
         .with_context(|| format!("the validator key {}", path.display()))?;
     pog_validator::ledger::log_signer(&identity, args.origin.as_deref())
@@ -293,7 +50,7 @@ fn log_signer(global: &Global, args: &LedgerArgs) -> Result<NoteSigner> {
 fn ledger_dir(global: &Global, args: &LedgerArgs) -> Result<PathBuf> {
     Ok(match &args.ledger_dir {
         Some(d) => d.clone(),
-        None => super::service::data_dir(global)?.join("ledger"),
+        None => data_dir(global)?.join("ledger"),
     })
 }
 
@@ -347,6 +104,7 @@ fn envelopes(path: &Path) -> Result<Vec<pog_signed::Envelope>> {
         .collect()
 }
 
+/// `pog ledger …`: one action on the validator's transparency log.
 pub fn ledger_run(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
     match &args.action {
         LedgerAction::Append { files } => append(global, args, files),
@@ -356,10 +114,8 @@ pub fn ledger_run(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
         LedgerAction::WitnessRequest { old } => witness_request(global, args, *old),
         LedgerAction::AddCosignature { lines } => add_cosignature(global, args, lines),
         LedgerAction::Publish { witnesses } => publish(global, args, witnesses),
-        LedgerAction::Anchor(a) => {
-            super::anchor::anchor_command(global, &ledger_dir(global, args)?, a)
-        }
-        LedgerAction::DeployRegistry(d) => super::anchor::deploy_command(global, d),
+        LedgerAction::Anchor(a) => anchor::anchor_command(global, &ledger_dir(global, args)?, a),
+        LedgerAction::DeployRegistry(d) => anchor::deploy_command(global, d),
         LedgerAction::Mirror { dir } => {
             let ledger = read_ledger(global, args)?;
             let stats = pog_ledger::serve::write_static(ledger.log(), dir)?;
@@ -373,7 +129,7 @@ pub fn ledger_run(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
             if global.json {
                 print_json("ledger.mirror", Verdict::Pass, &summary, false, &stats)?;
             } else {
-                crate::render::verdict_line(Verdict::Pass, &summary, false);
+                verdict_line(Verdict::Pass, &summary, false);
             }
             Ok(Outcome(Verdict::Pass))
         }
@@ -471,7 +227,7 @@ fn add_cosignature(global: &Global, args: &LedgerArgs, lines: &[String]) -> Resu
             },
         )?;
     } else {
-        crate::render::verdict_line(Verdict::Pass, &summary, false);
+        verdict_line(Verdict::Pass, &summary, false);
     }
     Ok(Outcome(Verdict::Pass))
 }
@@ -525,7 +281,7 @@ fn append(global: &Global, args: &LedgerArgs, files: &[PathBuf]) -> Result<Outco
             &Report { appended, size },
         )?;
     } else {
-        let mut t = table(&["index", "kind", "GPU", "GPU record #"]);
+        let mut t = table(["index", "kind", "GPU", "GPU record #"]);
         for a in &appended {
             t.add_row(vec![
                 a.index.to_string(),
@@ -535,7 +291,7 @@ fn append(global: &Global, args: &LedgerArgs, files: &[PathBuf]) -> Result<Outco
             ]);
         }
         println!("{t}");
-        crate::render::verdict_line(Verdict::Pass, &summary, false);
+        verdict_line(Verdict::Pass, &summary, false);
     }
     Ok(Outcome(Verdict::Pass))
 }
@@ -649,7 +405,7 @@ fn prove(global: &Global, args: &LedgerArgs, p: &ProveLedgerArgs) -> Result<Outc
         for h in &report.proof {
             println!("  {h}");
         }
-        crate::render::verdict_line(Verdict::Pass, &summary, false);
+        verdict_line(Verdict::Pass, &summary, false);
     }
     Ok(Outcome(Verdict::Pass))
 }
@@ -659,7 +415,7 @@ fn export(global: &Global, args: &LedgerArgs, e: &ExportArgs) -> Result<Outcome>
     // ledger is opened: the ledger then holds at least its entries.
     let dir = ledger_dir(global, args)?;
     if e.anchored {
-        let Some(anchored) = super::anchor::load_anchored(&dir)? else {
+        let Some(anchored) = load_anchored(&dir)? else {
             bail!(
                 "the ledger in {} keeps no anchored checkpoint: run `pog ledger anchor` (a validator with --anchor-rpc anchors on its own)",
                 dir.display()
@@ -731,7 +487,7 @@ fn export_at(
                 };
                 print_json("ledger.export", Verdict::Pass, &summary, false, &report)?;
             } else {
-                crate::render::verdict_line(
+                verdict_line(
                     Verdict::Pass,
                     &format!("{summary}, written to {}", path.display()),
                     false,
@@ -743,6 +499,8 @@ fn export_at(
     Ok(Outcome(Verdict::Pass))
 }
 
+/// `pog verify`: one GPU's history checked offline from its bundle, against the log's key,
+/// the trusted witnesses and, when asked, an earlier bundle, the log's tiles and the chain.
 pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
     let log_key = vkey(&args.log_key, "log key")?;
     let keys = args
@@ -819,7 +577,7 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
     // The chain anchor: the registry must hold the checkpoint's root at its size.
     let anchor = match (&args.chain, &args.contract) {
         (Some(rpc), Some(contract)) => {
-            let (check, problem) = super::anchor::check_chain(
+            let (check, problem) = anchor::check_chain(
                 rpc,
                 contract,
                 args.publisher.as_deref(),
@@ -883,7 +641,7 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         if let Some(a) = &anchor {
             println!("anchor: {}", anchor_line(a));
         }
-        let mut t = table(&["#", "log index", "kind", "GPU record #", "signed by", "ok"]);
+        let mut t = table(["#", "log index", "kind", "GPU record #", "signed by", "ok"]);
         for r in &report.records {
             t.add_row(vec![
                 r.position.to_string(),
@@ -898,7 +656,7 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         for p in &report.problems {
             println!("problem: {p}");
         }
-        crate::render::verdict_line(verdict, &summary, false);
+        verdict_line(verdict, &summary, false);
     }
     Ok(Outcome(verdict))
 }
@@ -927,7 +685,7 @@ fn anchor_line(a: &pog_anchor::AnchorCheck) -> String {
 }
 
 fn witness_signer(global: &Global, name: &Option<String>) -> Result<NoteSigner> {
-    let path = super::service::data_dir(global)?.join("witness.key");
+    let path = data_dir(global)?.join("witness.key");
     let identity = pog_net::keys::load_or_create(&path)
         .with_context(|| format!("the witness key {}", path.display()))?;
     let name = match name {
@@ -938,6 +696,7 @@ fn witness_signer(global: &Global, name: &Option<String>) -> Result<NoteSigner> 
         .map_err(|e| anyhow!("--name {name:?}: {e}"))
 }
 
+/// `pog witness …`: print the witness's key, cosign one request, or serve the witness API.
 pub fn witness_run(global: &Global, args: &WitnessArgs) -> Result<Outcome> {
     match &args.action {
         WitnessAction::Vkey { name } => {
@@ -975,7 +734,7 @@ fn cosign(global: &Global, args: &CosignArgs) -> Result<Outcome> {
             .with_context(|| format!("reading {}", args.request.display()))?
     };
     // The last checkpoint cosigned for this log, kept per log key.
-    let state_dir = super::service::data_dir(global)?.join("witness");
+    let state_dir = data_dir(global)?.join("witness");
     std::fs::create_dir_all(&state_dir)
         .with_context(|| format!("creating {}", state_dir.display()))?;
     let latest = load_witness_state(&state_dir, &log)?;
@@ -1031,7 +790,7 @@ fn cosign(global: &Global, args: &CosignArgs) -> Result<Outcome> {
         if let Some(line) = &report.cosignature {
             print!("{line}");
         }
-        crate::render::verdict_line(verdict, &summary, false);
+        verdict_line(verdict, &summary, false);
     }
     Ok(Outcome(verdict))
 }
@@ -1082,7 +841,7 @@ fn publish(global: &Global, args: &LedgerArgs, urls: &[String]) -> Result<Outcom
         };
         print_json("ledger.publish", verdict, &summary, false, &report)?;
     } else {
-        let mut t = table(&["witness", "cosigned", "status", "answer"]);
+        let mut t = table(["witness", "cosigned", "status", "answer"]);
         for a in &answers {
             t.add_row(vec![
                 a.url.clone(),
@@ -1092,7 +851,7 @@ fn publish(global: &Global, args: &LedgerArgs, urls: &[String]) -> Result<Outcom
             ]);
         }
         println!("{t}");
-        crate::render::verdict_line(verdict, &summary, false);
+        verdict_line(verdict, &summary, false);
     }
     Ok(Outcome(verdict))
 }
@@ -1188,7 +947,7 @@ fn serve_witness(global: &Global, args: &ServeArgs) -> Result<Outcome> {
     }
     let signer = witness_signer(global, &args.name)?;
     let vkey = signer.verifier().to_vkey();
-    let state_dir = super::service::data_dir(global)?.join("witness");
+    let state_dir = data_dir(global)?.join("witness");
     std::fs::create_dir_all(&state_dir)
         .with_context(|| format!("creating {}", state_dir.display()))?;
     let mut witness = Witness::new(signer);

@@ -2,226 +2,23 @@
 //! saved `pog check --json` report), its price per GPU-hour, and the validator's order book
 //! (`pog_market`, `pog_validator::market`; docs/market.md).
 
-use super::{print_json, Outcome, Verdict};
+use crate::cli::market::{MarketAction, MarketArgs, PriceArgs, ReportArgs, ScoreArgs};
 use crate::cli::Global;
+use crate::host::{data_dir, platform};
+use crate::output::{print_json, table, verdict_line, Bar, Outcome, Verdict, JSON_SCHEMA};
+use crate::render::is_simulated;
 use anyhow::{anyhow, bail, Context, Result};
-use clap::{Args, Subcommand};
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{ContentArrangement, Table};
+use comfy_table::Table;
 use pog_market::config::Config;
 use pog_market::quote::{quote, MarketState, Quote};
 use pog_market::report::{check_figures, spec_figures, CheckFigures};
 use pog_market::score::{gpu_score, score, simulated, GpuScore, ProofStatus, Score};
-use pog_market::{GpuClass, Mechanism, Order, OrderId, Price, Side};
+use pog_market::{GpuClass, Order, OrderId, Price};
 use pog_spec::SpecDb;
-use pog_validator::market::{MarketClient, MarketLimits, PostedPrice};
+use pog_validator::market::{MarketClient, PostedPrice};
 use pog_validator::pricing::ScoreView;
 use serde::Serialize;
 use std::path::PathBuf;
-use std::time::Duration;
-
-/// Where the figures come from: a fresh `pog check` of this host, or a saved report.
-#[derive(Debug, Args, Clone)]
-pub struct ReportArgs {
-    /// A saved `pog check --json` output to score instead of checking this host now.
-    #[arg(long, value_name = "FILE")]
-    pub report: Option<PathBuf>,
-    /// Score and price parameters instead of the embedded defaults (the shape of
-    /// crates/market/data/market.toml).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-}
-
-/// `pog score`.
-#[derive(Debug, Args, Clone)]
-pub struct ScoreArgs {
-    #[command(flatten)]
-    pub source: ReportArgs,
-}
-
-/// `pog price`.
-#[derive(Debug, Args, Clone)]
-pub struct PriceArgs {
-    #[command(flatten)]
-    pub source: ReportArgs,
-    /// Price a model from the spec database (estimated, taken as proven) instead of a host.
-    #[arg(long, value_name = "MODEL", conflicts_with = "report")]
-    pub model: Option<String>,
-    /// The class's utilization, 0-1 [default: the configured target, a neutral market].
-    #[arg(long, value_name = "FRACTION")]
-    pub utilization: Option<f64>,
-    /// GPU-hours renters bid for in the class [default: as many as are asked].
-    #[arg(long, value_name = "GPU_HOURS", default_value = "1")]
-    pub bid_hours: u64,
-    /// GPU-hours providers ask to sell in the class.
-    #[arg(long, value_name = "GPU_HOURS", default_value = "1")]
-    pub ask_hours: u64,
-    /// Show the prices a validator posted for its GPUs, from its own records, instead of
-    /// pricing this host.
-    #[arg(long, value_name = "URL", conflicts_with_all = ["report", "model", "utilization"])]
-    pub validator: Option<String>,
-    /// With --validator: one GPU's score, price and price history.
-    #[arg(long, value_name = "UUID", requires = "validator")]
-    pub gpu: Option<String>,
-}
-
-/// `pog validator`'s order-book flags.
-#[derive(Debug, Args, Clone)]
-pub struct ClearArgs {
-    /// Seconds between scheduled clearings of the order book: each clears every class whose
-    /// book changed since it was last cleared and has bids and asks open (0: none, only
-    /// `pog market clear`). A minute is short against the hour a GPU-hour lasts, and long
-    /// enough to gather orders into one price (docs/market.md).
-    #[arg(long, default_value = "60", value_name = "SECONDS", value_parser = parse_clear_every)]
-    pub clear_every: Duration,
-    /// The rule scheduled clearings use: uniform_price or mcafee.
-    #[arg(long, default_value = "uniform_price", value_parser = parse_mechanism)]
-    pub clear_mechanism: Mechanism,
-    /// Open orders one owner key may have; more are refused (429).
-    #[arg(long, default_value_t = MarketLimits::default().max_open_per_owner as u32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub market_max_open_per_owner: u32,
-    /// Open orders the whole book may hold; more are refused (503) until some fill, are
-    /// cancelled or expire.
-    #[arg(long, default_value_t = MarketLimits::default().max_open as u32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub market_max_open: u32,
-    /// Order submissions one source address (IPv4, or IPv6 /64) may make a minute; more are
-    /// refused (429) before they are read.
-    #[arg(long, default_value_t = MarketLimits::default().submits_per_minute_per_source as u32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub market_submits_per_minute: u32,
-}
-
-impl ClearArgs {
-    /// The book's limits these flags set.
-    pub fn limits(&self) -> MarketLimits {
-        MarketLimits {
-            max_open_per_owner: self.market_max_open_per_owner as usize,
-            max_open: self.market_max_open as usize,
-            submits_per_minute_per_source: f64::from(self.market_submits_per_minute),
-        }
-    }
-}
-
-fn parse_clear_every(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if secs == 0.0 {
-        return Ok(Duration::ZERO);
-    }
-    if !(0.1..=86_400.0).contains(&secs) {
-        return Err(format!(
-            "{secs} s is outside 0.1-86400 s (0 turns scheduled clearing off)"
-        ));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// `pog market`: the order book of a validator.
-#[derive(Debug, Args, Clone)]
-pub struct MarketArgs {
-    /// The validator's URL.
-    #[arg(long, global = true, value_name = "URL", env = "POG_VALIDATOR")]
-    pub validator: Option<String>,
-    #[command(subcommand)]
-    pub action: MarketAction,
-}
-
-#[derive(Debug, Subcommand, Clone)]
-pub enum MarketAction {
-    /// Submit an order signed with this host's key (the data dir's agent.key, or --key).
-    Submit {
-        /// The order's id, unique among your orders until it expires [default: a random one,
-        /// printed].
-        #[arg(long)]
-        id: Option<String>,
-        /// bid (rent GPU-hours) or ask (sell them).
-        #[arg(long, value_parser = parse_side)]
-        side: Side,
-        /// The GPU class: a model of `pog specs`, e.g. "H200 SXM".
-        #[arg(long)]
-        class: String,
-        /// GPU-hours.
-        #[arg(long)]
-        quantity: u64,
-        /// $ per GPU-hour, e.g. 3.49.
-        #[arg(long)]
-        price: String,
-        /// Hours the order stays open unless it fills (up to 720, 30 days); then it leaves
-        /// the book.
-        #[arg(long, default_value = "24", value_name = "HOURS", value_parser = parse_lifetime_hours)]
-        lifetime_hours: f64,
-        /// The key file to sign with [default: DATA_DIR/agent.key].
-        #[arg(long, value_name = "FILE")]
-        key: Option<PathBuf>,
-    },
-    /// Cancel one of your orders.
-    Cancel {
-        #[arg(long)]
-        id: String,
-        #[arg(long, value_name = "FILE")]
-        key: Option<PathBuf>,
-    },
-    /// The open orders (of one class).
-    Book {
-        #[arg(long)]
-        class: Option<String>,
-    },
-    /// Clear one class now (the validator's operator: signed with DATA_DIR/validator.key).
-    Clear {
-        #[arg(long)]
-        class: String,
-        /// uniform_price or mcafee.
-        #[arg(long, default_value = "uniform_price", value_parser = parse_mechanism)]
-        mechanism: Mechanism,
-    },
-    /// The clearings so far, or one GPU's posted prices (--gpu).
-    History {
-        /// Only clearings (or price points) numbered above this.
-        #[arg(long)]
-        after: Option<u64>,
-        /// The price history of this GPU instead of the clearings.
-        #[arg(long, value_name = "UUID")]
-        gpu: Option<String>,
-        #[arg(long, default_value = "100")]
-        limit: usize,
-    },
-}
-
-impl MarketAction {
-    pub fn name(&self) -> &'static str {
-        match self {
-            MarketAction::Submit { .. } => "market.submit",
-            MarketAction::Cancel { .. } => "market.cancel",
-            MarketAction::Book { .. } => "market.book",
-            MarketAction::Clear { .. } => "market.clear",
-            MarketAction::History { .. } => "market.history",
-        }
-    }
-}
-
-fn parse_side(s: &str) -> Result<Side, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "bid" => Ok(Side::Bid),
-        "ask" => Ok(Side::Ask),
-        _ => Err(format!("{s:?} is neither bid nor ask")),
-    }
-}
-
-fn parse_mechanism(s: &str) -> Result<Mechanism, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "uniform_price" | "uniform" => Ok(Mechanism::UniformPrice),
-        "mcafee" => Ok(Mechanism::McAfee),
-        _ => Err(format!("{s:?} is neither uniform_price nor mcafee")),
-    }
-}
-
-fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(header.to_vec());
-    t
-}
 
 fn config(args: &ReportArgs) -> Result<Config> {
     match &args.config {
@@ -244,15 +41,15 @@ fn figures(global: &Global, args: &ReportArgs) -> Result<CheckFigures> {
                 .with_context(|| format!("{} is not JSON", path.display()))?
         }
         None => {
-            let platform = super::platform(global, pog_sim::DEFAULT_HOST)?;
-            let mut progress = crate::render::Bar::new(global.json);
+            let platform = platform(global, pog_sim::DEFAULT_HOST)?;
+            let mut progress = Bar::new(global.json);
             let report = pog_local::check::run(platform.as_ref(), &mut progress)?;
             progress.finish();
-            let simulated = crate::render::is_simulated(&report.inspect.inventory.origin);
+            let simulated = is_simulated(&report.inspect.inventory.origin);
             let mut value =
                 serde_json::to_value(&report).context("serializing the check report")?;
             // What `pog check --json`'s envelope adds, so both paths read alike.
-            value["schema"] = format!("pog.check/{}", super::JSON_SCHEMA).into();
+            value["schema"] = format!("pog.check/{}", JSON_SCHEMA).into();
             value["simulated"] = simulated.into();
             value
         }
@@ -318,6 +115,7 @@ fn gpu_rows(t: &mut Table, gpus: &[GpuScore]) {
     }
 }
 
+/// `pog score`: the Proof-of-GPU score of this host, or of a saved report.
 pub fn score_run(global: &Global, args: &ScoreArgs) -> Result<Outcome> {
     let config = config(&args.source)?;
     let read = figures(global, &args.source)?;
@@ -343,7 +141,7 @@ pub fn score_run(global: &Global, args: &ScoreArgs) -> Result<Outcome> {
     if read.simulated {
         println!("SIMULATED host: nothing below is a measurement, and no GPU is verified");
     }
-    let mut t = table(&[
+    let mut t = table([
         "GPU",
         "model",
         "tensor",
@@ -357,7 +155,7 @@ pub fn score_run(global: &Global, args: &ScoreArgs) -> Result<Outcome> {
     ]);
     gpu_rows(&mut t, &s.gpus);
     println!("{t}");
-    let mut t = table(&["part", "weight", "value", "weighted", "note"]);
+    let mut t = table(["part", "weight", "value", "weighted", "note"]);
     for (name, p) in [
         ("GPU", &s.parts.gpu),
         ("CPU", &s.parts.cpu),
@@ -383,7 +181,7 @@ pub fn score_run(global: &Global, args: &ScoreArgs) -> Result<Outcome> {
     for note in &read.notes {
         println!("note: {note}");
     }
-    crate::render::verdict_line(verdict, &summary, read.simulated);
+    verdict_line(verdict, &summary, read.simulated);
     Ok(Outcome(verdict))
 }
 
@@ -399,6 +197,8 @@ struct PriceReport {
     unpriced: Option<String>,
 }
 
+/// `pog price`: the price per GPU-hour of this host's GPUs or of a model, or the prices a
+/// validator posted.
 pub fn price_run(global: &Global, args: &PriceArgs) -> Result<Outcome> {
     if let Some(url) = &args.validator {
         return validator_prices(global, url, args.gpu.as_deref());
@@ -477,7 +277,7 @@ pub fn price_run(global: &Global, args: &PriceArgs) -> Result<Outcome> {
     if global.json {
         print_json("price", verdict, &summary, simulated, &report)?;
     } else if let Some(q) = &report.quote {
-        let mut t = table(&["", ""]);
+        let mut t = table(["", ""]);
         for (k, v) in [
             ("priced", format!("{} ({})", report.subject, report.source)),
             ("class", q.class.clone()),
@@ -498,24 +298,25 @@ pub fn price_run(global: &Global, args: &PriceArgs) -> Result<Outcome> {
             t.add_row(vec![k.to_string(), v]);
         }
         println!("{t}");
-        crate::render::verdict_line(verdict, &summary, simulated);
+        verdict_line(verdict, &summary, simulated);
     } else {
-        crate::render::verdict_line(verdict, &summary, simulated);
+        verdict_line(verdict, &summary, simulated);
     }
     Ok(Outcome(verdict))
 }
 
+/// A signing key: the file given, else `default` in the data dir (made if missing).
 fn key(global: &Global, explicit: &Option<PathBuf>, default: &str) -> Result<pog_signed::Identity> {
     let path = match explicit {
         Some(p) => p.clone(),
-        None => super::service::data_dir(global)?.join(default),
+        None => data_dir(global)?.join(default),
     };
     pog_net::keys::load_or_create(&path).with_context(|| format!("the key {}", path.display()))
 }
 
 /// Orders as a table, each with its expiry where known.
 fn orders_table<'o>(orders: impl IntoIterator<Item = (&'o Order, Option<u64>)>) -> Table {
-    let mut t = table(&[
+    let mut t = table([
         "id",
         "side",
         "class",
@@ -536,18 +337,6 @@ fn orders_table<'o>(orders: impl IntoIterator<Item = (&'o Order, Option<u64>)>) 
         ]);
     }
     t
-}
-
-/// An order's lifetime: more than 0 and at most the book's longest, in hours.
-fn parse_lifetime_hours(s: &str) -> Result<f64, String> {
-    let hours: f64 = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of hours"))?;
-    let most = pog_market::MAX_ORDER_LIFETIME_MS as f64 / 3_600_000.0;
-    if !(hours > 0.0 && hours <= most) {
-        return Err(format!("{hours} hours is outside 0-{most} hours"));
-    }
-    Ok(hours)
 }
 
 /// `pog market …`: one request to the validator's API.
@@ -643,7 +432,7 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
                 .buyer_price
                 .map(|p| format!(" at ${p}"))
                 .unwrap_or_default();
-            let mut t = table(&["bid", "ask", "GPU-hours", "buyer pays", "seller gets"]);
+            let mut t = table(["bid", "ask", "GPU-hours", "buyer pays", "seller gets"]);
             // An id is its owner's: each side as id and the owner key's start.
             let named =
                 |id: &OrderId, owner: &str| format!("{id} ({}…)", owner.get(..8).unwrap_or(owner));
@@ -683,7 +472,7 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
             limit,
         } => {
             let page = rt.block_on(client.history(*after, *limit))?;
-            let mut t = table(&[
+            let mut t = table([
                 "#",
                 "class",
                 "rule",
@@ -720,7 +509,7 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
         if let Some(t) = human {
             println!("{t}");
         }
-        crate::render::verdict_line(Verdict::Pass, &summary, false);
+        verdict_line(Verdict::Pass, &summary, false);
     }
     Ok(Outcome(Verdict::Pass))
 }
@@ -739,7 +528,7 @@ fn usd(micro: Option<u64>) -> String {
 
 /// A GPU's posted prices as a table.
 fn price_table(points: &[PostedPrice]) -> Table {
-    let mut t = table(&["#", "when", "$/GPU-hour", "score", "cause", "why unpriced"]);
+    let mut t = table(["#", "when", "$/GPU-hour", "score", "cause", "why unpriced"]);
     for p in points {
         t.add_row(vec![
             p.seq.to_string(),
@@ -782,7 +571,7 @@ fn validator_prices(global: &Global, url: &str, gpu: Option<&str>) -> Result<Out
         if global.json {
             print_json("price", Verdict::Pass, &summary, simulated, &page)?;
         } else {
-            let mut t = table(&["GPU", "model", "score", "$/GPU-hour", "reasons"]);
+            let mut t = table(["GPU", "model", "score", "$/GPU-hour", "reasons"]);
             for s in &page.scores {
                 t.add_row(vec![
                     s.gpu_uuid.to_string(),
@@ -793,7 +582,7 @@ fn validator_prices(global: &Global, url: &str, gpu: Option<&str>) -> Result<Out
                 ]);
             }
             println!("{t}");
-            crate::render::verdict_line(Verdict::Pass, &summary, simulated);
+            verdict_line(Verdict::Pass, &summary, simulated);
         }
         return Ok(Outcome(Verdict::Pass));
     };
@@ -832,7 +621,7 @@ fn validator_prices(global: &Global, url: &str, gpu: Option<&str>) -> Result<Out
             &GpuPriceReport { score, history },
         )?;
     } else {
-        let mut t = table(&["", ""]);
+        let mut t = table(["", ""]);
         t.add_row(vec!["GPU".to_string(), uuid.to_string()]);
         t.add_row(vec![
             "model".to_string(),
@@ -857,7 +646,7 @@ fn validator_prices(global: &Global, url: &str, gpu: Option<&str>) -> Result<Out
         t.add_row(vec!["reasons".to_string(), score.reasons.join("\n")]);
         println!("{t}");
         println!("{}", price_table(&history.points));
-        crate::render::verdict_line(verdict, &summary, simulated);
+        verdict_line(verdict, &summary, simulated);
     }
     Ok(Outcome(verdict))
 }

@@ -12,10 +12,11 @@
 //! critical fired (info alerts allowed), 1 when one did, 2 when pog could not run (a trace or
 //! history that cannot be read, no NVML, a port taken).
 
-use super::{Outcome, Verdict};
+use crate::cli::monitor::{MonitorArgs, MonitorCommand, ReplayArgs, RunArgs};
 use crate::cli::Global;
+use crate::host::data_dir;
+use crate::output::{say, Outcome, Verdict};
 use anyhow::{bail, Context, Result};
-use clap::{Args, Subcommand};
 use pog_monitor::history::{History, Retention};
 use pog_monitor::prometheus::{GpuIdentity, GpuMetrics, SamplerHealth};
 use pog_monitor::trace::Columns;
@@ -27,114 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// What `pog monitor` does.
-#[derive(Debug, Args)]
-pub struct MonitorArgs {
-    #[command(subcommand)]
-    pub command: MonitorCommand,
-}
-
-/// `pog monitor`'s subcommands.
-#[derive(Debug, Subcommand)]
-pub enum MonitorCommand {
-    /// Watch this host's GPUs: sample them through NVML, run the health detectors on every
-    /// sample and print each alert (exit 1 if any was a warning or critical).
-    Run(RunArgs),
-    /// Run the health detectors over a recorded trace CSV and print every alert they raise
-    /// (exit 1 if any is a warning or critical).
-    Replay(ReplayArgs),
-}
-
-/// What `pog monitor replay` reads.
-#[derive(Debug, Args)]
-pub struct ReplayArgs {
-    /// The trace: a CSV with the columns t,phase,temp_gpu,temp_mem,power_w,energy_mj,
-    /// util_gpu,util_mem,mem_used_mib,sm_clock,mem_clock,clock_reasons,pcie_tx_kbs,
-    /// pcie_rx_kbs,pcie_replay,ecc_corr,ecc_uncorr (extra columns ignored, empty cells not
-    /// read).
-    pub trace: PathBuf,
-    /// Healthy history of the same GPU (same columns) to learn its baselines from. Without
-    /// it only the rule-based detectors run (throttle reasons, error counters, XIDs, leaks,
-    /// frozen sensors, absolute thermal limits).
-    #[arg(long, value_name = "HEALTHY.csv")]
-    pub train: Option<PathBuf>,
-}
-
-/// What `pog monitor run` watches and where it reports.
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    /// Seconds between samples (0.1 to 3600).
-    #[arg(long, default_value = "1", value_parser = parse_interval)]
-    pub interval: Duration,
-    /// NVML indices of the GPUs to watch, e.g. 0,2 (default: all).
-    #[arg(long, value_delimiter = ',', value_name = "N,...")]
-    pub gpus: Option<Vec<u32>>,
-    /// Read the costly and the slow-changing fields (total energy, PCIe throughput, aggregate
-    /// ECC, retired pages, remapped rows, processes) only every N-th sample; the samples
-    /// between carry their last reading.
-    #[arg(long, default_value_t = pog_device::monitor::DEFAULT_SLOW_EVERY, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub slow_every: u64,
-    /// Healthy history of this GPU (a trace CSV) to learn its baselines from; without it only
-    /// the rule-based detectors run.
-    #[arg(long, value_name = "HEALTHY.csv")]
-    pub train: Option<PathBuf>,
-    /// Write every sample to this trace CSV (the format `replay` reads; one GPU at a time),
-    /// flushed after each sample.
-    #[arg(long, value_name = "FILE")]
-    pub record: Option<PathBuf>,
-    /// Serve Prometheus metrics (dcgm-exporter's names and labels, pog's extras) at
-    /// http://HOST:PORT/metrics.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub metrics_listen: Option<String>,
-    /// Stop after this many seconds [default: at SIGINT or SIGTERM].
-    #[arg(long, value_name = "SECONDS", value_parser = parse_duration)]
-    pub duration: Option<Duration>,
-    /// The history database [default: monitor.sqlite in the data dir]: raw samples, 1-minute
-    /// aggregates and alerts, written in batches.
-    #[arg(long, value_name = "FILE")]
-    pub history: Option<PathBuf>,
-    /// Keep no history.
-    #[arg(long, conflicts_with = "history")]
-    pub no_history: bool,
-    /// Seconds between two writes of the history (a killed monitor loses at most this much).
-    #[arg(long, default_value = "5", value_name = "SECONDS", value_parser = parse_interval)]
-    pub history_flush_seconds: Duration,
-    /// Hours of raw samples kept.
-    #[arg(long, default_value = "24", value_parser = clap::value_parser!(u64).range(1..=87_600))]
-    pub history_raw_hours: u64,
-    /// Days of 1-minute aggregates and alerts kept.
-    #[arg(long, default_value = "30", value_parser = clap::value_parser!(u64).range(1..=36_500))]
-    pub history_minute_days: u64,
-    /// POST each alert as JSON to this URL (http or https), retried with backoff; a webhook
-    /// that is down or slow never holds up the sampling.
-    #[arg(long, value_name = "URL")]
-    pub webhook: Option<String>,
-    /// Feed the rows of a recorded trace, one per --interval, as GPU 0 instead of reading
-    /// NVML (tests and demos without a GPU).
-    #[arg(long, value_name = "TRACE.csv", conflicts_with = "gpus")]
-    pub from_trace: Option<PathBuf>,
-}
-
-fn parse_interval(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if !(0.1..=3600.0).contains(&secs) {
-        return Err(format!("{secs} s is outside 0.1-3600 s"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if !(secs > 0.0 && secs <= 31_536_000.0) {
-        return Err(format!("{secs} s is outside 0-31536000 s"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
+/// `pog monitor run` or `pog monitor replay`.
 pub fn run(global: &Global, args: &MonitorArgs) -> Result<Outcome> {
     match &args.command {
         MonitorCommand::Run(run_args) => run_live(global, run_args),
@@ -492,7 +386,7 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
     } else {
         let path = match &args.history {
             Some(path) => path.clone(),
-            None => super::service::data_dir(global)?.join("monitor.sqlite"),
+            None => data_dir(global)?.join("monitor.sqlite"),
         };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -797,7 +691,6 @@ fn alert_json(identity: &GpuIdentity, alert: &Alert) -> Result<serde_json::Value
 /// Prints one alert: its JSON line, or a line for people (a reader that went away does not
 /// stop the monitor).
 fn report(global: &Global, gpu: u32, alert: &Alert, value: &serde_json::Value) {
-    use super::service::say;
     if global.json {
         say(format_args!("{value}"));
     } else {

@@ -2,9 +2,10 @@
 //! and agent in one process (`pog_local::hostproof`): the time to commit against the claimed
 //! model's bound, the spot checks, and where the time went.
 
-use super::inspect::collect_and_inspect;
-use super::{print_json, Outcome, Verdict};
-use crate::cli::{Global, ProofKind, ProveArgs};
+use crate::cli::prove::{ProofKind, ProveArgs};
+use crate::cli::Global;
+use crate::host::collect_and_inspect;
+use crate::output::{print_json, verdict_line, Outcome, Verdict};
 use crate::render;
 use anyhow::Result;
 use pog_local::hostproof::{self, GpuProof, MemoryOverrides, ProofKinds, ProveOptions};
@@ -16,6 +17,7 @@ struct ProveReport<'a> {
     proofs: &'a [GpuProof],
 }
 
+/// `pog prove`: challenges this host's GPUs and reports each proof.
 pub fn run(global: &Global, args: &ProveArgs) -> Result<Outcome> {
     let inspect = collect_and_inspect(global, pog_sim::DEFAULT_HOST)?;
     let options = ProveOptions {
@@ -61,7 +63,7 @@ pub fn run(global: &Global, args: &ProveArgs) -> Result<Outcome> {
     } else {
         render::origin_banner(&inspect.inventory.origin);
         render::proofs(&proofs);
-        render::verdict_line(verdict, &summary, simulated);
+        verdict_line(verdict, &summary, simulated);
     }
     Ok(Outcome(verdict))
 }

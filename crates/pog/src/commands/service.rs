@@ -1,47 +1,32 @@
-//! `pog agent` and `pog validator`: the long-running services (crates/agent, crates/validator), with their keys
+//! `pog agent` and `pog validator`: the long-running services (crates/node), with their keys
 //! and registry in the data dir.
 
-use super::{Outcome, Verdict};
-use crate::cli::{AgentArgs, Global, ProverKind, ValidatorArgs};
-use anyhow::{anyhow, bail, Context, Result};
+mod agent_health;
+
+use crate::chain::{anchor_on_schedule, ChainTarget};
+use crate::cli::prove::ProverKind;
+use crate::cli::service::{AgentArgs, ValidatorArgs};
+use crate::cli::Global;
+use crate::host::{collect_and_inspect, data_dir};
+use crate::output::{say, Outcome, Verdict};
+use crate::render::is_simulated;
+use anyhow::{bail, Context, Result};
 use pog_agent::agent::{self, Agent};
 use pog_agent::reports;
 use pog_inspect::GpuVerdict;
 use pog_local::provers::{CpuEngine, GpuEngine, ProverEngine};
-use pog_proof::timing::now_ms;
-use pog_records::reports::ReportReceipt;
-use pog_validator::registry::Registry;
-
 use pog_net::serve::Limits;
+use pog_proof::timing::now_ms;
 use pog_proof::wire::GpuClaim;
+use pog_records::reports::ReportReceipt;
 use pog_records::{MemoryPolicy, PlanKind, Policy};
+use pog_validator::registry::Registry;
 use pog_validator::schedule::Schedule;
 use pog_validator::validator::{Config, Validator};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The data dir: --data-dir / POG_DATA_DIR, else $XDG_DATA_HOME/pog, else ~/.local/share/pog.
-pub(super) fn data_dir(global: &Global) -> Result<PathBuf> {
-    if let Some(dir) = &global.data_dir {
-        return Ok(dir.clone());
-    }
-    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(xdg).join("pog"));
-    }
-    let home = std::env::var_os("HOME").ok_or_else(|| {
-        anyhow!("no --data-dir, POG_DATA_DIR, XDG_DATA_HOME or HOME to keep pog's keys in")
-    })?;
-    Ok(PathBuf::from(home).join(".local/share/pog"))
-}
-
-/// Prints a status line; a closed stdout (a supervisor that stopped reading) must not stop a
-/// service, so write errors are ignored.
-pub(super) fn say(line: std::fmt::Arguments) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stdout(), "{line}");
-}
-
+/// The services' own runtime.
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Runtime::new().context("starting the async runtime")
 }
@@ -87,8 +72,8 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
         pog_net::serve::stop_signal().context("installing the signal handlers")?
     };
     let identity = pog_net::keys::load_or_create(&data_dir(global)?.join("agent.key"))?;
-    let report = super::inspect::collect_and_inspect(global, sim_host(&identity)?)?;
-    let simulated = crate::render::is_simulated(&report.inventory.origin);
+    let report = collect_and_inspect(global, sim_host(&identity)?)?;
+    let simulated = is_simulated(&report.inventory.origin);
     let gpus: Vec<GpuClaim> = report
         .inspection
         .gpus
@@ -123,7 +108,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
     let engine = prover_engine(global, args.prover, &report, &gpus)?;
     // Every line of an agent serving the simulated double says so.
     let mark = if simulated { "SIMULATED " } else { "" };
-    let (watch, metrics_listener) = super::agent_health::start(&rt, &gpus, simulated, args)?;
+    let (watch, metrics_listener) = agent_health::start(&rt, &gpus, simulated, args)?;
     say(format_args!("{mark}agent key: {}", identity.public_key()));
     if let pog_facts::Origin::Simulated { profile } = &report.inventory.origin {
         say(format_args!(
@@ -333,7 +318,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     // validator).
     let anchoring = match (&args.anchor_rpc, &args.anchor_contract) {
         (Some(rpc), Some(contract)) => Some(
-            super::anchor::ChainTarget::new(rpc, contract, args.anchor_key_file.as_deref())
+            ChainTarget::new(rpc, contract, args.anchor_key_file.as_deref())
                 .context("--anchor-rpc/--anchor-contract/--anchor-key-file")?,
         ),
         _ => None,
@@ -473,7 +458,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
                 target.rpc,
                 args.anchor_every.as_secs_f64()
             ));
-            tokio::spawn(super::anchor::anchor_on_schedule(
+            tokio::spawn(anchor_on_schedule(
                 ledger.clone(),
                 ledger_dir.clone(),
                 target.registry,

@@ -1,7 +1,7 @@
 //! `pog specs`: the GPU model database pog judges against.
 
-use super::{print_json, Outcome, Verdict};
 use crate::cli::Global;
+use crate::output::{print_json, Outcome, Verdict};
 use crate::render;
 use anyhow::{bail, Result};
 use pog_spec::SpecDb;
@@ -13,6 +13,7 @@ struct SpecsReport<'a> {
     models: Vec<&'a pog_spec::GpuSpec>,
 }
 
+/// `pog specs [MODEL]`: the database as a table, or one model's full entry.
 pub fn run(global: &Global, model: Option<&str>) -> Result<Outcome> {
     let db = SpecDb::embedded();
     let models: Vec<&pog_spec::GpuSpec> = match model {

@@ -4,8 +4,8 @@
 //! serving the simulated double has no telemetry to sample (pog-sim simulates none): its GPUs
 //! are listed as SIMULATED and unsampled.
 
-use super::service::say;
-use crate::cli::AgentArgs;
+use crate::cli::service::AgentArgs;
+use crate::output::say;
 use anyhow::{Context, Result};
 use pog_agent::watch::Watch;
 use pog_monitor::prometheus::GpuIdentity;

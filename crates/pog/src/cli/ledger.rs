@@ -1,0 +1,278 @@
+//! The flags of `pog ledger` (the chain anchor's among them), `pog verify` and
+//! `pog witness`.
+
+use super::parse::parse_seconds;
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+/// What `pog ledger` does.
+#[derive(Debug, Args)]
+pub struct LedgerArgs {
+    /// The action on the log.
+    #[command(subcommand)]
+    pub action: LedgerAction,
+    /// The ledger's directory [default: DATA_DIR/ledger].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub ledger_dir: Option<PathBuf>,
+    /// The log's name (checkpoint origin and key name) [default: pog.validator/ and the first
+    /// 16 hex digits of the validator's public key].
+    #[arg(long, global = true)]
+    pub origin: Option<String>,
+}
+
+/// `pog ledger`'s subcommands.
+#[derive(Debug, Subcommand)]
+pub enum LedgerAction {
+    /// Append signed records to the ledger (each file: one envelope, a JSON array of them, or a
+    /// page of the validator's /v1/records API); durable when this returns.
+    Append {
+        /// JSON files of signed envelopes.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Sign a checkpoint of the ledger with the validator's key (DATA_DIR/validator.key) and
+    /// keep it as the latest.
+    Checkpoint,
+    /// An inclusion proof of one record, or a consistency proof between two tree sizes.
+    Prove(ProveLedgerArgs),
+    /// Write one GPU's records with their inclusion proofs and the latest checkpoint (with its
+    /// cosignatures) as one bundle file, for `pog verify`.
+    Export(ExportArgs),
+    /// Print the log's verifier key (what holders pass to `pog verify --log-key`).
+    Vkey,
+    /// Write the tlog-witness add-checkpoint request for the latest checkpoint: "old OLD", the
+    /// consistency proof from OLD (the size the witness last cosigned), a blank line, the
+    /// checkpoint. Give it to `pog witness cosign`.
+    WitnessRequest {
+        /// The size of the checkpoint the witness last cosigned (0 the first time).
+        #[arg(long, default_value_t = 0)]
+        old: u64,
+    },
+    /// Ask witnesses (`pog witness serve`, or any c2sp.org/tlog-witness) to cosign the latest
+    /// checkpoint, and attach their cosignatures to it; fails when any witness refuses.
+    Publish {
+        /// A witness's URL prefix (its add-checkpoint endpoint is PREFIX/add-checkpoint);
+        /// repeatable.
+        #[arg(long = "witness", value_name = "URL", required = true)]
+        witnesses: Vec<String>,
+    },
+    /// Write the log as static files (c2sp.org/tlog-tiles: checkpoint, tiles, entry bundles)
+    /// under DIR, for any web server or mirror; full tiles already there are kept.
+    Mirror {
+        /// The directory to serve.
+        dir: PathBuf,
+    },
+    /// Attach witnesses' cosignature lines (`pog witness cosign` prints them) to the latest
+    /// checkpoint, which `pog ledger export` puts in bundles.
+    AddCosignature {
+        /// Cosignature lines ("— name base64…"), one per argument.
+        #[arg(required = true)]
+        lines: Vec<String>,
+    },
+    /// Anchor the latest checkpoint in a CheckpointRegistry on an EVM chain (registering the
+    /// log's origin first if no one has), and keep it as the anchored checkpoint (`export
+    /// --anchored`); fails when the registry refuses or holds a contradicting anchor.
+    Anchor(AnchorArgs),
+    /// Deploy a CheckpointRegistry (contracts/CheckpointRegistry.sol, compiled by
+    /// scripts/evm-tools.sh) on an EVM chain and print its address.
+    DeployRegistry(DeployArgs),
+}
+
+impl LedgerAction {
+    /// The action's name, as its JSON schema names it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            LedgerAction::Append { .. } => "ledger.append",
+            LedgerAction::Checkpoint => "ledger.checkpoint",
+            LedgerAction::Prove(_) => "ledger.prove",
+            LedgerAction::Export(_) => "ledger.export",
+            LedgerAction::Vkey => "ledger.vkey",
+            LedgerAction::WitnessRequest { .. } => "ledger.witness_request",
+            LedgerAction::AddCosignature { .. } => "ledger.add_cosignature",
+            LedgerAction::Publish { .. } => "ledger.publish",
+            LedgerAction::Mirror { .. } => "ledger.mirror",
+            LedgerAction::Anchor(_) => "ledger.anchor",
+            LedgerAction::DeployRegistry(_) => "ledger.deploy_registry",
+        }
+    }
+}
+
+/// What `pog ledger prove` proves.
+#[derive(Debug, Args)]
+pub struct ProveLedgerArgs {
+    /// The log index of the record to prove included.
+    #[arg(
+        long,
+        value_name = "INDEX",
+        conflicts_with = "consistency",
+        required_unless_present = "consistency"
+    )]
+    pub inclusion: Option<u64>,
+    /// The older tree size to prove the current tree consistent with.
+    #[arg(long, value_name = "OLD_SIZE")]
+    pub consistency: Option<u64>,
+    /// The tree size to prove against [default: the ledger's size].
+    #[arg(long)]
+    pub size: Option<u64>,
+}
+
+/// What `pog ledger export` writes.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The GPU's UUID.
+    #[arg(long)]
+    pub gpu: String,
+    /// Include a consistency proof from this earlier tree size (the size of the checkpoint the
+    /// holder kept).
+    #[arg(long, value_name = "SIZE")]
+    pub since: Option<u64>,
+    /// Where to write the bundle [default: stdout].
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// Prove against the latest checkpoint anchored on chain (kept by `pog ledger anchor` and
+    /// the validator's --anchor-rpc), which `pog verify --chain` finds anchored at exactly its
+    /// size, instead of the latest signed one; records logged after it are left out.
+    #[arg(long)]
+    pub anchored: bool,
+}
+
+/// What `pog ledger anchor` anchors with.
+#[derive(Debug, Args)]
+pub struct AnchorArgs {
+    /// The EVM node's JSON-RPC URL (http or https).
+    #[arg(long, value_name = "URL")]
+    pub rpc: String,
+    /// The CheckpointRegistry's address (`pog ledger deploy-registry` prints it).
+    #[arg(long, value_name = "ADDRESS")]
+    pub contract: String,
+    /// A file holding the publisher's secp256k1 private key (64 hex digits, chmod 600). The
+    /// key itself is never a command-line value: others on the host could read it there.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: PathBuf,
+}
+
+/// What `pog ledger deploy-registry` deploys with.
+#[derive(Debug, Args)]
+pub struct DeployArgs {
+    /// The EVM node's JSON-RPC URL (http or https).
+    #[arg(long, value_name = "URL")]
+    pub rpc: String,
+    /// A file holding the deployer's secp256k1 private key (64 hex digits, chmod 600).
+    #[arg(long, value_name = "FILE")]
+    pub key_file: PathBuf,
+    /// The registry's creation bytecode (hex), as `scripts/evm-tools.sh` compiles it
+    /// [default: target/contracts/CheckpointRegistry.bin].
+    #[arg(long, value_name = "PATH")]
+    pub bytecode: Option<PathBuf>,
+}
+
+/// What `pog verify` checks.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The bundle file (`pog ledger export`).
+    pub bundle: PathBuf,
+    /// The log's (validator's) verifier key, as `pog ledger vkey` prints it, or a file holding
+    /// it.
+    #[arg(long, value_name = "VKEY")]
+    pub log_key: String,
+    /// A trusted witness's cosignature verifier key (or a file holding it); repeatable.
+    #[arg(long = "witness", value_name = "VKEY")]
+    pub witnesses: Vec<String>,
+    /// How many of the trusted witnesses must have cosigned [default: all given].
+    #[arg(long)]
+    pub quorum: Option<usize>,
+    /// A checkpoint you kept from before (a file): the bundle must extend it, not fork or roll
+    /// it back.
+    #[arg(long, value_name = "CHECKPOINT")]
+    pub since: Option<PathBuf>,
+    /// A bundle of the same GPU you verified before: every record it held must still be here,
+    /// unchanged (this catches the newest records dropped); its checkpoint serves as --since
+    /// when that is not given.
+    #[arg(long, value_name = "BUNDLE")]
+    pub since_bundle: Option<PathBuf>,
+    /// An EVM node's JSON-RPC URL (http or https): the chain's CheckpointRegistry (--contract)
+    /// must anchor the bundle's checkpoint, at its size and with its root.
+    #[arg(long, value_name = "RPC_URL", requires = "contract")]
+    pub chain: Option<String>,
+    /// The CheckpointRegistry's address on --chain.
+    #[arg(long, value_name = "ADDR", requires = "chain")]
+    pub contract: Option<String>,
+    /// The log's tiles (a validator's URL prefix such as http://HOST:7071/ledger/, any
+    /// tlog-tiles mirror, or a mirror's directory): every entry after the bundle's last record
+    /// is read, checked against the checkpoint, to catch the GPU's newest records left out.
+    #[arg(long = "log", value_name = "URL_OR_DIR")]
+    pub log_tiles: Option<String>,
+    /// Seconds the whole read of the log's tiles over http(s) may take (a hostile log signs
+    /// as large a tree as it likes): past it, pog verify gives up with an error.
+    #[arg(long, default_value = "600", value_parser = parse_seconds, value_name = "SECONDS")]
+    pub log_timeout: std::time::Duration,
+    /// The address the log's origin must be registered to on --chain (the validator's anchor
+    /// publisher, as it announced it): a registry where someone else registered the origin
+    /// first fails the check.
+    #[arg(long, value_name = "ADDR", requires = "chain")]
+    pub publisher: Option<String>,
+}
+
+/// What `pog witness` does.
+#[derive(Debug, Args)]
+pub struct WitnessArgs {
+    /// What the witness does.
+    #[command(subcommand)]
+    pub action: WitnessAction,
+}
+
+/// `pog witness`'s subcommands.
+#[derive(Debug, Subcommand)]
+pub enum WitnessAction {
+    /// Check an add-checkpoint request (c2sp.org/tlog-witness: "old N", the consistency proof,
+    /// a blank line, the checkpoint) against the last checkpoint this witness cosigned for the
+    /// log, and print the cosignature line; the new checkpoint is kept before it is printed.
+    Cosign(CosignArgs),
+    /// Serve the tlog-witness API (`POST /add-checkpoint`) for the logs whose keys are given;
+    /// the last checkpoint cosigned per log is kept in DATA_DIR/witness/ before each answer.
+    Serve(ServeArgs),
+    /// Print this witness's cosignature verifier key (DATA_DIR/witness.key).
+    Vkey {
+        /// The witness's name [default: pog.witness/ and the first 16 hex digits of its key].
+        #[arg(long)]
+        name: Option<String>,
+    },
+}
+
+/// What `pog witness cosign` reads.
+#[derive(Debug, Args)]
+pub struct CosignArgs {
+    /// The request body file ("-" for stdin).
+    pub request: PathBuf,
+    /// The log's verifier key (or a file holding it).
+    #[arg(long, value_name = "VKEY")]
+    pub log_key: String,
+    /// The witness's name [default: pog.witness/ and the first 16 hex digits of its key].
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+/// What `pog witness serve` serves.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (host:port; port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:7400")]
+    pub listen: String,
+    /// The verifier key of a log to follow (or a file holding it); repeatable.
+    #[arg(long = "log-key", value_name = "VKEY", required = true)]
+    pub log_keys: Vec<String>,
+    /// The witness's name [default: pog.witness/ and the first 16 hex digits of its key].
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+impl WitnessAction {
+    /// The action's name, as its JSON schema names it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            WitnessAction::Cosign(_) => "witness.cosign",
+            WitnessAction::Serve(_) => "witness.serve",
+            WitnessAction::Vkey { .. } => "witness.vkey",
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The flags of the long-running services, `pog agent` and `pog validator`.
+
+use super::market::ClearArgs;
+use super::parse::{parse_milliseconds, parse_seconds};
+use super::prove::ProverKind;
+use clap::Args;
+use pog_signed::PublicKey;
+use std::time::Duration;
+
+/// What `pog agent` serves.
+#[derive(Debug, Args, Clone)]
+pub struct AgentArgs {
+    /// Address to listen on: host:port, the host a name or an address.
+    #[arg(long, default_value = "127.0.0.1:7070", value_name = "HOST:PORT")]
+    pub listen: String,
+    /// The URL the validator reaches this agent at [default: http://LISTEN].
+    #[arg(long, value_name = "URL")]
+    pub advertise: Option<String>,
+    /// The validator's URL (http or https).
+    #[arg(long, value_name = "URL")]
+    pub validator: String,
+    /// Public key (64 hex digits) of a validator allowed to challenge this agent; repeat for
+    /// several. Challenges signed by any other key, or addressed to another agent, are
+    /// refused.
+    #[arg(long = "trust", value_name = "KEY", required = true, value_parser = parse_key)]
+    pub trust: Vec<PublicKey>,
+    /// Where challenges are computed.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub prover: ProverKind,
+    /// Serve the GPUs' Prometheus metrics (dcgm-exporter's names) at http://HOST:PORT/metrics
+    /// instead of at /metrics on the API's address.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_listen: Option<String>,
+    /// A saved `pog bench --json` (or `pog check --json`) of this host: its figures are sent
+    /// to the validator, signed by the agent as self-reported benchmark records, beside the
+    /// inspection the agent runs at start. Without it no benchmark record is sent (the agent
+    /// does not benchmark at start: that would hold the GPUs at every restart).
+    #[arg(long, value_name = "FILE")]
+    pub bench_report: Option<std::path::PathBuf>,
+}
+
+/// What `pog validator` serves and how it challenges.
+#[derive(Debug, Args, Clone)]
+pub struct ValidatorArgs {
+    /// Address to listen on: host:port, the host a name or an address.
+    #[arg(long, default_value = "127.0.0.1:7071", value_name = "HOST:PORT")]
+    pub listen: String,
+    /// Seconds between the starts of two rounds of challenges to every registered GPU.
+    #[arg(long, default_value = "60", value_parser = parse_seconds)]
+    pub challenge_every: Duration,
+    /// Precision of the challenges [default: the one that separates the claimed model from
+    /// cheaper ones].
+    #[arg(long, value_enum, ignore_case = true)]
+    pub precision: Option<pog_spec::Precision>,
+    /// Output elements checked per challenge.
+    #[arg(long, default_value = "1024", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub samples: u32,
+    /// How long an agent has to commit, ms (as long again to open).
+    #[arg(long, default_value = "60000", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub expiry_ms: u64,
+    /// Skip the proof of memory in each round (it follows the GEMM challenge by default: the
+    /// only proof that tells an H200 from an H100).
+    #[arg(long)]
+    pub no_memory_proof: bool,
+    /// TEST MODE: challenge with a fixed --size, --batch and --expected-ms instead of the
+    /// claimed model's plan (and a fixed small memory proof: 4096 items, 1024 walkers). A CPU answers a small one in time, so such records prove no
+    /// model; each says so (`proves_model: false`). For tests and demos only.
+    #[arg(long)]
+    pub test_plan: bool,
+    /// m = n = k of each product (with --test-plan).
+    #[arg(long, default_value = "64", requires = "test_plan", value_parser = clap::value_parser!(u64).range(8..=65536))]
+    pub size: u64,
+    /// Products per challenge (with --test-plan).
+    #[arg(long, default_value = "2", requires = "test_plan", value_parser = clap::value_parser!(u32).range(1..=100000))]
+    pub batch: u32,
+    /// The time bound, ms (with --test-plan).
+    #[arg(long, default_value = "5000", requires = "test_plan", value_parser = parse_milliseconds)]
+    pub expected_ms: f64,
+    /// Let GPUs of the simulated test double (`pog agent --simulate`) register, for tests and
+    /// tours: their records say `simulated: true` and prove nothing.
+    #[arg(long)]
+    pub accept_simulated: bool,
+    /// Let agents advertise loopback, private and link-local endpoints (tests and private
+    /// networks). Without it the validator only connects to public addresses.
+    #[arg(long)]
+    pub allow_private_endpoints: bool,
+    /// Challenges in flight at once. A round challenges every GPU at the same moment up to
+    /// this many; keep it above the number of registered GPUs.
+    #[arg(long, default_value = "1024", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub max_concurrent_challenges: u64,
+    /// Failed rounds in a row after which a GPU's registration is released.
+    #[arg(long, default_value = "5", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub release_after: u32,
+    /// Open connections the API accepts at once.
+    #[arg(long, default_value = "1024", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+    /// Open connections the API accepts at once from one source address.
+    #[arg(long, default_value = "64", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections_per_source: u64,
+    /// Seconds a client has to send a request's head (and, again, its body).
+    #[arg(long, default_value = "5", value_parser = parse_seconds)]
+    pub request_timeout: Duration,
+    /// MiB of request bodies held in memory at once, across all requests.
+    #[arg(long, default_value = "32", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_inflight_body_mib: u64,
+    /// Registrations one source address may make per minute.
+    #[arg(long, default_value = "10", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub registrations_per_minute: u32,
+    /// GPUs one agent key may claim.
+    #[arg(long, default_value = "64", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_gpus_per_agent: u64,
+    /// KiB of new reports (the agent-signed inspection and benchmark records of POST
+    /// /v1/reports, each charged its size, at least 1 KiB) each registered GPU may add per hour,
+    /// whatever keys send them; content the validator holds already costs nothing. At least 16
+    /// (one report of the largest size).
+    #[arg(long, default_value = "64", value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
+    pub report_kib_per_gpu_per_hour: u32,
+    /// KiB of new reports the GPUs reported from one source address (IPv4, or IPv6 /64) may
+    /// add per hour together (registrations are claims: one address must not fill the log
+    /// through many made-up GPUs).
+    #[arg(long, default_value = "8192", value_parser = clap::value_parser!(u32).range(16..=100_000_000))]
+    pub report_kib_per_source_per_hour: u32,
+    /// The order book's scheduled clearings and limits.
+    #[command(flatten)]
+    pub market: ClearArgs,
+    /// Seconds between two looks at the ledger (DATA_DIR/ledger): whenever it grew, a
+    /// checkpoint is signed and sent to the --witness URLs.
+    #[arg(long, default_value = "10", value_parser = parse_seconds, value_name = "SECONDS")]
+    pub checkpoint_every: Duration,
+    /// A witness (c2sp.org/tlog-witness, e.g. `pog witness serve`) by URL prefix: each new
+    /// checkpoint is sent to PREFIX/add-checkpoint and its cosignature kept; repeatable.
+    #[arg(long = "witness", value_name = "URL")]
+    pub witnesses: Vec<String>,
+    /// An EVM node's JSON-RPC URL (http or https): the ledger's checkpoints are anchored in the
+    /// CheckpointRegistry at --anchor-contract there, paid for by --anchor-key-file's account.
+    #[arg(long, value_name = "URL", requires_all = ["anchor_contract", "anchor_key_file"])]
+    pub anchor_rpc: Option<String>,
+    /// The CheckpointRegistry's address (`pog ledger deploy-registry`).
+    #[arg(long, value_name = "ADDRESS", requires = "anchor_rpc")]
+    pub anchor_contract: Option<String>,
+    /// A file holding the publisher's secp256k1 private key (64 hex digits, chmod 600). The
+    /// key itself is never a command-line value: others on the host could read it there.
+    #[arg(long, value_name = "FILE", requires = "anchor_rpc")]
+    pub anchor_key_file: Option<std::path::PathBuf>,
+    /// Seconds between two looks at the latest checkpoint: when it is larger than the last
+    /// anchored, it is anchored (the log's origin registered first if no one has). A failure
+    /// is retried at the next look.
+    #[arg(long, default_value = "60", value_parser = parse_seconds, value_name = "SECONDS")]
+    pub anchor_every: Duration,
+}
+
+/// An Ed25519 public key as 64 hex digits, refused if it is malformed or weak.
+fn parse_key(s: &str) -> Result<PublicKey, String> {
+    PublicKey::parse(s).map_err(|e| format!("{s:?} is not a usable validator key: {e}"))
+}

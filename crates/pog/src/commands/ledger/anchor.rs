@@ -1,0 +1,202 @@
+//! `pog ledger anchor` and `pog ledger deploy-registry`: the ledger's latest checkpoint
+//! anchored in a CheckpointRegistry on an EVM chain (`crate::chain`), and the registry
+//! deployed; and the on-chain check of `pog verify --chain --contract`.
+
+use crate::chain::{save_anchored, ChainTarget};
+use crate::cli::ledger::{AnchorArgs, DeployArgs};
+use crate::cli::Global;
+use crate::output::{print_json, table, verdict_line, Outcome, Verdict};
+use anyhow::{anyhow, Context, Result};
+use pog_anchor::{AnchorError, Anchored, PublisherKey, RpcUrl};
+use pog_ledger::checkpoint::SignedCheckpoint;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// Where `scripts/evm-tools.sh` writes the registry's bytecode, from a checkout's root.
+const DEFAULT_BYTECODE: &str = "target/contracts/CheckpointRegistry.bin";
+
+/// A runtime of one thread for a command's few requests to the chain.
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// The ledger's stored (latest signed) checkpoint, read from its file.
+fn stored_checkpoint(ledger_dir: &Path) -> Result<SignedCheckpoint> {
+    let path = ledger_dir.join("checkpoint");
+    let text = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow::bail!(
+            "the ledger in {} has no checkpoint yet: run `pog ledger checkpoint`",
+            ledger_dir.display()
+        ),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    SignedCheckpoint::parse(&text)
+        .map_err(|e| anyhow!("the ledger's stored checkpoint is unreadable: {e}"))
+}
+
+/// Whether an anchoring error is the chain's answer (a refusal, a contradiction) rather than
+/// a failure to reach it.
+fn refused(e: &AnchorError) -> bool {
+    matches!(
+        e,
+        AnchorError::Refused { .. }
+            | AnchorError::RegisteredToOther { .. }
+            | AnchorError::Conflict(_)
+            | AnchorError::Reverted { .. }
+    )
+}
+
+/// `pog ledger anchor`: anchors the ledger's latest checkpoint (registering its origin first
+/// if no one has), and keeps it as the anchored checkpoint.
+pub fn anchor_command(global: &Global, ledger_dir: &Path, args: &AnchorArgs) -> Result<Outcome> {
+    let target = ChainTarget::new(&args.rpc, &args.contract, Some(&args.key_file))?;
+    let checkpoint = stored_checkpoint(ledger_dir)?;
+    let rt = runtime()?;
+    let result = rt.block_on(async {
+        target.registry.check_deployed().await?;
+        target
+            .registry
+            .anchor_checkpoint(&checkpoint.checkpoint)
+            .await
+    });
+    let (verdict, summary, done, why) = match result {
+        Ok(done) => {
+            save_anchored(ledger_dir, &checkpoint)?;
+            let summary = match &done.anchored {
+                Some(sent) => format!(
+                    "anchored {} at size {} on {} (tx {}, {} gas)",
+                    done.origin,
+                    done.size,
+                    target.registry.address(),
+                    sent.tx,
+                    sent.gas_used
+                ),
+                None => format!(
+                    "{} at size {} was anchored on {} already",
+                    done.origin,
+                    done.size,
+                    target.registry.address()
+                ),
+            };
+            (Verdict::Pass, summary, Some(done), None)
+        }
+        Err(e) if refused(&e) => (Verdict::Fail, e.to_string(), None, Some(e.to_string())),
+        Err(e) => return Err(e.into()),
+    };
+    if global.json {
+        #[derive(Serialize)]
+        struct Report<'a> {
+            rpc: String,
+            contract: String,
+            origin: &'a str,
+            size: u64,
+            root: String,
+            result: Option<&'a Anchored>,
+            refused: Option<&'a str>,
+        }
+        let c = &checkpoint.checkpoint;
+        let report = Report {
+            rpc: target.rpc.to_string(),
+            contract: target.registry.address().to_string(),
+            origin: &c.origin,
+            size: c.size,
+            root: hex::encode(c.root),
+            result: done.as_ref(),
+            refused: why.as_deref(),
+        };
+        print_json("ledger.anchor", verdict, &summary, false, &report)?;
+    } else {
+        if let Some(done) = &done {
+            let mut t = table(["step", "transaction", "gas used", "block"]);
+            for (step, sent) in [("register", &done.registered), ("anchor", &done.anchored)] {
+                match sent {
+                    Some(s) => t.add_row(vec![
+                        step.to_string(),
+                        s.tx.clone(),
+                        s.gas_used.to_string(),
+                        s.block.map_or("?".into(), |b| b.to_string()),
+                    ]),
+                    None => t.add_row(vec![
+                        step.to_string(),
+                        "(not needed)".into(),
+                        "–".into(),
+                        "–".into(),
+                    ]),
+                };
+            }
+            println!("{t}");
+        }
+        verdict_line(verdict, &summary, false);
+    }
+    Ok(Outcome(verdict))
+}
+
+/// `pog ledger deploy-registry`: deploys the CheckpointRegistry and prints its address.
+pub fn deploy_command(global: &Global, args: &DeployArgs) -> Result<Outcome> {
+    let rpc = RpcUrl::parse(&args.rpc)?;
+    let key = PublisherKey::from_file(&args.key_file)?;
+    let path = args
+        .bytecode
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_BYTECODE));
+    let code = pog_anchor::read_bytecode(&path)?;
+    let deployed = runtime()?.block_on(pog_anchor::deploy(&rpc, &key, &code))?;
+    let summary = format!(
+        "CheckpointRegistry deployed at {} (tx {}, {} gas)",
+        deployed.address, deployed.sent.tx, deployed.sent.gas_used
+    );
+    if global.json {
+        #[derive(Serialize)]
+        struct Report<'a> {
+            rpc: String,
+            deployer: String,
+            bytecode: String,
+            #[serde(flatten)]
+            deployed: &'a pog_anchor::Deployed,
+        }
+        let report = Report {
+            rpc: rpc.to_string(),
+            deployer: key.address().to_string(),
+            bytecode: path.display().to_string(),
+            deployed: &deployed,
+        };
+        print_json(
+            "ledger.deploy_registry",
+            Verdict::Pass,
+            &summary,
+            false,
+            &report,
+        )?;
+    } else {
+        println!("{}", deployed.address);
+        verdict_line(Verdict::Pass, &summary, false);
+    }
+    Ok(Outcome(Verdict::Pass))
+}
+
+/// `pog verify --chain --contract`: what the registry holds for the bundle's checkpoint, and
+/// the problem when its anchor is missing or differs. An error when the chain cannot be read.
+pub fn check_chain(
+    rpc: &str,
+    contract: &str,
+    publisher: Option<&str>,
+    checkpoint: &pog_ledger::checkpoint::Checkpoint,
+) -> Result<(pog_anchor::AnchorCheck, Option<pog_ledger::bundle::Problem>)> {
+    let target = ChainTarget::new(rpc, contract, None)?;
+    let expected = publisher
+        .map(pog_anchor::parse_address)
+        .transpose()
+        .context("--publisher")?;
+    let checked = runtime()?
+        .block_on(pog_anchor::verify_anchor(
+            &target.registry,
+            checkpoint,
+            expected,
+        ))
+        .with_context(|| format!("reading the anchor from {}", target.rpc))?;
+    Ok(checked)
+}
