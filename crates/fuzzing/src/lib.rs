@@ -452,7 +452,7 @@ pub fn report_seeds() -> Vec<Vec<u8>> {
 }
 
 /// Bytes as the body of an agent's report, signed by the harnesses' key as an `inspection`
-/// and as a `benchmark` envelope, each taken by a fresh in-memory validator (no ledger) with
+/// and as a `benchmark` envelope, each taken by a fresh in-memory report desk and record store (no ledger) with
 /// `GPU-fuzz` registered to that key, as `POST /v1/reports` takes it: the size, the envelope,
 /// the signature, the body parsed with unknown fields refused, its values, the owner, the
 /// ledger entry, the content id, the limit, the store; then the same report again, which must
@@ -460,18 +460,22 @@ pub fn report_seeds() -> Vec<Vec<u8>> {
 /// answers, never panics.
 pub fn report(body: &[u8]) -> Result<String, String> {
     use pog_validator::registry::Registry;
-    use pog_validator::validator::{Config, Validator};
+    use pog_validator::reports::DEFAULT_REPORT_KIB_PER_SOURCE_PER_HOUR;
+    use pog_validator::reports::{ReportDesk, DEFAULT_REPORT_KIB_PER_GPU_PER_HOUR};
+    use pog_validator::store::RecordStore;
     let registry = Registry::open(None).map_err(|e| e.to_string())?;
-    let validator =
-        Validator::with_config(Identity::from_seed([0x5f; 32]), registry, Config::default())
-            .map_err(|e| e.to_string())?;
+    let records = RecordStore::new(Identity::from_seed([0x5f; 32]), registry);
+    let desk = ReportDesk::new(
+        DEFAULT_REPORT_KIB_PER_GPU_PER_HOUR,
+        DEFAULT_REPORT_KIB_PER_SOURCE_PER_HOUR,
+    );
     let claim = wire::GpuClaim {
         uuid: fuzz_gpu(),
         model: "H200 SXM".into(),
         bus_id: "0000:00:06.0".into(),
         simulated: false,
     };
-    validator
+    records
         .registry()
         .register(
             &identity().public_key(),
@@ -488,10 +492,10 @@ pub fn report(body: &[u8]) -> Result<String, String> {
     ] {
         let sealed = seal(kind, body);
         let from = std::net::IpAddr::from([203, 0, 113, 9]);
-        let recorded = match validator.accept_report(&sealed, from) {
+        let recorded = match desk.accept(&records, &sealed, from) {
             Ok(receipt) => {
-                let again = validator
-                    .accept_report(&sealed, from)
+                let again = desk
+                    .accept(&records, &sealed, from)
                     .map_err(|e| format!("a report taken once is refused the second time: {e}"))?;
                 if !receipt.recorded || again.recorded || again.id != receipt.id {
                     return Err(format!("a replay was recorded anew: {receipt:?} {again:?}"));

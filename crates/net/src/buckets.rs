@@ -99,6 +99,32 @@ impl<K: Hash + Eq + Clone> TokenBuckets<K> {
     }
 }
 
+/// Source addresses a [`PerSource`] limiter remembers at once; beyond this, those with full
+/// buckets are forgotten, and a new one waits while all are active.
+const MAX_TRACKED_SOURCES: usize = 100_000;
+
+/// Requests per source address (an IPv4 address or IPv6 /64: [`crate::serve::source_key`])
+/// per minute, a token each: registrations, market submissions.
+pub struct PerSource(TokenBuckets<std::net::IpAddr>);
+
+impl PerSource {
+    /// Buckets of `per_minute` tokens (the burst too), refilled evenly over a minute.
+    pub fn per_minute(per_minute: f64) -> PerSource {
+        PerSource(TokenBuckets::new(
+            per_minute.max(1.0),
+            Duration::from_secs(60),
+            MAX_TRACKED_SOURCES,
+        ))
+    }
+
+    /// Takes a token for `source`; false when its bucket is empty, or when the limiter
+    /// remembers as many sources as it may, all of them active.
+    pub fn allow(&mut self, source: std::net::IpAddr) -> bool {
+        self.0
+            .take_one(&crate::serve::source_key(source), Instant::now())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -181,9 +181,9 @@ impl Validator {
             issued_at_ms: to_ms,
         };
         let exchange = async {
-            let envelope = self.identity.seal(kind::HEALTH_REQUEST, &request)?;
+            let envelope = self.records().seal(kind::HEALTH_REQUEST, &request)?;
             let (_, answer) = pog_net::http::post_counted(
-                &self.client,
+                self.client(),
                 &format!("{}/v1/health", gpu.endpoint),
                 &envelope,
                 HEALTH_TIMEOUT,

@@ -11,7 +11,6 @@
 //! - [`routes`]: `GET /ledger/checkpoint` and `GET /ledger/tile/{*path}`, tiles read from disk
 //!   as they are sent, under the server's response budget ([`pog_net::serve::Streamed`]).
 
-use crate::validator::Validator;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -651,24 +650,26 @@ impl pog_ledger::tiles::TileSource for HttpTiles {
 /// `GET /ledger/checkpoint` and `GET /ledger/tile/{*path}` (hash tiles and entry bundles), as
 /// c2sp.org/tlog-tiles lays them out: the checkpoint `no-cache, max-age=2`, tiles and entry
 /// bundles `immutable`; 404 when the validator keeps no ledger.
-pub fn routes() -> Router<Arc<Validator>> {
+pub fn router(ledger: Option<Arc<ValidatorLedger>>) -> Router {
     Router::new()
         .route(
             "/ledger/checkpoint",
-            get(|State(v): State<Arc<Validator>>| resource(v, "checkpoint".into())),
+            get(|State(l): State<Served>| resource(l, "checkpoint".into())),
         )
         .route(
             "/ledger/tile/{*path}",
-            get(
-                |State(v): State<Arc<Validator>>, Path(path): Path<String>| {
-                    resource(v, format!("tile/{path}"))
-                },
-            ),
+            get(|State(l): State<Served>, Path(path): Path<String>| {
+                resource(l, format!("tile/{path}"))
+            }),
         )
+        .with_state(ledger)
 }
 
-async fn resource(v: Arc<Validator>, path: String) -> Response {
-    let Some(ledger) = v.ledger().cloned() else {
+/// The ledger `/ledger/…` serves, if the validator keeps one.
+type Served = Option<Arc<ValidatorLedger>>;
+
+async fn resource(ledger: Served, path: String) -> Response {
+    let Some(ledger) = ledger else {
         return (StatusCode::NOT_FOUND, "this validator keeps no ledger\n").into_response();
     };
     // The checkpoint is read, a tile only looked up (its bytes are read as they are sent):

@@ -4,9 +4,15 @@
 //! agents' signed reports ([`reports`]), keeps every record in its transparency log
 //! ([`ledger`]), and scores, prices and trades the GPUs from those records alone ([`pricing`],
 //! [`market`]). It links no CUDA: it never computes a challenge, only checks answers.
+//!
+//! Each subsystem reaches the records through one narrow seam, [`store::RecordStore`] (the
+//! signing key, the registry, the ledger), not through the challenger; [`app`] builds the
+//! whole service from its settings, composes every route in one place, runs it and drains it.
 
 #![warn(missing_docs)]
 
+pub mod app;
+pub mod client;
 pub mod health;
 pub mod ledger;
 pub mod market;
@@ -14,4 +20,5 @@ pub mod pricing;
 pub mod registry;
 pub mod reports;
 pub mod schedule;
+pub mod store;
 pub mod validator;

@@ -251,7 +251,7 @@ pub struct Market {
     inner: Mutex<Inner>,
     limits: MarketLimits,
     /// Submissions per source address ([`MarketLimits::submits_per_minute_per_source`]).
-    submitters: Mutex<crate::validator::RateLimiter>,
+    submitters: Mutex<pog_net::buckets::PerSource>,
 }
 
 struct Inner {
@@ -384,7 +384,7 @@ impl Market {
                 taken,
             }),
             limits,
-            submitters: Mutex::new(crate::validator::RateLimiter::per_minute(
+            submitters: Mutex::new(pog_net::buckets::PerSource::per_minute(
                 limits.submits_per_minute_per_source,
             )),
         })
@@ -394,7 +394,7 @@ impl Market {
     /// bound new submissions only).
     pub fn with_limits(mut self, limits: MarketLimits) -> Market {
         self.limits = limits;
-        self.submitters = Mutex::new(crate::validator::RateLimiter::per_minute(
+        self.submitters = Mutex::new(pog_net::buckets::PerSource::per_minute(
             limits.submits_per_minute_per_source.max(1.0),
         ));
         self
@@ -818,19 +818,6 @@ impl Inner {
     }
 }
 
-/// Text as one URL path segment or query value: unreserved characters as they are, every
-/// other byte percent-encoded.
-fn path_segment(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 /// A stored price point, numbered.
 fn point(seq: i64, text: &str) -> Result<PostedPrice, MarketError> {
     let mut point: PostedPrice = serde_json::from_str(text).map_err(|e| MarketError::Corrupt {
@@ -1011,278 +998,6 @@ struct HistoryQuery {
 
 async fn history_route(State(m): State<Arc<Market>>, Query(q): Query<HistoryQuery>) -> Response {
     Json(m.history(q.after, q.limit.unwrap_or(100))).into_response()
-}
-
-/// A client of a validator's market API, signing with `identity`.
-pub struct MarketClient {
-    base: String,
-    http: reqwest::Client,
-}
-
-/// Why a market request failed on the client's side.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    /// The request got no answer (no connection, a timeout, a broken transfer).
-    #[error("could not reach the validator at {url}: {cause}")]
-    Unreachable {
-        /// The URL requested.
-        url: String,
-        /// What went wrong.
-        cause: String,
-    },
-    /// The validator answered with an error status.
-    #[error("the validator refused the request (HTTP {status}): {message}")]
-    Refused {
-        /// The HTTP status.
-        status: u16,
-        /// The validator's `error` text, or the whole body when it has none.
-        message: String,
-    },
-    /// The answer does not decode as the endpoint's answer type.
-    #[error("the validator's answer is not what the market API returns: {0}")]
-    BadAnswer(String),
-    /// The message could not be signed or encoded: nothing is sent.
-    #[error(transparent)]
-    Wire(#[from] pog_signed::WireError),
-    /// The client (no redirects) could not be built: nothing is sent.
-    #[error(transparent)]
-    Client(#[from] pog_net::http::BuildClientError),
-}
-
-impl MarketClient {
-    /// A client of the validator at `base` (http or https URL, no trailing path): 30 s a
-    /// request, no redirects (a signed order must not be relayed elsewhere); an error when
-    /// that client cannot be built.
-    pub fn new(base: &str) -> Result<MarketClient, ClientError> {
-        Ok(MarketClient {
-            base: base.trim_end_matches('/').to_string(),
-            http: pog_net::http::ClientSettings {
-                timeout: Some(std::time::Duration::from_secs(30)),
-                ..pog_net::http::ClientSettings::new("market")
-            }
-            .build()?,
-        })
-    }
-
-    async fn answer<T: serde::de::DeserializeOwned>(
-        &self,
-        url: String,
-        request: reqwest::RequestBuilder,
-    ) -> Result<T, ClientError> {
-        let response = request.send().await.map_err(|e| ClientError::Unreachable {
-            url: url.clone(),
-            cause: e.to_string(),
-        })?;
-        let status = response.status();
-        let text = response
-            .text()
-            .await
-            .map_err(|e| ClientError::Unreachable {
-                url,
-                cause: e.to_string(),
-            })?;
-        if !status.is_success() {
-            let message = serde_json::from_str::<serde_json::Value>(&text)
-                .ok()
-                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
-                .unwrap_or(text);
-            return Err(ClientError::Refused {
-                status: status.as_u16(),
-                message,
-            });
-        }
-        serde_json::from_str(&text).map_err(|e| ClientError::BadAnswer(e.to_string()))
-    }
-
-    async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
-        let url = format!("{}{path}", self.base);
-        self.answer(url.clone(), self.http.get(&url)).await
-    }
-
-    async fn post<T: serde::de::DeserializeOwned>(
-        &self,
-        path: &str,
-        envelope: &Envelope,
-    ) -> Result<T, ClientError> {
-        let url = format!("{}{path}", self.base);
-        self.answer(url.clone(), self.http.post(&url).json(envelope))
-            .await
-    }
-
-    /// The validator's key and classes.
-    pub async fn info(&self) -> Result<MarketInfo, ClientError> {
-        self.get("/v1/market/info").await
-    }
-
-    /// Submits an order signed by `owner` (whose key must be the order's owner), open for
-    /// `lifetime` from now unless it fills; a lifetime near the longest the book allows is
-    /// shortened by [`CLEAR_MAX_AGE_MS`], so that a validator whose clock is a few minutes
-    /// behind still takes it.
-    pub async fn submit(
-        &self,
-        owner: &Identity,
-        order: Order,
-        lifetime: std::time::Duration,
-    ) -> Result<Submitted, ClientError> {
-        let validator = self.info().await?.validator;
-        let longest = pog_market::MAX_ORDER_LIFETIME_MS - CLEAR_MAX_AGE_MS;
-        let lifetime_ms = u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX);
-        let expires_at_ms = now_ms().saturating_add(lifetime_ms.min(longest));
-        let envelope = owner.seal(
-            SUBMIT_KIND,
-            &SubmitMessage {
-                validator,
-                order,
-                expires_at_ms: Some(expires_at_ms),
-            },
-        )?;
-        self.post("/v1/market/submit", &envelope).await
-    }
-
-    /// Cancels one of `owner`'s open orders, found in the book by its id.
-    pub async fn cancel(&self, owner: &Identity, id: OrderId) -> Result<Cancelled, ClientError> {
-        let book = self.book(None).await?;
-        let key = owner.public_key();
-        let sequence = book
-            .bids
-            .iter()
-            .chain(&book.asks)
-            .find(|e| e.order.id() == &id && e.order.owner() == key)
-            .map(|e| e.sequence)
-            .ok_or_else(|| ClientError::Refused {
-                status: 404,
-                message: format!("this key has no order {id} open in the book"),
-            })?;
-        self.cancel_sequence(owner, id, sequence).await
-    }
-
-    /// Cancels `owner`'s order `id`, the one with this sequence number.
-    pub async fn cancel_sequence(
-        &self,
-        owner: &Identity,
-        id: OrderId,
-        sequence: u64,
-    ) -> Result<Cancelled, ClientError> {
-        let validator = self.info().await?.validator;
-        let message = CancelMessage {
-            validator,
-            id,
-            sequence: Some(sequence),
-        };
-        let envelope = owner.seal(CANCEL_KIND, &message)?;
-        self.post("/v1/market/cancel", &envelope).await
-    }
-
-    /// Clears a class, signed by the validator's own identity: a new request, with a fresh
-    /// nonce, each time.
-    pub async fn clear(
-        &self,
-        operator: &Identity,
-        class: GpuClass,
-        mechanism: Mechanism,
-    ) -> Result<ClearingRecord, ClientError> {
-        let validator = self.info().await?.validator;
-        let message = ClearMessage {
-            validator,
-            class,
-            mechanism,
-            at_ms: now_ms(),
-            nonce: Some(fresh_clear_nonce()),
-        };
-        let envelope = operator.seal(CLEAR_KIND, &message)?;
-        self.post("/v1/market/clear", &envelope).await
-    }
-
-    /// A page of the validator's scores, by GPU UUID after `after`.
-    pub async fn scores(
-        &self,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<crate::pricing::ScorePage, ClientError> {
-        let path = match after {
-            Some(a) => format!("/v1/scores?after={}&limit={limit}", path_segment(a)),
-            None => format!("/v1/scores?limit={limit}"),
-        };
-        self.get(&path).await
-    }
-
-    /// One GPU's score and posted price.
-    pub async fn score(&self, uuid: &str) -> Result<crate::pricing::ScoreView, ClientError> {
-        self.get(&format!("/v1/scores/{}", path_segment(uuid)))
-            .await
-    }
-
-    /// A page of one GPU's posted prices numbered above `after`.
-    pub async fn price_history(
-        &self,
-        uuid: &str,
-        after: Option<i64>,
-        limit: usize,
-    ) -> Result<crate::pricing::PricePage, ClientError> {
-        self.get(&format!(
-            "/v1/prices/{}/history?after={}&limit={limit}",
-            path_segment(uuid),
-            after.unwrap_or(0)
-        ))
-        .await
-    }
-
-    /// Every order open now, of one class or of all, read page by page; the result has no
-    /// `next_after`.
-    pub async fn book(&self, class: Option<&GpuClass>) -> Result<BookView, ClientError> {
-        let mut whole = BookView {
-            bids: Vec::new(),
-            asks: Vec::new(),
-            next_after: None,
-        };
-        let mut after = None;
-        loop {
-            let page = self.book_page(class, after, MAX_BOOK_PAGE).await?;
-            whole.bids.extend(page.bids);
-            whole.asks.extend(page.asks);
-            match page.next_after {
-                // Sequences only grow: a page that does not move on is the server's fault.
-                Some(next) if after.is_none_or(|a| next > a) => after = Some(next),
-                Some(next) => {
-                    return Err(ClientError::BadAnswer(format!(
-                        "the book's next page starts after {next}, not after this one's {after:?}"
-                    )))
-                }
-                None => return Ok(whole),
-            }
-        }
-    }
-
-    /// One page of the open orders (see [`Market::book`]).
-    pub async fn book_page(
-        &self,
-        class: Option<&GpuClass>,
-        after: Option<u64>,
-        limit: usize,
-    ) -> Result<BookView, ClientError> {
-        let mut query = vec![format!("limit={limit}")];
-        if let Some(c) = class {
-            query.push(format!("class={}", path_segment(c.as_str())));
-        }
-        if let Some(a) = after {
-            query.push(format!("after={a}"));
-        }
-        self.get(&format!("/v1/market/book?{}", query.join("&")))
-            .await
-    }
-
-    /// A page of clearings after `after`.
-    pub async fn history(
-        &self,
-        after: Option<u64>,
-        limit: usize,
-    ) -> Result<HistoryPage, ClientError> {
-        let path = match after {
-            Some(a) => format!("/v1/market/history?after={a}&limit={limit}"),
-            None => format!("/v1/market/history?limit={limit}"),
-        };
-        self.get(&path).await
-    }
 }
 
 #[cfg(test)]

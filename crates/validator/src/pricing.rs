@@ -20,7 +20,7 @@
 
 use crate::market::{Market, MarketError, PostedPrice};
 use crate::registry::{NewRecord, RegistryError};
-use crate::validator::Validator;
+use crate::store::{RecordStore, StoreError};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -87,6 +87,9 @@ pub enum PricingError {
     /// A score or price record could not be signed.
     #[error("signing a score or price record: {0}")]
     Sign(#[from] WireError),
+    /// A score or price record was not logged.
+    #[error("logging a score or price record: {0}")]
+    Log(#[from] StoreError),
     /// A score view could not be written as JSON.
     #[error("writing a score view: {0}")]
     Encode(serde_json::Error),
@@ -103,7 +106,7 @@ impl From<PricingError> for ApiError {
 
 /// The validator's scoring and pricing.
 pub struct Pricing {
-    validator: Arc<Validator>,
+    records: Arc<RecordStore>,
     market: Arc<Market>,
     config: Config,
     wake: Arc<Notify>,
@@ -162,11 +165,11 @@ pub struct PricePage {
 impl Pricing {
     /// Scores and prices `validator`'s GPUs into `market`'s history, with `config`; the
     /// registry wakes it from now on for every record stored.
-    pub fn new(validator: Arc<Validator>, market: Arc<Market>, config: Config) -> Arc<Pricing> {
+    pub fn new(records: Arc<RecordStore>, market: Arc<Market>, config: Config) -> Arc<Pricing> {
         let wake = Arc::new(Notify::new());
-        validator.registry().notify_on_record(wake.clone());
+        records.registry().notify_on_record(wake.clone());
         Arc::new(Pricing {
-            validator,
+            records,
             market,
             config,
             wake,
@@ -187,7 +190,7 @@ impl Pricing {
         };
         let uuid = &uuid;
         let (gpu, rows) = {
-            let registry = self.validator.registry();
+            let registry = self.records.registry();
             let gpu = registry.gpu(uuid)?;
             let rows = registry.latest_records(uuid, ROWS_READ)?;
             (gpu, rows)
@@ -292,7 +295,7 @@ impl Pricing {
         let mut posted = 0;
         loop {
             let after = self.market.priced_through()?;
-            let rows = self.validator.registry().records_since(after, BATCH)?;
+            let rows = self.records.registry().records_since(after, BATCH)?;
             let Some(through) = rows.last().map(|r| r.id) else {
                 return Ok(posted);
             };
@@ -354,7 +357,7 @@ impl Pricing {
     /// (nothing without a ledger). Only to the ledger: stored in the registry they would wake
     /// the pricing again.
     fn log_if_changed(&self, a: &Assessment, point: &PostedPrice) -> Result<(), PricingError> {
-        let Some(ledger) = self.validator.ledger() else {
+        let Some(ledger) = self.records.ledger() else {
             return Ok(());
         };
         let last = self.market.latest_price(&a.gpu_uuid)?;
@@ -390,11 +393,7 @@ impl Pricing {
             inputs,
             recorded_at_ms: point.at_ms,
         };
-        let envelope = self
-            .validator
-            .identity
-            .seal(RecordKind::Score.wire_kind(), &score)?;
-        let score_index = ledger.append(&envelope)?;
+        let score_index = self.records.log(&score)?;
         if let Some(per_hour) = point.price_micro_usd {
             let price = bodies::Price {
                 version: bodies::BODY_VERSION,
@@ -402,14 +401,10 @@ impl Pricing {
                 per_hour,
                 currency: "USD".into(),
                 basis: "posted".into(),
-                score_index: Some(score_index),
+                score_index,
                 recorded_at_ms: point.at_ms,
             };
-            let envelope = self
-                .validator
-                .identity
-                .seal(RecordKind::Price.wire_kind(), &price)?;
-            ledger.append(&envelope)?;
+            self.records.log(&price)?;
         }
         Ok(())
     }
@@ -451,7 +446,7 @@ impl Pricing {
     /// Keeps the view of an assessment just made, if its GPU is registered (and drops the
     /// one kept of a GPU no longer registered): one view per registered GPU at most.
     fn keep_view(&self, a: Assessment) -> Result<(), PricingError> {
-        if self.validator.registry().gpu(&a.gpu_uuid)?.is_none() {
+        if self.records.registry().gpu(&a.gpu_uuid)?.is_none() {
             self.views.locked().remove(&a.gpu_uuid);
             return Ok(());
         }
@@ -470,7 +465,7 @@ impl Pricing {
         let Some(a) = self.assess(uuid)? else {
             return Ok(None);
         };
-        let registered = self.validator.registry().gpu(uuid)?.is_some();
+        let registered = self.records.registry().gpu(uuid)?.is_some();
         let (uuid, json) = self.view_json(a)?;
         if !registered {
             return Ok(Some(json));
@@ -520,15 +515,14 @@ pub async fn clear_on_schedule(
     }
 }
 
-/// The validator's API with its order book, scores and prices: [`crate::validator::router`],
-/// `/v1/market/*`, `/v1/scores`, `/v1/scores/{uuid}` and `/v1/prices/{uuid}/history`.
-pub fn router(validator: Arc<Validator>, market: Arc<Market>, pricing: Arc<Pricing>) -> Router {
-    let scores = Router::new()
+/// The scores and prices: `/v1/scores`, `/v1/scores/{uuid}` and
+/// `/v1/prices/{uuid}/history` (composed with the rest in [`crate::app::Api`]).
+pub fn router(pricing: Arc<Pricing>) -> Router {
+    Router::new()
         .route("/v1/scores", get(scores_route))
         .route("/v1/scores/{uuid}", get(score_route))
         .route("/v1/prices/{uuid}/history", get(history_route))
-        .with_state(pricing);
-    crate::validator::router_with_market(validator, market).merge(scores)
+        .with_state(pricing)
 }
 
 #[derive(Debug, Deserialize)]
@@ -544,7 +538,7 @@ async fn scores_route(
 ) -> Result<Response, ApiError> {
     let limit = q.limit.unwrap_or(100).clamp(1, MAX_PAGE);
     let page = tokio::task::spawn_blocking(move || -> Result<String, PricingError> {
-        let gpus = p.validator.registry().gpus(&q.after, limit)?;
+        let gpus = p.records.registry().gpus(&q.after, limit)?;
         let next_after = (gpus.len() == limit)
             .then(|| gpus.last().map(|g| g.uuid.clone()))
             .flatten();

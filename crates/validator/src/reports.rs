@@ -1,5 +1,5 @@
 //! The validator's side of the agents' signed reports (the ledger's kinds 2 and 3, made by
-//! `pog_agent::reports`): it takes them at `POST /v1/reports` ([`Validator::accept_report`]):
+//! `pog_agent::reports`): it takes them at `POST /v1/reports` ([`ReportDesk::accept`]):
 //! only from the agent key the GPU is registered to, of one of the two kinds, with a body that
 //! parses strictly and holds sane values, at most [`MAX_REPORT_BYTES`]; a report whose
 //! content it holds already (the same signer, kind and body, whatever its `recorded_at_ms` or
@@ -9,7 +9,8 @@
 //! Each is stored as it was signed (the agent's signature, never the validator's), the
 //! ledger first, then the registry.
 
-use crate::validator::{Validator, ValidatorError};
+use crate::registry::RegistryError;
+use crate::store::{RecordStore, StoreError};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -107,7 +108,7 @@ pub enum ReportError {
     Entry(EntryError),
     /// The validator's store failed.
     #[error("storing the report failed: {0}")]
-    Store(#[from] ValidatorError),
+    Store(#[from] StoreError),
 }
 
 impl ReportError {
@@ -205,7 +206,7 @@ fn canonical<T: Serialize>(body: &T) -> Result<String, ReportError> {
 pub fn check_report(
     bytes: &[u8],
     now_ms: u64,
-    owner_of: impl FnOnce(&str) -> Result<Option<PublicKey>, ValidatorError>,
+    owner_of: impl FnOnce(&str) -> Result<Option<PublicKey>, RegistryError>,
 ) -> Result<CheckedReport, ReportError> {
     if bytes.len() > MAX_REPORT_BYTES {
         return Err(ReportError::TooLarge(bytes.len()));
@@ -242,7 +243,7 @@ pub fn check_report(
         }
         _ => return Err(ReportError::Kind(envelope.kind.chars().take(64).collect())),
     };
-    match owner_of(&gpu_uuid)? {
+    match owner_of(&gpu_uuid).map_err(StoreError::from)? {
         None => return Err(ReportError::UnknownGpu(gpu_uuid)),
         Some(owner) if owner != signer => {
             return Err(ReportError::NotOwner {
@@ -321,7 +322,7 @@ struct ReportBudgets {
 
 /// The validator's state for reports: the hourly byte budgets per GPU and per source address,
 /// and the reports being stored.
-pub(crate) struct ReportDesk {
+pub struct ReportDesk {
     budgets: Mutex<ReportBudgets>,
     in_flight: Mutex<HashSet<String>>,
 }
@@ -329,7 +330,7 @@ pub(crate) struct ReportDesk {
 impl ReportDesk {
     /// A desk whose budgets are `kib_per_gpu_hour` per GPU and `kib_per_source_hour` per source
     /// address ([`crate::validator::Config`]).
-    pub(crate) fn new(kib_per_gpu_hour: u32, kib_per_source_hour: u32) -> ReportDesk {
+    pub fn new(kib_per_gpu_hour: u32, kib_per_source_hour: u32) -> ReportDesk {
         ReportDesk {
             budgets: Mutex::new(ReportBudgets {
                 gpus: Budgets::new(kib_per_gpu_hour),
@@ -352,20 +353,21 @@ impl Drop for InFlight<'_> {
     }
 }
 
-impl Validator {
+impl ReportDesk {
     /// Takes an agent's report (the bytes of a signed `inspection` or `benchmark` envelope):
     /// checked ([`check_report`]), then, unless the validator already holds its content,
     /// charged to its GPU's and its source address's hourly budgets and stored as the agent
     /// signed it (ledger first, then the registry, like the validator's own records). A report
     /// whose content is held already is answered with `recorded: false` and costs nothing: the
     /// agent sends its reports again after every registration, and again when it restarts.
-    pub fn accept_report(
+    pub fn accept(
         &self,
+        records: &RecordStore,
         bytes: &[u8],
         source: std::net::IpAddr,
     ) -> Result<ReportReceipt, ReportError> {
         let checked = check_report(bytes, now_ms(), |uuid| {
-            Ok(self.registry().gpu(uuid)?.map(|g| g.agent))
+            Ok(records.registry().gpu(uuid)?.map(|g| g.agent))
         })?;
         let receipt = |recorded, log_index| ReportReceipt {
             id: checked.id.clone(),
@@ -374,7 +376,7 @@ impl Validator {
             recorded,
             log_index,
         };
-        let desk = &self.reports;
+        let desk = self;
         if !desk.in_flight.locked().insert(checked.id.clone()) {
             return Err(ReportError::InFlight);
         }
@@ -382,10 +384,10 @@ impl Validator {
             set: &desk.in_flight,
             id: checked.id.clone(),
         };
-        if self
+        if records
             .registry()
             .has_record(&checked.id)
-            .map_err(ValidatorError::from)?
+            .map_err(StoreError::from)?
         {
             return Ok(receipt(false, None));
         }
@@ -420,20 +422,27 @@ impl Validator {
         b.sources.spend(&source, charge, now);
         drop(budgets);
         let log_index =
-            self.store_envelope(&checked.envelope, &checked.id, &checked.gpu_uuid, false)?;
+            records.store_envelope(&checked.envelope, &checked.id, &checked.gpu_uuid, false)?;
         tracing::info!(gpu = %checked.gpu_uuid, agent = %checked.signer, kind = checked.kind, charge, "recorded the agent's report");
         Ok(receipt(true, log_index))
     }
 }
 
-/// `POST /v1/reports`: an agent's signed report ([`Validator::accept_report`]); a refusal that
+/// `POST /v1/reports`, taking reports into `records` through `desk`.
+pub fn router(records: Arc<RecordStore>, desk: Arc<ReportDesk>) -> axum::Router {
+    axum::Router::new()
+        .route("/v1/reports", axum::routing::post(post_report))
+        .with_state((records, desk))
+}
+
+/// `POST /v1/reports`: an agent's signed report ([`ReportDesk::accept`]); a refusal that
 /// time undoes carries `Retry-After`.
-pub(crate) async fn post_report(
-    State(v): State<Arc<Validator>>,
+async fn post_report(
+    State((records, desk)): State<(Arc<RecordStore>, Arc<ReportDesk>)>,
     axum::extract::ConnectInfo(from): axum::extract::ConnectInfo<std::net::SocketAddr>,
     body: Bytes,
 ) -> Response {
-    match v.accept_report(&body, from.ip()) {
+    match desk.accept(&records, &body, from.ip()) {
         Ok(receipt) => (StatusCode::OK, axum::Json(receipt)).into_response(),
         Err(e) => {
             let retry_after = e.retry_after_s();

@@ -2,12 +2,14 @@
 //! verifies the answer (values, Merkle proofs, its own clock) and stores a signed record.
 
 use crate::registry::{Registry, RegistryError};
+use crate::store::{RecordStore, StoreError};
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post as post_route};
 use axum::Router;
+use pog_net::buckets::PerSource;
 use pog_net::http::{post_counted, ApiError, BuildClientError, ClientSettings};
 use pog_net::locked::Locked;
 use pog_proof::challenge::Addressee;
@@ -140,15 +142,23 @@ pub enum ValidatorError {
     /// The policy cannot plan a challenge.
     #[error("bad policy: {0}")]
     Policy(PolicyError),
-    /// The challenge's task failed (the reason).
-    #[error("the challenge's task failed: {0}")]
-    Task(String),
     /// The ledger did not take the signed record durably: the record is refused (not stored).
     #[error("the ledger refused the record: {0}")]
     Ledger(#[from] crate::ledger::LedgerError),
     /// The hardened HTTP client could not be built: the validator does not start.
     #[error(transparent)]
     Client(#[from] BuildClientError),
+}
+
+/// A record that was not stored fails the challenge with the store's reason.
+impl From<StoreError> for ValidatorError {
+    fn from(e: StoreError) -> ValidatorError {
+        match e {
+            StoreError::Registry(e) => ValidatorError::Registry(e),
+            StoreError::Wire(e) => ValidatorError::Wire(e),
+            StoreError::Ledger(e) => ValidatorError::Ledger(e),
+        }
+    }
 }
 
 /// A model the spec database does not know is the GPU's problem ([`ValidatorError::UnknownModel`]);
@@ -206,45 +216,15 @@ impl Default for Config {
 /// The longest UUID, bus id or model name a registration may carry.
 const MAX_FIELD_BYTES: usize = 128;
 
-/// Source addresses a rate limiter remembers at once; beyond this, those with full buckets
-/// are forgotten, and a new one waits while all are active.
-const MAX_TRACKED_SOURCES: usize = 100_000;
-
-/// Requests per source address (an IPv4 address or IPv6 /64) per minute, a token each
-/// ([`pog_net::buckets::TokenBuckets`]).
-pub(crate) struct RateLimiter(pog_net::buckets::TokenBuckets<std::net::IpAddr>);
-
-impl RateLimiter {
-    /// Buckets of `per_minute` tokens (the burst too), refilled evenly over a minute.
-    pub(crate) fn per_minute(per_minute: f64) -> RateLimiter {
-        RateLimiter(pog_net::buckets::TokenBuckets::new(
-            per_minute.max(1.0),
-            Duration::from_secs(60),
-            MAX_TRACKED_SOURCES,
-        ))
-    }
-
-    /// Takes a token for `source`; false when its bucket is empty, or when the limiter
-    /// remembers as many sources as it may, all of them active.
-    pub(crate) fn allow(&mut self, source: std::net::IpAddr) -> bool {
-        self.0
-            .take_one(&pog_net::serve::source_key(source), Instant::now())
-    }
-}
-
-/// The validator.
+/// The challenger: it registers agents, challenges their GPUs and checks the answers, and
+/// keeps what it concludes through its [`RecordStore`].
 pub struct Validator {
-    pub(crate) identity: Identity,
-    registry: Mutex<Registry>,
-    pub(crate) client: reqwest::Client,
+    records: Arc<RecordStore>,
+    client: reqwest::Client,
     config: Config,
-    limiter: Mutex<RateLimiter>,
+    limiter: Mutex<PerSource>,
     /// Each GPU's last measured round trip, ms, credited to its next challenge.
     round_trips: Mutex<HashMap<String, f64>>,
-    /// The transparency log every signed record is appended to before it is stored.
-    ledger: Option<Arc<crate::ledger::ValidatorLedger>>,
-    /// Agents' reports: their hourly budgets and the ones being stored (`crate::reports`).
-    pub(crate) reports: crate::reports::ReportDesk,
 }
 
 /// The memory plan for a GPU claimed to be `spec` under `policy`: per model, or the test
@@ -308,13 +288,20 @@ impl Validator {
         Validator::with_config(identity, registry, Config::default())
     }
 
-    /// A validator that allows what `config` says; an error when its hardened HTTP client
-    /// cannot be built.
+    /// A validator that allows what `config` says, keeping its records in `registry` signed
+    /// with `identity` (no ledger: [`Validator::over`] takes a store with one); an error when
+    /// its hardened HTTP client cannot be built.
     pub fn with_config(
         identity: Identity,
         registry: Registry,
         config: Config,
     ) -> Result<Validator, ValidatorError> {
+        Validator::over(Arc::new(RecordStore::new(identity, registry)), config)
+    }
+
+    /// A validator keeping its records in `records`, allowing what `config` says; an error
+    /// when its hardened HTTP client cannot be built.
+    pub fn over(records: Arc<RecordStore>, config: Config) -> Result<Validator, ValidatorError> {
         // Redirects are refused (an agent's endpoint must not send the validator elsewhere);
         // names resolve to public addresses only, at every connection (DNS rebinding); a
         // proxy from the environment would be connected to instead of the endpoint, and the
@@ -329,74 +316,51 @@ impl Validator {
         }
         .build()?;
         Ok(Validator {
-            identity,
-            registry: Mutex::new(registry),
+            records,
             client,
             round_trips: Mutex::new(HashMap::new()),
-            limiter: Mutex::new(RateLimiter::per_minute(f64::from(
+            limiter: Mutex::new(PerSource::per_minute(f64::from(
                 config.registrations_per_minute,
             ))),
-            reports: crate::reports::ReportDesk::new(
-                config.report_kib_per_gpu_per_hour,
-                config.report_kib_per_source_per_hour,
-            ),
             config,
-            ledger: None,
         })
     }
 
-    /// This validator with a ledger: every record it signs from now on is appended to it
-    /// durably before it is stored, and `/ledger/…` serves it.
-    pub fn with_ledger(mut self, ledger: Arc<crate::ledger::ValidatorLedger>) -> Validator {
-        self.ledger = Some(ledger);
-        self
+    /// Where the validator's records are signed, logged and kept.
+    pub fn records(&self) -> &Arc<RecordStore> {
+        &self.records
     }
 
-    /// The validator's ledger, if it keeps one.
-    pub fn ledger(&self) -> Option<&Arc<crate::ledger::ValidatorLedger>> {
-        self.ledger.as_ref()
+    /// What the validator allows.
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
-    /// The validator's public key (hex), which signs its records.
+    /// The client the validator reaches agents with (hardened: no redirects, public addresses
+    /// only unless allowed).
+    pub(crate) fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    /// The validator's public key, which signs its records.
     pub fn public_key(&self) -> PublicKey {
-        self.identity.public_key()
+        self.records.signer_key()
     }
 
     /// The registry (the schedule reads it; tests inspect it).
     pub fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
-        self.registry.locked()
+        self.records.registry()
     }
 
-    /// Signs `body` under its kind and stores it among its GPU's records under `id` (see
-    /// [`Validator::store_envelope`]).
+    /// Signs `body` under its kind and stores it among its GPU's records under `id`
+    /// ([`RecordStore::store`]).
     pub(crate) fn store<T: SignedBody>(
         &self,
         id: &str,
         accepted: bool,
         body: &T,
     ) -> Result<(), ValidatorError> {
-        let envelope = self.identity.seal(T::KIND.wire_kind(), body)?;
-        self.store_envelope(&envelope, id, body.gpu_uuid(), accepted)
-            .map(|_| ())
-    }
-
-    /// Stores a signed record exactly as its producer signed it (the validator's own, or an
-    /// agent's report) among `uuid`'s records under `id`; with a ledger, appends it there
-    /// durably first (a record the ledger refuses is not stored). Its log index, with a ledger.
-    pub(crate) fn store_envelope(
-        &self,
-        envelope: &pog_signed::Envelope,
-        id: &str,
-        uuid: &str,
-        accepted: bool,
-    ) -> Result<Option<u64>, ValidatorError> {
-        let json = serde_json::to_string(envelope).map_err(pog_signed::WireError::Encode)?;
-        let index = match &self.ledger {
-            Some(ledger) => Some(ledger.append(envelope)?),
-            None => None,
-        };
-        self.registry().record(id, uuid, accepted, &json)?;
-        Ok(index)
+        Ok(self.records.store(id, accepted, body)?)
     }
 
     /// Signs and stores a registration event.
@@ -459,7 +423,7 @@ impl Validator {
                 gpu_uuid: &gpu.uuid,
                 gpu_bus_id: &gpu.bus_id,
                 agent_key: &gpu.agent,
-                validator_key: &self.identity.public_key(),
+                validator_key: &self.public_key(),
             },
         );
         let expected_ms = planned.expected_ms;
@@ -495,7 +459,7 @@ impl Validator {
         let mut bytes = (0usize, 0usize); // to the agent, from the agent
         let remaining = || Duration::from_millis(deadline_ms).saturating_sub(started.elapsed());
         let exchange = async {
-            let envelope = self.identity.seal(kind::CHALLENGE, &message)?;
+            let envelope = self.records.seal(kind::CHALLENGE, &message)?;
             let asked = Asked {
                 path: "/v1/challenge",
                 envelope: &envelope,
@@ -565,7 +529,7 @@ impl Validator {
             .by_model(&gpu.model)
             .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
         let plan = memory_plan_for(policy, spec)?;
-        let validator_key = self.identity.public_key();
+        let validator_key = self.public_key();
         let challenge = plan.challenge(
             random_bytes(),
             Addressee {
@@ -592,7 +556,7 @@ impl Validator {
                 issued_at_ms,
                 expires_at_ms: issued_at_ms + policy.expiry_ms,
             };
-            let envelope = self.identity.seal(kind::MEMORY_CHALLENGE, &message)?;
+            let envelope = self.records.seal(kind::MEMORY_CHALLENGE, &message)?;
             let sent = Instant::now();
             let (n, answer) = post_counted(
                 &self.client,
@@ -632,7 +596,7 @@ impl Validator {
                 secret,
                 policy.memory.samples,
             );
-            let envelope = self.identity.seal(kind::MEMORY_WALK, &walk)?;
+            let envelope = self.records.seal(kind::MEMORY_WALK, &walk)?;
             let asked = Asked {
                 path: "/v1/memory/walk",
                 envelope: &envelope,
@@ -734,7 +698,7 @@ impl Validator {
             pog_signed::decode(answer, kind::COMMITMENT)?;
         let request: OpenRequest =
             session.on_commitment(&commitment, &signer, arrived_ms, round_trip_ms)?;
-        let open_envelope = self.identity.seal(kind::OPEN, &request)?;
+        let open_envelope = self.records.seal(kind::OPEN, &request)?;
         let (n, answer) = post_counted(
             &self.client,
             &format!("{endpoint}/v1/open"),
@@ -799,23 +763,15 @@ async fn within(
         .unwrap_or(Err(ExchangeError::Deadline(deadline_ms)))
 }
 
-/// The validator's HTTP API: `POST /v1/register`, `POST /v1/reports`, `GET /v1/gpus`,
-/// `GET /v1/records/{uuid}`, `GET /healthz`.
+/// The challenger's routes: `POST /v1/register`, `GET /v1/gpus`, `GET /v1/records/{uuid}`,
+/// `GET /healthz` (composed with the rest in [`crate::app::Api`]).
 pub fn router(validator: Arc<Validator>) -> Router {
     Router::new()
         .route("/v1/register", post_route(register))
-        .route("/v1/reports", post_route(crate::reports::post_report))
         .route("/v1/gpus", get(gpus))
         .route("/v1/records/{uuid}", get(records))
         .route("/healthz", get(|| async { "ok" }))
-        .merge(crate::ledger::routes())
         .with_state(validator)
-}
-
-/// The validator's API with its order book for GPU-hours: [`router`]'s routes and
-/// `/v1/market/*` ([`crate::market`]).
-pub fn router_with_market(validator: Arc<Validator>, market: Arc<crate::market::Market>) -> Router {
-    router(validator).merge(crate::market::router(market))
 }
 
 async fn register(
@@ -1022,8 +978,7 @@ async fn records(
 ) -> Result<Response, ApiError> {
     let limit = page.limit.unwrap_or(100).clamp(1, MAX_RECORDS_PAGE);
     let (rows, cut) = v
-        .registry
-        .locked()
+        .registry()
         .records_within(&uuid, page.after, limit, MAX_RECORDS_PAGE_BYTES)
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     // The page goes on after its last row, even one that is left out below.

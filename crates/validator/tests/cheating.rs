@@ -12,6 +12,7 @@ use pog_records::Policy;
 use pog_signed::{Envelope, Identity, RecordKind};
 use pog_validator::pricing::{Pricing, ScoreView};
 use pog_validator::registry::Registry;
+use pog_validator::store::RecordStore;
 use pog_validator::validator::Validator;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,13 +38,17 @@ async fn a_cheater_wrong_in_four_rounds_of_five_is_on_record_for_each_and_scored
         pog_validator::ledger::ValidatorLedger::open(&dir.path().join("ledger"), &identity, None)
             .unwrap();
     let v = Arc::new(
-        Validator::with_config(
-            Identity::from_seed(VALIDATOR_SEED),
-            Registry::open(Some(&dir.path().join("registry.sqlite"))).unwrap(),
+        Validator::over(
+            Arc::new(
+                RecordStore::new(
+                    Identity::from_seed(VALIDATOR_SEED),
+                    Registry::open(Some(&dir.path().join("registry.sqlite"))).unwrap(),
+                )
+                .with_ledger(Arc::new(ledger)),
+            ),
             loopback(),
         )
-        .unwrap()
-        .with_ledger(Arc::new(ledger)),
+        .unwrap(),
     );
     let market = Arc::new(
         pog_validator::market::Market::open(
@@ -52,7 +57,11 @@ async fn a_cheater_wrong_in_four_rounds_of_five_is_on_record_for_each_and_scored
         )
         .unwrap(),
     );
-    let pricing = Pricing::new(v.clone(), market.clone(), pog_market::Config::embedded());
+    let pricing = Pricing::new(
+        v.records().clone(),
+        market.clone(),
+        pog_market::Config::embedded(),
+    );
     // The pricing runs on after the schedule stops, to take in the last rounds.
     let (keep_pricing, pricing_stop) = tokio::sync::watch::channel(false);
     tokio::spawn(pricing.clone().run(pricing_stop));
@@ -60,7 +69,10 @@ async fn a_cheater_wrong_in_four_rounds_of_five_is_on_record_for_each_and_scored
     let (listener, url) = listen().await;
     tokio::spawn(pog_net::http::serve(
         listener,
-        pog_validator::pricing::router(v.clone(), market, pricing),
+        pog_validator::app::Api::of(v.clone())
+            .with_market(market)
+            .with_pricing(pricing)
+            .router(),
         Limits::small_requests(),
     ));
     // Every wrong answer fails all 1,024 spot checks: listed whole, its record would be
@@ -114,6 +126,7 @@ async fn a_cheater_wrong_in_four_rounds_of_five_is_on_record_for_each_and_scored
     }
     // Every record is in the log beside the registration, none refused for its size.
     let logged = v
+        .records()
         .ledger()
         .unwrap()
         .ledger()

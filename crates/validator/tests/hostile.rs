@@ -15,7 +15,7 @@ use pog_records::FailureKind;
 use pog_signed::{Envelope, Identity};
 use pog_validator::registry::Registry;
 use pog_validator::schedule::Schedule;
-use pog_validator::validator::{self, Config, GpuList, RecordPage, Validator};
+use pog_validator::validator::{Config, GpuList, RecordPage, Validator};
 use std::io::{Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -63,7 +63,7 @@ async fn validator_with(config: Config, limits: Limits) -> (Arc<Validator>, Stri
     let (listener, url) = listen().await;
     tokio::spawn(pog_net::http::serve(
         listener,
-        validator::router(v.clone()),
+        pog_validator::app::Api::of(v.clone()).router(),
         limits,
     ));
     (v, url)

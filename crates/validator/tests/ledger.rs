@@ -21,6 +21,7 @@ use pog_proof::prover::Behaviour;
 use pog_signed::{Identity, RecordKind};
 use pog_validator::ledger::{ValidatorLedger, WitnessAnswer};
 use pog_validator::registry::Registry;
+use pog_validator::store::RecordStore;
 use pog_validator::validator::{Validator, ValidatorError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -32,9 +33,11 @@ async fn validator_with_ledger(dir: &std::path::Path) -> (Arc<Validator>, String
     let identity = Identity::from_seed(VALIDATOR_SEED);
     let ledger = Arc::new(ValidatorLedger::open(dir, &identity, None).unwrap());
     serve(
-        Validator::with_config(identity, Registry::open(None).unwrap(), loopback())
-            .unwrap()
-            .with_ledger(ledger),
+        Validator::over(
+            Arc::new(RecordStore::new(identity, Registry::open(None).unwrap()).with_ledger(ledger)),
+            loopback(),
+        )
+        .unwrap(),
     )
     .await
 }
@@ -73,7 +76,7 @@ async fn every_signed_record_is_logged_served_and_verifies() {
         assert!(v.challenge(GPU, &policy).await.unwrap().accepted);
         assert!(v.challenge_memory(GPU, &policy).await.unwrap().accepted);
     }
-    let ledger = v.ledger().unwrap().clone();
+    let ledger = v.records().ledger().unwrap().clone();
 
     // The log holds exactly the stored records, byte for byte, in the order stored.
     let envelopes = stored(&v, GPU);
@@ -216,7 +219,7 @@ async fn start_witness(seed: u8, log: &Verifier) -> (String, Verifier) {
 async fn checkpoints_are_cosigned_and_a_missed_witness_is_asked_again() {
     let dir = tempfile::tempdir().unwrap();
     let (v, url) = validator_with_ledger(dir.path()).await;
-    let ledger = v.ledger().unwrap().clone();
+    let ledger = v.records().ledger().unwrap().clone();
     let log_key = Verifier::parse(&ledger.vkey()).unwrap();
     let (w1, k1) = start_witness(21, &log_key).await;
     let (w2, k2) = start_witness(22, &log_key).await;
@@ -285,9 +288,14 @@ async fn a_ledger_that_cannot_append_refuses_the_record() {
     let signer = pog_validator::ledger::log_signer(&identity, None).unwrap();
     let ledger = ValidatorLedger::new(Ledger::open_reader(dir.path()).unwrap(), signer);
     let (v, url) = serve(
-        Validator::with_config(identity, Registry::open(None).unwrap(), loopback())
-            .unwrap()
-            .with_ledger(Arc::new(ledger)),
+        Validator::over(
+            Arc::new(
+                RecordStore::new(identity, Registry::open(None).unwrap())
+                    .with_ledger(Arc::new(ledger)),
+            ),
+            loopback(),
+        )
+        .unwrap(),
     )
     .await;
     let (_agent, status) = start_agent(&url, 9, vec![claim(GPU)], Behaviour::Honest, None).await;
@@ -300,7 +308,7 @@ async fn a_ledger_that_cannot_append_refuses_the_record() {
         stored(&v, GPU).is_empty(),
         "nothing stored that the log lacks"
     );
-    assert_eq!(v.ledger().unwrap().ledger().log().size(), 0);
+    assert_eq!(v.records().ledger().unwrap().ledger().log().size(), 0);
 }
 
 #[tokio::test]
@@ -393,7 +401,7 @@ async fn fixed_witness(body: String) -> String {
 async fn a_witness_answering_garbage_or_in_others_names_costs_only_its_own_cosignature() {
     let dir = tempfile::tempdir().unwrap();
     let (v, url) = validator_with_ledger(dir.path()).await;
-    let ledger = v.ledger().unwrap().clone();
+    let ledger = v.records().ledger().unwrap().clone();
     let log_key = Verifier::parse(&ledger.vkey()).unwrap();
     let (honest, honest_key) = start_witness(31, &log_key).await;
     let (_agent, status) = start_agent(&url, 8, vec![claim(GPU)], Behaviour::Honest, None).await;
@@ -449,7 +457,7 @@ async fn a_witness_answering_garbage_or_in_others_names_costs_only_its_own_cosig
 async fn a_witness_streaming_an_endless_answer_is_cut_off() {
     let dir = tempfile::tempdir().unwrap();
     let (v, url) = validator_with_ledger(dir.path()).await;
-    let ledger = v.ledger().unwrap().clone();
+    let ledger = v.records().ledger().unwrap().clone();
     let (_agent, status) = start_agent(&url, 8, vec![claim(GPU)], Behaviour::Honest, None).await;
     assert_eq!(status, 200);
     let hostile = endless_witness(16 << 10).await;
@@ -520,9 +528,14 @@ async fn a_hanging_witness_does_not_delay_the_honest_ones_cosignature() {
         .with_witness_deadline(deadline);
     let ledger = Arc::new(ledger);
     let (_v, url) = serve(
-        Validator::with_config(identity, Registry::open(None).unwrap(), loopback())
-            .unwrap()
-            .with_ledger(ledger.clone()),
+        Validator::over(
+            Arc::new(
+                RecordStore::new(identity, Registry::open(None).unwrap())
+                    .with_ledger(ledger.clone()),
+            ),
+            loopback(),
+        )
+        .unwrap(),
     )
     .await;
     let log_key = Verifier::parse(&ledger.vkey()).unwrap();

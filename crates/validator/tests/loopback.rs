@@ -14,7 +14,7 @@ use pog_records::{FailureKind, PlanKind, Policy};
 use pog_signed::Identity;
 use pog_spec::Precision;
 use pog_validator::registry::Registry;
-use pog_validator::validator::{self, Validator};
+use pog_validator::validator::Validator;
 use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -73,12 +73,13 @@ async fn an_honest_agent_is_accepted_and_recorded() {
         .await
         .unwrap();
     assert!(record.accepted);
-    let page: validator::RecordPage = reqwest::get(format!("{vurl}/v1/records/GPU-honest"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page: pog_validator::validator::RecordPage =
+        reqwest::get(format!("{vurl}/v1/records/GPU-honest"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
     // The registration, then four challenges.
     assert_eq!(page.records.len(), 5);
     assert_eq!(page.records[0].record["event"], "new");
@@ -95,7 +96,7 @@ async fn an_honest_agent_is_accepted_and_recorded() {
         assert_eq!(stored.record["gpu_uuid"], "GPU-honest");
     }
     // Pages: two at a time, then the rest.
-    let first: validator::RecordPage =
+    let first: pog_validator::validator::RecordPage =
         reqwest::get(format!("{vurl}/v1/records/GPU-honest?limit=2"))
             .await
             .unwrap()
@@ -104,7 +105,7 @@ async fn an_honest_agent_is_accepted_and_recorded() {
             .unwrap();
     assert_eq!(first.records.len(), 2);
     let after = first.next_after.expect("a second page");
-    let rest: validator::RecordPage = reqwest::get(format!(
+    let rest: pog_validator::validator::RecordPage = reqwest::get(format!(
         "{vurl}/v1/records/GPU-honest?after={after}&limit=2"
     ))
     .await
@@ -264,7 +265,7 @@ async fn slow_late_forged_and_untrusted_exchanges_fail() {
         let (listener, url) = listen().await;
         tokio::spawn(pog_net::http::serve(
             listener,
-            validator::router(r.clone()),
+            pog_validator::app::Api::of(r.clone()).router(),
             Limits::small_requests(),
         ));
         (r, url)
@@ -538,12 +539,13 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         .is_err());
     // The agent and the validator still work, and the records hold only real results.
     assert!(v.challenge("GPU-ok", &policy()).await.unwrap().accepted);
-    let page: validator::RecordPage = reqwest::get(format!("{vurl}/v1/records/GPU-ok"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page: pog_validator::validator::RecordPage =
+        reqwest::get(format!("{vurl}/v1/records/GPU-ok"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
     assert_eq!(
         page.records.len(),
         5,
@@ -609,7 +611,7 @@ async fn a_relay_cannot_pass_a_victims_work_off_under_its_own_key() {
     let (listener, second_url) = listen().await;
     tokio::spawn(pog_net::http::serve(
         listener,
-        validator::router(second.clone()),
+        pog_validator::app::Api::of(second.clone()).router(),
         Limits::small_requests(),
     ));
     let victim_key = Identity::from_seed([50; 32]);

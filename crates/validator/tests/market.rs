@@ -14,13 +14,15 @@ use pog_market::{GpuClass, Mechanism, Order, OrderId, Price, Side};
 use pog_net::serve::Limits;
 use pog_proof::prover::Behaviour;
 use pog_signed::{Envelope, Identity, PublicKey, RecordKind};
+use pog_validator::client::MarketClient;
 use pog_validator::market::{
-    fresh_clear_nonce, CancelMessage, ClearMessage, Market, MarketClient, MarketLimits,
-    SubmitMessage, CANCEL_KIND, CLEAR_KIND, SUBMIT_KIND,
+    fresh_clear_nonce, CancelMessage, ClearMessage, Market, MarketLimits, SubmitMessage,
+    CANCEL_KIND, CLEAR_KIND, SUBMIT_KIND,
 };
 use pog_validator::pricing::{PricePage, Pricing, ScoreView};
 use pog_validator::registry::Registry;
-use pog_validator::validator::{self, Validator};
+use pog_validator::store::RecordStore;
+use pog_validator::validator::Validator;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -43,7 +45,7 @@ async fn start_limited(path: Option<&Path>, limits: MarketLimits) -> String {
     let (listener, url) = listen().await;
     tokio::spawn(pog_net::http::serve(
         listener,
-        validator::router_with_market(v, market),
+        pog_validator::app::Api::of(v).with_market(market).router(),
         Limits::small_requests(),
     ));
     url
@@ -627,19 +629,21 @@ async fn start_pricing(
     let identity = Identity::from_seed(VALIDATOR_SEED);
     let market =
         Arc::new(Market::open(Some(&dir.join("market.sqlite")), &identity.public_key()).unwrap());
-    let mut validator = Validator::with_config(
+    let mut records = RecordStore::new(
         Identity::from_seed(VALIDATOR_SEED),
         Registry::open(Some(&dir.join("registry.sqlite"))).unwrap(),
-        loopback(),
-    )
-    .unwrap();
+    );
     if ledger {
         let log =
             pog_validator::ledger::ValidatorLedger::open(&dir.join("ledger"), &identity, None);
-        validator = validator.with_ledger(Arc::new(log.unwrap()));
+        records = records.with_ledger(Arc::new(log.unwrap()));
     }
-    let v = Arc::new(validator);
-    let pricing = Pricing::new(v.clone(), market.clone(), pog_market::Config::embedded());
+    let v = Arc::new(Validator::over(Arc::new(records), loopback()).unwrap());
+    let pricing = Pricing::new(
+        v.records().clone(),
+        market.clone(),
+        pog_market::Config::embedded(),
+    );
     let (_stop, stopped) = tokio::sync::watch::channel(false);
     // The sender lives as long as the pricing task: leaked for the test's length.
     std::mem::forget(_stop);
@@ -647,7 +651,10 @@ async fn start_pricing(
     let (listener, url) = listen().await;
     tokio::spawn(pog_net::http::serve(
         listener,
-        pog_validator::pricing::router(v.clone(), market.clone(), pricing.clone()),
+        pog_validator::app::Api::of(v.clone())
+            .with_market(market.clone())
+            .with_pricing(pricing.clone())
+            .router(),
         Limits::small_requests(),
     ));
     (v, market, pricing, url)
@@ -928,11 +935,18 @@ async fn a_simulated_gpu_scores_zero_with_the_reason() {
         )
         .unwrap(),
     );
-    let pricing = Pricing::new(v.clone(), market.clone(), pog_market::Config::embedded());
+    let pricing = Pricing::new(
+        v.records().clone(),
+        market.clone(),
+        pog_market::Config::embedded(),
+    );
     let (listener, url) = listen().await;
     tokio::spawn(pog_net::http::serve(
         listener,
-        pog_validator::pricing::router(v.clone(), market, pricing.clone()),
+        pog_validator::app::Api::of(v.clone())
+            .with_market(market)
+            .with_pricing(pricing.clone())
+            .router(),
         Limits::small_requests(),
     ));
     let simulated = pog_proof::wire::GpuClaim {
@@ -965,7 +979,9 @@ async fn the_book_clears_on_a_clock_and_only_when_it_changed() {
     let (listener, url) = listen().await;
     tokio::spawn(pog_net::http::serve(
         listener,
-        validator::router_with_market(v, market.clone()),
+        pog_validator::app::Api::of(v)
+            .with_market(market.clone())
+            .router(),
         Limits::small_requests(),
     ));
     let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -1071,7 +1087,7 @@ async fn scores_and_prices_go_into_the_ledger_signed_when_they_change() {
     let view = settled_score(&url, &v, "GPU-l1").await;
     let priced = view.price_micro_usd.expect("priced");
 
-    let ledger = v.ledger().unwrap().ledger();
+    let ledger = v.records().ledger().unwrap().ledger();
     let of_kind = |kind: RecordKind| -> Vec<(u64, pog_ledger::entry::Entry)> {
         let entries = ledger.gpu_entries("GPU-l1").unwrap();
         entries

@@ -12,7 +12,8 @@ use pog_net::serve::{Limits, BUFFER_BYTES, PIECE_BYTES};
 use pog_signed::Identity;
 use pog_validator::ledger::ValidatorLedger;
 use pog_validator::registry::Registry;
-use pog_validator::validator::{self, Validator};
+use pog_validator::store::RecordStore;
+use pog_validator::validator::Validator;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicIsize, Ordering};
@@ -128,9 +129,11 @@ fn readers_that_never_read_hold_a_bounded_share_and_are_dropped() {
             &pog_ledger::tiles::TileId::parse_path(BUNDLE.trim_start_matches("/ledger/")).unwrap(),
         )
         .unwrap();
-    let v = Validator::with_config(identity, Registry::open(None).unwrap(), loopback())
-        .unwrap()
-        .with_ledger(ledger);
+    let v = Validator::over(
+        Arc::new(RecordStore::new(identity, Registry::open(None).unwrap()).with_ledger(ledger)),
+        loopback(),
+    )
+    .unwrap();
     // Small budgets so that few readers fill them: 16 pieces a source (1 MiB), 64 in all. The
     // maximum connection age is out of the way: only the drain deadline disconnects.
     let limits = Limits {
@@ -144,7 +147,7 @@ fn readers_that_never_read_hold_a_bounded_share_and_are_dropped() {
     let (listener, url) = rt.block_on(listen());
     rt.spawn(pog_net::http::serve(
         listener,
-        validator::router(Arc::new(v)),
+        pog_validator::app::Api::of(Arc::new(v)).router(),
         limits,
     ));
     let addr: SocketAddr = url.trim_start_matches("http://").parse().unwrap();

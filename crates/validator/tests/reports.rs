@@ -21,6 +21,7 @@ use pog_signed::{Envelope, Identity};
 use pog_validator::ledger::ValidatorLedger;
 use pog_validator::registry::Registry;
 use pog_validator::reports;
+use pog_validator::store::RecordStore;
 use pog_validator::validator::{Config, Validator};
 use serde_json::Value;
 use std::net::IpAddr;
@@ -42,9 +43,11 @@ async fn validator(dir: &std::path::Path, config: Config) -> (Arc<Validator>, St
     let identity = Identity::from_seed(VALIDATOR_SEED);
     let ledger = Arc::new(ValidatorLedger::open(dir, &identity, None).unwrap());
     let (v, url) = serve_validator(
-        Validator::with_config(identity, Registry::open(None).unwrap(), config)
-            .unwrap()
-            .with_ledger(ledger),
+        Validator::over(
+            Arc::new(RecordStore::new(identity, Registry::open(None).unwrap()).with_ledger(ledger)),
+            config,
+        )
+        .unwrap(),
     )
     .await;
     for (seed, gpu) in [(31, GPU_A), (32, GPU_B)] {
@@ -173,12 +176,12 @@ fn stored(v: &Validator) -> (u64, usize) {
         .iter()
         .map(|g| v.registry().records(g, 0, 1000).unwrap().len())
         .sum();
-    (v.ledger().unwrap().ledger().log().size(), records)
+    (v.records().ledger().unwrap().ledger().log().size(), records)
 }
 
 /// GPU A's bundle against a fresh checkpoint, verified with the log key alone.
 fn verified_bundle(v: &Validator) -> pog_ledger::bundle::BundleReport {
-    let ledger = v.ledger().unwrap();
+    let ledger = v.records().ledger().unwrap();
     let checkpoint = ledger.checkpoint_if_grown().unwrap().unwrap();
     let bundle = Bundle::export(ledger.ledger(), GPU_A, &checkpoint, None).unwrap();
     let bundle = Bundle::parse(bundle.to_json().as_bytes()).unwrap();
@@ -212,7 +215,13 @@ async fn an_agents_reports_are_logged_with_its_signature_and_verify() {
         "after the two registrations"
     );
     // In the ledger as the agent signed them, and in the registry's records (the API).
-    let logged = v.ledger().unwrap().ledger().gpu_entries(GPU_A).unwrap();
+    let logged = v
+        .records()
+        .ledger()
+        .unwrap()
+        .ledger()
+        .gpu_entries(GPU_A)
+        .unwrap();
     let kinds: Vec<RecordKind> = logged.iter().map(|(_, e)| e.kind).collect();
     assert_eq!(
         kinds,
@@ -459,6 +468,7 @@ async fn a_replayed_report_is_recorded_once() {
     }
     assert_eq!(stored(&v), after_first, "no duplicate entry");
     let inspections = v
+        .records()
         .ledger()
         .unwrap()
         .ledger()
@@ -526,6 +536,7 @@ async fn identical_content_is_stored_once_whatever_its_time_or_spelling() {
     assert_eq!(stored(&v), held, "nothing appended or stored");
     assert_eq!(ledger_bytes(dir.path()), bytes);
     let inspections = v
+        .records()
         .ledger()
         .unwrap()
         .ledger()

@@ -1,5 +1,5 @@
-//! `pog agent` and `pog validator`: the long-running services (crates/node), with their keys
-//! and registry in the data dir.
+//! `pog agent` and `pog validator`: the long-running services (`pog_agent`, and
+//! `pog_validator::app`), with their keys and stores in the data dir.
 
 mod agent_health;
 
@@ -20,25 +20,15 @@ use pog_proof::timing::now_ms;
 use pog_proof::wire::GpuClaim;
 use pog_records::reports::ReportReceipt;
 use pog_records::{MemoryPolicy, PlanKind, Policy};
-use pog_validator::registry::Registry;
+use pog_validator::app::{AfterCheckpoints, Settings, ValidatorApp};
 use pog_validator::schedule::Schedule;
-use pog_validator::validator::{Config, Validator};
+use pog_validator::validator::Config;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The services' own runtime.
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Runtime::new().context("starting the async runtime")
-}
-
-/// The validator's schedule's own runtime (two worker threads).
-fn schedule_runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("pog-rounds")
-        .enable_all()
-        .build()
-        .context("starting the schedule's runtime")
 }
 
 /// How often a running agent registers again.
@@ -323,23 +313,68 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         ),
         _ => None,
     };
-    let dir = data_dir(global)?;
-    let identity = pog_net::keys::load_or_create(&dir.join("validator.key"))?;
-    let registry_path = dir.join("registry.sqlite");
-    let registry = Registry::open(Some(&registry_path))
-        .with_context(|| format!("opening {}", registry_path.display()))?;
-    let market_path = dir.join("market.sqlite");
-    let market = pog_validator::market::Market::open(Some(&market_path), &identity.public_key())
-        .with_context(|| format!("opening {}", market_path.display()))?
-        .with_limits(args.market.limits());
-    let market = Arc::new(market);
-    // Every record the validator signs goes into its transparency log first.
-    let ledger_dir = dir.join("ledger");
-    let ledger = pog_validator::ledger::ValidatorLedger::open(&ledger_dir, &identity, None)
-        .with_context(|| format!("opening the ledger in {}", ledger_dir.display()))?;
-    let ledger = Arc::new(ledger);
-    // Scheduled clearings are signed with the validator's key, as a manual one is.
-    let clearer = pog_signed::Identity::from_seed(identity.seed());
+    let app = ValidatorApp::open(settings(global, args)?)?;
+    let local = listener.local_addr().context("reading the bound address")?;
+    say(format_args!("validator key: {}", app.public_key()));
+    say(format_args!(
+        "listening on {local}, registry {}",
+        app.registry_path().display()
+    ));
+    let mut modes = Vec::new();
+    if args.test_plan {
+        modes.push("TEST PLAN: fixed challenges that prove no model");
+    }
+    if args.accept_simulated {
+        modes.push("ACCEPTS SIMULATED GPUs");
+    }
+    if args.allow_private_endpoints {
+        modes.push("private endpoints allowed");
+    }
+    if !modes.is_empty() {
+        say(format_args!("mode: {}", modes.join("; ")));
+    }
+    if !args.market.clear_every.is_zero() {
+        say(format_args!(
+            "clearing the order book every {} s ({})",
+            args.market.clear_every.as_secs_f64(),
+            args.market.clear_mechanism
+        ));
+    }
+    say(format_args!(
+        "ledger {} (log {}): a checkpoint every {} s when it grew, {} witness(es)",
+        app.ledger_dir().display(),
+        app.ledger().vkey(),
+        args.checkpoint_every.as_secs_f64(),
+        args.witnesses.len()
+    ));
+    // Each checkpoint signed is anchored on chain at the next look (its own task: a slow or
+    // unreachable chain never holds up the checkpoints or the API).
+    let anchors = anchoring.map(|target| -> AfterCheckpoints {
+        say(format_args!(
+            "anchoring checkpoints in the registry {} at {} every {} s",
+            target.registry.address(),
+            target.rpc,
+            args.anchor_every.as_secs_f64()
+        ));
+        let (ledger, ledger_dir, every) =
+            (app.ledger().clone(), app.ledger_dir(), args.anchor_every);
+        Box::new(move |stopped| {
+            tokio::spawn(anchor_on_schedule(
+                ledger,
+                ledger_dir,
+                target.registry,
+                every,
+                stopped,
+            ))
+        })
+    });
+    rt.block_on(app.run(listener, signalled, anchors))?;
+    Ok(Outcome(Verdict::Pass))
+}
+
+/// The validator's settings from its flags: the policy, what it allows, its schedule, its
+/// server's and its book's caps, its clearings and checkpoints.
+fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
     let policy = if args.test_plan {
         Policy {
             plan: PlanKind::Test,
@@ -368,144 +403,33 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         },
         ..policy
     };
-    policy.validate()?;
-    let config = Config {
-        accept_simulated: args.accept_simulated,
-        allow_private_endpoints: args.allow_private_endpoints,
-        max_gpus_per_agent: args.max_gpus_per_agent as usize,
-        registrations_per_minute: args.registrations_per_minute,
-        report_kib_per_gpu_per_hour: args.report_kib_per_gpu_per_hour,
-        report_kib_per_source_per_hour: args.report_kib_per_source_per_hour,
-    };
-    let local = listener.local_addr().context("reading the bound address")?;
-    say(format_args!("validator key: {}", identity.public_key()));
-    say(format_args!(
-        "listening on {local}, registry {}",
-        registry_path.display()
-    ));
-    let mut modes = Vec::new();
-    if args.test_plan {
-        modes.push("TEST PLAN: fixed challenges that prove no model");
-    }
-    if args.accept_simulated {
-        modes.push("ACCEPTS SIMULATED GPUs");
-    }
-    if args.allow_private_endpoints {
-        modes.push("private endpoints allowed");
-    }
-    if !modes.is_empty() {
-        say(format_args!("mode: {}", modes.join("; ")));
-    }
-    let schedule = Schedule {
-        max_concurrent: args.max_concurrent_challenges as usize,
-        release_after: args.release_after,
-        ..Schedule::every(args.challenge_every, policy)
-    };
-    let limits = Limits {
-        max_connections: args.max_connections as usize,
-        max_connections_per_source: args.max_connections_per_source as usize,
-        header_timeout: args.request_timeout,
-        body_timeout: args.request_timeout,
-        max_inflight_body_bytes: (args.max_inflight_body_mib as usize) << 20,
-        ..Limits::small_requests()
-    };
-    // Built before anything starts: a hardened client that cannot be built stops the validator
-    // here rather than leaving it without its defences.
-    let witness_client = pog_validator::ledger::witness_client()?;
-    rt.block_on(async {
-        let service = Arc::new(
-            Validator::with_config(identity, registry, config)?.with_ledger(ledger.clone()),
-        );
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        // Scores and prices from the validator's records, re-quoted as each record is stored.
-        let pricing = pog_validator::pricing::Pricing::new(
-            service.clone(),
-            market.clone(),
-            pog_market::Config::embedded(),
-        );
-        let priced = tokio::spawn(pricing.clone().run(stopped.clone()));
-        let cleared = (!args.market.clear_every.is_zero()).then(|| {
-            say(format_args!(
-                "clearing the order book every {} s ({})",
-                args.market.clear_every.as_secs_f64(),
-                args.market.clear_mechanism
-            ));
-            tokio::spawn(pog_validator::pricing::clear_on_schedule(
-                market.clone(),
-                clearer,
-                args.market.clear_every,
-                args.market.clear_mechanism,
-                stopped.clone(),
-            ))
-        });
-        say(format_args!(
-            "ledger {} (log {}): a checkpoint every {} s when it grew, {} witness(es)",
-            ledger_dir.display(),
-            ledger.vkey(),
-            args.checkpoint_every.as_secs_f64(),
-            args.witnesses.len()
-        ));
-        // Stopped after the rounds, so that their last records get a checkpoint; the anchors
-        // after that, so that the last checkpoint is anchored too.
-        let (checkpoint_stop, checkpoint_stopped) = tokio::sync::watch::channel(false);
-        let (anchor_stop, anchor_stopped) = tokio::sync::watch::channel(false);
-        // Each checkpoint signed is anchored on chain at the next look (its own task: a slow
-        // or unreachable chain never holds up the checkpoints or the API).
-        let anchors = anchoring.map(|target| {
-            say(format_args!(
-                "anchoring checkpoints in the registry {} at {} every {} s",
-                target.registry.address(),
-                target.rpc,
-                args.anchor_every.as_secs_f64()
-            ));
-            tokio::spawn(anchor_on_schedule(
-                ledger.clone(),
-                ledger_dir.clone(),
-                target.registry,
-                args.anchor_every,
-                anchor_stopped,
-            ))
-        });
-        let checkpoints = tokio::spawn(pog_validator::ledger::checkpoint_on_schedule(
-            ledger,
-            args.checkpoint_every,
-            (witness_client, args.witnesses.clone()),
-            checkpoint_stopped,
-        ));
-        // The rounds run on a runtime of their own: a thousand challenges starting at once must
-        // not queue the API's requests behind them (1000 GPUs on a 2-core machine: API p99
-        // 190 ms on one shared runtime, 6 ms on two; docs/protocol.md, "Load").
-        let rounds = {
-            let (service, rounds_rt) = (service.clone(), schedule_runtime()?);
-            std::thread::Builder::new()
-                .name("pog-schedule".into())
-                .spawn(move || {
-                    rounds_rt.block_on(pog_validator::schedule::run(service, schedule, stopped))
-                })
-                .context("starting the schedule")?
-        };
-        pog_net::serve::serve(
-            listener,
-            pog_validator::pricing::router(service, market, pricing),
-            limits,
-            signalled,
-            Duration::from_secs(10),
-        )
-        .await
-        .context("serving")?;
-        tracing::info!("stopping: finishing the challenges in flight");
-        let _ = stop.send(true);
-        let _ = tokio::task::spawn_blocking(move || rounds.join()).await;
-        let _ = priced.await;
-        let _ = checkpoint_stop.send(true);
-        let _ = checkpoints.await;
-        let _ = anchor_stop.send(true);
-        if let Some(anchors) = anchors {
-            let _ = anchors.await;
-        }
-        if let Some(cleared) = cleared {
-            let _ = cleared.await;
-        }
-        Ok(Outcome(Verdict::Pass))
+    Ok(Settings {
+        data_dir: data_dir(global)?,
+        config: Config {
+            accept_simulated: args.accept_simulated,
+            allow_private_endpoints: args.allow_private_endpoints,
+            max_gpus_per_agent: args.max_gpus_per_agent as usize,
+            registrations_per_minute: args.registrations_per_minute,
+            report_kib_per_gpu_per_hour: args.report_kib_per_gpu_per_hour,
+            report_kib_per_source_per_hour: args.report_kib_per_source_per_hour,
+        },
+        schedule: Schedule {
+            max_concurrent: args.max_concurrent_challenges as usize,
+            release_after: args.release_after,
+            ..Schedule::every(args.challenge_every, policy)
+        },
+        limits: Limits {
+            max_connections: args.max_connections as usize,
+            max_connections_per_source: args.max_connections_per_source as usize,
+            header_timeout: args.request_timeout,
+            body_timeout: args.request_timeout,
+            max_inflight_body_bytes: (args.max_inflight_body_mib as usize) << 20,
+            ..Limits::small_requests()
+        },
+        market: args.market.limits(),
+        clearing: (!args.market.clear_every.is_zero())
+            .then_some((args.market.clear_every, args.market.clear_mechanism)),
+        checkpoint_every: args.checkpoint_every,
+        witnesses: args.witnesses.clone(),
     })
 }

@@ -12,7 +12,7 @@ use pog_records::{PlanKind, Policy};
 use pog_signed::Identity;
 use pog_spec::Precision;
 use pog_validator::registry::Registry;
-use pog_validator::validator::{self, Config, Validator};
+use pog_validator::validator::{Config, Validator};
 use std::sync::Arc;
 
 pub const VALIDATOR_SEED: [u8; 32] = [1; 32];
@@ -73,7 +73,7 @@ pub async fn serve_validator(v: Validator) -> (Arc<Validator>, String) {
     let (listener, url) = listen().await;
     tokio::spawn(pog_net::http::serve(
         listener,
-        validator::router(v.clone()),
+        pog_validator::app::Api::of(v.clone()).router(),
         Limits::small_requests(),
     ));
     (v, url)

@@ -1,0 +1,329 @@
+//! The whole validator service, built in one place. [`Api`] composes every route the
+//! validator serves; [`Settings`] says where its data lives and how often to do what;
+//! [`ValidatorApp`] opens the key and the stores, then [`ValidatorApp::run`] starts the
+//! background work (the schedule's rounds, the pricing, the clearings, the checkpoints, and one
+//! task of the caller's such as the chain anchor), serves until the stop signal, and drains in
+//! order. `pog validator` is this type with its flags; the tests build the same [`Api`].
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use pog_market::Mechanism;
+use pog_net::serve::Limits;
+use pog_signed::{Identity, PublicKey};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::ledger::{LedgerError, ValidatorLedger};
+use crate::market::{Market, MarketError, MarketLimits};
+use crate::pricing::Pricing;
+use crate::registry::{Registry, RegistryError};
+use crate::reports::ReportDesk;
+use crate::schedule::Schedule;
+use crate::store::RecordStore;
+use crate::validator::{Config, Validator, ValidatorError};
+
+/// Every route of a validator, composed here and nowhere else: the challenger's
+/// ([`crate::validator::router`]), the reports' intake ([`crate::reports::router`]), the
+/// ledger's tiles ([`crate::ledger::router`]), and with a market its book
+/// ([`crate::market::router`]) and the scores and prices ([`crate::pricing::router`]).
+pub struct Api {
+    validator: Arc<Validator>,
+    reports: Arc<ReportDesk>,
+    market: Option<Arc<Market>>,
+    pricing: Option<Arc<Pricing>>,
+}
+
+impl Api {
+    /// The API of `validator` without a market: its report budgets from its [`Config`].
+    pub fn of(validator: Arc<Validator>) -> Api {
+        let config = validator.config();
+        let reports = Arc::new(ReportDesk::new(
+            config.report_kib_per_gpu_per_hour,
+            config.report_kib_per_source_per_hour,
+        ));
+        Api {
+            validator,
+            reports,
+            market: None,
+            pricing: None,
+        }
+    }
+
+    /// This API with the order book `market` (`/v1/market/*`).
+    pub fn with_market(mut self, market: Arc<Market>) -> Api {
+        self.market = Some(market);
+        self
+    }
+
+    /// This API with the scores and prices of `pricing` (`/v1/scores`, `/v1/prices/…`).
+    pub fn with_pricing(mut self, pricing: Arc<Pricing>) -> Api {
+        self.pricing = Some(pricing);
+        self
+    }
+
+    /// The router serving all of it.
+    pub fn router(&self) -> Router {
+        let records = self.validator.records();
+        let mut router = crate::validator::router(self.validator.clone())
+            .merge(crate::reports::router(
+                records.clone(),
+                self.reports.clone(),
+            ))
+            .merge(crate::ledger::router(records.ledger().cloned()));
+        if let Some(market) = &self.market {
+            router = router.merge(crate::market::router(market.clone()));
+        }
+        if let Some(pricing) = &self.pricing {
+            router = router.merge(crate::pricing::router(pricing.clone()));
+        }
+        router
+    }
+}
+
+/// What a validator runs with.
+pub struct Settings {
+    /// Where its key (`validator.key`), registry, market and ledger live.
+    pub data_dir: PathBuf,
+    /// What it allows (simulated GPUs, private endpoints, the rate limits).
+    pub config: Config,
+    /// Its rounds: how often, under which policy, how many at once, when to release a GPU.
+    pub schedule: Schedule,
+    /// The caps of its HTTP server.
+    pub limits: Limits,
+    /// The caps of its order book.
+    pub market: MarketLimits,
+    /// How often the book is cleared and by which auction; `None`: only when asked.
+    pub clearing: Option<(Duration, Mechanism)>,
+    /// How often a checkpoint is signed when the log grew.
+    pub checkpoint_every: Duration,
+    /// The witnesses each checkpoint is sent to for a cosignature.
+    pub witnesses: Vec<String>,
+}
+
+/// Why the validator could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// The key could not be read or made.
+    #[error("the validator key {path}: {cause}")]
+    Key {
+        /// The key file.
+        path: PathBuf,
+        /// Why.
+        cause: pog_net::keys::KeyError,
+    },
+    /// The registry could not be opened.
+    #[error("opening {path}: {cause}")]
+    Registry {
+        /// The registry file.
+        path: PathBuf,
+        /// Why.
+        cause: RegistryError,
+    },
+    /// The market's store could not be opened.
+    #[error("opening {path}: {cause}")]
+    Market {
+        /// The market's file.
+        path: PathBuf,
+        /// Why.
+        cause: MarketError,
+    },
+    /// The ledger could not be opened.
+    #[error("opening the ledger in {path}: {cause}")]
+    Ledger {
+        /// The ledger's directory.
+        path: PathBuf,
+        /// Why.
+        cause: LedgerError,
+    },
+    /// The policy or a hardened client is refused.
+    #[error(transparent)]
+    Validator(#[from] ValidatorError),
+    /// The witnesses' hardened client could not be built.
+    #[error(transparent)]
+    Client(#[from] pog_net::http::BuildClientError),
+    /// The schedule's runtime or thread could not be started.
+    #[error("starting the schedule: {0}")]
+    Schedule(std::io::Error),
+    /// Serving failed.
+    #[error("serving: {0}")]
+    Serve(std::io::Error),
+}
+
+/// A background task of the caller's, started with the others and stopped after the last
+/// checkpoint is signed (the chain anchor: its last look anchors the last checkpoint).
+pub type AfterCheckpoints = Box<dyn FnOnce(watch::Receiver<bool>) -> JoinHandle<()> + Send>;
+
+/// A validator, opened and ready to run.
+pub struct ValidatorApp {
+    settings: Settings,
+    validator: Arc<Validator>,
+    market: Arc<Market>,
+    ledger: Arc<ValidatorLedger>,
+    witness_client: reqwest::Client,
+    /// The validator's key again, for the scheduled clearings it signs.
+    clearer: Identity,
+}
+
+impl ValidatorApp {
+    /// Opens (creating where needed) the key, the registry, the market and the ledger in
+    /// `settings.data_dir`, and checks the policy and the hardened clients: whatever cannot
+    /// be opened or built stops the validator here, before anything is served.
+    pub fn open(settings: Settings) -> Result<ValidatorApp, AppError> {
+        settings
+            .schedule
+            .policy
+            .validate()
+            .map_err(ValidatorError::from)?;
+        let dir = &settings.data_dir;
+        let key_path = dir.join("validator.key");
+        let identity = pog_net::keys::load_or_create(&key_path).map_err(|cause| AppError::Key {
+            path: key_path.clone(),
+            cause,
+        })?;
+        let registry_path = dir.join("registry.sqlite");
+        let registry =
+            Registry::open(Some(&registry_path)).map_err(|cause| AppError::Registry {
+                path: registry_path.clone(),
+                cause,
+            })?;
+        let market_path = dir.join("market.sqlite");
+        let market = Market::open(Some(&market_path), &identity.public_key())
+            .map_err(|cause| AppError::Market {
+                path: market_path.clone(),
+                cause,
+            })?
+            .with_limits(settings.market);
+        // Every record the validator signs goes into its transparency log first.
+        let ledger_dir = dir.join("ledger");
+        let ledger = ValidatorLedger::open(&ledger_dir, &identity, None).map_err(|cause| {
+            AppError::Ledger {
+                path: ledger_dir.clone(),
+                cause,
+            }
+        })?;
+        let ledger = Arc::new(ledger);
+        let clearer = Identity::from_seed(identity.seed());
+        let records = Arc::new(RecordStore::new(identity, registry).with_ledger(ledger.clone()));
+        let validator = Arc::new(Validator::over(records, settings.config.clone())?);
+        Ok(ValidatorApp {
+            validator,
+            market: Arc::new(market),
+            ledger,
+            witness_client: crate::ledger::witness_client()?,
+            clearer,
+            settings,
+        })
+    }
+
+    /// The validator's public key (it signs its records and its log's checkpoints).
+    pub fn public_key(&self) -> PublicKey {
+        self.validator.public_key()
+    }
+
+    /// Its registry's file.
+    pub fn registry_path(&self) -> PathBuf {
+        self.settings.data_dir.join("registry.sqlite")
+    }
+
+    /// Its ledger's directory.
+    pub fn ledger_dir(&self) -> PathBuf {
+        self.settings.data_dir.join("ledger")
+    }
+
+    /// Its ledger.
+    pub fn ledger(&self) -> &Arc<ValidatorLedger> {
+        &self.ledger
+    }
+
+    /// Runs the validator on `listener` until `stop_signal`: the pricing, the scheduled
+    /// clearings, the checkpoints, `after_checkpoints` and the rounds start, the API is served
+    /// (in-flight requests get 10 s to finish), then the rounds finish what is in flight, the
+    /// pricing and the clearings stop, the checkpoints sign their last, and `after_checkpoints`
+    /// is stopped last.
+    pub async fn run(
+        self,
+        listener: tokio::net::TcpListener,
+        stop_signal: impl Future<Output = ()>,
+        after_checkpoints: Option<AfterCheckpoints>,
+    ) -> Result<(), AppError> {
+        let ValidatorApp {
+            settings,
+            validator,
+            market,
+            ledger,
+            witness_client,
+            clearer,
+        } = self;
+        let (stop, stopped) = watch::channel(false);
+        // Scores and prices from the validator's records, re-quoted as each record is stored.
+        let pricing = Pricing::new(
+            validator.records().clone(),
+            market.clone(),
+            pog_market::Config::embedded(),
+        );
+        let priced = tokio::spawn(pricing.clone().run(stopped.clone()));
+        let cleared = settings.clearing.map(|(every, mechanism)| {
+            tokio::spawn(crate::pricing::clear_on_schedule(
+                market.clone(),
+                clearer,
+                every,
+                mechanism,
+                stopped.clone(),
+            ))
+        });
+        // Stopped after the rounds, so that their last records get a checkpoint; the caller's
+        // task after that, so that it sees the last checkpoint.
+        let (checkpoint_stop, checkpoint_stopped) = watch::channel(false);
+        let (after_stop, after_stopped) = watch::channel(false);
+        let after = after_checkpoints.map(|start| start(after_stopped));
+        let checkpoints = tokio::spawn(crate::ledger::checkpoint_on_schedule(
+            ledger,
+            settings.checkpoint_every,
+            (witness_client, settings.witnesses.clone()),
+            checkpoint_stopped,
+        ));
+        // The rounds run on a runtime of their own: a thousand challenges starting at once must
+        // not queue the API's requests behind them (1000 GPUs on a 2-core machine: API p99
+        // 190 ms on one shared runtime, 6 ms on two; docs/protocol.md, "Load").
+        let rounds = {
+            let rounds_rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("pog-rounds")
+                .enable_all()
+                .build()
+                .map_err(AppError::Schedule)?;
+            let (service, schedule) = (validator.clone(), settings.schedule);
+            std::thread::Builder::new()
+                .name("pog-schedule".into())
+                .spawn(move || rounds_rt.block_on(crate::schedule::run(service, schedule, stopped)))
+                .map_err(AppError::Schedule)?
+        };
+        let api = Api::of(validator).with_market(market).with_pricing(pricing);
+        let served = pog_net::serve::serve(
+            listener,
+            api.router(),
+            settings.limits,
+            stop_signal,
+            Duration::from_secs(10),
+        )
+        .await;
+        tracing::info!("stopping: finishing the challenges in flight");
+        let _ = stop.send(true);
+        let _ = tokio::task::spawn_blocking(move || rounds.join()).await;
+        let _ = priced.await;
+        let _ = checkpoint_stop.send(true);
+        let _ = checkpoints.await;
+        let _ = after_stop.send(true);
+        if let Some(after) = after {
+            let _ = after.await;
+        }
+        if let Some(cleared) = cleared {
+            let _ = cleared.await;
+        }
+        served.map_err(AppError::Serve)
+    }
+}

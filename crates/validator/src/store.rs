@@ -1,0 +1,119 @@
+//! The validator's records behind one narrow seam: what it signs (with its key), logs (in its
+//! ledger, when it keeps one, durably and first) and keeps (in its registry), and what it
+//! reads back. The challenges, the schedule, the health rounds, the reports' intake and the
+//! pricing each reach the records through this type alone, never through the `Validator`
+//! that challenges: it is the one place a fleet's shared store (PostgreSQL) will sit behind.
+
+use pog_net::locked::Locked;
+use pog_records::SignedBody;
+use pog_signed::{Envelope, Identity, PublicKey, WireError};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::ledger::{LedgerError, ValidatorLedger};
+use crate::registry::{Registry, RegistryError};
+
+/// Why a record was not stored (nothing of it was kept).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The registry could not be read or written.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The record could not be signed or encoded.
+    #[error("signing: {0}")]
+    Wire(#[from] WireError),
+    /// The ledger did not take the signed record durably: the record is refused (not stored).
+    #[error("the ledger refused the record: {0}")]
+    Ledger(#[from] LedgerError),
+}
+
+/// The validator's signing key, registry and ledger: its record sink and source.
+pub struct RecordStore {
+    signer: Identity,
+    registry: Mutex<Registry>,
+    ledger: Option<Arc<ValidatorLedger>>,
+}
+
+impl RecordStore {
+    /// Records signed with `signer`'s key and kept in `registry`, without a ledger.
+    pub fn new(signer: Identity, registry: Registry) -> RecordStore {
+        RecordStore {
+            signer,
+            registry: Mutex::new(registry),
+            ledger: None,
+        }
+    }
+
+    /// These records with a ledger: every record signed from now on is appended to it durably
+    /// before it is kept, and `/ledger/…` serves it.
+    pub fn with_ledger(mut self, ledger: Arc<ValidatorLedger>) -> RecordStore {
+        self.ledger = Some(ledger);
+        self
+    }
+
+    /// The ledger, if the validator keeps one.
+    pub fn ledger(&self) -> Option<&Arc<ValidatorLedger>> {
+        self.ledger.as_ref()
+    }
+
+    /// The key the records are signed with (the validator's).
+    pub fn signer_key(&self) -> PublicKey {
+        self.signer.public_key()
+    }
+
+    /// Signs `message` as a `kind` message with the validator's key (challenges, requests).
+    pub fn seal<T: serde::Serialize>(
+        &self,
+        kind: &str,
+        message: &T,
+    ) -> Result<Envelope, WireError> {
+        self.signer.seal(kind, message)
+    }
+
+    /// The registry: agents, their GPUs and the stored records.
+    pub fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry.locked()
+    }
+
+    /// Signs `body` under its kind and stores it among its GPU's records under `id` (see
+    /// [`RecordStore::store_envelope`]).
+    pub fn store<T: SignedBody>(
+        &self,
+        id: &str,
+        accepted: bool,
+        body: &T,
+    ) -> Result<(), StoreError> {
+        let envelope = self.signer.seal(T::KIND.wire_kind(), body)?;
+        self.store_envelope(&envelope, id, body.gpu_uuid(), accepted)
+            .map(|_| ())
+    }
+
+    /// Stores a signed record exactly as its producer signed it (the validator's own, or an
+    /// agent's report) among `uuid`'s records under `id`; with a ledger, appends it there
+    /// durably first (a record the ledger refuses is not stored). Its log index, with a ledger.
+    pub fn store_envelope(
+        &self,
+        envelope: &Envelope,
+        id: &str,
+        uuid: &str,
+        accepted: bool,
+    ) -> Result<Option<u64>, StoreError> {
+        let json = serde_json::to_string(envelope).map_err(WireError::Encode)?;
+        let index = match &self.ledger {
+            Some(ledger) => Some(ledger.append(envelope)?),
+            None => None,
+        };
+        self.registry().record(id, uuid, accepted, &json)?;
+        Ok(index)
+    }
+
+    /// Signs `body` under its kind and appends it to the ledger only (the validator's scores
+    /// and prices: kept in the registry, they would wake the pricing again). Its log index;
+    /// `None` without a ledger (nothing is signed then).
+    pub fn log<T: SignedBody>(&self, body: &T) -> Result<Option<u64>, StoreError> {
+        let Some(ledger) = &self.ledger else {
+            return Ok(None);
+        };
+        let envelope = self.signer.seal(T::KIND.wire_kind(), body)?;
+        Ok(Some(ledger.append(&envelope)?))
+    }
+}
