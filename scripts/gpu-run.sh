@@ -95,7 +95,7 @@ run network-round 0 env POG="$POG" bash "$HERE/network-round-h200.sh" "$OUT/netw
 # carried along (cargo test --release -p pog-device --test gpu_fabric --no-run; copy the
 # executable it names to .gpu/gpu_fabric).
 [ -x .gpu/gpu_fabric ] && run gpu-fabric 0 .gpu/gpu_fabric --ignored --nocapture
-# The device and node crates' GPU-only unit tests (CUDA's report, the GPU prover engine).
+# The device and local crates' GPU-only unit tests (CUDA's report, the GPU prover engine).
 [ -x .gpu/device_tests ] && run device-gpu-tests 0 .gpu/device_tests --ignored
 [ -x .gpu/local_tests ] && run local-gpu-engine 0 .gpu/local_tests gpu_engine
 

@@ -31,6 +31,10 @@ pub struct RecordStore {
     signer: Identity,
     registry: Mutex<Registry>,
     ledger: Option<Arc<ValidatorLedger>>,
+    /// Held from a record's append to the ledger to its insert in the registry, so that both
+    /// hold the records in one order (two stores at once, a report on the API's runtime and a
+    /// proof on the schedule's, once came out of the registry in the other order than the log).
+    sequence: Mutex<()>,
 }
 
 impl RecordStore {
@@ -40,6 +44,7 @@ impl RecordStore {
             signer,
             registry: Mutex::new(registry),
             ledger: None,
+            sequence: Mutex::new(()),
         }
     }
 
@@ -98,6 +103,7 @@ impl RecordStore {
         accepted: bool,
     ) -> Result<Option<u64>, StoreError> {
         let json = serde_json::to_string(envelope).map_err(WireError::Encode)?;
+        let _in_order = self.sequence.locked();
         let index = match &self.ledger {
             Some(ledger) => Some(ledger.append(envelope)?),
             None => None,
@@ -115,5 +121,67 @@ impl RecordStore {
         };
         let envelope = self.signer.seal(T::KIND.wire_kind(), body)?;
         Ok(Some(ledger.append(&envelope)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pog_records::{MissedRound, RECORD_VERSION};
+
+    fn missed(n: usize) -> MissedRound {
+        MissedRound {
+            version: RECORD_VERSION,
+            record_id: format!("missed-{n}"),
+            gpu_uuid: "GPU-order".parse().unwrap(),
+            agent: PublicKey::from([7; 32]),
+            model: "H200 SXM".into(),
+            reason: format!("round {n}"),
+            recorded_at_ms: n as u64,
+        }
+    }
+
+    /// Records stored at once from many threads come out of the registry in the order the
+    /// log holds them.
+    #[test]
+    fn the_registry_and_the_log_hold_records_in_one_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let signer = Identity::from_seed([3; 32]);
+        let ledger = ValidatorLedger::open(dir.path(), &signer, None).unwrap();
+        let store = Arc::new(
+            RecordStore::new(signer, Registry::open(None).unwrap()).with_ledger(Arc::new(ledger)),
+        );
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    for i in 0..25 {
+                        let body = missed(t * 100 + i);
+                        store.store(&body.record_id.clone(), false, &body).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let kept: Vec<String> = store
+            .registry()
+            .latest_records("GPU-order", 1000)
+            .unwrap()
+            .into_iter()
+            .map(|(_, json)| serde_json::from_str::<Envelope>(&json).unwrap().body)
+            .collect();
+        let logged: Vec<String> = store
+            .ledger()
+            .unwrap()
+            .ledger()
+            .gpu_entries("GPU-order")
+            .unwrap()
+            .into_iter()
+            .map(|(_, entry)| entry.body)
+            .collect();
+        assert_eq!(kept.len(), 200);
+        assert_eq!(kept, logged);
     }
 }
