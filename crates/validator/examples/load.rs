@@ -9,6 +9,10 @@
 //!     --pog target/release/pog --agents 1000 --every 10 --seconds 60 [--attack]
 //! ```
 //!
+//! `--readers N` has N clients read the largest `/v1/records` pages (about 2 MiB of a
+//! thousand seeded records each) back to back while measuring: the API's p99 must hold (page
+//! reads run off its workers, on connections of their own).
+//!
 //! `--attack` also floods the API while measuring: 8 source addresses, 60 connections each,
 //! half sending request heads a byte every half second, half declaring bodies never sent,
 //! each reopened a second after the validator closes it.
@@ -36,6 +40,9 @@ struct Options {
     hostile: f64,
     /// Also attack the API while measuring: half-sent requests and never-finished bodies.
     attack: bool,
+    /// Readers reading `/v1/records` pages (up to 1000 records each) back to back while
+    /// measuring, each from its own address.
+    readers: usize,
 }
 
 fn options() -> Options {
@@ -46,6 +53,7 @@ fn options() -> Options {
         seconds: 60,
         hostile: 0.10,
         attack: false,
+        readers: 0,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut args = args.into_iter().peekable();
@@ -61,6 +69,7 @@ fn options() -> Options {
             "--every" => o.every_s = value.parse().expect("--every SECONDS"),
             "--seconds" => o.seconds = value.parse().expect("--seconds N"),
             "--hostile" => o.hostile = value.parse().expect("--hostile FRACTION"),
+            "--readers" => o.readers = value.parse().expect("--readers N"),
             other => panic!("unknown option {other}"),
         }
     }
@@ -116,6 +125,32 @@ fn connect_from(
     Ok(stream)
 }
 
+/// Records of the GPUs the readers read (`GPU-read-N`, one per reader), written into the
+/// registry before the validator starts: each gets a thousand real, signed records of about
+/// 2 KB, so that every page a reader asks for is the largest the API serves.
+fn seed_records(registry: &std::path::Path, gpus: usize) {
+    let mut registry = pog_validator::registry::Registry::open(Some(registry)).unwrap();
+    let signer = Identity::from_seed([0x5e; 32]);
+    for g in 0..gpus {
+        for n in 0..1000 {
+            let body = pog_records::MissedRound {
+                version: pog_records::RECORD_VERSION,
+                record_id: format!("seed-{g}-{n}"),
+                gpu_uuid: format!("GPU-read-{g}").parse().unwrap(),
+                agent: signer.public_key(),
+                model: "H200 SXM".into(),
+                reason: "x".repeat(1800),
+                recorded_at_ms: n,
+            };
+            let envelope = signer.seal("round-missed", &body).unwrap();
+            let json = serde_json::to_string(&envelope).unwrap();
+            registry
+                .record(&body.record_id, &body.gpu_uuid, false, &json)
+                .unwrap();
+        }
+    }
+}
+
 /// The source address of agent `i`: 127.0.x.y, never 127.0.0.1 (the prober's).
 fn source_of(i: usize) -> std::net::IpAddr {
     std::net::IpAddr::V4(std::net::Ipv4Addr::new(
@@ -164,6 +199,9 @@ fn quantile(values: &mut [f64], q: f64) -> f64 {
 fn main() {
     let o = options();
     let data = tempfile::tempdir().expect("a temporary data dir");
+    if o.readers > 0 {
+        seed_records(&data.path().join("registry.sqlite"), o.readers);
+    }
     let mut validator = std::process::Command::new(&o.pog)
         .args([
             "validator",
@@ -288,6 +326,34 @@ fn main() {
         attack(addr, 8, 60);
         println!("attacking the API from 8 sources, 60 connections each");
     }
+    let pages_read = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let reading = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    for r in 0..o.readers {
+        let (pages_read, reading) = (pages_read.clone(), reading.clone());
+        std::thread::spawn(move || {
+            let from = std::net::Ipv4Addr::new(127, 201, r as u8, 1);
+            while reading.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok(mut s) = connect_from(from, addr) else {
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                };
+                let _ = write!(
+                    s,
+                    "GET /v1/records/GPU-read-{r}?limit=1000 HTTP/1.1\r\nHost: v\r\nConnection: close\r\n\r\n"
+                );
+                let mut answer = Vec::new();
+                if s.read_to_end(&mut answer).is_ok() && answer.starts_with(b"HTTP/1.1 200") {
+                    pages_read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        });
+    }
+    if o.readers > 0 {
+        println!(
+            "{} readers reading /v1/records pages back to back",
+            o.readers
+        );
+    }
     // The prober: the API's latency every 50 ms while the rounds run.
     let (cpu_before, _) = usage(validator.id());
     let measuring = Instant::now();
@@ -314,6 +380,7 @@ fn main() {
     }
     let (cpu_after, _) = usage(validator.id());
     let wall = measuring.elapsed().as_secs_f64();
+    reading.store(false, std::sync::atomic::Ordering::Relaxed);
     // Honest GPUs' challenge times, from the records.
     let honest: Vec<usize> = (hostile..o.agents)
         .step_by((o.agents - hostile).div_ceil(50).max(1))
@@ -391,6 +458,14 @@ fn main() {
     );
     println!("| honest challenges accepted | {accepted} of {challenged} | all |");
     println!("| API latency p50 / p99 | {p50:.1} / {p99:.1} ms | p99 < 50 ms |");
+    if o.readers > 0 {
+        let pages = pages_read.load(std::sync::atomic::Ordering::Relaxed);
+        println!(
+            "| records pages read ({} readers) | {pages} ({:.1} a second) | |",
+            o.readers,
+            pages as f64 / wall
+        );
+    }
     println!("| validator CPU | {:.0} % of one core | |", 100.0 * cpu);
     println!(
         "| `GET /v1/scores?limit=1000`: CPU / wall per page, size | {per_page_ms:.1} ms / {:.1} ms, {:.2} MiB | |",

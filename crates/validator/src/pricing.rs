@@ -538,7 +538,7 @@ async fn scores_route(
 ) -> Result<Response, ApiError> {
     let limit = q.limit.unwrap_or(100).clamp(1, MAX_PAGE);
     let page = tokio::task::spawn_blocking(move || -> Result<String, PricingError> {
-        let gpus = p.records.registry().gpus(&q.after, limit)?;
+        let gpus = p.records.read(|r| r.gpus(&q.after, limit))?;
         let next_after = (gpus.len() == limit)
             .then(|| gpus.last().map(|g| g.uuid.clone()))
             .flatten();

@@ -102,6 +102,8 @@ fn gpu_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegisteredGpu> {
 /// The registry.
 pub struct Registry {
     db: Connection,
+    /// Its file; `None` in memory.
+    path: Option<std::path::PathBuf>,
     /// Woken after each stored record (the validator's pricing re-quotes the GPU).
     on_record: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
@@ -129,8 +131,25 @@ impl Registry {
         }
         Ok(Registry {
             db,
+            path: path.map(Path::to_path_buf),
             on_record: None,
         })
+    }
+
+    /// Another connection to this registry's file, for reading only (`PRAGMA query_only`):
+    /// with write-ahead logging its reads see every committed write and neither wait for the
+    /// writer nor hold it up. `None` for a registry in memory, which has one connection only.
+    pub fn reader(&self) -> Result<Option<Registry>, RegistryError> {
+        let Some(path) = &self.path else {
+            return Ok(None);
+        };
+        let db = Connection::open(path)?;
+        db.execute_batch("PRAGMA query_only = ON;")?;
+        Ok(Some(Registry {
+            db,
+            path: None,
+            on_record: None,
+        }))
     }
 
     /// Wakes `notify` after every record stored from now on (one stored wake-up when nobody

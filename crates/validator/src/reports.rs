@@ -442,7 +442,17 @@ async fn post_report(
     axum::extract::ConnectInfo(from): axum::extract::ConnectInfo<std::net::SocketAddr>,
     body: Bytes,
 ) -> Response {
-    match desk.accept(&records, &body, from.ip()) {
+    // The checks, the ledger's durable append and the registry's write: off the API's workers.
+    let accepted =
+        tokio::task::spawn_blocking(move || desk.accept(&records, &body, from.ip())).await;
+    let Ok(accepted) = accepted else {
+        return ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "storing the report failed",
+        )
+        .into_response();
+    };
+    match accepted {
         Ok(receipt) => (StatusCode::OK, axum::Json(receipt)).into_response(),
         Err(e) => {
             let retry_after = e.retry_after_s();

@@ -35,7 +35,13 @@ pub struct RecordStore {
     /// hold the records in one order (two stores at once, a report on the API's runtime and a
     /// proof on the schedule's, once came out of the registry in the other order than the log).
     sequence: Mutex<()>,
+    /// Read-only connections to the registry's file for the API's page reads
+    /// ([`RecordStore::read`]), kept for the next read.
+    readers: Mutex<Vec<Registry>>,
 }
+
+/// Read-only connections kept for page reads beyond those in use.
+const KEPT_READERS: usize = 8;
 
 impl RecordStore {
     /// Records signed with `signer`'s key and kept in `registry`, without a ledger.
@@ -45,6 +51,7 @@ impl RecordStore {
             registry: Mutex::new(registry),
             ledger: None,
             sequence: Mutex::new(()),
+            readers: Mutex::new(Vec::new()),
         }
     }
 
@@ -77,6 +84,27 @@ impl RecordStore {
     /// The registry: agents, their GPUs and the stored records.
     pub fn registry(&self) -> MutexGuard<'_, Registry> {
         self.registry.locked()
+    }
+
+    /// Runs `read` on a read-only connection of the registry's own (the writers' lock is not
+    /// taken: a page read of megabytes holds up no registration or record); on the registry
+    /// itself when it is in memory or another connection cannot be opened. Blocking: call it
+    /// from a blocking task.
+    pub fn read<T>(&self, read: impl FnOnce(&Registry) -> T) -> T {
+        let kept = self.readers.locked().pop();
+        let reader = match kept {
+            Some(reader) => Some(reader),
+            None => self.registry().reader().ok().flatten(),
+        };
+        let Some(reader) = reader else {
+            return read(&self.registry());
+        };
+        let out = read(&reader);
+        let mut readers = self.readers.locked();
+        if readers.len() < KEPT_READERS {
+            readers.push(reader);
+        }
+        out
     }
 
     /// Signs `body` under its kind and stores it among its GPU's records under `id` (see

@@ -225,6 +225,15 @@ pub struct Validator {
     limiter: Mutex<PerSource>,
     /// Each GPU's last measured round trip, ms, credited to its next challenge.
     round_trips: Mutex<HashMap<String, f64>>,
+    /// Record pages built at once ([`page_permits`]): a page is megabytes of JSON to read and
+    /// write, and readers asking for them back to back must not take every core from the rest
+    /// of the API.
+    pages: tokio::sync::Semaphore,
+}
+
+/// Record pages built at once: half the cores, at least one.
+fn page_permits() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
 
 /// The memory plan for a GPU claimed to be `spec` under `policy`: per model, or the test
@@ -319,6 +328,7 @@ impl Validator {
             records,
             client,
             round_trips: Mutex::new(HashMap::new()),
+            pages: tokio::sync::Semaphore::new(page_permits()),
             limiter: Mutex::new(PerSource::per_minute(f64::from(
                 config.registrations_per_minute,
             ))),
@@ -361,6 +371,30 @@ impl Validator {
         body: &T,
     ) -> Result<(), ValidatorError> {
         Ok(self.records.store(id, accepted, body)?)
+    }
+
+    /// Registers `agent` at `endpoint` with `gpus` and records each change: the blocking half
+    /// of `POST /v1/register` (the registry's write, the ledger's appends).
+    fn store_registration(
+        &self,
+        agent: &PublicKey,
+        endpoint: &str,
+        gpus: &[pog_proof::wire::GpuClaim],
+    ) -> Result<(), ValidatorError> {
+        let changes = self.registry().register(
+            agent,
+            endpoint,
+            gpus,
+            now_ms(),
+            self.config.max_gpus_per_agent,
+        )?;
+        for (gpu, change) in gpus.iter().zip(&changes) {
+            if *change != Change::Same {
+                self.record_registration(agent, gpu, *change, None)?;
+                tracing::info!(gpu = %gpu.uuid, %agent, model = %gpu.model, event = ?change, "registered");
+            }
+        }
+        Ok(())
     }
 
     /// Signs and stores a registration event.
@@ -837,19 +871,21 @@ async fn register(
             ));
         }
     }
-    let changes = v.registry().register(
-        &agent,
-        &endpoint,
-        &reg.gpus,
-        now_ms(),
-        v.config.max_gpus_per_agent,
-    );
-    let changes = match changes {
-        Ok(changes) => changes,
-        Err(e @ RegistryError::ClaimedElsewhere { .. }) | Err(e @ RegistryError::Barred { .. }) => {
-            return Err(ApiError::new(StatusCode::CONFLICT, e.to_string()))
-        }
-        Err(e @ RegistryError::TooManyGpus { .. }) => {
+    // The registry's write and the registration records (the ledger's durable appends) run
+    // on a blocking task, off the API's workers.
+    let registered = reg.gpus.len();
+    let stored = v.clone();
+    let stored = tokio::task::spawn_blocking(move || {
+        stored.store_registration(&agent, &endpoint, &reg.gpus)
+    })
+    .await
+    .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the registration failed"))?;
+    match stored {
+        Ok(()) => {}
+        Err(ValidatorError::Registry(
+            e @ (RegistryError::ClaimedElsewhere { .. } | RegistryError::Barred { .. }),
+        )) => return Err(ApiError::new(StatusCode::CONFLICT, e.to_string())),
+        Err(ValidatorError::Registry(e @ RegistryError::TooManyGpus { .. })) => {
             return Err(ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))
         }
         Err(e) => {
@@ -858,17 +894,10 @@ async fn register(
                 e.to_string(),
             ))
         }
-    };
-    for (gpu, change) in reg.gpus.iter().zip(&changes) {
-        if *change != Change::Same {
-            v.record_registration(&agent, gpu, *change, None)
-                .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-            tracing::info!(gpu = %gpu.uuid, %agent, model = %gpu.model, event = ?change, "registered");
-        }
     }
     Ok((
         StatusCode::OK,
-        axum::Json(serde_json::json!({ "registered": reg.gpus.len() })),
+        axum::Json(serde_json::json!({ "registered": registered })),
     )
         .into_response())
 }
@@ -910,9 +939,15 @@ async fn gpus(
     Query(page): Query<GpuPage>,
 ) -> Result<Response, ApiError> {
     let limit = page.limit.unwrap_or(100).clamp(1, MAX_RECORDS_PAGE);
-    let found = v
-        .registry()
-        .gpus(&page.after, limit)
+    let records = v.records().clone();
+    let found = tokio::task::spawn_blocking(move || records.read(|r| r.gpus(&page.after, limit)))
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the registry read failed",
+            )
+        })?
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     let next_after = (found.len() == limit)
         .then(|| found.last().map(|g| g.uuid.clone()))
@@ -977,30 +1012,55 @@ async fn records(
     Query(page): Query<Page>,
 ) -> Result<Response, ApiError> {
     let limit = page.limit.unwrap_or(100).clamp(1, MAX_RECORDS_PAGE);
-    let (rows, cut) = v
-        .registry()
-        .records_within(&uuid, page.after, limit, MAX_RECORDS_PAGE_BYTES)
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    // The page goes on after its last row, even one that is left out below.
-    let next_after = (cut || rows.len() == limit)
-        .then(|| rows.last().map(|(id, _)| *id))
-        .flatten();
-    let records: Vec<StoredRecord> = rows
-        .into_iter()
-        .filter_map(|(id, json)| {
-            let envelope: pog_signed::Envelope = serde_json::from_str(&json).ok()?;
-            let record = serde_json::from_str(&envelope.body).ok()?;
-            Some(StoredRecord {
-                id,
-                record,
-                envelope,
+    // The page is read on its own connection, parsed and written on a blocking task, and
+    // only so many at once: neither the writers' lock, nor the API's workers, nor every core
+    // is held for its megabytes.
+    let _permit =
+        v.pages.acquire().await.map_err(|_| {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the validator is stopping")
+        })?;
+    let records = v.records().clone();
+    let page = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ApiError> {
+        let failed = |e: &dyn std::fmt::Display| {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        };
+        let (rows, cut) = records
+            .read(|r| r.records_within(&uuid, page.after, limit, MAX_RECORDS_PAGE_BYTES))
+            .map_err(|e| failed(&e))?;
+        // The page goes on after its last row, even one that is left out below.
+        let next_after = (cut || rows.len() == limit)
+            .then(|| rows.last().map(|(id, _)| *id))
+            .flatten();
+        let records: Vec<StoredRecord> = rows
+            .into_iter()
+            .filter_map(|(id, json)| {
+                let envelope: pog_signed::Envelope = serde_json::from_str(&json).ok()?;
+                let record = serde_json::from_str(&envelope.body).ok()?;
+                Some(StoredRecord {
+                    id,
+                    record,
+                    envelope,
+                })
             })
-        })
-        .collect();
-    Ok(axum::Json(RecordPage {
-        gpu_uuid: uuid,
-        records,
-        next_after,
+            .collect();
+        let page = RecordPage {
+            gpu_uuid: uuid,
+            records,
+            next_after,
+        };
+        serde_json::to_vec(&page).map_err(|e| failed(&e))
     })
-    .into_response())
+    .await
+    .map_err(|_| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the registry read failed",
+        )
+    })?;
+    let body = page?;
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
 }
