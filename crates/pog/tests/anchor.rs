@@ -345,8 +345,7 @@ struct Anchoring {
     log_vkey: String,
     origin: String,
     addr: String,
-    validator: Server,
-    _agent: Server,
+    net: Network,
 }
 
 impl Anchoring {
@@ -361,34 +360,15 @@ impl Anchoring {
             .unwrap()
             .to_string();
         let origin = log_vkey.split('+').next().unwrap().to_string();
-        let addr = format!("127.0.0.1:{}", free_port());
-        let validator = spawn_pog(
-            &data,
-            &[
-                &["validator", "--listen", &addr, "--challenge-every", "1"],
-                &["--test-plan", "--size", "32", "--samples", "128"],
-                &["--accept-simulated", "--allow-private-endpoints"],
-                &["--checkpoint-every", "0.5"],
-                &["--anchor-rpc", &anvil.url, "--anchor-contract", &registry],
-                &["--anchor-key-file", key.to_str().unwrap()],
-                &["--anchor-every", anchor_every],
-            ],
-            None,
-        );
-        let agent = spawn_pog(
-            &tmp.path().join("agent"),
-            &[&[
-                "agent",
-                "--listen",
-                &format!("127.0.0.1:{}", free_port()),
-                "--validator",
-                &format!("http://{addr}"),
-                "--trust",
-                &Identity::from_seed(VALIDATOR_SEED).public_key(),
-            ]],
-            // Host 0, whose GPU UUID is pinned (an agent otherwise derives it from its key).
-            Some("H200 SXM; host=0"),
-        );
+        let net = Network::in_dir(tmp.path())
+            .flags(&["--challenge-every", "1", "--checkpoint-every", "0.5"])
+            .flags(TEST_ROUNDS)
+            .flags(&["--anchor-rpc", &anvil.url, "--anchor-contract", &registry])
+            .flags(&["--anchor-key-file", key.to_str().unwrap()])
+            .flags(&["--anchor-every", anchor_every])
+            .agent(HOST0, &[])
+            .start();
+        let addr = net.validator.addr.clone();
         Anchoring {
             anvil,
             tmp,
@@ -398,8 +378,7 @@ impl Anchoring {
             log_vkey,
             origin,
             addr,
-            validator,
-            _agent: agent,
+            net,
         }
     }
 
@@ -414,14 +393,8 @@ impl Anchoring {
 }
 
 /// Stops a running `pog validator` with SIGTERM; it must exit 0.
-fn stop(validator: &mut Server) {
-    let pid = validator.child.id().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    assert_eq!(validator.child.wait().unwrap().code(), Some(0));
+fn stop(validator: &mut ValidatorProcess) {
+    assert_eq!(validator.stop().code(), Some(0));
 }
 
 #[test]
@@ -431,7 +404,7 @@ fn a_running_validator_anchors_its_checkpoints() {
 
     // Records appear, a checkpoint is signed, then anchored: the chain's latest anchor is the
     // validator's kept anchored checkpoint, after two proof rounds at least.
-    let uuid = "GPU-00000051-0000-0000-0000-000000000000";
+    let uuid = HOST0_GPU;
     let chain = run.chain();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
@@ -510,14 +483,14 @@ fn a_running_validator_anchors_its_checkpoints() {
     // The chain going away does not stop the validator: it keeps serving, and stops cleanly.
     let Anchoring {
         anvil,
-        mut validator,
+        mut net,
         addr,
         ..
     } = run;
     drop(anvil);
     std::thread::sleep(std::time::Duration::from_secs(2));
     assert!(http_get(&addr, "/ledger/checkpoint").is_some_and(|(s, _)| s == 200));
-    stop(&mut validator);
+    stop(&mut net.validator);
 }
 
 #[test]
@@ -539,7 +512,7 @@ fn a_stopping_validator_anchors_its_last_checkpoint() {
         assert!(std::time::Instant::now() < deadline, "no checkpoint");
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
-    stop(&mut run.validator);
+    stop(&mut run.net.validator);
 
     // The chain holds the checkpoint the validator signed last.
     let last = pog_ledger::checkpoint::SignedCheckpoint::parse(

@@ -8,6 +8,10 @@ use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+mod common;
+
+use common::{free_port, Network, Service, ValidatorProcess, HOST0, HOST0_GPU, TEST_ROUNDS};
+
 const H200_XML: &str = include_str!("../../device/tests/fixtures/nvidia-smi-q.xml");
 
 fn pog() -> Command {
@@ -564,104 +568,25 @@ fn check_runs_the_quick_bench_and_prove_stages() {
     assert!(json["bench"]["host"]["cpu_gflops_single"].as_f64().unwrap() > 0.0);
 }
 
-/// Two distinct free loopback ports (both held while choosing, so they differ; released before
-/// the servers bind them: a tiny race with other processes, fine in tests).
-fn two_free_ports() -> (u16, u16) {
-    let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    (
-        a.local_addr().unwrap().port(),
-        b.local_addr().unwrap().port(),
-    )
-}
-
 /// GET over plain HTTP/1.1, returning the body.
-fn http_get(port: u16, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = String::new();
-    s.read_to_string(&mut response).ok()?;
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
-}
-
-/// Kills a child process when dropped, so a failing test leaves no server behind.
-struct Running(std::process::Child);
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    common::http_get(addr, path).map(|(_, body)| body)
 }
 
 #[test]
 fn validator_and_agent_processes_prove_a_gpu_over_loopback() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let (vport, aport) = two_free_ports();
-    let bin = assert_cmd::cargo::cargo_bin("pog");
-    let mut validator = Running(
-        std::process::Command::new(&bin)
-            .args([
-                "validator",
-                "--listen",
-                &format!("127.0.0.1:{vport}"),
-                "--challenge-every",
-                "1",
-                "--test-plan",
-                "--size",
-                "32",
-                "--samples",
-                "128",
-                "--accept-simulated",
-                "--allow-private-endpoints",
-            ])
-            .env("POG_DATA_DIR", dir.path().join("v"))
-            .env_remove("POG_SIMULATE")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut first_line = String::new();
-    std::io::BufReader::new(validator.0.stdout.take().unwrap())
-        .read_line(&mut first_line)
-        .unwrap();
-    let key = first_line
-        .trim()
-        .strip_prefix("validator key: ")
-        .expect("the validator prints its key first")
-        .to_string();
-    let _agent = Running(
-        std::process::Command::new(&bin)
-            .args([
-                "agent",
-                "--listen",
-                &format!("127.0.0.1:{aport}"),
-                "--validator",
-                &format!("http://127.0.0.1:{vport}"),
-                "--trust",
-                &key,
-            ])
-            .env("POG_DATA_DIR", dir.path().join("a"))
-            // Host 0, whose GPU UUID this test pins (an agent otherwise derives it from its key).
-            .env("POG_SIMULATE", "H200 SXM; host=0")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let net = Network::in_dir(dir.path())
+        .flags(&["--challenge-every", "1"])
+        .flags(TEST_ROUNDS)
+        .agent(HOST0, &[])
+        .start();
+    let (vaddr, key) = (&net.validator.addr, net.validator.key.clone());
     // The simulated H200's UUID; the validator challenges it every second once registered.
-    let uuid = "GPU-00000051-0000-0000-0000-000000000000";
+    let uuid = HOST0_GPU;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let records = loop {
-        let body = http_get(vport, &format!("/v1/records/{uuid}")).unwrap_or_default();
+        let body = http_get(vaddr, &format!("/v1/records/{uuid}")).unwrap_or_default();
         let page: Value = serde_json::from_str(&body).unwrap_or_default();
         // Challenge records, past the registration event.
         let records: Vec<Value> = page["records"]
@@ -687,88 +612,37 @@ fn validator_and_agent_processes_prove_a_gpu_over_loopback() {
     );
     // Keys persist in the data dirs, owner-only.
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(dir.path().join("v/validator.key"))
+    let (v, a) = (&net.validator.service.data, &net.agents[0].service.data);
+    let mode = std::fs::metadata(v.join("validator.key"))
         .unwrap()
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o600);
-    assert!(dir.path().join("v/registry.sqlite").exists());
-    assert!(dir.path().join("a/agent.key").exists());
+    assert!(v.join("registry.sqlite").exists());
+    assert!(a.join("agent.key").exists());
 }
 
 #[test]
 fn two_simulated_agents_register_distinct_gpus_with_one_validator() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    // Three distinct free ports, all held while choosing.
-    let held: Vec<_> = (0..3)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    let ports: Vec<u16> = held
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect();
-    drop(held);
-    let bin = assert_cmd::cargo::cargo_bin("pog");
-    let mut validator = Running(
-        std::process::Command::new(&bin)
-            .args(["validator", "--listen", &format!("127.0.0.1:{}", ports[0])])
-            .args(["--challenge-every", "3600", "--test-plan", "--size", "32"])
-            .args(["--samples", "128", "--no-memory-proof"])
-            .args(["--accept-simulated", "--allow-private-endpoints"])
-            .env("POG_DATA_DIR", dir.path().join("v"))
-            .env_remove("POG_SIMULATE")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut first_line = String::new();
-    std::io::BufReader::new(validator.0.stdout.take().unwrap())
-        .read_line(&mut first_line)
-        .unwrap();
-    let key = first_line
-        .trim()
-        .strip_prefix("validator key: ")
-        .expect("the validator prints its key first")
-        .to_string();
     // Two agents with the same kind of profile and no host=N, each with its own data dir (so
     // its own key): each prints the profile it serves, with the host number from its key.
-    let agent = |name: &str, port: u16, profile: &str| {
-        let mut running = Running(
-            std::process::Command::new(&bin)
-                .args(["agent", "--listen", &format!("127.0.0.1:{port}")])
-                .args(["--validator", &format!("http://127.0.0.1:{}", ports[0])])
-                .args(["--trust", &key])
-                .env("POG_DATA_DIR", dir.path().join(name))
-                .env("POG_SIMULATE", profile)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let lines = std::io::BufReader::new(running.0.stdout.take().unwrap()).lines();
-        let host_line = lines
-            .map_while(Result::ok)
-            .find(|l| l.starts_with("SIMULATED host "))
-            .expect("a simulated agent names the host it simulates");
-        let served = host_line.split('"').nth(1).unwrap().to_string();
-        (running, served)
+    let net = Network::in_dir(dir.path())
+        .flags(&["--challenge-every", "3600", "--no-memory-proof"])
+        .flags(TEST_ROUNDS)
+        .agent("H200 SXM x2", &[])
+        .agent("H200 SXM", &[])
+        .start();
+    let served = |i: usize| -> String {
+        net.agents[i]
+            .profile
+            .clone()
+            .expect("a simulated agent names the host it simulates")
     };
-    let (_a, profile_a) = agent("a", ports[1], "H200 SXM x2");
-    let (_b, profile_b) = agent("b", ports[2], "H200 SXM");
+    let (profile_a, profile_b) = (served(0), served(1));
     assert!(profile_a.starts_with("H200 SXM x2; host="), "{profile_a}");
     assert!(profile_b.starts_with("H200 SXM; host="), "{profile_b}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let gpus = loop {
-        let body = http_get(ports[0], "/v1/gpus").unwrap_or_default();
-        let list: Value = serde_json::from_str(&body).unwrap_or_default();
-        let gpus = list["gpus"].as_array().cloned().unwrap_or_default();
-        if gpus.len() >= 3 || std::time::Instant::now() > deadline {
-            break gpus;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    };
+    let gpus = net.validator.gpus();
     assert_eq!(gpus.len(), 3, "both agents' GPUs are listed: {gpus:#?}");
     let uuids: std::collections::BTreeSet<&str> =
         gpus.iter().map(|g| g["uuid"].as_str().unwrap()).collect();
@@ -776,7 +650,7 @@ fn two_simulated_agents_register_distinct_gpus_with_one_validator() {
         gpus.iter().map(|g| g["agent"].as_str().unwrap()).collect();
     assert_eq!((uuids.len(), agents.len()), (3, 2), "{gpus:#?}");
     assert!(gpus.iter().all(|g| g["simulated"] == true));
-    assert!(!uuids.contains("GPU-00000051-0000-0000-0000-000000000000"));
+    assert!(!uuids.contains(HOST0_GPU));
     // The profile an agent printed rebuilds its GPUs exactly: same key, same UUIDs.
     for profile in [&profile_a, &profile_b] {
         let (json, code) = json_of(pog().args(["inspect", "--json", "--simulate", profile]));
@@ -825,41 +699,25 @@ fn services_check_their_flags_and_ports_before_announcing_anything() {
 
 #[test]
 fn an_agent_says_at_once_that_the_validator_is_down_and_keeps_trying() {
-    use std::io::Read;
     let dir = tempfile::tempdir().unwrap();
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
     let key = pog_signed::Identity::from_seed([7; 32]).public_key();
-    let mut agent = Running(
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"))
-            .args([
-                "agent",
-                "--listen",
-                "localhost:0",
-                "--validator",
-                &format!("http://127.0.0.1:{closed}"),
-                "--trust",
-                &key,
-            ])
-            .env("POG_DATA_DIR", dir.path())
-            .env("POG_SIMULATE", "H200 SXM")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let validator = format!("http://127.0.0.1:{closed}");
+    let args = [
+        "agent",
+        "--listen",
+        "localhost:0",
+        "--validator",
+        &validator,
+        "--trust",
+        &key,
+    ];
+    let mut agent = Service::spawn(dir.path(), &args, Some("H200 SXM"));
     std::thread::sleep(std::time::Duration::from_secs(3));
-    let _ = agent.0.kill();
-    let mut stderr = String::new();
-    agent
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = agent.kill();
     assert!(stderr.contains("cannot connect"), "{stderr}");
     assert!(stderr.matches("retrying in").count() >= 2, "{stderr}");
     assert!(stderr.contains("SIMULATED"), "{stderr}");
@@ -867,98 +725,32 @@ fn an_agent_says_at_once_that_the_validator_is_down_and_keeps_trying() {
 
 #[test]
 fn a_validator_stops_cleanly_on_sigterm() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let mut validator = Running(
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"))
-            .args(["validator", "--listen", "localhost:0"])
-            .env("POG_DATA_DIR", dir.path())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut lines = std::io::BufReader::new(validator.0.stdout.take().unwrap()).lines();
-    assert!(lines
-        .next()
-        .unwrap()
-        .unwrap()
-        .starts_with("validator key: "));
-    assert!(lines.next().unwrap().unwrap().starts_with("listening on "));
-    let pid = validator.0.id().to_string();
-    let sent = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = validator.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "still running 20 s after SIGTERM"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+    let mut validator = ValidatorProcess::start(dir.path(), &["--listen", "localhost:0"]);
+    let lines = validator.service.lines();
+    assert!(lines[0].starts_with("validator key: "), "{lines:?}");
+    assert!(lines[1].starts_with("listening on "), "{lines:?}");
+    let status = validator.stop();
     assert_eq!(status.code(), Some(0), "a clean stop");
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut validator.0.stderr.take().unwrap(), &mut stderr).unwrap();
+    let stderr = validator.service.stderr();
     assert!(stderr.contains("stopping"), "{stderr}");
 }
 
 #[test]
 fn a_simulated_agent_serves_labelled_metrics_and_its_validator_records_its_health() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let (vport, aport) = two_free_ports();
-    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let bin = assert_cmd::cargo::cargo_bin("pog");
-    let mut validator = Running(
-        std::process::Command::new(&bin)
-            .args(["validator", "--listen", &format!("127.0.0.1:{vport}")])
-            .args(["--challenge-every", "1", "--test-plan", "--size", "32"])
-            .args(["--samples", "128", "--no-memory-proof"])
-            .args(["--accept-simulated", "--allow-private-endpoints"])
-            .env("POG_DATA_DIR", dir.path().join("v"))
-            .env_remove("POG_SIMULATE")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut first_line = String::new();
-    std::io::BufReader::new(validator.0.stdout.take().unwrap())
-        .read_line(&mut first_line)
-        .unwrap();
-    let key = first_line
-        .trim()
-        .strip_prefix("validator key: ")
-        .expect("the validator prints its key first")
-        .to_string();
-    let _agent = Running(
-        std::process::Command::new(&bin)
-            .args(["agent", "--listen", &format!("127.0.0.1:{aport}")])
-            .args(["--validator", &format!("http://127.0.0.1:{vport}")])
-            .args(["--trust", &key])
-            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
-            .env("POG_DATA_DIR", dir.path().join("a"))
-            // Host 0, whose GPU UUID this test pins (an agent otherwise derives it from its key).
-            .env("POG_SIMULATE", "H200 SXM; host=0")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let uuid = "GPU-00000051-0000-0000-0000-000000000000";
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let net = Network::in_dir(dir.path())
+        .flags(&["--challenge-every", "1", "--no-memory-proof"])
+        .flags(TEST_ROUNDS)
+        .agent(HOST0, &["--metrics-listen", &metrics])
+        .start();
+    let (vaddr, aaddr) = (&net.validator.addr, &net.agents[0].addr);
+    let key = net.validator.key.clone();
+    let uuid = HOST0_GPU;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let health = loop {
-        let body = http_get(vport, &format!("/v1/records/{uuid}")).unwrap_or_default();
+        let body = http_get(vaddr, &format!("/v1/records/{uuid}")).unwrap_or_default();
         let page: Value = serde_json::from_str(&body).unwrap_or_default();
         let found = page["records"]
             .as_array()
@@ -985,7 +777,7 @@ fn a_simulated_agent_serves_labelled_metrics_and_its_validator_records_its_healt
 
     // The metrics on --metrics-listen, read by a Prometheus text parser: the GPU labelled
     // SIMULATED, never sampled; none on the API's port.
-    let text = http_get(metrics_port, "/metrics").expect("the metrics answer");
+    let text = http_get(&metrics, "/metrics").expect("the metrics answer");
     let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
         .expect("a valid exposition");
     let sampled = scrape
@@ -1000,7 +792,7 @@ fn a_simulated_agent_serves_labelled_metrics_and_its_validator_records_its_healt
         .samples
         .iter()
         .any(|s| s.metric == "DCGM_FI_DEV_GPU_TEMP"));
-    let api = http_get(aport, "/metrics").unwrap_or_default();
+    let api = http_get(aaddr, "/metrics").unwrap_or_default();
     assert!(api.contains("no metrics on this port"), "{api}");
 }
 

@@ -479,39 +479,17 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
         .to_string();
     let w1 = witness_server(&tmp.path().join("w1"), &log_vkey);
     let w2 = witness_server(&tmp.path().join("w2"), &log_vkey);
-    let addr = format!("127.0.0.1:{}", free_port());
-    let mut validator = spawn_pog(
-        &data,
-        &[
-            &["validator", "--listen", &addr, "--challenge-every", "1"],
-            &["--test-plan", "--size", "32", "--samples", "128"],
-            &["--accept-simulated", "--allow-private-endpoints"],
-            &["--checkpoint-every", "0.5"],
-            &["--witness", &w1.url, "--witness", &w2.url],
-        ],
-        None,
-    );
-    let agent_listen = format!("127.0.0.1:{}", free_port());
-    let url = format!("http://{addr}");
-    let key = Identity::from_seed(VALIDATOR_SEED).public_key();
-    let _agent = spawn_pog(
-        &tmp.path().join("agent"),
-        &[&[
-            "agent",
-            "--listen",
-            &agent_listen,
-            "--validator",
-            &url,
-            "--trust",
-            &key,
-        ]],
-        // Host 0, whose GPU UUID is pinned (an agent otherwise derives it from its key).
-        Some("H200 SXM; host=0"),
-    );
+    let mut net = Network::in_dir(tmp.path())
+        .flags(&["--challenge-every", "1", "--checkpoint-every", "0.5"])
+        .flags(TEST_ROUNDS)
+        .flags(&["--witness", &w1.url, "--witness", &w2.url])
+        .agent(HOST0, &[])
+        .start();
+    let addr = net.validator.addr.clone();
 
     // Rounds until the GPU has three proof rounds stored, then a checkpoint covering them,
     // cosigned by both witnesses, at /ledger/checkpoint.
-    let uuid = "GPU-00000051-0000-0000-0000-000000000000";
+    let uuid = HOST0_GPU;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
     let stored = loop {
         let page: Value = http_get(&addr, &format!("/v1/records/{uuid}"))
@@ -655,13 +633,7 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
     );
 
     // A clean stop signs a last checkpoint over everything logged.
-    let pid = validator.child.id().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    assert_eq!(validator.child.wait().unwrap().code(), Some(0));
+    assert_eq!(net.validator.stop().code(), Some(0));
     let last = std::fs::read_to_string(data.join("ledger").join("checkpoint")).unwrap();
     let signed = pog_json(&data, &["ledger", "checkpoint"], 0);
     assert_eq!(

@@ -4,8 +4,11 @@
 
 use assert_cmd::Command;
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::path::PathBuf;
+
+mod common;
+
+use common::{Network, HOST0, HOST0_GPU, TEST_ROUNDS};
 
 fn pog(args: &[&str]) -> (i32, Value) {
     let out = Command::cargo_bin("pog")
@@ -113,59 +116,14 @@ fn models_are_priced_and_bad_prices_refused() {
     }
 }
 
-/// A `pog validator` on a free loopback port, with its data dir.
-struct Validator {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Validator {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_validator(data_dir: &std::path::Path) -> Validator {
-    start_validator_with(data_dir, &[])
-}
-
-fn start_validator_with(data_dir: &std::path::Path, extra: &[&str]) -> Validator {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("127.0.0.1:{port}");
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"))
-        .args(["validator", "--listen", &listen, "--data-dir"])
-        .arg(data_dir)
-        .args(extra)
-        .env("POG_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    while let Some(Ok(line)) = lines.next() {
-        if line.starts_with("listening on") {
-            break;
-        }
-    }
-    Validator {
-        child,
-        url: format!("http://{listen}"),
-    }
-}
-
 #[test]
 fn orders_go_through_a_validator() {
-    let validator_dir = tempfile::tempdir().unwrap();
-    let (renter, provider) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let v = start_validator(validator_dir.path());
-    let market = |dir: &tempfile::TempDir, args: &[&str]| {
+    let dir = tempfile::tempdir().unwrap();
+    let (renter, provider) = (dir.path().join("renter"), dir.path().join("provider"));
+    let v = Network::in_dir(dir.path()).start().validator;
+    let market = |dir: &PathBuf, args: &[&str]| {
         let mut all = vec!["market", "--json", "--validator", &v.url, "--data-dir"];
-        all.push(dir.path().to_str().unwrap());
+        all.push(dir.to_str().unwrap());
         all.extend_from_slice(args);
         pog(&all)
     };
@@ -238,7 +196,7 @@ fn orders_go_through_a_validator() {
     assert_eq!(book["asks"].as_array().unwrap().len(), 1);
     // Only the validator's key clears.
     assert_eq!(market(&renter, &["clear", "--class", "H200 SXM"]).0, 2);
-    let (status, clearing) = market(&validator_dir, &["clear", "--class", "H200 SXM"]);
+    let (status, clearing) = market(&v.service.data, &["clear", "--class", "H200 SXM"]);
     assert_eq!(status, 0, "{clearing}");
     assert_eq!(clearing["schema"], "pog.market.clear/1");
     assert_eq!(clearing["clearing"]["units"], 2);
@@ -251,9 +209,12 @@ fn orders_go_through_a_validator() {
 
 #[test]
 fn an_orders_lifetime_and_the_validators_limits_are_flags() {
-    let validator_dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
     let renter = tempfile::tempdir().unwrap();
-    let v = start_validator_with(validator_dir.path(), &["--market-max-open-per-owner", "1"]);
+    let v = Network::in_dir(dir.path())
+        .flags(&["--market-max-open-per-owner", "1"])
+        .start()
+        .validator;
     let submit = |id: &str, lifetime: &str| {
         pog(&[
             "market",
@@ -346,66 +307,17 @@ fn market_needs_a_reachable_validator() {
     assert!(json["error"].as_str().unwrap().contains("could not reach"));
 }
 
-/// A process killed when the test ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_validator_scores_and_prices_from_its_records_and_clears_on_a_clock() {
     let dir = tempfile::tempdir().unwrap();
-    let v = start_validator_with(
-        &dir.path().join("v"),
-        &[
-            "--challenge-every",
-            "1",
-            "--test-plan",
-            "--size",
-            "32",
-            "--samples",
-            "128",
-            "--accept-simulated",
-            "--allow-private-endpoints",
-            "--clear-every",
-            "0.3",
-        ],
-    );
-    // The key the validator made in its data dir, for the agent to trust.
-    let validator_key = pog_net::keys::load_or_create(&dir.path().join("v/validator.key"))
-        .unwrap()
-        .public_key();
-    let aport = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let _agent = Running(
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"))
-            .args([
-                "agent",
-                "--listen",
-                &format!("127.0.0.1:{aport}"),
-                "--validator",
-                &v.url,
-                "--trust",
-                &validator_key,
-                "--data-dir",
-            ])
-            .arg(dir.path().join("a"))
-            // Host 0, whose GPU UUID this test pins (an agent otherwise derives it from its key).
-            .env("POG_SIMULATE", "H200 SXM; host=0")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let net = Network::in_dir(dir.path())
+        .flags(&["--challenge-every", "1", "--clear-every", "0.3"])
+        .flags(TEST_ROUNDS)
+        .agent(HOST0, &[])
+        .start();
+    let v = &net.validator;
     // The simulated H200's UUID: registered, then challenged every second.
-    let uuid = "GPU-00000051-0000-0000-0000-000000000000";
+    let uuid = HOST0_GPU;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let (status, one) = loop {
         let (status, json) = pog(&["price", "--json", "--validator", &v.url, "--gpu", uuid]);

@@ -6,11 +6,10 @@
 mod common;
 
 use common::*;
-use pog_signed::Identity;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
-const SIMULATED_GPU: &str = "GPU-00000051-0000-0000-0000-000000000000";
+const SIMULATED_GPU: &str = HOST0_GPU;
 
 #[test]
 fn an_agents_inspection_and_benchmark_records_reach_the_ledger_and_verify() {
@@ -39,40 +38,17 @@ fn an_agents_inspection_and_benchmark_records_reach_the_ledger_and_verify() {
     let bench_file = tmp.path().join("bench.json");
     std::fs::write(&bench_file, &bench.stdout).unwrap();
 
-    let addr = format!("127.0.0.1:{}", free_port());
-    let _validator = spawn_pog(
-        &data,
-        &[
-            &["validator", "--listen", &addr, "--challenge-every", "60"],
-            &["--test-plan", "--size", "32", "--samples", "128"],
-            &["--accept-simulated", "--allow-private-endpoints"],
-            &["--checkpoint-every", "0.5"],
-        ],
-        None,
-    );
-    let url = format!("http://{addr}");
-    let agent_listen = format!("127.0.0.1:{}", free_port());
-    let _agent = spawn_pog(
-        &agent_data,
-        &[&[
-            "agent",
-            "--listen",
-            &agent_listen,
-            "--validator",
-            &url,
-            "--trust",
-            &Identity::from_seed(VALIDATOR_SEED).public_key(),
-            "--bench-report",
-            bench_file.to_str().unwrap(),
-        ]],
-        // Host 0, whose GPU UUID is pinned (an agent otherwise derives it from its key).
-        Some("H200 SXM; host=0"),
-    );
+    let net = Network::in_dir(tmp.path())
+        .flags(&["--challenge-every", "60", "--checkpoint-every", "0.5"])
+        .flags(TEST_ROUNDS)
+        .agent(HOST0, &["--bench-report", bench_file.to_str().unwrap()])
+        .start();
+    let addr = &net.validator.addr;
 
     // The registration, then the agent's two reports, among the GPU's records.
     let deadline = Instant::now() + Duration::from_secs(90);
     let stored = loop {
-        let page: Value = http_get(&addr, &format!("/v1/records/{SIMULATED_GPU}"))
+        let page: Value = http_get(addr, &format!("/v1/records/{SIMULATED_GPU}"))
             .and_then(|(_, body)| serde_json::from_str(&body).ok())
             .unwrap_or_default();
         let records = page["records"].as_array().cloned().unwrap_or_default();
@@ -119,7 +95,7 @@ fn an_agents_inspection_and_benchmark_records_reach_the_ledger_and_verify() {
     // validator, verifies with the log key alone: the reports signed by the agent its
     // registration names.
     loop {
-        if let Some((200, text)) = http_get(&addr, "/ledger/checkpoint") {
+        if let Some((200, text)) = http_get(addr, "/ledger/checkpoint") {
             let size: u64 = text.lines().nth(1).unwrap().parse().unwrap();
             if size >= stored.len() as u64 {
                 break;

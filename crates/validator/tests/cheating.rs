@@ -6,15 +6,10 @@ mod common;
 
 use common::*;
 use pog_agent::misbehaviour::Cheat;
-use pog_net::serve::Limits;
-use pog_proof::prover::Behaviour;
 use pog_records::Policy;
-use pog_signed::{Envelope, Identity, RecordKind};
-use pog_validator::pricing::{Pricing, ScoreView};
-use pog_validator::registry::Registry;
-use pog_validator::store::RecordStore;
+use pog_signed::{Envelope, RecordKind};
+use pog_validator::pricing::ScoreView;
 use pog_validator::validator::Validator;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The validator's proof records of `uuid`, oldest first: (row, JSON body).
@@ -33,58 +28,23 @@ fn proof_records(v: &Validator, uuid: &str) -> Vec<(i64, serde_json::Value)> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cheater_wrong_in_four_rounds_of_five_is_on_record_for_each_and_scored_for_it() {
     let dir = tempfile::tempdir().unwrap();
-    let identity = Identity::from_seed(VALIDATOR_SEED);
-    let ledger =
-        pog_validator::ledger::ValidatorLedger::open(&dir.path().join("ledger"), &identity, None)
-            .unwrap();
-    let v = Arc::new(
-        Validator::over(
-            Arc::new(
-                RecordStore::new(
-                    Identity::from_seed(VALIDATOR_SEED),
-                    Registry::open(Some(&dir.path().join("registry.sqlite"))).unwrap(),
-                )
-                .with_ledger(Arc::new(ledger)),
-            ),
-            loopback(),
-        )
-        .unwrap(),
-    );
-    let market = Arc::new(
-        pog_validator::market::Market::open(
-            Some(&dir.path().join("market.sqlite")),
-            &identity.public_key(),
-        )
-        .unwrap(),
-    );
-    let pricing = Pricing::new(
-        v.records().clone(),
-        market.clone(),
-        pog_market::Config::embedded(),
-    );
-    // The pricing runs on after the schedule stops, to take in the last rounds.
-    let (keep_pricing, pricing_stop) = tokio::sync::watch::channel(false);
-    tokio::spawn(pricing.clone().run(pricing_stop));
+    // Its registry and market in `dir`, its ledger, and the pricing running on after the
+    // schedule stops, to take in the last rounds.
+    let h = Harness::new()
+        .stored_in(dir.path())
+        .with_ledger(&dir.path().join("ledger"))
+        .with_pricing()
+        .serve()
+        .await;
+    let (v, url) = (&h.v, &h.url);
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let (listener, url) = listen().await;
-    tokio::spawn(pog_net::http::serve(
-        listener,
-        pog_validator::app::Api::of(v.clone())
-            .with_market(market)
-            .with_pricing(pricing)
-            .router(),
-        Limits::small_requests(),
-    ));
     // Every wrong answer fails all 1,024 spot checks: listed whole, its record would be
     // ~124 KB, past the ledger's 64 KiB entry limit, and the round would leave no record.
-    let (_, status) = start_agent(
-        &url,
-        51,
-        vec![claim("GPU-cheat")],
-        Behaviour::Honest,
-        Some(Cheat::HonestEvery(5)),
-    )
-    .await;
+    let status = h
+        .agent(51, vec![claim("GPU-cheat")])
+        .cheating(Cheat::HonestEvery(5))
+        .await
+        .status();
     assert_eq!(status, 200);
     let policy = Policy {
         samples: 1024,
@@ -96,14 +56,14 @@ async fn a_cheater_wrong_in_four_rounds_of_five_is_on_record_for_each_and_scored
         stopped,
     ));
     for _ in 0..800 {
-        if proof_records(&v, "GPU-cheat").len() >= 25 {
+        if proof_records(v, "GPU-cheat").len() >= 25 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     let _ = stop.send(true);
     schedule.await.unwrap();
-    let records = proof_records(&v, "GPU-cheat");
+    let records = proof_records(v, "GPU-cheat");
     assert!(records.len() >= 25, "only {} proof records", records.len());
     // One record per challenge: the cheater answered its 1st to 4th wrong, its 5th right, ….
     for (i, (_, r)) in records.iter().enumerate() {
@@ -156,7 +116,6 @@ async fn a_cheater_wrong_in_four_rounds_of_five_is_on_record_for_each_and_scored
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     let view = view.unwrap();
-    drop(keep_pricing);
     let a = &view.assessment;
     assert_eq!(
         a.latest_record,

@@ -6,18 +6,13 @@
 mod common;
 
 use common::*;
-use pog_agent::agent::{self, Agent};
 use pog_monitor::inject::{inject, Fault};
 use pog_monitor::prometheus::GpuIdentity;
 use pog_monitor::{Replay, Sample};
 use pog_records::{FailureKind, HealthRecord};
 
-use pog_local::provers::CpuEngine;
-use pog_net::serve::Limits;
-
 use pog_agent::watch::Watch;
-use pog_proof::prover::Behaviour;
-use pog_proof::wire::{kind, HealthRequest, Register};
+use pog_proof::wire::{kind, HealthRequest};
 use pog_signed::{Envelope, Identity, PublicKey, RecordKind};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -54,8 +49,8 @@ fn replayed() -> Replay {
 }
 
 /// Starts an agent serving `GPU-h` with a health monitor that has sampled the whole trace,
-/// registers it; returns its URL.
-async fn start_watched_agent(validator_url: &str) -> String {
+/// registers it with `validator`; returns its URL.
+async fn start_watched_agent(validator: &Served) -> String {
     let watch = Arc::new(Watch::new(Vec::new(), false));
     let fed = watch.clone();
     tokio::task::spawn_blocking(move || {
@@ -68,37 +63,12 @@ async fn start_watched_agent(validator_url: &str) -> String {
     })
     .await
     .unwrap();
-    let identity = Identity::from_seed([AGENT_SEED; 32]);
-    let agent = Arc::new(
-        Agent::new(
-            Identity::from_seed([AGENT_SEED; 32]),
-            vec![Identity::from_seed(VALIDATOR_SEED).public_key()],
-            vec![claim("GPU-h")],
-            Arc::new(CpuEngine {
-                behaviour: Behaviour::Honest,
-            }),
-        )
-        .watching(watch, true),
-    );
-    let (listener, url) = listen().await;
-    tokio::spawn(pog_net::http::serve(
-        listener,
-        agent::router(agent),
-        Limits::protocol_messages(),
-    ));
-    let register = Register {
-        endpoint: url.clone(),
-        gpus: vec![claim("GPU-h")],
-    };
-    let status = reqwest::Client::new()
-        .post(format!("{validator_url}/v1/register"))
-        .json(&identity.seal(kind::REGISTER, &register).unwrap())
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert!(status.is_success(), "{status}");
-    url
+    let agent = validator
+        .agent(AGENT_SEED, vec![claim("GPU-h")])
+        .watching(watch)
+        .await;
+    assert_eq!(agent.status(), 200);
+    agent.url
 }
 
 fn value(scrape: &prometheus_parse::Scrape, name: &str) -> f64 {
@@ -116,8 +86,9 @@ fn value(scrape: &prometheus_parse::Scrape, name: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_agent_serves_metrics_and_the_validator_records_signed_health() {
-    let (v, vurl) = start_validator().await;
-    let url = start_watched_agent(&vurl).await;
+    let h = Harness::new().serve().await;
+    let v = &h.v;
+    let url = start_watched_agent(&h).await;
     let rows = trace_rows();
     let last = rows.last().unwrap();
 
@@ -223,8 +194,8 @@ async fn ask(url: &str, signer: &Identity, request: &HealthRequest) -> (u16, Str
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_agent_refuses_health_requests_it_should_not_answer() {
-    let (_v, vurl) = start_validator().await;
-    let url = start_watched_agent(&vurl).await;
+    let h = Harness::new().serve().await;
+    let url = start_watched_agent(&h).await;
     let validator = Identity::from_seed(VALIDATOR_SEED);
     let now = now_ms();
     let good = HealthRequest {
@@ -297,8 +268,9 @@ fn stranger_key() -> PublicKey {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_agent_without_a_monitor_gets_a_record_of_its_failure() {
-    let (v, vurl) = start_validator().await;
-    start_agent(&vurl, 32, vec![claim("GPU-n")], Behaviour::Honest, None).await;
+    let h = Harness::new().serve().await;
+    let v = &h.v;
+    h.agent(32, vec![claim("GPU-n")]).await;
     assert!(v.challenge("GPU-n", &policy()).await.unwrap().accepted);
     let record = v.collect_health("GPU-n").await.unwrap();
     assert_eq!(record.reported, None);

@@ -5,15 +5,11 @@
 mod common;
 
 use common::*;
-use pog_agent::agent::{self, Agent};
 use pog_agent::misbehaviour::Cheat;
-use pog_local::provers::CpuEngine;
 use pog_net::serve::Limits;
-use pog_proof::prover::Behaviour;
 use pog_proof::wire::{kind, GpuClaim, Register};
 use pog_records::FailureKind;
 use pog_signed::{Envelope, Identity};
-use pog_validator::registry::Registry;
 use pog_validator::schedule::Schedule;
 use pog_validator::validator::{Config, GpuList, RecordPage, Validator};
 use std::io::{Read, Write};
@@ -48,25 +44,6 @@ async fn post_envelope(vurl: &str, envelope: &Envelope) -> (u16, String) {
         .await
         .unwrap();
     (r.status().as_u16(), r.text().await.unwrap())
-}
-
-/// Starts a validator with `config` and `limits`; returns it and its URL.
-async fn validator_with(config: Config, limits: Limits) -> (Arc<Validator>, String) {
-    let v = Arc::new(
-        Validator::with_config(
-            Identity::from_seed(VALIDATOR_SEED),
-            Registry::open(None).unwrap(),
-            config,
-        )
-        .unwrap(),
-    );
-    let (listener, url) = listen().await;
-    tokio::spawn(pog_net::http::serve(
-        listener,
-        pog_validator::app::Api::of(v.clone()).router(),
-        limits,
-    ));
-    (v, url)
 }
 
 /// Runs the schedule under `schedule` for `duration`, then stops it and waits for it.
@@ -104,46 +81,29 @@ async fn one_device_behind_two_agent_keys_fails_in_a_round() {
     // must wait for the other and misses its bound. (Challenging one agent after another, as
     // the schedule once did, let both pass; so did pinging each agent before its challenge,
     // which let the slow-pinging one push its challenge past the other's.)
-    let (v, vurl) = start_validator().await;
+    let h = Harness::new().serve().await;
+    let (v, vurl) = (h.v.clone(), h.url.clone());
     let device = Arc::new(tokio::sync::Mutex::new(()));
     for (seed, uuid) in [(60u8, "GPU-face-1"), (61u8, "GPU-face-2")] {
-        let agent = Arc::new(
-            Agent::new(
-                Identity::from_seed([seed; 32]),
-                vec![Identity::from_seed(VALIDATOR_SEED).public_key()],
-                vec![claim(uuid)],
-                Arc::new(CpuEngine {
-                    behaviour: Behaviour::Honest,
-                }),
-            )
-            .misbehaving(Behaviour::Honest, Some(Cheat::OneDevice(400)))
-            .sharing_device(device.clone()),
-        );
         // The second key also answers pings slowly: were the validator to ping before each
         // challenge, this would send its challenge seconds after the first one's.
         let slow_pings = seed == 61;
-        let router = agent::router(agent).layer(axum::middleware::from_fn(
-            move |request: axum::extract::Request, next: axum::middleware::Next| async move {
-                if slow_pings && request.uri().path() == "/v1/ping" {
-                    tokio::time::sleep(Duration::from_millis(900)).await;
-                }
-                next.run(request).await
-            },
-        ));
-        let (listener, url) = listen().await;
-        tokio::spawn(pog_net::http::serve(
-            listener,
-            router,
-            Limits::protocol_messages(),
-        ));
-        let (status, body) = register(
-            &vurl,
-            &Identity::from_seed([seed; 32]),
-            &url,
-            vec![claim(uuid)],
-        )
-        .await;
-        assert_eq!(status, 200, "{body}");
+        let agent = h
+            .agent(seed, vec![claim(uuid)])
+            .cheating(Cheat::OneDevice(400))
+            .sharing_device(device.clone())
+            .routed(move |router| {
+                router.layer(axum::middleware::from_fn(
+                    move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+                        if slow_pings && request.uri().path() == "/v1/ping" {
+                            tokio::time::sleep(Duration::from_millis(900)).await;
+                        }
+                        next.run(request).await
+                    },
+                ))
+            })
+            .await;
+        assert_eq!(agent.status(), 200);
     }
     let schedule = Schedule::every(
         Duration::from_secs(30),
@@ -172,15 +132,9 @@ async fn slow_and_silent_agents_do_not_stall_an_honest_one() {
     // second, one answers pings and hangs on challenges. An honest agent beside them must
     // still be challenged every round (each challenge runs under its own deadline, and
     // rounds start on a clock).
-    let (v, vurl) = start_validator().await;
-    let (_, status) = start_agent(
-        &vurl,
-        70,
-        vec![claim("GPU-honest")],
-        Behaviour::Honest,
-        None,
-    )
-    .await;
+    let h = Harness::new().serve().await;
+    let (v, vurl) = (h.v.clone(), h.url.clone());
+    let status = h.agent(70, vec![claim("GPU-honest")]).await.status();
     assert_eq!(status, 200);
     // Silent: accepts and reads, never answers.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -275,7 +229,8 @@ async fn a_squatted_uuid_is_released_after_failed_rounds() {
     // A key claims a GPU it does not have (its endpoint is dead): it fails every round and is
     // released after `release_after` of them; its owner can then register, and the squatter
     // may not claim it again for a while.
-    let (v, vurl) = start_validator().await;
+    let h = Harness::new().serve().await;
+    let (v, vurl) = (h.v.clone(), h.url.clone());
     let squatter = Identity::from_seed([80; 32]);
     let dead = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -287,14 +242,7 @@ async fn a_squatted_uuid_is_released_after_failed_rounds() {
             .0,
         200
     );
-    let (_, refused) = start_agent(
-        &vurl,
-        81,
-        vec![claim("GPU-wanted")],
-        Behaviour::Honest,
-        None,
-    )
-    .await;
+    let refused = h.agent(81, vec![claim("GPU-wanted")]).await.status();
     assert_eq!(refused, 409, "squatted");
     let schedule = Schedule {
         release_after: 2,
@@ -311,14 +259,7 @@ async fn a_squatted_uuid_is_released_after_failed_rounds() {
         records.iter().any(|r| r["event"] == "released"),
         "{records:?}"
     );
-    let (_, owner) = start_agent(
-        &vurl,
-        81,
-        vec![claim("GPU-wanted")],
-        Behaviour::Honest,
-        None,
-    )
-    .await;
+    let owner = h.agent(81, vec![claim("GPU-wanted")]).await.status();
     assert_eq!(owner, 200, "the owner gets its GPU");
     assert_eq!(
         register(&vurl, &squatter, &dead, vec![claim("GPU-other")])
@@ -332,7 +273,8 @@ async fn a_squatted_uuid_is_released_after_failed_rounds() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn registrations_are_checked_bounded_and_recorded() {
-    let (_, vurl) = start_validator().await;
+    let h = Harness::new().serve().await;
+    let vurl = h.url.clone();
     let key = Identity::from_seed([90; 32]);
     let (listener, agent_url) = listen().await;
     drop(listener);
@@ -422,14 +364,14 @@ async fn registrations_are_checked_bounded_and_recorded() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn registrations_are_rate_limited_per_source() {
-    let (_, vurl) = validator_with(
-        Config {
+    let h = Harness::new()
+        .config(Config {
             registrations_per_minute: 3,
             ..loopback()
-        },
-        Limits::small_requests(),
-    )
-    .await;
+        })
+        .serve()
+        .await;
+    let vurl = h.url.clone();
     let (listener, agent_url) = listen().await;
     drop(listener);
     let mut statuses = Vec::new();
@@ -447,7 +389,7 @@ async fn registrations_are_rate_limited_per_source() {
 #[tokio::test(flavor = "multi_thread")]
 async fn endpoints_inside_the_network_are_refused_and_peer_text_is_not_published() {
     // A validator as deployed: no private endpoints.
-    let (_, vurl) = validator_with(Config::default(), Limits::small_requests()).await;
+    let h = Harness::new().config(Config::default()).serve().await;
     let key = Identity::from_seed([110; 32]);
     for endpoint in [
         "http://127.0.0.1:22",
@@ -458,18 +400,18 @@ async fn endpoints_inside_the_network_are_refused_and_peer_text_is_not_published
         "http://user:pw@8.8.8.8",
         "gopher://8.8.8.8",
     ] {
-        let (status, text) = register(&vurl, &key, endpoint, vec![claim("GPU-s")]).await;
+        let (status, text) = register(&h.url, &key, endpoint, vec![claim("GPU-s")]).await;
         assert_eq!(status, 400, "{endpoint}: {text}");
     }
     // A name that resolves inside the network is accepted at registration (names are checked
     // when resolved) and refused at every connection.
-    let (v, vurl) = validator_with(Config::default(), Limits::small_requests()).await;
-    let (status, text) = register(&vurl, &key, "http://localhost:9", vec![claim("GPU-s")]).await;
+    let h = Harness::new().config(Config::default()).serve().await;
+    let (status, text) = register(&h.url, &key, "http://localhost:9", vec![claim("GPU-s")]).await;
     assert_eq!(status, 200, "{text}");
-    let r = v.challenge("GPU-s", &policy()).await.unwrap();
+    let r = h.v.challenge("GPU-s", &policy()).await.unwrap();
     assert_eq!(r.failure.unwrap().kind, FailureKind::Unreachable);
     // An agent's error text does not reach the signed record.
-    let (v, vurl) = start_validator().await;
+    let h = Harness::new().serve().await;
     let leaky = axum::Router::new()
         .route("/v1/ping", axum::routing::get(|| async { "pog agent" }))
         .fallback(|| async {
@@ -485,12 +427,12 @@ async fn endpoints_inside_the_network_are_refused_and_peer_text_is_not_published
         Limits::protocol_messages(),
     ));
     assert_eq!(
-        register(&vurl, &key, &leaky_url, vec![claim("GPU-leak")])
+        register(&h.url, &key, &leaky_url, vec![claim("GPU-leak")])
             .await
             .0,
         200
     );
-    let r = v.challenge("GPU-leak", &policy()).await.unwrap();
+    let r = h.v.challenge("GPU-leak", &policy()).await.unwrap();
     let failure = r.failure.unwrap();
     assert_eq!(failure.kind, FailureKind::AgentRefused);
     assert!(!failure.message.contains("SECRET"), "{failure:?}");
@@ -528,8 +470,8 @@ fn floods_of_bodies_and_half_sent_requests_leave_the_api_answering() {
         max_inflight_body_bytes: 4 << 20,
         ..Limits::small_requests()
     };
-    let (_, vurl) = rt.block_on(validator_with(loopback(), limits));
-    let addr: std::net::SocketAddr = vurl.trim_start_matches("http://").parse().unwrap();
+    let h = rt.block_on(Harness::new().limits(limits).serve());
+    let (vurl, addr) = (h.url.clone(), h.addr());
     // An oversized body is refused before it is read.
     let (status, _) = {
         let mut s = std::net::TcpStream::connect(addr).unwrap();

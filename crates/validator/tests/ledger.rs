@@ -6,7 +6,7 @@
 mod common;
 
 use common::VALIDATOR_SEED;
-use common::{claim, listen, loopback, policy, serve_validator as serve, start_agent};
+use common::{claim, listen, policy, Harness};
 use pog_ledger::bundle::{verify_bundle, Bundle, WitnessPolicy};
 use pog_ledger::checkpoint::SignedCheckpoint;
 use pog_ledger::entry::Entry;
@@ -17,30 +17,13 @@ use pog_ledger::store::Ledger;
 use pog_ledger::tiles::{tiles_of, TileError, TileId, TileSource, TiledTree};
 use pog_ledger::witness::Witness;
 use pog_net::serve::Limits;
-use pog_proof::prover::Behaviour;
 use pog_signed::{Identity, RecordKind};
 use pog_validator::ledger::{ValidatorLedger, WitnessAnswer};
-use pog_validator::registry::Registry;
-use pog_validator::store::RecordStore;
 use pog_validator::validator::{Validator, ValidatorError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 const GPU: &str = "GPU-ledger-0";
-
-/// A validator keeping its ledger in `dir`, served on loopback; it and its URL.
-async fn validator_with_ledger(dir: &std::path::Path) -> (Arc<Validator>, String) {
-    let identity = Identity::from_seed(VALIDATOR_SEED);
-    let ledger = Arc::new(ValidatorLedger::open(dir, &identity, None).unwrap());
-    serve(
-        Validator::over(
-            Arc::new(RecordStore::new(identity, Registry::open(None).unwrap()).with_ledger(ledger)),
-            loopback(),
-        )
-        .unwrap(),
-    )
-    .await
-}
 
 /// The registry's stored envelopes of `uuid`, oldest first.
 fn stored(v: &Validator, uuid: &str) -> Vec<pog_signed::Envelope> {
@@ -67,8 +50,9 @@ impl TileSource for Fetched {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_signed_record_is_logged_served_and_verifies() {
     let dir = tempfile::tempdir().unwrap();
-    let (v, url) = validator_with_ledger(dir.path()).await;
-    let (_agent, status) = start_agent(&url, 7, vec![claim(GPU)], Behaviour::Honest, None).await;
+    let h = Harness::new().with_ledger(dir.path()).serve().await;
+    let (v, url) = (h.v.clone(), h.url.clone());
+    let status = h.agent(7, vec![claim(GPU)]).await.status();
     assert_eq!(status, 200);
     let mut policy = policy();
     policy.memory = MemoryPolicy::test_shape(5_000.0);
@@ -218,7 +202,8 @@ async fn start_witness(seed: u8, log: &Verifier) -> (String, Verifier) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpoints_are_cosigned_and_a_missed_witness_is_asked_again() {
     let dir = tempfile::tempdir().unwrap();
-    let (v, url) = validator_with_ledger(dir.path()).await;
+    let h = Harness::new().with_ledger(dir.path()).serve().await;
+    let (v, url) = (h.v.clone(), h.url.clone());
     let ledger = v.records().ledger().unwrap().clone();
     let log_key = Verifier::parse(&ledger.vkey()).unwrap();
     let (w1, k1) = start_witness(21, &log_key).await;
@@ -226,7 +211,7 @@ async fn checkpoints_are_cosigned_and_a_missed_witness_is_asked_again() {
     // A third URL where nothing listens yet.
     let (late_listener, late_url) = listen().await;
     drop(late_listener);
-    let (_agent, status) = start_agent(&url, 8, vec![claim(GPU)], Behaviour::Honest, None).await;
+    let status = h.agent(8, vec![claim(GPU)]).await.status();
     assert_eq!(status, 200);
     let client = pog_validator::ledger::witness_client().unwrap();
     let witnesses = vec![w1.clone(), w2.clone(), late_url.clone()];
@@ -287,18 +272,12 @@ async fn a_ledger_that_cannot_append_refuses_the_record() {
     let identity = Identity::from_seed(VALIDATOR_SEED);
     let signer = pog_validator::ledger::log_signer(&identity, None).unwrap();
     let ledger = ValidatorLedger::new(Ledger::open_reader(dir.path()).unwrap(), signer);
-    let (v, url) = serve(
-        Validator::over(
-            Arc::new(
-                RecordStore::new(identity, Registry::open(None).unwrap())
-                    .with_ledger(Arc::new(ledger)),
-            ),
-            loopback(),
-        )
-        .unwrap(),
-    )
-    .await;
-    let (_agent, status) = start_agent(&url, 9, vec![claim(GPU)], Behaviour::Honest, None).await;
+    let h = Harness::new()
+        .with_ledger_of(Arc::new(ledger))
+        .serve()
+        .await;
+    let v = h.v.clone();
+    let status = h.agent(9, vec![claim(GPU)]).await.status();
     assert_eq!(status, 500, "the registration record could not be logged");
     match v.challenge(GPU, &policy()).await {
         Err(ValidatorError::Ledger(e)) => assert!(e.to_string().contains("read"), "{e}"),
@@ -313,17 +292,11 @@ async fn a_ledger_that_cannot_append_refuses_the_record() {
 
 #[tokio::test]
 async fn a_validator_without_a_ledger_serves_none() {
-    let (_v, url) = serve(
-        Validator::with_config(
-            Identity::from_seed(VALIDATOR_SEED),
-            Registry::open(None).unwrap(),
-            loopback(),
-        )
-        .unwrap(),
-    )
-    .await;
+    let h = Harness::new().serve().await;
     for path in ["checkpoint", "tile/0/000.p/1"] {
-        let r = reqwest::get(format!("{url}/ledger/{path}")).await.unwrap();
+        let r = reqwest::get(format!("{}/ledger/{path}", h.url))
+            .await
+            .unwrap();
         assert_eq!(r.status(), 404, "{path}");
     }
 }
@@ -331,7 +304,8 @@ async fn a_validator_without_a_ledger_serves_none() {
 #[tokio::test]
 async fn uuids_the_ledger_cannot_name_are_refused_at_registration() {
     let dir = tempfile::tempdir().unwrap();
-    let (v, url) = validator_with_ledger(dir.path()).await;
+    let h = Harness::new().with_ledger(dir.path()).serve().await;
+    let (v, url) = (h.v.clone(), h.url.clone());
     // No `GpuClaim` can hold such a UUID: the registration is written by hand, signed as an
     // agent would sign it.
     for bad in ["GPU with spaces", "", &"x".repeat(129)] {
@@ -400,11 +374,12 @@ async fn fixed_witness(body: String) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_witness_answering_garbage_or_in_others_names_costs_only_its_own_cosignature() {
     let dir = tempfile::tempdir().unwrap();
-    let (v, url) = validator_with_ledger(dir.path()).await;
+    let h = Harness::new().with_ledger(dir.path()).serve().await;
+    let (v, url) = (h.v.clone(), h.url.clone());
     let ledger = v.records().ledger().unwrap().clone();
     let log_key = Verifier::parse(&ledger.vkey()).unwrap();
     let (honest, honest_key) = start_witness(31, &log_key).await;
-    let (_agent, status) = start_agent(&url, 8, vec![claim(GPU)], Behaviour::Honest, None).await;
+    let status = h.agent(8, vec![claim(GPU)]).await.status();
     assert_eq!(status, 200);
     // Garbage; two lines, the second in the log's own name; and a copy of the honest
     // witness's name (a signature line it did not make).
@@ -456,9 +431,10 @@ async fn a_witness_answering_garbage_or_in_others_names_costs_only_its_own_cosig
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_witness_streaming_an_endless_answer_is_cut_off() {
     let dir = tempfile::tempdir().unwrap();
-    let (v, url) = validator_with_ledger(dir.path()).await;
+    let h = Harness::new().with_ledger(dir.path()).serve().await;
+    let v = h.v.clone();
     let ledger = v.records().ledger().unwrap().clone();
-    let (_agent, status) = start_agent(&url, 8, vec![claim(GPU)], Behaviour::Honest, None).await;
+    let status = h.agent(8, vec![claim(GPU)]).await.status();
     assert_eq!(status, 200);
     let hostile = endless_witness(16 << 10).await;
     let client = pog_validator::ledger::witness_client().unwrap();
@@ -527,20 +503,11 @@ async fn a_hanging_witness_does_not_delay_the_honest_ones_cosignature() {
         .unwrap()
         .with_witness_deadline(deadline);
     let ledger = Arc::new(ledger);
-    let (_v, url) = serve(
-        Validator::over(
-            Arc::new(
-                RecordStore::new(identity, Registry::open(None).unwrap())
-                    .with_ledger(ledger.clone()),
-            ),
-            loopback(),
-        )
-        .unwrap(),
-    )
-    .await;
+    let h = Harness::new().with_ledger_of(ledger.clone()).serve().await;
+    let url = h.url.clone();
     let log_key = Verifier::parse(&ledger.vkey()).unwrap();
     let (honest, honest_key) = start_witness(41, &log_key).await;
-    let (_agent, status) = start_agent(&url, 8, vec![claim(GPU)], Behaviour::Honest, None).await;
+    let status = h.agent(8, vec![claim(GPU)]).await.status();
     assert_eq!(status, 200);
     // The silent witness is listed first: asked one after the other, the honest witness would
     // be asked only once the silent one's deadline had passed.

@@ -4,30 +4,20 @@
 mod common;
 
 use common::*;
-use pog_agent::agent::{self, Agent};
 use pog_agent::misbehaviour::Cheat;
-use pog_local::provers::CpuEngine;
 use pog_net::serve::Limits;
 use pog_proof::prover::Behaviour;
 use pog_proof::wire::{self, kind, OpenRequest, Register};
 use pog_records::{FailureKind, PlanKind, Policy};
 use pog_signed::Identity;
 use pog_spec::Precision;
-use pog_validator::registry::Registry;
-use pog_validator::validator::Validator;
 use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_honest_agent_is_accepted_and_recorded() {
-    let (v, vurl) = start_validator().await;
-    let (_, status) = start_agent(
-        &vurl,
-        10,
-        vec![claim("GPU-honest")],
-        Behaviour::Honest,
-        None,
-    )
-    .await;
+    let h = Harness::new().serve().await;
+    let (v, vurl) = (h.v.clone(), h.url.clone());
+    let status = h.agent(10, vec![claim("GPU-honest")]).await.status();
     assert_eq!(status, 200);
     for precision in [Precision::Int8, Precision::Bf16, Precision::Fp32] {
         let record = v
@@ -120,26 +110,17 @@ async fn an_honest_agent_is_accepted_and_recorded() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn junk_lower_precision_replay_and_foreign_answers_are_rejected() {
-    let (v, vurl) = start_validator().await;
-    start_agent(
-        &vurl,
-        11,
-        vec![claim("GPU-junk")],
-        Behaviour::Junk(0.05),
-        None,
-    )
-    .await;
+    let h = Harness::new().serve().await;
+    let v = h.v.clone();
+    h.agent(11, vec![claim("GPU-junk")])
+        .behaving(Behaviour::Junk(0.05))
+        .await;
     let junk = v.challenge("GPU-junk", &policy()).await.unwrap();
     assert!(!junk.accepted && junk.outcome.unwrap().wrong() > 0);
 
-    start_agent(
-        &vurl,
-        12,
-        vec![claim("GPU-bf16")],
-        Behaviour::LowerPrecision(Precision::Bf16),
-        None,
-    )
-    .await;
+    h.agent(12, vec![claim("GPU-bf16")])
+        .behaving(Behaviour::LowerPrecision(Precision::Bf16))
+        .await;
     let lower = v
         .challenge(
             "GPU-bf16",
@@ -152,14 +133,9 @@ async fn junk_lower_precision_replay_and_foreign_answers_are_rejected() {
         .unwrap();
     assert!(!lower.accepted, "BF16 posing as FP32 passed");
 
-    start_agent(
-        &vurl,
-        13,
-        vec![claim("GPU-replay")],
-        Behaviour::Honest,
-        Some(Cheat::ReplayFirst),
-    )
-    .await;
+    h.agent(13, vec![claim("GPU-replay")])
+        .cheating(Cheat::ReplayFirst)
+        .await;
     assert!(
         v.challenge("GPU-replay", &policy()).await.unwrap().accepted,
         "the first answer is honest"
@@ -168,27 +144,17 @@ async fn junk_lower_precision_replay_and_foreign_answers_are_rejected() {
     assert!(!replayed.accepted, "a replayed answer passed");
 
     // One GPU answering for two UUIDs: the answer for GPU-b is presented for GPU-a.
-    start_agent(
-        &vurl,
-        14,
-        vec![claim("GPU-a"), claim("GPU-b")],
-        Behaviour::Honest,
-        Some(Cheat::AnswerAs("GPU-b")),
-    )
-    .await;
+    h.agent(14, vec![claim("GPU-a"), claim("GPU-b")])
+        .cheating(Cheat::AnswerAs("GPU-b"))
+        .await;
     let doubled = v.challenge("GPU-a", &policy()).await.unwrap();
     assert!(!doubled.accepted);
     assert_eq!(doubled.outcome.unwrap().wrong(), 256);
 
     // The answer computed for another PCI address than the registered one.
-    start_agent(
-        &vurl,
-        15,
-        vec![claim("GPU-slot")],
-        Behaviour::Honest,
-        Some(Cheat::AnswerAtBus("0000:00:07.0")),
-    )
-    .await;
+    h.agent(15, vec![claim("GPU-slot")])
+        .cheating(Cheat::AnswerAtBus("0000:00:07.0"))
+        .await;
     let moved = v.challenge("GPU-slot", &policy()).await.unwrap();
     assert!(!moved.accepted, "work bound to another bus id passed");
     assert_eq!(moved.outcome.unwrap().wrong(), 256);
@@ -196,16 +162,12 @@ async fn junk_lower_precision_replay_and_foreign_answers_are_rejected() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn slow_late_forged_and_untrusted_exchanges_fail() {
-    let (v, vurl) = start_validator().await;
+    let h = Harness::new().serve().await;
+    let v = h.v.clone();
     // A slower model: honest values, but too late for the claimed model's time.
-    start_agent(
-        &vurl,
-        20,
-        vec![claim("GPU-slow")],
-        Behaviour::Honest,
-        Some(Cheat::DelayMs(300)),
-    )
-    .await;
+    h.agent(20, vec![claim("GPU-slow")])
+        .cheating(Cheat::DelayMs(300))
+        .await;
     let slow = v
         .challenge(
             "GPU-slow",
@@ -237,14 +199,9 @@ async fn slow_late_forged_and_untrusted_exchanges_fail() {
         "{failure:?}"
     );
     // Answers signed with another key than the registered one.
-    start_agent(
-        &vurl,
-        21,
-        vec![claim("GPU-forged")],
-        Behaviour::Honest,
-        Some(Cheat::ForeignKey),
-    )
-    .await;
+    h.agent(21, vec![claim("GPU-forged")])
+        .cheating(Cheat::ForeignKey)
+        .await;
     let forged = v.challenge("GPU-forged", &policy()).await.unwrap();
     let failure = forged.failure.unwrap();
     assert_eq!(failure.kind, FailureKind::Protocol);
@@ -253,32 +210,12 @@ async fn slow_late_forged_and_untrusted_exchanges_fail() {
         "{failure:?}"
     );
     // A validator the agent does not trust gets nothing computed.
-    let (rogue, rogue_url) = {
-        let r = Arc::new(
-            Validator::with_config(
-                Identity::from_seed([66; 32]),
-                Registry::open(None).unwrap(),
-                loopback(),
-            )
-            .unwrap(),
-        );
-        let (listener, url) = listen().await;
-        tokio::spawn(pog_net::http::serve(
-            listener,
-            pog_validator::app::Api::of(r.clone()).router(),
-            Limits::small_requests(),
-        ));
-        (r, url)
-    };
-    start_agent(
-        &rogue_url,
-        22,
-        vec![claim("GPU-x")],
-        Behaviour::Honest,
-        None,
-    )
-    .await;
-    let refused = rogue.challenge("GPU-x", &policy()).await.unwrap();
+    let rogue = Harness::new().key([66; 32]).serve().await;
+    rogue
+        .agent(22, vec![claim("GPU-x")])
+        .trusting(vec![validator_key()])
+        .await;
+    let refused = rogue.v.challenge("GPU-x", &policy()).await.unwrap();
     assert_eq!(
         refused.failure.unwrap().message,
         "the agent answered HTTP 403",
@@ -288,17 +225,13 @@ async fn slow_late_forged_and_untrusted_exchanges_fail() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_gpu_registered_as_two_fails_when_both_are_challenged_at_once() {
-    let (v, vurl) = start_validator().await;
+    let h = Harness::new().serve().await;
+    let v = h.v.clone();
     // One device behind two UUIDs, each challenge holding it for 400 ms, against a bound of
     // 500 ms (+10 %): alone each would pass; challenged together, the second waits its turn.
-    start_agent(
-        &vurl,
-        40,
-        vec![claim("GPU-one"), claim("GPU-two")],
-        Behaviour::Honest,
-        Some(Cheat::OneDevice(400)),
-    )
-    .await;
+    h.agent(40, vec![claim("GPU-one"), claim("GPU-two")])
+        .cheating(Cheat::OneDevice(400))
+        .await;
     let policy = Policy {
         expected_ms: 500.0,
         ..policy()
@@ -325,37 +258,16 @@ async fn one_gpu_registered_as_two_fails_when_both_are_challenged_at_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_uuid_claimed_by_two_agents_is_refused() {
-    let (_, vurl) = start_validator().await;
-    assert_eq!(
-        start_agent(
-            &vurl,
-            30,
-            vec![claim("GPU-shared")],
-            Behaviour::Honest,
-            None
-        )
-        .await
-        .1,
-        200
-    );
-    assert_eq!(
-        start_agent(
-            &vurl,
-            31,
-            vec![claim("GPU-shared")],
-            Behaviour::Honest,
-            None
-        )
-        .await
-        .1,
-        409
-    );
+    let h = Harness::new().serve().await;
+    assert_eq!(h.agent(30, vec![claim("GPU-shared")]).await.status(), 200);
+    assert_eq!(h.agent(31, vec![claim("GPU-shared")]).await.status(), 409);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_messages_get_clear_errors_and_change_nothing() {
-    let (v, vurl) = start_validator().await;
-    let (aurl, _) = start_agent(&vurl, 40, vec![claim("GPU-ok")], Behaviour::Honest, None).await;
+    let h = Harness::new().serve().await;
+    let (v, vurl) = (h.v.clone(), h.url.clone());
+    let aurl = h.agent(40, vec![claim("GPU-ok")]).await.url;
     let client = reqwest::Client::new();
     // Garbage, an oversized body and an unknown challenge.
     let garbage = client
@@ -599,36 +511,13 @@ async fn start_relay(victim_url: String, attacker: Identity) -> String {
 async fn a_relay_cannot_pass_a_victims_work_off_under_its_own_key() {
     // The victim's agent trusts two validators; the attacker registers the victim's GPU (its
     // UUID and bus id are public) with the second one and relays its challenges.
-    let (honest, honest_url) = start_validator().await;
-    let second = Arc::new(
-        Validator::with_config(
-            Identity::from_seed([2; 32]),
-            Registry::open(None).unwrap(),
-            loopback(),
-        )
-        .unwrap(),
-    );
-    let (listener, second_url) = listen().await;
-    tokio::spawn(pog_net::http::serve(
-        listener,
-        pog_validator::app::Api::of(second.clone()).router(),
-        Limits::small_requests(),
-    ));
-    let victim_key = Identity::from_seed([50; 32]);
-    let victim = Arc::new(Agent::new(
-        Identity::from_seed([50; 32]),
-        vec![honest.public_key(), second.public_key()],
-        vec![claim("GPU-victim")],
-        Arc::new(CpuEngine {
-            behaviour: Behaviour::Honest,
-        }),
-    ));
-    let (listener, victim_url) = listen().await;
-    tokio::spawn(pog_net::http::serve(
-        listener,
-        agent::router(victim),
-        Limits::protocol_messages(),
-    ));
+    let honest = Harness::new().serve().await;
+    let second = Harness::new().key([2; 32]).serve().await;
+    let victim = honest
+        .agent(50, vec![claim("GPU-victim")])
+        .trusting(vec![honest.v.public_key(), second.v.public_key()])
+        .await;
+    assert_eq!(victim.status(), 200);
     let register = |key: &Identity, endpoint: &str| {
         key.seal(
             kind::REGISTER,
@@ -641,23 +530,12 @@ async fn a_relay_cannot_pass_a_victims_work_off_under_its_own_key() {
     };
     let client = reqwest::Client::new();
     let status = |r: reqwest::Response| r.status().as_u16();
-    assert_eq!(
-        status(
-            client
-                .post(format!("{honest_url}/v1/register"))
-                .json(&register(&victim_key, &victim_url))
-                .send()
-                .await
-                .unwrap()
-        ),
-        200
-    );
     let attacker = Identity::from_seed([51; 32]);
-    let relay_url = start_relay(victim_url, Identity::from_seed([51; 32])).await;
+    let relay_url = start_relay(victim.url, Identity::from_seed([51; 32])).await;
     assert_eq!(
         status(
             client
-                .post(format!("{second_url}/v1/register"))
+                .post(format!("{}/v1/register", second.url))
                 .json(&register(&attacker, &relay_url))
                 .send()
                 .await
@@ -665,7 +543,7 @@ async fn a_relay_cannot_pass_a_victims_work_off_under_its_own_key() {
         ),
         200
     );
-    let relayed = second.challenge("GPU-victim", &policy()).await.unwrap();
+    let relayed = second.v.challenge("GPU-victim", &policy()).await.unwrap();
     assert!(!relayed.accepted, "{relayed:?}");
     let why = relayed.failure.unwrap();
     assert_eq!(
@@ -675,6 +553,7 @@ async fn a_relay_cannot_pass_a_victims_work_off_under_its_own_key() {
     // The victim still proves to its own validator.
     assert!(
         honest
+            .v
             .challenge("GPU-victim", &policy())
             .await
             .unwrap()

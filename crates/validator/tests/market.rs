@@ -9,47 +9,19 @@
 
 mod common;
 
-use common::{claim, listen, loopback, policy, start_agent, VALIDATOR_SEED};
+use common::{claim, loopback, policy, validator_key, Harness, Served, VALIDATOR_SEED};
 use pog_market::{GpuClass, Mechanism, Order, OrderId, Price, Side};
-use pog_net::serve::Limits;
-use pog_proof::prover::Behaviour;
-use pog_signed::{Envelope, Identity, PublicKey, RecordKind};
+use pog_signed::{Envelope, Identity, RecordKind};
 use pog_validator::client::MarketClient;
 use pog_validator::market::{
-    fresh_clear_nonce, CancelMessage, ClearMessage, Market, MarketLimits, SubmitMessage,
-    CANCEL_KIND, CLEAR_KIND, SUBMIT_KIND,
+    fresh_clear_nonce, CancelMessage, ClearMessage, MarketLimits, SubmitMessage, CANCEL_KIND,
+    CLEAR_KIND, SUBMIT_KIND,
 };
-use pog_validator::pricing::{PricePage, Pricing, ScoreView};
+use pog_validator::pricing::{PricePage, ScoreView};
 use pog_validator::registry::Registry;
-use pog_validator::store::RecordStore;
 use pog_validator::validator::Validator;
 use std::path::Path;
 use std::sync::Arc;
-
-/// Starts a validator with its market (stored at `path`, in memory without); returns its URL.
-async fn start(path: Option<&Path>) -> String {
-    start_limited(path, MarketLimits::default()).await
-}
-
-/// [`start`] with the market under `limits`.
-async fn start_limited(path: Option<&Path>, limits: MarketLimits) -> String {
-    let identity = Identity::from_seed(VALIDATOR_SEED);
-    let market = Arc::new(
-        Market::open(path, &identity.public_key())
-            .unwrap()
-            .with_limits(limits),
-    );
-    let v = Arc::new(
-        Validator::with_config(identity, Registry::open(None).unwrap(), loopback()).unwrap(),
-    );
-    let (listener, url) = listen().await;
-    tokio::spawn(pog_net::http::serve(
-        listener,
-        pog_validator::app::Api::of(v).with_market(market).router(),
-        Limits::small_requests(),
-    ));
-    url
-}
 
 fn h200() -> GpuClass {
     GpuClass::new("H200 SXM").unwrap()
@@ -118,13 +90,10 @@ fn tomorrow_ms() -> u64 {
     (now + DAY).as_millis() as u64
 }
 
-fn validator_key() -> PublicKey {
-    Identity::from_seed(VALIDATOR_SEED).public_key()
-}
-
 #[tokio::test]
 async fn orders_trade_and_only_their_owner_cancels() {
-    let url = start(None).await;
+    let h = Harness::new().with_market().serve().await;
+    let url = h.url.clone();
     let client = MarketClient::new(&url).unwrap();
     let (alice, bob, mallory) = (
         Identity::from_seed([2; 32]),
@@ -220,7 +189,8 @@ async fn orders_trade_and_only_their_owner_cancels() {
 
 #[tokio::test]
 async fn the_book_reads_in_pages_in_submission_order() {
-    let url = start(None).await;
+    let h = Harness::new().with_market().serve().await;
+    let url = h.url.clone();
     let client = MarketClient::new(&url).unwrap();
     let alice = Identity::from_seed([2; 32]);
     for (i, side) in [Side::Bid, Side::Ask, Side::Ask, Side::Bid, Side::Ask]
@@ -264,7 +234,8 @@ async fn the_book_reads_in_pages_in_submission_order() {
 
 #[tokio::test]
 async fn forged_and_bad_orders_never_change_the_book() {
-    let url = start(None).await;
+    let h = Harness::new().with_market().serve().await;
+    let url = h.url.clone();
     let client = MarketClient::new(&url).unwrap();
     let (alice, mallory) = (Identity::from_seed([2; 32]), Identity::from_seed([4; 32]));
     client
@@ -456,7 +427,8 @@ async fn the_book_and_history_survive_a_restart() {
     let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
     let operator = Identity::from_seed(VALIDATOR_SEED);
     let (book, history) = {
-        let client = MarketClient::new(&start(Some(&path)).await).unwrap();
+        let h = Harness::new().with_market_at(&path).serve().await;
+        let client = MarketClient::new(&h.url).unwrap();
         client
             .submit(&alice, order("b1", &alice, Side::Bid, 4, 5.0), DAY)
             .await
@@ -478,7 +450,8 @@ async fn the_book_and_history_survive_a_restart() {
             client.history(None, 10).await.unwrap(),
         )
     };
-    let client = MarketClient::new(&start(Some(&path)).await).unwrap();
+    let h = Harness::new().with_market_at(&path).serve().await;
+    let client = MarketClient::new(&h.url).unwrap();
     assert_eq!(client.book(None).await.unwrap(), book);
     assert_eq!(client.history(None, 10).await.unwrap(), history);
     // Ids used before the restart stay taken.
@@ -507,7 +480,8 @@ async fn a_replayed_clearing_request_clears_once_even_across_a_restart() {
             nonce: Some(fresh_clear_nonce()),
         },
     );
-    let url = start(Some(&path)).await;
+    let h = Harness::new().with_market_at(&path).serve().await;
+    let url = h.url.clone();
     let client = MarketClient::new(&url).unwrap();
     client
         .submit(&alice, order("b1", &alice, Side::Bid, 3, 5.0), DAY)
@@ -542,7 +516,8 @@ async fn a_replayed_clearing_request_clears_once_even_across_a_restart() {
     assert_eq!(client.book(None).await.unwrap(), book);
 
     // Restarted on the same store, the validator still refuses it.
-    let url = start(Some(&path)).await;
+    let h = Harness::new().with_market_at(&path).serve().await;
+    let url = h.url.clone();
     let client = MarketClient::new(&url).unwrap();
     refused(url).await;
     assert_eq!(client.history(None, 10).await.unwrap().clearings.len(), 1);
@@ -558,15 +533,16 @@ async fn a_replayed_clearing_request_clears_once_even_across_a_restart() {
 
 #[tokio::test]
 async fn a_flood_of_orders_is_bounded_per_key_overall_and_per_source() {
-    let url = start_limited(
-        None,
-        MarketLimits {
+    let h = Harness::new()
+        .with_market()
+        .market_limits(MarketLimits {
             max_open_per_owner: 3,
             max_open: 5,
             submits_per_minute_per_source: 8.0,
-        },
-    )
-    .await;
+        })
+        .serve()
+        .await;
+    let url = h.url.clone();
     let client = MarketClient::new(&url).unwrap();
     let (alice, bob, carol) = (
         Identity::from_seed([2; 32]),
@@ -615,49 +591,10 @@ async fn a_flood_of_orders_is_bounded_per_key_overall_and_per_source() {
     assert_eq!(ids, ["a2", "a3", "a4", "b1"]);
 }
 
-/// A validator with its market and pricing, registry and market stored in `dir`; returns it,
-/// its market, its pricing and its URL. The pricing runs until the test ends.
-async fn start_priced(dir: &Path) -> (Arc<Validator>, Arc<Market>, Arc<Pricing>, String) {
-    start_pricing(dir, false).await
-}
-
-/// [`start_priced`], the validator keeping its ledger in `dir/ledger` when `ledger` says so.
-async fn start_pricing(
-    dir: &Path,
-    ledger: bool,
-) -> (Arc<Validator>, Arc<Market>, Arc<Pricing>, String) {
-    let identity = Identity::from_seed(VALIDATOR_SEED);
-    let market =
-        Arc::new(Market::open(Some(&dir.join("market.sqlite")), &identity.public_key()).unwrap());
-    let mut records = RecordStore::new(
-        Identity::from_seed(VALIDATOR_SEED),
-        Registry::open(Some(&dir.join("registry.sqlite"))).unwrap(),
-    );
-    if ledger {
-        let log =
-            pog_validator::ledger::ValidatorLedger::open(&dir.join("ledger"), &identity, None);
-        records = records.with_ledger(Arc::new(log.unwrap()));
-    }
-    let v = Arc::new(Validator::over(Arc::new(records), loopback()).unwrap());
-    let pricing = Pricing::new(
-        v.records().clone(),
-        market.clone(),
-        pog_market::Config::embedded(),
-    );
-    let (_stop, stopped) = tokio::sync::watch::channel(false);
-    // The sender lives as long as the pricing task: leaked for the test's length.
-    std::mem::forget(_stop);
-    tokio::spawn(pricing.clone().run(stopped));
-    let (listener, url) = listen().await;
-    tokio::spawn(pog_net::http::serve(
-        listener,
-        pog_validator::app::Api::of(v.clone())
-            .with_market(market.clone())
-            .with_pricing(pricing.clone())
-            .router(),
-        Limits::small_requests(),
-    ));
-    (v, market, pricing, url)
+/// A validator with its market and pricing, registry and market stored in `dir`; the pricing
+/// runs until it is dropped.
+async fn start_priced(dir: &Path) -> Served {
+    Harness::new().stored_in(dir).with_pricing().serve().await
 }
 
 async fn get_json<T: serde::de::DeserializeOwned>(url: &str) -> T {
@@ -783,8 +720,9 @@ fn store_memory_proof(v: &Validator, uuid: &str) {
 #[tokio::test]
 async fn stored_records_change_the_score_the_price_and_its_history() {
     let dir = tempfile::tempdir().unwrap();
-    let (v, _market, _pricing, url) = start_priced(dir.path()).await;
-    let (_, status) = start_agent(&url, 11, vec![claim("GPU-p1")], Behaviour::Honest, None).await;
+    let h = start_priced(dir.path()).await;
+    let (v, url) = (h.v.clone(), h.url.clone());
+    let status = h.agent(11, vec![claim("GPU-p1")]).await.status();
     assert_eq!(status, 200);
     // The registration is a record: priced at once, as unproven.
     let first = history_of(&url, "GPU-p1", 1).await;
@@ -884,8 +822,9 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
 async fn a_restart_keeps_the_price_history_and_prices_what_came_in_meanwhile() {
     let dir = tempfile::tempdir().unwrap();
     let before = {
-        let (v, _, _, url) = start_priced(dir.path()).await;
-        start_agent(&url, 12, vec![claim("GPU-r1")], Behaviour::Honest, None).await;
+        let h = start_priced(dir.path()).await;
+        let (v, url) = (h.v.clone(), h.url.clone());
+        h.agent(12, vec![claim("GPU-r1")]).await;
         // Priced once as registered before the next record comes in (records that come in
         // together are priced together, in one point).
         history_of(&url, "GPU-r1", 1).await;
@@ -904,7 +843,8 @@ async fn a_restart_keeps_the_price_history_and_prices_what_came_in_meanwhile() {
             r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
         });
     }
-    let (_, _, _, url) = start_priced(dir.path()).await;
+    let h = start_priced(dir.path()).await;
+    let url = h.url.clone();
     let after = history_of(&url, "GPU-r1", 4).await;
     assert_eq!(after.points[..3], before.points[..]);
     assert!(after.points[3].price_micro_usd.is_some());
@@ -916,44 +856,22 @@ async fn a_restart_keeps_the_price_history_and_prices_what_came_in_meanwhile() {
 #[tokio::test]
 async fn a_simulated_gpu_scores_zero_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let identity = Identity::from_seed(VALIDATOR_SEED);
-    let market = Arc::new(
-        Market::open(
-            Some(&dir.path().join("market.sqlite")),
-            &identity.public_key(),
-        )
-        .unwrap(),
-    );
-    let v = Arc::new(
-        Validator::with_config(
-            identity,
-            Registry::open(None).unwrap(),
-            pog_validator::validator::Config {
-                accept_simulated: true,
-                ..loopback()
-            },
-        )
-        .unwrap(),
-    );
-    let pricing = Pricing::new(
-        v.records().clone(),
-        market.clone(),
-        pog_market::Config::embedded(),
-    );
-    let (listener, url) = listen().await;
-    tokio::spawn(pog_net::http::serve(
-        listener,
-        pog_validator::app::Api::of(v.clone())
-            .with_market(market)
-            .with_pricing(pricing.clone())
-            .router(),
-        Limits::small_requests(),
-    ));
+    // The pricing takes the records in when the test says so.
+    let h = Harness::new()
+        .config(pog_validator::validator::Config {
+            accept_simulated: true,
+            ..loopback()
+        })
+        .with_market_at(&dir.path().join("market.sqlite"))
+        .with_pricing_by_hand()
+        .serve()
+        .await;
+    let (v, pricing, url) = (h.v.clone(), h.pricing().clone(), h.url.clone());
     let simulated = pog_proof::wire::GpuClaim {
         simulated: true,
         ..claim("GPU-s1")
     };
-    start_agent(&url, 13, vec![simulated], Behaviour::Honest, None).await;
+    h.agent(13, vec![simulated]).await;
     v.challenge("GPU-s1", &policy()).await.unwrap();
     assert_eq!(pricing.catch_up().unwrap(), 1);
     let view: ScoreView = get_json(&format!("{url}/v1/scores/GPU-s1")).await;
@@ -966,24 +884,8 @@ async fn a_simulated_gpu_scores_zero_with_the_reason() {
 
 #[tokio::test]
 async fn the_book_clears_on_a_clock_and_only_when_it_changed() {
-    let identity = Identity::from_seed(VALIDATOR_SEED);
-    let market = Arc::new(Market::open(None, &identity.public_key()).unwrap());
-    let v = Arc::new(
-        Validator::with_config(
-            Identity::from_seed(VALIDATOR_SEED),
-            Registry::open(None).unwrap(),
-            loopback(),
-        )
-        .unwrap(),
-    );
-    let (listener, url) = listen().await;
-    tokio::spawn(pog_net::http::serve(
-        listener,
-        pog_validator::app::Api::of(v)
-            .with_market(market.clone())
-            .router(),
-        Limits::small_requests(),
-    ));
+    let h = Harness::new().with_market().serve().await;
+    let (market, url) = (h.market().clone(), h.url.clone());
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let clock = tokio::spawn(pog_validator::pricing::clear_on_schedule(
         market.clone(),
@@ -1025,8 +927,9 @@ async fn the_book_clears_on_a_clock_and_only_when_it_changed() {
 #[tokio::test]
 async fn the_price_follows_the_utilization_the_books_clearings_measure() {
     let dir = tempfile::tempdir().unwrap();
-    let (v, _market, _pricing, url) = start_priced(dir.path()).await;
-    let (_, status) = start_agent(&url, 12, vec![claim("GPU-u1")], Behaviour::Honest, None).await;
+    let h = start_priced(dir.path()).await;
+    let (v, url) = (h.v.clone(), h.url.clone());
+    let status = h.agent(12, vec![claim("GPU-u1")]).await.status();
     assert_eq!(status, 200);
     assert!(v.challenge("GPU-u1", &policy()).await.unwrap().accepted);
     prove_the_h200(&v, "GPU-u1");
@@ -1079,8 +982,14 @@ async fn scores_and_prices_go_into_the_ledger_signed_when_they_change() {
 
     use pog_signed::RecordKind;
     let dir = tempfile::tempdir().unwrap();
-    let (v, _market, _pricing, url) = start_pricing(dir.path(), true).await;
-    let (_, status) = start_agent(&url, 13, vec![claim("GPU-l1")], Behaviour::Honest, None).await;
+    let h = Harness::new()
+        .stored_in(dir.path())
+        .with_ledger(&dir.path().join("ledger"))
+        .with_pricing()
+        .serve()
+        .await;
+    let (v, url) = (h.v.clone(), h.url.clone());
+    let status = h.agent(13, vec![claim("GPU-l1")]).await.status();
     assert_eq!(status, 200);
     assert!(v.challenge("GPU-l1", &policy()).await.unwrap().accepted);
     prove_the_h200(&v, "GPU-l1");
@@ -1162,56 +1071,6 @@ async fn settled_score(url: &str, v: &Validator, uuid: &str) -> ScoreView {
     panic!("the price of {uuid} never took in record {last}");
 }
 
-/// An agent serving `gpus` with its own key, registered at the validator; stopped (its
-/// listener and connections closed) when the returned sender is dropped or sent to.
-async fn stoppable_agent(
-    validator_url: &str,
-    seed: u8,
-    gpus: Vec<pog_proof::wire::GpuClaim>,
-    watch: Option<Arc<pog_agent::watch::Watch>>,
-) -> tokio::sync::oneshot::Sender<()> {
-    let identity = Identity::from_seed([seed; 32]);
-    let mut agent = pog_agent::agent::Agent::new(
-        Identity::from_seed([seed; 32]),
-        vec![validator_key()],
-        gpus.clone(),
-        Arc::new(pog_local::provers::CpuEngine {
-            behaviour: Behaviour::Honest,
-        }),
-    );
-    if let Some(watch) = watch {
-        agent = agent.watching(watch, true);
-    }
-    let (listener, url) = listen().await;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(pog_net::serve::serve(
-        listener,
-        pog_agent::agent::router(Arc::new(agent)),
-        Limits::protocol_messages(),
-        async {
-            let _ = stopped.await;
-        },
-        std::time::Duration::from_secs(1),
-    ));
-    let register = pog_proof::wire::Register {
-        endpoint: url,
-        gpus,
-    };
-    let status = reqwest::Client::new()
-        .post(format!("{validator_url}/v1/register"))
-        .json(
-            &identity
-                .seal(pog_proof::wire::kind::REGISTER, &register)
-                .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert!(status.is_success(), "{status}");
-    stop
-}
-
 /// `uuid`'s stored records of envelope kind `kind`: (row, body).
 fn bodies_of(v: &Validator, uuid: &str, kind: &str) -> Vec<(i64, serde_json::Value)> {
     v.registry()
@@ -1250,8 +1109,10 @@ fn answered(body: &serde_json::Value) -> bool {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_agent_that_goes_silent_for_some_rounds_loses_uptime_and_price() {
     let dir = tempfile::tempdir().unwrap();
-    let (v, _market, _pricing, url) = start_priced(dir.path()).await;
-    let stop_agent = stoppable_agent(&url, 41, vec![claim("GPU-u1")], None).await;
+    let h = start_priced(dir.path()).await;
+    let (v, url) = (h.v.clone(), h.url.clone());
+    let mut agent = h.agent(41, vec![claim("GPU-u1")]).await;
+    assert_eq!(agent.status(), 200);
     // The validator's own schedule, a round every 250 ms.
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let schedule = tokio::spawn(pog_validator::schedule::run(
@@ -1265,7 +1126,7 @@ async fn an_agent_that_goes_silent_for_some_rounds_loses_uptime_and_price() {
     .await;
     // The agent goes silent: its challenge goes unanswered, and the schedule backs off,
     // recording the rounds it skips.
-    let _ = stop_agent.send(());
+    agent.stop();
     wait_for(&v, "GPU-u1", "missed a round", |proofs, missed| {
         proofs
             .iter()
@@ -1274,7 +1135,8 @@ async fn an_agent_that_goes_silent_for_some_rounds_loses_uptime_and_price() {
     })
     .await;
     // It comes back (same key, a new address) and answers again.
-    let _back = stoppable_agent(&url, 41, vec![claim("GPU-u1")], None).await;
+    let back = h.agent(41, vec![claim("GPU-u1")]).await;
+    assert_eq!(back.status(), 200);
     wait_for(&v, "GPU-u1", "answered after missing", |proofs, missed| {
         let last_missed = missed.last().map_or(i64::MAX, |(id, _)| *id);
         proofs
@@ -1362,17 +1224,18 @@ async fn watched(uuid: &str, rows: Vec<pog_monitor::Sample>) -> Arc<pog_agent::w
 async fn an_agent_reporting_an_xid_and_alerts_gets_an_anomaly_factor_below_one() {
     use pog_monitor::inject::{inject, Fault};
     let dir = tempfile::tempdir().unwrap();
-    let (v, _market, _pricing, url) = start_priced(dir.path()).await;
+    let h = start_priced(dir.path()).await;
+    let (v, url) = (h.v.clone(), h.url.clone());
     let healthy = pog_monitor::parse_trace(TRACE).unwrap();
     let faulty = inject(
         &inject(&healthy, &Fault::ThermalRunaway { rate_c_per_s: 0.5 }, 60.0),
         &Fault::Xid { code: 79 },
         100.0,
     );
-    let mut agents = Vec::new();
     for (uuid, seed, rows) in [("GPU-a1", 42, healthy), ("GPU-a2", 43, faulty)] {
         let watch = watched(uuid, rows).await;
-        agents.push(stoppable_agent(&url, seed, vec![claim(uuid)], Some(watch)).await);
+        let agent = h.agent(seed, vec![claim(uuid)]).watching(watch).await;
+        assert_eq!(agent.status(), 200);
         // A round as the schedule runs it: the proof, then the health record of the window.
         assert!(v.challenge(uuid, &policy()).await.unwrap().accepted);
         let health = v.collect_health(uuid).await.unwrap();
@@ -1424,11 +1287,12 @@ async fn an_agent_reporting_an_xid_and_alerts_gets_an_anomaly_factor_below_one()
 #[tokio::test(flavor = "multi_thread")]
 async fn scores_are_made_when_records_arrive_not_on_each_read() {
     let dir = tempfile::tempdir().unwrap();
-    let (v, _market, pricing, url) = start_priced(dir.path()).await;
+    let h = start_priced(dir.path()).await;
+    let (v, pricing, url) = (h.v.clone(), h.pricing().clone(), h.url.clone());
     let uuids: Vec<String> = (0..12).map(|i| format!("GPU-s{i:02}")).collect();
     for (seed, four) in (61u8..).zip(uuids.chunks(4)) {
         let claims = four.iter().map(|u| claim(u)).collect();
-        let (_, status) = start_agent(&url, seed, claims, Behaviour::Honest, None).await;
+        let status = h.agent(seed, claims).await.status();
         assert_eq!(status, 200);
     }
     // Each registration priced: the pricing has taken every record in.

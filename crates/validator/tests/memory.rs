@@ -40,16 +40,12 @@ async fn post(url: &str, body: &impl serde::Serialize) -> (u16, String) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_honest_agent_proves_its_memory_and_junk_is_caught() {
-    let (v, vurl) = start_validator().await;
-    start_agent(&vurl, 21, vec![claim("GPU-mem")], Behaviour::Honest, None).await;
-    start_agent(
-        &vurl,
-        22,
-        vec![claim("GPU-junk")],
-        Behaviour::Junk(0.2),
-        None,
-    )
-    .await;
+    let h = Harness::new().serve().await;
+    let (v, vurl) = (h.v.clone(), h.url.clone());
+    h.agent(21, vec![claim("GPU-mem")]).await;
+    h.agent(22, vec![claim("GPU-junk")])
+        .behaving(Behaviour::Junk(0.2))
+        .await;
     let honest: MemoryRecord = v
         .challenge_memory("GPU-mem", &memory_policy(5_000.0))
         .await
@@ -123,8 +119,8 @@ fn build_message(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_agent_refuses_bad_replayed_and_misdirected_memory_messages() {
-    let (_, vurl) = start_validator().await;
-    let (agent, _) = start_agent(&vurl, 23, vec![claim("GPU-m")], Behaviour::Honest, None).await;
+    let h = Harness::new().serve().await;
+    let agent = h.agent(23, vec![claim("GPU-m")]).await.url;
     let validator = Identity::from_seed(VALIDATOR_SEED);
     let stranger = Identity::from_seed([0x77; 32]);
     let build = format!("{agent}/v1/memory/build");
@@ -208,32 +204,11 @@ async fn the_agent_refuses_bad_replayed_and_misdirected_memory_messages() {
 /// validator of [`VALIDATOR_SEED`] and holds an unwalked data set or an unopened walk for
 /// `hold`; returns its URL.
 async fn start_holding_agent(seed: u8, hold: std::time::Duration) -> String {
-    let trusted = vec![Identity::from_seed(VALIDATOR_SEED).public_key()];
-    start_holding_agent_trusting(seed, hold, trusted).await
-}
-
-/// [`start_holding_agent`] trusting the validators `trusted` (public keys).
-async fn start_holding_agent_trusting(
-    seed: u8,
-    hold: std::time::Duration,
-    trusted: Vec<pog_signed::PublicKey>,
-) -> String {
-    let agent = pog_agent::agent::Agent::new(
-        Identity::from_seed([seed; 32]),
-        trusted,
-        vec![claim("GPU-m")],
-        std::sync::Arc::new(pog_local::provers::CpuEngine {
-            behaviour: Behaviour::Honest,
-        }),
-    )
-    .holding_memory_for(hold);
-    let (listener, url) = listen().await;
-    tokio::spawn(pog_net::http::serve(
-        listener,
-        pog_agent::agent::router(std::sync::Arc::new(agent)),
-        pog_net::serve::Limits::protocol_messages(),
-    ));
-    url
+    agent(seed, vec![claim("GPU-m")])
+        .holding_memory_for(hold)
+        .serve()
+        .await
+        .url
 }
 
 /// The trusted validator's signed walk of challenge `id`.
@@ -445,9 +420,12 @@ async fn one_trusted_validator_cannot_evict_anothers_data_set_or_pin_ids() {
         Identity::from_seed(VALIDATOR_SEED),
         Identity::from_seed([2; 32]),
     );
-    let url =
-        start_holding_agent_trusting(28, hold, vec![honest.public_key(), hostile.public_key()])
-            .await;
+    let url = agent(28, vec![claim("GPU-m")])
+        .holding_memory_for(hold)
+        .trusting(vec![honest.public_key(), hostile.public_key()])
+        .serve()
+        .await
+        .url;
     let (build, walk) = (
         format!("{url}/v1/memory/build"),
         format!("{url}/v1/memory/walk"),

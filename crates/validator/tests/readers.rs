@@ -6,14 +6,11 @@
 
 mod common;
 
-use common::{connect_from, listen, loopback, VALIDATOR_SEED};
+use common::{connect_from, Harness, VALIDATOR_SEED};
 use pog_ledger::entry::Entry;
 use pog_net::serve::{Limits, BUFFER_BYTES, PIECE_BYTES};
 use pog_signed::Identity;
 use pog_validator::ledger::ValidatorLedger;
-use pog_validator::registry::Registry;
-use pog_validator::store::RecordStore;
-use pog_validator::validator::Validator;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicIsize, Ordering};
@@ -129,11 +126,6 @@ fn readers_that_never_read_hold_a_bounded_share_and_are_dropped() {
             &pog_ledger::tiles::TileId::parse_path(BUNDLE.trim_start_matches("/ledger/")).unwrap(),
         )
         .unwrap();
-    let v = Validator::over(
-        Arc::new(RecordStore::new(identity, Registry::open(None).unwrap()).with_ledger(ledger)),
-        loopback(),
-    )
-    .unwrap();
     // Small budgets so that few readers fill them: 16 pieces a source (1 MiB), 64 in all. The
     // maximum connection age is out of the way: only the drain deadline disconnects.
     let limits = Limits {
@@ -144,13 +136,8 @@ fn readers_that_never_read_hold_a_bounded_share_and_are_dropped() {
         max_connection_age: Duration::from_secs(600),
         ..Limits::small_requests()
     };
-    let (listener, url) = rt.block_on(listen());
-    rt.spawn(pog_net::http::serve(
-        listener,
-        pog_validator::app::Api::of(Arc::new(v)).router(),
-        limits,
-    ));
-    let addr: SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let served = rt.block_on(Harness::new().with_ledger_of(ledger).limits(limits).serve());
+    let addr = served.addr();
     let before = live_mib();
 
     // Source 127.0.0.2 fills its share with 16 readers that never read; its 17th request

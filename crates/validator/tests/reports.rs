@@ -7,25 +7,19 @@
 
 mod common;
 
-use common::VALIDATOR_SEED;
-use common::{claim, loopback, serve_validator, start_agent};
+use common::{claim, loopback, Harness, Served};
 use pog_ledger::bundle::{verify_bundle, Bundle, WitnessPolicy};
 use pog_ledger::note::Verifier;
-use pog_proof::prover::Behaviour;
 use pog_records::reports::ReportReceipt;
 use pog_records::reports::{
     BenchmarkFigures, Figure, Finding, InspectionSummary, Provenance, BODY_VERSION,
 };
 use pog_signed::RecordKind;
 use pog_signed::{Envelope, Identity};
-use pog_validator::ledger::ValidatorLedger;
-use pog_validator::registry::Registry;
 use pog_validator::reports;
-use pog_validator::store::RecordStore;
 use pog_validator::validator::{Config, Validator};
 use serde_json::Value;
 use std::net::IpAddr;
-use std::sync::Arc;
 
 const GPU_A: &str = "GPU-report-a";
 const GPU_B: &str = "GPU-report-b";
@@ -39,22 +33,12 @@ fn now_ms() -> u64 {
 
 /// A validator with `config` keeping its ledger in `dir`, served on loopback, and agents of
 /// seeds 31 (GPU A) and 32 (GPU B) registered with it.
-async fn validator(dir: &std::path::Path, config: Config) -> (Arc<Validator>, String) {
-    let identity = Identity::from_seed(VALIDATOR_SEED);
-    let ledger = Arc::new(ValidatorLedger::open(dir, &identity, None).unwrap());
-    let (v, url) = serve_validator(
-        Validator::over(
-            Arc::new(RecordStore::new(identity, Registry::open(None).unwrap()).with_ledger(ledger)),
-            config,
-        )
-        .unwrap(),
-    )
-    .await;
+async fn validator(dir: &std::path::Path, config: Config) -> Served {
+    let h = Harness::new().config(config).with_ledger(dir).serve().await;
     for (seed, gpu) in [(31, GPU_A), (32, GPU_B)] {
-        let (_, status) = start_agent(&url, seed, vec![claim(gpu)], Behaviour::Honest, None).await;
-        assert_eq!(status, 200);
+        assert_eq!(h.agent(seed, vec![claim(gpu)]).await.status(), 200);
     }
-    (v, url)
+    h
 }
 
 fn agent(seed: u8) -> Identity {
@@ -192,7 +176,8 @@ fn verified_bundle(v: &Validator) -> pog_ledger::bundle::BundleReport {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agents_reports_are_logged_with_its_signature_and_verify() {
     let dir = tempfile::tempdir().unwrap();
-    let (v, url) = validator(dir.path(), loopback()).await;
+    let h = validator(dir.path(), loopback()).await;
+    let (v, url) = (h.v.clone(), h.url.clone());
     let a = agent(31);
     let envelopes = vec![
         a.seal(
@@ -268,7 +253,8 @@ async fn an_agents_reports_are_logged_with_its_signature_and_verify() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_report_signed_by_another_agent_for_a_gpu_it_does_not_own_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let (v, url) = validator(dir.path(), loopback()).await;
+    let h = validator(dir.path(), loopback()).await;
+    let (v, url) = (h.v.clone(), h.url.clone());
     let before = stored(&v);
     // Agent 32 holds GPU B, and reports on GPU A (agent 31's).
     let (status, answer) = post_envelope(
@@ -307,7 +293,8 @@ async fn a_report_signed_by_another_agent_for_a_gpu_it_does_not_own_is_refused()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_report_for_a_gpu_not_registered_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let (v, url) = validator(dir.path(), loopback()).await;
+    let h = validator(dir.path(), loopback()).await;
+    let (v, url) = (h.v.clone(), h.url.clone());
     let before = stored(&v);
     let (status, answer) = post_envelope(
         &url,
@@ -335,7 +322,8 @@ async fn a_report_for_a_gpu_not_registered_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_and_oversized_reports_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let (v, url) = validator(dir.path(), loopback()).await;
+    let h = validator(dir.path(), loopback()).await;
+    let (v, url) = (h.v.clone(), h.url.clone());
     let a = agent(31);
     let before = stored(&v);
     let sealed_body = |kind: &str, body: String| serde_json::to_vec(&a.seal_body(kind, body));
@@ -421,7 +409,8 @@ async fn malformed_and_oversized_reports_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reports_with_unknown_fields_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let (v, url) = validator(dir.path(), loopback()).await;
+    let h = validator(dir.path(), loopback()).await;
+    let (v, url) = (h.v.clone(), h.url.clone());
     let a = agent(31);
     let before = stored(&v);
     let mut top: Value = serde_json::to_value(summary(GPU_A, now_ms())).unwrap();
@@ -445,7 +434,8 @@ async fn reports_with_unknown_fields_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replayed_report_is_recorded_once() {
     let dir = tempfile::tempdir().unwrap();
-    let (v, url) = validator(dir.path(), loopback()).await;
+    let h = validator(dir.path(), loopback()).await;
+    let (v, url) = (h.v.clone(), h.url.clone());
     let a = agent(31);
     let report = a
         .seal(
@@ -499,7 +489,8 @@ async fn identical_content_is_stored_once_whatever_its_time_or_spelling() {
         report_kib_per_gpu_per_hour: 16,
         ..loopback()
     };
-    let (v, url) = validator(dir.path(), config).await;
+    let h = validator(dir.path(), config).await;
+    let (v, url) = (h.v.clone(), h.url.clone());
     let a = agent(31);
     let t = now_ms();
     let first = a
@@ -561,14 +552,15 @@ fn answer_id(v: &Validator, envelope: &Envelope) -> Value {
 async fn many_keys_and_addresses_flooding_reports_cannot_pass_each_gpus_hourly_budget() {
     let dir = tempfile::tempdir().unwrap();
     // The defaults: 64 KiB an hour per GPU, 8 MiB per address.
-    let (v, url) = validator(dir.path(), loopback()).await;
+    let h = validator(dir.path(), loopback()).await;
+    let (v, url) = (h.v.clone(), h.url.clone());
     let budget = reports::DEFAULT_REPORT_KIB_PER_GPU_PER_HOUR as usize * 1024;
     // Five more keys, two GPUs each.
     let mut gpus = Vec::new();
     for seed in 41..46u8 {
         let mine: Vec<String> = (0..2).map(|g| format!("GPU-flood-{seed}-{g}")).collect();
         let claims = mine.iter().map(|g| claim(g)).collect();
-        let (_, status) = start_agent(&url, seed, claims, Behaviour::Honest, None).await;
+        let status = h.agent(seed, claims).await.status();
         assert_eq!(status, 200);
         gpus.extend(mine.into_iter().map(|g| (seed, g)));
     }
@@ -644,7 +636,8 @@ async fn pages_of_large_reports_are_bounded_in_bytes_and_still_reach_every_recor
         report_kib_per_gpu_per_hour: 1 << 20,
         ..loopback()
     };
-    let (v, url) = validator(dir.path(), config).await;
+    let h = validator(dir.path(), config).await;
+    let (v, url) = (h.v.clone(), h.url.clone());
     let a = agent(31);
     // 200 reports of about 12 KiB each (three findings of 4,000 bytes): 2.5 MB stored.
     for i in 0..200u64 {
@@ -686,7 +679,8 @@ async fn many_gpus_reported_from_one_address_share_its_hourly_budget() {
         report_kib_per_source_per_hour: 16,
         ..loopback()
     };
-    let (v, url) = validator(dir.path(), config).await;
+    let h = validator(dir.path(), config).await;
+    let (v, url) = (h.v.clone(), h.url.clone());
     let before = stored(&v).0;
     // Reports of about 6 KiB on GPU A (key 31) and GPU B (key 32), each far below its GPU's
     // 64 KiB: the third from one address passes the address's 16 KiB.

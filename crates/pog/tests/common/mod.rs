@@ -1,5 +1,5 @@
-//! Helpers of the binary tests (`ledger.rs`, `anchor.rs`): running pog, signed records,
-//! witnesses and validators on loopback.
+//! Helpers of the binary tests: running pog, signed records, witnesses, and one harness of
+//! `pog validator` and `pog agent` processes on loopback ([`Network`]).
 #![allow(dead_code)]
 
 use assert_cmd::Command;
@@ -145,29 +145,371 @@ pub fn free_port() -> u16 {
     listener.local_addr().unwrap().port()
 }
 
-/// `pog --data-dir DATA ARGS…` running, on the simulated GPU `simulate` if given; stopped
-/// when dropped.
-pub fn spawn_pog(data: &Path, args: &[&[&str]], simulate: Option<&str>) -> Server {
-    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"));
-    command
-        .arg("--data-dir")
-        .arg(data)
-        .env_remove("POG_DATA_DIR");
-    for a in args {
-        command.args(*a);
+/// The flags of a validator whose rounds a simulated agent on loopback passes quickly: the
+/// test plan's small challenge, simulated GPUs and private endpoints allowed.
+pub const TEST_ROUNDS: &[&str] = &[
+    "--test-plan",
+    "--size",
+    "32",
+    "--samples",
+    "128",
+    "--accept-simulated",
+    "--allow-private-endpoints",
+];
+
+/// The simulated H200 of host 0, whose GPU UUID ([`HOST0_GPU`]) tests pin (an agent otherwise
+/// derives its host from its key).
+pub const HOST0: &str = "H200 SXM; host=0";
+
+/// The GPU UUID of [`HOST0`].
+pub const HOST0_GPU: &str = "GPU-00000051-0000-0000-0000-000000000000";
+
+/// How long a service has to say what a test waits for.
+const SERVICE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What a service has printed so far, and whether its stdout has ended.
+#[derive(Default)]
+struct Printed {
+    lines: Vec<String>,
+    ended: bool,
+}
+
+/// A running `pog` service (`pog validator`, `pog agent`): its stdout lines kept as they come,
+/// its stderr kept; killed when dropped, so a failing test leaves no process behind.
+pub struct Service {
+    pub child: std::process::Child,
+    /// Its data dir.
+    pub data: std::path::PathBuf,
+    stdout: std::sync::Arc<(std::sync::Mutex<Printed>, std::sync::Condvar)>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Service {
+    /// `pog --data-dir DATA [--simulate PROFILE] ARGS…`, with neither `POG_DATA_DIR` nor
+    /// `POG_SIMULATE` from the environment.
+    pub fn spawn(data: &Path, args: &[&str], simulate: Option<&str>) -> Service {
+        use std::io::{BufRead, Read};
+        let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"));
+        command
+            .arg("--data-dir")
+            .arg(data)
+            .env_remove("POG_DATA_DIR")
+            .env_remove("POG_SIMULATE");
+        if let Some(profile) = simulate {
+            command.args(["--simulate", profile]);
+        }
+        let mut child = command
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = std::sync::Arc::new((
+            std::sync::Mutex::new(Printed::default()),
+            std::sync::Condvar::new(),
+        ));
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let out = child.stdout.take().unwrap();
+        let printed = stdout.clone();
+        let mut err = child.stderr.take().unwrap();
+        let said = stderr.clone();
+        let readers = vec![
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                    printed.0.lock().unwrap().lines.push(line);
+                    printed.1.notify_all();
+                }
+                printed.0.lock().unwrap().ended = true;
+                printed.1.notify_all();
+            }),
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = err.read(&mut buf) {
+                    said.lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            }),
+        ];
+        Service {
+            child,
+            data: data.to_path_buf(),
+            stdout,
+            stderr,
+            readers,
+        }
     }
-    match simulate {
-        Some(model) => command.env("POG_SIMULATE", model),
-        None => command.env_remove("POG_SIMULATE"),
-    };
-    let child = command
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    Server {
-        child,
-        url: String::new(),
-        vkey: String::new(),
+
+    /// Every line it has printed so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.stdout.0.lock().unwrap().lines.clone()
+    }
+
+    /// What it has written to stderr so far (all of it once it has ended: see
+    /// [`Service::stop`], [`Service::kill`]).
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// The first line it prints that contains `text`; panics (with its stderr) when it ends or
+    /// a minute passes first.
+    pub fn line(&self, text: &str) -> String {
+        let deadline = std::time::Instant::now() + SERVICE_WAIT;
+        let (printed, more) = &*self.stdout;
+        let mut printed = printed.lock().unwrap();
+        loop {
+            if let Some(line) = printed.lines.iter().find(|l| l.contains(text)) {
+                return line.clone();
+            }
+            let now = std::time::Instant::now();
+            if printed.ended || now > deadline {
+                let ended = printed.ended;
+                drop(printed);
+                panic!(
+                    "no line with {text:?} ({}): {:?}\n{}",
+                    if ended { "it ended" } else { "a minute passed" },
+                    self.lines(),
+                    self.stderr()
+                );
+            }
+            printed = more.wait_timeout(printed, deadline - now).unwrap().0;
+        }
+    }
+
+    /// Panics (with its stderr) when it has ended.
+    pub fn assert_running(&mut self) {
+        if let Some(status) = self.child.try_wait().unwrap() {
+            let stderr = self.finished();
+            panic!("{} ended: {status}\n{stderr}", self.data.display());
+        }
+    }
+
+    /// Stops it with SIGTERM; its exit status, once it has ended (within 20 s).
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        assert!(std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still running 20 s after SIGTERM"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        self.finished();
+        status
+    }
+
+    /// Kills it; what it wrote to stderr.
+    pub fn kill(&mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.finished()
+    }
+
+    /// Its stderr, whole, once it has ended.
+    fn finished(&mut self) -> String {
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
+        }
+        self.stderr()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A running `pog validator`.
+pub struct ValidatorProcess {
+    pub service: Service,
+    /// Its URL (`http://ADDR`).
+    pub url: String,
+    /// The address it listens on.
+    pub addr: String,
+    /// Its public key, as it prints it.
+    pub key: String,
+}
+
+impl ValidatorProcess {
+    /// `pog validator FLAGS` with its data in `data`, on a free loopback port unless `flags`
+    /// name one, once it listens.
+    pub fn start(data: &Path, flags: &[&str]) -> ValidatorProcess {
+        let mut args = vec!["validator"];
+        if !flags.contains(&"--listen") {
+            args.extend(["--listen", "127.0.0.1:0"]);
+        }
+        args.extend_from_slice(flags);
+        let service = Service::spawn(data, &args, None);
+        let key = service.line("validator key: ")["validator key: ".len()..].to_string();
+        // "listening on ADDR, registry …"
+        let listening = service.line("listening on ");
+        let addr = listening["listening on ".len()..]
+            .split(',')
+            .next()
+            .unwrap()
+            .to_string();
+        ValidatorProcess {
+            url: format!("http://{addr}"),
+            addr,
+            key,
+            service,
+        }
+    }
+
+    /// `pog agent` on the simulated host `profile` with its data in `data` and `flags`,
+    /// serving on a free loopback port, trusting this validator and registering with it; once
+    /// it serves (not yet registered: [`ValidatorProcess::wait_for_agents`]).
+    pub fn agent(&self, data: &Path, profile: &str, flags: &[&str]) -> AgentProcess {
+        AgentProcess::serving(self.spawn_agent(data, profile, flags))
+    }
+
+    /// [`ValidatorProcess::agent`], started.
+    fn spawn_agent(&self, data: &Path, profile: &str, flags: &[&str]) -> Service {
+        let mut args = vec!["agent", "--listen", "127.0.0.1:0"];
+        args.extend(["--validator", &self.url, "--trust", &self.key]);
+        args.extend_from_slice(flags);
+        Service::spawn(data, &args, Some(profile))
+    }
+
+    /// The GPUs it lists (`GET /v1/gpus`).
+    pub fn gpus(&self) -> Vec<Value> {
+        let list: Value = http_get(&self.addr, "/v1/gpus")
+            .and_then(|(_, body)| serde_json::from_str(&body).ok())
+            .unwrap_or_default();
+        list["gpus"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Waits until the GPUs of `n` agents are registered; its GPUs then.
+    pub fn wait_for_agents(&mut self, n: usize) -> Vec<Value> {
+        let deadline = std::time::Instant::now() + SERVICE_WAIT;
+        loop {
+            let gpus = self.gpus();
+            let agents: std::collections::BTreeSet<&str> =
+                gpus.iter().filter_map(|g| g["agent"].as_str()).collect();
+            if agents.len() >= n {
+                return gpus;
+            }
+            self.service.assert_running();
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} of {n} agents registered within a minute: {gpus:#?}",
+                agents.len()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// Stops it with SIGTERM; its exit status.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        self.service.stop()
+    }
+}
+
+/// A running `pog agent`.
+pub struct AgentProcess {
+    pub service: Service,
+    /// Its URL, as it registers it.
+    pub url: String,
+    /// The address its API listens on.
+    pub addr: String,
+    /// The simulated host it serves, as it names it (`PROFILE; host=N`).
+    pub profile: Option<String>,
+}
+
+impl AgentProcess {
+    /// `service`, once it says it serves: "[SIMULATED ]serving N GPU(s) at URL (listening on
+    /// ADDR); proving on …".
+    pub fn serving(service: Service) -> AgentProcess {
+        let serving = service.line(" GPU(s) at ");
+        let (url, addr) = serving
+            .split_once(" GPU(s) at ")
+            .and_then(|(_, rest)| rest.split_once(" (listening on "))
+            .and_then(|(url, rest)| Some((url, rest.split_once(')')?.0)))
+            .unwrap_or_else(|| panic!("{serving}"));
+        // "SIMULATED host \"PROFILE\": …", printed before it serves.
+        let profile = service
+            .lines()
+            .iter()
+            .find(|l| l.starts_with("SIMULATED host "))
+            .and_then(|l| l.split('"').nth(1))
+            .map(str::to_string);
+        AgentProcess {
+            url: url.to_string(),
+            addr: addr.to_string(),
+            profile,
+            service,
+        }
+    }
+}
+
+/// `pog validator` and `pog agent`s on simulated hosts against it, on loopback: each with its
+/// own data dir (so its own key and, without `host=N`, its own GPUs), all registered once
+/// [`Network::start`] returns, all killed when dropped.
+pub struct Network {
+    pub validator: ValidatorProcess,
+    pub agents: Vec<AgentProcess>,
+}
+
+/// A [`Network`] to start.
+pub struct NetworkSpec {
+    root: std::path::PathBuf,
+    flags: Vec<String>,
+    agents: Vec<(String, Vec<String>)>,
+}
+
+impl Network {
+    /// A validator with its data in `root/validator` (a dir made beforehand, e.g. by
+    /// [`validator_dir`], is kept) and agents with theirs in `root/agent-N`.
+    pub fn in_dir(root: &Path) -> NetworkSpec {
+        NetworkSpec {
+            root: root.to_path_buf(),
+            flags: Vec::new(),
+            agents: Vec::new(),
+        }
+    }
+}
+
+impl NetworkSpec {
+    /// Flags of `pog validator` (more with each call).
+    pub fn flags(mut self, flags: &[&str]) -> NetworkSpec {
+        self.flags.extend(flags.iter().map(|f| f.to_string()));
+        self
+    }
+
+    /// A `pog agent` on the simulated host `profile`, with `flags`.
+    pub fn agent(mut self, profile: &str, flags: &[&str]) -> NetworkSpec {
+        let flags = flags.iter().map(|f| f.to_string()).collect();
+        self.agents.push((profile.to_string(), flags));
+        self
+    }
+
+    /// Starts the validator, then the agents; returns once every agent is registered.
+    pub fn start(self) -> Network {
+        let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
+        let mut validator = ValidatorProcess::start(&self.root.join("validator"), &flags);
+        let started: Vec<Service> = self
+            .agents
+            .iter()
+            .enumerate()
+            .map(|(i, (profile, flags))| {
+                let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+                validator.spawn_agent(&self.root.join(format!("agent-{i}")), profile, &flags)
+            })
+            .collect();
+        let agents: Vec<AgentProcess> = started.into_iter().map(AgentProcess::serving).collect();
+        validator.wait_for_agents(agents.len());
+        Network { validator, agents }
     }
 }

@@ -1,19 +1,36 @@
-//! What the node's integration tests share: a test policy, validators and agents on loopback.
+//! What the node's integration tests share: a test policy, and one harness that serves a
+//! validator on loopback (with its ledger, market and pricing as a test asks) and starts agents,
+//! honest or misbehaving, registered with it.
+//!
+//! ```ignore
+//! let h = Harness::new().with_ledger(dir).with_pricing().serve().await;
+//! let agent = h.agent(7, vec![claim("GPU-a")]).cheating(Cheat::ReplayFirst).await;
+//! assert_eq!(agent.status(), 200);
+//! h.v.challenge("GPU-a", &policy()).await?;
+//! ```
 
 #![allow(dead_code)] // each test file uses its own share of these
 
-use pog_agent::agent::{self, Agent};
 use pog_agent::misbehaviour::Cheat;
+use pog_agent::watch::Watch;
 use pog_local::provers::CpuEngine;
 use pog_net::serve::Limits;
 use pog_proof::prover::Behaviour;
 use pog_proof::wire::{kind, GpuClaim, Register};
 use pog_records::{PlanKind, Policy};
-use pog_signed::Identity;
+use pog_signed::{Identity, PublicKey};
 use pog_spec::Precision;
+use pog_validator::ledger::ValidatorLedger;
+use pog_validator::market::{Market, MarketLimits};
+use pog_validator::pricing::Pricing;
 use pog_validator::registry::Registry;
+use pog_validator::store::RecordStore;
 use pog_validator::validator::{Config, Validator};
+use std::future::{Future, IntoFuture};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub const VALIDATOR_SEED: [u8; 32] = [1; 32];
 
@@ -48,76 +65,416 @@ pub fn claim(uuid: &str) -> GpuClaim {
     }
 }
 
+/// The public key of the validator of [`VALIDATOR_SEED`], which agents trust by default.
+pub fn validator_key() -> PublicKey {
+    Identity::from_seed(VALIDATOR_SEED).public_key()
+}
+
 pub async fn listen() -> (tokio::net::TcpListener, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     (listener, url)
 }
 
-/// Starts a validator; returns it and its URL.
-pub async fn start_validator() -> (Arc<Validator>, String) {
-    serve_validator(
-        Validator::with_config(
-            Identity::from_seed(VALIDATOR_SEED),
-            Registry::open(None).unwrap(),
-            loopback(),
-        )
-        .unwrap(),
-    )
-    .await
+/// Where the validator's ledger comes from.
+enum LedgerOf {
+    /// Opened (created) in this directory.
+    Dir(PathBuf),
+    /// Made by the test (filled beforehand, read-only, with a witness deadline, …).
+    Given(Arc<ValidatorLedger>),
 }
 
-/// Serves `v`'s API on loopback; returns it and its URL.
-pub async fn serve_validator(v: Validator) -> (Arc<Validator>, String) {
-    let v = Arc::new(v);
-    let (listener, url) = listen().await;
-    tokio::spawn(pog_net::http::serve(
-        listener,
-        pog_validator::app::Api::of(v.clone()).router(),
-        Limits::small_requests(),
-    ));
-    (v, url)
+/// Whether the pricing takes records in by itself.
+#[derive(Clone, Copy, PartialEq)]
+enum PricingRun {
+    Off,
+    Running,
+    ByHand,
 }
 
-/// Starts an agent with its own key and these GPUs, registers it; returns its URL and the
-/// registration's HTTP status.
-pub async fn start_agent(
-    validator_url: &str,
+/// A validator to serve on loopback, built up: by default the key of [`VALIDATOR_SEED`],
+/// [`loopback`]'s configuration, [`Limits::small_requests`], its registry in memory, and no
+/// ledger, market or pricing. [`Harness::serve`] serves its whole API ([`pog_validator::app::Api`]).
+pub struct Harness {
+    seed: [u8; 32],
+    config: Config,
+    limits: Limits,
+    dir: Option<PathBuf>,
+    registry: Option<PathBuf>,
+    ledger: Option<LedgerOf>,
+    market: Option<Option<PathBuf>>,
+    market_limits: Option<MarketLimits>,
+    pricing: PricingRun,
+}
+
+impl Default for Harness {
+    fn default() -> Harness {
+        Harness::new()
+    }
+}
+
+impl Harness {
+    pub fn new() -> Harness {
+        Harness {
+            seed: VALIDATOR_SEED,
+            config: loopback(),
+            limits: Limits::small_requests(),
+            dir: None,
+            registry: None,
+            ledger: None,
+            market: None,
+            market_limits: None,
+            pricing: PricingRun::Off,
+        }
+    }
+
+    /// The validator's key from `seed` (another validator than the agents trust by default).
+    pub fn key(mut self, seed: [u8; 32]) -> Harness {
+        self.seed = seed;
+        self
+    }
+
+    /// What the validator allows.
+    pub fn config(mut self, config: Config) -> Harness {
+        self.config = config;
+        self
+    }
+
+    /// The caps of its HTTP server.
+    pub fn limits(mut self, limits: Limits) -> Harness {
+        self.limits = limits;
+        self
+    }
+
+    /// Its registry, and its market if it has one, stored in `dir` as `pog validator` lays
+    /// them out (`registry.sqlite`, `market.sqlite`).
+    pub fn stored_in(mut self, dir: &Path) -> Harness {
+        self.dir = Some(dir.to_path_buf());
+        self
+    }
+
+    /// Its registry stored in the file `path`.
+    pub fn with_registry_at(mut self, path: &Path) -> Harness {
+        self.registry = Some(path.to_path_buf());
+        self
+    }
+
+    /// Its ledger opened (created) in `dir`: every record is logged before it is stored.
+    pub fn with_ledger(mut self, dir: &Path) -> Harness {
+        self.ledger = Some(LedgerOf::Dir(dir.to_path_buf()));
+        self
+    }
+
+    /// The ledger `ledger`, made by the test.
+    pub fn with_ledger_of(mut self, ledger: Arc<ValidatorLedger>) -> Harness {
+        self.ledger = Some(LedgerOf::Given(ledger));
+        self
+    }
+
+    /// An order book (`/v1/market/*`), in memory unless [`Harness::stored_in`] says where.
+    pub fn with_market(mut self) -> Harness {
+        self.market.get_or_insert(None);
+        self
+    }
+
+    /// An order book stored in the file `path`.
+    pub fn with_market_at(mut self, path: &Path) -> Harness {
+        self.market = Some(Some(path.to_path_buf()));
+        self
+    }
+
+    /// The order book's caps (with a market).
+    pub fn market_limits(mut self, limits: MarketLimits) -> Harness {
+        self.market_limits = Some(limits);
+        self
+    }
+
+    /// Scores and prices (`/v1/scores`, `/v1/prices/…`) over the market (one in memory if none
+    /// was asked for), the pricing taking every record in as it is stored, until the served
+    /// validator is dropped.
+    pub fn with_pricing(mut self) -> Harness {
+        self.pricing = PricingRun::Running;
+        self.with_market()
+    }
+
+    /// [`Harness::with_pricing`], but nothing takes records in until the test calls
+    /// [`Pricing::catch_up`].
+    pub fn with_pricing_by_hand(mut self) -> Harness {
+        self.pricing = PricingRun::ByHand;
+        self.with_market()
+    }
+
+    /// Builds the validator and serves its API on a free loopback port.
+    pub async fn serve(self) -> Served {
+        let identity = Identity::from_seed(self.seed);
+        let in_dir = |name: &str| self.dir.as_ref().map(|d| d.join(name));
+        let registry_path = self.registry.clone().or_else(|| in_dir("registry.sqlite"));
+        let mut records = RecordStore::new(
+            Identity::from_seed(self.seed),
+            Registry::open(registry_path.as_deref()).unwrap(),
+        );
+        match self.ledger {
+            Some(LedgerOf::Dir(dir)) => {
+                let ledger = ValidatorLedger::open(&dir, &identity, None).unwrap();
+                records = records.with_ledger(Arc::new(ledger));
+            }
+            Some(LedgerOf::Given(ledger)) => records = records.with_ledger(ledger),
+            None => {}
+        }
+        let v = Arc::new(Validator::over(Arc::new(records), self.config).unwrap());
+        let market = self.market.map(|path| {
+            let path = path.or_else(|| in_dir("market.sqlite"));
+            let mut market = Market::open(path.as_deref(), &identity.public_key()).unwrap();
+            if let Some(limits) = self.market_limits {
+                market = market.with_limits(limits);
+            }
+            Arc::new(market)
+        });
+        let pricing = match (self.pricing, &market) {
+            (PricingRun::Off, _) | (_, None) => None,
+            (_, Some(market)) => Some(Pricing::new(
+                v.records().clone(),
+                market.clone(),
+                pog_market::Config::embedded(),
+            )),
+        };
+        // The pricing runs until the served validator is dropped (its sender with it).
+        let pricing_stop = match (&pricing, self.pricing) {
+            (Some(pricing), PricingRun::Running) => {
+                let (stop, stopped) = tokio::sync::watch::channel(false);
+                tokio::spawn(pricing.clone().run(stopped));
+                Some(stop)
+            }
+            _ => None,
+        };
+        let mut api = pog_validator::app::Api::of(v.clone());
+        if let Some(market) = &market {
+            api = api.with_market(market.clone());
+        }
+        if let Some(pricing) = &pricing {
+            api = api.with_pricing(pricing.clone());
+        }
+        let (listener, url) = listen().await;
+        tokio::spawn(pog_net::http::serve(listener, api.router(), self.limits));
+        Served {
+            v,
+            url,
+            market,
+            pricing,
+            _pricing_stop: pricing_stop,
+        }
+    }
+}
+
+/// A validator served on loopback: it, its URL, and its market and pricing if it has them.
+pub struct Served {
+    pub v: Arc<Validator>,
+    pub url: String,
+    pub market: Option<Arc<Market>>,
+    pub pricing: Option<Arc<Pricing>>,
+    _pricing_stop: Option<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Served {
+    /// The address it listens on.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.url.trim_start_matches("http://").parse().unwrap()
+    }
+
+    /// Its order book.
+    pub fn market(&self) -> &Arc<Market> {
+        self.market.as_ref().expect("a validator with a market")
+    }
+
+    /// Its pricing.
+    pub fn pricing(&self) -> &Arc<Pricing> {
+        self.pricing.as_ref().expect("a validator with a pricing")
+    }
+
+    /// An agent with the key of `[seed; 32]` serving `gpus`, trusting this validator and
+    /// registered with it once started (`.await`).
+    pub fn agent(&self, seed: u8, gpus: Vec<GpuClaim>) -> AgentSpec {
+        AgentSpec {
+            register_at: Some(self.url.clone()),
+            trusted: vec![self.v.public_key()],
+            ..agent(seed, gpus)
+        }
+    }
+}
+
+/// An agent with the key of `[seed; 32]` serving `gpus`, honest, trusting the validator of
+/// [`VALIDATOR_SEED`], registered nowhere: [`AgentSpec::serve`] starts it.
+pub fn agent(seed: u8, gpus: Vec<GpuClaim>) -> AgentSpec {
+    AgentSpec {
+        seed,
+        gpus,
+        behaviour: Behaviour::Honest,
+        cheat: None,
+        trusted: vec![validator_key()],
+        watch: None,
+        hold: None,
+        device: None,
+        routed: None,
+        register_at: None,
+    }
+}
+
+type Reroute = Box<dyn FnOnce(axum::Router) -> axum::Router + Send>;
+
+/// An agent to start on loopback (pog_agent's `Agent` over the CPU prover), built up.
+pub struct AgentSpec {
     seed: u8,
     gpus: Vec<GpuClaim>,
     behaviour: Behaviour,
     cheat: Option<Cheat>,
-) -> (String, u16) {
-    let registration_key = Identity::from_seed([seed; 32]);
-    let agent = Arc::new(
-        Agent::new(
-            Identity::from_seed([seed; 32]),
-            vec![Identity::from_seed(VALIDATOR_SEED).public_key()],
-            gpus.clone(),
+    trusted: Vec<PublicKey>,
+    watch: Option<Arc<Watch>>,
+    hold: Option<Duration>,
+    device: Option<Arc<tokio::sync::Mutex<()>>>,
+    routed: Option<Reroute>,
+    register_at: Option<String>,
+}
+
+impl AgentSpec {
+    /// Its prover answers as `behaviour` says (junk, a lower precision, …).
+    pub fn behaving(mut self, behaviour: Behaviour) -> AgentSpec {
+        self.behaviour = behaviour;
+        self
+    }
+
+    /// It cheats as `cheat` says (pog_agent's test doubles).
+    pub fn cheating(mut self, cheat: Cheat) -> AgentSpec {
+        self.cheat = Some(cheat);
+        self
+    }
+
+    /// It trusts the validators `keys` (instead of the one it registers with).
+    pub fn trusting(mut self, keys: Vec<PublicKey>) -> AgentSpec {
+        self.trusted = keys;
+        self
+    }
+
+    /// It answers health requests from `watch`, and serves its metrics on the API's port.
+    pub fn watching(mut self, watch: Arc<Watch>) -> AgentSpec {
+        self.watch = Some(watch);
+        self
+    }
+
+    /// It holds a data set unwalked, or a commitment unopened, for `hold`.
+    pub fn holding_memory_for(mut self, hold: Duration) -> AgentSpec {
+        self.hold = Some(hold);
+        self
+    }
+
+    /// Its `Cheat::OneDevice` is the same device as other agents'.
+    pub fn sharing_device(mut self, device: Arc<tokio::sync::Mutex<()>>) -> AgentSpec {
+        self.device = Some(device);
+        self
+    }
+
+    /// Its router changed by `reroute` (a middleware in front of its API).
+    pub fn routed(
+        mut self,
+        reroute: impl FnOnce(axum::Router) -> axum::Router + Send + 'static,
+    ) -> AgentSpec {
+        self.routed = Some(Box::new(reroute));
+        self
+    }
+
+    /// Serves the agent on loopback and, when it came from [`Served::agent`], registers it
+    /// (one signed registration of its endpoint and GPUs).
+    pub async fn serve(self) -> TestAgent {
+        let key = Identity::from_seed([self.seed; 32]);
+        let mut agent = pog_agent::agent::Agent::new(
+            Identity::from_seed([self.seed; 32]),
+            self.trusted,
+            self.gpus.clone(),
             Arc::new(CpuEngine {
                 behaviour: Behaviour::Honest,
             }),
         )
-        .misbehaving(behaviour, cheat),
-    );
-    assert_eq!(agent.public_key(), registration_key.public_key());
-    let (listener, url) = listen().await;
-    tokio::spawn(pog_net::http::serve(
-        listener,
-        agent::router(agent),
-        Limits::protocol_messages(),
-    ));
-    let register = Register {
-        endpoint: url.clone(),
-        gpus,
-    };
-    let response = reqwest::Client::new()
-        .post(format!("{validator_url}/v1/register"))
-        .json(&registration_key.seal(kind::REGISTER, &register).unwrap())
-        .send()
-        .await
-        .unwrap();
-    (url, response.status().as_u16())
+        .misbehaving(self.behaviour, self.cheat);
+        if let Some(device) = self.device {
+            agent = agent.sharing_device(device);
+        }
+        if let Some(watch) = self.watch {
+            agent = agent.watching(watch, true);
+        }
+        if let Some(hold) = self.hold {
+            agent = agent.holding_memory_for(hold);
+        }
+        assert_eq!(agent.public_key(), key.public_key());
+        let mut router = pog_agent::agent::router(Arc::new(agent));
+        if let Some(reroute) = self.routed {
+            router = reroute(router);
+        }
+        let (listener, url) = listen().await;
+        // Stopped when told to; a dropped handle leaves it serving until the test ends.
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(pog_net::serve::serve(
+            listener,
+            router,
+            Limits::protocol_messages(),
+            async {
+                if stopped.await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            },
+            Duration::from_secs(1),
+        ));
+        let status = match self.register_at {
+            Some(validator_url) => {
+                let register = Register {
+                    endpoint: url.clone(),
+                    gpus: self.gpus,
+                };
+                let response = reqwest::Client::new()
+                    .post(format!("{validator_url}/v1/register"))
+                    .json(&key.seal(kind::REGISTER, &register).unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+                Some(response.status().as_u16())
+            }
+            None => None,
+        };
+        TestAgent {
+            url,
+            status,
+            stop: Some(stop),
+        }
+    }
+}
+
+impl IntoFuture for AgentSpec {
+    type Output = TestAgent;
+    type IntoFuture = Pin<Box<dyn Future<Output = TestAgent> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.serve())
+    }
+}
+
+/// An agent serving on loopback.
+pub struct TestAgent {
+    /// Its URL.
+    pub url: String,
+    status: Option<u16>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl TestAgent {
+    /// The HTTP status its registration was answered with.
+    pub fn status(&self) -> u16 {
+        self.status.expect("an agent registered with a validator")
+    }
+
+    /// Stops it: its listener and connections closed, as an agent that went away.
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
 }
 
 /// A raw TCP connection to `addr` from the loopback address `from` (127.0.0.0/8 is all
