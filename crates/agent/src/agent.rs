@@ -334,47 +334,56 @@ impl Agent {
     /// more than [`GEMM_WORK_SLACK`] times the plan's work (a validator may plan from another
     /// measured rate). A hostile validator could otherwise hold the GPU for as long as it
     /// likes with one challenge.
-    fn check_planned_gemm(&self, c: &Challenge) -> Result<(), String> {
+    fn check_planned_gemm(&self, c: &Challenge) -> Result<(), Inadmissible> {
         let model = self.claimed_model(&c.gpu_uuid);
         let plan = pog_spec::SpecDb::embedded()
             .by_model(model)
             .and_then(|spec| {
                 pog_proof::params::plan_at(spec, pog_spec::SpecDb::embedded(), c.precision)
             })
-            .ok_or_else(|| {
-                format!(
-                    "the protocol plans no {} challenge for a {model:?}",
-                    c.precision
-                )
+            .ok_or_else(|| Inadmissible::NoGemmPlan {
+                precision: c.precision,
+                model: model.to_string(),
             })?;
         let work = |size: u64, batch: u32| f64::from(batch) * (size as f64).powi(3);
         if c.size > plan.size {
-            return Err(format!(
-                "GPU {} (claimed {model}): size {} is beyond the {} the protocol plans in {}",
-                c.gpu_uuid, c.size, plan.size, c.precision
-            ));
+            return Err(Inadmissible::GemmSize {
+                gpu: c.gpu_uuid.clone(),
+                model: model.to_string(),
+                precision: c.precision,
+                size: c.size,
+                planned: plan.size,
+            });
         }
         let limit = GEMM_WORK_SLACK * work(plan.size, plan.batch);
         if work(c.size, c.batch) > limit {
-            return Err(format!(
-                "GPU {} (claimed {model}): {} products of n = {} are beyond {GEMM_WORK_SLACK} \
-                 times the {} of n = {} the protocol plans in {}",
-                c.gpu_uuid, c.batch, c.size, plan.batch, plan.size, c.precision
-            ));
+            return Err(Inadmissible::GemmWork {
+                gpu: c.gpu_uuid.clone(),
+                model: model.to_string(),
+                precision: c.precision,
+                asked: (c.batch, c.size),
+                planned: (plan.batch, plan.size),
+            });
         }
         Ok(())
     }
 
     /// Refuses (400) a memory challenge that asks for more than the protocol plans for the
     /// GPU's claimed model (`MemoryPlan::admits`), or for a model it plans none for.
-    fn check_planned(&self, c: &MemoryChallenge) -> Result<(), String> {
+    fn check_planned(&self, c: &MemoryChallenge) -> Result<(), Inadmissible> {
         let model = self.claimed_model(&c.gpu_uuid);
         let plan = pog_spec::SpecDb::embedded()
             .by_model(model)
             .and_then(|spec| memory::plan(spec, memory::WALK_SECONDS, None))
-            .ok_or_else(|| format!("the protocol plans no memory proof for a {model:?}"))?;
+            .ok_or_else(|| Inadmissible::NoMemoryPlan {
+                model: model.to_string(),
+            })?;
         plan.admits(c)
-            .map_err(|e| format!("GPU {} (claimed {model}): {e}", c.gpu_uuid))
+            .map_err(|cause| Inadmissible::BeyondMemoryPlan {
+                gpu: c.gpu_uuid.clone(),
+                model: model.to_string(),
+                cause,
+            })
     }
 
     /// Takes `gpu`'s memory slot for a new build by `issuer`: the data set it built there
@@ -599,11 +608,81 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .with_state(agent)
 }
 
-/// Refuses a challenge this agent cannot take as asked: a malformed shape (400), a version
-/// (got, spoken, what) it does not speak (400), or work its prover refuses (413, the reason;
-/// asked only of a well-shaped challenge, whose sizes cannot overflow).
+/// Why a challenge is refused (400) before any work: its shape, or more than the protocol
+/// plans for the GPU's claimed model (`Agent::check_planned_gemm`, `Agent::check_planned`).
+#[derive(Debug, thiserror::Error)]
+enum Inadmissible {
+    /// A GEMM challenge of a shape no prover should attempt.
+    #[error(transparent)]
+    Shape(#[from] pog_proof::challenge::BadShape),
+    /// A memory challenge of a shape no prover should attempt.
+    #[error(transparent)]
+    MemoryShape(#[from] memory::BadMemoryShape),
+    /// The protocol plans no GEMM challenge in this precision for the claimed model.
+    #[error("the protocol plans no {precision} challenge for a {model:?}")]
+    NoGemmPlan {
+        /// The challenge's precision.
+        precision: pog_spec::Precision,
+        /// The GPU's claimed model ("" for a GPU the agent does not serve).
+        model: String,
+    },
+    /// A product larger than the plan's.
+    #[error("GPU {gpu} (claimed {model}): size {size} is beyond the {planned} the protocol plans in {precision}")]
+    GemmSize {
+        /// The GPU challenged.
+        gpu: GpuUuid,
+        /// Its claimed model.
+        model: String,
+        /// The challenge's precision.
+        precision: pog_spec::Precision,
+        /// The size asked.
+        size: u64,
+        /// The size planned.
+        planned: u64,
+    },
+    /// More than [`GEMM_WORK_SLACK`] times the plan's work: (batch, size) asked and planned.
+    #[error(
+        "GPU {gpu} (claimed {model}): {} products of n = {} are beyond {GEMM_WORK_SLACK} \
+         times the {} of n = {} the protocol plans in {precision}",
+        .asked.0, .asked.1, .planned.0, .planned.1
+    )]
+    GemmWork {
+        /// The GPU challenged.
+        gpu: GpuUuid,
+        /// Its claimed model.
+        model: String,
+        /// The challenge's precision.
+        precision: pog_spec::Precision,
+        /// The products and their size asked.
+        asked: (u32, u64),
+        /// The products and their size planned.
+        planned: (u32, u64),
+    },
+    /// The protocol plans no memory proof for the claimed model.
+    #[error("the protocol plans no memory proof for a {model:?}")]
+    NoMemoryPlan {
+        /// The GPU's claimed model ("" for a GPU the agent does not serve).
+        model: String,
+    },
+    /// More than the memory proof's plan for the claimed model.
+    #[error("GPU {gpu} (claimed {model}): {cause}")]
+    BeyondMemoryPlan {
+        /// The GPU challenged.
+        gpu: GpuUuid,
+        /// Its claimed model.
+        model: String,
+        /// What is beyond the plan.
+        #[source]
+        cause: memory::BeyondPlan,
+    },
+}
+
+/// Refuses a challenge this agent cannot take as asked: a malformed shape or more than the
+/// plan (400), a version (got, spoken, what) it does not speak (400), or work its prover
+/// refuses (413, the reason; asked only of a well-shaped challenge, whose sizes cannot
+/// overflow).
 fn admit(
-    shape: Result<(), impl std::fmt::Display>,
+    shape: Result<(), Inadmissible>,
     (version, spoken, what): (u32, u32, &str),
     refused: impl FnOnce() -> Option<String>,
 ) -> Result<(), ApiError> {
@@ -629,7 +708,7 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
     agent.check_addressed(&signer, c.addressee())?;
     admit(
         c.check_shape()
-            .map_err(|e| e.to_string())
+            .map_err(Inadmissible::from)
             .and_then(|()| agent.check_planned_gemm(c)),
         (
             c.version,
@@ -681,7 +760,7 @@ async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Re
     agent.check_addressed(&signer, c.addressee())?;
     admit(
         c.check_shape()
-            .map_err(|e| e.to_string())
+            .map_err(Inadmissible::from)
             .and_then(|()| agent.check_planned(c)),
         (
             c.version,
@@ -886,7 +965,7 @@ async fn health(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response
     }
     request
         .check()
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
     if !agent.gpus.iter().any(|g| g.uuid == request.gpu_uuid) {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,

@@ -272,6 +272,20 @@ pub fn metrics_router(watch: std::sync::Arc<Watch>) -> axum::Router {
         .with_state(watch)
 }
 
+/// Why the health monitor cannot sample the GPUs served ([`run_nvml`]).
+#[derive(Debug, thiserror::Error)]
+pub enum NvmlWatchError {
+    /// NVML could not be loaded.
+    #[error("NVML: {0}")]
+    Init(#[from] pog_device::nvml::NvmlInitError),
+    /// NVML finds none of the GPUs served (their UUIDs).
+    #[error("NVML sees none of the GPUs served ({})", .0.join(", "))]
+    NoneFound(Vec<String>),
+    /// NVML found them but could not open them for sampling.
+    #[error("NVML: {0}")]
+    Open(#[from] pog_device::monitor::SamplerError),
+}
+
 /// Samples, through NVML, the GPUs among `uuids` into `watch` every `interval` until `stop`
 /// (blocking: run it on a thread of its own). Fails when NVML cannot be read or sees none of
 /// them.
@@ -280,8 +294,8 @@ pub fn run_nvml(
     uuids: &[String],
     interval: Duration,
     stop: &AtomicBool,
-) -> Result<(), String> {
-    let nvml = pog_device::nvml::init().map_err(|e| format!("NVML: {e}"))?;
+) -> Result<(), NvmlWatchError> {
+    let nvml = pog_device::nvml::init()?;
     // Only the GPUs served: one this agent does not serve, and cannot open, is not its
     // concern, and must not stop the telemetry of those it does.
     let mut indices = Vec::new();
@@ -294,17 +308,13 @@ pub fn run_nvml(
         }
     }
     if indices.is_empty() {
-        return Err(format!(
-            "NVML sees none of the GPUs served ({})",
-            uuids.join(", ")
-        ));
+        return Err(NvmlWatchError::NoneFound(uuids.to_vec()));
     }
     let mut source = pog_device::monitor::NvmlSource::open(
         &nvml,
         &indices,
         pog_device::monitor::DEFAULT_SLOW_EVERY,
-    )
-    .map_err(|e| format!("NVML: {e}"))?;
+    )?;
     watch.run(&mut source, interval, stop);
     Ok(())
 }

@@ -108,6 +108,16 @@ pub enum AnchorError {
         /// The transport's or node's error.
         reason: String,
     },
+    /// The HTTP client for the chain's RPC could not be built (its TLS backend or the system's
+    /// settings).
+    #[error("building the HTTP client: the chain at {rpc} failed: {cause}")]
+    HttpClient {
+        /// The RPC URL.
+        rpc: String,
+        /// The client builder's error.
+        #[source]
+        cause: reqwest013::Error,
+    },
     /// There is no contract at the address.
     #[error("no contract at {address} on the chain at {rpc}: check --contract and that the RPC is the chain it was deployed on")]
     NoContract {
@@ -522,7 +532,7 @@ pub struct Deployed {
 
 /// The HTTP client alloy's transport uses: rustls with ring (installed as the process's
 /// default rustls provider if there is none yet), 30 s a request, no redirects, no proxy.
-fn http_client() -> Result<reqwest013::Client, String> {
+fn http_client() -> Result<reqwest013::Client, reqwest013::Error> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest013::Client::builder()
         .timeout(REQUEST_TIMEOUT)
@@ -530,17 +540,15 @@ fn http_client() -> Result<reqwest013::Client, String> {
         .redirect(reqwest013::redirect::Policy::none())
         .no_proxy()
         .build()
-        .map_err(|e| e.to_string())
 }
 
 /// A provider for `rpc`, signing with `key` when given. Nonces are read from the node for
 /// every transaction (no cache that a failed send could leave off by one), gas is estimated,
 /// the chain id fetched.
 fn provider(rpc: &RpcUrl, key: Option<&PublisherKey>) -> Result<DynProvider, AnchorError> {
-    let client = http_client().map_err(|reason| AnchorError::Rpc {
-        what: "building the HTTP client".into(),
+    let client = http_client().map_err(|cause| AnchorError::HttpClient {
         rpc: rpc.to_string(),
-        reason,
+        cause,
     })?;
     let transport = alloy::transports::http::Http::with_client(client, rpc.url().clone());
     let local = transport.guess_local();

@@ -235,7 +235,7 @@ pub fn health_request_message() -> wire::HealthRequest {
 /// A signed health request body, decoded and window-checked as the agent's `/v1/health` does.
 pub fn health_request(body: &[u8]) -> Result<wire::HealthRequest, String> {
     let request: wire::HealthRequest = decode(body, kind::HEALTH_REQUEST)?;
-    request.check()?;
+    request.check().map_err(|e| e.to_string())?;
     Ok(request)
 }
 
@@ -243,7 +243,9 @@ pub fn health_request(body: &[u8]) -> Result<wire::HealthRequest, String> {
 /// the validator does before it records it.
 pub fn health_summary(body: &[u8]) -> Result<wire::HealthSummary, String> {
     let summary: wire::HealthSummary = decode(body, kind::HEALTH_SUMMARY)?;
-    summary.check(&health_request_message())?;
+    summary
+        .check(&health_request_message())
+        .map_err(|e| e.to_string())?;
     Ok(summary)
 }
 
@@ -423,7 +425,7 @@ pub fn market(body: &[u8]) -> Result<String, String> {
         "expires_at_ms": pog_proof::timing::now_ms() + 3_600_000});
     market
         .submit(&seal(SUBMIT_KIND, resting.to_string().as_bytes()))
-        .map_err(|e| format!("the resting order was refused: {}", e.message))?;
+        .map_err(|e| format!("the resting order was refused: {e}"))?;
     let submit = market.submit(&seal(SUBMIT_KIND, body)).is_ok();
     let cancel = market.cancel(&seal(CANCEL_KIND, body)).is_ok();
     let clear = market.clear(&seal(CLEAR_KIND, body)).is_ok();

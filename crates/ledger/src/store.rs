@@ -37,7 +37,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard, PoisonError};
 
 /// Why the log store failed.
 #[derive(Debug, thiserror::Error)]
@@ -83,9 +83,10 @@ pub enum StoreError {
     /// An append or checkpoint through a log opened for reading.
     #[error("the ledger in {0} is open for reading only")]
     ReadOnly(PathBuf),
-    /// The group commit's append failed (the writer's error, as text).
+    /// The group commit's append failed (the writer's error, shared by every caller of the
+    /// batch).
     #[error("the group commit failed: {0}")]
-    Commit(String),
+    Commit(#[source] Arc<StoreError>),
     /// An earlier append failed; reopen the log.
     #[error("an earlier append to the ledger in {0} failed; restart to recover it from disk (appends after a failed write or fsync cannot be trusted)")]
     Poisoned(PathBuf),
@@ -161,6 +162,14 @@ pub struct Log {
     /// Opened by [`Log::open`] (appends allowed) rather than [`Log::open_reader`].
     writable: bool,
     state: Mutex<State>,
+}
+
+/// Takes `mutex` as a panic while it was held left it: the one policy of the services'
+/// `pog_net::locked::Locked`, which this crate (below the network layer) does not depend on.
+/// Every critical section here changes its state in steps that each leave it valid; a failed
+/// write is a different matter, and marks the log itself poisoned ([`StoreError::Poisoned`]).
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
@@ -309,8 +318,8 @@ impl Log {
         &self.dir
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn state(&self) -> MutexGuard<'_, State> {
+        locked(&self.state)
     }
 
     /// Number of entries (all durable).
@@ -781,7 +790,7 @@ impl Ledger {
 
     /// [`Ledger::append`] of records whose signatures were already checked.
     fn append_verified(&self, records: Vec<Entry>) -> Result<Vec<u64>, StoreError> {
-        let mut gpus = self.gpus.lock().unwrap_or_else(|p| p.into_inner());
+        let mut gpus = locked(&self.gpus);
         let first = self.log.size();
         let mut next = HashMap::new();
         let mut encoded = Vec::with_capacity(records.len());
@@ -819,12 +828,7 @@ impl Ledger {
         limit: usize,
         max_steps: usize,
     ) -> Result<Vec<(u64, Entry)>, StoreError> {
-        let mut at = self
-            .gpus
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(uuid)
-            .map(|&(i, _)| i);
+        let mut at = locked(&self.gpus).get(uuid).map(|&(i, _)| i);
         let mut out = Vec::new();
         for _ in 0..max_steps {
             let Some(i) = at.filter(|_| out.len() < limit) else {
@@ -845,20 +849,17 @@ impl Ledger {
 
     /// The GPUs the ledger holds records of.
     pub fn gpus(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .gpus
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect();
+        let mut v: Vec<String> = locked(&self.gpus).keys().cloned().collect();
         v.sort();
         v
     }
 }
 
 /// One caller's records waiting for the group commit, and where to send the outcome.
-type Request = (Vec<Entry>, mpsc::SyncSender<Result<Vec<u64>, String>>);
+type Request = (
+    Vec<Entry>,
+    mpsc::SyncSender<Result<Vec<u64>, Arc<StoreError>>>,
+);
 
 /// A writer thread that commits concurrent appends together: every request waiting when a
 /// commit starts goes into that one batch (one set of fsyncs), and each caller is answered
@@ -904,8 +905,10 @@ impl GroupCommit {
                         }
                     }
                     Err(e) => {
+                        // One failure, answered to every caller of the batch.
+                        let e = Arc::new(e);
                         for (_, reply) in waiting {
-                            let _ = reply.send(Err(e.to_string()));
+                            let _ = reply.send(Err(e.clone()));
                         }
                     }
                 }

@@ -2,17 +2,17 @@
 //! self-challenged at once under the validator's per-model plan ([`crate::selfcheck`]), as
 //! `pog prove` and `pog check` run it.
 
-use crate::provers::{CpuEngine, GpuEngine, ProverEngine, MAX_CPU_WORK};
-use crate::selfcheck::{self, MemorySelfCheck, SelfCheck};
+use crate::provers::{CpuEngine, GpuEngine, ProverEngine, ProverError, MAX_CPU_WORK};
+use crate::selfcheck::{self, MemorySelfCheck, SelfCheck, SelfCheckError};
 use pog_facts::Origin;
 use pog_inspect::{GpuVerdict, InspectReport};
 use pog_proof::challenge::Addressee;
-use pog_proof::memory::MemoryPlan;
+use pog_proof::memory::{BadMemoryShape, MemoryPlan};
 use pog_proof::prover::{Behaviour, CpuProver, Prover};
-use pog_records::{MemoryPolicy, Planned, Policy};
-use pog_signed::GpuUuid;
+use pog_records::{MemoryPolicy, Planned, Policy, PolicyError};
+use pog_signed::{BadGpuUuid, GpuUuid};
 use pog_spec::{Precision, SpecDb};
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 /// Where the agent side computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,9 +116,52 @@ pub enum ProveError {
     /// The host has no GPU to prove.
     #[error("no GPU to prove on this host")]
     NoGpu,
-    /// The GPU prover failed to start (the reason).
+    /// The GPU prover failed to start.
     #[error("the GPU prover could not start: {0}")]
-    Engine(String),
+    Engine(#[source] ProverError),
+}
+
+/// Why one GPU's self-challenge could not run to a verdict. The report shows it as its
+/// message ([`GpuProof::error`], [`GpuProof::memory_error`]).
+#[derive(Debug, thiserror::Error)]
+pub enum GpuProofError {
+    /// The device's UUID is not one a record can name (empty, too long, not printable ASCII).
+    #[error(transparent)]
+    Uuid(#[from] BadGpuUuid),
+    /// The claimed model is not in the spec database.
+    #[error("model {0:?} is not in the database")]
+    UnknownModel(String),
+    /// The validator's policy plans no GEMM challenge for the model.
+    #[error(transparent)]
+    Plan(#[from] PolicyError),
+    /// The spec database has no rate in the plan's precision to time the proof by.
+    #[error("{model} has no {precision} figure to time a proof by")]
+    NoRate {
+        /// The claimed model.
+        model: String,
+        /// The plan's precision.
+        precision: Precision,
+    },
+    /// The spec database has no memory figures for the model.
+    #[error("{0} has no memory figures to plan a memory proof by")]
+    NoMemoryFigures(String),
+    /// The memory challenge, with the overrides, has a shape no prover should attempt.
+    #[error(transparent)]
+    MemoryShape(#[from] BadMemoryShape),
+    /// The prover refuses the challenge's work (its reason).
+    #[error("{0}")]
+    Refused(String),
+    /// The self-challenge failed before its verdict.
+    #[error(transparent)]
+    Run(#[from] SelfCheckError),
+    /// The thread running the GPU's self-challenges panicked.
+    #[error("the self-challenge thread panicked")]
+    Panicked,
+}
+
+/// An error field of the report, as its message (null when there is none).
+fn as_message<S: Serializer>(error: &Option<GpuProofError>, s: S) -> Result<S::Ok, S::Error> {
+    error.as_ref().map(ToString::to_string).serialize(s)
 }
 
 /// One GPU's self-challenges, or why they could not run.
@@ -133,7 +176,8 @@ pub struct GpuProof {
     /// The memory challenge (None when not run or failed to run: see `memory_error`).
     pub memory: Option<MemorySelfCheck>,
     /// Why the memory challenge could not run, if it could not.
-    pub memory_error: Option<String>,
+    #[serde(serialize_with = "as_message")]
+    pub memory_error: Option<GpuProofError>,
     /// Why the memory challenge is not the claimed model's plan, when pog sized it down
     /// itself (the CPU prover without `--items`, `--walkers` or `--steps`).
     pub memory_note: Option<String>,
@@ -142,7 +186,8 @@ pub struct GpuProof {
     /// spot checks alone).
     pub cpu_root_matches: Option<bool>,
     /// Why the GEMM challenge could not run, if it could not.
-    pub error: Option<String>,
+    #[serde(serialize_with = "as_message")]
+    pub error: Option<GpuProofError>,
 }
 
 impl GpuProof {
@@ -216,7 +261,7 @@ pub fn prove(inspect: &InspectReport, options: &ProveOptions) -> Result<Vec<GpuP
             .iter()
             .map(|(ordinal, uuid, _, _)| (uuid.clone(), *ordinal))
             .collect();
-        Box::new(GpuEngine::start(&ordinals).map_err(|e| ProveError::Engine(e.to_string()))?)
+        Box::new(GpuEngine::start(&ordinals).map_err(ProveError::Engine)?)
     } else {
         Box::new(CpuEngine {
             behaviour: Behaviour::Honest,
@@ -242,7 +287,7 @@ pub fn prove(inspect: &InspectReport, options: &ProveOptions) -> Result<Vec<GpuP
                     memory_error: None,
                     memory_note: None,
                     cpu_root_matches: None,
-                    error: Some("the self-challenge thread panicked".into()),
+                    error: Some(GpuProofError::Panicked),
                 })
             })
             .collect()
@@ -264,20 +309,25 @@ fn prove_one(
 ) -> GpuProof {
     // The device's UUID as a record would name it: one that is not (empty, too long, not
     // printable ASCII) fails every proof of this GPU with the reason.
-    let named = GpuUuid::new(uuid).map_err(|e| e.to_string());
+    let named = GpuUuid::new(uuid);
     let (check, error) = if options.proofs.gemm {
         split(
             named
                 .clone()
+                .map_err(GpuProofError::from)
                 .and_then(|uuid| plan(options, model).map(|p| (uuid, p)))
                 .and_then(|(uuid, planned)| {
                     let uuid = &uuid;
                     let challenge = planned.challenge([0; 32], Addressee::shape_only(uuid, bus));
                     if let Some(reason) = engine.refuses(&challenge) {
-                        return Err(reason);
+                        return Err(GpuProofError::Refused(reason));
                     }
-                    selfcheck::run(engine, (uuid, bus), &planned, options.samples)
-                        .map_err(|e| e.to_string())
+                    Ok(selfcheck::run(
+                        engine,
+                        (uuid, bus),
+                        &planned,
+                        options.samples,
+                    )?)
                 }),
         )
     } else {
@@ -287,24 +337,22 @@ fn prove_one(
     let (memory, memory_error) = if options.proofs.memory {
         split(
             named
+                .map_err(GpuProofError::from)
                 .and_then(|uuid| memory_plan(options, model, on_cpu).map(|p| (uuid, p)))
                 .and_then(|(uuid, (plan, note))| {
                     let uuid = &uuid;
                     memory_note = note;
                     let challenge = plan.challenge([0; 32], Addressee::shape_only(uuid, bus));
-                    if let Err(e) = challenge.check_shape() {
-                        return Err(e.to_string());
-                    }
+                    challenge.check_shape()?;
                     if let Some(reason) = engine.refuses_memory(&challenge) {
-                        return Err(reason);
+                        return Err(GpuProofError::Refused(reason));
                     }
-                    selfcheck::run_memory(
+                    Ok(selfcheck::run_memory(
                         engine,
                         (uuid, bus),
                         &plan,
                         options.samples.min(MEMORY_SAMPLES),
-                    )
-                    .map_err(|e| e.to_string())
+                    )?)
                 }),
         )
     } else {
@@ -332,7 +380,7 @@ fn prove_one(
 const MEMORY_SAMPLES: u32 = pog_proof::memory::SAMPLES;
 
 /// A result as (value, error) for the report's two fields.
-fn split<T>(result: Result<T, String>) -> (Option<T>, Option<String>) {
+fn split<T>(result: Result<T, GpuProofError>) -> (Option<T>, Option<GpuProofError>) {
     match result {
         Ok(value) => (Some(value), None),
         Err(e) => (None, Some(e)),
@@ -351,12 +399,12 @@ fn memory_plan(
     options: &ProveOptions,
     model: &str,
     on_cpu: bool,
-) -> Result<(MemoryPlan, Option<String>), String> {
+) -> Result<(MemoryPlan, Option<String>), GpuProofError> {
     let spec = SpecDb::embedded()
         .by_model(model)
-        .ok_or_else(|| format!("model {model:?} is not in the database"))?;
+        .ok_or_else(|| GpuProofError::UnknownModel(model.to_string()))?;
     let mut plan = pog_proof::memory::plan(spec, pog_proof::memory::WALK_SECONDS, None)
-        .ok_or_else(|| format!("{model} has no memory figures to plan a memory proof by"))?;
+        .ok_or_else(|| GpuProofError::NoMemoryFigures(model.to_string()))?;
     let o = options.memory;
     let planned = (plan.items, plan.walkers, plan.steps);
     if on_cpu {
@@ -390,20 +438,23 @@ fn memory_plan(
 
 /// The validator's per-model plan for `model`, with the options' overrides; the time bound is
 /// the model's expected rate for that precision and size unless `expected_ms` says otherwise.
-fn plan(options: &ProveOptions, model: &str) -> Result<Planned, String> {
+fn plan(options: &ProveOptions, model: &str) -> Result<Planned, GpuProofError> {
     let spec = SpecDb::embedded()
         .by_model(model)
-        .ok_or_else(|| format!("model {model:?} is not in the database"))?;
+        .ok_or_else(|| GpuProofError::UnknownModel(model.to_string()))?;
     let base = Policy {
         precision: options.precision,
         ..Policy::per_model_default()
     }
-    .plan_for(spec)
-    .map_err(|e| e.to_string())?;
+    .plan_for(spec)?;
     let precision = base.precision;
     let size = options.size.unwrap_or(base.size);
-    let tflops = pog_proof::params::expected_tflops(spec, precision, size)
-        .ok_or_else(|| format!("{model} has no {precision} figure to time a proof by"))?;
+    let tflops = pog_proof::params::expected_tflops(spec, precision, size).ok_or_else(|| {
+        GpuProofError::NoRate {
+            model: model.to_string(),
+            precision,
+        }
+    })?;
     let rate = tflops * 1e9; // floating-point operations per ms
     let batch = options.batch.unwrap_or(base.batch);
     Ok(Planned {

@@ -23,14 +23,19 @@ impl ApiError {
     }
 }
 
+/// The status a signed message refused on the wire is answered with: 413 for one too large,
+/// 403 for a refused signature, 400 for anything else.
+pub fn wire_status(e: &WireError) -> StatusCode {
+    match e {
+        WireError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+        WireError::Signature(_) => StatusCode::FORBIDDEN,
+        _ => StatusCode::BAD_REQUEST,
+    }
+}
+
 impl From<WireError> for ApiError {
     fn from(e: WireError) -> Self {
-        let status = match e {
-            WireError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            WireError::Signature(_) => StatusCode::FORBIDDEN,
-            _ => StatusCode::BAD_REQUEST,
-        };
-        ApiError::new(status, e.to_string())
+        ApiError::new(wire_status(&e), e.to_string())
     }
 }
 

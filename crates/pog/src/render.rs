@@ -654,7 +654,7 @@ fn gemm_proofs(proofs: &[pog_local::hostproof::GpuProof]) {
         let gpu = format!("{} ({})", p.ordinal, p.model);
         let Some(c) = &p.check else {
             if let Some(error) = &p.error {
-                t.add_row(error_row(gpu, 9, error));
+                t.add_row(error_row(gpu, 9, &error.to_string()));
             }
             continue;
         };
@@ -715,7 +715,7 @@ fn memory_proofs(proofs: &[pog_local::hostproof::GpuProof]) {
         let gpu = format!("{} ({})", p.ordinal, p.model);
         let Some(m) = &p.memory else {
             if let Some(error) = &p.memory_error {
-                t.add_row(error_row(gpu, 9, error));
+                t.add_row(error_row(gpu, 9, &error.to_string()));
             }
             continue;
         };

@@ -293,20 +293,33 @@ pub struct HealthRequest {
     pub issued_at_ms: u64,
 }
 
+/// Why a [`HealthRequest`]'s window is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadHealthWindow {
+    /// The window ends where or before it starts.
+    #[error("the window [{from_ms}, {to_ms}] ms is empty or reversed")]
+    Empty {
+        /// Its start (Unix ms).
+        from_ms: u64,
+        /// Its end (Unix ms).
+        to_ms: u64,
+    },
+    /// The window is longer than [`MAX_HEALTH_WINDOW_MS`].
+    #[error("the window spans {0} ms, at most {MAX_HEALTH_WINDOW_MS} ms")]
+    TooLong(u64),
+}
+
 impl HealthRequest {
     /// Refuses an empty, reversed or too long window.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), BadHealthWindow> {
         if self.to_ms <= self.from_ms {
-            return Err(format!(
-                "the window [{}, {}] ms is empty or reversed",
-                self.from_ms, self.to_ms
-            ));
+            return Err(BadHealthWindow::Empty {
+                from_ms: self.from_ms,
+                to_ms: self.to_ms,
+            });
         }
         if self.to_ms - self.from_ms > MAX_HEALTH_WINDOW_MS {
-            return Err(format!(
-                "the window spans {} ms, at most {MAX_HEALTH_WINDOW_MS} ms",
-                self.to_ms - self.from_ms
-            ));
+            return Err(BadHealthWindow::TooLong(self.to_ms - self.from_ms));
         }
         Ok(())
     }
@@ -376,65 +389,134 @@ fn is_identifier(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
+/// Why a [`HealthSummary`] does not answer its request, or is malformed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BadHealthSummary {
+    /// It answers another request.
+    #[error("answers request {answers}, not {asked}")]
+    OtherRequest {
+        /// The request id it answers.
+        answers: String,
+        /// The request id asked.
+        asked: String,
+    },
+    /// It summarizes another GPU.
+    #[error("summarizes GPU {summarized}, not {asked}")]
+    OtherGpu {
+        /// The GPU it summarizes.
+        summarized: GpuUuid,
+        /// The GPU asked about.
+        asked: GpuUuid,
+    },
+    /// It covers another window: (from, to) covered and asked, Unix ms.
+    #[error(
+        "covers [{}, {}] ms, not the window asked [{}, {}] ms",
+        .covers.0, .covers.1, .asked.0, .asked.1
+    )]
+    OtherWindow {
+        /// The window it covers.
+        covers: (u64, u64),
+        /// The window asked.
+        asked: (u64, u64),
+    },
+    /// It lists more signals, alerts or XIDs than a summary may.
+    #[error(
+        "lists {signals} signals, {alerts} alerts and {xids} XIDs (at most {MAX_HEALTH_SIGNALS}, \
+         {MAX_HEALTH_ALERTS} and {MAX_HEALTH_XIDS})"
+    )]
+    TooLong {
+        /// Signals listed.
+        signals: usize,
+        /// Alerts listed.
+        alerts: usize,
+        /// XIDs listed.
+        xids: usize,
+    },
+    /// A signal's name is not an identifier.
+    #[error("a signal name is not an identifier")]
+    SignalName,
+    /// A signal's figures are not a summary of the summary's samples.
+    #[error(
+        "signal {name}: min {} mean {} max {} over {} samples is not a summary of {samples} samples",
+        .signal.min, .signal.mean, .signal.max, .signal.n
+    )]
+    Signal {
+        /// The signal's name.
+        name: String,
+        /// Its figures.
+        signal: SignalSummary,
+        /// The samples the summary took.
+        samples: u64,
+    },
+    /// An alert's kind or severity is not an identifier.
+    #[error("an alert's kind or severity is not an identifier")]
+    AlertName,
+    /// An alert lies outside the window (when it was raised, Unix ms).
+    #[error("an alert at {0} ms lies outside the window")]
+    AlertOutside(u64),
+    /// A total is smaller than what is listed.
+    #[error("a total is smaller than what is listed")]
+    Totals,
+}
+
 impl HealthSummary {
     /// Checks that the summary answers `request` and is well formed: same id, GPU and window,
     /// bounded lists, identifiers only, finite and ordered figures, totals at least what is
     /// listed, alerts inside the window.
-    pub fn check(&self, request: &HealthRequest) -> Result<(), String> {
+    pub fn check(&self, request: &HealthRequest) -> Result<(), BadHealthSummary> {
         if self.request_id != request.id {
-            return Err(format!(
-                "answers request {}, not {}",
-                self.request_id, request.id
-            ));
+            return Err(BadHealthSummary::OtherRequest {
+                answers: self.request_id.clone(),
+                asked: request.id.clone(),
+            });
         }
         if self.gpu_uuid != request.gpu_uuid {
-            return Err(format!(
-                "summarizes GPU {}, not {}",
-                self.gpu_uuid, request.gpu_uuid
-            ));
+            return Err(BadHealthSummary::OtherGpu {
+                summarized: self.gpu_uuid.clone(),
+                asked: request.gpu_uuid.clone(),
+            });
         }
         if (self.from_ms, self.to_ms) != (request.from_ms, request.to_ms) {
-            return Err(format!(
-                "covers [{}, {}] ms, not the window asked [{}, {}] ms",
-                self.from_ms, self.to_ms, request.from_ms, request.to_ms
-            ));
+            return Err(BadHealthSummary::OtherWindow {
+                covers: (self.from_ms, self.to_ms),
+                asked: (request.from_ms, request.to_ms),
+            });
         }
         if self.signals.len() > MAX_HEALTH_SIGNALS
             || self.alerts.len() > MAX_HEALTH_ALERTS
             || self.xids.len() > MAX_HEALTH_XIDS
         {
-            return Err(format!(
-                "lists {} signals, {} alerts and {} XIDs (at most {MAX_HEALTH_SIGNALS}, \
-                 {MAX_HEALTH_ALERTS} and {MAX_HEALTH_XIDS})",
-                self.signals.len(),
-                self.alerts.len(),
-                self.xids.len()
-            ));
+            return Err(BadHealthSummary::TooLong {
+                signals: self.signals.len(),
+                alerts: self.alerts.len(),
+                xids: self.xids.len(),
+            });
         }
         for (name, s) in &self.signals {
             if !is_identifier(name) {
-                return Err("a signal name is not an identifier".into());
+                return Err(BadHealthSummary::SignalName);
             }
             let finite = s.min.is_finite() && s.mean.is_finite() && s.max.is_finite();
             if !finite || s.min > s.mean || s.mean > s.max || s.n == 0 || s.n > self.samples {
-                return Err(format!(
-                    "signal {name}: min {} mean {} max {} over {} samples is not a summary of {} samples",
-                    s.min, s.mean, s.max, s.n, self.samples
-                ));
+                return Err(BadHealthSummary::Signal {
+                    name: name.clone(),
+                    signal: *s,
+                    samples: self.samples,
+                });
             }
         }
         for a in &self.alerts {
             if !is_identifier(&a.kind)
                 || !matches!(a.severity.as_str(), "info" | "warning" | "critical")
             {
-                return Err("an alert's kind or severity is not an identifier".into());
+                return Err(BadHealthSummary::AlertName);
             }
             if a.t_ms < self.from_ms || a.t_ms > self.to_ms {
-                return Err(format!("an alert at {} ms lies outside the window", a.t_ms));
+                return Err(BadHealthSummary::AlertOutside(a.t_ms));
             }
         }
         if self.alerts_total < self.alerts.len() as u64 || self.xid_total < self.xids.len() as u64 {
-            return Err("a total is smaller than what is listed".into());
+            return Err(BadHealthSummary::Totals);
         }
         Ok(())
     }
@@ -501,9 +583,9 @@ mod health_tests {
     fn bad_windows_and_bad_summaries_are_refused() {
         let mut r = request();
         r.to_ms = r.from_ms;
-        assert!(r.check().unwrap_err().contains("empty"));
+        assert!(r.check().unwrap_err().to_string().contains("empty"));
         r.to_ms = r.from_ms + MAX_HEALTH_WINDOW_MS + 1;
-        assert!(r.check().unwrap_err().contains("at most"));
+        assert!(r.check().unwrap_err().to_string().contains("at most"));
         type Change = fn(&mut HealthSummary);
         let cases: [(&str, Change); 8] = [
             ("answers request", |s| s.request_id = "cd".into()),
@@ -524,7 +606,7 @@ mod health_tests {
         for (expected, change) in cases {
             let mut s = summary();
             change(&mut s);
-            let err = s.check(&request()).unwrap_err();
+            let err = s.check(&request()).unwrap_err().to_string();
             assert!(err.contains(expected), "{expected}: {err}");
         }
         let mut s = summary();
@@ -532,6 +614,7 @@ mod health_tests {
         assert!(s
             .check(&request())
             .unwrap_err()
+            .to_string()
             .contains("not an identifier"));
     }
 }

@@ -10,7 +10,7 @@
 
 mod measured;
 
-pub use measured::{BenchMedians, GemmKey, Measurements, MemoryProofRate, ProofRate};
+pub use measured::{BadGemmKey, BenchMedians, GemmKey, Measurements, MemoryProofRate, ProofRate};
 
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;

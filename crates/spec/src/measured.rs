@@ -18,13 +18,18 @@ pub struct GemmKey {
     pub size: u64,
 }
 
+/// A GEMM benchmark key not spelled `<precision>_<n>` (the key as written).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("GEMM key {0:?} is not <precision>_<n>, e.g. \"bf16_8192\"")]
+pub struct BadGemmKey(pub String);
+
 /// Parses the file's spelling, `<precision>_<n>` with the lowercase precision name and n in
 /// decimal; anything else (another case, a leading zero) is refused, so that every figure has
 /// exactly one key.
 impl TryFrom<String> for GemmKey {
-    type Error = String;
+    type Error = BadGemmKey;
 
-    fn try_from(key: String) -> Result<GemmKey, String> {
+    fn try_from(key: String) -> Result<GemmKey, BadGemmKey> {
         key.split_once('_')
             .and_then(|(precision, size)| {
                 Some(GemmKey {
@@ -33,7 +38,7 @@ impl TryFrom<String> for GemmKey {
                 })
             })
             .filter(|k| k.size > 0 && format!("{}_{}", k.precision.name(), k.size) == key)
-            .ok_or_else(|| format!("GEMM key {key:?} is not <precision>_<n>, e.g. \"bf16_8192\""))
+            .ok_or(BadGemmKey(key))
     }
 }
 

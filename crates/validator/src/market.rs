@@ -43,7 +43,7 @@ use pog_net::http::ApiError;
 use pog_net::locked::Locked;
 use pog_proof::timing::now_ms;
 
-use pog_signed::{Envelope, Identity, PublicKey};
+use pog_signed::{Envelope, Identity, PublicKey, WireError};
 use pog_spec::SpecDb;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
@@ -201,6 +201,102 @@ pub enum MarketError {
         /// Why it cannot be replayed.
         why: String,
     },
+}
+
+/// Why the market refused a submission, a cancellation or a clearing, or failed to take it
+/// in. What the API answers for each is decided in one place: `From<MarketRequestError> for
+/// ApiError`, next to the [`router`].
+#[derive(Debug, thiserror::Error)]
+pub enum MarketRequestError {
+    /// The source address has used up its submissions for now
+    /// ([`MarketLimits::submits_per_minute_per_source`]).
+    #[error("more than {per_minute} order submissions a minute from {address}: retry later")]
+    TooManySubmissions {
+        /// The source address.
+        address: std::net::IpAddr,
+        /// The submissions it may make a minute.
+        per_minute: f64,
+    },
+    /// The signed envelope could not be read, or is not the message of its kind.
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    /// The envelope, already verified, could not be read again to be stored.
+    #[error(transparent)]
+    Envelope(serde_json::Error),
+    /// The message is for another validator.
+    #[error(
+        "the message names validator {named}, not this one ({ours}): sign it for this validator"
+    )]
+    OtherValidator {
+        /// The validator the message names.
+        named: PublicKey,
+        /// This market's validator.
+        ours: PublicKey,
+    },
+    /// The order was signed by another key than its owner's.
+    #[error("order {id} is owned by {owner} but signed by {signer}: an order is signed by its owner's key")]
+    NotOwner {
+        /// The order's id.
+        id: OrderId,
+        /// Its owner.
+        owner: String,
+        /// The key that signed it.
+        signer: PublicKey,
+    },
+    /// The order names no expiry.
+    #[error("order {id} names no expiry (expires_at_ms): every order leaves the book by a time its owner signs")]
+    NoExpiry {
+        /// The order's id.
+        id: OrderId,
+    },
+    /// The book holds [`MarketLimits::max_open`] open orders.
+    #[error("the book holds {open} open orders, its limit: retry after a clearing")]
+    BookFull {
+        /// The orders open.
+        open: usize,
+    },
+    /// The owner holds [`MarketLimits::max_open_per_owner`] open orders.
+    #[error("{owner} has {open} open orders, its limit: cancel one or wait for a clearing")]
+    OwnerFull {
+        /// The order's owner.
+        owner: PublicKey,
+        /// The orders it has open.
+        open: usize,
+    },
+    /// The cancellation names no sequence number.
+    #[error("the cancellation of {id} names no sequence: it must name the one order it is for (the book lists each order's)")]
+    NoSequence {
+        /// The id of the order to cancel.
+        id: OrderId,
+    },
+    /// A clearing request signed by another key than the validator's.
+    #[error("only the validator's own key may clear the market (run `pog market clear` with the validator's data dir)")]
+    NotOperator,
+    /// The clearing request carries no nonce.
+    #[error("the clearing request names no nonce: each request carries a fresh random one, so that it clears once (update the client that signed it)")]
+    NoNonce,
+    /// The clearing request's nonce is not of the form [`ClearMessage::nonce`] asks.
+    #[error("the clearing request's nonce must be 1 to {MAX_CLEAR_NONCE_LEN} letters, digits, '-' or '_'")]
+    BadNonce,
+    /// The clearing request was signed more than [`CLEAR_MAX_AGE_MS`] before the clock or the
+    /// book's time, or that far ahead of the clock.
+    #[error("the clearing request is more than five minutes old or ahead: sign a new one (check the clock)")]
+    Stale,
+    /// The clearing request (its nonce) was taken already.
+    #[error("clearing request {nonce} was taken already: each signed request clears once (sign a new one to clear again)")]
+    Replayed {
+        /// The request's nonce.
+        nonce: String,
+    },
+    /// The book refused the order, the cancellation or the clearing.
+    #[error(transparent)]
+    Book(#[from] BookError),
+    /// An accepted event could not be written as JSON to be stored.
+    #[error(transparent)]
+    Encode(serde_json::Error),
+    /// The store failed to keep an accepted event (the book is rebuilt from the store).
+    #[error(transparent)]
+    Store(#[from] MarketError),
 }
 
 /// One stored event.
@@ -400,19 +496,16 @@ impl Market {
         self
     }
 
-    /// Takes a submission token of `source`'s; a refusal to answer when it has none left.
-    pub fn admit_submitter(&self, source: std::net::IpAddr) -> Result<(), ApiError> {
+    /// Takes a submission token of `source`'s; refused when it has none left.
+    pub fn admit_submitter(&self, source: std::net::IpAddr) -> Result<(), MarketRequestError> {
         let allowed = self.submitters.locked().allow(source);
         if allowed {
             Ok(())
         } else {
-            Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!(
-                    "more than {} order submissions a minute from {source}: retry later",
-                    self.limits.submits_per_minute_per_source
-                ),
-            ))
+            Err(MarketRequestError::TooManySubmissions {
+                address: source,
+                per_minute: self.limits.submits_per_minute_per_source,
+            })
         }
     }
 
@@ -428,27 +521,20 @@ impl Market {
     }
 
     /// Submits a signed order (the envelope's bytes).
-    pub fn submit(&self, bytes: &[u8]) -> Result<Submitted, ApiError> {
+    pub fn submit(&self, bytes: &[u8]) -> Result<Submitted, MarketRequestError> {
         let (message, signer): (SubmitMessage, PublicKey) = pog_signed::decode(bytes, SUBMIT_KIND)?;
         self.check_validator(&message.validator)?;
         if message.order.owner() != signer {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                format!(
-                    "order {} is owned by {} but signed by {signer}: an order is signed by its owner's key",
-                    message.order.id(),
-                    message.order.owner()
-                ),
-            ));
+            return Err(MarketRequestError::NotOwner {
+                id: message.order.id().clone(),
+                owner: message.order.owner().to_string(),
+                signer,
+            });
         }
         let Some(expires_at_ms) = message.expires_at_ms else {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "order {} names no expiry (expires_at_ms): every order leaves the book by a time its owner signs",
-                    message.order.id()
-                ),
-            ));
+            return Err(MarketRequestError::NoExpiry {
+                id: message.order.id().clone(),
+            });
         };
         let envelope = envelope(bytes)?;
         let mut inner = self.lock();
@@ -457,51 +543,36 @@ impl Market {
         inner.book.expire(now);
         let open = inner.book.len();
         if open >= self.limits.max_open {
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("the book holds {open} open orders, its limit: retry after a clearing"),
-            ));
+            return Err(MarketRequestError::BookFull { open });
         }
         let owned = inner.book.open_by(&signer);
         if owned >= self.limits.max_open_per_owner {
-            return Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!(
-                    "{signer} has {owned} open orders, its limit: cancel one or wait for a clearing"
-                ),
-            ));
+            return Err(MarketRequestError::OwnerFull {
+                owner: signer,
+                open: owned,
+            });
         }
         let id = message.order.id().clone();
         let class = message.order.class().clone();
-        let sequence = inner
-            .book
-            .submit(message.order, expires_at_ms, now)
-            .map_err(book_error)?;
+        let sequence = inner.book.submit(message.order, expires_at_ms, now)?;
         inner.dirty.insert(class);
         inner.append("submit", &Event::Submit { envelope }, &self.validator)?;
         Ok(Submitted { id, sequence })
     }
 
     /// Cancels an order on a signed request by its owner.
-    pub fn cancel(&self, bytes: &[u8]) -> Result<Cancelled, ApiError> {
+    pub fn cancel(&self, bytes: &[u8]) -> Result<Cancelled, MarketRequestError> {
         let (message, signer): (CancelMessage, PublicKey) = pog_signed::decode(bytes, CANCEL_KIND)?;
         self.check_validator(&message.validator)?;
         if message.sequence.is_none() {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "the cancellation of {} names no sequence: it must name the one order it is for (the book lists each order's)",
-                    message.id
-                ),
-            ));
+            return Err(MarketRequestError::NoSequence { id: message.id });
         }
         let envelope = envelope(bytes)?;
         let mut inner = self.lock();
         let now = now_ms();
         let order = inner
             .book
-            .cancel(&message.id, &signer, message.sequence, now)
-            .map_err(book_error)?;
+            .cancel(&message.id, &signer, message.sequence, now)?;
         inner.dirty.insert(order.class().clone());
         inner.append("cancel", &Event::Cancel { envelope }, &self.validator)?;
         Ok(Cancelled { order })
@@ -509,14 +580,11 @@ impl Market {
 
     /// Clears one class on the operator's signed request, once: the same request again (its
     /// nonce taken) is refused (409).
-    pub fn clear(&self, bytes: &[u8]) -> Result<ClearingRecord, ApiError> {
+    pub fn clear(&self, bytes: &[u8]) -> Result<ClearingRecord, MarketRequestError> {
         let (message, signer): (ClearMessage, PublicKey) = pog_signed::decode(bytes, CLEAR_KIND)?;
         self.check_validator(&message.validator)?;
         if signer != self.validator {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "only the validator's own key may clear the market (run `pog market clear` with the validator's data dir)",
-            ));
+            return Err(MarketRequestError::NotOperator);
         }
         let nonce = clear_nonce(&message)?;
         let envelope = envelope(bytes)?;
@@ -528,25 +596,18 @@ impl Market {
         if message.at_ms.saturating_add(CLEAR_MAX_AGE_MS) < latest
             || message.at_ms > now.saturating_add(CLEAR_MAX_AGE_MS)
         {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "the clearing request is more than five minutes old or ahead: sign a new one (check the clock)",
-            ));
+            return Err(MarketRequestError::Stale);
         }
         if inner.taken.contains(nonce) {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                format!(
-                    "clearing request {nonce} was taken already: each signed request clears once (sign a new one to clear again)"
-                ),
-            ));
+            return Err(MarketRequestError::Replayed {
+                nonce: nonce.to_string(),
+            });
         }
         // The book's time is when requests arrive (the request's own time only bounds its
         // age), so the book, and a replay of its store, see time move one way.
         let record = inner
             .book
-            .clear(&message.class, message.mechanism, now)
-            .map_err(book_error)?
+            .clear(&message.class, message.mechanism, now)?
             .clone();
         inner.dirty.remove(&message.class);
         inner.append("clear", &Event::Clear { envelope }, &self.validator)?;
@@ -564,7 +625,7 @@ impl Market {
         &self,
         operator: &Identity,
         mechanism: Mechanism,
-    ) -> Vec<Result<ClearingRecord, ApiError>> {
+    ) -> Vec<Result<ClearingRecord, MarketRequestError>> {
         let due: Vec<GpuClass> = {
             let now = now_ms();
             let mut inner = self.lock();
@@ -588,8 +649,7 @@ impl Market {
                     nonce: Some(fresh_clear_nonce()),
                 };
                 let envelope = operator.seal(CLEAR_KIND, &message)?;
-                let bytes = serde_json::to_vec(&envelope)
-                    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+                let bytes = serde_json::to_vec(&envelope).map_err(MarketRequestError::Encode)?;
                 self.clear(&bytes)
             })
             .collect()
@@ -750,15 +810,12 @@ impl Market {
         self.lock().book.classes().any(|c| c == class)
     }
 
-    fn check_validator(&self, named: &str) -> Result<(), ApiError> {
+    fn check_validator(&self, named: &PublicKey) -> Result<(), MarketRequestError> {
         if !named.eq_ignore_ascii_case(&self.validator) {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "the message names validator {named}, not this one ({}): sign it for this validator",
-                    self.validator
-                ),
-            ));
+            return Err(MarketRequestError::OtherValidator {
+                named: named.clone(),
+                ours: self.validator.clone(),
+            });
         }
         Ok(())
     }
@@ -796,10 +853,14 @@ impl Inner {
     /// an event, and the clock may step back, so the book's time (never going back) is the
     /// time the event was really applied at. Replaying every stored event at its stored time
     /// then expires the same orders at the same points, whatever was refused in between.
-    fn append(&mut self, kind: &str, event: &Event, validator: &PublicKey) -> Result<(), ApiError> {
+    fn append(
+        &mut self,
+        kind: &str,
+        event: &Event,
+        validator: &PublicKey,
+    ) -> Result<(), MarketRequestError> {
         let at_ms = self.book.now_ms();
-        let text = serde_json::to_string(event)
-            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        let text = serde_json::to_string(event).map_err(MarketRequestError::Encode)?;
         let stored = self.db.execute(
             "INSERT INTO market_events (kind, event, at_ms) VALUES (?1, ?2, ?3)",
             params![kind, text, at_ms as i64],
@@ -809,10 +870,7 @@ impl Inner {
                 self.book = book;
                 self.taken = taken;
             }
-            return Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                MarketError::from(e).to_string(),
-            ));
+            return Err(MarketError::from(e).into());
         }
         Ok(())
     }
@@ -829,40 +887,20 @@ fn point(seq: i64, text: &str) -> Result<PostedPrice, MarketError> {
 }
 
 /// The clearing request's nonce, if it has one of the form [`ClearMessage::nonce`] asks.
-fn clear_nonce(message: &ClearMessage) -> Result<&str, ApiError> {
+fn clear_nonce(message: &ClearMessage) -> Result<&str, MarketRequestError> {
     let Some(nonce) = message.nonce.as_deref() else {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "the clearing request names no nonce: each request carries a fresh random one, so that it clears once (update the client that signed it)",
-        ));
+        return Err(MarketRequestError::NoNonce);
     };
     let plain = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
     if nonce.is_empty() || nonce.len() > MAX_CLEAR_NONCE_LEN || !nonce.chars().all(plain) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "the clearing request's nonce must be 1 to {MAX_CLEAR_NONCE_LEN} letters, digits, '-' or '_'"
-            ),
-        ));
+        return Err(MarketRequestError::BadNonce);
     }
     Ok(nonce)
 }
 
 /// The envelope as it arrived (already verified by `pog_signed::decode`), to store.
-fn envelope(bytes: &[u8]) -> Result<Envelope, ApiError> {
-    serde_json::from_slice(bytes).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))
-}
-
-fn book_error(e: BookError) -> ApiError {
-    let status = match e {
-        BookError::UnknownClass(_)
-        | BookError::DuplicateId(_)
-        | BookError::Expired { .. }
-        | BookError::LifetimeTooLong { .. } => StatusCode::BAD_REQUEST,
-        BookError::UnknownOrder(_) => StatusCode::NOT_FOUND,
-        BookError::NotOpen(_) => StatusCode::CONFLICT,
-    };
-    ApiError::new(status, e.to_string())
+fn envelope(bytes: &[u8]) -> Result<Envelope, MarketRequestError> {
+    serde_json::from_slice(bytes).map_err(MarketRequestError::Envelope)
 }
 
 /// Rebuilds the book, and the clearing requests taken still in their window, from the stored
@@ -921,6 +959,38 @@ fn replay(db: &Connection, validator: &PublicKey) -> Result<(Book, TakenClears),
         }
     }
     Ok((book, taken))
+}
+
+/// What the API answers for each of the market's refusals and failures: the one place a
+/// [`MarketRequestError`] becomes an HTTP status.
+impl From<MarketRequestError> for ApiError {
+    fn from(e: MarketRequestError) -> ApiError {
+        use MarketRequestError as E;
+        let status = match &e {
+            E::Wire(wire) => pog_net::http::wire_status(wire),
+            E::Envelope(_)
+            | E::OtherValidator { .. }
+            | E::NoExpiry { .. }
+            | E::NoSequence { .. }
+            | E::NoNonce
+            | E::BadNonce
+            | E::Stale => StatusCode::BAD_REQUEST,
+            E::NotOwner { .. } | E::NotOperator => StatusCode::FORBIDDEN,
+            E::TooManySubmissions { .. } | E::OwnerFull { .. } => StatusCode::TOO_MANY_REQUESTS,
+            E::BookFull { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            E::Replayed { .. } => StatusCode::CONFLICT,
+            E::Book(book) => match book {
+                BookError::UnknownClass(_)
+                | BookError::DuplicateId(_)
+                | BookError::Expired { .. }
+                | BookError::LifetimeTooLong { .. } => StatusCode::BAD_REQUEST,
+                BookError::UnknownOrder(_) => StatusCode::NOT_FOUND,
+                BookError::NotOpen(_) => StatusCode::CONFLICT,
+            },
+            E::Encode(_) | E::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, e.to_string())
+    }
 }
 
 /// The market's routes, for any router state (the market carries its own).
@@ -1076,7 +1146,7 @@ mod tests {
         let m = Market::open(None, &v.public_key()).unwrap();
         for at_ms in [0, u64::MAX, u64::MAX - CLEAR_MAX_AGE_MS / 2] {
             let clear = clear_request(&v, at_ms, Some(fresh_clear_nonce()));
-            let e = m.clear(&clear).unwrap_err();
+            let e = answer(m.clear(&clear));
             assert_eq!(e.status, StatusCode::BAD_REQUEST, "{at_ms}: {}", e.message);
         }
     }
@@ -1134,7 +1204,7 @@ mod tests {
             &v.public_key(),
             order("a2", &bob, Side::Ask, 1, 1.0),
         ));
-        assert_eq!(again.unwrap_err().status, StatusCode::BAD_REQUEST);
+        assert_eq!(answer(again).status, StatusCode::BAD_REQUEST);
     }
 
     #[test]
@@ -1163,7 +1233,7 @@ mod tests {
             // Out of the view at once, out of the book at the next request.
             assert_eq!(m.book(None, None, MAX_BOOK_PAGE).bids.len(), 1);
             assert_eq!(m.open_hours(&GpuClass::new("H200 SXM").unwrap()), (1, 0));
-            let replayed = m.submit(&soon).unwrap_err();
+            let replayed = answer(m.submit(&soon));
             assert_eq!(replayed.status, StatusCode::BAD_REQUEST);
             assert!(
                 replayed.message.contains("not after now"),
@@ -1176,7 +1246,7 @@ mod tests {
                 order("b3", &alice, Side::Bid, 1, 4.0),
                 now_ms() + pog_market::MAX_ORDER_LIFETIME_MS + 60_000,
             );
-            assert_eq!(m.submit(&far).unwrap_err().status, StatusCode::BAD_REQUEST);
+            assert_eq!(answer(m.submit(&far)).status, StatusCode::BAD_REQUEST);
         }
         // The store replays at the times the requests came: the same book.
         let m = Market::open(Some(&path), &v.public_key()).unwrap();
@@ -1205,7 +1275,7 @@ mod tests {
         {
             let m = Market::open(Some(&path), &v.public_key()).unwrap();
             // Refused now: a new order must name its expiry.
-            let refused = m.submit(&old).unwrap_err();
+            let refused = answer(m.submit(&old));
             assert!(
                 refused.message.contains("names no expiry"),
                 "{}",
@@ -1250,6 +1320,11 @@ mod tests {
             assert_eq!(m.clear(&request).unwrap().clearing.units, 1);
             for _ in 0..4 {
                 let e = m.clear(&request).unwrap_err();
+                assert!(
+                    matches!(&e, MarketRequestError::Replayed { nonce } if nonce.len() == 32),
+                    "{e}"
+                );
+                let e = ApiError::from(e);
                 assert_eq!(e.status, StatusCode::CONFLICT, "{}", e.message);
                 assert!(e.message.contains("taken already"), "{}", e.message);
             }
@@ -1263,7 +1338,7 @@ mod tests {
                 Some("n".repeat(65)),
                 Some("a b".into()),
             ] {
-                let e = m.clear(&clear_request(&v, now_ms(), nonce)).unwrap_err();
+                let e = answer(m.clear(&clear_request(&v, now_ms(), nonce)));
                 assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
                 assert!(e.message.contains("nonce"), "{}", e.message);
             }
@@ -1271,7 +1346,7 @@ mod tests {
         }
         // The restarted market remembers the request from its store.
         let m = Market::open(Some(&path), &v.public_key()).unwrap();
-        assert_eq!(m.clear(&request).unwrap_err().status, StatusCode::CONFLICT);
+        assert_eq!(answer(m.clear(&request)).status, StatusCode::CONFLICT);
         assert_eq!(m.history(None, 10).clearings.len(), 2);
     }
 
@@ -1296,7 +1371,7 @@ mod tests {
         let m = Market::open(Some(&path), &v.public_key()).unwrap();
         // The first request is out of its window by the book's time: forgotten, and refused.
         assert!(!m.lock().taken.contains(&nonce));
-        let e = m.clear(&request).unwrap_err();
+        let e = answer(m.clear(&request));
         assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
         assert!(e.message.contains("five minutes old"), "{}", e.message);
         assert_eq!(m.history(None, 10).clearings.len(), 2);
@@ -1318,9 +1393,14 @@ mod tests {
         let m = Market::open(Some(&path), &v.public_key()).unwrap();
         assert_eq!(m.history(None, 10).clearings.len(), 1);
         // Sent now, the same request is refused: a new one must carry a nonce.
-        let e = m.clear(&old).unwrap_err();
+        let e = answer(m.clear(&old));
         assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
         assert_eq!(m.history(None, 10).clearings.len(), 1);
+    }
+
+    /// The API's answer to a refused request.
+    fn answer<T: std::fmt::Debug>(result: Result<T, MarketRequestError>) -> ApiError {
+        ApiError::from(result.unwrap_err())
     }
 
     fn v_seal<T: Serialize>(who: &Identity, kind: &str, message: &T) -> Vec<u8> {

@@ -98,6 +98,18 @@ pub enum PricingError {
     Ledger(#[from] crate::ledger::LedgerError),
 }
 
+/// Why a stored record was left out of its GPU's assessment (listed with the assessment's
+/// unreadable records).
+#[derive(Debug, thiserror::Error)]
+enum Unreadable {
+    /// Its body is not of its kind.
+    #[error(transparent)]
+    Body(#[from] pog_records::ReadError),
+    /// Its values cannot be right.
+    #[error(transparent)]
+    Evidence(#[from] pog_market::evidence::EvidenceError),
+}
+
 impl From<PricingError> for ApiError {
     fn from(e: PricingError) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
@@ -207,19 +219,19 @@ impl Pricing {
                 continue;
             };
             let (kind, body) = (envelope.kind.as_str(), envelope.body.as_str());
-            let read: Result<(), String> = match RecordKind::from_wire_kind(kind) {
+            let read: Result<(), Unreadable> = match RecordKind::from_wire_kind(kind) {
                 Some(RecordKind::ProofRound) => Record::read(kind, body)
                     .map(|r| records.push(RecordSummary::from_proof(*id, &r)))
-                    .map_err(|e| e.to_string()),
+                    .map_err(Unreadable::from),
                 Some(RecordKind::MemoryRound) => MemoryRecord::read(kind, body)
                     .map(|r| memory_records.push(RecordSummary::from_memory(*id, &r)))
-                    .map_err(|e| e.to_string()),
+                    .map_err(Unreadable::from),
                 Some(RecordKind::RoundMissed) => pog_records::MissedRound::read(kind, body)
                     .map(|r| missed_rounds.push(MissedRound::from_record(*id, &r)))
-                    .map_err(|e| e.to_string()),
+                    .map_err(Unreadable::from),
                 Some(RecordKind::HealthRound) => HealthRecord::read(kind, body)
-                    .map_err(|e| e.to_string())
-                    .and_then(|r| HealthEvidence::from_record(*id, &r).map_err(|e| e.to_string()))
+                    .map_err(Unreadable::from)
+                    .and_then(|r| Ok(HealthEvidence::from_record(*id, &r)?))
                     .map(|h| health.push(h)),
                 _ => Ok(()),
             };
@@ -509,7 +521,7 @@ pub async fn clear_on_schedule(
                     units = r.clearing.units,
                     "cleared on schedule"
                 ),
-                Err(e) => tracing::error!(error = %e.message, "a scheduled clearing failed"),
+                Err(e) => tracing::error!(error = %e, "a scheduled clearing failed"),
             }
         }
     }

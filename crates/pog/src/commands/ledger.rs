@@ -35,6 +35,7 @@ use pog_ledger::note::{NoteSigner, Verifier, ALG_COSIGNATURE_V1, ALG_ED25519};
 use pog_ledger::serve::DirSource;
 use pog_ledger::store::Ledger;
 use pog_ledger::witness::{AddCheckpoint, Witness};
+use pog_net::locked::Locked;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -900,7 +901,7 @@ impl WitnessService {
     /// Handles one add-checkpoint request; a cosignature is returned only once the new state is
     /// on disk (on a failure to persist, the state in memory is put back).
     fn add_checkpoint(&self, body: &[u8]) -> pog_ledger::serve::Response {
-        let mut w = self.witness.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = self.witness.locked();
         let before: Vec<Option<Checkpoint>> = self
             .logs
             .iter()

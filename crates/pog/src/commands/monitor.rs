@@ -23,6 +23,7 @@ use pog_monitor::trace::Columns;
 use pog_monitor::{
     read_trace, replay, Alert, Config, Model, Monitor, Sample, Severity, TraceWriter,
 };
+use pog_net::locked::Locked;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -192,7 +193,7 @@ async fn dashboard(
         .find(|(seconds, _)| *seconds == window)
         .map_or_else(|| format!("{window:.0} s"), |(_, label)| label.to_string());
     let (identities, recent, alerts, history, now) = {
-        let live = live.lock().unwrap_or_else(|p| p.into_inner());
+        let live = live.locked();
         let now = live.unix_start
             + live
                 .gpus
@@ -246,7 +247,7 @@ async fn metrics(
     use axum::http::{header, StatusCode};
     use axum::response::IntoResponse;
     let rendered = {
-        let live = live.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let live = live.locked();
         let gpus: Vec<GpuMetrics<'_>> = live
             .gpus
             .iter()
@@ -399,7 +400,7 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
         // goes on without one: sampling matters more than storing.
         match History::open(&path, retention) {
             Ok(history) => {
-                live.lock().unwrap_or_else(|p| p.into_inner()).history = Some(path);
+                live.locked().history = Some(path);
                 Some(history)
             }
             Err(e) => {
@@ -540,7 +541,7 @@ fn watch(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     {
-        let mut state = live.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = live.locked();
         state.unix_start = unix_start;
         state.gpus = identities
             .iter()
@@ -594,7 +595,7 @@ fn watch(
             if let Some(h) = history.as_mut() {
                 h.push(&identity.uuid, unix_start + sample.t, &sample);
             }
-            let mut state = live.lock().unwrap_or_else(|p| p.into_inner());
+            let mut state = live.locked();
             for alert in alerts {
                 state.alerts.push_back((identity.index, alert));
                 if state.alerts.len() > RECENT_ALERTS {
@@ -642,7 +643,7 @@ fn watch(
         for notice in source.take_notices() {
             tracing::warn!("{notice}");
         }
-        live.lock().unwrap_or_else(|p| p.into_inner()).health = source.health();
+        live.locked().health = source.health();
         next += args.interval;
         let now = Instant::now();
         if next < now {
