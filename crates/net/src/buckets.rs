@@ -69,7 +69,7 @@ impl<K: Hash + Eq + Clone> TokenBuckets<K> {
     }
 
     /// How long from `now` until `key` has `n` tokens (zero: it has them now); `None` when
-    /// crowded ([`TokenBuckets::tokens`]).
+    /// crowded (every remembered bucket in use, as the module docs say).
     pub fn wait(&mut self, key: &K, n: f64, now: Instant) -> Option<Duration> {
         let rate = self.capacity / self.period.as_secs_f64();
         let short = n - *self.tokens(key, now)?;

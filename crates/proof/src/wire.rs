@@ -9,25 +9,25 @@ use serde::{Deserialize, Serialize};
 
 /// The message kinds.
 pub mod kind {
-    /// Agent → validator: the agent's endpoint and the GPUs it claims ([`Register`]).
+    /// Agent → validator: the agent's endpoint and the GPUs it claims ([`Register`](super::Register)).
     pub const REGISTER: &str = "register";
-    /// Validator → agent: a GEMM challenge ([`ChallengeMessage`]).
+    /// Validator → agent: a GEMM challenge ([`ChallengeMessage`](super::ChallengeMessage)).
     pub const CHALLENGE: &str = "challenge";
-    /// Agent → validator: the committed root ([`Commitment`]).
+    /// Agent → validator: the committed root ([`Commitment`](super::Commitment)).
     pub const COMMITMENT: &str = "commitment";
-    /// Validator → agent: the leaves to open ([`OpenRequest`]).
+    /// Validator → agent: the leaves to open ([`OpenRequest`](super::OpenRequest)).
     pub const OPEN: &str = "open";
-    /// Agent → validator: the opened leaves with their proofs ([`Openings`]).
+    /// Agent → validator: the opened leaves with their proofs ([`Openings`](super::Openings)).
     pub const OPENINGS: &str = "openings";
-    /// Validator → agent: a memory challenge's data set to build ([`MemoryChallengeMessage`]).
+    /// Validator → agent: a memory challenge's data set to build ([`MemoryChallengeMessage`](super::MemoryChallengeMessage)).
     pub const MEMORY_CHALLENGE: &str = "memory-challenge";
-    /// Agent → validator: the data set is built ([`MemoryReady`]).
+    /// Agent → validator: the data set is built ([`MemoryReady`](super::MemoryReady)).
     pub const MEMORY_READY: &str = "memory-ready";
-    /// Validator → agent: the walk nonce, starting the timed walk ([`WalkMessage`]).
+    /// Validator → agent: the walk nonce, starting the timed walk ([`WalkMessage`](super::WalkMessage)).
     pub const MEMORY_WALK: &str = "memory-walk";
-    /// Validator → agent: summarize a GPU's health over a window ([`HealthRequest`]).
+    /// Validator → agent: summarize a GPU's health over a window ([`HealthRequest`](super::HealthRequest)).
     pub const HEALTH_REQUEST: &str = "health-request";
-    /// Agent → validator: its telemetry of that GPU over the window ([`HealthSummary`]).
+    /// Agent → validator: its telemetry of that GPU over the window ([`HealthSummary`](super::HealthSummary)).
     pub const HEALTH_SUMMARY: &str = "health-summary";
 }
 

@@ -17,7 +17,8 @@ pub struct ProofPace {
     pub memory_ratios: Vec<f64>,
     /// The median of `ratios`.
     pub median_ratio: Option<f64>,
-    /// The median ratio of up to [`BASELINE_PROOFS`] GEMM proofs completed before the window.
+    /// The median ratio of up to `pog_validator::health::BASELINE_PROOFS` GEMM proofs completed
+    /// before the window.
     pub baseline_ratio: Option<f64>,
     /// `median_ratio / baseline_ratio - 1`: above 0, the GPU proves slower than it did.
     pub decay: Option<f64>,

@@ -1,7 +1,7 @@
 //! pog's one record schema: the body of every record a validator or an agent signs, typed.
 //!
 //! Each body names its GPU ([`GpuUuid`]) and, where a validator made it, the agent the GPU
-//! is registered to ([`PublicKey`]); each is signed under its [`RecordKind`] through
+//! is registered to ([`pog_signed::PublicKey`]); each is signed under its [`RecordKind`] through
 //! [`SignedBody`], so a body cannot be signed or read as another kind. The validator
 //! writes these types, the ledger keeps them, and the market and the chain code read them
 //! back typed ([`StoredBody::read`]), never by field name.

@@ -252,7 +252,7 @@ impl MarketClient {
         }
     }
 
-    /// One page of the open orders (see [`Market::book`]).
+    /// One page of the open orders (see [`crate::market::Market::book`]).
     pub async fn book_page(
         &self,
         class: Option<&GpuClass>,

@@ -8,7 +8,7 @@
 //!   deadline, to cosign the stored checkpoint, and attaches each cosignature as it arrives
 //!   (also `pog ledger publish`).
 //! - [`checkpoint_on_schedule`]: signs a checkpoint whenever the log grew, and publishes it.
-//! - [`routes`]: `GET /ledger/checkpoint` and `GET /ledger/tile/{*path}`, tiles read from disk
+//! - [`router`]: `GET /ledger/checkpoint` and `GET /ledger/tile/{*path}`, tiles read from disk
 //!   as they are sent, under the server's response budget ([`pog_net::serve::Streamed`]).
 
 use axum::body::Body;
@@ -565,7 +565,7 @@ const MAX_TILE_BYTES: usize = 17 << 20;
 /// A log's tiles over HTTP — a validator's `/ledger/` or any c2sp.org/tlog-tiles mirror — as a
 /// blocking [`TileSource`](pog_ledger::tiles::TileSource), for a holder's
 /// [`check_tail`](pog_ledger::bundle::check_tail). Only http(s) URLs; no redirects or proxies
-/// from the environment; 20 s a tile; answers capped at [`MAX_TILE_BYTES`]. What it reads is
+/// from the environment; 20 s a tile; answers capped at 17 MiB (`MAX_TILE_BYTES`). What it reads is
 /// checked against the checkpoint by the caller, so the server is not trusted; and the whole
 /// read must end within a budget, since a hostile log chooses how many tiles there are.
 pub struct HttpTiles {

@@ -26,7 +26,7 @@
 //! as it arrived, or the clearing request) is appended to the `market_events` table; opening
 //! the store replays them in order through [`Book`], which is deterministic, so a restarted
 //! validator has the same book and history, and remembers the same clearing requests taken
-//! ([`TakenClears`]). If appending fails, the book is rebuilt from the store, and the request
+//! (`TakenClears`). If appending fails, the book is rebuilt from the store, and the request
 //! fails.
 
 use axum::body::Bytes;
