@@ -16,6 +16,7 @@ pub mod client;
 pub mod health;
 pub mod ledger;
 pub mod market;
+pub mod metrics;
 pub mod pricing;
 pub mod registry;
 pub mod reports;

@@ -1,6 +1,7 @@
 //! `pog validator`: registers agents and their GPUs, challenges a GPU through its agent,
 //! verifies the answer (values, Merkle proofs, its own clock) and stores a signed record.
 
+use crate::metrics::ProofName;
 use crate::registry::{Registry, RegistryError};
 use crate::store::{RecordStore, StoreError};
 use axum::body::Bytes;
@@ -229,6 +230,8 @@ pub struct Validator {
     /// write, and readers asking for them back to back must not take every core from the rest
     /// of the API.
     pages: tokio::sync::Semaphore,
+    /// Each GPU's last proofs, for `/metrics`.
+    proofs: crate::metrics::Proofs,
 }
 
 /// Record pages built at once: half the cores, at least one.
@@ -329,6 +332,7 @@ impl Validator {
             client,
             round_trips: Mutex::new(HashMap::new()),
             pages: tokio::sync::Semaphore::new(page_permits()),
+            proofs: crate::metrics::Proofs::default(),
             limiter: Mutex::new(PerSource::per_minute(f64::from(
                 config.registrations_per_minute,
             ))),
@@ -434,6 +438,7 @@ impl Validator {
                 simulated: gpu.simulated,
             };
             self.record_registration(&gpu.agent, &claim, Change::Released, Some(reason.into()))?;
+            self.proofs.forget(uuid);
         }
         Ok(())
     }
@@ -539,6 +544,13 @@ impl Validator {
             recorded_at_ms: now_ms(),
         };
         self.store(&id, record.accepted, &record)?;
+        self.proofs.note(
+            &gpu.uuid,
+            &gpu.model,
+            ProofName::Gemm,
+            record.outcome.as_ref().map(|o| o.time.ratio),
+            record.accepted,
+        );
         if record.failure.is_none() {
             // For the next challenge's allowance (see above).
             let rtt = self.round_trip(&gpu.endpoint).await;
@@ -681,6 +693,13 @@ impl Validator {
             recorded_at_ms: now_ms(),
         };
         self.store(&id, record.accepted, &record)?;
+        self.proofs.note(
+            &gpu.uuid,
+            &gpu.model,
+            ProofName::Memory,
+            record.outcome.as_ref().map(|o| o.time.ratio),
+            record.accepted,
+        );
         Ok(record)
     }
 
@@ -798,14 +817,33 @@ async fn within(
 }
 
 /// The challenger's routes: `POST /v1/register`, `GET /v1/gpus`, `GET /v1/records/{uuid}`,
-/// `GET /healthz` (composed with the rest in [`crate::app::Api`]).
+/// `GET /healthz`, `GET /metrics` (composed with the rest in [`crate::app::Api`]).
 pub fn router(validator: Arc<Validator>) -> Router {
     Router::new()
         .route("/v1/register", post_route(register))
         .route("/v1/gpus", get(gpus))
         .route("/v1/records/{uuid}", get(records))
         .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(metrics))
         .with_state(validator)
+}
+
+/// `GET /metrics`: each GPU's last proofs as the validator timed them ([`crate::metrics`]).
+async fn metrics(State(v): State<Arc<Validator>>) -> Result<Response, ApiError> {
+    let page = v.proofs.render().map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("rendering the metrics: {e}"),
+        )
+    })?;
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            crate::metrics::CONTENT_TYPE,
+        )],
+        page,
+    )
+        .into_response())
 }
 
 async fn register(

@@ -108,6 +108,44 @@ async fn an_honest_agent_is_accepted_and_recorded() {
     assert!(rest.next_after.is_some(), "a full page may have more");
 }
 
+/// `GET /metrics` serves each GPU's last proof as the validator timed it, with the agent's
+/// junk as an unaccepted proof; a Prometheus text parser reads the page.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_validators_metrics_carry_each_gpus_last_proof() {
+    let h = Harness::new().serve().await;
+    let v = h.v.clone();
+    assert_eq!(h.agent(12, vec![claim("GPU-metrics")]).await.status(), 200);
+    let record = v.challenge("GPU-metrics", &policy()).await.unwrap();
+    assert!(record.accepted);
+    let answer = reqwest::get(format!("{}/metrics", h.url)).await.unwrap();
+    assert_eq!(answer.status(), 200);
+    assert!(answer.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/openmetrics-text"));
+    let page = answer.text().await.unwrap();
+    let ratio = record.outcome.as_ref().unwrap().time.ratio;
+    let lines: Vec<&str> = page.lines().collect();
+    let sample = lines
+        .iter()
+        .find(|l| l.starts_with("pog_last_proof_ratio{") && l.contains("GPU-metrics"))
+        .unwrap_or_else(|| panic!("no ratio for GPU-metrics in {page}"));
+    assert!(sample.contains("proof=\"gemm\""), "{sample}");
+    let value: f64 = sample.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!((value - ratio).abs() < 1e-9, "{value} vs {ratio}");
+    assert!(
+        page.contains(
+            "pog_last_proof_accepted{gpu=\"GPU-metrics\",model=\"H200 SXM\",proof=\"gemm\"} 1.0"
+        ),
+        "{page}"
+    );
+    let parsed = prometheus_parse::Scrape::parse(page.lines().map(|l| Ok(l.to_string()))).unwrap();
+    assert!(parsed
+        .samples
+        .iter()
+        .any(|s| s.metric == "pog_last_proof_ratio"));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn junk_lower_precision_replay_and_foreign_answers_are_rejected() {
     let h = Harness::new().serve().await;
