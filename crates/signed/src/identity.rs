@@ -1,6 +1,6 @@
 //! An Ed25519 identity: the key pair an agent, a validator, a log or a witness signs with.
 
-use ed25519_dalek::{Signature, Signer, SigningKey};
+use ed25519_dalek::{Signer, SigningKey};
 use serde::Serialize;
 use std::fmt;
 
@@ -42,11 +42,6 @@ impl Identity {
     /// The public key: how others name this identity.
     pub fn public_key(&self) -> PublicKey {
         PublicKey::from(&self.key.verifying_key())
-    }
-
-    /// Signs raw bytes (a C2SP note, a checkpoint): for the formats that are not envelopes.
-    pub fn sign(&self, bytes: &[u8]) -> Signature {
-        self.key.sign(bytes)
     }
 
     /// Signs a message into an envelope.

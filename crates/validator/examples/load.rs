@@ -142,7 +142,9 @@ fn seed_records(registry: &std::path::Path, gpus: usize) {
                 reason: "x".repeat(1800),
                 recorded_at_ms: n,
             };
-            let envelope = signer.seal("round-missed", &body).unwrap();
+            let envelope = signer
+                .seal(pog_signed::RecordKind::RoundMissed.wire_kind(), &body)
+                .unwrap();
             let json = serde_json::to_string(&envelope).unwrap();
             registry
                 .record(&body.record_id, &body.gpu_uuid, false, &json)

@@ -829,13 +829,28 @@ pub fn router(validator: Arc<Validator>) -> Router {
 }
 
 /// `GET /metrics`: each GPU's last proofs as the validator timed them ([`crate::metrics`]).
+/// A page grows with the GPUs challenged (two series each), so it is rendered like a record
+/// page: on a blocking task, under the same bound on pages built at once.
 async fn metrics(State(v): State<Arc<Validator>>) -> Result<Response, ApiError> {
-    let page = v.proofs.render().map_err(|e| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("rendering the metrics: {e}"),
-        )
-    })?;
+    let _permit =
+        v.pages.acquire().await.map_err(|_| {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the validator is stopping")
+        })?;
+    let rendering = v.clone();
+    let page = tokio::task::spawn_blocking(move || rendering.proofs.render())
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "rendering the metrics failed",
+            )
+        })?
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("rendering the metrics: {e}"),
+            )
+        })?;
     Ok((
         [(
             axum::http::header::CONTENT_TYPE,
