@@ -13,12 +13,13 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
-use pog_local::provers::{BuiltMemory, ProverEngine, ProverError};
+use pog_local::provers::{ProverEngine, ProverError, SetUp};
 use pog_net::http::{envelope_response, ApiError};
 use pog_net::locked::Locked;
 use pog_proof::challenge::Addressee;
 use pog_proof::memory::{self, MemoryChallenge};
 use pog_proof::prover::Prover;
+use pog_proof::task::Task;
 use pog_proof::timing::{now_ms, CLOCK_SKEW_MS};
 use pog_proof::wire::{
     self, kind, ChallengeMessage, Commitment, GpuClaim, OpenRequest, Openings, WireOpening,
@@ -78,7 +79,7 @@ struct Computed {
 /// A built memory data set waiting for its walk nonce.
 struct Built {
     challenge_id: String,
-    dataset: Box<dyn BuiltMemory>,
+    dataset: Box<dyn SetUp>,
     issuer: PublicKey,
 }
 
@@ -233,14 +234,14 @@ impl Agent {
     /// Refuses a challenge (of either kind) not addressed to this agent by its signer, or for a
     /// GPU it does not have: work done for another agent's key would be credited to that agent
     /// (a relay), work for another issuer is not asked by it.
-    fn check_addressed(&self, signer: &PublicKey, to: Addressee) -> Result<(), ApiError> {
+    fn check_addressed(&self, signer: &PublicKey, to: &Addressee) -> Result<(), ApiError> {
         if !self.trusted_validators.iter().any(|v| v == signer) {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 format!("challenge signed by {signer}, which this agent does not trust"),
             ));
         }
-        if self.identity.public_key() != *to.agent_key {
+        if self.identity.public_key() != to.agent_key {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 format!(
@@ -250,7 +251,7 @@ impl Agent {
                 ),
             ));
         }
-        if to.validator_key != signer {
+        if to.validator_key != *signer {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 format!(
@@ -262,7 +263,7 @@ impl Agent {
         if !self
             .gpus
             .iter()
-            .any(|g| g.uuid == *to.gpu_uuid && g.bus_id == to.gpu_bus_id)
+            .any(|g| g.uuid == to.gpu_uuid && g.bus_id == to.gpu_bus_id)
         {
             return Err(ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -335,7 +336,7 @@ impl Agent {
     /// measured rate). A hostile validator could otherwise hold the GPU for as long as it
     /// likes with one challenge.
     fn check_planned_gemm(&self, c: &Challenge) -> Result<(), Inadmissible> {
-        let model = self.claimed_model(&c.gpu_uuid);
+        let model = self.claimed_model(&c.to.gpu_uuid);
         let plan = pog_spec::SpecDb::embedded()
             .by_model(model)
             .and_then(|spec| {
@@ -348,7 +349,7 @@ impl Agent {
         let work = |size: u64, batch: u32| f64::from(batch) * (size as f64).powi(3);
         if c.size > plan.size {
             return Err(Inadmissible::GemmSize {
-                gpu: c.gpu_uuid.clone(),
+                gpu: c.to.gpu_uuid.clone(),
                 model: model.to_string(),
                 precision: c.precision,
                 size: c.size,
@@ -358,7 +359,7 @@ impl Agent {
         let limit = GEMM_WORK_SLACK * work(plan.size, plan.batch);
         if work(c.size, c.batch) > limit {
             return Err(Inadmissible::GemmWork {
-                gpu: c.gpu_uuid.clone(),
+                gpu: c.to.gpu_uuid.clone(),
                 model: model.to_string(),
                 precision: c.precision,
                 asked: (c.batch, c.size),
@@ -371,7 +372,7 @@ impl Agent {
     /// Refuses (400) a memory challenge that asks for more than the protocol plans for the
     /// GPU's claimed model (`MemoryPlan::admits`), or for a model it plans none for.
     fn check_planned(&self, c: &MemoryChallenge) -> Result<(), Inadmissible> {
-        let model = self.claimed_model(&c.gpu_uuid);
+        let model = self.claimed_model(&c.to.gpu_uuid);
         let plan = pog_spec::SpecDb::embedded()
             .by_model(model)
             .and_then(|spec| memory::plan(spec, memory::WALK_SECONDS, None))
@@ -380,7 +381,7 @@ impl Agent {
             })?;
         plan.admits(c)
             .map_err(|cause| Inadmissible::BeyondMemoryPlan {
-                gpu: c.gpu_uuid.clone(),
+                gpu: c.to.gpu_uuid.clone(),
                 model: model.to_string(),
                 cause,
             })
@@ -552,18 +553,23 @@ impl Agent {
         });
     }
 
-    /// Computes a challenge with the engine.
+    /// Computes a GEMM challenge with the engine (timed from the challenge: nothing to set
+    /// up, no start nonce).
     fn compute(&self, challenge: &Challenge) -> Result<Arc<dyn Prover>, ProverError> {
+        let gemm = |c: &Challenge| {
+            let proved = self.engine.set_up(Task::Gemm(c))?.run(&[0; 32])?;
+            Ok::<_, ProverError>(proved.prover)
+        };
         #[cfg(feature = "test-doubles")]
         if let Some(cheating) = &self.cheating {
             if let Some(substitute) = cheating.substitute(challenge) {
                 return Ok(substitute);
             }
-            let prover = self.engine.prove(&cheating.target(challenge))?.prover;
+            let prover = gemm(&cheating.target(challenge))?;
             cheating.computed(&prover);
             return Ok(prover);
         }
-        Ok(self.engine.prove(challenge)?.prover)
+        gemm(challenge)
     }
 }
 
@@ -705,7 +711,7 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
     let (message, signer): (ChallengeMessage, PublicKey) =
         pog_signed::decode(&body, kind::CHALLENGE)?;
     let c = &message.challenge;
-    agent.check_addressed(&signer, c.addressee())?;
+    agent.check_addressed(&signer, &c.to)?;
     admit(
         c.check_shape()
             .map_err(Inadmissible::from)
@@ -715,9 +721,9 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
             pog_proof::challenge::CHALLENGE_VERSION,
             "challenge",
         ),
-        || agent.engine.refuses(c),
+        || agent.engine.refuses(Task::Gemm(c)),
     )?;
-    let computing = agent.start_gemm(&c.gpu_uuid)?;
+    let computing = agent.start_gemm(&c.to.gpu_uuid)?;
     agent.take_id(&message.id, message.expires_at_ms)?;
     let started = std::time::Instant::now();
     let worker = agent.clone();
@@ -735,13 +741,13 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
     }
     let commitment = Commitment {
         challenge_id: message.id.clone(),
-        gpu_uuid: c.gpu_uuid.clone(),
+        gpu_uuid: c.to.gpu_uuid.clone(),
         root: hex::encode(prover.root()),
         leaf_count: prover.leaf_count(),
         agent_ms: started.elapsed().as_secs_f64() * 1e3,
     };
     agent.keep_gemm(
-        (&message.id, &c.gpu_uuid),
+        (&message.id, &c.to.gpu_uuid),
         prover,
         (message.expires_at_ms, signer),
     );
@@ -757,7 +763,7 @@ async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Re
     let (message, signer): (MemoryChallengeMessage, PublicKey) =
         pog_signed::decode(&body, kind::MEMORY_CHALLENGE)?;
     let c = &message.challenge;
-    agent.check_addressed(&signer, c.addressee())?;
+    agent.check_addressed(&signer, &c.to)?;
     admit(
         c.check_shape()
             .map_err(Inadmissible::from)
@@ -767,10 +773,10 @@ async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Re
             pog_proof::memory::MEMORY_VERSION,
             "memory challenge",
         ),
-        || agent.engine.refuses_memory(c),
+        || agent.engine.refuses(Task::Memory(c)),
     )?;
     agent.take_id(&message.id, message.expires_at_ms)?;
-    let mut work = agent.slot_for_build(&c.gpu_uuid, &signer)?;
+    let mut work = agent.slot_for_build(&c.to.gpu_uuid, &signer)?;
     let started = std::time::Instant::now();
     let challenge = c.clone();
     let id = message.id.clone();
@@ -779,7 +785,7 @@ async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Re
         agent.engine.name()
     );
     blocking(what, move || {
-        let dataset = work.agent.engine.build_memory(&challenge)?;
+        let dataset = work.agent.engine.set_up(Task::Memory(&challenge))?;
         work.keep(Built {
             challenge_id: id,
             dataset,
@@ -790,7 +796,7 @@ async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Re
     .await?;
     let ready = MemoryReady {
         challenge_id: message.id.clone(),
-        gpu_uuid: c.gpu_uuid.clone(),
+        gpu_uuid: c.to.gpu_uuid.clone(),
         build_ms: started.elapsed().as_secs_f64() * 1e3,
     };
     Ok(envelope_response(
@@ -822,7 +828,7 @@ async fn memory_walk(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Res
     // The commitment is kept before the slot is given back, so the GPU's next build finds
     // and drops it if it is never opened.
     let (gpu_uuid, root, leaf_count) = blocking(what, move || {
-        let walked = built.dataset.walk(&nonce)?;
+        let walked = built.dataset.run(&nonce)?;
         let kept = (
             work.gpu.clone(),
             walked.prover.root(),

@@ -78,10 +78,10 @@ impl Cheating {
         match self.cheat {
             Cheat::AnswerAs(uuid) => {
                 if let Ok(uuid) = pog_signed::GpuUuid::new(uuid) {
-                    target.gpu_uuid = uuid;
+                    target.to.gpu_uuid = uuid;
                 }
             }
-            Cheat::AnswerAtBus(bus) => target.gpu_bus_id = bus.to_string(),
+            Cheat::AnswerAtBus(bus) => target.to.gpu_bus_id = bus.to_string(),
             _ => {}
         }
         target

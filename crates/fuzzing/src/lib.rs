@@ -56,7 +56,7 @@ impl Fixture {
     pub fn commitment(&self) -> Commitment {
         Commitment {
             challenge_id: self.message.id.clone(),
-            gpu_uuid: self.message.challenge.gpu_uuid.clone(),
+            gpu_uuid: self.message.challenge.to.gpu_uuid.clone(),
             root: hex::encode(self.prover.root()),
             leaf_count: self.prover.leaf_count(),
             agent_ms: 1.0,
@@ -92,10 +92,12 @@ pub fn fixture() -> &'static Fixture {
         let challenge = Challenge {
             version: CHALLENGE_VERSION,
             nonce: [0x11; 32],
-            gpu_uuid: fuzz_gpu(),
-            gpu_bus_id: "00000000:00:06.0".into(),
-            agent_key: identity().public_key(),
-            validator_key: identity().public_key(),
+            to: pog_proof::challenge::Addressee {
+                gpu_uuid: fuzz_gpu(),
+                gpu_bus_id: "00000000:00:06.0".into(),
+                agent_key: identity().public_key(),
+                validator_key: identity().public_key(),
+            },
             precision: Precision::Fp32,
             size: 8,
             batch: 2,
@@ -176,10 +178,12 @@ pub fn memory_message() -> MemoryChallengeMessage {
         challenge: MemoryChallenge {
             version: MEMORY_VERSION,
             nonce: [0x22; 32],
-            gpu_uuid: fuzz_gpu(),
-            gpu_bus_id: "00000000:00:06.0".into(),
-            agent_key: identity().public_key(),
-            validator_key: identity().public_key(),
+            to: pog_proof::challenge::Addressee {
+                gpu_uuid: fuzz_gpu(),
+                gpu_bus_id: "00000000:00:06.0".into(),
+                agent_key: identity().public_key(),
+                validator_key: identity().public_key(),
+            },
             items: 64,
             item_rounds: 2,
             walkers: 16,

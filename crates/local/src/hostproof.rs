@@ -319,7 +319,7 @@ fn prove_one(
                 .and_then(|(uuid, planned)| {
                     let uuid = &uuid;
                     let challenge = planned.challenge([0; 32], Addressee::shape_only(uuid, bus));
-                    if let Some(reason) = engine.refuses(&challenge) {
+                    if let Some(reason) = engine.refuses(pog_proof::task::Task::Gemm(&challenge)) {
                         return Err(GpuProofError::Refused(reason));
                     }
                     Ok(selfcheck::run(
@@ -344,7 +344,8 @@ fn prove_one(
                     memory_note = note;
                     let challenge = plan.challenge([0; 32], Addressee::shape_only(uuid, bus));
                     challenge.check_shape()?;
-                    if let Some(reason) = engine.refuses_memory(&challenge) {
+                    if let Some(reason) = engine.refuses(pog_proof::task::Task::Memory(&challenge))
+                    {
                         return Err(GpuProofError::Refused(reason));
                     }
                     Ok(selfcheck::run_memory(

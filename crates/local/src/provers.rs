@@ -9,6 +9,7 @@ use pog_device::gpu::{
 use pog_facts::GpuError;
 use pog_proof::memory::{CpuDataset, MemoryBehaviour, MemoryChallenge};
 use pog_proof::prover::{Behaviour, CpuProver, OpenError, Opening, Prover};
+use pog_proof::task::Task;
 use pog_proof::Challenge;
 use std::collections::HashMap;
 use std::sync::mpsc;
@@ -59,54 +60,57 @@ pub enum ProverError {
     Evicted,
 }
 
-/// A computed challenge: its prover, ready to open leaves, and where the device's time went
-/// when the engine knows (the GPU engine does).
+/// A challenge computed and committed: its prover, ready to open leaves, and where the
+/// device's time went when the engine knows (the GPU engine does).
 pub struct Proved {
-    /// The prover holding the committed products, to open the spot-checked leaves.
+    /// The prover holding what was committed, to open the spot-checked leaves.
     pub prover: Arc<dyn Prover>,
     /// Where the device's time went, when the engine reports it.
-    pub timings: Option<CommitTimings>,
+    pub timings: Option<DeviceTimings>,
     /// The GEMM algorithm the products ran with, when a library chose one.
     pub algorithm: Option<String>,
 }
 
-/// Computes challenges.
+/// Where a device's time went in a timed phase, by kind of task (CUDA events).
+#[derive(Debug, Clone)]
+pub enum DeviceTimings {
+    /// The GEMM proof's products, hashing and tree.
+    Gemm(CommitTimings),
+    /// The memory proof's walk, hashing and tree.
+    Walk(WalkTimings),
+}
+
+/// Computes challenges of every kind ([`Task`]), in two phases: an untimed set-up
+/// ([`ProverEngine::set_up`]), then the timed phase ([`SetUp::run`]). A kind timed from its
+/// challenge sets up nothing; the memory proof builds its data set.
 pub trait ProverEngine: Send + Sync {
-    /// Why this engine cannot take `challenge`, if it cannot (checked before any work).
-    fn refuses(&self, challenge: &Challenge) -> Option<String>;
-    /// Gets ready for challenges shaped like `challenge`, outside any timed window (the GPU
-    /// engine chooses its GEMM algorithm); returns what it chose, if anything.
-    fn prepare(&self, _challenge: &Challenge) -> Result<Option<String>, ProverError> {
-        Ok(None)
-    }
-    /// Computes `challenge`.
-    fn prove(&self, challenge: &Challenge) -> Result<Proved, ProverError>;
     /// What it is, for logs ("CPU", "GPU").
     fn name(&self) -> &'static str;
-    /// Why this engine cannot take the memory challenge, if it cannot (checked before any
-    /// work; the GPU engine also checks the GPU's free memory when it builds).
-    fn refuses_memory(&self, challenge: &MemoryChallenge) -> Option<String>;
-    /// Builds a memory challenge's data set: the untimed phase.
-    fn build_memory(
-        &self,
-        challenge: &MemoryChallenge,
-    ) -> Result<Box<dyn BuiltMemory>, ProverError>;
+    /// Why this engine cannot take `task`, if it cannot (checked before any work; the GPU
+    /// engine also checks the GPU's free memory when it builds a data set).
+    fn refuses(&self, task: Task<'_>) -> Option<String>;
+    /// Gets ready for tasks shaped like `task`, outside any timed window and before any
+    /// set-up (the GPU engine chooses its GEMM algorithm); returns what it chose, if anything.
+    fn prepare(&self, _task: Task<'_>) -> Result<Option<String>, ProverError> {
+        Ok(None)
+    }
+    /// The untimed phase of `task`.
+    fn set_up(&self, task: Task<'_>) -> Result<Box<dyn SetUp>, ProverError>;
 }
 
-/// A memory challenge's data set, built and waiting for the walk nonce.
-pub trait BuiltMemory: Send + Sync {
-    /// The device's time to build it, when the engine knows.
-    fn build_ms(&self) -> Option<f64>;
-    /// Walks it (the timed phase) and commits; the data set is released.
-    fn walk(self: Box<Self>, walk_nonce: &[u8; 32]) -> Result<Walk, ProverError>;
+/// A task set up and waiting for the nonce that starts its timed phase.
+pub trait SetUp: Send + Sync {
+    /// The device's time to set it up, when the engine knows.
+    fn set_up_ms(&self) -> Option<f64>;
+    /// The timed phase from `start` (ignored by a task timed from its challenge): computes
+    /// and commits; what was set up is released.
+    fn run(self: Box<Self>, start: &[u8; 32]) -> Result<Proved, ProverError>;
 }
 
-/// A committed walk: its prover, ready to open leaves, and the device's times when known.
-pub struct Walk {
-    /// The prover holding the walk's outputs, to open the spot-checked walkers.
-    pub prover: Arc<dyn Prover>,
-    /// The device's times, when the engine reports them.
-    pub timings: Option<WalkTimings>,
+/// A GEMM challenge waiting to be computed: nothing to set up.
+struct GemmOn<E> {
+    engine: E,
+    challenge: Challenge,
 }
 
 /// A data set the CPU built.
@@ -115,74 +119,90 @@ struct CpuBuilt {
     behaviour: MemoryBehaviour,
 }
 
-impl BuiltMemory for CpuBuilt {
-    fn build_ms(&self) -> Option<f64> {
+impl SetUp for CpuBuilt {
+    fn set_up_ms(&self) -> Option<f64> {
         None
     }
 
-    fn walk(self: Box<Self>, walk_nonce: &[u8; 32]) -> Result<Walk, ProverError> {
-        Ok(Walk {
+    fn run(self: Box<Self>, walk_nonce: &[u8; 32]) -> Result<Proved, ProverError> {
+        Ok(Proved {
             prover: Arc::new(self.dataset.walk(walk_nonce, self.behaviour)),
             timings: None,
+            algorithm: None,
         })
     }
 }
 
 /// Proves on the CPU, honestly or (for the attack tests) not.
+#[derive(Debug, Clone, Copy)]
 pub struct CpuEngine {
     /// Honest, or the cheat an attack test plays.
     pub behaviour: Behaviour,
 }
 
-impl ProverEngine for CpuEngine {
-    fn refuses(&self, c: &Challenge) -> Option<String> {
-        let work = f64::from(c.batch) * (c.size as f64).powi(3);
-        (work > MAX_CPU_WORK || c.leaf_elements == 0).then(|| {
-            format!(
-                "challenge of {work:.1e} multiply-adds (leaves of {}) is beyond this agent's CPU prover",
-                c.leaf_elements
-            )
-        })
+impl SetUp for GemmOn<CpuEngine> {
+    fn set_up_ms(&self) -> Option<f64> {
+        None
     }
 
-    fn prove(&self, challenge: &Challenge) -> Result<Proved, ProverError> {
+    fn run(self: Box<Self>, _start: &[u8; 32]) -> Result<Proved, ProverError> {
         Ok(Proved {
-            prover: Arc::new(CpuProver::compute(challenge, self.behaviour)),
+            prover: Arc::new(CpuProver::compute(&self.challenge, self.engine.behaviour)),
             timings: None,
             algorithm: None,
         })
     }
+}
 
+impl ProverEngine for CpuEngine {
     fn name(&self) -> &'static str {
         "CPU"
     }
 
-    fn refuses_memory(&self, c: &MemoryChallenge) -> Option<String> {
-        let beyond =
-            c.items > MAX_CPU_ITEMS || c.reads() > MAX_CPU_READS || c.walkers > MAX_CPU_WALKERS;
-        beyond.then(|| {
-            format!(
-                "a memory challenge of {} items, {} reads and {} walkers is beyond this agent's \
-                 CPU prover (at most {MAX_CPU_ITEMS}, {MAX_CPU_READS} and {MAX_CPU_WALKERS})",
-                c.items,
-                c.reads(),
-                c.walkers
-            )
-        })
+    fn refuses(&self, task: Task<'_>) -> Option<String> {
+        match task {
+            Task::Gemm(c) => {
+                let work = f64::from(c.batch) * (c.size as f64).powi(3);
+                (work > MAX_CPU_WORK || c.leaf_elements == 0).then(|| {
+                    format!(
+                        "challenge of {work:.1e} multiply-adds (leaves of {}) is beyond this \
+                         agent's CPU prover",
+                        c.leaf_elements
+                    )
+                })
+            }
+            Task::Memory(c) => {
+                let beyond = c.items > MAX_CPU_ITEMS
+                    || c.reads() > MAX_CPU_READS
+                    || c.walkers > MAX_CPU_WALKERS;
+                beyond.then(|| {
+                    format!(
+                        "a memory challenge of {} items, {} reads and {} walkers is beyond this \
+                         agent's CPU prover (at most {MAX_CPU_ITEMS}, {MAX_CPU_READS} and \
+                         {MAX_CPU_WALKERS})",
+                        c.items,
+                        c.reads(),
+                        c.walkers
+                    )
+                })
+            }
+        }
     }
 
-    fn build_memory(
-        &self,
-        challenge: &MemoryChallenge,
-    ) -> Result<Box<dyn BuiltMemory>, ProverError> {
-        let behaviour = match self.behaviour {
-            Behaviour::Junk(f) => MemoryBehaviour::Junk(f),
-            _ => MemoryBehaviour::Honest,
-        };
-        Ok(Box::new(CpuBuilt {
-            dataset: CpuDataset::build(challenge),
-            behaviour,
-        }))
+    fn set_up(&self, task: Task<'_>) -> Result<Box<dyn SetUp>, ProverError> {
+        Ok(match task {
+            Task::Gemm(c) => Box::new(GemmOn {
+                engine: *self,
+                challenge: c.clone(),
+            }),
+            Task::Memory(c) => Box::new(CpuBuilt {
+                dataset: CpuDataset::build(c),
+                behaviour: match self.behaviour {
+                    Behaviour::Junk(f) => MemoryBehaviour::Junk(f),
+                    _ => MemoryBehaviour::Honest,
+                },
+            }),
+        })
     }
 }
 
@@ -194,7 +214,7 @@ enum Job {
     },
     Commit {
         challenge: Challenge,
-        reply: mpsc::Sender<Result<CommitReport, ProverError>>,
+        reply: mpsc::Sender<Result<KeptReport, ProverError>>,
     },
     Open {
         id: u64,
@@ -211,7 +231,7 @@ enum Job {
     Walk {
         dataset: u64,
         walk: WalkSpec,
-        reply: mpsc::Sender<Result<WalkReport, ProverError>>,
+        reply: mpsc::Sender<Result<KeptReport, ProverError>>,
     },
     ReleaseDataset {
         id: u64,
@@ -220,36 +240,24 @@ enum Job {
     Stop,
 }
 
-/// A walk committed on a GPU.
-#[derive(Debug, Clone)]
-pub struct WalkReport {
-    id: u64,
-    /// The walk's Merkle root.
-    pub root: pog_merkle::Hash,
-    /// Leaves under the root.
-    pub leaf_count: u64,
-    /// Where the walk's time went (CUDA events).
-    pub timings: WalkTimings,
-}
-
 /// What a GPU keeps for opening: a GEMM commitment or a memory walk.
 enum Kept {
     Products(Committed),
     Walk(Walked),
 }
 
-/// A commitment made on a GPU.
+/// A commitment a GPU keeps for opening (products or a walk).
 #[derive(Debug, Clone)]
-pub struct CommitReport {
+pub struct KeptReport {
     id: u64,
     /// The commitment's Merkle root.
     pub root: pog_merkle::Hash,
     /// Leaves under the root.
     pub leaf_count: u64,
-    /// Where the commitment's time went (CUDA events).
-    pub timings: CommitTimings,
-    /// The GEMM algorithm cuBLASLt chose for the products.
-    pub algorithm: String,
+    /// Where the timed phase's device time went (CUDA events).
+    pub timings: DeviceTimings,
+    /// The GEMM algorithm cuBLASLt chose, for products.
+    pub algorithm: Option<String>,
 }
 
 /// The walk a memory challenge asks for, under `key`.
@@ -312,12 +320,12 @@ fn gpu_worker(
                 }
                 let result = gpu.commit(&batch_of(&challenge)).map(|committed| {
                     next_id += 1;
-                    let report = CommitReport {
+                    let report = KeptReport {
                         id: next_id,
                         root: committed.root,
                         leaf_count: committed.leaf_count(),
-                        timings: committed.timings,
-                        algorithm: committed.algorithm.clone(),
+                        timings: DeviceTimings::Gemm(committed.timings),
+                        algorithm: Some(committed.algorithm.clone()),
                     };
                     kept.push((next_id, Kept::Products(committed)));
                     report
@@ -391,11 +399,12 @@ fn gpu_worker(
                 }
                 let result = gpu.walk(&mut built, walk).map(|walked| {
                     next_id += 1;
-                    let report = WalkReport {
+                    let report = KeptReport {
                         id: next_id,
                         root: walked.root,
                         leaf_count: walked.leaf_count(),
-                        timings: walked.timings,
+                        timings: DeviceTimings::Walk(walked.timings),
+                        algorithm: None,
                     };
                     kept.push((next_id, Kept::Walk(walked)));
                     report
@@ -487,67 +496,82 @@ impl GpuEngine {
     }
 
     /// Commits to `challenge` on its GPU, with the timing breakdown.
-    pub fn commit(&self, challenge: &Challenge) -> Result<GpuProof, ProverError> {
-        let worker = self.worker(&challenge.gpu_uuid)?.clone();
+    pub fn commit(&self, challenge: &Challenge) -> Result<GpuKept, ProverError> {
+        let worker = self.worker(&challenge.to.gpu_uuid)?.clone();
         let owned = challenge.clone();
         let report = worker.ask(|reply| Job::Commit {
             challenge: owned,
             reply,
         })??;
-        Ok(GpuProof { worker, report })
+        Ok(GpuKept { worker, report })
+    }
+}
+
+impl SetUp for GemmOn<Arc<Worker>> {
+    fn set_up_ms(&self) -> Option<f64> {
+        None
+    }
+
+    fn run(self: Box<Self>, _start: &[u8; 32]) -> Result<Proved, ProverError> {
+        let GemmOn { engine, challenge } = *self;
+        let report = engine.ask(|reply| Job::Commit { challenge, reply })??;
+        Ok(GpuKept {
+            worker: engine,
+            report,
+        }
+        .proved())
     }
 }
 
 impl ProverEngine for GpuEngine {
-    fn refuses(&self, c: &Challenge) -> Option<String> {
-        if c.leaf_elements == 0 || c.batch == 0 || c.size == 0 {
-            return Some("a challenge needs a size, a batch and a leaf size".into());
-        }
-        self.worker(&c.gpu_uuid).err().map(|e| e.to_string())
-    }
-
-    /// Chooses the GEMM algorithm for challenges shaped like `challenge` ahead of time, so a
-    /// commitment's timed window holds none of that search.
-    fn prepare(&self, challenge: &Challenge) -> Result<Option<String>, ProverError> {
-        let challenge = challenge.clone();
-        self.worker(&challenge.gpu_uuid)?
-            .ask(|reply| Job::Prepare { challenge, reply })?
-            .map(Some)
-    }
-
-    fn prove(&self, challenge: &Challenge) -> Result<Proved, ProverError> {
-        let proof = self.commit(challenge)?;
-        Ok(Proved {
-            timings: Some(proof.report.timings),
-            algorithm: Some(proof.report.algorithm.clone()),
-            prover: Arc::new(proof),
-        })
-    }
-
     fn name(&self) -> &'static str {
         "GPU"
     }
 
-    fn refuses_memory(&self, c: &MemoryChallenge) -> Option<String> {
-        self.worker(&c.gpu_uuid).err().map(|e| e.to_string())
+    fn refuses(&self, task: Task<'_>) -> Option<String> {
+        if let Task::Gemm(c) = task {
+            if c.leaf_elements == 0 || c.batch == 0 || c.size == 0 {
+                return Some("a challenge needs a size, a batch and a leaf size".into());
+            }
+        }
+        self.worker(&task.to().gpu_uuid)
+            .err()
+            .map(|e| e.to_string())
     }
 
-    fn build_memory(
-        &self,
-        challenge: &MemoryChallenge,
-    ) -> Result<Box<dyn BuiltMemory>, ProverError> {
-        let worker = self.worker(&challenge.gpu_uuid)?.clone();
-        let owned = challenge.clone();
-        let (id, build_ms) = worker.ask(|reply| Job::BuildMemory {
-            challenge: owned,
-            reply,
-        })??;
-        Ok(Box::new(GpuBuilt {
-            worker,
-            id,
-            build_ms,
-            challenge: challenge.clone(),
-        }))
+    /// Chooses the GEMM algorithm for challenges shaped like a GEMM `task` ahead of time, so
+    /// a commitment's timed window holds none of that search (a memory task needs nothing).
+    fn prepare(&self, task: Task<'_>) -> Result<Option<String>, ProverError> {
+        let Task::Gemm(challenge) = task else {
+            return Ok(None);
+        };
+        let challenge = challenge.clone();
+        self.worker(&challenge.to.gpu_uuid)?
+            .ask(|reply| Job::Prepare { challenge, reply })?
+            .map(Some)
+    }
+
+    fn set_up(&self, task: Task<'_>) -> Result<Box<dyn SetUp>, ProverError> {
+        let worker = self.worker(&task.to().gpu_uuid)?.clone();
+        Ok(match task {
+            Task::Gemm(c) => Box::new(GemmOn {
+                engine: worker,
+                challenge: c.clone(),
+            }),
+            Task::Memory(c) => {
+                let owned = c.clone();
+                let (id, build_ms) = worker.ask(|reply| Job::BuildMemory {
+                    challenge: owned,
+                    reply,
+                })??;
+                Box::new(GpuBuilt {
+                    worker,
+                    id,
+                    build_ms,
+                    challenge: c.clone(),
+                })
+            }
+        })
     }
 }
 
@@ -559,12 +583,12 @@ struct GpuBuilt {
     challenge: MemoryChallenge,
 }
 
-impl BuiltMemory for GpuBuilt {
-    fn build_ms(&self) -> Option<f64> {
+impl SetUp for GpuBuilt {
+    fn set_up_ms(&self) -> Option<f64> {
         Some(self.build_ms)
     }
 
-    fn walk(self: Box<Self>, walk_nonce: &[u8; 32]) -> Result<Walk, ProverError> {
+    fn run(self: Box<Self>, walk_nonce: &[u8; 32]) -> Result<Proved, ProverError> {
         let walk = walk_spec(&self.challenge, self.challenge.walk_key(walk_nonce));
         let dataset = self.id;
         let report = self.worker.ask(|reply| Job::Walk {
@@ -572,13 +596,11 @@ impl BuiltMemory for GpuBuilt {
             walk,
             reply,
         })??;
-        Ok(Walk {
-            timings: Some(report.timings),
-            prover: Arc::new(GpuWalk {
-                worker: self.worker.clone(),
-                report,
-            }),
-        })
+        Ok(GpuKept {
+            worker: self.worker.clone(),
+            report,
+        }
+        .proved())
     }
 }
 
@@ -588,49 +610,26 @@ impl Drop for GpuBuilt {
     }
 }
 
-/// A walk committed on a GPU; its outputs and tree stay there until this is dropped.
-struct GpuWalk {
-    worker: Arc<Worker>,
-    report: WalkReport,
-}
-
-impl Prover for GpuWalk {
-    fn root(&self) -> pog_merkle::Hash {
-        self.report.root
-    }
-
-    fn leaf_count(&self) -> u64 {
-        self.report.leaf_count
-    }
-
-    fn open(&self, leaves: &[u64]) -> Result<Vec<Opening>, OpenError> {
-        open_kept(&self.worker, self.report.id, leaves)
-    }
-}
-
-impl Drop for GpuWalk {
-    fn drop(&mut self) {
-        let _ = self.worker.jobs.send(Job::Release { id: self.report.id });
-    }
-}
-
-/// Opens leaves of what the worker keeps under `id`.
-fn open_kept(worker: &Worker, id: u64, leaves: &[u64]) -> Result<Vec<Opening>, OpenError> {
-    let leaves = leaves.to_vec();
-    worker
-        .ask(|reply| Job::Open { id, leaves, reply })
-        .and_then(|opened| opened)
-        .map_err(|e| OpenError::Prover(Box::new(e)))
-}
-
-/// A challenge committed on a GPU; its tree stays there until this is dropped.
-pub struct GpuProof {
+/// A commitment kept on a GPU (products or a walk); its outputs and tree stay there until
+/// this is dropped.
+pub struct GpuKept {
     worker: Arc<Worker>,
     /// The commitment's root, leaf count, timings and algorithm.
-    pub report: CommitReport,
+    pub report: KeptReport,
 }
 
-impl Prover for GpuProof {
+impl GpuKept {
+    /// As an engine's result: the prover, the device's times and the algorithm.
+    fn proved(self) -> Proved {
+        Proved {
+            timings: Some(self.report.timings.clone()),
+            algorithm: self.report.algorithm.clone(),
+            prover: Arc::new(self),
+        }
+    }
+}
+
+impl Prover for GpuKept {
     fn root(&self) -> pog_merkle::Hash {
         self.report.root
     }
@@ -640,11 +639,15 @@ impl Prover for GpuProof {
     }
 
     fn open(&self, leaves: &[u64]) -> Result<Vec<Opening>, OpenError> {
-        open_kept(&self.worker, self.report.id, leaves)
+        let (id, leaves) = (self.report.id, leaves.to_vec());
+        self.worker
+            .ask(|reply| Job::Open { id, leaves, reply })
+            .and_then(|opened| opened)
+            .map_err(|e| OpenError::Prover(Box::new(e)))
     }
 }
 
-impl Drop for GpuProof {
+impl Drop for GpuKept {
     fn drop(&mut self) {
         let _ = self.worker.jobs.send(Job::Release { id: self.report.id });
     }
@@ -660,10 +663,12 @@ mod tests {
         Challenge {
             version: CHALLENGE_VERSION,
             nonce: [1; 32],
-            gpu_uuid: "GPU-1".parse().unwrap(),
-            gpu_bus_id: "00000000:00:06.0".into(),
-            agent_key: pog_signed::PublicKey::from([0xaa; 32]),
-            validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+            to: pog_proof::challenge::Addressee {
+                gpu_uuid: "GPU-1".parse().unwrap(),
+                gpu_bus_id: "00000000:00:06.0".into(),
+                agent_key: pog_signed::PublicKey::from([0xaa; 32]),
+                validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+            },
             precision: Precision::Int8,
             size,
             batch,
@@ -676,11 +681,18 @@ mod tests {
         let engine = CpuEngine {
             behaviour: Behaviour::Honest,
         };
-        assert!(engine.refuses(&challenge(32, 2, 64)).is_none());
-        let big = engine.refuses(&challenge(16384, 100, 1024)).unwrap();
+        assert!(engine.refuses(Task::Gemm(&challenge(32, 2, 64))).is_none());
+        let big = engine
+            .refuses(Task::Gemm(&challenge(16384, 100, 1024)))
+            .unwrap();
         assert!(big.contains("beyond this agent's CPU prover"), "{big}");
-        assert!(engine.refuses(&challenge(32, 2, 0)).is_some());
-        let prover = engine.prove(&challenge(32, 2, 64)).unwrap().prover;
+        assert!(engine.refuses(Task::Gemm(&challenge(32, 2, 0))).is_some());
+        let prover = engine
+            .set_up(Task::Gemm(&challenge(32, 2, 64)))
+            .unwrap()
+            .run(&[0; 32])
+            .unwrap()
+            .prover;
         assert_eq!(prover.leaf_count(), 32);
         assert_eq!(prover.open(&[3, 0]).unwrap()[0].leaf, 3);
         assert!(matches!(
@@ -697,10 +709,12 @@ mod tests {
         let fits = MemoryChallenge {
             version: pog_proof::memory::MEMORY_VERSION,
             nonce: [1; 32],
-            gpu_uuid: "GPU-1".parse().unwrap(),
-            gpu_bus_id: "00000000:00:06.0".into(),
-            agent_key: pog_signed::PublicKey::from([0xaa; 32]),
-            validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+            to: pog_proof::challenge::Addressee {
+                gpu_uuid: "GPU-1".parse().unwrap(),
+                gpu_bus_id: "00000000:00:06.0".into(),
+                agent_key: pog_signed::PublicKey::from([0xaa; 32]),
+                validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+            },
             items: MAX_CPU_ITEMS,
             item_rounds: 1,
             walkers: MAX_CPU_WALKERS,
@@ -708,19 +722,19 @@ mod tests {
             span: 1,
             walkers_per_leaf: 4,
         };
-        assert!(engine.refuses_memory(&fits).is_none());
+        assert!(engine.refuses(Task::Memory(&fits)).is_none());
         // One read each, but more walkers than the outputs it keeps for them.
         let walkers = MemoryChallenge {
             walkers: 2 * MAX_CPU_WALKERS,
             ..fits.clone()
         };
-        let why = engine.refuses_memory(&walkers).unwrap();
+        let why = engine.refuses(Task::Memory(&walkers)).unwrap();
         assert!(why.contains("walkers"), "{why}");
         let items = MemoryChallenge {
             items: 2 * MAX_CPU_ITEMS,
             ..fits
         };
-        assert!(engine.refuses_memory(&items).is_some());
+        assert!(engine.refuses(Task::Memory(&items)).is_some());
     }
 
     #[test]
@@ -730,10 +744,16 @@ mod tests {
                 assert!(pog_device::cuda::library_present());
                 assert_eq!(engine.name(), "GPU");
                 let elsewhere = Challenge {
-                    gpu_uuid: "GPU-2".parse().unwrap(),
+                    to: pog_proof::challenge::Addressee {
+                        gpu_uuid: "GPU-2".parse().unwrap(),
+                        ..challenge(32, 1, 64).to
+                    },
                     ..challenge(32, 1, 64)
                 };
-                assert!(engine.refuses(&elsewhere).is_some(), "no worker for GPU-2");
+                assert!(
+                    engine.refuses(Task::Gemm(&elsewhere)).is_some(),
+                    "no worker for GPU-2"
+                );
             }
             Err(err) => {
                 assert!(matches!(err, ProverError::Gpu { ordinal: 0, .. }), "{err}");

@@ -3,15 +3,14 @@
 //! spot checks, the verification and the time bound are the network validator's own code;
 //! only the HTTP hops are left out (their round trip is credited there anyway).
 
-use crate::provers::{ProverEngine, ProverError};
-use pog_device::gpu::CommitTimings;
+use crate::provers::{DeviceTimings, Proved, ProverEngine, ProverError};
 use pog_proof::challenge::Addressee;
 use pog_proof::memory::{MemoryChallenge, MemoryPlan, MemoryRate};
 use pog_proof::prover::Prover;
 use pog_proof::session::{Outcome, SpotChecked, ValidatorSession};
 use pog_proof::timing::now_ms;
 use pog_proof::wire::{kind, ChallengeMessage, Commitment, Openings, WireOpening};
-use pog_records::Planned;
+use pog_records::{Exchange, Gemm, Memory, Planned, ProofKind};
 use pog_signed::random_bytes;
 use pog_signed::{GpuUuid, Identity};
 use serde::Serialize;
@@ -99,79 +98,139 @@ impl SelfCheck {
     }
 }
 
-/// Challenges the GPU `gpu_uuid` at `gpu_bus_id` through `engine` as a validator would under
-/// `planned`.
+/// Challenges the GPU `gpu_uuid` at `gpu_bus_id` through `engine` with a GEMM proof, as a
+/// validator would under `planned`.
 pub fn run(
     engine: &dyn ProverEngine,
-    (gpu_uuid, gpu_bus_id): (&GpuUuid, &str),
+    gpu: (&GpuUuid, &str),
     planned: &Planned,
     samples: u32,
 ) -> Result<SelfCheck, SelfCheckError> {
-    if !(planned.expected_ms.is_finite() && planned.expected_ms > 0.0) {
-        return Err(SelfCheckError::Bound(planned.expected_ms));
+    let x = exchange::<Gemm>(engine, gpu, planned, samples)?;
+    let c = &x.challenge;
+    let device = x.proved.timings.as_ref().and_then(|t| match t {
+        DeviceTimings::Gemm(t) => Some(DeviceTimes {
+            fill_ms: t.fill_ms,
+            gemm_ms: t.gemm_ms,
+            hash_ms: t.hash_ms,
+            tree_ms: t.tree_ms,
+            overhead: (x.commit_ms - t.gemm_ms).max(0.0) / t.gemm_ms.max(f64::MIN_POSITIVE),
+            algorithm: x.proved.algorithm.clone().unwrap_or_default(),
+        }),
+        DeviceTimings::Walk(_) => None,
+    });
+    Ok(SelfCheck {
+        gpu_uuid: c.to.gpu_uuid.clone(),
+        precision: c.precision,
+        size: c.size,
+        batch: c.batch,
+        leaf_elements: c.leaf_elements,
+        expected_ms: planned.expected_ms,
+        commit_ms: x.commit_ms,
+        device,
+        open_ms: x.settled.open_ms,
+        verify_ms: x.settled.verify_ms,
+        bytes_to_agent: x.settled.to_agent,
+        bytes_from_agent: x.settled.from_agent,
+        outcome: x.settled.outcome,
+        challenge: x.challenge,
+    })
+}
+
+/// One self-challenge of any kind, run as the network validator runs it: the challenge
+/// planned and addressed, the engine's untimed set-up, the timed phase from a fresh start
+/// nonce, then the spot checks ([`settle`]).
+struct Exchanged<K: ProofKind> {
+    challenge: K::Challenge,
+    start: [u8; 32],
+    /// The wall time of the set-up (none for a kind timed from its challenge, ~0).
+    set_up_ms: f64,
+    /// The engine's own set-up time, when it knows.
+    device_set_up_ms: Option<f64>,
+    commit_ms: f64,
+    proved: Proved,
+    settled: Settled,
+}
+
+fn exchange<K: ProofKind>(
+    engine: &dyn ProverEngine,
+    (gpu_uuid, gpu_bus_id): (&GpuUuid, &str),
+    plan: &K::Plan,
+    samples: u32,
+) -> Result<Exchanged<K>, SelfCheckError> {
+    let expected_ms = K::expected_ms(plan);
+    if !(expected_ms.is_finite() && expected_ms > 0.0) {
+        return Err(SelfCheckError::Bound(expected_ms));
     }
     let validator = Identity::from_seed(random_bytes());
     let agent = Identity::from_seed(random_bytes());
-    let challenge = planned.challenge(
+    let challenge = K::challenge(
+        plan,
         random_bytes(),
         Addressee {
-            gpu_uuid,
-            gpu_bus_id,
-            agent_key: &agent.public_key(),
-            validator_key: &validator.public_key(),
+            gpu_uuid: gpu_uuid.clone(),
+            gpu_bus_id: gpu_bus_id.to_string(),
+            agent_key: agent.public_key(),
+            validator_key: validator.public_key(),
         },
     );
-    engine.prepare(&challenge)?; // the algorithm search, outside the timed window
+    engine.prepare(K::task(&challenge))?; // e.g. the algorithm search, outside the timed window
 
+    let id = hex::encode(random_bytes::<16>());
     let issued_at_ms = now_ms();
+    let expires_at_ms = issued_at_ms.saturating_add(EXPIRY_MS.max((expected_ms * 10.0) as u64));
     let message = ChallengeMessage {
-        id: hex::encode(random_bytes::<16>()),
+        id: id.clone(),
         challenge: challenge.clone(),
         issued_at_ms,
-        expires_at_ms: issued_at_ms
-            .saturating_add(EXPIRY_MS.max((planned.expected_ms * 10.0) as u64)),
+        expires_at_ms,
     };
-    let mut session = ValidatorSession::new(
-        message.clone(),
+    let mut to_agent = sealed_len(&validator, K::EXCHANGE.challenge().1, &message)?;
+    let setting_up = Instant::now();
+    let set_up = engine.set_up(K::task(&challenge))?;
+    let set_up_ms = setting_up.elapsed().as_secs_f64() * 1e3;
+    let device_set_up_ms = set_up.set_up_ms();
+
+    let start: [u8; 32] = random_bytes();
+    if let Exchange::SetUp { start_kind, .. } = K::EXCHANGE {
+        to_agent += sealed_len(
+            &validator,
+            start_kind,
+            &pog_proof::wire::WalkMessage {
+                challenge_id: id.clone(),
+                walk_nonce: start,
+                issued_at_ms,
+                expires_at_ms,
+            },
+        )?;
+    }
+    let mut session = ValidatorSession::timed(
+        id,
+        K::checked(challenge.clone(), &start),
+        (now_ms(), expires_at_ms),
         agent.public_key(),
-        planned.expected_ms,
+        expected_ms,
         random_bytes(),
         samples,
     );
-    let to_agent = sealed_len(&validator, kind::CHALLENGE, &message)?;
-
     let started = Instant::now();
-    let proved = engine.prove(&challenge)?;
+    let proved = set_up.run(&start)?;
     let commit_ms = started.elapsed().as_secs_f64() * 1e3;
-    let settled = settle(
+    let mut settled = settle(
         &mut session,
         proved.prover.as_ref(),
         commit_ms,
         (&agent, &validator),
     )?;
-    let device = proved.timings.map(|t: CommitTimings| DeviceTimes {
-        fill_ms: t.fill_ms,
-        gemm_ms: t.gemm_ms,
-        hash_ms: t.hash_ms,
-        tree_ms: t.tree_ms,
-        overhead: (commit_ms - t.gemm_ms).max(0.0) / t.gemm_ms.max(f64::MIN_POSITIVE),
-        algorithm: proved.algorithm.clone().unwrap_or_default(),
-    });
-    Ok(SelfCheck {
-        gpu_uuid: gpu_uuid.clone(),
-        challenge: challenge.clone(),
-        precision: challenge.precision,
-        size: challenge.size,
-        batch: challenge.batch,
-        leaf_elements: challenge.leaf_elements,
-        expected_ms: planned.expected_ms,
+    settled.to_agent += to_agent;
+    Ok(Exchanged {
+        challenge,
+        start,
+        set_up_ms,
+        device_set_up_ms,
         commit_ms,
-        device,
-        open_ms: settled.open_ms,
-        verify_ms: settled.verify_ms,
-        bytes_to_agent: to_agent + settled.to_agent,
-        bytes_from_agent: settled.from_agent,
-        outcome: settled.outcome,
+        proved,
+        settled,
     })
 }
 
@@ -287,80 +346,39 @@ impl MemorySelfCheck {
 /// would under `plan`: build (untimed), walk nonce, walk and commitment (timed), spot checks.
 pub fn run_memory(
     engine: &dyn ProverEngine,
-    (gpu_uuid, gpu_bus_id): (&GpuUuid, &str),
+    gpu: (&GpuUuid, &str),
     plan: &MemoryPlan,
     samples: u32,
 ) -> Result<MemorySelfCheck, SelfCheckError> {
-    if !(plan.expected_ms.is_finite() && plan.expected_ms > 0.0) {
-        return Err(SelfCheckError::Bound(plan.expected_ms));
-    }
-    let validator = Identity::from_seed(random_bytes());
-    let agent = Identity::from_seed(random_bytes());
-    let challenge = plan.challenge(
-        random_bytes(),
-        Addressee {
-            gpu_uuid,
-            gpu_bus_id,
-            agent_key: &agent.public_key(),
-            validator_key: &validator.public_key(),
-        },
-    );
-    let building = Instant::now();
-    let built = engine.build_memory(&challenge)?;
-    let build_ms = building.elapsed().as_secs_f64() * 1e3;
-    let device_build_ms = built.build_ms();
-
-    let walk_nonce: [u8; 32] = random_bytes();
-    let issued_at_ms = now_ms();
-    let walk = pog_proof::memory::Walk {
-        walk_key: challenge.walk_key(&walk_nonce),
-        challenge: challenge.clone(),
-    };
-    let mut session = ValidatorSession::timed(
-        hex::encode(random_bytes::<16>()),
-        walk,
-        (
-            issued_at_ms,
-            issued_at_ms.saturating_add(EXPIRY_MS.max((plan.expected_ms * 10.0) as u64)),
-        ),
-        agent.public_key(),
-        plan.expected_ms,
-        random_bytes(),
-        samples,
-    );
-    let started = Instant::now();
-    let walked = built.walk(&walk_nonce)?;
-    let commit_ms = started.elapsed().as_secs_f64() * 1e3;
-    let settled = settle(
-        &mut session,
-        walked.prover.as_ref(),
-        commit_ms,
-        (&agent, &validator),
-    )?;
-    let read_bytes = challenge.reads() * pog_proof::memory::arx::ITEM_BYTES;
-    let device = walked.timings.map(|t| MemoryDeviceTimes {
-        build_ms: device_build_ms.unwrap_or(0.0),
-        walk_ms: t.walk_ms,
-        hash_ms: t.hash_ms,
-        tree_ms: t.tree_ms,
-        walk_gbs: read_bytes as f64 / (t.walk_ms.max(f64::MIN_POSITIVE) * 1e6),
+    let x = exchange::<Memory>(engine, gpu, plan, samples)?;
+    let c = &x.challenge;
+    let read_bytes = c.reads() * pog_proof::memory::arx::ITEM_BYTES;
+    let device = x.proved.timings.as_ref().and_then(|t| match t {
+        DeviceTimings::Walk(t) => Some(MemoryDeviceTimes {
+            build_ms: x.device_set_up_ms.unwrap_or(0.0),
+            walk_ms: t.walk_ms,
+            hash_ms: t.hash_ms,
+            tree_ms: t.tree_ms,
+            walk_gbs: read_bytes as f64 / (t.walk_ms.max(f64::MIN_POSITIVE) * 1e6),
+        }),
+        DeviceTimings::Gemm(_) => None,
     });
     Ok(MemorySelfCheck {
-        gpu_uuid: gpu_uuid.clone(),
-        dataset_bytes: challenge.dataset_bytes(),
+        gpu_uuid: c.to.gpu_uuid.clone(),
+        dataset_bytes: c.dataset_bytes(),
         read_bytes,
-        challenge,
-        walk_nonce,
-        build_ms,
+        walk_nonce: x.start,
+        build_ms: x.set_up_ms,
         expected_ms: plan.expected_ms,
         rate: plan.rate.clone(),
-        commit_ms,
+        commit_ms: x.commit_ms,
         device,
-        open_ms: settled.open_ms,
-        verify_ms: settled.verify_ms,
-        bytes_to_agent: settled.to_agent,
-        bytes_from_agent: settled.from_agent,
-        outcome: settled.outcome,
+        open_ms: x.settled.open_ms,
+        verify_ms: x.settled.verify_ms,
+        bytes_to_agent: x.settled.to_agent,
+        bytes_from_agent: x.settled.from_agent,
+        outcome: x.settled.outcome,
+        challenge: x.challenge,
     })
 }
 
@@ -415,7 +433,7 @@ mod tests {
         );
         assert!(check.bytes_from_agent > check.bytes_to_agent);
         assert!(check.time_ratio() < 1.0);
-        assert_eq!(check.challenge.gpu_bus_id, "00000000:00:06.0");
+        assert_eq!(check.challenge.to.gpu_bus_id, "00000000:00:06.0");
 
         let junk = CpuEngine {
             behaviour: Behaviour::Junk(0.5),

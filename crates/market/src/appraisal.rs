@@ -22,10 +22,10 @@
 //!   [`crate::score::SIMULATED`], and are never priced.
 //!
 //! The input is a list of [`RecordSummary`]s, each read from a typed record
-//! ([`RecordSummary::from_proof`], [`RecordSummary::from_memory`]); everything here is pure.
+//! ([`RecordSummary::of`]); everything here is pure.
 
 use pog_proof::session::Outcome;
-use pog_records::{Failure, FailureKind, MemoryRecord, Record};
+use pog_records::{FailureKind, ProofDetails, ProofRecord};
 use pog_signed::GpuUuid;
 use pog_spec::SpecDb;
 use serde::{Deserialize, Serialize};
@@ -75,67 +75,11 @@ pub struct RecordSummary {
     pub failure_kind: Option<FailureKind>,
 }
 
-/// The fields a GEMM and a memory proof record share, as the score reads them.
-struct RoundRecord<'a> {
-    recorded_at_ms: u64,
-    model: &'a str,
-    agent: &'a str,
-    simulated: bool,
-    accepted: bool,
-    expected_ms: f64,
-    outcome: Option<&'a Outcome>,
-    failure: Option<&'a Failure>,
-}
-
-impl<'a> From<&'a Record> for RoundRecord<'a> {
-    fn from(r: &'a Record) -> RoundRecord<'a> {
-        RoundRecord {
-            recorded_at_ms: r.recorded_at_ms,
-            model: &r.model,
-            agent: &r.agent,
-            simulated: r.simulated,
-            accepted: r.accepted,
-            expected_ms: r.expected_ms,
-            outcome: r.outcome.as_ref(),
-            failure: r.failure.as_ref(),
-        }
-    }
-}
-
-impl<'a> From<&'a MemoryRecord> for RoundRecord<'a> {
-    fn from(r: &'a MemoryRecord) -> RoundRecord<'a> {
-        RoundRecord {
-            recorded_at_ms: r.recorded_at_ms,
-            model: &r.model,
-            agent: &r.agent,
-            simulated: r.simulated,
-            accepted: r.accepted,
-            expected_ms: r.expected_ms,
-            outcome: r.outcome.as_ref(),
-            failure: r.failure.as_ref(),
-        }
-    }
-}
-
 impl RecordSummary {
-    /// What the score reads of a GEMM proof record.
-    pub fn from_proof(id: i64, record: &Record) -> RecordSummary {
-        RecordSummary {
-            proves_model: record.proves_model,
-            ..RecordSummary::of_round(id, RoundRecord::from(record))
-        }
-    }
-
-    /// What the score reads of a memory proof record: whether it speaks for the model's
-    /// memory stands where a GEMM record says whether it speaks for the model.
-    pub fn from_memory(id: i64, record: &MemoryRecord) -> RecordSummary {
-        RecordSummary {
-            proves_model: record.proves_memory,
-            ..RecordSummary::of_round(id, RoundRecord::from(record))
-        }
-    }
-
-    fn of_round(id: i64, r: RoundRecord<'_>) -> RecordSummary {
+    /// What the score reads of a proof record of any kind: for a memory record, whether it
+    /// speaks for the model's memory stands where a GEMM record says whether it speaks for
+    /// the model.
+    pub fn of<D: ProofDetails>(id: i64, r: &ProofRecord<D>) -> RecordSummary {
         RecordSummary {
             id,
             recorded_at_ms: r.recorded_at_ms,
@@ -143,12 +87,12 @@ impl RecordSummary {
             agent: Some(r.agent.to_string()),
             simulated: r.simulated,
             accepted: r.accepted,
-            proves_model: false,
+            proves_model: r.details.proves(),
             expected_ms: r.expected_ms,
-            time_ratio: r.outcome.map(|o| o.time.ratio),
-            wrong: r.outcome.map_or(0, Outcome::wrong),
-            failure: r.failure.map(|f| f.message.clone()),
-            failure_kind: r.failure.map(|f| f.kind),
+            time_ratio: r.outcome.as_ref().map(|o| o.time.ratio),
+            wrong: r.outcome.as_ref().map_or(0, Outcome::wrong),
+            failure: r.failure.as_ref().map(|f| f.message.clone()),
+            failure_kind: r.failure.as_ref().map(|f| f.kind),
         }
     }
 
@@ -886,9 +830,10 @@ mod tests {
             "failure": null, "spot_check_secret": "", "bytes_to_agent": 0,
             "bytes_from_agent": 0, "recorded_at_ms": 99
         });
-        let record =
-            |body: &serde_json::Value| -> Record { serde_json::from_value(body.clone()).unwrap() };
-        let r = RecordSummary::from_proof(7, &record(&body));
+        let record = |body: &serde_json::Value| -> pog_records::Record {
+            serde_json::from_value(body.clone()).unwrap()
+        };
+        let r = RecordSummary::of(7, &record(&body));
         assert_eq!((r.id, r.recorded_at_ms, r.wrong), (7, 99, 3));
         assert_eq!(r.time_ratio, Some(1.31));
         assert!(r.proves_model);
@@ -897,14 +842,14 @@ mod tests {
         failed["outcome"] = serde_json::Value::Null;
         failed["failure"] =
             json!({"kind": "timeout", "message": "the agent did not answer within 60 s"});
-        let r = RecordSummary::from_proof(8, &record(&failed));
+        let r = RecordSummary::of(8, &record(&failed));
         assert_eq!(r.failure_reason(), "the agent did not answer within 60 s");
         assert_eq!(r.failure_kind, Some(FailureKind::Timeout));
         assert!(!r.answered());
         let mut refused = failed.clone();
         refused["failure"] =
             json!({"kind": "agent_refused", "message": "the agent answered HTTP 500"});
-        let r = RecordSummary::from_proof(9, &record(&refused));
+        let r = RecordSummary::of(9, &record(&refused));
         assert!(r.answered(), "an HTTP error is an answer, a wrong one");
         assert_eq!(r.agent.as_deref(), Some(agent.as_str()));
     }

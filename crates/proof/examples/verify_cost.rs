@@ -23,10 +23,12 @@ fn main() {
         let c = Challenge {
             version: CHALLENGE_VERSION,
             nonce: [1; 32],
-            gpu_uuid: "GPU-bench".parse().unwrap(),
-            gpu_bus_id: "00000000:00:06.0".into(),
-            agent_key: pog_signed::PublicKey::from([0xaa; 32]),
-            validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+            to: pog_proof::challenge::Addressee {
+                gpu_uuid: "GPU-bench".parse().unwrap(),
+                gpu_bus_id: "00000000:00:06.0".into(),
+                agent_key: pog_signed::PublicKey::from([0xaa; 32]),
+                validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+            },
             precision,
             size,
             batch: 8,
@@ -77,10 +79,10 @@ fn memory_cost() {
     let c = p.challenge(
         [1; 32],
         Addressee {
-            gpu_uuid: &"GPU-bench".parse().expect("a GPU UUID"),
-            gpu_bus_id: "00000000:00:06.0",
-            agent_key: &pog_signed::PublicKey::from([0xaa; 32]),
-            validator_key: &pog_signed::PublicKey::from([0xbb; 32]),
+            gpu_uuid: "GPU-bench".parse().expect("a GPU UUID"),
+            gpu_bus_id: "00000000:00:06.0".into(),
+            agent_key: pog_signed::PublicKey::from([0xaa; 32]),
+            validator_key: pog_signed::PublicKey::from([0xbb; 32]),
         },
     );
     let walk_key = c.walk_key(&[2; 32]);

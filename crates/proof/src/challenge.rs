@@ -17,20 +17,12 @@ pub struct Challenge {
     /// Lowercase hex in JSON.
     #[serde(with = "hex::serde")]
     pub nonce: [u8; 32],
-    /// The GPU that must answer: its UUID is mixed into every seed, so one GPU's work is
-    /// worthless as another's.
-    pub gpu_uuid: GpuUuid,
-    /// Its PCI address as registered (e.g. "00000000:00:06.0"), mixed into the seeds too: a
-    /// record names the physical slot that proved, and the same UUID claimed at another
-    /// address needs its own work.
-    pub gpu_bus_id: String,
-    /// The Ed25519 public key (hex) of the agent the challenge is addressed to, mixed into the
-    /// seeds: the answer is worth nothing under any other agent key, and an agent refuses a
-    /// challenge addressed to another (a relay cannot pass a victim's work off as its own).
-    pub agent_key: PublicKey,
-    /// The public key of the validator that issued it, mixed in likewise: an agent
-    /// answers only challenges whose issuer signed them.
-    pub validator_key: PublicKey,
+    /// Whom it is for and from (the GPU, its agent, the validator), all mixed into every
+    /// seed: one GPU's work is worthless as another's, at another PCI address, under another
+    /// agent key or for another validator. Flattened: its four fields sit in the challenge's
+    /// JSON.
+    #[serde(flatten)]
+    pub to: Addressee,
     /// The precision of inputs and outputs ([`crate::params::choose_precision`]): the one in which
     /// the claimed model leads the next slower one by the widest margin.
     pub precision: Precision,
@@ -42,31 +34,34 @@ pub struct Challenge {
     pub leaf_elements: u32,
 }
 
-/// Who a challenge (of either kind) is for and from: the GPU (UUID, PCI address), the agent's
+/// Who a challenge (of any kind) is for and from: the GPU (UUID, PCI address), the agent's
 /// key and the validator's key, all bound into what the challenge derives.
-#[derive(Debug, Clone, Copy)]
-pub struct Addressee<'a> {
-    /// The GPU's UUID.
-    pub gpu_uuid: &'a GpuUuid,
-    /// The GPU's PCI address as registered.
-    pub gpu_bus_id: &'a str,
-    /// The Ed25519 public key of the agent that must answer.
-    pub agent_key: &'a PublicKey,
-    /// The Ed25519 public key of the validator that issued it.
-    pub validator_key: &'a PublicKey,
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Addressee {
+    /// The GPU that must answer.
+    pub gpu_uuid: GpuUuid,
+    /// Its PCI address as registered (e.g. "00000000:00:06.0"): a record names the physical
+    /// slot that proved, and the same UUID claimed at another address needs its own work.
+    pub gpu_bus_id: String,
+    /// The Ed25519 public key of the agent that must answer: the answer is worth nothing
+    /// under any other agent key, and an agent refuses a challenge addressed to another (a
+    /// relay cannot pass a victim's work off as its own).
+    pub agent_key: PublicKey,
+    /// The public key of the validator that issued it: an agent answers only challenges
+    /// whose issuer signed them.
+    pub validator_key: PublicKey,
 }
 
-impl<'a> Addressee<'a> {
+impl Addressee {
     /// The GPU, with no one's keys (32 zero bytes each): for a challenge made only to check
     /// its shape or to prepare a prover for it, which is never sent.
-    pub fn shape_only(gpu_uuid: &'a GpuUuid, gpu_bus_id: &'a str) -> Addressee<'a> {
-        static NO_ONE: std::sync::LazyLock<PublicKey> =
-            std::sync::LazyLock::new(|| PublicKey::from([0; 32]));
+    pub fn shape_only(gpu_uuid: &GpuUuid, gpu_bus_id: &str) -> Addressee {
+        let no_one = PublicKey::from([0; 32]);
         Addressee {
-            gpu_uuid,
-            gpu_bus_id,
-            agent_key: &NO_ONE,
-            validator_key: &NO_ONE,
+            gpu_uuid: gpu_uuid.clone(),
+            gpu_bus_id: gpu_bus_id.to_string(),
+            agent_key: no_one.clone(),
+            validator_key: no_one,
         }
     }
 }
@@ -75,8 +70,14 @@ impl<'a> Addressee<'a> {
 /// by its length (u64 LE) so no two tuples run together into the same bytes. Shared by both
 /// challenge kinds' derivations (the GEMM seeds here, the memory data set's key in
 /// [`crate::memory`]).
-pub(crate) fn bind(h: &mut Sha256, nonce: &[u8; 32], bound: [&str; 4]) {
+pub(crate) fn bind(h: &mut Sha256, nonce: &[u8; 32], to: &Addressee) {
     h.update(nonce);
+    let bound: [&str; 4] = [
+        &to.gpu_uuid,
+        &to.gpu_bus_id,
+        &to.agent_key,
+        &to.validator_key,
+    ];
     for s in bound {
         h.update((s.len() as u64).to_le_bytes());
         h.update(s.as_bytes());
@@ -103,16 +104,6 @@ pub struct BadShape {
 }
 
 impl Challenge {
-    /// Whom the challenge is for: the GPU, its agent and the validator it binds.
-    pub fn addressee(&self) -> Addressee<'_> {
-        Addressee {
-            gpu_uuid: &self.gpu_uuid,
-            gpu_bus_id: &self.gpu_bus_id,
-            agent_key: &self.agent_key,
-            validator_key: &self.validator_key,
-        }
-    }
-
     /// Refuses shapes that are empty or so large that counting their leaves could overflow;
     /// within these bounds every size and index computation fits in a u64.
     pub fn check_shape(&self) -> Result<(), BadShape> {
@@ -138,16 +129,7 @@ impl Challenge {
         let seed = |which: &[u8]| {
             let mut h = Sha256::new();
             h.update(b"pog-proof v3");
-            bind(
-                &mut h,
-                &self.nonce,
-                [
-                    &self.gpu_uuid,
-                    &self.gpu_bus_id,
-                    &self.agent_key,
-                    &self.validator_key,
-                ],
-            );
+            bind(&mut h, &self.nonce, &self.to);
             h.update(index.to_le_bytes());
             h.update(which);
             let digest = h.finalize();
@@ -184,10 +166,12 @@ mod tests {
         Challenge {
             version: CHALLENGE_VERSION,
             nonce: [7; 32],
-            gpu_uuid: uuid.parse().unwrap(),
-            gpu_bus_id: "00000000:00:06.0".into(),
-            agent_key: pog_signed::PublicKey::from([0xaa; 32]),
-            validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+            to: Addressee {
+                gpu_uuid: uuid.parse().unwrap(),
+                gpu_bus_id: "00000000:00:06.0".into(),
+                agent_key: pog_signed::PublicKey::from([0xaa; 32]),
+                validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+            },
             precision: Precision::Bf16,
             size: 64,
             batch: 2,
@@ -261,13 +245,13 @@ mod tests {
         other_nonce.nonce[0] ^= 1;
         assert_ne!(a.seeds(0), other_nonce.seeds(0));
         let mut other_slot = a.clone();
-        other_slot.gpu_bus_id = "00000000:00:07.0".into();
+        other_slot.to.gpu_bus_id = "00000000:00:07.0".into();
         assert_ne!(a.seeds(0), other_slot.seeds(0), "the bus id is bound");
         let mut relayed = a.clone();
-        relayed.agent_key = pog_signed::PublicKey::from([0xcc; 32]);
+        relayed.to.agent_key = pog_signed::PublicKey::from([0xcc; 32]);
         assert_ne!(a.seeds(0), relayed.seeds(0), "the agent's key is bound");
         let mut elsewhere = a.clone();
-        elsewhere.validator_key = pog_signed::PublicKey::from([0xcc; 32]);
+        elsewhere.to.validator_key = pog_signed::PublicKey::from([0xcc; 32]);
         assert_ne!(
             a.seeds(0),
             elsewhere.seeds(0),

@@ -58,10 +58,12 @@ mod tests {
         let c = Challenge {
             version: CHALLENGE_VERSION,
             nonce: [0; 32],
-            gpu_uuid: "g".parse().unwrap(),
-            gpu_bus_id: "b".into(),
-            agent_key: pog_signed::PublicKey::from([0xaa; 32]),
-            validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+            to: crate::challenge::Addressee {
+                gpu_uuid: "g".parse().unwrap(),
+                gpu_bus_id: "b".into(),
+                agent_key: pog_signed::PublicKey::from([0xaa; 32]),
+                validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+            },
             precision: Precision::Fp32,
             size: 10,
             batch: 3,

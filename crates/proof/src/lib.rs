@@ -20,7 +20,8 @@
 //! The modules build on one another one way, lowest first: [`challenge`] (the challenge, whom
 //! it is for and how that is bound into its seeds), [`timing`] and [`soundness`]; [`layout`];
 //! [`params`] and [`prover`]; [`verify`]; [`memory`]; [`wire`]; and on top [`session`], which
-//! runs either challenge kind through one state machine. No module imports one above it
+//! runs either challenge kind through one state machine; [`task`] names every kind for the
+//! provers that compute each its own way. No module imports one above it
 //! (only tests do, to run an exchange end to end).
 
 #![warn(missing_docs)]
@@ -32,6 +33,7 @@ pub mod params;
 pub mod prover;
 pub mod session;
 pub mod soundness;
+pub mod task;
 pub mod timing;
 pub mod verify;
 pub mod wire;

@@ -204,10 +204,12 @@ mod tests {
         let challenge = Challenge {
             version: CHALLENGE_VERSION,
             nonce: [2; 32],
-            gpu_uuid: "GPU-1".parse().unwrap(),
-            gpu_bus_id: "00000000:00:06.0".into(),
-            agent_key: pog_signed::PublicKey::from([0xaa; 32]),
-            validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+            to: crate::challenge::Addressee {
+                gpu_uuid: "GPU-1".parse().unwrap(),
+                gpu_bus_id: "00000000:00:06.0".into(),
+                agent_key: pog_signed::PublicKey::from([0xaa; 32]),
+                validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+            },
             precision: Precision::Int8,
             size: 8,
             batch: 1,

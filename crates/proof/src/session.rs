@@ -155,7 +155,7 @@ pub trait SpotChecked {
 
 impl SpotChecked for Challenge {
     fn gpu_uuid(&self) -> &GpuUuid {
-        &self.gpu_uuid
+        &self.to.gpu_uuid
     }
 
     fn leaf_count(&self) -> u64 {
@@ -177,7 +177,7 @@ impl SpotChecked for Challenge {
 
 impl SpotChecked for Walk {
     fn gpu_uuid(&self) -> &GpuUuid {
-        &self.challenge.gpu_uuid
+        &self.challenge.to.gpu_uuid
     }
 
     fn leaf_count(&self) -> u64 {
@@ -428,10 +428,12 @@ mod tests {
             challenge: Challenge {
                 version: CHALLENGE_VERSION,
                 nonce: [5; 32],
-                gpu_uuid: uuid.parse().unwrap(),
-                gpu_bus_id: "00000000:00:06.0".into(),
-                agent_key: pog_signed::PublicKey::from([0xaa; 32]),
-                validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+                to: crate::challenge::Addressee {
+                    gpu_uuid: uuid.parse().unwrap(),
+                    gpu_bus_id: "00000000:00:06.0".into(),
+                    agent_key: pog_signed::PublicKey::from([0xaa; 32]),
+                    validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+                },
                 precision: Precision::Int8,
                 size: 32,
                 batch: 2,

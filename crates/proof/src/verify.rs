@@ -154,10 +154,12 @@ mod tests {
         Challenge {
             version: CHALLENGE_VERSION,
             nonce: [3; 32],
-            gpu_uuid: "GPU-test".parse().unwrap(),
-            gpu_bus_id: "00000000:00:06.0".into(),
-            agent_key: pog_signed::PublicKey::from([0xaa; 32]),
-            validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+            to: crate::challenge::Addressee {
+                gpu_uuid: "GPU-test".parse().unwrap(),
+                gpu_bus_id: "00000000:00:06.0".into(),
+                agent_key: pog_signed::PublicKey::from([0xaa; 32]),
+                validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+            },
             precision,
             size: 48,
             batch: 2,
@@ -263,7 +265,7 @@ mod tests {
         // differ, so the committed values are wrong for this challenge.
         let c = challenge(Precision::Int8);
         let mut other_gpu = c.clone();
-        other_gpu.gpu_uuid = "GPU-other".parse().unwrap();
+        other_gpu.to.gpu_uuid = "GPU-other".parse().unwrap();
         let mut earlier = c.clone();
         earlier.nonce = [4; 32];
         for wrong in [other_gpu, earlier] {

@@ -57,36 +57,28 @@ pub struct Register {
     pub gpus: Vec<GpuClaim>,
 }
 
-/// Validator → agent: compute this.
+/// Validator → agent: a challenge of any kind (`C`: the GEMM [`Challenge`], the memory
+/// proof's [`crate::memory::MemoryChallenge`]). Where the kind's exchange is timed from the
+/// challenge (GEMM), the agent computes and commits; where it sets up first (memory), the
+/// agent gets ready (untimed, by `expires_at_ms`) and answers [`MemoryReady`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ChallengeMessage {
+pub struct ChallengeMessage<C = Challenge> {
     /// Unique per challenge, hex.
     pub id: String,
-    /// What to compute.
-    pub challenge: Challenge,
-    /// The validator's clock: the agent must not answer after `expires_at_ms`.
-    pub issued_at_ms: u64,
+    /// What to compute (or set up for).
+    pub challenge: C,
     /// When the validator issued it (its clock, Unix ms).
+    pub issued_at_ms: u64,
+    /// The validator's clock: the agent must not answer after this.
     pub expires_at_ms: u64,
 }
 
 /// Validator → agent: build this memory challenge's data set (the untimed phase), and say
 /// when it is ready.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MemoryChallengeMessage {
-    /// Unique per challenge, hex.
-    pub id: String,
-    /// The challenge's id, as issued.
-    pub challenge: crate::memory::MemoryChallenge,
-    /// What to build and, later, walk.
-    pub issued_at_ms: u64,
-    /// The validator's clock: the data set must be ready by then.
-    pub expires_at_ms: u64,
-}
+pub type MemoryChallengeMessage = ChallengeMessage<crate::memory::MemoryChallenge>;
 
-/// Agent → validator: the data set is built.
+/// Agent → validator: the set-up phase is done (a memory challenge's data set is built).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryReady {
@@ -98,7 +90,8 @@ pub struct MemoryReady {
     pub build_ms: f64,
 }
 
-/// Validator → agent: walk the data set with this nonce and commit (the timed phase).
+/// Validator → agent: start the timed phase with this nonce and commit (a memory challenge:
+/// walk the data set).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WalkMessage {

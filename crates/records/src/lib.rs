@@ -7,6 +7,7 @@
 //! back typed ([`StoredBody::read`]), never by field name.
 //!
 //! - [`proof`]: a GEMM or memory challenge round, its outcome or its [`Failure`];
+//! - [`kind`]: each kind of proof, how it is planned, exchanged and recorded ([`ProofKind`]);
 //! - [`policy`]: the policy a round was planned and judged under;
 //! - [`registration`], [`missed`], [`health`]: who holds a GPU, a round not run, a
 //!   window of health;
@@ -16,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod health;
+pub mod kind;
 pub mod missed;
 pub mod policy;
 pub mod proof;
@@ -23,10 +25,14 @@ pub mod registration;
 pub mod reports;
 
 pub use health::{HealthRecord, ProofPace};
+pub use kind::{Exchange, Gemm, Memory, ProofKind, Ran};
 pub use missed::MissedRound;
 use pog_signed::{GpuUuid, RecordKind};
 pub use policy::{MemoryPolicy, PlanKind, Planned, Policy, PolicyError};
-pub use proof::{Failure, FailureKind, MemoryRecord, Record};
+pub use proof::{
+    Failure, FailureKind, GemmDetails, MemoryDetails, MemoryRecord, ProofDetails, ProofRecord,
+    Record,
+};
 pub use registration::{Change, RegistrationRecord};
 
 /// Version of the result-record encoding stored (and later appended to the ledger). 3: a proof

@@ -157,10 +157,7 @@ impl Planned {
         Challenge {
             version: CHALLENGE_VERSION,
             nonce,
-            gpu_uuid: to.gpu_uuid.clone(),
-            gpu_bus_id: to.gpu_bus_id.into(),
-            agent_key: to.agent_key.clone(),
-            validator_key: to.validator_key.clone(),
+            to,
             precision: self.precision,
             size: self.size,
             batch: self.batch,

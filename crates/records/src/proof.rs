@@ -1,18 +1,21 @@
-//! The validator's records of the remote proof: one per GEMM challenge ([`Record`]) and one
-//! per memory challenge ([`MemoryRecord`]), each with its outcome or why there was none.
+//! The validator's records of the remote proof: one per challenge ([`ProofRecord`]; a GEMM
+//! challenge's is a [`Record`], a memory challenge's a [`MemoryRecord`]), each with its
+//! outcome or why there was none.
 
 use pog_proof::memory::{MemoryChallenge, MemoryRate};
 use pog_proof::session::Outcome;
 use pog_proof::Challenge;
 use pog_signed::{GpuUuid, PublicKey, RecordKind};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::policy::Policy;
 use crate::SignedBody;
 
-/// What the validator signs and stores for each challenge.
+/// What the validator signs and stores for each challenge of any kind: what every proof
+/// record says, and the kind's own part (`details`, flattened into the same JSON object).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Record {
+pub struct ProofRecord<D> {
     /// The record format's version.
     pub version: u32,
     /// The challenge's id.
@@ -26,17 +29,13 @@ pub struct Record {
     /// The GPU is the simulated test double: this record proves nothing about any GPU.
     pub simulated: bool,
     /// The policy the challenge was planned and judged under (a test plan proves no model),
-    /// as run: a per-model plan's size, batch and bound filled in.
+    /// as run: the plan's shape and bound filled in.
     pub policy: Policy,
-    /// Whether this record can speak for the claimed model at all: a per-model plan on a
-    /// real GPU, in a precision where the model leads every slower one by at least
-    /// `params::MIN_LEAD`.
-    pub proves_model: bool,
-    /// The claimed model's lead over the nearest slower model in the challenge's precision.
-    pub lead: f64,
-    /// The challenge as issued (nonce included), so anyone can recompute its products.
-    pub challenge: Challenge,
-    /// The claimed model's time bound for this challenge, ms.
+    /// What the kind's records say besides: the challenge as issued, whether the record
+    /// speaks for the claimed model.
+    #[serde(flatten)]
+    pub details: D,
+    /// The claimed model's time bound for the timed phase, ms.
     pub expected_ms: f64,
     /// Whether the outcome accepted the proof; false when the exchange failed.
     pub accepted: bool,
@@ -47,32 +46,44 @@ pub struct Record {
     /// The secret the spot checks were drawn from (hex), revealed once they are done, so anyone
     /// can recompute which elements were checked.
     pub spot_check_secret: String,
-    /// Bytes of the messages sent to the agent (challenge, open request).
+    /// Bytes of the messages sent to the agent (challenge, start message, open request).
     pub bytes_to_agent: usize,
-    /// Bytes of the messages received from the agent (commitment, openings).
+    /// Bytes of the messages received from the agent (ready, commitment, openings).
     pub bytes_from_agent: usize,
     /// When the validator stored this record (Unix ms).
     pub recorded_at_ms: u64,
 }
 
-/// What the validator signs and stores for each memory challenge.
+/// A record of a GEMM challenge.
+pub type Record = ProofRecord<GemmDetails>;
+/// A record of a memory challenge.
+pub type MemoryRecord = ProofRecord<MemoryDetails>;
+
+/// The kind-specific part of a [`ProofRecord`].
+pub trait ProofDetails: Serialize + DeserializeOwned {
+    /// The kind its records are signed under.
+    const KIND: RecordKind;
+    /// Whether an accepted record speaks for the claimed model (a per-model plan on a real
+    /// GPU; for the GEMM proof, in a precision where the model leads).
+    fn proves(&self) -> bool;
+}
+
+/// What a GEMM challenge's record says besides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MemoryRecord {
-    /// The record format's version.
-    pub version: u32,
-    /// The challenge's id.
-    pub challenge_id: String,
-    /// The GPU challenged.
-    pub gpu_uuid: GpuUuid,
-    /// The agent the GPU is registered to (its public key).
-    pub agent: PublicKey,
-    /// The GPU's claimed model, as registered.
-    pub model: String,
-    /// The GPU is the simulated test double: this record proves nothing about any GPU.
-    pub simulated: bool,
-    /// The policy it was planned and judged under, as run: the memory plan's items, walkers,
-    /// steps and bound filled in.
-    pub policy: Policy,
+pub struct GemmDetails {
+    /// Whether this record can speak for the claimed model at all: a per-model plan on a
+    /// real GPU, in a precision where the model leads every slower one by at least
+    /// `params::MIN_LEAD`.
+    pub proves_model: bool,
+    /// The claimed model's lead over the nearest slower model in the challenge's precision.
+    pub lead: f64,
+    /// The challenge as issued (nonce included), so anyone can recompute its products.
+    pub challenge: Challenge,
+}
+
+/// What a memory challenge's record says besides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryDetails {
     /// Whether an accepted record speaks for the claimed model's memory: a per-model plan on
     /// a real GPU (the data set fills 90 % of the claimed capacity, the bound is the model's
     /// walk rate).
@@ -86,22 +97,20 @@ pub struct MemoryRecord {
     pub build_ms: Option<f64>,
     /// Where the bound's rate came from (measurement or datasheet).
     pub rate: Option<MemoryRate>,
-    /// The claimed model's time from walk nonce to commitment, ms.
-    pub expected_ms: f64,
-    /// Whether the outcome accepted the proof; false when the exchange failed.
-    pub accepted: bool,
-    /// The verdict when the exchange completed.
-    pub outcome: Option<Outcome>,
-    /// Why it did not, when it did not.
-    pub failure: Option<Failure>,
-    /// The secret the spot checks were drawn from (hex), revealed once they are done.
-    pub spot_check_secret: String,
-    /// Bytes of the messages sent to the agent (challenge, walk nonce, open request).
-    pub bytes_to_agent: usize,
-    /// Bytes of the messages received from the agent (ready, commitment, openings).
-    pub bytes_from_agent: usize,
-    /// When the validator stored this record (Unix ms).
-    pub recorded_at_ms: u64,
+}
+
+impl ProofDetails for GemmDetails {
+    const KIND: RecordKind = RecordKind::ProofRound;
+    fn proves(&self) -> bool {
+        self.proves_model
+    }
+}
+
+impl ProofDetails for MemoryDetails {
+    const KIND: RecordKind = RecordKind::MemoryRound;
+    fn proves(&self) -> bool {
+        self.proves_memory
+    }
 }
 
 /// Why an exchange ended without a verdict, as a signed record tells it: a kind to act on
@@ -146,15 +155,8 @@ impl FailureKind {
     }
 }
 
-impl SignedBody for Record {
-    const KIND: RecordKind = RecordKind::ProofRound;
-    fn gpu_uuid(&self) -> &GpuUuid {
-        &self.gpu_uuid
-    }
-}
-
-impl SignedBody for MemoryRecord {
-    const KIND: RecordKind = RecordKind::MemoryRound;
+impl<D: ProofDetails> SignedBody for ProofRecord<D> {
+    const KIND: RecordKind = D::KIND;
     fn gpu_uuid(&self) -> &GpuUuid {
         &self.gpu_uuid
     }

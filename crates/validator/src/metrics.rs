@@ -18,24 +18,6 @@ use prometheus_client::registry::Registry;
 /// The content type of the page ([`Proofs::render`]).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Which proof a figure is of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum ProofName {
-    /// The GEMM challenge.
-    Gemm,
-    /// The memory challenge.
-    Memory,
-}
-
-impl ProofName {
-    fn label(self) -> &'static str {
-        match self {
-            ProofName::Gemm => "gemm",
-            ProofName::Memory => "memory",
-        }
-    }
-}
-
 /// A GPU's last proof of one kind, as the validator timed it.
 #[derive(Debug, Clone, PartialEq)]
 struct LastProof {
@@ -48,7 +30,8 @@ struct LastProof {
 /// The last proofs of every GPU the validator challenged since it started.
 #[derive(Debug, Default)]
 pub struct Proofs {
-    last: Mutex<BTreeMap<(GpuUuid, ProofName), LastProof>>,
+    /// Keyed by GPU and the proof's kind (`pog_records::ProofKind::NAME`).
+    last: Mutex<BTreeMap<(GpuUuid, &'static str), LastProof>>,
 }
 
 type GaugeFamily = Family<Vec<(String, String)>, Gauge<f64, AtomicU64>>;
@@ -59,7 +42,7 @@ impl Proofs {
         &self,
         gpu: &GpuUuid,
         model: &str,
-        proof: ProofName,
+        proof: &'static str,
         ratio: Option<f64>,
         accepted: bool,
     ) {
@@ -97,7 +80,7 @@ impl Proofs {
             let labels = vec![
                 ("gpu".to_string(), gpu.to_string()),
                 ("model".to_string(), last.model.clone()),
-                ("proof".to_string(), proof.label().to_string()),
+                ("proof".to_string(), proof.to_string()),
             ];
             if let Some(r) = last.ratio {
                 ratio.get_or_create(&labels).set(r);
@@ -120,9 +103,9 @@ mod tests {
     fn the_page_holds_each_gpus_last_proofs() {
         let proofs = Proofs::default();
         let gpu: GpuUuid = "GPU-1".parse().unwrap();
-        proofs.note(&gpu, "H200 SXM", ProofName::Gemm, Some(0.5), true);
-        proofs.note(&gpu, "H200 SXM", ProofName::Gemm, Some(0.97), true);
-        proofs.note(&gpu, "H200 SXM", ProofName::Memory, None, false);
+        proofs.note(&gpu, "H200 SXM", "gemm", Some(0.5), true);
+        proofs.note(&gpu, "H200 SXM", "gemm", Some(0.97), true);
+        proofs.note(&gpu, "H200 SXM", "memory", None, false);
         let page = proofs.render().unwrap();
         assert!(
             page.contains(

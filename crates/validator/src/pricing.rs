@@ -221,10 +221,10 @@ impl Pricing {
             let (kind, body) = (envelope.kind.as_str(), envelope.body.as_str());
             let read: Result<(), Unreadable> = match RecordKind::from_wire_kind(kind) {
                 Some(RecordKind::ProofRound) => Record::read(kind, body)
-                    .map(|r| records.push(RecordSummary::from_proof(*id, &r)))
+                    .map(|r| records.push(RecordSummary::of(*id, &r)))
                     .map_err(Unreadable::from),
                 Some(RecordKind::MemoryRound) => MemoryRecord::read(kind, body)
-                    .map(|r| memory_records.push(RecordSummary::from_memory(*id, &r)))
+                    .map(|r| memory_records.push(RecordSummary::of(*id, &r)))
                     .map_err(Unreadable::from),
                 Some(RecordKind::RoundMissed) => pog_records::MissedRound::read(kind, body)
                     .map(|r| missed_rounds.push(MissedRound::from_record(*id, &r)))

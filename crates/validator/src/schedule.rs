@@ -19,7 +19,7 @@
 //!   missed (`pog_market::evidence`), measured from records rather than assumed.
 
 use pog_net::locked::Locked;
-use pog_records::{MissedRound, Policy, Record, RECORD_VERSION};
+use pog_records::{Gemm, Memory, MissedRound, Policy, Record, RECORD_VERSION};
 
 use crate::validator::{Validator, ValidatorError};
 use std::collections::{HashMap, HashSet};
@@ -119,19 +119,19 @@ async fn prove_round(
     uuid: &str,
     policy: &Policy,
 ) -> Result<Record, ValidatorError> {
-    let record = validator.challenge(uuid, policy).await?;
+    let record = validator.challenge::<Gemm>(uuid, policy).await?;
     let reached = !record
         .failure
         .as_ref()
         .is_some_and(|f| f.kind.is_unreachable());
     if policy.memory.enabled && reached {
-        match validator.challenge_memory(uuid, policy).await {
+        match validator.challenge::<Memory>(uuid, policy).await {
             Ok(m) => tracing::info!(
                 gpu = uuid,
                 model = %m.model,
                 accepted = m.accepted,
                 gib_held = pog_net::rounding::for_log(
-                    m.memory_challenge.dataset_bytes() as f64 / (1u64 << 30) as f64
+                    m.details.memory_challenge.dataset_bytes() as f64 / (1u64 << 30) as f64
                 ),
                 ratio_to_bound = m
                     .outcome
@@ -345,7 +345,7 @@ fn settle(
             gpu = uuid,
             model = %r.model,
             plan = ?r.policy.plan,
-            precision = %r.challenge.precision,
+            precision = %r.details.challenge.precision,
             accepted = r.accepted,
             ratio_to_bound = r
                 .outcome

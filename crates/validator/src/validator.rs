@@ -1,7 +1,6 @@
 //! `pog validator`: registers agents and their GPUs, challenges a GPU through its agent,
 //! verifies the answer (values, Merkle proofs, its own clock) and stores a signed record.
 
-use crate::metrics::ProofName;
 use crate::registry::{Registry, RegistryError};
 use crate::store::{RecordStore, StoreError};
 use axum::body::Bytes;
@@ -14,17 +13,16 @@ use pog_net::buckets::PerSource;
 use pog_net::http::{post_counted, ApiError, BuildClientError, ClientSettings};
 use pog_net::locked::Locked;
 use pog_proof::challenge::Addressee;
-use pog_proof::memory::MemoryPlan;
 use pog_proof::session::{Outcome, SpotChecked, ValidatorSession};
 use pog_proof::timing::now_ms;
 use pog_proof::wire::{kind, ChallengeMessage, Commitment, OpenRequest, Openings, Register};
-use pog_proof::wire::{MemoryChallengeMessage, MemoryReady, WalkMessage};
+use pog_proof::wire::{MemoryReady, WalkMessage};
 use pog_records::{
-    Change, Failure, FailureKind, MemoryPolicy, MemoryRecord, PlanKind, Policy, PolicyError,
-    Record, RegistrationRecord, SignedBody, RECORD_VERSION,
+    Change, Exchange, Failure, FailureKind, Policy, PolicyError, ProofKind, ProofRecord, Ran,
+    RegistrationRecord, SignedBody, RECORD_VERSION,
 };
 use pog_signed::{random_bytes, GpuUuid, Identity, PublicKey};
-use pog_spec::{GpuSpec, SpecDb};
+use pog_spec::SpecDb;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -239,25 +237,6 @@ fn page_permits() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
 
-/// The memory plan for a GPU claimed to be `spec` under `policy`: per model, or the test
-/// plan's fixed shape.
-fn memory_plan_for(policy: &Policy, spec: &GpuSpec) -> Result<MemoryPlan, ValidatorError> {
-    let m = &policy.memory;
-    if !m.enabled {
-        return Err(ValidatorError::Policy(PolicyError::MemoryOff));
-    }
-    let mut plan = pog_proof::memory::plan(spec, pog_proof::memory::WALK_SECONDS, None)
-        .ok_or_else(|| ValidatorError::UnknownModel(spec.model.clone()))?;
-    if policy.plan == PlanKind::Test {
-        let per_leaf = u64::from(plan.walkers_per_leaf);
-        plan.items = m.items / u64::from(plan.span) * u64::from(plan.span);
-        plan.walkers = m.walkers.div_ceil(per_leaf) * per_leaf;
-        plan.steps = m.steps;
-        plan.expected_ms = m.expected_ms;
-    }
-    Ok(plan)
-}
-
 /// Checks an agent's "ready" against the challenge it answers.
 fn check_ready(
     ready: &MemoryReady,
@@ -443,10 +422,15 @@ impl Validator {
         Ok(())
     }
 
-    /// Challenges one registered GPU and records the result (accepted, rejected, or failed).
-    /// The whole exchange runs under one deadline: the policy's expiry to commit, and as long
-    /// again to open.
-    pub async fn challenge(&self, uuid: &str, policy: &Policy) -> Result<Record, ValidatorError> {
+    /// Challenges one registered GPU with a proof of kind `K` and records the result
+    /// (accepted, rejected, or failed). The whole exchange runs under one deadline: the
+    /// policy's expiry to commit (or, for a kind that sets up first, to set up), and as long
+    /// again for the rest.
+    pub async fn challenge<K: ProofKind>(
+        &self,
+        uuid: &str,
+        policy: &Policy,
+    ) -> Result<ProofRecord<K::Details>, ValidatorError> {
         policy.validate()?;
         let gpu = self
             .registry()
@@ -455,18 +439,22 @@ impl Validator {
         let spec = SpecDb::embedded()
             .by_model(&gpu.model)
             .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
-        let planned = policy.plan_for(spec)?;
-        let challenge = planned.challenge(
+        let plan = K::plan(policy, spec)?;
+        let expected_ms = K::expected_ms(&plan);
+        let challenge = K::challenge(
+            &plan,
             random_bytes(),
             Addressee {
-                gpu_uuid: &gpu.uuid,
-                gpu_bus_id: &gpu.bus_id,
-                agent_key: &gpu.agent,
-                validator_key: &self.public_key(),
+                gpu_uuid: gpu.uuid.clone(),
+                gpu_bus_id: gpu.bus_id.clone(),
+                agent_key: gpu.agent.clone(),
+                validator_key: self.public_key(),
             },
         );
-        let expected_ms = planned.expected_ms;
         let id = hex::encode(random_bytes::<16>());
+        // Sent to start the timed phase of a kind that sets up first; unused otherwise.
+        let start: [u8; 32] = random_bytes();
+        let secret: [u8; 32] = random_bytes();
         let deadline_ms = policy.expiry_ms.saturating_mul(2);
         // A commitment later than this fails its time bound anyway (the bound, its 10 %, the
         // largest round-trip allowance, then slack), so the validator does not wait longer.
@@ -480,33 +468,80 @@ impl Validator {
         // challenge, would let an agent delay its own challenges (answering pings slowly) and
         // so stagger the ones a round means to send at the same moment.
         let round_trip_ms = self.round_trips.locked().get(uuid).copied().unwrap_or(0.0);
-        let issued_at_ms = now_ms();
-        let message = ChallengeMessage {
-            id: id.clone(),
-            challenge: challenge.clone(),
-            issued_at_ms,
-            expires_at_ms: issued_at_ms + policy.expiry_ms,
-        };
-        let secret: [u8; 32] = random_bytes();
-        let session = ValidatorSession::new(
-            message.clone(),
-            gpu.agent.clone(),
-            expected_ms,
-            secret,
-            policy.samples,
-        );
         let mut bytes = (0usize, 0usize); // to the agent, from the agent
+        let mut set_up_ms = None;
         let remaining = || Duration::from_millis(deadline_ms).saturating_sub(started.elapsed());
         let exchange = async {
-            let envelope = self.records.seal(kind::CHALLENGE, &message)?;
-            let asked = Asked {
-                path: "/v1/challenge",
-                envelope: &envelope,
+            let issued_at_ms = now_ms();
+            let message = ChallengeMessage {
+                id: id.clone(),
+                challenge: challenge.clone(),
                 issued_at_ms,
-                wait: commit_wait,
+                expires_at_ms: issued_at_ms + policy.expiry_ms,
+            };
+            let session = |window| {
+                ValidatorSession::timed(
+                    id.clone(),
+                    K::checked(challenge.clone(), &start),
+                    window,
+                    gpu.agent.clone(),
+                    expected_ms,
+                    secret,
+                    K::samples(policy),
+                )
+            };
+            let (asked, window) = match K::EXCHANGE {
+                Exchange::Timed { path, kind } => (
+                    Asked {
+                        path,
+                        envelope: self.records.seal(kind, &message)?,
+                        issued_at_ms,
+                        wait: commit_wait,
+                    },
+                    (issued_at_ms, message.expires_at_ms),
+                ),
+                Exchange::SetUp {
+                    path,
+                    kind,
+                    ready_kind,
+                    start_path,
+                    start_kind,
+                } => {
+                    let envelope = self.records.seal(kind, &message)?;
+                    let sent = Instant::now();
+                    let (n, answer) = post_counted(
+                        &self.client,
+                        &format!("{}{path}", gpu.endpoint),
+                        &envelope,
+                        remaining().min(Duration::from_millis(policy.expiry_ms)),
+                        MAX_COMMITMENT_BYTES,
+                    )
+                    .await?;
+                    set_up_ms = Some(sent.elapsed().as_secs_f64() * 1e3);
+                    bytes = (bytes.0 + n, bytes.1 + answer.len());
+                    let (ready, signer): (MemoryReady, PublicKey) =
+                        pog_signed::decode(&answer, ready_kind)?;
+                    check_ready(&ready, &signer, &id, uuid, &gpu.agent)?;
+                    let start_issued_ms = now_ms();
+                    let walk = WalkMessage {
+                        challenge_id: id.clone(),
+                        walk_nonce: start,
+                        issued_at_ms: start_issued_ms,
+                        expires_at_ms: start_issued_ms + commit_wait.as_millis() as u64,
+                    };
+                    (
+                        Asked {
+                            path: start_path,
+                            envelope: self.records.seal(start_kind, &walk)?,
+                            issued_at_ms: start_issued_ms,
+                            wait: commit_wait,
+                        },
+                        (walk.issued_at_ms, walk.expires_at_ms),
+                    )
+                }
             };
             self.commit_and_verify(
-                session,
+                session(window),
                 asked,
                 &gpu.endpoint,
                 round_trip_ms,
@@ -516,24 +551,22 @@ impl Validator {
             .await
         };
         let result = within(deadline_ms, remaining(), exchange).await;
-        let record = Record {
+        let record = ProofRecord {
             version: RECORD_VERSION,
             challenge_id: id.clone(),
             gpu_uuid: gpu.uuid.clone(),
             agent: gpu.agent.clone(),
             model: gpu.model.clone(),
             simulated: gpu.simulated,
-            // The policy as run: a per-model plan's shape and bound, not the zeros it was
-            // configured with.
-            policy: Policy {
-                size: planned.size,
-                batch: planned.batch,
-                expected_ms,
-                ..policy.clone()
-            },
-            proves_model: planned.proves_model && !gpu.simulated,
-            lead: planned.lead,
-            challenge,
+            policy: K::as_run(&plan, policy),
+            details: K::details(Ran {
+                plan: &plan,
+                policy,
+                challenge,
+                start,
+                set_up_ms,
+                simulated: gpu.simulated,
+            }),
             expected_ms,
             accepted: result.as_ref().is_ok_and(|o| o.accepted),
             failure: result.as_ref().err().map(ExchangeError::failure),
@@ -547,7 +580,7 @@ impl Validator {
         self.proofs.note(
             &gpu.uuid,
             &gpu.model,
-            ProofName::Gemm,
+            K::NAME,
             record.outcome.as_ref().map(|o| o.time.ratio),
             record.accepted,
         );
@@ -559,157 +592,13 @@ impl Validator {
         Ok(record)
     }
 
-    /// Challenges one registered GPU's memory and records the result: the data set built under
-    /// the policy's expiry, then the walk timed against the claimed model's bound.
-    pub async fn challenge_memory(
-        &self,
-        uuid: &str,
-        policy: &Policy,
-    ) -> Result<MemoryRecord, ValidatorError> {
-        policy.validate()?;
-        let gpu = self
-            .registry()
-            .gpu(uuid)?
-            .ok_or_else(|| ValidatorError::UnknownGpu(uuid.into()))?;
-        let spec = SpecDb::embedded()
-            .by_model(&gpu.model)
-            .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
-        let plan = memory_plan_for(policy, spec)?;
-        let validator_key = self.public_key();
-        let challenge = plan.challenge(
-            random_bytes(),
-            Addressee {
-                gpu_uuid: &gpu.uuid,
-                gpu_bus_id: &gpu.bus_id,
-                agent_key: &gpu.agent,
-                validator_key: &validator_key,
-            },
-        );
-        let id = hex::encode(random_bytes::<16>());
-        let walk_nonce: [u8; 32] = random_bytes();
-        let secret: [u8; 32] = random_bytes();
-        let deadline_ms = policy.expiry_ms.saturating_mul(2);
-        let started = Instant::now();
-        let remaining = || Duration::from_millis(deadline_ms).saturating_sub(started.elapsed());
-        let round_trip_ms = self.round_trips.locked().get(uuid).copied().unwrap_or(0.0);
-        let mut bytes = (0usize, 0usize);
-        let mut build_ms = None;
-        let exchange = async {
-            let issued_at_ms = now_ms();
-            let message = MemoryChallengeMessage {
-                id: id.clone(),
-                challenge: challenge.clone(),
-                issued_at_ms,
-                expires_at_ms: issued_at_ms + policy.expiry_ms,
-            };
-            let envelope = self.records.seal(kind::MEMORY_CHALLENGE, &message)?;
-            let sent = Instant::now();
-            let (n, answer) = post_counted(
-                &self.client,
-                &format!("{}/v1/memory/build", gpu.endpoint),
-                &envelope,
-                remaining().min(Duration::from_millis(policy.expiry_ms)),
-                MAX_COMMITMENT_BYTES,
-            )
-            .await?;
-            build_ms = Some(sent.elapsed().as_secs_f64() * 1e3);
-            bytes = (bytes.0 + n, bytes.1 + answer.len());
-            let (ready, signer): (MemoryReady, PublicKey) =
-                pog_signed::decode(&answer, kind::MEMORY_READY)?;
-            check_ready(&ready, &signer, &id, uuid, &gpu.agent)?;
-
-            let commit_wait = Duration::from_millis(
-                policy
-                    .expiry_ms
-                    .min((2.0 * plan.expected_ms) as u64 + COMMIT_SLACK_MS),
-            );
-            let walk_issued_ms = now_ms();
-            let walk = WalkMessage {
-                challenge_id: id.clone(),
-                walk_nonce,
-                issued_at_ms: walk_issued_ms,
-                expires_at_ms: walk_issued_ms + commit_wait.as_millis() as u64,
-            };
-            let session = ValidatorSession::timed(
-                id.clone(),
-                pog_proof::memory::Walk {
-                    walk_key: challenge.walk_key(&walk_nonce),
-                    challenge: challenge.clone(),
-                },
-                (walk.issued_at_ms, walk.expires_at_ms),
-                gpu.agent.clone(),
-                plan.expected_ms,
-                secret,
-                policy.memory.samples,
-            );
-            let envelope = self.records.seal(kind::MEMORY_WALK, &walk)?;
-            let asked = Asked {
-                path: "/v1/memory/walk",
-                envelope: &envelope,
-                issued_at_ms: walk_issued_ms,
-                wait: commit_wait,
-            };
-            self.commit_and_verify(
-                session,
-                asked,
-                &gpu.endpoint,
-                round_trip_ms,
-                &remaining,
-                &mut bytes,
-            )
-            .await
-        };
-        let result = within(deadline_ms, remaining(), exchange).await;
-        let record = MemoryRecord {
-            version: RECORD_VERSION,
-            challenge_id: id.clone(),
-            gpu_uuid: gpu.uuid.clone(),
-            agent: gpu.agent.clone(),
-            model: gpu.model.clone(),
-            simulated: gpu.simulated,
-            // The policy as run: the memory plan's shape and bound.
-            policy: Policy {
-                memory: MemoryPolicy {
-                    items: plan.items,
-                    walkers: plan.walkers,
-                    steps: plan.steps,
-                    expected_ms: plan.expected_ms,
-                    ..policy.memory.clone()
-                },
-                ..policy.clone()
-            },
-            proves_memory: policy.proves_model() && !gpu.simulated,
-            memory_challenge: challenge,
-            walk_nonce: hex::encode(walk_nonce),
-            build_ms,
-            rate: (policy.plan == PlanKind::PerModel).then(|| plan.rate.clone()),
-            expected_ms: plan.expected_ms,
-            accepted: result.as_ref().is_ok_and(|o| o.accepted),
-            failure: result.as_ref().err().map(ExchangeError::failure),
-            outcome: result.ok(),
-            spot_check_secret: hex::encode(secret),
-            bytes_to_agent: bytes.0,
-            bytes_from_agent: bytes.1,
-            recorded_at_ms: now_ms(),
-        };
-        self.store(&id, record.accepted, &record)?;
-        self.proofs.note(
-            &gpu.uuid,
-            &gpu.model,
-            ProofName::Memory,
-            record.outcome.as_ref().map(|o| o.time.ratio),
-            record.accepted,
-        );
-        Ok(record)
-    }
-
     /// Sends the message that asks for a commitment (`asked`), waits for the commitment (at
     /// most `asked.wait` and what is left of the exchange), notes when it arrived on the
     /// validator's clock, and finishes with [`Self::open_and_verify`].
     async fn commit_and_verify<C: SpotChecked + Send + 'static>(
         &self,
         session: ValidatorSession<C>,
-        asked: Asked<'_>,
+        asked: Asked,
         endpoint: &str,
         round_trip_ms: f64,
         remaining: &impl Fn() -> Duration,
@@ -719,7 +608,7 @@ impl Validator {
         let (n, answer) = post_counted(
             &self.client,
             &format!("{endpoint}{}", asked.path),
-            asked.envelope,
+            &asked.envelope,
             remaining().min(asked.wait),
             MAX_COMMITMENT_BYTES,
         )
@@ -798,9 +687,9 @@ impl Validator {
 
 /// The signed message that asks an agent for a commitment: where it goes on the agent, when
 /// it was issued (the validator's clock) and how long the commitment may take.
-struct Asked<'a> {
+struct Asked {
     path: &'static str,
-    envelope: &'a pog_signed::Envelope,
+    envelope: pog_signed::Envelope,
     issued_at_ms: u64,
     wait: Duration,
 }

@@ -9,6 +9,7 @@ use common::*;
 use pog_monitor::inject::{inject, Fault};
 use pog_monitor::prometheus::GpuIdentity;
 use pog_monitor::{Replay, Sample};
+use pog_records::Gemm;
 use pog_records::{FailureKind, HealthRecord};
 
 use pog_agent::watch::Watch;
@@ -120,7 +121,12 @@ async fn the_agent_serves_metrics_and_the_validator_records_signed_health() {
 
     // Two proofs, then the first health record: the agent's summary of the whole trace.
     for _ in 0..2 {
-        assert!(v.challenge("GPU-h", &policy()).await.unwrap().accepted);
+        assert!(
+            v.challenge::<Gemm>("GPU-h", &policy())
+                .await
+                .unwrap()
+                .accepted
+        );
     }
     let first: HealthRecord = v.collect_health("GPU-h").await.unwrap();
     assert_eq!(first.failure, None);
@@ -160,7 +166,12 @@ async fn the_agent_serves_metrics_and_the_validator_records_signed_health() {
 
     // A proof later, the next window starts where the first ended: no telemetry in it
     // (the trace is over) while the GPU proved, measured against the two earlier proofs.
-    assert!(v.challenge("GPU-h", &policy()).await.unwrap().accepted);
+    assert!(
+        v.challenge::<Gemm>("GPU-h", &policy())
+            .await
+            .unwrap()
+            .accepted
+    );
     let second = v.collect_health("GPU-h").await.unwrap();
     assert_eq!(second.from_ms, first.to_ms);
     let reported = second.reported.as_ref().expect("a report");
@@ -271,7 +282,12 @@ async fn an_agent_without_a_monitor_gets_a_record_of_its_failure() {
     let h = Harness::new().serve().await;
     let v = &h.v;
     h.agent(32, vec![claim("GPU-n")]).await;
-    assert!(v.challenge("GPU-n", &policy()).await.unwrap().accepted);
+    assert!(
+        v.challenge::<Gemm>("GPU-n", &policy())
+            .await
+            .unwrap()
+            .accepted
+    );
     let record = v.collect_health("GPU-n").await.unwrap();
     assert_eq!(record.reported, None);
     let failure = record.failure.expect("a failure");

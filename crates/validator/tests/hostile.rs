@@ -9,6 +9,7 @@ use pog_agent::misbehaviour::Cheat;
 use pog_net::serve::Limits;
 use pog_proof::wire::{kind, GpuClaim, Register};
 use pog_records::FailureKind;
+use pog_records::Gemm;
 use pog_signed::{Envelope, Identity};
 use pog_validator::schedule::Schedule;
 use pog_validator::validator::{Config, GpuList, RecordPage, Validator};
@@ -408,7 +409,7 @@ async fn endpoints_inside_the_network_are_refused_and_peer_text_is_not_published
     let h = Harness::new().config(Config::default()).serve().await;
     let (status, text) = register(&h.url, &key, "http://localhost:9", vec![claim("GPU-s")]).await;
     assert_eq!(status, 200, "{text}");
-    let r = h.v.challenge("GPU-s", &policy()).await.unwrap();
+    let r = h.v.challenge::<Gemm>("GPU-s", &policy()).await.unwrap();
     assert_eq!(r.failure.unwrap().kind, FailureKind::Unreachable);
     // An agent's error text does not reach the signed record.
     let h = Harness::new().serve().await;
@@ -432,7 +433,7 @@ async fn endpoints_inside_the_network_are_refused_and_peer_text_is_not_published
             .0,
         200
     );
-    let r = h.v.challenge("GPU-leak", &policy()).await.unwrap();
+    let r = h.v.challenge::<Gemm>("GPU-leak", &policy()).await.unwrap();
     let failure = r.failure.unwrap();
     assert_eq!(failure.kind, FailureKind::AgentRefused);
     assert!(!failure.message.contains("SECRET"), "{failure:?}");

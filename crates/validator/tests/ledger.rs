@@ -11,6 +11,7 @@ use pog_ledger::bundle::{verify_bundle, Bundle, WitnessPolicy};
 use pog_ledger::checkpoint::SignedCheckpoint;
 use pog_ledger::entry::Entry;
 use pog_records::MemoryPolicy;
+use pog_records::{Gemm, Memory};
 
 use pog_ledger::note::{NoteSigner, Verifier, ALG_COSIGNATURE_V1};
 use pog_ledger::store::Ledger;
@@ -57,8 +58,8 @@ async fn every_signed_record_is_logged_served_and_verifies() {
     let mut policy = policy();
     policy.memory = MemoryPolicy::test_shape(5_000.0);
     for _ in 0..3 {
-        assert!(v.challenge(GPU, &policy).await.unwrap().accepted);
-        assert!(v.challenge_memory(GPU, &policy).await.unwrap().accepted);
+        assert!(v.challenge::<Gemm>(GPU, &policy).await.unwrap().accepted);
+        assert!(v.challenge::<Memory>(GPU, &policy).await.unwrap().accepted);
     }
     let ledger = v.records().ledger().unwrap().clone();
 
@@ -234,7 +235,7 @@ async fn checkpoints_are_cosigned_and_a_missed_witness_is_asked_again() {
     assert!(answers[0].cosigned && answers[1].cosigned && !answers[2].cosigned);
 
     // Growth: a round's record, a new checkpoint cosigned by both, each witness's line once.
-    v.challenge(GPU, &policy()).await.unwrap();
+    v.challenge::<Gemm>(GPU, &policy()).await.unwrap();
     let tick = ledger.tick(&client, &witnesses[..2]).await.unwrap();
     assert_eq!(tick.signed, Some(2));
     assert!(tick.published.as_ref().unwrap().all_cosigned());
@@ -279,7 +280,7 @@ async fn a_ledger_that_cannot_append_refuses_the_record() {
     let v = h.v.clone();
     let status = h.agent(9, vec![claim(GPU)]).await.status();
     assert_eq!(status, 500, "the registration record could not be logged");
-    match v.challenge(GPU, &policy()).await {
+    match v.challenge::<Gemm>(GPU, &policy()).await {
         Err(ValidatorError::Ledger(e)) => assert!(e.to_string().contains("read"), "{e}"),
         other => panic!("expected the ledger's refusal, got {other:?}"),
     }

@@ -8,6 +8,7 @@ use pog_agent::misbehaviour::Cheat;
 use pog_net::serve::Limits;
 use pog_proof::prover::Behaviour;
 use pog_proof::wire::{self, kind, OpenRequest, Register};
+use pog_records::Gemm;
 use pog_records::{FailureKind, PlanKind, Policy};
 use pog_signed::Identity;
 use pog_spec::Precision;
@@ -21,7 +22,7 @@ async fn an_honest_agent_is_accepted_and_recorded() {
     assert_eq!(status, 200);
     for precision in [Precision::Int8, Precision::Bf16, Precision::Fp32] {
         let record = v
-            .challenge(
+            .challenge::<Gemm>(
                 "GPU-honest",
                 &Policy {
                     precision: Some(precision),
@@ -42,7 +43,7 @@ async fn an_honest_agent_is_accepted_and_recorded() {
             .try_into()
             .unwrap();
         assert_eq!(
-            pog_proof::verify::draw_samples(&record.challenge, &root, &secret, 256).len(),
+            pog_proof::verify::draw_samples(&record.details.challenge, &root, &secret, 256).len(),
             256
         );
         // The openings dominate the traffic.
@@ -53,7 +54,7 @@ async fn an_honest_agent_is_accepted_and_recorded() {
     }
     // The validator's default precision for an H200 works too.
     let record = v
-        .challenge(
+        .challenge::<Gemm>(
             "GPU-honest",
             &Policy {
                 precision: None,
@@ -115,7 +116,7 @@ async fn the_validators_metrics_carry_each_gpus_last_proof() {
     let h = Harness::new().serve().await;
     let v = h.v.clone();
     assert_eq!(h.agent(12, vec![claim("GPU-metrics")]).await.status(), 200);
-    let record = v.challenge("GPU-metrics", &policy()).await.unwrap();
+    let record = v.challenge::<Gemm>("GPU-metrics", &policy()).await.unwrap();
     assert!(record.accepted);
     let answer = reqwest::get(format!("{}/metrics", h.url)).await.unwrap();
     assert_eq!(answer.status(), 200);
@@ -153,14 +154,14 @@ async fn junk_lower_precision_replay_and_foreign_answers_are_rejected() {
     h.agent(11, vec![claim("GPU-junk")])
         .behaving(Behaviour::Junk(0.05))
         .await;
-    let junk = v.challenge("GPU-junk", &policy()).await.unwrap();
+    let junk = v.challenge::<Gemm>("GPU-junk", &policy()).await.unwrap();
     assert!(!junk.accepted && junk.outcome.unwrap().wrong() > 0);
 
     h.agent(12, vec![claim("GPU-bf16")])
         .behaving(Behaviour::LowerPrecision(Precision::Bf16))
         .await;
     let lower = v
-        .challenge(
+        .challenge::<Gemm>(
             "GPU-bf16",
             &Policy {
                 precision: Some(Precision::Fp32),
@@ -175,17 +176,20 @@ async fn junk_lower_precision_replay_and_foreign_answers_are_rejected() {
         .cheating(Cheat::ReplayFirst)
         .await;
     assert!(
-        v.challenge("GPU-replay", &policy()).await.unwrap().accepted,
+        v.challenge::<Gemm>("GPU-replay", &policy())
+            .await
+            .unwrap()
+            .accepted,
         "the first answer is honest"
     );
-    let replayed = v.challenge("GPU-replay", &policy()).await.unwrap();
+    let replayed = v.challenge::<Gemm>("GPU-replay", &policy()).await.unwrap();
     assert!(!replayed.accepted, "a replayed answer passed");
 
     // One GPU answering for two UUIDs: the answer for GPU-b is presented for GPU-a.
     h.agent(14, vec![claim("GPU-a"), claim("GPU-b")])
         .cheating(Cheat::AnswerAs("GPU-b"))
         .await;
-    let doubled = v.challenge("GPU-a", &policy()).await.unwrap();
+    let doubled = v.challenge::<Gemm>("GPU-a", &policy()).await.unwrap();
     assert!(!doubled.accepted);
     assert_eq!(doubled.outcome.unwrap().wrong(), 256);
 
@@ -193,7 +197,7 @@ async fn junk_lower_precision_replay_and_foreign_answers_are_rejected() {
     h.agent(15, vec![claim("GPU-slot")])
         .cheating(Cheat::AnswerAtBus("0000:00:07.0"))
         .await;
-    let moved = v.challenge("GPU-slot", &policy()).await.unwrap();
+    let moved = v.challenge::<Gemm>("GPU-slot", &policy()).await.unwrap();
     assert!(!moved.accepted, "work bound to another bus id passed");
     assert_eq!(moved.outcome.unwrap().wrong(), 256);
 }
@@ -207,7 +211,7 @@ async fn slow_late_forged_and_untrusted_exchanges_fail() {
         .cheating(Cheat::DelayMs(300))
         .await;
     let slow = v
-        .challenge(
+        .challenge::<Gemm>(
             "GPU-slow",
             &Policy {
                 expected_ms: 100.0,
@@ -220,7 +224,7 @@ async fn slow_late_forged_and_untrusted_exchanges_fail() {
     assert!(!slow.accepted && !outcome.time.accepted && outcome.wrong() == 0);
     // Expired: the commitment comes after the deadline.
     let late = v
-        .challenge(
+        .challenge::<Gemm>(
             "GPU-slow",
             &Policy {
                 expiry_ms: 100,
@@ -240,7 +244,7 @@ async fn slow_late_forged_and_untrusted_exchanges_fail() {
     h.agent(21, vec![claim("GPU-forged")])
         .cheating(Cheat::ForeignKey)
         .await;
-    let forged = v.challenge("GPU-forged", &policy()).await.unwrap();
+    let forged = v.challenge::<Gemm>("GPU-forged", &policy()).await.unwrap();
     let failure = forged.failure.unwrap();
     assert_eq!(failure.kind, FailureKind::Protocol);
     assert!(
@@ -253,7 +257,7 @@ async fn slow_late_forged_and_untrusted_exchanges_fail() {
         .agent(22, vec![claim("GPU-x")])
         .trusting(vec![validator_key()])
         .await;
-    let refused = rogue.v.challenge("GPU-x", &policy()).await.unwrap();
+    let refused = rogue.v.challenge::<Gemm>("GPU-x", &policy()).await.unwrap();
     assert_eq!(
         refused.failure.unwrap().message,
         "the agent answered HTTP 403",
@@ -274,7 +278,7 @@ async fn one_gpu_registered_as_two_fails_when_both_are_challenged_at_once() {
         expected_ms: 500.0,
         ..policy()
     };
-    let alone = v.challenge("GPU-one", &policy).await.unwrap();
+    let alone = v.challenge::<Gemm>("GPU-one", &policy).await.unwrap();
     assert!(alone.accepted, "one challenge at a time fits: {alone:?}");
     let together = pog_validator::schedule::challenge_together(
         &v,
@@ -352,10 +356,12 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
     let c = pog_proof::Challenge {
         version: pog_proof::challenge::CHALLENGE_VERSION,
         nonce: [9; 32],
-        gpu_uuid: "GPU-ok".parse().unwrap(),
-        gpu_bus_id: "0000:00:06.0".into(),
-        agent_key: Identity::from_seed([40; 32]).public_key(),
-        validator_key: validator_key.public_key(),
+        to: pog_proof::challenge::Addressee {
+            gpu_uuid: "GPU-ok".parse().unwrap(),
+            gpu_bus_id: "0000:00:06.0".into(),
+            agent_key: Identity::from_seed([40; 32]).public_key(),
+            validator_key: validator_key.public_key(),
+        },
         precision: Precision::Int8,
         size: 16,
         batch: 1,
@@ -379,7 +385,10 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
     let elsewhere = wire::ChallengeMessage {
         id: "elsewhere".into(),
         challenge: pog_proof::Challenge {
-            gpu_bus_id: "0000:00:07.0".into(),
+            to: pog_proof::challenge::Addressee {
+                gpu_bus_id: "0000:00:07.0".into(),
+                ..c.to.clone()
+            },
             ..c.clone()
         },
         ..fresh.clone()
@@ -434,16 +443,26 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         ..policy()
     };
     let int8 = v
-        .challenge("GPU-ok", &per_model(Some(Precision::Int8)))
+        .challenge::<Gemm>("GPU-ok", &per_model(Some(Precision::Int8)))
         .await;
-    let int8 = int8.unwrap().challenge;
+    let int8 = int8.unwrap().details.challenge;
     assert_eq!((int8.precision, int8.size), (Precision::Int8, 32768));
-    let planned = v.challenge("GPU-ok", &per_model(None)).await.unwrap();
+    let planned = v
+        .challenge::<Gemm>("GPU-ok", &per_model(None))
+        .await
+        .unwrap();
     assert_eq!(
-        (planned.challenge.precision, planned.challenge.size),
+        (
+            planned.details.challenge.precision,
+            planned.details.challenge.size
+        ),
         (Precision::Bf16, 16384)
     );
-    assert!(planned.challenge.batch >= 50, "{}", planned.challenge.batch);
+    assert!(
+        planned.details.challenge.batch >= 50,
+        "{}",
+        planned.details.challenge.batch
+    );
     assert_eq!(
         planned.failure.unwrap().message,
         "the agent answered HTTP 413",
@@ -451,7 +470,7 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
     );
     // A challenge beyond the CPU prover is refused with a reason, not computed for an hour.
     let huge = v
-        .challenge(
+        .challenge::<Gemm>(
             "GPU-ok",
             &Policy {
                 size: 16384,
@@ -468,7 +487,7 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
     );
     // A policy no challenge can be built from is refused before anything is sent.
     assert!(v
-        .challenge(
+        .challenge::<Gemm>(
             "GPU-ok",
             &Policy {
                 size: 0,
@@ -478,7 +497,7 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         .await
         .is_err());
     assert!(v
-        .challenge(
+        .challenge::<Gemm>(
             "GPU-ok",
             &Policy {
                 expected_ms: f64::NAN,
@@ -488,7 +507,12 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         .await
         .is_err());
     // The agent and the validator still work, and the records hold only real results.
-    assert!(v.challenge("GPU-ok", &policy()).await.unwrap().accepted);
+    assert!(
+        v.challenge::<Gemm>("GPU-ok", &policy())
+            .await
+            .unwrap()
+            .accepted
+    );
     let page: pog_validator::validator::RecordPage =
         reqwest::get(format!("{vurl}/v1/records/GPU-ok"))
             .await
@@ -581,7 +605,11 @@ async fn a_relay_cannot_pass_a_victims_work_off_under_its_own_key() {
         ),
         200
     );
-    let relayed = second.v.challenge("GPU-victim", &policy()).await.unwrap();
+    let relayed = second
+        .v
+        .challenge::<Gemm>("GPU-victim", &policy())
+        .await
+        .unwrap();
     assert!(!relayed.accepted, "{relayed:?}");
     let why = relayed.failure.unwrap();
     assert_eq!(
@@ -592,7 +620,7 @@ async fn a_relay_cannot_pass_a_victims_work_off_under_its_own_key() {
     assert!(
         honest
             .v
-            .challenge("GPU-victim", &policy())
+            .challenge::<Gemm>("GPU-victim", &policy())
             .await
             .unwrap()
             .accepted

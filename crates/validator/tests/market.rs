@@ -11,6 +11,7 @@ mod common;
 
 use common::{claim, loopback, policy, validator_key, Harness, Served, VALIDATOR_SEED};
 use pog_market::{GpuClass, Mechanism, Order, OrderId, Price, Side};
+use pog_records::Gemm;
 use pog_signed::{Envelope, Identity, RecordKind};
 use pog_validator::client::MarketClient;
 use pog_validator::market::{
@@ -664,10 +665,10 @@ fn store_memory_proof(v: &Validator, uuid: &str) {
     let memory_challenge = plan.challenge(
         [2; 32],
         pog_proof::challenge::Addressee {
-            gpu_uuid: &gpu.uuid,
-            gpu_bus_id: &gpu.bus_id,
-            agent_key: &gpu.agent,
-            validator_key: &validator_key,
+            gpu_uuid: gpu.uuid.clone(),
+            gpu_bus_id: gpu.bus_id.clone(),
+            agent_key: gpu.agent.clone(),
+            validator_key,
         },
     );
     let id = format!("memory-{uuid}");
@@ -679,11 +680,13 @@ fn store_memory_proof(v: &Validator, uuid: &str) {
         model: "H200 SXM".into(),
         simulated: false,
         policy: pog_records::Policy::per_model_default(),
-        proves_memory: true,
-        memory_challenge,
-        walk_nonce: hex::encode([3; 32]),
-        build_ms: Some(2_000.0),
-        rate: None,
+        details: pog_records::MemoryDetails {
+            proves_memory: true,
+            memory_challenge,
+            walk_nonce: hex::encode([3; 32]),
+            build_ms: Some(2_000.0),
+            rate: None,
+        },
         expected_ms: plan.expected_ms,
         accepted: true,
         outcome: Some(Outcome {
@@ -741,8 +744,8 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
     );
 
     // A real exchange under the test plan: accepted, but it proves no model.
-    let record = v.challenge("GPU-p1", &policy()).await.unwrap();
-    assert!(record.accepted && !record.proves_model);
+    let record = v.challenge::<Gemm>("GPU-p1", &policy()).await.unwrap();
+    assert!(record.accepted && !record.details.proves_model);
     let page = history_of(&url, "GPU-p1", 2).await;
     let point = &page.points[1];
     // Memory counts only with a proof of memory: one that speaks for the H200's.
@@ -830,7 +833,7 @@ async fn a_restart_keeps_the_price_history_and_prices_what_came_in_meanwhile() {
         history_of(&url, "GPU-r1", 1).await;
         store_memory_proof(&v, "GPU-r1");
         history_of(&url, "GPU-r1", 2).await;
-        v.challenge("GPU-r1", &policy()).await.unwrap();
+        v.challenge::<Gemm>("GPU-r1", &policy()).await.unwrap();
         history_of(&url, "GPU-r1", 3).await
     };
     // Stored while no pricing ran: the registry alone.
@@ -872,7 +875,7 @@ async fn a_simulated_gpu_scores_zero_with_the_reason() {
         ..claim("GPU-s1")
     };
     h.agent(13, vec![simulated]).await;
-    v.challenge("GPU-s1", &policy()).await.unwrap();
+    v.challenge::<Gemm>("GPU-s1", &policy()).await.unwrap();
     assert_eq!(pricing.catch_up().unwrap(), 1);
     let view: ScoreView = get_json(&format!("{url}/v1/scores/GPU-s1")).await;
     assert!(view.simulated);
@@ -931,7 +934,12 @@ async fn the_price_follows_the_utilization_the_books_clearings_measure() {
     let (v, url) = (h.v.clone(), h.url.clone());
     let status = h.agent(12, vec![claim("GPU-u1")]).await.status();
     assert_eq!(status, 200);
-    assert!(v.challenge("GPU-u1", &policy()).await.unwrap().accepted);
+    assert!(
+        v.challenge::<Gemm>("GPU-u1", &policy())
+            .await
+            .unwrap()
+            .accepted
+    );
     prove_the_h200(&v, "GPU-u1");
     // No clearing yet: utilization at the target, the market factor 1.
     let neutral = settled_score(&url, &v, "GPU-u1").await;
@@ -991,7 +999,12 @@ async fn scores_and_prices_go_into_the_ledger_signed_when_they_change() {
     let (v, url) = (h.v.clone(), h.url.clone());
     let status = h.agent(13, vec![claim("GPU-l1")]).await.status();
     assert_eq!(status, 200);
-    assert!(v.challenge("GPU-l1", &policy()).await.unwrap().accepted);
+    assert!(
+        v.challenge::<Gemm>("GPU-l1", &policy())
+            .await
+            .unwrap()
+            .accepted
+    );
     prove_the_h200(&v, "GPU-l1");
     let view = settled_score(&url, &v, "GPU-l1").await;
     let priced = view.price_micro_usd.expect("priced");
@@ -1237,7 +1250,7 @@ async fn an_agent_reporting_an_xid_and_alerts_gets_an_anomaly_factor_below_one()
         let agent = h.agent(seed, vec![claim(uuid)]).watching(watch).await;
         assert_eq!(agent.status(), 200);
         // A round as the schedule runs it: the proof, then the health record of the window.
-        assert!(v.challenge(uuid, &policy()).await.unwrap().accepted);
+        assert!(v.challenge::<Gemm>(uuid, &policy()).await.unwrap().accepted);
         let health = v.collect_health(uuid).await.unwrap();
         assert!(health.reported.is_some(), "{:?}", health.failure);
         prove_the_h200(&v, uuid);

@@ -7,6 +7,7 @@
 mod common;
 
 use common::*;
+use pog_records::Memory;
 use pog_records::{MemoryPolicy, MemoryRecord, Policy};
 
 use pog_proof::memory::{MemoryChallenge, MEMORY_VERSION};
@@ -47,18 +48,18 @@ async fn an_honest_agent_proves_its_memory_and_junk_is_caught() {
         .behaving(Behaviour::Junk(0.2))
         .await;
     let honest: MemoryRecord = v
-        .challenge_memory("GPU-mem", &memory_policy(5_000.0))
+        .challenge::<Memory>("GPU-mem", &memory_policy(5_000.0))
         .await
         .unwrap();
     assert!(honest.accepted, "{honest:?}");
     let outcome = honest.outcome.as_ref().unwrap();
     assert_eq!(outcome.checked, pog_proof::memory::SAMPLES as usize);
     assert!(
-        !honest.proves_memory,
+        !honest.details.proves_memory,
         "a test plan proves no model's memory"
     );
-    assert!(honest.build_ms.is_some());
-    assert_eq!(honest.memory_challenge.items, 4096);
+    assert!(honest.details.build_ms.is_some());
+    assert_eq!(honest.details.memory_challenge.items, 4096);
     // The record is signed and listed with the GPU's records.
     let page: pog_validator::validator::RecordPage =
         reqwest::get(format!("{vurl}/v1/records/GPU-mem"))
@@ -73,7 +74,7 @@ async fn an_honest_agent_proves_its_memory_and_junk_is_caught() {
         .any(|r| r.record.get("memory_challenge").is_some() && r.record["accepted"] == true));
 
     let junk = v
-        .challenge_memory("GPU-junk", &memory_policy(5_000.0))
+        .challenge::<Memory>("GPU-junk", &memory_policy(5_000.0))
         .await
         .unwrap();
     assert!(!junk.accepted);
@@ -81,7 +82,7 @@ async fn an_honest_agent_proves_its_memory_and_junk_is_caught() {
 
     // Honest but over a bound no CPU meets: rejected on time.
     let late = v
-        .challenge_memory("GPU-mem", &memory_policy(0.001))
+        .challenge::<Memory>("GPU-mem", &memory_policy(0.001))
         .await
         .unwrap();
     assert!(!late.accepted);
@@ -101,10 +102,12 @@ fn build_message(
         challenge: MemoryChallenge {
             version: MEMORY_VERSION,
             nonce: [1; 32],
-            gpu_uuid: "GPU-m".parse().unwrap(),
-            gpu_bus_id: "0000:00:06.0".into(),
-            agent_key: Identity::from_seed([agent_seed; 32]).public_key(),
-            validator_key: validator.public_key(),
+            to: pog_proof::challenge::Addressee {
+                gpu_uuid: "GPU-m".parse().unwrap(),
+                gpu_bus_id: "0000:00:06.0".into(),
+                agent_key: Identity::from_seed([agent_seed; 32]).public_key(),
+                validator_key: validator.public_key(),
+            },
             items,
             item_rounds: 4,
             walkers: 256,
@@ -364,10 +367,12 @@ fn signed_gemm(seed: u8, id: &str, size: u64, batch: u32) -> pog_signed::Envelop
         challenge: pog_proof::Challenge {
             version: pog_proof::challenge::CHALLENGE_VERSION,
             nonce: [3; 32],
-            gpu_uuid: "GPU-m".parse().unwrap(),
-            gpu_bus_id: "0000:00:06.0".into(),
-            agent_key: Identity::from_seed([seed; 32]).public_key(),
-            validator_key: validator.public_key(),
+            to: pog_proof::challenge::Addressee {
+                gpu_uuid: "GPU-m".parse().unwrap(),
+                gpu_bus_id: "0000:00:06.0".into(),
+                agent_key: Identity::from_seed([seed; 32]).public_key(),
+                validator_key: validator.public_key(),
+            },
             precision: pog_spec::Precision::Int8,
             size,
             batch,

@@ -271,7 +271,7 @@ fn prover_engine(
                         [0; 32],
                         pog_proof::challenge::Addressee::shape_only(&g.uuid, &g.bus_id),
                     );
-                    match engine.prepare(&shape) {
+                    match engine.prepare(pog_proof::task::Task::Gemm(&shape)) {
                         Ok(algorithm) => say(format_args!(
                             "GPU {}: ready for {} n={} ({})",
                             g.uuid,

@@ -34,7 +34,6 @@ use crate::prover::Opening;
 use crate::verify::Rejection;
 use arx::{ITEM_BYTES, OUTPUT_BYTES};
 use pog_merkle::{leaf_hash, verify_inclusion, Hash};
-use pog_signed::{GpuUuid, PublicKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -68,14 +67,10 @@ pub struct MemoryChallenge {
     /// Fresh randomness from the validator, lowercase hex in JSON.
     #[serde(with = "hex::serde")]
     pub nonce: [u8; 32],
-    /// The GPU that must answer, bound into the data set like the GEMM challenge's seeds.
-    pub gpu_uuid: GpuUuid,
-    /// Its PCI address as registered, bound likewise.
-    pub gpu_bus_id: String,
-    /// The agent's public key, bound likewise.
-    pub agent_key: PublicKey,
-    /// The validator's public key, bound likewise.
-    pub validator_key: PublicKey,
+    /// Whom it is for and from, bound into the data set like the GEMM challenge's seeds.
+    /// Flattened: its four fields sit in the challenge's JSON.
+    #[serde(flatten)]
+    pub to: Addressee,
     /// Items of 128 bytes in the data set.
     pub items: u64,
     /// ChaCha double rounds per 64-byte half of an item: what one item costs to produce.
@@ -116,16 +111,6 @@ pub struct BadMemoryShape {
 }
 
 impl MemoryChallenge {
-    /// Whom the challenge is for: the GPU, its agent and the validator it binds.
-    pub fn addressee(&self) -> Addressee<'_> {
-        Addressee {
-            gpu_uuid: &self.gpu_uuid,
-            gpu_bus_id: &self.gpu_bus_id,
-            agent_key: &self.agent_key,
-            validator_key: &self.validator_key,
-        }
-    }
-
     /// Refuses shapes that are empty, unbounded, or whose leaves do not divide the walkers.
     pub fn check_shape(&self) -> Result<(), BadMemoryShape> {
         let ok = (1..=MAX_ITEMS).contains(&self.items)
@@ -158,16 +143,7 @@ impl MemoryChallenge {
     pub fn dataset_key(&self) -> [u32; 8] {
         let mut h = Sha256::new();
         h.update(b"pog-memory v1");
-        bind(
-            &mut h,
-            &self.nonce,
-            [
-                &self.gpu_uuid,
-                &self.gpu_bus_id,
-                &self.agent_key,
-                &self.validator_key,
-            ],
-        );
+        bind(&mut h, &self.nonce, &self.to);
         h.update(self.items.to_le_bytes());
         h.update(self.item_rounds.to_le_bytes());
         arx::key_words(&h.finalize().into())
@@ -317,10 +293,12 @@ mod tests {
         MemoryChallenge {
             version: MEMORY_VERSION,
             nonce: [3; 32],
-            gpu_uuid: "GPU-1".parse().unwrap(),
-            gpu_bus_id: "00000000:00:06.0".into(),
-            agent_key: pog_signed::PublicKey::from([0xaa; 32]),
-            validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+            to: crate::challenge::Addressee {
+                gpu_uuid: "GPU-1".parse().unwrap(),
+                gpu_bus_id: "00000000:00:06.0".into(),
+                agent_key: pog_signed::PublicKey::from([0xaa; 32]),
+                validator_key: pog_signed::PublicKey::from([0xbb; 32]),
+            },
             items: 1000,
             item_rounds: 4,
             walkers: 256,
@@ -344,19 +322,31 @@ mod tests {
         let key = c.dataset_key();
         let changed = [
             MemoryChallenge {
-                gpu_uuid: "GPU-2".parse().unwrap(),
+                to: Addressee {
+                    gpu_uuid: "GPU-2".parse().unwrap(),
+                    ..small().to
+                },
                 ..small()
             },
             MemoryChallenge {
-                gpu_bus_id: "00000000:00:07.0".into(),
+                to: Addressee {
+                    gpu_bus_id: "00000000:00:07.0".into(),
+                    ..small().to
+                },
                 ..small()
             },
             MemoryChallenge {
-                agent_key: pog_signed::PublicKey::from([0xcc; 32]),
+                to: Addressee {
+                    agent_key: pog_signed::PublicKey::from([0xcc; 32]),
+                    ..small().to
+                },
                 ..small()
             },
             MemoryChallenge {
-                validator_key: pog_signed::PublicKey::from([0xcc; 32]),
+                to: Addressee {
+                    validator_key: pog_signed::PublicKey::from([0xcc; 32]),
+                    ..small().to
+                },
                 ..small()
             },
             MemoryChallenge {
@@ -437,7 +427,10 @@ mod tests {
             .all(|r| matches!(r, Rejection::WrongOutput { .. })));
         // A data set for another GPU (or any other binding) gives other outputs everywhere.
         let other = MemoryChallenge {
-            gpu_uuid: "GPU-2".parse().unwrap(),
+            to: Addressee {
+                gpu_uuid: "GPU-2".parse().unwrap(),
+                ..small().to
+            },
             ..small()
         };
         let foreign = exchange(MemoryBehaviour::Honest, &other, 16);

@@ -189,10 +189,7 @@ impl MemoryPlan {
         MemoryChallenge {
             version: MEMORY_VERSION,
             nonce,
-            gpu_uuid: to.gpu_uuid.clone(),
-            gpu_bus_id: to.gpu_bus_id.into(),
-            agent_key: to.agent_key.clone(),
-            validator_key: to.validator_key.clone(),
+            to,
             items: self.items,
             item_rounds: self.item_rounds,
             walkers: self.walkers,
@@ -225,24 +222,18 @@ pub fn unseparated<'a>(claimed: &GpuSpec, db: &'a SpecDb) -> Vec<&'a GpuSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pog_signed::{GpuUuid, PublicKey};
+    use pog_signed::PublicKey;
 
     fn spec(model: &str) -> &'static GpuSpec {
         SpecDb::embedded().by_model(model).unwrap()
     }
 
-    fn to() -> Addressee<'static> {
-        static GPU: std::sync::LazyLock<GpuUuid> =
-            std::sync::LazyLock::new(|| "GPU-1".parse().unwrap());
-        static AGENT: std::sync::LazyLock<PublicKey> =
-            std::sync::LazyLock::new(|| PublicKey::from([0xaa; 32]));
-        static VALIDATOR: std::sync::LazyLock<PublicKey> =
-            std::sync::LazyLock::new(|| PublicKey::from([0xbb; 32]));
+    fn to() -> Addressee {
         Addressee {
-            gpu_uuid: &GPU,
-            gpu_bus_id: "00000000:00:06.0",
-            agent_key: &AGENT,
-            validator_key: &VALIDATOR,
+            gpu_uuid: "GPU-1".parse().unwrap(),
+            gpu_bus_id: "00000000:00:06.0".into(),
+            agent_key: PublicKey::from([0xaa; 32]),
+            validator_key: PublicKey::from([0xbb; 32]),
         }
     }
 

@@ -6,7 +6,7 @@
 //! let h = Harness::new().with_ledger(dir).with_pricing().serve().await;
 //! let agent = h.agent(7, vec![claim("GPU-a")]).cheating(Cheat::ReplayFirst).await;
 //! assert_eq!(agent.status(), 200);
-//! h.v.challenge("GPU-a", &policy()).await?;
+//! h.v.challenge::<Gemm>("GPU-a", &policy()).await?;
 //! ```
 
 #![allow(dead_code)] // each test file uses its own share of these

@@ -1,0 +1,25 @@
+//! A challenge of any kind, for the code that computes each kind its own way (a prover
+//! engine): the one place that names every kind. Everything else is written once over a kind
+//! (`pog_records::ProofKind`).
+
+use crate::challenge::{Addressee, Challenge};
+use crate::memory::MemoryChallenge;
+
+/// What a prover is asked to compute.
+#[derive(Debug, Clone, Copy)]
+pub enum Task<'a> {
+    /// Seeded GEMMs, committed as one Merkle tree (timed from the challenge).
+    Gemm(&'a Challenge),
+    /// A data set built in memory (untimed), then walked from a fresh nonce (timed).
+    Memory(&'a MemoryChallenge),
+}
+
+impl Task<'_> {
+    /// Whom the challenge is for: the GPU that must compute it, its agent and validator.
+    pub fn to(&self) -> &Addressee {
+        match self {
+            Task::Gemm(c) => &c.to,
+            Task::Memory(c) => &c.to,
+        }
+    }
+}

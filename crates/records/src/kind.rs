@@ -1,0 +1,260 @@
+//! One kind of remote proof: how a validator plans it for a claimed model, addresses it, runs
+//! its exchange with the agent, spot-checks it and records it. The validator's challenger,
+//! the local self-check (`pog prove`, `pog check`) and the proof records are each written once
+//! over [`ProofKind`]; the GEMM proof ([`Gemm`]) and the proof of memory ([`Memory`]) are its
+//! two implementations, and a new kind of proof (the host's CPU, RAM and storage) is a third.
+
+use crate::policy::{PlanKind, Planned, Policy, PolicyError};
+use crate::proof::{GemmDetails, MemoryDetails, ProofDetails};
+use pog_proof::challenge::Addressee;
+use pog_proof::memory::{MemoryChallenge, MemoryPlan, Walk};
+use pog_proof::session::SpotChecked;
+use pog_proof::task::Task;
+use pog_proof::wire::kind;
+use pog_proof::Challenge;
+use pog_spec::GpuSpec;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::fmt::Debug;
+
+/// How a kind's exchange runs on the wire, after which both end the same way (commitment,
+/// open request, openings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exchange {
+    /// The challenge message starts the clock: the agent computes and answers with its
+    /// commitment.
+    Timed {
+        /// Where on the agent the challenge goes.
+        path: &'static str,
+        /// The challenge message's wire kind.
+        kind: &'static str,
+    },
+    /// The challenge message sets up, untimed under its expiry (the agent answers "ready");
+    /// then a start message with a fresh nonce starts the clock, and the agent answers with
+    /// its commitment. Nothing about the timed work is known while setting up.
+    SetUp {
+        /// Where on the agent the challenge goes.
+        path: &'static str,
+        /// The challenge message's wire kind.
+        kind: &'static str,
+        /// The wire kind of the agent's "ready".
+        ready_kind: &'static str,
+        /// Where on the agent the start message goes.
+        start_path: &'static str,
+        /// The start message's wire kind.
+        start_kind: &'static str,
+    },
+}
+
+impl Exchange {
+    /// Where on the agent the challenge message goes, and its wire kind.
+    pub fn challenge(&self) -> (&'static str, &'static str) {
+        match *self {
+            Exchange::Timed { path, kind } | Exchange::SetUp { path, kind, .. } => (path, kind),
+        }
+    }
+}
+
+/// What a record of one challenge says beyond what every proof record says, gathered once the
+/// exchange has run.
+pub struct Ran<'a, K: ProofKind> {
+    /// The plan it ran under.
+    pub plan: &'a K::Plan,
+    /// The policy it was planned under.
+    pub policy: &'a Policy,
+    /// The challenge as issued.
+    pub challenge: K::Challenge,
+    /// The nonce that started the timed phase (sent only by a kind that sets up first).
+    pub start: [u8; 32],
+    /// The validator's clock from sending the challenge to the agent's "ready", when the kind
+    /// sets up and the agent got that far.
+    pub set_up_ms: Option<f64>,
+    /// The GPU is the simulated test double (its records prove nothing).
+    pub simulated: bool,
+}
+
+/// One kind of remote proof. See the module's documentation.
+pub trait ProofKind: Sized + Send + Sync + 'static {
+    /// Its name in metrics, logs and tables: "gemm", "memory".
+    const NAME: &'static str;
+    /// How its exchange runs.
+    const EXCHANGE: Exchange;
+    /// The challenge as issued, signed and recorded.
+    type Challenge: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static;
+    /// The plan for one claimed model: the challenge's shape and the model's time bound.
+    type Plan: Clone + Debug + Send + Sync;
+    /// What the spot checks run against once the timed phase has run.
+    type Checked: SpotChecked + Send + 'static;
+    /// What its records say beyond what every proof record says.
+    type Details: ProofDetails + Clone + Debug + PartialEq + Send + Sync;
+
+    /// Plans the proof for a GPU claimed to be `spec` under `policy`.
+    fn plan(policy: &Policy, spec: &GpuSpec) -> Result<Self::Plan, PolicyError>;
+    /// The claimed model's time for the timed phase under `plan`, ms.
+    fn expected_ms(plan: &Self::Plan) -> f64;
+    /// Spot checks per challenge under `policy`.
+    fn samples(policy: &Policy) -> u32;
+    /// The challenge of `plan` for `to`, from `nonce`.
+    fn challenge(plan: &Self::Plan, nonce: [u8; 32], to: Addressee) -> Self::Challenge;
+    /// Whom `challenge` is for.
+    fn to(challenge: &Self::Challenge) -> &Addressee;
+    /// `challenge` as a prover's task.
+    fn task(challenge: &Self::Challenge) -> Task<'_>;
+    /// What is spot-checked: `challenge`, timed from `start` where the kind sets up first.
+    fn checked(challenge: Self::Challenge, start: &[u8; 32]) -> Self::Checked;
+    /// `policy` as run under `plan`: the plan's shape and bound filled in, so a record says
+    /// what was asked rather than what was configured.
+    fn as_run(plan: &Self::Plan, policy: &Policy) -> Policy;
+    /// The record's kind-specific part.
+    fn details(ran: Ran<'_, Self>) -> Self::Details;
+}
+
+/// The GEMM proof: seeded products in the precision that separates the claimed model from
+/// cheaper ones, timed from the challenge.
+#[derive(Debug, Clone, Copy)]
+pub struct Gemm;
+
+impl ProofKind for Gemm {
+    const NAME: &'static str = "gemm";
+    const EXCHANGE: Exchange = Exchange::Timed {
+        path: "/v1/challenge",
+        kind: kind::CHALLENGE,
+    };
+    type Challenge = Challenge;
+    type Plan = Planned;
+    type Checked = Challenge;
+    type Details = GemmDetails;
+
+    fn plan(policy: &Policy, spec: &GpuSpec) -> Result<Planned, PolicyError> {
+        policy.plan_for(spec)
+    }
+
+    fn expected_ms(plan: &Planned) -> f64 {
+        plan.expected_ms
+    }
+
+    fn samples(policy: &Policy) -> u32 {
+        policy.samples
+    }
+
+    fn challenge(plan: &Planned, nonce: [u8; 32], to: Addressee) -> Challenge {
+        plan.challenge(nonce, to)
+    }
+
+    fn to(challenge: &Challenge) -> &Addressee {
+        &challenge.to
+    }
+
+    fn task(challenge: &Challenge) -> Task<'_> {
+        Task::Gemm(challenge)
+    }
+
+    fn checked(challenge: Challenge, _start: &[u8; 32]) -> Challenge {
+        challenge
+    }
+
+    fn as_run(plan: &Planned, policy: &Policy) -> Policy {
+        Policy {
+            size: plan.size,
+            batch: plan.batch,
+            expected_ms: plan.expected_ms,
+            ..policy.clone()
+        }
+    }
+
+    fn details(ran: Ran<'_, Gemm>) -> GemmDetails {
+        GemmDetails {
+            proves_model: ran.plan.proves_model && !ran.simulated,
+            lead: ran.plan.lead,
+            challenge: ran.challenge,
+        }
+    }
+}
+
+/// The proof of memory: a data set of the claimed capacity built (untimed), then walked at
+/// the claimed bandwidth from a fresh nonce (timed).
+#[derive(Debug, Clone, Copy)]
+pub struct Memory;
+
+impl ProofKind for Memory {
+    const NAME: &'static str = "memory";
+    const EXCHANGE: Exchange = Exchange::SetUp {
+        path: "/v1/memory/build",
+        kind: kind::MEMORY_CHALLENGE,
+        ready_kind: kind::MEMORY_READY,
+        start_path: "/v1/memory/walk",
+        start_kind: kind::MEMORY_WALK,
+    };
+    type Challenge = MemoryChallenge;
+    type Plan = MemoryPlan;
+    type Checked = Walk;
+    type Details = MemoryDetails;
+
+    /// Per model, or the test plan's fixed shape.
+    fn plan(policy: &Policy, spec: &GpuSpec) -> Result<MemoryPlan, PolicyError> {
+        let m = &policy.memory;
+        if !m.enabled {
+            return Err(PolicyError::MemoryOff);
+        }
+        let mut plan = pog_proof::memory::plan(spec, pog_proof::memory::WALK_SECONDS, None)
+            .ok_or_else(|| PolicyError::UnknownModel(spec.model.clone()))?;
+        if policy.plan == PlanKind::Test {
+            let per_leaf = u64::from(plan.walkers_per_leaf);
+            plan.items = m.items / u64::from(plan.span) * u64::from(plan.span);
+            plan.walkers = m.walkers.div_ceil(per_leaf) * per_leaf;
+            plan.steps = m.steps;
+            plan.expected_ms = m.expected_ms;
+        }
+        Ok(plan)
+    }
+
+    fn expected_ms(plan: &MemoryPlan) -> f64 {
+        plan.expected_ms
+    }
+
+    fn samples(policy: &Policy) -> u32 {
+        policy.memory.samples
+    }
+
+    fn challenge(plan: &MemoryPlan, nonce: [u8; 32], to: Addressee) -> MemoryChallenge {
+        plan.challenge(nonce, to)
+    }
+
+    fn to(challenge: &MemoryChallenge) -> &Addressee {
+        &challenge.to
+    }
+
+    fn task(challenge: &MemoryChallenge) -> Task<'_> {
+        Task::Memory(challenge)
+    }
+
+    fn checked(challenge: MemoryChallenge, start: &[u8; 32]) -> Walk {
+        Walk {
+            walk_key: challenge.walk_key(start),
+            challenge,
+        }
+    }
+
+    fn as_run(plan: &MemoryPlan, policy: &Policy) -> Policy {
+        Policy {
+            memory: crate::policy::MemoryPolicy {
+                items: plan.items,
+                walkers: plan.walkers,
+                steps: plan.steps,
+                expected_ms: plan.expected_ms,
+                ..policy.memory.clone()
+            },
+            ..policy.clone()
+        }
+    }
+
+    fn details(ran: Ran<'_, Memory>) -> MemoryDetails {
+        MemoryDetails {
+            proves_memory: ran.policy.proves_model() && !ran.simulated,
+            memory_challenge: ran.challenge,
+            walk_nonce: hex::encode(ran.start),
+            build_ms: ran.set_up_ms,
+            rate: (ran.policy.plan == PlanKind::PerModel).then(|| ran.plan.rate.clone()),
+        }
+    }
+}
