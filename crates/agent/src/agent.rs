@@ -7,6 +7,7 @@
 //! the protocol plans for the claimed model, and nothing held past [`MEMORY_HOLD`] between the
 //! validator's messages.
 
+use crate::own_timing::Step;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
@@ -328,6 +329,14 @@ impl Agent {
             .iter()
             .find(|g| g.uuid == gpu)
             .map_or("", |g| g.model.as_str())
+    }
+
+    /// Notes a step of a proof to its health monitor, which times the proofs it commits for
+    /// its `/metrics` (`crate::own_timing`).
+    fn timed(&self, step: Step<'_>) {
+        if let Some((watch, _)) = &self.watch {
+            watch.timed(self.claimed_model(step.gpu()), step);
+        }
     }
 
     /// Refuses (400) a GEMM challenge that asks for more than the protocol plans for the GPU's
@@ -746,6 +755,7 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
         leaf_count: prover.leaf_count(),
         agent_ms: started.elapsed().as_secs_f64() * 1e3,
     };
+    agent.timed(Step::Gemm(c, commitment.agent_ms));
     agent.keep_gemm(
         (&message.id, &c.to.gpu_uuid),
         prover,
@@ -794,6 +804,7 @@ async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Re
         Ok::<_, ProverError>(())
     })
     .await?;
+    agent.timed(Step::Built(&message.id, c));
     let ready = MemoryReady {
         challenge_id: message.id.clone(),
         gpu_uuid: c.to.gpu_uuid.clone(),
@@ -858,6 +869,11 @@ async fn memory_walk(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Res
         leaf_count,
         agent_ms: started.elapsed().as_secs_f64() * 1e3,
     };
+    agent.timed(Step::Walked(
+        &commitment.challenge_id,
+        &commitment.gpu_uuid,
+        commitment.agent_ms,
+    ));
     Ok(envelope_response(
         agent.signer().seal(kind::COMMITMENT, &commitment)?,
     ))

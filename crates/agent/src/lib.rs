@@ -1,6 +1,7 @@
 //! `pog agent`: the service on a GPU host. It answers a trusted validator's GEMM and memory
 //! challenges for the GPUs it serves with the host's prover engines ([`agent`]), watches their
-//! health and summarizes a window of it when asked ([`watch`]), and makes and sends its signed
+//! health and summarizes a window of it when asked ([`watch`]), times its own proofs for its
+//! metrics ([`own_timing`]), and makes and sends its signed
 //! inspection and benchmark reports ([`reports`]). HTTP with axum on `pog_net`'s hardened
 //! server; every body is a signed `pog_proof::wire` message.
 
@@ -9,5 +10,6 @@
 pub mod agent;
 #[cfg(feature = "test-doubles")]
 pub mod misbehaviour;
+pub mod own_timing;
 pub mod reports;
 pub mod watch;

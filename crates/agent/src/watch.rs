@@ -5,8 +5,11 @@
 //! with a [`HealthSummary`] of any window in it.
 //!
 //! What it reports is self-reported telemetry: the validator signs and stores it as the
-//! agent's word, and weighs its own proof timings instead (`pog_validator::health`).
+//! agent's word, and weighs its own proof timings instead (`pog_validator::health`). Its
+//! `/metrics` also carries the agent's own timing of the proofs it commits
+//! ([`crate::own_timing`]).
 
+use crate::own_timing::{OwnTimings, Step};
 use pog_monitor::prometheus::{GpuIdentity, GpuMetrics, SamplerHealth};
 use pog_monitor::{Alert, Config, Monitor, Sample, Signal};
 use pog_net::locked::Locked;
@@ -55,6 +58,7 @@ impl Gpu {
 struct State {
     gpus: Vec<Gpu>,
     health: SamplerHealth,
+    timings: OwnTimings,
 }
 
 /// The agent's monitor: the GPUs' recent samples and alerts.
@@ -81,7 +85,7 @@ impl Watch {
             simulated,
             state: Mutex::new(State {
                 gpus,
-                health: SamplerHealth::default(),
+                ..State::default()
             }),
         }
     }
@@ -164,10 +168,16 @@ impl Watch {
                 last_xid: g.xids.1,
                 anomaly_score: g.anomaly_score,
                 alerts_firing: g.alerts_firing,
-                last_proof_ratio: None,
+                last_proof_ratio: state.timings.last(&g.identity.uuid),
             })
             .collect();
         pog_monitor::prometheus::render(&gpus, state.health)
+    }
+
+    /// Notes a step of a proof of a GPU claimed as `model`, for the agent's own
+    /// `pog_last_proof_ratio` ([`crate::own_timing`]).
+    pub fn timed(&self, model: &str, step: Step<'_>) {
+        self.state().timings.note(model, step);
     }
 
     /// The summary of the request's GPU over its window (the samples taken in it, by the

@@ -75,8 +75,22 @@ pub struct GpuMetrics<'a> {
     pub anomaly_score: Option<f64>,
     /// Alerts raised and not yet cleared.
     pub alerts_firing: usize,
-    /// The last proof's time over its bound, if the GPU was proven.
-    pub last_proof_ratio: Option<f64>,
+    /// The GPU's last proofs as the agent serving it timed them (`pog agent`; `None` on
+    /// `pog monitor run`, which proves nothing).
+    pub last_proof_ratio: Option<LastProofRatio>,
+}
+
+/// A GPU's last proof of each kind as the agent serving it timed them: its own time from taking
+/// the challenge (the memory proof: the walk) to its commitment, over the time the protocol
+/// plans for the claimed model (`pog_proof::timing::check`'s ratio, without the network). The
+/// validator's figure, from its own clock, is the one that decides; it serves it on its own
+/// `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LastProofRatio {
+    /// The last GEMM proof's, if one was committed.
+    pub gemm: Option<f64>,
+    /// The last memory proof's, if a walk was committed.
+    pub memory: Option<f64>,
 }
 
 /// The sampler's own health.
@@ -235,7 +249,9 @@ pub fn render(gpus: &[GpuMetrics<'_>], sampler: SamplerHealth) -> Result<String,
     let proof = gauge(
         &mut registry,
         "pog_last_proof_ratio",
-        "The last validator-timed proof: time over its bound (below 1 passes)",
+        "The last proof (label proof) as the agent timed it (timed_by=\"agent\"): challenge to \
+         commitment over the time planned for the claimed model; the validator's own clock \
+         decides (its /metrics)",
     );
     let up = gauge(
         &mut registry,
@@ -262,8 +278,14 @@ pub fn render(gpus: &[GpuMetrics<'_>], sampler: SamplerHealth) -> Result<String,
             score.get_or_create(&labels).set(v);
         }
         firing.get_or_create(&labels).set(gpu.alerts_firing as f64);
-        if let Some(v) = gpu.last_proof_ratio {
-            proof.get_or_create(&labels).set(v);
+        let last = gpu.last_proof_ratio.unwrap_or_default();
+        for (name, ratio) in [("gemm", last.gemm), ("memory", last.memory)] {
+            if let Some(v) = ratio {
+                let mut labels = labels.clone();
+                labels.push(("proof".to_string(), name.to_string()));
+                labels.push(("timed_by".to_string(), "agent".to_string()));
+                proof.get_or_create(&labels).set(v);
+            }
         }
     }
     for (name, help, value) in [
@@ -332,7 +354,10 @@ mod tests {
                 last_xid: 0,
                 anomaly_score: Some(0.47),
                 alerts_firing: 0,
-                last_proof_ratio: Some(0.96),
+                last_proof_ratio: Some(LastProofRatio {
+                    gemm: Some(0.96),
+                    memory: None,
+                }),
             },
             GpuMetrics {
                 identity: &b,
@@ -381,6 +406,14 @@ mod tests {
         assert_eq!(value(&scrape, "pog_anomaly_score", "0"), Some(0.47));
         assert_eq!(value(&scrape, "pog_alerts_firing", "1"), Some(1.0));
         assert_eq!(value(&scrape, "pog_last_proof_ratio", "0"), Some(0.96));
+        let proof = scrape
+            .samples
+            .iter()
+            .filter(|s| s.metric == "pog_last_proof_ratio")
+            .collect::<Vec<_>>();
+        assert_eq!(proof.len(), 1, "no memory proof, no GPU 1 proof: absent");
+        assert_eq!(proof[0].labels.get("proof"), Some("gemm"));
+        assert_eq!(proof[0].labels.get("timed_by"), Some("agent"));
         let temp = scrape
             .samples
             .iter()

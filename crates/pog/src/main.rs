@@ -29,14 +29,23 @@ fn main() -> ExitCode {
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
     // Service logs: timestamped lines on stderr, `info` and up unless POG_LOG says otherwise
-    // (e.g. POG_LOG=debug, or POG_LOG=pog_validator=debug).
+    // (e.g. POG_LOG=debug, or POG_LOG=info,pog_validator=debug: a default level and levels by
+    // target, errors of the others as before); a POG_LOG that does not parse is the default.
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let levels = match std::env::var("POG_LOG").map(|v| v.parse::<Targets>()) {
+        Ok(Ok(targets)) if targets.default_level().is_none() => {
+            targets.with_default(LevelFilter::ERROR)
+        }
+        Ok(Ok(targets)) => targets,
+        _ => Targets::new().with_default(LevelFilter::INFO),
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("POG_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .finish()
+        .with(levels)
         .init();
     match commands::run(&cli) {
         Ok(outcome) => outcome.exit_code(),

@@ -1,8 +1,10 @@
 //! The validator's `/metrics` (OpenMetrics, for Prometheus): what it measured itself of each
-//! registered GPU. `pog_last_proof_ratio{gpu, model, proof}` is the last validator-timed
-//! proof's time over its bound (below 1 passes; `proof` is `gemm` or `memory`), and
-//! `pog_last_proof_accepted` whether that proof was accepted: the figures a fleet's dashboard
-//! alerts on, and the ones the agent's own monitor cannot know.
+//! registered GPU. `pog_last_proof_ratio{gpu, model, proof, timed_by="validator"}` is the last
+//! validator-timed proof's time over its bound (below 1 passes; `proof` is `gemm` or
+//! `memory`), and `pog_last_proof_accepted` whether that proof was accepted: the figures a
+//! fleet's dashboard alerts on. An agent's `/metrics` carries its own timing of its proofs
+//! under the same name with `timed_by="agent"` (`pog_agent::own_timing`): what it says, where
+//! this page is what decides.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
@@ -81,6 +83,7 @@ impl Proofs {
                 ("gpu".to_string(), gpu.to_string()),
                 ("model".to_string(), last.model.clone()),
                 ("proof".to_string(), proof.to_string()),
+                ("timed_by".to_string(), "validator".to_string()),
             ];
             if let Some(r) = last.ratio {
                 ratio.get_or_create(&labels).set(r);
@@ -109,14 +112,14 @@ mod tests {
         let page = proofs.render().unwrap();
         assert!(
             page.contains(
-                "pog_last_proof_ratio{gpu=\"GPU-1\",model=\"H200 SXM\",proof=\"gemm\"} 0.97"
+                "pog_last_proof_ratio{gpu=\"GPU-1\",model=\"H200 SXM\",proof=\"gemm\",timed_by=\"validator\"} 0.97"
             ),
             "{page}"
         );
-        assert!(!page.contains("proof=\"memory\"} 0.5"), "{page}");
+        assert!(!page.contains("} 0.5"), "{page}");
         assert!(
             page.contains(
-                "pog_last_proof_accepted{gpu=\"GPU-1\",model=\"H200 SXM\",proof=\"memory\"} 0.0"
+                "pog_last_proof_accepted{gpu=\"GPU-1\",model=\"H200 SXM\",proof=\"memory\",timed_by=\"validator\"} 0.0"
             ),
             "{page}"
         );

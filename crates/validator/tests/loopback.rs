@@ -136,7 +136,8 @@ async fn the_validators_metrics_carry_each_gpus_last_proof() {
     assert!((value - ratio).abs() < 1e-9, "{value} vs {ratio}");
     assert!(
         page.contains(
-            "pog_last_proof_accepted{gpu=\"GPU-metrics\",model=\"H200 SXM\",proof=\"gemm\"} 1.0"
+            "pog_last_proof_accepted{gpu=\"GPU-metrics\",model=\"H200 SXM\",proof=\"gemm\",\
+             timed_by=\"validator\"} 1.0"
         ),
         "{page}"
     );
@@ -145,6 +146,93 @@ async fn the_validators_metrics_carry_each_gpus_last_proof() {
         .samples
         .iter()
         .any(|s| s.metric == "pog_last_proof_ratio"));
+}
+
+/// The agent's own `/metrics` carries its own timing of each proof it committed
+/// (`pog_agent::own_timing`): `pog_last_proof_ratio{proof, timed_by="agent"}`, absent before
+/// any proof, and within what the validator measured around it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_agents_metrics_carry_its_own_timing_of_each_proof() {
+    use pog_agent::own_timing::{gemm_planned_ms, walk_planned_ms};
+    let h = Harness::new().serve().await;
+    let v = h.v.clone();
+    let watch = Arc::new(pog_agent::watch::Watch::new(
+        vec![pog_monitor::prometheus::GpuIdentity {
+            index: 0,
+            uuid: "GPU-own".into(),
+            model_name: "H200 SXM".into(),
+            hostname: "loopback".into(),
+            pci_bus_id: None,
+        }],
+        false,
+    ));
+    let agent = h.agent(13, vec![claim("GPU-own")]).watching(watch).await;
+    assert_eq!(agent.status(), 200);
+    let scrape = || async {
+        let page = reqwest::get(format!("{}/metrics", agent.url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let parsed = prometheus_parse::Scrape::parse(page.lines().map(|l| Ok(l.to_string())))
+            .unwrap_or_else(|e| panic!("{e}: {page}"));
+        let ratios: Vec<(String, String, f64)> = parsed
+            .samples
+            .into_iter()
+            .filter(|s| s.metric == "pog_last_proof_ratio")
+            .map(|s| {
+                assert_eq!(s.labels.get("UUID"), Some("GPU-own"), "{page}");
+                let value = match s.value {
+                    prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
+                    _ => panic!("not a gauge: {page}"),
+                };
+                let label = |name| s.labels.get(name).unwrap_or_default().to_string();
+                (label("proof"), label("timed_by"), value)
+            })
+            .collect();
+        ratios
+    };
+    assert_eq!(scrape().await, vec![], "no proof yet, no ratio");
+
+    let gemm = v.challenge::<Gemm>("GPU-own", &policy()).await.unwrap();
+    assert!(gemm.accepted, "{gemm:?}");
+    let memory = v
+        .challenge::<pog_records::Memory>(
+            "GPU-own",
+            &Policy {
+                memory: pog_records::MemoryPolicy::test_shape(5_000.0),
+                ..policy()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(memory.accepted, "{memory:?}");
+
+    let mut ratios = scrape().await;
+    ratios.sort_by(|a, b| a.0.cmp(&b.0));
+    let kinds: Vec<(&str, &str)> = ratios
+        .iter()
+        .map(|(proof, by, _)| (proof.as_str(), by.as_str()))
+        .collect();
+    assert_eq!(kinds, [("gemm", "agent"), ("memory", "agent")]);
+    // The agent's time, commitment ready, lies within the validator's, challenge sent to
+    // commitment received; both against the claimed model's plan at the shape asked.
+    let planned = [
+        gemm_planned_ms("H200 SXM", &gemm.details.challenge).unwrap(),
+        walk_planned_ms("H200 SXM", &memory.details.memory_challenge).unwrap(),
+    ];
+    let measured = [
+        gemm.outcome.unwrap().time.measured_ms,
+        memory.outcome.unwrap().time.measured_ms,
+    ];
+    for (((proof, _, ratio), planned), measured) in ratios.iter().zip(planned).zip(measured) {
+        let agent_ms = ratio * planned;
+        assert!(
+            ratio.is_finite() && agent_ms > 0.0 && agent_ms <= measured + 1e-6,
+            "{proof}: the agent's {agent_ms} ms against the validator's {measured} ms"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
