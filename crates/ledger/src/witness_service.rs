@@ -173,11 +173,9 @@ impl WitnessService {
             if new == old {
                 continue;
             }
-            if let Some(saved) = new.as_ref().map(|c| self.state.persist(log, c)) {
-                if let Err(e) = saved {
-                    witness.follow(log.clone(), old);
-                    return Err(e.into());
-                }
+            if let Some(Err(e)) = new.as_ref().map(|c| self.state.persist(log, c)) {
+                witness.follow(log.clone(), old);
+                return Err(e.into());
             }
         }
         let checkpoint = SignedCheckpoint::parse(&request.checkpoint)
@@ -259,9 +257,17 @@ mod tests {
         let first = service(dir.path());
         let cosigned = first.cosign(&request(5, 0, 0), 7).unwrap();
         assert_eq!(cosigned.checkpoint.size, 5);
-        assert!(cosigned.signature.to_line().starts_with("\u{2014} pog.test/w "));
+        assert!(cosigned
+            .signature
+            .to_line()
+            .starts_with("\u{2014} pog.test/w "));
         let grown = first.add_checkpoint(&request(8, 5, 0), 8);
-        assert_eq!(grown.status, 200, "{:?}", String::from_utf8_lossy(&grown.body));
+        assert_eq!(
+            grown.status,
+            200,
+            "{:?}",
+            String::from_utf8_lossy(&grown.body)
+        );
         drop(first);
         // A new process resumes at size 8: an older checkpoint, a conflicting old size and a
         // fork at the same size are all refused, and the state stays at 8.
@@ -269,7 +275,10 @@ mod tests {
         assert_eq!(again.latest("pog.test/log").map(|c| c.size), Some(8));
         assert!(matches!(
             again.cosign(&request(5, 5, 0), 9),
-            Err(CosignError::Refused(Refusal::Rollback { latest: 8, new: 5 }))
+            Err(CosignError::Refused(Refusal::Rollback {
+                latest: 8,
+                new: 5
+            }))
         ));
         let conflict = again.add_checkpoint(&request(9, 5, 0), 9);
         assert_eq!((conflict.status, conflict.body), (409, b"8\n".to_vec()));

@@ -47,9 +47,9 @@ pub mod xid;
 
 pub use alert::{Alert, AlertKind, Severity, SignalChange};
 pub use config::Config;
+pub use downsample::{downsample, Aggregate, Downsampler};
 #[cfg(feature = "live")]
 pub use live::{LiveMonitor, RunSummary, Settings};
-pub use downsample::{downsample, Aggregate, Downsampler};
 pub use model::{Model, TrainError};
 pub use monitor::{replay, Monitor};
 pub use sample::{Sample, Signal};

@@ -244,11 +244,7 @@ impl LiveMonitor {
     /// (an error when it cannot be). A history that cannot be opened (corrupt, locked) is left
     /// as it is and the monitor goes on without one, with a warning: sampling matters more
     /// than storing.
-    pub fn keep_history(
-        self,
-        path: &Path,
-        retention: Retention,
-    ) -> Result<LiveMonitor, LiveError> {
+    pub fn keep_history(self, path: &Path, retention: Retention) -> Result<LiveMonitor, LiveError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| LiveError::HistoryFolder {
                 path: dir.to_path_buf(),
@@ -268,10 +264,7 @@ impl LiveMonitor {
     }
 
     /// Records every sample to `writer` as a trace CSV (one GPU's: choose the source so).
-    pub fn record(
-        self,
-        writer: Box<dyn std::io::Write + Send>,
-    ) -> Result<LiveMonitor, LiveError> {
+    pub fn record(self, writer: Box<dyn std::io::Write + Send>) -> Result<LiveMonitor, LiveError> {
         self.outputs.locked().record = Some(TraceWriter::new(writer, Columns::Extended)?);
         Ok(self)
     }
@@ -541,7 +534,10 @@ mod tests {
             .unwrap();
         assert_eq!((summary.rounds, summary.gpus), (60, 1));
         assert!(summary.failing >= 1, "{summary:?}");
-        assert!(hooked.locked().contains(&AlertKind::Throttling), "{hooked:?}");
+        assert!(
+            hooked.locked().contains(&AlertKind::Throttling),
+            "{hooked:?}"
+        );
         let snapshot = live.snapshot();
         assert_eq!(snapshot.gpus.len(), 1);
         assert_eq!(snapshot.gpus[0].identity.uuid, "GPU-live");
@@ -601,7 +597,11 @@ mod tests {
         let snapshot = live.snapshot();
         let recent = &snapshot.gpus[0].recent;
         let (first, last) = (recent.front().unwrap().0, recent.back().unwrap().0);
-        assert!(last - first <= 10_000 && recent.len() < 60, "{}", recent.len());
+        assert!(
+            last - first <= 10_000 && recent.len() < 60,
+            "{}",
+            recent.len()
+        );
         assert!(snapshot.alerts.len() <= 1);
         assert!(summary.alerts >= 1);
     }
