@@ -10,18 +10,18 @@
 //! ([`crate::own_timing`]).
 
 use crate::own_timing::{OwnTimings, Step};
-use pog_monitor::prometheus::{GpuIdentity, GpuMetrics, SamplerHealth};
-use pog_monitor::{Alert, Config, Monitor, Sample, Signal};
+use pog_monitor::live::{LiveMonitor, Settings, Snapshot, Stamp};
+use pog_monitor::prometheus::GpuIdentity;
+use pog_monitor::{Alert, Signal};
 use pog_net::locked::Locked;
-use pog_proof::timing::now_ms;
 use pog_proof::wire::{
     HealthAlert, HealthRequest, HealthSummary, SignalSummary, MAX_HEALTH_ALERTS,
     MAX_HEALTH_WINDOW_MS, MAX_HEALTH_XIDS,
 };
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// How long samples and alerts are kept: the longest window a request may name, and a minute.
 pub const KEEP_MS: u64 = MAX_HEALTH_WINDOW_MS + 60_000;
@@ -29,42 +29,14 @@ pub const KEEP_MS: u64 = MAX_HEALTH_WINDOW_MS + 60_000;
 /// Where samples come from: NVML on a GPU host ([`run_nvml`]), a recorded trace in tests.
 pub use pog_monitor::Source;
 
-/// One GPU's recent state.
-struct Gpu {
-    identity: GpuIdentity,
-    /// `(Unix ms, sample)`, the last [`KEEP_MS`].
-    recent: VecDeque<(u64, Sample)>,
-    /// `(Unix ms, alert)`, the last [`KEEP_MS`].
-    alerts: VecDeque<(u64, Alert)>,
-    xids: (u64, u32),
-    anomaly_score: Option<f64>,
-    alerts_firing: usize,
-}
-
-impl Gpu {
-    fn new(identity: GpuIdentity) -> Gpu {
-        Gpu {
-            identity,
-            recent: VecDeque::new(),
-            alerts: VecDeque::new(),
-            xids: (0, 0),
-            anomaly_score: None,
-            alerts_firing: 0,
-        }
-    }
-}
-
-#[derive(Default)]
-struct State {
-    gpus: Vec<Gpu>,
-    health: SamplerHealth,
-    timings: OwnTimings,
-}
-
-/// The agent's monitor: the GPUs' recent samples and alerts.
+/// The agent's monitor: `pog_monitor`'s [`LiveMonitor`] (the sampling loop `pog monitor run`
+/// runs too), keeping the GPUs' samples and alerts of the last [`KEEP_MS`] under the agent's
+/// clock, and summarizing them on request.
 pub struct Watch {
     simulated: bool,
-    state: Mutex<State>,
+    live: Arc<LiveMonitor>,
+    /// The agent's own timing of its proofs, published on each GPU's snapshot.
+    timings: std::sync::Mutex<OwnTimings>,
 }
 
 impl Watch {
@@ -72,112 +44,70 @@ impl Watch {
     /// no telemetry to sample: its GPUs are listed under a `modelName` that starts with
     /// "SIMULATED" and every summary says `simulated`.
     pub fn new(identities: Vec<GpuIdentity>, simulated: bool) -> Watch {
-        let gpus = identities
+        let identities = identities
             .into_iter()
             .map(|mut identity| {
                 if simulated {
                     identity.model_name = format!("SIMULATED {}", identity.model_name);
                 }
-                Gpu::new(identity)
+                identity
             })
             .collect();
+        // Rule-based detectors (no healthy history to train on), samples kept under the
+        // agent's clock, each alert logged.
+        let settings = Settings {
+            keep: Duration::from_millis(KEEP_MS),
+            recent_alerts: 0,
+            stamp: Stamp::Received,
+            log_prefix: "health monitor: ",
+            ..Settings::default()
+        };
+        let live = LiveMonitor::new(settings, identities).on_alert(Box::new(|gpu, alert, _| {
+            tracing::warn!(
+                gpu = %gpu.uuid,
+                kind = alert.kind.name(),
+                severity = alert.severity.name(),
+                "{}",
+                alert.message
+            );
+        }));
         Watch {
             simulated,
-            state: Mutex::new(State {
-                gpus,
-                ..State::default()
-            }),
+            live: Arc::new(live),
+            timings: std::sync::Mutex::default(),
         }
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.locked()
+    fn state(&self) -> std::sync::MutexGuard<'_, Snapshot> {
+        self.live.snapshot()
     }
 
-    /// Samples `source` every `interval` until `stop` is set or the source runs out: the
-    /// detectors (rule-based: no healthy history to train on) see every sample, alerts and
-    /// new sampler notices are logged, and what is older than [`KEEP_MS`] is forgotten. The
-    /// GPUs become the source's (NVML's names and indices).
+    /// Samples `source` every `interval` until `stop` is set or the source runs out
+    /// ([`LiveMonitor::run`]): the detectors see every sample, alerts and new sampler notices
+    /// are logged, and what is older than [`KEEP_MS`] is forgotten. The GPUs become the
+    /// source's (NVML's names and indices).
     pub fn run(&self, source: &mut dyn Source, interval: Duration, stop: &AtomicBool) {
-        let identities = source.identities();
-        self.state().gpus = identities.iter().cloned().map(Gpu::new).collect();
-        let mut monitors: Vec<Monitor> = identities
-            .iter()
-            .map(|_| Monitor::new(Config::default(), None))
-            .collect();
-        let started = Instant::now();
-        let mut next = started;
-        'sampling: while !stop.load(Ordering::Relaxed) {
-            let t = started.elapsed().as_secs_f64();
-            for (i, monitor) in monitors.iter_mut().enumerate() {
-                let Some(sample) = source.sample(i, t) else {
-                    break 'sampling;
-                };
-                let alerts = monitor.push(&sample);
-                let t_ms = now_ms();
-                let mut state = self.state();
-                let gpu = &mut state.gpus[i];
-                for alert in alerts {
-                    tracing::warn!(
-                        gpu = %gpu.identity.uuid,
-                        kind = alert.kind.name(),
-                        severity = alert.severity.name(),
-                        "{}",
-                        alert.message
-                    );
-                    gpu.alerts.push_back((t_ms, alert));
-                }
-                gpu.recent.push_back((t_ms, sample));
-                let horizon = t_ms.saturating_sub(KEEP_MS);
-                while gpu.recent.front().is_some_and(|(t, _)| *t < horizon) {
-                    gpu.recent.pop_front();
-                }
-                while gpu.alerts.front().is_some_and(|(t, _)| *t < horizon) {
-                    gpu.alerts.pop_front();
-                }
-                gpu.xids = source.xids(i);
-                gpu.anomaly_score = monitor.anomaly_score();
-                gpu.alerts_firing = monitor.open_alerts();
-            }
-            for notice in source.take_notices() {
-                tracing::warn!("health monitor: {notice}");
-            }
-            self.state().health = source.health();
-            next += interval;
-            let now = Instant::now();
-            if next < now {
-                next = now;
-            }
-            while Instant::now() < next && !stop.load(Ordering::Relaxed) {
-                std::thread::sleep((next - Instant::now()).min(Duration::from_millis(100)));
-            }
+        if let Err(e) = self.live.run(source, interval, stop) {
+            tracing::warn!("health monitor: {e}");
         }
     }
 
     /// The Prometheus text exposition of every GPU's latest sample (dcgm-exporter's names and
     /// labels, pog's extras) and the sampler's health.
     pub fn metrics(&self) -> Result<String, std::fmt::Error> {
-        let state = self.state();
-        let gpus: Vec<GpuMetrics<'_>> = state
-            .gpus
-            .iter()
-            .map(|g| GpuMetrics {
-                identity: &g.identity,
-                sample: g.recent.back().map(|(_, s)| s),
-                xid_total: g.xids.0,
-                last_xid: g.xids.1,
-                anomaly_score: g.anomaly_score,
-                alerts_firing: g.alerts_firing,
-                last_proof_ratio: state.timings.last(&g.identity.uuid),
-            })
-            .collect();
-        pog_monitor::prometheus::render(&gpus, state.health)
+        self.live.metrics()
     }
 
     /// Notes a step of a proof of a GPU claimed as `model`, for the agent's own
     /// `pog_last_proof_ratio` ([`crate::own_timing`]).
     pub fn timed(&self, model: &str, step: Step<'_>) {
-        self.state().timings.note(model, step);
+        let mut timings = self.timings.locked();
+        timings.note(model, step);
+        for gpu in self.state().gpus.iter_mut() {
+            if let Some(last) = timings.last(&gpu.identity.uuid) {
+                gpu.last_proof_ratio = Some(last);
+            }
+        }
     }
 
     /// The summary of the request's GPU over its window (the samples taken in it, by the
@@ -250,36 +180,14 @@ impl Watch {
     }
 }
 
-/// `GET /metrics` of a [`Watch`].
-pub async fn metrics(
-    axum::extract::State(watch): axum::extract::State<std::sync::Arc<Watch>>,
-) -> axum::response::Response {
-    render_metrics(&watch)
-}
-
 /// The metrics page as an HTTP response.
 pub(crate) fn render_metrics(watch: &Watch) -> axum::response::Response {
-    use axum::http::{header, StatusCode};
-    use axum::response::IntoResponse;
-    match watch.metrics() {
-        Ok(text) => (
-            [(header::CONTENT_TYPE, pog_monitor::prometheus::CONTENT_TYPE)],
-            text,
-        )
-            .into_response(),
-        Err(_) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "rendering the metrics failed",
-        )
-            .into_response(),
-    }
+    pog_monitor::serve::metrics_response(&watch.live)
 }
 
 /// A router serving only `GET /metrics` (`pog agent --metrics-listen`).
-pub fn metrics_router(watch: std::sync::Arc<Watch>) -> axum::Router {
-    axum::Router::new()
-        .route("/metrics", axum::routing::get(metrics))
-        .with_state(watch)
+pub fn metrics_router(watch: Arc<Watch>) -> axum::Router {
+    pog_monitor::serve::metrics_router(watch.live.clone())
 }
 
 /// Why the health monitor cannot sample the GPUs served ([`run_nvml`]).
@@ -332,6 +240,8 @@ pub fn run_nvml(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pog_monitor::Sample;
+    use pog_proof::timing::now_ms;
 
     fn identity(uuid: &str) -> GpuIdentity {
         GpuIdentity {

@@ -10,6 +10,8 @@
 //! - [`bundle`]: one GPU's records with proofs and a cosigned checkpoint, and their offline
 //!   verification with a report naming exactly what was wrong.
 //! - [`witness`]: the witness's pure logic: verify consistency, cosign or refuse.
+//! - [`witness_service`]: a witness with its state kept durably on disk, per followed log:
+//!   what `pog witness cosign` and `pog witness serve` run.
 //! - [`serve`]: the log's tlog-tiles resources and the witness's add-checkpoint endpoint as
 //!   pure request → response functions, for any HTTP server.
 //!
@@ -25,5 +27,6 @@ pub mod serve;
 pub mod store;
 pub mod tiles;
 pub mod witness;
+pub mod witness_service;
 
 pub use pog_merkle::Hash;

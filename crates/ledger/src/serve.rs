@@ -25,7 +25,7 @@ pub struct Response {
 }
 
 impl Response {
-    fn text(status: u16, content_type: &'static str, body: String) -> Response {
+    pub(crate) fn text(status: u16, content_type: &'static str, body: String) -> Response {
         Response {
             status,
             content_type,
@@ -35,7 +35,7 @@ impl Response {
     }
 }
 
-const TEXT: &str = "text/plain; charset=utf-8";
+pub(crate) const TEXT: &str = "text/plain; charset=utf-8";
 
 /// `Content-Type` of hash tiles and entry bundles.
 pub const TILE_CONTENT_TYPE: &str = "application/octet-stream";
@@ -91,10 +91,18 @@ pub fn witness_add_checkpoint(witness: &mut Witness, body: &[u8], now: u64) -> R
     let result = AddCheckpoint::parse(body).and_then(|r| witness.add_checkpoint(&r, now));
     match result {
         Ok(line) => Response::text(200, TEXT, line.to_line()),
-        Err(Refusal::Conflict { latest, .. }) => {
+        Err(r) => refusal(r),
+    }
+}
+
+/// A refused add-checkpoint request's response: a 409 carries the witness's latest size as
+/// `text/x.tlog.size`, any other refusal its status and reason.
+pub(crate) fn refusal(refusal: Refusal) -> Response {
+    match refusal {
+        Refusal::Conflict { latest, .. } => {
             Response::text(409, "text/x.tlog.size", format!("{latest}\n"))
         }
-        Err(refusal) => Response::text(refusal.http_status(), TEXT, format!("{refusal}\n")),
+        refusal => Response::text(refusal.http_status(), TEXT, format!("{refusal}\n")),
     }
 }
 

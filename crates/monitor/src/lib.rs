@@ -15,8 +15,11 @@
 //! - [`inject`]: faults injected into real traces, for tests and the evaluation set.
 //! - [`dashboard`]: the dashboard page, charts drawn server-side as SVG.
 //! - [`prometheus`]: the `/metrics` page, under dcgm-exporter's names and labels.
-//! - [`source`]: the [`Source`] of live samples the monitor loops read, and [`Replay`] of a
+//! - [`source`]: the [`Source`] of live samples the monitor loop reads, and [`Replay`] of a
 //!   recorded trace.
+//! - [`live`] (feature `live`): [`LiveMonitor`], the one sampling loop (`pog monitor run` and
+//!   the agent's health watch): detectors, history, alert delivery and the live snapshot;
+//!   [`webhook`]: alerts POSTed from a bounded queue; [`serve`]: its `/metrics` and dashboard.
 
 #![warn(missing_docs)]
 
@@ -27,18 +30,26 @@ pub mod downsample;
 pub mod forest;
 pub mod history;
 pub mod inject;
+#[cfg(feature = "live")]
+pub mod live;
 pub mod model;
 pub mod monitor;
 pub mod prometheus;
 pub mod sample;
+#[cfg(feature = "live")]
+pub mod serve;
 pub mod source;
 pub mod stats;
 pub mod trace;
+#[cfg(feature = "live")]
+pub mod webhook;
 pub mod xid;
 
 pub use alert::{Alert, AlertKind, Severity, SignalChange};
 pub use config::Config;
 pub use downsample::{downsample, Aggregate, Downsampler};
+#[cfg(feature = "live")]
+pub use live::{LiveMonitor, RunSummary, Settings};
 pub use model::{Model, TrainError};
 pub use monitor::{replay, Monitor};
 pub use sample::{Sample, Signal};

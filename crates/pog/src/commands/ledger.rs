@@ -29,13 +29,12 @@ use crate::host::data_dir;
 use crate::output::{print_json, table, verdict_line, Outcome, Verdict};
 use anyhow::{anyhow, bail, Context, Result};
 use pog_ledger::bundle::{check_tail, compare_with_earlier, verify_bundle, Bundle, WitnessPolicy};
-use pog_ledger::checkpoint::{Checkpoint, SignedCheckpoint};
+use pog_ledger::checkpoint::SignedCheckpoint;
 use pog_ledger::entry::Entry;
 use pog_ledger::note::{NoteSigner, Verifier, ALG_COSIGNATURE_V1, ALG_ED25519};
 use pog_ledger::serve::DirSource;
 use pog_ledger::store::Ledger;
-use pog_ledger::witness::{AddCheckpoint, Witness};
-use pog_net::locked::Locked;
+use pog_ledger::witness_service::{CosignError, WitnessService, WitnessState};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -734,15 +733,13 @@ fn cosign(global: &Global, args: &CosignArgs) -> Result<Outcome> {
         std::fs::read(&args.request)
             .with_context(|| format!("reading {}", args.request.display()))?
     };
-    // The last checkpoint cosigned for this log, kept per log key.
-    let state_dir = data_dir(global)?.join("witness");
-    std::fs::create_dir_all(&state_dir)
-        .with_context(|| format!("creating {}", state_dir.display()))?;
-    let latest = load_witness_state(&state_dir, &log)?;
-    let mut witness = Witness::new(witness_signer(global, &args.name)?);
-    witness.follow(log.clone(), latest);
-    let request = AddCheckpoint::parse(&body);
-    let result = request.and_then(|r| witness.add_checkpoint(&r, now_s()));
+    // The last checkpoint cosigned for this log, kept per log key: a cosignature is shown
+    // only once kept, so a restarted witness never cosigns a fork of what it cosigned.
+    let service = WitnessService::open(
+        witness_signer(global, &args.name)?,
+        vec![log.clone()],
+        witness_state(global)?,
+    )?;
     #[derive(Serialize)]
     struct Report {
         cosignature: Option<String>,
@@ -750,23 +747,17 @@ fn cosign(global: &Global, args: &CosignArgs) -> Result<Outcome> {
         http_status: u16,
         size: Option<u64>,
     }
-    let (verdict, report) = match result {
-        Ok(line) => {
-            let cp = witness.latest(log.name()).expect("just cosigned");
-            // Kept before the cosignature is shown: a restarted witness never cosigns a fork of
-            // what it cosigned.
-            persist_witness_state(&state_dir, &log, cp)?;
-            (
-                Verdict::Pass,
-                Report {
-                    cosignature: Some(line.to_line()),
-                    refused: None,
-                    http_status: 200,
-                    size: Some(cp.size),
-                },
-            )
-        }
-        Err(refusal) => (
+    let (verdict, report) = match service.cosign(&body, now_s()) {
+        Ok(cosigned) => (
+            Verdict::Pass,
+            Report {
+                cosignature: Some(cosigned.signature.to_line()),
+                refused: None,
+                http_status: 200,
+                size: Some(cosigned.checkpoint.size),
+            },
+        ),
+        Err(CosignError::Refused(refusal)) => (
             Verdict::Fail,
             Report {
                 cosignature: None,
@@ -775,6 +766,7 @@ fn cosign(global: &Global, args: &CosignArgs) -> Result<Outcome> {
                 size: None,
             },
         ),
+        Err(e @ CosignError::State(_)) => return Err(e.into()),
     };
     let summary = match (&report.cosignature, &report.refused) {
         (Some(_), _) => format!(
@@ -857,80 +849,9 @@ fn publish(global: &Global, args: &LedgerArgs, urls: &[String]) -> Result<Outcom
     Ok(Outcome(verdict))
 }
 
-/// Where a witness keeps the last checkpoint it cosigned for a log.
-fn witness_state_path(state_dir: &Path, log: &Verifier) -> PathBuf {
-    state_dir.join(format!("{:08x}.checkpoint", log.key_id()))
-}
-
-/// Writes a witness's latest checkpoint for `log` durably (temp file, fsync, rename).
-fn persist_witness_state(state_dir: &Path, log: &Verifier, checkpoint: &Checkpoint) -> Result<()> {
-    let state = witness_state_path(state_dir, log);
-    let tmp = state.with_extension("tmp");
-    std::fs::write(&tmp, checkpoint.to_text())
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::File::open(&tmp)
-        .and_then(|f| f.sync_all())
-        .context("syncing the witness state")?;
-    std::fs::rename(&tmp, &state).with_context(|| format!("writing {}", state.display()))?;
-    std::fs::File::open(state_dir)
-        .and_then(|d| d.sync_all())
-        .context("syncing the witness state's folder")?;
-    Ok(())
-}
-
-/// The witness's latest checkpoint for `log`, as persisted.
-fn load_witness_state(state_dir: &Path, log: &Verifier) -> Result<Option<Checkpoint>> {
-    let state = witness_state_path(state_dir, log);
-    match std::fs::read_to_string(&state) {
-        Ok(text) => Ok(Some(Checkpoint::parse_text(&text).map_err(|e| {
-            anyhow!("the witness state {} is unreadable: {e}", state.display())
-        })?)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("reading {}", state.display())),
-    }
-}
-
-/// The witness service's state: the witness, the logs it follows, where it keeps its state.
-struct WitnessService {
-    witness: std::sync::Mutex<Witness>,
-    logs: Vec<Verifier>,
-    state_dir: PathBuf,
-}
-
-impl WitnessService {
-    /// Handles one add-checkpoint request; a cosignature is returned only once the new state is
-    /// on disk (on a failure to persist, the state in memory is put back).
-    fn add_checkpoint(&self, body: &[u8]) -> pog_ledger::serve::Response {
-        let mut w = self.witness.locked();
-        let before: Vec<Option<Checkpoint>> = self
-            .logs
-            .iter()
-            .map(|l| w.latest(l.name()).cloned())
-            .collect();
-        let response = pog_ledger::serve::witness_add_checkpoint(&mut w, body, now_s());
-        if response.status == 200 {
-            for (log, old) in self.logs.iter().zip(before) {
-                let new = w.latest(log.name()).cloned();
-                if new == old {
-                    continue;
-                }
-                let saved = new
-                    .as_ref()
-                    .map_or(Ok(()), |c| persist_witness_state(&self.state_dir, log, c));
-                if let Err(e) = saved {
-                    tracing::error!("witness state not saved: {e:#}");
-                    w.follow(log.clone(), old);
-                    return pog_ledger::serve::Response {
-                        status: 500,
-                        content_type: "text/plain; charset=utf-8",
-                        cache_control: None,
-                        body: b"the witness could not save its state\n".to_vec(),
-                    };
-                }
-            }
-        }
-        response
-    }
+/// Where the witness keeps the last checkpoint it cosigned for each log.
+fn witness_state(global: &Global) -> Result<WitnessState> {
+    Ok(WitnessState::open(&data_dir(global)?.join("witness"))?)
 }
 
 fn serve_witness(global: &Global, args: &ServeArgs) -> Result<Outcome> {
@@ -946,20 +867,12 @@ fn serve_witness(global: &Global, args: &ServeArgs) -> Result<Outcome> {
             k.name()
         );
     }
-    let signer = witness_signer(global, &args.name)?;
-    let vkey = signer.verifier().to_vkey();
-    let state_dir = data_dir(global)?.join("witness");
-    std::fs::create_dir_all(&state_dir)
-        .with_context(|| format!("creating {}", state_dir.display()))?;
-    let mut witness = Witness::new(signer);
-    for log in &logs {
-        witness.follow(log.clone(), load_witness_state(&state_dir, log)?);
-    }
-    let service = std::sync::Arc::new(WitnessService {
-        witness: std::sync::Mutex::new(witness),
+    let service = std::sync::Arc::new(WitnessService::open(
+        witness_signer(global, &args.name)?,
         logs,
-        state_dir,
-    });
+        witness_state(global)?,
+    )?);
+    let vkey = service.verifier().to_vkey();
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let listener = rt
         .block_on(tokio::net::TcpListener::bind(&args.listen))
@@ -974,7 +887,7 @@ fn serve_witness(global: &Global, args: &ServeArgs) -> Result<Outcome> {
         post(move |body: axum::body::Bytes| {
             let service = service.clone();
             async move {
-                let r = tokio::task::spawn_blocking(move || service.add_checkpoint(&body))
+                let r = tokio::task::spawn_blocking(move || service.add_checkpoint(&body, now_s()))
                     .await
                     .unwrap_or_else(|_| pog_ledger::serve::Response {
                         status: 500,

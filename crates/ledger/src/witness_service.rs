@@ -1,0 +1,323 @@
+//! A witness as a service (`pog witness cosign` and `pog witness serve`): the pure
+//! [`Witness`] with its state kept on disk, one file per followed log holding the last
+//! checkpoint it cosigned, written durably before any cosignature is handed out, so that a
+//! restarted witness never cosigns a fork or a rollback of what it cosigned before.
+
+use crate::checkpoint::{Checkpoint, CheckpointError, SignedCheckpoint};
+use crate::note::{NoteSignature, NoteSigner, Verifier};
+use crate::serve::Response;
+use crate::witness::{AddCheckpoint, Refusal, Witness};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+/// Why the witness's state could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// A file or folder of the state could not be read, written or synced.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        /// What was being done ("writing", "reading", …).
+        what: &'static str,
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A state file holds no checkpoint.
+    #[error("the witness state {} is unreadable: {source}", path.display())]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: CheckpointError,
+    },
+}
+
+/// The folder where a witness keeps, per log key, the last checkpoint it cosigned.
+#[derive(Debug, Clone)]
+pub struct WitnessState {
+    dir: PathBuf,
+}
+
+impl WitnessState {
+    /// The state in `dir`, created when missing.
+    pub fn open(dir: &Path) -> Result<WitnessState, StateError> {
+        std::fs::create_dir_all(dir).map_err(|source| StateError::Io {
+            what: "creating",
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        Ok(WitnessState {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// The file of `log`'s latest cosigned checkpoint.
+    pub fn path(&self, log: &Verifier) -> PathBuf {
+        self.dir.join(format!("{:08x}.checkpoint", log.key_id()))
+    }
+
+    /// The latest checkpoint cosigned for `log`, as persisted; `None` when there is none.
+    pub fn load(&self, log: &Verifier) -> Result<Option<Checkpoint>, StateError> {
+        let path = self.path(log);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Checkpoint::parse_text(&text)
+                .map(Some)
+                .map_err(|source| StateError::Unreadable { path, source }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(StateError::Io {
+                what: "reading",
+                path,
+                source,
+            }),
+        }
+    }
+
+    /// Writes `checkpoint` as `log`'s latest, durably (temp file, fsync, rename, fsync of the
+    /// folder).
+    pub fn persist(&self, log: &Verifier, checkpoint: &Checkpoint) -> Result<(), StateError> {
+        let state = self.path(log);
+        let tmp = state.with_extension("tmp");
+        let io = |what: &'static str, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StateError::Io { what, path, source }
+        };
+        std::fs::write(&tmp, checkpoint.to_text()).map_err(io("writing", &tmp))?;
+        std::fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(io("syncing", &tmp))?;
+        std::fs::rename(&tmp, &state).map_err(io("writing", &state))?;
+        std::fs::File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io("syncing", &self.dir))?;
+        Ok(())
+    }
+}
+
+/// Why a checkpoint was not cosigned.
+#[derive(Debug, thiserror::Error)]
+pub enum CosignError {
+    /// The witness refuses the request (with the HTTP status tlog-witness gives it).
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// The new state could not be saved: nothing was cosigned.
+    #[error("the witness could not save its state: {0}")]
+    State(#[from] StateError),
+}
+
+/// A checkpoint cosigned.
+#[derive(Debug, Clone)]
+pub struct Cosigned {
+    /// The cosignature line.
+    pub signature: NoteSignature,
+    /// The checkpoint, now the witness's latest for its log.
+    pub checkpoint: Checkpoint,
+}
+
+/// A witness following some logs, its state on disk: what `pog witness serve` runs and
+/// `pog witness cosign` calls once.
+pub struct WitnessService {
+    witness: Mutex<Witness>,
+    logs: Vec<Verifier>,
+    state: WitnessState,
+}
+
+impl WitnessService {
+    /// A witness cosigning with `signer` the checkpoints of `logs`, resuming from what
+    /// `state` holds for each.
+    pub fn open(
+        signer: NoteSigner,
+        logs: Vec<Verifier>,
+        state: WitnessState,
+    ) -> Result<WitnessService, StateError> {
+        let mut witness = Witness::new(signer);
+        for log in &logs {
+            witness.follow(log.clone(), state.load(log)?);
+        }
+        Ok(WitnessService {
+            witness: Mutex::new(witness),
+            logs,
+            state,
+        })
+    }
+
+    /// The witness's public cosignature key.
+    pub fn verifier(&self) -> Verifier {
+        self.lock().verifier().clone()
+    }
+
+    /// The latest checkpoint cosigned for `origin`.
+    pub fn latest(&self, origin: &str) -> Option<Checkpoint> {
+        self.lock().latest(origin).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Witness> {
+        // Every change below leaves the witness valid: a panic leaves nothing half-made.
+        self.witness.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Handles one add-checkpoint request `body` at time `now` (POSIX seconds): the
+    /// cosignature is returned only once the new state is on disk; when it cannot be saved,
+    /// the state in memory is put back and nothing is cosigned.
+    pub fn cosign(&self, body: &[u8], now: u64) -> Result<Cosigned, CosignError> {
+        let request = AddCheckpoint::parse(body)?;
+        let mut witness = self.lock();
+        let before: Vec<Option<Checkpoint>> = self
+            .logs
+            .iter()
+            .map(|l| witness.latest(l.name()).cloned())
+            .collect();
+        let signature = witness.add_checkpoint(&request, now)?;
+        for (log, old) in self.logs.iter().zip(before) {
+            let new = witness.latest(log.name()).cloned();
+            if new == old {
+                continue;
+            }
+            if let Some(Err(e)) = new.as_ref().map(|c| self.state.persist(log, c)) {
+                witness.follow(log.clone(), old);
+                return Err(e.into());
+            }
+        }
+        let checkpoint = SignedCheckpoint::parse(&request.checkpoint)
+            .map_err(|e| Refusal::Malformed(e.to_string()))?
+            .checkpoint;
+        Ok(Cosigned {
+            signature,
+            checkpoint,
+        })
+    }
+
+    /// The response to `POST <prefix>/add-checkpoint` with `body` at time `now`, as
+    /// c2sp.org/tlog-witness specifies: [`WitnessService::cosign`], a refusal's status and
+    /// reason, or 500 when the state could not be saved (logged).
+    pub fn add_checkpoint(&self, body: &[u8], now: u64) -> Response {
+        match self.cosign(body, now) {
+            Ok(c) => Response::text(200, crate::serve::TEXT, c.signature.to_line()),
+            Err(CosignError::Refused(refusal)) => crate::serve::refusal(refusal),
+            Err(CosignError::State(e)) => {
+                tracing::error!("witness state not saved: {e}");
+                Response::text(
+                    500,
+                    crate::serve::TEXT,
+                    "the witness could not save its state\n".into(),
+                )
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::note::{ALG_COSIGNATURE_V1, ALG_ED25519};
+
+    fn log() -> NoteSigner {
+        NoteSigner::new("pog.test/log", ALG_ED25519, [1; 32]).unwrap()
+    }
+
+    fn witness_key() -> NoteSigner {
+        NoteSigner::new("pog.test/w", ALG_COSIGNATURE_V1, [2; 32]).unwrap()
+    }
+
+    /// An add-checkpoint request for the tree of the first `size` of leaves 0, 1, … (or of
+    /// leaves offset by `fork`), from `old`.
+    fn request(size: u64, old: u64, fork: u8) -> Vec<u8> {
+        let leaves: Vec<_> = (0..size as u8)
+            .map(|i| pog_merkle::leaf_hash(&[i.wrapping_add(fork)]))
+            .collect();
+        let tree = pog_merkle::Tree::from_leaf_hashes(leaves);
+        let cp = Checkpoint {
+            origin: "pog.test/log".into(),
+            size,
+            root: tree.root(),
+            extensions: vec![],
+        }
+        .sign(&log());
+        let proof = if old == 0 || old == size {
+            Vec::new()
+        } else {
+            tree.consistency_proof(old).unwrap()
+        };
+        AddCheckpoint {
+            old_size: old,
+            proof,
+            checkpoint: cp.to_text().into_bytes(),
+        }
+        .encode()
+    }
+
+    fn service(dir: &Path) -> WitnessService {
+        let state = WitnessState::open(&dir.join("witness")).unwrap();
+        WitnessService::open(witness_key(), vec![log().verifier().clone()], state).unwrap()
+    }
+
+    #[test]
+    fn the_state_persists_and_a_restarted_witness_refuses_a_rollback() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = service(dir.path());
+        let cosigned = first.cosign(&request(5, 0, 0), 7).unwrap();
+        assert_eq!(cosigned.checkpoint.size, 5);
+        assert!(cosigned
+            .signature
+            .to_line()
+            .starts_with("\u{2014} pog.test/w "));
+        let grown = first.add_checkpoint(&request(8, 5, 0), 8);
+        assert_eq!(
+            grown.status,
+            200,
+            "{:?}",
+            String::from_utf8_lossy(&grown.body)
+        );
+        drop(first);
+        // A new process resumes at size 8: an older checkpoint, a conflicting old size and a
+        // fork at the same size are all refused, and the state stays at 8.
+        let again = service(dir.path());
+        assert_eq!(again.latest("pog.test/log").map(|c| c.size), Some(8));
+        assert!(matches!(
+            again.cosign(&request(5, 5, 0), 9),
+            Err(CosignError::Refused(Refusal::Rollback {
+                latest: 8,
+                new: 5
+            }))
+        ));
+        let conflict = again.add_checkpoint(&request(9, 5, 0), 9);
+        assert_eq!((conflict.status, conflict.body), (409, b"8\n".to_vec()));
+        assert!(matches!(
+            again.cosign(&request(8, 8, 1), 9),
+            Err(CosignError::Refused(Refusal::Fork { size: 8 }))
+        ));
+        let state = WitnessState::open(&dir.path().join("witness")).unwrap();
+        let kept = state.load(log().verifier()).unwrap().unwrap();
+        assert_eq!(kept.size, 8);
+    }
+
+    #[test]
+    fn a_state_that_cannot_be_saved_cosigns_nothing_and_is_put_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = service(dir.path());
+        // The state file's place taken by a folder: the rename fails.
+        let path = service.state.path(log().verifier());
+        std::fs::create_dir_all(path.join("blocker")).unwrap();
+        let refused = service.add_checkpoint(&request(5, 0, 0), 7);
+        assert_eq!(refused.status, 500);
+        assert_eq!(service.latest("pog.test/log"), None);
+        assert!(matches!(
+            service.cosign(&request(5, 0, 0), 7),
+            Err(CosignError::State(StateError::Io { .. }))
+        ));
+    }
+
+    #[test]
+    fn an_unreadable_state_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = WitnessState::open(&dir.path().join("witness")).unwrap();
+        std::fs::write(state.path(log().verifier()), "not a checkpoint").unwrap();
+        let e = WitnessService::open(witness_key(), vec![log().verifier().clone()], state)
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string().contains("is unreadable") && e.to_string().contains(".checkpoint"),
+            "{e}"
+        );
+    }
+}
