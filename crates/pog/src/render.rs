@@ -6,6 +6,7 @@ use comfy_table::Table;
 use pog_facts::{HostInfo, Inventory, Origin, Reading};
 use pog_inspect::{Finding, Inspection, Severity};
 use pog_local::check::Stage;
+use pog_local::hostproof::{GpuProof, GpuProofError};
 use pog_spec::{GpuSpec, Precision};
 
 fn show<T: std::fmt::Display>(r: &Reading<T>) -> String {
@@ -598,19 +599,164 @@ pub fn topology(inv: &Inventory) {
     println!("{t}");
 }
 
-/// `pog prove`: one row per GPU with the time against its bound and the spot checks.
-pub fn proofs(proofs: &[pog_local::hostproof::GpuProof]) {
-    if proofs
-        .iter()
-        .any(|p| p.check.is_some() || p.error.is_some())
-    {
-        gemm_proofs(proofs);
+/// `pog prove`: one table per kind of proof, one row per GPU with the time against its bound
+/// and the spot checks.
+pub fn proofs(proofs: &[GpuProof]) {
+    proofs_table(
+        ["GEMM challenge", "commit / bound", "GEMM", "overhead"],
+        proofs,
+        gemm_row,
+    );
+    proofs_table(
+        [
+            "memory challenge",
+            "walk + commit / bound",
+            "walk rate",
+            "build",
+        ],
+        proofs,
+        memory_row,
+    );
+    for p in proofs {
+        if let Some(note) = &p.memory_note {
+            println!("GPU {} ({}): {note}", p.ordinal, p.model);
+        }
     }
-    if proofs
-        .iter()
-        .any(|p| p.memory.is_some() || p.memory_error.is_some())
-    {
-        memory_proofs(proofs);
+}
+
+/// A GPU's row in the GEMM proofs' table, or why its proof could not run.
+fn gemm_row(p: &GpuProof) -> (Option<ProofRow<'_>>, Option<&GpuProofError>) {
+    let row = p.check.as_ref().map(|c| {
+        let mut note = String::new();
+        if let Some(same) = p.cpu_root_matches {
+            note = if same {
+                "; CPU root equal"
+            } else {
+                "; CPU root DIFFERS"
+            }
+            .into();
+        }
+        ProofRow {
+            challenge: format!(
+                "{} n={} ×{}, {} checks",
+                c.precision, c.size, c.batch, c.outcome.checked
+            ),
+            timed: (c.commit_ms, c.expected_ms),
+            own: [
+                c.device
+                    .as_ref()
+                    .map_or("–".into(), |d| format!("{:.0} ms", d.gemm_ms)),
+                c.device.as_ref().map_or("– (CPU prover)".into(), |d| {
+                    format!(
+                        "{:.1} % (fill {:.0}, hash {:.0}, tree {:.1} ms)",
+                        100.0 * d.overhead,
+                        d.fill_ms,
+                        d.hash_ms,
+                        d.tree_ms
+                    )
+                }),
+            ],
+            checked: (c.open_ms, c.verify_ms),
+            bytes: (c.bytes_to_agent, c.bytes_from_agent),
+            outcome: &c.outcome,
+            note,
+        }
+    });
+    (row, p.error.as_ref())
+}
+
+/// A GPU's row in the memory proofs' table, or why its proof could not run.
+fn memory_row(p: &GpuProof) -> (Option<ProofRow<'_>>, Option<&GpuProofError>) {
+    let row = p.memory.as_ref().map(|m| ProofRow {
+        challenge: format!(
+            "{} held, {} read, {} checks",
+            size(m.dataset_bytes),
+            size(m.read_bytes),
+            m.outcome.checked
+        ),
+        timed: (m.commit_ms, m.expected_ms),
+        own: [
+            m.device.as_ref().map_or("– (CPU prover)".into(), |d| {
+                format!("{:.0} GB/s (walk {:.0} ms)", d.walk_gbs, d.walk_ms)
+            }),
+            format!("{:.0} ms", m.build_ms),
+        ],
+        checked: (m.open_ms, m.verify_ms),
+        bytes: (m.bytes_to_agent, m.bytes_from_agent),
+        outcome: &m.outcome,
+        note: String::new(),
+    });
+    (row, p.memory_error.as_ref())
+}
+
+/// What a proofs table shows of one self-challenge, of any kind: the challenge, its timed
+/// phase against the bound, the kind's own two cells, the spot checks' cost, the bytes and the
+/// verdict (with a note).
+struct ProofRow<'a> {
+    challenge: String,
+    /// Measured and expected ms of the timed phase.
+    timed: (f64, f64),
+    own: [String; 2],
+    /// Opening and verifying, ms.
+    checked: (f64, f64),
+    /// Signed bytes to and from the agent.
+    bytes: (usize, usize),
+    outcome: &'a pog_proof::session::Outcome,
+    note: String,
+}
+
+/// One table of one kind of proof (`headings`: the challenge, the timed phase and the kind's
+/// two cells), a row per GPU that ran it or could not (`row` gives either); no table when no
+/// GPU did either.
+fn proofs_table<'a>(
+    headings: [&str; 4],
+    proofs: &'a [GpuProof],
+    row: fn(&'a GpuProof) -> (Option<ProofRow<'a>>, Option<&'a GpuProofError>),
+) {
+    let [challenge, timed, first, second] = headings;
+    let mut t = table([
+        "GPU",
+        challenge,
+        timed,
+        first,
+        second,
+        "open",
+        "verify",
+        "bytes to / from",
+        "verdict",
+    ]);
+    let mut rows = 0;
+    for p in proofs {
+        let gpu = format!("{} ({})", p.ordinal, p.model);
+        match row(p) {
+            (Some(r), _) => {
+                let [own_first, own_second] = r.own;
+                t.add_row(vec![
+                    gpu,
+                    r.challenge,
+                    format!(
+                        "{:.0} / {:.0} ms ({:.0} %)",
+                        r.timed.0,
+                        r.timed.1,
+                        100.0 * r.timed.0 / r.timed.1
+                    ),
+                    own_first,
+                    own_second,
+                    format!("{:.0} ms", r.checked.0),
+                    format!("{:.1} ms", r.checked.1),
+                    bytes_cell(r.bytes.0, r.bytes.1),
+                    proof_verdict(r.outcome) + &r.note,
+                ]);
+            }
+            (None, Some(error)) => {
+                t.add_row(error_row(gpu, 9, &error.to_string()));
+            }
+            (None, None) => continue,
+        }
+        rows += 1;
+    }
+    if rows > 0 {
+        println!("{t}");
     }
 }
 
@@ -636,119 +782,6 @@ fn error_row(gpu: String, columns: usize, error: &str) -> Vec<String> {
     row.extend(std::iter::repeat_n("–".to_string(), columns - 2));
     row.push(format!("ERROR: {error}"));
     row
-}
-
-fn gemm_proofs(proofs: &[pog_local::hostproof::GpuProof]) {
-    let mut t = table([
-        "GPU",
-        "GEMM challenge",
-        "commit / bound",
-        "GEMM",
-        "overhead",
-        "open",
-        "verify",
-        "bytes to / from",
-        "verdict",
-    ]);
-    for p in proofs {
-        let gpu = format!("{} ({})", p.ordinal, p.model);
-        let Some(c) = &p.check else {
-            if let Some(error) = &p.error {
-                t.add_row(error_row(gpu, 9, &error.to_string()));
-            }
-            continue;
-        };
-        let mut verdict = proof_verdict(&c.outcome);
-        if let Some(same) = p.cpu_root_matches {
-            verdict += if same {
-                "; CPU root equal"
-            } else {
-                "; CPU root DIFFERS"
-            };
-        }
-        t.add_row(vec![
-            gpu,
-            format!(
-                "{} n={} ×{}, {} checks",
-                c.precision, c.size, c.batch, c.outcome.checked
-            ),
-            format!(
-                "{:.0} / {:.0} ms ({:.0} %)",
-                c.commit_ms,
-                c.expected_ms,
-                100.0 * c.time_ratio()
-            ),
-            c.device
-                .as_ref()
-                .map_or("–".into(), |d| format!("{:.0} ms", d.gemm_ms)),
-            c.device.as_ref().map_or("– (CPU prover)".into(), |d| {
-                format!(
-                    "{:.1} % (fill {:.0}, hash {:.0}, tree {:.1} ms)",
-                    100.0 * d.overhead,
-                    d.fill_ms,
-                    d.hash_ms,
-                    d.tree_ms
-                )
-            }),
-            format!("{:.0} ms", c.open_ms),
-            format!("{:.1} ms", c.verify_ms),
-            bytes_cell(c.bytes_to_agent, c.bytes_from_agent),
-            verdict,
-        ]);
-    }
-    println!("{t}");
-}
-
-fn memory_proofs(proofs: &[pog_local::hostproof::GpuProof]) {
-    let mut t = table([
-        "GPU",
-        "memory challenge",
-        "build",
-        "walk + commit / bound",
-        "walk rate",
-        "open",
-        "verify",
-        "bytes to / from",
-        "verdict",
-    ]);
-    for p in proofs {
-        let gpu = format!("{} ({})", p.ordinal, p.model);
-        let Some(m) = &p.memory else {
-            if let Some(error) = &p.memory_error {
-                t.add_row(error_row(gpu, 9, &error.to_string()));
-            }
-            continue;
-        };
-        t.add_row(vec![
-            gpu,
-            format!(
-                "{} held, {} read, {} checks",
-                size(m.dataset_bytes),
-                size(m.read_bytes),
-                m.outcome.checked
-            ),
-            format!("{:.0} ms", m.build_ms),
-            format!(
-                "{:.0} / {:.0} ms ({:.0} %)",
-                m.commit_ms,
-                m.expected_ms,
-                100.0 * m.time_ratio()
-            ),
-            m.device.as_ref().map_or("– (CPU prover)".into(), |d| {
-                format!("{:.0} GB/s (walk {:.0} ms)", d.walk_gbs, d.walk_ms)
-            }),
-            format!("{:.0} ms", m.open_ms),
-            format!("{:.1} ms", m.verify_ms),
-            bytes_cell(m.bytes_to_agent, m.bytes_from_agent),
-            proof_verdict(&m.outcome),
-        ]);
-    }
-    println!("{t}");
-    for p in proofs {
-        if let Some(note) = &p.memory_note {
-            println!("GPU {} ({}): {note}", p.ordinal, p.model);
-        }
-    }
 }
 
 /// The GPU-to-GPU matrix: one row per ordered pair, GB/s per engine and direction (median of
