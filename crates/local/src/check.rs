@@ -163,13 +163,13 @@ fn self_challenge(inspect: &InspectReport) -> (Vec<GpuProof>, Stage) {
                 &mut proofs
                     .iter()
                     .filter_map(|p| p.check.as_ref())
-                    .map(|c| c.time_ratio()),
+                    .map(|c| c.measured.time_ratio()),
             );
             let memory = worst(
                 &mut proofs
                     .iter()
                     .filter_map(|p| p.memory.as_ref())
-                    .map(|m| m.time_ratio()),
+                    .map(|m| m.measured.time_ratio()),
             );
             let summary = format!(
                 "{passed} of {} GPU(s) passed the validator's GEMM and memory challenges; slowest at {:.0} % (GEMM) and {:.0} % (memory) of the time bound",

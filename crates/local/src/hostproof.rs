@@ -198,12 +198,12 @@ impl GpuProof {
             && self.check.as_ref().map(|c| c.precision) == Some(Precision::Int8);
         let gemm = match (&self.check, &self.error) {
             (None, None) => true, // not asked for
-            (Some(c), None) => c.outcome.accepted && !exact_mismatch,
+            (Some(c), None) => c.measured.outcome.accepted && !exact_mismatch,
             (_, Some(_)) => false,
         };
         let memory = match (&self.memory, &self.memory_error) {
             (None, None) => true,
-            (Some(m), None) => m.outcome.accepted,
+            (Some(m), None) => m.measured.outcome.accepted,
             (_, Some(_)) => false,
         };
         gemm && memory
@@ -486,5 +486,5 @@ fn against_cpu(check: &SelfCheck) -> Option<bool> {
         return None;
     }
     let cpu = CpuProver::compute(c, Behaviour::Honest);
-    Some(hex::encode(cpu.root()) == check.outcome.root)
+    Some(hex::encode(cpu.root()) == check.measured.outcome.root)
 }

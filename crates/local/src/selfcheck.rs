@@ -40,6 +40,34 @@ pub enum SelfCheckError {
     Protocol(#[from] pog_proof::session::ProtocolError),
 }
 
+/// What every self-challenge measures, of any kind: its timed phase against the claimed
+/// model's bound, what the spot checks cost, the signed bytes each way and the verdict.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measured {
+    /// The claimed model's expected time for the timed phase, ms.
+    pub expected_ms: f64,
+    /// The time measured from the start of the timed phase to the commitment, ms.
+    pub commit_ms: f64,
+    /// Time to open the spot-checked leaves, ms.
+    pub open_ms: f64,
+    /// The validator's CPU time to verify the openings, ms.
+    pub verify_ms: f64,
+    /// Bytes of the signed messages to the agent: challenge, start message (a kind that sets
+    /// up first) and open request.
+    pub bytes_to_agent: usize,
+    /// Bytes of the signed messages back: ready (likewise), commitment and openings.
+    pub bytes_from_agent: usize,
+    /// The validator's verdict on the openings.
+    pub outcome: Outcome,
+}
+
+impl Measured {
+    /// Measured time against the bound: below 1 the commitment came in time.
+    pub fn time_ratio(&self) -> f64 {
+        self.commit_ms / self.expected_ms
+    }
+}
+
 /// What one self-challenge showed.
 #[derive(Debug, Clone, Serialize)]
 pub struct SelfCheck {
@@ -55,22 +83,12 @@ pub struct SelfCheck {
     pub batch: u32,
     /// Output elements per Merkle leaf.
     pub leaf_elements: u32,
-    /// The claimed model's expected time to commit, ms.
-    pub expected_ms: f64,
-    /// The time measured from issue to commitment, ms.
-    pub commit_ms: f64,
     /// Where the device's time went, when the engine reports it (the GPU engine does).
     pub device: Option<DeviceTimes>,
-    /// Time to open the spot-checked leaves (recomputing the products that hold them), ms.
-    pub open_ms: f64,
-    /// The validator's CPU time to verify the openings, ms.
-    pub verify_ms: f64,
-    /// Bytes of the signed messages to the agent: challenge and open request.
-    pub bytes_to_agent: usize,
-    /// Bytes of the signed messages back: commitment and openings.
-    pub bytes_from_agent: usize,
-    /// The validator's verdict on the openings.
-    pub outcome: Outcome,
+    /// What every kind of self-challenge measures: the timed phase against the bound, the
+    /// spot checks' cost, the bytes each way and the verdict (flattened into this JSON object).
+    #[serde(flatten)]
+    pub measured: Measured,
 }
 
 /// The GPU's time by phase (CUDA events, summed over the products).
@@ -91,13 +109,6 @@ pub struct DeviceTimes {
     pub algorithm: String,
 }
 
-impl SelfCheck {
-    /// Measured time against the bound: below 1 the commitment came in time.
-    pub fn time_ratio(&self) -> f64 {
-        self.commit_ms / self.expected_ms
-    }
-}
-
 /// Challenges the GPU `gpu_uuid` at `gpu_bus_id` through `engine` with a GEMM proof, as a
 /// validator would under `planned`.
 pub fn run(
@@ -114,7 +125,8 @@ pub fn run(
             gemm_ms: t.gemm_ms,
             hash_ms: t.hash_ms,
             tree_ms: t.tree_ms,
-            overhead: (x.commit_ms - t.gemm_ms).max(0.0) / t.gemm_ms.max(f64::MIN_POSITIVE),
+            overhead: (x.measured.commit_ms - t.gemm_ms).max(0.0)
+                / t.gemm_ms.max(f64::MIN_POSITIVE),
             algorithm: x.proved.algorithm.clone().unwrap_or_default(),
         }),
         DeviceTimings::Walk(_) => None,
@@ -125,14 +137,8 @@ pub fn run(
         size: c.size,
         batch: c.batch,
         leaf_elements: c.leaf_elements,
-        expected_ms: planned.expected_ms,
-        commit_ms: x.commit_ms,
         device,
-        open_ms: x.settled.open_ms,
-        verify_ms: x.settled.verify_ms,
-        bytes_to_agent: x.settled.to_agent,
-        bytes_from_agent: x.settled.from_agent,
-        outcome: x.settled.outcome,
+        measured: x.measured,
         challenge: x.challenge,
     })
 }
@@ -147,9 +153,8 @@ struct Exchanged<K: ProofKind> {
     set_up_ms: f64,
     /// The engine's own set-up time, when it knows.
     device_set_up_ms: Option<f64>,
-    commit_ms: f64,
     proved: Proved,
-    settled: Settled,
+    measured: Measured,
 }
 
 fn exchange<K: ProofKind>(
@@ -192,7 +197,22 @@ fn exchange<K: ProofKind>(
     let device_set_up_ms = set_up.set_up_ms();
 
     let start: [u8; 32] = random_bytes();
-    if let Exchange::SetUp { start_kind, .. } = K::EXCHANGE {
+    let mut from_agent = 0;
+    if let Exchange::SetUp {
+        ready_kind,
+        start_kind,
+        ..
+    } = K::EXCHANGE
+    {
+        from_agent += sealed_len(
+            &agent,
+            ready_kind,
+            &pog_proof::wire::MemoryReady {
+                challenge_id: id.clone(),
+                gpu_uuid: gpu_uuid.clone(),
+                build_ms: set_up_ms,
+            },
+        )?;
         to_agent += sealed_len(
             &validator,
             start_kind,
@@ -216,21 +236,27 @@ fn exchange<K: ProofKind>(
     let started = Instant::now();
     let proved = set_up.run(&start)?;
     let commit_ms = started.elapsed().as_secs_f64() * 1e3;
-    let mut settled = settle(
+    let settled = settle(
         &mut session,
         proved.prover.as_ref(),
         commit_ms,
         (&agent, &validator),
     )?;
-    settled.to_agent += to_agent;
     Ok(Exchanged {
         challenge,
         start,
         set_up_ms,
         device_set_up_ms,
-        commit_ms,
         proved,
-        settled,
+        measured: Measured {
+            expected_ms,
+            commit_ms,
+            open_ms: settled.open_ms,
+            verify_ms: settled.verify_ms,
+            bytes_to_agent: to_agent + settled.to_agent,
+            bytes_from_agent: from_agent + settled.from_agent,
+            outcome: settled.outcome,
+        },
     })
 }
 
@@ -300,24 +326,14 @@ pub struct MemorySelfCheck {
     pub read_bytes: u64,
     /// Wall time to build the data set (untimed by the bound, under a deadline).
     pub build_ms: f64,
-    /// The claimed model's expected time from walk nonce to commitment, ms.
-    pub expected_ms: f64,
     /// The rate the expected time assumes, and where it comes from.
     pub rate: MemoryRate,
-    /// The time measured from walk nonce to commitment, ms.
-    pub commit_ms: f64,
     /// The device's times (build, walk, hashing, tree), when the engine reports them.
     pub device: Option<MemoryDeviceTimes>,
-    /// Time to open the spot-checked walkers, ms.
-    pub open_ms: f64,
-    /// The validator's CPU time to verify the openings, ms.
-    pub verify_ms: f64,
-    /// Bytes of the signed messages to the agent: challenge, walk nonce and open request.
-    pub bytes_to_agent: usize,
-    /// Bytes of the signed messages back: ready, commitment and openings.
-    pub bytes_from_agent: usize,
-    /// The validator's verdict on the openings.
-    pub outcome: Outcome,
+    /// What every kind of self-challenge measures: the timed phase against the bound, the
+    /// spot checks' cost, the bytes each way and the verdict (flattened into this JSON object).
+    #[serde(flatten)]
+    pub measured: Measured,
 }
 
 /// The GPU's time by phase of a memory proof (CUDA events).
@@ -333,13 +349,6 @@ pub struct MemoryDeviceTimes {
     pub tree_ms: f64,
     /// Item bytes read per second in the walk kernel alone, GB/s.
     pub walk_gbs: f64,
-}
-
-impl MemorySelfCheck {
-    /// Measured time against the bound: below 1 the commitment came in time.
-    pub fn time_ratio(&self) -> f64 {
-        self.commit_ms / self.expected_ms
-    }
 }
 
 /// Challenges the memory of GPU `gpu_uuid` at `gpu_bus_id` through `engine` as a validator
@@ -369,15 +378,9 @@ pub fn run_memory(
         read_bytes,
         walk_nonce: x.start,
         build_ms: x.set_up_ms,
-        expected_ms: plan.expected_ms,
         rate: plan.rate.clone(),
-        commit_ms: x.commit_ms,
         device,
-        open_ms: x.settled.open_ms,
-        verify_ms: x.settled.verify_ms,
-        bytes_to_agent: x.settled.to_agent,
-        bytes_from_agent: x.settled.from_agent,
-        outcome: x.settled.outcome,
+        measured: x.measured,
         challenge: x.challenge,
     })
 }
@@ -425,14 +428,18 @@ mod tests {
             256,
         )
         .unwrap();
-        assert!(check.outcome.accepted, "{:?}", check.outcome);
-        assert_eq!(check.outcome.checked, 256);
+        assert!(
+            check.measured.outcome.accepted,
+            "{:?}",
+            check.measured.outcome
+        );
+        assert_eq!(check.measured.outcome.checked, 256);
         assert!(
             check.device.is_none(),
             "the CPU engine reports no device times"
         );
-        assert!(check.bytes_from_agent > check.bytes_to_agent);
-        assert!(check.time_ratio() < 1.0);
+        assert!(check.measured.bytes_from_agent > check.measured.bytes_to_agent);
+        assert!(check.measured.time_ratio() < 1.0);
         assert_eq!(check.challenge.to.gpu_bus_id, "00000000:00:06.0");
 
         let junk = CpuEngine {
@@ -445,8 +452,8 @@ mod tests {
             256,
         )
         .unwrap();
-        assert!(!caught.outcome.accepted);
-        assert!(caught.outcome.wrong() > 0);
+        assert!(!caught.measured.outcome.accepted);
+        assert!(caught.measured.outcome.wrong() > 0);
 
         // Honest but over the bound: rejected on time alone.
         let late = run(
@@ -456,6 +463,6 @@ mod tests {
             256,
         )
         .unwrap();
-        assert!(!late.outcome.accepted && late.outcome.wrong() == 0);
+        assert!(!late.measured.outcome.accepted && late.measured.outcome.wrong() == 0);
     }
 }

@@ -639,9 +639,9 @@ fn gemm_row(p: &GpuProof) -> (Option<ProofRow<'_>>, Option<&GpuProofError>) {
         ProofRow {
             challenge: format!(
                 "{} n={} ×{}, {} checks",
-                c.precision, c.size, c.batch, c.outcome.checked
+                c.precision, c.size, c.batch, c.measured.outcome.checked
             ),
-            timed: (c.commit_ms, c.expected_ms),
+
             own: [
                 c.device
                     .as_ref()
@@ -656,9 +656,7 @@ fn gemm_row(p: &GpuProof) -> (Option<ProofRow<'_>>, Option<&GpuProofError>) {
                     )
                 }),
             ],
-            checked: (c.open_ms, c.verify_ms),
-            bytes: (c.bytes_to_agent, c.bytes_from_agent),
-            outcome: &c.outcome,
+            measured: &c.measured,
             note,
         }
     });
@@ -672,36 +670,28 @@ fn memory_row(p: &GpuProof) -> (Option<ProofRow<'_>>, Option<&GpuProofError>) {
             "{} held, {} read, {} checks",
             size(m.dataset_bytes),
             size(m.read_bytes),
-            m.outcome.checked
+            m.measured.outcome.checked
         ),
-        timed: (m.commit_ms, m.expected_ms),
+
         own: [
             m.device.as_ref().map_or("– (CPU prover)".into(), |d| {
                 format!("{:.0} GB/s (walk {:.0} ms)", d.walk_gbs, d.walk_ms)
             }),
             format!("{:.0} ms", m.build_ms),
         ],
-        checked: (m.open_ms, m.verify_ms),
-        bytes: (m.bytes_to_agent, m.bytes_from_agent),
-        outcome: &m.outcome,
+        measured: &m.measured,
         note: String::new(),
     });
     (row, p.memory_error.as_ref())
 }
 
-/// What a proofs table shows of one self-challenge, of any kind: the challenge, its timed
-/// phase against the bound, the kind's own two cells, the spot checks' cost, the bytes and the
-/// verdict (with a note).
+/// What a proofs table shows of one self-challenge, of any kind: the challenge, the kind's
+/// own two cells, what every kind measures (the timed phase against the bound, the spot
+/// checks' cost, the bytes, the verdict) and a note to the verdict.
 struct ProofRow<'a> {
     challenge: String,
-    /// Measured and expected ms of the timed phase.
-    timed: (f64, f64),
     own: [String; 2],
-    /// Opening and verifying, ms.
-    checked: (f64, f64),
-    /// Signed bytes to and from the agent.
-    bytes: (usize, usize),
-    outcome: &'a pog_proof::session::Outcome,
+    measured: &'a pog_local::selfcheck::Measured,
     note: String,
 }
 
@@ -736,16 +726,16 @@ fn proofs_table<'a>(
                     r.challenge,
                     format!(
                         "{:.0} / {:.0} ms ({:.0} %)",
-                        r.timed.0,
-                        r.timed.1,
-                        100.0 * r.timed.0 / r.timed.1
+                        r.measured.commit_ms,
+                        r.measured.expected_ms,
+                        100.0 * r.measured.time_ratio()
                     ),
                     own_first,
                     own_second,
-                    format!("{:.0} ms", r.checked.0),
-                    format!("{:.1} ms", r.checked.1),
-                    bytes_cell(r.bytes.0, r.bytes.1),
-                    proof_verdict(r.outcome) + &r.note,
+                    format!("{:.0} ms", r.measured.open_ms),
+                    format!("{:.1} ms", r.measured.verify_ms),
+                    bytes_cell(r.measured.bytes_to_agent, r.measured.bytes_from_agent),
+                    proof_verdict(&r.measured.outcome) + &r.note,
                 ]);
             }
             (None, Some(error)) => {
