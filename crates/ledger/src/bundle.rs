@@ -241,6 +241,10 @@ pub struct WitnessPolicy {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
 #[serde(tag = "problem", rename_all = "snake_case")]
 pub enum Problem {
+    /// The bundle holds no record: it proves nothing about the GPU (a log that left the GPU's
+    /// records out would hand out exactly this).
+    #[error("the bundle holds no record of the GPU")]
+    NoRecords,
     /// The checkpoint is not signed by the log's key (or the signature fails, or it is
     /// another log's checkpoint).
     #[error("the checkpoint is not validly signed by the log: {why}")]
@@ -603,6 +607,9 @@ pub fn verify_bundle(
         });
     }
 
+    if bundle.records.is_empty() {
+        problems.push(Problem::NoRecords);
+    }
     let validator = PublicKey::from(log_key.public_key());
     let mut agents: Vec<PublicKey> = Vec::new();
     let mut records = Vec::new();

@@ -134,6 +134,7 @@ fn anchoring_and_verifying_against_the_chain_catch_a_replaced_or_missing_anchor(
                 bundle.to_str().unwrap(),
                 "--log-key",
                 &log_vkey,
+                "--accept-unwitnessed",
                 "--chain",
                 rpc,
                 "--contract",
@@ -157,6 +158,7 @@ fn anchoring_and_verifying_against_the_chain_catch_a_replaced_or_missing_anchor(
             bundle.to_str().unwrap(),
             "--log-key",
             &log_vkey,
+            "--accept-unwitnessed",
             "--chain",
             rpc,
             "--contract",
@@ -193,7 +195,13 @@ fn anchoring_and_verifying_against_the_chain_catch_a_replaced_or_missing_anchor(
     // The records themselves are fine: without --chain it passes.
     let plain = pog_json(
         &holder,
-        &["verify", newer.to_str().unwrap(), "--log-key", &log_vkey],
+        &[
+            "verify",
+            newer.to_str().unwrap(),
+            "--log-key",
+            &log_vkey,
+            "--accept-unwitnessed",
+        ],
         0,
     );
     assert!(plain["anchor"].is_null());
@@ -239,6 +247,7 @@ fn anchoring_and_verifying_against_the_chain_catch_a_replaced_or_missing_anchor(
             bundle.to_str().unwrap(),
             "--log-key",
             &log_vkey,
+            "--accept-unwitnessed",
             "--chain",
             rpc,
             "--contract",
@@ -470,6 +479,7 @@ fn a_running_validator_anchors_its_checkpoints() {
             bundle.to_str().unwrap(),
             "--log-key",
             &run.log_vkey,
+            "--accept-unwitnessed",
             "--chain",
             &run.anvil.url,
             "--contract",

@@ -117,17 +117,39 @@ fn export_verify_and_tampering_through_the_binary() {
         args.extend_from_slice(extra);
         pog_json(&holder, &args, status)
     };
-    let ok = verify(&bundle, &["--since", kept.to_str().unwrap()], 0);
-    assert_eq!(ok["verdict"], "pass");
+    // Cosigned, but without the log's tiles nothing shows the GPU's newest records are all
+    // there: not a pass unless told to accept that, and then said so.
+    let unread = verify(&bundle, &["--since", kept.to_str().unwrap()], 1);
+    assert_eq!(unread["verdict"], "fail", "{unread:#}");
+    assert_eq!(unread["problems"].as_array().unwrap().len(), 0);
+    let missed: Vec<&str> = unread["unchecked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["what"].as_str().unwrap())
+        .collect();
+    assert_eq!(missed, ["that no newer record was left out"]);
+    let ok = verify(
+        &bundle,
+        &["--since", kept.to_str().unwrap(), "--accept-unwitnessed"],
+        0,
+    );
+    assert_eq!(ok["verdict"], "warn");
     assert_eq!(ok["records"].as_array().unwrap().len(), 11);
     assert_eq!(ok["cosigned_by"].as_array().unwrap().len(), 2);
-    // The table output says the same, and exits 0.
+    // With the log's key alone, a fork signed with that key would verify as well: the table
+    // says what could not be checked, and the bundle fails.
     let table = pog(
         &holder,
         &["verify", bundle.to_str().unwrap(), "--log-key", &log_vkey],
     );
-    assert_eq!(table.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&table.stdout).contains("verdict: PASS"));
+    assert_eq!(table.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        out.contains("not checked: that the log did not fork"),
+        "{out}"
+    );
+    assert!(out.contains("verdict: FAIL"), "{out}");
 
     // While a writer (the validator) holds the ledger, reading commands work and writing ones
     // are refused with the reason.
@@ -220,7 +242,8 @@ fn export_verify_and_tampering_through_the_binary() {
         &["--since", newer.to_str().unwrap(), "--quorum", "0"],
         1,
     );
-    assert_eq!(problems(&report), ["rollback"]);
+    // (It holds no record either: an empty bundle proves nothing and fails on its own.)
+    assert_eq!(problems(&report), ["no_records", "rollback"]);
 
     // The newest records dropped from a later export: only a holder who kept the earlier
     // bundle can tell, with --since-bundle.
@@ -425,6 +448,7 @@ fn two_witnesses_over_loopback_cosign_growth_and_refuse_a_fork() {
             &servers[0].vkey,
             "--witness",
             &servers[1].vkey,
+            "--accept-unwitnessed",
         ],
         0,
     );
@@ -528,7 +552,9 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
         std::thread::sleep(std::time::Duration::from_millis(200));
     };
 
-    // One GPU's bundle, exported beside the running validator, verifies with the keys alone.
+    // One GPU's bundle, exported beside the running validator, verifies with the keys, the
+    // witnesses' quorum and the validator's own tiles (no record of the GPU after the bundle's).
+    let tiles = format!("http://{addr}/ledger/");
     let bundle = tmp.path().join("bundle.json");
     let exported = pog_json(
         &data,
@@ -555,6 +581,8 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
             &w2.vkey,
             "--quorum",
             "2",
+            "--log",
+            &tiles,
         ];
         pog_json(&holder, &args, status)
     };
@@ -607,7 +635,6 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
     let report = verify(&path, 1);
     assert_eq!(report["problems"][0]["problem"], "dropped", "{report:#}");
     // The validator's own tiles show the GPU's newest record a bundle leaves out.
-    let tiles = format!("http://{addr}/ledger/");
     let with_tail = |bundle: &Path, status: i32| {
         let args = [
             "verify",
@@ -618,10 +645,18 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
             &tiles,
             "--quorum",
             "0",
+            "--accept-unwitnessed",
         ];
         pog_json(&holder, &args, status)
     };
-    assert_eq!(with_tail(&bundle, 0)["verdict"], "pass");
+    // Without a quorum nothing vouches against a fork: passed only when told to, and said so.
+    let unwitnessed = with_tail(&bundle, 0);
+    assert_eq!(unwitnessed["verdict"], "warn", "{unwitnessed:#}");
+    assert_eq!(unwitnessed["accepted_unchecked"], true);
+    assert!(unwitnessed["summary"]
+        .as_str()
+        .unwrap()
+        .starts_with("UNCHECKED (--accept-unwitnessed)"));
     let mut newest_dropped = b.clone();
     newest_dropped.records.pop();
     let path = tmp.path().join("newest-dropped.json");

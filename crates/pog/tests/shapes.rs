@@ -245,6 +245,7 @@ fn verify() {
             bundle.to_str().unwrap(),
             "--log-key",
             vkey.trim(),
+            "--accept-unwitnessed",
         ],
         0,
     );

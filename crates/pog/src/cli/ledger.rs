@@ -211,6 +211,12 @@ pub struct VerifyArgs {
     /// first fails the check.
     #[arg(long, value_name = "ADDR", requires = "chain")]
     pub publisher: Option<String>,
+    /// Pass a bundle even where a check could not run: no witness quorum and no chain anchor
+    /// (a fork of the log signed with its key goes unnoticed), or no log tiles (the GPU's
+    /// newest records may be left out). For tests and demos; the output says what went
+    /// unchecked.
+    #[arg(long)]
+    pub accept_unwitnessed: bool,
 }
 
 /// What `pog witness` does.

@@ -561,6 +561,7 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         .problems
         .iter()
         .any(|p| matches!(p, pog_ledger::bundle::Problem::CheckpointSignature { .. }));
+    let tiles_read = args.log_tiles.is_some() && signed;
     if let (Some(source), true) = (&args.log_tiles, signed) {
         let tail = if source.starts_with("http://") || source.starts_with("https://") {
             check_tail(
@@ -588,13 +589,15 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         }
         _ => None,
     };
-    let verdict = if report.ok() {
-        Verdict::Pass
-    } else {
-        Verdict::Fail
+    let unchecked = unchecked(quorum, anchor.is_some(), tiles_read);
+    let verdict = match (report.ok(), unchecked.is_empty(), args.accept_unwitnessed) {
+        (false, _, _) => Verdict::Fail,
+        (true, true, _) => Verdict::Pass,
+        (true, false, true) => Verdict::Warn,
+        (true, false, false) => Verdict::Fail,
     };
     let summary = if report.ok() {
-        format!(
+        let verified = format!(
             "{} record(s) of {} verified at tree size {}, cosigned by {} witness(es){}",
             report.records.len(),
             report.gpu_uuid,
@@ -604,7 +607,22 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
                 ", anchored on chain (registry {})",
                 a.registry
             ))
-        )
+        );
+        let missed = unchecked
+            .iter()
+            .map(|u| u.what)
+            .collect::<Vec<_>>()
+            .join("; ");
+        match (unchecked.is_empty(), args.accept_unwitnessed) {
+            (true, _) => verified,
+            (false, true) => {
+                format!("UNCHECKED (--accept-unwitnessed): {verified}, but not checked: {missed}")
+            }
+            (false, false) => format!(
+                "not verified: {verified}, but could not check {missed} (give --witness keys with \
+                 their quorum or --chain, and --log; or --accept-unwitnessed to accept it anyway)"
+            ),
+        }
     } else {
         format!(
             "{} problem(s): {}",
@@ -624,10 +642,16 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
             bundle: &'a pog_ledger::bundle::BundleReport,
             /// What the chain's registry holds for the checkpoint (null without --chain).
             anchor: Option<&'a pog_anchor::AnchorCheck>,
+            /// The checks that could not run, each with what it would have caught.
+            unchecked: &'a [Unchecked],
+            /// The bundle passed although checks did not run (`--accept-unwitnessed`).
+            accepted_unchecked: bool,
         }
         let json = Report {
             bundle: &report,
             anchor: anchor.as_ref(),
+            unchecked: &unchecked,
+            accepted_unchecked: args.accept_unwitnessed && !unchecked.is_empty() && report.ok(),
         };
         print_json("verify", verdict, &summary, false, &json)?;
     } else {
@@ -656,9 +680,44 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         for p in &report.problems {
             println!("problem: {p}");
         }
+        for u in &unchecked {
+            println!("not checked: {} ({})", u.what, u.why);
+        }
         verdict_line(verdict, &summary, false);
     }
     Ok(Outcome(verdict))
+}
+
+/// A check `pog verify` could not run, and what it would have caught.
+#[derive(Debug, Clone, Serialize)]
+struct Unchecked {
+    /// The check, in a few words.
+    what: &'static str,
+    /// What goes unnoticed without it, and how to run it.
+    why: &'static str,
+}
+
+/// The checks a verification could not run: that the checkpoint is the one everybody sees
+/// (a witness quorum of at least one, or the chain's anchor: without either, a fork signed
+/// with the log's key verifies), and that no record of the GPU came after the bundle's last
+/// (the log's tiles).
+fn unchecked(quorum: usize, anchored: bool, tiles_read: bool) -> Vec<Unchecked> {
+    let mut missed = Vec::new();
+    if quorum == 0 && !anchored {
+        missed.push(Unchecked {
+            what: "that the log did not fork",
+            why: "no witness quorum and no chain anchor: a second history signed with the log's \
+                  key verifies as well; give --witness keys (and --quorum) or --chain",
+        });
+    }
+    if !tiles_read {
+        missed.push(Unchecked {
+            what: "that no newer record was left out",
+            why: "the log's tiles were not read: a bundle with its newest records dropped \
+                  verifies as well; give --log",
+        });
+    }
+    missed
 }
 
 /// The verify table's anchor line: what the registry holds at the checkpoint's size.
