@@ -8,12 +8,16 @@
 //!   "gpu_uuid": "GPU-…",
 //!   "checkpoint": "<checkpoint note text, with the log's signature and cosignatures>",
 //!   "records": [{ "index": 17, "entry": "<base64 entry>", "proof": ["<base64 hash>", …] }, …],
-//!   "consistency": { "from_size": 12, "proof": ["<base64 hash>", …] }
+//!   "consistency": { "from_size": 12, "proof": ["<base64 hash>", …] },
+//!   "log": "https://validator.example:7071/ledger/"
 //! }
 //! ```
 //!
 //! `consistency` is optional: a proof from an earlier tree size the holder kept a checkpoint
-//! of (`pog ledger export --since`). [`verify_bundle`] returns a [`BundleReport`] listing every
+//! of (`pog ledger export --since`). `log` is optional too: where the log's tiles are served
+//! (`pog ledger export --log-url`), so that `pog verify` reads the GPU's newest records from
+//! the log itself and catches a bundle with some left out. It is the exporter's word: the
+//! verifier reads it only at public addresses. Format v1 (no `log`) is still read. [`verify_bundle`] returns a [`BundleReport`] listing every
 //! [`Problem`] it found, each naming what was wrong and where.
 
 use crate::checkpoint::{CheckpointError, SignedCheckpoint};
@@ -28,8 +32,12 @@ use pog_merkle::{verify_consistency, verify_inclusion, Hash};
 use pog_signed::{PublicKey, RecordKind};
 use serde::{Deserialize, Serialize};
 
-/// The bundle format's name and version.
-pub const BUNDLE_FORMAT: &str = "pog-ledger-bundle/v1";
+/// The bundle format's name and version, as written.
+pub const BUNDLE_FORMAT: &str = "pog-ledger-bundle/v2";
+/// The formats read: v1 is v2 without `log`.
+const READ_FORMATS: [&str; 2] = ["pog-ledger-bundle/v1", BUNDLE_FORMAT];
+/// The longest `log` URL a bundle may name.
+pub const MAX_LOG_URL_BYTES: usize = 512;
 /// The largest bundle accepted.
 pub const MAX_BUNDLE_BYTES: usize = 256 << 20;
 
@@ -44,7 +52,7 @@ pub enum BundleError {
     #[error("the bundle is not valid bundle JSON: {0}")]
     Json(#[from] serde_json::Error),
     /// Another format or version of bundle.
-    #[error("unsupported bundle format {0:?} (this pog reads {BUNDLE_FORMAT})")]
+    #[error("unsupported bundle format {0:?} (this pog reads pog-ledger-bundle/v1 and v2)")]
     Format(String),
     /// A field that must be base64 is not (or is not a 32-byte hash).
     #[error("{field} is not standard base64{detail}")]
@@ -60,6 +68,9 @@ pub enum BundleError {
     /// Exporting: the ledger could not be read.
     #[error("cannot export: {0}")]
     Store(#[from] StoreError),
+    /// The `log` URL is longer than [`MAX_LOG_URL_BYTES`].
+    #[error("the bundle's log URL is over {MAX_LOG_URL_BYTES} bytes")]
+    LogUrl,
     /// A proof longer than any tree needs.
     #[error("the proof has {0} hashes; no tree of 2^64 entries needs more than 128")]
     ProofTooLong(usize),
@@ -89,6 +100,8 @@ struct RawBundle {
     records: Vec<RawRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     consistency: Option<RawConsistency>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    log: Option<String>,
 }
 
 /// One record of a bundle: its log index, its entry bytes, its inclusion proof.
@@ -114,6 +127,9 @@ pub struct Bundle {
     pub records: Vec<BundleRecord>,
     /// A consistency proof from an earlier size to the checkpoint's: (from size, proof).
     pub consistency: Option<(u64, Vec<Hash>)>,
+    /// Where the log's tiles are served, as the exporter named it (unchecked: the exporter's
+    /// word).
+    pub log: Option<String>,
 }
 
 fn decode_hashes(field: &str, list: &[String]) -> Result<Vec<Hash>, BundleError> {
@@ -141,8 +157,15 @@ impl Bundle {
             return Err(BundleError::TooLarge(bytes.len()));
         }
         let raw: RawBundle = serde_json::from_slice(bytes)?;
-        if raw.format != BUNDLE_FORMAT {
+        if !READ_FORMATS.contains(&raw.format.as_str()) {
             return Err(BundleError::Format(raw.format));
+        }
+        if raw
+            .log
+            .as_ref()
+            .is_some_and(|l| l.len() > MAX_LOG_URL_BYTES)
+        {
+            return Err(BundleError::LogUrl);
         }
         let checkpoint = SignedCheckpoint::parse(raw.checkpoint.as_bytes())?;
         let mut records = Vec::with_capacity(raw.records.len());
@@ -166,6 +189,7 @@ impl Bundle {
             checkpoint,
             records,
             consistency,
+            log: raw.log,
         })
     }
 
@@ -189,6 +213,7 @@ impl Bundle {
                 from_size: *from,
                 proof: hashes(p),
             }),
+            log: self.log.clone(),
         };
         serde_json::to_string_pretty(&raw).expect("plain data serializes")
     }
@@ -224,6 +249,7 @@ impl Bundle {
             checkpoint: checkpoint.clone(),
             records,
             consistency,
+            log: None,
         })
     }
 }

@@ -273,7 +273,13 @@ fn export_verify_and_tampering_through_the_binary() {
     );
     let report = verify(
         &later,
-        &["--since-bundle", earlier.to_str().unwrap(), "--quorum", "0"],
+        &[
+            "--since-bundle",
+            earlier.to_str().unwrap(),
+            "--quorum",
+            "0",
+            "--accept-unwitnessed",
+        ],
         0,
     );
     assert_eq!(report["records"].as_array().unwrap().len(), 13);
@@ -281,8 +287,14 @@ fn export_verify_and_tampering_through_the_binary() {
     cut["records"].as_array_mut().unwrap().truncate(9);
     let cut_file = tmp.path().join("cut.json");
     write(&cut_file, &cut.to_string());
-    let report = verify(&cut_file, &["--quorum", "0"], 0);
-    assert_eq!(report["verdict"], "pass", "a cut chain is valid on its own");
+    let report = verify(&cut_file, &["--quorum", "0", "--accept-unwitnessed"], 0);
+    assert_eq!(
+        report["problems"].as_array().unwrap().len(),
+        0,
+        "a cut chain is valid on its own"
+    );
+    // ... which is why, without the log's tiles, verify does not pass it unless told to.
+    assert_eq!(report["verdict"], "warn");
     let report = verify(
         &cut_file,
         &["--since-bundle", earlier.to_str().unwrap(), "--quorum", "0"],
@@ -299,12 +311,20 @@ fn export_verify_and_tampering_through_the_binary() {
         1,
     );
     assert_eq!(problems(&report), ["missing_newest"; 4], "{report:#}");
+    // The later checkpoint was never cosigned: with --quorum 0 nothing vouches against a fork.
     let report = verify(
         &later,
-        &["--log", tail.to_str().unwrap(), "--quorum", "0"],
+        &[
+            "--log",
+            tail.to_str().unwrap(),
+            "--quorum",
+            "0",
+            "--accept-unwitnessed",
+        ],
         0,
     );
-    assert_eq!(report["verdict"], "pass", "{report:#}");
+    assert_eq!(report["verdict"], "warn", "{report:#}");
+    assert_eq!(report["unchecked"][0]["what"], "that the log did not fork");
     let missing = tmp.path().join("no-such-mirror");
     verify(
         &later,
@@ -666,6 +686,73 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
         report["problems"][0]["problem"], "missing_newest",
         "{report:#}"
     );
+
+    // A bundle names its log (`export --log-url`), so a holder's verify reads the newest
+    // records without being told where; but only at public addresses: a bundle naming one
+    // inside the holder's network (here the loopback validator) is not read, and says why.
+    let named = tmp.path().join("named.json");
+    pog_json(
+        &data,
+        &[
+            "ledger",
+            "export",
+            "--gpu",
+            uuid,
+            "--log-url",
+            &tiles,
+            "-o",
+            named.to_str().unwrap(),
+        ],
+        0,
+    );
+    let mut named_dropped =
+        pog_ledger::bundle::Bundle::parse(&std::fs::read(&named).unwrap()).unwrap();
+    assert_eq!(named_dropped.log.as_deref(), Some(tiles.as_str()));
+    named_dropped.records.pop();
+    let named_dropped_path = tmp.path().join("named-dropped.json");
+    write(&named_dropped_path, &named_dropped.to_json());
+    let inside = pog_json(
+        &holder,
+        &[
+            "verify",
+            named_dropped_path.to_str().unwrap(),
+            "--log-key",
+            &log_vkey,
+            "--witness",
+            &w1.vkey,
+            "--witness",
+            &w2.vkey,
+        ],
+        1,
+    );
+    assert_eq!(
+        inside["problems"].as_array().unwrap().len(),
+        0,
+        "{inside:#}"
+    );
+    let why = inside["unchecked"][0]["why"].as_str().unwrap();
+    assert!(
+        why.contains("the bundle's log URL is refused") && why.contains("not a public address"),
+        "{inside:#}"
+    );
+    // Named on the command line, the same URL is the holder's choice, and is read.
+    let told = pog_json(
+        &holder,
+        &[
+            "verify",
+            named_dropped_path.to_str().unwrap(),
+            "--log-key",
+            &log_vkey,
+            "--witness",
+            &w1.vkey,
+            "--witness",
+            &w2.vkey,
+            "--log",
+            &tiles,
+        ],
+        1,
+    );
+    assert_eq!(told["problems"][0]["problem"], "missing_newest", "{told:#}");
 
     // A clean stop signs a last checkpoint over everything logged.
     assert_eq!(net.validator.stop().code(), Some(0));

@@ -261,13 +261,17 @@ impl Published {
 /// An HTTP client for witnesses: no redirects, no proxy from the environment, 20 s a request;
 /// an error (never a default client) when it cannot be built.
 pub fn witness_client() -> Result<reqwest::Client, pog_net::http::BuildClientError> {
+    witness_settings().build()
+}
+
+/// The settings of [`witness_client`].
+fn witness_settings() -> pog_net::http::ClientSettings {
     pog_net::http::ClientSettings {
         timeout: Some(Duration::from_secs(20)),
         connect_timeout: Some(Duration::from_secs(5)),
         proxy_from_env: false,
         ..pog_net::http::ClientSettings::new("witness")
     }
-    .build()
 }
 
 /// The most bytes a witness's answer may hold (a cosignature line, or a size with a 409).
@@ -580,7 +584,9 @@ pub struct HttpTiles {
 impl HttpTiles {
     /// Tiles under `base` (e.g. `http://validator:7071/ledger/`: `tile/0/000` is fetched from
     /// `http://validator:7071/ledger/tile/0/000`), all of them read within `budget` from now.
-    pub fn new(base: &str, budget: Duration) -> Result<HttpTiles, LedgerError> {
+    /// With `public_only` (a URL someone else named, such as a bundle's `log`), every address
+    /// its host resolves to must be public, at every connection.
+    pub fn new(base: &str, budget: Duration, public_only: bool) -> Result<HttpTiles, LedgerError> {
         let url = reqwest::Url::parse(base)
             .map_err(|e| LedgerError::Tiles(format!("{base:?} is not a URL: {e}")))?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -592,9 +598,20 @@ impl HttpTiles {
             .enable_all()
             .build()
             .map_err(|e| LedgerError::Task(e.to_string()))?;
+        let client = if public_only {
+            pog_net::http::ClientSettings {
+                resolver: Some(pog_net::endpoint::PublicResolver {
+                    allow_private: false,
+                }),
+                ..witness_settings()
+            }
+            .build()?
+        } else {
+            witness_client()?
+        };
         Ok(HttpTiles {
             base: format!("{}/", base.trim_end_matches('/')),
-            client: witness_client()?,
+            client,
             runtime,
             deadline: std::time::Instant::now() + budget,
             budget,

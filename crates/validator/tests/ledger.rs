@@ -467,7 +467,8 @@ fn a_silent_tile_server_is_given_up_on_at_the_reads_deadline() {
     });
     let budget = std::time::Duration::from_secs(1);
     let mut tiles =
-        pog_validator::ledger::HttpTiles::new(&format!("http://{addr}/ledger/"), budget).unwrap();
+        pog_validator::ledger::HttpTiles::new(&format!("http://{addr}/ledger/"), budget, false)
+            .unwrap();
     let started = std::time::Instant::now();
     let tile = TileId::parse_path("tile/0/000").unwrap();
     let e = tiles.read_tile(&tile).unwrap_err().to_string();

@@ -134,6 +134,11 @@ pub struct ExportArgs {
     /// size, instead of the latest signed one; records logged after it are left out.
     #[arg(long)]
     pub anchored: bool,
+    /// Where the log's tiles are served (e.g. `https://VALIDATOR:7071/ledger/`), written into
+    /// the bundle so that `pog verify` reads the GPU's newest records from the log without
+    /// being told (it reads a bundle's URL at public addresses only).
+    #[arg(long, value_name = "URL")]
+    pub log_url: Option<String>,
 }
 
 /// What `pog ledger anchor` anchors with.

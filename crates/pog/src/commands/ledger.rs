@@ -457,7 +457,12 @@ fn export_at(
             );
         }
     }
-    let bundle = Bundle::export(&ledger, &e.gpu, &checkpoint, e.since)?;
+    let mut bundle = Bundle::export(&ledger, &e.gpu, &checkpoint, e.since)?;
+    if let Some(url) = &e.log_url {
+        let url =
+            pog_net::endpoint::validate(url, true).map_err(|err| anyhow!("--log-url: {err}"))?;
+        bundle.log = Some(format!("{url}/"));
+    }
     if bundle.records.is_empty() {
         bail!("the ledger holds no record of GPU {}", e.gpu);
     }
@@ -561,13 +566,29 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         .problems
         .iter()
         .any(|p| matches!(p, pog_ledger::bundle::Problem::CheckpointSignature { .. }));
-    let tiles_read = args.log_tiles.is_some() && signed;
-    if let (Some(source), true) = (&args.log_tiles, signed) {
+    // Where the tiles are read: --log, else the URL the bundle names (the exporter's word, so
+    // read only at public addresses: a bundle must not point the holder's machine inside its
+    // own network).
+    let (source, named_by_bundle) = match (&args.log_tiles, &bundle.log) {
+        (Some(given), _) => (Some(given.clone()), false),
+        (None, Some(named)) => (Some(named.clone()), true),
+        (None, None) => (None, false),
+    };
+    let mut refused_log = None;
+    if let (Some(url), true) = (&source, named_by_bundle) {
+        if let Err(err) = pog_net::endpoint::validate(url, false) {
+            refused_log = Some(format!("the bundle's log URL is refused: {err}"));
+        }
+    }
+    let tiles_read = source.is_some() && signed && refused_log.is_none();
+    if let (Some(source), true) = (&source, tiles_read) {
         let tail = if source.starts_with("http://") || source.starts_with("https://") {
             check_tail(
                 &bundle,
-                pog_validator::ledger::HttpTiles::new(source, args.log_timeout)?,
+                pog_validator::ledger::HttpTiles::new(source, args.log_timeout, named_by_bundle)?,
             )
+        } else if named_by_bundle {
+            bail!("the bundle's log {source:?} is not an http(s) URL")
         } else {
             check_tail(&bundle, DirSource(PathBuf::from(source)))
         };
@@ -589,7 +610,12 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         }
         _ => None,
     };
-    let unchecked = unchecked(quorum, anchor.is_some(), tiles_read);
+    let unchecked = unchecked(
+        report.cosigned_by.len(),
+        anchor.is_some(),
+        tiles_read,
+        refused_log,
+    );
     let verdict = match (report.ok(), unchecked.is_empty(), args.accept_unwitnessed) {
         (false, _, _) => Verdict::Fail,
         (true, true, _) => Verdict::Pass,
@@ -694,27 +720,35 @@ struct Unchecked {
     /// The check, in a few words.
     what: &'static str,
     /// What goes unnoticed without it, and how to run it.
-    why: &'static str,
+    why: String,
 }
 
 /// The checks a verification could not run: that the checkpoint is the one everybody sees
-/// (a witness quorum of at least one, or the chain's anchor: without either, a fork signed
-/// with the log's key verifies), and that no record of the GPU came after the bundle's last
-/// (the log's tiles).
-fn unchecked(quorum: usize, anchored: bool, tiles_read: bool) -> Vec<Unchecked> {
+/// (a cosignature of at least one trusted witness, its quorum met, or the chain's anchor:
+/// without either, a fork signed with the log's key verifies), and that no record of the GPU
+/// came after the bundle's last (the log's tiles).
+fn unchecked(
+    cosigned: usize,
+    anchored: bool,
+    tiles_read: bool,
+    refused_log: Option<String>,
+) -> Vec<Unchecked> {
     let mut missed = Vec::new();
-    if quorum == 0 && !anchored {
+    if cosigned == 0 && !anchored {
         missed.push(Unchecked {
             what: "that the log did not fork",
             why: "no witness quorum and no chain anchor: a second history signed with the log's \
-                  key verifies as well; give --witness keys (and --quorum) or --chain",
+                  key verifies as well; give --witness keys (and --quorum) or --chain"
+                .into(),
         });
     }
     if !tiles_read {
         missed.push(Unchecked {
             what: "that no newer record was left out",
-            why: "the log's tiles were not read: a bundle with its newest records dropped \
-                  verifies as well; give --log",
+            why: format!(
+                "{}: a bundle with its newest records dropped verifies as well; give --log",
+                refused_log.unwrap_or_else(|| "the log's tiles were not read".into())
+            ),
         });
     }
     missed
