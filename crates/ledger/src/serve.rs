@@ -95,11 +95,12 @@ pub fn witness_add_checkpoint(witness: &mut Witness, body: &[u8], now: u64) -> R
     }
 }
 
-/// A refused add-checkpoint request's response: a 409 carries the witness's latest size as
-/// `text/x.tlog.size`, any other refusal its status and reason.
+/// A refused add-checkpoint request's response: a 409 (another old size than the witness's
+/// latest, or a smaller tree than it) carries the witness's latest size as `text/x.tlog.size`,
+/// so the log can retry from it; any other refusal its status and reason.
 pub(crate) fn refusal(refusal: Refusal) -> Response {
     match refusal {
-        Refusal::Conflict { latest, .. } => {
+        Refusal::Conflict { latest, .. } | Refusal::Rollback { latest, .. } => {
             Response::text(409, "text/x.tlog.size", format!("{latest}\n"))
         }
         refusal => Response::text(refusal.http_status(), TEXT, format!("{refusal}\n")),

@@ -81,7 +81,14 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    /// The HTTP status `tlog-witness` assigns (400, 403, 404, 409 or 422).
+    /// Whether the refused checkpoint, validly signed by the log, contradicts what the
+    /// witness cosigned: another root at the same size, or a tree the consistency proof does
+    /// not lead to. Either is evidence that the log signed two histories (a fork attempt).
+    pub fn is_fork_evidence(&self) -> bool {
+        matches!(self, Refusal::Fork { .. } | Refusal::Inconsistent { .. })
+    }
+
+    /// The HTTP status c2sp.org/tlog-witness gives this refusal (400, 403, 404, 409 or 422).
     pub fn http_status(&self) -> u16 {
         match self {
             Refusal::Malformed(_) | Refusal::OldSizeTooLarge { .. } => 400,
@@ -222,15 +229,18 @@ impl Witness {
         let (latest_size, latest_root) = latest
             .as_ref()
             .map_or((0, empty_root()), |c| (c.size, c.root));
-        if new.size < latest_size {
-            return Err(Refusal::Rollback {
-                latest: latest_size,
-                new: new.size,
-            });
-        }
+        // In c2sp.org/tlog-witness's order: an old size beyond the checkpoint is a bad request
+        // (400) whatever the witness holds; a smaller tree than the witness's latest, or a
+        // request from another size, is a conflict (409, answered with the latest size).
         if request.old_size > new.size {
             return Err(Refusal::OldSizeTooLarge {
                 old: request.old_size,
+                new: new.size,
+            });
+        }
+        if new.size < latest_size {
+            return Err(Refusal::Rollback {
+                latest: latest_size,
                 new: new.size,
             });
         }

@@ -1,7 +1,9 @@
 //! A witness as a service (`pog witness cosign` and `pog witness serve`): the pure
 //! [`Witness`] with its state kept on disk, one file per followed log holding the last
 //! checkpoint it cosigned, written durably before any cosignature is handed out, so that a
-//! restarted witness never cosigns a fork or a rollback of what it cosigned before.
+//! restarted witness never cosigns a fork or a rollback of what it cosigned before. A fork
+//! attempt (a checkpoint the log signed that contradicts one the witness cosigned) is kept as
+//! evidence ([`WitnessState::keep_evidence`]), for whoever must be shown that the log lied.
 
 use crate::checkpoint::{Checkpoint, CheckpointError, SignedCheckpoint};
 use crate::note::{NoteSignature, NoteSigner, Verifier};
@@ -94,6 +96,60 @@ impl WitnessState {
     }
 }
 
+/// The most fork attempts kept as evidence per log: a log that forks once has lied already,
+/// and one that tries without end must not fill the witness's disk.
+pub const MAX_EVIDENCE: usize = 64;
+
+impl WitnessState {
+    /// The folder of fork evidence.
+    pub fn evidence_dir(&self) -> PathBuf {
+        self.dir.join("evidence")
+    }
+
+    /// Keeps a fork attempt against `log`: the refused request (with the log's signed
+    /// checkpoint and proof, exactly as received) beside the checkpoint the witness had
+    /// cosigned, in a file of its own, written durably; nothing once [`MAX_EVIDENCE`] are kept
+    /// for the log. Returns the file written, if any.
+    pub fn keep_evidence(
+        &self,
+        log: &Verifier,
+        latest: Option<&Checkpoint>,
+        refusal: &Refusal,
+        request: &[u8],
+        now: u64,
+    ) -> Result<Option<PathBuf>, StateError> {
+        let dir = self.evidence_dir();
+        let io = |what: &'static str, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StateError::Io { what, path, source }
+        };
+        std::fs::create_dir_all(&dir).map_err(io("creating", &dir))?;
+        let prefix = format!("{:08x}-", log.key_id());
+        let kept = std::fs::read_dir(&dir)
+            .map_err(io("reading", &dir))?
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .count();
+        if kept >= MAX_EVIDENCE {
+            return Ok(None);
+        }
+        let path = dir.join(format!("{prefix}{now}-{kept:02}.txt"));
+        let mut text = format!(
+            "pog witness: fork evidence against log {}\nrefused at {now} (POSIX s): {refusal}\n\n\
+             the checkpoint this witness had cosigned:\n{}\n\
+             the add-checkpoint request refused, as received:\n",
+            log.name(),
+            latest.map_or("(none)\n".to_string(), Checkpoint::to_text),
+        );
+        text.push_str(&String::from_utf8_lossy(request));
+        std::fs::write(&path, text).map_err(io("writing", &path))?;
+        std::fs::File::open(&path)
+            .and_then(|f| f.sync_all())
+            .map_err(io("syncing", &path))?;
+        Ok(Some(path))
+    }
+}
+
 /// Why a checkpoint was not cosigned.
 #[derive(Debug, thiserror::Error)]
 pub enum CosignError {
@@ -167,7 +223,15 @@ impl WitnessService {
             .iter()
             .map(|l| witness.latest(l.name()).cloned())
             .collect();
-        let signature = witness.add_checkpoint(&request, now)?;
+        let signature = match witness.add_checkpoint(&request, now) {
+            Ok(signature) => signature,
+            Err(refusal) => {
+                if refusal.is_fork_evidence() {
+                    self.keep_evidence(&witness, &request, &refusal, body, now);
+                }
+                return Err(refusal.into());
+            }
+        };
         for (log, old) in self.logs.iter().zip(before) {
             let new = witness.latest(log.name()).cloned();
             if new == old {
@@ -185,6 +249,35 @@ impl WitnessService {
             signature,
             checkpoint,
         })
+    }
+
+    /// Keeps the fork attempt `request` (refused with `refusal`) as evidence, logging where;
+    /// a failure to keep it is logged, and the refusal stands either way.
+    fn keep_evidence(
+        &self,
+        witness: &Witness,
+        request: &AddCheckpoint,
+        refusal: &Refusal,
+        body: &[u8],
+        now: u64,
+    ) {
+        let Ok(signed) = SignedCheckpoint::parse(&request.checkpoint) else {
+            return;
+        };
+        let origin = &signed.checkpoint.origin;
+        let Some(log) = self.logs.iter().find(|l| l.name() == origin) else {
+            return;
+        };
+        match self
+            .state
+            .keep_evidence(log, witness.latest(origin), refusal, body, now)
+        {
+            Ok(Some(path)) => {
+                tracing::error!(log = %origin, evidence = %path.display(), "fork attempt: {refusal}")
+            }
+            Ok(None) => tracing::error!(log = %origin, "fork attempt (evidence full): {refusal}"),
+            Err(e) => tracing::error!(log = %origin, "fork attempt, evidence not kept: {e}"),
+        }
     }
 
     /// The response to `POST <prefix>/add-checkpoint` with `body` at time `now`, as
@@ -289,6 +382,52 @@ mod tests {
         let state = WitnessState::open(&dir.path().join("witness")).unwrap();
         let kept = state.load(log().verifier()).unwrap().unwrap();
         assert_eq!(kept.size, 8);
+        // The fork attempt was kept as evidence: the log's signed other root beside the
+        // checkpoint the witness had cosigned.
+        let evidence: Vec<PathBuf> = std::fs::read_dir(state.evidence_dir())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(evidence.len(), 1, "{evidence:?}");
+        let text = std::fs::read_to_string(&evidence[0]).unwrap();
+        let forked = String::from_utf8(request(8, 8, 1)).unwrap();
+        assert!(text.contains(&forked), "{text}");
+        assert!(text.contains(&kept.to_text()), "{text}");
+    }
+
+    #[test]
+    fn refusals_follow_the_witness_protocol_and_fork_evidence_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let witness = service(dir.path());
+        assert_eq!(witness.add_checkpoint(&request(8, 0, 0), 1).status, 200);
+        // An old size beyond the checkpoint is a bad request, whatever the witness holds (it
+        // was a 409 while the rollback was checked first).
+        let mut beyond = AddCheckpoint::parse(&request(5, 0, 0)).unwrap();
+        beyond.old_size = 6;
+        let beyond = witness.add_checkpoint(&beyond.encode(), 2);
+        assert_eq!(
+            beyond.status,
+            400,
+            "{:?}",
+            String::from_utf8_lossy(&beyond.body)
+        );
+        // A smaller tree: 409 with the witness's latest size, as text/x.tlog.size, so that the
+        // log can retry from it (it was a plain-text reason).
+        let rollback = witness.add_checkpoint(&request(5, 5, 0), 3);
+        assert_eq!(
+            (rollback.status, rollback.content_type, rollback.body),
+            (409, "text/x.tlog.size", b"8\n".to_vec())
+        );
+        // Fork attempts past the bound are refused all the same, and keep no more files.
+        for n in 0..MAX_EVIDENCE + 3 {
+            let fork = witness.add_checkpoint(&request(8, 8, 1 + (n % 200) as u8), 10 + n as u64);
+            assert_eq!(fork.status, 422);
+        }
+        let state = WitnessState::open(&dir.path().join("witness")).unwrap();
+        assert_eq!(
+            std::fs::read_dir(state.evidence_dir()).unwrap().count(),
+            MAX_EVIDENCE
+        );
     }
 
     #[test]
