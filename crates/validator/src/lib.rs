@@ -17,6 +17,7 @@ pub mod health;
 pub mod ledger;
 pub mod market;
 pub mod metrics;
+pub mod postgres;
 pub mod pricing;
 pub mod registry;
 pub mod reports;

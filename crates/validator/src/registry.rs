@@ -1,13 +1,21 @@
-//! The validator's registry in SQLite: agents, the GPUs each claims (a UUID belongs to one
-//! agent only), and the signed result records.
+//! The validator's registry: agents, the GPUs each claims (a UUID belongs to one agent only),
+//! and the signed result records. Embedded in SQLite by default ([`Registry::open`]); on a
+//! PostgreSQL database that several validators share with `--database postgres://…`
+//! ([`Registry::connect`], [`crate::postgres`]). Both keep their schema's version in a
+//! `schema_version` table: an older schema is migrated when opened, a newer one (written by a
+//! newer pog) is refused with what to do.
 
 use pog_proof::wire::GpuClaim;
 use pog_records::{Change, RECORD_VERSION};
 use pog_signed::{GpuUuid, PublicKey};
 use rusqlite::{params, Connection, OptionalExtension};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-/// The registry's tables.
+use crate::postgres::PgRegistry;
+
+/// The registry's tables in SQLite: its schema's first version (a registry from before
+/// versions were kept, with or without the `simulated` column, is taken to it).
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS agents (key TEXT PRIMARY KEY, endpoint TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS gpus (uuid TEXT PRIMARY KEY, agent TEXT NOT NULL REFERENCES agents(key), model TEXT NOT NULL, bus_id TEXT NOT NULL, simulated INTEGER NOT NULL DEFAULT 0);
@@ -82,6 +90,49 @@ pub enum RegistryError {
     /// The SQLite database failed.
     #[error("the registry database failed ({0}); if the file is damaged, restore it from a backup or move it away to start a new registry")]
     Database(#[from] rusqlite::Error),
+    /// The PostgreSQL database failed or could not be reached.
+    #[error("the registry's PostgreSQL database failed ({0}); check that the server is up and that the --database URL reaches it")]
+    Postgres(String),
+    /// The database's schema was written by a newer pog.
+    #[error("the registry's schema is version {found}, newer than this pog's ({known}): a newer pog wrote it; run that pog (or a newer one) on it, or give this one another database (a new --data-dir, or another --database)")]
+    NewerSchema {
+        /// The version found in the database.
+        found: i64,
+        /// The newest version this pog knows.
+        known: i64,
+    },
+}
+
+/// The schema version of the SQLite registry this pog writes and reads.
+pub const SQLITE_SCHEMA_VERSION: i64 = 1;
+
+/// Refuses a schema newer than `known`, saying what to do.
+pub(crate) fn check_version(found: i64, known: i64) -> Result<(), RegistryError> {
+    if found > known {
+        return Err(RegistryError::NewerSchema { found, known });
+    }
+    Ok(())
+}
+
+/// A page of `(id, envelope)` rows, stopping before the envelopes' JSON would pass
+/// `max_bytes` (the first row is always taken); true when it stopped for that.
+pub(crate) fn cut_page<E>(
+    rows: impl IntoIterator<Item = Result<(i64, String), E>>,
+    max_bytes: usize,
+) -> Result<(Vec<(i64, String)>, bool), RegistryError>
+where
+    RegistryError: From<E>,
+{
+    let (mut page, mut bytes) = (Vec::new(), 0usize);
+    for row in rows {
+        let (id, envelope) = row?;
+        bytes = bytes.saturating_add(envelope.len());
+        if bytes > max_bytes && !page.is_empty() {
+            return Ok((page, true));
+        }
+        page.push((id, envelope));
+    }
+    Ok((page, false))
 }
 
 /// A registered GPU from a row of (uuid, agent, endpoint, model, bus id, simulated).
@@ -99,18 +150,251 @@ fn gpu_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegisteredGpu> {
     })
 }
 
-/// The registry.
+/// The registry, on SQLite or on PostgreSQL.
 pub struct Registry {
+    db: Db,
+    /// Woken after each stored record (the validator's pricing re-quotes the GPU).
+    on_record: Option<Arc<tokio::sync::Notify>>,
+}
+
+/// Where the registry is kept.
+enum Db {
+    Sqlite(Sqlite),
+    Postgres(PgRegistry),
+}
+
+/// The registry in SQLite.
+struct Sqlite {
     db: Connection,
     /// Its file; `None` in memory.
-    path: Option<std::path::PathBuf>,
-    /// Woken after each stored record (the validator's pricing re-quotes the GPU).
-    on_record: Option<std::sync::Arc<tokio::sync::Notify>>,
+    path: Option<PathBuf>,
 }
 
 impl Registry {
     /// Opens (creating if needed) the registry at `path`; `None` for an in-memory one.
     pub fn open(path: Option<&Path>) -> Result<Registry, RegistryError> {
+        Ok(Registry {
+            db: Db::Sqlite(Sqlite::open(path)?),
+            on_record: None,
+        })
+    }
+
+    /// Connects to the registry in the PostgreSQL database at `url` (creating or migrating
+    /// its tables: [`PgRegistry::connect`]).
+    pub fn connect(url: &str) -> Result<Registry, RegistryError> {
+        Ok(Registry {
+            db: Db::Postgres(PgRegistry::connect(url)?),
+            on_record: None,
+        })
+    }
+
+    /// The registry `database` names: a `postgres://` (or `postgresql://`) URL, else the
+    /// SQLite file at `sqlite_path`.
+    pub fn open_or_connect(
+        database: Option<&str>,
+        sqlite_path: &Path,
+    ) -> Result<Registry, RegistryError> {
+        match database {
+            Some(url) => Registry::connect(url),
+            None => Registry::open(Some(sqlite_path)),
+        }
+    }
+
+    /// Whether it is kept on PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.db, Db::Postgres(_))
+    }
+
+    /// Another connection to this registry, for reading only: for SQLite, another connection
+    /// to its file (`PRAGMA query_only`; with write-ahead logging its reads see every
+    /// committed write and neither wait for the writer nor hold it up), `None` for a registry
+    /// in memory, which has one connection only; for PostgreSQL, a handle on the same
+    /// connections.
+    pub fn reader(&self) -> Result<Option<Registry>, RegistryError> {
+        let db = match &self.db {
+            Db::Sqlite(s) => match s.reader()? {
+                Some(s) => Db::Sqlite(s),
+                None => return Ok(None),
+            },
+            Db::Postgres(pg) => Db::Postgres(pg.clone()),
+        };
+        Ok(Some(Registry {
+            db,
+            on_record: None,
+        }))
+    }
+
+    /// Wakes `notify` after every record stored from now on (one stored wake-up when nobody
+    /// waits, so none is lost).
+    pub fn notify_on_record(&mut self, notify: Arc<tokio::sync::Notify>) {
+        self.on_record = Some(notify);
+    }
+
+    /// Registers an agent and its GPUs, all or nothing, at time `now_ms`, and says what changed
+    /// for each GPU. A GPU another agent holds, or one released from this agent whose bar has
+    /// not run out, refuses the whole registration.
+    pub fn register(
+        &mut self,
+        agent: &PublicKey,
+        endpoint: &str,
+        gpus: &[GpuClaim],
+        now_ms: u64,
+        max_gpus: usize,
+    ) -> Result<Vec<Change>, RegistryError> {
+        match &mut self.db {
+            Db::Sqlite(s) => s.register(agent, endpoint, gpus, now_ms, max_gpus),
+            Db::Postgres(pg) => {
+                let (agent, endpoint, gpus) = (agent.clone(), endpoint.to_owned(), gpus.to_vec());
+                pg.block(|pg| async move {
+                    pg.register(&agent, &endpoint, &gpus, now_ms, max_gpus)
+                        .await
+                })
+            }
+        }
+    }
+
+    /// Takes a GPU off the registry (it failed or was unreachable too often); its agent may
+    /// not claim it again before `barred_until_ms`. Returns the released entry, if any.
+    pub fn release(
+        &mut self,
+        uuid: &str,
+        barred_until_ms: u64,
+    ) -> Result<Option<RegisteredGpu>, RegistryError> {
+        match &mut self.db {
+            Db::Sqlite(s) => s.release(uuid, barred_until_ms),
+            Db::Postgres(pg) => {
+                let uuid = uuid.to_owned();
+                pg.block(|pg| async move { pg.release(&uuid, barred_until_ms).await })
+            }
+        }
+    }
+
+    /// A page of registered GPUs, by UUID: at most `limit` after `after` ("" from the start).
+    pub fn gpus(&self, after: &str, limit: usize) -> Result<Vec<RegisteredGpu>, RegistryError> {
+        match &self.db {
+            Db::Sqlite(s) => s.gpus(after, limit),
+            Db::Postgres(pg) => {
+                let after = after.to_owned();
+                pg.block(|pg| async move { pg.gpus(&after, limit).await })
+            }
+        }
+    }
+
+    /// The GPU with this UUID and its agent.
+    pub fn gpu(&self, uuid: &str) -> Result<Option<RegisteredGpu>, RegistryError> {
+        match &self.db {
+            Db::Sqlite(s) => s.gpu(uuid),
+            Db::Postgres(pg) => {
+                let uuid = uuid.to_owned();
+                pg.block(|pg| async move { pg.gpu(&uuid).await })
+            }
+        }
+    }
+
+    /// Every registered GPU's UUID, grouped by agent.
+    pub fn gpus_by_agent(&self) -> Result<Vec<(String, Vec<String>)>, RegistryError> {
+        match &self.db {
+            Db::Sqlite(s) => s.gpus_by_agent(),
+            Db::Postgres(pg) => pg.block(|pg| async move { pg.gpus_by_agent().await }),
+        }
+    }
+
+    /// Stores a signed result record; a challenge is recorded once.
+    pub fn record(
+        &mut self,
+        challenge_id: &str,
+        gpu_uuid: &str,
+        accepted: bool,
+        envelope_json: &str,
+    ) -> Result<(), RegistryError> {
+        match &mut self.db {
+            Db::Sqlite(s) => s.record(challenge_id, gpu_uuid, accepted, envelope_json)?,
+            Db::Postgres(pg) => {
+                let (id, uuid, json) = (
+                    challenge_id.to_owned(),
+                    gpu_uuid.to_owned(),
+                    envelope_json.to_owned(),
+                );
+                pg.block(|pg| async move { pg.record(&id, &uuid, accepted, &json).await })?
+            }
+        }
+        if let Some(notify) = &self.on_record {
+            notify.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Whether a record is stored under `challenge_id` (a report's content id, say).
+    pub fn has_record(&self, challenge_id: &str) -> Result<bool, RegistryError> {
+        match &self.db {
+            Db::Sqlite(s) => s.has_record(challenge_id),
+            Db::Postgres(pg) => {
+                let id = challenge_id.to_owned();
+                pg.block(|pg| async move { pg.has_record(&id).await })
+            }
+        }
+    }
+
+    /// Records stored after row `after` (0: from the start), of every GPU, oldest first: at
+    /// most `limit` of them, each as where it is and what kind it is.
+    pub fn records_since(&self, after: i64, limit: usize) -> Result<Vec<NewRecord>, RegistryError> {
+        match &self.db {
+            Db::Sqlite(s) => s.records_since(after, limit),
+            Db::Postgres(pg) => pg.block(|pg| async move { pg.records_since(after, limit).await }),
+        }
+    }
+
+    /// A GPU's latest `limit` records other than registration events and its agent's reports
+    /// (row id, envelope JSON), oldest first: the validator's rounds and health records.
+    pub fn latest_records(
+        &self,
+        gpu_uuid: &str,
+        limit: usize,
+    ) -> Result<Vec<(i64, String)>, RegistryError> {
+        match &self.db {
+            Db::Sqlite(s) => s.latest_records(gpu_uuid, limit),
+            Db::Postgres(pg) => {
+                let uuid = gpu_uuid.to_owned();
+                pg.block(|pg| async move { pg.latest_records(&uuid, limit).await })
+            }
+        }
+    }
+
+    /// One page of a GPU's stored records (row id, envelope JSON), oldest first: at most
+    /// `limit` of those after row `after` (0: from the start).
+    pub fn records(
+        &self,
+        gpu_uuid: &str,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, String)>, RegistryError> {
+        Ok(self.records_within(gpu_uuid, after, limit, usize::MAX)?.0)
+    }
+
+    /// [`Registry::records`], stopping before the envelopes' JSON would pass `max_bytes` (the
+    /// first record is always taken); true when it stopped for that, so that more may follow.
+    pub fn records_within(
+        &self,
+        gpu_uuid: &str,
+        after: i64,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<(Vec<(i64, String)>, bool), RegistryError> {
+        match &self.db {
+            Db::Sqlite(s) => s.records_within(gpu_uuid, after, limit, max_bytes),
+            Db::Postgres(pg) => {
+                let uuid = gpu_uuid.to_owned();
+                pg.block(
+                    |pg| async move { pg.records_within(&uuid, after, limit, max_bytes).await },
+                )
+            }
+        }
+    }
+}
+
+/// The SQLite half of [`Registry`]'s methods (each documented there).
+impl Sqlite {
+    fn open(path: Option<&Path>) -> Result<Sqlite, RegistryError> {
         let db = match path {
             Some(p) => Connection::open(p)?,
             None => Connection::open_in_memory()?,
@@ -119,49 +403,46 @@ impl Registry {
         // are not blocked by it. `synchronous = NORMAL` keeps every committed record through a
         // crash of pog; only a power loss can take the last commits before a checkpoint.
         db.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")?;
-        db.execute_batch(SCHEMA)?;
-        // Registries made before GPUs could be simulated lack the column.
-        let has_simulated: bool = db.query_row(
-            "SELECT COUNT(*) FROM pragma_table_info('gpus') WHERE name = 'simulated'",
+        db.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")?;
+        let found: i64 = db.query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_version",
             [],
-            |r| r.get::<_, i64>(0).map(|n| n > 0),
+            |r| r.get(0),
         )?;
-        if !has_simulated {
-            db.execute_batch("ALTER TABLE gpus ADD COLUMN simulated INTEGER NOT NULL DEFAULT 0")?;
+        check_version(found, SQLITE_SCHEMA_VERSION)?;
+        if found < 1 {
+            db.execute_batch(SCHEMA)?;
+            // Registries made before GPUs could be simulated lack the column.
+            let has_simulated: bool = db.query_row(
+                "SELECT COUNT(*) FROM pragma_table_info('gpus') WHERE name = 'simulated'",
+                [],
+                |r| r.get::<_, i64>(0).map(|n| n > 0),
+            )?;
+            if !has_simulated {
+                db.execute_batch(
+                    "ALTER TABLE gpus ADD COLUMN simulated INTEGER NOT NULL DEFAULT 0",
+                )?;
+            }
+            db.execute_batch(
+                "DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES (1);",
+            )?;
         }
-        Ok(Registry {
+        Ok(Sqlite {
             db,
             path: path.map(Path::to_path_buf),
-            on_record: None,
         })
     }
 
-    /// Another connection to this registry's file, for reading only (`PRAGMA query_only`):
-    /// with write-ahead logging its reads see every committed write and neither wait for the
-    /// writer nor hold it up. `None` for a registry in memory, which has one connection only.
-    pub fn reader(&self) -> Result<Option<Registry>, RegistryError> {
+    fn reader(&self) -> Result<Option<Sqlite>, RegistryError> {
         let Some(path) = &self.path else {
             return Ok(None);
         };
         let db = Connection::open(path)?;
         db.execute_batch("PRAGMA query_only = ON;")?;
-        Ok(Some(Registry {
-            db,
-            path: None,
-            on_record: None,
-        }))
+        Ok(Some(Sqlite { db, path: None }))
     }
 
-    /// Wakes `notify` after every record stored from now on (one stored wake-up when nobody
-    /// waits, so none is lost).
-    pub fn notify_on_record(&mut self, notify: std::sync::Arc<tokio::sync::Notify>) {
-        self.on_record = Some(notify);
-    }
-
-    /// Registers an agent and its GPUs, all or nothing, at time `now_ms`, and says what changed
-    /// for each GPU. A GPU another agent holds, or one released from this agent whose bar has
-    /// not run out, refuses the whole registration.
-    pub fn register(
+    fn register(
         &mut self,
         agent: &PublicKey,
         endpoint: &str,
@@ -254,9 +535,7 @@ impl Registry {
         Ok(changes)
     }
 
-    /// Takes a GPU off the registry (it failed or was unreachable too often); its agent may
-    /// not claim it again before `barred_until_ms`. Returns the released entry, if any.
-    pub fn release(
+    fn release(
         &mut self,
         uuid: &str,
         barred_until_ms: u64,
@@ -274,8 +553,7 @@ impl Registry {
         Ok(Some(gpu))
     }
 
-    /// A page of registered GPUs, by UUID: at most `limit` after `after` ("" from the start).
-    pub fn gpus(&self, after: &str, limit: usize) -> Result<Vec<RegisteredGpu>, RegistryError> {
+    fn gpus(&self, after: &str, limit: usize) -> Result<Vec<RegisteredGpu>, RegistryError> {
         let mut stmt = self.db.prepare(
             "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid > ?1 ORDER BY g.uuid LIMIT ?2",
         )?;
@@ -283,8 +561,7 @@ impl Registry {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// The GPU with this UUID and its agent.
-    pub fn gpu(&self, uuid: &str) -> Result<Option<RegisteredGpu>, RegistryError> {
+    fn gpu(&self, uuid: &str) -> Result<Option<RegisteredGpu>, RegistryError> {
         Ok(self
             .db
             .query_row(
@@ -295,8 +572,7 @@ impl Registry {
             .optional()?)
     }
 
-    /// Every registered GPU's UUID, grouped by agent.
-    pub fn gpus_by_agent(&self) -> Result<Vec<(String, Vec<String>)>, RegistryError> {
+    fn gpus_by_agent(&self) -> Result<Vec<(String, Vec<String>)>, RegistryError> {
         let mut stmt = self
             .db
             .prepare("SELECT agent, uuid FROM gpus ORDER BY agent, uuid")?;
@@ -312,8 +588,7 @@ impl Registry {
         Ok(groups)
     }
 
-    /// Stores a signed result record; a challenge is recorded once.
-    pub fn record(
+    fn record(
         &mut self,
         challenge_id: &str,
         gpu_uuid: &str,
@@ -324,14 +599,10 @@ impl Registry {
             "INSERT INTO records (challenge_id, gpu_uuid, accepted, version, envelope) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![challenge_id, gpu_uuid, accepted, RECORD_VERSION, envelope_json],
         )?;
-        if let Some(notify) = &self.on_record {
-            notify.notify_one();
-        }
         Ok(())
     }
 
-    /// Whether a record is stored under `challenge_id` (a report's content id, say).
-    pub fn has_record(&self, challenge_id: &str) -> Result<bool, RegistryError> {
+    fn has_record(&self, challenge_id: &str) -> Result<bool, RegistryError> {
         Ok(self
             .db
             .query_row(
@@ -343,9 +614,7 @@ impl Registry {
             .is_some())
     }
 
-    /// Records stored after row `after` (0: from the start), of every GPU, oldest first: at
-    /// most `limit` of them, each as where it is and what kind it is.
-    pub fn records_since(&self, after: i64, limit: usize) -> Result<Vec<NewRecord>, RegistryError> {
+    fn records_since(&self, after: i64, limit: usize) -> Result<Vec<NewRecord>, RegistryError> {
         let mut stmt = self.db.prepare(
             "SELECT id, gpu_uuid, CASE WHEN json_valid(envelope) THEN json_extract(envelope, '$.kind') END \
              FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
@@ -360,9 +629,7 @@ impl Registry {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// A GPU's latest `limit` records other than registration events and its agent's reports
-    /// (row id, envelope JSON), oldest first: the validator's rounds and health records.
-    pub fn latest_records(
+    fn latest_records(
         &self,
         gpu_uuid: &str,
         limit: usize,
@@ -378,20 +645,7 @@ impl Registry {
         Ok(rows)
     }
 
-    /// One page of a GPU's stored records (row id, envelope JSON), oldest first: at most
-    /// `limit` of those after row `after` (0: from the start).
-    pub fn records(
-        &self,
-        gpu_uuid: &str,
-        after: i64,
-        limit: usize,
-    ) -> Result<Vec<(i64, String)>, RegistryError> {
-        Ok(self.records_within(gpu_uuid, after, limit, usize::MAX)?.0)
-    }
-
-    /// [`Registry::records`], stopping before the envelopes' JSON would pass `max_bytes` (the
-    /// first record is always taken); true when it stopped for that, so that more may follow.
-    pub fn records_within(
+    fn records_within(
         &self,
         gpu_uuid: &str,
         after: i64,
@@ -404,21 +658,129 @@ impl Registry {
         let rows = stmt.query_map(params![gpu_uuid, after, limit as i64], |r| {
             Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
         })?;
-        let (mut page, mut bytes) = (Vec::new(), 0usize);
-        for row in rows {
-            let (id, envelope) = row?;
-            bytes = bytes.saturating_add(envelope.len());
-            if bytes > max_bytes && !page.is_empty() {
-                return Ok((page, true));
-            }
-            page.push((id, envelope));
+        cut_page(rows, max_bytes)
+    }
+}
+
+/// The places a test's registry can be kept: the store suite runs on each.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::Registry;
+
+    /// The variable naming the test server (`scripts/test.sh` starts one and sets it).
+    const URL_VAR: &str = "POG_TEST_POSTGRES_URL";
+
+    /// Where a test's registry is kept.
+    pub(crate) enum Place {
+        /// A SQLite file in a temp dir.
+        Sqlite(tempfile::TempDir),
+        /// A database of its own on the test server.
+        Postgres(String),
+    }
+
+    impl Place {
+        /// A SQLite file, and a fresh PostgreSQL database where a test server is given.
+        pub(crate) fn all() -> Vec<Place> {
+            let mut places = vec![Place::Sqlite(tempfile::tempdir().unwrap())];
+            places.extend(fresh_postgres_database().map(Place::Postgres));
+            places
         }
-        Ok((page, false))
+
+        /// Its name, for failures.
+        pub(crate) fn name(&self) -> &'static str {
+            match self {
+                Place::Sqlite(_) => "sqlite",
+                Place::Postgres(_) => "postgres",
+            }
+        }
+
+        /// Opens (again) the registry kept here.
+        pub(crate) fn try_open(&self) -> Result<Registry, super::RegistryError> {
+            match self {
+                Place::Sqlite(dir) => Registry::open(Some(&dir.path().join("registry.sqlite"))),
+                Place::Postgres(url) => Registry::connect(url),
+            }
+        }
+
+        /// [`Place::try_open`], which must succeed.
+        pub(crate) fn open(&self) -> Registry {
+            self.try_open()
+                .unwrap_or_else(|e| panic!("{}: {e}", self.name()))
+        }
+
+        /// Runs `sql` on the database directly (as an older or newer pog would have).
+        pub(crate) fn execute(&self, sql: &str) {
+            match self {
+                Place::Sqlite(dir) => {
+                    rusqlite::Connection::open(dir.path().join("registry.sqlite"))
+                        .unwrap()
+                        .execute_batch(sql)
+                        .unwrap()
+                }
+                Place::Postgres(url) => on_server(url, sql),
+            }
+        }
+    }
+
+    /// Runs `sql` on the PostgreSQL database at `url` (on a thread and runtime of its own, so
+    /// that any test may call it).
+    fn on_server(url: &str, sql: &str) {
+        let (url, sql) = (url.to_owned(), sql.to_owned());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                    .await
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "the test PostgreSQL server at {url} ({URL_VAR}) does not answer: {e}"
+                        )
+                    });
+                tokio::spawn(connection);
+                client.batch_execute(&sql).await.unwrap();
+            })
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The URL of a new, empty database on the test server (`POG_TEST_POSTGRES_URL`); `None`
+    /// without one, unless one is required (`POG_REQUIRE_POSTGRES` or `CI` set): then the test
+    /// fails, so that CI never passes without the PostgreSQL half of the suite.
+    pub(crate) fn fresh_postgres_database() -> Option<String> {
+        let set = |var: &str| std::env::var(var).is_ok_and(|v| !v.is_empty());
+        let Some(base) = std::env::var(URL_VAR).ok().filter(|v| !v.is_empty()) else {
+            assert!(
+                !set("POG_REQUIRE_POSTGRES") && !set("CI"),
+                "{URL_VAR} is not set, and the PostgreSQL half of the store tests is required \
+                 here: start a server with `scripts/postgres.sh start` and set {URL_VAR} to the \
+                 URL it prints (scripts/test.sh does both)"
+            );
+            eprintln!("the PostgreSQL half of the store tests is skipped: {URL_VAR} is not set (scripts/test.sh starts a server and sets it)");
+            return None;
+        };
+        let name = format!("pog_test_{}", hex::encode(pog_signed::random_bytes::<8>()));
+        on_server(&base, &format!("CREATE DATABASE {name}"));
+        let (url, query) = base.split_once('?').unwrap_or((&base, ""));
+        let slash = url
+            .rfind('/')
+            .filter(|&i| i > "postgres://".len())
+            .unwrap_or(url.len());
+        let query = if query.is_empty() {
+            String::new()
+        } else {
+            format!("?{query}")
+        };
+        Some(format!("{}/{name}{query}", &url[..slash]))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::testing::{fresh_postgres_database, Place};
     use super::*;
 
     /// The agent key of 32 `byte`s.
@@ -437,127 +799,151 @@ mod tests {
 
     #[test]
     fn a_uuid_belongs_to_one_agent() {
-        let mut r = Registry::open(None).unwrap();
-        assert_eq!(
-            r.register(&key(0xa1), "http://a", &[gpu("GPU-1")], 0, 64)
-                .unwrap(),
-            [Change::New]
-        );
-        assert_eq!(
-            r.register(&key(0xa1), "http://a", &[gpu("GPU-1")], 0, 64)
-                .unwrap(),
-            [Change::Same],
-            "an agent restarting"
-        );
-        // A new endpoint is a new registration.
-        assert_eq!(
-            r.register(&key(0xa1), "http://a2", &[gpu("GPU-1")], 0, 64)
-                .unwrap(),
-            [Change::Changed]
-        );
-        assert_eq!(r.gpu("GPU-1").unwrap().unwrap().endpoint, "http://a2");
-        let moved = GpuClaim {
-            bus_id: "0000:00:07.0".into(),
-            ..gpu("GPU-1")
-        };
-        assert_eq!(
-            r.register(&key(0xa1), "http://a2", &[moved], 0, 64)
-                .unwrap(),
-            [Change::Changed]
-        );
-        let err = r
-            .register(&key(0xb1), "http://b", &[gpu("GPU-2"), gpu("GPU-1")], 0, 64)
-            .unwrap_err();
-        assert!(matches!(err, RegistryError::ClaimedElsewhere { .. }));
-        // All or nothing: GPU-2 was not taken either.
-        assert_eq!(r.gpu("GPU-2").unwrap(), None);
-        r.register(&key(0xb1), "http://b", &[gpu("GPU-3"), gpu("GPU-4")], 0, 64)
-            .unwrap();
-        assert_eq!(
-            r.gpus_by_agent().unwrap(),
-            vec![
-                (key(0xa1).to_string(), vec!["GPU-1".to_string()]),
-                (
-                    key(0xb1).to_string(),
-                    vec!["GPU-3".to_string(), "GPU-4".to_string()]
-                )
-            ]
-        );
+        for place in Place::all() {
+            let mut r = place.open();
+            assert_eq!(
+                r.register(&key(0xa1), "http://a", &[gpu("GPU-1")], 0, 64)
+                    .unwrap(),
+                [Change::New]
+            );
+            assert_eq!(
+                r.register(&key(0xa1), "http://a", &[gpu("GPU-1")], 0, 64)
+                    .unwrap(),
+                [Change::Same],
+                "an agent restarting"
+            );
+            // A new endpoint is a new registration.
+            assert_eq!(
+                r.register(&key(0xa1), "http://a2", &[gpu("GPU-1")], 0, 64)
+                    .unwrap(),
+                [Change::Changed]
+            );
+            assert_eq!(r.gpu("GPU-1").unwrap().unwrap().endpoint, "http://a2");
+            let moved = GpuClaim {
+                bus_id: "0000:00:07.0".into(),
+                ..gpu("GPU-1")
+            };
+            assert_eq!(
+                r.register(&key(0xa1), "http://a2", &[moved], 0, 64)
+                    .unwrap(),
+                [Change::Changed]
+            );
+            let err = r
+                .register(&key(0xb1), "http://b", &[gpu("GPU-2"), gpu("GPU-1")], 0, 64)
+                .unwrap_err();
+            assert!(
+                matches!(err, RegistryError::ClaimedElsewhere { .. }),
+                "{}: {err}",
+                place.name()
+            );
+            // All or nothing: GPU-2 was not taken either.
+            assert_eq!(r.gpu("GPU-2").unwrap(), None);
+            r.register(&key(0xb1), "http://b", &[gpu("GPU-3"), gpu("GPU-4")], 0, 64)
+                .unwrap();
+            assert_eq!(
+                r.gpus_by_agent().unwrap(),
+                vec![
+                    (key(0xa1).to_string(), vec!["GPU-1".to_string()]),
+                    (
+                        key(0xb1).to_string(),
+                        vec!["GPU-3".to_string(), "GPU-4".to_string()]
+                    )
+                ]
+            );
+            assert_eq!(
+                r.gpus("GPU-1", 10)
+                    .unwrap()
+                    .into_iter()
+                    .map(|g| g.uuid.to_string())
+                    .collect::<Vec<_>>(),
+                ["GPU-3", "GPU-4"]
+            );
+        }
     }
 
     #[test]
     fn records_persist_once_per_challenge() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("registry.sqlite");
-        {
-            let mut r = Registry::open(Some(&path)).unwrap();
-            r.record("c1", "GPU-1", true, "{}").unwrap();
-            assert!(
-                r.record("c1", "GPU-1", false, "{}").is_err(),
-                "a duplicate cannot overwrite"
+        for place in Place::all() {
+            let first = {
+                let mut r = place.open();
+                r.record("c1", "GPU-1", true, "{}").unwrap();
+                assert!(
+                    r.record("c1", "GPU-1", false, "{}").is_err(),
+                    "a duplicate cannot overwrite"
+                );
+                r.records("GPU-1", 0, 10).unwrap()[0].0
+            };
+            let mut r = place.open();
+            assert_eq!(
+                r.records("GPU-1", 0, 10).unwrap(),
+                vec![(first, "{}".to_string())]
+            );
+            r.record("c2", "GPU-1", true, "[]").unwrap();
+            r.record("c3", "GPU-2", true, "[]").unwrap();
+            assert_eq!(r.records("GPU-1", 0, 1).unwrap().len(), 1, "one page");
+            let rest = r.records("GPU-1", first, 10).unwrap();
+            assert_eq!(rest.len(), 1, "{}", place.name());
+            assert_eq!(rest[0].1, "[]");
+            assert!(rest[0].0 > first);
+            // A page stops before its bytes pass the cap, but takes one record at least.
+            assert_eq!(
+                r.records_within("GPU-1", 0, 10, 3).unwrap(),
+                (vec![(first, "{}".to_string())], true)
             );
         }
-        let mut r = Registry::open(Some(&path)).unwrap();
-        assert_eq!(
-            r.records("GPU-1", 0, 10).unwrap(),
-            vec![(1, "{}".to_string())]
-        );
-        r.record("c2", "GPU-1", true, "[]").unwrap();
-        r.record("c3", "GPU-2", true, "[]").unwrap();
-        assert_eq!(r.records("GPU-1", 0, 1).unwrap().len(), 1, "one page");
-        assert_eq!(
-            r.records("GPU-1", 1, 10).unwrap(),
-            vec![(2, "[]".to_string())]
-        );
     }
 
     #[test]
     fn new_records_are_found_and_announced() {
-        let mut r = Registry::open(None).unwrap();
-        let notify = std::sync::Arc::new(tokio::sync::Notify::new());
-        r.notify_on_record(notify.clone());
-        r.record("c1", "GPU-1", true, "a").unwrap();
-        r.record(
-            "registration-1",
-            "GPU-1",
-            false,
-            r#"{"kind":"registration"}"#,
-        )
-        .unwrap();
-        r.record("c2", "GPU-2", false, "b").unwrap();
-        r.record("c3", "GPU-1", false, "c").unwrap();
-        r.record("report-ab", "GPU-1", false, "d").unwrap();
-        assert!(r.has_record("report-ab").unwrap() && !r.has_record("report-cd").unwrap());
-        assert_eq!(
-            r.records_since(1, 10)
-                .unwrap()
-                .into_iter()
-                .map(|n| (n.id, n.gpu_uuid, n.kind))
-                .collect::<Vec<_>>(),
-            vec![
-                (2, "GPU-1".into(), Some("registration".into())),
-                (3, "GPU-2".into(), None),
-                (4, "GPU-1".into(), None),
-                (5, "GPU-1".into(), None)
-            ]
-        );
-        assert_eq!(r.records_since(0, 1).unwrap().len(), 1);
-        assert_eq!(
-            r.latest_records("GPU-1", 10).unwrap(),
-            vec![(1, "a".to_string()), (4, "c".to_string())],
-            "registrations and reports left out, oldest first"
-        );
-        assert_eq!(r.latest_records("GPU-1", 1).unwrap()[0].0, 4);
-        // The wake-up was kept for whoever waits next.
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
+        for place in Place::all() {
+            let mut r = place.open();
+            let notify = std::sync::Arc::new(tokio::sync::Notify::new());
+            r.notify_on_record(notify.clone());
+            r.record("c1", "GPU-1", true, "a").unwrap();
+            r.record(
+                "registration-1",
+                "GPU-1",
+                false,
+                r#"{"kind":"registration"}"#,
+            )
             .unwrap();
-        rt.block_on(async {
-            tokio::time::timeout(std::time::Duration::from_secs(1), notify.notified())
-                .await
-                .expect("woken")
-        });
+            r.record("c2", "GPU-2", false, "b").unwrap();
+            r.record("c3", "GPU-1", false, "c").unwrap();
+            r.record("report-ab", "GPU-1", false, "d").unwrap();
+            assert!(r.has_record("report-ab").unwrap() && !r.has_record("report-cd").unwrap());
+            assert_eq!(
+                r.records_since(1, 10)
+                    .unwrap()
+                    .into_iter()
+                    .map(|n| (n.id, n.gpu_uuid, n.kind))
+                    .collect::<Vec<_>>(),
+                vec![
+                    (2, "GPU-1".into(), Some("registration".into())),
+                    (3, "GPU-2".into(), None),
+                    (4, "GPU-1".into(), None),
+                    (5, "GPU-1".into(), None)
+                ],
+                "{}",
+                place.name()
+            );
+            assert_eq!(r.records_since(0, 1).unwrap().len(), 1);
+            assert_eq!(
+                r.latest_records("GPU-1", 10).unwrap(),
+                vec![(1, "a".to_string()), (4, "c".to_string())],
+                "registrations and reports left out, oldest first"
+            );
+            assert_eq!(r.latest_records("GPU-1", 1).unwrap()[0].0, 4);
+            // The wake-up was kept for whoever waits next.
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                tokio::time::timeout(std::time::Duration::from_secs(1), notify.notified())
+                    .await
+                    .expect("woken")
+            });
+        }
     }
 
     #[test]
@@ -582,44 +968,135 @@ mod tests {
         r.register(&key(0xa1), "http://a", &[simulated], 0, 64)
             .unwrap();
         assert!(r.gpu("GPU-2").unwrap().unwrap().simulated);
+        drop(r);
+        let version: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(
+            version, SQLITE_SCHEMA_VERSION,
+            "the version is kept from now on"
+        );
+    }
+
+    /// A registry written by a newer pog is refused with what to do; one of this pog's
+    /// version opens again unchanged.
+    #[test]
+    fn a_newer_schema_is_refused_with_what_to_do() {
+        for place in Place::all() {
+            let mut r = place.open();
+            r.record("c1", "GPU-1", true, "{}").unwrap();
+            drop(r);
+            assert_eq!(place.open().records("GPU-1", 0, 10).unwrap().len(), 1);
+            place.execute("UPDATE schema_version SET version = 99");
+            let err = place.try_open().err().expect("refused").to_string();
+            assert!(
+                err.contains("version 99, newer than this pog's")
+                    && err.contains("run that pog (or a newer one)"),
+                "{}: {err}",
+                place.name()
+            );
+        }
     }
 
     #[test]
     fn the_gpu_cap_holds_across_registrations() {
-        let mut r = Registry::open(None).unwrap();
-        r.register(&key(0xa1), "http://a", &[gpu("GPU-1"), gpu("GPU-2")], 0, 3)
-            .unwrap();
-        assert!(matches!(
-            r.register(&key(0xa1), "http://a", &[gpu("GPU-3"), gpu("GPU-4")], 0, 3),
-            Err(RegistryError::TooManyGpus {
-                max: 3,
-                would_hold: 4
-            })
-        ));
-        assert_eq!(r.gpu("GPU-3").unwrap(), None, "nothing of it was kept");
-        r.register(&key(0xa1), "http://a", &[gpu("GPU-3")], 0, 3)
-            .unwrap();
+        for place in Place::all() {
+            let mut r = place.open();
+            r.register(&key(0xa1), "http://a", &[gpu("GPU-1"), gpu("GPU-2")], 0, 3)
+                .unwrap();
+            assert!(
+                matches!(
+                    r.register(&key(0xa1), "http://a", &[gpu("GPU-3"), gpu("GPU-4")], 0, 3),
+                    Err(RegistryError::TooManyGpus {
+                        max: 3,
+                        would_hold: 4
+                    })
+                ),
+                "{}",
+                place.name()
+            );
+            assert_eq!(r.gpu("GPU-3").unwrap(), None, "nothing of it was kept");
+            r.register(&key(0xa1), "http://a", &[gpu("GPU-3")], 0, 3)
+                .unwrap();
+        }
     }
 
     #[test]
     fn a_released_gpu_is_free_for_others_and_barred_for_its_squatter() {
-        let mut r = Registry::open(None).unwrap();
-        r.register(&key(0x5a), "http://s", &[gpu("GPU-1")], 0, 64)
-            .unwrap();
-        let released = r.release("GPU-1", 10_000).unwrap().unwrap();
-        assert_eq!(released.agent, key(0x5a));
-        assert_eq!(r.gpu("GPU-1").unwrap(), None);
-        assert!(matches!(
-            r.register(&key(0x5a), "http://s", &[gpu("GPU-1")], 5_000, 64),
-            Err(RegistryError::Barred { wait_s: 5, .. })
-        ));
-        assert_eq!(
-            r.register(&key(0x0e), "http://o", &[gpu("GPU-1")], 5_000, 64)
-                .unwrap(),
-            [Change::New]
+        for place in Place::all() {
+            let mut r = place.open();
+            r.register(&key(0x5a), "http://s", &[gpu("GPU-1")], 0, 64)
+                .unwrap();
+            let released = r.release("GPU-1", 10_000).unwrap().unwrap();
+            assert_eq!(released.agent, key(0x5a));
+            assert_eq!(r.gpu("GPU-1").unwrap(), None);
+            assert!(
+                matches!(
+                    r.register(&key(0x5a), "http://s", &[gpu("GPU-1")], 5_000, 64),
+                    Err(RegistryError::Barred { wait_s: 5, .. })
+                ),
+                "{}",
+                place.name()
+            );
+            assert_eq!(
+                r.register(&key(0x0e), "http://o", &[gpu("GPU-1")], 5_000, 64)
+                    .unwrap(),
+                [Change::New]
+            );
+            assert_eq!(r.gpus("", 10).unwrap().len(), 1);
+            assert_eq!(r.release("GPU-9", 0).unwrap(), None);
+        }
+    }
+
+    /// Two validators on one PostgreSQL database see one registry: a registration made
+    /// through one is seen by the other, a GPU is one key's across both (also when agents
+    /// race for it through many validators at once, which also migrate the new database at
+    /// once), and a record stored by one is read by the other and stored once.
+    #[test]
+    fn validators_on_one_database_share_the_registry() {
+        let Some(url) = fresh_postgres_database() else {
+            return;
+        };
+        let (mut a, mut b) = (
+            Registry::connect(&url).unwrap(),
+            Registry::connect(&url).unwrap(),
         );
-        assert_eq!(r.gpus("", 10).unwrap().len(), 1);
-        assert_eq!(r.release("GPU-9", 0).unwrap(), None);
+        a.register(&key(0xa1), "http://a", &[gpu("GPU-1")], 0, 64)
+            .unwrap();
+        assert_eq!(b.gpu("GPU-1").unwrap().unwrap().agent, key(0xa1));
+        assert!(matches!(
+            b.register(&key(0xb1), "http://b", &[gpu("GPU-1")], 0, 64),
+            Err(RegistryError::ClaimedElsewhere { .. })
+        ));
+        a.record("c1", "GPU-1", true, "{}").unwrap();
+        assert_eq!(b.records("GPU-1", 0, 10).unwrap().len(), 1);
+        assert!(b.record("c1", "GPU-1", true, "{}").is_err(), "stored once");
+        assert!(b.has_record("c1").unwrap());
+
+        let Some(url) = fresh_postgres_database() else {
+            return;
+        };
+        let racers: Vec<_> = (0..8u8)
+            .map(|n| {
+                let url = url.clone();
+                std::thread::spawn(move || {
+                    Registry::connect(&url).unwrap().register(
+                        &key(0x10 + n),
+                        "http://r",
+                        &[gpu("GPU-race")],
+                        0,
+                        64,
+                    )
+                })
+            })
+            .collect();
+        let outcomes: Vec<_> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+        let won = outcomes.iter().filter(|o| o.is_ok()).count();
+        assert_eq!(won, 1, "{outcomes:?}");
+        assert!(outcomes
+            .iter()
+            .all(|o| matches!(o, Ok(_) | Err(RegistryError::ClaimedElsewhere { .. }))));
     }
 
     #[test]
@@ -637,5 +1114,23 @@ mod tests {
             .to_string();
         assert!(err.contains("move it away"), "{err}");
         assert_eq!(err.matches("not a database").count(), 1, "{err}");
+    }
+
+    #[test]
+    fn an_unreachable_database_says_what_to_do() {
+        // A port nothing listens on (the discard port, closed on test machines).
+        let err = Registry::connect("postgres://pog@127.0.0.1:9/none")
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains("check that the server is up"), "{err}");
+        let err = Registry::connect("mysql://x")
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            err.contains("postgres://user:password@host:port/database"),
+            "{err}"
+        );
     }
 }
