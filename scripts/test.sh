@@ -18,4 +18,7 @@ if [ -z "${POG_TEST_POSTGRES_URL:-}" ]; then
 fi
 export POG_REQUIRE_POSTGRES=1
 cargo test --workspace --locked
+# The validator's integration tests once more, each test validator's registry and records on
+# a PostgreSQL database of its own.
+POG_TEST_STORE=postgres cargo test -p pog-validator --tests --locked
 scripts/dashboard_e2e.sh

@@ -558,3 +558,66 @@ fn gpu_row(r: &Row) -> Result<RegisteredGpu, RegistryError> {
         simulated: r.try_get(5)?,
     })
 }
+
+/// For the tests (this crate's and its integration tests): databases of their own on the test
+/// server that `scripts/postgres.sh` starts and `scripts/test.sh` names in
+/// `POG_TEST_POSTGRES_URL`.
+pub mod testing {
+    /// The variable naming the test server.
+    pub const URL_VAR: &str = "POG_TEST_POSTGRES_URL";
+
+    /// Runs `sql` on the PostgreSQL database at `url` (on a thread and runtime of its own, so
+    /// that any test may call it).
+    pub fn on_server(url: &str, sql: &str) {
+        let (url, sql) = (url.to_owned(), sql.to_owned());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                    .await
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "the test PostgreSQL server at {url} ({URL_VAR}) does not answer: {e}"
+                        )
+                    });
+                tokio::spawn(connection);
+                client.batch_execute(&sql).await.unwrap();
+            })
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The URL of a new, empty database on the test server (`POG_TEST_POSTGRES_URL`); `None`
+    /// without one, unless one is required (`POG_REQUIRE_POSTGRES` or `CI` set): then the test
+    /// fails, so that CI never passes without the PostgreSQL half of the suite.
+    pub fn fresh_postgres_database() -> Option<String> {
+        let set = |var: &str| std::env::var(var).is_ok_and(|v| !v.is_empty());
+        let Some(base) = std::env::var(URL_VAR).ok().filter(|v| !v.is_empty()) else {
+            assert!(
+                !set("POG_REQUIRE_POSTGRES") && !set("CI"),
+                "{URL_VAR} is not set, and the PostgreSQL half of the store tests is required \
+                 here: start a server with `scripts/postgres.sh start` and set {URL_VAR} to the \
+                 URL it prints (scripts/test.sh does both)"
+            );
+            eprintln!("the PostgreSQL half of the store tests is skipped: {URL_VAR} is not set (scripts/test.sh starts a server and sets it)");
+            return None;
+        };
+        let name = format!("pog_test_{}", hex::encode(pog_signed::random_bytes::<8>()));
+        on_server(&base, &format!("CREATE DATABASE {name}"));
+        let (url, query) = base.split_once('?').unwrap_or((&base, ""));
+        let slash = url
+            .rfind('/')
+            .filter(|&i| i > "postgres://".len())
+            .unwrap_or(url.len());
+        let query = if query.is_empty() {
+            String::new()
+        } else {
+            format!("?{query}")
+        };
+        Some(format!("{}/{name}{query}", &url[..slash]))
+    }
+}

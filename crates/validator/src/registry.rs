@@ -666,9 +666,7 @@ impl Sqlite {
 #[cfg(test)]
 pub(crate) mod testing {
     use super::Registry;
-
-    /// The variable naming the test server (`scripts/test.sh` starts one and sets it).
-    const URL_VAR: &str = "POG_TEST_POSTGRES_URL";
+    use crate::postgres::testing::{fresh_postgres_database, on_server};
 
     /// Where a test's registry is kept.
     pub(crate) enum Place {
@@ -721,67 +719,13 @@ pub(crate) mod testing {
             }
         }
     }
-
-    /// Runs `sql` on the PostgreSQL database at `url` (on a thread and runtime of its own, so
-    /// that any test may call it).
-    fn on_server(url: &str, sql: &str) {
-        let (url, sql) = (url.to_owned(), sql.to_owned());
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-                    .await
-                    .unwrap_or_else(|e| {
-                        panic!(
-                            "the test PostgreSQL server at {url} ({URL_VAR}) does not answer: {e}"
-                        )
-                    });
-                tokio::spawn(connection);
-                client.batch_execute(&sql).await.unwrap();
-            })
-        })
-        .join()
-        .unwrap();
-    }
-
-    /// The URL of a new, empty database on the test server (`POG_TEST_POSTGRES_URL`); `None`
-    /// without one, unless one is required (`POG_REQUIRE_POSTGRES` or `CI` set): then the test
-    /// fails, so that CI never passes without the PostgreSQL half of the suite.
-    pub(crate) fn fresh_postgres_database() -> Option<String> {
-        let set = |var: &str| std::env::var(var).is_ok_and(|v| !v.is_empty());
-        let Some(base) = std::env::var(URL_VAR).ok().filter(|v| !v.is_empty()) else {
-            assert!(
-                !set("POG_REQUIRE_POSTGRES") && !set("CI"),
-                "{URL_VAR} is not set, and the PostgreSQL half of the store tests is required \
-                 here: start a server with `scripts/postgres.sh start` and set {URL_VAR} to the \
-                 URL it prints (scripts/test.sh does both)"
-            );
-            eprintln!("the PostgreSQL half of the store tests is skipped: {URL_VAR} is not set (scripts/test.sh starts a server and sets it)");
-            return None;
-        };
-        let name = format!("pog_test_{}", hex::encode(pog_signed::random_bytes::<8>()));
-        on_server(&base, &format!("CREATE DATABASE {name}"));
-        let (url, query) = base.split_once('?').unwrap_or((&base, ""));
-        let slash = url
-            .rfind('/')
-            .filter(|&i| i > "postgres://".len())
-            .unwrap_or(url.len());
-        let query = if query.is_empty() {
-            String::new()
-        } else {
-            format!("?{query}")
-        };
-        Some(format!("{}/{name}{query}", &url[..slash]))
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::testing::{fresh_postgres_database, Place};
+    use super::testing::Place;
     use super::*;
+    use crate::postgres::testing::fresh_postgres_database;
 
     /// The agent key of 32 `byte`s.
     fn key(byte: u8) -> PublicKey {
