@@ -17,7 +17,10 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use tokio_postgres::{Client, NoTls, Row};
 
-use crate::registry::{check_version, cut_page, NewRecord, RegisteredGpu, RegistryError};
+use crate::registry::{
+    change_of, check_bar, check_cap, check_version, cut_page, NewRecord, RegisteredGpu,
+    RegistryError,
+};
 
 /// The registry's schema, one step per version: step `i` takes a database at version `i` to
 /// `i + 1` ([`SCHEMA_VERSION`] steps in all). A step is never changed once released: a new
@@ -291,13 +294,13 @@ impl PgRegistry {
         )
         .await?;
         let mut changes = Vec::with_capacity(gpus.len());
-        for GpuClaim {
-            uuid,
-            model,
-            bus_id,
-            simulated,
-        } in gpus
-        {
+        for claim in gpus {
+            let GpuClaim {
+                uuid,
+                model,
+                bus_id,
+                simulated,
+            } = claim;
             let barred: Option<i64> = tx
                 .query_opt(
                     "SELECT until_ms FROM released WHERE uuid = $1 AND agent = $2",
@@ -306,12 +309,7 @@ impl PgRegistry {
                 .await?
                 .map(|r| r.try_get(0))
                 .transpose()?;
-            if let Some(until) = barred.filter(|until| *until as u64 > now_ms) {
-                return Err(RegistryError::Barred {
-                    uuid: uuid.to_string(),
-                    wait_s: (until as u64 - now_ms).div_ceil(1000),
-                });
-            }
+            check_bar(uuid, barred, now_ms)?;
             // The claim: a new row, or the one there already (locked: another validator's
             // registration of the same GPU waits for this one to end).
             let inserted = tx
@@ -347,23 +345,17 @@ impl PgRegistry {
                 &[&uuid.as_str(), model, bus_id, simulated],
             )
             .await?;
-            let same = old_model == *model && old_bus == *bus_id && old_simulated == *simulated;
-            changes.push(if same && !moved {
-                Change::Same
-            } else {
-                Change::Changed
-            });
+            changes.push(change_of(
+                (&old_model, &old_bus, old_simulated),
+                claim,
+                moved,
+            ));
         }
         let would_hold: i64 = tx
             .query_one("SELECT COUNT(*) FROM gpus WHERE agent = $1", &[&agent])
             .await?
             .try_get(0)?;
-        if would_hold as usize > max_gpus {
-            return Err(RegistryError::TooManyGpus {
-                max: max_gpus,
-                would_hold: would_hold as usize,
-            });
-        }
+        check_cap(would_hold, max_gpus)?;
         tx.commit().await?;
         Ok(changes)
     }

@@ -114,6 +114,43 @@ pub(crate) fn check_version(found: i64, known: i64) -> Result<(), RegistryError>
     Ok(())
 }
 
+/// A registration's rules, the same on every store. A GPU released from this agent is refused
+/// until its bar (`until_ms`) runs out.
+pub(crate) fn check_bar(
+    uuid: &GpuUuid,
+    until_ms: Option<i64>,
+    now_ms: u64,
+) -> Result<(), RegistryError> {
+    match until_ms.filter(|until| *until as u64 > now_ms) {
+        Some(until) => Err(RegistryError::Barred {
+            uuid: uuid.to_string(),
+            wait_s: (until as u64 - now_ms).div_ceil(1000),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// What registering again a GPU this agent holds (as `model`, `bus_id`, `simulated`) changes.
+pub(crate) fn change_of(old: (&str, &str, bool), claim: &GpuClaim, moved: bool) -> Change {
+    let same = old == (claim.model.as_str(), claim.bus_id.as_str(), claim.simulated);
+    if same && !moved {
+        Change::Same
+    } else {
+        Change::Changed
+    }
+}
+
+/// The cap holds per key across registrations, not only per message.
+pub(crate) fn check_cap(would_hold: i64, max: usize) -> Result<(), RegistryError> {
+    if would_hold as usize > max {
+        return Err(RegistryError::TooManyGpus {
+            max,
+            would_hold: would_hold as usize,
+        });
+    }
+    Ok(())
+}
+
 /// A page of `(id, envelope)` rows, stopping before the envelopes' JSON would pass
 /// `max_bytes` (the first row is always taken); true when it stopped for that.
 pub(crate) fn cut_page<E>(
@@ -462,13 +499,13 @@ impl Sqlite {
         let moved = old_endpoint.is_some_and(|old| old != endpoint);
         tx.execute("INSERT INTO agents (key, endpoint) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET endpoint = ?2", params![agent, endpoint])?;
         let mut changes = Vec::with_capacity(gpus.len());
-        for GpuClaim {
-            uuid,
-            model,
-            bus_id,
-            simulated,
-        } in gpus
-        {
+        for claim in gpus {
+            let GpuClaim {
+                uuid,
+                model,
+                bus_id,
+                simulated,
+            } = claim;
             let barred: Option<i64> = tx
                 .query_row(
                     "SELECT until_ms FROM released WHERE uuid = ?1 AND agent = ?2",
@@ -476,12 +513,7 @@ impl Sqlite {
                     |r| r.get(0),
                 )
                 .optional()?;
-            if let Some(until) = barred.filter(|until| *until as u64 > now_ms) {
-                return Err(RegistryError::Barred {
-                    uuid: uuid.to_string(),
-                    wait_s: (until as u64 - now_ms).div_ceil(1000),
-                });
-            }
+            check_bar(uuid, barred, now_ms)?;
             let current: Option<(String, String, String, bool)> = tx
                 .query_row(
                     "SELECT agent, model, bus_id, simulated FROM gpus WHERE uuid = ?1",
@@ -501,13 +533,7 @@ impl Sqlite {
                         "UPDATE gpus SET model = ?2, bus_id = ?3, simulated = ?4 WHERE uuid = ?1",
                         params![uuid.as_str(), model, bus_id, simulated],
                     )?;
-                    let same =
-                        old_model == *model && old_bus == *bus_id && old_simulated == *simulated;
-                    if same && !moved {
-                        Change::Same
-                    } else {
-                        Change::Changed
-                    }
+                    change_of((&old_model, &old_bus, old_simulated), claim, moved)
                 }
                 None => {
                     tx.execute(
@@ -519,18 +545,12 @@ impl Sqlite {
             };
             changes.push(change);
         }
-        // The cap holds per key across registrations, not only per message.
         let would_hold: i64 = tx.query_row(
             "SELECT COUNT(*) FROM gpus WHERE agent = ?1",
             params![agent],
             |r| r.get(0),
         )?;
-        if would_hold as usize > max_gpus {
-            return Err(RegistryError::TooManyGpus {
-                max: max_gpus,
-                would_hold: would_hold as usize,
-            });
-        }
+        check_cap(would_hold, max_gpus)?;
         tx.commit()?;
         Ok(changes)
     }
