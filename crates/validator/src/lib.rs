@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod postgres;
 pub mod pricing;
 pub mod registry;
+pub mod registry_model;
 pub mod reports;
 pub mod schedule;
 pub mod store;

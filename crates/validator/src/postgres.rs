@@ -17,7 +17,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use tokio_postgres::{Client, NoTls, Row};
 
-use crate::registry::{
+use crate::registry_model::{
     change_of, check_bar, check_cap, check_version, cut_page, NewRecord, RegisteredGpu,
     RegistryError,
 };
