@@ -1,9 +1,24 @@
 #!/usr/bin/env bash
 # The test command (README.md's second command; .ci/run calls it after fmt and clippy): every
 # Rust test of the workspace, then the monitor's dashboard end to end in headless Chromium.
-# What the tests need beyond cargo (Chromium, playwright-core, the EVM tools) the scripts they
-# call install on first use; a machine without network access needs them installed already.
+# What the tests need beyond cargo (Chromium, playwright-core, the EVM tools, PostgreSQL's
+# server programs) the scripts they call install on first use; a machine without network
+# access needs them installed already.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The validator's store tests run on SQLite and on a throwaway PostgreSQL cluster
+# (scripts/postgres.sh: its own temp dir and free port, removed on exit). A server that does
+# not start fails the tests here; POG_REQUIRE_POSTGRES makes the store tests fail rather than
+# skip their PostgreSQL half should the URL go missing on the way.
+if [ -z "${POG_TEST_POSTGRES_URL:-}" ]; then
+    pg_dir=$(mktemp -d /tmp/pog-postgres.XXXXXX)
+    trap 'scripts/postgres.sh stop "$pg_dir"' EXIT
+    POG_TEST_POSTGRES_URL=$(scripts/postgres.sh start "$pg_dir")
+    export POG_TEST_POSTGRES_URL
+fi
+export POG_REQUIRE_POSTGRES=1
 cargo test --workspace --locked
+# The validator's integration tests once more, each test validator's registry and records on
+# a PostgreSQL database of its own.
+POG_TEST_STORE=postgres cargo test -p pog-validator --tests --locked
 scripts/dashboard_e2e.sh

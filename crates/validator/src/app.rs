@@ -102,6 +102,9 @@ pub struct Settings {
     pub checkpoint_every: Duration,
     /// The witnesses each checkpoint is sent to for a cosignature.
     pub witnesses: Vec<String>,
+    /// The PostgreSQL database (`postgres://…`) its registry and records are kept in, shared
+    /// with the fleet's other validators; `None`: `registry.sqlite` in the data dir.
+    pub database: Option<String>,
 }
 
 /// Why the validator could not start or stopped with an error.
@@ -185,9 +188,12 @@ impl ValidatorApp {
             cause,
         })?;
         let registry_path = dir.join("registry.sqlite");
-        let registry =
-            Registry::open(Some(&registry_path)).map_err(|cause| AppError::Registry {
-                path: registry_path.clone(),
+        let registry = Registry::open_or_connect(settings.database.as_deref(), &registry_path)
+            .map_err(|cause| AppError::Registry {
+                path: match &settings.database {
+                    Some(url) => PathBuf::from(crate::postgres::redacted(url)),
+                    None => registry_path.clone(),
+                },
                 cause,
             })?;
         let market_path = dir.join("market.sqlite");
@@ -224,7 +230,16 @@ impl ValidatorApp {
         self.validator.public_key()
     }
 
-    /// Its registry's file.
+    /// Where its registry is kept: the PostgreSQL database (its URL without a password), or
+    /// its SQLite file.
+    pub fn registry_place(&self) -> String {
+        match &self.settings.database {
+            Some(url) => crate::postgres::redacted(url),
+            None => self.registry_path().display().to_string(),
+        }
+    }
+
+    /// Its registry's file (unless it is kept on PostgreSQL).
     pub fn registry_path(&self) -> PathBuf {
         self.settings.data_dir.join("registry.sqlite")
     }

@@ -1,13 +1,23 @@
-//! The validator's registry in SQLite: agents, the GPUs each claims (a UUID belongs to one
-//! agent only), and the signed result records.
+//! The validator's registry: agents, the GPUs each claims (a UUID belongs to one agent only),
+//! and the signed result records. Embedded in SQLite by default ([`Registry::open`]); on a
+//! PostgreSQL database that several validators share with `--database postgres://…`
+//! ([`Registry::connect`], [`crate::postgres`]). Both keep their schema's version in a
+//! `schema_version` table: an older schema is migrated when opened, a newer one (written by a
+//! newer pog) is refused with what to do.
 
 use pog_proof::wire::GpuClaim;
 use pog_records::{Change, RECORD_VERSION};
 use pog_signed::{GpuUuid, PublicKey};
 use rusqlite::{params, Connection, OptionalExtension};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-/// The registry's tables.
+use crate::postgres::PgRegistry;
+use crate::registry_model::{change_of, check_bar, check_cap, check_version, cut_page};
+pub use crate::registry_model::{NewRecord, RegisteredGpu, RegistryError};
+
+/// The registry's tables in SQLite: its schema's first version (a registry from before
+/// versions were kept, with or without the `simulated` column, is taken to it).
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS agents (key TEXT PRIMARY KEY, endpoint TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS gpus (uuid TEXT PRIMARY KEY, agent TEXT NOT NULL REFERENCES agents(key), model TEXT NOT NULL, bus_id TEXT NOT NULL, simulated INTEGER NOT NULL DEFAULT 0);
@@ -23,66 +33,8 @@ CREATE TABLE IF NOT EXISTS records (
 CREATE INDEX IF NOT EXISTS records_by_gpu ON records (gpu_uuid, id);
 ";
 
-/// A stored record as [`Registry::records_since`] announces it: its row, its GPU and its
-/// envelope's kind (`None` when the stored text is not an envelope).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewRecord {
-    /// Its row id: records are announced in id order.
-    pub id: i64,
-    /// The GPU it is about.
-    pub gpu_uuid: String,
-    /// Its envelope's kind, `None` when the stored text is not an envelope.
-    pub kind: Option<String>,
-}
-
-/// A registered GPU.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RegisteredGpu {
-    /// The GPU's UUID as the agent claimed it.
-    pub uuid: GpuUuid,
-    /// The owning agent's public key.
-    pub agent: PublicKey,
-    /// Where the agent takes challenges (a checked `http(s)` origin).
-    pub endpoint: String,
-    /// The GPU model as the agent claimed it.
-    pub model: String,
-    /// Its PCI address as the agent claimed it.
-    pub bus_id: String,
-    /// A GPU of the simulated test double.
-    pub simulated: bool,
-}
-
-/// Why a registry change was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum RegistryError {
-    /// Another agent holds the GPU already.
-    #[error("GPU {uuid} is already registered by another agent ({owner})")]
-    ClaimedElsewhere {
-        /// The GPU.
-        uuid: String,
-        /// The public key (hex) of the agent holding it.
-        owner: String,
-    },
-    /// The agent would hold more GPUs than one agent may.
-    #[error("an agent may hold at most {max} GPUs; this registration would give it {would_hold}")]
-    TooManyGpus {
-        /// The most GPUs one agent may hold.
-        max: usize,
-        /// How many it would hold after this registration.
-        would_hold: usize,
-    },
-    /// The GPU was released from this agent for failing and is barred from it for a while.
-    #[error("GPU {uuid} was released from this agent for failing its challenges; it may register it again in {wait_s} s")]
-    Barred {
-        /// The GPU.
-        uuid: String,
-        /// Seconds until it may be registered again.
-        wait_s: u64,
-    },
-    /// The SQLite database failed.
-    #[error("the registry database failed ({0}); if the file is damaged, restore it from a backup or move it away to start a new registry")]
-    Database(#[from] rusqlite::Error),
-}
+/// The schema version of the SQLite registry this pog writes and reads.
+pub const SQLITE_SCHEMA_VERSION: i64 = 1;
 
 /// A registered GPU from a row of (uuid, agent, endpoint, model, bus id, simulated).
 fn gpu_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegisteredGpu> {
@@ -99,62 +51,83 @@ fn gpu_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegisteredGpu> {
     })
 }
 
-/// The registry.
+/// The registry, on SQLite or on PostgreSQL.
 pub struct Registry {
+    db: Db,
+    /// Woken after each stored record (the validator's pricing re-quotes the GPU).
+    on_record: Option<Arc<tokio::sync::Notify>>,
+}
+
+/// Where the registry is kept.
+enum Db {
+    Sqlite(Sqlite),
+    Postgres(PgRegistry),
+}
+
+/// The registry in SQLite.
+struct Sqlite {
     db: Connection,
     /// Its file; `None` in memory.
-    path: Option<std::path::PathBuf>,
-    /// Woken after each stored record (the validator's pricing re-quotes the GPU).
-    on_record: Option<std::sync::Arc<tokio::sync::Notify>>,
+    path: Option<PathBuf>,
 }
 
 impl Registry {
     /// Opens (creating if needed) the registry at `path`; `None` for an in-memory one.
     pub fn open(path: Option<&Path>) -> Result<Registry, RegistryError> {
-        let db = match path {
-            Some(p) => Connection::open(p)?,
-            None => Connection::open_in_memory()?,
-        };
-        // Write-ahead logging: a record costs one append to the log, and readers (the API)
-        // are not blocked by it. `synchronous = NORMAL` keeps every committed record through a
-        // crash of pog; only a power loss can take the last commits before a checkpoint.
-        db.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")?;
-        db.execute_batch(SCHEMA)?;
-        // Registries made before GPUs could be simulated lack the column.
-        let has_simulated: bool = db.query_row(
-            "SELECT COUNT(*) FROM pragma_table_info('gpus') WHERE name = 'simulated'",
-            [],
-            |r| r.get::<_, i64>(0).map(|n| n > 0),
-        )?;
-        if !has_simulated {
-            db.execute_batch("ALTER TABLE gpus ADD COLUMN simulated INTEGER NOT NULL DEFAULT 0")?;
-        }
         Ok(Registry {
-            db,
-            path: path.map(Path::to_path_buf),
+            db: Db::Sqlite(Sqlite::open(path)?),
             on_record: None,
         })
     }
 
-    /// Another connection to this registry's file, for reading only (`PRAGMA query_only`):
-    /// with write-ahead logging its reads see every committed write and neither wait for the
-    /// writer nor hold it up. `None` for a registry in memory, which has one connection only.
+    /// Connects to the registry in the PostgreSQL database at `url` (creating or migrating
+    /// its tables: [`PgRegistry::connect`]).
+    pub fn connect(url: &str) -> Result<Registry, RegistryError> {
+        Ok(Registry {
+            db: Db::Postgres(PgRegistry::connect(url)?),
+            on_record: None,
+        })
+    }
+
+    /// The registry `database` names: a `postgres://` (or `postgresql://`) URL, else the
+    /// SQLite file at `sqlite_path`.
+    pub fn open_or_connect(
+        database: Option<&str>,
+        sqlite_path: &Path,
+    ) -> Result<Registry, RegistryError> {
+        match database {
+            Some(url) => Registry::connect(url),
+            None => Registry::open(Some(sqlite_path)),
+        }
+    }
+
+    /// Whether it is kept on PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.db, Db::Postgres(_))
+    }
+
+    /// Another connection to this registry, for reading only: for SQLite, another connection
+    /// to its file (`PRAGMA query_only`; with write-ahead logging its reads see every
+    /// committed write and neither wait for the writer nor hold it up), `None` for a registry
+    /// in memory, which has one connection only; for PostgreSQL, a handle on the same
+    /// connections.
     pub fn reader(&self) -> Result<Option<Registry>, RegistryError> {
-        let Some(path) = &self.path else {
-            return Ok(None);
+        let db = match &self.db {
+            Db::Sqlite(s) => match s.reader()? {
+                Some(s) => Db::Sqlite(s),
+                None => return Ok(None),
+            },
+            Db::Postgres(pg) => Db::Postgres(pg.clone()),
         };
-        let db = Connection::open(path)?;
-        db.execute_batch("PRAGMA query_only = ON;")?;
         Ok(Some(Registry {
             db,
-            path: None,
             on_record: None,
         }))
     }
 
     /// Wakes `notify` after every record stored from now on (one stored wake-up when nobody
     /// waits, so none is lost).
-    pub fn notify_on_record(&mut self, notify: std::sync::Arc<tokio::sync::Notify>) {
+    pub fn notify_on_record(&mut self, notify: Arc<tokio::sync::Notify>) {
         self.on_record = Some(notify);
     }
 
@@ -169,89 +142,16 @@ impl Registry {
         now_ms: u64,
         max_gpus: usize,
     ) -> Result<Vec<Change>, RegistryError> {
-        let agent = agent.as_str();
-        let tx = self.db.transaction()?;
-        let old_endpoint: Option<String> = tx
-            .query_row(
-                "SELECT endpoint FROM agents WHERE key = ?1",
-                params![agent],
-                |r| r.get(0),
-            )
-            .optional()?;
-        let moved = old_endpoint.is_some_and(|old| old != endpoint);
-        tx.execute("INSERT INTO agents (key, endpoint) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET endpoint = ?2", params![agent, endpoint])?;
-        let mut changes = Vec::with_capacity(gpus.len());
-        for GpuClaim {
-            uuid,
-            model,
-            bus_id,
-            simulated,
-        } in gpus
-        {
-            let barred: Option<i64> = tx
-                .query_row(
-                    "SELECT until_ms FROM released WHERE uuid = ?1 AND agent = ?2",
-                    params![uuid.as_str(), agent],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            if let Some(until) = barred.filter(|until| *until as u64 > now_ms) {
-                return Err(RegistryError::Barred {
-                    uuid: uuid.to_string(),
-                    wait_s: (until as u64 - now_ms).div_ceil(1000),
-                });
+        match &mut self.db {
+            Db::Sqlite(s) => s.register(agent, endpoint, gpus, now_ms, max_gpus),
+            Db::Postgres(pg) => {
+                let (agent, endpoint, gpus) = (agent.clone(), endpoint.to_owned(), gpus.to_vec());
+                pg.block(|pg| async move {
+                    pg.register(&agent, &endpoint, &gpus, now_ms, max_gpus)
+                        .await
+                })
             }
-            let current: Option<(String, String, String, bool)> = tx
-                .query_row(
-                    "SELECT agent, model, bus_id, simulated FROM gpus WHERE uuid = ?1",
-                    params![uuid.as_str()],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-                )
-                .optional()?;
-            let change = match current {
-                Some((owner, ..)) if owner != agent => {
-                    return Err(RegistryError::ClaimedElsewhere {
-                        uuid: uuid.to_string(),
-                        owner,
-                    })
-                }
-                Some((_, old_model, old_bus, old_simulated)) => {
-                    tx.execute(
-                        "UPDATE gpus SET model = ?2, bus_id = ?3, simulated = ?4 WHERE uuid = ?1",
-                        params![uuid.as_str(), model, bus_id, simulated],
-                    )?;
-                    let same =
-                        old_model == *model && old_bus == *bus_id && old_simulated == *simulated;
-                    if same && !moved {
-                        Change::Same
-                    } else {
-                        Change::Changed
-                    }
-                }
-                None => {
-                    tx.execute(
-                        "INSERT INTO gpus (uuid, agent, model, bus_id, simulated) VALUES (?1, ?2, ?3, ?4, ?5)",
-                        params![uuid.as_str(), agent, model, bus_id, simulated],
-                    )?;
-                    Change::New
-                }
-            };
-            changes.push(change);
         }
-        // The cap holds per key across registrations, not only per message.
-        let would_hold: i64 = tx.query_row(
-            "SELECT COUNT(*) FROM gpus WHERE agent = ?1",
-            params![agent],
-            |r| r.get(0),
-        )?;
-        if would_hold as usize > max_gpus {
-            return Err(RegistryError::TooManyGpus {
-                max: max_gpus,
-                would_hold: would_hold as usize,
-            });
-        }
-        tx.commit()?;
-        Ok(changes)
     }
 
     /// Takes a GPU off the registry (it failed or was unreachable too often); its agent may
@@ -261,55 +161,43 @@ impl Registry {
         uuid: &str,
         barred_until_ms: u64,
     ) -> Result<Option<RegisteredGpu>, RegistryError> {
-        let Some(gpu) = self.gpu(uuid)? else {
-            return Ok(None);
-        };
-        let tx = self.db.transaction()?;
-        tx.execute("DELETE FROM gpus WHERE uuid = ?1", params![uuid])?;
-        tx.execute(
-            "INSERT INTO released (uuid, agent, until_ms) VALUES (?1, ?2, ?3) ON CONFLICT(uuid, agent) DO UPDATE SET until_ms = ?3",
-            params![uuid, gpu.agent.as_str(), barred_until_ms as i64],
-        )?;
-        tx.commit()?;
-        Ok(Some(gpu))
+        match &mut self.db {
+            Db::Sqlite(s) => s.release(uuid, barred_until_ms),
+            Db::Postgres(pg) => {
+                let uuid = uuid.to_owned();
+                pg.block(|pg| async move { pg.release(&uuid, barred_until_ms).await })
+            }
+        }
     }
 
     /// A page of registered GPUs, by UUID: at most `limit` after `after` ("" from the start).
     pub fn gpus(&self, after: &str, limit: usize) -> Result<Vec<RegisteredGpu>, RegistryError> {
-        let mut stmt = self.db.prepare(
-            "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid > ?1 ORDER BY g.uuid LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(params![after, limit as i64], gpu_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        match &self.db {
+            Db::Sqlite(s) => s.gpus(after, limit),
+            Db::Postgres(pg) => {
+                let after = after.to_owned();
+                pg.block(|pg| async move { pg.gpus(&after, limit).await })
+            }
+        }
     }
 
     /// The GPU with this UUID and its agent.
     pub fn gpu(&self, uuid: &str) -> Result<Option<RegisteredGpu>, RegistryError> {
-        Ok(self
-            .db
-            .query_row(
-                "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid = ?1",
-                params![uuid],
-                gpu_row,
-            )
-            .optional()?)
+        match &self.db {
+            Db::Sqlite(s) => s.gpu(uuid),
+            Db::Postgres(pg) => {
+                let uuid = uuid.to_owned();
+                pg.block(|pg| async move { pg.gpu(&uuid).await })
+            }
+        }
     }
 
     /// Every registered GPU's UUID, grouped by agent.
     pub fn gpus_by_agent(&self) -> Result<Vec<(String, Vec<String>)>, RegistryError> {
-        let mut stmt = self
-            .db
-            .prepare("SELECT agent, uuid FROM gpus ORDER BY agent, uuid")?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
-        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
-        for row in rows {
-            let (agent, uuid) = row?;
-            match groups.last_mut() {
-                Some((last, uuids)) if *last == agent => uuids.push(uuid),
-                _ => groups.push((agent, vec![uuid])),
-            }
+        match &self.db {
+            Db::Sqlite(s) => s.gpus_by_agent(),
+            Db::Postgres(pg) => pg.block(|pg| async move { pg.gpus_by_agent().await }),
         }
-        Ok(groups)
     }
 
     /// Stores a signed result record; a challenge is recorded once.
@@ -320,10 +208,17 @@ impl Registry {
         accepted: bool,
         envelope_json: &str,
     ) -> Result<(), RegistryError> {
-        self.db.execute(
-            "INSERT INTO records (challenge_id, gpu_uuid, accepted, version, envelope) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![challenge_id, gpu_uuid, accepted, RECORD_VERSION, envelope_json],
-        )?;
+        match &mut self.db {
+            Db::Sqlite(s) => s.record(challenge_id, gpu_uuid, accepted, envelope_json)?,
+            Db::Postgres(pg) => {
+                let (id, uuid, json) = (
+                    challenge_id.to_owned(),
+                    gpu_uuid.to_owned(),
+                    envelope_json.to_owned(),
+                );
+                pg.block(|pg| async move { pg.record(&id, &uuid, accepted, &json).await })?
+            }
+        }
         if let Some(notify) = &self.on_record {
             notify.notify_one();
         }
@@ -332,32 +227,22 @@ impl Registry {
 
     /// Whether a record is stored under `challenge_id` (a report's content id, say).
     pub fn has_record(&self, challenge_id: &str) -> Result<bool, RegistryError> {
-        Ok(self
-            .db
-            .query_row(
-                "SELECT 1 FROM records WHERE challenge_id = ?1",
-                params![challenge_id],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some())
+        match &self.db {
+            Db::Sqlite(s) => s.has_record(challenge_id),
+            Db::Postgres(pg) => {
+                let id = challenge_id.to_owned();
+                pg.block(|pg| async move { pg.has_record(&id).await })
+            }
+        }
     }
 
     /// Records stored after row `after` (0: from the start), of every GPU, oldest first: at
     /// most `limit` of them, each as where it is and what kind it is.
     pub fn records_since(&self, after: i64, limit: usize) -> Result<Vec<NewRecord>, RegistryError> {
-        let mut stmt = self.db.prepare(
-            "SELECT id, gpu_uuid, CASE WHEN json_valid(envelope) THEN json_extract(envelope, '$.kind') END \
-             FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(params![after, limit as i64], |r| {
-            Ok(NewRecord {
-                id: r.get(0)?,
-                gpu_uuid: r.get(1)?,
-                kind: r.get::<_, Option<String>>(2).ok().flatten(),
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        match &self.db {
+            Db::Sqlite(s) => s.records_since(after, limit),
+            Db::Postgres(pg) => pg.block(|pg| async move { pg.records_since(after, limit).await }),
+        }
     }
 
     /// A GPU's latest `limit` records other than registration events and its agent's reports
@@ -367,15 +252,13 @@ impl Registry {
         gpu_uuid: &str,
         limit: usize,
     ) -> Result<Vec<(i64, String)>, RegistryError> {
-        let mut stmt = self.db.prepare(
-            "SELECT id, envelope FROM records WHERE gpu_uuid = ?1 AND challenge_id NOT LIKE 'registration-%' AND challenge_id NOT LIKE 'report-%' ORDER BY id DESC LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(params![gpu_uuid, limit as i64], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })?;
-        let mut rows: Vec<(i64, String)> = rows.collect::<Result<_, _>>()?;
-        rows.reverse();
-        Ok(rows)
+        match &self.db {
+            Db::Sqlite(s) => s.latest_records(gpu_uuid, limit),
+            Db::Postgres(pg) => {
+                let uuid = gpu_uuid.to_owned();
+                pg.block(|pg| async move { pg.latest_records(&uuid, limit).await })
+            }
+        }
     }
 
     /// One page of a GPU's stored records (row id, envelope JSON), oldest first: at most
@@ -398,28 +281,335 @@ impl Registry {
         limit: usize,
         max_bytes: usize,
     ) -> Result<(Vec<(i64, String)>, bool), RegistryError> {
+        match &self.db {
+            Db::Sqlite(s) => s.records_within(gpu_uuid, after, limit, max_bytes),
+            Db::Postgres(pg) => {
+                let uuid = gpu_uuid.to_owned();
+                pg.block(
+                    |pg| async move { pg.records_within(&uuid, after, limit, max_bytes).await },
+                )
+            }
+        }
+    }
+}
+
+/// The SQLite half of [`Registry`]'s methods (each documented there).
+impl Sqlite {
+    fn open(path: Option<&Path>) -> Result<Sqlite, RegistryError> {
+        let db = match path {
+            Some(p) => Connection::open(p)?,
+            None => Connection::open_in_memory()?,
+        };
+        // Write-ahead logging: a record costs one append to the log, and readers (the API)
+        // are not blocked by it. `synchronous = NORMAL` keeps every committed record through a
+        // crash of pog; only a power loss can take the last commits before a checkpoint.
+        db.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")?;
+        db.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")?;
+        let found: i64 = db.query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_version",
+            [],
+            |r| r.get(0),
+        )?;
+        check_version(found, SQLITE_SCHEMA_VERSION)?;
+        if found < 1 {
+            db.execute_batch(SCHEMA)?;
+            // Registries made before GPUs could be simulated lack the column.
+            let has_simulated: bool = db.query_row(
+                "SELECT COUNT(*) FROM pragma_table_info('gpus') WHERE name = 'simulated'",
+                [],
+                |r| r.get::<_, i64>(0).map(|n| n > 0),
+            )?;
+            if !has_simulated {
+                db.execute_batch(
+                    "ALTER TABLE gpus ADD COLUMN simulated INTEGER NOT NULL DEFAULT 0",
+                )?;
+            }
+            db.execute_batch(
+                "DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES (1);",
+            )?;
+        }
+        Ok(Sqlite {
+            db,
+            path: path.map(Path::to_path_buf),
+        })
+    }
+
+    fn reader(&self) -> Result<Option<Sqlite>, RegistryError> {
+        let Some(path) = &self.path else {
+            return Ok(None);
+        };
+        let db = Connection::open(path)?;
+        db.execute_batch("PRAGMA query_only = ON;")?;
+        Ok(Some(Sqlite { db, path: None }))
+    }
+
+    fn register(
+        &mut self,
+        agent: &PublicKey,
+        endpoint: &str,
+        gpus: &[GpuClaim],
+        now_ms: u64,
+        max_gpus: usize,
+    ) -> Result<Vec<Change>, RegistryError> {
+        let agent = agent.as_str();
+        let tx = self.db.transaction()?;
+        let old_endpoint: Option<String> = tx
+            .query_row(
+                "SELECT endpoint FROM agents WHERE key = ?1",
+                params![agent],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let moved = old_endpoint.is_some_and(|old| old != endpoint);
+        tx.execute("INSERT INTO agents (key, endpoint) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET endpoint = ?2", params![agent, endpoint])?;
+        let mut changes = Vec::with_capacity(gpus.len());
+        for claim in gpus {
+            let GpuClaim {
+                uuid,
+                model,
+                bus_id,
+                simulated,
+            } = claim;
+            let barred: Option<i64> = tx
+                .query_row(
+                    "SELECT until_ms FROM released WHERE uuid = ?1 AND agent = ?2",
+                    params![uuid.as_str(), agent],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            check_bar(uuid, barred, now_ms)?;
+            let current: Option<(String, String, String, bool)> = tx
+                .query_row(
+                    "SELECT agent, model, bus_id, simulated FROM gpus WHERE uuid = ?1",
+                    params![uuid.as_str()],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                )
+                .optional()?;
+            let change = match current {
+                Some((owner, ..)) if owner != agent => {
+                    return Err(RegistryError::ClaimedElsewhere {
+                        uuid: uuid.to_string(),
+                        owner,
+                    })
+                }
+                Some((_, old_model, old_bus, old_simulated)) => {
+                    tx.execute(
+                        "UPDATE gpus SET model = ?2, bus_id = ?3, simulated = ?4 WHERE uuid = ?1",
+                        params![uuid.as_str(), model, bus_id, simulated],
+                    )?;
+                    change_of((&old_model, &old_bus, old_simulated), claim, moved)
+                }
+                None => {
+                    tx.execute(
+                        "INSERT INTO gpus (uuid, agent, model, bus_id, simulated) VALUES (?1, ?2, ?3, ?4, ?5)",
+                        params![uuid.as_str(), agent, model, bus_id, simulated],
+                    )?;
+                    Change::New
+                }
+            };
+            changes.push(change);
+        }
+        let would_hold: i64 = tx.query_row(
+            "SELECT COUNT(*) FROM gpus WHERE agent = ?1",
+            params![agent],
+            |r| r.get(0),
+        )?;
+        check_cap(would_hold, max_gpus)?;
+        tx.commit()?;
+        Ok(changes)
+    }
+
+    fn release(
+        &mut self,
+        uuid: &str,
+        barred_until_ms: u64,
+    ) -> Result<Option<RegisteredGpu>, RegistryError> {
+        let Some(gpu) = self.gpu(uuid)? else {
+            return Ok(None);
+        };
+        let tx = self.db.transaction()?;
+        tx.execute("DELETE FROM gpus WHERE uuid = ?1", params![uuid])?;
+        tx.execute(
+            "INSERT INTO released (uuid, agent, until_ms) VALUES (?1, ?2, ?3) ON CONFLICT(uuid, agent) DO UPDATE SET until_ms = ?3",
+            params![uuid, gpu.agent.as_str(), barred_until_ms as i64],
+        )?;
+        tx.commit()?;
+        Ok(Some(gpu))
+    }
+
+    fn gpus(&self, after: &str, limit: usize) -> Result<Vec<RegisteredGpu>, RegistryError> {
+        let mut stmt = self.db.prepare(
+            "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid > ?1 ORDER BY g.uuid LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![after, limit as i64], gpu_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn gpu(&self, uuid: &str) -> Result<Option<RegisteredGpu>, RegistryError> {
+        Ok(self
+            .db
+            .query_row(
+                "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid = ?1",
+                params![uuid],
+                gpu_row,
+            )
+            .optional()?)
+    }
+
+    fn gpus_by_agent(&self) -> Result<Vec<(String, Vec<String>)>, RegistryError> {
+        let mut stmt = self
+            .db
+            .prepare("SELECT agent, uuid FROM gpus ORDER BY agent, uuid")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for row in rows {
+            let (agent, uuid) = row?;
+            match groups.last_mut() {
+                Some((last, uuids)) if *last == agent => uuids.push(uuid),
+                _ => groups.push((agent, vec![uuid])),
+            }
+        }
+        Ok(groups)
+    }
+
+    fn record(
+        &mut self,
+        challenge_id: &str,
+        gpu_uuid: &str,
+        accepted: bool,
+        envelope_json: &str,
+    ) -> Result<(), RegistryError> {
+        self.db.execute(
+            "INSERT INTO records (challenge_id, gpu_uuid, accepted, version, envelope) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![challenge_id, gpu_uuid, accepted, RECORD_VERSION, envelope_json],
+        )?;
+        Ok(())
+    }
+
+    fn has_record(&self, challenge_id: &str) -> Result<bool, RegistryError> {
+        Ok(self
+            .db
+            .query_row(
+                "SELECT 1 FROM records WHERE challenge_id = ?1",
+                params![challenge_id],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
+    fn records_since(&self, after: i64, limit: usize) -> Result<Vec<NewRecord>, RegistryError> {
+        let mut stmt = self.db.prepare(
+            "SELECT id, gpu_uuid, CASE WHEN json_valid(envelope) THEN json_extract(envelope, '$.kind') END \
+             FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![after, limit as i64], |r| {
+            Ok(NewRecord {
+                id: r.get(0)?,
+                gpu_uuid: r.get(1)?,
+                kind: r.get::<_, Option<String>>(2).ok().flatten(),
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn latest_records(
+        &self,
+        gpu_uuid: &str,
+        limit: usize,
+    ) -> Result<Vec<(i64, String)>, RegistryError> {
+        let mut stmt = self.db.prepare(
+            "SELECT id, envelope FROM records WHERE gpu_uuid = ?1 AND challenge_id NOT LIKE 'registration-%' AND challenge_id NOT LIKE 'report-%' ORDER BY id DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![gpu_uuid, limit as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+        let mut rows: Vec<(i64, String)> = rows.collect::<Result<_, _>>()?;
+        rows.reverse();
+        Ok(rows)
+    }
+
+    fn records_within(
+        &self,
+        gpu_uuid: &str,
+        after: i64,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<(Vec<(i64, String)>, bool), RegistryError> {
         let mut stmt = self.db.prepare(
             "SELECT id, envelope FROM records WHERE gpu_uuid = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
         )?;
         let rows = stmt.query_map(params![gpu_uuid, after, limit as i64], |r| {
             Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
         })?;
-        let (mut page, mut bytes) = (Vec::new(), 0usize);
-        for row in rows {
-            let (id, envelope) = row?;
-            bytes = bytes.saturating_add(envelope.len());
-            if bytes > max_bytes && !page.is_empty() {
-                return Ok((page, true));
-            }
-            page.push((id, envelope));
+        cut_page(rows, max_bytes)
+    }
+}
+
+/// The places a test's registry can be kept: the store suite runs on each.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::Registry;
+    use crate::postgres::testing::{fresh_postgres_database, on_server};
+
+    /// Where a test's registry is kept.
+    pub(crate) enum Place {
+        /// A SQLite file in a temp dir.
+        Sqlite(tempfile::TempDir),
+        /// A database of its own on the test server.
+        Postgres(String),
+    }
+
+    impl Place {
+        /// A SQLite file, and a fresh PostgreSQL database where a test server is given.
+        pub(crate) fn all() -> Vec<Place> {
+            let mut places = vec![Place::Sqlite(tempfile::tempdir().unwrap())];
+            places.extend(fresh_postgres_database().map(Place::Postgres));
+            places
         }
-        Ok((page, false))
+
+        /// Its name, for failures.
+        pub(crate) fn name(&self) -> &'static str {
+            match self {
+                Place::Sqlite(_) => "sqlite",
+                Place::Postgres(_) => "postgres",
+            }
+        }
+
+        /// Opens (again) the registry kept here.
+        pub(crate) fn try_open(&self) -> Result<Registry, super::RegistryError> {
+            match self {
+                Place::Sqlite(dir) => Registry::open(Some(&dir.path().join("registry.sqlite"))),
+                Place::Postgres(url) => Registry::connect(url),
+            }
+        }
+
+        /// [`Place::try_open`], which must succeed.
+        pub(crate) fn open(&self) -> Registry {
+            self.try_open()
+                .unwrap_or_else(|e| panic!("{}: {e}", self.name()))
+        }
+
+        /// Runs `sql` on the database directly (as an older or newer pog would have).
+        pub(crate) fn execute(&self, sql: &str) {
+            match self {
+                Place::Sqlite(dir) => {
+                    rusqlite::Connection::open(dir.path().join("registry.sqlite"))
+                        .unwrap()
+                        .execute_batch(sql)
+                        .unwrap()
+                }
+                Place::Postgres(url) => on_server(url, sql),
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::testing::Place;
     use super::*;
+    use crate::postgres::testing::fresh_postgres_database;
 
     /// The agent key of 32 `byte`s.
     fn key(byte: u8) -> PublicKey {
@@ -437,127 +627,151 @@ mod tests {
 
     #[test]
     fn a_uuid_belongs_to_one_agent() {
-        let mut r = Registry::open(None).unwrap();
-        assert_eq!(
-            r.register(&key(0xa1), "http://a", &[gpu("GPU-1")], 0, 64)
-                .unwrap(),
-            [Change::New]
-        );
-        assert_eq!(
-            r.register(&key(0xa1), "http://a", &[gpu("GPU-1")], 0, 64)
-                .unwrap(),
-            [Change::Same],
-            "an agent restarting"
-        );
-        // A new endpoint is a new registration.
-        assert_eq!(
-            r.register(&key(0xa1), "http://a2", &[gpu("GPU-1")], 0, 64)
-                .unwrap(),
-            [Change::Changed]
-        );
-        assert_eq!(r.gpu("GPU-1").unwrap().unwrap().endpoint, "http://a2");
-        let moved = GpuClaim {
-            bus_id: "0000:00:07.0".into(),
-            ..gpu("GPU-1")
-        };
-        assert_eq!(
-            r.register(&key(0xa1), "http://a2", &[moved], 0, 64)
-                .unwrap(),
-            [Change::Changed]
-        );
-        let err = r
-            .register(&key(0xb1), "http://b", &[gpu("GPU-2"), gpu("GPU-1")], 0, 64)
-            .unwrap_err();
-        assert!(matches!(err, RegistryError::ClaimedElsewhere { .. }));
-        // All or nothing: GPU-2 was not taken either.
-        assert_eq!(r.gpu("GPU-2").unwrap(), None);
-        r.register(&key(0xb1), "http://b", &[gpu("GPU-3"), gpu("GPU-4")], 0, 64)
-            .unwrap();
-        assert_eq!(
-            r.gpus_by_agent().unwrap(),
-            vec![
-                (key(0xa1).to_string(), vec!["GPU-1".to_string()]),
-                (
-                    key(0xb1).to_string(),
-                    vec!["GPU-3".to_string(), "GPU-4".to_string()]
-                )
-            ]
-        );
+        for place in Place::all() {
+            let mut r = place.open();
+            assert_eq!(
+                r.register(&key(0xa1), "http://a", &[gpu("GPU-1")], 0, 64)
+                    .unwrap(),
+                [Change::New]
+            );
+            assert_eq!(
+                r.register(&key(0xa1), "http://a", &[gpu("GPU-1")], 0, 64)
+                    .unwrap(),
+                [Change::Same],
+                "an agent restarting"
+            );
+            // A new endpoint is a new registration.
+            assert_eq!(
+                r.register(&key(0xa1), "http://a2", &[gpu("GPU-1")], 0, 64)
+                    .unwrap(),
+                [Change::Changed]
+            );
+            assert_eq!(r.gpu("GPU-1").unwrap().unwrap().endpoint, "http://a2");
+            let moved = GpuClaim {
+                bus_id: "0000:00:07.0".into(),
+                ..gpu("GPU-1")
+            };
+            assert_eq!(
+                r.register(&key(0xa1), "http://a2", &[moved], 0, 64)
+                    .unwrap(),
+                [Change::Changed]
+            );
+            let err = r
+                .register(&key(0xb1), "http://b", &[gpu("GPU-2"), gpu("GPU-1")], 0, 64)
+                .unwrap_err();
+            assert!(
+                matches!(err, RegistryError::ClaimedElsewhere { .. }),
+                "{}: {err}",
+                place.name()
+            );
+            // All or nothing: GPU-2 was not taken either.
+            assert_eq!(r.gpu("GPU-2").unwrap(), None);
+            r.register(&key(0xb1), "http://b", &[gpu("GPU-3"), gpu("GPU-4")], 0, 64)
+                .unwrap();
+            assert_eq!(
+                r.gpus_by_agent().unwrap(),
+                vec![
+                    (key(0xa1).to_string(), vec!["GPU-1".to_string()]),
+                    (
+                        key(0xb1).to_string(),
+                        vec!["GPU-3".to_string(), "GPU-4".to_string()]
+                    )
+                ]
+            );
+            assert_eq!(
+                r.gpus("GPU-1", 10)
+                    .unwrap()
+                    .into_iter()
+                    .map(|g| g.uuid.to_string())
+                    .collect::<Vec<_>>(),
+                ["GPU-3", "GPU-4"]
+            );
+        }
     }
 
     #[test]
     fn records_persist_once_per_challenge() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("registry.sqlite");
-        {
-            let mut r = Registry::open(Some(&path)).unwrap();
-            r.record("c1", "GPU-1", true, "{}").unwrap();
-            assert!(
-                r.record("c1", "GPU-1", false, "{}").is_err(),
-                "a duplicate cannot overwrite"
+        for place in Place::all() {
+            let first = {
+                let mut r = place.open();
+                r.record("c1", "GPU-1", true, "{}").unwrap();
+                assert!(
+                    r.record("c1", "GPU-1", false, "{}").is_err(),
+                    "a duplicate cannot overwrite"
+                );
+                r.records("GPU-1", 0, 10).unwrap()[0].0
+            };
+            let mut r = place.open();
+            assert_eq!(
+                r.records("GPU-1", 0, 10).unwrap(),
+                vec![(first, "{}".to_string())]
+            );
+            r.record("c2", "GPU-1", true, "[]").unwrap();
+            r.record("c3", "GPU-2", true, "[]").unwrap();
+            assert_eq!(r.records("GPU-1", 0, 1).unwrap().len(), 1, "one page");
+            let rest = r.records("GPU-1", first, 10).unwrap();
+            assert_eq!(rest.len(), 1, "{}", place.name());
+            assert_eq!(rest[0].1, "[]");
+            assert!(rest[0].0 > first);
+            // A page stops before its bytes pass the cap, but takes one record at least.
+            assert_eq!(
+                r.records_within("GPU-1", 0, 10, 3).unwrap(),
+                (vec![(first, "{}".to_string())], true)
             );
         }
-        let mut r = Registry::open(Some(&path)).unwrap();
-        assert_eq!(
-            r.records("GPU-1", 0, 10).unwrap(),
-            vec![(1, "{}".to_string())]
-        );
-        r.record("c2", "GPU-1", true, "[]").unwrap();
-        r.record("c3", "GPU-2", true, "[]").unwrap();
-        assert_eq!(r.records("GPU-1", 0, 1).unwrap().len(), 1, "one page");
-        assert_eq!(
-            r.records("GPU-1", 1, 10).unwrap(),
-            vec![(2, "[]".to_string())]
-        );
     }
 
     #[test]
     fn new_records_are_found_and_announced() {
-        let mut r = Registry::open(None).unwrap();
-        let notify = std::sync::Arc::new(tokio::sync::Notify::new());
-        r.notify_on_record(notify.clone());
-        r.record("c1", "GPU-1", true, "a").unwrap();
-        r.record(
-            "registration-1",
-            "GPU-1",
-            false,
-            r#"{"kind":"registration"}"#,
-        )
-        .unwrap();
-        r.record("c2", "GPU-2", false, "b").unwrap();
-        r.record("c3", "GPU-1", false, "c").unwrap();
-        r.record("report-ab", "GPU-1", false, "d").unwrap();
-        assert!(r.has_record("report-ab").unwrap() && !r.has_record("report-cd").unwrap());
-        assert_eq!(
-            r.records_since(1, 10)
-                .unwrap()
-                .into_iter()
-                .map(|n| (n.id, n.gpu_uuid, n.kind))
-                .collect::<Vec<_>>(),
-            vec![
-                (2, "GPU-1".into(), Some("registration".into())),
-                (3, "GPU-2".into(), None),
-                (4, "GPU-1".into(), None),
-                (5, "GPU-1".into(), None)
-            ]
-        );
-        assert_eq!(r.records_since(0, 1).unwrap().len(), 1);
-        assert_eq!(
-            r.latest_records("GPU-1", 10).unwrap(),
-            vec![(1, "a".to_string()), (4, "c".to_string())],
-            "registrations and reports left out, oldest first"
-        );
-        assert_eq!(r.latest_records("GPU-1", 1).unwrap()[0].0, 4);
-        // The wake-up was kept for whoever waits next.
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
+        for place in Place::all() {
+            let mut r = place.open();
+            let notify = std::sync::Arc::new(tokio::sync::Notify::new());
+            r.notify_on_record(notify.clone());
+            r.record("c1", "GPU-1", true, "a").unwrap();
+            r.record(
+                "registration-1",
+                "GPU-1",
+                false,
+                r#"{"kind":"registration"}"#,
+            )
             .unwrap();
-        rt.block_on(async {
-            tokio::time::timeout(std::time::Duration::from_secs(1), notify.notified())
-                .await
-                .expect("woken")
-        });
+            r.record("c2", "GPU-2", false, "b").unwrap();
+            r.record("c3", "GPU-1", false, "c").unwrap();
+            r.record("report-ab", "GPU-1", false, "d").unwrap();
+            assert!(r.has_record("report-ab").unwrap() && !r.has_record("report-cd").unwrap());
+            assert_eq!(
+                r.records_since(1, 10)
+                    .unwrap()
+                    .into_iter()
+                    .map(|n| (n.id, n.gpu_uuid, n.kind))
+                    .collect::<Vec<_>>(),
+                vec![
+                    (2, "GPU-1".into(), Some("registration".into())),
+                    (3, "GPU-2".into(), None),
+                    (4, "GPU-1".into(), None),
+                    (5, "GPU-1".into(), None)
+                ],
+                "{}",
+                place.name()
+            );
+            assert_eq!(r.records_since(0, 1).unwrap().len(), 1);
+            assert_eq!(
+                r.latest_records("GPU-1", 10).unwrap(),
+                vec![(1, "a".to_string()), (4, "c".to_string())],
+                "registrations and reports left out, oldest first"
+            );
+            assert_eq!(r.latest_records("GPU-1", 1).unwrap()[0].0, 4);
+            // The wake-up was kept for whoever waits next.
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                tokio::time::timeout(std::time::Duration::from_secs(1), notify.notified())
+                    .await
+                    .expect("woken")
+            });
+        }
     }
 
     #[test]
@@ -582,44 +796,135 @@ mod tests {
         r.register(&key(0xa1), "http://a", &[simulated], 0, 64)
             .unwrap();
         assert!(r.gpu("GPU-2").unwrap().unwrap().simulated);
+        drop(r);
+        let version: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(
+            version, SQLITE_SCHEMA_VERSION,
+            "the version is kept from now on"
+        );
+    }
+
+    /// A registry written by a newer pog is refused with what to do; one of this pog's
+    /// version opens again unchanged.
+    #[test]
+    fn a_newer_schema_is_refused_with_what_to_do() {
+        for place in Place::all() {
+            let mut r = place.open();
+            r.record("c1", "GPU-1", true, "{}").unwrap();
+            drop(r);
+            assert_eq!(place.open().records("GPU-1", 0, 10).unwrap().len(), 1);
+            place.execute("UPDATE schema_version SET version = 99");
+            let err = place.try_open().err().expect("refused").to_string();
+            assert!(
+                err.contains("version 99, newer than this pog's")
+                    && err.contains("run that pog (or a newer one)"),
+                "{}: {err}",
+                place.name()
+            );
+        }
     }
 
     #[test]
     fn the_gpu_cap_holds_across_registrations() {
-        let mut r = Registry::open(None).unwrap();
-        r.register(&key(0xa1), "http://a", &[gpu("GPU-1"), gpu("GPU-2")], 0, 3)
-            .unwrap();
-        assert!(matches!(
-            r.register(&key(0xa1), "http://a", &[gpu("GPU-3"), gpu("GPU-4")], 0, 3),
-            Err(RegistryError::TooManyGpus {
-                max: 3,
-                would_hold: 4
-            })
-        ));
-        assert_eq!(r.gpu("GPU-3").unwrap(), None, "nothing of it was kept");
-        r.register(&key(0xa1), "http://a", &[gpu("GPU-3")], 0, 3)
-            .unwrap();
+        for place in Place::all() {
+            let mut r = place.open();
+            r.register(&key(0xa1), "http://a", &[gpu("GPU-1"), gpu("GPU-2")], 0, 3)
+                .unwrap();
+            assert!(
+                matches!(
+                    r.register(&key(0xa1), "http://a", &[gpu("GPU-3"), gpu("GPU-4")], 0, 3),
+                    Err(RegistryError::TooManyGpus {
+                        max: 3,
+                        would_hold: 4
+                    })
+                ),
+                "{}",
+                place.name()
+            );
+            assert_eq!(r.gpu("GPU-3").unwrap(), None, "nothing of it was kept");
+            r.register(&key(0xa1), "http://a", &[gpu("GPU-3")], 0, 3)
+                .unwrap();
+        }
     }
 
     #[test]
     fn a_released_gpu_is_free_for_others_and_barred_for_its_squatter() {
-        let mut r = Registry::open(None).unwrap();
-        r.register(&key(0x5a), "http://s", &[gpu("GPU-1")], 0, 64)
-            .unwrap();
-        let released = r.release("GPU-1", 10_000).unwrap().unwrap();
-        assert_eq!(released.agent, key(0x5a));
-        assert_eq!(r.gpu("GPU-1").unwrap(), None);
-        assert!(matches!(
-            r.register(&key(0x5a), "http://s", &[gpu("GPU-1")], 5_000, 64),
-            Err(RegistryError::Barred { wait_s: 5, .. })
-        ));
-        assert_eq!(
-            r.register(&key(0x0e), "http://o", &[gpu("GPU-1")], 5_000, 64)
-                .unwrap(),
-            [Change::New]
+        for place in Place::all() {
+            let mut r = place.open();
+            r.register(&key(0x5a), "http://s", &[gpu("GPU-1")], 0, 64)
+                .unwrap();
+            let released = r.release("GPU-1", 10_000).unwrap().unwrap();
+            assert_eq!(released.agent, key(0x5a));
+            assert_eq!(r.gpu("GPU-1").unwrap(), None);
+            assert!(
+                matches!(
+                    r.register(&key(0x5a), "http://s", &[gpu("GPU-1")], 5_000, 64),
+                    Err(RegistryError::Barred { wait_s: 5, .. })
+                ),
+                "{}",
+                place.name()
+            );
+            assert_eq!(
+                r.register(&key(0x0e), "http://o", &[gpu("GPU-1")], 5_000, 64)
+                    .unwrap(),
+                [Change::New]
+            );
+            assert_eq!(r.gpus("", 10).unwrap().len(), 1);
+            assert_eq!(r.release("GPU-9", 0).unwrap(), None);
+        }
+    }
+
+    /// Two validators on one PostgreSQL database see one registry: a registration made
+    /// through one is seen by the other, a GPU is one key's across both (also when agents
+    /// race for it through many validators at once, which also migrate the new database at
+    /// once), and a record stored by one is read by the other and stored once.
+    #[test]
+    fn validators_on_one_database_share_the_registry() {
+        let Some(url) = fresh_postgres_database() else {
+            return;
+        };
+        let (mut a, mut b) = (
+            Registry::connect(&url).unwrap(),
+            Registry::connect(&url).unwrap(),
         );
-        assert_eq!(r.gpus("", 10).unwrap().len(), 1);
-        assert_eq!(r.release("GPU-9", 0).unwrap(), None);
+        a.register(&key(0xa1), "http://a", &[gpu("GPU-1")], 0, 64)
+            .unwrap();
+        assert_eq!(b.gpu("GPU-1").unwrap().unwrap().agent, key(0xa1));
+        assert!(matches!(
+            b.register(&key(0xb1), "http://b", &[gpu("GPU-1")], 0, 64),
+            Err(RegistryError::ClaimedElsewhere { .. })
+        ));
+        a.record("c1", "GPU-1", true, "{}").unwrap();
+        assert_eq!(b.records("GPU-1", 0, 10).unwrap().len(), 1);
+        assert!(b.record("c1", "GPU-1", true, "{}").is_err(), "stored once");
+        assert!(b.has_record("c1").unwrap());
+
+        let Some(url) = fresh_postgres_database() else {
+            return;
+        };
+        let racers: Vec<_> = (0..8u8)
+            .map(|n| {
+                let url = url.clone();
+                std::thread::spawn(move || {
+                    Registry::connect(&url).unwrap().register(
+                        &key(0x10 + n),
+                        "http://r",
+                        &[gpu("GPU-race")],
+                        0,
+                        64,
+                    )
+                })
+            })
+            .collect();
+        let outcomes: Vec<_> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+        let won = outcomes.iter().filter(|o| o.is_ok()).count();
+        assert_eq!(won, 1, "{outcomes:?}");
+        assert!(outcomes
+            .iter()
+            .all(|o| matches!(o, Ok(_) | Err(RegistryError::ClaimedElsewhere { .. }))));
     }
 
     #[test]
@@ -637,5 +942,23 @@ mod tests {
             .to_string();
         assert!(err.contains("move it away"), "{err}");
         assert_eq!(err.matches("not a database").count(), 1, "{err}");
+    }
+
+    #[test]
+    fn an_unreachable_database_says_what_to_do() {
+        // A port nothing listens on (the discard port, closed on test machines).
+        let err = Registry::connect("postgres://pog@127.0.0.1:9/none")
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains("check that the server is up"), "{err}");
+        let err = Registry::connect("mysql://x")
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            err.contains("postgres://user:password@host:port/database"),
+            "{err}"
+        );
     }
 }

@@ -170,15 +170,19 @@ mod tests {
     }
 
     /// Records stored at once from many threads come out of the registry in the order the
-    /// log holds them.
+    /// log holds them (on SQLite and on PostgreSQL).
     #[test]
     fn the_registry_and_the_log_hold_records_in_one_order() {
+        for place in crate::registry::testing::Place::all() {
+            in_one_order(place.open());
+        }
+    }
+
+    fn in_one_order(registry: Registry) {
         let dir = tempfile::tempdir().unwrap();
         let signer = Identity::from_seed([3; 32]);
         let ledger = ValidatorLedger::open(dir.path(), &signer, None).unwrap();
-        let store = Arc::new(
-            RecordStore::new(signer, Registry::open(None).unwrap()).with_ledger(Arc::new(ledger)),
-        );
+        let store = Arc::new(RecordStore::new(signer, registry).with_ledger(Arc::new(ledger)));
         let threads: Vec<_> = (0..8)
             .map(|t| {
                 let store = store.clone();

@@ -45,6 +45,11 @@ pub struct ValidatorArgs {
     /// Address to listen on: host:port, the host a name or an address.
     #[arg(long, default_value = "127.0.0.1:7071", value_name = "HOST:PORT")]
     pub listen: String,
+    /// Keep the registry and the records in this PostgreSQL database
+    /// (postgres://user:password@host:port/database, no TLS), shared with the fleet's other
+    /// validators [default: registry.sqlite in the data dir].
+    #[arg(long, env = "POG_DATABASE", value_name = "URL")]
+    pub database: Option<String>,
     /// Seconds between the starts of two rounds of challenges to every registered GPU.
     #[arg(long, default_value = "60", value_parser = parse_seconds)]
     pub challenge_every: Duration,

@@ -318,7 +318,7 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     say(format_args!("validator key: {}", app.public_key()));
     say(format_args!(
         "listening on {local}, registry {}",
-        app.registry_path().display()
+        app.registry_place()
     ));
     let mut modes = Vec::new();
     if args.test_plan {
@@ -431,5 +431,6 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
             .then_some((args.market.clear_every, args.market.clear_mechanism)),
         checkpoint_every: args.checkpoint_every,
         witnesses: args.witnesses.clone(),
+        database: args.database.clone(),
     })
 }

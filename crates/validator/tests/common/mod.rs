@@ -209,10 +209,7 @@ impl Harness {
         let identity = Identity::from_seed(self.seed);
         let in_dir = |name: &str| self.dir.as_ref().map(|d| d.join(name));
         let registry_path = self.registry.clone().or_else(|| in_dir("registry.sqlite"));
-        let mut records = RecordStore::new(
-            Identity::from_seed(self.seed),
-            Registry::open(registry_path.as_deref()).unwrap(),
-        );
+        let mut records = RecordStore::new(Identity::from_seed(self.seed), registry(registry_path));
         match self.ledger {
             Some(LedgerOf::Dir(dir)) => {
                 let ledger = ValidatorLedger::open(&dir, &identity, None).unwrap();
@@ -500,4 +497,16 @@ pub fn connect_from(
         .unwrap();
     stream.set_nonblocking(false).unwrap();
     stream
+}
+
+/// A test validator's registry: in the SQLite file `path`, or where none is given, in memory
+/// or, with `POG_TEST_STORE=postgres` (`scripts/test.sh` runs the suite so once more), in a
+/// database of its own on the test PostgreSQL server.
+pub fn registry(path: Option<PathBuf>) -> Registry {
+    if path.is_none() && std::env::var("POG_TEST_STORE").as_deref() == Ok("postgres") {
+        let url = pog_validator::postgres::testing::fresh_postgres_database()
+            .expect("POG_TEST_STORE=postgres needs POG_TEST_POSTGRES_URL");
+        return Registry::connect(&url).unwrap();
+    }
+    Registry::open(path.as_deref()).unwrap()
 }

@@ -1,0 +1,615 @@
+//! The registry on PostgreSQL (`pog validator --database postgres://…`): the same agents, GPUs,
+//! releases and records as the embedded SQLite registry, in one database that several
+//! validators share. A GPU is one agent's across every validator on the database (its row is
+//! the one place a claim is made, under the agent's row lock), and a record stored by one is
+//! read by all.
+//!
+//! The store is async (tokio-postgres) and keeps a few connections of its own. It runs on a
+//! runtime of its own, one thread: the validator's subsystems that still call the registry
+//! from blocking code ([`crate::registry::Registry`]'s methods) wait on it from any thread or
+//! runtime, and a caller on a single-threaded runtime never waits on a connection task that
+//! only its own thread could drive.
+
+use pog_proof::wire::GpuClaim;
+use pog_records::{Change, RECORD_VERSION};
+use pog_signed::{GpuUuid, PublicKey};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use tokio_postgres::{Client, NoTls, Row};
+
+use crate::registry_model::{
+    change_of, check_bar, check_cap, check_version, cut_page, NewRecord, RegisteredGpu,
+    RegistryError,
+};
+
+/// The registry's schema, one step per version: step `i` takes a database at version `i` to
+/// `i + 1` ([`SCHEMA_VERSION`] steps in all). A step is never changed once released: a new
+/// column is a new step.
+const MIGRATIONS: &[&str] = &["
+CREATE TABLE agents (key TEXT PRIMARY KEY, endpoint TEXT NOT NULL);
+CREATE TABLE gpus (uuid TEXT PRIMARY KEY, agent TEXT NOT NULL REFERENCES agents(key), model TEXT NOT NULL, bus_id TEXT NOT NULL, simulated BOOLEAN NOT NULL DEFAULT FALSE);
+CREATE INDEX gpus_by_agent ON gpus (agent, uuid);
+CREATE TABLE released (uuid TEXT NOT NULL, agent TEXT NOT NULL, until_ms BIGINT NOT NULL, PRIMARY KEY (uuid, agent));
+CREATE TABLE records (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    challenge_id TEXT NOT NULL UNIQUE,
+    gpu_uuid TEXT NOT NULL,
+    accepted BOOLEAN NOT NULL,
+    version BIGINT NOT NULL,
+    kind TEXT,
+    envelope TEXT NOT NULL
+);
+CREATE INDEX records_by_gpu ON records (gpu_uuid, id);
+"];
+
+/// The schema version this pog writes and reads.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// An arbitrary key of the advisory lock that validators starting at once on one database take
+/// to migrate it one at a time.
+const MIGRATION_LOCK: i64 = 0x706f_675f_7265_6731;
+
+/// Connections kept open between uses.
+const KEPT_CONNECTIONS: usize = 8;
+
+/// Connections in use at once at most (each caller beyond waits for one).
+const MAX_CONNECTIONS: usize = 16;
+
+/// A PostgreSQL error with its causes (the driver's `Display` says only "db error").
+pub(crate) fn described(e: &tokio_postgres::Error) -> RegistryError {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    RegistryError::Postgres(text)
+}
+
+impl From<tokio_postgres::Error> for RegistryError {
+    fn from(e: tokio_postgres::Error) -> RegistryError {
+        described(&e)
+    }
+}
+
+/// `url` without its password (to print).
+pub fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let user_info = &url[scheme + 3..at];
+            match user_info.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// The registry on a PostgreSQL database: cheap to clone (the clones share the connections).
+#[derive(Clone)]
+pub struct PgRegistry {
+    pool: Arc<Pool>,
+    runtime: Arc<StoreRuntime>,
+}
+
+/// The connections: those kept idle, and permits for those in use.
+struct Pool {
+    config: tokio_postgres::Config,
+    idle: Mutex<Vec<Client>>,
+    permits: tokio::sync::Semaphore,
+}
+
+/// A connection taken from the pool, given back when dropped (unless it broke).
+struct Lease<'a> {
+    client: Option<Client>,
+    pool: &'a Pool,
+    _permit: tokio::sync::SemaphorePermit<'a>,
+}
+
+impl std::ops::Deref for Lease<'_> {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        self.client.as_ref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Lease<'_> {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.client.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            let mut idle = self.pool.idle.lock().unwrap_or_else(|p| p.into_inner());
+            if !client.is_closed() && idle.len() < KEPT_CONNECTIONS {
+                idle.push(client);
+            }
+        }
+    }
+}
+
+impl Pool {
+    /// A connection: one kept, else a new one.
+    async fn get(&self) -> Result<Lease<'_>, RegistryError> {
+        let permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| RegistryError::Postgres("the store is closing".into()))?;
+        let kept = {
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            std::iter::from_fn(|| idle.pop()).find(|c| !c.is_closed())
+        };
+        let client = match kept {
+            Some(client) => client,
+            None => {
+                let (client, connection) = self.config.connect(NoTls).await?;
+                tokio::spawn(async move {
+                    if let Err(e) = connection.await {
+                        tracing::warn!(error = %described(&e), "a PostgreSQL connection of the registry closed");
+                    }
+                });
+                client
+            }
+        };
+        Ok(Lease {
+            client: Some(client),
+            pool: self,
+            _permit: permit,
+        })
+    }
+}
+
+/// The store's own runtime, on a thread of its own; it stops when the last handle goes.
+struct StoreRuntime {
+    handle: tokio::runtime::Handle,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl StoreRuntime {
+    fn start() -> Result<StoreRuntime, RegistryError> {
+        let failed = |e: std::io::Error| {
+            RegistryError::Postgres(format!("starting the store's runtime: {e}"))
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(failed)?;
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("pog-postgres".into())
+            .spawn(move || {
+                runtime.block_on(async {
+                    let _ = stopped.await;
+                })
+            })
+            .map_err(failed)?;
+        Ok(StoreRuntime {
+            handle,
+            _stop: stop,
+        })
+    }
+}
+
+impl PgRegistry {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/database`, or
+    /// the `key=value` form), brings its schema up to this pog's version (a database of an
+    /// older one is migrated; one of a newer pog is refused, with what to do), and keeps a few
+    /// connections open from then on.
+    pub fn connect(url: &str) -> Result<PgRegistry, RegistryError> {
+        let config: tokio_postgres::Config = url.parse().map_err(|e| {
+            RegistryError::Postgres(format!(
+                "the database URL is not a PostgreSQL URL ({e}); write it as postgres://user:password@host:port/database"
+            ))
+        })?;
+        let registry = PgRegistry {
+            pool: Arc::new(Pool {
+                config,
+                idle: Mutex::new(Vec::new()),
+                permits: tokio::sync::Semaphore::new(MAX_CONNECTIONS),
+            }),
+            runtime: Arc::new(StoreRuntime::start()?),
+        };
+        registry.block(|r| async move { r.migrate().await })?;
+        Ok(registry)
+    }
+
+    /// Runs `work` on the store's runtime and waits for it (from blocking code, or from a task
+    /// of any runtime: the store's connections are driven by its own thread).
+    pub fn block<T, F>(&self, work: impl FnOnce(PgRegistry) -> F) -> Result<T, RegistryError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, RegistryError>> + Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let future = work(self.clone());
+        self.runtime.handle.spawn(async move {
+            let _ = tx.send(future.await);
+        });
+        rx.recv()
+            .map_err(|_| RegistryError::Postgres("the store's runtime stopped".into()))?
+    }
+
+    /// Brings the schema to [`SCHEMA_VERSION`] under an advisory lock (validators starting at
+    /// once migrate one after the other), or refuses a newer one.
+    async fn migrate(&self) -> Result<(), RegistryError> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await?;
+        tx.batch_execute("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")
+            .await?;
+        let found: Option<i64> = tx
+            .query_opt("SELECT MAX(version) FROM schema_version", &[])
+            .await?
+            .and_then(|row| row.get(0));
+        let found = found.unwrap_or(0);
+        check_version(found, SCHEMA_VERSION)?;
+        for (from, step) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+            tx.batch_execute(step).await?;
+            tracing::info!(
+                from,
+                to = from + 1,
+                "migrated the registry's PostgreSQL schema"
+            );
+        }
+        tx.execute("DELETE FROM schema_version", &[]).await?;
+        tx.execute(
+            "INSERT INTO schema_version (version) VALUES ($1)",
+            &[&SCHEMA_VERSION],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// [`crate::registry::Registry::register`] on this database.
+    pub async fn register(
+        &self,
+        agent: &PublicKey,
+        endpoint: &str,
+        gpus: &[GpuClaim],
+        now_ms: u64,
+        max_gpus: usize,
+    ) -> Result<Vec<Change>, RegistryError> {
+        let agent = agent.as_str();
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let old_endpoint: Option<String> = tx
+            .query_opt("SELECT endpoint FROM agents WHERE key = $1", &[&agent])
+            .await?
+            .map(|r| r.try_get(0))
+            .transpose()?;
+        let moved = old_endpoint.is_some_and(|old| old != endpoint);
+        // The agent's row stays locked to the end: its registrations on every validator of
+        // the fleet take turns, so the cap below counts them all.
+        tx.execute(
+            "INSERT INTO agents (key, endpoint) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET endpoint = $2",
+            &[&agent, &endpoint],
+        )
+        .await?;
+        let mut changes = Vec::with_capacity(gpus.len());
+        for claim in gpus {
+            let GpuClaim {
+                uuid,
+                model,
+                bus_id,
+                simulated,
+            } = claim;
+            let barred: Option<i64> = tx
+                .query_opt(
+                    "SELECT until_ms FROM released WHERE uuid = $1 AND agent = $2",
+                    &[&uuid.as_str(), &agent],
+                )
+                .await?
+                .map(|r| r.try_get(0))
+                .transpose()?;
+            check_bar(uuid, barred, now_ms)?;
+            // The claim: a new row, or the one there already (locked: another validator's
+            // registration of the same GPU waits for this one to end).
+            let inserted = tx
+                .execute(
+                    "INSERT INTO gpus (uuid, agent, model, bus_id, simulated) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (uuid) DO NOTHING",
+                    &[&uuid.as_str(), &agent, model, bus_id, simulated],
+                )
+                .await?;
+            if inserted == 1 {
+                changes.push(Change::New);
+                continue;
+            }
+            let row = tx
+                .query_one(
+                    "SELECT agent, model, bus_id, simulated FROM gpus WHERE uuid = $1 FOR UPDATE",
+                    &[&uuid.as_str()],
+                )
+                .await?;
+            let (owner, old_model, old_bus, old_simulated): (String, String, String, bool) = (
+                row.try_get(0)?,
+                row.try_get(1)?,
+                row.try_get(2)?,
+                row.try_get(3)?,
+            );
+            if owner != agent {
+                return Err(RegistryError::ClaimedElsewhere {
+                    uuid: uuid.to_string(),
+                    owner,
+                });
+            }
+            tx.execute(
+                "UPDATE gpus SET model = $2, bus_id = $3, simulated = $4 WHERE uuid = $1",
+                &[&uuid.as_str(), model, bus_id, simulated],
+            )
+            .await?;
+            changes.push(change_of(
+                (&old_model, &old_bus, old_simulated),
+                claim,
+                moved,
+            ));
+        }
+        let would_hold: i64 = tx
+            .query_one("SELECT COUNT(*) FROM gpus WHERE agent = $1", &[&agent])
+            .await?
+            .try_get(0)?;
+        check_cap(would_hold, max_gpus)?;
+        tx.commit().await?;
+        Ok(changes)
+    }
+
+    /// [`crate::registry::Registry::release`] on this database.
+    pub async fn release(
+        &self,
+        uuid: &str,
+        barred_until_ms: u64,
+    ) -> Result<Option<RegisteredGpu>, RegistryError> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let Some(row) = tx
+            .query_opt(
+                &format!("{GPU_SELECT} WHERE g.uuid = $1 FOR UPDATE OF g"),
+                &[&uuid],
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        let gpu = gpu_row(&row)?;
+        tx.execute("DELETE FROM gpus WHERE uuid = $1", &[&uuid])
+            .await?;
+        tx.execute(
+            "INSERT INTO released (uuid, agent, until_ms) VALUES ($1, $2, $3) ON CONFLICT (uuid, agent) DO UPDATE SET until_ms = $3",
+            &[&uuid, &gpu.agent.as_str(), &(barred_until_ms as i64)],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Some(gpu))
+    }
+
+    /// [`crate::registry::Registry::gpus`] on this database.
+    pub async fn gpus(
+        &self,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<RegisteredGpu>, RegistryError> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query(
+                &format!("{GPU_SELECT} WHERE g.uuid > $1 ORDER BY g.uuid LIMIT $2"),
+                &[&after, &(limit as i64)],
+            )
+            .await?;
+        rows.iter().map(gpu_row).collect()
+    }
+
+    /// [`crate::registry::Registry::gpu`] on this database.
+    pub async fn gpu(&self, uuid: &str) -> Result<Option<RegisteredGpu>, RegistryError> {
+        let client = self.pool.get().await?;
+        let row = client
+            .query_opt(&format!("{GPU_SELECT} WHERE g.uuid = $1"), &[&uuid])
+            .await?;
+        row.as_ref().map(gpu_row).transpose()
+    }
+
+    /// [`crate::registry::Registry::gpus_by_agent`] on this database.
+    pub async fn gpus_by_agent(&self) -> Result<Vec<(String, Vec<String>)>, RegistryError> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query("SELECT agent, uuid FROM gpus ORDER BY agent, uuid", &[])
+            .await?;
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for row in rows {
+            let (agent, uuid): (String, String) = (row.try_get(0)?, row.try_get(1)?);
+            match groups.last_mut() {
+                Some((last, uuids)) if *last == agent => uuids.push(uuid),
+                _ => groups.push((agent, vec![uuid])),
+            }
+        }
+        Ok(groups)
+    }
+
+    /// [`crate::registry::Registry::record`] on this database.
+    pub async fn record(
+        &self,
+        challenge_id: &str,
+        gpu_uuid: &str,
+        accepted: bool,
+        envelope_json: &str,
+    ) -> Result<(), RegistryError> {
+        // The envelope's kind, kept beside it (what `records_since` announces).
+        let kind = serde_json::from_str::<serde_json::Value>(envelope_json)
+            .ok()
+            .and_then(|v| v.get("kind")?.as_str().map(str::to_owned));
+        let client = self.pool.get().await?;
+        client
+            .execute(
+                "INSERT INTO records (challenge_id, gpu_uuid, accepted, version, kind, envelope) VALUES ($1, $2, $3, $4, $5, $6)",
+                &[&challenge_id, &gpu_uuid, &accepted, &i64::from(RECORD_VERSION), &kind, &envelope_json],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// [`crate::registry::Registry::has_record`] on this database.
+    pub async fn has_record(&self, challenge_id: &str) -> Result<bool, RegistryError> {
+        let client = self.pool.get().await?;
+        Ok(client
+            .query_opt(
+                "SELECT 1 FROM records WHERE challenge_id = $1",
+                &[&challenge_id],
+            )
+            .await?
+            .is_some())
+    }
+
+    /// [`crate::registry::Registry::records_since`] on this database.
+    pub async fn records_since(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<NewRecord>, RegistryError> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query(
+                "SELECT id, gpu_uuid, kind FROM records WHERE id > $1 ORDER BY id LIMIT $2",
+                &[&after, &(limit as i64)],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(NewRecord {
+                    id: r.try_get(0)?,
+                    gpu_uuid: r.try_get(1)?,
+                    kind: r.try_get(2)?,
+                })
+            })
+            .collect()
+    }
+
+    /// [`crate::registry::Registry::latest_records`] on this database.
+    pub async fn latest_records(
+        &self,
+        gpu_uuid: &str,
+        limit: usize,
+    ) -> Result<Vec<(i64, String)>, RegistryError> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query(
+                "SELECT id, envelope FROM records WHERE gpu_uuid = $1 AND challenge_id NOT LIKE 'registration-%' AND challenge_id NOT LIKE 'report-%' ORDER BY id DESC LIMIT $2",
+                &[&gpu_uuid, &(limit as i64)],
+            )
+            .await?;
+        let mut rows = rows
+            .iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect::<Result<Vec<(i64, String)>, RegistryError>>()?;
+        rows.reverse();
+        Ok(rows)
+    }
+
+    /// [`crate::registry::Registry::records_within`] on this database.
+    pub async fn records_within(
+        &self,
+        gpu_uuid: &str,
+        after: i64,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<(Vec<(i64, String)>, bool), RegistryError> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query(
+                "SELECT id, envelope FROM records WHERE gpu_uuid = $1 AND id > $2 ORDER BY id LIMIT $3",
+                &[&gpu_uuid, &after, &(limit as i64)],
+            )
+            .await?;
+        cut_page(
+            rows.into_iter()
+                .map(|r| Ok::<_, tokio_postgres::Error>((r.try_get(0)?, r.try_get(1)?))),
+            max_bytes,
+        )
+    }
+}
+
+/// A registered GPU's columns, for [`gpu_row`].
+const GPU_SELECT: &str = "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated FROM gpus g JOIN agents a ON a.key = g.agent";
+
+/// A registered GPU from a row of [`GPU_SELECT`].
+fn gpu_row(r: &Row) -> Result<RegisteredGpu, RegistryError> {
+    let bad = |what: &str, e: &dyn std::fmt::Display| {
+        RegistryError::Postgres(format!("a stored {what} that does not parse: {e}"))
+    };
+    Ok(RegisteredGpu {
+        uuid: GpuUuid::new(r.try_get::<_, String>(0)?).map_err(|e| bad("GPU UUID", &e))?,
+        agent: PublicKey::try_from(r.try_get::<_, String>(1)?).map_err(|e| bad("agent key", &e))?,
+        endpoint: r.try_get(2)?,
+        model: r.try_get(3)?,
+        bus_id: r.try_get(4)?,
+        simulated: r.try_get(5)?,
+    })
+}
+
+/// For the tests (this crate's and its integration tests): databases of their own on the test
+/// server that `scripts/postgres.sh` starts and `scripts/test.sh` names in
+/// `POG_TEST_POSTGRES_URL`.
+pub mod testing {
+    /// The variable naming the test server.
+    pub const URL_VAR: &str = "POG_TEST_POSTGRES_URL";
+
+    /// Runs `sql` on the PostgreSQL database at `url` (on a thread and runtime of its own, so
+    /// that any test may call it).
+    pub fn on_server(url: &str, sql: &str) {
+        let (url, sql) = (url.to_owned(), sql.to_owned());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                    .await
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "the test PostgreSQL server at {url} ({URL_VAR}) does not answer: {e}"
+                        )
+                    });
+                tokio::spawn(connection);
+                client.batch_execute(&sql).await.unwrap();
+            })
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The URL of a new, empty database on the test server (`POG_TEST_POSTGRES_URL`); `None`
+    /// without one, unless one is required (`POG_REQUIRE_POSTGRES` or `CI` set): then the test
+    /// fails, so that CI never passes without the PostgreSQL half of the suite.
+    pub fn fresh_postgres_database() -> Option<String> {
+        let set = |var: &str| std::env::var(var).is_ok_and(|v| !v.is_empty());
+        let Some(base) = std::env::var(URL_VAR).ok().filter(|v| !v.is_empty()) else {
+            assert!(
+                !set("POG_REQUIRE_POSTGRES") && !set("CI"),
+                "{URL_VAR} is not set, and the PostgreSQL half of the store tests is required \
+                 here: start a server with `scripts/postgres.sh start` and set {URL_VAR} to the \
+                 URL it prints (scripts/test.sh does both)"
+            );
+            eprintln!("the PostgreSQL half of the store tests is skipped: {URL_VAR} is not set (scripts/test.sh starts a server and sets it)");
+            return None;
+        };
+        let name = format!("pog_test_{}", hex::encode(pog_signed::random_bytes::<8>()));
+        on_server(&base, &format!("CREATE DATABASE {name}"));
+        let (url, query) = base.split_once('?').unwrap_or((&base, ""));
+        let slash = url
+            .rfind('/')
+            .filter(|&i| i > "postgres://".len())
+            .unwrap_or(url.len());
+        let query = if query.is_empty() {
+            String::new()
+        } else {
+            format!("?{query}")
+        };
+        Some(format!("{}/{name}{query}", &url[..slash]))
+    }
+}

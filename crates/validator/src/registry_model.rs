@@ -1,0 +1,144 @@
+//! What the validator's registry holds (registered GPUs, new records) and the rules every store
+//! of it keeps alike, SQLite ([`crate::registry`]) and PostgreSQL ([`crate::postgres`]).
+
+use pog_proof::wire::GpuClaim;
+use pog_records::Change;
+use pog_signed::{GpuUuid, PublicKey};
+
+/// A stored record as [`crate::registry::Registry::records_since`] announces it: its row, its GPU and its
+/// envelope's kind (`None` when the stored text is not an envelope).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRecord {
+    /// Its row id: records are announced in id order.
+    pub id: i64,
+    /// The GPU it is about.
+    pub gpu_uuid: String,
+    /// Its envelope's kind, `None` when the stored text is not an envelope.
+    pub kind: Option<String>,
+}
+
+/// A registered GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisteredGpu {
+    /// The GPU's UUID as the agent claimed it.
+    pub uuid: GpuUuid,
+    /// The owning agent's public key.
+    pub agent: PublicKey,
+    /// Where the agent takes challenges (a checked `http(s)` origin).
+    pub endpoint: String,
+    /// The GPU model as the agent claimed it.
+    pub model: String,
+    /// Its PCI address as the agent claimed it.
+    pub bus_id: String,
+    /// A GPU of the simulated test double.
+    pub simulated: bool,
+}
+
+/// Why a registry change was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// Another agent holds the GPU already.
+    #[error("GPU {uuid} is already registered by another agent ({owner})")]
+    ClaimedElsewhere {
+        /// The GPU.
+        uuid: String,
+        /// The public key (hex) of the agent holding it.
+        owner: String,
+    },
+    /// The agent would hold more GPUs than one agent may.
+    #[error("an agent may hold at most {max} GPUs; this registration would give it {would_hold}")]
+    TooManyGpus {
+        /// The most GPUs one agent may hold.
+        max: usize,
+        /// How many it would hold after this registration.
+        would_hold: usize,
+    },
+    /// The GPU was released from this agent for failing and is barred from it for a while.
+    #[error("GPU {uuid} was released from this agent for failing its challenges; it may register it again in {wait_s} s")]
+    Barred {
+        /// The GPU.
+        uuid: String,
+        /// Seconds until it may be registered again.
+        wait_s: u64,
+    },
+    /// The SQLite database failed.
+    #[error("the registry database failed ({0}); if the file is damaged, restore it from a backup or move it away to start a new registry")]
+    Database(#[from] rusqlite::Error),
+    /// The PostgreSQL database failed or could not be reached.
+    #[error("the registry's PostgreSQL database failed ({0}); check that the server is up and that the --database URL reaches it")]
+    Postgres(String),
+    /// The database's schema was written by a newer pog.
+    #[error("the registry's schema is version {found}, newer than this pog's ({known}): a newer pog wrote it; run that pog (or a newer one) on it, or give this one another database (a new --data-dir, or another --database)")]
+    NewerSchema {
+        /// The version found in the database.
+        found: i64,
+        /// The newest version this pog knows.
+        known: i64,
+    },
+}
+
+/// Refuses a schema newer than `known`, saying what to do.
+pub(crate) fn check_version(found: i64, known: i64) -> Result<(), RegistryError> {
+    if found > known {
+        return Err(RegistryError::NewerSchema { found, known });
+    }
+    Ok(())
+}
+
+/// A registration's rules, the same on every store. A GPU released from this agent is refused
+/// until its bar (`until_ms`) runs out.
+pub(crate) fn check_bar(
+    uuid: &GpuUuid,
+    until_ms: Option<i64>,
+    now_ms: u64,
+) -> Result<(), RegistryError> {
+    match until_ms.filter(|until| *until as u64 > now_ms) {
+        Some(until) => Err(RegistryError::Barred {
+            uuid: uuid.to_string(),
+            wait_s: (until as u64 - now_ms).div_ceil(1000),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// What registering again a GPU this agent holds (as `model`, `bus_id`, `simulated`) changes.
+pub(crate) fn change_of(old: (&str, &str, bool), claim: &GpuClaim, moved: bool) -> Change {
+    let same = old == (claim.model.as_str(), claim.bus_id.as_str(), claim.simulated);
+    if same && !moved {
+        Change::Same
+    } else {
+        Change::Changed
+    }
+}
+
+/// The cap holds per key across registrations, not only per message.
+pub(crate) fn check_cap(would_hold: i64, max: usize) -> Result<(), RegistryError> {
+    if would_hold as usize > max {
+        return Err(RegistryError::TooManyGpus {
+            max,
+            would_hold: would_hold as usize,
+        });
+    }
+    Ok(())
+}
+
+/// A page of `(id, envelope)` rows, stopping before the envelopes' JSON would pass
+/// `max_bytes` (the first row is always taken); true when it stopped for that.
+pub(crate) fn cut_page<E>(
+    rows: impl IntoIterator<Item = Result<(i64, String), E>>,
+    max_bytes: usize,
+) -> Result<(Vec<(i64, String)>, bool), RegistryError>
+where
+    RegistryError: From<E>,
+{
+    let (mut page, mut bytes) = (Vec::new(), 0usize);
+    for row in rows {
+        let (id, envelope) = row?;
+        bytes = bytes.saturating_add(envelope.len());
+        if bytes > max_bytes && !page.is_empty() {
+            return Ok((page, true));
+        }
+        page.push((id, envelope));
+    }
+    Ok((page, false))
+}

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL cluster for the tests (the validator's stores on PostgreSQL):
+#
+#   scripts/postgres.sh start [DIR]   initdb in DIR (a new temp dir when left out), start the
+#                                     server on a free port of 127.0.0.1, print its URL
+#                                     (postgres://pog@127.0.0.1:PORT/postgres) on stdout
+#   scripts/postgres.sh stop DIR      stop it and remove DIR
+#
+# The server programs (initdb, pg_ctl, postgres) come from /usr/lib/postgresql/*/bin or PATH;
+# where they are missing, Debian's `postgresql` is installed with apt-get. They refuse to run
+# as root: as root, the cluster belongs to an unprivileged user (`postgres` where it exists,
+# else `pogtest`, made with useradd; POG_POSTGRES_RUN_AS names another), and every server
+# program runs as that user.
+# The cluster trusts local connections and runs without fsync: it is for tests only.
+set -euo pipefail
+
+say() { echo "postgres.sh: $*" >&2; }
+
+bin_dir() {
+    local d
+    for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+        [ -x "$d/initdb" ] && { echo "$d"; return 0; }
+    done
+    command -v initdb >/dev/null 2>&1 && { dirname "$(command -v initdb)"; return 0; }
+    return 1
+}
+
+install_postgres() {
+    say "no initdb found: installing Debian's postgresql with apt-get"
+    local sudo=()
+    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
+}
+
+# The user the server programs run as, and how to run a command as them.
+run_user() {
+    if [ "$(id -u)" -ne 0 ]; then
+        id -un
+        return
+    fi
+    if [ -n "${POG_POSTGRES_RUN_AS:-}" ]; then
+        id "$POG_POSTGRES_RUN_AS" >/dev/null 2>&1 || useradd --system --no-create-home \
+            --shell /usr/sbin/nologin "$POG_POSTGRES_RUN_AS" >&2
+        echo "$POG_POSTGRES_RUN_AS"
+        return
+    fi
+    if id postgres >/dev/null 2>&1; then
+        echo postgres
+        return
+    fi
+    if ! id pogtest >/dev/null 2>&1; then
+        useradd --system --no-create-home --shell /usr/sbin/nologin pogtest >&2 \
+            || useradd -r -M -s /bin/false pogtest >&2
+    fi
+    echo pogtest
+}
+
+as_user() {
+    local user=$1
+    shift
+    if [ "$(id -u)" -ne 0 ]; then
+        "$@"
+    elif command -v runuser >/dev/null 2>&1; then
+        runuser -u "$user" -- "$@"
+    elif command -v setpriv >/dev/null 2>&1; then
+        setpriv --reuid="$user" --regid="$(id -g "$user")" --init-groups -- "$@"
+    else
+        su -s /bin/sh "$user" -c "$(printf '%q ' "$@")"
+    fi
+}
+
+port_free() {
+    ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+start() {
+    local bin dir user port tries
+    bin=$(bin_dir) || { install_postgres; bin=$(bin_dir) || { say "initdb is still missing after installing postgresql"; exit 1; }; }
+    dir=${1:-$(mktemp -d /tmp/pog-postgres.XXXXXX)}
+    mkdir -p "$dir"
+    user=$(run_user)
+    # The user must reach the directory: a temp dir is 0700 and root's.
+    chmod 0755 "$dir"
+    mkdir -p "$dir/data" "$dir/socket"
+    [ "$(id -u)" -ne 0 ] || chown -R "$user" "$dir/data" "$dir/socket"
+    as_user "$user" "$bin/initdb" -D "$dir/data" -U pog --auth=trust --encoding=UTF8 \
+        --no-locale >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; say "initdb failed"; exit 1; }
+    for tries in $(seq 1 20); do
+        port=$((20000 + RANDOM % 20000))
+        port_free "$port" || continue
+        if as_user "$user" "$bin/pg_ctl" -D "$dir/data" -l "$dir/data/server.log" -w -t 30 \
+            -o "-p $port -k $dir/socket -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+            start >&2; then
+            echo "$port" >"$dir/port"
+            echo "$user" >"$dir/user"
+            echo "postgres://pog@127.0.0.1:$port/postgres"
+            return 0
+        fi
+        grep -q "could not bind\|Address already in use" "$dir/data/server.log" 2>/dev/null || break
+    done
+    cat "$dir/data/server.log" >&2 2>/dev/null || true
+    say "the server did not start (see above)"
+    exit 1
+}
+
+stop() {
+    local dir=${1:?"usage: $0 stop DIR"} bin user
+    if [ -f "$dir/data/postmaster.pid" ] && bin=$(bin_dir); then
+        user=$(cat "$dir/user" 2>/dev/null || run_user)
+        as_user "$user" "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >&2 || true
+    fi
+    rm -rf "$dir"
+}
+
+case "${1:-}" in
+    start) start "${2:-}" ;;
+    stop) stop "${2:-}" ;;
+    *) echo "usage: $0 start [DIR] | stop DIR" >&2; exit 2 ;;
+esac
