@@ -424,9 +424,13 @@ fn two_witnesses_over_loopback_cosign_growth_and_refuse_a_fork() {
     let dirs = [tmp.path().join("w1"), tmp.path().join("w2")];
     let mut servers: Vec<Server> = dirs.iter().map(|d| witness_server(d, &log_vkey)).collect();
     let publish = |servers: &[Server], data: &Path, status: i32| {
+        let targets: Vec<String> = servers
+            .iter()
+            .map(|s| format!("{}={}", s.url, s.vkey))
+            .collect();
         let mut args = vec!["ledger", "--origin", &origin, "publish"];
-        for s in servers {
-            args.extend_from_slice(&["--witness", &s.url]);
+        for t in &targets {
+            args.extend_from_slice(&["--witness", t]);
         }
         pog_json(data, &args, status)
     };
@@ -526,7 +530,12 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
     let mut net = Network::in_dir(tmp.path())
         .flags(&["--challenge-every", "1", "--checkpoint-every", "0.5"])
         .flags(TEST_ROUNDS)
-        .flags(&["--witness", &w1.url, "--witness", &w2.url])
+        .flags(&[
+            "--witness",
+            &format!("{}={}", w1.url, w1.vkey),
+            "--witness",
+            &format!("{}={}", w2.url, w2.vkey),
+        ])
         .agent(HOST0, &[])
         .start();
     let addr = net.validator.addr.clone();

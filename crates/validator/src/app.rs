@@ -100,8 +100,8 @@ pub struct Settings {
     pub clearing: Option<(Duration, Mechanism)>,
     /// How often a checkpoint is signed when the log grew.
     pub checkpoint_every: Duration,
-    /// The witnesses each checkpoint is sent to for a cosignature.
-    pub witnesses: Vec<String>,
+    /// The witnesses each checkpoint is sent to for a cosignature, each with its key.
+    pub witnesses: Vec<crate::ledger::WitnessTarget>,
     /// The PostgreSQL database (`postgres://…`) its registry and records are kept in, shared
     /// with the fleet's other validators; `None`: `registry.sqlite` in the data dir.
     pub database: Option<String>,
@@ -110,6 +110,9 @@ pub struct Settings {
 /// Why the validator could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
+    /// Two witnesses share a key.
+    #[error(transparent)]
+    Witnesses(#[from] crate::ledger::BadWitness),
     /// The key could not be read or made.
     #[error("the validator key {path}: {cause}")]
     Key {
@@ -181,6 +184,7 @@ impl ValidatorApp {
             .policy
             .validate()
             .map_err(ValidatorError::from)?;
+        crate::ledger::WitnessTarget::check_distinct(&settings.witnesses)?;
         let dir = &settings.data_dir;
         let key_path = dir.join("validator.key");
         let identity = pog_net::keys::load_or_create(&key_path).map_err(|cause| AppError::Key {

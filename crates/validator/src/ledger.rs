@@ -20,7 +20,7 @@ use axum::Router;
 use hyper::body::{Bytes, Frame, SizeHint};
 use pog_ledger::checkpoint::SignedCheckpoint;
 use pog_ledger::entry::{Entry, EntryError};
-use pog_ledger::note::{Note, NoteError, NoteSigner, ALG_ED25519};
+use pog_ledger::note::{Note, NoteError, NoteSigner, Verifier, ALG_COSIGNATURE_V1, ALG_ED25519};
 use pog_ledger::serve::{LogAnswer, TILE_CACHE_CONTROL, TILE_CONTENT_TYPE};
 use pog_ledger::store::{GroupCommit, Ledger, StoreError, TileReader};
 use pog_ledger::witness::AddCheckpoint;
@@ -112,6 +112,8 @@ pub struct ValidatorLedger {
     signer: NoteSigner,
     /// The last publication left a witness without a cosignature: retry on the next tick.
     retry_witnesses: Mutex<bool>,
+    /// The size each witness (by URL) said it holds: the next publication starts there.
+    witness_sizes: Mutex<std::collections::HashMap<String, u64>>,
     /// How long each witness has to answer a publication.
     witness_deadline: Duration,
 }
@@ -141,6 +143,7 @@ impl ValidatorLedger {
             ledger,
             signer,
             retry_witnesses: Mutex::new(false),
+            witness_sizes: Mutex::default(),
             witness_deadline: WITNESS_DEADLINE,
         }
     }
@@ -239,6 +242,87 @@ pub struct WitnessAnswer {
     pub status: u16,
     /// The cosignature line, or why there is none.
     pub answer: String,
+    /// The size the witness said it holds for the log (the checkpoint's when it cosigned, the
+    /// one a 409 named otherwise): where the next publication starts, in one request.
+    pub size: Option<u64>,
+}
+
+/// A witness the log asks for cosignatures (`URL=VKEY`): where it answers
+/// c2sp.org/tlog-witness's `add-checkpoint`, and the cosignature key (type 0x04) its answer
+/// must verify under. Configured with its key, a witness cannot answer in another's name, and
+/// of an answer of several lines (a witness holding several keys) the expected key's is taken.
+#[derive(Debug, Clone)]
+pub struct WitnessTarget {
+    /// The prefix its `add-checkpoint` is under (`http://host:7400`).
+    pub url: String,
+    /// Its cosignature verifier key.
+    pub key: Verifier,
+}
+
+/// Why a witness target (`URL=VKEY`) is refused.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BadWitness {
+    /// Not `URL=VKEY`.
+    #[error("witness {0:?}: give URL=VKEY (its add-checkpoint prefix and its cosignature key, as `pog witness vkey` prints it)")]
+    Form(String),
+    /// The URL is not an http(s) origin.
+    #[error("witness {url:?}: {why}")]
+    Url {
+        /// The URL given.
+        url: String,
+        /// Why it is refused.
+        why: pog_net::endpoint::EndpointError,
+    },
+    /// The key is not a cosignature verifier key.
+    #[error("witness {url}: {why}")]
+    Key {
+        /// The witness's URL.
+        url: String,
+        /// Why the key is refused.
+        why: String,
+    },
+    /// Two witnesses with one key: one would answer in the other's place.
+    #[error("witnesses {0} and {1} have the same key")]
+    SameKey(String, String),
+}
+
+impl std::str::FromStr for WitnessTarget {
+    type Err = BadWitness;
+
+    fn from_str(text: &str) -> Result<WitnessTarget, BadWitness> {
+        // A URL holds no '=' (queries are refused), a vkey's base64 of 33 bytes none either.
+        let (url, vkey) = text
+            .split_once('=')
+            .ok_or_else(|| BadWitness::Form(text.to_string()))?;
+        // The operator's own choice of witness: a private address is allowed.
+        let url = pog_net::endpoint::validate(url, true).map_err(|why| BadWitness::Url {
+            url: url.to_string(),
+            why,
+        })?;
+        let key = Verifier::parse(vkey).map_err(|e| BadWitness::Key {
+            url: url.clone(),
+            why: e.to_string(),
+        })?;
+        if key.alg() != ALG_COSIGNATURE_V1 {
+            return Err(BadWitness::Key {
+                url,
+                why: format!("{} is not a cosignature key (type 0x04)", key.name()),
+            });
+        }
+        Ok(WitnessTarget { url, key })
+    }
+}
+
+impl WitnessTarget {
+    /// Refuses a list where two witnesses share a key.
+    pub fn check_distinct(targets: &[WitnessTarget]) -> Result<(), BadWitness> {
+        for (i, a) in targets.iter().enumerate() {
+            if let Some(b) = targets[i + 1..].iter().find(|b| b.key == a.key) {
+                return Err(BadWitness::SameKey(a.url.clone(), b.url.clone()));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What a publication did: the checkpoint as stored now (with every cosignature obtained) and
@@ -277,21 +361,29 @@ fn witness_settings() -> pog_net::http::ClientSettings {
 /// The most bytes a witness's answer may hold (a cosignature line, or a size with a 409).
 const MAX_WITNESS_ANSWER_BYTES: usize = 64 << 10;
 
-/// Asks one witness (URL prefix of its `add-checkpoint`) to cosign the stored checkpoint,
-/// starting from old size 0 and following its 409 answer with the size it last cosigned.
-async fn ask_witness(ledger: &Ledger, client: &reqwest::Client, url: &str) -> WitnessAnswer {
+/// Asks one witness to cosign the stored checkpoint, starting from `old` (the size it held at
+/// the last publication, 0 the first time) and following its 409 answer with the size it
+/// holds, so that a publication costs one request as long as nothing else talks to it.
+async fn ask_witness(
+    ledger: &Ledger,
+    client: &reqwest::Client,
+    url: &str,
+    mut old: u64,
+) -> WitnessAnswer {
     let endpoint = format!("{}/add-checkpoint", url.trim_end_matches('/'));
-    let answer = |cosigned, status, answer: String| WitnessAnswer {
+    let answer = |cosigned, status, answer: String, size| WitnessAnswer {
         url: url.to_string(),
         cosigned,
         status,
         answer,
+        size,
     };
-    let mut old = 0;
     for _ in 0..2 {
-        let body = match request_body(ledger, old) {
+        // A remembered size beyond the checkpoint (the witness saw another history): start
+        // from 0, and let its 409 say where it stands.
+        let body = match request_body(ledger, old).or_else(|_| request_body(ledger, 0)) {
             Ok((body, _)) => body,
-            Err(e) => return answer(false, 409, e.to_string()),
+            Err(e) => return answer(false, 409, e.to_string(), None),
         };
         let sent = async {
             let mut r = client.post(&endpoint).body(body).send().await?;
@@ -319,24 +411,31 @@ async fn ask_witness(ledger: &Ledger, client: &reqwest::Client, url: &str) -> Wi
                     false,
                     status,
                     format!("the witness's answer exceeds {MAX_WITNESS_ANSWER_BYTES} bytes"),
+                    None,
                 )
             }
             Ok(Ok(answered)) => Ok(answered),
             Err(e) => Err(e),
         };
         match sent {
-            Err(e) => return answer(false, 0, format!("no answer: {e}")),
+            Err(e) => return answer(false, 0, format!("no answer: {e}"), None),
             Ok((409, true, text)) if text.trim().parse::<u64>().is_ok_and(|n| n != old) => {
                 old = text.trim().parse().expect("checked");
             }
-            Ok((200, _, line)) => return answer(true, 200, line.trim_end().to_string()),
-            Ok((status, _, text)) => return answer(false, status, text.trim_end().to_string()),
+            Ok((200, _, lines)) => {
+                let size = request_body(ledger, 0).ok().map(|(_, size)| size);
+                return answer(true, 200, lines.trim_end().to_string(), size);
+            }
+            Ok((status, _, text)) => {
+                return answer(false, status, text.trim_end().to_string(), Some(old))
+            }
         }
     }
     answer(
         false,
         409,
         "the witness keeps changing its latest size".into(),
+        Some(old),
     )
 }
 
@@ -349,32 +448,37 @@ async fn ask_witness(ledger: &Ledger, client: &reqwest::Client, url: &str) -> Wi
 pub async fn publish(
     ledger: &Arc<Ledger>,
     client: &reqwest::Client,
-    urls: &[String],
+    targets: &[WitnessTarget],
     deadline: Duration,
+    held: &std::collections::HashMap<String, u64>,
 ) -> Result<Published, LedgerError> {
     let checkpoint = stored_checkpoint(ledger)?;
     let mut asks = tokio::task::JoinSet::new();
     let mut slots = std::collections::HashMap::new();
-    for (slot, url) in urls.iter().enumerate() {
-        let (ledger, client, url) = (ledger.clone(), client.clone(), url.clone());
+    for (slot, target) in targets.iter().enumerate() {
+        let (ledger, client, url) = (ledger.clone(), client.clone(), target.url.clone());
+        let old = held.get(&url).copied().unwrap_or(0);
         let task = asks.spawn(async move {
-            let asked = tokio::time::timeout(deadline, ask_witness(&ledger, &client, &url)).await;
+            let asked =
+                tokio::time::timeout(deadline, ask_witness(&ledger, &client, &url, old)).await;
             asked.unwrap_or_else(|_| WitnessAnswer {
                 answer: format!("no answer within {} s", deadline.as_secs_f64()),
                 url,
                 cosigned: false,
                 status: 0,
+                size: None,
             })
         });
         slots.insert(task.id(), slot);
     }
-    let mut witnesses: Vec<WitnessAnswer> = urls
+    let mut witnesses: Vec<WitnessAnswer> = targets
         .iter()
-        .map(|url| WitnessAnswer {
-            url: url.clone(),
+        .map(|t| WitnessAnswer {
+            url: t.url.clone(),
             cosigned: false,
             status: 0,
             answer: "not asked".into(),
+            size: None,
         })
         .collect();
     let mut with = checkpoint.clone();
@@ -399,7 +503,7 @@ pub async fn publish(
             continue;
         };
         witnesses[slot] = answer;
-        if admit(&mut witnesses, slot, &checkpoint) {
+        if admit(&mut witnesses[slot], &targets[slot].key, &checkpoint) {
             with = attach(&checkpoint, &witnesses)?;
             blocking(|| ledger.log().store_checkpoint(&with.to_text()))?;
         }
@@ -415,51 +519,44 @@ fn signer_name(line: &str) -> Option<&str> {
     line.strip_prefix("\u{2014} ")?.split(' ').next()
 }
 
-/// Checks the cosignature that witness `slot` answered with, alone, so that one witness's bad
-/// answer costs only its own cosignature: one signature line, not in the log's name, readable
-/// beside the checkpoint's own lines, and under a name no witness listed before it answered
-/// with (when one listed after it had, that one loses it: the order of the list decides,
-/// whatever order the answers come in). A refused answer is marked so; whether the
+/// Checks the answer of the witness whose key is `key`: of its lines (a witness may sign
+/// with several keys, as c2sp.org/tlog-witness allows), the one that verifies under `key` over
+/// `checkpoint` is kept as its cosignature; an answer with none is marked refused. Whether the
 /// cosignatures to attach changed.
-fn admit(witnesses: &mut [WitnessAnswer], slot: usize, checkpoint: &SignedCheckpoint) -> bool {
-    if !witnesses[slot].cosigned {
+fn admit(answer: &mut WitnessAnswer, key: &Verifier, checkpoint: &SignedCheckpoint) -> bool {
+    if !answer.cosigned {
         return false;
     }
-    let line = witnesses[slot].answer.trim_end().to_string();
-    let name = signer_name(&line).map(str::to_string);
-    let holder = |name: &str| {
-        witnesses.iter().enumerate().position(|(k, w)| {
-            k != slot && w.cosigned && signer_name(w.answer.trim_end()) == Some(name)
-        })
+    let verifies = |line: &str| {
+        SignedCheckpoint::parse(format!("{}{line}\n", checkpoint.to_text()).as_bytes()).is_ok_and(
+            |signed| {
+                signed
+                    .cosignatures(std::slice::from_ref(key))
+                    .iter()
+                    .any(|(_, verified)| verified.is_ok())
+            },
+        )
     };
-    let parses = |line: &str| {
-        SignedCheckpoint::parse(format!("{}{line}\n", checkpoint.to_text()).as_bytes()).is_ok()
-    };
-    let refused = match name.as_deref() {
-        _ if line.contains('\n') => Some("more than one line"),
-        None => Some("not a cosignature line"),
-        Some(name) if name == checkpoint.checkpoint.origin => Some("a line in the log's own name"),
-        Some(_) if !parses(&line) => Some("not a readable signature line"),
-        Some(name) => match holder(name) {
-            Some(other) if other < slot => Some("a name another witness answered with"),
-            Some(other) => {
-                refuse(
-                    &mut witnesses[other],
-                    "a name another witness answered with",
-                );
-                None
-            }
-            None => None,
-        },
-    };
-    match refused {
-        Some(why) => {
-            refuse(&mut witnesses[slot], why);
+    let chosen = answer
+        .answer
+        .lines()
+        .take(MAX_COSIGNATURE_LINES)
+        .find(|line| verifies(line))
+        .map(str::to_string);
+    match chosen {
+        Some(line) => {
+            answer.answer = line;
+            true
+        }
+        None => {
+            refuse(answer, "no line verifies under the witness's key");
             false
         }
-        None => true,
     }
 }
+
+/// The most lines of a witness's answer looked at (one per key it signs with).
+const MAX_COSIGNATURE_LINES: usize = 16;
 
 /// Marks a witness's answer as no cosignature, saying why.
 fn refuse(answer: &mut WitnessAnswer, why: &str) {
@@ -509,14 +606,31 @@ impl ValidatorLedger {
     pub async fn tick(
         &self,
         client: &reqwest::Client,
-        witnesses: &[String],
+        witnesses: &[WitnessTarget],
     ) -> Result<Tick, LedgerError> {
         let signed = self.checkpoint_if_grown()?.map(|c| c.checkpoint.size);
         let retry = *self.retry_witnesses.locked();
         let published = if !witnesses.is_empty() && (signed.is_some() || retry) {
-            let p = publish(&self.ledger, client, witnesses, self.witness_deadline).await;
+            let held = self.witness_sizes.locked().clone();
+            let p = publish(
+                &self.ledger,
+                client,
+                witnesses,
+                self.witness_deadline,
+                &held,
+            )
+            .await;
             // A failed publication (e.g. no checkpoint could be read) is retried too.
             *self.retry_witnesses.locked() = !p.as_ref().is_ok_and(Published::all_cosigned);
+            if let Ok(p) = &p {
+                let mut sizes = self.witness_sizes.locked();
+                for w in &p.witnesses {
+                    match w.size {
+                        Some(size) => sizes.insert(w.url.clone(), size),
+                        None => sizes.remove(&w.url),
+                    };
+                }
+            }
             Some(p?)
         } else {
             None
@@ -531,7 +645,7 @@ impl ValidatorLedger {
 pub async fn checkpoint_on_schedule(
     ledger: Arc<ValidatorLedger>,
     every: Duration,
-    (client, witnesses): (reqwest::Client, Vec<String>),
+    (client, witnesses): (reqwest::Client, Vec<WitnessTarget>),
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {

@@ -19,7 +19,7 @@ use pog_ledger::tiles::{tiles_of, TileError, TileId, TileSource, TiledTree};
 use pog_ledger::witness::Witness;
 use pog_net::serve::Limits;
 use pog_signed::{Identity, RecordKind};
-use pog_validator::ledger::{ValidatorLedger, WitnessAnswer};
+use pog_validator::ledger::{ValidatorLedger, WitnessAnswer, WitnessTarget};
 use pog_validator::validator::{Validator, ValidatorError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -166,17 +166,40 @@ async fn every_signed_record_is_logged_served_and_verifies() {
 }
 
 /// A witness on loopback (pog-ledger's witness logic behind tlog-witness's endpoint).
-async fn start_witness(seed: u8, log: &Verifier) -> (String, Verifier) {
+/// A witness at `url` whose key is `key` (a hostile or absent one: any cosignature key).
+fn target(url: &str, key: &Verifier) -> WitnessTarget {
+    WitnessTarget {
+        url: url.to_string(),
+        key: key.clone(),
+    }
+}
+
+/// A cosignature key no witness here signs with.
+fn stranger(seed: u8) -> Verifier {
+    NoteSigner::new(&format!("pog.test/s{seed}"), ALG_COSIGNATURE_V1, [seed; 32])
+        .unwrap()
+        .verifier()
+        .clone()
+}
+
+/// A witness following `log`: its URL prefix, its key, and the count of requests it got.
+async fn start_witness(
+    seed: u8,
+    log: &Verifier,
+) -> (String, Verifier, Arc<std::sync::atomic::AtomicUsize>) {
     let signer =
         NoteSigner::new(&format!("pog.test/w{seed}"), ALG_COSIGNATURE_V1, [seed; 32]).unwrap();
     let vkey = signer.verifier().clone();
     let mut witness = Witness::new(signer);
     witness.follow(log.clone(), None);
     let witness = Arc::new(Mutex::new(witness));
+    let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = requests.clone();
     let router = axum::Router::new().route(
         "/add-checkpoint",
         axum::routing::post(move |body: axum::body::Bytes| {
             let witness = witness.clone();
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             async move {
                 let r = pog_ledger::serve::witness_add_checkpoint(
                     &mut witness.lock().unwrap(),
@@ -197,7 +220,7 @@ async fn start_witness(seed: u8, log: &Verifier) -> (String, Verifier) {
         router,
         Limits::small_requests(),
     ));
-    (url, vkey)
+    (url, vkey, requests)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -207,15 +230,19 @@ async fn checkpoints_are_cosigned_and_a_missed_witness_is_asked_again() {
     let (v, url) = (h.v.clone(), h.url.clone());
     let ledger = v.records().ledger().unwrap().clone();
     let log_key = Verifier::parse(&ledger.vkey()).unwrap();
-    let (w1, k1) = start_witness(21, &log_key).await;
-    let (w2, k2) = start_witness(22, &log_key).await;
+    let (w1, k1, asked1) = start_witness(21, &log_key).await;
+    let (w2, k2, _) = start_witness(22, &log_key).await;
     // A third URL where nothing listens yet.
     let (late_listener, late_url) = listen().await;
     drop(late_listener);
     let status = h.agent(8, vec![claim(GPU)]).await.status();
     assert_eq!(status, 200);
     let client = pog_validator::ledger::witness_client().unwrap();
-    let witnesses = vec![w1.clone(), w2.clone(), late_url.clone()];
+    let witnesses = vec![
+        target(&w1, &k1),
+        target(&w2, &k2),
+        target(&late_url, &stranger(23)),
+    ];
 
     let tick = ledger.tick(&client, &witnesses).await.unwrap();
     assert_eq!(tick.signed, Some(1));
@@ -260,6 +287,9 @@ async fn checkpoints_are_cosigned_and_a_missed_witness_is_asked_again() {
     };
     let report = verify_bundle(&bundle, &log_key, &policy, None);
     assert!(report.ok(), "{:?}", report.problems);
+    // Each publication cost a witness one request: it starts from the size the witness said
+    // it holds (from 0 each time, every later one would be two: a 409, then the retry).
+    assert_eq!(asked1.load(std::sync::atomic::Ordering::Relaxed), 3);
     // Nothing new and nobody missed: no publication.
     let idle = ledger.tick(&client, &witnesses[..2]).await.unwrap();
     assert!(idle.signed.is_none() && idle.published.is_none());
@@ -372,6 +402,58 @@ async fn fixed_witness(body: String) -> String {
     url
 }
 
+/// A witness cosigning with two keys (c2sp.org/tlog-witness lets one answer with a line per
+/// key): its URL and its second key.
+async fn two_key_witness(log: &Verifier) -> (String, Verifier) {
+    let signer = |seed: u8| {
+        NoteSigner::new(&format!("pog.test/k{seed}"), ALG_COSIGNATURE_V1, [seed; 32]).unwrap()
+    };
+    let second = signer(52).verifier().clone();
+    let witnesses: Vec<Witness> = [51, 52]
+        .map(|seed| {
+            let mut w = Witness::new(signer(seed));
+            w.follow(log.clone(), None);
+            w
+        })
+        .into();
+    let witnesses = Arc::new(Mutex::new(witnesses));
+    let router = axum::Router::new().route(
+        "/add-checkpoint",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let witnesses = witnesses.clone();
+            async move {
+                let mut lines = Vec::new();
+                for w in witnesses.lock().unwrap().iter_mut() {
+                    let r = pog_ledger::serve::witness_add_checkpoint(w, &body, 1_700_000_000);
+                    if r.status != 200 {
+                        return (
+                            axum::http::StatusCode::from_u16(r.status).unwrap(),
+                            [(axum::http::header::CONTENT_TYPE, r.content_type)],
+                            r.body,
+                        );
+                    }
+                    lines.extend(r.body);
+                }
+                (
+                    axum::http::StatusCode::OK,
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "text/plain; charset=utf-8",
+                    )],
+                    lines,
+                )
+            }
+        }),
+    );
+    let (listener, url) = listen().await;
+    tokio::spawn(pog_net::http::serve(
+        listener,
+        router,
+        Limits::small_requests(),
+    ));
+    (url, second)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_witness_answering_garbage_or_in_others_names_costs_only_its_own_cosignature() {
     let dir = tempfile::tempdir().unwrap();
@@ -379,11 +461,13 @@ async fn a_witness_answering_garbage_or_in_others_names_costs_only_its_own_cosig
     let (v, url) = (h.v.clone(), h.url.clone());
     let ledger = v.records().ledger().unwrap().clone();
     let log_key = Verifier::parse(&ledger.vkey()).unwrap();
-    let (honest, honest_key) = start_witness(31, &log_key).await;
+    let (honest, honest_key, _) = start_witness(31, &log_key).await;
+    let (two_keys, second_key) = two_key_witness(&log_key).await;
     let status = h.agent(8, vec![claim(GPU)]).await.status();
     assert_eq!(status, 200);
     // Garbage; two lines, the second in the log's own name; and a copy of the honest
-    // witness's name (a signature line it did not make).
+    // witness's name (a signature line it did not make). Each is configured with a key of
+    // its own, and none of their lines verifies under it.
     let log_name = log_key.name().to_string();
     let fake_sig = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
     let hostile = [
@@ -394,25 +478,36 @@ async fn a_witness_answering_garbage_or_in_others_names_costs_only_its_own_cosig
         .await,
         fixed_witness(format!("\u{2014} {} {fake_sig}\n", honest_key.name())).await,
     ];
-    let mut witnesses = vec![honest];
-    witnesses.extend(hostile);
+    let mut witnesses = vec![target(&honest, &honest_key)];
+    witnesses.extend(
+        hostile
+            .iter()
+            .zip(32..)
+            .map(|(url, seed)| target(url, &stranger(seed))),
+    );
+    // A witness signing with two keys answers two lines: the expected key's is taken.
+    witnesses.push(target(&two_keys, &second_key));
     let client = pog_validator::ledger::witness_client().unwrap();
     let tick = ledger.tick(&client, &witnesses).await.unwrap();
     let published = tick.published.unwrap();
     let cosigned: Vec<bool> = published.witnesses.iter().map(|w| w.cosigned).collect();
     assert_eq!(
         cosigned,
-        [true, false, false, false],
+        [true, false, false, false, true],
         "{:?}",
         published.witnesses
     );
-    for (answer, why) in published.witnesses[1..].iter().zip([
-        "not a cosignature line",
-        "more than one line",
-        "a name another witness answered with",
-    ]) {
-        assert!(answer.answer.starts_with(why), "{answer:?}");
+    for answer in &published.witnesses[1..4] {
+        assert!(
+            answer
+                .answer
+                .starts_with("no line verifies under the witness's key"),
+            "{answer:?}"
+        );
     }
+    assert!(published.witnesses[4]
+        .answer
+        .starts_with(&format!("\u{2014} {} ", second_key.name())));
     // The stored checkpoint carries the log's and the honest witness's signatures, and
     // verifies with both keys.
     let text = reqwest::get(format!("{url}/ledger/checkpoint"))
@@ -423,8 +518,10 @@ async fn a_witness_answering_garbage_or_in_others_names_costs_only_its_own_cosig
         .unwrap();
     let note = pog_ledger::note::Note::parse(text.as_bytes()).unwrap();
     assert_eq!(
-        note.verify(&[log_key, honest_key]).unwrap().len(),
-        2,
+        note.verify(&[log_key, honest_key, second_key])
+            .unwrap()
+            .len(),
+        3,
         "{text}"
     );
 }
@@ -440,7 +537,10 @@ async fn a_witness_streaming_an_endless_answer_is_cut_off() {
     let hostile = endless_witness(16 << 10).await;
     let client = pog_validator::ledger::witness_client().unwrap();
     let started = std::time::Instant::now();
-    let tick = ledger.tick(&client, &[hostile]).await.unwrap();
+    let tick = ledger
+        .tick(&client, &[target(&hostile, &stranger(43))])
+        .await
+        .unwrap();
     // Without a cap, the answer is read until the client's 20 s deadline (and held).
     assert!(
         started.elapsed() < std::time::Duration::from_secs(10),
@@ -508,12 +608,15 @@ async fn a_hanging_witness_does_not_delay_the_honest_ones_cosignature() {
     let h = Harness::new().with_ledger_of(ledger.clone()).serve().await;
     let url = h.url.clone();
     let log_key = Verifier::parse(&ledger.vkey()).unwrap();
-    let (honest, honest_key) = start_witness(41, &log_key).await;
+    let (honest, honest_key, _) = start_witness(41, &log_key).await;
     let status = h.agent(8, vec![claim(GPU)]).await.status();
     assert_eq!(status, 200);
     // The silent witness is listed first: asked one after the other, the honest witness would
     // be asked only once the silent one's deadline had passed.
-    let witnesses = vec![silent_witness().await, honest];
+    let witnesses = vec![
+        target(&silent_witness().await, &stranger(42)),
+        target(&honest, &honest_key),
+    ];
     let started = std::time::Instant::now();
     let publishing = tokio::spawn({
         let ledger = ledger.clone();

@@ -51,10 +51,10 @@ pub enum LedgerAction {
     /// Ask witnesses (`pog witness serve`, or any c2sp.org/tlog-witness) to cosign the latest
     /// checkpoint, and attach their cosignatures to it; fails when any witness refuses.
     Publish {
-        /// A witness's URL prefix (its add-checkpoint endpoint is PREFIX/add-checkpoint);
-        /// repeatable.
-        #[arg(long = "witness", value_name = "URL", required = true)]
-        witnesses: Vec<String>,
+        /// A witness by URL prefix (its add-checkpoint endpoint is URL/add-checkpoint) and
+        /// cosignature key, as URL=VKEY; repeatable.
+        #[arg(long = "witness", value_name = "URL=VKEY", required = true)]
+        witnesses: Vec<pog_validator::ledger::WitnessTarget>,
     },
     /// Write the log as static files (c2sp.org/tlog-tiles: checkpoint, tiles, entry bundles)
     /// under DIR, for any web server or mirror; full tiles already there are kept.

@@ -132,10 +132,11 @@ pub struct ValidatorArgs {
     /// checkpoint is signed and sent to the --witness URLs.
     #[arg(long, default_value = "10", value_parser = parse_seconds, value_name = "SECONDS")]
     pub checkpoint_every: Duration,
-    /// A witness (c2sp.org/tlog-witness, e.g. `pog witness serve`) by URL prefix: each new
-    /// checkpoint is sent to PREFIX/add-checkpoint and its cosignature kept; repeatable.
-    #[arg(long = "witness", value_name = "URL")]
-    pub witnesses: Vec<String>,
+    /// A witness (c2sp.org/tlog-witness, e.g. `pog witness serve`) by URL prefix and
+    /// cosignature key (`pog witness vkey`), as URL=VKEY: each new checkpoint is sent to
+    /// URL/add-checkpoint and the cosignature that verifies under VKEY kept; repeatable.
+    #[arg(long = "witness", value_name = "URL=VKEY")]
+    pub witnesses: Vec<pog_validator::ledger::WitnessTarget>,
     /// An EVM node's JSON-RPC URL (http or https): the ledger's checkpoints are anchored in the
     /// CheckpointRegistry at --anchor-contract there, paid for by --anchor-key-file's account.
     #[arg(long, value_name = "URL", requires_all = ["anchor_contract", "anchor_key_file"])]

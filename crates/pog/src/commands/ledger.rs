@@ -887,7 +887,12 @@ fn now_s() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-fn publish(global: &Global, args: &LedgerArgs, urls: &[String]) -> Result<Outcome> {
+fn publish(
+    global: &Global,
+    args: &LedgerArgs,
+    targets: &[pog_validator::ledger::WitnessTarget],
+) -> Result<Outcome> {
+    pog_validator::ledger::WitnessTarget::check_distinct(targets)?;
     let ledger = std::sync::Arc::new(open_ledger(global, args)?);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -895,8 +900,10 @@ fn publish(global: &Global, args: &LedgerArgs, urls: &[String]) -> Result<Outcom
         .context("starting the async runtime")?;
     let client = pog_validator::ledger::witness_client()?;
     let deadline = pog_validator::ledger::WITNESS_DEADLINE;
+    // One-shot: no size remembered, each witness starts from 0 and follows its 409.
+    let held = std::collections::HashMap::new();
     let published = rt.block_on(pog_validator::ledger::publish(
-        &ledger, &client, urls, deadline,
+        &ledger, &client, targets, deadline, &held,
     ))?;
     let (with, answers) = (published.checkpoint, published.witnesses);
     let cosigned = answers.iter().filter(|a| a.cosigned).count();
