@@ -14,6 +14,7 @@
 use pog_agent::misbehaviour::Cheat;
 use pog_agent::watch::Watch;
 use pog_local::provers::CpuEngine;
+use pog_net::clock::{SharedClock, SystemClock};
 use pog_net::serve::Limits;
 use pog_proof::prover::Behaviour;
 use pog_proof::wire::{kind, GpuClaim, Register};
@@ -105,6 +106,7 @@ pub struct Harness {
     market: Option<Option<PathBuf>>,
     market_limits: Option<MarketLimits>,
     pricing: PricingRun,
+    clock: SharedClock,
 }
 
 impl Default for Harness {
@@ -125,7 +127,15 @@ impl Harness {
             market: None,
             market_limits: None,
             pricing: PricingRun::Off,
+            clock: SystemClock::shared(),
         }
+    }
+
+    /// Its records, schedule, health windows and market on `clock` (a
+    /// [`pog_net::clock::ManualClock`] the test moves) instead of the system clock.
+    pub fn clock(mut self, clock: SharedClock) -> Harness {
+        self.clock = clock;
+        self
     }
 
     /// The validator's key from `seed` (another validator than the agents trust by default).
@@ -212,7 +222,8 @@ impl Harness {
         let mut records = RecordStore::new(
             Identity::from_seed(self.seed),
             Registry::open(registry_path.as_deref()).unwrap(),
-        );
+        )
+        .with_clock(self.clock.clone());
         match self.ledger {
             Some(LedgerOf::Dir(dir)) => {
                 let ledger = ValidatorLedger::open(&dir, &identity, None).unwrap();
@@ -224,7 +235,9 @@ impl Harness {
         let v = Arc::new(Validator::over(Arc::new(records), self.config).unwrap());
         let market = self.market.map(|path| {
             let path = path.or_else(|| in_dir("market.sqlite"));
-            let mut market = Market::open(path.as_deref(), &identity.public_key()).unwrap();
+            let mut market = Market::open(path.as_deref(), &identity.public_key())
+                .unwrap()
+                .with_clock(self.clock.clone());
             if let Some(limits) = self.market_limits {
                 market = market.with_limits(limits);
             }
