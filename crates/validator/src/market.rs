@@ -39,8 +39,8 @@ use pog_market::quote::Quote;
 use pog_market::{
     Book, BookError, ClearingRecord, GpuClass, Mechanism, OpenOrder, Order, OrderId, Side,
 };
-use pog_net::http::ApiError;
 use pog_net::clock::{SharedClock, SystemClock};
+use pog_net::http::ApiError;
 use pog_net::locked::Locked;
 
 use pog_signed::{Envelope, Identity, PublicKey, WireError};
@@ -1084,8 +1084,8 @@ async fn history_route(State(m): State<Arc<Market>>, Query(q): Query<HistoryQuer
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pog_proof::timing::now_ms;
     use pog_market::Price;
+    use pog_proof::timing::now_ms;
 
     fn validator() -> Identity {
         Identity::from_seed([1; 32])

@@ -5,16 +5,15 @@
 
 mod common;
 
-use common::{claim, policy, Harness};
+use common::{claim, policy, records_of, register, Harness};
 use pog_market::{GpuClass, Order, OrderId, Price, Side};
 use pog_net::clock::ManualClock;
-use pog_proof::wire::{kind, GpuClaim, Register, MAX_HEALTH_WINDOW_MS};
+use pog_proof::wire::MAX_HEALTH_WINDOW_MS;
 use pog_records::FailureKind;
 use pog_signed::Identity;
 use pog_validator::health::FIRST_WINDOW_MS;
 use pog_validator::market::{BookView, SubmitMessage, SUBMIT_KIND};
 use pog_validator::schedule::{Rounds, Schedule};
-use pog_validator::validator::RecordPage;
 use std::time::Duration;
 
 /// 2030-01-01T00:00:00Z: a time the system clock is not at, so that a stamp that came from
@@ -27,32 +26,6 @@ const MINUTE: Duration = Duration::from_secs(60);
 fn dead_endpoint() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     format!("http://{}", listener.local_addr().unwrap())
-}
-
-/// Registers `gpus` for `key` at `endpoint`; the status and the body of the answer.
-async fn register(vurl: &str, key: &Identity, endpoint: &str, gpus: Vec<GpuClaim>) -> (u16, String) {
-    let register = Register {
-        endpoint: endpoint.into(),
-        gpus,
-    };
-    let response = reqwest::Client::new()
-        .post(format!("{vurl}/v1/register"))
-        .json(&key.seal(kind::REGISTER, &register).unwrap())
-        .send()
-        .await
-        .unwrap();
-    (response.status().as_u16(), response.text().await.unwrap())
-}
-
-/// Every record of a GPU (registration events included), from the API.
-async fn records_of(vurl: &str, uuid: &str) -> Vec<serde_json::Value> {
-    let page: RecordPage = reqwest::get(format!("{vurl}/v1/records/{uuid}?limit=1000"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    page.records.into_iter().map(|r| r.record).collect()
 }
 
 /// A GPU whose agent never answers misses rounds counted on the validator's clock, is released
@@ -85,7 +58,10 @@ async fn a_silent_gpu_is_released_and_its_bar_lifts_on_the_validators_clock() {
     clock.advance(MINUTE);
     assert_eq!(rounds.start(), 3);
     rounds.settled().await;
-    assert!(h.v.registry().gpu("GPU-silent").unwrap().is_none(), "released");
+    assert!(
+        h.v.registry().gpu("GPU-silent").unwrap().is_none(),
+        "released"
+    );
 
     let records = records_of(&h.url, "GPU-silent").await;
     let stamped = |pick: &dyn Fn(&serde_json::Value) -> bool| -> Vec<u64> {
@@ -97,7 +73,11 @@ async fn a_silent_gpu_is_released_and_its_bar_lifts_on_the_validators_clock() {
     };
     let proofs = stamped(&|r| r.get("challenge").is_some());
     assert_eq!(proofs, vec![T0, T0 + 120_000], "{records:?}");
-    let missed = stamped(&|r| r["record_id"].as_str().is_some_and(|id| id.starts_with("missed-")));
+    let missed = stamped(&|r| {
+        r["record_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("missed-"))
+    });
     assert_eq!(missed, vec![T0 + 60_000], "{records:?}");
     let released = stamped(&|r| r["event"] == "released");
     assert_eq!(released, vec![T0 + 120_000], "{records:?}");
@@ -118,7 +98,10 @@ async fn a_silent_gpu_is_released_and_its_bar_lifts_on_the_validators_clock() {
     assert!(body.contains("in 60 s"), "{body}");
     clock.advance(MINUTE);
     let (status, body) = register(&h.url, &squatter, &dead, vec![claim("GPU-silent")]).await;
-    assert_eq!(status, 200, "the bar lifted an hour after the release: {body}");
+    assert_eq!(
+        status, 200,
+        "the bar lifted an hour after the release: {body}"
+    );
 }
 
 /// A GPU's health windows are judged at the validator's clock: the first is the last
@@ -137,15 +120,26 @@ async fn health_windows_are_judged_at_the_validators_clock() {
 
     let first = h.v.collect_health("GPU-h").await.unwrap();
     assert_eq!(window(&first), (T0 - FIRST_WINDOW_MS, T0, T0));
-    assert_eq!(first.failure.as_ref().unwrap().kind, FailureKind::Unreachable);
+    assert_eq!(
+        first.failure.as_ref().unwrap().kind,
+        FailureKind::Unreachable
+    );
 
     let t1 = clock.advance(10 * MINUTE);
     let next = h.v.collect_health("GPU-h").await.unwrap();
-    assert_eq!(window(&next), (T0, t1, t1), "starts where the last one ended");
+    assert_eq!(
+        window(&next),
+        (T0, t1, t1),
+        "starts where the last one ended"
+    );
 
     let t2 = clock.advance(Duration::from_secs(3 * 24 * 3600));
     let late = h.v.collect_health("GPU-h").await.unwrap();
-    assert_eq!(window(&late), (t2 - MAX_HEALTH_WINDOW_MS, t2, t2), "at most an hour back");
+    assert_eq!(
+        window(&late),
+        (t2 - MAX_HEALTH_WINDOW_MS, t2, t2),
+        "at most an hour back"
+    );
 
     // The clock stepped back before the last window's end (NTP): a first window again.
     let t3 = t2 - 30 * 60_000;
@@ -194,10 +188,24 @@ async fn orders_expire_and_clearings_age_on_the_validators_clock() {
     };
     // Expired by the validator's clock already (an hour before T0, long after the system
     // clock's now): refused.
-    let stale = post("/v1/market/submit", submit(T0 - 3_600_000)).await.unwrap();
-    assert_eq!(stale.status().as_u16(), 400, "{}", stale.text().await.unwrap());
-    let taken = post("/v1/market/submit", submit(T0 + 3_600_000)).await.unwrap();
-    assert_eq!(taken.status().as_u16(), 200, "{}", taken.text().await.unwrap());
+    let stale = post("/v1/market/submit", submit(T0 - 3_600_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        stale.status().as_u16(),
+        400,
+        "{}",
+        stale.text().await.unwrap()
+    );
+    let taken = post("/v1/market/submit", submit(T0 + 3_600_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        taken.status().as_u16(),
+        200,
+        "{}",
+        taken.text().await.unwrap()
+    );
     let book = || async {
         reqwest::get(format!("{}/v1/market/book", h.url))
             .await
@@ -233,6 +241,8 @@ async fn orders_expire_and_clearings_age_on_the_validators_clock() {
     };
     let old = post("/v1/market/clear", clear(T0)).await.unwrap();
     assert_eq!(old.status().as_u16(), 400, "{}", old.text().await.unwrap());
-    let now = post("/v1/market/clear", clear(T0 + 3_600_000)).await.unwrap();
+    let now = post("/v1/market/clear", clear(T0 + 3_600_000))
+        .await
+        .unwrap();
     assert_eq!(now.status().as_u16(), 200, "{}", now.text().await.unwrap());
 }

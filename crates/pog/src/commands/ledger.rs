@@ -19,7 +19,7 @@
 
 mod anchor;
 
-use crate::chain::load_anchored;
+use pog_anchor::service::load_anchored;
 use crate::cli::ledger::{
     CosignArgs, ExportArgs, LedgerAction, LedgerArgs, ProveLedgerArgs, ServeArgs, VerifyArgs,
     WitnessAction, WitnessArgs,
@@ -423,21 +423,7 @@ fn export(global: &Global, args: &LedgerArgs, e: &ExportArgs) -> Result<Outcome>
         };
         return export_at(global, args, e, anchored);
     }
-    let text = match std::fs::read_to_string(dir.join("checkpoint")) {
-        Ok(text) => text,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            bail!(
-                "the ledger in {} has no checkpoint yet: run `pog ledger checkpoint`",
-                dir.display()
-            )
-        }
-        Err(err) => {
-            return Err(err)
-                .with_context(|| format!("reading {}", dir.join("checkpoint").display()))
-        }
-    };
-    let checkpoint = SignedCheckpoint::parse(text.as_bytes())
-        .map_err(|err| anyhow!("the ledger's stored checkpoint is unreadable: {err}"))?;
+    let checkpoint = pog_anchor::service::stored_checkpoint(&dir)?;
     export_at(global, args, e, checkpoint)
 }
 

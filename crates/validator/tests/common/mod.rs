@@ -514,3 +514,45 @@ pub fn connect_from(
     stream.set_nonblocking(false).unwrap();
     stream
 }
+
+/// Posts a registration of `gpus` at `endpoint`, signed by `key`; returns the HTTP status and
+/// the body.
+pub async fn register(
+    vurl: &str,
+    key: &Identity,
+    endpoint: &str,
+    gpus: Vec<GpuClaim>,
+) -> (u16, String) {
+    let envelope = key
+        .seal(
+            kind::REGISTER,
+            &Register {
+                endpoint: endpoint.into(),
+                gpus,
+            },
+        )
+        .unwrap();
+    post_envelope(vurl, &envelope).await
+}
+
+/// Posts a signed registration envelope; returns the HTTP status and the body.
+pub async fn post_envelope(vurl: &str, envelope: &pog_signed::Envelope) -> (u16, String) {
+    let r = reqwest::Client::new()
+        .post(format!("{vurl}/v1/register"))
+        .json(envelope)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// Every record of a GPU, from the API.
+pub async fn records_of(vurl: &str, uuid: &str) -> Vec<serde_json::Value> {
+    let page: pog_validator::validator::RecordPage = reqwest::get(format!("{vurl}/v1/records/{uuid}?limit=1000"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    page.records.into_iter().map(|r| r.record).collect()
+}
