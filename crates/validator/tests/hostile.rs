@@ -12,7 +12,7 @@ use pog_records::FailureKind;
 use pog_records::Gemm;
 use pog_signed::{Envelope, Identity};
 use pog_validator::schedule::Schedule;
-use pog_validator::validator::{Config, GpuList, RecordPage, Validator};
+use pog_validator::validator::{Config, GpuList, Validator};
 use std::io::{Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -19,7 +19,6 @@
 
 mod anchor;
 
-use pog_anchor::service::load_anchored;
 use crate::cli::ledger::{
     CosignArgs, ExportArgs, LedgerAction, LedgerArgs, ProveLedgerArgs, ServeArgs, VerifyArgs,
     WitnessAction, WitnessArgs,
@@ -28,6 +27,7 @@ use crate::cli::Global;
 use crate::host::data_dir;
 use crate::output::{print_json, table, verdict_line, Outcome, Verdict};
 use anyhow::{anyhow, bail, Context, Result};
+use pog_anchor::service::load_anchored;
 use pog_ledger::bundle::{check_tail, compare_with_earlier, verify_bundle, Bundle, WitnessPolicy};
 use pog_ledger::checkpoint::SignedCheckpoint;
 use pog_ledger::entry::Entry;

@@ -548,11 +548,12 @@ pub async fn post_envelope(vurl: &str, envelope: &pog_signed::Envelope) -> (u16,
 
 /// Every record of a GPU, from the API.
 pub async fn records_of(vurl: &str, uuid: &str) -> Vec<serde_json::Value> {
-    let page: pog_validator::validator::RecordPage = reqwest::get(format!("{vurl}/v1/records/{uuid}?limit=1000"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page: pog_validator::validator::RecordPage =
+        reqwest::get(format!("{vurl}/v1/records/{uuid}?limit=1000"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
     page.records.into_iter().map(|r| r.record).collect()
 }
