@@ -16,6 +16,8 @@
 //!   and the gas it used), reads the anchor at a size and the latest anchor of an origin.
 //! - [`check_anchor`]: compares a checkpoint with what the chain anchors at its size (what
 //!   `pog verify --chain` reports).
+//! - [`service`]: the validator's anchoring task ([`service::AnchorSchedule`]) and the
+//!   checkpoints it reads and keeps beside the ledger.
 //!
 //! The contract's interface is declared inline ([`contract`]), so building pog needs neither
 //! npm nor solc; a test checks it against the ABI solc produces.
@@ -23,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod contract;
+pub mod service;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use axum::Router;
 use pog_market::Mechanism;
+use pog_net::clock::{SharedClock, SystemClock};
 use pog_net::serve::Limits;
 use pog_signed::{Identity, PublicKey};
 use tokio::sync::watch;
@@ -177,8 +178,17 @@ pub struct ValidatorApp {
 impl ValidatorApp {
     /// Opens (creating where needed) the key, the registry, the market and the ledger in
     /// `settings.data_dir`, and checks the policy and the hardened clients: whatever cannot
-    /// be opened or built stops the validator here, before anything is served.
+    /// be opened or built stops the validator here, before anything is served. Its records,
+    /// schedule, health windows and market go by the system clock.
     pub fn open(settings: Settings) -> Result<ValidatorApp, AppError> {
+        ValidatorApp::open_on(settings, SystemClock::shared())
+    }
+
+    /// [`ValidatorApp::open`] on `clock` instead of the system clock (a test's
+    /// [`pog_net::clock::ManualClock`]): the records' stamps, the expiries, the release bars,
+    /// the schedule's rounds, the health windows and the market's time all read it. The
+    /// timings of an exchange do not: they are measured on the monotonic clock.
+    pub fn open_on(settings: Settings, clock: SharedClock) -> Result<ValidatorApp, AppError> {
         settings
             .schedule
             .policy
@@ -206,7 +216,8 @@ impl ValidatorApp {
                 path: market_path.clone(),
                 cause,
             })?
-            .with_limits(settings.market);
+            .with_limits(settings.market)
+            .with_clock(clock.clone());
         // Every record the validator signs goes into its transparency log first.
         let ledger_dir = dir.join("ledger");
         let ledger = ValidatorLedger::open(&ledger_dir, &identity, None).map_err(|cause| {
@@ -217,7 +228,11 @@ impl ValidatorApp {
         })?;
         let ledger = Arc::new(ledger);
         let clearer = Identity::from_seed(identity.seed());
-        let records = Arc::new(RecordStore::new(identity, registry).with_ledger(ledger.clone()));
+        let records = Arc::new(
+            RecordStore::new(identity, registry)
+                .with_ledger(ledger.clone())
+                .with_clock(clock),
+        );
         let validator = Arc::new(Validator::over(records, settings.config.clone())?);
         Ok(ValidatorApp {
             validator,

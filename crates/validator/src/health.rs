@@ -14,7 +14,6 @@
 //! down) is written into the record: that is itself a signal (one anomaly more).
 
 use crate::validator::{ExchangeError, Validator, ValidatorError};
-use pog_proof::timing::now_ms;
 use pog_proof::wire::{kind, HealthRequest, HealthSummary, MAX_HEALTH_WINDOW_MS};
 use pog_records::{HealthRecord, ProofPace};
 use pog_signed::{Envelope, PublicKey, RecordKind};
@@ -160,7 +159,7 @@ impl Validator {
             .gpu(uuid)?
             .ok_or_else(|| ValidatorError::UnknownGpu(uuid.into()))?;
         let records = self.registry().latest_records(uuid, RECORDS_READ)?;
-        let to_ms = now_ms();
+        let to_ms = self.records().now_ms();
         let last_end = records.iter().rev().find_map(|(_, json)| {
             let (kind, body) = opened(json)?;
             (kind == RecordKind::HealthRound.wire_kind())
@@ -223,7 +222,7 @@ impl Validator {
             reported,
             failure: answered.as_ref().err().map(ExchangeError::failure),
             measured,
-            recorded_at_ms: now_ms(),
+            recorded_at_ms: self.records().now_ms(),
         };
         let healthy = record.failure.is_none() && record.contradictions.is_empty();
         self.store(&record.record_id, healthy, &record)?;

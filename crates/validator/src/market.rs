@@ -39,9 +39,9 @@ use pog_market::quote::Quote;
 use pog_market::{
     Book, BookError, ClearingRecord, GpuClass, Mechanism, OpenOrder, Order, OrderId, Side,
 };
+use pog_net::clock::{SharedClock, SystemClock};
 use pog_net::http::ApiError;
 use pog_net::locked::Locked;
-use pog_proof::timing::now_ms;
 
 use pog_signed::{Envelope, Identity, PublicKey, WireError};
 use pog_spec::SpecDb;
@@ -348,6 +348,8 @@ pub struct Market {
     limits: MarketLimits,
     /// Submissions per source address ([`MarketLimits::submits_per_minute_per_source`]).
     submitters: Mutex<pog_net::buckets::PerSource>,
+    /// The wall clock orders expire and clearing requests age by.
+    clock: SharedClock,
 }
 
 struct Inner {
@@ -483,7 +485,16 @@ impl Market {
             submitters: Mutex::new(pog_net::buckets::PerSource::per_minute(
                 limits.submits_per_minute_per_source,
             )),
+            clock: SystemClock::shared(),
         })
+    }
+
+    /// The same market on `clock` instead of the system clock (a test's
+    /// [`pog_net::clock::ManualClock`]): what expires orders, ages clearing requests and
+    /// stamps the book's events. The validator's app gives it the records' clock.
+    pub fn with_clock(mut self, clock: SharedClock) -> Market {
+        self.clock = clock;
+        self
     }
 
     /// The same market under other limits (the stored book is kept whatever they are: they
@@ -538,7 +549,7 @@ impl Market {
         };
         let envelope = envelope(bytes)?;
         let mut inner = self.lock();
-        let now = now_ms();
+        let now = self.clock.now_ms();
         // Orders expired by now no longer count against the limits.
         inner.book.expire(now);
         let open = inner.book.len();
@@ -569,7 +580,7 @@ impl Market {
         }
         let envelope = envelope(bytes)?;
         let mut inner = self.lock();
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let order = inner
             .book
             .cancel(&message.id, &signer, message.sequence, now)?;
@@ -589,7 +600,7 @@ impl Market {
         let nonce = clear_nonce(&message)?;
         let envelope = envelope(bytes)?;
         let mut inner = self.lock();
-        let now = now_ms();
+        let now = self.clock.now_ms();
         // Old by the book's time too, which never goes back: after the clock steps back, a
         // request whose nonce has been forgotten (see `TakenClears`) is still refused.
         let latest = now.max(inner.book.now_ms());
@@ -627,7 +638,7 @@ impl Market {
         mechanism: Mechanism,
     ) -> Vec<Result<ClearingRecord, MarketRequestError>> {
         let due: Vec<GpuClass> = {
-            let now = now_ms();
+            let now = self.clock.now_ms();
             let mut inner = self.lock();
             let Inner { book, dirty, .. } = &mut *inner;
             let any = |c: &GpuClass, side| open_at(book, c, side, now).next().is_some();
@@ -645,7 +656,7 @@ impl Market {
                     validator: self.validator.clone(),
                     class,
                     mechanism,
-                    at_ms: now_ms(),
+                    at_ms: self.clock.now_ms(),
                     nonce: Some(fresh_clear_nonce()),
                 };
                 let envelope = operator.seal(CLEAR_KIND, &message)?;
@@ -657,7 +668,7 @@ impl Market {
 
     /// GPU-hours open in a class: (bids, asks).
     pub fn open_hours(&self, class: &GpuClass) -> (u64, u64) {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let inner = self.lock();
         let hours = |side| {
             open_at(&inner.book, class, side, now)
@@ -750,7 +761,7 @@ impl Market {
     /// above `after` (all with `None`), in submission order, at most `limit` (1 to
     /// [`MAX_BOOK_PAGE`]).
     pub fn book(&self, class: Option<&GpuClass>, after: Option<u64>, limit: usize) -> BookView {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let limit = limit.clamp(1, MAX_BOOK_PAGE);
         let inner = self.lock();
         let classes: Vec<GpuClass> = match class {
@@ -1074,6 +1085,7 @@ async fn history_route(State(m): State<Arc<Market>>, Query(q): Query<HistoryQuer
 mod tests {
     use super::*;
     use pog_market::Price;
+    use pog_proof::timing::now_ms;
 
     fn validator() -> Identity {
         Identity::from_seed([1; 32])

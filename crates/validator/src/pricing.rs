@@ -34,7 +34,6 @@ use pog_market::quote::MarketState;
 use pog_market::{Config, GpuClass, Mechanism};
 use pog_net::http::ApiError;
 use pog_net::locked::Locked;
-use pog_proof::timing::now_ms;
 use pog_records::reports as bodies;
 use pog_records::{HealthRecord, MemoryRecord, Record, StoredBody};
 use pog_signed::RecordKind;
@@ -289,7 +288,7 @@ impl Pricing {
         Ok(PostedPrice {
             seq: 0,
             gpu_uuid: a.gpu_uuid.to_string(),
-            at_ms: now_ms(),
+            at_ms: self.records.now_ms(),
             cause,
             record_id: a.latest_record,
             model: a.model.clone(),

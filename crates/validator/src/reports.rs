@@ -18,7 +18,6 @@ use axum::response::{IntoResponse, Response};
 use pog_ledger::entry::{signed_bytes, Entry, EntryError};
 use pog_net::http::ApiError;
 use pog_net::locked::Locked;
-use pog_proof::timing::now_ms;
 use pog_records::reports::{
     BadValue, BenchmarkFigures, InspectionSummary, ReportReceipt, MAX_REPORT_BYTES,
 };
@@ -366,7 +365,7 @@ impl ReportDesk {
         bytes: &[u8],
         source: std::net::IpAddr,
     ) -> Result<ReportReceipt, ReportError> {
-        let checked = check_report(bytes, now_ms(), |uuid| {
+        let checked = check_report(bytes, records.now_ms(), |uuid| {
             Ok(records.registry().gpu(uuid)?.map(|g| g.agent))
         })?;
         let receipt = |recorded, log_index| ReportReceipt {

@@ -9,7 +9,8 @@
 //!   waiting for; a GPU whose challenge is still running is skipped, not queued. Each
 //!   challenge runs under its own deadline (`Validator::challenge`), so an agent that hangs
 //!   or trickles costs only its own challenge, and an honest agent is challenged every
-//!   `every` regardless.
+//!   `every` regardless. Rounds are counted on the validator's clock ([`Rounds`]), which a
+//!   test sets and starts rounds by hand with.
 //! - **Back-off and release.** A GPU whose agent cannot be reached is skipped for a growing
 //!   number of rounds (1, 2, 4 … up to [`MAX_BACKOFF_ROUNDS`]); after `release_after`
 //!   failed rounds in a row (unreachable or rejected) its registration is released, so a
@@ -81,9 +82,7 @@ impl Validator {
                 "not challenged this round: its agent did not answer its last challenge \
                  ({failures} failed round(s) in a row), so the validator backs off"
             ),
-            recorded_at_ms: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
+            recorded_at_ms: self.records().now_ms(),
         };
         self.store(&record.record_id, false, &record)?;
         Ok(record)
@@ -173,34 +172,74 @@ pub async fn challenge_together(
     results
 }
 
-/// Runs rounds until `stop` says so; challenges already running finish (each is bounded by
-/// its deadline) before this returns.
-pub async fn run(
+/// The schedule's rounds, started one at a time: [`run`] starts one every `every`; a test
+/// starts them by hand ([`Rounds::start`], [`Rounds::settled`]) with the validator's clock
+/// where it wants it.
+///
+/// Rounds are numbered from 1 by the validator's clock
+/// ([`RecordStore::now_ms`](crate::store::RecordStore::now_ms)): a round is one more than the
+/// `every`s passed since the first round (to the nearest), and at least one more than the last
+/// round. On time, that is one more each round; a round late by whole `every`s counts the
+/// slots it missed, so that a back-off lasts the time it says; a clock that steps back never
+/// numbers a round twice.
+pub struct Rounds {
     validator: Arc<Validator>,
     schedule: Schedule,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    let state = Arc::new(Mutex::new(State::default()));
-    let permits = Arc::new(Semaphore::new(schedule.max_concurrent.max(1)));
-    let mut running = tokio::task::JoinSet::new();
-    let mut clock = tokio::time::interval(schedule.every);
-    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut round = 0u64;
-    loop {
-        tokio::select! {
-            _ = clock.tick() => {}
-            _ = stop.changed() => break,
+    stop: tokio::sync::watch::Receiver<bool>,
+    state: Arc<Mutex<State>>,
+    permits: Arc<Semaphore>,
+    running: tokio::task::JoinSet<()>,
+    /// The clock's time at the first round, and the last round's number.
+    first_ms: Option<u64>,
+    last: u64,
+}
+
+impl Rounds {
+    /// The rounds of `schedule` over `validator`'s registry, none started yet; a challenge
+    /// waiting for its turn does not start once `stop` says so.
+    pub fn new(
+        validator: Arc<Validator>,
+        schedule: Schedule,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Rounds {
+        Rounds {
+            permits: Arc::new(Semaphore::new(schedule.max_concurrent.max(1))),
+            validator,
+            schedule,
+            stop,
+            state: Arc::new(Mutex::new(State::default())),
+            running: tokio::task::JoinSet::new(),
+            first_ms: None,
+            last: 0,
         }
-        round += 1;
-        while running.try_join_next().is_some() {}
-        let uuids = match validator.registry().gpus_by_agent() {
+    }
+
+    /// The next round's number by the validator's clock now.
+    fn next_round(&mut self) -> u64 {
+        let now = self.validator.records().now_ms();
+        let every_ms = u64::try_from(self.schedule.every.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let first = *self.first_ms.get_or_insert(now);
+        let passed = now.saturating_sub(first).saturating_add(every_ms / 2) / every_ms;
+        self.last = passed.saturating_add(1).max(self.last + 1);
+        self.last
+    }
+
+    /// Starts a round: every registered GPU not in flight and not backing off is challenged
+    /// (up to `max_concurrent` at once), and each GPU skipped because its agent did not answer
+    /// gets its missed round recorded. Returns the round's number without waiting for it.
+    pub fn start(&mut self) -> u64 {
+        let round = self.next_round();
+        while self.running.try_join_next().is_some() {}
+        let uuids = match self.validator.registry().gpus_by_agent() {
             Ok(groups) => groups.into_iter().flat_map(|(_, uuids)| uuids).collect(),
             Err(e) => {
                 tracing::error!(error = %e, "reading the registry");
-                continue;
+                return round;
             }
         };
-        let (due, backing_off) = due(&state, uuids, round);
+        let (due, backing_off) = due(&self.state, uuids, round);
         tracing::debug!(
             round,
             challenged = due.len(),
@@ -208,8 +247,8 @@ pub async fn run(
             "round"
         );
         for (uuid, failures) in backing_off {
-            let v = validator.clone();
-            running.spawn(async move {
+            let v = self.validator.clone();
+            self.running.spawn(async move {
                 if let Err(e) = v.record_missed_round(&uuid, failures) {
                     tracing::error!(gpu = %uuid, error = %e, "recording a missed round");
                 }
@@ -217,13 +256,13 @@ pub async fn run(
         }
         for uuid in due {
             let (v, schedule, state, permits) = (
-                validator.clone(),
-                schedule.clone(),
-                state.clone(),
-                permits.clone(),
+                self.validator.clone(),
+                self.schedule.clone(),
+                self.state.clone(),
+                self.permits.clone(),
             );
-            let stop = stop.clone();
-            running.spawn(async move {
+            let stop = self.stop.clone();
+            self.running.spawn(async move {
                 // However this task ends (a panic included), the GPU leaves `in_flight`.
                 let _in_flight = InFlight {
                     state: state.clone(),
@@ -239,8 +278,34 @@ pub async fn run(
                 settle(&v, &schedule, &state, &uuid, round, result);
             });
         }
+        round
     }
-    while running.join_next().await.is_some() {}
+
+    /// Waits until every challenge and missed round started so far has ended (each challenge
+    /// is bounded by its deadline).
+    pub async fn settled(&mut self) {
+        while self.running.join_next().await.is_some() {}
+    }
+}
+
+/// Runs rounds until `stop` says so, one every `every` (a round is started whatever the last
+/// one is still waiting for); challenges already running finish before this returns.
+pub async fn run(
+    validator: Arc<Validator>,
+    schedule: Schedule,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut ticks = tokio::time::interval(schedule.every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut rounds = Rounds::new(validator, schedule, stop.clone());
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = stop.changed() => break,
+        }
+        rounds.start();
+    }
+    rounds.settled().await;
 }
 
 /// A GPU's place in `in_flight`, given up when its challenge task ends however it ends.

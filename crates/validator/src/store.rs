@@ -3,7 +3,10 @@
 //! reads back. The challenges, the schedule, the health rounds, the reports' intake and the
 //! pricing each reach the records through this type alone, never through the `Validator`
 //! that challenges: it is the one place a fleet's shared store (PostgreSQL) will sit behind.
+//! It also carries the validator's wall clock ([`pog_net::clock::Clock`]): whatever stamps or
+//! judges a record by the time of day reads it here, so that a test can set it.
 
+use pog_net::clock::{SharedClock, SystemClock};
 use pog_net::locked::Locked;
 use pog_records::SignedBody;
 use pog_signed::{Envelope, Identity, PublicKey, WireError};
@@ -38,13 +41,16 @@ pub struct RecordStore {
     /// Read-only connections to the registry's file for the API's page reads
     /// ([`RecordStore::read`]), kept for the next read.
     readers: Mutex<Vec<Registry>>,
+    /// The wall clock the records are stamped and judged by.
+    clock: SharedClock,
 }
 
 /// Read-only connections kept for page reads beyond those in use.
 const KEPT_READERS: usize = 8;
 
 impl RecordStore {
-    /// Records signed with `signer`'s key and kept in `registry`, without a ledger.
+    /// Records signed with `signer`'s key and kept in `registry`, without a ledger, stamped
+    /// by the system clock.
     pub fn new(signer: Identity, registry: Registry) -> RecordStore {
         RecordStore {
             signer,
@@ -52,7 +58,25 @@ impl RecordStore {
             ledger: None,
             sequence: Mutex::new(()),
             readers: Mutex::new(Vec::new()),
+            clock: SystemClock::shared(),
         }
+    }
+
+    /// These records stamped and judged by `clock` instead of the system clock (a test's
+    /// [`pog_net::clock::ManualClock`]).
+    pub fn with_clock(mut self, clock: SharedClock) -> RecordStore {
+        self.clock = clock;
+        self
+    }
+
+    /// The wall clock the records are stamped and judged by.
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    /// Now by [`RecordStore::clock`], in ms since the Unix epoch.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
     }
 
     /// These records with a ledger: every record signed from now on is appended to it durably

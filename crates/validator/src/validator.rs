@@ -14,7 +14,6 @@ use pog_net::http::{post_counted, ApiError, BuildClientError, ClientSettings};
 use pog_net::locked::Locked;
 use pog_proof::challenge::Addressee;
 use pog_proof::session::{Outcome, SpotChecked, ValidatorSession};
-use pog_proof::timing::now_ms;
 use pog_proof::wire::{kind, ChallengeMessage, Commitment, OpenRequest, Openings, Register};
 use pog_proof::wire::{MemoryReady, WalkMessage};
 use pog_records::{
@@ -368,7 +367,7 @@ impl Validator {
             agent,
             endpoint,
             gpus,
-            now_ms(),
+            self.records.now_ms(),
             self.config.max_gpus_per_agent,
         )?;
         for (gpu, change) in gpus.iter().zip(&changes) {
@@ -397,7 +396,7 @@ impl Validator {
             bus_id: gpu.bus_id.clone(),
             simulated: gpu.simulated,
             reason,
-            recorded_at_ms: now_ms(),
+            recorded_at_ms: self.records.now_ms(),
         };
         let id = format!("registration-{}", hex::encode(random_bytes::<16>()));
         self.store(&id, false, &record)
@@ -408,7 +407,7 @@ impl Validator {
     pub fn release(&self, uuid: &str, reason: &str, bar: Duration) -> Result<(), ValidatorError> {
         let released = self
             .registry()
-            .release(uuid, now_ms() + bar.as_millis() as u64)?;
+            .release(uuid, self.records.now_ms() + bar.as_millis() as u64)?;
         if let Some(gpu) = released {
             let claim = pog_proof::wire::GpuClaim {
                 uuid: gpu.uuid,
@@ -472,7 +471,7 @@ impl Validator {
         let mut set_up_ms = None;
         let remaining = || Duration::from_millis(deadline_ms).saturating_sub(started.elapsed());
         let exchange = async {
-            let issued_at_ms = now_ms();
+            let issued_at_ms = self.records.now_ms();
             let message = ChallengeMessage {
                 id: id.clone(),
                 challenge: challenge.clone(),
@@ -522,7 +521,7 @@ impl Validator {
                     let (ready, signer): (MemoryReady, PublicKey) =
                         pog_signed::decode(&answer, ready_kind)?;
                     check_ready(&ready, &signer, &id, uuid, &gpu.agent)?;
-                    let start_issued_ms = now_ms();
+                    let start_issued_ms = self.records.now_ms();
                     let walk = WalkMessage {
                         challenge_id: id.clone(),
                         walk_nonce: start,
@@ -574,7 +573,7 @@ impl Validator {
             spot_check_secret: hex::encode(secret),
             bytes_to_agent: bytes.0,
             bytes_from_agent: bytes.1,
-            recorded_at_ms: now_ms(),
+            recorded_at_ms: self.records.now_ms(),
         };
         self.store(&id, record.accepted, &record)?;
         self.proofs.note(

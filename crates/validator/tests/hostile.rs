@@ -12,40 +12,10 @@ use pog_records::FailureKind;
 use pog_records::Gemm;
 use pog_signed::{Envelope, Identity};
 use pog_validator::schedule::Schedule;
-use pog_validator::validator::{Config, GpuList, RecordPage, Validator};
+use pog_validator::validator::{Config, GpuList, Validator};
 use std::io::{Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Posts a registration of `gpus` at `endpoint`, signed by `key`; returns the HTTP status and
-/// the body.
-async fn register(
-    vurl: &str,
-    key: &Identity,
-    endpoint: &str,
-    gpus: Vec<GpuClaim>,
-) -> (u16, String) {
-    let envelope = key
-        .seal(
-            kind::REGISTER,
-            &Register {
-                endpoint: endpoint.into(),
-                gpus,
-            },
-        )
-        .unwrap();
-    post_envelope(vurl, &envelope).await
-}
-
-async fn post_envelope(vurl: &str, envelope: &Envelope) -> (u16, String) {
-    let r = reqwest::Client::new()
-        .post(format!("{vurl}/v1/register"))
-        .json(envelope)
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.text().await.unwrap())
-}
 
 /// Runs the schedule under `schedule` for `duration`, then stops it and waits for it.
 async fn run_schedule_for(v: &Arc<Validator>, schedule: Schedule, duration: Duration) {
@@ -54,17 +24,6 @@ async fn run_schedule_for(v: &Arc<Validator>, schedule: Schedule, duration: Dura
     tokio::time::sleep(duration).await;
     stop.send(true).unwrap();
     rounds.await.unwrap();
-}
-
-/// Every record of a GPU, from the API.
-async fn records_of(vurl: &str, uuid: &str) -> Vec<serde_json::Value> {
-    let page: RecordPage = reqwest::get(format!("{vurl}/v1/records/{uuid}?limit=1000"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    page.records.into_iter().map(|r| r.record).collect()
 }
 
 /// The challenge records (not registration events) among a GPU's records.

@@ -19,7 +19,6 @@
 
 mod anchor;
 
-use crate::chain::load_anchored;
 use crate::cli::ledger::{
     CosignArgs, ExportArgs, LedgerAction, LedgerArgs, ProveLedgerArgs, ServeArgs, VerifyArgs,
     WitnessAction, WitnessArgs,
@@ -28,6 +27,7 @@ use crate::cli::Global;
 use crate::host::data_dir;
 use crate::output::{print_json, table, verdict_line, Outcome, Verdict};
 use anyhow::{anyhow, bail, Context, Result};
+use pog_anchor::service::load_anchored;
 use pog_ledger::bundle::{check_tail, compare_with_earlier, verify_bundle, Bundle, WitnessPolicy};
 use pog_ledger::checkpoint::SignedCheckpoint;
 use pog_ledger::entry::Entry;
@@ -423,21 +423,7 @@ fn export(global: &Global, args: &LedgerArgs, e: &ExportArgs) -> Result<Outcome>
         };
         return export_at(global, args, e, anchored);
     }
-    let text = match std::fs::read_to_string(dir.join("checkpoint")) {
-        Ok(text) => text,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            bail!(
-                "the ledger in {} has no checkpoint yet: run `pog ledger checkpoint`",
-                dir.display()
-            )
-        }
-        Err(err) => {
-            return Err(err)
-                .with_context(|| format!("reading {}", dir.join("checkpoint").display()))
-        }
-    };
-    let checkpoint = SignedCheckpoint::parse(text.as_bytes())
-        .map_err(|err| anyhow!("the ledger's stored checkpoint is unreadable: {err}"))?;
+    let checkpoint = pog_anchor::service::stored_checkpoint(&dir)?;
     export_at(global, args, e, checkpoint)
 }
 

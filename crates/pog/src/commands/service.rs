@@ -3,7 +3,7 @@
 
 mod agent_health;
 
-use crate::chain::{anchor_on_schedule, ChainTarget};
+use crate::chain::ChainTarget;
 use crate::cli::prove::ProverKind;
 use crate::cli::service::{AgentArgs, ValidatorArgs};
 use crate::cli::Global;
@@ -13,6 +13,7 @@ use crate::render::is_simulated;
 use anyhow::{bail, Context, Result};
 use pog_agent::agent::{self, Agent};
 use pog_agent::reports;
+use pog_anchor::service::AnchorSchedule;
 use pog_inspect::GpuVerdict;
 use pog_local::provers::{CpuEngine, GpuEngine, ProverEngine};
 use pog_net::serve::Limits;
@@ -356,17 +357,8 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
             target.rpc,
             args.anchor_every.as_secs_f64()
         ));
-        let (ledger, ledger_dir, every) =
-            (app.ledger().clone(), app.ledger_dir(), args.anchor_every);
-        Box::new(move |stopped| {
-            tokio::spawn(anchor_on_schedule(
-                ledger,
-                ledger_dir,
-                target.registry,
-                every,
-                stopped,
-            ))
-        })
+        let schedule = AnchorSchedule::new(target.registry, app.ledger_dir(), args.anchor_every);
+        Box::new(move |stopped| tokio::spawn(schedule.run(stopped)))
     });
     rt.block_on(app.run(listener, signalled, anchors))?;
     Ok(Outcome(Verdict::Pass))

@@ -14,6 +14,7 @@
 use pog_agent::misbehaviour::Cheat;
 use pog_agent::watch::Watch;
 use pog_local::provers::CpuEngine;
+use pog_net::clock::{SharedClock, SystemClock};
 use pog_net::serve::Limits;
 use pog_proof::prover::Behaviour;
 use pog_proof::wire::{kind, GpuClaim, Register};
@@ -105,6 +106,7 @@ pub struct Harness {
     market: Option<Option<PathBuf>>,
     market_limits: Option<MarketLimits>,
     pricing: PricingRun,
+    clock: SharedClock,
 }
 
 impl Default for Harness {
@@ -125,7 +127,15 @@ impl Harness {
             market: None,
             market_limits: None,
             pricing: PricingRun::Off,
+            clock: SystemClock::shared(),
         }
+    }
+
+    /// Its records, schedule, health windows and market on `clock` (a
+    /// [`pog_net::clock::ManualClock`] the test moves) instead of the system clock.
+    pub fn clock(mut self, clock: SharedClock) -> Harness {
+        self.clock = clock;
+        self
     }
 
     /// The validator's key from `seed` (another validator than the agents trust by default).
@@ -209,7 +219,8 @@ impl Harness {
         let identity = Identity::from_seed(self.seed);
         let in_dir = |name: &str| self.dir.as_ref().map(|d| d.join(name));
         let registry_path = self.registry.clone().or_else(|| in_dir("registry.sqlite"));
-        let mut records = RecordStore::new(Identity::from_seed(self.seed), registry(registry_path));
+        let mut records = RecordStore::new(Identity::from_seed(self.seed), registry(registry_path))
+            .with_clock(self.clock.clone());
         match self.ledger {
             Some(LedgerOf::Dir(dir)) => {
                 let ledger = ValidatorLedger::open(&dir, &identity, None).unwrap();
@@ -221,7 +232,9 @@ impl Harness {
         let v = Arc::new(Validator::over(Arc::new(records), self.config).unwrap());
         let market = self.market.map(|path| {
             let path = path.or_else(|| in_dir("market.sqlite"));
-            let mut market = Market::open(path.as_deref(), &identity.public_key()).unwrap();
+            let mut market = Market::open(path.as_deref(), &identity.public_key())
+                .unwrap()
+                .with_clock(self.clock.clone());
             if let Some(limits) = self.market_limits {
                 market = market.with_limits(limits);
             }
@@ -509,4 +522,47 @@ pub fn registry(path: Option<PathBuf>) -> Registry {
         return Registry::connect(&url).unwrap();
     }
     Registry::open(path.as_deref()).unwrap()
+}
+
+/// Posts a registration of `gpus` at `endpoint`, signed by `key`; returns the HTTP status and
+/// the body.
+pub async fn register(
+    vurl: &str,
+    key: &Identity,
+    endpoint: &str,
+    gpus: Vec<GpuClaim>,
+) -> (u16, String) {
+    let envelope = key
+        .seal(
+            kind::REGISTER,
+            &Register {
+                endpoint: endpoint.into(),
+                gpus,
+            },
+        )
+        .unwrap();
+    post_envelope(vurl, &envelope).await
+}
+
+/// Posts a signed registration envelope; returns the HTTP status and the body.
+pub async fn post_envelope(vurl: &str, envelope: &pog_signed::Envelope) -> (u16, String) {
+    let r = reqwest::Client::new()
+        .post(format!("{vurl}/v1/register"))
+        .json(envelope)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// Every record of a GPU, from the API.
+pub async fn records_of(vurl: &str, uuid: &str) -> Vec<serde_json::Value> {
+    let page: pog_validator::validator::RecordPage =
+        reqwest::get(format!("{vurl}/v1/records/{uuid}?limit=1000"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    page.records.into_iter().map(|r| r.record).collect()
 }

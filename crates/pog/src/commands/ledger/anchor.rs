@@ -2,13 +2,13 @@
 //! anchored in a CheckpointRegistry on an EVM chain (`crate::chain`), and the registry
 //! deployed; and the on-chain check of `pog verify --chain --contract`.
 
-use crate::chain::{save_anchored, ChainTarget};
+use crate::chain::ChainTarget;
 use crate::cli::ledger::{AnchorArgs, DeployArgs};
 use crate::cli::Global;
 use crate::output::{print_json, table, verdict_line, Outcome, Verdict};
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
+use pog_anchor::service::{save_anchored, stored_checkpoint};
 use pog_anchor::{AnchorError, Anchored, PublisherKey, RpcUrl};
-use pog_ledger::checkpoint::SignedCheckpoint;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -21,21 +21,6 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("starting the async runtime")
-}
-
-/// The ledger's stored (latest signed) checkpoint, read from its file.
-fn stored_checkpoint(ledger_dir: &Path) -> Result<SignedCheckpoint> {
-    let path = ledger_dir.join("checkpoint");
-    let text = match std::fs::read(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow::bail!(
-            "the ledger in {} has no checkpoint yet: run `pog ledger checkpoint`",
-            ledger_dir.display()
-        ),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-    };
-    SignedCheckpoint::parse(&text)
-        .map_err(|e| anyhow!("the ledger's stored checkpoint is unreadable: {e}"))
 }
 
 /// Whether an anchoring error is the chain's answer (a refusal, a contradiction) rather than
