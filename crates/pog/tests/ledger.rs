@@ -720,9 +720,8 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
     named_dropped.records.pop();
     let named_dropped_path = tmp.path().join("named-dropped.json");
     write(&named_dropped_path, &named_dropped.to_json());
-    let inside = pog_json(
-        &holder,
-        &[
+    let verify_dropped = |extra: &[&str]| {
+        let mut args = vec![
             "verify",
             named_dropped_path.to_str().unwrap(),
             "--log-key",
@@ -731,9 +730,11 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
             &w1.vkey,
             "--witness",
             &w2.vkey,
-        ],
-        1,
-    );
+        ];
+        args.extend_from_slice(extra);
+        pog_json(&holder, &args, 1)
+    };
+    let inside = verify_dropped(&[]);
     assert_eq!(
         inside["problems"].as_array().unwrap().len(),
         0,
@@ -745,22 +746,7 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
         "{inside:#}"
     );
     // Named on the command line, the same URL is the holder's choice, and is read.
-    let told = pog_json(
-        &holder,
-        &[
-            "verify",
-            named_dropped_path.to_str().unwrap(),
-            "--log-key",
-            &log_vkey,
-            "--witness",
-            &w1.vkey,
-            "--witness",
-            &w2.vkey,
-            "--log",
-            &tiles,
-        ],
-        1,
-    );
+    let told = verify_dropped(&["--log", &tiles]);
     assert_eq!(told["problems"][0]["problem"], "missing_newest", "{told:#}");
 
     // A clean stop signs a last checkpoint over everything logged.
