@@ -15,13 +15,14 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use pog_local::provers::{ProverEngine, ProverError, SetUp};
+use pog_net::clock::{SharedClock, SystemClock};
 use pog_net::http::{envelope_response, ApiError};
 use pog_net::locked::Locked;
 use pog_proof::challenge::Addressee;
 use pog_proof::memory::{self, MemoryChallenge};
 use pog_proof::prover::Prover;
 use pog_proof::task::Task;
-use pog_proof::timing::{now_ms, CLOCK_SKEW_MS};
+use pog_proof::timing::CLOCK_SKEW_MS;
 use pog_proof::wire::{
     self, kind, ChallengeMessage, Commitment, GpuClaim, OpenRequest, Openings, WireOpening,
 };
@@ -170,6 +171,9 @@ pub struct Agent {
     /// The health monitor of its GPUs (`crate::watch`), and whether `/metrics` is served on
     /// the API's port.
     watch: Option<(Arc<crate::watch::Watch>, bool)>,
+    /// The wall clock expiries and health requests are judged by (the system clock; a test's
+    /// clock in tests).
+    clock: SharedClock,
     /// A test agent's misbehaviour (never in a release build).
     #[cfg(feature = "test-doubles")]
     pub(crate) cheating: Option<crate::misbehaviour::Cheating>,
@@ -194,9 +198,16 @@ impl Agent {
             answered: Mutex::new(HashMap::new()),
             computing: Mutex::new(HashMap::new()),
             watch: None,
+            clock: SystemClock::shared(),
             #[cfg(feature = "test-doubles")]
             cheating: None,
         }
+    }
+
+    /// The same agent judging expiries and health requests by `clock` (a test's clock).
+    pub fn with_clock(mut self, clock: SharedClock) -> Agent {
+        self.clock = clock;
+        self
     }
 
     /// Answers health requests from `watch` (`POST /v1/health`), and serves its metrics at
@@ -286,7 +297,7 @@ impl Agent {
                 format!("an id is 1 to {MAX_ID_BYTES} printable ASCII characters"),
             ));
         }
-        let now = now_ms();
+        let now = self.clock.now_ms();
         if now > expires_at_ms.saturating_add(CLOCK_SKEW_MS) {
             return Err(ApiError::new(
                 StatusCode::GONE,
@@ -818,7 +829,7 @@ async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Re
 /// Walks a built data set with the validator's walk nonce and commits (the timed phase).
 async fn memory_walk(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
     let (message, signer): (WalkMessage, PublicKey) = pog_signed::decode(&body, kind::MEMORY_WALK)?;
-    let now = now_ms();
+    let now = agent.clock.now_ms();
     if now > message.expires_at_ms.saturating_add(CLOCK_SKEW_MS) {
         return Err(ApiError::new(
             StatusCode::GONE,
@@ -975,13 +986,13 @@ async fn health(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response
             format!("health request addressed to agent {}", request.agent_key),
         ));
     }
-    if now_ms().abs_diff(request.issued_at_ms) > CLOCK_SKEW_MS {
+    let now = agent.clock.now_ms();
+    if now.abs_diff(request.issued_at_ms) > CLOCK_SKEW_MS {
         return Err(ApiError::new(
             StatusCode::GONE,
             format!(
-                "health request issued at {} ms, now {} ms",
-                request.issued_at_ms,
-                now_ms()
+                "health request issued at {} ms, now {now} ms",
+                request.issued_at_ms
             ),
         ));
     }

@@ -246,3 +246,37 @@ async fn orders_expire_and_clearings_age_on_the_validators_clock() {
         .unwrap();
     assert_eq!(now.status().as_u16(), 200, "{}", now.text().await.unwrap());
 }
+
+/// The agent judges a challenge's expiry by its own clock, which tests replace too: a
+/// validator whose clock runs an hour behind the agent's issues challenges that the agent finds
+/// long expired (refused, 410, and recorded so); on the validator's clock, the same agent takes
+/// them and the proof is accepted.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_agent_judges_expiries_by_its_own_clock() {
+    let clock = ManualClock::at(T0);
+    let h = Harness::new().clock(clock.shared()).serve().await;
+    let ahead = ManualClock::at(T0 + 3_600_000);
+    let late = h
+        .agent(81, vec![claim("GPU-ahead")])
+        .on_clock(ahead.shared())
+        .await;
+    assert_eq!(late.status(), 200);
+    let refused =
+        h.v.challenge::<pog_records::Gemm>("GPU-ahead", &policy())
+            .await
+            .unwrap();
+    let failure = refused.failure.expect("refused by the agent");
+    assert_eq!(failure.kind, FailureKind::AgentRefused, "{failure:?}");
+    assert!(failure.message.contains("410"), "{failure:?}");
+
+    let on_time = h
+        .agent(82, vec![claim("GPU-on-time")])
+        .on_clock(clock.shared())
+        .await;
+    assert_eq!(on_time.status(), 200);
+    let accepted =
+        h.v.challenge::<pog_records::Gemm>("GPU-on-time", &policy())
+            .await
+            .unwrap();
+    assert!(accepted.accepted, "{accepted:?}");
+}

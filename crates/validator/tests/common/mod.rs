@@ -326,6 +326,7 @@ pub fn agent(seed: u8, gpus: Vec<GpuClaim>) -> AgentSpec {
         device: None,
         routed: None,
         register_at: None,
+        clock: None,
     }
 }
 
@@ -343,6 +344,7 @@ pub struct AgentSpec {
     device: Option<Arc<tokio::sync::Mutex<()>>>,
     routed: Option<Reroute>,
     register_at: Option<String>,
+    clock: Option<SharedClock>,
 }
 
 impl AgentSpec {
@@ -382,6 +384,12 @@ impl AgentSpec {
         self
     }
 
+    /// It judges expiries and health requests by `clock` instead of the system clock.
+    pub fn on_clock(mut self, clock: SharedClock) -> AgentSpec {
+        self.clock = Some(clock);
+        self
+    }
+
     /// Its router changed by `reroute` (a middleware in front of its API).
     pub fn routed(
         mut self,
@@ -412,6 +420,9 @@ impl AgentSpec {
         }
         if let Some(hold) = self.hold {
             agent = agent.holding_memory_for(hold);
+        }
+        if let Some(clock) = self.clock {
+            agent = agent.with_clock(clock);
         }
         assert_eq!(agent.public_key(), key.public_key());
         let mut router = pog_agent::agent::router(Arc::new(agent));
