@@ -666,19 +666,25 @@ impl Log {
     /// Signs a checkpoint of the current tree with `signer` (its name is the origin), and
     /// stores it as the log's latest (atomically replaced, synced).
     pub fn checkpoint(&self, signer: &NoteSigner) -> Result<SignedCheckpoint, StoreError> {
+        let signed = self.sign_checkpoint(signer);
+        self.store_checkpoint(&signed.to_text())?;
+        Ok(signed)
+    }
+
+    /// A checkpoint of the current tree signed by `signer`, not stored: one to be cosigned by
+    /// a quorum of witnesses before it is published ([`Log::store_checkpoint`]).
+    pub fn sign_checkpoint(&self, signer: &NoteSigner) -> SignedCheckpoint {
         let (size, root) = {
             let st = self.state();
             (st.size, fold_frontier(&st.frontier))
         };
-        let signed = Checkpoint {
+        Checkpoint {
             origin: signer.verifier().name().to_string(),
             size,
             root,
             extensions: vec![],
         }
-        .sign(signer);
-        self.store_checkpoint(&signed.to_text())?;
-        Ok(signed)
+        .sign(signer)
     }
 
     /// Replaces the stored latest checkpoint (e.g. with one that gained cosignatures).

@@ -103,6 +103,9 @@ pub struct Settings {
     pub checkpoint_every: Duration,
     /// The witnesses each checkpoint is sent to for a cosignature, each with its key.
     pub witnesses: Vec<crate::ledger::WitnessTarget>,
+    /// Cosignatures a checkpoint needs before it is published (stored as the latest, served,
+    /// exported, anchored); `None`: every witness's.
+    pub witness_quorum: Option<usize>,
     /// The PostgreSQL database (`postgres://…`) its registry and records are kept in, shared
     /// with the fleet's other validators; `None`: `registry.sqlite` in the data dir.
     pub database: Option<String>,
@@ -111,6 +114,14 @@ pub struct Settings {
 /// Why the validator could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
+    /// The witness quorum exceeds the witnesses given.
+    #[error("a witness quorum of {quorum} exceeds the {witnesses} witness(es) given")]
+    Quorum {
+        /// The quorum asked.
+        quorum: usize,
+        /// The witnesses given.
+        witnesses: usize,
+    },
     /// Two witnesses share a key.
     #[error(transparent)]
     Witnesses(#[from] crate::ledger::BadWitness),
@@ -195,6 +206,13 @@ impl ValidatorApp {
             .validate()
             .map_err(ValidatorError::from)?;
         crate::ledger::WitnessTarget::check_distinct(&settings.witnesses)?;
+        let quorum = settings.witness_quorum.unwrap_or(settings.witnesses.len());
+        if quorum > settings.witnesses.len() {
+            return Err(AppError::Quorum {
+                quorum,
+                witnesses: settings.witnesses.len(),
+            });
+        }
         let dir = &settings.data_dir;
         let key_path = dir.join("validator.key");
         let identity = pog_net::keys::load_or_create(&key_path).map_err(|cause| AppError::Key {
@@ -226,7 +244,7 @@ impl ValidatorApp {
                 cause,
             }
         })?;
-        let ledger = Arc::new(ledger);
+        let ledger = Arc::new(ledger.with_quorum(quorum));
         let clearer = Identity::from_seed(identity.seed());
         let records = Arc::new(
             RecordStore::new(identity, registry)

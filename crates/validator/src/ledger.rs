@@ -114,6 +114,10 @@ pub struct ValidatorLedger {
     retry_witnesses: Mutex<bool>,
     /// The size each witness (by URL) said it holds: the next publication starts there.
     witness_sizes: Mutex<std::collections::HashMap<String, u64>>,
+    /// Cosignatures a checkpoint needs before it is stored and served (0: stored at once).
+    quorum: usize,
+    /// A checkpoint signed but not yet cosigned by the quorum, with the cosignatures it has.
+    pending: Mutex<Option<SignedCheckpoint>>,
     /// How long each witness has to answer a publication.
     witness_deadline: Duration,
 }
@@ -144,8 +148,19 @@ impl ValidatorLedger {
             signer,
             retry_witnesses: Mutex::new(false),
             witness_sizes: Mutex::default(),
+            quorum: 0,
+            pending: Mutex::new(None),
             witness_deadline: WITNESS_DEADLINE,
         }
+    }
+
+    /// This ledger publishing a checkpoint (storing it as the latest, served, exported and
+    /// anchored) only once `quorum` of the witnesses it is sent to cosigned it, as Sigsum
+    /// does: until then the previous one stays the latest, and no holder is handed a
+    /// checkpoint the witnesses have not seen.
+    pub fn with_quorum(mut self, quorum: usize) -> ValidatorLedger {
+        self.quorum = quorum;
+        self
     }
 
     /// This ledger giving each witness `deadline` to answer a publication (instead of
@@ -175,8 +190,9 @@ impl ValidatorLedger {
             .ok_or_else(|| LedgerError::Task("the writer returned no index".into()))
     }
 
-    /// Signs a checkpoint of the log and stores it as the latest, when the log grew since the
-    /// stored one (or there is none). The new checkpoint, or None when nothing changed.
+    /// Signs a checkpoint of the log when the log grew since the latest one signed (stored,
+    /// or pending its quorum), and stores it as the latest at once unless it needs a quorum
+    /// ([`ValidatorLedger::with_quorum`]). The new checkpoint, or None when nothing changed.
     pub fn checkpoint_if_grown(&self) -> Result<Option<SignedCheckpoint>, LedgerError> {
         let log = self.ledger.log();
         let stored = match log.latest_checkpoint()? {
@@ -188,10 +204,24 @@ impl ValidatorLedger {
             ),
             None => None,
         };
-        if stored.is_some_and(|size| size >= log.size()) {
+        let pending = self.pending.locked().as_ref().map(|p| p.checkpoint.size);
+        if stored.max(pending).is_some_and(|size| size >= log.size()) {
             return Ok(None);
         }
-        Ok(Some(blocking(|| log.checkpoint(&self.signer))?))
+        if self.quorum == 0 {
+            return Ok(Some(blocking(|| log.checkpoint(&self.signer))?));
+        }
+        let signed = log.sign_checkpoint(&self.signer);
+        *self.pending.locked() = Some(signed.clone());
+        Ok(Some(signed))
+    }
+
+    /// The checkpoint a publication sends: the one pending its quorum, else the stored one.
+    fn to_publish(&self) -> Result<SignedCheckpoint, LedgerError> {
+        match self.pending.locked().clone() {
+            Some(pending) => Ok(pending),
+            None => stored_checkpoint(&self.ledger),
+        }
     }
 }
 
@@ -207,7 +237,15 @@ pub fn stored_checkpoint(ledger: &Ledger) -> Result<SignedCheckpoint, LedgerErro
 /// The tlog-witness add-checkpoint request body for the ledger's latest checkpoint (with the
 /// log's signature only), from size `old`; and the checkpoint's size.
 pub fn request_body(ledger: &Ledger, old: u64) -> Result<(Vec<u8>, u64), LedgerError> {
-    let checkpoint = stored_checkpoint(ledger)?;
+    request_body_for(ledger, &stored_checkpoint(ledger)?, old)
+}
+
+/// The add-checkpoint request body for `checkpoint` (a checkpoint of `ledger`), from `old`.
+fn request_body_for(
+    ledger: &Ledger,
+    checkpoint: &SignedCheckpoint,
+    old: u64,
+) -> Result<(Vec<u8>, u64), LedgerError> {
     let size = checkpoint.checkpoint.size;
     if old > size {
         return Err(LedgerError::Beyond { old, size });
@@ -329,8 +367,10 @@ impl WitnessTarget {
 /// each witness's answer.
 #[derive(Debug, Clone)]
 pub struct Published {
-    /// The checkpoint as stored now, with every cosignature obtained.
+    /// The checkpoint published, with every cosignature obtained.
     pub checkpoint: SignedCheckpoint,
+    /// Whether it was stored as the latest (its quorum met).
+    pub stored: bool,
     /// Each witness's answer, one per witness asked.
     pub witnesses: Vec<WitnessAnswer>,
 }
@@ -365,7 +405,7 @@ const MAX_WITNESS_ANSWER_BYTES: usize = 64 << 10;
 /// the last publication, 0 the first time) and following its 409 answer with the size it
 /// holds, so that a publication costs one request as long as nothing else talks to it.
 async fn ask_witness(
-    ledger: &Ledger,
+    (ledger, checkpoint): (&Ledger, &SignedCheckpoint),
     client: &reqwest::Client,
     url: &str,
     mut old: u64,
@@ -381,7 +421,9 @@ async fn ask_witness(
     for _ in 0..2 {
         // A remembered size beyond the checkpoint (the witness saw another history): start
         // from 0, and let its 409 say where it stands.
-        let body = match request_body(ledger, old).or_else(|_| request_body(ledger, 0)) {
+        let body = match request_body_for(ledger, checkpoint, old)
+            .or_else(|_| request_body_for(ledger, checkpoint, 0))
+        {
             Ok((body, _)) => body,
             Err(e) => return answer(false, 409, e.to_string(), None),
         };
@@ -423,7 +465,7 @@ async fn ask_witness(
                 old = text.trim().parse().expect("checked");
             }
             Ok((200, _, lines)) => {
-                let size = request_body(ledger, 0).ok().map(|(_, size)| size);
+                let size = Some(checkpoint.checkpoint.size);
                 return answer(true, 200, lines.trim_end().to_string(), size);
             }
             Ok((status, _, text)) => {
@@ -439,28 +481,31 @@ async fn ask_witness(
     )
 }
 
-/// Sends the ledger's stored checkpoint to every witness at once, each given `deadline` to
-/// answer, and attaches each cosignature as it arrives, storing the result as the latest
-/// checkpoint each time (so `/ledger/checkpoint` and exported bundles carry it at once: a
-/// witness that hangs delays nobody else's cosignature). A refusing or silent witness is
-/// reported in the answers, not as an error. While it runs, nothing else may store a
-/// checkpoint of `ledger` (the validator's schedule publishes between its ticks).
+/// Sends `checkpoint` (a checkpoint of `ledger`, with the cosignatures it has) to every
+/// witness at once, each given `deadline` to answer and starting from the size it holds
+/// (`held`, by URL), and attaches each cosignature as it arrives. Once `quorum` of the
+/// witnesses' keys have cosigned it, the result is stored as the latest checkpoint, and again
+/// with each later cosignature (so `/ledger/checkpoint` and exported bundles carry it at once:
+/// a witness that hangs delays nobody else's cosignature); short of the quorum nothing is
+/// stored. A refusing or silent witness is reported in the answers, not as an error. While it
+/// runs, nothing else may store a checkpoint of `ledger` (the validator's schedule publishes
+/// between its ticks).
 pub async fn publish(
     ledger: &Arc<Ledger>,
     client: &reqwest::Client,
-    targets: &[WitnessTarget],
+    (targets, held): (&[WitnessTarget], &std::collections::HashMap<String, u64>),
     deadline: Duration,
-    held: &std::collections::HashMap<String, u64>,
+    (checkpoint, quorum): (SignedCheckpoint, usize),
 ) -> Result<Published, LedgerError> {
-    let checkpoint = stored_checkpoint(ledger)?;
     let mut asks = tokio::task::JoinSet::new();
     let mut slots = std::collections::HashMap::new();
     for (slot, target) in targets.iter().enumerate() {
         let (ledger, client, url) = (ledger.clone(), client.clone(), target.url.clone());
         let old = held.get(&url).copied().unwrap_or(0);
+        let candidate = checkpoint.clone();
         let task = asks.spawn(async move {
-            let asked =
-                tokio::time::timeout(deadline, ask_witness(&ledger, &client, &url, old)).await;
+            let asking = ask_witness((&ledger, &candidate), &client, &url, old);
+            let asked = tokio::time::timeout(deadline, asking).await;
             asked.unwrap_or_else(|_| WitnessAnswer {
                 answer: format!("no answer within {} s", deadline.as_secs_f64()),
                 url,
@@ -505,13 +550,29 @@ pub async fn publish(
         witnesses[slot] = answer;
         if admit(&mut witnesses[slot], &targets[slot].key, &checkpoint) {
             with = attach(&checkpoint, &witnesses)?;
-            blocking(|| ledger.log().store_checkpoint(&with.to_text()))?;
+            if cosigned_by(&with, targets) >= quorum {
+                blocking(|| ledger.log().store_checkpoint(&with.to_text()))?;
+            }
         }
     }
     Ok(Published {
+        stored: cosigned_by(&with, targets) >= quorum,
         checkpoint: with,
         witnesses,
     })
+}
+
+/// How many of `targets`' keys have a verifying cosignature on `checkpoint`.
+fn cosigned_by(checkpoint: &SignedCheckpoint, targets: &[WitnessTarget]) -> usize {
+    targets
+        .iter()
+        .filter(|t| {
+            checkpoint
+                .cosignatures(std::slice::from_ref(&t.key))
+                .iter()
+                .any(|(_, verified)| verified.is_ok())
+        })
+        .count()
 }
 
 /// The signer name of a signature line (`— <name> <signature>`).
@@ -609,20 +670,29 @@ impl ValidatorLedger {
         witnesses: &[WitnessTarget],
     ) -> Result<Tick, LedgerError> {
         let signed = self.checkpoint_if_grown()?.map(|c| c.checkpoint.size);
-        let retry = *self.retry_witnesses.locked();
+        let retry = *self.retry_witnesses.locked() || self.pending.locked().is_some();
         let published = if !witnesses.is_empty() && (signed.is_some() || retry) {
             let held = self.witness_sizes.locked().clone();
+            let candidate = self.to_publish()?;
             let p = publish(
                 &self.ledger,
                 client,
-                witnesses,
+                (witnesses, &held),
                 self.witness_deadline,
-                &held,
+                (candidate, self.quorum),
             )
             .await;
             // A failed publication (e.g. no checkpoint could be read) is retried too.
             *self.retry_witnesses.locked() = !p.as_ref().is_ok_and(Published::all_cosigned);
             if let Ok(p) = &p {
+                // Stored: nothing pends; short of its quorum, it pends with what it gathered.
+                let mut pending = self.pending.locked();
+                if p.stored {
+                    *pending = None;
+                } else if pending.is_some() {
+                    *pending = Some(p.checkpoint.clone());
+                }
+                drop(pending);
                 let mut sizes = self.witness_sizes.locked();
                 for w in &p.witnesses {
                     match w.size {

@@ -670,3 +670,65 @@ async fn a_hanging_witness_does_not_delay_the_honest_ones_cosignature() {
         2
     );
 }
+
+/// With a quorum, a checkpoint is published (stored, served, exported, anchored) only once that
+/// many of its witnesses cosigned it, as Sigsum does: one witness short, holders keep seeing the
+/// previous checkpoint; the pending one keeps the cosignatures it gathered and is published as
+/// soon as the quorum is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_is_published_only_once_its_quorum_cosigned_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let identity = Identity::from_seed(VALIDATOR_SEED);
+    let ledger = ValidatorLedger::open(dir.path(), &identity, None)
+        .unwrap()
+        .with_quorum(2)
+        .with_witness_deadline(std::time::Duration::from_secs(4));
+    let ledger = Arc::new(ledger);
+    let h = Harness::new().with_ledger_of(ledger.clone()).serve().await;
+    let url = h.url.clone();
+    let log_key = Verifier::parse(&ledger.vkey()).unwrap();
+    let (w1, k1, _) = start_witness(61, &log_key).await;
+    let (w2, k2, _) = start_witness(62, &log_key).await;
+    let (dead_listener, dead_url) = listen().await;
+    drop(dead_listener);
+    let status = h.agent(8, vec![claim(GPU)]).await.status();
+    assert_eq!(status, 200);
+    let served = || async {
+        let r = reqwest::get(format!("{url}/ledger/checkpoint"))
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    };
+    let client = pog_validator::ledger::witness_client().unwrap();
+
+    // One witness of the two needed answers: signed, cosigned once, not published.
+    let short = [target(&w1, &k1), target(&dead_url, &stranger(63))];
+    let tick = ledger.tick(&client, &short).await.unwrap();
+    assert!(tick.signed.is_some());
+    let published = tick.published.unwrap();
+    assert!(!published.stored);
+    assert_eq!(
+        published
+            .witnesses
+            .iter()
+            .map(|w| w.cosigned)
+            .collect::<Vec<_>>(),
+        [true, false]
+    );
+    let (status, _) = served().await;
+    assert_eq!(status, 404, "no checkpoint is served before its quorum");
+
+    // With both witnesses up, the pending checkpoint (nothing new was logged) is published,
+    // carrying both cosignatures.
+    let both = [target(&w1, &k1), target(&w2, &k2)];
+    let tick = ledger.tick(&client, &both).await.unwrap();
+    assert!(
+        tick.signed.is_none(),
+        "the log did not grow: no new checkpoint"
+    );
+    assert!(tick.published.unwrap().stored);
+    let (status, text) = served().await;
+    assert_eq!(status, 200);
+    let note = pog_ledger::note::Note::parse(text.as_bytes()).unwrap();
+    assert_eq!(note.verify(&[log_key, k1, k2]).unwrap().len(), 3, "{text}");
+}

@@ -137,6 +137,11 @@ pub struct ValidatorArgs {
     /// URL/add-checkpoint and the cosignature that verifies under VKEY kept; repeatable.
     #[arg(long = "witness", value_name = "URL=VKEY")]
     pub witnesses: Vec<pog_validator::ledger::WitnessTarget>,
+    /// Cosignatures a checkpoint needs before it is published (served at /ledger/checkpoint,
+    /// exported, anchored); until then the previous one stays the latest [default: every
+    /// --witness].
+    #[arg(long, value_name = "N")]
+    pub witness_quorum: Option<usize>,
     /// An EVM node's JSON-RPC URL (http or https): the ledger's checkpoints are anchored in the
     /// CheckpointRegistry at --anchor-contract there, paid for by --anchor-key-file's account.
     #[arg(long, value_name = "URL", requires_all = ["anchor_contract", "anchor_key_file"])]

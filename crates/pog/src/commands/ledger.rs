@@ -888,8 +888,13 @@ fn publish(
     let deadline = pog_validator::ledger::WITNESS_DEADLINE;
     // One-shot: no size remembered, each witness starts from 0 and follows its 409.
     let held = std::collections::HashMap::new();
+    let stored = pog_validator::ledger::stored_checkpoint(&ledger)?;
     let published = rt.block_on(pog_validator::ledger::publish(
-        &ledger, &client, targets, deadline, &held,
+        &ledger,
+        &client,
+        (targets, &held),
+        deadline,
+        (stored, 0),
     ))?;
     let (with, answers) = (published.checkpoint, published.witnesses);
     let cosigned = answers.iter().filter(|a| a.cosigned).count();

@@ -423,6 +423,7 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
             .then_some((args.market.clear_every, args.market.clear_mechanism)),
         checkpoint_every: args.checkpoint_every,
         witnesses: args.witnesses.clone(),
+        witness_quorum: args.witness_quorum,
         database: args.database.clone(),
     })
 }
