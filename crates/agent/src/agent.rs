@@ -959,9 +959,12 @@ async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, 
 }
 
 /// The Prometheus metrics of the agent's GPUs, when it serves them on this port.
-async fn metrics(State(agent): State<Arc<Agent>>) -> Result<Response, ApiError> {
+async fn metrics(
+    State(agent): State<Arc<Agent>>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
     match &agent.watch {
-        Some((watch, true)) => Ok(crate::watch::render_metrics(watch)),
+        Some((watch, true)) => Ok(crate::watch::render_metrics(watch, &headers)),
         _ => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "this agent serves no metrics on this port",

@@ -11,7 +11,7 @@
 
 use crate::own_timing::{OwnTimings, Step};
 use pog_monitor::live::{LiveMonitor, Settings, Snapshot, Stamp};
-use pog_monitor::prometheus::GpuIdentity;
+use pog_monitor::prometheus::{Format, GpuIdentity};
 use pog_monitor::{Alert, Signal};
 use pog_net::locked::Locked;
 use pog_proof::wire::{
@@ -92,10 +92,10 @@ impl Watch {
         }
     }
 
-    /// The Prometheus text exposition of every GPU's latest sample (dcgm-exporter's names and
-    /// labels, pog's extras) and the sampler's health.
-    pub fn metrics(&self) -> Result<String, std::fmt::Error> {
-        self.live.metrics()
+    /// The Prometheus exposition, in `format`, of every GPU's latest sample (dcgm-exporter's
+    /// names, types and labels, pog's extras) and the sampler's health.
+    pub fn metrics(&self, format: Format) -> Result<String, std::fmt::Error> {
+        self.live.metrics(format)
     }
 
     /// Notes a step of a proof of a GPU claimed as `model`, for the agent's own
@@ -180,9 +180,12 @@ impl Watch {
     }
 }
 
-/// The metrics page as an HTTP response.
-pub(crate) fn render_metrics(watch: &Watch) -> axum::response::Response {
-    pog_monitor::serve::metrics_response(&watch.live)
+/// The metrics page as an HTTP response, in the format the request's `Accept` header asks for.
+pub(crate) fn render_metrics(
+    watch: &Watch,
+    headers: &axum::http::HeaderMap,
+) -> axum::response::Response {
+    pog_monitor::serve::metrics_response(&watch.live, headers)
 }
 
 /// A router serving only `GET /metrics` (`pog agent --metrics-listen`).
@@ -228,6 +231,11 @@ pub fn run_nvml(
     if indices.is_empty() {
         return Err(NvmlWatchError::NoneFound(uuids.to_vec()));
     }
+    // The driver's version labels every series (dcgm-exporter's `DCGM_FI_DRIVER_VERSION`).
+    let driver = nvml.sys_driver_version().ok();
+    for gpu in &mut watch.live.snapshot().gpus {
+        gpu.identity.driver_version.clone_from(&driver);
+    }
     let mut source = pog_device::monitor::NvmlSource::open(
         &nvml,
         &indices,
@@ -250,6 +258,7 @@ mod tests {
             model_name: "NVIDIA H200".into(),
             hostname: "host".into(),
             pci_bus_id: None,
+            driver_version: None,
         }
     }
 
@@ -312,7 +321,7 @@ mod tests {
         assert!(watch
             .summary(&request("GPU-other", before, after))
             .is_none());
-        let text = watch.metrics().unwrap();
+        let text = watch.metrics(Format::OpenMetrics).unwrap();
         assert!(
             text.contains("DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",UUID=\"GPU-r\""),
             "{text}"
@@ -354,7 +363,7 @@ mod tests {
     #[test]
     fn a_simulated_host_is_labelled_and_unsampled() {
         let watch = Watch::new(vec![identity("GPU-s")], true);
-        let text = watch.metrics().unwrap();
+        let text = watch.metrics(Format::OpenMetrics).unwrap();
         assert!(
             text.contains("modelName=\"SIMULATED NVIDIA H200\""),
             "{text}"

@@ -176,7 +176,7 @@ struct SlowReadings {
     pcie: Option<(f64, f64)>,
     ecc_aggregate: Option<(u64, u64)>,
     retired_pages: Option<u64>,
-    remapped_rows: Option<u64>,
+    remapped_rows: Option<(u64, u64)>,
     processes: Option<u32>,
 }
 
@@ -212,11 +212,12 @@ impl SlowReadings {
             s.retired_pages,
             &mut self.retired_pages,
         );
-        s.remapped_rows = keep(
-            due(Field::RemappedRows),
-            s.remapped_rows,
-            &mut self.remapped_rows,
-        );
+        let rows = s.remapped_rows.zip(s.remapped_rows_uncorrectable);
+        if let Some((total, uncorrectable)) =
+            keep(due(Field::RemappedRows), rows, &mut self.remapped_rows)
+        {
+            (s.remapped_rows, s.remapped_rows_uncorrectable) = (Some(total), Some(uncorrectable));
+        }
         s.processes = keep(due(Field::Processes), s.processes, &mut self.processes);
     }
 }
@@ -310,6 +311,7 @@ impl<'n> GpuSampler<'n> {
                 .unwrap_or_else(|e| format!("unknown ({e})")),
             hostname: hostname.to_string(),
             pci_bus_id: self.device.pci_info().ok().map(|p| p.bus_id),
+            driver_version: self.nvml.sys_driver_version().ok(),
         }
     }
 
@@ -442,7 +444,8 @@ impl<'n> GpuSampler<'n> {
             *self.cost_us.entry(Field::RemappedRows).or_default() += thread_cpu_us() - started;
             match rows {
                 Reading::Value(rows) => {
-                    s.remapped_rows = Some(rows.correctable + rows.uncorrectable)
+                    s.remapped_rows = Some(rows.correctable + rows.uncorrectable);
+                    s.remapped_rows_uncorrectable = Some(rows.uncorrectable);
                 }
                 Reading::Unavailable(why)
                     if why.contains("not supported") || why.contains("not in this driver") =>

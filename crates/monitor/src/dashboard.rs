@@ -262,6 +262,7 @@ mod tests {
             model_name: "NVIDIA <H200>".into(),
             hostname: "host".into(),
             pci_bus_id: None,
+            driver_version: None,
         }
     }
 

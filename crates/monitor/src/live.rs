@@ -6,7 +6,7 @@
 //! samples a [`Source`] every interval until told to stop.
 
 use crate::history::{History, Retention};
-use crate::prometheus::{GpuIdentity, GpuMetrics, SamplerHealth};
+use crate::prometheus::{Format, GpuIdentity, GpuMetrics, SamplerHealth};
 use crate::trace::{Columns, TraceError};
 use crate::webhook::Webhook;
 use crate::{Alert, Config, Model, Monitor, Sample, Severity, Source, TraceWriter};
@@ -131,9 +131,9 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// The Prometheus text exposition of every GPU's latest sample (dcgm-exporter's names and
-    /// labels, pog's extras) and the sampler's health.
-    pub fn metrics(&self) -> Result<String, std::fmt::Error> {
+    /// The Prometheus exposition, in `format`, of every GPU's latest sample (dcgm-exporter's
+    /// names, types and labels, pog's extras) and the sampler's health.
+    pub fn metrics(&self, format: Format) -> Result<String, std::fmt::Error> {
         let gpus: Vec<GpuMetrics<'_>> = self
             .gpus
             .iter()
@@ -147,7 +147,7 @@ impl Snapshot {
                 last_proof_ratio: g.last_proof_ratio,
             })
             .collect();
-        crate::prometheus::render(&gpus, self.health)
+        crate::prometheus::render(&gpus, self.health, format)
     }
 }
 
@@ -290,9 +290,9 @@ impl LiveMonitor {
         self.snapshot.locked()
     }
 
-    /// The Prometheus text exposition of the snapshot ([`Snapshot::metrics`]).
-    pub fn metrics(&self) -> Result<String, std::fmt::Error> {
-        self.snapshot().metrics()
+    /// The Prometheus exposition of the snapshot in `format` ([`Snapshot::metrics`]).
+    pub fn metrics(&self, format: Format) -> Result<String, std::fmt::Error> {
+        self.snapshot().metrics(format)
     }
 
     /// Samples `source` every `interval` until `stop` is set, [`Settings::duration`] has
@@ -485,6 +485,7 @@ mod tests {
             model_name: "NVIDIA H200".into(),
             hostname: "host".into(),
             pci_bus_id: None,
+            driver_version: None,
         }
     }
 
@@ -550,7 +551,7 @@ mod tests {
         assert_eq!(snapshot.gpus[0].alerts.len(), summary.alerts);
         assert_eq!(snapshot.health.samples, 60);
         assert_eq!(snapshot.history.as_deref(), Some(db.as_path()));
-        let metrics = snapshot.metrics().unwrap();
+        let metrics = snapshot.metrics(Format::OpenMetrics).unwrap();
         assert!(metrics.contains("UUID=\"GPU-live\""), "{metrics}");
         drop(snapshot);
         // The history holds every sample and the alerts; the recorded trace is the rows fed.

@@ -1,23 +1,75 @@
-//! The `/metrics` page: the latest sample of each GPU in Prometheus's text exposition
-//! (OpenMetrics, through the `prometheus-client` crate), under dcgm-exporter's metric names and
-//! labels (`gpu`, `UUID`, `modelName`, `Hostname`) so that dashboards built for dcgm-exporter
-//! work unchanged; pog's own figures under a `pog_` prefix.
+//! The `/metrics` page: the latest sample of each GPU under dcgm-exporter's metric names,
+//! types and labels (`gpu`, `UUID`, `pci_bus_id`, `device`, `modelName`, `Hostname`,
+//! `DCGM_FI_DRIVER_VERSION`) so that dashboards built for dcgm-exporter work unchanged; pog's
+//! own figures under a `pog_` prefix. Only DCGM field names go under `DCGM_FI_`.
+//!
+//! Two formats ([`Format`], chosen from the scraper's `Accept` header by
+//! [`Format::from_accept`]): the Prometheus text format 0.0.4, dcgm-exporter's own, where
+//! dcgm-exporter's counters are typed `counter` under their DCGM names; and OpenMetrics 1.0
+//! (the default), where a counter's samples must end in `_total`: there dcgm-exporter's
+//! counters keep their DCGM names (dashboards query them by those) and are typed `unknown`.
+//! pog's own counters end in `_total` in both.
 
 use crate::sample::Sample;
-use prometheus_client::encoding::text::encode;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
-use std::sync::atomic::AtomicU64;
+use std::fmt::Write;
 
-/// The content type of [`render`]'s output, for the HTTP response.
+/// The content type of the OpenMetrics page.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The content type of the Prometheus text format 0.0.4 page.
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Which exposition format `/metrics` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// OpenMetrics 1.0 (`application/openmetrics-text`): the default.
+    #[default]
+    OpenMetrics,
+    /// The Prometheus text format 0.0.4 (`text/plain`), as dcgm-exporter writes it.
+    Text,
+}
+
+impl Format {
+    /// The format a scraper asks for in its `Accept` header: of the media types it names with
+    /// a non-zero quality, the preferred one pog writes (`application/openmetrics-text` or
+    /// `text/plain`; the first listed wins a tie); OpenMetrics when the header is absent,
+    /// names neither, or only `*/*`.
+    pub fn from_accept(accept: Option<&str>) -> Format {
+        let mut best: Option<(f64, Format)> = None;
+        for range in accept.unwrap_or_default().split(',') {
+            let mut parts = range.split(';').map(str::trim);
+            let media = parts.next().unwrap_or_default().to_ascii_lowercase();
+            let format = match media.as_str() {
+                "application/openmetrics-text" => Format::OpenMetrics,
+                "text/plain" => Format::Text,
+                _ => continue,
+            };
+            let quality = parts
+                .filter_map(|p| p.split_once('='))
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+                .map_or(Some(1.0), |(_, q)| q.trim().parse::<f64>().ok())
+                .filter(|q| q.is_finite() && *q > 0.0);
+            if let Some(q) = quality {
+                if best.is_none_or(|(b, _)| q > b) {
+                    best = Some((q, format));
+                }
+            }
+        }
+        best.map_or(Format::OpenMetrics, |(_, f)| f)
+    }
+
+    /// The `Content-Type` of a page in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::OpenMetrics => CONTENT_TYPE,
+            Format::Text => TEXT_CONTENT_TYPE,
+        }
+    }
+}
 
 /// Who a GPU is, as dcgm-exporter labels it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuIdentity {
-    /// The GPU's index on its host (`gpu` label).
+    /// The GPU's index on its host (`gpu` label; `device` is `nvidia` and this index).
     pub index: u32,
     /// Its UUID, `GPU-…` (`UUID` label).
     pub uuid: String,
@@ -25,13 +77,15 @@ pub struct GpuIdentity {
     pub model_name: String,
     /// The host's name (`Hostname` label).
     pub hostname: String,
-    /// Its PCI bus id (`pci_bus_id` label), when known.
+    /// Its PCI bus id (`pci_bus_id` label, always written: empty when unknown, as for a
+    /// recorded trace).
     pub pci_bus_id: Option<String>,
+    /// The NVIDIA driver's version, e.g. "570.133.20" (`DCGM_FI_DRIVER_VERSION` label, always
+    /// written: empty when unknown).
+    pub driver_version: Option<String>,
 }
 
-/// A label value escaped as the text format requires (`\\`, `\"`, `\n`): prometheus-client
-/// 0.24 writes label values verbatim, so a model or host name with a quote would break the
-/// whole page.
+/// A label value escaped as both formats require (`\\`, `\"`, `\n`).
 fn escape(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
@@ -45,18 +99,29 @@ fn escape(value: &str) -> String {
     out
 }
 
+/// A help text escaped for `format`: OpenMetrics escapes quotes too, 0.0.4 does not.
+fn escape_help(help: &str, format: Format) -> String {
+    match format {
+        Format::OpenMetrics => escape(help),
+        Format::Text => help.replace('\\', "\\\\").replace('\n', "\\n"),
+    }
+}
+
 impl GpuIdentity {
-    fn labels(&self) -> Vec<(String, String)> {
-        let mut labels = vec![
-            ("gpu".to_string(), self.index.to_string()),
-            ("UUID".to_string(), escape(&self.uuid)),
-            ("modelName".to_string(), escape(&self.model_name)),
-            ("Hostname".to_string(), escape(&self.hostname)),
-        ];
-        if let Some(bus) = &self.pci_bus_id {
-            labels.push(("pci_bus_id".to_string(), escape(bus)));
-        }
-        labels
+    /// The labels of every series of this GPU, in dcgm-exporter's order, values unescaped.
+    pub fn labels(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("gpu", self.index.to_string()),
+            ("UUID", self.uuid.clone()),
+            ("pci_bus_id", self.pci_bus_id.clone().unwrap_or_default()),
+            ("device", format!("nvidia{}", self.index)),
+            ("modelName", self.model_name.clone()),
+            ("Hostname", self.hostname.clone()),
+            (
+                "DCGM_FI_DRIVER_VERSION",
+                self.driver_version.clone().unwrap_or_default(),
+            ),
+        ]
     }
 }
 
@@ -104,189 +169,315 @@ pub struct SamplerHealth {
     pub errors: u64,
 }
 
-type Labels = Vec<(String, String)>;
-type GaugeFamily = Family<Labels, Gauge<f64, AtomicU64>>;
+/// How a metric is typed, and so how its name is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A value that goes up and down.
+    Gauge,
+    /// A total that only grows (or resets), under a DCGM field name without `_total`, as
+    /// dcgm-exporter types it: `counter` in the 0.0.4 format, `unknown` in OpenMetrics
+    /// (whose counters' samples must end in `_total`).
+    DcgmCounter,
+    /// One of pog's own totals: family `NAME`, samples `NAME_total` (both formats).
+    Counter,
+}
 
-/// A metric's name, its help text, and what it reads from a [`Sample`].
-type Reader = (&'static str, &'static str, fn(&Sample) -> Option<f64>);
+/// A metric's name, its type, its help text, and what it reads from a [`Sample`].
+type Reader = (&'static str, Kind, &'static str, fn(&Sample) -> Option<f64>);
 
-/// dcgm-exporter's gauges.
-const DCGM_GAUGES: [Reader; 21] = [
-    ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C)", |s| {
-        s.temp_gpu_c
-    }),
+/// The series read from a sample, in the order of the page.
+const SAMPLE_SERIES: [Reader; 23] = [
+    (
+        "DCGM_FI_DEV_GPU_TEMP",
+        Kind::Gauge,
+        "GPU temperature (in C)",
+        |s| s.temp_gpu_c,
+    ),
     (
         "DCGM_FI_DEV_MEMORY_TEMP",
+        Kind::Gauge,
         "Memory temperature (in C)",
         |s| s.temp_mem_c,
     ),
-    ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)", |s| {
-        s.power_w
-    }),
+    (
+        "DCGM_FI_DEV_POWER_USAGE",
+        Kind::Gauge,
+        "Power draw (in W)",
+        |s| s.power_w,
+    ),
     (
         "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-        "Total energy consumption since boot (in mJ)",
+        Kind::DcgmCounter,
+        "Total energy consumption since the driver was loaded (in mJ)",
         |s| s.energy_mj,
     ),
-    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)", |s| {
-        s.util_gpu_pct
-    }),
+    (
+        "DCGM_FI_DEV_GPU_UTIL",
+        Kind::Gauge,
+        "GPU utilization (in %)",
+        |s| s.util_gpu_pct,
+    ),
     (
         "DCGM_FI_DEV_MEM_COPY_UTIL",
+        Kind::Gauge,
         "Memory utilization (in %)",
         |s| s.util_mem_pct,
     ),
     (
         "DCGM_FI_DEV_FB_USED",
+        Kind::Gauge,
         "Framebuffer memory used (in MiB)",
         |s| s.mem_used_mib,
     ),
     (
         "DCGM_FI_DEV_FB_FREE",
+        Kind::Gauge,
         "Framebuffer memory free (in MiB)",
         |s| s.mem_free_mib,
     ),
     (
         "DCGM_FI_DEV_FB_RESERVED",
+        Kind::Gauge,
         "Framebuffer memory reserved (in MiB)",
         |s| s.mem_reserved_mib,
     ),
-    ("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz)", |s| {
-        s.sm_clock_mhz
-    }),
+    (
+        "DCGM_FI_DEV_SM_CLOCK",
+        Kind::Gauge,
+        "SM clock frequency (in MHz)",
+        |s| s.sm_clock_mhz,
+    ),
     (
         "DCGM_FI_DEV_MEM_CLOCK",
+        Kind::Gauge,
         "Memory clock frequency (in MHz)",
         |s| s.mem_clock_mhz,
     ),
     (
         "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        Kind::Gauge,
         "Current clock-event (throttle) reasons, NVML bit mask",
         |s| s.clock_reasons.map(|r| r as f64),
     ),
     (
         "DCGM_FI_DEV_PCIE_TX_THROUGHPUT",
+        Kind::Gauge,
         "PCIe transmit throughput (in KB/s)",
         |s| s.pcie_tx_kbs,
     ),
     (
         "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",
+        Kind::Gauge,
         "PCIe receive throughput (in KB/s)",
         |s| s.pcie_rx_kbs,
     ),
     (
         "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        Kind::DcgmCounter,
         "Total number of PCIe retries",
         |s| s.pcie_replay.map(|v| v as f64),
     ),
     (
         "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        Kind::DcgmCounter,
         "Total single-bit volatile ECC errors",
         |s| s.ecc_corr.map(|v| v as f64),
     ),
     (
         "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        Kind::DcgmCounter,
         "Total double-bit volatile ECC errors",
         |s| s.ecc_uncorr.map(|v| v as f64),
     ),
     (
         "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+        Kind::DcgmCounter,
         "Total single-bit persistent ECC errors",
         |s| s.ecc_corr_aggregate.map(|v| v as f64),
     ),
     (
         "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+        Kind::DcgmCounter,
         "Total double-bit persistent ECC errors",
         |s| s.ecc_uncorr_aggregate.map(|v| v as f64),
     ),
     (
-        "DCGM_FI_DEV_RETIRED_PAGES",
-        "Retired memory pages (pog: SBE + DBE + pending)",
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        Kind::DcgmCounter,
+        "Number of remapped rows for correctable errors",
+        |s| s.remapped_rows_correctable().map(|v| v as f64),
+    ),
+    (
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        Kind::DcgmCounter,
+        "Number of remapped rows for uncorrectable errors",
+        |s| s.remapped_rows_uncorrectable.map(|v| v as f64),
+    ),
+    (
+        "DCGM_FI_DEV_FAN_SPEED",
+        Kind::Gauge,
+        "Fan speed (in %)",
+        |s| s.fan_pct,
+    ),
+    (
+        "pog_retired_pages",
+        Kind::Gauge,
+        "Retired memory pages: single-bit, double-bit and pending retirement together (older \
+         GPUs; DCGM splits them into DCGM_FI_DEV_RETIRED_SBE, _DBE and _PENDING)",
         |s| s.retired_pages.map(|v| v as f64),
     ),
-    ("DCGM_FI_DEV_FAN_SPEED", "Fan speed (in %)", |s| s.fan_pct),
 ];
 
-fn gauge(registry: &mut Registry, name: &str, help: &str) -> GaugeFamily {
-    let family = GaugeFamily::default();
-    registry.register(name, help, family.clone());
-    family
+/// One metric family being written: its samples, each a label set and a value.
+struct Family {
+    name: &'static str,
+    kind: Kind,
+    help: &'static str,
+    samples: Vec<(Vec<(&'static str, String)>, f64)>,
 }
 
-/// Renders the metrics of every GPU and of the sampler.
-pub fn render(gpus: &[GpuMetrics<'_>], sampler: SamplerHealth) -> Result<String, std::fmt::Error> {
-    let mut registry = Registry::default();
-    let dcgm: Vec<GaugeFamily> = DCGM_GAUGES
+impl Family {
+    fn new(name: &'static str, kind: Kind, help: &'static str) -> Family {
+        Family {
+            name,
+            kind,
+            help,
+            samples: Vec::new(),
+        }
+    }
+
+    fn write(&self, out: &mut String, format: Format) -> std::fmt::Result {
+        let (family, sample, type_name) = match (self.kind, format) {
+            (Kind::Gauge, _) => (self.name.to_string(), self.name.to_string(), "gauge"),
+            (Kind::DcgmCounter, Format::Text) => {
+                (self.name.to_string(), self.name.to_string(), "counter")
+            }
+            (Kind::DcgmCounter, Format::OpenMetrics) => {
+                (self.name.to_string(), self.name.to_string(), "unknown")
+            }
+            (Kind::Counter, Format::Text) => {
+                let total = format!("{}_total", self.name);
+                (total.clone(), total, "counter")
+            }
+            (Kind::Counter, Format::OpenMetrics) => (
+                self.name.to_string(),
+                format!("{}_total", self.name),
+                "counter",
+            ),
+        };
+        writeln!(out, "# HELP {family} {}", escape_help(self.help, format))?;
+        writeln!(out, "# TYPE {family} {type_name}")?;
+        for (labels, value) in &self.samples {
+            out.push_str(&sample);
+            if !labels.is_empty() {
+                out.push('{');
+                for (i, (key, value)) in labels.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write!(out, "{key}=\"{}\"", escape(value))?;
+                }
+                out.push('}');
+            }
+            writeln!(out, " {}", number(*value))?;
+        }
+        Ok(())
+    }
+}
+
+/// A value as both formats write it (`NaN`, `+Inf`, `-Inf`, integers without a fraction).
+fn number(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Renders the metrics of every GPU and of the sampler in `format`.
+pub fn render(
+    gpus: &[GpuMetrics<'_>],
+    sampler: SamplerHealth,
+    format: Format,
+) -> Result<String, std::fmt::Error> {
+    let mut from_sample: Vec<(Family, fn(&Sample) -> Option<f64>)> = SAMPLE_SERIES
         .iter()
-        .map(|(name, help, _)| gauge(&mut registry, name, help))
+        .map(|&(name, kind, help, read)| (Family::new(name, kind, help), read))
         .collect();
-    let remapped = gauge(
-        &mut registry,
-        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-        "Remapped rows (pog: correctable and uncorrectable together)",
-    );
-    let last_xid = gauge(
-        &mut registry,
+    let mut last_xid = Family::new(
         "DCGM_FI_DEV_XID_ERRORS",
+        Kind::Gauge,
         "Value of the last XID error encountered (0: none)",
     );
-    let xid_total = Family::<Labels, Counter>::default();
-    registry.register(
+    let mut xid_total = Family::new(
         "pog_xid_errors",
+        Kind::Counter,
         "XID errors since the sampler started (0 when clean)",
-        xid_total.clone(),
     );
-    let score = gauge(
-        &mut registry,
+    let mut score = Family::new(
         "pog_anomaly_score",
+        Kind::Gauge,
         "Isolation-forest score of the latest sample (above its threshold: unlike healthy history)",
     );
-    let firing = gauge(
-        &mut registry,
+    let mut firing = Family::new(
         "pog_alerts_firing",
+        Kind::Gauge,
         "Alerts raised and not yet cleared",
     );
-    let proof = gauge(
-        &mut registry,
+    let mut proof = Family::new(
         "pog_last_proof_ratio",
+        Kind::Gauge,
         "The last proof (label proof) as the agent timed it (timed_by=\"agent\"): challenge to \
          commitment over the time planned for the claimed model; the validator's own clock \
          decides (its /metrics)",
     );
-    let up = gauge(
-        &mut registry,
+    let mut sampled = Family::new(
         "pog_gpu_sampled",
+        Kind::Gauge,
         "1 when the GPU's latest sample was read",
     );
     for gpu in gpus {
         let labels = gpu.identity.labels();
-        up.get_or_create(&labels)
-            .set(if gpu.sample.is_some() { 1.0 } else { 0.0 });
+        sampled
+            .samples
+            .push((labels.clone(), if gpu.sample.is_some() { 1.0 } else { 0.0 }));
         if let Some(s) = gpu.sample {
-            for (family, (_, _, read)) in dcgm.iter().zip(DCGM_GAUGES.iter()) {
+            for (family, read) in &mut from_sample {
                 if let Some(v) = read(s) {
-                    family.get_or_create(&labels).set(v);
+                    family.samples.push((labels.clone(), v));
                 }
             }
-            if let Some(rows) = s.remapped_rows {
-                remapped.get_or_create(&labels).set(rows as f64);
-            }
         }
-        last_xid.get_or_create(&labels).set(f64::from(gpu.last_xid));
-        xid_total.get_or_create(&labels).inc_by(gpu.xid_total);
+        last_xid
+            .samples
+            .push((labels.clone(), f64::from(gpu.last_xid)));
+        xid_total
+            .samples
+            .push((labels.clone(), gpu.xid_total as f64));
         if let Some(v) = gpu.anomaly_score {
-            score.get_or_create(&labels).set(v);
+            score.samples.push((labels.clone(), v));
         }
-        firing.get_or_create(&labels).set(gpu.alerts_firing as f64);
+        firing
+            .samples
+            .push((labels.clone(), gpu.alerts_firing as f64));
         let last = gpu.last_proof_ratio.unwrap_or_default();
         for (name, ratio) in [("gemm", last.gemm), ("memory", last.memory)] {
             if let Some(v) = ratio {
                 let mut labels = labels.clone();
-                labels.push(("proof".to_string(), name.to_string()));
-                labels.push(("timed_by".to_string(), "agent".to_string()));
-                proof.get_or_create(&labels).set(v);
+                labels.push(("proof", name.to_string()));
+                labels.push(("timed_by", "agent".to_string()));
+                proof.samples.push((labels, v));
             }
         }
+    }
+    let mut out = String::new();
+    for (family, _) in &from_sample {
+        family.write(&mut out, format)?;
+    }
+    for family in [&last_xid, &xid_total, &score, &firing, &proof, &sampled] {
+        family.write(&mut out, format)?;
     }
     for (name, help, value) in [
         (
@@ -301,19 +492,20 @@ pub fn render(gpus: &[GpuMetrics<'_>], sampler: SamplerHealth) -> Result<String,
         ),
         ("pog_sampler_errors", "Readings that failed", sampler.errors),
     ] {
-        let counter: Counter = Counter::default();
-        counter.inc_by(value);
-        registry.register(name, help, counter);
+        let mut family = Family::new(name, Kind::Counter, help);
+        family.samples.push((Vec::new(), value as f64));
+        family.write(&mut out, format)?;
     }
-    let mut out = String::new();
-    encode(&mut out, &registry)?;
+    if format == Format::OpenMetrics {
+        out.push_str("# EOF\n");
+    }
     Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prometheus_parse::{Scrape, Value};
+    use prometheus_parse::{SampleType, Scrape, Value};
 
     fn identity(index: u32) -> GpuIdentity {
         GpuIdentity {
@@ -322,6 +514,7 @@ mod tests {
             model_name: "NVIDIA H200".into(),
             hostname: "h200-host".into(),
             pci_bus_id: Some(format!("00000000:1{index}:00.0")),
+            driver_version: Some("570.133.20".into()),
         }
     }
 
@@ -376,6 +569,7 @@ mod tests {
                 fields_unsupported: 3,
                 errors: 0,
             },
+            Format::OpenMetrics,
         )
         .unwrap();
         let scrape = parse(&text);
@@ -451,7 +645,7 @@ mod tests {
             alerts_firing: 0,
             last_proof_ratio: None,
         };
-        let text = render(&[quiet], SamplerHealth::default()).unwrap();
+        let text = render(&[quiet], SamplerHealth::default(), Format::OpenMetrics).unwrap();
         let line = text
             .lines()
             .find(|l| l.starts_with("pog_gpu_sampled{"))
@@ -472,7 +666,7 @@ mod tests {
             alerts_firing: 0,
             last_proof_ratio: None,
         };
-        let scrape = parse(&render(&[gpu], SamplerHealth::default()).unwrap());
+        let scrape = parse(&render(&[gpu], SamplerHealth::default(), Format::Text).unwrap());
         let sampled = scrape
             .samples
             .iter()
@@ -482,5 +676,233 @@ mod tests {
             sampled.labels.get("modelName"),
             Some("NVIDIA H200 NVL rev-2 \u{2713}")
         );
+    }
+
+    /// Every DCGM field name the page may carry, with dcgm-exporter's type for it.
+    const DCGM: [(&str, SampleType); 24] = [
+        ("DCGM_FI_DEV_GPU_TEMP", SampleType::Gauge),
+        ("DCGM_FI_DEV_MEMORY_TEMP", SampleType::Gauge),
+        ("DCGM_FI_DEV_POWER_USAGE", SampleType::Gauge),
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", SampleType::Counter),
+        ("DCGM_FI_DEV_GPU_UTIL", SampleType::Gauge),
+        ("DCGM_FI_DEV_MEM_COPY_UTIL", SampleType::Gauge),
+        ("DCGM_FI_DEV_FB_USED", SampleType::Gauge),
+        ("DCGM_FI_DEV_FB_FREE", SampleType::Gauge),
+        ("DCGM_FI_DEV_FB_RESERVED", SampleType::Gauge),
+        ("DCGM_FI_DEV_SM_CLOCK", SampleType::Gauge),
+        ("DCGM_FI_DEV_MEM_CLOCK", SampleType::Gauge),
+        ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", SampleType::Gauge),
+        ("DCGM_FI_DEV_PCIE_TX_THROUGHPUT", SampleType::Gauge),
+        ("DCGM_FI_DEV_PCIE_RX_THROUGHPUT", SampleType::Gauge),
+        ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", SampleType::Counter),
+        ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", SampleType::Counter),
+        ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", SampleType::Counter),
+        ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", SampleType::Counter),
+        ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", SampleType::Counter),
+        ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", SampleType::Counter),
+        (
+            "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+            SampleType::Counter,
+        ),
+        ("DCGM_FI_DEV_FAN_SPEED", SampleType::Gauge),
+        ("DCGM_FI_DEV_XID_ERRORS", SampleType::Gauge),
+        // Not read by pog today; listed so that the name check knows them.
+        ("DCGM_FI_DEV_ROW_REMAP_FAILURE", SampleType::Gauge),
+    ];
+
+    /// A sample with every field read, remapped rows among them.
+    fn full_sample() -> Sample {
+        let mut s = crate::trace::parse_trace(include_str!("../tests/data/h200-healthy.csv"))
+            .unwrap()
+            .remove(100);
+        s.energy_mj = Some(1.5e9);
+        s.mem_free_mib = Some(1000.0);
+        s.mem_reserved_mib = Some(500.0);
+        s.ecc_corr_aggregate = Some(4);
+        s.ecc_uncorr_aggregate = Some(1);
+        s.retired_pages = Some(2);
+        s.remapped_rows = Some(5);
+        s.remapped_rows_uncorrectable = Some(2);
+        s.fan_pct = Some(30.0);
+        s
+    }
+
+    fn page(format: Format) -> String {
+        let sample = full_sample();
+        let a = identity(0);
+        let mut b = identity(1);
+        b.pci_bus_id = None;
+        b.driver_version = None;
+        let gpu = |identity, sample| GpuMetrics {
+            identity,
+            sample,
+            xid_total: 1,
+            last_xid: 79,
+            anomaly_score: Some(0.5),
+            alerts_firing: 0,
+            last_proof_ratio: None,
+        };
+        render(
+            &[gpu(&a, Some(&sample)), gpu(&b, None)],
+            SamplerHealth {
+                samples: 3,
+                fields_unsupported: 1,
+                errors: 0,
+            },
+            format,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_text_format_types_labels_and_names_every_series_as_dcgm_exporter_does() {
+        let text = page(Format::Text);
+        assert!(!text.contains("# EOF"), "0.0.4 has no EOF marker");
+        let scrape = parse(&text);
+        let dcgm: std::collections::HashMap<&str, SampleType> = DCGM.into_iter().collect();
+        let typed: std::collections::HashMap<String, SampleType> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|l| {
+                let (name, kind) = l.split_once(' ').unwrap();
+                (name.to_string(), SampleType::parse(kind))
+            })
+            .collect();
+        for s in &scrape.samples {
+            // Every series has a TYPE line of its own name, and a HELP line.
+            let kind = typed
+                .get(&s.metric)
+                .unwrap_or_else(|| panic!("{} has no TYPE line", s.metric));
+            assert!(
+                scrape.docs.contains_key(&s.metric),
+                "{} has no HELP",
+                s.metric
+            );
+            let value_kind = match s.value {
+                Value::Counter(_) => SampleType::Counter,
+                Value::Gauge(_) => SampleType::Gauge,
+                _ => SampleType::Untyped,
+            };
+            assert_eq!(value_kind, *kind, "{}", s.metric);
+            if s.metric.starts_with("DCGM_FI_") {
+                assert_eq!(
+                    dcgm.get(s.metric.as_str()),
+                    Some(kind),
+                    "{} is not DCGM's",
+                    s.metric
+                );
+            } else {
+                assert!(s.metric.starts_with("pog_"), "{}", s.metric);
+                if *kind == SampleType::Counter {
+                    assert!(s.metric.ends_with("_total"), "{}", s.metric);
+                }
+            }
+            if s.metric.starts_with("pog_sampler_") {
+                continue;
+            }
+            // Every GPU series carries dcgm-exporter's labels, pci_bus_id and the driver
+            // version included (empty when unknown).
+            let gpu = s.labels.get("gpu").expect("a gpu label");
+            assert_eq!(
+                s.labels.get("device"),
+                Some(format!("nvidia{gpu}").as_str())
+            );
+            for label in ["UUID", "modelName", "Hostname"] {
+                assert!(s.labels.get(label).is_some(), "{} lacks {label}", s.metric);
+            }
+            let (bus, driver) = if gpu == "0" {
+                ("00000000:10:00.0", "570.133.20")
+            } else {
+                ("", "")
+            };
+            assert_eq!(s.labels.get("pci_bus_id").unwrap_or(""), bus);
+            assert_eq!(s.labels.get("DCGM_FI_DRIVER_VERSION").unwrap_or(""), driver);
+        }
+        for (name, kind) in DCGM.iter().take(23) {
+            assert_eq!(typed.get(*name), Some(kind), "{name}");
+        }
+        // dcgm-exporter's label order.
+        assert!(text.contains(
+            "\npog_gpu_sampled{gpu=\"1\",UUID=\"GPU-0621aea7-0001\",pci_bus_id=\"\",\
+             device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"h200-host\",\
+             DCGM_FI_DRIVER_VERSION=\"\"} 0\n"
+        ));
+        // Remapped rows split as DCGM splits them: 5 in all, 2 for uncorrectable errors.
+        assert_eq!(
+            value(&scrape, "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "0"),
+            Some(3.0)
+        );
+        assert_eq!(
+            value(&scrape, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "0"),
+            Some(2.0)
+        );
+        assert_eq!(value(&scrape, "DCGM_FI_DEV_RETIRED_PAGES", "0"), None);
+        assert_eq!(value(&scrape, "pog_retired_pages", "0"), Some(2.0));
+        assert_eq!(
+            value(&scrape, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "0"),
+            Some(1.5e9)
+        );
+        assert_eq!(value(&scrape, "pog_xid_errors_total", "1"), Some(1.0));
+    }
+
+    #[test]
+    fn openmetrics_keeps_dcgm_names_and_ends_counters_in_total() {
+        let text = page(Format::OpenMetrics);
+        assert!(text.ends_with("# EOF\n"));
+        assert!(text.contains("# TYPE DCGM_FI_DEV_PCIE_REPLAY_COUNTER unknown\n"));
+        assert!(text.contains("# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n"));
+        assert!(text.contains("# TYPE pog_xid_errors counter\n"));
+        assert!(text.contains("\npog_xid_errors_total{gpu=\"0\""));
+        assert!(text.contains("\npog_sampler_samples_total 3\n"));
+        assert!(text.contains("\nDCGM_FI_DEV_PCIE_REPLAY_COUNTER{gpu=\"0\""));
+        // The help's quotes are escaped in OpenMetrics, not in 0.0.4.
+        assert!(text.contains(r#"(timed_by=\"agent\")"#));
+        assert!(page(Format::Text).contains(r#"(timed_by="agent")"#));
+        // The same series, by name and value, in both formats.
+        let names = |text: &str| {
+            let mut v: Vec<(String, String)> = parse(text)
+                .samples
+                .into_iter()
+                .map(|s| {
+                    let labels: std::collections::BTreeMap<_, _> = s.labels.iter().collect();
+                    (s.metric.clone(), format!("{labels:?}"))
+                })
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(&text), names(&page(Format::Text)));
+    }
+
+    #[test]
+    fn the_accept_header_picks_the_format() {
+        let pick = |h| Format::from_accept(Some(h));
+        assert_eq!(Format::from_accept(None), Format::OpenMetrics);
+        assert_eq!(pick("*/*"), Format::OpenMetrics);
+        assert_eq!(pick("text/plain;version=0.0.4"), Format::Text);
+        assert_eq!(
+            pick("application/openmetrics-text; version=1.0.0"),
+            Format::OpenMetrics
+        );
+        // Prometheus 2's default: OpenMetrics preferred.
+        assert_eq!(
+            pick(
+                "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
+                 version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+            ),
+            Format::OpenMetrics
+        );
+        // Preferred by quality, whatever the order; q=0 refuses.
+        assert_eq!(
+            pick("application/openmetrics-text;q=0.2, text/plain;q=0.9"),
+            Format::Text
+        );
+        assert_eq!(
+            pick("text/plain;q=0, application/openmetrics-text;q=0.1"),
+            Format::OpenMetrics
+        );
+        assert_eq!(pick("TEXT/PLAIN"), Format::Text);
+        assert_eq!(pick("text/plain;q=nonsense"), Format::OpenMetrics);
+        assert_eq!(Format::Text.content_type(), TEXT_CONTENT_TYPE);
     }
 }

@@ -57,6 +57,10 @@ pub struct Sample {
     pub retired_pages: Option<u64>,
     /// Remapped memory rows (Ampere and later), correctable plus uncorrectable.
     pub remapped_rows: Option<u64>,
+    /// Of [`Sample::remapped_rows`], the rows remapped for uncorrectable errors, when the
+    /// reading told them apart (the live sampler does; older traces did not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remapped_rows_uncorrectable: Option<u64>,
     /// Fan speed, where the GPU has a fan.
     pub fan_pct: Option<f64>,
     /// Number of processes using the GPU.
@@ -79,6 +83,13 @@ pub struct Sample {
 }
 
 impl Sample {
+    /// The rows remapped for correctable errors: [`Sample::remapped_rows`] less
+    /// [`Sample::remapped_rows_uncorrectable`], when both were read.
+    pub fn remapped_rows_correctable(&self) -> Option<u64> {
+        let (total, uncorrectable) = self.remapped_rows.zip(self.remapped_rows_uncorrectable)?;
+        Some(total.saturating_sub(uncorrectable))
+    }
+
     /// A sample at `t` with nothing read.
     pub fn at(t: f64) -> Sample {
         Sample {

@@ -6,9 +6,9 @@
 use crate::dashboard::{charts, page, Chart, DashboardError, GpuPanel, Series, SIGNAL_CHARTS};
 use crate::history::{History, HistoryError};
 use crate::live::LiveMonitor;
-use crate::prometheus::GpuIdentity;
+use crate::prometheus::{Format, GpuIdentity};
 use crate::{Alert, Sample};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -164,14 +164,14 @@ async fn dashboard(
     }
 }
 
-/// The metrics page of `live` as an HTTP response.
-pub fn metrics_response(live: &LiveMonitor) -> Response {
-    match live.metrics() {
-        Ok(text) => (
-            [(header::CONTENT_TYPE, crate::prometheus::CONTENT_TYPE)],
-            text,
-        )
-            .into_response(),
+/// The metrics page of `live` as an HTTP response, in the format the request's `Accept`
+/// header asks for ([`Format::from_accept`]: the Prometheus text format 0.0.4 for
+/// `text/plain`, OpenMetrics otherwise).
+pub fn metrics_response(live: &LiveMonitor, headers: &HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = Format::from_accept(accept);
+    match live.metrics(format) {
+        Ok(text) => ([(header::CONTENT_TYPE, format.content_type())], text).into_response(),
         Err(_) => (
             StatusCode::INTERNAL_SERVER_ERROR,
             "rendering the metrics failed",
@@ -181,8 +181,11 @@ pub fn metrics_response(live: &LiveMonitor) -> Response {
 }
 
 /// `GET /metrics`.
-async fn metrics(axum::extract::State(live): axum::extract::State<Arc<LiveMonitor>>) -> Response {
-    metrics_response(&live)
+async fn metrics(
+    axum::extract::State(live): axum::extract::State<Arc<LiveMonitor>>,
+    headers: HeaderMap,
+) -> Response {
+    metrics_response(&live, &headers)
 }
 
 /// A router serving only `GET /metrics`.

@@ -80,6 +80,7 @@ mod tests {
             model_name: "recorded".into(),
             hostname: "host".into(),
             pci_bus_id: None,
+            driver_version: None,
         };
         let rows: Vec<Sample> = (0..3)
             .map(|i| {

@@ -33,7 +33,7 @@ pub const STANDARD_COLUMNS: [&str; 17] = [
 ];
 
 /// Columns beyond the fixture's that the reader understands and the writer can add.
-pub const EXTENSION_COLUMNS: [&str; 11] = [
+pub const EXTENSION_COLUMNS: [&str; 12] = [
     "mem_free_mib",
     "mem_reserved_mib",
     "ecc_corr_aggregate",
@@ -45,6 +45,7 @@ pub const EXTENSION_COLUMNS: [&str; 11] = [
     "xid",
     "bench_tflops",
     "proof_ratio",
+    "remapped_rows_uncorrectable",
 ];
 
 /// Why a trace could not be read or written.
@@ -218,6 +219,9 @@ impl<R: Read> TraceReader<R> {
                 "ecc_uncorr_aggregate" => sample.ecc_uncorr_aggregate = Some(count()?),
                 "retired_pages" => sample.retired_pages = Some(count()?),
                 "remapped_rows" => sample.remapped_rows = Some(count()?),
+                "remapped_rows_uncorrectable" => {
+                    sample.remapped_rows_uncorrectable = Some(count()?)
+                }
                 "fan_pct" => sample.fan_pct = Some(float()?),
                 "processes" => {
                     sample.processes = Some(
@@ -387,6 +391,7 @@ impl<W: Write> TraceWriter<W> {
                     .join(";"),
                 f(s.bench_tflops),
                 f(s.proof_ratio),
+                n(s.remapped_rows_uncorrectable),
             ]);
         }
         self.csv.write_record(&row).map_err(write_error)

@@ -175,9 +175,14 @@ fn start_run(
 
 /// `GET path` over a plain socket: the response's head and body.
 fn get(address: &str, path: &str) -> (String, String) {
+    get_with(address, path, "")
+}
+
+/// `GET path` with `headers` (each line ending in `\r\n`): the response's head and body.
+fn get_with(address: &str, path: &str, headers: &str) -> (String, String) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(address).unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: pog\r\nConnection: close\r\n\r\n");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: pog\r\n{headers}Connection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
@@ -268,6 +273,34 @@ fn run_serves_dcgm_metrics_records_the_trace_and_stops_on_time() {
     ]);
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let body = scrape(&address);
+    // A scraper asking for the 0.0.4 text format gets it, dcgm-exporter's counters typed
+    // counter under their DCGM names, every series labelled as dcgm-exporter labels it.
+    let (head, text) = get_with(
+        &address,
+        "/metrics",
+        "Accept: text/plain;version=0.0.4;q=0.9,application/openmetrics-text;q=0.5\r\n",
+    );
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    assert!(!text.contains("# EOF"), "{text}");
+    assert!(
+        text.contains("# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n"),
+        "{text}"
+    );
+    assert!(text.contains("# TYPE DCGM_FI_DEV_PCIE_REPLAY_COUNTER counter\n"));
+    let plain = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+    let energy = plain
+        .samples
+        .iter()
+        .find(|s| s.metric == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(matches!(energy.value, prometheus_parse::Value::Counter(_)));
+    assert_eq!(energy.labels.get("device"), Some("nvidia0"));
+    for label in ["pci_bus_id", "DCGM_FI_DRIVER_VERSION"] {
+        assert!(
+            text.contains(&format!("{label}=\"")),
+            "{label} missing: {text}"
+        );
+    }
     let parsed = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).unwrap();
     let temp = parsed
         .samples

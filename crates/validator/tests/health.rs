@@ -44,6 +44,7 @@ fn replayed() -> Replay {
             model_name: "NVIDIA H200".into(),
             hostname: "loopback".into(),
             pci_bus_id: Some("0000:00:06.0".into()),
+            driver_version: None,
         },
         trace_rows(),
     )

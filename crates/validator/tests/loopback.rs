@@ -163,6 +163,7 @@ async fn the_agents_metrics_carry_its_own_timing_of_each_proof() {
             model_name: "H200 SXM".into(),
             hostname: "loopback".into(),
             pci_bus_id: None,
+            driver_version: None,
         }],
         false,
     ));

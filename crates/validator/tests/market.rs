@@ -1218,6 +1218,7 @@ async fn watched(uuid: &str, rows: Vec<pog_monitor::Sample>) -> Arc<pog_agent::w
             model_name: "NVIDIA H200".into(),
             hostname: "loopback".into(),
             pci_bus_id: Some("0000:00:06.0".into()),
+            driver_version: None,
         },
         rows,
     );

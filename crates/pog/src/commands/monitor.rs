@@ -123,6 +123,7 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
                 model_name: "recorded trace".into(),
                 hostname: pog_device::monitor::hostname(),
                 pci_bus_id: None,
+                driver_version: None,
             },
             load(path)?,
         )),

@@ -38,6 +38,7 @@ pub(super) fn start(
             model_name: g.model.clone(),
             hostname: hostname.clone(),
             pci_bus_id: Some(g.bus_id.clone()),
+            driver_version: None,
         })
         .collect();
     let watch = Arc::new(Watch::new(identities, simulated));
