@@ -14,12 +14,15 @@
 //! The proof of memory ([`memory`]) is a second challenge kind through the same session: it
 //! proves capacity and bandwidth, which separate models the GEMM cannot (an H200 from an H100).
 //!
+//! The proof of CPU ([`cpu`]) is a third: the host's cores, each running one latency-bound
+//! chain at once, timed against one such chain run alone.
+//!
 //! [`prover::CpuProver`] is an honest (and, for tests, a dishonest) prover on the CPU at small
 //! sizes; the GPU prover lives with the device layer.
 //!
 //! The modules build on one another one way, lowest first: [`challenge`] (the challenge, whom
 //! it is for and how that is bound into its seeds), [`timing`] and [`soundness`]; [`layout`];
-//! [`params`] and [`prover`]; [`verify`]; [`memory`]; [`wire`]; and on top [`session`], which
+//! [`params`] and [`prover`]; [`verify`]; [`memory`] and [`cpu`]; [`wire`]; and on top [`session`], which
 //! runs either challenge kind through one state machine; [`task`] names every kind for the
 //! provers that compute each its own way. No module imports one above it
 //! (only tests do, to run an exchange end to end).
@@ -27,6 +30,7 @@
 #![warn(missing_docs)]
 
 pub mod challenge;
+pub mod cpu;
 pub mod layout;
 pub mod memory;
 pub mod params;

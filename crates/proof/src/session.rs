@@ -197,6 +197,28 @@ impl SpotChecked for Walk {
     }
 }
 
+impl SpotChecked for crate::cpu::CpuRun {
+    fn gpu_uuid(&self) -> &GpuUuid {
+        &self.challenge.to.gpu_uuid
+    }
+
+    fn leaf_count(&self) -> u64 {
+        self.challenge.leaf_count()
+    }
+
+    fn draw(&self, root: &Hash, secret: &[u8; 32], count: u32) -> Vec<Position> {
+        crate::cpu::CpuRun::draw(self, root, secret, count)
+    }
+
+    fn leaf_of(&self, position: Position) -> u64 {
+        crate::cpu::CpuRun::leaf_of(self, position)
+    }
+
+    fn check(&self, root: &Hash, position: Position, opening: &Opening) -> Result<(), Rejection> {
+        self.check_opening(root, position, opening)
+    }
+}
+
 /// The validator's view of one challenge.
 pub struct ValidatorSession<C: SpotChecked = Challenge> {
     id: String,

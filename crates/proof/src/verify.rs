@@ -78,6 +78,19 @@ pub enum Rejection {
         /// The largest error the precision allows at this value.
         tolerance: f64,
     },
+    /// A CPU-proof segment's end differs from the validator's run of it from the end before
+    /// (hex).
+    #[error("lane {lane} segment {segment} ends at {got}, the recomputation gives {expected}")]
+    WrongSegment {
+        /// The lane (its leaf), from 0.
+        lane: u64,
+        /// The segment, from 0.
+        segment: u64,
+        /// The end the leaf holds (hex).
+        got: String,
+        /// The validator's recomputation (hex).
+        expected: String,
+    },
     /// A memory-proof walker's output differs from the validator's recomputation (hex).
     #[error("walker {walker} output {got}, the recomputation gives {expected}")]
     WrongOutput {

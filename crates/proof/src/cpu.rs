@@ -1,0 +1,624 @@
+//! The proof of CPU: a host shows how many cores it has, and how fast they are, by running
+//! one latency-bound chain per claimed core at once, timed by the validator against one chain
+//! of the same length that the host ran alone just before.
+//!
+//! 1. **Calibration** (the set-up phase; the validator's clock runs from sending the
+//!    [`CpuChallenge`] to the agent's "ready"). The agent runs the calibration lane (lane
+//!    index `lanes`) alone on one core: `steps` dependent steps over a 512 KiB table derived
+//!    from the challenge. The validator's time for it is the host's time for one lane.
+//! 2. **The timed phase** (from the start nonce the validator sends after "ready"). The agent
+//!    runs `lanes` lanes at once, each `steps` steps over a table derived from the start
+//!    nonce, one lane a core. With as many cores as lanes this takes as long as the
+//!    calibration did (times the all-core slowdown a network allows, [`ALL_CORE_ALLOWANCE`]);
+//!    a host with half the cores it claims takes twice as long.
+//! 3. **Commitment and spot checks.** Each lane records its state at the end of each of its
+//!    `segments` equal segments; a lane's list of ends (8 bytes each) is one Merkle leaf, the
+//!    calibration lane's last. The validator draws (lane, segment) pairs; the agent opens the
+//!    drawn lanes' leaves; the validator rebuilds the table and recomputes each drawn segment
+//!    from the end before it (the lane's seed for the first) and compares.
+//!
+//! Why nothing answers faster than the claimed cores: every step's table index depends on the
+//! step before (a load, a multiply, a rotate: a few ns on a CPU core whose L2 holds the
+//! table), so a lane cannot be split; the lanes are as many as the claimed cores, so a GPU's
+//! thousands of threads have nothing to run in parallel, and each of its threads waits
+//! hundreds of ns for every load (a 512 KiB table is beyond an SM's 256 KB of L1). A segment
+//! can only start from the end before it, and a whole lane is one leaf, so a chain cannot be
+//! broken into pieces for more cores either: the opened leaf shows every link. What a second
+//! host could add is only more cores — the same cores the fleet's simultaneous rounds keep
+//! busy with that host's own challenge (docs/protocol.md).
+//!
+//! Why slowing the calibration on purpose buys nothing: the score counts the timed phase's
+//! throughput (`lanes × steps / time`), whatever the calibration took; a slow calibration only
+//! lowers the per-core rate on record.
+
+use crate::challenge::{bind, Addressee};
+use crate::layout::Position;
+use crate::prover::{OpenError, Opening, Prover};
+use crate::verify::Rejection;
+use pog_merkle::{leaf_hash, verify_inclusion, Hash, Tree};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Version of the CPU challenge's encoding and derivations; bumped on any change.
+pub const CPU_VERSION: u32 = 1;
+
+/// 64-bit words of a lane's table: 512 KiB, inside the L2 of every server core of the last
+/// decade (1–2 MiB) and beyond a GPU SM's L1.
+pub const TABLE_WORDS: usize = 1 << 16;
+
+/// Segments spot-checked per CPU challenge. A host that skips a share f of the segments (the
+/// only way to finish sooner with the cores it has) leaves that share of ends wrong, and 48
+/// draws catch f = 20 % with probability 1 − 0.8⁴⁸ ≈ 1 − 2·10⁻⁵ and f = 10 % in 99.4 % of
+/// rounds. Each check recomputes one segment (`steps / segments` steps) on the validator.
+pub const SAMPLES: u32 = 48;
+
+/// How much longer than the calibration lane the timed phase may take: one core alone runs at
+/// its single-core turbo clock, all of them at once at the all-core clock, and two lanes on
+/// one core's SMT siblings share it. Measured ratios are in docs/protocol.md ("Proof of
+/// CPU"); a host with half the cores it claims needs twice the calibration's time, far past
+/// it.
+pub const ALL_CORE_ALLOWANCE: f64 = 1.35;
+
+/// Steps per lane at the default plan: about 0.15–0.25 s on a current server core.
+pub const STEPS: u64 = 1 << 25;
+/// Segments per lane at the default plan: 8 KiB leaves, 32768-step segments (about 0.2 ms
+/// of the validator's CPU each).
+pub const SEGMENTS: u32 = 1024;
+
+/// The most lanes a challenge may ask for (cores of the largest hosts, with room).
+pub const MAX_LANES: u32 = 4096;
+/// The most steps per lane.
+pub const MAX_STEPS: u64 = 1 << 34;
+/// The most segments per lane (leaves of at most 512 KiB).
+pub const MAX_SEGMENTS: u32 = 1 << 16;
+
+/// What the validator asks one host's CPU to run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuChallenge {
+    /// [`CPU_VERSION`]; a challenge of another version is refused.
+    pub version: u32,
+    /// Fresh randomness from the validator, lowercase hex in JSON.
+    #[serde(with = "hex::serde")]
+    pub nonce: [u8; 32],
+    /// Whom it is for and from: the host is named by one of its GPUs (the one its proofs of
+    /// the host ride with), its agent's key and the validator's. Flattened.
+    #[serde(flatten)]
+    pub to: Addressee,
+    /// Lanes run at once in the timed phase: the cores (hardware threads) the host claims.
+    pub lanes: u32,
+    /// Dependent steps per lane.
+    pub steps: u64,
+    /// Equal segments per lane whose ends are committed; divides `steps`.
+    pub segments: u32,
+}
+
+/// A CPU challenge whose shape no prover should attempt.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "a CPU challenge needs 1 ≤ lanes ≤ {MAX_LANES}, 1 ≤ steps ≤ {MAX_STEPS} and 1 ≤ segments \
+     ≤ {MAX_SEGMENTS} dividing the steps; this one asks for {lanes} lanes of {steps} steps in \
+     {segments} segments"
+)]
+pub struct BadCpuShape {
+    /// The lanes asked for.
+    pub lanes: u32,
+    /// The steps per lane asked for.
+    pub steps: u64,
+    /// The segments per lane asked for.
+    pub segments: u32,
+}
+
+impl CpuChallenge {
+    /// The challenge for `lanes` claimed cores under the default plan.
+    pub fn new(nonce: [u8; 32], to: Addressee, lanes: u32) -> CpuChallenge {
+        CpuChallenge {
+            version: CPU_VERSION,
+            nonce,
+            to,
+            lanes,
+            steps: STEPS,
+            segments: SEGMENTS,
+        }
+    }
+
+    /// Checks the shape before anyone computes anything.
+    pub fn validate(&self) -> Result<(), BadCpuShape> {
+        let fits = (1..=MAX_LANES).contains(&self.lanes)
+            && (1..=MAX_STEPS).contains(&self.steps)
+            && (1..=MAX_SEGMENTS).contains(&self.segments)
+            && self.steps % u64::from(self.segments) == 0;
+        if fits {
+            Ok(())
+        } else {
+            Err(BadCpuShape {
+                lanes: self.lanes,
+                steps: self.steps,
+                segments: self.segments,
+            })
+        }
+    }
+
+    /// Leaves of the commitment: one per timed lane, then the calibration lane's.
+    pub fn leaf_count(&self) -> u64 {
+        u64::from(self.lanes) + 1
+    }
+
+    /// The calibration lane's index (its leaf is the last).
+    pub fn calibration_lane(&self) -> u32 {
+        self.lanes
+    }
+
+    /// Bytes of one leaf: a lane's segment ends, 8 bytes each, little-endian.
+    pub fn leaf_bytes(&self) -> usize {
+        self.segments as usize * 8
+    }
+
+    /// Steps in one segment.
+    pub fn segment_steps(&self) -> u64 {
+        self.steps / u64::from(self.segments.max(1))
+    }
+
+    /// Steps the timed phase runs in all (its throughput's numerator).
+    pub fn timed_steps(&self) -> u64 {
+        u64::from(self.lanes) * self.steps
+    }
+
+    /// The key of the lanes run from `start`: the calibration lane's (from the challenge
+    /// alone, known in the set-up phase) when `start` is `None`, the timed lanes' (from the
+    /// start nonce too, unknown until the timed phase begins) otherwise.
+    pub fn key(&self, start: Option<&[u8; 32]>) -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update(b"pog-cpu v1");
+        h.update(self.lanes.to_le_bytes());
+        h.update(self.steps.to_le_bytes());
+        h.update(self.segments.to_le_bytes());
+        bind(&mut h, &self.nonce, &self.to);
+        match start {
+            Some(start) => {
+                h.update(b"timed");
+                h.update(start);
+            }
+            None => h.update(b"calibration"),
+        }
+        h.finalize().into()
+    }
+}
+
+/// A lane's table: [`TABLE_WORDS`] words from `key`, each a splitmix64 of its index under
+/// the key (cheap to build: the table is not what is proven, the walk over it is).
+pub fn table(key: &[u8; 32]) -> Vec<u64> {
+    let salt = u64::from_le_bytes(key[..8].try_into().expect("32-byte key"))
+        ^ u64::from_le_bytes(key[8..16].try_into().expect("32-byte key")).rotate_left(17);
+    (0..TABLE_WORDS as u64)
+        .map(|i| splitmix64(salt ^ i.wrapping_mul(0xa076_1d64_78bd_642f)))
+        .collect()
+}
+
+/// The state lane `lane` starts from under `key`.
+pub fn lane_seed(key: &[u8; 32], lane: u32) -> u64 {
+    let k = u64::from_le_bytes(key[16..24].try_into().expect("32-byte key"))
+        ^ u64::from_le_bytes(key[24..32].try_into().expect("32-byte key")).rotate_left(29);
+    // Never 0 from a well-mixed hash but for one key in 2⁶⁴; a 0 state still moves (the
+    // step adds the table word before multiplying).
+    splitmix64(k ^ u64::from(lane).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+/// `steps` dependent steps from `state` over `table`: each reads the word the state points
+/// to, folds it in, multiplies and rotates, so the next index is unknown until this step is
+/// done. About 4–7 ns a step on a server core with the table in L2.
+pub fn run_segment(table: &[u64], mut state: u64, steps: u64) -> u64 {
+    debug_assert_eq!(table.len(), TABLE_WORDS);
+    let mask = TABLE_WORDS as u64 - 1;
+    for _ in 0..steps {
+        let word = table[((state >> 23) & mask) as usize];
+        state = (state ^ word)
+            .wrapping_add(0x632b_e59b_d9b4_e019)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(31);
+    }
+    state
+}
+
+/// One whole lane: its seed run `segments` times `segment_steps`, the end of each segment.
+pub fn run_lane(table: &[u64], seed: u64, segments: u32, segment_steps: u64) -> Vec<u64> {
+    let mut state = seed;
+    (0..segments)
+        .map(|_| {
+            state = run_segment(table, state, segment_steps);
+            state
+        })
+        .collect()
+}
+
+/// splitmix64's finalizer: a bijective 64-bit mix.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A lane's leaf: its segment ends, little-endian.
+fn leaf_of_ends(ends: &[u64]) -> Vec<u8> {
+    ends.iter().flat_map(|e| e.to_le_bytes()).collect()
+}
+
+/// What the validator spot-checks once the timed phase ran: the challenge and the start nonce
+/// that keyed its timed lanes (with the two tables, each built once on first use).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuRun {
+    /// The challenge the agent committed to.
+    pub challenge: CpuChallenge,
+    /// The nonce that started the timed phase.
+    pub start: [u8; 32],
+    /// The calibration lane's table and the timed lanes', once built.
+    tables: [std::sync::OnceLock<Vec<u64>>; 2],
+}
+
+impl CpuRun {
+    /// The run of `challenge` whose timed phase `start` began.
+    pub fn new(challenge: CpuChallenge, start: [u8; 32]) -> CpuRun {
+        CpuRun {
+            challenge,
+            start,
+            tables: Default::default(),
+        }
+    }
+
+    /// The key and table of `lane`'s chain (the calibration lane's, or the timed lanes').
+    fn keyed(&self, lane: u32) -> ([u8; 32], &[u64]) {
+        let calibration = lane == self.challenge.calibration_lane();
+        let key = if calibration {
+            self.challenge.key(None)
+        } else {
+            self.challenge.key(Some(&self.start))
+        };
+        let table = self.tables[usize::from(!calibration)].get_or_init(|| table(&key));
+        (key, table)
+    }
+
+    /// Draws `count` (lane, segment) pairs, uniform over every segment of every lane (the
+    /// calibration lane's too), from the validator's secret and the committed root; the pair
+    /// is the position (product 0, row `lane`, column `segment`).
+    pub fn draw(&self, root: &Hash, secret: &[u8; 32], count: u32) -> Vec<Position> {
+        let c = &self.challenge;
+        let total = c.leaf_count() * u64::from(c.segments);
+        (0..count)
+            .map(|i| {
+                let mut h = Sha256::new();
+                h.update(b"pog-cpu samples v1");
+                h.update(secret);
+                h.update(root);
+                h.update(i.to_le_bytes());
+                let d = h.finalize();
+                let word = u64::from_le_bytes(d[..8].try_into().expect("32-byte digest"));
+                let at = word % total.max(1);
+                Position {
+                    gemm: 0,
+                    row: at / u64::from(c.segments),
+                    col: at % u64::from(c.segments),
+                }
+            })
+            .collect()
+    }
+
+    /// The leaf holding a drawn segment: its lane's.
+    pub fn leaf_of(&self, p: Position) -> u64 {
+        p.row
+    }
+
+    /// Checks one opening for one drawn segment: the lane's leaf, of the right length, under
+    /// the committed root, whose drawn end is what the validator gets running the segment
+    /// from the end before it.
+    pub fn check_opening(
+        &self,
+        root: &Hash,
+        p: Position,
+        opening: &Opening,
+    ) -> Result<(), Rejection> {
+        let c = &self.challenge;
+        let leaf = self.leaf_of(p);
+        if opening.leaf != leaf {
+            return Err(Rejection::WrongLeaf {
+                expected: leaf,
+                got: opening.leaf,
+            });
+        }
+        if opening.bytes.len() != c.leaf_bytes() {
+            return Err(Rejection::BadLength {
+                leaf,
+                expected: c.leaf_bytes(),
+                got: opening.bytes.len(),
+            });
+        }
+        if !verify_inclusion(
+            &leaf_hash(&opening.bytes),
+            leaf,
+            c.leaf_count(),
+            &opening.proof,
+            root,
+        ) {
+            return Err(Rejection::NotInTree { leaf });
+        }
+        let end_at = |segment: u64| {
+            let at = segment as usize * 8;
+            u64::from_le_bytes(opening.bytes[at..at + 8].try_into().expect("8 bytes"))
+        };
+        let (key, table) = self.keyed(leaf as u32);
+        let from = match p.col {
+            0 => lane_seed(&key, leaf as u32),
+            segment => end_at(segment - 1),
+        };
+        let expected = run_segment(table, from, c.segment_steps());
+        let got = end_at(p.col);
+        if got != expected {
+            return Err(Rejection::WrongSegment {
+                lane: leaf,
+                segment: p.col,
+                got: format!("{got:016x}"),
+                expected: format!("{expected:016x}"),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// How a CPU prover behaves.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CpuBehaviour {
+    /// Runs every lane, one thread a lane.
+    Honest,
+    /// Runs the timed lanes on at most this many threads (a host with fewer cores than it
+    /// claims: the attack tests' cheat).
+    Threads(usize),
+    /// Writes junk instead of running this share of the segments (saves that share of the
+    /// work), and runs on from the junk, so every segment but the skipped ones checks out.
+    Skip(f64),
+}
+
+/// The calibration lane, run in the set-up phase; what the timed phase then runs beside it.
+#[derive(Debug, Clone)]
+pub struct CpuCalibrated {
+    challenge: CpuChallenge,
+    calibration: Vec<u64>,
+}
+
+impl CpuCalibrated {
+    /// Runs the calibration lane alone, on this thread (`steps` steps: the set-up's time).
+    pub fn run(challenge: &CpuChallenge) -> CpuCalibrated {
+        let key = challenge.key(None);
+        let lane = challenge.calibration_lane();
+        let calibration = run_lane(
+            &table(&key),
+            lane_seed(&key, lane),
+            challenge.segments,
+            challenge.segment_steps(),
+        );
+        CpuCalibrated {
+            challenge: challenge.clone(),
+            calibration,
+        }
+    }
+
+    /// Runs the timed lanes from `start`, all at once (one thread a lane, or as `behaviour`
+    /// says), and commits to every lane's ends with the calibration lane's last.
+    pub fn run_timed(self, start: &[u8; 32], behaviour: CpuBehaviour) -> CpuLanes {
+        let c = &self.challenge;
+        let key = c.key(Some(start));
+        let table = table(&key);
+        let threads = match behaviour {
+            CpuBehaviour::Threads(n) => n.clamp(1, c.lanes as usize),
+            _ => c.lanes as usize,
+        };
+        let lanes: Vec<u32> = (0..c.lanes).collect();
+        let per_thread = lanes.len().div_ceil(threads);
+        let mut ends: Vec<Vec<u64>> = std::thread::scope(|scope| {
+            let running: Vec<_> = lanes
+                .chunks(per_thread)
+                .map(|chunk| {
+                    let table = &table;
+                    scope.spawn(move || {
+                        chunk
+                            .iter()
+                            .map(|&lane| run_cheating(c, table, &key, lane, behaviour))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            running
+                .into_iter()
+                .flat_map(|t| t.join().expect("a lane thread does not panic"))
+                .collect()
+        });
+        ends.push(self.calibration);
+        let leaves: Vec<Vec<u8>> = ends.iter().map(|e| leaf_of_ends(e)).collect();
+        let tree = Tree::from_leaf_hashes(leaves.iter().map(|l| leaf_hash(l)).collect());
+        CpuLanes { tree, leaves }
+    }
+}
+
+/// One timed lane, honestly or skipping the share of segments `behaviour` says.
+fn run_cheating(
+    c: &CpuChallenge,
+    table: &[u64],
+    key: &[u8; 32],
+    lane: u32,
+    behaviour: CpuBehaviour,
+) -> Vec<u64> {
+    let seed = lane_seed(key, lane);
+    let CpuBehaviour::Skip(share) = behaviour else {
+        return run_lane(table, seed, c.segments, c.segment_steps());
+    };
+    let mut state = seed;
+    (0..c.segments)
+        .map(|segment| {
+            let skip = (splitmix64(u64::from(lane) << 32 | u64::from(segment)) as f64)
+                < share * u64::MAX as f64;
+            if skip {
+                // The true end is unknown without the work: junk, and the next segment
+                // starts from the junk (as a prover that skipped must).
+                state = splitmix64(state ^ 0xbad);
+            } else {
+                state = run_segment(table, state, c.segment_steps());
+            }
+            state
+        })
+        .collect()
+}
+
+/// A CPU challenge run, kept whole in memory (a few KiB a lane).
+pub struct CpuLanes {
+    tree: Tree,
+    leaves: Vec<Vec<u8>>,
+}
+
+impl Prover for CpuLanes {
+    fn root(&self) -> Hash {
+        self.tree.root()
+    }
+
+    fn leaf_count(&self) -> u64 {
+        self.tree.size()
+    }
+
+    fn open(&self, leaves: &[u64]) -> Result<Vec<Opening>, OpenError> {
+        crate::prover::open_from(&self.tree, &self.leaves, leaves)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pog_signed::PublicKey;
+
+    fn challenge(lanes: u32, steps: u64, segments: u32) -> CpuChallenge {
+        CpuChallenge {
+            version: CPU_VERSION,
+            nonce: [7; 32],
+            to: Addressee {
+                gpu_uuid: "GPU-host".parse().unwrap(),
+                gpu_bus_id: "00000000:00:06.0".into(),
+                agent_key: PublicKey::from([0xaa; 32]),
+                validator_key: PublicKey::from([0xbb; 32]),
+            },
+            lanes,
+            steps,
+            segments,
+        }
+    }
+
+    /// Runs `c` with `behaviour` and checks `SAMPLES` drawn segments: the rejections.
+    fn verify(c: &CpuChallenge, behaviour: CpuBehaviour) -> Vec<Rejection> {
+        let start = [9; 32];
+        let prover = CpuCalibrated::run(c).run_timed(&start, behaviour);
+        let run = CpuRun::new(c.clone(), start);
+        let root = prover.root();
+        run.draw(&root, &[3; 32], SAMPLES)
+            .into_iter()
+            .filter_map(|p| {
+                let opening = prover.open(&[run.leaf_of(p)]).unwrap().remove(0);
+                run.check_opening(&root, p, &opening).err()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_honest_run_passes_every_check_and_fewer_threads_change_nothing() {
+        let c = challenge(3, 4096, 64);
+        assert_eq!(verify(&c, CpuBehaviour::Honest), vec![]);
+        // Fewer cores than lanes: the same answer, only later (the time bound's to catch).
+        assert_eq!(verify(&c, CpuBehaviour::Threads(1)), vec![]);
+    }
+
+    #[test]
+    fn skipped_segments_are_caught() {
+        let c = challenge(4, 4096, 64);
+        let rejected = verify(&c, CpuBehaviour::Skip(0.2));
+        assert!(!rejected.is_empty());
+        assert!(rejected
+            .iter()
+            .all(|r| matches!(r, Rejection::WrongSegment { .. })));
+    }
+
+    #[test]
+    fn timed_lanes_depend_on_the_start_nonce_and_the_calibration_does_not() {
+        let c = challenge(2, 1024, 16);
+        let (a, b) = (c.key(Some(&[1; 32])), c.key(Some(&[2; 32])));
+        assert_ne!(a, b);
+        assert_ne!(c.key(None), a);
+        let mut other = c.clone();
+        other.to.agent_key = PublicKey::from([0xcc; 32]);
+        assert_ne!(other.key(None), c.key(None), "bound to the agent's key");
+    }
+
+    #[test]
+    fn a_leaf_from_another_lane_or_a_forged_end_is_refused() {
+        let c = challenge(2, 2048, 32);
+        let start = [5; 32];
+        let prover = CpuCalibrated::run(&c).run_timed(&start, CpuBehaviour::Honest);
+        let run = CpuRun::new(c.clone(), start);
+        let root = prover.root();
+        let p = Position {
+            gemm: 0,
+            row: 1,
+            col: 5,
+        };
+        let wrong_lane = prover.open(&[0]).unwrap().remove(0);
+        assert!(matches!(
+            run.check_opening(&root, p, &wrong_lane),
+            Err(Rejection::WrongLeaf { .. })
+        ));
+        let mut forged = prover.open(&[1]).unwrap().remove(0);
+        forged.bytes[5 * 8] ^= 1;
+        assert!(matches!(
+            run.check_opening(&root, p, &forged),
+            Err(Rejection::NotInTree { .. })
+        ));
+        let mut short = prover.open(&[1]).unwrap().remove(0);
+        short.bytes.pop();
+        assert!(matches!(
+            run.check_opening(&root, p, &short),
+            Err(Rejection::BadLength { .. })
+        ));
+        // The calibration lane is checked under its own key.
+        let calibration = Position {
+            gemm: 0,
+            row: 2,
+            col: 0,
+        };
+        assert_eq!(
+            run.check_opening(&root, calibration, &prover.open(&[2]).unwrap().remove(0)),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn shapes_beyond_the_limits_are_refused() {
+        assert!(challenge(1, 1024, 16).validate().is_ok());
+        for bad in [
+            challenge(0, 1024, 16),
+            challenge(MAX_LANES + 1, 1024, 16),
+            challenge(1, 1000, 16),
+            challenge(1, 1024, 0),
+            challenge(1, MAX_STEPS + 16, 16),
+            challenge(1, 1 << 20, MAX_SEGMENTS * 2),
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_draw_covers_every_lane_and_segment_uniformly_enough() {
+        let c = challenge(3, 1024, 4);
+        let run = CpuRun::new(c.clone(), [0; 32]);
+        let drawn = run.draw(&[1; 32], &[2; 32], 4000);
+        let mut seen = std::collections::HashMap::new();
+        for p in drawn {
+            assert!(p.row < c.leaf_count() && p.col < u64::from(c.segments));
+            *seen.entry((p.row, p.col)).or_insert(0u32) += 1;
+        }
+        assert_eq!(seen.len(), 16, "every (lane, segment) drawn");
+        assert!(seen.values().all(|&n| (150..350).contains(&n)), "{seen:?}");
+    }
+}
