@@ -3,7 +3,8 @@
 //! `pog prove` and `pog check` run it.
 
 use crate::provers::{CpuEngine, GpuEngine, ProverEngine, ProverError, MAX_CPU_WORK};
-use crate::selfcheck::{self, MemorySelfCheck, SelfCheck, SelfCheckError};
+use crate::selfcheck::{self, CpuSelfCheck, MemorySelfCheck, SelfCheck, SelfCheckError};
+use pog_proof::cpu::CpuPlan;
 use pog_facts::Origin;
 use pog_inspect::{GpuVerdict, InspectReport};
 use pog_proof::challenge::Addressee;
@@ -119,6 +120,72 @@ pub enum ProveError {
     /// The GPU prover failed to start.
     #[error("the GPU prover could not start: {0}")]
     Engine(#[source] ProverError),
+    /// The proof of the host's cores could not run to a verdict.
+    #[error("the proof of CPU could not run: {0}")]
+    Cpu(#[source] SelfCheckError),
+}
+
+/// The proof of this host's cores, as a validator would run it.
+#[derive(Debug, Serialize)]
+pub struct HostCpuProof {
+    /// Lanes run at once: the hardware threads the host claims.
+    pub lanes: u32,
+    /// Where that claim came from: "inventory" (`/proc/cpuinfo`, what an agent reports) or
+    /// "scheduler" (the threads this process may run on, for a simulated inventory).
+    pub claimed_from: &'static str,
+    /// The self-challenge.
+    pub check: CpuSelfCheck,
+}
+
+impl HostCpuProof {
+    /// Whether the proof was accepted.
+    pub fn passed(&self) -> bool {
+        self.check.measured.outcome.accepted
+    }
+}
+
+/// Challenges this host's cores as a validator would: one lane per claimed hardware thread
+/// (the inventory's, or this process's for a simulated one), addressed to the host's first
+/// GPU, spot-checked with the validator's default samples.
+pub fn prove_cpu(inspect: &InspectReport) -> Result<HostCpuProof, ProveError> {
+    let simulated = matches!(inspect.inventory.origin, Origin::Simulated { .. });
+    let inventory = inspect
+        .inventory
+        .host
+        .cpu
+        .value()
+        .map(|c| c.threads)
+        .filter(|t| *t > 0 && !simulated);
+    let (lanes, claimed_from) = match inventory {
+        Some(threads) => (threads, "inventory"),
+        None => (
+            std::thread::available_parallelism().map_or(1, |n| n.get()) as u32,
+            "scheduler",
+        ),
+    };
+    let anchor = inspect
+        .inspection
+        .gpus
+        .iter()
+        .find_map(|g| Some((g.uuid.as_ref()?, g.bus_id?)))
+        .ok_or(ProveError::NoGpu)?;
+    let uuid: GpuUuid = anchor.0.parse().map_err(|_| ProveError::NoGpu)?;
+    let policy = pog_records::CpuPolicy::default();
+    let plan = CpuPlan {
+        lanes,
+        steps: policy.steps,
+        segments: policy.segments,
+    };
+    let engine = crate::provers::CpuEngine {
+        behaviour: Behaviour::Honest,
+    };
+    let check = selfcheck::run_cpu(&engine, (&uuid, &anchor.1.to_string()), &plan, policy.samples)
+        .map_err(ProveError::Cpu)?;
+    Ok(HostCpuProof {
+        lanes,
+        claimed_from,
+        check,
+    })
 }
 
 /// Why one GPU's self-challenge could not run to a verdict. The report shows it as its

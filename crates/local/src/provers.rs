@@ -7,6 +7,7 @@ use pog_device::gpu::{
     Walked,
 };
 use pog_facts::GpuError;
+use pog_proof::cpu::{CpuBehaviour, CpuCalibrated, CpuChallenge};
 use pog_proof::memory::{CpuDataset, MemoryBehaviour, MemoryChallenge};
 use pog_proof::prover::{Behaviour, CpuProver, OpenError, Opening, Prover};
 use pog_proof::task::Task;
@@ -26,6 +27,11 @@ pub const MAX_CPU_READS: u64 = 1 << 24;
 /// See [`MAX_CPU_ITEMS`]: without it, 2²⁴ walkers of one read each would hold 256 MiB of
 /// outputs and as much in leaves.
 pub const MAX_CPU_WALKERS: u64 = 1 << 20;
+
+/// The most steps per lane an agent runs for a CPU challenge: about two seconds of a current
+/// core (the default plan asks 2²⁵), so a validator cannot keep the host's cores busy for
+/// hours with one challenge.
+pub const MAX_CPU_LANE_STEPS: u64 = 1 << 28;
 
 /// Commitments a GPU keeps for opening at once; the oldest is dropped beyond this (a validator
 /// opens within seconds of the commitment).
@@ -186,11 +192,13 @@ impl ProverEngine for CpuEngine {
                     )
                 })
             }
+            Task::Cpu(c) => cpu_refusal(c),
         }
     }
 
     fn set_up(&self, task: Task<'_>) -> Result<Box<dyn SetUp>, ProverError> {
         Ok(match task {
+            Task::Cpu(c) => calibrate(c, self.behaviour),
             Task::Gemm(c) => Box::new(GemmOn {
                 engine: *self,
                 challenge: c.clone(),
@@ -202,6 +210,60 @@ impl ProverEngine for CpuEngine {
                     _ => MemoryBehaviour::Honest,
                 },
             }),
+        })
+    }
+}
+
+/// Why an agent will not run CPU challenge `c`, if it will not: a shape beyond the protocol,
+/// lanes longer than [`MAX_CPU_LANE_STEPS`], or more lanes than this host has hardware
+/// threads (an honest agent claims no more, and a validator must not make it run more).
+pub fn cpu_refusal(c: &CpuChallenge) -> Option<String> {
+    if let Err(e) = c.validate() {
+        return Some(e.to_string());
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if c.steps > MAX_CPU_LANE_STEPS || c.lanes as usize > threads {
+        return Some(format!(
+            "a CPU challenge of {} lanes of {} steps is beyond this host ({threads} hardware \
+             threads, at most {MAX_CPU_LANE_STEPS} steps a lane)",
+            c.lanes, c.steps
+        ));
+    }
+    None
+}
+
+/// A CPU challenge's calibration lane, run now (the set-up), waiting for its timed lanes.
+struct CpuCalibration {
+    calibrated: CpuCalibrated,
+    behaviour: CpuBehaviour,
+    ms: f64,
+}
+
+/// Runs `c`'s calibration lane on this thread, the timed lanes to follow as `behaviour` says.
+fn calibrate(c: &CpuChallenge, behaviour: Behaviour) -> Box<dyn SetUp> {
+    let started = std::time::Instant::now();
+    let calibrated = CpuCalibrated::run(c);
+    Box::new(CpuCalibration {
+        calibrated,
+        behaviour: match behaviour {
+            Behaviour::Threads(n) => CpuBehaviour::Threads(n),
+            Behaviour::Junk(f) => CpuBehaviour::Skip(f),
+            _ => CpuBehaviour::Honest,
+        },
+        ms: started.elapsed().as_secs_f64() * 1e3,
+    })
+}
+
+impl SetUp for CpuCalibration {
+    fn set_up_ms(&self) -> Option<f64> {
+        Some(self.ms)
+    }
+
+    fn run(self: Box<Self>, start: &[u8; 32]) -> Result<Proved, ProverError> {
+        Ok(Proved {
+            prover: Arc::new(self.calibrated.run_timed(start, self.behaviour)),
+            timings: None,
+            algorithm: None,
         })
     }
 }
@@ -552,8 +614,13 @@ impl ProverEngine for GpuEngine {
     }
 
     fn set_up(&self, task: Task<'_>) -> Result<Box<dyn SetUp>, ProverError> {
+        if let Task::Cpu(c) = task {
+            // The host's cores, not the GPU's: run on this host's CPU, honestly.
+            return Ok(calibrate(c, Behaviour::Honest));
+        }
         let worker = self.worker(&task.to().gpu_uuid)?.clone();
         Ok(match task {
+            Task::Cpu(_) => unreachable!("run on the CPU above"),
             Task::Gemm(c) => Box::new(GemmOn {
                 engine: worker,
                 challenge: c.clone(),

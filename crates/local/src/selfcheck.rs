@@ -10,7 +10,8 @@ use pog_proof::prover::Prover;
 use pog_proof::session::{Outcome, SpotChecked, ValidatorSession};
 use pog_proof::timing::now_ms;
 use pog_proof::wire::{kind, ChallengeMessage, Commitment, Openings, WireOpening};
-use pog_records::{Exchange, Gemm, Memory, Planned, ProofKind};
+use pog_proof::cpu::{CpuChallenge, CpuPlan};
+use pog_records::{Exchange, Gemm, HostCpu, Memory, Planned, ProofKind};
 use pog_signed::random_bytes;
 use pog_signed::{GpuUuid, Identity};
 use serde::Serialize;
@@ -163,9 +164,9 @@ fn exchange<K: ProofKind>(
     plan: &K::Plan,
     samples: u32,
 ) -> Result<Exchanged<K>, SelfCheckError> {
-    let expected_ms = K::expected_ms(plan);
-    if !(expected_ms.is_finite() && expected_ms > 0.0) {
-        return Err(SelfCheckError::Bound(expected_ms));
+    let planned_ms = K::expected_ms(plan);
+    if !(planned_ms.is_finite() && planned_ms > 0.0) {
+        return Err(SelfCheckError::Bound(planned_ms));
     }
     let validator = Identity::from_seed(random_bytes());
     let agent = Identity::from_seed(random_bytes());
@@ -183,7 +184,7 @@ fn exchange<K: ProofKind>(
 
     let id = hex::encode(random_bytes::<16>());
     let issued_at_ms = now_ms();
-    let expires_at_ms = issued_at_ms.saturating_add(EXPIRY_MS.max((expected_ms * 10.0) as u64));
+    let expires_at_ms = issued_at_ms.saturating_add(EXPIRY_MS.max((planned_ms * 10.0) as u64));
     let message = ChallengeMessage {
         id: id.clone(),
         challenge: challenge.clone(),
@@ -196,6 +197,8 @@ fn exchange<K: ProofKind>(
     let set_up_ms = setting_up.elapsed().as_secs_f64() * 1e3;
     let device_set_up_ms = set_up.set_up_ms();
 
+    // A kind that calibrates in its set-up is judged against what the set-up took.
+    let expected_ms = K::expected_after_set_up(plan, Some(set_up_ms));
     let start: [u8; 32] = random_bytes();
     let mut from_agent = 0;
     if let Exchange::SetUp {
@@ -385,6 +388,43 @@ pub fn run_memory(
     })
 }
 
+/// What one self-challenge of this host's cores showed.
+#[derive(Debug, Clone, Serialize)]
+pub struct CpuSelfCheck {
+    /// The challenge as issued (lanes, steps, segments).
+    pub challenge: CpuChallenge,
+    /// The calibration lane's wall time, alone (the bound is this times the all-core
+    /// allowance).
+    pub calibration_ms: f64,
+    /// The timed lanes' throughput: lanes × steps over the time to commit, steps a second.
+    pub steps_per_s: f64,
+    /// One lane's rate alone (the calibration's), steps a second.
+    pub lane_steps_per_s: f64,
+    /// What every kind of self-challenge measures (flattened).
+    #[serde(flatten)]
+    pub measured: Measured,
+}
+
+/// Challenges this host's cores through `engine` as a validator would under `plan`, the
+/// challenge addressed to `gpu` (the GPU the host's proofs ride with).
+pub fn run_cpu(
+    engine: &dyn ProverEngine,
+    gpu: (&GpuUuid, &str),
+    plan: &CpuPlan,
+    samples: u32,
+) -> Result<CpuSelfCheck, SelfCheckError> {
+    let x = exchange::<HostCpu>(engine, gpu, plan, samples)?;
+    let c = &x.challenge;
+    let per_s = |steps: u64, ms: f64| steps as f64 / (ms.max(f64::MIN_POSITIVE) / 1e3);
+    Ok(CpuSelfCheck {
+        calibration_ms: x.set_up_ms,
+        steps_per_s: per_s(c.timed_steps(), x.measured.commit_ms),
+        lane_steps_per_s: per_s(c.steps, x.set_up_ms),
+        measured: x.measured,
+        challenge: x.challenge,
+    })
+}
+
 /// Bytes of `body` signed by `who` as a `kind` message, as it would travel.
 fn sealed_len<T: Serialize>(
     who: &Identity,
@@ -464,5 +504,56 @@ mod tests {
         )
         .unwrap();
         assert!(!late.measured.outcome.accepted && late.measured.outcome.wrong() == 0);
+    }
+
+    /// The test shape's plan for `lanes` claimed cores.
+    fn cpu_plan(lanes: u32) -> CpuPlan {
+        let shape = pog_records::CpuPolicy::test_shape();
+        CpuPlan {
+            lanes,
+            steps: shape.steps,
+            segments: shape.segments,
+        }
+    }
+
+    #[test]
+    fn a_host_proves_its_cores_and_one_claiming_twice_its_cores_fails_on_time() {
+        let gpu = (&"GPU-1".parse().unwrap(), "00000000:00:06.0");
+        // One lane, one core: the timed phase takes as long as the calibration.
+        let honest = CpuEngine {
+            behaviour: Behaviour::Honest,
+        };
+        // A machine busy with other tests can slow one run's timed phase against its
+        // calibration: an honest host passes in one of three.
+        let check = (0..3)
+            .map(|_| run_cpu(&honest, gpu, &cpu_plan(1), 48).unwrap())
+            .find(|c| c.measured.outcome.accepted)
+            .unwrap_or_else(|| run_cpu(&honest, gpu, &cpu_plan(1), 48).unwrap());
+        assert!(
+            check.measured.outcome.accepted,
+            "{:?}",
+            check.measured.outcome
+        );
+        assert_eq!(check.measured.outcome.checked, 48);
+        assert!(check.steps_per_s > 0.0 && check.lane_steps_per_s > 0.0);
+
+        // Two lanes claimed, one core to run them: twice the calibration's time, past the
+        // all-core allowance, though every segment checks out.
+        let one_core = CpuEngine {
+            behaviour: Behaviour::Threads(1),
+        };
+        let late = run_cpu(&one_core, gpu, &cpu_plan(2), 48).unwrap();
+        let outcome = &late.measured.outcome;
+        assert!(!outcome.accepted, "{outcome:?}");
+        assert_eq!(outcome.wrong(), 0);
+        assert!(outcome.time.ratio > 1.0 + pog_proof::timing::TIME_TOLERANCE);
+
+        // Skipping work to finish sooner: caught by the spot checks.
+        let skipping = CpuEngine {
+            behaviour: Behaviour::Junk(0.3),
+        };
+        let caught = run_cpu(&skipping, gpu, &cpu_plan(1), 48).unwrap();
+        assert!(!caught.measured.outcome.accepted);
+        assert!(caught.measured.outcome.wrong() > 0);
     }
 }

@@ -698,6 +698,42 @@ struct ProofRow<'a> {
 /// One table of one kind of proof (`headings`: the challenge, the timed phase and the kind's
 /// two cells), a row per GPU that ran it or could not (`row` gives either); no table when no
 /// GPU did either.
+/// The proof of the host's cores: the lanes, the calibration against the timed phase, the
+/// throughput, the spot checks and the verdict.
+pub fn cpu_proof(p: &pog_local::hostproof::HostCpuProof) {
+    let m = &p.check.measured;
+    let mut t = table([
+        "lanes",
+        "one lane alone",
+        "all lanes / bound",
+        "throughput",
+        "per lane alone",
+        "verify",
+        "bytes to / from",
+        "verdict",
+    ]);
+    t.add_row(vec![
+        format!("{} ({})", p.lanes, p.claimed_from),
+        format!("{:.1} ms", p.check.calibration_ms),
+        format!(
+            "{:.1} / {:.1} ms ({:.3})",
+            m.commit_ms,
+            m.expected_ms,
+            m.time_ratio()
+        ),
+        format!("{:.3e} steps/s", p.check.steps_per_s),
+        format!("{:.3e} steps/s", p.check.lane_steps_per_s),
+        format!("{:.1} ms", m.verify_ms),
+        format!("{} / {}", m.bytes_to_agent, m.bytes_from_agent),
+        if m.outcome.accepted {
+            "accepted".into()
+        } else {
+            format!("rejected ({} wrong)", m.outcome.wrong())
+        },
+    ]);
+    println!("{t}");
+}
+
 fn proofs_table<'a>(
     headings: [&str; 4],
     proofs: &'a [GpuProof],

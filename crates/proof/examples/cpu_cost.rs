@@ -6,7 +6,7 @@
 
 use pog_proof::challenge::Addressee;
 use pog_proof::cpu::{
-    CpuBehaviour, CpuCalibrated, CpuChallenge, CpuRun, ALL_CORE_ALLOWANCE, SAMPLES,
+    CpuBehaviour, CpuCalibrated, CpuPlan, CpuRun, ALL_CORE_ALLOWANCE, SAMPLES,
 };
 use pog_proof::prover::Prover;
 use pog_proof::timing::TIME_TOLERANCE;
@@ -24,10 +24,9 @@ fn main() {
     println!("|---|---|---|---|---|---|---|---|---|");
     for _ in 0..runs {
         for (lanes, claim) in [(threads, "honest"), (2 * threads, "twice the cores")] {
-            let challenge = CpuChallenge::new(
+            let challenge = CpuPlan::for_cores(lanes).challenge(
                 [1; 32],
                 Addressee::shape_only(&"GPU-bench".parse().expect("uuid"), "0"),
-                lanes,
             );
             let t = Instant::now();
             let calibrated = CpuCalibrated::run(&challenge);

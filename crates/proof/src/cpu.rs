@@ -65,6 +65,12 @@ pub const STEPS: u64 = 1 << 25;
 /// of the validator's CPU each).
 pub const SEGMENTS: u32 = 1024;
 
+/// The slowest step a lane may take and still count as a core, ns: about 3.5 times a
+/// current server core's. It bounds the timed phase whatever the calibration took (a host
+/// that slows its calibration on purpose gains no time past it) and how long the validator
+/// waits.
+pub const SLOWEST_STEP_NS: f64 = 25.0;
+
 /// The most lanes a challenge may ask for (cores of the largest hosts, with room).
 pub const MAX_LANES: u32 = 4096;
 /// The most steps per lane.
@@ -93,6 +99,72 @@ pub struct CpuChallenge {
     pub segments: u32,
 }
 
+/// The shape of a host's CPU challenge and its time bounds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuPlan {
+    /// Lanes at once: the host's claimed cores (hardware threads).
+    pub lanes: u32,
+    /// Steps per lane.
+    pub steps: u64,
+    /// Segments per lane.
+    pub segments: u32,
+}
+
+impl CpuPlan {
+    /// The default plan for `lanes` claimed cores.
+    pub fn for_cores(lanes: u32) -> CpuPlan {
+        CpuPlan {
+            lanes,
+            steps: STEPS,
+            segments: SEGMENTS,
+        }
+    }
+
+    /// The challenge of this plan for `to`, from `nonce`.
+    pub fn challenge(&self, nonce: [u8; 32], to: Addressee) -> CpuChallenge {
+        CpuChallenge {
+            version: CPU_VERSION,
+            nonce,
+            to,
+            lanes: self.lanes,
+            steps: self.steps,
+            segments: self.segments,
+        }
+    }
+
+    /// Checks the shape against the protocol's limits.
+    pub fn validate(&self) -> Result<(), BadCpuShape> {
+        let fits = (1..=MAX_LANES).contains(&self.lanes)
+            && (1..=MAX_STEPS).contains(&self.steps)
+            && (1..=MAX_SEGMENTS).contains(&self.segments)
+            && self.steps % u64::from(self.segments) == 0;
+        if fits {
+            Ok(())
+        } else {
+            Err(BadCpuShape {
+                lanes: self.lanes,
+                steps: self.steps,
+                segments: self.segments,
+            })
+        }
+    }
+
+    /// The longest the timed phase may take, ms: a lane at [`SLOWEST_STEP_NS`].
+    pub fn bound_ms(&self) -> f64 {
+        self.steps as f64 * SLOWEST_STEP_NS / 1e6
+    }
+
+    /// The timed phase's expected time once the calibration took `calibration_ms` (the
+    /// validator's clock over the set-up): that times [`ALL_CORE_ALLOWANCE`], never past
+    /// [`CpuPlan::bound_ms`].
+    pub fn expected_ms(&self, calibration_ms: Option<f64>) -> f64 {
+        let bound = self.bound_ms();
+        calibration_ms
+            .filter(|ms| ms.is_finite() && *ms > 0.0)
+            .map_or(bound, |ms| (ms * ALL_CORE_ALLOWANCE).min(bound))
+    }
+}
+
 /// A CPU challenge whose shape no prover should attempt.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -110,33 +182,14 @@ pub struct BadCpuShape {
 }
 
 impl CpuChallenge {
-    /// The challenge for `lanes` claimed cores under the default plan.
-    pub fn new(nonce: [u8; 32], to: Addressee, lanes: u32) -> CpuChallenge {
-        CpuChallenge {
-            version: CPU_VERSION,
-            nonce,
-            to,
-            lanes,
-            steps: STEPS,
-            segments: SEGMENTS,
-        }
-    }
-
     /// Checks the shape before anyone computes anything.
     pub fn validate(&self) -> Result<(), BadCpuShape> {
-        let fits = (1..=MAX_LANES).contains(&self.lanes)
-            && (1..=MAX_STEPS).contains(&self.steps)
-            && (1..=MAX_SEGMENTS).contains(&self.segments)
-            && self.steps % u64::from(self.segments) == 0;
-        if fits {
-            Ok(())
-        } else {
-            Err(BadCpuShape {
-                lanes: self.lanes,
-                steps: self.steps,
-                segments: self.segments,
-            })
+        CpuPlan {
+            lanes: self.lanes,
+            steps: self.steps,
+            segments: self.segments,
         }
+        .validate()
     }
 
     /// Leaves of the commitment: one per timed lane, then the calibration lane's.
@@ -591,6 +644,17 @@ mod tests {
             run.check_opening(&root, calibration, &prover.open(&[2]).unwrap().remove(0)),
             Ok(())
         );
+    }
+
+    #[test]
+    fn the_bound_follows_the_calibration_up_to_the_slowest_core() {
+        let plan = CpuPlan::for_cores(8);
+        assert_eq!(plan.expected_ms(Some(200.0)), 200.0 * ALL_CORE_ALLOWANCE);
+        assert_eq!(plan.expected_ms(None), plan.bound_ms());
+        // A calibration slowed on purpose buys nothing past the slowest core's time.
+        assert_eq!(plan.expected_ms(Some(1e9)), plan.bound_ms());
+        assert_eq!(plan.expected_ms(Some(f64::NAN)), plan.bound_ms());
+        assert_eq!(plan.challenge([0; 32], challenge(1, 1, 1).to).lanes, 8);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! (`pog_records::ProofKind`).
 
 use crate::challenge::{Addressee, Challenge};
+use crate::cpu::CpuChallenge;
 use crate::memory::MemoryChallenge;
 
 /// What a prover is asked to compute.
@@ -12,6 +13,9 @@ pub enum Task<'a> {
     Gemm(&'a Challenge),
     /// A data set built in memory (untimed), then walked from a fresh nonce (timed).
     Memory(&'a MemoryChallenge),
+    /// The host's cores: one lane alone (the set-up, timed by the validator), then one lane
+    /// per claimed core at once from a fresh nonce (timed). Always run on the CPU.
+    Cpu(&'a CpuChallenge),
 }
 
 impl Task<'_> {
@@ -20,6 +24,7 @@ impl Task<'_> {
         match self {
             Task::Gemm(c) => &c.to,
             Task::Memory(c) => &c.to,
+            Task::Cpu(c) => &c.to,
         }
     }
 }

@@ -25,6 +25,12 @@ pub mod kind {
     pub const MEMORY_READY: &str = "memory-ready";
     /// Validator → agent: the walk nonce, starting the timed walk ([`WalkMessage`](super::WalkMessage)).
     pub const MEMORY_WALK: &str = "memory-walk";
+    /// Validator → agent: a CPU challenge's calibration lane to run ([`CpuChallengeMessage`](super::CpuChallengeMessage)).
+    pub const CPU_CHALLENGE: &str = "cpu-challenge";
+    /// Agent → validator: the calibration lane ran ([`MemoryReady`](super::MemoryReady)).
+    pub const CPU_READY: &str = "cpu-ready";
+    /// Validator → agent: the start nonce of the timed lanes ([`WalkMessage`](super::WalkMessage)).
+    pub const CPU_START: &str = "cpu-start";
     /// Validator → agent: summarize a GPU's health over a window ([`HealthRequest`](super::HealthRequest)).
     pub const HEALTH_REQUEST: &str = "health-request";
     /// Agent → validator: its telemetry of that GPU over the window ([`HealthSummary`](super::HealthSummary)).
@@ -77,6 +83,10 @@ pub struct ChallengeMessage<C = Challenge> {
 /// Validator → agent: build this memory challenge's data set (the untimed phase), and say
 /// when it is ready.
 pub type MemoryChallengeMessage = ChallengeMessage<crate::memory::MemoryChallenge>;
+
+/// Validator → agent: run this CPU challenge's calibration lane (the set-up phase, timed by
+/// the validator), and say when it is done.
+pub type CpuChallengeMessage = ChallengeMessage<crate::cpu::CpuChallenge>;
 
 /// Agent → validator: the set-up phase is done (a memory challenge's data set is built).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,11 +1,13 @@
 //! One kind of remote proof: how a validator plans it for a claimed model, addresses it, runs
 //! its exchange with the agent, spot-checks it and records it. The validator's challenger,
 //! the local self-check (`pog prove`, `pog check`) and the proof records are each written once
-//! over [`ProofKind`]; the GEMM proof ([`Gemm`]) and the proof of memory ([`Memory`]) are its
-//! two implementations, and a new kind of proof (the host's CPU, RAM and storage) is a third.
+//! over [`ProofKind`]; the GEMM proof ([`Gemm`]), the proof of memory ([`Memory`]) and the
+//! proof of the host's cores ([`HostCpu`]) are its implementations.
 
 use crate::policy::{PlanKind, Planned, Policy, PolicyError};
-use crate::proof::{GemmDetails, MemoryDetails, ProofDetails};
+use crate::policy::CpuPolicy;
+use crate::proof::{CpuDetails, GemmDetails, MemoryDetails, ProofDetails};
+use pog_proof::cpu::{CpuChallenge, CpuPlan, CpuRun};
 use pog_proof::challenge::Addressee;
 use pog_proof::memory::{MemoryChallenge, MemoryPlan, Walk};
 use pog_proof::session::SpotChecked;
@@ -73,6 +75,16 @@ pub struct Ran<'a, K: ProofKind> {
     pub simulated: bool,
 }
 
+/// What a GPU's owner claims, that a kind plans its proof from: the GPU's model, and the
+/// cores (hardware threads) of its host where the agent claimed them.
+#[derive(Debug, Clone, Copy)]
+pub struct Claimed<'a> {
+    /// The GPU's claimed model.
+    pub spec: &'a GpuSpec,
+    /// The host's claimed hardware threads.
+    pub cores: Option<u32>,
+}
+
 /// One kind of remote proof. See the module's documentation.
 pub trait ProofKind: Sized + Send + Sync + 'static {
     /// Its name in metrics, logs and tables: "gemm", "memory".
@@ -88,10 +100,18 @@ pub trait ProofKind: Sized + Send + Sync + 'static {
     /// What its records say beyond what every proof record says.
     type Details: ProofDetails + Clone + Debug + PartialEq + Send + Sync;
 
-    /// Plans the proof for a GPU claimed to be `spec` under `policy`.
-    fn plan(policy: &Policy, spec: &GpuSpec) -> Result<Self::Plan, PolicyError>;
-    /// The claimed model's time for the timed phase under `plan`, ms.
+    /// Plans the proof for what is `claimed` under `policy`.
+    fn plan(policy: &Policy, claimed: Claimed<'_>) -> Result<Self::Plan, PolicyError>;
+    /// The claimed model's time for the timed phase under `plan`, ms, as known before the
+    /// exchange (the longest the validator waits for).
     fn expected_ms(plan: &Self::Plan) -> f64;
+    /// The time the timed phase is judged against once the set-up took `set_up_ms` on the
+    /// validator's clock (a kind that calibrates there); [`ProofKind::expected_ms`] for the
+    /// others.
+    fn expected_after_set_up(plan: &Self::Plan, set_up_ms: Option<f64>) -> f64 {
+        let _ = set_up_ms;
+        Self::expected_ms(plan)
+    }
     /// Spot checks per challenge under `policy`.
     fn samples(policy: &Policy) -> u32;
     /// The challenge of `plan` for `to`, from `nonce`.
@@ -125,8 +145,8 @@ impl ProofKind for Gemm {
     type Checked = Challenge;
     type Details = GemmDetails;
 
-    fn plan(policy: &Policy, spec: &GpuSpec) -> Result<Planned, PolicyError> {
-        policy.plan_for(spec)
+    fn plan(policy: &Policy, claimed: Claimed<'_>) -> Result<Planned, PolicyError> {
+        policy.plan_for(claimed.spec)
     }
 
     fn expected_ms(plan: &Planned) -> f64 {
@@ -191,7 +211,8 @@ impl ProofKind for Memory {
     type Details = MemoryDetails;
 
     /// Per model, or the test plan's fixed shape.
-    fn plan(policy: &Policy, spec: &GpuSpec) -> Result<MemoryPlan, PolicyError> {
+    fn plan(policy: &Policy, claimed: Claimed<'_>) -> Result<MemoryPlan, PolicyError> {
+        let spec = claimed.spec;
         let m = &policy.memory;
         if !m.enabled {
             return Err(PolicyError::MemoryOff);
@@ -255,6 +276,97 @@ impl ProofKind for Memory {
             walk_nonce: hex::encode(ran.start),
             build_ms: ran.set_up_ms,
             rate: (ran.policy.plan == PlanKind::PerModel).then(|| ran.plan.rate.clone()),
+        }
+    }
+}
+
+/// The proof of the host's cores: one lane alone (the set-up, its time on the validator's
+/// clock the calibration), then one lane per claimed core at once from a fresh nonce (timed
+/// against the calibration). Addressed to one of the host's GPUs, and recorded among its
+/// records.
+#[derive(Debug, Clone, Copy)]
+pub struct HostCpu;
+
+impl ProofKind for HostCpu {
+    const NAME: &'static str = "cpu";
+    const EXCHANGE: Exchange = Exchange::SetUp {
+        path: "/v1/cpu/calibrate",
+        kind: kind::CPU_CHALLENGE,
+        ready_kind: kind::CPU_READY,
+        start_path: "/v1/cpu/start",
+        start_kind: kind::CPU_START,
+    };
+    type Challenge = CpuChallenge;
+    type Plan = CpuPlan;
+    type Checked = CpuRun;
+    type Details = CpuDetails;
+
+    /// Lanes for the claimed cores, of the policy's length.
+    fn plan(policy: &Policy, claimed: Claimed<'_>) -> Result<CpuPlan, PolicyError> {
+        let CpuPolicy {
+            enabled,
+            steps,
+            segments,
+            ..
+        } = policy.cpu;
+        if !enabled {
+            return Err(PolicyError::CpuOff);
+        }
+        let lanes = claimed.cores.ok_or(PolicyError::NoCoresClaimed)?;
+        let plan = CpuPlan {
+            lanes,
+            steps,
+            segments,
+        };
+        plan.validate()?;
+        Ok(plan)
+    }
+
+    fn expected_ms(plan: &CpuPlan) -> f64 {
+        plan.bound_ms()
+    }
+
+    fn expected_after_set_up(plan: &CpuPlan, set_up_ms: Option<f64>) -> f64 {
+        plan.expected_ms(set_up_ms)
+    }
+
+    fn samples(policy: &Policy) -> u32 {
+        policy.cpu.samples
+    }
+
+    fn challenge(plan: &CpuPlan, nonce: [u8; 32], to: Addressee) -> CpuChallenge {
+        plan.challenge(nonce, to)
+    }
+
+    fn to(challenge: &CpuChallenge) -> &Addressee {
+        &challenge.to
+    }
+
+    fn task(challenge: &CpuChallenge) -> Task<'_> {
+        Task::Cpu(challenge)
+    }
+
+    fn checked(challenge: CpuChallenge, start: &[u8; 32]) -> CpuRun {
+        CpuRun::new(challenge, *start)
+    }
+
+    fn as_run(plan: &CpuPlan, policy: &Policy) -> Policy {
+        Policy {
+            cpu: CpuPolicy {
+                steps: plan.steps,
+                segments: plan.segments,
+                ..policy.cpu.clone()
+            },
+            ..policy.clone()
+        }
+    }
+
+    fn details(ran: Ran<'_, HostCpu>) -> CpuDetails {
+        CpuDetails {
+            proves_cores: !ran.simulated,
+            cpu_challenge: ran.challenge,
+            start_nonce: hex::encode(ran.start),
+            calibration_ms: ran.set_up_ms,
         }
     }
 }

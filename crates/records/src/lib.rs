@@ -25,13 +25,13 @@ pub mod registration;
 pub mod reports;
 
 pub use health::{HealthRecord, ProofPace};
-pub use kind::{Exchange, Gemm, Memory, ProofKind, Ran};
+pub use kind::{Claimed, Exchange, Gemm, HostCpu, Memory, ProofKind, Ran};
 pub use missed::MissedRound;
 use pog_signed::{GpuUuid, RecordKind};
-pub use policy::{MemoryPolicy, PlanKind, Planned, Policy, PolicyError};
+pub use policy::{CpuPolicy, MemoryPolicy, PlanKind, Planned, Policy, PolicyError};
 pub use proof::{
-    Failure, FailureKind, GemmDetails, MemoryDetails, MemoryRecord, ProofDetails, ProofRecord,
-    Record,
+    CpuDetails, CpuRecord, Failure, FailureKind, GemmDetails, MemoryDetails, MemoryRecord,
+    ProofDetails, ProofRecord, Record,
 };
 pub use registration::{Change, RegistrationRecord};
 

@@ -26,6 +26,15 @@ pub enum PolicyError {
     /// A memory proof was asked of a policy that does not prove memory.
     #[error("the policy does not prove memory")]
     MemoryOff,
+    /// A proof of the host's CPU was asked without a claim of its cores.
+    #[error("the host claims no cores to plan a proof of CPU for")]
+    NoCoresClaimed,
+    /// The CPU proof's shape is beyond the protocol's limits.
+    #[error(transparent)]
+    CpuShape(#[from] pog_proof::cpu::BadCpuShape),
+    /// A proof of CPU was asked of a policy that does not prove the CPU.
+    #[error("the policy does not prove the host's CPU")]
+    CpuOff,
     /// A test plan's expected time is not a positive number of milliseconds.
     #[error("expected time {0} ms is not a positive number")]
     ExpectedTime(f64),
@@ -68,6 +77,46 @@ pub struct Policy {
     /// The proof of memory each round (after the GEMM challenge).
     #[serde(default)]
     pub memory: MemoryPolicy,
+    /// The proof of the host's CPU (once a round, with the host's first GPU).
+    #[serde(default)]
+    pub cpu: CpuPolicy,
+}
+
+/// Whether a round also proves the host's CPU, and the shape of its lanes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuPolicy {
+    /// Whether a round proves the CPU at all.
+    pub enabled: bool,
+    /// Segments spot-checked.
+    pub samples: u32,
+    /// Steps per lane.
+    pub steps: u64,
+    /// Segments per lane (dividing the steps).
+    pub segments: u32,
+}
+
+impl Default for CpuPolicy {
+    /// On, at `pog_proof::cpu`'s default plan.
+    fn default() -> Self {
+        CpuPolicy {
+            enabled: true,
+            samples: pog_proof::cpu::SAMPLES,
+            steps: pog_proof::cpu::STEPS,
+            segments: pog_proof::cpu::SEGMENTS,
+        }
+    }
+}
+
+impl CpuPolicy {
+    /// A short shape for tests: lanes of 2²² steps (tens of milliseconds a lane: long
+    /// against a thread's start, short for a test).
+    pub fn test_shape() -> CpuPolicy {
+        CpuPolicy {
+            steps: 1 << 22,
+            segments: 256,
+            ..CpuPolicy::default()
+        }
+    }
 }
 
 /// Whether a round also proves memory, and (under a test plan) its fixed shape.
@@ -180,6 +229,7 @@ impl Policy {
             samples: 1024,
             expiry_ms: 60_000,
             memory: MemoryPolicy::default(),
+            cpu: CpuPolicy::default(),
         }
     }
 

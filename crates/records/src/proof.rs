@@ -2,6 +2,7 @@
 //! challenge's is a [`Record`], a memory challenge's a [`MemoryRecord`]), each with its
 //! outcome or why there was none.
 
+use pog_proof::cpu::CpuChallenge;
 use pog_proof::memory::{MemoryChallenge, MemoryRate};
 use pog_proof::session::Outcome;
 use pog_proof::Challenge;
@@ -58,6 +59,8 @@ pub struct ProofRecord<D> {
 pub type Record = ProofRecord<GemmDetails>;
 /// A record of a memory challenge.
 pub type MemoryRecord = ProofRecord<MemoryDetails>;
+/// A record of a CPU challenge.
+pub type CpuRecord = ProofRecord<CpuDetails>;
 
 /// The kind-specific part of a [`ProofRecord`].
 pub trait ProofDetails: Serialize + DeserializeOwned {
@@ -97,6 +100,36 @@ pub struct MemoryDetails {
     pub build_ms: Option<f64>,
     /// Where the bound's rate came from (measurement or datasheet).
     pub rate: Option<MemoryRate>,
+}
+
+/// What a CPU challenge's record says besides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuDetails {
+    /// Whether an accepted record speaks for the host's cores: a real host, not the
+    /// simulated test double's.
+    pub proves_cores: bool,
+    /// The challenge: lanes, steps, segments and binding.
+    pub cpu_challenge: CpuChallenge,
+    /// The nonce that started the timed lanes (hex), sent once the calibration lane ran.
+    pub start_nonce: String,
+    /// The validator's clock over the calibration lane (the set-up): one lane's time alone.
+    pub calibration_ms: Option<f64>,
+}
+
+impl CpuDetails {
+    /// The timed phase's throughput on the validator's clock, steps a second: what the score
+    /// counts of the CPU (`None` without a verdict).
+    pub fn steps_per_s(&self, outcome: Option<&Outcome>) -> Option<f64> {
+        let ms = outcome?.time.measured_ms;
+        (ms > 0.0).then(|| self.cpu_challenge.timed_steps() as f64 / (ms / 1e3))
+    }
+}
+
+impl ProofDetails for CpuDetails {
+    const KIND: RecordKind = RecordKind::CpuRound;
+    fn proves(&self) -> bool {
+        self.proves_cores
+    }
 }
 
 impl ProofDetails for GemmDetails {

@@ -35,11 +35,14 @@ pub enum RecordKind {
     /// not answered the rounds before (validator; `pog_records::MissedRound`): what its
     /// uptime counts beside the proof rounds.
     RoundMissed = 10,
+    /// One challenge round of the proof of CPU of a GPU's host (validator, measured;
+    /// `pog_records::CpuRecord`).
+    CpuRound = 11,
 }
 
 impl RecordKind {
     /// Every kind, in code order.
-    pub const ALL: [RecordKind; 10] = [
+    pub const ALL: [RecordKind; 11] = [
         RecordKind::Registration,
         RecordKind::Inspection,
         RecordKind::Benchmark,
@@ -50,6 +53,7 @@ impl RecordKind {
         RecordKind::MemoryRound,
         RecordKind::HealthRound,
         RecordKind::RoundMissed,
+        RecordKind::CpuRound,
     ];
 
     /// The kind from its byte.
@@ -71,6 +75,7 @@ impl RecordKind {
             RecordKind::MemoryRound => "memory-record",
             RecordKind::HealthRound => "health-record",
             RecordKind::RoundMissed => "round-missed",
+            RecordKind::CpuRound => "cpu-record",
         }
     }
 
@@ -87,6 +92,7 @@ impl RecordKind {
             RecordKind::Registration
                 | RecordKind::ProofRound
                 | RecordKind::MemoryRound
+                | RecordKind::CpuRound
                 | RecordKind::HealthRound
                 | RecordKind::RoundMissed
                 | RecordKind::Score

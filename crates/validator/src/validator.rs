@@ -17,6 +17,7 @@ use pog_proof::session::{Outcome, SpotChecked, ValidatorSession};
 use pog_proof::wire::{kind, ChallengeMessage, Commitment, OpenRequest, Openings, Register};
 use pog_proof::wire::{MemoryReady, WalkMessage};
 use pog_records::{
+    Claimed,
     Change, Exchange, Failure, FailureKind, Policy, PolicyError, ProofKind, ProofRecord, Ran,
     RegistrationRecord, SignedBody, RECORD_VERSION,
 };
@@ -438,7 +439,9 @@ impl Validator {
         let spec = SpecDb::embedded()
             .by_model(&gpu.model)
             .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
-        let plan = K::plan(policy, spec)?;
+        // The host's cores are not part of a GPU's claim yet: a kind that needs them (the
+        // proof of CPU) is not planned here.
+        let plan = K::plan(policy, Claimed { spec, cores: None })?;
         let expected_ms = K::expected_ms(&plan);
         let challenge = K::challenge(
             &plan,
@@ -478,13 +481,15 @@ impl Validator {
                 issued_at_ms,
                 expires_at_ms: issued_at_ms + policy.expiry_ms,
             };
-            let session = |window| {
+            // Judged against the kind's time once its set-up (if any) has run: a kind that
+            // calibrates in its set-up is judged against what that took.
+            let session = |window, set_up_ms| {
                 ValidatorSession::timed(
                     id.clone(),
                     K::checked(challenge.clone(), &start),
                     window,
                     gpu.agent.clone(),
-                    expected_ms,
+                    K::expected_after_set_up(&plan, set_up_ms),
                     secret,
                     K::samples(policy),
                 )
@@ -540,7 +545,7 @@ impl Validator {
                 }
             };
             self.commit_and_verify(
-                session(window),
+                session(window, set_up_ms),
                 asked,
                 &gpu.endpoint,
                 round_trip_ms,
@@ -566,7 +571,7 @@ impl Validator {
                 set_up_ms,
                 simulated: gpu.simulated,
             }),
-            expected_ms,
+            expected_ms: K::expected_after_set_up(&plan, set_up_ms),
             accepted: result.as_ref().is_ok_and(|o| o.accepted),
             failure: result.as_ref().err().map(ExchangeError::failure),
             outcome: result.ok(),

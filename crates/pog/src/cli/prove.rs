@@ -35,7 +35,7 @@ pub struct ProveArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub prover: ProverKind,
     /// Which proofs to run: the GEMM challenge, the memory challenge, or both (a validator's
-    /// round runs both).
+    /// round runs both); or the proof of the host's CPU.
     #[arg(long, value_enum, default_value = "all")]
     pub proof: ProofKind,
     /// Memory challenge: items of 128 bytes in the data set [default: 90 % of the claimed
@@ -61,6 +61,9 @@ pub enum ProofKind {
     Memory,
     /// Both, one after the other.
     All,
+    /// The host's cores only: one lane per hardware thread at once, timed against one lane
+    /// alone (the proof of CPU).
+    Cpu,
 }
 
 /// Which prover `pog agent` computes challenges with.

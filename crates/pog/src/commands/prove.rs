@@ -8,7 +8,9 @@ use crate::host::collect_and_inspect;
 use crate::output::{print_json, verdict_line, Outcome, Verdict};
 use crate::render;
 use anyhow::Result;
-use pog_local::hostproof::{self, GpuProof, MemoryOverrides, ProofKinds, ProveOptions};
+use pog_local::hostproof::{
+    self, GpuProof, HostCpuProof, MemoryOverrides, ProofKinds, ProveOptions,
+};
 use serde::Serialize;
 
 /// What `pog prove --json` reports.
@@ -20,6 +22,9 @@ struct ProveReport<'a> {
 /// `pog prove`: challenges this host's GPUs and reports each proof.
 pub fn run(global: &Global, args: &ProveArgs) -> Result<Outcome> {
     let inspect = collect_and_inspect(global, pog_sim::DEFAULT_HOST)?;
+    if args.proof == ProofKind::Cpu {
+        return run_cpu(global, &inspect);
+    }
     let options = ProveOptions {
         gpus: args.gpus.clone(),
         precision: args.precision,
@@ -31,8 +36,8 @@ pub fn run(global: &Global, args: &ProveArgs) -> Result<Outcome> {
         against_cpu: args.against_cpu,
         prover: args.prover.into(),
         proofs: ProofKinds {
-            gemm: args.proof != ProofKind::Memory,
-            memory: args.proof != ProofKind::Gemm,
+            gemm: matches!(args.proof, ProofKind::Gemm | ProofKind::All),
+            memory: matches!(args.proof, ProofKind::Memory | ProofKind::All),
         },
         memory: MemoryOverrides {
             items: args.items,
@@ -64,6 +69,36 @@ pub fn run(global: &Global, args: &ProveArgs) -> Result<Outcome> {
         render::origin_banner(&inspect.inventory.origin);
         render::proofs(&proofs);
         verdict_line(verdict, &summary, simulated);
+    }
+    Ok(Outcome(verdict))
+}
+
+/// What `pog prove --proof cpu --json` reports.
+#[derive(Serialize)]
+struct CpuReport<'a> {
+    cpu: &'a HostCpuProof,
+}
+
+/// `pog prove --proof cpu`: the proof of this host's cores.
+fn run_cpu(global: &Global, inspect: &pog_inspect::InspectReport) -> Result<Outcome> {
+    let proof = hostproof::prove_cpu(inspect)?;
+    let verdict = if proof.passed() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    };
+    let summary = format!(
+        "{} lane(s) at once in {:.2}× the time of one alone (bound {:.2}×)",
+        proof.lanes,
+        proof.check.measured.commit_ms / proof.check.calibration_ms.max(f64::MIN_POSITIVE),
+        pog_proof::cpu::ALL_CORE_ALLOWANCE * (1.0 + pog_proof::timing::TIME_TOLERANCE),
+    );
+    // The CPU proof runs on this host's real CPU, whatever the inventory's origin.
+    if global.json {
+        print_json("prove", verdict, &summary, false, &CpuReport { cpu: &proof })?;
+    } else {
+        render::cpu_proof(&proof);
+        verdict_line(verdict, &summary, false);
     }
     Ok(Outcome(verdict))
 }

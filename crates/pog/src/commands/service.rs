@@ -378,6 +378,7 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
             samples: args.samples,
             expiry_ms: args.expiry_ms,
             memory: MemoryPolicy::test_shape(args.expected_ms),
+            cpu: pog_records::CpuPolicy::default(),
         }
     } else {
         Policy {
