@@ -4,10 +4,10 @@
 
 use crate::provers::{CpuEngine, GpuEngine, ProverEngine, ProverError, MAX_CPU_WORK};
 use crate::selfcheck::{self, CpuSelfCheck, MemorySelfCheck, SelfCheck, SelfCheckError};
-use pog_proof::cpu::CpuPlan;
 use pog_facts::Origin;
 use pog_inspect::{GpuVerdict, InspectReport};
 use pog_proof::challenge::Addressee;
+use pog_proof::cpu::CpuPlan;
 use pog_proof::memory::{BadMemoryShape, MemoryPlan};
 use pog_proof::prover::{Behaviour, CpuProver, Prover};
 use pog_records::{MemoryPolicy, Planned, Policy, PolicyError};
@@ -179,8 +179,13 @@ pub fn prove_cpu(inspect: &InspectReport) -> Result<HostCpuProof, ProveError> {
     let engine = crate::provers::CpuEngine {
         behaviour: Behaviour::Honest,
     };
-    let check = selfcheck::run_cpu(&engine, (&uuid, &anchor.1.to_string()), &plan, policy.samples)
-        .map_err(ProveError::Cpu)?;
+    let check = selfcheck::run_cpu(
+        &engine,
+        (&uuid, &anchor.1.to_string()),
+        &plan,
+        policy.samples,
+    )
+    .map_err(ProveError::Cpu)?;
     Ok(HostCpuProof {
         lanes,
         claimed_from,

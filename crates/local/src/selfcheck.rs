@@ -5,12 +5,12 @@
 
 use crate::provers::{DeviceTimings, Proved, ProverEngine, ProverError};
 use pog_proof::challenge::Addressee;
+use pog_proof::cpu::{CpuChallenge, CpuPlan};
 use pog_proof::memory::{MemoryChallenge, MemoryPlan, MemoryRate};
 use pog_proof::prover::Prover;
 use pog_proof::session::{Outcome, SpotChecked, ValidatorSession};
 use pog_proof::timing::now_ms;
 use pog_proof::wire::{kind, ChallengeMessage, Commitment, Openings, WireOpening};
-use pog_proof::cpu::{CpuChallenge, CpuPlan};
 use pog_records::{Exchange, Gemm, HostCpu, Memory, Planned, ProofKind};
 use pog_signed::random_bytes;
 use pog_signed::{GpuUuid, Identity};

@@ -183,7 +183,10 @@ pub enum Kind {
 }
 
 /// A metric's name, its type, its help text, and what it reads from a [`Sample`].
-type Reader = (&'static str, Kind, &'static str, fn(&Sample) -> Option<f64>);
+type Reader = (&'static str, Kind, &'static str, ReadSample);
+
+/// What a series reads from a [`Sample`] (`None`: the field was not read).
+type ReadSample = fn(&Sample) -> Option<f64>;
 
 /// The series read from a sample, in the order of the page.
 const SAMPLE_SERIES: [Reader; 23] = [
@@ -402,7 +405,7 @@ pub fn render(
     sampler: SamplerHealth,
     format: Format,
 ) -> Result<String, std::fmt::Error> {
-    let mut from_sample: Vec<(Family, fn(&Sample) -> Option<f64>)> = SAMPLE_SERIES
+    let mut from_sample: Vec<(Family, ReadSample)> = SAMPLE_SERIES
         .iter()
         .map(|&(name, kind, help, read)| (Family::new(name, kind, help), read))
         .collect();

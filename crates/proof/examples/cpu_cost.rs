@@ -5,9 +5,7 @@
 //! openings. Run with `cargo run --release -p pog-proof --example cpu_cost [-- runs]`.
 
 use pog_proof::challenge::Addressee;
-use pog_proof::cpu::{
-    CpuBehaviour, CpuCalibrated, CpuPlan, CpuRun, ALL_CORE_ALLOWANCE, SAMPLES,
-};
+use pog_proof::cpu::{CpuBehaviour, CpuCalibrated, CpuPlan, CpuRun, ALL_CORE_ALLOWANCE, SAMPLES};
 use pog_proof::prover::Prover;
 use pog_proof::timing::TIME_TOLERANCE;
 use std::time::Instant;

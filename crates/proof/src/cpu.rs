@@ -137,7 +137,7 @@ impl CpuPlan {
         let fits = (1..=MAX_LANES).contains(&self.lanes)
             && (1..=MAX_STEPS).contains(&self.steps)
             && (1..=MAX_SEGMENTS).contains(&self.segments)
-            && self.steps % u64::from(self.segments) == 0;
+            && self.steps.is_multiple_of(u64::from(self.segments));
         if fits {
             Ok(())
         } else {

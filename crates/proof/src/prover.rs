@@ -103,9 +103,7 @@ impl CpuProver {
             for col in 0..gemm.n {
                 for row in 0..gemm.m {
                     let value = match behaviour {
-                        Behaviour::Honest | Behaviour::Threads(_) => {
-                            gemm.reference(row, col).value
-                        }
+                        Behaviour::Honest | Behaviour::Threads(_) => gemm.reference(row, col).value,
                         Behaviour::Junk(f) => {
                             let h = hash(u64::from(g) << 40 ^ col << 20 ^ row, 0xbad);
                             if (h as f64 / u64::MAX as f64) < f {

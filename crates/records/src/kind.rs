@@ -4,11 +4,11 @@
 //! over [`ProofKind`]; the GEMM proof ([`Gemm`]), the proof of memory ([`Memory`]) and the
 //! proof of the host's cores ([`HostCpu`]) are its implementations.
 
-use crate::policy::{PlanKind, Planned, Policy, PolicyError};
 use crate::policy::CpuPolicy;
+use crate::policy::{PlanKind, Planned, Policy, PolicyError};
 use crate::proof::{CpuDetails, GemmDetails, MemoryDetails, ProofDetails};
-use pog_proof::cpu::{CpuChallenge, CpuPlan, CpuRun};
 use pog_proof::challenge::Addressee;
+use pog_proof::cpu::{CpuChallenge, CpuPlan, CpuRun};
 use pog_proof::memory::{MemoryChallenge, MemoryPlan, Walk};
 use pog_proof::session::SpotChecked;
 use pog_proof::task::Task;

@@ -17,9 +17,8 @@ use pog_proof::session::{Outcome, SpotChecked, ValidatorSession};
 use pog_proof::wire::{kind, ChallengeMessage, Commitment, OpenRequest, Openings, Register};
 use pog_proof::wire::{MemoryReady, WalkMessage};
 use pog_records::{
-    Claimed,
-    Change, Exchange, Failure, FailureKind, Policy, PolicyError, ProofKind, ProofRecord, Ran,
-    RegistrationRecord, SignedBody, RECORD_VERSION,
+    Change, Claimed, Exchange, Failure, FailureKind, Policy, PolicyError, ProofKind, ProofRecord,
+    Ran, RegistrationRecord, SignedBody, RECORD_VERSION,
 };
 use pog_signed::{random_bytes, GpuUuid, Identity, PublicKey};
 use pog_spec::SpecDb;

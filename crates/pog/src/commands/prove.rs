@@ -95,7 +95,13 @@ fn run_cpu(global: &Global, inspect: &pog_inspect::InspectReport) -> Result<Outc
     );
     // The CPU proof runs on this host's real CPU, whatever the inventory's origin.
     if global.json {
-        print_json("prove", verdict, &summary, false, &CpuReport { cpu: &proof })?;
+        print_json(
+            "prove",
+            verdict,
+            &summary,
+            false,
+            &CpuReport { cpu: &proof },
+        )?;
     } else {
         render::cpu_proof(&proof);
         verdict_line(verdict, &summary, false);
