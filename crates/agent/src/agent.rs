@@ -26,7 +26,7 @@ use pog_proof::timing::CLOCK_SKEW_MS;
 use pog_proof::wire::{
     self, kind, ChallengeMessage, Commitment, GpuClaim, OpenRequest, Openings, WireOpening,
 };
-use pog_proof::wire::{MemoryChallengeMessage, MemoryReady, WalkMessage};
+use pog_proof::wire::{CpuChallengeMessage, MemoryChallengeMessage, MemoryReady, WalkMessage};
 use pog_proof::Challenge;
 use pog_signed::{GpuUuid, Identity, PublicKey};
 use std::collections::HashMap;
@@ -619,7 +619,8 @@ impl Agent {
 }
 
 /// The agent's HTTP API: `GET /v1/ping`, `POST /v1/challenge`, `POST /v1/memory/build`,
-/// `POST /v1/memory/walk`, `POST /v1/open`, `POST /v1/health`, `GET /metrics`.
+/// `POST /v1/memory/walk`, `POST /v1/cpu/calibrate`, `POST /v1/cpu/start`, `POST /v1/open`,
+/// `POST /v1/health`, `GET /metrics`.
 pub fn router(agent: Arc<Agent>) -> Router {
     Router::new()
         .route("/v1/ping", get(|| async { "pog agent" }))
@@ -627,6 +628,8 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .route("/v1/challenge", post(challenge))
         .route("/v1/memory/build", post(memory_build))
         .route("/v1/memory/walk", post(memory_walk))
+        .route("/v1/cpu/calibrate", post(cpu_calibrate))
+        .route("/v1/cpu/start", post(cpu_start))
         .route("/v1/open", post(open))
         .route("/v1/health", post(health))
         .route("/metrics", get(metrics))
@@ -644,6 +647,9 @@ enum Inadmissible {
     /// A memory challenge of a shape no prover should attempt.
     #[error(transparent)]
     MemoryShape(#[from] memory::BadMemoryShape),
+    /// A CPU challenge of a shape no prover should attempt.
+    #[error(transparent)]
+    CpuShape(#[from] pog_proof::cpu::BadCpuShape),
     /// The protocol plans no GEMM challenge in this precision for the claimed model.
     #[error("the protocol plans no {precision} challenge for a {model:?}")]
     NoGemmPlan {
@@ -796,70 +802,139 @@ async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Re
         ),
         || agent.engine.refuses(Task::Memory(c)),
     )?;
-    agent.take_id(&message.id, message.expires_at_ms)?;
-    let mut work = agent.slot_for_build(&c.to.gpu_uuid, &signer)?;
-    let started = std::time::Instant::now();
     let challenge = c.clone();
-    let id = message.id.clone();
-    let what = format!(
-        "building the data set on the {} prover failed",
-        agent.engine.name()
-    );
-    blocking(what, move || {
-        let dataset = work.agent.engine.set_up(Task::Memory(&challenge))?;
-        work.keep(Built {
-            challenge_id: id,
-            dataset,
-            issuer: signer,
-        });
-        Ok::<_, ProverError>(())
-    })
+    let ready = set_up_in_slot(
+        &agent,
+        (&message.id, message.expires_at_ms, &signer),
+        &c.to.gpu_uuid,
+        move |engine| engine.set_up(Task::Memory(&challenge)),
+    )
     .await?;
     agent.timed(Step::Built(&message.id, c));
-    let ready = MemoryReady {
-        challenge_id: message.id.clone(),
-        gpu_uuid: c.to.gpu_uuid.clone(),
-        build_ms: started.elapsed().as_secs_f64() * 1e3,
-    };
     Ok(envelope_response(
         agent.signer().seal(kind::MEMORY_READY, &ready)?,
     ))
 }
 
+/// Runs a CPU challenge's calibration lane (the set-up the validator times) and answers
+/// "ready" (signed). The challenge must be within the protocol's limits and this host's
+/// hardware threads; it takes its GPU's slot like a memory data set (one set-up a GPU).
+async fn cpu_calibrate(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+    let (message, signer): (CpuChallengeMessage, PublicKey) =
+        pog_signed::decode(&body, kind::CPU_CHALLENGE)?;
+    let c = &message.challenge;
+    agent.check_addressed(&signer, &c.to)?;
+    admit(
+        c.validate().map_err(Inadmissible::from),
+        (c.version, pog_proof::cpu::CPU_VERSION, "CPU challenge"),
+        || agent.engine.refuses(Task::Cpu(c)),
+    )?;
+    let challenge = c.clone();
+    let ready = set_up_in_slot(
+        &agent,
+        (&message.id, message.expires_at_ms, &signer),
+        &c.to.gpu_uuid,
+        move |engine| engine.set_up(Task::Cpu(&challenge)),
+    )
+    .await?;
+    Ok(envelope_response(
+        agent.signer().seal(kind::CPU_READY, &ready)?,
+    ))
+}
+
+/// The set-up phase of a kind that sets up first, in `gpu`'s slot (one at a time, held at
+/// most the hold unless started): challenge `id` taken (each once, until it expires), the
+/// engine's set-up run off the async threads, and the "ready" to sign.
+async fn set_up_in_slot(
+    agent: &Arc<Agent>,
+    (id, expires_at_ms, signer): (&str, u64, &PublicKey),
+    gpu: &GpuUuid,
+    set_up: impl FnOnce(&dyn ProverEngine) -> Result<Box<dyn SetUp>, ProverError> + Send + 'static,
+) -> Result<MemoryReady, ApiError> {
+    agent.take_id(id, expires_at_ms)?;
+    let mut work = agent.slot_for_build(gpu, signer)?;
+    let started = std::time::Instant::now();
+    let (challenge_id, issuer) = (id.to_string(), signer.clone());
+    let what = format!("setting up on the {} prover failed", agent.engine.name());
+    blocking(what, move || {
+        let dataset = set_up(work.agent.engine.as_ref())?;
+        work.keep(Built {
+            challenge_id,
+            dataset,
+            issuer,
+        });
+        Ok::<_, ProverError>(())
+    })
+    .await?;
+    Ok(MemoryReady {
+        challenge_id: id.to_string(),
+        gpu_uuid: gpu.clone(),
+        build_ms: started.elapsed().as_secs_f64() * 1e3,
+    })
+}
+
 /// Walks a built data set with the validator's walk nonce and commits (the timed phase).
 async fn memory_walk(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
-    let (message, signer): (WalkMessage, PublicKey) = pog_signed::decode(&body, kind::MEMORY_WALK)?;
+    let commitment = timed_from_slot(&agent, &body, kind::MEMORY_WALK).await?;
+    agent.timed(Step::Walked(
+        &commitment.challenge_id,
+        &commitment.gpu_uuid,
+        commitment.agent_ms,
+    ));
+    Ok(envelope_response(
+        agent.signer().seal(kind::COMMITMENT, &commitment)?,
+    ))
+}
+
+/// Runs a calibrated CPU challenge's lanes from the validator's start nonce and commits (the
+/// timed phase).
+async fn cpu_start(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+    let commitment = timed_from_slot(&agent, &body, kind::CPU_START).await?;
+    Ok(envelope_response(
+        agent.signer().seal(kind::COMMITMENT, &commitment)?,
+    ))
+}
+
+/// The timed phase of a kind that set up first: the start message (`start_kind`) checked
+/// against its expiry, what was set up for its challenge taken out of its GPU's slot (only by
+/// the validator that issued it, once), run from the start nonce, and the commitment kept
+/// for opening (dropped after the hold, or by the GPU's next set-up, if never opened).
+async fn timed_from_slot(
+    agent: &Arc<Agent>,
+    body: &Bytes,
+    start_kind: &str,
+) -> Result<Commitment, ApiError> {
+    let (message, signer): (WalkMessage, PublicKey) = pog_signed::decode(body, start_kind)?;
     let now = agent.clock.now_ms();
     if now > message.expires_at_ms.saturating_add(CLOCK_SKEW_MS) {
         return Err(ApiError::new(
             StatusCode::GONE,
             format!(
-                "walk for {} expired at {} ms (now {now} ms)",
+                "start of {} expired at {} ms (now {now} ms)",
                 message.challenge_id, message.expires_at_ms
             ),
         ));
     }
-    // Walked once, and only for the validator that issued the challenge: a refused request
-    // leaves the data set for the issuer.
+    // Run once, and only for the validator that issued the challenge: a refused request
+    // leaves what was set up for the issuer.
     let (built, work) = agent.slot_for_walk(&message.challenge_id, &signer)?;
     let started = std::time::Instant::now();
     let nonce = message.walk_nonce;
     let id = message.challenge_id.clone();
     let expires_at_ms = message.expires_at_ms;
-    let what = format!("the walk on the {} prover failed", agent.engine.name());
-    // The commitment is kept before the slot is given back, so the GPU's next build finds
+    let what = format!(
+        "the timed phase on the {} prover failed",
+        agent.engine.name()
+    );
+    // The commitment is kept before the slot is given back, so the GPU's next set-up finds
     // and drops it if it is never opened.
     let (gpu_uuid, root, leaf_count) = blocking(what, move || {
-        let walked = built.dataset.run(&nonce)?;
-        let kept = (
-            work.gpu.clone(),
-            walked.prover.root(),
-            walked.prover.leaf_count(),
-        );
+        let ran = built.dataset.run(&nonce)?;
+        let kept = (work.gpu.clone(), ran.prover.root(), ran.prover.leaf_count());
         work.agent.provers.locked().insert(
             id.clone(),
             Computed {
-                prover: walked.prover,
+                prover: ran.prover,
                 expires_at_ms,
                 issuer: signer,
                 walk_of: Some(work.gpu.clone()),
@@ -873,21 +948,13 @@ async fn memory_walk(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Res
         Ok::<_, ProverError>(kept)
     })
     .await?;
-    let commitment = Commitment {
+    Ok(Commitment {
         challenge_id: message.challenge_id,
         gpu_uuid,
         root: hex::encode(root),
         leaf_count,
         agent_ms: started.elapsed().as_secs_f64() * 1e3,
-    };
-    agent.timed(Step::Walked(
-        &commitment.challenge_id,
-        &commitment.gpu_uuid,
-        commitment.agent_ms,
-    ));
-    Ok(envelope_response(
-        agent.signer().seal(kind::COMMITMENT, &commitment)?,
-    ))
+    })
 }
 
 async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
@@ -1065,6 +1132,14 @@ pub enum RegisterError {
 /// The longest wait between two registration attempts.
 pub const MAX_REGISTER_BACKOFF: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// The host's claim as an agent registers it: the hardware threads this process may run on
+/// (the lanes of its proof of CPU).
+pub fn host_claim() -> wire::HostClaim {
+    wire::HostClaim {
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+    }
+}
+
 /// Registers with the validator at `validator_url`. While nothing answers there (it is down
 /// or starting), it says so through `on_retry` at once and tries again, waiting twice as long
 /// each time up to [`MAX_REGISTER_BACKOFF`]; any answer from the validator, a refusal
@@ -1072,7 +1147,7 @@ pub const MAX_REGISTER_BACKOFF: std::time::Duration = std::time::Duration::from_
 pub async fn register(
     validator_url: &str,
     identity: &Identity,
-    endpoint: &str,
+    (endpoint, host): (&str, Option<wire::HostClaim>),
     gpus: &[GpuClaim],
     mut on_retry: impl FnMut(&pog_net::http::PostError, std::time::Duration),
 ) -> Result<(), RegisterError> {
@@ -1081,6 +1156,7 @@ pub async fn register(
         &wire::Register {
             endpoint: endpoint.to_string(),
             gpus: gpus.to_vec(),
+            host,
         },
     )?;
     // No redirects: the signed registration goes to the validator named, nowhere else.

@@ -486,7 +486,7 @@ pub fn report(body: &[u8]) -> Result<String, String> {
         .registry()
         .register(
             &identity().public_key(),
-            "https://agent.example",
+            ("https://agent.example", None),
             &[claim],
             0,
             64,

@@ -61,6 +61,19 @@ pub struct Register {
     pub endpoint: String,
     /// The GPUs it claims and will answer challenges for.
     pub gpus: Vec<GpuClaim>,
+    /// What it claims of its host (its cores are proven by the proof of CPU); none from an
+    /// agent older than that proof.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostClaim>,
+}
+
+/// What an agent claims of the host its GPUs are in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostClaim {
+    /// Hardware threads the host gives the proof of CPU: one lane each
+    /// (1 to `pog_proof::cpu::MAX_LANES`).
+    pub cores: u32,
 }
 
 /// Validator → agent: a challenge of any kind (`C`: the GEMM [`Challenge`], the memory

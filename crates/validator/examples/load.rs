@@ -306,6 +306,7 @@ fn main() {
                     &Register {
                         endpoint: url,
                         gpus: vec![claim],
+                        host: None,
                     },
                 )
                 .unwrap();

@@ -40,6 +40,8 @@ CREATE TABLE records (
     envelope TEXT NOT NULL
 );
 CREATE INDEX records_by_gpu ON records (gpu_uuid, id);
+", "
+ALTER TABLE agents ADD COLUMN cores INTEGER;
 "];
 
 /// The schema version this pog writes and reads.
@@ -272,7 +274,7 @@ impl PgRegistry {
     pub async fn register(
         &self,
         agent: &PublicKey,
-        endpoint: &str,
+        (endpoint, cores): (&str, Option<u32>),
         gpus: &[GpuClaim],
         now_ms: u64,
         max_gpus: usize,
@@ -289,8 +291,8 @@ impl PgRegistry {
         // The agent's row stays locked to the end: its registrations on every validator of
         // the fleet take turns, so the cap below counts them all.
         tx.execute(
-            "INSERT INTO agents (key, endpoint) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET endpoint = $2",
-            &[&agent, &endpoint],
+            "INSERT INTO agents (key, endpoint, cores) VALUES ($1, $2, $3) ON CONFLICT (key) DO UPDATE SET endpoint = $2, cores = $3",
+            &[&agent, &endpoint, &cores.map(|c| c as i32)],
         )
         .await?;
         let mut changes = Vec::with_capacity(gpus.len());
@@ -534,7 +536,7 @@ impl PgRegistry {
 }
 
 /// A registered GPU's columns, for [`gpu_row`].
-const GPU_SELECT: &str = "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated FROM gpus g JOIN agents a ON a.key = g.agent";
+const GPU_SELECT: &str = "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores FROM gpus g JOIN agents a ON a.key = g.agent";
 
 /// A registered GPU from a row of [`GPU_SELECT`].
 fn gpu_row(r: &Row) -> Result<RegisteredGpu, RegistryError> {
@@ -548,6 +550,9 @@ fn gpu_row(r: &Row) -> Result<RegisteredGpu, RegistryError> {
         model: r.try_get(3)?,
         bus_id: r.try_get(4)?,
         simulated: r.try_get(5)?,
+        host_cores: r
+            .try_get::<_, Option<i32>>(6)?
+            .and_then(|c| u32::try_from(c).ok()),
     })
 }
 

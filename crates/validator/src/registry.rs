@@ -19,7 +19,7 @@ pub use crate::registry_model::{NewRecord, RegisteredGpu, RegistryError};
 /// The registry's tables in SQLite: its schema's first version (a registry from before
 /// versions were kept, with or without the `simulated` column, is taken to it).
 const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS agents (key TEXT PRIMARY KEY, endpoint TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS agents (key TEXT PRIMARY KEY, endpoint TEXT NOT NULL, cores INTEGER);
 CREATE TABLE IF NOT EXISTS gpus (uuid TEXT PRIMARY KEY, agent TEXT NOT NULL REFERENCES agents(key), model TEXT NOT NULL, bus_id TEXT NOT NULL, simulated INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS released (uuid TEXT NOT NULL, agent TEXT NOT NULL, until_ms INTEGER NOT NULL, PRIMARY KEY (uuid, agent));
 CREATE TABLE IF NOT EXISTS records (
@@ -34,7 +34,7 @@ CREATE INDEX IF NOT EXISTS records_by_gpu ON records (gpu_uuid, id);
 ";
 
 /// The schema version of the SQLite registry this pog writes and reads.
-pub const SQLITE_SCHEMA_VERSION: i64 = 1;
+pub const SQLITE_SCHEMA_VERSION: i64 = 2;
 
 /// A registered GPU from a row of (uuid, agent, endpoint, model, bus id, simulated).
 fn gpu_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegisteredGpu> {
@@ -48,6 +48,7 @@ fn gpu_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegisteredGpu> {
         model: r.get(3)?,
         bus_id: r.get(4)?,
         simulated: r.get(5)?,
+        host_cores: r.get(6)?,
     })
 }
 
@@ -131,23 +132,23 @@ impl Registry {
         self.on_record = Some(notify);
     }
 
-    /// Registers an agent and its GPUs, all or nothing, at time `now_ms`, and says what changed
-    /// for each GPU. A GPU another agent holds, or one released from this agent whose bar has
+    /// Registers an agent (its endpoint, and its host's claimed cores) and its GPUs, all or
+    /// nothing, at time `now_ms`, and says what changed for each GPU. A GPU another agent holds, or one released from this agent whose bar has
     /// not run out, refuses the whole registration.
     pub fn register(
         &mut self,
         agent: &PublicKey,
-        endpoint: &str,
+        (endpoint, cores): (&str, Option<u32>),
         gpus: &[GpuClaim],
         now_ms: u64,
         max_gpus: usize,
     ) -> Result<Vec<Change>, RegistryError> {
         match &mut self.db {
-            Db::Sqlite(s) => s.register(agent, endpoint, gpus, now_ms, max_gpus),
+            Db::Sqlite(s) => s.register(agent, (endpoint, cores), gpus, now_ms, max_gpus),
             Db::Postgres(pg) => {
                 let (agent, endpoint, gpus) = (agent.clone(), endpoint.to_owned(), gpus.to_vec());
                 pg.block(|pg| async move {
-                    pg.register(&agent, &endpoint, &gpus, now_ms, max_gpus)
+                    pg.register(&agent, (&endpoint, cores), &gpus, now_ms, max_gpus)
                         .await
                 })
             }
@@ -324,8 +325,19 @@ impl Sqlite {
                     "ALTER TABLE gpus ADD COLUMN simulated INTEGER NOT NULL DEFAULT 0",
                 )?;
             }
+        }
+        if found < 2 {
+            // Version 2: the host's claimed cores, beside its agent (none claimed before).
+            let has_cores: bool = db.query_row(
+                "SELECT COUNT(*) FROM pragma_table_info('agents') WHERE name = 'cores'",
+                [],
+                |r| r.get::<_, i64>(0).map(|n| n > 0),
+            )?;
+            if !has_cores {
+                db.execute_batch("ALTER TABLE agents ADD COLUMN cores INTEGER")?;
+            }
             db.execute_batch(
-                "DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES (1);",
+                "DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES (2);",
             )?;
         }
         Ok(Sqlite {
@@ -346,7 +358,7 @@ impl Sqlite {
     fn register(
         &mut self,
         agent: &PublicKey,
-        endpoint: &str,
+        (endpoint, cores): (&str, Option<u32>),
         gpus: &[GpuClaim],
         now_ms: u64,
         max_gpus: usize,
@@ -361,7 +373,7 @@ impl Sqlite {
             )
             .optional()?;
         let moved = old_endpoint.is_some_and(|old| old != endpoint);
-        tx.execute("INSERT INTO agents (key, endpoint) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET endpoint = ?2", params![agent, endpoint])?;
+        tx.execute("INSERT INTO agents (key, endpoint, cores) VALUES (?1, ?2, ?3) ON CONFLICT(key) DO UPDATE SET endpoint = ?2, cores = ?3", params![agent, endpoint, cores])?;
         let mut changes = Vec::with_capacity(gpus.len());
         for claim in gpus {
             let GpuClaim {
@@ -439,7 +451,7 @@ impl Sqlite {
 
     fn gpus(&self, after: &str, limit: usize) -> Result<Vec<RegisteredGpu>, RegistryError> {
         let mut stmt = self.db.prepare(
-            "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid > ?1 ORDER BY g.uuid LIMIT ?2",
+            "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid > ?1 ORDER BY g.uuid LIMIT ?2",
         )?;
         let rows = stmt.query_map(params![after, limit as i64], gpu_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -449,7 +461,7 @@ impl Sqlite {
         Ok(self
             .db
             .query_row(
-                "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid = ?1",
+                "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid = ?1",
                 params![uuid],
                 gpu_row,
             )
@@ -630,19 +642,19 @@ mod tests {
         for place in Place::all() {
             let mut r = place.open();
             assert_eq!(
-                r.register(&key(0xa1), "http://a", &[gpu("GPU-1")], 0, 64)
+                r.register(&key(0xa1), ("http://a", None), &[gpu("GPU-1")], 0, 64)
                     .unwrap(),
                 [Change::New]
             );
             assert_eq!(
-                r.register(&key(0xa1), "http://a", &[gpu("GPU-1")], 0, 64)
+                r.register(&key(0xa1), ("http://a", None), &[gpu("GPU-1")], 0, 64)
                     .unwrap(),
                 [Change::Same],
                 "an agent restarting"
             );
             // A new endpoint is a new registration.
             assert_eq!(
-                r.register(&key(0xa1), "http://a2", &[gpu("GPU-1")], 0, 64)
+                r.register(&key(0xa1), ("http://a2", None), &[gpu("GPU-1")], 0, 64)
                     .unwrap(),
                 [Change::Changed]
             );
@@ -652,12 +664,18 @@ mod tests {
                 ..gpu("GPU-1")
             };
             assert_eq!(
-                r.register(&key(0xa1), "http://a2", &[moved], 0, 64)
+                r.register(&key(0xa1), ("http://a2", None), &[moved], 0, 64)
                     .unwrap(),
                 [Change::Changed]
             );
             let err = r
-                .register(&key(0xb1), "http://b", &[gpu("GPU-2"), gpu("GPU-1")], 0, 64)
+                .register(
+                    &key(0xb1),
+                    ("http://b", None),
+                    &[gpu("GPU-2"), gpu("GPU-1")],
+                    0,
+                    64,
+                )
                 .unwrap_err();
             assert!(
                 matches!(err, RegistryError::ClaimedElsewhere { .. }),
@@ -666,8 +684,14 @@ mod tests {
             );
             // All or nothing: GPU-2 was not taken either.
             assert_eq!(r.gpu("GPU-2").unwrap(), None);
-            r.register(&key(0xb1), "http://b", &[gpu("GPU-3"), gpu("GPU-4")], 0, 64)
-                .unwrap();
+            r.register(
+                &key(0xb1),
+                ("http://b", None),
+                &[gpu("GPU-3"), gpu("GPU-4")],
+                0,
+                64,
+            )
+            .unwrap();
             assert_eq!(
                 r.gpus_by_agent().unwrap(),
                 vec![
@@ -793,7 +817,7 @@ mod tests {
             simulated: true,
             ..gpu("GPU-2")
         };
-        r.register(&key(0xa1), "http://a", &[simulated], 0, 64)
+        r.register(&key(0xa1), ("http://a", None), &[simulated], 0, 64)
             .unwrap();
         assert!(r.gpu("GPU-2").unwrap().unwrap().simulated);
         drop(r);
@@ -831,11 +855,23 @@ mod tests {
     fn the_gpu_cap_holds_across_registrations() {
         for place in Place::all() {
             let mut r = place.open();
-            r.register(&key(0xa1), "http://a", &[gpu("GPU-1"), gpu("GPU-2")], 0, 3)
-                .unwrap();
+            r.register(
+                &key(0xa1),
+                ("http://a", None),
+                &[gpu("GPU-1"), gpu("GPU-2")],
+                0,
+                3,
+            )
+            .unwrap();
             assert!(
                 matches!(
-                    r.register(&key(0xa1), "http://a", &[gpu("GPU-3"), gpu("GPU-4")], 0, 3),
+                    r.register(
+                        &key(0xa1),
+                        ("http://a", None),
+                        &[gpu("GPU-3"), gpu("GPU-4")],
+                        0,
+                        3
+                    ),
                     Err(RegistryError::TooManyGpus {
                         max: 3,
                         would_hold: 4
@@ -845,7 +881,7 @@ mod tests {
                 place.name()
             );
             assert_eq!(r.gpu("GPU-3").unwrap(), None, "nothing of it was kept");
-            r.register(&key(0xa1), "http://a", &[gpu("GPU-3")], 0, 3)
+            r.register(&key(0xa1), ("http://a", None), &[gpu("GPU-3")], 0, 3)
                 .unwrap();
         }
     }
@@ -854,21 +890,21 @@ mod tests {
     fn a_released_gpu_is_free_for_others_and_barred_for_its_squatter() {
         for place in Place::all() {
             let mut r = place.open();
-            r.register(&key(0x5a), "http://s", &[gpu("GPU-1")], 0, 64)
+            r.register(&key(0x5a), ("http://s", None), &[gpu("GPU-1")], 0, 64)
                 .unwrap();
             let released = r.release("GPU-1", 10_000).unwrap().unwrap();
             assert_eq!(released.agent, key(0x5a));
             assert_eq!(r.gpu("GPU-1").unwrap(), None);
             assert!(
                 matches!(
-                    r.register(&key(0x5a), "http://s", &[gpu("GPU-1")], 5_000, 64),
+                    r.register(&key(0x5a), ("http://s", None), &[gpu("GPU-1")], 5_000, 64),
                     Err(RegistryError::Barred { wait_s: 5, .. })
                 ),
                 "{}",
                 place.name()
             );
             assert_eq!(
-                r.register(&key(0x0e), "http://o", &[gpu("GPU-1")], 5_000, 64)
+                r.register(&key(0x0e), ("http://o", None), &[gpu("GPU-1")], 5_000, 64)
                     .unwrap(),
                 [Change::New]
             );
@@ -890,11 +926,11 @@ mod tests {
             Registry::connect(&url).unwrap(),
             Registry::connect(&url).unwrap(),
         );
-        a.register(&key(0xa1), "http://a", &[gpu("GPU-1")], 0, 64)
+        a.register(&key(0xa1), ("http://a", None), &[gpu("GPU-1")], 0, 64)
             .unwrap();
         assert_eq!(b.gpu("GPU-1").unwrap().unwrap().agent, key(0xa1));
         assert!(matches!(
-            b.register(&key(0xb1), "http://b", &[gpu("GPU-1")], 0, 64),
+            b.register(&key(0xb1), ("http://b", None), &[gpu("GPU-1")], 0, 64),
             Err(RegistryError::ClaimedElsewhere { .. })
         ));
         a.record("c1", "GPU-1", true, "{}").unwrap();
@@ -911,7 +947,7 @@ mod tests {
                 std::thread::spawn(move || {
                     Registry::connect(&url).unwrap().register(
                         &key(0x10 + n),
-                        "http://r",
+                        ("http://r", None),
                         &[gpu("GPU-race")],
                         0,
                         64,

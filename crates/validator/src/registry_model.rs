@@ -32,6 +32,8 @@ pub struct RegisteredGpu {
     pub bus_id: String,
     /// A GPU of the simulated test double.
     pub simulated: bool,
+    /// The hardware threads its agent claims for its host (none claimed: no proof of CPU).
+    pub host_cores: Option<u32>,
 }
 
 /// Why a registry change was refused.

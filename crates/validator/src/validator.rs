@@ -15,7 +15,7 @@ use pog_net::locked::Locked;
 use pog_proof::challenge::Addressee;
 use pog_proof::session::{Outcome, SpotChecked, ValidatorSession};
 use pog_proof::wire::{kind, ChallengeMessage, Commitment, OpenRequest, Openings, Register};
-use pog_proof::wire::{MemoryReady, WalkMessage};
+use pog_proof::wire::{HostClaim, MemoryReady, WalkMessage};
 use pog_records::{
     Change, Claimed, Exchange, Failure, FailureKind, Policy, PolicyError, ProofKind, ProofRecord,
     Ran, RegistrationRecord, SignedBody, RECORD_VERSION,
@@ -360,12 +360,12 @@ impl Validator {
     fn store_registration(
         &self,
         agent: &PublicKey,
-        endpoint: &str,
+        (endpoint, host): (&str, Option<HostClaim>),
         gpus: &[pog_proof::wire::GpuClaim],
     ) -> Result<(), ValidatorError> {
         let changes = self.registry().register(
             agent,
-            endpoint,
+            (endpoint, host.map(|h| h.cores)),
             gpus,
             self.records.now_ms(),
             self.config.max_gpus_per_agent,
@@ -438,9 +438,8 @@ impl Validator {
         let spec = SpecDb::embedded()
             .by_model(&gpu.model)
             .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
-        // The host's cores are not part of a GPU's claim yet: a kind that needs them (the
-        // proof of CPU) is not planned here.
-        let plan = K::plan(policy, Claimed { spec, cores: None })?;
+        let cores = gpu.host_cores;
+        let plan = K::plan(policy, Claimed { spec, cores })?;
         let expected_ms = K::expected_ms(&plan);
         let challenge = K::challenge(
             &plan,
@@ -782,6 +781,14 @@ async fn register(
             reg.gpus.len()
         ));
     }
+    if let Some(HostClaim { cores }) = reg.host {
+        if !(1..=pog_proof::cpu::MAX_LANES).contains(&cores) {
+            return bad(format!(
+                "a host claims 1 to {} cores, not {cores}",
+                pog_proof::cpu::MAX_LANES
+            ));
+        }
+    }
     let mut seen = std::collections::HashSet::new();
     for g in &reg.gpus {
         // The UUID is bounded by its type (`GpuUuid`: printable ASCII, as the ledger frames
@@ -821,7 +828,7 @@ async fn register(
     let registered = reg.gpus.len();
     let stored = v.clone();
     let stored = tokio::task::spawn_blocking(move || {
-        stored.store_registration(&agent, &endpoint, &reg.gpus)
+        stored.store_registration(&agent, (&endpoint, reg.host), &reg.gpus)
     })
     .await
     .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the registration failed"))?;

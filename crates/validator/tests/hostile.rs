@@ -247,6 +247,7 @@ async fn registrations_are_checked_bounded_and_recorded() {
     let body = serde_json::to_string(&Register {
         endpoint: agent_url.clone(),
         gpus: vec![claim("GPU-forged")],
+        host: None,
     })
     .unwrap();
     let forged = Envelope {

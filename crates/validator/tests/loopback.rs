@@ -516,6 +516,7 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
     let bad = Register {
         endpoint: "ftp://x".into(),
         gpus: vec![claim("GPU-ok")],
+        host: None,
     };
     let r = client
         .post(format!("{vurl}/v1/register"))
@@ -676,6 +677,7 @@ async fn a_relay_cannot_pass_a_victims_work_off_under_its_own_key() {
             &Register {
                 endpoint: endpoint.into(),
                 gpus: vec![claim("GPU-victim")],
+                host: None,
             },
         )
         .unwrap()

@@ -138,12 +138,19 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
             Duration::from_secs(10),
         ));
         let validator = args.validator.trim_end_matches('/');
-        let registered = agent::register(validator, &register_key, &endpoint, &gpus, |e, wait| {
-            tracing::warn!(
-                "{mark}validator at {validator}: {e}; retrying in {:.1} s",
-                wait.as_secs_f64()
-            )
-        });
+        let host = Some(agent::host_claim());
+        let registered = agent::register(
+            validator,
+            &register_key,
+            (&endpoint, host),
+            &gpus,
+            |e, wait| {
+                tracing::warn!(
+                    "{mark}validator at {validator}: {e}; retrying in {:.1} s",
+                    wait.as_secs_f64()
+                )
+            },
+        );
         tokio::select! {
             done = registered => {
                 done.with_context(|| format!("registering with {validator}"))?;
@@ -171,7 +178,8 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
             loop {
                 tokio::time::sleep(REREGISTER_EVERY).await;
                 let quiet = |_: &pog_net::http::PostError, _: Duration| {};
-                if let Err(e) = agent::register(&again, &key, &endpoint, &gpus, quiet).await {
+                if let Err(e) = agent::register(&again, &key, (&endpoint, host), &gpus, quiet).await
+                {
                     tracing::warn!("{mark}registering again with {again}: {e}");
                     continue;
                 }

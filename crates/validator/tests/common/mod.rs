@@ -322,6 +322,7 @@ pub fn agent(seed: u8, gpus: Vec<GpuClaim>) -> AgentSpec {
         behaviour: Behaviour::Honest,
         cheat: None,
         trusted: vec![validator_key()],
+        host: None,
         watch: None,
         hold: None,
         device: None,
@@ -346,12 +347,20 @@ pub struct AgentSpec {
     routed: Option<Reroute>,
     register_at: Option<String>,
     clock: Option<SharedClock>,
+    host: Option<pog_proof::wire::HostClaim>,
 }
 
 impl AgentSpec {
     /// Its prover answers as `behaviour` says (junk, a lower precision, …).
     pub fn behaving(mut self, behaviour: Behaviour) -> AgentSpec {
         self.behaviour = behaviour;
+        self
+    }
+
+    /// It claims `cores` hardware threads for its host when it registers (its rounds then
+    /// prove its CPU).
+    pub fn claiming_cores(mut self, cores: u32) -> AgentSpec {
+        self.host = Some(pog_proof::wire::HostClaim { cores });
         self
     }
 
@@ -449,6 +458,7 @@ impl AgentSpec {
                 let register = Register {
                     endpoint: url.clone(),
                     gpus: self.gpus,
+                    host: self.host,
                 };
                 let response = reqwest::Client::new()
                     .post(format!("{validator_url}/v1/register"))
@@ -550,6 +560,7 @@ pub async fn register(
             &Register {
                 endpoint: endpoint.into(),
                 gpus,
+                host: None,
             },
         )
         .unwrap();
