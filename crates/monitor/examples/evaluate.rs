@@ -7,13 +7,24 @@
 //! alert anywhere else in healthy time (healthy episodes, and fault episodes before the
 //! fault) is a false alarm; the time after a fault's window is not scored.
 
-use pog_monitor::alert::AlertKind;
+use pog_monitor::alert::{AlertKind, Severity};
 use pog_monitor::{read_trace, replay, Config, Model};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
 const HEALTHY: &str = include_str!("../tests/data/h200-healthy.csv");
+/// Two healthy recordings of another H200 (2026-12-04), never trained on.
+const OTHER_CARD: [(&str, &str); 2] = [
+    (
+        "h200-healthy-2.csv",
+        include_str!("../tests/data/h200-healthy-2.csv"),
+    ),
+    (
+        "h200-healthy-3.csv",
+        include_str!("../tests/data/h200-healthy-3.csv"),
+    ),
+];
 const GRACE_S: f64 = 30.0;
 
 /// The alert kind meant for each fault kind.
@@ -27,7 +38,7 @@ fn expected(kind: &str) -> &'static [AlertKind] {
         "ecc_corrected_burst" => &[AlertKind::EccCorrectedBurst],
         "pcie_replay_burst" => &[AlertKind::PcieReplayBurst],
         "xid" => &[AlertKind::Xid],
-        "stuck_sensor" => &[AlertKind::SensorFrozen],
+        "stuck_sensor" | "stuck_power" => &[AlertKind::SensorFrozen],
         "power_drift" => &[AlertKind::Multivariate],
         _ => &[],
     }
@@ -39,6 +50,9 @@ struct KindScore {
     caught: usize,
     right_kind: usize,
     delays: Vec<f64>,
+    /// Events in whose window a thermal runaway was concluded, and of those critical.
+    runaway: usize,
+    runaway_critical: usize,
 }
 
 fn median(v: &mut [f64]) -> Option<f64> {
@@ -98,6 +112,16 @@ fn main() {
             .iter()
             .filter(|a| a.t >= start && a.t <= end + GRACE_S)
             .collect();
+        let runaways: Vec<_> = hits
+            .iter()
+            .filter(|a| a.kind == AlertKind::ThermalRunaway)
+            .collect();
+        if kind != "thermal_runaway" && !runaways.is_empty() {
+            score.runaway += 1;
+            if runaways.iter().any(|a| a.severity == Severity::Critical) {
+                score.runaway_critical += 1;
+            }
+        }
         let mut kinds: Vec<&'static str> = hits.iter().map(|a| a.kind.name()).collect();
         kinds.sort();
         kinds.dedup();
@@ -115,8 +139,8 @@ fn main() {
         }
     }
     let elapsed = started.elapsed().as_secs_f64();
-    println!("| fault kind | events | caught | recall | right kind | median time to detect (s) | max (s) |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| fault kind | events | caught | recall | right kind | median time to detect (s) | max (s) | thermal runaway concluded (critical) |");
+    println!("|---|---|---|---|---|---|---|---|");
     let (mut events, mut caught, mut right) = (0, 0, 0);
     let mut all_delays = Vec::new();
     for (kind, score) in &mut per_kind {
@@ -125,8 +149,13 @@ fn main() {
         right += score.right_kind;
         all_delays.extend(&score.delays);
         let max = score.delays.iter().copied().fold(f64::NAN, f64::max);
+        let runaway = if kind == "thermal_runaway" {
+            "-".to_string()
+        } else {
+            format!("{} ({})", score.runaway, score.runaway_critical)
+        };
         println!(
-            "| {kind} | {} | {} | {:.0} % | {} | {} | {} |",
+            "| {kind} | {} | {} | {:.0} % | {} | {} | {} | {runaway} |",
             score.events,
             score.caught,
             100.0 * score.caught as f64 / score.events as f64,
@@ -141,7 +170,7 @@ fn main() {
     }
     let hours = healthy_s / 3600.0;
     println!(
-        "| **all** | {events} | {caught} | **{:.1} %** | {right} | **{}** | |",
+        "| **all** | {events} | {caught} | **{:.1} %** | {right} | **{}** | | |",
         100.0 * caught as f64 / events as f64,
         median(&mut all_delays).map_or("-".into(), |m| format!("{m:.1}")),
     );
@@ -193,6 +222,25 @@ fn main() {
             alerts
                 .iter()
                 .map(|a| format!("; t={:.1} {} {}", a.t, a.kind.name(), a.message))
+                .collect::<String>()
+        );
+    }
+    // Another card's healthy days, with the model of this one.
+    for (name, text) in OTHER_CARD {
+        let samples = pog_monitor::parse_trace(text).expect("the other card's trace parses");
+        let span = samples.last().expect("rows").t - samples[0].t;
+        let alerts = replay(&samples, &config, Some(model.clone()));
+        let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();
+        for a in &alerts {
+            *by_kind.entry(a.kind.name()).or_default() += 1;
+        }
+        println!(
+            "another card's healthy {name} ({span:.0} s), trained on this one: {} alert(s) = {:.1} per hour{}",
+            alerts.len(),
+            alerts.len() as f64 * 3600.0 / span,
+            by_kind
+                .iter()
+                .map(|(k, n)| format!("; {k} {n}"))
                 .collect::<String>()
         );
     }

@@ -95,11 +95,18 @@ fn fault(kind: &str, rng: &mut SplitMix) -> Fault {
             factor: between(rng, 0.5, 0.8),
             duration_s: between(rng, 20.0, 60.0),
         },
+        // The power sensor alone (the mixed kind above drew none): the case that read as a
+        // thermal runaway when the load rose under a reading held at a low power.
+        "stuck_power" => Fault::StuckSensor {
+            signal: Signal::Power,
+            duration_s: between(rng, 30.0, 120.0),
+        },
         other => unreachable!("unknown kind {other}"),
     }
 }
 
-const KINDS: [&str; 10] = [
+// New kinds go at the end: the episodes of the others stay the same files.
+const KINDS: [&str; 11] = [
     "thermal_runaway",
     "throttle",
     "clock_drop",
@@ -110,6 +117,7 @@ const KINDS: [&str; 10] = [
     "xid",
     "stuck_sensor",
     "power_drift",
+    "stuck_power",
 ];
 
 fn main() {
