@@ -5,7 +5,8 @@
 //!
 //! An event counts as caught when any alert fires from its start to 30 s after its end. An
 //! alert anywhere else in healthy time (healthy episodes, and fault episodes before the
-//! fault) is a false alarm; the time after a fault's window is not scored.
+//! fault) is a false alarm; the time after a fault's window is not scored. `EVAL_SHOW=KIND`
+//! lists the alerts in the windows of that fault kind's events.
 
 use pog_monitor::alert::{AlertKind, Severity};
 use pog_monitor::{read_trace, replay, Config, Model};
@@ -39,7 +40,7 @@ fn expected(kind: &str) -> &'static [AlertKind] {
         "pcie_replay_burst" => &[AlertKind::PcieReplayBurst],
         "xid" => &[AlertKind::Xid],
         "stuck_sensor" | "stuck_power" => &[AlertKind::SensorFrozen],
-        "power_drift" => &[AlertKind::Multivariate],
+        "power_drift" => &[AlertKind::SensorDrift, AlertKind::Multivariate],
         _ => &[],
     }
 }
@@ -112,6 +113,17 @@ fn main() {
             .iter()
             .filter(|a| a.t >= start && a.t <= end + GRACE_S)
             .collect();
+        if std::env::var("EVAL_SHOW").is_ok_and(|k| k == kind) {
+            for a in &hits {
+                eprintln!(
+                    "  {episode} (from {start:.1} s): t={:.1} {} {} {}",
+                    a.t,
+                    a.kind.name(),
+                    a.severity.name(),
+                    a.message
+                );
+            }
+        }
         let runaways: Vec<_> = hits
             .iter()
             .filter(|a| a.kind == AlertKind::ThermalRunaway)

@@ -6,7 +6,7 @@ use crate::config::Config;
 use crate::model::{LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES};
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{median, theil_sen};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// Seconds of raw samples kept for slopes and windows.
 const KEEP_S: f64 = 120.0;
@@ -17,6 +17,13 @@ const LEAK_POINTS: usize = 2048;
 
 /// Points the leak detector's recent slope is fitted on (evenly thinned).
 const TAIL_POINTS: usize = 64;
+
+/// A power reading at most this fraction of one read at the same load and temperature a
+/// moment before is a reading that drifted, not a load that fell.
+const DRIFT_FRACTION: f64 = 0.85;
+
+/// ... and at least this many watts below it.
+const DRIFT_MIN_W: f64 = 30.0;
 
 /// Runs every detector over a GPU's samples, in time order.
 #[derive(Debug, Clone)]
@@ -30,6 +37,11 @@ pub struct Monitor {
     counters: Counters,
     leak: Option<Leak>,
     frozen: BTreeMap<Signal, Run>,
+    /// The sensors judged frozen at the last sample: their readings explain nothing.
+    frozen_now: BTreeSet<Signal>,
+    /// A temperature too high for the power read was blamed on the power reading (a drift);
+    /// it stays blamed while that condition lasts.
+    power_drifting: bool,
     perf: [Perf; 2],
     last_score: Option<f64>,
     samples: u64,
@@ -80,6 +92,8 @@ impl Monitor {
             counters: Counters::default(),
             leak: None,
             frozen: BTreeMap::new(),
+            frozen_now: BTreeSet::new(),
+            power_drifting: false,
             perf: [Perf::default(), Perf::default()],
             last_score: None,
             samples: 0,
@@ -114,13 +128,14 @@ impl Monitor {
             .push(s.t, s.power_w, self.config.load_window_s);
         let state = LoadState::of(s, self.config.busy_util_pct);
         let mut findings = Vec::new();
+        // The sensors first: a frozen reading must not be read as a thermal runaway.
+        self.frozen(s, &mut findings);
         self.thermal(s, recent_power, &mut findings);
         self.throttling(s, state, &mut findings);
         self.clocks(s, state, &mut findings);
         self.counters(s, &mut findings);
         self.xid(s, &mut findings);
         self.memory_leak(s, &mut findings);
-        self.frozen(s, &mut findings);
         self.performance(s, &mut findings);
         self.multivariate(s, recent_power, &mut findings);
         self.gate.admit(s.t, findings)
@@ -153,17 +168,31 @@ impl Monitor {
             (Signal::TempGpu, self.config.thermal_limit_c),
             (Signal::TempMem, self.config.mem_thermal_limit_c),
         ];
+        // A frozen power reading says nothing about the heat the GPU makes: the envelope over
+        // it is not used (the absolute limits still are).
+        let power_frozen = self.frozen_now.contains(&Signal::Power);
+        let mut any_excess = false;
         for (signal, limit) in checks {
             let Some(temp) = s.signal(signal) else {
                 self.held(signal.name(), false, 1);
                 continue;
             };
+            if self.frozen_now.contains(&signal) {
+                // A frozen thermometer: the sensor alert says so, no thermal conclusion.
+                self.held(signal.name(), false, 1);
+                continue;
+            }
             let slope = self.slope(signal, self.config.slope_window_s);
-            let envelope = self.model.as_ref().and_then(|m| match signal {
-                Signal::TempGpu => m.temp_gpu_envelope.as_ref(),
-                _ => m.temp_mem_envelope.as_ref(),
-            });
-            let healthy_max = match (envelope, recent_power) {
+            let envelope = self
+                .model
+                .as_ref()
+                .and_then(|m| match signal {
+                    Signal::TempGpu => m.temp_gpu_envelope.as_ref(),
+                    _ => m.temp_mem_envelope.as_ref(),
+                })
+                .filter(|_| !power_frozen)
+                .cloned();
+            let healthy_max = match (&envelope, recent_power) {
                 (Some(e), Some(p)) => Some((e.at(p), p)),
                 _ => None,
             };
@@ -189,6 +218,21 @@ impl Monitor {
                 continue;
             }
             let Some(severity) = severity else { continue };
+            // Too hot for the power read, but not for the power read a moment ago at the
+            // same load and the same temperature: the power reading fell, not the cooling.
+            if temp < limit {
+                if let (Some(e), Some(read)) = (&envelope, s.power_w) {
+                    any_excess = true;
+                    let dropped = self.power_read_dropped(s, signal, temp, e);
+                    if dropped.is_some() || self.power_drifting {
+                        self.power_drifting = true;
+                        if let Some((then, ago)) = dropped {
+                            out.push(power_drift_finding(s, signal, temp, read, then, ago));
+                        }
+                        continue;
+                    }
+                }
+            }
             let mut signals = BTreeMap::new();
             let mut message = format!("{} at {temp:.0} °C", signal.name());
             if let Some((h, p)) = healthy_max {
@@ -246,6 +290,49 @@ impl Monitor {
                 message,
             });
         }
+        if !any_excess {
+            self.power_drifting = false;
+        }
+    }
+
+    /// A power reading in the recent window, at the same load (utilization, clocks) and the
+    /// same temperature as now, that was at least [`DRIFT_MIN_W`] higher and of which now is
+    /// at most [`DRIFT_FRACTION`], and at which this temperature was healthy: `(watts,
+    /// seconds ago)`, the highest.
+    fn power_read_dropped(
+        &self,
+        s: &Sample,
+        signal: Signal,
+        temp: f64,
+        envelope: &crate::model::Envelope,
+    ) -> Option<(f64, f64)> {
+        let p = s.power_w?;
+        let util = s.util_gpu_pct?;
+        let sm = s.sm_clock_mhz?;
+        let near = |a: Option<f64>, b: Option<f64>, tol: f64| match (a, b) {
+            (Some(a), Some(b)) => (a - b).abs() <= tol,
+            (None, None) => true,
+            _ => false,
+        };
+        self.window
+            .iter()
+            .filter(|w| w.t < s.t)
+            .filter_map(|w| Some((w, w.power_w?)))
+            .filter(|(_, q)| p <= DRIFT_FRACTION * q && q - p >= DRIFT_MIN_W)
+            .filter(|(w, _)| w.signal(signal).is_some_and(|x| (x - temp).abs() <= 1.0))
+            .filter(|(w, _)| near(w.util_gpu_pct, Some(util), 5.0))
+            .filter(|(w, _)| near(w.sm_clock_mhz, Some(sm), 0.02 * sm))
+            .filter(|(w, _)| {
+                near(
+                    w.mem_clock_mhz,
+                    s.mem_clock_mhz,
+                    0.01 * s.mem_clock_mhz.unwrap_or(0.0),
+                )
+            })
+            .filter(|(w, _)| near(w.util_mem_pct, s.util_mem_pct, 10.0))
+            .filter(|(_, q)| temp < envelope.at(*q) + self.config.thermal_margin_c)
+            .map(|(w, q)| (q, s.t - w.t))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
     }
 
     fn throttling(&mut self, s: &Sample, state: Option<LoadState>, out: &mut Vec<Finding>) {
@@ -661,6 +748,7 @@ impl Monitor {
                 // that stops being read starts afresh.
                 if signal != Signal::Energy {
                     self.frozen.remove(&signal);
+                    self.frozen_now.remove(&signal);
                 }
                 continue;
             };
@@ -722,8 +810,10 @@ impl Monitor {
                 }
             };
             if !frozen {
+                self.frozen_now.remove(&signal);
                 continue;
             }
+            self.frozen_now.insert(signal);
             let mut signals = BTreeMap::new();
             signals.insert(
                 signal.name().to_string(),
@@ -886,6 +976,43 @@ impl Monitor {
                 }
             ),
         });
+    }
+}
+
+/// A power reading that fell while the load and the temperature held.
+fn power_drift_finding(
+    s: &Sample,
+    signal: Signal,
+    temp: f64,
+    read: f64,
+    then: f64,
+    ago: f64,
+) -> Finding {
+    let mut signals = BTreeMap::new();
+    signals.insert(
+        "power_w".into(),
+        SignalChange::against(
+            read,
+            then,
+            format!("power read {ago:.1} s ago at the same utilization, clocks and temperature"),
+        ),
+    );
+    signals.insert(
+        signal.name().to_string(),
+        SignalChange::value(temp, "unchanged since that reading"),
+    );
+    Finding {
+        kind: AlertKind::SensorDrift,
+        key: "power".into(),
+        severity: Severity::Warning,
+        signals,
+        message: format!(
+            "power reads {read:.0} W where it read {then:.0} W {ago:.0} s ago at the same load ({:.0} % utilization, SM clock {:.0} MHz) and the same {} ({temp:.0} °C): the power reading fell {:.0} %, the load and the heat did not (not a thermal runaway)",
+            s.util_gpu_pct.unwrap_or(0.0),
+            s.sm_clock_mhz.unwrap_or(0.0),
+            signal.name(),
+            100.0 * (1.0 - read / then)
+        ),
     }
 }
 
