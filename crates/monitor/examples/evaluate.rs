@@ -255,6 +255,15 @@ fn main() {
                 .map(|(k, n)| format!("; {k} {n}"))
                 .collect::<String>()
         );
+        for a in &alerts {
+            println!(
+                "  t={:.1} {} {} {}",
+                a.t,
+                a.kind.name(),
+                a.severity.name(),
+                a.message
+            );
+        }
     }
     println!(
         "replayed {samples_seen} samples in {elapsed:.2} s ({:.1} µs per sample, one thread)",

@@ -25,6 +25,13 @@ const DRIFT_FRACTION: f64 = 0.85;
 /// ... and at least this many watts below it.
 const DRIFT_MIN_W: f64 = 30.0;
 
+/// Seconds over which the energy counter's growth is compared with the power read.
+const ENERGY_SPAN_S: f64 = 6.0;
+
+/// The shortest time between two energy readings whose difference gives a power (the power
+/// reading itself is an average over about a second).
+const ENERGY_STEP_S: f64 = 1.0;
+
 /// Runs every detector over a GPU's samples, in time order.
 #[derive(Debug, Clone)]
 pub struct Monitor {
@@ -39,6 +46,9 @@ pub struct Monitor {
     frozen: BTreeMap<Signal, Run>,
     /// The sensors judged frozen at the last sample: their readings explain nothing.
     frozen_now: BTreeSet<Signal>,
+    /// The power reading has stayed unchanged longer than it ever did in healthy history (not
+    /// yet long enough to call it frozen): the envelope over it waits.
+    power_unchanged: bool,
     /// A temperature too high for the power read was blamed on the power reading (a drift);
     /// it stays blamed while that condition lasts.
     power_drifting: bool,
@@ -93,6 +103,7 @@ impl Monitor {
             leak: None,
             frozen: BTreeMap::new(),
             frozen_now: BTreeSet::new(),
+            power_unchanged: false,
             power_drifting: false,
             perf: [Perf::default(), Perf::default()],
             last_score: None,
@@ -170,7 +181,7 @@ impl Monitor {
         ];
         // A frozen power reading says nothing about the heat the GPU makes: the envelope over
         // it is not used (the absolute limits still are).
-        let power_frozen = self.frozen_now.contains(&Signal::Power);
+        let power_frozen = self.frozen_now.contains(&Signal::Power) || self.power_unchanged;
         let mut any_excess = false;
         for (signal, limit) in checks {
             let Some(temp) = s.signal(signal) else {
@@ -218,17 +229,28 @@ impl Monitor {
                 continue;
             }
             let Some(severity) = severity else { continue };
-            // Too hot for the power read, but not for the power read a moment ago at the
-            // same load and the same temperature: the power reading fell, not the cooling.
+            // Too hot for the power read, but not for the power read a moment ago at the same
+            // load and temperature, or not for the power the energy counter gives: the power
+            // reading is wrong, not the cooling.
             if temp < limit {
                 if let (Some(e), Some(read)) = (&envelope, s.power_w) {
                     any_excess = true;
-                    let dropped = self.power_read_dropped(s, signal, temp, e);
-                    if dropped.is_some() || self.power_drifting {
+                    let evidence = self.power_reading_low(s, signal, temp, e);
+                    if evidence.is_some() || self.power_drifting {
                         self.power_drifting = true;
-                        if let Some((then, ago)) = dropped {
-                            out.push(power_drift_finding(s, signal, temp, read, then, ago));
+                        if let Some(evidence) = evidence {
+                            out.push(power_drift_finding(signal, temp, read, evidence));
                         }
+                        continue;
+                    }
+                    // The heat fits the power the energy counter gives: the reading is in
+                    // doubt (the drift alert follows once its average is seen low), so no
+                    // thermal conclusion on it.
+                    let counted_fits = self.energy_recent_power(s).is_some_and(|counted| {
+                        let load = recent_power.unwrap_or(0.0).max(counted);
+                        temp < e.at(load) + self.config.thermal_margin_c
+                    });
+                    if counted_fits {
                         continue;
                     }
                 }
@@ -293,6 +315,121 @@ impl Monitor {
         if !any_excess {
             self.power_drifting = false;
         }
+    }
+
+    /// Evidence that the power reading is too low for what the GPU does, for a temperature
+    /// too high for it: the reading fell at the same load and temperature
+    /// ([`Monitor::power_read_dropped`]), or it reads below the energy counter's growth
+    /// ([`Monitor::power_below_energy`]).
+    fn power_reading_low(
+        &self,
+        s: &Sample,
+        signal: Signal,
+        temp: f64,
+        envelope: &crate::model::Envelope,
+    ) -> Option<LowPowerEvidence> {
+        if let Some((then, ago)) = self.power_read_dropped(s, signal, temp, envelope) {
+            return Some(LowPowerEvidence {
+                truth_w: then,
+                against: format!(
+                    "power read {ago:.1} s ago at the same utilization, clocks and temperature"
+                ),
+                why: format!(
+                    "where it read {then:.0} W {ago:.0} s ago at the same load ({:.0} % utilization, SM clock {:.0} MHz) and the same {} ({temp:.0} °C): the reading fell, the load and the heat did not",
+                    s.util_gpu_pct.unwrap_or(0.0),
+                    s.sm_clock_mhz.unwrap_or(0.0),
+                    signal.name()
+                ),
+            });
+        }
+        let (mean, counted) = self.power_below_energy(s)?;
+        Some(LowPowerEvidence {
+            truth_w: counted.watts,
+            against: format!(
+                "power from the energy counter's growth over {:.1} s (read: {mean:.0} W on average)",
+                counted.span_s
+            ),
+            why: format!(
+                "while the energy counter grew at {:.0} W over the last {:.1} s (read: {mean:.0} W on average); {} at {temp:.0} °C fits the counter, not the reading",
+                counted.watts,
+                counted.span_s,
+                signal.name()
+            ),
+        })
+    }
+
+    /// The power the energy counter's growth gives over the last [`ENERGY_SPAN_S`] (its own
+    /// readings only, not carried ones; at least 2 s of them, the last at most 2 s old).
+    fn energy_power(&self, s: &Sample) -> Option<CountedPower> {
+        let counted = |w: &&Sample| w.energy_mj.is_some() && !w.carried.contains(&Signal::Energy);
+        let last = self.window.iter().rev().find(counted)?;
+        let first = self
+            .window
+            .iter()
+            .filter(|w| last.t - w.t <= ENERGY_SPAN_S)
+            .find(counted)?;
+        let span_s = last.t - first.t;
+        if span_s < 2.0 || s.t - last.t > 2.0 {
+            return None;
+        }
+        Some(CountedPower {
+            watts: (last.energy_mj? - first.energy_mj?) / 1000.0 / span_s,
+            from_t: first.t,
+            to_t: last.t,
+            span_s,
+        })
+    }
+
+    /// The recent power by the energy counter, as the recent power read is taken (the maximum
+    /// over the load window): the highest growth rate between two of its own readings at
+    /// least [`ENERGY_STEP_S`] apart, the later one in the window.
+    fn energy_recent_power(&self, s: &Sample) -> Option<f64> {
+        let reads: Vec<(f64, f64)> = self
+            .window
+            .iter()
+            .filter(|w| !w.carried.contains(&Signal::Energy))
+            .filter_map(|w| Some((w.t, w.energy_mj?)))
+            .collect();
+        let mut best: Option<f64> = None;
+        let mut earlier = 0;
+        for &(t, energy) in &reads {
+            while reads
+                .get(earlier + 1)
+                .is_some_and(|&(t1, _)| t - t1 >= ENERGY_STEP_S)
+            {
+                earlier += 1;
+            }
+            let (t0, e0) = reads[earlier];
+            if s.t - t > self.config.load_window_s || t - t0 < ENERGY_STEP_S {
+                continue;
+            }
+            let watts = (energy - e0) / 1000.0 / (t - t0);
+            best = Some(best.map_or(watts, |b: f64| b.max(watts)));
+        }
+        best
+    }
+
+    /// The mean power read over the energy counter's last span ([`Monitor::energy_power`])
+    /// when it is at most [`DRIFT_FRACTION`] of the counter's power and [`DRIFT_MIN_W`]
+    /// below, and the reading now is too: `(mean read, counted)`.
+    fn power_below_energy(&self, s: &Sample) -> Option<(f64, CountedPower)> {
+        let counted = self.energy_power(s)?;
+        let reads: Vec<f64> = self
+            .window
+            .iter()
+            .filter(|w| w.t > counted.from_t && w.t <= counted.to_t)
+            .filter_map(|w| w.power_w)
+            .collect();
+        if reads.is_empty() {
+            return None;
+        }
+        // Low on average and now: a reading that lags a rising load (it is an average over
+        // the last second) is low at the start of the span, not at its end.
+        let mean = reads.iter().sum::<f64>() / reads.len() as f64;
+        let low = |read: f64| {
+            read <= DRIFT_FRACTION * counted.watts && counted.watts - read >= DRIFT_MIN_W
+        };
+        (low(mean) && s.power_w.is_some_and(low)).then_some((mean, counted))
     }
 
     /// A power reading in the recent window, at the same load (utilization, clocks) and the
@@ -750,6 +887,9 @@ impl Monitor {
                     self.frozen.remove(&signal);
                     self.frozen_now.remove(&signal);
                 }
+                if signal == Signal::Power {
+                    self.power_unchanged = false;
+                }
                 continue;
             };
             let p = s.power_w.unwrap_or(0.0);
@@ -774,6 +914,9 @@ impl Monitor {
             run.power_max = run.power_max.max(p);
             let duration = s.t - run.since;
             let swing = run.power_max - run.power_min;
+            if signal == Signal::Power {
+                self.power_unchanged = run.samples >= 2 && duration > longest.unwrap_or(1.0);
+            }
             let (frozen, why) = match signal {
                 Signal::Energy => {
                     let limit = (3.0 * longest.unwrap_or(0.0)).max(1.0);
@@ -979,27 +1122,39 @@ impl Monitor {
     }
 }
 
-/// A power reading that fell while the load and the temperature held.
+/// The power the energy counter's growth gives over a recent span.
+#[derive(Debug, Clone, Copy)]
+struct CountedPower {
+    watts: f64,
+    from_t: f64,
+    to_t: f64,
+    span_s: f64,
+}
+
+/// Why a power reading is judged too low: the power the other evidence gives, what that
+/// evidence is (for the signal's `against`) and the reasoning, in words.
+#[derive(Debug, Clone)]
+struct LowPowerEvidence {
+    truth_w: f64,
+    against: String,
+    why: String,
+}
+
+/// A power reading too low for what the GPU does, for the temperature of `signal`.
 fn power_drift_finding(
-    s: &Sample,
     signal: Signal,
     temp: f64,
     read: f64,
-    then: f64,
-    ago: f64,
+    evidence: LowPowerEvidence,
 ) -> Finding {
     let mut signals = BTreeMap::new();
     signals.insert(
         "power_w".into(),
-        SignalChange::against(
-            read,
-            then,
-            format!("power read {ago:.1} s ago at the same utilization, clocks and temperature"),
-        ),
+        SignalChange::against(read, evidence.truth_w, evidence.against),
     );
     signals.insert(
         signal.name().to_string(),
-        SignalChange::value(temp, "unchanged since that reading"),
+        SignalChange::value(temp, "a temperature the power read cannot explain"),
     );
     Finding {
         kind: AlertKind::SensorDrift,
@@ -1007,11 +1162,9 @@ fn power_drift_finding(
         severity: Severity::Warning,
         signals,
         message: format!(
-            "power reads {read:.0} W where it read {then:.0} W {ago:.0} s ago at the same load ({:.0} % utilization, SM clock {:.0} MHz) and the same {} ({temp:.0} °C): the power reading fell {:.0} %, the load and the heat did not (not a thermal runaway)",
-            s.util_gpu_pct.unwrap_or(0.0),
-            s.sm_clock_mhz.unwrap_or(0.0),
-            signal.name(),
-            100.0 * (1.0 - read / then)
+            "power reads {read:.0} W, {:.0} % low, {}: a power sensor fault, not a thermal runaway",
+            100.0 * (1.0 - read / evidence.truth_w),
+            evidence.why
         ),
     }
 }
