@@ -4,8 +4,8 @@
 //! `cargo run --release -p pog-monitor --example evaluate [-- EVAL_DIR]`
 //!
 //! An event counts as caught when any alert fires from its start to 30 s after its end. An
-//! alert anywhere else in healthy time (healthy episodes, and fault episodes before the
-//! fault) is a false alarm; the time after a fault's window is not scored. `EVAL_SHOW=KIND`
+//! alert anywhere else in healthy time (healthy episodes, those with an allocation pattern of
+//! real work included, and fault episodes before the fault) is a false alarm; the time after a fault's window is not scored. `EVAL_SHOW=KIND`
 //! lists the alerts in the windows of that fault kind's events.
 
 use pog_monitor::alert::{AlertKind, Severity};
@@ -56,6 +56,15 @@ struct KindScore {
     runaway_critical: usize,
 }
 
+/// The healthy episodes of one allocation pattern: every alert in them is a false alarm.
+#[derive(Default)]
+struct PatternScore {
+    episodes: usize,
+    seconds: f64,
+    alarms: usize,
+    leak_alarms: usize,
+}
+
 fn median(v: &mut [f64]) -> Option<f64> {
     if v.is_empty() {
         return None;
@@ -83,6 +92,7 @@ fn main() {
     let mut false_alarms = Vec::new();
     let mut samples_seen = 0usize;
     let mut kinds_in_windows: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut per_pattern: BTreeMap<String, PatternScore> = BTreeMap::new();
     let started = Instant::now();
     for row in labels.records() {
         let row = row.expect("a label row");
@@ -93,8 +103,18 @@ fn main() {
         samples_seen += samples.len();
         let alerts = replay(&samples, &config, Some(model.clone()));
         let (t0, t_last) = (samples[0].t, samples.last().expect("rows").t);
-        if kind == "healthy" {
+        if kind == "healthy" || kind.starts_with("alloc_") {
             healthy_s += t_last - t0;
+            if kind != "healthy" {
+                let pattern = per_pattern.entry(kind.to_string()).or_default();
+                pattern.episodes += 1;
+                pattern.seconds += t_last - t0;
+                pattern.alarms += alerts.len();
+                pattern.leak_alarms += alerts
+                    .iter()
+                    .filter(|a| a.kind == AlertKind::MemoryLeak)
+                    .count();
+            }
             false_alarms.extend(alerts.iter().map(|a| (episode.to_string(), a.clone())));
             continue;
         }
@@ -200,6 +220,22 @@ fn main() {
             a.kind.name(),
             a.message
         );
+    }
+    if !per_pattern.is_empty() {
+        println!();
+        println!("| healthy allocation pattern | episodes | hours | false alarms (memory_leak) | per hour |");
+        println!("|---|---|---|---|---|");
+        for (pattern, score) in &per_pattern {
+            let hours = score.seconds / 3600.0;
+            println!(
+                "| {pattern} | {} | {hours:.2} | {} ({}) | {:.2} |",
+                score.episodes,
+                score.alarms,
+                score.leak_alarms,
+                score.alarms as f64 / hours
+            );
+        }
+        println!();
     }
     println!(
         "events in whose window each alert kind fired: {}",

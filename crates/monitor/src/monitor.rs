@@ -25,7 +25,8 @@ const LEAK_FAST_S: f64 = 12.0;
 const LEAK_PLATEAU_S: f64 = 5.0;
 
 /// ... at this utilization (%) or more (median): allocating without computing is loading or
-/// reserving (a model read in, a buffer filled), not a running job leaking ...
+/// reserving (a model read in, a buffer filled), not a running job leaking (the 60-s check
+/// too wants most of its rises at this utilization) ...
 const LEAK_WORKING_UTIL_PCT: f64 = 50.0;
 
 /// ... growing by at least this many MiB, in every quarter of the stretch (one or two
@@ -83,6 +84,10 @@ struct Leak {
     start_mib: f64,
     max_mib: f64,
     points: Vec<(f64, f64)>,
+    /// Samples at which memory rose and utilization was read: all, and those with the GPU
+    /// working ([`LEAK_WORKING_UTIL_PCT`]).
+    rises_with_util: usize,
+    rises_while_working: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -779,6 +784,8 @@ impl Monitor {
                 start_mib: used,
                 max_mib: used,
                 points: vec![(s.t, used)],
+                rises_with_util: 0,
+                rises_while_working: 0,
             });
             return;
         }
@@ -804,6 +811,13 @@ impl Monitor {
         }
         let leak = self.leak.as_mut().expect("set above");
         leak.max_mib = leak.max_mib.max(used);
+        let rose = leak.points.last().is_some_and(|&(_, before)| used > before);
+        if let (true, Some(util)) = (rose, s.util_gpu_pct) {
+            leak.rises_with_util += 1;
+            if util >= LEAK_WORKING_UTIL_PCT {
+                leak.rises_while_working += 1;
+            }
+        }
         leak.points.push((s.t, used));
         if leak.points.len() > LEAK_POINTS {
             // Keep the first, the last and every other one between: growth between kept points
@@ -848,7 +862,11 @@ impl Monitor {
         let step = recent.len().div_ceil(TAIL_POINTS).max(1);
         let tail: Vec<(f64, f64)> = recent.iter().step_by(step).copied().collect();
         let still_growing = tail.len() >= 3 && theil_sen(&tail).is_some_and(|v| v > 0.0);
-        if !spread || !still_growing {
+        // Memory that rose mostly while the GPU computed nothing was loaded or reserved (a
+        // model read in, a buffer filled), not leaked by a running job.
+        let while_working =
+            leak.rises_with_util == 0 || 2 * leak.rises_while_working >= leak.rises_with_util;
+        if !spread || !still_growing || !while_working {
             return;
         }
         let rate = median(&grown).unwrap_or(0.0) / part;
