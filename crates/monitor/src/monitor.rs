@@ -923,7 +923,8 @@ impl Monitor {
         let mut grown = [0.0f64; 4];
         for i in grow_from..last {
             let part = (((points[i + 1].t - start_t) / quarter) as usize).min(3);
-            grown[part] += mem(i + 1) - mem(i);
+            // Rises only (none falls after the last free): the growth in each quarter.
+            grown[part] += (mem(i + 1) - mem(i)).max(0.0);
         }
         if grown.iter().any(|g| *g <= 0.0) {
             return None;
@@ -1433,6 +1434,105 @@ mod tests {
         }
         assert!(m.leak.as_ref().unwrap().points.len() <= LEAK_POINTS + 1);
         assert!(m.window.len() <= 122);
+    }
+
+    /// A sample at `t` s with `mem` MiB in use at `util` % (processes not read).
+    fn job(t: f64, mem: f64, util: f64) -> Sample {
+        let mut s = at(t, mem);
+        s.util_gpu_pct = Some(util);
+        s
+    }
+
+    /// The times of the memory-leak alerts over `samples`, rule detectors only.
+    fn leak_alerts(samples: &[Sample]) -> Vec<f64> {
+        replay(samples, &Config::default(), None)
+            .into_iter()
+            .filter(|a| a.kind == AlertKind::MemoryLeak)
+            .map(|a| a.t)
+            .collect()
+    }
+
+    /// 30 s of work at 20 GiB, then memory as `then` says, second by second, for `seconds`.
+    fn after_steady_work(seconds: u32, then: impl Fn(f64) -> (f64, f64)) -> Vec<Sample> {
+        (0..30)
+            .map(|i| job(f64::from(i), 20_480.0, 100.0))
+            .chain((30..30 + seconds).map(|i| {
+                let (mem, util) = then(f64::from(i) - 30.0);
+                job(f64::from(i), mem, util)
+            }))
+            .collect()
+    }
+
+    #[test]
+    fn a_leak_after_steady_work_is_caught_within_twenty_seconds() {
+        // 25 MiB every 2 s from 30 s on, the GPU busy: the 60-s check alone takes 60 s.
+        let trace = after_steady_work(120, |since| {
+            (20_480.0 + 25.0 * (since / 2.0).floor(), 100.0)
+        });
+        let alerts = leak_alerts(&trace);
+        assert!(
+            alerts.first().is_some_and(|t| t - 30.0 <= 20.0),
+            "{alerts:?}"
+        );
+    }
+
+    #[test]
+    fn a_training_steps_rise_and_fall_is_no_leak() {
+        // 6-s steps: 512 MiB more each second for 4 s, all of it freed at the step's end.
+        let trace = after_steady_work(300, |since| {
+            let into = since % 6.0;
+            let held = if into < 4.0 {
+                512.0 * (into + 1.0)
+            } else {
+                0.0
+            };
+            (20_480.0 + held, 100.0)
+        });
+        assert_eq!(leak_alerts(&trace), Vec::<f64>::new());
+    }
+
+    #[test]
+    fn a_large_free_and_its_refill_is_no_leak() {
+        // 16 GiB freed, 10 s of work without them, taken back in two halves a second apart.
+        let trace = after_steady_work(300, |since| {
+            let mem = match since {
+                s if s < 10.0 => 4_096.0,
+                s if s < 11.0 => 12_288.0,
+                _ => 20_480.0,
+            };
+            (mem, 100.0)
+        });
+        assert_eq!(leak_alerts(&trace), Vec::<f64>::new());
+    }
+
+    #[test]
+    fn a_job_starting_up_in_steps_is_no_leak() {
+        // On an idle GPU a job starts: 1 GiB every 2 s for 40 s, computing as it goes, then
+        // it holds what it has.
+        let staircase = |since: f64| 1_024.0 * ((since / 2.0).floor() + 1.0).min(20.0);
+        let mut trace: Vec<Sample> = (0..30).map(|i| job(f64::from(i), 600.0, 0.0)).collect();
+        trace.extend(
+            (30..300).map(|i| job(f64::from(i), 600.0 + staircase(f64::from(i) - 30.0), 100.0)),
+        );
+        assert_eq!(leak_alerts(&trace), Vec::<f64>::new());
+        // The same start-up beside a job that was already working: the process count tells.
+        let mut trace = after_steady_work(270, |since| (20_480.0 + staircase(since), 100.0));
+        for s in &mut trace {
+            s.processes = Some(if s.t < 30.0 { 1 } else { 2 });
+        }
+        assert_eq!(leak_alerts(&trace), Vec::<f64>::new());
+    }
+
+    #[test]
+    fn memory_filled_without_compute_is_no_leak() {
+        // A data set copied into GPU memory, 512 MiB every 2 s for 100 s, no kernel running.
+        let trace: Vec<Sample> = (0..130)
+            .map(|i| {
+                let grown = 512.0 * ((f64::from(i) - 30.0).max(0.0) / 2.0).floor().min(50.0);
+                job(f64::from(i), 20_480.0 + grown, 0.0)
+            })
+            .collect();
+        assert_eq!(leak_alerts(&trace), Vec::<f64>::new());
     }
 
     #[test]
