@@ -67,6 +67,8 @@ impl Watch {
                 gpu = %gpu.uuid,
                 kind = alert.kind.name(),
                 severity = alert.severity.name(),
+                cause = alert.cause,
+                check = alert.check,
                 "{}",
                 alert.message
             );
@@ -342,6 +344,8 @@ mod tests {
                     severity,
                     signals: Default::default(),
                     message: String::new(),
+                    cause: "",
+                    check: "",
                 },
             )
         };

@@ -4,16 +4,28 @@
 //! `cargo run --release -p pog-monitor --example evaluate [-- EVAL_DIR]`
 //!
 //! An event counts as caught when any alert fires from its start to 30 s after its end. An
-//! alert anywhere else in healthy time (healthy episodes, and fault episodes before the
-//! fault) is a false alarm; the time after a fault's window is not scored.
+//! alert anywhere else in healthy time (healthy episodes, those with an allocation pattern of
+//! real work included, and fault episodes before the fault) is a false alarm; the time after a fault's window is not scored. `EVAL_SHOW=KIND`
+//! lists the alerts in the windows of that fault kind's events.
 
-use pog_monitor::alert::AlertKind;
+use pog_monitor::alert::{AlertKind, Severity};
 use pog_monitor::{read_trace, replay, Config, Model};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
 const HEALTHY: &str = include_str!("../tests/data/h200-healthy.csv");
+/// Two healthy recordings of another H200 (2026-12-04), never trained on.
+const OTHER_CARD: [(&str, &str); 2] = [
+    (
+        "h200-healthy-2.csv",
+        include_str!("../tests/data/h200-healthy-2.csv"),
+    ),
+    (
+        "h200-healthy-3.csv",
+        include_str!("../tests/data/h200-healthy-3.csv"),
+    ),
+];
 const GRACE_S: f64 = 30.0;
 
 /// The alert kind meant for each fault kind.
@@ -27,8 +39,8 @@ fn expected(kind: &str) -> &'static [AlertKind] {
         "ecc_corrected_burst" => &[AlertKind::EccCorrectedBurst],
         "pcie_replay_burst" => &[AlertKind::PcieReplayBurst],
         "xid" => &[AlertKind::Xid],
-        "stuck_sensor" => &[AlertKind::SensorFrozen],
-        "power_drift" => &[AlertKind::Multivariate],
+        "stuck_sensor" | "stuck_power" => &[AlertKind::SensorFrozen],
+        "power_drift" => &[AlertKind::SensorDrift, AlertKind::Multivariate],
         _ => &[],
     }
 }
@@ -39,6 +51,18 @@ struct KindScore {
     caught: usize,
     right_kind: usize,
     delays: Vec<f64>,
+    /// Events in whose window a thermal runaway was concluded, and of those critical.
+    runaway: usize,
+    runaway_critical: usize,
+}
+
+/// The healthy episodes of one allocation pattern: every alert in them is a false alarm.
+#[derive(Default)]
+struct PatternScore {
+    episodes: usize,
+    seconds: f64,
+    alarms: usize,
+    leak_alarms: usize,
 }
 
 fn median(v: &mut [f64]) -> Option<f64> {
@@ -68,6 +92,7 @@ fn main() {
     let mut false_alarms = Vec::new();
     let mut samples_seen = 0usize;
     let mut kinds_in_windows: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut per_pattern: BTreeMap<String, PatternScore> = BTreeMap::new();
     let started = Instant::now();
     for row in labels.records() {
         let row = row.expect("a label row");
@@ -78,8 +103,18 @@ fn main() {
         samples_seen += samples.len();
         let alerts = replay(&samples, &config, Some(model.clone()));
         let (t0, t_last) = (samples[0].t, samples.last().expect("rows").t);
-        if kind == "healthy" {
+        if kind == "healthy" || kind.starts_with("alloc_") {
             healthy_s += t_last - t0;
+            if kind != "healthy" {
+                let pattern = per_pattern.entry(kind.to_string()).or_default();
+                pattern.episodes += 1;
+                pattern.seconds += t_last - t0;
+                pattern.alarms += alerts.len();
+                pattern.leak_alarms += alerts
+                    .iter()
+                    .filter(|a| a.kind == AlertKind::MemoryLeak)
+                    .count();
+            }
             false_alarms.extend(alerts.iter().map(|a| (episode.to_string(), a.clone())));
             continue;
         }
@@ -98,6 +133,27 @@ fn main() {
             .iter()
             .filter(|a| a.t >= start && a.t <= end + GRACE_S)
             .collect();
+        if std::env::var("EVAL_SHOW").is_ok_and(|k| k == kind) {
+            for a in &hits {
+                eprintln!(
+                    "  {episode} (from {start:.1} s): t={:.1} {} {} {}",
+                    a.t,
+                    a.kind.name(),
+                    a.severity.name(),
+                    a.message
+                );
+            }
+        }
+        let runaways: Vec<_> = hits
+            .iter()
+            .filter(|a| a.kind == AlertKind::ThermalRunaway)
+            .collect();
+        if kind != "thermal_runaway" && !runaways.is_empty() {
+            score.runaway += 1;
+            if runaways.iter().any(|a| a.severity == Severity::Critical) {
+                score.runaway_critical += 1;
+            }
+        }
         let mut kinds: Vec<&'static str> = hits.iter().map(|a| a.kind.name()).collect();
         kinds.sort();
         kinds.dedup();
@@ -115,8 +171,8 @@ fn main() {
         }
     }
     let elapsed = started.elapsed().as_secs_f64();
-    println!("| fault kind | events | caught | recall | right kind | median time to detect (s) | max (s) |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| fault kind | events | caught | recall | right kind | median time to detect (s) | max (s) | thermal runaway concluded (critical) |");
+    println!("|---|---|---|---|---|---|---|---|");
     let (mut events, mut caught, mut right) = (0, 0, 0);
     let mut all_delays = Vec::new();
     for (kind, score) in &mut per_kind {
@@ -125,8 +181,13 @@ fn main() {
         right += score.right_kind;
         all_delays.extend(&score.delays);
         let max = score.delays.iter().copied().fold(f64::NAN, f64::max);
+        let runaway = if kind == "thermal_runaway" {
+            "-".to_string()
+        } else {
+            format!("{} ({})", score.runaway, score.runaway_critical)
+        };
         println!(
-            "| {kind} | {} | {} | {:.0} % | {} | {} | {} |",
+            "| {kind} | {} | {} | {:.0} % | {} | {} | {} | {runaway} |",
             score.events,
             score.caught,
             100.0 * score.caught as f64 / score.events as f64,
@@ -141,7 +202,7 @@ fn main() {
     }
     let hours = healthy_s / 3600.0;
     println!(
-        "| **all** | {events} | {caught} | **{:.1} %** | {right} | **{}** | |",
+        "| **all** | {events} | {caught} | **{:.1} %** | {right} | **{}** | | |",
         100.0 * caught as f64 / events as f64,
         median(&mut all_delays).map_or("-".into(), |m| format!("{m:.1}")),
     );
@@ -159,6 +220,22 @@ fn main() {
             a.kind.name(),
             a.message
         );
+    }
+    if !per_pattern.is_empty() {
+        println!();
+        println!("| healthy allocation pattern | episodes | hours | false alarms (memory_leak) | per hour |");
+        println!("|---|---|---|---|---|");
+        for (pattern, score) in &per_pattern {
+            let hours = score.seconds / 3600.0;
+            println!(
+                "| {pattern} | {} | {hours:.2} | {} ({}) | {:.2} |",
+                score.episodes,
+                score.alarms,
+                score.leak_alarms,
+                score.alarms as f64 / hours
+            );
+        }
+        println!();
     }
     println!(
         "events in whose window each alert kind fired: {}",
@@ -195,6 +272,34 @@ fn main() {
                 .map(|a| format!("; t={:.1} {} {}", a.t, a.kind.name(), a.message))
                 .collect::<String>()
         );
+    }
+    // Another card's healthy days, with the model of this one.
+    for (name, text) in OTHER_CARD {
+        let samples = pog_monitor::parse_trace(text).expect("the other card's trace parses");
+        let span = samples.last().expect("rows").t - samples[0].t;
+        let alerts = replay(&samples, &config, Some(model.clone()));
+        let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();
+        for a in &alerts {
+            *by_kind.entry(a.kind.name()).or_default() += 1;
+        }
+        println!(
+            "another card's healthy {name} ({span:.0} s), trained on this one: {} alert(s) = {:.1} per hour{}",
+            alerts.len(),
+            alerts.len() as f64 * 3600.0 / span,
+            by_kind
+                .iter()
+                .map(|(k, n)| format!("; {k} {n}"))
+                .collect::<String>()
+        );
+        for a in &alerts {
+            println!(
+                "  t={:.1} {} {} {}",
+                a.t,
+                a.kind.name(),
+                a.severity.name(),
+                a.message
+            );
+        }
     }
     println!(
         "replayed {samples_seen} samples in {elapsed:.2} s ({:.1} µs per sample, one thread)",

@@ -1,12 +1,14 @@
 //! Builds the labeled evaluation set in `crates/monitor/eval/` from the real H200 trace:
 //! healthy episodes (the trace twice, with a different ambient temperature and power noise
-//! each) and episodes with one fault injected at a random place. Deterministic: the same seed
+//! each), episodes with one fault injected at a random place, and healthy episodes with an
+//! allocation pattern of real work (a training step's rise and fall, a large free, a job's
+//! start-up staircase) from a random place. Deterministic: the same seed
 //! writes the same files.
 //!
 //! `cargo run -p pog-monitor --example make_eval_set [-- OUT_DIR]`
 
 use pog_monitor::forest::SplitMix;
-use pog_monitor::inject::{inject, repeat, Fault};
+use pog_monitor::inject::{allocate, inject, repeat, Allocation, Fault};
 use pog_monitor::sample::reasons;
 use pog_monitor::trace::{Columns, TraceWriter};
 use pog_monitor::{parse_trace, Sample, Signal};
@@ -95,11 +97,18 @@ fn fault(kind: &str, rng: &mut SplitMix) -> Fault {
             factor: between(rng, 0.5, 0.8),
             duration_s: between(rng, 20.0, 60.0),
         },
+        // The power sensor alone (the mixed kind above drew none): the case that read as a
+        // thermal runaway when the load rose under a reading held at a low power.
+        "stuck_power" => Fault::StuckSensor {
+            signal: Signal::Power,
+            duration_s: between(rng, 30.0, 120.0),
+        },
         other => unreachable!("unknown kind {other}"),
     }
 }
 
-const KINDS: [&str; 10] = [
+// New kinds go at the end: the episodes of the others stay the same files.
+const KINDS: [&str; 11] = [
     "thermal_runaway",
     "throttle",
     "clock_drop",
@@ -110,7 +119,37 @@ const KINDS: [&str; 10] = [
     "xid",
     "stuck_sensor",
     "power_drift",
+    "stuck_power",
 ];
+
+// Allocation patterns of healthy work, after the faults (the files before stay the same).
+const PATTERNS: [&str; 3] = [
+    "alloc_training_sawtooth",
+    "alloc_large_free",
+    "alloc_startup_staircase",
+];
+
+/// A random allocation pattern of `kind`.
+fn pattern(kind: &str, rng: &mut SplitMix) -> Allocation {
+    match kind {
+        "alloc_training_sawtooth" => Allocation::TrainingSawtooth {
+            period_s: between(rng, 2.0, 8.0),
+            rise_mib: between(rng, 1024.0, 8192.0),
+            duration_s: between(rng, 60.0, 150.0),
+        },
+        "alloc_large_free" => Allocation::LargeFree {
+            size_mib: between(rng, 4096.0, 40960.0),
+            hold_s: between(rng, 10.0, 60.0),
+            refill_after_s: between(rng, 5.0, 30.0),
+        },
+        "alloc_startup_staircase" => Allocation::StartupStaircase {
+            step_mib: between(rng, 256.0, 2048.0),
+            every_s: between(rng, 1.0, 3.0),
+            steps: 5 + rng.below(16) as u32,
+        },
+        other => unreachable!("unknown pattern {other}"),
+    }
+}
 
 fn main() {
     let out = std::env::args()
@@ -174,10 +213,31 @@ fn main() {
             .unwrap();
         }
     }
+    for kind in PATTERNS {
+        for i in 0..PER_KIND {
+            let name = format!("{kind}-{i:02}");
+            let (samples, offset) = perturb(&base, &mut rng);
+            let p = pattern(kind, &mut rng);
+            let eligible: Vec<f64> = samples
+                .iter()
+                .filter(|s| s.t >= 30.0 && s.t <= last_t - 60.0)
+                .map(|s| s.t)
+                .collect();
+            let start = eligible[rng.below(eligible.len())];
+            write(&name, &allocate(&samples, &p, start));
+            let json = serde_json::to_string(&p).expect("pattern serializes");
+            writeln!(
+                labels,
+                "{name},{kind},{start},{last_t:.3},{offset},\"{}\"",
+                json.replace('"', "\"\"")
+            )
+            .unwrap();
+        }
+    }
     std::fs::write(out.join("labels.csv"), labels).expect("writing labels");
     println!(
         "wrote {} episodes to {}",
-        HEALTHY_EPISODES + KINDS.len() * PER_KIND,
+        HEALTHY_EPISODES + (KINDS.len() + PATTERNS.len()) * PER_KIND,
         out.display()
     );
 }

@@ -51,8 +51,11 @@ pub enum AlertKind {
     PcieReplayBurst,
     /// An XID error from the driver.
     Xid,
-    /// A sensor that stopped changing when it must change.
+    /// A sensor that stopped changing when it must change (a stuck reading).
     SensorFrozen,
+    /// A sensor whose reading moved away from what the other signals say (a power reading
+    /// that dropped while the load, the clocks and the temperature held).
+    SensorDrift,
     /// Benchmark or proof performance below the GPU's own history.
     PerfDecay,
     /// A combination of signals unlike any in the GPU's healthy history (isolation forest).
@@ -73,9 +76,94 @@ impl AlertKind {
             AlertKind::PcieReplayBurst => "pcie_replay_burst",
             AlertKind::Xid => "xid",
             AlertKind::SensorFrozen => "sensor_frozen",
+            AlertKind::SensorDrift => "sensor_drift",
             AlertKind::PerfDecay => "perf_decay",
             AlertKind::Multivariate => "multivariate",
         }
+    }
+}
+
+/// The most likely cause of a finding and what to check first, from its kind and key (the
+/// throttle reasons, the frozen signal, the XID code): `(cause, check)`.
+pub fn explain(kind: AlertKind, key: &str) -> (&'static str, &'static str) {
+    let sensor = |key: &str| {
+        match key {
+        "power" => (
+            "the power sensor or its reading path (NVML, driver), not the load",
+            "compare nvidia-smi's power.draw with the energy counter's growth and with the PSU or PDU reading; reload the driver or reseat the GPU if it stays",
+        ),
+        "energy" => (
+            "the energy counter stopped (driver or firmware), not the load",
+            "read total_energy_consumption twice under load (nvidia-smi -q -d POWER); update the driver or firmware if it does not grow",
+        ),
+        _ => (
+            "the temperature sensor or its reading path, not the cooling",
+            "compare nvidia-smi's temperature with the other GPUs' and with the power; a sensor that does not follow the load is not to be trusted for thermal alerts",
+        ),
+    }
+    };
+    match kind {
+        AlertKind::ThermalRunaway if key == "temp_mem" => (
+            "cooling failing on the HBM: airflow, fan or pump, or a memory thermal pad",
+            "fan speed or coolant flow, inlet air temperature, the neighbours' memory temperatures; the thermal pads at the next service",
+        ),
+        AlertKind::ThermalRunaway => (
+            "cooling failing: fan or pump, airflow, the room, or the heatsink's thermal interface",
+            "fan speed or coolant flow, inlet air temperature, blocked filters or blanking panels, the neighbouring GPUs' temperatures at the same power",
+        ),
+        AlertKind::Throttling if key == "power_cap_low" => (
+            "the power limit was lowered, or the power sensor reads high",
+            "nvidia-smi -q -d POWER (current against default limit) and who set it; if the limit is the default, the power reading",
+        ),
+        AlertKind::Throttling if key.contains("thermal") => (
+            "heat: the GPU slows itself down to stay under its temperature limit",
+            "the cooling (fan or coolant flow, inlet air temperature) and the temperature history before the throttle",
+        ),
+        AlertKind::Throttling if key.contains("power_brake") => (
+            "an external power brake: the power supply or chassis asked the GPU to slow down",
+            "the power supplies and the chassis management (BMC) event log",
+        ),
+        AlertKind::Throttling => (
+            "a hardware slowdown signal (power supply, board or GPU fault)",
+            "the BMC event log, the power supplies, nvidia-smi -q -d PERFORMANCE; the GPU's XID history",
+        ),
+        AlertKind::ClockDrop => (
+            "the GPU runs slower with no reason given: a clock or board fault, or application clocks changed",
+            "nvidia-smi -q -d CLOCK (application and locked clocks), then the GPU with a diagnostic (dcgmi diag)",
+        ),
+        AlertKind::MemoryLeak => (
+            "a process allocating GPU memory without freeing it",
+            "nvidia-smi's process list and which process grows; restart or fix it before the memory is full",
+        ),
+        AlertKind::EccUncorrected => (
+            "a failing HBM memory cell or row: results computed on this GPU may be wrong",
+            "nvidia-smi -q -d ECC,ROW_REMAPPER (pending remaps: reset the GPU); drain the GPU if errors recur",
+        ),
+        AlertKind::EccCorrectedBurst => (
+            "a weakening HBM region (corrected errors often come before uncorrected ones)",
+            "nvidia-smi -q -d ECC,ROW_REMAPPER over the next hours; plan a reset and a memory test",
+        ),
+        AlertKind::MemoryRemap => (
+            "memory rows remapped or pages retired after errors",
+            "nvidia-smi -q -d ROW_REMAPPER (remap failures or rows left: replace the GPU)",
+        ),
+        AlertKind::PcieReplayBurst => (
+            "a bad PCIe link: riser, cable, slot or board",
+            "nvidia-smi -q (PCIe generation and width against the maximum), lspci -vv AER errors, reseat the GPU or riser",
+        ),
+        AlertKind::Xid => (
+            "the driver reported an error (the XID code tells which: 48/94/95 memory, 79 fallen off the bus, 13/31/43 mostly the application)",
+            "the kernel log (dmesg) around the time and NVIDIA's XID catalog for the code",
+        ),
+        AlertKind::SensorFrozen | AlertKind::SensorDrift => sensor(key),
+        AlertKind::PerfDecay => (
+            "the GPU delivers less than it used to: throttling, a clock or memory fault, or a changed driver",
+            "the throttle and clock alerts around it, the driver version, then a benchmark on an idle GPU",
+        ),
+        AlertKind::Multivariate => (
+            "a combination of readings unlike the GPU's healthy history, with no single rule broken",
+            "the signals the alert names, against the same load on a healthy GPU",
+        ),
     }
 }
 
@@ -143,6 +231,10 @@ pub struct Alert {
     pub signals: BTreeMap<String, SignalChange>,
     /// One line for humans.
     pub message: String,
+    /// The most likely cause, in words ([`explain`]).
+    pub cause: &'static str,
+    /// What to check first, in words ([`explain`]).
+    pub check: &'static str,
 }
 
 /// The gate's timing.
@@ -211,12 +303,15 @@ impl Gate {
                         severity: finding.severity,
                     },
                 );
+                let (cause, check) = explain(finding.kind, &finding.key);
                 alerts.push(Alert {
                     t,
                     kind: finding.kind,
                     severity: finding.severity,
                     signals: finding.signals,
                     message: finding.message,
+                    cause,
+                    check,
                 });
             }
         }
@@ -318,11 +413,26 @@ mod tests {
             severity: Severity::Warning,
             signals,
             message: "hot".into(),
+            cause: explain(AlertKind::ThermalRunaway, "temp_gpu").0,
+            check: explain(AlertKind::ThermalRunaway, "temp_gpu").1,
         };
         let json = serde_json::to_value(&alert).unwrap();
         assert_eq!(json["kind"], "thermal_runaway");
         assert_eq!(json["severity"], "warning");
         assert_eq!(json["signals"]["temp_gpu"]["change"], 18.0);
         assert_eq!(json["t"], 1.5);
+        assert!(json["cause"].as_str().unwrap().contains("cooling"));
+        assert!(json["check"].as_str().unwrap().contains("fan"));
+    }
+
+    #[test]
+    fn a_sensor_alert_blames_the_sensor_not_the_cooling() {
+        for kind in [AlertKind::SensorFrozen, AlertKind::SensorDrift] {
+            for key in ["power", "temp_gpu", "energy"] {
+                let (cause, check) = explain(kind, key);
+                assert!(cause.contains("not the"), "{cause}");
+                assert!(!cause.contains("cooling failing") && !check.is_empty());
+            }
+        }
     }
 }

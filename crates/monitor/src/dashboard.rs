@@ -298,6 +298,8 @@ mod tests {
             severity: crate::Severity::Critical,
             signals: Default::default(),
             message: "XID 79: <fallen off the bus>".into(),
+            cause: "",
+            check: "",
         };
         let html = page(
             &[GpuPanel {

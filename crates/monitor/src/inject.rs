@@ -205,6 +205,125 @@ pub fn inject(samples: &[Sample], fault: &Fault, start_t: f64) -> Vec<Sample> {
         .collect()
 }
 
+/// An allocation pattern of healthy work, for the leak check to stay quiet on: memory that
+/// rises and is freed, or rises and settles.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Allocation {
+    /// Training steps: every `period_s`, memory rises by `rise_mib` in even steps over the
+    /// first two thirds of the step (activations kept for the backward pass), then all of it
+    /// is freed; for `duration_s`.
+    TrainingSawtooth {
+        /// Seconds per step.
+        period_s: f64,
+        /// MiB allocated in a step and freed at its end.
+        rise_mib: f64,
+        /// Seconds.
+        duration_s: f64,
+    },
+    /// A large buffer: `size_mib` allocated at once and held `hold_s`, freed at once, then
+    /// `refill_after_s` later allocated again in two halves a second apart (the next step's
+    /// working set) and held.
+    LargeFree {
+        /// MiB.
+        size_mib: f64,
+        /// Seconds held before the free.
+        hold_s: f64,
+        /// Seconds from the free to the refill.
+        refill_after_s: f64,
+    },
+    /// A job starting up: its process appears (the process count goes up by one), then it
+    /// allocates `step_mib` every `every_s`, `steps` times, and holds what it has.
+    StartupStaircase {
+        /// MiB per allocation.
+        step_mib: f64,
+        /// Seconds between allocations.
+        every_s: f64,
+        /// Allocations.
+        steps: u32,
+    },
+}
+
+impl Allocation {
+    /// The pattern's name (as in the evaluation labels).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Allocation::TrainingSawtooth { .. } => "alloc_training_sawtooth",
+            Allocation::LargeFree { .. } => "alloc_large_free",
+            Allocation::StartupStaircase { .. } => "alloc_startup_staircase",
+        }
+    }
+
+    /// MiB this pattern adds to the memory in use `since` seconds after its start.
+    fn extra_mib(&self, since: f64) -> f64 {
+        match *self {
+            Allocation::TrainingSawtooth {
+                period_s,
+                rise_mib,
+                duration_s,
+            } => {
+                if since > duration_s {
+                    return 0.0;
+                }
+                let rising_s = period_s * 2.0 / 3.0;
+                let into_step = since % period_s;
+                // Four allocations in the rise, none after it (freed at the step's end).
+                let done = ((into_step / rising_s * 4.0).floor() + 1.0).min(4.0);
+                if into_step < rising_s {
+                    rise_mib * done / 4.0
+                } else {
+                    0.0
+                }
+            }
+            Allocation::LargeFree {
+                size_mib,
+                hold_s,
+                refill_after_s,
+            } => {
+                let refill = hold_s + refill_after_s;
+                if since < hold_s {
+                    size_mib
+                } else if since < refill {
+                    0.0
+                } else if since < refill + 1.0 {
+                    size_mib / 2.0
+                } else {
+                    size_mib
+                }
+            }
+            Allocation::StartupStaircase {
+                step_mib,
+                every_s,
+                steps,
+            } => step_mib * ((since / every_s).floor() + 1.0).min(f64::from(steps)),
+        }
+    }
+}
+
+/// A copy of `samples` with `pattern` starting at `start_t`. The start-up staircase also
+/// counts its process: one more from its start on than before (none before where the count
+/// was not read).
+pub fn allocate(samples: &[Sample], pattern: &Allocation, start_t: f64) -> Vec<Sample> {
+    samples
+        .iter()
+        .map(|original| {
+            let mut s = original.clone();
+            let since = s.t - start_t;
+            let started = since >= 0.0;
+            if let Allocation::StartupStaircase { .. } = pattern {
+                let before = s.processes.unwrap_or(0);
+                s.processes = Some(before + u32::from(started));
+            }
+            if started {
+                let extra = pattern.extra_mib(since);
+                s.mem_used_mib = s.mem_used_mib.map(|m| m + extra);
+                s.mem_free_mib = s.mem_free_mib.map(|m| (m - extra).max(0.0));
+            }
+            s
+        })
+        .collect()
+}
+
 /// `copies` back-to-back copies of a trace, times shifted and energy kept increasing, so a
 /// short recording makes a longer one.
 pub fn repeat(samples: &[Sample], copies: usize) -> Vec<Sample> {
@@ -295,6 +414,58 @@ mod tests {
             0.0,
         );
         assert_eq!(leak[5].mem_used_mib, Some(1040.0));
+    }
+
+    #[test]
+    fn allocation_patterns_have_their_shapes() {
+        let base = flat(40);
+        let saw = allocate(
+            &base,
+            &Allocation::TrainingSawtooth {
+                period_s: 6.0,
+                rise_mib: 400.0,
+                duration_s: 20.0,
+            },
+            10.0,
+        );
+        let used: Vec<f64> = saw.iter().map(|s| s.mem_used_mib.unwrap()).collect();
+        assert_eq!(used[9], 1000.0);
+        // Rising 100 MiB a second over 4 s of each 6-s step, then freed; over after 20 s.
+        assert_eq!(
+            &used[10..17],
+            &[1100.0, 1200.0, 1300.0, 1400.0, 1000.0, 1000.0, 1100.0]
+        );
+        assert_eq!(used[31], 1000.0);
+        let free = allocate(
+            &base,
+            &Allocation::LargeFree {
+                size_mib: 8000.0,
+                hold_s: 5.0,
+                refill_after_s: 3.0,
+            },
+            10.0,
+        );
+        let used: Vec<f64> = free.iter().map(|s| s.mem_used_mib.unwrap()).collect();
+        assert_eq!(
+            &used[14..20],
+            &[9000.0, 1000.0, 1000.0, 1000.0, 5000.0, 9000.0]
+        );
+        let staircase = allocate(
+            &base,
+            &Allocation::StartupStaircase {
+                step_mib: 500.0,
+                every_s: 2.0,
+                steps: 3,
+            },
+            10.0,
+        );
+        let used: Vec<f64> = staircase.iter().map(|s| s.mem_used_mib.unwrap()).collect();
+        assert_eq!(
+            &used[9..17],
+            &[1000.0, 1500.0, 1500.0, 2000.0, 2000.0, 2500.0, 2500.0, 2500.0]
+        );
+        assert_eq!(staircase[9].processes, Some(0));
+        assert_eq!(staircase[10].processes, Some(1));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use crate::config::Config;
 use crate::model::{LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES};
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{median, theil_sen};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// Seconds of raw samples kept for slopes and windows.
 const KEEP_S: f64 = 120.0;
@@ -17,6 +17,35 @@ const LEAK_POINTS: usize = 2048;
 
 /// Points the leak detector's recent slope is fitted on (evenly thinned).
 const TAIL_POINTS: usize = 64;
+
+/// The fast leak check ([`Monitor::steady_growth`]): seconds of growth it needs.
+const LEAK_FAST_S: f64 = 12.0;
+
+/// ... after memory held still this long (a steady footprint) while the GPU worked ...
+const LEAK_PLATEAU_S: f64 = 5.0;
+
+/// ... at this utilization (%) or more (median): allocating without computing is loading or
+/// reserving (a model read in, a buffer filled), not a running job leaking (the 60-s check
+/// too wants most of its rises at this utilization) ...
+const LEAK_WORKING_UTIL_PCT: f64 = 50.0;
+
+/// ... growing by at least this many MiB, in every quarter of the stretch (one or two
+/// allocations, a cache refilled after a free, do not grow in all four).
+const LEAK_FAST_MIN_MIB: f64 = 128.0;
+
+/// A power reading at most this fraction of one read at the same load and temperature a
+/// moment before is a reading that drifted, not a load that fell.
+const DRIFT_FRACTION: f64 = 0.85;
+
+/// ... and at least this many watts below it.
+const DRIFT_MIN_W: f64 = 30.0;
+
+/// Seconds over which the energy counter's growth is compared with the power read.
+const ENERGY_SPAN_S: f64 = 6.0;
+
+/// The shortest time between two energy readings whose difference gives a power (the power
+/// reading itself is an average over about a second).
+const ENERGY_STEP_S: f64 = 1.0;
 
 /// Runs every detector over a GPU's samples, in time order.
 #[derive(Debug, Clone)]
@@ -30,6 +59,14 @@ pub struct Monitor {
     counters: Counters,
     leak: Option<Leak>,
     frozen: BTreeMap<Signal, Run>,
+    /// The sensors judged frozen at the last sample: their readings explain nothing.
+    frozen_now: BTreeSet<Signal>,
+    /// The power reading has stayed unchanged longer than it ever did in healthy history (not
+    /// yet long enough to call it frozen): the envelope over it waits.
+    power_unchanged: bool,
+    /// A temperature too high for the power read was blamed on the power reading (a drift);
+    /// it stays blamed while that condition lasts.
+    power_drifting: bool,
     perf: [Perf; 2],
     last_score: Option<f64>,
     samples: u64,
@@ -47,6 +84,10 @@ struct Leak {
     start_mib: f64,
     max_mib: f64,
     points: Vec<(f64, f64)>,
+    /// Samples at which memory rose and utilization was read: all, and those with the GPU
+    /// working ([`LEAK_WORKING_UTIL_PCT`]).
+    rises_with_util: usize,
+    rises_while_working: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -80,6 +121,9 @@ impl Monitor {
             counters: Counters::default(),
             leak: None,
             frozen: BTreeMap::new(),
+            frozen_now: BTreeSet::new(),
+            power_unchanged: false,
+            power_drifting: false,
             perf: [Perf::default(), Perf::default()],
             last_score: None,
             samples: 0,
@@ -114,13 +158,14 @@ impl Monitor {
             .push(s.t, s.power_w, self.config.load_window_s);
         let state = LoadState::of(s, self.config.busy_util_pct);
         let mut findings = Vec::new();
+        // The sensors first: a frozen reading must not be read as a thermal runaway.
+        self.frozen(s, &mut findings);
         self.thermal(s, recent_power, &mut findings);
         self.throttling(s, state, &mut findings);
         self.clocks(s, state, &mut findings);
         self.counters(s, &mut findings);
         self.xid(s, &mut findings);
         self.memory_leak(s, &mut findings);
-        self.frozen(s, &mut findings);
         self.performance(s, &mut findings);
         self.multivariate(s, recent_power, &mut findings);
         self.gate.admit(s.t, findings)
@@ -153,17 +198,31 @@ impl Monitor {
             (Signal::TempGpu, self.config.thermal_limit_c),
             (Signal::TempMem, self.config.mem_thermal_limit_c),
         ];
+        // A frozen power reading says nothing about the heat the GPU makes: the envelope over
+        // it is not used (the absolute limits still are).
+        let power_frozen = self.frozen_now.contains(&Signal::Power) || self.power_unchanged;
+        let mut any_excess = false;
         for (signal, limit) in checks {
             let Some(temp) = s.signal(signal) else {
                 self.held(signal.name(), false, 1);
                 continue;
             };
+            if self.frozen_now.contains(&signal) {
+                // A frozen thermometer: the sensor alert says so, no thermal conclusion.
+                self.held(signal.name(), false, 1);
+                continue;
+            }
             let slope = self.slope(signal, self.config.slope_window_s);
-            let envelope = self.model.as_ref().and_then(|m| match signal {
-                Signal::TempGpu => m.temp_gpu_envelope.as_ref(),
-                _ => m.temp_mem_envelope.as_ref(),
-            });
-            let healthy_max = match (envelope, recent_power) {
+            let envelope = self
+                .model
+                .as_ref()
+                .and_then(|m| match signal {
+                    Signal::TempGpu => m.temp_gpu_envelope.as_ref(),
+                    _ => m.temp_mem_envelope.as_ref(),
+                })
+                .filter(|_| !power_frozen)
+                .cloned();
+            let healthy_max = match (&envelope, recent_power) {
                 (Some(e), Some(p)) => Some((e.at(p), p)),
                 _ => None,
             };
@@ -189,6 +248,32 @@ impl Monitor {
                 continue;
             }
             let Some(severity) = severity else { continue };
+            // Too hot for the power read, but not for the power read a moment ago at the same
+            // load and temperature, or not for the power the energy counter gives: the power
+            // reading is wrong, not the cooling.
+            if temp < limit {
+                if let (Some(e), Some(read)) = (&envelope, s.power_w) {
+                    any_excess = true;
+                    let evidence = self.power_reading_low(s, signal, temp, e);
+                    if evidence.is_some() || self.power_drifting {
+                        self.power_drifting = true;
+                        if let Some(evidence) = evidence {
+                            out.push(power_drift_finding(signal, temp, read, evidence));
+                        }
+                        continue;
+                    }
+                    // The heat fits the power the energy counter gives: the reading is in
+                    // doubt (the drift alert follows once its average is seen low), so no
+                    // thermal conclusion on it.
+                    let counted_fits = self.energy_recent_power(s).is_some_and(|counted| {
+                        let load = recent_power.unwrap_or(0.0).max(counted);
+                        temp < e.at(load) + self.config.thermal_margin_c
+                    });
+                    if counted_fits {
+                        continue;
+                    }
+                }
+            }
             let mut signals = BTreeMap::new();
             let mut message = format!("{} at {temp:.0} °C", signal.name());
             if let Some((h, p)) = healthy_max {
@@ -246,6 +331,164 @@ impl Monitor {
                 message,
             });
         }
+        if !any_excess {
+            self.power_drifting = false;
+        }
+    }
+
+    /// Evidence that the power reading is too low for what the GPU does, for a temperature
+    /// too high for it: the reading fell at the same load and temperature
+    /// ([`Monitor::power_read_dropped`]), or it reads below the energy counter's growth
+    /// ([`Monitor::power_below_energy`]).
+    fn power_reading_low(
+        &self,
+        s: &Sample,
+        signal: Signal,
+        temp: f64,
+        envelope: &crate::model::Envelope,
+    ) -> Option<LowPowerEvidence> {
+        if let Some((then, ago)) = self.power_read_dropped(s, signal, temp, envelope) {
+            return Some(LowPowerEvidence {
+                truth_w: then,
+                against: format!(
+                    "power read {ago:.1} s ago at the same utilization, clocks and temperature"
+                ),
+                why: format!(
+                    "where it read {then:.0} W {ago:.0} s ago at the same load ({:.0} % utilization, SM clock {:.0} MHz) and the same {} ({temp:.0} °C): the reading fell, the load and the heat did not",
+                    s.util_gpu_pct.unwrap_or(0.0),
+                    s.sm_clock_mhz.unwrap_or(0.0),
+                    signal.name()
+                ),
+            });
+        }
+        let (mean, counted) = self.power_below_energy(s)?;
+        Some(LowPowerEvidence {
+            truth_w: counted.watts,
+            against: format!(
+                "power from the energy counter's growth over {:.1} s (read: {mean:.0} W on average)",
+                counted.span_s
+            ),
+            why: format!(
+                "while the energy counter grew at {:.0} W over the last {:.1} s (read: {mean:.0} W on average); {} at {temp:.0} °C fits the counter, not the reading",
+                counted.watts,
+                counted.span_s,
+                signal.name()
+            ),
+        })
+    }
+
+    /// The power the energy counter's growth gives over the last [`ENERGY_SPAN_S`] (its own
+    /// readings only, not carried ones; at least 2 s of them, the last at most 2 s old).
+    fn energy_power(&self, s: &Sample) -> Option<CountedPower> {
+        let counted = |w: &&Sample| w.energy_mj.is_some() && !w.carried.contains(&Signal::Energy);
+        let last = self.window.iter().rev().find(counted)?;
+        let first = self
+            .window
+            .iter()
+            .filter(|w| last.t - w.t <= ENERGY_SPAN_S)
+            .find(counted)?;
+        let span_s = last.t - first.t;
+        if span_s < 2.0 || s.t - last.t > 2.0 {
+            return None;
+        }
+        Some(CountedPower {
+            watts: (last.energy_mj? - first.energy_mj?) / 1000.0 / span_s,
+            from_t: first.t,
+            to_t: last.t,
+            span_s,
+        })
+    }
+
+    /// The recent power by the energy counter, as the recent power read is taken (the maximum
+    /// over the load window): the highest growth rate between two of its own readings at
+    /// least [`ENERGY_STEP_S`] apart, the later one in the window.
+    fn energy_recent_power(&self, s: &Sample) -> Option<f64> {
+        let reads: Vec<(f64, f64)> = self
+            .window
+            .iter()
+            .filter(|w| !w.carried.contains(&Signal::Energy))
+            .filter_map(|w| Some((w.t, w.energy_mj?)))
+            .collect();
+        let mut best: Option<f64> = None;
+        let mut earlier = 0;
+        for &(t, energy) in &reads {
+            while reads
+                .get(earlier + 1)
+                .is_some_and(|&(t1, _)| t - t1 >= ENERGY_STEP_S)
+            {
+                earlier += 1;
+            }
+            let (t0, e0) = reads[earlier];
+            if s.t - t > self.config.load_window_s || t - t0 < ENERGY_STEP_S {
+                continue;
+            }
+            let watts = (energy - e0) / 1000.0 / (t - t0);
+            best = Some(best.map_or(watts, |b: f64| b.max(watts)));
+        }
+        best
+    }
+
+    /// The mean power read over the energy counter's last span ([`Monitor::energy_power`])
+    /// when it is at most [`DRIFT_FRACTION`] of the counter's power and [`DRIFT_MIN_W`]
+    /// below, and the reading now is too: `(mean read, counted)`.
+    fn power_below_energy(&self, s: &Sample) -> Option<(f64, CountedPower)> {
+        let counted = self.energy_power(s)?;
+        let reads: Vec<f64> = self
+            .window
+            .iter()
+            .filter(|w| w.t > counted.from_t && w.t <= counted.to_t)
+            .filter_map(|w| w.power_w)
+            .collect();
+        if reads.is_empty() {
+            return None;
+        }
+        // Low on average and now: a reading that lags a rising load (it is an average over
+        // the last second) is low at the start of the span, not at its end.
+        let mean = reads.iter().sum::<f64>() / reads.len() as f64;
+        let low = |read: f64| {
+            read <= DRIFT_FRACTION * counted.watts && counted.watts - read >= DRIFT_MIN_W
+        };
+        (low(mean) && s.power_w.is_some_and(low)).then_some((mean, counted))
+    }
+
+    /// A power reading in the recent window, at the same load (utilization, clocks) and the
+    /// same temperature as now, that was at least [`DRIFT_MIN_W`] higher and of which now is
+    /// at most [`DRIFT_FRACTION`], and at which this temperature was healthy: `(watts,
+    /// seconds ago)`, the highest.
+    fn power_read_dropped(
+        &self,
+        s: &Sample,
+        signal: Signal,
+        temp: f64,
+        envelope: &crate::model::Envelope,
+    ) -> Option<(f64, f64)> {
+        let p = s.power_w?;
+        let util = s.util_gpu_pct?;
+        let sm = s.sm_clock_mhz?;
+        let near = |a: Option<f64>, b: Option<f64>, tol: f64| match (a, b) {
+            (Some(a), Some(b)) => (a - b).abs() <= tol,
+            (None, None) => true,
+            _ => false,
+        };
+        self.window
+            .iter()
+            .filter(|w| w.t < s.t)
+            .filter_map(|w| Some((w, w.power_w?)))
+            .filter(|(_, q)| p <= DRIFT_FRACTION * q && q - p >= DRIFT_MIN_W)
+            .filter(|(w, _)| w.signal(signal).is_some_and(|x| (x - temp).abs() <= 1.0))
+            .filter(|(w, _)| near(w.util_gpu_pct, Some(util), 5.0))
+            .filter(|(w, _)| near(w.sm_clock_mhz, Some(sm), 0.02 * sm))
+            .filter(|(w, _)| {
+                near(
+                    w.mem_clock_mhz,
+                    s.mem_clock_mhz,
+                    0.01 * s.mem_clock_mhz.unwrap_or(0.0),
+                )
+            })
+            .filter(|(w, _)| near(w.util_mem_pct, s.util_mem_pct, 10.0))
+            .filter(|(_, q)| temp < envelope.at(*q) + self.config.thermal_margin_c)
+            .map(|(w, q)| (q, s.t - w.t))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
     }
 
     fn throttling(&mut self, s: &Sample, state: Option<LoadState>, out: &mut Vec<Finding>) {
@@ -541,11 +784,40 @@ impl Monitor {
                 start_mib: used,
                 max_mib: used,
                 points: vec![(s.t, used)],
+                rises_with_util: 0,
+                rises_while_working: 0,
             });
+            return;
+        }
+        if let Some(growth) = self.steady_growth() {
+            let against = format!(
+                "memory in use {:.0} s ago, after {:.0} s held there with the GPU working; none of it freed since",
+                growth.duration_s, growth.plateau_s
+            );
+            let how = format!(
+                "in {:.0} s, steadily (every quarter of the time) and never freed, after {:.0} s at a steady {:.0} MiB with the GPU working",
+                growth.duration_s, growth.plateau_s, growth.start_mib
+            );
+            out.push(self.leak_finding(
+                s,
+                used,
+                growth.start_mib,
+                growth.duration_s,
+                growth.rate,
+                against,
+                how,
+            ));
             return;
         }
         let leak = self.leak.as_mut().expect("set above");
         leak.max_mib = leak.max_mib.max(used);
+        let rose = leak.points.last().is_some_and(|&(_, before)| used > before);
+        if let (true, Some(util)) = (rose, s.util_gpu_pct) {
+            leak.rises_with_util += 1;
+            if util >= LEAK_WORKING_UTIL_PCT {
+                leak.rises_while_working += 1;
+            }
+        }
         leak.points.push((s.t, used));
         if leak.points.len() > LEAK_POINTS {
             // Keep the first, the last and every other one between: growth between kept points
@@ -590,10 +862,116 @@ impl Monitor {
         let step = recent.len().div_ceil(TAIL_POINTS).max(1);
         let tail: Vec<(f64, f64)> = recent.iter().step_by(step).copied().collect();
         let still_growing = tail.len() >= 3 && theil_sen(&tail).is_some_and(|v| v > 0.0);
-        if !spread || !still_growing {
+        // Memory that rose mostly while the GPU computed nothing was loaded or reserved (a
+        // model read in, a buffer filled), not leaked by a running job.
+        let while_working =
+            leak.rises_with_util == 0 || 2 * leak.rises_while_working >= leak.rises_with_util;
+        if !spread || !still_growing || !while_working {
             return;
         }
         let rate = median(&grown).unwrap_or(0.0) / part;
+        let (start_mib, since) = (leak.start_mib, format!("{duration:.0} s"));
+        out.push(self.leak_finding(
+            s,
+            used,
+            start_mib,
+            duration,
+            rate,
+            format!("memory in use {since} ago, since when it has not been freed"),
+            format!("in {since} without being freed (rate: the median of its eight parts)"),
+        ));
+    }
+
+    /// Memory growing steadily right after the GPU worked at a steady footprint, none of it
+    /// freed: the fast leak check. The stretch starts where memory last held still for
+    /// [`LEAK_PLATEAU_S`] (since the last free, by any amount); it needs [`LEAK_FAST_S`] of
+    /// growth in every quarter, at least [`LEAK_FAST_MIN_MIB`], the GPU working ([`LEAK_WORKING_UTIL_PCT`]) on the plateau
+    /// and through the growth, and no process started meanwhile (where the count is read): a
+    /// job starting up allocates in steps before it settles.
+    fn steady_growth(&self) -> Option<SteadyGrowth> {
+        let points: Vec<&Sample> = self
+            .window
+            .iter()
+            .filter(|w| w.mem_used_mib.is_some())
+            .collect();
+        let mem = |i: usize| points[i].mem_used_mib.unwrap_or(0.0);
+        let last = points.len().checked_sub(1)?;
+        // Back to the last free.
+        let mut run_start = last;
+        while run_start > 0 && mem(run_start - 1) <= mem(run_start) {
+            run_start -= 1;
+        }
+        // The latest plateau of LEAK_PLATEAU_S followed by growth: [plateau_start, grow_from].
+        let (plateau_start, grow_from) = (run_start..last).rev().find_map(|i| {
+            if mem(i + 1) <= mem(i) {
+                return None;
+            }
+            let mut p = i;
+            while p > run_start && mem(p - 1) == mem(i) {
+                p -= 1;
+            }
+            (points[i].t - points[p].t >= LEAK_PLATEAU_S).then_some((p, i))
+        })?;
+        let (start_t, start_mib) = (points[grow_from].t, mem(grow_from));
+        let now = points[last].t;
+        let duration_s = now - start_t;
+        let increase = mem(last) - start_mib;
+        if duration_s < LEAK_FAST_S || increase < LEAK_FAST_MIN_MIB {
+            return None;
+        }
+        let quarter = duration_s / 4.0;
+        let mut grown = [0.0f64; 4];
+        for i in grow_from..last {
+            let part = (((points[i + 1].t - start_t) / quarter) as usize).min(3);
+            // Rises only (none falls after the last free): the growth in each quarter.
+            grown[part] += (mem(i + 1) - mem(i)).max(0.0);
+        }
+        if grown.iter().any(|g| *g <= 0.0) {
+            return None;
+        }
+        let working = |from: usize, to: usize| {
+            let utils: Vec<f64> = points[from..=to]
+                .iter()
+                .filter_map(|w| w.util_gpu_pct)
+                .collect();
+            median(&utils).is_some_and(|u| u >= LEAK_WORKING_UTIL_PCT)
+        };
+        if !working(plateau_start, grow_from) || !working(grow_from + 1, last) {
+            return None;
+        }
+        let first_count = points[plateau_start..=last]
+            .iter()
+            .find_map(|w| w.processes);
+        let process_started = points[plateau_start..=last]
+            .iter()
+            .filter_map(|w| w.processes)
+            .any(|n| first_count.is_some_and(|first| n > first));
+        if process_started {
+            return None;
+        }
+        Some(SteadyGrowth {
+            start_mib,
+            plateau_s: start_t - points[plateau_start].t,
+            duration_s,
+            // The median quarter's: one large allocation on the way does not inflate it.
+            rate: median(&grown).unwrap_or(0.0) / quarter,
+        })
+    }
+
+    /// A memory-leak finding: `used` now, `start_mib` `duration` seconds ago, growing at
+    /// `rate` MiB/s; `against` says what the start is, `how` how it grew (both in words).
+    #[allow(clippy::too_many_arguments)]
+    fn leak_finding(
+        &self,
+        s: &Sample,
+        used: f64,
+        start_mib: f64,
+        duration: f64,
+        rate: f64,
+        against: String,
+        how: String,
+    ) -> Finding {
+        let increase = used - start_mib;
         let total = self
             .config
             .mem_total_mib
@@ -601,21 +979,14 @@ impl Monitor {
         let mut signals = BTreeMap::new();
         signals.insert(
             "mem_used_mib".into(),
-            SignalChange::against(
-                used,
-                leak.start_mib,
-                format!("memory in use {duration:.0} s ago, since when it has not been freed"),
-            ),
+            SignalChange::against(used, start_mib, against),
         );
         signals.insert(
             "growth_mib_per_s".into(),
-            SignalChange::value(
-                rate,
-                format!("median growth rate of the eight parts of the last {duration:.0} s"),
-            ),
+            SignalChange::value(rate, format!("growth rate over the last {duration:.0} s")),
         );
         let mut message = format!(
-            "memory leak: {used:.0} MiB in use, up {increase:.0} MiB in {duration:.0} s ({rate:.1} MiB/s) without being freed"
+            "memory leak: {used:.0} MiB in use, up {increase:.0} MiB ({rate:.1} MiB/s) {how}"
         );
         let mut severity = Severity::Warning;
         if let Some(total) = total {
@@ -629,13 +1000,13 @@ impl Monitor {
                 severity = Severity::Critical;
             }
         }
-        out.push(Finding {
+        Finding {
             kind: AlertKind::MemoryLeak,
             key: "mem_used".into(),
             severity,
             signals,
             message,
-        });
+        }
     }
 
     fn frozen(&mut self, s: &Sample, out: &mut Vec<Finding>) {
@@ -661,6 +1032,10 @@ impl Monitor {
                 // that stops being read starts afresh.
                 if signal != Signal::Energy {
                     self.frozen.remove(&signal);
+                    self.frozen_now.remove(&signal);
+                }
+                if signal == Signal::Power {
+                    self.power_unchanged = false;
                 }
                 continue;
             };
@@ -686,6 +1061,9 @@ impl Monitor {
             run.power_max = run.power_max.max(p);
             let duration = s.t - run.since;
             let swing = run.power_max - run.power_min;
+            if signal == Signal::Power {
+                self.power_unchanged = run.samples >= 2 && duration > longest.unwrap_or(1.0);
+            }
             let (frozen, why) = match signal {
                 Signal::Energy => {
                     let limit = (3.0 * longest.unwrap_or(0.0)).max(1.0);
@@ -722,8 +1100,10 @@ impl Monitor {
                 }
             };
             if !frozen {
+                self.frozen_now.remove(&signal);
                 continue;
             }
+            self.frozen_now.insert(signal);
             let mut signals = BTreeMap::new();
             signals.insert(
                 signal.name().to_string(),
@@ -889,6 +1269,66 @@ impl Monitor {
     }
 }
 
+/// Memory growing steadily after a steady footprint ([`Monitor::steady_growth`]).
+#[derive(Debug, Clone, Copy)]
+struct SteadyGrowth {
+    /// MiB in use where the growth began.
+    start_mib: f64,
+    /// Seconds memory held at `start_mib` before.
+    plateau_s: f64,
+    /// Seconds since the growth began.
+    duration_s: f64,
+    /// MiB per second: the median quarter's growth.
+    rate: f64,
+}
+
+/// The power the energy counter's growth gives over a recent span.
+#[derive(Debug, Clone, Copy)]
+struct CountedPower {
+    watts: f64,
+    from_t: f64,
+    to_t: f64,
+    span_s: f64,
+}
+
+/// Why a power reading is judged too low: the power the other evidence gives, what that
+/// evidence is (for the signal's `against`) and the reasoning, in words.
+#[derive(Debug, Clone)]
+struct LowPowerEvidence {
+    truth_w: f64,
+    against: String,
+    why: String,
+}
+
+/// A power reading too low for what the GPU does, for the temperature of `signal`.
+fn power_drift_finding(
+    signal: Signal,
+    temp: f64,
+    read: f64,
+    evidence: LowPowerEvidence,
+) -> Finding {
+    let mut signals = BTreeMap::new();
+    signals.insert(
+        "power_w".into(),
+        SignalChange::against(read, evidence.truth_w, evidence.against),
+    );
+    signals.insert(
+        signal.name().to_string(),
+        SignalChange::value(temp, "a temperature the power read cannot explain"),
+    );
+    Finding {
+        kind: AlertKind::SensorDrift,
+        key: "power".into(),
+        severity: Severity::Warning,
+        signals,
+        message: format!(
+            "power reads {read:.0} W, {:.0} % low, {}: a power sensor fault, not a thermal runaway",
+            100.0 * (1.0 - read / evidence.truth_w),
+            evidence.why
+        ),
+    }
+}
+
 fn counter_finding(
     kind: AlertKind,
     severity: Severity,
@@ -994,6 +1434,105 @@ mod tests {
         }
         assert!(m.leak.as_ref().unwrap().points.len() <= LEAK_POINTS + 1);
         assert!(m.window.len() <= 122);
+    }
+
+    /// A sample at `t` s with `mem` MiB in use at `util` % (processes not read).
+    fn job(t: f64, mem: f64, util: f64) -> Sample {
+        let mut s = at(t, mem);
+        s.util_gpu_pct = Some(util);
+        s
+    }
+
+    /// The times of the memory-leak alerts over `samples`, rule detectors only.
+    fn leak_alerts(samples: &[Sample]) -> Vec<f64> {
+        replay(samples, &Config::default(), None)
+            .into_iter()
+            .filter(|a| a.kind == AlertKind::MemoryLeak)
+            .map(|a| a.t)
+            .collect()
+    }
+
+    /// 30 s of work at 20 GiB, then memory as `then` says, second by second, for `seconds`.
+    fn after_steady_work(seconds: u32, then: impl Fn(f64) -> (f64, f64)) -> Vec<Sample> {
+        (0..30)
+            .map(|i| job(f64::from(i), 20_480.0, 100.0))
+            .chain((30..30 + seconds).map(|i| {
+                let (mem, util) = then(f64::from(i) - 30.0);
+                job(f64::from(i), mem, util)
+            }))
+            .collect()
+    }
+
+    #[test]
+    fn a_leak_after_steady_work_is_caught_within_twenty_seconds() {
+        // 25 MiB every 2 s from 30 s on, the GPU busy: the 60-s check alone takes 60 s.
+        let trace = after_steady_work(120, |since| {
+            (20_480.0 + 25.0 * (since / 2.0).floor(), 100.0)
+        });
+        let alerts = leak_alerts(&trace);
+        assert!(
+            alerts.first().is_some_and(|t| t - 30.0 <= 20.0),
+            "{alerts:?}"
+        );
+    }
+
+    #[test]
+    fn a_training_steps_rise_and_fall_is_no_leak() {
+        // 6-s steps: 512 MiB more each second for 4 s, all of it freed at the step's end.
+        let trace = after_steady_work(300, |since| {
+            let into = since % 6.0;
+            let held = if into < 4.0 {
+                512.0 * (into + 1.0)
+            } else {
+                0.0
+            };
+            (20_480.0 + held, 100.0)
+        });
+        assert_eq!(leak_alerts(&trace), Vec::<f64>::new());
+    }
+
+    #[test]
+    fn a_large_free_and_its_refill_is_no_leak() {
+        // 16 GiB freed, 10 s of work without them, taken back in two halves a second apart.
+        let trace = after_steady_work(300, |since| {
+            let mem = match since {
+                s if s < 10.0 => 4_096.0,
+                s if s < 11.0 => 12_288.0,
+                _ => 20_480.0,
+            };
+            (mem, 100.0)
+        });
+        assert_eq!(leak_alerts(&trace), Vec::<f64>::new());
+    }
+
+    #[test]
+    fn a_job_starting_up_in_steps_is_no_leak() {
+        // On an idle GPU a job starts: 1 GiB every 2 s for 40 s, computing as it goes, then
+        // it holds what it has.
+        let staircase = |since: f64| 1_024.0 * ((since / 2.0).floor() + 1.0).min(20.0);
+        let mut trace: Vec<Sample> = (0..30).map(|i| job(f64::from(i), 600.0, 0.0)).collect();
+        trace.extend(
+            (30..300).map(|i| job(f64::from(i), 600.0 + staircase(f64::from(i) - 30.0), 100.0)),
+        );
+        assert_eq!(leak_alerts(&trace), Vec::<f64>::new());
+        // The same start-up beside a job that was already working: the process count tells.
+        let mut trace = after_steady_work(270, |since| (20_480.0 + staircase(since), 100.0));
+        for s in &mut trace {
+            s.processes = Some(if s.t < 30.0 { 1 } else { 2 });
+        }
+        assert_eq!(leak_alerts(&trace), Vec::<f64>::new());
+    }
+
+    #[test]
+    fn memory_filled_without_compute_is_no_leak() {
+        // A data set copied into GPU memory, 512 MiB every 2 s for 100 s, no kernel running.
+        let trace: Vec<Sample> = (0..130)
+            .map(|i| {
+                let grown = 512.0 * ((f64::from(i) - 30.0).max(0.0) / 2.0).floor().min(50.0);
+                job(f64::from(i), 20_480.0 + grown, 0.0)
+            })
+            .collect();
+        assert_eq!(leak_alerts(&trace), Vec::<f64>::new());
     }
 
     #[test]

@@ -82,11 +82,14 @@ fn run_replay(global: &Global, args: &ReplayArgs) -> Result<Outcome> {
     } else {
         for alert in &alerts {
             println!(
-                "t={:<9.2} {:<8} {:<20} {}",
+                "t={:<9.2} {:<8} {:<20} {}\n{:<40} likely cause: {}; check: {}",
                 alert.t,
                 alert.severity.name(),
                 alert.kind.name(),
-                alert.message
+                alert.message,
+                "",
+                alert.cause,
+                alert.check
             );
         }
         println!("{summary}");
@@ -246,11 +249,14 @@ fn report(json: bool, gpu: u32, alert: &Alert, value: &serde_json::Value) {
         say(format_args!("{value}"));
     } else {
         say(format_args!(
-            "GPU {gpu} t={:<9.2} {:<8} {:<20} {}",
+            "GPU {gpu} t={:<9.2} {:<8} {:<20} {}\n{:<46} likely cause: {}; check: {}",
             alert.t,
             alert.severity.name(),
             alert.kind.name(),
-            alert.message
+            alert.message,
+            "",
+            alert.cause,
+            alert.check
         ));
     }
 }
