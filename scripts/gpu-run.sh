@@ -103,6 +103,12 @@ run network-round 0 env POG="$POG" bash "$HERE/network-round-h200.sh" "$OUT/netw
 # (cargo build --release -p pog-proof --example verify_cost; cp target/release/examples/verify_cost .gpu/).
 [ -x .gpu/verify_cost ] && run verify-cost 0 .gpu/verify_cost
 
+# The proof of the host's CPU: one lane per hardware thread against one alone, as `pog prove`
+# runs it, and the harness's honest and twice-the-cores rows if it was carried along
+# (cargo build --release -p pog-proof --example cpu_cost; cp target/release/examples/cpu_cost .gpu/).
+run prove-cpu 0 "$POG" prove --proof cpu --json
+[ -x .gpu/cpu_cost ] && run cpu-cost 0 .gpu/cpu_cost 5
+
 # The health monitor's CPU cost at 1 s beside nvidia-smi and pynvml, and a live run at the
 # default cadence with its trace replayed (docs/monitor.md, "Cost on the H200").
 if [ "${MONITOR:-0}" = 1 ]; then

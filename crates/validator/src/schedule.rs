@@ -15,12 +15,15 @@
 //!   number of rounds (1, 2, 4 … up to [`MAX_BACKOFF_ROUNDS`]); after `release_after`
 //!   failed rounds in a row (unreachable or rejected) its registration is released, so a
 //!   UUID squatted by a key that cannot prove it is freed for its owner.
+//! - **The host after its GPUs.** Where an agent claims its host's cores, its first GPU (by
+//!   UUID) carries the host's proof of CPU: once every GPU of that agent in the round has
+//!   finished its own challenges, so that no GPU proof's work shares the cores being timed.
 //! - **Missed rounds on record.** Each round a GPU is skipped in because its agent did not
 //!   answer, the validator signs and stores a [`MissedRound`]: the GPU's uptime counts it as
 //!   missed (`pog_market::evidence`), measured from records rather than assumed.
 
 use pog_net::locked::Locked;
-use pog_records::{Gemm, Memory, MissedRound, Policy, Record, RECORD_VERSION};
+use pog_records::{Gemm, HostCpu, Memory, MissedRound, Policy, Record, RECORD_VERSION};
 
 use crate::validator::{Validator, ValidatorError};
 use std::collections::{HashMap, HashSet};
@@ -232,14 +235,16 @@ impl Rounds {
     pub fn start(&mut self) -> u64 {
         let round = self.next_round();
         while self.running.try_join_next().is_some() {}
-        let uuids = match self.validator.registry().gpus_by_agent() {
-            Ok(groups) => groups.into_iter().flat_map(|(_, uuids)| uuids).collect(),
+        let groups = match self.validator.registry().gpus_by_agent() {
+            Ok(groups) => groups,
             Err(e) => {
                 tracing::error!(error = %e, "reading the registry");
                 return round;
             }
         };
+        let uuids = groups.iter().flat_map(|(_, uuids)| uuids.clone()).collect();
         let (due, backing_off) = due(&self.state, uuids, round);
+        let hosts = HostRound::for_round(&groups, &due);
         tracing::debug!(
             round,
             challenged = due.len(),
@@ -262,20 +267,30 @@ impl Rounds {
                 self.permits.clone(),
             );
             let stop = self.stop.clone();
+            let host = hosts.get(&uuid).cloned();
             self.running.spawn(async move {
-                // However this task ends (a panic included), the GPU leaves `in_flight`.
+                // However this task ends (a panic included), the GPU leaves `in_flight`, and
+                // its host's proof of CPU stops waiting for it.
                 let _in_flight = InFlight {
                     state: state.clone(),
                     uuid: uuid.clone(),
                 };
-                let Ok(_permit) = permits.acquire_owned().await else {
+                let finished = host.as_ref().map(|h| h.finished_guard());
+                let Ok(permit) = permits.clone().acquire_owned().await else {
                     return;
                 };
                 if *stop.borrow() {
                     return; // stopping: no new challenge after the permit wait
                 }
                 let result = prove_round(&v, &uuid, &schedule.policy).await;
+                let reached = result.as_ref().is_ok_and(|r| {
+                    !r.failure.as_ref().is_some_and(|f| f.kind.is_unreachable())
+                });
                 settle(&v, &schedule, &state, &uuid, round, result);
+                drop((permit, finished));
+                if let Some(host) = host.filter(|h| h.anchor == uuid && reached) {
+                    host.prove_cpu(&v, &permits, &stop, &schedule.policy).await;
+                }
             });
         }
         round
@@ -306,6 +321,105 @@ pub async fn run(
         rounds.start();
     }
     rounds.settled().await;
+}
+
+/// One agent's GPUs in a round, for its host's proof of CPU: the GPU that carries it, and
+/// how many of the agent's GPUs in the round are still running their own challenges.
+struct HostRound {
+    /// The agent's first GPU (by UUID), which the host's proof is addressed to.
+    anchor: String,
+    /// The agent's GPUs of this round still running.
+    running: tokio::sync::watch::Sender<usize>,
+}
+
+impl HostRound {
+    /// For each GPU due in this round whose agent's first GPU is due too, that agent's host
+    /// round (shared by its GPUs).
+    fn for_round(
+        groups: &[(String, Vec<String>)],
+        due: &[String],
+    ) -> HashMap<String, Arc<HostRound>> {
+        let due: HashSet<&String> = due.iter().collect();
+        let mut hosts = HashMap::new();
+        for (_, uuids) in groups {
+            let Some(anchor) = uuids.first().filter(|a| due.contains(a)) else {
+                continue;
+            };
+            let mine: Vec<&String> = uuids.iter().filter(|u| due.contains(u)).collect();
+            let host = Arc::new(HostRound {
+                anchor: anchor.clone(),
+                running: tokio::sync::watch::Sender::new(mine.len()),
+            });
+            for uuid in mine {
+                hosts.insert(uuid.clone(), host.clone());
+            }
+        }
+        hosts
+    }
+
+    /// Counts one GPU of the host finished when dropped, however its task ends.
+    fn finished_guard(self: &Arc<Self>) -> HostFinished {
+        HostFinished(self.clone())
+    }
+
+    /// The host's proof of CPU, on its first GPU, once all its GPUs of the round are done
+    /// (the agent claimed cores and the policy proves them; a failure is logged, and does
+    /// not count against the GPU's standing).
+    async fn prove_cpu(
+        &self,
+        validator: &Validator,
+        permits: &Arc<Semaphore>,
+        stop: &tokio::sync::watch::Receiver<bool>,
+        policy: &Policy,
+    ) {
+        let planned = validator
+            .registry()
+            .gpu(&self.anchor)
+            .ok()
+            .flatten()
+            .is_some_and(|g| g.host_cores.is_some());
+        if !policy.cpu.enabled || !planned {
+            return;
+        }
+        let mut running = self.running.subscribe();
+        if running.wait_for(|n| *n == 0).await.is_err() {
+            return;
+        }
+        let Ok(_permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        if *stop.borrow() {
+            return;
+        }
+        match validator.challenge::<HostCpu>(&self.anchor, policy).await {
+            Ok(r) => tracing::info!(
+                gpu = %self.anchor,
+                lanes = r.details.cpu_challenge.lanes,
+                accepted = r.accepted,
+                calibration_ms = r.details.calibration_ms.map(pog_net::rounding::for_log),
+                steps_per_s = r
+                    .details
+                    .steps_per_s(r.outcome.as_ref())
+                    .map(pog_net::rounding::for_log),
+                ratio_to_bound = r
+                    .outcome
+                    .as_ref()
+                    .map(|o| pog_net::rounding::for_log(o.time.ratio)),
+                failure = r.failure.as_ref().map(|f| f.message.as_str()),
+                "host CPU challenged"
+            ),
+            Err(e) => tracing::warn!(gpu = %self.anchor, error = %e, "host CPU not challenged"),
+        }
+    }
+}
+
+/// One GPU of a host round that has not finished yet; finished when dropped.
+struct HostFinished(Arc<HostRound>);
+
+impl Drop for HostFinished {
+    fn drop(&mut self) {
+        self.0.running.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 /// A GPU's place in `in_flight`, given up when its challenge task ends however it ends.

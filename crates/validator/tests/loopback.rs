@@ -203,7 +203,6 @@ async fn the_agents_metrics_carry_its_own_timing_of_each_proof() {
             "GPU-own",
             &Policy {
                 memory: pog_records::MemoryPolicy::test_shape(5_000.0),
-                cpu: pog_records::CpuPolicy::default(),
                 ..policy()
             },
         )

@@ -18,7 +18,6 @@ use pog_signed::Identity;
 fn memory_policy(expected_ms: f64) -> Policy {
     Policy {
         memory: MemoryPolicy::test_shape(expected_ms),
-        cpu: pog_records::CpuPolicy::default(),
         ..policy()
     }
 }

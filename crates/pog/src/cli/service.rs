@@ -67,6 +67,10 @@ pub struct ValidatorArgs {
     /// only proof that tells an H200 from an H100).
     #[arg(long)]
     pub no_memory_proof: bool,
+    /// Skip the proof of the host's CPU (by default it follows the host's GPU challenges in
+    /// each round wherever the agent claims its host's cores).
+    #[arg(long)]
+    pub no_cpu_proof: bool,
     /// TEST MODE: challenge with a fixed --size, --batch and --expected-ms instead of the
     /// claimed model's plan (and a fixed small memory proof: 4096 items, 1024 walkers). A CPU answers a small one in time, so such records prove no
     /// model; each says so (`proves_model: false`). For tests and demos only.

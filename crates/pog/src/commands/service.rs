@@ -386,7 +386,7 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
             samples: args.samples,
             expiry_ms: args.expiry_ms,
             memory: MemoryPolicy::test_shape(args.expected_ms),
-            cpu: pog_records::CpuPolicy::default(),
+            cpu: pog_records::CpuPolicy::test_shape(),
         }
     } else {
         Policy {
@@ -401,6 +401,10 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
             MemoryPolicy::off()
         } else {
             policy.memory
+        },
+        cpu: pog_records::CpuPolicy {
+            enabled: !args.no_cpu_proof,
+            ..policy.cpu
         },
         ..policy
     };

@@ -46,7 +46,7 @@ pub fn policy() -> Policy {
         samples: 256,
         expiry_ms: 10_000,
         memory: pog_records::MemoryPolicy::off(),
-        cpu: pog_records::CpuPolicy::default(),
+        cpu: pog_records::CpuPolicy::test_shape(),
     }
 }
 

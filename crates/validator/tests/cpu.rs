@@ -1,0 +1,122 @@
+//! The proof of the host's CPU end to end over real sockets on loopback: agents claiming
+//! their host's cores at registration, a round of the validator's schedule that proves the
+//! host after its GPUs, on the first GPU of each agent. An honest host passes; one claiming
+//! twice the threads it runs on fails on time; one skipping work fails its spot checks; a
+//! challenge beyond the agent's threads is refused before any work.
+
+mod common;
+
+use common::*;
+use pog_proof::prover::Behaviour;
+use pog_records::{CpuRecord, HostCpu, RECORD_VERSION};
+use pog_signed::RecordKind;
+use pog_validator::schedule::{Rounds, Schedule};
+
+/// The CPU records among a GPU's records, newest last.
+async fn cpu_records(vurl: &str, uuid: &str) -> Vec<serde_json::Value> {
+    records_of(vurl, uuid)
+        .await
+        .into_iter()
+        .filter(|r| r.get("cpu_challenge").is_some())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_round_proves_the_host_after_its_gpus_on_its_first_gpu() {
+    let h = Harness::new().serve().await;
+    h.agent(31, vec![claim("GPU-b"), claim("GPU-a")])
+        .claiming_cores(1)
+        .await;
+    h.agent(32, vec![claim("GPU-quiet")]).await;
+    let schedule = Schedule::every(std::time::Duration::from_secs(60), policy());
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let mut rounds = Rounds::new(h.v.clone(), schedule, stopped);
+    rounds.start();
+    rounds.settled().await;
+    // The host's proof rides with its first GPU by UUID, once a round.
+    let on_first = cpu_records(&h.url, "GPU-a").await;
+    assert_eq!(on_first.len(), 1, "{on_first:?}");
+    assert!(cpu_records(&h.url, "GPU-b").await.is_empty());
+    let record: CpuRecord = serde_json::from_value(on_first[0].clone()).unwrap();
+    assert_eq!(record.version, RECORD_VERSION);
+    assert_eq!(record.details.cpu_challenge.lanes, 1);
+    assert!(record.details.calibration_ms.is_some());
+    let outcome = record.outcome.as_ref().expect("a verdict");
+    assert_eq!(outcome.wrong(), 0, "{outcome:?}");
+    assert!(record.details.steps_per_s(Some(outcome)).unwrap() > 0.0);
+    // An agent that claims no cores has no proof of CPU.
+    assert!(cpu_records(&h.url, "GPU-quiet").await.is_empty());
+    // The record kind is the validator's.
+    assert!(RecordKind::CpuRound.signed_by_validator());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_running_its_lanes_on_fewer_threads_than_it_claims_fails_on_time() {
+    let h = Harness::new().serve().await;
+    // Two lanes claimed, one thread to run them (and never more than this host has: the
+    // agent refuses lanes beyond its threads).
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    if threads < 2 {
+        eprintln!("one hardware thread: nothing to claim twice of");
+        return;
+    }
+    h.agent(33, vec![claim("GPU-few")])
+        .claiming_cores(2)
+        .behaving(Behaviour::Threads(1))
+        .await;
+    let record = h
+        .v
+        .challenge::<HostCpu>("GPU-few", &policy())
+        .await
+        .unwrap();
+    let outcome = record.outcome.as_ref().expect("a verdict");
+    assert!(!record.accepted, "{outcome:?}");
+    assert_eq!(outcome.wrong(), 0, "every segment right, only late");
+    assert!(outcome.time.ratio > 1.0 + pog_proof::timing::TIME_TOLERANCE);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_skipping_work_fails_its_spot_checks() {
+    let h = Harness::new().serve().await;
+    h.agent(34, vec![claim("GPU-skip")])
+        .claiming_cores(1)
+        .behaving(Behaviour::Junk(0.3))
+        .await;
+    let record = h
+        .v
+        .challenge::<HostCpu>("GPU-skip", &policy())
+        .await
+        .unwrap();
+    let outcome = record.outcome.as_ref().expect("a verdict");
+    assert!(!record.accepted);
+    assert!(outcome.wrong() > 0, "{outcome:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_refuses_more_lanes_than_its_threads_before_any_work() {
+    let h = Harness::new().serve().await;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    h.agent(35, vec![claim("GPU-many")])
+        .claiming_cores(threads + 1)
+        .await;
+    let record = h
+        .v
+        .challenge::<HostCpu>("GPU-many", &policy())
+        .await
+        .unwrap();
+    assert!(!record.accepted);
+    let failure = record.failure.expect("refused");
+    assert!(
+        failure.message.contains("413") || failure.message.contains("beyond"),
+        "{failure:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registration_claiming_no_or_absurd_cores_is_refused() {
+    let h = Harness::new().serve().await;
+    for cores in [0, pog_proof::cpu::MAX_LANES + 1] {
+        let spec = h.agent(36, vec![claim("GPU-absurd")]).claiming_cores(cores);
+        assert_eq!(spec.await.status(), 400, "{cores} cores");
+    }
+}
