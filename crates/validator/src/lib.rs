@@ -13,6 +13,7 @@
 
 pub mod app;
 pub mod client;
+pub mod fleet;
 pub mod health;
 pub mod ledger;
 pub mod market;

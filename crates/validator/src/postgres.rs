@@ -42,6 +42,9 @@ CREATE TABLE records (
 CREATE INDEX records_by_gpu ON records (gpu_uuid, id);
 ", "
 ALTER TABLE agents ADD COLUMN cores INTEGER;
+CREATE TABLE validators (key TEXT PRIMARY KEY, seen_ms BIGINT NOT NULL);
+CREATE TABLE slot_claims (slot BIGINT NOT NULL, gpu_uuid TEXT NOT NULL, validator TEXT NOT NULL, lease_until_ms BIGINT NOT NULL, after_record BIGINT NOT NULL, done BOOLEAN NOT NULL DEFAULT FALSE, PRIMARY KEY (slot, gpu_uuid));
+CREATE INDEX slot_claims_open ON slot_claims (done, lease_until_ms);
 "];
 
 /// The schema version this pog writes and reads.
@@ -431,6 +434,86 @@ impl PgRegistry {
             }
         }
         Ok(groups)
+    }
+
+    /// [`crate::registry::Registry::heartbeat`] on this database.
+    pub async fn heartbeat(
+        &self,
+        validator: &str,
+        now_ms: u64,
+    ) -> Result<Vec<(String, u64)>, RegistryError> {
+        let client = self.pool.get().await?;
+        client
+            .execute(
+                "INSERT INTO validators (key, seen_ms) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET seen_ms = GREATEST(validators.seen_ms, $2)",
+                &[&validator, &(now_ms as i64)],
+            )
+            .await?;
+        let rows = client
+            .query("SELECT key, seen_ms FROM validators", &[])
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get::<_, i64>(1)?.max(0) as u64)))
+            .collect()
+    }
+
+    /// [`crate::registry::Registry::claim`] on this database: one statement, so that two
+    /// validators claiming at once each get a GPU or not, never both.
+    pub async fn claim(
+        &self,
+        (slot, validator): (u64, &str),
+        uuids: &[String],
+        lease_until_ms: u64,
+    ) -> Result<Vec<String>, RegistryError> {
+        let client = self.pool.get().await?;
+        client
+            .execute(
+                "INSERT INTO slot_claims (slot, gpu_uuid, validator, lease_until_ms, after_record) SELECT $1, u, $3, $4, (SELECT COALESCE(MAX(id), 0) FROM records) FROM UNNEST($2::TEXT[]) AS u ON CONFLICT (slot, gpu_uuid) DO NOTHING",
+                &[&(slot as i64), &uuids, &validator, &(lease_until_ms as i64)],
+            )
+            .await?;
+        let rows = client
+            .query(
+                "SELECT gpu_uuid FROM slot_claims WHERE slot = $1 AND validator = $2 AND gpu_uuid = ANY($3::TEXT[]) ORDER BY gpu_uuid",
+                &[&(slot as i64), &validator, &uuids],
+            )
+            .await?;
+        rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+    }
+
+    /// [`crate::registry::Registry::abandoned_claims`] on this database.
+    pub async fn abandoned_claims(
+        &self,
+        now_ms: u64,
+    ) -> Result<Vec<crate::registry::AbandonedClaim>, RegistryError> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query(
+                "SELECT c.slot, c.gpu_uuid, c.validator FROM slot_claims c WHERE NOT c.done AND c.lease_until_ms < $1 AND NOT EXISTS (SELECT 1 FROM records r WHERE r.gpu_uuid = c.gpu_uuid AND r.id > c.after_record) ORDER BY c.slot, c.gpu_uuid",
+                &[&(now_ms as i64)],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(crate::registry::AbandonedClaim {
+                    slot: r.try_get::<_, i64>(0)?.max(0) as u64,
+                    gpu_uuid: r.try_get(1)?,
+                    validator: r.try_get(2)?,
+                })
+            })
+            .collect()
+    }
+
+    /// [`crate::registry::Registry::settle_claim`] on this database.
+    pub async fn settle_claim(&self, slot: u64, uuid: &str) -> Result<bool, RegistryError> {
+        let client = self.pool.get().await?;
+        let changed = client
+            .execute(
+                "UPDATE slot_claims SET done = TRUE WHERE slot = $1 AND gpu_uuid = $2 AND NOT done",
+                &[&(slot as i64), &uuid],
+            )
+            .await?;
+        Ok(changed == 1)
     }
 
     /// [`crate::registry::Registry::record`] on this database.

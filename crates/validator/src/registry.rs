@@ -33,6 +33,28 @@ CREATE TABLE IF NOT EXISTS records (
 CREATE INDEX IF NOT EXISTS records_by_gpu ON records (gpu_uuid, id);
 ";
 
+/// What version 2 adds: the host's claimed cores (a column of `agents`, see `Sqlite::open`),
+/// and the fleet's tables ([`crate::fleet`]): each validator's last heartbeat, and each GPU's
+/// claim in each slot (by one validator, leased, finished once its round is recorded;
+/// `after_record`: the newest record id when claimed).
+const FLEET_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS validators (key TEXT PRIMARY KEY, seen_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS slot_claims (slot INTEGER NOT NULL, gpu_uuid TEXT NOT NULL, validator TEXT NOT NULL, lease_until_ms INTEGER NOT NULL, after_record INTEGER NOT NULL, done INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (slot, gpu_uuid));
+CREATE INDEX IF NOT EXISTS slot_claims_open ON slot_claims (done, lease_until_ms);
+";
+
+/// A GPU's claim in a slot that its validator never finished, its lease run out and no
+/// record of the GPU stored since: the fleet's fault ([`crate::fleet`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AbandonedClaim {
+    /// The slot.
+    pub slot: u64,
+    /// The GPU.
+    pub gpu_uuid: String,
+    /// The validator that claimed it (its public key).
+    pub validator: String,
+}
+
 /// The schema version of the SQLite registry this pog writes and reads.
 pub const SQLITE_SCHEMA_VERSION: i64 = 2;
 
@@ -193,6 +215,67 @@ impl Registry {
         }
     }
 
+    /// Notes `validator` alive at `now_ms`; every validator's key with when it was last seen.
+    pub fn heartbeat(
+        &mut self,
+        validator: &str,
+        now_ms: u64,
+    ) -> Result<Vec<(String, u64)>, RegistryError> {
+        match &mut self.db {
+            Db::Sqlite(s) => s.heartbeat(validator, now_ms),
+            Db::Postgres(pg) => {
+                let validator = validator.to_owned();
+                pg.block(|pg| async move { pg.heartbeat(&validator, now_ms).await })
+            }
+        }
+    }
+
+    /// Claims `uuids` for `validator` in `slot`, leased until `lease_until_ms`: the GPUs it
+    /// holds in the slot now (new claims and its own earlier ones); one another validator
+    /// claimed first stays that validator's.
+    pub fn claim(
+        &mut self,
+        (slot, validator): (u64, &str),
+        uuids: &[String],
+        lease_until_ms: u64,
+    ) -> Result<Vec<String>, RegistryError> {
+        match &mut self.db {
+            Db::Sqlite(s) => s.claim((slot, validator), uuids, lease_until_ms),
+            Db::Postgres(pg) => {
+                let (validator, uuids) = (validator.to_owned(), uuids.to_vec());
+                pg.block(
+                    |pg| async move { pg.claim((slot, &validator), &uuids, lease_until_ms).await },
+                )
+            }
+        }
+    }
+
+    /// Marks the claim of `uuid` in `slot` finished (its round is recorded).
+    pub fn finish_claim(&mut self, slot: u64, uuid: &str) -> Result<(), RegistryError> {
+        self.settle_claim(slot, uuid).map(|_| ())
+    }
+
+    /// Claims unfinished at `now_ms` with their lease run out and no record of their GPU
+    /// stored since they were made.
+    pub fn abandoned_claims(&self, now_ms: u64) -> Result<Vec<AbandonedClaim>, RegistryError> {
+        match &self.db {
+            Db::Sqlite(s) => s.abandoned_claims(now_ms),
+            Db::Postgres(pg) => pg.block(|pg| async move { pg.abandoned_claims(now_ms).await }),
+        }
+    }
+
+    /// Marks the claim of `uuid` in `slot` finished: true for the one call that did (a sweeper
+    /// that gets false leaves the claim to the one that got true).
+    pub fn settle_claim(&mut self, slot: u64, uuid: &str) -> Result<bool, RegistryError> {
+        match &mut self.db {
+            Db::Sqlite(s) => s.settle_claim(slot, uuid),
+            Db::Postgres(pg) => {
+                let uuid = uuid.to_owned();
+                pg.block(|pg| async move { pg.settle_claim(slot, &uuid).await })
+            }
+        }
+    }
+
     /// Every registered GPU's UUID, grouped by agent.
     pub fn gpus_by_agent(&self) -> Result<Vec<(String, Vec<String>)>, RegistryError> {
         match &self.db {
@@ -336,6 +419,7 @@ impl Sqlite {
             if !has_cores {
                 db.execute_batch("ALTER TABLE agents ADD COLUMN cores INTEGER")?;
             }
+            db.execute_batch(FLEET_SCHEMA)?;
             db.execute_batch(
                 "DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES (2);",
             )?;
@@ -466,6 +550,72 @@ impl Sqlite {
                 gpu_row,
             )
             .optional()?)
+    }
+
+    fn heartbeat(
+        &mut self,
+        validator: &str,
+        now_ms: u64,
+    ) -> Result<Vec<(String, u64)>, RegistryError> {
+        self.db.execute(
+            "INSERT INTO validators (key, seen_ms) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET seen_ms = MAX(seen_ms, ?2)",
+            params![validator, now_ms as i64],
+        )?;
+        let mut stmt = self.db.prepare("SELECT key, seen_ms FROM validators")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.max(0) as u64))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn claim(
+        &mut self,
+        (slot, validator): (u64, &str),
+        uuids: &[String],
+        lease_until_ms: u64,
+    ) -> Result<Vec<String>, RegistryError> {
+        let tx = self.db.transaction()?;
+        let newest: i64 =
+            tx.query_row("SELECT COALESCE(MAX(id), 0) FROM records", [], |r| r.get(0))?;
+        let mut held = Vec::with_capacity(uuids.len());
+        for uuid in uuids {
+            tx.execute(
+                "INSERT INTO slot_claims (slot, gpu_uuid, validator, lease_until_ms, after_record) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(slot, gpu_uuid) DO NOTHING",
+                params![slot as i64, uuid, validator, lease_until_ms as i64, newest],
+            )?;
+            let owner: String = tx.query_row(
+                "SELECT validator FROM slot_claims WHERE slot = ?1 AND gpu_uuid = ?2",
+                params![slot as i64, uuid],
+                |r| r.get(0),
+            )?;
+            if owner == validator {
+                held.push(uuid.clone());
+            }
+        }
+        tx.commit()?;
+        Ok(held)
+    }
+
+    fn abandoned_claims(&self, now_ms: u64) -> Result<Vec<AbandonedClaim>, RegistryError> {
+        let mut stmt = self.db.prepare(
+            "SELECT c.slot, c.gpu_uuid, c.validator FROM slot_claims c WHERE c.done = 0 AND c.lease_until_ms < ?1 AND NOT EXISTS (SELECT 1 FROM records r WHERE r.gpu_uuid = c.gpu_uuid AND r.id > c.after_record) ORDER BY c.slot, c.gpu_uuid",
+        )?;
+        let rows = stmt.query_map(params![now_ms as i64], |r| {
+            Ok(AbandonedClaim {
+                slot: r.get::<_, i64>(0)?.max(0) as u64,
+                gpu_uuid: r.get(1)?,
+                validator: r.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn settle_claim(&mut self, slot: u64, uuid: &str) -> Result<bool, RegistryError> {
+        let changed = self.db.execute(
+            "UPDATE slot_claims SET done = 1 WHERE slot = ?1 AND gpu_uuid = ?2 AND done = 0",
+            params![slot as i64, uuid],
+        )?;
+        Ok(changed == 1)
     }
 
     fn gpus_by_agent(&self) -> Result<Vec<(String, Vec<String>)>, RegistryError> {

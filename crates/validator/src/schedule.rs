@@ -25,6 +25,8 @@
 use pog_net::locked::Locked;
 use pog_records::{Gemm, HostCpu, Memory, MissedRound, Policy, Record, RECORD_VERSION};
 
+use crate::fleet;
+use crate::registry::AbandonedClaim;
 use crate::validator::{Validator, ValidatorError};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -89,6 +91,35 @@ impl Validator {
         };
         self.store(&record.record_id, false, &record)?;
         Ok(record)
+    }
+
+    /// Signs and stores the [`MissedRound`] of a slot that `claim`'s validator claimed and
+    /// never finished: the fleet's fault, said so, under the one id of that slot and GPU
+    /// ([`fleet::fleet_missed_id`]). Nothing for a GPU no longer registered.
+    pub fn record_fleet_missed(
+        &self,
+        claim: &AbandonedClaim,
+    ) -> Result<Option<MissedRound>, ValidatorError> {
+        let Some(gpu) = self.registry().gpu(&claim.gpu_uuid)? else {
+            return Ok(None);
+        };
+        let record = MissedRound {
+            version: RECORD_VERSION,
+            record_id: fleet::fleet_missed_id(claim.slot, &claim.gpu_uuid),
+            gpu_uuid: gpu.uuid,
+            agent: gpu.agent,
+            model: gpu.model,
+            reason: format!(
+                "{}slot {}: validator {} claimed this GPU and stopped before its round was \
+                 recorded: the fleet's fault, not the GPU's",
+                fleet::FLEET_FAULT,
+                claim.slot,
+                claim.validator
+            ),
+            recorded_at_ms: self.records().now_ms(),
+        };
+        self.store(&record.record_id, false, &record)?;
+        Ok(Some(record))
     }
 }
 
@@ -242,8 +273,17 @@ impl Rounds {
                 return round;
             }
         };
-        let uuids = groups.iter().flat_map(|(_, uuids)| uuids.clone()).collect();
-        let (due, backing_off) = due(&self.state, uuids, round);
+        // The fleet's share: the GPUs this validator is first for among the live validators,
+        // claimed for the slot (a single validator is first for all of them).
+        let (slot, mine) = match self.claim_slot(&groups) {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                tracing::error!(error = %e, "claiming the slot's GPUs");
+                return round;
+            }
+        };
+        self.sweep_abandoned();
+        let (due, backing_off) = due(&self.state, mine, round);
         let hosts = HostRound::for_round(&groups, &due);
         tracing::debug!(
             round,
@@ -283,10 +323,13 @@ impl Rounds {
                     return; // stopping: no new challenge after the permit wait
                 }
                 let result = prove_round(&v, &uuid, &schedule.policy).await;
-                let reached = result.as_ref().is_ok_and(|r| {
-                    !r.failure.as_ref().is_some_and(|f| f.kind.is_unreachable())
-                });
+                let reached = result
+                    .as_ref()
+                    .is_ok_and(|r| !r.failure.as_ref().is_some_and(|f| f.kind.is_unreachable()));
                 settle(&v, &schedule, &state, &uuid, round, result);
+                if let Err(e) = v.registry().finish_claim(slot, &uuid) {
+                    tracing::error!(gpu = %uuid, slot, error = %e, "finishing the slot's claim");
+                }
                 drop((permit, finished));
                 if let Some(host) = host.filter(|h| h.anchor == uuid && reached) {
                     host.prove_cpu(&v, &permits, &stop, &schedule.policy).await;
@@ -296,6 +339,75 @@ impl Rounds {
         round
     }
 
+    /// This slot's number, and the GPUs of `groups` (every registered GPU, by agent) this
+    /// validator holds in it: those that rank it first among the live validators
+    /// ([`fleet::assigned_to`]), claimed for the slot, leased for two slots.
+    fn claim_slot(
+        &self,
+        groups: &[(String, Vec<String>)],
+    ) -> Result<(u64, Vec<String>), ValidatorError> {
+        let now = self.validator.records().now_ms();
+        let every_ms = self.every_ms();
+        let slot = fleet::slot_at(now, every_ms);
+        let me = self.validator.public_key().to_string();
+        let mut registry = self.validator.registry();
+        let seen = registry.heartbeat(&me, now)?;
+        let mut live = fleet::live(&seen, now, every_ms);
+        if !live.contains(&me) {
+            // Its own heartbeat is in the rows it just wrote, unless its clock runs behind
+            // the others' by more than the live horizon: it takes its share all the same.
+            live.push(me.clone());
+            live.sort();
+        }
+        let assigned: Vec<String> = groups
+            .iter()
+            .flat_map(|(_, uuids)| uuids)
+            .filter(|uuid| fleet::assigned_to(uuid, &live) == Some(&me))
+            .cloned()
+            .collect();
+        let lease_until = now.saturating_add(2 * every_ms);
+        let held = registry.claim((slot, &me), &assigned, lease_until)?;
+        Ok((slot, held))
+    }
+
+    /// Settles the claims that a validator made and never finished (it stopped in its slot):
+    /// one missed round a claim, on the fleet, never on the GPU, stored by whichever validator
+    /// settles it first.
+    fn sweep_abandoned(&self) {
+        let now = self.validator.records().now_ms();
+        let abandoned = match self.validator.registry().abandoned_claims(now) {
+            Ok(abandoned) => abandoned,
+            Err(e) => {
+                tracing::error!(error = %e, "reading the fleet's abandoned claims");
+                return;
+            }
+        };
+        for claim in abandoned {
+            match self
+                .validator
+                .registry()
+                .settle_claim(claim.slot, &claim.gpu_uuid)
+            {
+                Ok(true) => {}
+                Ok(false) => continue, // another validator settled it
+                Err(e) => {
+                    tracing::error!(gpu = %claim.gpu_uuid, error = %e, "settling a claim");
+                    continue;
+                }
+            }
+            if let Err(e) = self.validator.record_fleet_missed(&claim) {
+                tracing::error!(gpu = %claim.gpu_uuid, error = %e, "recording a fleet-missed slot");
+            }
+        }
+    }
+
+    /// The slot's length, ms (at least 1).
+    fn every_ms(&self) -> u64 {
+        u64::try_from(self.schedule.every.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
+
     /// Waits until every challenge and missed round started so far has ended (each challenge
     /// is bounded by its deadline).
     pub async fn settled(&mut self) {
@@ -303,19 +415,25 @@ impl Rounds {
     }
 }
 
-/// Runs rounds until `stop` says so, one every `every` (a round is started whatever the last
-/// one is still waiting for); challenges already running finish before this returns.
+/// Runs rounds until `stop` says so, one at the start of each slot of `every` (a round is
+/// started whatever the last one is still waiting for); challenges already running finish
+/// before this returns.
 pub async fn run(
     validator: Arc<Validator>,
     schedule: Schedule,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut ticks = tokio::time::interval(schedule.every);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut rounds = Rounds::new(validator, schedule, stop.clone());
+    let mut rounds = Rounds::new(validator.clone(), schedule, stop.clone());
+    // The first round at once, in the slot under way (what other validators of the fleet
+    // claimed of it at its start stays theirs); then each at its slot's start on the
+    // validator's clock, where the fleet's validators start theirs at the same instant
+    // (within their clocks' skew).
+    rounds.start();
     loop {
+        let now = validator.records().now_ms();
+        let wait = fleet::next_slot_start(now, rounds.every_ms()).saturating_sub(now);
         tokio::select! {
-            _ = ticks.tick() => {}
+            _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
             _ = stop.changed() => break,
         }
         rounds.start();

@@ -101,6 +101,7 @@ pub struct Harness {
     seed: [u8; 32],
     config: Config,
     limits: Limits,
+    database: Option<String>,
     dir: Option<PathBuf>,
     registry: Option<PathBuf>,
     ledger: Option<LedgerOf>,
@@ -122,6 +123,7 @@ impl Harness {
             seed: VALIDATOR_SEED,
             config: loopback(),
             limits: Limits::small_requests(),
+            database: None,
             dir: None,
             registry: None,
             ledger: None,
@@ -161,6 +163,13 @@ impl Harness {
     /// them out (`registry.sqlite`, `market.sqlite`).
     pub fn stored_in(mut self, dir: &Path) -> Harness {
         self.dir = Some(dir.to_path_buf());
+        self
+    }
+
+    /// Its registry and records in the PostgreSQL database at `url`, shared with the other
+    /// validators of a test's fleet.
+    pub fn on_database(mut self, url: &str) -> Harness {
+        self.database = Some(url.to_string());
         self
     }
 
@@ -220,7 +229,11 @@ impl Harness {
         let identity = Identity::from_seed(self.seed);
         let in_dir = |name: &str| self.dir.as_ref().map(|d| d.join(name));
         let registry_path = self.registry.clone().or_else(|| in_dir("registry.sqlite"));
-        let mut records = RecordStore::new(Identity::from_seed(self.seed), registry(registry_path))
+        let registry = match &self.database {
+            Some(url) => Registry::connect(url).unwrap(),
+            None => registry(registry_path),
+        };
+        let mut records = RecordStore::new(Identity::from_seed(self.seed), registry)
             .with_clock(self.clock.clone());
         match self.ledger {
             Some(LedgerOf::Dir(dir)) => {

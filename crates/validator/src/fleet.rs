@@ -1,0 +1,129 @@
+//! Several validators on one database as one fleet: shared slots and a fair split of the work.
+//!
+//! - **Shared slots.** Slot `s` starts at `s × every` ms since the Unix epoch on each
+//!   validator's clock ([`slot_at`], [`next_slot_start`]): every validator derives the same
+//!   schedule with nothing exchanged, so every GPU of the fleet is challenged at the same
+//!   instant (within the validators' clock skew), and one device behind two identities served
+//!   by two validators must do both identities' work inside one time bound.
+//! - **One validator a GPU a slot.** At a slot's start each validator says it is alive
+//!   ([`crate::registry::Registry::heartbeat`]) and takes the GPUs that rank it first among
+//!   the live validators by rendezvous hashing ([`assigned_to`]); its claim is a row per GPU
+//!   and slot that no other validator can take ([`crate::registry::Registry::claim`]). A
+//!   validator that stops is dropped from the live set after [`LIVE_FOR_SLOTS`] slots, and
+//!   its GPUs rank another validator first from then on.
+//! - **A dead validator's slot is the fleet's fault.** A claim its validator never finished
+//!   (no record of the GPU since the claim, the lease run out) is settled by whichever
+//!   validator sweeps first: one [`MissedRound`](pog_records::MissedRound) saying the fleet,
+//!   not the GPU, missed the slot (its id is derived from the slot and the GPU, so a second
+//!   sweeper cannot store another).
+//!
+//! How an agent could predict its challenges: the slot's start is public, but each
+//! challenge's nonce is drawn from the validator's operating-system randomness when it is
+//! sent, so nothing can be computed before it arrives.
+
+use sha2::{Digest, Sha256};
+
+/// How a fleet-missed slot's reason starts, so that readers (the market's uptime) tell the
+/// fleet's faults from the GPU's.
+pub const FLEET_FAULT: &str = "fleet fault: ";
+
+/// Slots a validator stays in the live set after its last heartbeat.
+pub const LIVE_FOR_SLOTS: u64 = 2;
+
+/// The slot that `now_ms` falls in, for slots of `every_ms`.
+pub fn slot_at(now_ms: u64, every_ms: u64) -> u64 {
+    now_ms / every_ms.max(1)
+}
+
+/// When the slot after `now_ms` starts, ms since the Unix epoch.
+pub fn next_slot_start(now_ms: u64, every_ms: u64) -> u64 {
+    (slot_at(now_ms, every_ms) + 1).saturating_mul(every_ms.max(1))
+}
+
+/// The validators seen within [`LIVE_FOR_SLOTS`] slots of `now_ms` (with when each was last
+/// seen), sorted: the live set every validator computes alike from the same rows.
+pub fn live(seen: &[(String, u64)], now_ms: u64, every_ms: u64) -> Vec<String> {
+    let horizon = LIVE_FOR_SLOTS.saturating_mul(every_ms.max(1));
+    let mut live: Vec<String> = seen
+        .iter()
+        .filter(|(_, at)| now_ms.saturating_sub(*at) <= horizon)
+        .map(|(key, _)| key.clone())
+        .collect();
+    live.sort();
+    live.dedup();
+    live
+}
+
+/// The validator among `live` that GPU `uuid` ranks first (rendezvous hashing: each pair's
+/// SHA-256, highest wins), `None` when none is live. Adding or removing a validator moves
+/// only the GPUs that rank it first.
+pub fn assigned_to<'a>(uuid: &str, live: &'a [String]) -> Option<&'a String> {
+    live.iter().max_by_key(|validator| {
+        let mut h = Sha256::new();
+        h.update(b"pog-fleet assign v1");
+        h.update((uuid.len() as u64).to_le_bytes());
+        h.update(uuid.as_bytes());
+        h.update(validator.as_bytes());
+        <[u8; 32]>::from(h.finalize())
+    })
+}
+
+/// The record id of the fleet's missed slot of a GPU: one per slot and GPU, whoever sweeps.
+pub fn fleet_missed_id(slot: u64, uuid: &str) -> String {
+    let digest = Sha256::digest(format!("{slot}\n{uuid}").as_bytes());
+    format!("fleet-missed-{slot}-{}", hex::encode(&digest[..8]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_the_same_for_every_validator_and_start_on_their_boundaries() {
+        assert_eq!(slot_at(59_999, 60_000), 0);
+        assert_eq!(slot_at(60_000, 60_000), 1);
+        assert_eq!(next_slot_start(60_000, 60_000), 120_000);
+        assert_eq!(next_slot_start(119_999, 60_000), 120_000);
+        assert_eq!(slot_at(5, 0), 5, "a zero slot length is taken as 1 ms");
+    }
+
+    #[test]
+    fn the_live_set_drops_a_silent_validator_after_its_slots() {
+        let seen = vec![
+            ("b".to_string(), 100_000),
+            ("a".to_string(), 40_000),
+            ("c".to_string(), 10_000),
+        ];
+        assert_eq!(live(&seen, 160_000, 60_000), vec!["a", "b"]);
+        assert_eq!(live(&seen, 100_001, 60_000), vec!["a", "b", "c"]);
+    }
+
+    #[test]
+    fn each_gpu_goes_to_one_validator_and_a_departure_moves_only_its_own() {
+        let three: Vec<String> = ["v1", "v2", "v3"].map(String::from).to_vec();
+        let two: Vec<String> = ["v1", "v3"].map(String::from).to_vec();
+        let mut counts = std::collections::HashMap::new();
+        for i in 0..3000 {
+            let uuid = format!("GPU-{i}");
+            let first = assigned_to(&uuid, &three).unwrap();
+            *counts.entry(first.clone()).or_insert(0) += 1;
+            let after = assigned_to(&uuid, &two).unwrap();
+            if first != "v2" {
+                assert_eq!(first, after, "{uuid} moved though its validator stayed");
+            }
+        }
+        // About a third each.
+        assert!(
+            counts.values().all(|&n| (850..1150).contains(&n)),
+            "{counts:?}"
+        );
+        assert_eq!(assigned_to("GPU-1", &[]), None);
+    }
+
+    #[test]
+    fn a_missed_slot_has_one_id_per_slot_and_gpu() {
+        assert_eq!(fleet_missed_id(7, "GPU-a"), fleet_missed_id(7, "GPU-a"));
+        assert_ne!(fleet_missed_id(7, "GPU-a"), fleet_missed_id(8, "GPU-a"));
+        assert_ne!(fleet_missed_id(7, "GPU-a"), fleet_missed_id(7, "GPU-b"));
+    }
+}

@@ -1,0 +1,261 @@
+//! Several validators on one PostgreSQL database as one fleet (`pog_validator::fleet`), over
+//! real sockets on loopback: each GPU is challenged by one validator a slot, the GPUs split
+//! between the live validators; one device behind two identities served by two validators
+//! fails on time when the fleet's shared slot challenges both at once; a slot that a stopped
+//! validator claimed and never finished is recorded once, as the fleet's fault. The fleet
+//! tests need the test PostgreSQL server (`scripts/test.sh` starts it); the single-validator
+//! claim runs on SQLite too.
+
+mod common;
+
+use common::*;
+use pog_agent::misbehaviour::Cheat;
+use pog_net::clock::ManualClock;
+use pog_records::Policy;
+use pog_validator::fleet;
+use pog_validator::schedule::{Rounds, Schedule};
+use std::sync::Arc;
+use std::time::Duration;
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// A fixed time on a slot boundary, ms.
+const T0: u64 = 1_800_000_000_000;
+
+/// Rounds of a minute under `policy` on `h`'s validator.
+fn rounds(h: &Served, policy: Policy) -> (Rounds, tokio::sync::watch::Sender<bool>) {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    (
+        Rounds::new(h.v.clone(), Schedule::every(MINUTE, policy), stopped),
+        stop,
+    )
+}
+
+/// The GEMM proof records among a GPU's records.
+async fn proofs(vurl: &str, uuid: &str) -> Vec<serde_json::Value> {
+    records_of(vurl, uuid)
+        .await
+        .into_iter()
+        .filter(|r| r.get("challenge").is_some())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lone_validator_claims_every_gpu_of_its_slot_once() {
+    let h = Harness::new().serve().await;
+    h.agent(50, vec![claim("GPU-l1"), claim("GPU-l2")]).await;
+    let (mut rounds, _stop) = rounds(&h, policy());
+    rounds.start();
+    rounds.settled().await;
+    for uuid in ["GPU-l1", "GPU-l2"] {
+        assert_eq!(proofs(&h.url, uuid).await.len(), 1, "{uuid}");
+    }
+    // Its claims are finished: nothing for a sweeper to settle.
+    assert_eq!(h.v.registry().abandoned_claims(u64::MAX).unwrap(), vec![]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_validators_split_a_slot_and_challenge_each_gpu_once() {
+    let Some(url) = pog_validator::postgres::testing::fresh_postgres_database() else {
+        return;
+    };
+    let clock = ManualClock::at(T0);
+    let a = Harness::new()
+        .key([81; 32])
+        .on_database(&url)
+        .clock(clock.shared())
+        .serve()
+        .await;
+    let b = Harness::new()
+        .key([82; 32])
+        .on_database(&url)
+        .clock(clock.shared())
+        .serve()
+        .await;
+    let uuids: Vec<String> = (0..12).map(|i| format!("GPU-f{i}")).collect();
+    let keys = vec![a.v.public_key(), b.v.public_key()];
+    a.agent(51, uuids.iter().map(|u| claim(u)).collect())
+        .trusting(keys)
+        .await;
+    // Both know of each other before the slot (their heartbeats of the slot before).
+    for v in [&a.v, &b.v] {
+        v.registry()
+            .heartbeat(v.public_key().as_ref(), T0 - 1)
+            .unwrap();
+    }
+    let (mut ra, _sa) = rounds(&a, policy());
+    let (mut rb, _sb) = rounds(&b, policy());
+    ra.start();
+    rb.start();
+    ra.settled().await;
+    rb.settled().await;
+    let mut by_a = 0;
+    for uuid in &uuids {
+        let records = proofs(&a.url, uuid).await;
+        assert_eq!(records.len(), 1, "{uuid}: one proof record in the slot");
+        let expected = fleet::assigned_to(
+            uuid,
+            &fleet::live(
+                &[
+                    (a.v.public_key().to_string(), T0),
+                    (b.v.public_key().to_string(), T0),
+                ],
+                T0,
+                60_000,
+            ),
+        )
+        .unwrap()
+        .clone();
+        if expected == a.v.public_key().as_str() {
+            by_a += 1;
+        }
+    }
+    assert!(
+        (1..12).contains(&by_a),
+        "the slot's GPUs are split between the validators ({by_a} of 12 to one)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_device_behind_identities_served_by_two_validators_fails_on_time() {
+    let Some(url) = pog_validator::postgres::testing::fresh_postgres_database() else {
+        return;
+    };
+    let a = Harness::new().key([83; 32]).on_database(&url).serve().await;
+    let b = Harness::new().key([84; 32]).on_database(&url).serve().await;
+    let keys = vec![a.v.public_key(), b.v.public_key()];
+    let live = {
+        let now = pog_proof::timing::now_ms();
+        fleet::live(
+            &[
+                (a.v.public_key().to_string(), now),
+                (b.v.public_key().to_string(), now),
+            ],
+            now,
+            60_000,
+        )
+    };
+    // Two GPU identities, one on each validator's side of the split.
+    let on = |key: &pog_signed::PublicKey| {
+        (0..)
+            .map(|i| format!("GPU-sybil-{i}"))
+            .find(|u| fleet::assigned_to(u, &live) == Some(&key.to_string()))
+            .unwrap()
+    };
+    let (first, second) = (on(&a.v.public_key()), on(&b.v.public_key()));
+    // One device behind two agent keys: each challenge holds it for 400 ms against a bound
+    // of 500 ms (+10 %); alone each passes, at once the second waits its turn.
+    let device = Arc::new(tokio::sync::Mutex::new(()));
+    for (seed, uuid) in [(52, &first), (53, &second)] {
+        a.agent(seed, vec![claim(uuid)])
+            .trusting(keys.clone())
+            .cheating(Cheat::OneDevice(400))
+            .sharing_device(device.clone())
+            .await;
+    }
+    let policy = Policy {
+        expected_ms: 500.0,
+        ..policy()
+    };
+    for v in [&a.v, &b.v] {
+        let now = pog_proof::timing::now_ms();
+        v.registry()
+            .heartbeat(v.public_key().as_ref(), now)
+            .unwrap();
+    }
+    // The fleet's shared slot: both validators start it at once.
+    let (mut ra, _sa) = rounds(&a, policy.clone());
+    let (mut rb, _sb) = rounds(&b, policy);
+    let started = std::time::Instant::now();
+    ra.start();
+    rb.start();
+    let skew = started.elapsed();
+    ra.settled().await;
+    rb.settled().await;
+    assert!(
+        skew < Duration::from_millis(200),
+        "slot start skew {skew:?}"
+    );
+    let records: Vec<serde_json::Value> =
+        [proofs(&a.url, &first).await, proofs(&a.url, &second).await].concat();
+    assert_eq!(records.len(), 2, "{records:?}");
+    let late: Vec<_> = records.iter().filter(|r| r["accepted"] == false).collect();
+    assert_eq!(
+        late.len(),
+        1,
+        "one device answered for two in one bound: {records:?}"
+    );
+    assert_eq!(late[0]["outcome"]["time"]["accepted"], false);
+    let signers: std::collections::HashSet<String> = records
+        .iter()
+        .map(|r| r["agent"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(signers.len(), 2, "two identities");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slot_a_stopped_validator_claimed_is_the_fleets_fault_once() {
+    let Some(url) = pog_validator::postgres::testing::fresh_postgres_database() else {
+        return;
+    };
+    let clock = ManualClock::at(T0);
+    let a = Harness::new()
+        .key([85; 32])
+        .on_database(&url)
+        .clock(clock.shared())
+        .serve()
+        .await;
+    let b = Harness::new()
+        .key([86; 32])
+        .on_database(&url)
+        .clock(clock.shared())
+        .serve()
+        .await;
+    a.agent(54, vec![claim("GPU-orphan")])
+        .trusting(vec![a.v.public_key(), b.v.public_key()])
+        .await;
+    // A third validator claimed the GPU for slot T0's and stopped.
+    let slot = fleet::slot_at(T0, 60_000);
+    let held =
+        a.v.registry()
+            .claim(
+                (slot, "dead-validator"),
+                &["GPU-orphan".to_string()],
+                T0 + 120_000,
+            )
+            .unwrap();
+    assert_eq!(held, vec!["GPU-orphan".to_string()]);
+    // Nobody else takes it in that slot.
+    assert_eq!(
+        b.v.registry()
+            .claim((slot, "b"), &["GPU-orphan".to_string()], T0 + 120_000)
+            .unwrap(),
+        Vec::<String>::new()
+    );
+    // Three slots later its lease has run out: both validators sweep, one records it.
+    clock.advance(3 * MINUTE);
+    let (mut ra, _sa) = rounds(&a, policy());
+    let (mut rb, _sb) = rounds(&b, policy());
+    ra.start();
+    rb.start();
+    ra.settled().await;
+    rb.settled().await;
+    let missed: Vec<serde_json::Value> = records_of(&a.url, "GPU-orphan")
+        .await
+        .into_iter()
+        .filter(|r| {
+            r["reason"]
+                .as_str()
+                .is_some_and(|why| why.starts_with(fleet::FLEET_FAULT))
+        })
+        .collect();
+    assert_eq!(missed.len(), 1, "{missed:?}");
+    assert_eq!(
+        missed[0]["record_id"].as_str().unwrap(),
+        fleet::fleet_missed_id(slot, "GPU-orphan")
+    );
+    assert!(missed[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("dead-validator"));
+}
