@@ -224,7 +224,8 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
             history
                 .missed_rounds
                 .iter()
-                .filter(|m| mine(Some(m.agent.as_str())))
+                // A slot the fleet missed is not the GPU's round to have missed.
+                .filter(|m| mine(Some(m.agent.as_str())) && !m.fleet)
                 .map(|m| {
                     (
                         m.id,
@@ -531,7 +532,25 @@ mod tests {
             recorded_at_ms: 1_000 * id as u64,
             agent: AGENT.into(),
             reason: "backing off".into(),
+            fleet: false,
         }
+    }
+
+    #[test]
+    fn a_slot_the_fleet_missed_does_not_count_against_the_gpu() {
+        let proven: Vec<RecordSummary> = (1..=4).map(|i| record(i, true, 0.95)).collect();
+        let memory = [record(100, true, 0.98)];
+        let by_fleet: Vec<MissedRound> = (5..=6)
+            .map(|i| MissedRound {
+                fleet: true,
+                ..missed(i)
+            })
+            .collect();
+        let by_agent: Vec<MissedRound> = (5..=6).map(missed).collect();
+        let fleet = assess_h200_rounds(&proven, &memory, &by_fleet, &[]);
+        let agent = assess_h200_rounds(&proven, &memory, &by_agent, &[]);
+        assert_eq!(fleet.uptime.unwrap().fraction, 1.0);
+        assert!(agent.uptime.unwrap().fraction < 1.0);
     }
 
     /// An H200 with these proof records and an accepted proof of memory.

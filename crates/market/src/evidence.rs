@@ -69,6 +69,10 @@ pub struct MissedRound {
     pub agent: String,
     /// Why, in the validator's words.
     pub reason: String,
+    /// The fleet missed it (a validator stopped in its slot), not the GPU: the uptime does
+    /// not count it.
+    #[serde(default)]
+    pub fleet: bool,
 }
 
 impl MissedRound {
@@ -79,6 +83,7 @@ impl MissedRound {
             recorded_at_ms: record.recorded_at_ms,
             agent: record.agent.to_string(),
             reason: record.reason.clone(),
+            fleet: record.cause == pog_records::MissedCause::Fleet,
         }
     }
 }

@@ -26,7 +26,7 @@ pub mod reports;
 
 pub use health::{HealthRecord, ProofPace};
 pub use kind::{Claimed, Exchange, Gemm, HostCpu, Memory, ProofKind, Ran};
-pub use missed::MissedRound;
+pub use missed::{MissedCause, MissedRound};
 use pog_signed::{GpuUuid, RecordKind};
 pub use policy::{CpuPolicy, MemoryPolicy, PlanKind, Planned, Policy, PolicyError};
 pub use proof::{

@@ -1,4 +1,5 @@
-//! The validator's record of a round it did not challenge a GPU in (the back-off).
+//! The validator's record of a round it did not challenge a GPU in: the back-off (the agent's
+//! fault), or a slot its fleet missed (a validator claimed the GPU and stopped).
 
 use pog_signed::{GpuUuid, PublicKey, RecordKind};
 use serde::{Deserialize, Serialize};
@@ -22,8 +23,23 @@ pub struct MissedRound {
     pub model: String,
     /// Why, in the validator's words.
     pub reason: String,
+    /// Whose fault the missed round is (the agent's, when a record does not say).
+    #[serde(default)]
+    pub cause: MissedCause,
     /// When the validator stored this record (Unix ms).
     pub recorded_at_ms: u64,
+}
+
+/// Whose fault a [`MissedRound`] is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MissedCause {
+    /// The GPU's agent had not answered: its uptime counts the round as missed.
+    #[default]
+    Agent,
+    /// A validator of the fleet claimed the GPU for the slot and stopped before its round
+    /// was recorded: the GPU's uptime does not count it.
+    Fleet,
 }
 
 impl SignedBody for MissedRound {

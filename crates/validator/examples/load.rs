@@ -140,6 +140,7 @@ fn seed_records(registry: &std::path::Path, gpus: usize) {
                 agent: signer.public_key(),
                 model: "H200 SXM".into(),
                 reason: "x".repeat(1800),
+                cause: Default::default(),
                 recorded_at_ms: n,
             };
             let envelope = signer

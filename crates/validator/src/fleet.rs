@@ -13,8 +13,8 @@
 //!   its GPUs rank another validator first from then on.
 //! - **A dead validator's slot is the fleet's fault.** A claim its validator never finished
 //!   (no record of the GPU since the claim, the lease run out) is settled by whichever
-//!   validator sweeps first: one [`MissedRound`](pog_records::MissedRound) saying the fleet,
-//!   not the GPU, missed the slot (its id is derived from the slot and the GPU, so a second
+//!   validator sweeps first: one [`MissedRound`](pog_records::MissedRound) of cause
+//!   [`Fleet`](pog_records::MissedCause::Fleet), which the GPU's uptime does not count (its id is derived from the slot and the GPU, so a second
 //!   sweeper cannot store another).
 //!
 //! How an agent could predict its challenges: the slot's start is public, but each
@@ -22,10 +22,6 @@
 //! sent, so nothing can be computed before it arrives.
 
 use sha2::{Digest, Sha256};
-
-/// How a fleet-missed slot's reason starts, so that readers (the market's uptime) tell the
-/// fleet's faults from the GPU's.
-pub const FLEET_FAULT: &str = "fleet fault: ";
 
 /// Slots a validator stays in the live set after its last heartbeat.
 pub const LIVE_FOR_SLOTS: u64 = 2;

@@ -23,7 +23,9 @@
 //!   missed (`pog_market::evidence`), measured from records rather than assumed.
 
 use pog_net::locked::Locked;
-use pog_records::{Gemm, HostCpu, Memory, MissedRound, Policy, Record, RECORD_VERSION};
+use pog_records::{
+    Gemm, HostCpu, Memory, MissedCause, MissedRound, Policy, Record, RECORD_VERSION,
+};
 
 use crate::fleet;
 use crate::registry::AbandonedClaim;
@@ -87,6 +89,7 @@ impl Validator {
                 "not challenged this round: its agent did not answer its last challenge \
                  ({failures} failed round(s) in a row), so the validator backs off"
             ),
+            cause: MissedCause::Agent,
             recorded_at_ms: self.records().now_ms(),
         };
         self.store(&record.record_id, false, &record)?;
@@ -110,12 +113,11 @@ impl Validator {
             agent: gpu.agent,
             model: gpu.model,
             reason: format!(
-                "{}slot {}: validator {} claimed this GPU and stopped before its round was \
+                "slot {}: validator {} claimed this GPU and stopped before its round was \
                  recorded: the fleet's fault, not the GPU's",
-                fleet::FLEET_FAULT,
-                claim.slot,
-                claim.validator
+                claim.slot, claim.validator
             ),
+            cause: MissedCause::Fleet,
             recorded_at_ms: self.records().now_ms(),
         };
         self.store(&record.record_id, false, &record)?;

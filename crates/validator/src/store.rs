@@ -189,6 +189,7 @@ mod tests {
             agent: PublicKey::from([7; 32]),
             model: "H200 SXM".into(),
             reason: format!("round {n}"),
+            cause: Default::default(),
             recorded_at_ms: n as u64,
         }
     }

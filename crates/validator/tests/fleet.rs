@@ -243,11 +243,7 @@ async fn a_slot_a_stopped_validator_claimed_is_the_fleets_fault_once() {
     let missed: Vec<serde_json::Value> = records_of(&a.url, "GPU-orphan")
         .await
         .into_iter()
-        .filter(|r| {
-            r["reason"]
-                .as_str()
-                .is_some_and(|why| why.starts_with(fleet::FLEET_FAULT))
-        })
+        .filter(|r| r["cause"] == "fleet")
         .collect();
     assert_eq!(missed.len(), 1, "{missed:?}");
     assert_eq!(
