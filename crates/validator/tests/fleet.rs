@@ -170,6 +170,7 @@ async fn one_device_behind_identities_served_by_two_validators_fails_on_time() {
     ra.start();
     rb.start();
     let skew = started.elapsed();
+    eprintln!("the second validator started the slot {skew:?} after the first");
     ra.settled().await;
     rb.settled().await;
     assert!(
