@@ -45,6 +45,9 @@ ALTER TABLE agents ADD COLUMN cores INTEGER;
 CREATE TABLE validators (key TEXT PRIMARY KEY, seen_ms BIGINT NOT NULL);
 CREATE TABLE slot_claims (slot BIGINT NOT NULL, gpu_uuid TEXT NOT NULL, validator TEXT NOT NULL, lease_until_ms BIGINT NOT NULL, after_record BIGINT NOT NULL, done BOOLEAN NOT NULL DEFAULT FALSE, PRIMARY KEY (slot, gpu_uuid));
 CREATE INDEX slot_claims_open ON slot_claims (done, lease_until_ms);
+ALTER TABLE records ALTER COLUMN id DROP IDENTITY IF EXISTS;
+CREATE TABLE record_sequence (only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row), next_id BIGINT NOT NULL);
+INSERT INTO record_sequence (next_id) SELECT COALESCE(MAX(id), 0) + 1 FROM records;
 "];
 
 /// The schema version this pog writes and reads.
@@ -528,13 +531,25 @@ impl PgRegistry {
         let kind = serde_json::from_str::<serde_json::Value>(envelope_json)
             .ok()
             .and_then(|v| v.get("kind")?.as_str().map(str::to_owned));
-        let client = self.pool.get().await?;
-        client
-            .execute(
-                "INSERT INTO records (challenge_id, gpu_uuid, accepted, version, kind, envelope) VALUES ($1, $2, $3, $4, $5, $6)",
-                &[&challenge_id, &gpu_uuid, &accepted, &i64::from(RECORD_VERSION), &kind, &envelope_json],
+        // The id is drawn under the sequence row's lock, held to the commit: the fleet's
+        // records commit in id order, so a reader paging by id (the pricing's catch-up) never
+        // passes over one that another validator commits later. A refused insert (a record
+        // stored already) rolls its draw back.
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let id: i64 = tx
+            .query_one(
+                "UPDATE record_sequence SET next_id = next_id + 1 RETURNING next_id - 1",
+                &[],
             )
-            .await?;
+            .await?
+            .try_get(0)?;
+        tx.execute(
+            "INSERT INTO records (id, challenge_id, gpu_uuid, accepted, version, kind, envelope) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[&id, &challenge_id, &gpu_uuid, &accepted, &i64::from(RECORD_VERSION), &kind, &envelope_json],
+        )
+        .await?;
+        tx.commit().await?;
         Ok(())
     }
 

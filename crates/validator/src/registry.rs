@@ -1114,6 +1114,56 @@ mod tests {
     }
 
     #[test]
+    fn validators_writing_at_once_commit_records_in_id_order() {
+        let Some(url) = fresh_postgres_database() else {
+            return;
+        };
+        // Four validators store records at once while a reader pages by id, as the pricing's
+        // catch-up does: it must see every record, none passed over by a later commit.
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let url = url.clone();
+                std::thread::spawn(move || {
+                    let mut registry = Registry::connect(&url).unwrap();
+                    for n in 0..60 {
+                        registry
+                            .record(&format!("w{w}-{n}"), "GPU-seq", true, "{}")
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        let reader = Registry::connect(&url).unwrap();
+        let (mut seen, mut after) = (std::collections::HashSet::new(), 0);
+        let pass = |seen: &mut std::collections::HashSet<i64>, after: &mut i64| {
+            for r in reader.records_since(*after, 1000).unwrap() {
+                assert!(r.id > *after);
+                *after = r.id;
+                seen.insert(r.id);
+            }
+        };
+        while !writers.iter().all(|w| w.is_finished()) {
+            pass(&mut seen, &mut after);
+        }
+        for w in writers {
+            w.join().unwrap();
+        }
+        pass(&mut seen, &mut after);
+        let all: Vec<i64> = reader
+            .records_since(0, 10_000)
+            .unwrap()
+            .iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(all.len(), 240);
+        assert_eq!(
+            seen.len(),
+            240,
+            "the reader passed over records committed late"
+        );
+    }
+
+    #[test]
     fn a_damaged_registry_says_what_to_do_once() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("registry.sqlite");
