@@ -5,6 +5,8 @@
 #                                     server on a free port of 127.0.0.1, print its URL
 #                                     (postgres://pog@127.0.0.1:PORT/postgres) on stdout
 #   scripts/postgres.sh stop DIR      stop it and remove DIR
+#   scripts/postgres.sh pause DIR     stop the server, keeping DIR (a test of a database away)
+#   scripts/postgres.sh resume DIR    start it again on the same port
 #
 # The server programs (initdb, pg_ctl, postgres) come from /usr/lib/postgresql/*/bin or PATH;
 # where they are missing, Debian's `postgresql` is installed with apt-get. They refuse to run
@@ -113,8 +115,27 @@ stop() {
     rm -rf "$dir"
 }
 
+pause() {
+    local dir=${1:?"usage: $0 pause DIR"} bin user
+    bin=$(bin_dir)
+    user=$(cat "$dir/user")
+    as_user "$user" "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >&2
+}
+
+resume() {
+    local dir=${1:?"usage: $0 resume DIR"} bin user port
+    bin=$(bin_dir)
+    user=$(cat "$dir/user")
+    port=$(cat "$dir/port")
+    as_user "$user" "$bin/pg_ctl" -D "$dir/data" -l "$dir/data/server.log" -w -t 30 \
+        -o "-p $port -k $dir/socket -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+        start >&2
+}
+
 case "${1:-}" in
     start) start "${2:-}" ;;
     stop) stop "${2:-}" ;;
-    *) echo "usage: $0 start [DIR] | stop DIR" >&2; exit 2 ;;
+    pause) pause "${2:-}" ;;
+    resume) resume "${2:-}" ;;
+    *) echo "usage: $0 start [DIR] | stop DIR | pause DIR | resume DIR" >&2; exit 2 ;;
 esac

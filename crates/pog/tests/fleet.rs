@@ -1,0 +1,236 @@
+//! A validator fleet on one PostgreSQL database, as real processes (issue 22, item 5): two
+//! `pog validator`s and one agent on a simulated host, rounds every second. One validator is
+//! killed with SIGKILL in the middle of its rounds: the other takes its GPUs over within a few
+//! slots, every slot of a GPU holds at most one proof record, and nothing recorded before is
+//! lost. Then the database itself goes away and comes back: the validator answers clear errors
+//! meanwhile, does not die, and records again once it is back. The test runs a PostgreSQL
+//! cluster of its own (`scripts/postgres.sh`), to stop and start it.
+
+mod common;
+
+use common::{http_get, Service, ValidatorProcess, TEST_ROUNDS};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Now, ms since the Unix epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// The repository's `scripts/postgres.sh`.
+fn postgres_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/postgres.sh")
+}
+
+/// A PostgreSQL cluster of the test's own, stopped and removed when dropped.
+struct Cluster {
+    dir: tempfile::TempDir,
+    url: String,
+}
+
+impl Cluster {
+    /// Starts one; `None` where PostgreSQL cannot run here and it is not required.
+    fn start() -> Option<Cluster> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("bash")
+            .arg(postgres_script())
+            .args(["start", dir.path().to_str().unwrap()])
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            let required = std::env::var("POG_REQUIRE_POSTGRES").is_ok_and(|v| !v.is_empty());
+            let why = String::from_utf8_lossy(&out.stderr);
+            assert!(!required, "PostgreSQL did not start: {why}");
+            eprintln!("skipped: PostgreSQL did not start here: {why}");
+            return None;
+        }
+        let url = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        Some(Cluster { dir, url })
+    }
+
+    /// Runs `scripts/postgres.sh COMMAND` on it (pause, resume).
+    fn run(&self, command: &str) {
+        let status = std::process::Command::new("bash")
+            .arg(postgres_script())
+            .args([command, self.dir.path().to_str().unwrap()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "postgres.sh {command}");
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("bash")
+            .arg(postgres_script())
+            .args(["stop", self.dir.path().to_str().unwrap()])
+            .status();
+    }
+}
+
+/// The GEMM proof records of `uuid`, as `addr` lists them (the `record` of each entry).
+fn proofs(addr: &str, uuid: &str) -> Vec<Value> {
+    let body = http_get(addr, &format!("/v1/records/{uuid}?limit=1000"))
+        .map(|(_, body)| body)
+        .unwrap_or_default();
+    let page: Value = serde_json::from_str(&body).unwrap_or_default();
+    page["records"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r["record"].clone())
+        .filter(|r| r.get("challenge").is_some())
+        .collect()
+}
+
+/// Waits (up to `within`) until `done` holds of `uuid`'s proof records at `addr`; them then.
+fn wait_for(
+    addr: &str,
+    uuid: &str,
+    within: Duration,
+    what: &str,
+    done: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let deadline = Instant::now() + within;
+    loop {
+        let records = proofs(addr, uuid);
+        if done(&records) {
+            return records;
+        }
+        assert!(Instant::now() < deadline, "{what}: {records:#?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A validator of the fleet on `url`, with rounds every second.
+fn validator(root: &Path, name: &str, url: &str) -> ValidatorProcess {
+    let mut flags = vec![
+        "--database",
+        url,
+        "--challenge-every",
+        "1",
+        "--no-memory-proof",
+        "--no-cpu-proof",
+    ];
+    flags.extend_from_slice(TEST_ROUNDS);
+    ValidatorProcess::start(&root.join(name), &flags)
+}
+
+#[test]
+fn a_fleet_survives_a_killed_validator_and_a_database_that_goes_away() {
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let mut a = validator(root.path(), "a", &cluster.url);
+    let b = validator(root.path(), "b", &cluster.url);
+    // One agent, trusting both, registered with the first.
+    let agent = Service::spawn(
+        &root.path().join("agent"),
+        &[
+            "agent",
+            "--listen",
+            "127.0.0.1:0",
+            "--validator",
+            &a.url,
+            "--trust",
+            &a.key,
+            "--trust",
+            &b.key,
+        ],
+        Some("H200 SXM x4; host=0"),
+    );
+    let _serving = agent.line(" GPU(s) at ");
+    let gpus: Vec<String> = a
+        .wait_for_agents(1)
+        .iter()
+        .map(|g| g["uuid"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(gpus.len(), 4);
+    // The slot's GPUs are split between the live validators (by rendezvous hashing of the
+    // GPU and the validator keys, so one may hold all four): wait until every GPU is proven.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let signers = loop {
+        let records: Vec<Vec<Value>> = gpus.iter().map(|u| proofs(&b.addr, u)).collect();
+        if records.iter().all(|r| !r.is_empty()) {
+            break records
+                .iter()
+                .flatten()
+                .filter_map(|r| r["challenge"]["validator_key"].as_str().map(str::to_string))
+                .collect::<std::collections::HashSet<String>>();
+        }
+        assert!(Instant::now() < deadline, "GPUs unproven for a minute");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let before: usize = gpus.iter().map(|u| proofs(&b.addr, u).len()).sum();
+
+    // SIGKILL a validator that holds GPUs, in the middle of its rounds: the other takes them
+    // over.
+    let (mut victim, mut survivor) = if signers.contains(&a.key) {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    victim.service.kill();
+    let b = &mut survivor;
+    let killed_at = now_ms();
+    for uuid in &gpus {
+        wait_for(
+            &b.addr,
+            uuid,
+            Duration::from_secs(30),
+            "proven again after the kill",
+            |records| {
+                records
+                    .iter()
+                    .any(|r| r["recorded_at_ms"].as_u64().unwrap_or(0) > killed_at + 3_000)
+            },
+        );
+    }
+    // Nothing recorded before is lost, and no GPU has two proof records in one slot.
+    let after: usize = gpus.iter().map(|u| proofs(&b.addr, u).len()).sum();
+    assert!(after > before, "{after} records after, {before} before");
+    for uuid in &gpus {
+        let mut slots = std::collections::HashMap::new();
+        for r in proofs(&b.addr, uuid) {
+            let recorded = r["recorded_at_ms"].as_u64().unwrap();
+            *slots.entry(recorded / 1000).or_insert(0) += 1;
+        }
+        let twice: Vec<_> = slots.iter().filter(|(_, n)| **n > 1).collect();
+        assert!(
+            twice.is_empty(),
+            "{uuid}: slots with two records: {twice:?}"
+        );
+    }
+
+    // The database goes away: the API says so, the validator keeps running.
+    cluster.run("pause");
+    std::thread::sleep(Duration::from_secs(3));
+    let (status, body) = http_get(&b.addr, "/v1/gpus").expect("the API answers");
+    assert!(status >= 500, "{status} {body}");
+    b.service.assert_running();
+    // It comes back: rounds are recorded again.
+    cluster.run("resume");
+    let back_at = now_ms();
+    for uuid in &gpus {
+        wait_for(
+            &b.addr,
+            uuid,
+            Duration::from_secs(60),
+            "proven again once the database is back",
+            |records| {
+                records
+                    .iter()
+                    .any(|r| r["recorded_at_ms"].as_u64().unwrap_or(0) > back_at)
+            },
+        );
+    }
+    b.service.assert_running();
+    drop(agent);
+    b.stop();
+}
