@@ -34,9 +34,9 @@ pub fn exact_dot(
 ) -> Option<(f64, f64)> {
     let per = storage.per_hash();
     if !matches!(storage, Storage::I8 | Storage::Bf16 | Storage::F16)
-        || start_a % per != 0
-        || start_b % per != 0
-        || k % per != 0
+        || !start_a.is_multiple_of(per)
+        || !start_b.is_multiple_of(per)
+        || !k.is_multiple_of(per)
     {
         return None;
     }
