@@ -142,6 +142,15 @@ pub fn verify(
     proof: &[Hash],
     root: &Hash,
 ) -> Result<(), MultiproofError> {
+    if root_of(size, leaves, proof)? != *root {
+        return Err(MultiproofError::WrongRoot);
+    }
+    Ok(())
+}
+
+/// The root that `leaves` (as [`verify`] takes them) and the multiproof `proof` lead to, every
+/// hash of the proof used: [`verify`] without the comparison.
+pub fn root_of(size: u64, leaves: &[(u64, Hash)], proof: &[Hash]) -> Result<Hash, MultiproofError> {
     check_indices(size, leaves.iter().map(|(leaf, _)| *leaf))?;
     let mut next = proof.iter();
     let computed = compute(0, size, leaves, &mut next)?;
@@ -149,10 +158,7 @@ pub fn verify(
     if left_over > 0 {
         return Err(MultiproofError::TooLong(left_over));
     }
-    if computed != *root {
-        return Err(MultiproofError::WrongRoot);
-    }
-    Ok(())
+    Ok(computed)
 }
 
 /// How many hashes the multiproof of `leaves` (indices, strictly increasing) in a tree of
