@@ -3,25 +3,22 @@
 //! H200 SXM), 1024 spot checks, against the budgets of issue 23: 10 ms of one core and 1 MiB
 //! each way. Per plan it measures
 //! - the recomputation of the 1024 drawn elements (`SeededGemm::reference`);
-//! - the openings as they travel today (wire v2: one hex leaf of 1024 elements and a hex
-//!   inclusion proof per drawn element): decoding, leaf hashes, inclusion proofs, and the
-//!   signed message's bytes;
-//! - the compact layout (128-byte leaves, the opened leaves and one RFC 6962 multiproof,
-//!   base64 in the JSON body): decoding, leaf hashes, the multiproof's verification, and the
-//!   signed message's bytes;
+//! - the openings as they travel (challenge version 4, `wire::Openings`: 128-byte leaves, the
+//!   opened leaves end to end and one RFC 6962 multiproof, base64 in the signed JSON body):
+//!   the envelope's decoding and signature check, the fields' decoding, the leaf hashes, the
+//!   multiproof's verification, and the signed message's bytes;
 //!
 //! and then the proof of memory's per-model challenge of an H200 (128 walkers, each 64 items
 //! recomputed). Openings are synthetic (random bytes and hashes, with the root they lead to):
-//! the work and the bytes are those of real ones. Run with
+//! the work and the bytes are those of real ones (a field's base64 length depends only on the
+//! leaves asked and the tree's size). Run with
 //! `cargo run --release -p pog-proof --example verify_cost`.
 
 use base64::Engine;
-use pog_merkle::{leaf_hash, multiproof, node_hash, verify_inclusion, Hash};
+use pog_merkle::{leaf_hash, multiproof, Hash};
 use pog_proof::challenge::{Addressee, Challenge, CHALLENGE_VERSION};
-use pog_proof::layout::output_bytes;
-use pog_proof::prover::Opening;
 use pog_proof::verify::draw_samples;
-use pog_proof::wire::WireOpening;
+use pog_proof::wire::Openings;
 use pog_spec::{Precision, SpecDb};
 use std::time::Instant;
 
@@ -29,8 +26,6 @@ use std::time::Instant;
 const BUDGET_MS: f64 = 10.0;
 /// Bytes each way per GEMM challenge (issue 23, item 3).
 const BUDGET_BYTES: usize = 1 << 20;
-/// The compact layout's leaf: 128 bytes (64 BF16/FP16 or 32 INT8 outputs).
-const COMPACT_LEAF_BYTES: usize = 128;
 
 fn addressee() -> Addressee {
     Addressee {
@@ -64,18 +59,17 @@ fn main() {
     );
     for precision in [Precision::Bf16, Precision::Fp16, Precision::Int8] {
         let plan = pog_proof::params::plan_at(h200, db, precision).expect("an H200 plan");
-        let challenge = |leaf_elements: u32| Challenge {
+        let challenge = Challenge {
             version: CHALLENGE_VERSION,
             nonce: [1; 32],
             to: addressee(),
             precision,
             size: plan.size,
             batch: plan.batch,
-            leaf_elements,
+            leaf_elements: pog_proof::params::leaf_elements(precision),
         };
-        let today = challenge(pog_proof::params::LEAF_ELEMENTS);
         let samples = draw_samples(
-            &today,
+            &challenge,
             &[2; 32],
             &[3; 32],
             pog_proof::soundness::DEFAULT_SAMPLES,
@@ -83,26 +77,22 @@ fn main() {
         let (recompute_ms, sink) = best_of_three(|| {
             samples
                 .iter()
-                .map(|p| today.gemm(p.gemm).reference(p.row, p.col).value)
+                .map(|p| challenge.gemm(p.gemm).reference(p.row, p.col).value)
                 .sum::<f64>()
         });
-        let (hex_ms, hex_bytes) = hex_openings(&today, &signer);
-        let compact = challenge((COMPACT_LEAF_BYTES / output_bytes(precision)) as u32);
-        let (compact_ms, compact_bytes) = compact_openings(&compact, &signer);
-        let total = recompute_ms + compact_ms;
+        let (openings_ms, bytes) = openings_cost(&challenge, &signer);
+        let total = recompute_ms + openings_ms;
         println!(
             "{precision:?} n = {} ×{}: recompute {} elements {recompute_ms:.1} ms [{sink:.0}]; \
-             wire v2 (hex, {} B leaves): openings {hex_ms:.1} ms, {} KiB; \
-             compact ({COMPACT_LEAF_BYTES} B leaves, multiproof, base64): openings {compact_ms:.1} ms, {} KiB; \
+             openings ({} B leaves, multiproof, base64) {openings_ms:.1} ms, {} KiB; \
              total {total:.1} ms ({:.2} of {BUDGET_MS} ms), {:.2} of 1 MiB",
             plan.size,
             plan.batch,
             samples.len(),
-            today.leaf_len(0),
-            hex_bytes / 1024,
-            compact_bytes / 1024,
+            challenge.leaf_len(0),
+            bytes / 1024,
             total / BUDGET_MS,
-            compact_bytes as f64 / BUDGET_BYTES as f64,
+            bytes as f64 / BUDGET_BYTES as f64,
         );
     }
     memory_cost();
@@ -115,65 +105,11 @@ fn noise(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// Today's openings (wire v2) of the leaves holding 1024 drawn elements: the signed message's
-/// bytes, and the ms to decode the hex, hash each leaf and check each inclusion proof.
-fn hex_openings(c: &Challenge, signer: &pog_signed::Identity) -> (f64, usize) {
-    // A perfect tree as deep as the challenge's: most of its leaves' paths have this length
-    // (the left-full part of an RFC 6962 tree).
-    let depth = pog_merkle::level_sizes(c.leaf_count()).len() - 1;
-    let leaves = 1u64 << depth;
-    let mut wire = Vec::new();
-    let mut roots = Vec::new();
-    for i in 0..1024u64 {
-        let bytes = noise(i, c.leaf_len(0));
-        let proof: Vec<Hash> = (0..depth).map(|d| leaf_hash(&[d as u8, i as u8])).collect();
-        // The root this leaf and proof lead to.
-        let index = i * (leaves / 1024);
-        let mut h = leaf_hash(&bytes);
-        for (d, sibling) in proof.iter().enumerate() {
-            h = if (index >> d) & 1 == 0 {
-                node_hash(&h, sibling)
-            } else {
-                node_hash(sibling, &h)
-            };
-        }
-        roots.push(h);
-        wire.push(WireOpening::from(&Opening {
-            leaf: index,
-            bytes,
-            proof,
-        }));
-    }
-    let message = pog_proof::wire::Openings {
-        challenge_id: "0123456789abcdef".into(),
-        openings: wire.clone(),
-    };
-    let envelope = signer
-        .seal(pog_proof::wire::kind::OPENINGS, &message)
-        .expect("sealed");
-    let bytes = serde_json::to_vec(&envelope).expect("JSON").len();
-    let (ms, verified) = best_of_three(|| {
-        let mut verified = 0;
-        for (w, root) in wire.iter().zip(&roots) {
-            let o = Opening::try_from(w).expect("well-formed");
-            verified += usize::from(verify_inclusion(
-                &leaf_hash(&o.bytes),
-                o.leaf,
-                leaves,
-                &o.proof,
-                root,
-            ));
-        }
-        verified
-    });
-    assert_eq!(verified, 1024, "every synthetic opening must verify");
-    (ms, bytes)
-}
-
-/// The compact layout's openings of the leaves holding 1024 drawn elements: the opened leaves
-/// end to end and one multiproof, each base64 in the signed JSON body. Returns the ms to
-/// decode both, hash the leaves and verify the multiproof, and the signed message's bytes.
-fn compact_openings(c: &Challenge, signer: &pog_signed::Identity) -> (f64, usize) {
+/// The openings of the leaves holding 1024 drawn elements, as `wire::Openings` carries them.
+/// Returns the ms to decode the envelope and both fields, hash the leaves and verify the
+/// multiproof (what `ValidatorSession::on_openings` does besides the values' checks), and the
+/// signed message's bytes.
+fn openings_cost(c: &Challenge, signer: &pog_signed::Identity) -> (f64, usize) {
     let size = c.leaf_count();
     let positions = draw_samples(c, &[2; 32], &[3; 32], 1024);
     let mut leaves: Vec<u64> = positions.iter().map(|p| c.leaf_of(*p).0).collect();
@@ -197,25 +133,19 @@ fn compact_openings(c: &Challenge, signer: &pog_signed::Identity) -> (f64, usize
         .collect();
     let root = multiproof::root_of(size, &hashed, &proof).expect("the proof's root");
     let b64 = base64::engine::general_purpose::STANDARD;
-    let message = serde_json::json!({
-        "challenge_id": "0123456789abcdef",
-        "leaves": b64.encode(&bytes),
-        "proof": b64.encode(proof.concat()),
-    });
+    let message = Openings {
+        challenge_id: "0123456789abcdef".into(),
+        leaves: b64.encode(&bytes),
+        proof: b64.encode(proof.concat()),
+    };
     let envelope = signer
         .seal(pog_proof::wire::kind::OPENINGS, &message)
         .expect("sealed");
     let wire = serde_json::to_vec(&envelope).expect("JSON");
     let (ms, ok) = best_of_three(|| {
-        let (message, _): (serde_json::Value, _) =
+        let (message, _): (Openings, _) =
             pog_signed::decode(&wire, pog_proof::wire::kind::OPENINGS).expect("decoded");
-        let field = |name: &str| b64.decode(message[name].as_str().expect("a string"));
-        let bytes = field("leaves").expect("base64");
-        let proof: Vec<Hash> = field("proof")
-            .expect("base64")
-            .chunks_exact(32)
-            .map(|h| h.try_into().expect("32 bytes"))
-            .collect();
+        let (bytes, proof) = message.decode(bytes.len(), hashes).expect("well-formed");
         let mut at = 0;
         let hashed: Vec<(u64, Hash)> = leaves
             .iter()

@@ -714,3 +714,54 @@ async fn a_relay_cannot_pass_a_victims_work_off_under_its_own_key() {
             .accepted
     );
 }
+
+/// A real exchange over HTTP at 1024 spot checks, with the plans' 128-byte leaves (INT8: 32
+/// outputs a leaf) over 4096 leaves: the agent's answer is the leaves asked and one
+/// multiproof, and the bytes the validator counted from the agent are the commitment plus
+/// exactly what the openings' two base64 fields take for the leaves it drew, plus the signed
+/// envelope. (The H200 plans' sizes follow from the same count over their trees:
+/// `pog_proof::session` tests `h200_plans_answer_in_under_1_mib`.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_exchange_answers_1024_checks_in_the_bytes_the_leaves_take() {
+    let h = Harness::new().serve().await;
+    let status = h.agent(12, vec![claim("GPU-bytes")]).await.status();
+    assert_eq!(status, 200);
+    let policy = Policy {
+        size: 128,
+        batch: 8,
+        samples: 1024,
+        expected_ms: 60_000.0,
+        expiry_ms: 60_000,
+        ..policy()
+    };
+    let record = h.v.challenge::<Gemm>("GPU-bytes", &policy).await.unwrap();
+    assert!(record.accepted, "{record:?}");
+    let c = &record.details.challenge;
+    assert_eq!((c.leaf_elements, c.leaf_count()), (32, 4096));
+    let outcome = record.outcome.as_ref().unwrap();
+    let secret: [u8; 32] = hex::decode(&record.spot_check_secret)
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let root: [u8; 32] = hex::decode(&outcome.root).unwrap().try_into().unwrap();
+    let mut leaves: Vec<u64> = pog_proof::verify::draw_samples(c, &root, &secret, 1024)
+        .iter()
+        .map(|p| c.leaf_of(*p).0)
+        .collect();
+    leaves.sort_unstable();
+    leaves.dedup();
+    let leaf_bytes: usize = leaves.iter().map(|l| c.leaf_len(*l)).sum();
+    let hashes = pog_merkle::multiproof::proof_len(c.leaf_count(), &leaves).unwrap();
+    let fields = pog_proof::wire::Openings::limit(leaf_bytes, hashes)
+        - pog_proof::wire::OPENINGS_OVERHEAD;
+    eprintln!(
+        "{} leaves of 128 B, {hashes} hashes: fields {fields} B, from the agent {} B, to it {} B",
+        leaves.len(),
+        record.bytes_from_agent,
+        record.bytes_to_agent
+    );
+    // The rest is the commitment and both envelopes: well under 2 KiB.
+    let rest = record.bytes_from_agent - fields;
+    assert!(rest < 2048, "{rest} bytes besides the openings' fields");
+    assert!(record.bytes_from_agent <= 1 << 20 && record.bytes_to_agent <= 1 << 20);
+}
