@@ -765,3 +765,69 @@ async fn a_real_exchange_answers_1024_checks_in_the_bytes_the_leaves_take() {
     assert!(rest < 2048, "{rest} bytes besides the openings' fields");
     assert!(record.bytes_from_agent <= 1 << 20 && record.bytes_to_agent <= 1 << 20);
 }
+
+/// Openings padded far past what the leaves asked take, or with a leaf's bytes cut short, over
+/// HTTP (a layer in front of an honest agent rewrites its answer and signs it again with the
+/// agent's key): the validator reads no more of the answer than the leaves asked take, each
+/// record names what was wrong in the validator's words, and the agent keeps answering.
+#[tokio::test(flavor = "multi_thread")]
+async fn padded_or_short_openings_are_failures_on_record() {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    let h = Harness::new().serve().await;
+    // 0: 4 MiB of base64 appended to the multiproof; 1: the leaves 44 characters short; 2: as
+    // the agent answered.
+    let mode = Arc::new(AtomicU8::new(0));
+    let rewrite = mode.clone();
+    let agent = h
+        .agent(62, vec![claim("GPU-pad")])
+        .routed(move |router| {
+            router.layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let mode = rewrite.load(Ordering::SeqCst);
+                    async move {
+                        let open = request.uri().path() == "/v1/open";
+                        let response = next.run(request).await;
+                        if !open || mode == 2 {
+                            return response;
+                        }
+                        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+                            .await
+                            .unwrap();
+                        let (mut o, _): (wire::Openings, _) =
+                            pog_signed::decode(&bytes, kind::OPENINGS).unwrap();
+                        if mode == 0 {
+                            o.proof.push_str(&"A".repeat(4 << 20));
+                        } else {
+                            o.leaves.truncate(o.leaves.len() - 44);
+                        }
+                        let sealed = Identity::from_seed([62; 32])
+                            .seal(kind::OPENINGS, &o)
+                            .unwrap();
+                        axum::response::Response::builder()
+                            .header("content-type", "application/json")
+                            .body(axum::body::Body::from(serde_json::to_vec(&sealed).unwrap()))
+                            .unwrap()
+                    }
+                },
+            ))
+        })
+        .await;
+    assert_eq!(agent.status(), 200);
+    let padded = h.v.challenge::<Gemm>("GPU-pad", &policy()).await.unwrap();
+    assert!(!padded.accepted);
+    let message = padded.failure.unwrap().message;
+    assert!(
+        message.starts_with("the agent's answer exceeded") && message.ends_with(" bytes"),
+        "{message}"
+    );
+    mode.store(1, Ordering::SeqCst);
+    let short = h.v.challenge::<Gemm>("GPU-pad", &policy()).await.unwrap();
+    assert!(!short.accepted);
+    assert_eq!(
+        short.failure.unwrap().message,
+        "malformed openings: the leaves are shorter than the leaves asked take"
+    );
+    mode.store(2, Ordering::SeqCst);
+    let honest = h.v.challenge::<Gemm>("GPU-pad", &policy()).await.unwrap();
+    assert!(honest.accepted, "{honest:?}");
+}
