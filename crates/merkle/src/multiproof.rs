@@ -329,6 +329,11 @@ mod tests {
             prop_assert_eq!(proof_len(size, &wanted), Ok(proof.len()));
             let paths: usize = wanted.iter().map(|i| t.inclusion_proof(*i).unwrap().len()).sum();
             prop_assert!(proof.len() <= paths);
+            // k leaves of a tree of depth d need at most k·(d − ⌊log₂ k⌋) hashes (the bound
+            // docs/protocol.md, "Cost", sizes the H200 plans' openings by).
+            let (k, depth) = (wanted.len(), 64 - (size.max(2) - 1).leading_zeros() as usize);
+            let bound = k * depth.saturating_sub(k.ilog2() as usize);
+            prop_assert!(proof.len() <= bound, "{} hashes, bound {}", proof.len(), bound);
             let mut bad_leaves = leaves.clone();
             bad_leaves[tamper.index(leaves.len())].1[0] ^= 1;
             prop_assert!(verify(size, &bad_leaves, &proof, &t.root()).is_err());
