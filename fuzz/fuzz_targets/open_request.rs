@@ -1,4 +1,5 @@
-//! Any body, correctly signed, as an open request, opened by a prover
+//! Any body, correctly signed, as an open request, checked and answered as the agent's
+//! `/v1/open` does: the leaves opened by a prover, their paths merged into one multiproof
 //! (`pog_fuzzing::open_request`).
 #![no_main]
 

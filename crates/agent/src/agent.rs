@@ -24,7 +24,7 @@ use pog_proof::prover::Prover;
 use pog_proof::task::Task;
 use pog_proof::timing::CLOCK_SKEW_MS;
 use pog_proof::wire::{
-    self, kind, ChallengeMessage, Commitment, GpuClaim, OpenRequest, Openings, WireOpening,
+    self, kind, BadOpenRequest, ChallengeMessage, Commitment, GpuClaim, OpenRequest, Openings,
 };
 use pog_proof::wire::{CpuChallengeMessage, MemoryChallengeMessage, MemoryReady, WalkMessage};
 use pog_proof::Challenge;
@@ -957,6 +957,10 @@ async fn timed_from_slot(
     })
 }
 
+/// `POST /v1/open`: the issuing validator's request to open a computed challenge, answered
+/// once with the leaves asked and one multiproof of them ([`Openings::compact`]). A request
+/// for no leaves, too many, leaves past the commitment or not strictly increasing is refused
+/// before anything is opened, and leaves the challenge to its issuer.
 async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
     let (request, signer): (OpenRequest, PublicKey) = pog_signed::decode(&body, kind::OPEN)?;
     if !agent.trusted_validators.contains(&signer) {
@@ -996,30 +1000,27 @@ async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, 
                 ),
             ));
         }
-        if let Some(leaf) = request.leaves.iter().find(|&&l| l >= prover.leaf_count()) {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "leaf {leaf} is out of range: the commitment has {}",
-                    prover.leaf_count()
-                ),
-            ));
+        // Leaves in range, strictly increasing (one multiproof proves them), at least one.
+        if let Err(bad) = request.check(prover.leaf_count(), MAX_OPENINGS) {
+            let status = match bad {
+                BadOpenRequest::TooMany { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            return Err(ApiError::new(status, bad.to_string()));
         }
         provers
             .remove(&request.challenge_id)
             .map(|computed| computed.prover)
             .expect("present: checked under the same lock")
     };
-    let leaves = request.leaves.clone();
-    let openings = blocking("opening leaves failed".into(), move || prover.open(&leaves))
-        .await?
-        .iter()
-        .map(WireOpening::from)
-        .collect();
-    let answer = Openings {
-        challenge_id: request.challenge_id,
-        openings,
-    };
+    // The leaves with their paths, the paths merged into one multiproof (wire::Openings).
+    let leaves = request.leaves;
+    let id = request.challenge_id;
+    let answer = blocking("opening leaves failed".into(), move || {
+        let opened = prover.open(&leaves).map_err(|e| e.to_string())?;
+        Openings::compact(id, prover.leaf_count(), &opened).map_err(|e| e.to_string())
+    })
+    .await?;
     Ok(envelope_response(
         agent.signer().seal(kind::OPENINGS, &answer)?,
     ))

@@ -156,7 +156,7 @@ mod tests {
             precision,
             size: plan.size,
             batch: plan.batch,
-            leaf_elements: 1024,
+            leaf_elements: pog_proof::params::leaf_elements(precision),
         };
         assert_eq!(gemm_planned_ms(MODEL, &c), Some(plan.expected_ms));
         // Twice the products, twice the time; half the size, an eighth.

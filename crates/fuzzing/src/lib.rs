@@ -13,7 +13,7 @@
 
 use pog_proof::challenge::CHALLENGE_VERSION;
 use pog_proof::memory::{MemoryChallenge, MEMORY_VERSION};
-use pog_proof::prover::{Behaviour, CpuProver, Opening, Prover};
+use pog_proof::prover::{Behaviour, CpuProver, Prover};
 use pog_proof::session::{Outcome, ValidatorSession};
 use pog_proof::wire::{
     self, kind, ChallengeMessage, Commitment, MemoryChallengeMessage, MemoryReady, OpenRequest,
@@ -264,19 +264,25 @@ pub fn commitment(body: &[u8]) -> Result<OpenRequest, String> {
         .map_err(|e| e.to_string())
 }
 
-/// A signed open request body, decoded as the agent's `/v1/open` does, then opened by the
-/// fixture's prover (which refuses leaves out of range).
-pub fn open_request(body: &[u8]) -> Result<Vec<Opening>, String> {
+/// A signed open request body, decoded and answered as the agent's `/v1/open` does: the
+/// request checked (at least one leaf, at most `pog_agent::agent::MAX_OPENINGS`, strictly
+/// increasing, in range), the leaves opened by the fixture's prover and their paths merged
+/// into one multiproof. Returns the openings.
+pub fn open_request(body: &[u8]) -> Result<Openings, String> {
     let request: OpenRequest = decode(body, kind::OPEN)?;
-    fixture()
-        .prover
-        .open(&request.leaves)
+    let prover = &fixture().prover;
+    request
+        .check(prover.leaf_count(), pog_agent::agent::MAX_OPENINGS)
+        .map_err(|e| e.to_string())?;
+    let opened = prover.open(&request.leaves).map_err(|e| e.to_string())?;
+    Openings::compact(request.challenge_id, prover.leaf_count(), &opened)
         .map_err(|e| e.to_string())
 }
 
 /// A signed openings body, decoded and given to a validator session that has taken the honest
-/// commitment: each opening's hex to bytes and hashes, then the check of every drawn element
-/// (leaf, length, inclusion proof, value). Returns the verdict.
+/// commitment: both fields' lengths against the leaves asked, their base64, the leaf hashes
+/// and the multiproof against the root, then the check of every drawn element. Returns the
+/// verdict.
 pub fn openings(body: &[u8]) -> Result<Outcome, String> {
     let openings: Openings = decode(body, kind::OPENINGS)?;
     let f = fixture();

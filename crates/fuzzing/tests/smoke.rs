@@ -3,8 +3,7 @@
 //! the body parsers and the session behind them).
 
 use pog_fuzzing::{fixture, seal};
-use pog_proof::prover::Prover;
-use pog_proof::wire::{kind, GpuClaim, OpenRequest, Openings, Register, WireOpening};
+use pog_proof::wire::{kind, GpuClaim, OpenRequest, Openings, Register};
 use serde_json::Value;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -216,11 +215,7 @@ fn open_request() -> OpenRequest {
 /// The honest openings for that request.
 fn honest_openings() -> Openings {
     let request = open_request();
-    let opened = fixture().prover.open(&request.leaves).expect("in range");
-    Openings {
-        challenge_id: request.challenge_id,
-        openings: opened.iter().map(WireOpening::from).collect(),
-    }
+    pog_fuzzing::open_request(&json(&request)).expect("the honest request is opened")
 }
 
 #[test]
@@ -251,15 +246,58 @@ fn commitment_never_panics() {
 fn open_request_never_panics() {
     let seeds = vec![json(&open_request())];
     let opened = pog_fuzzing::open_request(&seeds[0]).expect("the request is opened");
-    assert_eq!(opened.len(), open_request().leaves.len());
+    assert_eq!(opened.challenge_id, open_request().challenge_id);
+    // Unsorted, duplicated, empty or out-of-range requests are refused, not opened.
+    let mut request = open_request();
+    let refused = |request: &OpenRequest| pog_fuzzing::open_request(&json(request)).unwrap_err();
+    request.leaves.reverse();
+    assert!(refused(&request).contains("strictly increasing"));
+    request.leaves = vec![1, 1];
+    assert!(refused(&request).contains("strictly increasing"));
+    request.leaves = vec![];
+    assert!(refused(&request).contains("no leaves"));
+    request.leaves = vec![1 << 40];
+    assert!(refused(&request).contains("out of range"));
     fuzz("open_request", &seeds, pog_fuzzing::open_request);
 }
 
 #[test]
 fn openings_never_panic() {
-    let seeds = vec![json(&honest_openings())];
-    let outcome = pog_fuzzing::openings(&seeds[0]).expect("the honest openings are taken");
+    let honest = honest_openings();
+    let outcome = pog_fuzzing::openings(&json(&honest)).expect("the honest openings are taken");
     assert!(outcome.accepted && outcome.checked > 0, "{outcome:?}");
+    // Seeds a hash short, a leaf's bytes short, with the fields swapped, and with a proof of
+    // padding only: each a typed error, and each a start for the mutations.
+    let short_proof = Openings {
+        proof: honest.proof[..honest.proof.len() - 44].into(),
+        ..honest.clone()
+    };
+    let short_leaves = Openings {
+        leaves: honest.leaves[..honest.leaves.len() - 88].into(),
+        ..honest.clone()
+    };
+    let swapped = Openings {
+        leaves: honest.proof.clone(),
+        proof: honest.leaves.clone(),
+        ..honest.clone()
+    };
+    let padding = Openings {
+        proof: "=".repeat(honest.proof.len()),
+        ..honest.clone()
+    };
+    for (bad, expected) in [
+        (&short_proof, "fewer than"),
+        (&short_leaves, "fewer than"),
+        (&swapped, "characters of base64"),
+        (&padding, "not canonical base64"),
+    ] {
+        let err = pog_fuzzing::openings(&json(bad)).unwrap_err();
+        assert!(err.contains(expected), "{err}");
+    }
+    let seeds: Vec<Vec<u8>> = [&honest, &short_proof, &short_leaves, &swapped]
+        .into_iter()
+        .map(json)
+        .collect();
     fuzz("openings", &seeds, pog_fuzzing::openings);
 }
 

@@ -37,8 +37,8 @@ pub struct ProveOptions {
     pub size: Option<u64>,
     /// Independent GEMMs instead of the plan's.
     pub batch: Option<u32>,
-    /// Output elements per Merkle leaf.
-    pub leaf_elements: u32,
+    /// Output elements per Merkle leaf instead of the plan's (128 bytes of outputs).
+    pub leaf_elements: Option<u32>,
     /// Spot checks opened per challenge (the memory proof takes at most its own count).
     pub samples: u32,
     /// The time bound instead of the claimed model's expected time.
@@ -89,7 +89,7 @@ impl Default for ProveOptions {
             precision: None,
             size: None,
             batch: None,
-            leaf_elements: pog_proof::params::LEAF_ELEMENTS,
+            leaf_elements: None,
             samples: 1024,
             expected_ms: None,
             against_cpu: false,
@@ -534,7 +534,7 @@ fn plan(options: &ProveOptions, model: &str) -> Result<Planned, GpuProofError> {
         precision,
         size,
         batch,
-        leaf_elements: options.leaf_elements,
+        leaf_elements: options.leaf_elements.unwrap_or(base.leaf_elements),
         expected_ms: options.expected_ms.unwrap_or(work(batch, size) / rate),
         lead: base.lead,
         // A shape or bound overridden by hand is not the validator's plan.

@@ -10,7 +10,7 @@ use pog_proof::memory::{MemoryChallenge, MemoryPlan, MemoryRate};
 use pog_proof::prover::Prover;
 use pog_proof::session::{Outcome, SpotChecked, ValidatorSession};
 use pog_proof::timing::now_ms;
-use pog_proof::wire::{kind, ChallengeMessage, Commitment, Openings, WireOpening};
+use pog_proof::wire::{kind, ChallengeMessage, Commitment, Openings};
 use pog_records::{Exchange, Gemm, HostCpu, Memory, Planned, ProofKind};
 use pog_signed::random_bytes;
 use pog_signed::{GpuUuid, Identity};
@@ -33,6 +33,9 @@ pub enum SelfCheckError {
     /// The prover could not open the spot-checked leaves.
     #[error(transparent)]
     Open(#[from] pog_proof::prover::OpenError),
+    /// The prover's inclusion paths do not make one multiproof (a prover's fault).
+    #[error("the opened leaves' paths make no multiproof: {0}")]
+    Multiproof(#[from] pog_merkle::multiproof::MultiproofError),
     /// A message could not be signed or read.
     #[error(transparent)]
     Wire(#[from] pog_signed::WireError),
@@ -49,7 +52,7 @@ pub struct Measured {
     pub expected_ms: f64,
     /// The time measured from the start of the timed phase to the commitment, ms.
     pub commit_ms: f64,
-    /// Time to open the spot-checked leaves, ms.
+    /// Time to open the spot-checked leaves and merge their paths into one multiproof, ms.
     pub open_ms: f64,
     /// The validator's CPU time to verify the openings, ms.
     pub verify_ms: f64,
@@ -294,11 +297,8 @@ fn settle<C: SpotChecked>(
 
     let opening = Instant::now();
     let opened = prover.open(&request.leaves)?;
+    let openings = Openings::compact(session.id().to_string(), prover.leaf_count(), &opened)?;
     let open_ms = opening.elapsed().as_secs_f64() * 1e3;
-    let openings = Openings {
-        challenge_id: session.id().to_string(),
-        openings: opened.iter().map(WireOpening::from).collect(),
-    };
     from_agent += sealed_len(agent, kind::OPENINGS, &openings)?;
 
     let verifying = Instant::now();

@@ -17,6 +17,9 @@
 
 use pog_spec::Precision;
 
+mod exact;
+pub use exact::exact_dot;
+
 /// The CUDA C twin of [`bits`], compiled by NVRTC. Kernels: `pog_fill_words(out, words, seed,
 /// format)` writes whole hashes (8 bytes of elements each); `pog_fill_u64/u32/u16/u8(out,
 /// first, n, seed, format)` writes elements one at a time; `format` =
@@ -26,6 +29,7 @@ pub const CUDA_SOURCE: &str = include_str!("fill.cu");
 const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// splitmix64's output of step `index + 1` from state `seed`.
+#[inline(always)]
 pub fn hash(seed: u64, index: u64) -> u64 {
     let mut z = seed.wrapping_add(index.wrapping_add(1).wrapping_mul(GOLDEN));
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -382,7 +386,9 @@ pub struct Reference {
     pub value: f64,
     /// Σ|a·b|: scales accumulation error.
     pub abs_sum: f64,
-    /// Σ(a·b)²: scales the random error of rounded inputs (TF32).
+    /// Σ(a·b)²: scales the random error of rounded inputs (TF32). Only the precisions whose
+    /// bound reads it compute it: it is 0 for INT8, BF16 and FP16, whose sums
+    /// [`SeededGemm::reference`] takes exactly in integers ([`exact_dot`]).
     pub square_sum: f64,
 }
 
@@ -426,6 +432,21 @@ impl SeededGemm {
     /// Recomputes `D[row, col]` in f64 (O(k) element evaluations).
     pub fn reference(&self, row: u64, col: u64) -> Reference {
         let storage = Storage::of(self.precision);
+        if self.a_layout == ALayout::KMajor {
+            let exact = exact_dot(
+                storage,
+                (self.seed_a, row * self.k),
+                (self.seed_b, col * self.k),
+                self.k,
+            );
+            if let Some((value, abs_sum)) = exact {
+                return Reference {
+                    value,
+                    abs_sum,
+                    square_sum: 0.0,
+                };
+            }
+        }
         let k = self.k as usize;
         let mut a = vec![0.0; k];
         let mut b = vec![0.0; k];

@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+pub mod multiproof;
 use sha2::{Digest, Sha256};
 
 /// A SHA-256 digest.

@@ -50,7 +50,7 @@ fn main() {
                     .iter()
                     .find(|o| o.leaf == run.leaf_of(*p))
                     .expect("opened");
-                run.check_opening(&root, *p, o)
+                run.check_segment(*p, &o.bytes)
                     .expect("an honest run checks out");
             }
             let verify_ms = t.elapsed().as_secs_f64() * 1e3;

@@ -5,8 +5,12 @@ use pog_spec::Precision;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// Version of the challenge encoding and seed derivation; bumped on any change.
-pub const CHALLENGE_VERSION: u32 = 3;
+/// Version of the challenge's encoding, seed derivation and answer; bumped on any change.
+/// 4: the openings travel compact (`wire::Openings`: the leaves end to end and one multiproof,
+/// base64) and plans cut 128-byte leaves (`params::LEAF_BYTES`); an agent of version 3 refuses
+/// the challenge instead of answering in a shape the validator no longer reads. The seeds are
+/// derived as in version 3 (domain "pog-proof v3").
+pub const CHALLENGE_VERSION: u32 = 4;
 
 /// What the validator asks one GPU to compute.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -21,8 +21,17 @@ pub const PROOF_PRECISIONS: [Precision; 4] = [
     Precision::Fp32,
 ];
 
-/// Output elements per leaf: 1024 (2–4 KiB leaves) keeps the tree small and an opening cheap.
-pub const LEAF_ELEMENTS: u32 = 1024;
+/// Bytes per Merkle leaf of a planned challenge: 128 (64 BF16 or FP16 outputs, 32 INT8 or FP32
+/// outputs). The openings of 1024 spot checks are about 1024 leaves and one multiproof
+/// (`wire::Openings`): 128-byte leaves keep them under 1 MiB for every H200 plan, where the
+/// 2–4 KiB leaves of challenge version 3 took 5.7–9.7 MiB as hex (docs/protocol.md, "Cost").
+/// A multiple of 64, which the GPU's fast leaf-hashing kernel needs.
+pub const LEAF_BYTES: usize = 128;
+
+/// Output elements per leaf in `precision`: [`LEAF_BYTES`] of its outputs (at least one).
+pub fn leaf_elements(precision: Precision) -> u32 {
+    (LEAF_BYTES / crate::layout::output_bytes(precision)).max(1) as u32
+}
 
 /// Share of the datasheet peak a proof is expected to sustain when pog has no measurement of
 /// the model (a power-capped H200 sustains 74 % in BF16: docs/benchmarks.md).

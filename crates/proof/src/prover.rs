@@ -7,7 +7,7 @@ use crate::layout::encode_output;
 use pog_matgen::{hash, Storage};
 use pog_merkle::{leaf_hash, Hash, Tree};
 use pog_spec::Precision;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 /// How a prover behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -23,37 +23,17 @@ pub enum Behaviour {
     Threads(usize),
 }
 
-/// A leaf and the proof that it is in the committed tree. In JSON the bytes and each hash are
-/// lowercase hex, as in [`crate::wire::WireOpening`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A leaf and the proof that it is in the committed tree, as a prover opens it. The agent
+/// sends the leaves asked together, their paths merged into one multiproof
+/// ([`crate::wire::Openings::compact`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Opening {
     /// The leaf's index in the commitment.
     pub leaf: u64,
     /// The leaf's bytes: its output elements, encoded as the challenge's output format.
-    #[serde(with = "hex::serde")]
     pub bytes: Vec<u8>,
     /// The RFC 6962 inclusion proof of the leaf under the committed root.
-    #[serde(with = "hex_hashes")]
     pub proof: Vec<Hash>,
-}
-
-/// Serde for a list of hashes as a list of lowercase hex strings.
-mod hex_hashes {
-    use super::*;
-    use serde::de::Error;
-
-    /// Each hash as a hex string.
-    pub fn serialize<S: Serializer>(hashes: &[Hash], s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(hashes.iter().map(hex::encode))
-    }
-
-    /// A list of hex strings, each of exactly 32 bytes.
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Hash>, D::Error> {
-        Vec::<String>::deserialize(d)?
-            .iter()
-            .map(|h| hex::FromHex::from_hex(h).map_err(D::Error::custom))
-            .collect()
-    }
 }
 
 /// Why a prover could not open leaves.
@@ -200,10 +180,9 @@ fn lower_precision_dot(g: &pog_matgen::SeededGemm, lower: Precision, row: u64, c
 mod tests {
     use super::*;
     use crate::challenge::CHALLENGE_VERSION;
-    use crate::wire::WireOpening;
 
     #[test]
-    fn openings_are_hex_in_json_and_out_of_range_leaves_are_refused() {
+    fn leaves_open_with_their_paths_and_out_of_range_leaves_are_refused() {
         let challenge = Challenge {
             version: CHALLENGE_VERSION,
             nonce: [2; 32],
@@ -220,16 +199,14 @@ mod tests {
         };
         let prover = CpuProver::compute(&challenge, Behaviour::Honest);
         let opening = prover.open(&[1]).unwrap().remove(0);
-        let json = serde_json::to_value(&opening).unwrap();
-        assert_eq!(
-            json,
-            serde_json::to_value(WireOpening::from(&opening)).unwrap()
-        );
-        assert_eq!(json["bytes"].as_str().map(str::len), Some(16 * 4 * 2));
-        assert_eq!(serde_json::from_value::<Opening>(json).unwrap(), opening);
-        assert!(
-            serde_json::from_str::<Opening>(r#"{"leaf":0,"bytes":"","proof":["00"]}"#).is_err()
-        );
+        assert_eq!(opening.bytes.len(), 16 * 4);
+        assert!(pog_merkle::verify_inclusion(
+            &leaf_hash(&opening.bytes),
+            1,
+            4,
+            &opening.proof,
+            &prover.root()
+        ));
         let refused = prover.open(&[0, 4]).unwrap_err();
         assert!(matches!(
             refused,

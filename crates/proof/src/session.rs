@@ -5,11 +5,11 @@
 use crate::challenge::Challenge;
 use crate::layout::Position;
 use crate::memory::Walk;
-use crate::prover::Opening;
 use crate::timing::{self, TimeCheck};
-use crate::verify::{check_opening, draw_samples, Rejection};
-use crate::wire::{ChallengeMessage, Commitment, OpenRequest, OpeningError, Openings};
-use pog_merkle::Hash;
+use crate::verify::{check_value, draw_samples, Rejection};
+use crate::wire::{ChallengeMessage, Commitment, OpenRequest, Openings, OpeningsError};
+use pog_merkle::multiproof::{self, MultiproofError};
+use pog_merkle::{leaf_hash, Hash};
 use pog_signed::{GpuUuid, PublicKey};
 use serde::{Deserialize, Serialize};
 
@@ -63,9 +63,14 @@ pub enum ProtocolError {
     /// The commitment's root is not a 32-byte hash in hex.
     #[error("the commitment's root is not 32 bytes in hex: {0}")]
     Root(hex::FromHexError),
-    /// An opening's leaf or proof is not hex.
-    #[error("malformed opening: {0}")]
-    Opening(OpeningError),
+    /// The openings are not the leaves and multiproof asked for: a field longer or shorter
+    /// than the request fixes, or not base64.
+    #[error("malformed openings: {0}")]
+    Openings(OpeningsError),
+    /// The leaves asked cannot be proven by a multiproof (none were drawn, or the challenge's
+    /// shape puts a drawn element outside its leaves).
+    #[error("no multiproof proves the leaves asked: {0}")]
+    Multiproof(MultiproofError),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -75,6 +80,8 @@ enum State {
         root: Hash,
         time: TimeCheck,
         positions: Vec<Position>,
+        /// The leaves asked (strictly increasing), as the open request names them.
+        leaves: Vec<u64>,
     },
     Done,
 }
@@ -137,9 +144,12 @@ pub fn rejections_digest(rejected: &[Rejection]) -> Option<String> {
 }
 
 /// What a session needs from a kind of challenge: whom it is for, how many leaves its
-/// commitment has, and how to draw and check spot checks after the commitment. The GEMM
-/// [`Challenge`] and the memory proof's [`Walk`] implement it (both here, each delegating to
-/// its own module's checks), so both run through the same state machine.
+/// commitment has and how long each is, and how to draw and check spot checks after the
+/// commitment. The GEMM [`Challenge`] and the memory proof's [`Walk`] implement it (both here,
+/// each delegating to its own module's checks), so both run through the same state machine.
+///
+/// The session proves every opened leaf against the committed root itself, with the one
+/// multiproof the openings carry; a kind checks only what a proven leaf holds.
 pub trait SpotChecked {
     /// The GPU that must answer.
     fn gpu_uuid(&self) -> &GpuUuid;
@@ -149,8 +159,11 @@ pub trait SpotChecked {
     fn draw(&self, root: &Hash, secret: &[u8; 32], count: u32) -> Vec<Position>;
     /// The leaf holding a drawn position.
     fn leaf_of(&self, position: Position) -> u64;
-    /// Checks one opening for one drawn position.
-    fn check(&self, root: &Hash, position: Position, opening: &Opening) -> Result<(), Rejection>;
+    /// Bytes leaf `leaf` has (what the openings must carry for it).
+    fn leaf_len(&self, leaf: u64) -> usize;
+    /// Checks one drawn position in `bytes`, the bytes of the leaf holding it, already proven
+    /// to be that leaf under the committed root.
+    fn check(&self, position: Position, bytes: &[u8]) -> Result<(), Rejection>;
 }
 
 impl SpotChecked for Challenge {
@@ -170,8 +183,12 @@ impl SpotChecked for Challenge {
         Challenge::leaf_of(self, position).0
     }
 
-    fn check(&self, root: &Hash, position: Position, opening: &Opening) -> Result<(), Rejection> {
-        check_opening(self, root, position, opening)
+    fn leaf_len(&self, leaf: u64) -> usize {
+        Challenge::leaf_len(self, leaf)
+    }
+
+    fn check(&self, position: Position, bytes: &[u8]) -> Result<(), Rejection> {
+        check_value(self, position, bytes)
     }
 }
 
@@ -192,8 +209,12 @@ impl SpotChecked for Walk {
         Walk::leaf_of(self, position)
     }
 
-    fn check(&self, root: &Hash, position: Position, opening: &Opening) -> Result<(), Rejection> {
-        self.check_opening(root, position, opening)
+    fn leaf_len(&self, _leaf: u64) -> usize {
+        self.challenge.leaf_bytes()
+    }
+
+    fn check(&self, position: Position, bytes: &[u8]) -> Result<(), Rejection> {
+        self.check_output(position, bytes)
     }
 }
 
@@ -214,8 +235,12 @@ impl SpotChecked for crate::cpu::CpuRun {
         crate::cpu::CpuRun::leaf_of(self, position)
     }
 
-    fn check(&self, root: &Hash, position: Position, opening: &Opening) -> Result<(), Rejection> {
-        self.check_opening(root, position, opening)
+    fn leaf_len(&self, _leaf: u64) -> usize {
+        self.challenge.leaf_bytes()
+    }
+
+    fn check(&self, position: Position, bytes: &[u8]) -> Result<(), Rejection> {
+        self.check_segment(position, bytes)
     }
 }
 
@@ -350,6 +375,7 @@ impl<C: SpotChecked> ValidatorSession<C> {
             root,
             time,
             positions,
+            leaves: leaves.clone(),
         };
         Ok(OpenRequest {
             challenge_id: self.id.clone(),
@@ -357,7 +383,41 @@ impl<C: SpotChecked> ValidatorSession<C> {
         })
     }
 
-    /// Takes the openings and settles the challenge.
+    /// The leaves asked once the commitment is taken: where each starts in the openings'
+    /// leaf bytes (and, last, where they all end), and how many hashes their multiproof has.
+    fn expected(&self, leaves: &[u64]) -> Result<(Vec<usize>, usize), ProtocolError> {
+        let mut starts = Vec::with_capacity(leaves.len() + 1);
+        let mut at = 0usize;
+        for leaf in leaves {
+            starts.push(at);
+            at = at.saturating_add(self.challenge.leaf_len(*leaf));
+        }
+        starts.push(at);
+        let hashes = if leaves.is_empty() {
+            0
+        } else {
+            multiproof::proof_len(self.challenge.leaf_count(), leaves)
+                .map_err(ProtocolError::Multiproof)?
+        };
+        Ok((starts, hashes))
+    }
+
+    /// The most bytes the signed answer to the open request may take ([`Openings::limit`]):
+    /// what a validator reads of it at most. `None` before the commitment.
+    pub fn openings_limit(&self) -> Option<usize> {
+        let State::Committed { leaves, .. } = &self.state else {
+            return None;
+        };
+        let (starts, hashes) = self.expected(leaves).ok()?;
+        Some(Openings::limit(*starts.last()?, hashes))
+    }
+
+    /// Takes the openings and settles the challenge. The openings must carry exactly the
+    /// leaves asked and as many hashes as their multiproof has (else a [`ProtocolError`] that
+    /// leaves the session waiting); every leaf is hashed and the multiproof checked against
+    /// the committed root once. Where it leads elsewhere no leaf is proven and every drawn
+    /// element is rejected ([`Rejection::NotInTree`]); else each drawn element is checked in
+    /// its leaf.
     pub fn on_openings(
         &mut self,
         o: &Openings,
@@ -368,23 +428,37 @@ impl<C: SpotChecked> ValidatorSession<C> {
             root,
             time,
             positions,
+            leaves,
         } = &self.state
         else {
             return Err(ProtocolError::OutOfOrder("openings"));
         };
         let challenge = &self.challenge;
-        let mut opened: std::collections::HashMap<u64, Opening> = std::collections::HashMap::new();
-        for w in &o.openings {
-            let opening = Opening::try_from(w).map_err(ProtocolError::Opening)?;
-            opened.insert(opening.leaf, opening);
-        }
+        let (starts, hashes) = self.expected(leaves)?;
+        let leaf_bytes = starts.last().copied().unwrap_or(0);
+        let (bytes, proof) = o
+            .decode(leaf_bytes, hashes)
+            .map_err(ProtocolError::Openings)?;
+        let bytes_of = |i: usize| &bytes[starts[i]..starts[i + 1]];
+        let proven = leaves.is_empty() || {
+            let hashed: Vec<(u64, Hash)> = leaves
+                .iter()
+                .enumerate()
+                .map(|(i, leaf)| (*leaf, leaf_hash(bytes_of(i))))
+                .collect();
+            match multiproof::verify(challenge.leaf_count(), &hashed, &proof, root) {
+                Ok(()) => true,
+                Err(MultiproofError::WrongRoot) => false,
+                Err(e) => return Err(ProtocolError::Multiproof(e)),
+            }
+        };
         let mut rejected: Vec<Rejection> = positions
             .iter()
             .filter_map(|p| {
                 let leaf = challenge.leaf_of(*p);
-                match opened.get(&leaf) {
-                    Some(opening) => challenge.check(root, *p, opening).err(),
-                    None => Some(Rejection::NotInTree { leaf }),
+                match leaves.binary_search(&leaf) {
+                    Ok(i) if proven => challenge.check(*p, bytes_of(i)).err(),
+                    _ => Some(Rejection::NotInTree { leaf }),
                 }
             })
             .collect();
@@ -412,7 +486,7 @@ mod tests {
     use super::*;
     use crate::challenge::CHALLENGE_VERSION;
     use crate::prover::{Behaviour, CpuProver, Prover};
-    use crate::wire::WireOpening;
+    use crate::wire::OpeningsField;
     use pog_spec::Precision;
 
     /// The agent the test challenges are issued to.
@@ -433,15 +507,8 @@ mod tests {
 
     /// The agent's answer to an open request.
     fn openings(prover: &CpuProver, request: &OpenRequest) -> Openings {
-        Openings {
-            challenge_id: "c1".into(),
-            openings: prover
-                .open(&request.leaves)
-                .expect("leaves in range")
-                .iter()
-                .map(WireOpening::from)
-                .collect(),
-        }
+        let opened = prover.open(&request.leaves).expect("leaves in range");
+        Openings::compact("c1".into(), prover.leaf_count(), &opened).expect("a multiproof")
     }
 
     fn message(uuid: &str) -> ChallengeMessage {
@@ -538,7 +605,8 @@ mod tests {
         let mut s = ValidatorSession::new(message("GPU-1"), agent(), 1_000.0, [8; 32], 16);
         let empty = Openings {
             challenge_id: "c1".into(),
-            openings: vec![],
+            leaves: String::new(),
+            proof: String::new(),
         };
         assert_eq!(
             s.on_openings(&empty, &agent()),
@@ -609,30 +677,252 @@ mod tests {
             s.on_commitment(&c, &agent(), 1_600, 0.0),
             Err(ProtocolError::OutOfOrder("commitment"))
         );
-        // An opening that is not hex is refused, and moves nothing either.
-        let not_hex = Openings {
-            challenge_id: "c1".into(),
-            openings: vec![WireOpening {
-                leaf: 0,
-                bytes: "zz".into(),
-                proof: vec![],
-            }],
-        };
-        assert_eq!(
-            s.on_openings(&not_hex, &agent()),
-            Err(ProtocolError::Opening(OpeningError::Bytes {
-                leaf: 0,
-                cause: hex::FromHexError::InvalidHexCharacter { c: 'z', index: 0 }
-            }))
-        );
-        // Missing openings count as rejections.
-        let outcome = s.on_openings(&empty, &agent()).unwrap();
-        assert!(!outcome.accepted);
-        assert_eq!(outcome.wrong(), 16);
-        assert_eq!(
+        // Openings of nothing, or not base64, are refused, and move nothing either.
+        assert!(matches!(
             s.on_openings(&empty, &agent()),
+            Err(ProtocolError::Openings(OpeningsError::Truncated {
+                field: OpeningsField::Leaves,
+                got: 0,
+                ..
+            }))
+        ));
+        let request = OpenRequest {
+            challenge_id: "c1".into(),
+            leaves: match &s.state {
+                State::Committed { leaves, .. } => leaves.clone(),
+                _ => unreachable!("committed above"),
+            },
+        };
+        let honest = openings(&prover, &request);
+        let garbage = Openings {
+            leaves: "*".repeat(honest.leaves.len()),
+            ..honest.clone()
+        };
+        assert!(matches!(
+            s.on_openings(&garbage, &agent()),
+            Err(ProtocolError::Openings(OpeningsError::Base64 { .. }))
+        ));
+        let outcome = s.on_openings(&honest, &agent()).unwrap();
+        assert!(outcome.accepted, "{outcome:?}");
+        assert_eq!(
+            s.on_openings(&honest, &agent()),
             Err(ProtocolError::OutOfOrder("openings"))
         );
+    }
+
+    /// A committed session for an honest prover, its open request and the honest openings.
+    fn committed(samples: u32) -> (ValidatorSession, Openings) {
+        let mut s = ValidatorSession::new(message("GPU-1"), agent(), 1_000.0, [8; 32], samples);
+        let prover = CpuProver::compute(s.challenge(), Behaviour::Honest);
+        let request = s
+            .on_commitment(&commitment(&prover), &agent(), 1_500, 0.0)
+            .unwrap();
+        (s, openings(&prover, &request))
+    }
+
+    /// A change to the bytes of a field of [`Openings`].
+    type Change = fn(&mut Vec<u8>);
+
+    /// `field` of `o` decoded, changed by `change` and encoded again.
+    fn rewritten(o: &Openings, field: OpeningsField, change: impl Fn(&mut Vec<u8>)) -> Openings {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let text = match field {
+            OpeningsField::Leaves => &o.leaves,
+            OpeningsField::Proof => &o.proof,
+        };
+        let mut bytes = b64.decode(text).unwrap();
+        change(&mut bytes);
+        let text = b64.encode(bytes);
+        match field {
+            OpeningsField::Leaves => Openings {
+                leaves: text,
+                ..o.clone()
+            },
+            OpeningsField::Proof => Openings {
+                proof: text,
+                ..o.clone()
+            },
+        }
+    }
+
+    /// A leaf byte or a proof hash changed: the multiproof no longer leads to the root, no
+    /// leaf is proven, and every drawn element is rejected.
+    #[test]
+    fn a_tampered_leaf_or_proof_hash_rejects_every_check() {
+        let changes: [(OpeningsField, Change); 3] = [
+            (OpeningsField::Leaves, |b| b[0] ^= 1),
+            (OpeningsField::Leaves, |b| *b.last_mut().unwrap() ^= 0x80),
+            (OpeningsField::Proof, |b| b[40] ^= 1),
+        ];
+        for (field, change) in changes {
+            let (mut s, honest) = committed(32);
+            let outcome = s
+                .on_openings(&rewritten(&honest, field, change), &agent())
+                .unwrap();
+            assert!(!outcome.accepted);
+            assert_eq!(outcome.wrong(), 32, "{field}");
+            assert!(outcome
+                .rejected
+                .iter()
+                .all(|r| matches!(r, Rejection::NotInTree { .. })));
+        }
+    }
+
+    /// Openings of other lengths than the request fixes are refused with a typed error that
+    /// leaves the session waiting (a hash more or fewer, leaf bytes more or fewer); two leaves
+    /// swapped have the right length and prove nothing.
+    #[test]
+    fn malformed_multiproofs_and_leaf_counts_are_typed_errors() {
+        let (mut s, honest) = committed(32);
+        let cases: [(OpeningsField, Change, bool); 5] = [
+            (OpeningsField::Proof, |b| b.extend([7; 32]), true),
+            (OpeningsField::Proof, |b| b.truncate(b.len() - 32), false),
+            (OpeningsField::Proof, |b| b.truncate(b.len() - 1), false),
+            (OpeningsField::Leaves, |b| b.extend([0; 64]), true),
+            (OpeningsField::Leaves, |b| b.truncate(b.len() - 64), false),
+        ];
+        for (field, change, longer) in cases {
+            let err = s
+                .on_openings(&rewritten(&honest, field, change), &agent())
+                .unwrap_err();
+            match err {
+                ProtocolError::Openings(OpeningsError::Oversized { field: f, .. }) if longer => {
+                    assert_eq!(f, field)
+                }
+                ProtocolError::Openings(OpeningsError::Truncated { field: f, .. }) if !longer => {
+                    assert_eq!(f, field)
+                }
+                other => panic!("{field}: {other}"),
+            }
+        }
+        // The first two leaves (256 bytes each) swapped: the right length, proven nowhere.
+        let swapped = rewritten(&honest, OpeningsField::Leaves, |b| {
+            let (first, rest) = b.split_at_mut(256);
+            first.swap_with_slice(&mut rest[..256]);
+        });
+        let outcome = s.on_openings(&swapped, &agent()).unwrap();
+        assert_eq!(outcome.wrong(), 32);
+    }
+
+    /// The signed openings message answering `leaves` of `c`, every byte zero: as long as
+    /// any answer to them, since base64's length depends only on how many bytes it encodes.
+    fn sealed_len_of(c: &impl SpotChecked, leaves: &[u64]) -> usize {
+        let bytes: usize = leaves.iter().map(|l| c.leaf_len(*l)).sum();
+        let hashes = multiproof::proof_len(c.leaf_count(), leaves).unwrap();
+        zeros_sealed_len(bytes, hashes)
+    }
+
+    /// The signed openings message of `bytes` leaf bytes and `hashes` hashes, all zero.
+    fn zeros_sealed_len(bytes: usize, hashes: usize) -> usize {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        sealed_len(&Openings {
+            challenge_id: hex::encode([0x5a; 16]),
+            leaves: b64.encode(vec![0; bytes]),
+            proof: b64.encode(vec![0; 32 * hashes]),
+        })
+    }
+
+    fn sealed_len(o: &Openings) -> usize {
+        let id = pog_signed::Identity::from_seed([1; 32]);
+        serde_json::to_vec(&id.seal(crate::wire::kind::OPENINGS, o).unwrap())
+            .unwrap()
+            .len()
+    }
+
+    /// The leaves a session asks for `c` at 1024 spot checks, drawn after the root `root`.
+    fn asked(c: &impl SpotChecked, root: u8, samples: u32) -> Vec<u64> {
+        let mut leaves: Vec<u64> = c
+            .draw(&[root; 32], &[9; 32], samples)
+            .iter()
+            .map(|p| c.leaf_of(*p))
+            .collect();
+        leaves.sort_unstable();
+        leaves.dedup();
+        leaves
+    }
+
+    /// An honest answer's signed size is fixed by the leaves asked and the tree's size alone:
+    /// a real exchange's openings are exactly as long as zeros of the same lengths. (What lets
+    /// `h200_plans_answer_in_under_1_mib` size the H200's answers without computing them.)
+    #[test]
+    fn an_answers_size_depends_only_on_the_leaves_asked() {
+        for precision in [Precision::Bf16, Precision::Int8] {
+            let mut m = message("GPU-1");
+            m.challenge.precision = precision;
+            m.challenge.leaf_elements = crate::params::leaf_elements(precision);
+            let mut s = ValidatorSession::new(m.clone(), agent(), 1_000.0, [8; 32], 1024);
+            let prover = CpuProver::compute(&m.challenge, Behaviour::Honest);
+            let request = s
+                .on_commitment(&commitment(&prover), &agent(), 1_500, 0.0)
+                .unwrap();
+            let mut honest = openings(&prover, &request);
+            honest.challenge_id = hex::encode([0x5a; 16]);
+            assert_eq!(
+                sealed_len(&honest),
+                sealed_len_of(&m.challenge, &request.leaves)
+            );
+            // What the validator reads at most covers it, by the overhead's margin only.
+            let limit = s.openings_limit().unwrap();
+            assert!(limit >= sealed_len(&honest));
+            assert!(limit <= sealed_len(&honest) + crate::wire::OPENINGS_OVERHEAD);
+        }
+    }
+
+    /// Every H200 plan (`params::plan_at`, 128-byte leaves) answers 1024 spot checks in under
+    /// 1 MiB, the signed envelope included, for several draws; so does the memory proof's.
+    #[test]
+    fn h200_plans_answer_in_under_1_mib() {
+        let db = pog_spec::SpecDb::embedded();
+        let h200 = db.by_model("H200 SXM").unwrap();
+        let to = message("GPU-1").challenge.to;
+        for precision in [Precision::Bf16, Precision::Fp16, Precision::Int8] {
+            let plan = crate::params::plan_at(h200, db, precision).unwrap();
+            let c = Challenge {
+                precision,
+                size: plan.size,
+                batch: plan.batch,
+                leaf_elements: crate::params::leaf_elements(precision),
+                ..message("GPU-1").challenge
+            };
+            assert_eq!(c.leaf_len(0), crate::params::LEAF_BYTES);
+            for root in 0..3 {
+                let leaves = asked(&c, root, crate::soundness::DEFAULT_SAMPLES);
+                let bytes = sealed_len_of(&c, &leaves);
+                eprintln!(
+                    "{precision:?} n = {} ×{}: {} leaves of {}, {} hashes, {bytes} bytes signed",
+                    c.size,
+                    c.batch,
+                    leaves.len(),
+                    c.leaf_count(),
+                    multiproof::proof_len(c.leaf_count(), &leaves).unwrap(),
+                );
+                assert!(bytes <= 1 << 20, "{precision:?}: {bytes} bytes");
+            }
+            // Whatever is drawn: k leaves of a tree of depth d need at most k·(d − log2 k)
+            // hashes (the union of their paths has at most min(2^l, k) nodes at depth l, and
+            // the hashes are 2 + Σ_{0<l<d} u_l − k of them), 1024 leaves the most.
+            let depth = 64 - u64::from((c.leaf_count() - 1).leading_zeros());
+            let worst = 1024 * (depth as usize - 10);
+            let bytes = zeros_sealed_len(1024 * crate::params::LEAF_BYTES, worst);
+            eprintln!("{precision:?} at worst: {worst} hashes, {bytes} bytes signed");
+            assert!(bytes <= 1 << 20, "{precision:?} at worst: {bytes} bytes");
+        }
+        let plan = crate::memory::plan(h200, crate::memory::WALK_SECONDS, None).unwrap();
+        let challenge = plan.challenge([1; 32], to);
+        let walk = Walk {
+            walk_key: challenge.walk_key(&[2; 32]),
+            challenge,
+        };
+        let leaves = asked(&walk, 0, crate::memory::SAMPLES);
+        let bytes = sealed_len_of(&walk, &leaves);
+        eprintln!(
+            "memory: {} leaves of {}, {bytes} bytes signed",
+            leaves.len(),
+            walk.leaf_count()
+        );
+        assert!(bytes <= 1 << 20, "memory: {bytes} bytes");
     }
 
     #[test]

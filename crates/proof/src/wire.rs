@@ -4,6 +4,8 @@
 
 use crate::challenge::Challenge;
 use crate::prover::Opening;
+use pog_merkle::multiproof::{self, MultiproofError};
+use pog_merkle::Hash;
 use pog_signed::{GpuUuid, PublicKey};
 use serde::{Deserialize, Serialize};
 
@@ -17,7 +19,7 @@ pub mod kind {
     pub const COMMITMENT: &str = "commitment";
     /// Validator → agent: the leaves to open ([`OpenRequest`](super::OpenRequest)).
     pub const OPEN: &str = "open";
-    /// Agent → validator: the opened leaves with their proofs ([`Openings`](super::Openings)).
+    /// Agent → validator: the opened leaves and their multiproof ([`Openings`](super::Openings)).
     pub const OPENINGS: &str = "openings";
     /// Validator → agent: a memory challenge's data set to build ([`MemoryChallengeMessage`](super::MemoryChallengeMessage)).
     pub const MEMORY_CHALLENGE: &str = "memory-challenge";
@@ -155,129 +157,224 @@ pub struct OpenRequest {
     pub leaves: Vec<u64>,
 }
 
-/// One opened leaf on the wire.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WireOpening {
-    /// The leaf's index in the commitment.
-    pub leaf: u64,
-    /// Leaf bytes, hex.
-    pub bytes: String,
-    /// Inclusion proof, bottom-up, hex hashes.
-    pub proof: Vec<String>,
+/// Why an agent refuses an [`OpenRequest`] (before opening anything).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadOpenRequest {
+    /// No leaves asked: a multiproof proves at least one.
+    #[error("no leaves asked")]
+    Empty,
+    /// More leaves than the agent opens at once.
+    #[error("{asked} leaves asked, at most {max}")]
+    TooMany {
+        /// Leaves asked.
+        asked: usize,
+        /// The most the agent opens.
+        max: usize,
+    },
+    /// The leaves are not strictly increasing (unsorted or duplicated), as a multiproof needs.
+    #[error("the leaves asked must be strictly increasing; {0} follows a leaf not before it")]
+    NotIncreasing(u64),
+    /// A leaf past the end of the commitment.
+    #[error("leaf {leaf} is out of range: the commitment has {leaf_count} leaves")]
+    OutOfRange {
+        /// The leaf asked for.
+        leaf: u64,
+        /// Leaves in the commitment.
+        leaf_count: u64,
+    },
 }
 
-impl From<&Opening> for WireOpening {
-    fn from(o: &Opening) -> Self {
-        WireOpening {
-            leaf: o.leaf,
-            bytes: hex::encode(&o.bytes),
-            proof: o.proof.iter().map(hex::encode).collect(),
+impl OpenRequest {
+    /// Refuses a request the agent does not open: no leaves, more than `max`, leaves not
+    /// strictly increasing (what a validator's session asks always is), or past the
+    /// commitment's `leaf_count`.
+    pub fn check(&self, leaf_count: u64, max: usize) -> Result<(), BadOpenRequest> {
+        if self.leaves.is_empty() {
+            return Err(BadOpenRequest::Empty);
+        }
+        if self.leaves.len() > max {
+            return Err(BadOpenRequest::TooMany {
+                asked: self.leaves.len(),
+                max,
+            });
+        }
+        if let Some(pair) = self.leaves.windows(2).find(|pair| pair[0] >= pair[1]) {
+            return Err(BadOpenRequest::NotIncreasing(pair[1]));
+        }
+        match self.leaves.iter().find(|&&leaf| leaf >= leaf_count) {
+            Some(&leaf) => Err(BadOpenRequest::OutOfRange { leaf, leaf_count }),
+            None => Ok(()),
         }
     }
 }
 
-/// Why an opened leaf on the wire could not be read.
-#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
-pub enum OpeningError {
-    /// The leaf's bytes are not hex.
-    #[error("leaf {leaf}: its bytes are not hex: {cause}")]
-    Bytes {
-        /// The leaf opened.
-        leaf: u64,
-        /// Why its bytes are not hex.
-        cause: hex::FromHexError,
-    },
-    /// A hash of the inclusion proof is not 32 bytes of hex.
-    #[error("leaf {leaf}: proof hash {index} is not 32 bytes in hex: {cause}")]
-    ProofHash {
-        /// The leaf opened.
-        leaf: u64,
-        /// Which hash of the proof, from the bottom.
-        index: usize,
-        /// Why it is not a hash.
-        cause: hex::FromHexError,
-    },
-}
-
-impl TryFrom<&WireOpening> for Opening {
-    type Error = OpeningError;
-    fn try_from(w: &WireOpening) -> Result<Self, OpeningError> {
-        let mut bytes = vec![0u8; w.bytes.len() / 2];
-        decode_hex(&w.bytes, &mut bytes).map_err(|cause| OpeningError::Bytes {
-            leaf: w.leaf,
-            cause,
-        })?;
-        let proof = w
-            .proof
-            .iter()
-            .enumerate()
-            .map(|(index, h)| {
-                let mut hash = [0u8; 32];
-                decode_hex(h, &mut hash).map_err(|cause| OpeningError::ProofHash {
-                    leaf: w.leaf,
-                    index,
-                    cause,
-                })?;
-                Ok(hash)
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(Opening {
-            leaf: w.leaf,
-            bytes,
-            proof,
-        })
-    }
-}
-
-/// Each ASCII character's value as a hex digit, 0xff for none.
-const HEX_DIGITS: [u8; 256] = {
-    let mut table = [0xff; 256];
-    let mut i = 0;
-    while i < 10 {
-        table[b'0' as usize + i] = i as u8;
-        i += 1;
-    }
-    let mut i = 0;
-    while i < 6 {
-        table[b'a' as usize + i] = 10 + i as u8;
-        table[b'A' as usize + i] = 10 + i as u8;
-        i += 1;
-    }
-    table
-};
-
-/// `hex::decode_to_slice` with a fast path for valid input. A challenge's openings are 8 MiB
-/// of hex digits (1024 leaves of 4 KiB and their proofs): with the `hex` crate's loop (a
-/// branch and an error position per digit) decoding, hashing and proving them took 50 ms of
-/// the validator's 100 ms budget, with this 13 ms (examples/verify_cost.rs, development VM).
-/// Here each digit is a table lookup, and a bad digit anywhere sends the input back to `hex`
-/// for its precise error.
-fn decode_hex(hex: &str, out: &mut [u8]) -> Result<(), hex::FromHexError> {
-    let digits = hex.as_bytes();
-    if digits.len() != 2 * out.len() {
-        return hex::decode_to_slice(digits, out);
-    }
-    let mut invalid = 0u8;
-    for (byte, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
-        let (high, low) = (HEX_DIGITS[pair[0] as usize], HEX_DIGITS[pair[1] as usize]);
-        invalid |= high | low;
-        *byte = high << 4 | low;
-    }
-    if invalid > 0xf {
-        return hex::decode_to_slice(digits, out);
-    }
-    Ok(())
-}
-
-/// Agent → validator: the requested leaves.
+/// Agent → validator: the leaves asked, compact. The opened leaves' bytes end to end, in the
+/// order asked (strictly increasing; each as long as the challenge's leaf of that index), and
+/// one RFC 6962 multiproof of all of them under the committed root
+/// (`pog_merkle::multiproof`: each subtree hash no opened leaf determines, once), each field
+/// standard base64 with padding. The validator knows which leaves it asked and how long each
+/// is, so neither indices nor lengths travel: the fields' lengths are fixed by the request,
+/// and anything longer or shorter is refused before it is decoded ([`OpeningsError`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Openings {
     /// The challenge's id, as issued.
     pub challenge_id: String,
-    /// The requested leaves, in the order asked.
-    pub openings: Vec<WireOpening>,
+    /// The leaves' bytes end to end, base64.
+    pub leaves: String,
+    /// The multiproof's hashes end to end, 32 bytes each, base64.
+    pub proof: String,
+}
+
+/// A field of [`Openings`] that carries bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpeningsField {
+    /// [`Openings::leaves`].
+    Leaves,
+    /// [`Openings::proof`].
+    Proof,
+}
+
+impl std::fmt::Display for OpeningsField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            OpeningsField::Leaves => "the leaves",
+            OpeningsField::Proof => "the multiproof's hashes",
+        })
+    }
+}
+
+/// Why [`Openings`] cannot be read as the answer to a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpeningsError {
+    /// A field is longer than the bytes expected take in base64: more leaves or hashes than
+    /// asked for, or junk.
+    #[error("openings: {field} have {got} characters of base64, more than the {expected} that the {bytes} bytes expected take")]
+    Oversized {
+        /// The field.
+        field: OpeningsField,
+        /// Bytes expected.
+        bytes: usize,
+        /// Characters those bytes take.
+        expected: usize,
+        /// Characters the field has.
+        got: usize,
+    },
+    /// A field is shorter than the bytes expected take in base64: fewer leaves or hashes than
+    /// asked for, or a leaf cut short.
+    #[error("openings: {field} have {got} characters of base64, fewer than the {expected} that the {bytes} bytes expected take")]
+    Truncated {
+        /// The field.
+        field: OpeningsField,
+        /// Bytes expected.
+        bytes: usize,
+        /// Characters those bytes take.
+        expected: usize,
+        /// Characters the field has.
+        got: usize,
+    },
+    /// A field of the right length is not canonical standard base64.
+    #[error("openings: {field} are not canonical base64: {cause}")]
+    Base64 {
+        /// The field.
+        field: OpeningsField,
+        /// The decoder's complaint.
+        cause: base64::DecodeError,
+    },
+}
+
+/// The base64 the openings use: the standard alphabet, padded, canonical (no stray bits).
+const BASE64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+/// `text` decoded as base64 of exactly `bytes` bytes: its length is checked first, so no more
+/// than `bytes` is ever allocated.
+fn decode_exact(field: OpeningsField, text: &str, bytes: usize) -> Result<Vec<u8>, OpeningsError> {
+    use base64::Engine;
+    let expected = base64::encoded_len(bytes, true).unwrap_or(usize::MAX);
+    let got = text.len();
+    if got > expected {
+        return Err(OpeningsError::Oversized {
+            field,
+            bytes,
+            expected,
+            got,
+        });
+    }
+    if got < expected {
+        return Err(OpeningsError::Truncated {
+            field,
+            bytes,
+            expected,
+            got,
+        });
+    }
+    let decoded = BASE64
+        .decode(text)
+        .map_err(|cause| OpeningsError::Base64 { field, cause })?;
+    // A canonical padded encoding of this length decodes to exactly `bytes` bytes; checked
+    // all the same rather than trusted.
+    if decoded.len() != bytes {
+        return Err(OpeningsError::Truncated {
+            field,
+            bytes,
+            expected,
+            got,
+        });
+    }
+    Ok(decoded)
+}
+
+/// Bytes a signed [`Openings`] takes besides its two fields' base64: the envelope's fields,
+/// the signer's key, the signature, the challenge id and the body's quoting, with room to
+/// spare (about 400 bytes are used).
+pub const OPENINGS_OVERHEAD: usize = 16 << 10;
+
+impl Openings {
+    /// The most bytes a signed answer of `leaf_bytes` bytes of leaves and `proof_hashes`
+    /// hashes takes on the wire: both fields' base64 and [`OPENINGS_OVERHEAD`]. A validator
+    /// reads no more than this of an agent's answer.
+    pub fn limit(leaf_bytes: usize, proof_hashes: usize) -> usize {
+        let field = |bytes: usize| base64::encoded_len(bytes, true).unwrap_or(usize::MAX);
+        field(leaf_bytes)
+            .saturating_add(field(proof_hashes.saturating_mul(32)))
+            .saturating_add(OPENINGS_OVERHEAD)
+    }
+
+    /// The agent's answer: `opened` are the leaves asked (strictly increasing) with their
+    /// inclusion paths, from a prover of a commitment of `leaf_count` leaves; their paths
+    /// become one multiproof.
+    pub fn compact(
+        challenge_id: String,
+        leaf_count: u64,
+        opened: &[Opening],
+    ) -> Result<Openings, MultiproofError> {
+        use base64::Engine;
+        let paths: Vec<(u64, &[Hash])> = opened.iter().map(|o| (o.leaf, &o.proof[..])).collect();
+        let proof = multiproof::from_paths(leaf_count, &paths)?;
+        let leaves: Vec<u8> = opened.iter().flat_map(|o| o.bytes.iter().copied()).collect();
+        Ok(Openings {
+            challenge_id,
+            leaves: BASE64.encode(leaves),
+            proof: BASE64.encode(proof.concat()),
+        })
+    }
+
+    /// The leaves' bytes and the multiproof's hashes, as the validator expects them:
+    /// `leaf_bytes` bytes of leaves and `proof_hashes` hashes. A field of another length, or
+    /// not base64, is refused before anything is hashed.
+    pub fn decode(
+        &self,
+        leaf_bytes: usize,
+        proof_hashes: usize,
+    ) -> Result<(Vec<u8>, Vec<Hash>), OpeningsError> {
+        let leaves = decode_exact(OpeningsField::Leaves, &self.leaves, leaf_bytes)?;
+        let proof_bytes = proof_hashes.saturating_mul(32);
+        let proof = decode_exact(OpeningsField::Proof, &self.proof, proof_bytes)?
+            .chunks_exact(32)
+            .map(|h| <Hash>::try_from(h).expect("chunks of 32 bytes"))
+            .collect();
+        Ok((leaves, proof))
+    }
 }
 
 /// The longest window a health request may name: the agent keeps this much recent history
@@ -640,36 +737,154 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// A tree of `size` leaves of 4 bytes each, with the openings of `wanted`.
+    fn opened(size: u64, wanted: &[u64]) -> (pog_merkle::Tree, Vec<Opening>) {
+        let bytes = |i: u64| (i as u32).to_le_bytes().to_vec();
+        let tree = pog_merkle::Tree::from_leaf_hashes(
+            (0..size).map(|i| pog_merkle::leaf_hash(&bytes(i))).collect(),
+        );
+        let opened = wanted
+            .iter()
+            .map(|&leaf| Opening {
+                leaf,
+                bytes: bytes(leaf),
+                proof: tree.inclusion_proof(leaf).unwrap(),
+            })
+            .collect();
+        (tree, opened)
+    }
+
     #[test]
-    fn openings_round_trip_through_hex() {
-        let o = Opening {
-            leaf: 5,
-            bytes: vec![1, 2, 3],
-            proof: vec![[9; 32], [8; 32]],
-        };
-        let w = WireOpening::from(&o);
-        assert_eq!(Opening::try_from(&w).unwrap(), o);
-        let bad_hash = WireOpening {
-            proof: vec![hex::encode([9; 32]), "zz".into()],
-            ..w.clone()
-        };
+    fn openings_round_trip_compact_and_verify() {
+        let wanted = [1, 5, 6, 40];
+        let (tree, opened) = opened(50, &wanted);
+        let o = Openings::compact("c".into(), 50, &opened).unwrap();
+        let hashes = multiproof::proof_len(50, &wanted).unwrap();
+        let (leaves, proof) = o.decode(16, hashes).unwrap();
+        assert_eq!(leaves, opened.iter().flat_map(|o| o.bytes.clone()).collect::<Vec<_>>());
+        let hashed: Vec<(u64, Hash)> = wanted
+            .iter()
+            .zip(leaves.chunks(4))
+            .map(|(i, b)| (*i, pog_merkle::leaf_hash(b)))
+            .collect();
+        assert_eq!(multiproof::verify(50, &hashed, &proof, &tree.root()), Ok(()));
+        // The paths' shared hashes travel once.
+        assert!(proof.len() < opened.iter().map(|o| o.proof.len()).sum());
+    }
+
+    #[test]
+    fn unsorted_duplicated_or_foreign_openings_are_not_compacted() {
+        let (_, mut opened) = opened(50, &[3, 9]);
+        opened.swap(0, 1);
         assert_eq!(
-            Opening::try_from(&bad_hash),
-            Err(OpeningError::ProofHash {
-                leaf: 5,
-                index: 1,
-                cause: hex::FromHexError::InvalidStringLength
+            Openings::compact("c".into(), 50, &opened),
+            Err(MultiproofError::NotIncreasing(3))
+        );
+        opened[0] = opened[1].clone();
+        assert_eq!(
+            Openings::compact("c".into(), 50, &opened),
+            Err(MultiproofError::NotIncreasing(3))
+        );
+        assert_eq!(
+            Openings::compact("c".into(), 50, &[]),
+            Err(MultiproofError::NoLeaves)
+        );
+        // A path from a tree of another size.
+        assert!(matches!(
+            Openings::compact("c".into(), 9, &opened[1..]),
+            Err(MultiproofError::PathLength { leaf: 3, .. })
+        ));
+    }
+
+    #[test]
+    fn oversized_truncated_and_garbage_fields_are_typed_errors() {
+        let (_, opened) = opened(50, &[1, 5]);
+        let good = Openings::compact("c".into(), 50, &opened).unwrap();
+        let hashes = multiproof::proof_len(50, &[1, 5]).unwrap();
+        good.decode(8, hashes).unwrap();
+        // One leaf more or less than asked (4 bytes each).
+        assert_eq!(
+            good.decode(12, hashes),
+            Err(OpeningsError::Truncated {
+                field: OpeningsField::Leaves,
+                bytes: 12,
+                expected: 16,
+                got: 12
             })
         );
-        let odd = WireOpening {
-            bytes: "010".into(),
-            ..w
-        };
         assert_eq!(
-            Opening::try_from(&odd),
-            Err(OpeningError::Bytes {
-                leaf: 5,
-                cause: hex::FromHexError::OddLength
+            good.decode(4, hashes),
+            Err(OpeningsError::Oversized {
+                field: OpeningsField::Leaves,
+                bytes: 4,
+                expected: 8,
+                got: 12
+            })
+        );
+        // A hash more than the multiproof of these leaves has.
+        let err = good.decode(8, hashes - 1).unwrap_err();
+        assert!(matches!(
+            err,
+            OpeningsError::Oversized {
+                field: OpeningsField::Proof,
+                ..
+            }
+        ));
+        assert!(
+            err.to_string()
+                .starts_with("openings: the multiproof's hashes have"),
+            "{err}"
+        );
+        // Garbage of the right length, and a non-canonical final character.
+        let garbage = Openings {
+            leaves: "!!!!!!!!!!!!".into(),
+            ..good.clone()
+        };
+        assert!(matches!(
+            garbage.decode(8, hashes),
+            Err(OpeningsError::Base64 {
+                field: OpeningsField::Leaves,
+                ..
+            })
+        ));
+        let mut stray = good.leaves.clone().into_bytes();
+        // The character before "=" carries 2 bits past the last byte, which must be 0.
+        stray[10] = b'B';
+        let stray = Openings {
+            leaves: String::from_utf8(stray).unwrap(),
+            ..good
+        };
+        assert!(matches!(
+            stray.decode(8, hashes),
+            Err(OpeningsError::Base64 { .. })
+        ));
+    }
+
+    #[test]
+    fn open_requests_are_checked_before_anything_is_opened() {
+        let request = |leaves: Vec<u64>| OpenRequest {
+            challenge_id: "c".into(),
+            leaves,
+        };
+        assert_eq!(request(vec![0, 3, 9]).check(10, 4), Ok(()));
+        assert_eq!(request(vec![]).check(10, 4), Err(BadOpenRequest::Empty));
+        assert_eq!(
+            request(vec![0, 1, 2, 3, 4]).check(10, 4),
+            Err(BadOpenRequest::TooMany { asked: 5, max: 4 })
+        );
+        assert_eq!(
+            request(vec![3, 1]).check(10, 4),
+            Err(BadOpenRequest::NotIncreasing(1))
+        );
+        assert_eq!(
+            request(vec![1, 1]).check(10, 4),
+            Err(BadOpenRequest::NotIncreasing(1))
+        );
+        assert_eq!(
+            request(vec![1, 10]).check(10, 4),
+            Err(BadOpenRequest::OutOfRange {
+                leaf: 10,
+                leaf_count: 10
             })
         );
     }
@@ -682,24 +897,17 @@ mod tests {
             let _ = pog_signed::decode::<Openings>(&bytes, kind::OPENINGS);
         }
 
-        /// The fast decoder agrees with the `hex` crate on every input, errors included: a bad
-        /// digit somewhere, an odd length, an output of the wrong size.
+        /// Any fields, any expected lengths: a typed error or exactly the bytes expected.
         #[test]
-        fn decode_hex_agrees_with_the_hex_crate(
-            mut digits in "[0-9a-fA-F]{0,65}",
-            bad in proptest::option::of((any::<usize>(), "[g-z ]")),
-            short in 0usize..2,
+        fn arbitrary_fields_decode_to_the_expected_lengths_or_fail(
+            leaves in "[A-Za-z0-9+/=!]{0,64}",
+            proof in "[A-Za-z0-9+/=]{0,100}",
+            leaf_bytes in 0usize..48,
+            hashes in 0usize..3,
         ) {
-            if let Some((at, c)) = bad.filter(|_| !digits.is_empty()) {
-                let at = at % digits.len();
-                digits.replace_range(at..=at, &c);
-            }
-            let len = (digits.len() / 2).saturating_sub(short);
-            let (mut fast, mut reference) = (vec![0; len], vec![0; len]);
-            let expected = hex::decode_to_slice(&digits, &mut reference);
-            prop_assert_eq!(decode_hex(&digits, &mut fast), expected);
-            if expected.is_ok() {
-                prop_assert_eq!(fast, reference);
+            let o = Openings { challenge_id: "c".into(), leaves, proof };
+            if let Ok((l, p)) = o.decode(leaf_bytes, hashes) {
+                prop_assert_eq!((l.len(), p.len()), (leaf_bytes, hashes));
             }
         }
     }

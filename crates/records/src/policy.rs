@@ -66,8 +66,11 @@ pub struct Policy {
     pub size: u64,
     /// Independent GEMMs per challenge (a per-model plan fills it in).
     pub batch: u32,
-    /// Output elements per Merkle leaf.
-    pub leaf_elements: u32,
+    /// Output elements per Merkle leaf; `None` (the default): `pog_proof::params::LEAF_BYTES`
+    /// of the challenge's outputs (`params::leaf_elements`). Policies recorded before
+    /// challenge version 4 name a number (1024).
+    #[serde(default)]
+    pub leaf_elements: Option<u32>,
     /// The claimed model's expected time to commit.
     pub expected_ms: f64,
     /// Leaves spot-checked per challenge.
@@ -217,14 +220,14 @@ impl Planned {
 
 impl Policy {
     /// The policy `pog validator` runs with by default: each challenge planned from the
-    /// claimed model, 1024-element leaves, 1024 spot checks, a minute to commit.
+    /// claimed model, 128-byte leaves, 1024 spot checks, a minute to commit.
     pub fn per_model_default() -> Policy {
         Policy {
             plan: PlanKind::PerModel,
             precision: None,
             size: 0,
             batch: 0,
-            leaf_elements: pog_proof::params::LEAF_ELEMENTS,
+            leaf_elements: None,
             expected_ms: 0.0,
             samples: 1024,
             expiry_ms: 60_000,
@@ -257,7 +260,7 @@ impl Policy {
                 precision: plan.choice.precision,
                 size: plan.size,
                 batch: plan.batch,
-                leaf_elements: self.leaf_elements,
+                leaf_elements: self.leaf_elements_in(plan.choice.precision),
                 expected_ms: plan.expected_ms,
                 lead: plan.choice.advantage,
                 proves_model: Some(plan.choice.precision) == pick
@@ -274,7 +277,7 @@ impl Policy {
             precision,
             size: self.size,
             batch: self.batch,
-            leaf_elements: self.leaf_elements,
+            leaf_elements: self.leaf_elements_in(precision),
             expected_ms: self.expected_ms,
             lead: 1.0,
             proves_model: false,
@@ -283,9 +286,15 @@ impl Policy {
 }
 
 impl Policy {
+    /// Output elements per leaf of a challenge in `precision` under this policy.
+    pub fn leaf_elements_in(&self, precision: Precision) -> u32 {
+        self.leaf_elements
+            .unwrap_or_else(|| pog_proof::params::leaf_elements(precision))
+    }
+
     /// Refuses policies no challenge can be built from.
     pub fn validate(&self) -> Result<(), PolicyError> {
-        if self.leaf_elements == 0 || self.samples == 0 || self.expiry_ms == 0 {
+        if self.leaf_elements == Some(0) || self.samples == 0 || self.expiry_ms == 0 {
             return Err(PolicyError::Zero("leaf elements, samples and the expiry"));
         }
         if self.memory.enabled && self.memory.samples == 0 {
@@ -360,5 +369,28 @@ mod tests {
         };
         let spec = SpecDb::embedded().by_model("H200 SXM").unwrap();
         assert!(!test.plan_for(spec).unwrap().proves_model);
+    }
+
+    /// Leaves are 128 bytes in every precision unless the policy names a count; a policy
+    /// recorded before challenge version 4 (with its count) still reads.
+    #[test]
+    fn leaves_are_128_bytes_unless_named() {
+        for (precision, elements) in [
+            (Precision::Bf16, 64),
+            (Precision::Fp16, 64),
+            (Precision::Int8, 32),
+            (Precision::Fp32, 32),
+        ] {
+            assert_eq!(planned("H200 SXM", Some(precision)).leaf_elements, elements);
+        }
+        let mut old = serde_json::to_value(Policy::per_model_default()).unwrap();
+        old["leaf_elements"] = 1024.into();
+        let old: Policy = serde_json::from_value(old).unwrap();
+        assert_eq!(old.leaf_elements_in(Precision::Bf16), 1024);
+        let zero = Policy {
+            leaf_elements: Some(0),
+            ..Policy::per_model_default()
+        };
+        assert!(zero.validate().is_err());
     }
 }

@@ -84,6 +84,7 @@ impl ExchangeError {
 /// What broke the protocol, in the validator's words only (no value the agent chose).
 fn protocol_summary(e: &pog_proof::session::ProtocolError) -> String {
     use pog_proof::session::ProtocolError as P;
+    use pog_proof::wire::OpeningsError as O;
     match e {
         P::WrongChallenge { expected, .. } => {
             format!("an answer for another challenge than {expected}")
@@ -103,7 +104,16 @@ fn protocol_summary(e: &pog_proof::session::ProtocolError) -> String {
             format!("a commitment of {got} leaves; the challenge has {expected}")
         }
         P::Root(_) => "the commitment's root is not 32 bytes in hex".into(),
-        P::Opening(_) => "a malformed opening".into(),
+        P::Openings(O::Oversized { field, .. }) => {
+            format!("malformed openings: {field} are longer than the leaves asked take")
+        }
+        P::Openings(O::Truncated { field, .. }) => {
+            format!("malformed openings: {field} are shorter than the leaves asked take")
+        }
+        P::Openings(O::Base64 { field, .. }) => {
+            format!("malformed openings: {field} are not base64")
+        }
+        P::Multiproof(_) => "the leaves drawn cannot be proven by a multiproof".into(),
     }
 }
 
@@ -643,12 +653,17 @@ impl Validator {
         let request: OpenRequest =
             session.on_commitment(&commitment, &signer, arrived_ms, round_trip_ms)?;
         let open_envelope = self.records.seal(kind::OPEN, &request)?;
+        // The answer's size is fixed by the leaves asked: no more of it is read.
+        let limit = session
+            .openings_limit()
+            .unwrap_or(pog_signed::MAX_MESSAGE_BYTES)
+            .min(pog_signed::MAX_MESSAGE_BYTES);
         let (n, answer) = post_counted(
             &self.client,
             &format!("{endpoint}/v1/open"),
             &open_envelope,
             remaining,
-            pog_signed::MAX_MESSAGE_BYTES,
+            limit,
         )
         .await?;
         *bytes = (bytes.0 + n, bytes.1 + answer.len());

@@ -717,3 +717,120 @@ async fn a_relay_cannot_pass_a_victims_work_off_under_its_own_key() {
             .accepted
     );
 }
+
+/// A real exchange over HTTP at 1024 spot checks, with the plans' 128-byte leaves (INT8: 32
+/// outputs a leaf) over 4096 leaves: the agent's answer is the leaves asked and one
+/// multiproof, and the bytes the validator counted from the agent are the commitment plus
+/// exactly what the openings' two base64 fields take for the leaves it drew, plus the signed
+/// envelope. (The H200 plans' sizes follow from the same count over their trees:
+/// `pog_proof::session` tests `h200_plans_answer_in_under_1_mib`.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_exchange_answers_1024_checks_in_the_bytes_the_leaves_take() {
+    let h = Harness::new().serve().await;
+    let status = h.agent(12, vec![claim("GPU-bytes")]).await.status();
+    assert_eq!(status, 200);
+    let policy = Policy {
+        size: 128,
+        batch: 8,
+        samples: 1024,
+        expected_ms: 60_000.0,
+        expiry_ms: 60_000,
+        ..policy()
+    };
+    let record = h.v.challenge::<Gemm>("GPU-bytes", &policy).await.unwrap();
+    assert!(record.accepted, "{record:?}");
+    let c = &record.details.challenge;
+    assert_eq!((c.leaf_elements, c.leaf_count()), (32, 4096));
+    let outcome = record.outcome.as_ref().unwrap();
+    let secret: [u8; 32] = hex::decode(&record.spot_check_secret)
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let root: [u8; 32] = hex::decode(&outcome.root).unwrap().try_into().unwrap();
+    let mut leaves: Vec<u64> = pog_proof::verify::draw_samples(c, &root, &secret, 1024)
+        .iter()
+        .map(|p| c.leaf_of(*p).0)
+        .collect();
+    leaves.sort_unstable();
+    leaves.dedup();
+    let leaf_bytes: usize = leaves.iter().map(|l| c.leaf_len(*l)).sum();
+    let hashes = pog_merkle::multiproof::proof_len(c.leaf_count(), &leaves).unwrap();
+    let fields = pog_proof::wire::Openings::limit(leaf_bytes, hashes)
+        - pog_proof::wire::OPENINGS_OVERHEAD;
+    eprintln!(
+        "{} leaves of 128 B, {hashes} hashes: fields {fields} B, from the agent {} B, to it {} B",
+        leaves.len(),
+        record.bytes_from_agent,
+        record.bytes_to_agent
+    );
+    // The rest is the commitment and both envelopes: well under 2 KiB.
+    let rest = record.bytes_from_agent - fields;
+    assert!(rest < 2048, "{rest} bytes besides the openings' fields");
+    assert!(record.bytes_from_agent <= 1 << 20 && record.bytes_to_agent <= 1 << 20);
+}
+
+/// Openings padded far past what the leaves asked take, or with a leaf's bytes cut short, over
+/// HTTP (a layer in front of an honest agent rewrites its answer and signs it again with the
+/// agent's key): the validator reads no more of the answer than the leaves asked take, each
+/// record names what was wrong in the validator's words, and the agent keeps answering.
+#[tokio::test(flavor = "multi_thread")]
+async fn padded_or_short_openings_are_failures_on_record() {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    let h = Harness::new().serve().await;
+    // 0: 4 MiB of base64 appended to the multiproof; 1: the leaves 44 characters short; 2: as
+    // the agent answered.
+    let mode = Arc::new(AtomicU8::new(0));
+    let rewrite = mode.clone();
+    let agent = h
+        .agent(62, vec![claim("GPU-pad")])
+        .routed(move |router| {
+            router.layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let mode = rewrite.load(Ordering::SeqCst);
+                    async move {
+                        let open = request.uri().path() == "/v1/open";
+                        let response = next.run(request).await;
+                        if !open || mode == 2 {
+                            return response;
+                        }
+                        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+                            .await
+                            .unwrap();
+                        let (mut o, _): (wire::Openings, _) =
+                            pog_signed::decode(&bytes, kind::OPENINGS).unwrap();
+                        if mode == 0 {
+                            o.proof.push_str(&"A".repeat(4 << 20));
+                        } else {
+                            o.leaves.truncate(o.leaves.len() - 44);
+                        }
+                        let sealed = Identity::from_seed([62; 32])
+                            .seal(kind::OPENINGS, &o)
+                            .unwrap();
+                        axum::response::Response::builder()
+                            .header("content-type", "application/json")
+                            .body(axum::body::Body::from(serde_json::to_vec(&sealed).unwrap()))
+                            .unwrap()
+                    }
+                },
+            ))
+        })
+        .await;
+    assert_eq!(agent.status(), 200);
+    let padded = h.v.challenge::<Gemm>("GPU-pad", &policy()).await.unwrap();
+    assert!(!padded.accepted);
+    let message = padded.failure.unwrap().message;
+    assert!(
+        message.starts_with("the agent's answer exceeded") && message.ends_with(" bytes"),
+        "{message}"
+    );
+    mode.store(1, Ordering::SeqCst);
+    let short = h.v.challenge::<Gemm>("GPU-pad", &policy()).await.unwrap();
+    assert!(!short.accepted);
+    assert_eq!(
+        short.failure.unwrap().message,
+        "malformed openings: the leaves are shorter than the leaves asked take"
+    );
+    mode.store(2, Ordering::SeqCst);
+    let honest = h.v.challenge::<Gemm>("GPU-pad", &policy()).await.unwrap();
+    assert!(honest.accepted, "{honest:?}");
+}

@@ -18,9 +18,9 @@ pub struct ProveArgs {
     /// Products in the challenge [default: the validator's plan, at least 1 s of work].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100000))]
     pub batch: Option<u32>,
-    /// Output elements per Merkle leaf.
-    #[arg(long, default_value_t = pog_proof::params::LEAF_ELEMENTS, value_parser = clap::value_parser!(u32).range(1..=65536))]
-    pub leaf_elements: u32,
+    /// Output elements per Merkle leaf [default: the validator's plan, 128 bytes of outputs].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub leaf_elements: Option<u32>,
     /// Output elements spot-checked.
     #[arg(long, default_value = "1024", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub samples: u32,

@@ -381,7 +381,7 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
             precision: args.precision,
             size: args.size,
             batch: args.batch,
-            leaf_elements: pog_proof::params::LEAF_ELEMENTS,
+            leaf_elements: None,
             expected_ms: args.expected_ms,
             samples: args.samples,
             expiry_ms: args.expiry_ms,

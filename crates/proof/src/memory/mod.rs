@@ -30,15 +30,16 @@ pub use prover::{CpuDataset, CpuMemoryProver, MemoryBehaviour};
 
 use crate::challenge::{bind, Addressee};
 use crate::layout::Position;
-use crate::prover::Opening;
 use crate::verify::Rejection;
 use arx::{ITEM_BYTES, OUTPUT_BYTES};
-use pog_merkle::{leaf_hash, verify_inclusion, Hash};
+use pog_merkle::Hash;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// Version of the memory challenge's encoding and derivations; bumped on any change.
-pub const MEMORY_VERSION: u32 = 1;
+/// Version of the memory challenge's encoding, derivations and answer; bumped on any change.
+/// 2: the openings travel compact, as the GEMM proof's (`wire::Openings`); the derivations are
+/// those of version 1.
+pub const MEMORY_VERSION: u32 = 2;
 
 /// Walkers spot-checked per memory challenge. Every walker does the same work, so a prover
 /// that saves a share f of the walk's time leaves at least that share of walkers wrong, and
@@ -238,40 +239,22 @@ impl Walk {
         p.row / u64::from(self.challenge.walkers_per_leaf).max(1)
     }
 
-    /// Checks one opening for one drawn walker: the right leaf, of the right length, under
-    /// the committed root, holding the output the validator recomputes from the keys.
-    pub fn check_opening(
-        &self,
-        root: &Hash,
-        p: Position,
-        opening: &Opening,
-    ) -> Result<(), Rejection> {
+    /// Checks one drawn walker's output in `bytes`, the bytes of the leaf holding it
+    /// ([`Walk::leaf_of`]), already proven to be that leaf of the committed tree (the session
+    /// checks every opened leaf against the root with one multiproof): the leaf's length, then
+    /// the output the validator recomputes from the keys.
+    pub fn check_output(&self, p: Position, bytes: &[u8]) -> Result<(), Rejection> {
         let c = &self.challenge;
         let (walker, leaf) = (p.row, self.leaf_of(p));
-        if opening.leaf != leaf {
-            return Err(Rejection::WrongLeaf {
-                expected: leaf,
-                got: opening.leaf,
-            });
-        }
-        if opening.bytes.len() != c.leaf_bytes() {
+        if bytes.len() != c.leaf_bytes() {
             return Err(Rejection::BadLength {
                 leaf,
                 expected: c.leaf_bytes(),
-                got: opening.bytes.len(),
+                got: bytes.len(),
             });
         }
-        if !verify_inclusion(
-            &leaf_hash(&opening.bytes),
-            leaf,
-            c.leaf_count(),
-            &opening.proof,
-            root,
-        ) {
-            return Err(Rejection::NotInTree { leaf });
-        }
         let at = (walker % u64::from(c.walkers_per_leaf)) as usize * OUTPUT_BYTES as usize;
-        let got = &opening.bytes[at..at + OUTPUT_BYTES as usize];
+        let got = &bytes[at..at + OUTPUT_BYTES as usize];
         let expected = c.walker_output(&self.walk_key, walker);
         if got == expected {
             Ok(())
@@ -377,7 +360,7 @@ mod tests {
     ) -> crate::session::Outcome {
         use crate::prover::Prover;
         use crate::session::ValidatorSession;
-        use crate::wire::{Commitment, Openings, WireOpening};
+        use crate::wire::{Commitment, Openings};
         let walk_nonce = [7u8; 32];
         let walk = Walk {
             challenge: small(),
@@ -402,15 +385,12 @@ mod tests {
             agent_ms: 1.0,
         };
         let request = s.on_commitment(&commitment, &agent, 1_500, 1.0).unwrap();
-        let openings = Openings {
-            challenge_id: "m1".into(),
-            openings: prover
-                .open(&request.leaves)
-                .unwrap()
-                .iter()
-                .map(WireOpening::from)
-                .collect(),
-        };
+        let openings = Openings::compact(
+            "m1".into(),
+            prover.leaf_count(),
+            &prover.open(&request.leaves).unwrap(),
+        )
+        .unwrap();
         s.on_openings(&openings, &agent).unwrap()
     }
 

@@ -41,7 +41,7 @@ pub fn policy() -> Policy {
         precision: Some(Precision::Int8),
         size: 32,
         batch: 2,
-        leaf_elements: 64,
+        leaf_elements: None,
         expected_ms: 2_000.0,
         samples: 256,
         expiry_ms: 10_000,
