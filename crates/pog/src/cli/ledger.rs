@@ -275,6 +275,11 @@ pub struct ServeArgs {
     /// The witness's name [default: pog.witness/ and the first 16 hex digits of its key].
     #[arg(long)]
     pub name: Option<String>,
+    /// Add-checkpoint requests taken per followed log and minute (a minute's worth at once);
+    /// the rest are answered 429 with Retry-After.
+    #[arg(long, default_value_t = pog_ledger::witness_service::DEFAULT_REQUESTS_PER_LOG_MINUTE,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub requests_per_log_minute: u32,
 }
 
 impl WitnessAction {
