@@ -935,16 +935,19 @@ impl HttpTiles {
     }
 }
 
-impl pog_ledger::tiles::TileSource for HttpTiles {
-    fn read_tile(
-        &mut self,
-        id: &pog_ledger::tiles::TileId,
-    ) -> Result<Vec<u8>, pog_ledger::tiles::TileError> {
-        let url = format!("{}{}", self.base, id.path());
-        let failed = |why: String| pog_ledger::tiles::TileError::Source {
-            path: url.clone(),
-            why,
-        };
+impl HttpTiles {
+    /// The log's checkpoint (`checkpoint` under the base), at most
+    /// [`MAX_NOTE_BYTES`](pog_ledger::note::MAX_NOTE_BYTES), within the same budget as the tiles.
+    pub fn checkpoint(&mut self) -> Result<Vec<u8>, LedgerError> {
+        self.get("checkpoint", pog_ledger::note::MAX_NOTE_BYTES)
+            .map_err(|why| LedgerError::Tiles(format!("{}checkpoint: {why}", self.base)))
+    }
+
+    /// `GET` of `path` under the base: its body when it answers 200 with at most `cap` bytes
+    /// before the reading's deadline; why not otherwise.
+    fn get(&mut self, path: &str, cap: usize) -> Result<Vec<u8>, String> {
+        let url = format!("{}{path}", self.base);
+        let failed = |why: String| why;
         let left = self
             .deadline
             .saturating_duration_since(std::time::Instant::now());
@@ -967,8 +970,8 @@ impl pog_ledger::tiles::TileSource for HttpTiles {
             }
             let mut body = Vec::new();
             while let Some(chunk) = response.chunk().await.map_err(|e| failed(e.to_string()))? {
-                if body.len() + chunk.len() > MAX_TILE_BYTES {
-                    return Err(failed(format!("more than {MAX_TILE_BYTES} bytes")));
+                if body.len() + chunk.len() > cap {
+                    return Err(failed(format!("more than {cap} bytes")));
                 }
                 body.extend_from_slice(&chunk);
             }
@@ -977,6 +980,20 @@ impl pog_ledger::tiles::TileSource for HttpTiles {
         self.runtime
             .block_on(async { tokio::time::timeout(left, read).await })
             .unwrap_or_else(|_| Err(failed(over)))
+    }
+}
+
+impl pog_ledger::tiles::TileSource for HttpTiles {
+    fn read_tile(
+        &mut self,
+        id: &pog_ledger::tiles::TileId,
+    ) -> Result<Vec<u8>, pog_ledger::tiles::TileError> {
+        let path = id.path();
+        self.get(&path, MAX_TILE_BYTES)
+            .map_err(|why| pog_ledger::tiles::TileError::Source {
+                path: format!("{}{path}", self.base),
+                why,
+            })
     }
 }
 

@@ -10,6 +10,7 @@
 //! - `pog ledger vkey`: the log's verifier key, for holders and witnesses.
 //! - `pog ledger deploy-registry --rpc URL --key-file FILE` and `pog ledger anchor --rpc URL
 //!   --contract ADDR --key-file FILE`: the chain anchor (`anchor`).
+//! - `pog ledger monitor URL --log-key VKEY [--once]`: follows a log and alerts (`monitor`).
 //! - `pog verify BUNDLE --log-key VKEY [--witness VKEY…] [--quorum N] [--since CHECKPOINT]
 //!   [--chain RPC_URL --contract ADDR]`.
 //! - `pog witness cosign REQUEST --log-key VKEY`: a tlog-witness add-checkpoint request.
@@ -18,6 +19,7 @@
 //! refused, 2 when an input could not be read.
 
 mod anchor;
+mod monitor;
 
 use crate::cli::ledger::{
     CosignArgs, ExportArgs, LedgerAction, LedgerArgs, ProveLedgerArgs, ServeArgs, VerifyArgs,
@@ -116,6 +118,7 @@ pub fn ledger_run(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
         LedgerAction::Publish { witnesses } => publish(global, args, witnesses),
         LedgerAction::Anchor(a) => anchor::anchor_command(global, &ledger_dir(global, args)?, a),
         LedgerAction::DeployRegistry(d) => anchor::deploy_command(global, d),
+        LedgerAction::Monitor(m) => monitor::monitor_command(global, m),
         LedgerAction::Mirror { dir } => {
             let ledger = read_ledger(global, args)?;
             let stats = pog_ledger::serve::write_static(ledger.log(), dir)?;
