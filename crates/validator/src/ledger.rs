@@ -947,7 +947,6 @@ impl HttpTiles {
     /// before the reading's deadline; why not otherwise.
     fn get(&mut self, path: &str, cap: usize) -> Result<Vec<u8>, String> {
         let url = format!("{}{path}", self.base);
-        let failed = |why: String| why;
         let left = self
             .deadline
             .saturating_duration_since(std::time::Instant::now());
@@ -956,7 +955,7 @@ impl HttpTiles {
             self.budget.as_secs_f64()
         );
         if left.is_zero() {
-            return Err(failed(over));
+            return Err(over);
         }
         let read = async {
             let mut response = self
@@ -964,14 +963,14 @@ impl HttpTiles {
                 .get(&url)
                 .send()
                 .await
-                .map_err(|e| failed(e.to_string()))?;
+                .map_err(|e| e.to_string())?;
             if response.status() != reqwest::StatusCode::OK {
-                return Err(failed(format!("answered {}", response.status())));
+                return Err(format!("answered {}", response.status()));
             }
             let mut body = Vec::new();
-            while let Some(chunk) = response.chunk().await.map_err(|e| failed(e.to_string()))? {
+            while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
                 if body.len() + chunk.len() > cap {
-                    return Err(failed(format!("more than {cap} bytes")));
+                    return Err(format!("more than {cap} bytes"));
                 }
                 body.extend_from_slice(&chunk);
             }
@@ -979,7 +978,7 @@ impl HttpTiles {
         };
         self.runtime
             .block_on(async { tokio::time::timeout(left, read).await })
-            .unwrap_or_else(|_| Err(failed(over)))
+            .unwrap_or_else(|_| Err(over))
     }
 }
 
