@@ -978,7 +978,7 @@ impl HttpTiles {
         };
         self.runtime
             .block_on(async { tokio::time::timeout(left, read).await })
-            .unwrap_or_else(|_| Err(over))
+            .unwrap_or(Err(over))
     }
 }
 
