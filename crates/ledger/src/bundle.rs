@@ -589,7 +589,7 @@ impl BundleReport {
 
 /// The key of an agent that a registration record's JSON body names (`"agent"`, hex) and
 /// whether the registration released the GPU.
-fn registration_agent(body: &str) -> Option<(PublicKey, bool)> {
+pub(crate) fn registration_agent(body: &str) -> Option<(PublicKey, bool)> {
     #[derive(Deserialize)]
     struct Reg {
         agent: PublicKey,

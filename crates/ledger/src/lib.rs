@@ -12,6 +12,9 @@
 //! - [`witness`]: the witness's pure logic: verify consistency, cosign or refuse.
 //! - [`witness_service`]: a witness with its state kept durably on disk, per followed log:
 //!   what `pog witness cosign` and `pog witness serve` run.
+//! - [`monitor`]: a log monitor's logic: each new checkpoint checked against the last one
+//!   verified (kept in a state file), every new entry read, alerts on forks, rollbacks,
+//!   unknown kinds or signers and GPUs whose rounds stopped.
 //! - [`serve`]: the log's tlog-tiles resources and the witness's add-checkpoint endpoint as
 //!   pure request → response functions, for any HTTP server.
 //!
@@ -22,6 +25,7 @@
 pub mod bundle;
 pub mod checkpoint;
 pub mod entry;
+pub mod monitor;
 pub mod note;
 pub mod serve;
 pub mod store;

@@ -20,6 +20,8 @@ pub struct Response {
     pub content_type: &'static str,
     /// `Cache-Control`, when there is one to send.
     pub cache_control: Option<&'static str>,
+    /// `Retry-After` in seconds, when there is one to send (a 429).
+    pub retry_after: Option<u64>,
     /// The body.
     pub body: Vec<u8>,
 }
@@ -30,6 +32,7 @@ impl Response {
             status,
             content_type,
             cache_control: None,
+            retry_after: None,
             body: body.into_bytes(),
         }
     }
@@ -64,6 +67,7 @@ pub fn log_resource(log: &Log, path: &str) -> LogAnswer {
                 status: 200,
                 content_type: TEXT,
                 cache_control: Some("no-cache, max-age=2"),
+                retry_after: None,
                 body: text.into_bytes(),
             },
             Ok(None) => Response::text(404, TEXT, "no checkpoint yet\n".into()),

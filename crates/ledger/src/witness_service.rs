@@ -4,13 +4,23 @@
 //! restarted witness never cosigns a fork or a rollback of what it cosigned before. A fork
 //! attempt (a checkpoint the log signed that contradicts one the witness cosigned) is kept as
 //! evidence ([`WitnessState::keep_evidence`]), for whoever must be shown that the log lied.
+//!
+//! Two more things a public witness needs: a read endpoint for monitors
+//! ([`WitnessService::monitoring`]: `GET <monitoring prefix>/<origin hash>/checkpoint`, the
+//! latest checkpoint cosigned for a log with the log's signature and the witness's
+//! cosignature), and a request budget per log ([`RequestBudget`]), so that a flood of
+//! add-checkpoint requests naming one log is answered 429 with `Retry-After` instead of a
+//! signature verification each.
 
 use crate::checkpoint::{Checkpoint, CheckpointError, SignedCheckpoint};
+use crate::note::Note;
 use crate::note::{NoteSignature, NoteSigner, Verifier};
 use crate::serve::Response;
 use crate::witness::{AddCheckpoint, Refusal, Witness};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Why the witness's state could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -59,13 +69,26 @@ impl WitnessState {
         self.dir.join(format!("{:08x}.checkpoint", log.key_id()))
     }
 
-    /// The latest checkpoint cosigned for `log`, as persisted; `None` when there is none.
-    pub fn load(&self, log: &Verifier) -> Result<Option<Checkpoint>, StateError> {
+    /// The latest checkpoint cosigned for `log`, as persisted; `None` when there is none. A
+    /// state written before the witness kept the signed note (the checkpoint's body alone)
+    /// still loads, with no note to serve until the next cosignature.
+    pub fn load(&self, log: &Verifier) -> Result<Option<Kept>, StateError> {
         let path = self.path(log);
         match std::fs::read_to_string(&path) {
-            Ok(text) => Checkpoint::parse_text(&text)
-                .map(Some)
-                .map_err(|source| StateError::Unreadable { path, source }),
+            Ok(text) => match SignedCheckpoint::parse(text.as_bytes()) {
+                Ok(signed) => Ok(Some(Kept {
+                    checkpoint: signed.checkpoint,
+                    signed: Some(text),
+                })),
+                Err(_) => Checkpoint::parse_text(&text)
+                    .map(|checkpoint| {
+                        Some(Kept {
+                            checkpoint,
+                            signed: None,
+                        })
+                    })
+                    .map_err(|source| StateError::Unreadable { path, source }),
+            },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(source) => Err(StateError::Io {
                 what: "reading",
@@ -75,16 +98,16 @@ impl WitnessState {
         }
     }
 
-    /// Writes `checkpoint` as `log`'s latest, durably (temp file, fsync, rename, fsync of the
-    /// folder).
-    pub fn persist(&self, log: &Verifier, checkpoint: &Checkpoint) -> Result<(), StateError> {
+    /// Writes `signed` (the checkpoint note with the log's signature and this witness's
+    /// cosignature) as `log`'s latest, durably (temp file, fsync, rename, fsync of the folder).
+    pub fn persist(&self, log: &Verifier, signed: &str) -> Result<(), StateError> {
         let state = self.path(log);
         let tmp = state.with_extension("tmp");
         let io = |what: &'static str, path: &Path| {
             let path = path.to_path_buf();
             move |source| StateError::Io { what, path, source }
         };
-        std::fs::write(&tmp, checkpoint.to_text()).map_err(io("writing", &tmp))?;
+        std::fs::write(&tmp, signed).map_err(io("writing", &tmp))?;
         std::fs::File::open(&tmp)
             .and_then(|f| f.sync_all())
             .map_err(io("syncing", &tmp))?;
@@ -94,6 +117,16 @@ impl WitnessState {
             .map_err(io("syncing", &self.dir))?;
         Ok(())
     }
+}
+
+/// A log's latest cosigned checkpoint as the witness keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kept {
+    /// The checkpoint.
+    pub checkpoint: Checkpoint,
+    /// Its note as served to monitors: the log's signature and the witness's cosignature
+    /// (`None` for a state kept before notes were).
+    pub signed: Option<String>,
 }
 
 /// The most fork attempts kept as evidence per log: a log that forks once has lied already,
@@ -150,6 +183,74 @@ impl WitnessState {
     }
 }
 
+/// A budget of requests: `per_minute` a minute, up to a minute's worth at once, refilled
+/// evenly. The witness keeps one per log; the validator one per witness.
+#[derive(Debug, Clone)]
+pub struct RequestBudget {
+    per_minute: u32,
+    tokens: f64,
+    at_ms: u64,
+}
+
+impl RequestBudget {
+    /// A full budget of `per_minute` requests a minute (at least 1) at time `now_ms`.
+    pub fn new(per_minute: u32, now_ms: u64) -> RequestBudget {
+        let per_minute = per_minute.max(1);
+        RequestBudget {
+            per_minute,
+            tokens: f64::from(per_minute),
+            at_ms: now_ms,
+        }
+    }
+
+    /// Takes one request at time `now_ms`; when none is left, the milliseconds until one is.
+    pub fn take(&mut self, now_ms: u64) -> Result<(), u64> {
+        let per_ms = f64::from(self.per_minute) / 60_000.0;
+        let elapsed = now_ms.saturating_sub(self.at_ms);
+        self.at_ms = self.at_ms.max(now_ms);
+        self.tokens = (self.tokens + elapsed as f64 * per_ms).min(f64::from(self.per_minute));
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err((((1.0 - self.tokens) / per_ms).ceil() as u64).max(1))
+        }
+    }
+}
+
+/// Add-checkpoint requests a witness takes per log and minute by default: a log publishing
+/// every 10 s needs 6, twice that with a 409 and its retry each time.
+pub const DEFAULT_REQUESTS_PER_LOG_MINUTE: u32 = 60;
+
+/// The path a monitor reads a log's latest cosigned checkpoint at, under the witness's
+/// monitoring prefix: `<origin hash>/checkpoint`, the origin hash being the lowercase hex
+/// SHA-256 of the log's origin (the layout c2sp.org/tlog-mirror gives its monitoring prefix;
+/// tlog-witness leaves its monitor retrieval to be designed).
+pub fn monitoring_path(origin: &str) -> String {
+    format!(
+        "{}/checkpoint",
+        hex::encode(Sha256::digest(origin.as_bytes()))
+    )
+}
+
+/// A lock that a panic elsewhere does not poison for good: every change under these locks
+/// leaves its value valid.
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The note a monitor is served for a cosigned checkpoint: its text, the log's own signature
+/// lines (others the request carried are dropped) and this witness's cosignature.
+fn served_note(signed: &SignedCheckpoint, log: &Verifier, cosignature: &NoteSignature) -> String {
+    let mut note =
+        Note::new(signed.note.text().to_string()).unwrap_or_else(|_| signed.note.clone());
+    for sig in signed.note.signatures().iter().filter(|s| log.matches(s)) {
+        note.push_signature(sig.clone());
+    }
+    note.push_signature(cosignature.clone());
+    note.to_text()
+}
+
 /// Why a checkpoint was not cosigned.
 #[derive(Debug, thiserror::Error)]
 pub enum CosignError {
@@ -176,6 +277,11 @@ pub struct WitnessService {
     witness: Mutex<Witness>,
     logs: Vec<Verifier>,
     state: WitnessState,
+    /// Per origin, the latest cosigned checkpoint's note, as monitors read it.
+    served: Mutex<HashMap<String, String>>,
+    /// Per followed origin, the requests left to it ([`WitnessService::with_budget`]).
+    budgets: Mutex<HashMap<String, RequestBudget>>,
+    per_minute: u32,
 }
 
 impl WitnessService {
@@ -187,14 +293,30 @@ impl WitnessService {
         state: WitnessState,
     ) -> Result<WitnessService, StateError> {
         let mut witness = Witness::new(signer);
+        let mut served = HashMap::new();
         for log in &logs {
-            witness.follow(log.clone(), state.load(log)?);
+            let kept = state.load(log)?;
+            if let Some(text) = kept.as_ref().and_then(|k| k.signed.clone()) {
+                served.insert(log.name().to_string(), text);
+            }
+            witness.follow(log.clone(), kept.map(|k| k.checkpoint));
         }
         Ok(WitnessService {
             witness: Mutex::new(witness),
             logs,
             state,
+            served: Mutex::new(served),
+            budgets: Mutex::new(HashMap::new()),
+            per_minute: DEFAULT_REQUESTS_PER_LOG_MINUTE,
         })
+    }
+
+    /// Takes at most `per_minute` add-checkpoint requests a minute for each log (a minute's
+    /// worth at once), answering the rest 429 with `Retry-After`
+    /// ([`DEFAULT_REQUESTS_PER_LOG_MINUTE`] unless set).
+    pub fn with_budget(mut self, per_minute: u32) -> WitnessService {
+        self.per_minute = per_minute.max(1);
+        self
     }
 
     /// The witness's public cosignature key.
@@ -207,9 +329,36 @@ impl WitnessService {
         self.lock().latest(origin).cloned()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Witness> {
+    fn lock(&self) -> MutexGuard<'_, Witness> {
         // Every change below leaves the witness valid: a panic leaves nothing half-made.
-        self.witness.lock().unwrap_or_else(PoisonError::into_inner)
+        locked(&self.witness)
+    }
+
+    /// The answer to `GET <monitoring prefix>/<path>`: for `<origin hash>/checkpoint`
+    /// ([`monitoring_path`]) of a followed log, 200 with its latest cosigned checkpoint — the
+    /// log's signature and this witness's cosignature — never cached for long; 404 for a log
+    /// it does not follow or has cosigned nothing of yet, and for any other path.
+    pub fn monitoring(&self, path: &str) -> Response {
+        let served = locked(&self.served);
+        let found = self
+            .logs
+            .iter()
+            .find(|l| monitoring_path(l.name()) == path)
+            .and_then(|l| served.get(l.name()));
+        match found {
+            Some(text) => Response {
+                status: 200,
+                content_type: crate::serve::TEXT,
+                cache_control: Some("no-cache, max-age=2"),
+                retry_after: None,
+                body: text.clone().into_bytes(),
+            },
+            None => Response::text(
+                404,
+                crate::serve::TEXT,
+                "no cosigned checkpoint of such a log here\n".into(),
+            ),
+        }
     }
 
     /// Handles one add-checkpoint request `body` at time `now` (POSIX seconds): the
@@ -232,22 +381,23 @@ impl WitnessService {
                 return Err(refusal.into());
             }
         };
+        let signed = SignedCheckpoint::parse(&request.checkpoint)
+            .map_err(|e| Refusal::Malformed(e.to_string()))?;
         for (log, old) in self.logs.iter().zip(before) {
             let new = witness.latest(log.name()).cloned();
-            if new == old {
+            if new == old || new.is_none() {
                 continue;
             }
-            if let Some(Err(e)) = new.as_ref().map(|c| self.state.persist(log, c)) {
+            let text = served_note(&signed, log, &signature);
+            if let Err(e) = self.state.persist(log, &text) {
                 witness.follow(log.clone(), old);
                 return Err(e.into());
             }
+            locked(&self.served).insert(log.name().to_string(), text);
         }
-        let checkpoint = SignedCheckpoint::parse(&request.checkpoint)
-            .map_err(|e| Refusal::Malformed(e.to_string()))?
-            .checkpoint;
         Ok(Cosigned {
             signature,
-            checkpoint,
+            checkpoint: signed.checkpoint,
         })
     }
 
@@ -280,10 +430,45 @@ impl WitnessService {
         }
     }
 
+    /// How long the log `body` names must wait (ms) when its budget is spent; `None` when the
+    /// request may go on (charged), or names no log this witness follows (refused later, at
+    /// no cost: no budget is kept for made-up origins).
+    fn over_budget(&self, body: &[u8], now: u64) -> Option<u64> {
+        let request = AddCheckpoint::parse(body).ok()?;
+        let origin = Note::parse(&request.checkpoint)
+            .ok()?
+            .text()
+            .lines()
+            .next()?
+            .to_string();
+        self.logs.iter().find(|l| l.name() == origin)?;
+        let now_ms = now.saturating_mul(1000);
+        let mut budgets = locked(&self.budgets);
+        budgets
+            .entry(origin)
+            .or_insert_with(|| RequestBudget::new(self.per_minute, now_ms))
+            .take(now_ms)
+            .err()
+    }
+
     /// The response to `POST <prefix>/add-checkpoint` with `body` at time `now`, as
     /// c2sp.org/tlog-witness specifies: [`WitnessService::cosign`], a refusal's status and
     /// reason, or 500 when the state could not be saved (logged).
+    /// A log past its request budget ([`WitnessService::with_budget`]) is answered 429 with
+    /// `Retry-After` before its signature is checked; the budget is its origin's, so a flood
+    /// naming one log delays that log's cosignatures only.
     pub fn add_checkpoint(&self, body: &[u8], now: u64) -> Response {
+        if let Some(wait_ms) = self.over_budget(body, now) {
+            let secs = wait_ms.div_ceil(1000).max(1);
+            return Response {
+                retry_after: Some(secs),
+                ..Response::text(
+                    429,
+                    crate::serve::TEXT,
+                    format!("too many add-checkpoint requests for this log: retry in {secs} s\n"),
+                )
+            };
+        }
         match self.cosign(body, now) {
             Ok(c) => Response::text(200, crate::serve::TEXT, c.signature.to_line()),
             Err(CosignError::Refused(refusal)) => crate::serve::refusal(refusal),
@@ -380,7 +565,7 @@ mod tests {
             Err(CosignError::Refused(Refusal::Fork { size: 8 }))
         ));
         let state = WitnessState::open(&dir.path().join("witness")).unwrap();
-        let kept = state.load(log().verifier()).unwrap().unwrap();
+        let kept = state.load(log().verifier()).unwrap().unwrap().checkpoint;
         assert_eq!(kept.size, 8);
         // The fork attempt was kept as evidence: the log's signed other root beside the
         // checkpoint the witness had cosigned.
@@ -428,6 +613,88 @@ mod tests {
             std::fs::read_dir(state.evidence_dir()).unwrap().count(),
             MAX_EVIDENCE
         );
+    }
+
+    #[test]
+    fn monitors_read_the_latest_cosigned_checkpoint_with_both_signatures() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = monitoring_path("pog.test/log");
+        assert_eq!(
+            path,
+            format!(
+                "{}/checkpoint",
+                hex::encode(Sha256::digest(b"pog.test/log"))
+            )
+        );
+        let witness = service(dir.path());
+        assert_eq!(
+            witness.monitoring(&path).status,
+            404,
+            "nothing cosigned yet"
+        );
+        assert_eq!(witness.add_checkpoint(&request(5, 0, 0), 1).status, 200);
+        assert_eq!(witness.add_checkpoint(&request(8, 5, 0), 2).status, 200);
+        let read = |w: &WitnessService| {
+            let r = w.monitoring(&path);
+            assert_eq!(r.status, 200);
+            SignedCheckpoint::parse(&r.body).unwrap()
+        };
+        let served = read(&witness);
+        assert_eq!(served.checkpoint.size, 8);
+        served.verify(log().verifier()).unwrap();
+        let cosigned = served.cosignatures(std::slice::from_ref(witness_key().verifier()));
+        assert_eq!(cosigned.len(), 1);
+        assert_eq!(cosigned[0].1.as_ref().unwrap().timestamp, Some(2));
+        // A refused fork does not change what is served; a restarted witness serves it too.
+        assert_eq!(witness.add_checkpoint(&request(8, 8, 1), 3).status, 422);
+        assert_eq!(read(&witness), served);
+        drop(witness);
+        assert_eq!(read(&service(dir.path())), served);
+        // Other paths, and logs it does not follow, are not found.
+        let again = service(dir.path());
+        for other in [
+            "checkpoint".to_string(),
+            monitoring_path("pog.test/other"),
+            format!("{path}/x"),
+        ] {
+            assert_eq!(again.monitoring(&other).status, 404, "{other}");
+        }
+    }
+
+    #[test]
+    fn a_flood_of_requests_for_a_log_is_answered_429_with_retry_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let witness = service(dir.path()).with_budget(6);
+        assert_eq!(witness.add_checkpoint(&request(5, 0, 0), 100).status, 200);
+        // The same honest request again and again, at one instant: past the budget (a
+        // minute's worth: 6), each is refused before anything is verified.
+        let answers: Vec<_> = (0..20)
+            .map(|_| witness.add_checkpoint(&request(5, 5, 0), 100))
+            .collect();
+        assert!(answers[..5].iter().all(|r| r.status == 200));
+        for r in &answers[5..] {
+            assert_eq!((r.status, r.retry_after), (429, Some(10)));
+        }
+        // Requests naming a log it does not follow spend nothing (404, no budget kept).
+        let stranger = NoteSigner::new("pog.test/stranger", ALG_ED25519, [9; 32]).unwrap();
+        let foreign = AddCheckpoint {
+            old_size: 0,
+            proof: vec![],
+            checkpoint: Checkpoint {
+                origin: "pog.test/stranger".into(),
+                size: 0,
+                root: pog_merkle::empty_root(),
+                extensions: vec![],
+            }
+            .sign(&stranger)
+            .to_text()
+            .into_bytes(),
+        };
+        assert_eq!(witness.add_checkpoint(&foreign.encode(), 100).status, 404);
+        assert_eq!(crate::witness_service::locked(&witness.budgets).len(), 1);
+        // The budget refills evenly: 10 s later one more is taken.
+        assert_eq!(witness.add_checkpoint(&request(8, 5, 0), 110).status, 200);
+        assert_eq!(witness.add_checkpoint(&request(8, 8, 0), 110).status, 429);
     }
 
     #[test]

@@ -581,6 +581,25 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
         std::thread::sleep(std::time::Duration::from_millis(200));
     };
 
+    // A monitor following the running validator's log finds nothing to alert on: every
+    // record signed by the key that may sign it (the agent's reports by the agent its
+    // registration names), rounds coming.
+    let monitored = pog_json(
+        &tmp.path().join("monitor"),
+        &[
+            "ledger",
+            "monitor",
+            &format!("http://{addr}/ledger"),
+            "--log-key",
+            &log_vkey,
+            "--once",
+            "--allow-private",
+        ],
+        0,
+    );
+    assert_eq!(monitored["alerts"], serde_json::json!([]), "{monitored}");
+    assert!(monitored["size"].as_u64().unwrap() >= stored.len() as u64);
+
     // One GPU's bundle, exported beside the running validator, verifies with the keys, the
     // witnesses' quorum and the validator's own tiles (no record of the GPU after the bundle's).
     let tiles = format!("http://{addr}/ledger/");
@@ -758,4 +777,119 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
         signed["size"].to_string(),
         "the last checkpoint covers the whole log"
     );
+}
+
+/// A `POST` over loopback with a plain socket: the status code, the head and the body.
+fn http_post(addr: &str, path: &str, body: &[u8]) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).unwrap();
+    let status = response.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (status, head.to_ascii_lowercase(), body.to_string())
+}
+
+/// `pog witness serve` over loopback: a flood of add-checkpoint requests for one log is
+/// answered 429 with Retry-After past its budget (without the budget, each would be verified
+/// and answered 409), and a monitor reads the latest cosigned checkpoint at
+/// `GET /<origin hash>/checkpoint`, with the log's signature and the witness's cosignature.
+#[test]
+fn a_witness_bounds_a_flood_per_log_and_serves_monitors_its_latest_cosigned_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = validator_dir(tmp.path(), "validator");
+    let batch = tmp.path().join("batch.json");
+    write(
+        &batch,
+        &Value::Array(records(
+            &Identity::from_seed(VALIDATOR_SEED),
+            &Identity::from_seed([0x43; 32]),
+            0,
+            2,
+        ))
+        .to_string(),
+    );
+    pog_json(&data, &["ledger", "append", batch.to_str().unwrap()], 0);
+    pog_json(&data, &["ledger", "checkpoint"], 0);
+    let log_vkey = pog_json(&data, &["ledger", "vkey"], 0)["vkey"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let origin = log_vkey.split('+').next().unwrap().to_string();
+    let request = pog_json(&data, &["ledger", "witness-request", "--old", "0"], 0)["request"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let witness_dir = tmp.path().join("w");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("pog"))
+        .arg("--data-dir")
+        .arg(&witness_dir)
+        .args([
+            "witness",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--log-key",
+            &log_vkey,
+            "--requests-per-log-minute",
+            "3",
+        ])
+        .env_remove("POG_DATA_DIR")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let (witness_vkey, addr) = (words[1].to_string(), words[4].to_string());
+    let monitoring = format!("/{}", pog_ledger::witness_service::monitoring_path(&origin));
+    assert_eq!(http_get(&addr, &monitoring).unwrap().0, 404, "nothing yet");
+
+    let answers: Vec<(u16, String, String)> = (0..8)
+        .map(|_| http_post(&addr, "/add-checkpoint", request.as_bytes()))
+        .collect();
+    let _ = child.kill();
+    let statuses: Vec<u16> = answers.iter().map(|a| a.0).collect();
+    let kept = {
+        let _ = child.wait();
+        // Restarted, it serves the same checkpoint from its state on disk.
+        witness_server(&witness_dir, &log_vkey)
+    };
+    assert_eq!(statuses, [200, 409, 409, 429, 429, 429, 429, 429]);
+    for (_, head, _) in &answers[3..] {
+        // A minute's worth is 3: one more in 20 s (less once a second has passed).
+        let secs: u64 = head
+            .split("retry-after: ")
+            .nth(1)
+            .and_then(|v| v.lines().next()?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{head}"));
+        assert!((1..=20).contains(&secs), "{head}");
+    }
+    let addr = kept.url.trim_start_matches("http://");
+    let (status, text) = http_get(addr, &monitoring).unwrap();
+    assert_eq!(status, 200);
+    let served = pog_ledger::checkpoint::SignedCheckpoint::parse(text.as_bytes()).unwrap();
+    served
+        .verify(&pog_ledger::note::Verifier::parse(&log_vkey).unwrap())
+        .unwrap();
+    let cosigned =
+        served.cosignatures(&[pog_ledger::note::Verifier::parse(&witness_vkey).unwrap()]);
+    assert!(cosigned.len() == 1 && cosigned[0].1.is_ok(), "{text}");
+    assert_eq!(served.checkpoint.size, 7);
+    let other = format!("/{}", pog_ledger::witness_service::monitoring_path("other"));
+    assert_eq!(http_get(addr, &other).unwrap().0, 404);
 }

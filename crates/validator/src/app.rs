@@ -106,6 +106,8 @@ pub struct Settings {
     /// Cosignatures a checkpoint needs before it is published (stored as the latest, served,
     /// exported, anchored); `None`: every witness's.
     pub witness_quorum: Option<usize>,
+    /// Requests a minute to each witness, and the back-off after its failures.
+    pub witness_budget: crate::ledger::WitnessBudget,
     /// The PostgreSQL database (`postgres://…`) its registry and records are kept in, shared
     /// with the fleet's other validators; `None`: `registry.sqlite` in the data dir.
     pub database: Option<String>,
@@ -244,7 +246,11 @@ impl ValidatorApp {
                 cause,
             }
         })?;
-        let ledger = Arc::new(ledger.with_quorum(quorum));
+        let ledger = Arc::new(
+            ledger
+                .with_quorum(quorum)
+                .with_witness_budget(settings.witness_budget),
+        );
         let clearer = Identity::from_seed(identity.seed());
         let records = Arc::new(
             RecordStore::new(identity, registry)

@@ -120,6 +120,8 @@ pub struct ValidatorLedger {
     pending: Mutex<Option<SignedCheckpoint>>,
     /// How long each witness has to answer a publication.
     witness_deadline: Duration,
+    /// Each witness's request budget and back-off.
+    budgets: Arc<WitnessBudgets>,
 }
 
 /// How long a witness has to answer a publication by default (its connection, its answer, and
@@ -151,7 +153,15 @@ impl ValidatorLedger {
             quorum: 0,
             pending: Mutex::new(None),
             witness_deadline: WITNESS_DEADLINE,
+            budgets: Arc::new(WitnessBudgets::new(WitnessBudget::default())),
         }
+    }
+
+    /// This ledger asking each witness within `budget` (instead of
+    /// [`WitnessBudget::default`]).
+    pub fn with_witness_budget(mut self, budget: WitnessBudget) -> ValidatorLedger {
+        self.budgets = Arc::new(WitnessBudgets::new(budget));
+        self
     }
 
     /// This ledger publishing a checkpoint (storing it as the latest, served, exported and
@@ -398,6 +408,111 @@ fn witness_settings() -> pog_net::http::ClientSettings {
     }
 }
 
+/// How often the log may ask one witness, and how it backs off from one that fails, so that a
+/// witness answering slowly or with errors is not asked again at every tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WitnessBudget {
+    /// Requests a minute to one witness (a minute's worth at once); a publication past it
+    /// skips that witness until the budget refills.
+    pub per_minute: u32,
+    /// The wait after a failure (no answer in time, 429, a 5xx or any other refusal than a
+    /// 409 with a size); it doubles with each failure in a row, up to `max_backoff`. A 429's
+    /// `Retry-After`, when longer, is waited instead.
+    pub backoff: Duration,
+    /// The longest wait after failures.
+    pub max_backoff: Duration,
+}
+
+impl Default for WitnessBudget {
+    /// 12 requests a minute (a checkpoint every 10 s, each with a 409 and its retry), 10 s
+    /// after a failure, doubling up to 10 minutes.
+    fn default() -> WitnessBudget {
+        WitnessBudget {
+            per_minute: 12,
+            backoff: Duration::from_secs(10),
+            max_backoff: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Each witness's standing against its [`WitnessBudget`], by URL.
+#[derive(Debug)]
+pub struct WitnessBudgets {
+    budget: WitnessBudget,
+    started: std::time::Instant,
+    standing: Mutex<std::collections::HashMap<String, Standing>>,
+}
+
+/// One witness's requests left, failures in a row and when it may be asked again.
+#[derive(Debug)]
+struct Standing {
+    requests: pog_ledger::witness_service::RequestBudget,
+    failures: u32,
+    not_before_ms: u64,
+}
+
+impl WitnessBudgets {
+    /// Every witness's budget `budget`, full.
+    pub fn new(budget: WitnessBudget) -> WitnessBudgets {
+        WitnessBudgets {
+            budget,
+            started: std::time::Instant::now(),
+            standing: Mutex::default(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Takes one request to `url` from its budget; why not, when it is backing off or spent.
+    fn admit(&self, url: &str) -> Result<(), String> {
+        let now = self.now_ms();
+        let mut standing = self.standing.locked();
+        let s = standing.entry(url.to_string()).or_insert_with(|| Standing {
+            requests: pog_ledger::witness_service::RequestBudget::new(self.budget.per_minute, now),
+            failures: 0,
+            not_before_ms: 0,
+        });
+        if now < s.not_before_ms {
+            return Err(format!(
+                "not asked: backing off for {:.1} s after {} failure(s)",
+                (s.not_before_ms - now) as f64 / 1000.0,
+                s.failures
+            ));
+        }
+        s.requests.take(now).map_err(|wait| {
+            format!(
+                "not asked: its budget of {} requests a minute is spent for {:.1} s",
+                self.budget.per_minute,
+                wait as f64 / 1000.0
+            )
+        })
+    }
+
+    /// Records how `url` answered: a failure starts or lengthens its back-off (at least
+    /// `retry_after`), anything else ends it.
+    fn answered(&self, url: &str, failed: bool, retry_after: Option<Duration>) {
+        let now = self.now_ms();
+        let mut standing = self.standing.locked();
+        let Some(s) = standing.get_mut(url) else {
+            return;
+        };
+        if !failed {
+            s.failures = 0;
+            return;
+        }
+        s.failures = s.failures.saturating_add(1);
+        let doubled = self
+            .budget
+            .backoff
+            .saturating_mul(1 << (s.failures - 1).min(20))
+            .min(self.budget.max_backoff);
+        let wait = doubled.max(retry_after.unwrap_or_default());
+        s.not_before_ms = now.saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+    }
+}
+
 /// The most bytes a witness's answer may hold (a cosignature line, or a size with a 409).
 const MAX_WITNESS_ANSWER_BYTES: usize = 64 << 10;
 
@@ -406,7 +521,7 @@ const MAX_WITNESS_ANSWER_BYTES: usize = 64 << 10;
 /// holds, so that a publication costs one request as long as nothing else talks to it.
 async fn ask_witness(
     (ledger, checkpoint): (&Ledger, &SignedCheckpoint),
-    client: &reqwest::Client,
+    (client, budgets): (&reqwest::Client, &WitnessBudgets),
     url: &str,
     mut old: u64,
 ) -> WitnessAnswer {
@@ -427,9 +542,18 @@ async fn ask_witness(
             Ok((body, _)) => body,
             Err(e) => return answer(false, 409, e.to_string(), None),
         };
+        if let Err(why) = budgets.admit(url) {
+            return answer(false, 0, why, Some(old));
+        }
+        let mut retry_after = None;
         let sent = async {
             let mut r = client.post(&endpoint).body(body).send().await?;
             let status = r.status().as_u16();
+            retry_after = r
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok()?.trim().parse().ok())
+                .map(|secs: u64| Duration::from_secs(secs.min(3600)));
             let conflict = r
                 .headers()
                 .get(reqwest::header::CONTENT_TYPE)
@@ -449,16 +573,19 @@ async fn ask_witness(
         .await;
         let sent = match sent {
             Ok(Err(status)) => {
+                budgets.answered(url, true, None);
                 return answer(
                     false,
                     status,
                     format!("the witness's answer exceeds {MAX_WITNESS_ANSWER_BYTES} bytes"),
                     None,
-                )
+                );
             }
             Ok(Ok(answered)) => Ok(answered),
             Err(e) => Err(e),
         };
+        let failed = !matches!(&sent, Ok((200, _, _)) | Ok((409, true, _)));
+        budgets.answered(url, failed, retry_after);
         match sent {
             Err(e) => return answer(false, 0, format!("no answer: {e}"), None),
             Ok((409, true, text)) if text.trim().parse::<u64>().is_ok_and(|n| n != old) => {
@@ -487,12 +614,13 @@ async fn ask_witness(
 /// witnesses' keys have cosigned it, the result is stored as the latest checkpoint, and again
 /// with each later cosignature (so `/ledger/checkpoint` and exported bundles carry it at once:
 /// a witness that hangs delays nobody else's cosignature); short of the quorum nothing is
-/// stored. A refusing or silent witness is reported in the answers, not as an error. While it
-/// runs, nothing else may store a checkpoint of `ledger` (the validator's schedule publishes
-/// between its ticks).
+/// stored. A refusing or silent witness is reported in the answers, not as an error; one that
+/// `budgets` holds back (backing off after failures, or past its requests a minute) is not
+/// asked, and said so. While it runs, nothing else may store a checkpoint of `ledger` (the
+/// validator's schedule publishes between its ticks).
 pub async fn publish(
     ledger: &Arc<Ledger>,
-    client: &reqwest::Client,
+    (client, budgets): (&reqwest::Client, &Arc<WitnessBudgets>),
     (targets, held): (&[WitnessTarget], &std::collections::HashMap<String, u64>),
     deadline: Duration,
     (checkpoint, quorum): (SignedCheckpoint, usize),
@@ -501,11 +629,15 @@ pub async fn publish(
     let mut slots = std::collections::HashMap::new();
     for (slot, target) in targets.iter().enumerate() {
         let (ledger, client, url) = (ledger.clone(), client.clone(), target.url.clone());
+        let budgets = budgets.clone();
         let old = held.get(&url).copied().unwrap_or(0);
         let candidate = checkpoint.clone();
         let task = asks.spawn(async move {
-            let asking = ask_witness((&ledger, &candidate), &client, &url, old);
+            let asking = ask_witness((&ledger, &candidate), (&client, &budgets), &url, old);
             let asked = tokio::time::timeout(deadline, asking).await;
+            if asked.is_err() {
+                budgets.answered(&url, true, None);
+            }
             asked.unwrap_or_else(|_| WitnessAnswer {
                 answer: format!("no answer within {} s", deadline.as_secs_f64()),
                 url,
@@ -676,7 +808,7 @@ impl ValidatorLedger {
             let candidate = self.to_publish()?;
             let p = publish(
                 &self.ledger,
-                client,
+                (client, &self.budgets),
                 (witnesses, &held),
                 self.witness_deadline,
                 (candidate, self.quorum),
@@ -803,16 +935,18 @@ impl HttpTiles {
     }
 }
 
-impl pog_ledger::tiles::TileSource for HttpTiles {
-    fn read_tile(
-        &mut self,
-        id: &pog_ledger::tiles::TileId,
-    ) -> Result<Vec<u8>, pog_ledger::tiles::TileError> {
-        let url = format!("{}{}", self.base, id.path());
-        let failed = |why: String| pog_ledger::tiles::TileError::Source {
-            path: url.clone(),
-            why,
-        };
+impl HttpTiles {
+    /// The log's checkpoint (`checkpoint` under the base), at most
+    /// [`MAX_NOTE_BYTES`](pog_ledger::note::MAX_NOTE_BYTES), within the same budget as the tiles.
+    pub fn checkpoint(&mut self) -> Result<Vec<u8>, LedgerError> {
+        self.get("checkpoint", pog_ledger::note::MAX_NOTE_BYTES)
+            .map_err(|why| LedgerError::Tiles(format!("{}checkpoint: {why}", self.base)))
+    }
+
+    /// `GET` of `path` under the base: its body when it answers 200 with at most `cap` bytes
+    /// before the reading's deadline; why not otherwise.
+    fn get(&mut self, path: &str, cap: usize) -> Result<Vec<u8>, String> {
+        let url = format!("{}{path}", self.base);
         let left = self
             .deadline
             .saturating_duration_since(std::time::Instant::now());
@@ -821,7 +955,7 @@ impl pog_ledger::tiles::TileSource for HttpTiles {
             self.budget.as_secs_f64()
         );
         if left.is_zero() {
-            return Err(failed(over));
+            return Err(over);
         }
         let read = async {
             let mut response = self
@@ -829,14 +963,14 @@ impl pog_ledger::tiles::TileSource for HttpTiles {
                 .get(&url)
                 .send()
                 .await
-                .map_err(|e| failed(e.to_string()))?;
+                .map_err(|e| e.to_string())?;
             if response.status() != reqwest::StatusCode::OK {
-                return Err(failed(format!("answered {}", response.status())));
+                return Err(format!("answered {}", response.status()));
             }
             let mut body = Vec::new();
-            while let Some(chunk) = response.chunk().await.map_err(|e| failed(e.to_string()))? {
-                if body.len() + chunk.len() > MAX_TILE_BYTES {
-                    return Err(failed(format!("more than {MAX_TILE_BYTES} bytes")));
+            while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+                if body.len() + chunk.len() > cap {
+                    return Err(format!("more than {cap} bytes"));
                 }
                 body.extend_from_slice(&chunk);
             }
@@ -844,7 +978,21 @@ impl pog_ledger::tiles::TileSource for HttpTiles {
         };
         self.runtime
             .block_on(async { tokio::time::timeout(left, read).await })
-            .unwrap_or_else(|_| Err(failed(over)))
+            .unwrap_or(Err(over))
+    }
+}
+
+impl pog_ledger::tiles::TileSource for HttpTiles {
+    fn read_tile(
+        &mut self,
+        id: &pog_ledger::tiles::TileId,
+    ) -> Result<Vec<u8>, pog_ledger::tiles::TileError> {
+        let path = id.path();
+        self.get(&path, MAX_TILE_BYTES)
+            .map_err(|why| pog_ledger::tiles::TileError::Source {
+                path: format!("{}{path}", self.base),
+                why,
+            })
     }
 }
 

@@ -19,7 +19,7 @@ use pog_ledger::tiles::{tiles_of, TileError, TileId, TileSource, TiledTree};
 use pog_ledger::witness::Witness;
 use pog_net::serve::Limits;
 use pog_signed::{Identity, RecordKind};
-use pog_validator::ledger::{ValidatorLedger, WitnessAnswer, WitnessTarget};
+use pog_validator::ledger::{ValidatorLedger, WitnessAnswer, WitnessBudget, WitnessTarget};
 use pog_validator::validator::{Validator, ValidatorError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -255,7 +255,8 @@ async fn checkpoints_are_cosigned_and_a_missed_witness_is_asked_again() {
         published.witnesses[2]
     );
 
-    // The log did not grow, but a witness was missed: asked again (still down).
+    // The log did not grow, but a witness was missed: published again (the one down is
+    // backing off, not asked).
     let again = ledger.tick(&client, &witnesses).await.unwrap();
     assert_eq!(again.signed, None);
     let answers: Vec<WitnessAnswer> = again.published.unwrap().witnesses;
@@ -731,4 +732,102 @@ async fn a_checkpoint_is_published_only_once_its_quorum_cosigned_it() {
     assert_eq!(status, 200);
     let note = pog_ledger::note::Note::parse(text.as_bytes()).unwrap();
     assert_eq!(note.verify(&[log_key, k1, k2]).unwrap().len(), 3, "{text}");
+}
+
+/// A "witness" that answers every request 503 (or 429 with `Retry-After: 1` when `busy`), and
+/// the count of requests it got.
+async fn failing_witness(busy: bool) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = requests.clone();
+    let router = axum::Router::new().route(
+        "/add-checkpoint",
+        axum::routing::post(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            async move {
+                let (status, retry) = if busy {
+                    (axum::http::StatusCode::TOO_MANY_REQUESTS, "1")
+                } else {
+                    (axum::http::StatusCode::SERVICE_UNAVAILABLE, "0")
+                };
+                (status, [(axum::http::header::RETRY_AFTER, retry)], "busy\n")
+            }
+        }),
+    );
+    let (listener, url) = listen().await;
+    tokio::spawn(pog_net::http::serve(
+        listener,
+        router,
+        Limits::small_requests(),
+    ));
+    (url, requests)
+}
+
+/// Ticks `ledger` `n` times against `witnesses` (a failing witness makes every tick publish
+/// again), returning the last publication's answers.
+async fn ticks(
+    ledger: &ValidatorLedger,
+    witnesses: &[WitnessTarget],
+    n: usize,
+) -> Vec<WitnessAnswer> {
+    let client = pog_validator::ledger::witness_client().unwrap();
+    let mut last = Vec::new();
+    for _ in 0..n {
+        let tick = ledger.tick(&client, witnesses).await.unwrap();
+        last = tick.published.unwrap().witnesses;
+    }
+    last
+}
+
+/// A witness that fails (503) is left alone for the back-off after its failure: ticks in a
+/// tight loop ask it once, not at every tick (without the back-off: 20 requests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_witness_is_backed_off_not_asked_at_every_tick() {
+    let dir = tempfile::tempdir().unwrap();
+    let identity = Identity::from_seed(VALIDATOR_SEED);
+    let ledger = Arc::new(ValidatorLedger::open(dir.path(), &identity, None).unwrap());
+    let h = Harness::new().with_ledger_of(ledger.clone()).serve().await;
+    assert_eq!(h.agent(8, vec![claim(GPU)]).await.status(), 200);
+    let (failing, asked) = failing_witness(false).await;
+    let (busy, asked_busy) = failing_witness(true).await;
+    let witnesses = [
+        target(&failing, &stranger(71)),
+        target(&busy, &stranger(72)),
+    ];
+    let last = ticks(&ledger, &witnesses, 20).await;
+    assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(asked_busy.load(std::sync::atomic::Ordering::Relaxed), 1);
+    for answer in &last {
+        assert!(
+            !answer.cosigned && answer.answer.contains("backing off"),
+            "{answer:?}"
+        );
+    }
+}
+
+/// Past its requests a minute, a witness is not asked until the budget refills, even with no
+/// back-off (without the budget: 10 requests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witness_is_asked_within_its_requests_a_minute() {
+    let dir = tempfile::tempdir().unwrap();
+    let identity = Identity::from_seed(VALIDATOR_SEED);
+    let ledger = ValidatorLedger::open(dir.path(), &identity, None)
+        .unwrap()
+        .with_witness_budget(WitnessBudget {
+            per_minute: 3,
+            backoff: std::time::Duration::ZERO,
+            max_backoff: std::time::Duration::ZERO,
+        });
+    let ledger = Arc::new(ledger);
+    let h = Harness::new().with_ledger_of(ledger.clone()).serve().await;
+    assert_eq!(h.agent(8, vec![claim(GPU)]).await.status(), 200);
+    let (failing, asked) = failing_witness(false).await;
+    let last = ticks(&ledger, &[target(&failing, &stranger(73))], 10).await;
+    assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 3);
+    assert!(
+        last[0]
+            .answer
+            .contains("budget of 3 requests a minute is spent"),
+        "{:?}",
+        last[0]
+    );
 }

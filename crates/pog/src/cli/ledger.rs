@@ -76,6 +76,46 @@ pub enum LedgerAction {
     /// Deploy a CheckpointRegistry (contracts/CheckpointRegistry.sol, compiled by
     /// scripts/evm-tools.sh) on an EVM chain and print its address.
     DeployRegistry(DeployArgs),
+    /// Follow a log's checkpoint and tiles (a validator's /ledger/ or any tlog-tiles mirror):
+    /// verify every new checkpoint against the last one verified (kept in
+    /// DATA_DIR/ledger-monitor/), read every new entry, and alert on a fork, a rollback, an
+    /// unknown kind or signer, or a GPU whose rounds stopped.
+    Monitor(MonitorLogArgs),
+}
+
+/// What `pog ledger monitor` follows and where it alerts.
+#[derive(Debug, Args)]
+pub struct MonitorLogArgs {
+    /// The log's URL prefix (its checkpoint is URL/checkpoint, its tiles URL/tile/…), e.g.
+    /// http://validator:7071/ledger.
+    pub url: String,
+    /// The log's verifier key (or a file holding it).
+    #[arg(long, value_name = "VKEY")]
+    pub log_key: String,
+    /// Run one pass and exit: 1 when it raised any alert (for cron and tests).
+    #[arg(long)]
+    pub once: bool,
+    /// Seconds between passes.
+    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_seconds)]
+    pub every: std::time::Duration,
+    /// A registered GPU with no round record for this many seconds is alerted on (once per
+    /// silence).
+    #[arg(long, value_name = "SECONDS", default_value_t = 900,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub silent_after: u64,
+    /// POST each alert as JSON to this URL (http or https), retried with backoff.
+    #[arg(long, value_name = "URL")]
+    pub webhook: Option<String>,
+    /// Serve Prometheus metrics (alerts by kind, the verified size) at
+    /// http://HOST:PORT/metrics.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Option<String>,
+    /// Allow a log at a loopback, private or link-local address (refused by default).
+    #[arg(long)]
+    pub allow_private: bool,
+    /// Where the monitor keeps the last verified checkpoint [default: DATA_DIR/ledger-monitor].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
 }
 
 impl LedgerAction {
@@ -93,6 +133,7 @@ impl LedgerAction {
             LedgerAction::Mirror { .. } => "ledger.mirror",
             LedgerAction::Anchor(_) => "ledger.anchor",
             LedgerAction::DeployRegistry(_) => "ledger.deploy_registry",
+            LedgerAction::Monitor(_) => "ledger.monitor",
         }
     }
 }
@@ -275,6 +316,11 @@ pub struct ServeArgs {
     /// The witness's name [default: pog.witness/ and the first 16 hex digits of its key].
     #[arg(long)]
     pub name: Option<String>,
+    /// Add-checkpoint requests taken per followed log and minute (a minute's worth at once);
+    /// the rest are answered 429 with Retry-After.
+    #[arg(long, default_value_t = pog_ledger::witness_service::DEFAULT_REQUESTS_PER_LOG_MINUTE,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub requests_per_log_minute: u32,
 }
 
 impl WitnessAction {

@@ -146,6 +146,11 @@ pub struct ValidatorArgs {
     /// --witness].
     #[arg(long, value_name = "N")]
     pub witness_quorum: Option<usize>,
+    /// Requests a minute to each witness (a minute's worth at once); a witness that fails (no
+    /// answer in time, 429, 5xx, a refusal) is left alone 10 s, doubling up to 10 minutes.
+    #[arg(long, value_name = "N", default_value_t = 12,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub witness_requests_per_minute: u32,
     /// An EVM node's JSON-RPC URL (http or https): the ledger's checkpoints are anchored in the
     /// CheckpointRegistry at --anchor-contract there, paid for by --anchor-key-file's account.
     #[arg(long, value_name = "URL", requires_all = ["anchor_contract", "anchor_key_file"])]

@@ -10,6 +10,7 @@
 //! - `pog ledger vkey`: the log's verifier key, for holders and witnesses.
 //! - `pog ledger deploy-registry --rpc URL --key-file FILE` and `pog ledger anchor --rpc URL
 //!   --contract ADDR --key-file FILE`: the chain anchor (`anchor`).
+//! - `pog ledger monitor URL --log-key VKEY [--once]`: follows a log and alerts (`monitor`).
 //! - `pog verify BUNDLE --log-key VKEY [--witness VKEY…] [--quorum N] [--since CHECKPOINT]
 //!   [--chain RPC_URL --contract ADDR]`.
 //! - `pog witness cosign REQUEST --log-key VKEY`: a tlog-witness add-checkpoint request.
@@ -18,6 +19,7 @@
 //! refused, 2 when an input could not be read.
 
 mod anchor;
+mod monitor;
 
 use crate::cli::ledger::{
     CosignArgs, ExportArgs, LedgerAction, LedgerArgs, ProveLedgerArgs, ServeArgs, VerifyArgs,
@@ -116,6 +118,7 @@ pub fn ledger_run(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
         LedgerAction::Publish { witnesses } => publish(global, args, witnesses),
         LedgerAction::Anchor(a) => anchor::anchor_command(global, &ledger_dir(global, args)?, a),
         LedgerAction::DeployRegistry(d) => anchor::deploy_command(global, d),
+        LedgerAction::Monitor(m) => monitor::monitor_command(global, m),
         LedgerAction::Mirror { dir } => {
             let ledger = read_ledger(global, args)?;
             let stats = pog_ledger::serve::write_static(ledger.log(), dir)?;
@@ -889,9 +892,13 @@ fn publish(
     // One-shot: no size remembered, each witness starts from 0 and follows its 409.
     let held = std::collections::HashMap::new();
     let stored = pog_validator::ledger::stored_checkpoint(&ledger)?;
+    // One-shot too: each witness asked once, within the default budget.
+    let budgets = std::sync::Arc::new(pog_validator::ledger::WitnessBudgets::new(
+        pog_validator::ledger::WitnessBudget::default(),
+    ));
     let published = rt.block_on(pog_validator::ledger::publish(
         &ledger,
-        &client,
+        (&client, &budgets),
         (targets, &held),
         deadline,
         (stored, 0),
@@ -945,8 +952,30 @@ fn witness_state(global: &Global) -> Result<WitnessState> {
     Ok(WitnessState::open(&data_dir(global)?.join("witness"))?)
 }
 
+/// A witness's answer as axum sends it: status, content type, and the cache and retry
+/// headers when it has them.
+fn witness_response(r: pog_ledger::serve::Response) -> axum::response::Response {
+    use axum::http::{header, HeaderValue};
+    use axum::response::IntoResponse;
+    let mut response = (
+        axum::http::StatusCode::from_u16(r.status)
+            .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR),
+        [(header::CONTENT_TYPE, r.content_type)],
+        r.body,
+    )
+        .into_response();
+    let headers = response.headers_mut();
+    if let Some(c) = r.cache_control {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(c));
+    }
+    if let Some(secs) = r.retry_after {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    response
+}
+
 fn serve_witness(global: &Global, args: &ServeArgs) -> Result<Outcome> {
-    use axum::routing::post;
+    use axum::routing::{get, post};
     let logs = args
         .log_keys
         .iter()
@@ -958,11 +987,14 @@ fn serve_witness(global: &Global, args: &ServeArgs) -> Result<Outcome> {
             k.name()
         );
     }
-    let service = std::sync::Arc::new(WitnessService::open(
-        witness_signer(global, &args.name)?,
-        logs,
-        witness_state(global)?,
-    )?);
+    let service = std::sync::Arc::new(
+        WitnessService::open(
+            witness_signer(global, &args.name)?,
+            logs,
+            witness_state(global)?,
+        )?
+        .with_budget(args.requests_per_log_minute),
+    );
     let vkey = service.verifier().to_vkey();
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let listener = rt
@@ -973,28 +1005,37 @@ fn serve_witness(global: &Global, args: &ServeArgs) -> Result<Outcome> {
         let _runtime = rt.enter();
         pog_net::serve::stop_signal().context("installing the signal handlers")?
     };
-    let router = axum::Router::new().route(
-        "/add-checkpoint",
-        post(move |body: axum::body::Bytes| {
-            let service = service.clone();
-            async move {
-                let r = tokio::task::spawn_blocking(move || service.add_checkpoint(&body, now_s()))
-                    .await
-                    .unwrap_or_else(|_| pog_ledger::serve::Response {
-                        status: 500,
-                        content_type: "text/plain; charset=utf-8",
-                        cache_control: None,
-                        body: b"the witness failed\n".to_vec(),
-                    });
-                (
-                    axum::http::StatusCode::from_u16(r.status)
-                        .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR),
-                    [(axum::http::header::CONTENT_TYPE, r.content_type)],
-                    r.body,
-                )
-            }
-        }),
-    );
+    let monitor = service.clone();
+    let router = axum::Router::new()
+        .route(
+            "/add-checkpoint",
+            post(move |body: axum::body::Bytes| {
+                let service = service.clone();
+                async move {
+                    let r =
+                        tokio::task::spawn_blocking(move || service.add_checkpoint(&body, now_s()))
+                            .await
+                            .unwrap_or_else(|_| pog_ledger::serve::Response {
+                                status: 500,
+                                content_type: "text/plain; charset=utf-8",
+                                cache_control: None,
+                                retry_after: None,
+                                body: b"the witness failed\n".to_vec(),
+                            });
+                    witness_response(r)
+                }
+            }),
+        )
+        // The monitoring prefix is the submission prefix: GET <origin hash>/checkpoint.
+        .route(
+            "/{origin_hash}/checkpoint",
+            get(
+                move |axum::extract::Path(hash): axum::extract::Path<String>| {
+                    let r = monitor.monitoring(&format!("{hash}/checkpoint"));
+                    async move { witness_response(r) }
+                },
+            ),
+        );
     {
         use std::io::Write;
         let mut out = std::io::stdout();

@@ -437,6 +437,10 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
         checkpoint_every: args.checkpoint_every,
         witnesses: args.witnesses.clone(),
         witness_quorum: args.witness_quorum,
+        witness_budget: pog_validator::ledger::WitnessBudget {
+            per_minute: args.witness_requests_per_minute,
+            ..Default::default()
+        },
         database: args.database.clone(),
     })
 }
