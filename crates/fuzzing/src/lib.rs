@@ -275,8 +275,7 @@ pub fn open_request(body: &[u8]) -> Result<Openings, String> {
         .check(prover.leaf_count(), pog_agent::agent::MAX_OPENINGS)
         .map_err(|e| e.to_string())?;
     let opened = prover.open(&request.leaves).map_err(|e| e.to_string())?;
-    Openings::compact(request.challenge_id, prover.leaf_count(), &opened)
-        .map_err(|e| e.to_string())
+    Openings::compact(request.challenge_id, prover.leaf_count(), &opened).map_err(|e| e.to_string())
 }
 
 /// A signed openings body, decoded and given to a validator session that has taken the honest

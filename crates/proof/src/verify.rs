@@ -109,7 +109,11 @@ pub enum Rejection {
 /// (`challenge.leaf_of(position)`), already proven to be that leaf of the committed tree (the
 /// session checks every opened leaf against the root with one multiproof): the leaf's length,
 /// then the element against the f64 recomputation.
-pub fn check_value(challenge: &Challenge, position: Position, bytes: &[u8]) -> Result<(), Rejection> {
+pub fn check_value(
+    challenge: &Challenge,
+    position: Position,
+    bytes: &[u8],
+) -> Result<(), Rejection> {
     let (leaf, offset) = challenge.leaf_of(position);
     let expected = challenge.leaf_len(leaf);
     if bytes.len() != expected {

@@ -351,7 +351,10 @@ impl Openings {
         use base64::Engine;
         let paths: Vec<(u64, &[Hash])> = opened.iter().map(|o| (o.leaf, &o.proof[..])).collect();
         let proof = multiproof::from_paths(leaf_count, &paths)?;
-        let leaves: Vec<u8> = opened.iter().flat_map(|o| o.bytes.iter().copied()).collect();
+        let leaves: Vec<u8> = opened
+            .iter()
+            .flat_map(|o| o.bytes.iter().copied())
+            .collect();
         Ok(Openings {
             challenge_id,
             leaves: BASE64.encode(leaves),
@@ -741,7 +744,9 @@ mod tests {
     fn opened(size: u64, wanted: &[u64]) -> (pog_merkle::Tree, Vec<Opening>) {
         let bytes = |i: u64| (i as u32).to_le_bytes().to_vec();
         let tree = pog_merkle::Tree::from_leaf_hashes(
-            (0..size).map(|i| pog_merkle::leaf_hash(&bytes(i))).collect(),
+            (0..size)
+                .map(|i| pog_merkle::leaf_hash(&bytes(i)))
+                .collect(),
         );
         let opened = wanted
             .iter()
@@ -761,13 +766,22 @@ mod tests {
         let o = Openings::compact("c".into(), 50, &opened).unwrap();
         let hashes = multiproof::proof_len(50, &wanted).unwrap();
         let (leaves, proof) = o.decode(16, hashes).unwrap();
-        assert_eq!(leaves, opened.iter().flat_map(|o| o.bytes.clone()).collect::<Vec<_>>());
+        assert_eq!(
+            leaves,
+            opened
+                .iter()
+                .flat_map(|o| o.bytes.clone())
+                .collect::<Vec<_>>()
+        );
         let hashed: Vec<(u64, Hash)> = wanted
             .iter()
             .zip(leaves.chunks(4))
             .map(|(i, b)| (*i, pog_merkle::leaf_hash(b)))
             .collect();
-        assert_eq!(multiproof::verify(50, &hashed, &proof, &tree.root()), Ok(()));
+        assert_eq!(
+            multiproof::verify(50, &hashed, &proof, &tree.root()),
+            Ok(())
+        );
         // The paths' shared hashes travel once.
         assert!(proof.len() < opened.iter().map(|o| o.proof.len()).sum());
     }

@@ -755,8 +755,8 @@ async fn a_real_exchange_answers_1024_checks_in_the_bytes_the_leaves_take() {
     leaves.dedup();
     let leaf_bytes: usize = leaves.iter().map(|l| c.leaf_len(*l)).sum();
     let hashes = pog_merkle::multiproof::proof_len(c.leaf_count(), &leaves).unwrap();
-    let fields = pog_proof::wire::Openings::limit(leaf_bytes, hashes)
-        - pog_proof::wire::OPENINGS_OVERHEAD;
+    let fields =
+        pog_proof::wire::Openings::limit(leaf_bytes, hashes) - pog_proof::wire::OPENINGS_OVERHEAD;
     eprintln!(
         "{} leaves of 128 B, {hashes} hashes: fields {fields} B, from the agent {} B, to it {} B",
         leaves.len(),
