@@ -9,6 +9,10 @@
 # behind the DaemonSet's probes and resources.
 #
 # Usage: POG=target/release/pog scripts/deploy-h200.sh OUT_DIR   (ROUNDS, default 2)
+#
+# NOT RUN YET (2026-12-05): the session that wrote it could not carry a pog binary to a GPU
+# machine; scripts/gpu-sandbox-h200.sh checked the same assumptions with CuPy and PyTorch.
+# The DaemonSet's resources and probes wait on its figures.
 set -u
 # NVLink multicast stays off (the GPU machines' rule), here and in the agent's environment.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
