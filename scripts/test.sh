@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# The test command (README.md's second command; .ci/run calls it after fmt and clippy): every
-# Rust test of the workspace, then the monitor's dashboard end to end in headless Chromium.
+# The test command (README.md's second command; .ci/run calls it after fmt and clippy): a
+# check of the deployment files, every Rust test of the workspace, then the monitor's
+# dashboard end to end in headless Chromium.
 # What the tests need beyond cargo (Chromium, playwright-core, the EVM tools, PostgreSQL's
 # server programs) the scripts they call install on first use; a machine without network
 # access needs them installed already.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The deployment files first (seconds, and no build needed): the systemd units verified and
+# scored, the Kubernetes overlays rendered and checked against the Kubernetes schemas
+# (docs/deploy.md). A part whose tool is missing is skipped with a message, unless
+# POG_REQUIRE_DEPLOY_CHECK=1.
+scripts/check-deploy.sh
 # The validator's store tests run on SQLite and on a throwaway PostgreSQL cluster
 # (scripts/postgres.sh: its own temp dir and free port, removed on exit). A server that does
 # not start fails the tests here; POG_REQUIRE_POSTGRES makes the store tests fail rather than
