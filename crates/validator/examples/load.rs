@@ -19,6 +19,14 @@
 //!
 //! Each agent registers from its own loopback address (127.0.x.y), as agents on separate hosts
 //! would, so the validator's per-source limits apply to each one alone.
+//!
+//! `--validators N --database postgres://…` runs a fleet (issue 22, item 7): N validator
+//! processes on one PostgreSQL database, the agents registered with them in turn and trusting
+//! them all. It also reports the slot-start skew across the validators (per slot, the spread
+//! of each validator's first record), the API's p99 on each, the database's commits a second
+//! and its server processes' CPU, each validator's CPU and RSS; then it kills the first
+//! validator and reports how long its GPUs wait until another validator proves them.
+//! `--no-memory` leaves the proof of memory out of the rounds.
 
 use pog_agent::agent::{self, Agent};
 use pog_local::provers::CpuEngine;
@@ -43,6 +51,12 @@ struct Options {
     /// Readers reading `/v1/records` pages (up to 1000 records each) back to back while
     /// measuring, each from its own address.
     readers: usize,
+    /// Validator processes (more than one needs `database`).
+    validators: usize,
+    /// The PostgreSQL database the validators share.
+    database: Option<String>,
+    /// Leave the proof of memory out of the rounds.
+    no_memory: bool,
 }
 
 fn options() -> Options {
@@ -54,12 +68,19 @@ fn options() -> Options {
         hostile: 0.10,
         attack: false,
         readers: 0,
+        validators: 1,
+        database: None,
+        no_memory: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut args = args.into_iter().peekable();
     while let Some(flag) = args.next() {
         if flag == "--attack" {
             o.attack = true;
+            continue;
+        }
+        if flag == "--no-memory" {
+            o.no_memory = true;
             continue;
         }
         let value = args.next().unwrap_or_default();
@@ -70,10 +91,113 @@ fn options() -> Options {
             "--seconds" => o.seconds = value.parse().expect("--seconds N"),
             "--hostile" => o.hostile = value.parse().expect("--hostile FRACTION"),
             "--readers" => o.readers = value.parse().expect("--readers N"),
+            "--validators" => o.validators = value.parse().expect("--validators N"),
+            "--database" => o.database = Some(value),
             other => panic!("unknown option {other}"),
         }
     }
+    assert!(
+        o.validators == 1 || o.database.is_some(),
+        "--validators N needs --database postgres://…"
+    );
     o
+}
+
+/// A running `pog validator` of the harness.
+struct Running {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+    key: pog_signed::PublicKey,
+}
+
+/// Starts `pog validator` with its data in `data` (and on `o.database`, if given).
+fn start_validator(o: &Options, data: &std::path::Path) -> Running {
+    let every = o.every_s.to_string();
+    let concurrent = (o.agents * 2).to_string();
+    let mut args = vec![
+        "validator",
+        "--listen",
+        "127.0.0.1:0",
+        "--test-plan",
+        "--size",
+        "32",
+        "--samples",
+        "64",
+        "--expiry-ms",
+        "5000",
+        "--allow-private-endpoints",
+        "--challenge-every",
+        &every,
+        "--max-concurrent-challenges",
+        &concurrent,
+    ];
+    if let Some(url) = &o.database {
+        args.extend(["--database", url]);
+    }
+    if o.no_memory {
+        args.push("--no-memory-proof");
+    }
+    let mut child = std::process::Command::new(&o.pog)
+        .args(args)
+        .env("POG_DATA_DIR", data)
+        .env("POG_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting pog validator");
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let key = pog_signed::PublicKey::parse(
+        lines
+            .next()
+            .unwrap()
+            .unwrap()
+            .trim_start_matches("validator key: "),
+    )
+    .expect("the validator's key");
+    let listening = lines.next().unwrap().unwrap();
+    let addr: std::net::SocketAddr = listening
+        .trim_start_matches("listening on ")
+        .split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .expect("the validator's address");
+    std::thread::spawn(move || for _ in lines {}); // keep draining stdout
+    Running { child, addr, key }
+}
+
+/// CPU seconds of every PostgreSQL server process on this machine.
+fn postgres_cpu() -> f64 {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    procs
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "postgres")
+        })
+        .map(|pid| usage(pid).0)
+        .sum()
+}
+
+/// The database's committed transactions so far.
+fn commits(rt: &tokio::runtime::Runtime, url: &str) -> i64 {
+    rt.block_on(async {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .expect("the database");
+        tokio::spawn(connection);
+        client
+            .query_one(
+                "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()",
+                &[],
+            )
+            .await
+            .expect("its statistics")
+            .get(0)
+    })
 }
 
 /// Attackers on the API, from `sources` loopback addresses other than the prober's: each
@@ -202,57 +326,24 @@ fn quantile(values: &mut [f64], q: f64) -> f64 {
 fn main() {
     let o = options();
     let data = tempfile::tempdir().expect("a temporary data dir");
-    if o.readers > 0 {
-        seed_records(&data.path().join("registry.sqlite"), o.readers);
-    }
-    let mut validator = std::process::Command::new(&o.pog)
-        .args([
-            "validator",
-            "--listen",
-            "127.0.0.1:0",
-            "--test-plan",
-            "--size",
-            "32",
-            "--samples",
-            "64",
-            "--expiry-ms",
-            "5000",
-            "--allow-private-endpoints",
-            "--challenge-every",
-            &o.every_s.to_string(),
-            "--max-concurrent-challenges",
-            &(o.agents * 2).to_string(),
-        ])
-        .env("POG_DATA_DIR", data.path())
-        .env("POG_LOG", "warn")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("starting pog validator");
-    let mut lines = std::io::BufReader::new(validator.stdout.take().unwrap()).lines();
-    let key = pog_signed::PublicKey::parse(
-        lines
-            .next()
-            .unwrap()
-            .unwrap()
-            .trim_start_matches("validator key: "),
-    )
-    .expect("the validator's key");
-    let listening = lines.next().unwrap().unwrap();
-    let addr: std::net::SocketAddr = listening
-        .trim_start_matches("listening on ")
-        .split(',')
-        .next()
-        .unwrap()
-        .parse()
-        .expect("the validator's address");
-    std::thread::spawn(move || for _ in lines {}); // keep draining stdout
+    let mut fleet: Vec<Running> = (0..o.validators)
+        .map(|n| {
+            let dir = data.path().join(format!("validator-{n}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            if o.readers > 0 && n == 0 {
+                seed_records(&dir.join("registry.sqlite"), o.readers);
+            }
+            start_validator(&o, &dir)
+        })
+        .collect();
+    let keys: Vec<pog_signed::PublicKey> = fleet.iter().map(|v| v.key.clone()).collect();
+    let addr = fleet[0].addr;
     let vurl = format!("http://{addr}");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let hostile = (o.agents as f64 * o.hostile).round() as usize;
     println!(
-        "validator pid {} at {vurl}; {} agents ({} hostile), a round every {} s, {} s",
-        validator.id(),
+        "{} validator(s) (first at {vurl}); {} agents ({} hostile), a round every {} s, {} s",
+        fleet.len(),
         o.agents,
         hostile,
         o.every_s,
@@ -287,7 +378,7 @@ fn main() {
                 };
                 let agent = Arc::new(Agent::new(
                     identity,
-                    vec![key.clone()],
+                    keys.clone(),
                     vec![claim.clone()],
                     Arc::new(CpuEngine { behaviour }),
                 ));
@@ -312,7 +403,7 @@ fn main() {
                 )
                 .unwrap();
             let status = client
-                .post(format!("{vurl}/v1/register"))
+                .post(format!("http://{}/v1/register", fleet[i % fleet.len()].addr))
                 .json(&envelope)
                 .send()
                 .await
@@ -358,32 +449,45 @@ fn main() {
             o.readers
         );
     }
-    // The prober: the API's latency every 50 ms while the rounds run.
-    let (cpu_before, _) = usage(validator.id());
+    // The prober: each validator's API latency every 50 ms while the rounds run.
+    let pids: Vec<u32> = fleet.iter().map(|v| v.child.id()).collect();
+    let cpu_before: Vec<f64> = pids.iter().map(|p| usage(*p).0).collect();
+    let (pg_cpu_before, commits_before) = match &o.database {
+        Some(url) => (postgres_cpu(), commits(&rt, url)),
+        None => (0.0, 0),
+    };
     let measuring = Instant::now();
-    let mut latencies = Vec::new();
-    let mut peak_rss = 0u64;
+    let mut latencies: Vec<Vec<f64>> = vec![Vec::new(); fleet.len()];
+    let mut peak_rss = vec![0u64; fleet.len()];
     while measuring.elapsed() < Duration::from_secs(o.seconds) {
-        for path in ["/healthz", "/v1/gpus?limit=100"] {
-            let t = Instant::now();
-            let Ok(mut s) = std::net::TcpStream::connect(addr) else {
-                latencies.push(f64::INFINITY);
-                continue;
-            };
-            write!(
-                s,
-                "GET {path} HTTP/1.1\r\nHost: v\r\nConnection: close\r\n\r\n"
-            )
-            .unwrap();
-            let mut answer = Vec::new();
-            let _ = s.read_to_end(&mut answer);
-            latencies.push(t.elapsed().as_secs_f64() * 1e3);
+        for (n, v) in fleet.iter().enumerate() {
+            for path in ["/healthz", "/v1/gpus?limit=100"] {
+                let t = Instant::now();
+                let Ok(mut s) = std::net::TcpStream::connect(v.addr) else {
+                    latencies[n].push(f64::INFINITY);
+                    continue;
+                };
+                write!(
+                    s,
+                    "GET {path} HTTP/1.1\r\nHost: v\r\nConnection: close\r\n\r\n"
+                )
+                .unwrap();
+                let mut answer = Vec::new();
+                let _ = s.read_to_end(&mut answer);
+                latencies[n].push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            peak_rss[n] = peak_rss[n].max(usage(pids[n]).1);
         }
-        peak_rss = peak_rss.max(usage(validator.id()).1);
         std::thread::sleep(Duration::from_millis(50));
     }
-    let (cpu_after, _) = usage(validator.id());
+    let cpu_after: Vec<f64> = pids.iter().map(|p| usage(*p).0).collect();
     let wall = measuring.elapsed().as_secs_f64();
+    let database_load = o.database.as_ref().map(|url| {
+        (
+            (commits(&rt, url) - commits_before) as f64 / wall,
+            (postgres_cpu() - pg_cpu_before) / wall,
+        )
+    });
     reading.store(false, std::sync::atomic::Ordering::Relaxed);
     // Honest GPUs' challenge times, from the records.
     let honest: Vec<usize> = (hostile..o.agents)
@@ -392,6 +496,10 @@ fn main() {
     let mut intervals = Vec::new();
     let mut challenged = 0usize;
     let mut accepted = 0usize;
+    let every_ms = o.every_s * 1000;
+    // Per slot, each validator's first record: the fleet's slot-start spread.
+    let mut first_in_slot: std::collections::HashMap<(u64, String), f64> =
+        std::collections::HashMap::new();
     for i in &honest {
         let url = format!("{vurl}/v1/records/GPU-load-{i:05}?limit=1000");
         let page: serde_json::Value =
@@ -404,6 +512,15 @@ fn main() {
             .inspect(|r| {
                 challenged += 1;
                 accepted += usize::from(r["record"]["accepted"] == true);
+                let at = r["record"]["recorded_at_ms"].as_f64().unwrap_or(0.0);
+                let by = r["record"]["challenge"]["validator_key"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let first = first_in_slot
+                    .entry((at as u64 / every_ms, by))
+                    .or_insert(f64::INFINITY);
+                *first = first.min(at);
             })
             .filter_map(|r| r["record"]["recorded_at_ms"].as_f64())
             .collect();
@@ -411,8 +528,8 @@ fn main() {
     }
     // Score pages (issue 20, item 7): a page of up to 1,000 GPUs' scores, read 20 times; the
     // validator's CPU beyond what its rounds were using, per page.
-    let baseline = (cpu_after - cpu_before) / measuring.elapsed().as_secs_f64();
-    let (scores_cpu_before, _) = usage(validator.id());
+    let baseline = (cpu_after[0] - cpu_before[0]) / wall;
+    let (scores_cpu_before, _) = usage(pids[0]);
     let reading = Instant::now();
     let mut page_bytes = 0usize;
     for _ in 0..20 {
@@ -428,11 +545,69 @@ fn main() {
         });
     }
     let read_s = reading.elapsed().as_secs_f64();
-    let (scores_cpu_after, _) = usage(validator.id());
+    let (scores_cpu_after, _) = usage(pids[0]);
     let per_page_ms =
         ((scores_cpu_after - scores_cpu_before) - baseline * read_s).max(0.0) / 20.0 * 1e3;
-    let _ = validator.kill();
-    let _ = validator.wait();
+    // The fleet's slot-start spread.
+    let mut by_slot: std::collections::HashMap<u64, Vec<f64>> = std::collections::HashMap::new();
+    for ((slot, _), at) in &first_in_slot {
+        by_slot.entry(*slot).or_default().push(*at);
+    }
+    let mut spreads: Vec<f64> = by_slot
+        .values()
+        .filter(|firsts| firsts.len() > 1)
+        .map(|firsts| {
+            firsts.iter().copied().fold(f64::MIN, f64::max)
+                - firsts.iter().copied().fold(f64::MAX, f64::min)
+        })
+        .collect();
+    // Kill the first validator: how long until its GPUs are proven by another.
+    let takeover = (fleet.len() > 1).then(|| {
+        let killed = fleet[0].key.to_string();
+        let _ = fleet[0].child.kill();
+        let _ = fleet[0].child.wait();
+        let killed_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as f64;
+        std::thread::sleep(Duration::from_secs(4 * o.every_s));
+        let other = fleet[1].addr;
+        let mut waits = Vec::new();
+        for i in &honest {
+            let url = format!("http://{other}/v1/records/GPU-load-{i:05}?limit=1000");
+            let page: serde_json::Value =
+                rt.block_on(async { reqwest::get(url).await.unwrap().json().await.unwrap() });
+            let proofs: Vec<(f64, String)> = page["records"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|r| r["record"].get("challenge").is_some())
+                .map(|r| {
+                    (
+                        r["record"]["recorded_at_ms"].as_f64().unwrap_or(0.0),
+                        r["record"]["challenge"]["validator_key"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string(),
+                    )
+                })
+                .collect();
+            let was_killed = proofs
+                .iter()
+                .filter(|(at, _)| *at < killed_at)
+                .last()
+                .is_some_and(|(_, by)| *by == killed);
+            if was_killed {
+                let next = proofs.iter().find(|(at, _)| *at > killed_at);
+                waits.push(next.map_or(f64::INFINITY, |(at, _)| (at - killed_at) / 1e3));
+            }
+        }
+        waits
+    });
+    for v in &mut fleet {
+        let _ = v.child.kill();
+        let _ = v.child.wait();
+    }
     let every = o.every_s as f64;
     let rounds_per_minute = if intervals.is_empty() {
         0.0
@@ -441,15 +616,13 @@ fn main() {
     };
     let drift_p50 = (quantile(&mut intervals.clone(), 0.5) - every) / every;
     let drift_max = (intervals.iter().copied().fold(0.0, f64::max) - every) / every;
-    let p50 = quantile(&mut latencies, 0.5);
-    let p99 = quantile(&mut latencies, 0.99);
-    let cpu = (cpu_after - cpu_before) / wall;
     println!();
     println!("| figure | measured | goal |");
     println!("|---|---|---|");
     println!(
-        "| GPUs registered (hostile) | {} ({hostile}) | 1000 (10 %) |",
-        o.agents
+        "| GPUs registered (hostile), validators | {} ({hostile}), {} | 10,000 (10 %), 3 |",
+        o.agents,
+        fleet.len()
     );
     println!(
         "| rounds per minute (honest GPUs) | {rounds_per_minute:.2} | {:.2} |",
@@ -461,24 +634,40 @@ fn main() {
         100.0 * drift_max
     );
     println!("| honest challenges accepted | {accepted} of {challenged} | all |");
-    println!("| API latency p50 / p99 | {p50:.1} / {p99:.1} ms | p99 < 50 ms |");
-    if o.readers > 0 {
-        let pages = pages_read.load(std::sync::atomic::Ordering::Relaxed);
+    if !spreads.is_empty() {
         println!(
-            "| records pages read ({} readers) | {pages} ({:.1} a second) | |",
-            o.readers,
-            pages as f64 / wall
+            "| slot-start spread across validators, p50 / p99 (first record each) | {:.0} / {:.0} ms | p99 < 50 ms |",
+            quantile(&mut spreads.clone(), 0.5),
+            quantile(&mut spreads, 0.99)
         );
     }
-    println!("| validator CPU | {:.0} % of one core | |", 100.0 * cpu);
+    for (n, l) in latencies.iter_mut().enumerate() {
+        let (p50, p99) = (quantile(l, 0.5), quantile(l, 0.99));
+        println!(
+            "| validator {n}: API p50 / p99, CPU, peak RSS | {p50:.1} / {p99:.1} ms, {:.0} % of a core, {:.0} MiB | p99 < 50 ms |",
+            100.0 * (cpu_after[n] - cpu_before[n]) / wall,
+            peak_rss[n] as f64 / (1u64 << 20) as f64
+        );
+    }
+    if let Some((commits, cpu)) = database_load {
+        println!(
+            "| database: commits a second, server CPU | {commits:.0}, {:.0} % of a core | |",
+            100.0 * cpu
+        );
+    }
+    if let Some(waits) = takeover {
+        println!(
+            "| the killed validator's GPUs (sampled): proven by another after, p50 / max | {} GPUs: {:.1} / {:.1} s | within a slot ({} s) after the live set drops it |",
+            waits.len(),
+            quantile(&mut waits.clone(), 0.5),
+            waits.iter().copied().fold(0.0, f64::max),
+            o.every_s
+        );
+    }
     println!(
         "| `GET /v1/scores?limit=1000`: CPU / wall per page, size | {per_page_ms:.1} ms / {:.1} ms, {:.2} MiB | |",
         read_s / 20.0 * 1e3,
         page_bytes as f64 / f64::from(1 << 20)
-    );
-    println!(
-        "| validator peak RSS | {:.0} MiB | |",
-        peak_rss as f64 / (1u64 << 20) as f64
     );
 }
 
