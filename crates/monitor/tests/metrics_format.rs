@@ -232,23 +232,9 @@ fn the_rules_catch_what_they_are_for() {
     assert_eq!(value, "3.5");
 }
 
-/// promtool's path: `$POG_PROMTOOL`, else `promtool` on the PATH, else the copy
-/// `scripts/promtool.sh` installs under target/.
-fn promtool() -> Option<std::path::PathBuf> {
-    if let Some(path) = std::env::var_os("POG_PROMTOOL") {
-        return Some(path.into());
-    }
-    let installed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/promtool/usr/bin/promtool");
-    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|dir| dir.join("promtool"))
-        .chain([installed])
-        .find(|p| p.is_file())
-}
-
 #[test]
 fn promtool_check_metrics_finds_nothing_but_dcgm_exporters_own_spellings() {
-    let Some(promtool) = promtool() else {
+    let Some(promtool) = common::promtool() else {
         assert!(
             std::env::var_os("POG_REQUIRE_PROMTOOL").is_none(),
             "POG_REQUIRE_PROMTOOL is set and promtool is not found"

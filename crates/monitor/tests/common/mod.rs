@@ -1,6 +1,7 @@
 //! A `/metrics` page with every series pog can write: a simulated host of two GPUs, the first
 //! with every field read (its sample a row of the real H200 trace, the fields the trace lacks
-//! filled in, 18 NVLink links, proofs timed), the second without NVLink and unsampled.
+//! filled in, 18 NVLink links, proofs timed), the second without NVLink and unsampled; and
+//! where promtool is.
 
 use pog_monitor::prometheus::{
     render, Format, GpuIdentity, GpuMetrics, LastProofRatio, SamplerHealth,
@@ -85,4 +86,18 @@ pub fn page(format: Format) -> String {
         errors: 0,
     };
     render(&gpus, health, format).unwrap()
+}
+
+/// promtool's path: `$POG_PROMTOOL`, else `promtool` on the PATH, else the copy
+/// `scripts/promtool.sh` installs under target/.
+pub fn promtool() -> Option<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("POG_PROMTOOL") {
+        return Some(path.into());
+    }
+    let installed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/promtool/usr/bin/promtool");
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join("promtool"))
+        .chain([installed])
+        .find(|p| p.is_file())
 }
