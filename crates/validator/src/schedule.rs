@@ -283,9 +283,9 @@ impl Rounds {
                     return; // stopping: no new challenge after the permit wait
                 }
                 let result = prove_round(&v, &uuid, &schedule.policy).await;
-                let reached = result.as_ref().is_ok_and(|r| {
-                    !r.failure.as_ref().is_some_and(|f| f.kind.is_unreachable())
-                });
+                let reached = result
+                    .as_ref()
+                    .is_ok_and(|r| !r.failure.as_ref().is_some_and(|f| f.kind.is_unreachable()));
                 settle(&v, &schedule, &state, &uuid, round, result);
                 drop((permit, finished));
                 if let Some(host) = host.filter(|h| h.anchor == uuid && reached) {

@@ -64,11 +64,10 @@ async fn a_host_running_its_lanes_on_fewer_threads_than_it_claims_fails_on_time(
         .claiming_cores(2)
         .behaving(Behaviour::Threads(1))
         .await;
-    let record = h
-        .v
-        .challenge::<HostCpu>("GPU-few", &policy())
-        .await
-        .unwrap();
+    let record =
+        h.v.challenge::<HostCpu>("GPU-few", &policy())
+            .await
+            .unwrap();
     let outcome = record.outcome.as_ref().expect("a verdict");
     assert!(!record.accepted, "{outcome:?}");
     assert_eq!(outcome.wrong(), 0, "every segment right, only late");
@@ -82,11 +81,10 @@ async fn a_host_skipping_work_fails_its_spot_checks() {
         .claiming_cores(1)
         .behaving(Behaviour::Junk(0.3))
         .await;
-    let record = h
-        .v
-        .challenge::<HostCpu>("GPU-skip", &policy())
-        .await
-        .unwrap();
+    let record =
+        h.v.challenge::<HostCpu>("GPU-skip", &policy())
+            .await
+            .unwrap();
     let outcome = record.outcome.as_ref().expect("a verdict");
     assert!(!record.accepted);
     assert!(outcome.wrong() > 0, "{outcome:?}");
@@ -99,11 +97,10 @@ async fn an_agent_refuses_more_lanes_than_its_threads_before_any_work() {
     h.agent(35, vec![claim("GPU-many")])
         .claiming_cores(threads + 1)
         .await;
-    let record = h
-        .v
-        .challenge::<HostCpu>("GPU-many", &policy())
-        .await
-        .unwrap();
+    let record =
+        h.v.challenge::<HostCpu>("GPU-many", &policy())
+            .await
+            .unwrap();
     assert!(!record.accepted);
     let failure = record.failure.expect("refused");
     assert!(
