@@ -2,7 +2,7 @@
 # The test command (README.md's second command; .ci/run calls it after fmt and clippy): a
 # check of the deployment files, every Rust test of the workspace, then the monitor's
 # dashboard end to end in headless Chromium.
-# What the tests need beyond cargo (Chromium, playwright-core, the EVM tools, PostgreSQL's
+# What the tests need beyond cargo (Chromium, playwright-core, promtool, the EVM tools, PostgreSQL's
 # server programs) the scripts they call install on first use; a machine without network
 # access needs them installed already.
 set -euo pipefail
@@ -23,6 +23,10 @@ if [ -z "${POG_TEST_POSTGRES_URL:-}" ]; then
     export POG_TEST_POSTGRES_URL
 fi
 export POG_REQUIRE_POSTGRES=1
+# The /metrics page is linted by Prometheus's promtool (crates/monitor/tests/metrics_format.rs;
+# scripts/promtool.sh installs it under target/ on first use); without it that test skips.
+POG_PROMTOOL=$(scripts/promtool.sh)
+export POG_PROMTOOL POG_REQUIRE_PROMTOOL=1
 cargo test --workspace --locked
 # The validator's integration tests once more, each test validator's registry and records on
 # a PostgreSQL database of its own.

@@ -16,6 +16,7 @@ pub mod gpu;
 pub mod host;
 pub mod hostbench;
 pub mod monitor;
+pub mod nvlink;
 pub mod nvml;
 pub mod procdriver;
 pub mod process;

@@ -5,6 +5,7 @@
 //! again; any other failure leaves the field unread for that sample and counts as an error. The
 //! judging is `pog-monitor`'s: nothing here decides what is healthy.
 
+use crate::nvlink::{LinkReader, LinkReading, NvmlLinks};
 use crate::nvml::NvmlInitError;
 use crate::reading::Reading;
 use nvml_wrapper::bitmasks::event::EventTypes;
@@ -18,7 +19,7 @@ use nvml_wrapper::event::EventSet;
 use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::{Device, Nvml};
 use pog_monitor::prometheus::{GpuIdentity, SamplerHealth};
-use pog_monitor::{Sample, Signal};
+use pog_monitor::{NvLinks, Sample, Signal};
 use std::collections::BTreeSet;
 
 /// `NVML_FI_DEV_MEMORY_TEMP` in `nvml.h`: the HBM temperature, read as a field value.
@@ -63,6 +64,10 @@ pub enum Field {
     Processes,
     /// XID events (the event set).
     Xid,
+    /// NVLink: each link's state and error counters ([`crate::nvlink`]).
+    NvLink,
+    /// NVLink data throughput, all links.
+    NvLinkThroughput,
 }
 
 impl Field {
@@ -87,6 +92,8 @@ impl Field {
             Field::Fan => "fan",
             Field::Processes => "processes",
             Field::Xid => "xid_events",
+            Field::NvLink => "nvlink",
+            Field::NvLinkThroughput => "nvlink_throughput",
         }
     }
 }
@@ -167,6 +174,10 @@ pub struct GpuSampler<'n> {
     /// The slow fields as last read: a sample between two reads carries them (the latest
     /// reading as of its time), so charts and `/metrics` series do not flicker.
     held: SlowReadings,
+    /// The NVLink reading across samples.
+    links: LinkReader,
+    /// The NVLink links as last read (a slow field, carried between reads as the others).
+    held_links: Option<NvLinks>,
 }
 
 /// The slow fields' values as last read.
@@ -233,16 +244,18 @@ pub const DEFAULT_SLOW_EVERY: u64 = 10;
 /// Fields read only every [`GpuSampler::set_slow_every`] samples (default
 /// [`DEFAULT_SLOW_EVERY`]): the total-energy counter and PCIe throughput, the two costly reads
 /// (NVML measures PCIe throughput by sampling a counter for 20 ms per direction), and
-/// counters that change rarely (aggregate ECC, retired pages, remapped rows) and the process
-/// list. Between two reads a sample carries the last one (its signals marked
+/// counters that change rarely (aggregate ECC, retired pages, remapped rows, NVLink's state
+/// and error counters: five NVML calls a link, 18 links on Hopper) and the process list. The
+/// NVLink bandwidth is then the average over the interval between two reads. Between two reads a sample carries the last one (its signals marked
 /// [`Sample::carried`]).
-pub const SLOW_FIELDS: [Field; 6] = [
+pub const SLOW_FIELDS: [Field; 7] = [
     Field::Energy,
     Field::PcieThroughput,
     Field::EccAggregate,
     Field::RetiredPages,
     Field::RemappedRows,
     Field::Processes,
+    Field::NvLink,
 ];
 
 /// This thread's CPU time (user + system), microseconds, to the nanosecond: the kernel adds
@@ -280,6 +293,8 @@ impl<'n> GpuSampler<'n> {
             cost_us: Default::default(),
             slow_every: DEFAULT_SLOW_EVERY,
             held: SlowReadings::default(),
+            links: LinkReader::default(),
+            held_links: None,
         };
         let events = nvml
             .create_event_set()
@@ -464,6 +479,17 @@ impl<'n> GpuSampler<'n> {
         s.processes = self.get(Field::Processes, |d| {
             Ok(d.running_compute_processes_count()? + d.running_graphics_processes_count()?)
         });
+        if self.due(Field::NvLink) {
+            let started = thread_cpu_us();
+            let port = NvmlLinks {
+                nvml: self.nvml,
+                device: &self.device,
+            };
+            let reading = self.links.read(&port, t);
+            *self.cost_us.entry(Field::NvLink).or_default() += thread_cpu_us() - started;
+            self.held_links = self.take_links(reading);
+        }
+        s.nvlink = self.held_links.clone();
         s.xid = self.drain_xids();
         let mut held = self.held;
         // A field found unsupported holds nothing from before.
@@ -472,6 +498,22 @@ impl<'n> GpuSampler<'n> {
         });
         self.held = held;
         s
+    }
+
+    /// The links of an NVLink reading, its news reported: no NVLink (once, then not asked
+    /// again), no throughput counters (once), this reading's failures (one line, logged when
+    /// it changes).
+    fn take_links(&mut self, reading: LinkReading) -> Option<NvLinks> {
+        if let Some(why) = reading.absent {
+            self.mark_unsupported(Field::NvLink, why);
+        }
+        if let Some(why) = reading.no_throughput {
+            self.mark_unsupported(Field::NvLinkThroughput, why);
+        }
+        if let Some(why) = reading.failure {
+            self.failed(Field::NvLink, why);
+        }
+        reading.links
     }
 
     /// The XIDs that arrived since the last call, without waiting.
@@ -695,6 +737,22 @@ mod tests {
     }
 
     #[test]
+    fn a_failing_nvlink_link_is_logged_once_while_it_keeps_failing() {
+        let mut port = crate::nvlink::tests::SimLinks::of("H200 SXM", 1000);
+        port.fail_counter(7);
+        let mut reader = LinkReader::default();
+        let mut log = FailureLog::default();
+        for t in 0..60 {
+            let reading = reader.read(&port, f64::from(t));
+            assert_eq!(reading.links.unwrap().links.len(), 18);
+            log.record(0, Field::NvLink, reading.failure.unwrap());
+        }
+        assert_eq!(log.count, 60);
+        assert_eq!(log.new.len(), 1, "{:?}", log.new);
+        assert!(log.new[0].starts_with("GPU 0: reading nvlink: link 7 crc_data: NVML: "));
+    }
+
+    #[test]
     fn unsupported_is_told_apart_from_failure() {
         assert!(is_unsupported(&NvmlError::NotSupported));
         assert!(!is_unsupported(&NvmlError::GpuLost));
@@ -703,6 +761,7 @@ mod tests {
     }
 
     /// On a GPU host: `cargo test -p pog-device --lib monitor -- --ignored --nocapture`.
+    /// Prints the NVLink links as last read (state, bandwidth, error totals) too.
     /// Samples GPU 0 for 20 s at 1 s with every field, checks the core fields were read,
     /// prints what was unsupported, the CPU time per sample and per field, and writes the
     /// trace to `$POG_MONITOR_TRACE` (default `/tmp/pog-monitor-trace.csv`); then the CPU
@@ -724,6 +783,7 @@ mod tests {
         let cpu = thread_cpu_us;
         let started = std::time::Instant::now();
         let mut cpu_us = 0.0;
+        let mut links = None;
         let n = 20;
         for _ in 0..n {
             let before = cpu();
@@ -743,9 +803,21 @@ mod tests {
             );
             assert!(sample.sm_clock_mhz.is_some() && sample.mem_used_mib.is_some());
             writer.write(&sample).unwrap();
+            links = sample.nvlink.clone().or(links);
             std::thread::sleep(std::time::Duration::from_secs(1));
         }
         writer.finish().unwrap();
+        match &links {
+            Some(l) => println!(
+                "NVLink: {} of {} links up, bandwidth {:?} MB/s, CRC flit errors {:?}, replays {:?}",
+                l.active(),
+                l.links.len(),
+                l.bandwidth_mbs,
+                l.total(|l| l.crc_flit),
+                l.total(|l| l.replay)
+            ),
+            None => println!("NVLink: none read"),
+        }
         let per_sample_ms = cpu_us / n as f64 / 1000.0;
         println!(
             "{n} samples: {per_sample_ms:.3} ms of CPU per sample = {:.3} % of one core at 1 s; health {:?}; last error {:?}; trace {path}",

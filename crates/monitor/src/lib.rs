@@ -52,6 +52,6 @@ pub use downsample::{downsample, Aggregate, Downsampler};
 pub use live::{LiveMonitor, RunSummary, Settings};
 pub use model::{Model, TrainError};
 pub use monitor::{replay, Monitor};
-pub use sample::{Sample, Signal};
+pub use sample::{NvLinkSample, NvLinks, Sample, Signal};
 pub use source::{Replay, Source};
 pub use trace::{parse_trace, read_trace, TraceError, TraceReader, TraceWriter};

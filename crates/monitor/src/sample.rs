@@ -80,6 +80,53 @@ pub struct Sample {
     /// count them as seen again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub carried: Vec<Signal>,
+    /// The GPU's NVLink links, where it has NVLink and they were read (`None`: no NVLink, or
+    /// not read; a recorded trace has no NVLink columns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink: Option<NvLinks>,
+}
+
+/// A GPU's NVLink links at one sample.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NvLinks {
+    /// Each link NVML reports, in link order.
+    pub links: Vec<NvLinkSample>,
+    /// Data received and transmitted over all links together since the previous reading, in
+    /// MB/s as DCGM computes `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL` (the KiB counters' increase
+    /// per second, over 1000); `None` at the first reading, after a counter went backwards, or
+    /// when the counters could not be read.
+    pub bandwidth_mbs: Option<f64>,
+}
+
+/// One NVLink link: whether it is up, and its error counters (totals since the driver loaded,
+/// each `None` when its reading failed).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvLinkSample {
+    /// The link's number on its GPU (0 to 17 on Hopper).
+    pub link: u32,
+    /// Whether the link is up (`None`: its state could not be read).
+    pub active: Option<bool>,
+    /// Flow-control (flit) CRC errors.
+    pub crc_flit: Option<u64>,
+    /// Data CRC errors.
+    pub crc_data: Option<u64>,
+    /// Replays (retransmissions).
+    pub replay: Option<u64>,
+    /// Link recoveries.
+    pub recovery: Option<u64>,
+}
+
+impl NvLinks {
+    /// The links that are up.
+    pub fn active(&self) -> usize {
+        self.links.iter().filter(|l| l.active == Some(true)).count()
+    }
+
+    /// One error counter summed over the links, when every link's was read (a partial sum
+    /// would look like a counter reset to a scraper's `rate`).
+    pub fn total(&self, counter: fn(&NvLinkSample) -> Option<u64>) -> Option<u64> {
+        self.links.iter().map(counter).sum::<Option<u64>>()
+    }
 }
 
 impl Sample {

@@ -49,7 +49,7 @@ pub struct RunArgs {
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
     pub gpus: Option<Vec<u32>>,
     /// Read the costly and the slow-changing fields (total energy, PCIe throughput, aggregate
-    /// ECC, retired pages, remapped rows, processes) only every N-th sample; the samples
+    /// ECC, retired pages, remapped rows, processes, NVLink) only every N-th sample; the samples
     /// between carry their last reading.
     #[arg(long, default_value_t = pog_device::monitor::DEFAULT_SLOW_EVERY, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub slow_every: u64,
