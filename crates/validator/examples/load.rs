@@ -403,7 +403,10 @@ fn main() {
                 )
                 .unwrap();
             let status = client
-                .post(format!("http://{}/v1/register", fleet[i % fleet.len()].addr))
+                .post(format!(
+                    "http://{}/v1/register",
+                    fleet[i % fleet.len()].addr
+                ))
                 .json(&envelope)
                 .send()
                 .await
