@@ -598,7 +598,7 @@ fn main() {
             let was_killed = proofs
                 .iter()
                 .filter(|(at, _)| *at < killed_at)
-                .last()
+                .next_back()
                 .is_some_and(|(_, by)| *by == killed);
             if was_killed {
                 let next = proofs.iter().find(|(at, _)| *at > killed_at);
