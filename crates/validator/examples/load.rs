@@ -597,8 +597,7 @@ fn main() {
                 .collect();
             let was_killed = proofs
                 .iter()
-                .filter(|(at, _)| *at < killed_at)
-                .next_back()
+                .rfind(|(at, _)| *at < killed_at)
                 .is_some_and(|(_, by)| *by == killed);
             if was_killed {
                 let next = proofs.iter().find(|(at, _)| *at > killed_at);
