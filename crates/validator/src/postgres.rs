@@ -439,6 +439,19 @@ impl PgRegistry {
         Ok(groups)
     }
 
+    /// [`crate::registry::Registry::server_time_ms`] on this database.
+    pub async fn server_time_ms(&self) -> Result<u64, RegistryError> {
+        let client = self.pool.get().await?;
+        let ms: i64 = client
+            .query_one(
+                "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
+                &[],
+            )
+            .await?
+            .try_get(0)?;
+        Ok(ms.max(0) as u64)
+    }
+
     /// [`crate::registry::Registry::heartbeat`] on this database.
     pub async fn heartbeat(
         &self,

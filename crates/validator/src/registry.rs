@@ -215,6 +215,17 @@ impl Registry {
         }
     }
 
+    /// The database server's clock, ms since the Unix epoch: what the fleet's validators check
+    /// their own clocks against; `None` for SQLite (no server).
+    pub fn server_time_ms(&self) -> Result<Option<u64>, RegistryError> {
+        match &self.db {
+            Db::Sqlite(_) => Ok(None),
+            Db::Postgres(pg) => pg
+                .block(|pg| async move { pg.server_time_ms().await })
+                .map(Some),
+        }
+    }
+
     /// Notes `validator` alive at `now_ms`; every validator's key with when it was last seen.
     pub fn heartbeat(
         &mut self,

@@ -51,7 +51,15 @@ pub struct Schedule {
     pub release_after: u32,
     /// How long a released GPU's agent may not claim it again.
     pub release_bar: Duration,
+    /// How far this validator's clock may be from its database server's before it stops
+    /// taking a share of the fleet's slots (it would start them at another instant than the
+    /// others); `None`: not checked (a test's clock, a validator alone).
+    pub max_clock_skew: Option<Duration>,
 }
+
+/// What `pog validator` allows between its clock and its database server's: well above what
+/// NTP keeps servers to (a few ms), well below a proof's time.
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_millis(100);
 
 impl Schedule {
     /// A round a minute under `policy`; up to 1024 challenges at once; a GPU released after
@@ -63,6 +71,7 @@ impl Schedule {
             max_concurrent: 1024,
             release_after: 5,
             release_bar: Duration::from_secs(3600),
+            max_clock_skew: None,
         }
     }
 }
@@ -351,6 +360,16 @@ impl Rounds {
         let now = self.validator.records().now_ms();
         let every_ms = self.every_ms();
         let slot = fleet::slot_at(now, every_ms);
+        if let Some(off_ms) = self.clock_off()? {
+            tracing::error!(
+                slot,
+                off_ms,
+                "this validator's clock is {off_ms} ms off its database server's (at most {} ms \
+                 allowed): it takes no share of the slot until its clock is set right",
+                self.schedule.max_clock_skew.map_or(0, |d| d.as_millis())
+            );
+            return Ok((slot, Vec::new()));
+        }
         let me = self.validator.public_key().to_string();
         let mut registry = self.validator.registry();
         let seen = registry.heartbeat(&me, now)?;
@@ -370,6 +389,25 @@ impl Rounds {
         let lease_until = now.saturating_add(2 * every_ms);
         let held = registry.claim((slot, &me), &assigned, lease_until)?;
         Ok((slot, held))
+    }
+
+    /// How far (ms) this validator's clock is off its database server's beyond the schedule's
+    /// `max_clock_skew`, the query's round trip given the benefit of the doubt; `None` when
+    /// within it, not checked, or the store has no server clock (SQLite).
+    fn clock_off(&self) -> Result<Option<i64>, ValidatorError> {
+        let Some(allowed) = self.schedule.max_clock_skew else {
+            return Ok(None);
+        };
+        let clock = self.validator.records();
+        let before = clock.now_ms() as i64;
+        let Some(server) = self.validator.registry().server_time_ms()? else {
+            return Ok(None);
+        };
+        let after = clock.now_ms() as i64;
+        let off = server as i64 - (before + after) / 2;
+        let doubt = (after - before) / 2;
+        let beyond = off.abs() - doubt - allowed.as_millis() as i64;
+        Ok((beyond > 0).then_some(off))
     }
 
     /// Settles the claims that a validator made and never finished (it stopped in its slot):

@@ -256,3 +256,41 @@ async fn a_slot_a_stopped_validator_claimed_is_the_fleets_fault_once() {
         .unwrap()
         .contains("dead-validator"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_validator_whose_clock_is_off_the_databases_takes_no_share() {
+    let Some(url) = pog_validator::postgres::testing::fresh_postgres_database() else {
+        return;
+    };
+    // Its clock a minute ahead of the database server's (which keeps the real time).
+    let ahead = ManualClock::at(pog_proof::timing::now_ms() + 60_000);
+    let off = Harness::new()
+        .key([87; 32])
+        .on_database(&url)
+        .clock(ahead.shared())
+        .serve()
+        .await;
+    off.agent(55, vec![claim("GPU-skewed")]).await;
+    let checked = |policy| Schedule {
+        max_clock_skew: Some(pog_validator::schedule::MAX_CLOCK_SKEW),
+        ..Schedule::every(MINUTE, policy)
+    };
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let mut rounds = Rounds::new(off.v.clone(), checked(policy()), stopped.clone());
+    rounds.start();
+    rounds.settled().await;
+    assert!(
+        proofs(&off.url, "GPU-skewed").await.is_empty(),
+        "a validator a minute off challenged"
+    );
+    // One on the real clock, on the same database, takes the GPU.
+    let right = Harness::new().key([88; 32]).on_database(&url).serve().await;
+    right
+        .agent(56, vec![claim("GPU-timely")])
+        .trusting(vec![right.v.public_key()])
+        .await;
+    let mut rounds = Rounds::new(right.v.clone(), checked(policy()), stopped);
+    rounds.start();
+    rounds.settled().await;
+    assert_eq!(proofs(&right.url, "GPU-timely").await.len(), 1);
+}

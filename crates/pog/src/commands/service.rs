@@ -421,6 +421,7 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
         schedule: Schedule {
             max_concurrent: args.max_concurrent_challenges as usize,
             release_after: args.release_after,
+            max_clock_skew: Some(pog_validator::schedule::MAX_CLOCK_SKEW),
             ..Schedule::every(args.challenge_every, policy)
         },
         limits: Limits {
