@@ -31,6 +31,18 @@ fn rounds(h: &Served, policy: Policy) -> (Rounds, tokio::sync::watch::Sender<boo
     )
 }
 
+/// Two validators (keys of the `seeds`) on the database at `url`, both on `clock`.
+async fn on_one_database(url: &str, clock: &ManualClock, seeds: [u8; 2]) -> [Served; 2] {
+    let serve = |seed: u8| {
+        Harness::new()
+            .key([seed; 32])
+            .on_database(url)
+            .clock(clock.shared())
+            .serve()
+    };
+    [serve(seeds[0]).await, serve(seeds[1]).await]
+}
+
 /// The GEMM proof records among a GPU's records.
 async fn proofs(vurl: &str, uuid: &str) -> Vec<serde_json::Value> {
     records_of(vurl, uuid)
@@ -60,18 +72,7 @@ async fn two_validators_split_a_slot_and_challenge_each_gpu_once() {
         return;
     };
     let clock = ManualClock::at(T0);
-    let a = Harness::new()
-        .key([81; 32])
-        .on_database(&url)
-        .clock(clock.shared())
-        .serve()
-        .await;
-    let b = Harness::new()
-        .key([82; 32])
-        .on_database(&url)
-        .clock(clock.shared())
-        .serve()
-        .await;
+    let [a, b] = on_one_database(&url, &clock, [81, 82]).await;
     let uuids: Vec<String> = (0..12).map(|i| format!("GPU-f{i}")).collect();
     let keys = vec![a.v.public_key(), b.v.public_key()];
     a.agent(51, uuids.iter().map(|u| claim(u)).collect())
@@ -200,18 +201,7 @@ async fn a_slot_a_stopped_validator_claimed_is_the_fleets_fault_once() {
         return;
     };
     let clock = ManualClock::at(T0);
-    let a = Harness::new()
-        .key([85; 32])
-        .on_database(&url)
-        .clock(clock.shared())
-        .serve()
-        .await;
-    let b = Harness::new()
-        .key([86; 32])
-        .on_database(&url)
-        .clock(clock.shared())
-        .serve()
-        .await;
+    let [a, b] = on_one_database(&url, &clock, [85, 86]).await;
     a.agent(54, vec![claim("GPU-orphan")])
         .trusting(vec![a.v.public_key(), b.v.public_key()])
         .await;
