@@ -71,6 +71,11 @@ pub struct ValidatorArgs {
     /// each round wherever the agent claims its host's cores).
     #[arg(long)]
     pub no_cpu_proof: bool,
+    /// Steps of each lane of the proof of CPU: what a round costs the host (at about 7 ns a
+    /// step, 2^25 is a quarter second alone, then a quarter second of every core); a multiple
+    /// of its 1024 segments, 2^16 to 2^28 [default: 2^25; 2^22 under --test-plan].
+    #[arg(long, value_parser = parse_lane_steps)]
+    pub cpu_lane_steps: Option<u64>,
     /// TEST MODE: challenge with a fixed --size, --batch and --expected-ms instead of the
     /// claimed model's plan (and a fixed small memory proof: 4096 items, 1024 walkers). A CPU answers a small one in time, so such records prove no
     /// model; each says so (`proves_model: false`). For tests and demos only.
@@ -172,4 +177,16 @@ pub struct ValidatorArgs {
 /// An Ed25519 public key as 64 hex digits, refused if it is malformed or weak.
 fn parse_key(s: &str) -> Result<PublicKey, String> {
     PublicKey::parse(s).map_err(|e| format!("{s:?} is not a usable validator key: {e}"))
+}
+
+/// `--cpu-lane-steps`: 2^16 to 2^28 (what an agent runs), a multiple of the proof's segments.
+fn parse_lane_steps(text: &str) -> Result<u64, String> {
+    let steps: u64 = text.parse().map_err(|e| format!("{e}"))?;
+    let segments = u64::from(pog_proof::cpu::SEGMENTS);
+    if !(1 << 16..=1 << 28).contains(&steps) || !steps.is_multiple_of(segments) {
+        return Err(format!(
+            "{steps} steps: a lane takes 65536 to 268435456 steps, a multiple of {segments}"
+        ));
+    }
+    Ok(steps)
 }

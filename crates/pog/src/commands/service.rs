@@ -404,6 +404,7 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
         },
         cpu: pog_records::CpuPolicy {
             enabled: !args.no_cpu_proof,
+            steps: args.cpu_lane_steps.unwrap_or(policy.cpu.steps),
             ..policy.cpu
         },
         ..policy
