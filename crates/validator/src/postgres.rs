@@ -501,7 +501,7 @@ impl PgRegistry {
     pub async fn abandoned_claims(
         &self,
         now_ms: u64,
-    ) -> Result<Vec<crate::registry::AbandonedClaim>, RegistryError> {
+    ) -> Result<Vec<crate::registry_model::AbandonedClaim>, RegistryError> {
         let client = self.pool.get().await?;
         let rows = client
             .query(
@@ -511,7 +511,7 @@ impl PgRegistry {
             .await?;
         rows.iter()
             .map(|r| {
-                Ok(crate::registry::AbandonedClaim {
+                Ok(crate::registry_model::AbandonedClaim {
                     slot: r.try_get::<_, i64>(0)?.max(0) as u64,
                     gpu_uuid: r.try_get(1)?,
                     validator: r.try_get(2)?,

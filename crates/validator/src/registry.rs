@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::postgres::PgRegistry;
 use crate::registry_model::{change_of, check_bar, check_cap, check_version, cut_page};
-pub use crate::registry_model::{NewRecord, RegisteredGpu, RegistryError};
+pub use crate::registry_model::{AbandonedClaim, NewRecord, RegisteredGpu, RegistryError};
 
 /// The registry's tables in SQLite: its schema's first version (a registry from before
 /// versions were kept, with or without the `simulated` column, is taken to it).
@@ -42,18 +42,6 @@ CREATE TABLE IF NOT EXISTS validators (key TEXT PRIMARY KEY, seen_ms INTEGER NOT
 CREATE TABLE IF NOT EXISTS slot_claims (slot INTEGER NOT NULL, gpu_uuid TEXT NOT NULL, validator TEXT NOT NULL, lease_until_ms INTEGER NOT NULL, after_record INTEGER NOT NULL, done INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (slot, gpu_uuid));
 CREATE INDEX IF NOT EXISTS slot_claims_open ON slot_claims (done, lease_until_ms);
 ";
-
-/// A GPU's claim in a slot that its validator never finished, its lease run out and no
-/// record of the GPU stored since: the fleet's fault ([`crate::fleet`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AbandonedClaim {
-    /// The slot.
-    pub slot: u64,
-    /// The GPU.
-    pub gpu_uuid: String,
-    /// The validator that claimed it (its public key).
-    pub validator: String,
-}
 
 /// The schema version of the SQLite registry this pog writes and reads.
 pub const SQLITE_SCHEMA_VERSION: i64 = 2;

@@ -144,3 +144,15 @@ where
     }
     Ok((page, false))
 }
+
+/// A GPU's claim in a slot that its validator never finished, its lease run out and no
+/// record of the GPU stored since: the fleet's fault ([`crate::fleet`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AbandonedClaim {
+    /// The slot.
+    pub slot: u64,
+    /// The GPU.
+    pub gpu_uuid: String,
+    /// The validator that claimed it (its public key).
+    pub validator: String,
+}

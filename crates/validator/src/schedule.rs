@@ -28,7 +28,7 @@ use pog_records::{
 };
 
 use crate::fleet;
-use crate::registry::AbandonedClaim;
+use crate::registry_model::AbandonedClaim;
 use crate::validator::{Validator, ValidatorError};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
