@@ -520,6 +520,18 @@ impl PgRegistry {
             .collect()
     }
 
+    /// [`crate::registry::Registry::reopen_claim`] on this database.
+    pub async fn reopen_claim(&self, slot: u64, uuid: &str) -> Result<(), RegistryError> {
+        let client = self.pool.get().await?;
+        client
+            .execute(
+                "UPDATE slot_claims SET done = FALSE WHERE slot = $1 AND gpu_uuid = $2",
+                &[&(slot as i64), &uuid],
+            )
+            .await?;
+        Ok(())
+    }
+
     /// [`crate::registry::Registry::settle_claim`] on this database.
     pub async fn settle_claim(&self, slot: u64, uuid: &str) -> Result<bool, RegistryError> {
         let client = self.pool.get().await?;

@@ -263,6 +263,24 @@ impl Registry {
         }
     }
 
+    /// Marks the claim of `uuid` in `slot` unfinished again (its fleet-missed record could not
+    /// be stored: a later sweep stores it).
+    pub fn reopen_claim(&mut self, slot: u64, uuid: &str) -> Result<(), RegistryError> {
+        match &mut self.db {
+            Db::Sqlite(s) => {
+                s.db.execute(
+                    "UPDATE slot_claims SET done = 0 WHERE slot = ?1 AND gpu_uuid = ?2",
+                    params![slot as i64, uuid],
+                )?;
+                Ok(())
+            }
+            Db::Postgres(pg) => {
+                let uuid = uuid.to_owned();
+                pg.block(|pg| async move { pg.reopen_claim(slot, &uuid).await })
+            }
+        }
+    }
+
     /// Marks the claim of `uuid` in `slot` finished: true for the one call that did (a sweeper
     /// that gets false leaves the claim to the one that got true).
     pub fn settle_claim(&mut self, slot: u64, uuid: &str) -> Result<bool, RegistryError> {
@@ -1160,6 +1178,20 @@ mod tests {
             240,
             "the reader passed over records committed late"
         );
+    }
+
+    #[test]
+    fn a_reopened_claim_is_settled_again_by_one_sweeper() {
+        let mut r = Registry::open(None).unwrap();
+        let held = r.claim((7, "v"), &["GPU-c".to_string()], 100).unwrap();
+        assert_eq!(held, vec!["GPU-c".to_string()]);
+        assert_eq!(r.abandoned_claims(101).unwrap().len(), 1);
+        assert!(r.settle_claim(7, "GPU-c").unwrap());
+        assert!(!r.settle_claim(7, "GPU-c").unwrap(), "settled once");
+        assert_eq!(r.abandoned_claims(101).unwrap(), vec![]);
+        r.reopen_claim(7, "GPU-c").unwrap();
+        assert_eq!(r.abandoned_claims(101).unwrap().len(), 1);
+        assert!(r.settle_claim(7, "GPU-c").unwrap());
     }
 
     #[test]

@@ -436,7 +436,16 @@ impl Rounds {
                 }
             }
             if let Err(e) = self.validator.record_fleet_missed(&claim) {
+                // Not recorded: the claim goes back to the sweepers, so the next sweep (this
+                // validator's or another's) records it.
                 tracing::error!(gpu = %claim.gpu_uuid, error = %e, "recording a fleet-missed slot");
+                if let Err(e) = self
+                    .validator
+                    .registry()
+                    .reopen_claim(claim.slot, &claim.gpu_uuid)
+                {
+                    tracing::error!(gpu = %claim.gpu_uuid, error = %e, "reopening its claim");
+                }
             }
         }
     }
