@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark pog has, in one call on a GPU machine, with the PyTorch
 # reference measured in the same call (see docs/benchmarks.md for how to run it through the
-# device tool). Writes at most 8 files under $OUT and prints a short table last.
+# device tool). Leaves two files under $OUT (summary.txt and results.tar.gz with every log and
+# JSON) and prints a short table last.
 #
 #   POG=.gpu/pog TORCH_REF=.gpu/torch_reference.py OUT=/tmp/out [SUITE=standard] [FULL_BENCH=0] [PROVE_ONLY=1] [MONITOR=1] scripts/gpu-run.sh
 #
@@ -186,3 +187,8 @@ for key in refs[0]:
     print(f"{key:34} {' '.join(fmt(v) for v in ps + [None] * (2 - len(ps)))} {' '.join(fmt(v) for v in ts + [None] * (2 - len(ts)))} {ratio:9.3f}")
 PY
 fi
+
+# The device tool brings back at most 8 files: everything but the summary goes into one archive
+# (tar -xzf results.tar.gz to read runs.log and the JSON).
+( cd "$OUT" && find . -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name results.tar.gz -printf '%P\n' \
+    | tar -czf results.tar.gz -T - && find . -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name results.tar.gz -exec rm -rf {} + )

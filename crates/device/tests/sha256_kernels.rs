@@ -1,11 +1,11 @@
-//! The proof's SHA-256 kernels (`src/gpu/sha256.cu`) must hash exactly as `pog_merkle` does
-//! (RFC 6962 leaves and nodes). This test compiles them for the host with the system C++
+//! The proofs' SHA-256 kernels (`src/gpu/sha256.cu`) must hash exactly as
+//! `pog_merkle::Compression` does (its leaves, its nodes, RFC 6962's tree shape). This test compiles them for the host with the system C++
 //! compiler: CUDA's qualifiers are defined away, its intrinsics written out, and each block
 //! runs as 256 host threads with a barrier per warp for `__syncwarp`, so the warp-cooperative
 //! loads of the fast leaf kernel run as they do on a GPU. CI has no GPU; the H200 runs check
 //! the same kernels against the CPU prover.
 
-use pog_merkle::{leaf_hash, Hash, Tree};
+use pog_merkle::{Compression, Hash, Tree, TreeHasher};
 use std::io::Write;
 use std::process::{Command, Stdio};
 
@@ -104,12 +104,18 @@ fn harness() -> std::path::PathBuf {
             let source = dir.join("harness.cpp");
             let binary = dir.join("harness");
             std::fs::write(&source, HARNESS).unwrap();
-            let cu = concat!(env!("CARGO_MANIFEST_DIR"), "/src/gpu/sha256.cu");
+            // The kernels as the GPU compiles them: after the prelude of starting states.
+            let cu = dir.join("sha256.cu");
+            std::fs::write(
+                &cu,
+                pog_device::gpu::sha256_prelude() + pog_device::gpu::SHA256_SOURCE,
+            )
+            .unwrap();
             let built = Command::new("c++")
                 .args(["-O1", "-std=c++20", "-pthread", "-o"])
                 .arg(&binary)
                 .arg(&source)
-                .arg(format!("-DSHA256_CU=\"{cu}\""))
+                .arg(format!("-DSHA256_CU=\"{}\"", cu.display()))
                 .output()
                 .expect("a C++ compiler (c++) to build the host harness");
             assert!(
@@ -145,10 +151,15 @@ fn bytes(n: usize, seed: u64) -> Vec<u8> {
 }
 
 #[test]
-fn the_fast_leaf_kernel_hashes_as_rfc_6962_does() {
+fn the_fast_leaf_kernel_hashes_as_the_reference_does() {
     // 300 leaves of 256 bytes on one block: two sweeps of the grid, the second with partial
-    // warps; then 4 KiB leaves (the proof's INT8 leaves) over two blocks.
-    for (leaf_bytes, leaves, blocks) in [(256usize, 300usize, 1u32), (4096, 40, 2)] {
+    // warps; 128-byte leaves (the plans') over two blocks; one-block and 4 KiB leaves.
+    for (leaf_bytes, leaves, blocks) in [
+        (256usize, 300usize, 1u32),
+        (128, 600, 2),
+        (64, 70, 1),
+        (4096, 40, 2),
+    ] {
         let data = bytes(leaf_bytes * leaves, leaf_bytes as u64);
         let got = run(
             &[
@@ -159,7 +170,7 @@ fn the_fast_leaf_kernel_hashes_as_rfc_6962_does() {
             ],
             &data,
         );
-        let want: Vec<Hash> = data.chunks(leaf_bytes).map(leaf_hash).collect();
+        let want: Vec<Hash> = data.chunks(leaf_bytes).map(Compression::leaf).collect();
         assert_eq!(got, want, "leaves of {leaf_bytes} bytes");
     }
 }
@@ -167,11 +178,13 @@ fn the_fast_leaf_kernel_hashes_as_rfc_6962_does() {
 #[test]
 fn the_byte_wise_leaf_kernel_hashes_any_length() {
     // Leaves of 100 bytes (not a multiple of 64), and the short last one; also lengths around
-    // the one- and two-block padding boundaries.
+    // the block boundaries, where the last block is zero-filled or not filled at all.
     for (leaf_bytes, total) in [
         (100usize, 1030usize),
         (55, 55 * 3),
-        (56, 56 * 2 + 7),
+        (64, 64 * 2 + 7),
+        (65, 200),
+        (128, 128 * 3 + 1),
         (119, 300),
     ] {
         let data = bytes(total, total as u64);
@@ -185,22 +198,22 @@ fn the_byte_wise_leaf_kernel_hashes_any_length() {
             ],
             &data,
         );
-        let want: Vec<Hash> = data.chunks(leaf_bytes).map(leaf_hash).collect();
+        let want: Vec<Hash> = data.chunks(leaf_bytes).map(Compression::leaf).collect();
         assert_eq!(got, want, "leaves of {leaf_bytes} bytes over {total}");
     }
 }
 
 #[test]
-fn the_tree_kernel_builds_the_rfc_6962_root() {
+fn the_tree_kernel_builds_the_reference_root() {
     for count in [1usize, 2, 3, 5, 8, 13, 100] {
         let leaves: Vec<Hash> = (0..count)
-            .map(|i| leaf_hash(&(i as u64).to_le_bytes()))
+            .map(|i| Compression::leaf(&(i as u64).to_le_bytes()))
             .collect();
         let input: Vec<u8> = leaves.iter().flatten().copied().collect();
         let got = run(&["tree".into()], &input);
         assert_eq!(
             got,
-            vec![Tree::from_leaf_hashes(leaves).root()],
+            vec![Tree::build::<Compression>(leaves).root()],
             "{count} leaves"
         );
     }

@@ -128,11 +128,12 @@ pub enum ProveError {
 /// The proof of this host's cores, as a validator would run it.
 #[derive(Debug, Serialize)]
 pub struct HostCpuProof {
-    /// Lanes run at once: the hardware threads the host claims.
+    /// Lanes run at once: the hardware threads this process may run on (its CPU affinity and
+    /// cgroup quota), which is what an agent registers as its host's cores.
     pub lanes: u32,
-    /// Where that claim came from: "inventory" (`/proc/cpuinfo`, what an agent reports) or
-    /// "scheduler" (the threads this process may run on, for a simulated inventory).
-    pub claimed_from: &'static str,
+    /// The hardware threads `/proc/cpuinfo` lists (None on a simulated host): more than
+    /// `lanes` in a container that is given part of its machine.
+    pub host_threads: Option<u32>,
     /// The self-challenge.
     pub check: CpuSelfCheck,
 }
@@ -144,25 +145,20 @@ impl HostCpuProof {
     }
 }
 
-/// Challenges this host's cores as a validator would: one lane per claimed hardware thread
-/// (the inventory's, or this process's for a simulated one), addressed to the host's first
-/// GPU, spot-checked with the validator's default samples.
+/// Challenges this host's cores as a validator would: one lane per hardware thread this
+/// process may run on (what an agent registers: a container given 16 of a machine's 192
+/// threads claims and proves 16), addressed to the host's first GPU, spot-checked with the
+/// validator's default samples.
 pub fn prove_cpu(inspect: &InspectReport) -> Result<HostCpuProof, ProveError> {
     let simulated = matches!(inspect.inventory.origin, Origin::Simulated { .. });
-    let inventory = inspect
+    let host_threads = inspect
         .inventory
         .host
         .cpu
         .value()
         .map(|c| c.threads)
         .filter(|t| *t > 0 && !simulated);
-    let (lanes, claimed_from) = match inventory {
-        Some(threads) => (threads, "inventory"),
-        None => (
-            std::thread::available_parallelism().map_or(1, |n| n.get()) as u32,
-            "scheduler",
-        ),
-    };
+    let lanes = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
     let anchor = inspect
         .inspection
         .gpus
@@ -188,7 +184,7 @@ pub fn prove_cpu(inspect: &InspectReport) -> Result<HostCpuProof, ProveError> {
     .map_err(ProveError::Cpu)?;
     Ok(HostCpuProof {
         lanes,
-        claimed_from,
+        host_threads,
         check,
     })
 }

@@ -19,11 +19,37 @@
 
 #![warn(missing_docs)]
 
+pub mod compression;
 pub mod multiproof;
+pub use compression::Compression;
 use sha2::{Digest, Sha256};
 
 /// A SHA-256 digest.
 pub type Hash = [u8; 32];
+
+/// How a tree hashes its leaves and its interior nodes. The tree's shape, its proofs and
+/// their checks are the same for every hasher; the ledger's logs use [`Rfc6962`], the proofs'
+/// commitments [`Compression`].
+pub trait TreeHasher {
+    /// A leaf's hash.
+    fn leaf(data: &[u8]) -> Hash;
+    /// An interior node's hash.
+    fn node(left: &Hash, right: &Hash) -> Hash;
+}
+
+/// RFC 6962's hashes: [`leaf_hash`] and [`node_hash`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rfc6962 {}
+
+impl TreeHasher for Rfc6962 {
+    fn leaf(data: &[u8]) -> Hash {
+        leaf_hash(data)
+    }
+
+    fn node(left: &Hash, right: &Hash) -> Hash {
+        node_hash(left, right)
+    }
+}
 
 /// `SHA-256(0x00 ‖ data)`.
 pub fn leaf_hash(data: &[u8]) -> Hash {
@@ -55,15 +81,21 @@ pub struct Tree {
 }
 
 impl Tree {
-    /// Builds the tree over already-hashed leaves.
+    /// Builds the RFC 6962 tree over already-hashed leaves.
     pub fn from_leaf_hashes(leaves: Vec<Hash>) -> Tree {
+        Tree::build::<Rfc6962>(leaves)
+    }
+
+    /// Builds the tree over already-hashed leaves with `H`'s node hash. (Its proofs are
+    /// checked with the same `H`; the root of an empty tree is RFC 6962's whatever `H`.)
+    pub fn build<H: TreeHasher>(leaves: Vec<Hash>) -> Tree {
         let mut levels = vec![leaves];
         while levels.last().is_some_and(|l| l.len() > 1) {
             let below = levels.last().expect("checked above");
             let above = below
                 .chunks(2)
                 .map(|pair| match pair {
-                    [left, right] => node_hash(left, right),
+                    [left, right] => H::node(left, right),
                     [carried] => *carried,
                     _ => unreachable!("chunks(2) yields one or two"),
                 })
@@ -329,9 +361,20 @@ pub fn proof_positions(index: u64, leaves: u64) -> Option<Vec<(usize, u64)>> {
     Some(positions)
 }
 
-/// Verifies that `leaf` (a leaf hash) is leaf `index` of the tree of `size` leaves with head
-/// `root`, given its inclusion proof (RFC 9162 §2.1.3.2).
+/// Verifies that `leaf` (a leaf hash) is leaf `index` of the RFC 6962 tree of `size` leaves
+/// with head `root`, given its inclusion proof (RFC 9162 §2.1.3.2).
 pub fn verify_inclusion(leaf: &Hash, index: u64, size: u64, proof: &[Hash], root: &Hash) -> bool {
+    verify_inclusion_in::<Rfc6962>(leaf, index, size, proof, root)
+}
+
+/// [`verify_inclusion`] in a tree hashed by `H`.
+pub fn verify_inclusion_in<H: TreeHasher>(
+    leaf: &Hash,
+    index: u64,
+    size: u64,
+    proof: &[Hash],
+    root: &Hash,
+) -> bool {
     if index >= size {
         return false;
     }
@@ -342,7 +385,7 @@ pub fn verify_inclusion(leaf: &Hash, index: u64, size: u64, proof: &[Hash], root
             return false;
         }
         if fn_ & 1 == 1 || fn_ == sn {
-            r = node_hash(p, &r);
+            r = H::node(p, &r);
             if fn_ & 1 == 0 {
                 while fn_ & 1 == 0 && fn_ != 0 {
                     fn_ >>= 1;
@@ -350,7 +393,7 @@ pub fn verify_inclusion(leaf: &Hash, index: u64, size: u64, proof: &[Hash], root
                 }
             }
         } else {
-            r = node_hash(&r, p);
+            r = H::node(&r, p);
         }
         fn_ >>= 1;
         sn >>= 1;

@@ -1,4 +1,5 @@
-//! Multiproofs: one proof that several leaves are in a tree, RFC 6962 hashes throughout.
+//! Multiproofs: one proof that several leaves are in a tree, of RFC 6962's shape, with the
+//! hashes of any [`TreeHasher`].
 //!
 //! The inclusion proofs of many leaves share their upper levels: of 1024 random leaves of a
 //! tree of 2²⁸, each path has 28 hashes, but the top 10 levels are mostly computed from the
@@ -10,7 +11,7 @@
 //! opened leaf, that side's hash is the next hash of the proof; a side with opened leaves is
 //! walked on. [`from_paths`] emits hashes in that order, [`verify`] consumes them in it.
 
-use crate::{node_hash, split_point, Hash};
+use crate::{split_point, Hash, TreeHasher};
 
 /// Why a multiproof is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -136,13 +137,13 @@ fn emit(start: u64, n: u64, depth: usize, opened: &[(u64, &[Hash])], proof: &mut
 /// Checks that the leaves with these hashes, `(index, leaf hash)` with indices strictly
 /// increasing, are in the tree of `size` leaves with this root, by the multiproof `proof`
 /// ([`from_paths`]): every hash of the proof must be used, none may be missing.
-pub fn verify(
+pub fn verify<H: TreeHasher>(
     size: u64,
     leaves: &[(u64, Hash)],
     proof: &[Hash],
     root: &Hash,
 ) -> Result<(), MultiproofError> {
-    if root_of(size, leaves, proof)? != *root {
+    if root_of::<H>(size, leaves, proof)? != *root {
         return Err(MultiproofError::WrongRoot);
     }
     Ok(())
@@ -150,10 +151,14 @@ pub fn verify(
 
 /// The root that `leaves` (as [`verify`] takes them) and the multiproof `proof` lead to, every
 /// hash of the proof used: [`verify`] without the comparison.
-pub fn root_of(size: u64, leaves: &[(u64, Hash)], proof: &[Hash]) -> Result<Hash, MultiproofError> {
+pub fn root_of<H: TreeHasher>(
+    size: u64,
+    leaves: &[(u64, Hash)],
+    proof: &[Hash],
+) -> Result<Hash, MultiproofError> {
     check_indices(size, leaves.iter().map(|(leaf, _)| *leaf))?;
     let mut next = proof.iter();
-    let computed = compute(0, size, leaves, &mut next)?;
+    let computed = compute::<H>(0, size, leaves, &mut next)?;
     let left_over = next.len();
     if left_over > 0 {
         return Err(MultiproofError::TooLong(left_over));
@@ -187,7 +192,7 @@ pub fn proof_len(size: u64, leaves: &[u64]) -> Result<usize, MultiproofError> {
 /// The hash of the range `[start, start + n)` holding the non-empty `leaves`: a leaf's hash
 /// for one leaf, else the node of its two sides, each computed from its leaves or, without
 /// any, the proof's next hash.
-fn compute(
+fn compute<H: TreeHasher>(
     start: u64,
     n: u64,
     leaves: &[(u64, Hash)],
@@ -203,18 +208,18 @@ fn compute(
         if leaves.is_empty() {
             next.next().copied().ok_or(MultiproofError::TooShort)
         } else {
-            compute(from, len, leaves, next)
+            compute::<H>(from, len, leaves, next)
         }
     };
     let l = side(start, k, left)?;
     let r = side(start + k, n - k, right)?;
-    Ok(node_hash(&l, &r))
+    Ok(H::node(&l, &r))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{leaf_hash, Tree};
+    use crate::{leaf_hash, Rfc6962, Tree};
     use proptest::prelude::*;
 
     fn tree(size: u64) -> Tree {
@@ -245,7 +250,10 @@ mod tests {
         for i in 0..13 {
             let mut proof = multiproof(&t, &[i]);
             assert_eq!(proof_len(13, &[i]), Ok(proof.len()));
-            assert_eq!(verify(13, &hashes(&t, &[i]), &proof, &t.root()), Ok(()));
+            assert_eq!(
+                verify::<Rfc6962>(13, &hashes(&t, &[i]), &proof, &t.root()),
+                Ok(())
+            );
             // A single leaf's multiproof is its path, in the walk's order.
             let mut path = t.inclusion_proof(i).unwrap();
             path.sort_unstable();
@@ -254,9 +262,15 @@ mod tests {
         }
         let all: Vec<u64> = (0..13).collect();
         assert!(multiproof(&t, &all).is_empty());
-        assert_eq!(verify(13, &hashes(&t, &all), &[], &t.root()), Ok(()));
+        assert_eq!(
+            verify::<Rfc6962>(13, &hashes(&t, &all), &[], &t.root()),
+            Ok(())
+        );
         let one = tree(1);
-        assert_eq!(verify(1, &hashes(&one, &[0]), &[], &one.root()), Ok(()));
+        assert_eq!(
+            verify::<Rfc6962>(1, &hashes(&one, &[0]), &[], &one.root()),
+            Ok(())
+        );
     }
 
     #[test]
@@ -266,33 +280,33 @@ mod tests {
         let proof = multiproof(&t, &wanted);
         let leaves = hashes(&t, &wanted);
         assert_eq!(
-            verify(20, &[], &proof, &t.root()),
+            verify::<Rfc6962>(20, &[], &proof, &t.root()),
             Err(MultiproofError::NoLeaves)
         );
         assert_eq!(
-            verify(20, &[leaves[1], leaves[0]], &proof, &t.root()),
+            verify::<Rfc6962>(20, &[leaves[1], leaves[0]], &proof, &t.root()),
             Err(MultiproofError::NotIncreasing(2))
         );
         assert_eq!(
-            verify(20, &[leaves[0], leaves[0]], &proof, &t.root()),
+            verify::<Rfc6962>(20, &[leaves[0], leaves[0]], &proof, &t.root()),
             Err(MultiproofError::NotIncreasing(2))
         );
         assert_eq!(
-            verify(20, &[(20, leaves[0].1)], &proof, &t.root()),
+            verify::<Rfc6962>(20, &[(20, leaves[0].1)], &proof, &t.root()),
             Err(MultiproofError::OutOfRange { leaf: 20, size: 20 })
         );
         assert_eq!(
-            verify(20, &leaves, &proof[1..], &t.root()),
+            verify::<Rfc6962>(20, &leaves, &proof[1..], &t.root()),
             Err(MultiproofError::TooShort)
         );
         let mut longer = proof.clone();
         longer.push([0; 32]);
         assert_eq!(
-            verify(20, &leaves, &longer, &t.root()),
+            verify::<Rfc6962>(20, &leaves, &longer, &t.root()),
             Err(MultiproofError::TooLong(1))
         );
         assert_eq!(
-            verify(20, &leaves, &proof, &[0; 32]),
+            verify::<Rfc6962>(20, &leaves, &proof, &[0; 32]),
             Err(MultiproofError::WrongRoot)
         );
         let short_path = [[0u8; 32]; 2];
@@ -325,7 +339,7 @@ mod tests {
                 .collect();
             let proof = multiproof(&t, &wanted);
             let leaves = hashes(&t, &wanted);
-            prop_assert_eq!(verify(size, &leaves, &proof, &t.root()), Ok(()));
+            prop_assert_eq!(verify::<Rfc6962>(size, &leaves, &proof, &t.root()), Ok(()));
             prop_assert_eq!(proof_len(size, &wanted), Ok(proof.len()));
             let paths: usize = wanted.iter().map(|i| t.inclusion_proof(*i).unwrap().len()).sum();
             prop_assert!(proof.len() <= paths);
@@ -336,19 +350,19 @@ mod tests {
             prop_assert!(proof.len() <= bound, "{} hashes, bound {}", proof.len(), bound);
             let mut bad_leaves = leaves.clone();
             bad_leaves[tamper.index(leaves.len())].1[0] ^= 1;
-            prop_assert!(verify(size, &bad_leaves, &proof, &t.root()).is_err());
+            prop_assert!(verify::<Rfc6962>(size, &bad_leaves, &proof, &t.root()).is_err());
             if !proof.is_empty() {
                 let mut bad_proof = proof.clone();
                 bad_proof[tamper.index(proof.len())][31] ^= 0x80;
-                prop_assert!(verify(size, &leaves, &bad_proof, &t.root()).is_err());
-                prop_assert!(verify(size, &leaves, &proof[..proof.len() - 1], &t.root()).is_err());
+                prop_assert!(verify::<Rfc6962>(size, &leaves, &bad_proof, &t.root()).is_err());
+                prop_assert!(verify::<Rfc6962>(size, &leaves, &proof[..proof.len() - 1], &t.root()).is_err());
             }
             // A leaf moved to an index not opened must fail as well.
             if let Some(other) = (0..size).find(|i| !wanted.contains(i)) {
                 let mut moved = leaves.clone();
                 moved[0].0 = other;
                 moved.sort_by_key(|(i, _)| *i);
-                prop_assert!(verify(size, &moved, &proof, &t.root()).is_err());
+                prop_assert!(verify::<Rfc6962>(size, &moved, &proof, &t.root()).is_err());
             }
         }
     }

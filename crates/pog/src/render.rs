@@ -713,7 +713,10 @@ pub fn cpu_proof(p: &pog_local::hostproof::HostCpuProof) {
         "verdict",
     ]);
     t.add_row(vec![
-        format!("{} ({})", p.lanes, p.claimed_from),
+        match p.host_threads {
+            Some(host) if host != p.lanes => format!("{} (of {host} on the host)", p.lanes),
+            _ => p.lanes.to_string(),
+        },
         format!("{:.1} ms", p.check.calibration_ms),
         format!(
             "{:.1} / {:.1} ms ({:.3})",

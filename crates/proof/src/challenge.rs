@@ -10,7 +10,10 @@ use sha2::{Digest, Sha256};
 /// base64) and plans cut 128-byte leaves (`params::LEAF_BYTES`); an agent of version 3 refuses
 /// the challenge instead of answering in a shape the validator no longer reads. The seeds are
 /// derived as in version 3 (domain "pog-proof v3").
-pub const CHALLENGE_VERSION: u32 = 4;
+/// 5: the commitment's tree is hashed by SHA-256's compression function alone
+/// (`pog_merkle::Compression`: a 128-byte leaf two compressions, a node one, where RFC 6962's
+/// hashes took three and two); everything else as in version 4.
+pub const CHALLENGE_VERSION: u32 = 5;
 
 /// What the validator asks one GPU to compute.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -35,12 +35,13 @@ use crate::challenge::{bind, Addressee};
 use crate::layout::Position;
 use crate::prover::{OpenError, Opening, Prover};
 use crate::verify::Rejection;
-use pog_merkle::{leaf_hash, Hash, Tree};
+use pog_merkle::{Compression, Hash, Tree, TreeHasher};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// Version of the CPU challenge's encoding and derivations; bumped on any change.
-pub const CPU_VERSION: u32 = 1;
+/// 2: the commitment's tree is hashed as the GEMM proof's of version 5 (`pog_merkle::Compression`).
+pub const CPU_VERSION: u32 = 2;
 
 /// 64-bit words of a lane's table: 512 KiB, inside the L2 of every server core of the last
 /// decade (1–2 MiB) and beyond a GPU SM's L1.
@@ -484,7 +485,8 @@ impl CpuCalibrated {
         });
         ends.push(self.calibration);
         let leaves: Vec<Vec<u8>> = ends.iter().map(|e| leaf_of_ends(e)).collect();
-        let tree = Tree::from_leaf_hashes(leaves.iter().map(|l| leaf_hash(l)).collect());
+        let tree =
+            Tree::build::<Compression>(leaves.iter().map(|l| Compression::leaf(l)).collect());
         CpuLanes { tree, leaves }
     }
 }

@@ -43,8 +43,24 @@ const ONE_THREAD: LaunchConfig = LaunchConfig {
     shared_mem_bytes: 0,
 };
 
-/// SHA-256 leaf and node hashing for the proof's Merkle tree.
-const SHA256_SOURCE: &str = include_str!("sha256.cu");
+/// SHA-256 leaf and node hashing for the proofs' Merkle trees (after [`sha256_prelude`]).
+pub const SHA256_SOURCE: &str = include_str!("sha256.cu");
+
+/// The `#define`s [`SHA256_SOURCE`] needs before it: the starting states of leaf and node
+/// hashes, from `pog_merkle::compression`, so the kernels cannot drift from the reference.
+pub fn sha256_prelude() -> String {
+    let words = |iv: &[u32; 8]| {
+        iv.iter()
+            .map(|w| format!("{w:#010x}u"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "#define POG_LEAF_IV_WORDS {}\n#define POG_NODE_IV_WORDS {}\n",
+        words(&pog_merkle::compression::LEAF_IV),
+        words(&pog_merkle::compression::NODE_IV)
+    )
+}
 /// The proof of memory's build and walk kernels (after SHA-256's, whose types they use).
 const MEMPROOF_SOURCE: &str = include_str!("memproof.cu");
 
@@ -111,8 +127,9 @@ impl Gpu {
             attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
         );
         let source = format!(
-            "{}\n{KERNELS_SOURCE}\n{SHA256_SOURCE}\n{MEMPROOF_SOURCE}",
-            pog_matgen::CUDA_SOURCE
+            "{}\n{KERNELS_SOURCE}\n{}\n{SHA256_SOURCE}\n{MEMPROOF_SOURCE}",
+            pog_matgen::CUDA_SOURCE,
+            sha256_prelude()
         );
         let options = CompileOptions {
             options: vec![format!("--gpu-architecture=sm_{major}{minor}")],

@@ -334,7 +334,9 @@ impl Gpu {
                 let start = (leaf % per_product) * batch.leaf_bytes();
                 let len = batch.leaf_bytes().min(batch.output_bytes() - start);
                 let bytes = read_leaf(kept, product * batch.output_bytes() + start, len)?;
-                if pog_merkle::leaf_hash(&bytes) != hashes[hash_at[i] as usize] {
+                if <pog_merkle::Compression as pog_merkle::TreeHasher>::leaf(&bytes)
+                    != hashes[hash_at[i] as usize]
+                {
                     return Err(GpuError::Invalid(format!(
                         "leaf {leaf} read back from the kept outputs differs from its committed hash"
                     )));
@@ -377,7 +379,9 @@ impl Gpu {
             let len = batch.leaf_bytes().min(batch.output_bytes() - start);
             let prepared = g.as_ref().expect("set above");
             let leaf_bytes = read_leaf(&prepared.d, start, len)?;
-            if pog_merkle::leaf_hash(&leaf_bytes) != hashes[hash_at[i] as usize] {
+            if <pog_merkle::Compression as pog_merkle::TreeHasher>::leaf(&leaf_bytes)
+                != hashes[hash_at[i] as usize]
+            {
                 // Tell a GEMM that does not repeat from a commitment that was wrong.
                 prepared.run()?;
                 self.sync()?;

@@ -1,6 +1,9 @@
-// SHA-256 (FIPS 180-4) on the GPU for the proof's Merkle commitment, with RFC 6962's domain
-// separation: a leaf's hash is SHA-256(0x00 || leaf bytes), a node's SHA-256(0x01 || left ||
-// right). Written from the standard; `pog_merkle` is the reference these must match bit for bit.
+// SHA-256's compression function (FIPS 180-4) on the GPU for the proofs' Merkle commitments,
+// hashed as `pog_merkle::Compression` defines it: a leaf's hash is the state after compressing
+// its 64-byte blocks (the last one zero-filled) from POG_LEAF_IV, a node's the state after
+// compressing left || right from POG_NODE_IV. Both starting states come from that Rust module
+// (the host prepends their #defines, `gpu::sha256_prelude`); it is the reference these kernels
+// must match bit for bit.
 //
 // A hash is kept as its eight state words (h0..h7); its bytes are those words big-endian.
 
@@ -16,11 +19,6 @@ __constant__ u32 POG_SHA256_K[64] = {
     0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-__device__ __forceinline__ void pog_sha256_init(u32 s[8]) {
-    s[0] = 0x6a09e667; s[1] = 0xbb67ae85; s[2] = 0x3c6ef372; s[3] = 0xa54ff53a;
-    s[4] = 0x510e527f; s[5] = 0x9b05688c; s[6] = 0x1f83d9ab; s[7] = 0x5be0cd19;
-}
 
 __device__ __forceinline__ u32 pog_rotr(u32 x, int n) { return __funnelshift_r(x, x, n); }
 
@@ -45,12 +43,19 @@ __device__ __forceinline__ void pog_sha256_block(u32 s[8], u32 w[16]) {
 
 #define POG_HASH_WARPS 8  // warps per block of pog_leaf_hash (256 threads)
 
+__constant__ u32 POG_LEAF_IV[8] = {POG_LEAF_IV_WORDS};
+__constant__ u32 POG_NODE_IV[8] = {POG_NODE_IV_WORDS};
+
+__device__ __forceinline__ void pog_start(u32 s[8], const u32 iv[8]) {
+#pragma unroll
+    for (int k = 0; k < 8; k++) s[k] = iv[k];
+}
+
 // Leaf hashes of `leaves` whole leaves of `leaf_bytes` each, laid end to end from `data`.
 // Fast path: needs leaf_bytes % 64 == 0 and data 16-byte aligned. Each lane of a warp hashes
 // one leaf; the warp loads its 32 leaves' next 64-byte chunks together (coalesced, through
 // shared memory), so memory reads run at full width while each lane compresses its own.
-// The 0x00 prefix shifts the message by one byte against the chunks: message word t of block
-// j is the last byte of leaf word 16j+t-1 followed by the first three of word 16j+t.
+// A chunk is one message block: its words are the leaf's bytes read big-endian.
 extern "C" __global__ void __launch_bounds__(256) pog_leaf_hash(const u32* data, u64 leaves,
                                                                 u32 leaf_bytes, u32* out) {
     __shared__ u32 stage[POG_HASH_WARPS][32 * 17];  // 17: pad so lanes hit distinct banks
@@ -60,8 +65,7 @@ extern "C" __global__ void __launch_bounds__(256) pog_leaf_hash(const u32* data,
     const u64 step = (u64)gridDim.x * POG_HASH_WARPS * 32;
     for (u64 first = ((u64)blockIdx.x * POG_HASH_WARPS + warp) * 32; first < leaves; first += step) {
         u32 s[8];
-        pog_sha256_init(s);
-        u32 carry = 0;  // the previous chunk's last word; the 0x00 prefix before the first
+        pog_start(s, POG_LEAF_IV);
         for (u64 j = 0; j < chunks; j++) {
 #pragma unroll
             for (int part = 0; part < 4; part++) {
@@ -76,40 +80,16 @@ extern "C" __global__ void __launch_bounds__(256) pog_leaf_hash(const u32* data,
             u32 w[16];
             const u32* chunk = mine + lane * 17;
 #pragma unroll
-            for (int t = 0; t < 16; t++) {
-                u32 cur = chunk[t];
-                w[t] = __byte_perm(carry, cur, 0x3456);
-                carry = cur;
-            }
+            for (int t = 0; t < 16; t++) w[t] = __byte_perm(chunk[t], 0, 0x0123);
             __syncwarp();
             pog_sha256_block(s, w);
         }
-        // Last block: the leaf's last byte, the 0x80 terminator, zeros, the length in bits.
-        u32 w[16];
-#pragma unroll
-        for (int t = 0; t < 16; t++) w[t] = 0;
-        w[0] = (carry & 0xff000000u) | 0x00800000u;
-        u64 bits = ((u64)leaf_bytes + 1) * 8;
-        w[14] = (u32)(bits >> 32);
-        w[15] = (u32)bits;
-        pog_sha256_block(s, w);
         u64 leaf = first + lane;
         if (leaf < leaves) {
 #pragma unroll
             for (int k = 0; k < 8; k++) out[leaf * 8 + k] = s[k];
         }
     }
-}
-
-// Message byte i of 0x00 || leaf (len bytes) with SHA-256 padding, for a message of `blocks`
-// 64-byte blocks in all.
-__device__ __forceinline__ u32 pog_padded_byte(const unsigned char* leaf, u64 len, u64 blocks,
-                                               u64 i) {
-    const u64 total = blocks * 64;
-    if (i >= total - 8) return (u32)((((len + 1) * 8) >> (8 * (total - 1 - i))) & 0xff);
-    if (i == 0) return 0x00;
-    if (i - 1 < len) return leaf[i - 1];
-    return i - 1 == len ? 0x80 : 0x00;
 }
 
 // Leaf hashes for any leaf length: thread per leaf, byte by byte. Hashes leaves first ..
@@ -123,18 +103,19 @@ extern "C" __global__ void pog_leaf_hash_bytes(const unsigned char* data, u64 to
         const u64 leaf = first + i, start = leaf * leaf_bytes;
         const u64 len = min((u64)leaf_bytes, total_bytes - start);
         const unsigned char* p = data + start;
-        const u64 blocks = (len + 1 + 8) / 64 + 1;
+        const u64 blocks = len == 0 ? 1 : (len + 63) / 64;  // the last block zero-filled
         u32 s[8];
-        pog_sha256_init(s);
+        pog_start(s, POG_LEAF_IV);
         for (u64 b = 0; b < blocks; b++) {
             u32 w[16];
 #pragma unroll
             for (int t = 0; t < 16; t++) {
-                u64 at = b * 64 + t * 4;
-                w[t] = pog_padded_byte(p, len, blocks, at) << 24 |
-                       pog_padded_byte(p, len, blocks, at + 1) << 16 |
-                       pog_padded_byte(p, len, blocks, at + 2) << 8 |
-                       pog_padded_byte(p, len, blocks, at + 3);
+                u32 word = 0;
+                for (int k = 0; k < 4; k++) {
+                    u64 at = b * 64 + t * 4 + k;
+                    word = word << 8 | (at < len ? p[at] : 0);
+                }
+                w[t] = word;
             }
             pog_sha256_block(s, w);
         }
@@ -143,8 +124,9 @@ extern "C" __global__ void pog_leaf_hash_bytes(const unsigned char* data, u64 to
     }
 }
 
-// One level of the tree: above[i] = SHA-256(0x01 || below[2i] || below[2i+1]); an unpaired
-// last node is carried up unchanged (RFC 6962's tree, built level by level).
+// One level of the tree: above[i] = the compression of below[2i] || below[2i+1] from
+// POG_NODE_IV; an unpaired last node is carried up unchanged (RFC 6962's tree shape, built
+// level by level).
 extern "C" __global__ void pog_merkle_level(const u32* below, u64 count, u32* above) {
     const u64 pairs = count / 2, items = (count + 1) / 2;
     const u64 stride = (u64)gridDim.x * blockDim.x;
@@ -155,21 +137,10 @@ extern "C" __global__ void pog_merkle_level(const u32* below, u64 count, u32* ab
             for (int k = 0; k < 8; k++) above[i * 8 + k] = l[k];
             continue;
         }
-        const u32* r = l + 8;
         u32 s[8], w[16];
-        pog_sha256_init(s);
-        // 0x01 || left || right is 65 bytes: every word is shifted one byte right.
-        w[0] = 0x01000000u | (l[0] >> 8);
+        pog_start(s, POG_NODE_IV);
 #pragma unroll
-        for (int t = 1; t < 8; t++) w[t] = (l[t - 1] << 24) | (l[t] >> 8);
-        w[8] = (l[7] << 24) | (r[0] >> 8);
-#pragma unroll
-        for (int t = 9; t < 16; t++) w[t] = (r[t - 9] << 24) | (r[t - 8] >> 8);
-        pog_sha256_block(s, w);
-#pragma unroll
-        for (int t = 0; t < 16; t++) w[t] = 0;
-        w[0] = (r[7] << 24) | 0x00800000u;
-        w[15] = 65 * 8;
+        for (int t = 0; t < 16; t++) w[t] = l[t];  // left's eight words, then right's
         pog_sha256_block(s, w);
 #pragma unroll
         for (int k = 0; k < 8; k++) above[i * 8 + k] = s[k];

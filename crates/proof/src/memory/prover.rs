@@ -5,7 +5,7 @@
 use super::arx::{self, ITEM_WORDS};
 use super::MemoryChallenge;
 use crate::prover::{OpenError, Opening, Prover};
-use pog_merkle::{leaf_hash, Tree};
+use pog_merkle::{Compression, Tree, TreeHasher};
 
 /// How a CPU memory prover behaves.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -66,7 +66,8 @@ impl CpuDataset {
             .chunks(challenge.leaf_bytes())
             .map(<[u8]>::to_vec)
             .collect();
-        let tree = Tree::from_leaf_hashes(leaves.iter().map(|l| leaf_hash(l)).collect());
+        let tree =
+            Tree::build::<Compression>(leaves.iter().map(|l| Compression::leaf(l)).collect());
         CpuMemoryProver { tree, leaves }
     }
 }
