@@ -55,10 +55,10 @@ fn the_kernels_compute_what_the_reference_does_with_every_residency() {
     let expected = reference_outputs(&d, &w);
     let honest = gpu.walk(&mut built, w).unwrap();
     assert_eq!(gpu.walk_outputs(&honest, 0, w.walkers).unwrap(), expected);
-    let tree = pog_merkle::Tree::build::<pog_merkle::Compression>(
+    let tree = pog_merkle::Tree::build::<pog_merkle::Blake3>(
         expected
             .chunks(64 * 16)
-            .map(<pog_merkle::Compression as pog_merkle::TreeHasher>::leaf)
+            .map(<pog_merkle::Blake3 as pog_merkle::TreeHasher>::leaf)
             .collect(),
     );
     assert_eq!(honest.root, tree.root());

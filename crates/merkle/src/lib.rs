@@ -19,9 +19,9 @@
 
 #![warn(missing_docs)]
 
-pub mod compression;
+pub mod commitment;
 pub mod multiproof;
-pub use compression::Compression;
+pub use commitment::Blake3;
 use sha2::{Digest, Sha256};
 
 /// A SHA-256 digest.
@@ -29,7 +29,7 @@ pub type Hash = [u8; 32];
 
 /// How a tree hashes its leaves and its interior nodes. The tree's shape, its proofs and
 /// their checks are the same for every hasher; the ledger's logs use [`Rfc6962`], the proofs'
-/// commitments [`Compression`].
+/// commitments [`Blake3`].
 pub trait TreeHasher {
     /// A leaf's hash.
     fn leaf(data: &[u8]) -> Hash;

@@ -15,7 +15,7 @@
 //! `cargo run --release -p pog-proof --example verify_cost`.
 
 use base64::Engine;
-use pog_merkle::{multiproof, Compression, Hash, TreeHasher};
+use pog_merkle::{multiproof, Blake3, Hash, TreeHasher};
 use pog_proof::challenge::{Addressee, Challenge, CHALLENGE_VERSION};
 use pog_proof::verify::draw_samples;
 use pog_proof::wire::Openings;
@@ -117,7 +117,7 @@ fn openings_cost(c: &Challenge, signer: &pog_signed::Identity) -> (f64, usize) {
     leaves.dedup();
     let hashes = multiproof::proof_len(size, &leaves).expect("a proof");
     let proof: Vec<Hash> = (0..hashes as u64)
-        .map(|i| Compression::leaf(&i.to_le_bytes()))
+        .map(|i| Blake3::leaf(&i.to_le_bytes()))
         .collect();
     let bytes: Vec<u8> = leaves
         .iter()
@@ -128,10 +128,10 @@ fn openings_cost(c: &Challenge, signer: &pog_signed::Identity) -> (f64, usize) {
         .scan(0, |at, l| {
             let len = c.leaf_len(*l);
             *at += len;
-            Some((*l, Compression::leaf(&bytes[*at - len..*at])))
+            Some((*l, Blake3::leaf(&bytes[*at - len..*at])))
         })
         .collect();
-    let root = multiproof::root_of::<Compression>(size, &hashed, &proof).expect("the proof's root");
+    let root = multiproof::root_of::<Blake3>(size, &hashed, &proof).expect("the proof's root");
     let b64 = base64::engine::general_purpose::STANDARD;
     let message = Openings {
         challenge_id: "0123456789abcdef".into(),
@@ -152,10 +152,10 @@ fn openings_cost(c: &Challenge, signer: &pog_signed::Identity) -> (f64, usize) {
             .map(|l| {
                 let len = c.leaf_len(*l);
                 at += len;
-                (*l, Compression::leaf(&bytes[at - len..at]))
+                (*l, Blake3::leaf(&bytes[at - len..at]))
             })
             .collect();
-        multiproof::verify::<Compression>(size, &hashed, &proof, &root).is_ok()
+        multiproof::verify::<Blake3>(size, &hashed, &proof, &root).is_ok()
     });
     assert!(ok, "the synthetic multiproof must verify");
     (ms, wire.len())

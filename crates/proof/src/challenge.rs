@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 /// the challenge instead of answering in a shape the validator no longer reads. The seeds are
 /// derived as in version 3 (domain "pog-proof v3").
 /// 5: the commitment's tree is hashed by SHA-256's compression function alone
-/// (`pog_merkle::Compression`: a 128-byte leaf two compressions, a node one, where RFC 6962's
+/// (`pog_merkle::Blake3`: a 128-byte leaf two compressions, a node one, where RFC 6962's
 /// hashes took three and two); everything else as in version 4.
 pub const CHALLENGE_VERSION: u32 = 5;
 
@@ -95,12 +95,13 @@ pub(crate) fn bind(h: &mut Sha256, nonce: &[u8; 32], to: &Addressee) {
 pub const MAX_SIZE: u64 = 65_536;
 /// The most products one challenge may ask for.
 pub const MAX_BATCH: u32 = 100_000;
-/// The most output elements one leaf may hold.
-pub const MAX_LEAF_ELEMENTS: u32 = 1 << 20;
+/// The most bytes of outputs one leaf may hold: one BLAKE3 chunk, what a commitment hash
+/// takes (`pog_merkle::commitment`).
+pub const MAX_LEAF_BYTES: u64 = pog_merkle::commitment::MAX_LEAF_BYTES as u64;
 
 /// A challenge whose shape no prover should attempt.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("a challenge needs 1 ≤ size ≤ {MAX_SIZE}, 1 ≤ batch ≤ {MAX_BATCH} and 1 ≤ leaf elements ≤ {MAX_LEAF_ELEMENTS}; this one asks for size {size}, batch {batch}, leaf elements {leaf_elements}")]
+#[error("a challenge needs 1 ≤ size ≤ {MAX_SIZE}, 1 ≤ batch ≤ {MAX_BATCH} and leaves of 1 element to {MAX_LEAF_BYTES} bytes; this one asks for size {size}, batch {batch}, leaf elements {leaf_elements}")]
 pub struct BadShape {
     /// The side asked for.
     pub size: u64,
@@ -116,7 +117,9 @@ impl Challenge {
     pub fn check_shape(&self) -> Result<(), BadShape> {
         let ok = (1..=MAX_SIZE).contains(&self.size)
             && (1..=MAX_BATCH).contains(&self.batch)
-            && (1..=MAX_LEAF_ELEMENTS).contains(&self.leaf_elements);
+            && self.leaf_elements >= 1
+            && u64::from(self.leaf_elements) * crate::layout::output_bytes(self.precision) as u64
+                <= MAX_LEAF_BYTES;
         if ok {
             Ok(())
         } else {
@@ -210,6 +213,12 @@ mod tests {
                 leaf_elements: 0,
                 ..challenge("GPU-a")
             },
+            // One BLAKE3 chunk at most: 1024 bytes, 257 FP32 outputs are 1028.
+            Challenge {
+                precision: Precision::Fp32,
+                leaf_elements: 257,
+                ..challenge("GPU-a")
+            },
         ] {
             assert!(bad.check_shape().is_err(), "{bad:?}");
         }
@@ -220,6 +229,12 @@ mod tests {
             ..challenge("GPU-a")
         };
         assert!(largest.check_shape().is_ok());
+        let widest_leaf = Challenge {
+            precision: Precision::Fp32,
+            leaf_elements: 256,
+            ..challenge("GPU-a")
+        };
+        assert!(widest_leaf.check_shape().is_ok());
         assert_eq!(
             largest.leaf_count(),
             (MAX_SIZE * MAX_SIZE) * u64::from(MAX_BATCH)

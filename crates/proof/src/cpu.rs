@@ -35,12 +35,12 @@ use crate::challenge::{bind, Addressee};
 use crate::layout::Position;
 use crate::prover::{OpenError, Opening, Prover};
 use crate::verify::Rejection;
-use pog_merkle::{Compression, Hash, Tree, TreeHasher};
+use pog_merkle::{Blake3, Hash, Tree, TreeHasher};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// Version of the CPU challenge's encoding and derivations; bumped on any change.
-/// 2: the commitment's tree is hashed as the GEMM proof's of version 5 (`pog_merkle::Compression`).
+/// 2: the commitment's tree is hashed as the GEMM proof's of version 5 (`pog_merkle::Blake3`).
 pub const CPU_VERSION: u32 = 2;
 
 /// 64-bit words of a lane's table: 512 KiB, inside the L2 of every server core of the last
@@ -485,8 +485,7 @@ impl CpuCalibrated {
         });
         ends.push(self.calibration);
         let leaves: Vec<Vec<u8>> = ends.iter().map(|e| leaf_of_ends(e)).collect();
-        let tree =
-            Tree::build::<Compression>(leaves.iter().map(|l| Compression::leaf(l)).collect());
+        let tree = Tree::build::<Blake3>(leaves.iter().map(|l| Blake3::leaf(l)).collect());
         CpuLanes { tree, leaves }
     }
 }

@@ -5,7 +5,7 @@
 use crate::challenge::Challenge;
 use crate::layout::encode_output;
 use pog_matgen::{hash, Storage};
-use pog_merkle::{Compression, Hash, Tree, TreeHasher};
+use pog_merkle::{Blake3, Hash, Tree, TreeHasher};
 use pog_spec::Precision;
 use serde::{Deserialize, Serialize};
 
@@ -102,8 +102,7 @@ impl CpuProver {
             let leaf_bytes = per_leaf * crate::layout::output_bytes(p);
             leaves.extend(bytes.chunks(leaf_bytes).map(<[u8]>::to_vec));
         }
-        let tree =
-            Tree::build::<Compression>(leaves.iter().map(|l| Compression::leaf(l)).collect());
+        let tree = Tree::build::<Blake3>(leaves.iter().map(|l| Blake3::leaf(l)).collect());
         CpuProver { tree, leaves }
     }
 }
@@ -201,8 +200,8 @@ mod tests {
         let prover = CpuProver::compute(&challenge, Behaviour::Honest);
         let opening = prover.open(&[1]).unwrap().remove(0);
         assert_eq!(opening.bytes.len(), 16 * 4);
-        assert!(pog_merkle::verify_inclusion_in::<Compression>(
-            &Compression::leaf(&opening.bytes),
+        assert!(pog_merkle::verify_inclusion_in::<Blake3>(
+            &Blake3::leaf(&opening.bytes),
             1,
             4,
             &opening.proof,

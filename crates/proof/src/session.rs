@@ -9,7 +9,7 @@ use crate::timing::{self, TimeCheck};
 use crate::verify::{check_value, draw_samples, Rejection};
 use crate::wire::{ChallengeMessage, Commitment, OpenRequest, Openings, OpeningsError};
 use pog_merkle::multiproof::{self, MultiproofError};
-use pog_merkle::{Compression, Hash, TreeHasher};
+use pog_merkle::{Blake3, Hash, TreeHasher};
 use pog_signed::{GpuUuid, PublicKey};
 use serde::{Deserialize, Serialize};
 
@@ -444,9 +444,9 @@ impl<C: SpotChecked> ValidatorSession<C> {
             let hashed: Vec<(u64, Hash)> = leaves
                 .iter()
                 .enumerate()
-                .map(|(i, leaf)| (*leaf, Compression::leaf(bytes_of(i))))
+                .map(|(i, leaf)| (*leaf, Blake3::leaf(bytes_of(i))))
                 .collect();
-            match multiproof::verify::<Compression>(challenge.leaf_count(), &hashed, &proof, root) {
+            match multiproof::verify::<Blake3>(challenge.leaf_count(), &hashed, &proof, root) {
                 Ok(()) => true,
                 Err(MultiproofError::WrongRoot) => false,
                 Err(e) => return Err(ProtocolError::Multiproof(e)),

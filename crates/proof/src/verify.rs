@@ -183,8 +183,8 @@ mod tests {
     /// The bytes of the leaf holding `p`, opened by `prover` and proven against its root.
     fn proven(prover: &CpuProver, c: &Challenge, p: Position) -> Vec<u8> {
         let opening = prover.open(&[c.leaf_of(p).0]).expect("in range").remove(0);
-        assert!(pog_merkle::verify_inclusion_in::<pog_merkle::Compression>(
-            &<pog_merkle::Compression as pog_merkle::TreeHasher>::leaf(&opening.bytes),
+        assert!(pog_merkle::verify_inclusion_in::<pog_merkle::Blake3>(
+            &<pog_merkle::Blake3 as pog_merkle::TreeHasher>::leaf(&opening.bytes),
             opening.leaf,
             c.leaf_count(),
             &opening.proof,

@@ -738,15 +738,14 @@ mod health_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pog_merkle::{Compression, TreeHasher};
+    use pog_merkle::{Blake3, TreeHasher};
     use proptest::prelude::*;
 
     /// A tree of `size` leaves of 4 bytes each, with the openings of `wanted`.
     fn opened(size: u64, wanted: &[u64]) -> (pog_merkle::Tree, Vec<Opening>) {
         let bytes = |i: u64| (i as u32).to_le_bytes().to_vec();
-        let tree = pog_merkle::Tree::build::<Compression>(
-            (0..size).map(|i| Compression::leaf(&bytes(i))).collect(),
-        );
+        let tree =
+            pog_merkle::Tree::build::<Blake3>((0..size).map(|i| Blake3::leaf(&bytes(i))).collect());
         let opened = wanted
             .iter()
             .map(|&leaf| Opening {
@@ -775,10 +774,10 @@ mod tests {
         let hashed: Vec<(u64, Hash)> = wanted
             .iter()
             .zip(leaves.chunks(4))
-            .map(|(i, b)| (*i, Compression::leaf(b)))
+            .map(|(i, b)| (*i, Blake3::leaf(b)))
             .collect();
         assert_eq!(
-            multiproof::verify::<Compression>(50, &hashed, &proof, &tree.root()),
+            multiproof::verify::<Blake3>(50, &hashed, &proof, &tree.root()),
             Ok(())
         );
         // The paths' shared hashes travel once.

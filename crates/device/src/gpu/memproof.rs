@@ -443,7 +443,7 @@ impl Gpu {
                 drv::memcpy_dtoh_sync(&mut bytes[..], walked.outputs.ptr + leaf * leaf_bytes)
             }
             .during("reading back a leaf")?;
-            if <pog_merkle::Compression as pog_merkle::TreeHasher>::leaf(&bytes) != hashes[at] {
+            if <pog_merkle::Blake3 as pog_merkle::TreeHasher>::leaf(&bytes) != hashes[at] {
                 return Err(GpuError::Invalid(format!(
                     "leaf {leaf} read back differs from its committed hash"
                 )));

@@ -43,25 +43,20 @@ const ONE_THREAD: LaunchConfig = LaunchConfig {
     shared_mem_bytes: 0,
 };
 
-/// SHA-256 leaf and node hashing for the proofs' Merkle trees (after [`sha256_prelude`]).
-pub const SHA256_SOURCE: &str = include_str!("sha256.cu");
+/// The proofs' commitment hashes (BLAKE3's compression: leaves, tree levels), after
+/// [`commitment_prelude`].
+pub const COMMITMENT_SOURCE: &str = include_str!("blake3.cu");
 
-/// The `#define`s [`SHA256_SOURCE`] needs before it: the starting states of leaf and node
-/// hashes, from `pog_merkle::compression`, so the kernels cannot drift from the reference.
-pub fn sha256_prelude() -> String {
-    let words = |iv: &[u32; 8]| {
-        iv.iter()
-            .map(|w| format!("{w:#010x}u"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    format!(
-        "#define POG_LEAF_IV_WORDS {}\n#define POG_NODE_IV_WORDS {}\n",
-        words(&pog_merkle::compression::LEAF_IV),
-        words(&pog_merkle::compression::NODE_IV)
-    )
+/// The `#define`s [`COMMITMENT_SOURCE`] needs before it: the key every commitment hash starts
+/// from, from `pog_merkle::commitment`, so the kernels cannot drift from the reference.
+pub fn commitment_prelude() -> String {
+    let words: Vec<String> = pog_merkle::commitment::key_words()
+        .iter()
+        .map(|w| format!("{w:#010x}u"))
+        .collect();
+    format!("#define POG_COMMIT_KEY_WORDS {}\n", words.join(", "))
 }
-/// The proof of memory's build and walk kernels (after SHA-256's, whose types they use).
+/// The proof of memory's build and walk kernels (after the commitment's, whose types they use).
 const MEMPROOF_SOURCE: &str = include_str!("memproof.cu");
 
 /// One CUDA device, ready for benchmarks.
@@ -127,9 +122,9 @@ impl Gpu {
             attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
         );
         let source = format!(
-            "{}\n{KERNELS_SOURCE}\n{}\n{SHA256_SOURCE}\n{MEMPROOF_SOURCE}",
+            "{}\n{KERNELS_SOURCE}\n{}\n{COMMITMENT_SOURCE}\n{MEMPROOF_SOURCE}",
             pog_matgen::CUDA_SOURCE,
-            sha256_prelude()
+            commitment_prelude()
         );
         let options = CompileOptions {
             options: vec![format!("--gpu-architecture=sm_{major}{minor}")],

@@ -1,10 +1,11 @@
-//! The proof of GPU's work on the device: a batch of seeded products committed to one RFC 6962
-//! Merkle tree, and leaves opened afterwards.
+//! The proof of GPU's work on the device: a batch of seeded products committed to one Merkle
+//! tree (RFC 6962's shape, `pog_merkle::Blake3`'s hashes), and leaves opened afterwards.
 //!
 //! Commit: for each product, fill A and B from its seeds (pog_matgen's generator), multiply
 //! through cuBLASLt (TN, the layout the challenge fixes), and hash the output's leaves with
-//! SHA-256 on the GPU (`sha256.cu`), so that only the 32-byte root leaves the device. The tree
-//! is built on the GPU level by level, with [`pog_merkle::level_sizes`] as the layout.
+//! BLAKE3's compression on the GPU (`blake3.cu`), so that only the 32-byte root leaves the
+//! device. The tree is built on the GPU level by level, with [`pog_merkle::level_sizes`] as the
+//! layout.
 //!
 //! Open ([`Gpu::open_leaves`]): outputs are not kept (a batch can be far larger than memory). Opening recomputes each
 //! product that holds a requested leaf with the same algorithm, which cuBLASLt runs bit for bit
@@ -130,11 +131,23 @@ pub(super) fn starts(lengths: impl Iterator<Item = u64>) -> Vec<u64> {
         .collect()
 }
 
-/// A hash as the kernels keep it (eight state words) into its bytes (the words big-endian).
+/// A leaf length the hashing kernels take (at most one BLAKE3 chunk), as their argument.
+fn hashable(leaf_bytes: u64) -> Result<u32, GpuError> {
+    let max = pog_merkle::commitment::MAX_LEAF_BYTES;
+    if leaf_bytes > max as u64 {
+        return Err(GpuError::Unsupported(format!(
+            "leaves of {leaf_bytes} bytes: a commitment hash takes at most {max}"
+        )));
+    }
+    Ok(leaf_bytes as u32)
+}
+
+/// A hash as the kernels keep it (eight chaining-value words) into its bytes (the words
+/// little-endian, as BLAKE3 writes them).
 fn hash_from_words(words: &[u32]) -> Hash {
     let mut hash = [0u8; 32];
     for (chunk, word) in hash.chunks_exact_mut(4).zip(words) {
-        chunk.copy_from_slice(&word.to_be_bytes());
+        chunk.copy_from_slice(&word.to_le_bytes());
     }
     hash
 }
@@ -334,7 +347,7 @@ impl Gpu {
                 let start = (leaf % per_product) * batch.leaf_bytes();
                 let len = batch.leaf_bytes().min(batch.output_bytes() - start);
                 let bytes = read_leaf(kept, product * batch.output_bytes() + start, len)?;
-                if <pog_merkle::Compression as pog_merkle::TreeHasher>::leaf(&bytes)
+                if <pog_merkle::Blake3 as pog_merkle::TreeHasher>::leaf(&bytes)
                     != hashes[hash_at[i] as usize]
                 {
                     return Err(GpuError::Invalid(format!(
@@ -379,7 +392,7 @@ impl Gpu {
             let len = batch.leaf_bytes().min(batch.output_bytes() - start);
             let prepared = g.as_ref().expect("set above");
             let leaf_bytes = read_leaf(&prepared.d, start, len)?;
-            if <pog_merkle::Compression as pog_merkle::TreeHasher>::leaf(&leaf_bytes)
+            if <pog_merkle::Blake3 as pog_merkle::TreeHasher>::leaf(&leaf_bytes)
                 != hashes[hash_at[i] as usize]
             {
                 // Tell a GEMM that does not repeat from a commitment that was wrong.
@@ -430,7 +443,7 @@ impl Gpu {
         }
         let rest = batch.leaves_per_product() - fast;
         if rest > 0 {
-            let leaf_bytes32 = leaf_bytes as u32;
+            let leaf_bytes32 = hashable(leaf_bytes)?;
             let rest_out = out + fast * 32;
             let mut launch = self.stream.launch_builder(&self.kernels.leaf_hash_bytes);
             launch
@@ -466,11 +479,7 @@ impl Gpu {
         leaf_bytes: u64,
         out: u64,
     ) -> Result<(), GpuError> {
-        let leaf_bytes32 = u32::try_from(leaf_bytes).map_err(|_| {
-            GpuError::Unsupported(format!(
-                "leaves of {leaf_bytes} bytes: the hashing kernels take leaves under 4 GiB"
-            ))
-        })?;
+        let leaf_bytes32 = hashable(leaf_bytes)?;
         let blocks = (u64::from(self.sm_count) * 8)
             .min(leaves.div_ceil(256))
             .max(1) as u32;
@@ -560,11 +569,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hashes_read_back_as_big_endian_words() {
+    fn hashes_read_back_as_little_endian_words() {
         let words: Vec<u32> = (0..8).map(|i| 0x0102_0304 + i).collect();
         let hash = hash_from_words(&words);
-        assert_eq!(&hash[..4], &[1, 2, 3, 4]);
-        assert_eq!(&hash[28..], &[1, 2, 3, 11]);
+        assert_eq!(&hash[..4], &[4, 3, 2, 1]);
+        assert_eq!(&hash[28..], &[11, 3, 2, 1]);
     }
 
     #[test]

@@ -39,7 +39,7 @@ use sha2::{Digest, Sha256};
 /// Version of the memory challenge's encoding, derivations and answer; bumped on any change.
 /// 2: the openings travel compact, as the GEMM proof's (`wire::Openings`); the derivations are
 /// those of version 1. 3: the commitment's tree is hashed as the GEMM proof's of version 5
-/// (`pog_merkle::Compression`).
+/// (`pog_merkle::Blake3`).
 pub const MEMORY_VERSION: u32 = 3;
 
 /// Walkers spot-checked per memory challenge. Every walker does the same work, so a prover

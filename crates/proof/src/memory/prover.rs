@@ -5,7 +5,7 @@
 use super::arx::{self, ITEM_WORDS};
 use super::MemoryChallenge;
 use crate::prover::{OpenError, Opening, Prover};
-use pog_merkle::{Compression, Tree, TreeHasher};
+use pog_merkle::{Blake3, Tree, TreeHasher};
 
 /// How a CPU memory prover behaves.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -66,8 +66,7 @@ impl CpuDataset {
             .chunks(challenge.leaf_bytes())
             .map(<[u8]>::to_vec)
             .collect();
-        let tree =
-            Tree::build::<Compression>(leaves.iter().map(|l| Compression::leaf(l)).collect());
+        let tree = Tree::build::<Blake3>(leaves.iter().map(|l| Blake3::leaf(l)).collect());
         CpuMemoryProver { tree, leaves }
     }
 }

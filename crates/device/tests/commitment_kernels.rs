@@ -1,11 +1,11 @@
-//! The proofs' SHA-256 kernels (`src/gpu/sha256.cu`) must hash exactly as
-//! `pog_merkle::Compression` does (its leaves, its nodes, RFC 6962's tree shape). This test compiles them for the host with the system C++
+//! The proofs' commitment kernels (`src/gpu/blake3.cu`) must hash exactly as
+//! `pog_merkle::Blake3` does (its leaves, its nodes, RFC 6962's tree shape). This test compiles them for the host with the system C++
 //! compiler: CUDA's qualifiers are defined away, its intrinsics written out, and each block
 //! runs as 256 host threads with a barrier per warp for `__syncwarp`, so the warp-cooperative
 //! loads of the fast leaf kernel run as they do on a GPU. CI has no GPU; the H200 runs check
 //! the same kernels against the CPU prover.
 
-use pog_merkle::{Compression, Hash, Tree, TreeHasher};
+use pog_merkle::{Blake3, Hash, Tree, TreeHasher};
 use std::io::Write;
 use std::process::{Command, Stdio};
 
@@ -41,7 +41,7 @@ static unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     return (unsigned)r;
 }
 static unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
-#include SHA256_CU
+#include COMMITMENT_CU
 
 // Runs `kernel` over `blocks` blocks of `threads` threads, a block at a time.
 template <class F> static void launch(unsigned blocks, unsigned threads, F kernel) {
@@ -57,8 +57,8 @@ template <class F> static void launch(unsigned blocks, unsigned threads, F kerne
     }
 }
 
-static void put_hashes(const std::vector<u32>& words) {
-    for (u32 w : words) { unsigned char b[4] = {(unsigned char)(w >> 24), (unsigned char)(w >> 16), (unsigned char)(w >> 8), (unsigned char)w}; fwrite(b, 1, 4, stdout); }
+static void put_hashes(const std::vector<u32>& words) {  // each word little-endian
+    for (u32 w : words) { unsigned char b[4] = {(unsigned char)w, (unsigned char)(w >> 8), (unsigned char)(w >> 16), (unsigned char)(w >> 24)}; fwrite(b, 1, 4, stdout); }
 }
 
 int main(int argc, char** argv) {
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     } else {  // "tree": stdin holds leaf hashes; prints the root
         u64 count = in.size() / 32;
         std::vector<u32> level(count * 8);
-        for (u64 i = 0; i < count * 8; i++) level[i] = (u32)in[4*i] << 24 | (u32)in[4*i+1] << 16 | (u32)in[4*i+2] << 8 | in[4*i+3];
+        for (u64 i = 0; i < count * 8; i++) level[i] = (u32)in[4*i+3] << 24 | (u32)in[4*i+2] << 16 | (u32)in[4*i+1] << 8 | in[4*i];
         while (count > 1) {
             std::vector<u32> above((count + 1) / 2 * 8);
             launch(2, 64, [&] { pog_merkle_level(level.data(), count, above.data()); });
@@ -99,23 +99,23 @@ fn harness() -> std::path::PathBuf {
     static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("sha256-harness");
+            let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("commitment-harness");
             std::fs::create_dir_all(&dir).unwrap();
             let source = dir.join("harness.cpp");
             let binary = dir.join("harness");
             std::fs::write(&source, HARNESS).unwrap();
             // The kernels as the GPU compiles them: after the prelude of starting states.
-            let cu = dir.join("sha256.cu");
+            let cu = dir.join("blake3.cu");
             std::fs::write(
                 &cu,
-                pog_device::gpu::sha256_prelude() + pog_device::gpu::SHA256_SOURCE,
+                pog_device::gpu::commitment_prelude() + pog_device::gpu::COMMITMENT_SOURCE,
             )
             .unwrap();
             let built = Command::new("c++")
                 .args(["-O1", "-std=c++20", "-pthread", "-o"])
                 .arg(&binary)
                 .arg(&source)
-                .arg(format!("-DSHA256_CU=\"{}\"", cu.display()))
+                .arg(format!("-DCOMMITMENT_CU=\"{}\"", cu.display()))
                 .output()
                 .expect("a C++ compiler (c++) to build the host harness");
             assert!(
@@ -153,12 +153,12 @@ fn bytes(n: usize, seed: u64) -> Vec<u8> {
 #[test]
 fn the_fast_leaf_kernel_hashes_as_the_reference_does() {
     // 300 leaves of 256 bytes on one block: two sweeps of the grid, the second with partial
-    // warps; 128-byte leaves (the plans') over two blocks; one-block and 4 KiB leaves.
+    // warps; 128-byte leaves (the plans') over two blocks; one-block and one-chunk leaves.
     for (leaf_bytes, leaves, blocks) in [
         (256usize, 300usize, 1u32),
         (128, 600, 2),
         (64, 70, 1),
-        (4096, 40, 2),
+        (1024, 40, 2),
     ] {
         let data = bytes(leaf_bytes * leaves, leaf_bytes as u64);
         let got = run(
@@ -170,7 +170,7 @@ fn the_fast_leaf_kernel_hashes_as_the_reference_does() {
             ],
             &data,
         );
-        let want: Vec<Hash> = data.chunks(leaf_bytes).map(Compression::leaf).collect();
+        let want: Vec<Hash> = data.chunks(leaf_bytes).map(Blake3::leaf).collect();
         assert_eq!(got, want, "leaves of {leaf_bytes} bytes");
     }
 }
@@ -183,6 +183,8 @@ fn the_byte_wise_leaf_kernel_hashes_any_length() {
         (100usize, 1030usize),
         (55, 55 * 3),
         (64, 64 * 2 + 7),
+        (1, 3),
+        (1000, 2100),
         (65, 200),
         (128, 128 * 3 + 1),
         (119, 300),
@@ -198,7 +200,7 @@ fn the_byte_wise_leaf_kernel_hashes_any_length() {
             ],
             &data,
         );
-        let want: Vec<Hash> = data.chunks(leaf_bytes).map(Compression::leaf).collect();
+        let want: Vec<Hash> = data.chunks(leaf_bytes).map(Blake3::leaf).collect();
         assert_eq!(got, want, "leaves of {leaf_bytes} bytes over {total}");
     }
 }
@@ -207,13 +209,13 @@ fn the_byte_wise_leaf_kernel_hashes_any_length() {
 fn the_tree_kernel_builds_the_reference_root() {
     for count in [1usize, 2, 3, 5, 8, 13, 100] {
         let leaves: Vec<Hash> = (0..count)
-            .map(|i| Compression::leaf(&(i as u64).to_le_bytes()))
+            .map(|i| Blake3::leaf(&(i as u64).to_le_bytes()))
             .collect();
         let input: Vec<u8> = leaves.iter().flatten().copied().collect();
         let got = run(&["tree".into()], &input);
         assert_eq!(
             got,
-            vec![Tree::build::<Compression>(leaves).root()],
+            vec![Tree::build::<Blake3>(leaves).root()],
             "{count} leaves"
         );
     }
