@@ -9,7 +9,8 @@
 //!   "checkpoint": "<checkpoint note text, with the log's signature and cosignatures>",
 //!   "records": [{ "index": 17, "entry": "<base64 entry>", "proof": ["<base64 hash>", …] }, …],
 //!   "consistency": { "from_size": 12, "proof": ["<base64 hash>", …] },
-//!   "log": "https://validator.example:7071/ledger/"
+//!   "log": "https://validator.example:7071/ledger/",
+//!   "next_after": 17
 //! }
 //! ```
 //!
@@ -17,8 +18,12 @@
 //! of (`pog ledger export --since`). `log` is optional too: where the log's tiles are served
 //! (`pog ledger export --log-url`), so that `pog verify` reads the GPU's newest records from
 //! the log itself and catches a bundle with some left out. It is the exporter's word: the
-//! verifier reads it only at public addresses. Format v1 (no `log`) is still read. [`verify_bundle`] returns a [`BundleReport`] listing every
-//! [`Problem`] it found, each naming what was wrong and where.
+//! verifier reads it only at public addresses. `next_after` is optional: a bundle that is one
+//! page of a GPU's history (`GET /v1/bundles/{uuid}`, [`Bundle::export_page`]) says the GPU
+//! has more records after that log index, within the checkpoint. Formats v1 (no `log`) and v2
+//! (no `next_after`) are still read. [`verify_bundle`] returns a [`BundleReport`] listing every
+//! [`Problem`] it found, each naming what was wrong and where; [`verify_bundle_from`] verifies a
+//! page that continues a history verified before ([`ChainState`]).
 
 use crate::checkpoint::{CheckpointError, SignedCheckpoint};
 use crate::entry::{Entry, EntryError, NO_PREVIOUS};
@@ -33,9 +38,13 @@ use pog_signed::{PublicKey, RecordKind};
 use serde::{Deserialize, Serialize};
 
 /// The bundle format's name and version, as written.
-pub const BUNDLE_FORMAT: &str = "pog-ledger-bundle/v2";
-/// The formats read: v1 is v2 without `log`.
-const READ_FORMATS: [&str; 2] = ["pog-ledger-bundle/v1", BUNDLE_FORMAT];
+pub const BUNDLE_FORMAT: &str = "pog-ledger-bundle/v3";
+/// The formats read: v1 is v2 without `log`, v2 is v3 without `next_after`.
+const READ_FORMATS: [&str; 3] = [
+    "pog-ledger-bundle/v1",
+    "pog-ledger-bundle/v2",
+    BUNDLE_FORMAT,
+];
 /// The longest `log` URL a bundle may name.
 pub const MAX_LOG_URL_BYTES: usize = 512;
 /// The largest bundle accepted.
@@ -102,6 +111,8 @@ struct RawBundle {
     consistency: Option<RawConsistency>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     log: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    next_after: Option<u64>,
 }
 
 /// One record of a bundle: its log index, its entry bytes, its inclusion proof.
@@ -130,6 +141,9 @@ pub struct Bundle {
     /// Where the log's tiles are served, as the exporter named it (unchecked: the exporter's
     /// word).
     pub log: Option<String>,
+    /// A page of a longer history: the GPU has more records after this log index within the
+    /// checkpoint (ask for the page after it).
+    pub next_after: Option<u64>,
 }
 
 fn decode_hashes(field: &str, list: &[String]) -> Result<Vec<Hash>, BundleError> {
@@ -190,6 +204,7 @@ impl Bundle {
             records,
             consistency,
             log: raw.log,
+            next_after: raw.next_after,
         })
     }
 
@@ -214,6 +229,7 @@ impl Bundle {
                 proof: hashes(p),
             }),
             log: self.log.clone(),
+            next_after: self.next_after,
         };
         serde_json::to_string_pretty(&raw).expect("plain data serializes")
     }
@@ -227,13 +243,25 @@ impl Bundle {
         checkpoint: &SignedCheckpoint,
         since: Option<u64>,
     ) -> Result<Bundle, BundleError> {
+        Bundle::export_page(ledger, uuid, checkpoint, since, None, usize::MAX)
+    }
+
+    /// One page of GPU `uuid`'s history, as [`Bundle::export`]: its records after log index
+    /// `after` (from its first when `None`), at most `limit`, with `next_after` set when more
+    /// follow within the checkpoint.
+    pub fn export_page(
+        ledger: &Ledger,
+        uuid: &str,
+        checkpoint: &SignedCheckpoint,
+        since: Option<u64>,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Bundle, BundleError> {
         let size = checkpoint.checkpoint.size;
         let log = ledger.log();
         let mut records = Vec::new();
-        for (index, entry) in ledger.gpu_entries(uuid)? {
-            if index >= size {
-                break;
-            }
+        let (page, more) = ledger.gpu_page(uuid, after, size, limit)?;
+        for (index, entry) in page {
             records.push(BundleRecord {
                 index,
                 entry: entry.encode(),
@@ -244,12 +272,18 @@ impl Bundle {
             Some(old) => Some((old, log.consistency_proof(old, size)?)),
             None => None,
         };
+        let next_after = if more {
+            records.last().map(|r| r.index)
+        } else {
+            None
+        };
         Ok(Bundle {
             gpu_uuid: uuid.into(),
             checkpoint: checkpoint.clone(),
             records,
             consistency,
             log: None,
+            next_after,
         })
     }
 }
@@ -514,8 +548,13 @@ pub enum Problem {
 /// after the bundle's last record is read, each against its tile hash: one entry bundle per
 /// 256 entries appended since the GPU's last record. The problems found (at most 64); an error
 /// when the tiles cannot be read. Check the bundle's checkpoint signature first
-/// ([`verify_bundle`]): this trusts its size and root.
-pub fn check_tail<S: TileSource>(bundle: &Bundle, source: S) -> Result<Vec<Problem>, TileError> {
+/// ([`verify_bundle`]): this trusts its size and root. `known` is the GPU's last record
+/// verified before the bundle (a continuation with no new record reads from after it).
+pub fn check_tail<S: TileSource>(
+    bundle: &Bundle,
+    known: Option<ChainLink>,
+    source: S,
+) -> Result<Vec<Problem>, TileError> {
     let checkpoint = &bundle.checkpoint.checkpoint;
     let mut tree = TiledTree::new(source, checkpoint.size);
     let root = tree.root()?;
@@ -525,7 +564,12 @@ pub fn check_tail<S: TileSource>(bundle: &Bundle, source: S) -> Result<Vec<Probl
             checkpoint_root: hex::encode(checkpoint.root),
         }]);
     }
-    let from = bundle.records.last().map_or(0, |r| r.index + 1);
+    let from = bundle
+        .records
+        .last()
+        .map(|r| r.index)
+        .or(known.map(|k| k.index))
+        .map_or(0, |last| last + 1);
     let mut problems = Vec::new();
     tree.for_each_entry(from.min(tree.size()), tree.size(), |index, bytes| {
         // An entry that does not parse is not the GPU's record; its bytes are in the tree.
@@ -561,6 +605,27 @@ pub struct RecordReport {
     pub ok: bool,
 }
 
+/// A GPU's record as the chain of its records links them: its log index and its GPU sequence
+/// number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainLink {
+    /// Log index.
+    pub index: u64,
+    /// The GPU's sequence number of the record.
+    pub gpu_seq: u64,
+}
+
+/// Where a GPU's verified history stands after some of its records: the last record verified
+/// and the agent keys its registrations in force name (agents sign some kinds of records).
+/// What a holder keeps between runs to verify only what is new ([`verify_bundle_from`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainState {
+    /// The last record verified; `None` before the first.
+    pub last: Option<ChainLink>,
+    /// The agents registered for the GPU, as its registration records left them.
+    pub agents: Vec<PublicKey>,
+}
+
 /// What [`verify_bundle`] found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BundleReport {
@@ -578,6 +643,8 @@ pub struct BundleReport {
     pub records: Vec<RecordReport>,
     /// Everything wrong; empty when the bundle verifies.
     pub problems: Vec<Problem>,
+    /// Where the GPU's history stands after the bundle's records (meaningful when it verified).
+    pub chain: ChainState,
 }
 
 impl BundleReport {
@@ -610,6 +677,21 @@ pub fn verify_bundle(
     witnesses: &WitnessPolicy,
     since: Option<&SignedCheckpoint>,
 ) -> BundleReport {
+    verify_bundle_from(bundle, log_key, witnesses, since, None)
+}
+
+/// [`verify_bundle`] for a bundle that continues a history already verified up to `from`
+/// (with `since` the checkpoint it was verified at): the bundle's first record must be the
+/// GPU's next after `from.last`, agent-signed records may be signed by the agents `from`
+/// holds, and a continuation may bring no record at all (nothing new). `from` of `None` is a
+/// whole history, which must hold a record.
+pub fn verify_bundle_from(
+    bundle: &Bundle,
+    log_key: &Verifier,
+    witnesses: &WitnessPolicy,
+    since: Option<&SignedCheckpoint>,
+    from: Option<&ChainState>,
+) -> BundleReport {
     let cp = &bundle.checkpoint.checkpoint;
     let mut problems = Vec::new();
     if let Err(e) = bundle.checkpoint.verify(log_key) {
@@ -633,14 +715,14 @@ pub fn verify_bundle(
         });
     }
 
-    if bundle.records.is_empty() {
+    if bundle.records.is_empty() && from.is_none() {
         problems.push(Problem::NoRecords);
     }
     let validator = PublicKey::from(log_key.public_key());
-    let mut agents: Vec<PublicKey> = Vec::new();
+    let mut agents: Vec<PublicKey> = from.map(|f| f.agents.clone()).unwrap_or_default();
     let mut records = Vec::new();
     // The previous record of the chain: (log index, GPU sequence number).
-    let mut previous: Option<(u64, u64)> = None;
+    let mut previous: Option<(u64, u64)> = from.and_then(|f| f.last).map(|l| (l.index, l.gpu_seq));
     for (position, r) in bundle.records.iter().enumerate() {
         let mut report = RecordReport {
             position,
@@ -817,6 +899,10 @@ pub fn verify_bundle(
         cosigned_by,
         records,
         problems,
+        chain: ChainState {
+            last: previous.map(|(index, gpu_seq)| ChainLink { index, gpu_seq }),
+            agents,
+        },
     }
 }
 

@@ -840,10 +840,7 @@ impl Ledger {
             let Some(i) = at.filter(|_| out.len() < limit) else {
                 break;
             };
-            let entry = Entry::parse(&self.log.entry(i)?).map_err(|e| StoreError::Corrupt {
-                dir: self.log.dir.clone(),
-                why: format!("entry {i}: {e}"),
-            })?;
+            let entry = self.entry_at(i)?;
             at = (entry.prev_index != NO_PREVIOUS).then_some(entry.prev_index);
             if wanted.contains(&entry.kind) {
                 out.push((i, entry));
@@ -851,6 +848,44 @@ impl Ledger {
         }
         out.reverse();
         Ok(out)
+    }
+
+    /// A page of a GPU's entries, oldest first: those at log indices after `after` (all when
+    /// `None`) and below `size`, at most `limit`, and whether more such entries follow the
+    /// page. Walks the back-links from the GPU's latest entry down to `after`, so a page costs
+    /// one read per entry of the GPU newer than `after`.
+    pub fn gpu_page(
+        &self,
+        uuid: &str,
+        after: Option<u64>,
+        size: u64,
+        limit: usize,
+    ) -> Result<(Vec<(u64, Entry)>, bool), StoreError> {
+        let mut at = locked(&self.gpus).get(uuid).map(|&(i, _)| i);
+        let mut newer = Vec::new();
+        while let Some(i) = at.filter(|i| after.is_none_or(|a| *i > a)) {
+            let entry = self.entry_at(i)?;
+            at = (entry.prev_index != NO_PREVIOUS).then_some(entry.prev_index);
+            if i < size {
+                newer.push(i);
+            }
+        }
+        newer.reverse();
+        let more = newer.len() > limit;
+        let page = newer
+            .into_iter()
+            .take(limit)
+            .map(|i| Ok((i, self.entry_at(i)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok((page, more))
+    }
+
+    /// The entry at log index `i`, parsed.
+    fn entry_at(&self, i: u64) -> Result<Entry, StoreError> {
+        Entry::parse(&self.log.entry(i)?).map_err(|e| StoreError::Corrupt {
+            dir: self.log.dir.clone(),
+            why: format!("entry {i}: {e}"),
+        })
     }
 
     /// The GPUs the ledger holds records of.
@@ -1234,6 +1269,32 @@ mod tests {
         let a = ledger.gpu_entries("GPU-a").unwrap();
         assert_eq!(a.last().unwrap().1.gpu_seq, 51);
         assert_eq!(a.last().unwrap().1.prev_index, a[50].0);
+
+        // Pages of a GPU's entries: after an index, below a size, at most a limit.
+        let size = ledger.log().size();
+        let (first, more) = ledger.gpu_page("GPU-a", None, size, 20).unwrap();
+        assert!(more);
+        assert_eq!(first, a[..20].to_vec());
+        let (next, more) = ledger
+            .gpu_page("GPU-a", Some(first[19].0), size, 20)
+            .unwrap();
+        assert!(more);
+        assert_eq!(next, a[20..40].to_vec());
+        let (last, more) = ledger
+            .gpu_page("GPU-a", Some(next[19].0), size, 20)
+            .unwrap();
+        assert!(!more);
+        assert_eq!(last, a[40..].to_vec());
+        let (below, more) = ledger.gpu_page("GPU-a", None, a[3].0, 20).unwrap();
+        assert_eq!(
+            (below, more),
+            (a[..3].to_vec(), false),
+            "a smaller tree's entries only"
+        );
+        assert_eq!(
+            ledger.gpu_page("GPU-none", None, size, 20).unwrap(),
+            (vec![], false)
+        );
 
         // The latest entries of some kinds, within a bounded walk back.
         let score = Entry::sign(

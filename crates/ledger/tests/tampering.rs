@@ -4,7 +4,8 @@
 //! refuses to cosign a fork.
 
 use pog_ledger::bundle::{
-    check_tail, compare_with_earlier, verify_bundle, Bundle, Problem, WitnessPolicy,
+    check_tail, compare_with_earlier, verify_bundle, verify_bundle_from, Bundle, ChainState,
+    Problem, WitnessPolicy,
 };
 use pog_ledger::checkpoint::SignedCheckpoint;
 use pog_ledger::entry::Entry;
@@ -552,14 +553,14 @@ fn the_newest_records_dropped_are_caught_by_reading_the_logs_tail() {
     let cp = w.ledger.log().checkpoint(&w.log_key).unwrap();
     let full = Bundle::export(&w.ledger, GPU, &cp, None).unwrap();
     // The whole history: nothing of the GPU after its last record.
-    assert_eq!(check_tail(&full, w.ledger.log()).unwrap(), []);
+    assert_eq!(check_tail(&full, None, w.ledger.log()).unwrap(), []);
     // The newest two left out: a valid chain, but the log's tail holds them.
     let mut cut = full.clone();
     cut.records.truncate(full.records.len() - 2);
     assert!(verify_bundle(&cut, w.log_key.verifier(), &WitnessPolicy::default(), None).ok());
     let n = full.records.len();
     assert_eq!(
-        check_tail(&cut, w.ledger.log()).unwrap(),
+        check_tail(&cut, None, w.ledger.log()).unwrap(),
         [
             Problem::MissingNewest {
                 index: full.records[n - 2].index,
@@ -578,7 +579,7 @@ fn the_newest_records_dropped_are_caught_by_reading_the_logs_tail() {
     other
         .append((0..size).map(|n| proof_round("GPU-other", n)).collect())
         .unwrap();
-    let differ = check_tail(&cut, other.log()).unwrap();
+    let differ = check_tail(&cut, None, other.log()).unwrap();
     assert!(
         matches!(differ[..], [Problem::TilesDiffer { .. }]),
         "{differ:?}"
@@ -586,5 +587,159 @@ fn the_newest_records_dropped_are_caught_by_reading_the_logs_tail() {
     // A source that cannot serve the tiles is an error, not a verdict.
     let empty = tempfile::tempdir().unwrap();
     let source = pog_ledger::serve::DirSource(empty.path().to_path_buf());
-    assert!(check_tail(&cut, source).is_err());
+    assert!(check_tail(&cut, None, source).is_err());
+}
+
+#[test]
+fn a_history_verified_in_pages_and_across_runs_catches_gaps_forks_and_omissions() {
+    let w = world();
+    let policy = policy(&w, 2);
+    // The first run: the early checkpoint's history in pages of two records.
+    let mut state: Option<ChainState> = None;
+    let mut held: Option<SignedCheckpoint> = None;
+    let mut after = None;
+    let mut pages = 0;
+    loop {
+        let since = held.as_ref().map(|h| h.checkpoint.size);
+        let page = Bundle::export_page(&w.ledger, GPU, &w.early, since, after, 2).unwrap();
+        let report = verify_bundle_from(
+            &page,
+            w.log_key.verifier(),
+            &policy,
+            held.as_ref(),
+            state.as_ref(),
+        );
+        assert!(report.ok(), "page {pages}: {:?}", report.problems);
+        pages += 1;
+        state = Some(report.chain);
+        held = Some(page.checkpoint.clone());
+        match page.next_after {
+            Some(last) => after = Some(last),
+            None => break,
+        }
+    }
+    let whole = exported(&w, None);
+    let early_records = whole.records.iter().filter(|r| r.index < 8).count();
+    assert_eq!(pages, early_records.div_ceil(2));
+    let first_run = state.clone().unwrap();
+    assert_eq!(
+        first_run.last.unwrap().index,
+        whole.records[early_records - 1].index
+    );
+    assert_eq!(
+        first_run.agents,
+        vec![agent().public_key().parse::<pog_signed::PublicKey>().unwrap()]
+    );
+
+    // The next run: only what is new since, against the earlier checkpoint; agent-signed
+    // records verify with the agents the first run learned.
+    let last = first_run.last.map(|l| l.index);
+    let new = Bundle::export_page(&w.ledger, GPU, &w.latest, Some(8), last, 100).unwrap();
+    assert_eq!(new.records.len(), whole.records.len() - early_records);
+    let report = verify_bundle_from(
+        &new,
+        w.log_key.verifier(),
+        &policy,
+        held.as_ref(),
+        Some(&first_run),
+    );
+    assert!(report.ok(), "{:?}", report.problems);
+    assert_eq!(
+        report.chain.last.unwrap().index,
+        whole.records.last().unwrap().index
+    );
+    // Nothing new is no problem for a continuation, and the tail check starts after what was
+    // verified: it finds nothing.
+    let nothing = Bundle::export_page(
+        &w.ledger,
+        GPU,
+        &w.latest,
+        Some(w.latest.checkpoint.size),
+        report.chain.last.map(|l| l.index),
+        100,
+    )
+    .unwrap();
+    assert!(nothing.records.is_empty());
+    let again = verify_bundle_from(
+        &nothing,
+        w.log_key.verifier(),
+        &policy,
+        Some(&w.latest),
+        Some(&report.chain),
+    );
+    assert!(again.ok(), "{:?}", again.problems);
+    assert_eq!(
+        check_tail(&nothing, report.chain.last, w.ledger.log()).unwrap(),
+        []
+    );
+    // ... but an empty continuation that hides new records is caught by the tail, reading
+    // from after the last record verified.
+    let hiding = Bundle {
+        records: vec![],
+        next_after: None,
+        ..new.clone()
+    };
+    let tail = check_tail(&hiding, first_run.last, w.ledger.log()).unwrap();
+    assert_eq!(tail.len(), new.records.len(), "{tail:?}");
+
+    // A continuation that skips the GPU's next record: dropped, named.
+    let mut gap = new.clone();
+    gap.records.remove(0);
+    let report = verify_bundle_from(
+        &gap,
+        w.log_key.verifier(),
+        &policy,
+        held.as_ref(),
+        Some(&first_run),
+    );
+    assert!(
+        matches!(report.problems[..], [Problem::Dropped { missing: 1, .. }]),
+        "{:?}",
+        report.problems
+    );
+    // Records the holder verified already, served again: out of order.
+    let replayed = Bundle::export_page(&w.ledger, GPU, &w.latest, Some(8), None, 100).unwrap();
+    let report = verify_bundle_from(
+        &replayed,
+        w.log_key.verifier(),
+        &policy,
+        held.as_ref(),
+        Some(&first_run),
+    );
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| matches!(p, Problem::Reordered { .. })),
+        "{:?}",
+        report.problems
+    );
+    // A later run against a checkpoint smaller than the one kept: rolled back.
+    let report = verify_bundle_from(
+        &nothing,
+        w.log_key.verifier(),
+        &policy,
+        Some(&w.latest),
+        Some(&first_run),
+    );
+    assert!(report.ok());
+    let behind = Bundle::export_page(&w.ledger, GPU, &w.early, None, last, 100).unwrap();
+    let report = verify_bundle_from(
+        &behind,
+        w.log_key.verifier(),
+        &policy,
+        Some(&w.latest),
+        Some(&first_run),
+    );
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| matches!(p, Problem::Rollback { .. })),
+        "{:?}",
+        report.problems
+    );
+    // A fresh verification (no state) of an empty bundle still fails.
+    let report = verify_bundle_from(&nothing, w.log_key.verifier(), &policy, None, None);
+    assert!(report.problems.contains(&Problem::NoRecords));
 }

@@ -574,12 +574,13 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         let tail = if source.starts_with("http://") || source.starts_with("https://") {
             check_tail(
                 &bundle,
+                None,
                 pog_validator::ledger::HttpTiles::new(source, args.log_timeout, named_by_bundle)?,
             )
         } else if named_by_bundle {
             bail!("the bundle's log {source:?} is not an http(s) URL")
         } else {
-            check_tail(&bundle, DirSource(PathBuf::from(source)))
+            check_tail(&bundle, None, DirSource(PathBuf::from(source)))
         };
         report
             .problems
