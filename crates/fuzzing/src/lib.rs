@@ -358,6 +358,7 @@ pub fn ledger_seeds() -> (Vec<u8>, Vec<u8>) {
             .collect(),
         consistency: Some((1, tree.consistency_proof(1).expect("in range"))),
         log: None,
+        next_after: None,
     };
     (
         bundle.to_json().into_bytes(),

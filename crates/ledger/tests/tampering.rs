@@ -628,7 +628,10 @@ fn a_history_verified_in_pages_and_across_runs_catches_gaps_forks_and_omissions(
     );
     assert_eq!(
         first_run.agents,
-        vec![agent().public_key().parse::<pog_signed::PublicKey>().unwrap()]
+        vec![agent()
+            .public_key()
+            .parse::<pog_signed::PublicKey>()
+            .unwrap()]
     );
 
     // The next run: only what is new since, against the earlier checkpoint; agent-signed

@@ -768,6 +768,71 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
     let told = verify_dropped(&["--log", &tiles]);
     assert_eq!(told["problems"][0]["problem"], "missing_newest", "{told:#}");
 
+    // A holder with nothing but the validator's URL and the keys: the GPU's history fetched
+    // page by page from /v1/bundles/, verified, and kept; the next run checks only what is new.
+    let fetcher = tmp.path().join("fetcher");
+    let fetch = |status: i32| {
+        let args = [
+            "verify",
+            "--validator",
+            &format!("http://{addr}"),
+            "--gpu",
+            uuid,
+            "--log-key",
+            &log_vkey,
+            "--witness",
+            &w1.vkey,
+            "--witness",
+            &w2.vkey,
+        ];
+        pog_json(&fetcher, &args, status)
+    };
+    let first = fetch(0);
+    assert_eq!(first["verdict"], "pass", "{first:#}");
+    let all = first["records"].as_array().unwrap().len();
+    assert!(all >= stored.len(), "{first:#}");
+    assert!(
+        first["summary"]
+            .as_str()
+            .unwrap()
+            .contains("0 verified in earlier runs"),
+        "{first:#}"
+    );
+    let second = fetch(0);
+    assert_eq!(second["verdict"], "pass", "{second:#}");
+    assert!(
+        second["summary"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{all} verified in earlier runs")),
+        "only what is new is fetched: {second:#}"
+    );
+    assert!(second["size"].as_u64() >= first["size"].as_u64());
+    // A state that is not the holder's own (here: damaged) is a clear error, not a pass.
+    let states: Vec<_> = std::fs::read_dir(fetcher.join("verify"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(states.len(), 1, "{states:?}");
+    write(&states[0], "{\"format\": \"something else\"}");
+    let damaged = pog_json(
+        &fetcher,
+        &[
+            "verify",
+            "--validator",
+            &format!("http://{addr}"),
+            "--gpu",
+            uuid,
+            "--log-key",
+            &log_vkey,
+        ],
+        2,
+    );
+    assert!(
+        damaged.to_string().contains("is not a verify state"),
+        "{damaged:#}"
+    );
+
     // A clean stop signs a last checkpoint over everything logged.
     assert_eq!(net.validator.stop().code(), Some(0));
     let last = std::fs::read_to_string(data.join("ledger").join("checkpoint")).unwrap();

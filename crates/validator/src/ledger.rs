@@ -122,7 +122,14 @@ pub struct ValidatorLedger {
     witness_deadline: Duration,
     /// Each witness's request budget and back-off.
     budgets: Arc<WitnessBudgets>,
+    /// Bundle pages being built at once (`GET /v1/bundles/{uuid}`); past them, 503.
+    pages: Arc<tokio::sync::Semaphore>,
 }
+
+/// Bundle pages built at once by default: each reads up to [`MAX_BUNDLE_PAGE`] records and
+/// their proofs from the log, so a flood of page requests takes this many blocking threads and
+/// no more (others get 503 with `Retry-After`).
+pub const BUNDLE_PAGES_AT_ONCE: usize = 4;
 
 /// How long a witness has to answer a publication by default (its connection, its answer, and
 /// the second request when it answers 409 with another size). The witnesses are asked at once,
@@ -154,7 +161,15 @@ impl ValidatorLedger {
             pending: Mutex::new(None),
             witness_deadline: WITNESS_DEADLINE,
             budgets: Arc::new(WitnessBudgets::new(WitnessBudget::default())),
+            pages: Arc::new(tokio::sync::Semaphore::new(BUNDLE_PAGES_AT_ONCE)),
         }
+    }
+
+    /// This ledger building at most `pages` bundle pages at once (instead of
+    /// [`BUNDLE_PAGES_AT_ONCE`]).
+    pub fn with_bundle_pages(mut self, pages: usize) -> ValidatorLedger {
+        self.pages = Arc::new(tokio::sync::Semaphore::new(pages));
+        self
     }
 
     /// This ledger asking each witness within `budget` (instead of
@@ -936,6 +951,14 @@ impl HttpTiles {
 }
 
 impl HttpTiles {
+    /// Any resource under the base (a bundle page of `/v1/bundles/`, say), at most `cap`
+    /// bytes, within the same budget as the tiles; an answer other than 200 is an error that
+    /// names its status.
+    pub fn fetch(&mut self, path: &str, cap: usize) -> Result<Vec<u8>, LedgerError> {
+        self.get(path, cap)
+            .map_err(|why| LedgerError::Tiles(format!("{}{path}: {why}", self.base)))
+    }
+
     /// The log's checkpoint (`checkpoint` under the base), at most
     /// [`MAX_NOTE_BYTES`](pog_ledger::note::MAX_NOTE_BYTES), within the same budget as the tiles.
     pub fn checkpoint(&mut self) -> Result<Vec<u8>, LedgerError> {
@@ -998,13 +1021,15 @@ impl pog_ledger::tiles::TileSource for HttpTiles {
 
 /// `GET /ledger/checkpoint` and `GET /ledger/tile/{*path}` (hash tiles and entry bundles), as
 /// c2sp.org/tlog-tiles lays them out: the checkpoint `no-cache, max-age=2`, tiles and entry
-/// bundles `immutable`; 404 when the validator keeps no ledger.
+/// bundles `immutable`; `GET /v1/bundles/{uuid}` ([`MAX_BUNDLE_PAGE`] records a page); 404 when
+/// the validator keeps no ledger.
 pub fn router(ledger: Option<Arc<ValidatorLedger>>) -> Router {
     Router::new()
         .route(
             "/ledger/checkpoint",
             get(|State(l): State<Served>| resource(l, "checkpoint".into())),
         )
+        .route("/v1/bundles/{uuid}", get(bundle_page))
         .route(
             "/ledger/tile/{*path}",
             get(|State(l): State<Served>, Path(path): Path<String>| {
@@ -1012,6 +1037,86 @@ pub fn router(ledger: Option<Arc<ValidatorLedger>>) -> Router {
             }),
         )
         .with_state(ledger)
+}
+
+/// The most records one page of `GET /v1/bundles/{uuid}` holds (a record with its proof is
+/// 2.4–2.9 KB: a page stays under 3 MB).
+pub const MAX_BUNDLE_PAGE: usize = 1000;
+
+/// The query of `GET /v1/bundles/{uuid}`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BundleQuery {
+    /// Records after this log index (the `next_after` of the page before, or the last record
+    /// the holder verified).
+    after: Option<u64>,
+    /// The tree size of the checkpoint the holder verified last: the page carries a
+    /// consistency proof from it.
+    since: Option<u64>,
+    /// Records in the page, at most [`MAX_BUNDLE_PAGE`] (the default).
+    limit: Option<usize>,
+}
+
+/// `GET /v1/bundles/{uuid}?after=&since=&limit=`: one page of a GPU's history as a proof
+/// bundle (`pog_ledger::bundle`, format v3) against the ledger's latest checkpoint, so a token
+/// holder fetches and verifies it alone (`pog verify --validator URL --gpu UUID`). 400 for a
+/// bad UUID, query, or a `since` past the checkpoint; 404 when the validator keeps no ledger
+/// or has signed no checkpoint yet. A GPU the log has no record of gets a page without records.
+async fn bundle_page(
+    State(ledger): State<Served>,
+    Path(uuid): Path<String>,
+    query: Result<axum::extract::Query<BundleQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let bad = |why: String| (StatusCode::BAD_REQUEST, format!("{why}\n")).into_response();
+    let Some(ledger) = ledger else {
+        return (StatusCode::NOT_FOUND, "this validator keeps no ledger\n").into_response();
+    };
+    let axum::extract::Query(q) = match query {
+        Ok(q) => q,
+        Err(e) => return bad(format!("bad query: {e}")),
+    };
+    if let Err(e) = uuid.parse::<pog_signed::GpuUuid>() {
+        return bad(e.to_string());
+    }
+    let limit = q.limit.unwrap_or(MAX_BUNDLE_PAGE);
+    if !(1..=MAX_BUNDLE_PAGE).contains(&limit) {
+        return bad(format!("limit must be 1 to {MAX_BUNDLE_PAGE}"));
+    }
+    let Ok(permit) = ledger.pages.clone().try_acquire_owned() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "1")],
+            "busy building other bundle pages; retry\n",
+        )
+            .into_response();
+    };
+    let page = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let checkpoint = match stored_checkpoint(ledger.ledger()) {
+            Ok(c) => c,
+            Err(LedgerError::NoCheckpoint) => return Err((StatusCode::NOT_FOUND, "no checkpoint signed yet".to_string())),
+            Err(e) => return Err((StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+        };
+        let size = checkpoint.checkpoint.size;
+        if let Some(since) = q.since.filter(|s| *s > size) {
+            return Err((
+                StatusCode::BAD_REQUEST,
+                format!("since {since} is past the checkpoint's size {size}: the log has no such tree (a rollback, or another log)"),
+            ));
+        }
+        pog_ledger::bundle::Bundle::export_page(ledger.ledger(), &uuid, &checkpoint, q.since, q.after, limit)
+            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+    })
+    .await;
+    match page {
+        Ok(Ok(bundle)) => (
+            [(header::CONTENT_TYPE, "application/json")],
+            bundle.to_json(),
+        )
+            .into_response(),
+        Ok(Err((status, why))) => (status, format!("{why}\n")).into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "the ledger failed\n").into_response(),
+    }
 }
 
 /// The ledger `/ledger/…` serves, if the validator keeps one.

@@ -163,6 +163,81 @@ async fn every_signed_record_is_logged_served_and_verifies() {
     let report = verify_bundle(&bundle, &log_key, &WitnessPolicy::default(), None);
     assert!(report.ok(), "{:?}", report.problems);
     assert_eq!(report.records.len(), 7);
+
+    // ... and a holder fetches it alone, page by page, from `GET /v1/bundles/{uuid}`.
+    let page = |query: String| {
+        let client = client.clone();
+        let url = url.clone();
+        async move {
+            client
+                .get(format!("{url}/v1/bundles/{query}"))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let (mut after, mut chain, mut held, mut fetched) = (None::<u64>, None, None, 0);
+    loop {
+        let query = match after {
+            Some(a) => format!("{GPU}?limit=3&after={a}&since=7"),
+            None => format!("{GPU}?limit=3"),
+        };
+        let r = page(query).await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["content-type"], "application/json");
+        let bundle = Bundle::parse(&r.bytes().await.unwrap()).unwrap();
+        assert!(bundle.records.len() <= 3);
+        let report = pog_ledger::bundle::verify_bundle_from(
+            &bundle,
+            &log_key,
+            &WitnessPolicy::default(),
+            held.as_ref(),
+            chain.as_ref(),
+        );
+        assert!(report.ok(), "{:?}", report.problems);
+        fetched += bundle.records.len();
+        chain = Some(report.chain);
+        held = Some(bundle.checkpoint.clone());
+        match bundle.next_after {
+            Some(a) => after = Some(a),
+            None => break,
+        }
+    }
+    assert_eq!(fetched, 7);
+    // A GPU the log never saw: a page without records; bad requests: 400.
+    let r = page("GPU-never-seen".into()).await;
+    assert_eq!(r.status(), 200);
+    assert!(Bundle::parse(&r.bytes().await.unwrap())
+        .unwrap()
+        .records
+        .is_empty());
+    for bad in [
+        format!("{GPU}?since=8"),
+        format!("{GPU}?limit=0"),
+        format!("{GPU}?limit=1001"),
+        format!("{GPU}?after=x"),
+        format!("{GPU}?color=blue"),
+        "bad%20uuid".to_string(),
+    ] {
+        assert_eq!(page(bad.clone()).await.status(), 400, "{bad}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bundle_pages_past_the_concurrency_bound_are_refused_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = ValidatorLedger::open(dir.path(), &Identity::from_seed(VALIDATOR_SEED), None)
+        .unwrap()
+        .with_bundle_pages(0);
+    let h = Harness::new()
+        .with_ledger_of(std::sync::Arc::new(ledger))
+        .serve()
+        .await;
+    let r = reqwest::get(format!("{}/v1/bundles/{GPU}", h.url))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "1");
 }
 
 /// A witness on loopback (pog-ledger's witness logic behind tlog-witness's endpoint).

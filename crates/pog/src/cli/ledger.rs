@@ -215,8 +215,18 @@ pub struct DeployArgs {
 /// What `pog verify` checks.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// The bundle file (`pog ledger export`).
-    pub bundle: PathBuf,
+    /// The bundle file (`pog ledger export`); or fetch the GPU's history from a validator
+    /// instead (--validator and --gpu).
+    #[arg(required_unless_present = "validator")]
+    pub bundle: Option<PathBuf>,
+    /// Fetch the GPU's history from this validator (`GET /v1/bundles/{uuid}`, page by page)
+    /// instead of reading a bundle file, verify only what is new since the last run (kept in
+    /// DATA_DIR/verify/), and read the log's tail from its `/ledger/`.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["bundle", "since", "since_bundle", "log_tiles"], requires = "gpu")]
+    pub validator: Option<String>,
+    /// The GPU whose history --validator serves.
+    #[arg(long, value_name = "UUID", requires = "validator")]
+    pub gpu: Option<String>,
     /// The log's (validator's) verifier key, as `pog ledger vkey` prints it, or a file holding
     /// it.
     #[arg(long, value_name = "VKEY")]

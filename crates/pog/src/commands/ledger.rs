@@ -19,6 +19,7 @@
 //! refused, 2 when an input could not be read.
 
 mod anchor;
+mod fetch;
 mod monitor;
 
 use crate::cli::ledger::{
@@ -493,31 +494,16 @@ fn export_at(
     Ok(Outcome(Verdict::Pass))
 }
 
-/// `pog verify`: one GPU's history checked offline from its bundle, against the log's key,
-/// the trusted witnesses and, when asked, an earlier bundle, the log's tiles and the chain.
-pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
-    let log_key = vkey(&args.log_key, "log key")?;
-    let keys = args
-        .witnesses
-        .iter()
-        .map(|w| vkey(w, "witness key"))
-        .collect::<Result<Vec<_>>>()?;
-    if let Some(k) = keys.iter().find(|k| k.alg() != ALG_COSIGNATURE_V1) {
-        bail!(
-            "witness key {} is not a cosignature key (type 0x04)",
-            k.name()
-        );
-    }
-    let quorum = args.quorum.unwrap_or(keys.len());
-    if quorum > keys.len() {
-        bail!(
-            "--quorum {quorum} exceeds the {} witness key(s) given",
-            keys.len()
-        );
-    }
-    let bytes = std::fs::read(&args.bundle)
-        .with_context(|| format!("reading {}", args.bundle.display()))?;
-    let bundle = Bundle::parse(&bytes).with_context(|| format!("in {}", args.bundle.display()))?;
+/// Reads and verifies the bundle file at `path`, against `--since` or `--since-bundle` when
+/// given.
+fn verify_file(
+    path: &Path,
+    args: &VerifyArgs,
+    log_key: &Verifier,
+    policy: &WitnessPolicy,
+) -> Result<(Bundle, pog_ledger::bundle::BundleReport)> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let bundle = Bundle::parse(&bytes).with_context(|| format!("in {}", path.display()))?;
     let since = match &args.since {
         Some(path) => {
             let text =
@@ -538,17 +524,50 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         None => None,
     };
     let since = since.or_else(|| earlier.as_ref().map(|e| e.checkpoint.clone()));
-    let mut report = verify_bundle(
-        &bundle,
-        &log_key,
-        &WitnessPolicy { keys, quorum },
-        since.as_ref(),
-    );
+    let mut report = verify_bundle(&bundle, log_key, policy, since.as_ref());
     if let Some(earlier) = &earlier {
         report
             .problems
             .extend(compare_with_earlier(earlier, &bundle));
     }
+    Ok((bundle, report))
+}
+
+/// `pog verify`: one GPU's history checked from its bundle (a file, or fetched from a
+/// validator), against the log's key, the trusted witnesses and, when asked, an earlier
+/// bundle, the log's tiles and the chain.
+pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
+    let log_key = vkey(&args.log_key, "log key")?;
+    let keys = args
+        .witnesses
+        .iter()
+        .map(|w| vkey(w, "witness key"))
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(k) = keys.iter().find(|k| k.alg() != ALG_COSIGNATURE_V1) {
+        bail!(
+            "witness key {} is not a cosignature key (type 0x04)",
+            k.name()
+        );
+    }
+    let quorum = args.quorum.unwrap_or(keys.len());
+    if quorum > keys.len() {
+        bail!(
+            "--quorum {quorum} exceeds the {} witness key(s) given",
+            keys.len()
+        );
+    }
+    let policy = WitnessPolicy { keys, quorum };
+    let (bundle, mut report, fetched) = match (&args.bundle, &args.validator, &args.gpu) {
+        (Some(path), _, _) => {
+            let (bundle, report) = verify_file(path, args, &log_key, &policy)?;
+            (bundle, report, None)
+        }
+        (None, Some(url), Some(uuid)) => {
+            let f = fetch::fetch(global, url, uuid, &log_key, &policy, args.log_timeout)?;
+            (f.bundle.clone(), f.report.clone(), Some(f))
+        }
+        _ => bail!("give a bundle file, or --validator URL and --gpu UUID"),
+    };
     // The log's tail: no record of the GPU after the bundle's last one (read from the tiles,
     // checked against the checkpoint, once its signature is known good).
     let signed = !report
@@ -557,12 +576,13 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         .any(|p| matches!(p, pog_ledger::bundle::Problem::CheckpointSignature { .. }));
     // Where the tiles are read: --log, else the URL the bundle names (the exporter's word, so
     // read only at public addresses: a bundle must not point the holder's machine inside its
-    // own network).
+    // own network); fetched from a validator, that validator's /ledger/ (the holder's choice).
     let (source, named_by_bundle) = match (&args.log_tiles, &bundle.log) {
         (Some(given), _) => (Some(given.clone()), false),
-        (None, Some(named)) => (Some(named.clone()), true),
+        (None, Some(named)) => (Some(named.clone()), fetched.is_none()),
         (None, None) => (None, false),
     };
+    let known = fetched.as_ref().and_then(|f| f.known);
     let mut refused_log = None;
     if let (Some(url), true) = (&source, named_by_bundle) {
         if let Err(err) = pog_net::endpoint::validate(url, false) {
@@ -574,13 +594,13 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         let tail = if source.starts_with("http://") || source.starts_with("https://") {
             check_tail(
                 &bundle,
-                None,
+                known,
                 pog_validator::ledger::HttpTiles::new(source, args.log_timeout, named_by_bundle)?,
             )
         } else if named_by_bundle {
             bail!("the bundle's log {source:?} is not an http(s) URL")
         } else {
-            check_tail(&bundle, None, DirSource(PathBuf::from(source)))
+            check_tail(&bundle, known, DirSource(PathBuf::from(source)))
         };
         report
             .problems
@@ -612,10 +632,25 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         (true, false, true) => Verdict::Warn,
         (true, false, false) => Verdict::Fail,
     };
+    // A history fetched from a validator is kept once it verified, so the next run checks
+    // only what is new and notices a rollback or a fork in between.
+    if let (Some(f), true) = (&fetched, report.ok()) {
+        fetch::save(f, log_key.name())?;
+    }
     let summary = if report.ok() {
+        let fetched_from = fetched.as_ref().map_or(String::new(), |f| {
+            format!(
+                " ({} new, {} page(s) from {}; {} verified in earlier runs, kept in {})",
+                report.records.len(),
+                f.pages,
+                args.validator.as_deref().unwrap_or_default(),
+                f.before,
+                f.state_path.display()
+            )
+        });
         let verified = format!(
-            "{} record(s) of {} verified at tree size {}, cosigned by {} witness(es){}",
-            report.records.len(),
+            "{} record(s) of {} verified at tree size {}, cosigned by {} witness(es){}{fetched_from}",
+            report.records.len() as u64 + fetched.as_ref().map_or(0, |f| f.before),
             report.gpu_uuid,
             report.size,
             report.cosigned_by.len(),
