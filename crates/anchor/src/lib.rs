@@ -770,6 +770,38 @@ impl Registry {
         }))
     }
 
+    /// The newest anchor of `origin` of at most `size` entries; None when every anchor is
+    /// larger (or there is none). A binary search over the anchors, whose sizes strictly grow:
+    /// about log₂ of their count reads.
+    pub async fn newest_at_most(
+        &self,
+        origin: &str,
+        size: u64,
+    ) -> Result<Option<Anchor>, AnchorError> {
+        let (mut lo, mut hi) = (0u64, self.anchor_count(origin).await?);
+        let mut found = None;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let r = self
+                .contract
+                .anchorByIndex(origin.to_string(), U256::from(mid))
+                .call()
+                .await
+                .map_err(|e| self.call_error("reading an anchor", e))?;
+            if r.size <= size {
+                found = Some(Anchor {
+                    size: r.size,
+                    root: r.root.0,
+                    time: r.time,
+                });
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(found)
+    }
+
     /// How many checkpoints of `origin` are anchored.
     pub async fn anchor_count(&self, origin: &str) -> Result<u64, AnchorError> {
         check_origin(origin)?;
@@ -921,7 +953,11 @@ pub struct AnchorCheck {
     pub anchor: Option<Anchor>,
     /// The origin's latest anchor, if any.
     pub latest: Option<Anchor>,
-    /// Whether the anchor exists and its root is the checkpoint's.
+    /// Where no checkpoint of the bundle's size is anchored: the newest anchor before it, which
+    /// the checkpoint's tree was checked to extend (a consistency proof from its size, from the
+    /// bundle or the log's tiles).
+    pub earlier: Option<Anchor>,
+    /// Whether the anchor (or the earlier one) exists and its root is the checkpoint's tree's.
     pub ok: bool,
 }
 
@@ -983,6 +1019,7 @@ pub async fn verify_anchor(
             publisher: publisher.map(|p| p.to_string()),
             anchor: at,
             latest,
+            earlier: None,
             ok: problem.is_none(),
         },
         problem,

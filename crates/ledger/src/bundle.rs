@@ -524,6 +524,19 @@ pub enum Problem {
         /// The publisher the holder expects.
         expected: String,
     },
+    /// The chain's newest anchor before the checkpoint's size has a root the checkpoint's tree
+    /// does not extend (its consistency proof from that size fails): two histories.
+    #[error("the chain anchor disagrees: the registry {registry} anchors {origin} at size {anchored_size}, and the checkpoint's tree of {size} entries does not extend it (a fork)")]
+    AnchorInconsistent {
+        /// The registry's address.
+        registry: String,
+        /// The log's origin.
+        origin: String,
+        /// The size of the newest anchor before the checkpoint's.
+        anchored_size: u64,
+        /// The checkpoint's size.
+        size: u64,
+    },
     /// The chain anchors another root at the checkpoint's size: the anchor or the checkpoint
     /// was replaced (two histories of one size).
     #[error("the chain anchor differs: the registry {registry} anchors {origin} at size {size} with root {anchored_root}, the checkpoint's root is {checkpoint_root}")]

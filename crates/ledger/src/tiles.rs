@@ -298,6 +298,13 @@ pub trait TileSource {
     fn read_tile(&mut self, id: &TileId) -> Result<Vec<u8>, TileError>;
 }
 
+/// A source lent out: one source (and its deadline) serves several reads of a tree in turn.
+impl<S: TileSource + ?Sized> TileSource for &mut S {
+    fn read_tile(&mut self, id: &TileId) -> Result<Vec<u8>, TileError> {
+        (**self).read_tile(id)
+    }
+}
+
 /// A tree of a known size, read through tiles: roots and proofs computed from tile hashes
 /// only, O(log n) tiles each (tiles are cached).
 pub struct TiledTree<S> {

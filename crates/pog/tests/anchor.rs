@@ -205,6 +205,52 @@ fn anchoring_and_verifying_against_the_chain_catch_a_replaced_or_missing_anchor(
         0,
     );
     assert!(plain["anchor"].is_null());
+    // Any bundle works with --chain: where its checkpoint's size is not anchored, the newest
+    // anchor before it does, once the checkpoint's tree is shown to extend it: by the bundle's
+    // consistency proof from that size ...
+    let newer_since = tmp.path().join("newer-since.json");
+    pog_json(
+        &data,
+        &[
+            "ledger",
+            "export",
+            "--gpu",
+            GPU,
+            "--since",
+            &size.to_string(),
+            "-o",
+            newer_since.to_str().unwrap(),
+        ],
+        0,
+    );
+    let extended = verify(&newer_since, &registry, 0);
+    assert_eq!(extended["anchor"]["ok"], true, "{extended:#}");
+    assert!(extended["anchor"]["anchor"].is_null());
+    assert_eq!(extended["anchor"]["earlier"]["size"], size);
+    // ... or by one read from the log's tiles (a mirror of the log here).
+    let mirror = tmp.path().join("mirror");
+    pog_json(&data, &["ledger", "mirror", mirror.to_str().unwrap()], 0);
+    let from_tiles = pog_json(
+        &holder,
+        &[
+            "verify",
+            newer.to_str().unwrap(),
+            "--log-key",
+            &log_vkey,
+            "--accept-unwitnessed",
+            "--log",
+            mirror.to_str().unwrap(),
+            "--chain",
+            rpc,
+            "--contract",
+            &registry,
+        ],
+        0,
+    );
+    assert_eq!(
+        from_tiles["anchor"]["earlier"]["size"], size,
+        "{from_tiles:#}"
+    );
 
     // The chain anchor replaced (1): an attacker's own registry, where it registered the
     // origin and anchored another root at the bundle's size. Verifying against it fails,
@@ -235,6 +281,10 @@ fn anchoring_and_verifying_against_the_chain_catch_a_replaced_or_missing_anchor(
         "{summary}"
     );
     assert_eq!(report["anchor"]["ok"], false);
+    // The same forged root as the newest anchor before a newer checkpoint: its tree does not
+    // extend it, and that is named.
+    let report = verify(&newer_since, &evil, 1);
+    assert_eq!(problems(&report), ["anchor_inconsistent"], "{report:#}");
     // A holder who names the validator's publisher catches the squatted registry before any
     // root is compared; on the real registry the same check passes.
     let publisher = pog_anchor::PublisherKey::from_file(&publisher_key)

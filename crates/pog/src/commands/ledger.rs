@@ -37,6 +37,7 @@ use pog_ledger::entry::Entry;
 use pog_ledger::note::{NoteSigner, Verifier, ALG_COSIGNATURE_V1, ALG_ED25519};
 use pog_ledger::serve::DirSource;
 use pog_ledger::store::Ledger;
+use pog_ledger::tiles::{TileSource, TiledTree};
 use pog_ledger::witness_service::{CosignError, WitnessService, WitnessState};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -590,30 +591,53 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         }
     }
     let tiles_read = source.is_some() && signed && refused_log.is_none();
-    if let (Some(source), true) = (&source, tiles_read) {
-        let tail = if source.starts_with("http://") || source.starts_with("https://") {
-            check_tail(
-                &bundle,
-                known,
-                pog_validator::ledger::HttpTiles::new(source, args.log_timeout, named_by_bundle)?,
-            )
-        } else if named_by_bundle {
-            bail!("the bundle's log {source:?} is not an http(s) URL")
-        } else {
-            check_tail(&bundle, known, DirSource(PathBuf::from(source)))
-        };
+    let mut tiles: Option<Box<dyn TileSource>> = match (&source, tiles_read) {
+        (Some(source), true) => Some(
+            if source.starts_with("http://") || source.starts_with("https://") {
+                Box::new(pog_validator::ledger::HttpTiles::new(
+                    source,
+                    args.log_timeout,
+                    named_by_bundle,
+                )?)
+            } else if named_by_bundle {
+                bail!("the bundle's log {source:?} is not an http(s) URL")
+            } else {
+                Box::new(DirSource(PathBuf::from(source)))
+            },
+        ),
+        _ => None,
+    };
+    if let (Some(source), Some(tiles)) = (&source, tiles.as_mut()) {
+        let tail = check_tail(&bundle, known, tiles.as_mut());
         report
             .problems
             .extend(tail.with_context(|| format!("reading the log's tiles from {source}"))?);
     }
-    // The chain anchor: the registry must hold the checkpoint's root at its size.
+    // The chain anchor: the registry must hold the checkpoint's root at its size, or an
+    // earlier root the checkpoint's tree extends (a consistency proof from that size: the
+    // bundle's, or one computed from the log's tiles).
     let anchor = match (&args.chain, &args.contract) {
         (Some(rpc), Some(contract)) => {
+            let checkpoint = &bundle.checkpoint.checkpoint;
+            let consistency_from = |old: u64| -> Result<Option<Vec<pog_merkle::Hash>>> {
+                if let Some((_, proof)) = bundle.consistency.as_ref().filter(|(f, _)| *f == old) {
+                    return Ok(Some(proof.clone()));
+                }
+                match tiles.as_mut() {
+                    Some(tiles) => Ok(Some(
+                        TiledTree::new(tiles.as_mut(), checkpoint.size)
+                            .consistency_proof(old)
+                            .context("reading a consistency proof from the log's tiles")?,
+                    )),
+                    None => Ok(None),
+                }
+            };
             let (check, problem) = anchor::check_chain(
                 rpc,
                 contract,
                 args.publisher.as_deref(),
-                &bundle.checkpoint.checkpoint,
+                checkpoint,
+                consistency_from,
             )?;
             report.problems.extend(problem);
             Some(check)
@@ -784,8 +808,19 @@ fn anchor_line(a: &pog_anchor::AnchorCheck) -> String {
     let latest = a
         .latest
         .map_or("none".to_string(), |l| format!("size {}", l.size));
-    match &a.anchor {
-        Some(at) => format!(
+    match (&a.anchor, &a.earlier) {
+        (None, Some(earlier)) => format!(
+            "{} at size {} on registry {} (publisher {}): no anchor at this size; the newest before it, size {} (root {}, block time {}), {} (latest anchored: {latest})",
+            a.origin,
+            a.size,
+            a.registry,
+            a.publisher.as_deref().unwrap_or("none"),
+            earlier.size,
+            hex::encode(earlier.root),
+            earlier.time,
+            if a.ok { "is extended by the checkpoint's tree" } else { "is NOT extended by the checkpoint's tree" },
+        ),
+        (Some(at), _) => format!(
             "{} at size {} on registry {} (publisher {}): root {} at block time {} ({}; latest anchored: {latest})",
             a.origin,
             a.size,
@@ -795,7 +830,7 @@ fn anchor_line(a: &pog_anchor::AnchorCheck) -> String {
             at.time,
             if a.ok { "matches the checkpoint" } else { "DIFFERS from the checkpoint" },
         ),
-        None => format!(
+        (None, None) => format!(
             "MISSING: registry {} holds no anchor of {} at size {} (latest anchored: {latest})",
             a.registry, a.origin, a.size
         ),

@@ -164,24 +164,60 @@ pub fn deploy_command(global: &Global, args: &DeployArgs) -> Result<Outcome> {
 }
 
 /// `pog verify --chain --contract`: what the registry holds for the bundle's checkpoint, and
-/// the problem when its anchor is missing or differs. An error when the chain cannot be read.
+/// the problem when its anchor is missing or differs. Where no checkpoint of its size is
+/// anchored, the newest anchor before it counts when `consistency_from(its size)` gives a
+/// consistency proof to the checkpoint that verifies (none: the anchor stays missing). An
+/// error when the chain cannot be read.
 pub fn check_chain(
     rpc: &str,
     contract: &str,
     publisher: Option<&str>,
     checkpoint: &pog_ledger::checkpoint::Checkpoint,
+    mut consistency_from: impl FnMut(u64) -> Result<Option<Vec<pog_merkle::Hash>>>,
 ) -> Result<(pog_anchor::AnchorCheck, Option<pog_ledger::bundle::Problem>)> {
     let target = ChainTarget::new(rpc, contract, None)?;
     let expected = publisher
         .map(pog_anchor::parse_address)
         .transpose()
         .context("--publisher")?;
-    let checked = runtime()?
+    let rt = runtime()?;
+    let reading = || format!("reading the anchor from {}", target.rpc);
+    let (mut check, mut problem) = rt
         .block_on(pog_anchor::verify_anchor(
             &target.registry,
             checkpoint,
             expected,
         ))
-        .with_context(|| format!("reading the anchor from {}", target.rpc))?;
-    Ok(checked)
+        .with_context(reading)?;
+    // No anchor at the checkpoint's size: the newest one before it will do, if the
+    // checkpoint's tree provably extends it.
+    if let Some(pog_ledger::bundle::Problem::AnchorMissing { .. }) = &problem {
+        let before = checkpoint.size.saturating_sub(1);
+        let earlier = rt
+            .block_on(target.registry.newest_at_most(&checkpoint.origin, before))
+            .with_context(reading)?;
+        if let Some(earlier) = earlier {
+            if let Some(proof) = consistency_from(earlier.size)? {
+                problem = if pog_merkle::verify_consistency(
+                    earlier.size,
+                    checkpoint.size,
+                    &earlier.root,
+                    &checkpoint.root,
+                    &proof,
+                ) {
+                    None
+                } else {
+                    Some(pog_ledger::bundle::Problem::AnchorInconsistent {
+                        registry: check.registry.clone(),
+                        origin: checkpoint.origin.clone(),
+                        anchored_size: earlier.size,
+                        size: checkpoint.size,
+                    })
+                };
+                check.ok = problem.is_none();
+                check.earlier = Some(earlier);
+            }
+        }
+    }
+    Ok((check, problem))
 }
