@@ -9,7 +9,7 @@
 //! lists the alerts in the windows of that fault kind's events.
 
 use pog_monitor::alert::{AlertKind, Severity};
-use pog_monitor::{read_trace, replay, Config, Model};
+use pog_monitor::{read_trace, replay, Config, Model, Sample};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -63,6 +63,78 @@ struct PatternScore {
     seconds: f64,
     alarms: usize,
     leak_alarms: usize,
+}
+
+/// Both temperatures of every sample `c` °C warmer (negative: cooler): the GPU in another room.
+fn warmer(samples: &[Sample], c: f64) -> Vec<Sample> {
+    samples
+        .iter()
+        .cloned()
+        .map(|mut s| {
+            s.temp_gpu_c = s.temp_gpu_c.map(|t| t + c);
+            s.temp_mem_c = s.temp_mem_c.map(|t| t + c);
+            s
+        })
+        .collect()
+}
+
+/// Healthy data in rooms up to 5 °C cooler or warmer: the set's healthy episodes (this card,
+/// already ±2 °C apart) and the other card's two traces, every temperature shifted; every
+/// alert is a false alarm. Prints one row per shift and the total.
+fn shifted_rooms(dir: &std::path::Path, config: &Config, model: &Model) {
+    let mut labels = csv::Reader::from_path(dir.join("labels.csv")).expect("labels.csv");
+    let mut episodes = Vec::new();
+    for row in labels.records() {
+        let row = row.expect("a label row");
+        if &row[1] == "healthy" {
+            let file = std::fs::File::open(dir.join("episodes").join(format!("{}.csv", &row[0])))
+                .expect("episode file");
+            episodes.push(read_trace(std::io::BufReader::new(file)).expect("episode parses"));
+        }
+    }
+    let other: Vec<Vec<Sample>> = OTHER_CARD
+        .iter()
+        .map(|(_, text)| pog_monitor::parse_trace(text).expect("the other card's trace parses"))
+        .collect();
+    let span = |sets: &[Vec<Sample>]| -> f64 {
+        sets.iter()
+            .map(|s| s.last().expect("rows").t - s[0].t)
+            .sum::<f64>()
+    };
+    println!();
+    println!("| room (°C) | this card: alarms in h | other card: alarms in h | kinds |");
+    println!("|---|---|---|---|");
+    let (mut alarms, mut seconds) = (0usize, 0.0f64);
+    for shift in [-5.0, -4.0, -3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0] {
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut count = |sets: &[Vec<Sample>]| -> usize {
+            let mut n = 0;
+            for samples in sets {
+                for a in replay(&warmer(samples, shift), config, Some(model.clone())) {
+                    *kinds.entry(a.kind.name()).or_default() += 1;
+                    n += 1;
+                }
+            }
+            n
+        };
+        let (mine, theirs) = (count(&episodes), count(&other));
+        let (h_mine, h_theirs) = (span(&episodes) / 3600.0, span(&other) / 3600.0);
+        alarms += mine + theirs;
+        seconds += (h_mine + h_theirs) * 3600.0;
+        println!(
+            "| {shift:+.0} | {mine} in {h_mine:.2} h | {theirs} in {h_theirs:.2} h | {} |",
+            kinds
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let hours = seconds / 3600.0;
+    println!(
+        "shifted rooms: **{alarms} false alarm(s) in {hours:.1} h = {:.2} per 24 h**",
+        alarms as f64 * 24.0 / hours
+    );
 }
 
 fn median(v: &mut [f64]) -> Option<f64> {
@@ -301,6 +373,7 @@ fn main() {
             );
         }
     }
+    shifted_rooms(&dir, &config, &model);
     println!(
         "replayed {samples_seen} samples in {elapsed:.2} s ({:.1} µs per sample, one thread)",
         1e6 * elapsed / samples_seen as f64
