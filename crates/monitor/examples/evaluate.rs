@@ -6,7 +6,8 @@
 //! An event counts as caught when any alert fires from its start to 30 s after its end. An
 //! alert anywhere else in healthy time (healthy episodes, those with an allocation pattern of
 //! real work included, and fault episodes before the fault) is a false alarm; the time after a fault's window is not scored. `EVAL_SHOW=KIND`
-//! lists the alerts in the windows of that fault kind's events.
+//! lists the alerts in the windows of that fault kind's events (`EVAL_SHOW=bad_input`: those of
+//! the first healthy episode in each case of bad input).
 
 use pog_monitor::alert::{AlertKind, Severity};
 use pog_monitor::{read_trace, replay, Config, Model, Sample};
@@ -78,10 +79,8 @@ fn warmer(samples: &[Sample], c: f64) -> Vec<Sample> {
         .collect()
 }
 
-/// Healthy data in rooms up to 5 °C cooler or warmer: the set's healthy episodes (this card,
-/// already ±2 °C apart) and the other card's two traces, every temperature shifted; every
-/// alert is a false alarm. Prints one row per shift and the total.
-fn shifted_rooms(dir: &std::path::Path, config: &Config, model: &Model) {
+/// The set's healthy episodes.
+fn healthy_episodes(dir: &std::path::Path) -> Vec<Vec<Sample>> {
     let mut labels = csv::Reader::from_path(dir.join("labels.csv")).expect("labels.csv");
     let mut episodes = Vec::new();
     for row in labels.records() {
@@ -92,6 +91,86 @@ fn shifted_rooms(dir: &std::path::Path, config: &Config, model: &Model) {
             episodes.push(read_trace(std::io::BufReader::new(file)).expect("episode parses"));
         }
     }
+    episodes
+}
+
+/// Bad input made from the healthy episodes, each at its middle (the second copy's start):
+/// a door opened (the room 5 °C warmer, the GPU following with a 20-s time constant), a
+/// minute without samples, the clock stepped back an hour. Prints the alerts per case.
+fn bad_input(episodes: &[Vec<Sample>], config: &Config, model: &Model) {
+    type Change = fn(Vec<Sample>, f64) -> Vec<Sample>;
+    let cases: [(&str, Change); 3] = [
+        ("door opened: +5 °C, 20-s time constant", |samples, mid| {
+            samples
+                .into_iter()
+                .map(|mut s| {
+                    if s.t >= mid {
+                        let c = (5.0 * (1.0 - (-(s.t - mid) / 20.0).exp())).round();
+                        s.temp_gpu_c = s.temp_gpu_c.map(|t| t + c);
+                        s.temp_mem_c = s.temp_mem_c.map(|t| t + c);
+                    }
+                    s
+                })
+                .collect()
+        }),
+        ("60 s without samples", |samples, mid| {
+            samples
+                .into_iter()
+                .filter(|s| s.t < mid || s.t >= mid + 60.0)
+                .collect()
+        }),
+        ("clock stepped back 1 h", |samples, mid| {
+            samples
+                .into_iter()
+                .map(|mut s| {
+                    if s.t >= mid {
+                        s.t -= 3600.0;
+                    }
+                    s
+                })
+                .collect()
+        }),
+    ];
+    println!();
+    println!(
+        "| bad input ({} healthy episodes each) | alerts (kind severity: count) |",
+        episodes.len()
+    );
+    println!("|---|---|");
+    for (name, change) in cases {
+        let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, samples) in episodes.iter().enumerate() {
+            let mid = (samples[0].t + samples.last().expect("rows").t) / 2.0;
+            for a in replay(&change(samples.clone(), mid), config, Some(model.clone())) {
+                if i == 0 && std::env::var("EVAL_SHOW").is_ok_and(|k| k == "bad_input") {
+                    eprintln!(
+                        "  {name} (from {mid:.1} s): t={:.1} {} {} {}",
+                        a.t,
+                        a.kind.name(),
+                        a.severity.name(),
+                        a.message
+                    );
+                }
+                *kinds
+                    .entry(format!("{} {}", a.kind.name(), a.severity.name()))
+                    .or_default() += 1;
+            }
+        }
+        println!(
+            "| {name} | {} |",
+            kinds
+                .iter()
+                .map(|(k, n)| format!("{k}: {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+}
+
+/// Healthy data in rooms up to 5 °C cooler or warmer: the set's healthy episodes (this card,
+/// already ±2 °C apart) and the other card's two traces, every temperature shifted; every
+/// alert is a false alarm. Prints one row per shift and the total.
+fn shifted_rooms(episodes: &[Vec<Sample>], config: &Config, model: &Model) {
     let other: Vec<Vec<Sample>> = OTHER_CARD
         .iter()
         .map(|(_, text)| pog_monitor::parse_trace(text).expect("the other card's trace parses"))
@@ -117,8 +196,8 @@ fn shifted_rooms(dir: &std::path::Path, config: &Config, model: &Model) {
             }
             n
         };
-        let (mine, theirs) = (count(&episodes), count(&other));
-        let (h_mine, h_theirs) = (span(&episodes) / 3600.0, span(&other) / 3600.0);
+        let (mine, theirs) = (count(episodes), count(&other));
+        let (h_mine, h_theirs) = (span(episodes) / 3600.0, span(&other) / 3600.0);
         alarms += mine + theirs;
         seconds += (h_mine + h_theirs) * 3600.0;
         println!(
@@ -373,7 +452,9 @@ fn main() {
             );
         }
     }
-    shifted_rooms(&dir, &config, &model);
+    let episodes = healthy_episodes(&dir);
+    shifted_rooms(&episodes, &config, &model);
+    bad_input(&episodes, &config, &model);
     println!(
         "replayed {samples_seen} samples in {elapsed:.2} s ({:.1} µs per sample, one thread)",
         1e6 * elapsed / samples_seen as f64

@@ -408,3 +408,169 @@ fn a_drifting_power_reading_is_a_sensor_alert_not_a_thermal_runaway() {
         );
     }
 }
+
+/// Two healthy recordings of another H200 (2026-12-04), never trained on.
+const OTHER_CARD: [&str; 2] = [
+    include_str!("data/h200-healthy-2.csv"),
+    include_str!("data/h200-healthy-3.csv"),
+];
+
+/// `samples` with both temperatures `c` °C warmer (negative: cooler).
+fn warmer(samples: &[Sample], c: f64) -> Vec<Sample> {
+    samples
+        .iter()
+        .cloned()
+        .map(|mut s| {
+            s.temp_gpu_c = s.temp_gpu_c.map(|t| t + c);
+            s.temp_mem_c = s.temp_mem_c.map(|t| t + c);
+            s
+        })
+        .collect()
+}
+
+#[test]
+fn another_room_or_another_card_raises_no_alert() {
+    // Trained on this card; its own day in rooms 5 °C cooler to 5 °C warmer, and the other
+    // card's two days in the same rooms (before the GPU's own level was learned, a room 2 °C
+    // warmer raised 66 alarms in 2.55 h of this card's data, the other card 4 in 251 s).
+    for c in [-5.0, -3.0, 0.0, 3.0, 5.0] {
+        let alerts = run(&in_a_room(c));
+        assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
+        for text in OTHER_CARD {
+            let alerts = run(&warmer(&parse_trace(text).unwrap(), c));
+            assert!(
+                alerts.is_empty(),
+                "other card, {c:+} °C:\n{}",
+                show(&alerts)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_cooling_failure_in_a_warm_room_is_still_caught() {
+    // 5 °C warmer than the training day, and then the cooling fails in the SGEMM phase:
+    // judged from this GPU's own level, caught as in the training room.
+    let trace = inject(
+        &warmer(&healthy(), 5.0),
+        &Fault::ThermalRunaway { rate_c_per_s: 0.5 },
+        92.0,
+    );
+    let alert = caught(&trace, AlertKind::ThermalRunaway, 92.0, 15.0);
+    assert!(
+        alert.signals["temp_gpu"].against.contains("for this GPU"),
+        "{alert:?}"
+    );
+}
+
+#[test]
+fn a_door_opened_is_one_line_then_the_new_level() {
+    // From 229 s (the second copy's idle), the room warms by 5 °C, the GPU following with a
+    // 20-s time constant, and stays so; the load changes before the GPU settles, so each
+    // temperature's warning comes and goes with it.
+    let trace: Vec<Sample> = repeat(&healthy(), 2)
+        .into_iter()
+        .map(|mut s| {
+            let warmer = if s.t < 229.0 {
+                0.0
+            } else {
+                (5.0 * (1.0 - (-(s.t - 229.0) / 20.0).exp())).round()
+            };
+            s.temp_gpu_c = s.temp_gpu_c.map(|t| t + warmer);
+            s.temp_mem_c = s.temp_mem_c.map(|t| t + warmer);
+            s
+        })
+        .collect();
+    let alerts = run(&trace);
+    let shifts: Vec<&Alert> = alerts
+        .iter()
+        .filter(|a| a.kind == AlertKind::AmbientShift)
+        .collect();
+    assert!(!shifts.is_empty(), "{}", show(&alerts));
+    // At most one line per sensor while it warms (no storm), never critical, and nothing
+    // once its new level is taken.
+    for sensor in ["temp_gpu", "temp_mem"] {
+        let warnings: Vec<&Alert> = alerts
+            .iter()
+            .filter(|a| a.kind == AlertKind::ThermalRunaway && a.signals.contains_key(sensor))
+            .collect();
+        assert!(warnings.len() <= 1, "{}", show(&alerts));
+        let settled = shifts.iter().find(|a| a.signals.contains_key(sensor));
+        if let Some(settled) = settled {
+            assert!(
+                warnings.iter().all(|w| w.t < settled.t),
+                "{}",
+                show(&alerts)
+            );
+        }
+    }
+    assert!(
+        alerts.iter().all(|a| a.severity != Severity::Critical),
+        "{}",
+        show(&alerts)
+    );
+    assert!(alerts.iter().all(|a| a.t >= 229.0), "{}", show(&alerts));
+}
+
+#[test]
+fn a_gap_in_the_samples_is_one_line_and_no_alarm() {
+    // A minute without samples, from the SGEMM phase into the memory ramp, then the rest of
+    // the day: memory, power and temperatures differ on each side.
+    let trace: Vec<Sample> = repeat(&healthy(), 2)
+        .into_iter()
+        .filter(|s| !(95.0..155.0).contains(&s.t))
+        .collect();
+    let alerts = run(&trace);
+    assert_eq!(alerts.len(), 1, "{}", show(&alerts));
+    assert_eq!(alerts[0].kind, AlertKind::SampleGap);
+    assert_eq!(alerts[0].severity, Severity::Info);
+    assert!(
+        alerts[0].message.contains("no samples for"),
+        "{}",
+        alerts[0].message
+    );
+}
+
+#[test]
+fn a_clock_step_back_is_one_line_and_the_detectors_go_on() {
+    // The clock steps back an hour at 120 s; the cooling fails a minute after that.
+    let (before, after): (Vec<Sample>, Vec<Sample>) =
+        repeat(&healthy(), 2).into_iter().partition(|s| s.t < 120.0);
+    let stepped: Vec<Sample> = after
+        .into_iter()
+        .map(|mut s| {
+            s.t -= 3600.0;
+            s
+        })
+        .collect();
+    let mut trace = before;
+    trace.extend(inject(
+        &stepped,
+        &Fault::ThermalRunaway { rate_c_per_s: 0.5 },
+        92.0 + 229.0 - 3600.0,
+    ));
+    let alerts = run(&trace);
+    let steps: Vec<&Alert> = alerts
+        .iter()
+        .filter(|a| a.kind == AlertKind::SampleGap)
+        .collect();
+    assert_eq!(steps.len(), 1, "{}", show(&alerts));
+    assert!(
+        steps[0].message.contains("clock stepped back 3599"),
+        "{}",
+        steps[0].message
+    );
+    let others: Vec<&Alert> = alerts
+        .iter()
+        .filter(|a| a.kind != AlertKind::SampleGap)
+        .collect();
+    assert!(
+        others
+            .first()
+            .is_some_and(|a| a.kind == AlertKind::ThermalRunaway
+                && a.t >= 92.0 + 229.0 - 3600.0
+                && a.t <= 92.0 + 229.0 - 3600.0 + 15.0),
+        "{}",
+        show(&alerts)
+    );
+}
