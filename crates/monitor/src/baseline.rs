@@ -98,6 +98,13 @@ impl AmbientOffset {
         self.offset.unwrap_or(ALLOWANCE_C)
     }
 
+    /// How far (°C) a reading whose residual is `residual` (as for
+    /// [`AmbientOffset::observe`]) sits above this GPU's typical level, once learned (else
+    /// above the healthy history's).
+    pub fn above(&self, residual: f64) -> f64 {
+        residual - self.reference - self.offset.unwrap_or(0.0)
+    }
+
     /// The offset in words, for an alert's `against`.
     pub fn describe(&self) -> String {
         match self.offset {
@@ -176,7 +183,7 @@ impl AmbientOffset {
         (margin, critical): (f64, f64),
         slope: Option<f64>,
     ) -> Option<f64> {
-        let offset = self.offset?;
+        self.offset?;
         if !(excess >= margin && excess < critical) || slope?.abs() > FLAT_C_PER_S {
             return None;
         }
@@ -184,8 +191,11 @@ impl AmbientOffset {
         if t - first_t < 0.9 * SETTLE_S {
             return None;
         }
-        let level = offset + self.reference;
-        if self.lately.iter().any(|&(_, r)| r - level < margin / 2.0) {
+        if self
+            .lately
+            .iter()
+            .any(|&(_, r)| self.above(r) < margin / 2.0)
+        {
             return None;
         }
         self.take_level(t)
@@ -196,10 +206,13 @@ impl AmbientOffset {
     /// [`SETTLE_S`] was at least half the `margin` above its level (no flatness asked: the
     /// other sensor showed it). Returns the shift in °C.
     pub fn follow(&mut self, t: f64, margin: f64) -> Option<f64> {
-        let level = self.offset? + self.reference;
+        self.offset?;
         let &(first_t, _) = self.lately.front()?;
         if t - first_t < 0.9 * SETTLE_S
-            || self.lately.iter().any(|&(_, r)| r - level < margin / 2.0)
+            || self
+                .lately
+                .iter()
+                .any(|&(_, r)| self.above(r) < margin / 2.0)
         {
             return None;
         }

@@ -53,8 +53,8 @@ const ENERGY_STEP_S: f64 = 1.0;
 /// step at once is ahead of it for up to a second.
 const THERMAL_PERSIST_S: f64 = 1.0;
 
-/// A temperature rising this fast (°C/s, over the slope window) at a steady load, half the
-/// margin above the GPU's own level, is a cooling failing (a healthy GPU settles within
+/// A GPU (die) temperature rising this fast (°C/s, over the slope window) at a steady load,
+/// half the margin above the GPU's own typical level at that power, is a cooling failing (a healthy GPU settles within
 /// seconds of a load change; the slowest failure in the evaluation heats at 0.05 °C/s and
 /// takes the margin's full path).
 const EARLY_SLOPE_C_PER_S: f64 = 0.1;
@@ -372,7 +372,7 @@ impl Monitor {
                     let residual = temp - envelope.typical_at(p);
                     let expected = Expected {
                         shift: level.shift(),
-                        learned: level.offset().is_some(),
+                        above_level: level.offset().map(|_| level.above(residual)),
                         level: level.describe(),
                         envelope,
                     };
@@ -419,11 +419,15 @@ impl Monitor {
             };
             let excess = healthy_max.map(|(h, _)| temp - h);
             let rising = slope.unwrap_or(0.0) >= 0.0;
-            // Heating fast at a steady load, already half the margin above this GPU's own
-            // level: a healthy GPU's temperature settles within seconds of a load change.
-            let heating = slope.is_some_and(|v| v >= EARLY_SLOPE_C_PER_S)
-                && expected.as_ref().is_some_and(|e| e.learned)
-                && excess.is_some_and(|e| e >= margin / 2.0)
+            // The die heating fast at a steady load, already half the margin above this GPU's
+            // own typical level: a healthy die settles within seconds of a load change (the
+            // memory takes tens of seconds, so it has only the margin's rule).
+            let heating = signal == Signal::TempGpu
+                && slope.is_some_and(|v| v >= EARLY_SLOPE_C_PER_S)
+                && expected
+                    .as_ref()
+                    .and_then(|e| e.above_level)
+                    .is_some_and(|above| above >= margin / 2.0)
                 && self.power_steady(self.config.slope_window_s);
             let severity = if temp >= limit || excess.is_some_and(|e| e >= critical) {
                 Some(Severity::Critical)
@@ -469,9 +473,16 @@ impl Monitor {
                     // The heat fits the power the energy counter gives: the reading is in
                     // doubt (the drift alert follows once its average is seen low), so no
                     // thermal conclusion on it.
+                    // (Heating at a steady power reading, still under the margin: in doubt
+                    // when the counter's power is well above the reading.)
+                    let heating_only = excess.is_none_or(|x| x < margin);
                     let counted_fits = self.energy_recent_power(s).is_some_and(|counted| {
-                        let load = recent_power.unwrap_or(0.0).max(counted);
-                        temp < e.at(load) + margin
+                        let read = recent_power.unwrap_or(0.0);
+                        if heating_only {
+                            counted - read >= DRIFT_MIN_W && read <= DRIFT_FRACTION * counted
+                        } else {
+                            temp < e.at(read.max(counted)) + margin
+                        }
                     });
                     if counted_fits {
                         self.thermal_spells[i].spoke = false;
@@ -1566,8 +1577,9 @@ const RESAY_WORSE_C: f64 = 1.0;
 struct Expected {
     envelope: Envelope,
     shift: f64,
-    /// The shift is the GPU's own learned level, not the allowance of its first seconds.
-    learned: bool,
+    /// How far (°C) the reading is above the GPU's own typical level at its power, once that
+    /// level is learned ([`AmbientOffset::above`]).
+    above_level: Option<f64>,
     /// The shift in words.
     level: String,
 }
