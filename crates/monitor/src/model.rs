@@ -117,6 +117,11 @@ impl Robust {
     }
 }
 
+/// How far (a fraction of its power) a GPU's reading is compared with the healthy history
+/// around its own power: cards of one model draw a few percent apart for the same work (the
+/// other H200's GEMMs at 687 W where ours drew 673 W), and the envelope's bins are 25 W wide.
+pub const POWER_TOLERANCE: f64 = 0.04;
+
 /// The hottest healthy temperature seen at each level of recent power, made non-decreasing in
 /// power (more power never lowers the allowed temperature).
 #[derive(Debug, Clone, PartialEq)]
@@ -173,15 +178,23 @@ impl Envelope {
         Some(envelope)
     }
 
-    /// The typical high healthy reading at this recent power: the 90th percentile of the
-    /// healthy readings in its bin, or where the bin had none, the envelope itself.
+    /// The hottest healthy temperature near this recent power: at up to
+    /// [`POWER_TOLERANCE`] more (the envelope never falls with power).
+    pub fn hottest_near(&self, recent_power_w: f64) -> f64 {
+        self.at(recent_power_w * (1.0 + POWER_TOLERANCE))
+    }
+
+    /// The typical high healthy reading near this recent power: the highest of the bins'
+    /// 90th percentiles within [`POWER_TOLERANCE`] of it, or where those bins had no
+    /// readings, [`Envelope::hottest_near`].
     pub fn typical_at(&self, recent_power_w: f64) -> f64 {
-        let i = (recent_power_w.max(0.0) / self.bin_w) as usize;
-        self.typical
-            .get(i)
-            .copied()
-            .flatten()
-            .unwrap_or_else(|| self.at(recent_power_w))
+        let p = recent_power_w.max(0.0);
+        let low = (p * (1.0 - POWER_TOLERANCE) / self.bin_w) as usize;
+        let high = (p * (1.0 + POWER_TOLERANCE) / self.bin_w) as usize;
+        (low..=high)
+            .filter_map(|i| self.typical.get(i).copied().flatten())
+            .reduce(f64::max)
+            .unwrap_or_else(|| self.hottest_near(p))
     }
 
     /// Where the healthy readings it was fitted on sit against [`Envelope::typical_at`]: the
@@ -579,6 +592,9 @@ mod tests {
         assert_eq!(env.at(320.0), 40.0);
         assert_eq!(env.at(610.0), 60.0);
         assert!((env.at(750.0) - 65.0).abs() < 1e-9);
+        // Near a power: the envelope at 4 % more.
+        assert_eq!(env.at(590.0), 40.0);
+        assert_eq!(env.hottest_near(590.0), 60.0);
         // The typical level is the bin's own 90th percentile, not the running maximum.
         let mut points = vec![(100.0, 40.0)];
         points.extend([(110.0, 30.0); 9]);
@@ -587,6 +603,8 @@ mod tests {
         assert_eq!(env.at(300.0), 40.0);
         assert_eq!(env.typical_at(300.0), 35.0);
         assert!((env.typical_at(100.0) - 31.0).abs() < 1e-9);
+        // Within 4 % of the power: 290 W reaches the 300–350 W bin.
+        assert_eq!(env.typical_at(290.0), 35.0);
         // A bin without readings falls back to the envelope.
         assert_eq!(env.typical_at(200.0), 40.0);
         // Readings against their typical level: ten at or under it, one 9 °C above.

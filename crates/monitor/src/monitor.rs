@@ -1572,7 +1572,8 @@ const RESAY_S: f64 = 600.0;
 const RESAY_WORSE_C: f64 = 1.0;
 
 /// The hottest healthy temperature this GPU should reach at a recent power: the healthy
-/// history's envelope, shifted by the GPU's own level ([`AmbientOffset::shift`]).
+/// history's envelope near it ([`Envelope::hottest_near`]), shifted by the GPU's own level
+/// ([`AmbientOffset::shift`]).
 #[derive(Debug, Clone)]
 struct Expected {
     envelope: Envelope,
@@ -1586,7 +1587,7 @@ struct Expected {
 
 impl Expected {
     fn at(&self, recent_power_w: f64) -> f64 {
-        self.envelope.at(recent_power_w) + self.shift
+        self.envelope.hottest_near(recent_power_w) + self.shift
     }
 }
 
