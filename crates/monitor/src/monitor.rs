@@ -54,9 +54,9 @@ const ENERGY_STEP_S: f64 = 1.0;
 const THERMAL_PERSIST_S: f64 = 1.0;
 
 /// A GPU (die) temperature rising this fast (°C/s, over the slope window) at a steady load,
-/// half the margin above the GPU's own typical level at that power, is a cooling failing (a healthy GPU settles within
-/// seconds of a load change; the slowest failure in the evaluation heats at 0.05 °C/s and
-/// takes the margin's full path).
+/// half the margin above the GPU's own typical level at that power, is a cooling failing (a
+/// healthy die settles within seconds of a load change; the slowest failure in the
+/// evaluation heats at 0.05 °C/s and takes the margin's full path).
 const EARLY_SLOPE_C_PER_S: f64 = 0.1;
 
 /// The power read is steady when its lowest over the slope window is at least this fraction
@@ -508,10 +508,16 @@ impl Monitor {
                         ),
                     ),
                 );
-                message.push_str(&format!(
-                    ", {:.1} °C above the hottest this GPU should reach at {p:.0} W",
-                    temp - h
-                ));
+                match e.above_level.filter(|_| temp - h < margin) {
+                    // Said by the early rule, under the margin: against the GPU's own level.
+                    Some(above) => message.push_str(&format!(
+                        ", {above:.1} °C above this GPU's typical level at {p:.0} W and heating at a steady load"
+                    )),
+                    None => message.push_str(&format!(
+                        ", {:.1} °C above the hottest this GPU should reach at {p:.0} W",
+                        temp - h
+                    )),
+                }
             } else {
                 signals.insert(
                     signal.name().to_string(),
