@@ -5,18 +5,21 @@
 //! The thermal envelope ([`Envelope`](crate::model::Envelope)) gives the shape: the hottest
 //! healthy temperature at each recent power. A GPU in a warmer room, or another card of the
 //! same model, sits above or below it by an offset that the envelope cannot know.
-//! [`AmbientOffset`] learns that offset from the GPU's own readings: first from its first
+//! [`AmbientOffset`] learns that offset from the GPU's own readings, each taken against the
+//! healthy history's typical level at its power
+//! ([`Envelope::typical_at`](crate::model::Envelope::typical_at)): first from its first
 //! [`WARMUP_S`] seconds (an allowance of [`ALLOWANCE_C`] holds meanwhile), then following the
-//! 90th percentile of its own readings against the envelope over the last [`TRACK_WINDOW_S`],
-//! at most [`RISE_C_PER_MIN`] up a minute — far slower than a failing cooler heats a GPU, so a
+//! 90th percentile of its own readings over the last [`TRACK_WINDOW_S`], at most
+//! [`RISE_C_PER_MIN`] up a minute — far slower than a failing cooler heats a GPU, so a
 //! runaway is never learned as the new normal. A temperature that jumps and then holds flat
-//! (a door opened, the air conditioning changed) is re-based once ([`AmbientOffset::settled`]).
+//! at a steady load (a door opened, the air conditioning changed) is re-based once
+//! ([`AmbientOffset::settled`]).
 
 use crate::stats::quantile;
 use std::collections::VecDeque;
 
 /// Seconds of a GPU's first readings from which its offset is first taken (the highest of
-/// them against the envelope).
+/// them against the typical level).
 pub const WARMUP_S: f64 = 20.0;
 
 /// °C a GPU may run above the healthy history's envelope at the same power while its own
@@ -69,8 +72,8 @@ pub struct AmbientOffset {
 }
 
 impl AmbientOffset {
-    /// A tracker for a sensor whose healthy history sat `reference` °C against its envelope
-    /// ([`Envelope::reference`](crate::model::Envelope::reference)).
+    /// A tracker for a sensor whose healthy history sat `reference` °C against its typical
+    /// level ([`Envelope::reference`](crate::model::Envelope::reference)).
     pub fn new(reference: f64) -> AmbientOffset {
         AmbientOffset {
             reference,
@@ -118,8 +121,8 @@ impl AmbientOffset {
 
     /// Feeds one trusted reading at `t`: `residual` is the temperature minus the healthy
     /// history's typical level at its recent power
-    /// ([`Envelope::typical_at`](crate::model::Envelope::typical_at)); `admit` is false for a reading already suspect (well above the
-    /// GPU's level), which must not teach the level.
+    /// ([`Envelope::typical_at`](crate::model::Envelope::typical_at)); `admit` is false for
+    /// a reading already suspect (well above the GPU's level), which must not teach it.
     pub fn observe(&mut self, t: f64, residual: f64, admit: bool) {
         let first = *self.first_t.get_or_insert(t);
         let dt = self.last_t.map_or(0.0, |last| (t - last).clamp(0.0, 10.0));
