@@ -615,3 +615,35 @@ fn trained_on_either_card_the_others_days_raise_no_alert() {
         }
     }
 }
+
+mod clock {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// The healthy day twice with its clock stepped (forward into a gap, or back) at up to
+        /// four places, from the fifth sample on (a gap is told from the usual interval, known
+        /// after three): one `sample_gap` line per step at most, and nothing else.
+        #[test]
+        fn clock_steps_and_gaps_are_one_line_each_and_no_alarm(
+            steps in proptest::collection::vec((4usize..830, prop_oneof![-5000.0..-1.0, 31.0..5000.0f64]), 0..4)
+        ) {
+            let mut trace = repeat(&healthy(), 2);
+            for &(at, by) in &steps {
+                for s in trace.iter_mut().skip(at) {
+                    s.t += by;
+                }
+            }
+            let alerts = run(&trace);
+            let gaps = alerts.iter().filter(|a| a.kind == AlertKind::SampleGap).count();
+            prop_assert!(gaps <= steps.len(), "{}", show(&alerts));
+            prop_assert!(
+                alerts.iter().all(|a| a.kind == AlertKind::SampleGap && a.severity == Severity::Info),
+                "{}",
+                show(&alerts)
+            );
+        }
+    }
+}
