@@ -5,9 +5,16 @@
 //!
 //! An event counts as caught when any alert fires from its start to 30 s after its end. An
 //! alert anywhere else in healthy time (healthy episodes, those with an allocation pattern of
-//! real work included, and fault episodes before the fault) is a false alarm; the time after a fault's window is not scored. `EVAL_SHOW=KIND`
-//! lists the alerts in the windows of that fault kind's events (`EVAL_SHOW=bad_input`: those of
-//! the first healthy episode in each case of bad input).
+//! real work included, and fault episodes before the fault) is a false alarm; the time after a
+//! fault's window is not scored.
+//!
+//! Then data the model was not trained on: the healthy episodes and another card's two days in
+//! rooms 5 °C cooler to 5 °C warmer; each of the three healthy days trained on in turn, the
+//! other two replayed in those rooms (every alert a false alarm); and bad input made from the
+//! healthy episodes (a door opened, a gap, a clock step back).
+//!
+//! `EVAL_SHOW=KIND` lists the alerts in the windows of that fault kind's events
+//! (`EVAL_SHOW=bad_input`: those of the first healthy episode in each case of bad input).
 
 use pog_monitor::alert::{AlertKind, Severity};
 use pog_monitor::{read_trace, replay, Config, Model, Sample};
