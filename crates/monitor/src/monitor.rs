@@ -44,6 +44,14 @@ const DRIFT_MIN_W: f64 = 30.0;
 /// Seconds over which the energy counter's growth is compared with the power read.
 const ENERGY_SPAN_S: f64 = 6.0;
 
+/// Seconds a power reading must stay below the energy counter's growth before it is judged
+/// drifted on that evidence alone.
+const DRIFT_HELD_S: f64 = 3.0;
+
+/// The energy counter's power is evidence against the reading only up to this many times the
+/// highest power read in the window (a drifted reading is low by a fraction, not a factor).
+const COUNTER_PLAUSIBLE: f64 = 1.5;
+
 /// The shortest time between two energy readings whose difference gives a power (the power
 /// reading itself is an average over about a second).
 const ENERGY_STEP_S: f64 = 1.0;
@@ -201,6 +209,7 @@ impl Monitor {
         // The sensors first: a frozen reading must not be read as a thermal runaway.
         self.frozen(s, &mut findings);
         self.thermal(s, recent_power, &mut findings);
+        self.power_against_energy(s, &mut findings);
         self.throttling(s, state, &mut findings);
         self.clocks(s, state, &mut findings);
         self.counters(s, &mut findings);
@@ -560,6 +569,59 @@ impl Monitor {
         if !any_excess {
             self.power_drifting = false;
         }
+    }
+
+    /// A power reading below the energy counter's growth, on average over the counter's last
+    /// span and now ([`Monitor::power_below_energy`]), for [`DRIFT_HELD_S`]: the reading
+    /// drifted, whatever the temperature says (at idle a low reading heats nothing).
+    fn power_against_energy(&mut self, s: &Sample, out: &mut Vec<Finding>) {
+        // A counter that jumps (catching up after it stalled) gives a power no reading came
+        // near: that is the counter's fault, judged by the frozen-sensor check, not drift.
+        let highest_read = self
+            .window
+            .iter()
+            .filter_map(|w| w.power_w)
+            .fold(0.0, f64::max);
+        let low = self
+            .power_below_energy(s)
+            .filter(|(_, counted)| counted.watts <= COUNTER_PLAUSIBLE * highest_read);
+        let persist = self.config.persist_samples;
+        if !self.held_for(
+            "power_below_energy",
+            low.is_some(),
+            persist,
+            s.t,
+            DRIFT_HELD_S,
+        ) {
+            return;
+        }
+        let (Some((mean, counted)), Some(read)) = (low, s.power_w) else {
+            return;
+        };
+        let mut signals = BTreeMap::new();
+        signals.insert(
+            "power_w".into(),
+            SignalChange::against(
+                read,
+                counted.watts,
+                format!(
+                    "power from the energy counter's growth over {:.1} s (read: {mean:.0} W on average)",
+                    counted.span_s
+                ),
+            ),
+        );
+        out.push(Finding {
+            kind: AlertKind::SensorDrift,
+            key: "power".into(),
+            severity: Severity::Warning,
+            signals,
+            message: format!(
+                "power reads {read:.0} W, {:.0} % below the {:.0} W the energy counter grew at over the last {:.1} s (read: {mean:.0} W on average): the power sensor or its reading path drifted, not the load",
+                100.0 * (1.0 - read / counted.watts),
+                counted.watts,
+                counted.span_s
+            ),
+        });
     }
 
     /// Evidence that the power reading is too low for what the GPU does, for a temperature

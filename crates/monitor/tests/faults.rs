@@ -647,3 +647,27 @@ mod clock {
         }
     }
 }
+
+#[test]
+fn a_power_reading_drifting_at_idle_is_caught_by_the_energy_counter() {
+    // The evaluation's one missed event: the reading at 0.73 of the truth in the idle tail
+    // (about 120 W read as 88 W), where no temperature is too high for it. The energy
+    // counter keeps growing at 120 W: the reading is below it on average and now.
+    let fault = Fault::PowerDrift {
+        factor: 0.73,
+        duration_s: 25.0,
+    };
+    let trace = inject(&healthy(), &fault, 202.0);
+    let drift = caught(&trace, AlertKind::SensorDrift, 202.0, 10.0);
+    let alerts = run(&trace);
+    assert!(drift.message.contains("energy counter"), "{drift:?}");
+    assert!(
+        drift.signals["power_w"].change.is_some_and(|c| c < -25.0),
+        "{drift:?}"
+    );
+    assert!(
+        alerts.iter().all(|a| a.kind == AlertKind::SensorDrift),
+        "{}",
+        show(&alerts)
+    );
+}
