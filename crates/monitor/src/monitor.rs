@@ -635,7 +635,15 @@ impl Monitor {
         temp: f64,
         expected: &Expected,
     ) -> Option<LowPowerEvidence> {
-        if let Some((then, ago)) = self.power_read_dropped(s, signal, temp, expected) {
+        let below_counter = self.power_below_energy(s);
+        // Where the energy counter can be read, it has the last word: a reading that agrees
+        // with it did not drift, whatever it read a moment ago (utilization and clocks do not
+        // tell every load apart).
+        let counter_agrees = below_counter.is_none() && self.energy_power(s).is_some();
+        let dropped = self
+            .power_read_dropped(s, signal, temp, expected)
+            .filter(|_| !counter_agrees);
+        if let Some((then, ago)) = dropped {
             return Some(LowPowerEvidence {
                 truth_w: then,
                 against: format!(
@@ -649,7 +657,7 @@ impl Monitor {
                 ),
             });
         }
-        let (mean, counted) = self.power_below_energy(s)?;
+        let (mean, counted) = below_counter?;
         Some(LowPowerEvidence {
             truth_w: counted.watts,
             against: format!(

@@ -671,3 +671,32 @@ fn a_power_reading_drifting_at_idle_is_caught_by_the_energy_counter() {
         show(&alerts)
     );
 }
+
+#[test]
+fn a_cooling_failure_is_not_blamed_on_the_power_sensor_where_the_counter_agrees() {
+    // The evaluation's slow runaways (rate, start): as the GPU heats, a moment of lower power
+    // at 0 % utilization (the bursty phase's pauses) looks like "the reading fell at the same
+    // load"; the energy counter, growing as the reading says, clears the power sensor.
+    for (rate_c_per_s, start) in [(0.162, 167.26), (0.230, 99.06), (0.385, 330.13)] {
+        let trace = inject(
+            &in_a_room(0.0),
+            &Fault::ThermalRunaway { rate_c_per_s },
+            start,
+        );
+        let alerts = run(&trace);
+        let blamed: Vec<&Alert> = alerts
+            .iter()
+            .filter(|a| a.kind == AlertKind::SensorDrift)
+            .collect();
+        assert!(
+            blamed.is_empty(),
+            "{rate_c_per_s} from {start}:\n{}",
+            show(&alerts)
+        );
+        assert!(
+            alerts.iter().any(|a| a.kind == AlertKind::ThermalRunaway),
+            "{}",
+            show(&alerts)
+        );
+    }
+}
