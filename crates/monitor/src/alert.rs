@@ -60,6 +60,12 @@ pub enum AlertKind {
     PerfDecay,
     /// A combination of signals unlike any in the GPU's healthy history (isolation forest).
     Multivariate,
+    /// A temperature that moved to a new level at the same power and holds there, flat: the
+    /// room or the cooling changed, and the GPU is judged from the new level on (info).
+    AmbientShift,
+    /// The samples stopped for a while or their clock stepped back: the detectors' windows
+    /// start afresh (info).
+    SampleGap,
 }
 
 impl AlertKind {
@@ -79,6 +85,8 @@ impl AlertKind {
             AlertKind::SensorDrift => "sensor_drift",
             AlertKind::PerfDecay => "perf_decay",
             AlertKind::Multivariate => "multivariate",
+            AlertKind::AmbientShift => "ambient_shift",
+            AlertKind::SampleGap => "sample_gap",
         }
     }
 }
@@ -163,6 +171,18 @@ pub fn explain(kind: AlertKind, key: &str) -> (&'static str, &'static str) {
         AlertKind::Multivariate => (
             "a combination of readings unlike the GPU's healthy history, with no single rule broken",
             "the signals the alert names, against the same load on a healthy GPU",
+        ),
+        AlertKind::AmbientShift => (
+            "the room or the cooling changed: a door, the air conditioning, a fan curve, another GPU's exhaust",
+            "the inlet air temperature and the fan speed or coolant flow; if the cooling got worse, fix it: this GPU is judged from the new level on",
+        ),
+        AlertKind::SampleGap if key == "clock_step" => (
+            "the clock the samples are timed by stepped back (a clock set by hand or by NTP, traces joined)",
+            "the host's time synchronisation (timedatectl, chronyc tracking); the trace's times around the step",
+        ),
+        AlertKind::SampleGap => (
+            "no samples for a while: the sampler stalled, the host slept or was suspended, or the recording stopped",
+            "the monitor's log around the gap, the host's load and NVML's answers (nvidia-smi); samples missing hide what the GPU did",
         ),
     }
 }

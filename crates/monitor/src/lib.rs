@@ -8,6 +8,8 @@
 //!   errors and written back unchanged.
 //! - [`model`]: what healthy history teaches: median/MAD baselines per load state, a thermal
 //!   envelope over recent power, how long sensors stay unchanged, an isolation forest.
+//! - [`baseline`]: what is learned online, per GPU, as it runs: its thermal level against
+//!   the healthy envelope (the room, the cooling, the card).
 //! - [`monitor`]: [`Monitor`], every detector run sample by sample (the live path and
 //!   [`replay`] are the same code), with alerts de-duplicated by the [`alert::Gate`].
 //! - [`downsample`]: 1-minute min/mean/max aggregates.
@@ -24,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod alert;
+pub mod baseline;
 pub mod config;
 pub mod dashboard;
 pub mod downsample;

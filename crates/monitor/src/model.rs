@@ -117,6 +117,11 @@ impl Robust {
     }
 }
 
+/// How far (a fraction of its power) a GPU's reading is compared with the healthy history
+/// around its own power: cards of one model draw a few percent apart for the same work (the
+/// other H200's GEMMs at 687 W where ours drew 673 W), and the envelope's bins are 25 W wide.
+pub const POWER_TOLERANCE: f64 = 0.04;
+
 /// The hottest healthy temperature seen at each level of recent power, made non-decreasing in
 /// power (more power never lowers the allowed temperature).
 #[derive(Debug, Clone, PartialEq)]
@@ -126,6 +131,13 @@ pub struct Envelope {
     upper: Vec<Option<f64>>,
     /// Extrapolation above the highest bin, °C per W.
     slope_c_per_w: f64,
+    /// Per bin of recent power: the 90th percentile of the healthy readings in it (not
+    /// cumulative; `None` where the bin had none), the level a GPU's own readings are
+    /// compared with to learn its offset.
+    typical: Vec<Option<f64>>,
+    /// Where the healthy readings sit against `typical`: the 90th percentile of temperature
+    /// minus it.
+    reference_c: f64,
 }
 
 impl Envelope {
@@ -136,10 +148,13 @@ impl Envelope {
         }
         let bins = (top.max(0.0) / bin_w) as usize + 1;
         let mut upper: Vec<Option<f64>> = vec![None; bins];
+        let mut in_bin: Vec<Vec<f64>> = vec![Vec::new(); bins];
         for &(p, temp) in points {
             let i = ((p.max(0.0) / bin_w) as usize).min(bins - 1);
             upper[i] = Some(upper[i].map_or(temp, |u: f64| u.max(temp)));
+            in_bin[i].push(temp);
         }
+        let typical = in_bin.iter().map(|temps| quantile(temps, 0.9)).collect();
         let mut running: Option<f64> = None;
         for u in upper.iter_mut() {
             running = match (running, *u) {
@@ -148,11 +163,44 @@ impl Envelope {
             };
             *u = running;
         }
-        Some(Envelope {
+        let mut envelope = Envelope {
             bin_w,
             upper,
             slope_c_per_w,
-        })
+            typical,
+            reference_c: 0.0,
+        };
+        let against: Vec<f64> = points
+            .iter()
+            .map(|&(p, t)| t - envelope.typical_at(p))
+            .collect();
+        envelope.reference_c = quantile(&against, 0.9).unwrap_or(0.0);
+        Some(envelope)
+    }
+
+    /// The hottest healthy temperature near this recent power: at up to
+    /// [`POWER_TOLERANCE`] more (the envelope never falls with power).
+    pub fn hottest_near(&self, recent_power_w: f64) -> f64 {
+        self.at(recent_power_w * (1.0 + POWER_TOLERANCE))
+    }
+
+    /// The typical high healthy reading near this recent power: the highest of the bins'
+    /// 90th percentiles within [`POWER_TOLERANCE`] of it, or where those bins had no
+    /// readings, [`Envelope::hottest_near`].
+    pub fn typical_at(&self, recent_power_w: f64) -> f64 {
+        let p = recent_power_w.max(0.0);
+        let low = (p * (1.0 - POWER_TOLERANCE) / self.bin_w) as usize;
+        let high = (p * (1.0 + POWER_TOLERANCE) / self.bin_w) as usize;
+        (low..=high)
+            .filter_map(|i| self.typical.get(i).copied().flatten())
+            .reduce(f64::max)
+            .unwrap_or_else(|| self.hottest_near(p))
+    }
+
+    /// Where the healthy readings it was fitted on sit against [`Envelope::typical_at`]: the
+    /// 90th percentile of their temperature minus it, at their recent power.
+    pub fn reference(&self) -> f64 {
+        self.reference_c
     }
 
     /// The hottest healthy temperature at this recent power.
@@ -206,10 +254,15 @@ pub struct ForestModel {
 }
 
 impl ForestModel {
-    /// The feature row of a sample whose recent maximum power is `recent_power`.
-    pub fn row(&self, s: &Sample, recent_power: Option<f64>) -> Vec<f64> {
-        raw_features(s, recent_power, &self.envelopes)
-            .iter()
+    /// The feature row of a sample whose recent maximum power is `recent_power`, on a GPU
+    /// whose temperatures sit `offsets` °C (GPU, memory) above the healthy history's at the
+    /// same power ([`AmbientOffset`](crate::baseline::AmbientOffset)).
+    pub fn row(&self, s: &Sample, recent_power: Option<f64>, offsets: [f64; 2]) -> Vec<f64> {
+        let mut raw = raw_features(s, recent_power, &self.envelopes);
+        for (over, offset) in raw[8..].iter_mut().zip(offsets) {
+            *over = over.map(|v| v - offset);
+        }
+        raw.iter()
             .zip(&self.fill)
             .map(|(v, fill)| v.unwrap_or(*fill))
             .collect()
@@ -539,5 +592,22 @@ mod tests {
         assert_eq!(env.at(320.0), 40.0);
         assert_eq!(env.at(610.0), 60.0);
         assert!((env.at(750.0) - 65.0).abs() < 1e-9);
+        // Near a power: the envelope at 4 % more.
+        assert_eq!(env.at(590.0), 40.0);
+        assert_eq!(env.hottest_near(590.0), 60.0);
+        // The typical level is the bin's own 90th percentile, not the running maximum.
+        let mut points = vec![(100.0, 40.0)];
+        points.extend([(110.0, 30.0); 9]);
+        points.push((300.0, 35.0));
+        let env = Envelope::fit(&points, 50.0, 0.05).unwrap();
+        assert_eq!(env.at(300.0), 40.0);
+        assert_eq!(env.typical_at(300.0), 35.0);
+        assert!((env.typical_at(100.0) - 31.0).abs() < 1e-9);
+        // Within 4 % of the power: 290 W reaches the 300–350 W bin.
+        assert_eq!(env.typical_at(290.0), 35.0);
+        // A bin without readings falls back to the envelope.
+        assert_eq!(env.typical_at(200.0), 40.0);
+        // Readings against their typical level: ten at or under it, one 9 °C above.
+        assert!(env.reference().abs() < 1e-9, "{}", env.reference());
     }
 }

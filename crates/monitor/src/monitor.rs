@@ -2,8 +2,9 @@
 //! `pog monitor replay`.
 
 use crate::alert::{Alert, AlertKind, Finding, Gate, Severity, SignalChange};
+use crate::baseline::{AmbientOffset, SETTLE_S};
 use crate::config::Config;
-use crate::model::{LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES};
+use crate::model::{Envelope, LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES};
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{median, theil_sen};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -43,9 +44,41 @@ const DRIFT_MIN_W: f64 = 30.0;
 /// Seconds over which the energy counter's growth is compared with the power read.
 const ENERGY_SPAN_S: f64 = 6.0;
 
+/// Seconds a power reading must stay below the energy counter's growth before it is judged
+/// drifted on that evidence alone.
+const DRIFT_HELD_S: f64 = 3.0;
+
+/// The energy counter's power is evidence against the reading only up to this many times the
+/// highest power read in the window (a drifted reading is low by a fraction, not a factor).
+const COUNTER_PLAUSIBLE: f64 = 1.5;
+
 /// The shortest time between two energy readings whose difference gives a power (the power
 /// reading itself is an average over about a second).
 const ENERGY_STEP_S: f64 = 1.0;
+
+/// Seconds a temperature must stay above what the power explains before it counts: the
+/// power reading is an average over the last second, so a temperature that follows a load
+/// step at once is ahead of it for up to a second.
+const THERMAL_PERSIST_S: f64 = 1.0;
+
+/// A GPU (die) temperature rising this fast (°C/s, over the slope window) at a steady load,
+/// half the margin above the GPU's own typical level at that power, is a cooling failing (a
+/// healthy die settles within seconds of a load change; the slowest failure in the
+/// evaluation heats at 0.05 °C/s and takes the margin's full path).
+const EARLY_SLOPE_C_PER_S: f64 = 0.1;
+
+/// The power read is steady when its lowest over the slope window is at least this fraction
+/// of its highest.
+const STEADY_POWER_FRACTION: f64 = 0.9;
+
+/// No sample for this many seconds, at least, is a gap ...
+const GAP_MIN_S: f64 = 30.0;
+
+/// ... and for this many times the usual interval (the median of the last [`INTERVALS`]).
+const GAP_INTERVALS: f64 = 5.0;
+
+/// Intervals between samples kept to know the usual one.
+const INTERVALS: usize = 16;
 
 /// Runs every detector over a GPU's samples, in time order.
 #[derive(Debug, Clone)]
@@ -70,6 +103,15 @@ pub struct Monitor {
     perf: [Perf; 2],
     last_score: Option<f64>,
     samples: u64,
+    /// Per condition held: the time it began (for conditions that must last some seconds).
+    began: HashMap<String, f64>,
+    /// This GPU's own thermal level (GPU, memory) against the healthy envelope.
+    ambient: [Option<AmbientOffset>; 2],
+    /// Per temperature (GPU, memory): its current spell of thermal warnings.
+    thermal_spells: [ThermalSpell; 2],
+    /// The time of the last sample and the latest intervals between samples, for gaps.
+    last_t: Option<f64>,
+    intervals: VecDeque<f64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -127,6 +169,11 @@ impl Monitor {
             perf: [Perf::default(), Perf::default()],
             last_score: None,
             samples: 0,
+            began: HashMap::new(),
+            ambient: [None, None],
+            thermal_spells: [ThermalSpell::default(), ThermalSpell::default()],
+            last_t: None,
+            intervals: VecDeque::new(),
         }
     }
 
@@ -149,6 +196,7 @@ impl Monitor {
     /// de-duplication).
     pub fn push(&mut self, s: &Sample) -> Vec<Alert> {
         self.samples += 1;
+        let gap = self.timeline(s);
         self.window.push_back(s.clone());
         while self.window.front().is_some_and(|f| s.t - f.t > KEEP_S) {
             self.window.pop_front();
@@ -157,10 +205,11 @@ impl Monitor {
             .recent_power
             .push(s.t, s.power_w, self.config.load_window_s);
         let state = LoadState::of(s, self.config.busy_util_pct);
-        let mut findings = Vec::new();
+        let mut findings: Vec<Finding> = gap.into_iter().collect();
         // The sensors first: a frozen reading must not be read as a thermal runaway.
         self.frozen(s, &mut findings);
         self.thermal(s, recent_power, &mut findings);
+        self.power_against_energy(s, &mut findings);
         self.throttling(s, state, &mut findings);
         self.clocks(s, state, &mut findings);
         self.counters(s, &mut findings);
@@ -171,11 +220,109 @@ impl Monitor {
         self.gate.admit(s.t, findings)
     }
 
+    /// A gap in the samples or a clock that stepped back: one info finding, and every window
+    /// starts afresh (slopes, persistence, leak and frozen-sensor runs, counter bursts would
+    /// otherwise span the gap or run backwards). What was learned (the GPU's thermal level,
+    /// counter values, performance figures) is kept.
+    fn timeline(&mut self, s: &Sample) -> Option<Finding> {
+        let last = self.last_t.replace(s.t)?;
+        let dt = s.t - last;
+        let usual = median(self.intervals.make_contiguous()).filter(|_| self.intervals.len() >= 3);
+        let (key, message) = match usual {
+            _ if dt < 0.0 => (
+                "clock_step",
+                format!(
+                    "the samples' clock stepped back {:.1} s (t = {:.1} after {last:.1})",
+                    -dt, s.t
+                ),
+            ),
+            Some(usual) if dt > GAP_MIN_S.max(GAP_INTERVALS * usual) => (
+                "gap",
+                format!(
+                    "no samples for {dt:.1} s (t = {last:.1} to {:.1}; usually {usual:.1} s apart)",
+                    s.t
+                ),
+            ),
+            _ => {
+                self.intervals.push_back(dt);
+                if self.intervals.len() > INTERVALS {
+                    self.intervals.pop_front();
+                }
+                return None;
+            }
+        };
+        self.window.clear();
+        self.recent_power = RecentPower::default();
+        self.persist.clear();
+        self.began.clear();
+        self.leak = None;
+        self.frozen.clear();
+        self.frozen_now.clear();
+        self.power_unchanged = false;
+        self.power_drifting = false;
+        self.counters.increases.clear();
+        for level in self.ambient.iter_mut().flatten() {
+            level.restart_timing();
+        }
+        if key == "clock_step" {
+            // The gate's cool-downs are times too: conditions still true alert once again.
+            self.gate = Gate::new(self.config.gate);
+        }
+        let mut signals = BTreeMap::new();
+        signals.insert(
+            "interval_s".into(),
+            SignalChange::value(dt, "seconds since the previous sample"),
+        );
+        Some(Finding {
+            kind: AlertKind::SampleGap,
+            key: key.into(),
+            severity: Severity::Info,
+            signals,
+            message: format!("{message}: the detectors' windows start afresh"),
+        })
+    }
+
     /// True once `condition` has held for the configured number of consecutive samples.
     fn held(&mut self, name: &str, condition: bool, needed: usize) -> bool {
         let count = self.persist.entry(name.to_string()).or_insert(0);
         *count = if condition { *count + 1 } else { 0 };
         *count >= needed.max(1)
+    }
+
+    /// True once `condition` has held for `needed` consecutive samples and at least
+    /// `seconds` since the first of them.
+    fn held_for(
+        &mut self,
+        name: &str,
+        condition: bool,
+        needed: usize,
+        t: f64,
+        seconds: f64,
+    ) -> bool {
+        let enough = self.held(name, condition, needed);
+        if !condition {
+            self.began.remove(name);
+            return false;
+        }
+        let since = *self.began.entry(name.to_string()).or_insert(t);
+        enough && t - since >= seconds
+    }
+
+    /// Whether the power read held within [`STEADY_POWER_FRACTION`] over the last
+    /// `seconds` (at least four readings).
+    fn power_steady(&self, seconds: f64) -> bool {
+        let Some(now) = self.window.back().map(|s| s.t) else {
+            return false;
+        };
+        let reads: Vec<f64> = self
+            .window
+            .iter()
+            .filter(|w| now - w.t <= seconds)
+            .filter_map(|w| w.power_w)
+            .collect();
+        let low = reads.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = reads.iter().copied().fold(0.0, f64::max);
+        reads.len() >= 4 && low >= STEADY_POWER_FRACTION * high
     }
 
     /// The Theil–Sen slope of a signal over the last `seconds`, per second.
@@ -195,21 +342,25 @@ impl Monitor {
 
     fn thermal(&mut self, s: &Sample, recent_power: Option<f64>, out: &mut Vec<Finding>) {
         let checks = [
-            (Signal::TempGpu, self.config.thermal_limit_c),
-            (Signal::TempMem, self.config.mem_thermal_limit_c),
+            (0, Signal::TempGpu, self.config.thermal_limit_c),
+            (1, Signal::TempMem, self.config.mem_thermal_limit_c),
         ];
+        let (margin, critical) = (
+            self.config.thermal_margin_c,
+            self.config.thermal_critical_excess_c,
+        );
         // A frozen power reading says nothing about the heat the GPU makes: the envelope over
         // it is not used (the absolute limits still are).
         let power_frozen = self.frozen_now.contains(&Signal::Power) || self.power_unchanged;
         let mut any_excess = false;
-        for (signal, limit) in checks {
+        for (i, signal, limit) in checks {
             let Some(temp) = s.signal(signal) else {
-                self.held(signal.name(), false, 1);
+                self.held_for(signal.name(), false, 1, s.t, 0.0);
                 continue;
             };
             if self.frozen_now.contains(&signal) {
                 // A frozen thermometer: the sensor alert says so, no thermal conclusion.
-                self.held(signal.name(), false, 1);
+                self.held_for(signal.name(), false, 1, s.t, 0.0);
                 continue;
             }
             let slope = self.slope(signal, self.config.slope_window_s);
@@ -222,29 +373,94 @@ impl Monitor {
                 })
                 .filter(|_| !power_frozen)
                 .cloned();
-            let healthy_max = match (&envelope, recent_power) {
+            // The envelope shifted by this GPU's own level, learned as it runs.
+            let expected = match (envelope, recent_power) {
+                (Some(envelope), Some(p)) => {
+                    let level = self.ambient[i]
+                        .get_or_insert_with(|| AmbientOffset::new(envelope.reference()));
+                    let residual = temp - envelope.typical_at(p);
+                    let expected = Expected {
+                        shift: level.shift(),
+                        above_level: level.offset().map(|_| level.above(residual)),
+                        level: level.describe(),
+                        envelope,
+                    };
+                    let excess = temp - expected.at(p);
+                    level.observe(s.t, residual, excess < margin / 2.0);
+                    // A level that moved and holds flat: the room or the cooling changed.
+                    let excess_to_settle = if temp < limit - 5.0 {
+                        excess
+                    } else {
+                        f64::INFINITY
+                    };
+                    let steady_slope = (excess >= margin && self.power_steady(SETTLE_S))
+                        .then(|| self.slope(signal, SETTLE_S))
+                        .flatten();
+                    let level = self.ambient[i].as_mut().expect("set above");
+                    if let Some(moved) =
+                        level.settled(s.t, excess_to_settle, (margin, critical), steady_slope)
+                    {
+                        let trend = steady_slope.unwrap_or(0.0);
+                        let other = self.ambient[1 - i]
+                            .as_mut()
+                            .and_then(|o| o.follow(s.t, margin));
+                        let other_signal = checks[1 - i].1;
+                        for settled in [signal, other_signal] {
+                            self.held_for(settled.name(), false, 1, s.t, 0.0);
+                        }
+                        out.push(ambient_shift_finding(
+                            signal,
+                            temp,
+                            p,
+                            moved,
+                            trend,
+                            other.map(|o| (other_signal, o)),
+                        ));
+                        continue;
+                    }
+                    Some(expected)
+                }
+                _ => None,
+            };
+            let healthy_max = match (&expected, recent_power) {
                 (Some(e), Some(p)) => Some((e.at(p), p)),
                 _ => None,
             };
             let excess = healthy_max.map(|(h, _)| temp - h);
             let rising = slope.unwrap_or(0.0) >= 0.0;
-            let severity = if temp >= limit
-                || excess.is_some_and(|e| e >= self.config.thermal_critical_excess_c)
-            {
+            // The die heating fast at a steady load, already half the margin above this GPU's
+            // own typical level: a healthy die settles within seconds of a load change (the
+            // memory takes tens of seconds, so it has only the margin's rule).
+            let heating = signal == Signal::TempGpu
+                && slope.is_some_and(|v| v >= EARLY_SLOPE_C_PER_S)
+                && expected
+                    .as_ref()
+                    .and_then(|e| e.above_level)
+                    .is_some_and(|above| above >= margin / 2.0)
+                && self.power_steady(self.config.slope_window_s);
+            let severity = if temp >= limit || excess.is_some_and(|e| e >= critical) {
                 Some(Severity::Critical)
-            } else if rising
-                && match excess {
-                    Some(e) => e >= self.config.thermal_margin_c,
-                    // No healthy history: warn within 5 °C of the limit.
-                    None => temp >= limit - 5.0,
-                }
+            } else if heating
+                || rising
+                    && match excess {
+                        Some(e) => e >= margin,
+                        // No healthy history: warn within 5 °C of the limit.
+                        None => temp >= limit - 5.0,
+                    }
             {
                 Some(Severity::Warning)
             } else {
                 None
             };
             let persist = self.config.persist_samples;
-            if !self.held(signal.name(), severity.is_some(), persist) {
+            if !self.held_for(
+                signal.name(),
+                severity.is_some(),
+                persist,
+                s.t,
+                THERMAL_PERSIST_S,
+            ) {
+                self.thermal_spells[i].spoke = false;
                 continue;
             }
             let Some(severity) = severity else { continue };
@@ -252,7 +468,7 @@ impl Monitor {
             // load and temperature, or not for the power the energy counter gives: the power
             // reading is wrong, not the cooling.
             if temp < limit {
-                if let (Some(e), Some(read)) = (&envelope, s.power_w) {
+                if let (Some(e), Some(read)) = (&expected, s.power_w) {
                     any_excess = true;
                     let evidence = self.power_reading_low(s, signal, temp, e);
                     if evidence.is_some() || self.power_drifting {
@@ -260,38 +476,57 @@ impl Monitor {
                         if let Some(evidence) = evidence {
                             out.push(power_drift_finding(signal, temp, read, evidence));
                         }
+                        self.thermal_spells[i].spoke = false;
                         continue;
                     }
                     // The heat fits the power the energy counter gives: the reading is in
                     // doubt (the drift alert follows once its average is seen low), so no
                     // thermal conclusion on it.
+                    // (Heating at a steady power reading, still under the margin: in doubt
+                    // when the counter's power is well above the reading.)
+                    let heating_only = excess.is_none_or(|x| x < margin);
                     let counted_fits = self.energy_recent_power(s).is_some_and(|counted| {
-                        let load = recent_power.unwrap_or(0.0).max(counted);
-                        temp < e.at(load) + self.config.thermal_margin_c
+                        let read = recent_power.unwrap_or(0.0);
+                        if heating_only {
+                            counted - read >= DRIFT_MIN_W && read <= DRIFT_FRACTION * counted
+                        } else {
+                            temp < e.at(read.max(counted)) + margin
+                        }
                     });
                     if counted_fits {
+                        self.thermal_spells[i].spoke = false;
                         continue;
                     }
                 }
             }
+            if !self.thermal_spells[i].speak(s.t, severity, excess.unwrap_or(temp - limit)) {
+                continue;
+            }
             let mut signals = BTreeMap::new();
             let mut message = format!("{} at {temp:.0} °C", signal.name());
-            if let Some((h, p)) = healthy_max {
+            if let (Some((h, p)), Some(e)) = (healthy_max, &expected) {
                 signals.insert(
                     signal.name().to_string(),
                     SignalChange::against(
                         temp,
                         h,
                         format!(
-                            "hottest healthy {} at {p:.0} W of recent power",
-                            signal.name()
+                            "hottest healthy {} at {p:.0} W of recent power, {}",
+                            signal.name(),
+                            e.level
                         ),
                     ),
                 );
-                message.push_str(&format!(
-                    ", {:.1} °C above the hottest healthy reading at {p:.0} W",
-                    temp - h
-                ));
+                match e.above_level.filter(|_| temp - h < margin) {
+                    // Said by the early rule, under the margin: against the GPU's own level.
+                    Some(above) => message.push_str(&format!(
+                        ", {above:.1} °C above this GPU's typical level at {p:.0} W and heating at a steady load"
+                    )),
+                    None => message.push_str(&format!(
+                        ", {:.1} °C above the hottest this GPU should reach at {p:.0} W",
+                        temp - h
+                    )),
+                }
             } else {
                 signals.insert(
                     signal.name().to_string(),
@@ -336,6 +571,59 @@ impl Monitor {
         }
     }
 
+    /// A power reading below the energy counter's growth, on average over the counter's last
+    /// span and now ([`Monitor::power_below_energy`]), for [`DRIFT_HELD_S`]: the reading
+    /// drifted, whatever the temperature says (at idle a low reading heats nothing).
+    fn power_against_energy(&mut self, s: &Sample, out: &mut Vec<Finding>) {
+        // A counter that jumps (catching up after it stalled) gives a power no reading came
+        // near: that is the counter's fault, judged by the frozen-sensor check, not drift.
+        let highest_read = self
+            .window
+            .iter()
+            .filter_map(|w| w.power_w)
+            .fold(0.0, f64::max);
+        let low = self
+            .power_below_energy(s)
+            .filter(|(_, counted)| counted.watts <= COUNTER_PLAUSIBLE * highest_read);
+        let persist = self.config.persist_samples;
+        if !self.held_for(
+            "power_below_energy",
+            low.is_some(),
+            persist,
+            s.t,
+            DRIFT_HELD_S,
+        ) {
+            return;
+        }
+        let (Some((mean, counted)), Some(read)) = (low, s.power_w) else {
+            return;
+        };
+        let mut signals = BTreeMap::new();
+        signals.insert(
+            "power_w".into(),
+            SignalChange::against(
+                read,
+                counted.watts,
+                format!(
+                    "power from the energy counter's growth over {:.1} s (read: {mean:.0} W on average)",
+                    counted.span_s
+                ),
+            ),
+        );
+        out.push(Finding {
+            kind: AlertKind::SensorDrift,
+            key: "power".into(),
+            severity: Severity::Warning,
+            signals,
+            message: format!(
+                "power reads {read:.0} W, {:.0} % below the {:.0} W the energy counter grew at over the last {:.1} s (read: {mean:.0} W on average): the power sensor or its reading path drifted, not the load",
+                100.0 * (1.0 - read / counted.watts),
+                counted.watts,
+                counted.span_s
+            ),
+        });
+    }
+
     /// Evidence that the power reading is too low for what the GPU does, for a temperature
     /// too high for it: the reading fell at the same load and temperature
     /// ([`Monitor::power_read_dropped`]), or it reads below the energy counter's growth
@@ -345,9 +633,17 @@ impl Monitor {
         s: &Sample,
         signal: Signal,
         temp: f64,
-        envelope: &crate::model::Envelope,
+        expected: &Expected,
     ) -> Option<LowPowerEvidence> {
-        if let Some((then, ago)) = self.power_read_dropped(s, signal, temp, envelope) {
+        let below_counter = self.power_below_energy(s);
+        // Where the energy counter can be read, it has the last word: a reading that agrees
+        // with it did not drift, whatever it read a moment ago (utilization and clocks do not
+        // tell every load apart).
+        let counter_agrees = below_counter.is_none() && self.energy_power(s).is_some();
+        let dropped = self
+            .power_read_dropped(s, signal, temp, expected)
+            .filter(|_| !counter_agrees);
+        if let Some((then, ago)) = dropped {
             return Some(LowPowerEvidence {
                 truth_w: then,
                 against: format!(
@@ -361,7 +657,7 @@ impl Monitor {
                 ),
             });
         }
-        let (mean, counted) = self.power_below_energy(s)?;
+        let (mean, counted) = below_counter?;
         Some(LowPowerEvidence {
             truth_w: counted.watts,
             against: format!(
@@ -460,7 +756,7 @@ impl Monitor {
         s: &Sample,
         signal: Signal,
         temp: f64,
-        envelope: &crate::model::Envelope,
+        expected: &Expected,
     ) -> Option<(f64, f64)> {
         let p = s.power_w?;
         let util = s.util_gpu_pct?;
@@ -486,7 +782,7 @@ impl Monitor {
                 )
             })
             .filter(|(w, _)| near(w.util_mem_pct, s.util_mem_pct, 10.0))
-            .filter(|(_, q)| temp < envelope.at(*q) + self.config.thermal_margin_c)
+            .filter(|(_, q)| temp < expected.at(*q) + self.config.thermal_margin_c)
             .map(|(w, q)| (q, s.t - w.t))
             .max_by(|a, b| a.0.total_cmp(&b.0))
     }
@@ -1211,7 +1507,13 @@ impl Monitor {
         let Some(forest) = self.model.as_ref().and_then(|m| m.forest.as_ref()) else {
             return;
         };
-        let row = forest.row(s, recent_power);
+        let offsets = self.ambient.each_ref().map(|level| {
+            level
+                .as_ref()
+                .and_then(AmbientOffset::offset)
+                .unwrap_or(0.0)
+        });
+        let row = forest.row(s, recent_power, offsets);
         let score = forest.forest.score(&row);
         let threshold = forest.threshold;
         self.last_score = Some(score);
@@ -1298,6 +1600,115 @@ struct LowPowerEvidence {
     truth_w: f64,
     against: String,
     why: String,
+}
+
+/// A spell of thermal warnings on one temperature: they come and go with the load (a
+/// temperature above the GPU's level rises and falls as the work changes), and one that comes
+/// back within [`RESAY_S`] of the last at no worse a level is the same news, not said again.
+#[derive(Debug, Clone, Default)]
+struct ThermalSpell {
+    /// The last time the condition held.
+    last_t: Option<f64>,
+    /// The highest excess said in this spell.
+    said: f64,
+    /// The condition was said at the previous sample.
+    spoke: bool,
+}
+
+impl ThermalSpell {
+    /// Whether a thermal condition that holds at `t`, `excess` °C above the GPU's level, is
+    /// said: when it starts a spell, is critical, or is at least [`RESAY_WORSE_C`] worse than
+    /// said before, and then for as long as it lasts (the gate de-duplicates).
+    fn speak(&mut self, t: f64, severity: Severity, excess: f64) -> bool {
+        let in_spell = self
+            .last_t
+            .is_some_and(|last| t >= last && t - last < RESAY_S);
+        let speak = !in_spell
+            || self.spoke
+            || severity == Severity::Critical
+            || excess >= self.said + RESAY_WORSE_C;
+        self.last_t = Some(t);
+        self.spoke = speak;
+        if speak {
+            self.said = if in_spell {
+                self.said.max(excess)
+            } else {
+                excess
+            };
+        }
+        speak
+    }
+}
+
+/// Seconds after a thermal warning within which the same temperature coming back is the
+/// same spell.
+const RESAY_S: f64 = 600.0;
+
+/// °C worse than said before that a thermal warning coming back must be to be said again.
+const RESAY_WORSE_C: f64 = 1.0;
+
+/// The hottest healthy temperature this GPU should reach at a recent power: the healthy
+/// history's envelope near it ([`Envelope::hottest_near`]), shifted by the GPU's own level
+/// ([`AmbientOffset::shift`]).
+#[derive(Debug, Clone)]
+struct Expected {
+    envelope: Envelope,
+    shift: f64,
+    /// How far (°C) the reading is above the GPU's own typical level at its power, once that
+    /// level is learned ([`AmbientOffset::above`]).
+    above_level: Option<f64>,
+    /// The shift in words.
+    level: String,
+}
+
+impl Expected {
+    fn at(&self, recent_power_w: f64) -> f64 {
+        self.envelope.hottest_near(recent_power_w) + self.shift
+    }
+}
+
+/// A temperature settled at a new level, `moved` °C from the GPU's former one.
+fn ambient_shift_finding(
+    signal: Signal,
+    temp: f64,
+    recent_power_w: f64,
+    moved: f64,
+    trend: f64,
+    other: Option<(Signal, f64)>,
+) -> Finding {
+    let mut signals = BTreeMap::new();
+    let mut also = String::new();
+    if let Some((other, shift)) = other {
+        signals.insert(
+            format!("{}_level_shift_c", other.name()),
+            SignalChange::value(
+                shift,
+                "this GPU's level against the healthy envelope, moved by",
+            ),
+        );
+        also = format!(" ({} {shift:+.1} °C with it)", other.name());
+    }
+    signals.insert(
+        signal.name().to_string(),
+        SignalChange::value(temp, format!("at {recent_power_w:.0} W of recent power")),
+    );
+    signals.insert(
+        format!("{}_level_shift_c", signal.name()),
+        SignalChange::value(
+            moved,
+            "this GPU's level against the healthy envelope, moved by",
+        ),
+    );
+    Finding {
+        kind: AlertKind::AmbientShift,
+        key: signal.name().into(),
+        severity: Severity::Info,
+        signals,
+        message: format!(
+            "{} at {temp:.0} °C: this GPU's level at the same power moved {moved:+.1} °C{also} and holds there ({trend:+.3} °C/s over {SETTLE_S:.0} s, at {recent_power_w:.0} W now): the room or the cooling changed; judged from this level on",
+            signal.name(),
+        ),
+    }
 }
 
 /// A power reading too low for what the GPU does, for the temperature of `signal`.

@@ -86,7 +86,8 @@ fn thermal_runaway_is_caught_early_with_a_time_to_limit() {
     let alert = caught(&trace, AlertKind::ThermalRunaway, 92.0, 15.0);
     assert_eq!(alert.severity, Severity::Warning);
     let temp = &alert.signals["temp_gpu"];
-    assert!(temp.change.unwrap() >= 4.0, "{alert:?}");
+    // At least half the margin above the GPU's level (heating fast at a steady load).
+    assert!(temp.change.unwrap() >= 2.0, "{alert:?}");
     let eta = alert.signals["time_to_limit_s"].value;
     assert!(eta > 10.0 && eta < 200.0, "{alert:?}");
     assert!(
@@ -405,6 +406,297 @@ fn a_drifting_power_reading_is_a_sensor_alert_not_a_thermal_runaway() {
         assert!(
             drift.signals["power_w"].change.is_some_and(|c| c < 0.0),
             "{drift:?}"
+        );
+    }
+}
+
+/// Two healthy recordings of another H200 (2026-12-04), never trained on.
+const OTHER_CARD: [&str; 2] = [
+    include_str!("data/h200-healthy-2.csv"),
+    include_str!("data/h200-healthy-3.csv"),
+];
+
+/// `samples` with both temperatures `c` °C warmer (negative: cooler).
+fn warmer(samples: &[Sample], c: f64) -> Vec<Sample> {
+    samples
+        .iter()
+        .cloned()
+        .map(|mut s| {
+            s.temp_gpu_c = s.temp_gpu_c.map(|t| t + c);
+            s.temp_mem_c = s.temp_mem_c.map(|t| t + c);
+            s
+        })
+        .collect()
+}
+
+#[test]
+fn another_room_or_another_card_raises_no_alert() {
+    // Trained on this card; its own day in rooms 5 °C cooler to 5 °C warmer, and the other
+    // card's two days in the same rooms (before the GPU's own level was learned, a room 2 °C
+    // warmer raised 66 alarms in 2.55 h of this card's data, the other card 4 in 251 s).
+    for c in [-5.0, -3.0, 0.0, 3.0, 5.0] {
+        let alerts = run(&in_a_room(c));
+        assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
+        for text in OTHER_CARD {
+            let alerts = run(&warmer(&parse_trace(text).unwrap(), c));
+            assert!(
+                alerts.is_empty(),
+                "other card, {c:+} °C:\n{}",
+                show(&alerts)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_cooling_failure_in_a_warm_room_is_still_caught() {
+    // 5 °C warmer than the training day, and then the cooling fails in the SGEMM phase:
+    // judged from this GPU's own level, caught as in the training room.
+    let trace = inject(
+        &warmer(&healthy(), 5.0),
+        &Fault::ThermalRunaway { rate_c_per_s: 0.5 },
+        92.0,
+    );
+    let alert = caught(&trace, AlertKind::ThermalRunaway, 92.0, 15.0);
+    assert!(
+        alert.signals["temp_gpu"].against.contains("for this GPU"),
+        "{alert:?}"
+    );
+}
+
+#[test]
+fn a_door_opened_is_one_line_then_the_new_level() {
+    // From 229 s (the second copy's idle), the room warms by 5 °C, the GPU following with a
+    // 20-s time constant, and stays so; the load changes before the GPU settles, so each
+    // temperature's warning comes and goes with it.
+    let trace: Vec<Sample> = repeat(&healthy(), 2)
+        .into_iter()
+        .map(|mut s| {
+            let warmer = if s.t < 229.0 {
+                0.0
+            } else {
+                (5.0 * (1.0 - (-(s.t - 229.0) / 20.0).exp())).round()
+            };
+            s.temp_gpu_c = s.temp_gpu_c.map(|t| t + warmer);
+            s.temp_mem_c = s.temp_mem_c.map(|t| t + warmer);
+            s
+        })
+        .collect();
+    let alerts = run(&trace);
+    let shifts: Vec<&Alert> = alerts
+        .iter()
+        .filter(|a| a.kind == AlertKind::AmbientShift)
+        .collect();
+    assert!(!shifts.is_empty(), "{}", show(&alerts));
+    // At most one line per sensor while it warms (no storm), never critical, and nothing
+    // once its new level is taken.
+    for sensor in ["temp_gpu", "temp_mem"] {
+        let warnings: Vec<&Alert> = alerts
+            .iter()
+            .filter(|a| a.kind == AlertKind::ThermalRunaway && a.signals.contains_key(sensor))
+            .collect();
+        assert!(warnings.len() <= 1, "{}", show(&alerts));
+        let settled = shifts.iter().find(|a| a.signals.contains_key(sensor));
+        if let Some(settled) = settled {
+            assert!(
+                warnings.iter().all(|w| w.t < settled.t),
+                "{}",
+                show(&alerts)
+            );
+        }
+    }
+    assert!(
+        alerts.iter().all(|a| a.severity != Severity::Critical),
+        "{}",
+        show(&alerts)
+    );
+    assert!(alerts.iter().all(|a| a.t >= 229.0), "{}", show(&alerts));
+}
+
+#[test]
+fn a_gap_in_the_samples_is_one_line_and_no_alarm() {
+    // A minute without samples, from the SGEMM phase into the memory ramp, then the rest of
+    // the day: memory, power and temperatures differ on each side.
+    let trace: Vec<Sample> = repeat(&healthy(), 2)
+        .into_iter()
+        .filter(|s| !(95.0..155.0).contains(&s.t))
+        .collect();
+    let alerts = run(&trace);
+    assert_eq!(alerts.len(), 1, "{}", show(&alerts));
+    assert_eq!(alerts[0].kind, AlertKind::SampleGap);
+    assert_eq!(alerts[0].severity, Severity::Info);
+    assert!(
+        alerts[0].message.contains("no samples for"),
+        "{}",
+        alerts[0].message
+    );
+}
+
+#[test]
+fn a_clock_step_back_is_one_line_and_the_detectors_go_on() {
+    // The clock steps back an hour at 120 s; the cooling fails a minute after that.
+    let (before, after): (Vec<Sample>, Vec<Sample>) =
+        repeat(&healthy(), 2).into_iter().partition(|s| s.t < 120.0);
+    let stepped: Vec<Sample> = after
+        .into_iter()
+        .map(|mut s| {
+            s.t -= 3600.0;
+            s
+        })
+        .collect();
+    let mut trace = before;
+    trace.extend(inject(
+        &stepped,
+        &Fault::ThermalRunaway { rate_c_per_s: 0.5 },
+        92.0 + 229.0 - 3600.0,
+    ));
+    let alerts = run(&trace);
+    let steps: Vec<&Alert> = alerts
+        .iter()
+        .filter(|a| a.kind == AlertKind::SampleGap)
+        .collect();
+    assert_eq!(steps.len(), 1, "{}", show(&alerts));
+    assert!(
+        steps[0].message.contains("clock stepped back 3599"),
+        "{}",
+        steps[0].message
+    );
+    let others: Vec<&Alert> = alerts
+        .iter()
+        .filter(|a| a.kind != AlertKind::SampleGap)
+        .collect();
+    assert!(
+        others
+            .first()
+            .is_some_and(|a| a.kind == AlertKind::ThermalRunaway
+                && a.t >= 92.0 + 229.0 - 3600.0
+                && a.t <= 92.0 + 229.0 - 3600.0 + 15.0),
+        "{}",
+        show(&alerts)
+    );
+}
+
+#[test]
+fn a_gpu_heating_at_a_steady_load_is_caught_before_the_margin() {
+    // In the host-to-device phase (126 W, steady), the cooling fails: +0.25 °C/s. The margin
+    // (4 °C above the GPU's level) takes 16 s to reach; heating this fast at a steady load
+    // is no healthy GPU's settling, and is said at half the margin.
+    let trace = inject(
+        &healthy(),
+        &Fault::ThermalRunaway { rate_c_per_s: 0.25 },
+        145.0,
+    );
+    let alert = caught(&trace, AlertKind::ThermalRunaway, 145.0, 12.0);
+    let temp = &alert.signals["temp_gpu"];
+    assert!(temp.change.unwrap() < 4.0, "{alert:?}");
+}
+
+#[test]
+fn trained_on_either_card_the_others_days_raise_no_alert() {
+    // Each recording trained on in turn, the other two replayed in rooms 5 °C cooler to 5 °C
+    // warmer. Trained on the other card, this card's GEMMs (673 W) and copy (461 W) fall in
+    // power bins where that card only passed through (its own at 687 and 479 W): compared
+    // within 4 % of the power, they are at home (without it: 2 alarms in every room).
+    let days: Vec<Vec<Sample>> = std::iter::once(HEALTHY)
+        .chain(OTHER_CARD)
+        .map(|text| parse_trace(text).unwrap())
+        .collect();
+    for (trained, history) in days.iter().enumerate() {
+        let model = Model::train(history, &Config::default()).unwrap();
+        for (replayed, samples) in days.iter().enumerate().filter(|(i, _)| *i != trained) {
+            for c in [-5.0, 0.0, 5.0] {
+                let alerts = replay(&warmer(samples, c), &Config::default(), Some(model.clone()));
+                assert!(
+                    alerts.is_empty(),
+                    "trained on {trained}, day {replayed} at {c:+} °C:\n{}",
+                    show(&alerts)
+                );
+            }
+        }
+    }
+}
+
+mod clock {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// The healthy day twice with its clock stepped (forward into a gap, or back) at up to
+        /// four places, from the fifth sample on (a gap is told from the usual interval, known
+        /// after three): one `sample_gap` line per step at most, and nothing else.
+        #[test]
+        fn clock_steps_and_gaps_are_one_line_each_and_no_alarm(
+            steps in proptest::collection::vec((4usize..830, prop_oneof![-5000.0..-1.0, 31.0..5000.0f64]), 0..4)
+        ) {
+            let mut trace = repeat(&healthy(), 2);
+            for &(at, by) in &steps {
+                for s in trace.iter_mut().skip(at) {
+                    s.t += by;
+                }
+            }
+            let alerts = run(&trace);
+            let gaps = alerts.iter().filter(|a| a.kind == AlertKind::SampleGap).count();
+            prop_assert!(gaps <= steps.len(), "{}", show(&alerts));
+            prop_assert!(
+                alerts.iter().all(|a| a.kind == AlertKind::SampleGap && a.severity == Severity::Info),
+                "{}",
+                show(&alerts)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_power_reading_drifting_at_idle_is_caught_by_the_energy_counter() {
+    // The evaluation's one missed event: the reading at 0.73 of the truth in the idle tail
+    // (about 120 W read as 88 W), where no temperature is too high for it. The energy
+    // counter keeps growing at 120 W: the reading is below it on average and now.
+    let fault = Fault::PowerDrift {
+        factor: 0.73,
+        duration_s: 25.0,
+    };
+    let trace = inject(&healthy(), &fault, 202.0);
+    let drift = caught(&trace, AlertKind::SensorDrift, 202.0, 10.0);
+    let alerts = run(&trace);
+    assert!(drift.message.contains("energy counter"), "{drift:?}");
+    assert!(
+        drift.signals["power_w"].change.is_some_and(|c| c < -25.0),
+        "{drift:?}"
+    );
+    assert!(
+        alerts.iter().all(|a| a.kind == AlertKind::SensorDrift),
+        "{}",
+        show(&alerts)
+    );
+}
+
+#[test]
+fn a_cooling_failure_is_not_blamed_on_the_power_sensor_where_the_counter_agrees() {
+    // The evaluation's slow runaways (rate, start): as the GPU heats, a moment of lower power
+    // at 0 % utilization (the bursty phase's pauses) looks like "the reading fell at the same
+    // load"; the energy counter, growing as the reading says, clears the power sensor.
+    for (rate_c_per_s, start) in [(0.162, 167.26), (0.230, 99.06), (0.385, 330.13)] {
+        let trace = inject(
+            &in_a_room(0.0),
+            &Fault::ThermalRunaway { rate_c_per_s },
+            start,
+        );
+        let alerts = run(&trace);
+        let blamed: Vec<&Alert> = alerts
+            .iter()
+            .filter(|a| a.kind == AlertKind::SensorDrift)
+            .collect();
+        assert!(
+            blamed.is_empty(),
+            "{rate_c_per_s} from {start}:\n{}",
+            show(&alerts)
+        );
+        assert!(
+            alerts.iter().any(|a| a.kind == AlertKind::ThermalRunaway),
+            "{}",
+            show(&alerts)
         );
     }
 }

@@ -1,0 +1,337 @@
+//! Online, per-GPU thermal baselines (issue 26, item 1): how much warmer or cooler this GPU
+//! runs than the healthy history at the same recent power — its own level, from the room it
+//! stands in, its cooling and its silicon — learned as it runs.
+//!
+//! The thermal envelope ([`Envelope`](crate::model::Envelope)) gives the shape: the hottest
+//! healthy temperature at each recent power. A GPU in a warmer room, or another card of the
+//! same model, sits above or below it by an offset that the envelope cannot know.
+//! [`AmbientOffset`] learns that offset from the GPU's own readings, each taken against the
+//! healthy history's typical level at its power
+//! ([`Envelope::typical_at`](crate::model::Envelope::typical_at)): first from its first
+//! [`WARMUP_S`] seconds (an allowance of [`ALLOWANCE_C`] holds meanwhile), then following the
+//! 90th percentile of its own readings over the last [`TRACK_WINDOW_S`], at most
+//! [`RISE_C_PER_MIN`] up a minute — far slower than a failing cooler heats a GPU, so a
+//! runaway is never learned as the new normal. A temperature that jumps and then holds flat
+//! at a steady load (a door opened, the air conditioning changed) is re-based once
+//! ([`AmbientOffset::settled`]).
+
+use crate::stats::quantile;
+use std::collections::VecDeque;
+
+/// Seconds of a GPU's first readings from which its offset is first taken (the highest of
+/// them against the typical level).
+pub const WARMUP_S: f64 = 20.0;
+
+/// °C a GPU may run above the healthy history's envelope at the same power while its own
+/// offset is not learned yet (another room, another card); the learned offset is held within
+/// it at the end of the warm-up.
+pub const ALLOWANCE_C: f64 = 8.0;
+
+/// Seconds of a GPU's own admitted readings the offset follows.
+pub const TRACK_WINDOW_S: f64 = 300.0;
+
+/// The fastest the learned offset rises, °C a minute (the slowest cooling failure in the
+/// evaluation heats at 3 °C a minute).
+pub const RISE_C_PER_MIN: f64 = 0.5;
+
+/// The fastest the learned offset falls, °C a minute.
+pub const FALL_C_PER_MIN: f64 = 1.0;
+
+/// Seconds a GPU's readings must hold above its level, flat, before they are taken as its
+/// new level.
+pub const SETTLE_S: f64 = 30.0;
+
+/// The largest slope (°C/s, either way) of a temperature at a steady load that counts as
+/// flat (the slowest cooling failure in the evaluation heats at 0.05 °C/s).
+pub const FLAT_C_PER_S: f64 = 0.02;
+
+/// Seconds between two recomputations of the tracked percentile.
+const RETARGET_S: f64 = 5.0;
+
+/// The fewest admitted readings the offset follows.
+const MIN_TRACKED: usize = 10;
+
+/// One temperature sensor's learned offset against the healthy envelope.
+#[derive(Debug, Clone)]
+pub struct AmbientOffset {
+    /// Where the healthy history's readings sit against their typical level
+    /// ([`Envelope::typical_at`](crate::model::Envelope::typical_at)): the 90th percentile
+    /// of temperature minus it.
+    reference: f64,
+    first_t: Option<f64>,
+    warm: Vec<f64>,
+    offset: Option<f64>,
+    recent: VecDeque<(f64, f64)>,
+    target: Option<f64>,
+    retarget_t: f64,
+    last_t: Option<f64>,
+    /// Every reading of the last [`SETTLE_S`] (time, residual), admitted or not.
+    lately: VecDeque<(f64, f64)>,
+    /// Seconds of readings the current offset was learned from.
+    learned_s: f64,
+}
+
+impl AmbientOffset {
+    /// A tracker for a sensor whose healthy history sat `reference` °C against its typical
+    /// level ([`Envelope::reference`](crate::model::Envelope::reference)).
+    pub fn new(reference: f64) -> AmbientOffset {
+        AmbientOffset {
+            reference,
+            first_t: None,
+            warm: Vec::new(),
+            offset: None,
+            recent: VecDeque::new(),
+            target: None,
+            retarget_t: f64::NEG_INFINITY,
+            last_t: None,
+            lately: VecDeque::new(),
+            learned_s: 0.0,
+        }
+    }
+
+    /// The learned offset (°C above the envelope's GPU at the same power), once the warm-up
+    /// is over.
+    pub fn offset(&self) -> Option<f64> {
+        self.offset
+    }
+
+    /// What to add to the envelope for this GPU: its offset, or while it is not learned,
+    /// the [`ALLOWANCE_C`].
+    pub fn shift(&self) -> f64 {
+        self.offset.unwrap_or(ALLOWANCE_C)
+    }
+
+    /// How far (°C) a reading whose residual is `residual` (as for
+    /// [`AmbientOffset::observe`]) sits above this GPU's typical level, once learned (else
+    /// above the healthy history's).
+    pub fn above(&self, residual: f64) -> f64 {
+        residual - self.reference - self.offset.unwrap_or(0.0)
+    }
+
+    /// The offset in words, for an alert's `against`.
+    pub fn describe(&self) -> String {
+        match self.offset {
+            Some(o) => format!(
+                "{o:+.1} °C for this GPU (its own level, learned over {:.0} s)",
+                self.learned_s
+            ),
+            None => format!("+{ALLOWANCE_C:.0} °C allowed until this GPU's own level is learned"),
+        }
+    }
+
+    /// Feeds one trusted reading at `t`: `residual` is the temperature minus the healthy
+    /// history's typical level at its recent power
+    /// ([`Envelope::typical_at`](crate::model::Envelope::typical_at)); `admit` is false for
+    /// a reading already suspect (well above the GPU's level), which must not teach it.
+    pub fn observe(&mut self, t: f64, residual: f64, admit: bool) {
+        let first = *self.first_t.get_or_insert(t);
+        let dt = self.last_t.map_or(0.0, |last| (t - last).clamp(0.0, 10.0));
+        self.last_t = Some(t);
+        self.lately.push_back((t, residual));
+        while self.lately.front().is_some_and(|(t0, _)| t - t0 > SETTLE_S) {
+            self.lately.pop_front();
+        }
+        let Some(offset) = self.offset else {
+            if admit {
+                self.warm.push(residual);
+            }
+            if t - first >= WARMUP_S && !self.warm.is_empty() {
+                let highest = self.warm.iter().copied().fold(f64::MIN, f64::max);
+                self.offset = Some((highest - self.reference).clamp(-ALLOWANCE_C, ALLOWANCE_C));
+                self.learned_s = t - first;
+                self.warm.clear();
+            }
+            return;
+        };
+        if admit {
+            self.recent.push_back((t, residual));
+        }
+        while self
+            .recent
+            .front()
+            .is_some_and(|(t0, _)| t - t0 > TRACK_WINDOW_S)
+        {
+            self.recent.pop_front();
+        }
+        if t - self.retarget_t >= RETARGET_S || t < self.retarget_t {
+            self.retarget_t = t;
+            self.target = (self.recent.len() >= MIN_TRACKED)
+                .then(|| {
+                    let values: Vec<f64> = self.recent.iter().map(|r| r.1).collect();
+                    quantile(&values, 0.9)
+                })
+                .flatten()
+                .map(|q| q - self.reference);
+        }
+        if let Some(target) = self.target {
+            let step =
+                (target - offset).clamp(-FALL_C_PER_MIN / 60.0 * dt, RISE_C_PER_MIN / 60.0 * dt);
+            self.offset = Some(offset + step);
+            self.learned_s += dt;
+        }
+    }
+
+    /// Whether this GPU has moved to a new level: the reading now `excess` °C above its
+    /// hottest expected (at least `margin`, under `critical`), over the last [`SETTLE_S`]
+    /// every reading at least half the margin above its level, the load steady and the
+    /// temperature flat (`slope`, its Theil–Sen slope over [`SETTLE_S`] at a steady load,
+    /// within [`FLAT_C_PER_S`]; `None` when the load was not steady). A cooling that keeps
+    /// failing keeps heating at a steady load and never settles. Once settled, the offset
+    /// moves to the 90th percentile of those readings and the readings learned before are
+    /// forgotten, so the level holds: returns the shift in °C.
+    pub fn settled(
+        &mut self,
+        t: f64,
+        excess: f64,
+        (margin, critical): (f64, f64),
+        slope: Option<f64>,
+    ) -> Option<f64> {
+        self.offset?;
+        if !(excess >= margin && excess < critical) || slope?.abs() > FLAT_C_PER_S {
+            return None;
+        }
+        let &(first_t, _) = self.lately.front()?;
+        if t - first_t < 0.9 * SETTLE_S {
+            return None;
+        }
+        if self
+            .lately
+            .iter()
+            .any(|&(_, r)| self.above(r) < margin / 2.0)
+        {
+            return None;
+        }
+        self.take_level(t)
+    }
+
+    /// The other sensor of a GPU whose level settled ([`AmbientOffset::settled`]): the
+    /// room changed for both, so this one moves too if every reading of the last
+    /// [`SETTLE_S`] was at least half the `margin` above its level (no flatness asked: the
+    /// other sensor showed it). Returns the shift in °C.
+    pub fn follow(&mut self, t: f64, margin: f64) -> Option<f64> {
+        self.offset?;
+        let &(first_t, _) = self.lately.front()?;
+        if t - first_t < 0.9 * SETTLE_S
+            || self
+                .lately
+                .iter()
+                .any(|&(_, r)| self.above(r) < margin / 2.0)
+        {
+            return None;
+        }
+        self.take_level(t)
+    }
+
+    /// Moves the offset to the 90th percentile of the readings of the last [`SETTLE_S`],
+    /// forgetting those learned before: the shift in °C.
+    fn take_level(&mut self, t: f64) -> Option<f64> {
+        let offset = self.offset?;
+        let values: Vec<f64> = self.lately.iter().map(|p| p.1).collect();
+        let new = quantile(&values, 0.9)? - self.reference;
+        self.offset = Some(new);
+        self.recent = self.lately.drain(..).collect();
+        self.target = None;
+        self.retarget_t = t;
+        self.learned_s = 0.0;
+        Some(new - offset)
+    }
+
+    /// Forgets the times of what was learned (after a gap in the samples or a clock step),
+    /// keeping the level itself.
+    pub fn restart_timing(&mut self) {
+        if self.offset.is_none() {
+            self.first_t = None;
+        }
+        self.recent.clear();
+        self.target = None;
+        self.retarget_t = f64::NEG_INFINITY;
+        self.last_t = None;
+        self.lately.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_warm_up_learns_the_gpus_own_level_within_the_allowance() {
+        let mut warm = AmbientOffset::new(0.0);
+        assert_eq!(warm.shift(), ALLOWANCE_C);
+        for i in 0..=40 {
+            warm.observe(f64::from(i) * 0.5, 5.0, true);
+        }
+        assert_eq!(warm.offset(), Some(5.0));
+        // A reading suspect from the start teaches nothing; one far off is held to the
+        // allowance.
+        let mut far = AmbientOffset::new(-1.0);
+        for i in 0..=40 {
+            let t = f64::from(i) * 0.5;
+            far.observe(t, 30.0, false);
+            far.observe(t, -20.0, true);
+        }
+        assert_eq!(far.offset(), Some(-ALLOWANCE_C));
+    }
+
+    #[test]
+    fn the_level_follows_slowly_so_a_runaway_is_not_learned() {
+        let mut o = AmbientOffset::new(0.0);
+        for i in 0..40 {
+            o.observe(f64::from(i), 0.0, true);
+        }
+        // Ten minutes of readings 3 °C higher: the level follows, half a degree a minute.
+        for i in 40..100 {
+            o.observe(f64::from(i), 3.0, true);
+        }
+        let after_a_minute = o.offset().unwrap();
+        assert!(after_a_minute <= 0.5 + 1e-9, "{after_a_minute}");
+        for i in 100..700 {
+            o.observe(f64::from(i), 3.0, true);
+        }
+        assert!((o.offset().unwrap() - 3.0).abs() < 1e-9, "{:?}", o.offset());
+        // Readings not admitted (suspect) do not move it.
+        for i in 700..1300 {
+            o.observe(f64::from(i), 20.0, false);
+        }
+        assert!((o.offset().unwrap() - 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_flat_new_level_is_taken_once_and_a_rising_one_never() {
+        let mut o = AmbientOffset::new(0.0);
+        for i in 0..30 {
+            o.observe(f64::from(i), 0.0, true);
+        }
+        let bounds = (4.0, 12.0);
+        let mut rising = o.clone();
+        // Heating 0.05 °C/s from 5 °C above (the slowest cooling failure): never a new level.
+        for i in 30..200 {
+            let r = 5.0 + 0.05 * f64::from(i - 30);
+            rising.observe(f64::from(i), r, false);
+            assert_eq!(
+                rising.settled(f64::from(i), r.min(11.0), bounds, Some(0.05)),
+                None
+            );
+        }
+        // 6 °C above, give or take a degree: not while the load changes (no slope at a
+        // steady load), then taken once, SETTLE_S after the level moved.
+        let mut shifts = Vec::new();
+        for i in 30..200 {
+            let r = 6.0 + if i % 3 == 0 { 1.0 } else { 0.0 };
+            o.observe(f64::from(i), r, false);
+            let excess = r - o.offset().unwrap();
+            let slope = (i >= 100).then_some(0.0);
+            if let Some(moved) = o.settled(f64::from(i), excess, bounds, slope) {
+                shifts.push((f64::from(i), moved));
+            }
+        }
+        assert_eq!(shifts, vec![(100.0, 7.0)]);
+        assert_eq!(o.offset(), Some(7.0));
+        // Beyond the critical excess: not a room, never re-based.
+        let mut hot = o.clone();
+        for i in 200..300 {
+            hot.observe(f64::from(i), 25.0, false);
+            assert_eq!(hot.settled(f64::from(i), 18.0, bounds, Some(0.0)), None);
+        }
+    }
+}
