@@ -527,8 +527,12 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
         .to_string();
     let w1 = witness_server(&tmp.path().join("w1"), &log_vkey);
     let w2 = witness_server(&tmp.path().join("w2"), &log_vkey);
+    // A checkpoint every 0.5 s asks each witness up to 240 times a minute (a 409 and its
+    // retry each): past the default budget of 12, checkpoints would wait for their quorum and
+    // the last one at stop would not be published.
     let mut net = Network::in_dir(tmp.path())
         .flags(&["--challenge-every", "1", "--checkpoint-every", "0.5"])
+        .flags(&["--witness-requests-per-minute", "600"])
         .flags(TEST_ROUNDS)
         .flags(&[
             "--witness",
