@@ -544,6 +544,18 @@ impl PgRegistry {
         Ok(changed == 1)
     }
 
+    /// [`crate::registry::Registry::finish_claims`] on this database: one statement.
+    pub async fn finish_claims(&self, slot: u64, uuids: &[String]) -> Result<(), RegistryError> {
+        let client = self.pool.get().await?;
+        client
+            .execute(
+                "UPDATE slot_claims SET done = TRUE WHERE slot = $1 AND gpu_uuid = ANY($2) AND NOT done",
+                &[&(slot as i64), &uuids],
+            )
+            .await?;
+        Ok(())
+    }
+
     /// [`crate::registry::Registry::record`] on this database.
     pub async fn record(
         &self,

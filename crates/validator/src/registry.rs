@@ -249,9 +249,28 @@ impl Registry {
         }
     }
 
-    /// Marks the claim of `uuid` in `slot` finished (its round is recorded).
-    pub fn finish_claim(&mut self, slot: u64, uuid: &str) -> Result<(), RegistryError> {
-        self.settle_claim(slot, uuid).map(|_| ())
+    /// Marks the claims of `uuids` in `slot` finished (their rounds are recorded), in one
+    /// statement.
+    pub fn finish_claims(&mut self, slot: u64, uuids: &[String]) -> Result<(), RegistryError> {
+        match &mut self.db {
+            Db::Sqlite(s) => {
+                let tx = s.db.transaction()?;
+                {
+                    let mut finish = tx.prepare_cached(
+                        "UPDATE slot_claims SET done = 1 WHERE slot = ?1 AND gpu_uuid = ?2",
+                    )?;
+                    for uuid in uuids {
+                        finish.execute(params![slot as i64, uuid])?;
+                    }
+                }
+                tx.commit()?;
+                Ok(())
+            }
+            Db::Postgres(pg) => {
+                let uuids = uuids.to_vec();
+                pg.block(|pg| async move { pg.finish_claims(slot, &uuids).await })
+            }
+        }
     }
 
     /// Claims unfinished at `now_ms` with their lease run out and no record of their GPU

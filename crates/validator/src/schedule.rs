@@ -151,6 +151,11 @@ struct Standing {
 struct State {
     in_flight: HashSet<String>,
     standing: HashMap<String, Standing>,
+    /// Claims whose rounds are recorded, finished in the store all at once when the next
+    /// round starts (one statement, not one a GPU). Until then a claim reads unfinished, which
+    /// is harmless: the sweep settles only claims with no record of their GPU stored since
+    /// they were made ([`Registry::abandoned_claims`](crate::registry::Registry::abandoned_claims)).
+    finished: Vec<(u64, String)>,
 }
 
 /// One GPU's round: the GEMM challenge, then (when the policy proves memory and the agent
@@ -277,6 +282,7 @@ impl Rounds {
     pub fn start(&mut self) -> u64 {
         let round = self.next_round();
         while self.running.try_join_next().is_some() {}
+        self.finish_claims();
         let groups = match self.validator.registry().gpus_by_agent() {
             Ok(groups) => groups,
             Err(e) => {
@@ -338,9 +344,7 @@ impl Rounds {
                     .as_ref()
                     .is_ok_and(|r| !r.failure.as_ref().is_some_and(|f| f.kind.is_unreachable()));
                 settle(&v, &schedule, &state, &uuid, round, result);
-                if let Err(e) = v.registry().finish_claim(slot, &uuid) {
-                    tracing::error!(gpu = %uuid, slot, error = %e, "finishing the slot's claim");
-                }
+                state.locked().finished.push((slot, uuid.clone()));
                 drop((permit, finished));
                 if let Some(host) = host.filter(|h| h.anchor == uuid && reached) {
                     host.prove_cpu(&v, &permits, &stop, &schedule.policy).await;
@@ -348,6 +352,22 @@ impl Rounds {
             });
         }
         round
+    }
+
+    /// Finishes in the store the claims whose rounds were recorded since the last round
+    /// started: one statement a slot. Ones that fail to finish stay unfinished, harmlessly
+    /// (their records are stored), and are not tried again.
+    fn finish_claims(&self) {
+        let finished = std::mem::take(&mut self.state.locked().finished);
+        let mut by_slot: std::collections::BTreeMap<u64, Vec<String>> = Default::default();
+        for (slot, uuid) in finished {
+            by_slot.entry(slot).or_default().push(uuid);
+        }
+        for (slot, uuids) in by_slot {
+            if let Err(e) = self.validator.registry().finish_claims(slot, &uuids) {
+                tracing::error!(slot, gpus = uuids.len(), error = %e, "finishing the slot's claims");
+            }
+        }
     }
 
     /// This slot's number, and the GPUs of `groups` (every registered GPU, by agent) this

@@ -62,8 +62,23 @@ async fn a_lone_validator_claims_every_gpu_of_its_slot_once() {
     for uuid in ["GPU-l1", "GPU-l2"] {
         assert_eq!(proofs(&h.url, uuid).await.len(), 1, "{uuid}");
     }
-    // Its claims are finished: nothing for a sweeper to settle.
+    // Nothing for a sweeper to settle: the claims' records are stored (the claims are marked
+    // finished all at once when the next round starts).
     assert_eq!(h.v.registry().abandoned_claims(u64::MAX).unwrap(), vec![]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claims_finished_together_are_not_abandoned_and_the_rest_are() {
+    let h = Harness::new().serve().await;
+    let me = h.v.public_key().to_string();
+    let uuids: Vec<String> = (1..=3).map(|i| format!("GPU-c{i}")).collect();
+    let mut registry = h.v.registry();
+    assert_eq!(registry.claim((7, &me), &uuids, 1_000).unwrap(), uuids);
+    registry.finish_claims(7, &uuids[..2]).unwrap();
+    registry.finish_claims(7, &[]).unwrap();
+    let left = registry.abandoned_claims(2_000).unwrap();
+    let left: Vec<&str> = left.iter().map(|c| c.gpu_uuid.as_str()).collect();
+    assert_eq!(left, ["GPU-c3"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
