@@ -7,6 +7,9 @@
 #   POG=.gpu/pog TORCH_REF=.gpu/torch_reference.py OUT=/tmp/out [SUITE=standard] [FULL_BENCH=0] [PROVE_ONLY=1] [MONITOR=1] scripts/gpu-run.sh
 #
 # PROVE_ONLY=1 runs the checks and the proofs only (no benchmark suites, no PyTorch).
+# QUICK=1 (with PROVE_ONLY=1), for a short lease: the proofs only, three runs a precision, the
+# GPU-against-CPU roots, the memory proof's tests, the verification cost and the proof of CPU
+# (about 2 minutes; no check, attacks, network round, fabric or device tests).
 # MONITOR=1 adds the health monitor's cost beside nvidia-smi and pynvml (5.5 min; the scripts
 # monitor-overhead-h200.sh and pynvml_sampler.py beside this one) and its live check, under
 # $OUT/monitor/.
@@ -47,10 +50,11 @@ fi
 
 # The real host as it is: must come out genuine and pass (exit 0).
 run inspect 0 "$POG" inspect
-run check 0 "$POG" check
+QUICK=${QUICK:-0}
+[ "$QUICK" = 1 ] || run check 0 "$POG" check
 
 # Attacks on the real host: each must fail (exit 1).
-run attack-ld-preload 1 env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libm.so.6 "$POG" inspect
+[ "$QUICK" = 1 ] || run attack-ld-preload 1 env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libm.so.6 "$POG" inspect
 fake_dir=$(mktemp -d)
 real_smi=$(command -v nvidia-smi)
 cat >"$fake_dir/nvidia-smi" <<FAKE
@@ -58,10 +62,10 @@ cat >"$fake_dir/nvidia-smi" <<FAKE
 "$real_smi" "\$@" | sed 's/NVIDIA H200/NVIDIA H100 80GB HBM3/; s/<total>143771 MiB/<total>81559 MiB/'
 FAKE
 chmod +x "$fake_dir/nvidia-smi"
-run attack-fake-nvidia-smi 1 "$POG" inspect --nvidia-smi "$fake_dir/nvidia-smi"
+[ "$QUICK" = 1 ] || run attack-fake-nvidia-smi 1 "$POG" inspect --nvidia-smi "$fake_dir/nvidia-smi"
 # A hung nvidia-smi must not hang pog: it is cut off after 2 s and reported (a warning).
 printf '#!/bin/sh\nsleep 120\n' >"$fake_dir/hung-smi"; chmod +x "$fake_dir/hung-smi"
-run hung-nvidia-smi 0 "$POG" inspect --nvidia-smi "$fake_dir/hung-smi" --nvidia-smi-timeout 2
+[ "$QUICK" = 1 ] || run hung-nvidia-smi 0 "$POG" inspect --nvidia-smi "$fake_dir/hung-smi" --nvidia-smi-timeout 2
 
 # The proof of GPU: the GPU prover against the CPU prover at small sizes (INT8 roots must be
 # equal bit for bit; the fast and the byte-wise leaf hashing both), then the validator's
@@ -74,7 +78,7 @@ run prove-json 0 "$POG" prove --json
 # Every proof precision the claimed model can be challenged in, five times in a row each, at
 # the validator's plan and bound (FP32 is never planned where a slower model emulates it).
 for precision in bf16 fp16 int8; do
-  for i in 1 2 3 4 5; do
+  for i in $(seq 1 $([ "$QUICK" = 1 ] && echo 3 || echo 5)); do
     run "prove-$precision-$i-json" 0 "$POG" prove --proof gemm --precision "$precision" --json
   done
 done
@@ -89,15 +93,15 @@ done
 # and memory proofs, the ledger, the score): every round on record, within the ledger's entry
 # limit, accepted; the agent's plan bounds admit the validator's plans (issue 20).
 HERE=$(cd "$(dirname "$0")" && pwd)
-run network-round 0 env POG="$POG" bash "$HERE/network-round-h200.sh" "$OUT/network"
+[ "$QUICK" = 1 ] || run network-round 0 env POG="$POG" bash "$HERE/network-round-h200.sh" "$OUT/network"
 
 # The GPU-to-GPU fabric on every GPU here: peer transfers and latency for each pair, NCCL's
 # all-reduce checked for the right sum (one rank on a one-GPU host), if the test binary was
 # carried along (cargo test --release -p pog-device --test gpu_fabric --no-run; copy the
 # executable it names to .gpu/gpu_fabric).
-[ -x .gpu/gpu_fabric ] && run gpu-fabric 0 .gpu/gpu_fabric --ignored --nocapture
+[ "$QUICK" != 1 ] && [ -x .gpu/gpu_fabric ] && run gpu-fabric 0 .gpu/gpu_fabric --ignored --nocapture
 # The device and local crates' GPU-only unit tests (CUDA's report, the GPU prover engine).
-[ -x .gpu/device_tests ] && run device-gpu-tests 0 .gpu/device_tests --ignored
+[ "$QUICK" != 1 ] && [ -x .gpu/device_tests ] && run device-gpu-tests 0 .gpu/device_tests --ignored
 [ -x .gpu/local_tests ] && run local-gpu-engine 0 .gpu/local_tests gpu_engine
 
 # The validator's verification cost on this host's CPU, if the harness was carried along
