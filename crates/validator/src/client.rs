@@ -286,7 +286,7 @@ impl MarketClient {
 
 /// Text as one URL path segment or query value: unreserved characters as they are, every
 /// other byte percent-encoded.
-fn path_segment(text: &str) -> String {
+pub fn path_segment(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
@@ -295,4 +295,15 @@ fn path_segment(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_segment;
+
+    #[test]
+    fn text_becomes_one_path_segment() {
+        assert_eq!(path_segment("GPU-0bb9b03c-74f3"), "GPU-0bb9b03c-74f3");
+        assert_eq!(path_segment("a/b?c d&é"), "a%2Fb%3Fc%20d%26%C3%A9");
+    }
 }

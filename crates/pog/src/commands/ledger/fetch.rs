@@ -98,7 +98,7 @@ pub fn fetch(
     let mut count = 0usize;
     let (page, report) = loop {
         let after = chain.as_ref().and_then(|c| c.last).map(|l| l.index);
-        let mut query = format!("{}?limit=1000", urlencode(uuid));
+        let mut query = format!("{}?limit=1000", pog_validator::client::path_segment(uuid));
         if let Some(a) = after {
             query.push_str(&format!("&after={a}"));
         }
@@ -202,27 +202,4 @@ fn read_state(path: &std::path::Path, log: &str, uuid: &str) -> Result<Option<St
         );
     }
     Ok(Some(state))
-}
-
-/// `uuid` as one path segment: every byte but unreserved ones percent-encoded.
-fn urlencode(uuid: &str) -> String {
-    uuid.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn uuids_become_one_path_segment() {
-        assert_eq!(urlencode("GPU-0bb9b03c-74f3"), "GPU-0bb9b03c-74f3");
-        assert_eq!(urlencode("a/b?c d"), "a%2Fb%3Fc%20d");
-    }
 }
