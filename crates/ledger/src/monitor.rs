@@ -126,6 +126,25 @@ pub enum Alert {
         /// The signer.
         signer: PublicKey,
     },
+    /// The chain anchors the log at a size larger than the tree the log serves: a publisher
+    /// key anchored what the log never had (`pog ledger monitor --chain`).
+    AnchorBeyondLog {
+        /// The registry's latest anchored size.
+        anchored_size: u64,
+        /// The log's verified size.
+        size: u64,
+    },
+    /// The chain's latest anchor has a root the log's tree does not extend: the consistency
+    /// proof from the anchored size to the log's checkpoint fails (`pog ledger monitor
+    /// --chain`).
+    AnchorNotInLog {
+        /// The registry's latest anchored size.
+        anchored_size: u64,
+        /// The anchored root, hex.
+        anchored_root: String,
+        /// The log's verified size.
+        size: u64,
+    },
     /// A registered GPU with no round record for longer than allowed.
     SilentGpu {
         /// The GPU.
@@ -149,6 +168,8 @@ impl Alert {
             Alert::BadEntry { .. } => "bad_entry",
             Alert::UnknownSigner { .. } => "unknown_signer",
             Alert::SilentGpu { .. } => "silent_gpu",
+            Alert::AnchorBeyondLog { .. } => "anchor_beyond_log",
+            Alert::AnchorNotInLog { .. } => "anchor_not_in_log",
         }
     }
 }
@@ -194,6 +215,23 @@ impl std::fmt::Display for Alert {
                 f,
                 "entry {index} ({}, {gpu_uuid}) is signed by {signer}, a key that may not sign it",
                 record_kind.wire_kind()
+            ),
+            Alert::AnchorBeyondLog {
+                anchored_size,
+                size,
+            } => write!(
+                f,
+                "the chain anchors the log at size {anchored_size}, beyond its {size} entries: \
+                 the publisher anchored a tree the log does not have"
+            ),
+            Alert::AnchorNotInLog {
+                anchored_size,
+                anchored_root,
+                size,
+            } => write!(
+                f,
+                "the chain anchors root {anchored_root} at size {anchored_size}, which the log's \
+                 tree of {size} entries does not extend: the publisher anchored another history"
             ),
             Alert::SilentGpu {
                 gpu_uuid,

@@ -540,6 +540,59 @@ fn a_running_validator_anchors_its_checkpoints() {
     assert_eq!(report["anchor"]["ok"], true, "{report:#}");
     assert!(report["records"].as_array().unwrap().len() >= 2, "{rounds}");
 
+    // A monitor of the log with the chain: the validator's anchors are trees the log has.
+    let monitor = |name: &str, contract: &str, status: i32| {
+        pog_json(
+            &run.tmp.path().join(name),
+            &[
+                "ledger",
+                "monitor",
+                &format!("http://{}/ledger", run.addr),
+                "--log-key",
+                &run.log_vkey,
+                "--once",
+                "--allow-private",
+                "--chain",
+                &run.anvil.url,
+                "--contract",
+                contract,
+            ],
+            status,
+        )
+    };
+    let clean = monitor("monitor", &run.registry, 0);
+    assert_eq!(clean["alerts"], serde_json::json!([]), "{clean:#}");
+    // A publisher key that anchors what the log never had: another root at a size the log
+    // has, or a size beyond it (each in a registry of its own, as a misused key would).
+    let attacker_key = dev_key_file(run.tmp.path(), "attacker.key", 2);
+    let bogus = |size: u64| {
+        let dir = run.tmp.path().join(format!("attacker-{size}"));
+        let registry = deploy(&dir, &run.anvil.url, &attacker_key);
+        let url = pog_anchor::RpcUrl::parse(&run.anvil.url).unwrap();
+        let key = pog_anchor::PublisherKey::from_file(&attacker_key).unwrap();
+        let r = pog_anchor::Registry::publisher(
+            &url,
+            pog_anchor::parse_address(&registry).unwrap(),
+            &key,
+        )
+        .unwrap();
+        rt.block_on(async {
+            r.register(origin).await.unwrap();
+            r.anchor(origin, size, [0xee; 32]).await.unwrap();
+        });
+        registry
+    };
+    let forged = monitor("monitor-forged", &bogus(1), 1);
+    assert_eq!(
+        forged["alerts"][0]["kind"], "anchor_not_in_log",
+        "{forged:#}"
+    );
+    let beyond = monitor("monitor-beyond", &bogus(999_999), 1);
+    assert_eq!(
+        beyond["alerts"][0]["kind"], "anchor_beyond_log",
+        "{beyond:#}"
+    );
+
     // The chain going away does not stop the validator: it keeps serving, and stops cleanly.
     let Anchoring {
         anvil,

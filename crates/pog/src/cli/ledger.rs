@@ -116,6 +116,14 @@ pub struct MonitorLogArgs {
     /// Where the monitor keeps the last verified checkpoint [default: DATA_DIR/ledger-monitor].
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// An EVM node's JSON-RPC URL (http or https): after each pass, the chain's latest anchor of
+    /// the log in the CheckpointRegistry at --contract must be a tree the log has (not beyond
+    /// its size, and extended by its checkpoint), or the monitor alerts.
+    #[arg(long, value_name = "RPC_URL", requires = "contract")]
+    pub chain: Option<String>,
+    /// The CheckpointRegistry's address on --chain.
+    #[arg(long, value_name = "ADDR", requires = "chain")]
+    pub contract: Option<String>,
 }
 
 impl LedgerAction {

@@ -1,7 +1,9 @@
 //! `pog ledger monitor URL --log-key VKEY`: follows a log's checkpoint and tiles
 //! ([`pog_ledger::monitor::Watch`]: every new checkpoint verified against the last one, kept
 //! in `DATA_DIR/ledger-monitor/`, every new entry read) and alerts on a log line, a webhook
-//! and `/metrics`. `--once` runs one pass and fails (exit 1) on any alert.
+//! and `/metrics`. `--once` runs one pass and fails (exit 1) on any alert. With `--chain` and
+//! `--contract`, each pass also checks the chain's latest anchor of the log: a size beyond the
+//! log or a root its tree does not extend is an alert.
 
 use crate::cli::ledger::MonitorLogArgs;
 use crate::cli::Global;
@@ -90,8 +92,15 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// One pass over the log at `base`: its checkpoint and tiles read within [`PASS_BUDGET`].
-fn pass(watch: &mut Watch, log: &Verifier, base: &str, args: &MonitorLogArgs) -> Result<Pass> {
+/// One pass over the log at `base`: its checkpoint and tiles read within [`PASS_BUDGET`]; then,
+/// with `chain`, the chain's latest anchor of the log checked against the tree just verified.
+fn pass(
+    watch: &mut Watch,
+    log: &Verifier,
+    base: &str,
+    args: &MonitorLogArgs,
+    chain: Option<(&tokio::runtime::Runtime, &pog_anchor::Registry)>,
+) -> Result<Pass> {
     let mut tiles = pog_validator::ledger::HttpTiles::new(
         &format!("{base}/"),
         PASS_BUDGET,
@@ -101,7 +110,68 @@ fn pass(watch: &mut Watch, log: &Verifier, base: &str, args: &MonitorLogArgs) ->
     let policy = Policy {
         silent_after_ms: args.silent_after.saturating_mul(1000),
     };
-    Ok(watch.pass(log, (&note, tiles), policy, now_ms())?)
+    let mut done = watch.pass(log, (&note, &mut tiles), policy, now_ms())?;
+    // Only over a checkpoint the pass verified (no alert about the log itself).
+    let verified = !done.alerts.iter().any(|a| {
+        matches!(
+            a,
+            Alert::Fork { .. }
+                | Alert::Rollback { .. }
+                | Alert::BadSignature { .. }
+                | Alert::TilesDiffer { .. }
+        )
+    });
+    if let (Some((rt, registry)), true) = (chain, verified) {
+        let checkpoint = pog_ledger::checkpoint::SignedCheckpoint::parse(&note)?.checkpoint;
+        done.alerts
+            .extend(anchor_alerts(rt, registry, &checkpoint, &mut tiles)?);
+    }
+    Ok(done)
+}
+
+/// What the chain's latest anchor of `checkpoint`'s origin says against the log's tree: none
+/// when it is a tree the log has (at most its size, extended by the checkpoint: a consistency
+/// proof read from the tiles, which binds both roots whatever the tiles' server does).
+fn anchor_alerts(
+    rt: &tokio::runtime::Runtime,
+    registry: &pog_anchor::Registry,
+    checkpoint: &pog_ledger::checkpoint::Checkpoint,
+    tiles: &mut pog_validator::ledger::HttpTiles,
+) -> Result<Vec<Alert>> {
+    let Some(latest) = rt
+        .block_on(registry.latest(&checkpoint.origin))
+        .context("reading the chain's latest anchor")?
+    else {
+        return Ok(Vec::new());
+    };
+    let size = checkpoint.size;
+    if latest.size > size {
+        return Ok(vec![Alert::AnchorBeyondLog {
+            anchored_size: latest.size,
+            size,
+        }]);
+    }
+    let proof = pog_ledger::tiles::TiledTree::new(tiles, size)
+        .consistency_proof(latest.size)
+        .context("reading a consistency proof from the log's tiles")?;
+    let extends = latest.size == size && latest.root == checkpoint.root
+        || latest.size < size
+            && pog_merkle::verify_consistency(
+                latest.size,
+                size,
+                &latest.root,
+                &checkpoint.root,
+                &proof,
+            );
+    Ok(if extends {
+        Vec::new()
+    } else {
+        vec![Alert::AnchorNotInLog {
+            anchored_size: latest.size,
+            anchored_root: hex::encode(latest.root),
+            size,
+        }]
+    })
 }
 
 /// `pog ledger monitor`.
@@ -197,9 +267,21 @@ pub fn monitor_command(global: &Global, args: &MonitorLogArgs) -> Result<Outcome
         entries_read: 0,
         alerts: Vec::new(),
     };
+    let registry = match (&args.chain, &args.contract) {
+        (Some(rpc), Some(contract)) => {
+            Some(crate::chain::ChainTarget::new(rpc, contract, None)?.registry)
+        }
+        _ => None,
+    };
     loop {
         let started = watch.checkpoint.is_some();
-        let result = pass(&mut watch, &log, &base, args);
+        let result = pass(
+            &mut watch,
+            &log,
+            &base,
+            args,
+            registry.as_ref().map(|r| (&rt, r)),
+        );
         metrics.passes.fetch_add(1, Ordering::Relaxed);
         match result {
             Ok(done) => {
