@@ -5,7 +5,7 @@
 //!    in time.
 //! 2. The agent computes `batch` seeded GEMMs (inputs from `pog_matgen`, seeds derived from the
 //!    nonce and the GPU's UUID), cuts each output into leaves ([`layout`]), and commits to the
-//!    RFC 6962 Merkle root of all leaves.
+//!    Merkle root of all leaves (RFC 6962's tree shape, `pog_merkle::Blake3`'s hashes).
 //! 3. After the commitment the validator draws output elements ([`verify::draw_samples`]); the
 //!    agent opens the leaves holding them with inclusion proofs; the validator recomputes each
 //!    element in f64 and accepts only within the precision's error bound ([`verify`]).

@@ -32,7 +32,8 @@ pub struct Opening {
     pub leaf: u64,
     /// The leaf's bytes: its output elements, encoded as the challenge's output format.
     pub bytes: Vec<u8>,
-    /// The RFC 6962 inclusion proof of the leaf under the committed root.
+    /// The inclusion proof of the leaf under the committed root (a tree of RFC 6962's shape,
+    /// `pog_merkle::Blake3`'s hashes).
     pub proof: Vec<Hash>,
 }
 

@@ -210,7 +210,7 @@ impl OpenRequest {
 
 /// Agent → validator: the leaves asked, compact. The opened leaves' bytes end to end, in the
 /// order asked (strictly increasing; each as long as the challenge's leaf of that index), and
-/// one RFC 6962 multiproof of all of them under the committed root
+/// one multiproof of all of them under the committed root
 /// (`pog_merkle::multiproof`: each subtree hash no opened leaf determines, once), each field
 /// standard base64 with padding. The validator knows which leaves it asked and how long each
 /// is, so neither indices nor lengths travel: the fields' lengths are fixed by the request,

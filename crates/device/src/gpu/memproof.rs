@@ -1,5 +1,5 @@
 //! The proof of memory on the device (`memproof.cu`): the data set built into one allocation,
-//! the timed walk, its outputs hashed into an RFC 6962 tree on the device, leaves opened
+//! the timed walk, its outputs hashed into a commitment tree (`pog_merkle::Blake3`) on the device, leaves opened
 //! afterwards from the kept outputs. The arithmetic is `pog_proof::memory::arx`'s, which the
 //! GPU tests compare bit for bit.
 //!

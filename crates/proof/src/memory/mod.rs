@@ -10,7 +10,7 @@
 //!    ([`MemoryChallenge::dataset_key`]). It answers "ready".
 //! 2. **Walk** (timed by the validator). The validator sends a fresh walk nonce; `walkers`
 //!    walkers each read `steps` items at data-dependent indices ([`arx::walk`]); their 16-byte
-//!    outputs, `walkers_per_leaf` a leaf, are committed to an RFC 6962 root. An honest GPU
+//!    outputs, `walkers_per_leaf` a leaf, are committed to a Merkle root (`pog_merkle::Blake3`). An honest GPU
 //!    reads every item from memory: the window is memory traffic. A GPU that kept only part
 //!    of the items must produce the rest when a walker asks for them — a full item generation
 //!    (many times the cost of reading it) or a fetch over PCIe — and misses the bound.
