@@ -118,7 +118,7 @@ impl Challenge {
         let ok = (1..=MAX_SIZE).contains(&self.size)
             && (1..=MAX_BATCH).contains(&self.batch)
             && self.leaf_elements >= 1
-            && u64::from(self.leaf_elements) * crate::layout::output_bytes(self.precision) as u64
+            && u64::from(self.leaf_elements) * pog_matgen::output_bytes(self.precision) as u64
                 <= MAX_LEAF_BYTES;
         if ok {
             Ok(())
