@@ -267,7 +267,8 @@ pub struct VerifyArgs {
     #[arg(long = "log", value_name = "URL_OR_DIR")]
     pub log_tiles: Option<String>,
     /// Seconds the whole read of the log's tiles over http(s) may take (a hostile log signs
-    /// as large a tree as it likes): past it, pog verify gives up with an error.
+    /// as large a tree as it likes), and, with --validator, the whole fetch of the pages:
+    /// past it, pog verify gives up with an error.
     #[arg(long, default_value = "600", value_parser = parse_seconds, value_name = "SECONDS")]
     pub log_timeout: std::time::Duration,
     /// The address the log's origin must be registered to on --chain (the validator's anchor

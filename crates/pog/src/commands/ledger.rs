@@ -564,8 +564,9 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
             (bundle, report, None)
         }
         (None, Some(url), Some(uuid)) => {
-            let f = fetch::fetch(global, url, uuid, &log_key, &policy, args.log_timeout)?;
-            (f.bundle.clone(), f.report.clone(), Some(f))
+            let (bundle, report, f) =
+                fetch::fetch(global, url, uuid, &log_key, &policy, args.log_timeout)?;
+            (bundle, report, Some(f))
         }
         _ => bail!("give a bundle file, or --validator URL and --gpu UUID"),
     };
@@ -659,7 +660,7 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
     // A history fetched from a validator is kept once it verified, so the next run checks
     // only what is new and notices a rollback or a fork in between.
     if let (Some(f), true) = (&fetched, report.ok()) {
-        fetch::save(f, log_key.name())?;
+        fetch::save(f, &bundle, &report, log_key.name())?;
     }
     let summary = if report.ok() {
         let fetched_from = fetched.as_ref().map_or(String::new(), |f| {

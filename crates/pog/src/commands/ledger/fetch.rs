@@ -43,14 +43,10 @@ struct State {
     records: u64,
 }
 
-/// A run of the fetch: the history's new records as one bundle (the last page's checkpoint),
-/// their report, and where the run started from.
+/// What a fetch did besides its bundle and report.
 pub struct Fetched {
-    /// The new records under the last page's checkpoint, with the log's `/ledger/` as `log`.
-    pub bundle: Bundle,
-    /// Every page's report in one: their records, their problems, the last page's checkpoint.
-    pub report: BundleReport,
-    /// The GPU's last record verified before this run (the tail is read from after it).
+    /// The GPU's last record verified, in this run or before it: the log's tail is read from
+    /// after it.
     pub known: Option<ChainLink>,
     /// Pages fetched.
     pub pages: usize,
@@ -69,7 +65,11 @@ fn state_path(global: &Global, log: &str, uuid: &str) -> Result<PathBuf> {
         .join(format!("{}.json", hex::encode(&key[..16]))))
 }
 
-/// Fetches and verifies what is new of GPU `uuid`'s history from the validator at `url`.
+/// Fetches and verifies what is new of GPU `uuid`'s history from the validator at `url`: the
+/// last page's checkpoint as a bundle without records (each page's records are verified as it
+/// comes and not kept, so a long history costs the holder one page of memory), with the log's
+/// `/ledger/` as `log`; every page's report in one (their records and problems, the last
+/// page's checkpoint and chain); and what the fetch did.
 pub fn fetch(
     global: &Global,
     url: &str,
@@ -77,7 +77,7 @@ pub fn fetch(
     log_key: &Verifier,
     witnesses: &WitnessPolicy,
     timeout: Duration,
-) -> Result<Fetched> {
+) -> Result<(Bundle, BundleReport, Fetched)> {
     let base = url.trim_end_matches('/');
     let state_path = state_path(global, log_key.name(), uuid)?;
     let state = read_state(&state_path, log_key.name(), uuid)?;
@@ -89,10 +89,8 @@ pub fn fetch(
         None => None,
     };
     let mut chain = state.as_ref().map(|s| s.chain.clone());
-    let known = chain.as_ref().and_then(|c| c.last);
     let before = state.as_ref().map_or(0, |s| s.records);
     let mut pages = HttpTiles::new(&format!("{base}/v1/bundles/"), timeout, false)?;
-    let mut records = Vec::new();
     let mut reports = Vec::new();
     let mut problems = Vec::new();
     let mut count = 0usize;
@@ -122,7 +120,6 @@ pub fn fetch(
             r
         }));
         problems.extend(report.problems.iter().cloned());
-        records.extend(page.records.iter().cloned());
         let more = page.next_after;
         let done = !report.ok() || more.is_none();
         if !done && more <= after {
@@ -137,7 +134,7 @@ pub fn fetch(
         chain = Some(report.chain.clone());
     };
     let bundle = Bundle {
-        records,
+        records: Vec::new(),
         consistency: None,
         log: Some(format!("{base}/ledger/")),
         next_after: None,
@@ -148,25 +145,24 @@ pub fn fetch(
         problems,
         ..report
     };
-    Ok(Fetched {
-        bundle,
-        report,
-        known,
+    let fetched = Fetched {
+        known: report.chain.last,
         pages: count,
         before,
         state_path,
-    })
+    };
+    Ok((bundle, report, fetched))
 }
 
-/// Keeps what a run verified (call it only when it verified with no problem).
-pub fn save(fetched: &Fetched, log: &str) -> Result<()> {
+/// Keeps what a run verified: `report` (of `bundle`, fetched with `fetched`) with no problem.
+pub fn save(fetched: &Fetched, bundle: &Bundle, report: &BundleReport, log: &str) -> Result<()> {
     let state = State {
         format: STATE_FORMAT.into(),
         log: log.into(),
-        gpu_uuid: fetched.bundle.gpu_uuid.clone(),
-        checkpoint: fetched.bundle.checkpoint.to_text(),
-        chain: fetched.report.chain.clone(),
-        records: fetched.before + fetched.report.records.len() as u64,
+        gpu_uuid: bundle.gpu_uuid.clone(),
+        checkpoint: bundle.checkpoint.to_text(),
+        chain: report.chain.clone(),
+        records: fetched.before + report.records.len() as u64,
     };
     let dir = fetched.state_path.parent().expect("a file in verify/");
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
