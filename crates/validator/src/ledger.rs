@@ -1104,16 +1104,14 @@ async fn bundle_page(
                 format!("since {since} is past the checkpoint's size {size}: the log has no such tree (a rollback, or another log)"),
             ));
         }
+        // Its JSON (up to a few MB) is written here too, off the runtime's workers.
         pog_ledger::bundle::Bundle::export_page(ledger.ledger(), &uuid, &checkpoint, q.since, q.after, limit)
+            .map(|bundle| bundle.to_json())
             .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
     })
     .await;
     match page {
-        Ok(Ok(bundle)) => (
-            [(header::CONTENT_TYPE, "application/json")],
-            bundle.to_json(),
-        )
-            .into_response(),
+        Ok(Ok(json)) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
         Ok(Err((status, why))) => (status, format!("{why}\n")).into_response(),
         Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "the ledger failed\n").into_response(),
     }

@@ -249,8 +249,8 @@ impl Registry {
         }
     }
 
-    /// Marks the claims of `uuids` in `slot` finished (their rounds are recorded), in one
-    /// statement.
+    /// Marks the claims of `uuids` in `slot` finished (their rounds are recorded): one
+    /// statement on PostgreSQL, one transaction on SQLite.
     pub fn finish_claims(&mut self, slot: u64, uuids: &[String]) -> Result<(), RegistryError> {
         match &mut self.db {
             Db::Sqlite(s) => {

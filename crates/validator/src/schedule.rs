@@ -152,7 +152,7 @@ struct State {
     in_flight: HashSet<String>,
     standing: HashMap<String, Standing>,
     /// Claims whose rounds are recorded, finished in the store all at once when the next
-    /// round starts (one statement, not one a GPU). Until then a claim reads unfinished, which
+    /// round starts (one round trip a slot, not one a GPU). Until then a claim reads unfinished, which
     /// is harmless: the sweep settles only claims with no record of their GPU stored since
     /// they were made ([`Registry::abandoned_claims`](crate::registry::Registry::abandoned_claims)).
     finished: Vec<(u64, String)>,
@@ -355,7 +355,7 @@ impl Rounds {
     }
 
     /// Finishes in the store the claims whose rounds were recorded since the last round
-    /// started: one statement a slot. Ones that fail to finish stay unfinished, harmlessly
+    /// started: one database round trip a slot. Ones that fail to finish stay unfinished, harmlessly
     /// (their records are stored), and are not tried again.
     fn finish_claims(&self) {
         let finished = std::mem::take(&mut self.state.locked().finished);
