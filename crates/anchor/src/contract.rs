@@ -1,7 +1,8 @@
-//! The `CheckpointRegistry` contract's interface (`contracts/CheckpointRegistry.sol`), declared
-//! here through alloy's `sol!` so that building pog needs neither npm nor solc. A test compiles
-//! the contract with the pinned solc (`scripts/evm-tools.sh`) and checks that this interface
-//! and solc's ABI declare the same functions, events and errors, so the two cannot drift.
+//! The interfaces of pog's contracts (`contracts/`): the `CheckpointRegistry`, `GpuScores` and
+//! `GpuToken`, declared here through alloy's `sol!` so that building pog needs neither npm nor
+//! solc. A test compiles the contracts with the pinned solc (`scripts/evm-tools.sh`) and checks
+//! that each interface and solc's ABI declare the same functions, events and errors, so the two
+//! cannot drift.
 
 alloy::sol! {
     /// The registry of checkpoint anchors per log origin (`contracts/CheckpointRegistry.sol`).
@@ -44,5 +45,163 @@ alloy::sol! {
         function latest(string calldata origin) external view returns (uint64 size, bytes32 root, uint64 time);
         /// The anchor of `origin` at tree size `size`, if one was made.
         function anchorAt(string calldata origin, uint64 size) external view returns (bool found, bytes32 root, uint64 time);
+    }
+}
+
+alloy::sol! {
+    /// Each GPU's latest state, proven from an anchored log (`contracts/GpuScores.sol`).
+    #[sol(rpc, abi)]
+    #[derive(Debug, PartialEq, Eq)]
+    interface IGpuScores {
+        /// A GPU's state as its `gpu-state` record states it.
+        struct GpuState {
+            string gpuUuid;
+            string model;
+            bool provesModel;
+            bool provesMemory;
+            uint64 scorePpm;
+            uint64 priceMicroUsd;
+            address owner;
+            uint64 recordedAtMs;
+        }
+        /// A `gpu-state` record with where it sits in the log.
+        struct ProvenState {
+            GpuState state;
+            uint64 gpuSeq;
+            uint64 prevIndex;
+            bytes32 signer;
+            bytes signature;
+            uint64 leafIndex;
+            bytes32[] proof;
+        }
+
+        /// A GPU's state was proven from the log entry at `leafIndex`.
+        event StateProven(bytes32 indexed gpu, string gpuUuid, uint64 leafIndex, uint64 anchoredSize, uint64 scorePpm, uint64 priceMicroUsd);
+
+        /// The registry holds no anchor of the origin at that tree size.
+        error NoAnchor(string origin, uint64 size);
+        /// The UUID is empty or too long.
+        error BadUuid(uint256 length);
+        /// The signature is not 64 bytes.
+        error BadSignature(uint256 length);
+        /// The rebuilt entry is not that leaf of the anchored tree.
+        error NotInLog(string gpuUuid, uint64 leafIndex, uint64 size);
+        /// The entry is not newer than the GPU's kept state.
+        error NotNewer(string gpuUuid, uint64 leafIndex, uint64 keptIndex);
+        /// Nothing was submitted.
+        error EmptyBatch();
+        /// OpenZeppelin's Strings: a hex string too short for its value (never for an address).
+        error StringsInsufficientHexLength(uint256 value, uint256 length);
+
+        /// The ledger's entry format version.
+        function ENTRY_VERSION() external view returns (uint8);
+        /// The `gpu-state` kind's code.
+        function KIND_GPU_STATE() external view returns (uint8);
+        /// The `gpu-state` body's version.
+        function STATE_VERSION() external view returns (uint32);
+        /// The longest UUID, in bytes.
+        function MAX_UUID_BYTES() external view returns (uint256);
+        /// The registry whose anchors it trusts.
+        function registry() external view returns (address);
+        /// The log's origin.
+        function origin() external view returns (string memory);
+        /// How many GPUs have a proven state.
+        function gpuCount() external view returns (uint256);
+        /// Proves and keeps `states` from the checkpoint of `size` entries anchored.
+        function submit(uint64 size, ProvenState[] calldata states) external;
+        /// A GPU's latest proven state.
+        function stateOf(string calldata gpuUuid) external view returns (bool known, GpuState memory state, uint64 leafIndex, uint64 anchoredSize);
+        /// The ledger entry of a `gpu-state` record with these fields.
+        function entryOf(GpuState calldata state, uint64 gpuSeq, uint64 prevIndex, bytes32 signer, bytes calldata signature) external pure returns (bytes memory);
+        /// The `gpu-state` body with these fields.
+        function bodyOf(GpuState calldata state) external pure returns (bytes memory);
+        /// RFC 6962 inclusion proof verification.
+        function verifyInclusion(bytes32 leaf, uint64 index, uint64 size, bytes32[] calldata proof, bytes32 root) external pure returns (bool);
+        /// The RFC 6962 leaf hash.
+        function leafHash(bytes calldata data) external pure returns (bytes32);
+    }
+}
+
+alloy::sol! {
+    /// One ERC-721 token per proven GPU (`contracts/GpuToken.sol`, OpenZeppelin's ERC-721).
+    #[sol(rpc, abi)]
+    #[derive(Debug, PartialEq, Eq)]
+    interface IGpuToken {
+        /// A GPU's state (as `IGpuScores.GpuState`).
+        struct GpuState {
+            string gpuUuid;
+            string model;
+            bool provesModel;
+            bool provesMemory;
+            uint64 scorePpm;
+            uint64 priceMicroUsd;
+            address owner;
+            uint64 recordedAtMs;
+        }
+
+        /// ERC-721: a token moved (minted: from zero).
+        event Transfer(address indexed from, address indexed to, uint256 indexed tokenId);
+        /// ERC-721: an approval.
+        event Approval(address indexed owner, address indexed approved, uint256 indexed tokenId);
+        /// ERC-721: an operator approval.
+        event ApprovalForAll(address indexed owner, address indexed operator, bool approved);
+
+        /// The scores contract holds no state of the GPU.
+        error UnknownGpu(string gpuUuid);
+        /// The GPU's owner named no address.
+        error NoOwnerNamed(string gpuUuid);
+        /// The GPU's latest state does not prove its model.
+        error ModelNotProven(string gpuUuid);
+        /// ERC-6093 errors of OpenZeppelin's ERC-721.
+        error ERC721IncorrectOwner(address sender, uint256 tokenId, address owner);
+        /// ERC-6093.
+        error ERC721InsufficientApproval(address operator, uint256 tokenId);
+        /// ERC-6093.
+        error ERC721InvalidApprover(address approver);
+        /// ERC-6093.
+        error ERC721InvalidOperator(address operator);
+        /// ERC-6093.
+        error ERC721InvalidOwner(address owner);
+        /// ERC-6093.
+        error ERC721InvalidReceiver(address receiver);
+        /// ERC-6093: minting a token that exists.
+        error ERC721InvalidSender(address sender);
+        /// ERC-6093: no such token.
+        error ERC721NonexistentToken(uint256 tokenId);
+
+        /// The scores contract it reads.
+        function scores() external view returns (address);
+        /// The token id of a GPU.
+        function tokenIdOf(string calldata gpuUuid) external pure returns (uint256);
+        /// Mints the GPU's token to its named owner.
+        function mint(string calldata gpuUuid) external returns (uint256 id);
+        /// The token's GPU and its latest proven state.
+        function gpuOf(uint256 id) external view returns (string memory gpuUuid, GpuState memory state, uint64 leafIndex, uint64 anchoredSize);
+        /// ERC-721 metadata.
+        function tokenURI(uint256 id) external view returns (string memory);
+        /// ERC-721 metadata.
+        function name() external view returns (string memory);
+        /// ERC-721 metadata.
+        function symbol() external view returns (string memory);
+        /// ERC-721.
+        function balanceOf(address owner) external view returns (uint256);
+        /// ERC-721.
+        function ownerOf(uint256 tokenId) external view returns (address);
+        /// ERC-721.
+        function approve(address to, uint256 tokenId) external;
+        /// ERC-721.
+        function getApproved(uint256 tokenId) external view returns (address);
+        /// ERC-721.
+        function setApprovalForAll(address operator, bool approved) external;
+        /// ERC-721.
+        function isApprovedForAll(address owner, address operator) external view returns (bool);
+        /// ERC-721.
+        function transferFrom(address from, address to, uint256 tokenId) external;
+        /// ERC-721.
+        function safeTransferFrom(address from, address to, uint256 tokenId) external;
+        /// ERC-721.
+        function safeTransferFrom(address from, address to, uint256 tokenId, bytes data) external;
+        /// ERC-165.
+        function supportsInterface(bytes4 interfaceId) external view returns (bool);
     }
 }

@@ -25,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod contract;
+pub mod scores;
 pub mod service;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -170,6 +171,20 @@ pub enum AnchorError {
         /// The transaction hash.
         tx: String,
     },
+    /// A `gpu-state` record that cannot be proven on chain, or a state a contract returned
+    /// that is no valid state.
+    #[error("the state of {gpu_uuid} (log entry {leaf_index}): {reason}")]
+    BadState {
+        /// The GPU.
+        gpu_uuid: String,
+        /// The entry's log index.
+        leaf_index: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The ledger could not be read.
+    #[error("reading the ledger: {0}")]
+    Ledger(String),
     /// An operation that needs the publisher key was asked of a read-only registry.
     #[error("{what} needs a publisher key (--key-file)")]
     ReadOnly {
@@ -253,6 +268,70 @@ pub enum Refusal {
         /// The position asked for.
         index: String,
     },
+    /// `GpuScores`: the registry holds no anchor of the origin at that size.
+    NoAnchor {
+        /// The origin.
+        origin: String,
+        /// The tree size.
+        size: u64,
+    },
+    /// `GpuScores`: the UUID is empty or too long.
+    BadUuid {
+        /// Its length in bytes.
+        length: String,
+    },
+    /// `GpuScores`: the signature is not 64 bytes.
+    BadSignature {
+        /// Its length in bytes.
+        length: String,
+    },
+    /// `GpuScores`: the entry rebuilt from the fields is not that leaf of the anchored tree.
+    NotInLog {
+        /// The GPU.
+        gpu_uuid: String,
+        /// The leaf index claimed.
+        leaf_index: u64,
+        /// The anchored tree's size.
+        size: u64,
+    },
+    /// `GpuScores`: the entry is not newer than the GPU's kept state.
+    NotNewer {
+        /// The GPU.
+        gpu_uuid: String,
+        /// The leaf index submitted.
+        leaf_index: u64,
+        /// The leaf index of the state kept.
+        kept_index: u64,
+    },
+    /// `GpuScores`: nothing was submitted.
+    EmptyBatch,
+    /// `GpuToken`: the scores contract holds no state of the GPU.
+    UnknownGpu {
+        /// The GPU.
+        gpu_uuid: String,
+    },
+    /// `GpuToken`: the GPU's owner named no address for its token.
+    NoOwnerNamed {
+        /// The GPU.
+        gpu_uuid: String,
+    },
+    /// `GpuToken`: the GPU's latest proven state does not prove its model.
+    ModelNotProven {
+        /// The GPU.
+        gpu_uuid: String,
+    },
+    /// `GpuToken`: the token was minted already (OpenZeppelin's `ERC721InvalidSender(0)`).
+    TokenExists,
+    /// `GpuToken`: no such token (OpenZeppelin's `ERC721NonexistentToken`).
+    NoSuchToken {
+        /// The token id, decimal.
+        token_id: String,
+    },
+    /// `GpuToken`: another ERC-721 refusal of OpenZeppelin's (ERC-6093), named.
+    Erc721 {
+        /// The error, as decoded.
+        error: String,
+    },
     /// A revert the interface does not know (hex of its data; empty for a bare revert).
     Other {
         /// The revert data, hex.
@@ -292,6 +371,62 @@ impl Refusal {
             Ok(E::NoSuchAnchor(e)) => Refusal::NoSuchAnchor {
                 origin: e.origin,
                 index: e.index.to_string(),
+            },
+            Err(_) => Refusal::decode_scores(data),
+        }
+    }
+
+    fn decode_scores(data: &[u8]) -> Refusal {
+        use alloy::sol_types::SolInterface;
+        use contract::IGpuScores::IGpuScoresErrors as E;
+        match E::abi_decode(data) {
+            Ok(E::NoAnchor(e)) => Refusal::NoAnchor {
+                origin: e.origin,
+                size: e.size,
+            },
+            Ok(E::BadUuid(e)) => Refusal::BadUuid {
+                length: e.length.to_string(),
+            },
+            Ok(E::BadSignature(e)) => Refusal::BadSignature {
+                length: e.length.to_string(),
+            },
+            Ok(E::NotInLog(e)) => Refusal::NotInLog {
+                gpu_uuid: e.gpuUuid,
+                leaf_index: e.leafIndex,
+                size: e.size,
+            },
+            Ok(E::NotNewer(e)) => Refusal::NotNewer {
+                gpu_uuid: e.gpuUuid,
+                leaf_index: e.leafIndex,
+                kept_index: e.keptIndex,
+            },
+            Ok(E::EmptyBatch(_)) => Refusal::EmptyBatch,
+            Ok(E::StringsInsufficientHexLength(e)) => Refusal::Erc721 {
+                error: format!("{e:?}"),
+            },
+            Err(_) => Refusal::decode_token(data),
+        }
+    }
+
+    fn decode_token(data: &[u8]) -> Refusal {
+        use alloy::sol_types::SolInterface;
+        use contract::IGpuToken::IGpuTokenErrors as E;
+        match E::abi_decode(data) {
+            Ok(E::UnknownGpu(e)) => Refusal::UnknownGpu {
+                gpu_uuid: e.gpuUuid,
+            },
+            Ok(E::NoOwnerNamed(e)) => Refusal::NoOwnerNamed {
+                gpu_uuid: e.gpuUuid,
+            },
+            Ok(E::ModelNotProven(e)) => Refusal::ModelNotProven {
+                gpu_uuid: e.gpuUuid,
+            },
+            Ok(E::ERC721InvalidSender(_)) => Refusal::TokenExists,
+            Ok(E::ERC721NonexistentToken(e)) => Refusal::NoSuchToken {
+                token_id: e.tokenId.to_string(),
+            },
+            Ok(other) => Refusal::Erc721 {
+                error: format!("{other:?}"),
             },
             Err(_) => Refusal::Other {
                 data: hex::encode(data),
@@ -338,6 +473,46 @@ impl fmt::Display for Refusal {
             Refusal::NoSuchAnchor { origin, index } => {
                 write!(f, "{origin} has no anchor number {index}")
             }
+            Refusal::NoAnchor { origin, size } => {
+                write!(f, "the registry holds no anchor of {origin} at size {size}")
+            }
+            Refusal::BadUuid { length } => {
+                write!(f, "a GPU UUID of {length} bytes (1 to 128 are allowed)")
+            }
+            Refusal::BadSignature { length } => {
+                write!(f, "a signature of {length} bytes (64 expected)")
+            }
+            Refusal::NotInLog {
+                gpu_uuid,
+                leaf_index,
+                size,
+            } => write!(
+                f,
+                "the gpu-state record of {gpu_uuid} is not entry {leaf_index} of the anchored tree of {size} entries"
+            ),
+            Refusal::NotNewer {
+                gpu_uuid,
+                leaf_index,
+                kept_index,
+            } => write!(
+                f,
+                "the state of {gpu_uuid} from entry {leaf_index} is not newer than the one kept (entry {kept_index})"
+            ),
+            Refusal::EmptyBatch => write!(f, "no state was submitted"),
+            Refusal::UnknownGpu { gpu_uuid } => {
+                write!(f, "the scores contract holds no proven state of {gpu_uuid}")
+            }
+            Refusal::NoOwnerNamed { gpu_uuid } => write!(
+                f,
+                "{gpu_uuid}'s owner named no address for its token (pog agent --token-owner)"
+            ),
+            Refusal::ModelNotProven { gpu_uuid } => write!(
+                f,
+                "{gpu_uuid}'s latest proven state does not prove its model"
+            ),
+            Refusal::TokenExists => write!(f, "the GPU's token exists already"),
+            Refusal::NoSuchToken { token_id } => write!(f, "no token {token_id}"),
+            Refusal::Erc721 { error } => write!(f, "{error}"),
             Refusal::Other { data } if data.is_empty() => write!(f, "reverted without a reason"),
             Refusal::Other { data } => write!(f, "reverted with unknown data 0x{data}"),
         }
@@ -578,6 +753,14 @@ fn call_error(
     address: Address,
     e: alloy::contract::Error,
 ) -> AnchorError {
+    // A call to an address without code "succeeds" with empty output, which fails to decode:
+    // say so plainly.
+    if matches!(e, alloy::contract::Error::ZeroData(..)) {
+        return AnchorError::NoContract {
+            address: address.to_string(),
+            rpc: rpc.to_string(),
+        };
+    }
     match e.as_revert_data() {
         Some(data) => AnchorError::Refused {
             what: what.to_string(),
@@ -607,11 +790,21 @@ pub async fn deploy(
     key: &PublisherKey,
     bytecode: &[u8],
 ) -> Result<Deployed, AnchorError> {
-    let what = "deploying the registry";
+    deploy_code("deploying the registry", rpc, key, bytecode.to_vec()).await
+}
+
+/// Sends `code` (creation code, constructor arguments appended) as a contract creation, paid
+/// for and sent by `key`; waits for the receipt and returns the new contract's address.
+async fn deploy_code(
+    what: &str,
+    rpc: &RpcUrl,
+    key: &PublisherKey,
+    code: Vec<u8>,
+) -> Result<Deployed, AnchorError> {
     let provider = provider(rpc, Some(key))?;
     let tx = TransactionRequest::default()
         .with_from(key.address())
-        .with_deploy_code(Bytes::copy_from_slice(bytecode));
+        .with_deploy_code(Bytes::from(code));
     let pending = provider.send_transaction(tx).await.map_err(|e| {
         match e.as_error_resp().and_then(|r| r.as_revert_data()) {
             Some(data) => AnchorError::Refused {
@@ -913,14 +1106,6 @@ impl Registry {
     }
 
     fn call_error(&self, what: &str, e: alloy::contract::Error) -> AnchorError {
-        // A call to an address without code "succeeds" with empty output, which fails to
-        // decode: say so plainly.
-        if matches!(e, alloy::contract::Error::ZeroData(..)) {
-            return AnchorError::NoContract {
-                address: self.address.to_string(),
-                rpc: self.rpc.to_string(),
-            };
-        }
         call_error(what, &self.rpc, self.address, e)
     }
 
@@ -929,13 +1114,23 @@ impl Registry {
         what: &str,
         pending: alloy::providers::PendingTransactionBuilder<alloy::network::Ethereum>,
     ) -> Result<Sent, AnchorError> {
-        let receipt = pending
-            .with_timeout(Some(RECEIPT_TIMEOUT))
-            .get_receipt()
-            .await
-            .map_err(|e| rpc_error(what, &self.rpc, e))?;
-        Sent::from_receipt(what, &receipt)
+        mined(what, &self.rpc, pending).await
     }
+}
+
+/// Waits (at most [`RECEIPT_TIMEOUT`]) for a sent transaction's receipt; an error when it
+/// reverted.
+async fn mined(
+    what: &str,
+    rpc: &RpcUrl,
+    pending: alloy::providers::PendingTransactionBuilder<alloy::network::Ethereum>,
+) -> Result<Sent, AnchorError> {
+    let receipt = pending
+        .with_timeout(Some(RECEIPT_TIMEOUT))
+        .get_receipt()
+        .await
+        .map_err(|e| rpc_error(what, rpc, e))?;
+    Sent::from_receipt(what, &receipt)
 }
 
 /// What `pog verify --chain` found about a checkpoint's anchor.

@@ -5,41 +5,9 @@
 
 use alloy::json_abi::JsonAbi;
 use pog_anchor::contract::ICheckpointRegistry;
-use pog_anchor::testing::{dev_key_file, evm_tools, Anvil};
+use pog_anchor::testing::{abi_signatures, dev_key_file, evm_tools, Anvil};
 use pog_anchor::{deploy, read_bytecode, AnchorError, PublisherKey, Refusal, Registry, RpcUrl};
 use pog_ledger::checkpoint::Checkpoint;
-use std::collections::BTreeSet;
-
-/// Every function, event and error of an ABI with its full signature (names, types, indexed
-/// parameters, outputs, mutability).
-fn signatures(abi: &JsonAbi) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for f in abi.functions() {
-        out.insert(format!(
-            "{} {:?} selector {}",
-            f.full_signature(),
-            f.state_mutability,
-            f.selector()
-        ));
-    }
-    for e in abi.events() {
-        out.insert(format!("{} topic {}", e.full_signature(), e.selector()));
-    }
-    for e in abi.errors() {
-        let names: Vec<String> = e
-            .inputs
-            .iter()
-            .map(|p| format!("{} {}", p.ty, p.name))
-            .collect();
-        out.insert(format!(
-            "error {}({}) selector {}",
-            e.name,
-            names.join(", "),
-            e.selector()
-        ));
-    }
-    out
-}
 
 #[test]
 fn the_sol_interface_matches_the_abi_solc_produced() {
@@ -47,7 +15,7 @@ fn the_sol_interface_matches_the_abi_solc_produced() {
     let solc: JsonAbi =
         serde_json::from_str(&std::fs::read_to_string(&tools.abi).unwrap()).unwrap();
     let ours = ICheckpointRegistry::abi::contract();
-    let (theirs, mine) = (signatures(&solc), signatures(&ours));
+    let (theirs, mine) = (abi_signatures(&solc), abi_signatures(&ours));
     assert_eq!(
         theirs,
         mine,

@@ -37,6 +37,11 @@ pub struct AgentArgs {
     /// does not benchmark at start: that would hold the GPUs at every restart).
     #[arg(long, value_name = "FILE")]
     pub bench_report: Option<std::path::PathBuf>,
+    /// The EVM address (0x and 40 hex digits) to hold this host's GPU tokens: the validator
+    /// writes it into each GPU's `gpu-state` record, and the token contract mints to it
+    /// (docs/ledger.md, "Scores on chain"). Without it no token can be minted for these GPUs.
+    #[arg(long, value_name = "ADDRESS")]
+    pub token_owner: Option<pog_signed::EvmAddress>,
 }
 
 /// What `pog validator` serves and how it challenges.

@@ -138,7 +138,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
             Duration::from_secs(10),
         ));
         let validator = args.validator.trim_end_matches('/');
-        let host = Some(agent::host_claim());
+        let host = Some(agent::host_claim(args.token_owner));
         let registered = agent::register(
             validator,
             &register_key,
