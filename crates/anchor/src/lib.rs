@@ -185,6 +185,12 @@ pub enum AnchorError {
     /// The ledger could not be read.
     #[error("reading the ledger: {0}")]
     Ledger(String),
+    /// A token id that is not a number.
+    #[error("{text:?} is not a token id (decimal, or 0x and hex)")]
+    TokenId {
+        /// The text given.
+        text: String,
+    },
     /// An operation that needs the publisher key was asked of a read-only registry.
     #[error("{what} needs a publisher key (--key-file)")]
     ReadOnly {

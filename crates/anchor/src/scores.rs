@@ -356,6 +356,18 @@ pub async fn publish_states(
     Ok(done)
 }
 
+/// Parses a token id: decimal, or `0x` and hex.
+pub fn parse_token_id(text: &str) -> Result<U256, AnchorError> {
+    let t = text.trim();
+    match t.strip_prefix("0x") {
+        Some(hex) => U256::from_str_radix(hex, 16),
+        None => U256::from_str_radix(t, 10),
+    }
+    .map_err(|_| AnchorError::TokenId {
+        text: text.to_string(),
+    })
+}
+
 /// A token's GPU, its owner and its kept state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TokenGpu {

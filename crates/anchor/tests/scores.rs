@@ -324,7 +324,7 @@ async fn states_are_proven_from_the_anchored_log_and_only_newer_ones_replace_the
     .unwrap();
     let e = chain
         .scores
-        .submit(newer_size, &[old.clone()])
+        .submit(newer_size, std::slice::from_ref(&old))
         .await
         .unwrap_err();
     assert_eq!(

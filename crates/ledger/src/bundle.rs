@@ -552,6 +552,20 @@ pub enum Problem {
         /// The checkpoint's root, hex.
         checkpoint_root: String,
     },
+    /// The chain's state of a token's GPU (`contracts/GpuScores.sol`, read by `pog verify
+    /// --token`) is not what the log holds at the entry it names: the contract was fed
+    /// something the log does not have, or another log.
+    #[error("the chain's state of token {token_id} (GPU {gpu_uuid}) disagrees with the log at entry {leaf_index}: {why}")]
+    TokenStateDiffers {
+        /// The token id, decimal.
+        token_id: String,
+        /// The token's GPU.
+        gpu_uuid: String,
+        /// The log index the chain's state names.
+        leaf_index: u64,
+        /// How they differ.
+        why: String,
+    },
 }
 
 /// Whether the log, read through its tiles (`source`, e.g. the validator's `/ledger/` or a

@@ -14,27 +14,6 @@ use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// Deploys a registry through the binary; its address.
-fn deploy(data: &Path, rpc: &str, key: &Path) -> String {
-    let bin = evm_tools().bin.to_str().unwrap();
-    let deployed = pog_json(
-        data,
-        &[
-            "ledger",
-            "deploy-registry",
-            "--rpc",
-            rpc,
-            "--key-file",
-            key.to_str().unwrap(),
-            "--bytecode",
-            bin,
-        ],
-        0,
-    );
-    assert!(deployed["sent"]["gas_used"].as_u64().unwrap() > 100_000);
-    deployed["address"].as_str().unwrap().to_string()
-}
-
 fn problems(report: &Value) -> Vec<String> {
     report["problems"]
         .as_array()
@@ -54,7 +33,7 @@ fn anchoring_and_verifying_against_the_chain_catch_a_replaced_or_missing_anchor(
     let data = validator_dir(tmp.path(), "validator");
     let validator = Identity::from_seed(VALIDATOR_SEED);
     let agent = Identity::from_seed([0x43; 32]);
-    let registry = deploy(&data, rpc, &publisher_key);
+    let registry = deploy_registry(&data, rpc, &publisher_key);
 
     // Records, a checkpoint, anchored (the origin registered on the way).
     let batch = tmp.path().join("batch1.json");
@@ -256,7 +235,7 @@ fn anchoring_and_verifying_against_the_chain_catch_a_replaced_or_missing_anchor(
     // origin and anchored another root at the bundle's size. Verifying against it fails,
     // naming the anchor and both roots.
     let attacker = tmp.path().join("attacker");
-    let evil = deploy(&attacker, rpc, &attacker_key);
+    let evil = deploy_registry(&attacker, rpc, &attacker_key);
     let forged_root = "ee".repeat(32);
     {
         let rt = tokio::runtime::Runtime::new().unwrap();
@@ -393,8 +372,12 @@ fn hex_root(cp: &Value) -> String {
     cp["root"].as_str().unwrap().to_string()
 }
 
+/// The address the agent of [`Anchoring`] names to hold its GPUs' tokens.
+const TOKEN_OWNER: &str = "0x4242424242424242424242424242424242424242";
+
 /// A running `pog validator` that anchors on a local anvil every `anchor_every` seconds, with
-/// a simulated H200 agent registered: the chain, the keys, the data dir and the processes.
+/// a simulated H200 agent registered (naming [`TOKEN_OWNER`] for its tokens): the chain, the
+/// keys, the data dir and the processes.
 struct Anchoring {
     anvil: Anvil,
     tmp: tempfile::TempDir,
@@ -413,7 +396,7 @@ impl Anchoring {
         let tmp = tempfile::tempdir().unwrap();
         let key = dev_key_file(tmp.path(), "publisher.key", 0);
         let data = validator_dir(tmp.path(), "validator");
-        let registry = deploy(&data, &anvil.url, &key);
+        let registry = deploy_registry(&data, &anvil.url, &key);
         let log_vkey = pog_json(&data, &["ledger", "vkey"], 0)["vkey"]
             .as_str()
             .unwrap()
@@ -425,7 +408,7 @@ impl Anchoring {
             .flags(&["--anchor-rpc", &anvil.url, "--anchor-contract", &registry])
             .flags(&["--anchor-key-file", key.to_str().unwrap()])
             .flags(&["--anchor-every", anchor_every])
-            .agent(HOST0, &[])
+            .agent(HOST0, &["--token-owner", TOKEN_OWNER])
             .start();
         let addr = net.validator.addr.clone();
         Anchoring {
@@ -540,6 +523,76 @@ fn a_running_validator_anchors_its_checkpoints() {
     assert_eq!(report["anchor"]["ok"], true, "{report:#}");
     assert!(report["records"].as_array().unwrap().len() >= 2, "{rounds}");
 
+    // The validator logged the GPU's gpu-state with the owner its agent named: proven on chain
+    // from the anchored checkpoint, beside the running validator. The GPU is the simulated
+    // test double, so its state proves no model and no token can be minted for it.
+    let tools = evm_tools();
+    let sender = [
+        "--rpc",
+        &run.anvil.url,
+        "--key-file",
+        run.key.to_str().unwrap(),
+    ];
+    let deploy = |what: &str, flags: &[&str]| -> String {
+        let mut args = vec!["ledger", what];
+        args.extend(sender);
+        args.extend(flags);
+        pog_json(data, &args, 0)["address"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let scores = deploy(
+        "deploy-scores",
+        &[
+            "--registry",
+            &run.registry,
+            "--bytecode",
+            tools.bin_of("GpuScores").to_str().unwrap(),
+        ],
+    );
+    let mut publish = vec!["ledger", "publish-scores", "--scores", &scores];
+    publish.extend(sender);
+    let published = pog_json(data, &publish, 0);
+    assert!(
+        published["result"]["submitted"].as_u64().unwrap() >= 1,
+        "{published:#}"
+    );
+    let state = rt
+        .block_on(
+            pog_anchor::scores::Scores::new(
+                &pog_anchor::RpcUrl::parse(&run.anvil.url).unwrap(),
+                pog_anchor::parse_address(&scores).unwrap(),
+                None,
+            )
+            .unwrap()
+            .state_of(uuid),
+        )
+        .unwrap()
+        .expect("the GPU's state is on chain");
+    assert_eq!(state.state.owner.to_string(), TOKEN_OWNER);
+    assert_eq!(state.state.model, "H200 SXM");
+    assert!(!state.state.proves_model, "a simulated GPU proves nothing");
+    let token = deploy(
+        "deploy-token",
+        &[
+            "--scores",
+            &scores,
+            "--bytecode",
+            tools.bin_of("GpuToken").to_str().unwrap(),
+        ],
+    );
+    let mut mint = vec!["ledger", "mint", "--token", &token, "--gpu", uuid];
+    mint.extend(sender);
+    let refused = pog_json(data, &mint, 1);
+    assert!(
+        refused["summary"]
+            .as_str()
+            .unwrap()
+            .contains("does not prove its model"),
+        "{refused:#}"
+    );
+
     // A monitor of the log with the chain: the validator's anchors are trees the log has.
     let monitor = |name: &str, contract: &str, status: i32| {
         pog_json(
@@ -567,7 +620,7 @@ fn a_running_validator_anchors_its_checkpoints() {
     let attacker_key = dev_key_file(run.tmp.path(), "attacker.key", 2);
     let bogus = |size: u64| {
         let dir = run.tmp.path().join(format!("attacker-{size}"));
-        let registry = deploy(&dir, &run.anvil.url, &attacker_key);
+        let registry = deploy_registry(&dir, &run.anvil.url, &attacker_key);
         let url = pog_anchor::RpcUrl::parse(&run.anvil.url).unwrap();
         let key = pog_anchor::PublisherKey::from_file(&attacker_key).unwrap();
         let r = pog_anchor::Registry::publisher(

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 const DEFAULT_BYTECODE: &str = "target/contracts/CheckpointRegistry.bin";
 
 /// A runtime of one thread for a command's few requests to the chain.
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub(super) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
