@@ -18,6 +18,8 @@
 //!   `pog verify --chain` reports).
 //! - [`service`]: the validator's anchoring task ([`service::AnchorSchedule`]) and the
 //!   checkpoints it reads and keeps beside the ledger.
+//! - [`scores`]: the GPUs' `gpu-state` records proven to `contracts/GpuScores.sol` from an
+//!   anchored checkpoint, and one ERC-721 token per GPU (`contracts/GpuToken.sol`).
 //!
 //! The contract's interface is declared inline ([`contract`]), so building pog needs neither
 //! npm nor solc; a test checks it against the ABI solc produces.
@@ -131,7 +133,7 @@ pub enum AnchorError {
         rpc: String,
     },
     /// The registry refused the call (one of the contract's errors).
-    #[error("{what}: the registry at {address} refused: {refusal}")]
+    #[error("{what}: the contract at {address} refused: {refusal}")]
     Refused {
         /// The operation.
         what: String,

@@ -22,6 +22,9 @@ pub const ANCHORED_FILE: &str = "anchored-checkpoint";
 
 /// How long a stopping validator waits for its last checkpoint to be anchored.
 pub const LAST_ANCHOR_WAIT: Duration = Duration::from_secs(20);
+/// How soon a failed look is tried again when the schedule's period is longer (an unreachable
+/// node should not cost an hour of anchors at the hourly default).
+pub const FAILED_LOOK_RETRY: Duration = Duration::from_secs(60);
 
 /// Why a checkpoint in the ledger's directory could not be read or kept.
 #[derive(Debug, thiserror::Error)]
@@ -182,16 +185,19 @@ impl AnchorSchedule {
 
     /// Looks every `every` until `stop` says so (sent once the validator's last checkpoint is
     /// signed), then one last look, for at most [`LAST_ANCHOR_WAIT`]; what that misses is
-    /// anchored at the next start. A failed look is logged and retried at the next tick;
-    /// nothing else waits for it.
+    /// anchored at the next start. A failed look is logged and retried after
+    /// [`FAILED_LOOK_RETRY`] (or `every`, when shorter); nothing else waits for it.
     pub async fn run(mut self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let mut wait = self.every;
         loop {
             tokio::select! {
-                _ = tokio::time::sleep(self.every) => {}
+                _ = tokio::time::sleep(wait) => {}
                 _ = stop.changed() => break,
             }
             tokio::select! {
-                _ = self.look_logged() => {}
+                ok = self.look_logged() => {
+                    wait = if ok { self.every } else { self.every.min(FAILED_LOOK_RETRY) };
+                }
                 _ = stop.changed() => break,
             }
         }
@@ -230,11 +236,11 @@ impl AnchorSchedule {
         Ok(Look::Anchored(done))
     }
 
-    /// [`AnchorSchedule::look`], logged.
-    async fn look_logged(&mut self) {
+    /// [`AnchorSchedule::look`], logged; whether it succeeded.
+    async fn look_logged(&mut self) -> bool {
         let registry = self.registry.address();
         match self.look().await {
-            Ok(Look::NoCheckpoint | Look::Unchanged { .. }) => {}
+            Ok(Look::NoCheckpoint | Look::Unchanged { .. }) => true,
             Ok(Look::Anchored(done)) => {
                 if let Some(sent) = &done.registered {
                     tracing::info!(origin = %done.origin, %registry, tx = %sent.tx, gas = sent.gas_used, "registered the log's origin");
@@ -247,15 +253,20 @@ impl AnchorSchedule {
                         tracing::info!(size = done.size, %registry, "the checkpoint was anchored already")
                     }
                 }
+                true
             }
             Err(LookError::Chain { size, cause }) => {
-                tracing::warn!(size, %registry, error = %cause, "anchoring failed; retrying at the next tick")
+                let retry = self.every.min(FAILED_LOOK_RETRY).as_secs_f64();
+                tracing::warn!(size, %registry, error = %cause, "anchoring failed; retrying in {retry} s");
+                false
             }
             Err(LookError::Kept(e @ (KeptError::Write { .. } | KeptError::Anchored { .. }))) => {
-                tracing::error!(error = %with_causes(&e), "keeping the anchored checkpoint")
+                tracing::error!(error = %with_causes(&e), "keeping the anchored checkpoint");
+                false
             }
             Err(e) => {
-                tracing::error!(error = %with_causes(&e), "anchoring: the ledger's checkpoint is unreadable")
+                tracing::error!(error = %with_causes(&e), "anchoring: the ledger's checkpoint is unreadable");
+                false
             }
         }
     }
