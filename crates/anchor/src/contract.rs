@@ -9,10 +9,15 @@ alloy::sol! {
     #[sol(rpc, abi)]
     #[derive(Debug, PartialEq, Eq)]
     interface ICheckpointRegistry {
-        /// An origin was registered; `publisher` alone may anchor it from now on.
+        /// An origin was registered; `publisher` alone may anchor it from now on, and owns it.
         event Registered(bytes32 indexed originHash, address indexed publisher, string origin);
-        /// A checkpoint of the origin was anchored (the `index`-th anchor of the origin).
-        event Anchored(bytes32 indexed originHash, uint64 indexed size, bytes32 root, uint64 time, uint256 index);
+        /// A checkpoint of the origin was anchored (the `index`-th anchor of era `era`).
+        event Anchored(bytes32 indexed originHash, uint64 indexed size, bytes32 root, uint64 time, uint256 era, uint256 index);
+        /// The owner named a new publisher and began era `era`, voiding the previous era's
+        /// anchors of `voidFrom` entries or more.
+        event Rotated(bytes32 indexed originHash, uint256 era, address indexed publisher, uint64 voidFrom);
+        /// The origin's owner changed.
+        event OwnerChanged(bytes32 indexed originHash, address indexed owner);
 
         /// The origin is empty or longer than MAX_ORIGIN_BYTES.
         error BadOrigin(uint256 length);
@@ -22,12 +27,16 @@ alloy::sol! {
         error NotRegistered(string origin);
         /// Only the origin's publisher may anchor it.
         error NotPublisher(string origin, address publisher, address sender);
+        /// Only the origin's owner may rotate its publisher or hand it on.
+        error NotOwner(string origin, address owner, address sender);
+        /// A rotation voiding from size 0, or naming the zero address.
+        error BadRotation(string origin);
         /// `size` is not larger than the latest anchored size (or is 0).
         error SizeNotGrowing(string origin, uint64 latestSize, uint64 size);
         /// This exact checkpoint is the latest anchor already.
         error AlreadyAnchored(string origin, uint64 size, bytes32 root);
-        /// There is no anchor at that position.
-        error NoSuchAnchor(string origin, uint256 index);
+        /// There is no anchor (or era) at that position.
+        error NoSuchAnchor(string origin, uint256 era, uint256 index);
 
         /// The longest origin accepted, in bytes.
         function MAX_ORIGIN_BYTES() external view returns (uint256);
@@ -35,15 +44,26 @@ alloy::sol! {
         function register(string calldata origin) external;
         /// Anchors the checkpoint of `origin` of `size` entries with tree root `root`.
         function anchor(string calldata origin, uint64 size, bytes32 root) external;
+        /// Names a new publisher and begins a new era, voiding the current era's anchors of
+        /// `voidFrom` entries or more (the owner only).
+        function rotate(string calldata origin, address publisher, uint64 voidFrom) external;
+        /// Hands the origin's ownership on (the owner only).
+        function transferOwnership(string calldata origin, address owner) external;
         /// The publisher of `origin`; zero when it is not registered.
         function publisherOf(string calldata origin) external view returns (address);
-        /// How many checkpoints of `origin` are anchored.
-        function anchorCount(string calldata origin) external view returns (uint256);
-        /// The `index`-th anchor of `origin`.
-        function anchorByIndex(string calldata origin, uint256 index) external view returns (uint64 size, bytes32 root, uint64 time);
-        /// The latest anchor of `origin`; all zero when it has none.
+        /// The owner of `origin`; zero when it is not registered.
+        function ownerOf(string calldata origin) external view returns (address);
+        /// How many eras `origin` has had.
+        function eraCount(string calldata origin) external view returns (uint256);
+        /// An era: the size its anchors are void from, and how many it holds.
+        function eraOf(string calldata origin, uint256 era) external view returns (uint64 voidFrom, uint256 anchors);
+        /// The `index`-th anchor of era `era` of `origin`, and whether it is valid.
+        function anchorByIndex(string calldata origin, uint256 era, uint256 index) external view returns (uint64 size, bytes32 root, uint64 time, bool valid);
+        /// The latest valid anchor of `origin`; all zero when it has none.
         function latest(string calldata origin) external view returns (uint64 size, bytes32 root, uint64 time);
-        /// The anchor of `origin` at tree size `size`, if one was made.
+        /// The newest valid anchor of `origin` of at most `size` entries.
+        function newestAtMost(string calldata origin, uint64 size) external view returns (bool found, uint64 anchoredSize, bytes32 root, uint64 time);
+        /// The valid anchor of `origin` at tree size `size`, if one was made.
         function anchorAt(string calldata origin, uint64 size) external view returns (bool found, bytes32 root, uint64 time);
     }
 }

@@ -269,12 +269,28 @@ pub enum Refusal {
         /// The root, hex.
         root: String,
     },
-    /// There is no anchor at that position.
+    /// There is no anchor (or era) at that position.
     NoSuchAnchor {
         /// The origin.
         origin: String,
+        /// The era asked for.
+        era: String,
         /// The position asked for.
         index: String,
+    },
+    /// The sender is not the origin's owner.
+    NotOwner {
+        /// The origin.
+        origin: String,
+        /// Its owner.
+        owner: String,
+        /// Who sent the transaction.
+        sender: String,
+    },
+    /// A rotation voiding from size 0, or naming the zero address.
+    BadRotation {
+        /// The origin.
+        origin: String,
     },
     /// `GpuScores`: the registry holds no anchor of the origin at that size.
     NoAnchor {
@@ -378,8 +394,15 @@ impl Refusal {
             },
             Ok(E::NoSuchAnchor(e)) => Refusal::NoSuchAnchor {
                 origin: e.origin,
+                era: e.era.to_string(),
                 index: e.index.to_string(),
             },
+            Ok(E::NotOwner(e)) => Refusal::NotOwner {
+                origin: e.origin,
+                owner: e.owner.to_string(),
+                sender: e.sender.to_string(),
+            },
+            Ok(E::BadRotation(e)) => Refusal::BadRotation { origin: e.origin },
             Err(_) => Refusal::decode_scores(data),
         }
     }
@@ -478,9 +501,21 @@ impl fmt::Display for Refusal {
                     "{origin} at size {size} with root {root} is the latest anchor already"
                 )
             }
-            Refusal::NoSuchAnchor { origin, index } => {
-                write!(f, "{origin} has no anchor number {index}")
+            Refusal::NoSuchAnchor { origin, era, index } => {
+                write!(f, "{origin} has no anchor number {index} in era {era}")
             }
+            Refusal::NotOwner {
+                origin,
+                owner,
+                sender,
+            } => write!(
+                f,
+                "only {origin}'s owner {owner} may rotate its publisher or hand it on, not {sender}"
+            ),
+            Refusal::BadRotation { origin } => write!(
+                f,
+                "a rotation of {origin} must void from a size above 0 and name no zero address"
+            ),
             Refusal::NoAnchor { origin, size } => {
                 write!(f, "the registry holds no anchor of {origin} at size {size}")
             }
@@ -971,48 +1006,112 @@ impl Registry {
         }))
     }
 
-    /// The newest anchor of `origin` of at most `size` entries; None when every anchor is
-    /// larger (or there is none). A binary search over the anchors, whose sizes strictly grow:
-    /// about log₂ of their count reads.
+    /// The newest valid anchor of `origin` of at most `size` entries; None when every anchor
+    /// is larger (or there is none). One read: the contract searches its eras.
     pub async fn newest_at_most(
         &self,
         origin: &str,
         size: u64,
     ) -> Result<Option<Anchor>, AnchorError> {
-        let (mut lo, mut hi) = (0u64, self.anchor_count(origin).await?);
-        let mut found = None;
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let r = self
-                .contract
-                .anchorByIndex(origin.to_string(), U256::from(mid))
-                .call()
-                .await
-                .map_err(|e| self.call_error("reading an anchor", e))?;
-            if r.size <= size {
-                found = Some(Anchor {
-                    size: r.size,
-                    root: r.root.0,
-                    time: r.time,
-                });
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        Ok(found)
-    }
-
-    /// How many checkpoints of `origin` are anchored.
-    pub async fn anchor_count(&self, origin: &str) -> Result<u64, AnchorError> {
         check_origin(origin)?;
-        let n: U256 = self
+        let r = self
             .contract
-            .anchorCount(origin.to_string())
+            .newestAtMost(origin.to_string(), size)
             .call()
             .await
-            .map_err(|e| self.call_error("counting the anchors", e))?;
-        Ok(n.saturating_to())
+            .map_err(|e| self.call_error("reading an anchor", e))?;
+        Ok(r.found.then_some(Anchor {
+            size: r.anchoredSize,
+            root: r.root.0,
+            time: r.time,
+        }))
+    }
+
+    /// The owner of `origin` (who may rotate its publisher); None when it is not registered.
+    pub async fn owner_of(&self, origin: &str) -> Result<Option<Address>, AnchorError> {
+        check_origin(origin)?;
+        let o = self
+            .contract
+            .ownerOf(origin.to_string())
+            .call()
+            .await
+            .map_err(|e| self.call_error("reading the origin's owner", e))?;
+        Ok((o != Address::ZERO).then_some(o))
+    }
+
+    /// Every anchor of `origin`, era by era, with whether each is valid (not voided by a
+    /// rotation): (era, anchor, valid). For monitors and tests; one read per anchor.
+    pub async fn history(&self, origin: &str) -> Result<Vec<(u64, Anchor, bool)>, AnchorError> {
+        check_origin(origin)?;
+        let reading = |e| self.call_error("reading the anchors' history", e);
+        let eras: U256 = self
+            .contract
+            .eraCount(origin.to_string())
+            .call()
+            .await
+            .map_err(reading)?;
+        let mut out = Vec::new();
+        for era in 0..eras.saturating_to::<u64>() {
+            let info = self
+                .contract
+                .eraOf(origin.to_string(), U256::from(era))
+                .call()
+                .await
+                .map_err(reading)?;
+            for index in 0..info.anchors.saturating_to::<u64>() {
+                let a = self
+                    .contract
+                    .anchorByIndex(origin.to_string(), U256::from(era), U256::from(index))
+                    .call()
+                    .await
+                    .map_err(reading)?;
+                out.push((
+                    era,
+                    Anchor {
+                        size: a.size,
+                        root: a.root.0,
+                        time: a.time,
+                    },
+                    a.valid,
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// As the origin's owner: names `publisher` as its publisher and begins a new era, voiding
+    /// the current era's anchors of `void_from` entries or more (a publisher key that anchored
+    /// what the log never had, or was stolen).
+    pub async fn rotate(
+        &self,
+        origin: &str,
+        publisher: Address,
+        void_from: u64,
+    ) -> Result<Sent, AnchorError> {
+        let what = format!("rotating the publisher of {origin}");
+        check_origin(origin)?;
+        self.need_key(&what)?;
+        let call = self
+            .contract
+            .rotate(origin.to_string(), publisher, void_from);
+        call.call().await.map_err(|e| self.call_error(&what, e))?;
+        let pending = call.send().await.map_err(|e| self.call_error(&what, e))?;
+        self.mined(&what, pending).await
+    }
+
+    /// As the origin's owner: hands its ownership to `owner`.
+    pub async fn transfer_ownership(
+        &self,
+        origin: &str,
+        owner: Address,
+    ) -> Result<Sent, AnchorError> {
+        let what = format!("handing the ownership of {origin} to {owner}");
+        check_origin(origin)?;
+        self.need_key(&what)?;
+        let call = self.contract.transferOwnership(origin.to_string(), owner);
+        call.call().await.map_err(|e| self.call_error(&what, e))?;
+        let pending = call.send().await.map_err(|e| self.call_error(&what, e))?;
+        self.mined(&what, pending).await
     }
 
     /// Registers `origin` with this registry's key as its publisher.
@@ -1096,7 +1195,7 @@ impl Registry {
             }
             if latest.size > checkpoint.size {
                 return Err(conflict(
-                    "the chain holds a larger tree than this log (a rollback, or another log signed with this origin)",
+                    "the chain holds a larger tree than this log (a rollback, another log signed with this origin, or a publisher key that anchored what the log never had: the origin's owner voids such anchors with `pog ledger rotate-publisher --void-from SIZE`)",
                 ));
             }
         }

@@ -748,3 +748,129 @@ fn a_validator_with_a_bad_anchoring_setup_does_not_start() {
         "{e}"
     );
 }
+
+/// A publisher key that anchors a size the log never had: `pog verify --validator` reports
+/// the anchor beyond the log, the validator's anchoring cannot go on, and once the origin's
+/// owner voids it (`pog ledger rotate-publisher`) the validator anchors again and the holder's
+/// check passes.
+#[test]
+fn a_bogus_anchor_is_reported_then_voided_by_the_owner_and_anchoring_goes_on() {
+    let run = Anchoring::start("0.5");
+    let (data, origin) = (&run.data, &run.origin);
+    let chain = run.chain();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+    };
+    wait_for("a first anchor", &|| {
+        rt.block_on(chain.latest(origin)).unwrap().is_some()
+    });
+    // The publisher key anchors what the log never had.
+    let key = pog_anchor::PublisherKey::from_file(&run.key).unwrap();
+    let publisher = pog_anchor::Registry::publisher(
+        &pog_anchor::RpcUrl::parse(&run.anvil.url).unwrap(),
+        pog_anchor::parse_address(&run.registry).unwrap(),
+        &key,
+    )
+    .unwrap();
+    let bogus = 999_999;
+    rt.block_on(publisher.anchor(origin, bogus, [0xee; 32]))
+        .unwrap();
+    let holder = run.tmp.path().join("holder");
+    let verify = |status: i32| {
+        pog_json(
+            &holder,
+            &[
+                "verify",
+                "--validator",
+                &format!("http://{}", run.addr),
+                "--gpu",
+                HOST0_GPU,
+                "--log-key",
+                &run.log_vkey,
+                "--accept-unwitnessed",
+                "--chain",
+                &run.anvil.url,
+                "--contract",
+                &run.registry,
+            ],
+            status,
+        )
+    };
+    let caught = verify(1);
+    let names: Vec<&str> = caught["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["problem"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"anchor_beyond_log"), "{caught:#}");
+    // The owner (here the key that registered the origin) voids it, keeping the publisher.
+    let rotated = pog_json(
+        data,
+        &[
+            "ledger",
+            "rotate-publisher",
+            "--rpc",
+            &run.anvil.url,
+            "--key-file",
+            run.key.to_str().unwrap(),
+            "--contract",
+            &run.registry,
+            "--publisher",
+            &key.address().to_string(),
+            "--void-from",
+            &bogus.to_string(),
+        ],
+        0,
+    );
+    assert!(
+        rotated["summary"].as_str().unwrap().contains("void"),
+        "{rotated:#}"
+    );
+    // Anchoring goes on: the validator's next anchors are valid ones past the void.
+    let valid_before = rt.block_on(chain.latest(origin)).unwrap().unwrap().size;
+    assert!(valid_before < bogus);
+    wait_for("anchoring to go on after the rotation", &|| {
+        rt.block_on(chain.latest(origin))
+            .unwrap()
+            .is_some_and(|a| a.size > valid_before && a.size < bogus)
+    });
+    let history = rt.block_on(chain.history(origin)).unwrap();
+    assert!(
+        history
+            .iter()
+            .any(|(_, a, valid)| a.size == bogus && !valid),
+        "the bogus anchor stays, void: {history:?}"
+    );
+    let passed = verify(0);
+    assert_eq!(passed["anchor"]["ok"], true, "{passed:#}");
+    // Only the owner rotates.
+    let stranger = dev_key_file(run.tmp.path(), "stranger.key", 2);
+    let refused = pog_json(
+        data,
+        &[
+            "ledger",
+            "rotate-publisher",
+            "--rpc",
+            &run.anvil.url,
+            "--key-file",
+            stranger.to_str().unwrap(),
+            "--contract",
+            &run.registry,
+            "--publisher",
+            &key.address().to_string(),
+            "--void-from",
+            "5",
+        ],
+        1,
+    );
+    assert!(
+        refused["summary"].as_str().unwrap().contains("owner"),
+        "{refused:#}"
+    );
+}

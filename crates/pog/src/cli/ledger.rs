@@ -87,6 +87,13 @@ pub enum LedgerAction {
     /// anchor`) to the GpuScores contract at --scores, in batches; GPUs whose state the chain
     /// holds already are skipped. Anyone with a copy of the log may run it.
     PublishScores(PublishScoresArgs),
+    /// As the owner of the log's origin in the CheckpointRegistry at --contract: name a new
+    /// publisher and void the anchors of --void-from entries or more (a publisher key that
+    /// anchored what the log never had, or was stolen); anchoring goes on in a new era.
+    RotatePublisher(RotateArgs),
+    /// As the owner of the log's origin in the CheckpointRegistry at --contract: hand the
+    /// ownership to another address (a cold key, apart from the publisher's hot one).
+    SetOwner(SetOwnerArgs),
     /// Mint a GPU's token in the GpuToken contract at --token: to the owner its proven state
     /// names (the caller pays the gas); fails, named, when the GPU has no proven state, named
     /// no owner, or does not prove its model.
@@ -160,6 +167,8 @@ impl LedgerAction {
             LedgerAction::DeployToken(_) => "ledger.deploy_token",
             LedgerAction::PublishScores(_) => "ledger.publish_scores",
             LedgerAction::Mint(_) => "ledger.mint",
+            LedgerAction::RotatePublisher(_) => "ledger.rotate_publisher",
+            LedgerAction::SetOwner(_) => "ledger.set_owner",
             LedgerAction::Monitor(_) => "ledger.monitor",
         }
     }
@@ -293,6 +302,38 @@ pub struct PublishScoresArgs {
     #[arg(long, default_value_t = pog_anchor::scores::DEFAULT_BATCH as u64,
           value_parser = clap::value_parser!(u64).range(1..=500))]
     pub batch: u64,
+}
+
+/// What `pog ledger rotate-publisher` changes.
+#[derive(Debug, Args)]
+pub struct RotateArgs {
+    /// The chain and the origin owner's key.
+    #[command(flatten)]
+    pub sender: SenderArgs,
+    /// The CheckpointRegistry.
+    #[arg(long, value_name = "ADDRESS")]
+    pub contract: String,
+    /// The new publisher's address (it may be the same one, to void anchors only).
+    #[arg(long, value_name = "ADDRESS")]
+    pub publisher: String,
+    /// Void the current era's anchors of this many entries or more (the smallest size the log
+    /// never had, e.g. its size now plus one).
+    #[arg(long, value_name = "SIZE", value_parser = clap::value_parser!(u64).range(1..))]
+    pub void_from: u64,
+}
+
+/// What `pog ledger set-owner` changes.
+#[derive(Debug, Args)]
+pub struct SetOwnerArgs {
+    /// The chain and the origin owner's key.
+    #[command(flatten)]
+    pub sender: SenderArgs,
+    /// The CheckpointRegistry.
+    #[arg(long, value_name = "ADDRESS")]
+    pub contract: String,
+    /// The new owner's address.
+    #[arg(long, value_name = "ADDRESS")]
+    pub owner: String,
 }
 
 /// What `pog ledger mint` mints.

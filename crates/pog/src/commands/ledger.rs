@@ -122,17 +122,24 @@ pub fn ledger_run(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
         LedgerAction::Anchor(a) => anchor::anchor_command(global, &ledger_dir(global, args)?, a),
         LedgerAction::DeployRegistry(d) => anchor::deploy_command(global, d),
         LedgerAction::DeployScores(d) => {
-            let origin = match &args.origin {
-                Some(origin) => origin.clone(),
-                None => {
-                    stored_checkpoint(&read_ledger(global, args)?)
-                        .context("the log's origin (give --origin, or a ledger with a checkpoint)")?
-                        .checkpoint
-                        .origin
-                }
-            };
-            scores::deploy_scores_command(global, &origin, d)
+            scores::deploy_scores_command(global, &log_origin(global, args)?, d)
         }
+        LedgerAction::RotatePublisher(r) => anchor::owner_command(
+            global,
+            &log_origin(global, args)?,
+            &r.sender,
+            &r.contract,
+            Some((&r.publisher, r.void_from)),
+            None,
+        ),
+        LedgerAction::SetOwner(o) => anchor::owner_command(
+            global,
+            &log_origin(global, args)?,
+            &o.sender,
+            &o.contract,
+            None,
+            Some(&o.owner),
+        ),
         LedgerAction::DeployToken(d) => scores::deploy_token_command(global, d),
         LedgerAction::PublishScores(p) => scores::publish_command(
             global,
@@ -184,6 +191,17 @@ pub fn ledger_run(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
             }
             Ok(Outcome(Verdict::Pass))
         }
+    }
+}
+
+/// The log's origin: --origin, or the ledger's checkpoint's (no key is read or made).
+fn log_origin(global: &Global, args: &LedgerArgs) -> Result<String> {
+    match &args.origin {
+        Some(origin) => Ok(origin.clone()),
+        None => Ok(stored_checkpoint(&read_ledger(global, args)?)
+            .context("the log's origin (give --origin, or a ledger with a checkpoint)")?
+            .checkpoint
+            .origin),
     }
 }
 
@@ -595,6 +613,14 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         .as_ref()
         .map(|t| t.token.chain.state.gpu_uuid.to_string())
         .or_else(|| args.gpu.clone());
+    // Fetching from the validator, the newest anchor is read first: the log only grows, so
+    // every anchor made by then is of a tree at most as large as the checkpoint fetched after.
+    let anchored_before = match (&args.validator, &args.chain, &registry) {
+        (Some(_), Some(rpc), Some(contract)) => {
+            anchor::latest_anchor(rpc, contract, log_key.name())?
+        }
+        _ => None,
+    };
     let (bundle, mut report, fetched) = match (&args.bundle, &args.validator, &gpu) {
         (Some(path), _, _) => {
             let (bundle, report) = verify_file(path, args, &log_key, &policy)?;
@@ -688,6 +714,21 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
                 consistency_from,
             )?;
             report.problems.extend(problem);
+            // Fetched from the validator, the checkpoint is at least as new as every anchor
+            // read before the fetch: an anchor beyond it is one the log never had (or the log
+            // went back).
+            if let (Some(_), Some(latest)) = (&fetched, &anchored_before) {
+                if latest.size > checkpoint.size {
+                    report
+                        .problems
+                        .push(pog_ledger::bundle::Problem::AnchorBeyondLog {
+                            registry: check.registry.clone(),
+                            origin: checkpoint.origin.clone(),
+                            anchored_size: latest.size,
+                            size: checkpoint.size,
+                        });
+                }
+            }
             Some(check)
         }
         _ => None,
