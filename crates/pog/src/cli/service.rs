@@ -174,8 +174,8 @@ pub struct ValidatorArgs {
     pub anchor_key_file: Option<std::path::PathBuf>,
     /// Seconds between two looks at the latest checkpoint: when it is larger than the last
     /// anchored, it is anchored (the log's origin registered first if no one has). A failure
-    /// is retried a minute later. The hourly default costs about 1.93 M gas a day (24 anchors
-    /// of 80,213 gas, measured on anvil): docs/ledger.md "Gas".
+    /// is retried a minute later. The hourly default costs about 1.99 M gas a day (24 anchors
+    /// of 82,977 gas, measured on anvil): docs/ledger.md "Gas".
     #[arg(long, default_value = "3600", value_parser = parse_seconds, value_name = "SECONDS")]
     pub anchor_every: Duration,
 }
