@@ -140,7 +140,7 @@ pub enum AnchorError {
         /// The registry's address.
         address: String,
         /// The contract's reason.
-        refusal: Refusal,
+        refusal: Box<Refusal>,
     },
     /// The transaction was mined but reverted.
     #[error("{what}: transaction {tx} reverted on chain (gas used {gas_used})")]
@@ -808,7 +808,7 @@ fn call_error(
         Some(data) => AnchorError::Refused {
             what: what.to_string(),
             address: address.to_string(),
-            refusal: Refusal::decode(&data),
+            refusal: Box::new(Refusal::decode(&data)),
         },
         None => AnchorError::Rpc {
             what: what.to_string(),
@@ -853,7 +853,7 @@ async fn deploy_code(
             Some(data) => AnchorError::Refused {
                 what: what.into(),
                 address: "(none yet)".into(),
-                refusal: Refusal::decode(&data),
+                refusal: Box::new(Refusal::decode(&data)),
             },
             None => rpc_error(what, rpc, e),
         }

@@ -44,7 +44,7 @@ fn checkpoint(origin: &str, size: u64, root: u8) -> Checkpoint {
 
 fn refusal(e: AnchorError) -> Refusal {
     match e {
-        AnchorError::Refused { refusal, .. } => refusal,
+        AnchorError::Refused { refusal, .. } => *refusal,
         other => panic!("not a refusal: {other}"),
     }
 }

@@ -24,7 +24,7 @@ const ORIGIN: &str = "pog.validator/scores-test";
 
 fn refusal(e: AnchorError) -> Refusal {
     match e {
-        AnchorError::Refused { refusal, .. } => refusal,
+        AnchorError::Refused { refusal, .. } => *refusal,
         other => panic!("not a refusal: {other}"),
     }
 }
