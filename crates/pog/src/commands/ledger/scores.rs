@@ -437,3 +437,107 @@ pub fn compare_token<S: TileSource>(
     }
     Ok(vec![])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pog_anchor::scores::ChainState;
+    use pog_ledger::note::{NoteSigner, ALG_ED25519};
+    use pog_ledger::serve::{write_static, DirSource};
+    use pog_signed::{EvmAddress, GpuUuid, Identity, RecordKind};
+
+    fn state(uuid: &str, score_ppm: u64) -> GpuState {
+        GpuState {
+            version: pog_records::state::STATE_VERSION,
+            gpu_uuid: GpuUuid::new(uuid).unwrap(),
+            model: "H200 SXM".into(),
+            proves_model: true,
+            proves_memory: true,
+            score_ppm,
+            price_micro_usd: 4_380_000,
+            owner: EvmAddress([0x42; 20]),
+            recorded_at_ms: 1_000,
+        }
+    }
+
+    /// A fetched history carries no records: the chain's state is compared with the entry
+    /// read from the log's tiles, proven against the verified checkpoint.
+    #[test]
+    fn the_chain_state_is_compared_with_the_entry_read_from_the_logs_tiles() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(&dir.path().join("ledger")).unwrap();
+        let log = Identity::from_seed([3; 32]);
+        let seal = |kind: RecordKind, body: String| {
+            Entry::from_envelope(&log.seal_body(kind.wire_kind(), body)).unwrap()
+        };
+        let honest = state("GPU-a", 987_000);
+        ledger
+            .append(vec![
+                seal(
+                    RecordKind::RoundMissed,
+                    r#"{"version":1,"gpu_uuid":"GPU-b"}"#.into(),
+                ),
+                seal(
+                    RecordKind::GpuState,
+                    serde_json::to_string(&honest).unwrap(),
+                ),
+            ])
+            .unwrap();
+        let signer = NoteSigner::new("pog.validator/test", ALG_ED25519, [7; 32]).unwrap();
+        let checkpoint = ledger.log().checkpoint(&signer).unwrap();
+        let tiles = dir.path().join("tiles");
+        write_static(ledger.log(), &tiles).unwrap();
+        let bundle = Bundle {
+            gpu_uuid: "GPU-a".into(),
+            checkpoint: checkpoint.clone(),
+            records: Vec::new(),
+            consistency: None,
+            log: None,
+            next_after: None,
+        };
+        let check = |chain: GpuState, leaf_index: u64, origin: &str, tiles: bool| {
+            let mut c = TokenCheck {
+                token_contract: "0xtoken".into(),
+                scores: "0xscores".into(),
+                registry: "0xregistry".into(),
+                origin: origin.into(),
+                token: TokenGpu {
+                    token_id: "1".into(),
+                    holder: "0x42".into(),
+                    chain: ChainState {
+                        state: chain,
+                        leaf_index,
+                        anchored_size: 2,
+                    },
+                },
+                compared: false,
+                newer_in_log: None,
+            };
+            let source = tiles.then(|| DirSource(dir.path().join("tiles")));
+            let problems = compare_token(&mut c, &bundle, source).unwrap();
+            (c.compared, problems)
+        };
+        let origin = checkpoint.checkpoint.origin.as_str();
+        assert_eq!(check(honest.clone(), 1, origin, true), (true, vec![]));
+        // A state the log does not hold, another GPU's entry, another log: named.
+        let differs = |(compared, problems): (bool, Vec<Problem>), why: &str| {
+            assert!(compared || why.contains("log"), "{problems:?}");
+            assert!(
+                matches!(&problems[..], [Problem::TokenStateDiffers { why: w, .. }] if w.contains(why)),
+                "{why}: {problems:?}"
+            );
+        };
+        differs(
+            check(state("GPU-a", 1_000_000), 1, origin, true),
+            "the log holds",
+        );
+        differs(check(honest.clone(), 0, origin, true), "is of GPU GPU-b");
+        differs(
+            check(honest.clone(), 1, "pog.validator/other", true),
+            "proves states of the log",
+        );
+        // Without tiles, or beyond the verified tree: not compared, and no verdict made up.
+        assert_eq!(check(honest.clone(), 1, origin, false), (false, vec![]));
+        assert_eq!(check(honest, 5, origin, true), (false, vec![]));
+    }
+}
