@@ -8,7 +8,7 @@
 #   target/contracts/NAME.abi.json   the ABI of each deployable contract, as solc wrote it
 #   target/contracts/NAME.bin        its creation bytecode, hex
 #
-# for NAME in CheckpointRegistry, GpuScores, GpuToken.
+# for NAME in CheckpointRegistry, GpuScores, GpuToken, GpuEscrow and TestUsd (a test stablecoin).
 #
 # Idempotent: nothing is installed or compiled again when it is already there and current.
 # Safe to run from several processes at once (a lock serializes them). Prints one KEY=PATH line
@@ -52,7 +52,7 @@ ANVIL="$TOOLS/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil"
 
 # Compiled again only when a source, the compiler, OpenZeppelin or the settings changed.
 STAMP="$(cat "$SOURCES"/*.sol | sha256sum | cut -d' ' -f1) solc-$SOLC_VERSION oz-$OPENZEPPELIN_VERSION $EVM_VERSION optimizer-200"
-CONTRACTS="CheckpointRegistry GpuScores GpuToken"
+CONTRACTS="CheckpointRegistry GpuScores GpuToken GpuEscrow TestUsd"
 current() {
     [ "$(cat "$OUT/contracts.stamp" 2> /dev/null)" = "$STAMP" ] || return 1
     for name in $CONTRACTS; do

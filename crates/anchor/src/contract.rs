@@ -225,3 +225,112 @@ alloy::sol! {
         function supportsInterface(bytes4 interfaceId) external view returns (bool);
     }
 }
+
+alloy::sol! {
+    /// Renters' deposits behind their bids, paid out on the validator's signed settlements
+    /// (`contracts/GpuEscrow.sol`).
+    #[sol(rpc, abi)]
+    #[derive(Debug, PartialEq, Eq)]
+    interface IGpuEscrow {
+        /// One period of a lease, settled (EIP-712 type `Settlement`).
+        struct Settlement {
+            bytes32 lease;
+            uint64 period;
+            bytes32 renter;
+            address provider;
+            uint256 paid;
+        }
+        /// A withdrawal voucher (EIP-712 type `Withdrawal`).
+        struct Withdrawal {
+            bytes32 renter;
+            uint256 amount;
+            uint64 nonce;
+            uint64 expiresAt;
+        }
+
+        /// A deposit into a renter's account.
+        event Deposited(bytes32 indexed renter, address indexed from, uint256 amount);
+        /// One period of a lease was settled.
+        event Settled(bytes32 indexed lease, uint64 period, bytes32 indexed renter, address indexed provider, uint256 paid);
+        /// Money left a renter's account to its owner.
+        event Withdrawn(bytes32 indexed renter, address indexed owner, uint256 amount, bool abandoned);
+        /// EIP-5267: the EIP-712 domain changed (never, here; OpenZeppelin's EIP712 declares it).
+        event EIP712DomainChanged();
+
+        /// The amount is 0.
+        error ZeroAmount();
+        /// Only the account's owner may withdraw from it.
+        error NotAccountOwner(bytes32 renter, address owner, address sender);
+        /// The account holds less than asked.
+        error InsufficientBalance(bytes32 renter, uint256 balance, uint256 asked);
+        /// Not signed by the settlement key.
+        error BadSignature(address recovered);
+        /// The settlement period was paid already.
+        error AlreadySettled(bytes32 lease, uint64 period);
+        /// Not the account's next withdrawal.
+        error WrongNonce(bytes32 renter, uint64 expected, uint64 given);
+        /// The voucher expired.
+        error Expired(uint64 expiresAt, uint64 now);
+        /// The settlement key is not silent long enough.
+        error NotAbandoned(uint64 lastActivity, uint64 abandonAfter);
+        /// Only the settlement key sends heartbeats.
+        error NotSettler(address sender);
+        /// OpenZeppelin's ECDSA: a malformed signature.
+        error ECDSAInvalidSignature();
+        /// OpenZeppelin's ECDSA: a signature of the wrong length.
+        error ECDSAInvalidSignatureLength(uint256 length);
+        /// OpenZeppelin's ECDSA: a malleable signature.
+        error ECDSAInvalidSignatureS(bytes32 s);
+        /// OpenZeppelin's SafeERC20: the token's transfer failed.
+        error SafeERC20FailedOperation(address token);
+        /// OpenZeppelin's ShortStrings (never for this contract's name).
+        error InvalidShortString();
+        /// OpenZeppelin's ShortStrings (never for this contract's name).
+        error StringTooLong(string str);
+
+        /// The stablecoin.
+        function token() external view returns (address);
+        /// The settlement key.
+        function settler() external view returns (address);
+        /// Seconds of the settlement key's silence after which owners withdraw freely.
+        function abandonAfter() external view returns (uint64);
+        /// When the settlement key last acted.
+        function lastSettlerActivity() external view returns (uint64);
+        /// Whether a settlement period (by keccak256(lease, period)) was paid.
+        function settled(bytes32) external view returns (bool);
+        /// Deposits into a renter's account.
+        function deposit(bytes32 renter, uint256 amount) external;
+        /// Pays a settlement the settlement key signed.
+        function settle(Settlement calldata s, bytes calldata signature) external;
+        /// Withdraws with a voucher the settlement key signed.
+        function withdraw(Withdrawal calldata w, bytes calldata signature) external;
+        /// Withdraws everything once the settlement key is silent long enough.
+        function withdrawAbandoned(bytes32 renter) external;
+        /// The settlement key says it is alive.
+        function heartbeat() external;
+        /// A renter's account.
+        function accountOf(bytes32 renter) external view returns (address owner, uint256 balance, uint64 withdrawals);
+        /// The EIP-712 digest of a settlement.
+        function settlementDigest(Settlement calldata s) external view returns (bytes32);
+        /// The EIP-712 digest of a withdrawal voucher.
+        function withdrawalDigest(Withdrawal calldata w) external view returns (bytes32);
+        /// EIP-5267: the EIP-712 domain.
+        function eip712Domain() external view returns (bytes1 fields, string memory name, string memory version, uint256 chainId, address verifyingContract, bytes32 salt, uint256[] memory extensions);
+    }
+}
+
+alloy::sol! {
+    /// The ERC-20 calls a depositor makes (and the test stablecoin's `mint`,
+    /// `contracts/TestUsd.sol`).
+    #[sol(rpc)]
+    interface IStablecoin {
+        /// ERC-20.
+        function approve(address spender, uint256 amount) external returns (bool);
+        /// ERC-20.
+        function balanceOf(address owner) external view returns (uint256);
+        /// ERC-20.
+        function decimals() external view returns (uint8);
+        /// `TestUsd` only: mints to anyone.
+        function mint(address to, uint256 amount) external;
+    }
+}

@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 
 pub mod contract;
+pub mod escrow;
 pub mod scores;
 pub mod service;
 #[cfg(feature = "testing")]
@@ -187,6 +188,9 @@ pub enum AnchorError {
     /// The ledger could not be read.
     #[error("reading the ledger: {0}")]
     Ledger(String),
+    /// A message could not be signed with the settlement key.
+    #[error("signing with the settlement key: {0}")]
+    Signing(String),
     /// A token id that is not a number.
     #[error("{text:?} is not a token id (decimal, or 0x and hex)")]
     TokenId {
@@ -351,6 +355,13 @@ pub enum Refusal {
         /// The token id, decimal.
         token_id: String,
     },
+    /// `GpuEscrow`: a refusal, named as the contract names it (`AlreadySettled`,
+    /// `BadSignature`, `InsufficientBalance`, `WrongNonce`, `Expired`, `NotAccountOwner`,
+    /// `NotAbandoned`, `NotSettler`, `ZeroAmount`, or OpenZeppelin's ECDSA and SafeERC20 errors).
+    Escrow {
+        /// The error and its fields, as decoded.
+        error: String,
+    },
     /// `GpuToken`: another ERC-721 refusal of OpenZeppelin's (ERC-6093), named.
     Erc721 {
         /// The error, as decoded.
@@ -459,6 +470,17 @@ impl Refusal {
             Ok(other) => Refusal::Erc721 {
                 error: format!("{other:?}"),
             },
+            Err(_) => Refusal::decode_escrow(data),
+        }
+    }
+
+    fn decode_escrow(data: &[u8]) -> Refusal {
+        use alloy::sol_types::SolInterface;
+        use contract::IGpuEscrow::IGpuEscrowErrors as E;
+        match E::abi_decode(data) {
+            Ok(e) => Refusal::Escrow {
+                error: format!("{e:?}"),
+            },
             Err(_) => Refusal::Other {
                 data: hex::encode(data),
             },
@@ -555,7 +577,7 @@ impl fmt::Display for Refusal {
             ),
             Refusal::TokenExists => write!(f, "the GPU's token exists already"),
             Refusal::NoSuchToken { token_id } => write!(f, "no token {token_id}"),
-            Refusal::Erc721 { error } => write!(f, "{error}"),
+            Refusal::Erc721 { error } | Refusal::Escrow { error } => write!(f, "{error}"),
             Refusal::Other { data } if data.is_empty() => write!(f, "reverted without a reason"),
             Refusal::Other { data } => write!(f, "reverted with unknown data 0x{data}"),
         }
