@@ -6,13 +6,36 @@
 //! Whoever anchors a checkpoint keeps it as [`ANCHORED_FILE`] in the ledger's directory (with
 //! the cosignatures it had), so that `pog ledger export --anchored` can prove a GPU's records
 //! against a checkpoint the chain holds at exactly its size.
+//!
+//! With [`StatePublishing`] (`pog validator --scores-contract`), each anchoring is followed by
+//! the GPUs' new `gpu-state` records proven to a `GpuScores` contract from the checkpoint just
+//! anchored ([`crate::scores::publish_states`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pog_ledger::checkpoint::{CheckpointError, SignedCheckpoint};
 
+use crate::scores::{publish_states, Scores};
 use crate::{AnchorError, Anchored, Registry};
+
+/// Where the schedule reads the ledger it publishes GPU states from: the validator's own
+/// (open for writing), without a second scan of the log.
+pub trait LedgerSource: Send + Sync {
+    /// The ledger.
+    fn ledger(&self) -> &pog_ledger::store::Ledger;
+}
+
+/// What the schedule publishes after each anchoring: every GPU's newest `gpu-state` within the
+/// checkpoint just anchored that the scores contract does not hold yet, `batch` a transaction.
+pub struct StatePublishing {
+    /// The scores contract (with the key that pays).
+    pub scores: Scores,
+    /// The ledger to read the states and their proofs from.
+    pub ledger: std::sync::Arc<dyn LedgerSource>,
+    /// States per transaction.
+    pub batch: usize,
+}
 
 /// The ledger's latest signed checkpoint, in its directory.
 pub const CHECKPOINT_FILE: &str = "checkpoint";
@@ -164,6 +187,8 @@ pub struct AnchorSchedule {
     every: Duration,
     /// The size this task last saw anchored: nothing to ask the chain until it grows.
     anchored: Option<u64>,
+    /// The GPU states published after each anchoring, if asked.
+    publishing: Option<StatePublishing>,
 }
 
 impl AnchorSchedule {
@@ -175,7 +200,14 @@ impl AnchorSchedule {
             ledger_dir,
             every,
             anchored: None,
+            publishing: None,
         }
+    }
+
+    /// Publishes the GPUs' new states after each anchoring, as `publishing` says.
+    pub fn publishing(mut self, publishing: StatePublishing) -> AnchorSchedule {
+        self.publishing = Some(publishing);
+        self
     }
 
     /// The registry it anchors in.
@@ -242,6 +274,7 @@ impl AnchorSchedule {
         match self.look().await {
             Ok(Look::NoCheckpoint | Look::Unchanged { .. }) => true,
             Ok(Look::Anchored(done)) => {
+                self.publish_logged(done.size).await;
                 if let Some(sent) = &done.registered {
                     tracing::info!(origin = %done.origin, %registry, tx = %sent.tx, gas = sent.gas_used, "registered the log's origin");
                 }
@@ -267,6 +300,37 @@ impl AnchorSchedule {
             Err(e) => {
                 tracing::error!(error = %with_causes(&e), "anchoring: the ledger's checkpoint is unreadable");
                 false
+            }
+        }
+    }
+}
+
+impl AnchorSchedule {
+    /// Publishes the GPUs' new states from the checkpoint of `size` just anchored, if asked;
+    /// a failure is logged (the anchor stands; the next anchoring publishes what is missing).
+    async fn publish_logged(&self, size: u64) {
+        let Some(p) = &self.publishing else {
+            return;
+        };
+        let scores = p.scores.address();
+        match publish_states(p.ledger.ledger(), size, &p.scores, p.batch).await {
+            Ok(done) => {
+                let gas: u64 = done.transactions.iter().map(|t| t.gas_used).sum();
+                tracing::info!(
+                    size,
+                    %scores,
+                    submitted = done.submitted,
+                    up_to_date = done.up_to_date,
+                    unprovable = done.unprovable.len(),
+                    gas,
+                    "published the GPUs' states on chain"
+                );
+                for (gpu, why) in &done.unprovable {
+                    tracing::warn!(gpu, %scores, "a GPU's state cannot be proven on chain: {why}");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(size, %scores, error = %with_causes(&e), "publishing the GPUs' states failed; the next anchoring tries again")
             }
         }
     }

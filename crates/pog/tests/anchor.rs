@@ -392,6 +392,12 @@ struct Anchoring {
 
 impl Anchoring {
     fn start(anchor_every: &str) -> Anchoring {
+        Anchoring::start_with(anchor_every, false).0
+    }
+
+    /// [`Anchoring::start`]; with `publish`, a GpuScores contract for the log deployed first
+    /// and the validator publishing its GPUs' states to it after each anchoring (its address).
+    fn start_with(anchor_every: &str, publish: bool) -> (Anchoring, Option<String>) {
         let anvil = Anvil::start();
         let tmp = tempfile::tempdir().unwrap();
         let key = dev_key_file(tmp.path(), "publisher.key", 0);
@@ -402,16 +408,45 @@ impl Anchoring {
             .unwrap()
             .to_string();
         let origin = log_vkey.split('+').next().unwrap().to_string();
+        let scores = publish.then(|| {
+            let tools = evm_tools();
+            pog_json(
+                &data,
+                &[
+                    "ledger",
+                    "deploy-scores",
+                    "--origin",
+                    &origin,
+                    "--rpc",
+                    &anvil.url,
+                    "--key-file",
+                    key.to_str().unwrap(),
+                    "--registry",
+                    &registry,
+                    "--bytecode",
+                    tools.bin_of("GpuScores").to_str().unwrap(),
+                ],
+                0,
+            )["address"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        });
+        let publishing: Vec<&str> = match &scores {
+            Some(address) => vec!["--scores-contract", address],
+            None => vec![],
+        };
         let net = Network::in_dir(tmp.path())
             .flags(&["--challenge-every", "1", "--checkpoint-every", "0.5"])
             .flags(TEST_ROUNDS)
             .flags(&["--anchor-rpc", &anvil.url, "--anchor-contract", &registry])
             .flags(&["--anchor-key-file", key.to_str().unwrap()])
             .flags(&["--anchor-every", anchor_every])
+            .flags(&publishing)
             .agent(HOST0, &["--token-owner", TOKEN_OWNER])
             .start();
         let addr = net.validator.addr.clone();
-        Anchoring {
+        let run = Anchoring {
             anvil,
             tmp,
             key,
@@ -421,7 +456,8 @@ impl Anchoring {
             origin,
             addr,
             net,
-        }
+        };
+        (run, scores)
     }
 
     /// A reader of the registry on the chain.
@@ -527,11 +563,14 @@ fn a_running_validator_anchors_its_checkpoints() {
     // from the anchored checkpoint, beside the running validator. The GPU is the simulated
     // test double, so its state proves no model and no token can be minted for it.
     let tools = evm_tools();
+    // Any account sends (not the validator's publisher key, whose anchors go on meanwhile: two
+    // senders of one key race for its nonces).
+    let anyone = dev_key_file(run.tmp.path(), "anyone.key", 1);
     let sender = [
         "--rpc",
         &run.anvil.url,
         "--key-file",
-        run.key.to_str().unwrap(),
+        anyone.to_str().unwrap(),
     ];
     let deploy = |what: &str, flags: &[&str]| -> String {
         let mut args = vec!["ledger", what];
@@ -778,8 +817,17 @@ fn a_bogus_anchor_is_reported_then_voided_by_the_owner_and_anchoring_goes_on() {
     )
     .unwrap();
     let bogus = 999_999;
-    rt.block_on(publisher.anchor(origin, bogus, [0xee; 32]))
-        .unwrap();
+    // The validator anchors with the same key meanwhile: a nonce taken by one of its anchors
+    // makes this transaction fail before it is sent; try again.
+    let mut tries = 0;
+    while let Err(e) = rt.block_on(publisher.anchor(origin, bogus, [0xee; 32])) {
+        tries += 1;
+        assert!(
+            tries < 20 && matches!(e, pog_anchor::AnchorError::Rpc { .. }),
+            "{e}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     let holder = run.tmp.path().join("holder");
     let verify = |status: i32| {
         pog_json(
@@ -873,4 +921,37 @@ fn a_bogus_anchor_is_reported_then_voided_by_the_owner_and_anchoring_goes_on() {
         refused["summary"].as_str().unwrap().contains("owner"),
         "{refused:#}"
     );
+}
+
+/// `pog validator --scores-contract`: after each anchoring the validator proves its GPUs' new
+/// states to the scores contract itself; nobody runs `publish-scores`.
+#[test]
+fn a_validator_publishes_its_gpus_states_after_anchoring() {
+    let (run, scores) = Anchoring::start_with("0.5", true);
+    let scores = pog_anchor::scores::Scores::new(
+        &pog_anchor::RpcUrl::parse(&run.anvil.url).unwrap(),
+        pog_anchor::parse_address(&scores.unwrap()).unwrap(),
+        None,
+    )
+    .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let state = loop {
+        if let Some(state) = rt.block_on(scores.state_of(HOST0_GPU)).unwrap() {
+            break state;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no state published: {}",
+            run.net.validator.service.stderr()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    };
+    assert_eq!(state.state.owner.to_string(), TOKEN_OWNER);
+    assert!(state.anchored_size > state.leaf_index);
+    let kept = pog_ledger::checkpoint::SignedCheckpoint::parse(
+        &std::fs::read(run.data.join("ledger").join("anchored-checkpoint")).unwrap(),
+    )
+    .unwrap();
+    assert!(state.anchored_size <= kept.checkpoint.size);
 }

@@ -178,6 +178,12 @@ pub struct ValidatorArgs {
     /// of 82,977 gas, measured on anvil): docs/ledger.md "Gas".
     #[arg(long, default_value = "3600", value_parser = parse_seconds, value_name = "SECONDS")]
     pub anchor_every: Duration,
+    /// After each anchoring, prove the GPUs' new gpu-state records to the GpuScores contract
+    /// at this address (`pog ledger deploy-scores`), paid by --anchor-key-file: about 72 k gas
+    /// a GPU whose state changed (docs/ledger.md, "Scores on chain"). Off by default: anyone
+    /// can publish with `pog ledger publish-scores`.
+    #[arg(long, value_name = "ADDRESS", requires_all = ["anchor_rpc", "anchor_key_file"])]
+    pub scores_contract: Option<String>,
 }
 
 /// An Ed25519 public key as 64 hex digits, refused if it is malformed or weak.
