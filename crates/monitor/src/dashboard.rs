@@ -318,7 +318,9 @@ pub fn thin(points: Vec<(f64, f64)>, max: usize) -> Vec<(f64, f64)> {
     let (t0, t1) = (points[0].0, points[points.len() - 1].0);
     let span = (t1 - t0).max(f64::MIN_POSITIVE);
     let mut out = Vec::with_capacity(max + 2);
-    let mut bucket: Option<(usize, (f64, f64), (f64, f64))> = None;
+    // The current bucket: its number, its lowest and its highest point.
+    type Bucket = (usize, (f64, f64), (f64, f64));
+    let mut bucket: Option<Bucket> = None;
     let flush = |out: &mut Vec<(f64, f64)>, (lo, hi): ((f64, f64), (f64, f64))| {
         let (a, b) = if lo.0 <= hi.0 { (lo, hi) } else { (hi, lo) };
         out.push(a);
@@ -465,7 +467,7 @@ pub fn counters(samples: &[(f64, Sample)], xids: (u64, u32)) -> Vec<Counter> {
         .map(|(panel, name, read)| {
             let mut readings = samples.iter().filter_map(|(_, s)| read(s));
             let first = readings.next();
-            let last = readings.last().or(first);
+            let last = readings.next_back().or(first);
             Counter {
                 panel,
                 name,
@@ -715,10 +717,7 @@ mod tests {
         assert!(thinned.len() <= 600, "{}", thinned.len());
         assert!(thinned.len() >= 500, "{}", thinned.len());
         assert_eq!(thinned.first(), points.first());
-        assert!(
-            thinned.iter().any(|p| *p == (4321.0, 500.0)),
-            "the spike survives"
-        );
+        assert!(thinned.contains(&(4321.0, 500.0)), "the spike survives");
         assert!(thinned.windows(2).all(|w| w[0].0 < w[1].0), "time order");
         assert_eq!(
             thin(points[..100].to_vec(), 600).len(),

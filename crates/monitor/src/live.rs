@@ -362,7 +362,7 @@ impl LiveMonitor {
                 break Ok(());
             }
             let t = started.elapsed().as_secs_f64();
-            if summary.rounds % LIMITS_EVERY == 0 {
+            if summary.rounds.is_multiple_of(LIMITS_EVERY) {
                 let limits: Vec<Limits> = (0..identities.len()).map(|i| source.limits(i)).collect();
                 for (gpu, limits) in self.snapshot().gpus.iter_mut().zip(limits) {
                     gpu.limits = limits;

@@ -18,7 +18,7 @@ pub struct MonitorArgs {
 pub enum MonitorCommand {
     /// Watch this host's GPUs: sample them through NVML, run the health detectors on every
     /// sample and print each alert (exit 1 if any was a warning or critical).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Run the health detectors over a recorded trace CSV and print every alert they raise
     /// (exit 1 if any is a warning or critical).
     Replay(ReplayArgs),
