@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The dashboard in headless Chromium: installs what it needs (Debian's chromium, playwright-core
 # from npm under target/), starts `pog monitor run` fed by the committed H200 traces as a host of
-# four GPUs (one of them with an XID 79 at its 31st row, so that an alert is drawn), and runs
+# four GPUs (one of them with an XID 79 at its 120th row, so that an alert is drawn), and runs
 # scripts/dashboard_e2e.mjs against it, which ends by killing the monitor to see the page say so.
 # Prints "N passed, N failed"; exits non-zero on a failure.
 #
@@ -27,12 +27,13 @@ WORK=$(mktemp -d)
 LOG="$WORK/monitor.log"
 MONITOR=""
 trap '[ -z "$MONITOR" ] || kill "$MONITOR" 2> /dev/null || true; rm -rf "$WORK"' EXIT
-# GPU 1: the second healthy H200 recording with an XID 79 ("fallen off the bus") at row 31.
-awk '{ sub(/\r$/, "") } NR == 1 { print $0 ",xid"; next } NR == 32 { print $0 ",79"; next } { print $0 "," }' \
+# GPU 1: the second healthy H200 recording with an XID 79 ("fallen off the bus") at row 120
+# (66 s into it, 12 s into the run).
+awk '{ sub(/\r$/, "") } NR == 1 { print $0 ",xid"; next } NR == 121 { print $0 ",79"; next } { print $0 "," }' \
     "$DATA/h200-healthy-2.csv" > "$WORK/with-xid.csv"
 # The H200's limits as its nvidia-smi reports them (../shared/fixtures/h200/nvidia-smi-q.txt):
 # 700 W, and slowdown 2 °C past its 87 °C T.Limit.
-"$POG" monitor run --no-history --train "$DATA/h200-healthy.csv" --interval 0.2 --duration 100 \
+"$POG" monitor run --no-history --train "$DATA/h200-healthy.csv" --interval 0.1 --duration 100 \
     --from-trace "$DATA/h200-healthy.csv" --from-trace "$WORK/with-xid.csv" \
     --from-trace "$DATA/h200-healthy-3.csv" --from-trace "$DATA/h200-healthy.csv" \
     --trace-power-limit 700 --trace-slowdown-temp 89 \
@@ -45,5 +46,5 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 [ -n "${ADDRESS:-}" ] || { echo "pog monitor did not start:"; cat "$LOG"; exit 1; }
-sleep 3 # a few seconds of samples on the charts
+sleep 8 # the first phases of the traces on the charts, the load starting
 node scripts/dashboard_e2e.mjs "http://$ADDRESS/?window=600" "$SHOTS" "$MONITOR" 4

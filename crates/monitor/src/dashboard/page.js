@@ -124,6 +124,14 @@ function segments(points) {
   return out;
 }
 
+// The factor and the unit that a chart's tick labels use for values up to `max`: MiB as GiB,
+// KB/s as MB/s or GB/s, where they are large enough; other units are left to the title.
+function tickUnit(unit, max) {
+  if (unit === "MiB") return max >= 1024 ? [1024, "GiB"] : [1, "MiB"];
+  if (unit === "KB/s") return max >= 1e6 ? [1e6, "GB/s"] : max >= 1e3 ? [1e3, "MB/s"] : [1, "KB/s"];
+  return [1, ""];
+}
+
 function yDomain(chart) {
   let lo = Infinity;
   let hi = -Infinity;
@@ -192,11 +200,15 @@ function drawChart(holder, chart, gpu, data) {
   } else {
     const [lo, hi] = yDomain(chart);
     y = (v) => MARGIN.top + plotH - ((v - lo) / (hi - lo)) * plotH;
-    const yStep = niceStep(hi - lo, Math.max(2, Math.floor(plotH / 40)));
-    for (let v = Math.ceil(lo / yStep) * yStep; v <= hi; v += yStep) {
+    // Ticks at round numbers of the unit the labels show (GiB, MB/s, …).
+    const [scale, shown] = tickUnit(chart.unit, Math.max(Math.abs(lo), Math.abs(hi)));
+    const yStep = niceStep((hi - lo) / scale, Math.max(2, Math.floor(plotH / 40)));
+    for (let k = Math.ceil(lo / scale / yStep); k * yStep <= hi / scale + 1e-9; k++) {
+      const v = k * yStep * scale;
       const Y = y(v).toFixed(1);
       parts.push(`<line x1="${MARGIN.left}" x2="${MARGIN.left + plotW}" y1="${Y}" y2="${Y}" stroke="#eee"/>`);
-      const label = chart.unit === "KB/s" || chart.unit === "MiB" ? fmt(v, chart.unit) : num(v, yStep >= 1 ? 0 : undefined);
+      const digits = yStep >= 1 ? 0 : yStep >= 0.1 ? 1 : 2;
+      const label = k === 0 ? "0" : `${(k * yStep).toFixed(digits)}${shown ? ` ${shown}` : ""}`;
       parts.push(`<text class="ytick" x="${MARGIN.left - 5}" y="${(+Y + 4).toFixed(1)}" font-size="11" text-anchor="end" fill="#555">${esc(label)}</text>`);
     }
     chart.limits.forEach((l, i) => {
