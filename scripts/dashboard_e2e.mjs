@@ -116,7 +116,7 @@ try {
     return { expected, x: Number(line.getAttribute("x1")), labels: ticks.map((k) => k[2]) };
   }, rowT);
   check(Math.abs(placed.expected - placed.x) < 1.5, `the marker lies at its time on the axis (${placed.x} vs ${placed.expected.toFixed(1)})`);
-  check(placed.labels.length >= 3 && placed.labels.every((l) => /^\d\d:\d\d(:\d\d)?$/.test(l)),
+  check(placed.labels.length >= 2 && placed.labels.every((l) => /^\d\d:\d\d(:\d\d)?$/.test(l)),
     `the time axis is wall-clock time (${placed.labels.join(" ")})`);
   const xid = await page.locator("#gpu-1 [data-panel='XID errors']").textContent();
   check(/XID errors\s*1/.test(xid) && xid.includes("XID 79"), "the XID panel counts it");

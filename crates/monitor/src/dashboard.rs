@@ -26,8 +26,32 @@ pub const MAX_POINTS: usize = 600;
 pub struct Series {
     /// Its name in the legend and the tooltip.
     pub name: String,
-    /// Its points.
+    /// Its points (in JSON, the time as a whole number of ms).
+    #[serde(serialize_with = "whole_ms")]
     pub points: Vec<(f64, f64)>,
+}
+
+/// Points with their times written as whole milliseconds (the page reads a third less).
+fn whole_ms<S: serde::Serializer>(points: &[(f64, f64)], to: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = to.serialize_seq(Some(points.len()))?;
+    for &(t, v) in points {
+        seq.serialize_element(&(t.round() as i64, v))?;
+    }
+    seq.end()
+}
+
+/// The points of a flag's lane where its value changes: the first, each that differs from the
+/// one before it, and the last (a lane is drawn from one change to the next).
+pub fn changes(points: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    let n = points.len();
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for (i, p) in points.into_iter().enumerate() {
+        if out.last().is_none_or(|last| last.1 != p.1) || i + 1 == n {
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// A horizontal line drawn across a chart: a limit of the GPU or of the detectors.
@@ -422,7 +446,10 @@ pub fn charts(
                     };
                     Series {
                         name: line.name.to_string(),
-                        points: thin(points, MAX_POINTS),
+                        points: match kind {
+                            ChartKind::Line => thin(points, MAX_POINTS),
+                            ChartKind::Lanes => changes(points),
+                        },
                     }
                 })
                 .collect();
@@ -723,6 +750,28 @@ mod tests {
             thin(points[..100].to_vec(), 600).len(),
             100,
             "short lines untouched"
+        );
+    }
+
+    #[test]
+    fn a_lane_keeps_only_its_changes_and_its_ends() {
+        let flags = |vs: &[f64]| -> Vec<(f64, f64)> {
+            vs.iter().enumerate().map(|(i, v)| (i as f64, *v)).collect()
+        };
+        assert_eq!(
+            changes(flags(&[0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0])),
+            [(0.0, 0.0), (2.0, 1.0), (5.0, 0.0), (6.0, 0.0)]
+        );
+        assert_eq!(changes(flags(&[1.0])), [(0.0, 1.0)]);
+        assert!(changes(Vec::new()).is_empty());
+        // In JSON a point's time is whole milliseconds.
+        let series = Series {
+            name: "x".into(),
+            points: vec![(1_796_454_418_858.4, 76.5)],
+        };
+        assert_eq!(
+            serde_json::to_string(&series).unwrap(),
+            r#"{"name":"x","points":[[1796454418858,76.5]]}"#
         );
     }
 

@@ -169,7 +169,7 @@ function drawChart(holder, chart, gpu, data) {
   const parts = [];
   parts.push(`<svg width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img" aria-label="${esc(chart.title)}">`);
   parts.push(`<rect class="frame" x="${MARGIN.left}" y="${MARGIN.top}" width="${plotW}" height="${plotH}" fill="#fff" stroke="#ccc"/>`);
-  const { ticks, step } = timeTicks(t0, t1, Math.max(2, Math.floor(plotW / 95)));
+  const { ticks, step } = timeTicks(t0, t1, Math.max(2, Math.floor(plotW / 75)));
   for (const t of ticks) {
     const X = x(t).toFixed(1);
     parts.push(`<line x1="${X}" x2="${X}" y1="${MARGIN.top}" y2="${MARGIN.top + plotH}" stroke="#eee"/>`);
@@ -231,7 +231,7 @@ function drawChart(holder, chart, gpu, data) {
   for (const a of chartAlerts(gpu, t0, t1)) {
     const X = x(a.t_ms).toFixed(1);
     const color = SEVERITY_COLORS[a.severity] || "#555";
-    parts.push(`<g class="alert-marker" data-t="${a.t_ms}" data-severity="${a.severity}"><title>${esc(`${clock(a.t_ms)} ${a.severity} ${a.kind}: ${a.message}`)}</title>`);
+    parts.push(`<g class="alert-marker" data-t="${a.t_ms}" data-severity="${esc(a.severity)}"><title>${esc(`${clock(a.t_ms)} ${a.severity} ${a.kind}: ${a.message}`)}</title>`);
     parts.push(`<line x1="${X}" x2="${X}" y1="${MARGIN.top}" y2="${MARGIN.top + plotH}" stroke="${color}" stroke-width="1.5" opacity="0.8"/>`);
     parts.push(`<path d="M${X} ${MARGIN.top + 9} l-5 -9 h10 z" fill="${color}"/></g>`);
   }
@@ -255,6 +255,21 @@ function nearest(points, t) {
   return Math.abs(points[lo][0] - t) <= Math.abs(points[hi][0] - t) ? points[lo] : points[hi];
 }
 
+// The last point at or before time t (points oldest first).
+function atOrBefore(points, t) {
+  let found = null;
+  let lo = 0;
+  let hi = points.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (points[mid][0] <= t) {
+      found = points[mid];
+      lo = mid + 1;
+    } else hi = mid - 1;
+  }
+  return found;
+}
+
 function showTooltip(holder, event) {
   const info = holder._chart;
   const tip = document.getElementById("tooltip");
@@ -270,9 +285,15 @@ function showTooltip(holder, event) {
   const slack = (8 / info.plotW) * (info.t1 - info.t0);
   const lines = [`<div class="t">${esc(when(t))}</div>`];
   info.chart.series.forEach((s, i) => {
+    if (info.lanes) {
+      // A lane holds its value from one change to the next.
+      const p = atOrBefore(s.points, t);
+      if (p && t <= s.points[s.points.length - 1][0]) lines.push(`<div><span style="color:${COLORS[i % COLORS.length]}">■</span> ${esc(s.name)}: ${p[1] >= 0.5 ? "active" : "off"}</div>`);
+      return;
+    }
     const p = nearest(s.points, t);
     if (!p || Math.abs(p[0] - t) > Math.max(slack, 15000)) return;
-    const value = info.lanes ? (p[1] >= 0.5 ? "active" : "off") : fmt(p[1], info.chart.unit);
+    const value = fmt(p[1], info.chart.unit);
     lines.push(`<div><span style="color:${COLORS[i % COLORS.length]}">■</span> ${esc(s.name)}: ${esc(value)}</div>`);
   });
   for (const l of info.lanes ? [] : info.chart.limits) lines.push(`<div>– ${esc(l.name)}: ${esc(fmt(l.value, info.chart.unit))}</div>`);
