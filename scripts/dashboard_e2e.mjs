@@ -2,8 +2,9 @@
 // `pog monitor run` watching several GPUs and checks the overview lists each GPU, current values,
 // charts with limit lines, alert markers on the same clock as the alert table, tooltips, panels
 // (ECC, PCIe, XID, processes; "not reported" where the traces carry nothing), charts that use
-// the screen's width, updates without a reload (the scroll position kept), and, once the monitor
-// is killed, the "monitor stopped" banner instead of the browser's error page. Saves screenshots.
+// the screen's width, updates without a reload (the scroll position kept), an error answer shown
+// and cleared, and, once the monitor is killed, the "monitor stopped" banner instead of the
+// browser's error page. Saves screenshots.
 // Driven by scripts/dashboard_e2e.sh.
 //
 // node dashboard_e2e.mjs URL SCREENSHOT_DIR MONITOR_PID GPUS
@@ -171,6 +172,16 @@ try {
   const kept = await page.evaluate(() => window.scrollY);
   check(scrolled > 500 && Math.abs(kept - scrolled) < 2, `the scroll position is kept (${scrolled} then ${kept})`);
   await page.screenshot({ path: join(shots, "dashboard-gpu.png") });
+
+  // An error answer: the monitor's words in a banner, gone once it answers well again.
+  await page.route("**/api/dashboard*", (route) =>
+    route.fulfill({ status: 500, contentType: "text/plain", body: "reading the history: disk I/O error" }));
+  await page.waitForSelector("#banner.error:not([hidden])", { timeout: 10000 });
+  const said = await page.locator("#banner").textContent();
+  check(said.includes("HTTP 500") && said.includes("disk I/O error"), `an error answer is shown (${said.slice(0, 90)})`);
+  await page.unroute("**/api/dashboard*");
+  const cleared = await page.waitForSelector("#banner", { state: "hidden", timeout: 10000 }).then(() => true, () => false);
+  check(cleared, "the banner goes once the monitor answers again");
 
   // The monitor stops: the page says so and keeps its last figures.
   process.kill(Number(monitorPid), "SIGKILL");
