@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The dashboard in headless Chromium: installs what it needs (Debian's chromium, playwright-core
 # from npm under target/), starts `pog monitor run` fed by the committed H200 traces as a host of
-# four GPUs (one of them with an XID 79 at its 120th row, so that an alert is drawn), and runs
+# eight GPUs (one of them with an XID 79 at its 120th row, so that an alert is drawn), and runs
 # scripts/dashboard_e2e.mjs against it, which ends by killing the monitor to see the page say so.
 # Prints "N passed, N failed"; exits non-zero on a failure.
 #
@@ -36,6 +36,8 @@ awk '{ sub(/\r$/, "") } NR == 1 { print $0 ",xid"; next } NR == 121 { print $0 "
 "$POG" monitor run --no-history --train "$DATA/h200-healthy.csv" --interval 0.1 --duration 100 \
     --from-trace "$DATA/h200-healthy.csv" --from-trace "$WORK/with-xid.csv" \
     --from-trace "$DATA/h200-healthy-3.csv" --from-trace "$DATA/h200-healthy.csv" \
+    --from-trace "$DATA/h200-healthy-2.csv" --from-trace "$DATA/h200-healthy-3.csv" \
+    --from-trace "$DATA/h200-healthy.csv" --from-trace "$DATA/h200-healthy-2.csv" \
     --trace-power-limit 700 --trace-slowdown-temp 89 \
     --metrics-listen 127.0.0.1:0 > /dev/null 2> "$LOG" &
 MONITOR=$!
@@ -47,4 +49,4 @@ for _ in $(seq 50); do
 done
 [ -n "${ADDRESS:-}" ] || { echo "pog monitor did not start:"; cat "$LOG"; exit 1; }
 sleep 8 # the first phases of the traces on the charts, the load starting
-node scripts/dashboard_e2e.mjs "http://$ADDRESS/?window=600" "$SHOTS" "$MONITOR" 4
+node scripts/dashboard_e2e.mjs "http://$ADDRESS/?window=600" "$SHOTS" "$MONITOR" 8

@@ -177,7 +177,8 @@ function drawChart(holder, chart, gpu, data) {
   }
   let y = null;
   if (!chart.has_points) {
-    parts.push(`<text class="not-reported" x="${MARGIN.left + plotW / 2}" y="${MARGIN.top + plotH / 2}" text-anchor="middle" font-size="13" fill="#999" font-style="italic">not reported</text>`);
+    const why = gpu.latest ? "not reported" : "no sample yet";
+    parts.push(`<text class="not-reported" x="${MARGIN.left + plotW / 2}" y="${MARGIN.top + plotH / 2}" text-anchor="middle" font-size="13" fill="#999" font-style="italic">${why}</text>`);
   } else if (lanes) {
     chart.series.forEach((s, i) => {
       const top = MARGIN.top + 3 + i * LANE_HEIGHT;
@@ -445,7 +446,9 @@ function tile(gpu) {
     el("div", { class: "sub", text: `${gpu.model_name} · ${gpu.hostname}` }),
     el("div", { class: "vals" },
       el("span", { text: `temp ${fmt(s.temp_gpu_c, "°C")}` }),
-      el("span", { text: `power ${fmt(s.power_w, "W")}${gpu.limits.power_limit_w ? ` / ${num(gpu.limits.power_limit_w, 0)}` : ""}` }),
+      el("span", { text: gpu.limits.power_limit_w && Number.isFinite(s.power_w)
+        ? `power ${num(s.power_w)} / ${num(gpu.limits.power_limit_w, 0)} W`
+        : `power ${fmt(s.power_w, "W")}` }),
       el("span", { text: `util ${fmt(s.util_gpu_pct, "%")}` }),
       el("span", { text: `mem ${fmt(s.mem_used_mib, "MiB")}` }),
       el("span", { text: `SM ${fmt(s.sm_clock_mhz, "MHz")}` }),
