@@ -173,7 +173,9 @@ function drawChart(holder, chart, gpu, data) {
   for (const t of ticks) {
     const X = x(t).toFixed(1);
     parts.push(`<line x1="${X}" x2="${X}" y1="${MARGIN.top}" y2="${MARGIN.top + plotH}" stroke="#eee"/>`);
-    parts.push(`<text class="xtick" data-t="${t}" x="${X}" y="${height - 6}" font-size="11" text-anchor="middle" fill="#555">${tickLabel(t, step, t1 - t0)}</text>`);
+    // A label near the right edge ends at its tick rather than past the chart.
+    const anchor = +X > width - 30 ? "end" : "middle";
+    parts.push(`<text class="xtick" data-t="${t}" x="${X}" y="${height - 6}" font-size="11" text-anchor="${anchor}" fill="#555">${tickLabel(t, step, t1 - t0)}</text>`);
   }
   let y = null;
   if (!chart.has_points) {
@@ -555,7 +557,8 @@ async function refresh() {
     }
   } catch (e) {
     const since = state.lastAnswer ? `since ${when(state.lastAnswer)}` : "since the page loaded";
-    banner("stopped", `Monitor stopped: no answer from the monitor ${since}. The figures below are its last; retrying every ${every / 1000} s.`);
+    const last = state.data && state.data.gpus.length ? ` (its last sample: ${when(state.data.now_ms)})` : "";
+    banner("stopped", `Monitor stopped: no answer from the monitor ${since}${last}. The figures below are its last; retrying every ${every / 1000} s.`);
   }
   state.timer = setTimeout(refresh, every);
 }
