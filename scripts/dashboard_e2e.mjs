@@ -45,6 +45,65 @@ const points = () =>
     .map((p) => (p.getAttribute("points") || "").trim().split(/\s+/).filter(Boolean).length)
     .reduce((a, b) => a + b, 0);
 
+const signal = (mean, max) => ({ min: mean - 10, mean, max, n: 400 });
+const health = (over) => ({
+  recorded_at_ms: Date.now() - 20000, from_ms: Date.now() - 320000, to_ms: Date.now() - 20000,
+  status: "ok", failure: null, samples: 300, temp_gpu_c: signal(52.5, 63), power_w: signal(410.2, 688),
+  util_gpu_pct: signal(71, 100), alerts: {}, alerts_total: 0, xid_total: 0, xids: [],
+  median_ratio: 0.81, decay: 0.012, contradictions: [], ...over,
+});
+const gpu = (i, over) => ({
+  uuid: `GPU-0000000${i}-0000-0000-0000-000000000000`, model: "H200 SXM", bus_id: `0000:1${i}:00.0`,
+  agent: "ed25519:5f3c9a1b7e2d4c6f8a0b1c2d3e4f5a6b", simulated: false, health: health({}), ...over,
+});
+const FLEET = [
+  { gpus: [
+    gpu(1, {}),
+    gpu(2, { health: health({ status: "critical", alerts: { critical: 1 }, alerts_total: 1, xid_total: 1, xids: [79] }) }),
+    gpu(3, { health: health({ status: "warning", power_w: null, decay: 0.23,
+      contradictions: ["the proofs ran 23 % slower than the GPU's earlier ones while the agent reports no warning"] }) }),
+  ], next_after: "GPU-00000003-0000-0000-0000-000000000000" },
+  { gpus: [
+    gpu(4, { health: health({ status: "failed", failure: "the agent did not answer: connection refused", samples: null,
+      temp_gpu_c: null, power_w: null, util_gpu_pct: null, alerts_total: null, xid_total: null, median_ratio: null, decay: null }) }),
+    gpu(5, { health: null }),
+  ], next_after: null },
+];
+
+async function fleet(browser) {
+  const { readFileSync } = await import("node:fs");
+  const html = readFileSync("crates/validator/src/overview.html", "utf8");
+  const page = await browser.newPage();
+  let answering = true;
+  await page.route("http://validator.test/**", (route) => {
+    const url = new URL(route.request().url());
+    if (url.pathname === "/overview") return route.fulfill({ contentType: "text/html", body: html });
+    if (!answering) return route.abort("connectionrefused");
+    const which = url.searchParams.get("after") ? 1 : 0;
+    return route.fulfill({ contentType: "application/json", body: JSON.stringify(FLEET[which]) });
+  });
+  await page.goto("http://validator.test/overview", { waitUntil: "load" });
+  await page.waitForSelector("#fleet .tile");
+  const tiles = await page.locator("#fleet .tile").count();
+  check(tiles === 5, `the fleet overview lists each GPU of both pages (${tiles})`);
+  const badge = async (i) => page.locator(`#fleet .tile[data-uuid^='GPU-0000000${i}'] .badge`).textContent();
+  check((await badge(2)) === "critical" && (await badge(4)) === "failed" && (await badge(5)) === "no record",
+    "each GPU's status: critical, failed, no record");
+  const third = await page.locator("#fleet .tile[data-uuid^='GPU-00000003']").textContent();
+  check(/reported by its agent.*power\s*not reported.*measured by this validator.*decay\s*23\.0 %.*contradiction: the proofs ran 23 %/s.test(third),
+    "reported and measured figures apart, what is missing \"not reported\", the contradiction");
+  const line = await page.locator("#status-line").textContent();
+  check(/^5 GPUs · 1 ok · 1 critical · 1 warning · 1 failed · 1 no record/.test(line), `the fleet's counts (${line})`);
+  await page.screenshot({ path: join(shots, "dashboard-fleet.png") });
+  answering = false;
+  await page.evaluate(() => refresh());
+  await page.waitForSelector("#banner:not([hidden])", { timeout: 5000 });
+  const banner = await page.locator("#banner").textContent();
+  check(banner.startsWith("Validator not answering") && (await page.locator("#fleet .tile").count()) === 5,
+    `the validator not answering: a banner, the last tiles kept (${banner.slice(0, 50)})`);
+  await page.close();
+}
+
 try {
   const page = await browser.newPage();
   let navigations = 0;
@@ -196,7 +255,11 @@ try {
   await page.evaluate(() => window.scrollTo(0, 0));
   await sleep(200);
   await page.screenshot({ path: join(shots, "dashboard-stopped.png") });
-  console.log(`screenshots: ${shots}/dashboard.png, dashboard-gpu.png, dashboard-stopped.png`);
+
+  // The validator's overview of its fleet (crates/validator/src/overview.html), its answers
+  // given by the browser: two pages of GPUs in /v1/overview's shape, then none.
+  await fleet(browser);
+  console.log(`screenshots: ${shots}/dashboard.png, dashboard-gpu.png, dashboard-stopped.png, dashboard-fleet.png`);
 } finally {
   await browser.close();
 }

@@ -2,7 +2,9 @@
 # The dashboard in headless Chromium: installs what it needs (Debian's chromium, playwright-core
 # from npm under target/), starts `pog monitor run` fed by the committed H200 traces as a host of
 # eight GPUs (one of them with an XID 79 at its 120th row, so that an alert is drawn), and runs
-# scripts/dashboard_e2e.mjs against it, which ends by killing the monitor to see the page say so.
+# scripts/dashboard_e2e.mjs against it, which ends by killing the monitor to see the page say so,
+# then loads the validator's fleet overview page (crates/validator/src/overview.html) on answers
+# the browser gives it.
 # Prints "N passed, N failed"; exits non-zero on a failure.
 #
 # Usage: scripts/dashboard_e2e.sh [SCREENSHOT_DIR]   (default target/dashboard-e2e; `docs` refreshes
