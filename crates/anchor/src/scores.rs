@@ -153,22 +153,15 @@ pub struct ChainState {
 }
 
 impl ChainState {
-    #[allow(clippy::too_many_arguments)]
-    fn from_parts(
+    /// The state a contract returned (`GpuScores.stateOf`, `GpuToken.gpuOf`), checked.
+    fn from_sol(
         what: &str,
-        gpu_uuid: String,
-        model: String,
-        proves_model: bool,
-        proves_memory: bool,
-        score_ppm: u64,
-        price_micro_usd: u64,
-        owner: Address,
-        recorded_at_ms: u64,
+        s: IGpuScores::GpuState,
         leaf_index: u64,
         anchored_size: u64,
     ) -> Result<ChainState, AnchorError> {
-        let gpu_uuid = GpuUuid::new(&gpu_uuid).map_err(|e| AnchorError::BadState {
-            gpu_uuid: gpu_uuid.clone(),
+        let gpu_uuid = GpuUuid::new(&s.gpuUuid).map_err(|e| AnchorError::BadState {
+            gpu_uuid: s.gpuUuid.clone(),
             leaf_index,
             reason: format!("{what}: {e}"),
         })?;
@@ -176,17 +169,33 @@ impl ChainState {
             state: GpuState {
                 version: pog_records::state::STATE_VERSION,
                 gpu_uuid,
-                model,
-                proves_model,
-                proves_memory,
-                score_ppm,
-                price_micro_usd,
-                owner: EvmAddress(owner.into_array()),
-                recorded_at_ms,
+                model: s.model,
+                proves_model: s.provesModel,
+                proves_memory: s.provesMemory,
+                score_ppm: s.scorePpm,
+                price_micro_usd: s.priceMicroUsd,
+                owner: EvmAddress(s.owner.into_array()),
+                recorded_at_ms: s.recordedAtMs,
             },
             leaf_index,
             anchored_size,
         })
+    }
+}
+
+/// The token contract's copy of the state struct is the scores contract's, field for field.
+impl From<IGpuToken::GpuState> for IGpuScores::GpuState {
+    fn from(s: IGpuToken::GpuState) -> IGpuScores::GpuState {
+        IGpuScores::GpuState {
+            gpuUuid: s.gpuUuid,
+            model: s.model,
+            provesModel: s.provesModel,
+            provesMemory: s.provesMemory,
+            scorePpm: s.scorePpm,
+            priceMicroUsd: s.priceMicroUsd,
+            owner: s.owner,
+            recordedAtMs: s.recordedAtMs,
+        }
     }
 }
 
@@ -252,21 +261,7 @@ impl Scores {
         if !r.known {
             return Ok(None);
         }
-        let s = r.state;
-        ChainState::from_parts(
-            &what,
-            s.gpuUuid,
-            s.model,
-            s.provesModel,
-            s.provesMemory,
-            s.scorePpm,
-            s.priceMicroUsd,
-            s.owner,
-            s.recordedAtMs,
-            r.leafIndex,
-            r.anchoredSize,
-        )
-        .map(Some)
+        ChainState::from_sol(&what, r.state, r.leafIndex, r.anchoredSize).map(Some)
     }
 
     /// Proves `states` from the checkpoint of `size` entries anchored in the registry, in one
@@ -441,20 +436,7 @@ impl Tokens {
             .call()
             .await
             .map_err(|e| self.call_error(&what, e))?;
-        let s = r.state;
-        let chain = ChainState::from_parts(
-            &what,
-            r.gpuUuid,
-            s.model,
-            s.provesModel,
-            s.provesMemory,
-            s.scorePpm,
-            s.priceMicroUsd,
-            s.owner,
-            s.recordedAtMs,
-            r.leafIndex,
-            r.anchoredSize,
-        )?;
+        let chain = ChainState::from_sol(&what, r.state.into(), r.leafIndex, r.anchoredSize)?;
         Ok(TokenGpu {
             token_id: token_id.to_string(),
             holder: holder.to_checksum(None),

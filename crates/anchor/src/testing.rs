@@ -185,3 +185,14 @@ pub fn dev_key_file(dir: &Path, name: &str, index: usize) -> PathBuf {
         .expect("chmod 600 the key file");
     path
 }
+
+/// The first `count` of anvil's development keys (of [`DEV_KEYS`]), each written to a private
+/// key file `dir/k{i}` and read back as a [`crate::PublisherKey`].
+pub fn dev_keys(dir: &Path, count: usize) -> Vec<crate::PublisherKey> {
+    (0..count)
+        .map(|i| {
+            crate::PublisherKey::from_file(&dev_key_file(dir, &format!("k{i}"), i))
+                .expect("a development key file")
+        })
+        .collect()
+}

@@ -5,7 +5,7 @@
 
 use alloy::json_abi::JsonAbi;
 use pog_anchor::contract::ICheckpointRegistry;
-use pog_anchor::testing::{abi_signatures, dev_key_file, evm_tools, Anvil};
+use pog_anchor::testing::{abi_signatures, dev_key_file, dev_keys, evm_tools, Anvil};
 use pog_anchor::{deploy, read_bytecode, AnchorError, PublisherKey, Refusal, Registry, RpcUrl};
 use pog_ledger::checkpoint::Checkpoint;
 
@@ -54,9 +54,7 @@ async fn the_registry_keeps_its_rules_on_a_real_node() {
     let anvil = Anvil::start();
     let dir = tempfile::tempdir().unwrap();
     let rpc = RpcUrl::parse(&anvil.url).unwrap();
-    let keys: Vec<PublisherKey> = (0..3)
-        .map(|i| PublisherKey::from_file(&dev_key_file(dir.path(), &format!("k{i}"), i)).unwrap())
-        .collect();
+    let keys = dev_keys(dir.path(), 3);
     let code = read_bytecode(&evm_tools().bin).unwrap();
     let deployed = deploy(&rpc, &keys[0], &code).await.unwrap();
     eprintln!("deployment: {} gas", deployed.sent.gas_used);
@@ -279,9 +277,7 @@ async fn the_owner_rotates_a_misbehaving_publisher_and_anchoring_goes_on() {
     let anvil = Anvil::start();
     let dir = tempfile::tempdir().unwrap();
     let rpc = RpcUrl::parse(&anvil.url).unwrap();
-    let keys: Vec<PublisherKey> = (0..3)
-        .map(|i| PublisherKey::from_file(&dev_key_file(dir.path(), &format!("k{i}"), i)).unwrap())
-        .collect();
+    let keys = dev_keys(dir.path(), 3);
     let code = read_bytecode(&evm_tools().bin).unwrap();
     let address = deploy(&rpc, &keys[0], &code)
         .await

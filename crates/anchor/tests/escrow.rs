@@ -11,8 +11,8 @@ use alloy::providers::{Provider, ProviderBuilder};
 use alloy::sol_types::{Eip712Domain, SolStruct};
 use pog_anchor::contract::{IGpuEscrow, IStablecoin};
 use pog_anchor::escrow::{account_key, deploy_escrow, Escrow, SettlementSigner};
-use pog_anchor::testing::{abi_signatures, dev_key_file, evm_tools, Anvil};
-use pog_anchor::{deploy, read_bytecode, AnchorError, PublisherKey, Refusal, RpcUrl};
+use pog_anchor::testing::{abi_signatures, dev_keys, evm_tools, Anvil};
+use pog_anchor::{deploy, read_bytecode, AnchorError, Refusal, RpcUrl};
 use pog_signed::Identity;
 
 /// How long the settlement key may be silent before owners withdraw freely, in the tests.
@@ -51,9 +51,7 @@ async fn deposits_leave_only_on_the_settlement_keys_word_or_when_it_is_gone() {
     let anvil = Anvil::start();
     let dir = tempfile::tempdir().unwrap();
     let rpc = RpcUrl::parse(&anvil.url).unwrap();
-    let keys: Vec<PublisherKey> = (0..3)
-        .map(|i| PublisherKey::from_file(&dev_key_file(dir.path(), &format!("k{i}"), i)).unwrap())
-        .collect();
+    let keys = dev_keys(dir.path(), 3);
     let (validator, renter_wallet, provider_wallet) = (&keys[0], &keys[1], &keys[2]);
     let tools = evm_tools();
     // The test stablecoin (deployed like any contract, without constructor arguments).
