@@ -12,6 +12,7 @@ pub mod cuda;
 pub mod cutlass;
 mod during;
 mod exec;
+pub mod gpm;
 pub mod gpu;
 pub mod host;
 pub mod hostbench;

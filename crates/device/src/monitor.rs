@@ -5,6 +5,7 @@
 //! again; any other failure leaves the field unread for that sample and counts as an error. The
 //! judging is `pog-monitor`'s: nothing here decides what is healthy.
 
+use crate::gpm::{GpmReader, GpmReading, NvmlGpm};
 use crate::nvlink::{LinkReader, LinkReading, NvmlLinks};
 use crate::nvml::NvmlInitError;
 use crate::reading::Reading;
@@ -20,7 +21,7 @@ use nvml_wrapper::event::EventSet;
 use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::{Device, Nvml};
 use pog_monitor::prometheus::{GpuIdentity, SamplerHealth};
-use pog_monitor::{Limits, NvLinks, Sample, Signal};
+use pog_monitor::{Limits, NvLinks, Profiling, Sample, Signal};
 use std::collections::BTreeSet;
 
 /// `NVML_FI_DEV_MEMORY_TEMP` in `nvml.h`: the HBM temperature, read as a field value.
@@ -69,6 +70,8 @@ pub enum Field {
     NvLink,
     /// NVLink data throughput, all links.
     NvLinkThroughput,
+    /// Profiling metrics through NVML's GPM ([`crate::gpm`]; Hopper and newer).
+    Profiling,
 }
 
 impl Field {
@@ -95,6 +98,7 @@ impl Field {
             Field::Xid => "xid_events",
             Field::NvLink => "nvlink",
             Field::NvLinkThroughput => "nvlink_throughput",
+            Field::Profiling => "profiling",
         }
     }
 }
@@ -179,6 +183,11 @@ pub struct GpuSampler<'n> {
     links: LinkReader,
     /// The NVLink links as last read (a slow field, carried between reads as the others).
     held_links: Option<NvLinks>,
+    /// The GPM reading across samples (its previous sample of the GPU's counters).
+    gpm: GpmReader<nvml_wrapper::gpm::GpmSample<'n>>,
+    /// The profiling metrics as last computed (a slow field: over the interval between two
+    /// reads, carried between them).
+    held_profiling: Option<Profiling>,
 }
 
 /// The slow fields' values as last read.
@@ -249,7 +258,7 @@ pub const DEFAULT_SLOW_EVERY: u64 = 10;
 /// and error counters: five NVML calls a link, 18 links on Hopper) and the process list. The
 /// NVLink bandwidth is then the average over the interval between two reads. Between two reads a sample carries the last one (its signals marked
 /// [`Sample::carried`]).
-pub const SLOW_FIELDS: [Field; 7] = [
+pub const SLOW_FIELDS: [Field; 8] = [
     Field::Energy,
     Field::PcieThroughput,
     Field::EccAggregate,
@@ -257,6 +266,7 @@ pub const SLOW_FIELDS: [Field; 7] = [
     Field::RemappedRows,
     Field::Processes,
     Field::NvLink,
+    Field::Profiling,
 ];
 
 /// This thread's CPU time (user + system), microseconds, to the nanosecond: the kernel adds
@@ -296,6 +306,8 @@ impl<'n> GpuSampler<'n> {
             held: SlowReadings::default(),
             links: LinkReader::default(),
             held_links: None,
+            gpm: GpmReader::default(),
+            held_profiling: None,
         };
         let events = nvml
             .create_event_set()
@@ -511,6 +523,17 @@ impl<'n> GpuSampler<'n> {
             self.held_links = self.take_links(reading);
         }
         s.nvlink = self.held_links.clone();
+        if self.due(Field::Profiling) {
+            let started = thread_cpu_us();
+            let port = NvmlGpm {
+                nvml: self.nvml,
+                device: &self.device,
+            };
+            let reading = self.gpm.read(&port);
+            *self.cost_us.entry(Field::Profiling).or_default() += thread_cpu_us() - started;
+            self.held_profiling = self.take_profiling(reading);
+        }
+        s.profiling = self.held_profiling.clone();
         s.xid = self.drain_xids();
         let mut held = self.held;
         // A field found unsupported holds nothing from before.
@@ -535,6 +558,18 @@ impl<'n> GpuSampler<'n> {
             self.failed(Field::NvLink, why);
         }
         reading.links
+    }
+
+    /// The metrics of a GPM reading, its news reported: no GPM (once, then not asked again),
+    /// this reading's failures (one line, logged when it changes).
+    fn take_profiling(&mut self, reading: GpmReading) -> Option<Profiling> {
+        if let Some(why) = reading.absent {
+            self.mark_unsupported(Field::Profiling, why);
+        }
+        if let Some(why) = reading.failure {
+            self.failed(Field::Profiling, why);
+        }
+        reading.profiling
     }
 
     /// The XIDs that arrived since the last call, without waiting.

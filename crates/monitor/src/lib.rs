@@ -56,6 +56,6 @@ pub use downsample::{downsample, Aggregate, Downsampler};
 pub use live::{LiveMonitor, RunSummary, Settings};
 pub use model::{Model, TrainError};
 pub use monitor::{replay, Monitor};
-pub use sample::{NvLinkSample, NvLinks, Sample, Signal};
+pub use sample::{NvLinkSample, NvLinks, Profiling, Sample, Signal};
 pub use source::{Limits, Replay, Replays, Source};
 pub use trace::{parse_trace, read_trace, TraceError, TraceReader, TraceWriter};

@@ -191,7 +191,7 @@ type Reader = (&'static str, Kind, &'static str, ReadSample);
 type ReadSample = fn(&Sample) -> Option<f64>;
 
 /// The series read from a sample, in the order of the page.
-const SAMPLE_SERIES: [Reader; 23] = [
+const SAMPLE_SERIES: [Reader; 35] = [
     (
         "DCGM_FI_DEV_GPU_TEMP",
         Kind::Gauge,
@@ -330,6 +330,78 @@ const SAMPLE_SERIES: [Reader; 23] = [
         "Retired memory pages: single-bit, double-bit and pending retirement together (older \
          GPUs; DCGM splits them into DCGM_FI_DEV_RETIRED_SBE, _DBE and _PENDING)",
         |s| s.retired_pages.map(|v| v as f64),
+    ),
+    (
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        Kind::Gauge,
+        "Ratio of time the graphics engine is active (NVML GPM)",
+        |s| s.profiling.as_ref().and_then(|p| p.gr_engine_active),
+    ),
+    (
+        "DCGM_FI_PROF_SM_ACTIVE",
+        Kind::Gauge,
+        "The ratio of cycles an SM has at least 1 warp assigned (NVML GPM)",
+        |s| s.profiling.as_ref().and_then(|p| p.sm_active),
+    ),
+    (
+        "DCGM_FI_PROF_SM_OCCUPANCY",
+        Kind::Gauge,
+        "The ratio of number of warps resident on an SM (NVML GPM)",
+        |s| s.profiling.as_ref().and_then(|p| p.sm_occupancy),
+    ),
+    (
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        Kind::Gauge,
+        "Ratio of cycles the tensor (HMMA) pipe is active (NVML GPM)",
+        |s| s.profiling.as_ref().and_then(|p| p.tensor_active),
+    ),
+    (
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        Kind::Gauge,
+        "Ratio of cycles the device memory interface is active sending or receiving data (NVML GPM)",
+        |s| s.profiling.as_ref().and_then(|p| p.dram_active),
+    ),
+    (
+        "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
+        Kind::Gauge,
+        "Ratio of cycles the fp64 pipes are active (NVML GPM)",
+        |s| s.profiling.as_ref().and_then(|p| p.fp64_active),
+    ),
+    (
+        "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
+        Kind::Gauge,
+        "Ratio of cycles the fp32 pipes are active (NVML GPM)",
+        |s| s.profiling.as_ref().and_then(|p| p.fp32_active),
+    ),
+    (
+        "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
+        Kind::Gauge,
+        "Ratio of cycles the fp16 pipes are active (NVML GPM)",
+        |s| s.profiling.as_ref().and_then(|p| p.fp16_active),
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        Kind::Gauge,
+        "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second (NVML GPM)",
+        |s| s.profiling.as_ref().and_then(|p| p.pcie_tx_bytes_s),
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        Kind::Gauge,
+        "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second (NVML GPM)",
+        |s| s.profiling.as_ref().and_then(|p| p.pcie_rx_bytes_s),
+    ),
+    (
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        Kind::Gauge,
+        "The rate of data transmitted over NVLink, not including protocol headers, in bytes per second (NVML GPM)",
+        |s| s.profiling.as_ref().and_then(|p| p.nvlink_tx_bytes_s),
+    ),
+    (
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+        Kind::Gauge,
+        "The rate of data received over NVLink, not including protocol headers, in bytes per second (NVML GPM)",
+        |s| s.profiling.as_ref().and_then(|p| p.nvlink_rx_bytes_s),
     ),
 ];
 
@@ -571,7 +643,9 @@ pub fn render(
         }
     }
     let mut out = String::new();
-    for (family, _) in &from_sample {
+    // A field no GPU reported (the profiling metrics of GPUs without GPM, say) is left out
+    // whole, not listed empty.
+    for (family, _) in from_sample.iter().filter(|(f, _)| !f.samples.is_empty()) {
         family.write(&mut out, format)?;
     }
     for family in nvlink.families.values() {
@@ -833,6 +907,12 @@ mod tests {
         s.remapped_rows = Some(5);
         s.remapped_rows_uncorrectable = Some(2);
         s.fan_pct = Some(30.0);
+        s.profiling = Some(crate::Profiling {
+            sm_active: Some(0.985),
+            tensor_active: Some(0.71),
+            pcie_tx_bytes_s: Some(3.0 * 1_048_576.0),
+            ..Default::default()
+        });
         s.nvlink = Some(three_links());
         s
     }
@@ -858,6 +938,24 @@ mod tests {
             ],
             bandwidth_mbs: Some(4096.5),
         }
+    }
+
+    #[test]
+    fn profiling_series_carry_dcgm_names_and_only_what_gpm_reported() {
+        let scrape = parse(&page(Format::Text));
+        let v = |name: &str| value(&scrape, name, "0");
+        assert_eq!(v("DCGM_FI_PROF_SM_ACTIVE"), Some(0.985));
+        assert_eq!(v("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"), Some(0.71));
+        assert_eq!(v("DCGM_FI_PROF_PCIE_TX_BYTES"), Some(3_145_728.0));
+        // Not reported by the GPU: no series, never a 0.
+        assert_eq!(v("DCGM_FI_PROF_NVLINK_TX_BYTES"), None);
+        assert_eq!(v("DCGM_FI_PROF_PIPE_FP64_ACTIVE"), None);
+        // GPU 1 has no sample: none of its own.
+        assert!(scrape
+            .samples
+            .iter()
+            .filter(|s| s.metric.starts_with("DCGM_FI_PROF_"))
+            .all(|s| s.labels.get("gpu") == Some("0")));
     }
 
     #[test]
@@ -943,6 +1041,7 @@ mod tests {
         // A GPU sampled without NVLink: not one NVLink line, not even HELP.
         let mut plain = full_sample();
         plain.nvlink = None;
+        plain.profiling = None;
         let text = render(
             &[gpu(&plain)],
             SamplerHealth::default(),

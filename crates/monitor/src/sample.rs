@@ -84,6 +84,42 @@ pub struct Sample {
     /// not read; a recorded trace has no NVLink columns).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvlink: Option<NvLinks>,
+    /// Profiling metrics (NVML's GPM, Hopper and newer: dcgm-exporter's `DCGM_FI_PROF_*`) over
+    /// the interval since the previous reading (`None`: no GPM, or not read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profiling: Option<Profiling>,
+}
+
+/// A GPU's profiling metrics over an interval, as NVML's GPU performance monitoring (GPM)
+/// computes them from two samples, in the units of dcgm-exporter's `DCGM_FI_PROF_*` fields:
+/// activities as fractions of the interval (0 to 1), traffic in bytes per second. Each `None`
+/// where the GPU does not report it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Profiling {
+    /// Fraction of time the graphics or compute engine was active (`DCGM_FI_PROF_GR_ENGINE_ACTIVE`).
+    pub gr_engine_active: Option<f64>,
+    /// Fraction of time an SM had a warp resident, averaged over the SMs (`DCGM_FI_PROF_SM_ACTIVE`).
+    pub sm_active: Option<f64>,
+    /// Resident warps over the SMs' maximum, averaged (`DCGM_FI_PROF_SM_OCCUPANCY`).
+    pub sm_occupancy: Option<f64>,
+    /// Fraction of time any tensor pipe was active (`DCGM_FI_PROF_PIPE_TENSOR_ACTIVE`).
+    pub tensor_active: Option<f64>,
+    /// Fraction of the DRAM bandwidth used (`DCGM_FI_PROF_DRAM_ACTIVE`).
+    pub dram_active: Option<f64>,
+    /// Fraction of time the FP64 pipe was active (`DCGM_FI_PROF_PIPE_FP64_ACTIVE`).
+    pub fp64_active: Option<f64>,
+    /// Fraction of time the FP32 pipe was active (`DCGM_FI_PROF_PIPE_FP32_ACTIVE`).
+    pub fp32_active: Option<f64>,
+    /// Fraction of time the FP16 pipe was active (`DCGM_FI_PROF_PIPE_FP16_ACTIVE`).
+    pub fp16_active: Option<f64>,
+    /// PCIe bytes transmitted per second (`DCGM_FI_PROF_PCIE_TX_BYTES`).
+    pub pcie_tx_bytes_s: Option<f64>,
+    /// PCIe bytes received per second (`DCGM_FI_PROF_PCIE_RX_BYTES`).
+    pub pcie_rx_bytes_s: Option<f64>,
+    /// NVLink bytes transmitted per second, all links (`DCGM_FI_PROF_NVLINK_TX_BYTES`).
+    pub nvlink_tx_bytes_s: Option<f64>,
+    /// NVLink bytes received per second, all links (`DCGM_FI_PROF_NVLINK_RX_BYTES`).
+    pub nvlink_rx_bytes_s: Option<f64>,
 }
 
 /// A GPU's NVLink links at one sample.
