@@ -26,6 +26,10 @@ pub const HOUR_MS: u64 = 3_600_000;
 /// validator challenges every GPU every minute by default, so this spans many rounds).
 pub const DEFAULT_MAX_PROOF_AGE_MS: u64 = HOUR_MS;
 
+/// How long, by default, an ask may take from its owner's clock to the market's
+/// ([`BackingRules::transit_ms`]): a minute.
+pub const DEFAULT_TRANSIT_MS: u64 = 60_000;
+
 /// What the validator knows of one registered GPU, as [`GpuStanding`] reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Standing {
@@ -81,12 +85,18 @@ impl GpuStanding for HashMap<GpuUuid, Standing> {
 pub struct BackingRules {
     /// How old (ms, by the market's clock) a GPU's latest proof may be.
     pub max_proof_age_ms: u64,
+    /// The time an ask may take to arrive, counted to its GPUs' hours: an owner who signs
+    /// 24 GPU-hours on one GPU open for 24 hours is not refused for the milliseconds the
+    /// request spent on the way (so an ask may offer up to this much per GPU more than the
+    /// GPUs have, a minute by default).
+    pub transit_ms: u64,
 }
 
 impl Default for BackingRules {
     fn default() -> BackingRules {
         BackingRules {
             max_proof_age_ms: DEFAULT_MAX_PROOF_AGE_MS,
+            transit_ms: DEFAULT_TRANSIT_MS,
         }
     }
 }
@@ -200,7 +210,8 @@ pub fn check_order(
 
 /// Checks that an ask, submitted at `now_ms` and open until `expires_at_ms`, is backed: it
 /// names GPUs, offers no more GPU-hours than they have until it expires (quantity ≤ GPUs ×
-/// hours to expiry, exactly, in milliseconds), and each GPU is registered to the ask's owner,
+/// hours to expiry, exactly, in milliseconds, the hours counted from
+/// [`BackingRules::transit_ms`] before now), and each GPU is registered to the ask's owner,
 /// of its class, not simulated, and its latest proof is accepted, proves its model and is at
 /// most [`BackingRules::max_proof_age_ms`] old. The first failure found is returned (the
 /// hours first, then the GPUs in the order named). Whether a GPU is already offered by
@@ -217,7 +228,8 @@ pub fn check_ask(
     if gpus.is_empty() {
         return Err(BackingError::NoGpus { id });
     }
-    let open_ms = u128::from(expires_at_ms.saturating_sub(now_ms));
+    let since_ms = now_ms.saturating_sub(rules.transit_ms);
+    let open_ms = u128::from(expires_at_ms.saturating_sub(since_ms));
     let capacity_ms = open_ms * gpus.len() as u128;
     if u128::from(order.quantity()) * u128::from(HOUR_MS) > capacity_ms {
         return Err(BackingError::TooManyHours {
@@ -349,7 +361,7 @@ mod tests {
     #[test]
     fn an_ask_offers_no_more_hours_than_its_gpus_have_before_it_expires() {
         let r = registry();
-        // Two GPUs for ten hours: 20 GPU-hours, not 21.
+        // Two GPUs for ten hours (and the minute on the way): 20 GPU-hours, not 21.
         assert_eq!(
             check(&ask(Side::Ask, 21, &["GPU-a", "GPU-b"]), &r),
             Err(BackingError::TooManyHours {
@@ -359,12 +371,19 @@ mod tests {
                 available: 20
             })
         );
-        // Exact to the millisecond: one GPU for 90 minutes backs one hour, not two.
+        // Exact to the millisecond, with the minute an ask may spend on the way: one GPU open
+        // for 59 minutes backs one GPU-hour, for 58:59.999 none; for 90 minutes not two.
         let one = ask(Side::Ask, 1, &["GPU-a"]);
-        let backed = |o: &Order| check_ask(o, NOW + 90 * 60_000, NOW, &r, &BackingRules::default());
-        assert_eq!(backed(&one), Ok(()));
+        let backed = |o: &Order, open_ms: u64| {
+            check_ask(o, NOW + open_ms, NOW, &r, &BackingRules::default())
+        };
+        assert_eq!(backed(&one, 59 * 60_000), Ok(()));
         assert!(matches!(
-            backed(&ask(Side::Ask, 2, &["GPU-a"])),
+            backed(&one, 59 * 60_000 - 1),
+            Err(BackingError::TooManyHours { available: 0, .. })
+        ));
+        assert!(matches!(
+            backed(&ask(Side::Ask, 2, &["GPU-a"]), 90 * 60_000),
             Err(BackingError::TooManyHours { available: 1, .. })
         ));
         assert!(matches!(

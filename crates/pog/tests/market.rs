@@ -1,6 +1,6 @@
 //! `pog score`, `pog price` and `pog market` end to end: a saved check report scored, models
 //! priced, bad input refused with the error envelope, and orders submitted, cancelled and
-//! cleared through a `pog validator` on loopback.
+//! cleared through a `pog validator` on loopback, asks offering a proven GPU their key holds.
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 mod common;
 
-use common::{Network, HOST0, HOST0_GPU, TEST_ROUNDS};
+use common::{register_proven_h200, Network, HOST0, HOST0_GPU, TEST_ROUNDS};
 
 fn pog(args: &[&str]) -> (i32, Value) {
     let out = Command::cargo_bin("pog")
@@ -127,26 +127,48 @@ fn orders_go_through_a_validator() {
         all.extend_from_slice(args);
         pog(&all)
     };
-    let submit = |dir, id: &str, side: &str, quantity: &str, price: &str| {
-        market(
-            dir,
-            &[
-                "submit",
-                "--id",
-                id,
-                "--side",
-                side,
-                "--class",
-                "H200 SXM",
-                "--quantity",
-                quantity,
-                "--price",
-                price,
-            ],
-        )
+    let offering = |dir, id: &str, side: &str, quantity: &str, price: &str, gpus: &[&str]| {
+        let mut args = vec![
+            "submit",
+            "--id",
+            id,
+            "--side",
+            side,
+            "--class",
+            "H200 SXM",
+            "--quantity",
+            quantity,
+            "--price",
+            price,
+        ];
+        for gpu in gpus {
+            args.extend(["--gpu", gpu]);
+        }
+        market(dir, &args)
     };
+    let submit = |dir, id: &str, side: &str, quantity: &str, price: &str| {
+        offering(dir, id, side, quantity, price, &[])
+    };
+    // The provider's agent key holds a proven H200 at the validator: its ask offers it.
+    let provider_key = pog_net::keys::load_or_create(&provider.join("agent.key")).unwrap();
+    register_proven_h200(&v.service.data, &provider_key.public_key(), "GPU-p1");
     assert_eq!(submit(&renter, "r1", "bid", "3", "4.00").0, 0);
-    assert_eq!(submit(&provider, "p1", "ask", "2", "3.50").0, 0);
+    // An ask naming no GPU, the provider's GPU in the renter's ask, more GPU-hours than the
+    // GPU has in the ask's 24 hours: refused.
+    for (dir, gpus, quantity, expect) in [
+        (&provider, &[][..], "2", "names no GPUs"),
+        (&renter, &["GPU-p1"][..], "2", "registered to another key"),
+        (&provider, &["GPU-p1"][..], "25", "only 24 whole GPU-hours"),
+        (&provider, &["GPU 1"][..], "2", "--gpu"),
+    ] {
+        let (status, json) = offering(dir, "p0", "ask", quantity, "3.50", gpus);
+        assert_eq!(status, 2, "{json}");
+        assert!(json["error"].as_str().unwrap().contains(expect), "{json}");
+    }
+    assert_eq!(
+        offering(&provider, "p1", "ask", "2", "3.50", &["GPU-p1"]).0,
+        0
+    );
     // Bad orders: refused before or by the validator, the book unchanged.
     for (id, price, quantity) in [
         ("r2", "-1", "1"),
@@ -308,10 +330,10 @@ fn market_needs_a_reachable_validator() {
 }
 
 #[test]
-fn a_validator_scores_and_prices_from_its_records_and_clears_on_a_clock() {
+fn a_validator_scores_and_prices_from_its_records() {
     let dir = tempfile::tempdir().unwrap();
     let net = Network::in_dir(dir.path())
-        .flags(&["--challenge-every", "1", "--clear-every", "0.3"])
+        .flags(&["--challenge-every", "1"])
         .flags(TEST_ROUNDS)
         .agent(HOST0, &[])
         .start();
@@ -368,14 +390,22 @@ fn a_validator_scores_and_prices_from_its_records_and_clears_on_a_clock() {
     assert_eq!(status, 0, "{history}");
     assert_eq!(history["schema"], "pog.market.history/1");
     assert!(history["points"].as_array().unwrap().len() >= 2);
+}
 
-    // Crossing orders clear on the validator's clock (every 0.3 s), with no manual clear.
+#[test]
+fn backed_asks_clear_on_the_validators_clock_and_a_simulated_gpu_backs_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::in_dir(dir.path())
+        .flags(&["--clear-every", "0.3"])
+        .flags(TEST_ROUNDS)
+        .agent(HOST0, &[])
+        .start();
+    let v = &net.validator;
     let (renter, provider) = (dir.path().join("r"), dir.path().join("p"));
-    for (data, id, side, price) in [
-        (&renter, "r1", "bid", "4.00"),
-        (&provider, "p1", "ask", "3.00"),
-    ] {
-        let (status, json) = pog(&[
+    let provider_key = pog_net::keys::load_or_create(&provider.join("agent.key")).unwrap();
+    register_proven_h200(&v.service.data, &provider_key.public_key(), "GPU-p1");
+    let submit = |data: &PathBuf, id: &str, side: &str, price: &str, gpu: Option<&str>| {
+        let mut args = vec![
             "market",
             "--json",
             "--validator",
@@ -393,7 +423,29 @@ fn a_validator_scores_and_prices_from_its_records_and_clears_on_a_clock() {
             "1",
             "--price",
             price,
-        ]);
+        ];
+        if let Some(gpu) = gpu {
+            args.extend(["--gpu", gpu]);
+        }
+        pog(&args)
+    };
+    // The simulated H200, offered by its own agent's key: a test double backs no ask.
+    let host0 = dir.path().join("agent-0");
+    let (status, json) = submit(&host0, "s1", "ask", "3.00", Some(HOST0_GPU));
+    assert_eq!(status, 2, "{json}");
+    assert!(
+        json["error"]
+            .as_str()
+            .unwrap()
+            .contains("simulated test double"),
+        "{json}"
+    );
+    // Crossing orders clear on the validator's clock (every 0.3 s), with no manual clear.
+    for (data, id, side, price, gpu) in [
+        (&renter, "r1", "bid", "4.00", None),
+        (&provider, "p1", "ask", "3.00", Some("GPU-p1")),
+    ] {
+        let (status, json) = submit(data, id, side, price, gpu);
         assert_eq!(status, 0, "{json}");
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

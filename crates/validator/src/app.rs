@@ -257,6 +257,10 @@ impl ValidatorApp {
                 .with_ledger(ledger.clone())
                 .with_clock(clock),
         );
+        // Asks are backed by the GPUs of this registry (issue 25).
+        let market = market.with_standing(Arc::new(crate::standing::RegistryStanding::new(
+            records.clone(),
+        )));
         let validator = Arc::new(Validator::over(records, settings.config.clone())?);
         Ok(ValidatorApp {
             validator,

@@ -3,7 +3,8 @@
 //! clock ([`validator`]), asks for and records the GPU's health ([`health`]), takes the
 //! agents' signed reports ([`reports`]), keeps every record in its transparency log
 //! ([`ledger`]), and scores, prices and trades the GPUs from those records alone ([`pricing`],
-//! [`market`]). It links no CUDA: it never computes a challenge, only checks answers.
+//! [`market`], which reads the registry through [`standing`]). It links no CUDA: it never
+//! computes a challenge, only checks answers.
 //!
 //! Each subsystem reaches the records through one narrow seam, [`store::RecordStore`] (the
 //! signing key, the registry, the ledger), not through the challenger; [`app`] builds the
@@ -24,5 +25,6 @@ pub mod registry;
 pub mod registry_model;
 pub mod reports;
 pub mod schedule;
+pub mod standing;
 pub mod store;
 pub mod validator;

@@ -6,6 +6,12 @@
 //!
 //! - `POST /v1/market/submit`: a [`SUBMIT_KIND`] envelope holding a [`SubmitMessage`], signed by
 //!   the order's owner (the key in `order.owner`); anyone else's signature is refused (403).
+//!   An ask must be backed ([`pog_market::backing`]): it names GPUs registered here to its
+//!   owner key (the agent key), each with a recent accepted proof record that proves its
+//!   model, and offers no more GPU-hours than they have before it expires; the market reads
+//!   the registry through a [`GpuStanding`] ([`crate::standing::RegistryStanding`] in the
+//!   validator). A GPU is offered by one open ask at a time, and a key's bid and ask never
+//!   trade with each other (the [`Book`] refuses an order that would).
 //! - `POST /v1/market/cancel`: a [`CANCEL_KIND`] envelope holding a [`CancelMessage`], signed
 //!   by the order's owner; it names one of the signer's own orders (ids are each owner's), so
 //!   another key has no such order (404).
@@ -35,6 +41,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use pog_market::backing::{BackingError, BackingRules, GpuStanding, Standing};
 use pog_market::quote::Quote;
 use pog_market::{
     Book, BookError, ClearingRecord, GpuClass, Mechanism, OpenOrder, Order, OrderId, Side,
@@ -291,6 +298,9 @@ pub enum MarketRequestError {
     /// The book refused the order, the cancellation or the clearing.
     #[error(transparent)]
     Book(#[from] BookError),
+    /// The order is not backed (an ask's GPUs: see [`pog_market::backing`]).
+    #[error(transparent)]
+    Backing(#[from] BackingError),
     /// An accepted event could not be written as JSON to be stored.
     #[error(transparent)]
     Encode(serde_json::Error),
@@ -350,6 +360,10 @@ pub struct Market {
     submitters: Mutex<pog_net::buckets::PerSource>,
     /// The wall clock orders expire and clearing requests age by.
     clock: SharedClock,
+    /// The registry as backing an ask needs it: GPU → agent key, model, latest proof.
+    standing: Arc<dyn GpuStanding + Send + Sync>,
+    /// How an ask's backing is judged.
+    backing: BackingRules,
 }
 
 struct Inner {
@@ -486,7 +500,23 @@ impl Market {
                 limits.submits_per_minute_per_source,
             )),
             clock: SystemClock::shared(),
+            standing: Arc::new(std::collections::BTreeMap::<pog_signed::GpuUuid, Standing>::new()),
+            backing: BackingRules::default(),
         })
+    }
+
+    /// The same market backing asks by `standing` (the validator's
+    /// [`crate::standing::RegistryStanding`]); until it is given one, the market knows no GPU
+    /// and refuses every ask.
+    pub fn with_standing(mut self, standing: Arc<dyn GpuStanding + Send + Sync>) -> Market {
+        self.standing = standing;
+        self
+    }
+
+    /// The same market judging asks' backing by `rules` instead of the defaults.
+    pub fn with_backing_rules(mut self, rules: BackingRules) -> Market {
+        self.backing = rules;
+        self
     }
 
     /// The same market on `clock` instead of the system clock (a test's
@@ -531,7 +561,9 @@ impl Market {
         self.inner.locked()
     }
 
-    /// Submits a signed order (the envelope's bytes).
+    /// Submits a signed order (the envelope's bytes). What backs it is checked first, against
+    /// the registry as it stands now ([`Market::with_standing`]); the registry is read, and a
+    /// PostgreSQL one waited on, so call it off the async runtime's workers.
     pub fn submit(&self, bytes: &[u8]) -> Result<Submitted, MarketRequestError> {
         let (message, signer): (SubmitMessage, PublicKey) = pog_signed::decode(bytes, SUBMIT_KIND)?;
         self.check_validator(&message.validator)?;
@@ -547,6 +579,14 @@ impl Market {
                 id: message.order.id().clone(),
             });
         };
+        // The registry is read before the book is locked (it may wait on a database).
+        pog_market::backing::check_order(
+            &message.order,
+            expires_at_ms,
+            self.clock.now_ms(),
+            self.standing.as_ref(),
+            &self.backing,
+        )?;
         let envelope = envelope(bytes)?;
         let mut inner = self.lock();
         let now = self.clock.now_ms();
@@ -943,7 +983,10 @@ fn replay(db: &Connection, validator: &PublicKey) -> Result<(Book, TakenClears),
                 let expires_at_ms = m
                     .expires_at_ms
                     .unwrap_or(at_ms.saturating_add(pog_market::MAX_ORDER_LIFETIME_MS));
-                book.submit(m.order, expires_at_ms, at_ms)
+                // Every submission stored was checked when it came (its backing against the
+                // registry then); a store from before a key's orders were kept from crossing
+                // replays as it was.
+                book.restore(m.order, expires_at_ms, at_ms)
                     .map_err(|e| corrupt(e.to_string()))?;
             }
             Event::Cancel { envelope } => {
@@ -996,7 +1039,14 @@ impl From<MarketRequestError> for ApiError {
                 | BookError::Expired { .. }
                 | BookError::LifetimeTooLong { .. } => StatusCode::BAD_REQUEST,
                 BookError::UnknownOrder(_) => StatusCode::NOT_FOUND,
-                BookError::NotOpen(_) => StatusCode::CONFLICT,
+                BookError::NotOpen(_)
+                | BookError::SelfTrade { .. }
+                | BookError::GpuOffered { .. } => StatusCode::CONFLICT,
+            },
+            E::Backing(backing) => match backing {
+                BackingError::NotHeld { .. } => StatusCode::FORBIDDEN,
+                BackingError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::BAD_REQUEST,
             },
             E::Encode(_) | E::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
@@ -1022,7 +1072,11 @@ async fn submit_route(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     m.admit_submitter(source.ip())?;
-    Ok(Json(m.submit(&body)?).into_response())
+    // Backing an ask reads the registry (a PostgreSQL one is waited on): off the workers.
+    let submitted = tokio::task::spawn_blocking(move || m.submit(&body))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    Ok(Json(submitted).into_response())
 }
 
 async fn cancel_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Response, ApiError> {
@@ -1091,8 +1145,54 @@ mod tests {
         Identity::from_seed([1; 32])
     }
 
+    /// The asks' ids the tests' GPUs are named for.
+    const ASK_IDS: [&str; 3] = ["a1", "a2", "a3"];
+
+    /// The GPUs an ask `id` of `owner` for `quantity` GPU-hours offers (open for an hour, one
+    /// GPU per GPU-hour): `GPU-<owner's first hex digits>-<id>-<n>`.
+    fn gpus_of(owner: &Identity, id: &str, quantity: u64) -> Vec<pog_signed::GpuUuid> {
+        let key = owner.public_key();
+        let who = &key.as_str()[..8];
+        (0..quantity)
+            .map(|n| pog_signed::GpuUuid::new(format!("GPU-{who}-{id}-{n}")).unwrap())
+            .collect()
+    }
+
+    /// A registry in which the tests' owners (seeds 2 and 3) hold up to four H200s per ask
+    /// id, each proven a minute ago by the clock.
+    fn registry() -> std::collections::BTreeMap<pog_signed::GpuUuid, Standing> {
+        let mut registry = std::collections::BTreeMap::new();
+        for owner in [Identity::from_seed([2; 32]), Identity::from_seed([3; 32])] {
+            for id in ASK_IDS {
+                for gpu in gpus_of(&owner, id, 4) {
+                    let standing = Standing {
+                        agent: owner.public_key(),
+                        model: "H200 SXM".into(),
+                        simulated: false,
+                        latest_proof: Some(pog_market::LatestProof {
+                            record_id: 1,
+                            accepted: true,
+                            proves_model: true,
+                            recorded_at_ms: now_ms() - 60_000,
+                        }),
+                    };
+                    registry.insert(gpu, standing);
+                }
+            }
+        }
+        registry
+    }
+
+    /// The tests' market at `path` (in memory with `None`), its asks backed by [`registry`].
+    fn open(path: Option<&Path>) -> Market {
+        Market::open(path, &validator().public_key())
+            .unwrap()
+            .with_standing(Arc::new(registry()))
+    }
+
+    /// An order; an ask offers the GPUs [`gpus_of`] names for it.
     fn order(id: &str, owner: &Identity, side: Side, quantity: u64, usd: f64) -> Order {
-        Order::new(
+        let order = Order::new(
             OrderId::new(id).unwrap(),
             owner.public_key(),
             side,
@@ -1100,7 +1200,81 @@ mod tests {
             quantity,
             Price::from_usd(usd).unwrap(),
         )
-        .unwrap()
+        .unwrap();
+        match side {
+            Side::Ask => order.offering(gpus_of(owner, id, quantity)).unwrap(),
+            Side::Bid => order,
+        }
+    }
+
+    #[test]
+    fn an_unbacked_ask_is_refused_and_changes_nothing() {
+        let v = validator();
+        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+        let m = open(None);
+        let before = m.book(None, None, MAX_BOOK_PAGE);
+        let refused = |order: Order| answer(m.submit(&submit(&bob, &v.public_key(), order)));
+        // No GPUs named.
+        let bare = Order::new(
+            OrderId::new("a1").unwrap(),
+            bob.public_key(),
+            Side::Ask,
+            GpuClass::new("H200 SXM").unwrap(),
+            1,
+            Price::from_usd(2.0).unwrap(),
+        )
+        .unwrap();
+        let e = refused(bare.clone());
+        assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
+        assert!(e.message.contains("names no GPUs"), "{}", e.message);
+        // Alice's GPUs, in Bob's ask: not his to offer.
+        let e = refused(bare.clone().offering(gpus_of(&alice, "a1", 1)).unwrap());
+        assert_eq!(e.status, StatusCode::FORBIDDEN, "{}", e.message);
+        assert!(
+            e.message.contains("registered to another key"),
+            "{}",
+            e.message
+        );
+        // A GPU the validator does not know.
+        let unknown = vec![pog_signed::GpuUuid::new("GPU-nowhere").unwrap()];
+        let e = refused(bare.clone().offering(unknown).unwrap());
+        assert!(
+            e.message.contains("not registered at this validator"),
+            "{}",
+            e.message
+        );
+        // Two GPU-hours from one GPU open for an hour.
+        let two = order("a1", &bob, Side::Ask, 2, 2.0);
+        let one_gpu = two.clone().offering(gpus_of(&bob, "a1", 1)).unwrap();
+        let e = refused(one_gpu);
+        assert!(
+            e.message.contains("have only 1 whole GPU-hours"),
+            "{}",
+            e.message
+        );
+        assert_eq!(m.book(None, None, MAX_BOOK_PAGE), before);
+        // Backed, it rests; a second ask offering one of its GPUs is refused (409).
+        m.submit(&submit(&bob, &v.public_key(), two)).unwrap();
+        let again = order("a2", &bob, Side::Ask, 1, 3.0)
+            .offering(gpus_of(&bob, "a1", 1))
+            .unwrap();
+        let e = refused(again);
+        assert_eq!(e.status, StatusCode::CONFLICT, "{}", e.message);
+        assert!(
+            e.message.contains("already offered by open ask a1"),
+            "{}",
+            e.message
+        );
+        // Bob's bid at or above his own ask would trade with it: refused (409).
+        let e = refused(order("b1", &bob, Side::Bid, 1, 2.0));
+        assert_eq!(e.status, StatusCode::CONFLICT, "{}", e.message);
+        assert!(
+            e.message.contains("never trades with itself"),
+            "{}",
+            e.message
+        );
+        assert_eq!(m.book(None, None, MAX_BOOK_PAGE).asks.len(), 1);
+        assert!(m.book(None, None, MAX_BOOK_PAGE).bids.is_empty());
     }
 
     /// A signed submission of `order`, open for an hour.
@@ -1155,7 +1329,7 @@ mod tests {
     #[test]
     fn clearing_requests_from_the_far_past_or_future_are_refused_without_overflow() {
         let v = validator();
-        let m = Market::open(None, &v.public_key()).unwrap();
+        let m = open(None);
         for at_ms in [0, u64::MAX, u64::MAX - CLEAR_MAX_AGE_MS / 2] {
             let clear = clear_request(&v, at_ms, Some(fresh_clear_nonce()));
             let e = answer(m.clear(&clear));
@@ -1170,7 +1344,7 @@ mod tests {
         let v = validator();
         let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
         {
-            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            let m = open(Some(&path));
             m.submit(&submit(
                 &alice,
                 &v.public_key(),
@@ -1202,7 +1376,7 @@ mod tests {
             let clear = clear_request(&v, now_ms(), Some(fresh_clear_nonce()));
             assert_eq!(m.clear(&clear).unwrap().clearing.units, 2);
         }
-        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        let m = open(Some(&path));
         let book = m.book(None, None, MAX_BOOK_PAGE);
         assert_eq!(book.bids.len(), 1);
         assert_eq!(book.bids[0].order.quantity(), 1);
@@ -1232,7 +1406,7 @@ mod tests {
             now_ms() + 300,
         );
         {
-            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            let m = open(Some(&path));
             m.submit(&soon).unwrap();
             m.submit(&submit(
                 &alice,
@@ -1261,7 +1435,7 @@ mod tests {
             assert_eq!(answer(m.submit(&far)).status, StatusCode::BAD_REQUEST);
         }
         // The store replays at the times the requests came: the same book.
-        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        let m = open(Some(&path));
         let book = m.book(None, None, MAX_BOOK_PAGE);
         assert_eq!(book.bids.len(), 1);
         assert_eq!(book.bids[0].order.id().as_str(), "b2");
@@ -1285,7 +1459,7 @@ mod tests {
         );
         let came = now_ms() - 1000;
         {
-            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            let m = open(Some(&path));
             // Refused now: a new order must name its expiry.
             let refused = answer(m.submit(&old));
             assert!(
@@ -1299,7 +1473,7 @@ mod tests {
             };
             store_as_of(&m, "submit", &event, came);
         }
-        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        let m = open(Some(&path));
         let book = m.book(None, None, MAX_BOOK_PAGE);
         assert_eq!(book.bids.len(), 1);
         assert_eq!(
@@ -1316,7 +1490,7 @@ mod tests {
         let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
         let request = clear_request(&v, now_ms(), Some(fresh_clear_nonce()));
         {
-            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            let m = open(Some(&path));
             m.submit(&submit(
                 &alice,
                 &v.public_key(),
@@ -1357,7 +1531,7 @@ mod tests {
             assert_eq!(m.history(None, 10).clearings.len(), 2);
         }
         // The restarted market remembers the request from its store.
-        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        let m = open(Some(&path));
         assert_eq!(answer(m.clear(&request)).status, StatusCode::CONFLICT);
         assert_eq!(m.history(None, 10).clearings.len(), 2);
     }
@@ -1370,7 +1544,7 @@ mod tests {
         let nonce = fresh_clear_nonce();
         let request = clear_request(&v, now_ms(), Some(nonce.clone()));
         {
-            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            let m = open(Some(&path));
             m.clear(&request).unwrap();
             // The next clearing came six minutes later; the clock has since stepped back to now.
             let later = now_ms() + CLEAR_MAX_AGE_MS + 60_000;
@@ -1380,7 +1554,7 @@ mod tests {
             };
             store_as_of(&m, "clear", &event, later);
         }
-        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        let m = open(Some(&path));
         // The first request is out of its window by the book's time: forgotten, and refused.
         assert!(!m.lock().taken.contains(&nonce));
         let e = answer(m.clear(&request));
@@ -1396,13 +1570,13 @@ mod tests {
         let v = validator();
         let old = clear_request(&v, now_ms(), None);
         {
-            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            let m = open(Some(&path));
             let event = Event::Clear {
                 envelope: serde_json::from_slice(&old).unwrap(),
             };
             store_as_of(&m, "clear", &event, now_ms());
         }
-        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        let m = open(Some(&path));
         assert_eq!(m.history(None, 10).clearings.len(), 1);
         // Sent now, the same request is refused: a new one must carry a nonce.
         let e = answer(m.clear(&old));

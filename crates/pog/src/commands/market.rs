@@ -362,6 +362,7 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
             price,
             lifetime_hours,
             key: k,
+            gpus,
         } => {
             let owner = key(global, k, "agent.key")?;
             let price: Price = price
@@ -381,6 +382,13 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
                 price,
             )
             .map_err(|e| anyhow!("the order: {e}"))?;
+            let gpus = gpus
+                .iter()
+                .map(|g| g.parse().map_err(|e| anyhow!("--gpu {g:?}: {e}")))
+                .collect::<Result<Vec<pog_signed::GpuUuid>>>()?;
+            let order = order
+                .offering(gpus)
+                .map_err(|e| anyhow!("the order: {e}"))?;
             let lifetime = std::time::Duration::from_secs_f64(lifetime_hours * 3600.0);
             let done = rt.block_on(client.submit(&owner, order, lifetime))?;
             (
