@@ -169,6 +169,34 @@ pub struct BookView {
     pub next_after: Option<u64>,
 }
 
+impl BookView {
+    /// The same orders by price, as a book is read: bids highest first, asks lowest first,
+    /// each by class first (the book of several classes is one book per class), and ties in
+    /// submission order (the order they fill in).
+    pub fn by_price(mut self) -> BookView {
+        self.bids.sort_by(|a, b| {
+            (
+                a.order.class(),
+                std::cmp::Reverse(a.order.price()),
+                a.sequence,
+            )
+                .cmp(&(
+                    b.order.class(),
+                    std::cmp::Reverse(b.order.price()),
+                    b.sequence,
+                ))
+        });
+        self.asks.sort_by(|a, b| {
+            (a.order.class(), a.order.price(), a.sequence).cmp(&(
+                b.order.class(),
+                b.order.price(),
+                b.sequence,
+            ))
+        });
+        self
+    }
+}
+
 /// What `GET /v1/market/history` returns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryPage {
@@ -1205,6 +1233,36 @@ mod tests {
             Side::Ask => order.offering(gpus_of(owner, id, quantity)).unwrap(),
             Side::Bid => order,
         }
+    }
+
+    #[test]
+    fn the_book_reads_by_price_bids_highest_first_asks_lowest_first() {
+        let v = validator();
+        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+        let m = open(None);
+        for (id, usd) in [("b1", 2.0), ("b2", 3.0), ("b3", 2.0)] {
+            m.submit(&submit(
+                &alice,
+                &v.public_key(),
+                order(id, &alice, Side::Bid, 1, usd),
+            ))
+            .unwrap();
+        }
+        for (id, usd) in [("a1", 9.0), ("a2", 5.0), ("a3", 9.0)] {
+            m.submit(&submit(
+                &bob,
+                &v.public_key(),
+                order(id, &bob, Side::Ask, 1, usd),
+            ))
+            .unwrap();
+        }
+        let book = m.book(None, None, MAX_BOOK_PAGE).by_price();
+        let ids = |entries: &[BookEntry]| -> Vec<String> {
+            entries.iter().map(|e| e.order.id().to_string()).collect()
+        };
+        // Ties in submission order: b1 before b3, a1 before a3.
+        assert_eq!(ids(&book.bids), ["b2", "b1", "b3"]);
+        assert_eq!(ids(&book.asks), ["a2", "a1", "a3"]);
     }
 
     #[test]

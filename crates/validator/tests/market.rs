@@ -728,9 +728,11 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
     assert!(record.accepted && !record.details.proves_model);
     let page = history_of(&url, "GPU-p1", 2).await;
     let point = &page.points[1];
-    // Memory counts only with a proof of memory: one that speaks for the H200's.
+    // Memory counts only with a proof of memory: one that speaks for the H200's. Taken in, it
+    // leaves the GPU unpriced for the same reason, at the same score: no new price point.
     store_memory_proof(&v, "GPU-p1");
-    history_of(&url, "GPU-p1", 3).await;
+    settled_score(&url, &v, "GPU-p1").await;
+    history_of(&url, "GPU-p1", 2).await;
     assert_eq!(point.price_micro_usd, None);
     assert!(point.cause.contains("accepted"), "{}", point.cause);
     assert!(point
@@ -745,8 +747,8 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
         r["outcome"]["time"]["ratio"] = 0.95.into();
         r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
     });
-    let page = history_of(&url, "GPU-p1", 4).await;
-    let priced = &page.points[3];
+    let page = history_of(&url, "GPU-p1", 3).await;
+    let priced = &page.points[2];
     // Two proofs of two passed, the reference GPU: the same $4.448264 as
     // `pog price --model "H200 SXM"`, its GPU part alone scoring 0.55.
     assert_eq!(priced.price_micro_usd, Some(4_448_264));
@@ -762,8 +764,8 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
         r["outcome"]["time"]["ratio"] = 1.31.into();
         r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
     });
-    let page = history_of(&url, "GPU-p1", 5).await;
-    let failed = &page.points[4];
+    let page = history_of(&url, "GPU-p1", 4).await;
+    let failed = &page.points[3];
     assert_eq!(failed.price_micro_usd, None);
     assert!(failed.cause.contains("not accepted"), "{}", failed.cause);
     assert!(failed
@@ -785,15 +787,20 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
         r["outcome"]["time"]["ratio"] = 0.95.into();
         r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
     });
-    let page = history_of(&url, "GPU-p1", 6).await;
-    assert_eq!(page.points[5].price_micro_usd, Some(1_112_066));
+    let page = history_of(&url, "GPU-p1", 5).await;
+    assert_eq!(page.points[4].price_micro_usd, Some(1_112_066));
+    // Each point with its time, in order.
+    assert!(page
+        .points
+        .windows(2)
+        .all(|w| w[0].at_ms <= w[1].at_ms && w[0].seq < w[1].seq));
     // Paging.
     let tail: PricePage = get_json(&format!(
         "{url}/v1/prices/GPU-p1/history?after={}&limit=2",
-        page.points[3].seq
+        page.points[2].seq
     ))
     .await;
-    assert_eq!(tail.points, page.points[4..6]);
+    assert_eq!(tail.points, page.points[3..5]);
     let status = reqwest::get(format!("{url}/v1/scores/GPU-unknown"))
         .await
         .unwrap()
@@ -809,12 +816,13 @@ async fn a_restart_keeps_the_price_history_and_prices_what_came_in_meanwhile() {
         let (v, url) = (h.v.clone(), h.url.clone());
         h.agent(12, vec![claim("GPU-r1")]).await;
         // Priced once as registered before the next record comes in (records that come in
-        // together are priced together, in one point).
+        // together are priced together, in one point); a proof of memory leaves it unpriced
+        // for the same reason (no point), a proof that does not prove the model for another.
         history_of(&url, "GPU-r1", 1).await;
         store_memory_proof(&v, "GPU-r1");
-        history_of(&url, "GPU-r1", 2).await;
+        settled_score(&url, &v, "GPU-r1").await;
         v.challenge::<Gemm>("GPU-r1", &policy()).await.unwrap();
-        history_of(&url, "GPU-r1", 3).await
+        history_of(&url, "GPU-r1", 2).await
     };
     // Stored while no pricing ran: the registry alone.
     {
@@ -828,12 +836,12 @@ async fn a_restart_keeps_the_price_history_and_prices_what_came_in_meanwhile() {
     }
     let h = start_priced(dir.path()).await;
     let url = h.url.clone();
-    let after = history_of(&url, "GPU-r1", 4).await;
-    assert_eq!(after.points[..3], before.points[..]);
-    assert!(after.points[3].price_micro_usd.is_some());
+    let after = history_of(&url, "GPU-r1", 3).await;
+    assert_eq!(after.points[..2], before.points[..]);
+    assert!(after.points[2].price_micro_usd.is_some());
     // Nothing is priced twice.
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    history_of(&url, "GPU-r1", 4).await;
+    history_of(&url, "GPU-r1", 3).await;
 }
 
 #[tokio::test]
@@ -1149,19 +1157,12 @@ async fn an_ask_must_offer_proven_gpus_its_key_holds_one_open_ask_per_gpu() {
         .unwrap();
 }
 
-/// Waits until `uuid`'s posted price rests on its latest record; returns its score view.
+/// Waits until `uuid`'s score has taken in its latest record; returns its score view.
 async fn settled_score(url: &str, v: &Validator, uuid: &str) -> ScoreView {
     let last = v.registry().latest_records(uuid, 1).unwrap()[0].0;
     for _ in 0..200 {
         let view: ScoreView = get_json(&format!("{url}/v1/scores/{uuid}")).await;
-        let through = view.posted.as_ref().and_then(|p| {
-            // A point's cause names the last record it took in.
-            p.cause
-                .split_whitespace()
-                .nth(2)
-                .and_then(|n| n.parse::<i64>().ok())
-        });
-        if through == Some(last) {
+        if view.through_record == Some(last) {
             return view;
         }
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
@@ -1423,7 +1424,7 @@ async fn scores_are_made_when_records_arrive_not_on_each_read() {
         .iter()
         .any(|r| r.contains("no proof of memory yet")));
     store_memory_proof(&v, "GPU-s03");
-    history_of(&url, "GPU-s03", 2).await;
+    settled_score(&url, &v, "GPU-s03").await;
     let mut fresh = stale.reasons;
     for _ in 0..200 {
         let view: ScoreView = get_json(&format!("{url}/v1/scores/GPU-s03")).await;
