@@ -82,6 +82,17 @@ fn models_are_priced_and_bad_prices_refused() {
     let (status, h200) = pog(&["price", "--json", "--model", "H200 SXM"]);
     assert_eq!(status, 0);
     assert_eq!(h200["quote"]["price_micro_usd"], 4_448_264);
+    // A model's figures are its datasheet's: nothing is called verified, and the market's
+    // factors read as factors, not as a utilization of 100 %.
+    let out = Command::cargo_bin("pog")
+        .unwrap()
+        .args(["price", "--model", "H200 SXM"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.to_lowercase().contains("verified"), "{text}");
+    assert!(text.contains("datasheet, spec database"), "{text}");
+    assert!(text.contains("utilization factor ×1.000"), "{text}");
     let (_, busy) = pog(&[
         "price",
         "--json",
@@ -152,6 +163,8 @@ fn orders_go_through_a_validator() {
     // The provider's agent key holds a proven H200 at the validator: its ask offers it.
     let provider_key = pog_net::keys::load_or_create(&provider.join("agent.key")).unwrap();
     register_proven_h200(&v.service.data, &provider_key.public_key(), "GPU-p1");
+    // A low bid first: the book lists bids by price, not as they came.
+    assert_eq!(submit(&renter, "r0", "bid", "1", "1.00").0, 0);
     assert_eq!(submit(&renter, "r1", "bid", "3", "4.00").0, 0);
     // An ask naming no GPU, the provider's GPU in the renter's ask, more GPU-hours than the
     // GPU has in the ask's 24 hours: refused.
@@ -214,16 +227,39 @@ fn orders_go_through_a_validator() {
         "{json}"
     );
     let (_, book) = market(&renter, &["book", "--class", "H200 SXM"]);
-    assert_eq!(book["bids"].as_array().unwrap().len(), 1);
-    assert_eq!(book["asks"].as_array().unwrap().len(), 1);
+    let ids = |side: &str| -> Vec<String> {
+        book[side]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids("bids"), ["r1", "r0"], "{book}");
+    assert_eq!(ids("asks"), ["p1"], "{book}");
+    assert_eq!(book["asks"][0]["gpus"], serde_json::json!(["GPU-p1"]));
     // Only the validator's key clears.
     assert_eq!(market(&renter, &["clear", "--class", "H200 SXM"]).0, 2);
     let (status, clearing) = market(&v.service.data, &["clear", "--class", "H200 SXM"]);
     assert_eq!(status, 0, "{clearing}");
     assert_eq!(clearing["schema"], "pog.market.clear/1");
     assert_eq!(clearing["clearing"]["units"], 2);
+    let cleared_at = clearing["at_ms"].as_u64().unwrap();
+    assert!(cleared_at > 1_700_000_000_000, "{clearing}");
     let (_, history) = market(&renter, &["history"]);
     assert_eq!(history["clearings"].as_array().unwrap().len(), 1);
+    assert_eq!(history["clearings"][0]["at_ms"], cleared_at);
+    // As people read it: the time in UTC and the units.
+    let out = Command::cargo_bin("pog")
+        .unwrap()
+        .args(["market", "--validator", &v.url, "history"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("cleared (UTC)") && text.contains("$/GPU-hour") && text.contains("Z"),
+        "{text}"
+    );
     let (status, cancelled) = market(&renter, &["cancel", "--id", "r1"]);
     assert_eq!(status, 0);
     assert_eq!(cancelled["order"]["quantity"], 1);
