@@ -92,6 +92,19 @@ pub struct BackingRules {
     pub transit_ms: u64,
 }
 
+impl BackingRules {
+    /// The rules for a validator that challenges every GPU once every `round_ms`: a proof may
+    /// be [`DEFAULT_MAX_PROOF_AGE_MS`] old, or three rounds where rounds are further apart
+    /// (so a slow schedule still backs asks, and a GPU that misses two rounds in a row stops
+    /// backing new ones).
+    pub fn for_rounds_every(round_ms: u64) -> BackingRules {
+        BackingRules {
+            max_proof_age_ms: DEFAULT_MAX_PROOF_AGE_MS.max(round_ms.saturating_mul(3)),
+            ..BackingRules::default()
+        }
+    }
+}
+
 impl Default for BackingRules {
     fn default() -> BackingRules {
         BackingRules {
@@ -346,6 +359,22 @@ mod tests {
             registry,
             &BackingRules::default(),
         )
+    }
+
+    #[test]
+    fn a_slow_schedule_allows_older_proofs() {
+        assert_eq!(
+            BackingRules::for_rounds_every(60_000),
+            BackingRules::default()
+        );
+        assert_eq!(
+            BackingRules::for_rounds_every(2 * HOUR_MS).max_proof_age_ms,
+            6 * HOUR_MS
+        );
+        assert_eq!(
+            BackingRules::for_rounds_every(u64::MAX).max_proof_age_ms,
+            u64::MAX
+        );
     }
 
     #[test]
