@@ -2,8 +2,8 @@
 //! at the validator to the ask's owner key (the agent key that signs the ask), be of the
 //! ask's class, and hold a recent accepted proof record that proves its model; and the ask
 //! offers no more GPU-hours than those GPUs have before the ask expires. Spam is then bounded
-//! per proven GPU, not per address: the [`Book`](crate::Book) holds at most one open ask per
-//! GPU.
+//! per proven GPU, not per address: the [`Book`](crate::Book) lets one ask at a time offer a
+//! GPU (until that ask expires, or is cancelled before any of its hours traded).
 //!
 //! The market reads the validator's registry and records through one narrow interface,
 //! [`GpuStanding`]: for a GPU UUID, the agent key it is registered to, its registered model and
@@ -228,7 +228,7 @@ pub fn check_order(
 /// of its class, not simulated, and its latest proof is accepted, proves its model and is at
 /// most [`BackingRules::max_proof_age_ms`] old. The first failure found is returned (the
 /// hours first, then the GPUs in the order named). Whether a GPU is already offered by
-/// another open ask is the [`Book`](crate::Book)'s to check.
+/// another ask is the [`Book`](crate::Book)'s to check.
 pub fn check_ask(
     order: &Order,
     expires_at_ms: u64,

@@ -70,12 +70,14 @@ pub enum BookError {
         /// The owner's open order it would cross.
         other: OrderId,
     },
-    /// A GPU the ask offers is already offered by another open ask: one open ask per GPU.
-    #[error("GPU {gpu} is already offered by open ask {by}: one open ask per GPU (cancel it, or wait until it fills or expires)")]
+    /// A GPU the ask offers is already offered by another ask: one ask per GPU until that
+    /// ask expires, or is cancelled with nothing traded (an ask some of whose hours traded
+    /// holds its GPUs until its expiry, so their hours in its window are not sold twice).
+    #[error("GPU {gpu} is already offered by ask {by}: one ask per GPU until that ask expires, or is cancelled before any of its hours traded")]
     GpuOffered {
         /// The GPU.
         gpu: GpuUuid,
-        /// The open ask that offers it.
+        /// The ask that offers it.
         by: OrderId,
     },
 }
@@ -158,6 +160,8 @@ struct Remembered {
 struct Resting {
     order: Order,
     expires_at_ms: u64,
+    /// GPU-hours of it that traded so far.
+    traded: u64,
 }
 
 /// An open order as its owner holds it: its market, side (0 bid, 1 ask), price and sequence,
@@ -178,8 +182,12 @@ fn side_code(side: Side) -> u8 {
 struct Holders {
     /// Owner key → its open orders (only owners with some).
     owned: HashMap<String, BTreeSet<Held>>,
-    /// GPU → the open ask offering it.
+    /// GPU → the ask offering it: open, or closed with some hours traded and not yet
+    /// expired.
     offered: HashMap<GpuUuid, OrderKey>,
+    /// Asks no longer open some of whose hours traded, with their GPUs, held until they
+    /// expire.
+    sold: HashMap<OrderKey, Vec<GpuUuid>>,
 }
 
 impl Holders {
@@ -195,8 +203,9 @@ impl Holders {
     }
 
     /// Counts `order`, resting at `slot`, as open no longer (it filled, was cancelled or
-    /// expired); its GPUs are free for another ask.
-    fn closed(&mut self, order: &Order, slot: Slot) {
+    /// expired). Its GPUs are free for another ask, unless `sold` (some of its hours
+    /// traded and it has not expired): then they stay its own until [`Holders::expired`].
+    fn closed(&mut self, order: &Order, slot: Slot, sold: bool) {
         if let Some(open) = self.owned.get_mut(order.owner()) {
             open.remove(&held(order, slot));
             if open.is_empty() {
@@ -204,8 +213,24 @@ impl Holders {
             }
         }
         let key = key_of(order);
-        for gpu in order.gpus() {
-            if self.offered.get(gpu) == Some(&key) {
+        if sold && !order.gpus().is_empty() {
+            self.sold.insert(key, order.gpus().to_vec());
+            return;
+        }
+        self.free(&key, order.gpus());
+    }
+
+    /// The order `key` has expired: the GPUs it held after some of its hours traded are free.
+    fn expired(&mut self, key: &OrderKey) {
+        if let Some(gpus) = self.sold.remove(key) {
+            self.free(key, &gpus);
+        }
+    }
+
+    /// Frees those of `gpus` that the ask `key` offers.
+    fn free(&mut self, key: &OrderKey, gpus: &[GpuUuid]) {
+        for gpu in gpus {
+            if self.offered.get(gpu) == Some(key) {
                 self.offered.remove(gpu);
             }
         }
@@ -314,6 +339,7 @@ impl Book {
             let Some((_, key)) = self.expiries.pop_first() else {
                 break;
             };
+            self.holders.expired(&key);
             let Some(Remembered { slot, open }) = self.ids.remove(&key) else {
                 continue;
             };
@@ -322,7 +348,7 @@ impl Book {
                     .side_mut(slot.side)
                     .remove(&slot.sequence);
                 if let Some(Resting { order, .. }) = resting {
-                    self.holders.closed(&order, slot);
+                    self.holders.closed(&order, slot, false);
                     expired.push(order);
                 }
             }
@@ -348,8 +374,8 @@ impl Book {
     /// trade, and a replayed submission cannot open its order twice; another owner's ids are
     /// its own). Refused too when it would trade with an open order of its own owner on the
     /// other side ([`BookError::SelfTrade`]: a key never trades with itself), or when it is an
-    /// ask offering a GPU that another open ask offers ([`BookError::GpuOffered`]: one open
-    /// ask per GPU). The order itself was checked when it was made (see [`Order::new`]: no
+    /// ask offering a GPU that another ask offers ([`BookError::GpuOffered`]: one ask per GPU
+    /// until that ask expires, or is cancelled before any of its hours traded). The order itself was checked when it was made (see [`Order::new`]: no
     /// empty id or class, no zero quantity, a valid price). The caller checks the owner's
     /// signature, and what backs the order ([`crate::backing`]).
     pub fn submit(
@@ -448,6 +474,7 @@ impl Book {
             Resting {
                 order,
                 expires_at_ms,
+                traded: 0,
             },
         );
         Ok(slot.sequence)
@@ -491,8 +518,8 @@ impl Book {
                 if let Some(remembered) = self.ids.get_mut(&key) {
                     remembered.open = false;
                 }
-                let order = entry.remove().order;
-                self.holders.closed(&order, slot);
+                let Resting { order, traded, .. } = entry.remove();
+                self.holders.closed(&order, slot, traded > 0);
                 Ok(order)
             }
             Entry::Vacant(_) => Err(BookError::NotOpen(id.clone())),
@@ -621,7 +648,8 @@ impl Book {
             .map_or(0, BTreeSet::len)
     }
 
-    /// The open ask offering `gpu` (its owner key and id), if one does.
+    /// The ask offering `gpu` (its owner key and id), if one does: an open ask, or one some
+    /// of whose hours traded, until it expires.
     pub fn offering(&self, gpu: &GpuUuid) -> Option<(&str, &OrderId)> {
         self.holders
             .offered
@@ -656,8 +684,10 @@ impl Holding<'_> {
     fn settle(&mut self, orders: &mut BTreeMap<u64, Resting>, side: Side, filled: &[u64]) {
         let mut filled = filled.iter();
         let market = self.market;
-        orders.retain(|&sequence, Resting { order, .. }| {
-            order.quantity -= filled.next().copied().unwrap_or(0);
+        orders.retain(|&sequence, Resting { order, traded, .. }| {
+            let fill = filled.next().copied().unwrap_or(0);
+            order.quantity -= fill;
+            *traded += fill;
             if order.quantity == 0 {
                 if let Some(remembered) = self.ids.get_mut(&key_of(order)) {
                     remembered.open = false;
@@ -667,7 +697,7 @@ impl Holding<'_> {
                     side,
                     sequence,
                 };
-                self.holders.closed(order, slot);
+                self.holders.closed(order, slot, true);
             }
             order.quantity > 0
         });
@@ -1093,16 +1123,46 @@ mod tests {
         assert_eq!(book, before);
         let gpu2 = GpuUuid::new("GPU-2").unwrap();
         assert_eq!(book.offering(&gpu2), Some((BOB, &id("a1"))));
-        // Filled, cancelled or expired, the ask frees its GPUs.
+        // Filled, the ask holds its GPUs until it expires: their hours in its window were
+        // sold, and a new ask must not sell them again.
         put(&mut book, order("b1", ALICE, Side::Bid, "H200 SXM", 1, 5.0)).unwrap();
         book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
-        assert_eq!(book.offering(&gpu2), None);
-        put(&mut book, ask_of("a2", BOB, 3.0, &["GPU-2"])).unwrap();
-        book.cancel(&id("a2"), BOB, None, NOW).unwrap();
-        put(&mut book, ask_of("a3", ALICE, 3.0, &["GPU-2"])).unwrap();
+        assert_eq!(book.get(BOB, &id("a1")), None);
+        assert_eq!(book.offering(&gpu2), Some((BOB, &id("a1"))));
+        assert!(matches!(
+            book.submit(ask_of("a2", BOB, 3.0, &["GPU-2"]), LATER + 1, NOW + 1),
+            Err(BookError::GpuOffered { .. })
+        ));
+        // Expired, it frees them; cancelled before anything traded, likewise.
         book.expire(LATER);
         assert_eq!(book.offering(&gpu2), None);
+        book.submit(ask_of("a2", BOB, 3.0, &["GPU-2"]), LATER + 3_600_000, LATER)
+            .unwrap();
+        book.cancel(&id("a2"), BOB, None, LATER).unwrap();
+        assert_eq!(book.offering(&gpu2), None);
+        // Cancelled after some of its hours traded, it holds them until it expires.
+        let two = order("a3", ALICE, Side::Ask, "H200 SXM", 2, 3.0)
+            .offering(vec![gpu2.clone()])
+            .unwrap();
+        book.submit(two, LATER + 3_600_000, LATER).unwrap();
+        book.submit(
+            order("b2", BOB, Side::Bid, "H200 SXM", 1, 5.0),
+            LATER + 3_600_000,
+            LATER,
+        )
+        .unwrap();
+        book.clear(&h200(), Mechanism::UniformPrice, LATER).unwrap();
+        assert_eq!(
+            book.cancel(&id("a3"), ALICE, None, LATER)
+                .unwrap()
+                .quantity(),
+            1
+        );
+        assert_eq!(book.offering(&gpu2), Some((ALICE, &id("a3"))));
+        book.expire(LATER + 3_600_000);
+        assert_eq!(book.offering(&gpu2), None);
         assert!(book.holders.offered.is_empty() && book.holders.owned.is_empty());
+        assert!(book.holders.sold.is_empty());
     }
 
     #[test]

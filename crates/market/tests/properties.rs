@@ -1,8 +1,8 @@
 //! Properties of the clearing rules and the book over random markets of up to 50 orders:
 //! agreement with a unit-by-unit reference, budget balance, individual rationality, no unit
 //! allocated twice, market clearing for the uniform price, truthfulness for McAfee's rule, and
-//! a book that conserves GPU-hours, never lets a key trade with itself nor two open asks offer
-//! one GPU, and is unchanged by every refused request.
+//! a book that conserves GPU-hours, never lets a key trade with itself nor two asks offer one
+//! GPU at a time, and is unchanged by every refused request.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -513,10 +513,23 @@ proptest! {
                 }
             }
         }
-        for g in 0..5 {
-            let g = pog_signed::GpuUuid::new(format!("GPU-{g}")).unwrap();
-            prop_assert_eq!(book.offering(&g).is_some(), offered.contains_key(&g));
+        // A GPU no open ask offers is free, or held by an ask some of whose hours traded,
+        // until that ask expires.
+        let gpus: Vec<_> = (0..5)
+            .map(|g| pog_signed::GpuUuid::new(format!("GPU-{g}")).unwrap())
+            .collect();
+        for g in &gpus {
+            if let (false, Some((owner, id))) = (offered.contains_key(g), book.offering(g)) {
+                prop_assert!(book.get(owner, id).is_none());
+                let sold = book.history().iter().flat_map(|r| &r.clearing.trades).any(|t| {
+                    t.ask_owner == owner && &t.ask == id
+                });
+                prop_assert!(sold, "{:?} held by {} with nothing traded", g, id);
+            }
         }
+        let mut later = book.clone();
+        later.expire(now + 10_000);
+        prop_assert!(gpus.iter().all(|g| later.offering(g).is_none()));
         for who in 0..3u8 {
             let theirs = open.iter().filter(|k| k.0 == owner(who.into())).count();
             prop_assert_eq!(book.open_by(&owner(who.into()).to_uppercase()), theirs);

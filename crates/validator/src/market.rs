@@ -10,7 +10,7 @@
 //!   owner key (the agent key), each with a recent accepted proof record that proves its
 //!   model, and offers no more GPU-hours than they have before it expires; the market reads
 //!   the registry through a [`GpuStanding`] ([`crate::standing::RegistryStanding`] in the
-//!   validator). A GPU is offered by one open ask at a time, and a key's bid and ask never
+//!   validator). A GPU is offered by one ask at a time, and a key's bid and ask never
 //!   trade with each other (the [`Book`] refuses an order that would).
 //! - `POST /v1/market/cancel`: a [`CANCEL_KIND`] envelope holding a [`CancelMessage`], signed
 //!   by the order's owner; it names one of the signer's own orders (ids are each owner's), so
@@ -1319,7 +1319,7 @@ mod tests {
         let e = refused(again);
         assert_eq!(e.status, StatusCode::CONFLICT, "{}", e.message);
         assert!(
-            e.message.contains("already offered by open ask a1"),
+            e.message.contains("already offered by ask a1"),
             "{}",
             e.message
         );

@@ -175,6 +175,16 @@ async fn orders_trade_and_only_their_owner_cancels() {
     let history = client.history(None, 10).await.unwrap();
     assert_eq!(history.clearings.len(), 1);
     assert_eq!(history.clearings[0].clearing.trades[0].bid.as_str(), "b1");
+    // GPU-b1's hours in a1's day were sold: a new ask cannot sell them again before a1 expires.
+    let err = client
+        .submit(&bob, ask("a3", &bob, 1, 2.0, &["GPU-b1"]), DAY)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("409") && err.contains("already offered by ask a1"),
+        "{err}"
+    );
     // A filled order cannot be cancelled: not in the book for the client to find, and named
     // by its sequence (1), refused by the validator.
     let err = client
@@ -1141,7 +1151,7 @@ async fn an_ask_must_offer_proven_gpus_its_key_holds_one_open_ask_per_gpu() {
     let (status, error) =
         submit_raw(&url, &bob, ask("a2", &bob, 1, 2.0, &["GPU-b1", "GPU-b3"])).await;
     assert_eq!(status, 409, "{error}");
-    assert!(error.contains("already offered by open ask a1"), "{error}");
+    assert!(error.contains("already offered by ask a1"), "{error}");
     // Bob's bid at or above his own ask would trade with it: refused (409).
     let (status, error) = submit_raw(&url, &bob, order("b1", &bob, Side::Bid, 1, 2.5)).await;
     assert_eq!(status, 409, "{error}");

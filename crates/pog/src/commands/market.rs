@@ -673,7 +673,7 @@ fn validator_prices(global: &Global, url: &str, gpu: Option<&str>) -> Result<Out
         ]);
         t.add_row(vec!["score".to_string(), format!("{:.3}", score.score)]);
         t.add_row(vec![
-            "verified worth (reference GPUs)".to_string(),
+            "worth (reference GPUs, after reliability)".to_string(),
             format!("{:.3}", score.assessment.gpu_worth),
         ]);
         t.add_row(vec![

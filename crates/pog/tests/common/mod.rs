@@ -541,7 +541,13 @@ pub fn register_proven_h200(validator_data: &Path, agent: &pog_signed::PublicKey
         simulated: false,
     };
     registry
-        .register(agent, (NOWHERE, None), std::slice::from_ref(&claim), now_ms, 64)
+        .register(
+            agent,
+            (NOWHERE, None),
+            std::slice::from_ref(&claim),
+            now_ms,
+            64,
+        )
         .unwrap();
     let id = format!("proven-{uuid}-{now_ms}");
     let record = Record {
