@@ -157,7 +157,8 @@ pub struct BookEntry {
 }
 
 /// What `GET /v1/market/book?class=&after=&limit=` returns: one page of the orders open now,
-/// both sides together in submission order (sequence above `after`), split by side.
+/// both sides together in submission order (sequence above `after`), split by side, each side
+/// by price (bids highest first, asks lowest first).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BookView {
     /// The page's open bids.
@@ -826,8 +827,9 @@ impl Market {
     }
 
     /// One page of the orders open now, of one class or of all: those with a sequence number
-    /// above `after` (all with `None`), in submission order, at most `limit` (1 to
-    /// [`MAX_BOOK_PAGE`]).
+    /// above `after` (all with `None`), at most `limit` (1 to [`MAX_BOOK_PAGE`]); pages go
+    /// in submission order (the cursor never skips an order), and each page lists its bids
+    /// and asks by price ([`BookView::by_price`]), so a book of one page reads by price.
     pub fn book(&self, class: Option<&GpuClass>, after: Option<u64>, limit: usize) -> BookView {
         let now = self.clock.now_ms();
         let limit = limit.clamp(1, MAX_BOOK_PAGE);
@@ -864,6 +866,7 @@ impl Market {
             asks,
             next_after,
         }
+        .by_price()
     }
 
     /// Clearings numbered above `after` (all with `None`), oldest first, at most `limit`.
@@ -1256,7 +1259,7 @@ mod tests {
             ))
             .unwrap();
         }
-        let book = m.book(None, None, MAX_BOOK_PAGE).by_price();
+        let book = m.book(None, None, MAX_BOOK_PAGE);
         let ids = |entries: &[BookEntry]| -> Vec<String> {
             entries.iter().map(|e| e.order.id().to_string()).collect()
         };
