@@ -252,7 +252,21 @@ pub fn check_ask(
             available: u64::try_from(capacity_ms / u128::from(HOUR_MS)).unwrap_or(u64::MAX),
         });
     }
-    for gpu in gpus {
+    check_gpus(order, now_ms, standing, rules)
+}
+
+/// Checks that each GPU an ask names still backs it at `now_ms`: registered to the ask's
+/// owner as its class, not simulated, its latest proof accepted, proving its model and at
+/// most [`BackingRules::max_proof_age_ms`] old ([`check_ask`] without the hours, which were
+/// checked when the ask came: what the validator checks again of an open ask before each
+/// clearing). An ask naming no GPU passes (there is nothing to check).
+pub fn check_gpus(
+    order: &Order,
+    now_ms: u64,
+    standing: &dyn GpuStanding,
+    rules: &BackingRules,
+) -> Result<(), BackingError> {
+    for gpu in order.gpus() {
         let Some(s) = standing.standing(gpu)? else {
             return Err(BackingError::NotRegistered { gpu: gpu.clone() });
         };

@@ -17,7 +17,8 @@
 //!   another key has no such order (404).
 //! - `POST /v1/market/clear`: a [`CLEAR_KIND`] envelope holding a [`ClearMessage`], signed by
 //!   the validator's own key (its operator runs `pog market clear` with the validator's data
-//!   dir); each request, named by its nonce, clears once (a replay gets 409).
+//!   dir); each request, named by its nonce, clears once (a replay gets 409). Open asks whose
+//!   GPUs no longer back them are withdrawn first ([`Market::withdraw_unbacked`]).
 //! - `GET /v1/market/info`: the validator's key (which every message must name, so a message
 //!   signed for one validator cannot be replayed at another) and the classes traded.
 //! - `GET /v1/market/book?class=C`: the open orders (every class without `class`).
@@ -29,7 +30,8 @@
 //!
 //! A refused request never changes the book: every check runs before anything changes, and
 //! the store is the book's source of truth. Each accepted event (the signed submit or cancel
-//! as it arrived, or the clearing request) is appended to the `market_events` table; opening
+//! as it arrived, the clearing request, or the market's withdrawal of an ask no longer backed)
+//! is appended to the `market_events` table; opening
 //! the store replays them in order through [`Book`], which is deterministic, so a restarted
 //! validator has the same book and history, and remembers the same clearing requests taken
 //! (`TakenClears`). If appending fails, the book is rebuilt from the store, and the request
@@ -352,6 +354,14 @@ enum Event {
     Clear {
         envelope: Envelope,
     },
+    /// An open ask the market withdrew because its GPUs no longer backed it (see
+    /// [`Market::clear`]), as its owner's cancellation of that order.
+    Withdraw {
+        owner: String,
+        id: OrderId,
+        sequence: u64,
+        why: String,
+    },
 }
 
 /// What one market lets its submitters hold: anyone can make keys, so the book is bounded by
@@ -659,7 +669,11 @@ impl Market {
     }
 
     /// Clears one class on the operator's signed request, once: the same request again (its
-    /// nonce taken) is refused (409).
+    /// nonce taken) is refused (409). First, the class's open asks whose GPUs no longer back
+    /// them (a GPU released or re-registered elsewhere, its latest proof failed, not proving
+    /// its model, or too old: [`pog_market::backing::check_gpus`]) are withdrawn, each a stored
+    /// event, so that no ask trades on GPUs that stopped proving. The registry is read, so
+    /// call it off the async runtime's workers.
     pub fn clear(&self, bytes: &[u8]) -> Result<ClearingRecord, MarketRequestError> {
         let (message, signer): (ClearMessage, PublicKey) = pog_signed::decode(bytes, CLEAR_KIND)?;
         self.check_validator(&message.validator)?;
@@ -668,21 +682,12 @@ impl Market {
         }
         let nonce = clear_nonce(&message)?;
         let envelope = envelope(bytes)?;
+        self.check_clear_request(&self.lock(), &message, nonce)?;
+        self.withdraw_unbacked(&message.class)?;
         let mut inner = self.lock();
+        // Checked again: the same request may have cleared meanwhile.
+        self.check_clear_request(&inner, &message, nonce)?;
         let now = self.clock.now_ms();
-        // Old by the book's time too, which never goes back: after the clock steps back, a
-        // request whose nonce has been forgotten (see `TakenClears`) is still refused.
-        let latest = now.max(inner.book.now_ms());
-        if message.at_ms.saturating_add(CLEAR_MAX_AGE_MS) < latest
-            || message.at_ms > now.saturating_add(CLEAR_MAX_AGE_MS)
-        {
-            return Err(MarketRequestError::Stale);
-        }
-        if inner.taken.contains(nonce) {
-            return Err(MarketRequestError::Replayed {
-                nonce: nonce.to_string(),
-            });
-        }
         // The book's time is when requests arrive (the request's own time only bounds its
         // age), so the book, and a replay of its store, see time move one way.
         let record = inner
@@ -694,6 +699,83 @@ impl Market {
         let book_ms = inner.book.now_ms();
         inner.taken.take(nonce.to_string(), message.at_ms, book_ms);
         Ok(record)
+    }
+
+    /// Refuses a clearing request that is too old or ahead (by the clock, and by the book's
+    /// time, which never goes back: after the clock steps back, a request whose nonce has been
+    /// forgotten, see `TakenClears`, is still refused), or whose nonce was taken.
+    fn check_clear_request(
+        &self,
+        inner: &Inner,
+        message: &ClearMessage,
+        nonce: &str,
+    ) -> Result<(), MarketRequestError> {
+        let now = self.clock.now_ms();
+        let latest = now.max(inner.book.now_ms());
+        if message.at_ms.saturating_add(CLEAR_MAX_AGE_MS) < latest
+            || message.at_ms > now.saturating_add(CLEAR_MAX_AGE_MS)
+        {
+            return Err(MarketRequestError::Stale);
+        }
+        if inner.taken.contains(nonce) {
+            return Err(MarketRequestError::Replayed {
+                nonce: nonce.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Withdraws the open asks of `class` whose GPUs no longer back them (checked against the
+    /// registry outside the book's lock; each still open then is cancelled on its owner's
+    /// behalf and stored as a `withdraw` event, replayed as that cancellation). An ask is
+    /// left alone while the registry cannot be read. Returns the asks withdrawn.
+    pub fn withdraw_unbacked(&self, class: &GpuClass) -> Result<Vec<Order>, MarketRequestError> {
+        let now = self.clock.now_ms();
+        let asks: Vec<(u64, Order)> = {
+            let inner = self.lock();
+            open_at(&inner.book, class, Side::Ask, now)
+                .filter(|o| !o.order.gpus().is_empty())
+                .map(|o| (o.sequence, o.order.clone()))
+                .collect()
+        };
+        let mut unbacked = Vec::new();
+        for (sequence, order) in asks {
+            match pog_market::backing::check_gpus(
+                &order,
+                now,
+                self.standing.as_ref(),
+                &self.backing,
+            ) {
+                Ok(()) => {}
+                Err(BackingError::Unavailable(e)) => {
+                    tracing::warn!(error = %e, "open asks not checked before a clearing");
+                    return Ok(Vec::new());
+                }
+                Err(why) => unbacked.push((sequence, order, why.to_string())),
+            }
+        }
+        let mut withdrawn = Vec::new();
+        let mut inner = self.lock();
+        for (sequence, order, why) in unbacked {
+            let at = self.clock.now_ms();
+            // Gone meanwhile (filled, cancelled, expired): nothing to withdraw.
+            let Ok(order) = inner
+                .book
+                .cancel(order.id(), order.owner(), Some(sequence), at)
+            else {
+                continue;
+            };
+            tracing::warn!(id = %order.id(), owner = order.owner(), %why, "ask withdrawn: no longer backed");
+            let event = Event::Withdraw {
+                owner: order.owner().to_string(),
+                id: order.id().clone(),
+                sequence,
+                why,
+            };
+            inner.append("withdraw", &event, &self.validator)?;
+            withdrawn.push(order);
+        }
+        Ok(withdrawn)
     }
 
     /// Clears, signed by `operator` (the validator's own key), every class whose book changed
@@ -1027,6 +1109,15 @@ fn replay(db: &Connection, validator: &PublicKey) -> Result<(Book, TakenClears),
                 book.cancel(&m.id, &signer, m.sequence, at_ms)
                     .map_err(|e| corrupt(e.to_string()))?;
             }
+            Event::Withdraw {
+                owner,
+                id,
+                sequence,
+                ..
+            } => {
+                book.cancel(&id, &owner, Some(sequence), at_ms)
+                    .map_err(|e| corrupt(e.to_string()))?;
+            }
             Event::Clear { envelope } => {
                 let (m, signer): (ClearMessage, PublicKey) =
                     pog_signed::decode(&bytes(&envelope)?, CLEAR_KIND)
@@ -1115,7 +1206,11 @@ async fn cancel_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Respo
 }
 
 async fn clear_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Response, ApiError> {
-    Ok(Json(m.clear(&body)?).into_response())
+    // A clearing first checks the open asks' GPUs in the registry: off the workers.
+    let record = tokio::task::spawn_blocking(move || m.clear(&body))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    Ok(Json(record).into_response())
 }
 
 async fn info_route(State(m): State<Arc<Market>>) -> Response {

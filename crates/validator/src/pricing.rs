@@ -536,7 +536,17 @@ pub async fn clear_on_schedule(
             _ = clock.tick() => {}
             _ = stop.changed() => return,
         }
-        for result in market.clear_due(&operator, mechanism) {
+        // A clearing reads the registry (the open asks' GPUs): off the workers.
+        let (due, key) = (market.clone(), Identity::from_seed(operator.seed()));
+        let results =
+            match tokio::task::spawn_blocking(move || due.clear_due(&key, mechanism)).await {
+                Ok(results) => results,
+                Err(e) => {
+                    tracing::error!(error = %e, "a scheduled clearing panicked");
+                    continue;
+                }
+            };
+        for result in results {
             match result {
                 Ok(r) => tracing::info!(
                     class = %r.class,

@@ -485,6 +485,70 @@ async fn the_book_and_history_survive_a_restart() {
 }
 
 #[tokio::test]
+async fn an_ask_whose_gpu_stops_proving_is_withdrawn_before_it_trades() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("market.sqlite");
+    let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+    let operator = Identity::from_seed(VALIDATOR_SEED);
+    let (book, history) = {
+        let h = Harness::new().with_market_at(&path).serve().await;
+        let _bobs = proven_provider(&h, 3, &["GPU-b1", "GPU-b2"]).await;
+        let client = MarketClient::new(&h.url).unwrap();
+        client
+            .submit(&alice, order("b1", &alice, Side::Bid, 2, 5.0), DAY)
+            .await
+            .unwrap();
+        client
+            .submit(&bob, ask("a1", &bob, 1, 2.0, &["GPU-b1"]), DAY)
+            .await
+            .unwrap();
+        client
+            .submit(&bob, ask("a2", &bob, 1, 3.0, &["GPU-b2"]), DAY)
+            .await
+            .unwrap();
+        // GPU-b1's next proof fails while its ask is open.
+        store_edited(&h.v, "GPU-b1", |r| {
+            r["accepted"] = false.into();
+            r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+        });
+        // The clearing withdraws a1 first: only a2 trades, at a price a1 no longer sets.
+        let record = client
+            .clear(&operator, h200(), Mechanism::UniformPrice)
+            .await
+            .unwrap();
+        let asks: Vec<&str> = record
+            .clearing
+            .trades
+            .iter()
+            .map(|t| t.ask.as_str())
+            .collect();
+        assert_eq!(asks, ["a2"], "{record:?}");
+        assert_eq!(record.asks, 1);
+        let book = client.book(None).await.unwrap();
+        assert!(book.asks.is_empty(), "{book:?}");
+        assert_eq!(book.bids[0].order.quantity(), 1);
+        // Withdrawn unfilled, a1 freed GPU-b1; it backs an ask again once proven again.
+        store_edited(&h.v, "GPU-b1", |r| {
+            r["accepted"] = true.into();
+            r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+        });
+        client
+            .submit(&bob, ask("a3", &bob, 1, 9.0, &["GPU-b1"]), DAY)
+            .await
+            .unwrap();
+        (
+            client.book(None).await.unwrap(),
+            client.history(None, 10).await.unwrap(),
+        )
+    };
+    // The withdrawal is in the store: a restart rebuilds the same book and history.
+    let h = Harness::new().with_market_at(&path).serve().await;
+    let client = MarketClient::new(&h.url).unwrap();
+    assert_eq!(client.book(None).await.unwrap(), book);
+    assert_eq!(client.history(None, 10).await.unwrap(), history);
+}
+
+#[tokio::test]
 async fn a_replayed_clearing_request_clears_once_even_across_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("market.sqlite");
@@ -501,7 +565,14 @@ async fn a_replayed_clearing_request_clears_once_even_across_a_restart() {
             nonce: Some(fresh_clear_nonce()),
         },
     );
-    let h = Harness::new().with_market_at(&path).serve().await;
+    // The registry is kept too: the asks' GPUs are still registered and proven after the
+    // restart (a clearing withdraws asks whose GPUs no longer back them).
+    let registry = dir.path().join("registry.sqlite");
+    let h = Harness::new()
+        .with_market_at(&path)
+        .with_registry_at(&registry)
+        .serve()
+        .await;
     let _bobs = proven_provider(&h, 3, &["GPU-b1", "GPU-b2"]).await;
     let url = h.url.clone();
     let client = MarketClient::new(&url).unwrap();
@@ -538,7 +609,11 @@ async fn a_replayed_clearing_request_clears_once_even_across_a_restart() {
     assert_eq!(client.book(None).await.unwrap(), book);
 
     // Restarted on the same store, the validator still refuses it.
-    let h = Harness::new().with_market_at(&path).serve().await;
+    let h = Harness::new()
+        .with_market_at(&path)
+        .with_registry_at(&registry)
+        .serve()
+        .await;
     let url = h.url.clone();
     let client = MarketClient::new(&url).unwrap();
     refused(url).await;
