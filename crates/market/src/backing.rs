@@ -376,6 +376,26 @@ mod tests {
     }
 
     #[test]
+    fn an_open_asks_gpus_are_checked_again_without_its_hours() {
+        let mut r = registry();
+        // Late in its life an ask's hours exceed what is left of its window: that was checked
+        // when it came, and is not again.
+        let late = ask(Side::Ask, 20, &["GPU-a"]);
+        let rules = BackingRules::default();
+        assert_eq!(check_gpus(&late, NOW, &r, &rules), Ok(()));
+        r.get_mut(&gpu("GPU-a")).unwrap().agent = PublicKey::parse(BOB).unwrap();
+        assert!(matches!(
+            check_gpus(&late, NOW, &r, &rules),
+            Err(BackingError::NotHeld { .. })
+        ));
+        r.remove(&gpu("GPU-a"));
+        assert!(matches!(
+            check_gpus(&late, NOW, &r, &rules),
+            Err(BackingError::NotRegistered { .. })
+        ));
+    }
+
+    #[test]
     fn a_slow_schedule_allows_older_proofs() {
         assert_eq!(
             BackingRules::for_rounds_every(60_000),
