@@ -1134,10 +1134,11 @@ pub enum RegisterError {
 pub const MAX_REGISTER_BACKOFF: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The host's claim as an agent registers it: the hardware threads this process may run on
-/// (the lanes of its proof of CPU).
-pub fn host_claim() -> wire::HostClaim {
+/// (the lanes of its proof of CPU), and the address its owner names for its GPUs' tokens.
+pub fn host_claim(token_owner: Option<pog_signed::EvmAddress>) -> wire::HostClaim {
     wire::HostClaim {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        token_owner,
     }
 }
 

@@ -190,9 +190,10 @@ pub(crate) fn render_metrics(
     pog_monitor::serve::metrics_response(&watch.live, headers)
 }
 
-/// A router serving only `GET /metrics` (`pog agent --metrics-listen`).
+/// A router serving `GET /metrics` and the monitor's dashboard (`GET /`, `GET /api/dashboard`)
+/// of the GPUs the agent watches (`pog agent --metrics-listen`).
 pub fn metrics_router(watch: Arc<Watch>) -> axum::Router {
-    pog_monitor::serve::metrics_router(watch.live.clone())
+    pog_monitor::serve::router(watch.live.clone())
 }
 
 /// Why the health monitor cannot sample the GPUs served ([`run_nvml`]).

@@ -18,6 +18,8 @@
 //!   `pog verify --chain` reports).
 //! - [`service`]: the validator's anchoring task ([`service::AnchorSchedule`]) and the
 //!   checkpoints it reads and keeps beside the ledger.
+//! - [`scores`]: the GPUs' `gpu-state` records proven to `contracts/GpuScores.sol` from an
+//!   anchored checkpoint, and one ERC-721 token per GPU (`contracts/GpuToken.sol`).
 //!
 //! The contract's interface is declared inline ([`contract`]), so building pog needs neither
 //! npm nor solc; a test checks it against the ABI solc produces.
@@ -25,6 +27,8 @@
 #![warn(missing_docs)]
 
 pub mod contract;
+pub mod escrow;
+pub mod scores;
 pub mod service;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -130,14 +134,14 @@ pub enum AnchorError {
         rpc: String,
     },
     /// The registry refused the call (one of the contract's errors).
-    #[error("{what}: the registry at {address} refused: {refusal}")]
+    #[error("{what}: the contract at {address} refused: {refusal}")]
     Refused {
         /// The operation.
         what: String,
         /// The registry's address.
         address: String,
         /// The contract's reason.
-        refusal: Refusal,
+        refusal: Box<Refusal>,
     },
     /// The transaction was mined but reverted.
     #[error("{what}: transaction {tx} reverted on chain (gas used {gas_used})")]
@@ -169,6 +173,29 @@ pub enum AnchorError {
     NotDeployed {
         /// The transaction hash.
         tx: String,
+    },
+    /// A `gpu-state` record that cannot be proven on chain, or a state a contract returned
+    /// that is no valid state.
+    #[error("the state of {gpu_uuid} (log entry {leaf_index}): {reason}")]
+    BadState {
+        /// The GPU.
+        gpu_uuid: String,
+        /// The entry's log index.
+        leaf_index: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The ledger could not be read.
+    #[error("reading the ledger: {0}")]
+    Ledger(String),
+    /// A message could not be signed with the settlement key.
+    #[error("signing with the settlement key: {0}")]
+    Signing(String),
+    /// A token id that is not a number.
+    #[error("{text:?} is not a token id (decimal, or 0x and hex)")]
+    TokenId {
+        /// The text given.
+        text: String,
     },
     /// An operation that needs the publisher key was asked of a read-only registry.
     #[error("{what} needs a publisher key (--key-file)")]
@@ -246,12 +273,99 @@ pub enum Refusal {
         /// The root, hex.
         root: String,
     },
-    /// There is no anchor at that position.
+    /// There is no anchor (or era) at that position.
     NoSuchAnchor {
         /// The origin.
         origin: String,
+        /// The era asked for.
+        era: String,
         /// The position asked for.
         index: String,
+    },
+    /// The sender is not the origin's owner.
+    NotOwner {
+        /// The origin.
+        origin: String,
+        /// Its owner.
+        owner: String,
+        /// Who sent the transaction.
+        sender: String,
+    },
+    /// A rotation voiding from size 0, or naming the zero address.
+    BadRotation {
+        /// The origin.
+        origin: String,
+    },
+    /// `GpuScores`: the registry holds no anchor of the origin at that size.
+    NoAnchor {
+        /// The origin.
+        origin: String,
+        /// The tree size.
+        size: u64,
+    },
+    /// `GpuScores`: the UUID is empty or too long.
+    BadUuid {
+        /// Its length in bytes.
+        length: String,
+    },
+    /// `GpuScores`: the signature is not 64 bytes.
+    BadSignature {
+        /// Its length in bytes.
+        length: String,
+    },
+    /// `GpuScores`: the entry rebuilt from the fields is not that leaf of the anchored tree.
+    NotInLog {
+        /// The GPU.
+        gpu_uuid: String,
+        /// The leaf index claimed.
+        leaf_index: u64,
+        /// The anchored tree's size.
+        size: u64,
+    },
+    /// `GpuScores`: the entry is not newer than the GPU's kept state.
+    NotNewer {
+        /// The GPU.
+        gpu_uuid: String,
+        /// The leaf index submitted.
+        leaf_index: u64,
+        /// The leaf index of the state kept.
+        kept_index: u64,
+    },
+    /// `GpuScores`: nothing was submitted.
+    EmptyBatch,
+    /// `GpuToken`: the scores contract holds no state of the GPU.
+    UnknownGpu {
+        /// The GPU.
+        gpu_uuid: String,
+    },
+    /// `GpuToken`: the GPU's owner named no address for its token.
+    NoOwnerNamed {
+        /// The GPU.
+        gpu_uuid: String,
+    },
+    /// `GpuToken`: the GPU's latest proven state does not prove its model.
+    ModelNotProven {
+        /// The GPU.
+        gpu_uuid: String,
+    },
+    /// `GpuToken`: the token was minted already (OpenZeppelin's `ERC721InvalidSender(0)`).
+    TokenExists,
+    /// `GpuToken`: no such token (OpenZeppelin's `ERC721NonexistentToken`).
+    NoSuchToken {
+        /// The token id, decimal.
+        token_id: String,
+    },
+    /// `GpuEscrow`: a refusal, named as the contract names it (`AlreadySettled`,
+    /// `BadSignature`, `InsufficientBalance`, `WrongNonce`, `Expired`, `NotAccountOwner`,
+    /// `NotAbandoned`, `NotSettler`, `ZeroAmount`, or OpenZeppelin's ECDSA and SafeERC20 errors).
+    Escrow {
+        /// The error and its fields, as decoded.
+        error: String,
+    },
+    /// `GpuToken`: another ERC-721 refusal of OpenZeppelin's (ERC-6093), named.
+    Erc721 {
+        /// The error, as decoded.
+        error: String,
     },
     /// A revert the interface does not know (hex of its data; empty for a bare revert).
     Other {
@@ -291,7 +405,81 @@ impl Refusal {
             },
             Ok(E::NoSuchAnchor(e)) => Refusal::NoSuchAnchor {
                 origin: e.origin,
+                era: e.era.to_string(),
                 index: e.index.to_string(),
+            },
+            Ok(E::NotOwner(e)) => Refusal::NotOwner {
+                origin: e.origin,
+                owner: e.owner.to_string(),
+                sender: e.sender.to_string(),
+            },
+            Ok(E::BadRotation(e)) => Refusal::BadRotation { origin: e.origin },
+            Err(_) => Refusal::decode_scores(data),
+        }
+    }
+
+    fn decode_scores(data: &[u8]) -> Refusal {
+        use alloy::sol_types::SolInterface;
+        use contract::IGpuScores::IGpuScoresErrors as E;
+        match E::abi_decode(data) {
+            Ok(E::NoAnchor(e)) => Refusal::NoAnchor {
+                origin: e.origin,
+                size: e.size,
+            },
+            Ok(E::BadUuid(e)) => Refusal::BadUuid {
+                length: e.length.to_string(),
+            },
+            Ok(E::BadSignature(e)) => Refusal::BadSignature {
+                length: e.length.to_string(),
+            },
+            Ok(E::NotInLog(e)) => Refusal::NotInLog {
+                gpu_uuid: e.gpuUuid,
+                leaf_index: e.leafIndex,
+                size: e.size,
+            },
+            Ok(E::NotNewer(e)) => Refusal::NotNewer {
+                gpu_uuid: e.gpuUuid,
+                leaf_index: e.leafIndex,
+                kept_index: e.keptIndex,
+            },
+            Ok(E::EmptyBatch(_)) => Refusal::EmptyBatch,
+            Ok(E::StringsInsufficientHexLength(e)) => Refusal::Erc721 {
+                error: format!("{e:?}"),
+            },
+            Err(_) => Refusal::decode_token(data),
+        }
+    }
+
+    fn decode_token(data: &[u8]) -> Refusal {
+        use alloy::sol_types::SolInterface;
+        use contract::IGpuToken::IGpuTokenErrors as E;
+        match E::abi_decode(data) {
+            Ok(E::UnknownGpu(e)) => Refusal::UnknownGpu {
+                gpu_uuid: e.gpuUuid,
+            },
+            Ok(E::NoOwnerNamed(e)) => Refusal::NoOwnerNamed {
+                gpu_uuid: e.gpuUuid,
+            },
+            Ok(E::ModelNotProven(e)) => Refusal::ModelNotProven {
+                gpu_uuid: e.gpuUuid,
+            },
+            Ok(E::ERC721InvalidSender(_)) => Refusal::TokenExists,
+            Ok(E::ERC721NonexistentToken(e)) => Refusal::NoSuchToken {
+                token_id: e.tokenId.to_string(),
+            },
+            Ok(other) => Refusal::Erc721 {
+                error: format!("{other:?}"),
+            },
+            Err(_) => Refusal::decode_escrow(data),
+        }
+    }
+
+    fn decode_escrow(data: &[u8]) -> Refusal {
+        use alloy::sol_types::SolInterface;
+        use contract::IGpuEscrow::IGpuEscrowErrors as E;
+        match E::abi_decode(data) {
+            Ok(e) => Refusal::Escrow {
+                error: format!("{e:?}"),
             },
             Err(_) => Refusal::Other {
                 data: hex::encode(data),
@@ -335,9 +523,61 @@ impl fmt::Display for Refusal {
                     "{origin} at size {size} with root {root} is the latest anchor already"
                 )
             }
-            Refusal::NoSuchAnchor { origin, index } => {
-                write!(f, "{origin} has no anchor number {index}")
+            Refusal::NoSuchAnchor { origin, era, index } => {
+                write!(f, "{origin} has no anchor number {index} in era {era}")
             }
+            Refusal::NotOwner {
+                origin,
+                owner,
+                sender,
+            } => write!(
+                f,
+                "only {origin}'s owner {owner} may rotate its publisher or hand it on, not {sender}"
+            ),
+            Refusal::BadRotation { origin } => write!(
+                f,
+                "a rotation of {origin} must void from a size above 0 and name no zero address"
+            ),
+            Refusal::NoAnchor { origin, size } => {
+                write!(f, "the registry holds no anchor of {origin} at size {size}")
+            }
+            Refusal::BadUuid { length } => {
+                write!(f, "a GPU UUID of {length} bytes (1 to 128 are allowed)")
+            }
+            Refusal::BadSignature { length } => {
+                write!(f, "a signature of {length} bytes (64 expected)")
+            }
+            Refusal::NotInLog {
+                gpu_uuid,
+                leaf_index,
+                size,
+            } => write!(
+                f,
+                "the gpu-state record of {gpu_uuid} is not entry {leaf_index} of the anchored tree of {size} entries"
+            ),
+            Refusal::NotNewer {
+                gpu_uuid,
+                leaf_index,
+                kept_index,
+            } => write!(
+                f,
+                "the state of {gpu_uuid} from entry {leaf_index} is not newer than the one kept (entry {kept_index})"
+            ),
+            Refusal::EmptyBatch => write!(f, "no state was submitted"),
+            Refusal::UnknownGpu { gpu_uuid } => {
+                write!(f, "the scores contract holds no proven state of {gpu_uuid}")
+            }
+            Refusal::NoOwnerNamed { gpu_uuid } => write!(
+                f,
+                "{gpu_uuid}'s owner named no address for its token (pog agent --token-owner)"
+            ),
+            Refusal::ModelNotProven { gpu_uuid } => write!(
+                f,
+                "{gpu_uuid}'s latest proven state does not prove its model"
+            ),
+            Refusal::TokenExists => write!(f, "the GPU's token exists already"),
+            Refusal::NoSuchToken { token_id } => write!(f, "no token {token_id}"),
+            Refusal::Erc721 { error } | Refusal::Escrow { error } => write!(f, "{error}"),
             Refusal::Other { data } if data.is_empty() => write!(f, "reverted without a reason"),
             Refusal::Other { data } => write!(f, "reverted with unknown data 0x{data}"),
         }
@@ -578,11 +818,19 @@ fn call_error(
     address: Address,
     e: alloy::contract::Error,
 ) -> AnchorError {
+    // A call to an address without code "succeeds" with empty output, which fails to decode:
+    // say so plainly.
+    if matches!(e, alloy::contract::Error::ZeroData(..)) {
+        return AnchorError::NoContract {
+            address: address.to_string(),
+            rpc: rpc.to_string(),
+        };
+    }
     match e.as_revert_data() {
         Some(data) => AnchorError::Refused {
             what: what.to_string(),
             address: address.to_string(),
-            refusal: Refusal::decode(&data),
+            refusal: Box::new(Refusal::decode(&data)),
         },
         None => AnchorError::Rpc {
             what: what.to_string(),
@@ -607,17 +855,27 @@ pub async fn deploy(
     key: &PublisherKey,
     bytecode: &[u8],
 ) -> Result<Deployed, AnchorError> {
-    let what = "deploying the registry";
+    deploy_code("deploying the registry", rpc, key, bytecode.to_vec()).await
+}
+
+/// Sends `code` (creation code, constructor arguments appended) as a contract creation, paid
+/// for and sent by `key`; waits for the receipt and returns the new contract's address.
+async fn deploy_code(
+    what: &str,
+    rpc: &RpcUrl,
+    key: &PublisherKey,
+    code: Vec<u8>,
+) -> Result<Deployed, AnchorError> {
     let provider = provider(rpc, Some(key))?;
     let tx = TransactionRequest::default()
         .with_from(key.address())
-        .with_deploy_code(Bytes::copy_from_slice(bytecode));
+        .with_deploy_code(Bytes::from(code));
     let pending = provider.send_transaction(tx).await.map_err(|e| {
         match e.as_error_resp().and_then(|r| r.as_revert_data()) {
             Some(data) => AnchorError::Refused {
                 what: what.into(),
                 address: "(none yet)".into(),
-                refusal: Refusal::decode(&data),
+                refusal: Box::new(Refusal::decode(&data)),
             },
             None => rpc_error(what, rpc, e),
         }
@@ -770,48 +1028,112 @@ impl Registry {
         }))
     }
 
-    /// The newest anchor of `origin` of at most `size` entries; None when every anchor is
-    /// larger (or there is none). A binary search over the anchors, whose sizes strictly grow:
-    /// about log₂ of their count reads.
+    /// The newest valid anchor of `origin` of at most `size` entries; None when every anchor
+    /// is larger (or there is none). One read: the contract searches its eras.
     pub async fn newest_at_most(
         &self,
         origin: &str,
         size: u64,
     ) -> Result<Option<Anchor>, AnchorError> {
-        let (mut lo, mut hi) = (0u64, self.anchor_count(origin).await?);
-        let mut found = None;
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let r = self
-                .contract
-                .anchorByIndex(origin.to_string(), U256::from(mid))
-                .call()
-                .await
-                .map_err(|e| self.call_error("reading an anchor", e))?;
-            if r.size <= size {
-                found = Some(Anchor {
-                    size: r.size,
-                    root: r.root.0,
-                    time: r.time,
-                });
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        Ok(found)
-    }
-
-    /// How many checkpoints of `origin` are anchored.
-    pub async fn anchor_count(&self, origin: &str) -> Result<u64, AnchorError> {
         check_origin(origin)?;
-        let n: U256 = self
+        let r = self
             .contract
-            .anchorCount(origin.to_string())
+            .newestAtMost(origin.to_string(), size)
             .call()
             .await
-            .map_err(|e| self.call_error("counting the anchors", e))?;
-        Ok(n.saturating_to())
+            .map_err(|e| self.call_error("reading an anchor", e))?;
+        Ok(r.found.then_some(Anchor {
+            size: r.anchoredSize,
+            root: r.root.0,
+            time: r.time,
+        }))
+    }
+
+    /// The owner of `origin` (who may rotate its publisher); None when it is not registered.
+    pub async fn owner_of(&self, origin: &str) -> Result<Option<Address>, AnchorError> {
+        check_origin(origin)?;
+        let o = self
+            .contract
+            .ownerOf(origin.to_string())
+            .call()
+            .await
+            .map_err(|e| self.call_error("reading the origin's owner", e))?;
+        Ok((o != Address::ZERO).then_some(o))
+    }
+
+    /// Every anchor of `origin`, era by era, with whether each is valid (not voided by a
+    /// rotation): (era, anchor, valid). For monitors and tests; one read per anchor.
+    pub async fn history(&self, origin: &str) -> Result<Vec<(u64, Anchor, bool)>, AnchorError> {
+        check_origin(origin)?;
+        let reading = |e| self.call_error("reading the anchors' history", e);
+        let eras: U256 = self
+            .contract
+            .eraCount(origin.to_string())
+            .call()
+            .await
+            .map_err(reading)?;
+        let mut out = Vec::new();
+        for era in 0..eras.saturating_to::<u64>() {
+            let info = self
+                .contract
+                .eraOf(origin.to_string(), U256::from(era))
+                .call()
+                .await
+                .map_err(reading)?;
+            for index in 0..info.anchors.saturating_to::<u64>() {
+                let a = self
+                    .contract
+                    .anchorByIndex(origin.to_string(), U256::from(era), U256::from(index))
+                    .call()
+                    .await
+                    .map_err(reading)?;
+                out.push((
+                    era,
+                    Anchor {
+                        size: a.size,
+                        root: a.root.0,
+                        time: a.time,
+                    },
+                    a.valid,
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// As the origin's owner: names `publisher` as its publisher and begins a new era, voiding
+    /// the current era's anchors of `void_from` entries or more (a publisher key that anchored
+    /// what the log never had, or was stolen).
+    pub async fn rotate(
+        &self,
+        origin: &str,
+        publisher: Address,
+        void_from: u64,
+    ) -> Result<Sent, AnchorError> {
+        let what = format!("rotating the publisher of {origin}");
+        check_origin(origin)?;
+        self.need_key(&what)?;
+        let call = self
+            .contract
+            .rotate(origin.to_string(), publisher, void_from);
+        call.call().await.map_err(|e| self.call_error(&what, e))?;
+        let pending = call.send().await.map_err(|e| self.call_error(&what, e))?;
+        self.mined(&what, pending).await
+    }
+
+    /// As the origin's owner: hands its ownership to `owner`.
+    pub async fn transfer_ownership(
+        &self,
+        origin: &str,
+        owner: Address,
+    ) -> Result<Sent, AnchorError> {
+        let what = format!("handing the ownership of {origin} to {owner}");
+        check_origin(origin)?;
+        self.need_key(&what)?;
+        let call = self.contract.transferOwnership(origin.to_string(), owner);
+        call.call().await.map_err(|e| self.call_error(&what, e))?;
+        let pending = call.send().await.map_err(|e| self.call_error(&what, e))?;
+        self.mined(&what, pending).await
     }
 
     /// Registers `origin` with this registry's key as its publisher.
@@ -895,7 +1217,7 @@ impl Registry {
             }
             if latest.size > checkpoint.size {
                 return Err(conflict(
-                    "the chain holds a larger tree than this log (a rollback, or another log signed with this origin)",
+                    "the chain holds a larger tree than this log (a rollback, another log signed with this origin, or a publisher key that anchored what the log never had: the origin's owner voids such anchors with `pog ledger rotate-publisher --void-from SIZE`)",
                 ));
             }
         }
@@ -913,14 +1235,6 @@ impl Registry {
     }
 
     fn call_error(&self, what: &str, e: alloy::contract::Error) -> AnchorError {
-        // A call to an address without code "succeeds" with empty output, which fails to
-        // decode: say so plainly.
-        if matches!(e, alloy::contract::Error::ZeroData(..)) {
-            return AnchorError::NoContract {
-                address: self.address.to_string(),
-                rpc: self.rpc.to_string(),
-            };
-        }
         call_error(what, &self.rpc, self.address, e)
     }
 
@@ -929,13 +1243,23 @@ impl Registry {
         what: &str,
         pending: alloy::providers::PendingTransactionBuilder<alloy::network::Ethereum>,
     ) -> Result<Sent, AnchorError> {
-        let receipt = pending
-            .with_timeout(Some(RECEIPT_TIMEOUT))
-            .get_receipt()
-            .await
-            .map_err(|e| rpc_error(what, &self.rpc, e))?;
-        Sent::from_receipt(what, &receipt)
+        mined(what, &self.rpc, pending).await
     }
+}
+
+/// Waits (at most [`RECEIPT_TIMEOUT`]) for a sent transaction's receipt; an error when it
+/// reverted.
+async fn mined(
+    what: &str,
+    rpc: &RpcUrl,
+    pending: alloy::providers::PendingTransactionBuilder<alloy::network::Ethereum>,
+) -> Result<Sent, AnchorError> {
+    let receipt = pending
+        .with_timeout(Some(RECEIPT_TIMEOUT))
+        .get_receipt()
+        .await
+        .map_err(|e| rpc_error(what, rpc, e))?;
+    Sent::from_receipt(what, &receipt)
 }
 
 /// What `pog verify --chain` found about a checkpoint's anchor.

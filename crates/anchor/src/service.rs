@@ -6,13 +6,36 @@
 //! Whoever anchors a checkpoint keeps it as [`ANCHORED_FILE`] in the ledger's directory (with
 //! the cosignatures it had), so that `pog ledger export --anchored` can prove a GPU's records
 //! against a checkpoint the chain holds at exactly its size.
+//!
+//! With [`StatePublishing`] (`pog validator --scores-contract`), each anchoring is followed by
+//! the GPUs' new `gpu-state` records proven to a `GpuScores` contract from the checkpoint just
+//! anchored ([`crate::scores::publish_states`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pog_ledger::checkpoint::{CheckpointError, SignedCheckpoint};
 
+use crate::scores::{publish_states, Scores};
 use crate::{AnchorError, Anchored, Registry};
+
+/// Where the schedule reads the ledger it publishes GPU states from: the validator's own
+/// (open for writing), without a second scan of the log.
+pub trait LedgerSource: Send + Sync {
+    /// The ledger.
+    fn ledger(&self) -> &pog_ledger::store::Ledger;
+}
+
+/// What the schedule publishes after each anchoring: every GPU's newest `gpu-state` within the
+/// checkpoint just anchored that the scores contract does not hold yet, `batch` a transaction.
+pub struct StatePublishing {
+    /// The scores contract (with the key that pays).
+    pub scores: Scores,
+    /// The ledger to read the states and their proofs from.
+    pub ledger: std::sync::Arc<dyn LedgerSource>,
+    /// States per transaction.
+    pub batch: usize,
+}
 
 /// The ledger's latest signed checkpoint, in its directory.
 pub const CHECKPOINT_FILE: &str = "checkpoint";
@@ -22,6 +45,9 @@ pub const ANCHORED_FILE: &str = "anchored-checkpoint";
 
 /// How long a stopping validator waits for its last checkpoint to be anchored.
 pub const LAST_ANCHOR_WAIT: Duration = Duration::from_secs(20);
+/// How soon a failed look is tried again when the schedule's period is longer (an unreachable
+/// node should not cost an hour of anchors at the hourly default).
+pub const FAILED_LOOK_RETRY: Duration = Duration::from_secs(60);
 
 /// Why a checkpoint in the ledger's directory could not be read or kept.
 #[derive(Debug, thiserror::Error)]
@@ -161,6 +187,8 @@ pub struct AnchorSchedule {
     every: Duration,
     /// The size this task last saw anchored: nothing to ask the chain until it grows.
     anchored: Option<u64>,
+    /// The GPU states published after each anchoring, if asked.
+    publishing: Option<StatePublishing>,
 }
 
 impl AnchorSchedule {
@@ -172,7 +200,14 @@ impl AnchorSchedule {
             ledger_dir,
             every,
             anchored: None,
+            publishing: None,
         }
+    }
+
+    /// Publishes the GPUs' new states after each anchoring, as `publishing` says.
+    pub fn publishing(mut self, publishing: StatePublishing) -> AnchorSchedule {
+        self.publishing = Some(publishing);
+        self
     }
 
     /// The registry it anchors in.
@@ -182,16 +217,19 @@ impl AnchorSchedule {
 
     /// Looks every `every` until `stop` says so (sent once the validator's last checkpoint is
     /// signed), then one last look, for at most [`LAST_ANCHOR_WAIT`]; what that misses is
-    /// anchored at the next start. A failed look is logged and retried at the next tick;
-    /// nothing else waits for it.
+    /// anchored at the next start. A failed look is logged and retried after
+    /// [`FAILED_LOOK_RETRY`] (or `every`, when shorter); nothing else waits for it.
     pub async fn run(mut self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let mut wait = self.every;
         loop {
             tokio::select! {
-                _ = tokio::time::sleep(self.every) => {}
+                _ = tokio::time::sleep(wait) => {}
                 _ = stop.changed() => break,
             }
             tokio::select! {
-                _ = self.look_logged() => {}
+                ok = self.look_logged() => {
+                    wait = if ok { self.every } else { self.every.min(FAILED_LOOK_RETRY) };
+                }
                 _ = stop.changed() => break,
             }
         }
@@ -230,12 +268,13 @@ impl AnchorSchedule {
         Ok(Look::Anchored(done))
     }
 
-    /// [`AnchorSchedule::look`], logged.
-    async fn look_logged(&mut self) {
+    /// [`AnchorSchedule::look`], logged; whether it succeeded.
+    async fn look_logged(&mut self) -> bool {
         let registry = self.registry.address();
         match self.look().await {
-            Ok(Look::NoCheckpoint | Look::Unchanged { .. }) => {}
+            Ok(Look::NoCheckpoint | Look::Unchanged { .. }) => true,
             Ok(Look::Anchored(done)) => {
+                self.publish_logged(done.size).await;
                 if let Some(sent) = &done.registered {
                     tracing::info!(origin = %done.origin, %registry, tx = %sent.tx, gas = sent.gas_used, "registered the log's origin");
                 }
@@ -247,15 +286,51 @@ impl AnchorSchedule {
                         tracing::info!(size = done.size, %registry, "the checkpoint was anchored already")
                     }
                 }
+                true
             }
             Err(LookError::Chain { size, cause }) => {
-                tracing::warn!(size, %registry, error = %cause, "anchoring failed; retrying at the next tick")
+                let retry = self.every.min(FAILED_LOOK_RETRY).as_secs_f64();
+                tracing::warn!(size, %registry, error = %cause, "anchoring failed; retrying in {retry} s");
+                false
             }
             Err(LookError::Kept(e @ (KeptError::Write { .. } | KeptError::Anchored { .. }))) => {
-                tracing::error!(error = %with_causes(&e), "keeping the anchored checkpoint")
+                tracing::error!(error = %with_causes(&e), "keeping the anchored checkpoint");
+                false
             }
             Err(e) => {
-                tracing::error!(error = %with_causes(&e), "anchoring: the ledger's checkpoint is unreadable")
+                tracing::error!(error = %with_causes(&e), "anchoring: the ledger's checkpoint is unreadable");
+                false
+            }
+        }
+    }
+}
+
+impl AnchorSchedule {
+    /// Publishes the GPUs' new states from the checkpoint of `size` just anchored, if asked;
+    /// a failure is logged (the anchor stands; the next anchoring publishes what is missing).
+    async fn publish_logged(&self, size: u64) {
+        let Some(p) = &self.publishing else {
+            return;
+        };
+        let scores = p.scores.address();
+        match publish_states(p.ledger.ledger(), size, &p.scores, p.batch).await {
+            Ok(done) => {
+                let gas: u64 = done.transactions.iter().map(|t| t.gas_used).sum();
+                tracing::info!(
+                    size,
+                    %scores,
+                    submitted = done.submitted,
+                    up_to_date = done.up_to_date,
+                    unprovable = done.unprovable.len(),
+                    gas,
+                    "published the GPUs' states on chain"
+                );
+                for (gpu, why) in &done.unprovable {
+                    tracing::warn!(gpu, %scores, "a GPU's state cannot be proven on chain: {why}");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(size, %scores, error = %with_causes(&e), "publishing the GPUs' states failed; the next anchoring tries again")
             }
         }
     }

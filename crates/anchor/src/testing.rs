@@ -1,6 +1,6 @@
 //! Test support (feature `testing`): a real local EVM node for tests. [`evm_tools`] runs
 //! `scripts/evm-tools.sh` once per process (it installs anvil and solc from npm into `.tools/evm/`
-//! on first use and compiles the registry into `target/contracts/`), [`Anvil::start`] starts
+//! on first use and compiles the contracts into `target/contracts/`), [`Anvil::start`] starts
 //! anvil on a free loopback port and kills it when dropped, [`dev_key_file`] writes one of
 //! anvil's well-known development keys to a private key file.
 //!
@@ -21,6 +21,38 @@ pub const DEV_KEYS: [&str; 3] = [
     "5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
 ];
 
+/// Every function, event and error of an ABI with its full signature (names, types, indexed
+/// parameters, outputs, mutability, selectors): what a test compares between solc's ABI and a
+/// `sol!` interface.
+pub fn abi_signatures(abi: &alloy::json_abi::JsonAbi) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    for f in abi.functions() {
+        out.insert(format!(
+            "{} {:?} selector {}",
+            f.full_signature(),
+            f.state_mutability,
+            f.selector()
+        ));
+    }
+    for e in abi.events() {
+        out.insert(format!("{} topic {}", e.full_signature(), e.selector()));
+    }
+    for e in abi.errors() {
+        let names: Vec<String> = e
+            .inputs
+            .iter()
+            .map(|p| format!("{} {}", p.ty, p.name))
+            .collect();
+        out.insert(format!(
+            "error {}({}) selector {}",
+            e.name,
+            names.join(", "),
+            e.selector()
+        ));
+    }
+    out
+}
+
 /// What `scripts/evm-tools.sh` installed and compiled.
 #[derive(Debug, Clone)]
 pub struct EvmTools {
@@ -30,6 +62,20 @@ pub struct EvmTools {
     pub abi: PathBuf,
     /// The registry's creation bytecode (hex).
     pub bin: PathBuf,
+    /// The folder of every contract's ABI (`NAME.abi.json`) and bytecode (`NAME.bin`).
+    pub contracts: PathBuf,
+}
+
+impl EvmTools {
+    /// The ABI file of contract `name` (e.g. "GpuScores").
+    pub fn abi_of(&self, name: &str) -> PathBuf {
+        self.contracts.join(format!("{name}.abi.json"))
+    }
+
+    /// The creation bytecode file of contract `name`.
+    pub fn bin_of(&self, name: &str) -> PathBuf {
+        self.contracts.join(format!("{name}.bin"))
+    }
 }
 
 /// The workspace's root directory.
@@ -68,6 +114,7 @@ pub fn evm_tools() -> &'static EvmTools {
             anvil: get("anvil"),
             abi: get("abi"),
             bin: get("bin"),
+            contracts: get("contracts"),
         }
     })
 }

@@ -11,6 +11,7 @@ use crate::reading::Reading;
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{
     Clock, EccCounter, MemoryError, PcieUtilCounter, RetirementCause, TemperatureSensor,
+    TemperatureThreshold,
 };
 use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::enums::event::XidError;
@@ -19,7 +20,7 @@ use nvml_wrapper::event::EventSet;
 use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::{Device, Nvml};
 use pog_monitor::prometheus::{GpuIdentity, SamplerHealth};
-use pog_monitor::{NvLinks, Sample, Signal};
+use pog_monitor::{Limits, NvLinks, Sample, Signal};
 use std::collections::BTreeSet;
 
 /// `NVML_FI_DEV_MEMORY_TEMP` in `nvml.h`: the HBM temperature, read as a field value.
@@ -327,6 +328,26 @@ impl<'n> GpuSampler<'n> {
             hostname: hostname.to_string(),
             pci_bus_id: self.device.pci_info().ok().map(|p| p.bus_id),
             driver_version: self.nvml.sys_driver_version().ok(),
+        }
+    }
+
+    /// The GPU's limits as NVML reports them: its slowdown and shutdown temperatures and the
+    /// power limit in force, each `None` where NVML cannot read it (the dashboard draws them).
+    pub fn limits(&self) -> Limits {
+        let temperature = |threshold| {
+            self.device
+                .temperature_threshold(threshold)
+                .ok()
+                .map(f64::from)
+        };
+        Limits {
+            slowdown_c: temperature(TemperatureThreshold::Slowdown),
+            shutdown_c: temperature(TemperatureThreshold::Shutdown),
+            power_limit_w: self
+                .device
+                .enforced_power_limit()
+                .ok()
+                .map(|mw| f64::from(mw) / 1000.0),
         }
     }
 
@@ -660,6 +681,12 @@ impl pog_monitor::Source for NvmlSource<'_> {
                 fields_unsupported: a.fields_unsupported + b.fields_unsupported,
                 errors: a.errors + b.errors,
             })
+    }
+    fn limits(&self, i: usize) -> Limits {
+        self.samplers
+            .get(i)
+            .map(GpuSampler::limits)
+            .unwrap_or_default()
     }
 }
 

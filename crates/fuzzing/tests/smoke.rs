@@ -197,7 +197,10 @@ fn register_seeds() -> Vec<Vec<u8>> {
         json(&Register {
             endpoint: "http://10.0.0.1:7000".into(),
             gpus: vec![gpu(1), gpu(2)],
-            host: Some(pog_proof::wire::HostClaim { cores: 16 }),
+            host: Some(pog_proof::wire::HostClaim {
+                cores: 16,
+                token_owner: Some(pog_signed::EvmAddress([7; 20])),
+            }),
         }),
         json(&Register {
             endpoint: "https://agent.example".into(),

@@ -552,6 +552,34 @@ pub enum Problem {
         /// The checkpoint's root, hex.
         checkpoint_root: String,
     },
+    /// The chain anchors the log at a size larger than the log's newest checkpoint (as the
+    /// log serves it now): a publisher key that anchored what the log never had, or a log
+    /// that went back. The origin's owner voids such anchors (`pog ledger rotate-publisher`).
+    #[error("the chain anchors {origin} at size {anchored_size} in the registry {registry}, beyond the log's newest checkpoint of {size} entries: a bogus anchor (its owner can void it) or a log that went back")]
+    AnchorBeyondLog {
+        /// The registry's address.
+        registry: String,
+        /// The log's origin.
+        origin: String,
+        /// The latest valid anchored size.
+        anchored_size: u64,
+        /// The log's newest checkpoint's size.
+        size: u64,
+    },
+    /// The chain's state of a token's GPU (`contracts/GpuScores.sol`, read by `pog verify
+    /// --token`) is not what the log holds at the entry it names: the contract was fed
+    /// something the log does not have, or another log.
+    #[error("the chain's state of token {token_id} (GPU {gpu_uuid}) disagrees with the log at entry {leaf_index}: {why}")]
+    TokenStateDiffers {
+        /// The token id, decimal.
+        token_id: String,
+        /// The token's GPU.
+        gpu_uuid: String,
+        /// The log index the chain's state names.
+        leaf_index: u64,
+        /// How they differ.
+        why: String,
+    },
 }
 
 /// Whether the log, read through its tiles (`source`, e.g. the validator's `/ledger/` or a

@@ -850,6 +850,30 @@ impl Ledger {
         Ok(out)
     }
 
+    /// A GPU's latest entry of `kind` at a log index below `size` (in the tree of that size),
+    /// found by following the back-links from its latest entry through at most `max_steps`
+    /// entries; None when there is none within them.
+    pub fn gpu_latest_below(
+        &self,
+        uuid: &str,
+        kind: RecordKind,
+        size: u64,
+        max_steps: usize,
+    ) -> Result<Option<(u64, Entry)>, StoreError> {
+        let mut at = locked(&self.gpus).get(uuid).map(|&(i, _)| i);
+        for _ in 0..max_steps {
+            let Some(i) = at else {
+                break;
+            };
+            let entry = self.entry_at(i)?;
+            if i < size && entry.kind == kind {
+                return Ok(Some((i, entry)));
+            }
+            at = (entry.prev_index != NO_PREVIOUS).then_some(entry.prev_index);
+        }
+        Ok(None)
+    }
+
     /// A page of a GPU's entries, oldest first: those at log indices after `after` (all when
     /// `None`) and below `size`, at most `limit`, and whether more such entries follow the
     /// page. Walks the back-links from the GPU's latest entry down to `after`, so a page costs

@@ -158,6 +158,12 @@ pub struct Assessment {
     pub latest_record: Option<i64>,
     /// Whether that record was accepted.
     pub latest_accepted: Option<bool>,
+    /// Its latest proof was accepted and speaks for its registered model (never for the
+    /// simulated test double): what the chain's `gpu-state` record carries.
+    pub proves_model: bool,
+    /// Its latest proof of memory was accepted and speaks for its registered model (never for
+    /// the simulated test double).
+    pub proves_memory: bool,
     /// Proofs accepted in the window.
     pub proofs_passed: u64,
     /// Proofs answered in the window, rightly or wrongly (an unanswered round counts in
@@ -352,6 +358,7 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         .filter(|h| first_round.is_some_and(|first| h.id > first))
         .collect();
     let anomalies = anomalies(&health, &config.score.reliability);
+    let proves_model = matches!(gpu.proof, ProofStatus::Accepted { proves_model: true });
     let host = HostFigures {
         gpus: vec![gpu],
         cpu: None,
@@ -411,6 +418,8 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         gpu_worth,
         latest_record: latest.map(|r| r.id),
         latest_accepted: latest.map(|r| r.accepted),
+        proves_model: proves_model && !is_simulated,
+        proves_memory: memory_verified && !is_simulated,
         proofs_passed,
         proofs_total,
         uptime,

@@ -1,253 +1,590 @@
-//! The dashboard page: per GPU, charts of temperature, power, utilization, memory, clocks and
-//! throttle reasons, drawn on the server as SVG with the `plotters` crate (no script, no
-//! third-party file served: the page builds with cargo alone), and the latest alerts.
+//! The dashboard: one page (HTML, CSS and a hand-written script, all embedded: nothing is
+//! fetched from anywhere else) that reads [`Dashboard`] as JSON every few seconds and redraws
+//! in place — an overview of every GPU, then per GPU its current values, charts against the
+//! wall clock with limit lines, alert markers and tooltips, and panels of its error counters
+//! and processes. This module builds the JSON (pure: from samples, alerts and limits); `serve`
+//! serves it and the page.
 
 use crate::alert::Alert;
 use crate::prometheus::GpuIdentity;
 use crate::sample::{reasons, Sample, Signal};
-use plotters::prelude::*;
-use std::fmt::Write as _;
+use crate::source::Limits;
+use crate::Severity;
+use serde::Serialize;
 
-/// Why a chart could not be drawn.
-#[derive(Debug, thiserror::Error)]
-#[error("drawing the chart {title:?}: {message}")]
-pub struct DashboardError {
-    /// The chart.
-    pub title: String,
-    /// plotters' words.
-    pub message: String,
-}
+/// The page's HTML (it loads [`PAGE_JS`] from `/dashboard.js`).
+pub const PAGE_HTML: &str = include_str!("dashboard/page.html");
+/// The page's script: fetches the JSON, draws the charts as SVG, keeps the page in place.
+pub const PAGE_JS: &str = include_str!("dashboard/page.js");
 
-/// One line of a chart: `(t_unix, value)` points, oldest first.
-#[derive(Debug, Clone, PartialEq)]
+/// Points a chart line carries at most; longer lines are thinned to each bucket's lowest and
+/// highest point (so that a spike survives).
+pub const MAX_POINTS: usize = 600;
+
+/// One line of a chart: `(Unix ms, value)` points, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Series {
-    /// Its name in the legend.
+    /// Its name in the legend and the tooltip.
     pub name: String,
-    /// Its points.
+    /// Its points (in JSON, the time as a whole number of ms).
+    #[serde(serialize_with = "whole_ms")]
     pub points: Vec<(f64, f64)>,
 }
 
-/// One chart: a title with its unit, and its lines.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Chart {
-    /// The title, unit included.
-    pub title: String,
-    /// The lines.
-    pub series: Vec<Series>,
-}
-
-const COLORS: [RGBColor; 4] = [
-    RGBColor(0xd6, 0x27, 0x28),
-    RGBColor(0x1f, 0x77, 0xb4),
-    RGBColor(0x2c, 0xa0, 0x2c),
-    RGBColor(0x94, 0x67, 0xbd),
-];
-
-/// Draws a chart as an SVG element, time on the x axis (seconds before `now_unix`).
-pub fn chart_svg(chart: &Chart, now_unix: f64, size: (u32, u32)) -> Result<String, DashboardError> {
-    let fail = |e: &dyn std::fmt::Display| DashboardError {
-        title: chart.title.clone(),
-        message: e.to_string(),
-    };
-    let points = chart.series.iter().flat_map(|s| s.points.iter());
-    let (mut t0, mut lo, mut hi) = (now_unix, f64::INFINITY, f64::NEG_INFINITY);
+/// Points with their times written as whole milliseconds (the page reads a third less).
+fn whole_ms<S: serde::Serializer>(points: &[(f64, f64)], to: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = to.serialize_seq(Some(points.len()))?;
     for &(t, v) in points {
-        t0 = t0.min(t);
-        lo = lo.min(v);
-        hi = hi.max(v);
+        seq.serialize_element(&(t.round() as i64, v))?;
     }
-    if !lo.is_finite() {
-        (lo, hi) = (0.0, 1.0);
-    }
-    let pad = ((hi - lo) * 0.08).max(1e-9).max(hi.abs() * 0.01);
-    let (y0, y1) = (lo - pad, hi + pad);
-    let x0 = (t0 - now_unix).min(-1.0);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| fail(&e))?;
-        let mut plot = ChartBuilder::on(&root)
-            .caption(&chart.title, ("sans-serif", 14))
-            .margin(6)
-            .x_label_area_size(34)
-            .y_label_area_size(48)
-            .build_cartesian_2d(x0..0.0, y0..y1)
-            .map_err(|e| fail(&e))?;
-        plot.configure_mesh()
-            .x_desc("seconds ago")
-            .x_labels(6)
-            .y_labels(5)
-            .label_style(("sans-serif", 11))
-            .draw()
-            .map_err(|e| fail(&e))?;
-        for (i, series) in chart.series.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
-            plot.draw_series(LineSeries::new(
-                series.points.iter().map(|&(t, v)| (t - now_unix, v)),
-                color.stroke_width(2),
-            ))
-            .map_err(|e| fail(&e))?
-            .label(series.name.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], color));
-        }
-        if chart.series.len() > 1 {
-            plot.configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK.mix(0.3))
-                .label_font(("sans-serif", 11))
-                .position(SeriesLabelPosition::UpperLeft)
-                .draw()
-                .map_err(|e| fail(&e))?;
-        }
-        root.present().map_err(|e| fail(&e))?;
-    }
-    Ok(svg)
+    seq.end()
 }
 
-fn series(name: &str, samples: &[(f64, Sample)], read: impl Fn(&Sample) -> Option<f64>) -> Series {
-    Series {
-        name: name.to_string(),
-        points: samples
-            .iter()
-            .filter_map(|(t, s)| Some((*t, read(s)?)))
-            .collect(),
-    }
-}
-
-/// The charts of numeric signals, in page order: each title with its lines (name, signal).
-/// The live charts (raw samples, [`charts`]) and the long windows (the history's 1-minute
-/// means) both draw these.
-pub const SIGNAL_CHARTS: [(&str, &[(&str, Signal)]); 5] = [
-    (
-        "temperature (°C)",
-        &[("GPU", Signal::TempGpu), ("memory", Signal::TempMem)],
-    ),
-    ("power (W)", &[("power", Signal::Power)]),
-    (
-        "utilization (%)",
-        &[("GPU", Signal::UtilGpu), ("memory", Signal::UtilMem)],
-    ),
-    ("memory used (MiB)", &[("used", Signal::MemUsed)]),
-    (
-        "clocks (MHz)",
-        &[("SM", Signal::SmClock), ("memory", Signal::MemClock)],
-    ),
-];
-
-/// The six charts of one GPU from its raw samples, `(t_unix, sample)` oldest first: the
-/// [`SIGNAL_CHARTS`] and the throttle reasons.
-pub fn charts(samples: &[(f64, Sample)]) -> Vec<Chart> {
-    let bit =
-        |mask: u64| move |s: &Sample| s.clock_reasons.map(|r| f64::from(u8::from(r & mask != 0)));
-    let mut charts: Vec<Chart> = SIGNAL_CHARTS
-        .iter()
-        .map(|(title, lines)| Chart {
-            title: title.to_string(),
-            series: lines
-                .iter()
-                .map(|&(name, signal)| series(name, samples, |s| s.signal(signal)))
-                .collect(),
-        })
-        .collect();
-    charts.push(Chart {
-        title: "throttle reasons (1 = active)".into(),
-        series: vec![
-            series("power cap", samples, bit(reasons::SW_POWER_CAP)),
-            series(
-                "thermal",
-                samples,
-                bit(reasons::SW_THERMAL | reasons::HW_THERMAL),
-            ),
-            series("HW slowdown", samples, bit(reasons::HW_SLOWDOWN)),
-            series("power brake", samples, bit(reasons::HW_POWER_BRAKE)),
-        ],
-    });
-    charts
-}
-
-/// Escapes text for HTML.
-pub fn escape_html(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
+/// The points of a flag's lane where its value changes: the first, each that differs from the
+/// one before it, and the last (a lane is drawn from one change to the next).
+pub fn changes(points: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    let n = points.len();
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for (i, p) in points.into_iter().enumerate() {
+        if out.last().is_none_or(|last| last.1 != p.1) || i + 1 == n {
+            out.push(p);
         }
     }
     out
 }
 
-/// One GPU's part of the page.
-#[derive(Debug, Clone)]
-pub struct GpuPanel<'a> {
-    /// Who.
-    pub identity: &'a GpuIdentity,
-    /// Its charts.
-    pub charts: Vec<Chart>,
+/// A horizontal line drawn across a chart: a limit of the GPU or of the detectors.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LimitLine {
+    /// What the limit is, e.g. "slowdown (driver)".
+    pub name: String,
+    /// Its value, in the chart's unit.
+    pub value: f64,
 }
 
-/// The whole page. `windows` are the zoom links (seconds, label); `refresh_s` reloads it.
-pub fn page(
-    panels: &[GpuPanel<'_>],
-    alerts: &[(u32, &Alert)],
-    now_unix: f64,
-    window: (f64, &str),
-    windows: &[(f64, &str)],
-    refresh_s: u32,
-) -> Result<String, DashboardError> {
-    let mut html = String::new();
-    let _ = write!(
-        html,
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>pog monitor</title>\
-         <meta http-equiv=\"refresh\" content=\"{refresh_s}\">\
-         <style>body{{font-family:sans-serif;margin:1em}}.charts{{display:flex;flex-wrap:wrap;gap:8px}}\
-         table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px;font-size:13px}}\
-         .critical{{color:#b00}}.warning{{color:#a60}}</style></head><body>\
-         <h1>pog monitor</h1><p>last {}: ",
-        escape_html(window.1)
-    );
-    for (seconds, label) in windows {
-        let _ = write!(
-            html,
-            "<a href=\"/?window={seconds}\">{}</a> ",
-            escape_html(label)
-        );
-    }
-    html.push_str("</p>");
-    for panel in panels {
-        let id = panel.identity;
-        let _ = write!(
-            html,
-            "<h2 class=\"gpu\">GPU {} — {} <small>{} on {}</small></h2><div class=\"charts\">",
-            id.index,
-            escape_html(&id.model_name),
-            escape_html(&id.uuid),
-            escape_html(&id.hostname)
-        );
-        for chart in &panel.charts {
-            html.push_str("<div class=\"chart\">");
-            html.push_str(&chart_svg(chart, now_unix, (420, 200))?);
-            html.push_str("</div>");
+/// How a chart is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChartKind {
+    /// Lines against time.
+    Line,
+    /// One lane per series, filled where the value is 1 (flags such as throttle reasons).
+    Lanes,
+}
+
+/// One chart.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Chart {
+    /// A stable id (the page keys its elements by it).
+    pub id: &'static str,
+    /// The title.
+    pub title: String,
+    /// The values' unit ("" for flags and counts).
+    pub unit: &'static str,
+    /// How it is drawn.
+    pub kind: ChartKind,
+    /// The lines.
+    pub series: Vec<Series>,
+    /// Limit lines.
+    pub limits: Vec<LimitLine>,
+    /// Whether any line has a point (a chart without one is shown as "not reported").
+    pub has_points: bool,
+}
+
+/// One error counter of a GPU: its total at the latest sample and its increase over the
+/// window, each `None` when not reported.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Counter {
+    /// The panel it is shown in: "ECC", "PCIe" or "XID".
+    pub panel: &'static str,
+    /// What it counts.
+    pub name: &'static str,
+    /// The total the GPU reports (since the driver loaded, or over its life for aggregates).
+    pub total: Option<u64>,
+    /// Its increase between the window's first and last reading.
+    pub increase: Option<u64>,
+}
+
+/// An alert as the page lists and marks it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AlertView {
+    /// The GPU's index.
+    pub gpu: u32,
+    /// When, Unix ms (the clock of the charts' points).
+    pub t_ms: f64,
+    /// "info", "warning" or "critical".
+    pub severity: &'static str,
+    /// The alert's kind.
+    pub kind: &'static str,
+    /// What happened.
+    pub message: String,
+    /// The most likely cause.
+    pub cause: &'static str,
+    /// What to check.
+    pub check: &'static str,
+}
+
+impl AlertView {
+    /// An alert of GPU `gpu` at `t_ms`.
+    pub fn new(gpu: u32, t_ms: f64, alert: &Alert) -> AlertView {
+        AlertView {
+            gpu,
+            t_ms,
+            severity: alert.severity.name(),
+            kind: alert.kind.name(),
+            message: alert.message.clone(),
+            cause: alert.cause,
+            check: alert.check,
         }
-        html.push_str("</div>");
     }
-    html.push_str("<h2>alerts</h2><table id=\"alerts\"><tr><th>GPU</th><th>t (s)</th><th>severity</th><th>kind</th><th>message</th></tr>");
-    for (gpu, alert) in alerts {
-        let _ = write!(
-            html,
-            "<tr class=\"{severity}\"><td>{gpu}</td><td>{:.1}</td><td>{severity}</td><td>{}</td><td>{}</td></tr>",
-            alert.t,
-            alert.kind.name(),
-            escape_html(&alert.message),
-            severity = alert.severity.name(),
-        );
+}
+
+/// One GPU on the page.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuView {
+    /// Its index on its host.
+    pub index: u32,
+    /// Its UUID.
+    pub uuid: String,
+    /// Its model name.
+    pub model_name: String,
+    /// The host's name.
+    pub hostname: String,
+    /// Its PCI bus id, when known.
+    pub pci_bus_id: Option<String>,
+    /// The driver's version, when known.
+    pub driver_version: Option<String>,
+    /// Its own limits, as its driver reports them.
+    pub limits: Limits,
+    /// The detectors' GPU temperature limit, °C.
+    pub alert_temp_c: f64,
+    /// The detectors' memory temperature limit, °C.
+    pub alert_mem_temp_c: f64,
+    /// When the latest sample was taken, Unix ms.
+    pub latest_ms: Option<f64>,
+    /// The latest sample (the current values).
+    pub latest: Option<Sample>,
+    /// The names of the throttle reasons set at the latest sample (`None`: not read).
+    pub clock_reasons_active: Option<Vec<&'static str>>,
+    /// "no data", "ok", or the worst severity of its alerts in the window while any is open.
+    pub status: &'static str,
+    /// Alerts open now.
+    pub alerts_firing: usize,
+    /// The isolation forest's latest score, when a model has one.
+    pub anomaly_score: Option<f64>,
+    /// Error counters (ECC, row remapping, retired pages, PCIe replays, XIDs).
+    pub counters: Vec<Counter>,
+    /// Its charts.
+    pub charts: Vec<Chart>,
+    /// Its alerts in the window, newest first.
+    pub alerts: Vec<AlertView>,
+}
+
+/// A zoom link of the page.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WindowLink {
+    /// The window, in seconds.
+    pub seconds: f64,
+    /// Its name, e.g. "10 minutes".
+    pub label: String,
+}
+
+/// Everything the page shows: what `GET /api/dashboard` answers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Dashboard {
+    /// The right edge of the charts: the latest sample's time, Unix ms.
+    pub now_ms: f64,
+    /// When the monitor started, Unix ms.
+    pub started_ms: f64,
+    /// The window shown, seconds.
+    pub window_s: f64,
+    /// Its name.
+    pub window_label: String,
+    /// Whether the charts show the history's 1-minute means (a window longer than what is
+    /// kept in memory) rather than the samples.
+    pub minute_means: bool,
+    /// The zoom links.
+    pub windows: Vec<WindowLink>,
+    /// How often the page asks again, ms.
+    pub refresh_ms: u32,
+    /// Samples the sampler took, all GPUs.
+    pub samples: u64,
+    /// The GPUs, in the source's order.
+    pub gpus: Vec<GpuView>,
+    /// The latest alerts of every GPU, newest first.
+    pub alerts: Vec<AlertView>,
+}
+
+/// How a line reads its value off a sample; `signal` names it in the history (`None`: the
+/// history does not keep it).
+struct Line {
+    name: &'static str,
+    signal: Option<Signal>,
+    read: fn(&Sample) -> Option<f64>,
+}
+
+/// The charts of a GPU, in page order: id, title, unit, kind, lines.
+fn chart_specs() -> Vec<(
+    &'static str,
+    &'static str,
+    &'static str,
+    ChartKind,
+    Vec<Line>,
+)> {
+    let line = |name, signal: Signal| Line {
+        name,
+        signal: Some(signal),
+        read: match signal {
+            Signal::TempGpu => |s: &Sample| s.temp_gpu_c,
+            Signal::TempMem => |s: &Sample| s.temp_mem_c,
+            Signal::Power => |s: &Sample| s.power_w,
+            Signal::Energy => |s: &Sample| s.energy_mj,
+            Signal::UtilGpu => |s: &Sample| s.util_gpu_pct,
+            Signal::UtilMem => |s: &Sample| s.util_mem_pct,
+            Signal::MemUsed => |s: &Sample| s.mem_used_mib,
+            Signal::SmClock => |s: &Sample| s.sm_clock_mhz,
+            Signal::MemClock => |s: &Sample| s.mem_clock_mhz,
+            Signal::PcieTx => |s: &Sample| s.pcie_tx_kbs,
+            Signal::PcieRx => |s: &Sample| s.pcie_rx_kbs,
+        },
+    };
+    let flag = |name, read| Line {
+        name,
+        signal: None,
+        read,
+    };
+    use ChartKind::{Lanes, Line as L};
+    vec![
+        (
+            "temperature",
+            "temperature",
+            "°C",
+            L,
+            vec![
+                line("GPU", Signal::TempGpu),
+                line("memory", Signal::TempMem),
+            ],
+        ),
+        ("power", "power", "W", L, vec![line("power", Signal::Power)]),
+        (
+            "utilization",
+            "utilization",
+            "%",
+            L,
+            vec![
+                line("GPU", Signal::UtilGpu),
+                line("memory", Signal::UtilMem),
+            ],
+        ),
+        (
+            "memory",
+            "memory used",
+            "MiB",
+            L,
+            vec![line("used", Signal::MemUsed)],
+        ),
+        (
+            "clocks",
+            "clocks",
+            "MHz",
+            L,
+            vec![
+                line("SM", Signal::SmClock),
+                line("memory", Signal::MemClock),
+            ],
+        ),
+        (
+            "pcie",
+            "PCIe throughput",
+            "KB/s",
+            L,
+            vec![line("TX", Signal::PcieTx), line("RX", Signal::PcieRx)],
+        ),
+        (
+            "processes",
+            "processes",
+            "",
+            L,
+            vec![flag("processes", |s| s.processes.map(f64::from))],
+        ),
+        ("fan", "fan speed", "%", L, vec![flag("fan", |s| s.fan_pct)]),
+        (
+            "throttle",
+            "throttle reasons",
+            "",
+            Lanes,
+            vec![
+                flag("idle", |s| bit(s, reasons::GPU_IDLE)),
+                flag("power cap", |s| bit(s, reasons::SW_POWER_CAP)),
+                flag("thermal", |s| {
+                    bit(s, reasons::SW_THERMAL | reasons::HW_THERMAL)
+                }),
+                flag("HW slowdown", |s| bit(s, reasons::HW_SLOWDOWN)),
+                flag("power brake", |s| bit(s, reasons::HW_POWER_BRAKE)),
+            ],
+        ),
+    ]
+}
+
+/// 1 when any of `mask`'s throttle reasons is set, 0 when none is, `None` when not read.
+fn bit(s: &Sample, mask: u64) -> Option<f64> {
+    s.clock_reasons.map(|r| f64::from(u8::from(r & mask != 0)))
+}
+
+/// Thins `points` (oldest first) to at most about `max`: the time span is cut into `max / 2`
+/// buckets and each keeps its lowest and its highest point, in time order.
+pub fn thin(points: Vec<(f64, f64)>, max: usize) -> Vec<(f64, f64)> {
+    let buckets = max / 2;
+    if points.len() <= max || buckets == 0 {
+        return points;
     }
-    html.push_str("</table></body></html>\n");
-    Ok(html)
+    let (t0, t1) = (points[0].0, points[points.len() - 1].0);
+    let span = (t1 - t0).max(f64::MIN_POSITIVE);
+    let mut out = Vec::with_capacity(max + 2);
+    // The current bucket: its number, its lowest and its highest point.
+    type Bucket = (usize, (f64, f64), (f64, f64));
+    let mut bucket: Option<Bucket> = None;
+    let flush = |out: &mut Vec<(f64, f64)>, (lo, hi): ((f64, f64), (f64, f64))| {
+        let (a, b) = if lo.0 <= hi.0 { (lo, hi) } else { (hi, lo) };
+        out.push(a);
+        if b != a {
+            out.push(b);
+        }
+    };
+    for p in points {
+        let k = (((p.0 - t0) / span) * buckets as f64).min(buckets as f64 - 1.0) as usize;
+        bucket = match bucket {
+            Some((j, lo, hi)) if j == k => Some((
+                j,
+                if p.1 < lo.1 { p } else { lo },
+                if p.1 > hi.1 { p } else { hi },
+            )),
+            Some((_, lo, hi)) => {
+                flush(&mut out, (lo, hi));
+                Some((k, p, p))
+            }
+            None => Some((k, p, p)),
+        };
+    }
+    if let Some((_, lo, hi)) = bucket {
+        flush(&mut out, (lo, hi));
+    }
+    out
+}
+
+/// The limit lines of a chart.
+fn limit_lines(
+    id: &str,
+    limits: &Limits,
+    alert_temp_c: f64,
+    latest: Option<&Sample>,
+) -> Vec<LimitLine> {
+    let mut out = Vec::new();
+    let mut add = |name: &str, value: Option<f64>| {
+        if let Some(value) = value.filter(|v| v.is_finite()) {
+            out.push(LimitLine {
+                name: name.to_string(),
+                value,
+            });
+        }
+    };
+    match id {
+        "temperature" => {
+            add("slowdown (driver)", limits.slowdown_c);
+            add("alert limit (monitor)", Some(alert_temp_c));
+        }
+        "power" => add("power limit (driver)", limits.power_limit_w),
+        "memory" => add(
+            "total",
+            latest.and_then(|s| {
+                let (used, free) = (s.mem_used_mib?, s.mem_free_mib?);
+                Some(used + free + s.mem_reserved_mib.unwrap_or(0.0))
+            }),
+        ),
+        _ => {}
+    }
+    out
+}
+
+/// What a GPU's charts are drawn from.
+pub enum ChartSource<'a> {
+    /// Its samples, `(Unix ms, sample)` oldest first.
+    Samples(&'a [(f64, Sample)]),
+    /// The history's 1-minute means: `signal -> (Unix ms, mean)` oldest first, read by the
+    /// caller for the signals it is asked for ([`history_signals`]).
+    Minutes(&'a dyn Fn(Signal) -> Vec<(f64, f64)>),
+}
+
+/// The signals the long-window charts read from the history.
+pub fn history_signals() -> Vec<Signal> {
+    chart_specs()
+        .into_iter()
+        .flat_map(|(.., lines)| lines.into_iter().filter_map(|l| l.signal))
+        .collect()
+}
+
+/// The charts of one GPU.
+pub fn charts(
+    source: &ChartSource<'_>,
+    limits: &Limits,
+    alert_temp_c: f64,
+    latest: Option<&Sample>,
+) -> Vec<Chart> {
+    chart_specs()
+        .into_iter()
+        .map(|(id, title, unit, kind, lines)| {
+            let series = lines
+                .iter()
+                .map(|line| {
+                    let points = match source {
+                        ChartSource::Samples(samples) => samples
+                            .iter()
+                            .filter_map(|(t, s)| Some((*t, (line.read)(s)?)))
+                            .collect(),
+                        ChartSource::Minutes(read) => line.signal.map(read).unwrap_or_default(),
+                    };
+                    Series {
+                        name: line.name.to_string(),
+                        points: match kind {
+                            ChartKind::Line => thin(points, MAX_POINTS),
+                            ChartKind::Lanes => changes(points),
+                        },
+                    }
+                })
+                .collect();
+            let title = match source {
+                ChartSource::Samples(_) => title.to_string(),
+                ChartSource::Minutes(_) => format!("{title}, 1-minute means"),
+            };
+            let series: Vec<Series> = series;
+            Chart {
+                id,
+                title,
+                unit,
+                kind,
+                has_points: series.iter().any(|s| !s.points.is_empty()),
+                series,
+                limits: limit_lines(id, limits, alert_temp_c, latest),
+            }
+        })
+        .collect()
+}
+
+/// The error counters of a GPU over its samples in the window (oldest first), its XIDs so far
+/// (total, last code: the source counts them, so they are always reported).
+pub fn counters(samples: &[(f64, Sample)], xids: (u64, u32)) -> Vec<Counter> {
+    type Read = fn(&Sample) -> Option<u64>;
+    let specs: [(&str, &str, Read); 8] = [
+        ("ECC", "corrected, volatile", |s| s.ecc_corr),
+        ("ECC", "uncorrected, volatile", |s| s.ecc_uncorr),
+        ("ECC", "corrected, aggregate", |s| s.ecc_corr_aggregate),
+        ("ECC", "uncorrected, aggregate", |s| s.ecc_uncorr_aggregate),
+        ("ECC", "rows remapped, correctable", |s| {
+            s.remapped_rows_correctable()
+        }),
+        ("ECC", "rows remapped, uncorrectable", |s| {
+            s.remapped_rows_uncorrectable
+        }),
+        ("ECC", "retired pages", |s| s.retired_pages),
+        ("PCIe", "replays", |s| s.pcie_replay),
+    ];
+    let mut out: Vec<Counter> = specs
+        .into_iter()
+        .map(|(panel, name, read)| {
+            let mut readings = samples.iter().filter_map(|(_, s)| read(s));
+            let first = readings.next();
+            let last = readings.next_back().or(first);
+            Counter {
+                panel,
+                name,
+                total: last,
+                increase: first.zip(last).map(|(a, b)| b.saturating_sub(a)),
+            }
+        })
+        .collect();
+    out.push(Counter {
+        panel: "XID",
+        name: "XID errors",
+        total: Some(xids.0),
+        increase: Some(samples.iter().map(|(_, s)| s.xid.len() as u64).sum()),
+    });
+    out.push(Counter {
+        panel: "XID",
+        name: "last XID code",
+        total: (xids.0 > 0).then_some(u64::from(xids.1)),
+        increase: None,
+    });
+    out
+}
+
+/// A GPU's status: "no data" before its first sample, the worst severity of its `alerts` while
+/// any alert is open, else "ok".
+pub fn status(has_sample: bool, alerts_firing: usize, alerts: &[AlertView]) -> &'static str {
+    if !has_sample {
+        return "no data";
+    }
+    if alerts_firing == 0 {
+        return "ok";
+    }
+    [Severity::Critical, Severity::Warning, Severity::Info]
+        .into_iter()
+        .map(Severity::name)
+        .find(|name| alerts.iter().any(|a| a.severity == *name))
+        .unwrap_or("warning")
+}
+
+/// What the dashboard shows of one GPU, gathered by the caller.
+pub struct GpuInput<'a> {
+    /// Who.
+    pub identity: &'a GpuIdentity,
+    /// Its samples in the window, `(Unix ms, sample)` oldest first.
+    pub samples: &'a [(f64, Sample)],
+    /// Its charts' source (its samples, or the history's means for long windows).
+    pub charts: ChartSource<'a>,
+    /// Its limits.
+    pub limits: Limits,
+    /// Its XIDs so far and the last code.
+    pub xids: (u64, u32),
+    /// Alerts open now.
+    pub alerts_firing: usize,
+    /// The isolation forest's latest score.
+    pub anomaly_score: Option<f64>,
+    /// Its alerts in the window, newest first.
+    pub alerts: Vec<AlertView>,
+}
+
+/// One GPU's part of the page; `alert_temps` are the detectors' GPU and memory limits, °C.
+pub fn gpu_view(input: GpuInput<'_>, alert_temps: (f64, f64)) -> GpuView {
+    let id = input.identity;
+    let latest = input.samples.last();
+    GpuView {
+        index: id.index,
+        uuid: id.uuid.clone(),
+        model_name: id.model_name.clone(),
+        hostname: id.hostname.clone(),
+        pci_bus_id: id.pci_bus_id.clone(),
+        driver_version: id.driver_version.clone(),
+        limits: input.limits,
+        alert_temp_c: alert_temps.0,
+        alert_mem_temp_c: alert_temps.1,
+        latest_ms: latest.map(|(t, _)| *t),
+        latest: latest.map(|(_, s)| s.clone()),
+        clock_reasons_active: latest
+            .and_then(|(_, s)| s.clock_reasons)
+            .map(reasons::names),
+        status: status(latest.is_some(), input.alerts_firing, &input.alerts),
+        alerts_firing: input.alerts_firing,
+        anomaly_score: input.anomaly_score,
+        counters: counters(input.samples, input.xids),
+        charts: charts(
+            &input.charts,
+            &input.limits,
+            alert_temps.0,
+            latest.map(|(_, s)| s),
+        ),
+        alerts: input.alerts,
+    }
 }
 
 #[cfg(test)]
@@ -266,57 +603,261 @@ mod tests {
         }
     }
 
-    #[test]
-    fn charts_of_the_h200_trace_are_svg_with_every_point() {
-        let samples: Vec<(f64, Sample)> =
-            parse_trace(include_str!("../tests/data/h200-healthy.csv"))
-                .unwrap()
-                .into_iter()
-                .map(|s| (1_000.0 + s.t, s))
-                .collect();
-        let charts = charts(&samples);
-        assert_eq!(charts.len(), 6);
-        assert_eq!(charts[1].series[0].points.len(), samples.len());
-        let svg = chart_svg(&charts[0], 1_230.0, (420, 200)).unwrap();
-        assert!(
-            svg.starts_with("<svg") && svg.contains("temperature"),
-            "{}",
-            &svg[..200]
-        );
-        assert!(svg.contains("<polyline"), "a line is drawn");
-        // The throttle chart reads the bits: the BF16 GEMM phase holds the power cap.
-        let cap = &charts[5].series[0].points;
-        assert!(cap.iter().any(|p| p.1 == 1.0) && cap.iter().any(|p| p.1 == 0.0));
+    fn h200() -> Vec<(f64, Sample)> {
+        parse_trace(include_str!("../tests/data/h200-healthy.csv"))
+            .unwrap()
+            .into_iter()
+            .map(|s| (1_000_000.0 + s.t * 1000.0, s))
+            .collect()
+    }
+
+    fn alert(severity: Severity) -> Alert {
+        Alert {
+            t: 12.0,
+            kind: crate::AlertKind::Xid,
+            severity,
+            signals: Default::default(),
+            message: "XID 79: <fallen off the bus>".into(),
+            cause: "the GPU fell off the bus",
+            check: "the PCIe link",
+        }
     }
 
     #[test]
-    fn the_page_escapes_what_it_shows_and_lists_alerts() {
-        let id = identity();
-        let alert = Alert {
-            t: 12.0,
-            kind: crate::AlertKind::Xid,
-            severity: crate::Severity::Critical,
-            signals: Default::default(),
-            message: "XID 79: <fallen off the bus>".into(),
-            cause: "",
-            check: "",
+    fn the_h200_trace_fills_the_charts_it_carries_and_leaves_the_others_not_reported() {
+        let samples = h200();
+        let limits = Limits {
+            slowdown_c: Some(90.0),
+            shutdown_c: Some(95.0),
+            power_limit_w: Some(700.0),
         };
-        let html = page(
-            &[GpuPanel {
-                identity: &id,
-                charts: charts(&[]),
-            }],
-            &[(0, &alert)],
-            100.0,
-            (600.0, "10 minutes"),
-            &[(600.0, "10 minutes"), (86_400.0, "1 day")],
-            2,
-        )
+        let view = gpu_view(
+            GpuInput {
+                identity: &identity(),
+                samples: &samples,
+                charts: ChartSource::Samples(&samples),
+                limits,
+                xids: (0, 0),
+                alerts_firing: 0,
+                anomaly_score: None,
+                alerts: Vec::new(),
+            },
+            (87.0, 95.0),
+        );
+        let chart = |id: &str| view.charts.iter().find(|c| c.id == id).unwrap();
+        assert_eq!(view.status, "ok");
+        assert_eq!(view.latest_ms, Some(samples.last().unwrap().0));
+        assert_eq!(chart("power").series[0].points.len(), samples.len());
+        for id in [
+            "temperature",
+            "utilization",
+            "memory",
+            "clocks",
+            "pcie",
+            "throttle",
+        ] {
+            assert!(chart(id).has_points, "{id}");
+        }
+        // The trace has no process or fan column: those are "not reported".
+        assert!(!chart("processes").has_points && !chart("fan").has_points);
+        let lines = |id: &str| -> Vec<(String, f64)> {
+            chart(id)
+                .limits
+                .iter()
+                .map(|l| (l.name.clone(), l.value))
+                .collect()
+        };
+        assert_eq!(
+            lines("temperature"),
+            [
+                ("slowdown (driver)".to_string(), 90.0),
+                ("alert limit (monitor)".to_string(), 87.0)
+            ]
+        );
+        assert_eq!(
+            lines("power"),
+            [("power limit (driver)".to_string(), 700.0)]
+        );
+        assert!(
+            lines("memory").is_empty(),
+            "no free memory in the trace: no total"
+        );
+        // The throttle lanes read the bits: the BF16 GEMM phase holds the power cap.
+        let cap = &chart("throttle").series[1].points;
+        assert!(cap.iter().any(|p| p.1 == 1.0) && cap.iter().any(|p| p.1 == 0.0));
+        // ECC and PCIe replays are in the trace, aggregates, remapping and retired pages are not.
+        let counter = |name: &str| view.counters.iter().find(|c| c.name == name).unwrap();
+        assert_eq!(counter("corrected, volatile").total, Some(0));
+        assert_eq!(
+            counter("replays").total,
+            samples.last().unwrap().1.pcie_replay
+        );
+        assert_eq!(counter("corrected, aggregate").total, None);
+        assert_eq!(counter("retired pages").increase, None);
+        assert_eq!(counter("XID errors").total, Some(0));
+        assert_eq!(counter("last XID code").total, None);
+        // Unknown limits draw no line.
+        let bare = charts(
+            &ChartSource::Samples(&samples),
+            &Limits::default(),
+            87.0,
+            None,
+        );
+        assert!(bare[1].limits.is_empty());
+        assert_eq!(bare[0].limits.len(), 1);
+    }
+
+    #[test]
+    fn counters_count_the_window_and_xids_come_from_the_source() {
+        let mut a = Sample::at(0.0);
+        (a.ecc_corr, a.pcie_replay, a.remapped_rows) = (Some(5), Some(1), Some(3));
+        a.remapped_rows_uncorrectable = Some(1);
+        let mut b = Sample::at(1.0);
+        (b.ecc_corr, b.pcie_replay) = (Some(9), None);
+        b.xid = vec![79];
+        let mut c = Sample::at(2.0);
+        (c.ecc_corr, c.pcie_replay) = (Some(12), Some(4));
+        let counters = counters(&[(0.0, a), (1.0, b), (2.0, c)], (3, 79));
+        let get = |name: &str| {
+            let c = counters.iter().find(|c| c.name == name).unwrap();
+            (c.total, c.increase)
+        };
+        assert_eq!(get("corrected, volatile"), (Some(12), Some(7)));
+        assert_eq!(get("replays"), (Some(4), Some(3)));
+        assert_eq!(get("rows remapped, correctable"), (Some(2), Some(0)));
+        assert_eq!(get("uncorrected, volatile"), (None, None));
+        assert_eq!(get("XID errors"), (Some(3), Some(1)));
+        assert_eq!(get("last XID code"), (Some(79), None));
+    }
+
+    #[test]
+    fn thinning_keeps_the_span_the_extremes_and_the_order() {
+        let points: Vec<(f64, f64)> = (0..10_000)
+            .map(|i| {
+                (
+                    f64::from(i),
+                    if i == 4321 { 500.0 } else { f64::from(i % 7) },
+                )
+            })
+            .collect();
+        let thinned = thin(points.clone(), 600);
+        assert!(thinned.len() <= 600, "{}", thinned.len());
+        assert!(thinned.len() >= 500, "{}", thinned.len());
+        assert_eq!(thinned.first(), points.first());
+        assert!(thinned.contains(&(4321.0, 500.0)), "the spike survives");
+        assert!(thinned.windows(2).all(|w| w[0].0 < w[1].0), "time order");
+        assert_eq!(
+            thin(points[..100].to_vec(), 600).len(),
+            100,
+            "short lines untouched"
+        );
+    }
+
+    #[test]
+    fn a_lane_keeps_only_its_changes_and_its_ends() {
+        let flags = |vs: &[f64]| -> Vec<(f64, f64)> {
+            vs.iter().enumerate().map(|(i, v)| (i as f64, *v)).collect()
+        };
+        assert_eq!(
+            changes(flags(&[0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0])),
+            [(0.0, 0.0), (2.0, 1.0), (5.0, 0.0), (6.0, 0.0)]
+        );
+        assert_eq!(changes(flags(&[1.0])), [(0.0, 1.0)]);
+        assert!(changes(Vec::new()).is_empty());
+        // In JSON a point's time is whole milliseconds.
+        let series = Series {
+            name: "x".into(),
+            points: vec![(1_796_454_418_858.4, 76.5)],
+        };
+        assert_eq!(
+            serde_json::to_string(&series).unwrap(),
+            r#"{"name":"x","points":[[1796454418858,76.5]]}"#
+        );
+    }
+
+    #[test]
+    fn the_status_is_the_worst_open_severity() {
+        let at = |s| AlertView::new(0, 1.0, &alert(s));
+        assert_eq!(status(false, 0, &[]), "no data");
+        assert_eq!(status(true, 0, &[at(Severity::Critical)]), "ok");
+        assert_eq!(
+            status(true, 1, &[at(Severity::Info), at(Severity::Critical)]),
+            "critical"
+        );
+        assert_eq!(status(true, 1, &[at(Severity::Info)]), "info");
+        assert_eq!(status(true, 2, &[]), "warning");
+    }
+
+    #[test]
+    fn the_json_carries_what_the_page_reads() {
+        let samples = h200();
+        let view = gpu_view(
+            GpuInput {
+                identity: &identity(),
+                samples: &samples[..3],
+                charts: ChartSource::Samples(&samples[..3]),
+                limits: Limits::default(),
+                xids: (1, 79),
+                alerts_firing: 1,
+                anomaly_score: Some(0.4),
+                alerts: vec![AlertView::new(0, 1_000_500.0, &alert(Severity::Critical))],
+            },
+            (87.0, 95.0),
+        );
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(json["model_name"], "NVIDIA <H200>");
+        assert_eq!(json["status"], "critical");
+        assert_eq!(json["limits"]["power_limit_w"], serde_json::Value::Null);
+        assert_eq!(json["latest"]["temp_gpu_c"], 40.0);
+        assert_eq!(json["charts"][0]["series"][0]["points"][0][0], 1_000_000.0);
+        assert_eq!(json["charts"][8]["kind"], "lanes");
+        assert_eq!(json["alerts"][0]["cause"], "the GPU fell off the bus");
+        assert_eq!(json["counters"].as_array().unwrap().len(), 10);
+    }
+
+    #[test]
+    fn the_page_and_its_script_are_whole() {
+        for id in ["overview", "gpus", "alerts", "banner", "windows"] {
+            assert!(PAGE_HTML.contains(&format!("id=\"{id}\"")), "#{id}");
+        }
+        assert!(PAGE_HTML.contains("src=\"/dashboard.js\""));
+        assert!(!PAGE_HTML.contains("http-equiv=\"refresh\""), "no reload");
+        assert!(
+            !PAGE_HTML.contains("://") && !PAGE_JS.contains("https://"),
+            "nothing external"
+        );
+        assert!(PAGE_JS.contains("/api/dashboard"));
+        // The fields the script reads are named as the JSON names them.
+        let view = serde_json::to_string(&gpu_view(
+            GpuInput {
+                identity: &identity(),
+                samples: &[],
+                charts: ChartSource::Samples(&[]),
+                limits: Limits::default(),
+                xids: (0, 0),
+                alerts_firing: 0,
+                anomaly_score: None,
+                alerts: Vec::new(),
+            },
+            (87.0, 95.0),
+        ))
         .unwrap();
-        assert!(html.contains("NVIDIA &lt;H200&gt;"));
-        assert!(html.contains("XID 79: &lt;fallen off the bus&gt;"));
-        assert!(html.contains("class=\"critical\""));
-        assert!(html.contains("href=\"/?window=86400\""));
-        assert_eq!(html.matches("<svg").count(), 6, "empty charts still draw");
+        for field in [
+            "latest_ms",
+            "power_limit_w",
+            "slowdown_c",
+            "alerts_firing",
+            "counters",
+            "has_points",
+            "clock_reasons_active",
+            "anomaly_score",
+            "model_name",
+        ] {
+            assert!(PAGE_JS.contains(field), "the script reads {field}");
+            assert!(
+                view.contains(&format!("\"{field}\"")),
+                "the JSON has {field}"
+            );
+        }
     }
 }

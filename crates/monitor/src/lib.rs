@@ -15,10 +15,11 @@
 //! - [`downsample`]: 1-minute min/mean/max aggregates.
 //! - [`history`]: the embedded SQLite history (raw samples, minutes, alerts), written in batches.
 //! - [`inject`]: faults injected into real traces, for tests and the evaluation set.
-//! - [`dashboard`]: the dashboard page, charts drawn server-side as SVG.
+//! - [`dashboard`]: the dashboard's JSON (each GPU's current values, charts, limits, counters
+//!   and alerts) and its page, whose own script draws the charts and redraws in place.
 //! - [`prometheus`]: the `/metrics` page, under dcgm-exporter's names and labels.
-//! - [`source`]: the [`Source`] of live samples the monitor loop reads, and [`Replay`] of a
-//!   recorded trace.
+//! - [`source`]: the [`Source`] of live samples (and of each GPU's [`Limits`]) the monitor loop
+//!   reads, and [`Replay`] of a recorded trace ([`Replays`]: several, as several GPUs).
 //! - [`live`] (feature `live`): [`LiveMonitor`], the one sampling loop (`pog monitor run` and
 //!   the agent's health watch): detectors, history, alert delivery and the live snapshot;
 //!   [`webhook`]: alerts POSTed from a bounded queue; [`serve`]: its `/metrics` and dashboard.
@@ -56,5 +57,5 @@ pub use live::{LiveMonitor, RunSummary, Settings};
 pub use model::{Model, TrainError};
 pub use monitor::{replay, Monitor};
 pub use sample::{NvLinkSample, NvLinks, Sample, Signal};
-pub use source::{Replay, Source};
+pub use source::{Limits, Replay, Replays, Source};
 pub use trace::{parse_trace, read_trace, TraceError, TraceReader, TraceWriter};

@@ -9,7 +9,7 @@ use crate::history::{History, Retention};
 use crate::prometheus::{Format, GpuIdentity, GpuMetrics, SamplerHealth};
 use crate::trace::{Columns, TraceError};
 use crate::webhook::Webhook;
-use crate::{Alert, Config, Model, Monitor, Sample, Severity, Source, TraceWriter};
+use crate::{Alert, Config, Limits, Model, Monitor, Sample, Severity, Source, TraceWriter};
 use pog_net::locked::Locked;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -20,6 +20,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Samples held for a history that keeps failing; past this the history is given up for the
 /// run (about a day of one GPU at 1 s).
 pub const HISTORY_BACKLOG: usize = 100_000;
+
+/// Rounds between two readings of each GPU's [`Limits`] (read at the start, then this often:
+/// a power limit can be changed while the monitor runs).
+pub const LIMITS_EVERY: u64 = 64;
 
 /// What is done with each alert besides keeping it: printed, logged. It gets the GPU, the
 /// alert, and the alert as JSON ([`alert_json`]).
@@ -92,6 +96,8 @@ pub struct LiveGpu {
     /// The GPU's last proofs' time over their bound, when whoever runs the loop proves (the
     /// agent notes its own timing of each proof it commits).
     pub last_proof_ratio: Option<crate::prometheus::LastProofRatio>,
+    /// The GPU's own limits as the source last read them.
+    pub limits: Limits,
 }
 
 impl LiveGpu {
@@ -105,6 +111,7 @@ impl LiveGpu {
             anomaly_score: None,
             alerts_firing: 0,
             last_proof_ratio: None,
+            limits: Limits::default(),
         }
     }
 
@@ -122,8 +129,9 @@ pub struct Snapshot {
     pub gpus: Vec<LiveGpu>,
     /// The sampler's own health.
     pub health: SamplerHealth,
-    /// The latest alerts of all GPUs, newest last, with the GPU's index.
-    pub alerts: VecDeque<(u32, Alert)>,
+    /// The latest alerts of all GPUs, newest last: the GPU's index, the alert's Unix time in
+    /// ms (the same clock as [`LiveGpu::recent`]'s), the alert.
+    pub alerts: VecDeque<(u32, u64, Alert)>,
     /// The history file, for the dashboard's longer windows.
     pub history: Option<PathBuf>,
     /// Unix time (s) of the run's start.
@@ -290,6 +298,12 @@ impl LiveMonitor {
         self.snapshot.locked()
     }
 
+    /// How this monitor judges and keeps what it samples (the dashboard draws the detectors'
+    /// temperature limits).
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
     /// The Prometheus exposition of the snapshot in `format` ([`Snapshot::metrics`]).
     pub fn metrics(&self, format: Format) -> Result<String, std::fmt::Error> {
         self.snapshot().metrics(format)
@@ -348,6 +362,12 @@ impl LiveMonitor {
                 break Ok(());
             }
             let t = started.elapsed().as_secs_f64();
+            if summary.rounds.is_multiple_of(LIMITS_EVERY) {
+                let limits: Vec<Limits> = (0..identities.len()).map(|i| source.limits(i)).collect();
+                for (gpu, limits) in self.snapshot().gpus.iter_mut().zip(limits) {
+                    gpu.limits = limits;
+                }
+            }
             for (i, identity) in identities.iter().enumerate() {
                 let Some(sample) = source.sample(i, t) else {
                     break 'watching Ok(());
@@ -366,6 +386,10 @@ impl LiveMonitor {
                 let alert_unix = |alert: &Alert| match self.settings.stamp {
                     Stamp::Sampled => unix_start + alert.t,
                     Stamp::Received => t_unix,
+                };
+                let alert_ms = |alert: &Alert| match self.settings.stamp {
+                    Stamp::Sampled => (alert_unix(alert) * 1000.0) as u64,
+                    Stamp::Received => t_ms,
                 };
                 for alert in &alerts {
                     summary.alerts += 1;
@@ -396,13 +420,16 @@ impl LiveMonitor {
                 }
                 let mut state = self.snapshot();
                 for alert in &alerts {
-                    state.alerts.push_back((identity.index, alert.clone()));
+                    state
+                        .alerts
+                        .push_back((identity.index, alert_ms(alert), alert.clone()));
                     if state.alerts.len() > self.settings.recent_alerts {
                         state.alerts.pop_front();
                     }
                 }
                 let gpu = &mut state.gpus[i];
-                gpu.alerts.extend(alerts.into_iter().map(|a| (t_ms, a)));
+                gpu.alerts
+                    .extend(alerts.into_iter().map(|a| (alert_ms(&a), a)));
                 gpu.recent.push_back((t_ms, sample));
                 let horizon = t_ms.saturating_sub(keep_ms);
                 while gpu.recent.front().is_some_and(|(t, _)| *t < horizon) {
@@ -550,6 +577,17 @@ mod tests {
         assert_eq!(snapshot.alerts.len(), summary.alerts);
         assert_eq!(snapshot.gpus[0].alerts.len(), summary.alerts);
         assert_eq!(snapshot.health.samples, 60);
+        // Every alert is listed at the time of the sample that raised it, on the samples' clock.
+        for (gpu, at_ms, alert) in &snapshot.alerts {
+            assert_eq!(*gpu, 0);
+            assert!(
+                snapshot.gpus[0]
+                    .alerts
+                    .iter()
+                    .any(|(t, a)| t == at_ms && a == alert),
+                "{at_ms} {alert:?}"
+            );
+        }
         assert_eq!(snapshot.history.as_deref(), Some(db.as_path()));
         let metrics = snapshot.metrics(Format::OpenMetrics).unwrap();
         assert!(metrics.contains("UUID=\"GPU-live\""), "{metrics}");

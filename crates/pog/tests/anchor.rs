@@ -14,27 +14,6 @@ use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// Deploys a registry through the binary; its address.
-fn deploy(data: &Path, rpc: &str, key: &Path) -> String {
-    let bin = evm_tools().bin.to_str().unwrap();
-    let deployed = pog_json(
-        data,
-        &[
-            "ledger",
-            "deploy-registry",
-            "--rpc",
-            rpc,
-            "--key-file",
-            key.to_str().unwrap(),
-            "--bytecode",
-            bin,
-        ],
-        0,
-    );
-    assert!(deployed["sent"]["gas_used"].as_u64().unwrap() > 100_000);
-    deployed["address"].as_str().unwrap().to_string()
-}
-
 fn problems(report: &Value) -> Vec<String> {
     report["problems"]
         .as_array()
@@ -54,7 +33,7 @@ fn anchoring_and_verifying_against_the_chain_catch_a_replaced_or_missing_anchor(
     let data = validator_dir(tmp.path(), "validator");
     let validator = Identity::from_seed(VALIDATOR_SEED);
     let agent = Identity::from_seed([0x43; 32]);
-    let registry = deploy(&data, rpc, &publisher_key);
+    let registry = deploy_registry(&data, rpc, &publisher_key);
 
     // Records, a checkpoint, anchored (the origin registered on the way).
     let batch = tmp.path().join("batch1.json");
@@ -256,7 +235,7 @@ fn anchoring_and_verifying_against_the_chain_catch_a_replaced_or_missing_anchor(
     // origin and anchored another root at the bundle's size. Verifying against it fails,
     // naming the anchor and both roots.
     let attacker = tmp.path().join("attacker");
-    let evil = deploy(&attacker, rpc, &attacker_key);
+    let evil = deploy_registry(&attacker, rpc, &attacker_key);
     let forged_root = "ee".repeat(32);
     {
         let rt = tokio::runtime::Runtime::new().unwrap();
@@ -393,8 +372,12 @@ fn hex_root(cp: &Value) -> String {
     cp["root"].as_str().unwrap().to_string()
 }
 
+/// The address the agent of [`Anchoring`] names to hold its GPUs' tokens.
+const TOKEN_OWNER: &str = "0x4242424242424242424242424242424242424242";
+
 /// A running `pog validator` that anchors on a local anvil every `anchor_every` seconds, with
-/// a simulated H200 agent registered: the chain, the keys, the data dir and the processes.
+/// a simulated H200 agent registered (naming [`TOKEN_OWNER`] for its tokens): the chain, the
+/// keys, the data dir and the processes.
 struct Anchoring {
     anvil: Anvil,
     tmp: tempfile::TempDir,
@@ -409,26 +392,61 @@ struct Anchoring {
 
 impl Anchoring {
     fn start(anchor_every: &str) -> Anchoring {
+        Anchoring::start_with(anchor_every, false).0
+    }
+
+    /// [`Anchoring::start`]; with `publish`, a GpuScores contract for the log deployed first
+    /// and the validator publishing its GPUs' states to it after each anchoring (its address).
+    fn start_with(anchor_every: &str, publish: bool) -> (Anchoring, Option<String>) {
         let anvil = Anvil::start();
         let tmp = tempfile::tempdir().unwrap();
         let key = dev_key_file(tmp.path(), "publisher.key", 0);
         let data = validator_dir(tmp.path(), "validator");
-        let registry = deploy(&data, &anvil.url, &key);
+        let registry = deploy_registry(&data, &anvil.url, &key);
         let log_vkey = pog_json(&data, &["ledger", "vkey"], 0)["vkey"]
             .as_str()
             .unwrap()
             .to_string();
         let origin = log_vkey.split('+').next().unwrap().to_string();
+        let scores = publish.then(|| {
+            let tools = evm_tools();
+            pog_json(
+                &data,
+                &[
+                    "ledger",
+                    "deploy-scores",
+                    "--origin",
+                    &origin,
+                    "--rpc",
+                    &anvil.url,
+                    "--key-file",
+                    key.to_str().unwrap(),
+                    "--registry",
+                    &registry,
+                    "--bytecode",
+                    tools.bin_of("GpuScores").to_str().unwrap(),
+                ],
+                0,
+            )["address"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        });
+        let publishing: Vec<&str> = match &scores {
+            Some(address) => vec!["--scores-contract", address],
+            None => vec![],
+        };
         let net = Network::in_dir(tmp.path())
             .flags(&["--challenge-every", "1", "--checkpoint-every", "0.5"])
             .flags(TEST_ROUNDS)
             .flags(&["--anchor-rpc", &anvil.url, "--anchor-contract", &registry])
             .flags(&["--anchor-key-file", key.to_str().unwrap()])
             .flags(&["--anchor-every", anchor_every])
-            .agent(HOST0, &[])
+            .flags(&publishing)
+            .agent(HOST0, &["--token-owner", TOKEN_OWNER])
             .start();
         let addr = net.validator.addr.clone();
-        Anchoring {
+        let run = Anchoring {
             anvil,
             tmp,
             key,
@@ -438,7 +456,8 @@ impl Anchoring {
             origin,
             addr,
             net,
-        }
+        };
+        (run, scores)
     }
 
     /// A reader of the registry on the chain.
@@ -540,6 +559,79 @@ fn a_running_validator_anchors_its_checkpoints() {
     assert_eq!(report["anchor"]["ok"], true, "{report:#}");
     assert!(report["records"].as_array().unwrap().len() >= 2, "{rounds}");
 
+    // The validator logged the GPU's gpu-state with the owner its agent named: proven on chain
+    // from the anchored checkpoint, beside the running validator. The GPU is the simulated
+    // test double, so its state proves no model and no token can be minted for it.
+    let tools = evm_tools();
+    // Any account sends (not the validator's publisher key, whose anchors go on meanwhile: two
+    // senders of one key race for its nonces).
+    let anyone = dev_key_file(run.tmp.path(), "anyone.key", 1);
+    let sender = [
+        "--rpc",
+        &run.anvil.url,
+        "--key-file",
+        anyone.to_str().unwrap(),
+    ];
+    let deploy = |what: &str, flags: &[&str]| -> String {
+        let mut args = vec!["ledger", what];
+        args.extend(sender);
+        args.extend(flags);
+        pog_json(data, &args, 0)["address"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let scores = deploy(
+        "deploy-scores",
+        &[
+            "--registry",
+            &run.registry,
+            "--bytecode",
+            tools.bin_of("GpuScores").to_str().unwrap(),
+        ],
+    );
+    let mut publish = vec!["ledger", "publish-scores", "--scores", &scores];
+    publish.extend(sender);
+    let published = pog_json(data, &publish, 0);
+    assert!(
+        published["result"]["submitted"].as_u64().unwrap() >= 1,
+        "{published:#}"
+    );
+    let state = rt
+        .block_on(
+            pog_anchor::scores::Scores::new(
+                &pog_anchor::RpcUrl::parse(&run.anvil.url).unwrap(),
+                pog_anchor::parse_address(&scores).unwrap(),
+                None,
+            )
+            .unwrap()
+            .state_of(uuid),
+        )
+        .unwrap()
+        .expect("the GPU's state is on chain");
+    assert_eq!(state.state.owner.to_string(), TOKEN_OWNER);
+    assert_eq!(state.state.model, "H200 SXM");
+    assert!(!state.state.proves_model, "a simulated GPU proves nothing");
+    let token = deploy(
+        "deploy-token",
+        &[
+            "--scores",
+            &scores,
+            "--bytecode",
+            tools.bin_of("GpuToken").to_str().unwrap(),
+        ],
+    );
+    let mut mint = vec!["ledger", "mint", "--token", &token, "--gpu", uuid];
+    mint.extend(sender);
+    let refused = pog_json(data, &mint, 1);
+    assert!(
+        refused["summary"]
+            .as_str()
+            .unwrap()
+            .contains("does not prove its model"),
+        "{refused:#}"
+    );
+
     // A monitor of the log with the chain: the validator's anchors are trees the log has.
     let monitor = |name: &str, contract: &str, status: i32| {
         pog_json(
@@ -567,7 +659,7 @@ fn a_running_validator_anchors_its_checkpoints() {
     let attacker_key = dev_key_file(run.tmp.path(), "attacker.key", 2);
     let bogus = |size: u64| {
         let dir = run.tmp.path().join(format!("attacker-{size}"));
-        let registry = deploy(&dir, &run.anvil.url, &attacker_key);
+        let registry = deploy_registry(&dir, &run.anvil.url, &attacker_key);
         let url = pog_anchor::RpcUrl::parse(&run.anvil.url).unwrap();
         let key = pog_anchor::PublisherKey::from_file(&attacker_key).unwrap();
         let r = pog_anchor::Registry::publisher(
@@ -694,4 +786,172 @@ fn a_validator_with_a_bad_anchoring_setup_does_not_start() {
         e.contains("publisher key file") && e.contains("missing.key"),
         "{e}"
     );
+}
+
+/// A publisher key that anchors a size the log never had: `pog verify --validator` reports
+/// the anchor beyond the log, the validator's anchoring cannot go on, and once the origin's
+/// owner voids it (`pog ledger rotate-publisher`) the validator anchors again and the holder's
+/// check passes.
+#[test]
+fn a_bogus_anchor_is_reported_then_voided_by_the_owner_and_anchoring_goes_on() {
+    let run = Anchoring::start("0.5");
+    let (data, origin) = (&run.data, &run.origin);
+    let chain = run.chain();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+    };
+    wait_for("a first anchor", &|| {
+        rt.block_on(chain.latest(origin)).unwrap().is_some()
+    });
+    // The publisher key anchors what the log never had.
+    let key = pog_anchor::PublisherKey::from_file(&run.key).unwrap();
+    let publisher = pog_anchor::Registry::publisher(
+        &pog_anchor::RpcUrl::parse(&run.anvil.url).unwrap(),
+        pog_anchor::parse_address(&run.registry).unwrap(),
+        &key,
+    )
+    .unwrap();
+    let bogus = 999_999;
+    // The validator anchors with the same key meanwhile: a nonce taken by one of its anchors
+    // makes this transaction fail before it is sent; try again.
+    let mut tries = 0;
+    while let Err(e) = rt.block_on(publisher.anchor(origin, bogus, [0xee; 32])) {
+        tries += 1;
+        assert!(
+            tries < 20 && matches!(e, pog_anchor::AnchorError::Rpc { .. }),
+            "{e}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let holder = run.tmp.path().join("holder");
+    let verify = |status: i32| {
+        pog_json(
+            &holder,
+            &[
+                "verify",
+                "--validator",
+                &format!("http://{}", run.addr),
+                "--gpu",
+                HOST0_GPU,
+                "--log-key",
+                &run.log_vkey,
+                "--accept-unwitnessed",
+                "--chain",
+                &run.anvil.url,
+                "--contract",
+                &run.registry,
+            ],
+            status,
+        )
+    };
+    let caught = verify(1);
+    let names: Vec<&str> = caught["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["problem"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"anchor_beyond_log"), "{caught:#}");
+    // The owner (here the key that registered the origin) voids it, keeping the publisher.
+    let rotated = pog_json(
+        data,
+        &[
+            "ledger",
+            "rotate-publisher",
+            "--rpc",
+            &run.anvil.url,
+            "--key-file",
+            run.key.to_str().unwrap(),
+            "--contract",
+            &run.registry,
+            "--publisher",
+            &key.address().to_string(),
+            "--void-from",
+            &bogus.to_string(),
+        ],
+        0,
+    );
+    assert!(
+        rotated["summary"].as_str().unwrap().contains("void"),
+        "{rotated:#}"
+    );
+    // Anchoring goes on: the validator's next anchors are valid ones past the void.
+    let valid_before = rt.block_on(chain.latest(origin)).unwrap().unwrap().size;
+    assert!(valid_before < bogus);
+    wait_for("anchoring to go on after the rotation", &|| {
+        rt.block_on(chain.latest(origin))
+            .unwrap()
+            .is_some_and(|a| a.size > valid_before && a.size < bogus)
+    });
+    let history = rt.block_on(chain.history(origin)).unwrap();
+    assert!(
+        history
+            .iter()
+            .any(|(_, a, valid)| a.size == bogus && !valid),
+        "the bogus anchor stays, void: {history:?}"
+    );
+    let passed = verify(0);
+    assert_eq!(passed["anchor"]["ok"], true, "{passed:#}");
+    // Only the owner rotates.
+    let stranger = dev_key_file(run.tmp.path(), "stranger.key", 2);
+    let refused = pog_json(
+        data,
+        &[
+            "ledger",
+            "rotate-publisher",
+            "--rpc",
+            &run.anvil.url,
+            "--key-file",
+            stranger.to_str().unwrap(),
+            "--contract",
+            &run.registry,
+            "--publisher",
+            &key.address().to_string(),
+            "--void-from",
+            "5",
+        ],
+        1,
+    );
+    assert!(
+        refused["summary"].as_str().unwrap().contains("owner"),
+        "{refused:#}"
+    );
+}
+
+/// `pog validator --scores-contract`: after each anchoring the validator proves its GPUs' new
+/// states to the scores contract itself; nobody runs `publish-scores`.
+#[test]
+fn a_validator_publishes_its_gpus_states_after_anchoring() {
+    let (run, scores) = Anchoring::start_with("0.5", true);
+    let scores = pog_anchor::scores::Scores::new(
+        &pog_anchor::RpcUrl::parse(&run.anvil.url).unwrap(),
+        pog_anchor::parse_address(&scores.unwrap()).unwrap(),
+        None,
+    )
+    .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let state = loop {
+        if let Some(state) = rt.block_on(scores.state_of(HOST0_GPU)).unwrap() {
+            break state;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no state published: {}",
+            run.net.validator.service.stderr()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    };
+    assert_eq!(state.state.owner.to_string(), TOKEN_OWNER);
+    assert!(state.anchored_size > state.leaf_index);
+    let kept = pog_ledger::checkpoint::SignedCheckpoint::parse(
+        &std::fs::read(run.data.join("ledger").join("anchored-checkpoint")).unwrap(),
+    )
+    .unwrap();
+    assert!(state.anchored_size <= kept.checkpoint.size);
 }

@@ -794,6 +794,14 @@ fn a_simulated_agent_serves_labelled_metrics_and_its_validator_records_its_healt
         .any(|s| s.metric == "DCGM_FI_DEV_GPU_TEMP"));
     let api = http_get(aaddr, "/metrics").unwrap_or_default();
     assert!(api.contains("no metrics on this port"), "{api}");
+    // The same port serves the monitor's dashboard: its JSON lists the GPU, not sampled.
+    let body = http_get(&metrics, "/api/dashboard").expect("the dashboard answers");
+    let dashboard: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    assert_eq!(dashboard["gpus"][0]["uuid"], uuid, "{dashboard:#}");
+    assert_eq!(dashboard["gpus"][0]["status"], "no data", "{dashboard:#}");
+    assert!(http_get(&metrics, "/")
+        .unwrap_or_default()
+        .contains("/dashboard.js"));
 }
 
 #[test]

@@ -651,7 +651,7 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
         assert!(kinds.contains(&kind), "{kinds:?}");
     }
     // What the API stored is what the log holds, in the same order (the log also holds the
-    // scores and prices the pricing logs, which the registry does not keep).
+    // scores, prices and GPU states the pricing logs, which the registry does not keep).
     let b = pog_ledger::bundle::Bundle::parse(&std::fs::read(&bundle).unwrap()).unwrap();
     let logged = b
         .records
@@ -659,7 +659,10 @@ fn a_running_validator_logs_its_records_and_witnesses_cosign_them() {
         .map(|r| pog_ledger::entry::Entry::parse(&r.entry).unwrap())
         .filter(|e| {
             use pog_signed::RecordKind;
-            !matches!(e.kind, RecordKind::Score | RecordKind::Price)
+            !matches!(
+                e.kind,
+                RecordKind::Score | RecordKind::Price | RecordKind::GpuState
+            )
         });
     for (entry, envelope) in logged.zip(stored.iter().map(|r| &r["envelope"])) {
         assert_eq!(entry.body, envelope["body"].as_str().unwrap());

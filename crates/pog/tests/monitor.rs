@@ -198,22 +198,31 @@ fn scrape(address: &str) -> String {
     body
 }
 
-/// The number of points of every line drawn on a page.
-fn plotted_points(html: &str) -> usize {
-    html.split("<polyline")
-        .skip(1)
-        .filter_map(|line| line.split("points=\"").nth(1))
-        .filter_map(|points| points.split('"').next())
-        .map(|points| points.split_whitespace().count())
+/// The number of points of every chart line of every GPU in the dashboard's JSON.
+fn plotted_points(dashboard: &Value) -> usize {
+    dashboard["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|gpu| gpu["charts"].as_array().unwrap())
+        .flat_map(|chart| chart["series"].as_array().unwrap())
+        .map(|series| series["points"].as_array().unwrap().len())
         .sum()
 }
 
 #[test]
-fn the_dashboard_draws_every_chart_and_new_points_arrive() {
+fn the_dashboard_serves_its_page_and_json_of_every_traced_gpu_and_new_points_arrive() {
     let healthy = healthy_path();
+    let second = healthy.with_file_name("h200-healthy-2.csv");
     let (child, address, stderr) = start_run(&[
         "--from-trace".as_ref(),
         healthy.as_os_str(),
+        "--from-trace".as_ref(),
+        second.as_os_str(),
+        "--trace-power-limit".as_ref(),
+        "700".as_ref(),
+        "--trace-slowdown-temp".as_ref(),
+        "89".as_ref(),
         "--interval".as_ref(),
         "0.1".as_ref(),
         "--duration".as_ref(),
@@ -221,34 +230,98 @@ fn the_dashboard_draws_every_chart_and_new_points_arrive() {
         "--metrics-listen".as_ref(),
         "127.0.0.1:0".as_ref(),
     ]);
-    std::thread::sleep(std::time::Duration::from_millis(1200));
-    let (head, first) = get(&address, "/?window=600");
+    let (head, page) = get(&address, "/");
     assert!(head.contains("text/html"), "{head}");
+    assert!(page.contains("<script src=\"/dashboard.js\">"), "{page}");
+    let (head, script) = get(&address, "/dashboard.js");
+    assert!(head.contains("text/javascript"), "{head}");
+    assert!(script.contains("/api/dashboard"));
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let json = |path: &str| -> Value {
+        let (head, body) = get(&address, path);
+        assert!(head.contains("application/json"), "{head}");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+    };
+    let first = json("/api/dashboard?window=600");
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let (_, second) = get(&address, "/?window=600");
-    for page in [&first, &second] {
-        assert_eq!(page.matches("<svg").count(), 6, "six charts per GPU");
-        for title in [
-            "temperature",
-            "power (W)",
-            "utilization",
-            "memory used",
-            "clocks",
-            "throttle reasons",
-        ] {
-            assert!(page.contains(title), "{title} missing");
+    let second_answer = json("/api/dashboard?window=600");
+    for answer in [&first, &second_answer] {
+        let gpus = answer["gpus"].as_array().unwrap();
+        assert_eq!(gpus.len(), 2, "one GPU per trace");
+        for (i, gpu) in gpus.iter().enumerate() {
+            assert_eq!(gpu["index"], i);
+            assert_eq!(gpu["limits"]["power_limit_w"], 700.0);
+            assert_eq!(gpu["limits"]["slowdown_c"], 89.0);
+            assert!(gpu["latest"]["temp_gpu_c"].is_number(), "{gpu}");
+            let ids: Vec<&str> = gpu["charts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["id"].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                ids,
+                [
+                    "temperature",
+                    "power",
+                    "utilization",
+                    "memory",
+                    "clocks",
+                    "pcie",
+                    "processes",
+                    "fan",
+                    "throttle"
+                ]
+            );
         }
-        assert!(page.contains("GPU 0 — recorded trace"));
-        assert!(page.contains("<table id=\"alerts\">"));
-        assert!(page.contains("href=\"/?window=3600\""));
+        assert!(gpus[1]["uuid"]
+            .as_str()
+            .unwrap()
+            .ends_with("h200-healthy-2.csv"));
+        assert_eq!(answer["window_s"], 600.0);
+        assert_eq!(answer["minute_means"], false);
+        // The charts' clock is the wall clock (Unix ms), the latest sample at their right edge.
+        let now = answer["now_ms"].as_f64().unwrap();
+        assert!((now / 1000.0 - 1.7e9).abs() < 1e9, "{now}");
+        assert_eq!(
+            gpus[0]["charts"][1]["series"][0]["points"]
+                .as_array()
+                .unwrap()
+                .last()
+                .unwrap()[0]
+                .as_f64(),
+            gpus[0]["latest_ms"].as_f64()
+        );
     }
-    let (before, after) = (plotted_points(&first), plotted_points(&second));
+    let (before, after) = (plotted_points(&first), plotted_points(&second_answer));
     assert!(
         after > before + 10,
         "points {before} then {after}: no new points arrived"
     );
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr.join().unwrap());
+}
+
+#[test]
+fn trace_limits_need_a_trace_and_a_sensible_number() {
+    for (args, said) in [
+        (vec!["--trace-power-limit", "700"], "--from-trace"),
+        (
+            vec!["--from-trace", HEALTHY, "--trace-slowdown-temp=-3"],
+            "-3 is out of range",
+        ),
+        (
+            vec!["--from-trace", HEALTHY, "--trace-power-limit", "x"],
+            "\"x\" is not a number",
+        ),
+    ] {
+        pog()
+            .args(["monitor", "run", "--duration", "1"])
+            .args(&args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(said));
+    }
 }
 
 #[test]

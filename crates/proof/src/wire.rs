@@ -76,6 +76,11 @@ pub struct HostClaim {
     /// Hardware threads the host gives the proof of CPU: one lane each
     /// (1 to `pog_proof::cpu::MAX_LANES`).
     pub cores: u32,
+    /// The EVM address the host's owner names to hold its GPUs' tokens (`pog agent
+    /// --token-owner`): the validator writes it into each GPU's `gpu-state` record, and
+    /// `contracts/GpuToken.sol` mints to it. None: no token can be minted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_owner: Option<pog_signed::EvmAddress>,
 }
 
 /// Validator → agent: a challenge of any kind (`C`: the GEMM [`Challenge`], the memory

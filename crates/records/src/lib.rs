@@ -12,7 +12,8 @@
 //! - [`registration`], [`missed`], [`health`]: who holds a GPU, a round not run, a
 //!   window of health;
 //! - [`reports`]: the agent's self-reported inspections, benchmarks and health, and the
-//!   validator's scores and prices.
+//!   validator's scores and prices;
+//! - [`state`]: a GPU's state in the fixed form a contract reads (`gpu-state`).
 
 #![warn(missing_docs)]
 
@@ -23,6 +24,7 @@ pub mod policy;
 pub mod proof;
 pub mod registration;
 pub mod reports;
+pub mod state;
 
 pub use health::{HealthRecord, ProofPace};
 pub use kind::{Claimed, Exchange, Gemm, HostCpu, Memory, ProofKind, Ran};
@@ -34,6 +36,7 @@ pub use proof::{
     ProofDetails, ProofRecord, Record,
 };
 pub use registration::{Change, RegistrationRecord};
+pub use state::GpuState;
 
 /// Version of the result-record encoding stored (and later appended to the ledger). 3: a proof
 /// outcome lists only its first failed spot checks (`rejected`), counting them all in

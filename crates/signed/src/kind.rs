@@ -38,11 +38,16 @@ pub enum RecordKind {
     /// One challenge round of the proof of CPU of a GPU's host (validator, measured;
     /// `pog_records::CpuRecord`).
     CpuRound = 11,
+    /// A GPU's state in the fixed form a contract reads (validator; `pog_records::GpuState`):
+    /// its model, whether its proofs speak for it, its score and price, the address its owner
+    /// named for its token. Logged beside every score that changes; `contracts/GpuScores.sol`
+    /// keeps the latest one proven against an anchored checkpoint.
+    GpuState = 12,
 }
 
 impl RecordKind {
     /// Every kind, in code order.
-    pub const ALL: [RecordKind; 11] = [
+    pub const ALL: [RecordKind; 12] = [
         RecordKind::Registration,
         RecordKind::Inspection,
         RecordKind::Benchmark,
@@ -54,6 +59,7 @@ impl RecordKind {
         RecordKind::HealthRound,
         RecordKind::RoundMissed,
         RecordKind::CpuRound,
+        RecordKind::GpuState,
     ];
 
     /// The kind from its byte.
@@ -76,6 +82,7 @@ impl RecordKind {
             RecordKind::HealthRound => "health-record",
             RecordKind::RoundMissed => "round-missed",
             RecordKind::CpuRound => "cpu-record",
+            RecordKind::GpuState => "gpu-state",
         }
     }
 
@@ -97,6 +104,7 @@ impl RecordKind {
                 | RecordKind::RoundMissed
                 | RecordKind::Score
                 | RecordKind::Price
+                | RecordKind::GpuState
         )
     }
 }

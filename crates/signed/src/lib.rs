@@ -9,6 +9,7 @@
 //! - [`RecordKind`]: the kinds of signed records, each with its wire name (the kind it is
 //!   signed under), its byte in the ledger's framing, and who signs it.
 //! - [`GpuUuid`]: the GPU a message or record is about.
+//! - [`EvmAddress`]: an EVM account (where a GPU's owner wants its token).
 //!
 //! The crate is small and knows no protocol: the proof's messages (`pog_proof::wire`), the
 //! record bodies (`pog_records`) and the ledger's framing (`pog_ledger`) are built on it.
@@ -16,6 +17,7 @@
 #![warn(missing_docs)]
 
 mod envelope;
+mod evm;
 mod gpu;
 mod identity;
 mod key;
@@ -25,6 +27,7 @@ mod text;
 pub use envelope::{
     decode, signed_bytes, BadSignature, Envelope, WireError, MAX_MESSAGE_BYTES, WIRE_VERSION,
 };
+pub use evm::{BadEvmAddress, EvmAddress};
 pub use gpu::{BadGpuUuid, GpuUuid};
 pub use identity::Identity;
 pub use key::{KeyError, PublicKey};

@@ -74,7 +74,8 @@ impl Api {
                 records.clone(),
                 self.reports.clone(),
             ))
-            .merge(crate::ledger::router(records.ledger().cloned()));
+            .merge(crate::ledger::router(records.ledger().cloned()))
+            .merge(crate::overview::router(self.validator.clone()));
         if let Some(market) = &self.market {
             router = router.merge(crate::market::router(market.clone()));
         }

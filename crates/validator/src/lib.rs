@@ -1,6 +1,7 @@
 //! `pog validator`: registers agents and the GPUs they claim ([`registry`]), challenges each
 //! GPU on a schedule ([`schedule`]) through its agent and verifies the answer with its own
-//! clock ([`validator`]), asks for and records the GPU's health ([`health`]), takes the
+//! clock ([`validator`]), asks for and records the GPU's health ([`health`]; the latest of
+//! every GPU on one page: [`overview`]), takes the
 //! agents' signed reports ([`reports`]), keeps every record in its transparency log
 //! ([`ledger`]), and scores, prices and trades the GPUs from those records alone ([`pricing`],
 //! [`market`], which reads the registry through [`standing`]). It links no CUDA: it never
@@ -19,6 +20,7 @@ pub mod health;
 pub mod ledger;
 pub mod market;
 pub mod metrics;
+pub mod overview;
 pub mod postgres;
 pub mod pricing;
 pub mod registry;

@@ -10,7 +10,7 @@
 //! runtime, and a caller on a single-threaded runtime never waits on a connection task that
 //! only its own thread could drive.
 
-use pog_proof::wire::GpuClaim;
+use pog_proof::wire::{GpuClaim, HostClaim};
 use pog_records::{Change, RECORD_VERSION};
 use pog_signed::{GpuUuid, PublicKey};
 use std::future::Future;
@@ -48,6 +48,8 @@ CREATE INDEX slot_claims_open ON slot_claims (done, lease_until_ms);
 ALTER TABLE records ALTER COLUMN id DROP IDENTITY IF EXISTS;
 CREATE TABLE record_sequence (only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row), next_id BIGINT NOT NULL);
 INSERT INTO record_sequence (next_id) SELECT COALESCE(MAX(id), 0) + 1 FROM records;
+", "
+ALTER TABLE agents ADD COLUMN token_owner TEXT;
 "];
 
 /// The schema version this pog writes and reads.
@@ -280,7 +282,7 @@ impl PgRegistry {
     pub async fn register(
         &self,
         agent: &PublicKey,
-        (endpoint, cores): (&str, Option<u32>),
+        (endpoint, host): (&str, Option<HostClaim>),
         gpus: &[GpuClaim],
         now_ms: u64,
         max_gpus: usize,
@@ -296,9 +298,13 @@ impl PgRegistry {
         let moved = old_endpoint.is_some_and(|old| old != endpoint);
         // The agent's row stays locked to the end: its registrations on every validator of
         // the fleet take turns, so the cap below counts them all.
+        let (cores, token_owner) = (
+            host.map(|h| h.cores as i32),
+            host.and_then(|h| h.token_owner).map(|a| a.to_string()),
+        );
         tx.execute(
-            "INSERT INTO agents (key, endpoint, cores) VALUES ($1, $2, $3) ON CONFLICT (key) DO UPDATE SET endpoint = $2, cores = $3",
-            &[&agent, &endpoint, &cores.map(|c| c as i32)],
+            "INSERT INTO agents (key, endpoint, cores, token_owner) VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO UPDATE SET endpoint = $2, cores = $3, token_owner = $4",
+            &[&agent, &endpoint, &cores, &token_owner],
         )
         .await?;
         let mut changes = Vec::with_capacity(gpus.len());
@@ -671,7 +677,7 @@ impl PgRegistry {
 }
 
 /// A registered GPU's columns, for [`gpu_row`].
-const GPU_SELECT: &str = "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores FROM gpus g JOIN agents a ON a.key = g.agent";
+const GPU_SELECT: &str = "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores, a.token_owner FROM gpus g JOIN agents a ON a.key = g.agent";
 
 /// A registered GPU from a row of [`GPU_SELECT`].
 fn gpu_row(r: &Row) -> Result<RegisteredGpu, RegistryError> {
@@ -688,6 +694,11 @@ fn gpu_row(r: &Row) -> Result<RegisteredGpu, RegistryError> {
         host_cores: r
             .try_get::<_, Option<i32>>(6)?
             .and_then(|c| u32::try_from(c).ok()),
+        token_owner: r
+            .try_get::<_, Option<String>>(7)?
+            .map(|t| t.parse())
+            .transpose()
+            .map_err(|e| bad("token owner", &e))?,
     })
 }
 

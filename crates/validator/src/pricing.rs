@@ -36,7 +36,7 @@ use pog_market::{Config, GpuClass, Mechanism};
 use pog_net::http::ApiError;
 use pog_net::locked::Locked;
 use pog_records::reports as bodies;
-use pog_records::{HealthRecord, MemoryRecord, Record, StoredBody};
+use pog_records::{GpuState, HealthRecord, MemoryRecord, Record, StoredBody};
 use pog_signed::RecordKind;
 use pog_signed::{Envelope, GpuUuid, Identity, WireError};
 use pog_spec::SpecDb;
@@ -130,6 +130,10 @@ pub struct Pricing {
     views: std::sync::Mutex<std::collections::HashMap<GpuUuid, Arc<str>>>,
     /// Assessments made so far (each reads and parses a GPU's latest records).
     assessments: std::sync::atomic::AtomicU64,
+    /// Each GPU's last `gpu-state` logged since the validator started (its time zeroed), so
+    /// that a state is logged when it changes even where the score does not (a new token
+    /// owner); after a restart each GPU's first assessment logs one again.
+    states: std::sync::Mutex<std::collections::HashMap<GpuUuid, GpuState>>,
 }
 
 /// One GPU's score as `GET /v1/scores` lists it.
@@ -192,6 +196,7 @@ impl Pricing {
             wake,
             views: std::sync::Mutex::new(std::collections::HashMap::new()),
             assessments: std::sync::atomic::AtomicU64::new(0),
+            states: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -383,19 +388,57 @@ impl Pricing {
     }
 
     /// Appends the GPU's score, and its price when it is priced, to the validator's ledger as
-    /// signed `score` and `price` records, when either differs from the last point posted
-    /// (nothing without a ledger). Only to the ledger: stored in the registry they would wake
-    /// the pricing again.
+    /// signed `score` and `price` records, when either differs from the last point posted,
+    /// then its `gpu-state` (the fixed form a contract reads, docs/ledger.md "Scores on
+    /// chain") when that differs from the last one logged (nothing without a ledger). Only to
+    /// the ledger: stored in the registry they would wake the pricing again.
     fn log_if_changed(&self, a: &Assessment, point: &PostedPrice) -> Result<(), PricingError> {
+        if self.records.ledger().is_none() {
+            return Ok(());
+        }
+        let last = self.market.latest_price(&a.gpu_uuid)?;
+        let score_changed = !last
+            .is_some_and(|l| l.score == point.score && l.price_micro_usd == point.price_micro_usd);
+        let state = self.gpu_state(a, point)?;
+        let untimed = GpuState {
+            recorded_at_ms: 0,
+            ..state.clone()
+        };
+        let state_changed = self.states.locked().get(&a.gpu_uuid) != Some(&untimed);
+        if score_changed {
+            self.log_score(a, point)?;
+        }
+        if score_changed || state_changed {
+            self.records.log(&state)?;
+            self.states.locked().insert(a.gpu_uuid.clone(), untimed);
+        }
+        Ok(())
+    }
+
+    /// The GPU's `gpu-state` now: its assessment, its posted price and the token owner its
+    /// agent named.
+    fn gpu_state(&self, a: &Assessment, point: &PostedPrice) -> Result<GpuState, PricingError> {
+        let registered = self.records.registry().gpu(&a.gpu_uuid)?;
+        Ok(GpuState {
+            version: pog_records::state::STATE_VERSION,
+            gpu_uuid: a.gpu_uuid.clone(),
+            model: a.model.clone().unwrap_or_default(),
+            proves_model: a.proves_model,
+            proves_memory: a.proves_memory,
+            score_ppm: GpuState::score_ppm_of(a.score),
+            price_micro_usd: point.price_micro_usd.unwrap_or(0),
+            owner: registered
+                .and_then(|g| g.token_owner)
+                .unwrap_or(pog_signed::EvmAddress::ZERO),
+            recorded_at_ms: point.at_ms,
+        })
+    }
+
+    /// Logs the GPU's `score` record, and its `price` when it is priced.
+    fn log_score(&self, a: &Assessment, point: &PostedPrice) -> Result<(), PricingError> {
         let Some(ledger) = self.records.ledger() else {
             return Ok(());
         };
-        let last = self.market.latest_price(&a.gpu_uuid)?;
-        if last
-            .is_some_and(|l| l.score == point.score && l.price_micro_usd == point.price_micro_usd)
-        {
-            return Ok(());
-        }
         let inputs = ledger
             .ledger()
             .gpu_recent(&a.gpu_uuid, &SCORED_KINDS, ROWS_READ, LEDGER_STEPS)

@@ -5,7 +5,7 @@
 //! `schema_version` table: an older schema is migrated when opened, a newer one (written by a
 //! newer pog) is refused with what to do.
 
-use pog_proof::wire::GpuClaim;
+use pog_proof::wire::{GpuClaim, HostClaim};
 use pog_records::{Change, RECORD_VERSION};
 use pog_signed::{GpuUuid, PublicKey};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -43,8 +43,13 @@ CREATE TABLE IF NOT EXISTS slot_claims (slot INTEGER NOT NULL, gpu_uuid TEXT NOT
 CREATE INDEX IF NOT EXISTS slot_claims_open ON slot_claims (done, lease_until_ms);
 ";
 
-/// The schema version of the SQLite registry this pog writes and reads.
-pub const SQLITE_SCHEMA_VERSION: i64 = 2;
+/// The schema version of the SQLite registry this pog writes and reads. 3: the agents' token
+/// owners (`agents.token_owner`).
+pub const SQLITE_SCHEMA_VERSION: i64 = 3;
+
+/// The columns of a registered GPU, for [`gpu_row`].
+const GPU_COLUMNS: &str =
+    "g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores, a.token_owner";
 
 /// A registered GPU from a row of (uuid, agent, endpoint, model, bus id, simulated).
 fn gpu_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegisteredGpu> {
@@ -59,6 +64,11 @@ fn gpu_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegisteredGpu> {
         bus_id: r.get(4)?,
         simulated: r.get(5)?,
         host_cores: r.get(6)?,
+        token_owner: r
+            .get::<_, Option<String>>(7)?
+            .map(|t| t.parse())
+            .transpose()
+            .map_err(|e: pog_signed::BadEvmAddress| typed(7, e.into()))?,
     })
 }
 
@@ -142,23 +152,23 @@ impl Registry {
         self.on_record = Some(notify);
     }
 
-    /// Registers an agent (its endpoint, and its host's claimed cores) and its GPUs, all or
+    /// Registers an agent (its endpoint, and its host's claimed cores and token owner) and its GPUs, all or
     /// nothing, at time `now_ms`, and says what changed for each GPU. A GPU another agent holds, or one released from this agent whose bar has
     /// not run out, refuses the whole registration.
     pub fn register(
         &mut self,
         agent: &PublicKey,
-        (endpoint, cores): (&str, Option<u32>),
+        (endpoint, host): (&str, Option<HostClaim>),
         gpus: &[GpuClaim],
         now_ms: u64,
         max_gpus: usize,
     ) -> Result<Vec<Change>, RegistryError> {
         match &mut self.db {
-            Db::Sqlite(s) => s.register(agent, (endpoint, cores), gpus, now_ms, max_gpus),
+            Db::Sqlite(s) => s.register(agent, (endpoint, host), gpus, now_ms, max_gpus),
             Db::Postgres(pg) => {
                 let (agent, endpoint, gpus) = (agent.clone(), endpoint.to_owned(), gpus.to_vec());
                 pg.block(|pg| async move {
-                    pg.register(&agent, (&endpoint, cores), &gpus, now_ms, max_gpus)
+                    pg.register(&agent, (&endpoint, host), &gpus, now_ms, max_gpus)
                         .await
                 })
             }
@@ -460,6 +470,13 @@ impl Sqlite {
                 "DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES (2);",
             )?;
         }
+        if found < 3 {
+            // Version 3: the address each agent names to hold its GPUs' tokens.
+            db.execute_batch(
+                "ALTER TABLE agents ADD COLUMN token_owner TEXT;
+                 DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES (3);",
+            )?;
+        }
         Ok(Sqlite {
             db,
             path: path.map(Path::to_path_buf),
@@ -478,7 +495,7 @@ impl Sqlite {
     fn register(
         &mut self,
         agent: &PublicKey,
-        (endpoint, cores): (&str, Option<u32>),
+        (endpoint, host): (&str, Option<HostClaim>),
         gpus: &[GpuClaim],
         now_ms: u64,
         max_gpus: usize,
@@ -493,7 +510,11 @@ impl Sqlite {
             )
             .optional()?;
         let moved = old_endpoint.is_some_and(|old| old != endpoint);
-        tx.execute("INSERT INTO agents (key, endpoint, cores) VALUES (?1, ?2, ?3) ON CONFLICT(key) DO UPDATE SET endpoint = ?2, cores = ?3", params![agent, endpoint, cores])?;
+        let (cores, token_owner) = (
+            host.map(|h| h.cores),
+            host.and_then(|h| h.token_owner).map(|a| a.to_string()),
+        );
+        tx.execute("INSERT INTO agents (key, endpoint, cores, token_owner) VALUES (?1, ?2, ?3, ?4) ON CONFLICT(key) DO UPDATE SET endpoint = ?2, cores = ?3, token_owner = ?4", params![agent, endpoint, cores, token_owner])?;
         let mut changes = Vec::with_capacity(gpus.len());
         for claim in gpus {
             let GpuClaim {
@@ -570,9 +591,9 @@ impl Sqlite {
     }
 
     fn gpus(&self, after: &str, limit: usize) -> Result<Vec<RegisteredGpu>, RegistryError> {
-        let mut stmt = self.db.prepare(
-            "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid > ?1 ORDER BY g.uuid LIMIT ?2",
-        )?;
+        let mut stmt = self.db.prepare(&format!(
+            "SELECT {GPU_COLUMNS} FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid > ?1 ORDER BY g.uuid LIMIT ?2"
+        ))?;
         let rows = stmt.query_map(params![after, limit as i64], gpu_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -581,7 +602,7 @@ impl Sqlite {
         Ok(self
             .db
             .query_row(
-                "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid = ?1",
+                &format!("SELECT {GPU_COLUMNS} FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid = ?1"),
                 params![uuid],
                 gpu_row,
             )

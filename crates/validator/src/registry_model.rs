@@ -3,7 +3,7 @@
 
 use pog_proof::wire::GpuClaim;
 use pog_records::Change;
-use pog_signed::{GpuUuid, PublicKey};
+use pog_signed::{EvmAddress, GpuUuid, PublicKey};
 
 /// A stored record as [`crate::registry::Registry::records_since`] announces it: its row, its GPU and its
 /// envelope's kind (`None` when the stored text is not an envelope).
@@ -34,6 +34,8 @@ pub struct RegisteredGpu {
     pub simulated: bool,
     /// The hardware threads its agent claims for its host (none claimed: no proof of CPU).
     pub host_cores: Option<u32>,
+    /// The EVM address its agent named to hold its token (none named: no token).
+    pub token_owner: Option<EvmAddress>,
 }
 
 /// Why a registry change was refused.

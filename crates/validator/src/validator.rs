@@ -375,7 +375,7 @@ impl Validator {
     ) -> Result<(), ValidatorError> {
         let changes = self.registry().register(
             agent,
-            (endpoint, host.map(|h| h.cores)),
+            (endpoint, host),
             gpus,
             self.records.now_ms(),
             self.config.max_gpus_per_agent,
@@ -796,7 +796,7 @@ async fn register(
             reg.gpus.len()
         ));
     }
-    if let Some(HostClaim { cores }) = reg.host {
+    if let Some(HostClaim { cores, .. }) = reg.host {
         if !(1..=pog_proof::cpu::MAX_LANES).contains(&cores) {
             return bad(format!(
                 "a host claims 1 to {} cores, not {cores}",

@@ -165,6 +165,35 @@ async fn the_agent_serves_metrics_and_the_validator_records_signed_health() {
     assert_eq!(signer, v.public_key());
     assert_eq!(body, first);
 
+    // The fleet's overview lists the GPU with this record: reported and measured apart, the
+    // XID making it critical; its page asks for it.
+    let overview: serde_json::Value = reqwest::get(format!("{}/v1/overview", h.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let listed = &overview["gpus"][0];
+    assert_eq!(listed["uuid"], "GPU-h", "{overview:#}");
+    let health = &listed["health"];
+    assert_eq!(health["status"], "critical", "{health:#}");
+    assert_eq!(health["to_ms"], first.to_ms);
+    assert_eq!(health["xid_total"], 1);
+    assert_eq!(health["temp_gpu_c"]["max"], temp.max);
+    assert_eq!(health["samples"], rows.len() as u64);
+    assert_eq!(health["median_ratio"], first.measured.median_ratio.unwrap());
+    assert!(
+        health["alerts"]["critical"].as_u64() >= Some(1),
+        "{health:#}"
+    );
+    let page = reqwest::get(format!("{}/overview", h.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("/v1/overview"), "{page}");
+
     // A proof later, the next window starts where the first ended: no telemetry in it
     // (the trace is over) while the GPU proved, measured against the two earlier proofs.
     assert!(

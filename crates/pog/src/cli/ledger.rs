@@ -76,6 +76,28 @@ pub enum LedgerAction {
     /// Deploy a CheckpointRegistry (contracts/CheckpointRegistry.sol, compiled by
     /// scripts/evm-tools.sh) on an EVM chain and print its address.
     DeployRegistry(DeployArgs),
+    /// Deploy a GpuScores contract (contracts/GpuScores.sol) for this log (--origin, or the
+    /// ledger's checkpoint's) trusting the anchors of the registry at --registry; print its
+    /// address.
+    DeployScores(DeployScoresArgs),
+    /// Deploy a GpuToken contract (contracts/GpuToken.sol: one ERC-721 token per proven GPU)
+    /// reading the GpuScores contract at --scores; print its address.
+    DeployToken(DeployTokenArgs),
+    /// Prove every GPU's latest gpu-state record within the anchored checkpoint (`pog ledger
+    /// anchor`) to the GpuScores contract at --scores, in batches; GPUs whose state the chain
+    /// holds already are skipped. Anyone with a copy of the log may run it.
+    PublishScores(PublishScoresArgs),
+    /// As the owner of the log's origin in the CheckpointRegistry at --contract: name a new
+    /// publisher and void the anchors of --void-from entries or more (a publisher key that
+    /// anchored what the log never had, or was stolen); anchoring goes on in a new era.
+    RotatePublisher(RotateArgs),
+    /// As the owner of the log's origin in the CheckpointRegistry at --contract: hand the
+    /// ownership to another address (a cold key, apart from the publisher's hot one).
+    SetOwner(SetOwnerArgs),
+    /// Mint a GPU's token in the GpuToken contract at --token: to the owner its proven state
+    /// names (the caller pays the gas); fails, named, when the GPU has no proven state, named
+    /// no owner, or does not prove its model.
+    Mint(MintArgs),
     /// Follow a log's checkpoint and tiles (a validator's /ledger/ or any tlog-tiles mirror):
     /// verify every new checkpoint against the last one verified (kept in
     /// DATA_DIR/ledger-monitor/), read every new entry, and alert on a fork, a rollback, an
@@ -141,6 +163,12 @@ impl LedgerAction {
             LedgerAction::Mirror { .. } => "ledger.mirror",
             LedgerAction::Anchor(_) => "ledger.anchor",
             LedgerAction::DeployRegistry(_) => "ledger.deploy_registry",
+            LedgerAction::DeployScores(_) => "ledger.deploy_scores",
+            LedgerAction::DeployToken(_) => "ledger.deploy_token",
+            LedgerAction::PublishScores(_) => "ledger.publish_scores",
+            LedgerAction::Mint(_) => "ledger.mint",
+            LedgerAction::RotatePublisher(_) => "ledger.rotate_publisher",
+            LedgerAction::SetOwner(_) => "ledger.set_owner",
             LedgerAction::Monitor(_) => "ledger.monitor",
         }
     }
@@ -220,6 +248,108 @@ pub struct DeployArgs {
     pub bytecode: Option<PathBuf>,
 }
 
+/// The chain and the paying key of the commands that send to the scores and token contracts.
+#[derive(Debug, Args)]
+pub struct SenderArgs {
+    /// The EVM node's JSON-RPC URL (http or https).
+    #[arg(long, value_name = "URL")]
+    pub rpc: String,
+    /// A file holding the sender's secp256k1 private key (64 hex digits, chmod 600): its
+    /// account pays the gas.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: PathBuf,
+}
+
+/// What `pog ledger deploy-scores` deploys.
+#[derive(Debug, Args)]
+pub struct DeployScoresArgs {
+    /// The chain and the deployer's key.
+    #[command(flatten)]
+    pub sender: SenderArgs,
+    /// The CheckpointRegistry whose anchors of the log the contract trusts.
+    #[arg(long, value_name = "ADDRESS")]
+    pub registry: String,
+    /// The contract's creation bytecode (hex) [default: target/contracts/GpuScores.bin, as
+    /// scripts/evm-tools.sh compiles it].
+    #[arg(long, value_name = "PATH")]
+    pub bytecode: Option<PathBuf>,
+}
+
+/// What `pog ledger deploy-token` deploys.
+#[derive(Debug, Args)]
+pub struct DeployTokenArgs {
+    /// The chain and the deployer's key.
+    #[command(flatten)]
+    pub sender: SenderArgs,
+    /// The GpuScores contract the tokens read.
+    #[arg(long, value_name = "ADDRESS")]
+    pub scores: String,
+    /// The contract's creation bytecode (hex) [default: target/contracts/GpuToken.bin].
+    #[arg(long, value_name = "PATH")]
+    pub bytecode: Option<PathBuf>,
+}
+
+/// What `pog ledger publish-scores` proves, and to which contract.
+#[derive(Debug, Args)]
+pub struct PublishScoresArgs {
+    /// The chain and the sender's key (any account: the contract trusts only the anchors).
+    #[command(flatten)]
+    pub sender: SenderArgs,
+    /// The GpuScores contract.
+    #[arg(long, value_name = "ADDRESS")]
+    pub scores: String,
+    /// The most states one transaction carries.
+    #[arg(long, default_value_t = pog_anchor::scores::DEFAULT_BATCH as u64,
+          value_parser = clap::value_parser!(u64).range(1..=500))]
+    pub batch: u64,
+}
+
+/// What `pog ledger rotate-publisher` changes.
+#[derive(Debug, Args)]
+pub struct RotateArgs {
+    /// The chain and the origin owner's key.
+    #[command(flatten)]
+    pub sender: SenderArgs,
+    /// The CheckpointRegistry.
+    #[arg(long, value_name = "ADDRESS")]
+    pub contract: String,
+    /// The new publisher's address (it may be the same one, to void anchors only).
+    #[arg(long, value_name = "ADDRESS")]
+    pub publisher: String,
+    /// Void the current era's anchors of this many entries or more (the smallest size the log
+    /// never had, e.g. its size now plus one).
+    #[arg(long, value_name = "SIZE", value_parser = clap::value_parser!(u64).range(1..))]
+    pub void_from: u64,
+}
+
+/// What `pog ledger set-owner` changes.
+#[derive(Debug, Args)]
+pub struct SetOwnerArgs {
+    /// The chain and the origin owner's key.
+    #[command(flatten)]
+    pub sender: SenderArgs,
+    /// The CheckpointRegistry.
+    #[arg(long, value_name = "ADDRESS")]
+    pub contract: String,
+    /// The new owner's address.
+    #[arg(long, value_name = "ADDRESS")]
+    pub owner: String,
+}
+
+/// What `pog ledger mint` mints.
+#[derive(Debug, Args)]
+pub struct MintArgs {
+    /// The chain and the sender's key (any account: the token goes to the GPU's named owner).
+    #[command(flatten)]
+    pub sender: SenderArgs,
+    /// The GpuToken contract.
+    #[arg(long, value_name = "ADDRESS")]
+    pub token: String,
+    /// The GPU whose token to mint.
+    #[arg(long, value_name = "UUID")]
+    pub gpu: String,
+}
+
 /// What `pog verify` checks.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
@@ -230,11 +360,25 @@ pub struct VerifyArgs {
     /// Fetch the GPU's history from this validator (`GET /v1/bundles/{uuid}`, page by page)
     /// instead of reading a bundle file, verify only what is new since the last run (kept in
     /// DATA_DIR/verify/), and read the log's tail from its `/ledger/`.
-    #[arg(long, value_name = "URL", conflicts_with_all = ["bundle", "since", "since_bundle", "log_tiles"], requires = "gpu")]
+    #[arg(long, value_name = "URL", conflicts_with_all = ["bundle", "since", "since_bundle", "log_tiles"])]
     pub validator: Option<String>,
     /// The GPU whose history --validator serves.
-    #[arg(long, value_name = "UUID", requires = "validator")]
+    #[arg(
+        long,
+        value_name = "UUID",
+        requires = "validator",
+        conflicts_with = "token"
+    )]
     pub gpu: Option<String>,
+    /// A GPU token (its id, decimal or 0x-hex) of the GpuToken contract at --token-contract on
+    /// --chain: its GPU's history is verified (from --validator, or the bundle file), and the
+    /// chain's state of the GPU must be the log's record at the entry it names. The registry
+    /// is the one the token's GpuScores contract trusts unless --contract names it.
+    #[arg(long, value_name = "ID", requires_all = ["chain", "token_contract"])]
+    pub token: Option<String>,
+    /// The GpuToken contract of --token.
+    #[arg(long, value_name = "ADDR", requires = "token")]
+    pub token_contract: Option<String>,
     /// The log's (validator's) verifier key, as `pog ledger vkey` prints it, or a file holding
     /// it.
     #[arg(long, value_name = "VKEY")]
@@ -256,7 +400,7 @@ pub struct VerifyArgs {
     pub since_bundle: Option<PathBuf>,
     /// An EVM node's JSON-RPC URL (http or https): the chain's CheckpointRegistry (--contract)
     /// must anchor the bundle's checkpoint, at its size and with its root.
-    #[arg(long, value_name = "RPC_URL", requires = "contract")]
+    #[arg(long, value_name = "RPC_URL")]
     pub chain: Option<String>,
     /// The CheckpointRegistry's address on --chain.
     #[arg(long, value_name = "ADDR", requires = "chain")]

@@ -18,7 +18,7 @@ pub struct MonitorArgs {
 pub enum MonitorCommand {
     /// Watch this host's GPUs: sample them through NVML, run the health detectors on every
     /// sample and print each alert (exit 1 if any was a warning or critical).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Run the health detectors over a recorded trace CSV and print every alert they raise
     /// (exit 1 if any is a warning or critical).
     Replay(ReplayArgs),
@@ -89,9 +89,30 @@ pub struct RunArgs {
     #[arg(long, value_name = "URL")]
     pub webhook: Option<String>,
     /// Feed the rows of a recorded trace, one per --interval, as GPU 0 instead of reading
-    /// NVML (tests and demos without a GPU).
+    /// NVML (tests and demos without a GPU); given again, each further trace is one more GPU
+    /// (GPU 1, 2, …), as a host of several GPUs.
     #[arg(long, value_name = "TRACE.csv", conflicts_with = "gpus")]
-    pub from_trace: Option<PathBuf>,
+    pub from_trace: Vec<PathBuf>,
+    /// The recorded GPUs' power limit in W, drawn on the dashboard (a trace does not carry
+    /// it; on a live GPU NVML reports it).
+    #[arg(long, value_name = "W", requires = "from_trace", value_parser = parse_limit)]
+    pub trace_power_limit: Option<f64>,
+    /// The recorded GPUs' slowdown temperature in °C, drawn on the dashboard (a trace does
+    /// not carry it; on a live GPU NVML reports it).
+    #[arg(long, value_name = "CELSIUS", requires = "from_trace", value_parser = parse_limit)]
+    pub trace_slowdown_temp: Option<f64>,
+}
+
+/// A limit: a number above 0 and below 100 000.
+fn parse_limit(s: &str) -> Result<f64, String> {
+    let value: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if value > 0.0 && value < 100_000.0 {
+        Ok(value)
+    } else {
+        Err(format!(
+            "{s} is out of range: give a number above 0 and below 100000"
+        ))
+    }
 }
 
 /// How long to run: more than 0 s and up to a year, in seconds.

@@ -37,6 +37,11 @@ pub struct AgentArgs {
     /// does not benchmark at start: that would hold the GPUs at every restart).
     #[arg(long, value_name = "FILE")]
     pub bench_report: Option<std::path::PathBuf>,
+    /// The EVM address (0x and 40 hex digits) to hold this host's GPU tokens: the validator
+    /// writes it into each GPU's `gpu-state` record, and the token contract mints to it
+    /// (docs/ledger.md, "Scores on chain"). Without it no token can be minted for these GPUs.
+    #[arg(long, value_name = "ADDRESS")]
+    pub token_owner: Option<pog_signed::EvmAddress>,
 }
 
 /// What `pog validator` serves and how it challenges.
@@ -169,9 +174,16 @@ pub struct ValidatorArgs {
     pub anchor_key_file: Option<std::path::PathBuf>,
     /// Seconds between two looks at the latest checkpoint: when it is larger than the last
     /// anchored, it is anchored (the log's origin registered first if no one has). A failure
-    /// is retried at the next look.
-    #[arg(long, default_value = "60", value_parser = parse_seconds, value_name = "SECONDS")]
+    /// is retried a minute later. The hourly default costs about 1.99 M gas a day (24 anchors
+    /// of 82,977 gas, measured on anvil): docs/ledger.md "Gas".
+    #[arg(long, default_value = "3600", value_parser = parse_seconds, value_name = "SECONDS")]
     pub anchor_every: Duration,
+    /// After each anchoring, prove the GPUs' new gpu-state records to the GpuScores contract
+    /// at this address (`pog ledger deploy-scores`), paid by --anchor-key-file: about 72 k gas
+    /// a GPU whose state changed (docs/ledger.md, "Scores on chain"). Off by default: anyone
+    /// can publish with `pog ledger publish-scores`.
+    #[arg(long, value_name = "ADDRESS", requires_all = ["anchor_rpc", "anchor_key_file"])]
+    pub scores_contract: Option<String>,
 }
 
 /// An Ed25519 public key as 64 hex digits, refused if it is malformed or weak.

@@ -21,6 +21,7 @@
 mod anchor;
 mod fetch;
 mod monitor;
+mod scores;
 
 use crate::cli::ledger::{
     CosignArgs, ExportArgs, LedgerAction, LedgerArgs, ProveLedgerArgs, ServeArgs, VerifyArgs,
@@ -120,6 +121,33 @@ pub fn ledger_run(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
         LedgerAction::Publish { witnesses } => publish(global, args, witnesses),
         LedgerAction::Anchor(a) => anchor::anchor_command(global, &ledger_dir(global, args)?, a),
         LedgerAction::DeployRegistry(d) => anchor::deploy_command(global, d),
+        LedgerAction::DeployScores(d) => {
+            scores::deploy_scores_command(global, &log_origin(global, args)?, d)
+        }
+        LedgerAction::RotatePublisher(r) => anchor::owner_command(
+            global,
+            &log_origin(global, args)?,
+            &r.sender,
+            &r.contract,
+            Some((&r.publisher, r.void_from)),
+            None,
+        ),
+        LedgerAction::SetOwner(o) => anchor::owner_command(
+            global,
+            &log_origin(global, args)?,
+            &o.sender,
+            &o.contract,
+            None,
+            Some(&o.owner),
+        ),
+        LedgerAction::DeployToken(d) => scores::deploy_token_command(global, d),
+        LedgerAction::PublishScores(p) => scores::publish_command(
+            global,
+            &read_ledger(global, args)?,
+            &ledger_dir(global, args)?,
+            p,
+        ),
+        LedgerAction::Mint(m) => scores::mint_command(global, m),
         LedgerAction::Monitor(m) => monitor::monitor_command(global, m),
         LedgerAction::Mirror { dir } => {
             let ledger = read_ledger(global, args)?;
@@ -163,6 +191,17 @@ pub fn ledger_run(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
             }
             Ok(Outcome(Verdict::Pass))
         }
+    }
+}
+
+/// The log's origin: --origin, or the ledger's checkpoint's (no key is read or made).
+fn log_origin(global: &Global, args: &LedgerArgs) -> Result<String> {
+    match &args.origin {
+        Some(origin) => Ok(origin.clone()),
+        None => Ok(stored_checkpoint(&read_ledger(global, args)?)
+            .context("the log's origin (give --origin, or a ledger with a checkpoint)")?
+            .checkpoint
+            .origin),
     }
 }
 
@@ -558,7 +597,31 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         );
     }
     let policy = WitnessPolicy { keys, quorum };
-    let (bundle, mut report, fetched) = match (&args.bundle, &args.validator, &args.gpu) {
+    // A token: its GPU is the one verified, and its scores contract names the registry.
+    let mut token = match (&args.token, &args.token_contract, &args.chain) {
+        (Some(id), Some(contract), Some(rpc)) => Some(scores::read_token(rpc, contract, id)?),
+        _ => None,
+    };
+    let registry = args
+        .contract
+        .clone()
+        .or_else(|| token.as_ref().map(|t| t.registry.clone()));
+    if args.chain.is_some() && registry.is_none() {
+        bail!("--chain needs --contract (the CheckpointRegistry's address) or --token");
+    }
+    let gpu = token
+        .as_ref()
+        .map(|t| t.token.chain.state.gpu_uuid.to_string())
+        .or_else(|| args.gpu.clone());
+    // Fetching from the validator, the newest anchor is read first: the log only grows, so
+    // every anchor made by then is of a tree at most as large as the checkpoint fetched after.
+    let anchored_before = match (&args.validator, &args.chain, &registry) {
+        (Some(_), Some(rpc), Some(contract)) => {
+            anchor::latest_anchor(rpc, contract, log_key.name())?
+        }
+        _ => None,
+    };
+    let (bundle, mut report, fetched) = match (&args.bundle, &args.validator, &gpu) {
         (Some(path), _, _) => {
             let (bundle, report) = verify_file(path, args, &log_key, &policy)?;
             (bundle, report, None)
@@ -568,8 +631,18 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
                 fetch::fetch(global, url, uuid, &log_key, &policy, args.log_timeout)?;
             (bundle, report, Some(f))
         }
-        _ => bail!("give a bundle file, or --validator URL and --gpu UUID"),
+        _ => bail!("give a bundle file, or --validator URL and --gpu UUID (or --token)"),
     };
+    if let Some(t) = &token {
+        if bundle.gpu_uuid != t.token.chain.state.gpu_uuid.as_str() {
+            bail!(
+                "the bundle is of GPU {}, token {} is GPU {}'s",
+                bundle.gpu_uuid,
+                t.token.token_id,
+                t.token.chain.state.gpu_uuid
+            );
+        }
+    }
     // The log's tail: no record of the GPU after the bundle's last one (read from the tiles,
     // checked against the checkpoint, once its signature is known good).
     let signed = !report
@@ -617,7 +690,7 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
     // The chain anchor: the registry must hold the checkpoint's root at its size, or an
     // earlier root the checkpoint's tree extends (a consistency proof from that size: the
     // bundle's, or one computed from the log's tiles).
-    let anchor = match (&args.chain, &args.contract) {
+    let anchor = match (&args.chain, &registry) {
         (Some(rpc), Some(contract)) => {
             let checkpoint = &bundle.checkpoint.checkpoint;
             let consistency_from = |old: u64| -> Result<Option<Vec<pog_merkle::Hash>>> {
@@ -641,10 +714,31 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
                 consistency_from,
             )?;
             report.problems.extend(problem);
+            // Fetched from the validator, the checkpoint is at least as new as every anchor
+            // read before the fetch: an anchor beyond it is one the log never had (or the log
+            // went back).
+            if let (Some(_), Some(latest)) = (&fetched, &anchored_before) {
+                if latest.size > checkpoint.size {
+                    report
+                        .problems
+                        .push(pog_ledger::bundle::Problem::AnchorBeyondLog {
+                            registry: check.registry.clone(),
+                            origin: checkpoint.origin.clone(),
+                            anchored_size: latest.size,
+                            size: checkpoint.size,
+                        });
+                }
+            }
             Some(check)
         }
         _ => None,
     };
+    // The token's state on chain against the log's record at the entry it names.
+    if let Some(t) = token.as_mut() {
+        let found = scores::compare_token(t, &bundle, tiles.as_mut().map(|s| s.as_mut()))
+            .context("comparing the token's state on chain with the log")?;
+        report.problems.extend(found);
+    }
     let unchecked = unchecked(
         report.cosigned_by.len(),
         anchor.is_some(),
@@ -718,6 +812,9 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
             bundle: &'a pog_ledger::bundle::BundleReport,
             /// What the chain's registry holds for the checkpoint (null without --chain).
             anchor: Option<&'a pog_anchor::AnchorCheck>,
+            /// The token checked, its GPU's state on chain and whether it was compared with
+            /// the log (null without --token).
+            token: Option<&'a scores::TokenCheck>,
             /// The checks that could not run, each with what it would have caught.
             unchecked: &'a [Unchecked],
             /// The bundle passed although checks did not run (`--accept-unwitnessed`).
@@ -726,6 +823,7 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         let json = Report {
             bundle: &report,
             anchor: anchor.as_ref(),
+            token: token.as_ref(),
             unchecked: &unchecked,
             accepted_unchecked: args.accept_unwitnessed && !unchecked.is_empty() && report.ok(),
         };
@@ -740,6 +838,9 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
         }
         if let Some(a) = &anchor {
             println!("anchor: {}", anchor_line(a));
+        }
+        if let Some(t) = &token {
+            println!("token: {}", scores::token_line(t));
         }
         let mut t = table(["#", "log index", "kind", "GPU record #", "signed by", "ok"]);
         for r in &report.records {

@@ -101,6 +101,30 @@ fn run_replay(global: &Global, args: &ReplayArgs) -> Result<Outcome> {
     }))
 }
 
+/// The `i`-th of `all` traces played back as GPU `i`: its UUID names the file (and its place,
+/// when the same file is given twice).
+fn replay_of(
+    i: usize,
+    path: &Path,
+    all: &[std::path::PathBuf],
+    limits: pog_monitor::Limits,
+) -> Result<pog_monitor::Replay> {
+    let twice = all.iter().filter(|p| p.as_path() == path).count() > 1;
+    let uuid = match twice {
+        true => format!("trace:{}#{i}", path.display()),
+        false => format!("trace:{}", path.display()),
+    };
+    let identity = GpuIdentity {
+        index: u32::try_from(i).context("too many traces")?,
+        uuid,
+        model_name: "recorded trace".into(),
+        hostname: pog_device::monitor::hostname(),
+        pci_bus_id: None,
+        driver_version: None,
+    };
+    Ok(pog_monitor::Replay::new(identity, load(path)?).with_limits(limits))
+}
+
 fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
     let config = Config::default();
     let model = train(args.train.as_deref(), &config)?;
@@ -109,7 +133,7 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
         None => None,
     };
     // Then the source: a monitor that cannot sample says why before it announces anything.
-    if global.simulate.is_some() && args.from_trace.is_none() {
+    if global.simulate.is_some() && args.from_trace.is_empty() {
         bail!(
             "pog monitor run samples real GPUs through NVML, and the simulated host has no \
              telemetry to sample: watch a recorded trace instead with --from-trace TRACE.csv \
@@ -118,19 +142,13 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
         );
     }
     let nvml;
-    let mut source: Box<dyn pog_monitor::Source + '_> = match &args.from_trace {
-        Some(path) => Box::new(pog_monitor::Replay::new(
-            GpuIdentity {
-                index: 0,
-                uuid: format!("trace:{}", path.display()),
-                model_name: "recorded trace".into(),
-                hostname: pog_device::monitor::hostname(),
-                pci_bus_id: None,
-                driver_version: None,
-            },
-            load(path)?,
-        )),
-        None => {
+    let limits = pog_monitor::Limits {
+        slowdown_c: args.trace_slowdown_temp,
+        shutdown_c: None,
+        power_limit_w: args.trace_power_limit,
+    };
+    let mut source: Box<dyn pog_monitor::Source + '_> = match args.from_trace.as_slice() {
+        [] => {
             nvml = pog_device::nvml::init().context("reading GPUs through NVML")?;
             let indices = match &args.gpus {
                 Some(list) => list.clone(),
@@ -145,6 +163,14 @@ fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
                 args.slow_every,
             )?)
         }
+        [path] => Box::new(replay_of(0, path, &args.from_trace, limits)?),
+        paths => Box::new(pog_monitor::Replays(
+            paths
+                .iter()
+                .enumerate()
+                .map(|(i, path)| replay_of(i, path, paths, limits))
+                .collect::<Result<_>>()?,
+        )),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)

@@ -13,7 +13,7 @@ use crate::render::is_simulated;
 use anyhow::{bail, Context, Result};
 use pog_agent::agent::{self, Agent};
 use pog_agent::reports;
-use pog_anchor::service::AnchorSchedule;
+use pog_anchor::service::{AnchorSchedule, LedgerSource, StatePublishing};
 use pog_inspect::GpuVerdict;
 use pog_local::provers::{CpuEngine, GpuEngine, ProverEngine};
 use pog_net::serve::Limits;
@@ -138,7 +138,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
             Duration::from_secs(10),
         ));
         let validator = args.validator.trim_end_matches('/');
-        let host = Some(agent::host_claim());
+        let host = Some(agent::host_claim(args.token_owner));
         let registered = agent::register(
             validator,
             &register_key,
@@ -323,6 +323,22 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         _ => None,
     };
     let app = ValidatorApp::open(settings(global, args)?)?;
+    let mut publishing = match (
+        &args.scores_contract,
+        &args.anchor_rpc,
+        &args.anchor_key_file,
+    ) {
+        (Some(scores), Some(rpc), Some(key)) => Some(StatePublishing {
+            scores: pog_anchor::scores::Scores::new(
+                &pog_anchor::RpcUrl::parse(rpc)?,
+                pog_anchor::parse_address(scores).context("--scores-contract")?,
+                Some(&pog_anchor::PublisherKey::from_file(key)?),
+            )?,
+            ledger: Arc::new(ValidatorLog(app.ledger().clone())),
+            batch: pog_anchor::scores::DEFAULT_BATCH,
+        }),
+        _ => None,
+    };
     let local = listener.local_addr().context("reading the bound address")?;
     say(format_args!("validator key: {}", app.public_key()));
     say(format_args!(
@@ -365,11 +381,28 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
             target.rpc,
             args.anchor_every.as_secs_f64()
         ));
-        let schedule = AnchorSchedule::new(target.registry, app.ledger_dir(), args.anchor_every);
+        let mut schedule =
+            AnchorSchedule::new(target.registry, app.ledger_dir(), args.anchor_every);
+        if let Some(publishing) = publishing.take() {
+            say(format_args!(
+                "publishing the GPUs' states to {} after each anchoring",
+                publishing.scores.address()
+            ));
+            schedule = schedule.publishing(publishing);
+        }
         Box::new(move |stopped| tokio::spawn(schedule.run(stopped)))
     });
     rt.block_on(app.run(listener, signalled, anchors))?;
     Ok(Outcome(Verdict::Pass))
+}
+
+/// The validator's ledger as the anchoring schedule reads it to publish GPU states.
+struct ValidatorLog(Arc<pog_validator::ledger::ValidatorLedger>);
+
+impl LedgerSource for ValidatorLog {
+    fn ledger(&self) -> &pog_ledger::store::Ledger {
+        self.0.ledger()
+    }
 }
 
 /// The validator's settings from its flags: the policy, what it allows, its schedule, its

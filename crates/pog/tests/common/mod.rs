@@ -63,6 +63,28 @@ pub fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
+/// Deploys a CheckpointRegistry through the binary (`pog ledger deploy-registry`, the bytecode
+/// `scripts/evm-tools.sh` compiled); its address.
+pub fn deploy_registry(data: &Path, rpc: &str, key: &Path) -> String {
+    let bin = pog_anchor::testing::evm_tools().bin.to_str().unwrap();
+    let deployed = pog_json(
+        data,
+        &[
+            "ledger",
+            "deploy-registry",
+            "--rpc",
+            rpc,
+            "--key-file",
+            key.to_str().unwrap(),
+            "--bytecode",
+            bin,
+        ],
+        0,
+    );
+    assert!(deployed["sent"]["gas_used"].as_u64().unwrap() > 100_000);
+    deployed["address"].as_str().unwrap().to_string()
+}
+
 /// A validator's data dir `root/name` with its key (seed [`VALIDATOR_SEED`], mode 600).
 pub fn validator_dir(root: &Path, name: &str) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;

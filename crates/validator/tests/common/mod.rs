@@ -375,7 +375,10 @@ impl AgentSpec {
     /// It claims `cores` hardware threads for its host when it registers (its rounds then
     /// prove its CPU).
     pub fn claiming_cores(mut self, cores: u32) -> AgentSpec {
-        self.host = Some(pog_proof::wire::HostClaim { cores });
+        self.host = Some(pog_proof::wire::HostClaim {
+            cores,
+            token_owner: None,
+        });
         self
     }
 

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 const DEFAULT_BYTECODE: &str = "target/contracts/CheckpointRegistry.bin";
 
 /// A runtime of one thread for a command's few requests to the chain.
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub(super) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -220,4 +220,99 @@ pub fn check_chain(
         }
     }
     Ok((check, problem))
+}
+
+/// What `pog ledger rotate-publisher` or `set-owner` did.
+#[derive(Serialize)]
+struct OwnerReport<'a> {
+    rpc: String,
+    contract: String,
+    origin: &'a str,
+    owner: String,
+    publisher: Option<String>,
+    void_from: Option<u64>,
+    transaction: Option<&'a pog_anchor::Sent>,
+    refused: Option<String>,
+}
+
+/// `pog ledger rotate-publisher` (with `rotate`: the new publisher and the size to void from)
+/// or `pog ledger set-owner` (with `new_owner`), as the origin's owner.
+pub fn owner_command(
+    global: &Global,
+    origin: &str,
+    sender: &crate::cli::ledger::SenderArgs,
+    contract: &str,
+    rotate: Option<(&str, u64)>,
+    new_owner: Option<&str>,
+) -> Result<Outcome> {
+    let target = ChainTarget::new(&sender.rpc, contract, Some(&sender.key_file))?;
+    let owner = PublisherKey::from_file(&sender.key_file)?.address();
+    let rt = runtime()?;
+    let (schema, result) = match (rotate, new_owner) {
+        (Some((publisher, void_from)), _) => {
+            let publisher = pog_anchor::parse_address(publisher).context("--publisher")?;
+            (
+                "ledger.rotate_publisher",
+                rt.block_on(target.registry.rotate(origin, publisher, void_from)),
+            )
+        }
+        (None, Some(new_owner)) => {
+            let new_owner = pog_anchor::parse_address(new_owner).context("--owner")?;
+            (
+                "ledger.set_owner",
+                rt.block_on(target.registry.transfer_ownership(origin, new_owner)),
+            )
+        }
+        (None, None) => anyhow::bail!("nothing to change"),
+    };
+    let (verdict, summary, sent, why) = match result {
+        Ok(sent) => {
+            let summary = match (rotate, new_owner) {
+                (Some((publisher, void_from)), _) => format!(
+                    "{origin} on {}: publisher {publisher} from now on, anchors of {void_from} entries or more void (tx {}, {} gas)",
+                    target.registry.address(),
+                    sent.tx,
+                    sent.gas_used
+                ),
+                _ => format!(
+                    "{origin} on {}: owned by {} from now on (tx {}, {} gas)",
+                    target.registry.address(),
+                    new_owner.unwrap_or_default(),
+                    sent.tx,
+                    sent.gas_used
+                ),
+            };
+            (Verdict::Pass, summary, Some(sent), None)
+        }
+        Err(e) if refused(&e) => (Verdict::Fail, e.to_string(), None, Some(e.to_string())),
+        Err(e) => return Err(e.into()),
+    };
+    if global.json {
+        let report = OwnerReport {
+            rpc: target.rpc.to_string(),
+            contract: target.registry.address().to_string(),
+            origin,
+            owner: owner.to_string(),
+            publisher: rotate.map(|(p, _)| p.to_string()),
+            void_from: rotate.map(|(_, v)| v),
+            transaction: sent.as_ref(),
+            refused: why,
+        };
+        print_json(schema, verdict, &summary, false, &report)?;
+    } else {
+        verdict_line(verdict, &summary, false);
+    }
+    Ok(Outcome(verdict))
+}
+
+/// The latest valid anchor of `origin` in the registry at `contract` on `rpc` (None: none).
+pub fn latest_anchor(
+    rpc: &str,
+    contract: &str,
+    origin: &str,
+) -> Result<Option<pog_anchor::Anchor>> {
+    let target = ChainTarget::new(rpc, contract, None)?;
+    runtime()?
+        .block_on(target.registry.latest(origin))
+        .with_context(|| format!("reading the latest anchor of {origin} from {}", target.rpc))
 }

@@ -48,7 +48,9 @@ pub(super) fn start(
                 .block_on(tokio::net::TcpListener::bind(listen))
                 .with_context(|| format!("cannot listen on {listen} for the metrics"))?;
             let local = listener.local_addr().context("the metrics address")?;
-            say(format_args!("metrics at http://{local}/metrics"));
+            say(format_args!(
+                "metrics at http://{local}/metrics, the dashboard at http://{local}/"
+            ));
             Some((listener, pog_agent::watch::metrics_router(watch.clone())))
         }
         None => None,
