@@ -12,11 +12,11 @@ use pog_signed::{Envelope, GpuUuid, RecordKind};
 
 use crate::store::RecordStore;
 
-/// How many of a GPU's latest records are searched for its latest proof record: a round
-/// stores up to four (proof, memory, CPU, health) and a missed round one, so this spans more
-/// than the rounds of [`pog_market::backing::DEFAULT_MAX_PROOF_AGE_MS`] at the default
-/// schedule's pace only when rounds are missed; a GPU whose latest 64 records hold no proof
-/// record has none recent enough to back an ask.
+/// How many of a GPU's latest records are searched for its latest proof record. Every round
+/// that reaches the GPU stores a proof record among its few others (memory, CPU, health), and
+/// a round that does not stores one missed-round record; so a GPU whose latest 64 records hold
+/// no proof record of its own has gone many rounds unproven (over an hour at the default
+/// minute's pace), and has none recent enough to back an ask.
 pub const RECORDS_SEARCHED: usize = 64;
 
 /// The registry and records of a validator, as the market's [`GpuStanding`].
