@@ -406,13 +406,15 @@ pub fn ledger_note(bytes: &[u8]) -> Result<bool, String> {
 }
 
 /// Valid bodies of the market's three signed requests, for the [`market`] harness to mutate: a
-/// second order, the cancellation of the resting one, and a clearing of its class.
+/// second order (an ask offering two of the harness key's proven GPUs, above its own resting
+/// bid), the cancellation of the resting one, and a clearing of its class.
 pub fn market_seeds() -> Vec<Vec<u8>> {
     let me = identity().public_key();
     let now_ms = pog_proof::timing::now_ms();
     [
         serde_json::json!({"validator": me, "order": {"id": "o-2", "owner": me, "side": "ask",
-            "class": "H200 SXM", "quantity": 4, "price_micro_usd": 2_000_000},
+            "class": "H200 SXM", "quantity": 2, "price_micro_usd": 4_000_000,
+            "gpus": ["GPU-fuzz-1", "GPU-fuzz-2"]},
             "expires_at_ms": now_ms + 3_600_000}),
         serde_json::json!({"validator": me, "id": "o-1", "sequence": 0}),
         serde_json::json!({"validator": me, "class": "H200 SXM", "mechanism": "mcafee",
@@ -425,12 +427,37 @@ pub fn market_seeds() -> Vec<Vec<u8>> {
 
 /// Bytes as the body of each of the market's signed requests (`POST /v1/market/submit`,
 /// `cancel`, `clear`), sent to a fresh in-memory market of a validator (the harnesses' key,
-/// which also owns the orders) holding one resting bid `o-1`. Returns which requests were
-/// accepted, e.g. `"submit cancel -"`; refusals are answers, never panics.
+/// which also owns the orders) holding one resting bid `o-1`, whose registry holds the H200s
+/// `GPU-fuzz-1` to `GPU-fuzz-3` registered to that key and proven a minute ago, and `GPU-fuzz-4`
+/// registered to another key. Returns which requests were accepted, e.g. `"submit cancel -"`;
+/// refusals are answers, never panics.
 pub fn market(body: &[u8]) -> Result<String, String> {
+    use pog_market::backing::{LatestProof, Standing};
     use pog_validator::market::{Market, CANCEL_KIND, CLEAR_KIND, SUBMIT_KIND};
     let me = identity().public_key();
-    let market = Market::open(None, &me).map_err(|e| e.to_string())?;
+    let proven = |agent: pog_signed::PublicKey| Standing {
+        agent,
+        model: "H200 SXM".into(),
+        simulated: false,
+        latest_proof: Some(LatestProof {
+            record_id: 1,
+            accepted: true,
+            proves_model: true,
+            recorded_at_ms: pog_proof::timing::now_ms().saturating_sub(60_000),
+        }),
+    };
+    let mut registry = std::collections::BTreeMap::new();
+    for n in 1..=4 {
+        let agent = match n {
+            4 => pog_signed::Identity::from_seed([9; 32]).public_key(),
+            _ => me.clone(),
+        };
+        let uuid = pog_signed::GpuUuid::new(format!("GPU-fuzz-{n}")).map_err(|e| e.to_string())?;
+        registry.insert(uuid, proven(agent));
+    }
+    let market = Market::open(None, &me)
+        .map_err(|e| e.to_string())?
+        .with_standing(std::sync::Arc::new(registry));
     let resting = serde_json::json!({"validator": me, "order": {"id": "o-1", "owner": me,
         "side": "bid", "class": "H200 SXM", "quantity": 8, "price_micro_usd": 3_000_000},
         "expires_at_ms": pog_proof::timing::now_ms() + 3_600_000});

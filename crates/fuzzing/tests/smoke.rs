@@ -409,6 +409,24 @@ fn market_requests() {
     for (seed, expected) in seeds.iter().zip(expected) {
         assert_eq!(pog_fuzzing::market(seed).as_deref(), Ok(expected));
     }
+    // The seed ask offering a GPU another key holds, more hours than its GPUs have, no GPU, a
+    // GPU twice, or at the resting bid's price (the key's own): refused.
+    let ask = String::from_utf8(seeds[0].clone()).unwrap();
+    for (from, to) in [
+        ("GPU-fuzz-2", "GPU-fuzz-4"),
+        ("\"quantity\":2", "\"quantity\":3"),
+        ("\"GPU-fuzz-1\",\"GPU-fuzz-2\"", ""),
+        ("GPU-fuzz-2", "GPU-fuzz-1"),
+        ("4000000", "3000000"),
+    ] {
+        let changed = ask.replace(from, to);
+        assert_ne!(changed, ask, "{from}");
+        assert_eq!(
+            pog_fuzzing::market(changed.as_bytes()).as_deref(),
+            Ok("- - -"),
+            "{to}"
+        );
+    }
     fuzz("market", &seeds, pog_fuzzing::market);
 }
 

@@ -16,8 +16,11 @@ use std::ops::Bound;
 
 use serde::{Deserialize, Serialize};
 
+use pog_signed::GpuUuid;
+
 use crate::auction::{self, Clearing, Mechanism};
 use crate::order::{GpuClass, Order, OrderId, Side};
+use crate::price::Price;
 
 /// Why the book refused a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -56,6 +59,27 @@ pub enum BookError {
         /// The book's time.
         now_ms: u64,
     },
+    /// The order would trade with an open order of the same owner on the other side: a bid
+    /// at or above one of its owner's asks in the class, or an ask at or below one of its
+    /// owner's bids. A key never trades with itself (docs/market.md says what linking of
+    /// keys is and is not possible).
+    #[error("order {id} would trade with your own open order {other} (a bid at or above your ask in the class): a key never trades with itself; cancel {other} first or change the price")]
+    SelfTrade {
+        /// The order refused.
+        id: OrderId,
+        /// The owner's open order it would cross.
+        other: OrderId,
+    },
+    /// A GPU the ask offers is already offered by another ask: one ask per GPU until that
+    /// ask expires, or is cancelled with nothing traded (an ask some of whose hours traded
+    /// holds its GPUs until its expiry, so their hours in its window are not sold twice).
+    #[error("GPU {gpu} is already offered by ask {by}: one ask per GPU until that ask expires, or is cancelled before any of its hours traded")]
+    GpuOffered {
+        /// The GPU.
+        gpu: GpuUuid,
+        /// The ask that offers it.
+        by: OrderId,
+    },
 }
 
 const DAY_MS: u64 = 24 * 60 * 60 * 1000;
@@ -70,6 +94,9 @@ pub const MAX_ORDER_LIFETIME_MS: u64 = 30 * DAY_MS;
 pub struct ClearingRecord {
     /// Its position in the history, from 0.
     pub number: u64,
+    /// When it cleared: the book's time then, ms since the Unix epoch.
+    #[serde(default)]
+    pub at_ms: u64,
     /// The class that was cleared.
     pub class: GpuClass,
     /// The clearing saw the class's orders open among those submitted before this sequence
@@ -103,8 +130,8 @@ pub struct Book {
     ids: HashMap<OrderKey, Remembered>,
     /// The remembered orders by expiry, to forget them in order.
     expiries: BTreeSet<(u64, OrderKey)>,
-    /// Open orders per owner key (only owners with some).
-    owners: HashMap<String, usize>,
+    /// Open orders per owner key (only owners with some), and the GPUs open asks offer.
+    holders: Holders,
     next_sequence: u64,
     history: Vec<ClearingRecord>,
     /// The latest time an operation happened at, ms since the Unix epoch.
@@ -133,6 +160,109 @@ struct Remembered {
 struct Resting {
     order: Order,
     expires_at_ms: u64,
+    /// GPU-hours of it that traded so far.
+    traded: u64,
+}
+
+/// An open order as its owner holds it: its market, side (0 bid, 1 ask), price and sequence,
+/// so that an owner's best price on a side of a class is one range away.
+type Held = (usize, u8, Price, u64);
+
+/// The side's place in a [`Held`].
+fn side_code(side: Side) -> u8 {
+    match side {
+        Side::Bid => 0,
+        Side::Ask => 1,
+    }
+}
+
+/// Who holds what among the open orders: each owner's open orders, and for each GPU an open
+/// ask offers, that ask.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Holders {
+    /// Owner key → its open orders (only owners with some).
+    owned: HashMap<String, BTreeSet<Held>>,
+    /// GPU → the ask offering it: open, or closed with some hours traded and not yet
+    /// expired.
+    offered: HashMap<GpuUuid, OrderKey>,
+    /// Asks no longer open some of whose hours traded, with their GPUs, held until they
+    /// expire.
+    sold: HashMap<OrderKey, Vec<GpuUuid>>,
+}
+
+impl Holders {
+    /// Counts `order`, resting at `slot`, as open.
+    fn opened(&mut self, order: &Order, slot: Slot) {
+        self.owned
+            .entry(order.owner().to_string())
+            .or_default()
+            .insert(held(order, slot));
+        for gpu in order.gpus() {
+            self.offered.insert(gpu.clone(), key_of(order));
+        }
+    }
+
+    /// Counts `order`, resting at `slot`, as open no longer (it filled, was cancelled or
+    /// expired). Its GPUs are free for another ask, unless `sold` (some of its hours
+    /// traded and it has not expired): then they stay its own until [`Holders::expired`].
+    fn closed(&mut self, order: &Order, slot: Slot, sold: bool) {
+        if let Some(open) = self.owned.get_mut(order.owner()) {
+            open.remove(&held(order, slot));
+            if open.is_empty() {
+                self.owned.remove(order.owner());
+            }
+        }
+        let key = key_of(order);
+        if sold && !order.gpus().is_empty() {
+            self.sold.insert(key, order.gpus().to_vec());
+            return;
+        }
+        self.free(&key, order.gpus());
+    }
+
+    /// The order `key` has expired: the GPUs it held after some of its hours traded are free.
+    fn expired(&mut self, key: &OrderKey) {
+        if let Some(gpus) = self.sold.remove(key) {
+            self.free(key, &gpus);
+        }
+    }
+
+    /// Frees those of `gpus` that the ask `key` offers.
+    fn free(&mut self, key: &OrderKey, gpus: &[GpuUuid]) {
+        for gpu in gpus {
+            if self.offered.get(gpu) == Some(key) {
+                self.offered.remove(gpu);
+            }
+        }
+    }
+
+    /// The sequence of an open order of `owner` in `market` on `side` that an order at
+    /// `price` on the other side would trade with, if any.
+    fn crossing(&self, owner: &str, market: usize, side: Side, price: Price) -> Option<u64> {
+        let open = self.owned.get(owner)?;
+        let code = side_code(side);
+        let found = match side {
+            // An own ask at or below the bid's price.
+            Side::Ask => open
+                .range((market, code, Price::ZERO, 0)..=(market, code, price, u64::MAX))
+                .next(),
+            // An own bid at or above the ask's price.
+            Side::Bid => open
+                .range((market, code, price, 0)..=(market, code, Price::MAX, u64::MAX))
+                .next(),
+        };
+        found.map(|h| h.3)
+    }
+}
+
+/// The [`Held`] of `order` resting at `slot`.
+fn held(order: &Order, slot: Slot) -> Held {
+    (
+        slot.market,
+        side_code(slot.side),
+        order.price(),
+        slot.sequence,
+    )
 }
 
 /// One class's open orders by sequence number.
@@ -188,7 +318,7 @@ impl Book {
             classes: names.into_iter().enumerate().map(|(i, c)| (c, i)).collect(),
             ids: HashMap::new(),
             expiries: BTreeSet::new(),
-            owners: HashMap::new(),
+            holders: Holders::default(),
             next_sequence: 0,
             history: Vec::new(),
             now_ms: 0,
@@ -209,6 +339,7 @@ impl Book {
             let Some((_, key)) = self.expiries.pop_first() else {
                 break;
             };
+            self.holders.expired(&key);
             let Some(Remembered { slot, open }) = self.ids.remove(&key) else {
                 continue;
             };
@@ -217,7 +348,7 @@ impl Book {
                     .side_mut(slot.side)
                     .remove(&slot.sequence);
                 if let Some(Resting { order, .. }) = resting {
-                    closed(&mut self.owners, &order);
+                    self.holders.closed(&order, slot, false);
                     expired.push(order);
                 }
             }
@@ -241,14 +372,40 @@ impl Book {
     /// [`MAX_ORDER_LIFETIME_MS`] after it, or its owner submitted the same id before in an
     /// order that has not expired (so no two of an owner's orders share an id while either may
     /// trade, and a replayed submission cannot open its order twice; another owner's ids are
-    /// its own). The order itself was checked when it was made (see
-    /// [`Order::new`]: no empty id or class, no zero quantity, a valid price). The caller
-    /// checks the owner's signature.
+    /// its own). Refused too when it would trade with an open order of its own owner on the
+    /// other side ([`BookError::SelfTrade`]: a key never trades with itself), or when it is an
+    /// ask offering a GPU that another ask offers ([`BookError::GpuOffered`]: one ask per GPU
+    /// until that ask expires, or is cancelled before any of its hours traded). The order itself was checked when it was made (see [`Order::new`]: no
+    /// empty id or class, no zero quantity, a valid price). The caller checks the owner's
+    /// signature, and what backs the order ([`crate::backing`]).
     pub fn submit(
         &mut self,
         order: Order,
         expires_at_ms: u64,
         at_ms: u64,
+    ) -> Result<u64, BookError> {
+        self.admit(order, expires_at_ms, at_ms, true)
+    }
+
+    /// [`Book::submit`] for a submission a store took in before a key's orders were kept
+    /// from crossing each other: everything is checked but the self-trade rule, so a store
+    /// written then replays to the book it held. Every new submission goes through
+    /// [`Book::submit`].
+    pub fn restore(
+        &mut self,
+        order: Order,
+        expires_at_ms: u64,
+        at_ms: u64,
+    ) -> Result<u64, BookError> {
+        self.admit(order, expires_at_ms, at_ms, false)
+    }
+
+    fn admit(
+        &mut self,
+        order: Order,
+        expires_at_ms: u64,
+        at_ms: u64,
+        no_self_trade: bool,
     ) -> Result<u64, BookError> {
         self.expire(at_ms);
         let &market = self
@@ -273,6 +430,35 @@ impl Book {
         if self.ids.contains_key(&key) {
             return Err(BookError::DuplicateId(order.id().clone()));
         }
+        if let Some(gpu) = order
+            .gpus()
+            .iter()
+            .find(|g| self.holders.offered.contains_key(*g))
+        {
+            let by = self.holders.offered[gpu].1.clone();
+            return Err(BookError::GpuOffered {
+                gpu: gpu.clone(),
+                by,
+            });
+        }
+        let other_side = match order.side() {
+            Side::Bid => Side::Ask,
+            Side::Ask => Side::Bid,
+        };
+        let crossing = self
+            .holders
+            .crossing(order.owner(), market, other_side, order.price());
+        if let (true, Some(sequence)) = (no_self_trade, crossing) {
+            let other = self.markets[market]
+                .side(other_side)
+                .get(&sequence)
+                .map(|r| r.order.id().clone())
+                .unwrap_or_else(|| order.id().clone());
+            return Err(BookError::SelfTrade {
+                id: order.id().clone(),
+                other,
+            });
+        }
         let slot = Slot {
             market,
             side: order.side(),
@@ -282,12 +468,13 @@ impl Book {
         self.ids
             .insert(key.clone(), Remembered { slot, open: true });
         self.expiries.insert((expires_at_ms, key));
-        *self.owners.entry(order.owner().to_string()).or_default() += 1;
+        self.holders.opened(&order, slot);
         self.markets[market].side_mut(slot.side).insert(
             slot.sequence,
             Resting {
                 order,
                 expires_at_ms,
+                traded: 0,
             },
         );
         Ok(slot.sequence)
@@ -331,8 +518,8 @@ impl Book {
                 if let Some(remembered) = self.ids.get_mut(&key) {
                     remembered.open = false;
                 }
-                let order = entry.remove().order;
-                closed(&mut self.owners, &order);
+                let Resting { order, traded, .. } = entry.remove();
+                self.holders.closed(&order, slot, traded > 0);
                 Ok(order)
             }
             Entry::Vacant(_) => Err(BookError::NotOpen(id.clone())),
@@ -367,6 +554,7 @@ impl Book {
         };
         let record = ClearingRecord {
             number: self.history.len() as u64,
+            at_ms: self.now_ms,
             class: class.clone(),
             submitted_before: self.next_sequence,
             bids: bids.len(),
@@ -380,18 +568,13 @@ impl Book {
             bids_filled[fill.bid] += fill.quantity;
             asks_filled[fill.ask] += fill.quantity;
         }
-        settle(
-            &mut market.bids,
-            &bids_filled,
-            &mut self.ids,
-            &mut self.owners,
-        );
-        settle(
-            &mut market.asks,
-            &asks_filled,
-            &mut self.ids,
-            &mut self.owners,
-        );
+        let mut holding = Holding {
+            market: index,
+            ids: &mut self.ids,
+            holders: &mut self.holders,
+        };
+        holding.settle(&mut market.bids, Side::Bid, &bids_filled);
+        holding.settle(&mut market.asks, Side::Ask, &asks_filled);
         self.history.push(record);
         Ok(&self.history[self.history.len() - 1])
     }
@@ -459,10 +642,19 @@ impl Book {
 
     /// The number of open orders of one owner key (hex, any case), all classes together.
     pub fn open_by(&self, owner: &str) -> usize {
-        self.owners
+        self.holders
+            .owned
             .get(&owner.to_ascii_lowercase())
-            .copied()
-            .unwrap_or(0)
+            .map_or(0, BTreeSet::len)
+    }
+
+    /// The ask offering `gpu` (its owner key and id), if one does: an open ask, or one some
+    /// of whose hours traded, until it expires.
+    pub fn offering(&self, gpu: &GpuUuid) -> Option<(&str, &OrderId)> {
+        self.holders
+            .offered
+            .get(gpu)
+            .map(|(owner, id)| (owner.as_str(), id))
     }
 
     /// The number of open orders, all classes together.
@@ -479,34 +671,36 @@ impl Book {
     }
 }
 
-/// Takes `filled[i]` GPU-hours off the i-th of `orders` (in sequence order, as the clearing
-/// saw them), closing those with none left.
-fn settle(
-    orders: &mut BTreeMap<u64, Resting>,
-    filled: &[u64],
-    ids: &mut HashMap<OrderKey, Remembered>,
-    owners: &mut HashMap<String, usize>,
-) {
-    let mut filled = filled.iter();
-    orders.retain(|_, Resting { order, .. }| {
-        order.quantity -= filled.next().copied().unwrap_or(0);
-        if order.quantity == 0 {
-            if let Some(remembered) = ids.get_mut(&key_of(order)) {
-                remembered.open = false;
-            }
-            closed(owners, order);
-        }
-        order.quantity > 0
-    });
+/// What a clearing of one market updates as its orders fill.
+struct Holding<'b> {
+    market: usize,
+    ids: &'b mut HashMap<OrderKey, Remembered>,
+    holders: &'b mut Holders,
 }
 
-/// Counts one open order of `order`'s owner less (it filled, was cancelled or expired).
-fn closed(owners: &mut HashMap<String, usize>, order: &Order) {
-    if let Some(open) = owners.get_mut(order.owner()) {
-        *open -= 1;
-        if *open == 0 {
-            owners.remove(order.owner());
-        }
+impl Holding<'_> {
+    /// Takes `filled[i]` GPU-hours off the i-th of `orders` (one side, in sequence order, as
+    /// the clearing saw them), closing those with none left.
+    fn settle(&mut self, orders: &mut BTreeMap<u64, Resting>, side: Side, filled: &[u64]) {
+        let mut filled = filled.iter();
+        let market = self.market;
+        orders.retain(|&sequence, Resting { order, traded, .. }| {
+            let fill = filled.next().copied().unwrap_or(0);
+            order.quantity -= fill;
+            *traded += fill;
+            if order.quantity == 0 {
+                if let Some(remembered) = self.ids.get_mut(&key_of(order)) {
+                    remembered.open = false;
+                }
+                let slot = Slot {
+                    market,
+                    side,
+                    sequence,
+                };
+                self.holders.closed(order, slot, true);
+            }
+            order.quantity > 0
+        });
     }
 }
 
@@ -517,6 +711,7 @@ mod tests {
 
     const ALICE: &str = "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c";
     const BOB: &str = "fc51cd8e6218a1a38da47ed00230f0580816ed13ba3303ac5deb911548908025";
+    const CAROL: &str = "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a";
 
     fn h200() -> GpuClass {
         GpuClass::new("H200 SXM").unwrap()
@@ -562,7 +757,7 @@ mod tests {
             ["H200 SXM", "L4"]
         );
         assert_eq!(
-            put(&mut book, order("b2", BOB, Side::Bid, "H200 SXM", 1, 5.0)),
+            put(&mut book, order("b2", CAROL, Side::Bid, "H200 SXM", 1, 5.0)),
             Ok(2)
         );
         let bids: Vec<&str> = book
@@ -721,7 +916,7 @@ mod tests {
             )
             .unwrap();
         }
-        put(&mut book, order("a", BOB, Side::Ask, "H200 SXM", 2, 1.0)).unwrap();
+        put(&mut book, order("a", CAROL, Side::Ask, "H200 SXM", 2, 1.0)).unwrap();
         let record = book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
         let bids: Vec<&str> = record
             .clearing
@@ -856,6 +1051,131 @@ mod tests {
             ),
             Ok(2)
         );
+    }
+
+    fn ask_of(id: &str, owner: &str, usd: f64, gpus: &[&str]) -> Order {
+        order(id, owner, Side::Ask, "H200 SXM", 1, usd)
+            .offering(gpus.iter().map(|g| GpuUuid::new(*g).unwrap()).collect())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_key_never_trades_with_itself() {
+        let mut book = book();
+        let before = book.clone();
+        // Bob asks $2 (a1): his bid at $2 or more would cross it, in either order.
+        assert_eq!(
+            put(&mut book, order("b9", BOB, Side::Bid, "H200 SXM", 1, 2.0)),
+            Err(BookError::SelfTrade {
+                id: id("b9"),
+                other: id("a1")
+            })
+        );
+        // Alice bids $4 (b1): her ask at $4 or less would cross it.
+        assert_eq!(
+            put(&mut book, order("a9", ALICE, Side::Ask, "H200 SXM", 1, 4.0)),
+            Err(BookError::SelfTrade {
+                id: id("a9"),
+                other: id("b1")
+            })
+        );
+        assert_eq!(book, before);
+        // Below one's own ask, above one's own bid, or in another class: no crossing.
+        put(&mut book, order("b8", BOB, Side::Bid, "H200 SXM", 1, 1.99)).unwrap();
+        put(
+            &mut book,
+            order("a8", ALICE, Side::Ask, "H200 SXM", 1, 4.01),
+        )
+        .unwrap();
+        put(&mut book, order("l4", ALICE, Side::Ask, "L4", 1, 0.5)).unwrap();
+        // Once Bob's ask is gone, his bid at its price is his to make.
+        book.cancel(&id("a1"), BOB, None, NOW).unwrap();
+        put(&mut book, order("b9", BOB, Side::Bid, "H200 SXM", 1, 2.0)).unwrap();
+        let record = book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
+        assert!(record
+            .clearing
+            .trades
+            .iter()
+            .all(|t| t.bid_owner != t.ask_owner));
+        // A store from before the rule replays its crossing order as it was.
+        let mut old = Book::new([h200()]);
+        put(&mut old, order("a1", BOB, Side::Ask, "H200 SXM", 1, 2.0)).unwrap();
+        assert!(old
+            .restore(order("b1", BOB, Side::Bid, "H200 SXM", 1, 3.0), LATER, NOW)
+            .is_ok());
+    }
+
+    #[test]
+    fn a_gpu_is_offered_by_one_open_ask_at_a_time() {
+        let mut book = Book::new([h200()]);
+        put(&mut book, ask_of("a1", BOB, 2.0, &["GPU-1", "GPU-2"])).unwrap();
+        let before = book.clone();
+        // Another ask naming GPU-2, by Bob or anyone: refused, whatever else it names.
+        for owner in [BOB, ALICE] {
+            assert_eq!(
+                put(&mut book, ask_of("a2", owner, 3.0, &["GPU-3", "GPU-2"])),
+                Err(BookError::GpuOffered {
+                    gpu: GpuUuid::new("GPU-2").unwrap(),
+                    by: id("a1")
+                })
+            );
+        }
+        assert_eq!(book, before);
+        let gpu2 = GpuUuid::new("GPU-2").unwrap();
+        assert_eq!(book.offering(&gpu2), Some((BOB, &id("a1"))));
+        // Filled, the ask holds its GPUs until it expires: their hours in its window were
+        // sold, and a new ask must not sell them again.
+        put(&mut book, order("b1", ALICE, Side::Bid, "H200 SXM", 1, 5.0)).unwrap();
+        book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
+        assert_eq!(book.get(BOB, &id("a1")), None);
+        assert_eq!(book.offering(&gpu2), Some((BOB, &id("a1"))));
+        assert!(matches!(
+            book.submit(ask_of("a2", BOB, 3.0, &["GPU-2"]), LATER + 1, NOW + 1),
+            Err(BookError::GpuOffered { .. })
+        ));
+        // Expired, it frees them; cancelled before anything traded, likewise.
+        book.expire(LATER);
+        assert_eq!(book.offering(&gpu2), None);
+        book.submit(ask_of("a2", BOB, 3.0, &["GPU-2"]), LATER + 3_600_000, LATER)
+            .unwrap();
+        book.cancel(&id("a2"), BOB, None, LATER).unwrap();
+        assert_eq!(book.offering(&gpu2), None);
+        // Cancelled after some of its hours traded, it holds them until it expires.
+        let two = order("a3", ALICE, Side::Ask, "H200 SXM", 2, 3.0)
+            .offering(vec![gpu2.clone()])
+            .unwrap();
+        book.submit(two, LATER + 3_600_000, LATER).unwrap();
+        book.submit(
+            order("b2", BOB, Side::Bid, "H200 SXM", 1, 5.0),
+            LATER + 3_600_000,
+            LATER,
+        )
+        .unwrap();
+        book.clear(&h200(), Mechanism::UniformPrice, LATER).unwrap();
+        assert_eq!(
+            book.cancel(&id("a3"), ALICE, None, LATER)
+                .unwrap()
+                .quantity(),
+            1
+        );
+        assert_eq!(book.offering(&gpu2), Some((ALICE, &id("a3"))));
+        book.expire(LATER + 3_600_000);
+        assert_eq!(book.offering(&gpu2), None);
+        assert!(book.holders.offered.is_empty() && book.holders.owned.is_empty());
+        assert!(book.holders.sold.is_empty());
+    }
+
+    #[test]
+    fn clearings_carry_their_time() {
+        let mut book = book();
+        let record = book
+            .clear(&h200(), Mechanism::UniformPrice, NOW + 5)
+            .unwrap();
+        assert_eq!(record.at_ms, NOW + 5);
+        // The book's time never goes back: a late clearing is stamped with the latest.
+        let record = book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
+        assert_eq!(record.at_ms, NOW + 5);
+        assert_eq!(serde_json::to_value(record).unwrap()["at_ms"], NOW + 5);
     }
 
     #[test]

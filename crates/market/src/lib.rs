@@ -16,6 +16,10 @@
 //!   [`MAX_ORDER_LIFETIME_MS`] ahead), and the history of [`ClearingRecord`]s. A refused
 //!   request changes nothing but the time.
 //!
+//! - [`backing`]: what backs an ask: GPUs registered to its owner key with a recent accepted,
+//!   model-proving record, and no more GPU-hours than they have before the ask expires, read
+//!   through the [`GpuStanding`] interface the validator implements over its stores.
+//!
 //! - [`score`]: the Proof-of-GPU [`Score`] of a host from verified figures only (GPU 55 %, CPU
 //!   20 %, RAM 15 %, storage 10 %, normalized against a reference host, multi-GPU aggregated,
 //!   times reliability), with its parameters in [`config`] (embedded defaults in
@@ -34,6 +38,7 @@
 
 pub mod appraisal;
 pub mod auction;
+pub mod backing;
 pub mod book;
 pub mod config;
 pub mod evidence;
@@ -44,6 +49,7 @@ pub mod report;
 pub mod score;
 
 pub use auction::{mcafee, uniform_price, ClearError, Clearing, Mechanism, Trade};
+pub use backing::{BackingError, BackingRules, GpuStanding, LatestProof, Standing};
 pub use book::{Book, BookError, ClearingRecord, OpenOrder, MAX_ORDER_LIFETIME_MS};
 pub use config::{Config, ConfigError};
 pub use order::{GpuClass, Order, OrderError, OrderId, Side};

@@ -8,6 +8,7 @@
 
 use std::fmt;
 
+use pog_signed::GpuUuid;
 use serde::{Deserialize, Serialize};
 
 use crate::price::Price;
@@ -20,6 +21,9 @@ pub const MAX_ID_LEN: usize = 128;
 
 /// The longest GPU class name, in bytes.
 pub const MAX_CLASS_LEN: usize = 64;
+
+/// The most GPUs one ask may offer (as many as one agent may register at a validator).
+pub const MAX_ORDER_GPUS: usize = 64;
 
 /// Why an order or one of its parts was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,6 +58,15 @@ pub enum OrderError {
     /// The order is for more than [`MAX_QUANTITY`] GPU-hours.
     #[error("the order is for {0} GPU-hours; at most 1,000,000,000 are allowed")]
     QuantityTooLarge(u64),
+    /// A bid names GPUs: only an ask offers GPUs, a bid rents whichever of the class trade.
+    #[error("a bid names no GPUs (only an ask offers its GPUs)")]
+    BidNamesGpus,
+    /// The ask names more than [`MAX_ORDER_GPUS`] GPUs.
+    #[error("the ask names {0} GPUs; at most 64 are allowed")]
+    TooManyGpus(usize),
+    /// The ask names one GPU twice.
+    #[error("the ask names GPU {0} twice")]
+    RepeatedGpu(GpuUuid),
 }
 
 /// An order's id, chosen by its owner: 1 to [`MAX_ID_LEN`] printable ASCII characters, no
@@ -178,10 +191,12 @@ impl fmt::Display for Side {
 
 /// A checked order: `quantity` GPU-hours of `class` on `side`, at `price` per GPU-hour (the
 /// most a bidder pays, the least an asker accepts), owned by the holder of the Ed25519 key
-/// `owner`.
+/// `owner`. An ask names the GPUs it offers (`gpus`, see [`Order::offering`]; what backs them
+/// is checked by [`crate::backing`]); a bid names none.
 ///
-/// Made by [`Order::new`] or by deserialization, which run the same checks. In JSON the price
-/// is `price_micro_usd`.
+/// Made by [`Order::new`] (and [`Order::offering`]) or by deserialization, which run the same
+/// checks. In JSON the price is `price_micro_usd`; `gpus` is left out when empty (so an order
+/// without GPUs reads as it did before asks named them).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "OrderFields")]
 pub struct Order {
@@ -193,6 +208,9 @@ pub struct Order {
     pub(crate) quantity: u64,
     #[serde(rename = "price_micro_usd")]
     price: Price,
+    /// The GPUs an ask offers, in the order its owner named them; empty for a bid.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    gpus: Vec<GpuUuid>,
 }
 
 /// An order as it arrives, before [`Order::new`] checks it.
@@ -205,6 +223,8 @@ struct OrderFields {
     class: GpuClass,
     quantity: u64,
     price_micro_usd: Price,
+    #[serde(default)]
+    gpus: Vec<GpuUuid>,
 }
 
 impl TryFrom<OrderFields> for Order {
@@ -218,7 +238,8 @@ impl TryFrom<OrderFields> for Order {
             o.class,
             o.quantity,
             o.price_micro_usd,
-        )
+        )?
+        .offering(o.gpus)
     }
 }
 
@@ -253,7 +274,36 @@ impl Order {
             class,
             quantity,
             price,
+            gpus: Vec::new(),
         })
+    }
+
+    /// The same order offering `gpus` (replacing any named before): only an ask offers GPUs,
+    /// at most [`MAX_ORDER_GPUS`], none twice. An empty list leaves the order without GPUs.
+    /// Whether the GPUs back the ask (registered to its owner, proven, enough hours) is for
+    /// [`crate::backing::check_ask`] to say.
+    pub fn offering(mut self, gpus: Vec<GpuUuid>) -> Result<Order, OrderError> {
+        if gpus.is_empty() {
+            self.gpus = gpus;
+            return Ok(self);
+        }
+        if self.side == Side::Bid {
+            return Err(OrderError::BidNamesGpus);
+        }
+        if gpus.len() > MAX_ORDER_GPUS {
+            return Err(OrderError::TooManyGpus(gpus.len()));
+        }
+        let mut seen = std::collections::HashSet::with_capacity(gpus.len());
+        if let Some(twice) = gpus.iter().find(|g| !seen.insert(*g)) {
+            return Err(OrderError::RepeatedGpu(twice.clone()));
+        }
+        self.gpus = gpus;
+        Ok(self)
+    }
+
+    /// The GPUs an ask offers (none for a bid).
+    pub fn gpus(&self) -> &[GpuUuid] {
+        &self.gpus
     }
 
     /// The order's id.
@@ -385,5 +435,58 @@ mod tests {
         assert!(with("price_micro_usd", (-1).into()).is_err());
         assert!(with("price_micro_usd", 1_000_000_000_001u64.into()).is_err());
         assert!(with("extra", 1.into()).is_err());
+        // A bid names no GPUs.
+        assert_eq!(
+            with("gpus", serde_json::json!(["GPU-1"]))
+                .unwrap_err()
+                .to_string(),
+            "a bid names no GPUs (only an ask offers its GPUs)"
+        );
+        assert!(with("gpus", serde_json::json!([])).is_ok());
+    }
+
+    #[test]
+    fn asks_name_their_gpus_once_each() {
+        let gpu = |u: &str| GpuUuid::new(u).unwrap();
+        let ask = Order::new(
+            OrderId::new("a-1").unwrap(),
+            KEY,
+            Side::Ask,
+            GpuClass::new("H200 SXM").unwrap(),
+            3,
+            Price::from_usd(2.5).unwrap(),
+        )
+        .unwrap();
+        let offered = ask
+            .clone()
+            .offering(vec![gpu("GPU-1"), gpu("GPU-2")])
+            .unwrap();
+        assert_eq!(offered.gpus(), [gpu("GPU-1"), gpu("GPU-2")]);
+        let json = serde_json::to_value(&offered).unwrap();
+        assert_eq!(json["gpus"], serde_json::json!(["GPU-1", "GPU-2"]));
+        assert_eq!(serde_json::from_value::<Order>(json).unwrap(), offered);
+        // Without GPUs the field is left out, as before asks named them.
+        assert!(serde_json::to_value(&ask).unwrap().get("gpus").is_none());
+        assert_eq!(
+            ask.clone().offering(vec![gpu("GPU-1"), gpu("GPU-1")]),
+            Err(OrderError::RepeatedGpu(gpu("GPU-1")))
+        );
+        let many: Vec<GpuUuid> = (0..=MAX_ORDER_GPUS)
+            .map(|i| gpu(&format!("GPU-{i}")))
+            .collect();
+        assert_eq!(
+            ask.clone().offering(many),
+            Err(OrderError::TooManyGpus(MAX_ORDER_GPUS + 1))
+        );
+        let mut json = serde_json::to_value(&ask).unwrap();
+        json["gpus"] = serde_json::json!(["GPU 1"]);
+        assert!(
+            serde_json::from_value::<Order>(json).is_err(),
+            "not a GPU UUID"
+        );
+        assert_eq!(
+            order(KEY, 1).unwrap().offering(vec![gpu("GPU-1")]),
+            Err(OrderError::BidNamesGpus)
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! Properties of the clearing rules and the book over random markets of up to 50 orders:
 //! agreement with a unit-by-unit reference, budget balance, individual rationality, no unit
 //! allocated twice, market clearing for the uniform price, truthfulness for McAfee's rule, and
-//! a book that conserves GPU-hours and is unchanged by every refused request.
+//! a book that conserves GPU-hours, never lets a key trade with itself nor two asks offer one
+//! GPU at a time, and is unchanged by every refused request.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -324,6 +325,8 @@ enum Op {
         price: u64,
         /// Seconds it stays open (0: expired on arrival).
         lifetime: u64,
+        /// An ask offers GPU `GPU-{gpu}` (none from 5 up; a bid never does).
+        gpu: u8,
     },
     Cancel {
         id: u8,
@@ -339,13 +342,22 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (0u8..40, 0u8..3, any::<bool>(), 0u8..3, 1u64..=5, price(), 0u64..6).prop_map(
-            |(id, owner, bid, class, quantity, price, lifetime)| Op::Submit { id, owner, bid, class, quantity, price, lifetime }
+        6 => (0u8..40, 0u8..3, any::<bool>(), 0u8..3, 1u64..=5, price(), 0u64..6, 0u8..8).prop_map(
+            |(id, owner, bid, class, quantity, price, lifetime, gpu)| Op::Submit { id, owner, bid, class, quantity, price, lifetime, gpu }
         ),
         2 => (0u8..40, 0u8..3).prop_map(|(id, requester)| Op::Cancel { id, requester }),
         1 => (0u8..3, any::<bool>()).prop_map(|(class, mcafee)| Op::Clear { class, mcafee }),
         1 => (0u64..3).prop_map(Op::Wait),
     ]
+}
+
+/// `order` offering `GPU-{gpu}` if it is an ask and `gpu` is below 5.
+fn offering(order: Order, gpu: u8) -> Order {
+    if order.side() == Side::Bid || gpu >= 5 {
+        return order;
+    }
+    let gpu = pog_signed::GpuUuid::new(format!("GPU-{gpu}")).unwrap();
+    order.offering(vec![gpu]).unwrap()
 }
 
 /// Classes 0 and 1 are traded; 2 is not.
@@ -388,22 +400,41 @@ proptest! {
             let mut before = book.clone();
             before.expire(now);
             let refused = match op {
-                Op::Submit { id, owner: who, bid, class, quantity, price, lifetime } => {
+                Op::Submit { id, owner: who, bid, class, quantity, price, lifetime, gpu } => {
                     let k = key(who, id);
                     let side = if bid { Side::Bid } else { Side::Ask };
-                    let order = Order::new(
+                    let order = offering(Order::new(
                         k.1.clone(), k.0.clone(), side, class_named(class), quantity,
                         Price::from_micro_usd(price).unwrap(),
-                    ).unwrap();
+                    ).unwrap(), gpu);
+                    let price = order.price();
+                    let gpus = order.gpus().to_vec();
                     let expiry = now + lifetime * 1000;
                     let result = book.submit(order, expiry, now);
                     let refused = result.is_err();
+                    // The owner's open orders on the other side of the class that this one
+                    // would trade with, and the open asks offering its GPU.
+                    let other = if bid { Side::Ask } else { Side::Bid };
+                    let crossed: Vec<OrderId> = before
+                        .open(&class_named(class), other)
+                        .filter(|o| o.owner() == k.0)
+                        .filter(|o| if bid { o.price() <= price } else { o.price() >= price })
+                        .map(|o| o.id().clone())
+                        .collect();
+                    let offered_by = gpus.first().and_then(|g| before.offering(g));
                     if class == 2 {
                         prop_assert_eq!(result, Err(BookError::UnknownClass(class_named(2))));
                     } else if lifetime == 0 {
                         prop_assert_eq!(result, Err(BookError::Expired { id: k.1, expires_at_ms: expiry, now_ms: now }));
                     } else if held.contains_key(&k) {
                         prop_assert_eq!(result, Err(BookError::DuplicateId(k.1)));
+                    } else if let Some((_, by)) = offered_by {
+                        prop_assert_eq!(result, Err(BookError::GpuOffered { gpu: gpus[0].clone(), by: by.clone() }));
+                    } else if !crossed.is_empty() {
+                        prop_assert!(
+                            matches!(&result, Err(BookError::SelfTrade { other, .. }) if crossed.contains(other)),
+                            "{:?}", result
+                        );
                     } else {
                         prop_assert!(result.is_ok());
                         held.insert(k.clone(), (class, expiry));
@@ -456,6 +487,7 @@ proptest! {
         let mut filled: Hours = HashMap::new();
         for record in book.history() {
             for t in &record.clearing.trades {
+                prop_assert_ne!(&t.bid_owner, &t.ask_owner, "a key traded with itself");
                 *filled.entry((t.bid_owner.clone(), t.bid.clone())).or_insert(0) += t.quantity;
                 *filled.entry((t.ask_owner.clone(), t.ask.clone())).or_insert(0) += t.quantity;
             }
@@ -471,6 +503,33 @@ proptest! {
             }
         }
         prop_assert_eq!(book.len(), open.len());
+        // Each GPU is offered by one open ask at most, and the book knows which.
+        let mut offered = HashMap::new();
+        for class in [class_named(0), class_named(1)] {
+            for ask in book.open(&class, Side::Ask) {
+                for g in ask.gpus() {
+                    prop_assert!(offered.insert(g.clone(), ask.id().clone()).is_none());
+                    prop_assert_eq!(book.offering(g).map(|(_, id)| id), Some(ask.id()));
+                }
+            }
+        }
+        // A GPU no open ask offers is free, or held by an ask some of whose hours traded,
+        // until that ask expires.
+        let gpus: Vec<_> = (0..5)
+            .map(|g| pog_signed::GpuUuid::new(format!("GPU-{g}")).unwrap())
+            .collect();
+        for g in &gpus {
+            if let (false, Some((owner, id))) = (offered.contains_key(g), book.offering(g)) {
+                prop_assert!(book.get(owner, id).is_none());
+                let sold = book.history().iter().flat_map(|r| &r.clearing.trades).any(|t| {
+                    t.ask_owner == owner && &t.ask == id
+                });
+                prop_assert!(sold, "{:?} held by {} with nothing traded", g, id);
+            }
+        }
+        let mut later = book.clone();
+        later.expire(now + 10_000);
+        prop_assert!(gpus.iter().all(|g| later.offering(g).is_none()));
         for who in 0..3u8 {
             let theirs = open.iter().filter(|k| k.0 == owner(who.into())).count();
             prop_assert_eq!(book.open_by(&owner(who.into()).to_uppercase()), theirs);
@@ -502,17 +561,21 @@ impl Request {
                 quantity,
                 price,
                 lifetime,
+                gpu,
             } => {
                 let side = if bid { Side::Bid } else { Side::Ask };
-                let order = Order::new(
-                    OrderId::new(format!("o{id}")).unwrap(),
-                    owner(who.into()),
-                    side,
-                    class_named(class),
-                    quantity,
-                    Price::from_micro_usd(price).unwrap(),
-                )
-                .unwrap();
+                let order = offering(
+                    Order::new(
+                        OrderId::new(format!("o{id}")).unwrap(),
+                        owner(who.into()),
+                        side,
+                        class_named(class),
+                        quantity,
+                        Price::from_micro_usd(price).unwrap(),
+                    )
+                    .unwrap(),
+                    gpu,
+                );
                 Request::Submit(order, clock_ms + lifetime * 1000)
             }
             Op::Cancel { id, requester } => Request::Cancel(

@@ -1,6 +1,6 @@
 //! `pog score`, `pog price` and `pog market` end to end: a saved check report scored, models
 //! priced, bad input refused with the error envelope, and orders submitted, cancelled and
-//! cleared through a `pog validator` on loopback.
+//! cleared through a `pog validator` on loopback, asks offering a proven GPU their key holds.
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 mod common;
 
-use common::{Network, HOST0, HOST0_GPU, TEST_ROUNDS};
+use common::{register_proven_h200, Network, HOST0, HOST0_GPU, TEST_ROUNDS};
 
 fn pog(args: &[&str]) -> (i32, Value) {
     let out = Command::cargo_bin("pog")
@@ -82,6 +82,17 @@ fn models_are_priced_and_bad_prices_refused() {
     let (status, h200) = pog(&["price", "--json", "--model", "H200 SXM"]);
     assert_eq!(status, 0);
     assert_eq!(h200["quote"]["price_micro_usd"], 4_448_264);
+    // A model's figures are its datasheet's: nothing is called verified, and the market's
+    // factors read as factors, not as a utilization of 100 %.
+    let out = Command::cargo_bin("pog")
+        .unwrap()
+        .args(["price", "--model", "H200 SXM"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.to_lowercase().contains("verified"), "{text}");
+    assert!(text.contains("datasheet, spec database"), "{text}");
+    assert!(text.contains("utilization factor ×1.000"), "{text}");
     let (_, busy) = pog(&[
         "price",
         "--json",
@@ -127,26 +138,50 @@ fn orders_go_through_a_validator() {
         all.extend_from_slice(args);
         pog(&all)
     };
-    let submit = |dir, id: &str, side: &str, quantity: &str, price: &str| {
-        market(
-            dir,
-            &[
-                "submit",
-                "--id",
-                id,
-                "--side",
-                side,
-                "--class",
-                "H200 SXM",
-                "--quantity",
-                quantity,
-                "--price",
-                price,
-            ],
-        )
+    let offering = |dir, id: &str, side: &str, quantity: &str, price: &str, gpus: &[&str]| {
+        let mut args = vec![
+            "submit",
+            "--id",
+            id,
+            "--side",
+            side,
+            "--class",
+            "H200 SXM",
+            "--quantity",
+            quantity,
+            "--price",
+            price,
+        ];
+        for gpu in gpus {
+            args.extend(["--gpu", gpu]);
+        }
+        market(dir, &args)
     };
+    let submit = |dir, id: &str, side: &str, quantity: &str, price: &str| {
+        offering(dir, id, side, quantity, price, &[])
+    };
+    // The provider's agent key holds a proven H200 at the validator: its ask offers it.
+    let provider_key = pog_net::keys::load_or_create(&provider.join("agent.key")).unwrap();
+    register_proven_h200(&v.service.data, &provider_key.public_key(), "GPU-p1");
+    // A low bid first: the book lists bids by price, not as they came.
+    assert_eq!(submit(&renter, "r0", "bid", "1", "1.00").0, 0);
     assert_eq!(submit(&renter, "r1", "bid", "3", "4.00").0, 0);
-    assert_eq!(submit(&provider, "p1", "ask", "2", "3.50").0, 0);
+    // An ask naming no GPU, the provider's GPU in the renter's ask, more GPU-hours than the
+    // GPU has in the ask's 24 hours: refused.
+    for (dir, gpus, quantity, expect) in [
+        (&provider, &[][..], "2", "names no GPUs"),
+        (&renter, &["GPU-p1"][..], "2", "registered to another key"),
+        (&provider, &["GPU-p1"][..], "25", "only 24 whole GPU-hours"),
+        (&provider, &["GPU 1"][..], "2", "--gpu"),
+    ] {
+        let (status, json) = offering(dir, "p0", "ask", quantity, "3.50", gpus);
+        assert_eq!(status, 2, "{json}");
+        assert!(json["error"].as_str().unwrap().contains(expect), "{json}");
+    }
+    assert_eq!(
+        offering(&provider, "p1", "ask", "2", "3.50", &["GPU-p1"]).0,
+        0
+    );
     // Bad orders: refused before or by the validator, the book unchanged.
     for (id, price, quantity) in [
         ("r2", "-1", "1"),
@@ -192,16 +227,39 @@ fn orders_go_through_a_validator() {
         "{json}"
     );
     let (_, book) = market(&renter, &["book", "--class", "H200 SXM"]);
-    assert_eq!(book["bids"].as_array().unwrap().len(), 1);
-    assert_eq!(book["asks"].as_array().unwrap().len(), 1);
+    let ids = |side: &str| -> Vec<String> {
+        book[side]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids("bids"), ["r1", "r0"], "{book}");
+    assert_eq!(ids("asks"), ["p1"], "{book}");
+    assert_eq!(book["asks"][0]["gpus"], serde_json::json!(["GPU-p1"]));
     // Only the validator's key clears.
     assert_eq!(market(&renter, &["clear", "--class", "H200 SXM"]).0, 2);
     let (status, clearing) = market(&v.service.data, &["clear", "--class", "H200 SXM"]);
     assert_eq!(status, 0, "{clearing}");
     assert_eq!(clearing["schema"], "pog.market.clear/1");
     assert_eq!(clearing["clearing"]["units"], 2);
+    let cleared_at = clearing["at_ms"].as_u64().unwrap();
+    assert!(cleared_at > 1_700_000_000_000, "{clearing}");
     let (_, history) = market(&renter, &["history"]);
     assert_eq!(history["clearings"].as_array().unwrap().len(), 1);
+    assert_eq!(history["clearings"][0]["at_ms"], cleared_at);
+    // As people read it: the time in UTC and the units.
+    let out = Command::cargo_bin("pog")
+        .unwrap()
+        .args(["market", "--validator", &v.url, "history"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("cleared (UTC)") && text.contains("$/GPU-hour") && text.contains("Z"),
+        "{text}"
+    );
     let (status, cancelled) = market(&renter, &["cancel", "--id", "r1"]);
     assert_eq!(status, 0);
     assert_eq!(cancelled["order"]["quantity"], 1);
@@ -308,10 +366,10 @@ fn market_needs_a_reachable_validator() {
 }
 
 #[test]
-fn a_validator_scores_and_prices_from_its_records_and_clears_on_a_clock() {
+fn a_validator_scores_and_prices_from_its_records() {
     let dir = tempfile::tempdir().unwrap();
     let net = Network::in_dir(dir.path())
-        .flags(&["--challenge-every", "1", "--clear-every", "0.3"])
+        .flags(&["--challenge-every", "1"])
         .flags(TEST_ROUNDS)
         .agent(HOST0, &[])
         .start();
@@ -321,17 +379,13 @@ fn a_validator_scores_and_prices_from_its_records_and_clears_on_a_clock() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let (status, one) = loop {
         let (status, json) = pog(&["price", "--json", "--validator", &v.url, "--gpu", uuid]);
-        let proofs = json["history"]["points"].as_array().map_or(0, |p| {
-            p.iter()
-                .filter(|p| {
-                    p["cause"]
-                        .as_str()
-                        .unwrap_or("")
-                        .starts_with("proof record")
-                })
-                .count()
-        });
-        if proofs > 0 || std::time::Instant::now() > deadline {
+        // Two proof records taken in (the score names the last record it took in).
+        let proofs = json["score"]["assessment"]["proofs_total"]
+            .as_u64()
+            .unwrap_or(0);
+        let taken = json["score"]["through_record"].as_i64();
+        let latest = json["score"]["assessment"]["latest_record"].as_i64();
+        if (proofs >= 2 && taken >= latest) || std::time::Instant::now() > deadline {
             break (status, json);
         }
         std::thread::sleep(std::time::Duration::from_millis(250));
@@ -349,8 +403,15 @@ fn a_validator_scores_and_prices_from_its_records_and_clears_on_a_clock() {
         "{one}"
     );
     assert!(one["score"]["price_micro_usd"].is_null());
+    // One price point, the registration's: the rounds since changed nothing of it (a point is
+    // written when the price, the score or why it is not priced changes), and it has a time.
     let points = one["history"]["points"].as_array().unwrap();
-    assert!(points.len() >= 2, "the registration and a proof: {one}");
+    assert_eq!(points.len(), 1, "{one}");
+    assert!(points[0]["cause"]
+        .as_str()
+        .unwrap()
+        .starts_with("registration record"));
+    assert!(points[0]["at_ms"].as_u64().unwrap() > 1_700_000_000_000);
     assert!(points.iter().all(|p| p["price_micro_usd"].is_null()));
     let (status, all) = pog(&["price", "--json", "--validator", &v.url]);
     assert_eq!(status, 0, "{all}");
@@ -367,15 +428,23 @@ fn a_validator_scores_and_prices_from_its_records_and_clears_on_a_clock() {
     ]);
     assert_eq!(status, 0, "{history}");
     assert_eq!(history["schema"], "pog.market.history/1");
-    assert!(history["points"].as_array().unwrap().len() >= 2);
+    assert_eq!(history["points"].as_array().unwrap().len(), 1);
+}
 
-    // Crossing orders clear on the validator's clock (every 0.3 s), with no manual clear.
+#[test]
+fn backed_asks_clear_on_the_validators_clock_and_a_simulated_gpu_backs_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::in_dir(dir.path())
+        .flags(&["--clear-every", "0.3"])
+        .flags(TEST_ROUNDS)
+        .agent(HOST0, &[])
+        .start();
+    let v = &net.validator;
     let (renter, provider) = (dir.path().join("r"), dir.path().join("p"));
-    for (data, id, side, price) in [
-        (&renter, "r1", "bid", "4.00"),
-        (&provider, "p1", "ask", "3.00"),
-    ] {
-        let (status, json) = pog(&[
+    let provider_key = pog_net::keys::load_or_create(&provider.join("agent.key")).unwrap();
+    register_proven_h200(&v.service.data, &provider_key.public_key(), "GPU-p1");
+    let submit = |data: &PathBuf, id: &str, side: &str, price: &str, gpu: Option<&str>| {
+        let mut args = vec![
             "market",
             "--json",
             "--validator",
@@ -393,7 +462,29 @@ fn a_validator_scores_and_prices_from_its_records_and_clears_on_a_clock() {
             "1",
             "--price",
             price,
-        ]);
+        ];
+        if let Some(gpu) = gpu {
+            args.extend(["--gpu", gpu]);
+        }
+        pog(&args)
+    };
+    // The simulated H200, offered by its own agent's key: a test double backs no ask.
+    let host0 = dir.path().join("agent-0");
+    let (status, json) = submit(&host0, "s1", "ask", "3.00", Some(HOST0_GPU));
+    assert_eq!(status, 2, "{json}");
+    assert!(
+        json["error"]
+            .as_str()
+            .unwrap()
+            .contains("simulated test double"),
+        "{json}"
+    );
+    // Crossing orders clear on the validator's clock (every 0.3 s), with no manual clear.
+    for (data, id, side, price, gpu) in [
+        (&renter, "r1", "bid", "4.00", None),
+        (&provider, "p1", "ask", "3.00", Some("GPU-p1")),
+    ] {
+        let (status, json) = submit(data, id, side, price, gpu);
         assert_eq!(status, 0, "{json}");
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

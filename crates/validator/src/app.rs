@@ -258,6 +258,14 @@ impl ValidatorApp {
                 .with_ledger(ledger.clone())
                 .with_clock(clock),
         );
+        // Asks are backed by the GPUs of this registry (issue 25), whose proofs may be as old
+        // as this schedule's rounds make them.
+        let round_ms = u64::try_from(settings.schedule.every.as_millis()).unwrap_or(u64::MAX);
+        let market = market
+            .with_standing(Arc::new(crate::standing::RegistryStanding::new(
+                records.clone(),
+            )))
+            .with_backing_rules(pog_market::BackingRules::for_rounds_every(round_ms));
         let validator = Arc::new(Validator::over(records, settings.config.clone())?);
         Ok(ValidatorApp {
             validator,

@@ -226,8 +226,9 @@ impl MarketClient {
         .await
     }
 
-    /// Every order open now, of one class or of all, read page by page; the result has no
-    /// `next_after`.
+    /// Every order open now, of one class or of all, read page by page (the pages go in
+    /// submission order), listed by price ([`BookView::by_price`]: bids highest first, asks
+    /// lowest first); the result has no `next_after`.
     pub async fn book(&self, class: Option<&GpuClass>) -> Result<BookView, ClientError> {
         let mut whole = BookView {
             bids: Vec::new(),
@@ -247,7 +248,7 @@ impl MarketClient {
                         "the book's next page starts after {next}, not after this one's {after:?}"
                     )))
                 }
-                None => return Ok(whole),
+                None => return Ok(whole.by_price()),
             }
         }
     }

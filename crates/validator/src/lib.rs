@@ -4,7 +4,8 @@
 //! every GPU on one page: [`overview`]), takes the
 //! agents' signed reports ([`reports`]), keeps every record in its transparency log
 //! ([`ledger`]), and scores, prices and trades the GPUs from those records alone ([`pricing`],
-//! [`market`]). It links no CUDA: it never computes a challenge, only checks answers.
+//! [`market`], which reads the registry through [`standing`]). It links no CUDA: it never
+//! computes a challenge, only checks answers.
 //!
 //! Each subsystem reaches the records through one narrow seam, [`store::RecordStore`] (the
 //! signing key, the registry, the ledger), not through the challenger; [`app`] builds the
@@ -26,5 +27,6 @@ pub mod registry;
 pub mod registry_model;
 pub mod reports;
 pub mod schedule;
+pub mod standing;
 pub mod store;
 pub mod validator;

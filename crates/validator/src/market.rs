@@ -6,12 +6,19 @@
 //!
 //! - `POST /v1/market/submit`: a [`SUBMIT_KIND`] envelope holding a [`SubmitMessage`], signed by
 //!   the order's owner (the key in `order.owner`); anyone else's signature is refused (403).
+//!   An ask must be backed ([`pog_market::backing`]): it names GPUs registered here to its
+//!   owner key (the agent key), each with a recent accepted proof record that proves its
+//!   model, and offers no more GPU-hours than they have before it expires; the market reads
+//!   the registry through a [`GpuStanding`] ([`crate::standing::RegistryStanding`] in the
+//!   validator). A GPU is offered by one ask at a time, and a key's bid and ask never
+//!   trade with each other (the [`Book`] refuses an order that would).
 //! - `POST /v1/market/cancel`: a [`CANCEL_KIND`] envelope holding a [`CancelMessage`], signed
 //!   by the order's owner; it names one of the signer's own orders (ids are each owner's), so
 //!   another key has no such order (404).
 //! - `POST /v1/market/clear`: a [`CLEAR_KIND`] envelope holding a [`ClearMessage`], signed by
 //!   the validator's own key (its operator runs `pog market clear` with the validator's data
-//!   dir); each request, named by its nonce, clears once (a replay gets 409).
+//!   dir); each request, named by its nonce, clears once (a replay gets 409). Open asks whose
+//!   GPUs no longer back them are withdrawn first ([`Market::withdraw_unbacked`]).
 //! - `GET /v1/market/info`: the validator's key (which every message must name, so a message
 //!   signed for one validator cannot be replayed at another) and the classes traded.
 //! - `GET /v1/market/book?class=C`: the open orders (every class without `class`).
@@ -23,7 +30,8 @@
 //!
 //! A refused request never changes the book: every check runs before anything changes, and
 //! the store is the book's source of truth. Each accepted event (the signed submit or cancel
-//! as it arrived, or the clearing request) is appended to the `market_events` table; opening
+//! as it arrived, the clearing request, or the market's withdrawal of an ask no longer backed)
+//! is appended to the `market_events` table; opening
 //! the store replays them in order through [`Book`], which is deterministic, so a restarted
 //! validator has the same book and history, and remembers the same clearing requests taken
 //! (`TakenClears`). If appending fails, the book is rebuilt from the store, and the request
@@ -35,6 +43,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use pog_market::backing::{BackingError, BackingRules, GpuStanding, Standing};
 use pog_market::quote::Quote;
 use pog_market::{
     Book, BookError, ClearingRecord, GpuClass, Mechanism, OpenOrder, Order, OrderId, Side,
@@ -150,7 +159,8 @@ pub struct BookEntry {
 }
 
 /// What `GET /v1/market/book?class=&after=&limit=` returns: one page of the orders open now,
-/// both sides together in submission order (sequence above `after`), split by side.
+/// both sides together in submission order (sequence above `after`), split by side, each side
+/// by price (bids highest first, asks lowest first).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BookView {
     /// The page's open bids.
@@ -160,6 +170,34 @@ pub struct BookView {
     /// Pass as `after` for the next page; absent on the last one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_after: Option<u64>,
+}
+
+impl BookView {
+    /// The same orders by price, as a book is read: bids highest first, asks lowest first,
+    /// each by class first (the book of several classes is one book per class), and ties in
+    /// submission order (the order they fill in).
+    pub fn by_price(mut self) -> BookView {
+        self.bids.sort_by(|a, b| {
+            (
+                a.order.class(),
+                std::cmp::Reverse(a.order.price()),
+                a.sequence,
+            )
+                .cmp(&(
+                    b.order.class(),
+                    std::cmp::Reverse(b.order.price()),
+                    b.sequence,
+                ))
+        });
+        self.asks.sort_by(|a, b| {
+            (a.order.class(), a.order.price(), a.sequence).cmp(&(
+                b.order.class(),
+                b.order.price(),
+                b.sequence,
+            ))
+        });
+        self
+    }
 }
 
 /// What `GET /v1/market/history` returns.
@@ -291,6 +329,9 @@ pub enum MarketRequestError {
     /// The book refused the order, the cancellation or the clearing.
     #[error(transparent)]
     Book(#[from] BookError),
+    /// The order is not backed (an ask's GPUs: see [`pog_market::backing`]).
+    #[error(transparent)]
+    Backing(#[from] BackingError),
     /// An accepted event could not be written as JSON to be stored.
     #[error(transparent)]
     Encode(serde_json::Error),
@@ -312,6 +353,14 @@ enum Event {
     },
     Clear {
         envelope: Envelope,
+    },
+    /// An open ask the market withdrew because its GPUs no longer backed it (see
+    /// [`Market::clear`]), as its owner's cancellation of that order.
+    Withdraw {
+        owner: String,
+        id: OrderId,
+        sequence: u64,
+        why: String,
     },
 }
 
@@ -350,6 +399,10 @@ pub struct Market {
     submitters: Mutex<pog_net::buckets::PerSource>,
     /// The wall clock orders expire and clearing requests age by.
     clock: SharedClock,
+    /// The registry as backing an ask needs it: GPU → agent key, model, latest proof.
+    standing: Arc<dyn GpuStanding + Send + Sync>,
+    /// How an ask's backing is judged.
+    backing: BackingRules,
 }
 
 struct Inner {
@@ -486,7 +539,23 @@ impl Market {
                 limits.submits_per_minute_per_source,
             )),
             clock: SystemClock::shared(),
+            standing: Arc::new(std::collections::BTreeMap::<pog_signed::GpuUuid, Standing>::new()),
+            backing: BackingRules::default(),
         })
+    }
+
+    /// The same market backing asks by `standing` (the validator's
+    /// [`crate::standing::RegistryStanding`]); until it is given one, the market knows no GPU
+    /// and refuses every ask.
+    pub fn with_standing(mut self, standing: Arc<dyn GpuStanding + Send + Sync>) -> Market {
+        self.standing = standing;
+        self
+    }
+
+    /// The same market judging asks' backing by `rules` instead of the defaults.
+    pub fn with_backing_rules(mut self, rules: BackingRules) -> Market {
+        self.backing = rules;
+        self
     }
 
     /// The same market on `clock` instead of the system clock (a test's
@@ -531,7 +600,9 @@ impl Market {
         self.inner.locked()
     }
 
-    /// Submits a signed order (the envelope's bytes).
+    /// Submits a signed order (the envelope's bytes). What backs it is checked first, against
+    /// the registry as it stands now ([`Market::with_standing`]); the registry is read, and a
+    /// PostgreSQL one waited on, so call it off the async runtime's workers.
     pub fn submit(&self, bytes: &[u8]) -> Result<Submitted, MarketRequestError> {
         let (message, signer): (SubmitMessage, PublicKey) = pog_signed::decode(bytes, SUBMIT_KIND)?;
         self.check_validator(&message.validator)?;
@@ -547,6 +618,14 @@ impl Market {
                 id: message.order.id().clone(),
             });
         };
+        // The registry is read before the book is locked (it may wait on a database).
+        pog_market::backing::check_order(
+            &message.order,
+            expires_at_ms,
+            self.clock.now_ms(),
+            self.standing.as_ref(),
+            &self.backing,
+        )?;
         let envelope = envelope(bytes)?;
         let mut inner = self.lock();
         let now = self.clock.now_ms();
@@ -590,7 +669,11 @@ impl Market {
     }
 
     /// Clears one class on the operator's signed request, once: the same request again (its
-    /// nonce taken) is refused (409).
+    /// nonce taken) is refused (409). First, the class's open asks whose GPUs no longer back
+    /// them (a GPU released or re-registered elsewhere, its latest proof failed, not proving
+    /// its model, or too old: [`pog_market::backing::check_gpus`]) are withdrawn, each a stored
+    /// event, so that no ask trades on GPUs that stopped proving. The registry is read, so
+    /// call it off the async runtime's workers.
     pub fn clear(&self, bytes: &[u8]) -> Result<ClearingRecord, MarketRequestError> {
         let (message, signer): (ClearMessage, PublicKey) = pog_signed::decode(bytes, CLEAR_KIND)?;
         self.check_validator(&message.validator)?;
@@ -599,21 +682,12 @@ impl Market {
         }
         let nonce = clear_nonce(&message)?;
         let envelope = envelope(bytes)?;
+        self.check_clear_request(&self.lock(), &message, nonce)?;
+        self.withdraw_unbacked(&message.class)?;
         let mut inner = self.lock();
+        // Checked again: the same request may have cleared meanwhile.
+        self.check_clear_request(&inner, &message, nonce)?;
         let now = self.clock.now_ms();
-        // Old by the book's time too, which never goes back: after the clock steps back, a
-        // request whose nonce has been forgotten (see `TakenClears`) is still refused.
-        let latest = now.max(inner.book.now_ms());
-        if message.at_ms.saturating_add(CLEAR_MAX_AGE_MS) < latest
-            || message.at_ms > now.saturating_add(CLEAR_MAX_AGE_MS)
-        {
-            return Err(MarketRequestError::Stale);
-        }
-        if inner.taken.contains(nonce) {
-            return Err(MarketRequestError::Replayed {
-                nonce: nonce.to_string(),
-            });
-        }
         // The book's time is when requests arrive (the request's own time only bounds its
         // age), so the book, and a replay of its store, see time move one way.
         let record = inner
@@ -625,6 +699,83 @@ impl Market {
         let book_ms = inner.book.now_ms();
         inner.taken.take(nonce.to_string(), message.at_ms, book_ms);
         Ok(record)
+    }
+
+    /// Refuses a clearing request that is too old or ahead (by the clock, and by the book's
+    /// time, which never goes back: after the clock steps back, a request whose nonce has been
+    /// forgotten, see `TakenClears`, is still refused), or whose nonce was taken.
+    fn check_clear_request(
+        &self,
+        inner: &Inner,
+        message: &ClearMessage,
+        nonce: &str,
+    ) -> Result<(), MarketRequestError> {
+        let now = self.clock.now_ms();
+        let latest = now.max(inner.book.now_ms());
+        if message.at_ms.saturating_add(CLEAR_MAX_AGE_MS) < latest
+            || message.at_ms > now.saturating_add(CLEAR_MAX_AGE_MS)
+        {
+            return Err(MarketRequestError::Stale);
+        }
+        if inner.taken.contains(nonce) {
+            return Err(MarketRequestError::Replayed {
+                nonce: nonce.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Withdraws the open asks of `class` whose GPUs no longer back them (checked against the
+    /// registry outside the book's lock; each still open then is cancelled on its owner's
+    /// behalf and stored as a `withdraw` event, replayed as that cancellation). An ask is
+    /// left alone while the registry cannot be read. Returns the asks withdrawn.
+    pub fn withdraw_unbacked(&self, class: &GpuClass) -> Result<Vec<Order>, MarketRequestError> {
+        let now = self.clock.now_ms();
+        let asks: Vec<(u64, Order)> = {
+            let inner = self.lock();
+            open_at(&inner.book, class, Side::Ask, now)
+                .filter(|o| !o.order.gpus().is_empty())
+                .map(|o| (o.sequence, o.order.clone()))
+                .collect()
+        };
+        let mut unbacked = Vec::new();
+        for (sequence, order) in asks {
+            match pog_market::backing::check_gpus(
+                &order,
+                now,
+                self.standing.as_ref(),
+                &self.backing,
+            ) {
+                Ok(()) => {}
+                Err(BackingError::Unavailable(e)) => {
+                    tracing::warn!(error = %e, "open asks not checked before a clearing");
+                    return Ok(Vec::new());
+                }
+                Err(why) => unbacked.push((sequence, order, why.to_string())),
+            }
+        }
+        let mut withdrawn = Vec::new();
+        let mut inner = self.lock();
+        for (sequence, order, why) in unbacked {
+            let at = self.clock.now_ms();
+            // Gone meanwhile (filled, cancelled, expired): nothing to withdraw.
+            let Ok(order) = inner
+                .book
+                .cancel(order.id(), order.owner(), Some(sequence), at)
+            else {
+                continue;
+            };
+            tracing::warn!(id = %order.id(), owner = order.owner(), %why, "ask withdrawn: no longer backed");
+            let event = Event::Withdraw {
+                owner: order.owner().to_string(),
+                id: order.id().clone(),
+                sequence,
+                why,
+            };
+            inner.append("withdraw", &event, &self.validator)?;
+            withdrawn.push(order);
+        }
+        Ok(withdrawn)
     }
 
     /// Clears, signed by `operator` (the validator's own key), every class whose book changed
@@ -758,8 +909,9 @@ impl Market {
     }
 
     /// One page of the orders open now, of one class or of all: those with a sequence number
-    /// above `after` (all with `None`), in submission order, at most `limit` (1 to
-    /// [`MAX_BOOK_PAGE`]).
+    /// above `after` (all with `None`), at most `limit` (1 to [`MAX_BOOK_PAGE`]); pages go
+    /// in submission order (the cursor never skips an order), and each page lists its bids
+    /// and asks by price ([`BookView::by_price`]), so a book of one page reads by price.
     pub fn book(&self, class: Option<&GpuClass>, after: Option<u64>, limit: usize) -> BookView {
         let now = self.clock.now_ms();
         let limit = limit.clamp(1, MAX_BOOK_PAGE);
@@ -796,6 +948,7 @@ impl Market {
             asks,
             next_after,
         }
+        .by_price()
     }
 
     /// Clearings numbered above `after` (all with `None`), oldest first, at most `limit`.
@@ -943,7 +1096,10 @@ fn replay(db: &Connection, validator: &PublicKey) -> Result<(Book, TakenClears),
                 let expires_at_ms = m
                     .expires_at_ms
                     .unwrap_or(at_ms.saturating_add(pog_market::MAX_ORDER_LIFETIME_MS));
-                book.submit(m.order, expires_at_ms, at_ms)
+                // Every submission stored was checked when it came (its backing against the
+                // registry then); a store from before a key's orders were kept from crossing
+                // replays as it was.
+                book.restore(m.order, expires_at_ms, at_ms)
                     .map_err(|e| corrupt(e.to_string()))?;
             }
             Event::Cancel { envelope } => {
@@ -951,6 +1107,15 @@ fn replay(db: &Connection, validator: &PublicKey) -> Result<(Book, TakenClears),
                     pog_signed::decode(&bytes(&envelope)?, CANCEL_KIND)
                         .map_err(|e| corrupt(e.to_string()))?;
                 book.cancel(&m.id, &signer, m.sequence, at_ms)
+                    .map_err(|e| corrupt(e.to_string()))?;
+            }
+            Event::Withdraw {
+                owner,
+                id,
+                sequence,
+                ..
+            } => {
+                book.cancel(&id, &owner, Some(sequence), at_ms)
                     .map_err(|e| corrupt(e.to_string()))?;
             }
             Event::Clear { envelope } => {
@@ -996,7 +1161,14 @@ impl From<MarketRequestError> for ApiError {
                 | BookError::Expired { .. }
                 | BookError::LifetimeTooLong { .. } => StatusCode::BAD_REQUEST,
                 BookError::UnknownOrder(_) => StatusCode::NOT_FOUND,
-                BookError::NotOpen(_) => StatusCode::CONFLICT,
+                BookError::NotOpen(_)
+                | BookError::SelfTrade { .. }
+                | BookError::GpuOffered { .. } => StatusCode::CONFLICT,
+            },
+            E::Backing(backing) => match backing {
+                BackingError::NotHeld { .. } => StatusCode::FORBIDDEN,
+                BackingError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::BAD_REQUEST,
             },
             E::Encode(_) | E::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
@@ -1022,7 +1194,11 @@ async fn submit_route(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     m.admit_submitter(source.ip())?;
-    Ok(Json(m.submit(&body)?).into_response())
+    // Backing an ask reads the registry (a PostgreSQL one is waited on): off the workers.
+    let submitted = tokio::task::spawn_blocking(move || m.submit(&body))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    Ok(Json(submitted).into_response())
 }
 
 async fn cancel_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Response, ApiError> {
@@ -1030,7 +1206,11 @@ async fn cancel_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Respo
 }
 
 async fn clear_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Response, ApiError> {
-    Ok(Json(m.clear(&body)?).into_response())
+    // A clearing first checks the open asks' GPUs in the registry: off the workers.
+    let record = tokio::task::spawn_blocking(move || m.clear(&body))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    Ok(Json(record).into_response())
 }
 
 async fn info_route(State(m): State<Arc<Market>>) -> Response {
@@ -1091,8 +1271,54 @@ mod tests {
         Identity::from_seed([1; 32])
     }
 
+    /// The asks' ids the tests' GPUs are named for.
+    const ASK_IDS: [&str; 3] = ["a1", "a2", "a3"];
+
+    /// The GPUs an ask `id` of `owner` for `quantity` GPU-hours offers (open for an hour, one
+    /// GPU per GPU-hour): `GPU-<owner's first hex digits>-<id>-<n>`.
+    fn gpus_of(owner: &Identity, id: &str, quantity: u64) -> Vec<pog_signed::GpuUuid> {
+        let key = owner.public_key();
+        let who = &key.as_str()[..8];
+        (0..quantity)
+            .map(|n| pog_signed::GpuUuid::new(format!("GPU-{who}-{id}-{n}")).unwrap())
+            .collect()
+    }
+
+    /// A registry in which the tests' owners (seeds 2 and 3) hold up to four H200s per ask
+    /// id, each proven a minute ago by the clock.
+    fn registry() -> std::collections::BTreeMap<pog_signed::GpuUuid, Standing> {
+        let mut registry = std::collections::BTreeMap::new();
+        for owner in [Identity::from_seed([2; 32]), Identity::from_seed([3; 32])] {
+            for id in ASK_IDS {
+                for gpu in gpus_of(&owner, id, 4) {
+                    let standing = Standing {
+                        agent: owner.public_key(),
+                        model: "H200 SXM".into(),
+                        simulated: false,
+                        latest_proof: Some(pog_market::LatestProof {
+                            record_id: 1,
+                            accepted: true,
+                            proves_model: true,
+                            recorded_at_ms: now_ms() - 60_000,
+                        }),
+                    };
+                    registry.insert(gpu, standing);
+                }
+            }
+        }
+        registry
+    }
+
+    /// The tests' market at `path` (in memory with `None`), its asks backed by [`registry`].
+    fn open(path: Option<&Path>) -> Market {
+        Market::open(path, &validator().public_key())
+            .unwrap()
+            .with_standing(Arc::new(registry()))
+    }
+
+    /// An order; an ask offers the GPUs [`gpus_of`] names for it.
     fn order(id: &str, owner: &Identity, side: Side, quantity: u64, usd: f64) -> Order {
-        Order::new(
+        let order = Order::new(
             OrderId::new(id).unwrap(),
             owner.public_key(),
             side,
@@ -1100,7 +1326,111 @@ mod tests {
             quantity,
             Price::from_usd(usd).unwrap(),
         )
-        .unwrap()
+        .unwrap();
+        match side {
+            Side::Ask => order.offering(gpus_of(owner, id, quantity)).unwrap(),
+            Side::Bid => order,
+        }
+    }
+
+    #[test]
+    fn the_book_reads_by_price_bids_highest_first_asks_lowest_first() {
+        let v = validator();
+        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+        let m = open(None);
+        for (id, usd) in [("b1", 2.0), ("b2", 3.0), ("b3", 2.0)] {
+            m.submit(&submit(
+                &alice,
+                &v.public_key(),
+                order(id, &alice, Side::Bid, 1, usd),
+            ))
+            .unwrap();
+        }
+        for (id, usd) in [("a1", 9.0), ("a2", 5.0), ("a3", 9.0)] {
+            m.submit(&submit(
+                &bob,
+                &v.public_key(),
+                order(id, &bob, Side::Ask, 1, usd),
+            ))
+            .unwrap();
+        }
+        let book = m.book(None, None, MAX_BOOK_PAGE);
+        let ids = |entries: &[BookEntry]| -> Vec<String> {
+            entries.iter().map(|e| e.order.id().to_string()).collect()
+        };
+        // Ties in submission order: b1 before b3, a1 before a3.
+        assert_eq!(ids(&book.bids), ["b2", "b1", "b3"]);
+        assert_eq!(ids(&book.asks), ["a2", "a1", "a3"]);
+    }
+
+    #[test]
+    fn an_unbacked_ask_is_refused_and_changes_nothing() {
+        let v = validator();
+        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+        let m = open(None);
+        let before = m.book(None, None, MAX_BOOK_PAGE);
+        let refused = |order: Order| answer(m.submit(&submit(&bob, &v.public_key(), order)));
+        // No GPUs named.
+        let bare = Order::new(
+            OrderId::new("a1").unwrap(),
+            bob.public_key(),
+            Side::Ask,
+            GpuClass::new("H200 SXM").unwrap(),
+            1,
+            Price::from_usd(2.0).unwrap(),
+        )
+        .unwrap();
+        let e = refused(bare.clone());
+        assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
+        assert!(e.message.contains("names no GPUs"), "{}", e.message);
+        // Alice's GPUs, in Bob's ask: not his to offer.
+        let e = refused(bare.clone().offering(gpus_of(&alice, "a1", 1)).unwrap());
+        assert_eq!(e.status, StatusCode::FORBIDDEN, "{}", e.message);
+        assert!(
+            e.message.contains("registered to another key"),
+            "{}",
+            e.message
+        );
+        // A GPU the validator does not know.
+        let unknown = vec![pog_signed::GpuUuid::new("GPU-nowhere").unwrap()];
+        let e = refused(bare.clone().offering(unknown).unwrap());
+        assert!(
+            e.message.contains("not registered at this validator"),
+            "{}",
+            e.message
+        );
+        // Two GPU-hours from one GPU open for an hour.
+        let two = order("a1", &bob, Side::Ask, 2, 2.0);
+        let one_gpu = two.clone().offering(gpus_of(&bob, "a1", 1)).unwrap();
+        let e = refused(one_gpu);
+        assert!(
+            e.message.contains("have only 1 whole GPU-hours"),
+            "{}",
+            e.message
+        );
+        assert_eq!(m.book(None, None, MAX_BOOK_PAGE), before);
+        // Backed, it rests; a second ask offering one of its GPUs is refused (409).
+        m.submit(&submit(&bob, &v.public_key(), two)).unwrap();
+        let again = order("a2", &bob, Side::Ask, 1, 3.0)
+            .offering(gpus_of(&bob, "a1", 1))
+            .unwrap();
+        let e = refused(again);
+        assert_eq!(e.status, StatusCode::CONFLICT, "{}", e.message);
+        assert!(
+            e.message.contains("already offered by ask a1"),
+            "{}",
+            e.message
+        );
+        // Bob's bid at or above his own ask would trade with it: refused (409).
+        let e = refused(order("b1", &bob, Side::Bid, 1, 2.0));
+        assert_eq!(e.status, StatusCode::CONFLICT, "{}", e.message);
+        assert!(
+            e.message.contains("never trades with itself"),
+            "{}",
+            e.message
+        );
+        assert_eq!(m.book(None, None, MAX_BOOK_PAGE).asks.len(), 1);
+        assert!(m.book(None, None, MAX_BOOK_PAGE).bids.is_empty());
     }
 
     /// A signed submission of `order`, open for an hour.
@@ -1155,7 +1485,7 @@ mod tests {
     #[test]
     fn clearing_requests_from_the_far_past_or_future_are_refused_without_overflow() {
         let v = validator();
-        let m = Market::open(None, &v.public_key()).unwrap();
+        let m = open(None);
         for at_ms in [0, u64::MAX, u64::MAX - CLEAR_MAX_AGE_MS / 2] {
             let clear = clear_request(&v, at_ms, Some(fresh_clear_nonce()));
             let e = answer(m.clear(&clear));
@@ -1170,7 +1500,7 @@ mod tests {
         let v = validator();
         let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
         {
-            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            let m = open(Some(&path));
             m.submit(&submit(
                 &alice,
                 &v.public_key(),
@@ -1202,7 +1532,7 @@ mod tests {
             let clear = clear_request(&v, now_ms(), Some(fresh_clear_nonce()));
             assert_eq!(m.clear(&clear).unwrap().clearing.units, 2);
         }
-        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        let m = open(Some(&path));
         let book = m.book(None, None, MAX_BOOK_PAGE);
         assert_eq!(book.bids.len(), 1);
         assert_eq!(book.bids[0].order.quantity(), 1);
@@ -1232,7 +1562,7 @@ mod tests {
             now_ms() + 300,
         );
         {
-            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            let m = open(Some(&path));
             m.submit(&soon).unwrap();
             m.submit(&submit(
                 &alice,
@@ -1261,7 +1591,7 @@ mod tests {
             assert_eq!(answer(m.submit(&far)).status, StatusCode::BAD_REQUEST);
         }
         // The store replays at the times the requests came: the same book.
-        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        let m = open(Some(&path));
         let book = m.book(None, None, MAX_BOOK_PAGE);
         assert_eq!(book.bids.len(), 1);
         assert_eq!(book.bids[0].order.id().as_str(), "b2");
@@ -1285,7 +1615,7 @@ mod tests {
         );
         let came = now_ms() - 1000;
         {
-            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            let m = open(Some(&path));
             // Refused now: a new order must name its expiry.
             let refused = answer(m.submit(&old));
             assert!(
@@ -1299,7 +1629,7 @@ mod tests {
             };
             store_as_of(&m, "submit", &event, came);
         }
-        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        let m = open(Some(&path));
         let book = m.book(None, None, MAX_BOOK_PAGE);
         assert_eq!(book.bids.len(), 1);
         assert_eq!(
@@ -1316,7 +1646,7 @@ mod tests {
         let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
         let request = clear_request(&v, now_ms(), Some(fresh_clear_nonce()));
         {
-            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            let m = open(Some(&path));
             m.submit(&submit(
                 &alice,
                 &v.public_key(),
@@ -1357,7 +1687,7 @@ mod tests {
             assert_eq!(m.history(None, 10).clearings.len(), 2);
         }
         // The restarted market remembers the request from its store.
-        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        let m = open(Some(&path));
         assert_eq!(answer(m.clear(&request)).status, StatusCode::CONFLICT);
         assert_eq!(m.history(None, 10).clearings.len(), 2);
     }
@@ -1370,7 +1700,7 @@ mod tests {
         let nonce = fresh_clear_nonce();
         let request = clear_request(&v, now_ms(), Some(nonce.clone()));
         {
-            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            let m = open(Some(&path));
             m.clear(&request).unwrap();
             // The next clearing came six minutes later; the clock has since stepped back to now.
             let later = now_ms() + CLEAR_MAX_AGE_MS + 60_000;
@@ -1380,7 +1710,7 @@ mod tests {
             };
             store_as_of(&m, "clear", &event, later);
         }
-        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        let m = open(Some(&path));
         // The first request is out of its window by the book's time: forgotten, and refused.
         assert!(!m.lock().taken.contains(&nonce));
         let e = answer(m.clear(&request));
@@ -1396,13 +1726,13 @@ mod tests {
         let v = validator();
         let old = clear_request(&v, now_ms(), None);
         {
-            let m = Market::open(Some(&path), &v.public_key()).unwrap();
+            let m = open(Some(&path));
             let event = Event::Clear {
                 envelope: serde_json::from_slice(&old).unwrap(),
             };
             store_as_of(&m, "clear", &event, now_ms());
         }
-        let m = Market::open(Some(&path), &v.public_key()).unwrap();
+        let m = open(Some(&path));
         assert_eq!(m.history(None, 10).clearings.len(), 1);
         // Sent now, the same request is refused: a new one must carry a nonce.
         let e = answer(m.clear(&old));

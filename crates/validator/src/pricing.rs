@@ -9,9 +9,10 @@
 //! - **Prices as proofs come in.** The registry wakes [`Pricing::run`] after each record it
 //!   stores; it re-assesses every GPU with new records and re-quotes its price per GPU-hour in
 //!   the market of its class (demand from the open bids and asks of the validator's own
-//!   book), and appends the price to the history in `market.sqlite`, with the row of the last
-//!   record taken in, in one transaction: a restarted validator prices the records it has
-//!   not seen yet and none twice. `GET /v1/prices/{uuid}/history` pages through it. With a
+//!   book), and appends the price to the history in `market.sqlite` when it changed (its
+//!   price, score or why it is not priced: a point per change, with its time, not one per
+//!   record), with the row of the last record taken in, in one transaction: a restarted
+//!   validator prices the records it has not seen yet and none twice. `GET /v1/prices/{uuid}/history` pages through it. With a
 //!   ledger, each score and price that changed is also logged there first, as validator-signed
 //!   `score` and `price` records naming the logged records the score was computed from.
 //! - **Clearing on a clock.** [`clear_on_schedule`] clears every class whose book changed
@@ -151,8 +152,13 @@ pub struct ScoreView {
     /// The price per GPU-hour the validator posted last (micro-dollars); null when it is not
     /// priced or not yet.
     pub price_micro_usd: Option<u64>,
-    /// The posted price's point in the history, with every factor.
+    /// The posted price's point in the history, with every factor: the latest point, made
+    /// when the price last changed (a record that leaves the price as it was adds none).
     pub posted: Option<PostedPrice>,
+    /// The last registry record (its row) the score took in; null for a view made at a read,
+    /// before the pricing took in any record of the GPU since the validator started.
+    #[serde(default)]
+    pub through_record: Option<i64>,
     /// How the score was made (parts, reliability, the GPU's figures).
     pub assessment: Assessment,
 }
@@ -324,6 +330,7 @@ impl Pricing {
             let mut points = Vec::with_capacity(touched.len());
             let mut assessed = Vec::with_capacity(touched.len());
             for (uuid, (count, last)) in touched {
+                let last_id = last.id;
                 let Some(a) = self.assess(uuid)? else {
                     continue;
                 };
@@ -352,14 +359,26 @@ impl Pricing {
                 // Into the ledger first (append-only: a batch retried after a failure may log
                 // a score twice, never lose one), then the market's history.
                 self.log_if_changed(&a, &point)?;
-                points.push(point);
-                assessed.push(a);
+                // A price point is written only when the price changes (or its score, which
+                // the ledger's score records follow, or why it is not priced): a round's
+                // records that leave them as they were add nothing, so the history grows with
+                // the prices, not with the rounds.
+                let last = self.market.latest_price(&a.gpu_uuid)?;
+                let changed = last.is_none_or(|l| {
+                    l.price_micro_usd != point.price_micro_usd
+                        || l.unpriced != point.unpriced
+                        || l.score != point.score
+                });
+                if changed {
+                    points.push(point);
+                }
+                assessed.push((a, last_id));
             }
             self.market.post_prices(&points, through)?;
             // The views of the GPUs re-assessed, with the points just posted (a GPU no longer
             // registered is dropped: the views are those of the registry's GPUs only).
-            for a in assessed {
-                self.keep_view(a)?;
+            for (a, through) in assessed {
+                self.keep_view(a, Some(through))?;
             }
             posted += points.len();
             if rows.len() < BATCH {
@@ -481,7 +500,11 @@ impl Pricing {
     }
 
     /// One GPU's score view as JSON, with the price posted last: (its UUID, the JSON).
-    fn view_json(&self, a: Assessment) -> Result<(GpuUuid, Arc<str>), PricingError> {
+    fn view_json(
+        &self,
+        a: Assessment,
+        through_record: Option<i64>,
+    ) -> Result<(GpuUuid, Arc<str>), PricingError> {
         let posted = self.market.latest_price(&a.gpu_uuid)?;
         let view = ScoreView {
             gpu_uuid: a.gpu_uuid.clone(),
@@ -491,6 +514,7 @@ impl Pricing {
             reasons: a.reasons.clone(),
             price_micro_usd: posted.as_ref().and_then(|p| p.price_micro_usd),
             posted,
+            through_record,
             assessment: a,
         };
         let json = serde_json::to_string(&view).map_err(PricingError::Encode)?;
@@ -499,12 +523,12 @@ impl Pricing {
 
     /// Keeps the view of an assessment just made, if its GPU is registered (and drops the
     /// one kept of a GPU no longer registered): one view per registered GPU at most.
-    fn keep_view(&self, a: Assessment) -> Result<(), PricingError> {
+    fn keep_view(&self, a: Assessment, through: Option<i64>) -> Result<(), PricingError> {
         if self.records.registry().gpu(&a.gpu_uuid)?.is_none() {
             self.views.locked().remove(&a.gpu_uuid);
             return Ok(());
         }
-        let (uuid, json) = self.view_json(a)?;
+        let (uuid, json) = self.view_json(a, through)?;
         self.views.locked().insert(uuid, json);
         Ok(())
     }
@@ -520,7 +544,7 @@ impl Pricing {
             return Ok(None);
         };
         let registered = self.records.registry().gpu(uuid)?.is_some();
-        let (uuid, json) = self.view_json(a)?;
+        let (uuid, json) = self.view_json(a, None)?;
         if !registered {
             return Ok(Some(json));
         }
@@ -555,7 +579,17 @@ pub async fn clear_on_schedule(
             _ = clock.tick() => {}
             _ = stop.changed() => return,
         }
-        for result in market.clear_due(&operator, mechanism) {
+        // A clearing reads the registry (the open asks' GPUs): off the workers.
+        let (due, key) = (market.clone(), Identity::from_seed(operator.seed()));
+        let results =
+            match tokio::task::spawn_blocking(move || due.clear_due(&key, mechanism)).await {
+                Ok(results) => results,
+                Err(e) => {
+                    tracing::error!(error = %e, "a scheduled clearing panicked");
+                    continue;
+                }
+            };
+        for result in results {
             match result {
                 Ok(r) => tracing::info!(
                     class = %r.class,

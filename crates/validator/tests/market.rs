@@ -9,7 +9,10 @@
 
 mod common;
 
-use common::{claim, loopback, policy, validator_key, Harness, Served, VALIDATOR_SEED};
+use common::{
+    ask, claim, loopback, policy, prove_model, proven_provider, store_edited, validator_key,
+    Harness, Served, VALIDATOR_SEED,
+};
 use pog_market::{GpuClass, Mechanism, Order, OrderId, Price, Side};
 use pog_records::Gemm;
 use pog_signed::{Envelope, Identity, RecordKind};
@@ -101,17 +104,20 @@ async fn orders_trade_and_only_their_owner_cancels() {
         Identity::from_seed([3; 32]),
         Identity::from_seed([4; 32]),
     );
+    // Bob's and Mallory's GPUs back their asks.
+    let _bobs = proven_provider(&h, 3, &["GPU-b1", "GPU-b2"]).await;
+    let _mallorys = proven_provider(&h, 4, &["GPU-m1"]).await;
     assert_eq!(client.info().await.unwrap().validator, validator_key());
     client
         .submit(&alice, order("b1", &alice, Side::Bid, 3, 4.0), DAY)
         .await
         .unwrap();
     client
-        .submit(&bob, order("a1", &bob, Side::Ask, 2, 2.0), DAY)
+        .submit(&bob, ask("a1", &bob, 2, 2.0, &["GPU-b1"]), DAY)
         .await
         .unwrap();
     client
-        .submit(&bob, order("a2", &bob, Side::Ask, 1, 9.0), DAY)
+        .submit(&bob, ask("a2", &bob, 1, 9.0, &["GPU-b2"]), DAY)
         .await
         .unwrap();
     let before = client.book(Some(&h200())).await.unwrap();
@@ -130,7 +136,7 @@ async fn orders_trade_and_only_their_owner_cancels() {
     );
     // Her own order of Bob's id is another order: taken, and cancelled by her alone.
     client
-        .submit(&mallory, order("a2", &mallory, Side::Ask, 1, 9.0), DAY)
+        .submit(&mallory, ask("a2", &mallory, 1, 9.0, &["GPU-m1"]), DAY)
         .await
         .unwrap();
     client
@@ -169,6 +175,16 @@ async fn orders_trade_and_only_their_owner_cancels() {
     let history = client.history(None, 10).await.unwrap();
     assert_eq!(history.clearings.len(), 1);
     assert_eq!(history.clearings[0].clearing.trades[0].bid.as_str(), "b1");
+    // GPU-b1's hours in a1's day were sold: a new ask cannot sell them again before a1 expires.
+    let err = client
+        .submit(&bob, ask("a3", &bob, 1, 2.0, &["GPU-b1"]), DAY)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("409") && err.contains("already offered by ask a1"),
+        "{err}"
+    );
     // A filled order cannot be cancelled: not in the book for the client to find, and named
     // by its sequence (1), refused by the validator.
     let err = client
@@ -194,15 +210,17 @@ async fn the_book_reads_in_pages_in_submission_order() {
     let url = h.url.clone();
     let client = MarketClient::new(&url).unwrap();
     let alice = Identity::from_seed([2; 32]);
+    let _alices = proven_provider(&h, 2, &["GPU-o1", "GPU-o2", "GPU-o4"]).await;
     for (i, side) in [Side::Bid, Side::Ask, Side::Ask, Side::Bid, Side::Ask]
         .into_iter()
         .enumerate()
     {
-        let usd = if side == Side::Bid { 1.0 } else { 9.0 };
-        client
-            .submit(&alice, order(&format!("o{i}"), &alice, side, 1, usd), DAY)
-            .await
-            .unwrap();
+        let id = format!("o{i}");
+        let order = match side {
+            Side::Bid => order(&id, &alice, side, 1, 1.0),
+            Side::Ask => ask(&id, &alice, 1, 9.0, &[&format!("GPU-{id}")]),
+        };
+        client.submit(&alice, order, DAY).await.unwrap();
     }
     let mut seen = Vec::new();
     let mut after = None;
@@ -337,7 +355,7 @@ async fn forged_and_bad_orders_never_change_the_book() {
         &sealed(
             &alice,
             SUBMIT_KIND,
-            &submit(order("b1", &alice, Side::Ask, 1, 1.0)),
+            &submit(order("b1", &alice, Side::Bid, 1, 1.0)),
         ),
     )
     .await;
@@ -429,17 +447,18 @@ async fn the_book_and_history_survive_a_restart() {
     let operator = Identity::from_seed(VALIDATOR_SEED);
     let (book, history) = {
         let h = Harness::new().with_market_at(&path).serve().await;
+        let _bobs = proven_provider(&h, 3, &["GPU-b1", "GPU-b2"]).await;
         let client = MarketClient::new(&h.url).unwrap();
         client
             .submit(&alice, order("b1", &alice, Side::Bid, 4, 5.0), DAY)
             .await
             .unwrap();
         client
-            .submit(&bob, order("a1", &bob, Side::Ask, 1, 1.0), DAY)
+            .submit(&bob, ask("a1", &bob, 1, 1.0, &["GPU-b1"]), DAY)
             .await
             .unwrap();
         client
-            .submit(&bob, order("a2", &bob, Side::Ask, 1, 3.0), DAY)
+            .submit(&bob, ask("a2", &bob, 1, 3.0, &["GPU-b2"]), DAY)
             .await
             .unwrap();
         client
@@ -455,13 +474,78 @@ async fn the_book_and_history_survive_a_restart() {
     let client = MarketClient::new(&h.url).unwrap();
     assert_eq!(client.book(None).await.unwrap(), book);
     assert_eq!(client.history(None, 10).await.unwrap(), history);
-    // Ids used before the restart stay taken.
+    // Ids used before the restart stay taken (the store replays without the registry: what
+    // backed an order was checked when it came).
     let err = client
-        .submit(&bob, order("a1", &bob, Side::Ask, 1, 1.0), DAY)
+        .submit(&alice, order("b1", &alice, Side::Bid, 1, 1.0), DAY)
         .await
         .unwrap_err()
         .to_string();
     assert!(err.contains("already submitted"), "{err}");
+}
+
+#[tokio::test]
+async fn an_ask_whose_gpu_stops_proving_is_withdrawn_before_it_trades() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("market.sqlite");
+    let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+    let operator = Identity::from_seed(VALIDATOR_SEED);
+    let (book, history) = {
+        let h = Harness::new().with_market_at(&path).serve().await;
+        let _bobs = proven_provider(&h, 3, &["GPU-b1", "GPU-b2"]).await;
+        let client = MarketClient::new(&h.url).unwrap();
+        client
+            .submit(&alice, order("b1", &alice, Side::Bid, 2, 5.0), DAY)
+            .await
+            .unwrap();
+        client
+            .submit(&bob, ask("a1", &bob, 1, 2.0, &["GPU-b1"]), DAY)
+            .await
+            .unwrap();
+        client
+            .submit(&bob, ask("a2", &bob, 1, 3.0, &["GPU-b2"]), DAY)
+            .await
+            .unwrap();
+        // GPU-b1's next proof fails while its ask is open.
+        store_edited(&h.v, "GPU-b1", |r| {
+            r["accepted"] = false.into();
+            r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+        });
+        // The clearing withdraws a1 first: only a2 trades, at a price a1 no longer sets.
+        let record = client
+            .clear(&operator, h200(), Mechanism::UniformPrice)
+            .await
+            .unwrap();
+        let asks: Vec<&str> = record
+            .clearing
+            .trades
+            .iter()
+            .map(|t| t.ask.as_str())
+            .collect();
+        assert_eq!(asks, ["a2"], "{record:?}");
+        assert_eq!(record.asks, 1);
+        let book = client.book(None).await.unwrap();
+        assert!(book.asks.is_empty(), "{book:?}");
+        assert_eq!(book.bids[0].order.quantity(), 1);
+        // Withdrawn unfilled, a1 freed GPU-b1; it backs an ask again once proven again.
+        store_edited(&h.v, "GPU-b1", |r| {
+            r["accepted"] = true.into();
+            r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+        });
+        client
+            .submit(&bob, ask("a3", &bob, 1, 9.0, &["GPU-b1"]), DAY)
+            .await
+            .unwrap();
+        (
+            client.book(None).await.unwrap(),
+            client.history(None, 10).await.unwrap(),
+        )
+    };
+    // The withdrawal is in the store: a restart rebuilds the same book and history.
+    let h = Harness::new().with_market_at(&path).serve().await;
+    let client = MarketClient::new(&h.url).unwrap();
+    assert_eq!(client.book(None).await.unwrap(), book);
+    assert_eq!(client.history(None, 10).await.unwrap(), history);
 }
 
 #[tokio::test]
@@ -481,7 +565,15 @@ async fn a_replayed_clearing_request_clears_once_even_across_a_restart() {
             nonce: Some(fresh_clear_nonce()),
         },
     );
-    let h = Harness::new().with_market_at(&path).serve().await;
+    // The registry is kept too: the asks' GPUs are still registered and proven after the
+    // restart (a clearing withdraws asks whose GPUs no longer back them).
+    let registry = dir.path().join("registry.sqlite");
+    let h = Harness::new()
+        .with_market_at(&path)
+        .with_registry_at(&registry)
+        .serve()
+        .await;
+    let _bobs = proven_provider(&h, 3, &["GPU-b1", "GPU-b2"]).await;
     let url = h.url.clone();
     let client = MarketClient::new(&url).unwrap();
     client
@@ -489,7 +581,7 @@ async fn a_replayed_clearing_request_clears_once_even_across_a_restart() {
         .await
         .unwrap();
     client
-        .submit(&bob, order("a1", &bob, Side::Ask, 1, 1.0), DAY)
+        .submit(&bob, ask("a1", &bob, 1, 1.0, &["GPU-b1"]), DAY)
         .await
         .unwrap();
     let (status, answer) = post(&url, "/v1/market/clear", &captured).await;
@@ -497,7 +589,7 @@ async fn a_replayed_clearing_request_clears_once_even_across_a_restart() {
     assert_eq!(answer["clearing"]["units"], 1, "{answer}");
     // A new ask that a second clearing would trade: the replays leave it open.
     client
-        .submit(&bob, order("a2", &bob, Side::Ask, 1, 1.0), DAY)
+        .submit(&bob, ask("a2", &bob, 1, 1.0, &["GPU-b2"]), DAY)
         .await
         .unwrap();
     let book = client.book(None).await.unwrap();
@@ -517,7 +609,11 @@ async fn a_replayed_clearing_request_clears_once_even_across_a_restart() {
     assert_eq!(client.book(None).await.unwrap(), book);
 
     // Restarted on the same store, the validator still refuses it.
-    let h = Harness::new().with_market_at(&path).serve().await;
+    let h = Harness::new()
+        .with_market_at(&path)
+        .with_registry_at(&registry)
+        .serve()
+        .await;
     let url = h.url.clone();
     let client = MarketClient::new(&url).unwrap();
     refused(url).await;
@@ -621,37 +717,6 @@ async fn history_of(url: &str, uuid: &str, n: usize) -> PricePage {
     panic!("the price history of {uuid} never reached {n} points");
 }
 
-/// Stores, signed by the validator's key, a copy of a real record of `uuid` changed by
-/// `edit`: what a per-model challenge of a real H200 stores (a loopback agent proves on the
-/// CPU under the test plan, whose records prove no model).
-fn store_edited(v: &Validator, uuid: &str, edit: impl FnOnce(&mut serde_json::Value)) {
-    let envelope = v
-        .registry()
-        .latest_records(uuid, 16)
-        .unwrap()
-        .into_iter()
-        .rev()
-        .map(|(_, json)| serde_json::from_str::<Envelope>(&json).unwrap())
-        .find(|e| e.kind == RecordKind::ProofRound.wire_kind())
-        .expect("a proof record");
-    let mut body: serde_json::Value = serde_json::from_str(&envelope.body).unwrap();
-    edit(&mut body);
-    let id = format!("edited-{uuid}-{}", body["recorded_at_ms"]);
-    body["challenge_id"] = id.clone().into();
-    let accepted = body["accepted"].as_bool().unwrap();
-    let sealed = Identity::from_seed(VALIDATOR_SEED)
-        .seal(RecordKind::ProofRound.wire_kind(), &body)
-        .unwrap();
-    v.registry()
-        .record(
-            &id,
-            uuid,
-            accepted,
-            &serde_json::to_string(&sealed).unwrap(),
-        )
-        .unwrap();
-}
-
 /// Stores, signed by the validator's key, an accepted proof of memory for `uuid` that speaks
 /// for the H200's memory (a loopback agent's memory proofs run the test plan's small shape):
 /// the per-model challenge a validator would issue, with an outcome at 0.98 of its bound.
@@ -748,9 +813,11 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
     assert!(record.accepted && !record.details.proves_model);
     let page = history_of(&url, "GPU-p1", 2).await;
     let point = &page.points[1];
-    // Memory counts only with a proof of memory: one that speaks for the H200's.
+    // Memory counts only with a proof of memory: one that speaks for the H200's. Taken in, it
+    // leaves the GPU unpriced for the same reason, at the same score: no new price point.
     store_memory_proof(&v, "GPU-p1");
-    history_of(&url, "GPU-p1", 3).await;
+    settled_score(&url, &v, "GPU-p1").await;
+    history_of(&url, "GPU-p1", 2).await;
     assert_eq!(point.price_micro_usd, None);
     assert!(point.cause.contains("accepted"), "{}", point.cause);
     assert!(point
@@ -765,8 +832,8 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
         r["outcome"]["time"]["ratio"] = 0.95.into();
         r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
     });
-    let page = history_of(&url, "GPU-p1", 4).await;
-    let priced = &page.points[3];
+    let page = history_of(&url, "GPU-p1", 3).await;
+    let priced = &page.points[2];
     // Two proofs of two passed, the reference GPU: the same $4.448264 as
     // `pog price --model "H200 SXM"`, its GPU part alone scoring 0.55.
     assert_eq!(priced.price_micro_usd, Some(4_448_264));
@@ -782,8 +849,8 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
         r["outcome"]["time"]["ratio"] = 1.31.into();
         r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
     });
-    let page = history_of(&url, "GPU-p1", 5).await;
-    let failed = &page.points[4];
+    let page = history_of(&url, "GPU-p1", 4).await;
+    let failed = &page.points[3];
     assert_eq!(failed.price_micro_usd, None);
     assert!(failed.cause.contains("not accepted"), "{}", failed.cause);
     assert!(failed
@@ -805,15 +872,20 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
         r["outcome"]["time"]["ratio"] = 0.95.into();
         r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
     });
-    let page = history_of(&url, "GPU-p1", 6).await;
-    assert_eq!(page.points[5].price_micro_usd, Some(1_112_066));
+    let page = history_of(&url, "GPU-p1", 5).await;
+    assert_eq!(page.points[4].price_micro_usd, Some(1_112_066));
+    // Each point with its time, in order.
+    assert!(page
+        .points
+        .windows(2)
+        .all(|w| w[0].at_ms <= w[1].at_ms && w[0].seq < w[1].seq));
     // Paging.
     let tail: PricePage = get_json(&format!(
         "{url}/v1/prices/GPU-p1/history?after={}&limit=2",
-        page.points[3].seq
+        page.points[2].seq
     ))
     .await;
-    assert_eq!(tail.points, page.points[4..6]);
+    assert_eq!(tail.points, page.points[3..5]);
     let status = reqwest::get(format!("{url}/v1/scores/GPU-unknown"))
         .await
         .unwrap()
@@ -829,12 +901,13 @@ async fn a_restart_keeps_the_price_history_and_prices_what_came_in_meanwhile() {
         let (v, url) = (h.v.clone(), h.url.clone());
         h.agent(12, vec![claim("GPU-r1")]).await;
         // Priced once as registered before the next record comes in (records that come in
-        // together are priced together, in one point).
+        // together are priced together, in one point); a proof of memory leaves it unpriced
+        // for the same reason (no point), a proof that does not prove the model for another.
         history_of(&url, "GPU-r1", 1).await;
         store_memory_proof(&v, "GPU-r1");
-        history_of(&url, "GPU-r1", 2).await;
+        settled_score(&url, &v, "GPU-r1").await;
         v.challenge::<Gemm>("GPU-r1", &policy()).await.unwrap();
-        history_of(&url, "GPU-r1", 3).await
+        history_of(&url, "GPU-r1", 2).await
     };
     // Stored while no pricing ran: the registry alone.
     {
@@ -848,12 +921,12 @@ async fn a_restart_keeps_the_price_history_and_prices_what_came_in_meanwhile() {
     }
     let h = start_priced(dir.path()).await;
     let url = h.url.clone();
-    let after = history_of(&url, "GPU-r1", 4).await;
-    assert_eq!(after.points[..3], before.points[..]);
-    assert!(after.points[3].price_micro_usd.is_some());
+    let after = history_of(&url, "GPU-r1", 3).await;
+    assert_eq!(after.points[..2], before.points[..]);
+    assert!(after.points[2].price_micro_usd.is_some());
     // Nothing is priced twice.
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    history_of(&url, "GPU-r1", 4).await;
+    history_of(&url, "GPU-r1", 3).await;
 }
 
 #[tokio::test]
@@ -906,8 +979,9 @@ async fn the_book_clears_on_a_clock_and_only_when_it_changed() {
         .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(350)).await;
     assert!(client.history(None, 10).await.unwrap().clearings.is_empty());
+    let _bobs = proven_provider(&h, 3, &["GPU-b1"]).await;
     client
-        .submit(&bob, order("a1", &bob, Side::Ask, 1, 3.0), DAY)
+        .submit(&bob, ask("a1", &bob, 1, 3.0, &["GPU-b1"]), DAY)
         .await
         .unwrap();
     let mut cleared = Vec::new();
@@ -947,14 +1021,15 @@ async fn the_price_follows_the_utilization_the_books_clearings_measure() {
 
     // 2 GPU-hours offered, 1 wanted: the clearing trades half the offer. What stays open (one
     // offered hour, no bid) leaves the demand factor at 1.
+    // The ask is the GPU's own agent's, offering it.
     let client = MarketClient::new(&url).unwrap();
-    let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+    let (alice, provider) = (Identity::from_seed([2; 32]), Identity::from_seed([12; 32]));
     client
         .submit(&alice, order("b1", &alice, Side::Bid, 1, 5.0), DAY)
         .await
         .unwrap();
     client
-        .submit(&bob, order("a1", &bob, Side::Ask, 2, 1.0), DAY)
+        .submit(&provider, ask("a1", &provider, 2, 1.0, &["GPU-u1"]), DAY)
         .await
         .unwrap();
     let cleared = client
@@ -1064,19 +1139,115 @@ fn prove_the_h200(v: &Validator, uuid: &str) {
     });
 }
 
-/// Waits until `uuid`'s posted price rests on its latest record; returns its score view.
+/// Posts `who`'s signed submission of `order`, open for a day; returns the status and answer.
+async fn submit_raw(url: &str, who: &Identity, order: Order) -> (u16, String) {
+    let message = SubmitMessage {
+        validator: validator_key(),
+        order,
+        expires_at_ms: Some(tomorrow_ms()),
+    };
+    let (status, answer) = post(
+        url,
+        "/v1/market/submit",
+        &sealed(who, SUBMIT_KIND, &message),
+    )
+    .await;
+    (status, answer["error"].as_str().unwrap_or("").to_string())
+}
+
+#[tokio::test]
+async fn an_ask_must_offer_proven_gpus_its_key_holds_one_open_ask_per_gpu() {
+    let h = Harness::new().with_market().serve().await;
+    let url = h.url.clone();
+    let client = MarketClient::new(&url).unwrap();
+    let bob = Identity::from_seed([3; 32]);
+    // Alice (the key of seed 2) holds GPU-a1.
+    let _alices = proven_provider(&h, 2, &["GPU-a1"]).await;
+    let _bobs = proven_provider(&h, 3, &["GPU-b1", "GPU-b2", "GPU-b3"]).await;
+    let before = client.book(None).await.unwrap();
+
+    // Alice's GPU in Bob's ask: refused over the API (403), whatever else the ask names.
+    let (status, error) =
+        submit_raw(&url, &bob, ask("a1", &bob, 1, 2.0, &["GPU-b1", "GPU-a1"])).await;
+    assert_eq!(status, 403, "{error}");
+    assert!(
+        error.contains("GPU GPU-a1 is registered to another key"),
+        "{error}"
+    );
+    // A GPU no one registered here.
+    let (status, error) = submit_raw(&url, &bob, ask("a1", &bob, 1, 2.0, &["GPU-zz"])).await;
+    assert_eq!(status, 400, "{error}");
+    assert!(
+        error.contains("not registered at this validator"),
+        "{error}"
+    );
+    // No GPU named at all.
+    let bare = Order::new(
+        OrderId::new("a1").unwrap(),
+        bob.public_key(),
+        Side::Ask,
+        h200(),
+        1,
+        Price::from_usd(2.0).unwrap(),
+    )
+    .unwrap();
+    let (status, error) = submit_raw(&url, &bob, bare).await;
+    assert_eq!(status, 400, "{error}");
+    assert!(error.contains("names no GPUs"), "{error}");
+    // More GPU-hours than one GPU has in the day the ask is open.
+    let (status, error) = submit_raw(&url, &bob, ask("a1", &bob, 25, 2.0, &["GPU-b1"])).await;
+    assert_eq!(status, 400, "{error}");
+    assert!(error.contains("only 24 whole GPU-hours"), "{error}");
+
+    // A GPU whose latest proof failed, and one whose latest proof does not prove its model.
+    store_edited(&h.v, "GPU-b2", |r| {
+        r["accepted"] = false.into();
+        r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+    });
+    let (status, error) = submit_raw(&url, &bob, ask("a1", &bob, 1, 2.0, &["GPU-b2"])).await;
+    assert_eq!(status, 400, "{error}");
+    assert!(
+        error.contains("latest proof") && error.contains("failed"),
+        "{error}"
+    );
+    h.v.challenge::<Gemm>("GPU-b3", &policy()).await.unwrap();
+    let (status, error) = submit_raw(&url, &bob, ask("a1", &bob, 1, 2.0, &["GPU-b3"])).await;
+    assert_eq!(status, 400, "{error}");
+    assert!(error.contains("does not prove its model"), "{error}");
+    assert_eq!(client.book(None).await.unwrap(), before);
+
+    // Proven again, GPU-b3 backs an ask; a second open ask for it is refused (409), even
+    // with another GPU beside it.
+    prove_model(&h.v, "GPU-b3");
+    client
+        .submit(&bob, ask("a1", &bob, 24, 2.0, &["GPU-b3"]), DAY)
+        .await
+        .unwrap();
+    let (status, error) =
+        submit_raw(&url, &bob, ask("a2", &bob, 1, 2.0, &["GPU-b1", "GPU-b3"])).await;
+    assert_eq!(status, 409, "{error}");
+    assert!(error.contains("already offered by ask a1"), "{error}");
+    // Bob's bid at or above his own ask would trade with it: refused (409).
+    let (status, error) = submit_raw(&url, &bob, order("b1", &bob, Side::Bid, 1, 2.5)).await;
+    assert_eq!(status, 409, "{error}");
+    assert!(error.contains("never trades with itself"), "{error}");
+    // Once the ask is cancelled, its GPU backs another.
+    client
+        .cancel(&bob, OrderId::new("a1").unwrap())
+        .await
+        .unwrap();
+    client
+        .submit(&bob, ask("a2", &bob, 2, 2.0, &["GPU-b1", "GPU-b3"]), DAY)
+        .await
+        .unwrap();
+}
+
+/// Waits until `uuid`'s score has taken in its latest record; returns its score view.
 async fn settled_score(url: &str, v: &Validator, uuid: &str) -> ScoreView {
     let last = v.registry().latest_records(uuid, 1).unwrap()[0].0;
     for _ in 0..200 {
         let view: ScoreView = get_json(&format!("{url}/v1/scores/{uuid}")).await;
-        let through = view.posted.as_ref().and_then(|p| {
-            // A point's cause names the last record it took in.
-            p.cause
-                .split_whitespace()
-                .nth(2)
-                .and_then(|n| n.parse::<i64>().ok())
-        });
-        if through == Some(last) {
+        if view.through_record == Some(last) {
             return view;
         }
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
@@ -1338,7 +1509,7 @@ async fn scores_are_made_when_records_arrive_not_on_each_read() {
         .iter()
         .any(|r| r.contains("no proof of memory yet")));
     store_memory_proof(&v, "GPU-s03");
-    history_of(&url, "GPU-s03", 2).await;
+    settled_score(&url, &v, "GPU-s03").await;
     let mut fresh = stale.reasons;
     for _ in 0..200 {
         let view: ScoreView = get_json(&format!("{url}/v1/scores/GPU-s03")).await;

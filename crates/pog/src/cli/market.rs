@@ -120,7 +120,8 @@ pub struct MarketArgs {
 /// `pog market`'s subcommands.
 #[derive(Debug, Subcommand, Clone)]
 pub enum MarketAction {
-    /// Submit an order signed with this host's key (the data dir's agent.key, or --key).
+    /// Submit an order signed with this host's key (the data dir's agent.key, or --key); an
+    /// ask names the GPUs it offers (--gpu).
     Submit {
         /// The order's id, unique among your orders until it expires [default: a random one,
         /// printed].
@@ -145,6 +146,11 @@ pub enum MarketAction {
         /// The key file to sign with [default: DATA_DIR/agent.key].
         #[arg(long, value_name = "FILE")]
         key: Option<PathBuf>,
+        /// An ask's GPU (repeat for each, up to 64): its UUID as registered at the validator
+        /// to the signing key (the agent's), with a recent accepted proof of its model. An ask
+        /// offers at most one GPU-hour per GPU per hour it stays open; a bid names none.
+        #[arg(long = "gpu", value_name = "UUID")]
+        gpus: Vec<String>,
     },
     /// Cancel one of your orders.
     Cancel {

@@ -279,21 +279,27 @@ pub fn price_run(global: &Global, args: &PriceArgs) -> Result<Outcome> {
         print_json("price", verdict, &summary, simulated, &report)?;
     } else if let Some(q) = &report.quote {
         let mut t = table(["", ""]);
+        // "Verified" only where a validator measured it: a model's figures come from the spec
+        // database (datasheets), a host's from its own check (measured here, self-reported).
+        let tflops = match report.source {
+            "spec_database" => "TFLOP/s (datasheet, spec database)",
+            _ => "TFLOP/s (measured by this host's check, self-reported)",
+        };
         for (k, v) in [
             ("priced", format!("{} ({})", report.subject, report.source)),
             ("class", q.class.clone()),
             ("GPU score (reference GPUs)", format!("{:.3}", q.gpu_score)),
-            ("verified TFLOP/s", format!("{:.1}", q.verified_tflops)),
+            (tflops, format!("{:.1}", q.verified_tflops)),
             ("$ per TFLOP-hour", format!("{}", q.usd_per_tflop_hour)),
             ("base $/GPU-hour", format!("{:.4}", q.base_usd)),
             (
                 "market factor",
                 format!(
-                    "{:.3} (utilization {:.3}, demand {:.3})",
+                    "×{:.3} (utilization factor ×{:.3}, demand factor ×{:.3})",
                     q.market_factor, q.utilization_factor, q.demand_factor
                 ),
             ),
-            ("reliability", format!("{:.3}", q.reliability)),
+            ("reliability factor", format!("×{:.3}", q.reliability)),
             ("price per GPU-hour", format!("${}", q.price)),
         ] {
             t.add_row(vec![k.to_string(), v]);
@@ -315,7 +321,7 @@ fn key(global: &Global, explicit: &Option<PathBuf>, default: &str) -> Result<pog
     pog_net::keys::load_or_create(&path).with_context(|| format!("the key {}", path.display()))
 }
 
-/// Orders as a table, each with its expiry where known.
+/// Orders as a table, in the order given, each with its expiry where known.
 fn orders_table<'o>(orders: impl IntoIterator<Item = (&'o Order, Option<u64>)>) -> Table {
     let mut t = table([
         "id",
@@ -323,16 +329,23 @@ fn orders_table<'o>(orders: impl IntoIterator<Item = (&'o Order, Option<u64>)>) 
         "class",
         "GPU-hours",
         "$/GPU-hour",
+        "GPUs offered",
         "owner",
-        "expires",
+        "expires (UTC)",
     ]);
     for (o, expires_at_ms) in orders {
+        let gpus = match o.gpus() {
+            [] => "-".to_string(),
+            [one] => one.to_string(),
+            many => format!("{} ({} more)", many[0], many.len() - 1),
+        };
         t.add_row(vec![
             o.id().to_string(),
             o.side().to_string(),
             o.class().to_string(),
             o.quantity().to_string(),
-            o.price().to_string(),
+            format!("${}", o.price()),
+            gpus,
             o.owner()[..16].to_string() + "…",
             expires_at_ms.map_or_else(|| "-".into(), pog_market::evidence::utc),
         ]);
@@ -362,6 +375,7 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
             price,
             lifetime_hours,
             key: k,
+            gpus,
         } => {
             let owner = key(global, k, "agent.key")?;
             let price: Price = price
@@ -381,6 +395,13 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
                 price,
             )
             .map_err(|e| anyhow!("the order: {e}"))?;
+            let gpus = gpus
+                .iter()
+                .map(|g| g.parse().map_err(|e| anyhow!("--gpu {g:?}: {e}")))
+                .collect::<Result<Vec<pog_signed::GpuUuid>>>()?;
+            let order = order
+                .offering(gpus)
+                .map_err(|e| anyhow!("the order: {e}"))?;
             let lifetime = std::time::Duration::from_secs_f64(lifetime_hours * 3600.0);
             let done = rt.block_on(client.submit(&owner, order, lifetime))?;
             (
@@ -405,6 +426,7 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
         }
         MarketAction::Book { class: c } => {
             let c = c.as_deref().map(class).transpose()?;
+            // By price: bids highest first, asks lowest first (the client sorts the whole book).
             let book = rt.block_on(client.book(c.as_ref()))?;
             let all = book
                 .bids
@@ -431,9 +453,15 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
             let price = record
                 .clearing
                 .buyer_price
-                .map(|p| format!(" at ${p}"))
+                .map(|p| format!(" at ${p} per GPU-hour"))
                 .unwrap_or_default();
-            let mut t = table(["bid", "ask", "GPU-hours", "buyer pays", "seller gets"]);
+            let mut t = table([
+                "bid",
+                "ask",
+                "GPU-hours",
+                "buyer pays $/GPU-hour",
+                "seller gets $/GPU-hour",
+            ]);
             // An id is its owner's: each side as id and the owner key's start.
             let named =
                 |id: &OrderId, owner: &str| format!("{id} ({}…)", owner.get(..8).unwrap_or(owner));
@@ -442,14 +470,18 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
                     named(&trade.bid, &trade.bid_owner),
                     named(&trade.ask, &trade.ask_owner),
                     trade.quantity.to_string(),
-                    trade.buyer_pays.to_string(),
-                    trade.seller_gets.to_string(),
+                    format!("${}", trade.buyer_pays),
+                    format!("${}", trade.seller_gets),
                 ]);
             }
             (
                 format!(
-                    "clearing {} of {} ({}): {} GPU-hour(s) traded{price}",
-                    record.number, record.class, record.clearing.mechanism, record.clearing.units
+                    "clearing {} of {} ({}) at {}: {} GPU-hour(s) traded{price}",
+                    record.number,
+                    record.class,
+                    record.clearing.mechanism,
+                    pog_market::evidence::utc(record.at_ms),
+                    record.clearing.units
                 ),
                 serde_json::to_value(&record)?,
                 Some(t),
@@ -475,23 +507,34 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
             let page = rt.block_on(client.history(*after, *limit))?;
             let mut t = table([
                 "#",
+                "cleared (UTC)",
                 "class",
                 "rule",
                 "bids",
                 "asks",
-                "GPU-hours",
-                "buyer pays",
-                "seller gets",
+                "GPU-hours bid",
+                "GPU-hours asked",
+                "GPU-hours traded",
+                "buyer pays $/GPU-hour",
+                "seller gets $/GPU-hour",
             ]);
             for r in &page.clearings {
                 let show =
-                    |p: Option<Price>| p.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
+                    |p: Option<Price>| p.map(|p| format!("${p}")).unwrap_or_else(|| "-".into());
+                // A clearing replayed from a store older than clearing times has none.
+                let when = match r.at_ms {
+                    0 => "-".to_string(),
+                    at => pog_market::evidence::utc(at),
+                };
                 t.add_row(vec![
                     r.number.to_string(),
+                    when,
                     r.class.to_string(),
                     r.clearing.mechanism.to_string(),
                     r.bids.to_string(),
                     r.asks.to_string(),
+                    r.bid_hours.to_string(),
+                    r.ask_hours.to_string(),
                     r.clearing.units.to_string(),
                     show(r.clearing.buyer_price),
                     show(r.clearing.seller_price),
@@ -630,7 +673,7 @@ fn validator_prices(global: &Global, url: &str, gpu: Option<&str>) -> Result<Out
         ]);
         t.add_row(vec!["score".to_string(), format!("{:.3}", score.score)]);
         t.add_row(vec![
-            "verified worth (reference GPUs)".to_string(),
+            "worth (reference GPUs, after reliability)".to_string(),
             format!("{:.3}", score.assessment.gpu_worth),
         ]);
         t.add_row(vec![

@@ -535,3 +535,82 @@ impl NetworkSpec {
         Network { validator, agents }
     }
 }
+
+/// The agent endpoint [`register_proven_h200`] registers: a port nothing listens on.
+pub const NOWHERE: &str = "http://127.0.0.1:9";
+
+/// Registers, at the validator whose data dir is `validator_data` (running or not, on its
+/// SQLite registry), the agent key `agent` at [`NOWHERE`] holding the real H200 `uuid`, and
+/// stores an accepted proof record of its model recorded now, signed by the validator's key:
+/// what a per-model round of a real H200 leaves, and what an ask offering the GPU needs
+/// (issue 25; a simulated GPU backs no ask). The GPU's next scheduled round fails (its
+/// endpoint answers nothing): at the default pace, a minute after the validator started.
+pub fn register_proven_h200(validator_data: &Path, agent: &pog_signed::PublicKey, uuid: &str) {
+    use pog_proof::challenge::{Addressee, CHALLENGE_VERSION};
+    use pog_records::{GemmDetails, Policy, Record, RECORD_VERSION};
+    let validator = pog_net::keys::load_or_create(&validator_data.join("validator.key")).unwrap();
+    let mut registry =
+        pog_validator::registry::Registry::open(Some(&validator_data.join("registry.sqlite")))
+            .unwrap();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let claim = pog_proof::wire::GpuClaim {
+        uuid: uuid.parse().unwrap(),
+        model: "H200 SXM".into(),
+        bus_id: "0000:00:06.0".into(),
+        simulated: false,
+    };
+    registry
+        .register(
+            agent,
+            (NOWHERE, None),
+            std::slice::from_ref(&claim),
+            now_ms,
+            64,
+        )
+        .unwrap();
+    let id = format!("proven-{uuid}-{now_ms}");
+    let record = Record {
+        version: RECORD_VERSION,
+        challenge_id: id.clone(),
+        gpu_uuid: claim.uuid.clone(),
+        agent: agent.clone(),
+        model: claim.model.clone(),
+        simulated: false,
+        policy: Policy::per_model_default(),
+        details: GemmDetails {
+            proves_model: true,
+            lead: 1.5,
+            challenge: pog_proof::Challenge {
+                version: CHALLENGE_VERSION,
+                nonce: [7; 32],
+                to: Addressee {
+                    gpu_uuid: claim.uuid.clone(),
+                    gpu_bus_id: claim.bus_id.clone(),
+                    agent_key: agent.clone(),
+                    validator_key: validator.public_key(),
+                },
+                precision: pog_spec::Precision::Bf16,
+                size: 8192,
+                batch: 4,
+                leaf_elements: 1024,
+            },
+        },
+        expected_ms: 1_000.0,
+        accepted: true,
+        outcome: None,
+        failure: None,
+        spot_check_secret: hex::encode([8; 32]),
+        bytes_to_agent: 0,
+        bytes_from_agent: 0,
+        recorded_at_ms: now_ms,
+    };
+    let sealed = validator
+        .seal(pog_signed::RecordKind::ProofRound.wire_kind(), &record)
+        .unwrap();
+    registry
+        .record(&id, uuid, true, &serde_json::to_string(&sealed).unwrap())
+        .unwrap();
+}

@@ -19,12 +19,13 @@ use pog_net::serve::Limits;
 use pog_proof::prover::Behaviour;
 use pog_proof::wire::{kind, GpuClaim, Register};
 use pog_records::{PlanKind, Policy};
-use pog_signed::{Identity, PublicKey};
+use pog_signed::{Envelope, Identity, PublicKey, RecordKind};
 use pog_spec::Precision;
 use pog_validator::ledger::ValidatorLedger;
 use pog_validator::market::{Market, MarketLimits};
 use pog_validator::pricing::Pricing;
 use pog_validator::registry::Registry;
+use pog_validator::standing::RegistryStanding;
 use pog_validator::store::RecordStore;
 use pog_validator::validator::{Config, Validator};
 use std::future::{Future, IntoFuture};
@@ -248,7 +249,8 @@ impl Harness {
             let path = path.or_else(|| in_dir("market.sqlite"));
             let mut market = Market::open(path.as_deref(), &identity.public_key())
                 .unwrap()
-                .with_clock(self.clock.clone());
+                .with_clock(self.clock.clone())
+                .with_standing(Arc::new(RegistryStanding::new(v.records().clone())));
             if let Some(limits) = self.market_limits {
                 market = market.with_limits(limits);
             }
@@ -604,4 +606,84 @@ pub async fn records_of(vurl: &str, uuid: &str) -> Vec<serde_json::Value> {
             .await
             .unwrap();
     page.records.into_iter().map(|r| r.record).collect()
+}
+
+/// Stores, signed by the validator's key, a copy of a real record of `uuid` changed by
+/// `edit`: what a per-model challenge of a real H200 stores (a loopback agent proves on the
+/// CPU under the test plan, whose records prove no model).
+pub fn store_edited(v: &Validator, uuid: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+    let envelope = v
+        .registry()
+        .latest_records(uuid, 16)
+        .unwrap()
+        .into_iter()
+        .rev()
+        .map(|(_, json)| serde_json::from_str::<Envelope>(&json).unwrap())
+        .find(|e| e.kind == RecordKind::ProofRound.wire_kind())
+        .expect("a proof record");
+    let mut body: serde_json::Value = serde_json::from_str(&envelope.body).unwrap();
+    edit(&mut body);
+    let id = format!("edited-{uuid}-{}", body["recorded_at_ms"]);
+    body["challenge_id"] = id.clone().into();
+    let accepted = body["accepted"].as_bool().unwrap();
+    let sealed = Identity::from_seed(VALIDATOR_SEED)
+        .seal(RecordKind::ProofRound.wire_kind(), &body)
+        .unwrap();
+    v.registry()
+        .record(
+            &id,
+            uuid,
+            accepted,
+            &serde_json::to_string(&sealed).unwrap(),
+        )
+        .unwrap();
+}
+
+/// Makes `uuid`'s latest proof record prove its model: a copy of it, re-signed by the
+/// validator, with `proves_model` set (see [`store_edited`]).
+pub fn prove_model(v: &Validator, uuid: &str) {
+    store_edited(v, uuid, |r| {
+        r["proves_model"] = true.into();
+        r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+    });
+}
+
+/// A provider at `h` whose GPUs back asks (issue 25): an agent with the key of `[seed; 32]`
+/// registered holding the H200s `uuids`, each challenged once for real under the test plan,
+/// then given a copy of that record made to prove its model ([`prove_model`]). Its asks are
+/// signed by `Identity::from_seed([seed; 32])`. Keep the agent returned while it must answer.
+pub async fn proven_provider(h: &Served, seed: u8, uuids: &[&str]) -> TestAgent {
+    let agent = h
+        .agent(seed, uuids.iter().map(|u| claim(u)).collect())
+        .await;
+    assert_eq!(agent.status(), 200, "the provider's registration");
+    for uuid in uuids {
+        h.v.challenge::<pog_records::Gemm>(uuid, &policy())
+            .await
+            .expect("a proof exchange");
+        prove_model(&h.v, uuid);
+    }
+    agent
+}
+
+/// An ask `id` of `owner` for `quantity` GPU-hours of H200 at `usd` per GPU-hour, offering
+/// `gpus`.
+pub fn ask(
+    id: &str,
+    owner: &Identity,
+    quantity: u64,
+    usd: f64,
+    gpus: &[&str],
+) -> pog_market::Order {
+    pog_market::Order::new(
+        pog_market::OrderId::new(id).unwrap(),
+        owner.public_key(),
+        pog_market::Side::Ask,
+        pog_market::GpuClass::new("H200 SXM").unwrap(),
+        quantity,
+        pog_market::Price::from_usd(usd).unwrap(),
+    )
+    .unwrap()
+    .offering(gpus.iter().map(|g| g.parse().unwrap()).collect())
+    .unwrap()
 }
