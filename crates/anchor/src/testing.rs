@@ -196,3 +196,30 @@ pub fn dev_keys(dir: &Path, count: usize) -> Vec<crate::PublisherKey> {
         })
         .collect()
 }
+
+/// Mints `amount` of the test stablecoin (`contracts/TestUsd.sol`, anyone may) at `token` to
+/// `to`, sent by anvil's development key `index`; waits for the receipt.
+pub async fn mint_test_usd(
+    rpc: &str,
+    token: alloy::primitives::Address,
+    index: usize,
+    to: alloy::primitives::Address,
+    amount: u128,
+) {
+    use alloy::providers::ProviderBuilder;
+    let signer = alloy::signers::local::PrivateKeySigner::from_bytes(
+        &alloy::primitives::B256::from_slice(&hex::decode(DEV_KEYS[index]).expect("hex")),
+    )
+    .expect("a development key");
+    let provider = ProviderBuilder::new()
+        .wallet(alloy::network::EthereumWallet::from(signer))
+        .connect_http(rpc.parse().expect("an RPC URL"));
+    crate::contract::IStablecoin::new(token, provider)
+        .mint(to, alloy::primitives::U256::from(amount))
+        .send()
+        .await
+        .expect("sending the mint")
+        .get_receipt()
+        .await
+        .expect("the mint's receipt");
+}

@@ -98,26 +98,8 @@ async fn deposits_leave_only_on_the_settlement_keys_word_or_when_it_is_gone() {
 
     // The renter's wallet holds $10 of the test dollar and deposits $5 for its pog key.
     let renter = Identity::from_seed([0x52; 32]).public_key();
-    let mint = IStablecoin::new(
-        usd,
-        ProviderBuilder::new()
-            .wallet(alloy::network::EthereumWallet::from(
-                alloy::signers::local::PrivateKeySigner::from_bytes(
-                    &alloy::primitives::B256::from_slice(
-                        &hex::decode(pog_anchor::testing::DEV_KEYS[1]).unwrap(),
-                    ),
-                )
-                .unwrap(),
-            ))
-            .connect_http(anvil.url.parse().unwrap()),
-    );
-    mint.mint(renter_wallet.address(), U256::from(10_000_000u64))
-        .send()
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
+    pog_anchor::testing::mint_test_usd(&anvil.url, usd, 1, renter_wallet.address(), 10_000_000)
+        .await;
     let deposited = as_renter.deposit(&renter, 5_000_000).await.unwrap();
     eprintln!("a deposit: {} gas", deposited.gas_used);
     let account = as_renter.account_of(&renter).await.unwrap();

@@ -10,8 +10,10 @@
 //! its latest proof. The validator implements it over its stores; a map implements it for
 //! tests and for the fuzzers. What the market decides from it ([`check_ask`]) is pure.
 //!
-//! Bids are not backed here yet: the issue backs them by a deposit in an escrow contract,
-//! which [`check_order`] is the seam for (a bid passes it unchanged today).
+//! A bid is backed by its owner's deposit in an escrow contract (`contracts/GpuEscrow.sol`),
+//! where the validator is given one: [`Deposits`] reads an owner's balance, and
+//! [`check_bid_covered`] refuses a bid whose price times GPU-hours, with what the owner's other
+//! open bids could pay, exceeds it. Spam then costs deposit, not addresses.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -204,6 +206,58 @@ pub enum BackingError {
     /// The registry could not be read.
     #[error(transparent)]
     Unavailable(#[from] StandingUnavailable),
+    /// The bid, with the owner's other open bids, could pay more than the owner's deposit.
+    #[error("bid {id} could pay up to {needed} micro-dollars with {owner}'s other open bids, more than its deposit of {deposit} in the escrow: deposit more (or cancel bids) first")]
+    BidNotCovered {
+        /// The bid's id.
+        id: String,
+        /// The owner's key.
+        owner: String,
+        /// What the owner's open bids, this one with them, could pay at most (micro-dollars).
+        needed: u128,
+        /// The owner's deposit (micro-dollars).
+        deposit: u128,
+    },
+    /// The escrow could not be read: nothing was accepted; try again.
+    #[error(transparent)]
+    DepositsUnavailable(#[from] DepositsUnavailable),
+}
+
+/// The escrow's deposits, as the market sees them: the balance backing an owner's bids.
+pub trait Deposits {
+    /// The deposit of `owner` now, in micro-dollars (0 when it never deposited).
+    fn deposit_of(&self, owner: &PublicKey) -> Result<u128, DepositsUnavailable>;
+}
+
+/// The escrow could not be read (the chain did not answer).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the deposits could not be read from the escrow: {0}; nothing was accepted, try again")]
+pub struct DepositsUnavailable(pub String);
+
+impl Deposits for BTreeMap<PublicKey, u128> {
+    fn deposit_of(&self, owner: &PublicKey) -> Result<u128, DepositsUnavailable> {
+        Ok(self.get(owner).copied().unwrap_or(0))
+    }
+}
+
+/// The most a bid could pay: its open GPU-hours at its price, in micro-dollars.
+pub fn bid_value(order: &Order) -> u128 {
+    u128::from(order.quantity()) * u128::from(order.price().micro_usd())
+}
+
+/// Checks that `bid`, beside what its owner's open bids could pay (`committed`, micro-dollars),
+/// is covered by the owner's `deposit`.
+pub fn check_bid_covered(bid: &Order, committed: u128, deposit: u128) -> Result<(), BackingError> {
+    let needed = committed.saturating_add(bid_value(bid));
+    if needed > deposit {
+        return Err(BackingError::BidNotCovered {
+            id: bid.id().as_str().to_string(),
+            owner: bid.owner().to_string(),
+            needed,
+            deposit,
+        });
+    }
+    Ok(())
 }
 
 /// Checks what backs `order`, submitted at `now_ms` and open until `expires_at_ms`: for an
@@ -317,6 +371,34 @@ pub fn check_gpus(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_bid_is_covered_while_its_owners_open_bids_with_it_fit_the_deposit() {
+        let owner = "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c";
+        let bid = Order::new(
+            crate::OrderId::new("b1").unwrap(),
+            owner,
+            Side::Bid,
+            crate::GpuClass::new("H200 SXM").unwrap(),
+            3,
+            crate::price::Price::from_usd(2.5).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(bid_value(&bid), 7_500_000);
+        assert_eq!(check_bid_covered(&bid, 2_500_000, 10_000_000), Ok(()));
+        assert_eq!(
+            check_bid_covered(&bid, 2_500_001, 10_000_000),
+            Err(BackingError::BidNotCovered {
+                id: "b1".into(),
+                owner: owner.into(),
+                needed: 10_000_001,
+                deposit: 10_000_000,
+            })
+        );
+        // A committed sum past u128 (it cannot be, but saturates rather than wraps).
+        assert!(check_bid_covered(&bid, u128::MAX, u128::MAX - 1).is_err());
+    }
+
     use super::*;
     use crate::order::{GpuClass, OrderId};
     use crate::price::Price;

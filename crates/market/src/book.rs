@@ -640,6 +640,20 @@ impl Book {
             .map(|r| &r.order)
     }
 
+    /// What the open bids of one owner key (hex, any case) could pay at most, all classes
+    /// together: each bid's open GPU-hours at its price, micro-dollars (what its deposit must
+    /// cover, [`crate::backing::check_bid_covered`]).
+    pub fn bid_commitment_of(&self, owner: &str) -> u128 {
+        let Some(held) = self.holders.owned.get(&owner.to_ascii_lowercase()) else {
+            return 0;
+        };
+        held.iter()
+            .filter(|&&(_, side, _, _)| side == side_code(Side::Bid))
+            .filter_map(|&(market, _, _, sequence)| self.markets[market].bids.get(&sequence))
+            .map(|r| crate::backing::bid_value(&r.order))
+            .sum()
+    }
+
     /// The number of open orders of one owner key (hex, any case), all classes together.
     pub fn open_by(&self, owner: &str) -> usize {
         self.holders
@@ -747,6 +761,24 @@ mod tests {
         put(&mut book, order("b1", ALICE, Side::Bid, "H200 SXM", 3, 4.0)).unwrap();
         put(&mut book, order("a1", BOB, Side::Ask, "H200 SXM", 2, 2.0)).unwrap();
         book
+    }
+
+    #[test]
+    fn an_owners_bid_commitment_is_its_open_bids_hours_at_their_prices() {
+        let mut book = book();
+        put(&mut book, order("b9", ALICE, Side::Bid, "L4", 1, 1.0)).unwrap();
+        assert_eq!(book.bid_commitment_of(ALICE), 13_000_000);
+        assert_eq!(
+            book.bid_commitment_of(&ALICE.to_uppercase()),
+            13_000_000,
+            "any case"
+        );
+        assert_eq!(book.bid_commitment_of(BOB), 0, "asks commit nothing");
+        // Two of b1's three GPU-hours trade: what is left of it counts.
+        book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
+        assert_eq!(book.bid_commitment_of(ALICE), 5_000_000);
+        book.cancel(&id("b9"), ALICE, None, NOW).unwrap();
+        assert_eq!(book.bid_commitment_of(ALICE), 4_000_000);
     }
 
     #[test]

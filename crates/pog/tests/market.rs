@@ -512,3 +512,96 @@ fn clear_every_is_checked() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("--clear-every"));
     }
 }
+
+/// `pog validator --escrow-rpc --escrow-contract`: a bid is taken only once its owner key's
+/// deposit in the escrow (on a real anvil) covers it; the start says bids are backed.
+#[test]
+fn bids_are_backed_by_deposits_in_the_escrow_on_chain() {
+    use pog_anchor::testing::{dev_keys, evm_tools, Anvil};
+    let anvil = Anvil::start();
+    let dir = tempfile::tempdir().unwrap();
+    let rpc = pog_anchor::RpcUrl::parse(&anvil.url).unwrap();
+    let keys = dev_keys(dir.path(), 2);
+    let tools = evm_tools();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let code = |name: &str| pog_anchor::read_bytecode(&tools.bin_of(name)).unwrap();
+    let usd = pog_anchor::parse_address(
+        &rt.block_on(pog_anchor::deploy(&rpc, &keys[0], &code("TestUsd")))
+            .unwrap()
+            .address,
+    )
+    .unwrap();
+    let escrow = rt
+        .block_on(pog_anchor::escrow::deploy_escrow(
+            &rpc,
+            &keys[0],
+            &code("GpuEscrow"),
+            usd,
+            keys[0].address(),
+            3600,
+        ))
+        .unwrap()
+        .address;
+    let v = Network::in_dir(dir.path())
+        .flags(&["--escrow-rpc", &anvil.url, "--escrow-contract", &escrow])
+        .start()
+        .validator;
+    let renter = dir.path().join("renter");
+    let bid = |id: &str| {
+        pog(&[
+            "market",
+            "--json",
+            "--validator",
+            &v.url,
+            "--data-dir",
+            renter.to_str().unwrap(),
+            "submit",
+            "--id",
+            id,
+            "--side",
+            "bid",
+            "--class",
+            "H200 SXM",
+            "--quantity",
+            "2",
+            "--price",
+            "3.00",
+        ])
+    };
+    let (status, json) = bid("r1");
+    assert_eq!(status, 2, "{json}");
+    assert!(
+        json["error"]
+            .as_str()
+            .unwrap()
+            .contains("more than its deposit of 0"),
+        "{json}"
+    );
+    // The renter's wallet deposits $6 for its pog key (the market's key in its data dir).
+    let renter_key = pog_net::keys::load_or_create(&renter.join("agent.key"))
+        .unwrap()
+        .public_key();
+    let wallet = pog_anchor::escrow::Escrow::new(
+        &rpc,
+        pog_anchor::parse_address(&escrow).unwrap(),
+        Some(&keys[1]),
+    )
+    .unwrap();
+    rt.block_on(pog_anchor::testing::mint_test_usd(
+        &anvil.url,
+        usd,
+        1,
+        keys[1].address(),
+        6_000_000,
+    ));
+    rt.block_on(wallet.deposit(&renter_key, 6_000_000)).unwrap();
+    let (status, json) = bid("r1");
+    assert_eq!(status, 0, "{json}");
+    // The deposit is spent by the open bid: another is refused.
+    let (status, json) = bid("r2");
+    assert_eq!(status, 2, "{json}");
+    assert!(
+        json["error"].as_str().unwrap().contains("12000000"),
+        "{json}"
+    );
+}

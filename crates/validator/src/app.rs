@@ -112,6 +112,9 @@ pub struct Settings {
     /// The PostgreSQL database (`postgres://…`) its registry and records are kept in, shared
     /// with the fleet's other validators; `None`: `registry.sqlite` in the data dir.
     pub database: Option<String>,
+    /// The escrow's deposits that back bids (`pog validator --escrow-contract`); `None`: bids
+    /// are taken unbacked.
+    pub deposits: Option<Arc<dyn pog_market::backing::Deposits + Send + Sync>>,
 }
 
 /// Why the validator could not start or stopped with an error.
@@ -266,6 +269,10 @@ impl ValidatorApp {
                 records.clone(),
             )))
             .with_backing_rules(pog_market::BackingRules::for_rounds_every(round_ms));
+        let market = match settings.deposits.clone() {
+            Some(deposits) => market.with_deposits(deposits),
+            None => market,
+        };
         let validator = Arc::new(Validator::over(records, settings.config.clone())?);
         Ok(ValidatorApp {
             validator,

@@ -403,6 +403,8 @@ pub struct Market {
     standing: Arc<dyn GpuStanding + Send + Sync>,
     /// How an ask's backing is judged.
     backing: BackingRules,
+    /// The escrow's deposits that back bids; `None`: bids are not backed (no escrow given).
+    deposits: Option<Arc<dyn pog_market::backing::Deposits + Send + Sync>>,
 }
 
 struct Inner {
@@ -541,7 +543,23 @@ impl Market {
             clock: SystemClock::shared(),
             standing: Arc::new(std::collections::BTreeMap::<pog_signed::GpuUuid, Standing>::new()),
             backing: BackingRules::default(),
+            deposits: None,
         })
+    }
+
+    /// The same market backing bids by `deposits` (the escrow's balances): a bid is taken
+    /// only while what its owner's open bids could pay, with it, is covered.
+    pub fn with_deposits(
+        mut self,
+        deposits: Arc<dyn pog_market::backing::Deposits + Send + Sync>,
+    ) -> Market {
+        self.deposits = Some(deposits);
+        self
+    }
+
+    /// Whether bids are backed by deposits.
+    pub fn backs_bids(&self) -> bool {
+        self.deposits.is_some()
     }
 
     /// The same market backing asks by `standing` (the validator's
@@ -626,8 +644,21 @@ impl Market {
             self.standing.as_ref(),
             &self.backing,
         )?;
+        // A bid's deposit is read before the book is locked (the chain may be slow).
+        let deposit = match (&self.deposits, message.order.side()) {
+            (Some(deposits), pog_market::Side::Bid) => Some(
+                deposits
+                    .deposit_of(&signer)
+                    .map_err(BackingError::DepositsUnavailable)?,
+            ),
+            _ => None,
+        };
         let envelope = envelope(bytes)?;
         let mut inner = self.lock();
+        if let Some(deposit) = deposit {
+            let committed = inner.book.bid_commitment_of(signer.as_str());
+            pog_market::backing::check_bid_covered(&message.order, committed, deposit)?;
+        }
         let now = self.clock.now_ms();
         // Orders expired by now no longer count against the limits.
         inner.book.expire(now);
@@ -1167,7 +1198,10 @@ impl From<MarketRequestError> for ApiError {
             },
             E::Backing(backing) => match backing {
                 BackingError::NotHeld { .. } => StatusCode::FORBIDDEN,
-                BackingError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+                BackingError::Unavailable(_) | BackingError::DepositsUnavailable(_) => {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
+                BackingError::BidNotCovered { .. } => StatusCode::PAYMENT_REQUIRED,
                 _ => StatusCode::BAD_REQUEST,
             },
             E::Encode(_) | E::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,

@@ -1529,3 +1529,97 @@ async fn scores_are_made_when_records_arrive_not_on_each_read() {
         .unwrap();
     assert_eq!(missing.status(), 404);
 }
+
+/// Deposits as a test sets them, and a switch that makes the escrow unreadable.
+struct TestDeposits {
+    balances: std::sync::Mutex<std::collections::BTreeMap<pog_signed::PublicKey, u128>>,
+    down: std::sync::atomic::AtomicBool,
+}
+
+impl pog_market::backing::Deposits for TestDeposits {
+    fn deposit_of(
+        &self,
+        owner: &pog_signed::PublicKey,
+    ) -> Result<u128, pog_market::backing::DepositsUnavailable> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(pog_market::backing::DepositsUnavailable(
+                "the chain did not answer".into(),
+            ));
+        }
+        Ok(self
+            .balances
+            .lock()
+            .unwrap()
+            .get(owner)
+            .copied()
+            .unwrap_or(0))
+    }
+}
+
+/// With an escrow, a bid is taken only while what its owner's open bids could pay, with it,
+/// is covered by the owner's deposit (402 otherwise), and an escrow that cannot be read takes
+/// nothing (503); a cancelled bid frees its part.
+#[tokio::test]
+async fn a_bid_is_taken_only_while_its_owners_deposit_covers_its_open_bids() {
+    let deposits = Arc::new(TestDeposits {
+        balances: Default::default(),
+        down: Default::default(),
+    });
+    let h = Harness::new()
+        .with_market()
+        .with_deposits(deposits.clone())
+        .serve()
+        .await;
+    let url = h.url.clone();
+    let client = MarketClient::new(&url).unwrap();
+    let renter = Identity::from_seed([7; 32]);
+    // No deposit: refused, named, with what it would need.
+    let (status, error) = submit_raw(&url, &renter, order("r1", &renter, Side::Bid, 2, 3.0)).await;
+    assert_eq!(status, 402, "{error}");
+    assert!(
+        error.contains("could pay up to 6000000 micro-dollars") && error.contains("deposit of 0"),
+        "{error}"
+    );
+    // $10 deposited: 2 GPU-hours at $3 and 1 at $4 fit ($10), one more GPU-hour at $0.01 does not.
+    deposits
+        .balances
+        .lock()
+        .unwrap()
+        .insert(renter.public_key(), 10_000_000);
+    client
+        .submit(&renter, order("r1", &renter, Side::Bid, 2, 3.0), DAY)
+        .await
+        .unwrap();
+    client
+        .submit(&renter, order("r2", &renter, Side::Bid, 1, 4.0), DAY)
+        .await
+        .unwrap();
+    let (status, error) = submit_raw(&url, &renter, order("r3", &renter, Side::Bid, 1, 0.01)).await;
+    assert_eq!(status, 402, "{error}");
+    assert!(error.contains("10010000"), "{error}");
+    // Another key's bids are its own deposit's business.
+    let other = Identity::from_seed([8; 32]);
+    let (status, _) = submit_raw(&url, &other, order("o1", &other, Side::Bid, 1, 1.0)).await;
+    assert_eq!(status, 402);
+    // The escrow unreadable: nothing taken, 503, the book unchanged.
+    let before = client.book(None).await.unwrap();
+    deposits
+        .down
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (status, error) = submit_raw(&url, &renter, order("r4", &renter, Side::Bid, 1, 0.01)).await;
+    assert_eq!(status, 503, "{error}");
+    assert!(error.contains("nothing was accepted"), "{error}");
+    assert_eq!(client.book(None).await.unwrap(), before);
+    deposits
+        .down
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    // A cancelled bid frees what it held: the $0.01 bid fits now.
+    client
+        .cancel(&renter, OrderId::new("r2").unwrap())
+        .await
+        .unwrap();
+    client
+        .submit(&renter, order("r3", &renter, Side::Bid, 1, 0.01), DAY)
+        .await
+        .unwrap();
+}

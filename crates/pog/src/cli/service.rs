@@ -184,6 +184,15 @@ pub struct ValidatorArgs {
     /// can publish with `pog ledger publish-scores`.
     #[arg(long, value_name = "ADDRESS", requires_all = ["anchor_rpc", "anchor_key_file"])]
     pub scores_contract: Option<String>,
+    /// Back bids by deposits in the GpuEscrow contract at this address (on --escrow-rpc): a bid
+    /// is taken only while what its owner's open bids could pay, with it, is covered by the
+    /// owner key's deposit (docs/market.md, "Deposits and settlement"). Without it, bids are
+    /// taken unbacked (the validator says so at start).
+    #[arg(long, value_name = "ADDRESS", requires = "escrow_rpc")]
+    pub escrow_contract: Option<String>,
+    /// The EVM node's JSON-RPC URL (http or https) the escrow is read on.
+    #[arg(long, value_name = "URL", requires = "escrow_contract")]
+    pub escrow_rpc: Option<String>,
 }
 
 /// An Ed25519 public key as 64 hex digits, refused if it is malformed or weak.

@@ -322,7 +322,19 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         ),
         _ => None,
     };
-    let app = ValidatorApp::open(settings(global, args)?)?;
+    let mut settings = settings(global, args)?;
+    settings.deposits = match (&args.escrow_rpc, &args.escrow_contract) {
+        (Some(rpc), Some(contract)) => Some(Arc::new(EscrowDeposits {
+            escrow: pog_anchor::escrow::Escrow::new(
+                &pog_anchor::RpcUrl::parse(rpc).context("--escrow-rpc")?,
+                pog_anchor::parse_address(contract).context("--escrow-contract")?,
+                None,
+            )?,
+            runtime: rt.handle().clone(),
+        })),
+        _ => None,
+    };
+    let app = ValidatorApp::open(settings)?;
     let mut publishing = match (
         &args.scores_contract,
         &args.anchor_rpc,
@@ -354,6 +366,9 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     }
     if args.allow_private_endpoints {
         modes.push("private endpoints allowed");
+    }
+    if args.escrow_contract.is_none() {
+        modes.push("bids NOT backed by deposits (no --escrow-contract)");
     }
     if !modes.is_empty() {
         say(format_args!("mode: {}", modes.join("; ")));
@@ -394,6 +409,36 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     });
     rt.block_on(app.run(listener, signalled, anchors))?;
     Ok(Outcome(Verdict::Pass))
+}
+
+/// How long reading a bid's deposit from the escrow may take before the bid is refused (503,
+/// nothing accepted).
+const ESCROW_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The escrow's deposits as the market reads them to back bids: each read a call to the chain,
+/// made from the market's blocking thread on the validator's runtime.
+struct EscrowDeposits {
+    escrow: pog_anchor::escrow::Escrow,
+    runtime: tokio::runtime::Handle,
+}
+
+impl pog_market::backing::Deposits for EscrowDeposits {
+    fn deposit_of(
+        &self,
+        owner: &pog_signed::PublicKey,
+    ) -> Result<u128, pog_market::backing::DepositsUnavailable> {
+        use pog_market::backing::DepositsUnavailable;
+        let read = tokio::time::timeout(ESCROW_READ_TIMEOUT, self.escrow.account_of(owner));
+        match self.runtime.block_on(read) {
+            Ok(Ok(account)) => Ok(account.balance),
+            Ok(Err(e)) => Err(DepositsUnavailable(e.to_string())),
+            Err(_) => Err(DepositsUnavailable(format!(
+                "the escrow at {} did not answer in {} s",
+                self.escrow.address(),
+                ESCROW_READ_TIMEOUT.as_secs()
+            ))),
+        }
+    }
 }
 
 /// The validator's ledger as the anchoring schedule reads it to publish GPU states.
@@ -477,5 +522,6 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
             ..Default::default()
         },
         database: args.database.clone(),
+        deposits: None,
     })
 }

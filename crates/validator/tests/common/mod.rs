@@ -108,6 +108,7 @@ pub struct Harness {
     ledger: Option<LedgerOf>,
     market: Option<Option<PathBuf>>,
     market_limits: Option<MarketLimits>,
+    deposits: Option<Arc<dyn pog_market::backing::Deposits + Send + Sync>>,
     pricing: PricingRun,
     clock: SharedClock,
 }
@@ -130,6 +131,7 @@ impl Harness {
             ledger: None,
             market: None,
             market_limits: None,
+            deposits: None,
             pricing: PricingRun::Off,
             clock: SystemClock::shared(),
         }
@@ -204,6 +206,15 @@ impl Harness {
         self
     }
 
+    /// Bids backed by `deposits` (with a market).
+    pub fn with_deposits(
+        mut self,
+        deposits: Arc<dyn pog_market::backing::Deposits + Send + Sync>,
+    ) -> Harness {
+        self.deposits = Some(deposits);
+        self
+    }
+
     /// The order book's caps (with a market).
     pub fn market_limits(mut self, limits: MarketLimits) -> Harness {
         self.market_limits = Some(limits);
@@ -253,6 +264,9 @@ impl Harness {
                 .with_standing(Arc::new(RegistryStanding::new(v.records().clone())));
             if let Some(limits) = self.market_limits {
                 market = market.with_limits(limits);
+            }
+            if let Some(deposits) = self.deposits.clone() {
+                market = market.with_deposits(deposits);
             }
             Arc::new(market)
         });
