@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use pog_signed::GpuUuid;
 
 use crate::auction::{self, Clearing, Mechanism};
+use crate::lease::{allocate, Lease, TradeTerms};
 use crate::order::{GpuClass, Order, OrderId, Side};
 use crate::price::Price;
 
@@ -113,6 +114,10 @@ pub struct ClearingRecord {
     pub ask_hours: u64,
     /// What it decided.
     pub clearing: Clearing,
+    /// What its trades became: each GPU of an ask leased to the renter for a time
+    /// ([`crate::lease`]); none for asks from before asks named GPUs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leases: Vec<Lease>,
 }
 
 /// Open orders and the history of clearings, for a fixed set of GPU classes.
@@ -134,6 +139,8 @@ pub struct Book {
     holders: Holders,
     next_sequence: u64,
     history: Vec<ClearingRecord>,
+    /// Each leased GPU's end of its last lease: its next lease starts no earlier.
+    booked: HashMap<GpuUuid, u64>,
     /// The latest time an operation happened at, ms since the Unix epoch.
     now_ms: u64,
 }
@@ -321,6 +328,7 @@ impl Book {
             holders: Holders::default(),
             next_sequence: 0,
             history: Vec::new(),
+            booked: HashMap::new(),
             now_ms: 0,
         }
     }
@@ -552,8 +560,26 @@ impl Book {
                 .map(|o| o.quantity)
                 .fold(0u64, u64::saturating_add)
         };
+        let number = self.history.len() as u64;
+        let clearing = outcome.to_clearing(&bids, &asks);
+        let mut leases = Vec::new();
+        for (trade, (t, fill)) in clearing.trades.iter().zip(&outcome.fills).enumerate() {
+            leases.extend(allocate(
+                TradeTerms {
+                    clearing: number,
+                    trade,
+                    renter: &t.bid_owner,
+                    provider: &t.ask_owner,
+                    quantity: t.quantity,
+                    price_micro_usd: t.buyer_pays.micro_usd(),
+                },
+                asks[fill.ask].gpus(),
+                &mut self.booked,
+                self.now_ms,
+            ));
+        }
         let record = ClearingRecord {
-            number: self.history.len() as u64,
+            number,
             at_ms: self.now_ms,
             class: class.clone(),
             submitted_before: self.next_sequence,
@@ -561,7 +587,8 @@ impl Book {
             asks: asks.len(),
             bid_hours: hours(&bids),
             ask_hours: hours(&asks),
-            clearing: outcome.to_clearing(&bids, &asks),
+            clearing,
+            leases,
         };
         let (mut bids_filled, mut asks_filled) = (vec![0; bids.len()], vec![0; asks.len()]);
         for fill in &outcome.fills {
@@ -761,6 +788,43 @@ mod tests {
         put(&mut book, order("b1", ALICE, Side::Bid, "H200 SXM", 3, 4.0)).unwrap();
         put(&mut book, order("a1", BOB, Side::Ask, "H200 SXM", 2, 2.0)).unwrap();
         book
+    }
+
+    #[test]
+    fn a_trade_on_an_ask_naming_gpus_becomes_leases_of_them() {
+        let mut book = Book::new([h200()]);
+        let gpus: Vec<GpuUuid> = ["GPU-1", "GPU-2"]
+            .iter()
+            .map(|g| GpuUuid::new(*g).unwrap())
+            .collect();
+        put(
+            &mut book,
+            order("a1", BOB, Side::Ask, "H200 SXM", 3, 2.0)
+                .offering(gpus.clone())
+                .unwrap(),
+        )
+        .unwrap();
+        put(&mut book, order("b1", ALICE, Side::Bid, "H200 SXM", 3, 4.0)).unwrap();
+        let record = book
+            .clear(&h200(), Mechanism::UniformPrice, NOW)
+            .unwrap()
+            .clone();
+        let leases: Vec<(&str, &str, u64)> = record
+            .leases
+            .iter()
+            .map(|l| (l.gpu.as_str(), l.renter.as_str(), l.hours))
+            .collect();
+        assert_eq!(leases, [("GPU-1", ALICE, 2), ("GPU-2", ALICE, 1)]);
+        assert!(record
+            .leases
+            .iter()
+            .all(|l| l.provider == BOB && l.start_ms == NOW));
+        // In the record's JSON, and read back the same.
+        let json = serde_json::to_string(&record).unwrap();
+        assert_eq!(
+            serde_json::from_str::<ClearingRecord>(&json).unwrap(),
+            record
+        );
     }
 
     #[test]

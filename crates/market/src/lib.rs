@@ -42,6 +42,7 @@ pub mod backing;
 pub mod book;
 pub mod config;
 pub mod evidence;
+pub mod lease;
 pub mod order;
 pub mod price;
 pub mod quote;

@@ -260,6 +260,30 @@ fn orders_go_through_a_validator() {
         text.contains("cleared (UTC)") && text.contains("$/GPU-hour") && text.contains("Z"),
         "{text}"
     );
+    // The trade became a lease of the provider's GPU to the renter: 2 GPU-hours from the
+    // clearing, listed for either party, not for a stranger; one by its id.
+    let (status, leases) = market(&renter, &["leases"]);
+    assert_eq!(status, 0, "{leases}");
+    let lease = &leases["leases"][0];
+    assert_eq!(leases["leases"].as_array().unwrap().len(), 1, "{leases}");
+    assert_eq!(lease["gpu"], "GPU-p1");
+    assert_eq!(lease["hours"], 2);
+    assert_eq!(lease["start_ms"], cleared_at);
+    assert_eq!(lease["end_ms"], cleared_at + 2 * 3_600_000);
+    assert_eq!(lease["state"], "active");
+    assert_eq!(lease["class"], "H200 SXM");
+    assert_eq!(lease["provider"], provider_key.public_key().to_string());
+    let id = lease["id"].as_str().unwrap().to_string();
+    let (_, theirs) = market(&provider, &["leases"]);
+    assert_eq!(theirs["leases"][0]["id"], id.as_str());
+    let stranger = dir.path().join("stranger");
+    let (_, none) = market(&stranger, &["leases"]);
+    assert_eq!(none["leases"].as_array().unwrap().len(), 0, "{none}");
+    let (status, one) = market(&stranger, &["lease", &id]);
+    assert_eq!(status, 0, "{one}");
+    assert_eq!(one["schema"], "pog.market.lease/1");
+    assert_eq!(one["gpu"], "GPU-p1");
+    assert_eq!(market(&stranger, &["lease", "99.0.0"]).0, 2);
     let (status, cancelled) = market(&renter, &["cancel", "--id", "r1"]);
     assert_eq!(status, 0);
     assert_eq!(cancelled["order"]["quantity"], 1);

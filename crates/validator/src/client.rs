@@ -283,6 +283,25 @@ impl MarketClient {
         };
         self.get(&path).await
     }
+
+    /// The leases `filter` selects (`GET /v1/market/leases`), the newest first.
+    pub async fn leases(
+        &self,
+        filter: &crate::market::LeaseFilter,
+    ) -> Result<crate::market::LeasePage, ClientError> {
+        let mut query = vec![format!("limit={}", filter.limit.unwrap_or(100))];
+        for (name, value) in [
+            ("party", &filter.party),
+            ("gpu", &filter.gpu),
+            ("id", &filter.id),
+        ] {
+            if let Some(v) = value {
+                query.push(format!("{name}={}", path_segment(v)));
+            }
+        }
+        self.get(&format!("/v1/market/leases?{}", query.join("&")))
+            .await
+    }
 }
 
 /// Text as one URL path segment or query value: unreserved characters as they are, every

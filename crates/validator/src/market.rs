@@ -209,6 +209,40 @@ pub struct HistoryPage {
     pub next_after: Option<u64>,
 }
 
+/// One lease as `GET /v1/market/leases` lists it: the lease, its class and where it stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseView {
+    /// The lease.
+    #[serde(flatten)]
+    pub lease: pog_market::lease::Lease,
+    /// The GPU class it was traded in.
+    pub class: GpuClass,
+    /// "pending", "active" or "ended", by the validator's clock at `now_ms`.
+    pub state: String,
+}
+
+/// What `GET /v1/market/leases` returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeasePage {
+    /// The validator's clock when it answered, ms since the Unix epoch.
+    pub now_ms: u64,
+    /// The leases asked for, the newest first (at most the limit).
+    pub leases: Vec<LeaseView>,
+}
+
+/// Which leases `GET /v1/market/leases` lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseFilter {
+    /// Only those whose renter or provider is this key (hex, any case).
+    pub party: Option<String>,
+    /// Only those of this GPU.
+    pub gpu: Option<String>,
+    /// Only the lease with this id.
+    pub id: Option<String>,
+    /// At most this many (default 100, at most 1000).
+    pub limit: Option<usize>,
+}
+
 /// What a submit returns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Submitted {
@@ -1000,6 +1034,34 @@ impl Market {
         }
     }
 
+    /// The leases the clearings made that `filter` selects, the newest first.
+    pub fn leases(&self, filter: &LeaseFilter) -> LeasePage {
+        let inner = self.lock();
+        let now_ms = self.clock.now_ms();
+        let party = filter.party.as_ref().map(|p| p.to_ascii_lowercase());
+        let limit = filter.limit.unwrap_or(100).clamp(1, MAX_HISTORY_PAGE);
+        let leases = inner
+            .book
+            .history()
+            .iter()
+            .rev()
+            .flat_map(|r| r.leases.iter().rev().map(move |l| (r, l)))
+            .filter(|(_, l)| {
+                party.as_ref().is_none_or(|p| {
+                    l.renter.eq_ignore_ascii_case(p) || l.provider.eq_ignore_ascii_case(p)
+                }) && filter.gpu.as_ref().is_none_or(|g| l.gpu.as_str() == g)
+                    && filter.id.as_ref().is_none_or(|id| &l.id == id)
+            })
+            .take(limit)
+            .map(|(r, l)| LeaseView {
+                lease: l.clone(),
+                class: r.class.clone(),
+                state: l.state_at(now_ms).to_string(),
+            })
+            .collect();
+        LeasePage { now_ms, leases }
+    }
+
     /// Whether the class is traded here.
     pub fn trades(&self, class: &GpuClass) -> bool {
         self.lock().book.classes().any(|c| c == class)
@@ -1219,6 +1281,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(market: Arc<Market>) -> Router<S
         .route("/v1/market/info", get(info_route))
         .route("/v1/market/book", get(book_route))
         .route("/v1/market/history", get(history_route))
+        .route("/v1/market/leases", get(leases_route))
         .with_state(market)
 }
 
@@ -1293,6 +1356,10 @@ struct HistoryQuery {
 
 async fn history_route(State(m): State<Arc<Market>>, Query(q): Query<HistoryQuery>) -> Response {
     Json(m.history(q.after, q.limit.unwrap_or(100))).into_response()
+}
+
+async fn leases_route(State(m): State<Arc<Market>>, Query(q): Query<LeaseFilter>) -> Response {
+    Json(m.leases(&q)).into_response()
 }
 
 #[cfg(test)]

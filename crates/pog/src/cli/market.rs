@@ -183,6 +183,31 @@ pub enum MarketAction {
         #[arg(long, default_value = "100")]
         limit: usize,
     },
+    /// The leases the clearings made (a trade's GPU-hours on the ask's GPUs), the newest
+    /// first, with their state: this host's key's (as renter or provider) unless --party or
+    /// --all says otherwise.
+    Leases {
+        /// Only this key's (hex) leases, as renter or provider.
+        #[arg(long, value_name = "KEY", conflicts_with = "all")]
+        party: Option<String>,
+        /// Every party's leases.
+        #[arg(long)]
+        all: bool,
+        /// Only this GPU's leases.
+        #[arg(long, value_name = "UUID")]
+        gpu: Option<String>,
+        /// At most this many (1 to 1000).
+        #[arg(long, default_value = "100")]
+        limit: usize,
+        /// The key whose leases to list [default: DATA_DIR/agent.key].
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
+    },
+    /// One lease by its id (as `leases` lists it): its GPU, parties, times, price and state.
+    Lease {
+        /// The lease's id (`CLEARING.TRADE.GPU`).
+        id: String,
+    },
 }
 
 impl MarketAction {
@@ -194,6 +219,8 @@ impl MarketAction {
             MarketAction::Book { .. } => "market.book",
             MarketAction::Clear { .. } => "market.clear",
             MarketAction::History { .. } => "market.history",
+            MarketAction::Leases { .. } => "market.leases",
+            MarketAction::Lease { .. } => "market.lease",
         }
     }
 }

@@ -546,6 +546,50 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
                 Some(t),
             )
         }
+        MarketAction::Leases {
+            party,
+            all,
+            gpu,
+            limit,
+            key: k,
+        } => {
+            let party = match (party, all) {
+                (Some(p), _) => Some(p.clone()),
+                (None, true) => None,
+                (None, false) => Some(key(global, k, "agent.key")?.public_key().to_string()),
+            };
+            let filter = pog_validator::market::LeaseFilter {
+                party,
+                gpu: gpu.clone(),
+                id: None,
+                limit: Some(*limit),
+            };
+            let page = rt.block_on(client.leases(&filter))?;
+            (
+                format!("{} lease(s)", page.leases.len()),
+                serde_json::to_value(&page)?,
+                Some(leases_table(&page)),
+            )
+        }
+        MarketAction::Lease { id } => {
+            let filter = pog_validator::market::LeaseFilter {
+                id: Some(id.clone()),
+                limit: Some(1),
+                ..Default::default()
+            };
+            let page = rt.block_on(client.leases(&filter))?;
+            let Some(lease) = page.leases.first() else {
+                bail!("the validator has no lease {id:?}");
+            };
+            (
+                format!(
+                    "lease {id}: {} {} for {} GPU-hour(s), {}",
+                    lease.class, lease.lease.gpu, lease.lease.hours, lease.state
+                ),
+                serde_json::to_value(lease)?,
+                Some(leases_table(&page)),
+            )
+        }
     };
     if global.json {
         print_json(name, Verdict::Pass, &summary, false, &value)?;
@@ -568,6 +612,39 @@ fn usd(micro: Option<u64>) -> String {
             )
         },
     )
+}
+
+/// Leases as a table, times in UTC.
+fn leases_table(page: &pog_validator::market::LeasePage) -> Table {
+    let mut t = table([
+        "lease",
+        "class",
+        "GPU",
+        "renter",
+        "provider",
+        "from (UTC)",
+        "to (UTC)",
+        "GPU-hours",
+        "$/GPU-hour",
+        "state",
+    ]);
+    let short = |key: &str| key.chars().take(16).collect::<String>();
+    for v in &page.leases {
+        let l = &v.lease;
+        t.add_row(vec![
+            l.id.clone(),
+            v.class.to_string(),
+            l.gpu.to_string(),
+            short(&l.renter),
+            short(&l.provider),
+            pog_market::evidence::utc(l.start_ms),
+            pog_market::evidence::utc(l.end_ms),
+            l.hours.to_string(),
+            usd(Some(l.price_micro_usd)),
+            v.state.clone(),
+        ]);
+    }
+    t
 }
 
 /// A GPU's posted prices as a table.
