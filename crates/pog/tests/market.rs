@@ -284,6 +284,22 @@ fn orders_go_through_a_validator() {
     assert_eq!(one["schema"], "pog.market.lease/1");
     assert_eq!(one["gpu"], "GPU-p1");
     assert_eq!(market(&stranger, &["lease", "99.0.0"]).0, 2);
+    // Signed into the validator's ledger, in the GPU's history (read beside the running
+    // validator, before its next checkpoint).
+    let ledger = pog_ledger::store::Ledger::open_reader(&v.service.data.join("ledger")).unwrap();
+    let entries = ledger.gpu_entries("GPU-p1").unwrap();
+    let leases: Vec<pog_records::LeaseRecord> = entries
+        .iter()
+        .filter(|(_, e)| e.kind == pog_signed::RecordKind::Lease)
+        .map(|(_, e)| {
+            e.verify().unwrap();
+            serde_json::from_str(&e.body).unwrap()
+        })
+        .collect();
+    assert_eq!(leases.len(), 1, "{entries:?}");
+    assert_eq!(leases[0].lease_id, id);
+    assert_eq!(leases[0].hours, 2);
+    assert_eq!(leases[0].provider, provider_key.public_key());
     let (status, cancelled) = market(&renter, &["cancel", "--id", "r1"]);
     assert_eq!(status, 0);
     assert_eq!(cancelled["order"]["quantity"], 1);

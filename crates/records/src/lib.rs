@@ -13,12 +13,14 @@
 //!   window of health;
 //! - [`reports`]: the agent's self-reported inspections, benchmarks and health, and the
 //!   validator's scores and prices;
-//! - [`state`]: a GPU's state in the fixed form a contract reads (`gpu-state`).
+//! - [`state`]: a GPU's state in the fixed form a contract reads (`gpu-state`);
+//! - [`lease`]: a GPU leased to a renter, what a trade became.
 
 #![warn(missing_docs)]
 
 pub mod health;
 pub mod kind;
+pub mod lease;
 pub mod missed;
 pub mod policy;
 pub mod proof;
@@ -28,6 +30,7 @@ pub mod state;
 
 pub use health::{HealthRecord, ProofPace};
 pub use kind::{Claimed, Exchange, Gemm, HostCpu, Memory, ProofKind, Ran};
+pub use lease::LeaseRecord;
 pub use missed::{MissedCause, MissedRound};
 use pog_signed::{GpuUuid, RecordKind};
 pub use policy::{CpuPolicy, MemoryPolicy, PlanKind, Planned, Policy, PolicyError};

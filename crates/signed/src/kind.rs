@@ -43,11 +43,14 @@ pub enum RecordKind {
     /// named for its token. Logged beside every score that changes; `contracts/GpuScores.sol`
     /// keeps the latest one proven against an anchored checkpoint.
     GpuState = 12,
+    /// A GPU leased to a renter for a time, what a trade became (validator;
+    /// `pog_records::LeaseRecord`).
+    Lease = 13,
 }
 
 impl RecordKind {
     /// Every kind, in code order.
-    pub const ALL: [RecordKind; 12] = [
+    pub const ALL: [RecordKind; 13] = [
         RecordKind::Registration,
         RecordKind::Inspection,
         RecordKind::Benchmark,
@@ -60,6 +63,7 @@ impl RecordKind {
         RecordKind::RoundMissed,
         RecordKind::CpuRound,
         RecordKind::GpuState,
+        RecordKind::Lease,
     ];
 
     /// The kind from its byte.
@@ -83,6 +87,7 @@ impl RecordKind {
             RecordKind::RoundMissed => "round-missed",
             RecordKind::CpuRound => "cpu-record",
             RecordKind::GpuState => "gpu-state",
+            RecordKind::Lease => "lease",
         }
     }
 
@@ -105,6 +110,7 @@ impl RecordKind {
                 | RecordKind::Score
                 | RecordKind::Price
                 | RecordKind::GpuState
+                | RecordKind::Lease
         )
     }
 }

@@ -86,6 +86,38 @@ impl Api {
     }
 }
 
+/// The validator's leases signed into its ledger, one record per GPU leased.
+struct LedgerLeases(Arc<crate::store::RecordStore>);
+
+impl crate::market::LeaseSink for LedgerLeases {
+    fn leased(
+        &self,
+        class: &pog_market::GpuClass,
+        leases: &[pog_market::lease::Lease],
+    ) -> Result<(), String> {
+        for l in leases {
+            let key = |hex: &str| {
+                pog_signed::PublicKey::try_from(hex.to_string()).map_err(|e| e.to_string())
+            };
+            let record = pog_records::LeaseRecord {
+                version: pog_records::lease::LEASE_VERSION,
+                lease_id: l.id.clone(),
+                gpu_uuid: l.gpu.clone(),
+                class: class.to_string(),
+                renter: key(&l.renter)?,
+                provider: key(&l.provider)?,
+                start_ms: l.start_ms,
+                end_ms: l.end_ms,
+                hours: l.hours,
+                price_micro_usd: l.price_micro_usd,
+                recorded_at_ms: self.0.now_ms(),
+            };
+            self.0.log(&record).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
 /// What a validator runs with.
 pub struct Settings {
     /// Where its key (`validator.key`), registry, market and ledger live.
@@ -273,6 +305,7 @@ impl ValidatorApp {
             Some(deposits) => market.with_deposits(deposits),
             None => market,
         };
+        let market = market.with_lease_sink(Arc::new(LedgerLeases(records.clone())));
         let validator = Arc::new(Validator::over(records, settings.config.clone())?);
         Ok(ValidatorApp {
             validator,

@@ -439,6 +439,15 @@ pub struct Market {
     backing: BackingRules,
     /// The escrow's deposits that back bids; `None`: bids are not backed (no escrow given).
     deposits: Option<Arc<dyn pog_market::backing::Deposits + Send + Sync>>,
+    /// Where each clearing's leases go once it is stored (the validator's ledger).
+    lease_sink: Option<Arc<dyn LeaseSink + Send + Sync>>,
+}
+
+/// Where a clearing's leases go once the clearing is stored: the validator signs each into
+/// its ledger ([`crate::app`]).
+pub trait LeaseSink {
+    /// Takes the leases one clearing of `class` made.
+    fn leased(&self, class: &GpuClass, leases: &[pog_market::lease::Lease]) -> Result<(), String>;
 }
 
 struct Inner {
@@ -578,7 +587,14 @@ impl Market {
             standing: Arc::new(std::collections::BTreeMap::<pog_signed::GpuUuid, Standing>::new()),
             backing: BackingRules::default(),
             deposits: None,
+            lease_sink: None,
         })
+    }
+
+    /// The same market handing each clearing's leases to `sink` once it is stored.
+    pub fn with_lease_sink(mut self, sink: Arc<dyn LeaseSink + Send + Sync>) -> Market {
+        self.lease_sink = Some(sink);
+        self
     }
 
     /// The same market backing bids by `deposits` (the escrow's balances): a bid is taken
@@ -763,6 +779,14 @@ impl Market {
         inner.append("clear", &Event::Clear { envelope }, &self.validator)?;
         let book_ms = inner.book.now_ms();
         inner.taken.take(nonce.to_string(), message.at_ms, book_ms);
+        drop(inner);
+        // The clearing is stored (its leases with it, made again by a replay): the leases
+        // are then signed into the ledger; a failure there is logged, the clearing stands.
+        if let (Some(sink), false) = (&self.lease_sink, record.leases.is_empty()) {
+            if let Err(e) = sink.leased(&record.class, &record.leases) {
+                tracing::error!(clearing = record.number, error = %e, "logging the clearing's leases");
+            }
+        }
         Ok(record)
     }
 
