@@ -51,6 +51,17 @@ const RETARGET_S: f64 = 5.0;
 /// The fewest admitted readings the offset follows.
 const MIN_TRACKED: usize = 10;
 
+/// A level learned for one sensor of one GPU, as the history keeps it between runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Level {
+    /// The healthy history's reference it was learned against.
+    pub reference: f64,
+    /// The learned offset, °C.
+    pub offset: f64,
+    /// Seconds of readings it was learned from.
+    pub learned_s: f64,
+}
+
 /// One temperature sensor's learned offset against the healthy envelope.
 #[derive(Debug, Clone)]
 pub struct AmbientOffset {
@@ -87,6 +98,31 @@ impl AmbientOffset {
             lately: VecDeque::new(),
             learned_s: 0.0,
         }
+    }
+
+    /// A tracker that resumes a level learned before (`pog monitor run` kept it in its
+    /// history): no warm-up, the offset followed from `level` on. `None` when the level was
+    /// learned against another healthy history (its reference differs).
+    pub fn resumed(reference: f64, level: Level) -> Option<AmbientOffset> {
+        if (level.reference - reference).abs() > 1e-6
+            || !level.offset.is_finite()
+            || level.offset.abs() > ALLOWANCE_C + 1e-9
+        {
+            return None;
+        }
+        let mut tracker = AmbientOffset::new(reference);
+        tracker.offset = Some(level.offset);
+        tracker.learned_s = level.learned_s.max(0.0);
+        Some(tracker)
+    }
+
+    /// The level learned so far, to keep across runs; `None` during the warm-up.
+    pub fn level(&self) -> Option<Level> {
+        self.offset.map(|offset| Level {
+            reference: self.reference,
+            offset,
+            learned_s: self.learned_s,
+        })
     }
 
     /// The learned offset (°C above the envelope's GPU at the same power), once the warm-up
@@ -253,6 +289,26 @@ impl AmbientOffset {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_level_learned_before_is_taken_up_without_the_warm_up_only_against_its_reference() {
+        let mut first = AmbientOffset::new(1.5);
+        assert_eq!(first.level(), None, "nothing before the warm-up ends");
+        for i in 0..=60 {
+            first.observe(f64::from(i) * 0.5, 4.0, true);
+        }
+        let level = first.level().expect("learned");
+        assert_eq!((level.reference, level.offset), (1.5, 2.5));
+        let resumed = AmbientOffset::resumed(1.5, level).expect("the same history");
+        assert_eq!(resumed.offset(), Some(2.5));
+        assert_eq!(resumed.shift(), 2.5, "no allowance: the level is known");
+        assert!(resumed.describe().contains("+2.5 °C for this GPU"));
+        // Learned against another healthy history, or out of range: learned afresh.
+        assert!(AmbientOffset::resumed(0.5, level).is_none());
+        for offset in [f64::NAN, ALLOWANCE_C + 1.0] {
+            assert!(AmbientOffset::resumed(1.5, Level { offset, ..level }).is_none());
+        }
+    }
 
     #[test]
     fn the_warm_up_learns_the_gpus_own_level_within_the_allowance() {

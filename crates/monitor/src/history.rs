@@ -64,6 +64,11 @@ CREATE TABLE IF NOT EXISTS alerts (
     body TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS alerts_by_time ON alerts (gpu, t_unix);
+CREATE TABLE IF NOT EXISTS levels (
+    gpu TEXT NOT NULL, sensor INTEGER NOT NULL, reference REAL NOT NULL, offset REAL NOT NULL,
+    learned_s REAL NOT NULL, t_unix REAL NOT NULL,
+    PRIMARY KEY (gpu, sensor)
+);
 ";
 
 /// Counts of what is stored.
@@ -116,6 +121,79 @@ impl History {
             minutes: BTreeMap::new(),
             last_pruned: f64::NEG_INFINITY,
         })
+    }
+
+    /// Keeps the thermal levels a GPU has learned (GPU die, memory: [`crate::Monitor::levels`]),
+    /// so that the next run takes them up instead of learning them afresh.
+    pub fn save_levels(
+        &mut self,
+        gpu: &str,
+        levels: &[Option<crate::baseline::Level>; 2],
+        t_unix: f64,
+    ) -> Result<(), HistoryError> {
+        let fail = |source| HistoryError::Sqlite {
+            path: self.path.clone(),
+            source,
+        };
+        for (sensor, level) in levels.iter().enumerate() {
+            let Some(l) = level else {
+                continue;
+            };
+            self.db
+                .execute(
+                    "INSERT INTO levels VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                     ON CONFLICT (gpu, sensor) DO UPDATE SET reference = ?3, offset = ?4,
+                     learned_s = ?5, t_unix = ?6",
+                    params![
+                        gpu,
+                        sensor as i64,
+                        l.reference,
+                        l.offset,
+                        l.learned_s,
+                        t_unix
+                    ],
+                )
+                .map_err(fail)?;
+        }
+        Ok(())
+    }
+
+    /// The thermal levels kept for a GPU (GPU die, memory), as [`History::save_levels`] kept
+    /// them; none where nothing was kept.
+    pub fn levels(&self, gpu: &str) -> Result<[Option<crate::baseline::Level>; 2], HistoryError> {
+        let mut levels = [None, None];
+        let mut stmt = self
+            .db
+            .prepare("SELECT sensor, reference, offset, learned_s FROM levels WHERE gpu = ?1")
+            .map_err(|source| HistoryError::Sqlite {
+                path: self.path.clone(),
+                source,
+            })?;
+        let rows = stmt
+            .query_map(params![gpu], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    crate::baseline::Level {
+                        reference: r.get(1)?,
+                        offset: r.get(2)?,
+                        learned_s: r.get(3)?,
+                    },
+                ))
+            })
+            .map_err(|source| HistoryError::Sqlite {
+                path: self.path.clone(),
+                source,
+            })?;
+        for row in rows {
+            let (sensor, level) = row.map_err(|source| HistoryError::Sqlite {
+                path: self.path.clone(),
+                source,
+            })?;
+            if let Some(slot) = usize::try_from(sensor).ok().and_then(|s| levels.get_mut(s)) {
+                *slot = Some(level);
+            }
+        }
+        Ok(levels)
     }
 
     /// Opens an existing history to read it (the dashboard) while a monitor writes it: WAL
@@ -352,6 +430,40 @@ mod tests {
     }
 
     const T0: f64 = 1_796_000_040.0; // a Unix time on a minute boundary
+
+    #[test]
+    fn a_gpus_levels_are_kept_replaced_and_read_back_after_reopening() {
+        use crate::baseline::Level;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("monitor.sqlite");
+        let mut history = History::open(&path, Retention::default()).unwrap();
+        assert_eq!(history.levels("GPU-a").unwrap(), [None, None]);
+        let gpu = Level {
+            reference: 1.5,
+            offset: 2.5,
+            learned_s: 20.0,
+        };
+        history
+            .save_levels("GPU-a", &[Some(gpu), None], T0)
+            .unwrap();
+        let later = Level {
+            offset: 2.75,
+            learned_s: 320.0,
+            ..gpu
+        };
+        let mem = Level {
+            reference: -0.5,
+            offset: -1.0,
+            learned_s: 30.0,
+        };
+        history
+            .save_levels("GPU-a", &[Some(later), Some(mem)], T0 + 5.0)
+            .unwrap();
+        drop(history);
+        let history = History::open(&path, Retention::default()).unwrap();
+        assert_eq!(history.levels("GPU-a").unwrap(), [Some(later), Some(mem)]);
+        assert_eq!(history.levels("GPU-b").unwrap(), [None, None]);
+    }
 
     #[test]
     fn samples_minutes_and_alerts_are_stored_in_batches_and_survive_reopening() {

@@ -333,6 +333,16 @@ impl LiveMonitor {
             .iter()
             .map(|_| Monitor::new(self.settings.config.clone(), self.settings.model.clone()))
             .collect();
+        // Each GPU's thermal levels as an earlier run learned them: taken up, not learned
+        // afresh (a GPU that starts too hot is not taken at that level).
+        if let Some(h) = history.as_ref() {
+            for (monitor, identity) in monitors.iter_mut().zip(&identities) {
+                match h.levels(&identity.uuid) {
+                    Ok(levels) => monitor.resume_levels(levels),
+                    Err(e) => tracing::warn!("{e}: GPU {} learns its level afresh", identity.uuid),
+                }
+            }
+        }
         let started = Instant::now();
         let unix_start = unix_now();
         {
@@ -446,6 +456,11 @@ impl LiveMonitor {
             if last_flush.elapsed() >= self.settings.history_flush {
                 if let Some(h) = history.as_mut() {
                     last_flush = Instant::now();
+                    for (monitor, identity) in monitors.iter().zip(&identities) {
+                        if let Err(e) = h.save_levels(&identity.uuid, &monitor.levels(), clock()) {
+                            tracing::warn!("{e}: GPU {}'s level is not kept", identity.uuid);
+                        }
+                    }
                     match h.flush(clock()) {
                         Ok(()) => history_failure = None,
                         Err(e) => {

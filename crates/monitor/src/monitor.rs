@@ -2,7 +2,7 @@
 //! `pog monitor replay`.
 
 use crate::alert::{Alert, AlertKind, Finding, Gate, Severity, SignalChange};
-use crate::baseline::{AmbientOffset, SETTLE_S};
+use crate::baseline::{AmbientOffset, Level, SETTLE_S};
 use crate::config::Config;
 use crate::model::{Envelope, LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES};
 use crate::sample::{reasons, Sample, Signal};
@@ -107,6 +107,8 @@ pub struct Monitor {
     began: HashMap<String, f64>,
     /// This GPU's own thermal level (GPU, memory) against the healthy envelope.
     ambient: [Option<AmbientOffset>; 2],
+    /// Levels learned in an earlier run (the history's), taken up when each tracker starts.
+    resume: [Option<Level>; 2],
     /// Per temperature (GPU, memory): its current spell of thermal warnings.
     thermal_spells: [ThermalSpell; 2],
     /// The time of the last sample and the latest intervals between samples, for gaps.
@@ -171,10 +173,23 @@ impl Monitor {
             samples: 0,
             began: HashMap::new(),
             ambient: [None, None],
+            resume: [None, None],
             thermal_spells: [ThermalSpell::default(), ThermalSpell::default()],
             last_t: None,
             intervals: VecDeque::new(),
         }
+    }
+
+    /// The thermal levels this GPU has learned (GPU die, memory), to keep across runs.
+    pub fn levels(&self) -> [Option<Level>; 2] {
+        [0, 1].map(|i| self.ambient[i].as_ref().and_then(AmbientOffset::level))
+    }
+
+    /// Takes up levels learned in an earlier run (GPU die, memory): each sensor's tracker
+    /// starts from its level, without the warm-up, where the healthy history is the one it
+    /// was learned against.
+    pub fn resume_levels(&mut self, levels: [Option<Level>; 2]) {
+        self.resume = levels;
     }
 
     /// The isolation-forest score of the last sample, if the model has a forest.
@@ -376,8 +391,12 @@ impl Monitor {
             // The envelope shifted by this GPU's own level, learned as it runs.
             let expected = match (envelope, recent_power) {
                 (Some(envelope), Some(p)) => {
-                    let level = self.ambient[i]
-                        .get_or_insert_with(|| AmbientOffset::new(envelope.reference()));
+                    let resume = self.resume[i].take();
+                    let level = self.ambient[i].get_or_insert_with(|| {
+                        resume
+                            .and_then(|l| AmbientOffset::resumed(envelope.reference(), l))
+                            .unwrap_or_else(|| AmbientOffset::new(envelope.reference()))
+                    });
                     let residual = temp - envelope.typical_at(p);
                     let expected = Expected {
                         shift: level.shift(),

@@ -700,3 +700,31 @@ fn a_cooling_failure_is_not_blamed_on_the_power_sensor_where_the_counter_agrees(
         );
     }
 }
+
+/// A GPU's level kept from an earlier run (the history's) is taken up: the same GPU starting
+/// 6 °C hotter at the same loads is then judged against what it was, where a monitor that
+/// learns afresh takes the new heat as its level and says nothing.
+#[test]
+fn a_level_kept_from_an_earlier_run_judges_a_gpu_that_starts_hotter() {
+    use pog_monitor::Monitor;
+    let mut earlier = Monitor::new(Config::default(), Some(model()));
+    for s in &healthy() {
+        earlier.push(s);
+    }
+    let levels = earlier.levels();
+    assert!(levels[0].is_some(), "the die's level was learned");
+    let hotter = in_a_room(6.0);
+    let fresh = run(&hotter);
+    assert!(fresh.is_empty(), "{}", show(&fresh));
+    let mut resumed = Monitor::new(Config::default(), Some(model()));
+    resumed.resume_levels(levels);
+    let alerts: Vec<Alert> = hotter.iter().flat_map(|s| resumed.push(s)).collect();
+    assert!(
+        alerts
+            .iter()
+            .any(|a| a.t < 60.0
+                && matches!(a.kind, AlertKind::ThermalRunaway | AlertKind::AmbientShift)),
+        "{}",
+        show(&alerts)
+    );
+}
