@@ -20,6 +20,7 @@ use pog_ledger::store::Ledger;
 use pog_records::{GpuState, StoredBody};
 use pog_signed::{EvmAddress, GpuUuid, RecordKind};
 use serde::Serialize;
+use std::sync::Arc;
 
 use crate::contract::IGpuScores::{self, IGpuScoresInstance};
 use crate::contract::IGpuToken::{self, IGpuTokenInstance};
@@ -302,11 +303,25 @@ pub struct Publication {
     pub transactions: Vec<Sent>,
 }
 
-/// Proves to `scores` every GPU's latest `gpu-state` entry in `ledger`'s tree of `size`
+/// Where [`publish_states`] reads the ledger: the validator's own (open for writing, without
+/// a second scan of the log), or one opened by a command.
+pub trait LedgerSource: Send + Sync {
+    /// The ledger.
+    fn ledger(&self) -> &Ledger;
+}
+
+impl LedgerSource for Ledger {
+    fn ledger(&self) -> &Ledger {
+        self
+    }
+}
+
+/// Proves to `scores` every GPU's latest `gpu-state` entry in the ledger's tree of `size`
 /// entries (a size anchored in the scores contract's registry) that the chain does not hold
-/// yet, `batch` states a transaction.
+/// yet, `batch` states a transaction. The ledger is read on blocking threads (its files), the
+/// chain between.
 pub async fn publish_states(
-    ledger: &Ledger,
+    ledger: Arc<dyn LedgerSource>,
     size: u64,
     scores: &Scores,
     batch: usize,
@@ -320,12 +335,26 @@ pub async fn publish_states(
         submitted: 0,
         transactions: Vec::new(),
     };
-    let mut pending = Vec::new();
-    for uuid in ledger.gpus() {
-        let Some((index, entry)) = ledger
-            .gpu_latest_below(&uuid, RecordKind::GpuState, size, STATE_SEARCH_STEPS)
-            .map_err(ledger_error)?
-        else {
+    // Each GPU's latest state below the size, from the ledger.
+    let reader = ledger.clone();
+    let latest = blocking(move || {
+        let ledger = reader.ledger();
+        ledger
+            .gpus()
+            .into_iter()
+            .map(|uuid| {
+                let found = ledger
+                    .gpu_latest_below(&uuid, RecordKind::GpuState, size, STATE_SEARCH_STEPS)
+                    .map_err(ledger_error)?;
+                Ok((uuid, found))
+            })
+            .collect::<Result<Vec<_>, AnchorError>>()
+    })
+    .await?;
+    // Those the chain does not hold yet.
+    let mut wanted = Vec::new();
+    for (uuid, found) in latest {
+        let Some((index, entry)) = found else {
             done.without_state += 1;
             continue;
         };
@@ -335,13 +364,28 @@ pub async fn publish_states(
                 continue;
             }
         }
-        let proof = ledger
-            .log()
-            .inclusion_proof(index, size)
-            .map_err(ledger_error)?;
-        match ProvenEntry::new(index, entry, proof) {
+        wanted.push((uuid, index, entry));
+    }
+    // Their inclusion proofs, from the ledger.
+    let proven = blocking(move || {
+        wanted
+            .into_iter()
+            .map(|(uuid, index, entry)| {
+                let proof = ledger
+                    .ledger()
+                    .log()
+                    .inclusion_proof(index, size)
+                    .map_err(ledger_error)?;
+                Ok(ProvenEntry::new(index, entry, proof).map_err(|e| (uuid, e.to_string())))
+            })
+            .collect::<Result<Vec<_>, AnchorError>>()
+    })
+    .await?;
+    let mut pending = Vec::new();
+    for p in proven {
+        match p {
             Ok(p) => pending.push(p),
-            Err(e) => done.unprovable.push((uuid, e.to_string())),
+            Err(unprovable) => done.unprovable.push(unprovable),
         }
     }
     for chunk in pending.chunks(batch.max(1)) {
@@ -349,6 +393,15 @@ pub async fn publish_states(
         done.submitted += chunk.len();
     }
     Ok(done)
+}
+
+/// Runs `read` (the ledger's files) on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    read: impl FnOnce() -> Result<T, AnchorError> + Send + 'static,
+) -> Result<T, AnchorError> {
+    tokio::task::spawn_blocking(read)
+        .await
+        .map_err(|e| AnchorError::Ledger(format!("reading the ledger: {e}")))?
 }
 
 /// Parses a token id: decimal, or `0x` and hex.

@@ -16,15 +16,9 @@ use std::time::Duration;
 
 use pog_ledger::checkpoint::{CheckpointError, SignedCheckpoint};
 
+pub use crate::scores::LedgerSource;
 use crate::scores::{publish_states, Scores};
 use crate::{AnchorError, Anchored, Registry};
-
-/// Where the schedule reads the ledger it publishes GPU states from: the validator's own
-/// (open for writing), without a second scan of the log.
-pub trait LedgerSource: Send + Sync {
-    /// The ledger.
-    fn ledger(&self) -> &pog_ledger::store::Ledger;
-}
 
 /// What the schedule publishes after each anchoring: every GPU's newest `gpu-state` within the
 /// checkpoint just anchored that the scores contract does not hold yet, `batch` a transaction.
@@ -313,7 +307,7 @@ impl AnchorSchedule {
             return;
         };
         let scores = p.scores.address();
-        match publish_states(p.ledger.ledger(), size, &p.scores, p.batch).await {
+        match publish_states(p.ledger.clone(), size, &p.scores, p.batch).await {
             Ok(done) => {
                 let gas: u64 = done.transactions.iter().map(|t| t.gas_used).sum();
                 tracing::info!(

@@ -245,7 +245,7 @@ async fn the_contracts_hashes_proofs_and_encodings_are_the_rust_ones() {
 async fn states_are_proven_from_the_anchored_log_and_only_newer_ones_replace_them() {
     let chain = chain().await;
     let dir = tempfile::tempdir().unwrap();
-    let ledger = Ledger::open(dir.path()).unwrap();
+    let ledger = std::sync::Arc::new(Ledger::open(dir.path()).unwrap());
     let log = Identity::from_seed([3; 32]);
     let gpus = ["GPU-a", "GPU-b", "GPU-c"];
     for (n, uuid) in gpus.iter().enumerate() {
@@ -267,7 +267,7 @@ async fn states_are_proven_from_the_anchored_log_and_only_newer_ones_replace_the
 
     // Nothing anchored at this size yet: the contract refuses it, named.
     let size = ledger.log().size();
-    let e = publish_states(&ledger, size, &chain.scores, 10)
+    let e = publish_states(ledger.clone(), size, &chain.scores, 10)
         .await
         .unwrap_err();
     assert_eq!(
@@ -279,7 +279,7 @@ async fn states_are_proven_from_the_anchored_log_and_only_newer_ones_replace_the
     );
 
     let size = anchor(&chain, &ledger).await;
-    let first = publish_states(&ledger, size, &chain.scores, 2)
+    let first = publish_states(ledger.clone(), size, &chain.scores, 2)
         .await
         .unwrap();
     assert_eq!((first.submitted, first.without_state), (3, 1));
@@ -295,7 +295,7 @@ async fn states_are_proven_from_the_anchored_log_and_only_newer_ones_replace_the
     }
     assert_eq!(chain.scores.state_of("GPU-none").await.unwrap(), None);
     // Published again: nothing to send.
-    let again = publish_states(&ledger, size, &chain.scores, 2)
+    let again = publish_states(ledger.clone(), size, &chain.scores, 2)
         .await
         .unwrap();
     assert_eq!((again.submitted, again.up_to_date), (0, 3));
@@ -306,7 +306,7 @@ async fn states_are_proven_from_the_anchored_log_and_only_newer_ones_replace_the
         .append(vec![entry(&log, &state("GPU-b", 0.9, owner(2), 2_000))])
         .unwrap();
     let newer_size = anchor(&chain, &ledger).await;
-    let second = publish_states(&ledger, newer_size, &chain.scores, 50)
+    let second = publish_states(ledger.clone(), newer_size, &chain.scores, 50)
         .await
         .unwrap();
     assert_eq!((second.submitted, second.up_to_date), (1, 2));
@@ -443,7 +443,7 @@ async fn a_token_is_minted_only_to_the_owner_a_proven_state_names() {
     assert_eq!(tokens.scores().await.unwrap(), chain.scores.address());
 
     let dir = tempfile::tempdir().unwrap();
-    let ledger = Ledger::open(dir.path()).unwrap();
+    let ledger = std::sync::Arc::new(Ledger::open(dir.path()).unwrap());
     let log = Identity::from_seed([4; 32]);
     let mut unproven = state("GPU-unproven", 0.0, owner(7), 10);
     unproven.proves_model = false;
@@ -458,7 +458,7 @@ async fn a_token_is_minted_only_to_the_owner_a_proven_state_names() {
         ])
         .unwrap();
     let size = anchor(&chain, &ledger).await;
-    publish_states(&ledger, size, &chain.scores, 10)
+    publish_states(ledger.clone(), size, &chain.scores, 10)
         .await
         .unwrap();
 
@@ -557,7 +557,7 @@ fn decode_base64(text: &str) -> Vec<u8> {
 async fn the_gas_of_a_state_is_measured() {
     let chain = chain().await;
     let dir = tempfile::tempdir().unwrap();
-    let ledger = Ledger::open(dir.path()).unwrap();
+    let ledger = std::sync::Arc::new(Ledger::open(dir.path()).unwrap());
     let log = Identity::from_seed([5; 32]);
     let uuids: Vec<String> = (0..61)
         .map(|i| format!("GPU-{i:08x}-0000-0000-0000-000000000000"))

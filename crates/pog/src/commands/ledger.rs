@@ -143,7 +143,7 @@ pub fn ledger_run(global: &Global, args: &LedgerArgs) -> Result<Outcome> {
         LedgerAction::DeployToken(d) => scores::deploy_token_command(global, d),
         LedgerAction::PublishScores(p) => scores::publish_command(
             global,
-            &read_ledger(global, args)?,
+            read_ledger(global, args)?,
             &ledger_dir(global, args)?,
             p,
         ),

@@ -133,7 +133,7 @@ fn refused(e: &AnchorError) -> bool {
 /// to the scores contract.
 pub fn publish_command(
     global: &Global,
-    ledger: &Ledger,
+    ledger: Ledger,
     ledger_dir: &Path,
     args: &PublishScoresArgs,
 ) -> Result<Outcome> {
@@ -156,7 +156,7 @@ pub fn publish_command(
         );
     }
     let result = rt.block_on(publish_states(
-        ledger,
+        std::sync::Arc::new(ledger),
         checkpoint.size,
         &scores,
         args.batch as usize,
