@@ -2,12 +2,14 @@
 //! challenges for the GPUs it serves with the host's prover engines ([`agent`]), watches their
 //! health and summarizes a window of it when asked ([`watch`]), times its own proofs for its
 //! metrics ([`own_timing`]), and makes and sends its signed
-//! inspection and benchmark reports ([`reports`]). HTTP with axum on `pog_net`'s hardened
+//! inspection and benchmark reports ([`reports`]), and delivers its GPUs' leases through the
+//! operator's hook ([`leases`]). HTTP with axum on `pog_net`'s hardened
 //! server; every body is a signed `pog_proof::wire` message.
 
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod leases;
 #[cfg(feature = "test-doubles")]
 pub mod misbehaviour;
 pub mod own_timing;

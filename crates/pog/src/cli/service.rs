@@ -42,6 +42,11 @@ pub struct AgentArgs {
     /// (docs/ledger.md, "Scores on chain"). Without it no token can be minted for these GPUs.
     #[arg(long, value_name = "ADDRESS")]
     pub token_owner: Option<pog_signed::EvmAddress>,
+    /// Deliver this host's GPU leases through this program: `PROGRAM grant` when a lease
+    /// starts and `PROGRAM revoke` when it ends, the lease as JSON on its stdin; 30 s each, its
+    /// exit status decides (docs/market.md, "Leases"). Without it leases are not delivered.
+    #[arg(long, value_name = "PROGRAM")]
+    pub lease_hook: Option<std::path::PathBuf>,
 }
 
 /// What `pog validator` serves and how it challenges.

@@ -163,6 +163,24 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
                 return Ok(Outcome(Verdict::Pass));
             }
         }
+        // The GPUs' leases delivered through the operator's hook, on their own task.
+        if let Some(hook) = &args.lease_hook {
+            say(format_args!(
+                "{mark}delivering leases through {} (grant at a lease's start, revoke at its end)",
+                hook.display()
+            ));
+            tokio::spawn(deliver_leases(
+                validator.to_string(),
+                register_key.public_key(),
+                gpus.iter().map(|g| g.uuid.to_string()).collect(),
+                pog_agent::leases::Hook {
+                    path: hook.clone(),
+                    timeout: pog_agent::leases::HOOK_TIMEOUT,
+                },
+                data_dir(global)?.join("leases.json"),
+                mark,
+            ));
+        }
         // Registered again every few minutes: a validator that released the GPUs (after an
         // outage, or a squatter's claim that has since been released) gets them back, and a
         // refusal is logged instead of ending the agent.
@@ -409,6 +427,94 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     });
     rt.block_on(app.run(listener, signalled, anchors))?;
     Ok(Outcome(Verdict::Pass))
+}
+
+/// How often the agent reads its GPUs' leases from the validator.
+const LEASES_EVERY: Duration = Duration::from_secs(30);
+
+/// Follows the leases of `gpus` held by `agent` at the validator, and runs `hook` to grant
+/// each when it starts and revoke it when it ends, keeping what was done in `state` (a
+/// restarted agent neither grants twice nor forgets to revoke). A validator that does not
+/// answer is retried at the next look; a hook that fails, hangs or prints garbage marks its
+/// lease failed (logged, kept, not retried).
+async fn deliver_leases(
+    validator: String,
+    agent: pog_signed::PublicKey,
+    gpus: std::collections::BTreeSet<String>,
+    hook: pog_agent::leases::Hook,
+    state: std::path::PathBuf,
+    mark: &'static str,
+) {
+    use pog_agent::leases::Deliveries;
+    let mut deliveries = match Deliveries::load(&state) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!("{mark}{e}: leases are not delivered until it is fixed");
+            return;
+        }
+    };
+    let client = match pog_validator::client::MarketClient::new(&validator) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("{mark}the validator's client: {e}: leases are not delivered");
+            return;
+        }
+    };
+    let filter = pog_validator::market::LeaseFilter {
+        party: Some(agent.to_string()),
+        limit: Some(1000),
+        ..Default::default()
+    };
+    loop {
+        match client.leases(&filter).await {
+            Ok(page) => {
+                let listed: Vec<pog_agent::leases::Listed> = page
+                    .leases
+                    .iter()
+                    .rev()
+                    .map(|v| pog_agent::leases::Listed {
+                        id: v.lease.id.clone(),
+                        gpu: v.lease.gpu.to_string(),
+                        provider: v.lease.provider.clone(),
+                        state: v.state.clone(),
+                        json: serde_json::to_vec(v).unwrap_or_default(),
+                    })
+                    .collect();
+                let (hook, gpus, provider) = (hook.clone(), gpus.clone(), agent.to_string());
+                let mut round = std::mem::take(&mut deliveries);
+                let done = tokio::task::spawn_blocking(move || {
+                    let ran = pog_agent::leases::deliver(
+                        &listed,
+                        &provider,
+                        &gpus,
+                        &hook,
+                        &mut round,
+                        page.now_ms,
+                    );
+                    (ran, round)
+                })
+                .await;
+                let Ok((ran, round)) = done else {
+                    tracing::error!("{mark}delivering the leases failed (a bug)");
+                    return;
+                };
+                deliveries = round;
+                for (id, action, result) in &ran {
+                    match result {
+                        Ok(_) => tracing::info!(lease = %id, "{mark}lease {id}: {}", action.name()),
+                        Err(e) => tracing::warn!(lease = %id, "{mark}lease {id} failed: {e}"),
+                    }
+                }
+                if !ran.is_empty() {
+                    if let Err(e) = deliveries.save(&state) {
+                        tracing::error!("{mark}{e}");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("{mark}reading the leases from {validator}: {e}"),
+        }
+        tokio::time::sleep(LEASES_EVERY).await;
+    }
 }
 
 /// How long reading a bid's deposit from the escrow may take before the bid is refused (503,
