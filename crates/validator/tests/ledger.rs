@@ -854,12 +854,21 @@ async fn ticks(
 }
 
 /// A witness that fails (503) is left alone for the back-off after its failure: ticks in a
-/// tight loop ask it once, not at every tick (without the back-off: 20 requests).
+/// tight loop ask it once, not at every tick (without the back-off: 20 requests). The
+/// back-off is a minute here, so that twenty ticks on a loaded machine stay within it (the
+/// default 10 s was passed once by CI's load).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_witness_is_backed_off_not_asked_at_every_tick() {
     let dir = tempfile::tempdir().unwrap();
     let identity = Identity::from_seed(VALIDATOR_SEED);
-    let ledger = Arc::new(ValidatorLedger::open(dir.path(), &identity, None).unwrap());
+    let ledger = Arc::new(
+        ValidatorLedger::open(dir.path(), &identity, None)
+            .unwrap()
+            .with_witness_budget(WitnessBudget {
+                backoff: std::time::Duration::from_secs(60),
+                ..WitnessBudget::default()
+            }),
+    );
     let h = Harness::new().with_ledger_of(ledger.clone()).serve().await;
     assert_eq!(h.agent(8, vec![claim(GPU)]).await.status(), 200);
     let (failing, asked) = failing_witness(false).await;
