@@ -305,7 +305,9 @@ impl ValidatorApp {
             Some(deposits) => market.with_deposits(deposits),
             None => market,
         };
-        let market = market.with_lease_sink(Arc::new(LedgerLeases(records.clone())));
+        let market = market
+            .with_lease_sink(Arc::new(LedgerLeases(records.clone())))
+            .with_signer(Identity::from_seed(clearer.seed()));
         let validator = Arc::new(Validator::over(records, settings.config.clone())?);
         Ok(ValidatorApp {
             validator,

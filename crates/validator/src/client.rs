@@ -284,10 +284,13 @@ impl MarketClient {
         self.get(&path).await
     }
 
-    /// The leases `filter` selects (`GET /v1/market/leases`), the newest first.
+    /// The leases `filter` selects (`GET /v1/market/leases`), the newest first, as a page
+    /// signed by one of `trusted` (the validator keys the caller trusts): an answer signed by
+    /// another key, or not signed, is refused.
     pub async fn leases(
         &self,
         filter: &crate::market::LeaseFilter,
+        trusted: &[pog_signed::PublicKey],
     ) -> Result<crate::market::LeasePage, ClientError> {
         let mut query = vec![format!("limit={}", filter.limit.unwrap_or(100))];
         for (name, value) in [
@@ -299,8 +302,20 @@ impl MarketClient {
                 query.push(format!("{name}={}", path_segment(v)));
             }
         }
-        self.get(&format!("/v1/market/leases?{}", query.join("&")))
-            .await
+        let envelope: Envelope = self
+            .get(&format!("/v1/market/leases?{}", query.join("&")))
+            .await?;
+        let bytes =
+            serde_json::to_vec(&envelope).map_err(|e| ClientError::BadAnswer(e.to_string()))?;
+        let (page, signer): (crate::market::LeasePage, pog_signed::PublicKey) =
+            pog_signed::decode(&bytes, crate::market::LEASES_KIND)
+                .map_err(|e| ClientError::BadAnswer(format!("the lease page: {e}")))?;
+        if !trusted.contains(&signer) {
+            return Err(ClientError::BadAnswer(format!(
+                "the lease page is signed by {signer}, not by a trusted validator key"
+            )));
+        }
+        Ok(page)
     }
 }
 

@@ -230,6 +230,12 @@ pub struct LeasePage {
     pub leases: Vec<LeaseView>,
 }
 
+/// The kind a lease page is signed under: the validator's answer to `GET /v1/market/leases`,
+/// an envelope whose body is a [`LeasePage`], so that an agent delivering leases (granting a
+/// renter access to its GPU) acts only on what its trusted validator's key signed, not on
+/// whatever answered at the validator's URL.
+pub const LEASES_KIND: &str = "market-leases";
+
 /// Which leases `GET /v1/market/leases` lists.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseFilter {
@@ -441,6 +447,8 @@ pub struct Market {
     deposits: Option<Arc<dyn pog_market::backing::Deposits + Send + Sync>>,
     /// Where each clearing's leases go once it is stored (the validator's ledger).
     lease_sink: Option<Arc<dyn LeaseSink + Send + Sync>>,
+    /// The validator's identity, which signs the lease pages; `None`: none are served.
+    signer: Option<Identity>,
 }
 
 /// Where a clearing's leases go once the clearing is stored: the validator signs each into
@@ -588,7 +596,23 @@ impl Market {
             backing: BackingRules::default(),
             deposits: None,
             lease_sink: None,
+            signer: None,
         })
+    }
+
+    /// The same market signing its lease pages with `identity` (the validator's: its public
+    /// key must be the market's).
+    pub fn with_signer(mut self, identity: Identity) -> Market {
+        debug_assert!(identity.public_key() == self.validator);
+        self.signer = Some(identity);
+        self
+    }
+
+    /// [`Market::leases`], signed by the validator ([`LEASES_KIND`]); `None` when the market
+    /// has no signer.
+    pub fn signed_leases(&self, filter: &LeaseFilter) -> Option<Result<Envelope, WireError>> {
+        let signer = self.signer.as_ref()?;
+        Some(signer.seal(LEASES_KIND, &self.leases(filter)))
     }
 
     /// The same market handing each clearing's leases to `sink` once it is stored.
@@ -1382,8 +1406,21 @@ async fn history_route(State(m): State<Arc<Market>>, Query(q): Query<HistoryQuer
     Json(m.history(q.after, q.limit.unwrap_or(100))).into_response()
 }
 
-async fn leases_route(State(m): State<Arc<Market>>, Query(q): Query<LeaseFilter>) -> Response {
-    Json(m.leases(&q)).into_response()
+async fn leases_route(
+    State(m): State<Arc<Market>>,
+    Query(q): Query<LeaseFilter>,
+) -> Result<Response, ApiError> {
+    match m.signed_leases(&q) {
+        Some(Ok(envelope)) => Ok(Json(envelope).into_response()),
+        Some(Err(e)) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            e.to_string(),
+        )),
+        None => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this market signs no lease pages",
+        )),
+    }
 }
 
 #[cfg(test)]

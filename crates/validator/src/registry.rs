@@ -844,6 +844,49 @@ mod tests {
         }
     }
 
+    /// The host's claim (its cores and the address it names for its GPUs' tokens) is kept
+    /// with its agent, read back with each GPU, and replaced by the next registration, on
+    /// SQLite and on PostgreSQL alike.
+    #[test]
+    fn the_host_claim_and_its_token_owner_are_kept_and_replaced() {
+        for place in Place::all() {
+            let mut r = place.open();
+            let owner: pog_signed::EvmAddress = "0x4242424242424242424242424242424242424242"
+                .parse()
+                .unwrap();
+            let host = |token_owner| {
+                Some(HostClaim {
+                    cores: 16,
+                    token_owner,
+                })
+            };
+            r.register(
+                &key(0xa1),
+                ("http://a", host(Some(owner))),
+                &[gpu("GPU-1")],
+                0,
+                64,
+            )
+            .unwrap();
+            let g = r.gpu("GPU-1").unwrap().unwrap();
+            assert_eq!(
+                (g.host_cores, g.token_owner),
+                (Some(16), Some(owner)),
+                "{}",
+                place.name()
+            );
+            assert_eq!(r.gpus("", 10).unwrap()[0].token_owner, Some(owner));
+            r.register(&key(0xa1), ("http://a", host(None)), &[gpu("GPU-1")], 0, 64)
+                .unwrap();
+            assert_eq!(
+                r.gpu("GPU-1").unwrap().unwrap().token_owner,
+                None,
+                "{}",
+                place.name()
+            );
+        }
+    }
+
     #[test]
     fn a_uuid_belongs_to_one_agent() {
         for place in Place::all() {

@@ -1623,3 +1623,23 @@ async fn a_bid_is_taken_only_while_its_owners_deposit_covers_its_open_bids() {
         .await
         .unwrap();
 }
+
+/// The lease pages are signed by the validator: a client (the agent delivering leases) takes
+/// one only from a key it trusts; the same page from any other key is refused, and a market
+/// without the validator's identity serves none (503) rather than an unsigned list.
+#[tokio::test]
+async fn lease_pages_are_taken_only_from_a_trusted_validator_key() {
+    let h = Harness::new().with_market().serve().await;
+    let client = MarketClient::new(&h.url).unwrap();
+    let filter = pog_validator::market::LeaseFilter::default();
+    let page = client.leases(&filter, &[validator_key()]).await.unwrap();
+    assert!(page.leases.is_empty() && page.now_ms > 0);
+    let stranger = Identity::from_seed([0x66; 32]).public_key();
+    let e = client.leases(&filter, &[stranger]).await.unwrap_err();
+    assert!(
+        e.to_string().contains("not by a trusted validator key"),
+        "{e}"
+    );
+    let unsigned = pog_validator::market::Market::open(None, &validator_key()).unwrap();
+    assert!(unsigned.signed_leases(&filter).is_none());
+}

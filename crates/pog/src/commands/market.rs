@@ -564,7 +564,8 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
                 id: None,
                 limit: Some(*limit),
             };
-            let page = rt.block_on(client.leases(&filter))?;
+            let trusted = [rt.block_on(client.info())?.validator];
+            let page = rt.block_on(client.leases(&filter, &trusted))?;
             (
                 format!("{} lease(s)", page.leases.len()),
                 serde_json::to_value(&page)?,
@@ -577,7 +578,8 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
                 limit: Some(1),
                 ..Default::default()
             };
-            let page = rt.block_on(client.leases(&filter))?;
+            let trusted = [rt.block_on(client.info())?.validator];
+            let page = rt.block_on(client.leases(&filter, &trusted))?;
             let Some(lease) = page.leases.first() else {
                 bail!("the validator has no lease {id:?}");
             };

@@ -172,6 +172,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
             tokio::spawn(deliver_leases(
                 validator.to_string(),
                 register_key.public_key(),
+                args.trust.clone(),
                 gpus.iter().map(|g| g.uuid.to_string()).collect(),
                 pog_agent::leases::Hook {
                     path: hook.clone(),
@@ -434,12 +435,15 @@ const LEASES_EVERY: Duration = Duration::from_secs(30);
 
 /// Follows the leases of `gpus` held by `agent` at the validator, and runs `hook` to grant
 /// each when it starts and revoke it when it ends, keeping what was done in `state` (a
-/// restarted agent neither grants twice nor forgets to revoke). A validator that does not
-/// answer is retried at the next look; a hook that fails, hangs or prints garbage marks its
-/// lease failed (logged, kept, not retried).
+/// restarted agent neither grants twice nor forgets to revoke). Only a lease page signed by a
+/// `trusted` validator key is acted on, and each lease's state is judged by this host's clock
+/// from its signed times (a page replayed later grants nothing that ended). A validator that
+/// does not answer is retried at the next look; a hook that fails, hangs or prints garbage
+/// marks its lease failed (logged, kept, not retried).
 async fn deliver_leases(
     validator: String,
     agent: pog_signed::PublicKey,
+    trusted: Vec<pog_signed::PublicKey>,
     gpus: std::collections::BTreeSet<String>,
     hook: pog_agent::leases::Hook,
     state: std::path::PathBuf,
@@ -466,7 +470,7 @@ async fn deliver_leases(
         ..Default::default()
     };
     loop {
-        match client.leases(&filter).await {
+        match client.leases(&filter, &trusted).await {
             Ok(page) => {
                 let listed: Vec<pog_agent::leases::Listed> = page
                     .leases
@@ -476,7 +480,7 @@ async fn deliver_leases(
                         id: v.lease.id.clone(),
                         gpu: v.lease.gpu.to_string(),
                         provider: v.lease.provider.clone(),
-                        state: v.state.clone(),
+                        state: v.lease.state_at(now_ms()).to_string(),
                         json: serde_json::to_vec(v).unwrap_or_default(),
                     })
                     .collect();
@@ -489,7 +493,7 @@ async fn deliver_leases(
                         &gpus,
                         &hook,
                         &mut round,
-                        page.now_ms,
+                        now_ms(),
                     );
                     (ran, round)
                 })

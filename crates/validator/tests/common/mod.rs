@@ -260,6 +260,7 @@ impl Harness {
             let path = path.or_else(|| in_dir("market.sqlite"));
             let mut market = Market::open(path.as_deref(), &identity.public_key())
                 .unwrap()
+                .with_signer(Identity::from_seed(identity.seed()))
                 .with_clock(self.clock.clone())
                 .with_standing(Arc::new(RegistryStanding::new(v.records().clone())));
             if let Some(limits) = self.market_limits {
