@@ -94,8 +94,12 @@ impl crate::market::LeaseSink for LedgerLeases {
         &self,
         class: &pog_market::GpuClass,
         leases: &[pog_market::lease::Lease],
+        maybe_taken: bool,
     ) -> Result<(), String> {
         for l in leases {
+            if maybe_taken && self.logged(l)? {
+                continue;
+            }
             let key = |hex: &str| {
                 pog_signed::PublicKey::try_from(hex.to_string()).map_err(|e| e.to_string())
             };
@@ -117,6 +121,33 @@ impl crate::market::LeaseSink for LedgerLeases {
         Ok(())
     }
 }
+
+impl LedgerLeases {
+    /// Whether the lease's record is in its GPU's recent history already (the last
+    /// [`LEASE_CHECK_STEPS`] entries of the GPU).
+    fn logged(&self, lease: &pog_market::lease::Lease) -> Result<bool, String> {
+        let Some(ledger) = self.0.ledger() else {
+            return Ok(false);
+        };
+        let logged = ledger
+            .ledger()
+            .gpu_recent(
+                lease.gpu.as_str(),
+                &[pog_signed::RecordKind::Lease],
+                usize::MAX,
+                LEASE_CHECK_STEPS,
+            )
+            .map_err(|e| e.to_string())?;
+        Ok(logged.iter().any(|(_, e)| {
+            serde_json::from_str::<pog_records::LeaseRecord>(&e.body)
+                .is_ok_and(|r| r.lease_id == lease.id)
+        }))
+    }
+}
+
+/// How far back in a GPU's history a lease record is looked for after a restart (the crash it
+/// follows came right after the clearing; the validator's rounds since add a few entries).
+const LEASE_CHECK_STEPS: usize = 4096;
 
 /// What a validator runs with.
 pub struct Settings {
@@ -308,6 +339,12 @@ impl ValidatorApp {
         let market = market
             .with_lease_sink(Arc::new(LedgerLeases(records.clone())))
             .with_signer(Identity::from_seed(clearer.seed()));
+        // Leases a crash or a failing ledger kept from the ledger, logged now.
+        match market.hand_pending_leases(true) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("logged the leases of {n} earlier clearing(s)"),
+            Err(e) => tracing::error!(error = %e, "logging earlier clearings' leases"),
+        }
         let validator = Arc::new(Validator::over(records, settings.config.clone())?);
         Ok(ValidatorApp {
             validator,

@@ -454,8 +454,14 @@ pub struct Market {
 /// Where a clearing's leases go once the clearing is stored: the validator signs each into
 /// its ledger ([`crate::app`]).
 pub trait LeaseSink {
-    /// Takes the leases one clearing of `class` made.
-    fn leased(&self, class: &GpuClass, leases: &[pog_market::lease::Lease]) -> Result<(), String>;
+    /// Takes the leases one clearing of `class` made; `maybe_taken`: some of them may have been
+    /// taken already (a crash came before they were marked), and are to be taken once.
+    fn leased(
+        &self,
+        class: &GpuClass,
+        leases: &[pog_market::lease::Lease],
+        maybe_taken: bool,
+    ) -> Result<(), String>;
 }
 
 struct Inner {
@@ -805,13 +811,57 @@ impl Market {
         inner.taken.take(nonce.to_string(), message.at_ms, book_ms);
         drop(inner);
         // The clearing is stored (its leases with it, made again by a replay): the leases
-        // are then signed into the ledger; a failure there is logged, the clearing stands.
-        if let (Some(sink), false) = (&self.lease_sink, record.leases.is_empty()) {
-            if let Err(e) = sink.leased(&record.class, &record.leases) {
-                tracing::error!(clearing = record.number, error = %e, "logging the clearing's leases");
-            }
+        // are then handed to the sink; a failure there is logged, the clearing stands, and
+        // the next start hands them again ([`Market::hand_pending_leases`]).
+        if let Err(e) = self.hand_pending_leases(false) {
+            tracing::error!(clearing = record.number, error = %e, "logging the clearing's leases");
         }
         Ok(record)
+    }
+
+    /// Hands the sink the leases of every clearing after the last one it took (a clearing
+    /// whose leases a crash or a failing ledger kept from the sink is handed again), and
+    /// marks them taken (`market_meta`: `leases_logged_through`). The number of clearings
+    /// handed; an error names the first the sink refused (it and those after are handed
+    /// again next time). After a restart (`after_restart`), the first clearing handed may have
+    /// been taken in part before a crash came between the sink and the mark: the sink is told
+    /// so, to skip what it took.
+    pub fn hand_pending_leases(&self, after_restart: bool) -> Result<usize, String> {
+        let Some(sink) = &self.lease_sink else {
+            return Ok(0);
+        };
+        let pending: Vec<ClearingRecord> = {
+            let inner = self.lock();
+            let through: Option<i64> = inner
+                .db
+                .query_row(
+                    "SELECT value FROM market_meta WHERE key = 'leases_logged_through'",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(|e| e.to_string())?;
+            let after = through.map_or(0, |t| usize::try_from(t).unwrap_or(0) + 1);
+            let history = inner.book.history();
+            history[after.min(history.len())..].to_vec()
+        };
+        let mut handed = 0;
+        for (i, record) in pending.iter().enumerate() {
+            if !record.leases.is_empty() {
+                sink.leased(&record.class, &record.leases, after_restart && i == 0)
+                    .map_err(|e| format!("clearing {}: {e}", record.number))?;
+                handed += 1;
+            }
+            // Taken: marked, so that a restart does not hand it again.
+            self.lock()
+                .db
+                .execute(
+                    "INSERT INTO market_meta (key, value) VALUES ('leases_logged_through', ?1) ON CONFLICT(key) DO UPDATE SET value = MAX(value, ?1)",
+                    params![record.number as i64],
+                )
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(handed)
     }
 
     /// Refuses a clearing request that is too old or ahead (by the clock, and by the book's
@@ -1493,6 +1543,75 @@ mod tests {
             Side::Ask => order.offering(gpus_of(owner, id, quantity)).unwrap(),
             Side::Bid => order,
         }
+    }
+
+    /// A sink that refuses its first `fail` calls and keeps what it took.
+    struct Sink {
+        fail: std::sync::atomic::AtomicUsize,
+        took: std::sync::Mutex<Vec<(String, bool)>>,
+    }
+
+    impl LeaseSink for Sink {
+        fn leased(
+            &self,
+            _: &GpuClass,
+            leases: &[pog_market::lease::Lease],
+            maybe_taken: bool,
+        ) -> Result<(), String> {
+            use std::sync::atomic::Ordering::SeqCst;
+            if self.fail.load(SeqCst) > 0 {
+                self.fail.fetch_sub(1, SeqCst);
+                return Err("the ledger is away".into());
+            }
+            let mut took = self.took.lock().unwrap();
+            took.extend(leases.iter().map(|l| (l.id.clone(), maybe_taken)));
+            Ok(())
+        }
+    }
+
+    /// A clearing's leases the sink could not take are handed again at the next start (told
+    /// they may be taken in part), once; a clearing taken is never handed again, also after
+    /// the store is reopened.
+    #[test]
+    fn leases_the_sink_missed_are_handed_again_at_the_next_start_once() {
+        let v = validator();
+        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("market.sqlite");
+        let sink = Arc::new(Sink {
+            fail: 1.into(),
+            took: Default::default(),
+        });
+        let m = open(Some(&path)).with_lease_sink(sink.clone());
+        m.submit(&submit(
+            &bob,
+            &v.public_key(),
+            order("a1", &bob, Side::Ask, 1, 2.0),
+        ))
+        .unwrap();
+        m.submit(&submit(
+            &alice,
+            &v.public_key(),
+            order("b1", &alice, Side::Bid, 1, 3.0),
+        ))
+        .unwrap();
+        let record = m
+            .clear(&clear_request(&v, now_ms(), Some(fresh_clear_nonce())))
+            .unwrap();
+        assert_eq!(record.leases.len(), 1, "the clearing stands");
+        assert!(sink.took.lock().unwrap().is_empty(), "the sink refused");
+        drop(m);
+        let m = open(Some(&path)).with_lease_sink(sink.clone());
+        assert_eq!(m.hand_pending_leases(true), Ok(1));
+        assert_eq!(
+            *sink.took.lock().unwrap(),
+            [(record.leases[0].id.clone(), true)]
+        );
+        assert_eq!(m.hand_pending_leases(false), Ok(0));
+        drop(m);
+        let m = open(Some(&path)).with_lease_sink(sink.clone());
+        assert_eq!(m.hand_pending_leases(true), Ok(0));
+        assert_eq!(sink.took.lock().unwrap().len(), 1);
     }
 
     #[test]
