@@ -130,9 +130,9 @@ pub struct Pricing {
     views: std::sync::Mutex<std::collections::HashMap<GpuUuid, Arc<str>>>,
     /// Assessments made so far (each reads and parses a GPU's latest records).
     assessments: std::sync::atomic::AtomicU64,
-    /// Each GPU's last `gpu-state` logged since the validator started (its time zeroed), so
-    /// that a state is logged when it changes even where the score does not (a new token
-    /// owner); after a restart each GPU's first assessment logs one again.
+    /// Each GPU's last `gpu-state` logged (its time zeroed), so that a state is logged when it
+    /// changes even where the score does not (a new token owner); after a restart a GPU's is
+    /// read back from the ledger at its first assessment ([`Pricing::logged_state`]).
     states: std::sync::Mutex<std::collections::HashMap<GpuUuid, GpuState>>,
 }
 
@@ -404,7 +404,11 @@ impl Pricing {
             recorded_at_ms: 0,
             ..state.clone()
         };
-        let state_changed = self.states.locked().get(&a.gpu_uuid) != Some(&untimed);
+        let last_state = match self.states.locked().get(&a.gpu_uuid).cloned() {
+            Some(last) => Some(last),
+            None => self.logged_state(&a.gpu_uuid)?,
+        };
+        let state_changed = last_state.as_ref() != Some(&untimed);
         if score_changed {
             self.log_score(a, point)?;
         }
@@ -432,6 +436,25 @@ impl Pricing {
                 .unwrap_or(pog_signed::EvmAddress::ZERO),
             recorded_at_ms: point.at_ms,
         })
+    }
+
+    /// The GPU's last `gpu-state` in the ledger (its time zeroed), looked for among its last
+    /// [`LEDGER_STEPS`] entries: what a restarted validator compares with before logging one
+    /// again, so that a restart logs (and the chain is sent) no state that did not change.
+    fn logged_state(&self, gpu: &GpuUuid) -> Result<Option<GpuState>, PricingError> {
+        let Some(ledger) = self.records.ledger() else {
+            return Ok(None);
+        };
+        let found = ledger
+            .ledger()
+            .gpu_latest_below(gpu.as_str(), RecordKind::GpuState, u64::MAX, LEDGER_STEPS)
+            .map_err(crate::ledger::LedgerError::from)?;
+        Ok(found
+            .and_then(|(_, entry)| GpuState::read(entry.kind.wire_kind(), &entry.body).ok())
+            .map(|s| GpuState {
+                recorded_at_ms: 0,
+                ..s
+            }))
     }
 
     /// Logs the GPU's `score` record, and its `price` when it is priced.
