@@ -10,6 +10,11 @@
 # QUICK=1 (with PROVE_ONLY=1), for a short lease: the proofs only, three runs a precision, the
 # GPU-against-CPU roots, the memory proof's tests, the verification cost and the proof of CPU
 # (about 2 minutes; no check, attacks, network round, fabric or device tests).
+# TRACE=1 records the whole call as a health trace (`pog monitor run --record`, 1 s, with the
+# committed healthy H200 trace as the baseline): the alerts a healthy card raises under every
+# load the run puts on it, /metrics (the GPM profiling fields among them) and the dashboard's
+# NVML limits scraped every 20 s, and nvidia-smi's temperature thresholds beside them; under
+# $OUT/trace/. RUNS=N proves each precision N times (default 5; 3 with QUICK=1).
 # MONITOR=1 adds the health monitor's cost beside nvidia-smi and pynvml (5.5 min; the scripts
 # monitor-overhead-h200.sh and pynvml_sampler.py beside this one) and its live check, under
 # $OUT/monitor/.
@@ -48,9 +53,27 @@ if [ -n "$nccl_dir" ] && [ -f "$nccl_dir/libnccl.so.2" ]; then
   export LD_LIBRARY_PATH="$nccl_link:$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 
+QUICK=${QUICK:-0}
+RUNS=${RUNS:-$([ "$QUICK" = 1 ] && echo 3 || echo 5)}
+
+# The health trace of the whole call, if asked for (stopped before the table).
+if [ "${TRACE:-0}" = 1 ]; then
+  mkdir -p "$OUT/trace"
+  nvidia-smi -q -d TEMPERATURE >"$OUT/trace/nvidia-smi-temperature.txt" 2>&1
+  "$POG" monitor run --interval 1 --record "$OUT/trace/trace.csv" --no-history \
+    --healthy "$(dirname "$0")/../crates/monitor/tests/data/h200-healthy.csv" \
+    --metrics 127.0.0.1:9401 --json >"$OUT/trace/alerts.jsonl" 2>"$OUT/trace/monitor.log" &
+  trace_pid=$!
+  ( while sleep 20; do
+      now=$(date +%s)
+      curl -s --max-time 5 127.0.0.1:9401/metrics >"$OUT/trace/metrics-$now.txt"
+      curl -s --max-time 5 127.0.0.1:9401/api/dashboard >"$OUT/trace/dashboard-$now.json"
+    done ) &
+  scrape_pid=$!
+fi
+
 # The real host as it is: must come out genuine and pass (exit 0).
 run inspect 0 "$POG" inspect
-QUICK=${QUICK:-0}
 [ "$QUICK" = 1 ] || run check 0 "$POG" check
 
 # Attacks on the real host: each must fail (exit 1).
@@ -78,7 +101,7 @@ run prove-json 0 "$POG" prove --json
 # Every proof precision the claimed model can be challenged in, five times in a row each, at
 # the validator's plan and bound (FP32 is never planned where a slower model emulates it).
 for precision in bf16 fp16 int8; do
-  for i in $(seq 1 $([ "$QUICK" = 1 ] && echo 3 || echo 5)); do
+  for i in $(seq 1 "$RUNS"); do
     run "prove-$precision-$i-json" 0 "$POG" prove --proof gemm --precision "$precision" --json
   done
 done
@@ -135,6 +158,25 @@ for round in 1 2; do
   run "bench-$round-json" 0 "$POG" bench --suite "$SUITE" --no-host --sustained-seconds 0 --json
 done
 
+# Stop the trace: SIGTERM lets the monitor flush and print its summary.
+if [ -n "${trace_pid:-}" ]; then
+  kill "$scrape_pid" 2>/dev/null
+  kill -TERM "$trace_pid" 2>/dev/null; wait "$trace_pid"
+  echo "trace: exit $?, $(($(wc -l <"$OUT/trace/trace.csv") - 1)) samples, $(wc -l <"$OUT/trace/alerts.jsonl") alerts" >>"$OUT/trace/summary.txt"
+  python3 - "$OUT/trace/alerts.jsonl" <<'PY' >>"$OUT/trace/summary.txt"
+import collections, json, sys
+kinds = collections.Counter()
+for line in open(sys.argv[1]):
+    try:
+        a = json.loads(line)
+    except ValueError:
+        continue
+    kinds[(a.get("kind"), a.get("severity"))] += 1
+for (kind, severity), n in sorted(kinds.items(), key=str):
+    print(f"  alert {kind} ({severity}): {n}")
+PY
+fi
+
 # The short table, last.
 {
   echo
@@ -142,6 +184,7 @@ done
   printf '%s\n' "${summary[@]}"
   [ -f "$OUT/monitor/overhead/overhead.txt" ] && cat "$OUT/monitor/overhead/overhead.txt"
   [ -f "$OUT/network/checks.txt" ] && tail -3 "$OUT/network/checks.txt"
+  [ -f "$OUT/trace/summary.txt" ] && cat "$OUT/trace/summary.txt"
 } | tee "$OUT/summary.txt"
 for f in "$OUT"/prove-json.json "$OUT"/prove-*-json.json; do
   [ -s "$f" ] && python3 - "$f" <<'PY' | tee -a "$OUT/summary.txt"
