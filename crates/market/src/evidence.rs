@@ -115,7 +115,8 @@ pub enum Round {
 }
 
 impl Round {
-    fn at_ms(self) -> u64 {
+    /// When the round was recorded, ms since the Unix epoch.
+    pub fn at_ms(self) -> u64 {
         match self {
             Round::Proven { at_ms }
             | Round::Failed { at_ms }

@@ -31,6 +31,9 @@
 //!   records: the latest proof decides whether its GPU part counts, the window's pass rate
 //!   its reliability, the proofs' measured pace its compute figures; [`evidence`] reads its
 //!   rounds and health records into the uptime and the anomalies that reliability counts.
+//! - [`lease`]: what a trade becomes (GPUs for a time); [`settlement`]: what each period of a
+//!   lease pays the provider, for the hours the validator's rounds proved, and refunds the
+//!   renter.
 //!
 //! Everything serializes with serde in snake_case; amounts are integers named `*_micro_usd`.
 
@@ -48,6 +51,7 @@ pub mod price;
 pub mod quote;
 pub mod report;
 pub mod score;
+pub mod settlement;
 
 pub use auction::{mcafee, uniform_price, ClearError, Clearing, Mechanism, Trade};
 pub use backing::{BackingError, BackingRules, GpuStanding, LatestProof, Standing};
