@@ -185,28 +185,18 @@ pub struct Assessment {
 const NOT_MEASURED: &str =
     "not measured by the validator (the agent's own figures are self-reported)";
 
-/// Scores one GPU from its records.
-pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment {
-    // Only the current agent's records (any, once the GPU has left the registry).
-    let mine = |agent: Option<&str>| {
-        history
-            .registered_agent
-            .is_none_or(|now| agent.is_none_or(|then| then == now))
-    };
-    let proofs: Vec<&RecordSummary> = history
-        .records
-        .iter()
-        .filter(|r| mine(r.agent.as_deref()))
-        .collect();
-    let memory: Vec<&RecordSummary> = history
-        .memory_records
-        .iter()
-        .filter(|r| mine(r.agent.as_deref()))
-        .collect();
-    // The window: the last rounds, each a proof record or a round skipped. A round's memory
-    // proof follows its GEMM proof (the validator's schedule runs them in turn), so the memory
-    // records stored between one proof record and the next are that round's: the round is
-    // proven only when they were accepted too.
+/// A GPU's rounds as the validator recorded them (record id, round), oldest first: each proof
+/// record is a round (proven, failed or unanswered), each missed-round record a round skipped
+/// while the schedule backed off (a slot the fleet missed is nobody's round). A round's memory
+/// proof follows its GEMM proof (the validator's schedule runs them in turn), so the memory
+/// records stored between one proof record and the next are that round's: the round is proven
+/// only when they were accepted too. Give it one agent's records (the score and the settlement
+/// judge a GPU by its current owner's), each list oldest first.
+pub fn rounds_of<'m>(
+    proofs: &[&RecordSummary],
+    memory: &[&RecordSummary],
+    missed: impl Iterator<Item = &'m MissedRound>,
+) -> Vec<(i64, Round)> {
     let mut rounds: Vec<(i64, Round)> = proofs
         .iter()
         .enumerate()
@@ -227,11 +217,9 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
             (r.id, round)
         })
         .chain(
-            history
-                .missed_rounds
-                .iter()
+            missed
                 // A slot the fleet missed is not the GPU's round to have missed.
-                .filter(|m| mine(Some(m.agent.as_str())) && !m.fleet)
+                .filter(|m| !m.fleet)
                 .map(|m| {
                     (
                         m.id,
@@ -243,6 +231,36 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         )
         .collect();
     rounds.sort_by_key(|(id, _)| *id);
+    rounds
+}
+
+/// Scores one GPU from its records.
+pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment {
+    // Only the current agent's records (any, once the GPU has left the registry).
+    let mine = |agent: Option<&str>| {
+        history
+            .registered_agent
+            .is_none_or(|now| agent.is_none_or(|then| then == now))
+    };
+    let proofs: Vec<&RecordSummary> = history
+        .records
+        .iter()
+        .filter(|r| mine(r.agent.as_deref()))
+        .collect();
+    let memory: Vec<&RecordSummary> = history
+        .memory_records
+        .iter()
+        .filter(|r| mine(r.agent.as_deref()))
+        .collect();
+    // The window: the last rounds.
+    let rounds = rounds_of(
+        &proofs,
+        &memory,
+        history
+            .missed_rounds
+            .iter()
+            .filter(|m| mine(Some(m.agent.as_str()))),
+    );
     let rounds = &rounds[rounds.len().saturating_sub(RELIABILITY_WINDOW)..];
     let first_round = rounds.first().map(|(id, _)| *id);
     let window: Vec<&RecordSummary> = proofs
