@@ -45,6 +45,30 @@ pub fn account_key(renter: &PublicKey) -> FixedBytes<32> {
     FixedBytes(renter.to_bytes())
 }
 
+/// A lease as the escrow names it: keccak256 of its id in the validator's market (ids are
+/// unique in one validator's book, and one escrow has one settlement key).
+pub fn lease_key(lease_id: &str) -> FixedBytes<32> {
+    alloy::primitives::keccak256(lease_id.as_bytes())
+}
+
+/// The escrow's form of one period of a lease paid: `paid` micro-dollars (the stablecoin's
+/// units) of `renter`'s account to `payee` (`0x…`).
+pub fn settlement_of(
+    lease_id: &str,
+    period: u64,
+    renter: &PublicKey,
+    payee: &str,
+    paid: u64,
+) -> Result<Settlement, AnchorError> {
+    Ok(Settlement {
+        lease: lease_key(lease_id),
+        period,
+        renter: account_key(renter),
+        provider: crate::parse_address(payee)?,
+        paid: U256::from(paid),
+    })
+}
+
 /// A renter's account in the escrow.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EscrowAccount {
@@ -137,6 +161,39 @@ impl Escrow {
     /// The contract, for calls this type does not wrap.
     pub fn contract(&self) -> &IGpuEscrowInstance<DynProvider> {
         &self.contract
+    }
+
+    /// The chain's id (what a settlement's EIP-712 domain names).
+    pub async fn chain_id(&self) -> Result<u64, AnchorError> {
+        use alloy::providers::Provider;
+        self.provider
+            .get_chain_id()
+            .await
+            .map_err(|e| crate::rpc_error("reading the chain id", &self.rpc, e))
+    }
+
+    /// The contract's settlement key.
+    pub async fn settler(&self) -> Result<Address, AnchorError> {
+        self.contract
+            .settler()
+            .call()
+            .await
+            .map_err(|e| self.call_error("reading the settlement key", e))
+    }
+
+    /// Whether period `period` of the lease `lease` ([`lease_key`]) was paid.
+    pub async fn is_settled(
+        &self,
+        lease: FixedBytes<32>,
+        period: u64,
+    ) -> Result<bool, AnchorError> {
+        let key = alloy::primitives::keccak256((lease, period).abi_encode());
+        self.contract.settled(key).call().await.map_err(|e| {
+            self.call_error(
+                &format!("reading whether period {period} of lease {lease} was paid"),
+                e,
+            )
+        })
     }
 
     /// The renter's account (what backs its bids).

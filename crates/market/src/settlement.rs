@@ -18,7 +18,7 @@
 //!   either side of the gap may have been down throughout it; over a longer outage of the
 //!   validator nobody can vouch for the GPU, and the renter keeps the money).
 //!
-//! The arithmetic is exact in micro-dollars: an hour's share is floored to parts per million,
+//! The arithmetic is in integer micro-dollars: an hour's share is floored to parts per million,
 //! the payment is `price × Σ shares / 10⁶` floored, the refund the rest of the period's value,
 //! so `paid + refunded` is always the period's value and nothing is paid twice.
 //! Pure: the validator's settlement task (`pog_validator::settlement`) reads the rounds, signs
@@ -68,7 +68,7 @@ pub enum SettlementError {
 impl SettlementRules {
     /// Checks the rules: a period of whole hours.
     pub fn validate(&self) -> Result<(), SettlementError> {
-        if self.period_ms == 0 || self.period_ms % HOUR_MS != 0 {
+        if self.period_ms == 0 || !self.period_ms.is_multiple_of(HOUR_MS) {
             return Err(SettlementError::Period(self.period_ms));
         }
         Ok(())
@@ -141,20 +141,19 @@ pub struct PeriodSettlement {
     /// The hours proven, in parts per million of an hour (the sum of the hours' shares).
     pub proven_hours_ppm: u64,
     /// What the period's hours are worth at the lease's price, micro-dollars.
-    pub value_micro_usd: u128,
+    pub value_micro_usd: u64,
     /// What the provider is paid.
-    pub paid_micro_usd: u128,
+    pub paid_micro_usd: u64,
     /// What stays with the renter (`value − paid`).
-    pub refunded_micro_usd: u128,
+    pub refunded_micro_usd: u64,
     /// Each hour's share.
     pub by_hour: Vec<HourShare>,
 }
 
 impl PeriodSettlement {
-    /// The period in words: hours proven of hours, paid and refunded.
-    pub fn detail(&self) -> String {
-        let unproven: Vec<String> = self
-            .by_hour
+    /// The hours not paid in full, each in words.
+    pub fn unproven(&self) -> Vec<String> {
+        self.by_hour
             .iter()
             .filter(|h| h.paid_ppm < WHOLE_HOUR_PPM)
             .map(|h| {
@@ -165,7 +164,13 @@ impl PeriodSettlement {
                     format!("{when}: {} of {} rounds proven", h.proven, h.rounds)
                 }
             })
-            .collect();
+            .collect()
+    }
+
+    /// The period in words: hours proven of hours, paid and refunded, and the hours not
+    /// paid in full.
+    pub fn detail(&self) -> String {
+        let unproven = self.unproven();
         let mut text = format!(
             "{:.3} of {} GPU-hours proven: {} µ$ paid, {} µ$ refunded",
             self.proven_hours_ppm as f64 / WHOLE_HOUR_PPM as f64,
@@ -236,9 +241,12 @@ pub fn settle(
         .map(|h| hour_vouched_ppm(period.from_ms + h * HOUR_MS, rounds, rules))
         .collect();
     let proven_hours_ppm: u64 = by_hour.iter().map(|h| h.paid_ppm).sum();
-    let price = u128::from(lease.price_micro_usd);
-    let value_micro_usd = price * u128::from(hours);
-    let paid_micro_usd = price * u128::from(proven_hours_ppm) / u128::from(WHOLE_HOUR_PPM);
+    // A price is at most $10⁶ (10¹² µ$) and a period a few thousand hours: the value is far
+    // inside a u64; were it not, it saturates, and the payment never exceeds it.
+    let value_micro_usd = lease.price_micro_usd.saturating_mul(hours);
+    let paid = u128::from(lease.price_micro_usd) * u128::from(proven_hours_ppm)
+        / u128::from(WHOLE_HOUR_PPM);
+    let paid_micro_usd = u64::try_from(paid).map_or(value_micro_usd, |p| p.min(value_micro_usd));
     PeriodSettlement {
         lease: lease.id.clone(),
         period: *period,

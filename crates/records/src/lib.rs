@@ -14,7 +14,8 @@
 //! - [`reports`]: the agent's self-reported inspections, benchmarks and health, and the
 //!   validator's scores and prices;
 //! - [`state`]: a GPU's state in the fixed form a contract reads (`gpu-state`);
-//! - [`lease`]: a GPU leased to a renter, what a trade became.
+//! - [`lease`]: a GPU leased to a renter, what a trade became; [`settlement`]: one period of
+//!   a lease paid for the hours proven.
 
 #![warn(missing_docs)]
 
@@ -26,6 +27,7 @@ pub mod policy;
 pub mod proof;
 pub mod registration;
 pub mod reports;
+pub mod settlement;
 pub mod state;
 
 pub use health::{HealthRecord, ProofPace};
@@ -39,6 +41,7 @@ pub use proof::{
     ProofDetails, ProofRecord, Record,
 };
 pub use registration::{Change, RegistrationRecord};
+pub use settlement::{EscrowPayment, SettlementRecord};
 pub use state::GpuState;
 
 /// Version of the result-record encoding stored (and later appended to the ledger). 3: a proof

@@ -46,11 +46,15 @@ pub enum RecordKind {
     /// A GPU leased to a renter for a time, what a trade became (validator;
     /// `pog_records::LeaseRecord`).
     Lease = 13,
+    /// One period of a lease settled for the hours the validator proved: what the renter's
+    /// deposit pays the provider and what stays with the renter, with the escrow signature
+    /// that pays it (validator; `pog_records::SettlementRecord`).
+    Settlement = 14,
 }
 
 impl RecordKind {
     /// Every kind, in code order.
-    pub const ALL: [RecordKind; 13] = [
+    pub const ALL: [RecordKind; 14] = [
         RecordKind::Registration,
         RecordKind::Inspection,
         RecordKind::Benchmark,
@@ -64,6 +68,7 @@ impl RecordKind {
         RecordKind::CpuRound,
         RecordKind::GpuState,
         RecordKind::Lease,
+        RecordKind::Settlement,
     ];
 
     /// The kind from its byte.
@@ -88,6 +93,7 @@ impl RecordKind {
             RecordKind::CpuRound => "cpu-record",
             RecordKind::GpuState => "gpu-state",
             RecordKind::Lease => "lease",
+            RecordKind::Settlement => "settlement",
         }
     }
 
@@ -111,6 +117,7 @@ impl RecordKind {
                 | RecordKind::Price
                 | RecordKind::GpuState
                 | RecordKind::Lease
+                | RecordKind::Settlement
         )
     }
 }

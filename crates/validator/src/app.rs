@@ -178,6 +178,11 @@ pub struct Settings {
     /// The escrow's deposits that back bids (`pog validator --escrow-contract`); `None`: bids
     /// are taken unbacked.
     pub deposits: Option<Arc<dyn pog_market::backing::Deposits + Send + Sync>>,
+    /// How leases are settled for their proven hours, and how often the settler looks.
+    pub settlement: (pog_market::settlement::SettlementRules, Duration),
+    /// The escrow the settlements are signed for and paid through (`pog validator
+    /// --escrow-key`); `None`: settlements are recorded only.
+    pub escrow_payments: Option<Arc<dyn crate::settlement::EscrowPayments>>,
 }
 
 /// Why the validator could not start or stopped with an error.
@@ -210,6 +215,17 @@ pub enum AppError {
         /// Why.
         cause: RegistryError,
     },
+    /// The settlements' store could not be opened.
+    #[error("opening {path}: {cause}")]
+    Settlements {
+        /// The store's file.
+        path: PathBuf,
+        /// Why.
+        cause: crate::settlement::SettlementError,
+    },
+    /// The settlement rules are refused.
+    #[error(transparent)]
+    SettlementRules(#[from] pog_market::settlement::SettlementError),
     /// The market's store could not be opened.
     #[error("opening {path}: {cause}")]
     Market {
@@ -253,6 +269,8 @@ pub struct ValidatorApp {
     witness_client: reqwest::Client,
     /// The validator's key again, for the scheduled clearings it signs.
     clearer: Identity,
+    /// What settles the leases.
+    settler: Arc<crate::settlement::Settler>,
 }
 
 impl ValidatorApp {
@@ -336,19 +354,39 @@ impl ValidatorApp {
             Some(deposits) => market.with_deposits(deposits),
             None => market,
         };
+        let (rules, _) = settings.settlement;
+        rules.validate()?;
+        let settlements_path = dir.join("settlements.sqlite");
+        let settlements = Arc::new(
+            crate::settlement::Settlements::open(Some(&settlements_path), rules).map_err(
+                |cause| AppError::Settlements {
+                    path: settlements_path.clone(),
+                    cause,
+                },
+            )?,
+        );
         let market = market
             .with_lease_sink(Arc::new(LedgerLeases(records.clone())))
-            .with_signer(Identity::from_seed(clearer.seed()));
+            .with_signer(Identity::from_seed(clearer.seed()))
+            .with_settlements(settlements.clone());
         // Leases a crash or a failing ledger kept from the ledger, logged now.
         match market.hand_pending_leases(true) {
             Ok(0) => {}
             Ok(n) => tracing::info!("logged the leases of {n} earlier clearing(s)"),
             Err(e) => tracing::error!(error = %e, "logging earlier clearings' leases"),
         }
+        let market = Arc::new(market);
+        let settler = Arc::new(crate::settlement::Settler::new(
+            market.clone(),
+            records.clone(),
+            settlements,
+            settings.escrow_payments.clone(),
+        ));
         let validator = Arc::new(Validator::over(records, settings.config.clone())?);
         Ok(ValidatorApp {
             validator,
-            market: Arc::new(market),
+            settler,
+            market,
             ledger,
             witness_client: crate::ledger::witness_client()?,
             clearer,
@@ -403,6 +441,7 @@ impl ValidatorApp {
             ledger,
             witness_client,
             clearer,
+            settler,
         } = self;
         let (stop, stopped) = watch::channel(false);
         // Scores and prices from the validator's records, re-quoted as each record is stored.
@@ -412,6 +451,7 @@ impl ValidatorApp {
             pog_market::Config::embedded(),
         );
         let priced = tokio::spawn(pricing.clone().run(stopped.clone()));
+        let settled = tokio::spawn(settler.run(settings.settlement.1, stopped.clone()));
         let cleared = settings.clearing.map(|(every, mechanism)| {
             tokio::spawn(crate::pricing::clear_on_schedule(
                 market.clone(),
@@ -461,6 +501,7 @@ impl ValidatorApp {
         let _ = stop.send(true);
         let _ = tokio::task::spawn_blocking(move || rounds.join()).await;
         let _ = priced.await;
+        let _ = settled.await;
         let _ = checkpoint_stop.send(true);
         let _ = checkpoints.await;
         let _ = after_stop.send(true);

@@ -4,7 +4,8 @@
 //! every GPU on one page: [`overview`]), takes the
 //! agents' signed reports ([`reports`]), keeps every record in its transparency log
 //! ([`ledger`]), and scores, prices and trades the GPUs from those records alone ([`pricing`],
-//! [`market`], which reads the registry through [`standing`]). It links no CUDA: it never
+//! [`market`], which reads the registry through [`standing`]; [`settlement`] pays leases for
+//! the hours proven). It links no CUDA: it never
 //! computes a challenge, only checks answers.
 //!
 //! Each subsystem reaches the records through one narrow seam, [`store::RecordStore`] (the
@@ -27,6 +28,7 @@ pub mod registry;
 pub mod registry_model;
 pub mod reports;
 pub mod schedule;
+pub mod settlement;
 pub mod standing;
 pub mod store;
 pub mod validator;

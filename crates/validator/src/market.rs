@@ -449,6 +449,9 @@ pub struct Market {
     lease_sink: Option<Arc<dyn LeaseSink + Send + Sync>>,
     /// The validator's identity, which signs the lease pages; `None`: none are served.
     signer: Option<Identity>,
+    /// The leases' settlements: what each lease still holds of its renter's deposit counts
+    /// against the renter's bids; `None`: leases hold nothing (bids unbacked, or tests).
+    settlements: Option<Arc<crate::settlement::Settlements>>,
 }
 
 /// Where a clearing's leases go once the clearing is stored: the validator signs each into
@@ -603,6 +606,7 @@ impl Market {
             deposits: None,
             lease_sink: None,
             signer: None,
+            settlements: None,
         })
     }
 
@@ -635,6 +639,66 @@ impl Market {
     ) -> Market {
         self.deposits = Some(deposits);
         self
+    }
+
+    /// The same market counting what its leases still hold of each renter's deposit
+    /// ([`crate::settlement::Settlements::held_by`]) against the renter's bids, and serving
+    /// the settlements (signed, with [`Market::with_signer`]).
+    pub fn with_settlements(mut self, settlements: Arc<crate::settlement::Settlements>) -> Market {
+        self.settlements = Some(settlements);
+        self
+    }
+
+    /// The settlements it serves, if any.
+    pub fn settlements(&self) -> Option<&Arc<crate::settlement::Settlements>> {
+        self.settlements.as_ref()
+    }
+
+    /// Every lease its clearings made, oldest first.
+    pub fn all_leases(&self) -> Vec<pog_market::lease::Lease> {
+        self.lock()
+            .book
+            .history()
+            .iter()
+            .flat_map(|r| r.leases.iter().cloned())
+            .collect()
+    }
+
+    /// What `renter`'s leases still hold of its deposit, micro-dollars (0 without settlements).
+    fn held_by_leases(&self, inner: &Inner, renter: &PublicKey) -> u128 {
+        let Some(settlements) = &self.settlements else {
+            return 0;
+        };
+        inner
+            .book
+            .history()
+            .iter()
+            .flat_map(|r| r.leases.iter())
+            .filter(|l| l.renter.eq_ignore_ascii_case(renter.as_str()))
+            .map(|l| u128::from(settlements.held_by(l)))
+            .sum()
+    }
+
+    /// [`crate::settlement::Settlements::page`], signed by the validator
+    /// ([`crate::settlement::SETTLEMENTS_KIND`]); `None` when the market has no signer or no
+    /// settlements.
+    pub fn signed_settlements(
+        &self,
+        filter: &crate::settlement::SettlementFilter,
+    ) -> Option<Result<Envelope, String>> {
+        let (signer, settlements) = (self.signer.as_ref()?, self.settlements.as_ref()?);
+        let page = match settlements.page(filter) {
+            Ok(settlements) => crate::settlement::SettlementPage {
+                now_ms: self.clock.now_ms(),
+                settlements,
+            },
+            Err(e) => return Some(Err(e.to_string())),
+        };
+        Some(
+            signer
+                .seal(crate::settlement::SETTLEMENTS_KIND, &page)
+                .map_err(|e| e.to_string()),
+        )
     }
 
     /// Whether bids are backed by deposits.
@@ -736,7 +800,9 @@ impl Market {
         let envelope = envelope(bytes)?;
         let mut inner = self.lock();
         if let Some(deposit) = deposit {
-            let committed = inner.book.bid_commitment_of(signer.as_str());
+            // The open bids, and the leases not yet paid for.
+            let committed = inner.book.bid_commitment_of(signer.as_str())
+                + self.held_by_leases(&inner, &signer);
             pog_market::backing::check_bid_covered(&message.order, committed, deposit)?;
         }
         let now = self.clock.now_ms();
@@ -1380,6 +1446,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(market: Arc<Market>) -> Router<S
         .route("/v1/market/book", get(book_route))
         .route("/v1/market/history", get(history_route))
         .route("/v1/market/leases", get(leases_route))
+        .route("/v1/market/settlements", get(settlements_route))
         .with_state(market)
 }
 
@@ -1469,6 +1536,24 @@ async fn leases_route(
         None => Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "this market signs no lease pages",
+        )),
+    }
+}
+
+async fn settlements_route(
+    State(m): State<Arc<Market>>,
+    Query(q): Query<crate::settlement::SettlementFilter>,
+) -> Result<Response, ApiError> {
+    // The store is read from disk: off the workers.
+    let page = tokio::task::spawn_blocking(move || m.signed_settlements(&q))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    match page {
+        Some(Ok(envelope)) => Ok(Json(envelope).into_response()),
+        Some(Err(e)) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e)),
+        None => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this market settles no leases",
         )),
     }
 }

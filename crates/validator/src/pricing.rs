@@ -220,35 +220,13 @@ impl Pricing {
         if gpu.is_none() && rows.is_empty() {
             return Ok(None);
         }
-        let (mut records, mut memory_records, mut missed_rounds, mut health) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut unreadable = Vec::new();
-        for (id, json) in &rows {
-            let Ok(envelope) = serde_json::from_str::<Envelope>(json) else {
-                unreadable.push(format!("record {id} is not a signed envelope"));
-                continue;
-            };
-            let (kind, body) = (envelope.kind.as_str(), envelope.body.as_str());
-            let read: Result<(), Unreadable> = match RecordKind::from_wire_kind(kind) {
-                Some(RecordKind::ProofRound) => Record::read(kind, body)
-                    .map(|r| records.push(RecordSummary::of(*id, &r)))
-                    .map_err(Unreadable::from),
-                Some(RecordKind::MemoryRound) => MemoryRecord::read(kind, body)
-                    .map(|r| memory_records.push(RecordSummary::of(*id, &r)))
-                    .map_err(Unreadable::from),
-                Some(RecordKind::RoundMissed) => pog_records::MissedRound::read(kind, body)
-                    .map(|r| missed_rounds.push(MissedRound::from_record(*id, &r)))
-                    .map_err(Unreadable::from),
-                Some(RecordKind::HealthRound) => HealthRecord::read(kind, body)
-                    .map_err(Unreadable::from)
-                    .and_then(|r| Ok(HealthEvidence::from_record(*id, &r)?))
-                    .map(|h| health.push(h)),
-                _ => Ok(()),
-            };
-            if let Err(why) = read {
-                unreadable.push(format!("record {id}: {why}"));
-            }
-        }
+        let ReadRows {
+            records,
+            memory_records,
+            missed_rounds,
+            health,
+            unreadable,
+        } = read_rows(&rows);
         let history = GpuHistory {
             uuid,
             registered_model: gpu.as_ref().map(|g| g.model.as_str()),
@@ -720,6 +698,63 @@ async fn history_route(
         next_after,
     })
     .into_response())
+}
+
+/// A GPU's stored rows as the score and the settlement read them: its proof, memory-proof,
+/// missed-round and health records, and a line for each row that could not be read.
+#[derive(Debug, Default)]
+pub(crate) struct ReadRows {
+    /// Its GEMM proof records.
+    pub records: Vec<RecordSummary>,
+    /// Its memory-proof records.
+    pub memory_records: Vec<RecordSummary>,
+    /// The rounds the schedule skipped it in.
+    pub missed_rounds: Vec<MissedRound>,
+    /// Its health records.
+    pub health: Vec<HealthEvidence>,
+    /// Why each unreadable row was left out.
+    pub unreadable: Vec<String>,
+}
+
+/// Reads a GPU's stored rows (row id, envelope JSON), leaving out (and naming) what cannot be
+/// read; rows of other kinds are skipped.
+pub(crate) fn read_rows(rows: &[(i64, String)]) -> ReadRows {
+    let (mut records, mut memory_records, mut missed_rounds, mut health) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut unreadable = Vec::new();
+    for (id, json) in rows {
+        let Ok(envelope) = serde_json::from_str::<Envelope>(json) else {
+            unreadable.push(format!("record {id} is not a signed envelope"));
+            continue;
+        };
+        let (kind, body) = (envelope.kind.as_str(), envelope.body.as_str());
+        let read: Result<(), Unreadable> = match RecordKind::from_wire_kind(kind) {
+            Some(RecordKind::ProofRound) => Record::read(kind, body)
+                .map(|r| records.push(RecordSummary::of(*id, &r)))
+                .map_err(Unreadable::from),
+            Some(RecordKind::MemoryRound) => MemoryRecord::read(kind, body)
+                .map(|r| memory_records.push(RecordSummary::of(*id, &r)))
+                .map_err(Unreadable::from),
+            Some(RecordKind::RoundMissed) => pog_records::MissedRound::read(kind, body)
+                .map(|r| missed_rounds.push(MissedRound::from_record(*id, &r)))
+                .map_err(Unreadable::from),
+            Some(RecordKind::HealthRound) => HealthRecord::read(kind, body)
+                .map_err(Unreadable::from)
+                .and_then(|r| Ok(HealthEvidence::from_record(*id, &r)?))
+                .map(|h| health.push(h)),
+            _ => Ok(()),
+        };
+        if let Err(why) = read {
+            unreadable.push(format!("record {id}: {why}"));
+        }
+    }
+    ReadRows {
+        records,
+        memory_records,
+        missed_rounds,
+        health,
+        unreadable,
+    }
 }
 
 #[cfg(test)]

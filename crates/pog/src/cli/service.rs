@@ -198,6 +198,20 @@ pub struct ValidatorArgs {
     /// The EVM node's JSON-RPC URL (http or https) the escrow is read on.
     #[arg(long, value_name = "URL", requires = "escrow_contract")]
     pub escrow_rpc: Option<String>,
+    /// A file holding the escrow's settlement key (secp256k1, 64 hex digits, chmod 600: the
+    /// contract's `settler`). With it the validator signs each lease period's settlement for
+    /// the hours it proved and submits it, paying the gas from this key's account; without it
+    /// settlements are recorded but nothing is paid (docs/market.md, "Deposits and
+    /// settlement").
+    #[arg(long, value_name = "FILE", requires = "escrow_contract")]
+    pub escrow_key_file: Option<std::path::PathBuf>,
+    /// Hours in one settlement period of a lease: a lease is paid once per period for the
+    /// hours proven in it, its last period ending with it.
+    #[arg(long, default_value = "24", value_name = "HOURS", value_parser = clap::value_parser!(u64).range(1..=8760))]
+    pub settlement_period_hours: u64,
+    /// Seconds between two looks for lease periods to settle and payments to submit.
+    #[arg(long, default_value = "60", value_parser = parse_seconds, value_name = "SECONDS")]
+    pub settle_every: Duration,
 }
 
 /// An Ed25519 public key as 64 hex digits, refused if it is malformed or weak.

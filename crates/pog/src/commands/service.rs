@@ -353,6 +353,24 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         })),
         _ => None,
     };
+    settings.escrow_payments = match (
+        &args.escrow_rpc,
+        &args.escrow_contract,
+        &args.escrow_key_file,
+    ) {
+        (Some(rpc), Some(contract), Some(key)) => {
+            let payments = rt
+                .block_on(EscrowSettlements::connect(
+                    &pog_anchor::RpcUrl::parse(rpc).context("--escrow-rpc")?,
+                    contract,
+                    &pog_anchor::PublisherKey::from_file(key).context("--escrow-key-file")?,
+                    rt.handle().clone(),
+                ))
+                .context("connecting to the escrow to settle leases")?;
+            Some(Arc::new(payments) as Arc<dyn pog_validator::settlement::EscrowPayments>)
+        }
+        _ => None,
+    };
     let app = ValidatorApp::open(settings)?;
     let mut publishing = match (
         &args.scores_contract,
@@ -388,6 +406,8 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
     }
     if args.escrow_contract.is_none() {
         modes.push("bids NOT backed by deposits (no --escrow-contract)");
+    } else if args.escrow_key_file.is_none() {
+        modes.push("leases settled but NOT paid (no --escrow-key-file)");
     }
     if !modes.is_empty() {
         say(format_args!("mode: {}", modes.join("; ")));
@@ -551,6 +571,124 @@ impl pog_market::backing::Deposits for EscrowDeposits {
     }
 }
 
+/// How long one submission of a settlement to the escrow may take before it is tried again at
+/// the next pass.
+const ESCROW_SEND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The escrow as the validator's settler pays through it: settlements signed with the
+/// settlement key (`--escrow-key-file`) and submitted from its account, each made from the
+/// settler's blocking thread on the validator's runtime.
+struct EscrowSettlements {
+    escrow: pog_anchor::escrow::Escrow,
+    signer: pog_anchor::escrow::SettlementSigner,
+    chain_id: u64,
+    runtime: tokio::runtime::Handle,
+}
+
+impl EscrowSettlements {
+    /// Reads the chain's id and checks that `key` is the escrow's settlement key.
+    async fn connect(
+        rpc: &pog_anchor::RpcUrl,
+        contract: &str,
+        key: &pog_anchor::PublisherKey,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<EscrowSettlements> {
+        let address = pog_anchor::parse_address(contract).context("--escrow-contract")?;
+        let escrow = pog_anchor::escrow::Escrow::new(rpc, address, Some(key))?;
+        let chain_id = escrow.chain_id().await?;
+        let settler = escrow.settler().await?;
+        if settler != key.address() {
+            anyhow::bail!(
+                "--escrow-key-file holds the key of {}, but the escrow at {address} is settled by {settler}",
+                key.address()
+            );
+        }
+        Ok(EscrowSettlements {
+            signer: pog_anchor::escrow::SettlementSigner::new(key.clone(), chain_id, address),
+            escrow,
+            chain_id,
+            runtime,
+        })
+    }
+
+    /// The contract's form of `terms`.
+    fn settlement(
+        terms: &pog_validator::settlement::EscrowTerms,
+    ) -> Result<
+        pog_anchor::contract::IGpuEscrow::Settlement,
+        pog_validator::settlement::EscrowUnavailable,
+    > {
+        pog_anchor::escrow::settlement_of(
+            &terms.lease_id,
+            terms.period,
+            &terms.renter,
+            &terms.payee,
+            terms.paid_micro_usd,
+        )
+        .map_err(|e| pog_validator::settlement::EscrowUnavailable(e.to_string()))
+    }
+}
+
+impl pog_validator::settlement::EscrowPayments for EscrowSettlements {
+    fn sign(
+        &self,
+        terms: &pog_validator::settlement::EscrowTerms,
+    ) -> Result<pog_records::EscrowPayment, pog_validator::settlement::EscrowUnavailable> {
+        use pog_validator::settlement::EscrowUnavailable;
+        let s = Self::settlement(terms)?;
+        let signature = self
+            .signer
+            .sign_settlement(&s)
+            .map_err(|e| EscrowUnavailable(e.to_string()))?;
+        Ok(pog_records::EscrowPayment {
+            chain_id: self.chain_id,
+            contract: self.escrow.address().to_checksum(None),
+            settler: self.signer.address().to_checksum(None),
+            lease: s.lease.to_string(),
+            renter_account: s.renter.to_string(),
+            signature: format!("0x{}", hex::encode(signature)),
+        })
+    }
+
+    fn deliver(
+        &self,
+        terms: &pog_validator::settlement::EscrowTerms,
+        payment: &pog_records::EscrowPayment,
+    ) -> Result<bool, pog_validator::settlement::EscrowUnavailable> {
+        use pog_validator::settlement::EscrowUnavailable;
+        let s = Self::settlement(terms)?;
+        let signature = payment
+            .signature
+            .strip_prefix("0x")
+            .and_then(|h| hex::decode(h).ok())
+            .ok_or_else(|| {
+                EscrowUnavailable(format!(
+                    "a kept signature that is not hex: {}",
+                    payment.signature
+                ))
+            })?;
+        let submit = async {
+            // Paid already (whoever submitted it): done.
+            if self.escrow.is_settled(s.lease, s.period).await? {
+                return Ok(());
+            }
+            self.escrow.settle(&s, &signature).await.map(|_| ())
+        };
+        match self
+            .runtime
+            .block_on(tokio::time::timeout(ESCROW_SEND_TIMEOUT, submit))
+        {
+            Ok(Ok(())) => Ok(true),
+            Ok(Err(e)) => Err(EscrowUnavailable(e.to_string())),
+            Err(_) => Err(EscrowUnavailable(format!(
+                "the escrow at {} did not take it in {} s",
+                self.escrow.address(),
+                ESCROW_SEND_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+}
+
 /// The validator's ledger as the anchoring schedule reads it to publish GPU states.
 struct ValidatorLog(Arc<pog_validator::ledger::ValidatorLedger>);
 
@@ -622,6 +760,14 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
             ..Limits::small_requests()
         },
         market: args.market.limits(),
+        settlement: (
+            pog_market::settlement::SettlementRules {
+                period_ms: args.settlement_period_hours * 3_600_000,
+                ..Default::default()
+            },
+            args.settle_every,
+        ),
+        escrow_payments: None,
         clearing: (!args.market.clear_every.is_zero())
             .then_some((args.market.clear_every, args.market.clear_mechanism)),
         checkpoint_every: args.checkpoint_every,

@@ -109,6 +109,7 @@ pub struct Harness {
     market: Option<Option<PathBuf>>,
     market_limits: Option<MarketLimits>,
     deposits: Option<Arc<dyn pog_market::backing::Deposits + Send + Sync>>,
+    settlements: Option<pog_market::settlement::SettlementRules>,
     pricing: PricingRun,
     clock: SharedClock,
 }
@@ -132,6 +133,7 @@ impl Harness {
             market: None,
             market_limits: None,
             deposits: None,
+            settlements: None,
             pricing: PricingRun::Off,
             clock: SystemClock::shared(),
         }
@@ -215,6 +217,13 @@ impl Harness {
         self
     }
 
+    /// Its leases settled by `rules` (with a market; the settlements in memory): what a lease
+    /// holds counts against its renter's bids, and `/v1/market/settlements` serves them.
+    pub fn with_settlements(mut self, rules: pog_market::settlement::SettlementRules) -> Harness {
+        self.settlements = Some(rules);
+        self.with_market()
+    }
+
     /// The order book's caps (with a market).
     pub fn market_limits(mut self, limits: MarketLimits) -> Harness {
         self.market_limits = Some(limits);
@@ -268,6 +277,11 @@ impl Harness {
             }
             if let Some(deposits) = self.deposits.clone() {
                 market = market.with_deposits(deposits);
+            }
+            if let Some(rules) = self.settlements {
+                market = market.with_settlements(Arc::new(
+                    pog_validator::settlement::Settlements::open(None, rules).unwrap(),
+                ));
             }
             Arc::new(market)
         });
@@ -393,6 +407,16 @@ impl AgentSpec {
         self.host = Some(pog_proof::wire::HostClaim {
             cores,
             token_owner: None,
+        });
+        self
+    }
+
+    /// Its host names `owner` (an EVM address) for its GPUs' tokens and lease payments, and
+    /// claims two hardware threads.
+    pub fn paid_to(mut self, owner: pog_signed::EvmAddress) -> AgentSpec {
+        self.host = Some(pog_proof::wire::HostClaim {
+            cores: 2,
+            token_owner: Some(owner),
         });
         self
     }

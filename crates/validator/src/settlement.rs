@@ -1,0 +1,637 @@
+//! Settling leases for proven hours (issue 25, item 4; docs/market.md, "Deposits and
+//! settlement"). Once a period of a lease has ended (and its grace passed, so that the rounds
+//! around its end are on record), the [`Settler`] reads the leased GPU's rounds of the lease's
+//! provider from the validator's own records, settles the period
+//! ([`pog_market::settlement::settle`]: each hour paid by its share of proven rounds), logs a
+//! `settlement` record into the ledger, keeps it in [`Settlements`], and, where the market
+//! settles through an escrow, signs the payment for `GpuEscrow.settle` and sees it onto the
+//! chain ([`EscrowPayments`]).
+//!
+//! What a lease holds of its renter's deposit ([`Settlements::held_by`]) counts against the
+//! renter's next bids until its periods are paid on chain, so the money a lease will be paid
+//! from cannot back another bid, or be withdrawn, in the meantime.
+//!
+//! - **No payee.** The escrow pays the EVM address the provider's agent named
+//!   (`pog agent --token-owner`); while it names none, the settlement is logged and kept
+//!   unsigned, its payment held, and signed at the first pass after one is named.
+//! - **The chain down.** A signed payment not yet on chain is tried again at every pass; it
+//!   never expires, and anyone may submit it (`GET /v1/market/settlements` serves it).
+//! - **A validator that stops.** Nothing is paid without its signature; once the settlement
+//!   key has been silent for the escrow's `abandonAfter`, each renter withdraws the whole
+//!   account (the contract's rule).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pog_market::lease::Lease;
+use pog_market::settlement::{is_due, periods, settle, Period, SettlementRules};
+use pog_records::{EscrowPayment, SettlementRecord};
+use pog_signed::{GpuUuid, PublicKey};
+use rusqlite::{params, Connection};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::market::Market;
+use crate::store::RecordStore;
+
+/// The kind a settlement page is signed under: the validator's answer to
+/// `GET /v1/market/settlements`, an envelope whose body is a [`SettlementPage`].
+pub const SETTLEMENTS_KIND: &str = "market-settlements";
+
+/// How many of a GPU's latest records are read first to find a period's rounds; four times as
+/// many each time the oldest read is not yet old enough, up to [`MAX_ROWS`].
+const FIRST_ROWS: usize = 512;
+
+/// The most records of one GPU read to settle one period (at a round a minute, a period of a
+/// day is about 4,300 records of all kinds).
+const MAX_ROWS: usize = 32_768;
+
+/// Why settling failed (a pass stops at the first failure and is tried again at the next).
+#[derive(Debug, thiserror::Error)]
+pub enum SettlementError {
+    /// The settlements' store failed.
+    #[error("the settlements' store: {0}")]
+    Store(#[from] rusqlite::Error),
+    /// A stored settlement does not read back.
+    #[error("a stored settlement does not read back: {0}")]
+    Corrupt(#[from] serde_json::Error),
+    /// The registry could not be read.
+    #[error(transparent)]
+    Registry(#[from] crate::registry_model::RegistryError),
+    /// The record could not be signed or logged.
+    #[error(transparent)]
+    Log(#[from] crate::store::StoreError),
+    /// A lease names a key that is not one.
+    #[error("lease {lease}: {why}")]
+    BadLease {
+        /// The lease.
+        lease: String,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+/// The chain's side of a settlement could not be done now (the node down or slow, a refusal).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EscrowUnavailable(pub String);
+
+/// What the escrow contract is asked to pay: one period of one lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EscrowTerms {
+    /// The lease's id in the validator's market.
+    pub lease_id: String,
+    /// The period's number.
+    pub period: u64,
+    /// The renter, whose account pays.
+    pub renter: PublicKey,
+    /// The provider's EVM address, `0x…`.
+    pub payee: String,
+    /// What is paid, micro-dollars (the stablecoin's units).
+    pub paid_micro_usd: u64,
+}
+
+/// The escrow as the settlement needs it (`pog validator --escrow-key` implements it over
+/// `pog_anchor::escrow`): a signer of payments, and a way to see one onto the chain.
+pub trait EscrowPayments: Send + Sync {
+    /// Signs `terms` for the escrow with the settlement key (offline).
+    fn sign(&self, terms: &EscrowTerms) -> Result<EscrowPayment, EscrowUnavailable>;
+    /// Sees a signed payment onto the chain: true once it is there (submitted now, or found
+    /// settled already by whoever submitted it).
+    fn deliver(
+        &self,
+        terms: &EscrowTerms,
+        payment: &EscrowPayment,
+    ) -> Result<bool, EscrowUnavailable>;
+}
+
+/// Where one settled period stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SettlementState {
+    /// Settled with no escrow (the market takes bids unbacked): the record is the account.
+    Recorded,
+    /// The provider named no address to pay: logged, its payment held, to be signed once it
+    /// names one.
+    AwaitingPayee,
+    /// Signed for the escrow, not yet seen on chain: its payment held.
+    Signed,
+    /// Paid on chain.
+    Paid,
+}
+
+impl SettlementState {
+    fn code(self) -> i64 {
+        match self {
+            SettlementState::Recorded => 0,
+            SettlementState::AwaitingPayee => 1,
+            SettlementState::Signed => 2,
+            SettlementState::Paid => 3,
+        }
+    }
+
+    fn from_code(code: i64) -> SettlementState {
+        match code {
+            1 => SettlementState::AwaitingPayee,
+            2 => SettlementState::Signed,
+            3 => SettlementState::Paid,
+            _ => SettlementState::Recorded,
+        }
+    }
+
+    /// Whether the payment still sits in the renter's account, owed to the provider.
+    fn holds_payment(self) -> bool {
+        matches!(
+            self,
+            SettlementState::AwaitingPayee | SettlementState::Signed
+        )
+    }
+}
+
+/// One settled period as the validator keeps and serves it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptSettlement {
+    /// The record logged (its latest form: with the escrow's payment once signed).
+    #[serde(flatten)]
+    pub record: SettlementRecord,
+    /// Where it stands.
+    pub state: SettlementState,
+}
+
+/// What `GET /v1/market/settlements` returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettlementPage {
+    /// The validator's clock when it answered, ms since the Unix epoch.
+    pub now_ms: u64,
+    /// The settlements asked for, the newest first.
+    pub settlements: Vec<KeptSettlement>,
+}
+
+/// Which settlements `GET /v1/market/settlements` lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettlementFilter {
+    /// Only those whose renter or provider is this key (hex, any case).
+    pub party: Option<String>,
+    /// Only those of this lease.
+    pub lease: Option<String>,
+    /// At most this many (default 100, at most 1000).
+    pub limit: Option<usize>,
+}
+
+/// The settled periods, in a SQLite file of their own beside the market's (or in memory), with
+/// an index of what each holds.
+pub struct Settlements {
+    inner: Mutex<Kept>,
+    rules: SettlementRules,
+}
+
+struct Kept {
+    db: Connection,
+    /// (lease, period) → (paid, state), for [`Settlements::held_by`].
+    index: BTreeMap<(String, u64), (u64, SettlementState)>,
+}
+
+impl Settlements {
+    /// Opens (creating if needed) the store at `path` (`None`: in memory), settling by `rules`.
+    pub fn open(
+        path: Option<&Path>,
+        rules: SettlementRules,
+    ) -> Result<Settlements, SettlementError> {
+        let db = match path {
+            Some(p) => Connection::open(p)?,
+            None => Connection::open_in_memory()?,
+        };
+        db.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;
+             CREATE TABLE IF NOT EXISTS settlements (
+                 seq INTEGER PRIMARY KEY,
+                 lease_id TEXT NOT NULL,
+                 period INTEGER NOT NULL,
+                 renter TEXT NOT NULL,
+                 provider TEXT NOT NULL,
+                 paid INTEGER NOT NULL,
+                 state INTEGER NOT NULL,
+                 record TEXT NOT NULL,
+                 UNIQUE (lease_id, period)
+             );",
+        )?;
+        let mut index = BTreeMap::new();
+        {
+            let mut rows = db.prepare("SELECT lease_id, period, paid, state FROM settlements")?;
+            let read = rows.query_map([], |r| {
+                Ok((
+                    (r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64),
+                    (
+                        r.get::<_, i64>(2)? as u64,
+                        SettlementState::from_code(r.get(3)?),
+                    ),
+                ))
+            })?;
+            for row in read {
+                let (key, value) = row?;
+                index.insert(key, value);
+            }
+        }
+        Ok(Settlements {
+            inner: Mutex::new(Kept { db, index }),
+            rules,
+        })
+    }
+
+    /// The rules it settles by.
+    pub fn rules(&self) -> &SettlementRules {
+        &self.rules
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        // A panic elsewhere while holding it leaves the index as it was: it is only ever
+        // changed after its row is written.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a period was settled.
+    pub fn is_settled(&self, lease_id: &str, period: u64) -> bool {
+        self.lock()
+            .index
+            .contains_key(&(lease_id.to_string(), period))
+    }
+
+    /// What `lease` still holds of its renter's deposit, micro-dollars: each period not yet
+    /// settled its whole value, each settled one whose payment is not yet on chain that
+    /// payment.
+    pub fn held_by(&self, lease: &Lease) -> u64 {
+        let kept = self.lock();
+        periods(lease, &self.rules)
+            .iter()
+            .map(|p| match kept.index.get(&(lease.id.clone(), p.index)) {
+                None => lease.price_micro_usd.saturating_mul(p.hours()),
+                Some((paid, state)) if state.holds_payment() => *paid,
+                Some(_) => 0,
+            })
+            .fold(0u64, u64::saturating_add)
+    }
+
+    /// Keeps a settled period (a new one, or a new state of one kept).
+    fn keep(
+        &self,
+        record: &SettlementRecord,
+        state: SettlementState,
+    ) -> Result<(), SettlementError> {
+        let json = serde_json::to_string(record)?;
+        let mut kept = self.lock();
+        kept.db.execute(
+            "INSERT INTO settlements (lease_id, period, renter, provider, paid, state, record)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (lease_id, period) DO UPDATE SET state = ?6, record = ?7",
+            params![
+                record.lease_id,
+                record.period as i64,
+                record.renter.as_str().to_ascii_lowercase(),
+                record.provider.as_str().to_ascii_lowercase(),
+                record.paid_micro_usd as i64,
+                state.code(),
+                json
+            ],
+        )?;
+        kept.index.insert(
+            (record.lease_id.clone(), record.period),
+            (record.paid_micro_usd, state),
+        );
+        Ok(())
+    }
+
+    /// The kept settlements in `state`, oldest first.
+    fn in_state(&self, state: SettlementState) -> Result<Vec<SettlementRecord>, SettlementError> {
+        let kept = self.lock();
+        let mut rows = kept
+            .db
+            .prepare("SELECT record FROM settlements WHERE state = ?1 ORDER BY seq")?;
+        let records = rows
+            .query_map([state.code()], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<String>, _>>()?;
+        Ok(records
+            .iter()
+            .map(|json| serde_json::from_str(json))
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// The settlements `filter` selects, the newest first.
+    pub fn page(&self, filter: &SettlementFilter) -> Result<Vec<KeptSettlement>, SettlementError> {
+        let limit = filter.limit.unwrap_or(100).clamp(1, 1000) as i64;
+        let party = filter.party.as_ref().map(|p| p.to_ascii_lowercase());
+        let kept = self.lock();
+        let mut rows = kept.db.prepare(
+            "SELECT record, state FROM settlements
+             WHERE (?1 IS NULL OR renter = ?1 OR provider = ?1) AND (?2 IS NULL OR lease_id = ?2)
+             ORDER BY seq DESC LIMIT ?3",
+        )?;
+        let rows = rows
+            .query_map(params![party, filter.lease, limit], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|(json, state)| {
+                Ok(KeptSettlement {
+                    record: serde_json::from_str(&json)?,
+                    state: SettlementState::from_code(state),
+                })
+            })
+            .collect()
+    }
+}
+
+/// What one pass of the [`Settler`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pass {
+    /// Periods settled now.
+    pub settled: usize,
+    /// Payments signed now (new, or waiting for a payee until now).
+    pub signed: usize,
+    /// Payments seen onto the chain now.
+    pub paid: usize,
+    /// Payments the chain did not take now (tried again next pass), each with why.
+    pub undelivered: Vec<String>,
+}
+
+/// Settles the market's leases as their periods end.
+pub struct Settler {
+    market: Arc<Market>,
+    records: Arc<RecordStore>,
+    settlements: Arc<Settlements>,
+    escrow: Option<Arc<dyn EscrowPayments>>,
+}
+
+impl Settler {
+    /// A settler of `market`'s leases from `records`' rounds, keeping them in `settlements`
+    /// and paying through `escrow` (`None`: recorded only).
+    pub fn new(
+        market: Arc<Market>,
+        records: Arc<RecordStore>,
+        settlements: Arc<Settlements>,
+        escrow: Option<Arc<dyn EscrowPayments>>,
+    ) -> Settler {
+        Settler {
+            market,
+            records,
+            settlements,
+            escrow,
+        }
+    }
+
+    /// One pass (blocking: it reads the registry and may wait on the chain): settles every
+    /// period due, signs what waited for a payee, and sees signed payments onto the chain.
+    pub fn pass(&self) -> Result<Pass, SettlementError> {
+        let mut pass = Pass::default();
+        let now_ms = self.records.now_ms();
+        let rules = *self.settlements.rules();
+        for lease in self.market.all_leases() {
+            for period in periods(&lease, &rules) {
+                if !is_due(&period, &rules, now_ms)
+                    || self.settlements.is_settled(&lease.id, period.index)
+                {
+                    continue;
+                }
+                let signed = self.settle_period(&lease, &period)?;
+                pass.settled += 1;
+                pass.signed += usize::from(signed);
+            }
+        }
+        if self.escrow.is_some() {
+            for record in self.settlements.in_state(SettlementState::AwaitingPayee)? {
+                if self.sign_and_keep(record)? {
+                    pass.signed += 1;
+                }
+            }
+            self.deliver(&mut pass)?;
+        }
+        Ok(pass)
+    }
+
+    /// Settles one period: logs its record and keeps it; true when it was signed for the
+    /// escrow.
+    fn settle_period(&self, lease: &Lease, period: &Period) -> Result<bool, SettlementError> {
+        let key = |hex: &str| {
+            PublicKey::try_from(hex.to_string()).map_err(|e| SettlementError::BadLease {
+                lease: lease.id.clone(),
+                why: e.to_string(),
+            })
+        };
+        let (renter, provider) = (key(&lease.renter)?, key(&lease.provider)?);
+        let rules = *self.settlements.rules();
+        let rounds = self.rounds_around(&lease.gpu, &provider, period, &rules)?;
+        let s = settle(lease, period, &rounds, &rules);
+        let record = SettlementRecord {
+            version: pog_records::settlement::SETTLEMENT_VERSION,
+            lease_id: lease.id.clone(),
+            gpu_uuid: lease.gpu.clone(),
+            renter,
+            provider,
+            period: period.index,
+            from_ms: period.from_ms,
+            to_ms: period.to_ms,
+            hours: s.hours,
+            proven_hours_ppm: s.proven_hours_ppm,
+            price_micro_usd: lease.price_micro_usd,
+            value_micro_usd: s.value_micro_usd,
+            paid_micro_usd: s.paid_micro_usd,
+            refunded_micro_usd: s.refunded_micro_usd,
+            unproven: s.unproven().join("; "),
+            payee: None,
+            escrow: None,
+            recorded_at_ms: self.records.now_ms(),
+        };
+        tracing::info!(
+            lease = %lease.id,
+            period = period.index,
+            "settled: {}",
+            s.detail()
+        );
+        if self.escrow.is_none() {
+            self.records.log(&record)?;
+            self.settlements.keep(&record, SettlementState::Recorded)?;
+            return Ok(false);
+        }
+        self.sign_and_keep(record)
+    }
+
+    /// Signs a settlement for the escrow where its provider named an address to pay, logs it
+    /// and keeps it; true when it was signed. Without an address it is logged (once) and kept
+    /// awaiting one.
+    fn sign_and_keep(&self, mut record: SettlementRecord) -> Result<bool, SettlementError> {
+        let Some(escrow) = &self.escrow else {
+            return Ok(false);
+        };
+        let awaiting = self
+            .settlements
+            .lock()
+            .index
+            .get(&(record.lease_id.clone(), record.period))
+            .is_some_and(|(_, s)| *s == SettlementState::AwaitingPayee);
+        let payee = self.payee_of(&record.gpu_uuid, &record.provider)?;
+        let Some(payee) = payee else {
+            if !awaiting {
+                self.records.log(&record)?;
+                self.settlements
+                    .keep(&record, SettlementState::AwaitingPayee)?;
+            }
+            return Ok(false);
+        };
+        let terms = terms_of(&record, &payee);
+        let payment = match escrow.sign(&terms) {
+            Ok(p) => p,
+            Err(e) => {
+                // Kept awaiting (and held): signed at a later pass.
+                tracing::warn!(lease = %record.lease_id, period = record.period, error = %e, "signing a settlement");
+                if !awaiting {
+                    self.records.log(&record)?;
+                    self.settlements
+                        .keep(&record, SettlementState::AwaitingPayee)?;
+                }
+                return Ok(false);
+            }
+        };
+        record.payee = Some(payee);
+        record.escrow = Some(payment);
+        record.recorded_at_ms = self.records.now_ms();
+        // The signed form is logged too: it is what pays.
+        self.records.log(&record)?;
+        self.settlements.keep(&record, SettlementState::Signed)?;
+        Ok(true)
+    }
+
+    /// Sees every signed payment onto the chain.
+    fn deliver(&self, pass: &mut Pass) -> Result<(), SettlementError> {
+        let Some(escrow) = &self.escrow else {
+            return Ok(());
+        };
+        for record in self.settlements.in_state(SettlementState::Signed)? {
+            let (Some(payee), Some(payment)) = (&record.payee, &record.escrow) else {
+                continue;
+            };
+            match escrow.deliver(&terms_of(&record, payee), payment) {
+                Ok(true) => {
+                    self.settlements.keep(&record, SettlementState::Paid)?;
+                    pass.paid += 1;
+                }
+                Ok(false) => pass.undelivered.push(format!(
+                    "lease {} period {}: not yet on chain",
+                    record.lease_id, record.period
+                )),
+                Err(e) => pass.undelivered.push(format!(
+                    "lease {} period {}: {e}",
+                    record.lease_id, record.period
+                )),
+            }
+        }
+        Ok(())
+    }
+
+    /// The address the provider's agent named for `gpu`, while the GPU is registered to it.
+    fn payee_of(
+        &self,
+        gpu: &GpuUuid,
+        provider: &PublicKey,
+    ) -> Result<Option<String>, SettlementError> {
+        let registered = self.records.registry().gpu(gpu)?;
+        Ok(registered
+            .filter(|g| g.agent == *provider)
+            .and_then(|g| g.token_owner)
+            .map(|a| a.to_string()))
+    }
+
+    /// The provider's rounds of `gpu` around `period` (from a bridge before its start on), as
+    /// the settlement counts them.
+    fn rounds_around(
+        &self,
+        gpu: &GpuUuid,
+        provider: &PublicKey,
+        period: &Period,
+        rules: &SettlementRules,
+    ) -> Result<Vec<pog_market::evidence::Round>, SettlementError> {
+        let since_ms = period.from_ms.saturating_sub(rules.bridge_ms);
+        let mut limit = FIRST_ROWS;
+        let read = loop {
+            let rows = self.records.registry().latest_records(gpu, limit)?;
+            let complete = rows.len() < limit || limit >= MAX_ROWS;
+            let read = crate::pricing::read_rows(&rows);
+            let oldest = read
+                .records
+                .iter()
+                .map(|r| r.recorded_at_ms)
+                .chain(read.missed_rounds.iter().map(|m| m.recorded_at_ms))
+                .min();
+            if complete || oldest.is_some_and(|t| t < since_ms) {
+                break read;
+            }
+            limit = (limit * 4).min(MAX_ROWS);
+        };
+        for why in &read.unreadable {
+            tracing::warn!(gpu = gpu.as_str(), "settling, left out: {why}");
+        }
+        let theirs =
+            |agent: Option<&str>| agent.is_some_and(|a| a.eq_ignore_ascii_case(provider.as_str()));
+        let proofs: Vec<_> = read
+            .records
+            .iter()
+            .filter(|r| theirs(r.agent.as_deref()))
+            .collect();
+        let memory: Vec<_> = read
+            .memory_records
+            .iter()
+            .filter(|r| theirs(r.agent.as_deref()))
+            .collect();
+        let missed = read
+            .missed_rounds
+            .iter()
+            .filter(|m| theirs(Some(m.agent.as_str())));
+        Ok(pog_market::appraisal::rounds_of(&proofs, &memory, missed)
+            .into_iter()
+            .map(|(_, round)| round)
+            .collect())
+    }
+
+    /// Passes every `every` until `stop` turns true, each off the async workers.
+    pub async fn run(self: Arc<Self>, every: Duration, mut stop: watch::Receiver<bool>) {
+        loop {
+            let settler = self.clone();
+            match tokio::task::spawn_blocking(move || settler.pass()).await {
+                Ok(Ok(pass)) => {
+                    if pass.settled + pass.signed + pass.paid > 0 {
+                        tracing::info!(
+                            settled = pass.settled,
+                            signed = pass.signed,
+                            paid = pass.paid,
+                            "settlement pass"
+                        );
+                    }
+                    for why in pass.undelivered {
+                        tracing::warn!("settlement not on chain yet: {why}");
+                    }
+                }
+                Ok(Err(e)) => tracing::error!(error = %e, "settling leases"),
+                Err(e) => tracing::error!(error = %e, "the settlement pass stopped"),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = stop.changed() => {}
+            }
+            if *stop.borrow() {
+                return;
+            }
+        }
+    }
+}
+
+/// The escrow's terms of a kept settlement paid to `payee`.
+fn terms_of(record: &SettlementRecord, payee: &str) -> EscrowTerms {
+    EscrowTerms {
+        lease_id: record.lease_id.clone(),
+        period: record.period,
+        renter: record.renter.clone(),
+        payee: payee.to_string(),
+        paid_micro_usd: record.paid_micro_usd,
+    }
+}

@@ -1,0 +1,273 @@
+//! Leases settled for the hours the validator proved (issue 25, item 4), over loopback: a trade
+//! becomes a lease, the GPU's rounds during it are on record, and once a period has ended the
+//! settler pays the provider for the proven share of each hour through an escrow (a double
+//! here; `pog validator --escrow-key-file` on anvil in the binary's tests), refunds the rest,
+//! and serves the signed settlement. What a lease will be paid from counts against its
+//! renter's next bids until it is paid on chain; a chain that is down is tried again.
+
+mod common;
+
+use common::{ask, claim, policy, prove_model, store_edited, Harness, VALIDATOR_SEED};
+use pog_market::settlement::SettlementRules;
+use pog_market::{GpuClass, Mechanism, Order, OrderId, Price, Side};
+use pog_net::clock::ManualClock;
+use pog_records::{EscrowPayment, SettlementRecord};
+use pog_signed::{Envelope, EvmAddress, Identity, PublicKey};
+use pog_validator::client::MarketClient;
+use pog_validator::settlement::{
+    EscrowPayments, EscrowTerms, EscrowUnavailable, SettlementPage, SettlementState, Settler,
+    SETTLEMENTS_KIND,
+};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const HOUR_MS: u64 = 3_600_000;
+const MINUTE_MS: u64 = 60_000;
+const DAY: Duration = Duration::from_secs(86_400);
+const GPU: &str = "GPU-5e771e00-0000-4000-8000-000000000001";
+
+/// The escrow's deposits, as the market reads them.
+#[derive(Default)]
+struct Deposits(Mutex<BTreeMap<PublicKey, u128>>);
+
+impl pog_market::backing::Deposits for Deposits {
+    fn deposit_of(
+        &self,
+        owner: &PublicKey,
+    ) -> Result<u128, pog_market::backing::DepositsUnavailable> {
+        Ok(self.0.lock().unwrap().get(owner).copied().unwrap_or(0))
+    }
+}
+
+/// An escrow double: signs each settlement with a marker, and takes payments while `up`.
+#[derive(Default)]
+struct Escrow {
+    up: AtomicBool,
+    signed: Mutex<Vec<EscrowTerms>>,
+    paid: Mutex<Vec<EscrowTerms>>,
+}
+
+impl EscrowPayments for Escrow {
+    fn sign(&self, terms: &EscrowTerms) -> Result<EscrowPayment, EscrowUnavailable> {
+        self.signed.lock().unwrap().push(terms.clone());
+        Ok(EscrowPayment {
+            chain_id: 31337,
+            contract: "0x00000000000000000000000000000000000000e5".into(),
+            settler: "0x00000000000000000000000000000000000000e6".into(),
+            lease: format!("lease {}", terms.lease_id),
+            renter_account: terms.renter.to_string(),
+            signature: format!("signed {} {}", terms.period, terms.paid_micro_usd),
+        })
+    }
+
+    fn deliver(
+        &self,
+        terms: &EscrowTerms,
+        payment: &EscrowPayment,
+    ) -> Result<bool, EscrowUnavailable> {
+        assert_eq!(
+            payment.signature,
+            format!("signed {} {}", terms.period, terms.paid_micro_usd),
+            "the payment delivered is the one signed"
+        );
+        if !self.up.load(Ordering::SeqCst) {
+            return Err(EscrowUnavailable("the chain did not answer".into()));
+        }
+        self.paid.lock().unwrap().push(terms.clone());
+        Ok(true)
+    }
+}
+
+fn h200() -> GpuClass {
+    GpuClass::new("H200 SXM").unwrap()
+}
+
+fn bid(id: &str, owner: &Identity, quantity: u64, usd: f64) -> Order {
+    Order::new(
+        OrderId::new(id).unwrap(),
+        owner.public_key(),
+        Side::Bid,
+        h200(),
+        quantity,
+        Price::from_usd(usd).unwrap(),
+    )
+    .unwrap()
+}
+
+/// Stores a round of the GPU at `at_ms`: proven, or (`proven` false) unanswered.
+fn round(h: &common::Served, at_ms: u64, proven: bool) {
+    store_edited(&h.v, GPU, |r| {
+        r["recorded_at_ms"] = at_ms.into();
+        r["accepted"] = proven.into();
+        r["failure"] = if proven {
+            serde_json::Value::Null
+        } else {
+            serde_json::json!({"kind": "unreachable", "message": "nothing answered"})
+        };
+    });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_is_paid_for_the_hours_proven_and_holds_its_renters_deposit_until_paid() {
+    let clock = ManualClock::at_system_time();
+    let deposits = Arc::new(Deposits::default());
+    let rules = SettlementRules {
+        period_ms: 24 * HOUR_MS,
+        ..SettlementRules::default()
+    };
+    let h = Harness::new()
+        .clock(clock.shared())
+        .with_deposits(deposits.clone())
+        .with_settlements(rules)
+        .serve()
+        .await;
+    let (renter, provider) = (Identity::from_seed([21; 32]), Identity::from_seed([22; 32]));
+    let payee: EvmAddress = "0x00000000000000000000000000000000000000aa"
+        .parse()
+        .unwrap();
+    let _agent = h.agent(22, vec![claim(GPU)]).paid_to(payee).await;
+    h.v.challenge::<pog_records::Gemm>(GPU, &policy())
+        .await
+        .expect("a proof exchange");
+    prove_model(&h.v, GPU);
+    deposits
+        .0
+        .lock()
+        .unwrap()
+        .insert(renter.public_key(), 10_000_000);
+
+    // A trade of 2 GPU-hours at $2 (the uniform price between $3 and $1): a lease of $4.
+    let client = MarketClient::new(&h.url).unwrap();
+    client
+        .submit(&renter, bid("b1", &renter, 2, 3.0), DAY)
+        .await
+        .unwrap();
+    client
+        .submit(&provider, ask("a1", &provider, 2, 1.0, &[GPU]), DAY)
+        .await
+        .unwrap();
+    client
+        .clear(
+            &Identity::from_seed(VALIDATOR_SEED),
+            h200(),
+            Mechanism::UniformPrice,
+        )
+        .await
+        .unwrap();
+    let leases = h.market().all_leases();
+    assert_eq!(leases.len(), 1, "{leases:?}");
+    let lease = leases[0].clone();
+    assert_eq!((lease.hours, lease.price_micro_usd), (2, 2_000_000));
+    let settlements = h.market().settlements().unwrap().clone();
+    assert_eq!(settlements.held_by(&lease), 4_000_000);
+
+    // The lease's $4 is held: a bid of $7.50 more no longer fits the $10 deposit.
+    let refused = client
+        .submit(&renter, bid("b2", &renter, 3, 2.5), DAY)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("402"), "{refused}");
+
+    // Its rounds: the first hour all proven; the second, three proven then three unanswered;
+    // one round after it (it does not vouch for the unanswered part).
+    let s = lease.start_ms;
+    for i in 0..12 {
+        round(&h, s + 5 * MINUTE_MS + i * 10 * MINUTE_MS, i < 9);
+    }
+    round(&h, s + 2 * HOUR_MS + 5 * MINUTE_MS, true);
+
+    let escrow = Arc::new(Escrow::default());
+    let settler = Settler::new(
+        h.market().clone(),
+        h.v.records().clone(),
+        settlements.clone(),
+        Some(escrow.clone()),
+    );
+    // Not due before the lease's end and the grace after it.
+    clock.set(lease.end_ms + rules.grace_ms - 1);
+    assert_eq!(settler.pass().unwrap().settled, 0);
+
+    // Due, and the chain down: settled, signed, not paid; its payment still held.
+    clock.set(lease.end_ms + rules.grace_ms);
+    let pass = settler.pass().unwrap();
+    assert_eq!(
+        (pass.settled, pass.signed, pass.paid),
+        (1, 1, 0),
+        "{pass:?}"
+    );
+    assert_eq!(pass.undelivered.len(), 1, "{pass:?}");
+    let signed = escrow.signed.lock().unwrap().clone();
+    assert_eq!(signed.len(), 1);
+    assert_eq!(signed[0].payee, payee.to_string());
+    assert_eq!(signed[0].renter, renter.public_key());
+    // 1.5 of 2 hours at $2.
+    assert_eq!(signed[0].paid_micro_usd, 3_000_000);
+    assert_eq!(settlements.held_by(&lease), 3_000_000);
+    assert!(client
+        .submit(&renter, bid("b3", &renter, 3, 2.5), DAY)
+        .await
+        .is_err());
+
+    // The chain back: paid at the next pass, once; nothing held, the bid fits.
+    escrow.up.store(true, Ordering::SeqCst);
+    let pass = settler.pass().unwrap();
+    assert_eq!(
+        (pass.settled, pass.signed, pass.paid),
+        (0, 0, 1),
+        "{pass:?}"
+    );
+    assert_eq!(settler.pass().unwrap().paid, 0, "paid once");
+    assert_eq!(escrow.paid.lock().unwrap().len(), 1);
+    assert_eq!(settlements.held_by(&lease), 0);
+    client
+        .submit(&renter, bid("b4", &renter, 3, 2.5), DAY)
+        .await
+        .unwrap();
+
+    // Served, signed by the validator, to either party.
+    let page: Envelope = reqwest::get(format!(
+        "{}/v1/market/settlements?party={}",
+        h.url,
+        renter.public_key()
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let (page, signer): (SettlementPage, PublicKey) =
+        pog_signed::decode(&serde_json::to_vec(&page).unwrap(), SETTLEMENTS_KIND).unwrap();
+    assert_eq!(signer, h.v.public_key());
+    assert_eq!(page.settlements.len(), 1, "{page:?}");
+    let kept = &page.settlements[0];
+    assert_eq!(kept.state, SettlementState::Paid);
+    let record: &SettlementRecord = &kept.record;
+    assert_eq!(record.lease_id, lease.id);
+    assert_eq!(record.proven_hours_ppm, 1_500_000);
+    assert_eq!(
+        (record.paid_micro_usd, record.refunded_micro_usd),
+        (3_000_000, 1_000_000)
+    );
+    assert!(
+        record.unproven.contains("3 of 6 rounds proven"),
+        "{record:?}"
+    );
+    assert_eq!(record.payee.as_deref(), Some(payee.to_string().as_str()));
+    assert!(record.escrow.is_some());
+    let stranger = reqwest::get(format!(
+        "{}/v1/market/settlements?party={}",
+        h.url,
+        Identity::from_seed([99; 32]).public_key()
+    ))
+    .await
+    .unwrap()
+    .json::<Envelope>()
+    .await
+    .unwrap();
+    let (none, _): (SettlementPage, PublicKey) =
+        pog_signed::decode(&serde_json::to_vec(&stranger).unwrap(), SETTLEMENTS_KIND).unwrap();
+    assert!(none.settlements.is_empty());
+}
