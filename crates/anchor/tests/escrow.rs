@@ -6,11 +6,13 @@
 //! named; and the EIP-712 digests the Rust signer computes equal to the contract's.
 
 use alloy::json_abi::JsonAbi;
-use alloy::primitives::{Address, FixedBytes, U256};
+use alloy::primitives::{Address, U256};
 use alloy::providers::{Provider, ProviderBuilder};
 use alloy::sol_types::{Eip712Domain, SolStruct};
 use pog_anchor::contract::{IGpuEscrow, IStablecoin};
-use pog_anchor::escrow::{account_key, deploy_escrow, Escrow, SettlementSigner};
+use pog_anchor::escrow::{
+    account_key, deploy_escrow, lease_key, settlement_of, Escrow, SettlementSigner,
+};
 use pog_anchor::testing::{abi_signatures, dev_keys, evm_tools, Anvil};
 use pog_anchor::{deploy, read_bytecode, AnchorError, Refusal, RpcUrl};
 use pog_signed::Identity;
@@ -110,15 +112,31 @@ async fn deposits_leave_only_on_the_settlement_keys_word_or_when_it_is_gone() {
     );
     assert_eq!(balance_of(renter_wallet.address()).await, 5_000_000);
 
-    // A settlement of one lease period: $1.20 to the provider.
-    let lease = FixedBytes([0x1e; 32]);
-    let settlement = IGpuEscrow::Settlement {
-        lease,
-        period: 0,
-        renter: account_key(&renter),
-        provider: provider_wallet.address(),
-        paid: U256::from(1_200_000u64),
-    };
+    // A settlement of one lease period: $1.20 to the provider, as the validator's settler
+    // makes it from the lease's id.
+    assert_eq!(as_renter.chain_id().await.unwrap(), chain_id);
+    assert_eq!(as_renter.settler().await.unwrap(), validator.address());
+    let lease = lease_key("7.0.1");
+    let settlement = settlement_of(
+        "7.0.1",
+        0,
+        &renter,
+        &provider_wallet.address().to_checksum(None),
+        1_200_000,
+    )
+    .unwrap();
+    assert_eq!(
+        settlement,
+        IGpuEscrow::Settlement {
+            lease: alloy::primitives::keccak256(b"7.0.1"),
+            period: 0,
+            renter: account_key(&renter),
+            provider: provider_wallet.address(),
+            paid: U256::from(1_200_000u64),
+        }
+    );
+    assert!(settlement_of("7.0.1", 0, &renter, "0xnot-an-address", 1).is_err());
+    assert!(!as_renter.is_settled(lease, 0).await.unwrap());
     // The Rust signer's digest is the contract's.
     let domain = Eip712Domain::new(
         Some("pog GpuEscrow".into()),
@@ -151,6 +169,10 @@ async fn deposits_leave_only_on_the_settlement_keys_word_or_when_it_is_gone() {
     let paid = as_provider.settle(&settlement, &signature).await.unwrap();
     eprintln!("a settlement: {} gas", paid.gas_used);
     assert_eq!(balance_of(provider_wallet.address()).await, 1_200_000);
+    // The settler reads that it was paid (whoever submitted it), and only that period.
+    assert!(as_renter.is_settled(lease, 0).await.unwrap());
+    assert!(!as_renter.is_settled(lease, 1).await.unwrap());
+    assert!(!as_renter.is_settled(lease_key("7.0.2"), 0).await.unwrap());
     assert_eq!(
         as_renter.account_of(&renter).await.unwrap().balance,
         3_800_000

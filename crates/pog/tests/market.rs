@@ -553,8 +553,9 @@ fn clear_every_is_checked() {
     }
 }
 
-/// `pog validator --escrow-rpc --escrow-contract`: a bid is taken only once its owner key's
-/// deposit in the escrow (on a real anvil) covers it; the start says bids are backed.
+/// `pog validator --escrow-rpc --escrow-contract --escrow-key-file`: a bid is taken only once
+/// its owner key's deposit in the escrow (on a real anvil) covers it; the settlement key must
+/// be the escrow's, or the validator does not start.
 #[test]
 fn bids_are_backed_by_deposits_in_the_escrow_on_chain() {
     use pog_anchor::testing::{dev_keys, evm_tools, Anvil};
@@ -582,10 +583,36 @@ fn bids_are_backed_by_deposits_in_the_escrow_on_chain() {
         ))
         .unwrap()
         .address;
+    // Settling through the escrow takes its settlement key: another key is refused at start,
+    // naming both.
+    let other_key = pog_anchor::testing::dev_key_file(dir.path(), "not-the-settler", 1);
+    let out = Command::cargo_bin("pog")
+        .unwrap()
+        .args(["validator", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("refused"))
+        .args(["--escrow-rpc", &anvil.url, "--escrow-contract", &escrow])
+        .arg("--escrow-key-file")
+        .arg(&other_key)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("is settled by") && said.contains(&keys[0].address().to_string()),
+        "{said}"
+    );
+    let settler_key = pog_anchor::testing::dev_key_file(dir.path(), "settler", 0);
     let v = Network::in_dir(dir.path())
         .flags(&["--escrow-rpc", &anvil.url, "--escrow-contract", &escrow])
+        .flags(&["--escrow-key-file", settler_key.to_str().unwrap()])
         .start()
         .validator;
+    assert!(
+        !v.service.lines().iter().any(|l| l.contains("NOT paid")),
+        "{:?}",
+        v.service.lines()
+    );
     let renter = dir.path().join("renter");
     let bid = |id: &str| {
         pog(&[
