@@ -69,6 +69,17 @@ pub fn settlement_of(
     })
 }
 
+/// The escrow's form of a withdrawal voucher: `amount` micro-dollars of `renter`'s account, its
+/// `nonce`-th withdrawal, until `expires_at_s` (Unix seconds).
+pub fn withdrawal_of(renter: &PublicKey, amount: u64, nonce: u64, expires_at_s: u64) -> Withdrawal {
+    Withdrawal {
+        renter: account_key(renter),
+        amount: U256::from(amount),
+        nonce,
+        expiresAt: expires_at_s,
+    }
+}
+
 /// A renter's account in the escrow.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EscrowAccount {

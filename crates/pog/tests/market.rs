@@ -671,4 +671,50 @@ fn bids_are_backed_by_deposits_in_the_escrow_on_chain() {
         json["error"].as_str().unwrap().contains("12000000"),
         "{json}"
     );
+
+    // A withdrawal: nothing is free of the open bid; once it is cancelled, the renter's key
+    // gets a voucher the settlement key signed, which the account's owner (the wallet that
+    // deposited) submits.
+    let market = |args: &[&str]| {
+        let mut all = vec![
+            "market",
+            "--json",
+            "--validator",
+            &v.url,
+            "--data-dir",
+            renter.to_str().unwrap(),
+        ];
+        all.extend_from_slice(args);
+        pog(&all)
+    };
+    let (status, json) = market(&["withdraw", "--amount", "2"]);
+    assert_eq!(status, 2, "{json}");
+    assert!(json["error"].as_str().unwrap().contains("402"), "{json}");
+    assert_eq!(market(&["cancel", "--id", "r1"]).0, 0);
+    let (status, voucher) = market(&["withdraw", "--amount", "2"]);
+    assert_eq!(status, 0, "{voucher}");
+    assert_eq!(voucher["schema"], "pog.market.withdraw/1");
+    assert_eq!(voucher["amount_micro_usd"], 2_000_000);
+    assert_eq!(voucher["nonce"], 0);
+    let withdrawal = pog_anchor::escrow::withdrawal_of(
+        &renter_key,
+        2_000_000,
+        0,
+        voucher["expires_at_s"].as_u64().unwrap(),
+    );
+    let signature = hex::decode(
+        voucher["signature"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("0x"),
+    )
+    .unwrap();
+    rt.block_on(wallet.withdraw(&withdrawal, &signature))
+        .unwrap();
+    let account = rt.block_on(wallet.account_of(&renter_key)).unwrap();
+    assert_eq!((account.balance, account.withdrawals), (4_000_000, 1));
+    // The settlements of this key: none yet (no lease), the page signed by the validator.
+    let (status, page) = market(&["settlements"]);
+    assert_eq!(status, 0, "{page}");
+    assert_eq!(page["settlements"].as_array().unwrap().len(), 0, "{page}");
 }

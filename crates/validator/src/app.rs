@@ -365,6 +365,10 @@ impl ValidatorApp {
                 },
             )?,
         );
+        let market = match settings.escrow_payments.clone() {
+            Some(escrow) => market.with_vouchers(escrow),
+            None => market,
+        };
         let market = market
             .with_lease_sink(Arc::new(LedgerLeases(records.clone())))
             .with_signer(Identity::from_seed(clearer.seed()))

@@ -317,6 +317,55 @@ impl MarketClient {
         }
         Ok(page)
     }
+
+    /// The settlements `filter` selects (`GET /v1/market/settlements`), the newest first, as a
+    /// page signed by one of `trusted`: an answer signed by another key, or not signed, is
+    /// refused.
+    pub async fn settlements(
+        &self,
+        filter: &crate::settlement::SettlementFilter,
+        trusted: &[pog_signed::PublicKey],
+    ) -> Result<crate::settlement::SettlementPage, ClientError> {
+        let mut query = vec![format!("limit={}", filter.limit.unwrap_or(100))];
+        for (name, value) in [("party", &filter.party), ("lease", &filter.lease)] {
+            if let Some(v) = value {
+                query.push(format!("{name}={}", path_segment(v)));
+            }
+        }
+        let envelope: Envelope = self
+            .get(&format!("/v1/market/settlements?{}", query.join("&")))
+            .await?;
+        let bytes =
+            serde_json::to_vec(&envelope).map_err(|e| ClientError::BadAnswer(e.to_string()))?;
+        let (page, signer): (crate::settlement::SettlementPage, pog_signed::PublicKey) =
+            pog_signed::decode(&bytes, crate::settlement::SETTLEMENTS_KIND)
+                .map_err(|e| ClientError::BadAnswer(format!("the settlement page: {e}")))?;
+        if !trusted.contains(&signer) {
+            return Err(ClientError::BadAnswer(format!(
+                "the settlement page is signed by {signer}, not by a trusted validator key"
+            )));
+        }
+        Ok(page)
+    }
+
+    /// Asks for a withdrawal voucher of `amount_micro_usd` from `owner`'s escrow account
+    /// (`POST /v1/market/withdraw`), signed now.
+    pub async fn withdraw(
+        &self,
+        owner: &Identity,
+        amount_micro_usd: u64,
+    ) -> Result<crate::settlement::Voucher, ClientError> {
+        let validator = self.info().await?.validator;
+        let envelope = owner.seal(
+            crate::settlement::WITHDRAW_KIND,
+            &crate::settlement::WithdrawMessage {
+                validator,
+                amount_micro_usd,
+                at_ms: now_ms(),
+            },
+        )?;
+        self.post("/v1/market/withdraw", &envelope).await
+    }
 }
 
 /// Text as one URL path segment or query value: unreserved characters as they are, every

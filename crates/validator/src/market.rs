@@ -378,6 +378,28 @@ pub enum MarketRequestError {
     /// The store failed to keep an accepted event (the book is rebuilt from the store).
     #[error(transparent)]
     Store(#[from] MarketError),
+    /// The market signs no withdrawal vouchers (no escrow settlement key, or no deposits).
+    #[error("this validator signs no withdrawal vouchers (it settles through no escrow): once it is gone, withdraw the whole account without one")]
+    NoVouchers,
+    /// The withdrawal request was signed more than five minutes from the clock, or not after
+    /// the renter's last one (a replay).
+    #[error("the withdrawal request is more than five minutes old or ahead, or not newer than the last one taken: sign a new one (check the clock)")]
+    StaleWithdrawal,
+    /// The withdrawal asks for more than the account holds beyond its bids and leases.
+    #[error("withdrawing {asked} µ$ of {owner}'s account: only {available} µ$ is free of its open bids, leases and vouchers (of a deposit of {deposit} µ$)")]
+    WithdrawalNotCovered {
+        /// The account's key.
+        owner: PublicKey,
+        /// What was asked.
+        asked: u64,
+        /// What is free.
+        available: u128,
+        /// The account's balance.
+        deposit: u128,
+    },
+    /// The voucher could not be signed now (the chain did not answer).
+    #[error("signing the voucher: {0}")]
+    VoucherUnavailable(String),
 }
 
 /// One stored event.
@@ -452,6 +474,22 @@ pub struct Market {
     /// The leases' settlements: what each lease still holds of its renter's deposit counts
     /// against the renter's bids; `None`: leases hold nothing (bids unbacked, or tests).
     settlements: Option<Arc<crate::settlement::Settlements>>,
+    /// The escrow's settlement key, which signs withdrawal vouchers; `None`: none are signed.
+    vouchers: Option<Arc<dyn crate::settlement::EscrowPayments>>,
+    /// Each renter's last withdrawal request taken and the voucher it holds (in memory: a
+    /// restart forgets them, and a request is taken only within five minutes of the clock).
+    withdrawals: Mutex<HashMap<String, Withdrawn>>,
+}
+
+/// A renter's last withdrawal request taken, and what its voucher holds until it expires.
+#[derive(Debug, Clone, Copy)]
+struct Withdrawn {
+    /// The request's `at_ms`: a later request must be newer.
+    at_ms: u64,
+    /// What the voucher may take out, micro-dollars.
+    amount: u64,
+    /// When it expires, ms since the Unix epoch.
+    until_ms: u64,
 }
 
 /// Where a clearing's leases go once the clearing is stored: the validator signs each into
@@ -607,6 +645,8 @@ impl Market {
             lease_sink: None,
             signer: None,
             settlements: None,
+            vouchers: None,
+            withdrawals: Mutex::new(HashMap::new()),
         })
     }
 
@@ -647,6 +687,97 @@ impl Market {
     pub fn with_settlements(mut self, settlements: Arc<crate::settlement::Settlements>) -> Market {
         self.settlements = Some(settlements);
         self
+    }
+
+    /// The same market signing withdrawal vouchers with the escrow's settlement key (with
+    /// deposits: what is free of bids, leases and vouchers may be withdrawn).
+    pub fn with_vouchers(mut self, escrow: Arc<dyn crate::settlement::EscrowPayments>) -> Market {
+        self.vouchers = Some(escrow);
+        self
+    }
+
+    /// What `owner`'s outstanding voucher holds at `now_ms` (0 once it expired).
+    fn voucher_hold(&self, owner: &PublicKey, now_ms: u64) -> u128 {
+        self.withdrawals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&owner.as_str().to_ascii_lowercase())
+            .filter(|w| now_ms < w.until_ms)
+            .map_or(0, |w| u128::from(w.amount))
+    }
+
+    /// A withdrawal voucher for a signed [`crate::settlement::WithdrawMessage`] (the envelope's
+    /// bytes): up to what the renter's deposit holds beyond its open bids, the leases not yet
+    /// paid for and its last voucher. Reads the chain: call it off the async runtime's workers.
+    pub fn withdraw(&self, bytes: &[u8]) -> Result<crate::settlement::Voucher, MarketRequestError> {
+        use crate::settlement::{WithdrawMessage, VOUCHER_LIFETIME_MS, WITHDRAW_KIND};
+        let (message, signer): (WithdrawMessage, PublicKey) =
+            pog_signed::decode(bytes, WITHDRAW_KIND)?;
+        self.check_validator(&message.validator)?;
+        let (Some(deposits), Some(vouchers)) = (&self.deposits, &self.vouchers) else {
+            return Err(MarketRequestError::NoVouchers);
+        };
+        let now = self.clock.now_ms();
+        if message.at_ms.abs_diff(now) > CLEAR_MAX_AGE_MS {
+            return Err(MarketRequestError::StaleWithdrawal);
+        }
+        let deposit = deposits
+            .deposit_of(&signer)
+            .map_err(BackingError::DepositsUnavailable)?;
+        let key = signer.as_str().to_ascii_lowercase();
+        let previous = {
+            let inner = self.lock();
+            let mut withdrawals = self.withdrawals.lock().unwrap_or_else(|p| p.into_inner());
+            let previous = withdrawals.get(&key).copied();
+            if previous.is_some_and(|w| message.at_ms <= w.at_ms) {
+                return Err(MarketRequestError::StaleWithdrawal);
+            }
+            let held_by_voucher = previous
+                .filter(|w| now < w.until_ms)
+                .map_or(0, |w| u128::from(w.amount));
+            let held = inner.book.bid_commitment_of(signer.as_str())
+                + self.held_by_leases(&inner, &signer)
+                + held_by_voucher;
+            let available = deposit.saturating_sub(held);
+            if u128::from(message.amount_micro_usd) > available {
+                return Err(MarketRequestError::WithdrawalNotCovered {
+                    owner: signer,
+                    asked: message.amount_micro_usd,
+                    available,
+                    deposit,
+                });
+            }
+            // Held from now: a bid taken while the chain is asked cannot spend it.
+            withdrawals.insert(
+                key.clone(),
+                Withdrawn {
+                    at_ms: message.at_ms,
+                    amount: message
+                        .amount_micro_usd
+                        .saturating_add(u64::try_from(held_by_voucher).unwrap_or(u64::MAX)),
+                    until_ms: now + VOUCHER_LIFETIME_MS,
+                },
+            );
+            previous
+        };
+        let expires_at_s = (now + VOUCHER_LIFETIME_MS) / 1000;
+        vouchers
+            .voucher(&signer, message.amount_micro_usd, expires_at_s)
+            .map_err(|e| {
+                // Nothing signed: the hold goes back to what it was.
+                let mut withdrawals = self.withdrawals.lock().unwrap_or_else(|p| p.into_inner());
+                match previous {
+                    Some(w) => withdrawals.insert(
+                        key.clone(),
+                        Withdrawn {
+                            at_ms: message.at_ms,
+                            ..w
+                        },
+                    ),
+                    None => withdrawals.remove(&key),
+                };
+                MarketRequestError::VoucherUnavailable(e.to_string())
+            })
     }
 
     /// The settlements it serves, if any.
@@ -800,9 +931,10 @@ impl Market {
         let envelope = envelope(bytes)?;
         let mut inner = self.lock();
         if let Some(deposit) = deposit {
-            // The open bids, and the leases not yet paid for.
+            // The open bids, the leases not yet paid for and a voucher not yet expired.
             let committed = inner.book.bid_commitment_of(signer.as_str())
-                + self.held_by_leases(&inner, &signer);
+                + self.held_by_leases(&inner, &signer)
+                + self.voucher_hold(&signer, self.clock.now_ms());
             pog_market::backing::check_bid_covered(&message.order, committed, deposit)?;
         }
         let now = self.clock.now_ms();
@@ -1431,6 +1563,9 @@ impl From<MarketRequestError> for ApiError {
                 _ => StatusCode::BAD_REQUEST,
             },
             E::Encode(_) | E::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            E::NoVouchers | E::VoucherUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            E::StaleWithdrawal => StatusCode::CONFLICT,
+            E::WithdrawalNotCovered { .. } => StatusCode::PAYMENT_REQUIRED,
         };
         ApiError::new(status, e.to_string())
     }
@@ -1447,6 +1582,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(market: Arc<Market>) -> Router<S
         .route("/v1/market/history", get(history_route))
         .route("/v1/market/leases", get(leases_route))
         .route("/v1/market/settlements", get(settlements_route))
+        .route("/v1/market/withdraw", post(withdraw_route))
         .with_state(market)
 }
 
@@ -1538,6 +1674,14 @@ async fn leases_route(
             "this market signs no lease pages",
         )),
     }
+}
+
+async fn withdraw_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Response, ApiError> {
+    // The deposit and the account's nonce are read from the chain: off the workers.
+    let voucher = tokio::task::spawn_blocking(move || m.withdraw(&body))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    Ok(Json(voucher).into_response())
 }
 
 async fn settlements_route(

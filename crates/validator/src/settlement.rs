@@ -105,6 +105,56 @@ pub trait EscrowPayments: Send + Sync {
         terms: &EscrowTerms,
         payment: &EscrowPayment,
     ) -> Result<bool, EscrowUnavailable>;
+    /// Signs a withdrawal voucher with the settlement key: `amount_micro_usd` of `renter`'s
+    /// account to the account's owner, as the account's next withdrawal (its nonce read from
+    /// the chain), until `expires_at_s` (Unix seconds).
+    fn voucher(
+        &self,
+        renter: &PublicKey,
+        amount_micro_usd: u64,
+        expires_at_s: u64,
+    ) -> Result<Voucher, EscrowUnavailable>;
+}
+
+/// The kind a renter signs a [`WithdrawMessage`] under.
+pub const WITHDRAW_KIND: &str = "market-withdraw";
+
+/// How long a withdrawal voucher is good for: what it asks is held from the renter's bids
+/// that long (or until it is used and the balance shows it).
+pub const VOUCHER_LIFETIME_MS: u64 = 10 * 60 * 1000;
+
+/// Renter → validator (`POST /v1/market/withdraw`): a voucher to take `amount_micro_usd` out
+/// of the escrow account of the key that signs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WithdrawMessage {
+    /// The validator asked (a request signed for one cannot be used at another).
+    pub validator: PublicKey,
+    /// How much, micro-dollars.
+    pub amount_micro_usd: u64,
+    /// When the renter signed it, ms since the Unix epoch: taken only within five minutes of
+    /// the validator's clock, and only after the renter's last request (a replay is refused).
+    pub at_ms: u64,
+}
+
+/// A withdrawal voucher the validator's settlement key signed (`GpuEscrow.withdraw`): the
+/// account's owner submits it from its own address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Voucher {
+    /// The renter's key (its account).
+    pub renter: PublicKey,
+    /// How much, micro-dollars.
+    pub amount_micro_usd: u64,
+    /// The account's withdrawal it is (the contract takes them in order).
+    pub nonce: u64,
+    /// Until when it can be used, Unix seconds.
+    pub expires_at_s: u64,
+    /// The chain's id.
+    pub chain_id: u64,
+    /// The escrow contract, `0x…`.
+    pub contract: String,
+    /// The EIP-712 signature, `0x…` (65 bytes).
+    pub signature: String,
 }
 
 /// Where one settled period stands.

@@ -10,13 +10,13 @@ mod common;
 use common::{ask, claim, policy, prove_model, store_edited, Harness, VALIDATOR_SEED};
 use pog_market::settlement::SettlementRules;
 use pog_market::{GpuClass, Mechanism, Order, OrderId, Price, Side};
-use pog_net::clock::ManualClock;
+use pog_net::clock::{Clock, ManualClock};
 use pog_records::{EscrowPayment, SettlementRecord};
 use pog_signed::{Envelope, EvmAddress, Identity, PublicKey};
 use pog_validator::client::MarketClient;
 use pog_validator::settlement::{
     EscrowPayments, EscrowTerms, EscrowUnavailable, SettlementPage, SettlementState, Settler,
-    SETTLEMENTS_KIND,
+    Voucher, WithdrawMessage, SETTLEMENTS_KIND, VOUCHER_LIFETIME_MS, WITHDRAW_KIND,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,6 +78,57 @@ impl EscrowPayments for Escrow {
         self.paid.lock().unwrap().push(terms.clone());
         Ok(true)
     }
+
+    fn voucher(
+        &self,
+        renter: &PublicKey,
+        amount_micro_usd: u64,
+        expires_at_s: u64,
+    ) -> Result<Voucher, EscrowUnavailable> {
+        if !self.up.load(Ordering::SeqCst) {
+            return Err(EscrowUnavailable("the chain did not answer".into()));
+        }
+        Ok(Voucher {
+            renter: renter.clone(),
+            amount_micro_usd,
+            nonce: 0,
+            expires_at_s,
+            chain_id: 31337,
+            contract: "0x00000000000000000000000000000000000000e5".into(),
+            signature: format!("voucher {amount_micro_usd}"),
+        })
+    }
+}
+
+/// Asks the validator at `url` for a voucher of `amount` µ$ of `renter`'s account, signed at
+/// `at_ms`: the status and the answer.
+async fn withdraw(
+    url: &str,
+    renter: &Identity,
+    validator: &PublicKey,
+    amount: u64,
+    at_ms: u64,
+) -> (u16, serde_json::Value) {
+    let envelope = renter
+        .seal(
+            WITHDRAW_KIND,
+            &WithdrawMessage {
+                validator: validator.clone(),
+                amount_micro_usd: amount,
+                at_ms,
+            },
+        )
+        .unwrap();
+    let response = reqwest::Client::new()
+        .post(format!("{url}/v1/market/withdraw"))
+        .json(&envelope)
+        .send()
+        .await
+        .unwrap();
+    (
+        response.status().as_u16(),
+        response.json().await.unwrap_or_default(),
+    )
 }
 
 fn h200() -> GpuClass {
@@ -270,4 +321,91 @@ async fn a_lease_is_paid_for_the_hours_proven_and_holds_its_renters_deposit_unti
     let (none, _): (SettlementPage, PublicKey) =
         pog_signed::decode(&serde_json::to_vec(&stranger).unwrap(), SETTLEMENTS_KIND).unwrap();
     assert!(none.settlements.is_empty());
+}
+
+/// A renter withdraws, with the validator's voucher, only what its open bids, its leases not
+/// yet paid for and its last voucher leave of its deposit; the voucher's amount is held from
+/// its bids until the voucher expires; a request replayed, or signed far from the clock, or
+/// for another validator, is refused; a validator settling through no escrow signs none.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_renter_withdraws_only_what_its_bids_leases_and_vouchers_leave() {
+    let clock = ManualClock::at_system_time();
+    let deposits = Arc::new(Deposits::default());
+    let escrow = Arc::new(Escrow::default());
+    let h = Harness::new()
+        .clock(clock.shared())
+        .with_deposits(deposits.clone())
+        .with_settlements(SettlementRules::default())
+        .with_vouchers(escrow.clone())
+        .serve()
+        .await;
+    let renter = Identity::from_seed([31; 32]);
+    let v = h.v.public_key();
+    deposits
+        .0
+        .lock()
+        .unwrap()
+        .insert(renter.public_key(), 10_000_000);
+    let client = MarketClient::new(&h.url).unwrap();
+    // $6 held by an open bid: $4 free.
+    client
+        .submit(&renter, bid("b1", &renter, 2, 3.0), DAY)
+        .await
+        .unwrap();
+    let now = clock.now_ms();
+    let (status, body) = withdraw(&h.url, &renter, &v, 4_000_001, now).await;
+    assert_eq!(status, 402, "{body}");
+    assert!(body.to_string().contains("only 4000000"), "{body}");
+    // The chain down: nothing signed, nothing held.
+    let (status, _) = withdraw(&h.url, &renter, &v, 1_000_000, now + 1).await;
+    assert_eq!(status, 503);
+    escrow.up.store(true, Ordering::SeqCst);
+    let (status, body) = withdraw(&h.url, &renter, &v, 3_000_000, now + 2).await;
+    assert_eq!(status, 200, "{body}");
+    let voucher: Voucher = serde_json::from_value(body).unwrap();
+    assert_eq!(voucher.amount_micro_usd, 3_000_000);
+    assert_eq!(voucher.renter, renter.public_key());
+    assert_eq!(voucher.expires_at_s, (now + VOUCHER_LIFETIME_MS) / 1000);
+    // The same request again, an older one, one from long ago or ahead, one for another
+    // validator: refused.
+    for at in [now + 2, now + 1] {
+        assert_eq!(withdraw(&h.url, &renter, &v, 1, at).await.0, 409);
+    }
+    assert_eq!(
+        withdraw(&h.url, &renter, &v, 1, now + 3_600_000).await.0,
+        409
+    );
+    let other = Identity::from_seed([32; 32]).public_key();
+    assert_eq!(withdraw(&h.url, &renter, &other, 1, now + 3).await.0, 400);
+    // The voucher's $3 is held: $1 left, a $2 bid refused, and a second voucher too.
+    assert!(client
+        .submit(&renter, bid("b2", &renter, 1, 2.0), DAY)
+        .await
+        .is_err());
+    assert_eq!(
+        withdraw(&h.url, &renter, &v, 1_000_001, now + 4).await.0,
+        402
+    );
+    // Once it expired, it holds nothing.
+    clock.set(now + VOUCHER_LIFETIME_MS + 1);
+    client
+        .submit(&renter, bid("b3", &renter, 1, 2.0), DAY)
+        .await
+        .unwrap();
+
+    // A validator that settles through no escrow signs no voucher.
+    let plain = Harness::new()
+        .with_deposits(deposits.clone())
+        .with_settlements(SettlementRules::default())
+        .serve()
+        .await;
+    let (status, body) = withdraw(&plain.url, &renter, &plain.v.public_key(), 1, now_ms()).await;
+    assert_eq!(status, 503, "{body}");
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }

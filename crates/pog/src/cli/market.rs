@@ -208,6 +208,37 @@ pub enum MarketAction {
         /// The lease's id (`CLEARING.TRADE.GPU`).
         id: String,
     },
+    /// The leases' settlements, signed by the validator, the newest first: the hours proven,
+    /// what was paid and refunded, and whether it is paid on chain; this host's key's (as
+    /// renter or provider) unless --party, --lease or --all says otherwise.
+    Settlements {
+        /// Only this key's (hex) settlements, as renter or provider.
+        #[arg(long, value_name = "KEY", conflicts_with = "all")]
+        party: Option<String>,
+        /// Only this lease's.
+        #[arg(long, value_name = "ID")]
+        lease: Option<String>,
+        /// Every party's.
+        #[arg(long)]
+        all: bool,
+        /// At most this many (1 to 1000).
+        #[arg(long, default_value = "100")]
+        limit: usize,
+        /// The key whose settlements to list [default: DATA_DIR/agent.key].
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
+    },
+    /// A voucher to withdraw USD from this key's escrow account (what its open bids, leases and
+    /// last voucher leave), signed by the validator's settlement key for the account's owner
+    /// to submit from its wallet within ten minutes.
+    Withdraw {
+        /// How much, in dollars (the stablecoin's units are micro-dollars).
+        #[arg(long, value_name = "USD")]
+        amount: f64,
+        /// The account's key [default: DATA_DIR/agent.key].
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
+    },
 }
 
 impl MarketAction {
@@ -221,6 +252,8 @@ impl MarketAction {
             MarketAction::History { .. } => "market.history",
             MarketAction::Leases { .. } => "market.leases",
             MarketAction::Lease { .. } => "market.lease",
+            MarketAction::Settlements { .. } => "market.settlements",
+            MarketAction::Withdraw { .. } => "market.withdraw",
         }
     }
 }

@@ -592,6 +592,49 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
                 Some(leases_table(&page)),
             )
         }
+        MarketAction::Settlements {
+            party,
+            lease,
+            all,
+            limit,
+            key: k,
+        } => {
+            let party = match (party, all, lease) {
+                (Some(p), _, _) => Some(p.clone()),
+                (None, true, _) | (None, false, Some(_)) => None,
+                (None, false, None) => Some(key(global, k, "agent.key")?.public_key().to_string()),
+            };
+            let filter = pog_validator::settlement::SettlementFilter {
+                party,
+                lease: lease.clone(),
+                limit: Some(*limit),
+            };
+            let trusted = [rt.block_on(client.info())?.validator];
+            let page = rt.block_on(client.settlements(&filter, &trusted))?;
+            (
+                format!("{} settlement(s)", page.settlements.len()),
+                serde_json::to_value(&page)?,
+                Some(settlements_table(&page)),
+            )
+        }
+        MarketAction::Withdraw { amount, key: k } => {
+            let owner = key(global, k, "agent.key")?;
+            let amount = pog_market::Price::from_usd(*amount)
+                .map_err(|e| anyhow!("--amount {amount}: {e}"))?
+                .micro_usd();
+            let voucher = rt.block_on(client.withdraw(&owner, amount))?;
+            (
+                format!(
+                    "a voucher for {} of {}'s account (withdrawal {}), good until {}: submit it from the account's owner",
+                    usd(Some(voucher.amount_micro_usd)),
+                    voucher.renter,
+                    voucher.nonce,
+                    pog_market::evidence::utc(voucher.expires_at_s.saturating_mul(1000))
+                ),
+                serde_json::to_value(&voucher)?,
+                None,
+            )
+        }
     };
     if global.json {
         print_json(name, Verdict::Pass, &summary, false, &value)?;
@@ -650,6 +693,34 @@ fn leases_table(page: &pog_validator::market::LeasePage) -> Table {
 }
 
 /// A GPU's posted prices as a table.
+fn settlements_table(page: &pog_validator::settlement::SettlementPage) -> Table {
+    let mut t = table([
+        "lease",
+        "period",
+        "from (UTC)",
+        "GPU-hours proven",
+        "paid",
+        "refunded",
+        "state",
+    ]);
+    for kept in &page.settlements {
+        let r = &kept.record;
+        t.add_row(vec![
+            r.lease_id.clone(),
+            r.period.to_string(),
+            pog_market::evidence::utc(r.from_ms),
+            format!("{:.3} of {}", r.proven_hours_ppm as f64 / 1e6, r.hours),
+            usd(Some(r.paid_micro_usd)),
+            usd(Some(r.refunded_micro_usd)),
+            serde_json::to_value(kept.state)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+        ]);
+    }
+    t
+}
+
 fn price_table(points: &[PostedPrice]) -> Table {
     let mut t = table(["#", "when", "$/GPU-hour", "score", "cause", "why unpriced"]);
     for p in points {

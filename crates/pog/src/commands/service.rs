@@ -687,6 +687,47 @@ impl pog_validator::settlement::EscrowPayments for EscrowSettlements {
             ))),
         }
     }
+
+    fn voucher(
+        &self,
+        renter: &pog_signed::PublicKey,
+        amount_micro_usd: u64,
+        expires_at_s: u64,
+    ) -> Result<pog_validator::settlement::Voucher, pog_validator::settlement::EscrowUnavailable>
+    {
+        use pog_validator::settlement::EscrowUnavailable;
+        let read = tokio::time::timeout(ESCROW_READ_TIMEOUT, self.escrow.account_of(renter));
+        let account = match self.runtime.block_on(read) {
+            Ok(Ok(account)) => account,
+            Ok(Err(e)) => return Err(EscrowUnavailable(e.to_string())),
+            Err(_) => {
+                return Err(EscrowUnavailable(format!(
+                    "the escrow at {} did not answer in {} s",
+                    self.escrow.address(),
+                    ESCROW_READ_TIMEOUT.as_secs()
+                )))
+            }
+        };
+        let w = pog_anchor::escrow::withdrawal_of(
+            renter,
+            amount_micro_usd,
+            account.withdrawals,
+            expires_at_s,
+        );
+        let signature = self
+            .signer
+            .sign_withdrawal(&w)
+            .map_err(|e| EscrowUnavailable(e.to_string()))?;
+        Ok(pog_validator::settlement::Voucher {
+            renter: renter.clone(),
+            amount_micro_usd,
+            nonce: account.withdrawals,
+            expires_at_s,
+            chain_id: self.chain_id,
+            contract: self.escrow.address().to_checksum(None),
+            signature: format!("0x{}", hex::encode(signature)),
+        })
+    }
 }
 
 /// The validator's ledger as the anchoring schedule reads it to publish GPU states.

@@ -110,6 +110,7 @@ pub struct Harness {
     market_limits: Option<MarketLimits>,
     deposits: Option<Arc<dyn pog_market::backing::Deposits + Send + Sync>>,
     settlements: Option<pog_market::settlement::SettlementRules>,
+    vouchers: Option<Arc<dyn pog_validator::settlement::EscrowPayments>>,
     pricing: PricingRun,
     clock: SharedClock,
 }
@@ -134,6 +135,7 @@ impl Harness {
             market_limits: None,
             deposits: None,
             settlements: None,
+            vouchers: None,
             pricing: PricingRun::Off,
             clock: SystemClock::shared(),
         }
@@ -224,6 +226,15 @@ impl Harness {
         self.with_market()
     }
 
+    /// Withdrawal vouchers signed by `escrow` (with a market and deposits).
+    pub fn with_vouchers(
+        mut self,
+        escrow: Arc<dyn pog_validator::settlement::EscrowPayments>,
+    ) -> Harness {
+        self.vouchers = Some(escrow);
+        self.with_market()
+    }
+
     /// The order book's caps (with a market).
     pub fn market_limits(mut self, limits: MarketLimits) -> Harness {
         self.market_limits = Some(limits);
@@ -277,6 +288,9 @@ impl Harness {
             }
             if let Some(deposits) = self.deposits.clone() {
                 market = market.with_deposits(deposits);
+            }
+            if let Some(escrow) = self.vouchers.clone() {
+                market = market.with_vouchers(escrow);
             }
             if let Some(rules) = self.settlements {
                 market = market.with_settlements(Arc::new(
