@@ -572,6 +572,7 @@ impl Book {
                     provider: &t.ask_owner,
                     quantity: t.quantity,
                     price_micro_usd: t.buyer_pays.micro_usd(),
+                    access: bids[fill.bid].access(),
                 },
                 asks[fill.ask].gpus(),
                 &mut self.booked,
@@ -804,11 +805,29 @@ mod tests {
                 .unwrap(),
         )
         .unwrap();
-        put(&mut book, order("b1", ALICE, Side::Bid, "H200 SXM", 3, 4.0)).unwrap();
+        // The bid names how its renter reaches the GPUs; an ask cannot.
+        let access = crate::lease::Access::container("ghcr.io/alice/train:1").unwrap();
+        assert_eq!(
+            order("a9", BOB, Side::Ask, "H200 SXM", 1, 2.0)
+                .granting(Some(access.clone()))
+                .unwrap_err(),
+            crate::OrderError::AskGrantsAccess
+        );
+        put(
+            &mut book,
+            order("b1", ALICE, Side::Bid, "H200 SXM", 3, 4.0)
+                .granting(Some(access.clone()))
+                .unwrap(),
+        )
+        .unwrap();
         let record = book
             .clear(&h200(), Mechanism::UniformPrice, NOW)
             .unwrap()
             .clone();
+        assert!(record
+            .leases
+            .iter()
+            .all(|l| l.access == Some(access.clone())));
         let leases: Vec<(&str, &str, u64)> = record
             .leases
             .iter()

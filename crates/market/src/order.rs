@@ -67,6 +67,9 @@ pub enum OrderError {
     /// The ask names one GPU twice.
     #[error("the ask names GPU {0} twice")]
     RepeatedGpu(GpuUuid),
+    /// An ask carries a renter's access (only a bid's renter is granted access).
+    #[error("an ask carries no access (only a bid names how its renter reaches the GPUs)")]
+    AskGrantsAccess,
 }
 
 /// An order's id, chosen by its owner: 1 to [`MAX_ID_LEN`] printable ASCII characters, no
@@ -211,6 +214,10 @@ pub struct Order {
     /// The GPUs an ask offers, in the order its owner named them; empty for a bid.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     gpus: Vec<GpuUuid>,
+    /// How the renter reaches the GPUs it rents (a bid's; never an ask's): carried into each
+    /// lease the bid becomes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    access: Option<crate::lease::Access>,
 }
 
 /// An order as it arrives, before [`Order::new`] checks it.
@@ -225,6 +232,8 @@ struct OrderFields {
     price_micro_usd: Price,
     #[serde(default)]
     gpus: Vec<GpuUuid>,
+    #[serde(default)]
+    access: Option<crate::lease::Access>,
 }
 
 impl TryFrom<OrderFields> for Order {
@@ -239,7 +248,8 @@ impl TryFrom<OrderFields> for Order {
             o.quantity,
             o.price_micro_usd,
         )?
-        .offering(o.gpus)
+        .offering(o.gpus)?
+        .granting(o.access)
     }
 }
 
@@ -275,7 +285,23 @@ impl Order {
             quantity,
             price,
             gpus: Vec::new(),
+            access: None,
         })
+    }
+
+    /// The same bid carrying how its renter reaches the GPUs it rents (`None`: none); an ask
+    /// carries none.
+    pub fn granting(mut self, access: Option<crate::lease::Access>) -> Result<Order, OrderError> {
+        if access.is_some() && self.side == Side::Ask {
+            return Err(OrderError::AskGrantsAccess);
+        }
+        self.access = access;
+        Ok(self)
+    }
+
+    /// How a bid's renter reaches the GPUs it rents.
+    pub fn access(&self) -> Option<&crate::lease::Access> {
+        self.access.as_ref()
     }
 
     /// The same order offering `gpus` (replacing any named before): only an ask offers GPUs,

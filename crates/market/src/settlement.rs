@@ -277,6 +277,7 @@ mod tests {
             end_ms: START + hours * HOUR_MS,
             hours,
             price_micro_usd: price,
+            access: None,
         }
     }
 

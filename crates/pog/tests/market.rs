@@ -165,7 +165,55 @@ fn orders_go_through_a_validator() {
     register_proven_h200(&v.service.data, &provider_key.public_key(), "GPU-p1");
     // A low bid first: the book lists bids by price, not as they came.
     assert_eq!(submit(&renter, "r0", "bid", "1", "1.00").0, 0);
-    assert_eq!(submit(&renter, "r1", "bid", "3", "4.00").0, 0);
+    // The renter's bid names how it reaches the GPUs it rents (a container to start); a key
+    // file that is not an OpenSSH public key is refused before anything is sent.
+    let not_a_key = dir.path().join("not-a-key.pub");
+    std::fs::write(&not_a_key, "ssh-ed25519 AAAA\nssh-rsa AAAA injected").unwrap();
+    let (status, json) = market(
+        &renter,
+        &[
+            "submit",
+            "--id",
+            "r1",
+            "--side",
+            "bid",
+            "--class",
+            "H200 SXM",
+            "--quantity",
+            "3",
+            "--price",
+            "4.00",
+            "--ssh-key",
+            not_a_key.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(status, 2, "{json}");
+    assert!(
+        json["error"]
+            .as_str()
+            .unwrap()
+            .contains("not an OpenSSH public key"),
+        "{json}"
+    );
+    let (status, json) = market(
+        &renter,
+        &[
+            "submit",
+            "--id",
+            "r1",
+            "--side",
+            "bid",
+            "--class",
+            "H200 SXM",
+            "--quantity",
+            "3",
+            "--price",
+            "4.00",
+            "--container",
+            "ghcr.io/renter/job:1",
+        ],
+    );
+    assert_eq!(status, 0, "{json}");
     // An ask naming no GPU, the provider's GPU in the renter's ask, more GPU-hours than the
     // GPU has in the ask's 24 hours: refused.
     for (dir, gpus, quantity, expect) in [
@@ -273,6 +321,11 @@ fn orders_go_through_a_validator() {
     assert_eq!(lease["state"], "active");
     assert_eq!(lease["class"], "H200 SXM");
     assert_eq!(lease["provider"], provider_key.public_key().to_string());
+    assert_eq!(
+        lease["access"],
+        serde_json::json!({"container": "ghcr.io/renter/job:1"}),
+        "the bid's access, for the provider's hook"
+    );
     let id = lease["id"].as_str().unwrap().to_string();
     let (_, theirs) = market(&provider, &["leases"]);
     assert_eq!(theirs["leases"][0]["id"], id.as_str());

@@ -151,6 +151,15 @@ pub enum MarketAction {
         /// offers at most one GPU-hour per GPU per hour it stays open; a bid names none.
         #[arg(long = "gpu", value_name = "UUID")]
         gpus: Vec<String>,
+        /// A bid's access for the renter: this OpenSSH public key file (e.g.
+        /// ~/.ssh/id_ed25519.pub) is handed to each leased GPU's provider, whose lease hook
+        /// authorizes it for the lease's hours.
+        #[arg(long, value_name = "FILE", conflicts_with = "container")]
+        ssh_key: Option<PathBuf>,
+        /// A bid's access for the renter: the container image each leased GPU's provider
+        /// starts for the lease's hours (e.g. ghcr.io/org/trainer:1.2).
+        #[arg(long, value_name = "IMAGE")]
+        container: Option<String>,
     },
     /// Cancel one of your orders.
     Cancel {

@@ -376,6 +376,8 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
             lifetime_hours,
             key: k,
             gpus,
+            ssh_key,
+            container,
         } => {
             let owner = key(global, k, "agent.key")?;
             let price: Price = price
@@ -399,8 +401,24 @@ pub fn market_run(global: &Global, args: &MarketArgs) -> Result<Outcome> {
                 .iter()
                 .map(|g| g.parse().map_err(|e| anyhow!("--gpu {g:?}: {e}")))
                 .collect::<Result<Vec<pog_signed::GpuUuid>>>()?;
+            let access = match (ssh_key, container) {
+                (Some(path), _) => {
+                    let line = std::fs::read_to_string(path)
+                        .with_context(|| format!("reading --ssh-key {}", path.display()))?;
+                    Some(
+                        pog_market::lease::Access::ssh(&line)
+                            .map_err(|e| anyhow!("--ssh-key {}: {e}", path.display()))?,
+                    )
+                }
+                (None, Some(image)) => Some(
+                    pog_market::lease::Access::container(image)
+                        .map_err(|e| anyhow!("--container {image:?}: {e}"))?,
+                ),
+                (None, None) => None,
+            };
             let order = order
                 .offering(gpus)
+                .and_then(|o| o.granting(access))
                 .map_err(|e| anyhow!("the order: {e}"))?;
             let lifetime = std::time::Duration::from_secs_f64(lifetime_hours * 3600.0);
             let done = rt.block_on(client.submit(&owner, order, lifetime))?;
