@@ -1,4 +1,4 @@
-//! Any bytes as the body of the market's signed submit, cancel and clear requests
+//! Any bytes as the body of the market's signed submit, cancel, clear and withdraw requests
 //! (`pog_fuzzing::market`).
 #![no_main]
 

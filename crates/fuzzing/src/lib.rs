@@ -405,9 +405,10 @@ pub fn ledger_note(bytes: &[u8]) -> Result<bool, String> {
     Ok(signed.verify(log.verifier()).is_ok())
 }
 
-/// Valid bodies of the market's three signed requests, for the [`market`] harness to mutate: a
+/// Valid bodies of the market's four signed requests, for the [`market`] harness to mutate: a
 /// second order (an ask offering two of the harness key's proven GPUs, above its own resting
-/// bid), the cancellation of the resting one, and a clearing of its class.
+/// bid), the cancellation of the resting one, a clearing of its class, a withdrawal from the
+/// key's escrow account, and a bid carrying its renter's access.
 pub fn market_seeds() -> Vec<Vec<u8>> {
     let me = identity().public_key();
     let now_ms = pog_proof::timing::now_ms();
@@ -419,18 +420,64 @@ pub fn market_seeds() -> Vec<Vec<u8>> {
         serde_json::json!({"validator": me, "id": "o-1", "sequence": 0}),
         serde_json::json!({"validator": me, "class": "H200 SXM", "mechanism": "mcafee",
             "at_ms": now_ms, "nonce": "fuzz-seed-clear"}),
+        serde_json::json!({"validator": me, "amount_micro_usd": 1_000_000, "at_ms": now_ms}),
+        serde_json::json!({"validator": me, "order": {"id": "o-3", "owner": me, "side": "bid",
+            "class": "H200 SXM", "quantity": 1, "price_micro_usd": 2_000_000,
+            "access": {"container": "ghcr.io/fuzz/job:1"}},
+            "expires_at_ms": now_ms + 3_600_000}),
     ]
     .iter()
     .map(|v| v.to_string().into_bytes())
     .collect()
 }
 
+/// An escrow that signs every voucher (the [`market`] harness's): what is checked is the
+/// market's side of a withdrawal.
+struct SigningEscrow;
+
+impl pog_validator::settlement::EscrowPayments for SigningEscrow {
+    fn sign(
+        &self,
+        _: &pog_validator::settlement::EscrowTerms,
+    ) -> Result<pog_records::EscrowPayment, pog_validator::settlement::EscrowUnavailable> {
+        Err(pog_validator::settlement::EscrowUnavailable(
+            "the harness settles nothing".into(),
+        ))
+    }
+
+    fn deliver(
+        &self,
+        _: &pog_validator::settlement::EscrowTerms,
+        _: &pog_records::EscrowPayment,
+    ) -> Result<bool, pog_validator::settlement::EscrowUnavailable> {
+        Ok(false)
+    }
+
+    fn voucher(
+        &self,
+        renter: &pog_signed::PublicKey,
+        amount_micro_usd: u64,
+        expires_at_s: u64,
+    ) -> Result<pog_validator::settlement::Voucher, pog_validator::settlement::EscrowUnavailable>
+    {
+        Ok(pog_validator::settlement::Voucher {
+            renter: renter.clone(),
+            amount_micro_usd,
+            nonce: 0,
+            expires_at_s,
+            chain_id: 1,
+            contract: "0x0000000000000000000000000000000000000001".into(),
+            signature: "0x00".into(),
+        })
+    }
+}
+
 /// Bytes as the body of each of the market's signed requests (`POST /v1/market/submit`,
-/// `cancel`, `clear`), sent to a fresh in-memory market of a validator (the harnesses' key,
-/// which also owns the orders) holding one resting bid `o-1`, whose registry holds the H200s
-/// `GPU-fuzz-1` to `GPU-fuzz-3` registered to that key and proven a minute ago, and `GPU-fuzz-4`
-/// registered to another key. Returns which requests were accepted, e.g. `"submit cancel -"`;
-/// refusals are answers, never panics.
+/// `cancel`, `clear`, `withdraw`), sent to a fresh in-memory market of a validator (the
+/// harnesses' key, which also owns the orders and holds $100 in the escrow) holding one resting
+/// bid `o-1`, whose registry holds the H200s `GPU-fuzz-1` to `GPU-fuzz-3` registered to that key
+/// and proven a minute ago, and `GPU-fuzz-4` registered to another key. Returns which requests
+/// were accepted, e.g. `"submit cancel - -"`; refusals are answers, never panics.
 pub fn market(body: &[u8]) -> Result<String, String> {
     use pog_market::backing::{LatestProof, Standing};
     use pog_validator::market::{Market, CANCEL_KIND, CLEAR_KIND, SUBMIT_KIND};
@@ -455,9 +502,13 @@ pub fn market(body: &[u8]) -> Result<String, String> {
         let uuid = pog_signed::GpuUuid::new(format!("GPU-fuzz-{n}")).map_err(|e| e.to_string())?;
         registry.insert(uuid, proven(agent));
     }
+    let deposits: std::collections::BTreeMap<pog_signed::PublicKey, u128> =
+        [(me.clone(), 100_000_000)].into();
     let market = Market::open(None, &me)
         .map_err(|e| e.to_string())?
-        .with_standing(std::sync::Arc::new(registry));
+        .with_standing(std::sync::Arc::new(registry))
+        .with_deposits(std::sync::Arc::new(deposits))
+        .with_vouchers(std::sync::Arc::new(SigningEscrow));
     let resting = serde_json::json!({"validator": me, "order": {"id": "o-1", "owner": me,
         "side": "bid", "class": "H200 SXM", "quantity": 8, "price_micro_usd": 3_000_000},
         "expires_at_ms": pog_proof::timing::now_ms() + 3_600_000});
@@ -467,9 +518,17 @@ pub fn market(body: &[u8]) -> Result<String, String> {
     let submit = market.submit(&seal(SUBMIT_KIND, body)).is_ok();
     let cancel = market.cancel(&seal(CANCEL_KIND, body)).is_ok();
     let clear = market.clear(&seal(CLEAR_KIND, body)).is_ok();
-    Ok([(submit, "submit"), (cancel, "cancel"), (clear, "clear")]
-        .map(|(ok, name)| if ok { name } else { "-" })
-        .join(" "))
+    let withdraw = market
+        .withdraw(&seal(pog_validator::settlement::WITHDRAW_KIND, body))
+        .is_ok();
+    Ok([
+        (submit, "submit"),
+        (cancel, "cancel"),
+        (clear, "clear"),
+        (withdraw, "withdraw"),
+    ]
+    .map(|(ok, name)| if ok { name } else { "-" })
+    .join(" "))
 }
 
 /// Valid bodies of an agent's two reports for the [`report`] harness to mutate: an inspection

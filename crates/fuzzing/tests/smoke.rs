@@ -405,7 +405,13 @@ fn ledger_bundles_and_notes() {
 #[test]
 fn market_requests() {
     let seeds = pog_fuzzing::market_seeds();
-    let expected = ["submit - -", "- cancel -", "- - clear"];
+    let expected = [
+        "submit - - -",
+        "- cancel - -",
+        "- - clear -",
+        "- - - withdraw",
+        "submit - - -",
+    ];
     for (seed, expected) in seeds.iter().zip(expected) {
         assert_eq!(pog_fuzzing::market(seed).as_deref(), Ok(expected));
     }
@@ -423,8 +429,30 @@ fn market_requests() {
         assert_ne!(changed, ask, "{from}");
         assert_eq!(
             pog_fuzzing::market(changed.as_bytes()).as_deref(),
-            Ok("- - -"),
+            Ok("- - - -"),
             "{to}"
+        );
+    }
+    // The withdrawal for more than the deposit leaves beyond the resting bid ($76), or for
+    // another validator; the bid's access smuggling a line into a key, or an image that reads
+    // as an option: refused.
+    let withdrawal = String::from_utf8(seeds[3].clone()).unwrap();
+    let bid = String::from_utf8(seeds[4].clone()).unwrap();
+    let me: serde_json::Value = serde_json::from_str(&withdrawal).unwrap();
+    let me = me["validator"].as_str().unwrap().to_string();
+    for changed in [
+        withdrawal.replace("1000000", "76000001"),
+        withdrawal.replace(&me, &"ab".repeat(32)),
+        bid.replace(
+            "{\"container\":\"ghcr.io/fuzz/job:1\"}",
+            "{\"ssh\":\"ssh-ed25519 AAAA\\nssh-rsa AAAA\"}",
+        ),
+        bid.replace("ghcr.io/fuzz/job:1", "--privileged"),
+    ] {
+        assert_eq!(
+            pog_fuzzing::market(changed.as_bytes()).as_deref(),
+            Ok("- - - -"),
+            "{changed}"
         );
     }
     fuzz("market", &seeds, pog_fuzzing::market);
