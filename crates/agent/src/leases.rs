@@ -195,6 +195,13 @@ pub struct Delivery {
     pub revoked_ms: Option<u64>,
     /// Why delivering it failed (then nothing more is tried).
     pub failed: Option<String>,
+    /// When the grant failed, Unix ms: the renter has had no access since.
+    #[serde(default)]
+    pub failed_ms: Option<u64>,
+    /// When the validator took the report that the grant failed, Unix ms (the report goes
+    /// again at every round until then).
+    #[serde(default)]
+    pub reported_ms: Option<u64>,
 }
 
 /// What the agent did for each lease of its GPUs, kept in a file (`DATA_DIR/leases.json`).
@@ -270,7 +277,30 @@ impl Deliveries {
         match (action, result) {
             (HookAction::Grant, Ok(_)) => d.granted_ms = Some(now_ms),
             (HookAction::Revoke, Ok(_)) => d.revoked_ms = Some(now_ms),
-            (_, Err(e)) => d.failed = Some(e.to_string()),
+            (HookAction::Grant, Err(e)) => {
+                d.failed = Some(e.to_string());
+                d.failed_ms = Some(now_ms);
+            }
+            // A revoke that failed leaves the renter with access: the provider's loss, nothing
+            // to report for the renter's refund.
+            (HookAction::Revoke, Err(e)) => d.failed = Some(e.to_string()),
+        }
+    }
+
+    /// The grants that failed and the validator has not yet taken the report of: (lease id,
+    /// since when, why), for the settlement's refund.
+    pub fn unreported(&self) -> Vec<(String, u64, String)> {
+        self.leases
+            .iter()
+            .filter(|(_, d)| d.reported_ms.is_none())
+            .filter_map(|(id, d)| Some((id.clone(), d.failed_ms?, d.failed.clone()?)))
+            .collect()
+    }
+
+    /// Marks the report of lease `id`'s failed grant taken at `now_ms`.
+    pub fn reported(&mut self, id: &str, now_ms: u64) {
+        if let Some(d) = self.leases.get_mut(id) {
+            d.reported_ms = Some(now_ms);
         }
     }
 }
@@ -447,6 +477,15 @@ mod tests {
         d.record("3.0.0", HookAction::Grant, &failed, 30);
         assert_eq!(d.due("3.0.0", "active"), None);
         assert_eq!(d.due("3.0.0", "ended"), None);
+        // The failed grant is to be reported (for the renter's refund) until the validator
+        // takes it; a failed revoke is not (the renter lost nothing).
+        d.record("1.0.0", HookAction::Revoke, &failed, 40);
+        let unreported = d.unreported();
+        assert_eq!(unreported.len(), 1, "{unreported:?}");
+        assert_eq!((unreported[0].0.as_str(), unreported[0].1), ("3.0.0", 30));
+        assert!(unreported[0].2.contains("30 s"), "{unreported:?}");
+        d.reported("3.0.0", 50);
+        assert!(d.unreported().is_empty());
         // Kept across restarts; a corrupt file is an error naming it.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("leases.json");

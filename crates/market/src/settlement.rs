@@ -127,6 +127,9 @@ pub struct HourShare {
     pub proven: u32,
     /// The share of it paid, parts per million.
     pub paid_ppm: u64,
+    /// Not paid because the provider reported the renter's access was not delivered.
+    #[serde(default)]
+    pub undelivered: bool,
 }
 
 /// One period of a lease, settled: what the renter's deposit pays the provider.
@@ -158,7 +161,9 @@ impl PeriodSettlement {
             .filter(|h| h.paid_ppm < WHOLE_HOUR_PPM)
             .map(|h| {
                 let when = crate::evidence::utc(h.from_ms);
-                if h.rounds == 0 {
+                if h.undelivered {
+                    format!("{when}: the renter's access not delivered")
+                } else if h.rounds == 0 {
                     format!("{when}: no round, not vouched for")
                 } else {
                     format!("{when}: {} of {} rounds proven", h.proven, h.rounds)
@@ -225,20 +230,36 @@ pub fn hour_vouched_ppm(from_ms: u64, rounds: &[Round], rules: &SettlementRules)
         rounds: count,
         proven,
         paid_ppm,
+        undelivered: false,
     }
 }
 
 /// Settles one period of `lease` from the GPU's rounds around it (those of the lease's
-/// provider; any order): what is paid and what is refunded.
+/// provider; any order): what is paid and what is refunded. `undelivered_from`: when the
+/// provider reported that it could not give the renter access (its lease hook failed); no hour
+/// that ends after it is paid, however well the GPU was proven, because the renter could not
+/// use it.
 pub fn settle(
     lease: &Lease,
     period: &Period,
     rounds: &[Round],
     rules: &SettlementRules,
+    undelivered_from: Option<u64>,
 ) -> PeriodSettlement {
     let hours = period.hours();
     let by_hour: Vec<HourShare> = (0..hours)
-        .map(|h| hour_vouched_ppm(period.from_ms + h * HOUR_MS, rounds, rules))
+        .map(|h| {
+            let from_ms = period.from_ms + h * HOUR_MS;
+            let share = hour_vouched_ppm(from_ms, rounds, rules);
+            match undelivered_from {
+                Some(t) if from_ms + HOUR_MS > t => HourShare {
+                    paid_ppm: 0,
+                    undelivered: true,
+                    ..share
+                },
+                _ => share,
+            }
+        })
         .collect();
     let proven_hours_ppm: u64 = by_hour.iter().map(|h| h.paid_ppm).sum();
     // A price is at most $10⁶ (10¹² µ$) and a period a few thousand hours: the value is far
@@ -319,7 +340,7 @@ mod tests {
         let l = lease(3, 2_500_000);
         let p = periods(&l, &SettlementRules::default())[0];
         let rounds = every_ten_minutes(START, l.end_ms, proven);
-        let s = settle(&l, &p, &rounds, &SettlementRules::default());
+        let s = settle(&l, &p, &rounds, &SettlementRules::default(), None);
         assert_eq!(s.value_micro_usd, 7_500_000);
         assert_eq!((s.paid_micro_usd, s.refunded_micro_usd), (7_500_000, 0));
         assert_eq!(s.proven_hours_ppm, 3 * WHOLE_HOUR_PPM);
@@ -338,7 +359,7 @@ mod tests {
                 Round::Unanswered { at_ms: t }
             }
         });
-        let s = settle(&l, &p, &rounds, &SettlementRules::default());
+        let s = settle(&l, &p, &rounds, &SettlementRules::default(), None);
         // 1 hour + 2/6 of the second: 1.333333 h at $6.
         assert_eq!(s.proven_hours_ppm, 1_333_333);
         assert_eq!(s.paid_micro_usd, 7_999_998);
@@ -370,10 +391,16 @@ mod tests {
                 .collect()
         };
         let rules = SettlementRules::default();
-        let bridged = settle(&l, &p, &around(proven), &rules);
+        let bridged = settle(&l, &p, &around(proven), &rules, None);
         assert_eq!(bridged.paid_micro_usd, 4_000_000, "{}", bridged.detail());
         // A failure right before the gap: the GPU may have been down through it.
-        let failed = settle(&l, &p, &around(|t| Round::Failed { at_ms: t }), &rules);
+        let failed = settle(
+            &l,
+            &p,
+            &around(|t| Round::Failed { at_ms: t }),
+            &rules,
+            None,
+        );
         // The first hour has 5 of 6 proven; both gap hours are unpaid.
         assert_eq!(failed.proven_hours_ppm, 833_333 + WHOLE_HOUR_PPM);
         assert!(failed.detail().contains("no round, not vouched for"));
@@ -382,15 +409,39 @@ mod tests {
             bridge_ms: 2 * HOUR_MS,
             ..rules
         };
-        let far = settle(&l, &p, &around(proven), &short_bridge);
+        let far = settle(&l, &p, &around(proven), &short_bridge, None);
         assert_eq!(far.proven_hours_ppm, 2 * WHOLE_HOUR_PPM, "{}", far.detail());
+    }
+
+    #[test]
+    fn hours_after_the_provider_reported_the_access_undelivered_are_not_paid() {
+        let l = lease(3, 1_000_000);
+        let p = periods(&l, &SettlementRules::default())[0];
+        let rounds = every_ten_minutes(START, l.end_ms, proven);
+        // Reported 90 minutes in: the first hour paid, the second (ending after it) not.
+        let s = settle(
+            &l,
+            &p,
+            &rounds,
+            &SettlementRules::default(),
+            Some(START + 90 * MIN),
+        );
+        assert_eq!(
+            (s.paid_micro_usd, s.refunded_micro_usd),
+            (1_000_000, 2_000_000)
+        );
+        assert!(
+            s.detail().contains("access not delivered"),
+            "{}",
+            s.detail()
+        );
     }
 
     #[test]
     fn a_period_with_no_round_at_all_pays_nothing() {
         let l = lease(2, 1_000_000);
         let p = periods(&l, &SettlementRules::default())[0];
-        let s = settle(&l, &p, &[], &SettlementRules::default());
+        let s = settle(&l, &p, &[], &SettlementRules::default(), None);
         assert_eq!((s.paid_micro_usd, s.refunded_micro_usd), (0, 2_000_000));
     }
 
@@ -418,14 +469,14 @@ mod tests {
             let l = lease(4, price);
             let rules = SettlementRules::default();
             let p = periods(&l, &rules)[0];
-            let s = settle(&l, &p, &rounds, &rules);
+            let s = settle(&l, &p, &rounds, &rules, None);
             prop_assert_eq!(s.paid_micro_usd + s.refunded_micro_usd, s.value_micro_usd);
             prop_assert!(s.proven_hours_ppm <= 4 * WHOLE_HOUR_PPM);
             if !rounds.is_empty() {
                 let mut better = rounds.clone();
                 let i = flip.index(better.len());
                 better[i] = Round::Proven { at_ms: better[i].at_ms() };
-                let b = settle(&l, &p, &better, &rules);
+                let b = settle(&l, &p, &better, &rules, None);
                 prop_assert!(b.paid_micro_usd >= s.paid_micro_usd);
             }
         }

@@ -348,6 +348,37 @@ impl MarketClient {
         Ok(page)
     }
 
+    /// Reports, as lease `lease_id`'s provider, that its access could not be given to the
+    /// renter from `at_ms` on (`POST /v1/market/undelivered`): the hours after are refunded.
+    /// Returns the time the validator keeps (its first report's).
+    pub async fn report_undelivered(
+        &self,
+        provider: &Identity,
+        lease_id: &str,
+        at_ms: u64,
+        reason: &str,
+    ) -> Result<u64, ClientError> {
+        let validator = self.info().await?.validator;
+        // The reason as the validator takes it: at most its limit, cut at a character.
+        let mut reason = reason.to_string();
+        while reason.len() > crate::settlement::MAX_UNDELIVERED_REASON {
+            reason.pop();
+        }
+        let envelope = provider.seal(
+            crate::settlement::UNDELIVERED_KIND,
+            &crate::settlement::UndeliveredMessage {
+                validator,
+                lease_id: lease_id.to_string(),
+                at_ms,
+                reason,
+            },
+        )?;
+        let answer: serde_json::Value = self.post("/v1/market/undelivered", &envelope).await?;
+        answer["undelivered_from_ms"]
+            .as_u64()
+            .ok_or_else(|| ClientError::BadAnswer(format!("no undelivered_from_ms in {answer}")))
+    }
+
     /// Asks for a withdrawal voucher of `amount_micro_usd` from `owner`'s escrow account
     /// (`POST /v1/market/withdraw`), signed now.
     pub async fn withdraw(

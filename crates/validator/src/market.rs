@@ -400,6 +400,29 @@ pub enum MarketRequestError {
     /// The voucher could not be signed now (the chain did not answer).
     #[error("signing the voucher: {0}")]
     VoucherUnavailable(String),
+    /// The market settles no leases.
+    #[error("this market settles no leases")]
+    NoSettlements,
+    /// No lease has this id.
+    #[error("no lease {0} here")]
+    UnknownLease(String),
+    /// Only a lease's provider reports its delivery.
+    #[error("lease {lease} is not provided by {signer}: only its provider reports its delivery")]
+    NotProvider {
+        /// The lease.
+        lease: String,
+        /// The key that signed.
+        signer: PublicKey,
+    },
+    /// The report's time is outside the lease or ahead of the clock, or its reason too long.
+    #[error("the report on lease {lease} names a time outside the lease or ahead of the clock, or a reason over 512 bytes")]
+    BadUndelivered {
+        /// The lease.
+        lease: String,
+    },
+    /// The settlements' store failed.
+    #[error("the settlements' store: {0}")]
+    SettlementStore(String),
 }
 
 /// One stored event.
@@ -778,6 +801,42 @@ impl Market {
                 };
                 MarketRequestError::VoucherUnavailable(e.to_string())
             })
+    }
+
+    /// Takes a provider's signed [`crate::settlement::UndeliveredMessage`] (the envelope's
+    /// bytes): its lease hook could not give the renter access, so the lease's hours after it
+    /// are not paid. Only the lease's provider may report it, for a time within the lease and
+    /// not ahead of the clock; the first report of a lease stands. Returns the time kept.
+    pub fn report_undelivered(&self, bytes: &[u8]) -> Result<u64, MarketRequestError> {
+        use crate::settlement::{UndeliveredMessage, MAX_UNDELIVERED_REASON, UNDELIVERED_KIND};
+        let (message, signer): (UndeliveredMessage, PublicKey) =
+            pog_signed::decode(bytes, UNDELIVERED_KIND)?;
+        self.check_validator(&message.validator)?;
+        let Some(settlements) = &self.settlements else {
+            return Err(MarketRequestError::NoSettlements);
+        };
+        let lease = self
+            .all_leases()
+            .into_iter()
+            .find(|l| l.id == message.lease_id)
+            .ok_or_else(|| MarketRequestError::UnknownLease(message.lease_id.clone()))?;
+        if !lease.provider.eq_ignore_ascii_case(signer.as_str()) {
+            return Err(MarketRequestError::NotProvider {
+                lease: lease.id,
+                signer,
+            });
+        }
+        let now = self.clock.now_ms();
+        if message.at_ms < lease.start_ms
+            || message.at_ms >= lease.end_ms
+            || message.at_ms > now.saturating_add(CLEAR_MAX_AGE_MS)
+            || message.reason.len() > MAX_UNDELIVERED_REASON
+        {
+            return Err(MarketRequestError::BadUndelivered { lease: lease.id });
+        }
+        settlements
+            .report_undelivered(&lease.id, message.at_ms, &message.reason)
+            .map_err(|e| MarketRequestError::SettlementStore(e.to_string()))
     }
 
     /// The settlements it serves, if any.
@@ -1563,7 +1622,13 @@ impl From<MarketRequestError> for ApiError {
                 _ => StatusCode::BAD_REQUEST,
             },
             E::Encode(_) | E::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            E::NoVouchers | E::VoucherUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            E::NoVouchers | E::VoucherUnavailable(_) | E::NoSettlements => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            E::UnknownLease(_) => StatusCode::NOT_FOUND,
+            E::NotProvider { .. } => StatusCode::FORBIDDEN,
+            E::BadUndelivered { .. } => StatusCode::BAD_REQUEST,
+            E::SettlementStore(_) => StatusCode::INTERNAL_SERVER_ERROR,
             E::StaleWithdrawal => StatusCode::CONFLICT,
             E::WithdrawalNotCovered { .. } => StatusCode::PAYMENT_REQUIRED,
         };
@@ -1583,6 +1648,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(market: Arc<Market>) -> Router<S
         .route("/v1/market/leases", get(leases_route))
         .route("/v1/market/settlements", get(settlements_route))
         .route("/v1/market/withdraw", post(withdraw_route))
+        .route("/v1/market/undelivered", post(undelivered_route))
         .with_state(market)
 }
 
@@ -1682,6 +1748,16 @@ async fn withdraw_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Res
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
     Ok(Json(voucher).into_response())
+}
+
+async fn undelivered_route(
+    State(m): State<Arc<Market>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let kept = tokio::task::spawn_blocking(move || m.report_undelivered(&body))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    Ok(Json(serde_json::json!({ "undelivered_from_ms": kept })).into_response())
 }
 
 async fn settlements_route(

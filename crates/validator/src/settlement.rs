@@ -116,6 +116,29 @@ pub trait EscrowPayments: Send + Sync {
     ) -> Result<Voucher, EscrowUnavailable>;
 }
 
+/// The kind a provider's agent signs an [`UndeliveredMessage`] under.
+pub const UNDELIVERED_KIND: &str = "lease-undelivered";
+
+/// The longest reason an [`UndeliveredMessage`] may give, in bytes.
+pub const MAX_UNDELIVERED_REASON: usize = 512;
+
+/// Provider's agent → validator (`POST /v1/market/undelivered`): its lease hook could not give
+/// the renter access to the leased GPU from `at_ms` on, so no hour after it is to be paid.
+/// Only the lease's provider may say so (it costs the provider, and only the provider knows);
+/// the first report of a lease stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UndeliveredMessage {
+    /// The validator told.
+    pub validator: PublicKey,
+    /// The lease.
+    pub lease_id: String,
+    /// Since when the renter has no access, ms since the Unix epoch (within the lease).
+    pub at_ms: u64,
+    /// Why, in the hook's words (at most [`MAX_UNDELIVERED_REASON`] bytes).
+    pub reason: String,
+}
+
 /// The kind a renter signs a [`WithdrawMessage`] under.
 pub const WITHDRAW_KIND: &str = "market-withdraw";
 
@@ -265,6 +288,11 @@ impl Settlements {
                  state INTEGER NOT NULL,
                  record TEXT NOT NULL,
                  UNIQUE (lease_id, period)
+             );
+             CREATE TABLE IF NOT EXISTS undelivered (
+                 lease_id TEXT PRIMARY KEY,
+                 at_ms INTEGER NOT NULL,
+                 reason TEXT NOT NULL
              );",
         )?;
         let mut index = BTreeMap::new();
@@ -321,6 +349,41 @@ impl Settlements {
                 Some(_) => 0,
             })
             .fold(0u64, u64::saturating_add)
+    }
+
+    /// Keeps the provider's report that lease `lease_id`'s access was not delivered from
+    /// `at_ms` on; the first report of a lease stands. Returns the time kept.
+    pub fn report_undelivered(
+        &self,
+        lease_id: &str,
+        at_ms: u64,
+        reason: &str,
+    ) -> Result<u64, SettlementError> {
+        let kept = self.lock();
+        kept.db.execute(
+            "INSERT INTO undelivered (lease_id, at_ms, reason) VALUES (?1, ?2, ?3) ON CONFLICT (lease_id) DO NOTHING",
+            params![lease_id, at_ms as i64, reason],
+        )?;
+        Ok(kept.db.query_row(
+            "SELECT at_ms FROM undelivered WHERE lease_id = ?1",
+            [lease_id],
+            |r| r.get::<_, i64>(0),
+        )? as u64)
+    }
+
+    /// Since when lease `lease_id`'s access was not delivered, as its provider reported.
+    pub fn undelivered_from(&self, lease_id: &str) -> Result<Option<u64>, SettlementError> {
+        use rusqlite::OptionalExtension;
+        Ok(self
+            .lock()
+            .db
+            .query_row(
+                "SELECT at_ms FROM undelivered WHERE lease_id = ?1",
+                [lease_id],
+                |r| r.get::<_, i64>(0),
+            )
+            .optional()?
+            .map(|t| t as u64))
     }
 
     /// Keeps a settled period (a new one, or a new state of one kept).
@@ -472,7 +535,8 @@ impl Settler {
         let (renter, provider) = (key(&lease.renter)?, key(&lease.provider)?);
         let rules = *self.settlements.rules();
         let rounds = self.rounds_around(&lease.gpu, &provider, period, &rules)?;
-        let s = settle(lease, period, &rounds, &rules);
+        let undelivered = self.settlements.undelivered_from(&lease.id)?;
+        let s = settle(lease, period, &rounds, &rules, undelivered);
         let record = SettlementRecord {
             version: pog_records::settlement::SETTLEMENT_VERSION,
             lease_id: lease.id.clone(),

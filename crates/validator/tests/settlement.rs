@@ -16,7 +16,8 @@ use pog_signed::{Envelope, EvmAddress, Identity, PublicKey};
 use pog_validator::client::MarketClient;
 use pog_validator::settlement::{
     EscrowPayments, EscrowTerms, EscrowUnavailable, SettlementPage, SettlementState, Settler,
-    Voucher, WithdrawMessage, SETTLEMENTS_KIND, VOUCHER_LIFETIME_MS, WITHDRAW_KIND,
+    UndeliveredMessage, Voucher, WithdrawMessage, SETTLEMENTS_KIND, UNDELIVERED_KIND,
+    VOUCHER_LIFETIME_MS, WITHDRAW_KIND,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -160,14 +161,22 @@ fn round(h: &common::Served, at_ms: u64, proven: bool) {
     });
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_lease_is_paid_for_the_hours_proven_and_holds_its_renters_deposit_until_paid() {
-    let clock = ManualClock::at_system_time();
-    let deposits = Arc::new(Deposits::default());
-    let rules = SettlementRules {
-        period_ms: 24 * HOUR_MS,
-        ..SettlementRules::default()
-    };
+/// A validator on `clock` whose market settles by `rules` through an escrow of `deposits`, an
+/// agent holding [`GPU`] (proven, paying to `0x…aa`), and a trade of 2 GPU-hours at $2 between
+/// the renter (`[21; 32]`, $10 deposited) and the provider (`[22; 32]`): the validator, its
+/// lease, the renter, the provider, the payee and the agent (keep it while it must answer).
+async fn a_lease(
+    clock: &ManualClock,
+    deposits: &Arc<Deposits>,
+    rules: SettlementRules,
+) -> (
+    common::Served,
+    pog_market::lease::Lease,
+    Identity,
+    Identity,
+    EvmAddress,
+    common::TestAgent,
+) {
     let h = Harness::new()
         .clock(clock.shared())
         .with_deposits(deposits.clone())
@@ -178,7 +187,7 @@ async fn a_lease_is_paid_for_the_hours_proven_and_holds_its_renters_deposit_unti
     let payee: EvmAddress = "0x00000000000000000000000000000000000000aa"
         .parse()
         .unwrap();
-    let _agent = h.agent(22, vec![claim(GPU)]).paid_to(payee).await;
+    let agent = h.agent(22, vec![claim(GPU)]).paid_to(payee).await;
     h.v.challenge::<pog_records::Gemm>(GPU, &policy())
         .await
         .expect("a proof exchange");
@@ -188,8 +197,7 @@ async fn a_lease_is_paid_for_the_hours_proven_and_holds_its_renters_deposit_unti
         .lock()
         .unwrap()
         .insert(renter.public_key(), 10_000_000);
-
-    // A trade of 2 GPU-hours at $2 (the uniform price between $3 and $1): a lease of $4.
+    // The uniform price between $3 and $1: a lease of $4.
     let client = MarketClient::new(&h.url).unwrap();
     client
         .submit(&renter, bid("b1", &renter, 2, 3.0), DAY)
@@ -211,6 +219,19 @@ async fn a_lease_is_paid_for_the_hours_proven_and_holds_its_renters_deposit_unti
     assert_eq!(leases.len(), 1, "{leases:?}");
     let lease = leases[0].clone();
     assert_eq!((lease.hours, lease.price_micro_usd), (2, 2_000_000));
+    (h, lease, renter, provider, payee, agent)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_is_paid_for_the_hours_proven_and_holds_its_renters_deposit_until_paid() {
+    let clock = ManualClock::at_system_time();
+    let deposits = Arc::new(Deposits::default());
+    let rules = SettlementRules {
+        period_ms: 24 * HOUR_MS,
+        ..SettlementRules::default()
+    };
+    let (h, lease, renter, _provider, payee, _agent) = a_lease(&clock, &deposits, rules).await;
+    let client = MarketClient::new(&h.url).unwrap();
     let settlements = h.market().settlements().unwrap().clone();
     assert_eq!(settlements.held_by(&lease), 4_000_000);
 
@@ -321,6 +342,114 @@ async fn a_lease_is_paid_for_the_hours_proven_and_holds_its_renters_deposit_unti
     let (none, _): (SettlementPage, PublicKey) =
         pog_signed::decode(&serde_json::to_vec(&stranger).unwrap(), SETTLEMENTS_KIND).unwrap();
     assert!(none.settlements.is_empty());
+}
+
+/// Signs a report that lease `lease`'s access was not delivered from `at_ms`, by `signer`, and
+/// posts it: the status and the answer.
+async fn report_undelivered(
+    url: &str,
+    signer: &Identity,
+    validator: &PublicKey,
+    lease: &str,
+    at_ms: u64,
+) -> (u16, serde_json::Value) {
+    let envelope = signer
+        .seal(
+            UNDELIVERED_KIND,
+            &UndeliveredMessage {
+                validator: validator.clone(),
+                lease_id: lease.to_string(),
+                at_ms,
+                reason: "the hook exited 1: no such user".into(),
+            },
+        )
+        .unwrap();
+    let response = reqwest::Client::new()
+        .post(format!("{url}/v1/market/undelivered"))
+        .json(&envelope)
+        .send()
+        .await
+        .unwrap();
+    (
+        response.status().as_u16(),
+        response.json().await.unwrap_or_default(),
+    )
+}
+
+/// The provider's agent reports that its hook could not give the renter access: the hours
+/// after it are not paid, however well the GPU was proven; only the provider may say so, of a
+/// time within the lease, and its first report stands.
+#[tokio::test(flavor = "multi_thread")]
+async fn hours_after_the_provider_reports_the_access_undelivered_are_refunded() {
+    let clock = ManualClock::at_system_time();
+    let deposits = Arc::new(Deposits::default());
+    let rules = SettlementRules::default();
+    let (h, lease, renter, provider, _payee, _agent) = a_lease(&clock, &deposits, rules).await;
+    let v = h.v.public_key();
+    let s = lease.start_ms;
+    for i in 0..13 {
+        round(&h, s + 5 * MINUTE_MS + i * 10 * MINUTE_MS, true);
+    }
+    // The renter cannot say so, nor anyone but the provider; not of a time outside the lease,
+    // nor of a lease that does not exist.
+    let at = s + 30 * MINUTE_MS;
+    // Ahead of the validator's clock: refused; reported 10 minutes after, taken.
+    assert_eq!(
+        report_undelivered(&h.url, &provider, &v, &lease.id, at)
+            .await
+            .0,
+        400
+    );
+    clock.set(at + 10 * MINUTE_MS);
+    assert_eq!(
+        report_undelivered(&h.url, &renter, &v, &lease.id, at)
+            .await
+            .0,
+        403
+    );
+    assert_eq!(
+        report_undelivered(&h.url, &provider, &v, "99.0.0", at)
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        report_undelivered(&h.url, &provider, &v, &lease.id, lease.end_ms)
+            .await
+            .0,
+        400
+    );
+    let (status, body) = report_undelivered(&h.url, &provider, &v, &lease.id, at).await;
+    assert_eq!(status, 200, "{body}");
+    // A later report does not move it.
+    let (_, body) = report_undelivered(&h.url, &provider, &v, &lease.id, at + 5 * MINUTE_MS).await;
+    assert_eq!(body["undelivered_from_ms"], at);
+    clock.set(lease.end_ms + rules.grace_ms);
+    let settler = Settler::new(
+        h.market().clone(),
+        h.v.records().clone(),
+        h.market().settlements().unwrap().clone(),
+        None,
+    );
+    assert_eq!(settler.pass().unwrap().settled, 1);
+    let page = h
+        .market()
+        .settlements()
+        .unwrap()
+        .page(&Default::default())
+        .unwrap();
+    let record = &page[0].record;
+    // Every round proven, but no hour after the report is paid: both end after it.
+    assert_eq!(
+        (record.paid_micro_usd, record.refunded_micro_usd),
+        (0, 4_000_000),
+        "{record:?}"
+    );
+    assert!(
+        record.unproven.contains("access not delivered"),
+        "{record:?}"
+    );
+    assert_eq!(page[0].state, SettlementState::Recorded);
 }
 
 /// A renter withdraws, with the validator's voucher, only what its open bids, its leases not

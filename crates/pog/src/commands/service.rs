@@ -171,7 +171,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
             ));
             tokio::spawn(deliver_leases(
                 validator.to_string(),
-                register_key.public_key(),
+                pog_signed::Identity::from_seed(register_key.seed()),
                 args.trust.clone(),
                 gpus.iter().map(|g| g.uuid.to_string()).collect(),
                 pog_agent::leases::Hook {
@@ -459,10 +459,11 @@ const LEASES_EVERY: Duration = Duration::from_secs(30);
 /// `trusted` validator key is acted on, and each lease's state is judged by this host's clock
 /// from its signed times (a page replayed later grants nothing that ended). A validator that
 /// does not answer is retried at the next look; a hook that fails, hangs or prints garbage
-/// marks its lease failed (logged, kept, not retried).
+/// marks its lease failed (logged, kept, not retried), and a failed grant is reported to the
+/// validator (signed by the agent's key) until it is taken, so the renter is refunded.
 async fn deliver_leases(
     validator: String,
-    agent: pog_signed::PublicKey,
+    identity: pog_signed::Identity,
     trusted: Vec<pog_signed::PublicKey>,
     gpus: std::collections::BTreeSet<String>,
     hook: pog_agent::leases::Hook,
@@ -484,6 +485,7 @@ async fn deliver_leases(
             return;
         }
     };
+    let agent = identity.public_key();
     let filter = pog_validator::market::LeaseFilter {
         party: Some(agent.to_string()),
         limit: Some(1000),
@@ -529,7 +531,21 @@ async fn deliver_leases(
                         Err(e) => tracing::warn!(lease = %id, "{mark}lease {id} failed: {e}"),
                     }
                 }
-                if !ran.is_empty() {
+                // A grant that failed is reported to the validator, which refunds the renter
+                // the hours after it; tried again each round until taken.
+                let mut reported = false;
+                for (id, at_ms, why) in deliveries.unreported() {
+                    match client.report_undelivered(&identity, &id, at_ms, &why).await {
+                        Ok(_) => {
+                            deliveries.reported(&id, now_ms());
+                            reported = true;
+                        }
+                        Err(e) => {
+                            tracing::warn!(lease = %id, "{mark}reporting lease {id} undelivered: {e}")
+                        }
+                    }
+                }
+                if !ran.is_empty() || reported {
                     if let Err(e) = deliveries.save(&state) {
                         tracing::error!("{mark}{e}");
                     }
