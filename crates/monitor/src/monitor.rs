@@ -4,6 +4,7 @@
 use crate::alert::{Alert, AlertKind, Finding, Gate, Severity, SignalChange};
 use crate::baseline::{AmbientOffset, Level, SETTLE_S};
 use crate::config::Config;
+use crate::degradation::DriftWatch;
 use crate::model::{Envelope, LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES};
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{median, theil_sen};
@@ -114,6 +115,9 @@ pub struct Monitor {
     /// The time of the last sample and the latest intervals between samples, for gaps.
     last_t: Option<f64>,
     intervals: VecDeque<f64>,
+    /// The slow-degradation watch (the learned model), where the healthy history had load
+    /// to learn heat from.
+    drift: Option<DriftWatch>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -155,7 +159,12 @@ impl Monitor {
     /// forest) stay silent and only the rule-based ones run.
     pub fn new(config: Config, model: Option<Model>) -> Monitor {
         let gate = Gate::new(config.gate);
+        let drift = model
+            .as_ref()
+            .and_then(|m| m.thermal.clone())
+            .map(|r| DriftWatch::new(r, [config.thermal_limit_c, config.mem_thermal_limit_c]));
         Monitor {
+            drift,
             config,
             model,
             gate,
@@ -232,6 +241,7 @@ impl Monitor {
         self.memory_leak(s, &mut findings);
         self.performance(s, &mut findings);
         self.multivariate(s, recent_power, &mut findings);
+        self.degradation(s, &mut findings);
         self.gate.admit(s.t, findings)
     }
 
@@ -278,6 +288,9 @@ impl Monitor {
         self.counters.increases.clear();
         for level in self.ambient.iter_mut().flatten() {
             level.restart_timing();
+        }
+        if let Some(drift) = self.drift.as_mut() {
+            drift.restart_timing();
         }
         if key == "clock_step" {
             // The gate's cool-downs are times too: conditions still true alert once again.
@@ -1520,6 +1533,32 @@ impl Monitor {
                 ),
             });
         }
+    }
+
+    /// The slow-degradation watch ([`crate::degradation`]): fed every sample, it learns only
+    /// from those at which no thermal, sensor or throttle rule spoke.
+    fn degradation(&mut self, s: &Sample, out: &mut Vec<Finding>) {
+        let Some(drift) = self.drift.as_mut() else {
+            return;
+        };
+        let suspect = out.iter().any(|f| {
+            f.severity >= Severity::Warning
+                && matches!(
+                    f.kind,
+                    AlertKind::ThermalRunaway
+                        | AlertKind::SensorFrozen
+                        | AlertKind::SensorDrift
+                        | AlertKind::Throttling
+                )
+        }) || self.frozen_now.contains(&Signal::Power)
+            || self.power_drifting;
+        out.extend(drift.push(s, suspect));
+    }
+
+    /// The slow-degradation watch's points so far (die, memory) and its frozen per-GPU
+    /// reference, where the model has one.
+    pub fn drift(&self) -> Option<&DriftWatch> {
+        self.drift.as_ref()
     }
 
     fn multivariate(&mut self, s: &Sample, recent_power: Option<f64>, out: &mut Vec<Finding>) {
