@@ -17,7 +17,9 @@
 //!   did not raise (same kind within 60 s).
 //!
 //! `EVAL_DAYS=N` shortens the healthy streams and the thermal interface's (default 5);
-//! `EVAL_SHOW=1` prints every degradation alert.
+//! `EVAL_SHOW=1` prints every degradation alert; `EVAL_SELF=1` runs every monitor without the
+//! healthy history (as the agent does): the rules alone, and the watch learning its reference
+//! from each GPU's own first hour.
 
 use pog_monitor::alert::{AlertKind, Severity};
 use pog_monitor::inject::{Looped, Rooms, SlowFault, SlowInjector};
@@ -86,18 +88,19 @@ struct Run {
     samples: usize,
     seconds: f64,
     /// On healthy streams: the largest departures of the watch from this GPU's reference
-    /// (extra heat at load, die or memory; one offset against the other).
-    margins: [f64; 3],
+    /// (extra heat at load, die or memory; one offset against the other; the power read
+    /// against the counter over the last day, %).
+    margins: [f64; 4],
 }
 
 fn replay(
     source: &[Sample],
-    model: &Model,
+    model: Option<&Model>,
     seed: u64,
     length_s: f64,
     mut fault: Option<SlowInjector>,
 ) -> Run {
-    let mut monitor = Monitor::new(Config::default(), Some(model.clone()));
+    let mut monitor = Monitor::new(Config::default(), model.cloned());
     let mut rooms = Rooms::new(seed, (2.0 * HOUR, 8.0 * HOUR), 5);
     let mut alerts = Vec::new();
     let mut samples = 0;
@@ -115,7 +118,7 @@ fn replay(
         samples += 1;
         last_t = s.t;
     }
-    let mut margins = [0.0f64; 3];
+    let mut margins = [0.0f64; 4];
     if std::env::var("EVAL_DEBUG").is_ok() {
         if let Some(watch) = monitor.drift() {
             for sensor in 0..2 {
@@ -145,6 +148,9 @@ fn replay(
                 margins[2] = margins[2].max(((p.a - a0) - (q.a - m0)).abs());
             }
         }
+        for (_, off) in watch.power_departures() {
+            margins[3] = margins[3].max(100.0 * off.abs());
+        }
     }
     Run {
         alerts,
@@ -172,6 +178,9 @@ fn main() {
         .and_then(|d| d.parse().ok())
         .unwrap_or(5.0);
     let show = std::env::var("EVAL_SHOW").is_ok();
+    // Without a healthy history: the rules alone, the watch learning from each GPU's own
+    // first hour.
+    let own = std::env::var("EVAL_SELF").is_ok();
     let config = Config::default();
     let model =
         Model::train(&parse_trace(TRAIN).expect("the fixture parses"), &config).expect("training");
@@ -181,7 +190,7 @@ fn main() {
             .iter()
             .enumerate()
             .map(|(i, (name, text))| {
-                let model = &model;
+                let model = (!own).then_some(&model);
                 scope.spawn(move || {
                     let source = parse_trace(text).expect("a fixture parses");
                     let seed = SEED + i as u64;
@@ -205,10 +214,13 @@ fn main() {
     });
     let elapsed = started.elapsed().as_secs_f64();
 
+    if own {
+        println!("(without the healthy history: the watch learns from each GPU's own first hour)");
+    }
     println!("## Healthy streams (every degradation alert a false alarm)");
     println!();
-    println!("| source, looped | hours | degradation alerts | rules' warnings or worse (kinds) | largest extra heat at load against the reference: die, memory (°C) | largest offset apart (°C) |");
-    println!("|---|---|---|---|---|---|");
+    println!("| source, looped | hours | degradation alerts | rules' warnings or worse (kinds) | largest extra heat at load against the reference: die, memory (°C) | largest offset apart (°C) | power read against the counter, last day (%) |");
+    println!("|---|---|---|---|---|---|---|");
     let (mut fa, mut healthy_s, mut total_samples) = (0usize, 0.0f64, 0usize);
     for (name, healthy, faulty) in &results {
         let degradation: Vec<&Alert> = healthy
@@ -221,7 +233,7 @@ fn main() {
             *kinds.entry(a.kind.name()).or_default() += 1;
         }
         println!(
-            "| {name} | {:.1} | {} | {} ({}) | {:.2}, {:.2} | {:.2} |",
+            "| {name} | {:.1} | {} | {} ({}) | {:.2}, {:.2} | {:.2} | {:.2} |",
             healthy.seconds / HOUR,
             degradation.len(),
             kinds.values().sum::<usize>(),
@@ -233,6 +245,7 @@ fn main() {
             healthy.margins[0],
             healthy.margins[1],
             healthy.margins[2],
+            healthy.margins[3],
         );
         for a in &degradation {
             println!("  false alarm t={} {}", hours(a.t), a.message);
@@ -297,6 +310,9 @@ fn main() {
             if !before.is_empty() {
                 println!("  {} degradation alert(s) before the start", before.len());
             }
+            if let Some(a) = rule_hit {
+                println!("  the rules' alert: {}", a.message);
+            }
             if show {
                 for a in run
                     .alerts
@@ -308,6 +324,35 @@ fn main() {
             }
         }
     }
+    // The watch's own cost: one day of the other card's samples through a DriftWatch alone.
+    let source = parse_trace(SOURCES[0].1).expect("a fixture parses");
+    let day: Vec<Sample> = Looped::new(&source)
+        .take_while(|s| s.t <= 86_400.0)
+        .collect();
+    let mut watch = pog_monitor::degradation::DriftWatch::new(
+        model.thermal.clone().expect("a thermal reference"),
+        [config.thermal_limit_c, config.mem_thermal_limit_c],
+    );
+    let timed = Instant::now();
+    let findings: usize = day.iter().map(|s| watch.push(s, false).len()).sum();
+    let watch_us = 1e6 * timed.elapsed().as_secs_f64() / day.len() as f64;
+    println!(
+        "the watch alone: {watch_us:.2} µs per sample over a day of {} samples ({findings} findings)",
+        day.len()
+    );
+    let forest: usize = results
+        .iter()
+        .map(|(_, healthy, faulty)| {
+            healthy
+                .alerts
+                .iter()
+                .chain(faulty.iter().flat_map(|f| f.2.alerts.iter()))
+                .filter(|a| a.kind == AlertKind::Multivariate)
+                .count()
+        })
+        .sum();
+    println!();
+    println!("isolation forest (`multivariate`) alerts in every stream above, healthy and faulty: {forest}");
     println!();
     println!(
         "replayed {total_samples} samples in {elapsed:.1} s ({:.1} µs per sample, {} threads)",

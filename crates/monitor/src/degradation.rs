@@ -363,7 +363,8 @@ impl PowerRatio {
 /// an elapsed time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Point {
-    /// Seconds of the GPU's samples since the watch started (gaps counted, steps back not).
+    /// Seconds of the GPU's samples since the watch started (the time between samples; a gap
+    /// or a clock step the monitor saw counts nothing).
     pub elapsed_s: f64,
     /// °C at no load.
     pub a: f64,
@@ -496,7 +497,7 @@ impl Held {
     }
 }
 
-/// The two temperatures' names and whether each sensor's limit: (signal, limit °C).
+/// The two temperatures and their limits: (signal, limit °C), die first.
 type Sensors = [(Signal, f64); 2];
 
 /// One GPU's slow-degradation watch: the online fits against the frozen reference.
@@ -548,6 +549,12 @@ impl DriftWatch {
     /// The online fit's latest points per temperature (die, memory), for inspection.
     pub fn points(&self, sensor: usize) -> impl Iterator<Item = &Point> {
         self.corrections[sensor].points.iter()
+    }
+
+    /// The power read's departure from the energy counter's growth (a fraction, against the
+    /// healthy history's ratio) at the points of the last day: (elapsed s, departure).
+    pub fn power_departures(&self) -> impl Iterator<Item = &(f64, f64)> {
+        self.ratio_points.iter()
     }
 
     /// This GPU's frozen reference (`a`, `b`) per temperature, once taken.
@@ -946,6 +953,105 @@ impl DriftWatch {
             signals,
             message,
         });
+    }
+}
+
+/// Seconds of a GPU's own samples (at which no rule spoke) a watch without a healthy
+/// history learns its reference from, once its power at least doubled in them.
+pub const SELF_TRAIN_S: f64 = 3600.0;
+
+/// Samples kept for self-training: past this, every other one is dropped.
+const SELF_TRAIN_KEEP: usize = 8192;
+
+/// The slow-degradation watch of one GPU, with or without a healthy history: against the
+/// [`ThermalReference`] trained on it, or (the agent, `pog monitor run` without `--train`)
+/// against one learned from the GPU's own first [`SELF_TRAIN_S`] of samples at which no
+/// thermal, sensor or throttle rule spoke (a GPU that fails from its first hour is taken as
+/// its own normal: the rules are what catches that).
+#[derive(Debug, Clone)]
+pub struct Degradation {
+    limits: [f64; 2],
+    /// The GPU's own samples while the reference is learned from them.
+    learning: Vec<Sample>,
+    learning_s: f64,
+    last_t: Option<f64>,
+    next_try_s: f64,
+    quiet_until: Option<f64>,
+    watch: Option<DriftWatch>,
+    self_trained: bool,
+}
+
+impl Degradation {
+    /// A watch against the reference the healthy history taught, or where there is none, one
+    /// that learns it from the GPU's own first hour; with the die's and the memory's limits.
+    pub fn new(reference: Option<ThermalReference>, limits: [f64; 2]) -> Degradation {
+        Degradation {
+            limits,
+            learning: Vec::new(),
+            learning_s: 0.0,
+            last_t: None,
+            next_try_s: SELF_TRAIN_S,
+            quiet_until: None,
+            self_trained: reference.is_none(),
+            watch: reference.map(|r| DriftWatch::new(r, limits)),
+        }
+    }
+
+    /// The watch, once it has a reference.
+    pub fn watch(&self) -> Option<&DriftWatch> {
+        self.watch.as_ref()
+    }
+
+    /// Whether the reference was (or is being) learned from the GPU's own samples.
+    pub fn self_trained(&self) -> bool {
+        self.self_trained
+    }
+
+    /// Forgets the times (after a gap in the samples or a clock step).
+    pub fn restart_timing(&mut self) {
+        self.last_t = None;
+        if let Some(watch) = self.watch.as_mut() {
+            watch.restart_timing();
+        }
+    }
+
+    /// Feeds one sample ([`DriftWatch::push`]); while the reference is learned, keeps the
+    /// sample if no rule spoke in the last [`QUIET_S`] and tries to learn every [`POINT_S`]
+    /// once [`SELF_TRAIN_S`] of them are in.
+    pub fn push(&mut self, s: &Sample, suspect: bool) -> Vec<Finding> {
+        if let Some(watch) = self.watch.as_mut() {
+            return watch.push(s, suspect);
+        }
+        let dt = self
+            .last_t
+            .map_or(0.0, |last| (s.t - last).clamp(0.0, 10.0));
+        self.last_t = Some(s.t);
+        if suspect {
+            self.quiet_until = Some(self.learning_s + QUIET_S);
+        }
+        let quiet = self.quiet_until.is_none_or(|q| self.learning_s >= q);
+        if s.power_w.is_none() || s.temp_gpu_c.is_none() {
+            return Vec::new();
+        }
+        self.learning_s += dt;
+        if quiet {
+            self.learning.push(s.clone());
+            if self.learning.len() > SELF_TRAIN_KEEP {
+                let mut keep = false;
+                self.learning.retain(|_| {
+                    keep = !keep;
+                    keep
+                });
+            }
+        }
+        if self.learning_s >= self.next_try_s {
+            self.next_try_s = self.learning_s + POINT_S;
+            if let Some(reference) = ThermalReference::fit(&self.learning) {
+                self.watch = Some(DriftWatch::new(reference, self.limits));
+                self.learning = Vec::new();
+            }
+        }
+        Vec::new()
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::alert::{Alert, AlertKind, Finding, Gate, Severity, SignalChange};
 use crate::baseline::{AmbientOffset, Level, SETTLE_S};
 use crate::config::Config;
-use crate::degradation::DriftWatch;
+use crate::degradation::{Degradation, DriftWatch};
 use crate::model::{Envelope, LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES};
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{median, theil_sen};
@@ -115,9 +115,9 @@ pub struct Monitor {
     /// The time of the last sample and the latest intervals between samples, for gaps.
     last_t: Option<f64>,
     intervals: VecDeque<f64>,
-    /// The slow-degradation watch (the learned model), where the healthy history had load
-    /// to learn heat from.
-    drift: Option<DriftWatch>,
+    /// The slow-degradation watch (the learned model): against the healthy history's thermal
+    /// reference, or without one, a reference learned from the GPU's own first hour.
+    drift: Degradation,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -156,13 +156,14 @@ struct Perf {
 impl Monitor {
     /// A monitor with these settings; `model` is the GPU's healthy history, without which the
     /// load-conditioned detectors (thermal envelope, clock baselines, power cap, isolation
-    /// forest) stay silent and only the rule-based ones run.
+    /// forest) stay silent and only the rule-based ones run, with the slow-degradation watch
+    /// learning its reference from the GPU's own first hour.
     pub fn new(config: Config, model: Option<Model>) -> Monitor {
         let gate = Gate::new(config.gate);
-        let drift = model
-            .as_ref()
-            .and_then(|m| m.thermal.clone())
-            .map(|r| DriftWatch::new(r, [config.thermal_limit_c, config.mem_thermal_limit_c]));
+        let drift = Degradation::new(
+            model.as_ref().and_then(|m| m.thermal.clone()),
+            [config.thermal_limit_c, config.mem_thermal_limit_c],
+        );
         Monitor {
             drift,
             config,
@@ -289,9 +290,7 @@ impl Monitor {
         for level in self.ambient.iter_mut().flatten() {
             level.restart_timing();
         }
-        if let Some(drift) = self.drift.as_mut() {
-            drift.restart_timing();
-        }
+        self.drift.restart_timing();
         if key == "clock_step" {
             // The gate's cool-downs are times too: conditions still true alert once again.
             self.gate = Gate::new(self.config.gate);
@@ -1538,9 +1537,6 @@ impl Monitor {
     /// The slow-degradation watch ([`crate::degradation`]): fed every sample, it learns only
     /// from those at which no thermal, sensor or throttle rule spoke.
     fn degradation(&mut self, s: &Sample, out: &mut Vec<Finding>) {
-        let Some(drift) = self.drift.as_mut() else {
-            return;
-        };
         let suspect = out.iter().any(|f| {
             f.severity >= Severity::Warning
                 && matches!(
@@ -1552,13 +1548,14 @@ impl Monitor {
                 )
         }) || self.frozen_now.contains(&Signal::Power)
             || self.power_drifting;
-        out.extend(drift.push(s, suspect));
+        out.extend(self.drift.push(s, suspect));
     }
 
-    /// The slow-degradation watch's points so far (die, memory) and its frozen per-GPU
-    /// reference, where the model has one.
+    /// The slow-degradation watch (its points so far, die and memory, and its frozen per-GPU
+    /// reference), once it has a thermal reference: from the healthy history at once, else
+    /// after the GPU's own first hour.
     pub fn drift(&self) -> Option<&DriftWatch> {
-        self.drift.as_ref()
+        self.drift.watch()
     }
 
     fn multivariate(&mut self, s: &Sample, recent_power: Option<f64>, out: &mut Vec<Finding>) {

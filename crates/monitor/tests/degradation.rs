@@ -31,9 +31,20 @@ fn thinned(samples: Vec<Sample>, every: usize) -> Vec<Sample> {
 }
 
 /// The alerts of `source` looped for `hours`, in `rooms`, with `fault` (if any) injected.
-fn run(source: &[Sample], hours: f64, mut rooms: Rooms, fault: Option<SlowInjector>) -> Vec<Alert> {
+fn run(source: &[Sample], hours: f64, rooms: Rooms, fault: Option<SlowInjector>) -> Vec<Alert> {
+    run_with(Some(model()), source, hours, rooms, fault)
+}
+
+/// As [`run`], with `model` (`None`: no healthy history, as the agent runs).
+fn run_with(
+    model: Option<Model>,
+    source: &[Sample],
+    hours: f64,
+    mut rooms: Rooms,
+    fault: Option<SlowInjector>,
+) -> Vec<Alert> {
     let mut fault = fault;
-    let mut monitor = Monitor::new(Config::default(), Some(model()));
+    let mut monitor = Monitor::new(Config::default(), model);
     let t0 = source[0].t;
     let mut alerts = Vec::new();
     for mut s in Looped::new(source).take_while(|s| s.t - t0 <= hours * HOUR) {
@@ -236,5 +247,37 @@ fn a_power_reading_drifting_slowly_is_caught_hours_before_the_rules() {
         found.iter().all(|a| !a.message.contains("hotter at load")),
         "{}",
         show(&found)
+    );
+}
+
+#[test]
+fn without_a_healthy_history_the_watch_learns_the_gpus_own_first_hour() {
+    // As the agent runs: no healthy history. The bench-load trace in a room 2 °C cooler; the
+    // fan loses 20 % of its flow over 4 h from 4 h on.
+    let source = source("bench");
+    let start = 4.0 * HOUR;
+    let fault = SlowInjector::new(
+        SlowFault::CoolingLoss {
+            fraction: 0.2,
+            over_s: 4.0 * HOUR,
+            sink_c_per_w: 0.02,
+        },
+        start,
+        9,
+    );
+    let alerts = run_with(None, &source, 12.0, Rooms::fixed(-2), Some(fault));
+    let found = degradation(&alerts);
+    let first = found
+        .first()
+        .unwrap_or_else(|| panic!("no degradation alert"));
+    assert!(
+        first.t > start && first.t - start < 7.0 * HOUR,
+        "{}",
+        show(&found)
+    );
+    assert!(
+        first.message.contains("both temperatures hotter at load"),
+        "{}",
+        first.message
     );
 }
