@@ -45,7 +45,8 @@ pub enum Stamp {
 pub struct Settings {
     /// The detectors' settings.
     pub config: Config,
-    /// Baselines learnt from healthy history; `None`: rule-based detectors only.
+    /// Baselines learnt from healthy history; `None`: rule-based detectors only (and the
+    /// slow-degradation watch, learning from each GPU's own first hour).
     pub model: Option<Model>,
     /// How long each GPU's samples and alerts are kept in the [`Snapshot`].
     pub keep: Duration,
