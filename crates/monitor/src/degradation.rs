@@ -31,6 +31,7 @@
 use crate::alert::{AlertKind, Finding, Severity, SignalChange};
 use crate::sample::{Sample, Signal};
 use crate::stats::{mad_sigma, median, quantile, theil_sen};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 
 /// The time constant (s) of the die's fast thermal lag behind the power read.
@@ -148,7 +149,7 @@ impl PowerLags {
 }
 
 /// One temperature's regression on the other signals.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SensorFit {
     /// The coefficients, one per [`FEATURES`].
     pub coef: [f64; 6],
@@ -159,7 +160,7 @@ pub struct SensorFit {
 }
 
 /// What the healthy history teaches about heat and power, frozen once trained.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThermalReference {
     /// The GPU's typical full load, W (the 95th percentile of the power read).
     pub full_w: f64,
@@ -306,7 +307,7 @@ impl ThermalReference {
 }
 
 /// The power read against the energy counter's growth, with exponential forgetting.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct PowerRatio {
     last_t: Option<f64>,
     last_energy: Option<(f64, f64)>,
@@ -361,7 +362,7 @@ impl PowerRatio {
 
 /// One point of the online fit: the GPU's offset (`a`) and extra heat at full load (`b`) at
 /// an elapsed time.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Point {
     /// Seconds of the GPU's samples since the watch started (the time between samples; a gap
     /// or a clock step the monitor saw counts nothing).
@@ -375,7 +376,7 @@ pub struct Point {
 /// The online fit of one temperature's residual: `r = a + b_fast·u_fast + b_slow·u_slow`,
 /// with `u` the power through the die's fast and the heat sink's slow lag over the full
 /// load; `b = b_fast + b_slow` is the extra heat at a steady full load.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Correction {
     s: [[f64; 3]; 3],
     z: [f64; 3],
@@ -523,6 +524,42 @@ pub struct DriftWatch {
     power_drifting: bool,
 }
 
+/// Why a watch kept from an earlier run was not taken up.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    /// The kept state could not be read.
+    #[error("the kept degradation watch could not be read: {0}")]
+    Parse(#[from] serde_json::Error),
+    /// It was learned against another healthy history (or with one where this run has none,
+    /// or the other way round).
+    #[error("the kept degradation watch was learned against another healthy history")]
+    OtherHistory,
+}
+
+/// What a [`DriftWatch`] keeps across runs (`pog monitor run` and the agent keep it in their
+/// history): the reference, the online fits with their points and this GPU's frozen
+/// reference, the power ratio's sums and how long it has watched. Not the times of the last
+/// samples (the next run's clock is another), nor what was said (a degradation still there
+/// is said once more after a restart).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DriftState {
+    reference: ThermalReference,
+    self_trained: bool,
+    corrections: [Correction; 2],
+    ratio: PowerRatio,
+    ratio_points: VecDeque<(f64, f64)>,
+    elapsed_s: f64,
+    learned_s: f64,
+    next_point_in_s: f64,
+}
+
+impl DriftState {
+    /// Seconds of samples the watch had seen.
+    pub fn elapsed_s(&self) -> f64 {
+        self.elapsed_s
+    }
+}
+
 impl DriftWatch {
     /// A watch against `reference`, with the die's and the memory's limits (°C).
     pub fn new(reference: ThermalReference, limits: [f64; 2]) -> DriftWatch {
@@ -560,6 +597,34 @@ impl DriftWatch {
     /// This GPU's frozen reference (`a`, `b`) per temperature, once taken.
     pub fn baseline(&self, sensor: usize) -> Option<[f64; 2]> {
         self.corrections[sensor].baseline
+    }
+
+    /// What to keep across runs ([`DriftState`]).
+    pub fn state(&self, self_trained: bool) -> DriftState {
+        DriftState {
+            reference: self.reference.clone(),
+            self_trained,
+            corrections: self.corrections.clone(),
+            ratio: self.ratio.clone(),
+            ratio_points: self.ratio_points.clone(),
+            elapsed_s: self.elapsed_s,
+            learned_s: self.learned_s,
+            next_point_in_s: (self.next_point_s - self.elapsed_s).max(0.0),
+        }
+    }
+
+    /// A watch that goes on from a state an earlier run kept, with the die's and the memory's
+    /// limits.
+    pub fn resume(state: DriftState, limits: [f64; 2]) -> DriftWatch {
+        let mut watch = DriftWatch::new(state.reference, limits);
+        watch.corrections = state.corrections;
+        watch.ratio = state.ratio;
+        watch.ratio.restart_timing();
+        watch.ratio_points = state.ratio_points;
+        watch.elapsed_s = state.elapsed_s;
+        watch.learned_s = state.learned_s;
+        watch.next_point_s = state.elapsed_s + state.next_point_in_s;
+        watch
     }
 
     /// Forgets the times (after a gap in the samples or a clock step), keeping what was
@@ -1000,6 +1065,33 @@ impl Degradation {
     /// The watch, once it has a reference.
     pub fn watch(&self) -> Option<&DriftWatch> {
         self.watch.as_ref()
+    }
+
+    /// Seconds of samples the watch has seen, once it has a reference.
+    pub fn elapsed_s(&self) -> Option<f64> {
+        Some(self.watch.as_ref()?.elapsed_s)
+    }
+
+    /// What to keep across runs, once the watch has a reference.
+    pub fn state(&self) -> Option<DriftState> {
+        Some(self.watch.as_ref()?.state(self.self_trained))
+    }
+
+    /// Goes on from a state an earlier run kept ([`Degradation::state`]): taken where it was
+    /// learned against the same healthy history (or, without one, from the GPU's own first
+    /// hour then and now).
+    pub fn resume(&mut self, state: DriftState) -> Result<(), ResumeError> {
+        let same = match (&self.watch, self.self_trained) {
+            (_, true) => state.self_trained,
+            (Some(watch), false) => !state.self_trained && watch.reference == state.reference,
+            (None, false) => false,
+        };
+        if !same {
+            return Err(ResumeError::OtherHistory);
+        }
+        self.watch = Some(DriftWatch::resume(state, self.limits));
+        self.learning = Vec::new();
+        Ok(())
     }
 
     /// Whether the reference was (or is being) learned from the GPU's own samples.

@@ -4,7 +4,7 @@
 use crate::alert::{Alert, AlertKind, Finding, Gate, Severity, SignalChange};
 use crate::baseline::{AmbientOffset, Level, SETTLE_S};
 use crate::config::Config;
-use crate::degradation::{Degradation, DriftWatch};
+use crate::degradation::{Degradation, DriftWatch, ResumeError};
 use crate::model::{Envelope, LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES};
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{median, theil_sen};
@@ -1549,6 +1549,25 @@ impl Monitor {
         }) || self.frozen_now.contains(&Signal::Power)
             || self.power_drifting;
         out.extend(self.drift.push(s, suspect));
+    }
+
+    /// The slow-degradation watch's state to keep across runs (JSON), once it has a thermal
+    /// reference ([`crate::degradation::DriftState`]).
+    pub fn drift_state(&self) -> Option<String> {
+        serde_json::to_string(&self.drift.state()?).ok()
+    }
+
+    /// Seconds of samples the slow-degradation watch has seen, once it has a thermal reference
+    /// (to keep its state when it moved on).
+    pub fn drift_elapsed_s(&self) -> Option<f64> {
+        self.drift.elapsed_s()
+    }
+
+    /// Takes up a slow-degradation watch an earlier run kept ([`Monitor::drift_state`]): it
+    /// goes on from its fits, points and this GPU's frozen reference, where it was learned
+    /// against the same healthy history.
+    pub fn resume_drift(&mut self, state: &str) -> Result<(), ResumeError> {
+        self.drift.resume(serde_json::from_str(state)?)
     }
 
     /// The slow-degradation watch (its points so far, die and memory, and its frozen per-GPU

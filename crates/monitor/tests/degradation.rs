@@ -4,6 +4,7 @@
 //! not, and the room's steps it does not take for degradation. Each of these fails without
 //! the model (no `degradation` alert at all).
 
+use pog_monitor::degradation::ResumeError;
 use pog_monitor::inject::{Looped, Rooms, SlowFault, SlowInjector};
 use pog_monitor::{
     parse_trace, Alert, AlertKind, Config, Model, Monitor, Sample, Severity, Signal,
@@ -280,4 +281,82 @@ fn without_a_healthy_history_the_watch_learns_the_gpus_own_first_hour() {
         "{}",
         first.message
     );
+}
+
+#[test]
+fn a_watch_kept_across_a_restart_sees_a_drift_that_began_before_it() {
+    // The bench-load trace; the fan loses 20 % of its flow over 4 h from 4 h on, and the
+    // monitor restarts at 6 h, halfway through.
+    let source = source("bench");
+    let start = 4.0 * HOUR;
+    let mut rooms = Rooms::fixed(1);
+    let mut fault = SlowInjector::new(
+        SlowFault::CoolingLoss {
+            fraction: 0.2,
+            over_s: 4.0 * HOUR,
+            sink_c_per_w: 0.02,
+        },
+        start,
+        13,
+    );
+    let t0 = source[0].t;
+    let stream: Vec<Sample> = Looped::new(&source)
+        .take_while(|s| s.t - t0 <= 14.0 * HOUR)
+        .map(|mut s| {
+            rooms.apply(&mut s);
+            fault.apply(&mut s);
+            s
+        })
+        .collect();
+    let restart = 6.0 * HOUR;
+    let mut first = Monitor::new(Config::default(), Some(model()));
+    for s in stream.iter().take_while(|s| s.t < restart) {
+        assert!(degradation(&first.push(s)).is_empty());
+    }
+    let kept = first
+        .drift_state()
+        .expect("a watch with a reference by 6 h");
+    // Kept, it goes on from this GPU's reference taken before the fault.
+    let mut resumed = Monitor::new(Config::default(), Some(model()));
+    resumed.resume_drift(&kept).unwrap();
+    // Afresh, its reference is taken two hours later, with most of the flow already lost.
+    let mut fresh = Monitor::new(Config::default(), Some(model()));
+    let (mut caught, mut fresh_alerts) = (Vec::new(), Vec::new());
+    for s in stream.iter().filter(|s| s.t >= restart) {
+        caught.extend(resumed.push(s));
+        fresh_alerts.extend(fresh.push(s));
+    }
+    let found = degradation(&caught);
+    let alert = found
+        .first()
+        .unwrap_or_else(|| panic!("no degradation alert"));
+    assert!(alert.t - start < 7.0 * HOUR, "{}", show(&found));
+    assert!(
+        alert.message.contains("both temperatures hotter at load"),
+        "{}",
+        alert.message
+    );
+    assert!(
+        degradation(&fresh_alerts).is_empty(),
+        "{}",
+        show(&degradation(&fresh_alerts))
+    );
+    // A watch learned from the GPU's own first hour is not taken up against a healthy
+    // history, nor a state that is not one.
+    let mut own = Monitor::new(Config::default(), None);
+    for s in stream.iter().take_while(|s| s.t < 3.0 * HOUR) {
+        own.push(s);
+    }
+    let own_state = own.drift_state().expect("learned from its own first hour");
+    let mut trained = Monitor::new(Config::default(), Some(model()));
+    assert!(matches!(
+        trained.resume_drift(&own_state),
+        Err(ResumeError::OtherHistory)
+    ));
+    assert!(matches!(
+        trained.resume_drift("not json"),
+        Err(ResumeError::Parse(_))
+    ));
+    let mut untrained = Monitor::new(Config::default(), None);
+    untrained.resume_drift(&own_state).unwrap();
 }
