@@ -8,20 +8,25 @@
 //!
 //! - [`ThermalReference`], trained on the healthy history and then **frozen**: each
 //!   temperature (die, memory) regressed by least squares on the power seen through two
-//!   thermal lags ([`FAST_TAU_S`], [`SLOW_TAU_S`]), the GPU and memory utilization and the SM
-//!   clock; and the ratio of the power read to the energy counter's growth.
+//!   thermal lags ([`FAST_TAU_S`], [`SLOW_TAU_S`]), the power times the memory utilization
+//!   (a copy heats the HBM, not the SMs), the memory utilization and the SM clock
+//!   ([`FEATURES`]); and the ratio of the power read to the energy counter's growth. Without
+//!   a healthy history ([`Degradation`]) it is learned from the GPU's own first
+//!   [`SELF_TRAIN_S`].
 //! - [`DriftWatch`], per GPU, online: for each temperature, the residual against the
-//!   reference, `r`, is fitted as `r = a + b·u` by recursive least squares with exponential
-//!   forgetting ([`TAU_S`]), where `u` is the power over the GPU's typical full load. `a` is
-//!   this GPU's offset at no load (the room, the card: a step of the whole card moves `a`),
-//!   `b` the extra heat at full load (a thermal resistance that grew: a trend at load moves
-//!   `b`). It is updated only on samples judged healthy (no thermal, sensor or throttle rule
-//!   spoke in the last [`QUIET_S`]); `a` moves freely, `b` only where the load varied enough
-//!   to tell them apart (an anisotropic prior: rooms change fast, cooling slowly).
+//!   reference is fitted as `a + b_fast·u_fast + b_slow·u_slow` by recursive least squares
+//!   with exponential forgetting ([`TAU_S`]), where `u` is the power through each lag over the
+//!   GPU's typical full load. `a` is this GPU's offset at no load (the room, the card: a step
+//!   of the whole card moves `a`), `b = b_fast + b_slow` the extra heat at a steady full load
+//!   (a thermal resistance that grew: a trend at load moves `b`). It is updated only on
+//!   samples judged healthy (a steady load, and no thermal, sensor or throttle rule spoke in
+//!   the last [`QUIET_S`]); `a` moves freely, `b` only where the load varied enough to tell
+//!   them apart (an anisotropic prior: rooms change fast, cooling slowly).
 //! - A **frozen per-GPU reference** beside it: the medians of `a` and `b` over this GPU's
 //!   first [`BASELINE_POINTS`] points after [`TAU_S`] of learning. The online fit follows
 //!   the degradation (it must, to measure it); the alert compares it with this reference,
-//!   which never moves, so a degradation is never learned as the new normal.
+//!   which never moves, so a degradation is never learned as the new normal. It is kept
+//!   across runs with the rest of the watch ([`DriftState`]).
 //!
 //! What each drift looks like: the room moves `a` of both temperatures together; a thermal
 //! interface moves `b` of the die; a fan or pump moves `b` of both; a drifting temperature
@@ -831,6 +836,15 @@ impl DriftWatch {
                 .get(BASELINE_POINTS - 1)
                 .map_or(0.0, |p| (last.elapsed_s - p.elapsed_s) / 3600.0);
             let (key, what) = match (i, other_rose) {
+                // The other temperature not read (or its fit not told apart): either.
+                _ if grown[1 - i].is_none() => (
+                    "cooling",
+                    format!(
+                        "{} hotter at load ({} not known): the cooling or the thermal interface is losing capacity",
+                        signal.name(),
+                        self.sensors[1 - i].0.name()
+                    ),
+                ),
                 (_, true) => (
                     "cooling",
                     "both temperatures hotter at load: the cooling (fan, pump, coolant, airflow) is losing capacity".to_string(),

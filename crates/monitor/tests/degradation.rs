@@ -360,3 +360,41 @@ fn a_watch_kept_across_a_restart_sees_a_drift_that_began_before_it() {
     let mut untrained = Monitor::new(Config::default(), None);
     untrained.resume_drift(&own_state).unwrap();
 }
+
+#[test]
+fn a_gpu_without_a_memory_temperature_still_has_its_cooling_watched() {
+    // The bench-load trace without its memory temperature; the fan loses 20 % of its flow
+    // over 4 h from 4 h on. Which part fails cannot be told from the die alone: it says so.
+    let source: Vec<Sample> = source("bench")
+        .into_iter()
+        .map(|mut s| {
+            s.temp_mem_c = None;
+            s
+        })
+        .collect();
+    let start = 4.0 * HOUR;
+    let fault = SlowInjector::new(
+        SlowFault::CoolingLoss {
+            fraction: 0.2,
+            over_s: 4.0 * HOUR,
+            sink_c_per_w: 0.02,
+        },
+        start,
+        17,
+    );
+    let alerts = run(&source, 12.0, Rooms::fixed(0), Some(fault));
+    let found = degradation(&alerts);
+    let first = found
+        .first()
+        .unwrap_or_else(|| panic!("no degradation alert"));
+    assert!(
+        first.t > start && first.t - start < 7.0 * HOUR,
+        "{}",
+        show(&found)
+    );
+    assert!(
+        first.message.contains("temp_mem not known"),
+        "{}",
+        first.message
+    );
+}
