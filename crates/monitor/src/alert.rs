@@ -66,6 +66,11 @@ pub enum AlertKind {
     /// The samples stopped for a while or their clock stepped back: the detectors' windows
     /// start afresh (info).
     SampleGap,
+    /// A slow drift the learned model sees over hours at equal power: the cooling losing
+    /// capacity (the heat at load growing), a temperature sensor drifting from the other, or
+    /// the power reading drifting from the energy counter; with its rate and the time until
+    /// the limit at the GPU's typical full load.
+    Degradation,
 }
 
 impl AlertKind {
@@ -87,6 +92,7 @@ impl AlertKind {
             AlertKind::Multivariate => "multivariate",
             AlertKind::AmbientShift => "ambient_shift",
             AlertKind::SampleGap => "sample_gap",
+            AlertKind::Degradation => "degradation",
         }
     }
 }
@@ -179,6 +185,26 @@ pub fn explain(kind: AlertKind, key: &str) -> (&'static str, &'static str) {
         AlertKind::SampleGap if key == "clock_step" => (
             "the clock the samples are timed by stepped back (a clock set by hand or by NTP, traces joined)",
             "the host's time synchronisation (timedatectl, chronyc tracking); the trace's times around the step",
+        ),
+        AlertKind::Degradation if key == "cooling" => (
+            "the cooling losing capacity slowly: a fan or pump wearing, a filter clogging, coolant flow or inlet air getting worse",
+            "fan speeds and tachometers or coolant flow and pressure, filters, the inlet air temperature; the neighbouring GPUs' temperatures at the same power",
+        ),
+        AlertKind::Degradation if key == "cooling_temp_gpu" => (
+            "the die's thermal interface degrading (paste drying or pumping out, cold plate contact loosening)",
+            "the GPU's temperature at the same power against its neighbours'; plan a repaste or cold plate service before it reaches its limit",
+        ),
+        AlertKind::Degradation if key == "cooling_temp_mem" => (
+            "the memory's thermal pads or their contact with the cold plate degrading",
+            "the HBM temperature at the same load against the neighbours'; the thermal pads at the next service",
+        ),
+        AlertKind::Degradation if key == "sensor_power" => (
+            "the power sensor or its reading path drifting slowly, not the load",
+            "compare nvidia-smi's power.draw with the energy counter's growth over minutes and with the PDU; a board fault if it keeps drifting",
+        ),
+        AlertKind::Degradation => (
+            "a temperature sensor (the die's or the memory's) drifting slowly, not the room or the cooling",
+            "compare the GPU and memory temperatures with the neighbours' at the same power and with an external probe; thermal alerts on the drifting sensor are in doubt",
         ),
         AlertKind::SampleGap => (
             "no samples for a while: the sampler stalled, the host slept or was suspended, or the recording stopped",

@@ -69,6 +69,9 @@ CREATE TABLE IF NOT EXISTS levels (
     learned_s REAL NOT NULL, t_unix REAL NOT NULL,
     PRIMARY KEY (gpu, sensor)
 );
+CREATE TABLE IF NOT EXISTS drift (
+    gpu TEXT NOT NULL PRIMARY KEY, state TEXT NOT NULL, t_unix REAL NOT NULL
+);
 ";
 
 /// Counts of what is stored.
@@ -156,6 +159,39 @@ impl History {
                 .map_err(fail)?;
         }
         Ok(())
+    }
+
+    /// Keeps a GPU's slow-degradation watch ([`crate::Monitor::drift_state`], JSON), so that
+    /// the next run goes on from it: a degradation over days is seen across restarts.
+    pub fn save_drift(&mut self, gpu: &str, state: &str, t_unix: f64) -> Result<(), HistoryError> {
+        self.db
+            .execute(
+                "INSERT INTO drift VALUES (?1, ?2, ?3)
+                 ON CONFLICT (gpu) DO UPDATE SET state = ?2, t_unix = ?3",
+                params![gpu, state, t_unix],
+            )
+            .map_err(|source| HistoryError::Sqlite {
+                path: self.path.clone(),
+                source,
+            })?;
+        Ok(())
+    }
+
+    /// The slow-degradation watch kept for a GPU ([`History::save_drift`]), if any.
+    pub fn drift(&self, gpu: &str) -> Result<Option<String>, HistoryError> {
+        let fail = |source| HistoryError::Sqlite {
+            path: self.path.clone(),
+            source,
+        };
+        let mut stmt = self
+            .db
+            .prepare("SELECT state FROM drift WHERE gpu = ?1")
+            .map_err(fail)?;
+        let mut rows = stmt.query(params![gpu]).map_err(fail)?;
+        match rows.next().map_err(fail)? {
+            Some(row) => Ok(Some(row.get(0).map_err(fail)?)),
+            None => Ok(None),
+        }
     }
 
     /// The thermal levels kept for a GPU (GPU die, memory), as [`History::save_levels`] kept
@@ -430,6 +466,25 @@ mod tests {
     }
 
     const T0: f64 = 1_796_000_040.0; // a Unix time on a minute boundary
+
+    #[test]
+    fn a_gpus_degradation_watch_is_kept_replaced_and_read_back_after_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.sqlite");
+        let mut history = History::open(&path, Retention::default()).unwrap();
+        assert_eq!(history.drift("GPU-a").unwrap(), None);
+        history.save_drift("GPU-a", "{\"first\":1}", T0).unwrap();
+        history
+            .save_drift("GPU-a", "{\"later\":2}", T0 + 5.0)
+            .unwrap();
+        drop(history);
+        let history = History::open(&path, Retention::default()).unwrap();
+        assert_eq!(
+            history.drift("GPU-a").unwrap().as_deref(),
+            Some("{\"later\":2}")
+        );
+        assert_eq!(history.drift("GPU-b").unwrap(), None);
+    }
 
     #[test]
     fn a_gpus_levels_are_kept_replaced_and_read_back_after_reopening() {

@@ -327,8 +327,269 @@ pub fn allocate(samples: &[Sample], pattern: &Allocation, start_t: f64) -> Vec<S
 /// `copies` back-to-back copies of a trace, times shifted and energy kept increasing, so a
 /// short recording makes a longer one.
 pub fn repeat(samples: &[Sample], copies: usize) -> Vec<Sample> {
+    Looped::new(samples).take(samples.len() * copies).collect()
+}
+
+/// A slow fault (issue 26, item 2): a degradation over hours or days, too slow for any rule
+/// that judges seconds or minutes. Injected sample by sample ([`SlowInjector`]) into a long
+/// stream ([`Looped`]), so days of samples need not be held at once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SlowFault {
+    /// The die's thermal interface (paste, cold plate contact) degrades: its thermal
+    /// resistance grows so that the die runs `c_per_day` °C hotter at `full_w` each day, at
+    /// equal power (proportionally less at less power; the memory is not touched).
+    ThermalInterface {
+        /// °C per day at `full_w`.
+        c_per_day: f64,
+        /// The power at which the rate is given, W.
+        full_w: f64,
+    },
+    /// A fan or pump loses flow: `fraction` of it, linearly over `over_s` seconds, then held.
+    /// The heat sink's resistance grows as the flow to the power −0.8 (forced convection),
+    /// so both temperatures run `((1 − lost)^−0.8 − 1) · sink_c_per_w · P` hotter, with `P`
+    /// the power through the heat sink's lag (30 s).
+    CoolingLoss {
+        /// The flow lost at the end, 0 to 1.
+        fraction: f64,
+        /// Seconds over which it is lost.
+        over_s: f64,
+        /// The heat sink's part of the thermal resistance, °C per W.
+        sink_c_per_w: f64,
+    },
+    /// A temperature sensor's reading drifts by `c_per_hour` °C an hour (an offset, the
+    /// same at every load).
+    TempSensorDrift {
+        /// `temp_gpu` or `temp_mem`.
+        signal: Signal,
+        /// °C per hour.
+        c_per_hour: f64,
+    },
+    /// The power reading drifts by `fraction_per_hour` of itself an hour (negative: it
+    /// reads low); the energy counter does not.
+    PowerSensorDrift {
+        /// Fraction per hour.
+        fraction_per_hour: f64,
+    },
+}
+
+impl SlowFault {
+    /// The fault's kind name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SlowFault::ThermalInterface { .. } => "thermal_interface",
+            SlowFault::CoolingLoss { .. } => "cooling_loss",
+            SlowFault::TempSensorDrift { .. } => "temp_sensor_drift",
+            SlowFault::PowerSensorDrift { .. } => "power_sensor_drift",
+        }
+    }
+}
+
+/// Injects a [`SlowFault`] from `start_t` on, sample by sample, in time order. Temperatures
+/// stay whole degrees as NVML reads them: the added heat is rounded stochastically (seeded),
+/// so that on average the reading carries it exactly and no reading moves before the fault.
+#[derive(Debug, Clone)]
+pub struct SlowInjector {
+    fault: SlowFault,
+    start_t: f64,
+    rng: crate::forest::SplitMix,
+    last_t: Option<f64>,
+    fast_w: f64,
+    slow_w: f64,
+}
+
+impl SlowInjector {
+    /// An injector of `fault` from `start_t`, its rounding seeded by `seed`.
+    pub fn new(fault: SlowFault, start_t: f64, seed: u64) -> SlowInjector {
+        SlowInjector {
+            fault,
+            start_t,
+            rng: crate::forest::SplitMix::new(seed),
+            last_t: None,
+            fast_w: 0.0,
+            slow_w: 0.0,
+        }
+    }
+
+    /// The fault injected.
+    pub fn fault(&self) -> &SlowFault {
+        &self.fault
+    }
+
+    fn round(&mut self, reading: f64, added: f64) -> f64 {
+        reading + (added + self.rng.unit()).floor()
+    }
+
+    /// Applies the fault to the next sample.
+    pub fn apply(&mut self, s: &mut Sample) {
+        if let Some(p) = s.power_w {
+            let dt = self
+                .last_t
+                .map_or(f64::INFINITY, |last| (s.t - last).max(0.0));
+            self.fast_w += (1.0 - (-dt / 0.5).exp()) * (p - self.fast_w);
+            self.slow_w += (1.0 - (-dt / 30.0).exp()) * (p - self.slow_w);
+            self.last_t = Some(s.t);
+        }
+        let since = s.t - self.start_t;
+        if since < 0.0 {
+            return;
+        }
+        match self.fault.clone() {
+            SlowFault::ThermalInterface { c_per_day, full_w } => {
+                let added = c_per_day * since / 86_400.0 * self.fast_w / full_w;
+                if let Some(t) = s.temp_gpu_c {
+                    s.temp_gpu_c = Some(self.round(t, added));
+                }
+            }
+            SlowFault::CoolingLoss {
+                fraction,
+                over_s,
+                sink_c_per_w,
+            } => {
+                let lost = fraction * (since / over_s.max(1e-9)).min(1.0);
+                let added = ((1.0 - lost).max(0.05).powf(-0.8) - 1.0) * sink_c_per_w * self.slow_w;
+                if let Some(t) = s.temp_gpu_c {
+                    s.temp_gpu_c = Some(self.round(t, added));
+                }
+                if let Some(t) = s.temp_mem_c {
+                    s.temp_mem_c = Some(self.round(t, added));
+                }
+            }
+            SlowFault::TempSensorDrift { signal, c_per_hour } => {
+                let added = c_per_hour * since / 3600.0;
+                let field = match signal {
+                    Signal::TempMem => &mut s.temp_mem_c,
+                    _ => &mut s.temp_gpu_c,
+                };
+                if let Some(t) = *field {
+                    let moved = t + (added + self.rng.unit()).floor();
+                    *field = Some(moved);
+                }
+            }
+            SlowFault::PowerSensorDrift { fraction_per_hour } => {
+                let factor = (1.0 + fraction_per_hour * since / 3600.0).max(0.0);
+                s.power_w = s.power_w.map(|p| (p * factor * 1000.0).round() / 1000.0);
+            }
+        }
+    }
+}
+
+/// A trace replayed back to back without end (as [`repeat`], lazily): times shifted, the
+/// energy counter kept increasing.
+#[derive(Debug, Clone)]
+pub struct Looped<'a> {
+    samples: &'a [Sample],
+    span: f64,
+    energy_span: f64,
+    index: usize,
+    copy: usize,
+}
+
+impl<'a> Looped<'a> {
+    /// The endless replay of `samples` (empty when `samples` is).
+    pub fn new(samples: &'a [Sample]) -> Looped<'a> {
+        let (span, energy_span) = loop_spans(samples);
+        Looped {
+            samples,
+            span,
+            energy_span,
+            index: 0,
+            copy: 0,
+        }
+    }
+}
+
+impl Iterator for Looped<'_> {
+    type Item = Sample;
+
+    fn next(&mut self) -> Option<Sample> {
+        let original = self.samples.get(self.index)?;
+        let mut s = original.clone();
+        s.t = ((s.t + self.span * self.copy as f64) * 1000.0).round() / 1000.0;
+        s.energy_mj = s.energy_mj.map(|e| e + self.energy_span * self.copy as f64);
+        self.index += 1;
+        if self.index == self.samples.len() {
+            self.index = 0;
+            self.copy += 1;
+        }
+        Some(s)
+    }
+}
+
+/// The room a GPU stands in, changing now and then: every `every_s` (drawn from the range,
+/// seeded) it moves to a new level, a whole number of °C drawn within ±`range_c` of the
+/// recording's, and both temperatures follow it with a 20-s time constant (a door opened,
+/// the air conditioning changed). The first level holds from the start.
+#[derive(Debug, Clone)]
+pub struct Rooms {
+    rng: crate::forest::SplitMix,
+    every_s: (f64, f64),
+    range_c: i64,
+    from_c: f64,
+    to_c: f64,
+    since_t: f64,
+    next_t: Option<f64>,
+}
+
+impl Rooms {
+    /// Rooms within ±`range_c` °C, changing every `every_s` (seconds, low and high).
+    pub fn new(seed: u64, every_s: (f64, f64), range_c: i64) -> Rooms {
+        let mut rng = crate::forest::SplitMix::new(seed);
+        let first = rng.below((2 * range_c + 1) as usize) as i64 - range_c;
+        Rooms {
+            rng,
+            every_s,
+            range_c,
+            from_c: first as f64,
+            to_c: first as f64,
+            since_t: f64::NEG_INFINITY,
+            next_t: None,
+        }
+    }
+
+    /// A room that never changes, `level_c` °C warmer than the recording's (negative: cooler).
+    pub fn fixed(level_c: i64) -> Rooms {
+        Rooms {
+            rng: crate::forest::SplitMix::new(0),
+            every_s: (f64::INFINITY, f64::INFINITY),
+            range_c: 0,
+            from_c: level_c as f64,
+            to_c: level_c as f64,
+            since_t: f64::NEG_INFINITY,
+            next_t: Some(f64::INFINITY),
+        }
+    }
+
+    /// The room's level (°C against the recording's) at `t`.
+    pub fn level_at(&self, t: f64) -> f64 {
+        let into = (t - self.since_t).max(0.0);
+        self.to_c + (self.from_c - self.to_c) * (-into / 20.0).exp()
+    }
+
+    /// Applies the room to the next sample.
+    pub fn apply(&mut self, s: &mut Sample) {
+        let next = *self.next_t.get_or_insert_with(|| {
+            s.t + self.every_s.0 + self.rng.unit() * (self.every_s.1 - self.every_s.0)
+        });
+        if s.t >= next {
+            self.from_c = self.level_at(s.t);
+            self.to_c =
+                (self.rng.below((2 * self.range_c + 1) as usize) as i64 - self.range_c) as f64;
+            self.since_t = s.t;
+            self.next_t =
+                Some(s.t + self.every_s.0 + self.rng.unit() * (self.every_s.1 - self.every_s.0));
+        }
+        let c = self.level_at(s.t).round();
+        s.temp_gpu_c = s.temp_gpu_c.map(|t| t + c);
+        s.temp_mem_c = s.temp_mem_c.map(|t| t + c);
+    }
+}
+
+/// One copy's span (s) and the energy counter's growth over it (mJ), for replaying a trace
+/// back to back.
+fn loop_spans(samples: &[Sample]) -> (f64, f64) {
     let Some((first, last)) = samples.first().zip(samples.last()) else {
-        return Vec::new();
+        return (0.0, 0.0);
     };
     let step = if samples.len() > 1 {
         (last.t - first.t) / (samples.len() - 1) as f64
@@ -350,16 +611,7 @@ pub fn repeat(samples: &[Sample], copies: usize) -> Vec<Sample> {
         }
         None => 0.0,
     };
-    let mut out = Vec::with_capacity(samples.len() * copies);
-    for copy in 0..copies {
-        for s in samples {
-            let mut s = s.clone();
-            s.t = ((s.t + span * copy as f64) * 1000.0).round() / 1000.0;
-            s.energy_mj = s.energy_mj.map(|e| e + energy_span * copy as f64);
-            out.push(s);
-        }
-    }
-    out
+    (span, energy_span)
 }
 
 #[cfg(test)]
@@ -493,6 +745,87 @@ mod tests {
         for pair in reads.windows(2) {
             let rate = (pair[1].1 - pair[0].1) / (pair[1].0 - pair[0].0);
             assert!((rate - 100_000.0).abs() < 1e-6, "{pair:?}");
+        }
+    }
+
+    #[test]
+    fn looped_is_repeat_without_end() {
+        let base = flat(10);
+        let looped: Vec<Sample> = Looped::new(&base).take(35).collect();
+        assert_eq!(looped, repeat(&base, 4)[..35].to_vec());
+        assert_eq!(Looped::new(&[]).next(), None);
+    }
+
+    #[test]
+    fn slow_faults_add_nothing_before_their_start_and_their_rate_on_average() {
+        // 100 W throughout, a sample a second for two days.
+        let base: Vec<Sample> = Looped::new(&flat(10)).take(172_800).collect();
+        let run = |fault: SlowFault| -> Vec<Sample> {
+            let mut injector = SlowInjector::new(fault, 86_400.0, 1);
+            base.iter()
+                .cloned()
+                .map(|mut s| {
+                    injector.apply(&mut s);
+                    s
+                })
+                .collect()
+        };
+        // 1 °C a day at 100 W: nothing the first day, +0.5 °C on average at half a day in.
+        let hot = run(SlowFault::ThermalInterface {
+            c_per_day: 1.0,
+            full_w: 100.0,
+        });
+        assert!(hot[..86_400].iter().all(|s| s.temp_gpu_c == Some(40.0)));
+        let around: Vec<f64> = hot[86_400 + 42_000..86_400 + 44_400]
+            .iter()
+            .map(|s| s.temp_gpu_c.unwrap() - 40.0)
+            .collect();
+        let mean = around.iter().sum::<f64>() / around.len() as f64;
+        assert!((mean - 0.5).abs() < 0.05, "{mean}");
+        assert!(
+            around.iter().all(|d| *d == 0.0 || *d == 1.0),
+            "whole degrees"
+        );
+        // A fifth of the flow lost over an hour at 0.02 °C/W: (0.8^-0.8 − 1)·2 W·°C/W.
+        let fan = run(SlowFault::CoolingLoss {
+            fraction: 0.2,
+            over_s: 3600.0,
+            sink_c_per_w: 0.02,
+        });
+        let late: Vec<f64> = fan[170_000..]
+            .iter()
+            .map(|s| s.temp_gpu_c.unwrap() - 40.0)
+            .collect();
+        let mean = late.iter().sum::<f64>() / late.len() as f64;
+        let expected = (0.8f64.powf(-0.8) - 1.0) * 0.02 * 100.0;
+        assert!((mean - expected).abs() < 0.05, "{mean} against {expected}");
+        // The power reading 2 % low an hour after the start; the counter untouched.
+        let low = run(SlowFault::PowerSensorDrift {
+            fraction_per_hour: -0.02,
+        });
+        assert_eq!(low[86_399].power_w, Some(100.0));
+        assert_eq!(low[86_400 + 3600].power_w, Some(98.0));
+        assert_eq!(low[86_400 + 3600].energy_mj, base[86_400 + 3600].energy_mj);
+    }
+
+    #[test]
+    fn rooms_move_within_their_range_and_a_fixed_one_never() {
+        let base: Vec<Sample> = Looped::new(&flat(10)).take(100_000).collect();
+        let mut rooms = Rooms::new(3, (3600.0, 7200.0), 5);
+        let mut levels = std::collections::BTreeSet::new();
+        for s in &base {
+            let mut s = s.clone();
+            rooms.apply(&mut s);
+            let level = s.temp_gpu_c.unwrap() - 40.0;
+            assert!((-5.0..=5.0).contains(&level), "{level}");
+            levels.insert(level as i64);
+        }
+        assert!(levels.len() >= 5, "{levels:?}");
+        let mut fixed = Rooms::fixed(-2);
+        for s in &base[..1000] {
+            let mut s = s.clone();
+            fixed.apply(&mut s);
+            assert_eq!(s.temp_gpu_c, Some(38.0));
         }
     }
 }

@@ -10,6 +10,9 @@
 //!   envelope over recent power, how long sensors stay unchanged, an isolation forest.
 //! - [`baseline`]: what is learned online, per GPU, as it runs: its thermal level against
 //!   the healthy envelope (the room, the cooling, the card).
+//! - [`degradation`]: the learned model of slow drifts: each temperature regressed on power,
+//!   utilization and clocks (trained on healthy history, frozen), its residual fitted online
+//!   per GPU against a frozen per-GPU reference, with predictive alerts.
 //! - [`monitor`]: [`Monitor`], every detector run sample by sample (the live path and
 //!   [`replay`] are the same code), with alerts de-duplicated by the [`alert::Gate`].
 //! - [`downsample`]: 1-minute min/mean/max aggregates.
@@ -30,6 +33,7 @@ pub mod alert;
 pub mod baseline;
 pub mod config;
 pub mod dashboard;
+pub mod degradation;
 pub mod downsample;
 pub mod forest;
 pub mod history;

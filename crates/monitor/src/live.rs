@@ -17,6 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// Seconds of samples the slow-degradation watch must have moved on before its state is kept
+/// again in the history (it takes a point every 10 minutes).
+const DRIFT_KEEP_S: f64 = 300.0;
+
 /// Samples held for a history that keeps failing; past this the history is given up for the
 /// run (about a day of one GPU at 1 s).
 pub const HISTORY_BACKLOG: usize = 100_000;
@@ -45,7 +49,8 @@ pub enum Stamp {
 pub struct Settings {
     /// The detectors' settings.
     pub config: Config,
-    /// Baselines learnt from healthy history; `None`: rule-based detectors only.
+    /// Baselines learnt from healthy history; `None`: rule-based detectors only (and the
+    /// slow-degradation watch, learning from each GPU's own first hour).
     pub model: Option<Model>,
     /// How long each GPU's samples and alerts are kept in the [`Snapshot`].
     pub keep: Duration,
@@ -341,8 +346,30 @@ impl LiveMonitor {
                     Ok(levels) => monitor.resume_levels(levels),
                     Err(e) => tracing::warn!("{e}: GPU {} learns its level afresh", identity.uuid),
                 }
+                // Its slow-degradation watch, so that a drift over days is seen across
+                // restarts.
+                match h.drift(&identity.uuid) {
+                    Ok(Some(state)) => {
+                        if let Err(e) = monitor.resume_drift(&state) {
+                            tracing::warn!(
+                                "{e}: GPU {}'s degradation watch starts afresh",
+                                identity.uuid
+                            );
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(
+                        "{e}: GPU {}'s degradation watch starts afresh",
+                        identity.uuid
+                    ),
+                }
             }
         }
+        // Per GPU: the watch's elapsed seconds when its state was last kept.
+        let mut drift_kept: Vec<f64> = monitors
+            .iter()
+            .map(|m| m.drift_elapsed_s().unwrap_or(0.0))
+            .collect();
         let started = Instant::now();
         let unix_start = unix_now();
         {
@@ -456,9 +483,22 @@ impl LiveMonitor {
             if last_flush.elapsed() >= self.settings.history_flush {
                 if let Some(h) = history.as_mut() {
                     last_flush = Instant::now();
-                    for (monitor, identity) in monitors.iter().zip(&identities) {
+                    for (i, (monitor, identity)) in monitors.iter().zip(&identities).enumerate() {
                         if let Err(e) = h.save_levels(&identity.uuid, &monitor.levels(), clock()) {
                             tracing::warn!("{e}: GPU {}'s level is not kept", identity.uuid);
+                        }
+                        // The watch moves on a point every 10 minutes: kept when it did.
+                        let elapsed = monitor.drift_elapsed_s();
+                        if elapsed.is_some_and(|e| e - drift_kept[i] >= DRIFT_KEEP_S) {
+                            if let Some(state) = monitor.drift_state() {
+                                match h.save_drift(&identity.uuid, &state, clock()) {
+                                    Ok(()) => drift_kept[i] = elapsed.unwrap_or(0.0),
+                                    Err(e) => tracing::warn!(
+                                        "{e}: GPU {}'s degradation watch is not kept",
+                                        identity.uuid
+                                    ),
+                                }
+                            }
                         }
                     }
                     match h.flush(clock()) {

@@ -3,6 +3,7 @@
 //! stays unchanged when healthy, and an isolation forest over the joint state.
 
 use crate::config::Config;
+use crate::degradation::ThermalReference;
 use crate::forest::{ForestError, IsolationForest};
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{mad_sigma, median, quantile};
@@ -328,6 +329,9 @@ pub struct Model {
     pub proof_ratio: Option<Robust>,
     /// The multivariate detector.
     pub forest: Option<ForestModel>,
+    /// Each temperature regressed on power, utilization and clocks, for the slow-degradation
+    /// watch ([`crate::degradation`]); `None` when the history has no load to learn from.
+    pub thermal: Option<ThermalReference>,
     /// Samples trained on.
     pub samples: usize,
     /// Seconds of history trained on.
@@ -465,6 +469,7 @@ impl Model {
             bench_tflops: robust_of(|s| s.bench_tflops),
             proof_ratio: robust_of(|s| s.proof_ratio),
             forest,
+            thermal: ThermalReference::fit(history),
             samples: history.len(),
             span_s: history.last().map_or(0.0, |l| l.t) - history[0].t,
         })

@@ -4,6 +4,7 @@
 use crate::alert::{Alert, AlertKind, Finding, Gate, Severity, SignalChange};
 use crate::baseline::{AmbientOffset, Level, SETTLE_S};
 use crate::config::Config;
+use crate::degradation::{Degradation, DriftWatch, ResumeError};
 use crate::model::{Envelope, LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES};
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{median, theil_sen};
@@ -114,6 +115,9 @@ pub struct Monitor {
     /// The time of the last sample and the latest intervals between samples, for gaps.
     last_t: Option<f64>,
     intervals: VecDeque<f64>,
+    /// The slow-degradation watch (the learned model): against the healthy history's thermal
+    /// reference, or without one, a reference learned from the GPU's own first hour.
+    drift: Degradation,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -152,10 +156,16 @@ struct Perf {
 impl Monitor {
     /// A monitor with these settings; `model` is the GPU's healthy history, without which the
     /// load-conditioned detectors (thermal envelope, clock baselines, power cap, isolation
-    /// forest) stay silent and only the rule-based ones run.
+    /// forest) stay silent and only the rule-based ones run, with the slow-degradation watch
+    /// learning its reference from the GPU's own first hour.
     pub fn new(config: Config, model: Option<Model>) -> Monitor {
         let gate = Gate::new(config.gate);
+        let drift = Degradation::new(
+            model.as_ref().and_then(|m| m.thermal.clone()),
+            [config.thermal_limit_c, config.mem_thermal_limit_c],
+        );
         Monitor {
+            drift,
             config,
             model,
             gate,
@@ -232,6 +242,7 @@ impl Monitor {
         self.memory_leak(s, &mut findings);
         self.performance(s, &mut findings);
         self.multivariate(s, recent_power, &mut findings);
+        self.degradation(s, &mut findings);
         self.gate.admit(s.t, findings)
     }
 
@@ -279,6 +290,7 @@ impl Monitor {
         for level in self.ambient.iter_mut().flatten() {
             level.restart_timing();
         }
+        self.drift.restart_timing();
         if key == "clock_step" {
             // The gate's cool-downs are times too: conditions still true alert once again.
             self.gate = Gate::new(self.config.gate);
@@ -1520,6 +1532,49 @@ impl Monitor {
                 ),
             });
         }
+    }
+
+    /// The slow-degradation watch ([`crate::degradation`]): fed every sample, it learns only
+    /// from those at which no thermal, sensor or throttle rule spoke.
+    fn degradation(&mut self, s: &Sample, out: &mut Vec<Finding>) {
+        let suspect = out.iter().any(|f| {
+            f.severity >= Severity::Warning
+                && matches!(
+                    f.kind,
+                    AlertKind::ThermalRunaway
+                        | AlertKind::SensorFrozen
+                        | AlertKind::SensorDrift
+                        | AlertKind::Throttling
+                )
+        }) || self.frozen_now.contains(&Signal::Power)
+            || self.power_drifting;
+        out.extend(self.drift.push(s, suspect));
+    }
+
+    /// The slow-degradation watch's state to keep across runs (JSON), once it has a thermal
+    /// reference ([`crate::degradation::DriftState`]).
+    pub fn drift_state(&self) -> Option<String> {
+        serde_json::to_string(&self.drift.state()?).ok()
+    }
+
+    /// Seconds of samples the slow-degradation watch has seen, once it has a thermal reference
+    /// (to keep its state when it moved on).
+    pub fn drift_elapsed_s(&self) -> Option<f64> {
+        self.drift.elapsed_s()
+    }
+
+    /// Takes up a slow-degradation watch an earlier run kept ([`Monitor::drift_state`]): it
+    /// goes on from its fits, points and this GPU's frozen reference, where it was learned
+    /// against the same healthy history.
+    pub fn resume_drift(&mut self, state: &str) -> Result<(), ResumeError> {
+        self.drift.resume(serde_json::from_str(state)?)
+    }
+
+    /// The slow-degradation watch (its points so far, die and memory, and its frozen per-GPU
+    /// reference), once it has a thermal reference: from the healthy history at once, else
+    /// after the GPU's own first hour.
+    pub fn drift(&self) -> Option<&DriftWatch> {
+        self.drift.watch()
     }
 
     fn multivariate(&mut self, s: &Sample, recent_power: Option<f64>, out: &mut Vec<Finding>) {

@@ -34,7 +34,8 @@ pub struct ReplayArgs {
     pub trace: PathBuf,
     /// Healthy history of the same GPU (same columns) to learn its baselines from. Without
     /// it only the rule-based detectors run (throttle reasons, error counters, XIDs, leaks,
-    /// frozen sensors, absolute thermal limits).
+    /// frozen sensors, absolute thermal limits), with the slow-degradation watch learning
+    /// from the trace's own first hour.
     #[arg(long, value_name = "HEALTHY.csv")]
     pub train: Option<PathBuf>,
 }
@@ -54,7 +55,8 @@ pub struct RunArgs {
     #[arg(long, default_value_t = pog_device::monitor::DEFAULT_SLOW_EVERY, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub slow_every: u64,
     /// Healthy history of this GPU (a trace CSV) to learn its baselines from; without it only
-    /// the rule-based detectors run.
+    /// the rule-based detectors run, with the slow-degradation watch learning from each GPU's
+    /// own first hour.
     #[arg(long, value_name = "HEALTHY.csv")]
     pub train: Option<PathBuf>,
     /// Write every sample to this trace CSV (the format `replay` reads; one GPU at a time),

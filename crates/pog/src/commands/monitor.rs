@@ -69,7 +69,9 @@ fn run_replay(global: &Global, args: &ReplayArgs) -> Result<Outcome> {
         "{} alert(s), {failing} warning or critical, over {} samples ({span:.0} s); {}",
         alerts.len(),
         samples.len(),
-        trained.unwrap_or_else(|| "no --train: rule-based detectors only".into())
+        trained.unwrap_or_else(|| {
+            "no --train: rule-based detectors only (and the slow-degradation watch, learning from the trace's own first hour)".into()
+        })
     );
     if global.json {
         for alert in &alerts {
