@@ -518,3 +518,64 @@ impl ValidatorApp {
         served.map_err(AppError::Serve)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::market::LeaseSink;
+
+    fn lease(id: &str) -> pog_market::lease::Lease {
+        pog_market::lease::Lease {
+            id: id.into(),
+            gpu: pog_signed::GpuUuid::new("GPU-1ea5e000-0000-4000-8000-000000000001").unwrap(),
+            renter: "aa".repeat(32),
+            provider: "bb".repeat(32),
+            start_ms: 1_800_000_000_000,
+            end_ms: 1_800_007_200_000,
+            hours: 2,
+            price_micro_usd: 2_000_000,
+            access: None,
+        }
+    }
+
+    /// After a crash between logging a clearing's leases and marking it taken, the clearing is
+    /// handed again as maybe taken: the leases already in the GPU's history are skipped, the
+    /// others logged; handed as new, each is logged.
+    #[test]
+    fn leases_handed_again_after_a_crash_are_logged_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let identity = Identity::from_seed([5; 32]);
+        let ledger = Arc::new(ValidatorLedger::open(dir.path(), &identity, None).unwrap());
+        let records = Arc::new(
+            RecordStore::new(Identity::from_seed([5; 32]), Registry::open(None).unwrap())
+                .with_ledger(ledger.clone()),
+        );
+        let sink = LedgerLeases(records);
+        let class = pog_market::GpuClass::new("H200 SXM").unwrap();
+        let logged = |n: usize| {
+            let entries = ledger
+                .ledger()
+                .gpu_entries("GPU-1ea5e000-0000-4000-8000-000000000001")
+                .unwrap();
+            let ids: Vec<String> = entries
+                .iter()
+                .map(|(_, e)| {
+                    serde_json::from_str::<pog_records::LeaseRecord>(&e.body)
+                        .unwrap()
+                        .lease_id
+                })
+                .collect();
+            assert_eq!(ids.len(), n, "{ids:?}");
+            ids
+        };
+        sink.leased(&class, &[lease("1.0.0")], false).unwrap();
+        logged(1);
+        // The same clearing again, maybe taken, with a lease the crash kept from the ledger.
+        sink.leased(&class, &[lease("1.0.0"), lease("1.0.1")], true)
+            .unwrap();
+        assert_eq!(logged(2), ["1.0.0", "1.0.1"]);
+        // Handed as new (no crash): logged as it comes.
+        sink.leased(&class, &[lease("2.0.0")], false).unwrap();
+        logged(3);
+    }
+}

@@ -1643,3 +1643,54 @@ async fn lease_pages_are_taken_only_from_a_trusted_validator_key() {
     let unsigned = pog_validator::market::Market::open(None, &validator_key()).unwrap();
     assert!(unsigned.signed_leases(&filter).is_none());
 }
+
+/// A restarted validator reads each GPU's last `gpu-state` back from its ledger before logging
+/// one: a record after the restart that leaves the state as it was logs none (the chain would
+/// be sent an unchanged state again). The restart here is a new pricing over the same
+/// registry, market and ledger.
+#[tokio::test]
+async fn a_restart_logs_no_gpu_state_that_did_not_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Arc::new(
+        pog_validator::ledger::ValidatorLedger::open(
+            &dir.path().join("ledger"),
+            &Identity::from_seed(VALIDATOR_SEED),
+            None,
+        )
+        .unwrap(),
+    );
+    let states = || {
+        ledger
+            .ledger()
+            .gpu_entries("GPU-r1")
+            .unwrap()
+            .iter()
+            .filter(|(_, e)| e.kind == RecordKind::GpuState)
+            .count()
+    };
+    let served = || {
+        Harness::new()
+            .stored_in(dir.path())
+            .with_ledger_of(ledger.clone())
+            .with_pricing_by_hand()
+            .serve()
+    };
+    let h = served().await;
+    let _agent = h.agent(14, vec![claim("GPU-r1")]).await;
+    h.v.challenge::<Gemm>("GPU-r1", &policy()).await.unwrap();
+    h.pricing().catch_up().unwrap();
+    assert_eq!(states(), 1, "the first state is logged");
+    let restarted = served().await;
+    let before = restarted.market().priced_through().unwrap();
+    restarted
+        .v
+        .challenge::<Gemm>("GPU-r1", &policy())
+        .await
+        .unwrap();
+    restarted.pricing().catch_up().unwrap();
+    assert!(
+        restarted.market().priced_through().unwrap() > before,
+        "the new record is priced"
+    );
+    assert_eq!(states(), 1, "an unchanged state is not logged again");
+}
