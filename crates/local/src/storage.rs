@@ -25,10 +25,13 @@
 //! the data set (docs/protocol.md, "Proof of storage").
 
 use pog_merkle::{Blake3, Hash, TreeHasher};
+use pog_proof::challenge::Addressee;
 use pog_proof::storage::{
-    item, ChunkOpening, StorageDataset, StorageError, StorageOpenRequest, StorageOpenings,
-    StorageRound, StorageWalk, CHUNK_BYTES,
+    item, ChunkOpening, DeviceClass, StorageDataset, StorageError, StorageOpenRequest,
+    StorageOpenings, StoragePlan, StorageRound, StorageShape, StorageWalk, CHUNK_BYTES,
+    REGENERATED,
 };
+use pog_proof::timing::TimeCheck;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -51,14 +54,14 @@ pub const FREE_MARGIN: u64 = 64 << 20;
 pub enum StorageHostError {
     /// The data set asked for is refused (version, shape).
     #[error("the data set asked for is refused: {0}")]
-    Refused(#[source] StorageError),
+    Refused(StorageError),
     /// The directory cannot be created or written.
-    #[error("storage directory {path} is not writable: {source} (give a directory on the storage to prove, writable by this user)")]
+    #[error("storage directory {path} is not writable: {cause} (give a directory on the storage to prove, writable by this user)")]
     NotWritable {
         /// The directory.
         path: PathBuf,
         /// What the system said.
-        source: io::Error,
+        cause: io::Error,
     },
     /// The file system has less free space than the data set needs.
     #[error("{path} has {available} bytes free; the data set needs {needed} (its chunks, its tree and a margin of {FREE_MARGIN}): claim less, or free space")]
@@ -79,20 +82,20 @@ pub enum StorageHostError {
         filesystem: String,
     },
     /// Writing the data set failed (the disk filled up, an I/O error); nothing was kept.
-    #[error("writing the data set in {path} failed: {source}; its temporary files were removed")]
+    #[error("writing the data set in {path} failed: {cause}; its temporary files were removed")]
     Write {
         /// The directory.
         path: PathBuf,
         /// What the system said.
-        source: io::Error,
+        cause: io::Error,
     },
     /// There is no data set in the directory, or it cannot be read.
-    #[error("no data set in {path}: {source} (build one first)")]
+    #[error("no data set in {path}: {cause} (build one first)")]
     Missing {
         /// The directory.
         path: PathBuf,
         /// What the system said.
-        source: io::Error,
+        cause: io::Error,
     },
     /// The metadata file is not one this build reads.
     #[error("{path} is not a data set's metadata: {reason}")]
@@ -123,14 +126,14 @@ pub enum StorageHostError {
         size: u64,
     },
     /// A read of the data set or its tree failed.
-    #[error("reading {path} at byte {offset} failed: {source}")]
+    #[error("reading {path} at byte {offset} failed: {cause}")]
     Read {
         /// The file.
         path: PathBuf,
         /// Where.
         offset: u64,
         /// What the system said.
-        source: io::Error,
+        cause: io::Error,
     },
     /// The round is for another data set than the one kept (a rebuild was missed).
     #[error("the round is for data set root {asked}, this host keeps {kept}: rebuild")]
@@ -212,15 +215,50 @@ pub fn tree_bytes(chunks: u64) -> u64 {
         .fold(0u64, |a, n| a.saturating_add(n.saturating_mul(32)))
 }
 
-/// Removes the temporary files it names when dropped (a build that did not finish).
-struct Temporaries(Vec<PathBuf>);
+/// Removes the temporary files and the (then empty) directories it names when dropped: a
+/// build that did not finish leaves nothing.
+#[derive(Default)]
+struct Temporaries {
+    files: Vec<PathBuf>,
+    /// Directories the build created, deepest first.
+    dirs: Vec<PathBuf>,
+}
+
+impl Temporaries {
+    /// Keeps everything: the build finished.
+    fn keep(mut self) {
+        self.files.clear();
+        self.dirs.clear();
+    }
+}
 
 impl Drop for Temporaries {
     fn drop(&mut self) {
-        for p in &self.0 {
+        for p in &self.files {
             let _ = fs::remove_file(p);
         }
+        for d in &self.dirs {
+            let _ = fs::remove_dir(d);
+        }
     }
+}
+
+/// `dir`'s nearest ancestor that exists (itself if it does), and the directories below it
+/// that a `create_dir_all(dir)` would create, deepest first.
+fn existing_ancestor(dir: &Path) -> (PathBuf, Vec<PathBuf>) {
+    let mut missing = Vec::new();
+    let mut at = dir.to_path_buf();
+    while !at.exists() {
+        missing.push(at.clone());
+        match at.parent() {
+            Some(p) if !p.as_os_str().is_empty() => at = p.to_path_buf(),
+            _ => {
+                at = PathBuf::from(".");
+                break;
+            }
+        }
+    }
+    (at, missing)
 }
 
 /// Limits for the tests: stop writing with `StorageFull` once this many bytes are written
@@ -265,12 +303,14 @@ impl StoredDataset {
         limits: BuildLimits,
     ) -> Result<StoredDataset, StorageHostError> {
         dataset.validate().map_err(StorageHostError::Refused)?;
-        let not_writable = |source| StorageHostError::NotWritable {
+        let not_writable = |cause| StorageHostError::NotWritable {
             path: dir.to_path_buf(),
-            source,
+            cause,
         };
-        fs::create_dir_all(dir).map_err(not_writable)?;
-        let fs_name = filesystem(dir).map_err(not_writable)?;
+        // Everything is checked on the directory, or the nearest ancestor that exists, before
+        // anything is created.
+        let (base, missing) = existing_ancestor(dir);
+        let fs_name = filesystem(&base).map_err(not_writable)?;
         if fs_name == "tmpfs" || fs_name == "ramfs" {
             return Err(StorageHostError::InMemory {
                 path: dir.to_path_buf(),
@@ -282,7 +322,7 @@ impl StoredDataset {
             .bytes()
             .saturating_add(tree_bytes(shape.chunks()))
             .saturating_add(FREE_MARGIN);
-        let available = free_bytes(dir).map_err(not_writable)?;
+        let available = free_bytes(&base).map_err(not_writable)?;
         if needed > available {
             return Err(StorageHostError::NoSpace {
                 path: dir.to_path_buf(),
@@ -290,13 +330,16 @@ impl StoredDataset {
                 available,
             });
         }
+        let mut guard = Temporaries::default();
+        guard.dirs = missing;
+        fs::create_dir_all(dir).map_err(not_writable)?;
         let tmp_data = dir.join(format!("{DATASET_FILE}.tmp"));
         let tmp_tree = dir.join(format!("{TREE_FILE}.tmp"));
         let tmp_meta = dir.join(format!("{META_FILE}.tmp"));
-        let guard = Temporaries(vec![tmp_data.clone(), tmp_tree.clone(), tmp_meta.clone()]);
-        let write_err = |source| StorageHostError::Write {
+        guard.files = vec![tmp_data.clone(), tmp_tree.clone(), tmp_meta.clone()];
+        let write_err = |cause| StorageHostError::Write {
             path: dir.to_path_buf(),
-            source,
+            cause,
         };
         let started = Instant::now();
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
@@ -340,15 +383,15 @@ impl StoredDataset {
         File::open(dir)
             .and_then(|d| d.sync_all())
             .map_err(write_err)?;
-        drop(guard);
+        guard.keep();
         StoredDataset::open(dir)
     }
 
     /// Opens the data set kept in `dir`, refusing a short, sparse or in-memory one.
     pub fn open(dir: &Path) -> Result<StoredDataset, StorageHostError> {
-        let missing = |source| StorageHostError::Missing {
+        let missing = |cause| StorageHostError::Missing {
             path: dir.to_path_buf(),
-            source,
+            cause,
         };
         let meta_path = dir.join(META_FILE);
         let json = fs::read(&meta_path).map_err(missing)?;
@@ -450,7 +493,7 @@ impl StoredDataset {
             return Err(StorageHostError::Read {
                 path: path(),
                 offset,
-                source: io::Error::new(io::ErrorKind::UnexpectedEof, "past the data set"),
+                cause: io::Error::new(io::ErrorKind::UnexpectedEof, "past the data set"),
             });
         }
         // O_DIRECT needs a buffer aligned to the device's block: 4 KiB of an 8 KiB one.
@@ -459,10 +502,10 @@ impl StoredDataset {
         let aligned = &mut buf[at..at + CHUNK_BYTES];
         self.data
             .read_exact_at(aligned, offset)
-            .map_err(|source| StorageHostError::Read {
+            .map_err(|cause| StorageHostError::Read {
                 path: path(),
                 offset,
-                source,
+                cause,
             })?;
         if !self.direct {
             // SAFETY: a valid descriptor; advice only.
@@ -486,16 +529,16 @@ impl StoredDataset {
             pog_merkle::proof_positions(index, chunks).ok_or(StorageHostError::Read {
                 path: self.dir.join(TREE_FILE),
                 offset: 0,
-                source: io::Error::new(io::ErrorKind::UnexpectedEof, "past the data set"),
+                cause: io::Error::new(io::ErrorKind::UnexpectedEof, "past the data set"),
             })?;
         positions
             .into_iter()
             .map(|(level, at)| {
                 let offset = (starts[level] + at) * 32;
-                read_hash(&self.tree, offset).map_err(|source| StorageHostError::Read {
+                read_hash(&self.tree, offset).map_err(|cause| StorageHostError::Read {
                     path: self.dir.join(TREE_FILE),
                     offset,
-                    source,
+                    cause,
                 })
             })
             .collect()
@@ -685,13 +728,204 @@ fn build_levels(tree: &File, chunks: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// How long a kept data set is walked before `pog prove` builds a new one: the schedule's
+/// rebuild (a validator sends a new data set on its own schedule, `docs/protocol.md`).
+pub const REBUILD_AFTER_MS: u64 = 30 * 24 * 3600 * 1000;
+
+/// What `pog prove --proof storage` is asked.
+#[derive(Debug, Clone)]
+pub struct StorageProveOptions {
+    /// The directory on the storage to prove.
+    pub dir: PathBuf,
+    /// The claimed size, bytes (whole items of it are built).
+    pub bytes: u64,
+    /// The claimed device class.
+    pub class: DeviceClass,
+    /// Whom the data set is bound to (the host's first GPU, no one's keys in a local proof).
+    pub to: Addressee,
+    /// Chunks the audit of the root draws (`pog_proof::storage::AUDIT_SAMPLES` by default).
+    pub audit_samples: u32,
+}
+
+/// The audit of the data set's root: chunks drawn, opened and regenerated.
+#[derive(Debug, Clone, Serialize)]
+pub struct StorageAudit {
+    /// Chunks drawn.
+    pub samples: u32,
+    /// Why it failed (null when it passed).
+    pub error: Option<String>,
+    /// The validator's CPU for it, ms.
+    pub verify_ms: f64,
+}
+
+/// One proof of this host's storage, as a validator would run it, with its costs.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostStorageProof {
+    /// The directory proved.
+    pub dir: PathBuf,
+    /// Its file system.
+    pub filesystem: String,
+    /// Whether reads bypassed the page cache (`O_DIRECT`).
+    pub direct_io: bool,
+    /// The claimed device class.
+    pub class: DeviceClass,
+    /// The data set's bytes (whole items of the claimed size).
+    pub bytes: u64,
+    /// Its shape.
+    pub shape: StorageShape,
+    /// Its root, lowercase hex.
+    pub root: String,
+    /// Whether this run built it (else it was kept from an earlier run).
+    pub built: bool,
+    /// Why a data set kept in the directory was not walked (null when one was, or when none
+    /// was there): another size or host, its age, or what was wrong with it (a sparse or
+    /// truncated file is rebuilt, never walked).
+    pub rebuilt_because: Option<String>,
+    /// Its build's wall time, ms, and threads.
+    pub build_ms: f64,
+    /// Threads that built it.
+    pub build_threads: u32,
+    /// How old it is, ms.
+    pub age_ms: u64,
+    /// The audit of its root.
+    pub audit: StorageAudit,
+    /// Steps walked.
+    pub steps: u32,
+    /// Each read's time: median and 99th percentile, µs (the agent's own clock).
+    pub read_us_median: f64,
+    /// See [`HostStorageProof::read_us_median`].
+    pub read_us_p99: f64,
+    /// The validator's clock over the walk against the class's bound.
+    pub time: TimeCheck,
+    /// Steps opened and checked.
+    pub opened: usize,
+    /// Items regenerated by the validator among them.
+    pub regenerated: u32,
+    /// Why the openings failed (null when they passed).
+    pub error: Option<String>,
+    /// The validator's CPU to draw and check the openings, ms.
+    pub verify_ms: f64,
+    /// Bytes the agent sent: the walk's digests and the openings, as JSON.
+    pub bytes_from_agent: usize,
+}
+
+impl HostStorageProof {
+    /// Whether the proof was accepted: the audit, the openings and the time.
+    pub fn passed(&self) -> bool {
+        self.audit.error.is_none() && self.error.is_none() && self.time.accepted
+    }
+}
+
+/// Proves the storage under `options.dir` as a validator would, validator and agent in one
+/// process: keeps or builds the data set, audits its root, walks a round against the
+/// class's bound and checks the drawn steps.
+pub fn prove(options: &StorageProveOptions) -> Result<HostStorageProof, StorageHostError> {
+    let shape = options
+        .class
+        .shape(options.bytes)
+        .map_err(|e| StorageHostError::Refused(StorageError::Shape(e)))?;
+    let (kept, rebuilt_because) = match StoredDataset::open(&options.dir) {
+        Ok(k) => {
+            let age = pog_proof::timing::now_ms().saturating_sub(k.meta.built_at_ms);
+            if k.meta.dataset.shape != shape || k.meta.dataset.to != options.to {
+                (
+                    None,
+                    Some("the kept data set is of another size or host".to_string()),
+                )
+            } else if age >= REBUILD_AFTER_MS {
+                (
+                    None,
+                    Some(format!(
+                        "the kept data set is {} days old",
+                        age / 86_400_000
+                    )),
+                )
+            } else {
+                (Some(k), None)
+            }
+        }
+        Err(StorageHostError::Missing { .. }) => (None, None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    let (stored, built) = match kept {
+        Some(k) => (k, false),
+        None => {
+            let dataset =
+                StorageDataset::new(pog_signed::random_bytes(), options.to.clone(), shape);
+            (StoredDataset::build(&options.dir, &dataset)?, true)
+        }
+    };
+    let meta = stored.meta().clone();
+    let dataset = &meta.dataset;
+
+    // The audit: the validator's draw from a fresh secret, the host's openings.
+    let secret: [u8; 32] = pog_signed::random_bytes();
+    let drawn = dataset.audit_draw(&meta.root, &secret, options.audit_samples);
+    let openings = drawn
+        .iter()
+        .map(|&i| stored.open_chunk(i))
+        .collect::<Result<Vec<_>, _>>()?;
+    let t = Instant::now();
+    let audit_error = openings
+        .iter()
+        .find_map(|o| dataset.check_chunk(&meta.root, o).err())
+        .map(|e| e.to_string());
+    let audit = StorageAudit {
+        samples: options.audit_samples,
+        error: audit_error,
+        verify_ms: t.elapsed().as_secs_f64() * 1e3,
+    };
+
+    // The round.
+    let plan = StoragePlan::for_class(options.class);
+    let round = stored.round(pog_signed::random_bytes(), plan.steps);
+    let t = Instant::now();
+    let (walk, mut reads) = stored.walk(&round)?;
+    let walk_ms = t.elapsed().as_secs_f64() * 1e3;
+    let time = pog_proof::timing::check(walk_ms, 0.0, plan.expected_ms());
+    reads.sort_by(f64::total_cmp);
+    let at = |q: f64| reads[((reads.len() - 1) as f64 * q) as usize];
+    let secret: [u8; 32] = pog_signed::random_bytes();
+    let t = Instant::now();
+    let request = round.draw(&walk, &secret, plan.samples);
+    let draw_ms = t.elapsed().as_secs_f64() * 1e3;
+    let request = request.map_err(StorageHostError::Refused)?;
+    let openings = stored.open_steps(&round, &walk, &request)?;
+    let t = Instant::now();
+    let checked = round.check_openings(&walk, &request, &openings, (&secret, REGENERATED));
+    let verify_ms = draw_ms + t.elapsed().as_secs_f64() * 1e3;
+    let bytes_from_agent = serde_json::to_vec(&walk).map_or(0, |v| v.len())
+        + serde_json::to_vec(&openings).map_or(0, |v| v.len());
+    Ok(HostStorageProof {
+        dir: options.dir.clone(),
+        filesystem: meta.filesystem.clone(),
+        direct_io: stored.direct(),
+        class: options.class,
+        bytes: shape.bytes(),
+        shape,
+        root: hex::encode(meta.root),
+        built,
+        rebuilt_because,
+        build_ms: meta.build_ms,
+        build_threads: meta.build_threads,
+        age_ms: pog_proof::timing::now_ms().saturating_sub(meta.built_at_ms),
+        audit,
+        steps: plan.steps,
+        read_us_median: at(0.5),
+        read_us_p99: at(0.99),
+        time,
+        opened: request.steps.len(),
+        regenerated: checked.as_ref().map_or(0, |n| *n),
+        error: checked.err().map(|e| e.to_string()),
+        verify_ms,
+        bytes_from_agent,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pog_proof::challenge::Addressee;
-    use pog_proof::storage::{
-        DeviceClass, MemoryDataset, StoragePlan, StorageShape, REGENERATED, SAMPLES,
-    };
+    use pog_proof::storage::{MemoryDataset, SAMPLES};
 
     fn to() -> Addressee {
         Addressee::shape_only(&"GPU-host".parse().unwrap(), "00000000:00:06.0")
@@ -825,8 +1059,9 @@ mod tests {
         // A data set larger than the disk: refused before anything is written.
         let mut huge = small();
         huge.shape.items = 1 << 30; // 16 TiB at 4 chunks an item
-        let err = StoredDataset::build(dir.path(), &huge).unwrap_err();
+        let err = StoredDataset::build(&dir.path().join("new/deeper"), &huge).unwrap_err();
         assert!(matches!(err, StorageHostError::NoSpace { .. }), "{err}");
+        assert!(!dir.path().join("new").exists(), "no directory left behind");
         // An overflowing shape: refused as such.
         huge.shape.items = u64::MAX;
         assert!(matches!(
@@ -877,7 +1112,7 @@ mod tests {
             return;
         };
         assert!(matches!(
-            StoredDataset::build(dir.path(), &small()),
+            StoredDataset::build(&dir.path().join("data"), &small()),
             Err(StorageHostError::InMemory { .. })
         ));
         assert!(fs::read_dir(dir.path()).unwrap().next().is_none());
@@ -1000,5 +1235,41 @@ mod tests {
         });
         eprintln!("a second host 300 µs away: {ratio:.2} of the bound");
         assert!(!accepted);
+    }
+
+    #[test]
+    fn the_local_proof_builds_once_then_walks_the_kept_data_set() {
+        let dir = scratch();
+        let options = StorageProveOptions {
+            dir: dir.path().join("pog-storage"),
+            bytes: (4 << 20) + 12345,
+            class: DeviceClass::Nvme,
+            to: to(),
+            audit_samples: 8,
+        };
+        let first = prove(&options).unwrap();
+        assert!(first.built && first.passed(), "{first:?}");
+        assert_eq!(first.bytes, 4 << 20);
+        assert!(first.opened > 0 && first.opened as u32 <= SAMPLES);
+        assert_eq!(first.regenerated, REGENERATED);
+        assert_eq!(first.audit.samples, 8);
+        let second = prove(&options).unwrap();
+        assert!(!second.built && second.passed(), "{second:?}");
+        assert_eq!(second.root, first.root);
+        // A claim of another size is another data set.
+        let bigger = StorageProveOptions {
+            bytes: 5 << 20,
+            ..options.clone()
+        };
+        let third = prove(&bigger).unwrap();
+        assert!(third.built && third.root != first.root);
+        // A size that holds no item is refused, and nothing is written.
+        let tiny = StorageProveOptions {
+            dir: dir.path().join("tiny"),
+            bytes: 1000,
+            ..options
+        };
+        assert!(matches!(prove(&tiny), Err(StorageHostError::Refused(_))));
+        assert!(!dir.path().join("tiny").exists());
     }
 }
