@@ -762,17 +762,20 @@ pub fn storage_proof(p: &pog_local::storage::HostStorageProof) {
                 "page cache dropped"
             }
         ),
-        format!(
-            "{} in {:.1} s on {} threads{}",
-            if p.built { "now" } else { "kept" },
-            p.build_ms / 1e3,
-            p.build_threads,
-            if p.built {
-                String::new()
-            } else {
-                format!(", {:.1} h old", p.age_ms as f64 / 3.6e6)
-            }
-        ),
+        if p.built {
+            format!(
+                "now, in {:.1} s on {} threads",
+                p.build_ms / 1e3,
+                p.build_threads
+            )
+        } else {
+            format!(
+                "kept: {:.1} h ago, in {:.1} s on {} threads",
+                p.age_ms as f64 / 3.6e6,
+                p.build_ms / 1e3,
+                p.build_threads
+            )
+        },
         format!(
             "{:.1} / {:.1} ms ({:.3}, {} steps)",
             p.time.measured_ms, p.time.expected_ms, p.time.ratio, p.steps
