@@ -440,13 +440,21 @@ impl StoredDataset {
                 });
             }
         }
-        let (data, direct) = match OpenOptions::new()
+        // O_DIRECT where the file system takes it: some accept the flag at open and refuse
+        // the read (EINVAL), so one aligned read decides.
+        let direct = OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_DIRECT)
             .open(&data_path)
-        {
-            Ok(f) => (f, true),
-            Err(_) => (File::open(&data_path).map_err(missing)?, false),
+            .ok()
+            .filter(|f| {
+                let mut buf = vec![0u8; 2 * CHUNK_BYTES];
+                let at = buf.as_ptr().align_offset(CHUNK_BYTES);
+                f.read_exact_at(&mut buf[at..at + CHUNK_BYTES], 0).is_ok()
+            });
+        let (data, direct) = match direct {
+            Some(f) => (f, true),
+            None => (File::open(&data_path).map_err(missing)?, false),
         };
         let tree = File::open(&tree_path).map_err(missing)?;
         Ok(StoredDataset {
