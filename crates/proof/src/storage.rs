@@ -704,14 +704,18 @@ impl StorageRound {
                 return Err(StorageError::BrokenLink { step: t });
             }
         }
-        let n = openings.chunks.len() as u64;
+        // Distinct openings, picked from the secret (a partial Fisher–Yates shuffle).
+        let n = openings.chunks.len();
+        let mut order: Vec<usize> = (0..n).collect();
         let mut regenerated = 0;
-        for i in 0..u64::from(regenerate).min(n) {
+        for i in 0..(regenerate as usize).min(n) {
             let mut h = Sha256::new();
             h.update(b"pog-storage regenerate v1");
             h.update(secret);
-            h.update(i.to_le_bytes());
-            let pick = &openings.chunks[position(&h.finalize().into(), n) as usize];
+            h.update((i as u64).to_le_bytes());
+            let j = i + position(&h.finalize().into(), (n - i) as u64) as usize;
+            order.swap(i, j);
+            let pick = &openings.chunks[order[i]];
             if pick.bytes != self.dataset.chunk(pick.index) {
                 return Err(StorageError::WrongChunk { chunk: pick.index });
             }
@@ -1233,6 +1237,42 @@ mod tests {
             check(&relinked, &request2, &opened),
             Err(StorageError::BrokenLink { .. })
         ));
+    }
+
+    #[test]
+    fn regeneration_catches_a_root_over_junk_the_openings_cannot() {
+        // A root over junk for every chunk: every path and link checks out (the host walked
+        // its own junk), only regenerating an item shows it is not the data set's.
+        let d = StorageDataset::new([1; 32], to(), small(16));
+        let junk =
+            MemoryDataset::from_chunks(&d, (0..16u8).map(|i| vec![i; CHUNK_BYTES]).collect());
+        let r = round(&junk, 32);
+        let walk = r
+            .walk(|i| Ok::<_, Infallible>(junk.chunk(i).unwrap().to_vec()))
+            .unwrap();
+        let secret = [3; 32];
+        let request = r.draw(&walk, &secret, 8).unwrap();
+        let openings = junk.open_steps(&r, &walk, &request).unwrap();
+        assert_eq!(
+            r.check_openings(&walk, &request, &openings, (&secret, 0)),
+            Ok(0)
+        );
+        assert!(matches!(
+            r.check_openings(&walk, &request, &openings, (&secret, 1)),
+            Err(StorageError::WrongChunk { .. })
+        ));
+        // Asking more regenerations than openings regenerates each opening once.
+        let honest = MemoryDataset::build(&d);
+        let r = round(&honest, 32);
+        let walk = r
+            .walk(|i| Ok::<_, Infallible>(honest.chunk(i).unwrap().to_vec()))
+            .unwrap();
+        let request = r.draw(&walk, &secret, 3).unwrap();
+        let openings = honest.open_steps(&r, &walk, &request).unwrap();
+        assert_eq!(
+            r.check_openings(&walk, &request, &openings, (&secret, 100)),
+            Ok(request.steps.len() as u32)
+        );
     }
 
     #[test]
