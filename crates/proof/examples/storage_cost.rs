@@ -111,7 +111,7 @@ fn main() {
         std::hint::black_box(open_ms);
     }
     println!(
-        "round of {} steps from memory: walk {walk_ms:.1} ms (hashing only); validator check of {SAMPLES} openings with {REGENERATED} items regenerated: {:.2} ms (median of {runs}); agent → validator {:.0} KiB as JSON (hex)",
+        "round of {} steps from memory: walk {walk_ms:.1} ms (hashing only); validator check of {SAMPLES} openings with {REGENERATED} items regenerated: {:.2} ms (median of {runs}); agent → validator {:.0} KiB as JSON (base64)",
         plan.steps,
         median(&mut verify),
         bytes as f64 / 1024.0
