@@ -532,24 +532,11 @@ impl StoredDataset {
     /// Chunk `index`'s inclusion path, read from the tree file.
     pub fn path(&self, index: u64) -> Result<Vec<Hash>, StorageHostError> {
         let chunks = self.meta.dataset.shape.chunks();
-        let starts = level_starts(chunks);
-        let positions =
-            pog_merkle::proof_positions(index, chunks).ok_or(StorageHostError::Read {
-                path: self.dir.join(TREE_FILE),
-                offset: 0,
-                cause: io::Error::new(io::ErrorKind::UnexpectedEof, "past the data set"),
-            })?;
-        positions
-            .into_iter()
-            .map(|(level, at)| {
-                let offset = (starts[level] + at) * 32;
-                read_hash(&self.tree, offset).map_err(|cause| StorageHostError::Read {
-                    path: self.dir.join(TREE_FILE),
-                    offset,
-                    cause,
-                })
-            })
-            .collect()
+        read_path(&self.tree, chunks, index).map_err(|(offset, cause)| StorageHostError::Read {
+            path: self.dir.join(TREE_FILE),
+            offset,
+            cause,
+        })
     }
 
     /// The round of this data set from `nonce`.
@@ -631,6 +618,25 @@ fn level_starts(chunks: u64) -> Vec<u64> {
             let start = at;
             at += n;
             start
+        })
+        .collect()
+}
+
+/// Leaf `index`'s inclusion path in the tree file `tree` over `chunks` leaves; on failure,
+/// the offset that could not be read and why.
+fn read_path(tree: &File, chunks: u64, index: u64) -> Result<Vec<Hash>, (u64, io::Error)> {
+    let starts = level_starts(chunks);
+    let positions = pog_merkle::proof_positions(index, chunks).ok_or_else(|| {
+        (
+            0,
+            io::Error::new(io::ErrorKind::UnexpectedEof, "past the data set"),
+        )
+    })?;
+    positions
+        .into_iter()
+        .map(|(level, at)| {
+            let offset = (starts[level] + at) * 32;
+            read_hash(tree, offset).map_err(|e| (offset, e))
         })
         .collect()
 }
@@ -972,6 +978,41 @@ mod tests {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// The tree file built level by level in blocks (odd levels carry their last node, and
+    /// levels span several blocks) has the in-memory tree's root and paths.
+    #[test]
+    fn the_tree_file_is_the_tree_at_every_size() {
+        let dir = scratch();
+        for n in [1u64, 2, 3, 5, 8191, 8192, 8193, 16389] {
+            let leaves: Vec<Hash> = (0..n).map(|i| Blake3::leaf(&i.to_le_bytes())).collect();
+            let path = dir.path().join(format!("tree-{n}"));
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .unwrap();
+            f.write_all_at(&leaves.concat(), 0).unwrap();
+            build_levels(&f, n).unwrap();
+            assert_eq!(f.metadata().unwrap().len(), tree_bytes(n));
+            let tree = pog_merkle::Tree::build::<Blake3>(leaves);
+            assert_eq!(
+                read_hash(&f, tree_bytes(n) - 32).unwrap(),
+                tree.root(),
+                "{n}"
+            );
+            for i in [0, n / 2, n - 1] {
+                assert_eq!(
+                    read_path(&f, n, i).unwrap(),
+                    tree.inclusion_proof(i).unwrap(),
+                    "{n} {i}"
+                );
+            }
+            assert!(read_path(&f, n, n).is_err());
+        }
     }
 
     #[test]
