@@ -26,12 +26,14 @@
 
 use pog_merkle::{Blake3, Hash, TreeHasher};
 use pog_proof::challenge::Addressee;
+use pog_proof::storage::session::{kind, OpeningsMessage, RoundMessage, RoundSession, WalkMessage};
 use pog_proof::storage::{
     item, ChunkOpening, DeviceClass, StorageDataset, StorageError, StorageOpenRequest,
     StorageOpenings, StoragePlan, StorageRound, StorageShape, StorageWalk, CHUNK_BYTES,
     REGENERATED,
 };
-use pog_proof::timing::TimeCheck;
+use pog_proof::timing::{now_ms, TimeCheck};
+use pog_signed::{random_bytes, Identity};
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -135,6 +137,12 @@ pub enum StorageHostError {
         /// What the system said.
         cause: io::Error,
     },
+    /// A message of the round did not fit the validator's session.
+    #[error("the storage round went wrong: {0}")]
+    Round(pog_proof::storage::session::RoundError),
+    /// A message could not be signed or encoded.
+    #[error("a storage round's message could not be sealed: {0}")]
+    Seal(pog_signed::WireError),
     /// The round is for another data set than the one kept (a rebuild was missed).
     #[error("the round is for data set root {asked}, this host keeps {kept}: rebuild")]
     OtherDataset {
@@ -742,6 +750,21 @@ fn build_levels(tree: &File, chunks: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// How long the local round waits for the walk, ms.
+pub const ROUND_EXPIRY_MS: u64 = 600_000;
+
+/// Bytes of `body` sealed by `who` under `kind`, as the wire carries it.
+fn sealed_len<T: Serialize>(
+    who: &Identity,
+    kind: &str,
+    body: &T,
+) -> Result<usize, StorageHostError> {
+    let envelope = who.seal(kind, body).map_err(StorageHostError::Seal)?;
+    serde_json::to_vec(&envelope)
+        .map(|b| b.len())
+        .map_err(|e| StorageHostError::Seal(pog_signed::WireError::Encode(e)))
+}
+
 /// How long a kept data set is walked before `pog prove` builds a new one: the schedule's
 /// rebuild (a validator sends a new data set on its own schedule, `docs/protocol.md`).
 pub const REBUILD_AFTER_MS: u64 = 30 * 24 * 3600 * 1000;
@@ -819,7 +842,9 @@ pub struct HostStorageProof {
     pub error: Option<String>,
     /// The validator's CPU to draw and check the openings, ms.
     pub verify_ms: f64,
-    /// Bytes the agent sent: the walk's digests and the openings, as JSON.
+    /// Signed bytes the validator sent: the round and the open request.
+    pub bytes_to_agent: usize,
+    /// Signed bytes the agent sent: the walk's digests and the openings.
     pub bytes_from_agent: usize,
 }
 
@@ -890,26 +915,57 @@ pub fn prove(options: &StorageProveOptions) -> Result<HostStorageProof, StorageH
         verify_ms: t.elapsed().as_secs_f64() * 1e3,
     };
 
-    // The round.
+    // The round, as the network validator runs it: signed messages each way (their bytes
+    // counted), the validator's session judging the walk by its own clock.
     let plan = StoragePlan::for_class(options.class);
-    let round = stored.round(pog_signed::random_bytes(), plan.steps);
-    let t = Instant::now();
-    let (walk, mut reads) = stored.walk(&round)?;
-    let walk_ms = t.elapsed().as_secs_f64() * 1e3;
-    let time = pog_proof::timing::check(walk_ms, 0.0, plan.expected_ms());
+    let validator = Identity::from_seed(random_bytes());
+    let agent = Identity::from_seed(random_bytes());
+    let issued_at_ms = now_ms();
+    let message = RoundMessage {
+        id: hex::encode(random_bytes::<16>()),
+        round: stored.round(random_bytes(), plan.steps),
+        issued_at_ms,
+        expires_at_ms: issued_at_ms.saturating_add(ROUND_EXPIRY_MS),
+    };
+    let mut session = RoundSession::new(
+        &message,
+        agent.public_key(),
+        plan.expected_ms(),
+        random_bytes(),
+        (plan.samples, REGENERATED),
+    );
+    let mut bytes_to_agent = sealed_len(&validator, kind::STORAGE_ROUND, &message)?;
+    let (walk, mut reads) = stored.walk(&message.round)?;
+    let walked = WalkMessage {
+        round_id: message.id.clone(),
+        walk,
+    };
+    let arrived_ms = now_ms();
+    let mut bytes_from_agent = sealed_len(&agent, kind::STORAGE_WALK, &walked)?;
     reads.sort_by(f64::total_cmp);
     let at = |q: f64| reads[((reads.len() - 1) as f64 * q) as usize];
-    let secret: [u8; 32] = pog_signed::random_bytes();
     let t = Instant::now();
-    let request = round.draw(&walk, &secret, plan.samples);
-    let draw_ms = t.elapsed().as_secs_f64() * 1e3;
-    let request = request.map_err(StorageHostError::Refused)?;
-    let openings = stored.open_steps(&round, &walk, &request)?;
-    let t = Instant::now();
-    let checked = round.check_openings(&walk, &request, &openings, (&secret, REGENERATED));
-    let verify_ms = draw_ms + t.elapsed().as_secs_f64() * 1e3;
-    let bytes_from_agent = serde_json::to_vec(&walk).map_or(0, |v| v.len())
-        + serde_json::to_vec(&openings).map_or(0, |v| v.len());
+    let asked = session
+        .on_walk(&walked, &agent.public_key(), arrived_ms, 0.0)
+        .map_err(StorageHostError::Round)?;
+    let mut verify_ms = t.elapsed().as_secs_f64() * 1e3;
+    let outcome = match asked {
+        Err(settled) => settled,
+        Ok(open) => {
+            bytes_to_agent += sealed_len(&validator, kind::STORAGE_OPEN, &open)?;
+            let openings = OpeningsMessage {
+                round_id: message.id.clone(),
+                openings: stored.open_steps(&message.round, &walked.walk, &open.request)?,
+            };
+            bytes_from_agent += sealed_len(&agent, kind::STORAGE_OPENINGS, &openings)?;
+            let t = Instant::now();
+            let outcome = session
+                .on_openings(&openings, &agent.public_key())
+                .map_err(StorageHostError::Round)?;
+            verify_ms += t.elapsed().as_secs_f64() * 1e3;
+            outcome
+        }
+    };
     Ok(HostStorageProof {
         dir: options.dir.clone(),
         filesystem: meta.filesystem.clone(),
@@ -927,11 +983,12 @@ pub fn prove(options: &StorageProveOptions) -> Result<HostStorageProof, StorageH
         steps: plan.steps,
         read_us_median: at(0.5),
         read_us_p99: at(0.99),
-        time,
-        opened: request.steps.len(),
-        regenerated: checked.as_ref().map_or(0, |n| *n),
-        error: checked.err().map(|e| e.to_string()),
+        time: outcome.time,
+        opened: outcome.opened,
+        regenerated: outcome.regenerated,
+        error: outcome.rejection,
         verify_ms,
+        bytes_to_agent,
         bytes_from_agent,
     })
 }

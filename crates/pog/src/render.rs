@@ -747,7 +747,7 @@ pub fn storage_proof(p: &pog_local::storage::HostStorageProof) {
         "audit",
         "openings",
         "verify",
-        "bytes from agent",
+        "bytes to / from",
         "verdict",
     ]);
     t.add_row(vec![
@@ -790,7 +790,7 @@ pub fn storage_proof(p: &pog_local::storage::HostStorageProof) {
             Some(e) => e.clone(),
         },
         format!("{:.1} ms", p.verify_ms),
-        p.bytes_from_agent.to_string(),
+        format!("{} / {}", p.bytes_to_agent, p.bytes_from_agent),
         if p.passed() {
             "accepted".into()
         } else {

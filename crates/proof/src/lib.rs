@@ -17,9 +17,9 @@
 //! The proof of CPU ([`cpu`]) is a third: the host's cores, each running one latency-bound
 //! chain at once, timed against one such chain run alone.
 //!
-//! The proof of storage ([`storage`]) is a fourth, outside the session: a data set of the
-//! claimed size kept on the claimed storage between rounds, walked at data-dependent
-//! positions while the validator's clock runs.
+//! The proof of storage ([`storage`]) is a fourth, with a session of its own
+//! ([`storage::session`]): a data set of the claimed size kept on the claimed storage between
+//! rounds, walked at data-dependent positions while the validator's clock runs.
 //!
 //! [`prover::CpuProver`] is an honest (and, for tests, a dishonest) prover on the CPU at small
 //! sizes; the GPU prover lives with the device layer.

@@ -63,6 +63,8 @@
 //! the device's; a host that keeps the whole data set in RAM holds its size all the same
 //! (the proof of RAM, in the same round, claims that memory for itself).
 
+pub mod session;
+
 use crate::challenge::{bind, Addressee};
 use crate::memory::arx;
 use pog_merkle::{Blake3, Hash, TreeHasher};
