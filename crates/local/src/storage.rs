@@ -26,7 +26,10 @@
 
 use pog_merkle::{Blake3, Hash, TreeHasher};
 use pog_proof::challenge::Addressee;
-use pog_proof::storage::session::{kind, OpeningsMessage, RoundMessage, RoundSession, WalkMessage};
+use pog_proof::storage::session::{
+    kind, AuditOpeningsMessage, BuiltMessage, DatasetMessage, DatasetSession, OpeningsMessage,
+    RoundMessage, RoundSession, WalkMessage,
+};
 use pog_proof::storage::{
     item, ChunkOpening, DeviceClass, StorageDataset, StorageError, StorageOpenRequest,
     StorageOpenings, StoragePlan, StorageRound, StorageShape, StorageWalk, CHUNK_BYTES,
@@ -897,29 +900,53 @@ pub fn prove(options: &StorageProveOptions) -> Result<HostStorageProof, StorageH
     let meta = stored.meta().clone();
     let dataset = &meta.dataset;
 
-    // The audit: the validator's draw from a fresh secret, the host's openings.
-    let secret: [u8; 32] = pog_signed::random_bytes();
-    let drawn = dataset.audit_draw(&meta.root, &secret, options.audit_samples);
-    let openings = drawn
-        .iter()
-        .map(|&i| stored.open_chunk(i))
-        .collect::<Result<Vec<_>, _>>()?;
+    // The audit, through the validator's data set session: the root as the host reports
+    // it, the chunks the validator draws, the host's openings, each item regenerated.
+    let validator = Identity::from_seed(random_bytes());
+    let agent = Identity::from_seed(random_bytes());
+    let sent = DatasetMessage {
+        id: hex::encode(random_bytes::<16>()),
+        dataset: dataset.clone(),
+        issued_at_ms: now_ms(),
+        expires_at_ms: now_ms().saturating_add(ROUND_EXPIRY_MS),
+    };
+    let mut audit_session = DatasetSession::new(
+        &sent,
+        agent.public_key(),
+        random_bytes(),
+        options.audit_samples,
+    );
+    let asked = audit_session
+        .on_built(
+            &BuiltMessage {
+                dataset_id: sent.id.clone(),
+                root: meta.root,
+            },
+            &agent.public_key(),
+            now_ms(),
+        )
+        .map_err(StorageHostError::Round)?;
+    let opened = AuditOpeningsMessage {
+        dataset_id: sent.id.clone(),
+        chunks: asked
+            .chunks
+            .iter()
+            .map(|&i| stored.open_chunk(i))
+            .collect::<Result<Vec<_>, _>>()?,
+    };
     let t = Instant::now();
-    let audit_error = openings
-        .iter()
-        .find_map(|o| dataset.check_chunk(&meta.root, o).err())
-        .map(|e| e.to_string());
+    let audited = audit_session
+        .on_audit_openings(&opened, &agent.public_key())
+        .map_err(StorageHostError::Round)?;
     let audit = StorageAudit {
         samples: options.audit_samples,
-        error: audit_error,
+        error: audited.rejection,
         verify_ms: t.elapsed().as_secs_f64() * 1e3,
     };
 
     // The round, as the network validator runs it: signed messages each way (their bytes
     // counted), the validator's session judging the walk by its own clock.
     let plan = StoragePlan::for_class(options.class);
-    let validator = Identity::from_seed(random_bytes());
-    let agent = Identity::from_seed(random_bytes());
     let issued_at_ms = now_ms();
     let message = RoundMessage {
         id: hex::encode(random_bytes::<16>()),

@@ -549,6 +549,14 @@ pub enum StorageError {
         /// The chunk opened.
         got: u64,
     },
+    /// The audit's openings hold another chunk than the one asked at that place.
+    #[error("chunk {got} was opened where chunk {expected} was asked")]
+    NotAsked {
+        /// The chunk asked.
+        expected: u64,
+        /// The chunk opened.
+        got: u64,
+    },
     /// An opened chunk is not 4 KiB.
     #[error("chunk {chunk} has {got} bytes, a chunk {CHUNK_BYTES}")]
     BadChunkLength {

@@ -1,16 +1,29 @@
-//! One storage round on the validator's side, as a state machine over the agent's messages:
-//! issued → walk (timed: the validator's clock stops when the digests arrive) → open request
-//! → openings → outcome. Out-of-order, repeated, late or misaddressed messages are errors
-//! that leave the session as it was; a walk or openings that do not check out settle it as
-//! rejected, with the reason.
+//! The proof of storage on the validator's side, as two state machines over the agent's
+//! messages. A data set ([`DatasetSession`]): sent → built (the root) → audit request →
+//! audit openings → the root kept, or refused. A round ([`RoundSession`]): issued → walk
+//! (timed: the validator's clock stops when the digests arrive) → open request → openings →
+//! outcome. Out-of-order, repeated, late or misaddressed messages are errors that leave a
+//! session as it was; answers that do not check out settle it as rejected, with the reason.
 
-use super::{StorageError, StorageOpenRequest, StorageOpenings, StorageRound, StorageWalk};
+use super::{
+    ChunkOpening, StorageDataset, StorageError, StorageOpenRequest, StorageOpenings, StorageRound,
+    StorageWalk,
+};
 use crate::timing::{self, TimeCheck};
+use pog_merkle::Hash;
 use pog_signed::PublicKey;
 use serde::{Deserialize, Serialize};
 
-/// The message kinds of a storage round.
+/// The message kinds of the proof of storage.
 pub mod kind {
+    /// Validator → agent: build and keep this data set ([`DatasetMessage`](super::DatasetMessage)).
+    pub const STORAGE_DATASET: &str = "storage-dataset";
+    /// Agent → validator: it is built, under this root ([`BuiltMessage`](super::BuiltMessage)).
+    pub const STORAGE_BUILT: &str = "storage-built";
+    /// Validator → agent: the chunks the audit opens ([`AuditMessage`](super::AuditMessage)).
+    pub const STORAGE_AUDIT: &str = "storage-audit";
+    /// Agent → validator: those chunks with their paths ([`AuditOpeningsMessage`](super::AuditOpeningsMessage)).
+    pub const STORAGE_AUDIT_OPENINGS: &str = "storage-audit-openings";
     /// Validator → agent: walk this round ([`RoundMessage`](super::RoundMessage)).
     pub const STORAGE_ROUND: &str = "storage-round";
     /// Agent → validator: the digests ([`WalkMessage`](super::WalkMessage)).
@@ -19,6 +32,220 @@ pub mod kind {
     pub const STORAGE_OPEN: &str = "storage-open";
     /// Agent → validator: the chunks read at those steps ([`OpeningsMessage`](super::OpeningsMessage)).
     pub const STORAGE_OPENINGS: &str = "storage-openings";
+}
+
+/// Validator → agent: build and keep `dataset` (a new one replaces the one kept).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetMessage {
+    /// Unique per data set, hex.
+    pub id: String,
+    /// The data set.
+    pub dataset: StorageDataset,
+    /// When the validator sent it (its clock, Unix ms).
+    pub issued_at_ms: u64,
+    /// The validator's clock: the root must arrive by then.
+    pub expires_at_ms: u64,
+}
+
+/// Agent → validator: the data set is built and kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuiltMessage {
+    /// The data set's id, as sent.
+    pub dataset_id: String,
+    /// Its Merkle root, lowercase hex.
+    #[serde(with = "hex::serde")]
+    pub root: Hash,
+}
+
+/// Validator → agent: open these chunks of the data set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditMessage {
+    /// The data set's id, as sent.
+    pub dataset_id: String,
+    /// The chunks, in the order drawn.
+    pub chunks: Vec<u64>,
+}
+
+/// Agent → validator: the chunks asked, in order, with their paths.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditOpeningsMessage {
+    /// The data set's id, as sent.
+    pub dataset_id: String,
+    /// The chunks.
+    pub chunks: Vec<ChunkOpening>,
+}
+
+/// The verdict on a data set's audit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditOutcome {
+    /// The data set's id.
+    pub dataset_id: String,
+    /// The root audited, hex.
+    pub root: String,
+    /// The validator's time from sending the data set to its root, ms (the build, as the
+    /// validator saw it).
+    pub build_ms: f64,
+    /// Chunks drawn and regenerated.
+    pub samples: usize,
+    /// Why the audit failed; none when every chunk checked out.
+    pub rejection: Option<String>,
+    /// True when every chunk checked out: the validator keeps the root for its rounds.
+    pub accepted: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum DatasetState {
+    Sent,
+    Built {
+        root: Hash,
+        build_ms: f64,
+        chunks: Vec<u64>,
+    },
+    Audited {
+        root: Hash,
+    },
+    Refused,
+}
+
+/// The validator's view of one data set, from sending it to keeping its root.
+#[derive(Debug)]
+pub struct DatasetSession {
+    message: DatasetMessage,
+    agent: PublicKey,
+    secret: [u8; 32],
+    samples: u32,
+    state: DatasetState,
+}
+
+impl DatasetSession {
+    /// The session of `message` (as sent), answerable only by `agent`; `secret` draws
+    /// `samples` chunks for the audit.
+    pub fn new(
+        message: &DatasetMessage,
+        agent: PublicKey,
+        secret: [u8; 32],
+        samples: u32,
+    ) -> DatasetSession {
+        DatasetSession {
+            message: message.clone(),
+            agent,
+            secret,
+            samples,
+            state: DatasetState::Sent,
+        }
+    }
+
+    fn check_sender(&self, id: &str, signer: &PublicKey) -> Result<(), RoundError> {
+        if id != self.message.id {
+            return Err(RoundError::WrongId {
+                expected: self.message.id.clone(),
+                got: id.to_string(),
+            });
+        }
+        if *signer != self.agent {
+            return Err(RoundError::WrongSigner {
+                expected: self.agent.clone(),
+                got: signer.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Takes the root that arrived at `now_ms`; returns the chunks the audit opens.
+    pub fn on_built(
+        &mut self,
+        message: &BuiltMessage,
+        signer: &PublicKey,
+        now_ms: u64,
+    ) -> Result<AuditMessage, RoundError> {
+        self.check_sender(&message.dataset_id, signer)?;
+        if self.state != DatasetState::Sent {
+            return Err(RoundError::OutOfOrder("the root"));
+        }
+        if now_ms > self.message.expires_at_ms {
+            return Err(RoundError::Expired {
+                expires_at_ms: self.message.expires_at_ms,
+                now_ms,
+            });
+        }
+        let chunks = self
+            .message
+            .dataset
+            .audit_draw(&message.root, &self.secret, self.samples);
+        self.state = DatasetState::Built {
+            root: message.root,
+            build_ms: now_ms.saturating_sub(self.message.issued_at_ms) as f64,
+            chunks: chunks.clone(),
+        };
+        Ok(AuditMessage {
+            dataset_id: self.message.id.clone(),
+            chunks,
+        })
+    }
+
+    /// Takes the audit's openings: each must be the chunk asked, under the root, and the data
+    /// set's (its item regenerated). Settles the data set as kept or refused.
+    pub fn on_audit_openings(
+        &mut self,
+        message: &AuditOpeningsMessage,
+        signer: &PublicKey,
+    ) -> Result<AuditOutcome, RoundError> {
+        self.check_sender(&message.dataset_id, signer)?;
+        let DatasetState::Built {
+            root,
+            build_ms,
+            chunks,
+        } = &self.state
+        else {
+            return Err(RoundError::OutOfOrder("the audit's openings"));
+        };
+        let dataset = &self.message.dataset;
+        let checked = if message.chunks.len() != chunks.len() {
+            Err(StorageError::WrongOpeningCount {
+                expected: chunks.len(),
+                got: message.chunks.len(),
+            })
+        } else {
+            chunks
+                .iter()
+                .zip(&message.chunks)
+                .try_for_each(|(&asked, opening)| {
+                    if opening.index != asked {
+                        return Err(StorageError::NotAsked {
+                            expected: asked,
+                            got: opening.index,
+                        });
+                    }
+                    dataset.check_chunk(root, opening)
+                })
+        };
+        let outcome = AuditOutcome {
+            dataset_id: self.message.id.clone(),
+            root: hex::encode(root),
+            build_ms: *build_ms,
+            samples: chunks.len(),
+            accepted: checked.is_ok(),
+            rejection: checked.err().map(|e| e.to_string()),
+        };
+        self.state = if outcome.accepted {
+            DatasetState::Audited { root: *root }
+        } else {
+            DatasetState::Refused
+        };
+        Ok(outcome)
+    }
+
+    /// The data set and its root once the audit passed: what the validator keeps to walk.
+    pub fn kept(&self) -> Option<(&StorageDataset, Hash)> {
+        match &self.state {
+            DatasetState::Audited { root } => Some((&self.message.dataset, *root)),
+            _ => None,
+        }
+    }
 }
 
 /// Validator → agent: walk `round` now.
@@ -65,13 +292,13 @@ pub struct OpeningsMessage {
     pub openings: StorageOpenings,
 }
 
-/// Why a message does not fit the round.
+/// Why a message does not fit the session.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RoundError {
-    /// The message names another round.
-    #[error("message for round {got}, this round is {expected}")]
-    WrongRound {
-        /// This round's id.
+    /// The message names another round or data set than the session's.
+    #[error("message for {got}, this session is {expected}")]
+    WrongId {
+        /// This session's id.
         expected: String,
         /// The id the message names.
         got: String,
@@ -175,7 +402,7 @@ impl RoundSession {
 
     fn check_sender(&self, id: &str, signer: &PublicKey) -> Result<(), RoundError> {
         if id != self.id {
-            return Err(RoundError::WrongRound {
+            return Err(RoundError::WrongId {
                 expected: self.id.clone(),
                 got: id.to_string(),
             });
@@ -380,7 +607,7 @@ mod tests {
         };
         assert!(matches!(
             session.on_walk(&other, &agent, 1_050, 0.0),
-            Err(RoundError::WrongRound { .. })
+            Err(RoundError::WrongId { .. })
         ));
         assert!(matches!(
             session.on_walk(&walk, &agent, 20_000, 0.0),
@@ -440,5 +667,115 @@ mod tests {
         assert_eq!(back, message);
         assert_eq!(signer, validator.public_key());
         assert!(pog_signed::decode::<RoundMessage>(&bytes, kind::STORAGE_WALK).is_err());
+    }
+
+    #[test]
+    fn a_data_set_is_kept_after_its_audit_and_a_root_over_junk_is_refused() {
+        let honest = set();
+        let agent = PublicKey::from([0xaa; 32]);
+        let message = DatasetMessage {
+            id: "d1".into(),
+            dataset: honest.dataset.clone(),
+            issued_at_ms: 1_000,
+            expires_at_ms: 100_000,
+        };
+        let junk = MemoryDataset::from_chunks(
+            &honest.dataset,
+            (0..32)
+                .map(|i| match i % 4 {
+                    0 => vec![0; crate::storage::CHUNK_BYTES],
+                    _ => honest.chunk(i).unwrap().to_vec(),
+                })
+                .collect(),
+        );
+        for (host, accepted) in [(&honest, true), (&junk, false)] {
+            let mut session = DatasetSession::new(&message, agent.clone(), [4; 32], 16);
+            assert!(session.kept().is_none());
+            let built = BuiltMessage {
+                dataset_id: "d1".into(),
+                root: host.root(),
+            };
+            let audit = session.on_built(&built, &agent, 5_000).unwrap();
+            assert_eq!(audit.chunks.len(), 16);
+            assert_eq!(
+                session.on_built(&built, &agent, 5_001),
+                Err(RoundError::OutOfOrder("the root"))
+            );
+            let openings = AuditOpeningsMessage {
+                dataset_id: "d1".into(),
+                chunks: audit
+                    .chunks
+                    .iter()
+                    .map(|&i| host.open(i).unwrap())
+                    .collect(),
+            };
+            let outcome = session.on_audit_openings(&openings, &agent).unwrap();
+            assert_eq!(outcome.accepted, accepted, "{outcome:?}");
+            assert_eq!(outcome.build_ms, 4_000.0);
+            assert_eq!(session.kept().is_some(), accepted);
+            if accepted {
+                assert_eq!(session.kept().unwrap().1, honest.root());
+            } else {
+                assert!(outcome.rejection.unwrap().contains("differs"));
+            }
+        }
+    }
+
+    #[test]
+    fn an_audit_answered_wrong_late_or_by_another_is_refused() {
+        let honest = set();
+        let agent = PublicKey::from([0xaa; 32]);
+        let message = DatasetMessage {
+            id: "d1".into(),
+            dataset: honest.dataset.clone(),
+            issued_at_ms: 1_000,
+            expires_at_ms: 2_000,
+        };
+        let mut session = DatasetSession::new(&message, agent.clone(), [4; 32], 8);
+        let built = BuiltMessage {
+            dataset_id: "d1".into(),
+            root: honest.root(),
+        };
+        assert!(matches!(
+            session.on_built(&built, &agent, 3_000),
+            Err(RoundError::Expired { .. })
+        ));
+        assert!(matches!(
+            session.on_built(&built, &PublicKey::from([1; 32]), 1_500),
+            Err(RoundError::WrongSigner { .. })
+        ));
+        let early = AuditOpeningsMessage {
+            dataset_id: "d1".into(),
+            chunks: vec![],
+        };
+        assert!(matches!(
+            session.on_audit_openings(&early, &agent),
+            Err(RoundError::OutOfOrder(_))
+        ));
+        let audit = session.on_built(&built, &agent, 1_500).unwrap();
+        // Fewer openings than asked, or another chunk than asked: refused.
+        let mut short = AuditOpeningsMessage {
+            dataset_id: "d1".into(),
+            chunks: audit
+                .chunks
+                .iter()
+                .map(|&i| honest.open(i).unwrap())
+                .collect(),
+        };
+        short.chunks.pop();
+        let outcome = session.on_audit_openings(&short, &agent).unwrap();
+        assert!(!outcome.accepted && session.kept().is_none());
+        let mut session = DatasetSession::new(&message, agent.clone(), [4; 32], 8);
+        let audit = session.on_built(&built, &agent, 1_500).unwrap();
+        let moved = AuditOpeningsMessage {
+            dataset_id: "d1".into(),
+            chunks: audit
+                .chunks
+                .iter()
+                .map(|&i| honest.open((i + 1) % 32).unwrap())
+                .collect(),
+        };
+        let outcome = session.on_audit_openings(&moved, &agent).unwrap();
+        assert!(!outcome.accepted, "{outcome:?}");
     }
 }
