@@ -46,16 +46,23 @@
 //! - answers from a second host pay a network round trip per step on top of its read, and
 //!   answers regenerated on the fly pay a whole item per step.
 //!
+//! The bound is the claimed class's, not the host's: a host whose reads are faster than its
+//! class allows has time to regenerate a small share of chunks (about 10 % on the
+//! development VM's disk), so the proof shows at least about 90 % of the claim.
+//!
 //! Why an item is generated as a whole, and not cell by cell: were the cells an independent
 //! chain (cellⱼ from cellⱼ₋₁ alone), a host could keep every other cell of each chunk and
 //! rebuild the rest one permutation each — half the disk, nearly no time. In a pass here each
-//! cell is mixed with the cell just updated and with an earlier one picked by that cell's
-//! value (Argon2d's data-dependent addressing), so a cell of the last pass needs cells of
+//! cell is mixed with the cell just updated and with another one picked by that cell's value
+//! (Argon2d's data-dependent addressing), so a cell of the last pass needs cells of
 //! every pass below it; a host keeping part of an item plus checkpoints must recompute chains
 //! whose every step waits for a reference computed after it is known. Its cheapest route is
 //! regenerating the item. (This is an argument, not a proof: depth-robust graph labelling
-//! gives provable bounds at far higher cost; docs/protocol.md says what an attacker with a
-//! GPU could still try.)
+//! gives provable bounds at far higher cost; docs/protocol.md says what an attacker could
+//! still try.)
+//!
+//! The validator's side of the messages — a data set sent, built and audited; a round
+//! issued, walked, opened and settled — is [`session`].
 //!
 //! What a page cache changes: reads served from RAM are faster than the device, never
 //! slower, so the cache cannot make a missing chunk present; it only makes an honest host
