@@ -1430,6 +1430,27 @@ mod tests {
             let _ = r.chunk_at(&walk, index as u32);
         }
 
+        /// Any size gives a shape within the limits holding at most that many bytes, in whole
+        /// items, with less than one item left over; or a typed refusal, never a panic.
+        #[test]
+        fn any_size_gives_whole_items_or_a_refusal(bytes in any::<u64>(), ssd in any::<bool>()) {
+            let class = if ssd { DeviceClass::Ssd } else { DeviceClass::Nvme };
+            match class.shape(bytes) {
+                Ok(shape) => {
+                    prop_assert!(shape.validate().is_ok());
+                    prop_assert!(shape.bytes() <= bytes);
+                    prop_assert!(bytes - shape.bytes() < shape.item_bytes() as u64);
+                }
+                Err(BadStorageShape::TooSmall { .. }) => {
+                    prop_assert!(bytes < (class.chunks_per_item() as u64) * CHUNK_BYTES as u64);
+                }
+                Err(BadStorageShape::TooLarge { .. }) => {
+                    prop_assert!(bytes / CHUNK_BYTES as u64 > MAX_CHUNKS);
+                }
+                Err(e) => prop_assert!(false, "{e}"),
+            }
+        }
+
         /// Positions are in range for any digest and data set size.
         #[test]
         fn positions_are_in_range(d in any::<[u8; 32]>(), chunks in 1u64..=MAX_CHUNKS) {
