@@ -1255,11 +1255,12 @@ mod tests {
     /// (ratio to the bound, accepted).
     fn timed(
         round: &StorageRound,
+        class: DeviceClass,
         read: impl FnMut(u64) -> Result<Vec<u8>, StorageHostError>,
     ) -> (StorageWalk, f64, bool) {
         let plan = StoragePlan {
             steps: round.steps,
-            ..StoragePlan::for_class(DeviceClass::Nvme)
+            ..StoragePlan::for_class(class)
         };
         let t = Instant::now();
         let walk = round.walk(read).unwrap();
@@ -1268,10 +1269,12 @@ mod tests {
         (walk, check.ratio, check.accepted)
     }
 
-    /// The attacks of issue 23 on a real file, each against the NVMe class's bound (250 µs a
-    /// step): a host with half the data set, a sparse file, a host regenerating every chunk,
-    /// and a second host a LAN round trip away. The ratios are printed (`--nocapture`) and
-    /// recorded in docs/protocol.md.
+    /// The attacks of issue 23 on a real file: a host with half the data set, a sparse file
+    /// and a host regenerating every chunk against the SSD class's bound (1 ms a step: four
+    /// times the NVMe class's, so that an honest host on a machine busy with other tests
+    /// passes, and still the regenerating hosts fail), and a second host a LAN round trip
+    /// away against the NVMe class's (250 µs). The ratios are printed (`--nocapture`); the
+    /// release build's, against the NVMe bound, are in docs/protocol.md.
     #[test]
     fn attacks_fail_on_time_or_at_the_spot_checks_and_an_honest_host_passes() {
         let dir = scratch();
@@ -1311,10 +1314,10 @@ mod tests {
         // Honest: real reads. A machine busy with other tests can slow one walk: one of
         // three passes.
         let honest = (0..3)
-            .map(|_| timed(&round, |i| stored.read_chunk(i)))
+            .map(|_| timed(&round, DeviceClass::Ssd, |i| stored.read_chunk(i)))
             .find(|h| h.2)
-            .unwrap_or_else(|| timed(&round, |i| stored.read_chunk(i)));
-        eprintln!("honest: {:.3} of the bound", honest.1);
+            .unwrap_or_else(|| timed(&round, DeviceClass::Ssd, |i| stored.read_chunk(i)));
+        eprintln!("honest: {:.3} of the SSD bound", honest.1);
         assert!(honest.2, "honest ratio {}", honest.1);
         assert!(verdict(&round, &honest.0, &|i| stored.read_chunk(i).unwrap()).is_ok());
 
@@ -1330,20 +1333,22 @@ mod tests {
                 Ok(d.chunk(i))
             }
         };
-        let (walk, ratio, accepted) = timed(&short, regenerate_upper);
-        eprintln!("half the disk, regenerating: {ratio:.2} of the bound");
+        let (walk, ratio, accepted) = timed(&short, DeviceClass::Ssd, regenerate_upper);
+        eprintln!("half the disk, regenerating: {ratio:.2} of the SSD bound");
         assert!(!accepted && ratio > 1.0 + pog_proof::timing::TIME_TOLERANCE);
         assert!(verdict(&short, &walk, &|i| d.chunk(i)).is_ok());
 
         // A sparse file: the holes read as zeros. On time, but no zero chunk is in the tree.
-        let (walk, ratio, _) = timed(&round, |i| {
+        let (walk, ratio, _) = timed(&round, DeviceClass::Ssd, |i| {
             if i < half {
                 stored.read_chunk(i)
             } else {
                 Ok(vec![0; CHUNK_BYTES])
             }
         });
-        eprintln!("sparse, holes read as zeros: {ratio:.3} of the bound, caught by the openings");
+        eprintln!(
+            "sparse, holes read as zeros: {ratio:.3} of the SSD bound, caught by the openings"
+        );
         let caught = verdict(&round, &walk, &|i| {
             if i < half {
                 stored.read_chunk(i).unwrap()
@@ -1357,16 +1362,16 @@ mod tests {
         );
 
         // Nothing stored: every chunk regenerated on the fly.
-        let (_, ratio, accepted) = timed(&short, |i| Ok(d.chunk(i)));
-        eprintln!("no disk, regenerating every chunk: {ratio:.2} of the bound");
+        let (_, ratio, accepted) = timed(&short, DeviceClass::Ssd, |i| Ok(d.chunk(i)));
+        eprintln!("no disk, regenerating every chunk: {ratio:.2} of the SSD bound");
         assert!(!accepted);
 
         // A second host holding the data set, a LAN round trip (300 µs) away.
-        let (_, ratio, accepted) = timed(&round, |i| {
+        let (_, ratio, accepted) = timed(&round, DeviceClass::Nvme, |i| {
             std::thread::sleep(std::time::Duration::from_micros(300));
             stored.read_chunk(i)
         });
-        eprintln!("a second host 300 µs away: {ratio:.2} of the bound");
+        eprintln!("a second host 300 µs away: {ratio:.2} of the NVMe bound");
         assert!(!accepted);
     }
 
@@ -1376,7 +1381,10 @@ mod tests {
         let options = StorageProveOptions {
             dir: dir.path().join("pog-storage"),
             bytes: (4 << 20) + 12345,
-            class: DeviceClass::Nvme,
+            // The SSD class's bound (1 ms a step): an honest walk passes on a machine busy
+            // with other tests, whose disk reads took up to 145 µs (median) under the CLI
+            // tests' load.
+            class: DeviceClass::Ssd,
             to: to(),
             audit_samples: 8,
         };

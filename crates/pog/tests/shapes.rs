@@ -175,6 +175,9 @@ fn prove_storage() {
             "1M",
             "--storage-audit",
             "4",
+            // The SSD class's bound (1 ms a step): an honest pass on a busy machine.
+            "--storage-class",
+            "ssd",
         ],
         0,
     );
