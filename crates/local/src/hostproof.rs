@@ -123,6 +123,9 @@ pub enum ProveError {
     /// The proof of the host's cores could not run to a verdict.
     #[error("the proof of CPU could not run: {0}")]
     Cpu(#[source] SelfCheckError),
+    /// The proof of the host's storage could not run to a verdict.
+    #[error("the proof of storage could not run")]
+    Storage(#[source] crate::storage::StorageHostError),
 }
 
 /// The proof of this host's cores, as a validator would run it.
@@ -187,6 +190,33 @@ pub fn prove_cpu(inspect: &InspectReport) -> Result<HostCpuProof, ProveError> {
         host_threads,
         check,
     })
+}
+
+/// Proves the storage holding `dir` as a validator would: a data set of `bytes` (whole
+/// items) of `class`, bound to the host's first GPU, kept in `dir` between runs, audited,
+/// walked and spot-checked (`crate::storage::prove`).
+pub fn prove_storage(
+    inspect: &InspectReport,
+    dir: &std::path::Path,
+    bytes: u64,
+    class: pog_proof::storage::DeviceClass,
+    audit_samples: u32,
+) -> Result<crate::storage::HostStorageProof, ProveError> {
+    let anchor = inspect
+        .inspection
+        .gpus
+        .iter()
+        .find_map(|g| Some((g.uuid.as_ref()?, g.bus_id?)))
+        .ok_or(ProveError::NoGpu)?;
+    let uuid: GpuUuid = anchor.0.parse().map_err(|_| ProveError::NoGpu)?;
+    crate::storage::prove(&crate::storage::StorageProveOptions {
+        dir: dir.to_path_buf(),
+        bytes,
+        class,
+        to: pog_proof::challenge::Addressee::shape_only(&uuid, &anchor.1.to_string()),
+        audit_samples,
+    })
+    .map_err(ProveError::Storage)
 }
 
 /// Why one GPU's self-challenge could not run to a verdict. The report shows it as its

@@ -737,6 +737,69 @@ pub fn cpu_proof(p: &pog_local::hostproof::HostCpuProof) {
     println!("{t}");
 }
 
+/// `pog prove --proof storage`: the data set, the walk against its bound, the checks.
+pub fn storage_proof(p: &pog_local::storage::HostStorageProof) {
+    let mut t = table([
+        "data set",
+        "built",
+        "walk / bound",
+        "read (median, p99)",
+        "audit",
+        "openings",
+        "verify",
+        "bytes to / from",
+        "verdict",
+    ]);
+    t.add_row(vec![
+        format!(
+            "{:.1} MiB in {} ({}, {})",
+            p.bytes as f64 / f64::from(1u32 << 20),
+            p.dir.display(),
+            p.filesystem,
+            if p.direct_io {
+                "O_DIRECT"
+            } else {
+                "page cache dropped"
+            }
+        ),
+        if p.built {
+            format!(
+                "now, in {:.1} s on {} threads",
+                p.build_ms / 1e3,
+                p.build_threads
+            )
+        } else {
+            format!(
+                "kept: {:.1} h ago, in {:.1} s on {} threads",
+                p.age_ms as f64 / 3.6e6,
+                p.build_ms / 1e3,
+                p.build_threads
+            )
+        },
+        format!(
+            "{:.1} / {:.1} ms ({:.3}, {} steps)",
+            p.time.measured_ms, p.time.expected_ms, p.time.ratio, p.steps
+        ),
+        format!("{:.0} µs, {:.0} µs", p.read_us_median, p.read_us_p99),
+        match &p.audit.error {
+            None => format!("{} ok ({:.0} ms)", p.audit.samples, p.audit.verify_ms),
+            Some(e) => e.clone(),
+        },
+        match &p.error {
+            None => format!("{} ok, {} regenerated", p.opened, p.regenerated),
+            Some(e) => e.clone(),
+        },
+        format!("{:.1} ms", p.verify_ms),
+        format!("{} / {}", p.bytes_to_agent, p.bytes_from_agent),
+        if p.passed() {
+            "accepted".into()
+        } else {
+            "rejected".into()
+        },
+    ]);
+    println!("{t}");
+}
+
 fn proofs_table<'a>(
     headings: [&str; 4],
     proofs: &'a [GpuProof],

@@ -822,3 +822,93 @@ fn output_into_a_closed_pipe_ends_quietly_not_in_a_panic() {
     const SIGPIPE: i32 = 13;
     assert_eq!(out.status.signal(), Some(SIGPIPE), "{:?}", out.status);
 }
+
+/// `pog prove --proof storage`: an honest small data set passes and is kept; the same file
+/// made sparse (half its blocks punched out) or cut to half its size is never walked, but
+/// rebuilt, and the report says why; a directory that cannot hold the claim is an error
+/// (exit 2) that leaves nothing behind.
+#[test]
+fn the_storage_proof_keeps_its_data_set_and_never_walks_a_sparse_or_short_one() {
+    use std::os::unix::io::AsRawFd;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("storage");
+    let prove = |size: &str| {
+        json_of(pog().args([
+            "prove",
+            "--json",
+            "--simulate",
+            "H200 SXM",
+            "--proof",
+            "storage",
+            "--storage-dir",
+            data.to_str().unwrap(),
+            "--storage-size",
+            size,
+            "--storage-audit",
+            "4",
+            // The SSD class's bound (1 ms a step): this test is about what is kept, and an
+            // honest walk beside the other CLI tests read at 145 µs median (1.5× the NVMe
+            // bound in a debug build).
+            "--storage-class",
+            "ssd",
+        ]))
+    };
+    let (first, code) = prove("2M");
+    assert_eq!(code, 0, "{first}");
+    assert_eq!(first["storage"]["built"], true);
+    assert_eq!(first["storage"]["bytes"], 2 << 20);
+    let (second, code) = prove("2M");
+    assert_eq!(code, 0, "{second}");
+    assert_eq!(second["storage"]["built"], false);
+    assert_eq!(second["storage"]["root"], first["storage"]["root"]);
+
+    // Half the file's blocks punched out: sparse, refused, rebuilt.
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(data.join("dataset.bin"))
+        .unwrap();
+    // SAFETY: a valid descriptor and range.
+    let punched = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            1 << 20,
+            1 << 20,
+        )
+    };
+    if punched == 0 {
+        let (third, code) = prove("2M");
+        assert_eq!(code, 0, "{third}");
+        assert_eq!(third["storage"]["built"], true);
+        let why = third["storage"]["rebuilt_because"].as_str().unwrap();
+        assert!(why.contains("sparse"), "{why}");
+    }
+    // Cut to half its size: refused, rebuilt.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(data.join("dataset.bin"))
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let (fourth, code) = prove("2M");
+    assert_eq!(code, 0, "{fourth}");
+    let why = fourth["storage"]["rebuilt_because"].as_str().unwrap();
+    assert!(why.contains("bytes"), "{why}");
+
+    // More than the disk holds: exit 2, nothing created.
+    let (error, code) = json_of(pog().args([
+        "prove",
+        "--json",
+        "--simulate",
+        "H200 SXM",
+        "--proof",
+        "storage",
+        "--storage-dir",
+        dir.path().join("huge").to_str().unwrap(),
+        "--storage-size",
+        "1000T",
+    ]));
+    assert_eq!(code, 2);
+    assert!(error["error"].as_str().unwrap().contains("free"), "{error}");
+    assert!(!dir.path().join("huge").exists());
+}

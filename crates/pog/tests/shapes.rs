@@ -155,6 +155,35 @@ fn prove() {
 }
 
 #[test]
+fn prove_storage() {
+    // A directory on the build's disk (the system's temporary directory may be a RAM file
+    // system, which the proof refuses).
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("storage");
+    pin(
+        "prove-storage",
+        &[
+            "prove",
+            "--json",
+            "--simulate",
+            "H200 SXM",
+            "--proof",
+            "storage",
+            "--storage-dir",
+            data.to_str().unwrap(),
+            "--storage-size",
+            "1M",
+            "--storage-audit",
+            "4",
+            // The SSD class's bound (1 ms a step): an honest pass on a busy machine.
+            "--storage-class",
+            "ssd",
+        ],
+        0,
+    );
+}
+
+#[test]
 fn specs() {
     pin("specs", &["specs", "--json", "H200 SXM"], 0);
 }

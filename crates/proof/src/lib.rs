@@ -17,6 +17,10 @@
 //! The proof of CPU ([`cpu`]) is a third: the host's cores, each running one latency-bound
 //! chain at once, timed against one such chain run alone.
 //!
+//! The proof of storage ([`storage`]) is a fourth, with a session of its own
+//! ([`storage::session`]): a data set of the claimed size kept on the claimed storage between
+//! rounds, walked at data-dependent positions while the validator's clock runs.
+//!
 //! [`prover::CpuProver`] is an honest (and, for tests, a dishonest) prover on the CPU at small
 //! sizes; the GPU prover lives with the device layer.
 //!
@@ -37,6 +41,7 @@ pub mod params;
 pub mod prover;
 pub mod session;
 pub mod soundness;
+pub mod storage;
 pub mod task;
 pub mod timing;
 pub mod verify;

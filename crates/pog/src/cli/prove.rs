@@ -1,7 +1,8 @@
 //! The flags of `pog prove`, and the prover choice it shares with `pog agent`.
 
-use super::parse::parse_milliseconds;
+use super::parse::{parse_bytes, parse_milliseconds};
 use clap::Args;
+use std::path::PathBuf;
 
 /// What `pog prove` challenges (by default: the validator's plan for the claimed model).
 #[derive(Debug, Args, Clone)]
@@ -50,6 +51,38 @@ pub struct ProveArgs {
     /// [default: 4].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub steps: Option<u32>,
+    /// Storage proof: a directory on the storage to prove; the data set is built there once
+    /// and kept between runs (rebuilt after 30 days or for another size).
+    #[arg(long, value_name = "DIR", required_if_eq("proof", "storage"))]
+    pub storage_dir: Option<PathBuf>,
+    /// Storage proof: the claimed size in bytes (K, M, G, T: powers of 1024), built in whole
+    /// items of 256 KiB (1 MiB for `--storage-class ssd`).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, required_if_eq("proof", "storage"))]
+    pub storage_size: Option<u64>,
+    /// Storage proof: the claimed class of device, whose read time bounds the walk.
+    #[arg(long, value_enum, default_value = "nvme")]
+    pub storage_class: StorageClass,
+    /// Storage proof: chunks the audit of the data set's root regenerates.
+    #[arg(long, default_value = "256", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub storage_audit: u32,
+}
+
+/// The device classes a storage proof may claim (`pog_proof::storage::DeviceClass`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StorageClass {
+    /// A local NVMe SSD: 250 µs a dependent 4 KiB read at most.
+    Nvme,
+    /// A SATA/SAS SSD or a cloud block volume: 1 ms a read at most.
+    Ssd,
+}
+
+impl From<StorageClass> for pog_proof::storage::DeviceClass {
+    fn from(class: StorageClass) -> Self {
+        match class {
+            StorageClass::Nvme => Self::Nvme,
+            StorageClass::Ssd => Self::Ssd,
+        }
+    }
 }
 
 /// Which proofs `pog prove` runs.
@@ -64,6 +97,9 @@ pub enum ProofKind {
     /// The host's cores only: one lane per hardware thread at once, timed against one lane
     /// alone (the proof of CPU).
     Cpu,
+    /// The host's storage: a data set of `--storage-size` kept in `--storage-dir`, walked at
+    /// data-dependent positions against the class's read time (the proof of storage).
+    Storage,
 }
 
 /// Which prover `pog agent` computes challenges with.

@@ -8,6 +8,7 @@ use crate::host::collect_and_inspect;
 use crate::output::{print_json, verdict_line, Outcome, Verdict};
 use crate::render;
 use anyhow::Result;
+use clap::ValueEnum;
 use pog_local::hostproof::{
     self, GpuProof, HostCpuProof, MemoryOverrides, ProofKinds, ProveOptions,
 };
@@ -24,6 +25,9 @@ pub fn run(global: &Global, args: &ProveArgs) -> Result<Outcome> {
     let inspect = collect_and_inspect(global, pog_sim::DEFAULT_HOST)?;
     if args.proof == ProofKind::Cpu {
         return run_cpu(global, &inspect);
+    }
+    if args.proof == ProofKind::Storage {
+        return run_storage(global, &inspect, args);
     }
     let options = ProveOptions {
         gpus: args.gpus.clone(),
@@ -104,6 +108,63 @@ fn run_cpu(global: &Global, inspect: &pog_inspect::InspectReport) -> Result<Outc
         )?;
     } else {
         render::cpu_proof(&proof);
+        verdict_line(verdict, &summary, false);
+    }
+    Ok(Outcome(verdict))
+}
+
+/// What `pog prove --proof storage --json` reports.
+#[derive(Serialize)]
+struct StorageReport<'a> {
+    storage: &'a pog_local::storage::HostStorageProof,
+}
+
+/// `pog prove --proof storage`: the proof of the storage under `--storage-dir`.
+fn run_storage(
+    global: &Global,
+    inspect: &pog_inspect::InspectReport,
+    args: &ProveArgs,
+) -> Result<Outcome> {
+    let (Some(dir), Some(bytes)) = (&args.storage_dir, args.storage_size) else {
+        anyhow::bail!("--proof storage needs --storage-dir DIR and --storage-size BYTES");
+    };
+    let proof = hostproof::prove_storage(
+        inspect,
+        dir,
+        bytes,
+        args.storage_class.into(),
+        args.storage_audit,
+    )?;
+    let verdict = if proof.passed() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    };
+    let summary = format!(
+        "{} steps over {:.1} MiB in {:.3}× the {} bound, {} openings {}",
+        proof.steps,
+        proof.bytes as f64 / f64::from(1u32 << 20),
+        proof.time.ratio,
+        args.storage_class
+            .to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_string()),
+        proof.opened,
+        match (&proof.audit.error, &proof.error) {
+            (None, None) => "checked".to_string(),
+            (Some(e), _) | (None, Some(e)) => format!("refused: {e}"),
+        }
+    );
+    // The storage proof runs on this host's real storage, whatever the inventory's origin.
+    if global.json {
+        print_json(
+            "prove",
+            verdict,
+            &summary,
+            false,
+            &StorageReport { storage: &proof },
+        )?;
+    } else {
+        render::storage_proof(&proof);
         verdict_line(verdict, &summary, false);
     }
     Ok(Outcome(verdict))

@@ -47,20 +47,28 @@ pub fn chacha_block(key: &[u32; 8], tail: [u32; 4], double_rounds: u32) -> [u32;
     input[4..12].copy_from_slice(key);
     input[12..].copy_from_slice(&tail);
     let mut s = input;
-    for _ in 0..double_rounds {
-        quarter_round(&mut s, 0, 4, 8, 12);
-        quarter_round(&mut s, 1, 5, 9, 13);
-        quarter_round(&mut s, 2, 6, 10, 14);
-        quarter_round(&mut s, 3, 7, 11, 15);
-        quarter_round(&mut s, 0, 5, 10, 15);
-        quarter_round(&mut s, 1, 6, 11, 12);
-        quarter_round(&mut s, 2, 7, 8, 13);
-        quarter_round(&mut s, 3, 4, 9, 14);
-    }
+    self::double_rounds(&mut s, double_rounds);
     for (word, start) in s.iter_mut().zip(input) {
         *word = word.wrapping_add(start);
     }
     s
+}
+
+/// `n` ChaCha double rounds (a column round, then a diagonal round) on `s`, in place: the
+/// permutation inside [`chacha_block`], without its constants or feed-forward (the proof of
+/// storage builds its items from it).
+#[inline]
+pub fn double_rounds(s: &mut [u32; 16], n: u32) {
+    for _ in 0..n {
+        quarter_round(s, 0, 4, 8, 12);
+        quarter_round(s, 1, 5, 9, 13);
+        quarter_round(s, 2, 6, 10, 14);
+        quarter_round(s, 3, 7, 11, 15);
+        quarter_round(s, 0, 5, 10, 15);
+        quarter_round(s, 1, 6, 11, 12);
+        quarter_round(s, 2, 7, 8, 13);
+        quarter_round(s, 3, 4, 9, 14);
+    }
 }
 
 /// Two blocks under `key` for a 64-bit `index` in `domain`: words 0–15 from block 0, 16–31

@@ -1,0 +1,781 @@
+//! The proof of storage on the validator's side, as two state machines over the agent's
+//! messages. A data set ([`DatasetSession`]): sent → built (the root) → audit request →
+//! audit openings → the root kept, or refused. A round ([`RoundSession`]): issued → walk
+//! (timed: the validator's clock stops when the digests arrive) → open request → openings →
+//! outcome. Out-of-order, repeated, late or misaddressed messages are errors that leave a
+//! session as it was; answers that do not check out settle it as rejected, with the reason.
+
+use super::{
+    ChunkOpening, StorageDataset, StorageError, StorageOpenRequest, StorageOpenings, StorageRound,
+    StorageWalk,
+};
+use crate::timing::{self, TimeCheck};
+use pog_merkle::Hash;
+use pog_signed::PublicKey;
+use serde::{Deserialize, Serialize};
+
+/// The message kinds of the proof of storage.
+pub mod kind {
+    /// Validator → agent: build and keep this data set ([`DatasetMessage`](super::DatasetMessage)).
+    pub const STORAGE_DATASET: &str = "storage-dataset";
+    /// Agent → validator: it is built, under this root ([`BuiltMessage`](super::BuiltMessage)).
+    pub const STORAGE_BUILT: &str = "storage-built";
+    /// Validator → agent: the chunks the audit opens ([`AuditMessage`](super::AuditMessage)).
+    pub const STORAGE_AUDIT: &str = "storage-audit";
+    /// Agent → validator: those chunks with their paths ([`AuditOpeningsMessage`](super::AuditOpeningsMessage)).
+    pub const STORAGE_AUDIT_OPENINGS: &str = "storage-audit-openings";
+    /// Validator → agent: walk this round ([`RoundMessage`](super::RoundMessage)).
+    pub const STORAGE_ROUND: &str = "storage-round";
+    /// Agent → validator: the digests ([`WalkMessage`](super::WalkMessage)).
+    pub const STORAGE_WALK: &str = "storage-walk";
+    /// Validator → agent: the steps to open ([`OpenMessage`](super::OpenMessage)).
+    pub const STORAGE_OPEN: &str = "storage-open";
+    /// Agent → validator: the chunks read at those steps ([`OpeningsMessage`](super::OpeningsMessage)).
+    pub const STORAGE_OPENINGS: &str = "storage-openings";
+}
+
+/// Validator → agent: build and keep `dataset` (a new one replaces the one kept).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetMessage {
+    /// Unique per data set, hex.
+    pub id: String,
+    /// The data set.
+    pub dataset: StorageDataset,
+    /// When the validator sent it (its clock, Unix ms).
+    pub issued_at_ms: u64,
+    /// The validator's clock: the root must arrive by then.
+    pub expires_at_ms: u64,
+}
+
+/// Agent → validator: the data set is built and kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuiltMessage {
+    /// The data set's id, as sent.
+    pub dataset_id: String,
+    /// Its Merkle root, lowercase hex.
+    #[serde(with = "hex::serde")]
+    pub root: Hash,
+}
+
+/// Validator → agent: open these chunks of the data set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditMessage {
+    /// The data set's id, as sent.
+    pub dataset_id: String,
+    /// The chunks, in the order drawn.
+    pub chunks: Vec<u64>,
+}
+
+/// Agent → validator: the chunks asked, in order, with their paths.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditOpeningsMessage {
+    /// The data set's id, as sent.
+    pub dataset_id: String,
+    /// The chunks.
+    pub chunks: Vec<ChunkOpening>,
+}
+
+/// The verdict on a data set's audit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditOutcome {
+    /// The data set's id.
+    pub dataset_id: String,
+    /// The root audited, hex.
+    pub root: String,
+    /// The validator's time from sending the data set to its root, ms (the build, as the
+    /// validator saw it).
+    pub build_ms: f64,
+    /// Chunks drawn and regenerated.
+    pub samples: usize,
+    /// Why the audit failed; none when every chunk checked out.
+    pub rejection: Option<String>,
+    /// True when every chunk checked out: the validator keeps the root for its rounds.
+    pub accepted: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum DatasetState {
+    Sent,
+    Built {
+        root: Hash,
+        build_ms: f64,
+        chunks: Vec<u64>,
+    },
+    Audited {
+        root: Hash,
+    },
+    Refused,
+}
+
+/// The validator's view of one data set, from sending it to keeping its root.
+#[derive(Debug)]
+pub struct DatasetSession {
+    message: DatasetMessage,
+    agent: PublicKey,
+    secret: [u8; 32],
+    samples: u32,
+    state: DatasetState,
+}
+
+impl DatasetSession {
+    /// The session of `message` (as sent), answerable only by `agent`; `secret` draws
+    /// `samples` chunks for the audit.
+    pub fn new(
+        message: &DatasetMessage,
+        agent: PublicKey,
+        secret: [u8; 32],
+        samples: u32,
+    ) -> DatasetSession {
+        DatasetSession {
+            message: message.clone(),
+            agent,
+            secret,
+            samples,
+            state: DatasetState::Sent,
+        }
+    }
+
+    fn check_sender(&self, id: &str, signer: &PublicKey) -> Result<(), RoundError> {
+        if id != self.message.id {
+            return Err(RoundError::WrongId {
+                expected: self.message.id.clone(),
+                got: id.to_string(),
+            });
+        }
+        if *signer != self.agent {
+            return Err(RoundError::WrongSigner {
+                expected: self.agent.clone(),
+                got: signer.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Takes the root that arrived at `now_ms`; returns the chunks the audit opens.
+    pub fn on_built(
+        &mut self,
+        message: &BuiltMessage,
+        signer: &PublicKey,
+        now_ms: u64,
+    ) -> Result<AuditMessage, RoundError> {
+        self.check_sender(&message.dataset_id, signer)?;
+        if self.state != DatasetState::Sent {
+            return Err(RoundError::OutOfOrder("the root"));
+        }
+        if now_ms > self.message.expires_at_ms {
+            return Err(RoundError::Expired {
+                expires_at_ms: self.message.expires_at_ms,
+                now_ms,
+            });
+        }
+        let chunks = self
+            .message
+            .dataset
+            .audit_draw(&message.root, &self.secret, self.samples);
+        self.state = DatasetState::Built {
+            root: message.root,
+            build_ms: now_ms.saturating_sub(self.message.issued_at_ms) as f64,
+            chunks: chunks.clone(),
+        };
+        Ok(AuditMessage {
+            dataset_id: self.message.id.clone(),
+            chunks,
+        })
+    }
+
+    /// Takes the audit's openings: each must be the chunk asked, under the root, and the data
+    /// set's (its item regenerated). Settles the data set as kept or refused.
+    pub fn on_audit_openings(
+        &mut self,
+        message: &AuditOpeningsMessage,
+        signer: &PublicKey,
+    ) -> Result<AuditOutcome, RoundError> {
+        self.check_sender(&message.dataset_id, signer)?;
+        let DatasetState::Built {
+            root,
+            build_ms,
+            chunks,
+        } = &self.state
+        else {
+            return Err(RoundError::OutOfOrder("the audit's openings"));
+        };
+        let dataset = &self.message.dataset;
+        let checked = if message.chunks.len() != chunks.len() {
+            Err(StorageError::WrongOpeningCount {
+                expected: chunks.len(),
+                got: message.chunks.len(),
+            })
+        } else {
+            chunks
+                .iter()
+                .zip(&message.chunks)
+                .try_for_each(|(&asked, opening)| {
+                    if opening.index != asked {
+                        return Err(StorageError::NotAsked {
+                            expected: asked,
+                            got: opening.index,
+                        });
+                    }
+                    dataset.check_chunk(root, opening)
+                })
+        };
+        let outcome = AuditOutcome {
+            dataset_id: self.message.id.clone(),
+            root: hex::encode(root),
+            build_ms: *build_ms,
+            samples: chunks.len(),
+            accepted: checked.is_ok(),
+            rejection: checked.err().map(|e| e.to_string()),
+        };
+        self.state = if outcome.accepted {
+            DatasetState::Audited { root: *root }
+        } else {
+            DatasetState::Refused
+        };
+        Ok(outcome)
+    }
+
+    /// The data set and its root once the audit passed: what the validator keeps to walk.
+    pub fn kept(&self) -> Option<(&StorageDataset, Hash)> {
+        match &self.state {
+            DatasetState::Audited { root } => Some((&self.message.dataset, *root)),
+            _ => None,
+        }
+    }
+}
+
+/// Validator → agent: walk `round` now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoundMessage {
+    /// Unique per round, hex.
+    pub id: String,
+    /// The round.
+    pub round: StorageRound,
+    /// When the validator sent it (its clock, Unix ms): the timed walk starts here.
+    pub issued_at_ms: u64,
+    /// The validator's clock: the digests must arrive by then.
+    pub expires_at_ms: u64,
+}
+
+/// Agent → validator: the walk's digests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WalkMessage {
+    /// The round's id, as issued.
+    pub round_id: String,
+    /// The digests.
+    pub walk: StorageWalk,
+}
+
+/// Validator → agent: the steps to open.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenMessage {
+    /// The round's id, as issued.
+    pub round_id: String,
+    /// The steps.
+    pub request: StorageOpenRequest,
+}
+
+/// Agent → validator: the chunks read at the steps asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpeningsMessage {
+    /// The round's id, as issued.
+    pub round_id: String,
+    /// The chunks.
+    pub openings: StorageOpenings,
+}
+
+/// Why a message does not fit the session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RoundError {
+    /// The message names another round or data set than the session's.
+    #[error("message for {got}, this session is {expected}")]
+    WrongId {
+        /// This session's id.
+        expected: String,
+        /// The id the message names.
+        got: String,
+    },
+    /// Signed by another key than the agent the round was sent to.
+    #[error("signed by {got}, expected the agent {expected}")]
+    WrongSigner {
+        /// The agent's key.
+        expected: PublicKey,
+        /// The signer.
+        got: PublicKey,
+    },
+    /// A message the round is not waiting for.
+    #[error("{0} arrived out of order")]
+    OutOfOrder(&'static str),
+    /// The digests came after the round's expiry.
+    #[error("the round expired at {expires_at_ms} ms; the digests came at {now_ms} ms")]
+    Expired {
+        /// The expiry, Unix ms.
+        expires_at_ms: u64,
+        /// When they came, Unix ms.
+        now_ms: u64,
+    },
+}
+
+/// The verdict on one storage round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundOutcome {
+    /// The round's id.
+    pub round_id: String,
+    /// The data set's root, hex.
+    pub root: String,
+    /// Steps walked.
+    pub steps: u32,
+    /// Steps opened and checked.
+    pub opened: usize,
+    /// Items the validator regenerated among them.
+    pub regenerated: u32,
+    /// Why the walk or its openings were refused; none when they checked out.
+    pub rejection: Option<String>,
+    /// The validator's clock over the walk against the bound.
+    pub time: TimeCheck,
+    /// True when the openings checked out and the time bound held.
+    pub accepted: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum State {
+    Issued,
+    Walked {
+        walk: StorageWalk,
+        time: TimeCheck,
+        request: StorageOpenRequest,
+    },
+    Done,
+}
+
+/// The validator's view of one storage round.
+#[derive(Debug)]
+pub struct RoundSession {
+    id: String,
+    round: StorageRound,
+    agent: PublicKey,
+    issued_at_ms: u64,
+    expires_at_ms: u64,
+    expected_ms: f64,
+    secret: [u8; 32],
+    /// Steps to open, and items to regenerate among them.
+    checks: (u32, u32),
+    state: State,
+}
+
+impl RoundSession {
+    /// The session of `message` (as sent), answerable only by `agent`, judged against
+    /// `expected_ms`; `secret` draws `checks.0` steps to open and `checks.1` items to
+    /// regenerate among them.
+    pub fn new(
+        message: &RoundMessage,
+        agent: PublicKey,
+        expected_ms: f64,
+        secret: [u8; 32],
+        checks: (u32, u32),
+    ) -> RoundSession {
+        RoundSession {
+            id: message.id.clone(),
+            round: message.round.clone(),
+            agent,
+            issued_at_ms: message.issued_at_ms,
+            expires_at_ms: message.expires_at_ms,
+            expected_ms,
+            secret,
+            checks,
+            state: State::Issued,
+        }
+    }
+
+    /// The round's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn check_sender(&self, id: &str, signer: &PublicKey) -> Result<(), RoundError> {
+        if id != self.id {
+            return Err(RoundError::WrongId {
+                expected: self.id.clone(),
+                got: id.to_string(),
+            });
+        }
+        if *signer != self.agent {
+            return Err(RoundError::WrongSigner {
+                expected: self.agent.clone(),
+                got: signer.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn outcome(
+        &self,
+        time: TimeCheck,
+        opened: usize,
+        checked: Result<u32, StorageError>,
+    ) -> RoundOutcome {
+        let accepted = checked.is_ok() && time.accepted;
+        RoundOutcome {
+            round_id: self.id.clone(),
+            root: hex::encode(self.round.root),
+            steps: self.round.steps,
+            opened,
+            regenerated: *checked.as_ref().unwrap_or(&0),
+            rejection: checked.err().map(|e| e.to_string()),
+            time,
+            accepted,
+        }
+    }
+
+    /// Takes the digests that arrived at `now_ms` (validator clock) with the measured round
+    /// trip. Digests of the wrong count settle the round as rejected (`Err` of the outcome:
+    /// nothing to open); else the steps to open.
+    pub fn on_walk(
+        &mut self,
+        message: &WalkMessage,
+        signer: &PublicKey,
+        now_ms: u64,
+        round_trip_ms: f64,
+    ) -> Result<Result<OpenMessage, RoundOutcome>, RoundError> {
+        self.check_sender(&message.round_id, signer)?;
+        if self.state != State::Issued {
+            return Err(RoundError::OutOfOrder("the walk"));
+        }
+        if now_ms > self.expires_at_ms {
+            return Err(RoundError::Expired {
+                expires_at_ms: self.expires_at_ms,
+                now_ms,
+            });
+        }
+        let measured = now_ms.saturating_sub(self.issued_at_ms) as f64;
+        let time = timing::check(measured, round_trip_ms, self.expected_ms);
+        match self.round.draw(&message.walk, &self.secret, self.checks.0) {
+            Err(e) => {
+                self.state = State::Done;
+                Ok(Err(self.outcome(time, 0, Err(e))))
+            }
+            Ok(request) => {
+                self.state = State::Walked {
+                    walk: message.walk.clone(),
+                    time,
+                    request: request.clone(),
+                };
+                Ok(Ok(OpenMessage {
+                    round_id: self.id.clone(),
+                    request,
+                }))
+            }
+        }
+    }
+
+    /// Takes the openings and settles the round.
+    pub fn on_openings(
+        &mut self,
+        message: &OpeningsMessage,
+        signer: &PublicKey,
+    ) -> Result<RoundOutcome, RoundError> {
+        self.check_sender(&message.round_id, signer)?;
+        let State::Walked {
+            walk,
+            time,
+            request,
+        } = &self.state
+        else {
+            return Err(RoundError::OutOfOrder("the openings"));
+        };
+        let checked = self.round.check_openings(
+            walk,
+            request,
+            &message.openings,
+            (&self.secret, self.checks.1),
+        );
+        let outcome = self.outcome(*time, request.steps.len(), checked);
+        self.state = State::Done;
+        Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::challenge::Addressee;
+    use crate::storage::{MemoryDataset, StorageDataset, StorageShape, REGENERATED, SAMPLES};
+    use std::convert::Infallible;
+
+    fn set() -> MemoryDataset {
+        MemoryDataset::build(&StorageDataset::new(
+            [1; 32],
+            Addressee::shape_only(&"GPU-host".parse().unwrap(), "0"),
+            StorageShape {
+                items: 32,
+                chunks_per_item: 1,
+                passes: 1,
+                double_rounds: 1,
+            },
+        ))
+    }
+
+    fn issued(set: &MemoryDataset) -> (RoundMessage, RoundSession) {
+        let message = RoundMessage {
+            id: "r1".into(),
+            round: StorageRound {
+                dataset: set.dataset.clone(),
+                root: set.root(),
+                nonce: [2; 32],
+                steps: 64,
+            },
+            issued_at_ms: 1_000,
+            expires_at_ms: 11_000,
+        };
+        let session = RoundSession::new(
+            &message,
+            PublicKey::from([0xaa; 32]),
+            100.0,
+            [3; 32],
+            (SAMPLES, REGENERATED),
+        );
+        (message, session)
+    }
+
+    fn walked(set: &MemoryDataset, round: &StorageRound) -> WalkMessage {
+        WalkMessage {
+            round_id: "r1".into(),
+            walk: round
+                .walk(|i| Ok::<_, Infallible>(set.chunk(i).unwrap().to_vec()))
+                .unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_round_in_time_with_good_openings_is_accepted_and_a_late_one_is_not() {
+        let set = set();
+        let agent = PublicKey::from([0xaa; 32]);
+        for (arrival, accepted) in [(1_050, true), (1_500, false)] {
+            let (message, mut session) = issued(&set);
+            let walk = walked(&set, &message.round);
+            let open = session
+                .on_walk(&walk, &agent, arrival, 0.0)
+                .unwrap()
+                .unwrap();
+            let openings = OpeningsMessage {
+                round_id: "r1".into(),
+                openings: set
+                    .open_steps(&message.round, &walk.walk, &open.request)
+                    .unwrap(),
+            };
+            let outcome = session.on_openings(&openings, &agent).unwrap();
+            assert_eq!(outcome.accepted, accepted, "{outcome:?}");
+            assert_eq!(outcome.rejection, None);
+            assert_eq!(outcome.regenerated, REGENERATED);
+            // Settled: nothing more is taken.
+            assert_eq!(
+                session.on_openings(&openings, &agent),
+                Err(RoundError::OutOfOrder("the openings"))
+            );
+        }
+    }
+
+    #[test]
+    fn misaddressed_late_or_out_of_order_messages_leave_the_round_waiting() {
+        let set = set();
+        let agent = PublicKey::from([0xaa; 32]);
+        let (message, mut session) = issued(&set);
+        let walk = walked(&set, &message.round);
+        let openings = OpeningsMessage {
+            round_id: "r1".into(),
+            openings: StorageOpenings { chunks: vec![] },
+        };
+        assert_eq!(
+            session.on_openings(&openings, &agent),
+            Err(RoundError::OutOfOrder("the openings"))
+        );
+        assert!(matches!(
+            session.on_walk(&walk, &PublicKey::from([0xbb; 32]), 1_050, 0.0),
+            Err(RoundError::WrongSigner { .. })
+        ));
+        let other = WalkMessage {
+            round_id: "r2".into(),
+            ..walk.clone()
+        };
+        assert!(matches!(
+            session.on_walk(&other, &agent, 1_050, 0.0),
+            Err(RoundError::WrongId { .. })
+        ));
+        assert!(matches!(
+            session.on_walk(&walk, &agent, 20_000, 0.0),
+            Err(RoundError::Expired { .. })
+        ));
+        // Still waiting: the right walk is taken, once.
+        assert!(session.on_walk(&walk, &agent, 1_050, 0.0).unwrap().is_ok());
+        assert_eq!(
+            session.on_walk(&walk, &agent, 1_060, 0.0).unwrap_err(),
+            RoundError::OutOfOrder("the walk")
+        );
+    }
+
+    #[test]
+    fn a_short_walk_or_bad_openings_settle_the_round_rejected() {
+        let set = set();
+        let agent = PublicKey::from([0xaa; 32]);
+        let (message, mut session) = issued(&set);
+        let mut walk = walked(&set, &message.round);
+        walk.walk.digests.pop();
+        let settled = session
+            .on_walk(&walk, &agent, 1_050, 0.0)
+            .unwrap()
+            .unwrap_err();
+        assert!(!settled.accepted);
+        assert!(settled.rejection.unwrap().contains("digests"));
+
+        let (message, mut session) = issued(&set);
+        let walk = walked(&set, &message.round);
+        let open = session.on_walk(&walk, &agent, 1_050, 0.0).unwrap().unwrap();
+        let mut openings = set
+            .open_steps(&message.round, &walk.walk, &open.request)
+            .unwrap();
+        openings.chunks[0].bytes[0] ^= 1;
+        let outcome = session
+            .on_openings(
+                &OpeningsMessage {
+                    round_id: "r1".into(),
+                    openings,
+                },
+                &agent,
+            )
+            .unwrap();
+        assert!(!outcome.accepted && outcome.time.accepted);
+        assert!(outcome.rejection.unwrap().contains("not in the committed"));
+    }
+
+    #[test]
+    fn messages_round_trip_through_signed_envelopes() {
+        let set = set();
+        let (message, _) = issued(&set);
+        let validator = pog_signed::Identity::from_seed([5; 32]);
+        let sealed = validator.seal(kind::STORAGE_ROUND, &message).unwrap();
+        let bytes = serde_json::to_vec(&sealed).unwrap();
+        let (back, signer): (RoundMessage, _) =
+            pog_signed::decode(&bytes, kind::STORAGE_ROUND).unwrap();
+        assert_eq!(back, message);
+        assert_eq!(signer, validator.public_key());
+        assert!(pog_signed::decode::<RoundMessage>(&bytes, kind::STORAGE_WALK).is_err());
+    }
+
+    #[test]
+    fn a_data_set_is_kept_after_its_audit_and_a_root_over_junk_is_refused() {
+        let honest = set();
+        let agent = PublicKey::from([0xaa; 32]);
+        let message = DatasetMessage {
+            id: "d1".into(),
+            dataset: honest.dataset.clone(),
+            issued_at_ms: 1_000,
+            expires_at_ms: 100_000,
+        };
+        let junk = MemoryDataset::from_chunks(
+            &honest.dataset,
+            (0..32)
+                .map(|i| match i % 4 {
+                    0 => vec![0; crate::storage::CHUNK_BYTES],
+                    _ => honest.chunk(i).unwrap().to_vec(),
+                })
+                .collect(),
+        );
+        for (host, accepted) in [(&honest, true), (&junk, false)] {
+            let mut session = DatasetSession::new(&message, agent.clone(), [4; 32], 16);
+            assert!(session.kept().is_none());
+            let built = BuiltMessage {
+                dataset_id: "d1".into(),
+                root: host.root(),
+            };
+            let audit = session.on_built(&built, &agent, 5_000).unwrap();
+            assert_eq!(audit.chunks.len(), 16);
+            assert_eq!(
+                session.on_built(&built, &agent, 5_001),
+                Err(RoundError::OutOfOrder("the root"))
+            );
+            let openings = AuditOpeningsMessage {
+                dataset_id: "d1".into(),
+                chunks: audit
+                    .chunks
+                    .iter()
+                    .map(|&i| host.open(i).unwrap())
+                    .collect(),
+            };
+            let outcome = session.on_audit_openings(&openings, &agent).unwrap();
+            assert_eq!(outcome.accepted, accepted, "{outcome:?}");
+            assert_eq!(outcome.build_ms, 4_000.0);
+            assert_eq!(session.kept().is_some(), accepted);
+            if accepted {
+                assert_eq!(session.kept().unwrap().1, honest.root());
+            } else {
+                assert!(outcome.rejection.unwrap().contains("differs"));
+            }
+        }
+    }
+
+    #[test]
+    fn an_audit_answered_wrong_late_or_by_another_is_refused() {
+        let honest = set();
+        let agent = PublicKey::from([0xaa; 32]);
+        let message = DatasetMessage {
+            id: "d1".into(),
+            dataset: honest.dataset.clone(),
+            issued_at_ms: 1_000,
+            expires_at_ms: 2_000,
+        };
+        let mut session = DatasetSession::new(&message, agent.clone(), [4; 32], 8);
+        let built = BuiltMessage {
+            dataset_id: "d1".into(),
+            root: honest.root(),
+        };
+        assert!(matches!(
+            session.on_built(&built, &agent, 3_000),
+            Err(RoundError::Expired { .. })
+        ));
+        assert!(matches!(
+            session.on_built(&built, &PublicKey::from([1; 32]), 1_500),
+            Err(RoundError::WrongSigner { .. })
+        ));
+        let early = AuditOpeningsMessage {
+            dataset_id: "d1".into(),
+            chunks: vec![],
+        };
+        assert!(matches!(
+            session.on_audit_openings(&early, &agent),
+            Err(RoundError::OutOfOrder(_))
+        ));
+        let audit = session.on_built(&built, &agent, 1_500).unwrap();
+        // Fewer openings than asked, or another chunk than asked: refused.
+        let mut short = AuditOpeningsMessage {
+            dataset_id: "d1".into(),
+            chunks: audit
+                .chunks
+                .iter()
+                .map(|&i| honest.open(i).unwrap())
+                .collect(),
+        };
+        short.chunks.pop();
+        let outcome = session.on_audit_openings(&short, &agent).unwrap();
+        assert!(!outcome.accepted && session.kept().is_none());
+        let mut session = DatasetSession::new(&message, agent.clone(), [4; 32], 8);
+        let audit = session.on_built(&built, &agent, 1_500).unwrap();
+        let moved = AuditOpeningsMessage {
+            dataset_id: "d1".into(),
+            chunks: audit
+                .chunks
+                .iter()
+                .map(|&i| honest.open((i + 1) % 32).unwrap())
+                .collect(),
+        };
+        let outcome = session.on_audit_openings(&moved, &agent).unwrap();
+        assert!(!outcome.accepted, "{outcome:?}");
+    }
+}
