@@ -137,6 +137,19 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 run prove-cpu 0 "$POG" prove --proof cpu --json
 [ -x .gpu/cpu_cost ] && run cpu-cost 0 .gpu/cpu_cost 5
 
+# The proof of the host's storage (issue 23): a data set of STORAGE_SIZE (default 2G) built on
+# this host's disk under STORAGE_DIR, then walked three times against the NVMe class's bound
+# (the first run builds and audits it; the others find it kept), and the attack harness if it
+# was carried along (cargo build --release -p pog-local --example storage_attacks; 1 GiB).
+storage_dir=${STORAGE_DIR:-$(mktemp -d /var/tmp/pog-storage.XXXXXX)}
+for i in 1 2 3; do
+  run "prove-storage-$i-json" 0 "$POG" prove --proof storage --storage-dir "$storage_dir" \
+    --storage-size "${STORAGE_SIZE:-2G}" --json
+done
+df -hT "$storage_dir" >>"$LOG" 2>&1
+[ -x .gpu/storage_attacks ] && run storage-attacks 0 .gpu/storage_attacks "$storage_dir" 1024
+[ -z "${STORAGE_DIR:-}" ] && rm -rf "$storage_dir"
+
 # The health monitor's CPU cost at 1 s beside nvidia-smi and pynvml, and a live run at the
 # default cadence with its trace replayed (docs/monitor.md, "Cost on the H200").
 if [ "${MONITOR:-0}" = 1 ]; then
