@@ -61,7 +61,7 @@ if [ "${TRACE:-0}" = 1 ]; then
   mkdir -p "$OUT/trace"
   nvidia-smi -q -d TEMPERATURE >"$OUT/trace/nvidia-smi-temperature.txt" 2>&1
   "$POG" monitor run --interval 1 --record "$OUT/trace/trace.csv" --no-history \
-    --healthy "$(dirname "$0")/../crates/monitor/tests/data/h200-healthy.csv" \
+    --train "$(dirname "$0")/../crates/monitor/tests/data/h200-healthy.csv" \
     --metrics 127.0.0.1:9401 --json >"$OUT/trace/alerts.jsonl" 2>"$OUT/trace/monitor.log" &
   trace_pid=$!
   ( while sleep 20; do
@@ -141,14 +141,17 @@ run prove-cpu 0 "$POG" prove --proof cpu --json
 # this host's disk under STORAGE_DIR, then walked three times against the NVMe class's bound
 # (the first run builds and audits it; the others find it kept), and the attack harness if it
 # was carried along (cargo build --release -p pog-local --example storage_attacks; 1 GiB).
-storage_dir=${STORAGE_DIR:-$(mktemp -d /var/tmp/pog-storage.XXXXXX)}
-for i in 1 2 3; do
-  run "prove-storage-$i-json" 0 "$POG" prove --proof storage --storage-dir "$storage_dir" \
-    --storage-size "${STORAGE_SIZE:-2G}" --json
-done
-df -hT "$storage_dir" >>"$LOG" 2>&1
-[ -x .gpu/storage_attacks ] && run storage-attacks 0 .gpu/storage_attacks "$storage_dir" 1024
-[ -z "${STORAGE_DIR:-}" ] && rm -rf "$storage_dir"
+# STORAGE=0 skips it.
+if [ "${STORAGE:-1}" = 1 ]; then
+  storage_dir=${STORAGE_DIR:-$(mktemp -d /var/tmp/pog-storage.XXXXXX)}
+  for i in 1 2 3; do
+    run "prove-storage-$i-json" 0 "$POG" prove --proof storage --storage-dir "$storage_dir" \
+      --storage-size "${STORAGE_SIZE:-2G}" --json
+  done
+  df -hT "$storage_dir" >>"$LOG" 2>&1
+  [ -x .gpu/storage_attacks ] && run storage-attacks 0 .gpu/storage_attacks "$storage_dir" 1024
+  [ -z "${STORAGE_DIR:-}" ] && rm -rf "$storage_dir"
+fi
 
 # The health monitor's CPU cost at 1 s beside nvidia-smi and pynvml, and a live run at the
 # default cadence with its trace replayed (docs/monitor.md, "Cost on the H200").
@@ -199,7 +202,7 @@ fi
   [ -f "$OUT/network/checks.txt" ] && tail -3 "$OUT/network/checks.txt"
   [ -f "$OUT/trace/summary.txt" ] && cat "$OUT/trace/summary.txt"
 } | tee "$OUT/summary.txt"
-for f in "$OUT"/prove-json.json "$OUT"/prove-*-json.json; do
+for f in "$OUT"/prove-json.json "$OUT"/prove-bf16-*-json.json "$OUT"/prove-fp16-*-json.json "$OUT"/prove-int8-*-json.json; do
   [ -s "$f" ] && python3 - "$f" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys
 for p in json.load(open(sys.argv[1]))["proofs"]:
