@@ -511,7 +511,16 @@ mod tests {
         }
         let h200 = db.by_model("H200 SXM").unwrap();
         assert!(h200.measured);
-        assert!(!db.by_model("H100 SXM").unwrap().measured);
+        assert!(!db.by_model("H100 PCIe").unwrap().measured);
+        // The H100 SXM's proofs were measured (2026-12-05), not yet its benchmarks.
+        let h100 = db.by_model("H100 SXM").unwrap();
+        assert!(h100.measured);
+        let h100 = db.measurement(h100).unwrap();
+        assert!(h100.bench.is_none());
+        assert_eq!(
+            h100.proof_rate(Precision::Fp16, 16384).unwrap().tflops,
+            597.0
+        );
         let m = db.measurement(h200).unwrap();
         let bf16 = m.proof_rate(Precision::Bf16, 16384).unwrap();
         assert_eq!(bf16.tflops, 600.0);
