@@ -110,6 +110,8 @@ done
 # cheats, if the test binary was carried along (cargo test --release -p pog-device --test
 # memory_proof --no-run; copy the executable it names to .gpu/memory_proof). The honest runs,
 # the bandwidth cheat and whole rounds: scripts/memory-proof-h200.sh.
+# The full-size cases plan for this card's model (its name as nvidia-smi reports it).
+export POG_MEMORY_MODEL=${POG_MEMORY_MODEL:-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)}
 [ -x .gpu/memory_proof ] && run memory-proof-tests 0 .gpu/memory_proof --ignored --nocapture --test-threads 1
 
 # A validator and an agent on this host over loopback, as a network runs them (per-model GEMM

@@ -78,14 +78,22 @@ fn the_kernels_compute_what_the_reference_does_with_every_residency() {
     println!("memory proof kernels match the reference with every residency");
 }
 
+/// The model the full-size tests plan for: `POG_MEMORY_MODEL`, a model or a name as NVML
+/// reports it (`scripts/gpu-run.sh` sets it from nvidia-smi), else the H200 SXM.
+fn claimed_model() -> &'static pog_spec::GpuSpec {
+    let db = pog_spec::SpecDb::embedded();
+    let model = std::env::var("POG_MEMORY_MODEL").unwrap_or_else(|_| "H200 SXM".into());
+    db.by_model(&model)
+        .or_else(|| db.by_name(&model))
+        .unwrap_or_else(|| panic!("{model:?} is no model or name of the spec database"))
+}
+
 /// The full-size rates and the capacity cheats, as JSON lines for the run's report.
 #[test]
 #[ignore = "needs a CUDA GPU with the claimed model's memory"]
 fn full_size_rates_and_capacity_cheats() {
-    let model = std::env::var("POG_MEMORY_MODEL").unwrap_or_else(|_| "H200 SXM".into());
-    let spec = pog_spec::SpecDb::embedded()
-        .by_model(&model)
-        .expect("a known model");
+    let spec = claimed_model();
+    let model = &spec.model;
     let plan = pog_proof::memory::plan(spec, pog_proof::memory::WALK_SECONDS, None).unwrap();
     let gpu = Gpu::open(0).expect("a CUDA GPU");
     let d = DatasetSpec {
@@ -155,7 +163,7 @@ fn full_size_rates_and_capacity_cheats() {
 #[test]
 #[ignore = "needs a CUDA GPU with the claimed model's memory"]
 fn walk_rate_by_span_and_data_set_size() {
-    let spec = pog_spec::SpecDb::embedded().by_model("H200 SXM").unwrap();
+    let spec = claimed_model();
     let plan = pog_proof::memory::plan(spec, pog_proof::memory::WALK_SECONDS, None).unwrap();
     let gpu = Gpu::open(0).expect("a CUDA GPU");
     for items in [(8u64 << 30) / 128, plan.items] {
