@@ -227,10 +227,12 @@ async fn the_agents_metrics_carry_its_own_timing_of_each_proof() {
         gemm.outcome.unwrap().time.measured_ms,
         memory.outcome.unwrap().time.measured_ms,
     ];
+    // The validator's time is read in whole ms at both ends (a sent and a received stamp), so
+    // it may come out up to 1 ms short of the agent's own, which lies inside it.
     for (((proof, _, ratio), planned), measured) in ratios.iter().zip(planned).zip(measured) {
         let agent_ms = ratio * planned;
         assert!(
-            ratio.is_finite() && agent_ms > 0.0 && agent_ms <= measured + 1e-6,
+            ratio.is_finite() && agent_ms > 0.0 && agent_ms <= measured + 1.0,
             "{proof}: the agent's {agent_ms} ms against the validator's {measured} ms"
         );
     }
