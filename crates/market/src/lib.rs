@@ -31,7 +31,8 @@
 //!   records: the latest proof decides whether its GPU part counts, the window's pass rate
 //!   its reliability, the proofs' measured pace its compute figures; [`evidence`] reads its
 //!   rounds and health records into the uptime and the anomalies that reliability counts.
-//! - [`lease`]: what a trade becomes (GPUs for a time); [`settlement`]: what each period of a
+//! - [`lease`]: what a trade becomes (GPUs for a time), with the renter's [`access`];
+//!   [`settlement`]: what each period of a
 //!   lease pays the provider, for the hours the validator's rounds proved, and refunds the
 //!   renter.
 //!
@@ -39,6 +40,7 @@
 
 #![warn(missing_docs)]
 
+pub mod access;
 pub mod appraisal;
 pub mod auction;
 pub mod backing;

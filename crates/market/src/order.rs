@@ -217,7 +217,7 @@ pub struct Order {
     /// How the renter reaches the GPUs it rents (a bid's; never an ask's): carried into each
     /// lease the bid becomes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    access: Option<crate::lease::Access>,
+    access: Option<crate::access::Access>,
 }
 
 /// An order as it arrives, before [`Order::new`] checks it.
@@ -233,7 +233,7 @@ struct OrderFields {
     #[serde(default)]
     gpus: Vec<GpuUuid>,
     #[serde(default)]
-    access: Option<crate::lease::Access>,
+    access: Option<crate::access::Access>,
 }
 
 impl TryFrom<OrderFields> for Order {
@@ -291,7 +291,7 @@ impl Order {
 
     /// The same bid carrying how its renter reaches the GPUs it rents (`None`: none); an ask
     /// carries none.
-    pub fn granting(mut self, access: Option<crate::lease::Access>) -> Result<Order, OrderError> {
+    pub fn granting(mut self, access: Option<crate::access::Access>) -> Result<Order, OrderError> {
         if access.is_some() && self.side == Side::Ask {
             return Err(OrderError::AskGrantsAccess);
         }
@@ -300,7 +300,7 @@ impl Order {
     }
 
     /// How a bid's renter reaches the GPUs it rents.
-    pub fn access(&self) -> Option<&crate::lease::Access> {
+    pub fn access(&self) -> Option<&crate::access::Access> {
         self.access.as_ref()
     }
 

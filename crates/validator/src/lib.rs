@@ -27,6 +27,7 @@ pub mod pricing;
 pub mod registry;
 pub mod registry_model;
 pub mod reports;
+pub mod rows;
 pub mod schedule;
 pub mod settlement;
 pub mod standing;

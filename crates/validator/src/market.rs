@@ -515,6 +515,12 @@ struct Withdrawn {
     until_ms: u64,
 }
 
+impl crate::settlement::LeaseBook for Market {
+    fn all_leases(&self) -> Vec<pog_market::lease::Lease> {
+        Market::all_leases(self)
+    }
+}
+
 /// Where a clearing's leases go once the clearing is stored: the validator signs each into
 /// its ledger ([`crate::app`]).
 pub trait LeaseSink {

@@ -21,24 +21,22 @@
 
 use crate::market::{Market, MarketError, PostedPrice};
 use crate::registry::{NewRecord, RegistryError};
+use crate::rows::{read_rows, ReadRows};
 use crate::store::{RecordStore, StoreError};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use pog_market::appraisal::{
-    assess, price, Assessment, GpuHistory, RecordSummary, RELIABILITY_WINDOW,
-};
-use pog_market::evidence::{HealthEvidence, MissedRound};
+use pog_market::appraisal::{assess, price, Assessment, GpuHistory, RELIABILITY_WINDOW};
 use pog_market::quote::MarketState;
 use pog_market::{Config, GpuClass, Mechanism};
 use pog_net::http::ApiError;
 use pog_net::locked::Locked;
 use pog_records::reports as bodies;
-use pog_records::{GpuState, HealthRecord, MemoryRecord, Record, StoredBody};
+use pog_records::{GpuState, StoredBody};
 use pog_signed::RecordKind;
-use pog_signed::{Envelope, GpuUuid, Identity, WireError};
+use pog_signed::{GpuUuid, Identity, WireError};
 use pog_spec::SpecDb;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -96,18 +94,6 @@ pub enum PricingError {
     /// The ledger refused a score or price record.
     #[error(transparent)]
     Ledger(#[from] crate::ledger::LedgerError),
-}
-
-/// Why a stored record was left out of its GPU's assessment (listed with the assessment's
-/// unreadable records).
-#[derive(Debug, thiserror::Error)]
-enum Unreadable {
-    /// Its body is not of its kind.
-    #[error(transparent)]
-    Body(#[from] pog_records::ReadError),
-    /// Its values cannot be right.
-    #[error(transparent)]
-    Evidence(#[from] pog_market::evidence::EvidenceError),
 }
 
 impl From<PricingError> for ApiError {
@@ -698,63 +684,6 @@ async fn history_route(
         next_after,
     })
     .into_response())
-}
-
-/// A GPU's stored rows as the score and the settlement read them: its proof, memory-proof,
-/// missed-round and health records, and a line for each row that could not be read.
-#[derive(Debug, Default)]
-pub(crate) struct ReadRows {
-    /// Its GEMM proof records.
-    pub records: Vec<RecordSummary>,
-    /// Its memory-proof records.
-    pub memory_records: Vec<RecordSummary>,
-    /// The rounds the schedule skipped it in.
-    pub missed_rounds: Vec<MissedRound>,
-    /// Its health records.
-    pub health: Vec<HealthEvidence>,
-    /// Why each unreadable row was left out.
-    pub unreadable: Vec<String>,
-}
-
-/// Reads a GPU's stored rows (row id, envelope JSON), leaving out (and naming) what cannot be
-/// read; rows of other kinds are skipped.
-pub(crate) fn read_rows(rows: &[(i64, String)]) -> ReadRows {
-    let (mut records, mut memory_records, mut missed_rounds, mut health) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut unreadable = Vec::new();
-    for (id, json) in rows {
-        let Ok(envelope) = serde_json::from_str::<Envelope>(json) else {
-            unreadable.push(format!("record {id} is not a signed envelope"));
-            continue;
-        };
-        let (kind, body) = (envelope.kind.as_str(), envelope.body.as_str());
-        let read: Result<(), Unreadable> = match RecordKind::from_wire_kind(kind) {
-            Some(RecordKind::ProofRound) => Record::read(kind, body)
-                .map(|r| records.push(RecordSummary::of(*id, &r)))
-                .map_err(Unreadable::from),
-            Some(RecordKind::MemoryRound) => MemoryRecord::read(kind, body)
-                .map(|r| memory_records.push(RecordSummary::of(*id, &r)))
-                .map_err(Unreadable::from),
-            Some(RecordKind::RoundMissed) => pog_records::MissedRound::read(kind, body)
-                .map(|r| missed_rounds.push(MissedRound::from_record(*id, &r)))
-                .map_err(Unreadable::from),
-            Some(RecordKind::HealthRound) => HealthRecord::read(kind, body)
-                .map_err(Unreadable::from)
-                .and_then(|r| Ok(HealthEvidence::from_record(*id, &r)?))
-                .map(|h| health.push(h)),
-            _ => Ok(()),
-        };
-        if let Err(why) = read {
-            unreadable.push(format!("record {id}: {why}"));
-        }
-    }
-    ReadRows {
-        records,
-        memory_records,
-        missed_rounds,
-        health,
-        unreadable,
-    }
 }
 
 #[cfg(test)]

@@ -33,7 +33,6 @@ use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::market::Market;
 use crate::store::RecordStore;
 
 /// The kind a settlement page is signed under: the validator's answer to
@@ -469,9 +468,16 @@ pub struct Pass {
     pub undelivered: Vec<String>,
 }
 
+/// Where the settler finds the leases to settle: the validator's order book
+/// ([`crate::market::Market`]), or a test's.
+pub trait LeaseBook: Send + Sync {
+    /// Every lease the book's clearings made, oldest first.
+    fn all_leases(&self) -> Vec<Lease>;
+}
+
 /// Settles the market's leases as their periods end.
 pub struct Settler {
-    market: Arc<Market>,
+    market: Arc<dyn LeaseBook>,
     records: Arc<RecordStore>,
     settlements: Arc<Settlements>,
     escrow: Option<Arc<dyn EscrowPayments>>,
@@ -481,7 +487,7 @@ impl Settler {
     /// A settler of `market`'s leases from `records`' rounds, keeping them in `settlements`
     /// and paying through `escrow` (`None`: recorded only).
     pub fn new(
-        market: Arc<Market>,
+        market: Arc<dyn LeaseBook>,
         records: Arc<RecordStore>,
         settlements: Arc<Settlements>,
         escrow: Option<Arc<dyn EscrowPayments>>,
@@ -670,7 +676,7 @@ impl Settler {
         let read = loop {
             let rows = self.records.registry().latest_records(gpu, limit)?;
             let complete = rows.len() < limit || limit >= MAX_ROWS;
-            let read = crate::pricing::read_rows(&rows);
+            let read = crate::rows::read_rows(&rows);
             let oldest = read
                 .records
                 .iter()
