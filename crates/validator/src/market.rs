@@ -19,6 +19,12 @@
 //!   the validator's own key (its operator runs `pog market clear` with the validator's data
 //!   dir); each request, named by its nonce, clears once (a replay gets 409). Open asks whose
 //!   GPUs no longer back them are withdrawn first ([`Market::withdraw_unbacked`]).
+//! - `POST /v1/market/withdraw` and `POST /v1/market/undelivered`: a renter's withdrawal voucher
+//!   ([`Market::withdraw`]) and a provider's report of a lease it could not deliver
+//!   ([`Market::report_undelivered`]); like submissions, at most
+//!   [`MarketLimits::submits_per_minute_per_source`] a minute from one address.
+//! - `GET /v1/market/leases` and `GET /v1/market/settlements`: signed pages of the leases and
+//!   their settlements.
 //! - `GET /v1/market/info`: the validator's key (which every message must name, so a message
 //!   signed for one validator cannot be replayed at another) and the classes traded.
 //! - `GET /v1/market/book?class=C`: the open orders (every class without `class`).
@@ -747,13 +753,21 @@ impl Market {
             return Err(MarketRequestError::NoVouchers);
         };
         let now = self.clock.now_ms();
-        if message.at_ms.abs_diff(now) > CLEAR_MAX_AGE_MS {
+        let key = signer.as_str().to_ascii_lowercase();
+        let newer_than_last = |at_ms: u64| {
+            self.withdrawals
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&key)
+                .is_none_or(|w| at_ms > w.at_ms)
+        };
+        // A stale or replayed request is refused before the chain is read for it.
+        if message.at_ms.abs_diff(now) > CLEAR_MAX_AGE_MS || !newer_than_last(message.at_ms) {
             return Err(MarketRequestError::StaleWithdrawal);
         }
         let deposit = deposits
             .deposit_of(&signer)
             .map_err(BackingError::DepositsUnavailable)?;
-        let key = signer.as_str().to_ascii_lowercase();
         let previous = {
             let inner = self.lock();
             let mut withdrawals = self.withdrawals.lock().unwrap_or_else(|p| p.into_inner());
@@ -1748,7 +1762,13 @@ async fn leases_route(
     }
 }
 
-async fn withdraw_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Response, ApiError> {
+async fn withdraw_route(
+    State(m): State<Arc<Market>>,
+    ConnectInfo(source): ConnectInfo<std::net::SocketAddr>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    // Any key can sign a request, and each reads the chain: bounded per source as orders are.
+    m.admit_submitter(source.ip())?;
     // The deposit and the account's nonce are read from the chain: off the workers.
     let voucher = tokio::task::spawn_blocking(move || m.withdraw(&body))
         .await
@@ -1758,8 +1778,10 @@ async fn withdraw_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Res
 
 async fn undelivered_route(
     State(m): State<Arc<Market>>,
+    ConnectInfo(source): ConnectInfo<std::net::SocketAddr>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    m.admit_submitter(source.ip())?;
     let kept = tokio::task::spawn_blocking(move || m.report_undelivered(&body))
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;

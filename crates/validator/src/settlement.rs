@@ -16,6 +16,10 @@
 //!   unsigned, its payment held, and signed at the first pass after one is named.
 //! - **The chain down.** A signed payment not yet on chain is tried again at every pass; it
 //!   never expires, and anyone may submit it (`GET /v1/market/settlements` serves it).
+//! - **A crash** (kill -9) between logging a settlement and keeping it here settles the period
+//!   again at the next start: nothing accepted is lost, the ledger may hold that period's
+//!   record twice, and the escrow pays it once (a period is paid once by the contract, and the
+//!   settler reads `settled` before submitting).
 //! - **A validator that stops.** Nothing is paid without its signature; once the settlement
 //!   key has been silent for the escrow's `abandonAfter`, each renter withdraws the whole
 //!   account (the contract's rule).

@@ -29,15 +29,20 @@ const MINUTE_MS: u64 = 60_000;
 const DAY: Duration = Duration::from_secs(86_400);
 const GPU: &str = "GPU-5e771e00-0000-4000-8000-000000000001";
 
-/// The escrow's deposits, as the market reads them.
+/// The escrow's deposits, as the market reads them, counting the reads (each a call to the
+/// chain).
 #[derive(Default)]
-struct Deposits(Mutex<BTreeMap<PublicKey, u128>>);
+struct Deposits(
+    Mutex<BTreeMap<PublicKey, u128>>,
+    std::sync::atomic::AtomicUsize,
+);
 
 impl pog_market::backing::Deposits for Deposits {
     fn deposit_of(
         &self,
         owner: &PublicKey,
     ) -> Result<u128, pog_market::backing::DepositsUnavailable> {
+        self.1.fetch_add(1, Ordering::SeqCst);
         Ok(self.0.lock().unwrap().get(owner).copied().unwrap_or(0))
     }
 }
@@ -496,10 +501,16 @@ async fn a_renter_withdraws_only_what_its_bids_leases_and_vouchers_leave() {
     assert_eq!(voucher.renter, renter.public_key());
     assert_eq!(voucher.expires_at_s, (now + VOUCHER_LIFETIME_MS) / 1000);
     // The same request again, an older one, one from long ago or ahead, one for another
-    // validator: refused.
+    // validator: refused, the replays before the chain is read for them.
+    let reads = deposits.1.load(Ordering::SeqCst);
     for at in [now + 2, now + 1] {
         assert_eq!(withdraw(&h.url, &renter, &v, 1, at).await.0, 409);
     }
+    assert_eq!(
+        deposits.1.load(Ordering::SeqCst),
+        reads,
+        "no chain read for a replay"
+    );
     assert_eq!(
         withdraw(&h.url, &renter, &v, 1, now + 3_600_000).await.0,
         409
@@ -530,6 +541,46 @@ async fn a_renter_withdraws_only_what_its_bids_leases_and_vouchers_leave() {
         .await;
     let (status, body) = withdraw(&plain.url, &renter, &plain.v.public_key(), 1, now_ms()).await;
     assert_eq!(status, 503, "{body}");
+}
+
+/// Any key can sign a withdrawal or a delivery report, and a withdrawal reads the chain: both
+/// are bounded per source address as order submissions are (429 past the limit).
+#[tokio::test(flavor = "multi_thread")]
+async fn withdrawals_and_delivery_reports_are_bounded_per_source() {
+    let deposits = Arc::new(Deposits::default());
+    let h = Harness::new()
+        .with_deposits(deposits.clone())
+        .with_settlements(SettlementRules::default())
+        .with_vouchers(Arc::new(Escrow::default()))
+        .market_limits(pog_validator::market::MarketLimits {
+            submits_per_minute_per_source: 3.0,
+            ..Default::default()
+        })
+        .serve()
+        .await;
+    let v = h.v.public_key();
+    let now = now_ms();
+    let mut statuses = Vec::new();
+    for i in 0..3 {
+        // Each from a fresh key: one source behind many identities.
+        let key = Identity::from_seed([40 + i; 32]);
+        statuses.push(withdraw(&h.url, &key, &v, 1, now).await.0);
+    }
+    assert!(statuses.iter().all(|s| *s != 429), "{statuses:?}");
+    let reads = deposits.1.load(Ordering::SeqCst);
+    let stranger = Identity::from_seed([50; 32]);
+    assert_eq!(withdraw(&h.url, &stranger, &v, 1, now).await.0, 429);
+    assert_eq!(
+        report_undelivered(&h.url, &stranger, &v, "0.0.0", now)
+            .await
+            .0,
+        429
+    );
+    assert_eq!(
+        deposits.1.load(Ordering::SeqCst),
+        reads,
+        "no chain read past the limit"
+    );
 }
 
 fn now_ms() -> u64 {
