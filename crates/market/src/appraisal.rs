@@ -73,6 +73,10 @@ pub struct RecordSummary {
     /// Its kind (`unreachable`, `timeout`, `agent_refused`, …).
     #[serde(default)]
     pub failure_kind: Option<FailureKind>,
+    /// A check during a lease (`Policy::for_lease`): it counts for the GPU's rounds (uptime,
+    /// success, the settlement) and never as its model's proof or pace.
+    #[serde(default)]
+    pub lease_check: bool,
 }
 
 impl RecordSummary {
@@ -93,6 +97,7 @@ impl RecordSummary {
             wrong: r.outcome.as_ref().map_or(0, Outcome::wrong),
             failure: r.failure.as_ref().map(|f| f.message.clone()),
             failure_kind: r.failure.as_ref().map(|f| f.kind),
+            lease_check: r.policy.lease_check,
         }
     }
 
@@ -268,7 +273,9 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         .copied()
         .filter(|r| first_round.is_some_and(|first| r.id >= first))
         .collect();
-    let latest = proofs.last().copied();
+    // The model stands where the latest full round put it: a lease's checks between full
+    // rounds keep the GPU's rounds going and prove no model.
+    let latest = proofs.iter().rev().find(|r| !r.lease_check).copied();
     // The registered model; for a GPU that left the registry, the one it was last proven as.
     let model = history
         .registered_model
@@ -341,7 +348,14 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
             Some(_) => "its latest proof of memory does not speak for its model: memory capacity and bandwidth count nothing".into(),
         });
     }
-    let paces: Vec<f64> = window
+    // The pace of the full rounds in the window; during a long lease, whose checks fill the
+    // window, of the last full round before it.
+    let full_in_window = window.iter().any(|r| !r.lease_check);
+    let paced: Vec<&RecordSummary> = match full_in_window {
+        true => window.clone(),
+        false => latest.into_iter().collect(),
+    };
+    let paces: Vec<f64> = paced
         .iter()
         .filter(|r| r.accepted && r.proves_model && Some(r.model.as_str()) == model.as_deref())
         .filter_map(|r| r.time_ratio)
@@ -539,6 +553,7 @@ mod tests {
             wrong: 0,
             failure: None,
             failure_kind: None,
+            lease_check: false,
         }
     }
 
@@ -619,6 +634,47 @@ mod tests {
             .unwrap()
             .price
             .micro_usd()
+    }
+
+    /// A lease's checks keep the GPU's rounds going (uptime, success) but are never its
+    /// model's proof or pace: the model stands where the last full round put it, even when
+    /// the checks, against their loose bound, ran at a pace no full round would pass at.
+    #[test]
+    fn a_leases_checks_count_as_rounds_and_never_as_the_models_proof() {
+        let check = |id: i64, accepted: bool| RecordSummary {
+            proves_model: false,
+            lease_check: true,
+            ..record(id, accepted, 0.05)
+        };
+        let mut records: Vec<RecordSummary> = (1..=4).map(|i| record(i, true, 0.95)).collect();
+        records.extend((5..=20).map(|i| check(i, true)));
+        let leased = assess_h200(&records);
+        assert!(leased.proves_model, "{:?}", leased.reasons);
+        assert_eq!(leased.latest_record, Some(4));
+        assert_eq!(leased.pace, assess_h200(&records[..4]).pace);
+        assert_eq!(
+            (leased.proofs_passed, leased.proofs_total),
+            (20, 20),
+            "the checks are rounds"
+        );
+        // A check that failed counts against the GPU as a failed round does.
+        records[19] = check(20, false);
+        let failed = assess_h200(&records);
+        assert!(failed.proves_model);
+        assert_eq!((failed.proofs_passed, failed.proofs_total), (19, 20));
+        assert!(failed.score < leased.score);
+        // A long lease: its checks fill the window, and the full round before it (which the
+        // validator finds behind them) still sets the model's proof and pace.
+        let mut long = vec![record(1, true, 1.25)];
+        long.extend((2..=41).map(|i| check(i, true)));
+        let long = assess_h200(&long);
+        assert!(
+            long.proves_model && long.proves_memory,
+            "{:?}",
+            long.reasons
+        );
+        assert_eq!(long.pace, Some(0.8));
+        assert_eq!((long.proofs_passed, long.proofs_total), (20, 20));
     }
 
     #[test]

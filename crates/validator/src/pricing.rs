@@ -21,7 +21,7 @@
 
 use crate::market::{Market, MarketError, PostedPrice};
 use crate::registry::{NewRecord, RegistryError};
-use crate::rows::{read_rows, ReadRows};
+use crate::rows::{read_rows, FullRounds, ReadRows};
 use crate::store::{RecordStore, StoreError};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -120,6 +120,8 @@ pub struct Pricing {
     /// changes even where the score does not (a new token owner); after a restart a GPU's is
     /// read back from the ledger at its first assessment ([`Pricing::logged_state`]).
     states: std::sync::Mutex<std::collections::HashMap<GpuUuid, GpuState>>,
+    /// Each leased GPU's last full round, which its lease's checks push out of the rows read.
+    full_rounds: FullRounds,
 }
 
 /// One GPU's score as `GET /v1/scores` lists it.
@@ -183,6 +185,7 @@ impl Pricing {
             views: std::sync::Mutex::new(std::collections::HashMap::new()),
             assessments: std::sync::atomic::AtomicU64::new(0),
             states: std::sync::Mutex::new(std::collections::HashMap::new()),
+            full_rounds: FullRounds::default(),
         })
     }
 
@@ -197,22 +200,24 @@ impl Pricing {
             return Ok(None);
         };
         let uuid = &uuid;
-        let (gpu, rows) = {
+        let (gpu, read) = {
             let registry = self.records.registry();
             let gpu = registry.gpu(uuid)?;
             let rows = registry.latest_records(uuid, ROWS_READ)?;
-            (gpu, rows)
+            if gpu.is_none() && rows.is_empty() {
+                return Ok(None);
+            }
+            let mut read = read_rows(&rows);
+            self.full_rounds.complete(&registry, uuid, &mut read)?;
+            (gpu, read)
         };
-        if gpu.is_none() && rows.is_empty() {
-            return Ok(None);
-        }
         let ReadRows {
             records,
             memory_records,
             missed_rounds,
             health,
             unreadable,
-        } = read_rows(&rows);
+        } = read;
         let history = GpuHistory {
             uuid,
             registered_model: gpu.as_ref().map(|g| g.model.as_str()),
