@@ -198,6 +198,7 @@ fn register_seeds() -> Vec<Vec<u8>> {
             endpoint: "http://10.0.0.1:7000".into(),
             gpus: vec![gpu(1), gpu(2)],
             host: Some(pog_proof::wire::HostClaim {
+                storage: None,
                 cores: 16,
                 token_owner: Some(pog_signed::EvmAddress([7; 20])),
             }),

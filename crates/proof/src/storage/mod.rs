@@ -106,6 +106,9 @@ pub const SAMPLES: u32 = 64;
 pub const REGENERATED: u32 = 2;
 /// Chunks drawn by the audit of a new data set.
 pub const AUDIT_SAMPLES: u32 = 256;
+/// How long a data set is walked before the validator's schedule sends a new one (a fresh
+/// nonce, rebuilt by the host): 30 days.
+pub const REBUILD_AFTER_MS: u64 = 30 * 24 * 3600 * 1000;
 
 /// The most chunks a data set may have: 2⁴⁰ (4 PiB).
 pub const MAX_CHUNKS: u64 = 1 << 40;
@@ -793,6 +796,34 @@ impl DeviceClass {
             double_rounds: DOUBLE_ROUNDS,
         }
         .resized(bytes)
+    }
+}
+
+/// What a host claims of its storage (a registration's `host.storage`, `pog agent
+/// --storage-size --storage-class`): the bytes of its data set and the device class its
+/// reads are timed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageClaim {
+    /// Bytes of the data set (whole items of the class's shape).
+    pub bytes: u64,
+    /// The device class claimed.
+    pub class: DeviceClass,
+}
+
+impl StorageClaim {
+    /// The claim for `bytes` of `class`, rounded down to whole items, or why none fits.
+    pub fn new(bytes: u64, class: DeviceClass) -> Result<StorageClaim, BadStorageShape> {
+        let shape = class.shape(bytes)?;
+        Ok(StorageClaim {
+            bytes: shape.bytes(),
+            class,
+        })
+    }
+
+    /// The data set's shape for this claim: whole items of the class's shape in its bytes.
+    pub fn shape(&self) -> Result<StorageShape, BadStorageShape> {
+        self.class.shape(self.bytes)
     }
 }
 

@@ -1,0 +1,240 @@
+//! The proof of the host's storage end to end over real sockets on loopback, with a
+//! temporary directory as the storage (a few MiB, the SSD class's bound so that an honest
+//! walk passes on a loaded machine): the data set built in the background while the
+//! validator polls, audited, kept and walked; a host keeping half of what it claims, a late
+//! walk and a silent agent fail with a record; the data set is kept across an agent's and a
+//! validator's restart.
+
+mod common;
+
+use common::*;
+use pog_agent::storage::HostStorage;
+use pog_proof::storage::{DeviceClass, StorageClaim};
+use pog_records::{FailureKind, Policy, StorageRecord};
+use pog_signed::RecordKind;
+use pog_validator::schedule::{Rounds, Schedule};
+use pog_validator::validator::Validator;
+use std::time::Duration;
+
+/// 8 MiB of SSD-class storage: eight 1 MiB items.
+fn storage_claim() -> StorageClaim {
+    StorageClaim::new(8 << 20, DeviceClass::Ssd).unwrap()
+}
+
+/// The validator proves `uuid`'s host's storage until the data set is built and a record
+/// comes (at most 60 s).
+async fn proven(v: &Validator, uuid: &str, policy: &Policy) -> StorageRecord {
+    for _ in 0..600 {
+        if let Some(record) = v.prove_storage(uuid, policy).await.unwrap() {
+            return record;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no storage record in 60 s");
+}
+
+/// The storage records among a GPU's records, newest last.
+async fn storage_records(vurl: &str, uuid: &str) -> Vec<StorageRecord> {
+    records_of(vurl, uuid)
+        .await
+        .into_iter()
+        .filter(|r| r.get("claim").is_some())
+        .map(|r| serde_json::from_value(r).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_honest_host_builds_in_the_background_then_passes_its_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new().serve().await;
+    let storage = HostStorage::new(dir.path(), storage_claim()).unwrap();
+    let agent = h
+        .agent(41, vec![claim("GPU-st-b"), claim("GPU-st-a")])
+        .proving_storage(storage, storage_claim())
+        .await;
+    assert_eq!(agent.status(), 200);
+    // The schedule's rounds: the first ones find the data set being built (no record), a
+    // later one audits it and walks a round, on the host's first GPU.
+    let schedule = Schedule::every(Duration::from_secs(60), policy());
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let mut rounds = Rounds::new(h.v.clone(), schedule, stopped);
+    let mut first = Vec::new();
+    for _ in 0..300 {
+        rounds.start();
+        rounds.settled().await;
+        first = storage_records(&h.url, "GPU-st-a").await;
+        if !first.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert!(storage_records(&h.url, "GPU-st-b").await.is_empty());
+    let built = &first[0];
+    let audit = built.audit.as_ref().expect("audited in this record");
+    assert!(audit.accepted, "{audit:?}");
+    let round = built.round.as_ref().expect("a round");
+    assert!(built.accepted, "{round:?}");
+    assert_eq!(round.rejection, None);
+    assert_eq!(built.proven_bytes(), storage_claim().bytes);
+    assert!(built.reads_per_s().unwrap() > 0.0);
+    assert!(built.dataset_since_ms.is_some() && built.root.is_some());
+    assert!(built.bytes_from_agent > 0 && built.bytes_to_agent > 0);
+    // The next round walks the kept data set: no new audit, the same root.
+    let kept = proven(&h.v, "GPU-st-a", &policy()).await;
+    assert!(kept.accepted, "{:?}", kept.round);
+    assert!(kept.audit.is_none());
+    assert_eq!(kept.root, built.root);
+    assert!(RecordKind::StorageRound.signed_by_validator());
+    // The record is the validator's, under its kind.
+    let envelope =
+        h.v.registry()
+            .latest_records("GPU-st-a", 4)
+            .unwrap()
+            .pop()
+            .unwrap()
+            .1;
+    assert!(envelope.contains("\"storage-record\""), "{envelope}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_keeping_half_its_claim_fails_on_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new().serve().await;
+    // It claims the whole data set and keeps half of it, regenerating the rest as read.
+    let storage = HostStorage::new(dir.path(), storage_claim())
+        .unwrap()
+        .holding(0.5);
+    h.agent(42, vec![claim("GPU-st-half")])
+        .proving_storage(storage, storage_claim())
+        .await;
+    let few_steps = Policy {
+        storage: pog_records::StoragePolicy {
+            steps: 32,
+            ..pog_records::StoragePolicy::test_shape()
+        },
+        ..policy()
+    };
+    let record = proven(&h.v, "GPU-st-half", &few_steps).await;
+    assert!(
+        record.audit.as_ref().unwrap().accepted,
+        "the data set was built whole"
+    );
+    let round = record.round.as_ref().expect("a verdict");
+    assert!(!record.accepted);
+    assert_eq!(round.rejection, None, "every opened step right, only late");
+    assert!(
+        round.time.ratio > 1.0 + pog_proof::timing::TIME_TOLERANCE,
+        "{:?}",
+        round.time
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_late_walk_fails_and_a_silent_host_gets_a_failure_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new().serve().await;
+    let late = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let slow = late.clone();
+    let mut agent = h
+        .agent(43, vec![claim("GPU-st-late")])
+        .proving_storage(
+            HostStorage::new(dir.path(), storage_claim()).unwrap(),
+            storage_claim(),
+        )
+        .routed(move |router| {
+            router.layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let slow = slow.load(std::sync::atomic::Ordering::SeqCst)
+                        && request.uri().path() == "/v1/storage/round";
+                    async move {
+                        let answer = next.run(request).await;
+                        if slow {
+                            // 128 steps against 1 ms each: a second late is 8 times the bound.
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
+                        answer
+                    }
+                },
+            ))
+        })
+        .await;
+    let honest = proven(&h.v, "GPU-st-late", &policy()).await;
+    assert!(honest.accepted, "{:?}", honest.round);
+    late.store(true, std::sync::atomic::Ordering::SeqCst);
+    let record = proven(&h.v, "GPU-st-late", &policy()).await;
+    let round = record.round.as_ref().expect("a verdict");
+    assert!(!record.accepted && !round.time.accepted, "{round:?}");
+    assert!(round.time.ratio > 5.0, "{:?}", round.time);
+    // Gone: the host's round is recorded as unanswered.
+    agent.stop();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let record = proven(&h.v, "GPU-st-late", &policy()).await;
+    assert!(!record.accepted && record.round.is_none());
+    assert_eq!(record.failure.unwrap().kind, FailureKind::Unreachable);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_beyond_the_agents_storage_or_not_whole_items_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new().serve().await;
+    // Registered as twice the storage it sets aside: the data set of the claim is refused.
+    let twice = StorageClaim::new(16 << 20, DeviceClass::Ssd).unwrap();
+    h.agent(44, vec![claim("GPU-st-twice")])
+        .proving_storage(
+            HostStorage::new(dir.path(), storage_claim()).unwrap(),
+            twice,
+        )
+        .await;
+    let record = proven(&h.v, "GPU-st-twice", &policy()).await;
+    assert!(!record.accepted && record.round.is_none());
+    let failure = record.failure.expect("refused");
+    assert_eq!(failure.kind, FailureKind::AgentRefused, "{failure:?}");
+    // Nothing was built for it.
+    assert!(!dir.path().join("dataset.bin").exists());
+    // A claim that is not whole items, or holds none, is refused at registration.
+    for bytes in [(8 << 20) + 1, 4096] {
+        let odd = StorageClaim {
+            bytes,
+            class: DeviceClass::Ssd,
+        };
+        let other = tempfile::tempdir().unwrap();
+        let spec = h.agent(45, vec![claim("GPU-st-odd")]).proving_storage(
+            HostStorage::new(other.path(), storage_claim()).unwrap(),
+            odd,
+        );
+        assert_eq!(spec.await.status(), 400, "{bytes} bytes");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_data_set_is_kept_across_the_agents_and_the_validators_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new().serve().await;
+    let mut first = h
+        .agent(46, vec![claim("GPU-st-kept")])
+        .proving_storage(
+            HostStorage::new(dir.path(), storage_claim()).unwrap(),
+            storage_claim(),
+        )
+        .await;
+    let built = proven(&h.v, "GPU-st-kept", &policy()).await;
+    assert!(built.accepted && built.audit.is_some(), "{built:?}");
+    first.stop();
+    // The agent again (same key, a new port) over the same directory.
+    h.agent(46, vec![claim("GPU-st-kept")])
+        .proving_storage(
+            HostStorage::new(dir.path(), storage_claim()).unwrap(),
+            storage_claim(),
+        )
+        .await;
+    let after_agent = proven(&h.v, "GPU-st-kept", &policy()).await;
+    assert!(after_agent.accepted, "{:?}", after_agent.round);
+    assert!(after_agent.audit.is_none(), "walked without a rebuild");
+    // A new validator over the same records: it takes the data set up from its last record.
+    let restarted = Validator::over(h.v.records().clone(), loopback()).unwrap();
+    let after_validator = proven(&restarted, "GPU-st-kept", &policy()).await;
+    assert!(after_validator.accepted, "{:?}", after_validator.round);
+    assert!(after_validator.audit.is_none());
+    assert_eq!(after_validator.root, built.root);
+}
