@@ -211,6 +211,8 @@ impl Pricing {
             memory_records,
             missed_rounds,
             health,
+            cpu_proofs,
+            storage_proofs,
             unreadable,
         } = read_rows(&rows);
         let history = GpuHistory {
@@ -222,6 +224,8 @@ impl Pricing {
             memory_records: &memory_records,
             missed_rounds: &missed_rounds,
             health: &health,
+            cpu_proofs: &cpu_proofs,
+            storage_proofs: &storage_proofs,
         };
         let mut assessment = assess(&history, &self.config, SpecDb::embedded());
         for why in unreadable {

@@ -46,7 +46,7 @@ async fn storage_records(vurl: &str, uuid: &str) -> Vec<StorageRecord> {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_honest_host_builds_in_the_background_then_passes_its_rounds() {
     let dir = tempfile::tempdir().unwrap();
-    let h = Harness::new().serve().await;
+    let h = Harness::new().with_pricing_by_hand().serve().await;
     let storage = HostStorage::new(dir.path(), storage_claim()).unwrap();
     let agent = h
         .agent(41, vec![claim("GPU-st-b"), claim("GPU-st-a")])
@@ -95,6 +95,15 @@ async fn an_honest_host_builds_in_the_background_then_passes_its_rounds() {
             .unwrap()
             .1;
     assert!(envelope.contains("\"storage-record\""), "{envelope}");
+    // The score reads the host's CPU and storage from those records (on its first GPU).
+    let a = h.pricing().assess("GPU-st-a").unwrap().unwrap();
+    assert_eq!(a.detail.parts.cpu.note, None, "{:?}", a.reasons);
+    assert_eq!(a.detail.parts.storage.note, None, "{:?}", a.reasons);
+    assert!(
+        a.reasons.iter().all(|r| !r.starts_with("storage")),
+        "{:?}",
+        a.reasons
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
