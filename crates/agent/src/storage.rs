@@ -161,9 +161,12 @@ impl HostStorage {
         #[cfg(feature = "test-doubles")]
         if self.holds < 1.0 {
             let kept = (round.dataset.shape.chunks() as f64 * self.holds) as u64;
-            return round.walk(|i| match i < kept {
-                true => stored.read_chunk(i),
-                false => Ok(round.dataset.chunk(i)),
+            return round.walk(|i| {
+                if i < kept {
+                    stored.read_chunk(i)
+                } else {
+                    Ok(round.dataset.chunk(i))
+                }
             });
         }
         stored.walk(round).map(|(walk, _)| walk)

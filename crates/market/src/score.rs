@@ -117,11 +117,11 @@ impl CpuFigures {
             CpuFigures::Measured {
                 cores,
                 per_core_gflops,
-            } => (cores > 0)
-                .then_some(usable(Some(per_core_gflops))?)
+            } => usable(Some(per_core_gflops))
+                .filter(|_| cores > 0)
                 .map(|g| cores as f64 * g / c.reference_gflops),
-            CpuFigures::Proven { lanes, steps_per_s } => (lanes > 0)
-                .then_some(usable(Some(steps_per_s))?)
+            CpuFigures::Proven { lanes, steps_per_s } => usable(Some(steps_per_s))
+                .filter(|_| lanes > 0)
                 .map(|s| s / c.reference_steps_per_s),
         }
     }

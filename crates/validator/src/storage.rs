@@ -48,7 +48,15 @@ const WALK_SLACK_MS: u64 = 5_000;
 
 /// What the validator holds of each agent's data set, by agent key.
 #[derive(Default)]
-pub(crate) struct Datasets(Mutex<HashMap<String, Held>>);
+pub(crate) struct Datasets(Mutex<HashMap<String, Slot>>);
+
+/// One agent's entry.
+enum Slot {
+    /// Its data set, between proofs.
+    Held(Held),
+    /// A proof of this host is running: another round skips it.
+    InFlight,
+}
 
 /// One agent's data set, as the validator holds it.
 enum Held {
@@ -63,8 +71,6 @@ enum Held {
         root: Hash,
         since_ms: u64,
     },
-    /// A proof of this host is running: another round skips it.
-    InFlight,
 }
 
 /// An agent's entry taken out for one proof; what is left in `back` is put back when it is
@@ -79,7 +85,7 @@ impl Drop for Taken<'_> {
     fn drop(&mut self) {
         let mut map = self.datasets.0.locked();
         match self.back.take() {
-            Some(held) => map.insert(self.agent.clone(), held),
+            Some(held) => map.insert(self.agent.clone(), Slot::Held(held)),
             None => map.remove(&self.agent),
         };
     }
@@ -89,10 +95,11 @@ impl Datasets {
     /// `agent`'s entry for one proof; `None` while another proof of it runs.
     fn take(&self, agent: &str) -> Option<Taken<'_>> {
         let mut map = self.0.locked();
-        if matches!(map.get(agent), Some(Held::InFlight)) {
-            return None;
-        }
-        let back = map.insert(agent.to_string(), Held::InFlight);
+        let back = match map.insert(agent.to_string(), Slot::InFlight) {
+            Some(Slot::InFlight) => return None,
+            Some(Slot::Held(held)) => Some(held),
+            None => None,
+        };
         Some(Taken {
             datasets: self,
             agent: agent.to_string(),
@@ -190,7 +197,6 @@ impl Validator {
             dataset: match &held {
                 Held::Kept { dataset, .. } => dataset.clone(),
                 Held::Building { session, .. } => session.message().dataset.clone(),
-                Held::InFlight => unreachable!("never taken out"),
             },
             root: None,
             since_ms: None,
@@ -241,7 +247,6 @@ impl Validator {
                     }
                 }
             }
-            Held::InFlight => unreachable!("never taken out"),
         };
         g.root = Some(root);
         g.since_ms = Some(since_ms);

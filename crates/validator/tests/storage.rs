@@ -95,14 +95,29 @@ async fn an_honest_host_builds_in_the_background_then_passes_its_rounds() {
             .unwrap()
             .1;
     assert!(envelope.contains("\"storage-record\""), "{envelope}");
-    // The score reads the host's CPU and storage from those records (on its first GPU).
+    // The score reads the host's CPU and storage from those records, on its first GPU (a
+    // proof that a loaded test machine slowed down counts 0, with its reason: it was read all
+    // the same).
     let a = h.pricing().assess("GPU-st-a").unwrap().unwrap();
-    assert_eq!(a.detail.parts.cpu.note, None, "{:?}", a.reasons);
-    assert_eq!(a.detail.parts.storage.note, None, "{:?}", a.reasons);
-    assert!(
-        a.reasons.iter().all(|r| !r.starts_with("storage")),
+    assert_eq!(
+        a.detail.parts.storage.note.is_none(),
+        kept.accepted,
         "{:?}",
         a.reasons
+    );
+    for part in [&a.detail.parts.cpu, &a.detail.parts.storage] {
+        assert!(
+            part.note
+                .as_deref()
+                .is_none_or(|n| n.contains("latest proof failed")),
+            "{:?}",
+            a.reasons
+        );
+    }
+    let other = h.pricing().assess("GPU-st-b").unwrap().unwrap();
+    assert_eq!(
+        other.detail.parts.storage.note.as_deref(),
+        Some("storage: no proof of it by the validator yet")
     );
 }
 
