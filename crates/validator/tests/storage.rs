@@ -262,3 +262,118 @@ async fn the_data_set_is_kept_across_the_agents_and_the_validators_restarts() {
     assert!(after_validator.audit.is_none());
     assert_eq!(after_validator.root, built.root);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_storage_requests_are_refused_before_any_work_and_the_agent_stays_up() {
+    use pog_proof::storage::session::{
+        kind, AuditMessage, DatasetMessage, OpenMessage, RoundMessage,
+    };
+    use pog_proof::storage::{StorageDataset, StorageOpenRequest, StorageRound};
+    let dir = tempfile::tempdir().unwrap();
+    let agent = agent(47, vec![claim("GPU-st-bad")])
+        .proving_storage(
+            HostStorage::new(dir.path(), storage_claim()).unwrap(),
+            storage_claim(),
+        )
+        .await;
+    let bare = common::agent(48, vec![claim("GPU-st-none")]).await;
+    let validator = pog_signed::Identity::from_seed(VALIDATOR_SEED);
+    let stranger = pog_signed::Identity::from_seed([0x77; 32]);
+    let to = pog_proof::challenge::Addressee {
+        gpu_uuid: "GPU-st-bad".parse().unwrap(),
+        gpu_bus_id: "0000:00:06.0".into(),
+        agent_key: pog_signed::Identity::from_seed([47; 32]).public_key(),
+        validator_key: validator.public_key(),
+    };
+    let now = pog_proof::timing::now_ms();
+    let dataset = |bytes: u64| DatasetMessage {
+        id: format!("d-{bytes}"),
+        dataset: StorageDataset::new([3; 32], to.clone(), DeviceClass::Ssd.shape(bytes).unwrap()),
+        issued_at_ms: now,
+        expires_at_ms: now + 60_000,
+    };
+    let http = reqwest::Client::new();
+    let post = |url: String, body: Vec<u8>| {
+        let http = http.clone();
+        async move {
+            http.post(url)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    let at = |path: &str| format!("{}{path}", agent.url);
+    // A body past 64 KiB, a stranger's signature, a data set of another size than claimed.
+    let huge = vec![b' '; 65 << 10];
+    assert_eq!(post(at("/v1/storage/dataset"), huge).await, 413);
+    let honest = dataset(8 << 20);
+    let by_stranger = sealed(&stranger, kind::STORAGE_DATASET, &honest);
+    assert_eq!(post(at("/v1/storage/dataset"), by_stranger).await, 403);
+    let larger = sealed(&validator, kind::STORAGE_DATASET, &dataset(16 << 20));
+    assert_eq!(post(at("/v1/storage/dataset"), larger).await, 400);
+    assert!(!dir.path().join("dataset.bin").exists(), "nothing built");
+    // An audit of none or of too many chunks, a round or an open request with nothing kept.
+    for (chunks, status) in [(vec![], 400), (vec![0; 1025], 413), (vec![0], 404)] {
+        let audit = AuditMessage {
+            dataset_id: honest.id.clone(),
+            chunks,
+        };
+        let body = sealed(&validator, kind::STORAGE_AUDIT, &audit);
+        assert_eq!(post(at("/v1/storage/audit"), body).await, status);
+    }
+    let round = RoundMessage {
+        id: "r-bad".into(),
+        round: StorageRound {
+            dataset: honest.dataset.clone(),
+            root: [0; 32],
+            nonce: [4; 32],
+            steps: 16,
+        },
+        issued_at_ms: now,
+        expires_at_ms: now + 60_000,
+    };
+    let body = sealed(&validator, kind::STORAGE_ROUND, &round);
+    assert_eq!(post(at("/v1/storage/round"), body).await, 404);
+    let past_limit = RoundMessage {
+        id: "r-long".into(),
+        round: StorageRound {
+            steps: pog_proof::storage::MAX_STEPS + 1,
+            ..round.round.clone()
+        },
+        ..round.clone()
+    };
+    let body = sealed(&validator, kind::STORAGE_ROUND, &past_limit);
+    assert_eq!(post(at("/v1/storage/round"), body).await, 400);
+    let open = OpenMessage {
+        round_id: "r-bad".into(),
+        request: StorageOpenRequest { steps: vec![1] },
+    };
+    let body = sealed(&validator, kind::STORAGE_OPEN, &open);
+    assert_eq!(post(at("/v1/storage/open"), body).await, 404);
+    // An agent that claims no storage has none to prove.
+    let body = sealed(&validator, kind::STORAGE_DATASET, &honest);
+    assert_eq!(
+        post(format!("{}/v1/storage/dataset", bare.url), body).await,
+        404
+    );
+    // Still up, and the honest data set is taken (its build starts: 202).
+    let body = sealed(&validator, kind::STORAGE_DATASET, &honest);
+    assert_eq!(post(at("/v1/storage/dataset"), body).await, 202);
+    assert_eq!(
+        reqwest::get(at("/v1/ping"))
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
+}
+
+/// `body` signed by `who` as a `kind` message, as it goes on the wire.
+fn sealed<T: serde::Serialize>(who: &pog_signed::Identity, kind: &str, body: &T) -> Vec<u8> {
+    serde_json::to_vec(&who.seal(kind, body).unwrap()).unwrap()
+}
