@@ -62,7 +62,7 @@ enum Slot {
 enum Held {
     /// Sent and being built: polled each round until its expiry.
     Building {
-        session: DatasetSession,
+        session: Box<DatasetSession>,
         envelope: Envelope,
     },
     /// Audited (since then, the validator's clock): walked each round until its rebuild.
@@ -290,7 +290,12 @@ impl Validator {
         };
         let envelope = self.records().seal(kind::STORAGE_DATASET, &message)?;
         Ok(Held::Building {
-            session: DatasetSession::new(&message, to.agent_key, random_bytes(), p.audit_samples),
+            session: Box::new(DatasetSession::new(
+                &message,
+                to.agent_key,
+                random_bytes(),
+                p.audit_samples,
+            )),
             envelope,
         })
     }
@@ -316,11 +321,11 @@ impl Validator {
     /// session comes back (none only when the validator's own check of the audit died).
     async fn poll_build(
         &self,
-        mut session: DatasetSession,
+        mut session: Box<DatasetSession>,
         envelope: &Envelope,
         endpoint: &str,
         bytes: &mut (usize, usize),
-    ) -> (Option<DatasetSession>, Result<Built, ExchangeError>) {
+    ) -> (Option<Box<DatasetSession>>, Result<Built, ExchangeError>) {
         let (opened, signer) = match self
             .ask_build(&mut session, envelope, endpoint, bytes)
             .await
