@@ -118,14 +118,20 @@ impl HostStorage {
             path: dir.to_path_buf(),
             cause,
         };
-        std::fs::create_dir_all(dir).map_err(not_writable)?;
-        let fs_name = filesystem(dir).map_err(not_writable)?;
+        // The file system is judged where the directory will be, before anything is created:
+        // a refused directory is not left behind.
+        let existing = dir
+            .ancestors()
+            .find(|a| !a.as_os_str().is_empty() && a.exists())
+            .unwrap_or(Path::new("."));
+        let fs_name = filesystem(existing).map_err(not_writable)?;
         if fs_name == "tmpfs" || fs_name == "ramfs" {
             return Err(StorageHostError::InMemory {
                 path: dir.to_path_buf(),
                 filesystem: fs_name,
             });
         }
+        std::fs::create_dir_all(dir).map_err(not_writable)?;
         let kept = StoredDataset::open(dir)
             .ok()
             .filter(|k| claim.shape().is_ok_and(|s| s == k.meta().dataset.shape))

@@ -360,6 +360,17 @@ async fn bad_storage_requests_are_refused_before_any_work_and_the_agent_stays_up
         post(format!("{}/v1/storage/dataset", bare.url), body).await,
         404
     );
+    // A directory in memory, or one that cannot be made, is refused at start: nothing made.
+    use pog_local::storage::StorageHostError;
+    let in_memory = std::path::Path::new("/dev/shm/pog-storage-test-refused");
+    if pog_local::storage::filesystem(std::path::Path::new("/dev/shm")).is_ok_and(|f| f == "tmpfs")
+    {
+        let refused = HostStorage::new(in_memory, storage_claim());
+        assert!(matches!(refused, Err(StorageHostError::InMemory { .. })));
+        assert!(!in_memory.exists());
+    }
+    let unmade = HostStorage::new(std::path::Path::new("/proc/pog-storage"), storage_claim());
+    assert!(matches!(unmade, Err(StorageHostError::NotWritable { .. })));
     // Still up, and the honest data set is taken (its build starts: 202).
     let body = sealed(&validator, kind::STORAGE_DATASET, &honest);
     assert_eq!(post(at("/v1/storage/dataset"), body).await, 202);
