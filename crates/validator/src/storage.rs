@@ -29,7 +29,9 @@ use pog_proof::storage::session::{
     RoundSession, WalkMessage,
 };
 use pog_proof::storage::{StorageClaim, StorageDataset, StoragePlan, StorageRound};
-use pog_records::{Failure, Policy, StoragePolicy, StorageRecord, StoredBody, RECORD_VERSION};
+use pog_records::{
+    Failure, FailureKind, Policy, StoragePolicy, StorageRecord, StoredBody, RECORD_VERSION,
+};
 use pog_signed::{random_bytes, Envelope};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -266,7 +268,13 @@ impl Validator {
             .await
         {
             Ok(outcome) => g.round = Some(outcome),
-            Err(e) => g.failure = Some(e.failure()),
+            Err(e) => {
+                let failure = e.failure();
+                if drops_dataset(&failure) {
+                    taken.back = None;
+                }
+                g.failure = Some(failure);
+            }
         }
         self.store_storage(&gpu, claim, p, g).map(Some)
     }
@@ -313,6 +321,9 @@ impl Validator {
             let envelope: Envelope = serde_json::from_str(json).ok()?;
             StorageRecord::read(&envelope.kind, &envelope.body).ok()
         })?;
+        if latest.failure.as_ref().is_some_and(drops_dataset) {
+            return None;
+        }
         let root: Hash = hex::decode(latest.root.as_deref()?).ok()?.try_into().ok()?;
         (current(&latest.dataset)).then_some((latest.dataset, root, latest.dataset_since_ms?))
     }
@@ -490,6 +501,13 @@ impl Validator {
         self.store(&record.record_id, accepted, &record)?;
         Ok(record)
     }
+}
+
+/// Whether a round that failed so makes the validator send a new data set next round: the
+/// agent refused the round (it no longer keeps the data set: a disk replaced, a directory
+/// lost), so walking the kept one again would fail every round until its rebuild.
+fn drops_dataset(failure: &Failure) -> bool {
+    failure.kind == FailureKind::AgentRefused
 }
 
 /// A storage session's refusal in the validator's words (no value the agent chose).

@@ -264,6 +264,40 @@ async fn the_data_set_is_kept_across_the_agents_and_the_validators_restarts() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_host_that_lost_its_data_set_is_refused_a_round_then_sent_a_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new().serve().await;
+    let mut first = h
+        .agent(49, vec![claim("GPU-st-lost")])
+        .proving_storage(
+            HostStorage::new(dir.path(), storage_claim()).unwrap(),
+            storage_claim(),
+        )
+        .await;
+    let built = proven(&h.v, "GPU-st-lost", &policy()).await;
+    assert!(built.accepted, "{built:?}");
+    // Its disk replaced: the agent comes back with nothing kept.
+    first.stop();
+    for file in ["dataset.bin", "tree.bin", "dataset.json"] {
+        std::fs::remove_file(dir.path().join(file)).unwrap();
+    }
+    h.agent(49, vec![claim("GPU-st-lost")])
+        .proving_storage(
+            HostStorage::new(dir.path(), storage_claim()).unwrap(),
+            storage_claim(),
+        )
+        .await;
+    let refused = proven(&h.v, "GPU-st-lost", &policy()).await;
+    assert!(!refused.accepted && refused.round.is_none());
+    assert_eq!(refused.failure.unwrap().kind, FailureKind::AgentRefused);
+    // The next rounds send a new data set; once built and audited, the host passes again.
+    let rebuilt = proven(&h.v, "GPU-st-lost", &policy()).await;
+    assert!(rebuilt.accepted, "{rebuilt:?}");
+    assert!(rebuilt.audit.is_some());
+    assert_ne!(rebuilt.root, built.root);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn bad_storage_requests_are_refused_before_any_work_and_the_agent_stays_up() {
     use pog_proof::storage::session::{
         kind, AuditMessage, DatasetMessage, OpenMessage, RoundMessage,
