@@ -191,7 +191,7 @@ impl HostStorage {
         let claimed = self.claim.shape().map_err(|e| bad(e.to_string()))?;
         if dataset.shape != claimed {
             return Err(bad(format!(
-                "a data set of {} bytes in {}-chunk items; this agent claims {} bytes of {:?} \
+                "a data set of {} bytes in {}-chunk items; this agent claims {} bytes of {} \
                  storage ({} items of {} chunks)",
                 dataset.shape.bytes(),
                 dataset.shape.chunks_per_item,

@@ -47,11 +47,7 @@ pub(crate) fn storage_columns(
     let claim = host.and_then(|h| h.storage);
     (
         claim.and_then(|c| i64::try_from(c.bytes).ok()),
-        claim.and_then(|c| {
-            serde_json::to_value(c.class)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-        }),
+        claim.map(|c| c.class.to_string()),
     )
 }
 

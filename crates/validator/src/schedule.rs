@@ -621,7 +621,7 @@ impl HostRound {
             Ok(Some(r)) => tracing::info!(
                 gpu = %self.anchor,
                 bytes = r.claim.bytes,
-                class = ?r.claim.class,
+                class = %r.claim.class,
                 accepted = r.accepted,
                 built = r.audit.is_some(),
                 reads_per_s = r.reads_per_s().map(pog_net::rounding::for_log),

@@ -107,7 +107,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
             let storage = pog_agent::storage::HostStorage::new(dir, claim)
                 .with_context(|| format!("--storage-dir {}", dir.display()))?;
             say(format_args!(
-                "{mark}claiming {} bytes of {:?} storage in {}",
+                "{mark}claiming {} bytes of {} storage in {}",
                 claim.bytes,
                 claim.class,
                 dir.display()

@@ -769,6 +769,16 @@ pub enum DeviceClass {
     Ssd,
 }
 
+impl std::fmt::Display for DeviceClass {
+    /// Its name on the wire and in flags: `nvme`, `ssd`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DeviceClass::Nvme => "nvme",
+            DeviceClass::Ssd => "ssd",
+        })
+    }
+}
+
 impl DeviceClass {
     /// The slowest dependent read the class is allowed, µs.
     pub fn read_us(self) -> f64 {
@@ -969,6 +979,18 @@ impl MemoryDataset {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_claim_is_whole_items_and_a_class_is_named_as_on_the_wire() {
+        for class in [DeviceClass::Nvme, DeviceClass::Ssd] {
+            let wire = serde_json::to_value(class).unwrap();
+            assert_eq!(wire.as_str(), Some(class.to_string().as_str()));
+            let claim = StorageClaim::new((8 << 20) + 5, class).unwrap();
+            assert_eq!(claim.bytes, 8 << 20);
+            assert_eq!(claim.shape().unwrap().bytes(), claim.bytes);
+        }
+        assert!(StorageClaim::new(4096, DeviceClass::Nvme).is_err());
+    }
     use pog_signed::PublicKey;
     use proptest::prelude::*;
     use std::convert::Infallible;
