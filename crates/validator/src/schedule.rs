@@ -596,6 +596,21 @@ impl HostRound {
         HostFinished(self.clone())
     }
 
+    /// Whether the host's registration (its first GPU's) makes the claim `claimed` reads; not
+    /// when the registry cannot be read.
+    fn claims(
+        &self,
+        validator: &Validator,
+        claimed: impl Fn(&crate::registry_model::RegisteredGpu) -> bool,
+    ) -> bool {
+        validator
+            .registry()
+            .gpu(&self.anchor)
+            .ok()
+            .flatten()
+            .is_some_and(|g| claimed(&g))
+    }
+
     /// The host's proof of CPU, on its first GPU, once all its GPUs of the round are done
     /// (the agent claimed cores and the policy proves them; a failure is logged, and does
     /// not count against the GPU's standing).
@@ -606,13 +621,7 @@ impl HostRound {
         stop: &tokio::sync::watch::Receiver<bool>,
         policy: &Policy,
     ) {
-        let planned = validator
-            .registry()
-            .gpu(&self.anchor)
-            .ok()
-            .flatten()
-            .is_some_and(|g| g.host_cores.is_some());
-        if !policy.cpu.enabled || !planned {
+        if !policy.cpu.enabled || !self.claims(validator, |g| g.host_cores.is_some()) {
             return;
         }
         let Some(_permit) = self.turn(permits, stop).await else {
@@ -649,13 +658,7 @@ impl HostRound {
         stop: &tokio::sync::watch::Receiver<bool>,
         policy: &Policy,
     ) {
-        let planned = validator
-            .registry()
-            .gpu(&self.anchor)
-            .ok()
-            .flatten()
-            .is_some_and(|g| g.host_storage.is_some());
-        if !policy.storage.enabled || !planned {
+        if !policy.storage.enabled || !self.claims(validator, |g| g.host_storage.is_some()) {
             return;
         }
         let Some(_permit) = self.turn(permits, stop).await else {
