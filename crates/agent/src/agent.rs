@@ -9,11 +9,9 @@
 
 use crate::own_timing::Step;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::{get, post};
-use axum::Router;
 use pog_local::provers::{ProverEngine, ProverError, SetUp};
 use pog_net::clock::{SharedClock, SystemClock};
 use pog_net::http::{envelope_response, ApiError};
@@ -638,27 +636,6 @@ impl Agent {
     }
 }
 
-/// The agent's HTTP API: `GET /v1/ping`, `POST /v1/challenge`, `POST /v1/memory/build`,
-/// `POST /v1/memory/walk`, `POST /v1/cpu/calibrate`, `POST /v1/cpu/start`, `POST /v1/open`,
-/// the proof of storage's `POST /v1/storage/{dataset,audit,round,open}`
-/// ([`crate::storage`]), `POST /v1/health`, `GET /metrics`.
-pub fn router(agent: Arc<Agent>) -> Router {
-    Router::new()
-        .route("/v1/ping", get(|| async { "pog agent" }))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/v1/challenge", post(challenge))
-        .route("/v1/memory/build", post(memory_build))
-        .route("/v1/memory/walk", post(memory_walk))
-        .route("/v1/cpu/calibrate", post(cpu_calibrate))
-        .route("/v1/cpu/start", post(cpu_start))
-        .route("/v1/open", post(open))
-        .merge(crate::storage::routes())
-        .route("/v1/health", post(health))
-        .route("/metrics", get(metrics))
-        .layer(DefaultBodyLimit::max(pog_signed::MAX_MESSAGE_BYTES))
-        .with_state(agent)
-}
-
 /// Why a challenge is refused (400) before any work: its shape, or more than the protocol
 /// plans for the GPU's claimed model (`Agent::check_planned_gemm`, `Agent::check_planned`).
 #[derive(Debug, thiserror::Error)]
@@ -766,7 +743,10 @@ fn admit(
     }
 }
 
-async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+pub(crate) async fn challenge(
+    State(agent): State<Arc<Agent>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let (message, signer): (ChallengeMessage, PublicKey) =
         pog_signed::decode(&body, kind::CHALLENGE)?;
     let c = &message.challenge;
@@ -819,7 +799,10 @@ async fn challenge(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respo
 /// Builds a memory challenge's data set and answers "ready" (signed). The challenge must be
 /// within what the protocol plans for the GPU's claimed model; the data set replaces the one
 /// the GPU held before, and is freed if not walked within the hold.
-async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+pub(crate) async fn memory_build(
+    State(agent): State<Arc<Agent>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let (message, signer): (MemoryChallengeMessage, PublicKey) =
         pog_signed::decode(&body, kind::MEMORY_CHALLENGE)?;
     let c = &message.challenge;
@@ -852,7 +835,10 @@ async fn memory_build(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Re
 /// Runs a CPU challenge's calibration lane (the set-up the validator times) and answers
 /// "ready" (signed). The challenge must be within the protocol's limits and this host's
 /// hardware threads; it takes its GPU's slot like a memory data set (one set-up a GPU).
-async fn cpu_calibrate(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+pub(crate) async fn cpu_calibrate(
+    State(agent): State<Arc<Agent>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let (message, signer): (CpuChallengeMessage, PublicKey) =
         pog_signed::decode(&body, kind::CPU_CHALLENGE)?;
     let c = &message.challenge;
@@ -907,7 +893,10 @@ async fn set_up_in_slot(
 }
 
 /// Walks a built data set with the validator's walk nonce and commits (the timed phase).
-async fn memory_walk(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+pub(crate) async fn memory_walk(
+    State(agent): State<Arc<Agent>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let commitment = timed_from_slot(&agent, &body, kind::MEMORY_WALK).await?;
     agent.timed(Step::Walked(
         &commitment.challenge_id,
@@ -921,7 +910,10 @@ async fn memory_walk(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Res
 
 /// Runs a calibrated CPU challenge's lanes from the validator's start nonce and commits (the
 /// timed phase).
-async fn cpu_start(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+pub(crate) async fn cpu_start(
+    State(agent): State<Arc<Agent>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let commitment = timed_from_slot(&agent, &body, kind::CPU_START).await?;
     Ok(envelope_response(
         agent.signer().seal(kind::COMMITMENT, &commitment)?,
@@ -994,7 +986,10 @@ async fn timed_from_slot(
 /// once with the leaves asked and one multiproof of them ([`Openings::compact`]). A request
 /// for no leaves, too many, leaves past the commitment or not strictly increasing is refused
 /// before anything is opened, and leaves the challenge to its issuer.
-async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+pub(crate) async fn open(
+    State(agent): State<Arc<Agent>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let (request, signer): (OpenRequest, PublicKey) = pog_signed::decode(&body, kind::OPEN)?;
     agent.check_trusted(&signer, "open request")?;
     if request.leaves.len() > MAX_OPENINGS {
@@ -1055,7 +1050,7 @@ async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, 
 }
 
 /// The Prometheus metrics of the agent's GPUs, when it serves them on this port.
-async fn metrics(
+pub(crate) async fn metrics(
     State(agent): State<Arc<Agent>>,
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -1070,7 +1065,10 @@ async fn metrics(
 
 /// A trusted validator's request for one GPU's health over a window, answered with the
 /// agent's signed summary of it (self-reported telemetry).
-async fn health(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+pub(crate) async fn health(
+    State(agent): State<Arc<Agent>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let (request, signer): (wire::HealthRequest, PublicKey) =
         pog_signed::decode(&body, kind::HEALTH_REQUEST)?;
     agent.check_trusted(&signer, "health request")?;

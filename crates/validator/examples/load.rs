@@ -28,7 +28,7 @@
 //! validator and reports how long its GPUs wait until another validator proves them.
 //! `--no-memory` leaves the proof of memory out of the rounds.
 
-use pog_agent::agent::{self, Agent};
+use pog_agent::agent::Agent;
 use pog_local::provers::CpuEngine;
 use pog_net::serve::Limits;
 use pog_proof::prover::Behaviour;
@@ -384,7 +384,7 @@ fn main() {
                 ));
                 tokio::spawn(pog_net::http::serve(
                     listener,
-                    agent::router(agent),
+                    pog_agent::api::router(agent),
                     Limits::protocol_messages(),
                 ));
             }

@@ -16,6 +16,7 @@
 
 pub mod app;
 pub mod client;
+pub mod datasets;
 pub mod fleet;
 pub mod health;
 pub mod ledger;

@@ -18,23 +18,21 @@
 //!   answer gets one with the failure. A round while the data set is still being built has
 //!   none (it is logged).
 
+use crate::datasets::Held;
 use crate::validator::{ExchangeError, Validator, ValidatorError};
 use pog_merkle::Hash;
 use pog_net::http::post_counted;
-use pog_net::locked::Locked;
 use pog_proof::challenge::Addressee;
 use pog_proof::storage::session::{
     kind, AuditMessage, AuditOpeningsMessage, AuditOutcome, BuildingMessage, BuiltMessage,
-    DatasetMessage, DatasetSession, OpeningsMessage, RoundError, RoundMessage, RoundOutcome,
-    RoundSession, WalkMessage,
+    DatasetMessage, DatasetSession, OpeningsMessage, RoundMessage, RoundOutcome, RoundSession,
+    WalkMessage,
 };
 use pog_proof::storage::{StorageClaim, StorageDataset, StoragePlan, StorageRound};
 use pog_records::{
     Failure, FailureKind, Policy, StoragePolicy, StorageRecord, StoredBody, RECORD_VERSION,
 };
 use pog_signed::{random_bytes, Envelope};
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long the validator waits for the agent's answer to a data set message (it answers at
@@ -47,68 +45,6 @@ const RECORDS_READ: usize = 256;
 
 /// Time past twice the bound that the validator still waits for a walk.
 const WALK_SLACK_MS: u64 = 5_000;
-
-/// What the validator holds of each agent's data set, by agent key.
-#[derive(Default)]
-pub(crate) struct Datasets(Mutex<HashMap<String, Slot>>);
-
-/// One agent's entry.
-enum Slot {
-    /// Its data set, between proofs.
-    Held(Held),
-    /// A proof of this host is running: another round skips it.
-    InFlight,
-}
-
-/// One agent's data set, as the validator holds it.
-enum Held {
-    /// Sent and being built: polled each round until its expiry.
-    Building {
-        session: Box<DatasetSession>,
-        envelope: Envelope,
-    },
-    /// Audited (since then, the validator's clock): walked each round until its rebuild.
-    Kept {
-        dataset: StorageDataset,
-        root: Hash,
-        since_ms: u64,
-    },
-}
-
-/// An agent's entry taken out for one proof; what is left in `back` is put back when it is
-/// dropped (nothing: the entry is removed).
-struct Taken<'a> {
-    datasets: &'a Datasets,
-    agent: String,
-    back: Option<Held>,
-}
-
-impl Drop for Taken<'_> {
-    fn drop(&mut self) {
-        let mut map = self.datasets.0.locked();
-        match self.back.take() {
-            Some(held) => map.insert(self.agent.clone(), Slot::Held(held)),
-            None => map.remove(&self.agent),
-        };
-    }
-}
-
-impl Datasets {
-    /// `agent`'s entry for one proof; `None` while another proof of it runs.
-    fn take(&self, agent: &str) -> Option<Taken<'_>> {
-        let mut map = self.0.locked();
-        let back = match map.insert(agent.to_string(), Slot::InFlight) {
-            Some(Slot::InFlight) => return None,
-            Some(Slot::Held(held)) => Some(held),
-            None => None,
-        };
-        Some(Taken {
-            datasets: self,
-            agent: agent.to_string(),
-            back,
-        })
-    }
-}
 
 /// What one proof of a host's storage gathered, for its record.
 struct Gathered {
@@ -508,21 +444,4 @@ impl Validator {
 /// lost), so walking the kept one again would fail every round until its rebuild.
 fn drops_dataset(failure: &Failure) -> bool {
     failure.kind == FailureKind::AgentRefused
-}
-
-/// A storage session's refusal in the validator's words (no value the agent chose).
-pub(crate) fn round_summary(e: &RoundError) -> String {
-    match e {
-        RoundError::WrongId { expected, .. } => {
-            format!("an answer for another round or data set than {expected}")
-        }
-        RoundError::WrongSigner { expected, .. } => {
-            format!("signed by another key than the agent's, expected the agent {expected}")
-        }
-        RoundError::OutOfOrder(what) => format!("{what} arrived out of order"),
-        RoundError::Expired {
-            expires_at_ms,
-            now_ms,
-        } => format!("it expired at {expires_at_ms} ms; the answer came at {now_ms} ms"),
-    }
 }

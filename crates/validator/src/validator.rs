@@ -78,7 +78,7 @@ impl ExchangeError {
             ExchangeError::Wire(e) => (FailureKind::BadMessage, wire_summary(e)),
             ExchangeError::Protocol(e) => (FailureKind::Protocol, protocol_summary(e)),
             ExchangeError::Deadline(_) => (FailureKind::Deadline, self.to_string()),
-            ExchangeError::Storage(e) => (FailureKind::Protocol, crate::storage::round_summary(e)),
+            ExchangeError::Storage(e) => (FailureKind::Protocol, crate::datasets::round_summary(e)),
             ExchangeError::Verifier => (FailureKind::Protocol, self.to_string()),
         };
         Failure { kind, message }
@@ -244,7 +244,7 @@ pub struct Validator {
     /// Each GPU's last proofs, for `/metrics`.
     proofs: crate::metrics::Proofs,
     /// Each agent's storage data set, sent, being built or kept ([`crate::storage`]).
-    datasets: crate::storage::Datasets,
+    datasets: crate::datasets::Datasets,
 }
 
 /// Record pages built at once: half the cores, at least one.
@@ -327,7 +327,7 @@ impl Validator {
             round_trips: Mutex::new(HashMap::new()),
             pages: tokio::sync::Semaphore::new(page_permits()),
             proofs: crate::metrics::Proofs::default(),
-            datasets: crate::storage::Datasets::default(),
+            datasets: crate::datasets::Datasets::default(),
             limiter: Mutex::new(PerSource::per_minute(f64::from(
                 config.registrations_per_minute,
             ))),
@@ -352,7 +352,7 @@ impl Validator {
     }
 
     /// Each agent's storage data set, as this validator holds it.
-    pub(crate) fn datasets(&self) -> &crate::storage::Datasets {
+    pub(crate) fn datasets(&self) -> &crate::datasets::Datasets {
         &self.datasets
     }
 

@@ -532,7 +532,7 @@ impl AgentSpec {
             agent = agent.with_storage(storage);
         }
         assert_eq!(agent.public_key(), key.public_key());
-        let mut router = pog_agent::agent::router(Arc::new(agent));
+        let mut router = pog_agent::api::router(Arc::new(agent));
         if let Some(reroute) = self.routed {
             router = reroute(router);
         }
