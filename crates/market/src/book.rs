@@ -109,8 +109,8 @@ pub struct ClearingRecord {
     pub asks: usize,
     /// The GPU-hours those bids asked for.
     pub bid_hours: u64,
-    /// The GPU-hours those asks offered: the supply, against which the traded hours are the
-    /// market's utilization ([`Book::utilization`]).
+    /// The GPU-hours those asks offered: the supply it saw (open orders, which no price
+    /// reads: [`crate::signals`] reads leases).
     pub ask_hours: u64,
     /// What it decided.
     pub clearing: Clearing,
@@ -612,25 +612,6 @@ impl Book {
         &self.history
     }
 
-    /// The share of offered GPU-hours that traded in the class's last `last` clearings that
-    /// had any offered (traded hours over ask hours, summed, so a large clearing weighs more
-    /// than a small one); `None` when there is none yet. Between 0 and 1.
-    pub fn utilization(&self, class: &GpuClass, last: usize) -> Option<f64> {
-        let (traded, offered) = self
-            .history
-            .iter()
-            .rev()
-            .filter(|r| &r.class == class && r.ask_hours > 0)
-            .take(last)
-            .fold((0u128, 0u128), |(t, o), r| {
-                (
-                    t + u128::from(r.clearing.units),
-                    o + u128::from(r.ask_hours),
-                )
-            });
-        (offered > 0).then(|| traded as f64 / offered as f64)
-    }
-
     /// The open orders of one class and side, in submission order, as of the book's time
     /// (none for a class not traded here).
     pub fn open(&self, class: &GpuClass, side: Side) -> impl Iterator<Item = &Order> {
@@ -911,29 +892,6 @@ mod tests {
             Err(BookError::DuplicateId(id("a1")))
         );
         assert_eq!(book, before);
-    }
-
-    #[test]
-    fn utilization_is_the_share_of_offered_hours_that_traded() {
-        let mut book = book();
-        let l4 = GpuClass::new("L4").unwrap();
-        assert_eq!(book.utilization(&h200(), 8), None);
-        // 3 hours bid at $4 meet 2 offered at $2: both offered hours trade.
-        let first = book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
-        assert_eq!((first.bid_hours, first.ask_hours), (3, 2));
-        assert_eq!(book.utilization(&h200(), 8), Some(1.0));
-        // 6 more offered above every bid: none trades; 2 of 8 offered hours traded in all.
-        put(&mut book, order("a2", BOB, Side::Ask, "H200 SXM", 6, 9.0)).unwrap();
-        book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
-        assert_eq!(book.utilization(&h200(), 8), Some(0.25));
-        // Only the last clearing: none of its 6 hours traded.
-        assert_eq!(book.utilization(&h200(), 1), Some(0.0));
-        // A clearing with nothing offered, and other classes, do not count.
-        book.clear(&l4, Mechanism::UniformPrice, NOW).unwrap();
-        book.cancel(&id("a2"), BOB, None, NOW).unwrap();
-        book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
-        assert_eq!(book.utilization(&h200(), 1), Some(0.0));
-        assert_eq!(book.utilization(&l4, 8), None);
     }
 
     #[test]

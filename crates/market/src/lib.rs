@@ -25,7 +25,10 @@
 //!   times reliability), with its parameters in [`config`] (embedded defaults in
 //!   `data/market.toml`) and its inputs read from reports by [`report`].
 //! - [`quote`]: a price per GPU-hour from the score, the class's $ per verified TFLOP-hour,
-//!   utilization, demand and reliability, and the [`PriceHistory`] of every quote.
+//!   the market and reliability, and the [`PriceHistory`] of every quote; [`signals`]: the
+//!   market of a class from backed GPU-hours leased over time (utilization, the trend of
+//!   demand, the pull of the trailing clearing price; never open orders), and the bound on
+//!   one actor's move of a price.
 //!
 //! - [`appraisal`]: a registered GPU's score and price from the validator's own signed
 //!   records: the latest proof decides whether its GPU part counts, the window's pass rate
@@ -54,6 +57,7 @@ pub mod quote;
 pub mod report;
 pub mod score;
 pub mod settlement;
+pub mod signals;
 
 pub use auction::{mcafee, uniform_price, ClearError, Clearing, Mechanism, Trade};
 pub use backing::{BackingError, BackingRules, GpuStanding, LatestProof, Standing};
