@@ -500,6 +500,18 @@ pub fn price(
     })
 }
 
+/// A model's price per GPU-hour from its datasheet figures as the score counts them, with no
+/// market and full reliability, dollars: what a class's trades are compared with
+/// ([`crate::signals::ClassActivity::base_usd`]). `None` for a model not in the spec database,
+/// or of no price class.
+pub fn model_base_usd(model: &str, config: &Config, db: &SpecDb) -> Option<f64> {
+    let spec = db.by_model(model)?;
+    let class = config.class_for_memory(&spec.memory_type)?;
+    let figures = spec_figures(spec, config, db).ok()?;
+    let potential = crate::score::gpu_score(&figures, &config.score).potential;
+    Some(potential * config.score.gpu.reference_tensor_tflops * class.usd_per_tflop_hour)
+}
+
 fn median(mut values: Vec<f64>) -> Option<f64> {
     if values.is_empty() {
         return None;

@@ -600,6 +600,10 @@ pub struct PostedPrice {
     pub unpriced: Option<String>,
     /// Every factor of the price.
     pub quote: Option<Quote>,
+    /// What the market factor was measured from: the class's leased and proven GPU-hours and
+    /// its trades over the trailing window; null for a point from before (or of no class).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signals: Option<pog_market::signals::MarketSignals>,
 }
 
 /// A new order id (`o-` and 16 random bytes in hex): unique among its owner's orders
@@ -1269,10 +1273,26 @@ impl Market {
         (hours(Side::Bid), hours(Side::Ask))
     }
 
-    /// The class's measured utilization: the share of offered GPU-hours that traded in its last
-    /// `last` clearings; `None` before it has cleared any offer.
-    pub fn utilization(&self, class: &GpuClass, last: usize) -> Option<f64> {
-        self.lock().book.utilization(class, last)
+    /// The leases of `class` that a price read at `now_ms` over a trailing window of
+    /// `window_ms` can see (made in it, or running in it), each with its clearing's time: what
+    /// the class's market signals are measured from ([`pog_market::signals`]).
+    pub fn class_leases(
+        &self,
+        class: &GpuClass,
+        now_ms: u64,
+        window_ms: u64,
+    ) -> Vec<(u64, pog_market::lease::Lease)> {
+        let from = now_ms.saturating_sub(window_ms);
+        let inner = self.lock();
+        inner
+            .book
+            .history()
+            .iter()
+            .filter(|r| &r.class == class)
+            .flat_map(|r| r.leases.iter().map(move |l| (r.at_ms, l)))
+            .filter(|(at_ms, l)| *at_ms > from || l.end_ms > from)
+            .map(|(at_ms, l)| (at_ms, l.clone()))
+            .collect()
     }
 
     /// Stores posted prices and, in the same transaction, that every registry record up to

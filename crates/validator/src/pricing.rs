@@ -8,8 +8,9 @@
 //!   model would earn, and the price the validator last posted for it.
 //! - **Prices as proofs come in.** The registry wakes [`Pricing::run`] after each record it
 //!   stores; it re-assesses every GPU with new records and re-quotes its price per GPU-hour in
-//!   the market of its class (demand from the open bids and asks of the validator's own
-//!   book), and appends the price to the history in `market.sqlite` when it changed (its
+//!   the market of its class (utilization, demand and the clearing price from the GPU-hours
+//!   its book leased over the trailing window, against the class's GPUs proven now:
+//!   [`pog_market::signals`]; open orders count for nothing), and appends the price to the history in `market.sqlite` when it changed (its
 //!   price, score or why it is not priced: a point per change, with its time, not one per
 //!   record), with the row of the last record taken in, in one transaction: a restarted
 //!   validator prices the records it has not seen yet and none twice. `GET /v1/prices/{uuid}/history` pages through it. With a
@@ -28,8 +29,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use pog_market::appraisal::{assess, price, Assessment, GpuHistory, RELIABILITY_WINDOW};
-use pog_market::quote::MarketState;
+use pog_market::appraisal::{
+    assess, model_base_usd, price, Assessment, GpuHistory, RELIABILITY_WINDOW,
+};
+use pog_market::signals::{class_state, ClassActivity, LeaseSample, MarketSignals, MarketState};
 use pog_market::{Config, GpuClass, Mechanism};
 use pog_net::http::ApiError;
 use pog_net::locked::Locked;
@@ -120,6 +123,11 @@ pub struct Pricing {
     /// changes even where the score does not (a new token owner); after a restart a GPU's is
     /// read back from the ledger at its first assessment ([`Pricing::logged_state`]).
     states: std::sync::Mutex<std::collections::HashMap<GpuUuid, GpuState>>,
+    /// The GPUs proving their model at their latest assessment, with that model: each class's
+    /// capacity, against which its leased hours are its utilization. Filled from the whole
+    /// registry at the first catch-up ([`Pricing::count_proven`]), then kept as GPUs are
+    /// assessed.
+    proven: std::sync::Mutex<Option<std::collections::HashMap<GpuUuid, String>>>,
 }
 
 /// One GPU's score as `GET /v1/scores` lists it.
@@ -183,6 +191,7 @@ impl Pricing {
             views: std::sync::Mutex::new(std::collections::HashMap::new()),
             assessments: std::sync::atomic::AtomicU64::new(0),
             states: std::sync::Mutex::new(std::collections::HashMap::new()),
+            proven: std::sync::Mutex::new(None),
         })
     }
 
@@ -233,33 +242,86 @@ impl Pricing {
         Ok(Some(assessment))
     }
 
-    /// The market of a model's class now, from the validator's own book: demand from its open
-    /// bid and ask GPU-hours, utilization from the share of offered hours its last clearings
-    /// traded (at the target, neutral, until the class has cleared an offer).
-    fn state(&self, model: Option<&str>) -> MarketState {
-        let class = model.and_then(|m| GpuClass::new(m).ok());
-        let (bid_hours, ask_hours) = class
+    /// The market of a model's class now, from the validator's own book: the leases of the
+    /// trailing window against the class's GPUs proven now ([`pog_market::signals`]); open
+    /// orders count for nothing. Balanced for a GPU of no known model.
+    fn state(&self, model: Option<&str>) -> (MarketState, Option<MarketSignals>) {
+        let balanced = (MarketState::balanced(&self.config), None);
+        let Some((model, class)) = model.and_then(|m| Some((m, GpuClass::new(m).ok()?))) else {
+            return balanced;
+        };
+        let Some(base_usd) = model_base_usd(model, &self.config, SpecDb::embedded()) else {
+            return balanced;
+        };
+        let now = self.records.now_ms();
+        let window_ms = self
+            .config
+            .price
+            .window_hours
+            .saturating_mul(pog_market::backing::HOUR_MS);
+        let leases = self.market.class_leases(&class, now, window_ms);
+        let samples: Vec<LeaseSample<'_>> = leases
+            .iter()
+            .map(|(at_ms, lease)| LeaseSample {
+                lease,
+                cleared_at_ms: *at_ms,
+            })
+            .collect();
+        let proven_gpus = self
+            .proven
+            .locked()
             .as_ref()
-            .map_or((0, 0), |class| self.market.open_hours(class));
-        let measured = class.as_ref().and_then(|class| {
-            self.market
-                .utilization(class, self.config.price.utilization_clearings)
-        });
-        MarketState {
-            utilization: measured.unwrap_or(self.config.price.target_utilization),
-            bid_hours,
-            ask_hours,
+            .map_or(0, |p| p.values().filter(|m| m.as_str() == model).count()) as u64;
+        let activity = ClassActivity {
+            leases: &samples,
+            proven_gpus,
+            base_usd,
+        };
+        let (state, signals) = class_state(&activity, now, &self.config);
+        (state, Some(signals))
+    }
+
+    /// Counts `a`'s GPU among its class's proven GPUs, or not.
+    fn note_proven(&self, a: &Assessment) {
+        if let Some(proven) = self.proven.locked().as_mut() {
+            match (&a.model, a.proves_model && !a.simulated) {
+                (Some(model), true) => proven.insert(a.gpu_uuid.clone(), model.clone()),
+                _ => proven.remove(&a.gpu_uuid),
+            };
         }
+    }
+
+    /// Assesses every registered GPU once, to count each class's proven GPUs (at the first
+    /// catch-up; afterwards each assessment keeps the count).
+    fn count_proven(&self) -> Result<(), PricingError> {
+        if self.proven.locked().is_some() {
+            return Ok(());
+        }
+        let mut proven = std::collections::HashMap::new();
+        let mut after = String::new();
+        loop {
+            let gpus = self.records.read(|r| r.gpus(&after, MAX_PAGE))?;
+            for g in &gpus {
+                if let Some(a) = self.assess(&g.uuid)? {
+                    if let (Some(model), true) = (&a.model, a.proves_model && !a.simulated) {
+                        proven.insert(a.gpu_uuid.clone(), model.clone());
+                    }
+                }
+            }
+            match gpus.last() {
+                Some(last) if gpus.len() == MAX_PAGE => after = last.uuid.to_string(),
+                _ => break,
+            }
+        }
+        *self.proven.locked() = Some(proven);
+        Ok(())
     }
 
     /// A GPU's price now, from its assessment, as a point to post.
     fn quote(&self, a: &Assessment, cause: String) -> Result<PostedPrice, PricingError> {
-        let pricing = price(
-            a,
-            &self.state(a.model.as_deref()),
-            &self.config,
-            SpecDb::embedded(),
-        )?;
+        self.note_proven(a);
+        let (state, signals) = self.state(a.model.as_deref());
+        let pricing = price(a, &state, &self.config, SpecDb::embedded())?;
         Ok(PostedPrice {
             seq: 0,
             gpu_uuid: a.gpu_uuid.to_string(),
@@ -272,12 +334,14 @@ impl Pricing {
             price_micro_usd: pricing.quote.as_ref().map(|q| q.price.micro_usd()),
             unpriced: pricing.unpriced,
             quote: pricing.quote,
+            signals,
         })
     }
 
     /// Prices every GPU with records stored since the last catch-up, one point per GPU per
     /// batch; returns the points posted.
     pub fn catch_up(&self) -> Result<usize, PricingError> {
+        self.count_proven()?;
         let mut posted = 0;
         loop {
             let after = self.market.priced_through()?;

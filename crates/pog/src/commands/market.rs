@@ -208,8 +208,8 @@ pub fn price_run(global: &Global, args: &PriceArgs) -> Result<Outcome> {
     let db = SpecDb::embedded();
     let state = MarketState {
         utilization: args.utilization.unwrap_or(config.price.target_utilization),
-        bid_hours: args.bid_hours,
-        ask_hours: args.ask_hours,
+        demand_trend: args.demand_trend,
+        clearing_pull: 0.0,
     };
     let (subject, source, gpu, reliability, memory_type, simulated, zeroed) = match &args.model {
         Some(name) => {
@@ -295,8 +295,8 @@ pub fn price_run(global: &Global, args: &PriceArgs) -> Result<Outcome> {
             (
                 "market factor",
                 format!(
-                    "×{:.3} (utilization factor ×{:.3}, demand factor ×{:.3})",
-                    q.market_factor, q.utilization_factor, q.demand_factor
+                    "×{:.3} (utilization factor ×{:.3}, demand factor ×{:.3}, clearing factor ×{:.3})",
+                    q.market_factor, q.utilization_factor, q.demand_factor, q.clearing_factor
                 ),
             ),
             ("reliability factor", format!("×{:.3}", q.reliability)),
