@@ -61,7 +61,9 @@ pub mod signals;
 
 pub use auction::{mcafee, uniform_price, ClearError, Clearing, Mechanism, Trade};
 pub use backing::{BackingError, BackingRules, GpuStanding, LatestProof, Standing};
-pub use book::{Book, BookError, ClearingRecord, OpenOrder, MAX_ORDER_LIFETIME_MS};
+pub use book::{
+    Book, BookError, BookSnapshot, ClearingRecord, OpenOrder, SnapshotError, MAX_ORDER_LIFETIME_MS,
+};
 pub use config::{Config, ConfigError};
 pub use order::{GpuClass, Order, OrderError, OrderId, Side};
 pub use price::{Price, PriceError};

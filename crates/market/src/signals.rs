@@ -34,7 +34,9 @@
 //! sensitivities, `f_lo` the lowest each can be); and the pull by at most `w (δ + 2 β ln K /
 //! κ)` with `δ` the two before (the honest trades are measured against a formula price it
 //! moved). The posted price's log moves at most `B = (1 + w) δ + 2 w β ln K / κ`; the market
-//! factor's final clamp only shrinks a move.
+//! factor's final clamp only shrinks a move. An actor that outbids other renters for hours
+//! they would have leased removes their hours from the counts too: that is demand it paid
+//! for from its deposit, and adds to the bound in proportion ([`one_actor_bound`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -242,16 +244,26 @@ pub fn class_state(
 }
 
 /// The most one actor with one deposit and no GPUs can move a class's posted price, as a log
-/// (the price stays within `exp(±B)` of what it would be without the actor): `B = (1 + w) δ
-/// + 2 w β ln K / κ`, `δ = s β / f_u,lo + d β / f_d,lo` (the module's doc derives it).
-pub fn one_actor_bound(config: &Config) -> f64 {
+/// (the price stays within `exp(±B)` of what it would be without the actor), when the leases
+/// it bought displaced `displaced_share` of the class's proven GPU-hours from other renters
+/// (hours they would have leased had it not outbid them; the GPU-hours of those leases, over
+/// `A`). With nothing displaced, `B = (1 + w) δ + 2 w β ln K / κ`, `δ = s β / f_u,lo + d β /
+/// f_d,lo` (the module's doc derives it): open orders, cancellations, floods, trades among
+/// its keys (refused) and its own leases. Each displaced hour `x` is real demand it paid for
+/// at the clearing price or more from its deposit, so at most `deposit / (lowest clearing
+/// price × A)` of the capacity; it adds `(1 + w) (s / f_u,lo + 2 d / f_d,lo) x + 2 w ln K x /
+/// κ`, those renters' hours leaving the counts.
+pub fn one_actor_bound(config: &Config, displaced_share: f64) -> f64 {
     let p = &config.price;
     let beta = p.max_renter_share;
+    let x = displaced_share.max(0.0);
     let u_lo = utilization_factor(0.0, p);
     let d_lo = demand_factor(-1.0, p);
     let delta = p.utilization_sensitivity * beta / u_lo + p.demand_sensitivity * beta / d_lo;
-    (1.0 + p.clearing_weight) * delta
-        + 2.0 * p.clearing_weight * beta * p.clearing_band.ln() / p.clearing_full_share
+    let delta_x = p.utilization_sensitivity * x / u_lo + 2.0 * p.demand_sensitivity * x / d_lo;
+    let band = p.clearing_band.ln();
+    (1.0 + p.clearing_weight) * (delta + delta_x)
+        + 2.0 * p.clearing_weight * (beta + x) * band / p.clearing_full_share
 }
 
 #[cfg(test)]
@@ -374,20 +386,36 @@ mod tests {
     proptest! {
         /// One actor with one deposit (one key that can bid; no GPUs) moves the class's
         /// market factor by no more than [`one_actor_bound`], whatever it leases, when and at
-        /// what price, against any honest market.
+        /// what price, against any honest market, and whichever honest leases it displaced.
         #[test]
         fn one_actor_moves_the_price_within_the_bound(
             honest in honest(),
             attack in prop::collection::vec((-30i16..2, 1u32..1_000_000, prop::sample::select(vec![0u64, 1, 1_000_000, 100_000_000, 1_000_000_000_000])), 1..10),
             gpus in 1u64..50,
+            displaced in prop::collection::vec(prop::bool::weighted(0.2), 40),
         ) {
             let c = Config::embedded();
-            let bound = one_actor_bound(&c);
             let honest: Vec<Lease> = honest
                 .iter()
                 .map(|&(r, start, h, micro)| lease(&format!("r{r}"), f64::from(start), u64::from(h), f64::from(micro) / 1e6))
                 .collect();
-            let mut attacked = honest.clone();
+            // Some honest leases did not happen: the actor outbid their renters.
+            let window = (NOW - Config::embedded().price.window_hours * HOUR_MS, NOW);
+            let touches = |l: &Lease| l.end_ms > window.0 && l.start_ms <= window.1;
+            let mut attacked: Vec<Lease> = honest
+                .iter()
+                .zip(&displaced)
+                .filter(|(_, &gone)| !gone)
+                .map(|(l, _)| l.clone())
+                .collect();
+            let displaced_hours: u64 = honest
+                .iter()
+                .zip(&displaced)
+                .filter(|(l, &gone)| gone && touches(l))
+                .map(|(l, _)| l.hours)
+                .sum();
+            let available = gpus as f64 * c.price.window_hours as f64;
+            let bound = one_actor_bound(&c, displaced_hours as f64 / available);
             for &(start, hours, micro) in &attack {
                 attacked.push(lease("actor", f64::from(start), u64::from(hours), micro as f64 / 1e6));
             }
@@ -408,7 +436,7 @@ mod tests {
     #[test]
     fn the_default_bound_is_stated() {
         // docs/market.md states it: at most ×1.165 or ÷1.165.
-        let b = one_actor_bound(&Config::embedded());
+        let b = one_actor_bound(&Config::embedded(), 0.0);
         assert!((b.exp() - 1.165).abs() < 0.001, "{}", b.exp());
     }
 }
