@@ -53,13 +53,21 @@ enum Attack {
     DepositBuyer,
 }
 
-/// A key: 64 hex digits from a name.
+/// The public key (hex) of an Ed25519 key made from a name.
 fn key(name: &str) -> String {
+    public(name).as_str().to_string()
+}
+
+fn public(name: &str) -> pog_signed::PublicKey {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in name.bytes() {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
-    format!("{h:016x}").repeat(4)
+    let mut seed = [0u8; 32];
+    for (i, chunk) in seed.chunks_mut(8).enumerate() {
+        chunk.copy_from_slice(&(h.wrapping_add(i as u64)).to_le_bytes());
+    }
+    pog_signed::Identity::from_seed(seed).public_key()
 }
 
 fn gpu(i: u64) -> GpuUuid {
@@ -110,7 +118,7 @@ impl Market {
         self.standing = (0..GPUS)
             .map(|i| {
                 let standing = Standing {
-                    agent: pog_signed::PublicKey::parse(&key(&format!("provider{i}"))).expect("a key"),
+                    agent: public(&format!("provider{i}")),
                     model: "H200 SXM".into(),
                     simulated: false,
                     latest_proof: Some(LatestProof {
@@ -137,32 +145,36 @@ impl Market {
             .sum()
     }
 
-    /// Submits as the validator would; a refusal is noted, once per reason.
+    /// Submits as the validator would; a refusal is noted by the rule that refused it.
     fn submit(&mut self, o: Order, expires: u64, now: u64) -> bool {
         let why = self.admit(&o, expires, now).err();
-        let why = why.or_else(|| self.book.submit(o, expires, now).err().map(|e| e.to_string()));
+        let why = why.or_else(|| match self.book.submit(o, expires, now) {
+            Ok(_) => None,
+            Err(pog_market::BookError::SelfTrade { .. }) => Some("self-trade (book)"),
+            Err(_) => Some("book"),
+        });
         match why {
             None => true,
-            Some(why) => {
-                let short: String = why.chars().take(70).collect();
-                if !self.refused.contains(&short) {
-                    self.refused.push(short);
+            Some(rule) => {
+                if !self.refused.iter().any(|r| r == rule) {
+                    self.refused.push(rule.to_string());
                 }
                 false
             }
         }
     }
 
-    fn admit(&self, o: &Order, expires: u64, now: u64) -> Result<(), String> {
+    fn admit(&self, o: &Order, expires: u64, now: u64) -> Result<(), &'static str> {
         if !self.backed {
             return Ok(());
         }
         let rules = BackingRules::default();
-        check_order(o, expires, now, &self.standing, &rules).map_err(|e| e.to_string())?;
+        check_order(o, expires, now, &self.standing, &rules)
+            .map_err(|_| "ask backing (403/400)")?;
         if o.side() == Side::Bid {
             let deposit = self.deposits.get(o.owner()).copied().unwrap_or(0);
             let committed = self.book.bid_commitment_of(o.owner()) + self.held(o.owner(), now);
-            check_bid_covered(o, committed, deposit).map_err(|e| e.to_string())?;
+            check_bid_covered(o, committed, deposit).map_err(|_| "deposit (402)")?;
         }
         Ok(())
     }
@@ -185,7 +197,13 @@ fn honest_hour(m: &mut Market, hour: u64, now: u64) {
     }
     for r in 0..RENTERS {
         let price = 3.5 + 0.05 * ((r + hour) % RENTERS) as f64;
-        let bid = order(&format!("b{hour}"), &key(&format!("renter{r}")), Side::Bid, 1, price);
+        let bid = order(
+            &format!("b{hour}"),
+            &key(&format!("renter{r}")),
+            Side::Bid,
+            1,
+            price,
+        );
         m.submit(bid, expires, now);
     }
 }
@@ -206,7 +224,9 @@ fn attack_hour(m: &mut Market, attack: Attack, hour: u64, now: u64) {
                 .expect("an ask");
             m.submit(ask, now + 30 * 24 * HOUR_MS - 1, now);
             // Cancelled before the hour's clearing.
-            let _ = m.book.cancel(&OrderId::new("giant").expect("an id"), &actor, None, now);
+            let _ = m
+                .book
+                .cancel(&OrderId::new("giant").expect("an id"), &actor, None, now);
         }
         Attack::WashTrade => {
             let other = key("actor-2");
@@ -348,14 +368,19 @@ fn main() {
             Attack::DepositBuyer,
         ] {
             let attacked = run(attack, backed);
-            let moved =
-                (attacked.price.micro_usd() as f64 / base.price.micro_usd() as f64).ln();
+            let moved = (attacked.price.micro_usd() as f64 / base.price.micro_usd() as f64).ln();
             let x = displaced(&base.leases, &attacked.leases, from);
             let bound = one_actor_bound(&config, x as f64 / available);
-            let refused = if attacked.refused.len() > base.refused.len() {
-                attacked.refused[base.refused.len()..].join("; ")
+            let refused: Vec<&str> = attacked
+                .refused
+                .iter()
+                .filter(|r| !base.refused.contains(r))
+                .map(String::as_str)
+                .collect();
+            let refused = if refused.is_empty() {
+                "-".to_string()
             } else {
-                "-".into()
+                refused.join(", ")
             };
             println!(
                 "| {attack:?} | {} | {refused} | ${} | ${} | {moved:+.4} | {x} | {bound:.4} | {:.2}{} |",

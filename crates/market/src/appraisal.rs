@@ -1059,7 +1059,10 @@ mod tests {
         assert_eq!(slow.measured.compute_pace, Some(1.0));
         let (f, s) = (&fast.detail.gpus[0], &slow.detail.gpus[0]);
         assert_eq!(s.source, FigureSource::ValidatorMeasured);
-        assert!((s.bandwidth - 0.8 * f.bandwidth).abs() < 1e-9, "{s:?} {f:?}");
+        assert!(
+            (s.bandwidth - 0.8 * f.bandwidth).abs() < 1e-9,
+            "{s:?} {f:?}"
+        );
         assert_eq!((s.tensor, s.memory), (f.tensor, f.memory));
         assert!(slow.reasons.iter().any(|r| r.contains("walked at 0.800")));
         // The slower walk is priced lower.

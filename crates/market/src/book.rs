@@ -756,7 +756,8 @@ impl Book {
     /// The book's whole state, as data.
     pub fn snapshot(&self) -> BookSnapshot {
         let names: Vec<&GpuClass> = {
-            let mut v: Vec<(&GpuClass, usize)> = self.classes.iter().map(|(c, &i)| (c, i)).collect();
+            let mut v: Vec<(&GpuClass, usize)> =
+                self.classes.iter().map(|(c, &i)| (c, i)).collect();
             v.sort_by_key(|&(_, i)| i);
             v.into_iter().map(|(c, _)| c).collect()
         };
@@ -768,7 +769,11 @@ impl Book {
                 let slot = remembered.slot;
                 let open = remembered
                     .open
-                    .then(|| self.markets[slot.market].side(slot.side).get(&slot.sequence))
+                    .then(|| {
+                        self.markets[slot.market]
+                            .side(slot.side)
+                            .get(&slot.sequence)
+                    })
                     .flatten()
                     .map(|r| OpenPart {
                         order: r.order.clone(),

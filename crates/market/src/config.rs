@@ -472,7 +472,9 @@ impl Config {
         ] {
             if !(value.is_finite() && value <= 1.0 && (value > 0.0 || (!low_open && value == 0.0)))
             {
-                return bad(format!("{name} must be in (0, 1] (the weight in [0, 1]), not {value}"));
+                return bad(format!(
+                    "{name} must be in (0, 1] (the weight in [0, 1]), not {value}"
+                ));
             }
         }
         if !(p.clearing_band.is_finite() && (1.0..=100.0).contains(&p.clearing_band)) {

@@ -42,7 +42,9 @@ pub enum QuoteError {
     #[error("utilization must be a fraction from 0 to 1, not {0}")]
     BadUtilization(f64),
     /// A demand trend outside −1..1, or a clearing pull that is not a number.
-    #[error("the demand trend must be from -1 to 1 and the clearing pull a number, not {0} and {1}")]
+    #[error(
+        "the demand trend must be from -1 to 1 and the clearing pull a number, not {0} and {1}"
+    )]
     BadSignal(f64, f64),
     /// A reliability factor outside 0–1 or not a number.
     #[error("reliability must be a fraction from 0 to 1, not {0}")]
@@ -96,7 +98,10 @@ pub fn market_factor(
         return Err(QuoteError::BadUtilization(state.utilization));
     }
     if !((-1.0..=1.0).contains(&state.demand_trend) && state.clearing_pull.is_finite()) {
-        return Err(QuoteError::BadSignal(state.demand_trend, state.clearing_pull));
+        return Err(QuoteError::BadSignal(
+            state.demand_trend,
+            state.clearing_pull,
+        ));
     }
     let utilization = utilization_factor(state.utilization, p);
     let demand = demand_factor(state.demand_trend, p);
@@ -276,7 +281,10 @@ mod tests {
         assert!((at(0.7, 0.0, 1e9, 1.0).clearing_factor - band).abs() < 1e-12);
         // An idle class: 1 + 0.5 × (0 − 0.7) = 0.65.
         assert!((at(0.0, 0.0, 0.0, 1.0).market_factor - 0.65).abs() < 1e-12);
-        assert_eq!(at(0.7, 0.0, 0.0, 0.5).price.micro_usd(), base.micro_usd() / 2);
+        assert_eq!(
+            at(0.7, 0.0, 0.0, 0.5).price.micro_usd(),
+            base.micro_usd() / 2
+        );
         assert_eq!(at(0.7, 0.0, 0.0, 0.0).price, Price::ZERO);
     }
 
@@ -295,7 +303,12 @@ mod tests {
                 Err(QuoteError::BadReliability(_))
             ));
         }
-        for (trend, pull) in [(f64::NAN, 0.0), (1.5, 0.0), (0.0, f64::NAN), (0.0, f64::INFINITY)] {
+        for (trend, pull) in [
+            (f64::NAN, 0.0),
+            (1.5, 0.0),
+            (0.0, f64::NAN),
+            (0.0, f64::INFINITY),
+        ] {
             let state = MarketState {
                 demand_trend: trend,
                 clearing_pull: pull,

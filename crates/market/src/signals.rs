@@ -166,8 +166,7 @@ pub fn class_state(
     let middle = now_ms.saturating_sub(window_ms / 2);
     let available = activity.proven_gpus as f64 * p.window_hours as f64;
     let beta = p.max_renter_share;
-    let (counted, leased, renters) =
-        counted_in(activity.leases, from, now_ms, beta * available);
+    let (counted, leased, renters) = counted_in(activity.leases, from, now_ms, beta * available);
     let (earlier, _, _) = counted_in(activity.leases, from, middle, beta * available / 2.0);
     let (later, _, _) = counted_in(activity.leases, middle, now_ms, beta * available / 2.0);
     let balanced = MarketState::balanced(config);
@@ -329,9 +328,15 @@ mod tests {
         assert_eq!(signals.counted_hours, 120.0);
         assert!((one.utilization - 0.05).abs() < 1e-12);
         // Nothing proven: balanced.
-        assert_eq!(state(&many, 0).0, MarketState::balanced(&Config::embedded()));
+        assert_eq!(
+            state(&many, 0).0,
+            MarketState::balanced(&Config::embedded())
+        );
         // Hours outside the window count nothing; those ahead of now neither.
-        let (outside, _) = state(&[lease("r", -100.0, 10, 1.0), lease("r", 1.0, 10, 1.0)], 100);
+        let (outside, _) = state(
+            &[lease("r", -100.0, 10, 1.0), lease("r", 1.0, 10, 1.0)],
+            100,
+        );
         assert_eq!(outside.utilization, 0.0);
     }
 

@@ -271,7 +271,8 @@ impl Pricing {
             .proven
             .locked()
             .as_ref()
-            .map_or(0, |p| p.values().filter(|m| m.as_str() == model).count()) as u64;
+            .map_or(0, |p| p.values().filter(|m| m.as_str() == model).count())
+            as u64;
         let activity = ClassActivity {
             leases: &samples,
             proven_gpus,

@@ -18,8 +18,8 @@ use pog_records::Gemm;
 use pog_signed::{Envelope, Identity, RecordKind};
 use pog_validator::client::MarketClient;
 use pog_validator::market::{
-    fresh_clear_nonce, CancelMessage, ClearMessage, MarketLimits, PostedPrice, SubmitMessage, CANCEL_KIND,
-    CLEAR_KIND, SUBMIT_KIND,
+    fresh_clear_nonce, CancelMessage, ClearMessage, MarketLimits, PostedPrice, SubmitMessage,
+    CANCEL_KIND, CLEAR_KIND, SUBMIT_KIND,
 };
 use pog_validator::pricing::{PricePage, ScoreView};
 use pog_validator::registry::Registry;
@@ -1041,7 +1041,11 @@ async fn open_orders_do_not_move_the_price_and_leased_hours_and_trades_do() {
     let (alice, provider) = (Identity::from_seed([2; 32]), Identity::from_seed([12; 32]));
     let whale = Identity::from_seed([3; 32]);
     client
-        .submit(&whale, order("giant", &whale, Side::Bid, 1_000_000_000, 0.01), DAY)
+        .submit(
+            &whale,
+            order("giant", &whale, Side::Bid, 1_000_000_000, 0.01),
+            DAY,
+        )
         .await
         .unwrap();
     client

@@ -41,7 +41,12 @@ pub struct PriceArgs {
     #[arg(long, value_name = "FRACTION")]
     pub utilization: Option<f64>,
     /// The trend of the class's leased GPU-hours, -1 to 1 (0: steady).
-    #[arg(long, value_name = "TREND", default_value = "0", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "TREND",
+        default_value = "0",
+        allow_hyphen_values = true
+    )]
     pub demand_trend: f64,
     /// Show the prices a validator posted for its GPUs, from its own records, instead of
     /// pricing this host.
