@@ -14,7 +14,8 @@
 //! - [`book`]: the [`Book`] of open orders per class: submit, cancel (owner only), clear with
 //!   either rule, expiry (every order is open until a time its owner signed, at most
 //!   [`MAX_ORDER_LIFETIME_MS`] ahead), and the history of [`ClearingRecord`]s. A refused
-//!   request changes nothing but the time.
+//!   request changes nothing but the time. A [`BookSnapshot`] holds its whole state, so a
+//!   store replays the events after one, not all.
 //!
 //! - [`backing`]: what backs an ask: GPUs registered to its owner key with a recent accepted,
 //!   model-proving record, and no more GPU-hours than they have before the ask expires, read
