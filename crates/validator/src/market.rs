@@ -512,6 +512,8 @@ pub struct Market {
     /// Each renter's last withdrawal request taken and the voucher it holds (in memory: a
     /// restart forgets them, and a request is taken only within five minutes of the clock).
     withdrawals: Mutex<HashMap<String, Withdrawn>>,
+    /// The classes cleared since the pricing last took them, and whom to wake on a clearing.
+    cleared: Mutex<(BTreeSet<GpuClass>, Option<Arc<tokio::sync::Notify>>)>,
 }
 
 /// A renter's last withdrawal request taken, and what its voucher holds until it expires.
@@ -715,6 +717,7 @@ impl Market {
             settlements: None,
             vouchers: None,
             withdrawals: Mutex::new(HashMap::new()),
+            cleared: Mutex::new((BTreeSet::new(), None)),
         })
     }
 
@@ -1133,6 +1136,13 @@ impl Market {
             .clone();
         inner.dirty.remove(&message.class);
         inner.append("clear", &Event::Clear { envelope }, &self.validator)?;
+        {
+            let mut cleared = self.cleared.locked();
+            cleared.0.insert(message.class.clone());
+            if let Some(wake) = &cleared.1 {
+                wake.notify_one();
+            }
+        }
         let book_ms = inner.book.now_ms();
         inner.taken.take(nonce.to_string(), message.at_ms, book_ms);
         drop(inner);
@@ -1316,6 +1326,17 @@ impl Market {
                 .fold(0u64, u64::saturating_add)
         };
         (hours(Side::Bid), hours(Side::Ask))
+    }
+
+    /// Wakes `wake` after every clearing from now on (the pricing, which re-quotes the class's
+    /// GPUs: [`Market::take_cleared`]).
+    pub fn notify_on_clearing(&self, wake: Arc<tokio::sync::Notify>) {
+        self.cleared.locked().1 = Some(wake);
+    }
+
+    /// The classes cleared since the last call.
+    pub fn take_cleared(&self) -> BTreeSet<GpuClass> {
+        std::mem::take(&mut self.cleared.locked().0)
     }
 
     /// The leases of `class` that a price read at `now_ms` over a trailing window of

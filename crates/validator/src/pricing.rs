@@ -13,7 +13,8 @@
 //!   [`pog_market::signals`]; open orders count for nothing), and appends the price to the history in `market.sqlite` when it changed (its
 //!   price, score or why it is not priced: a point per change, with its time, not one per
 //!   record), with the row of the last record taken in, in one transaction: a restarted
-//!   validator prices the records it has not seen yet and none twice. `GET /v1/prices/{uuid}/history` pages through it. With a
+//!   validator prices the records it has not seen yet and none twice. A clearing wakes it too:
+//!   the proven GPUs of the class cleared are re-quoted at once. `GET /v1/prices/{uuid}/history` pages through it. With a
 //!   ledger, each score and price that changed is also logged there first, as validator-signed
 //!   `score` and `price` records naming the logged records the score was computed from.
 //! - **Clearing on a clock.** [`clear_on_schedule`] clears every class whose book changed
@@ -179,10 +180,12 @@ pub struct PricePage {
 
 impl Pricing {
     /// Scores and prices `validator`'s GPUs into `market`'s history, with `config`; the
-    /// registry wakes it from now on for every record stored.
+    /// registry wakes it from now on for every record stored, and the market for every
+    /// clearing.
     pub fn new(records: Arc<RecordStore>, market: Arc<Market>, config: Config) -> Arc<Pricing> {
         let wake = Arc::new(Notify::new());
         records.registry().notify_on_record(wake.clone());
+        market.notify_on_clearing(wake.clone());
         Arc::new(Pricing {
             records,
             market,
@@ -343,7 +346,7 @@ impl Pricing {
     /// batch; returns the points posted.
     pub fn catch_up(&self) -> Result<usize, PricingError> {
         self.count_proven()?;
-        let mut posted = 0;
+        let mut posted = self.reprice_cleared()?;
         loop {
             let after = self.market.priced_through()?;
             let rows = self.records.registry().records_since(after, BATCH)?;
@@ -384,23 +387,7 @@ impl Pricing {
                 } else {
                     verdict
                 };
-                let point = self.quote(&a, cause)?;
-                // Into the ledger first (append-only: a batch retried after a failure may log
-                // a score twice, never lose one), then the market's history.
-                self.log_if_changed(&a, &point)?;
-                // A price point is written only when the price changes (or its score, which
-                // the ledger's score records follow, or why it is not priced): a round's
-                // records that leave them as they were add nothing, so the history grows with
-                // the prices, not with the rounds.
-                let last = self.market.latest_price(&a.gpu_uuid)?;
-                let changed = last.is_none_or(|l| {
-                    l.price_micro_usd != point.price_micro_usd
-                        || l.unpriced != point.unpriced
-                        || l.score != point.score
-                });
-                if changed {
-                    points.push(point);
-                }
+                points.extend(self.point_if_changed(&a, cause)?);
                 assessed.push((a, last_id));
             }
             self.market.post_prices(&points, through)?;
@@ -414,6 +401,62 @@ impl Pricing {
                 return Ok(posted);
             }
         }
+    }
+
+    /// Quotes an assessed GPU, logs its score and price when they changed, and returns its
+    /// point when its price, score or why it is not priced changed: a round's records, or a
+    /// clearing, that leave them as they were add nothing, so the history grows with the
+    /// prices, not with the rounds.
+    fn point_if_changed(
+        &self,
+        a: &Assessment,
+        cause: String,
+    ) -> Result<Option<PostedPrice>, PricingError> {
+        let point = self.quote(a, cause)?;
+        // Into the ledger first (append-only: a batch retried after a failure may log a score
+        // twice, never lose one), then the market's history.
+        self.log_if_changed(a, &point)?;
+        let last = self.market.latest_price(&a.gpu_uuid)?;
+        let changed = last.is_none_or(|l| {
+            l.price_micro_usd != point.price_micro_usd
+                || l.unpriced != point.unpriced
+                || l.score != point.score
+        });
+        Ok(changed.then_some(point))
+    }
+
+    /// Re-quotes the proven GPUs of every class the market cleared since the last pass (a
+    /// clearing's leases and price move its class's market at once, not only at each GPU's
+    /// next record); returns the points posted.
+    fn reprice_cleared(&self) -> Result<usize, PricingError> {
+        let cleared = self.market.take_cleared();
+        if cleared.is_empty() {
+            return Ok(0);
+        }
+        let gpus: Vec<(GpuUuid, String)> = self
+            .proven
+            .locked()
+            .iter()
+            .flatten()
+            .filter(|(_, model)| cleared.iter().any(|c| c.as_str() == model.as_str()))
+            .map(|(uuid, model)| (uuid.clone(), model.clone()))
+            .collect();
+        let mut points = Vec::new();
+        let mut assessed = Vec::new();
+        for (uuid, model) in gpus {
+            let Some(a) = self.assess(uuid.as_str())? else {
+                continue;
+            };
+            points.extend(self.point_if_changed(&a, format!("a clearing of {model}"))?);
+            let row = self.records.registry().latest_records(&uuid, 1)?;
+            assessed.push((a, row.first().map(|(id, _)| *id)));
+        }
+        self.market
+            .post_prices(&points, self.market.priced_through()?)?;
+        for (a, through) in assessed {
+            self.keep_view(a, through)?;
+        }
+        Ok(points.len())
     }
 
     /// Appends the GPU's score, and its price when it is priced, to the validator's ledger as

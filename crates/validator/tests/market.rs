@@ -1074,7 +1074,17 @@ async fn open_orders_do_not_move_the_price_and_leased_hours_and_trades_do() {
         .unwrap();
     assert_eq!(cleared.clearing.units, 1);
     assert_eq!(cleared.leases.len(), 1);
-    let traded = repriced(&url, &v, "GPU-u1").await;
+    // The clearing re-prices the class's GPUs at once, without waiting for their next record.
+    let mut traded = None;
+    for _ in 0..200 {
+        let view: ScoreView = get_json(&format!("{url}/v1/scores/GPU-u1")).await;
+        if let Some(p) = view.posted.filter(|p| p.cause == "a clearing of H200 SXM") {
+            traded = Some(p);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let traded = traded.expect("re-priced by the clearing");
     let signals = traded.signals.clone().unwrap();
     assert_eq!(signals.traded_hours, 1.0);
     assert_eq!(signals.traded_vwap_micro_usd, Some(1_000_000));
