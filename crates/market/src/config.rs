@@ -579,6 +579,14 @@ mod tests {
             ("decay_threshold = 0.10", "decay_threshold = 0"),
             ("decay_threshold = 0.10", "decay_threshold = nan"),
             ("measured_weight = 2", "measured_weight = 0"),
+            ("window_hours = 24", "window_hours = 0"),
+            ("max_renter_share = 0.05", "max_renter_share = 0"),
+            ("max_renter_share = 0.05", "max_renter_share = 1.5"),
+            ("clearing_weight = 0.5", "clearing_weight = -0.1"),
+            ("clearing_weight = 0.5", "clearing_weight = nan"),
+            ("clearing_band = 2.0", "clearing_band = 0.5"),
+            ("clearing_full_share = 0.5", "clearing_full_share = 0"),
+            ("demand_sensitivity = 0.25", "demand_sensitivity = 11"),
         ] {
             assert!(
                 matches!(with(from, to), Err(ConfigError::Invalid(_))),
