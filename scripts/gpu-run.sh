@@ -54,6 +54,7 @@ if [ -n "$nccl_dir" ] && [ -f "$nccl_dir/libnccl.so.2" ]; then
 fi
 
 QUICK=${QUICK:-0}
+HERE=$(cd "$(dirname "$0")" && pwd)
 RUNS=${RUNS:-$([ "$QUICK" = 1 ] && echo 3 || echo 5)}
 
 # The health trace of the whole call, if asked for (stopped before the table).
@@ -117,7 +118,6 @@ export POG_MEMORY_MODEL=${POG_MEMORY_MODEL:-$(nvidia-smi --query-gpu=name --form
 # A validator and an agent on this host over loopback, as a network runs them (per-model GEMM
 # and memory proofs, the ledger, the score): every round on record, within the ledger's entry
 # limit, accepted; the agent's plan bounds admit the validator's plans (issue 20).
-HERE=$(cd "$(dirname "$0")" && pwd)
 [ "$QUICK" = 1 ] || run network-round 0 env POG="$POG" bash "$HERE/network-round-h200.sh" "$OUT/network"
 
 # The GPU-to-GPU fabric on every GPU here: peer transfers and latency for each pair, NCCL's
@@ -138,6 +138,28 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # (cargo build --release -p pog-proof --example cpu_cost; cp target/release/examples/cpu_cost .gpu/).
 run prove-cpu 0 "$POG" prove --proof cpu --json
 [ -x .gpu/cpu_cost ] && run cpu-cost 0 .gpu/cpu_cost 5
+
+# The validator's check during a lease (issue 25): the per-model precision at n = 2048, one
+# product, against the lease's loose bound (1 s), five times on the idle GPU, then ten times
+# while a tenant (lease-tenant.py beside this script, PyTorch) holds 80 % of the GPU's free
+# memory and runs BF16 matmuls back to back; the tenant's TFLOP/s each second is in
+# lease/tenant.txt (the checks ran between the times in lease/checks.txt). LEASE=0 skips it.
+if [ "${LEASE:-1}" = 1 ] && python3 -c 'import torch' 2>/dev/null; then
+  mkdir -p "$OUT/lease"
+  for i in 1 2 3 4 5; do
+    run "lease-idle-$i-json" 0 "$POG" prove --proof gemm --size 2048 --batch 1 --expected-ms 1000 --json
+  done
+  python3 "$HERE/lease-tenant.py" 75 0.8 >"$OUT/lease/tenant.txt" 2>>"$LOG" &
+  tenant_pid=$!
+  sleep 25
+  echo "checks from $(date +%s.%N)" >"$OUT/lease/checks.txt"
+  for i in $(seq 1 10); do
+    run "lease-busy-$i-json" 0 "$POG" prove --proof gemm --size 2048 --batch 1 --expected-ms 1000 --json
+    sleep 1
+  done
+  echo "checks to $(date +%s.%N)" >>"$OUT/lease/checks.txt"
+  wait "$tenant_pid"
+fi
 
 # The proof of the host's storage (issue 23): a data set of STORAGE_SIZE (default 2G) built on
 # this host's disk under STORAGE_DIR, then walked three times against the NVMe class's bound
@@ -204,7 +226,7 @@ fi
   [ -f "$OUT/network/checks.txt" ] && tail -3 "$OUT/network/checks.txt"
   [ -f "$OUT/trace/summary.txt" ] && cat "$OUT/trace/summary.txt"
 } | tee "$OUT/summary.txt"
-for f in "$OUT"/prove-json.json "$OUT"/prove-bf16-*-json.json "$OUT"/prove-fp16-*-json.json "$OUT"/prove-int8-*-json.json; do
+for f in "$OUT"/prove-json.json "$OUT"/lease-*-json.json "$OUT"/prove-bf16-*-json.json "$OUT"/prove-fp16-*-json.json "$OUT"/prove-int8-*-json.json; do
   [ -s "$f" ] && python3 - "$f" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys
 for p in json.load(open(sys.argv[1]))["proofs"]:
@@ -219,6 +241,20 @@ for p in json.load(open(sys.argv[1]))["proofs"]:
           f"verify {c['verify_ms']:.1f} ms, bytes {c['bytes_to_agent']} / {c['bytes_from_agent']}, accepted {c['outcome']['accepted']}")
 PY
 done
+if [ -s "$OUT/lease/tenant.txt" ]; then
+  python3 - "$OUT/lease" <<'PY' | tee -a "$OUT/summary.txt"
+import statistics, sys
+d = sys.argv[1]
+marks = [float(l.split()[-1]) for l in open(f"{d}/checks.txt")]
+rows = [tuple(map(float, l.split())) for l in open(f"{d}/tenant.txt") if len(l.split()) == 2]
+inside = [r for t, r in rows if marks[0] <= t <= marks[-1] + 1]
+outside = [r for t, r in rows[2:] if not (marks[0] <= t <= marks[-1] + 1)]
+if inside and outside:
+    a, b = statistics.median(inside), statistics.median(outside)
+    print(f"lease tenant BF16 matmul: {b:.1f} TFLOP/s without checks (median of {len(outside)} s), "
+          f"{a:.1f} with a check a ~second ({len(inside)} s): {100 * (1 - a / b):.2f} % of its throughput")
+PY
+fi
 if [ -f "$OUT/torch-1-json.json" ]; then
   python3 - "$OUT" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys, os

@@ -80,6 +80,10 @@ pub struct RecordSummary {
     /// of the GEMM proof, bytes/s of the memory walk), when the exchange completed.
     #[serde(default)]
     pub measured_rate: Option<f64>,
+    /// A check during a lease (`Policy::for_lease`): it counts for the GPU's rounds (uptime,
+    /// success, the settlement) and never as its model's proof or pace.
+    #[serde(default)]
+    pub lease_check: bool,
 }
 
 impl RecordSummary {
@@ -105,6 +109,7 @@ impl RecordSummary {
                 let rate = r.details.timed_work()? / seconds;
                 (rate.is_finite() && rate > 0.0).then_some(rate)
             }),
+            lease_check: r.policy.lease_check,
         }
     }
 
@@ -218,7 +223,9 @@ pub struct MeasuredWork {
 fn measured_of(records: &[&RecordSummary], model: Option<&str>) -> (Option<f64>, Option<f64>) {
     let proving: Vec<&&RecordSummary> = records
         .iter()
-        .filter(|r| r.accepted && r.proves_model && Some(r.model.as_str()) == model)
+        .filter(|r| {
+            r.accepted && r.proves_model && !r.lease_check && Some(r.model.as_str()) == model
+        })
         .collect();
     let paces = proving
         .iter()
@@ -317,7 +324,9 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         .copied()
         .filter(|r| first_round.is_some_and(|first| r.id >= first))
         .collect();
-    let latest = proofs.last().copied();
+    // The model stands where the latest full round put it: a lease's checks between full
+    // rounds keep the GPU's rounds going and prove no model.
+    let latest = proofs.iter().rev().find(|r| !r.lease_check).copied();
     // The registered model; for a GPU that left the registry, the one it was last proven as.
     let model = history
         .registered_model
@@ -390,7 +399,14 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
             Some(_) => "its latest proof of memory does not speak for its model: memory capacity and bandwidth count nothing".into(),
         });
     }
-    let (pace, gemm_rate) = measured_of(&window, model.as_deref());
+    // The pace of the full rounds in the window; during a long lease, whose checks fill the
+    // window, of the last full round before it.
+    let full_in_window = window.iter().any(|r| !r.lease_check);
+    let paced: Vec<&RecordSummary> = match full_in_window {
+        true => window.clone(),
+        false => latest.into_iter().collect(),
+    };
+    let (pace, gemm_rate) = measured_of(&paced, model.as_deref());
     if let Some(p) = pace {
         for figure in [
             &mut gpu.tensor_tflops,
@@ -618,6 +634,7 @@ mod tests {
             failure: None,
             failure_kind: None,
             measured_rate: None,
+            lease_check: false,
         }
     }
 
@@ -698,6 +715,47 @@ mod tests {
             .unwrap()
             .price
             .micro_usd()
+    }
+
+    /// A lease's checks keep the GPU's rounds going (uptime, success) but are never its
+    /// model's proof or pace: the model stands where the last full round put it, even when
+    /// the checks, against their loose bound, ran at a pace no full round would pass at.
+    #[test]
+    fn a_leases_checks_count_as_rounds_and_never_as_the_models_proof() {
+        let check = |id: i64, accepted: bool| RecordSummary {
+            proves_model: false,
+            lease_check: true,
+            ..record(id, accepted, 0.05)
+        };
+        let mut records: Vec<RecordSummary> = (1..=4).map(|i| record(i, true, 0.95)).collect();
+        records.extend((5..=20).map(|i| check(i, true)));
+        let leased = assess_h200(&records);
+        assert!(leased.proves_model, "{:?}", leased.reasons);
+        assert_eq!(leased.latest_record, Some(4));
+        assert_eq!(leased.pace, assess_h200(&records[..4]).pace);
+        assert_eq!(
+            (leased.proofs_passed, leased.proofs_total),
+            (20, 20),
+            "the checks are rounds"
+        );
+        // A check that failed counts against the GPU as a failed round does.
+        records[19] = check(20, false);
+        let failed = assess_h200(&records);
+        assert!(failed.proves_model);
+        assert_eq!((failed.proofs_passed, failed.proofs_total), (19, 20));
+        assert!(failed.score < leased.score);
+        // A long lease: its checks fill the window, and the full round before it (which the
+        // validator finds behind them) still sets the model's proof and pace.
+        let mut long = vec![record(1, true, 1.25)];
+        long.extend((2..=41).map(|i| check(i, true)));
+        let long = assess_h200(&long);
+        assert!(
+            long.proves_model && long.proves_memory,
+            "{:?}",
+            long.reasons
+        );
+        assert_eq!(long.pace, Some(0.8));
+        assert_eq!((long.proofs_passed, long.proofs_total), (20, 20));
     }
 
     #[test]

@@ -83,7 +83,21 @@ pub struct Policy {
     /// The proof of the host's CPU (once a round, with the host's first GPU).
     #[serde(default)]
     pub cpu: CpuPolicy,
+    /// A check during a lease ([`Policy::for_lease`]): a short GEMM against a loose bound,
+    /// which shows the GPU up and answering rightly for the settlement and proves no model.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lease_check: bool,
 }
+
+/// m = n = k of the product a per-model lease check computes: 2048³ multiply-adds (17 GFLOP,
+/// tens of microseconds of an H100's or H200's tensor cores), with inputs and outputs of
+/// 8 to 32 MiB beside the tenant's data.
+pub const LEASE_CHECK_SIZE: u64 = 2048;
+
+/// The bound of a per-model lease check, ms: loose enough for a GPU its tenant keeps busy
+/// (the check's kernels wait for the tenant's in the GPU's time slices), tight enough that
+/// a GPU gone, hung or swapped for a remote machine's answer is caught within the round.
+pub const LEASE_CHECK_MS: f64 = 1000.0;
 
 /// Whether a round also proves the host's CPU, and the shape of its lanes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -233,18 +247,44 @@ impl Policy {
             expiry_ms: 60_000,
             memory: MemoryPolicy::default(),
             cpu: CpuPolicy::default(),
+            lease_check: false,
+        }
+    }
+
+    /// This policy's check of a GPU during a lease (issue 25, docs/market.md "Proofs during
+    /// a lease"): one product of [`LEASE_CHECK_SIZE`] in the precision the round would use,
+    /// against [`LEASE_CHECK_MS`] (under a test plan, the test's own shape and bound), with
+    /// no proof of memory (its data set would take the tenant's memory) and no proof of the
+    /// host's CPU (its cores are the tenant's too). Its records count for the settlement and
+    /// prove no model.
+    pub fn for_lease(&self) -> Policy {
+        let (size, batch, expected_ms) = match self.plan {
+            PlanKind::PerModel => (LEASE_CHECK_SIZE, 1, LEASE_CHECK_MS),
+            PlanKind::Test => (self.size, self.batch, self.expected_ms),
+        };
+        Policy {
+            size,
+            batch,
+            expected_ms,
+            memory: MemoryPolicy::off(),
+            cpu: CpuPolicy {
+                enabled: false,
+                ..self.cpu.clone()
+            },
+            lease_check: true,
+            ..self.clone()
         }
     }
 
     /// Whether records made under this policy say anything about the claimed model.
     pub fn proves_model(&self) -> bool {
-        self.plan == PlanKind::PerModel
+        self.plan == PlanKind::PerModel && !self.lease_check
     }
 
     /// How a GPU claimed to be `spec` is challenged under this policy.
     pub fn plan_for(&self, spec: &GpuSpec) -> Result<Planned, PolicyError> {
         let unknown = || PolicyError::UnknownModel(spec.model.clone());
-        if self.plan == PlanKind::PerModel {
+        if self.plan == PlanKind::PerModel && !self.lease_check {
             let db = SpecDb::embedded();
             let pick = pog_proof::params::choose_precision(spec, db).map(|c| c.precision);
             // Forced by hand, a precision is planned at the model's own rate in it and proves
@@ -300,7 +340,7 @@ impl Policy {
         if self.memory.enabled && self.memory.samples == 0 {
             return Err(PolicyError::Zero("the memory proof's spot checks"));
         }
-        if self.plan == PlanKind::PerModel {
+        if self.plan == PlanKind::PerModel && !self.lease_check {
             return Ok(()); // the shape and bound come from the model
         }
         let m = &self.memory;
@@ -369,6 +409,38 @@ mod tests {
         };
         let spec = SpecDb::embedded().by_model("H200 SXM").unwrap();
         assert!(!test.plan_for(spec).unwrap().proves_model);
+    }
+
+    /// A lease check computes one small product in the model's own precision against the
+    /// loose bound, with neither memory nor CPU proof, and proves no model; under a test plan
+    /// it keeps the test's shape. Records of policies before it read as full rounds.
+    #[test]
+    fn a_lease_check_is_one_small_product_that_proves_no_model() {
+        let spec = SpecDb::embedded().by_model("H200 SXM").unwrap();
+        let lease = Policy::per_model_default().for_lease();
+        assert!(lease.lease_check && !lease.proves_model());
+        assert!(!lease.memory.enabled && !lease.cpu.enabled);
+        lease.validate().unwrap();
+        let plan = lease.plan_for(spec).unwrap();
+        assert_eq!(
+            (plan.precision, plan.size, plan.batch, plan.expected_ms),
+            (Precision::Bf16, LEASE_CHECK_SIZE, 1, LEASE_CHECK_MS)
+        );
+        assert!(!plan.proves_model);
+        let test = Policy {
+            plan: PlanKind::Test,
+            size: 32,
+            batch: 2,
+            expected_ms: 500.0,
+            ..Policy::per_model_default()
+        }
+        .for_lease();
+        assert_eq!((test.size, test.batch, test.expected_ms), (32, 2, 500.0));
+        assert_eq!(test.plan, PlanKind::Test);
+        let full = serde_json::to_value(Policy::per_model_default()).unwrap();
+        assert!(full.get("lease_check").is_none(), "{full}");
+        let read: Policy = serde_json::from_value(full).unwrap();
+        assert!(!read.lease_check && read.proves_model());
     }
 
     /// Leaves are 128 bytes in every precision unless the policy names a count; a policy

@@ -486,10 +486,13 @@ impl ValidatorApp {
                 .enable_all()
                 .build()
                 .map_err(AppError::Schedule)?;
-            let (service, schedule) = (validator.clone(), settings.schedule);
+            // A GPU under a lease of the market's is checked, not proven, in its rounds.
+            let rounds =
+                crate::schedule::Rounds::new(validator.clone(), settings.schedule, stopped)
+                    .with_leases(market.clone());
             std::thread::Builder::new()
                 .name("pog-schedule".into())
-                .spawn(move || rounds_rt.block_on(crate::schedule::run(service, schedule, stopped)))
+                .spawn(move || rounds_rt.block_on(crate::schedule::run(rounds)))
                 .map_err(AppError::Schedule)?
         };
         let api = Api::of(validator).with_market(market).with_pricing(pricing);

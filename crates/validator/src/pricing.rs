@@ -23,7 +23,7 @@
 
 use crate::market::{Market, MarketError, PostedPrice};
 use crate::registry::{NewRecord, RegistryError};
-use crate::rows::{read_rows, ReadRows};
+use crate::rows::{read_rows, FullRounds, ReadRows};
 use crate::store::{RecordStore, StoreError};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -129,6 +129,8 @@ pub struct Pricing {
     /// registry at the first catch-up ([`Pricing::count_proven`]), then kept as GPUs are
     /// assessed.
     proven: std::sync::Mutex<Option<std::collections::HashMap<GpuUuid, String>>>,
+    /// Each leased GPU's last full round, which its lease's checks push out of the rows read.
+    full_rounds: FullRounds,
 }
 
 /// One GPU's score as `GET /v1/scores` lists it.
@@ -195,6 +197,7 @@ impl Pricing {
             assessments: std::sync::atomic::AtomicU64::new(0),
             states: std::sync::Mutex::new(std::collections::HashMap::new()),
             proven: std::sync::Mutex::new(None),
+            full_rounds: FullRounds::default(),
         })
     }
 
@@ -209,22 +212,24 @@ impl Pricing {
             return Ok(None);
         };
         let uuid = &uuid;
-        let (gpu, rows) = {
+        let (gpu, read) = {
             let registry = self.records.registry();
             let gpu = registry.gpu(uuid)?;
             let rows = registry.latest_records(uuid, ROWS_READ)?;
-            (gpu, rows)
+            if gpu.is_none() && rows.is_empty() {
+                return Ok(None);
+            }
+            let mut read = read_rows(&rows);
+            self.full_rounds.complete(&registry, uuid, &mut read)?;
+            (gpu, read)
         };
-        if gpu.is_none() && rows.is_empty() {
-            return Ok(None);
-        }
         let ReadRows {
             records,
             memory_records,
             missed_rounds,
             health,
             unreadable,
-        } = read_rows(&rows);
+        } = read;
         let history = GpuHistory {
             uuid,
             registered_model: gpu.as_ref().map(|g| g.model.as_str()),

@@ -1,10 +1,16 @@
 //! A GPU's stored rows read back as typed evidence: what the score ([`crate::pricing`]) and the
-//! settlement ([`crate::settlement`]) read of the registry's records, one reader for both.
+//! settlement ([`crate::settlement`]) read of the registry's records, one reader for both; and
+//! [`FullRounds`], which finds a leased GPU's last full round behind its lease's checks.
 
 use pog_market::appraisal::RecordSummary;
 use pog_market::evidence::{HealthEvidence, MissedRound};
+use pog_net::locked::Locked;
 use pog_records::{HealthRecord, MemoryRecord, Record, StoredBody};
-use pog_signed::{Envelope, RecordKind};
+use pog_signed::{Envelope, GpuUuid, RecordKind};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::registry::{Registry, RegistryError};
 
 /// Why a stored record was left out of its GPU's assessment (listed with the assessment's
 /// unreadable records).
@@ -72,5 +78,91 @@ pub fn read_rows(rows: &[(i64, String)]) -> ReadRows {
         missed_rounds,
         health,
         unreadable,
+    }
+}
+
+/// The rows first read back when a GPU's last full round is looked for behind its lease's
+/// checks, growing fourfold up to [`DEEPEST_ROWS`].
+const FIRST_DEEP_ROWS: usize = 512;
+
+/// The most rows read back to find a GPU's last full round: about 30 days of a round a
+/// minute with its health records. Past it the GPU is judged without one.
+const DEEPEST_ROWS: usize = 131_072;
+
+/// Each GPU's last full round (its GEMM record and its memory record) that a lease's checks
+/// pushed out of the rows its score reads: during a lease the validator only checks the GPU
+/// (`Policy::for_lease`), so after a few dozen rounds the rows hold no record that speaks for
+/// its model or memory, and the score would fall to nothing while the GPU serves its tenant.
+/// Kept per GPU as rows go by, and read back once through the registry where none was kept
+/// (after a restart).
+#[derive(Default)]
+pub struct FullRounds(Mutex<HashMap<GpuUuid, FullRound>>);
+
+/// A GPU's last full round, as [`FullRounds`] keeps it.
+#[derive(Debug, Clone, Default)]
+struct FullRound {
+    gemm: Option<RecordSummary>,
+    memory: Option<RecordSummary>,
+}
+
+impl FullRound {
+    /// The last full round in `read`: its latest GEMM record that is not a lease's check, and
+    /// its latest memory record (only full rounds prove memory).
+    fn in_rows(read: &ReadRows) -> FullRound {
+        FullRound {
+            gemm: read.records.iter().rev().find(|r| !r.lease_check).cloned(),
+            memory: read.memory_records.last().cloned(),
+        }
+    }
+}
+
+impl FullRounds {
+    /// Completes `read`, the latest rows of `uuid`: where they hold a lease's checks and no
+    /// full round, the GPU's last full round goes in front of them (older than every row);
+    /// where they hold a full round, it is kept for later.
+    pub fn complete(
+        &self,
+        registry: &Registry,
+        uuid: &GpuUuid,
+        read: &mut ReadRows,
+    ) -> Result<(), RegistryError> {
+        let here = FullRound::in_rows(read);
+        if here.gemm.is_some() {
+            self.0.locked().insert(uuid.clone(), here);
+            return Ok(());
+        }
+        if !read.records.iter().any(|r| r.lease_check) {
+            return Ok(()); // no lease's checks: nothing hides a full round
+        }
+        let kept = self.0.locked().get(uuid).cloned();
+        let last = match kept {
+            Some(last) => last,
+            None => {
+                let found = search_back(registry, uuid)?;
+                self.0.locked().insert(uuid.clone(), found.clone());
+                found
+            }
+        };
+        if let Some(gemm) = last.gemm {
+            read.records.insert(0, gemm);
+        }
+        if read.memory_records.is_empty() {
+            read.memory_records.extend(last.memory);
+        }
+        Ok(())
+    }
+}
+
+/// Reads `uuid`'s rows back, more each time, until a full round is among them (or
+/// [`DEEPEST_ROWS`] were read).
+fn search_back(registry: &Registry, uuid: &GpuUuid) -> Result<FullRound, RegistryError> {
+    let mut limit = FIRST_DEEP_ROWS;
+    loop {
+        let rows = registry.latest_records(uuid.as_str(), limit)?;
+        let found = FullRound::in_rows(&read_rows(&rows));
+        if found.gemm.is_some() || rows.len() < limit || limit >= DEEPEST_ROWS {
+            return Ok(found);
+        }
+        limit = (limit * 4).min(DEEPEST_ROWS);
     }
 }

@@ -18,6 +18,11 @@
 //! - **The host after its GPUs.** Where an agent claims its host's cores, its first GPU (by
 //!   UUID) carries the host's proof of CPU: once every GPU of that agent in the round has
 //!   finished its own challenges, so that no GPU proof's work shares the cores being timed.
+//! - **Checks, not proofs, during a lease.** A GPU under a lease of its agent's
+//!   ([`Rounds::with_leases`]) is only checked ([`Policy::for_lease`]): one small product
+//!   against a loose bound, no proof of memory and none of its host's CPU, so its tenant
+//!   loses milliseconds a round. The rounds before the lease's start and after its end are
+//!   full; the checks count for the settlement and never as the model's proof.
 //! - **Missed rounds on record.** Each round a GPU is skipped in because its agent did not
 //!   answer, the validator signs and stores a [`MissedRound`]: the GPU's uptime counts it as
 //!   missed (`pog_market::evidence`), measured from records rather than assumed.
@@ -29,6 +34,7 @@ use pog_records::{
 
 use crate::fleet;
 use crate::registry_model::AbandonedClaim;
+use crate::settlement::LeaseBook;
 use crate::validator::{Validator, ValidatorError};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -242,6 +248,8 @@ pub struct Rounds {
     /// The clock's time at the first round, and the last round's number.
     first_ms: Option<u64>,
     last: u64,
+    /// Where the leases under way are found (none: every round is full).
+    leases: Option<Arc<dyn LeaseBook>>,
 }
 
 impl Rounds {
@@ -261,7 +269,37 @@ impl Rounds {
             running: tokio::task::JoinSet::new(),
             first_ms: None,
             last: 0,
+            leases: None,
         }
+    }
+
+    /// These rounds, checking rather than proving the GPUs under a lease of `leases`.
+    pub fn with_leases(mut self, leases: Arc<dyn LeaseBook>) -> Rounds {
+        self.leases = Some(leases);
+        self
+    }
+
+    /// The GPUs of `groups` (every registered GPU, by agent) under a lease now whose provider
+    /// is the agent they are registered to (a lease of a GPU's earlier holder is not its
+    /// present agent's to deliver).
+    fn leased_now(&self, groups: &[(String, Vec<String>)]) -> HashSet<String> {
+        let Some(book) = &self.leases else {
+            return HashSet::new();
+        };
+        let now = self.validator.records().now_ms();
+        let agents: HashMap<&str, &str> = groups
+            .iter()
+            .flat_map(|(agent, uuids)| uuids.iter().map(move |u| (u.as_str(), agent.as_str())))
+            .collect();
+        book.active_at(now)
+            .into_iter()
+            .filter(|l| {
+                agents
+                    .get(l.gpu.as_str())
+                    .is_some_and(|agent| agent.eq_ignore_ascii_case(&l.provider))
+            })
+            .map(|l| l.gpu.to_string())
+            .collect()
     }
 
     /// The next round's number by the validator's clock now.
@@ -301,7 +339,8 @@ impl Rounds {
         };
         self.sweep_abandoned();
         let (due, backing_off) = due(&self.state, mine, round);
-        let hosts = HostRound::for_round(&groups, &due);
+        let leased = self.leased_now(&groups);
+        let hosts = HostRound::for_round(&groups, &due, &leased);
         tracing::debug!(
             round,
             challenged = due.len(),
@@ -325,6 +364,10 @@ impl Rounds {
             );
             let stop = self.stop.clone();
             let host = hosts.get(&uuid).cloned();
+            let policy = match leased.contains(&uuid) {
+                true => schedule.policy.for_lease(),
+                false => schedule.policy.clone(),
+            };
             self.running.spawn(async move {
                 // However this task ends (a panic included), the GPU leaves `in_flight`, and
                 // its host's proof of CPU stops waiting for it.
@@ -339,7 +382,7 @@ impl Rounds {
                 if *stop.borrow() {
                     return; // stopping: no new challenge after the permit wait
                 }
-                let result = prove_round(&v, &uuid, &schedule.policy).await;
+                let result = prove_round(&v, &uuid, &policy).await;
                 let reached = result
                     .as_ref()
                     .is_ok_and(|r| !r.failure.as_ref().is_some_and(|f| f.kind.is_unreachable()));
@@ -484,15 +527,11 @@ impl Rounds {
     }
 }
 
-/// Runs rounds until `stop` says so, one at the start of each slot of `every` (a round is
-/// started whatever the last one is still waiting for); challenges already running finish
+/// Runs `rounds` until their `stop` says so, one at the start of each slot of `every` (a round
+/// is started whatever the last one is still waiting for); challenges already running finish
 /// before this returns.
-pub async fn run(
-    validator: Arc<Validator>,
-    schedule: Schedule,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    let mut rounds = Rounds::new(validator.clone(), schedule, stop.clone());
+pub async fn run(mut rounds: Rounds) {
+    let (validator, mut stop) = (rounds.validator.clone(), rounds.stop.clone());
     // The first round at once, in the slot under way (what other validators of the fleet
     // claimed of it at its start stays theirs); then each at its slot's start on the
     // validator's clock, where the fleet's validators start theirs at the same instant
@@ -521,10 +560,12 @@ struct HostRound {
 
 impl HostRound {
     /// For each GPU due in this round whose agent's first GPU is due too, that agent's host
-    /// round (shared by its GPUs).
+    /// round (shared by its GPUs); none for an agent with a GPU under a lease (`leased`):
+    /// its tenant uses the host's cores too.
     fn for_round(
         groups: &[(String, Vec<String>)],
         due: &[String],
+        leased: &HashSet<String>,
     ) -> HashMap<String, Arc<HostRound>> {
         let due: HashSet<&String> = due.iter().collect();
         let mut hosts = HashMap::new();
@@ -532,6 +573,9 @@ impl HostRound {
             let Some(anchor) = uuids.first().filter(|a| due.contains(a)) else {
                 continue;
             };
+            if uuids.iter().any(|u| leased.contains(u)) {
+                continue;
+            }
             let mine: Vec<&String> = uuids.iter().filter(|u| due.contains(u)).collect();
             let host = Arc::new(HostRound {
                 anchor: anchor.clone(),

@@ -472,11 +472,19 @@ pub struct Pass {
     pub undelivered: Vec<String>,
 }
 
-/// Where the settler finds the leases to settle: the validator's order book
-/// ([`crate::market::Market`]), or a test's.
+/// Where the settler finds the leases to settle, and the schedule the leases under way: the
+/// validator's order book ([`crate::market::Market`]), or a test's.
 pub trait LeaseBook: Send + Sync {
     /// Every lease the book's clearings made, oldest first.
     fn all_leases(&self) -> Vec<Lease>;
+
+    /// The leases under way at `now_ms` (started, not ended).
+    fn active_at(&self, now_ms: u64) -> Vec<Lease> {
+        self.all_leases()
+            .into_iter()
+            .filter(|l| l.start_ms <= now_ms && now_ms < l.end_ms)
+            .collect()
+    }
 }
 
 /// Settles the market's leases as their periods end.

@@ -33,9 +33,9 @@ impl RegistryStanding {
 }
 
 impl GpuStanding for RegistryStanding {
-    /// The GPU's registration, and its latest GEMM proof record made while it was registered
-    /// to its present agent as its present model (a record of an earlier holder, or of another
-    /// claimed model, never backs an ask). A stored record that cannot be read is skipped.
+    /// The GPU's registration, and its latest GEMM proof record of a full round made while it
+    /// was registered to its present agent as its present model (a record of an earlier
+    /// holder, of another claimed model, or a lease's check never backs an ask). A stored record that cannot be read is skipped.
     fn standing(&self, gpu: &GpuUuid) -> Result<Option<Standing>, StandingUnavailable> {
         let unavailable = |e: crate::registry::RegistryError| StandingUnavailable(e.to_string());
         let (registered, rows) = self
@@ -59,11 +59,13 @@ impl GpuStanding for RegistryStanding {
                 return None;
             }
             let record = Record::read(&envelope.kind, &envelope.body).ok()?;
+            // A lease's check is not a model's proof: the ask is judged by the full round.
             let ours = record
                 .agent
                 .as_str()
                 .eq_ignore_ascii_case(&registered.agent)
-                && record.model == registered.model;
+                && record.model == registered.model
+                && !record.policy.lease_check;
             ours.then_some(LatestProof {
                 record_id: *id,
                 accepted: record.accepted,

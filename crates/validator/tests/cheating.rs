@@ -51,9 +51,11 @@ async fn a_cheater_wrong_in_four_rounds_of_five_is_on_record_for_each_and_scored
         ..policy()
     };
     let schedule = tokio::spawn(pog_validator::schedule::run(
-        v.clone(),
-        pog_validator::schedule::Schedule::every(Duration::from_millis(150), policy),
-        stopped,
+        pog_validator::schedule::Rounds::new(
+            v.clone(),
+            pog_validator::schedule::Schedule::every(Duration::from_millis(150), policy),
+            stopped,
+        ),
     ));
     for _ in 0..800 {
         if proof_records(v, "GPU-cheat").len() >= 25 {

@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 /// Runs the schedule under `schedule` for `duration`, then stops it and waits for it.
 async fn run_schedule_for(v: &Arc<Validator>, schedule: Schedule, duration: Duration) {
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let rounds = tokio::spawn(pog_validator::schedule::run(v.clone(), schedule, stopped));
+    let rounds = tokio::spawn(pog_validator::schedule::run(
+        pog_validator::schedule::Rounds::new(v.clone(), schedule, stopped),
+    ));
     tokio::time::sleep(duration).await;
     stop.send(true).unwrap();
     rounds.await.unwrap();

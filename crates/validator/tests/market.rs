@@ -1336,9 +1336,14 @@ async fn an_agent_that_goes_silent_for_some_rounds_loses_uptime_and_price() {
     // The validator's own schedule, a round every 250 ms.
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let schedule = tokio::spawn(pog_validator::schedule::run(
-        v.clone(),
-        pog_validator::schedule::Schedule::every(std::time::Duration::from_millis(250), policy()),
-        stopped,
+        pog_validator::schedule::Rounds::new(
+            v.clone(),
+            pog_validator::schedule::Schedule::every(
+                std::time::Duration::from_millis(250),
+                policy(),
+            ),
+            stopped,
+        ),
     ));
     wait_for(&v, "GPU-u1", "answered two rounds", |proofs, _| {
         proofs.iter().filter(|(_, b)| answered(b)).count() >= 2
@@ -1731,4 +1736,44 @@ async fn a_restart_logs_no_gpu_state_that_did_not_change() {
         "the new record is priced"
     );
     assert_eq!(states(), 1, "an unchanged state is not logged again");
+}
+
+/// A leased GPU's checks fill the rows its score reads (a round a minute for days), and none
+/// of them proves its model: the score rests on the last full round before the lease, found
+/// behind the checks even by a validator that restarted during the lease, while the checks
+/// count as its rounds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leased_gpus_score_rests_on_its_last_full_round_behind_its_checks() {
+    let h = Harness::new()
+        .with_market()
+        .with_pricing_by_hand()
+        .serve()
+        .await;
+    let _agent = h.agent(15, vec![claim("GPU-l1")]).await;
+    h.v.challenge::<Gemm>("GPU-l1", &policy()).await.unwrap();
+    prove_model(&h.v, "GPU-l1");
+    let full_at = h.v.records().now_ms();
+    for i in 1..=200u64 {
+        store_edited(&h.v, "GPU-l1", |r| {
+            r["recorded_at_ms"] = (full_at + i * 60_000).into();
+            r["proves_model"] = false.into();
+            r["policy"]["lease_check"] = true.into();
+        });
+    }
+    // A validator started now: nothing kept of the GPU's rows before.
+    let restarted = pog_validator::pricing::Pricing::new(
+        h.v.records().clone(),
+        h.market().clone(),
+        pog_market::Config::embedded(),
+    );
+    for pricing in [h.pricing(), &restarted] {
+        let a = pricing.assess("GPU-l1").unwrap().unwrap();
+        assert!(a.proves_model, "{:?}", a.reasons);
+        assert_eq!(a.latest_accepted, Some(true));
+        assert_eq!(
+            (a.proofs_passed, a.proofs_total),
+            (20, 20),
+            "the last rounds are the checks"
+        );
+    }
 }

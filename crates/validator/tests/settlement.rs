@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{ask, claim, policy, prove_model, store_edited, Harness, VALIDATOR_SEED};
+use common::{ask, claim, policy, prove_model, records_of, store_edited, Harness, VALIDATOR_SEED};
 use pog_market::settlement::SettlementRules;
 use pog_market::{GpuClass, Mechanism, Order, OrderId, Price, Side};
 use pog_net::clock::{Clock, ManualClock};
@@ -192,7 +192,11 @@ async fn a_lease(
     let payee: EvmAddress = "0x00000000000000000000000000000000000000aa"
         .parse()
         .unwrap();
-    let agent = h.agent(22, vec![claim(GPU)]).paid_to(payee).await;
+    let agent = h
+        .agent(22, vec![claim(GPU)])
+        .paid_to(payee)
+        .on_clock(clock.shared())
+        .await;
     h.v.challenge::<pog_records::Gemm>(GPU, &policy())
         .await
         .expect("a proof exchange");
@@ -588,4 +592,75 @@ fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64
+}
+
+/// A GPU under a lease is checked, not proven: its rounds during the lease are one small
+/// product (`Policy::for_lease`: `lease_check` on the record, no proof of memory beside it),
+/// the first round after the lease is full again, and the checks pay the lease's hours.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leased_gpu_is_checked_not_proven_and_its_checks_pay_its_hours() {
+    use pog_validator::schedule::{Rounds, Schedule};
+    let clock = ManualClock::at_system_time();
+    let deposits = Arc::new(Deposits::default());
+    let rules = SettlementRules::default();
+    let (h, lease, _renter, _provider, _payee, _agent) = a_lease(&clock, &deposits, rules).await;
+    let with_memory = pog_records::Policy {
+        memory: pog_records::MemoryPolicy::test_shape(2_000.0),
+        ..policy()
+    };
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let mut rounds = Rounds::new(
+        h.v.clone(),
+        Schedule::every(Duration::from_secs(600), with_memory),
+        stopped,
+    )
+    .with_leases(h.market().clone());
+    // One round a little after the lease's start, one after its end.
+    clock.set(lease.start_ms + 10 * MINUTE_MS);
+    rounds.start();
+    rounds.settled().await;
+    let during = records_of(&h.url, GPU).await;
+    clock.set(lease.end_ms + MINUTE_MS);
+    rounds.start();
+    rounds.settled().await;
+    let all = records_of(&h.url, GPU).await;
+    let after = &all[during.len()..];
+    let gemm = |r: &&serde_json::Value| r.get("challenge").is_some();
+    let memory = |r: &&serde_json::Value| r.get("memory_challenge").is_some();
+
+    let check = during.iter().rev().find(gemm).expect("the check's record");
+    assert_eq!(check["policy"]["lease_check"], true, "{check}");
+    assert_eq!(check["accepted"], true, "{check}");
+    assert_eq!(check["proves_model"], false);
+    assert!(
+        !during.iter().any(|r| memory(&r)),
+        "no proof of memory during the lease"
+    );
+    let full = after.iter().find(gemm).expect("the full round's record");
+    assert!(full["policy"].get("lease_check").is_none(), "{full}");
+    assert!(after.iter().any(|r| memory(&r)), "the memory proof is back");
+    for r in after.iter().filter(|r| gemm(r) || memory(r)) {
+        assert_eq!(r["accepted"], true, "{r}");
+    }
+
+    // The check vouches for the first hour; the second, with no round, is bridged by the
+    // check and the full round after the lease (both proven, under 3 hours apart).
+    let settler = Settler::new(
+        h.market().clone(),
+        h.v.records().clone(),
+        h.market().settlements().unwrap().clone(),
+        None,
+    );
+    clock.set(lease.end_ms + rules.grace_ms);
+    assert_eq!(settler.pass().unwrap().settled, 1);
+    let kept = h
+        .market()
+        .settlements()
+        .unwrap()
+        .page(&pog_validator::settlement::SettlementFilter {
+            lease: Some(lease.id.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(kept[0].record.proven_hours_ppm, 2_000_000, "{kept:?}");
 }

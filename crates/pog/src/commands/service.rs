@@ -770,6 +770,7 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
             expiry_ms: args.expiry_ms,
             memory: MemoryPolicy::test_shape(args.expected_ms),
             cpu: pog_records::CpuPolicy::test_shape(),
+            lease_check: false,
         }
     } else {
         Policy {

@@ -48,6 +48,7 @@ pub fn policy() -> Policy {
         expiry_ms: 10_000,
         memory: pog_records::MemoryPolicy::off(),
         cpu: pog_records::CpuPolicy::test_shape(),
+        lease_check: false,
     }
 }
 
