@@ -851,6 +851,37 @@ fn validator_prices(global: &Global, url: &str, gpu: Option<&str>) -> Result<Out
                 score.assessment.proofs_passed, score.assessment.proofs_total
             ),
         ]);
+        let m = &score.assessment.measured;
+        let figure = |value: Option<f64>, unit: &str, pace: Option<f64>| match (value, pace) {
+            (Some(v), Some(p)) => format!("{v:.1} {unit} (pace {p:.3} of its model)"),
+            (Some(v), None) => format!("{v:.1} {unit}"),
+            _ => "-".to_string(),
+        };
+        t.add_row(vec![
+            "GEMM proof, measured by the validator".to_string(),
+            figure(m.gemm_tflops, "TFLOP/s", m.compute_pace),
+        ]);
+        t.add_row(vec![
+            "memory walk, measured by the validator".to_string(),
+            figure(m.walk_gbs, "GB/s", m.memory_pace),
+        ]);
+        if let Some(signals) = score.posted.as_ref().and_then(|p| p.signals.as_ref()) {
+            t.add_row(vec![
+                format!("its class, last {} h", signals.window_hours),
+                format!(
+                    "{:.1} of {:.0} proven GPU-hours leased ({:.1} counted, {} renter(s)); {:.0} traded{}",
+                    signals.leased_hours,
+                    signals.available_hours,
+                    signals.counted_hours,
+                    signals.renters,
+                    signals.traded_hours,
+                    signals
+                        .traded_vwap_micro_usd
+                        .map(|v| format!(" at {} per GPU-hour", usd(Some(v))))
+                        .unwrap_or_default()
+                ),
+            ]);
+        }
         t.add_row(vec![
             "price per GPU-hour".to_string(),
             usd(score.price_micro_usd),
