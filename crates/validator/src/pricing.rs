@@ -70,6 +70,9 @@ const LEDGER_STEPS: usize = 8 * ROWS_READ;
 /// The most scores or price points one page returns.
 pub const MAX_PAGE: usize = 1000;
 
+/// How often the pricing counts each class's proven GPUs from the whole registry again.
+const RECOUNT: Duration = Duration::from_secs(600);
+
 /// How often the pricing looks for records even without a wake-up (a safety net: every
 /// stored record wakes it).
 const IDLE_CHECK: Duration = Duration::from_secs(30);
@@ -126,9 +129,15 @@ pub struct Pricing {
     states: std::sync::Mutex<std::collections::HashMap<GpuUuid, GpuState>>,
     /// The GPUs proving their model at their latest assessment, with that model: each class's
     /// capacity, against which its leased hours are its utilization. Filled from the whole
-    /// registry at the first catch-up ([`Pricing::count_proven`]), then kept as GPUs are
-    /// assessed.
-    proven: std::sync::Mutex<Option<std::collections::HashMap<GpuUuid, String>>>,
+    /// registry at the first catch-up and every [`RECOUNT`] after ([`Pricing::count_proven`]:
+    /// a GPU that left the registry, and so has no records to be assessed by, leaves the
+    /// count then), and kept as GPUs are assessed in between.
+    proven: std::sync::Mutex<
+        Option<(
+            std::time::Instant,
+            std::collections::HashMap<GpuUuid, String>,
+        )>,
+    >,
     /// Each leased GPU's last full round, which its lease's checks push out of the rows read.
     full_rounds: FullRounds,
 }
@@ -275,12 +284,9 @@ impl Pricing {
                 cleared_at_ms: *at_ms,
             })
             .collect();
-        let proven_gpus = self
-            .proven
-            .locked()
-            .as_ref()
-            .map_or(0, |p| p.values().filter(|m| m.as_str() == model).count())
-            as u64;
+        let proven_gpus = self.proven.locked().as_ref().map_or(0, |(_, p)| {
+            p.values().filter(|m| m.as_str() == model).count()
+        }) as u64;
         let activity = ClassActivity {
             leases: &samples,
             proven_gpus,
@@ -292,7 +298,7 @@ impl Pricing {
 
     /// Counts `a`'s GPU among its class's proven GPUs, or not.
     fn note_proven(&self, a: &Assessment) {
-        if let Some(proven) = self.proven.locked().as_mut() {
+        if let Some((_, proven)) = self.proven.locked().as_mut() {
             match (&a.model, a.proves_model && !a.simulated) {
                 (Some(model), true) => proven.insert(a.gpu_uuid.clone(), model.clone()),
                 _ => proven.remove(&a.gpu_uuid),
@@ -300,10 +306,15 @@ impl Pricing {
         }
     }
 
-    /// Assesses every registered GPU once, to count each class's proven GPUs (at the first
-    /// catch-up; afterwards each assessment keeps the count).
+    /// Assesses every registered GPU, to count each class's proven GPUs (at the first
+    /// catch-up and every [`RECOUNT`] after; in between each assessment keeps the count).
     fn count_proven(&self) -> Result<(), PricingError> {
-        if self.proven.locked().is_some() {
+        if self
+            .proven
+            .locked()
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < RECOUNT)
+        {
             return Ok(());
         }
         let mut proven = std::collections::HashMap::new();
@@ -322,7 +333,7 @@ impl Pricing {
                 _ => break,
             }
         }
-        *self.proven.locked() = Some(proven);
+        *self.proven.locked() = Some((std::time::Instant::now(), proven));
         Ok(())
     }
 
@@ -442,7 +453,7 @@ impl Pricing {
             .proven
             .locked()
             .iter()
-            .flatten()
+            .flat_map(|(_, p)| p.iter())
             .filter(|(_, model)| cleared.iter().any(|c| c.as_str() == model.as_str()))
             .map(|(uuid, model)| (uuid.clone(), model.clone()))
             .collect();
