@@ -63,7 +63,7 @@ if [ "${TRACE:-0}" = 1 ]; then
   nvidia-smi -q -d TEMPERATURE >"$OUT/trace/nvidia-smi-temperature.txt" 2>&1
   "$POG" monitor run --interval 1 --record "$OUT/trace/trace.csv" --no-history \
     --train "$(dirname "$0")/../crates/monitor/tests/data/h200-healthy.csv" \
-    --metrics 127.0.0.1:9401 --json >"$OUT/trace/alerts.jsonl" 2>"$OUT/trace/monitor.log" &
+    --metrics-listen 127.0.0.1:9401 --json >"$OUT/trace/alerts.jsonl" 2>"$OUT/trace/monitor.log" &
   trace_pid=$!
   ( while sleep 20; do
       now=$(date +%s)

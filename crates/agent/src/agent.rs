@@ -174,6 +174,8 @@ pub struct Agent {
     /// The wall clock expiries and health requests are judged by (the system clock; a test's
     /// clock in tests).
     clock: SharedClock,
+    /// The storage it proves (`pog agent --storage-dir`), if it claims any.
+    pub(crate) storage: Option<Arc<crate::storage::HostStorage>>,
     /// A test agent's misbehaviour (never in a release build).
     #[cfg(feature = "test-doubles")]
     pub(crate) cheating: Option<crate::misbehaviour::Cheating>,
@@ -199,6 +201,7 @@ impl Agent {
             computing: Mutex::new(HashMap::new()),
             watch: None,
             clock: SystemClock::shared(),
+            storage: None,
             #[cfg(feature = "test-doubles")]
             cheating: None,
         }
@@ -207,6 +210,13 @@ impl Agent {
     /// The same agent judging expiries and health requests by `clock` (a test's clock).
     pub fn with_clock(mut self, clock: SharedClock) -> Agent {
         self.clock = clock;
+        self
+    }
+
+    /// Proves `storage` (`/v1/storage/*`): the data set the validator asks for, built and
+    /// kept in its directory.
+    pub fn with_storage(mut self, storage: crate::storage::HostStorage) -> Agent {
+        self.storage = Some(Arc::new(storage));
         self
     }
 
@@ -235,7 +245,7 @@ impl Agent {
     }
 
     /// The identity answers are signed with.
-    fn signer(&self) -> &Identity {
+    pub(crate) fn signer(&self) -> &Identity {
         #[cfg(feature = "test-doubles")]
         if let Some(cheating) = &self.cheating {
             return cheating.signer(&self.identity);
@@ -246,13 +256,12 @@ impl Agent {
     /// Refuses a challenge (of either kind) not addressed to this agent by its signer, or for a
     /// GPU it does not have: work done for another agent's key would be credited to that agent
     /// (a relay), work for another issuer is not asked by it.
-    fn check_addressed(&self, signer: &PublicKey, to: &Addressee) -> Result<(), ApiError> {
-        if !self.trusted_validators.iter().any(|v| v == signer) {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                format!("challenge signed by {signer}, which this agent does not trust"),
-            ));
-        }
+    pub(crate) fn check_addressed(
+        &self,
+        signer: &PublicKey,
+        to: &Addressee,
+    ) -> Result<(), ApiError> {
+        self.check_trusted(signer, "challenge")?;
         if self.identity.public_key() != to.agent_key {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
@@ -285,18 +294,29 @@ impl Agent {
         Ok(())
     }
 
+    /// Refuses (403) a `what` signed by a validator this agent does not trust.
+    pub(crate) fn check_trusted(&self, signer: &PublicKey, what: &str) -> Result<(), ApiError> {
+        if self.trusted_validators.contains(signer) {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("{what} signed by {signer}, which this agent does not trust"),
+        ))
+    }
+
+    /// The wall clock expiries are judged by.
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
     /// Takes a challenge id (before any work, so two copies of one challenge cannot both
     /// run), refusing an expired or already answered one; forgets what can no longer be opened
     /// or replayed.
-    fn take_id(&self, id: &str, expires_at_ms: u64) -> Result<(), ApiError> {
+    pub(crate) fn take_id(&self, id: &str, expires_at_ms: u64) -> Result<(), ApiError> {
         // Ids are kept until their expiry: both are bounded, or a trusted but hostile
         // validator could pin memory with long ids that never expire.
-        if id.is_empty() || id.len() > MAX_ID_BYTES || !id.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                format!("an id is 1 to {MAX_ID_BYTES} printable ASCII characters"),
-            ));
-        }
+        check_id(id)?;
         let now = self.clock.now_ms();
         if now > expires_at_ms.saturating_add(CLOCK_SKEW_MS) {
             return Err(ApiError::new(
@@ -558,7 +578,7 @@ impl Agent {
     }
 
     /// Runs `free` on this agent after [`Self::memory_hold`], unless the agent is gone.
-    fn after_hold(
+    pub(crate) fn after_hold(
         self: &Arc<Self>,
         runtime: &tokio::runtime::Handle,
         free: impl FnOnce(&Agent) + Send + 'static,
@@ -620,7 +640,8 @@ impl Agent {
 
 /// The agent's HTTP API: `GET /v1/ping`, `POST /v1/challenge`, `POST /v1/memory/build`,
 /// `POST /v1/memory/walk`, `POST /v1/cpu/calibrate`, `POST /v1/cpu/start`, `POST /v1/open`,
-/// `POST /v1/health`, `GET /metrics`.
+/// the proof of storage's `POST /v1/storage/{dataset,audit,round,open}`
+/// ([`crate::storage`]), `POST /v1/health`, `GET /metrics`.
 pub fn router(agent: Arc<Agent>) -> Router {
     Router::new()
         .route("/v1/ping", get(|| async { "pog agent" }))
@@ -631,6 +652,7 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .route("/v1/cpu/calibrate", post(cpu_calibrate))
         .route("/v1/cpu/start", post(cpu_start))
         .route("/v1/open", post(open))
+        .merge(crate::storage::routes())
         .route("/v1/health", post(health))
         .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(pog_signed::MAX_MESSAGE_BYTES))
@@ -707,6 +729,17 @@ enum Inadmissible {
         #[source]
         cause: memory::BeyondPlan,
     },
+}
+
+/// Refuses (400) an id that is not 1 to [`MAX_ID_BYTES`] printable ASCII characters.
+pub(crate) fn check_id(id: &str) -> Result<(), ApiError> {
+    if id.is_empty() || id.len() > MAX_ID_BYTES || !id.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("an id is 1 to {MAX_ID_BYTES} printable ASCII characters"),
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses a challenge this agent cannot take as asked: a malformed shape or more than the
@@ -963,12 +996,7 @@ async fn timed_from_slot(
 /// before anything is opened, and leaves the challenge to its issuer.
 async fn open(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
     let (request, signer): (OpenRequest, PublicKey) = pog_signed::decode(&body, kind::OPEN)?;
-    if !agent.trusted_validators.contains(&signer) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!("open request signed by {signer}, which this agent does not trust"),
-        ));
-    }
+    agent.check_trusted(&signer, "open request")?;
     if request.leaves.len() > MAX_OPENINGS {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -1045,12 +1073,7 @@ async fn metrics(
 async fn health(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
     let (request, signer): (wire::HealthRequest, PublicKey) =
         pog_signed::decode(&body, kind::HEALTH_REQUEST)?;
-    if !agent.trusted_validators.contains(&signer) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!("health request signed by {signer}, which this agent does not trust"),
-        ));
-    }
+    agent.check_trusted(&signer, "health request")?;
     if request.agent_key != agent.identity.public_key() {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -1101,7 +1124,7 @@ async fn health(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response
 
 /// Runs prover work off the async runtime (it can take seconds); its failure, or a panic, is a
 /// 500 that says `what` failed.
-async fn blocking<T: Send + 'static, E: std::fmt::Display + Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static, E: std::fmt::Display + Send + 'static>(
     what: String,
     work: impl FnOnce() -> Result<T, E> + Send + 'static,
 ) -> Result<T, ApiError> {
@@ -1134,11 +1157,16 @@ pub enum RegisterError {
 pub const MAX_REGISTER_BACKOFF: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The host's claim as an agent registers it: the hardware threads this process may run on
-/// (the lanes of its proof of CPU), and the address its owner names for its GPUs' tokens.
-pub fn host_claim(token_owner: Option<pog_signed::EvmAddress>) -> wire::HostClaim {
+/// (the lanes of its proof of CPU), the address its owner names for its GPUs' tokens, and
+/// the storage it proves (`pog agent --storage-size`).
+pub fn host_claim(
+    token_owner: Option<pog_signed::EvmAddress>,
+    storage: Option<pog_proof::storage::StorageClaim>,
+) -> wire::HostClaim {
     wire::HostClaim {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
         token_owner,
+        storage,
     }
 }
 

@@ -15,6 +15,10 @@ use pog_proof::challenge::CHALLENGE_VERSION;
 use pog_proof::memory::{MemoryChallenge, MEMORY_VERSION};
 use pog_proof::prover::{Behaviour, CpuProver, Prover};
 use pog_proof::session::{Outcome, ValidatorSession};
+use pog_proof::storage::session::{
+    kind as storage_kind, AuditMessage, AuditOpeningsMessage, BuildingMessage, BuiltMessage,
+    DatasetMessage, OpenMessage, OpeningsMessage, RoundMessage, WalkMessage as StorageWalkMessage,
+};
 use pog_proof::wire::{
     self, kind, ChallengeMessage, Commitment, MemoryChallengeMessage, MemoryReady, OpenRequest,
     Openings, Register, WalkMessage,
@@ -293,6 +297,147 @@ pub fn openings(body: &[u8]) -> Result<Outcome, String> {
     session
         .on_openings(&openings, &signer)
         .map_err(|e| e.to_string())
+}
+
+/// A small data set in memory, its root audited, and a round of it walked honestly: the
+/// state the validator's storage sessions are in when the fuzzed answers arrive.
+pub struct StorageFixture {
+    /// The data set and its chunks.
+    pub set: pog_proof::storage::MemoryDataset,
+    /// The data set message the validator sent.
+    pub dataset: DatasetMessage,
+    /// The round the validator issued.
+    pub round: RoundMessage,
+    /// Its honest walk.
+    pub walk: pog_proof::storage::StorageWalk,
+}
+
+/// The shared [`StorageFixture`]: 16 one-chunk items, a round of 32 steps.
+pub fn storage_fixture() -> &'static StorageFixture {
+    static FIXTURE: OnceLock<StorageFixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let to = pog_proof::challenge::Addressee {
+            gpu_uuid: fuzz_gpu(),
+            gpu_bus_id: "00000000:00:06.0".into(),
+            agent_key: identity().public_key(),
+            validator_key: identity().public_key(),
+        };
+        let shape = pog_proof::storage::StorageShape {
+            items: 16,
+            chunks_per_item: 1,
+            passes: 1,
+            double_rounds: 1,
+        };
+        let dataset = pog_proof::storage::StorageDataset::new([9; 32], to, shape);
+        let set = pog_proof::storage::MemoryDataset::build(&dataset);
+        let round = RoundMessage {
+            id: "fuzz-round".into(),
+            round: pog_proof::storage::StorageRound {
+                dataset: dataset.clone(),
+                root: set.root(),
+                nonce: [8; 32],
+                steps: 32,
+            },
+            issued_at_ms: 1_000,
+            expires_at_ms: 61_000,
+        };
+        let walk = round
+            .round
+            .walk(|i| set.chunk(i).map(<[u8]>::to_vec).ok_or(()))
+            .expect("the fixture's chunks are all there");
+        StorageFixture {
+            set,
+            dataset: DatasetMessage {
+                id: "fuzz-dataset".into(),
+                dataset,
+                issued_at_ms: 1_000,
+                expires_at_ms: 61_000,
+            },
+            round,
+            walk,
+        }
+    })
+}
+
+/// A signed body to the agent's `/v1/storage/*`, decoded as each endpoint does and checked as
+/// it checks before any work: a data set (its shape), an audit (its count), a round (its
+/// shape, its first digest derived), an open request (its count, each step's chunk in the
+/// fixture's walk). Returns the kinds it decoded and passed as.
+pub fn storage_request(body: &[u8]) -> Vec<&'static str> {
+    use pog_proof::storage::MAX_SAMPLES;
+    let mut passed = Vec::new();
+    let count = |n: usize| (1..=MAX_SAMPLES as usize).contains(&n);
+    if let Ok(m) = decode::<DatasetMessage>(body, storage_kind::STORAGE_DATASET) {
+        if m.dataset.validate().is_ok() {
+            passed.push(storage_kind::STORAGE_DATASET);
+        }
+    }
+    if let Ok(m) = decode::<AuditMessage>(body, storage_kind::STORAGE_AUDIT) {
+        if count(m.chunks.len()) {
+            passed.push(storage_kind::STORAGE_AUDIT);
+        }
+    }
+    if let Ok(m) = decode::<RoundMessage>(body, storage_kind::STORAGE_ROUND) {
+        if m.round.validate().is_ok() {
+            let _ = m.round.start();
+            passed.push(storage_kind::STORAGE_ROUND);
+        }
+    }
+    if let Ok(m) = decode::<OpenMessage>(body, storage_kind::STORAGE_OPEN) {
+        let f = storage_fixture();
+        if count(m.request.steps.len())
+            && m.request
+                .steps
+                .iter()
+                .all(|&t| f.round.round.chunk_at(&f.walk, t).is_some())
+        {
+            passed.push(storage_kind::STORAGE_OPEN);
+        }
+    }
+    passed
+}
+
+/// A signed body answering the validator's storage sessions, decoded as each answer is and
+/// given to a fresh session of the fixture in the state it arrives in: a build in progress,
+/// a root, an audit's openings (after the honest root), a walk, a round's openings (after the
+/// honest walk). Returns what each session said.
+pub fn storage_answer(body: &[u8]) -> Vec<String> {
+    use pog_proof::storage::session::{DatasetSession, RoundSession};
+    let f = storage_fixture();
+    let signer = identity().public_key();
+    let dataset = || DatasetSession::new(&f.dataset, signer.clone(), SECRET, 8);
+    let round = || RoundSession::new(&f.round, signer.clone(), 100.0, SECRET, (8, 1));
+    let mut said = Vec::new();
+    if let Ok(m) = decode::<BuildingMessage>(body, storage_kind::STORAGE_BUILDING) {
+        said.push(format!("{:?}", dataset().on_building(&m, &signer, 2_000)));
+    }
+    if let Ok(m) = decode::<BuiltMessage>(body, storage_kind::STORAGE_BUILT) {
+        said.push(format!("{:?}", dataset().on_built(&m, &signer, 2_000)));
+    }
+    if let Ok(m) = decode::<AuditOpeningsMessage>(body, storage_kind::STORAGE_AUDIT_OPENINGS) {
+        let mut session = dataset();
+        let honest = BuiltMessage {
+            dataset_id: f.dataset.id.clone(),
+            root: f.set.root(),
+        };
+        if session.on_built(&honest, &signer, 2_000).is_ok() {
+            said.push(format!("{:?}", session.on_audit_openings(&m, &signer)));
+        }
+    }
+    if let Ok(m) = decode::<StorageWalkMessage>(body, storage_kind::STORAGE_WALK) {
+        said.push(format!("{:?}", round().on_walk(&m, &signer, 1_050, 0.0)));
+    }
+    if let Ok(m) = decode::<OpeningsMessage>(body, storage_kind::STORAGE_OPENINGS) {
+        let mut session = round();
+        let honest = StorageWalkMessage {
+            round_id: f.round.id.clone(),
+            walk: f.walk.clone(),
+        };
+        if let Ok(Ok(_)) = session.on_walk(&honest, &signer, 1_050, 0.0) {
+            said.push(format!("{:?}", session.on_openings(&m, &signer)));
+        }
+    }
+    said
 }
 
 /// `body` sealed as a `kind` message and decoded again: the wire path with the signature

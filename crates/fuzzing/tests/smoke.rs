@@ -198,6 +198,7 @@ fn register_seeds() -> Vec<Vec<u8>> {
             endpoint: "http://10.0.0.1:7000".into(),
             gpus: vec![gpu(1), gpu(2)],
             host: Some(pog_proof::wire::HostClaim {
+                storage: None,
                 cores: 16,
                 token_owner: Some(pog_signed::EvmAddress([7; 20])),
             }),
@@ -325,6 +326,65 @@ fn memory_messages_never_panic() {
     });
     pog_fuzzing::memory_walk(&walk).expect("a valid walk decodes");
     fuzz("memory_walk", &[walk], pog_fuzzing::memory_walk);
+}
+
+#[test]
+fn storage_messages_never_panic() {
+    use pog_proof::storage::session::*;
+    let f = pog_fuzzing::storage_fixture();
+    let open = OpenMessage {
+        round_id: f.round.id.clone(),
+        request: pog_proof::storage::StorageOpenRequest {
+            steps: vec![0, 5, 31],
+        },
+    };
+    let audit = AuditMessage {
+        dataset_id: f.dataset.id.clone(),
+        chunks: vec![0, 3, 15],
+    };
+    let requests = vec![json(&f.dataset), json(&audit), json(&f.round), json(&open)];
+    for (seed, kind) in requests.iter().zip([
+        kind::STORAGE_DATASET,
+        kind::STORAGE_AUDIT,
+        kind::STORAGE_ROUND,
+        kind::STORAGE_OPEN,
+    ]) {
+        assert!(
+            pog_fuzzing::storage_request(seed).contains(&kind),
+            "a valid {kind} passes"
+        );
+    }
+    fuzz("storage_request", &requests, pog_fuzzing::storage_request);
+    let openings = f
+        .set
+        .open_steps(&f.round.round, &f.walk, &open.request)
+        .unwrap();
+    let answers = vec![
+        json(&BuildingMessage {
+            dataset_id: f.dataset.id.clone(),
+            running_ms: 5,
+        }),
+        json(&BuiltMessage {
+            dataset_id: f.dataset.id.clone(),
+            root: f.set.root(),
+        }),
+        json(&AuditOpeningsMessage {
+            dataset_id: f.dataset.id.clone(),
+            chunks: (0..8).map(|i| f.set.open(i).unwrap()).collect(),
+        }),
+        json(&WalkMessage {
+            round_id: f.round.id.clone(),
+            walk: f.walk.clone(),
+        }),
+        json(&OpeningsMessage {
+            round_id: f.round.id.clone(),
+            openings,
+        }),
+    ];
+    for seed in &answers {
+        assert!(!pog_fuzzing::storage_answer(seed).is_empty());
+    }
+    fuzz("storage_answer", &answers, pog_fuzzing::storage_answer);
 }
 
 #[test]

@@ -568,6 +568,7 @@ fn follow(gpus: &mut BTreeMap<String, GpuWatch>, entry: &Entry) {
         RecordKind::ProofRound
         | RecordKind::MemoryRound
         | RecordKind::CpuRound
+        | RecordKind::StorageRound
         | RecordKind::HealthRound => {
             if let (Some(gpu), Some(at)) = (gpus.get_mut(&entry.gpu_uuid), at) {
                 if at >= gpu.last_round_ms {

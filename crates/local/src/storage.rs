@@ -769,8 +769,8 @@ fn sealed_len<T: Serialize>(
 }
 
 /// How long a kept data set is walked before `pog prove` builds a new one: the schedule's
-/// rebuild (a validator sends a new data set on its own schedule, `docs/protocol.md`).
-pub const REBUILD_AFTER_MS: u64 = 30 * 24 * 3600 * 1000;
+/// rebuild, as a validator's default policy has it.
+pub use pog_proof::storage::REBUILD_AFTER_MS;
 
 /// What `pog prove --proof storage` is asked.
 #[derive(Debug, Clone)]

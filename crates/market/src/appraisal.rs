@@ -19,8 +19,12 @@
 //!   uptime, rounds proven over rounds (a round answered wrongly, unanswered or skipped while
 //!   the validator backed off is not up: [`crate::evidence`]); anomalies from the health records of those rounds
 //!   ([`crate::evidence`]).
-//! - **Host parts.** CPU, RAM and storage are the agent's own figures (self-reported); the
-//!   validator has not measured them, so they count 0 here, with that reason.
+//! - **Host parts.** The CPU and the storage count from the latest of the validator's proofs
+//!   of them on this GPU (the host's first GPU carries its host's proofs): the timed lanes'
+//!   throughput of its `cpu-record`, the walk's reads a second and the data set's size of its
+//!   `storage-record`, each on the validator's clock ([`HostProof`]); a latest proof that
+//!   failed counts 0 with the reason, as the GPU's own does. RAM is the agent's own figure
+//!   (self-reported, not yet proven), so it counts 0 here, with that reason.
 //! - **Simulated GPUs** (the test double) score 0 in every part, with the reason
 //!   [`crate::score::SIMULATED`], and are never priced.
 //!
@@ -28,7 +32,7 @@
 //! ([`RecordSummary::of`]); everything here is pure.
 
 use pog_proof::session::Outcome;
-use pog_records::{FailureKind, ProofDetails, ProofRecord};
+use pog_records::{CpuRecord, FailureKind, ProofDetails, ProofRecord, StorageRecord};
 use pog_signed::GpuUuid;
 use pog_spec::SpecDb;
 use serde::{Deserialize, Serialize};
@@ -38,7 +42,8 @@ use crate::evidence::{anomalies, Anomalies, HealthEvidence, MissedRound, Round, 
 use crate::quote::{quote, MarketState, Quote, QuoteError};
 use crate::report::spec_figures;
 use crate::score::{
-    score, simulated, FigureSource, GpuFigures, HostFigures, ProofStatus, ReliabilityFigures, Score,
+    score, simulated, CpuFigures, FigureSource, GpuFigures, HostFigures, ProofStatus,
+    ReliabilityFigures, Score, StorageFigures,
 };
 
 /// How many of a GPU's latest rounds its reliability is judged over: at the validator's
@@ -131,6 +136,83 @@ impl RecordSummary {
     }
 }
 
+/// What the score reads of one of the validator's proofs of a GPU's host (`cpu-record`,
+/// `storage-record`): whether it counts, and its figures, timed by the validator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostProof<F> {
+    /// The record's number in the validator's store.
+    pub id: i64,
+    /// The agent proven (its public key).
+    pub agent: String,
+    /// Accepted, and by a real host (not the simulated test double): its figures count.
+    pub counts: bool,
+    /// Its figures on the validator's clock (none without a verdict).
+    pub figures: Option<F>,
+    /// Why it does not count, in words (none when it does).
+    pub failure: Option<String>,
+}
+
+impl HostProof<CpuFigures> {
+    /// What the score reads of a proof of CPU: its lanes' throughput.
+    pub fn of_cpu(id: i64, r: &CpuRecord) -> HostProof<CpuFigures> {
+        let figures = r
+            .details
+            .steps_per_s(r.outcome.as_ref())
+            .map(|steps_per_s| CpuFigures::Proven {
+                lanes: r.details.cpu_challenge.lanes,
+                steps_per_s,
+            });
+        let failure = match (&r.failure, &r.outcome) {
+            (Some(f), _) => Some(f.message.clone()),
+            (None, Some(o)) if !r.accepted => Some(match o.wrong() {
+                0 => format!("rejected at {:.2} of its time bound", o.time.ratio),
+                n => format!("rejected ({n} spot check(s) wrong)"),
+            }),
+            _ if r.simulated => Some(crate::score::SIMULATED.to_string()),
+            _ => None,
+        };
+        HostProof {
+            id,
+            agent: r.agent.to_string(),
+            counts: r.accepted && r.details.proves_cores && failure.is_none(),
+            figures,
+            failure,
+        }
+    }
+}
+
+impl HostProof<StorageFigures> {
+    /// What the score reads of a proof of storage: the walk's reads a second and the data
+    /// set's size.
+    pub fn of_storage(id: i64, r: &StorageRecord) -> HostProof<StorageFigures> {
+        let figures = r.reads_per_s().map(|reads_per_s| StorageFigures::Proven {
+            reads_per_s,
+            capacity_gb: r.proven_bytes() as f64 / 1e9,
+        });
+        let round = r.round.as_ref();
+        let failure = match (&r.failure, round, &r.audit) {
+            (Some(f), _, _) => Some(f.message.clone()),
+            (None, Some(o), _) if !o.accepted => Some(match &o.rejection {
+                Some(why) => format!("rejected: {why}"),
+                None => format!("rejected at {:.2} of its time bound", o.time.ratio),
+            }),
+            (None, None, Some(a)) if !a.accepted => Some(format!(
+                "its data set failed its audit: {}",
+                a.rejection.as_deref().unwrap_or("rejected")
+            )),
+            _ if r.simulated => Some(crate::score::SIMULATED.to_string()),
+            _ => None,
+        };
+        HostProof {
+            id,
+            agent: r.agent.to_string(),
+            counts: r.accepted && r.proves_storage && failure.is_none(),
+            figures,
+            failure,
+        }
+    }
+}
+
 /// What the validator knows of one GPU.
 #[derive(Debug, Clone, Copy)]
 pub struct GpuHistory<'a> {
@@ -155,6 +237,11 @@ pub struct GpuHistory<'a> {
     /// Its health records (any order): those recorded in its last rounds are read for
     /// anomalies.
     pub health: &'a [HealthEvidence],
+    /// The proofs of its host's CPU, oldest first (on its host's first GPU): the latest
+    /// decides.
+    pub cpu_proofs: &'a [HostProof<CpuFigures>],
+    /// The proofs of its host's storage, oldest first: the latest decides.
+    pub storage_proofs: &'a [HostProof<StorageFigures>],
 }
 
 /// A GPU's score from the validator's records, with every reason it is less than it could be.
@@ -166,7 +253,8 @@ pub struct Assessment {
     pub model: Option<String>,
     /// The GPU is the simulated test double: everything counts 0 ([`crate::score::SIMULATED`]).
     pub simulated: bool,
-    /// The score: the host formula over this GPU alone, CPU, RAM and storage not measured.
+    /// The score: the host formula over this GPU alone, its host's CPU and storage as the
+    /// validator proved them, RAM not measured.
     pub score: f64,
     /// The GPU's verified worth in reference GPUs, after reliability (0 when not verified):
     /// what a GPU-hour of it is priced on.
@@ -237,9 +325,28 @@ fn measured_of(records: &[&RecordSummary], model: Option<&str>) -> (Option<f64>,
     (median(paces), median(rates))
 }
 
-/// What the host parts say on the validator's side.
+/// What the RAM part says on the validator's side.
 const NOT_MEASURED: &str =
     "not measured by the validator (the agent's own figures are self-reported)";
+
+/// The figures of the latest of `proofs` by the current agent (`mine`) when it counts, or
+/// why none count (`what`: the host part's name).
+fn latest_host_proof<F: Clone>(
+    proofs: &[HostProof<F>],
+    mine: impl Fn(&str) -> bool,
+    what: &str,
+) -> Result<F, String> {
+    let Some(latest) = proofs.iter().rev().find(|p| mine(&p.agent)) else {
+        return Err(format!("{what}: no proof of it by the validator yet"));
+    };
+    match (&latest.figures, latest.counts) {
+        (Some(figures), true) => Ok(figures.clone()),
+        _ => Err(format!(
+            "{what}: its latest proof failed ({})",
+            latest.failure.as_deref().unwrap_or("no verdict")
+        )),
+    }
+}
 
 /// A GPU's rounds as the validator recorded them (record id, round), oldest first: each proof
 /// record is a round (proven, failed or unanswered), each missed-round record a round skipped
@@ -458,11 +565,13 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         .collect();
     let anomalies = anomalies(&health, &config.score.reliability);
     let proves_model = matches!(gpu.proof, ProofStatus::Accepted { proves_model: true });
+    let cpu = latest_host_proof(history.cpu_proofs, |a| mine(Some(a)), "CPU");
+    let storage = latest_host_proof(history.storage_proofs, |a| mine(Some(a)), "storage");
     let host = HostFigures {
         gpus: vec![gpu],
-        cpu: None,
+        cpu: cpu.as_ref().ok().cloned(),
         ram: None,
-        storage: None,
+        storage: storage.as_ref().ok().cloned(),
         reliability: ReliabilityFigures {
             proofs_passed,
             proofs_total,
@@ -481,12 +590,14 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         },
     };
     let mut detail = score(&host, config);
-    for part in [
-        &mut detail.parts.cpu,
-        &mut detail.parts.ram,
-        &mut detail.parts.storage,
+    detail.parts.ram.note = Some(NOT_MEASURED.into());
+    for (part, proven) in [
+        (&mut detail.parts.cpu, cpu.as_ref().err()),
+        (&mut detail.parts.storage, storage.as_ref().err()),
     ] {
-        part.note = Some(NOT_MEASURED.into());
+        if let Some(why) = proven {
+            part.note = Some(why.clone());
+        }
     }
     let is_simulated = history.simulated || latest.is_some_and(|r| r.simulated);
     if is_simulated {
@@ -496,7 +607,8 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         reasons.insert(0, format!("GPU part 0: {why}"));
     }
     if !is_simulated {
-        reasons.push(format!("CPU, RAM and storage: {NOT_MEASURED}"));
+        reasons.extend([cpu.err(), storage.err()].into_iter().flatten());
+        reasons.push(format!("RAM: {NOT_MEASURED}"));
         if detail.reliability.factor < 1.0 {
             reasons.push(format!(
                 "reliability {:.3}: {}",
@@ -702,6 +814,8 @@ mod tests {
                 memory_records: memory,
                 missed_rounds: missed,
                 health,
+                cpu_proofs: &[],
+                storage_proofs: &[],
             },
             &Config::embedded(),
             db(),
@@ -1050,10 +1164,145 @@ mod tests {
         assert!(a
             .reasons
             .iter()
-            .any(|r| r.contains("not measured by the validator")));
+            .any(|r| r.starts_with("RAM: not measured by the validator")));
         let p = price(&a, &balanced(), &Config::embedded(), db()).unwrap();
         // As `pog price --model "H200 SXM"`: 829.9 TFLOP/s × $0.00536.
         assert_eq!(p.quote.unwrap().price.micro_usd(), 4_448_264);
+    }
+
+    /// An accepted H200 with its host's latest proofs of CPU and storage.
+    fn assess_host(
+        cpu: &[HostProof<CpuFigures>],
+        storage: &[HostProof<StorageFigures>],
+    ) -> Assessment {
+        let records: Vec<_> = (1..=20).map(|i| record(i, true, 0.95)).collect();
+        assess(
+            &GpuHistory {
+                uuid: &"GPU-1".parse().unwrap(),
+                registered_model: Some("H200 SXM"),
+                registered_agent: Some(AGENT),
+                simulated: false,
+                records: &records,
+                memory_records: &[record(100, true, 0.98)],
+                missed_rounds: &[],
+                health: &[],
+                cpu_proofs: cpu,
+                storage_proofs: storage,
+            },
+            &Config::embedded(),
+            db(),
+        )
+    }
+
+    /// A host proof by [`AGENT`] of `figures`, counting or failed.
+    fn host_proof<F>(id: i64, figures: F, counts: bool) -> HostProof<F> {
+        HostProof {
+            id,
+            agent: AGENT.into(),
+            counts,
+            figures: Some(figures),
+            failure: (!counts).then(|| "rejected at 2.10 of its time bound".into()),
+        }
+    }
+
+    #[test]
+    fn the_hosts_proven_cpu_and_storage_lift_an_honest_host_above_the_gpu_alone() {
+        let c = Config::embedded().score;
+        let cpu = CpuFigures::Proven {
+            lanes: 16,
+            steps_per_s: c.cpu.reference_steps_per_s,
+        };
+        let storage = StorageFigures::Proven {
+            reads_per_s: c.storage.reference_reads_per_s,
+            capacity_gb: c.storage.reference_gb,
+        };
+        let gpu_alone = assess_host(&[], &[]);
+        assert!((gpu_alone.score - 0.55).abs() < 1e-9, "{}", gpu_alone.score);
+        assert!(gpu_alone
+            .reasons
+            .iter()
+            .any(|r| r == "CPU: no proof of it by the validator yet"));
+        let proven = assess_host(
+            &[host_proof(21, cpu.clone(), true)],
+            &[host_proof(22, storage.clone(), true)],
+        );
+        // The reference host's CPU and storage, proven: 0.55 + 0.20 + 0.10.
+        assert!((proven.score - 0.85).abs() < 1e-9, "{}", proven.score);
+        assert!((proven.detail.parts.cpu.value - 1.0).abs() < 1e-9);
+        assert!((proven.detail.parts.storage.value - 1.0).abs() < 1e-9);
+        assert_eq!(proven.detail.parts.cpu.note, None);
+        assert!(proven.reasons.iter().all(|r| !r.starts_with("CPU")));
+        // The price is the GPU's: the host parts do not move it.
+        assert_eq!(priced(&proven), priced(&gpu_alone));
+        // A latest proof that failed counts 0 with its reason, whatever came before; an
+        // earlier agent's proofs count nothing for the current one.
+        let failed = assess_host(
+            &[
+                host_proof(21, cpu.clone(), true),
+                host_proof(23, cpu, false),
+            ],
+            &[HostProof {
+                agent: "another-agent".into(),
+                ..host_proof(22, storage, true)
+            }],
+        );
+        assert!((failed.score - 0.55).abs() < 1e-9, "{}", failed.score);
+        assert!(
+            failed
+                .reasons
+                .iter()
+                .any(|r| r == "CPU: its latest proof failed (rejected at 2.10 of its time bound)"),
+            "{:?}",
+            failed.reasons
+        );
+        assert!(failed
+            .reasons
+            .iter()
+            .any(|r| r == "storage: no proof of it by the validator yet"));
+    }
+
+    #[test]
+    fn host_proofs_are_read_from_the_validators_records() {
+        let agent = "ab".repeat(32);
+        let time = |ms: f64, ratio: f64| {
+            json!({"measured_ms": ms, "round_trip_ms": 0.0,
+            "expected_ms": 100.0, "ratio": ratio, "accepted": ratio <= 1.1})
+        };
+        let storage = json!({
+            "version": 3, "record_id": "storage-1", "gpu_uuid": "GPU-1", "agent": agent,
+            "model": "H200 SXM", "simulated": false, "proves_storage": true,
+            "claim": {"bytes": 1u64 << 30, "class": "nvme"},
+            "policy": pog_records::StoragePolicy::default(),
+            "dataset": {"version": 1, "nonce": "00".repeat(32), "gpu_uuid": "GPU-1",
+                "gpu_bus_id": "x", "agent_key": agent, "validator_key": agent,
+                "shape": {"items": 4096, "chunks_per_item": 64, "passes": 3, "double_rounds": 8}},
+            "root": "00", "dataset_since_ms": 5, "audit": null,
+            "round": {"round_id": "1", "root": "00", "steps": 1024, "opened": 64,
+                "regenerated": 2, "rejection": null, "time": time(51.2, 0.2), "accepted": true},
+            "expected_ms": 256.0, "accepted": true, "failure": null, "spot_check_secret": "",
+            "bytes_to_agent": 1, "bytes_from_agent": 2, "recorded_at_ms": 9
+        });
+        let read: pog_records::StorageRecord = serde_json::from_value(storage.clone()).unwrap();
+        let proof = HostProof::of_storage(3, &read);
+        assert!(proof.counts && proof.failure.is_none(), "{proof:?}");
+        assert_eq!(
+            proof.figures,
+            Some(StorageFigures::Proven {
+                reads_per_s: 20_000.0,
+                capacity_gb: (1u64 << 30) as f64 / 1e9,
+            })
+        );
+        let mut late = storage;
+        late["accepted"] = json!(false);
+        late["round"]["accepted"] = json!(false);
+        late["round"]["time"] = time(300.0, 1.17);
+        let read: pog_records::StorageRecord = serde_json::from_value(late).unwrap();
+        let proof = HostProof::of_storage(4, &read);
+        assert!(!proof.counts);
+        assert_eq!(
+            proof.failure.as_deref(),
+            Some("rejected at 1.17 of its time bound")
+        );
     }
 
     #[test]
@@ -1161,6 +1410,8 @@ mod tests {
                 memory_records: &[],
                 missed_rounds: &[],
                 health: &[],
+                cpu_proofs: &[],
+                storage_proofs: &[],
             },
             &config,
             db(),

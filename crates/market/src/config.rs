@@ -131,8 +131,12 @@ impl MultiGpu {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CpuConfig {
-    /// The reference host's all-core FP64 rate per GPU, GFLOP/s.
+    /// The reference host's all-core FP64 rate per GPU, GFLOP/s (a host's own benchmark is
+    /// judged by it).
     pub reference_gflops: f64,
+    /// The reference host's proof-of-CPU throughput per GPU, dependent steps a second over
+    /// all its lanes on the validator's clock (a validator's `cpu-record` is judged by it).
+    pub reference_steps_per_s: f64,
 }
 
 /// The RAM part: capacity and bandwidth weights (sum 1) and references, per GPU.
@@ -163,6 +167,9 @@ pub struct StorageConfig {
     pub reference_write_mbs: f64,
     /// The reference capacity per GPU, GB (10⁹ bytes).
     pub reference_gb: f64,
+    /// The reference proof-of-storage walk per GPU, dependent 4 KiB reads a second on the
+    /// validator's clock (a validator's `storage-record` is judged by it, speed alone).
+    pub reference_reads_per_s: f64,
 }
 
 /// The reliability multiplier's parameters.
@@ -351,6 +358,11 @@ impl Config {
                 s.gpu.reference_sustained_tflops,
             ),
             ("cpu.reference_gflops", s.cpu.reference_gflops),
+            ("cpu.reference_steps_per_s", s.cpu.reference_steps_per_s),
+            (
+                "storage.reference_reads_per_s",
+                s.storage.reference_reads_per_s,
+            ),
             ("ram.reference_gib", s.ram.reference_gib),
             ("ram.reference_gbs", s.ram.reference_gbs),
             ("storage.reference_read_mbs", s.storage.reference_read_mbs),

@@ -235,7 +235,7 @@ pub fn check_figures(report: &Value, db: &SpecDb) -> Result<CheckFigures, Report
     let cpu = host.and_then(|h| {
         let threads = get(h, &["threads"]).and_then(Value::as_u64)?;
         let multi = f(h, &["cpu_gflops_multi"])?;
-        (threads > 0).then(|| CpuFigures {
+        (threads > 0).then(|| CpuFigures::Measured {
             cores: threads.min(u32::MAX as u64) as u32,
             per_core_gflops: multi / threads as f64,
         })
@@ -255,7 +255,7 @@ pub fn check_figures(report: &Value, db: &SpecDb) -> Result<CheckFigures, Report
         .iter()
         .filter_map(|d| f(d, &["size_bytes", "value"]))
         .sum();
-    let storage = StorageFigures {
+    let storage = StorageFigures::Measured {
         read_mbs: storage_bench.and_then(|st| f(st, &["read_mbs"])),
         write_mbs: storage_bench.and_then(|st| f(st, &["write_mbs"])),
         capacity_gb: (!disks.is_empty()).then_some(capacity / 1e9),
@@ -474,8 +474,17 @@ mod tests {
         assert_eq!(g.tensor_tflops, Some(829.9));
         assert_eq!(g.bandwidth_gbs, Some(4349.0));
         assert_eq!(g.proof, ProofStatus::Accepted { proves_model: true });
-        assert_eq!(read.host.cpu.as_ref().unwrap().cores, 16);
-        assert_eq!(read.host.storage.as_ref().unwrap().capacity_gb, Some(275.0));
+        assert!(matches!(
+            read.host.cpu,
+            Some(CpuFigures::Measured { cores: 16, .. })
+        ));
+        assert!(matches!(
+            read.host.storage,
+            Some(StorageFigures::Measured {
+                capacity_gb: Some(c),
+                ..
+            }) if c == 275.0
+        ));
         let s = score(&read.host, &c);
         // One proof, passed: reliability 1 (uptime and anomalies not known yet, not counted).
         assert!((s.reliability.factor - 1.0).abs() < 1e-12);

@@ -92,13 +92,43 @@ pub struct GpuFigures {
     pub source: FigureSource,
 }
 
-/// The host's CPU: cores × measured per-core FP64 GFLOP/s (measured with every core loaded).
+/// The host's CPU: measured on the host (`pog check`: cores × per-core FP64 GFLOP/s, every
+/// core loaded), or proven to the validator (its `cpu-record`: the timed lanes' throughput
+/// on its own clock). Either is judged against the reference host's figure of its kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CpuFigures {
-    /// Cores measured, all loaded at once.
-    pub cores: u32,
-    /// FP64 GFLOP/s per core, measured with every core loaded.
-    pub per_core_gflops: f64,
+#[serde(untagged)]
+pub enum CpuFigures {
+    /// The host's own benchmark.
+    Measured {
+        /// Cores measured, all loaded at once.
+        cores: u32,
+        /// FP64 GFLOP/s per core, measured with every core loaded.
+        per_core_gflops: f64,
+    },
+    /// The validator's proof of CPU.
+    Proven {
+        /// Lanes run at once: the hardware threads the host claimed and proved.
+        lanes: u32,
+        /// Dependent steps a second over all lanes, on the validator's clock.
+        steps_per_s: f64,
+    },
+}
+
+impl CpuFigures {
+    /// The host's CPU over the reference host's (a usable figure only).
+    fn over_reference(&self, c: &crate::config::CpuConfig) -> Option<f64> {
+        match *self {
+            CpuFigures::Measured {
+                cores,
+                per_core_gflops,
+            } => usable(Some(per_core_gflops))
+                .filter(|_| cores > 0)
+                .map(|g| cores as f64 * g / c.reference_gflops),
+            CpuFigures::Proven { lanes, steps_per_s } => usable(Some(steps_per_s))
+                .filter(|_| lanes > 0)
+                .map(|s| s / c.reference_steps_per_s),
+        }
+    }
 }
 
 /// The host's memory.
@@ -110,15 +140,28 @@ pub struct RamFigures {
     pub bandwidth_gbs: Option<f64>,
 }
 
-/// The host's storage.
+/// The host's storage: measured on the host (`pog check`: sequential O_DIRECT reads and
+/// writes, the disks' sizes), or proven to the validator (its `storage-record`: the data
+/// set's size and the walk's dependent reads on its own clock).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StorageFigures {
-    /// Sequential reads, MB/s (O_DIRECT).
-    pub read_mbs: Option<f64>,
-    /// Sequential writes, MB/s.
-    pub write_mbs: Option<f64>,
-    /// Capacity, GB (10⁹ bytes).
-    pub capacity_gb: Option<f64>,
+#[serde(untagged)]
+pub enum StorageFigures {
+    /// The host's own benchmark and inventory.
+    Measured {
+        /// Sequential reads, MB/s (O_DIRECT).
+        read_mbs: Option<f64>,
+        /// Sequential writes, MB/s.
+        write_mbs: Option<f64>,
+        /// Capacity, GB (10⁹ bytes).
+        capacity_gb: Option<f64>,
+    },
+    /// The validator's proof of storage.
+    Proven {
+        /// Dependent 4 KiB reads a second over the round's walk, on the validator's clock.
+        reads_per_s: f64,
+        /// The data set kept, GB (10⁹ bytes).
+        capacity_gb: f64,
+    },
 }
 
 /// What is known of the host's reliability: counts and fractions (the validator's records are
@@ -337,15 +380,9 @@ pub fn score(host: &HostFigures, config: &Config) -> Score {
     } else {
         None
     };
-    let (cpu_value, cpu_note) = match &host.cpu {
-        Some(cpu) if cpu.cores > 0 && usable(Some(cpu.per_core_gflops)).is_some() => {
-            let total = cpu.cores as f64 * cpu.per_core_gflops;
-            (
-                effective * n.apply(total / (per * c.cpu.reference_gflops)),
-                None,
-            )
-        }
-        _ => (0.0, Some("CPU not measured".to_string())),
+    let (cpu_value, cpu_note) = match host.cpu.as_ref().and_then(|f| f.over_reference(&c.cpu)) {
+        Some(ratio) => (effective * n.apply(ratio / per), None),
+        None => (0.0, Some("CPU not measured".to_string())),
     };
     let (ram_value, ram_note) = match &host.ram {
         Some(ram) => {
@@ -366,21 +403,41 @@ pub fn score(host: &HostFigures, config: &Config) -> Score {
         }
         None => (0.0, Some("RAM not measured".to_string())),
     };
+    let normalized = |x: Option<f64>, reference: f64| {
+        usable(x)
+            .map(|v| n.apply(v / (per * reference)))
+            .unwrap_or(0.0)
+    };
     let (storage_value, storage_note) = match &host.storage {
-        Some(s) => {
-            let read = usable(s.read_mbs).map(|v| v / (per * c.storage.reference_read_mbs));
-            let write = usable(s.write_mbs).map(|v| v / (per * c.storage.reference_write_mbs));
+        Some(StorageFigures::Measured {
+            read_mbs,
+            write_mbs,
+            capacity_gb,
+        }) => {
             // Speed: the mean of the read and write ratios, each normalized.
-            let speed = (read.map(|r| n.apply(r)).unwrap_or(0.0)
-                + write.map(|w| n.apply(w)).unwrap_or(0.0))
+            let speed = (normalized(*read_mbs, c.storage.reference_read_mbs)
+                + normalized(*write_mbs, c.storage.reference_write_mbs))
                 / 2.0;
-            let capacity = usable(s.capacity_gb)
-                .map(|v| n.apply(v / (per * c.storage.reference_gb)))
-                .unwrap_or(0.0);
+            let capacity = normalized(*capacity_gb, c.storage.reference_gb);
             let missing = missing(&[
-                ("read speed", s.read_mbs),
-                ("write speed", s.write_mbs),
-                ("capacity", s.capacity_gb),
+                ("read speed", *read_mbs),
+                ("write speed", *write_mbs),
+                ("capacity", *capacity_gb),
+            ]);
+            (
+                effective * (c.storage.speed * speed + c.storage.capacity * capacity),
+                missing,
+            )
+        }
+        Some(StorageFigures::Proven {
+            reads_per_s,
+            capacity_gb,
+        }) => {
+            let speed = normalized(Some(*reads_per_s), c.storage.reference_reads_per_s);
+            let capacity = normalized(Some(*capacity_gb), c.storage.reference_gb);
+            let missing = missing(&[
+                ("read speed", Some(*reads_per_s)),
+                ("capacity", Some(*capacity_gb)),
             ]);
             (
                 effective * (c.storage.speed * speed + c.storage.capacity * capacity),
@@ -588,7 +645,7 @@ mod tests {
         let k = n.max(1) as f64;
         HostFigures {
             gpus: (0..n).map(|i| reference_gpu(&format!("GPU-{i}"))).collect(),
-            cpu: Some(CpuFigures {
+            cpu: Some(CpuFigures::Measured {
                 cores: 16 * n.max(1) as u32,
                 per_core_gflops: c.cpu.reference_gflops / 16.0,
             }),
@@ -596,7 +653,7 @@ mod tests {
                 capacity_gib: Some(k * c.ram.reference_gib),
                 bandwidth_gbs: Some(k * c.ram.reference_gbs),
             }),
-            storage: Some(StorageFigures {
+            storage: Some(StorageFigures::Measured {
                 read_mbs: Some(k * c.storage.reference_read_mbs),
                 write_mbs: Some(k * c.storage.reference_write_mbs),
                 capacity_gb: Some(k * c.storage.reference_gb),
@@ -720,12 +777,12 @@ mod tests {
         host.gpus[0].fp32_tflops = Some(-5.0);
         host.gpus[0].memory_gib = Some(f64::INFINITY);
         host.gpus[0].bandwidth_gbs = None;
-        host.cpu = Some(CpuFigures {
+        host.cpu = Some(CpuFigures::Measured {
             cores: 0,
             per_core_gflops: 5.0,
         });
         host.ram = None;
-        host.storage = Some(StorageFigures {
+        host.storage = Some(StorageFigures::Measured {
             read_mbs: None,
             write_mbs: Some(f64::NAN),
             capacity_gb: Some(275.0),
@@ -831,7 +888,9 @@ mod tests {
         ] {
             *figure = Some(1e12);
         }
-        host.cpu.as_mut().unwrap().cores = 100_000;
+        if let Some(CpuFigures::Measured { cores, .. }) = host.cpu.as_mut() {
+            *cores = 100_000;
+        }
         host.ram.as_mut().unwrap().capacity_gib = Some(1e9);
         host.ram.as_mut().unwrap().bandwidth_gbs = Some(1e9);
         let s = score(&host, &config());
@@ -883,7 +942,7 @@ mod tests {
             .prop_map(
                 |(gpus, cores, per_core, host, passed, extra, uptime, anomalies)| HostFigures {
                     gpus,
-                    cpu: Some(CpuFigures {
+                    cpu: Some(CpuFigures::Measured {
                         cores,
                         per_core_gflops: per_core,
                     }),
@@ -891,7 +950,7 @@ mod tests {
                         capacity_gib: Some(host[0]),
                         bandwidth_gbs: Some(host[1] / 10.0),
                     }),
-                    storage: Some(StorageFigures {
+                    storage: Some(StorageFigures::Measured {
                         read_mbs: Some(host[2]),
                         write_mbs: Some(host[3]),
                         capacity_gb: Some(host[4]),
@@ -925,11 +984,17 @@ mod tests {
             prop_assert!(after.score >= before.score - 1e-9, "{} -> {}", before.score, after.score);
             let mut better = host.clone();
             match which {
-                0 => better.cpu.as_mut().unwrap().per_core_gflops *= factor,
+                0 => if let Some(CpuFigures::Measured { per_core_gflops, .. }) = better.cpu.as_mut() {
+                    *per_core_gflops *= factor;
+                },
                 1 => better.ram.as_mut().unwrap().capacity_gib = better.ram.as_ref().unwrap().capacity_gib.map(|v| v * factor),
                 2 => better.ram.as_mut().unwrap().bandwidth_gbs = better.ram.as_ref().unwrap().bandwidth_gbs.map(|v| v * factor),
-                3 => better.storage.as_mut().unwrap().read_mbs = better.storage.as_ref().unwrap().read_mbs.map(|v| v * factor),
-                _ => better.storage.as_mut().unwrap().capacity_gb = better.storage.as_ref().unwrap().capacity_gb.map(|v| v * factor),
+                3 => if let Some(StorageFigures::Measured { read_mbs, .. }) = better.storage.as_mut() {
+                    *read_mbs = read_mbs.map(|v| v * factor);
+                },
+                _ => if let Some(StorageFigures::Measured { capacity_gb, .. }) = better.storage.as_mut() {
+                    *capacity_gb = capacity_gb.map(|v| v * factor);
+                },
             }
             let after = score(&better, &c);
             prop_assert!(after.score >= before.score - 1e-9);

@@ -81,6 +81,10 @@ pub struct HostClaim {
     /// `contracts/GpuToken.sol` mints to it. None: no token can be minted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_owner: Option<pog_signed::EvmAddress>,
+    /// The storage the host proves (`pog agent --storage-dir --storage-size`): none claimed,
+    /// no proof of storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<crate::storage::StorageClaim>,
 }
 
 /// Validator → agent: a challenge of any kind (`C`: the GEMM [`Challenge`], the memory

@@ -13,6 +13,7 @@
 //!   window of health;
 //! - [`reports`]: the agent's self-reported inspections, benchmarks and health, and the
 //!   validator's scores and prices;
+//! - [`storage`]: a proof of the host's storage (`storage-record`);
 //! - [`state`]: a GPU's state in the fixed form a contract reads (`gpu-state`);
 //! - [`lease`]: a GPU leased to a renter, what a trade became; [`settlement`]: one period of
 //!   a lease paid for the hours proven.
@@ -29,13 +30,14 @@ pub mod registration;
 pub mod reports;
 pub mod settlement;
 pub mod state;
+pub mod storage;
 
 pub use health::{HealthRecord, ProofPace};
 pub use kind::{Claimed, Exchange, Gemm, HostCpu, Memory, ProofKind, Ran};
 pub use lease::LeaseRecord;
 pub use missed::{MissedCause, MissedRound};
 use pog_signed::{GpuUuid, RecordKind};
-pub use policy::{CpuPolicy, MemoryPolicy, PlanKind, Planned, Policy, PolicyError};
+pub use policy::{CpuPolicy, MemoryPolicy, PlanKind, Planned, Policy, PolicyError, StoragePolicy};
 pub use proof::{
     CpuDetails, CpuRecord, Failure, FailureKind, GemmDetails, MemoryDetails, MemoryRecord,
     ProofDetails, ProofRecord, Record,
@@ -43,6 +45,7 @@ pub use proof::{
 pub use registration::{Change, RegistrationRecord};
 pub use settlement::{EscrowPayment, SettlementRecord};
 pub use state::GpuState;
+pub use storage::StorageRecord;
 
 /// Version of the result-record encoding stored (and later appended to the ledger). 3: a proof
 /// outcome lists only its first failed spot checks (`rejected`), counting them all in

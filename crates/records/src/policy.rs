@@ -38,6 +38,9 @@ pub enum PolicyError {
     /// A test plan's expected time is not a positive number of milliseconds.
     #[error("expected time {0} ms is not a positive number")]
     ExpectedTime(f64),
+    /// The proof of storage's plan is beyond the protocol's limits (what, in words).
+    #[error("the proof of storage's plan is out of bounds: {0}")]
+    Storage(String),
 }
 
 /// Where a challenge's shape and time bound come from.
@@ -83,10 +86,88 @@ pub struct Policy {
     /// The proof of the host's CPU (once a round, with the host's first GPU).
     #[serde(default)]
     pub cpu: CpuPolicy,
+    /// The proof of the host's storage (once a round, with the host's first GPU, after its
+    /// CPU).
+    #[serde(default)]
+    pub storage: StoragePolicy,
     /// A check during a lease ([`Policy::for_lease`]): a short GEMM against a loose bound,
     /// which shows the GPU up and answering rightly for the settlement and proves no model.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub lease_check: bool,
+}
+
+/// Whether a round also proves the host's storage, and what it costs the host: the walk's
+/// steps, the checks, and how often the data set is rebuilt (`pog validator
+/// --no-storage-proof`, `--storage-steps`, `--storage-rebuild-days`: per network).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoragePolicy {
+    /// Whether a round proves the storage at all.
+    pub enabled: bool,
+    /// Dependent 4 KiB reads a round walks (its cost to the host, and its bound:
+    /// steps × the claimed class's read).
+    pub steps: u32,
+    /// Steps opened and checked a round.
+    pub samples: u32,
+    /// Items the validator regenerates among the opened steps' chunks.
+    pub regenerated: u32,
+    /// Chunks the audit of a new data set opens and regenerates.
+    pub audit_samples: u32,
+    /// How long a data set is walked before a new one is sent (a rebuild), ms.
+    pub rebuild_after_ms: u64,
+    /// How long the host has to build a new data set, ms: the validator polls it each round
+    /// until then.
+    pub build_expiry_ms: u64,
+}
+
+impl Default for StoragePolicy {
+    /// On, at `pog_proof::storage`'s default plan: 1024 steps, 64 opened, 2 regenerated, 256
+    /// audited; a new data set every 30 days, 6 hours to build it.
+    fn default() -> Self {
+        StoragePolicy {
+            enabled: true,
+            steps: pog_proof::storage::STEPS,
+            samples: pog_proof::storage::SAMPLES,
+            regenerated: pog_proof::storage::REGENERATED,
+            audit_samples: pog_proof::storage::AUDIT_SAMPLES,
+            rebuild_after_ms: pog_proof::storage::REBUILD_AFTER_MS,
+            build_expiry_ms: 6 * 3600 * 1000,
+        }
+    }
+}
+
+impl StoragePolicy {
+    /// A short shape for tests: 128 steps (a small data set walked in milliseconds), 16
+    /// opened, 32 audited, a minute to build.
+    pub fn test_shape() -> StoragePolicy {
+        StoragePolicy {
+            steps: 128,
+            samples: 16,
+            audit_samples: 32,
+            build_expiry_ms: 60_000,
+            ..StoragePolicy::default()
+        }
+    }
+
+    /// Checks the plan against the protocol's limits.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        use pog_proof::storage::{MAX_SAMPLES, MAX_STEPS};
+        let fits = (1..=MAX_STEPS).contains(&self.steps)
+            && (1..=MAX_SAMPLES.min(self.steps)).contains(&self.samples)
+            && self.regenerated <= self.samples
+            && (1..=MAX_SAMPLES).contains(&self.audit_samples)
+            && self.rebuild_after_ms > 0
+            && self.build_expiry_ms > 0;
+        if fits {
+            Ok(())
+        } else {
+            Err(PolicyError::Storage(format!(
+                "{} steps, {} opened, {} regenerated, {} audited: steps 1 to {MAX_STEPS}, \
+                 opened 1 to {MAX_SAMPLES} and at most the steps, regenerated at most the \
+                 opened, audited 1 to {MAX_SAMPLES}",
+                self.steps, self.samples, self.regenerated, self.audit_samples
+            )))
+        }
+    }
 }
 
 /// m = n = k of the product a per-model lease check computes: 2048³ multiply-adds (17 GFLOP,
@@ -247,6 +328,7 @@ impl Policy {
             expiry_ms: 60_000,
             memory: MemoryPolicy::default(),
             cpu: CpuPolicy::default(),
+            storage: StoragePolicy::default(),
             lease_check: false,
         }
     }
@@ -254,9 +336,9 @@ impl Policy {
     /// This policy's check of a GPU during a lease (issue 25, docs/market.md "Proofs during
     /// a lease"): one product of [`LEASE_CHECK_SIZE`] in the precision the round would use,
     /// against [`LEASE_CHECK_MS`] (under a test plan, the test's own shape and bound), with
-    /// no proof of memory (its data set would take the tenant's memory) and no proof of the
-    /// host's CPU (its cores are the tenant's too). Its records count for the settlement and
-    /// prove no model.
+    /// no proof of memory (its data set would take the tenant's memory) and none of the
+    /// host's CPU or storage (the tenant uses them too). Its records count for the settlement
+    /// and prove no model.
     pub fn for_lease(&self) -> Policy {
         let (size, batch, expected_ms) = match self.plan {
             PlanKind::PerModel => (LEASE_CHECK_SIZE, 1, LEASE_CHECK_MS),
@@ -270,6 +352,10 @@ impl Policy {
             cpu: CpuPolicy {
                 enabled: false,
                 ..self.cpu.clone()
+            },
+            storage: StoragePolicy {
+                enabled: false,
+                ..self.storage.clone()
             },
             lease_check: true,
             ..self.clone()
@@ -339,6 +425,9 @@ impl Policy {
         }
         if self.memory.enabled && self.memory.samples == 0 {
             return Err(PolicyError::Zero("the memory proof's spot checks"));
+        }
+        if self.storage.enabled {
+            self.storage.validate()?;
         }
         if self.plan == PlanKind::PerModel && !self.lease_check {
             return Ok(()); // the shape and bound come from the model
@@ -419,7 +508,7 @@ mod tests {
         let spec = SpecDb::embedded().by_model("H200 SXM").unwrap();
         let lease = Policy::per_model_default().for_lease();
         assert!(lease.lease_check && !lease.proves_model());
-        assert!(!lease.memory.enabled && !lease.cpu.enabled);
+        assert!(!lease.memory.enabled && !lease.cpu.enabled && !lease.storage.enabled);
         lease.validate().unwrap();
         let plan = lease.plan_for(spec).unwrap();
         assert_eq!(

@@ -50,11 +50,14 @@ pub enum RecordKind {
     /// deposit pays the provider and what stays with the renter, with the escrow signature
     /// that pays it (validator; `pog_records::SettlementRecord`).
     Settlement = 14,
+    /// One proof of a GPU's host's storage: a data set built and audited, a round walked
+    /// (validator, measured; `pog_records::StorageRecord`).
+    StorageRound = 15,
 }
 
 impl RecordKind {
     /// Every kind, in code order.
-    pub const ALL: [RecordKind; 14] = [
+    pub const ALL: [RecordKind; 15] = [
         RecordKind::Registration,
         RecordKind::Inspection,
         RecordKind::Benchmark,
@@ -69,6 +72,7 @@ impl RecordKind {
         RecordKind::GpuState,
         RecordKind::Lease,
         RecordKind::Settlement,
+        RecordKind::StorageRound,
     ];
 
     /// The kind from its byte.
@@ -94,6 +98,7 @@ impl RecordKind {
             RecordKind::GpuState => "gpu-state",
             RecordKind::Lease => "lease",
             RecordKind::Settlement => "settlement",
+            RecordKind::StorageRound => "storage-record",
         }
     }
 
@@ -111,6 +116,7 @@ impl RecordKind {
                 | RecordKind::ProofRound
                 | RecordKind::MemoryRound
                 | RecordKind::CpuRound
+                | RecordKind::StorageRound
                 | RecordKind::HealthRound
                 | RecordKind::RoundMissed
                 | RecordKind::Score

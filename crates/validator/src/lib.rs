@@ -1,6 +1,6 @@
 //! `pog validator`: registers agents and the GPUs they claim ([`registry`]), challenges each
 //! GPU on a schedule ([`schedule`]) through its agent and verifies the answer with its own
-//! clock ([`validator`]), asks for and records the GPU's health ([`health`]; the latest of
+//! clock ([`validator`]; the host's storage with a data set it keeps: [`storage`]), asks for and records the GPU's health ([`health`]; the latest of
 //! every GPU on one page: [`overview`]), takes the
 //! agents' signed reports ([`reports`]), keeps every record in its transparency log
 //! ([`ledger`]), and scores, prices and trades the GPUs from those records alone ([`pricing`],
@@ -31,5 +31,6 @@ pub mod rows;
 pub mod schedule;
 pub mod settlement;
 pub mod standing;
+pub mod storage;
 pub mod store;
 pub mod validator;

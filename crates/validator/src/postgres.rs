@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use tokio_postgres::{Client, NoTls, Row};
 
 use crate::registry_model::{
-    change_of, check_bar, check_cap, check_version, cut_page, NewRecord, RegisteredGpu,
-    RegistryError,
+    change_of, check_bar, check_cap, check_version, cut_page, storage_claim, storage_columns,
+    NewRecord, RegisteredGpu, RegistryError,
 };
 
 /// The registry's schema, one step per version: step `i` takes a database at version `i` to
@@ -50,6 +50,9 @@ CREATE TABLE record_sequence (only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (o
 INSERT INTO record_sequence (next_id) SELECT COALESCE(MAX(id), 0) + 1 FROM records;
 ", "
 ALTER TABLE agents ADD COLUMN token_owner TEXT;
+", "
+ALTER TABLE agents ADD COLUMN storage_bytes BIGINT;
+ALTER TABLE agents ADD COLUMN storage_class TEXT;
 "];
 
 /// The schema version this pog writes and reads.
@@ -302,9 +305,10 @@ impl PgRegistry {
             host.map(|h| h.cores as i32),
             host.and_then(|h| h.token_owner).map(|a| a.to_string()),
         );
+        let (storage_bytes, storage_class) = storage_columns(host.as_ref());
         tx.execute(
-            "INSERT INTO agents (key, endpoint, cores, token_owner) VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO UPDATE SET endpoint = $2, cores = $3, token_owner = $4",
-            &[&agent, &endpoint, &cores, &token_owner],
+            "INSERT INTO agents (key, endpoint, cores, token_owner, storage_bytes, storage_class) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key) DO UPDATE SET endpoint = $2, cores = $3, token_owner = $4, storage_bytes = $5, storage_class = $6",
+            &[&agent, &endpoint, &cores, &token_owner, &storage_bytes, &storage_class],
         )
         .await?;
         let mut changes = Vec::with_capacity(gpus.len());
@@ -677,7 +681,7 @@ impl PgRegistry {
 }
 
 /// A registered GPU's columns, for [`gpu_row`].
-const GPU_SELECT: &str = "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores, a.token_owner FROM gpus g JOIN agents a ON a.key = g.agent";
+const GPU_SELECT: &str = "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores, a.token_owner, a.storage_bytes, a.storage_class FROM gpus g JOIN agents a ON a.key = g.agent";
 
 /// A registered GPU from a row of [`GPU_SELECT`].
 fn gpu_row(r: &Row) -> Result<RegisteredGpu, RegistryError> {
@@ -699,6 +703,8 @@ fn gpu_row(r: &Row) -> Result<RegisteredGpu, RegistryError> {
             .map(|t| t.parse())
             .transpose()
             .map_err(|e| bad("token owner", &e))?,
+        host_storage: storage_claim(r.try_get(8)?, r.try_get(9)?)
+            .map_err(|e| bad("storage claim", &e))?,
     })
 }
 

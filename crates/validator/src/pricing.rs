@@ -237,6 +237,8 @@ impl Pricing {
             memory_records,
             missed_rounds,
             health,
+            cpu_proofs,
+            storage_proofs,
             unreadable,
         } = read;
         let history = GpuHistory {
@@ -248,6 +250,8 @@ impl Pricing {
             memory_records: &memory_records,
             missed_rounds: &missed_rounds,
             health: &health,
+            cpu_proofs: &cpu_proofs,
+            storage_proofs: &storage_proofs,
         };
         let mut assessment = assess(&history, &self.config, SpecDb::embedded());
         for why in unreadable {

@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::postgres::PgRegistry;
-use crate::registry_model::{change_of, check_bar, check_cap, check_version, cut_page};
+use crate::registry_model::{
+    change_of, check_bar, check_cap, check_version, cut_page, storage_claim, storage_columns,
+};
 pub use crate::registry_model::{AbandonedClaim, NewRecord, RegisteredGpu, RegistryError};
 
 /// The registry's tables in SQLite: its schema's first version (a registry from before
@@ -44,12 +46,13 @@ CREATE INDEX IF NOT EXISTS slot_claims_open ON slot_claims (done, lease_until_ms
 ";
 
 /// The schema version of the SQLite registry this pog writes and reads. 3: the agents' token
-/// owners (`agents.token_owner`).
-pub const SQLITE_SCHEMA_VERSION: i64 = 3;
+/// owners (`agents.token_owner`); 4: their hosts' storage claims (`agents.storage_bytes`,
+/// `agents.storage_class`).
+pub const SQLITE_SCHEMA_VERSION: i64 = 4;
 
 /// The columns of a registered GPU, for [`gpu_row`].
 const GPU_COLUMNS: &str =
-    "g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores, a.token_owner";
+    "g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores, a.token_owner, a.storage_bytes, a.storage_class";
 
 /// A registered GPU from a row of (uuid, agent, endpoint, model, bus id, simulated).
 fn gpu_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegisteredGpu> {
@@ -69,6 +72,7 @@ fn gpu_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegisteredGpu> {
             .map(|t| t.parse())
             .transpose()
             .map_err(|e: pog_signed::BadEvmAddress| typed(7, e.into()))?,
+        host_storage: storage_claim(r.get(8)?, r.get(9)?).map_err(|e| typed(8, e.into()))?,
     })
 }
 
@@ -477,6 +481,14 @@ impl Sqlite {
                  DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES (3);",
             )?;
         }
+        if found < 4 {
+            // Version 4: the storage each agent claims for its host (none before).
+            db.execute_batch(
+                "ALTER TABLE agents ADD COLUMN storage_bytes INTEGER;
+                 ALTER TABLE agents ADD COLUMN storage_class TEXT;
+                 DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES (4);",
+            )?;
+        }
         Ok(Sqlite {
             db,
             path: path.map(Path::to_path_buf),
@@ -514,7 +526,8 @@ impl Sqlite {
             host.map(|h| h.cores),
             host.and_then(|h| h.token_owner).map(|a| a.to_string()),
         );
-        tx.execute("INSERT INTO agents (key, endpoint, cores, token_owner) VALUES (?1, ?2, ?3, ?4) ON CONFLICT(key) DO UPDATE SET endpoint = ?2, cores = ?3, token_owner = ?4", params![agent, endpoint, cores, token_owner])?;
+        let (storage_bytes, storage_class) = storage_columns(host.as_ref());
+        tx.execute("INSERT INTO agents (key, endpoint, cores, token_owner, storage_bytes, storage_class) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(key) DO UPDATE SET endpoint = ?2, cores = ?3, token_owner = ?4, storage_bytes = ?5, storage_class = ?6", params![agent, endpoint, cores, token_owner, storage_bytes, storage_class])?;
         let mut changes = Vec::with_capacity(gpus.len());
         for claim in gpus {
             let GpuClaim {
@@ -844,7 +857,8 @@ mod tests {
         }
     }
 
-    /// The host's claim (its cores and the address it names for its GPUs' tokens) is kept
+    /// The host's claim (its cores, the address it names for its GPUs' tokens and its
+    /// storage) is kept
     /// with its agent, read back with each GPU, and replaced by the next registration, on
     /// SQLite and on PostgreSQL alike.
     #[test]
@@ -854,10 +868,15 @@ mod tests {
             let owner: pog_signed::EvmAddress = "0x4242424242424242424242424242424242424242"
                 .parse()
                 .unwrap();
+            let storage = pog_proof::storage::StorageClaim {
+                bytes: 1 << 30,
+                class: pog_proof::storage::DeviceClass::Ssd,
+            };
             let host = |token_owner| {
                 Some(HostClaim {
                     cores: 16,
                     token_owner,
+                    storage: token_owner.map(|_| storage),
                 })
             };
             r.register(
@@ -870,17 +889,18 @@ mod tests {
             .unwrap();
             let g = r.gpu("GPU-1").unwrap().unwrap();
             assert_eq!(
-                (g.host_cores, g.token_owner),
-                (Some(16), Some(owner)),
+                (g.host_cores, g.token_owner, g.host_storage),
+                (Some(16), Some(owner), Some(storage)),
                 "{}",
                 place.name()
             );
             assert_eq!(r.gpus("", 10).unwrap()[0].token_owner, Some(owner));
             r.register(&key(0xa1), ("http://a", host(None)), &[gpu("GPU-1")], 0, 64)
                 .unwrap();
+            let g = r.gpu("GPU-1").unwrap().unwrap();
             assert_eq!(
-                r.gpu("GPU-1").unwrap().unwrap().token_owner,
-                None,
+                (g.token_owner, g.host_storage),
+                (None, None),
                 "{}",
                 place.name()
             );

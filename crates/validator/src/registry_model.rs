@@ -36,6 +36,34 @@ pub struct RegisteredGpu {
     pub host_cores: Option<u32>,
     /// The EVM address its agent named to hold its token (none named: no token).
     pub token_owner: Option<EvmAddress>,
+    /// The storage its agent claims for its host (none claimed: no proof of storage).
+    pub host_storage: Option<pog_proof::storage::StorageClaim>,
+}
+
+/// A host's storage claim as the registry's columns: bytes and class (`nvme`, `ssd`).
+pub(crate) fn storage_columns(
+    host: Option<&pog_proof::wire::HostClaim>,
+) -> (Option<i64>, Option<String>) {
+    let claim = host.and_then(|h| h.storage);
+    (
+        claim.and_then(|c| i64::try_from(c.bytes).ok()),
+        claim.map(|c| c.class.to_string()),
+    )
+}
+
+/// A host's storage claim from the registry's columns (none when either is empty), or why
+/// the stored values do not parse.
+pub(crate) fn storage_claim(
+    bytes: Option<i64>,
+    class: Option<String>,
+) -> Result<Option<pog_proof::storage::StorageClaim>, String> {
+    let (Some(bytes), Some(class)) = (bytes, class) else {
+        return Ok(None);
+    };
+    let bytes = u64::try_from(bytes).map_err(|_| format!("storage of {bytes} bytes"))?;
+    let class = serde_json::from_value(serde_json::Value::String(class.clone()))
+        .map_err(|_| format!("storage class {class:?}"))?;
+    Ok(Some(pog_proof::storage::StorageClaim { bytes, class }))
 }
 
 /// Why a registry change was refused.

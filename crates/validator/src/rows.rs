@@ -2,10 +2,11 @@
 //! settlement ([`crate::settlement`]) read of the registry's records, one reader for both; and
 //! [`FullRounds`], which finds a leased GPU's last full round behind its lease's checks.
 
-use pog_market::appraisal::RecordSummary;
+use pog_market::appraisal::{HostProof, RecordSummary};
 use pog_market::evidence::{HealthEvidence, MissedRound};
+use pog_market::score::{CpuFigures, StorageFigures};
 use pog_net::locked::Locked;
-use pog_records::{HealthRecord, MemoryRecord, Record, StoredBody};
+use pog_records::{CpuRecord, HealthRecord, MemoryRecord, Record, StorageRecord, StoredBody};
 use pog_signed::{Envelope, GpuUuid, RecordKind};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -25,7 +26,8 @@ enum Unreadable {
 }
 
 /// A GPU's stored rows as the score and the settlement read them: its proof, memory-proof,
-/// missed-round and health records, and a line for each row that could not be read.
+/// host-proof, missed-round and health records, and a line for each row that could not be
+/// read.
 #[derive(Debug, Default)]
 pub struct ReadRows {
     /// Its GEMM proof records.
@@ -36,6 +38,10 @@ pub struct ReadRows {
     pub missed_rounds: Vec<MissedRound>,
     /// Its health records.
     pub health: Vec<HealthEvidence>,
+    /// Its host's proofs of CPU (on the host's first GPU).
+    pub cpu_proofs: Vec<HostProof<CpuFigures>>,
+    /// Its host's proofs of storage (on the host's first GPU).
+    pub storage_proofs: Vec<HostProof<StorageFigures>>,
     /// Why each unreadable row was left out.
     pub unreadable: Vec<String>,
 }
@@ -45,6 +51,7 @@ pub struct ReadRows {
 pub fn read_rows(rows: &[(i64, String)]) -> ReadRows {
     let (mut records, mut memory_records, mut missed_rounds, mut health) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut cpu_proofs, mut storage_proofs) = (Vec::new(), Vec::new());
     let mut unreadable = Vec::new();
     for (id, json) in rows {
         let Ok(envelope) = serde_json::from_str::<Envelope>(json) else {
@@ -58,6 +65,12 @@ pub fn read_rows(rows: &[(i64, String)]) -> ReadRows {
                 .map_err(Unreadable::from),
             Some(RecordKind::MemoryRound) => MemoryRecord::read(kind, body)
                 .map(|r| memory_records.push(RecordSummary::of(*id, &r)))
+                .map_err(Unreadable::from),
+            Some(RecordKind::CpuRound) => CpuRecord::read(kind, body)
+                .map(|r| cpu_proofs.push(HostProof::of_cpu(*id, &r)))
+                .map_err(Unreadable::from),
+            Some(RecordKind::StorageRound) => StorageRecord::read(kind, body)
+                .map(|r| storage_proofs.push(HostProof::of_storage(*id, &r)))
                 .map_err(Unreadable::from),
             Some(RecordKind::RoundMissed) => pog_records::MissedRound::read(kind, body)
                 .map(|r| missed_rounds.push(MissedRound::from_record(*id, &r)))
@@ -77,6 +90,8 @@ pub fn read_rows(rows: &[(i64, String)]) -> ReadRows {
         memory_records,
         missed_rounds,
         health,
+        cpu_proofs,
+        storage_proofs,
         unreadable,
     }
 }
@@ -89,10 +104,11 @@ const FIRST_DEEP_ROWS: usize = 512;
 /// minute with its health records. Past it the GPU is judged without one.
 const DEEPEST_ROWS: usize = 131_072;
 
-/// Each GPU's last full round (its GEMM record and its memory record) that a lease's checks
-/// pushed out of the rows its score reads: during a lease the validator only checks the GPU
-/// (`Policy::for_lease`), so after a few dozen rounds the rows hold no record that speaks for
-/// its model or memory, and the score would fall to nothing while the GPU serves its tenant.
+/// Each GPU's last full round (its GEMM and memory records, and its host's proofs of CPU and
+/// storage) that a lease's checks pushed out of the rows its score reads: during a lease the
+/// validator only checks the GPU (`Policy::for_lease`), so after a few dozen rounds the rows
+/// hold no record that speaks for its model, memory or host, and the score would fall to
+/// nothing while the GPU serves its tenant.
 /// Kept per GPU as rows go by, and read back once through the registry where none was kept
 /// (after a restart).
 #[derive(Default)]
@@ -103,15 +119,19 @@ pub struct FullRounds(Mutex<HashMap<GpuUuid, FullRound>>);
 struct FullRound {
     gemm: Option<RecordSummary>,
     memory: Option<RecordSummary>,
+    cpu: Option<HostProof<CpuFigures>>,
+    storage: Option<HostProof<StorageFigures>>,
 }
 
 impl FullRound {
     /// The last full round in `read`: its latest GEMM record that is not a lease's check, and
-    /// its latest memory record (only full rounds prove memory).
+    /// its latest memory record and host proofs (only full rounds carry them).
     fn in_rows(read: &ReadRows) -> FullRound {
         FullRound {
             gemm: read.records.iter().rev().find(|r| !r.lease_check).cloned(),
             memory: read.memory_records.last().cloned(),
+            cpu: read.cpu_proofs.last().cloned(),
+            storage: read.storage_proofs.last().cloned(),
         }
     }
 }
@@ -148,6 +168,12 @@ impl FullRounds {
         }
         if read.memory_records.is_empty() {
             read.memory_records.extend(last.memory);
+        }
+        if read.cpu_proofs.is_empty() {
+            read.cpu_proofs.extend(last.cpu);
+        }
+        if read.storage_proofs.is_empty() {
+            read.storage_proofs.extend(last.storage);
         }
         Ok(())
     }

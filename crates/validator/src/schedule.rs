@@ -18,9 +18,10 @@
 //! - **The host after its GPUs.** Where an agent claims its host's cores, its first GPU (by
 //!   UUID) carries the host's proof of CPU: once every GPU of that agent in the round has
 //!   finished its own challenges, so that no GPU proof's work shares the cores being timed.
+//!   Its proof of storage follows, where it claims storage (`crate::storage`).
 //! - **Checks, not proofs, during a lease.** A GPU under a lease of its agent's
 //!   ([`Rounds::with_leases`]) is only checked ([`Policy::for_lease`]): one small product
-//!   against a loose bound, no proof of memory and none of its host's CPU, so its tenant
+//!   against a loose bound, no proof of memory and none of its host's CPU or storage, so its tenant
 //!   loses milliseconds a round. The rounds before the lease's start and after its end are
 //!   full; the checks count for the settlement and never as the model's proof.
 //! - **Missed rounds on record.** Each round a GPU is skipped in because its agent did not
@@ -391,6 +392,8 @@ impl Rounds {
                 drop((permit, finished));
                 if let Some(host) = host.filter(|h| h.anchor == uuid && reached) {
                     host.prove_cpu(&v, &permits, &stop, &schedule.policy).await;
+                    host.prove_storage(&v, &permits, &stop, &schedule.policy)
+                        .await;
                 }
             });
         }
@@ -612,16 +615,9 @@ impl HostRound {
         if !policy.cpu.enabled || !planned {
             return;
         }
-        let mut running = self.running.subscribe();
-        if running.wait_for(|n| *n == 0).await.is_err() {
-            return;
-        }
-        let Ok(_permit) = permits.clone().acquire_owned().await else {
+        let Some(_permit) = self.turn(permits, stop).await else {
             return;
         };
-        if *stop.borrow() {
-            return;
-        }
         match validator.challenge::<HostCpu>(&self.anchor, policy).await {
             Ok(r) => tracing::info!(
                 gpu = %self.anchor,
@@ -641,6 +637,66 @@ impl HostRound {
             ),
             Err(e) => tracing::warn!(gpu = %self.anchor, error = %e, "host CPU not challenged"),
         }
+    }
+
+    /// The host's proof of storage, on its first GPU, after its proof of CPU (the agent
+    /// claimed storage and the policy proves it; a failure is recorded and logged, and does
+    /// not count against the GPU's standing).
+    async fn prove_storage(
+        &self,
+        validator: &Validator,
+        permits: &Arc<Semaphore>,
+        stop: &tokio::sync::watch::Receiver<bool>,
+        policy: &Policy,
+    ) {
+        let planned = validator
+            .registry()
+            .gpu(&self.anchor)
+            .ok()
+            .flatten()
+            .is_some_and(|g| g.host_storage.is_some());
+        if !policy.storage.enabled || !planned {
+            return;
+        }
+        let Some(_permit) = self.turn(permits, stop).await else {
+            return;
+        };
+        match validator.prove_storage(&self.anchor, policy).await {
+            Ok(Some(r)) => tracing::info!(
+                gpu = %self.anchor,
+                bytes = r.claim.bytes,
+                class = %r.claim.class,
+                accepted = r.accepted,
+                built = r.audit.is_some(),
+                reads_per_s = r.reads_per_s().map(pog_net::rounding::for_log),
+                ratio_to_bound = r
+                    .round
+                    .as_ref()
+                    .map(|o| pog_net::rounding::for_log(o.time.ratio)),
+                rejection = r
+                    .round
+                    .as_ref()
+                    .and_then(|o| o.rejection.as_deref())
+                    .or(r.audit.as_ref().and_then(|a| a.rejection.as_deref())),
+                failure = r.failure.as_ref().map(|f| f.message.as_str()),
+                "host storage challenged"
+            ),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(gpu = %self.anchor, error = %e, "host storage not challenged"),
+        }
+    }
+
+    /// The host's turn once all its GPUs of the round are done: a permit of the round's
+    /// concurrency, or `None` when the round is stopping.
+    async fn turn(
+        &self,
+        permits: &Arc<Semaphore>,
+        stop: &tokio::sync::watch::Receiver<bool>,
+    ) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let mut running = self.running.subscribe();
+        running.wait_for(|n| *n == 0).await.ok()?;
+        let permit = permits.clone().acquire_owned().await.ok()?;
+        (!*stop.borrow()).then_some(permit)
     }
 }
 

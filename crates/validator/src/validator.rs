@@ -38,6 +38,9 @@ pub(crate) enum ExchangeError {
     Protocol(#[from] pog_proof::session::ProtocolError),
     #[error("the exchange did not finish within {0} ms")]
     Deadline(u64),
+    /// A proof of storage's message that does not fit its session.
+    #[error(transparent)]
+    Storage(#[from] pog_proof::storage::session::RoundError),
     /// The validator's own verification task died (a bug, not the agent's doing).
     #[error("the validator's verification of the openings failed")]
     Verifier,
@@ -75,6 +78,7 @@ impl ExchangeError {
             ExchangeError::Wire(e) => (FailureKind::BadMessage, wire_summary(e)),
             ExchangeError::Protocol(e) => (FailureKind::Protocol, protocol_summary(e)),
             ExchangeError::Deadline(_) => (FailureKind::Deadline, self.to_string()),
+            ExchangeError::Storage(e) => (FailureKind::Protocol, crate::storage::round_summary(e)),
             ExchangeError::Verifier => (FailureKind::Protocol, self.to_string()),
         };
         Failure { kind, message }
@@ -239,6 +243,8 @@ pub struct Validator {
     pages: tokio::sync::Semaphore,
     /// Each GPU's last proofs, for `/metrics`.
     proofs: crate::metrics::Proofs,
+    /// Each agent's storage data set, sent, being built or kept ([`crate::storage`]).
+    datasets: crate::storage::Datasets,
 }
 
 /// Record pages built at once: half the cores, at least one.
@@ -321,6 +327,7 @@ impl Validator {
             round_trips: Mutex::new(HashMap::new()),
             pages: tokio::sync::Semaphore::new(page_permits()),
             proofs: crate::metrics::Proofs::default(),
+            datasets: crate::storage::Datasets::default(),
             limiter: Mutex::new(PerSource::per_minute(f64::from(
                 config.registrations_per_minute,
             ))),
@@ -342,6 +349,17 @@ impl Validator {
     /// only unless allowed).
     pub(crate) fn client(&self) -> &reqwest::Client {
         &self.client
+    }
+
+    /// Each agent's storage data set, as this validator holds it.
+    pub(crate) fn datasets(&self) -> &crate::storage::Datasets {
+        &self.datasets
+    }
+
+    /// The round trip last measured to `uuid`'s agent, ms (0 before any), credited to its
+    /// next timed exchange.
+    pub(crate) fn round_trip_to(&self, uuid: &str) -> f64 {
+        self.round_trips.locked().get(uuid).copied().unwrap_or(0.0)
     }
 
     /// The validator's public key, which signs its records.
@@ -477,7 +495,7 @@ impl Validator {
         // The round trip measured after this GPU's previous challenge: pinging here, before the
         // challenge, would let an agent delay its own challenges (answering pings slowly) and
         // so stagger the ones a round means to send at the same moment.
-        let round_trip_ms = self.round_trips.locked().get(uuid).copied().unwrap_or(0.0);
+        let round_trip_ms = self.round_trip_to(uuid);
         let mut bytes = (0usize, 0usize); // to the agent, from the agent
         let mut set_up_ms = None;
         let remaining = || Duration::from_millis(deadline_ms).saturating_sub(started.elapsed());
@@ -796,12 +814,26 @@ async fn register(
             reg.gpus.len()
         ));
     }
-    if let Some(HostClaim { cores, .. }) = reg.host {
+    if let Some(HostClaim { cores, storage, .. }) = reg.host {
         if !(1..=pog_proof::cpu::MAX_LANES).contains(&cores) {
             return bad(format!(
                 "a host claims 1 to {} cores, not {cores}",
                 pog_proof::cpu::MAX_LANES
             ));
+        }
+        if let Some(claim) = storage {
+            match claim.shape() {
+                Ok(shape) if shape.bytes() == claim.bytes => {}
+                Ok(shape) => {
+                    return bad(format!(
+                        "a storage claim of {} bytes is not whole items of its class (the \
+                         nearest below is {} bytes)",
+                        claim.bytes,
+                        shape.bytes()
+                    ))
+                }
+                Err(e) => return bad(format!("a storage claim that holds no data set: {e}")),
+            }
         }
     }
     let mut seen = std::collections::HashSet::new();

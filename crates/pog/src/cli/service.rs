@@ -1,8 +1,8 @@
 //! The flags of the long-running services, `pog agent` and `pog validator`.
 
 use super::market::ClearArgs;
-use super::parse::{parse_milliseconds, parse_seconds};
-use super::prove::ProverKind;
+use super::parse::{parse_bytes, parse_milliseconds, parse_seconds};
+use super::prove::{ProverKind, StorageClass};
 use clap::Args;
 use pog_signed::PublicKey;
 use std::time::Duration;
@@ -47,6 +47,19 @@ pub struct AgentArgs {
     /// exit status decides (docs/market.md, "Leases"). Without it leases are not delivered.
     #[arg(long, value_name = "PROGRAM")]
     pub lease_hook: Option<std::path::PathBuf>,
+    /// Prove this host's storage: a directory on it where the validator's data set is built
+    /// (in the background, on its request) and kept between rounds and across restarts
+    /// (docs/protocol.md, "Proof of storage"). Without it the agent claims no storage.
+    #[arg(long, value_name = "DIR", requires = "storage_size")]
+    pub storage_dir: Option<std::path::PathBuf>,
+    /// The storage claimed, bytes (K, M, G, T: powers of 1024), in whole items of 256 KiB
+    /// (1 MiB for `--storage-class ssd`); the directory's file system needs that much free,
+    /// its tree (1/64 of it) and 64 MiB.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, requires = "storage_dir")]
+    pub storage_size: Option<u64>,
+    /// The class of device claimed, whose read time bounds each round's walk.
+    #[arg(long, value_enum, default_value = "nvme", requires = "storage_dir")]
+    pub storage_class: StorageClass,
 }
 
 /// What `pog validator` serves and how it challenges.
@@ -86,6 +99,19 @@ pub struct ValidatorArgs {
     /// of its 1024 segments, 2^16 to 2^28 [default: 2^25; 2^22 under --test-plan].
     #[arg(long, value_parser = parse_lane_steps)]
     pub cpu_lane_steps: Option<u64>,
+    /// Skip the proof of the host's storage (by default it follows the proof of CPU in each
+    /// round wherever the agent claims storage).
+    #[arg(long)]
+    pub no_storage_proof: bool,
+    /// Dependent 4 KiB reads each round's walk of the host's storage takes: what a round
+    /// costs the host (1024: about 0.05 s on an NVMe SSD, at most 0.26 s at the NVMe bound)
+    /// [default: 1024; 128 under --test-plan].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub storage_steps: Option<u32>,
+    /// Days a host's storage data set is walked before the validator sends a new one, which
+    /// the host rebuilds (minutes of every core and a write of the claimed size).
+    #[arg(long, default_value = "30", value_parser = clap::value_parser!(u64).range(1..=3650))]
+    pub storage_rebuild_days: u64,
     /// TEST MODE: challenge with a fixed --size, --batch and --expected-ms instead of the
     /// claimed model's plan (and a fixed small memory proof: 4096 items, 1024 walkers). A CPU answers a small one in time, so such records prove no
     /// model; each says so (`proves_model: false`). For tests and demos only.

@@ -17,6 +17,7 @@ use pog_anchor::service::{AnchorSchedule, LedgerSource, StatePublishing};
 use pog_inspect::GpuVerdict;
 use pog_local::provers::{CpuEngine, GpuEngine, ProverEngine};
 use pog_net::serve::Limits;
+use pog_proof::storage::StorageClaim;
 use pog_proof::timing::now_ms;
 use pog_proof::wire::GpuClaim;
 use pog_records::reports::ReportReceipt;
@@ -99,6 +100,23 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
     let engine = prover_engine(global, args.prover, &report, &gpus)?;
     // Every line of an agent serving the simulated double says so.
     let mark = if simulated { "SIMULATED " } else { "" };
+    let storage = match (&args.storage_dir, args.storage_size) {
+        (Some(dir), Some(bytes)) => {
+            let claim = StorageClaim::new(bytes, args.storage_class.into())
+                .with_context(|| format!("--storage-size {bytes}"))?;
+            let storage = pog_agent::storage::HostStorage::new(dir, claim)
+                .with_context(|| format!("--storage-dir {}", dir.display()))?;
+            say(format_args!(
+                "{mark}claiming {} bytes of {} storage in {}",
+                claim.bytes,
+                claim.class,
+                dir.display()
+            ));
+            Some(storage)
+        }
+        _ => None,
+    };
+    let storage_claim = storage.as_ref().map(|s| s.claim());
     let (watch, metrics_listener) = agent_health::start(&rt, &gpus, simulated, args)?;
     say(format_args!("{mark}agent key: {}", identity.public_key()));
     if let pog_facts::Origin::Simulated { profile } = &report.inventory.origin {
@@ -117,10 +135,12 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
     ));
     rt.block_on(async {
         let register_key = pog_signed::Identity::from_seed(identity.seed());
-        let service = Arc::new(
-            Agent::new(identity, args.trust.clone(), gpus.clone(), engine)
-                .watching(watch, metrics_listener.is_none()),
-        );
+        let mut service = Agent::new(identity, args.trust.clone(), gpus.clone(), engine)
+            .watching(watch, metrics_listener.is_none());
+        if let Some(storage) = storage {
+            service = service.with_storage(storage);
+        }
+        let service = Arc::new(service);
         if let Some((listener, router)) = metrics_listener {
             tokio::spawn(pog_net::serve::serve(
                 listener,
@@ -138,7 +158,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
             Duration::from_secs(10),
         ));
         let validator = args.validator.trim_end_matches('/');
-        let host = Some(agent::host_claim(args.token_owner));
+        let host = Some(agent::host_claim(args.token_owner, storage_claim));
         let registered = agent::register(
             validator,
             &register_key,
@@ -771,6 +791,7 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
             memory: MemoryPolicy::test_shape(args.expected_ms),
             cpu: pog_records::CpuPolicy::test_shape(),
             lease_check: false,
+            storage: pog_records::StoragePolicy::test_shape(),
         }
     } else {
         Policy {
@@ -790,6 +811,15 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
             enabled: !args.no_cpu_proof,
             steps: args.cpu_lane_steps.unwrap_or(policy.cpu.steps),
             ..policy.cpu
+        },
+        storage: pog_records::StoragePolicy {
+            enabled: !args.no_storage_proof,
+            steps: args.storage_steps.unwrap_or(policy.storage.steps),
+            samples: args
+                .storage_steps
+                .map_or(policy.storage.samples, |s| policy.storage.samples.min(s)),
+            rebuild_after_ms: args.storage_rebuild_days * 86_400_000,
+            ..policy.storage
         },
         ..policy
     };

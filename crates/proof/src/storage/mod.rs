@@ -106,6 +106,9 @@ pub const SAMPLES: u32 = 64;
 pub const REGENERATED: u32 = 2;
 /// Chunks drawn by the audit of a new data set.
 pub const AUDIT_SAMPLES: u32 = 256;
+/// How long a data set is walked before the validator's schedule sends a new one (a fresh
+/// nonce, rebuilt by the host): 30 days.
+pub const REBUILD_AFTER_MS: u64 = 30 * 24 * 3600 * 1000;
 
 /// The most chunks a data set may have: 2⁴⁰ (4 PiB).
 pub const MAX_CHUNKS: u64 = 1 << 40;
@@ -766,6 +769,16 @@ pub enum DeviceClass {
     Ssd,
 }
 
+impl std::fmt::Display for DeviceClass {
+    /// Its name on the wire and in flags: `nvme`, `ssd`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DeviceClass::Nvme => "nvme",
+            DeviceClass::Ssd => "ssd",
+        })
+    }
+}
+
 impl DeviceClass {
     /// The slowest dependent read the class is allowed, µs.
     pub fn read_us(self) -> f64 {
@@ -793,6 +806,34 @@ impl DeviceClass {
             double_rounds: DOUBLE_ROUNDS,
         }
         .resized(bytes)
+    }
+}
+
+/// What a host claims of its storage (a registration's `host.storage`, `pog agent
+/// --storage-size --storage-class`): the bytes of its data set and the device class its
+/// reads are timed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageClaim {
+    /// Bytes of the data set (whole items of the class's shape).
+    pub bytes: u64,
+    /// The device class claimed.
+    pub class: DeviceClass,
+}
+
+impl StorageClaim {
+    /// The claim for `bytes` of `class`, rounded down to whole items, or why none fits.
+    pub fn new(bytes: u64, class: DeviceClass) -> Result<StorageClaim, BadStorageShape> {
+        let shape = class.shape(bytes)?;
+        Ok(StorageClaim {
+            bytes: shape.bytes(),
+            class,
+        })
+    }
+
+    /// The data set's shape for this claim: whole items of the class's shape in its bytes.
+    pub fn shape(&self) -> Result<StorageShape, BadStorageShape> {
+        self.class.shape(self.bytes)
     }
 }
 
@@ -938,6 +979,18 @@ impl MemoryDataset {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_claim_is_whole_items_and_a_class_is_named_as_on_the_wire() {
+        for class in [DeviceClass::Nvme, DeviceClass::Ssd] {
+            let wire = serde_json::to_value(class).unwrap();
+            assert_eq!(wire.as_str(), Some(class.to_string().as_str()));
+            let claim = StorageClaim::new((8 << 20) + 5, class).unwrap();
+            assert_eq!(claim.bytes, 8 << 20);
+            assert_eq!(claim.shape().unwrap().bytes(), claim.bytes);
+        }
+        assert!(StorageClaim::new(4096, DeviceClass::Nvme).is_err());
+    }
     use pog_signed::PublicKey;
     use proptest::prelude::*;
     use std::convert::Infallible;

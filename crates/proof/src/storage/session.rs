@@ -18,6 +18,9 @@ use serde::{Deserialize, Serialize};
 pub mod kind {
     /// Validator → agent: build and keep this data set ([`DatasetMessage`](super::DatasetMessage)).
     pub const STORAGE_DATASET: &str = "storage-dataset";
+    /// Agent → validator: it is being built, ask again later
+    /// ([`BuildingMessage`](super::BuildingMessage)).
+    pub const STORAGE_BUILDING: &str = "storage-building";
     /// Agent → validator: it is built, under this root ([`BuiltMessage`](super::BuiltMessage)).
     pub const STORAGE_BUILT: &str = "storage-built";
     /// Validator → agent: the chunks the audit opens ([`AuditMessage`](super::AuditMessage)).
@@ -46,6 +49,17 @@ pub struct DatasetMessage {
     pub issued_at_ms: u64,
     /// The validator's clock: the root must arrive by then.
     pub expires_at_ms: u64,
+}
+
+/// Agent → validator: the data set is being built (minutes for hundreds of GiB); the
+/// validator sends the same [`DatasetMessage`] again later to learn its root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildingMessage {
+    /// The data set's id, as sent.
+    pub dataset_id: String,
+    /// How long the build has run, ms (the agent's clock).
+    pub running_ms: u64,
 }
 
 /// Agent → validator: the data set is built and kept.
@@ -153,6 +167,32 @@ impl DatasetSession {
             });
         }
         Ok(())
+    }
+
+    /// Takes the agent's word, at `now_ms`, that the data set is still being built: it must
+    /// be the agent's, for this data set, before the root and before the expiry.
+    pub fn on_building(
+        &self,
+        message: &BuildingMessage,
+        signer: &PublicKey,
+        now_ms: u64,
+    ) -> Result<(), RoundError> {
+        self.check_sender(&message.dataset_id, signer)?;
+        if self.state != DatasetState::Sent {
+            return Err(RoundError::OutOfOrder("a build in progress"));
+        }
+        if now_ms > self.message.expires_at_ms {
+            return Err(RoundError::Expired {
+                expires_at_ms: self.message.expires_at_ms,
+                now_ms,
+            });
+        }
+        Ok(())
+    }
+
+    /// The data set message as sent.
+    pub fn message(&self) -> &DatasetMessage {
+        &self.message
     }
 
     /// Takes the root that arrived at `now_ms`; returns the chunks the audit opens.
@@ -732,6 +772,19 @@ mod tests {
             expires_at_ms: 2_000,
         };
         let mut session = DatasetSession::new(&message, agent.clone(), [4; 32], 8);
+        let building = BuildingMessage {
+            dataset_id: "d1".into(),
+            running_ms: 10,
+        };
+        assert_eq!(session.on_building(&building, &agent, 1_500), Ok(()));
+        assert!(matches!(
+            session.on_building(&building, &agent, 3_000),
+            Err(RoundError::Expired { .. })
+        ));
+        assert!(matches!(
+            session.on_building(&building, &PublicKey::from([1; 32]), 1_500),
+            Err(RoundError::WrongSigner { .. })
+        ));
         let built = BuiltMessage {
             dataset_id: "d1".into(),
             root: honest.root(),
@@ -753,6 +806,10 @@ mod tests {
             Err(RoundError::OutOfOrder(_))
         ));
         let audit = session.on_built(&built, &agent, 1_500).unwrap();
+        assert_eq!(
+            session.on_building(&building, &agent, 1_600),
+            Err(RoundError::OutOfOrder("a build in progress"))
+        );
         // Fewer openings than asked, or another chunk than asked: refused.
         let mut short = AuditOpeningsMessage {
             dataset_id: "d1".into(),

@@ -49,6 +49,7 @@ pub fn policy() -> Policy {
         memory: pog_records::MemoryPolicy::off(),
         cpu: pog_records::CpuPolicy::test_shape(),
         lease_check: false,
+        storage: pog_records::StoragePolicy::test_shape(),
     }
 }
 
@@ -388,6 +389,7 @@ pub fn agent(seed: u8, gpus: Vec<GpuClaim>) -> AgentSpec {
         routed: None,
         register_at: None,
         clock: None,
+        storage: None,
     }
 }
 
@@ -407,6 +409,7 @@ pub struct AgentSpec {
     register_at: Option<String>,
     clock: Option<SharedClock>,
     host: Option<pog_proof::wire::HostClaim>,
+    storage: Option<pog_agent::storage::HostStorage>,
 }
 
 impl AgentSpec {
@@ -422,7 +425,25 @@ impl AgentSpec {
         self.host = Some(pog_proof::wire::HostClaim {
             cores,
             token_owner: None,
+            storage: None,
         });
+        self
+    }
+
+    /// It proves `storage` (a directory of the test's), claiming `claim` for its host at
+    /// registration with one hardware thread: `storage.claim()` when honest, more when it
+    /// claims more than it holds.
+    pub fn proving_storage(
+        mut self,
+        storage: pog_agent::storage::HostStorage,
+        claim: pog_proof::storage::StorageClaim,
+    ) -> AgentSpec {
+        self.host = Some(pog_proof::wire::HostClaim {
+            cores: 1,
+            token_owner: None,
+            storage: Some(claim),
+        });
+        self.storage = Some(storage);
         self
     }
 
@@ -432,6 +453,7 @@ impl AgentSpec {
         self.host = Some(pog_proof::wire::HostClaim {
             cores: 2,
             token_owner: Some(owner),
+            storage: None,
         });
         self
     }
@@ -505,6 +527,9 @@ impl AgentSpec {
         }
         if let Some(clock) = self.clock {
             agent = agent.with_clock(clock);
+        }
+        if let Some(storage) = self.storage {
+            agent = agent.with_storage(storage);
         }
         assert_eq!(agent.public_key(), key.public_key());
         let mut router = pog_agent::agent::router(Arc::new(agent));

@@ -1,0 +1,528 @@
+//! The proof of a host's storage in the validator's round (`pog_proof::storage::session`
+//! over the agent's `/v1/storage/*`), once a round on the host's first GPU after its proof of
+//! CPU, where the agent claims storage.
+//!
+//! - **The data set** is sent once (`storage-dataset`, a fresh nonce, the claimed size,
+//!   bound like a challenge) and built by the agent in the background: each round until its
+//!   expiry (`StoragePolicy::build_expiry_ms`) the validator sends the same message again and
+//!   the agent answers `storage-building`, or `storage-built` with the root once it is done;
+//!   the validator then audits it (`storage-audit`, chunks regenerated) and keeps it, in
+//!   memory and in its records (a restarted validator takes it up from its latest
+//!   `storage-record` rather than asking for a rebuild). A new data set is sent once the kept
+//!   one is `rebuild_after_ms` old, or when the claim changes.
+//! - **A round** walks the kept data set (`storage-round` → `storage-walk`, the validator's
+//!   clock stopping at the digests, judged against the steps × the claimed class's read) and
+//!   opens the drawn steps (`storage-open` → `storage-openings`).
+//! - **Records.** Every round, and every build that failed (refused, expired, its audit
+//!   failed), is a signed `storage-record` ([`StorageRecord`]); a host whose agent does not
+//!   answer gets one with the failure. A round while the data set is still being built has
+//!   none (it is logged).
+
+use crate::validator::{ExchangeError, Validator, ValidatorError};
+use pog_merkle::Hash;
+use pog_net::http::post_counted;
+use pog_net::locked::Locked;
+use pog_proof::challenge::Addressee;
+use pog_proof::storage::session::{
+    kind, AuditMessage, AuditOpeningsMessage, AuditOutcome, BuildingMessage, BuiltMessage,
+    DatasetMessage, DatasetSession, OpeningsMessage, RoundError, RoundMessage, RoundOutcome,
+    RoundSession, WalkMessage,
+};
+use pog_proof::storage::{StorageClaim, StorageDataset, StoragePlan, StorageRound};
+use pog_records::{
+    Failure, FailureKind, Policy, StoragePolicy, StorageRecord, StoredBody, RECORD_VERSION,
+};
+use pog_signed::{random_bytes, Envelope};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long the validator waits for the agent's answer to a data set message (it answers at
+/// once: the build runs in the background).
+const DATASET_ANSWER: Duration = Duration::from_secs(30);
+
+/// How many of the host's first GPU's latest records a restarted validator reads to take up
+/// the data set it kept.
+const RECORDS_READ: usize = 256;
+
+/// Time past twice the bound that the validator still waits for a walk.
+const WALK_SLACK_MS: u64 = 5_000;
+
+/// What the validator holds of each agent's data set, by agent key.
+#[derive(Default)]
+pub(crate) struct Datasets(Mutex<HashMap<String, Slot>>);
+
+/// One agent's entry.
+enum Slot {
+    /// Its data set, between proofs.
+    Held(Held),
+    /// A proof of this host is running: another round skips it.
+    InFlight,
+}
+
+/// One agent's data set, as the validator holds it.
+enum Held {
+    /// Sent and being built: polled each round until its expiry.
+    Building {
+        session: Box<DatasetSession>,
+        envelope: Envelope,
+    },
+    /// Audited (since then, the validator's clock): walked each round until its rebuild.
+    Kept {
+        dataset: StorageDataset,
+        root: Hash,
+        since_ms: u64,
+    },
+}
+
+/// An agent's entry taken out for one proof; what is left in `back` is put back when it is
+/// dropped (nothing: the entry is removed).
+struct Taken<'a> {
+    datasets: &'a Datasets,
+    agent: String,
+    back: Option<Held>,
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        let mut map = self.datasets.0.locked();
+        match self.back.take() {
+            Some(held) => map.insert(self.agent.clone(), Slot::Held(held)),
+            None => map.remove(&self.agent),
+        };
+    }
+}
+
+impl Datasets {
+    /// `agent`'s entry for one proof; `None` while another proof of it runs.
+    fn take(&self, agent: &str) -> Option<Taken<'_>> {
+        let mut map = self.0.locked();
+        let back = match map.insert(agent.to_string(), Slot::InFlight) {
+            Some(Slot::InFlight) => return None,
+            Some(Slot::Held(held)) => Some(held),
+            None => None,
+        };
+        Some(Taken {
+            datasets: self,
+            agent: agent.to_string(),
+            back,
+        })
+    }
+}
+
+/// What one proof of a host's storage gathered, for its record.
+struct Gathered {
+    record_id: String,
+    dataset: StorageDataset,
+    root: Option<Hash>,
+    since_ms: Option<u64>,
+    audit: Option<AuditOutcome>,
+    round: Option<RoundOutcome>,
+    expected_ms: f64,
+    failure: Option<Failure>,
+    secret: [u8; 32],
+    bytes: (usize, usize),
+}
+
+/// Where a build stands after the agent's answer.
+enum Built {
+    /// Still building.
+    Building,
+    /// Built and audited.
+    Audited(AuditOutcome),
+}
+
+impl Validator {
+    /// Proves the storage of the host whose first GPU is `uuid`, where its agent claims some
+    /// and `policy` proves it (module doc): the data set sent or polled, audited once built,
+    /// then a round. Returns the record stored, or `None` when there was nothing to record
+    /// (no claim, the data set still being built, another proof of the host running).
+    pub async fn prove_storage(
+        &self,
+        uuid: &str,
+        policy: &Policy,
+    ) -> Result<Option<StorageRecord>, ValidatorError> {
+        let p = &policy.storage;
+        p.validate()?;
+        let gpu = self
+            .registry()
+            .gpu(uuid)?
+            .ok_or_else(|| ValidatorError::UnknownGpu(uuid.into()))?;
+        let Some(claim) = gpu.host_storage else {
+            return Ok(None);
+        };
+        let Ok(shape) = claim.shape() else {
+            return Ok(None); // refused at registration; a claim from an older pog
+        };
+        let Some(mut taken) = self.datasets().take(gpu.agent.as_str()) else {
+            return Ok(None);
+        };
+        let to = Addressee {
+            gpu_uuid: gpu.uuid.clone(),
+            gpu_bus_id: gpu.bus_id.clone(),
+            agent_key: gpu.agent.clone(),
+            validator_key: self.public_key(),
+        };
+        let now = self.records().now_ms();
+        let current = |d: &StorageDataset| d.to == to && d.shape == shape;
+        let fresh = |since_ms: u64| now.saturating_sub(since_ms) < p.rebuild_after_ms;
+        let held = match taken.back.take() {
+            Some(Held::Kept {
+                dataset,
+                root,
+                since_ms,
+            }) if current(&dataset) && fresh(since_ms) => Held::Kept {
+                dataset,
+                root,
+                since_ms,
+            },
+            Some(Held::Building { session, envelope }) if current(&session.message().dataset) => {
+                Held::Building { session, envelope }
+            }
+            None => match self.kept_on_record(uuid, &current) {
+                Some((dataset, root, since_ms)) if fresh(since_ms) => Held::Kept {
+                    dataset,
+                    root,
+                    since_ms,
+                },
+                _ => self.new_dataset(to.clone(), claim, p)?,
+            },
+            _ => self.new_dataset(to.clone(), claim, p)?,
+        };
+        let plan = StoragePlan {
+            read_us: claim.class.read_us(),
+            steps: p.steps,
+            samples: p.samples,
+        };
+        let mut g = Gathered {
+            record_id: hex::encode(random_bytes::<16>()),
+            dataset: match &held {
+                Held::Kept { dataset, .. } => dataset.clone(),
+                Held::Building { session, .. } => session.message().dataset.clone(),
+            },
+            root: None,
+            since_ms: None,
+            audit: None,
+            round: None,
+            expected_ms: plan.expected_ms(),
+            failure: None,
+            secret: random_bytes(),
+            bytes: (0, 0),
+        };
+        let (dataset, root, since_ms) = match held {
+            Held::Kept {
+                dataset,
+                root,
+                since_ms,
+            } => (dataset, root, since_ms),
+            Held::Building { session, envelope } => {
+                let (session, polled) = self
+                    .poll_build(session, &envelope, &gpu.endpoint, &mut g.bytes)
+                    .await;
+                let kept = session
+                    .as_ref()
+                    .and_then(|s| s.kept().map(|(d, root)| (d.clone(), root)));
+                match (polled, session) {
+                    (Ok(Built::Building), Some(session)) => {
+                        tracing::info!(
+                            gpu = uuid,
+                            bytes = claim.bytes,
+                            "storage data set being built"
+                        );
+                        taken.back = Some(Held::Building { session, envelope });
+                        return Ok(None);
+                    }
+                    (Ok(Built::Audited(outcome)), _) => {
+                        g.audit = Some(outcome);
+                        match kept {
+                            Some((dataset, root)) => (dataset, root, self.records().now_ms()),
+                            None => return self.store_storage(&gpu, claim, p, g).map(Some),
+                        }
+                    }
+                    (polled, session) => {
+                        g.failure = polled.err().map(|e| e.failure());
+                        // Polled again next round, until its expiry.
+                        taken.back = session
+                            .filter(|s| self.records().now_ms() <= s.message().expires_at_ms)
+                            .map(|session| Held::Building { session, envelope });
+                        return self.store_storage(&gpu, claim, p, g).map(Some);
+                    }
+                }
+            }
+        };
+        g.root = Some(root);
+        g.since_ms = Some(since_ms);
+        taken.back = Some(Held::Kept {
+            dataset: dataset.clone(),
+            root,
+            since_ms,
+        });
+        let round = StorageRound {
+            dataset,
+            root,
+            nonce: random_bytes(),
+            steps: p.steps,
+        };
+        match self
+            .walk_round(round, &gpu, (&plan, p.regenerated), &mut g)
+            .await
+        {
+            Ok(outcome) => g.round = Some(outcome),
+            Err(e) => {
+                let failure = e.failure();
+                if drops_dataset(&failure) {
+                    taken.back = None;
+                }
+                g.failure = Some(failure);
+            }
+        }
+        self.store_storage(&gpu, claim, p, g).map(Some)
+    }
+
+    /// A new data set of the claimed shape for `to`, not yet sent.
+    fn new_dataset(
+        &self,
+        to: Addressee,
+        claim: StorageClaim,
+        p: &StoragePolicy,
+    ) -> Result<Held, ValidatorError> {
+        let shape = claim.shape().map_err(|e| {
+            ValidatorError::Policy(pog_records::PolicyError::Storage(e.to_string()))
+        })?;
+        let issued_at_ms = self.records().now_ms();
+        let message = DatasetMessage {
+            id: hex::encode(random_bytes::<16>()),
+            dataset: StorageDataset::new(random_bytes(), to.clone(), shape),
+            issued_at_ms,
+            expires_at_ms: issued_at_ms.saturating_add(p.build_expiry_ms),
+        };
+        let envelope = self.records().seal(kind::STORAGE_DATASET, &message)?;
+        Ok(Held::Building {
+            session: Box::new(DatasetSession::new(
+                &message,
+                to.agent_key,
+                random_bytes(),
+                p.audit_samples,
+            )),
+            envelope,
+        })
+    }
+
+    /// The data set this validator kept for the host of `uuid`, from its latest
+    /// `storage-record` (a restarted validator): the data set, its root and since when,
+    /// when that record has them and `current` holds.
+    fn kept_on_record(
+        &self,
+        uuid: &str,
+        current: &dyn Fn(&StorageDataset) -> bool,
+    ) -> Option<(StorageDataset, Hash, u64)> {
+        let rows = self.registry().latest_records(uuid, RECORDS_READ).ok()?;
+        let latest = rows.iter().rev().find_map(|(_, json)| {
+            let envelope: Envelope = serde_json::from_str(json).ok()?;
+            StorageRecord::read(&envelope.kind, &envelope.body).ok()
+        })?;
+        if latest.failure.as_ref().is_some_and(drops_dataset) {
+            return None;
+        }
+        let root: Hash = hex::decode(latest.root.as_deref()?).ok()?.try_into().ok()?;
+        (current(&latest.dataset)).then_some((latest.dataset, root, latest.dataset_since_ms?))
+    }
+
+    /// Sends (again) the data set message; once the agent says it is built, audits it. The
+    /// session comes back (none only when the validator's own check of the audit died).
+    async fn poll_build(
+        &self,
+        mut session: Box<DatasetSession>,
+        envelope: &Envelope,
+        endpoint: &str,
+        bytes: &mut (usize, usize),
+    ) -> (Option<Box<DatasetSession>>, Result<Built, ExchangeError>) {
+        let (opened, signer) = match self
+            .ask_build(&mut session, envelope, endpoint, bytes)
+            .await
+        {
+            Ok(Some(opened)) => opened,
+            Ok(None) => return (Some(session), Ok(Built::Building)),
+            Err(e) => return (Some(session), Err(e)),
+        };
+        // Regenerating the audited chunks' items takes a core for a while: off the runtime.
+        let checked = tokio::task::spawn_blocking(move || {
+            let outcome = session.on_audit_openings(&opened, &signer);
+            (session, outcome)
+        })
+        .await;
+        match checked {
+            Ok((session, outcome)) => (
+                Some(session),
+                outcome.map(Built::Audited).map_err(ExchangeError::from),
+            ),
+            Err(_) => (None, Err(ExchangeError::Verifier)),
+        }
+    }
+
+    /// The data set message sent (again): `None` while the agent builds it; once built, its
+    /// root taken and the audit's openings with their signer.
+    async fn ask_build(
+        &self,
+        session: &mut DatasetSession,
+        envelope: &Envelope,
+        endpoint: &str,
+        bytes: &mut (usize, usize),
+    ) -> Result<Option<(AuditOpeningsMessage, pog_signed::PublicKey)>, ExchangeError> {
+        let (n, answer) = post_counted(
+            self.client(),
+            &format!("{endpoint}/v1/storage/dataset"),
+            envelope,
+            DATASET_ANSWER,
+            pog_signed::MAX_MESSAGE_BYTES,
+        )
+        .await?;
+        *bytes = (bytes.0 + n, bytes.1 + answer.len());
+        let now = self.records().now_ms();
+        let said: Envelope =
+            serde_json::from_slice(&answer).map_err(pog_signed::WireError::Envelope)?;
+        if said.kind == kind::STORAGE_BUILDING {
+            let (building, signer): (BuildingMessage, _) =
+                pog_signed::decode(&answer, kind::STORAGE_BUILDING)?;
+            session.on_building(&building, &signer, now)?;
+            return Ok(None);
+        }
+        let (built, signer): (BuiltMessage, _) = pog_signed::decode(&answer, kind::STORAGE_BUILT)?;
+        let audit: AuditMessage = session.on_built(&built, &signer, now)?;
+        let (n, answer) = post_counted(
+            self.client(),
+            &format!("{endpoint}/v1/storage/audit"),
+            &self.records().seal(kind::STORAGE_AUDIT, &audit)?,
+            DATASET_ANSWER,
+            pog_signed::MAX_MESSAGE_BYTES,
+        )
+        .await?;
+        *bytes = (bytes.0 + n, bytes.1 + answer.len());
+        Ok(Some(pog_signed::decode(
+            &answer,
+            kind::STORAGE_AUDIT_OPENINGS,
+        )?))
+    }
+
+    /// Walks `round` on the agent of `gpu` under `plan` (regenerating `regenerated` items
+    /// among the opened steps' chunks), timed by the validator's clock.
+    async fn walk_round(
+        &self,
+        round: StorageRound,
+        gpu: &crate::registry::RegisteredGpu,
+        (plan, regenerated): (&StoragePlan, u32),
+        g: &mut Gathered,
+    ) -> Result<RoundOutcome, ExchangeError> {
+        let expected_ms = plan.expected_ms();
+        let wait = Duration::from_millis((2.0 * expected_ms) as u64 + WALK_SLACK_MS);
+        let issued_at_ms = self.records().now_ms();
+        let message = RoundMessage {
+            id: g.record_id.clone(),
+            round,
+            issued_at_ms,
+            expires_at_ms: issued_at_ms.saturating_add(wait.as_millis() as u64),
+        };
+        let mut session = RoundSession::new(
+            &message,
+            gpu.agent.clone(),
+            expected_ms,
+            g.secret,
+            (plan.samples, regenerated),
+        );
+        let envelope = self.records().seal(kind::STORAGE_ROUND, &message)?;
+        let sent = Instant::now();
+        let (n, answer) = post_counted(
+            self.client(),
+            &format!("{}/v1/storage/round", gpu.endpoint),
+            &envelope,
+            wait,
+            pog_signed::MAX_MESSAGE_BYTES,
+        )
+        .await?;
+        let arrived_ms = issued_at_ms + sent.elapsed().as_millis() as u64;
+        g.bytes = (g.bytes.0 + n, g.bytes.1 + answer.len());
+        let (walk, signer): (WalkMessage, _) = pog_signed::decode(&answer, kind::STORAGE_WALK)?;
+        let open =
+            match session.on_walk(&walk, &signer, arrived_ms, self.round_trip_to(&gpu.uuid))? {
+                Ok(open) => open,
+                Err(settled) => return Ok(settled),
+            };
+        let (n, answer) = post_counted(
+            self.client(),
+            &format!("{}/v1/storage/open", gpu.endpoint),
+            &self.records().seal(kind::STORAGE_OPEN, &open)?,
+            DATASET_ANSWER,
+            pog_signed::MAX_MESSAGE_BYTES,
+        )
+        .await?;
+        g.bytes = (g.bytes.0 + n, g.bytes.1 + answer.len());
+        // Checking the openings regenerates items: off the runtime's workers.
+        tokio::task::spawn_blocking(move || {
+            let (openings, signer): (OpeningsMessage, _) =
+                pog_signed::decode(&answer, kind::STORAGE_OPENINGS)?;
+            Ok::<_, ExchangeError>(session.on_openings(&openings, &signer)?)
+        })
+        .await
+        .map_err(|_| ExchangeError::Verifier)?
+    }
+
+    /// Signs and stores the record of what `g` gathered.
+    fn store_storage(
+        &self,
+        gpu: &crate::registry::RegisteredGpu,
+        claim: StorageClaim,
+        p: &StoragePolicy,
+        g: Gathered,
+    ) -> Result<StorageRecord, ValidatorError> {
+        let accepted = g.failure.is_none() && g.round.as_ref().is_some_and(|r| r.accepted);
+        let record = StorageRecord {
+            version: RECORD_VERSION,
+            record_id: format!("storage-{}", g.record_id),
+            gpu_uuid: gpu.uuid.clone(),
+            agent: gpu.agent.clone(),
+            model: gpu.model.clone(),
+            simulated: gpu.simulated,
+            proves_storage: !gpu.simulated,
+            claim,
+            policy: p.clone(),
+            dataset: g.dataset,
+            root: g.root.map(hex::encode),
+            dataset_since_ms: g.since_ms,
+            audit: g.audit,
+            round: g.round,
+            expected_ms: g.expected_ms,
+            accepted,
+            failure: g.failure,
+            spot_check_secret: hex::encode(g.secret),
+            bytes_to_agent: g.bytes.0,
+            bytes_from_agent: g.bytes.1,
+            recorded_at_ms: self.records().now_ms(),
+        };
+        self.store(&record.record_id, accepted, &record)?;
+        Ok(record)
+    }
+}
+
+/// Whether a round that failed so makes the validator send a new data set next round: the
+/// agent refused the round (it no longer keeps the data set: a disk replaced, a directory
+/// lost), so walking the kept one again would fail every round until its rebuild.
+fn drops_dataset(failure: &Failure) -> bool {
+    failure.kind == FailureKind::AgentRefused
+}
+
+/// A storage session's refusal in the validator's words (no value the agent chose).
+pub(crate) fn round_summary(e: &RoundError) -> String {
+    match e {
+        RoundError::WrongId { expected, .. } => {
+            format!("an answer for another round or data set than {expected}")
+        }
+        RoundError::WrongSigner { expected, .. } => {
+            format!("signed by another key than the agent's, expected the agent {expected}")
+        }
+        RoundError::OutOfOrder(what) => format!("{what} arrived out of order"),
+        RoundError::Expired {
+            expires_at_ms,
+            now_ms,
+        } => format!("it expired at {expires_at_ms} ms; the answer came at {now_ms} ms"),
+    }
+}
