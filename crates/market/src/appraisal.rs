@@ -10,7 +10,10 @@
 //!   (`outcome.time.ratio`, time over the expected time). The median over the window's
 //!   accepted model-proving records, `min(1, 1 / ratio)`, scales the compute figures (tensor,
 //!   FP32, sustained): a GPU slower than its model is expected to be counts that much less;
-//!   one faster counts no more than its model.
+//!   one faster counts no more than its model. Likewise the memory proof's walk, timed by the
+//!   validator, scales the bandwidth: the measured walk rate against the model's expected
+//!   one. Both measured rates (TFLOP/s of the GEMM proof, GB/s of the walk) are in the
+//!   assessment's [`MeasuredWork`], labelled measured.
 //! - **Reliability**, over the GPU's last [`RELIABILITY_WINDOW`] rounds by its current agent
 //!   (a GPU registered recently: over its own rounds): proofs passed over proofs answered;
 //!   uptime, rounds proven over rounds (a round answered wrongly, unanswered or skipped while
@@ -78,6 +81,10 @@ pub struct RecordSummary {
     /// Its kind (`unreachable`, `timeout`, `agent_refused`, …).
     #[serde(default)]
     pub failure_kind: Option<FailureKind>,
+    /// The timed phase's rate on the validator's clock, per second in the kind's unit (FLOP/s
+    /// of the GEMM proof, bytes/s of the memory walk), when the exchange completed.
+    #[serde(default)]
+    pub measured_rate: Option<f64>,
     /// A check during a lease (`Policy::for_lease`): it counts for the GPU's rounds (uptime,
     /// success, the settlement) and never as its model's proof or pace.
     #[serde(default)]
@@ -102,6 +109,11 @@ impl RecordSummary {
             wrong: r.outcome.as_ref().map_or(0, Outcome::wrong),
             failure: r.failure.as_ref().map(|f| f.message.clone()),
             failure_kind: r.failure.as_ref().map(|f| f.kind),
+            measured_rate: r.outcome.as_ref().and_then(|o| {
+                let seconds = o.time.ratio * r.expected_ms / 1e3;
+                let rate = r.details.timed_work()? / seconds;
+                (rate.is_finite() && rate > 0.0).then_some(rate)
+            }),
             lease_check: r.policy.lease_check,
         }
     }
@@ -268,10 +280,49 @@ pub struct Assessment {
     pub anomalies: Option<Anomalies>,
     /// Median of `min(1, 1 / time ratio)` over the window's accepted model-proving records.
     pub pace: Option<f64>,
+    /// What the validator measured of the GPU's work on its own clock, and what it scaled.
+    #[serde(default)]
+    pub measured: MeasuredWork,
     /// Why the score is 0 or lower than the GPU's model would earn, in words.
     pub reasons: Vec<String>,
     /// The score's parts, reliability and per-GPU figures.
     pub detail: Score,
+}
+
+/// What the validator measured of a GPU's work on its own clock over the window's accepted
+/// proofs of its model (medians), labelled as measured wherever shown: the GEMM proof's rate
+/// and pace, and the memory proof's walk rate and pace. Each pace (`min(1, expected time /
+/// time)`) scales its figures: compute by the GEMM's, bandwidth by the walk's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredWork {
+    /// The GEMM proof's rate, TFLOP/s (its FLOPs over its time, less the round trip
+    /// credited), measured.
+    pub gemm_tflops: Option<f64>,
+    /// The GEMM proof's pace against its model's expected time, at most 1.
+    pub compute_pace: Option<f64>,
+    /// The memory proof's walk rate, GB/s of item reads, measured.
+    pub walk_gbs: Option<f64>,
+    /// The memory proof's pace against its model's expected walk, at most 1.
+    pub memory_pace: Option<f64>,
+}
+
+/// The median pace `min(1, 1 / ratio)` and measured rate of `records`' accepted, model-proving
+/// records of `model`.
+fn measured_of(records: &[&RecordSummary], model: Option<&str>) -> (Option<f64>, Option<f64>) {
+    let proving: Vec<&&RecordSummary> = records
+        .iter()
+        .filter(|r| {
+            r.accepted && r.proves_model && !r.lease_check && Some(r.model.as_str()) == model
+        })
+        .collect();
+    let paces = proving
+        .iter()
+        .filter_map(|r| r.time_ratio)
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .map(|r| (1.0 / r).min(1.0))
+        .collect();
+    let rates = proving.iter().filter_map(|r| r.measured_rate).collect();
+    (median(paces), median(rates))
 }
 
 /// What the RAM part says on the validator's side.
@@ -462,14 +513,7 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         true => window.clone(),
         false => latest.into_iter().collect(),
     };
-    let paces: Vec<f64> = paced
-        .iter()
-        .filter(|r| r.accepted && r.proves_model && Some(r.model.as_str()) == model.as_deref())
-        .filter_map(|r| r.time_ratio)
-        .filter(|r| r.is_finite() && *r > 0.0)
-        .map(|r| (1.0 / r).min(1.0))
-        .collect();
-    let pace = median(paces);
+    let (pace, gemm_rate) = measured_of(&paced, model.as_deref());
     if let Some(p) = pace {
         for figure in [
             &mut gpu.tensor_tflops,
@@ -478,12 +522,35 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         ] {
             *figure = figure.map(|v| v * p);
         }
+        gpu.source = FigureSource::ValidatorMeasured;
         if p < 1.0 {
             reasons.push(format!(
                 "its proofs ran at {p:.3} of its model's expected pace (median of the window): compute figures scaled by it"
             ));
         }
     }
+    // The memory proofs of the window's rounds (those of the GPU's current agent).
+    let memory_window: Vec<&RecordSummary> = memory
+        .iter()
+        .copied()
+        .filter(|r| first_round.is_some_and(|first| r.id >= first))
+        .collect();
+    let (memory_pace, walk_rate) = measured_of(&memory_window, model.as_deref());
+    if let (Some(p), true) = (memory_pace, memory_verified) {
+        gpu.bandwidth_gbs = gpu.bandwidth_gbs.map(|v| v * p);
+        gpu.source = FigureSource::ValidatorMeasured;
+        if p < 1.0 {
+            reasons.push(format!(
+                "its proofs of memory walked at {p:.3} of its model's expected rate (median of the window): bandwidth scaled by it"
+            ));
+        }
+    }
+    let measured = MeasuredWork {
+        gemm_tflops: gemm_rate.map(|r| r / 1e12),
+        compute_pace: pace,
+        walk_gbs: walk_rate.map(|r| r / 1e9),
+        memory_pace,
+    };
     // The proof success rate over the rounds answered: a round not answered is the uptime's.
     let answered: Vec<&&RecordSummary> = window.iter().filter(|r| r.answered()).collect();
     let proofs_total = answered.len() as u64;
@@ -569,6 +636,7 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         uptime,
         anomalies,
         pace,
+        measured,
         reasons,
         detail,
     }
@@ -626,6 +694,18 @@ pub fn price(
     })
 }
 
+/// A model's price per GPU-hour from its datasheet figures as the score counts them, with no
+/// market and full reliability, dollars: what a class's trades are compared with
+/// ([`crate::signals::ClassActivity::base_usd`]). `None` for a model not in the spec database,
+/// or of no price class.
+pub fn model_base_usd(model: &str, config: &Config, db: &SpecDb) -> Option<f64> {
+    let spec = db.by_model(model)?;
+    let class = config.class_for_memory(&spec.memory_type)?;
+    let figures = spec_figures(spec, config, db).ok()?;
+    let potential = crate::score::gpu_score(&figures, &config.score).potential;
+    Some(potential * config.score.gpu.reference_tensor_tflops * class.usd_per_tflop_hour)
+}
+
 fn median(mut values: Vec<f64>) -> Option<f64> {
     if values.is_empty() {
         return None;
@@ -665,6 +745,7 @@ mod tests {
             wrong: 0,
             failure: None,
             failure_kind: None,
+            measured_rate: None,
             lease_check: false,
         }
     }
@@ -1259,6 +1340,50 @@ mod tests {
         let g = &a.detail.gpus[0];
         assert!((g.tensor - pace).abs() < 1e-9 && (g.memory - 1.0).abs() < 1e-9);
         assert!(a.reasons.iter().any(|r| r.contains("expected pace")));
+    }
+
+    #[test]
+    fn the_memory_walk_the_validator_timed_scales_the_bandwidth_and_is_labelled_measured() {
+        // GEMM proofs at their model's pace, doing 1e12 FLOPs in 1 s; memory walks of 4e11
+        // bytes in 1.25 × the expected 100 ms: 3,200 GB/s, a pace of 0.8.
+        let records: Vec<_> = (1..=5)
+            .map(|i| RecordSummary {
+                measured_rate: Some(1e12),
+                ..record(i, true, 1.0)
+            })
+            .collect();
+        let walks: Vec<_> = (6..=8)
+            .map(|i| RecordSummary {
+                measured_rate: Some(3.2e12),
+                ..record(i, true, 1.25)
+            })
+            .collect();
+        let fast = assess_h200_with(&records, &[record(6, true, 1.0)]);
+        let slow = assess_h200_with(&records, &walks);
+        assert_eq!(slow.measured.memory_pace, Some(0.8));
+        assert_eq!(slow.measured.walk_gbs, Some(3200.0));
+        assert_eq!(slow.measured.gemm_tflops, Some(1.0));
+        assert_eq!(slow.measured.compute_pace, Some(1.0));
+        let (f, s) = (&fast.detail.gpus[0], &slow.detail.gpus[0]);
+        assert_eq!(s.source, FigureSource::ValidatorMeasured);
+        assert!(
+            (s.bandwidth - 0.8 * f.bandwidth).abs() < 1e-9,
+            "{s:?} {f:?}"
+        );
+        assert_eq!((s.tensor, s.memory), (f.tensor, f.memory));
+        assert!(slow.reasons.iter().any(|r| r.contains("walked at 0.800")));
+        // The slower walk is priced lower.
+        let quote = |a: &Assessment| {
+            price(a, &balanced(), &Config::embedded(), db())
+                .unwrap()
+                .quote
+                .unwrap()
+                .price
+        };
+        assert!(quote(&slow) < quote(&fast));
+        // A memory proof that failed counts no bandwidth at all, paced or not.
+        let failed = assess_h200_with(&records, &[record(9, false, 1.25)]);
+        assert_eq!(failed.detail.gpus[0].bandwidth, 0.0);
     }
 
     #[test]

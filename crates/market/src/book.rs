@@ -109,8 +109,8 @@ pub struct ClearingRecord {
     pub asks: usize,
     /// The GPU-hours those bids asked for.
     pub bid_hours: u64,
-    /// The GPU-hours those asks offered: the supply, against which the traded hours are the
-    /// market's utilization ([`Book::utilization`]).
+    /// The GPU-hours those asks offered: the supply it saw (open orders, which no price
+    /// reads: [`crate::signals`] reads leases).
     pub ask_hours: u64,
     /// What it decided.
     pub clearing: Clearing,
@@ -612,25 +612,6 @@ impl Book {
         &self.history
     }
 
-    /// The share of offered GPU-hours that traded in the class's last `last` clearings that
-    /// had any offered (traded hours over ask hours, summed, so a large clearing weighs more
-    /// than a small one); `None` when there is none yet. Between 0 and 1.
-    pub fn utilization(&self, class: &GpuClass, last: usize) -> Option<f64> {
-        let (traded, offered) = self
-            .history
-            .iter()
-            .rev()
-            .filter(|r| &r.class == class && r.ask_hours > 0)
-            .take(last)
-            .fold((0u128, 0u128), |(t, o), r| {
-                (
-                    t + u128::from(r.clearing.units),
-                    o + u128::from(r.ask_hours),
-                )
-            });
-        (offered > 0).then(|| traded as f64 / offered as f64)
-    }
-
     /// The open orders of one class and side, in submission order, as of the book's time
     /// (none for a class not traded here).
     pub fn open(&self, class: &GpuClass, side: Side) -> impl Iterator<Item = &Order> {
@@ -710,6 +691,191 @@ impl Book {
     /// Whether no order is open.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// A book's whole state as data: what a store keeps so that a restart reads it and the events
+/// after it, not every event since the market began ([`Book::snapshot`],
+/// [`Book::from_snapshot`]). Serializes as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookSnapshot {
+    /// The classes traded.
+    pub classes: Vec<GpuClass>,
+    /// Every order remembered (open, filled or cancelled, until it expires).
+    pub orders: Vec<SnapshotOrder>,
+    /// The next sequence number.
+    pub next_sequence: u64,
+    /// The clearings so far, with their leases.
+    pub history: Vec<ClearingRecord>,
+    /// Each leased GPU's end of its last lease.
+    pub booked: Vec<(GpuUuid, u64)>,
+    /// The book's time.
+    pub now_ms: u64,
+}
+
+/// One remembered order in a [`BookSnapshot`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotOrder {
+    /// Its owner key (lowercase hex).
+    pub owner: String,
+    /// Its owner's id for it.
+    pub id: OrderId,
+    /// Its class.
+    pub class: GpuClass,
+    /// Its side.
+    pub side: Side,
+    /// Its sequence number.
+    pub sequence: u64,
+    /// When it expires.
+    pub expires_at_ms: u64,
+    /// The order with what is left of it, while it is open; `None` once filled or cancelled.
+    #[serde(default)]
+    pub open: Option<OpenPart>,
+    /// The GPUs it holds after some of its hours traded, until it expires (a closed ask).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sold: Vec<GpuUuid>,
+}
+
+/// An open order in a [`SnapshotOrder`]: the order as it stands and the GPU-hours of it that
+/// traded so far.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenPart {
+    /// The order, its quantity what is left open.
+    pub order: Order,
+    /// GPU-hours of it traded so far.
+    pub traded: u64,
+}
+
+/// Why a snapshot could not become a book: it was not written by [`Book::snapshot`] (or was
+/// changed since).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a book snapshot that does not hold together: {0}")]
+pub struct SnapshotError(pub String);
+
+impl Book {
+    /// The book's whole state, as data.
+    pub fn snapshot(&self) -> BookSnapshot {
+        let names: Vec<&GpuClass> = {
+            let mut v: Vec<(&GpuClass, usize)> =
+                self.classes.iter().map(|(c, &i)| (c, i)).collect();
+            v.sort_by_key(|&(_, i)| i);
+            v.into_iter().map(|(c, _)| c).collect()
+        };
+        let orders = self
+            .expiries
+            .iter()
+            .filter_map(|(expires_at_ms, key)| {
+                let remembered = self.ids.get(key)?;
+                let slot = remembered.slot;
+                let open = remembered
+                    .open
+                    .then(|| {
+                        self.markets[slot.market]
+                            .side(slot.side)
+                            .get(&slot.sequence)
+                    })
+                    .flatten()
+                    .map(|r| OpenPart {
+                        order: r.order.clone(),
+                        traded: r.traded,
+                    });
+                Some(SnapshotOrder {
+                    owner: key.0.clone(),
+                    id: key.1.clone(),
+                    class: names[slot.market].clone(),
+                    side: slot.side,
+                    sequence: slot.sequence,
+                    expires_at_ms: *expires_at_ms,
+                    open,
+                    sold: self.holders.sold.get(key).cloned().unwrap_or_default(),
+                })
+            })
+            .collect();
+        let mut booked: Vec<(GpuUuid, u64)> =
+            self.booked.iter().map(|(g, &t)| (g.clone(), t)).collect();
+        booked.sort();
+        BookSnapshot {
+            classes: names.into_iter().cloned().collect(),
+            orders,
+            next_sequence: self.next_sequence,
+            history: self.history.clone(),
+            booked,
+            now_ms: self.now_ms,
+        }
+    }
+
+    /// The book a snapshot holds: equal to the book it was taken of. Refused, with what does
+    /// not hold together, for a snapshot that no book could have written (an order of an
+    /// unknown class or under another key, one named twice or with a sequence number not
+    /// below the next, an open order with nothing left).
+    pub fn from_snapshot(snapshot: BookSnapshot) -> Result<Book, SnapshotError> {
+        let bad = |why: String| Err(SnapshotError(why));
+        let mut book = Book::new(snapshot.classes.iter().cloned());
+        if book.classes.len() != snapshot.classes.len() {
+            return bad("a class listed twice".into());
+        }
+        let mut sequences = BTreeSet::new();
+        for o in snapshot.orders {
+            let Some(&market) = book.classes.get(&o.class) else {
+                return bad(format!("order {} of a class not traded", o.id));
+            };
+            if o.sequence >= snapshot.next_sequence || !sequences.insert(o.sequence) {
+                return bad(format!("order {} with sequence {}", o.id, o.sequence));
+            }
+            let key = (o.owner.to_ascii_lowercase(), o.id.clone());
+            if key.0 != o.owner {
+                return bad(format!("order {} with an owner not in lowercase", o.id));
+            }
+            let slot = Slot {
+                market,
+                side: o.side,
+                sequence: o.sequence,
+            };
+            if let Some(r) = &o.open {
+                if key_of(&r.order) != key
+                    || r.order.class() != &o.class
+                    || r.order.side() != o.side
+                    || r.order.quantity == 0
+                {
+                    return bad(format!("open order {} does not match its entry", o.id));
+                }
+            }
+            if book
+                .ids
+                .insert(
+                    key.clone(),
+                    Remembered {
+                        slot,
+                        open: o.open.is_some(),
+                    },
+                )
+                .is_some()
+            {
+                return bad(format!("order {} of {} named twice", o.id, o.owner));
+            }
+            book.expiries.insert((o.expires_at_ms, key.clone()));
+            if let Some(r) = o.open {
+                book.holders.opened(&r.order, slot);
+                book.markets[market].side_mut(o.side).insert(
+                    o.sequence,
+                    Resting {
+                        order: r.order,
+                        expires_at_ms: o.expires_at_ms,
+                        traded: r.traded,
+                    },
+                );
+            } else if !o.sold.is_empty() {
+                for gpu in &o.sold {
+                    book.holders.offered.insert(gpu.clone(), key.clone());
+                }
+                book.holders.sold.insert(key, o.sold);
+            }
+        }
+        book.next_sequence = snapshot.next_sequence;
+        book.history = snapshot.history;
+        book.booked = snapshot.booked.into_iter().collect();
+        book.now_ms = snapshot.now_ms;
+        Ok(book)
     }
 }
 
@@ -911,29 +1077,6 @@ mod tests {
             Err(BookError::DuplicateId(id("a1")))
         );
         assert_eq!(book, before);
-    }
-
-    #[test]
-    fn utilization_is_the_share_of_offered_hours_that_traded() {
-        let mut book = book();
-        let l4 = GpuClass::new("L4").unwrap();
-        assert_eq!(book.utilization(&h200(), 8), None);
-        // 3 hours bid at $4 meet 2 offered at $2: both offered hours trade.
-        let first = book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
-        assert_eq!((first.bid_hours, first.ask_hours), (3, 2));
-        assert_eq!(book.utilization(&h200(), 8), Some(1.0));
-        // 6 more offered above every bid: none trades; 2 of 8 offered hours traded in all.
-        put(&mut book, order("a2", BOB, Side::Ask, "H200 SXM", 6, 9.0)).unwrap();
-        book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
-        assert_eq!(book.utilization(&h200(), 8), Some(0.25));
-        // Only the last clearing: none of its 6 hours traded.
-        assert_eq!(book.utilization(&h200(), 1), Some(0.0));
-        // A clearing with nothing offered, and other classes, do not count.
-        book.clear(&l4, Mechanism::UniformPrice, NOW).unwrap();
-        book.cancel(&id("a2"), BOB, None, NOW).unwrap();
-        book.clear(&h200(), Mechanism::UniformPrice, NOW).unwrap();
-        assert_eq!(book.utilization(&h200(), 1), Some(0.0));
-        assert_eq!(book.utilization(&l4, 8), None);
     }
 
     #[test]

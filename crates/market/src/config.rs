@@ -223,26 +223,33 @@ pub struct PriceConfig {
     /// How strongly the distance from the target utilization moves the price:
     /// `1 + sensitivity × (u − target)`.
     pub utilization_sensitivity: f64,
-    /// The exponent of demand pressure: `(bid GPU-hours / ask GPU-hours) ^ elasticity`.
-    pub demand_elasticity: f64,
-    /// The lowest the market factor (utilization × demand) may go, in (0, 1].
+    /// How strongly the trend of leased GPU-hours moves the price: `1 + sensitivity × trend`
+    /// ([`crate::signals`]).
+    pub demand_sensitivity: f64,
+    /// The lowest the market factor (utilization × demand × clearing) may go, in (0, 1].
     pub min_market_factor: f64,
     /// The highest the market factor may go, in [1, 100].
     pub max_market_factor: f64,
-    /// How many of a class's latest clearings (with GPU-hours offered) its utilization is
-    /// measured over; until it has one, utilization is taken at the target (neutral).
-    #[serde(default = "default_utilization_clearings")]
-    pub utilization_clearings: usize,
+    /// The trailing window the market's signals are measured over, hours (1 to 8,760).
+    pub window_hours: u64,
+    /// The most of a class's proven GPU-hours one renter key's leases count for in the
+    /// signals, in (0, 1]: what bounds one actor's move ([`crate::signals::one_actor_bound`]).
+    pub max_renter_share: f64,
+    /// The weight of the step toward the trailing clearing price, in [0, 1]: 0 ignores the
+    /// trades, 1 posts their (bounded) price.
+    pub clearing_weight: f64,
+    /// How far from the formula price one trade's price counts, a factor in [1, 100]: a
+    /// trade at more than `band` times (or less than 1/`band` of) it counts as at the band.
+    pub clearing_band: f64,
+    /// The share of the class's proven GPU-hours traded in the window at which the step
+    /// toward the clearing price is taken in full, in (0, 1]; below it, in proportion.
+    pub clearing_full_share: f64,
     /// Price points kept per class in the [`PriceHistory`](crate::PriceHistory), oldest dropped
     /// first.
     pub history_per_class: usize,
     /// The price classes (`[[price.class]]` in TOML); a GPU's memory type picks one.
     #[serde(rename = "class")]
     pub classes: Vec<PriceClass>,
-}
-
-fn default_utilization_clearings() -> usize {
-    24
 }
 
 /// A class of GPUs priced alike: which memory types belong to it and its $ per TFLOP-hour.
@@ -440,7 +447,7 @@ impl Config {
         let p = &self.price;
         for (name, value) in [
             ("price.utilization_sensitivity", p.utilization_sensitivity),
-            ("price.demand_elasticity", p.demand_elasticity),
+            ("price.demand_sensitivity", p.demand_sensitivity),
         ] {
             if !(value.is_finite() && (0.0..=10.0).contains(&value)) {
                 return bad(format!("{name} must be in [0, 10], not {value}"));
@@ -464,10 +471,28 @@ impl Config {
                 p.history_per_class
             ));
         }
-        if !(1..=100_000).contains(&p.utilization_clearings) {
+        if !(1..=8_760).contains(&p.window_hours) {
             return bad(format!(
-                "price.utilization_clearings must be 1 to 100,000, not {}",
-                p.utilization_clearings
+                "price.window_hours must be 1 to 8,760, not {}",
+                p.window_hours
+            ));
+        }
+        for (name, value, low_open) in [
+            ("price.max_renter_share", p.max_renter_share, true),
+            ("price.clearing_weight", p.clearing_weight, false),
+            ("price.clearing_full_share", p.clearing_full_share, true),
+        ] {
+            if !(value.is_finite() && value <= 1.0 && (value > 0.0 || (!low_open && value == 0.0)))
+            {
+                return bad(format!(
+                    "{name} must be in (0, 1] (the weight in [0, 1]), not {value}"
+                ));
+            }
+        }
+        if !(p.clearing_band.is_finite() && (1.0..=100.0).contains(&p.clearing_band)) {
+            return bad(format!(
+                "price.clearing_band must be in [1, 100], not {}",
+                p.clearing_band
             ));
         }
         if p.classes.is_empty() {
@@ -566,6 +591,14 @@ mod tests {
             ("decay_threshold = 0.10", "decay_threshold = 0"),
             ("decay_threshold = 0.10", "decay_threshold = nan"),
             ("measured_weight = 2", "measured_weight = 0"),
+            ("window_hours = 24", "window_hours = 0"),
+            ("max_renter_share = 0.05", "max_renter_share = 0"),
+            ("max_renter_share = 0.05", "max_renter_share = 1.5"),
+            ("clearing_weight = 0.5", "clearing_weight = -0.1"),
+            ("clearing_weight = 0.5", "clearing_weight = nan"),
+            ("clearing_band = 2.0", "clearing_band = 0.5"),
+            ("clearing_full_share = 0.5", "clearing_full_share = 0"),
+            ("demand_sensitivity = 0.25", "demand_sensitivity = 11"),
         ] {
             assert!(
                 matches!(with(from, to), Err(ConfigError::Invalid(_))),

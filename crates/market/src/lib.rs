@@ -14,7 +14,8 @@
 //! - [`book`]: the [`Book`] of open orders per class: submit, cancel (owner only), clear with
 //!   either rule, expiry (every order is open until a time its owner signed, at most
 //!   [`MAX_ORDER_LIFETIME_MS`] ahead), and the history of [`ClearingRecord`]s. A refused
-//!   request changes nothing but the time.
+//!   request changes nothing but the time. A [`BookSnapshot`] holds its whole state, so a
+//!   store replays the events after one, not all.
 //!
 //! - [`backing`]: what backs an ask: GPUs registered to its owner key with a recent accepted,
 //!   model-proving record, and no more GPU-hours than they have before the ask expires, read
@@ -25,7 +26,10 @@
 //!   times reliability), with its parameters in [`config`] (embedded defaults in
 //!   `data/market.toml`) and its inputs read from reports by [`report`].
 //! - [`quote`]: a price per GPU-hour from the score, the class's $ per verified TFLOP-hour,
-//!   utilization, demand and reliability, and the [`PriceHistory`] of every quote.
+//!   the market and reliability, and the [`PriceHistory`] of every quote; [`signals`]: the
+//!   market of a class from backed GPU-hours leased over time (utilization, the trend of
+//!   demand, the pull of the trailing clearing price; never open orders), and the bound on
+//!   one actor's move of a price.
 //!
 //! - [`appraisal`]: a registered GPU's score and price from the validator's own signed
 //!   records: the latest proof decides whether its GPU part counts, the window's pass rate
@@ -54,10 +58,13 @@ pub mod quote;
 pub mod report;
 pub mod score;
 pub mod settlement;
+pub mod signals;
 
 pub use auction::{mcafee, uniform_price, ClearError, Clearing, Mechanism, Trade};
 pub use backing::{BackingError, BackingRules, GpuStanding, LatestProof, Standing};
-pub use book::{Book, BookError, ClearingRecord, OpenOrder, MAX_ORDER_LIFETIME_MS};
+pub use book::{
+    Book, BookError, BookSnapshot, ClearingRecord, OpenOrder, SnapshotError, MAX_ORDER_LIFETIME_MS,
+};
 pub use config::{Config, ConfigError};
 pub use order::{GpuClass, Order, OrderError, OrderId, Side};
 pub use price::{Price, PriceError};

@@ -9,9 +9,11 @@
 //!   reference work, whatever mix of compute, memory and bandwidth earned it the 0.6;
 //! - the class ($ per TFLOP-hour) follows the memory type: data-centre HBM parts and GDDR
 //!   workstation and consumer parts rent at different rates per TFLOP (`data/market.toml`);
-//! - the market factor is `(1 + s (u − u*)) × (bids / asks)^e`, kept within configured bounds:
-//!   utilization `u` above the target `u*` raises prices, spare capacity lowers them, and so
-//!   does the ratio of GPU-hours renters bid for to those providers ask to sell;
+//! - the market factor is `(1 + s (u − u*)) × (1 + d t) × exp(pull)`, kept within configured
+//!   bounds, all three from backed GPU-hours leased over time ([`crate::signals`]), never from
+//!   open orders: utilization `u` above the target `u*` raises prices, spare capacity lowers
+//!   them; a rising trend `t` of leased hours raises them; and the pull steps toward the
+//!   trailing clearing price of real trades;
 //! - reliability is the score's multiplier (proof success, uptime, anomalies): an unreliable
 //!   GPU-hour is worth less to a renter.
 //!
@@ -24,28 +26,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::Config;
 use crate::price::{Price, PriceError};
 use crate::score::GpuScore;
-
-/// What the market looks like for one class when a price is quoted.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct MarketState {
-    /// Fraction of the class's GPU-hours rented, 0–1.
-    pub utilization: f64,
-    /// GPU-hours renters bid for (open bids).
-    pub bid_hours: u64,
-    /// GPU-hours providers ask to sell (open asks).
-    pub ask_hours: u64,
-}
-
-impl MarketState {
-    /// A market at its target utilization with as much demand as supply: factor 1.
-    pub fn balanced(config: &Config) -> MarketState {
-        MarketState {
-            utilization: config.price.target_utilization,
-            bid_hours: 1,
-            ask_hours: 1,
-        }
-    }
-}
+pub use crate::signals::MarketState;
+use crate::signals::{demand_factor, utilization_factor};
 
 /// Why no price could be quoted.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -59,6 +41,11 @@ pub enum QuoteError {
     /// Utilization outside 0–1 or not a number.
     #[error("utilization must be a fraction from 0 to 1, not {0}")]
     BadUtilization(f64),
+    /// A demand trend outside −1..1, or a clearing pull that is not a number.
+    #[error(
+        "the demand trend must be from -1 to 1 and the clearing pull a number, not {0} and {1}"
+    )]
+    BadSignal(f64, f64),
     /// A reliability factor outside 0–1 or not a number.
     #[error("reliability must be a fraction from 0 to 1, not {0}")]
     BadReliability(f64),
@@ -82,9 +69,12 @@ pub struct Quote {
     pub base_usd: f64,
     /// From utilization, within the bounds before demand is applied.
     pub utilization_factor: f64,
-    /// From the bid/ask ratio.
+    /// From the trend of the GPU-hours leased (not from open orders).
     pub demand_factor: f64,
-    /// Both together, within the configured bounds.
+    /// The step toward the class's trailing clearing price (1: none).
+    #[serde(default = "one")]
+    pub clearing_factor: f64,
+    /// The three together, within the configured bounds.
     pub market_factor: f64,
     /// The reliability multiplier applied.
     pub reliability: f64,
@@ -93,20 +83,32 @@ pub struct Quote {
     pub price: Price,
 }
 
-/// The market factor for a state: utilization and demand, within the configured bounds.
-pub fn market_factor(state: &MarketState, config: &Config) -> Result<(f64, f64, f64), QuoteError> {
+fn one() -> f64 {
+    1.0
+}
+
+/// The market factor for a state: (utilization factor, demand factor, clearing factor, all
+/// three within the configured bounds).
+pub fn market_factor(
+    state: &MarketState,
+    config: &Config,
+) -> Result<(f64, f64, f64, f64), QuoteError> {
     let p = &config.price;
     if !(state.utilization.is_finite() && (0.0..=1.0).contains(&state.utilization)) {
         return Err(QuoteError::BadUtilization(state.utilization));
     }
-    let utilization = (1.0
-        + p.utilization_sensitivity * (state.utilization - p.target_utilization))
-        .clamp(p.min_market_factor, p.max_market_factor);
-    // An empty side: as if one GPU-hour stood there, so the ratio stays finite.
-    let ratio = state.bid_hours.max(1) as f64 / state.ask_hours.max(1) as f64;
-    let demand = ratio.powf(p.demand_elasticity);
-    let both = (utilization * demand).clamp(p.min_market_factor, p.max_market_factor);
-    Ok((utilization, demand, both))
+    if !((-1.0..=1.0).contains(&state.demand_trend) && state.clearing_pull.is_finite()) {
+        return Err(QuoteError::BadSignal(
+            state.demand_trend,
+            state.clearing_pull,
+        ));
+    }
+    let utilization = utilization_factor(state.utilization, p);
+    let demand = demand_factor(state.demand_trend, p);
+    let band = p.clearing_weight * p.clearing_band.ln();
+    let clearing = state.clearing_pull.clamp(-band, band).exp();
+    let all = (utilization * demand * clearing).clamp(p.min_market_factor, p.max_market_factor);
+    Ok((utilization, demand, clearing, all))
 }
 
 /// Quotes a GPU-hour of a GPU with score `gpu` (its potential counts: a GPU that is not
@@ -124,7 +126,8 @@ pub fn quote(
     if !(reliability.is_finite() && (0.0..=1.0).contains(&reliability)) {
         return Err(QuoteError::BadReliability(reliability));
     }
-    let (utilization_factor, demand_factor, market) = market_factor(state, config)?;
+    let (utilization_factor, demand_factor, clearing_factor, market) =
+        market_factor(state, config)?;
     let verified_tflops = gpu.potential * config.score.gpu.reference_tensor_tflops;
     let base_usd = verified_tflops * class.usd_per_tflop_hour;
     let price = Price::from_usd(base_usd * market * reliability)?;
@@ -136,6 +139,7 @@ pub fn quote(
         base_usd,
         utilization_factor,
         demand_factor,
+        clearing_factor,
         market_factor: market,
         reliability,
         price,
@@ -248,35 +252,40 @@ mod tests {
     }
 
     #[test]
-    fn utilization_demand_and_reliability_move_the_price() {
+    fn utilization_demand_clearing_and_reliability_move_the_price() {
         let c = Config::embedded();
         let h200 = model("H200 SXM");
-        let at = |u: f64, bids: u64, asks: u64, r: f64| {
+        let at = |u: f64, trend: f64, pull: f64, r: f64| {
             quote(
                 &h200,
                 "datacenter",
                 &MarketState {
                     utilization: u,
-                    bid_hours: bids,
-                    ask_hours: asks,
+                    demand_trend: trend,
+                    clearing_pull: pull,
                 },
                 r,
                 &c,
             )
             .unwrap()
         };
-        let base = at(0.7, 10, 10, 1.0).price;
-        assert!(at(0.9, 10, 10, 1.0).price > base);
-        assert!(at(0.3, 10, 10, 1.0).price < base);
-        assert!(at(0.7, 160, 10, 1.0).price > base);
-        assert!(at(0.7, 10, 160, 1.0).price < base);
-        // (160/10)^0.25 = 2: demand doubles the price, at the bound.
-        assert!((at(0.7, 160, 10, 1.0).market_factor - 2.0).abs() < 1e-12);
-        assert_eq!(at(1.0, u64::MAX, 1, 1.0).market_factor, 2.0);
-        assert_eq!(at(0.0, 1, u64::MAX, 1.0).market_factor, 0.5);
-        assert_eq!(at(0.7, 0, 0, 1.0).price, base);
-        assert_eq!(at(0.7, 10, 10, 0.5).price.micro_usd(), base.micro_usd() / 2);
-        assert_eq!(at(0.7, 10, 10, 0.0).price, Price::ZERO);
+        let base = at(0.7, 0.0, 0.0, 1.0).price;
+        assert!(at(0.9, 0.0, 0.0, 1.0).price > base);
+        assert!(at(0.3, 0.0, 0.0, 1.0).price < base);
+        assert!(at(0.7, 0.5, 0.0, 1.0).price > base);
+        assert!(at(0.7, -0.5, 0.0, 1.0).price < base);
+        assert!(at(0.7, 0.0, 0.1, 1.0).price > base);
+        assert!(at(0.7, 0.0, -0.1, 1.0).price < base);
+        // The clearing factor is held to its band, whatever pull it is given.
+        let band = (c.price.clearing_weight * c.price.clearing_band.ln()).exp();
+        assert!((at(0.7, 0.0, 1e9, 1.0).clearing_factor - band).abs() < 1e-12);
+        // An idle class: 1 + 0.5 × (0 − 0.7) = 0.65.
+        assert!((at(0.0, 0.0, 0.0, 1.0).market_factor - 0.65).abs() < 1e-12);
+        assert_eq!(
+            at(0.7, 0.0, 0.0, 0.5).price.micro_usd(),
+            base.micro_usd() / 2
+        );
+        assert_eq!(at(0.7, 0.0, 0.0, 0.0).price, Price::ZERO);
     }
 
     #[test]
@@ -292,6 +301,22 @@ mod tests {
             assert!(matches!(
                 quote(&h200, "datacenter", &state, r, &c),
                 Err(QuoteError::BadReliability(_))
+            ));
+        }
+        for (trend, pull) in [
+            (f64::NAN, 0.0),
+            (1.5, 0.0),
+            (0.0, f64::NAN),
+            (0.0, f64::INFINITY),
+        ] {
+            let state = MarketState {
+                demand_trend: trend,
+                clearing_pull: pull,
+                ..state
+            };
+            assert!(matches!(
+                quote(&h200, "datacenter", &state, 1.0, &c),
+                Err(QuoteError::BadSignal(..))
             ));
         }
         for u in [f64::NAN, -0.1, 1.01, f64::INFINITY] {
@@ -339,22 +364,25 @@ mod tests {
     }
 
     proptest! {
-        /// The price never falls as the score, utilization, demand or reliability rise, and is
+        /// The price never falls as the score, utilization, demand trend, clearing pull or
+        /// reliability rise, and is
         /// always a valid price.
         #[test]
-        fn monotonic(score in 0.0f64..3.0, u in 0.0f64..1.0, bids in 0u64..1000, asks in 0u64..1000, r in 0.0f64..1.0, step in 0.0f64..0.5) {
+        fn monotonic(score in 0.0f64..3.0, u in 0.0f64..1.0, trend in -1.0f64..0.5, pull in -1.0f64..1.0, r in 0.0f64..1.0, step in 0.0f64..0.5) {
             let c = Config::embedded();
             let mut gpu = model("H200 SXM");
             gpu.potential = score;
-            let state = MarketState { utilization: u, bid_hours: bids, ask_hours: asks };
+            let state = MarketState { utilization: u, demand_trend: trend, clearing_pull: pull };
             let base = quote(&gpu, "datacenter", &state, r, &c).unwrap().price;
             let mut better = gpu.clone();
             better.potential += step;
             prop_assert!(quote(&better, "datacenter", &state, r, &c).unwrap().price >= base);
             let busier = MarketState { utilization: (u + step).min(1.0), ..state };
             prop_assert!(quote(&gpu, "datacenter", &busier, r, &c).unwrap().price >= base);
-            let wanted = MarketState { bid_hours: bids + 10, ..state };
+            let wanted = MarketState { demand_trend: trend + step, ..state };
             prop_assert!(quote(&gpu, "datacenter", &wanted, r, &c).unwrap().price >= base);
+            let dearer = MarketState { clearing_pull: pull + step, ..state };
+            prop_assert!(quote(&gpu, "datacenter", &dearer, r, &c).unwrap().price >= base);
             prop_assert!(quote(&gpu, "datacenter", &state, (r + step).min(1.0), &c).unwrap().price >= base);
         }
     }

@@ -37,6 +37,10 @@ pub enum FigureSource {
     /// pog measured against the datasheet on its reference card ([`crate::report`]). Marked
     /// as such wherever shown.
     SpecDatabase,
+    /// The proven model's figures (from the spec database) scaled by what the validator
+    /// measured on its own clock: the GEMM proof's pace (compute) and the memory proof's walk
+    /// (bandwidth), each at most the model's ([`crate::appraisal::MeasuredWork`]).
+    ValidatorMeasured,
 }
 
 /// What the latest proof of a GPU says.

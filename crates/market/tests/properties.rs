@@ -636,5 +636,43 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// What a market's store does to stay bounded: a snapshot of the book at any point,
+    /// through JSON, then the requests taken after it, replayed at their times, rebuild the
+    /// same book as replaying everything (the snapshot itself restores to the book it was
+    /// taken of).
+    #[test]
+    fn a_snapshot_and_the_requests_after_it_rebuild_the_book(
+        ops in prop::collection::vec((op(), -3i64..6), 1..80),
+        cut in 0usize..80,
+    ) {
+        let mut live = Book::new([class_named(0), class_named(1)]);
+        let mut clock: i64 = 1_800_000_000_000;
+        let mut snapshot = None;
+        let mut tail = Vec::new();
+        for (i, (op, step)) in ops.iter().enumerate() {
+            if i == cut {
+                let json = serde_json::to_string(&live.snapshot()).unwrap();
+                let restored = Book::from_snapshot(serde_json::from_str(&json).unwrap()).unwrap();
+                prop_assert_eq!(&restored, &live);
+                snapshot = Some(restored);
+            }
+            clock += step * 1000;
+            let Some(request) = Request::of(op, clock as u64) else { continue };
+            if request.apply(&mut live, clock as u64) && snapshot.is_some() {
+                tail.push((request, live.now_ms()));
+            }
+        }
+        let mut rebuilt = snapshot.unwrap_or_else(|| Book::from_snapshot(live.snapshot()).unwrap());
+        for (request, at_ms) in &tail {
+            prop_assert!(request.apply(&mut rebuilt, *at_ms), "{:?} at {} was taken live", request, at_ms);
+        }
+        rebuilt.expire(live.now_ms());
+        prop_assert_eq!(rebuilt, live);
+    }
+}
+
 /// GPU-hours per order.
 type Hours = HashMap<Key, u64>;

@@ -69,6 +69,12 @@ pub trait ProofDetails: Serialize + DeserializeOwned {
     /// Whether an accepted record speaks for the claimed model (a per-model plan on a real
     /// GPU; for the GEMM proof, in a precision where the model leads).
     fn proves(&self) -> bool;
+    /// The timed phase's work in the kind's own unit (FLOPs of the GEMM proof, bytes read by
+    /// the memory proof's walk), from which the validator's clock gives a measured rate;
+    /// `None` for a kind whose work is not such a figure.
+    fn timed_work(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// What a GEMM challenge's record says besides.
@@ -137,12 +143,18 @@ impl ProofDetails for GemmDetails {
     fn proves(&self) -> bool {
         self.proves_model
     }
+    fn timed_work(&self) -> Option<f64> {
+        Some(self.challenge.flops())
+    }
 }
 
 impl ProofDetails for MemoryDetails {
     const KIND: RecordKind = RecordKind::MemoryRound;
     fn proves(&self) -> bool {
         self.proves_memory
+    }
+    fn timed_work(&self) -> Option<f64> {
+        Some(self.memory_challenge.reads() as f64 * pog_proof::memory::arx::ITEM_BYTES as f64)
     }
 }
 

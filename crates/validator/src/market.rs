@@ -30,9 +30,9 @@
 //! - `GET /v1/market/book?class=C`: the open orders (every class without `class`).
 //! - `GET /v1/market/history?after=N&limit=M`: clearings numbered above `after`, oldest first.
 //!
-//! The same store keeps the validator's posted prices (`price_history`, one row per price
-//! quoted, see [`crate::pricing`]) and how far through the registry's records they are
-//! (`market_meta`).
+//! The same store keeps the validator's posted prices (`price_history`, a row per change of a
+//! GPU's price, at most [`MAX_PRICE_POINTS_PER_GPU`] per GPU, the oldest dropped first, see
+//! [`crate::pricing`]) and how far through the registry's records they are (`market_meta`).
 //!
 //! A refused request never changes the book: every check runs before anything changes, and
 //! the store is the book's source of truth. Each accepted event (the signed submit or cancel
@@ -41,7 +41,11 @@
 //! the store replays them in order through [`Book`], which is deterministic, so a restarted
 //! validator has the same book and history, and remembers the same clearing requests taken
 //! (`TakenClears`). If appending fails, the book is rebuilt from the store, and the request
-//! fails.
+//! fails. Every [`SNAPSHOT_EVERY`] events the book's whole state ([`pog_market::BookSnapshot`])
+//! and the clearing requests taken are written to `market_snapshot` and the events before it
+//! deleted, in one transaction: opening the store reads the snapshot and the events after it,
+//! not every event since the market began, so the store and a restart stay bounded by the
+//! book (what is open or remembered) and its clearings, not by how many requests came.
 
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Query, State};
@@ -508,6 +512,8 @@ pub struct Market {
     /// Each renter's last withdrawal request taken and the voucher it holds (in memory: a
     /// restart forgets them, and a request is taken only within five minutes of the clock).
     withdrawals: Mutex<HashMap<String, Withdrawn>>,
+    /// The classes cleared since the pricing last took them, and whom to wake on a clearing.
+    cleared: Mutex<(BTreeSet<GpuClass>, Option<Arc<tokio::sync::Notify>>)>,
 }
 
 /// A renter's last withdrawal request taken, and what its voucher holds until it expires.
@@ -548,7 +554,19 @@ struct Inner {
     dirty: BTreeSet<GpuClass>,
     /// The clearing requests taken that could still arrive again.
     taken: TakenClears,
+    /// Events appended since the last snapshot (or since the market began).
+    since_snapshot: u64,
+    /// How many events between snapshots ([`SNAPSHOT_EVERY`]).
+    snapshot_every: u64,
 }
+
+/// Events stored between two snapshots of the book: a restart reads the last snapshot and at
+/// most this many events after it.
+pub const SNAPSHOT_EVERY: u64 = 10_000;
+
+/// The most price points kept per GPU in `price_history`, the oldest dropped first: a GPU
+/// whose price changed at every round of a minute keeps about its last 16 hours of changes.
+pub const MAX_PRICE_POINTS_PER_GPU: i64 = 1000;
 
 /// The nonces of the clearing requests taken whose age window the book's time has not yet
 /// passed, each with its request's `at_ms`: a request is refused unless `at_ms` is within
@@ -556,7 +574,7 @@ struct Inner {
 /// nonce forgotten here belongs to a request that is refused by its age anyway, even after
 /// the clock steps back. It holds the clearings of about ten minutes (five back, five ahead),
 /// all signed by the validator's own key; a restart rebuilds it from the stored clearings.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 struct TakenClears {
     nonces: HashMap<String, u64>,
 }
@@ -600,6 +618,10 @@ pub struct PostedPrice {
     pub unpriced: Option<String>,
     /// Every factor of the price.
     pub quote: Option<Quote>,
+    /// What the market factor was measured from: the class's leased and proven GPU-hours and
+    /// its trades over the trailing window; null for a point from before (or of no class).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signals: Option<pog_market::signals::MarketSignals>,
 }
 
 /// A new order id (`o-` and 16 random bytes in hex): unique among its owner's orders
@@ -649,9 +671,20 @@ impl Market {
              CREATE TABLE IF NOT EXISTS market_meta (
                  key TEXT PRIMARY KEY,
                  value INTEGER NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS market_snapshot (
+                 id INTEGER PRIMARY KEY CHECK (id = 1),
+                 through_seq INTEGER NOT NULL,
+                 book TEXT NOT NULL,
+                 taken TEXT NOT NULL
              );",
         )?;
         let (book, taken) = replay(&db, validator)?;
+        let since_snapshot: u64 = db.query_row(
+            "SELECT COUNT(*) FROM market_events WHERE seq > COALESCE((SELECT through_seq FROM market_snapshot), 0)",
+            [],
+            |r| r.get(0),
+        )?;
         // After a restart, any class with open orders may be due a clearing.
         let dirty = book
             .classes()
@@ -668,6 +701,8 @@ impl Market {
                 db,
                 dirty,
                 taken,
+                since_snapshot,
+                snapshot_every: SNAPSHOT_EVERY,
             }),
             limits,
             submitters: Mutex::new(pog_net::buckets::PerSource::per_minute(
@@ -682,6 +717,7 @@ impl Market {
             settlements: None,
             vouchers: None,
             withdrawals: Mutex::new(HashMap::new()),
+            cleared: Mutex::new((BTreeSet::new(), None)),
         })
     }
 
@@ -938,6 +974,22 @@ impl Market {
         self
     }
 
+    /// The same market writing a snapshot of its book every `events` events (at least 1)
+    /// instead of [`SNAPSHOT_EVERY`].
+    pub fn with_snapshot_every(self, events: u64) -> Market {
+        self.lock().snapshot_every = events.max(1);
+        self
+    }
+
+    /// How many events the store holds (those after the last snapshot, and the one it was
+    /// taken at): what opening it replays.
+    pub fn stored_events(&self) -> Result<u64, MarketError> {
+        Ok(self
+            .lock()
+            .db
+            .query_row("SELECT COUNT(*) FROM market_events", [], |r| r.get(0))?)
+    }
+
     /// The same market under other limits (the stored book is kept whatever they are: they
     /// bound new submissions only).
     pub fn with_limits(mut self, limits: MarketLimits) -> Market {
@@ -1084,6 +1136,13 @@ impl Market {
             .clone();
         inner.dirty.remove(&message.class);
         inner.append("clear", &Event::Clear { envelope }, &self.validator)?;
+        {
+            let mut cleared = self.cleared.locked();
+            cleared.0.insert(message.class.clone());
+            if let Some(wake) = &cleared.1 {
+                wake.notify_one();
+            }
+        }
         let book_ms = inner.book.now_ms();
         inner.taken.take(nonce.to_string(), message.at_ms, book_ms);
         drop(inner);
@@ -1269,10 +1328,37 @@ impl Market {
         (hours(Side::Bid), hours(Side::Ask))
     }
 
-    /// The class's measured utilization: the share of offered GPU-hours that traded in its last
-    /// `last` clearings; `None` before it has cleared any offer.
-    pub fn utilization(&self, class: &GpuClass, last: usize) -> Option<f64> {
-        self.lock().book.utilization(class, last)
+    /// Wakes `wake` after every clearing from now on (the pricing, which re-quotes the class's
+    /// GPUs: [`Market::take_cleared`]).
+    pub fn notify_on_clearing(&self, wake: Arc<tokio::sync::Notify>) {
+        self.cleared.locked().1 = Some(wake);
+    }
+
+    /// The classes cleared since the last call.
+    pub fn take_cleared(&self) -> BTreeSet<GpuClass> {
+        std::mem::take(&mut self.cleared.locked().0)
+    }
+
+    /// The leases of `class` that a price read at `now_ms` over a trailing window of
+    /// `window_ms` can see (made in it, or running in it), each with its clearing's time: what
+    /// the class's market signals are measured from ([`pog_market::signals`]).
+    pub fn class_leases(
+        &self,
+        class: &GpuClass,
+        now_ms: u64,
+        window_ms: u64,
+    ) -> Vec<(u64, pog_market::lease::Lease)> {
+        let from = now_ms.saturating_sub(window_ms);
+        let inner = self.lock();
+        inner
+            .book
+            .history()
+            .iter()
+            .filter(|r| &r.class == class)
+            .flat_map(|r| r.leases.iter().map(move |l| (r.at_ms, l)))
+            .filter(|(at_ms, l)| *at_ms > from || l.end_ms > from)
+            .map(|(at_ms, l)| (at_ms, l.clone()))
+            .collect()
     }
 
     /// Stores posted prices and, in the same transaction, that every registry record up to
@@ -1288,6 +1374,13 @@ impl Market {
             tx.execute(
                 "INSERT INTO price_history (gpu_uuid, at_ms, point) VALUES (?1, ?2, ?3)",
                 params![point.gpu_uuid, point.at_ms as i64, text],
+            )?;
+        }
+        let gpus: BTreeSet<&str> = points.iter().map(|p| p.gpu_uuid.as_str()).collect();
+        for gpu in gpus {
+            tx.execute(
+                "DELETE FROM price_history WHERE gpu_uuid = ?1 AND seq <= (SELECT seq FROM price_history WHERE gpu_uuid = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)",
+                params![gpu, MAX_PRICE_POINTS_PER_GPU],
             )?;
         }
         tx.execute(
@@ -1504,6 +1597,40 @@ impl Inner {
             }
             return Err(MarketError::from(e).into());
         }
+        self.since_snapshot += 1;
+        if self.since_snapshot >= self.snapshot_every {
+            // The event is stored: a snapshot that fails now is tried again at the next one.
+            if let Err(e) = self.snapshot() {
+                tracing::error!(error = %e, "writing a snapshot of the market");
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the book and the clearing requests taken as of the last event stored, and
+    /// deletes the events before that one, in one transaction (the last is kept, so that new
+    /// events are numbered after it).
+    fn snapshot(&mut self) -> Result<(), MarketError> {
+        let corrupt = |e: serde_json::Error| MarketError::Corrupt {
+            seq: 0,
+            why: format!("writing a snapshot: {e}"),
+        };
+        let book = serde_json::to_string(&self.book.snapshot()).map_err(corrupt)?;
+        let taken = serde_json::to_string(&self.taken).map_err(corrupt)?;
+        let tx = self.db.transaction()?;
+        let through: Option<i64> =
+            tx.query_row("SELECT MAX(seq) FROM market_events", [], |r| r.get(0))?;
+        let Some(through) = through else {
+            return Ok(());
+        };
+        tx.execute(
+            "INSERT INTO market_snapshot (id, through_seq, book, taken) VALUES (1, ?1, ?2, ?3)
+             ON CONFLICT(id) DO UPDATE SET through_seq = ?1, book = ?2, taken = ?3",
+            params![through, book, taken],
+        )?;
+        tx.execute("DELETE FROM market_events WHERE seq < ?1", params![through])?;
+        tx.commit()?;
+        self.since_snapshot = 0;
         Ok(())
     }
 }
@@ -1538,10 +1665,31 @@ fn envelope(bytes: &[u8]) -> Result<Envelope, MarketRequestError> {
 /// Rebuilds the book, and the clearing requests taken still in their window, from the stored
 /// events, re-verifying each signed message.
 fn replay(db: &Connection, validator: &PublicKey) -> Result<(Book, TakenClears), MarketError> {
-    let mut book = Book::new(classes());
-    let mut taken = TakenClears::default();
-    let mut stmt = db.prepare("SELECT seq, event, at_ms FROM market_events ORDER BY seq")?;
-    let rows = stmt.query_map([], |r| {
+    let snapshot: Option<(i64, String, String)> = db
+        .query_row(
+            "SELECT through_seq, book, taken FROM market_snapshot WHERE id = 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?;
+    let (mut book, mut taken, through) = match snapshot {
+        None => (Book::new(classes()), TakenClears::default(), 0),
+        Some((through, book, taken)) => {
+            let corrupt = |why: String| MarketError::Corrupt {
+                seq: through,
+                why: format!("the snapshot through this event: {why}"),
+            };
+            let book: pog_market::BookSnapshot =
+                serde_json::from_str(&book).map_err(|e| corrupt(e.to_string()))?;
+            let book = Book::from_snapshot(book).map_err(|e| corrupt(e.to_string()))?;
+            let taken: TakenClears =
+                serde_json::from_str(&taken).map_err(|e| corrupt(e.to_string()))?;
+            (book, taken, through)
+        }
+    };
+    let mut stmt =
+        db.prepare("SELECT seq, event, at_ms FROM market_events WHERE seq > ?1 ORDER BY seq")?;
+    let rows = stmt.query_map([through], |r| {
         Ok((
             r.get::<_, i64>(0)?,
             r.get::<_, String>(1)?,
@@ -2161,6 +2309,90 @@ mod tests {
             order("a2", &bob, Side::Ask, 1, 1.0),
         ));
         assert_eq!(answer(again).status, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn a_restart_reads_the_last_snapshot_and_the_events_after_it_and_holds_the_same_book() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("market.sqlite");
+        let v = validator();
+        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+        let every = 10;
+        let (book, leases, committed, events) = {
+            let m = open(Some(&path)).with_snapshot_every(every);
+            // 33 events: 25 bids, 2 cancels, 3 asks, 3 clearings.
+            for i in 0..25 {
+                let bid = order(&format!("b{i}"), &alice, Side::Bid, 1 + i % 3, 4.0);
+                m.submit(&submit(&alice, &v.public_key(), bid)).unwrap();
+            }
+            for (id, sequence) in [("b3", 3), ("b7", 7)] {
+                let cancel = CancelMessage {
+                    validator: v.public_key(),
+                    id: OrderId::new(id).unwrap(),
+                    sequence: Some(sequence),
+                };
+                m.cancel(&v_seal(&alice, CANCEL_KIND, &cancel)).unwrap();
+            }
+            for (i, id) in ASK_IDS.iter().enumerate() {
+                let ask = order(id, &bob, Side::Ask, 2 + i as u64, 2.0);
+                m.submit(&submit(&bob, &v.public_key(), ask)).unwrap();
+                let clear = clear_request(&v, now_ms(), Some(fresh_clear_nonce()));
+                assert!(m.clear(&clear).unwrap().clearing.units > 0);
+            }
+            let leases = m.all_leases();
+            let inner = m.lock();
+            (
+                inner.book.clone(),
+                leases,
+                inner.book.bid_commitment_of(alice.public_key().as_str()),
+                33,
+            )
+        };
+        assert_eq!(leases.len(), 2 + 3 + 4);
+        let m = open(Some(&path));
+        // The snapshot taken at the 30th event, and the events from it on.
+        let stored = m.stored_events().unwrap();
+        assert_eq!(stored, events - 30 + 1);
+        assert!(stored <= every + 1);
+        assert_eq!(m.all_leases(), leases);
+        let inner = m.lock();
+        assert_eq!(inner.book, book);
+        assert_eq!(
+            inner.book.bid_commitment_of(alice.public_key().as_str()),
+            committed
+        );
+        drop(inner);
+        // The clearing requests taken are remembered across it too, and the book goes on.
+        let bid = order("b99", &alice, Side::Bid, 1, 4.0);
+        m.submit(&submit(&alice, &v.public_key(), bid)).unwrap();
+        assert_eq!(m.stored_events().unwrap(), stored + 1);
+    }
+
+    #[test]
+    fn the_price_history_keeps_its_latest_points_per_gpu() {
+        let m = open(None);
+        let point = |gpu: &str, at_ms: u64| PostedPrice {
+            seq: 0,
+            gpu_uuid: gpu.into(),
+            at_ms,
+            cause: "test".into(),
+            record_id: None,
+            model: None,
+            score: 0.0,
+            gpu_worth: 0.0,
+            price_micro_usd: Some(at_ms),
+            unpriced: None,
+            quote: None,
+            signals: None,
+        };
+        let many: Vec<PostedPrice> = (1..=1005).map(|t| point("GPU-a", t)).collect();
+        m.post_prices(&many, 1).unwrap();
+        m.post_prices(&[point("GPU-b", 1)], 2).unwrap();
+        let kept = m.price_history("GPU-a", 0, 2000).unwrap();
+        assert_eq!(kept.len(), MAX_PRICE_POINTS_PER_GPU as usize);
+        assert_eq!(kept[0].at_ms, 6);
+        assert_eq!(m.latest_price("GPU-a").unwrap().unwrap().at_ms, 1005);
+        assert_eq!(m.price_history("GPU-b", 0, 10).unwrap().len(), 1);
     }
 
     #[test]

@@ -8,11 +8,13 @@
 //!   model would earn, and the price the validator last posted for it.
 //! - **Prices as proofs come in.** The registry wakes [`Pricing::run`] after each record it
 //!   stores; it re-assesses every GPU with new records and re-quotes its price per GPU-hour in
-//!   the market of its class (demand from the open bids and asks of the validator's own
-//!   book), and appends the price to the history in `market.sqlite` when it changed (its
+//!   the market of its class (utilization, demand and the clearing price from the GPU-hours
+//!   its book leased over the trailing window, against the class's GPUs proven now:
+//!   [`pog_market::signals`]; open orders count for nothing), and appends the price to the history in `market.sqlite` when it changed (its
 //!   price, score or why it is not priced: a point per change, with its time, not one per
 //!   record), with the row of the last record taken in, in one transaction: a restarted
-//!   validator prices the records it has not seen yet and none twice. `GET /v1/prices/{uuid}/history` pages through it. With a
+//!   validator prices the records it has not seen yet and none twice. A clearing wakes it too:
+//!   the proven GPUs of the class cleared are re-quoted at once. `GET /v1/prices/{uuid}/history` pages through it. With a
 //!   ledger, each score and price that changed is also logged there first, as validator-signed
 //!   `score` and `price` records naming the logged records the score was computed from.
 //! - **Clearing on a clock.** [`clear_on_schedule`] clears every class whose book changed
@@ -28,8 +30,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use pog_market::appraisal::{assess, price, Assessment, GpuHistory, RELIABILITY_WINDOW};
-use pog_market::quote::MarketState;
+use pog_market::appraisal::{
+    assess, model_base_usd, price, Assessment, GpuHistory, RELIABILITY_WINDOW,
+};
+use pog_market::signals::{class_state, ClassActivity, LeaseSample, MarketSignals, MarketState};
 use pog_market::{Config, GpuClass, Mechanism};
 use pog_net::http::ApiError;
 use pog_net::locked::Locked;
@@ -65,6 +69,9 @@ const LEDGER_STEPS: usize = 8 * ROWS_READ;
 
 /// The most scores or price points one page returns.
 pub const MAX_PAGE: usize = 1000;
+
+/// How often the pricing counts each class's proven GPUs from the whole registry again.
+const RECOUNT: Duration = Duration::from_secs(600);
 
 /// How often the pricing looks for records even without a wake-up (a safety net: every
 /// stored record wakes it).
@@ -120,6 +127,17 @@ pub struct Pricing {
     /// changes even where the score does not (a new token owner); after a restart a GPU's is
     /// read back from the ledger at its first assessment ([`Pricing::logged_state`]).
     states: std::sync::Mutex<std::collections::HashMap<GpuUuid, GpuState>>,
+    /// The GPUs proving their model at their latest assessment, with that model: each class's
+    /// capacity, against which its leased hours are its utilization. Filled from the whole
+    /// registry at the first catch-up and every [`RECOUNT`] after ([`Pricing::count_proven`]:
+    /// a GPU that left the registry, and so has no records to be assessed by, leaves the
+    /// count then), and kept as GPUs are assessed in between.
+    proven: std::sync::Mutex<
+        Option<(
+            std::time::Instant,
+            std::collections::HashMap<GpuUuid, String>,
+        )>,
+    >,
     /// Each leased GPU's last full round, which its lease's checks push out of the rows read.
     full_rounds: FullRounds,
 }
@@ -173,10 +191,12 @@ pub struct PricePage {
 
 impl Pricing {
     /// Scores and prices `validator`'s GPUs into `market`'s history, with `config`; the
-    /// registry wakes it from now on for every record stored.
+    /// registry wakes it from now on for every record stored, and the market for every
+    /// clearing.
     pub fn new(records: Arc<RecordStore>, market: Arc<Market>, config: Config) -> Arc<Pricing> {
         let wake = Arc::new(Notify::new());
         records.registry().notify_on_record(wake.clone());
+        market.notify_on_clearing(wake.clone());
         Arc::new(Pricing {
             records,
             market,
@@ -185,6 +205,7 @@ impl Pricing {
             views: std::sync::Mutex::new(std::collections::HashMap::new()),
             assessments: std::sync::atomic::AtomicU64::new(0),
             states: std::sync::Mutex::new(std::collections::HashMap::new()),
+            proven: std::sync::Mutex::new(None),
             full_rounds: FullRounds::default(),
         })
     }
@@ -242,33 +263,89 @@ impl Pricing {
         Ok(Some(assessment))
     }
 
-    /// The market of a model's class now, from the validator's own book: demand from its open
-    /// bid and ask GPU-hours, utilization from the share of offered hours its last clearings
-    /// traded (at the target, neutral, until the class has cleared an offer).
-    fn state(&self, model: Option<&str>) -> MarketState {
-        let class = model.and_then(|m| GpuClass::new(m).ok());
-        let (bid_hours, ask_hours) = class
-            .as_ref()
-            .map_or((0, 0), |class| self.market.open_hours(class));
-        let measured = class.as_ref().and_then(|class| {
-            self.market
-                .utilization(class, self.config.price.utilization_clearings)
-        });
-        MarketState {
-            utilization: measured.unwrap_or(self.config.price.target_utilization),
-            bid_hours,
-            ask_hours,
+    /// The market of a model's class now, from the validator's own book: the leases of the
+    /// trailing window against the class's GPUs proven now ([`pog_market::signals`]); open
+    /// orders count for nothing. Balanced for a GPU of no known model.
+    fn state(&self, model: Option<&str>) -> (MarketState, Option<MarketSignals>) {
+        let balanced = (MarketState::balanced(&self.config), None);
+        let Some((model, class)) = model.and_then(|m| Some((m, GpuClass::new(m).ok()?))) else {
+            return balanced;
+        };
+        let Some(base_usd) = model_base_usd(model, &self.config, SpecDb::embedded()) else {
+            return balanced;
+        };
+        let now = self.records.now_ms();
+        let window_ms = self
+            .config
+            .price
+            .window_hours
+            .saturating_mul(pog_market::backing::HOUR_MS);
+        let leases = self.market.class_leases(&class, now, window_ms);
+        let samples: Vec<LeaseSample<'_>> = leases
+            .iter()
+            .map(|(at_ms, lease)| LeaseSample {
+                lease,
+                cleared_at_ms: *at_ms,
+            })
+            .collect();
+        let proven_gpus = self.proven.locked().as_ref().map_or(0, |(_, p)| {
+            p.values().filter(|m| m.as_str() == model).count()
+        }) as u64;
+        let activity = ClassActivity {
+            leases: &samples,
+            proven_gpus,
+            base_usd,
+        };
+        let (state, signals) = class_state(&activity, now, &self.config);
+        (state, Some(signals))
+    }
+
+    /// Counts `a`'s GPU among its class's proven GPUs, or not.
+    fn note_proven(&self, a: &Assessment) {
+        if let Some((_, proven)) = self.proven.locked().as_mut() {
+            match (&a.model, a.proves_model && !a.simulated) {
+                (Some(model), true) => proven.insert(a.gpu_uuid.clone(), model.clone()),
+                _ => proven.remove(&a.gpu_uuid),
+            };
         }
+    }
+
+    /// Assesses every registered GPU, to count each class's proven GPUs (at the first
+    /// catch-up and every [`RECOUNT`] after; in between each assessment keeps the count).
+    fn count_proven(&self) -> Result<(), PricingError> {
+        if self
+            .proven
+            .locked()
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < RECOUNT)
+        {
+            return Ok(());
+        }
+        let mut proven = std::collections::HashMap::new();
+        let mut after = String::new();
+        loop {
+            let gpus = self.records.read(|r| r.gpus(&after, MAX_PAGE))?;
+            for g in &gpus {
+                if let Some(a) = self.assess(&g.uuid)? {
+                    if let (Some(model), true) = (&a.model, a.proves_model && !a.simulated) {
+                        proven.insert(a.gpu_uuid.clone(), model.clone());
+                    }
+                }
+            }
+            match gpus.last() {
+                Some(last) if gpus.len() == MAX_PAGE => after = last.uuid.to_string(),
+                _ => break,
+            }
+        }
+        *self.proven.locked() = Some((std::time::Instant::now(), proven));
+        Ok(())
     }
 
     /// A GPU's price now, from its assessment, as a point to post.
     fn quote(&self, a: &Assessment, cause: String) -> Result<PostedPrice, PricingError> {
-        let pricing = price(
-            a,
-            &self.state(a.model.as_deref()),
-            &self.config,
-            SpecDb::embedded(),
-        )?;
+        self.note_proven(a);
+        let (state, signals) = self.state(a.model.as_deref());
+        let pricing = price(a, &state, &self.config, SpecDb::embedded())?;
         Ok(PostedPrice {
             seq: 0,
             gpu_uuid: a.gpu_uuid.to_string(),
@@ -281,13 +358,15 @@ impl Pricing {
             price_micro_usd: pricing.quote.as_ref().map(|q| q.price.micro_usd()),
             unpriced: pricing.unpriced,
             quote: pricing.quote,
+            signals,
         })
     }
 
     /// Prices every GPU with records stored since the last catch-up, one point per GPU per
     /// batch; returns the points posted.
     pub fn catch_up(&self) -> Result<usize, PricingError> {
-        let mut posted = 0;
+        self.count_proven()?;
+        let mut posted = self.reprice_cleared()?;
         loop {
             let after = self.market.priced_through()?;
             let rows = self.records.registry().records_since(after, BATCH)?;
@@ -328,23 +407,7 @@ impl Pricing {
                 } else {
                     verdict
                 };
-                let point = self.quote(&a, cause)?;
-                // Into the ledger first (append-only: a batch retried after a failure may log
-                // a score twice, never lose one), then the market's history.
-                self.log_if_changed(&a, &point)?;
-                // A price point is written only when the price changes (or its score, which
-                // the ledger's score records follow, or why it is not priced): a round's
-                // records that leave them as they were add nothing, so the history grows with
-                // the prices, not with the rounds.
-                let last = self.market.latest_price(&a.gpu_uuid)?;
-                let changed = last.is_none_or(|l| {
-                    l.price_micro_usd != point.price_micro_usd
-                        || l.unpriced != point.unpriced
-                        || l.score != point.score
-                });
-                if changed {
-                    points.push(point);
-                }
+                points.extend(self.point_if_changed(&a, cause)?);
                 assessed.push((a, last_id));
             }
             self.market.post_prices(&points, through)?;
@@ -358,6 +421,62 @@ impl Pricing {
                 return Ok(posted);
             }
         }
+    }
+
+    /// Quotes an assessed GPU, logs its score and price when they changed, and returns its
+    /// point when its price, score or why it is not priced changed: a round's records, or a
+    /// clearing, that leave them as they were add nothing, so the history grows with the
+    /// prices, not with the rounds.
+    fn point_if_changed(
+        &self,
+        a: &Assessment,
+        cause: String,
+    ) -> Result<Option<PostedPrice>, PricingError> {
+        let point = self.quote(a, cause)?;
+        // Into the ledger first (append-only: a batch retried after a failure may log a score
+        // twice, never lose one), then the market's history.
+        self.log_if_changed(a, &point)?;
+        let last = self.market.latest_price(&a.gpu_uuid)?;
+        let changed = last.is_none_or(|l| {
+            l.price_micro_usd != point.price_micro_usd
+                || l.unpriced != point.unpriced
+                || l.score != point.score
+        });
+        Ok(changed.then_some(point))
+    }
+
+    /// Re-quotes the proven GPUs of every class the market cleared since the last pass (a
+    /// clearing's leases and price move its class's market at once, not only at each GPU's
+    /// next record); returns the points posted.
+    fn reprice_cleared(&self) -> Result<usize, PricingError> {
+        let cleared = self.market.take_cleared();
+        if cleared.is_empty() {
+            return Ok(0);
+        }
+        let gpus: Vec<(GpuUuid, String)> = self
+            .proven
+            .locked()
+            .iter()
+            .flat_map(|(_, p)| p.iter())
+            .filter(|(_, model)| cleared.iter().any(|c| c.as_str() == model.as_str()))
+            .map(|(uuid, model)| (uuid.clone(), model.clone()))
+            .collect();
+        let mut points = Vec::new();
+        let mut assessed = Vec::new();
+        for (uuid, model) in gpus {
+            let Some(a) = self.assess(uuid.as_str())? else {
+                continue;
+            };
+            points.extend(self.point_if_changed(&a, format!("a clearing of {model}"))?);
+            let row = self.records.registry().latest_records(&uuid, 1)?;
+            assessed.push((a, row.first().map(|(id, _)| *id)));
+        }
+        self.market
+            .post_prices(&points, self.market.priced_through()?)?;
+        for (a, through) in assessed {
+            self.keep_view(a, through)?;
+        }
+        Ok(points.len())
     }
 
     /// Appends the GPU's score, and its price when it is priced, to the validator's ledger as

@@ -18,8 +18,8 @@ use pog_records::Gemm;
 use pog_signed::{Envelope, Identity, RecordKind};
 use pog_validator::client::MarketClient;
 use pog_validator::market::{
-    fresh_clear_nonce, CancelMessage, ClearMessage, MarketLimits, SubmitMessage, CANCEL_KIND,
-    CLEAR_KIND, SUBMIT_KIND,
+    fresh_clear_nonce, CancelMessage, ClearMessage, MarketLimits, PostedPrice, SubmitMessage,
+    CANCEL_KIND, CLEAR_KIND, SUBMIT_KIND,
 };
 use pog_validator::pricing::{PricePage, ScoreView};
 use pog_validator::registry::Registry;
@@ -835,11 +835,12 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
     let page = history_of(&url, "GPU-p1", 3).await;
     let priced = &page.points[2];
     // Two proofs of two passed, the reference GPU: the same $4.448264 as
-    // `pog price --model "H200 SXM"`, its GPU part alone scoring 0.55.
-    assert_eq!(priced.price_micro_usd, Some(4_448_264));
+    // `pog price --model "H200 SXM"` in a balanced market, its GPU part alone scoring 0.55;
+    // in its idle class (one proven GPU, nothing leased) 0.65 of it.
+    assert_eq!(priced.price_micro_usd, Some(2_891_372));
     assert!((priced.score - 0.55).abs() < 1e-9, "{}", priced.score);
     let view: ScoreView = get_json(&format!("{url}/v1/scores/GPU-p1")).await;
-    assert_eq!(view.price_micro_usd, Some(4_448_264));
+    assert_eq!(view.price_micro_usd, Some(2_891_372));
     assert_eq!(view.posted.as_ref().unwrap().seq, priced.seq);
 
     // A failed record: the GPU counts 0, it is no longer priced, and the history keeps both.
@@ -873,7 +874,8 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
         r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
     });
     let page = history_of(&url, "GPU-p1", 5).await;
-    assert_eq!(page.points[4].price_micro_usd, Some(1_112_066));
+    // (Its idle class: 0.65 of the balanced $4.448264, × 0.25.)
+    assert_eq!(page.points[4].price_micro_usd, Some(722_843));
     // Each point with its time, in order.
     assert!(page
         .points
@@ -1001,8 +1003,18 @@ async fn the_book_clears_on_a_clock_and_only_when_it_changed() {
     clock.await.unwrap();
 }
 
+/// Re-prices `uuid` with a copy of its latest proof record (a second later) and returns its
+/// posted point once taken in.
+async fn repriced(url: &str, v: &Validator, uuid: &str) -> PostedPrice {
+    store_edited(v, uuid, |r| {
+        r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
+    });
+    let view = settled_score(url, v, uuid).await;
+    view.posted.expect("a posted point")
+}
+
 #[tokio::test]
-async fn the_price_follows_the_utilization_the_books_clearings_measure() {
+async fn open_orders_do_not_move_the_price_and_leased_hours_and_trades_do() {
     let dir = tempfile::tempdir().unwrap();
     let h = start_priced(dir.path()).await;
     let (v, url) = (h.v.clone(), h.url.clone());
@@ -1015,21 +1027,41 @@ async fn the_price_follows_the_utilization_the_books_clearings_measure() {
             .accepted
     );
     prove_the_h200(&v, "GPU-u1");
-    // No clearing yet: utilization at the target, the market factor 1.
-    let neutral = settled_score(&url, &v, "GPU-u1").await;
-    let neutral = neutral.price_micro_usd.expect("priced");
+    // One proven H200 and nothing leased: an idle class, 1 + 0.5 × (0 − 0.7) = 0.65 of the
+    // balanced $4.448264.
+    let idle = settled_score(&url, &v, "GPU-u1").await.posted.unwrap();
+    assert_eq!(idle.price_micro_usd, Some(2_891_372), "{idle:?}");
+    let signals = idle.signals.clone().unwrap();
+    assert_eq!((signals.proven_gpus, signals.leased_hours), (1, 0.0));
 
-    // 2 GPU-hours offered, 1 wanted: the clearing trades half the offer. What stays open (one
-    // offered hour, no bid) leaves the demand factor at 1.
-    // The ask is the GPU's own agent's, offering it.
+    // A giant bid that never fills (10⁹ GPU-hours at a cent) and an ask far above it: open
+    // orders, which once doubled the price (the demand factor read the open hours). Now the
+    // price does not move at all.
     let client = MarketClient::new(&url).unwrap();
     let (alice, provider) = (Identity::from_seed([2; 32]), Identity::from_seed([12; 32]));
+    let whale = Identity::from_seed([3; 32]);
     client
-        .submit(&alice, order("b1", &alice, Side::Bid, 1, 5.0), DAY)
+        .submit(
+            &whale,
+            order("giant", &whale, Side::Bid, 1_000_000_000, 0.01),
+            DAY,
+        )
         .await
         .unwrap();
     client
         .submit(&provider, ask("a1", &provider, 2, 1.0, &["GPU-u1"]), DAY)
+        .await
+        .unwrap();
+    let with_orders = repriced(&url, &v, "GPU-u1").await;
+    assert_eq!(with_orders.price_micro_usd, idle.price_micro_usd);
+    assert_eq!(with_orders.quote.as_ref().unwrap().market_factor, 0.65);
+
+    // A real trade: 1 GPU-hour leased at the clearing price ($1: both units of the ask are
+    // at $1). It pulls the price toward $1 (below the idle $2.89; a trade counts at most a
+    // factor of 2 away), in proportion to its hour against half the class's proven 24
+    // GPU-hours.
+    client
+        .submit(&alice, order("b1", &alice, Side::Bid, 1, 5.0), DAY)
         .await
         .unwrap();
     let cleared = client
@@ -1040,23 +1072,27 @@ async fn the_price_follows_the_utilization_the_books_clearings_measure() {
         )
         .await
         .unwrap();
-    assert_eq!(
-        (cleared.clearing.units, cleared.ask_hours, cleared.bid_hours),
-        (1, 2, 1)
-    );
-
-    // The next record re-prices the GPU: utilization 0.5 against the target 0.7, the market
-    // factor 1 + (0.5 - 0.7) = 0.8.
-    store_edited(&v, "GPU-u1", |r| {
-        r["recorded_at_ms"] = (r["recorded_at_ms"].as_u64().unwrap() + 1).into();
-    });
-    let measured = settled_score(&url, &v, "GPU-u1").await;
-    let measured = measured.price_micro_usd.expect("priced");
-    let ratio = measured as f64 / neutral as f64;
-    assert!(
-        (ratio - 0.8).abs() < 1e-5,
-        "{measured} / {neutral} = {ratio}"
-    );
+    assert_eq!(cleared.clearing.units, 1);
+    assert_eq!(cleared.leases.len(), 1);
+    // The clearing re-prices the class's GPUs at once, without waiting for their next record.
+    let mut traded = None;
+    for _ in 0..200 {
+        let view: ScoreView = get_json(&format!("{url}/v1/scores/GPU-u1")).await;
+        if let Some(p) = view.posted.filter(|p| p.cause == "a clearing of H200 SXM") {
+            traded = Some(p);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let traded = traded.expect("re-priced by the clearing");
+    let signals = traded.signals.clone().unwrap();
+    assert_eq!(signals.traded_hours, 1.0);
+    assert_eq!(signals.traded_vwap_micro_usd, Some(1_000_000));
+    let q = traded.quote.as_ref().unwrap();
+    // pull = 0.5 × 1 h × max(ln(1 / 2.891372), −ln 2) / 12 h.
+    let pull: f64 = 0.5 * -(2.0f64.ln()) / 12.0;
+    assert!((q.clearing_factor - pull.exp()).abs() < 1e-9, "{q:?}");
+    assert!(traded.price_micro_usd.unwrap() < idle.price_micro_usd.unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1376,9 +1412,10 @@ async fn an_agent_that_goes_silent_for_some_rounds_loses_uptime_and_price() {
     );
     let price = view.price_micro_usd.expect("priced");
     // What the same GPU earns with every round answered (its other factors as they are).
-    let answering = (4_448_264.0 * r.proofs * r.anomalies).round() as u64;
+    // (An idle class: 0.65 of the balanced $4.448264.)
+    let answering = (4_448_264.0 * 0.65 * r.proofs * r.anomalies).round() as u64;
     assert!(price < answering, "{price} vs {answering}");
-    assert_eq!(price, (4_448_264.0 * r.factor).round() as u64);
+    assert_eq!(price, (4_448_264.0 * 0.65 * r.factor).round() as u64);
 }
 
 const TRACE: &str = include_str!("../../monitor/tests/data/h200-healthy.csv");
@@ -1467,9 +1504,10 @@ async fn an_agent_reporting_an_xid_and_alerts_gets_an_anomaly_factor_below_one()
         clean.price_micro_usd.expect("priced"),
         sick.price_micro_usd.expect("priced"),
     );
-    assert_eq!(clean_price, 4_448_264);
+    // Both in an idle class: 0.65 of the balanced $4.448264.
+    assert_eq!(clean_price, 2_891_372);
     assert!(sick_price < clean_price, "{sick_price} vs {clean_price}");
-    assert_eq!(sick_price, (4_448_264.0 * r.factor).round() as u64);
+    assert_eq!(sick_price, (4_448_264.0 * 0.65 * r.factor).round() as u64);
 }
 
 /// `GET /v1/scores` serves the views made when records came in: reading pages and single

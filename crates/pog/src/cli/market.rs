@@ -36,18 +36,21 @@ pub struct PriceArgs {
     /// Price a model from the spec database (estimated, taken as proven) instead of a host.
     #[arg(long, value_name = "MODEL", conflicts_with = "report")]
     pub model: Option<String>,
-    /// The class's utilization, 0-1 [default: the configured target, a neutral market].
+    /// The class's utilization (leased over proven GPU-hours), 0-1 [default: the configured
+    /// target, a neutral market].
     #[arg(long, value_name = "FRACTION")]
     pub utilization: Option<f64>,
-    /// GPU-hours renters bid for in the class [default: as many as are asked].
-    #[arg(long, value_name = "GPU_HOURS", default_value = "1")]
-    pub bid_hours: u64,
-    /// GPU-hours providers ask to sell in the class.
-    #[arg(long, value_name = "GPU_HOURS", default_value = "1")]
-    pub ask_hours: u64,
+    /// The trend of the class's leased GPU-hours, -1 to 1 (0: steady).
+    #[arg(
+        long,
+        value_name = "TREND",
+        default_value = "0",
+        allow_hyphen_values = true
+    )]
+    pub demand_trend: f64,
     /// Show the prices a validator posted for its GPUs, from its own records, instead of
     /// pricing this host.
-    #[arg(long, value_name = "URL", conflicts_with_all = ["report", "model", "utilization"])]
+    #[arg(long, value_name = "URL", conflicts_with_all = ["report", "model", "utilization", "demand_trend"])]
     pub validator: Option<String>,
     /// With --validator: one GPU's score, price and price history.
     #[arg(long, value_name = "UUID", requires = "validator")]

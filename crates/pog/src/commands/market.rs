@@ -208,8 +208,8 @@ pub fn price_run(global: &Global, args: &PriceArgs) -> Result<Outcome> {
     let db = SpecDb::embedded();
     let state = MarketState {
         utilization: args.utilization.unwrap_or(config.price.target_utilization),
-        bid_hours: args.bid_hours,
-        ask_hours: args.ask_hours,
+        demand_trend: args.demand_trend,
+        clearing_pull: 0.0,
     };
     let (subject, source, gpu, reliability, memory_type, simulated, zeroed) = match &args.model {
         Some(name) => {
@@ -295,8 +295,8 @@ pub fn price_run(global: &Global, args: &PriceArgs) -> Result<Outcome> {
             (
                 "market factor",
                 format!(
-                    "×{:.3} (utilization factor ×{:.3}, demand factor ×{:.3})",
-                    q.market_factor, q.utilization_factor, q.demand_factor
+                    "×{:.3} (utilization factor ×{:.3}, demand factor ×{:.3}, clearing factor ×{:.3})",
+                    q.market_factor, q.utilization_factor, q.demand_factor, q.clearing_factor
                 ),
             ),
             ("reliability factor", format!("×{:.3}", q.reliability)),
@@ -851,6 +851,37 @@ fn validator_prices(global: &Global, url: &str, gpu: Option<&str>) -> Result<Out
                 score.assessment.proofs_passed, score.assessment.proofs_total
             ),
         ]);
+        let m = &score.assessment.measured;
+        let figure = |value: Option<f64>, unit: &str, pace: Option<f64>| match (value, pace) {
+            (Some(v), Some(p)) => format!("{v:.1} {unit} (pace {p:.3} of its model)"),
+            (Some(v), None) => format!("{v:.1} {unit}"),
+            _ => "-".to_string(),
+        };
+        t.add_row(vec![
+            "GEMM proof, measured by the validator".to_string(),
+            figure(m.gemm_tflops, "TFLOP/s", m.compute_pace),
+        ]);
+        t.add_row(vec![
+            "memory walk, measured by the validator".to_string(),
+            figure(m.walk_gbs, "GB/s", m.memory_pace),
+        ]);
+        if let Some(signals) = score.posted.as_ref().and_then(|p| p.signals.as_ref()) {
+            t.add_row(vec![
+                format!("its class, last {} h", signals.window_hours),
+                format!(
+                    "{:.1} of {:.0} proven GPU-hours leased ({:.1} counted, {} renter(s)); {:.0} traded{}",
+                    signals.leased_hours,
+                    signals.available_hours,
+                    signals.counted_hours,
+                    signals.renters,
+                    signals.traded_hours,
+                    signals
+                        .traded_vwap_micro_usd
+                        .map(|v| format!(" at {} per GPU-hour", usd(Some(v))))
+                        .unwrap_or_default()
+                ),
+            ]);
+        }
         t.add_row(vec![
             "price per GPU-hour".to_string(),
             usd(score.price_micro_usd),
