@@ -152,7 +152,7 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
         }
         let mut server = tokio::spawn(pog_net::serve::serve(
             listener,
-            agent::router(service),
+            pog_agent::api::router(service),
             Limits::protocol_messages().serving_gpus(gpus.len()),
             stop,
             Duration::from_secs(10),
