@@ -89,22 +89,43 @@ pub struct Hook {
     pub timeout: Duration,
 }
 
+/// `ETXTBSY`: the executable is open for writing somewhere.
+const TEXT_BUSY: i32 = 26;
+
+/// How many times a hook refused as busy (`ETXTBSY`) is started again, 20 ms apart.
+const TEXT_BUSY_RETRIES: u32 = 50;
+
 impl Hook {
     /// Runs the hook for `action` with `lease` (JSON) on its standard input; its standard
     /// output (lossy text, at most [`HOOK_OUTPUT_BYTES`]) when it exits 0. Blocks: call it off
     /// the async runtime's workers.
     pub fn run(&self, action: HookAction, lease: &[u8]) -> Result<String, HookError> {
         let path = self.path.display().to_string();
-        let mut child = Command::new(&self.path)
-            .arg(action.name())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| HookError::Start {
-                path: path.clone(),
-                why: e.to_string(),
-            })?;
+        let spawn = || {
+            Command::new(&self.path)
+                .arg(action.name())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+        };
+        // A hook just written (an operator's deploy, a test) may be held open for writing a
+        // moment longer by a process another thread forked meanwhile: Linux refuses to run
+        // it then (ETXTBSY), so that case is tried again for a moment.
+        let mut started = spawn();
+        for _ in 0..TEXT_BUSY_RETRIES {
+            match &started {
+                Err(e) if e.raw_os_error() == Some(TEXT_BUSY) => {
+                    std::thread::sleep(Duration::from_millis(20));
+                    started = spawn();
+                }
+                _ => break,
+            }
+        }
+        let mut child = started.map_err(|e| HookError::Start {
+            path: path.clone(),
+            why: e.to_string(),
+        })?;
         // Input and output on threads of their own: a hook that neither reads nor finishes
         // cannot block the agent, and one that prints without end is read only so far.
         let input = lease.to_vec();

@@ -550,10 +550,11 @@ pub fn ledger_note(bytes: &[u8]) -> Result<bool, String> {
     Ok(signed.verify(log.verifier()).is_ok())
 }
 
-/// Valid bodies of the market's four signed requests, for the [`market`] harness to mutate: a
+/// Valid bodies of the market's signed requests, for the [`market`] harness to mutate: a
 /// second order (an ask offering two of the harness key's proven GPUs, above its own resting
 /// bid), the cancellation of the resting one, a clearing of its class, a withdrawal from the
-/// key's escrow account, and a bid carrying its renter's access.
+/// key's escrow account, a bid carrying its renter's access, and a provider's report that a
+/// lease's access was not delivered (of a lease the fresh market does not have).
 pub fn market_seeds() -> Vec<Vec<u8>> {
     let me = identity().public_key();
     let now_ms = pog_proof::timing::now_ms();
@@ -570,6 +571,8 @@ pub fn market_seeds() -> Vec<Vec<u8>> {
             "class": "H200 SXM", "quantity": 1, "price_micro_usd": 2_000_000,
             "access": {"container": "ghcr.io/fuzz/job:1"}},
             "expires_at_ms": now_ms + 3_600_000}),
+        serde_json::json!({"validator": me, "lease_id": "0.0.0", "at_ms": now_ms,
+            "reason": "the hook exited 1"}),
     ]
     .iter()
     .map(|v| v.to_string().into_bytes())
@@ -618,11 +621,12 @@ impl pog_validator::settlement::EscrowPayments for SigningEscrow {
 }
 
 /// Bytes as the body of each of the market's signed requests (`POST /v1/market/submit`,
-/// `cancel`, `clear`, `withdraw`), sent to a fresh in-memory market of a validator (the
+/// `cancel`, `clear`, `withdraw`, `undelivered`), sent to a fresh in-memory market of a
+/// validator that settles its leases (the
 /// harnesses' key, which also owns the orders and holds $100 in the escrow) holding one resting
 /// bid `o-1`, whose registry holds the H200s `GPU-fuzz-1` to `GPU-fuzz-3` registered to that key
 /// and proven a minute ago, and `GPU-fuzz-4` registered to another key. Returns which requests
-/// were accepted, e.g. `"submit cancel - -"`; refusals are answers, never panics.
+/// were accepted, e.g. `"submit cancel - - -"`; refusals are answers, never panics.
 pub fn market(body: &[u8]) -> Result<String, String> {
     use pog_market::backing::{LatestProof, Standing};
     use pog_validator::market::{Market, CANCEL_KIND, CLEAR_KIND, SUBMIT_KIND};
@@ -653,7 +657,11 @@ pub fn market(body: &[u8]) -> Result<String, String> {
         .map_err(|e| e.to_string())?
         .with_standing(std::sync::Arc::new(registry))
         .with_deposits(std::sync::Arc::new(deposits))
-        .with_vouchers(std::sync::Arc::new(SigningEscrow));
+        .with_vouchers(std::sync::Arc::new(SigningEscrow))
+        .with_settlements(std::sync::Arc::new(
+            pog_validator::settlement::Settlements::open(None, Default::default())
+                .map_err(|e| e.to_string())?,
+        ));
     let resting = serde_json::json!({"validator": me, "order": {"id": "o-1", "owner": me,
         "side": "bid", "class": "H200 SXM", "quantity": 8, "price_micro_usd": 3_000_000},
         "expires_at_ms": pog_proof::timing::now_ms() + 3_600_000});
@@ -666,11 +674,15 @@ pub fn market(body: &[u8]) -> Result<String, String> {
     let withdraw = market
         .withdraw(&seal(pog_validator::settlement::WITHDRAW_KIND, body))
         .is_ok();
+    let undelivered = market
+        .report_undelivered(&seal(pog_validator::settlement::UNDELIVERED_KIND, body))
+        .is_ok();
     Ok([
         (submit, "submit"),
         (cancel, "cancel"),
         (clear, "clear"),
         (withdraw, "withdraw"),
+        (undelivered, "undelivered"),
     ]
     .map(|(ok, name)| if ok { name } else { "-" })
     .join(" "))

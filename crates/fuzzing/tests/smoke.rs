@@ -466,11 +466,12 @@ fn ledger_bundles_and_notes() {
 fn market_requests() {
     let seeds = pog_fuzzing::market_seeds();
     let expected = [
-        "submit - - -",
-        "- cancel - -",
-        "- - clear -",
-        "- - - withdraw",
-        "submit - - -",
+        "submit - - - -",
+        "- cancel - - -",
+        "- - clear - -",
+        "- - - withdraw -",
+        "submit - - - -",
+        "- - - - -",
     ];
     for (seed, expected) in seeds.iter().zip(expected) {
         assert_eq!(pog_fuzzing::market(seed).as_deref(), Ok(expected));
@@ -489,7 +490,7 @@ fn market_requests() {
         assert_ne!(changed, ask, "{from}");
         assert_eq!(
             pog_fuzzing::market(changed.as_bytes()).as_deref(),
-            Ok("- - - -"),
+            Ok("- - - - -"),
             "{to}"
         );
     }
@@ -511,7 +512,7 @@ fn market_requests() {
     ] {
         assert_eq!(
             pog_fuzzing::market(changed.as_bytes()).as_deref(),
-            Ok("- - - -"),
+            Ok("- - - - -"),
             "{changed}"
         );
     }
