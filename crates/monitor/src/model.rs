@@ -123,6 +123,10 @@ impl Robust {
 /// other H200's GEMMs at 687 W where ours drew 673 W), and the envelope's bins are 25 W wide.
 pub const POWER_TOLERANCE: f64 = 0.04;
 
+/// A reading's power is steady, for the envelope's typical level, when it is at least this
+/// fraction of the recent power (the window's maximum).
+pub const STEADY_FRACTION: f64 = 0.9;
+
 /// The hottest healthy temperature seen at each level of recent power, made non-decreasing in
 /// power (more power never lowers the allowed temperature).
 #[derive(Debug, Clone, PartialEq)]
@@ -142,7 +146,12 @@ pub struct Envelope {
 }
 
 impl Envelope {
-    fn fit(points: &[(f64, f64)], bin_w: f64, slope_c_per_w: f64) -> Option<Envelope> {
+    /// Fits the envelope to healthy readings (recent power, temperature, whether the power
+    /// read then was steady: within [`STEADY_FRACTION`] of the recent power). The hottest
+    /// reading counts at any power; the typical level only at a steady power, so that a
+    /// bin of high recent power is not typified by the cool-down after a load stopped (its
+    /// recent power is the window's maximum while the die is already cooling).
+    fn fit(points: &[(f64, f64, bool)], bin_w: f64, slope_c_per_w: f64) -> Option<Envelope> {
         let top = points.iter().map(|p| p.0).fold(f64::NAN, f64::max);
         if points.is_empty() || !top.is_finite() {
             return None;
@@ -150,10 +159,12 @@ impl Envelope {
         let bins = (top.max(0.0) / bin_w) as usize + 1;
         let mut upper: Vec<Option<f64>> = vec![None; bins];
         let mut in_bin: Vec<Vec<f64>> = vec![Vec::new(); bins];
-        for &(p, temp) in points {
+        for &(p, temp, steady) in points {
             let i = ((p.max(0.0) / bin_w) as usize).min(bins - 1);
             upper[i] = Some(upper[i].map_or(temp, |u: f64| u.max(temp)));
-            in_bin[i].push(temp);
+            if steady {
+                in_bin[i].push(temp);
+            }
         }
         let typical = in_bin.iter().map(|temps| quantile(temps, 0.9)).collect();
         let mut running: Option<f64> = None;
@@ -173,7 +184,7 @@ impl Envelope {
         };
         let against: Vec<f64> = points
             .iter()
-            .map(|&(p, t)| t - envelope.typical_at(p))
+            .map(|&(p, t, _)| t - envelope.typical_at(p))
             .collect();
         envelope.reference_c = quantile(&against, 0.9).unwrap_or(0.0);
         Some(envelope)
@@ -417,10 +428,14 @@ impl Model {
             .collect();
 
         let envelope = |pick: fn(&Sample) -> Option<f64>| {
-            let points: Vec<(f64, f64)> = history
+            let points: Vec<(f64, f64, bool)> = history
                 .iter()
                 .zip(&recent_power)
-                .filter_map(|(s, p)| Some(((*p)?, pick(s)?)))
+                .filter_map(|(s, p)| {
+                    let p = (*p)?;
+                    let steady = s.power_w.is_some_and(|now| now >= STEADY_FRACTION * p);
+                    Some((p, pick(s)?, steady))
+                })
                 .collect();
             Envelope::fit(
                 &points,
@@ -591,8 +606,16 @@ mod tests {
 
     #[test]
     fn envelope_is_monotone_and_extrapolates() {
-        let env =
-            Envelope::fit(&[(100.0, 40.0), (300.0, 38.0), (600.0, 60.0)], 50.0, 0.05).unwrap();
+        let env = Envelope::fit(
+            &[
+                (100.0, 40.0, true),
+                (300.0, 38.0, true),
+                (600.0, 60.0, true),
+            ],
+            50.0,
+            0.05,
+        )
+        .unwrap();
         assert_eq!(env.at(0.0), 40.0);
         assert_eq!(env.at(320.0), 40.0);
         assert_eq!(env.at(610.0), 60.0);
@@ -601,9 +624,9 @@ mod tests {
         assert_eq!(env.at(590.0), 40.0);
         assert_eq!(env.hottest_near(590.0), 60.0);
         // The typical level is the bin's own 90th percentile, not the running maximum.
-        let mut points = vec![(100.0, 40.0)];
-        points.extend([(110.0, 30.0); 9]);
-        points.push((300.0, 35.0));
+        let mut points = vec![(100.0, 40.0, true)];
+        points.extend([(110.0, 30.0, true); 9]);
+        points.push((300.0, 35.0, true));
         let env = Envelope::fit(&points, 50.0, 0.05).unwrap();
         assert_eq!(env.at(300.0), 40.0);
         assert_eq!(env.typical_at(300.0), 35.0);
@@ -614,5 +637,19 @@ mod tests {
         assert_eq!(env.typical_at(200.0), 40.0);
         // Readings against their typical level: ten at or under it, one 9 °C above.
         assert!(env.reference().abs() < 1e-9, "{}", env.reference());
+    }
+
+    /// A bin of high recent power is typified by its steady readings only: the cool-down
+    /// after a load stopped (the recent power still the load's, the die already near idle)
+    /// made the committed H200 trace's typical level 41 °C at 550 W beside 55 °C at 525 W,
+    /// and another H200 at 533 W read as 17 °C above its level (2026-12-05).
+    #[test]
+    fn the_typical_level_is_learned_at_a_steady_power() {
+        let mut points = vec![(540.0, 60.0, true), (560.0, 62.0, true)];
+        points.extend([(550.0, 41.0, false); 10]);
+        let env = Envelope::fit(&points, 25.0, 0.05).unwrap();
+        assert_eq!(env.typical_at(550.0), 62.0);
+        // The cool-down still bounds nothing from above: the hottest is any reading's.
+        assert_eq!(env.at(550.0), 62.0);
     }
 }
