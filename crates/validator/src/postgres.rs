@@ -449,6 +449,15 @@ impl PgRegistry {
         Ok(groups)
     }
 
+    /// [`crate::registry::Registry::host_anchor`] on this database.
+    pub async fn host_anchor(&self, agent: &str) -> Result<Option<String>, RegistryError> {
+        let client = self.pool.get().await?;
+        Ok(client
+            .query_one("SELECT MIN(uuid) FROM gpus WHERE agent = $1", &[&agent])
+            .await?
+            .try_get(0)?)
+    }
+
     /// [`crate::registry::Registry::server_time_ms`] on this database.
     pub async fn server_time_ms(&self) -> Result<u64, RegistryError> {
         let client = self.pool.get().await?;

@@ -210,6 +210,35 @@ impl Pricing {
         })
     }
 
+    /// Gives `read` (the rows of `uuid`, registered to `agent`) its host's proofs of CPU and
+    /// storage where they are another GPU's: the schedule proves a host once a round, on the
+    /// agent's first GPU by UUID, and every GPU of the host scores them.
+    fn host_proofs_of_anchor(
+        &self,
+        registry: &crate::registry::Registry,
+        uuid: &GpuUuid,
+        agent: &str,
+        read: &mut ReadRows,
+    ) -> Result<(), PricingError> {
+        if !(read.cpu_proofs.is_empty() && read.storage_proofs.is_empty()) {
+            return Ok(());
+        }
+        let Some(anchor) = registry.host_anchor(agent)? else {
+            return Ok(());
+        };
+        let Ok(anchor) = GpuUuid::new(anchor) else {
+            return Ok(());
+        };
+        if anchor == *uuid {
+            return Ok(());
+        }
+        let mut host = read_rows(&registry.latest_records(anchor.as_str(), ROWS_READ)?);
+        self.full_rounds.complete(registry, &anchor, &mut host)?;
+        read.cpu_proofs = host.cpu_proofs;
+        read.storage_proofs = host.storage_proofs;
+        Ok(())
+    }
+
     /// A GPU's assessment from its latest records; `None` when the validator knows nothing of
     /// it (neither registered nor recorded). A health or missed-round record that cannot be
     /// read is left out, and the assessment says so among its reasons.
@@ -230,6 +259,9 @@ impl Pricing {
             }
             let mut read = read_rows(&rows);
             self.full_rounds.complete(&registry, uuid, &mut read)?;
+            if let Some(g) = &gpu {
+                self.host_proofs_of_anchor(&registry, uuid, g.agent.as_str(), &mut read)?;
+            }
             (gpu, read)
         };
         let ReadRows {

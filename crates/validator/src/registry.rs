@@ -334,6 +334,18 @@ impl Registry {
         }
     }
 
+    /// The GPU that carries `agent`'s host proofs (CPU, storage): its first registered GPU
+    /// by UUID, as the schedule picks it; `None` for an agent with no GPU registered.
+    pub fn host_anchor(&self, agent: &str) -> Result<Option<String>, RegistryError> {
+        match &self.db {
+            Db::Sqlite(s) => s.host_anchor(agent),
+            Db::Postgres(pg) => {
+                let agent = agent.to_owned();
+                pg.block(|pg| async move { pg.host_anchor(&agent).await })
+            }
+        }
+    }
+
     /// Stores a signed result record; a challenge is recorded once.
     pub fn record(
         &mut self,
@@ -704,6 +716,14 @@ impl Sqlite {
         Ok(groups)
     }
 
+    fn host_anchor(&self, agent: &str) -> Result<Option<String>, RegistryError> {
+        Ok(self.db.query_row(
+            "SELECT MIN(uuid) FROM gpus WHERE agent = ?1",
+            params![agent],
+            |r| r.get::<_, Option<String>>(0),
+        )?)
+    }
+
     fn record(
         &mut self,
         challenge_id: &str,
@@ -972,6 +992,11 @@ mod tests {
                     )
                 ]
             );
+            // The GPU that carries each host's proofs: its first by UUID, as in the schedule.
+            let anchor = |k: u8| r.host_anchor(key(k).as_str()).unwrap();
+            assert_eq!(anchor(0xb1).as_deref(), Some("GPU-3"), "{}", place.name());
+            assert_eq!(anchor(0xa1).as_deref(), Some("GPU-1"));
+            assert_eq!(anchor(0xc1), None);
             assert_eq!(
                 r.gpus("GPU-1", 10)
                     .unwrap()

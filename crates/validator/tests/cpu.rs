@@ -117,3 +117,37 @@ async fn a_registration_claiming_no_or_absurd_cores_is_refused() {
         assert_eq!(spec.await.status(), 400, "{cores} cores");
     }
 }
+
+/// The host is proven once a round, on its first GPU, and every GPU of the host scores it:
+/// the other GPU's CPU part is read from the first GPU's records, and a GPU of another agent
+/// has none.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_gpu_of_a_host_scores_the_proof_its_first_gpu_carries() {
+    let h = Harness::new()
+        .with_market()
+        .with_pricing_by_hand()
+        .serve()
+        .await;
+    h.agent(33, vec![claim("GPU-d"), claim("GPU-c")])
+        .claiming_cores(1)
+        .await;
+    h.agent(34, vec![claim("GPU-e")]).await;
+    let schedule = Schedule::every(std::time::Duration::from_secs(60), policy());
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let mut rounds = Rounds::new(h.v.clone(), schedule, stopped);
+    rounds.start();
+    rounds.settled().await;
+    assert_eq!(cpu_records(&h.url, "GPU-c").await.len(), 1);
+    assert!(cpu_records(&h.url, "GPU-d").await.is_empty());
+    let cpu = |uuid: &str| h.pricing().assess(uuid).unwrap().unwrap().detail.parts.cpu;
+    let (first, other, elsewhere) = (cpu("GPU-c"), cpu("GPU-d"), cpu("GPU-e"));
+    assert_eq!(other, first, "the host's proof counts for each of its GPUs");
+    assert_ne!(elsewhere, first, "{elsewhere:?}");
+    assert!(
+        elsewhere
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("no proof")),
+        "{elsewhere:?}"
+    );
+}
