@@ -203,18 +203,7 @@ if [ -n "${trace_pid:-}" ]; then
   kill "$scrape_pid" 2>/dev/null
   kill -TERM "$trace_pid" 2>/dev/null; wait "$trace_pid"
   echo "trace: exit $?, $(($(wc -l <"$OUT/trace/trace.csv") - 1)) samples, $(wc -l <"$OUT/trace/alerts.jsonl") alerts" >>"$OUT/trace/summary.txt"
-  python3 - "$OUT/trace/alerts.jsonl" <<'PY' >>"$OUT/trace/summary.txt"
-import collections, json, sys
-kinds = collections.Counter()
-for line in open(sys.argv[1]):
-    try:
-        a = json.loads(line)
-    except ValueError:
-        continue
-    kinds[(a.get("kind"), a.get("severity"))] += 1
-for (kind, severity), n in sorted(kinds.items(), key=str):
-    print(f"  alert {kind} ({severity}): {n}")
-PY
+  python3 "$HERE/alert-counts.py" "$OUT/trace/alerts.jsonl" >>"$OUT/trace/summary.txt"
 fi
 
 # The short table, last.

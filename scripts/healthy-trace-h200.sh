@@ -53,17 +53,5 @@ kill -TERM "$monitor"; wait "$monitor"
 {
   echo "healthy trace on $(nvidia-smi --query-gpu=name,uuid --format=csv,noheader): $(($(wc -l <"$OUT/trace.csv") - 1)) samples, $(wc -l <"$OUT/alerts.jsonl") alerts"
   cat "$OUT/loads.txt"
-  python3 - "$OUT/alerts.jsonl" <<'PY'
-import collections, json, sys
-kinds = collections.Counter()
-for line in open(sys.argv[1]):
-    try:
-        a = json.loads(line)
-    except ValueError:
-        continue
-    kinds[(a.get("kind"), a.get("severity"))] += 1
-    print("  ", a.get("kind"), a.get("severity"), a.get("message", "")[:160])
-for (kind, severity), n in sorted(kinds.items(), key=str):
-    print(f"  alert {kind} ({severity}): {n}")
-PY
+  python3 "$HERE/alert-counts.py" "$OUT/alerts.jsonl" --each
 } | tee "$OUT/summary.txt"
