@@ -63,6 +63,10 @@ const SCORED_KINDS: [RecordKind; 4] = [
     RecordKind::RoundMissed,
 ];
 
+/// The ledger kinds of the host's proofs a score counts (its `inputs` too), logged in the
+/// history of the host's first GPU.
+const HOST_KINDS: [RecordKind; 2] = [RecordKind::CpuRound, RecordKind::StorageRound];
+
 /// How far back through a GPU's ledger chain its score's inputs are looked for: the records
 /// read ([`ROWS_READ`]) with scores, prices and the agent's reports between them.
 const LEDGER_STEPS: usize = 8 * ROWS_READ;
@@ -208,6 +212,16 @@ impl Pricing {
             proven: std::sync::Mutex::new(None),
             full_rounds: FullRounds::default(),
         })
+    }
+
+    /// The first GPU of the host `uuid` is registered on (which carries the host's proofs);
+    /// `None` once it left the registry.
+    fn host_anchor_of(&self, uuid: &GpuUuid) -> Result<Option<String>, PricingError> {
+        let registry = self.records.registry();
+        match registry.gpu(uuid.as_str())? {
+            Some(g) => Ok(registry.host_anchor(g.agent.as_str())?),
+            None => Ok(None),
+        }
     }
 
     /// Gives `read` (the rows of `uuid`, registered to `agent`) its host's proofs of CPU and
@@ -586,13 +600,24 @@ impl Pricing {
         let Some(ledger) = self.records.ledger() else {
             return Ok(());
         };
-        let inputs = ledger
-            .ledger()
-            .gpu_recent(&a.gpu_uuid, &SCORED_KINDS, ROWS_READ, LEDGER_STEPS)
-            .map_err(crate::ledger::LedgerError::from)?
+        let recent = |uuid: &str, kinds: &[RecordKind], limit: usize| {
+            ledger
+                .ledger()
+                .gpu_recent(uuid, kinds, limit, LEDGER_STEPS)
+                .map_err(crate::ledger::LedgerError::from)
+        };
+        let mut inputs: Vec<u64> = recent(a.gpu_uuid.as_str(), &SCORED_KINDS, ROWS_READ)?
             .into_iter()
             .map(|(index, _)| index)
             .collect();
+        // The host's latest proofs of CPU and storage, in its first GPU's history.
+        if let Some(anchor) = self.host_anchor_of(&a.gpu_uuid)? {
+            for kind in HOST_KINDS {
+                inputs.extend(recent(&anchor, &[kind], 1)?.into_iter().map(|(i, _)| i));
+            }
+            inputs.sort_unstable();
+            inputs.dedup();
+        }
         let parts = &a.detail.parts;
         let score = bodies::Score {
             version: bodies::BODY_VERSION,

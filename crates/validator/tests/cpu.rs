@@ -151,3 +151,45 @@ async fn every_gpu_of_a_host_scores_the_proof_its_first_gpu_carries() {
         "{elsewhere:?}"
     );
 }
+
+/// A score's logged inputs name the host's proof of CPU it counted, which is in the host's
+/// first GPU's history, for each GPU of the host.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_gpus_score_names_its_hosts_proof_among_its_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new()
+        .stored_in(dir.path())
+        .with_ledger(&dir.path().join("ledger"))
+        .with_pricing_by_hand()
+        .serve()
+        .await;
+    h.agent(35, vec![claim("GPU-g"), claim("GPU-f")])
+        .claiming_cores(1)
+        .await;
+    let schedule = Schedule::every(std::time::Duration::from_secs(60), policy());
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let mut rounds = Rounds::new(h.v.clone(), schedule, stopped);
+    rounds.start();
+    rounds.settled().await;
+    h.pricing().catch_up().unwrap();
+    let ledger = h.v.records().ledger().unwrap().ledger();
+    let entries = |uuid: &str, kind: RecordKind| -> Vec<(u64, pog_ledger::entry::Entry)> {
+        ledger
+            .gpu_entries(uuid)
+            .unwrap()
+            .into_iter()
+            .filter(|(_, e)| e.kind == kind)
+            .collect()
+    };
+    let cpu = entries("GPU-f", RecordKind::CpuRound);
+    assert_eq!(cpu.len(), 1, "the host's proof, on its first GPU");
+    for uuid in ["GPU-f", "GPU-g"] {
+        let (_, last) = entries(uuid, RecordKind::Score).pop().expect("a score");
+        let score: pog_records::reports::Score = serde_json::from_str(&last.body).unwrap();
+        assert!(
+            score.inputs.contains(&cpu[0].0),
+            "{uuid}: {:?}",
+            score.inputs
+        );
+    }
+}
