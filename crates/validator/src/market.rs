@@ -531,6 +531,18 @@ impl crate::settlement::LeaseBook for Market {
     fn all_leases(&self) -> Vec<pog_market::lease::Lease> {
         Market::all_leases(self)
     }
+
+    /// Clones only the leases under way (the schedule asks every round).
+    fn active_at(&self, now_ms: u64) -> Vec<pog_market::lease::Lease> {
+        self.lock()
+            .book
+            .history()
+            .iter()
+            .flat_map(|r| r.leases.iter())
+            .filter(|l| l.start_ms <= now_ms && now_ms < l.end_ms)
+            .cloned()
+            .collect()
+    }
 }
 
 /// Where a clearing's leases go once the clearing is stored: the validator signs each into

@@ -273,7 +273,11 @@ impl Pricing {
             }
             let mut read = read_rows(&rows);
             self.full_rounds.complete(&registry, uuid, &mut read)?;
-            if let Some(g) = &gpu {
+            // Only a host that claims cores or storage has proofs of them to read.
+            if let Some(g) = gpu
+                .as_ref()
+                .filter(|g| g.host_cores.is_some() || g.host_storage.is_some())
+            {
                 self.host_proofs_of_anchor(&registry, uuid, g.agent.as_str(), &mut read)?;
             }
             (gpu, read)

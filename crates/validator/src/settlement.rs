@@ -479,12 +479,7 @@ pub trait LeaseBook: Send + Sync {
     fn all_leases(&self) -> Vec<Lease>;
 
     /// The leases under way at `now_ms` (started, not ended).
-    fn active_at(&self, now_ms: u64) -> Vec<Lease> {
-        self.all_leases()
-            .into_iter()
-            .filter(|l| l.start_ms <= now_ms && now_ms < l.end_ms)
-            .collect()
-    }
+    fn active_at(&self, now_ms: u64) -> Vec<Lease>;
 }
 
 /// Settles the market's leases as their periods end.
