@@ -3,7 +3,10 @@
 //! killed with SIGKILL in the middle of its rounds: the other takes its GPUs over within a few
 //! slots, every slot of a GPU holds at most one proof record, and nothing recorded before is
 //! lost. Then the database itself goes away and comes back: the validator answers clear errors
-//! meanwhile, does not die, and records again once it is back. The test runs a PostgreSQL
+//! meanwhile, does not die, and records again once it is back. The two keep one log (issue 22,
+//! item 4): the killed validator led it, the survivor takes its lease over and signs on, and
+//! every GPU's history verifies (`pog verify`) from the survivor alone, before and after the
+//! outage. The test runs a PostgreSQL
 //! cluster of its own (`scripts/postgres.sh`), to stop and start it.
 
 mod common;
@@ -107,11 +110,17 @@ fn wait_for(
     }
 }
 
-/// A validator of the fleet on `url`, with rounds every second.
+/// A validator of the fleet on `url`, with rounds and checkpoints every second, signing the
+/// fleet's log with the log key in `root` (the first creates it).
 fn validator(root: &Path, name: &str, url: &str) -> ValidatorProcess {
+    let log_key = root.join("fleet-log.key");
     let mut flags = vec![
         "--database",
         url,
+        "--log-key-file",
+        log_key.to_str().unwrap(),
+        "--checkpoint-every",
+        "1",
         "--challenge-every",
         "1",
         "--no-memory-proof",
@@ -121,14 +130,71 @@ fn validator(root: &Path, name: &str, url: &str) -> ValidatorProcess {
     ValidatorProcess::start(&root.join(name), &flags)
 }
 
+/// The log's verifier key, as a validator announces it at start ("… (log VKEY): …").
+fn log_vkey(v: &ValidatorProcess) -> String {
+    let line = v.service.line("(log ");
+    let from = line.find("(log ").unwrap() + "(log ".len();
+    line[from..].split(')').next().unwrap().to_string()
+}
+
+/// Waits (up to 30 s) until `v`'s log (stderr) says `text`.
+fn said(v: &ValidatorProcess, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !v.service.stderr().contains(text) {
+        assert!(
+            Instant::now() < deadline,
+            "never said {text:?}: {}",
+            v.service.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The size of the checkpoint `addr` serves (0 before its first).
+fn checkpoint_size(addr: &str) -> u64 {
+    http_get(addr, "/ledger/checkpoint")
+        .filter(|(status, _)| *status == 200)
+        .and_then(|(_, text)| text.lines().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `pog verify` of `uuid`'s whole history as the validator at `url` serves it, trusting the
+/// log key `vkey` and the fleet's `validators`: it must pass.
+fn verify_history(root: &Path, url: &str, uuid: &str, vkey: &str, validators: &[String]) {
+    // No witness cosigns in this test: the fork check is the witnesses' (tests/ledger.rs).
+    let mut args = vec![
+        "verify",
+        "--validator",
+        url,
+        "--gpu",
+        uuid,
+        "--log-key",
+        vkey,
+        "--accept-unwitnessed",
+    ];
+    for key in validators {
+        args.extend(["--validator-key", key]);
+    }
+    let out = common::pog(&root.join("holder"), &args);
+    assert!(
+        out.status.success(),
+        "pog verify {uuid} at {url}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn a_fleet_survives_a_killed_validator_and_a_database_that_goes_away() {
     let Some(cluster) = Cluster::start() else {
         return;
     };
     let root = tempfile::tempdir().unwrap();
+    // a starts first and leads the fleet's log (it renews the lease every second).
     let mut a = validator(root.path(), "a", &cluster.url);
+    let vkey = log_vkey(&a);
     let b = validator(root.path(), "b", &cluster.url);
+    assert_eq!(log_vkey(&b), vkey, "one log key for the fleet");
     // One agent, trusting both, registered with the first.
     let agent = Service::spawn(
         &root.path().join("agent"),
@@ -169,13 +235,18 @@ fn a_fleet_survives_a_killed_validator_and_a_database_that_goes_away() {
     };
     let before: usize = gpus.iter().map(|u| proofs(&b.addr, u).len()).sum();
 
-    // SIGKILL a validator that holds GPUs, in the middle of its rounds: the other takes them
-    // over.
-    let (mut victim, mut survivor) = if signers.contains(&a.key) {
-        (a, b)
-    } else {
-        (b, a)
-    };
+    // SIGKILL the validator that leads the fleet's log, in the middle of its rounds: the
+    // other takes the log lease over, and its GPUs (rendezvous hashing gives it none of the
+    // four one time in sixteen: the survivor must prove all four after the kill either way).
+    said(&a, "leads the fleet's log");
+    eprintln!(
+        "GPUs proven by {signers:?} before the kill; the leader is {}",
+        a.key
+    );
+    let signed_before = checkpoint_size(&b.addr);
+    let fleet_keys = [a.key.clone(), b.key.clone()];
+    let mut victim = a;
+    let mut survivor = b;
     victim.service.kill();
     let b = &mut survivor;
     let killed_at = now_ms();
@@ -208,6 +279,21 @@ fn a_fleet_survives_a_killed_validator_and_a_database_that_goes_away() {
         );
     }
 
+    // The log goes on under the survivor's checkpoints, and every GPU's history — the
+    // records each validator signed, in one sequence — verifies from the survivor alone.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while checkpoint_size(&b.addr) <= signed_before.max(after as u64) {
+        assert!(
+            Instant::now() < deadline,
+            "no checkpoint after the leader's kill"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    said(b, "leads the fleet's log");
+    for uuid in &gpus {
+        verify_history(root.path(), &b.url, uuid, &vkey, &fleet_keys);
+    }
+
     // The database goes away: the API says so, the validator keeps running.
     cluster.run("pause");
     std::thread::sleep(Duration::from_secs(3));
@@ -231,6 +317,19 @@ fn a_fleet_survives_a_killed_validator_and_a_database_that_goes_away() {
         );
     }
     b.service.assert_running();
+    // Nothing accepted was lost or logged twice: the histories still verify, past the outage.
+    let before_end = checkpoint_size(&b.addr);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while checkpoint_size(&b.addr) <= before_end {
+        assert!(
+            Instant::now() < deadline,
+            "no checkpoint once the database is back"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for uuid in &gpus {
+        verify_history(root.path(), &b.url, uuid, &vkey, &fleet_keys);
+    }
     drop(agent);
     b.stop();
 }
