@@ -435,19 +435,24 @@ impl ValidatorLedger {
     }
 
     /// Takes or renews the fleet's log lease: whether this validator leads now. A key the
-    /// fleet no longer signs with (rotated away) never leads.
+    /// fleet no longer signs with (rotated away) never leads, and neither does a validator
+    /// that cannot reach the database (its lease runs out there, and another takes it).
     fn lead(&self, fleet: &Fleet) -> Result<bool, LedgerError> {
         let ours = self.signer.verifier().to_vkey();
-        let held = match blocking(|| fleet.db.key())? {
-            Some(key) if key != ours => {
-                self.step_aside(fleet);
-                return Err(crate::fleet_log::FleetLogError::OtherKey { found: key, ours }.into());
+        let held = blocking(|| match fleet.db.key()? {
+            Some(found) if found != ours => {
+                Err(crate::fleet_log::FleetLogError::OtherKey { found, ours })
             }
-            _ => blocking(|| {
-                fleet
-                    .db
-                    .hold(crate::fleet_log::LOG_LEASE, &fleet.holder, fleet.lease_for)
-            })?,
+            _ => fleet
+                .db
+                .hold(crate::fleet_log::LOG_LEASE, &fleet.holder, fleet.lease_for),
+        });
+        let held = match held {
+            Ok(held) => held,
+            Err(e) => {
+                self.step_aside(fleet);
+                return Err(e.into());
+            }
         };
         let mut token = fleet.token.locked();
         if held != *token {
