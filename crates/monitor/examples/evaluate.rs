@@ -130,7 +130,10 @@ fn cross_trained(config: &Config) {
                 }));
             }
         }
-        println!("| {trained} | the other three | {:.2} | {n} |", span / 3600.0);
+        println!(
+            "| {trained} | the other three | {:.2} | {n} |",
+            span / 3600.0
+        );
         for line in shown {
             println!("  {line}");
         }
