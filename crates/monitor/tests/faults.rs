@@ -482,6 +482,32 @@ fn a_cooling_failure_at_a_load_the_history_never_held_is_caught_early_once_learn
 }
 
 #[test]
+fn a_slow_cooling_failure_at_a_load_the_gpu_learned_is_not_learned_as_normal() {
+    // The third card's FP32 phase (610 W, a power the training day never held) held for ten
+    // minutes, the cooling failing at 0.05 °C/s from 400 s: its own level at that load learns
+    // only readings under half the margin (and at most 0.5 °C a minute), so the failure is
+    // not taken as its level: caught at 54 s, where the margin rule would speak about 80 s in.
+    let varied = parse_trace(VARIED).unwrap();
+    let fp32: Vec<Sample> = varied
+        .iter()
+        .filter(|s| s.t >= 360.0 && s.t < 400.0)
+        .cloned()
+        .collect();
+    let mut trace: Vec<Sample> = varied.iter().filter(|s| s.t < 400.0).cloned().collect();
+    for lap in 1..=15 {
+        // The energy counter is not read in the laps (a replayed counter would run back).
+        trace.extend(fp32.iter().cloned().map(|mut s| {
+            s.t += 40.0 * f64::from(lap);
+            s.energy_mj = None;
+            s
+        }));
+    }
+    let trace = inject(&trace, &Fault::ThermalRunaway { rate_c_per_s: 0.05 }, 400.0);
+    let alert = caught(&trace, AlertKind::ThermalRunaway, 400.0, 100.0);
+    assert_eq!(alert.severity, Severity::Warning, "{alert:?}");
+}
+
+#[test]
 fn a_cooling_failure_in_a_warm_room_is_still_caught() {
     // 5 °C warmer than the training day, and then the cooling fails in the SGEMM phase:
     // judged from this GPU's own level, caught as in the training room.
