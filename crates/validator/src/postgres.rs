@@ -60,7 +60,55 @@ INSERT INTO log_sequence (next_idx) VALUES (0);
 CREATE TABLE log_key (only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row), vkey TEXT NOT NULL);
 CREATE TABLE log_checkpoint (only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row), size BIGINT NOT NULL, text TEXT NOT NULL);
 CREATE TABLE fleet_leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, token BIGINT NOT NULL, expires_ms BIGINT NOT NULL);
+ALTER TABLE slot_claims ADD COLUMN missed BOOLEAN NOT NULL DEFAULT FALSE;
 "];
+
+/// The wire kinds of the records a slot's round stores (GEMM, memory, CPU, storage): each is
+/// the round of the slot its validator claimed, fenced by that claim ([`fence_round`]).
+const ROUND_KINDS: [&str; 4] = ["record", "memory-record", "cpu-record", "storage-record"];
+
+/// Fencing of a round's record by its slot's claim, within the record's transaction `tx`: the
+/// oldest claim of `gpu_uuid` by `validator` still open is locked and marked done (a round
+/// recorded is its slot's claim finished); with none open, a latest claim that another
+/// validator's sweep settled as the fleet's miss (its lease ran out while this one was cut off
+/// from the database) refuses this late record, so the slot keeps one record. Whichever
+/// commits first wins: the sweep settles only a claim not done.
+async fn fence_round(
+    tx: &tokio_postgres::Transaction<'_>,
+    gpu_uuid: &str,
+    validator: &str,
+) -> Result<(), RegistryError> {
+    let open = tx
+        .query_opt(
+            "SELECT slot FROM slot_claims WHERE gpu_uuid = $1 AND validator = $2 AND NOT done \
+             ORDER BY slot LIMIT 1 FOR UPDATE",
+            &[&gpu_uuid, &validator],
+        )
+        .await?;
+    if let Some(row) = open {
+        let slot: i64 = row.try_get(0)?;
+        tx.execute(
+            "UPDATE slot_claims SET done = TRUE WHERE slot = $1 AND gpu_uuid = $2",
+            &[&slot, &gpu_uuid],
+        )
+        .await?;
+        return Ok(());
+    }
+    let latest = tx
+        .query_opt(
+            "SELECT slot, missed FROM slot_claims WHERE gpu_uuid = $1 AND validator = $2 \
+             ORDER BY slot DESC LIMIT 1",
+            &[&gpu_uuid, &validator],
+        )
+        .await?;
+    match latest {
+        Some(row) if row.try_get::<_, bool>(1)? => Err(RegistryError::Fenced {
+            gpu: gpu_uuid.to_owned(),
+            slot: row.try_get::<_, i64>(0)?.max(0) as u64,
+        }),
+        _ => Ok(()),
+    }
+}
 
 /// The schema version this pog writes and reads.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -556,7 +604,7 @@ impl PgRegistry {
         let client = self.pool.get().await?;
         client
             .execute(
-                "UPDATE slot_claims SET done = FALSE WHERE slot = $1 AND gpu_uuid = $2",
+                "UPDATE slot_claims SET done = FALSE, missed = FALSE WHERE slot = $1 AND gpu_uuid = $2",
                 &[&(slot as i64), &uuid],
             )
             .await?;
@@ -568,7 +616,7 @@ impl PgRegistry {
         let client = self.pool.get().await?;
         let changed = client
             .execute(
-                "UPDATE slot_claims SET done = TRUE WHERE slot = $1 AND gpu_uuid = $2 AND NOT done",
+                "UPDATE slot_claims SET done = TRUE, missed = TRUE WHERE slot = $1 AND gpu_uuid = $2 AND NOT done",
                 &[&(slot as i64), &uuid],
             )
             .await?;
@@ -598,10 +646,14 @@ impl PgRegistry {
         envelope_json: &str,
         log_entry: Option<&[u8]>,
     ) -> Result<Option<u64>, RegistryError> {
-        // The envelope's kind, kept beside it (what `records_since` announces).
-        let kind = serde_json::from_str::<serde_json::Value>(envelope_json)
-            .ok()
-            .and_then(|v| v.get("kind")?.as_str().map(str::to_owned));
+        // The envelope's kind, kept beside it (what `records_since` announces), and its signer.
+        let envelope = serde_json::from_str::<serde_json::Value>(envelope_json).ok();
+        let field = |name: &str| {
+            envelope
+                .as_ref()
+                .and_then(|v| v.get(name)?.as_str().map(str::to_owned))
+        };
+        let (kind, signer) = (field("kind"), field("signer"));
         // The id is drawn under the sequence row's lock, held to the commit: the fleet's
         // records commit in id order, so a reader paging by id (the pricing's catch-up) never
         // passes over one that another validator commits later. A refused insert (a record
@@ -620,6 +672,11 @@ impl PgRegistry {
             &[&id, &challenge_id, &gpu_uuid, &accepted, &i64::from(RECORD_VERSION), &kind, &envelope_json],
         )
         .await?;
+        if let (Some(kind), Some(signer)) = (&kind, &signer) {
+            if ROUND_KINDS.contains(&kind.as_str()) {
+                fence_round(&tx, gpu_uuid, signer).await?;
+            }
+        }
         let index = match log_entry {
             Some(entry) => Some(crate::fleet_log::sequence(&tx, entry).await?),
             None => None,

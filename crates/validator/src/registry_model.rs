@@ -69,6 +69,18 @@ pub(crate) fn storage_claim(
 /// Why a registry change was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
+    /// A round's record came after its slot's claim was settled as the fleet's miss.
+    #[error(
+        "the claim of GPU {gpu}'s slot {slot} by this validator ran out while it was cut off \
+         from the database, and the fleet recorded the slot as missed: its late record is \
+         refused (fenced), so the slot keeps one record"
+    )]
+    Fenced {
+        /// The GPU.
+        gpu: String,
+        /// The slot.
+        slot: u64,
+    },
     /// A fleet's log was asked of a registry on SQLite (a bug: only PostgreSQL keeps one).
     #[error("a fleet's log is kept only in a PostgreSQL registry (--database postgres://…)")]
     FleetLogOnSqlite,

@@ -473,3 +473,45 @@ async fn a_log_the_fleet_does_not_continue_and_another_fleets_log_key_are_refuse
     let copy = fleet_ledger(&url, other.path(), (95, 8), lease).unwrap();
     assert_eq!(copy.ledger().log().size(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_round_recorded_after_its_claim_was_settled_as_missed_is_refused() {
+    let Some(url) = pog_validator::postgres::testing::fresh_postgres_database() else {
+        return;
+    };
+    let mut registry = pog_validator::registry::Registry::connect(&url).unwrap();
+    let gpu = ["GPU-p".to_string()];
+    // A round's record as validator `who` signs it (the store reads its kind and signer).
+    let round = |who: &str| {
+        format!(
+            r#"{{"version":2,"kind":"record","body":"{{}}","signer":"{who}","signature":"00"}}"#
+        )
+    };
+    // Validator A claims slot 7 and is cut off from the database past its lease; B's sweep
+    // settles the slot as the fleet's miss.
+    registry.claim((7, "validator-a"), &gpu, 1_000).unwrap();
+    assert_eq!(registry.abandoned_claims(2_000).unwrap().len(), 1);
+    assert!(registry.settle_claim(7, "GPU-p").unwrap());
+    // A comes back with its round's record: refused (fenced), the slot keeps one record.
+    let late = registry.record("late", "GPU-p", true, &round("validator-a"));
+    assert!(
+        matches!(
+            late,
+            Err(pog_validator::registry_model::RegistryError::Fenced { slot: 7, .. })
+        ),
+        "{late:?}"
+    );
+    assert!(!registry.has_record("late").unwrap());
+    // In time, a round's record finishes its claim in its own transaction: no sweep settles
+    // that slot, whenever the claim's lease runs out.
+    registry.claim((8, "validator-a"), &gpu, 1_000).unwrap();
+    registry
+        .record("in-time", "GPU-p", true, &round("validator-a"))
+        .unwrap();
+    assert!(registry.abandoned_claims(2_000).unwrap().is_empty());
+    assert!(!registry.settle_claim(8, "GPU-p").unwrap());
+    // Another validator's record of the GPU is not A's to fence.
+    registry
+        .record("other", "GPU-p", true, &round("validator-b"))
+        .unwrap();
+}
