@@ -467,3 +467,61 @@ fn a_fleet_survives_a_killed_validator_and_a_database_that_goes_away() {
     drop(agent);
     b.stop();
 }
+
+/// The strings of `v`, borrowed.
+fn as_strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn a_validator_with_another_round_length_or_log_key_does_not_join_the_fleet() {
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let key = |name: &str| {
+        let path = root.path().join(name);
+        path.to_str().unwrap().to_string()
+    };
+    let (fleet_key, other_key) = (key("fleet.key"), key("other.key"));
+    let flags = |every: &str, log_key: &str| -> Vec<String> {
+        let mut flags: Vec<String> = [
+            "--database",
+            &cluster.url,
+            "--challenge-every",
+            every,
+            "--log-key-file",
+            log_key,
+        ]
+        .map(str::to_string)
+        .to_vec();
+        flags.extend(TEST_ROUNDS.iter().map(|f| f.to_string()));
+        flags
+    };
+    // The first validator makes the fleet: its round length and its log key.
+    let mut first =
+        ValidatorProcess::start(&root.path().join("a"), &as_strs(&flags("2", &fleet_key)));
+    first.stop();
+    // Refused, each with what to do: another round length, another log key, no log key.
+    let refused = |data: &str, args: Vec<String>, says: &str| {
+        let mut all = vec![
+            "validator".to_string(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+        ];
+        all.extend(args);
+        let out = common::pog(&root.path().join(data), &as_strs(&all));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{data} started: {stderr}");
+        assert!(stderr.contains(says), "{data}: {stderr}");
+    };
+    refused("b", flags("1", &fleet_key), "--adopt-fleet-schedule");
+    refused("c", flags("2", &other_key), "--rotate-log-key");
+    let mut keyless = flags("2", &fleet_key);
+    keyless.truncate(4);
+    refused("d", keyless, "POG_LOG_KEY");
+    // With the fleet's settings it joins.
+    let mut joined =
+        ValidatorProcess::start(&root.path().join("e"), &as_strs(&flags("2", &fleet_key)));
+    joined.stop();
+}

@@ -181,6 +181,9 @@ pub struct Settings {
     pub log_key: Option<LogKeySource>,
     /// Make this validator's log key the fleet's (`--rotate-log-key`: docs/ledger.md).
     pub rotate_log_key: bool,
+    /// Make this validator's round length the fleet's (`--adopt-fleet-schedule`): a fleet's
+    /// validators share their slots, and one with another `--challenge-every` is refused.
+    pub adopt_fleet_schedule: bool,
     /// The escrow's deposits that back bids (`pog validator --escrow-contract`); `None`: bids
     /// are taken unbacked.
     pub deposits: Option<Arc<dyn pog_market::backing::Deposits + Send + Sync>>,
@@ -245,6 +248,19 @@ pub enum AppError {
         path: PathBuf,
         /// Why.
         cause: pog_net::keys::KeyError,
+    },
+    /// This validator's round length is not its fleet's.
+    #[error(
+        "this fleet's validators start their rounds every {fleet_ms} ms, this one every {ours_ms} \
+         ms (--challenge-every): a fleet shares its slots (docs/protocol.md). Start it with \
+         the fleet's --challenge-every, or make its length the fleet's with \
+         --adopt-fleet-schedule and restart the others with it"
+    )]
+    FleetSchedule {
+        /// The fleet's slot length, ms.
+        fleet_ms: String,
+        /// This validator's.
+        ours_ms: u64,
     },
     /// `POG_LOG_KEY` is not a key.
     #[error("POG_LOG_KEY is not a pog key (64 hex digits)")]
@@ -391,6 +407,25 @@ impl ValidatorApp {
             .as_ref()
             .map(LogKeySource::load)
             .transpose()?;
+        // A fleet's validators share their slots: one round length for all.
+        let every_ms = u64::try_from(settings.schedule.every.as_millis()).unwrap_or(u64::MAX);
+        let mut registry = registry;
+        let other = registry
+            .adopt_fleet_setting(
+                "challenge_every_ms",
+                &every_ms.to_string(),
+                settings.adopt_fleet_schedule,
+            )
+            .map_err(|cause| AppError::Registry {
+                path: registry_path.clone(),
+                cause,
+            })?;
+        if let Some(fleet_ms) = other {
+            return Err(AppError::FleetSchedule {
+                fleet_ms,
+                ours_ms: every_ms,
+            });
+        }
         let fleet_log = registry.fleet_log();
         let signer = match (&fleet_log, &log_key) {
             (Some(_), None) => return Err(AppError::FleetWithoutLogKey),

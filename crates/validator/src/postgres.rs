@@ -61,6 +61,7 @@ CREATE TABLE log_key (only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row)
 CREATE TABLE log_checkpoint (only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row), size BIGINT NOT NULL, text TEXT NOT NULL);
 CREATE TABLE fleet_leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, token BIGINT NOT NULL, expires_ms BIGINT NOT NULL);
 ALTER TABLE slot_claims ADD COLUMN missed BOOLEAN NOT NULL DEFAULT FALSE;
+CREATE TABLE fleet_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 "];
 
 /// The wire kinds of the records a slot's round stores (GEMM, memory, CPU, storage): each is
@@ -550,6 +551,26 @@ impl PgRegistry {
         rows.iter()
             .map(|r| Ok((r.try_get(0)?, r.try_get::<_, i64>(1)?.max(0) as u64)))
             .collect()
+    }
+
+    /// [`crate::registry::Registry::adopt_fleet_setting`] on this database.
+    pub async fn adopt_fleet_setting(
+        &self,
+        name: &str,
+        value: &str,
+        replace: bool,
+    ) -> Result<Option<String>, RegistryError> {
+        let client = self.pool.get().await?;
+        let sql = match replace {
+            true => "INSERT INTO fleet_settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
+            false => "INSERT INTO fleet_settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        };
+        client.execute(sql, &[&name, &value]).await?;
+        let found: String = client
+            .query_one("SELECT value FROM fleet_settings WHERE name = $1", &[&name])
+            .await?
+            .try_get(0)?;
+        Ok((found != value).then_some(found))
     }
 
     /// [`crate::registry::Registry::claim`] on this database: one statement, so that two

@@ -394,6 +394,26 @@ impl Registry {
         Ok(index)
     }
 
+    /// Takes `value` as the fleet's setting `name` (the slots' length, which every validator of
+    /// a fleet must share: one validator on another slot length would challenge its GPUs at
+    /// other instants, reopening the cross-validator Sybil hole the shared slots close), or with
+    /// `replace` makes it the fleet's. The fleet's other value when it has another; `None` when
+    /// they agree, and always alone (SQLite: one validator).
+    pub fn adopt_fleet_setting(
+        &mut self,
+        name: &str,
+        value: &str,
+        replace: bool,
+    ) -> Result<Option<String>, RegistryError> {
+        match &mut self.db {
+            Db::Sqlite(_) => Ok(None),
+            Db::Postgres(pg) => {
+                let (name, value) = (name.to_owned(), value.to_owned());
+                pg.block(|pg| async move { pg.adopt_fleet_setting(&name, &value, replace).await })
+            }
+        }
+    }
+
     /// The fleet's log in this registry's database; `None` on SQLite (one validator, whose
     /// log is its own).
     pub fn fleet_log(&self) -> Option<crate::fleet_log::FleetLog> {

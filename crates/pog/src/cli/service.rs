@@ -83,6 +83,11 @@ pub struct ValidatorArgs {
     /// (a key rotation: docs/ledger.md, "Rotating the fleet's log key").
     #[arg(long, requires = "database")]
     pub rotate_log_key: bool,
+    /// Make --challenge-every the fleet's round length in place of the one the database holds
+    /// (every validator of a fleet starts its rounds at the same instants; the others must be
+    /// restarted with it).
+    #[arg(long, requires = "database")]
+    pub adopt_fleet_schedule: bool,
     /// Seconds between the starts of two rounds of challenges to every registered GPU.
     #[arg(long, default_value = "60", value_parser = parse_seconds)]
     pub challenge_every: Duration,

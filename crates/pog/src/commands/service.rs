@@ -877,6 +877,7 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
             (None, Err(_)) => None,
         },
         rotate_log_key: args.rotate_log_key,
+        adopt_fleet_schedule: args.adopt_fleet_schedule,
         deposits: None,
     })
 }
