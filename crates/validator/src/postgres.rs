@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use tokio_postgres::{Client, NoTls, Row};
 
 use crate::registry_model::{
-    change_of, check_bar, check_cap, check_version, cut_page, storage_claim, storage_columns,
-    NewRecord, RegisteredGpu, RegistryError,
+    change_of, check_bar, check_cap, check_version, cut_page, ram_claim, ram_column, storage_claim,
+    storage_columns, NewRecord, RegisteredGpu, RegistryError,
 };
 
 /// The registry's schema, one step per version: step `i` takes a database at version `i` to
@@ -53,6 +53,8 @@ ALTER TABLE agents ADD COLUMN token_owner TEXT;
 ", "
 ALTER TABLE agents ADD COLUMN storage_bytes BIGINT;
 ALTER TABLE agents ADD COLUMN storage_class TEXT;
+", "
+ALTER TABLE agents ADD COLUMN ram_bytes BIGINT;
 "];
 
 /// The schema version this pog writes and reads.
@@ -306,9 +308,10 @@ impl PgRegistry {
             host.and_then(|h| h.token_owner).map(|a| a.to_string()),
         );
         let (storage_bytes, storage_class) = storage_columns(host.as_ref());
+        let ram_bytes = ram_column(host.as_ref());
         tx.execute(
-            "INSERT INTO agents (key, endpoint, cores, token_owner, storage_bytes, storage_class) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key) DO UPDATE SET endpoint = $2, cores = $3, token_owner = $4, storage_bytes = $5, storage_class = $6",
-            &[&agent, &endpoint, &cores, &token_owner, &storage_bytes, &storage_class],
+            "INSERT INTO agents (key, endpoint, cores, token_owner, storage_bytes, storage_class, ram_bytes) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (key) DO UPDATE SET endpoint = $2, cores = $3, token_owner = $4, storage_bytes = $5, storage_class = $6, ram_bytes = $7",
+            &[&agent, &endpoint, &cores, &token_owner, &storage_bytes, &storage_class, &ram_bytes],
         )
         .await?;
         let mut changes = Vec::with_capacity(gpus.len());
@@ -690,7 +693,7 @@ impl PgRegistry {
 }
 
 /// A registered GPU's columns, for [`gpu_row`].
-const GPU_SELECT: &str = "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores, a.token_owner, a.storage_bytes, a.storage_class FROM gpus g JOIN agents a ON a.key = g.agent";
+const GPU_SELECT: &str = "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores, a.token_owner, a.storage_bytes, a.storage_class, a.ram_bytes FROM gpus g JOIN agents a ON a.key = g.agent";
 
 /// A registered GPU from a row of [`GPU_SELECT`].
 fn gpu_row(r: &Row) -> Result<RegisteredGpu, RegistryError> {
@@ -714,6 +717,7 @@ fn gpu_row(r: &Row) -> Result<RegisteredGpu, RegistryError> {
             .map_err(|e| bad("token owner", &e))?,
         host_storage: storage_claim(r.try_get(8)?, r.try_get(9)?)
             .map_err(|e| bad("storage claim", &e))?,
+        host_ram: ram_claim(r.try_get(10)?).map_err(|e| bad("RAM claim", &e))?,
     })
 }
 
