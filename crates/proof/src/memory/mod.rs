@@ -419,6 +419,19 @@ mod tests {
     }
 
     #[test]
+    fn a_partly_held_data_set_regenerates_the_rest_to_the_same_walk() {
+        use crate::prover::Prover;
+        let c = small();
+        let whole = CpuDataset::build(&c).walk(&[7; 32], MemoryBehaviour::Honest);
+        for share in [0.0, 0.5, 0.999] {
+            let part = CpuDataset::build_holding(&c, share).walk(&[7; 32], MemoryBehaviour::Honest);
+            assert_eq!(part.root(), whole.root(), "{share}");
+        }
+        let other = CpuDataset::build(&c).walk(&[8; 32], MemoryBehaviour::Honest);
+        assert_ne!(other.root(), whole.root());
+    }
+
+    #[test]
     fn shapes_that_could_overflow_or_split_leaves_are_refused() {
         assert!(small().check_shape().is_ok());
         for bad in [
