@@ -262,9 +262,10 @@ impl RamPolicy {
         if self.samples == 0 {
             return Err(PolicyError::Zero("the proof of RAM's spot checks"));
         }
-        if !(1..=pog_proof::memory::MAX_WALKERS).contains(&self.walkers)
-            || !(self.walk_gbs.is_finite() && self.walk_gbs > 0.0)
-        {
+        let walks = (1..=pog_proof::memory::MAX_WALKERS).contains(&self.walkers)
+            && self.walk_gbs.is_finite()
+            && self.walk_gbs > 0.0;
+        if !walks {
             return Err(PolicyError::RamClaim(pog_proof::ram::BadRamClaim::Walk {
                 walkers: self.walkers,
                 gbs: self.walk_gbs,

@@ -32,7 +32,7 @@ async fn a_round_proves_the_hosts_ram_on_its_first_gpu() {
     let h = Harness::new().serve().await;
     let agent = h
         .agent(51, vec![claim("GPU-ram-b"), claim("GPU-ram-a")])
-        .proving_ram(CLAIM, CLAIM)
+        .proving_ram(Some(CLAIM), CLAIM)
         .await;
     assert_eq!(agent.status(), 200);
     h.agent(52, vec![claim("GPU-ram-none")]).await;
@@ -74,10 +74,10 @@ async fn a_round_proves_the_hosts_ram_on_its_first_gpu() {
 async fn a_host_holding_half_its_claim_fails_on_time() {
     let h = Harness::new().serve().await;
     h.agent(53, vec![claim("GPU-ram-honest")])
-        .proving_ram(CLAIM, CLAIM)
+        .proving_ram(Some(CLAIM), CLAIM)
         .await;
     h.agent(54, vec![claim("GPU-ram-half")])
-        .proving_ram(CLAIM, CLAIM)
+        .proving_ram(Some(CLAIM), CLAIM)
         .behaving(Behaviour::Holds(0.5))
         .await;
     let honest =
@@ -109,7 +109,7 @@ async fn a_silent_host_gets_a_failure_record() {
     let h = Harness::new().serve().await;
     let mut agent = h
         .agent(55, vec![claim("GPU-ram-silent")])
-        .proving_ram(CLAIM, CLAIM)
+        .proving_ram(Some(CLAIM), CLAIM)
         .await;
     agent.stop();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -128,13 +128,13 @@ async fn a_claim_out_of_range_or_beyond_the_agents_is_refused_clearly() {
     for bytes in [0, pog_proof::ram::MAX_CLAIM_BYTES + 1] {
         let spec = h
             .agent(56, vec![claim("GPU-ram-absurd")])
-            .proving_ram(CLAIM, bytes);
+            .proving_ram(Some(CLAIM), bytes);
         assert_eq!(spec.await.status(), 400, "{bytes} bytes");
     }
     // Registered as twice what the agent holds to: the agent refuses the data set before
     // building anything, and stays up for the next one.
     h.agent(57, vec![claim("GPU-ram-over")])
-        .proving_ram(CLAIM, 2 * CLAIM)
+        .proving_ram(Some(CLAIM), 2 * CLAIM)
         .await;
     let record =
         h.v.challenge::<HostRam>("GPU-ram-over", &policy())
@@ -160,7 +160,7 @@ async fn the_score_counts_ram_only_from_the_validators_records() {
         .serve()
         .await;
     h.agent(58, vec![claim("GPU-ram-d"), claim("GPU-ram-c")])
-        .proving_ram(CLAIM, CLAIM)
+        .proving_ram(Some(CLAIM), CLAIM)
         .await;
     let ram = |uuid: &str| h.pricing().assess(uuid).unwrap().unwrap().detail.parts.ram;
     // Claimed, not yet proven: nothing.

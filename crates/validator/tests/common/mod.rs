@@ -434,16 +434,17 @@ impl AgentSpec {
         self
     }
 
-    /// It proves `holds` bytes of its host's RAM (`Agent::with_ram`) and claims `claims` at
-    /// registration, with one hardware thread: the same when honest.
-    pub fn proving_ram(mut self, holds: u64, claims: u64) -> AgentSpec {
+    /// It proves `holds` bytes of its host's RAM (`Agent::with_ram`; none: it claims no RAM
+    /// itself) and claims `claims` at registration, with one hardware thread: the same when
+    /// honest.
+    pub fn proving_ram(mut self, holds: Option<u64>, claims: u64) -> AgentSpec {
         self.host = Some(pog_proof::wire::HostClaim {
             cores: 1,
             token_owner: None,
             storage: None,
             ram: Some(claims),
         });
-        self.ram = Some(holds);
+        self.ram = holds;
         self
     }
 
