@@ -60,12 +60,30 @@ pub struct AgentArgs {
     /// The class of device claimed, whose read time bounds each round's walk.
     #[arg(long, value_enum, default_value = "nvme", requires = "storage_dir")]
     pub storage_class: StorageClass,
-    /// The RAM this host proves, bytes (K, M, G, T: powers of 1024): each round's proof of
-    /// RAM builds a data set of 90 % of it in memory and walks it (docs/protocol.md, "Proof of
-    /// RAM"); 0 claims none. At most the host's memory [default: the host's total memory as
-    /// its inventory reads it; none on a simulated host].
-    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
-    pub ram_claim: Option<u64>,
+    /// The RAM this host proves: bytes (K, M, G, T: powers of 1024), or `all` for the host's
+    /// total memory as its inventory reads it. Each round's proof of RAM builds a data set of
+    /// 90 % of it in memory, on every thread, then walks it (docs/protocol.md, "Proof of
+    /// RAM": about 5 s a GiB on two threads), so it is claimed only when asked. At most the
+    /// host's memory [default: none, no proof of RAM].
+    #[arg(long, value_name = "BYTES|all", value_parser = parse_ram_claim)]
+    pub ram_claim: Option<RamClaim>,
+}
+
+/// `--ram-claim`: what the agent claims of its host's RAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RamClaim {
+    /// The host's total memory, as its inventory reads it.
+    All,
+    /// This many bytes.
+    Bytes(u64),
+}
+
+/// `--ram-claim`: `all`, or bytes as `parse_bytes` reads them.
+fn parse_ram_claim(s: &str) -> Result<RamClaim, String> {
+    match s.trim() {
+        "all" => Ok(RamClaim::All),
+        bytes => parse_bytes(bytes).map(RamClaim::Bytes),
+    }
 }
 
 /// What `pog validator` serves and how it challenges.

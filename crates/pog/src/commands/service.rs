@@ -786,25 +786,29 @@ impl LedgerSource for ValidatorLog {
     }
 }
 
-/// The RAM the agent claims: `--ram-claim` (0: none), else the host's total memory as its
-/// inventory reads it (none on a simulated host, whose memory is not this machine's); a
-/// claim outside the proof's range, or beyond the memory the inventory reads, is refused.
-fn ram_claim(asked: Option<u64>, report: &pog_inspect::InspectReport) -> Result<Option<u64>> {
-    let simulated = is_simulated(&report.inventory.origin);
+/// The RAM the agent claims: none without `--ram-claim`; its bytes, or with `all` the host's
+/// total memory as its inventory reads it (refused on a simulated host, whose memory is not
+/// this machine's). A claim outside the proof's range, or beyond the memory the inventory
+/// reads, is refused.
+fn ram_claim(
+    asked: Option<crate::cli::service::RamClaim>,
+    report: &pog_inspect::InspectReport,
+) -> Result<Option<u64>> {
+    use crate::cli::service::RamClaim;
     let total = report
         .inventory
         .host
         .memory_total_bytes
         .value()
         .copied()
-        .filter(|_| !simulated);
+        .filter(|_| !is_simulated(&report.inventory.origin));
     let claim = match asked {
-        Some(0) => return Ok(None),
-        Some(bytes) => bytes,
-        None => match total {
-            Some(bytes) => bytes,
-            None => return Ok(None),
-        },
+        None => return Ok(None),
+        Some(RamClaim::Bytes(bytes)) => bytes,
+        Some(RamClaim::All) => total.context(
+            "--ram-claim all: this host's total memory is not known (a simulated host, or an \
+             inventory without it): give the bytes",
+        )?,
     };
     pog_proof::ram::plan(claim, 1, pog_proof::ram::floor_rate())
         .with_context(|| format!("--ram-claim {claim}"))?;
