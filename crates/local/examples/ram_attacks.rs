@@ -79,7 +79,7 @@ fn main() {
     let c = plan.challenge([1; 32], to);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let t = Instant::now();
-    let dataset = CpuDataset::build(&c);
+    let dataset = CpuDataset::build(&c).expect("the claim's data set in memory");
     let build_s = t.elapsed().as_secs_f64();
     println!(
         "claim {mib} MiB: {} items ({:.0} MiB) built in {:.2} s on {threads} threads \

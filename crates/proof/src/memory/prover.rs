@@ -8,6 +8,7 @@ use super::arx::{self, ITEM_WORDS, OUTPUT_BYTES};
 use super::MemoryChallenge;
 use crate::prover::{OpenError, Opening, Prover};
 use pog_merkle::{Blake3, Tree, TreeHasher};
+use std::collections::TryReserveError;
 
 /// How a CPU memory prover behaves.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -34,18 +35,27 @@ fn threads() -> usize {
 }
 
 impl CpuDataset {
-    /// Builds every item (O(items) item generations, spread over the threads).
-    pub fn build(challenge: &MemoryChallenge) -> CpuDataset {
+    /// Builds every item (O(items) item generations, spread over the threads), or says why
+    /// the memory for it could not be had.
+    pub fn build(challenge: &MemoryChallenge) -> Result<CpuDataset, TryReserveError> {
         CpuDataset::build_holding(challenge, 1.0)
     }
 
     /// Builds and keeps only the first `share` (0 to 1) of the items: what a host with that
     /// share of the memory it claims can hold. The walk regenerates every other item it reads
-    /// (an item generation in place of a read: the capacity argument's cheat).
-    pub fn build_holding(challenge: &MemoryChallenge, share: f64) -> CpuDataset {
+    /// (an item generation in place of a read: the capacity argument's cheat). The memory is
+    /// asked for first, and its refusal returned: a data set larger than the allocator gives
+    /// is an error, never an abort.
+    pub fn build_holding(
+        challenge: &MemoryChallenge,
+        share: f64,
+    ) -> Result<CpuDataset, TryReserveError> {
         let key = challenge.dataset_key();
         let held = ((challenge.items as f64 * share.clamp(0.0, 1.0)) as u64).min(challenge.items);
-        let mut data = vec![[0u32; ITEM_WORDS]; held as usize];
+        let held = usize::try_from(held).unwrap_or(usize::MAX);
+        let mut data = Vec::new();
+        data.try_reserve_exact(held)?;
+        data.resize(held, [0u32; ITEM_WORDS]);
         let per = data.len().div_ceil(threads()).max(1);
         std::thread::scope(|s| {
             for (n, chunk) in data.chunks_mut(per).enumerate() {
@@ -58,11 +68,11 @@ impl CpuDataset {
                 });
             }
         });
-        CpuDataset {
+        Ok(CpuDataset {
             challenge: challenge.clone(),
             key,
             data,
-        }
+        })
     }
 
     /// Item `i`: read where it is held, regenerated where it is not.
