@@ -43,10 +43,6 @@ pub const WALKERS: u64 = 1 << 14;
 /// slowest host the proof accepts (docs/protocol.md, "Proof of RAM": measured rates).
 pub const RAM_WALK_GBS: f64 = 0.5;
 
-/// How far past the default plan's walk an agent still walks: this times [`WALKERS`]
-/// (the memory proof's [`crate::memory::WALK_SLACK`] on steps and reads).
-pub const WALKERS_SLACK: u64 = crate::memory::WALK_SLACK;
-
 /// The bound as a share of the build's time per item, per item the walk reads: a walk may
 /// take this share of what generating its reads would. An honest host reads an item in a
 /// small share of what generating one takes (about 0.06 on the development VM:
@@ -129,7 +125,7 @@ pub fn plan(claim_bytes: u64, walkers: u64, rate: MemoryRate) -> Result<MemoryPl
 
 /// What an agent that claimed `claim_bytes` takes on: the default plan for its claim, which
 /// [`MemoryPlan::admits`] holds a challenge to (no larger a data set, at most
-/// [`WALKERS_SLACK`] times the walk).
+/// [`crate::memory::WALK_SLACK`] times the default walk).
 pub fn admissible(claim_bytes: u64) -> Result<MemoryPlan, BadRamClaim> {
     plan(claim_bytes, WALKERS, floor_rate())
 }
@@ -214,7 +210,7 @@ mod tests {
         let twice = plan(2 * claim, WALKERS, floor_rate()).unwrap();
         let e = mine.admits(&twice.challenge([1; 32], to())).unwrap_err();
         assert_eq!(e.parameter, "items");
-        let long = plan(claim, WALKERS * WALKERS_SLACK * 2, floor_rate()).unwrap();
+        let long = plan(claim, WALKERS * crate::memory::WALK_SLACK * 2, floor_rate()).unwrap();
         assert_eq!(
             mine.admits(&long.challenge([1; 32], to()))
                 .unwrap_err()
