@@ -81,9 +81,12 @@ run inspect 0 "$POG" inspect
 [ "$QUICK" = 1 ] || run attack-ld-preload 1 env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libm.so.6 "$POG" inspect
 fake_dir=$(mktemp -d)
 real_smi=$(command -v nvidia-smi)
+# It claims the other model of the pair (an H200 passed off as an H100, an H100 as an H200),
+# its name and memory, whichever of the two the host has.
 cat >"$fake_dir/nvidia-smi" <<FAKE
 #!/bin/sh
-"$real_smi" "\$@" | sed 's/NVIDIA H200/NVIDIA H100 80GB HBM3/; s/<total>143771 MiB/<total>81559 MiB/'
+"$real_smi" "\$@" | sed -e 's/NVIDIA H200/@H100@/; s/NVIDIA H100 80GB HBM3/NVIDIA H200/; s/@H100@/NVIDIA H100 80GB HBM3/' \
+  -e 's/<total>143771 MiB/@81559@/; s/<total>81559 MiB/<total>143771 MiB/; s/@81559@/<total>81559 MiB/'
 FAKE
 chmod +x "$fake_dir/nvidia-smi"
 [ "$QUICK" = 1 ] || run attack-fake-nvidia-smi 1 "$POG" inspect --nvidia-smi "$fake_dir/nvidia-smi"

@@ -183,6 +183,9 @@ pub struct AnchorSchedule {
     anchored: Option<u64>,
     /// The GPU states published after each anchoring, if asked.
     publishing: Option<StatePublishing>,
+    /// Whether this validator anchors now (in a fleet, only the log lease's holder does);
+    /// `None`: always.
+    leading: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl AnchorSchedule {
@@ -195,7 +198,20 @@ impl AnchorSchedule {
             every,
             anchored: None,
             publishing: None,
+            leading: None,
         }
+    }
+
+    /// Anchors only while `leading` says so (a fleet's validators anchor the fleet's log once,
+    /// by whichever holds its lease; the one that leaves anchors its last checkpoint).
+    pub fn only_while(mut self, leading: tokio::sync::watch::Receiver<bool>) -> AnchorSchedule {
+        self.leading = Some(leading);
+        self
+    }
+
+    /// Whether it anchors now.
+    fn leads(&self) -> bool {
+        self.leading.as_ref().is_none_or(|l| *l.borrow())
     }
 
     /// Publishes the GPUs' new states after each anchoring, as `publishing` says.
@@ -215,10 +231,18 @@ impl AnchorSchedule {
     /// [`FAILED_LOOK_RETRY`] (or `every`, when shorter); nothing else waits for it.
     pub async fn run(mut self, mut stop: tokio::sync::watch::Receiver<bool>) {
         let mut wait = self.every;
+        // Whether it led at its last look: a validator that gave its lease up on the way out
+        // still anchors the last checkpoint it signed.
+        let mut led = self.leads();
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = stop.changed() => break,
+            }
+            led = self.leads();
+            if !led {
+                wait = self.every;
+                continue;
             }
             tokio::select! {
                 ok = self.look_logged() => {
@@ -226,6 +250,9 @@ impl AnchorSchedule {
                 }
                 _ = stop.changed() => break,
             }
+        }
+        if !(led || self.leads()) {
+            return;
         }
         if tokio::time::timeout(LAST_ANCHOR_WAIT, self.look_logged())
             .await

@@ -707,18 +707,48 @@ pub(crate) fn registration_agent(body: &str) -> Option<(PublicKey, bool)> {
     Some((r.agent, r.event == "released"))
 }
 
-/// Verifies a bundle offline: the checkpoint's signature by `log_key` (whose Ed25519 key is
-/// also the validator's record-signing key), the witnesses' cosignatures against `witnesses`,
+/// The keys a holder trusts for one log: the log's checkpoint key, and the validators whose
+/// records the log carries. A validator alone signs its records and its checkpoints with one
+/// key; a fleet's log key (issue 22) is apart from its validators' keys, which the holder
+/// names (`pog verify --validator-key`).
+#[derive(Debug, Clone, Copy)]
+pub struct LogKeys<'a> {
+    /// The log's checkpoint (note) key; its Ed25519 key signs validator records too.
+    pub log: &'a Verifier,
+    /// Further validators' record keys (a fleet's).
+    pub validators: &'a [PublicKey],
+}
+
+impl<'a> From<&'a Verifier> for LogKeys<'a> {
+    /// The keys of a lone validator's log: its key signs both.
+    fn from(log: &'a Verifier) -> LogKeys<'a> {
+        LogKeys {
+            log,
+            validators: &[],
+        }
+    }
+}
+
+impl LogKeys<'_> {
+    /// Whether `signer` is one of the log's validators.
+    pub fn is_validator(&self, signer: &PublicKey) -> bool {
+        *signer == PublicKey::from(self.log.public_key()) || self.validators.contains(signer)
+    }
+}
+
+/// Verifies a bundle offline: the checkpoint's signature by the log key (whose Ed25519 key is
+/// also a validator's record-signing key, beside any further validator keys the holder
+/// trusts: [`LogKeys`]), the witnesses' cosignatures against `witnesses`,
 /// every record's signature, signer, GPU, inclusion proof and place in the GPU's chain, and,
 /// given the holder's earlier checkpoint `since`, that the log neither forked nor rolled back
 /// since. Problems are collected, not stopped at: the report names all of them.
-pub fn verify_bundle(
+pub fn verify_bundle<'a>(
     bundle: &Bundle,
-    log_key: &Verifier,
+    keys: impl Into<LogKeys<'a>>,
     witnesses: &WitnessPolicy,
     since: Option<&SignedCheckpoint>,
 ) -> BundleReport {
-    verify_bundle_from(bundle, log_key, witnesses, since, None)
+    verify_bundle_from(bundle, keys, witnesses, since, None)
 }
 
 /// [`verify_bundle`] for a bundle that continues a history already verified up to `from`
@@ -726,13 +756,15 @@ pub fn verify_bundle(
 /// GPU's next after `from.last`, agent-signed records may be signed by the agents `from`
 /// holds, and a continuation may bring no record at all (nothing new). `from` of `None` is a
 /// whole history, which must hold a record.
-pub fn verify_bundle_from(
+pub fn verify_bundle_from<'a>(
     bundle: &Bundle,
-    log_key: &Verifier,
+    keys: impl Into<LogKeys<'a>>,
     witnesses: &WitnessPolicy,
     since: Option<&SignedCheckpoint>,
     from: Option<&ChainState>,
 ) -> BundleReport {
+    let keys = keys.into();
+    let log_key = keys.log;
     let cp = &bundle.checkpoint.checkpoint;
     let mut problems = Vec::new();
     if let Err(e) = bundle.checkpoint.verify(log_key) {
@@ -759,7 +791,6 @@ pub fn verify_bundle_from(
     if bundle.records.is_empty() && from.is_none() {
         problems.push(Problem::NoRecords);
     }
-    let validator = PublicKey::from(log_key.public_key());
     let mut agents: Vec<PublicKey> = from.map(|f| f.agents.clone()).unwrap_or_default();
     let mut records = Vec::new();
     // The previous record of the chain: (log index, GPU sequence number).
@@ -826,7 +857,7 @@ pub fn verify_bundle_from(
                     });
                 }
                 let signer = entry.signer_key();
-                let by_validator = signer == validator;
+                let by_validator = keys.is_validator(&signer);
                 let by_agent = agents.contains(&signer);
                 report.signed_by = if by_validator {
                     "validator"

@@ -62,7 +62,9 @@ pub struct Level {
     pub learned_s: f64,
 }
 
-/// One temperature sensor's learned offset against the healthy envelope.
+/// One temperature sensor's learned offset against the healthy envelope. The monitor also
+/// keeps one per load (bin of recent power) that the healthy history never held, for the die:
+/// its level there against the envelope's hottest plus the GPU's offset.
 #[derive(Debug, Clone)]
 pub struct AmbientOffset {
     /// Where the healthy history's readings sit against their typical level

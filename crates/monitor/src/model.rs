@@ -127,6 +127,11 @@ pub const POWER_TOLERANCE: f64 = 0.04;
 /// fraction of the recent power (the window's maximum).
 pub const STEADY_FRACTION: f64 = 0.9;
 
+/// The fewest steady healthy readings a power bin needs for its typical level to be *known*
+/// ([`Envelope::typical_known_at`]): a single reading is a load step's first second (the
+/// committed trace's copy starting at 416 W, the die still at 46 °C of its 48), not a load.
+pub const KNOWN_BIN_READINGS: usize = 5;
+
 /// The hottest healthy temperature seen at each level of recent power, made non-decreasing in
 /// power (more power never lowers the allowed temperature).
 #[derive(Debug, Clone, PartialEq)]
@@ -140,6 +145,8 @@ pub struct Envelope {
     /// cumulative; `None` where the bin had none), the level a GPU's own readings are
     /// compared with to learn its offset.
     typical: Vec<Option<f64>>,
+    /// Per bin: whether it had [`KNOWN_BIN_READINGS`] steady readings or more.
+    known: Vec<bool>,
     /// Where the healthy readings sit against `typical`: the 90th percentile of temperature
     /// minus it.
     reference_c: f64,
@@ -167,6 +174,10 @@ impl Envelope {
             }
         }
         let typical = in_bin.iter().map(|temps| quantile(temps, 0.9)).collect();
+        let known = in_bin
+            .iter()
+            .map(|temps| temps.len() >= KNOWN_BIN_READINGS)
+            .collect();
         let mut running: Option<f64> = None;
         for u in upper.iter_mut() {
             running = match (running, *u) {
@@ -180,6 +191,7 @@ impl Envelope {
             upper,
             slope_c_per_w,
             typical,
+            known,
             reference_c: 0.0,
         };
         let against: Vec<f64> = points
@@ -200,13 +212,28 @@ impl Envelope {
     /// 90th percentiles within [`POWER_TOLERANCE`] of it, or where those bins had no
     /// readings, [`Envelope::hottest_near`].
     pub fn typical_at(&self, recent_power_w: f64) -> f64 {
+        self.typical_near(recent_power_w, false)
+            .unwrap_or_else(|| self.hottest_near(recent_power_w))
+    }
+
+    /// The typical high healthy reading near this recent power where the healthy history
+    /// held that power ([`KNOWN_BIN_READINGS`] steady readings in a bin within
+    /// [`POWER_TOLERANCE`]): the highest of those bins' 90th percentiles; `None` at a load it
+    /// never ran.
+    pub fn typical_known_at(&self, recent_power_w: f64) -> Option<f64> {
+        self.typical_near(recent_power_w, true)
+    }
+
+    /// The highest typical level of the bins within [`POWER_TOLERANCE`] of this recent power
+    /// (only the known ones, if `known_only`).
+    fn typical_near(&self, recent_power_w: f64, known_only: bool) -> Option<f64> {
         let p = recent_power_w.max(0.0);
         let low = (p * (1.0 - POWER_TOLERANCE) / self.bin_w) as usize;
         let high = (p * (1.0 + POWER_TOLERANCE) / self.bin_w) as usize;
         (low..=high)
+            .filter(|&i| !known_only || self.known.get(i).copied().unwrap_or(false))
             .filter_map(|i| self.typical.get(i).copied().flatten())
             .reduce(f64::max)
-            .unwrap_or_else(|| self.hottest_near(p))
     }
 
     /// Where the healthy readings it was fitted on sit against [`Envelope::typical_at`]: the
@@ -215,9 +242,14 @@ impl Envelope {
         self.reference_c
     }
 
+    /// The bin of this recent power (each [`Config::envelope_bin_w`](crate::Config) wide).
+    pub fn bin(&self, recent_power_w: f64) -> usize {
+        (recent_power_w.max(0.0) / self.bin_w) as usize
+    }
+
     /// The hottest healthy temperature at this recent power.
     pub fn at(&self, recent_power_w: f64) -> f64 {
-        let i = (recent_power_w.max(0.0) / self.bin_w) as usize;
+        let i = self.bin(recent_power_w);
         let first = self.upper.iter().flatten().next().copied().unwrap_or(0.0);
         match self.upper.get(i) {
             Some(u) => u.unwrap_or(first),
@@ -651,5 +683,24 @@ mod tests {
         assert_eq!(env.typical_at(550.0), 62.0);
         // The cool-down still bounds nothing from above: the hottest is any reading's.
         assert_eq!(env.at(550.0), 62.0);
+    }
+
+    #[test]
+    fn a_typical_level_is_known_only_where_the_history_held_the_load() {
+        // A load held (five steady readings at 470 W) and a load step's first second (one
+        // at 420 W, the die still climbing).
+        let mut points = vec![(420.0, 46.0, true)];
+        points.extend([(470.0, 48.0, true); KNOWN_BIN_READINGS]);
+        let env = Envelope::fit(&points, 25.0, 0.05).unwrap();
+        assert_eq!(env.typical_known_at(470.0), Some(48.0));
+        assert_eq!(env.typical_known_at(420.0), None);
+        assert_eq!(
+            env.typical_at(420.0),
+            46.0,
+            "the offset still learns against it"
+        );
+        // Within 4 % of a held load: known.
+        assert_eq!(env.typical_known_at(455.0), Some(48.0));
+        assert_eq!(env.bin(470.0), 18);
     }
 }

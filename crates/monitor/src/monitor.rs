@@ -5,7 +5,9 @@ use crate::alert::{Alert, AlertKind, Finding, Gate, Severity, SignalChange};
 use crate::baseline::{AmbientOffset, Level, SETTLE_S};
 use crate::config::Config;
 use crate::degradation::{Degradation, DriftWatch, ResumeError};
-use crate::model::{Envelope, LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES};
+use crate::model::{
+    Envelope, LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES, STEADY_FRACTION,
+};
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{median, theil_sen};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -110,6 +112,9 @@ pub struct Monitor {
     ambient: [Option<AmbientOffset>; 2],
     /// Levels learned in an earlier run (the history's), taken up when each tracker starts.
     resume: [Option<Level>; 2],
+    /// The die's own level at each load (bin of recent power) the healthy history never held,
+    /// against the envelope's hottest there plus the GPU's offset, for the early rule.
+    load_levels: BTreeMap<usize, AmbientOffset>,
     /// Per temperature (GPU, memory): its current spell of thermal warnings.
     thermal_spells: [ThermalSpell; 2],
     /// The time of the last sample and the latest intervals between samples, for gaps.
@@ -184,6 +189,7 @@ impl Monitor {
             began: HashMap::new(),
             ambient: [None, None],
             resume: [None, None],
+            load_levels: BTreeMap::new(),
             thermal_spells: [ThermalSpell::default(), ThermalSpell::default()],
             last_t: None,
             intervals: VecDeque::new(),
@@ -288,6 +294,9 @@ impl Monitor {
         self.power_drifting = false;
         self.counters.increases.clear();
         for level in self.ambient.iter_mut().flatten() {
+            level.restart_timing();
+        }
+        for level in self.load_levels.values_mut() {
             level.restart_timing();
         }
         self.drift.restart_timing();
@@ -410,14 +419,45 @@ impl Monitor {
                             .unwrap_or_else(|| AmbientOffset::new(envelope.reference()))
                     });
                     let residual = temp - envelope.typical_at(p);
+                    let offset = level.offset();
+                    // The early rule's level: the healthy history's typical one where it held
+                    // this load; else, for the die, this GPU's own at this load once learned
+                    // (against the hottest healthy reading there and its offset).
+                    let known = envelope.typical_known_at(p);
+                    let own_load = (signal == Signal::TempGpu && known.is_none())
+                        .then_some(offset)
+                        .flatten()
+                        .map(|o| {
+                            let bin = envelope.bin(p);
+                            (bin, temp - envelope.hottest_near(p) - o)
+                        });
+                    let above_level = match (offset, known, own_load) {
+                        (Some(_), Some(typical), _) => Some(level.above(temp - typical)),
+                        (_, _, Some((bin, r))) => self
+                            .load_levels
+                            .get(&bin)
+                            .and_then(AmbientOffset::offset)
+                            .map(|own| r - own),
+                        _ => None,
+                    };
                     let expected = Expected {
                         shift: level.shift(),
-                        above_level: level.offset().map(|_| level.above(residual)),
+                        above_level,
                         level: level.describe(),
                         envelope,
                     };
                     let excess = temp - expected.at(p);
                     level.observe(s.t, residual, excess < margin / 2.0);
+                    // Learned at a steady power only, and never from a reading already half
+                    // the margin above the hottest expected: at most that much above it.
+                    if let Some((bin, r)) = own_load
+                        .filter(|_| s.power_w.is_some_and(|read| read >= STEADY_FRACTION * p))
+                    {
+                        self.load_levels
+                            .entry(bin)
+                            .or_insert_with(|| AmbientOffset::new(0.0))
+                            .observe(s.t, r, excess < margin / 2.0);
+                    }
                     // A level that moved and holds flat: the room or the cooling changed.
                     let excess_to_settle = if temp < limit - 5.0 {
                         excess
@@ -1729,7 +1769,9 @@ struct Expected {
     envelope: Envelope,
     shift: f64,
     /// How far (°C) the reading is above the GPU's own typical level at its power, once that
-    /// level is learned ([`AmbientOffset::above`]).
+    /// level is learned ([`AmbientOffset::above`]) and where the healthy history held that
+    /// power ([`Envelope::typical_known_at`]); elsewhere, for the die, above its own level at
+    /// that load once it has learned one (`Monitor::load_levels`).
     above_level: Option<f64>,
     /// The shift in words.
     level: String,

@@ -448,6 +448,65 @@ fn another_room_or_another_card_raises_no_alert() {
     }
 }
 
+/// A healthy recording of a third H200 (GPU-a6d69bc2…, 2026-12-05) under loads the
+/// training day never ran: BF16 GEMMs at full and at half duty, a device-to-device copy, FP32.
+const VARIED: &str = include_str!("data/h200-healthy-varied.csv");
+
+#[test]
+fn another_h200_under_loads_never_seen_raises_no_alert() {
+    // That card runs 3–4 °C above this one at 500–533 W and its die swings 49–60 °C every
+    // 10 s at a steady power (the half-duty GEMMs); judged against the typical level of this
+    // card, its first GEMMs raised a thermal runaway. Judged against its own level at each
+    // load, nothing, in rooms 5 °C cooler to 5 °C warmer too.
+    let varied = parse_trace(VARIED).unwrap();
+    for c in [-5.0, 0.0, 5.0] {
+        let alerts = run(&warmer(&varied, c));
+        assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
+    }
+}
+
+#[test]
+fn a_cooling_failure_at_a_load_the_history_never_held_is_caught_early_once_learned() {
+    // The third card's FP32 phase (61 °C at a steady 610 W from 355 s): a power the training
+    // day only passed through. Half a minute in, this GPU has learned its own level there;
+    // then the cooling fails, +0.25 °C/s: said by the early rule, under the margin.
+    let trace = inject(
+        &parse_trace(VARIED).unwrap(),
+        &Fault::ThermalRunaway { rate_c_per_s: 0.25 },
+        385.0,
+    );
+    let alert = caught(&trace, AlertKind::ThermalRunaway, 385.0, 12.0);
+    let temp = &alert.signals["temp_gpu"];
+    assert!(temp.change.unwrap() < 4.0, "{alert:?}");
+    assert!(alert.message.contains("typical level"), "{}", alert.message);
+}
+
+#[test]
+fn a_slow_cooling_failure_at_a_load_the_gpu_learned_is_not_learned_as_normal() {
+    // The third card's FP32 phase (610 W, a power the training day never held) held for ten
+    // minutes, the cooling failing at 0.05 °C/s from 400 s: its own level at that load learns
+    // only readings under half the margin (and at most 0.5 °C a minute), so the failure is
+    // not taken as its level: caught at 54 s, where the margin rule would speak about 80 s in.
+    let varied = parse_trace(VARIED).unwrap();
+    let fp32: Vec<Sample> = varied
+        .iter()
+        .filter(|s| s.t >= 360.0 && s.t < 400.0)
+        .cloned()
+        .collect();
+    let mut trace: Vec<Sample> = varied.iter().filter(|s| s.t < 400.0).cloned().collect();
+    for lap in 1..=15 {
+        // The energy counter is not read in the laps (a replayed counter would run back).
+        trace.extend(fp32.iter().cloned().map(|mut s| {
+            s.t += 40.0 * f64::from(lap);
+            s.energy_mj = None;
+            s
+        }));
+    }
+    let trace = inject(&trace, &Fault::ThermalRunaway { rate_c_per_s: 0.05 }, 400.0);
+    let alert = caught(&trace, AlertKind::ThermalRunaway, 400.0, 100.0);
+    assert_eq!(alert.severity, Severity::Warning, "{alert:?}");
+}
+
 #[test]
 fn a_cooling_failure_in_a_warm_room_is_still_caught() {
     // 5 °C warmer than the training day, and then the cooling fails in the SGEMM phase:

@@ -3,7 +3,10 @@
 //! killed with SIGKILL in the middle of its rounds: the other takes its GPUs over within a few
 //! slots, every slot of a GPU holds at most one proof record, and nothing recorded before is
 //! lost. Then the database itself goes away and comes back: the validator answers clear errors
-//! meanwhile, does not die, and records again once it is back. The test runs a PostgreSQL
+//! meanwhile, does not die, and records again once it is back. The two keep one log (issue 22,
+//! item 4): the killed validator led it, the survivor takes its lease over and signs on, and
+//! every GPU's history verifies (`pog verify`) from the survivor alone, before and after the
+//! outage, and the witness cosigns and the chain anchors the survivor's checkpoints. The test runs a PostgreSQL
 //! cluster of its own (`scripts/postgres.sh`), to stop and start it.
 
 mod common;
@@ -107,11 +110,88 @@ fn wait_for(
     }
 }
 
-/// A validator of the fleet on `url`, with rounds every second.
-fn validator(root: &Path, name: &str, url: &str) -> ValidatorProcess {
+/// What the fleet's validators share besides the database: the log key, a witness of the
+/// log, and a chain to anchor it on (its CheckpointRegistry and the publisher's key).
+struct Shared {
+    log_key: PathBuf,
+    /// The log's verifier key.
+    vkey: String,
+    witness: common::Server,
+    anvil: pog_anchor::testing::Anvil,
+    registry: String,
+    publisher: PathBuf,
+}
+
+impl Shared {
+    fn start(root: &Path) -> Shared {
+        use std::os::unix::fs::PermissionsExt;
+        let seed = [0x5e; 32];
+        let log_key = root.join("fleet-log.key");
+        std::fs::write(&log_key, hex::encode(seed)).unwrap();
+        std::fs::set_permissions(&log_key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let public = pog_signed::Identity::from_seed(seed).public_key();
+        let name = pog_validator::ledger::log_key_origin(&public);
+        let vkey = pog_ledger::note::NoteSigner::new(&name, pog_ledger::note::ALG_ED25519, seed)
+            .unwrap()
+            .verifier()
+            .to_vkey();
+        let witness = common::witness_server(&root.join("witness"), &vkey);
+        let anvil = pog_anchor::testing::Anvil::start();
+        let publisher = pog_anchor::testing::dev_key_file(root, "publisher.key", 0);
+        let deployer = root.join("deployer");
+        std::fs::create_dir_all(&deployer).unwrap();
+        let registry = common::deploy_registry(&deployer, &anvil.url, &publisher);
+        Shared {
+            log_key,
+            vkey,
+            witness,
+            anvil,
+            registry,
+            publisher,
+        }
+    }
+
+    /// The log's name (the checkpoints' origin, the chain's key for its anchors).
+    fn origin(&self) -> &str {
+        self.vkey.split('+').next().unwrap()
+    }
+
+    /// The size of the chain's latest anchor of the log (0 before the first).
+    fn anchored(&self, rt: &tokio::runtime::Runtime) -> u64 {
+        let chain = pog_anchor::Registry::reader(
+            &pog_anchor::RpcUrl::parse(&self.anvil.url).unwrap(),
+            pog_anchor::parse_address(&self.registry).unwrap(),
+        )
+        .unwrap();
+        rt.block_on(chain.latest(self.origin()))
+            .ok()
+            .flatten()
+            .map_or(0, |a| a.size)
+    }
+}
+
+/// A validator of the fleet on `url`, with rounds and checkpoints every second: it signs the
+/// fleet's log with the shared log key, has the witness cosign it and anchors it on the chain
+/// (once it holds the log lease).
+fn validator(root: &Path, name: &str, url: &str, shared: &Shared) -> ValidatorProcess {
+    let witness = format!("{}={}", shared.witness.url, shared.witness.vkey);
     let mut flags = vec![
         "--database",
         url,
+        "--log-key-file",
+        shared.log_key.to_str().unwrap(),
+        "--checkpoint-every",
+        "1",
+        "--witness",
+        &witness,
+        "--anchor-rpc",
+        &shared.anvil.url,
+        "--anchor-contract",
+        &shared.registry,
+        "--anchor-key-file",
+        shared.publisher.to_str().unwrap(),
+        "--anchor-every",
+        "1",
         "--challenge-every",
         "1",
         "--no-memory-proof",
@@ -121,14 +201,101 @@ fn validator(root: &Path, name: &str, url: &str) -> ValidatorProcess {
     ValidatorProcess::start(&root.join(name), &flags)
 }
 
+/// The log's verifier key, as a validator announces it at start ("… (log VKEY): …").
+fn log_vkey(v: &ValidatorProcess) -> String {
+    let line = v.service.line("(log ");
+    let from = line.find("(log ").unwrap() + "(log ".len();
+    line[from..].split(')').next().unwrap().to_string()
+}
+
+/// Waits (up to 30 s) until `addr` serves a checkpoint larger than `size` that `witness`
+/// cosigned.
+fn cosigned_beyond(addr: &str, size: u64, witness: &str) {
+    let name = witness.split('+').next().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let served = http_get(addr, "/ledger/checkpoint").map(|(_, text)| text);
+        let text = served.unwrap_or_default();
+        let grown = text.lines().nth(1).and_then(|l| l.parse::<u64>().ok()) > Some(size);
+        if grown && text.contains(&format!("\u{2014} {name} ")) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no cosigned checkpoint beyond {size}: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Waits (up to 30 s) until `v`'s log (stderr) says `text`.
+fn said(v: &ValidatorProcess, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !v.service.stderr().contains(text) {
+        assert!(
+            Instant::now() < deadline,
+            "never said {text:?}: {}",
+            v.service.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The size of the checkpoint `addr` serves (0 before its first).
+fn checkpoint_size(addr: &str) -> u64 {
+    http_get(addr, "/ledger/checkpoint")
+        .filter(|(status, _)| *status == 200)
+        .and_then(|(_, text)| text.lines().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `pog verify` of `uuid`'s whole history as the validator at `url` serves it, trusting the
+/// log key `vkey`, the fleet's `validators` and the witness `witness`: it must pass.
+fn verify_history(
+    root: &Path,
+    url: &str,
+    uuid: &str,
+    vkey: &str,
+    validators: &[String],
+    witness: &str,
+) {
+    let mut args = vec![
+        "verify",
+        "--validator",
+        url,
+        "--gpu",
+        uuid,
+        "--log-key",
+        vkey,
+        "--witness",
+        witness,
+    ];
+    for key in validators {
+        args.extend(["--validator-key", key]);
+    }
+    let out = common::pog(&root.join("holder"), &args);
+    assert!(
+        out.status.success(),
+        "pog verify {uuid} at {url}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn a_fleet_survives_a_killed_validator_and_a_database_that_goes_away() {
     let Some(cluster) = Cluster::start() else {
         return;
     };
     let root = tempfile::tempdir().unwrap();
-    let mut a = validator(root.path(), "a", &cluster.url);
-    let b = validator(root.path(), "b", &cluster.url);
+    let shared = Shared::start(root.path());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // a starts first and leads the fleet's log (it renews the lease every second).
+    let mut a = validator(root.path(), "a", &cluster.url, &shared);
+    let vkey = log_vkey(&a);
+    assert_eq!(vkey, shared.vkey);
+    let b = validator(root.path(), "b", &cluster.url, &shared);
+    assert_eq!(log_vkey(&b), vkey, "one log key for the fleet");
     // One agent, trusting both, registered with the first.
     let agent = Service::spawn(
         &root.path().join("agent"),
@@ -169,13 +336,26 @@ fn a_fleet_survives_a_killed_validator_and_a_database_that_goes_away() {
     };
     let before: usize = gpus.iter().map(|u| proofs(&b.addr, u).len()).sum();
 
-    // SIGKILL a validator that holds GPUs, in the middle of its rounds: the other takes them
-    // over.
-    let (mut victim, mut survivor) = if signers.contains(&a.key) {
-        (a, b)
-    } else {
-        (b, a)
-    };
+    // SIGKILL the validator that leads the fleet's log, in the middle of its rounds: the
+    // other takes the log lease over, and its GPUs (rendezvous hashing gives it none of the
+    // four one time in sixteen: the survivor must prove all four after the kill either way).
+    said(&a, "leads the fleet's log");
+    eprintln!(
+        "GPUs proven by {signers:?} before the kill; the leader is {}",
+        a.key
+    );
+    // The leader's checkpoints are cosigned, served by both, and anchored.
+    cosigned_beyond(&b.addr, 0, &shared.witness.vkey);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while shared.anchored(&rt) == 0 {
+        assert!(Instant::now() < deadline, "the leader anchors nothing");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let signed_before = checkpoint_size(&b.addr);
+    let anchored_before = shared.anchored(&rt);
+    let fleet_keys = [a.key.clone(), b.key.clone()];
+    let mut victim = a;
+    let mut survivor = b;
     victim.service.kill();
     let b = &mut survivor;
     let killed_at = now_ms();
@@ -208,6 +388,39 @@ fn a_fleet_survives_a_killed_validator_and_a_database_that_goes_away() {
         );
     }
 
+    // The log goes on under the survivor's checkpoints, and every GPU's history — the
+    // records each validator signed, in one sequence — verifies from the survivor alone.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while checkpoint_size(&b.addr) <= signed_before.max(after as u64) {
+        assert!(
+            Instant::now() < deadline,
+            "no checkpoint after the leader's kill"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    said(b, "leads the fleet's log");
+    // The witness cosigns the survivor's checkpoints of the same log, and the anchoring
+    // resumes from the survivor.
+    cosigned_beyond(&b.addr, signed_before, &shared.witness.vkey);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while shared.anchored(&rt) <= signed_before.max(anchored_before) {
+        assert!(
+            Instant::now() < deadline,
+            "no anchor after the leader's kill"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for uuid in &gpus {
+        verify_history(
+            root.path(),
+            &b.url,
+            uuid,
+            &vkey,
+            &fleet_keys,
+            &shared.witness.vkey,
+        );
+    }
+
     // The database goes away: the API says so, the validator keeps running.
     cluster.run("pause");
     std::thread::sleep(Duration::from_secs(3));
@@ -231,6 +444,26 @@ fn a_fleet_survives_a_killed_validator_and_a_database_that_goes_away() {
         );
     }
     b.service.assert_running();
+    // Nothing accepted was lost or logged twice: the histories still verify, past the outage.
+    let before_end = checkpoint_size(&b.addr);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while checkpoint_size(&b.addr) <= before_end {
+        assert!(
+            Instant::now() < deadline,
+            "no checkpoint once the database is back"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for uuid in &gpus {
+        verify_history(
+            root.path(),
+            &b.url,
+            uuid,
+            &vkey,
+            &fleet_keys,
+            &shared.witness.vkey,
+        );
+    }
     drop(agent);
     b.stop();
 }

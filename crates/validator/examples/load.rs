@@ -59,6 +59,10 @@ struct Options {
     no_memory: bool,
 }
 
+/// The fleet's log key (a fixed test key, in the environment: each validator's data dir is
+/// its own). Only a load run's fleet uses it.
+const FLEET_LOG_KEY: &str = "6c6f61642d6861726e6573732d666c6565742d6c6f672d6b65792d3030303030";
+
 fn options() -> Options {
     let mut o = Options {
         pog: "target/release/pog".into(),
@@ -140,6 +144,7 @@ fn start_validator(o: &Options, data: &std::path::Path) -> Running {
     let mut child = std::process::Command::new(&o.pog)
         .args(args)
         .env("POG_DATA_DIR", data)
+        .envs(o.database.as_ref().map(|_| ("POG_LOG_KEY", FLEET_LOG_KEY)))
         .env("POG_LOG", "warn")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())

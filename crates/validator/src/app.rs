@@ -175,6 +175,12 @@ pub struct Settings {
     /// The PostgreSQL database (`postgres://…`) its registry and records are kept in, shared
     /// with the fleet's other validators; `None`: `registry.sqlite` in the data dir.
     pub database: Option<String>,
+    /// The key that signs the log's checkpoints, apart from the validator's own. A fleet
+    /// (`database`) needs one, the same on every validator; alone, `None` signs with the
+    /// validator's key.
+    pub log_key: Option<LogKeySource>,
+    /// Make this validator's log key the fleet's (`--rotate-log-key`: docs/ledger.md).
+    pub rotate_log_key: bool,
     /// The escrow's deposits that back bids (`pog validator --escrow-contract`); `None`: bids
     /// are taken unbacked.
     pub deposits: Option<Arc<dyn pog_market::backing::Deposits + Send + Sync>>,
@@ -183,6 +189,35 @@ pub struct Settings {
     /// The escrow the settlements are signed for and paid through (`pog validator
     /// --escrow-key`); `None`: settlements are recorded only.
     pub escrow_payments: Option<Arc<dyn crate::settlement::EscrowPayments>>,
+}
+
+/// Where the log key comes from.
+#[derive(Debug, Clone)]
+pub enum LogKeySource {
+    /// A key file (`--log-key-file`), created if missing (mode 0600).
+    File(PathBuf),
+    /// The key's 64 hex digits (`POG_LOG_KEY`, from a secret: Kubernetes makes a Secret's
+    /// files group-readable, which a key file must not be).
+    Hex(String),
+}
+
+impl LogKeySource {
+    /// The key.
+    fn load(&self) -> Result<Identity, AppError> {
+        match self {
+            LogKeySource::File(path) => {
+                pog_net::keys::load_or_create(path).map_err(|cause| AppError::LogKey {
+                    path: path.clone(),
+                    cause,
+                })
+            }
+            LogKeySource::Hex(hex) => hex::decode(hex.trim())
+                .ok()
+                .and_then(|b| <[u8; 32]>::try_from(b).ok())
+                .map(Identity::from_seed)
+                .ok_or(AppError::LogKeyHex),
+        }
+    }
 }
 
 /// Why the validator could not start or stopped with an error.
@@ -196,6 +231,27 @@ pub enum AppError {
         /// The witnesses given.
         witnesses: usize,
     },
+    /// A fleet's validator was started without the fleet's log key.
+    #[error(
+        "a validator of a fleet (--database) signs the fleet's log with the fleet's log key: \
+         give it --log-key-file (the same file on every validator of the fleet; the first \
+         validator creates it) or POG_LOG_KEY"
+    )]
+    FleetWithoutLogKey,
+    /// The log key could not be read or created.
+    #[error("the log key {path}: {cause}")]
+    LogKey {
+        /// The key file.
+        path: PathBuf,
+        /// Why.
+        cause: pog_net::keys::KeyError,
+    },
+    /// `POG_LOG_KEY` is not a key.
+    #[error("POG_LOG_KEY is not a pog key (64 hex digits)")]
+    LogKeyHex,
+    /// The fleet's log refused this validator (another fleet's log key, a tree of its own).
+    #[error(transparent)]
+    FleetLog(#[from] crate::fleet_log::FleetLogError),
     /// Two witnesses share a key.
     #[error(transparent)]
     Witnesses(#[from] crate::ledger::BadWitness),
@@ -323,19 +379,49 @@ impl ValidatorApp {
             })?
             .with_limits(settings.market)
             .with_clock(clock.clone());
-        // Every record the validator signs goes into its transparency log first.
+        // Every record the validator signs goes into its transparency log first: its own, or
+        // the fleet's (sequenced in the database, signed by the fleet's log key).
         let ledger_dir = dir.join("ledger");
-        let ledger = ValidatorLedger::open(&ledger_dir, &identity, None).map_err(|cause| {
-            AppError::Ledger {
-                path: ledger_dir.clone(),
-                cause,
+        let ledger_error = |cause| AppError::Ledger {
+            path: ledger_dir.clone(),
+            cause,
+        };
+        let log_key = settings
+            .log_key
+            .as_ref()
+            .map(LogKeySource::load)
+            .transpose()?;
+        let fleet_log = registry.fleet_log();
+        let signer = match (&fleet_log, &log_key) {
+            (Some(_), None) => return Err(AppError::FleetWithoutLogKey),
+            (Some(db), Some(key)) => db.adopt_key(
+                key.seed(),
+                &crate::ledger::log_key_origin(&key.public_key()),
+                settings.rotate_log_key,
+            )?,
+            (None, Some(key)) => {
+                let name = crate::ledger::log_key_origin(&key.public_key());
+                crate::ledger::log_signer(key, Some(&name)).map_err(ledger_error)?
             }
-        })?;
-        let ledger = Arc::new(
-            ledger
-                .with_quorum(quorum)
-                .with_witness_budget(settings.witness_budget),
-        );
+            (None, None) => crate::ledger::log_signer(&identity, None).map_err(ledger_error)?,
+        };
+        let ledger =
+            pog_ledger::store::Ledger::open(&ledger_dir).map_err(|e| ledger_error(e.into()))?;
+        let ledger = ValidatorLedger::new(ledger, signer)
+            .with_quorum(quorum)
+            .with_witness_budget(settings.witness_budget);
+        let ledger = match fleet_log {
+            // The log lease outlives two missed ticks.
+            Some(db) => ledger
+                .with_fleet(
+                    db,
+                    &identity.public_key(),
+                    (settings.checkpoint_every * 3).max(Duration::from_secs(3)),
+                )
+                .map_err(ledger_error)?,
+            None => ledger,
+        };
+        let ledger = Arc::new(ledger);
         let clearer = Identity::from_seed(identity.seed());
         let records = Arc::new(
             RecordStore::new(identity, registry)

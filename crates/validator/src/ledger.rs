@@ -77,6 +77,21 @@ pub enum LedgerError {
     /// The hardened HTTP client for witnesses or tiles could not be built.
     #[error(transparent)]
     Client(#[from] pog_net::http::BuildClientError),
+    /// The fleet's log in the database refused (issue 22: [`crate::fleet_log`]).
+    #[error(transparent)]
+    Fleet(#[from] crate::fleet_log::FleetLogError),
+    /// The tree in the data dir is not a prefix of the fleet's log.
+    #[error(
+        "the ledger in {dir} is not the fleet's log ({why}): it is a log of its own (this \
+         validator's from before it joined the fleet, or another fleet's); move it aside (it \
+         stays verifiable with its key) and start again: the fleet's log is copied in"
+    )]
+    NotTheFleets {
+        /// The ledger's directory.
+        dir: std::path::PathBuf,
+        /// Where it departs from the fleet's log.
+        why: String,
+    },
 }
 
 /// The log's default name (checkpoint origin and note key name): `pog.validator/` and the first
@@ -84,6 +99,13 @@ pub enum LedgerError {
 pub fn origin(validator_public_hex: &str) -> String {
     let n = validator_public_hex.len().min(16);
     format!("pog.validator/{}", &validator_public_hex[..n])
+}
+
+/// The default name of a log signed by a log key of its own (`--log-key-file`, a fleet's):
+/// `pog.log/` and the first 16 hex digits of that key.
+pub fn log_key_origin(log_public_hex: &str) -> String {
+    let n = log_public_hex.len().min(16);
+    format!("pog.log/{}", &log_public_hex[..n])
 }
 
 /// The validator's key as the log's note signer, named `origin` (or [`origin`]'s default).
@@ -124,7 +146,30 @@ pub struct ValidatorLedger {
     budgets: Arc<WitnessBudgets>,
     /// Bundle pages being built at once (`GET /v1/bundles/{uuid}`); past them, 503.
     pages: Arc<tokio::sync::Semaphore>,
+    /// The fleet's log this ledger mirrors, when the validator is one of a fleet.
+    fleet: Option<Fleet>,
+    /// Whether this validator signs, publishes and anchors the log's checkpoints: always
+    /// alone; in a fleet, while it holds the log lease.
+    leading: tokio::sync::watch::Sender<bool>,
 }
+
+/// A fleet's shared log behind a [`ValidatorLedger`] (issue 22, [`crate::fleet_log`]): the
+/// entries are sequenced in the database, the tree in the data dir is brought up to it, and
+/// the holder of the log lease signs the checkpoints.
+struct Fleet {
+    db: crate::fleet_log::FleetLog,
+    /// This validator's key (hex): the lease's holder.
+    holder: String,
+    /// How long the log lease lasts from each renewal.
+    lease_for: Duration,
+    /// The log lease's fencing token while this validator holds it.
+    token: Mutex<Option<i64>>,
+    /// Held while entries are integrated (one integration at a time).
+    integrating: Mutex<()>,
+}
+
+/// Entries integrated from the fleet's log per read.
+const INTEGRATE_BATCH: usize = 2048;
 
 /// Bundle pages built at once by default: each reads up to [`MAX_BUNDLE_PAGE`] records and
 /// their proofs from the log, so a flood of page requests takes this many blocking threads and
@@ -162,6 +207,127 @@ impl ValidatorLedger {
             witness_deadline: WITNESS_DEADLINE,
             budgets: Arc::new(WitnessBudgets::new(WitnessBudget::default())),
             pages: Arc::new(tokio::sync::Semaphore::new(BUNDLE_PAGES_AT_ONCE)),
+            fleet: None,
+            leading: tokio::sync::watch::channel(true).0,
+        }
+    }
+
+    /// This ledger as the mirror of a fleet's log `db` (its signer must be the fleet's log
+    /// key: [`crate::fleet_log::FleetLog::adopt_key`]): records are sequenced in the database
+    /// and integrated here, and the checkpoints are signed, published and anchored by whichever
+    /// validator holds the log lease (`holder` is this one's key), renewed every tick and
+    /// lasting `lease_for`. Refused when the tree here is not a prefix of the fleet's log;
+    /// otherwise brought up to it now.
+    pub fn with_fleet(
+        mut self,
+        db: crate::fleet_log::FleetLog,
+        holder: &str,
+        lease_for: Duration,
+    ) -> Result<ValidatorLedger, LedgerError> {
+        let log = self.ledger.log();
+        let (local, fleet) = (log.size(), blocking(|| db.size())?);
+        let not_the_fleets = |why: String| LedgerError::NotTheFleets {
+            dir: log.dir().to_path_buf(),
+            why,
+        };
+        if local > fleet {
+            return Err(not_the_fleets(format!(
+                "it holds {local} entries, the fleet's log {fleet}"
+            )));
+        }
+        if local > 0 {
+            let last = local - 1;
+            let theirs = blocking(|| db.entries(last, 1))?;
+            let ours = Entry::parse(&log.entry(last)?)?;
+            let same = theirs
+                .first()
+                .and_then(|(_, e)| Entry::parse(e).ok())
+                .is_some_and(|mut theirs| {
+                    (theirs.prev_index, theirs.gpu_seq) = (ours.prev_index, ours.gpu_seq);
+                    theirs.encode() == ours.encode()
+                });
+            if !same {
+                return Err(not_the_fleets(format!(
+                    "its entry {last} is not the fleet's"
+                )));
+            }
+        }
+        self.fleet = Some(Fleet {
+            db,
+            holder: holder.to_string(),
+            lease_for,
+            token: Mutex::new(None),
+            integrating: Mutex::new(()),
+        });
+        self.leading.send_replace(false);
+        self.catch_up(None)?;
+        Ok(self)
+    }
+
+    /// Whether this validator signs, publishes and anchors the log's checkpoints now (alone:
+    /// always; in a fleet: while it holds the log lease), as it changes.
+    pub fn leading(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.leading.subscribe()
+    }
+
+    /// Whether this ledger mirrors a fleet's log (records are then sequenced in the database:
+    /// [`ValidatorLedger::fleet_entry`]).
+    pub fn is_fleets(&self) -> bool {
+        self.fleet.is_some()
+    }
+
+    /// The entry the fleet's log is to hold for a signed record (encoded), to be sequenced
+    /// with the record in one transaction ([`crate::registry::Registry::record_logged`]);
+    /// `None` for a ledger of its own.
+    pub fn fleet_entry(&self, envelope: &Envelope) -> Result<Option<Vec<u8>>, LedgerError> {
+        if self.fleet.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Entry::from_envelope(envelope)?.encode()))
+    }
+
+    /// Brings the tree here up to the fleet's log: at least to `size` entries (`None`: all
+    /// the database holds now). Its size after. A ledger of its own is left as it is.
+    pub fn catch_up(&self, size: Option<u64>) -> Result<u64, LedgerError> {
+        let log = self.ledger.log();
+        let Some(fleet) = &self.fleet else {
+            return Ok(log.size());
+        };
+        if size.is_some_and(|size| log.size() >= size) {
+            return Ok(log.size());
+        }
+        let _one_at_a_time = fleet.integrating.locked();
+        loop {
+            let local = log.size();
+            if size.is_some_and(|size| local >= size) {
+                return Ok(local);
+            }
+            let batch = blocking(|| fleet.db.entries(local, INTEGRATE_BATCH))?;
+            if batch.is_empty() {
+                return match size {
+                    Some(size) => Err(LedgerError::Tiles(format!(
+                        "the fleet's log holds {local} entries, not the {size} asked for"
+                    ))),
+                    None => Ok(local),
+                };
+            }
+            let mut entries = Vec::with_capacity(batch.len());
+            for (k, (index, bytes)) in batch.into_iter().enumerate() {
+                if index != local + k as u64 {
+                    return Err(LedgerError::Tiles(format!(
+                        "the fleet's log has no entry {} (the next is {index})",
+                        local + k as u64
+                    )));
+                }
+                entries.push(Entry::parse(&bytes)?);
+            }
+            let indexes = blocking(|| self.commit.handle().append(entries))?;
+            if indexes.first() != Some(&local) {
+                return Err(LedgerError::Task(format!(
+                    "integrated at {:?}, not at {local}: another writer appends to the mirror",
+                    indexes.first()
+                )));
+            }
         }
     }
 
@@ -205,9 +371,15 @@ impl ValidatorLedger {
         self.signer.verifier().to_vkey()
     }
 
-    /// Appends a signed record durably (returns once it is fsynced); its log index.
+    /// Appends a signed record durably (returns once it is fsynced, or in a fleet, committed
+    /// to the fleet's log); its log index.
     pub fn append(&self, envelope: &Envelope) -> Result<u64, LedgerError> {
         let entry = Entry::from_envelope(envelope)?;
+        if let Some(fleet) = &self.fleet {
+            let index = blocking(|| fleet.db.log_entry(&entry.encode()))?;
+            self.integrated(index);
+            return Ok(index);
+        }
         let indexes = blocking(|| self.commit.handle().append(vec![entry]))?;
         indexes
             .first()
@@ -215,10 +387,29 @@ impl ValidatorLedger {
             .ok_or_else(|| LedgerError::Task("the writer returned no index".into()))
     }
 
+    /// Brings the tree here up to the entry at `index` of the fleet's log, just committed
+    /// there: the record is the fleet's already, so a failure here (retried at the next tick)
+    /// is logged, not returned.
+    pub fn integrated(&self, index: u64) {
+        if let Err(e) = self.catch_up(Some(index + 1)) {
+            tracing::warn!(index, error = %e, "the fleet's log entry is not yet integrated here");
+        }
+    }
+
     /// Signs a checkpoint of the log when the log grew since the latest one signed (stored,
     /// or pending its quorum), and stores it as the latest at once unless it needs a quorum
     /// ([`ValidatorLedger::with_quorum`]). The new checkpoint, or None when nothing changed.
+    /// In a fleet, only the holder of the log lease signs (and stores the checkpoint in the
+    /// database, fenced by its token); the others bring their tree up to the fleet's stored
+    /// checkpoint and serve it.
     pub fn checkpoint_if_grown(&self) -> Result<Option<SignedCheckpoint>, LedgerError> {
+        if let Some(fleet) = &self.fleet {
+            if !self.lead(fleet)? {
+                self.follow(fleet)?;
+                return Ok(None);
+            }
+            self.catch_up(None)?;
+        }
         let log = self.ledger.log();
         let stored = match log.latest_checkpoint()? {
             Some(text) => Some(
@@ -234,11 +425,127 @@ impl ValidatorLedger {
             return Ok(None);
         }
         if self.quorum == 0 {
-            return Ok(Some(blocking(|| log.checkpoint(&self.signer))?));
+            let signed = blocking(|| log.checkpoint(&self.signer))?;
+            self.share(&signed)?;
+            return Ok(Some(signed));
         }
         let signed = log.sign_checkpoint(&self.signer);
         *self.pending.locked() = Some(signed.clone());
         Ok(Some(signed))
+    }
+
+    /// Takes or renews the fleet's log lease: whether this validator leads now. A key the
+    /// fleet no longer signs with (rotated away) never leads, and neither does a validator
+    /// that cannot reach the database (its lease runs out there, and another takes it).
+    fn lead(&self, fleet: &Fleet) -> Result<bool, LedgerError> {
+        let ours = self.signer.verifier().to_vkey();
+        let held = blocking(|| match fleet.db.key()? {
+            Some(found) if found != ours => {
+                Err(crate::fleet_log::FleetLogError::OtherKey { found, ours })
+            }
+            _ => fleet
+                .db
+                .hold(crate::fleet_log::LOG_LEASE, &fleet.holder, fleet.lease_for),
+        });
+        let held = match held {
+            Ok(held) => held,
+            Err(e) => {
+                self.step_aside(fleet);
+                return Err(e.into());
+            }
+        };
+        let mut token = fleet.token.locked();
+        if held != *token {
+            match held {
+                Some(t) => tracing::info!(token = t, "this validator leads the fleet's log"),
+                None if token.is_some() => {
+                    tracing::warn!("the fleet's log lease passed to another validator")
+                }
+                None => {}
+            }
+            // Whatever was pending under the last lease is its successor's business now.
+            *self.pending.locked() = None;
+        }
+        *token = held;
+        drop(token);
+        self.leading.send_replace(held.is_some());
+        Ok(held.is_some())
+    }
+
+    /// Stops leading (the lease is the database's to give to another).
+    fn step_aside(&self, fleet: &Fleet) {
+        *fleet.token.locked() = None;
+        *self.pending.locked() = None;
+        self.leading.send_replace(false);
+    }
+
+    /// Stores a checkpoint this validator signed (and stored here) as the fleet's, under the
+    /// log lease's token; a lease lost meanwhile stops it leading.
+    fn share(&self, checkpoint: &SignedCheckpoint) -> Result<(), LedgerError> {
+        let Some(fleet) = &self.fleet else {
+            return Ok(());
+        };
+        let Some(token) = *fleet.token.locked() else {
+            return Ok(());
+        };
+        let (size, text) = (checkpoint.checkpoint.size, checkpoint.to_text());
+        let stored = blocking(|| {
+            fleet
+                .db
+                .store_checkpoint((&fleet.holder, token), size, &text)
+        });
+        if let Err(e @ crate::fleet_log::FleetLogError::Fenced { .. }) = &stored {
+            tracing::warn!(error = %e, "fenced off the fleet's log");
+            self.step_aside(fleet);
+        }
+        Ok(stored?)
+    }
+
+    /// Brings the tree here up to the fleet's stored checkpoint, checks that checkpoint (the
+    /// fleet's log key, this tree's root at its size) and stores it as this ledger's latest.
+    fn follow(&self, fleet: &Fleet) -> Result<(), LedgerError> {
+        self.catch_up(None)?;
+        let Some((size, text)) = blocking(|| fleet.db.checkpoint())? else {
+            return Ok(());
+        };
+        let log = self.ledger.log();
+        if log.latest_checkpoint()?.as_deref() == Some(text.as_str()) {
+            return Ok(());
+        }
+        self.catch_up(Some(size))?;
+        let signed = SignedCheckpoint::parse(text.as_bytes())
+            .map_err(|e| LedgerError::Checkpoint(e.to_string()))?;
+        signed
+            .verify(self.signer.verifier())
+            .map_err(|e| LedgerError::Checkpoint(format!("the fleet's checkpoint: {e}")))?;
+        if signed.checkpoint.size != size || signed.checkpoint.root != log.root_at(size)? {
+            return Err(LedgerError::NotTheFleets {
+                dir: log.dir().to_path_buf(),
+                why: format!("its root at size {size} is not the fleet's checkpoint's"),
+            });
+        }
+        blocking(|| log.store_checkpoint(&text))?;
+        Ok(())
+    }
+
+    /// Gives the fleet's log lease up (a validator that stops), so that another validator
+    /// takes it over at its next tick rather than when it runs out.
+    pub fn step_down(&self) {
+        let Some(fleet) = &self.fleet else {
+            return;
+        };
+        let Some(token) = fleet.token.locked().take() else {
+            return;
+        };
+        let released = blocking(|| {
+            fleet
+                .db
+                .release(crate::fleet_log::LOG_LEASE, &fleet.holder, token)
+        });
+        if let Err(e) = released {
+            tracing::warn!(error = %e, "the fleet's log lease was not given up: it runs out");
+        }
+        self.leading.send_replace(false);
     }
 
     /// The checkpoint a publication sends: the one pending its quorum, else the stored one.
@@ -818,7 +1125,8 @@ impl ValidatorLedger {
     ) -> Result<Tick, LedgerError> {
         let signed = self.checkpoint_if_grown()?.map(|c| c.checkpoint.size);
         let retry = *self.retry_witnesses.locked() || self.pending.locked().is_some();
-        let published = if !witnesses.is_empty() && (signed.is_some() || retry) {
+        let leading = *self.leading.borrow();
+        let published = if leading && !witnesses.is_empty() && (signed.is_some() || retry) {
             let held = self.witness_sizes.locked().clone();
             let candidate = self.to_publish()?;
             let p = publish(
@@ -832,6 +1140,9 @@ impl ValidatorLedger {
             // A failed publication (e.g. no checkpoint could be read) is retried too.
             *self.retry_witnesses.locked() = !p.as_ref().is_ok_and(Published::all_cosigned);
             if let Ok(p) = &p {
+                if p.stored {
+                    self.share(&p.checkpoint)?;
+                }
                 // Stored: nothing pends; short of its quorum, it pends with what it gathered.
                 let mut pending = self.pending.locked();
                 if p.stored {
@@ -891,6 +1202,7 @@ pub async fn checkpoint_on_schedule(
         // fires at once), which signs once more over what was logged meanwhile: the last
         // checkpoint covers the whole log.
         if stopping {
+            ledger.step_down();
             return;
         }
     }

@@ -18,6 +18,7 @@ pub mod app;
 pub mod client;
 pub mod datasets;
 pub mod fleet;
+pub mod fleet_log;
 pub mod health;
 pub mod ledger;
 pub mod market;

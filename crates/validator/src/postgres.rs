@@ -54,6 +54,13 @@ ALTER TABLE agents ADD COLUMN token_owner TEXT;
 ALTER TABLE agents ADD COLUMN storage_bytes BIGINT;
 ALTER TABLE agents ADD COLUMN storage_class TEXT;
 ", "
+CREATE TABLE log_entries (idx BIGINT PRIMARY KEY, entry BYTEA NOT NULL);
+CREATE TABLE log_sequence (only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row), next_idx BIGINT NOT NULL);
+INSERT INTO log_sequence (next_idx) VALUES (0);
+CREATE TABLE log_key (only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row), vkey TEXT NOT NULL);
+CREATE TABLE log_checkpoint (only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row), size BIGINT NOT NULL, text TEXT NOT NULL);
+CREATE TABLE fleet_leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, token BIGINT NOT NULL, expires_ms BIGINT NOT NULL);
+", "
 ALTER TABLE agents ADD COLUMN ram_bytes BIGINT;
 "];
 
@@ -110,14 +117,14 @@ pub struct PgRegistry {
 }
 
 /// The connections: those kept idle, and permits for those in use.
-struct Pool {
+pub(crate) struct Pool {
     config: tokio_postgres::Config,
     idle: Mutex<Vec<Client>>,
     permits: tokio::sync::Semaphore,
 }
 
 /// A connection taken from the pool, given back when dropped (unless it broke).
-struct Lease<'a> {
+pub(crate) struct Lease<'a> {
     client: Option<Client>,
     pool: &'a Pool,
     _permit: tokio::sync::SemaphorePermit<'a>,
@@ -149,7 +156,7 @@ impl Drop for Lease<'_> {
 
 impl Pool {
     /// A connection: one kept, else a new one.
-    async fn get(&self) -> Result<Lease<'_>, RegistryError> {
+    pub(crate) async fn get(&self) -> Result<Lease<'_>, RegistryError> {
         let permit = self
             .permits
             .acquire()
@@ -232,6 +239,11 @@ impl PgRegistry {
         };
         registry.block(|r| async move { r.migrate().await })?;
         Ok(registry)
+    }
+
+    /// A connection of the pool (held until dropped).
+    pub(crate) async fn connection(&self) -> Result<Lease<'_>, RegistryError> {
+        self.pool.get().await
     }
 
     /// Runs `work` on the store's runtime and waits for it (from blocking code, or from a task
@@ -578,14 +590,17 @@ impl PgRegistry {
         Ok(())
     }
 
-    /// [`crate::registry::Registry::record`] on this database.
+    /// [`crate::registry::Registry::record`] on this database; with `log_entry`, the fleet's
+    /// log takes the entry in the same transaction (its index is returned): a record is
+    /// stored and logged, or neither.
     pub async fn record(
         &self,
         challenge_id: &str,
         gpu_uuid: &str,
         accepted: bool,
         envelope_json: &str,
-    ) -> Result<(), RegistryError> {
+        log_entry: Option<&[u8]>,
+    ) -> Result<Option<u64>, RegistryError> {
         // The envelope's kind, kept beside it (what `records_since` announces).
         let kind = serde_json::from_str::<serde_json::Value>(envelope_json)
             .ok()
@@ -608,8 +623,12 @@ impl PgRegistry {
             &[&id, &challenge_id, &gpu_uuid, &accepted, &i64::from(RECORD_VERSION), &kind, &envelope_json],
         )
         .await?;
+        let index = match log_entry {
+            Some(entry) => Some(crate::fleet_log::sequence(&tx, entry).await?),
+            None => None,
+        };
         tx.commit().await?;
-        Ok(())
+        Ok(index)
     }
 
     /// [`crate::registry::Registry::has_record`] on this database.

@@ -542,9 +542,11 @@ impl Pricing {
     /// signed `score` and `price` records, when either differs from the last point posted,
     /// then its `gpu-state` (the fixed form a contract reads, docs/ledger.md "Scores on
     /// chain") when that differs from the last one logged (nothing without a ledger). Only to
-    /// the ledger: stored in the registry they would wake the pricing again.
+    /// the ledger: stored in the registry they would wake the pricing again. In a fleet, only
+    /// the validator that leads the log logs them (every validator prices every GPU of the
+    /// fleet: each logging would put one score per validator in the fleet's one log).
     fn log_if_changed(&self, a: &Assessment, point: &PostedPrice) -> Result<(), PricingError> {
-        if self.records.ledger().is_none() {
+        if !self.records.ledger().is_some_and(|l| *l.leading().borrow()) {
             return Ok(());
         }
         let last = self.market.latest_price(&a.gpu_uuid)?;

@@ -356,21 +356,53 @@ impl Registry {
         accepted: bool,
         envelope_json: &str,
     ) -> Result<(), RegistryError> {
-        match &mut self.db {
-            Db::Sqlite(s) => s.record(challenge_id, gpu_uuid, accepted, envelope_json)?,
+        self.record_logged(challenge_id, gpu_uuid, accepted, envelope_json, None)
+            .map(|_| ())
+    }
+
+    /// [`Registry::record`], and with `log_entry` (an encoded [`pog_ledger::entry::Entry`]),
+    /// the entry sequenced into the fleet's log in the same transaction: its log index. Only
+    /// a registry on PostgreSQL keeps a fleet's log.
+    pub fn record_logged(
+        &mut self,
+        challenge_id: &str,
+        gpu_uuid: &str,
+        accepted: bool,
+        envelope_json: &str,
+        log_entry: Option<&[u8]>,
+    ) -> Result<Option<u64>, RegistryError> {
+        let index = match &mut self.db {
+            Db::Sqlite(_) if log_entry.is_some() => return Err(RegistryError::FleetLogOnSqlite),
+            Db::Sqlite(s) => {
+                s.record(challenge_id, gpu_uuid, accepted, envelope_json)?;
+                None
+            }
             Db::Postgres(pg) => {
                 let (id, uuid, json) = (
                     challenge_id.to_owned(),
                     gpu_uuid.to_owned(),
                     envelope_json.to_owned(),
                 );
-                pg.block(|pg| async move { pg.record(&id, &uuid, accepted, &json).await })?
+                let entry = log_entry.map(<[u8]>::to_vec);
+                pg.block(|pg| async move {
+                    pg.record(&id, &uuid, accepted, &json, entry.as_deref())
+                        .await
+                })?
             }
-        }
+        };
         if let Some(notify) = &self.on_record {
             notify.notify_one();
         }
-        Ok(())
+        Ok(index)
+    }
+
+    /// The fleet's log in this registry's database; `None` on SQLite (one validator, whose
+    /// log is its own).
+    pub fn fleet_log(&self) -> Option<crate::fleet_log::FleetLog> {
+        match &self.db {
+            Db::Sqlite(_) => None,
+            Db::Postgres(pg) => Some(crate::fleet_log::FleetLog::new(pg.clone())),
+        }
     }
 
     /// Whether a record is stored under `challenge_id` (a report's content id, say).

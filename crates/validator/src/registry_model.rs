@@ -84,6 +84,9 @@ pub(crate) fn storage_claim(
 /// Why a registry change was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
+    /// A fleet's log was asked of a registry on SQLite (a bug: only PostgreSQL keeps one).
+    #[error("a fleet's log is kept only in a PostgreSQL registry (--database postgres://…)")]
+    FleetLogOnSqlite,
     /// Another agent holds the GPU already.
     #[error("GPU {uuid} is already registered by another agent ({owner})")]
     ClaimedElsewhere {

@@ -155,6 +155,19 @@ impl RecordStore {
         accepted: bool,
     ) -> Result<Option<u64>, StoreError> {
         let json = serde_json::to_string(envelope).map_err(WireError::Encode)?;
+        // A fleet's log takes the entry in the record's own transaction (one order for all
+        // validators, and a record stored and logged or neither); the tree here follows.
+        if let Some(ledger) = &self.ledger {
+            if let Some(entry) = ledger.fleet_entry(envelope)? {
+                let index =
+                    self.registry()
+                        .record_logged(id, uuid, accepted, &json, Some(&entry))?;
+                if let Some(index) = index {
+                    ledger.integrated(index);
+                }
+                return Ok(index);
+            }
+        }
         let _in_order = self.sequence.locked();
         let index = match &self.ledger {
             Some(ledger) => Some(ledger.append(envelope)?),

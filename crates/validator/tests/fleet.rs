@@ -13,6 +13,7 @@ use pog_agent::misbehaviour::Cheat;
 use pog_net::clock::ManualClock;
 use pog_records::Policy;
 use pog_validator::fleet;
+use pog_validator::ledger::ValidatorLedger;
 use pog_validator::schedule::{Rounds, Schedule};
 use std::sync::Arc;
 use std::time::Duration;
@@ -298,4 +299,177 @@ async fn a_validator_whose_clock_is_off_the_databases_takes_no_share() {
     rounds.start();
     rounds.settled().await;
     assert_eq!(proofs(&right.url, "GPU-timely").await.len(), 1);
+}
+
+/// A fleet validator's ledger in `dir` over the fleet's log at `url`, signed by the log key of
+/// `log_seed`, its lease held by the validator of `seed` for `lease`.
+fn fleet_ledger(
+    url: &str,
+    dir: &std::path::Path,
+    (seed, log_seed): (u8, u8),
+    lease: Duration,
+) -> Result<Arc<ValidatorLedger>, pog_validator::ledger::LedgerError> {
+    let db = pog_validator::registry::Registry::connect(url)
+        .unwrap()
+        .fleet_log()
+        .expect("a PostgreSQL registry keeps the fleet's log");
+    let signer = db.adopt_key([log_seed; 32], "pog.log/fleet-test", false)?;
+    let holder = pog_signed::Identity::from_seed([seed; 32]).public_key();
+    ValidatorLedger::new(pog_ledger::store::Ledger::open(dir).unwrap(), signer)
+        .with_fleet(db, &holder, lease)
+        .map(Arc::new)
+}
+
+/// The GPU-state-like record each test validator stores: a missed round of `uuid`.
+fn missed(uuid: &str, n: u64) -> pog_records::MissedRound {
+    pog_records::MissedRound {
+        version: pog_records::RECORD_VERSION,
+        record_id: format!("missed-{uuid}-{n}"),
+        gpu_uuid: uuid.parse().unwrap(),
+        agent: pog_signed::PublicKey::from([7; 32]),
+        model: "H200 SXM".into(),
+        reason: format!("round {n}"),
+        cause: Default::default(),
+        recorded_at_ms: n,
+    }
+}
+
+/// One tick of `ledger`'s checkpoint schedule, without witnesses.
+async fn tick(ledger: &ValidatorLedger) -> Option<u64> {
+    let client = pog_validator::ledger::witness_client().unwrap();
+    ledger.tick(&client, &[]).await.unwrap().signed
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleet_keeps_one_log_and_its_checkpoints_outlive_the_validator_that_signed_them() {
+    let Some(url) = pog_validator::postgres::testing::fresh_postgres_database() else {
+        return;
+    };
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let lease = Duration::from_millis(600);
+    let ledgers = [
+        fleet_ledger(&url, dirs[0].path(), (91, 7), lease).unwrap(),
+        fleet_ledger(&url, dirs[1].path(), (92, 7), lease).unwrap(),
+    ];
+    let serve = |seed: u8, ledger: &Arc<ValidatorLedger>| {
+        Harness::new()
+            .key([seed; 32])
+            .on_database(&url)
+            .with_ledger_of(ledger.clone())
+            .serve()
+    };
+    let (a, b) = (serve(91, &ledgers[0]).await, serve(92, &ledgers[1]).await);
+    // Both validators store records at once, into one sequence.
+    let stores = [(&a, "GPU-la"), (&b, "GPU-lb")].map(|(h, uuid)| {
+        let v = h.v.clone();
+        tokio::task::spawn_blocking(move || {
+            for n in 0..20 {
+                v.records()
+                    .store(&format!("{uuid}-{n}"), false, &missed(uuid, n))
+                    .unwrap();
+            }
+        })
+    });
+    for s in stores {
+        s.await.unwrap();
+    }
+    // One leads and signs; the other follows and serves the same checkpoint of the same tree.
+    let signed = tick(&ledgers[0]).await;
+    assert_eq!(signed, Some(40), "the first to tick leads");
+    assert_eq!(tick(&ledgers[1]).await, None, "the other follows");
+    assert!(*ledgers[0].leading().borrow() && !*ledgers[1].leading().borrow());
+    let logs = ledgers.each_ref().map(|l| l.ledger().log());
+    assert_eq!(logs.map(|l| l.size()), [40, 40]);
+    assert_eq!(logs[0].root(), logs[1].root());
+    let served = pog_validator::ledger::stored_checkpoint(ledgers[1].ledger()).unwrap();
+    assert_eq!(served.checkpoint.size, 40);
+    // Each GPU's chain is the same on both: b serves a's records.
+    let chain = |l: &ValidatorLedger| l.ledger().gpu_entries("GPU-la").unwrap();
+    assert_eq!(chain(&ledgers[0]).len(), 20);
+    assert_eq!(
+        chain(&ledgers[1])
+            .iter()
+            .map(|(i, e)| (*i, e.encode()))
+            .collect::<Vec<_>>(),
+        chain(&ledgers[0])
+            .iter()
+            .map(|(i, e)| (*i, e.encode()))
+            .collect::<Vec<_>>()
+    );
+
+    // The leader dies without a word (kill -9: it never ticks again, never gives its lease
+    // up); records keep coming through b; once the lease runs out, b leads and signs a
+    // checkpoint that extends a's.
+    for n in 20..25 {
+        b.v.records()
+            .store(&format!("GPU-lb-{n}"), false, &missed("GPU-lb", n))
+            .unwrap();
+    }
+    tokio::time::sleep(lease + Duration::from_millis(200)).await;
+    assert_eq!(tick(&ledgers[1]).await, Some(45), "b takes the lease over");
+    let newer = pog_validator::ledger::stored_checkpoint(ledgers[1].ledger()).unwrap();
+    let proof = logs[1].consistency_proof(40, 45).unwrap();
+    assert!(
+        pog_merkle::verify_consistency(
+            40,
+            45,
+            &served.checkpoint.root,
+            &newer.checkpoint.root,
+            &proof
+        ),
+        "b's checkpoint extends a's"
+    );
+    // a comes back (its pause ends): it follows b now, and serves b's checkpoint.
+    assert_eq!(tick(&ledgers[0]).await, None);
+    assert!(!*ledgers[0].leading().borrow());
+    let at_a = pog_validator::ledger::stored_checkpoint(ledgers[0].ledger()).unwrap();
+    assert_eq!(at_a.to_text(), newer.to_text());
+    // A validator stopping gives its lease up: the other leads at its next tick.
+    ledgers[1].step_down();
+    a.v.records()
+        .store("GPU-la-last", false, &missed("GPU-la", 99))
+        .unwrap();
+    assert_eq!(tick(&ledgers[0]).await, Some(46));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_log_the_fleet_does_not_continue_and_another_fleets_log_key_are_refused() {
+    let Some(url) = pog_validator::postgres::testing::fresh_postgres_database() else {
+        return;
+    };
+    let lease = Duration::from_secs(60);
+    // A validator's own log from before it joined: refused, whatever its size.
+    let own = tempfile::tempdir().unwrap();
+    let key = pog_signed::Identity::from_seed([93; 32]);
+    let record = |uuid: &str| {
+        key.seal(
+            pog_signed::RecordKind::RoundMissed.wire_kind(),
+            &missed(uuid, 1),
+        )
+        .unwrap()
+    };
+    ValidatorLedger::open(own.path(), &key, None)
+        .unwrap()
+        .append(&record("GPU-s"))
+        .unwrap();
+    let joined = tempfile::tempdir().unwrap();
+    let first = fleet_ledger(&url, joined.path(), (94, 8), lease).unwrap();
+    first.append(&record("GPU-j")).unwrap();
+    drop(first);
+    let refused = fleet_ledger(&url, own.path(), (93, 8), lease)
+        .err()
+        .expect("refused");
+    assert!(
+        refused.to_string().contains("not the fleet's log"),
+        "{refused}"
+    );
+    // Another fleet's log key: refused, naming the flag that fixes it.
+    let other = tempfile::tempdir().unwrap();
+    let refused = fleet_ledger(&url, other.path(), (95, 9), lease)
+        .err()
+        .expect("refused");
+    assert!(refused.to_string().contains("--log-key-file"), "{refused}");
+    // The fleet's key on a fresh directory: the log is copied in.
+    let copy = fleet_ledger(&url, other.path(), (95, 8), lease).unwrap();
+    assert_eq!(copy.ledger().log().size(), 1);
 }

@@ -383,6 +383,11 @@ pub struct VerifyArgs {
     /// it.
     #[arg(long, value_name = "VKEY")]
     pub log_key: String,
+    /// A validator of a fleet whose log --log-key signs (its public key, hex, as `pog
+    /// validator` prints it): its records count as the validator's; repeatable. A lone
+    /// validator's records are signed by the log key itself and need none.
+    #[arg(long = "validator-key", value_name = "HEX")]
+    pub validator_keys: Vec<String>,
     /// A trusted witness's cosignature verifier key (or a file holding it); repeatable.
     #[arg(long = "witness", value_name = "VKEY")]
     pub witnesses: Vec<String>,

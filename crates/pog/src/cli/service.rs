@@ -97,6 +97,16 @@ pub struct ValidatorArgs {
     /// validators [default: registry.sqlite in the data dir].
     #[arg(long, env = "POG_DATABASE", value_name = "URL")]
     pub database: Option<String>,
+    /// The key that signs the ledger's checkpoints, apart from the validator's own key
+    /// (created if missing). Every validator of a fleet (--database) needs it, the same file
+    /// on each, or the key's hex in the environment variable POG_LOG_KEY [default: alone, the
+    /// validator's key signs].
+    #[arg(long, env = "POG_LOG_KEY_FILE", value_name = "FILE")]
+    pub log_key_file: Option<std::path::PathBuf>,
+    /// Make --log-key-file's key the fleet's log key in place of the one the database holds
+    /// (a key rotation: docs/ledger.md, "Rotating the fleet's log key").
+    #[arg(long, requires = "database")]
+    pub rotate_log_key: bool,
     /// Seconds between the starts of two rounds of challenges to every registered GPU.
     #[arg(long, default_value = "60", value_parser = parse_seconds)]
     pub challenge_every: Duration,

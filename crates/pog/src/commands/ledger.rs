@@ -32,7 +32,9 @@ use crate::host::data_dir;
 use crate::output::{print_json, table, verdict_line, Outcome, Verdict};
 use anyhow::{anyhow, bail, Context, Result};
 use pog_anchor::service::load_anchored;
-use pog_ledger::bundle::{check_tail, compare_with_earlier, verify_bundle, Bundle, WitnessPolicy};
+use pog_ledger::bundle::{
+    check_tail, compare_with_earlier, verify_bundle, Bundle, LogKeys, WitnessPolicy,
+};
 use pog_ledger::checkpoint::SignedCheckpoint;
 use pog_ledger::entry::Entry;
 use pog_ledger::note::{NoteSigner, Verifier, ALG_COSIGNATURE_V1, ALG_ED25519};
@@ -539,7 +541,7 @@ fn export_at(
 fn verify_file(
     path: &Path,
     args: &VerifyArgs,
-    log_key: &Verifier,
+    log_key: LogKeys<'_>,
     policy: &WitnessPolicy,
 ) -> Result<(Bundle, pog_ledger::bundle::BundleReport)> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -578,6 +580,19 @@ fn verify_file(
 /// bundle, the log's tiles and the chain.
 pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
     let log_key = vkey(&args.log_key, "log key")?;
+    // A fleet's validators, whose records its log carries beside the log key's own.
+    let validators = args
+        .validator_keys
+        .iter()
+        .map(|k| {
+            pog_signed::PublicKey::try_from(k.clone())
+                .map_err(|e| anyhow!("--validator-key {k:?}: {e}"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let log_keys = LogKeys {
+        log: &log_key,
+        validators: &validators,
+    };
     let keys = args
         .witnesses
         .iter()
@@ -623,12 +638,12 @@ pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
     };
     let (bundle, mut report, fetched) = match (&args.bundle, &args.validator, &gpu) {
         (Some(path), _, _) => {
-            let (bundle, report) = verify_file(path, args, &log_key, &policy)?;
+            let (bundle, report) = verify_file(path, args, log_keys, &policy)?;
             (bundle, report, None)
         }
         (None, Some(url), Some(uuid)) => {
             let (bundle, report, f) =
-                fetch::fetch(global, url, uuid, &log_key, &policy, args.log_timeout)?;
+                fetch::fetch(global, url, uuid, log_keys, &policy, args.log_timeout)?;
             (bundle, report, Some(f))
         }
         _ => bail!("give a bundle file, or --validator URL and --gpu UUID (or --token)"),

@@ -451,7 +451,11 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
         ));
     }
     say(format_args!(
-        "ledger {} (log {}): a checkpoint every {} s when it grew, {} witness(es)",
+        "{} {} (log {}): a checkpoint every {} s when it grew, {} witness(es)",
+        match app.ledger().is_fleets() {
+            true => "the fleet's ledger (sequenced in the database, checkpoints signed by the log lease's holder), mirrored in",
+            false => "ledger",
+        },
         app.ledger_dir().display(),
         app.ledger().vkey(),
         args.checkpoint_every.as_secs_f64(),
@@ -467,7 +471,8 @@ pub fn validator(global: &Global, args: &ValidatorArgs) -> Result<Outcome> {
             args.anchor_every.as_secs_f64()
         ));
         let mut schedule =
-            AnchorSchedule::new(target.registry, app.ledger_dir(), args.anchor_every);
+            AnchorSchedule::new(target.registry, app.ledger_dir(), args.anchor_every)
+                .only_while(app.ledger().leading());
         if let Some(publishing) = publishing.take() {
             say(format_args!(
                 "publishing the GPUs' states to {} after each anchoring",
@@ -919,6 +924,12 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
             ..Default::default()
         },
         database: args.database.clone(),
+        log_key: match (&args.log_key_file, std::env::var("POG_LOG_KEY")) {
+            (Some(path), _) => Some(pog_validator::app::LogKeySource::File(path.clone())),
+            (None, Ok(hex)) => Some(pog_validator::app::LogKeySource::Hex(hex)),
+            (None, Err(_)) => None,
+        },
+        rotate_log_key: args.rotate_log_key,
         deposits: None,
     })
 }

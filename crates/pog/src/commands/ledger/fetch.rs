@@ -10,10 +10,9 @@ use crate::cli::Global;
 use crate::host::data_dir;
 use anyhow::{bail, Context, Result};
 use pog_ledger::bundle::{
-    verify_bundle_from, Bundle, BundleReport, ChainLink, ChainState, WitnessPolicy,
+    verify_bundle_from, Bundle, BundleReport, ChainLink, ChainState, LogKeys, WitnessPolicy,
 };
 use pog_ledger::checkpoint::SignedCheckpoint;
-use pog_ledger::note::Verifier;
 use pog_validator::ledger::HttpTiles;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -74,10 +73,11 @@ pub fn fetch(
     global: &Global,
     url: &str,
     uuid: &str,
-    log_key: &Verifier,
+    log_keys: LogKeys<'_>,
     witnesses: &WitnessPolicy,
     timeout: Duration,
 ) -> Result<(Bundle, BundleReport, Fetched)> {
+    let log_key = log_keys.log;
     let base = url.trim_end_matches('/');
     let state_path = state_path(global, log_key.name(), uuid)?;
     let state = read_state(&state_path, log_key.name(), uuid)?;
@@ -113,7 +113,7 @@ pub fn fetch(
             );
         }
         count += 1;
-        let report = verify_bundle_from(&page, log_key, witnesses, held.as_ref(), chain.as_ref());
+        let report = verify_bundle_from(&page, log_keys, witnesses, held.as_ref(), chain.as_ref());
         let offset = reports.len();
         reports.extend(report.records.iter().cloned().map(|mut r| {
             r.position += offset;
