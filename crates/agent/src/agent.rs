@@ -174,6 +174,9 @@ pub struct Agent {
     clock: SharedClock,
     /// The storage it proves (`pog agent --storage-dir`), if it claims any.
     pub(crate) storage: Option<Arc<crate::storage::HostStorage>>,
+    /// The RAM it proves, bytes (`pog agent --ram-claim`), if it claims any: no proof of RAM
+    /// asks more of it than this claim's plan.
+    ram: Option<u64>,
     /// A test agent's misbehaviour (never in a release build).
     #[cfg(feature = "test-doubles")]
     pub(crate) cheating: Option<crate::misbehaviour::Cheating>,
@@ -200,6 +203,7 @@ impl Agent {
             watch: None,
             clock: SystemClock::shared(),
             storage: None,
+            ram: None,
             #[cfg(feature = "test-doubles")]
             cheating: None,
         }
@@ -215,6 +219,13 @@ impl Agent {
     /// kept in its directory.
     pub fn with_storage(mut self, storage: crate::storage::HostStorage) -> Agent {
         self.storage = Some(Arc::new(storage));
+        self
+    }
+
+    /// Proves `bytes` of the host's RAM (`/v1/ram/*`): a data set sized from this claim, no
+    /// larger, built in the host's memory each round.
+    pub fn with_ram(mut self, bytes: u64) -> Agent {
+        self.ram = Some(bytes);
         self
     }
 
@@ -423,6 +434,17 @@ impl Agent {
                 model: model.to_string(),
                 cause,
             })
+    }
+
+    /// Refuses (400) a RAM challenge from an agent that claims no RAM, or one that asks more
+    /// than the plan for its claim (`pog_proof::ram::admissible`): a larger data set, a longer
+    /// walk.
+    fn check_ram_planned(&self, c: &MemoryChallenge) -> Result<(), Inadmissible> {
+        let claim = self.ram.ok_or(Inadmissible::NoRamClaim)?;
+        pog_proof::ram::admissible(claim)
+            .map_err(Inadmissible::RamClaim)?
+            .admits(c)
+            .map_err(|cause| Inadmissible::BeyondRamClaim { claim, cause })
     }
 
     /// Takes `gpu`'s memory slot for a new build by `issuer`: the data set it built there
@@ -706,6 +728,21 @@ enum Inadmissible {
         #[source]
         cause: memory::BeyondPlan,
     },
+    /// A RAM challenge to an agent that claims no RAM.
+    #[error("this agent claims no RAM to prove (pog agent --ram-claim)")]
+    NoRamClaim,
+    /// The agent's own claim is out of the proof's range.
+    #[error(transparent)]
+    RamClaim(pog_proof::ram::BadRamClaim),
+    /// More than the plan for the claimed RAM.
+    #[error("beyond this host's RAM claim of {claim} bytes: {cause}")]
+    BeyondRamClaim {
+        /// The agent's claim, bytes.
+        claim: u64,
+        /// What is beyond the claim's plan.
+        #[source]
+        cause: memory::BeyondPlan,
+    },
 }
 
 /// Refuses (400) an id that is not 1 to [`MAX_ID_BYTES`] printable ASCII characters.
@@ -861,6 +898,41 @@ pub(crate) async fn cpu_calibrate(
     ))
 }
 
+/// Builds a proof of RAM's data set in the host's memory on its CPU and answers "ready"
+/// (signed). The challenge must be within the plan for the agent's RAM claim; it takes its
+/// GPU's slot like a memory data set (one set-up a GPU, freed if not walked within the hold).
+pub(crate) async fn ram_build(
+    State(agent): State<Arc<Agent>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let (message, signer): (MemoryChallengeMessage, PublicKey) =
+        pog_signed::decode(&body, kind::RAM_CHALLENGE)?;
+    let c = &message.challenge;
+    agent.check_addressed(&signer, &c.to)?;
+    admit(
+        c.check_shape()
+            .map_err(Inadmissible::from)
+            .and_then(|()| agent.check_ram_planned(c)),
+        (
+            c.version,
+            pog_proof::memory::MEMORY_VERSION,
+            "RAM challenge",
+        ),
+        || agent.engine.refuses(Task::Ram(c)),
+    )?;
+    let challenge = c.clone();
+    let ready = set_up_in_slot(
+        &agent,
+        (&message.id, message.expires_at_ms, &signer),
+        &c.to.gpu_uuid,
+        move |engine| engine.set_up(Task::Ram(&challenge)),
+    )
+    .await?;
+    Ok(envelope_response(
+        agent.signer().seal(kind::RAM_READY, &ready)?,
+    ))
+}
+
 /// The set-up phase of a kind that sets up first, in `gpu`'s slot (one at a time, held at
 /// most the hold unless started): challenge `id` taken (each once, until it expires), the
 /// engine's set-up run off the async threads, and the "ready" to sign.
@@ -903,6 +975,17 @@ pub(crate) async fn memory_walk(
         &commitment.gpu_uuid,
         commitment.agent_ms,
     ));
+    Ok(envelope_response(
+        agent.signer().seal(kind::COMMITMENT, &commitment)?,
+    ))
+}
+
+/// Walks a built RAM data set with the validator's walk nonce and commits (the timed phase).
+pub(crate) async fn ram_walk(
+    State(agent): State<Arc<Agent>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let commitment = timed_from_slot(&agent, &body, kind::RAM_WALK).await?;
     Ok(envelope_response(
         agent.signer().seal(kind::COMMITMENT, &commitment)?,
     ))
@@ -1155,16 +1238,18 @@ pub enum RegisterError {
 pub const MAX_REGISTER_BACKOFF: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The host's claim as an agent registers it: the hardware threads this process may run on
-/// (the lanes of its proof of CPU), the address its owner names for its GPUs' tokens, and
-/// the storage it proves (`pog agent --storage-size`).
+/// (the lanes of its proof of CPU), the address its owner names for its GPUs' tokens, the
+/// storage it proves (`pog agent --storage-size`) and the RAM it proves (`--ram-claim`).
 pub fn host_claim(
     token_owner: Option<pog_signed::EvmAddress>,
     storage: Option<pog_proof::storage::StorageClaim>,
+    ram: Option<u64>,
 ) -> wire::HostClaim {
     wire::HostClaim {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
         token_owner,
         storage,
+        ram,
     }
 }
 

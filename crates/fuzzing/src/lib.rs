@@ -156,6 +156,18 @@ pub fn envelope(bytes: &[u8]) -> Option<&'static str> {
             kind::MEMORY_WALK,
             pog_signed::decode::<WalkMessage>(bytes, kind::MEMORY_WALK).is_ok(),
         ),
+        (
+            kind::RAM_CHALLENGE,
+            pog_signed::decode::<MemoryChallengeMessage>(bytes, kind::RAM_CHALLENGE).is_ok(),
+        ),
+        (
+            kind::RAM_READY,
+            pog_signed::decode::<MemoryReady>(bytes, kind::RAM_READY).is_ok(),
+        ),
+        (
+            kind::RAM_WALK,
+            pog_signed::decode::<WalkMessage>(bytes, kind::RAM_WALK).is_ok(),
+        ),
     ];
     decoded.into_iter().find_map(|(k, ok)| ok.then_some(k))
 }
@@ -206,6 +218,29 @@ pub fn memory_challenge(body: &[u8]) -> Result<MemoryChallengeMessage, String> {
     let message: MemoryChallengeMessage = decode(body, kind::MEMORY_CHALLENGE)?;
     let c = &message.challenge;
     c.check_shape().map_err(|e| e.to_string())?;
+    std::hint::black_box((
+        c.dataset_key(),
+        c.dataset_bytes(),
+        c.reads(),
+        c.leaf_count(),
+    ));
+    Ok(message)
+}
+
+/// The RAM the harnesses' agent claims: 1 MiB, the proof's smallest claim.
+pub const FUZZ_RAM_CLAIM: u64 = pog_proof::ram::MIN_CLAIM_BYTES;
+
+/// A signed RAM challenge body, decoded, shape-checked and held to the plan for the
+/// harnesses' claim as the agent's `/v1/ram/build` does, then its sizes and keys derived (the
+/// work before any allocation).
+pub fn ram_challenge(body: &[u8]) -> Result<MemoryChallengeMessage, String> {
+    let message: MemoryChallengeMessage = decode(body, kind::RAM_CHALLENGE)?;
+    let c = &message.challenge;
+    c.check_shape().map_err(|e| e.to_string())?;
+    pog_proof::ram::admissible(FUZZ_RAM_CLAIM)
+        .map_err(|e| e.to_string())?
+        .admits(c)
+        .map_err(|e| e.to_string())?;
     std::hint::black_box((
         c.dataset_key(),
         c.dataset_bytes(),

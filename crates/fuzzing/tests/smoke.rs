@@ -201,6 +201,7 @@ fn register_seeds() -> Vec<Vec<u8>> {
                 storage: None,
                 cores: 16,
                 token_owner: Some(pog_signed::EvmAddress([7; 20])),
+                ram: Some(64 << 30),
             }),
         }),
         json(&Register {
@@ -326,6 +327,19 @@ fn memory_messages_never_panic() {
     });
     pog_fuzzing::memory_walk(&walk).expect("a valid walk decodes");
     fuzz("memory_walk", &[walk], pog_fuzzing::memory_walk);
+}
+
+#[test]
+fn ram_challenges_never_panic_and_one_beyond_the_claim_is_refused() {
+    let message = pog_fuzzing::memory_message();
+    let seeds = vec![json(&message)];
+    pog_fuzzing::ram_challenge(&seeds[0]).expect("a RAM challenge within the claim decodes");
+    let mut beyond = message.clone();
+    beyond.challenge.items = 1 << 20;
+    beyond.challenge.item_rounds = pog_proof::ram::ITEM_ROUNDS;
+    let err = pog_fuzzing::ram_challenge(&json(&beyond)).unwrap_err();
+    assert!(err.contains("items"), "{err}");
+    fuzz("ram_challenge", &seeds, pog_fuzzing::ram_challenge);
 }
 
 #[test]

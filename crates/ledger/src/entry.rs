@@ -343,7 +343,7 @@ mod tests {
             assert_eq!(RecordKind::from_wire_kind(k.wire_kind()), Some(k));
         }
         assert_eq!(RecordKind::from_u8(0), None);
-        assert_eq!(RecordKind::from_u8(16), None);
+        assert_eq!(RecordKind::from_u8(17), None);
         // The validator's kinds as it signs them today.
         assert_eq!(
             RecordKind::from_wire_kind("record"),

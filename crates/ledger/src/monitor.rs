@@ -569,6 +569,7 @@ fn follow(gpus: &mut BTreeMap<String, GpuWatch>, entry: &Entry) {
         | RecordKind::MemoryRound
         | RecordKind::CpuRound
         | RecordKind::StorageRound
+        | RecordKind::RamRound
         | RecordKind::HealthRound => {
             if let (Some(gpu), Some(at)) = (gpus.get_mut(&entry.gpu_uuid), at) {
                 if at >= gpu.last_round_ms {

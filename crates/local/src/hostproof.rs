@@ -123,6 +123,12 @@ pub enum ProveError {
     /// The proof of the host's cores could not run to a verdict.
     #[error("the proof of CPU could not run: {0}")]
     Cpu(#[source] SelfCheckError),
+    /// The RAM claim is outside what the proof of RAM sizes for.
+    #[error(transparent)]
+    RamClaim(pog_proof::ram::BadRamClaim),
+    /// The proof of the host's RAM could not run to a verdict.
+    #[error("the proof of RAM could not run: {0}")]
+    Ram(#[source] SelfCheckError),
     /// The proof of the host's storage could not run to a verdict.
     #[error("the proof of storage could not run")]
     Storage(#[source] crate::storage::StorageHostError),
@@ -162,13 +168,7 @@ pub fn prove_cpu(inspect: &InspectReport) -> Result<HostCpuProof, ProveError> {
         .map(|c| c.threads)
         .filter(|t| *t > 0 && !simulated);
     let lanes = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
-    let anchor = inspect
-        .inspection
-        .gpus
-        .iter()
-        .find_map(|g| Some((g.uuid.as_ref()?, g.bus_id?)))
-        .ok_or(ProveError::NoGpu)?;
-    let uuid: GpuUuid = anchor.0.parse().map_err(|_| ProveError::NoGpu)?;
+    let (uuid, bus) = anchor(inspect)?;
     let policy = pog_records::CpuPolicy::default();
     let plan = CpuPlan {
         lanes,
@@ -178,18 +178,59 @@ pub fn prove_cpu(inspect: &InspectReport) -> Result<HostCpuProof, ProveError> {
     let engine = crate::provers::CpuEngine {
         behaviour: Behaviour::Honest,
     };
-    let check = selfcheck::run_cpu(
-        &engine,
-        (&uuid, &anchor.1.to_string()),
-        &plan,
-        policy.samples,
-    )
-    .map_err(ProveError::Cpu)?;
+    let check = selfcheck::run_cpu(&engine, (&uuid, &bus), &plan, policy.samples)
+        .map_err(ProveError::Cpu)?;
     Ok(HostCpuProof {
         lanes,
         host_threads,
         check,
     })
+}
+
+/// The GPU a host's proofs ride with: the inspection's first GPU with a UUID and a bus id.
+fn anchor(inspect: &InspectReport) -> Result<(GpuUuid, String), ProveError> {
+    let (uuid, bus) = inspect
+        .inspection
+        .gpus
+        .iter()
+        .find_map(|g| Some((g.uuid.as_ref()?, g.bus_id?)))
+        .ok_or(ProveError::NoGpu)?;
+    let uuid = uuid.parse().map_err(|_| ProveError::NoGpu)?;
+    Ok((uuid, bus.to_string()))
+}
+
+/// The proof of this host's RAM, as a validator would run it.
+#[derive(Debug, Serialize)]
+pub struct HostRamProof {
+    /// The RAM claimed, bytes.
+    pub claim_bytes: u64,
+    /// The self-challenge: the data set built, the walk against the bound its build
+    /// calibrated, the spot checks.
+    pub check: MemorySelfCheck,
+}
+
+impl HostRamProof {
+    /// Whether the proof was accepted.
+    pub fn passed(&self) -> bool {
+        self.check.measured.outcome.accepted
+    }
+}
+
+/// Proves `claim_bytes` of this host's RAM as a validator would: the data set sized from the
+/// claim built in memory on every thread, walked at the validator's default walk against the
+/// bound its build calibrates, addressed to the host's first GPU, spot-checked with the
+/// validator's default samples.
+pub fn prove_ram(inspect: &InspectReport, claim_bytes: u64) -> Result<HostRamProof, ProveError> {
+    let (uuid, bus) = anchor(inspect)?;
+    let policy = pog_records::RamPolicy::default();
+    let plan = pog_proof::ram::plan(claim_bytes, policy.walkers, pog_proof::ram::floor_rate())
+        .map_err(ProveError::RamClaim)?;
+    let engine = crate::provers::CpuEngine {
+        behaviour: Behaviour::Honest,
+    };
+    let check = selfcheck::run_ram(&engine, (&uuid, &bus), &plan, policy.samples)
+        .map_err(ProveError::Ram)?;
+    Ok(HostRamProof { claim_bytes, check })
 }
 
 /// Proves the storage holding `dir` as a validator would: a data set of `bytes` (whole
@@ -202,18 +243,12 @@ pub fn prove_storage(
     class: pog_proof::storage::DeviceClass,
     audit_samples: u32,
 ) -> Result<crate::storage::HostStorageProof, ProveError> {
-    let anchor = inspect
-        .inspection
-        .gpus
-        .iter()
-        .find_map(|g| Some((g.uuid.as_ref()?, g.bus_id?)))
-        .ok_or(ProveError::NoGpu)?;
-    let uuid: GpuUuid = anchor.0.parse().map_err(|_| ProveError::NoGpu)?;
+    let (uuid, bus) = anchor(inspect)?;
     crate::storage::prove(&crate::storage::StorageProveOptions {
         dir: dir.to_path_buf(),
         bytes,
         class,
-        to: pog_proof::challenge::Addressee::shape_only(&uuid, &anchor.1.to_string()),
+        to: pog_proof::challenge::Addressee::shape_only(&uuid, &bus),
         audit_samples,
     })
     .map_err(ProveError::Storage)

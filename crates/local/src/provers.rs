@@ -59,6 +59,14 @@ pub enum ProverError {
         /// What became of the worker, as the message's end ("could not be started").
         what: &'static str,
     },
+    /// The host's memory would not hold a data set built on the CPU.
+    #[error("the host's memory would not hold a data set of {bytes} bytes: {reason}")]
+    Memory {
+        /// Bytes of the data set asked for.
+        bytes: u64,
+        /// The allocator's refusal.
+        reason: String,
+    },
     /// The commitment was dropped to make room for newer ones before it was opened.
     #[error(
         "the commitment is no longer kept on the GPU (more than {KEPT_COMMITMENTS} newer ones)"
@@ -193,6 +201,8 @@ impl ProverEngine for CpuEngine {
                 })
             }
             Task::Cpu(c) => cpu_refusal(c),
+            // Sized from the host's claim, which the agent holds a challenge to.
+            Task::Ram(_) => None,
         }
     }
 
@@ -203,15 +213,30 @@ impl ProverEngine for CpuEngine {
                 engine: *self,
                 challenge: c.clone(),
             }),
-            Task::Memory(c) => Box::new(CpuBuilt {
-                dataset: CpuDataset::build(c),
-                behaviour: match self.behaviour {
-                    Behaviour::Junk(f) => MemoryBehaviour::Junk(f),
-                    _ => MemoryBehaviour::Honest,
-                },
-            }),
+            Task::Memory(c) | Task::Ram(c) => build_on_cpu(c, self.behaviour)?,
         })
     }
+}
+
+/// Builds memory challenge `c`'s data set on this host's CPU, to be walked as `behaviour`
+/// says: a share of it only where it holds a share ([`Behaviour::Holds`]), junk walkers where
+/// it skips.
+fn build_on_cpu(c: &MemoryChallenge, behaviour: Behaviour) -> Result<Box<dyn SetUp>, ProverError> {
+    let share = match behaviour {
+        Behaviour::Holds(share) => share,
+        _ => 1.0,
+    };
+    let dataset = CpuDataset::build_holding(c, share).map_err(|e| ProverError::Memory {
+        bytes: c.dataset_bytes(),
+        reason: e.to_string(),
+    })?;
+    Ok(Box::new(CpuBuilt {
+        dataset,
+        behaviour: match behaviour {
+            Behaviour::Junk(f) => MemoryBehaviour::Junk(f),
+            _ => MemoryBehaviour::Honest,
+        },
+    }))
 }
 
 /// Why an agent will not run CPU challenge `c`, if it will not: a shape beyond the protocol,
@@ -614,13 +639,15 @@ impl ProverEngine for GpuEngine {
     }
 
     fn set_up(&self, task: Task<'_>) -> Result<Box<dyn SetUp>, ProverError> {
-        if let Task::Cpu(c) = task {
-            // The host's cores, not the GPU's: run on this host's CPU, honestly.
-            return Ok(calibrate(c, Behaviour::Honest));
+        // The host's cores and memory, not the GPU's: run on this host's CPU, honestly.
+        match task {
+            Task::Cpu(c) => return Ok(calibrate(c, Behaviour::Honest)),
+            Task::Ram(c) => return build_on_cpu(c, Behaviour::Honest),
+            Task::Gemm(_) | Task::Memory(_) => {}
         }
         let worker = self.worker(&task.to().gpu_uuid)?.clone();
         Ok(match task {
-            Task::Cpu(_) => unreachable!("run on the CPU above"),
+            Task::Cpu(_) | Task::Ram(_) => unreachable!("run on the CPU above"),
             Task::Gemm(c) => Box::new(GemmOn {
                 engine: worker,
                 challenge: c.clone(),

@@ -11,7 +11,7 @@ use pog_proof::prover::Prover;
 use pog_proof::session::{Outcome, SpotChecked, ValidatorSession};
 use pog_proof::timing::now_ms;
 use pog_proof::wire::{kind, ChallengeMessage, Commitment, Openings};
-use pog_records::{Exchange, Gemm, HostCpu, Memory, Planned, ProofKind};
+use pog_records::{Exchange, Gemm, HostCpu, HostRam, Memory, Planned, ProofKind};
 use pog_signed::random_bytes;
 use pog_signed::{GpuUuid, Identity};
 use serde::Serialize;
@@ -362,7 +362,31 @@ pub fn run_memory(
     plan: &MemoryPlan,
     samples: u32,
 ) -> Result<MemorySelfCheck, SelfCheckError> {
-    let x = exchange::<Memory>(engine, gpu, plan, samples)?;
+    run_walk::<Memory>(engine, gpu, plan, samples)
+}
+
+/// Challenges this host's RAM through `engine` as a validator would under `plan` (sized from
+/// the claim: `pog_proof::ram::plan`), addressed to `gpu` (the GPU the host's proofs ride
+/// with): build in the host's memory (timed, calibrating the bound), walk nonce, walk and
+/// commitment (timed), spot checks.
+pub fn run_ram(
+    engine: &dyn ProverEngine,
+    gpu: (&GpuUuid, &str),
+    plan: &MemoryPlan,
+    samples: u32,
+) -> Result<MemorySelfCheck, SelfCheckError> {
+    run_walk::<HostRam>(engine, gpu, plan, samples)
+}
+
+/// A self-challenge of a kind that builds the memory proof's data set and walks it (the GPU's
+/// memory, or the host's RAM).
+fn run_walk<K: ProofKind<Challenge = MemoryChallenge, Plan = MemoryPlan>>(
+    engine: &dyn ProverEngine,
+    gpu: (&GpuUuid, &str),
+    plan: &MemoryPlan,
+    samples: u32,
+) -> Result<MemorySelfCheck, SelfCheckError> {
+    let x = exchange::<K>(engine, gpu, plan, samples)?;
     let c = &x.challenge;
     let read_bytes = c.reads() * pog_proof::memory::arx::ITEM_BYTES;
     let device = x.proved.timings.as_ref().and_then(|t| match t {

@@ -19,12 +19,13 @@
 //!   uptime, rounds proven over rounds (a round answered wrongly, unanswered or skipped while
 //!   the validator backed off is not up: [`crate::evidence`]); anomalies from the health records of those rounds
 //!   ([`crate::evidence`]).
-//! - **Host parts.** The CPU and the storage count from the latest of the validator's proofs
+//! - **Host parts.** The CPU, RAM and storage count from the latest of the validator's proofs
 //!   of them on this GPU (the host's first GPU carries its host's proofs): the timed lanes'
 //!   throughput of its `cpu-record`, the walk's reads a second and the data set's size of its
 //!   `storage-record`, each on the validator's clock ([`HostProof`]); a latest proof that
-//!   failed counts 0 with the reason, as the GPU's own does. RAM is the agent's own figure
-//!   (self-reported, not yet proven), so it counts 0 here, with that reason.
+//!   failed counts 0 with the reason, as the GPU's own does. RAM counts likewise from the
+//!   latest `ram-record`: the claim its data set filled and its walk's reads a second; the
+//!   agent's own RAM figures never count here.
 //! - **Simulated GPUs** (the test double) score 0 in every part, with the reason
 //!   [`crate::score::SIMULATED`], and are never priced.
 //!
@@ -32,7 +33,7 @@
 //! ([`RecordSummary::of`]); everything here is pure.
 
 use pog_proof::session::Outcome;
-use pog_records::{CpuRecord, FailureKind, ProofDetails, ProofRecord, StorageRecord};
+use pog_records::{CpuRecord, FailureKind, ProofDetails, ProofRecord, RamRecord, StorageRecord};
 use pog_signed::GpuUuid;
 use pog_spec::SpecDb;
 use serde::{Deserialize, Serialize};
@@ -42,7 +43,7 @@ use crate::evidence::{anomalies, Anomalies, HealthEvidence, MissedRound, Round, 
 use crate::quote::{quote, MarketState, Quote, QuoteError};
 use crate::report::spec_figures;
 use crate::score::{
-    score, simulated, CpuFigures, FigureSource, GpuFigures, HostFigures, ProofStatus,
+    score, simulated, CpuFigures, FigureSource, GpuFigures, HostFigures, ProofStatus, RamFigures,
     ReliabilityFigures, Score, StorageFigures,
 };
 
@@ -152,16 +153,10 @@ pub struct HostProof<F> {
     pub failure: Option<String>,
 }
 
-impl HostProof<CpuFigures> {
-    /// What the score reads of a proof of CPU: its lanes' throughput.
-    pub fn of_cpu(id: i64, r: &CpuRecord) -> HostProof<CpuFigures> {
-        let figures = r
-            .details
-            .steps_per_s(r.outcome.as_ref())
-            .map(|steps_per_s| CpuFigures::Proven {
-                lanes: r.details.cpu_challenge.lanes,
-                steps_per_s,
-            });
+impl<F> HostProof<F> {
+    /// What the score reads of a proof record of the host with `figures` (its rate on the
+    /// validator's clock): counted when accepted by a real host, else why not.
+    fn of_record<D: ProofDetails>(id: i64, r: &ProofRecord<D>, figures: Option<F>) -> HostProof<F> {
         let failure = match (&r.failure, &r.outcome) {
             (Some(f), _) => Some(f.message.clone()),
             (None, Some(o)) if !r.accepted => Some(match o.wrong() {
@@ -174,10 +169,39 @@ impl HostProof<CpuFigures> {
         HostProof {
             id,
             agent: r.agent.to_string(),
-            counts: r.accepted && r.details.proves_cores && failure.is_none(),
+            counts: r.accepted && r.details.proves() && failure.is_none(),
             figures,
             failure,
         }
+    }
+}
+
+impl HostProof<CpuFigures> {
+    /// What the score reads of a proof of CPU: its lanes' throughput.
+    pub fn of_cpu(id: i64, r: &CpuRecord) -> HostProof<CpuFigures> {
+        let figures = r
+            .details
+            .steps_per_s(r.outcome.as_ref())
+            .map(|steps_per_s| CpuFigures::Proven {
+                lanes: r.details.cpu_challenge.lanes,
+                steps_per_s,
+            });
+        HostProof::of_record(id, r, figures)
+    }
+}
+
+impl HostProof<RamFigures> {
+    /// What the score reads of a proof of RAM: the walk's reads a second and the RAM its data
+    /// set proved.
+    pub fn of_ram(id: i64, r: &RamRecord) -> HostProof<RamFigures> {
+        let figures = r
+            .details
+            .walk_gbs(r.outcome.as_ref())
+            .map(|walk_gbs| RamFigures::Proven {
+                walk_gbs,
+                capacity_gib: r.details.proven_gib(),
+            });
+        HostProof::of_record(id, r, figures)
     }
 }
 
@@ -240,6 +264,8 @@ pub struct GpuHistory<'a> {
     /// The proofs of its host's CPU, oldest first (on its host's first GPU): the latest
     /// decides.
     pub cpu_proofs: &'a [HostProof<CpuFigures>],
+    /// The proofs of its host's RAM, oldest first: the latest decides.
+    pub ram_proofs: &'a [HostProof<RamFigures>],
     /// The proofs of its host's storage, oldest first: the latest decides.
     pub storage_proofs: &'a [HostProof<StorageFigures>],
 }
@@ -324,10 +350,6 @@ fn measured_of(records: &[&RecordSummary], model: Option<&str>) -> (Option<f64>,
     let rates = proving.iter().filter_map(|r| r.measured_rate).collect();
     (median(paces), median(rates))
 }
-
-/// What the RAM part says on the validator's side.
-const NOT_MEASURED: &str =
-    "not measured by the validator (the agent's own figures are self-reported)";
 
 /// The figures of the latest of `proofs` by the current agent (`mine`) when it counts, or
 /// why none count (`what`: the host part's name).
@@ -566,11 +588,12 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
     let anomalies = anomalies(&health, &config.score.reliability);
     let proves_model = matches!(gpu.proof, ProofStatus::Accepted { proves_model: true });
     let cpu = latest_host_proof(history.cpu_proofs, |a| mine(Some(a)), "CPU");
+    let ram = latest_host_proof(history.ram_proofs, |a| mine(Some(a)), "RAM");
     let storage = latest_host_proof(history.storage_proofs, |a| mine(Some(a)), "storage");
     let host = HostFigures {
         gpus: vec![gpu],
         cpu: cpu.as_ref().ok().cloned(),
-        ram: None,
+        ram: ram.as_ref().ok().cloned(),
         storage: storage.as_ref().ok().cloned(),
         reliability: ReliabilityFigures {
             proofs_passed,
@@ -590,9 +613,9 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         },
     };
     let mut detail = score(&host, config);
-    detail.parts.ram.note = Some(NOT_MEASURED.into());
     for (part, proven) in [
         (&mut detail.parts.cpu, cpu.as_ref().err()),
+        (&mut detail.parts.ram, ram.as_ref().err()),
         (&mut detail.parts.storage, storage.as_ref().err()),
     ] {
         if let Some(why) = proven {
@@ -607,8 +630,7 @@ pub fn assess(history: &GpuHistory, config: &Config, db: &SpecDb) -> Assessment 
         reasons.insert(0, format!("GPU part 0: {why}"));
     }
     if !is_simulated {
-        reasons.extend([cpu.err(), storage.err()].into_iter().flatten());
-        reasons.push(format!("RAM: {NOT_MEASURED}"));
+        reasons.extend([cpu.err(), ram.err(), storage.err()].into_iter().flatten());
         if detail.reliability.factor < 1.0 {
             reasons.push(format!(
                 "reliability {:.3}: {}",
@@ -815,6 +837,7 @@ mod tests {
                 missed_rounds: missed,
                 health,
                 cpu_proofs: &[],
+                ram_proofs: &[],
                 storage_proofs: &[],
             },
             &Config::embedded(),
@@ -1164,15 +1187,16 @@ mod tests {
         assert!(a
             .reasons
             .iter()
-            .any(|r| r.starts_with("RAM: not measured by the validator")));
+            .any(|r| r == "RAM: no proof of it by the validator yet"));
         let p = price(&a, &balanced(), &Config::embedded(), db()).unwrap();
         // As `pog price --model "H200 SXM"`: 829.9 TFLOP/s × $0.00536.
         assert_eq!(p.quote.unwrap().price.micro_usd(), 4_448_264);
     }
 
-    /// An accepted H200 with its host's latest proofs of CPU and storage.
+    /// An accepted H200 with its host's latest proofs of CPU, RAM and storage.
     fn assess_host(
         cpu: &[HostProof<CpuFigures>],
+        ram: &[HostProof<RamFigures>],
         storage: &[HostProof<StorageFigures>],
     ) -> Assessment {
         let records: Vec<_> = (1..=20).map(|i| record(i, true, 0.95)).collect();
@@ -1187,6 +1211,7 @@ mod tests {
                 missed_rounds: &[],
                 health: &[],
                 cpu_proofs: cpu,
+                ram_proofs: ram,
                 storage_proofs: storage,
             },
             &Config::embedded(),
@@ -1216,7 +1241,11 @@ mod tests {
             reads_per_s: c.storage.reference_reads_per_s,
             capacity_gb: c.storage.reference_gb,
         };
-        let gpu_alone = assess_host(&[], &[]);
+        let ram = RamFigures::Proven {
+            walk_gbs: c.ram.reference_walk_gbs,
+            capacity_gib: c.ram.reference_gib,
+        };
+        let gpu_alone = assess_host(&[], &[], &[]);
         assert!((gpu_alone.score - 0.55).abs() < 1e-9, "{}", gpu_alone.score);
         assert!(gpu_alone
             .reasons
@@ -1224,10 +1253,46 @@ mod tests {
             .any(|r| r == "CPU: no proof of it by the validator yet"));
         let proven = assess_host(
             &[host_proof(21, cpu.clone(), true)],
+            &[],
             &[host_proof(22, storage.clone(), true)],
         );
-        // The reference host's CPU and storage, proven: 0.55 + 0.20 + 0.10.
+        // The reference host's CPU and storage, proven: 0.55 + 0.20 + 0.10; its RAM counts
+        // nothing until the validator proves it.
         assert!((proven.score - 0.85).abs() < 1e-9, "{}", proven.score);
+        assert!(proven
+            .reasons
+            .iter()
+            .any(|r| r == "RAM: no proof of it by the validator yet"));
+        let whole = assess_host(
+            &[host_proof(21, cpu.clone(), true)],
+            &[host_proof(23, ram.clone(), true)],
+            &[host_proof(22, storage.clone(), true)],
+        );
+        // And proven in every part: 0.55 + 0.20 + 0.15 + 0.10.
+        assert!((whole.score - 1.0).abs() < 1e-9, "{}", whole.score);
+        assert!((whole.detail.parts.ram.value - 1.0).abs() < 1e-9);
+        assert_eq!(whole.detail.parts.ram.note, None);
+        // A failed latest proof of RAM counts 0 with its reason.
+        let late = assess_host(
+            &[host_proof(21, cpu.clone(), true)],
+            &[
+                host_proof(23, ram, true),
+                host_proof(
+                    24,
+                    RamFigures::Proven {
+                        walk_gbs: 1.0,
+                        capacity_gib: 1.0,
+                    },
+                    false,
+                ),
+            ],
+            &[host_proof(22, storage.clone(), true)],
+        );
+        assert!((late.score - 0.85).abs() < 1e-9, "{}", late.score);
+        assert_eq!(
+            late.detail.parts.ram.note.as_deref(),
+            Some("RAM: its latest proof failed (rejected at 2.10 of its time bound)")
+        );
         assert!((proven.detail.parts.cpu.value - 1.0).abs() < 1e-9);
         assert!((proven.detail.parts.storage.value - 1.0).abs() < 1e-9);
         assert_eq!(proven.detail.parts.cpu.note, None);
@@ -1241,6 +1306,7 @@ mod tests {
                 host_proof(21, cpu.clone(), true),
                 host_proof(23, cpu, false),
             ],
+            &[],
             &[HostProof {
                 agent: "another-agent".into(),
                 ..host_proof(22, storage, true)
@@ -1411,6 +1477,7 @@ mod tests {
                 missed_rounds: &[],
                 health: &[],
                 cpu_proofs: &[],
+                ram_proofs: &[],
                 storage_proofs: &[],
             },
             &config,

@@ -151,6 +151,9 @@ pub struct RamConfig {
     pub reference_gib: f64,
     /// The reference STREAM triad bandwidth per GPU, GB/s.
     pub reference_gbs: f64,
+    /// The reference proof of RAM's walk per GPU, GB/s of item reads on the validator's
+    /// clock (a `ram-record`): what a proven bandwidth counts against.
+    pub reference_walk_gbs: f64,
 }
 
 /// The storage part: speed and capacity weights (sum 1) and references, per GPU.
@@ -365,6 +368,7 @@ impl Config {
             ),
             ("ram.reference_gib", s.ram.reference_gib),
             ("ram.reference_gbs", s.ram.reference_gbs),
+            ("ram.reference_walk_gbs", s.ram.reference_walk_gbs),
             ("storage.reference_read_mbs", s.storage.reference_read_mbs),
             ("storage.reference_write_mbs", s.storage.reference_write_mbs),
             ("storage.reference_gb", s.storage.reference_gb),

@@ -241,7 +241,7 @@ pub fn check_figures(report: &Value, db: &SpecDb) -> Result<CheckFigures, Report
         })
     });
     let inventory_host = get(report, &["inspect", "inventory", "host"]);
-    let ram = RamFigures {
+    let ram = RamFigures::Measured {
         capacity_gib: inventory_host
             .and_then(|h| f(h, &["memory_total_bytes", "value"]))
             .map(|b| b / (1u64 << 30) as f64),

@@ -131,13 +131,44 @@ impl CpuFigures {
     }
 }
 
-/// The host's memory.
+/// The host's memory: measured on the host (`pog check`: the inventory's capacity, STREAM
+/// triad), or proven to the validator (its `ram-record`: the claim the data set filled, the
+/// walk's reads on its own clock).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RamFigures {
-    /// Capacity, GiB.
-    pub capacity_gib: Option<f64>,
-    /// STREAM triad, GB/s.
-    pub bandwidth_gbs: Option<f64>,
+#[serde(untagged)]
+pub enum RamFigures {
+    /// The validator's proof of RAM (first: its fields are required, so the host's own
+    /// figures, all optional, never read as one).
+    Proven {
+        /// The walk's item reads, GB/s, on the validator's clock.
+        walk_gbs: f64,
+        /// The RAM the data set proved, GiB.
+        capacity_gib: f64,
+    },
+    /// The host's own benchmark and inventory.
+    Measured {
+        /// Capacity, GiB.
+        capacity_gib: Option<f64>,
+        /// STREAM triad, GB/s.
+        bandwidth_gbs: Option<f64>,
+    },
+}
+
+impl RamFigures {
+    /// (capacity GiB, bandwidth) with the bandwidth's reference: STREAM triad against
+    /// `reference_gbs`, or the proof's walk against `reference_walk_gbs`.
+    fn parts(&self, c: &crate::config::RamConfig) -> (Option<f64>, Option<f64>, f64) {
+        match *self {
+            RamFigures::Measured {
+                capacity_gib,
+                bandwidth_gbs,
+            } => (capacity_gib, bandwidth_gbs, c.reference_gbs),
+            RamFigures::Proven {
+                walk_gbs,
+                capacity_gib,
+            } => (Some(capacity_gib), Some(walk_gbs), c.reference_walk_gbs),
+        }
+    }
 }
 
 /// The host's storage: measured on the host (`pog check`: sequential O_DIRECT reads and
@@ -386,16 +417,14 @@ pub fn score(host: &HostFigures, config: &Config) -> Score {
     };
     let (ram_value, ram_note) = match &host.ram {
         Some(ram) => {
-            let capacity = usable(ram.capacity_gib)
+            let (capacity_gib, bandwidth_gbs, reference_gbs) = ram.parts(&c.ram);
+            let capacity = usable(capacity_gib)
                 .map(|v| n.apply(v / (per * c.ram.reference_gib)))
                 .unwrap_or(0.0);
-            let bandwidth = usable(ram.bandwidth_gbs)
-                .map(|v| n.apply(v / (per * c.ram.reference_gbs)))
+            let bandwidth = usable(bandwidth_gbs)
+                .map(|v| n.apply(v / (per * reference_gbs)))
                 .unwrap_or(0.0);
-            let missing = missing(&[
-                ("capacity", ram.capacity_gib),
-                ("bandwidth", ram.bandwidth_gbs),
-            ]);
+            let missing = missing(&[("capacity", capacity_gib), ("bandwidth", bandwidth_gbs)]);
             (
                 effective * (c.ram.capacity * capacity + c.ram.bandwidth * bandwidth),
                 missing,
@@ -649,7 +678,7 @@ mod tests {
                 cores: 16 * n.max(1) as u32,
                 per_core_gflops: c.cpu.reference_gflops / 16.0,
             }),
-            ram: Some(RamFigures {
+            ram: Some(RamFigures::Measured {
                 capacity_gib: Some(k * c.ram.reference_gib),
                 bandwidth_gbs: Some(k * c.ram.reference_gbs),
             }),
@@ -891,8 +920,10 @@ mod tests {
         if let Some(CpuFigures::Measured { cores, .. }) = host.cpu.as_mut() {
             *cores = 100_000;
         }
-        host.ram.as_mut().unwrap().capacity_gib = Some(1e9);
-        host.ram.as_mut().unwrap().bandwidth_gbs = Some(1e9);
+        host.ram = Some(RamFigures::Measured {
+            capacity_gib: Some(1e9),
+            bandwidth_gbs: Some(1e9),
+        });
         let s = score(&host, &config());
         let cap = config().score.normalize.cap;
         assert!(close(s.gpus[0].score, cap));
@@ -946,7 +977,7 @@ mod tests {
                         cores,
                         per_core_gflops: per_core,
                     }),
-                    ram: Some(RamFigures {
+                    ram: Some(RamFigures::Measured {
                         capacity_gib: Some(host[0]),
                         bandwidth_gbs: Some(host[1] / 10.0),
                     }),
@@ -987,8 +1018,12 @@ mod tests {
                 0 => if let Some(CpuFigures::Measured { per_core_gflops, .. }) = better.cpu.as_mut() {
                     *per_core_gflops *= factor;
                 },
-                1 => better.ram.as_mut().unwrap().capacity_gib = better.ram.as_ref().unwrap().capacity_gib.map(|v| v * factor),
-                2 => better.ram.as_mut().unwrap().bandwidth_gbs = better.ram.as_ref().unwrap().bandwidth_gbs.map(|v| v * factor),
+                1 => if let Some(RamFigures::Measured { capacity_gib, .. }) = better.ram.as_mut() {
+                    *capacity_gib = capacity_gib.map(|v| v * factor);
+                },
+                2 => if let Some(RamFigures::Measured { bandwidth_gbs, .. }) = better.ram.as_mut() {
+                    *bandwidth_gbs = bandwidth_gbs.map(|v| v * factor);
+                },
                 3 => if let Some(StorageFigures::Measured { read_mbs, .. }) = better.storage.as_mut() {
                     *read_mbs = read_mbs.map(|v| v * factor);
                 },

@@ -737,6 +737,47 @@ pub fn cpu_proof(p: &pog_local::hostproof::HostCpuProof) {
     println!("{t}");
 }
 
+/// `pog prove --proof ram`: the data set built, the walk against the bound its build
+/// calibrated, the checks.
+pub fn ram_proof(p: &pog_local::hostproof::HostRamProof) {
+    let c = &p.check;
+    let m = &c.measured;
+    let mut t = table([
+        "claim",
+        "data set",
+        "built",
+        "walk / bound",
+        "reads",
+        "verify",
+        "bytes to / from",
+        "verdict",
+    ]);
+    t.add_row(vec![
+        gib(p.claim_bytes),
+        gib(c.dataset_bytes),
+        format!("{:.0} ms", c.build_ms),
+        format!(
+            "{:.1} / {:.1} ms ({:.3})",
+            m.commit_ms,
+            m.expected_ms,
+            m.time_ratio()
+        ),
+        format!(
+            "{:.0} MiB, {:.2} GB/s",
+            c.read_bytes as f64 / (1u64 << 20) as f64,
+            c.read_bytes as f64 / (m.commit_ms.max(f64::MIN_POSITIVE) * 1e6)
+        ),
+        format!("{:.1} ms", m.verify_ms),
+        format!("{} / {}", m.bytes_to_agent, m.bytes_from_agent),
+        if m.outcome.accepted {
+            "accepted".into()
+        } else {
+            format!("rejected ({} wrong)", m.outcome.wrong())
+        },
+    ]);
+    println!("{t}");
+}
+
 /// `pog prove --proof storage`: the data set, the walk against its bound, the checks.
 pub fn storage_proof(p: &pog_local::storage::HostStorageProof) {
     let mut t = table([

@@ -21,12 +21,15 @@
 //! ([`storage::session`]): a data set of the claimed size kept on the claimed storage between
 //! rounds, walked at data-dependent positions while the validator's clock runs.
 //!
+//! The proof of RAM ([`ram`]) is the memory proof's construction on the host's own memory,
+//! sized from the RAM the host claims and walked by its CPU.
+//!
 //! [`prover::CpuProver`] is an honest (and, for tests, a dishonest) prover on the CPU at small
 //! sizes; the GPU prover lives with the device layer.
 //!
 //! The modules build on one another one way, lowest first: [`challenge`] (the challenge, whom
 //! it is for and how that is bound into its seeds), [`timing`] and [`soundness`]; [`layout`];
-//! [`params`] and [`prover`]; [`verify`]; [`memory`] and [`cpu`]; [`wire`]; and on top [`session`], which
+//! [`params`] and [`prover`]; [`verify`]; [`memory`], [`ram`] and [`cpu`]; [`wire`]; and on top [`session`], which
 //! runs either challenge kind through one state machine; [`task`] names every kind for the
 //! provers that compute each its own way. No module imports one above it
 //! (only tests do, to run an exchange end to end).
@@ -39,6 +42,7 @@ pub mod layout;
 pub mod memory;
 pub mod params;
 pub mod prover;
+pub mod ram;
 pub mod session;
 pub mod soundness;
 pub mod storage;

@@ -21,6 +21,9 @@ pub enum Behaviour {
     /// Runs a CPU proof's timed lanes on at most this many threads (a host claiming more
     /// cores than it has); the other kinds compute honestly.
     Threads(usize),
+    /// Holds only this share of a proof of RAM's data set and regenerates the rest when the
+    /// walk reads it (a host claiming more RAM than it has); the other kinds compute honestly.
+    Holds(f64),
 }
 
 /// A leaf and the proof that it is in the committed tree, as a prover opens it. The agent
@@ -84,7 +87,9 @@ impl CpuProver {
             for col in 0..gemm.n {
                 for row in 0..gemm.m {
                     let value = match behaviour {
-                        Behaviour::Honest | Behaviour::Threads(_) => gemm.reference(row, col).value,
+                        Behaviour::Honest | Behaviour::Threads(_) | Behaviour::Holds(_) => {
+                            gemm.reference(row, col).value
+                        }
                         Behaviour::Junk(f) => {
                             let h = hash(u64::from(g) << 40 ^ col << 20 ^ row, 0xbad);
                             if (h as f64 / u64::MAX as f64) < f {

@@ -16,6 +16,9 @@ pub enum Task<'a> {
     /// The host's cores: one lane alone (the set-up, timed by the validator), then one lane
     /// per claimed core at once from a fresh nonce (timed). Always run on the CPU.
     Cpu(&'a CpuChallenge),
+    /// The host's RAM: the memory proof's data set built in the host's memory (untimed), then
+    /// walked from a fresh nonce (timed). Always run on the CPU.
+    Ram(&'a MemoryChallenge),
 }
 
 impl Task<'_> {
@@ -23,7 +26,7 @@ impl Task<'_> {
     pub fn to(&self) -> &Addressee {
         match self {
             Task::Gemm(c) => &c.to,
-            Task::Memory(c) => &c.to,
+            Task::Memory(c) | Task::Ram(c) => &c.to,
             Task::Cpu(c) => &c.to,
         }
     }

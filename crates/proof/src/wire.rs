@@ -33,6 +33,12 @@ pub mod kind {
     pub const CPU_READY: &str = "cpu-ready";
     /// Validator → agent: the start nonce of the timed lanes ([`WalkMessage`](super::WalkMessage)).
     pub const CPU_START: &str = "cpu-start";
+    /// Validator → agent: a proof of RAM's data set to build in the host's memory ([`MemoryChallengeMessage`](super::MemoryChallengeMessage)).
+    pub const RAM_CHALLENGE: &str = "ram-challenge";
+    /// Agent → validator: the RAM data set is built ([`MemoryReady`](super::MemoryReady)).
+    pub const RAM_READY: &str = "ram-ready";
+    /// Validator → agent: the walk nonce, starting the timed RAM walk ([`WalkMessage`](super::WalkMessage)).
+    pub const RAM_WALK: &str = "ram-walk";
     /// Validator → agent: summarize a GPU's health over a window ([`HealthRequest`](super::HealthRequest)).
     pub const HEALTH_REQUEST: &str = "health-request";
     /// Agent → validator: its telemetry of that GPU over the window ([`HealthSummary`](super::HealthSummary)).
@@ -85,6 +91,10 @@ pub struct HostClaim {
     /// no proof of storage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<crate::storage::StorageClaim>,
+    /// The RAM the host proves, bytes (`pog agent --ram-claim`; `pog_proof::ram`'s
+    /// `MIN_CLAIM_BYTES` to `MAX_CLAIM_BYTES`): none claimed, no proof of RAM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ram: Option<u64>,
 }
 
 /// Validator → agent: a challenge of any kind (`C`: the GEMM [`Challenge`], the memory

@@ -1,12 +1,13 @@
 //! One kind of remote proof: how a validator plans it for a claimed model, addresses it, runs
 //! its exchange with the agent, spot-checks it and records it. The validator's challenger,
 //! the local self-check (`pog prove`, `pog check`) and the proof records are each written once
-//! over [`ProofKind`]; the GEMM proof ([`Gemm`]), the proof of memory ([`Memory`]) and the
-//! proof of the host's cores ([`HostCpu`]) are its implementations.
+//! over [`ProofKind`]; the GEMM proof ([`Gemm`]), the proof of memory ([`Memory`]), the
+//! proof of the host's cores ([`HostCpu`]) and of its RAM ([`HostRam`]) are its
+//! implementations.
 
 use crate::policy::CpuPolicy;
 use crate::policy::{PlanKind, Planned, Policy, PolicyError};
-use crate::proof::{CpuDetails, GemmDetails, MemoryDetails, ProofDetails};
+use crate::proof::{CpuDetails, GemmDetails, MemoryDetails, ProofDetails, RamDetails};
 use pog_proof::challenge::Addressee;
 use pog_proof::cpu::{CpuChallenge, CpuPlan, CpuRun};
 use pog_proof::memory::{MemoryChallenge, MemoryPlan, Walk};
@@ -76,13 +77,15 @@ pub struct Ran<'a, K: ProofKind> {
 }
 
 /// What a GPU's owner claims, that a kind plans its proof from: the GPU's model, and the
-/// cores (hardware threads) of its host where the agent claimed them.
+/// cores (hardware threads) and RAM of its host where the agent claimed them.
 #[derive(Debug, Clone, Copy)]
 pub struct Claimed<'a> {
     /// The GPU's claimed model.
     pub spec: &'a GpuSpec,
     /// The host's claimed hardware threads.
     pub cores: Option<u32>,
+    /// The host's claimed RAM, bytes.
+    pub ram: Option<u64>,
 }
 
 /// One kind of remote proof. See the module's documentation.
@@ -367,6 +370,89 @@ impl ProofKind for HostCpu {
             cpu_challenge: ran.challenge,
             start_nonce: hex::encode(ran.start),
             calibration_ms: ran.set_up_ms,
+        }
+    }
+}
+
+/// The proof of the host's RAM: the memory proof's data set sized from the claimed RAM,
+/// built in the host's memory (the set-up, its time on the validator's clock calibrating the
+/// bound), then walked from a fresh nonce (timed). Addressed to one of the host's GPUs, and
+/// recorded among its records.
+#[derive(Debug, Clone, Copy)]
+pub struct HostRam;
+
+impl ProofKind for HostRam {
+    const NAME: &'static str = "ram";
+    const EXCHANGE: Exchange = Exchange::SetUp {
+        path: "/v1/ram/build",
+        kind: kind::RAM_CHALLENGE,
+        ready_kind: kind::RAM_READY,
+        start_path: "/v1/ram/walk",
+        start_kind: kind::RAM_WALK,
+    };
+    type Challenge = MemoryChallenge;
+    type Plan = MemoryPlan;
+    type Checked = Walk;
+    type Details = RamDetails;
+
+    /// A data set of the claimed RAM, the policy's walk at its floor rate.
+    fn plan(policy: &Policy, claimed: Claimed<'_>) -> Result<MemoryPlan, PolicyError> {
+        let r = &policy.ram;
+        if !r.enabled {
+            return Err(PolicyError::RamOff);
+        }
+        let bytes = claimed.ram.ok_or(PolicyError::NoRamClaimed)?;
+        let rate = pog_proof::memory::MemoryRate {
+            gbs: r.walk_gbs,
+            source: format!("the policy's slowest RAM walk, {} GB/s", r.walk_gbs),
+        };
+        Ok(pog_proof::ram::plan(bytes, r.walkers, rate)?)
+    }
+
+    fn expected_ms(plan: &MemoryPlan) -> f64 {
+        plan.expected_ms
+    }
+
+    fn expected_after_set_up(plan: &MemoryPlan, set_up_ms: Option<f64>) -> f64 {
+        pog_proof::ram::bound_after_build(plan, set_up_ms)
+    }
+
+    fn samples(policy: &Policy) -> u32 {
+        policy.ram.samples
+    }
+
+    fn challenge(plan: &MemoryPlan, nonce: [u8; 32], to: Addressee) -> MemoryChallenge {
+        plan.challenge(nonce, to)
+    }
+
+    fn to(challenge: &MemoryChallenge) -> &Addressee {
+        &challenge.to
+    }
+
+    fn task(challenge: &MemoryChallenge) -> Task<'_> {
+        Task::Ram(challenge)
+    }
+
+    fn checked(challenge: MemoryChallenge, start: &[u8; 32]) -> Walk {
+        Memory::checked(challenge, start)
+    }
+
+    fn as_run(plan: &MemoryPlan, policy: &Policy) -> Policy {
+        Policy {
+            ram: crate::policy::RamPolicy {
+                walkers: plan.walkers,
+                ..policy.ram.clone()
+            },
+            ..policy.clone()
+        }
+    }
+
+    fn details(ran: Ran<'_, HostRam>) -> RamDetails {
+        RamDetails {
+            proves_ram: !ran.simulated,
+            ram_challenge: ran.challenge,
+            walk_nonce: hex::encode(ran.start),
+            build_ms: ran.set_up_ms,
         }
     }
 }

@@ -33,14 +33,16 @@ pub mod state;
 pub mod storage;
 
 pub use health::{HealthRecord, ProofPace};
-pub use kind::{Claimed, Exchange, Gemm, HostCpu, Memory, ProofKind, Ran};
+pub use kind::{Claimed, Exchange, Gemm, HostCpu, HostRam, Memory, ProofKind, Ran};
 pub use lease::LeaseRecord;
 pub use missed::{MissedCause, MissedRound};
 use pog_signed::{GpuUuid, RecordKind};
-pub use policy::{CpuPolicy, MemoryPolicy, PlanKind, Planned, Policy, PolicyError, StoragePolicy};
+pub use policy::{
+    CpuPolicy, MemoryPolicy, PlanKind, Planned, Policy, PolicyError, RamPolicy, StoragePolicy,
+};
 pub use proof::{
     CpuDetails, CpuRecord, Failure, FailureKind, GemmDetails, MemoryDetails, MemoryRecord,
-    ProofDetails, ProofRecord, Record,
+    ProofDetails, ProofRecord, RamDetails, RamRecord, Record,
 };
 pub use registration::{Change, RegistrationRecord};
 pub use settlement::{EscrowPayment, SettlementRecord};

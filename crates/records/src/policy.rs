@@ -38,6 +38,15 @@ pub enum PolicyError {
     /// A test plan's expected time is not a positive number of milliseconds.
     #[error("expected time {0} ms is not a positive number")]
     ExpectedTime(f64),
+    /// A proof of the host's RAM was asked without a claim of its RAM.
+    #[error("the host claims no RAM to plan a proof of RAM for")]
+    NoRamClaimed,
+    /// The RAM claim or the RAM walk is beyond what the proof sizes for.
+    #[error(transparent)]
+    RamClaim(#[from] pog_proof::ram::BadRamClaim),
+    /// A proof of RAM was asked of a policy that does not prove the RAM.
+    #[error("the policy does not prove the host's RAM")]
+    RamOff,
     /// The proof of storage's plan is beyond the protocol's limits (what, in words).
     #[error("the proof of storage's plan is out of bounds: {0}")]
     Storage(String),
@@ -86,6 +95,9 @@ pub struct Policy {
     /// The proof of the host's CPU (once a round, with the host's first GPU).
     #[serde(default)]
     pub cpu: CpuPolicy,
+    /// The proof of the host's RAM (once a round, with the host's first GPU, after its CPU).
+    #[serde(default)]
+    pub ram: RamPolicy,
     /// The proof of the host's storage (once a round, with the host's first GPU, after its
     /// CPU).
     #[serde(default)]
@@ -217,6 +229,64 @@ impl CpuPolicy {
     }
 }
 
+/// Whether a round also proves the host's RAM, and its walk (`pog validator --no-ram-proof`,
+/// `--ram-walkers`, `--ram-walk-gbs`: per network). The data set is sized from the host's
+/// claim (`pog_proof::ram::plan`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RamPolicy {
+    /// Whether a round proves the RAM at all.
+    pub enabled: bool,
+    /// Walkers spot-checked.
+    pub samples: u32,
+    /// Walkers a round walks (its cost to the host beside the build).
+    pub walkers: u64,
+    /// The slowest walk accepted, GB/s of item reads: the bound's ceiling
+    /// (`pog_proof::ram::bound_after_build` calibrates it by the build).
+    pub walk_gbs: f64,
+}
+
+impl RamPolicy {
+    /// A short walk for tests: 1024 walkers (64 Ki reads) under a floor of 0.01 GB/s, so that
+    /// the build's calibration sets the bound even for an unoptimised build's prover.
+    pub fn test_shape() -> RamPolicy {
+        RamPolicy {
+            walkers: 1024,
+            walk_gbs: 0.01,
+            ..RamPolicy::default()
+        }
+    }
+
+    /// Checks the walk against the protocol's limits: spot checks, walkers within the memory
+    /// proof's, a positive finite rate.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        if self.samples == 0 {
+            return Err(PolicyError::Zero("the proof of RAM's spot checks"));
+        }
+        let walks = (1..=pog_proof::memory::MAX_WALKERS).contains(&self.walkers)
+            && self.walk_gbs.is_finite()
+            && self.walk_gbs > 0.0;
+        if !walks {
+            return Err(PolicyError::RamClaim(pog_proof::ram::BadRamClaim::Walk {
+                walkers: self.walkers,
+                gbs: self.walk_gbs,
+            }));
+        }
+        Ok(())
+    }
+}
+
+impl Default for RamPolicy {
+    /// On, at `pog_proof::ram`'s default walk and floor.
+    fn default() -> Self {
+        RamPolicy {
+            enabled: true,
+            samples: pog_proof::memory::SAMPLES,
+            walkers: pog_proof::ram::WALKERS,
+            walk_gbs: pog_proof::ram::RAM_WALK_GBS,
+        }
+    }
+}
+
 /// Whether a round also proves memory, and (under a test plan) its fixed shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryPolicy {
@@ -328,6 +398,7 @@ impl Policy {
             expiry_ms: 60_000,
             memory: MemoryPolicy::default(),
             cpu: CpuPolicy::default(),
+            ram: RamPolicy::default(),
             storage: StoragePolicy::default(),
             lease_check: false,
         }
@@ -352,6 +423,10 @@ impl Policy {
             cpu: CpuPolicy {
                 enabled: false,
                 ..self.cpu.clone()
+            },
+            ram: RamPolicy {
+                enabled: false,
+                ..self.ram.clone()
             },
             storage: StoragePolicy {
                 enabled: false,
@@ -428,6 +503,9 @@ impl Policy {
         }
         if self.storage.enabled {
             self.storage.validate()?;
+        }
+        if self.ram.enabled {
+            self.ram.validate()?;
         }
         if self.plan == PlanKind::PerModel && !self.lease_check {
             return Ok(()); // the shape and bound come from the model
@@ -509,6 +587,7 @@ mod tests {
         let lease = Policy::per_model_default().for_lease();
         assert!(lease.lease_check && !lease.proves_model());
         assert!(!lease.memory.enabled && !lease.cpu.enabled && !lease.storage.enabled);
+        assert!(!lease.ram.enabled);
         lease.validate().unwrap();
         let plan = lease.plan_for(spec).unwrap();
         assert_eq!(

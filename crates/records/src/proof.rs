@@ -61,6 +61,8 @@ pub type Record = ProofRecord<GemmDetails>;
 pub type MemoryRecord = ProofRecord<MemoryDetails>;
 /// A record of a CPU challenge.
 pub type CpuRecord = ProofRecord<CpuDetails>;
+/// A record of a RAM challenge.
+pub type RamRecord = ProofRecord<RamDetails>;
 
 /// The kind-specific part of a [`ProofRecord`].
 pub trait ProofDetails: Serialize + DeserializeOwned {
@@ -128,6 +130,47 @@ impl CpuDetails {
     pub fn steps_per_s(&self, outcome: Option<&Outcome>) -> Option<f64> {
         let ms = outcome?.time.measured_ms;
         (ms > 0.0).then(|| self.cpu_challenge.timed_steps() as f64 / (ms / 1e3))
+    }
+}
+
+/// What a RAM challenge's record says besides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RamDetails {
+    /// Whether an accepted record speaks for the host's RAM: a real host, not the simulated
+    /// test double's.
+    pub proves_ram: bool,
+    /// The challenge: the data set's shape (sized from the claim) and binding, the walk.
+    pub ram_challenge: MemoryChallenge,
+    /// The walk nonce (hex), sent once the agent reported the data set built.
+    pub walk_nonce: String,
+    /// The validator's clock from sending the challenge to the agent's "ready": the build,
+    /// which calibrates the walk's bound (`pog_proof::ram::bound_after_build`).
+    pub build_ms: Option<f64>,
+}
+
+impl RamDetails {
+    /// The RAM the walk proved, GiB: the data set held over the share of a claim it fills
+    /// (`pog_proof::ram::FILL`), which is the claim to within one step's items.
+    pub fn proven_gib(&self) -> f64 {
+        self.ram_challenge.dataset_bytes() as f64 / pog_proof::ram::FILL / (1u64 << 30) as f64
+    }
+
+    /// The walk's item reads on the validator's clock, GB/s: what the score counts of the
+    /// RAM's speed (`None` without a verdict).
+    pub fn walk_gbs(&self, outcome: Option<&Outcome>) -> Option<f64> {
+        let ms = outcome?.time.measured_ms;
+        let bytes = self.timed_work()?;
+        (ms > 0.0).then(|| bytes / (ms / 1e3) / 1e9)
+    }
+}
+
+impl ProofDetails for RamDetails {
+    const KIND: RecordKind = RecordKind::RamRound;
+    fn proves(&self) -> bool {
+        self.proves_ram
+    }
+    fn timed_work(&self) -> Option<f64> {
+        Some(self.ram_challenge.reads() as f64 * pog_proof::memory::arx::ITEM_BYTES as f64)
     }
 }
 

@@ -53,11 +53,14 @@ pub enum RecordKind {
     /// One proof of a GPU's host's storage: a data set built and audited, a round walked
     /// (validator, measured; `pog_records::StorageRecord`).
     StorageRound = 15,
+    /// One challenge round of the proof of RAM of a GPU's host (validator, measured;
+    /// `pog_records::RamRecord`).
+    RamRound = 16,
 }
 
 impl RecordKind {
     /// Every kind, in code order.
-    pub const ALL: [RecordKind; 15] = [
+    pub const ALL: [RecordKind; 16] = [
         RecordKind::Registration,
         RecordKind::Inspection,
         RecordKind::Benchmark,
@@ -73,6 +76,7 @@ impl RecordKind {
         RecordKind::Lease,
         RecordKind::Settlement,
         RecordKind::StorageRound,
+        RecordKind::RamRound,
     ];
 
     /// The kind from its byte.
@@ -99,6 +103,7 @@ impl RecordKind {
             RecordKind::Lease => "lease",
             RecordKind::Settlement => "settlement",
             RecordKind::StorageRound => "storage-record",
+            RecordKind::RamRound => "ram-record",
         }
     }
 
@@ -117,6 +122,7 @@ impl RecordKind {
                 | RecordKind::MemoryRound
                 | RecordKind::CpuRound
                 | RecordKind::StorageRound
+                | RecordKind::RamRound
                 | RecordKind::HealthRound
                 | RecordKind::RoundMissed
                 | RecordKind::Score

@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use tokio_postgres::{Client, NoTls, Row};
 
 use crate::registry_model::{
-    change_of, check_bar, check_cap, check_version, cut_page, storage_claim, storage_columns,
-    NewRecord, RegisteredGpu, RegistryError,
+    change_of, check_bar, check_cap, check_version, cut_page, ram_claim, ram_column, storage_claim,
+    storage_columns, NewRecord, RegisteredGpu, RegistryError,
 };
 
 /// The registry's schema, one step per version: step `i` takes a database at version `i` to
@@ -62,11 +62,19 @@ CREATE TABLE log_checkpoint (only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (on
 CREATE TABLE fleet_leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, token BIGINT NOT NULL, expires_ms BIGINT NOT NULL);
 ALTER TABLE slot_claims ADD COLUMN missed BOOLEAN NOT NULL DEFAULT FALSE;
 CREATE TABLE fleet_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+", "
+ALTER TABLE agents ADD COLUMN ram_bytes BIGINT;
 "];
 
-/// The wire kinds of the records a slot's round stores (GEMM, memory, CPU, storage): each is
-/// the round of the slot its validator claimed, fenced by that claim ([`fence_round`]).
-const ROUND_KINDS: [&str; 4] = ["record", "memory-record", "cpu-record", "storage-record"];
+/// The wire kinds of the records a slot's round stores (GEMM, memory, CPU, RAM, storage): each
+/// is the round of the slot its validator claimed, fenced by that claim ([`fence_round`]).
+const ROUND_KINDS: [&str; 5] = [
+    "record",
+    "memory-record",
+    "cpu-record",
+    "ram-record",
+    "storage-record",
+];
 
 /// Fencing of a round's record by its slot's claim, within the record's transaction `tx`: the
 /// oldest claim of `gpu_uuid` by `validator` still open is locked and marked done (a round
@@ -367,9 +375,10 @@ impl PgRegistry {
             host.and_then(|h| h.token_owner).map(|a| a.to_string()),
         );
         let (storage_bytes, storage_class) = storage_columns(host.as_ref());
+        let ram_bytes = ram_column(host.as_ref());
         tx.execute(
-            "INSERT INTO agents (key, endpoint, cores, token_owner, storage_bytes, storage_class) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key) DO UPDATE SET endpoint = $2, cores = $3, token_owner = $4, storage_bytes = $5, storage_class = $6",
-            &[&agent, &endpoint, &cores, &token_owner, &storage_bytes, &storage_class],
+            "INSERT INTO agents (key, endpoint, cores, token_owner, storage_bytes, storage_class, ram_bytes) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (key) DO UPDATE SET endpoint = $2, cores = $3, token_owner = $4, storage_bytes = $5, storage_class = $6, ram_bytes = $7",
+            &[&agent, &endpoint, &cores, &token_owner, &storage_bytes, &storage_class, &ram_bytes],
         )
         .await?;
         let mut changes = Vec::with_capacity(gpus.len());
@@ -787,7 +796,7 @@ impl PgRegistry {
 }
 
 /// A registered GPU's columns, for [`gpu_row`].
-const GPU_SELECT: &str = "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores, a.token_owner, a.storage_bytes, a.storage_class FROM gpus g JOIN agents a ON a.key = g.agent";
+const GPU_SELECT: &str = "SELECT g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores, a.token_owner, a.storage_bytes, a.storage_class, a.ram_bytes FROM gpus g JOIN agents a ON a.key = g.agent";
 
 /// A registered GPU from a row of [`GPU_SELECT`].
 fn gpu_row(r: &Row) -> Result<RegisteredGpu, RegistryError> {
@@ -811,6 +820,7 @@ fn gpu_row(r: &Row) -> Result<RegisteredGpu, RegistryError> {
             .map_err(|e| bad("token owner", &e))?,
         host_storage: storage_claim(r.try_get(8)?, r.try_get(9)?)
             .map_err(|e| bad("storage claim", &e))?,
+        host_ram: ram_claim(r.try_get(10)?).map_err(|e| bad("RAM claim", &e))?,
     })
 }
 

@@ -65,7 +65,11 @@ const SCORED_KINDS: [RecordKind; 4] = [
 
 /// The ledger kinds of the host's proofs a score counts (its `inputs` too), logged in the
 /// history of the host's first GPU.
-const HOST_KINDS: [RecordKind; 2] = [RecordKind::CpuRound, RecordKind::StorageRound];
+const HOST_KINDS: [RecordKind; 3] = [
+    RecordKind::CpuRound,
+    RecordKind::RamRound,
+    RecordKind::StorageRound,
+];
 
 /// How far back through a GPU's ledger chain its score's inputs are looked for: the records
 /// read ([`ROWS_READ`]) with scores, prices and the agent's reports between them.
@@ -224,7 +228,7 @@ impl Pricing {
         }
     }
 
-    /// Gives `read` (the rows of `uuid`, registered to `agent`) its host's proofs of CPU and
+    /// Gives `read` (the rows of `uuid`, registered to `agent`) its host's proofs of CPU, RAM and
     /// storage where they are another GPU's: the schedule proves a host once a round, on the
     /// agent's first GPU by UUID, and every GPU of the host scores them.
     fn host_proofs_of_anchor(
@@ -234,7 +238,10 @@ impl Pricing {
         agent: &str,
         read: &mut ReadRows,
     ) -> Result<(), PricingError> {
-        if !(read.cpu_proofs.is_empty() && read.storage_proofs.is_empty()) {
+        if !(read.cpu_proofs.is_empty()
+            && read.ram_proofs.is_empty()
+            && read.storage_proofs.is_empty())
+        {
             return Ok(());
         }
         let Some(anchor) = registry.host_anchor(agent)? else {
@@ -249,6 +256,7 @@ impl Pricing {
         let mut host = read_rows(&registry.latest_records(anchor.as_str(), ROWS_READ)?);
         self.full_rounds.complete(registry, &anchor, &mut host)?;
         read.cpu_proofs = host.cpu_proofs;
+        read.ram_proofs = host.ram_proofs;
         read.storage_proofs = host.storage_proofs;
         Ok(())
     }
@@ -273,11 +281,10 @@ impl Pricing {
             }
             let mut read = read_rows(&rows);
             self.full_rounds.complete(&registry, uuid, &mut read)?;
-            // Only a host that claims cores or storage has proofs of them to read.
-            if let Some(g) = gpu
-                .as_ref()
-                .filter(|g| g.host_cores.is_some() || g.host_storage.is_some())
-            {
+            // Only a host that claims cores, RAM or storage has proofs of them to read.
+            if let Some(g) = gpu.as_ref().filter(|g| {
+                g.host_cores.is_some() || g.host_ram.is_some() || g.host_storage.is_some()
+            }) {
                 self.host_proofs_of_anchor(&registry, uuid, g.agent.as_str(), &mut read)?;
             }
             (gpu, read)
@@ -288,6 +295,7 @@ impl Pricing {
             missed_rounds,
             health,
             cpu_proofs,
+            ram_proofs,
             storage_proofs,
             unreadable,
         } = read;
@@ -301,6 +309,7 @@ impl Pricing {
             missed_rounds: &missed_rounds,
             health: &health,
             cpu_proofs: &cpu_proofs,
+            ram_proofs: &ram_proofs,
             storage_proofs: &storage_proofs,
         };
         let mut assessment = assess(&history, &self.config, SpecDb::embedded());
@@ -616,7 +625,7 @@ impl Pricing {
             .into_iter()
             .map(|(index, _)| index)
             .collect();
-        // The host's latest proofs of CPU and storage, in its first GPU's history.
+        // The host's latest proofs of CPU, RAM and storage, in its first GPU's history.
         if let Some(anchor) = self.host_anchor_of(&a.gpu_uuid)? {
             for kind in HOST_KINDS {
                 inputs.extend(recent(&anchor, &[kind], 1)?.into_iter().map(|(i, _)| i));

@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use crate::postgres::PgRegistry;
 use crate::registry_model::{
-    change_of, check_bar, check_cap, check_version, cut_page, storage_claim, storage_columns,
+    change_of, check_bar, check_cap, check_version, cut_page, ram_claim, ram_column, storage_claim,
+    storage_columns,
 };
 pub use crate::registry_model::{AbandonedClaim, NewRecord, RegisteredGpu, RegistryError};
 
@@ -47,12 +48,12 @@ CREATE INDEX IF NOT EXISTS slot_claims_open ON slot_claims (done, lease_until_ms
 
 /// The schema version of the SQLite registry this pog writes and reads. 3: the agents' token
 /// owners (`agents.token_owner`); 4: their hosts' storage claims (`agents.storage_bytes`,
-/// `agents.storage_class`).
-pub const SQLITE_SCHEMA_VERSION: i64 = 4;
+/// `agents.storage_class`); 5: their hosts' RAM claims (`agents.ram_bytes`).
+pub const SQLITE_SCHEMA_VERSION: i64 = 5;
 
 /// The columns of a registered GPU, for [`gpu_row`].
 const GPU_COLUMNS: &str =
-    "g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores, a.token_owner, a.storage_bytes, a.storage_class";
+    "g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores, a.token_owner, a.storage_bytes, a.storage_class, a.ram_bytes";
 
 /// A registered GPU from a row of (uuid, agent, endpoint, model, bus id, simulated).
 fn gpu_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegisteredGpu> {
@@ -73,6 +74,7 @@ fn gpu_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegisteredGpu> {
             .transpose()
             .map_err(|e: pog_signed::BadEvmAddress| typed(7, e.into()))?,
         host_storage: storage_claim(r.get(8)?, r.get(9)?).map_err(|e| typed(8, e.into()))?,
+        host_ram: ram_claim(r.get(10)?).map_err(|e| typed(10, e.into()))?,
     })
 }
 
@@ -553,6 +555,13 @@ impl Sqlite {
                  DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES (4);",
             )?;
         }
+        if found < 5 {
+            // Version 5: the RAM each agent claims for its host (none before).
+            db.execute_batch(
+                "ALTER TABLE agents ADD COLUMN ram_bytes INTEGER;
+                 DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES (5);",
+            )?;
+        }
         Ok(Sqlite {
             db,
             path: path.map(Path::to_path_buf),
@@ -591,7 +600,8 @@ impl Sqlite {
             host.and_then(|h| h.token_owner).map(|a| a.to_string()),
         );
         let (storage_bytes, storage_class) = storage_columns(host.as_ref());
-        tx.execute("INSERT INTO agents (key, endpoint, cores, token_owner, storage_bytes, storage_class) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(key) DO UPDATE SET endpoint = ?2, cores = ?3, token_owner = ?4, storage_bytes = ?5, storage_class = ?6", params![agent, endpoint, cores, token_owner, storage_bytes, storage_class])?;
+        let ram_bytes = ram_column(host.as_ref());
+        tx.execute("INSERT INTO agents (key, endpoint, cores, token_owner, storage_bytes, storage_class, ram_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(key) DO UPDATE SET endpoint = ?2, cores = ?3, token_owner = ?4, storage_bytes = ?5, storage_class = ?6, ram_bytes = ?7", params![agent, endpoint, cores, token_owner, storage_bytes, storage_class, ram_bytes])?;
         let mut changes = Vec::with_capacity(gpus.len());
         for claim in gpus {
             let GpuClaim {
@@ -929,8 +939,8 @@ mod tests {
         }
     }
 
-    /// The host's claim (its cores, the address it names for its GPUs' tokens and its
-    /// storage) is kept
+    /// The host's claim (its cores, the address it names for its GPUs' tokens, its storage
+    /// and its RAM) is kept
     /// with its agent, read back with each GPU, and replaced by the next registration, on
     /// SQLite and on PostgreSQL alike.
     #[test]
@@ -949,6 +959,7 @@ mod tests {
                     cores: 16,
                     token_owner,
                     storage: token_owner.map(|_| storage),
+                    ram: token_owner.map(|_| 3 << 30),
                 })
             };
             r.register(
@@ -961,8 +972,8 @@ mod tests {
             .unwrap();
             let g = r.gpu("GPU-1").unwrap().unwrap();
             assert_eq!(
-                (g.host_cores, g.token_owner, g.host_storage),
-                (Some(16), Some(owner), Some(storage)),
+                (g.host_cores, g.token_owner, g.host_storage, g.host_ram),
+                (Some(16), Some(owner), Some(storage), Some(3 << 30)),
                 "{}",
                 place.name()
             );
@@ -971,8 +982,8 @@ mod tests {
                 .unwrap();
             let g = r.gpu("GPU-1").unwrap().unwrap();
             assert_eq!(
-                (g.token_owner, g.host_storage),
-                (None, None),
+                (g.token_owner, g.host_storage, g.host_ram),
+                (None, None, None),
                 "{}",
                 place.name()
             );

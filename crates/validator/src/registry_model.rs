@@ -38,6 +38,21 @@ pub struct RegisteredGpu {
     pub token_owner: Option<EvmAddress>,
     /// The storage its agent claims for its host (none claimed: no proof of storage).
     pub host_storage: Option<pog_proof::storage::StorageClaim>,
+    /// The RAM its agent claims for its host, bytes (none claimed: no proof of RAM).
+    pub host_ram: Option<u64>,
+}
+
+/// A host's RAM claim as the registry's column (bytes; none past what a signed 64-bit
+/// column holds, which the registration's range check never lets through).
+pub(crate) fn ram_column(host: Option<&pog_proof::wire::HostClaim>) -> Option<i64> {
+    host.and_then(|h| h.ram).and_then(|b| i64::try_from(b).ok())
+}
+
+/// A host's RAM claim from the registry's column, or why the stored value does not parse.
+pub(crate) fn ram_claim(bytes: Option<i64>) -> Result<Option<u64>, String> {
+    bytes
+        .map(|b| u64::try_from(b).map_err(|_| format!("RAM of {b} bytes")))
+        .transpose()
 }
 
 /// A host's storage claim as the registry's columns: bytes and class (`nvme`, `ssd`).

@@ -4,9 +4,11 @@
 
 use pog_market::appraisal::{HostProof, RecordSummary};
 use pog_market::evidence::{HealthEvidence, MissedRound};
-use pog_market::score::{CpuFigures, StorageFigures};
+use pog_market::score::{CpuFigures, RamFigures, StorageFigures};
 use pog_net::locked::Locked;
-use pog_records::{CpuRecord, HealthRecord, MemoryRecord, Record, StorageRecord, StoredBody};
+use pog_records::{
+    CpuRecord, HealthRecord, MemoryRecord, RamRecord, Record, StorageRecord, StoredBody,
+};
 use pog_signed::{Envelope, GpuUuid, RecordKind};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -40,6 +42,8 @@ pub struct ReadRows {
     pub health: Vec<HealthEvidence>,
     /// Its host's proofs of CPU (on the host's first GPU).
     pub cpu_proofs: Vec<HostProof<CpuFigures>>,
+    /// Its host's proofs of RAM (on the host's first GPU).
+    pub ram_proofs: Vec<HostProof<RamFigures>>,
     /// Its host's proofs of storage (on the host's first GPU).
     pub storage_proofs: Vec<HostProof<StorageFigures>>,
     /// Why each unreadable row was left out.
@@ -51,7 +55,7 @@ pub struct ReadRows {
 pub fn read_rows(rows: &[(i64, String)]) -> ReadRows {
     let (mut records, mut memory_records, mut missed_rounds, mut health) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut cpu_proofs, mut storage_proofs) = (Vec::new(), Vec::new());
+    let (mut cpu_proofs, mut ram_proofs, mut storage_proofs) = (Vec::new(), Vec::new(), Vec::new());
     let mut unreadable = Vec::new();
     for (id, json) in rows {
         let Ok(envelope) = serde_json::from_str::<Envelope>(json) else {
@@ -68,6 +72,9 @@ pub fn read_rows(rows: &[(i64, String)]) -> ReadRows {
                 .map_err(Unreadable::from),
             Some(RecordKind::CpuRound) => CpuRecord::read(kind, body)
                 .map(|r| cpu_proofs.push(HostProof::of_cpu(*id, &r)))
+                .map_err(Unreadable::from),
+            Some(RecordKind::RamRound) => RamRecord::read(kind, body)
+                .map(|r| ram_proofs.push(HostProof::of_ram(*id, &r)))
                 .map_err(Unreadable::from),
             Some(RecordKind::StorageRound) => StorageRecord::read(kind, body)
                 .map(|r| storage_proofs.push(HostProof::of_storage(*id, &r)))
@@ -91,6 +98,7 @@ pub fn read_rows(rows: &[(i64, String)]) -> ReadRows {
         missed_rounds,
         health,
         cpu_proofs,
+        ram_proofs,
         storage_proofs,
         unreadable,
     }
@@ -104,8 +112,8 @@ const FIRST_DEEP_ROWS: usize = 512;
 /// minute with its health records. Past it the GPU is judged without one.
 const DEEPEST_ROWS: usize = 131_072;
 
-/// Each GPU's last full round (its GEMM and memory records, and its host's proofs of CPU and
-/// storage) that a lease's checks pushed out of the rows its score reads: during a lease the
+/// Each GPU's last full round (its GEMM and memory records, and its host's proofs of CPU, RAM
+/// and storage) that a lease's checks pushed out of the rows its score reads: during a lease the
 /// validator only checks the GPU (`Policy::for_lease`), so after a few dozen rounds the rows
 /// hold no record that speaks for its model, memory or host, and the score would fall to
 /// nothing while the GPU serves its tenant.
@@ -120,6 +128,7 @@ struct FullRound {
     gemm: Option<RecordSummary>,
     memory: Option<RecordSummary>,
     cpu: Option<HostProof<CpuFigures>>,
+    ram: Option<HostProof<RamFigures>>,
     storage: Option<HostProof<StorageFigures>>,
 }
 
@@ -131,6 +140,7 @@ impl FullRound {
             gemm: read.records.iter().rev().find(|r| !r.lease_check).cloned(),
             memory: read.memory_records.last().cloned(),
             cpu: read.cpu_proofs.last().cloned(),
+            ram: read.ram_proofs.last().cloned(),
             storage: read.storage_proofs.last().cloned(),
         }
     }
@@ -171,6 +181,9 @@ impl FullRounds {
         }
         if read.cpu_proofs.is_empty() {
             read.cpu_proofs.extend(last.cpu);
+        }
+        if read.ram_proofs.is_empty() {
+            read.ram_proofs.extend(last.ram);
         }
         if read.storage_proofs.is_empty() {
             read.storage_proofs.extend(last.storage);

@@ -18,10 +18,12 @@
 //! - **The host after its GPUs.** Where an agent claims its host's cores, its first GPU (by
 //!   UUID) carries the host's proof of CPU: once every GPU of that agent in the round has
 //!   finished its own challenges, so that no GPU proof's work shares the cores being timed.
-//!   Its proof of storage follows, where it claims storage (`crate::storage`).
+//!   Its proof of RAM follows, where it claims RAM (the data set built in the host's memory
+//!   and walked on its CPU), then its proof of storage, where it claims storage
+//!   (`crate::storage`).
 //! - **Checks, not proofs, during a lease.** A GPU under a lease of its agent's
 //!   ([`Rounds::with_leases`]) is only checked ([`Policy::for_lease`]): one small product
-//!   against a loose bound, no proof of memory and none of its host's CPU or storage, so its tenant
+//!   against a loose bound, no proof of memory and none of its host's CPU, RAM or storage, so its tenant
 //!   loses milliseconds a round. The rounds before the lease's start and after its end are
 //!   full; the checks count for the settlement and never as the model's proof.
 //! - **Missed rounds on record.** Each round a GPU is skipped in because its agent did not
@@ -30,7 +32,8 @@
 
 use pog_net::locked::Locked;
 use pog_records::{
-    Gemm, HostCpu, Memory, MissedCause, MissedRound, Policy, Record, RECORD_VERSION,
+    Gemm, HostCpu, HostRam, Memory, MissedCause, MissedRound, Policy, ProofKind, ProofRecord,
+    Record, RECORD_VERSION,
 };
 
 use crate::fleet;
@@ -392,6 +395,7 @@ impl Rounds {
                 drop((permit, finished));
                 if let Some(host) = host.filter(|h| h.anchor == uuid && reached) {
                     host.prove_cpu(&v, &permits, &stop, &schedule.policy).await;
+                    host.prove_ram(&v, &permits, &stop, &schedule.policy).await;
                     host.prove_storage(&v, &permits, &stop, &schedule.policy)
                         .await;
                 }
@@ -611,6 +615,23 @@ impl HostRound {
             .is_some_and(|g| claimed(&g))
     }
 
+    /// A proof of kind `K` of the host, on its first GPU, once all its GPUs of the round are
+    /// done, where the policy proves it (`enabled`) and the agent made the claim `claimed`
+    /// reads; `None` where it does not run (off, unclaimed, or the round stopping).
+    async fn challenge_host<K: ProofKind>(
+        &self,
+        validator: &Validator,
+        (permits, stop): (&Arc<Semaphore>, &tokio::sync::watch::Receiver<bool>),
+        (policy, enabled): (&Policy, bool),
+        claimed: impl Fn(&crate::registry_model::RegisteredGpu) -> bool,
+    ) -> Option<Result<ProofRecord<K::Details>, ValidatorError>> {
+        if !enabled || !self.claims(validator, claimed) {
+            return None;
+        }
+        let _permit = self.turn(permits, stop).await?;
+        Some(validator.challenge::<K>(&self.anchor, policy).await)
+    }
+
     /// The host's proof of CPU, on its first GPU, once all its GPUs of the round are done
     /// (the agent claimed cores and the policy proves them; a failure is logged, and does
     /// not count against the GPU's standing).
@@ -621,14 +642,16 @@ impl HostRound {
         stop: &tokio::sync::watch::Receiver<bool>,
         policy: &Policy,
     ) {
-        if !policy.cpu.enabled || !self.claims(validator, |g| g.host_cores.is_some()) {
-            return;
-        }
-        let Some(_permit) = self.turn(permits, stop).await else {
-            return;
-        };
-        match validator.challenge::<HostCpu>(&self.anchor, policy).await {
-            Ok(r) => tracing::info!(
+        let ran = self
+            .challenge_host::<HostCpu>(
+                validator,
+                (permits, stop),
+                (policy, policy.cpu.enabled),
+                |g| g.host_cores.is_some(),
+            )
+            .await;
+        match ran {
+            Some(Ok(r)) => tracing::info!(
                 gpu = %self.anchor,
                 lanes = r.details.cpu_challenge.lanes,
                 accepted = r.accepted,
@@ -644,7 +667,52 @@ impl HostRound {
                 failure = r.failure.as_ref().map(|f| f.message.as_str()),
                 "host CPU challenged"
             ),
-            Err(e) => tracing::warn!(gpu = %self.anchor, error = %e, "host CPU not challenged"),
+            Some(Err(e)) => {
+                tracing::warn!(gpu = %self.anchor, error = %e, "host CPU not challenged")
+            }
+            None => {}
+        }
+    }
+
+    /// The host's proof of RAM, on its first GPU, after its proof of CPU (the agent claimed
+    /// RAM and the policy proves it; a failure is recorded and logged, and does not count
+    /// against the GPU's standing).
+    async fn prove_ram(
+        &self,
+        validator: &Validator,
+        permits: &Arc<Semaphore>,
+        stop: &tokio::sync::watch::Receiver<bool>,
+        policy: &Policy,
+    ) {
+        let ran = self
+            .challenge_host::<HostRam>(
+                validator,
+                (permits, stop),
+                (policy, policy.ram.enabled),
+                |g| g.host_ram.is_some(),
+            )
+            .await;
+        match ran {
+            Some(Ok(r)) => tracing::info!(
+                gpu = %self.anchor,
+                items = r.details.ram_challenge.items,
+                accepted = r.accepted,
+                build_ms = r.details.build_ms.map(pog_net::rounding::for_log),
+                walk_gbs = r
+                    .details
+                    .walk_gbs(r.outcome.as_ref())
+                    .map(pog_net::rounding::for_log),
+                ratio_to_bound = r
+                    .outcome
+                    .as_ref()
+                    .map(|o| pog_net::rounding::for_log(o.time.ratio)),
+                failure = r.failure.as_ref().map(|f| f.message.as_str()),
+                "host RAM challenged"
+            ),
+            Some(Err(e)) => {
+                tracing::warn!(gpu = %self.anchor, error = %e, "host RAM not challenged")
+            }
+            None => {}
         }
     }
 

@@ -466,8 +466,8 @@ impl Validator {
         let spec = SpecDb::embedded()
             .by_model(&gpu.model)
             .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
-        let cores = gpu.host_cores;
-        let plan = K::plan(policy, Claimed { spec, cores })?;
+        let (cores, ram) = (gpu.host_cores, gpu.host_ram);
+        let plan = K::plan(policy, Claimed { spec, cores, ram })?;
         let expected_ms = K::expected_ms(&plan);
         let challenge = K::challenge(
             &plan,
@@ -814,7 +814,18 @@ async fn register(
             reg.gpus.len()
         ));
     }
-    if let Some(HostClaim { cores, storage, .. }) = reg.host {
+    if let Some(HostClaim {
+        cores,
+        storage,
+        ram,
+        ..
+    }) = reg.host
+    {
+        if let Some(bytes) = ram {
+            if let Err(e) = pog_proof::ram::plan(bytes, 1, pog_proof::ram::floor_rate()) {
+                return bad(e.to_string());
+            }
+        }
         if !(1..=pog_proof::cpu::MAX_LANES).contains(&cores) {
             return bad(format!(
                 "a host claims 1 to {} cores, not {cores}",

@@ -36,7 +36,7 @@ pub struct ProveArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub prover: ProverKind,
     /// Which proofs to run: the GEMM challenge, the memory challenge, or both (a validator's
-    /// round runs both); or the proof of the host's CPU.
+    /// round runs both); or the proof of the host's CPU, RAM or storage.
     #[arg(long, value_enum, default_value = "all")]
     pub proof: ProofKind,
     /// Memory challenge: items of 128 bytes in the data set [default: 90 % of the claimed
@@ -62,6 +62,10 @@ pub struct ProveArgs {
     /// Storage proof: the claimed class of device, whose read time bounds the walk.
     #[arg(long, value_enum, default_value = "nvme")]
     pub storage_class: StorageClass,
+    /// RAM proof: the RAM claimed, bytes (K, M, G, T: powers of 1024), 1 MiB to 2 TiB; 90 % of
+    /// it is built in memory.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, required_if_eq("proof", "ram"))]
+    pub ram_size: Option<u64>,
     /// Storage proof: chunks the audit of the data set's root regenerates.
     #[arg(long, default_value = "256", value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub storage_audit: u32,
@@ -100,6 +104,9 @@ pub enum ProofKind {
     /// The host's storage: a data set of `--storage-size` kept in `--storage-dir`, walked at
     /// data-dependent positions against the class's read time (the proof of storage).
     Storage,
+    /// The host's RAM: a data set of 90 % of `--ram-size` built in memory on every thread,
+    /// walked against the bound its build calibrates (the proof of RAM).
+    Ram,
 }
 
 /// Which prover `pog agent` computes challenges with.

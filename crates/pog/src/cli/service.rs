@@ -60,6 +60,30 @@ pub struct AgentArgs {
     /// The class of device claimed, whose read time bounds each round's walk.
     #[arg(long, value_enum, default_value = "nvme", requires = "storage_dir")]
     pub storage_class: StorageClass,
+    /// The RAM this host proves: bytes (K, M, G, T: powers of 1024), or `all` for the host's
+    /// total memory as its inventory reads it. Each round's proof of RAM builds a data set of
+    /// 90 % of it in memory, on every thread, then walks it (docs/protocol.md, "Proof of
+    /// RAM": about 5 s a GiB on two threads), so it is claimed only when asked. At most the
+    /// host's memory [default: none, no proof of RAM].
+    #[arg(long, value_name = "BYTES|all", value_parser = parse_ram_claim)]
+    pub ram_claim: Option<RamClaim>,
+}
+
+/// `--ram-claim`: what the agent claims of its host's RAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RamClaim {
+    /// The host's total memory, as its inventory reads it.
+    All,
+    /// This many bytes.
+    Bytes(u64),
+}
+
+/// `--ram-claim`: `all`, or bytes as `parse_bytes` reads them.
+fn parse_ram_claim(s: &str) -> Result<RamClaim, String> {
+    match s.trim() {
+        "all" => Ok(RamClaim::All),
+        bytes => parse_bytes(bytes).map(RamClaim::Bytes),
+    }
 }
 
 /// What `pog validator` serves and how it challenges.
@@ -114,6 +138,19 @@ pub struct ValidatorArgs {
     /// of its 1024 segments, 2^16 to 2^28 [default: 2^25; 2^22 under --test-plan].
     #[arg(long, value_parser = parse_lane_steps)]
     pub cpu_lane_steps: Option<u64>,
+    /// Skip the proof of the host's RAM (by default it follows the proof of CPU in each round
+    /// wherever the agent claims RAM).
+    #[arg(long)]
+    pub no_ram_proof: bool,
+    /// Walkers of each round's walk of the host's RAM, each 4 steps of 2 KiB: what a round's
+    /// walk costs the host beside its build (16384: 128 MiB of reads) [default: 16384; 1024
+    /// under --test-plan].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(64..=65536))]
+    pub ram_walkers: Option<u64>,
+    /// The slowest RAM walk accepted, GB/s of item reads: the bound's ceiling, which the
+    /// host's own build time tightens (docs/protocol.md, "Proof of RAM").
+    #[arg(long, default_value_t = pog_proof::ram::RAM_WALK_GBS, value_parser = parse_rate)]
+    pub ram_walk_gbs: f64,
     /// Skip the proof of the host's storage (by default it follows the proof of CPU in each
     /// round wherever the agent claims storage).
     #[arg(long)]
@@ -258,6 +295,14 @@ pub struct ValidatorArgs {
 /// An Ed25519 public key as 64 hex digits, refused if it is malformed or weak.
 fn parse_key(s: &str) -> Result<PublicKey, String> {
     PublicKey::parse(s).map_err(|e| format!("{s:?} is not a usable validator key: {e}"))
+}
+
+/// `--ram-walk-gbs`: a finite rate above 0.
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(gbs) if gbs.is_finite() && gbs > 0.0 => Ok(gbs),
+        _ => Err(format!("{s:?} is not a rate in GB/s above 0")),
+    }
 }
 
 /// `--cpu-lane-steps`: 2^16 to 2^28 (what an agent runs), a multiple of the proof's segments.

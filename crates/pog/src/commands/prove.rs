@@ -29,6 +29,12 @@ pub fn run(global: &Global, args: &ProveArgs) -> Result<Outcome> {
     if args.proof == ProofKind::Storage {
         return run_storage(global, &inspect, args);
     }
+    if args.proof == ProofKind::Ram {
+        let Some(bytes) = args.ram_size else {
+            anyhow::bail!("--proof ram needs --ram-size BYTES");
+        };
+        return run_ram(global, &inspect, bytes);
+    }
     let options = ProveOptions {
         gpus: args.gpus.clone(),
         precision: args.precision,
@@ -108,6 +114,44 @@ fn run_cpu(global: &Global, inspect: &pog_inspect::InspectReport) -> Result<Outc
         )?;
     } else {
         render::cpu_proof(&proof);
+        verdict_line(verdict, &summary, false);
+    }
+    Ok(Outcome(verdict))
+}
+
+/// What `pog prove --proof ram --json` reports.
+#[derive(Serialize)]
+struct RamReport<'a> {
+    ram: &'a pog_local::hostproof::HostRamProof,
+}
+
+/// `pog prove --proof ram`: the proof of `bytes` of this host's RAM.
+fn run_ram(global: &Global, inspect: &pog_inspect::InspectReport, bytes: u64) -> Result<Outcome> {
+    let proof = hostproof::prove_ram(inspect, bytes)?;
+    let verdict = if proof.passed() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    };
+    let m = &proof.check.measured;
+    let summary = format!(
+        "{bytes} bytes claimed: a walk of {:.0} MiB of reads in {:.2}× its bound, {} walker(s) \
+         checked",
+        proof.check.read_bytes as f64 / (1u64 << 20) as f64,
+        m.time_ratio(),
+        m.outcome.checked
+    );
+    // The proof of RAM runs on this host's real memory, whatever the inventory's origin.
+    if global.json {
+        print_json(
+            "prove",
+            verdict,
+            &summary,
+            false,
+            &RamReport { ram: &proof },
+        )?;
+    } else {
+        render::ram_proof(&proof);
         verdict_line(verdict, &summary, false);
     }
     Ok(Outcome(verdict))

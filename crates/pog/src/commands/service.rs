@@ -117,6 +117,10 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
         _ => None,
     };
     let storage_claim = storage.as_ref().map(|s| s.claim());
+    let ram_claim = ram_claim(args.ram_claim, &report)?;
+    if let Some(bytes) = ram_claim {
+        say(format_args!("{mark}claiming {bytes} bytes of RAM"));
+    }
     let (watch, metrics_listener) = agent_health::start(&rt, &gpus, simulated, args)?;
     say(format_args!("{mark}agent key: {}", identity.public_key()));
     if let pog_facts::Origin::Simulated { profile } = &report.inventory.origin {
@@ -140,6 +144,9 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
         if let Some(storage) = storage {
             service = service.with_storage(storage);
         }
+        if let Some(bytes) = ram_claim {
+            service = service.with_ram(bytes);
+        }
         let service = Arc::new(service);
         if let Some((listener, router)) = metrics_listener {
             tokio::spawn(pog_net::serve::serve(
@@ -158,7 +165,11 @@ pub fn agent(global: &Global, args: &AgentArgs) -> Result<Outcome> {
             Duration::from_secs(10),
         ));
         let validator = args.validator.trim_end_matches('/');
-        let host = Some(agent::host_claim(args.token_owner, storage_claim));
+        let host = Some(agent::host_claim(
+            args.token_owner,
+            storage_claim,
+            ram_claim,
+        ));
         let registered = agent::register(
             validator,
             &register_key,
@@ -780,6 +791,41 @@ impl LedgerSource for ValidatorLog {
     }
 }
 
+/// The RAM the agent claims: none without `--ram-claim`; its bytes, or with `all` the host's
+/// total memory as its inventory reads it (refused on a simulated host, whose memory is not
+/// this machine's). A claim outside the proof's range, or beyond the memory the inventory
+/// reads, is refused.
+fn ram_claim(
+    asked: Option<crate::cli::service::RamClaim>,
+    report: &pog_inspect::InspectReport,
+) -> Result<Option<u64>> {
+    use crate::cli::service::RamClaim;
+    let total = report
+        .inventory
+        .host
+        .memory_total_bytes
+        .value()
+        .copied()
+        .filter(|_| !is_simulated(&report.inventory.origin));
+    let claim = match asked {
+        None => return Ok(None),
+        Some(RamClaim::Bytes(bytes)) => bytes,
+        Some(RamClaim::All) => total.context(
+            "--ram-claim all: this host's total memory is not known (a simulated host, or an \
+             inventory without it): give the bytes",
+        )?,
+    };
+    pog_proof::ram::plan(claim, 1, pog_proof::ram::floor_rate())
+        .with_context(|| format!("--ram-claim {claim}"))?;
+    if let Some(total) = total.filter(|t| claim > *t) {
+        bail!(
+            "--ram-claim {claim}: beyond this host's {total} bytes of memory (the proof of RAM \
+             would swap, and fail)"
+        );
+    }
+    Ok(Some(claim))
+}
+
 /// The validator's settings from its flags: the policy, what it allows, its schedule, its
 /// server's and its book's caps, its clearings and checkpoints.
 fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
@@ -795,6 +841,7 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
             expiry_ms: args.expiry_ms,
             memory: MemoryPolicy::test_shape(args.expected_ms),
             cpu: pog_records::CpuPolicy::test_shape(),
+            ram: pog_records::RamPolicy::test_shape(),
             lease_check: false,
             storage: pog_records::StoragePolicy::test_shape(),
         }
@@ -816,6 +863,12 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
             enabled: !args.no_cpu_proof,
             steps: args.cpu_lane_steps.unwrap_or(policy.cpu.steps),
             ..policy.cpu
+        },
+        ram: pog_records::RamPolicy {
+            enabled: !args.no_ram_proof,
+            walkers: args.ram_walkers.unwrap_or(policy.ram.walkers),
+            walk_gbs: args.ram_walk_gbs,
+            ..policy.ram
         },
         storage: pog_records::StoragePolicy {
             enabled: !args.no_storage_proof,

@@ -377,7 +377,9 @@ mod tests {
             [5; 32],
             samples,
         );
-        let prover = CpuDataset::build(answered).walk(&walk_nonce, behaviour);
+        let prover = CpuDataset::build(answered)
+            .unwrap()
+            .walk(&walk_nonce, behaviour);
         let commitment = Commitment {
             challenge_id: "m1".into(),
             gpu_uuid: "GPU-1".parse().unwrap(),
@@ -416,6 +418,25 @@ mod tests {
         };
         let foreign = exchange(MemoryBehaviour::Honest, &other, 16);
         assert_eq!(foreign.wrong(), 16);
+    }
+
+    #[test]
+    fn a_partly_held_data_set_regenerates_the_rest_to_the_same_walk() {
+        use crate::prover::Prover;
+        let c = small();
+        let whole = CpuDataset::build(&c)
+            .unwrap()
+            .walk(&[7; 32], MemoryBehaviour::Honest);
+        for share in [0.0, 0.5, 0.999] {
+            let part = CpuDataset::build_holding(&c, share)
+                .unwrap()
+                .walk(&[7; 32], MemoryBehaviour::Honest);
+            assert_eq!(part.root(), whole.root(), "{share}");
+        }
+        let other = CpuDataset::build(&c)
+            .unwrap()
+            .walk(&[8; 32], MemoryBehaviour::Honest);
+        assert_ne!(other.root(), whole.root());
     }
 
     #[test]

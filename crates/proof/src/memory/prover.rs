@@ -1,11 +1,14 @@
 //! The memory proof on the CPU: the whole data set in host memory, every walker walked, the
-//! tree built. For tests and CI's end-to-end runs at small sizes (a real data set is tens of
-//! GB); it can also cheat the way the spot checks must catch.
+//! tree built, on every hardware thread. The GPU memory proof's prover for tests and CI's
+//! end-to-end runs at small sizes (a GPU's data set is tens of GB), and the proof of RAM's
+//! honest prover ([`crate::ram`]); it can also cheat the way the spot checks and the bound
+//! must catch.
 
-use super::arx::{self, ITEM_WORDS};
+use super::arx::{self, ITEM_WORDS, OUTPUT_BYTES};
 use super::MemoryChallenge;
 use crate::prover::{OpenError, Opening, Prover};
 use pog_merkle::{Blake3, Tree, TreeHasher};
+use std::collections::TryReserveError;
 
 /// How a CPU memory prover behaves.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -17,57 +20,116 @@ pub enum MemoryBehaviour {
     Junk(f64),
 }
 
-/// A data set built on the CPU, waiting for its walk.
+/// A data set built on the CPU, waiting for its walk: every item, or (a host claiming more
+/// memory than it has) only the first share of them, the rest regenerated when a walker
+/// reads one. Built and walked on every hardware thread this process may run on.
 pub struct CpuDataset {
     challenge: MemoryChallenge,
+    key: [u32; 8],
     data: Vec<[u32; ITEM_WORDS]>,
 }
 
+/// The hardware threads this process may run on.
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 impl CpuDataset {
-    /// Builds every item (O(items): keep sizes small).
-    pub fn build(challenge: &MemoryChallenge) -> CpuDataset {
+    /// Builds every item (O(items) item generations, spread over the threads), or says why
+    /// the memory for it could not be had.
+    pub fn build(challenge: &MemoryChallenge) -> Result<CpuDataset, TryReserveError> {
+        CpuDataset::build_holding(challenge, 1.0)
+    }
+
+    /// Builds and keeps only the first `share` (0 to 1) of the items: what a host with that
+    /// share of the memory it claims can hold. The walk regenerates every other item it reads
+    /// (an item generation in place of a read: the capacity argument's cheat). The memory is
+    /// asked for first, and its refusal returned: a data set larger than the allocator gives
+    /// is an error, never an abort.
+    pub fn build_holding(
+        challenge: &MemoryChallenge,
+        share: f64,
+    ) -> Result<CpuDataset, TryReserveError> {
         let key = challenge.dataset_key();
-        let data = (0..challenge.items)
-            .map(|i| arx::item(&key, i, challenge.item_rounds))
-            .collect();
-        CpuDataset {
+        let held = ((challenge.items as f64 * share.clamp(0.0, 1.0)) as u64).min(challenge.items);
+        let held = usize::try_from(held).unwrap_or(usize::MAX);
+        let mut data = Vec::new();
+        data.try_reserve_exact(held)?;
+        data.resize(held, [0u32; ITEM_WORDS]);
+        let per = data.len().div_ceil(threads()).max(1);
+        std::thread::scope(|s| {
+            for (n, chunk) in data.chunks_mut(per).enumerate() {
+                let rounds = challenge.item_rounds;
+                s.spawn(move || {
+                    let first = (n * per) as u64;
+                    for (i, item) in chunk.iter_mut().enumerate() {
+                        *item = arx::item(&key, first + i as u64, rounds);
+                    }
+                });
+            }
+        });
+        Ok(CpuDataset {
             challenge: challenge.clone(),
+            key,
             data,
+        })
+    }
+
+    /// Item `i`: read where it is held, regenerated where it is not.
+    fn read(&self, i: u64) -> [u32; ITEM_WORDS] {
+        match self.data.get(i as usize) {
+            Some(item) => *item,
+            None => arx::item(&self.key, i, self.challenge.item_rounds),
         }
     }
 
-    /// Walks it with the walk nonce's key (O(walkers · steps)).
+    /// Walks it with the walk nonce's key (O(walkers · steps), the walkers spread over the
+    /// threads).
     pub fn walk(&self, walk_nonce: &[u8; 32], behaviour: MemoryBehaviour) -> CpuMemoryProver {
         let challenge = &self.challenge;
         let walk_key = challenge.walk_key(walk_nonce);
-        let mut outputs = Vec::with_capacity(challenge.output_bytes() as usize);
-        for walker in 0..challenge.walkers {
-            let junk = match behaviour {
-                MemoryBehaviour::Honest => false,
-                MemoryBehaviour::Junk(f) => {
-                    let h = pog_matgen::hash(walker, 0xbad);
-                    (h as f64 / u64::MAX as f64) < f
-                }
-            };
-            if junk {
-                outputs.extend(pog_matgen::hash(walker, 0xfeed).to_le_bytes());
-                outputs.extend(pog_matgen::hash(walker, 0xf00d).to_le_bytes());
-            } else {
-                outputs.extend(arx::walk(
-                    &walk_key,
-                    walker,
-                    (challenge.steps, challenge.span),
-                    challenge.items,
-                    |i| self.data[i as usize],
-                ));
+        let width = OUTPUT_BYTES as usize;
+        let mut outputs = vec![0u8; challenge.output_bytes() as usize];
+        let per = challenge.walkers.div_ceil(threads() as u64).max(1) as usize;
+        std::thread::scope(|s| {
+            for (n, chunk) in outputs.chunks_mut(per * width).enumerate() {
+                let walk_key = &walk_key;
+                s.spawn(move || {
+                    for (j, out) in chunk.chunks_mut(width).enumerate() {
+                        let walker = (n * per + j) as u64;
+                        out.copy_from_slice(&self.walker(walk_key, walker, behaviour));
+                    }
+                });
             }
-        }
+        });
         let leaves: Vec<Vec<u8>> = outputs
             .chunks(challenge.leaf_bytes())
             .map(<[u8]>::to_vec)
             .collect();
         let tree = Tree::build::<Blake3>(leaves.iter().map(|l| Blake3::leaf(l)).collect());
         CpuMemoryProver { tree, leaves }
+    }
+
+    /// One walker's output, or junk where `behaviour` skips it.
+    fn walker(
+        &self,
+        walk_key: &[u32; 8],
+        walker: u64,
+        behaviour: MemoryBehaviour,
+    ) -> [u8; OUTPUT_BYTES as usize] {
+        if let MemoryBehaviour::Junk(f) = behaviour {
+            let h = pog_matgen::hash(walker, 0xbad);
+            if (h as f64 / u64::MAX as f64) < f {
+                let mut junk = [0u8; OUTPUT_BYTES as usize];
+                junk[..8].copy_from_slice(&pog_matgen::hash(walker, 0xfeed).to_le_bytes());
+                junk[8..].copy_from_slice(&pog_matgen::hash(walker, 0xf00d).to_le_bytes());
+                return junk;
+            }
+        }
+        let c = &self.challenge;
+        arx::walk(walk_key, walker, (c.steps, c.span), c.items, |i| {
+            self.read(i)
+        })
     }
 }
 

@@ -48,6 +48,7 @@ pub fn policy() -> Policy {
         expiry_ms: 10_000,
         memory: pog_records::MemoryPolicy::off(),
         cpu: pog_records::CpuPolicy::test_shape(),
+        ram: pog_records::RamPolicy::test_shape(),
         lease_check: false,
         storage: pog_records::StoragePolicy::test_shape(),
     }
@@ -390,6 +391,7 @@ pub fn agent(seed: u8, gpus: Vec<GpuClaim>) -> AgentSpec {
         register_at: None,
         clock: None,
         storage: None,
+        ram: None,
     }
 }
 
@@ -410,6 +412,7 @@ pub struct AgentSpec {
     clock: Option<SharedClock>,
     host: Option<pog_proof::wire::HostClaim>,
     storage: Option<pog_agent::storage::HostStorage>,
+    ram: Option<u64>,
 }
 
 impl AgentSpec {
@@ -426,7 +429,22 @@ impl AgentSpec {
             cores,
             token_owner: None,
             storage: None,
+            ram: None,
         });
+        self
+    }
+
+    /// It proves `holds` bytes of its host's RAM (`Agent::with_ram`; none: it claims no RAM
+    /// itself) and claims `claims` at registration, with one hardware thread: the same when
+    /// honest.
+    pub fn proving_ram(mut self, holds: Option<u64>, claims: u64) -> AgentSpec {
+        self.host = Some(pog_proof::wire::HostClaim {
+            cores: 1,
+            token_owner: None,
+            storage: None,
+            ram: Some(claims),
+        });
+        self.ram = holds;
         self
     }
 
@@ -442,6 +460,7 @@ impl AgentSpec {
             cores: 1,
             token_owner: None,
             storage: Some(claim),
+            ram: None,
         });
         self.storage = Some(storage);
         self
@@ -454,6 +473,7 @@ impl AgentSpec {
             cores: 2,
             token_owner: Some(owner),
             storage: None,
+            ram: None,
         });
         self
     }
@@ -530,6 +550,9 @@ impl AgentSpec {
         }
         if let Some(storage) = self.storage {
             agent = agent.with_storage(storage);
+        }
+        if let Some(bytes) = self.ram {
+            agent = agent.with_ram(bytes);
         }
         assert_eq!(agent.public_key(), key.public_key());
         let mut router = pog_agent::api::router(Arc::new(agent));

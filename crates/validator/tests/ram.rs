@@ -1,0 +1,195 @@
+//! The proof of the host's RAM end to end over real sockets on loopback, with small claims
+//! (a few MiB, built and walked by the CPU prover): a round of the validator's schedule that
+//! proves the host after its CPU, on its first GPU; a host holding half of what it claims fails
+//! on time (every walker right, only late); a silent agent gets a failure record; a claim out
+//! of range is refused at registration, a challenge beyond the agent's claim before any work;
+//! and the score counts RAM only from the validator's `ram-record`s.
+
+mod common;
+
+use common::*;
+use pog_proof::prover::Behaviour;
+use pog_records::{FailureKind, HostRam, RamRecord, RECORD_VERSION};
+use pog_signed::RecordKind;
+use pog_validator::schedule::{Rounds, Schedule};
+use std::time::Duration;
+
+/// The RAM claimed: 4 MiB (29 488 items of the memory proof).
+const CLAIM: u64 = 4 << 20;
+
+/// The RAM records among a GPU's records, newest last.
+async fn ram_records(vurl: &str, uuid: &str) -> Vec<RamRecord> {
+    records_of(vurl, uuid)
+        .await
+        .into_iter()
+        .filter(|r| r.get("ram_challenge").is_some())
+        .map(|r| serde_json::from_value(r).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_round_proves_the_hosts_ram_on_its_first_gpu() {
+    let h = Harness::new().serve().await;
+    let agent = h
+        .agent(51, vec![claim("GPU-ram-b"), claim("GPU-ram-a")])
+        .proving_ram(Some(CLAIM), CLAIM)
+        .await;
+    assert_eq!(agent.status(), 200);
+    h.agent(52, vec![claim("GPU-ram-none")]).await;
+    let schedule = Schedule::every(Duration::from_secs(60), policy());
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let mut rounds = Rounds::new(h.v.clone(), schedule, stopped);
+    rounds.start();
+    rounds.settled().await;
+    let on_first = ram_records(&h.url, "GPU-ram-a").await;
+    assert_eq!(on_first.len(), 1, "{on_first:?}");
+    assert!(ram_records(&h.url, "GPU-ram-b").await.is_empty());
+    assert!(ram_records(&h.url, "GPU-ram-none").await.is_empty());
+    let record = &on_first[0];
+    assert_eq!(record.version, RECORD_VERSION);
+    let outcome = record.outcome.as_ref().expect("a verdict");
+    assert!(record.accepted, "{outcome:?}");
+    assert_eq!(outcome.wrong(), 0);
+    // The data set is sized from the claim, bound to the host's first GPU and both keys.
+    let c = &record.details.ram_challenge;
+    assert_eq!(
+        c.items,
+        pog_proof::ram::plan(CLAIM, 1, pog_proof::ram::floor_rate())
+            .unwrap()
+            .items
+    );
+    assert_eq!(c.to.gpu_uuid.as_str(), "GPU-ram-a");
+    assert!((record.details.proven_gib() - CLAIM as f64 / (1u64 << 30) as f64).abs() < 1e-3);
+    // The bound is calibrated by the build the validator timed.
+    let build = record.details.build_ms.expect("the build timed");
+    let reads = c.reads() as f64;
+    let floor_ms = reads * 128.0 / (record.policy.ram.walk_gbs * 1e9) * 1e3;
+    let calibrated = pog_proof::ram::BUILD_ALLOWANCE * build * reads / c.items as f64;
+    assert!((record.expected_ms - calibrated.min(floor_ms)).abs() < 1e-6);
+    assert!(record.details.walk_gbs(Some(outcome)).unwrap() > 0.0);
+    assert!(RecordKind::RamRound.signed_by_validator());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_holding_half_its_claim_fails_on_time() {
+    let h = Harness::new().serve().await;
+    h.agent(53, vec![claim("GPU-ram-honest")])
+        .proving_ram(Some(CLAIM), CLAIM)
+        .await;
+    h.agent(54, vec![claim("GPU-ram-half")])
+        .proving_ram(Some(CLAIM), CLAIM)
+        .behaving(Behaviour::Holds(0.5))
+        .await;
+    let honest =
+        h.v.challenge::<HostRam>("GPU-ram-honest", &policy())
+            .await
+            .unwrap();
+    let honest_ratio = honest.outcome.as_ref().expect("a verdict").time.ratio;
+    assert!(honest.accepted, "{:?}", honest.outcome);
+    let half =
+        h.v.challenge::<HostRam>("GPU-ram-half", &policy())
+            .await
+            .unwrap();
+    let outcome = half.outcome.as_ref().expect("a verdict");
+    assert!(!half.accepted, "{outcome:?}");
+    assert_eq!(outcome.wrong(), 0, "every walker right, only late");
+    assert!(
+        outcome.time.ratio > 1.0 + pog_proof::timing::TIME_TOLERANCE,
+        "{:?}",
+        outcome.time
+    );
+    eprintln!(
+        "honest walk at {honest_ratio:.2} of its bound, half the claim held at {:.2}",
+        outcome.time.ratio
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_silent_host_gets_a_failure_record() {
+    let h = Harness::new().serve().await;
+    let mut agent = h
+        .agent(55, vec![claim("GPU-ram-silent")])
+        .proving_ram(Some(CLAIM), CLAIM)
+        .await;
+    agent.stop();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let record =
+        h.v.challenge::<HostRam>("GPU-ram-silent", &policy())
+            .await
+            .unwrap();
+    assert!(!record.accepted && record.outcome.is_none());
+    assert_eq!(record.failure.unwrap().kind, FailureKind::Unreachable);
+    assert_eq!(ram_records(&h.url, "GPU-ram-silent").await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_out_of_range_or_beyond_the_agents_is_refused_clearly() {
+    let h = Harness::new().serve().await;
+    for bytes in [0, pog_proof::ram::MAX_CLAIM_BYTES + 1] {
+        let spec = h
+            .agent(56, vec![claim("GPU-ram-absurd")])
+            .proving_ram(Some(CLAIM), bytes);
+        assert_eq!(spec.await.status(), 400, "{bytes} bytes");
+    }
+    // Registered as twice what the agent holds to: the agent refuses the data set before
+    // building anything, and stays up for the next one.
+    h.agent(57, vec![claim("GPU-ram-over")])
+        .proving_ram(Some(CLAIM), 2 * CLAIM)
+        .await;
+    let record =
+        h.v.challenge::<HostRam>("GPU-ram-over", &policy())
+            .await
+            .unwrap();
+    assert!(!record.accepted);
+    let failure = record.failure.expect("refused");
+    assert!(failure.message.contains("400"), "{failure:?}");
+    let again =
+        h.v.challenge::<HostRam>("GPU-ram-over", &policy())
+            .await
+            .unwrap();
+    assert!(again.failure.unwrap().message.contains("400"));
+}
+
+/// The score's RAM part counts only the validator's proof: an agent's claim alone counts 0,
+/// and its proven RAM lifts its host's GPUs, the first GPU's proof counting for the other.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_score_counts_ram_only_from_the_validators_records() {
+    let h = Harness::new()
+        .with_market()
+        .with_pricing_by_hand()
+        .serve()
+        .await;
+    h.agent(58, vec![claim("GPU-ram-d"), claim("GPU-ram-c")])
+        .proving_ram(Some(CLAIM), CLAIM)
+        .await;
+    let ram = |uuid: &str| h.pricing().assess(uuid).unwrap().unwrap().detail.parts.ram;
+    // Claimed, not yet proven: nothing.
+    let before = ram("GPU-ram-d");
+    assert_eq!(before.value, 0.0, "{before:?}");
+    assert!(
+        before
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("no proof")),
+        "{before:?}"
+    );
+    let record =
+        h.v.challenge::<HostRam>("GPU-ram-c", &policy())
+            .await
+            .unwrap();
+    assert!(record.accepted, "{:?}", record.outcome);
+    let (first, other) = (ram("GPU-ram-c"), ram("GPU-ram-d"));
+    assert!(first.value > 0.0, "{first:?}");
+    assert_eq!(other, first, "the host's proof counts for each of its GPUs");
+    // Its figures are the record's, on the validator's clock.
+    let walk = record.details.walk_gbs(record.outcome.as_ref()).unwrap();
+    let c = pog_market::config::Config::embedded().score;
+    let n = &c.normalize;
+    let expected = c.ram.capacity * n.apply(record.details.proven_gib() / c.ram.reference_gib)
+        + c.ram.bandwidth * n.apply(walk / c.ram.reference_walk_gbs);
+    assert!(
+        (first.value - expected).abs() < 1e-9,
+        "{} against {expected}",
+        first.value
+    );
+}
