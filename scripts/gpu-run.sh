@@ -142,6 +142,20 @@ export POG_MEMORY_MODEL=${POG_MEMORY_MODEL:-$(nvidia-smi --query-gpu=name --form
 run prove-cpu 0 "$POG" prove --proof cpu --json
 [ -x .gpu/cpu_cost ] && run cpu-cost 0 .gpu/cpu_cost 5
 
+# The proof of the host's RAM (issue 23): a claim of RAM_SIZE (default 16G) built on every
+# thread and walked, three times, as `pog prove --proof ram` runs it, and the attack harness if
+# it was carried along (cargo build --release -p pog-local --example ram_attacks; a claim of
+# RAM_ATTACK_MIB, default 8192: half held and regenerated, swapped to disk, on a second host).
+# RAM=0 skips it.
+if [ "${RAM:-1}" = 1 ]; then
+  for i in 1 2 3; do
+    run "prove-ram-$i-json" 0 "$POG" prove --proof ram --ram-size "${RAM_SIZE:-16G}" --json
+  done
+  ram_dir=$(mktemp -d /var/tmp/pog-ram.XXXXXX)
+  [ -x .gpu/ram_attacks ] && run ram-attacks 0 .gpu/ram_attacks "${RAM_ATTACK_MIB:-8192}" "$ram_dir"
+  rm -rf "$ram_dir"
+fi
+
 # The validator's check during a lease (issue 25): the per-model precision at n = 2048, one
 # product, against the lease's loose bound (1 s), five times on the idle GPU, then ten times
 # while a tenant (lease-tenant.py beside this script, PyTorch) holds 80 % of the GPU's free
