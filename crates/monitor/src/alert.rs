@@ -211,7 +211,7 @@ pub fn explain(kind: AlertKind, key: &str) -> (&'static str, &'static str) {
             "compare the GPU and memory temperatures with the neighbours' at the same power and with an external probe; thermal alerts on the drifting sensor are in doubt",
         ),
         AlertKind::OtherModel => (
-            "the healthy history given (--train, or the fleet's) was recorded on another GPU model, whose clocks, power cap and temperatures are not this one's",
+            "the healthy history given (--train) was recorded on another GPU model, whose clocks, power cap and temperatures are not this one's",
             "train on a healthy trace of this model (pog monitor run --record on a healthy GPU of it); until then this GPU is judged from its own levels, learned as it runs",
         ),
         AlertKind::SampleGap => (
