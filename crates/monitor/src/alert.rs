@@ -71,6 +71,9 @@ pub enum AlertKind {
     /// the power reading drifting from the energy counter; with its rate and the time until
     /// the limit at the GPU's typical full load.
     Degradation,
+    /// The healthy history was recorded on another GPU model (its memory's clock or size
+    /// tell): it judges nothing here, and the GPU learns its own levels (info).
+    OtherModel,
 }
 
 impl AlertKind {
@@ -93,6 +96,7 @@ impl AlertKind {
             AlertKind::AmbientShift => "ambient_shift",
             AlertKind::SampleGap => "sample_gap",
             AlertKind::Degradation => "degradation",
+            AlertKind::OtherModel => "other_model",
         }
     }
 }
@@ -205,6 +209,10 @@ pub fn explain(kind: AlertKind, key: &str) -> (&'static str, &'static str) {
         AlertKind::Degradation => (
             "a temperature sensor (the die's or the memory's) drifting slowly, not the room or the cooling",
             "compare the GPU and memory temperatures with the neighbours' at the same power and with an external probe; thermal alerts on the drifting sensor are in doubt",
+        ),
+        AlertKind::OtherModel => (
+            "the healthy history given (--train) was recorded on another GPU model, whose clocks, power cap and temperatures are not this one's",
+            "train on a healthy trace of this model (pog monitor run --record on a healthy GPU of it); until then this GPU is judged from its own levels, learned as it runs",
         ),
         AlertKind::SampleGap => (
             "no samples for a while: the sampler stalled, the host slept or was suspended, or the recording stopped",

@@ -1,6 +1,7 @@
 //! What a GPU's healthy history teaches: robust baselines conditioned on load, a thermal
 //! envelope (the hottest healthy temperature at each recent power), how long each sensor
-//! stays unchanged when healthy, and an isolation forest over the joint state.
+//! stays unchanged when healthy, an isolation forest over the joint state, and the
+//! [`Fingerprint`] of the GPU model it was recorded on (whose levels it holds, and no other's).
 
 use crate::config::Config;
 use crate::degradation::ThermalReference;
@@ -351,6 +352,69 @@ fn raw_features(
     ]
 }
 
+/// A memory clock within this fraction of the healthy history's range is the same model's.
+const CLOCK_TOLERANCE: f64 = 0.05;
+
+/// A memory size (used, free and reserved together) within this fraction of the healthy
+/// history's is the same model's (an H100's 80 GB, an H100 NVL's 94, an H200's 141 are apart
+/// by far more; a retired page or remapped row by far less).
+const MEMORY_TOLERANCE: f64 = 0.02;
+
+/// What tells a GPU model from another in its readings: its memory's size and clock (an
+/// H200's HBM3e runs at 3201 MHz, an H100 SXM's HBM3 at 2619 MHz), neither of which a load,
+/// a room or a healthy card changes. A trace carries no model name; these it carries.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fingerprint {
+    /// The memory clocks read, lowest and highest (MHz); `None` when none was read.
+    pub mem_clock_mhz: Option<(f64, f64)>,
+    /// The median device memory size: used, free and reserved together (MiB); `None` when
+    /// they were never read together (the H200 fixture has no free or reserved columns).
+    pub mem_total_mib: Option<f64>,
+}
+
+impl Fingerprint {
+    /// The fingerprint of these samples; `None` when none of them read the memory's clock or
+    /// size.
+    pub fn of<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Option<Fingerprint> {
+        let mut clocks: Option<(f64, f64)> = None;
+        let mut totals = Vec::new();
+        for s in samples {
+            if let Some(c) = s.mem_clock_mhz {
+                clocks = Some(clocks.map_or((c, c), |(lo, hi)| (lo.min(c), hi.max(c))));
+            }
+            if let (Some(used), Some(free), Some(reserved)) =
+                (s.mem_used_mib, s.mem_free_mib, s.mem_reserved_mib)
+            {
+                totals.push(used + free + reserved);
+            }
+        }
+        let print = Fingerprint {
+            mem_clock_mhz: clocks,
+            mem_total_mib: median(&totals),
+        };
+        (clocks.is_some() || print.mem_total_mib.is_some()).then_some(print)
+    }
+
+    /// How a GPU whose readings give `live` differs from the model this fingerprint is of, in
+    /// words; `None` when it is the same model, or nothing tells. The memory's size decides
+    /// where both know it (a memory clock may drop on a faulty card of the same model);
+    /// otherwise the clock, outside the history's range by more than 5 %.
+    pub fn differs(&self, live: &Fingerprint) -> Option<String> {
+        if let (Some(history), Some(here)) = (self.mem_total_mib, live.mem_total_mib) {
+            return ((here - history).abs() > MEMORY_TOLERANCE * history)
+                .then(|| format!("{history:.0} MiB of memory there, {here:.0} MiB here"));
+        }
+        let ((lo, hi), (here, _)) = (self.mem_clock_mhz?, live.mem_clock_mhz?);
+        let inside = (1.0 - CLOCK_TOLERANCE) * lo <= here && here <= (1.0 + CLOCK_TOLERANCE) * hi;
+        let there = if lo == hi {
+            format!("{hi:.0} MHz")
+        } else {
+            format!("{lo:.0}–{hi:.0} MHz")
+        };
+        (!inside).then(|| format!("its memory clock {there} there, {here:.0} MHz here"))
+    }
+}
+
 /// Everything learned from one GPU's healthy history.
 #[derive(Debug, Clone)]
 pub struct Model {
@@ -375,6 +439,9 @@ pub struct Model {
     /// Each temperature regressed on power, utilization and clocks, for the slow-degradation
     /// watch ([`crate::degradation`]); `None` when the history has no load to learn from.
     pub thermal: Option<ThermalReference>,
+    /// The GPU model the history was recorded on, as its readings tell it: the levels above
+    /// are that model's, and judge no other ([`Monitor`](crate::Monitor) checks each GPU's).
+    pub fingerprint: Option<Fingerprint>,
     /// Samples trained on.
     pub samples: usize,
     /// Seconds of history trained on.
@@ -517,6 +584,7 @@ impl Model {
             proof_ratio: robust_of(|s| s.proof_ratio),
             forest,
             thermal: ThermalReference::fit(history),
+            fingerprint: Fingerprint::of(history),
             samples: history.len(),
             span_s: history.last().map_or(0.0, |l| l.t) - history[0].t,
         })
@@ -620,6 +688,35 @@ mod tests {
         assert!(env.at(800.0) > env.at(700.0));
         assert!(model.forest.is_some());
         assert_eq!(model.samples, 417);
+    }
+
+    #[test]
+    fn the_memory_tells_the_gpu_model() {
+        let h200 = Model::train(&healthy(), &Config::default())
+            .unwrap()
+            .fingerprint
+            .unwrap();
+        assert_eq!(h200.mem_clock_mhz, Some((3201.0, 3201.0)));
+        let reading = |clock: f64, total: Option<f64>| {
+            let mut s = Sample::at(0.0);
+            s.mem_clock_mhz = Some(clock);
+            s.mem_used_mib = Some(0.0);
+            s.mem_free_mib = total;
+            s.mem_reserved_mib = Some(0.0);
+            Fingerprint::of([&s]).unwrap()
+        };
+        // An H100 SXM's HBM3 clock, where the history knows no memory size.
+        let h100 = reading(2619.0, Some(81559.0));
+        assert!(h200.differs(&h100).unwrap().contains("2619 MHz here"));
+        assert_eq!(h200.differs(&reading(3201.0, None)), None);
+        // Where both know the memory's size it decides: a clock dropped on a card of the same
+        // size is that card's fault, not another model.
+        let sized = Fingerprint {
+            mem_total_mib: Some(143771.0),
+            ..h200
+        };
+        assert_eq!(sized.differs(&reading(2619.0, Some(143771.0))), None);
+        assert!(sized.differs(&reading(3201.0, Some(81559.0))).is_some());
     }
 
     #[test]

@@ -6,7 +6,8 @@ use crate::baseline::{AmbientOffset, Level, SETTLE_S};
 use crate::config::Config;
 use crate::degradation::{Degradation, DriftWatch, ResumeError};
 use crate::model::{
-    Envelope, LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES, STEADY_FRACTION,
+    Envelope, Fingerprint, LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES,
+    STEADY_FRACTION,
 };
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{median, theil_sen};
@@ -88,6 +89,9 @@ const INTERVALS: usize = 16;
 pub struct Monitor {
     config: Config,
     model: Option<Model>,
+    /// Whether this GPU's model was checked against the healthy history's
+    /// ([`Monitor::other_model`]): at the first sample that reads its memory.
+    model_checked: bool,
     gate: Gate,
     window: VecDeque<Sample>,
     recent_power: RecentPower,
@@ -162,17 +166,16 @@ impl Monitor {
     /// A monitor with these settings; `model` is the GPU's healthy history, without which the
     /// load-conditioned detectors (thermal envelope, clock baselines, power cap, isolation
     /// forest) stay silent and only the rule-based ones run, with the slow-degradation watch
-    /// learning its reference from the GPU's own first hour.
+    /// learning its reference from the GPU's own first hour. A history of another GPU model
+    /// (its [`Fingerprint`]) is set aside at the GPU's first reading of its memory: the GPU is
+    /// judged as one without history, and told so once.
     pub fn new(config: Config, model: Option<Model>) -> Monitor {
         let gate = Gate::new(config.gate);
-        let drift = Degradation::new(
-            model.as_ref().and_then(|m| m.thermal.clone()),
-            [config.thermal_limit_c, config.mem_thermal_limit_c],
-        );
         Monitor {
-            drift,
+            drift: Self::drift_watch(&config, model.as_ref()),
             config,
             model,
+            model_checked: false,
             gate,
             window: VecDeque::new(),
             recent_power: RecentPower::default(),
@@ -194,6 +197,14 @@ impl Monitor {
             last_t: None,
             intervals: VecDeque::new(),
         }
+    }
+
+    /// The slow-degradation watch against `model`'s thermal reference, or without one.
+    fn drift_watch(config: &Config, model: Option<&Model>) -> Degradation {
+        Degradation::new(
+            model.and_then(|m| m.thermal.clone()),
+            [config.thermal_limit_c, config.mem_thermal_limit_c],
+        )
     }
 
     /// The thermal levels this GPU has learned (GPU die, memory), to keep across runs.
@@ -228,6 +239,7 @@ impl Monitor {
     pub fn push(&mut self, s: &Sample) -> Vec<Alert> {
         self.samples += 1;
         let gap = self.timeline(s);
+        let other = self.other_model(s);
         self.window.push_back(s.clone());
         while self.window.front().is_some_and(|f| s.t - f.t > KEEP_S) {
             self.window.pop_front();
@@ -236,7 +248,7 @@ impl Monitor {
             .recent_power
             .push(s.t, s.power_w, self.config.load_window_s);
         let state = LoadState::of(s, self.config.busy_util_pct);
-        let mut findings: Vec<Finding> = gap.into_iter().collect();
+        let mut findings: Vec<Finding> = gap.into_iter().chain(other).collect();
         // The sensors first: a frozen reading must not be read as a thermal runaway.
         self.frozen(s, &mut findings);
         self.thermal(s, recent_power, &mut findings);
@@ -250,6 +262,45 @@ impl Monitor {
         self.multivariate(s, recent_power, &mut findings);
         self.degradation(s, &mut findings);
         self.gate.admit(s.t, findings)
+    }
+
+    /// At the first sample that reads the GPU's memory (its clock or size): whether the
+    /// healthy history is of another GPU model ([`Fingerprint::differs`]). If it is, its
+    /// levels (clocks, power cap, thermal envelope, forest, thermal reference) judge nothing
+    /// here: the model is set aside, the GPU learns its own levels from scratch as one with
+    /// no history does, and one info finding says so.
+    fn other_model(&mut self, s: &Sample) -> Option<Finding> {
+        if self.model_checked {
+            return None;
+        }
+        let live = Fingerprint::of([s])?;
+        self.model_checked = true;
+        let history = self.model.as_ref()?.fingerprint?;
+        let how = history.differs(&live)?;
+        self.model = None;
+        self.drift = Self::drift_watch(&self.config, None);
+        let mut signals = BTreeMap::new();
+        if let (Some((_, there)), Some((here, _))) = (history.mem_clock_mhz, live.mem_clock_mhz) {
+            signals.insert(
+                Signal::MemClock.name().into(),
+                SignalChange::against(here, there, "the healthy history's highest memory clock"),
+            );
+        }
+        if let (Some(there), Some(here)) = (history.mem_total_mib, live.mem_total_mib) {
+            signals.insert(
+                "mem_total_mib".into(),
+                SignalChange::against(here, there, "the healthy history's memory size"),
+            );
+        }
+        Some(Finding {
+            kind: AlertKind::OtherModel,
+            key: "other_model".into(),
+            severity: Severity::Info,
+            signals,
+            message: format!(
+                "the healthy history is of another GPU model ({how}): its levels judge nothing here; this GPU learns its own from scratch, as one without history"
+            ),
+        })
     }
 
     /// A gap in the samples or a clock that stepped back: one info finding, and every window

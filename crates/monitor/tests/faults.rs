@@ -787,3 +787,26 @@ fn a_level_kept_from_an_earlier_run_judges_a_gpu_that_starts_hotter() {
         show(&alerts)
     );
 }
+
+/// A healthy H100 SXM (HBM3 at 2619 MHz, capped at 700 W) through `scripts/gpu-run.sh`'s
+/// loads (2026-12-05 15:38–15:47 UTC), recorded by a monitor trained on the H200's history.
+const H100_GPU_RUN: &str = include_str!("data/h100-gpu-run.csv");
+
+#[test]
+fn an_h100_judged_with_an_h200s_history_raises_no_warning() {
+    // The H200's memory clock (3201 MHz), power cap (691 W) and thermal envelope are not an
+    // H100's: judged by them, this healthy H100 read as a clock drop, a lowered power cap and
+    // a thermal runaway. A history of another model judges nothing; the H100 learns its own
+    // levels, and is told so once.
+    let alerts = run(&parse_trace(H100_GPU_RUN).unwrap());
+    assert!(
+        alerts.iter().all(|a| a.severity == Severity::Info),
+        "{}",
+        show(&alerts)
+    );
+    let told: Vec<&Alert> = alerts
+        .iter()
+        .filter(|a| a.kind == AlertKind::OtherModel)
+        .collect();
+    assert_eq!(told.len(), 1, "{}", show(&alerts));
+}
