@@ -154,9 +154,15 @@ async fn a_claim_out_of_range_or_beyond_the_agents_is_refused_clearly() {
 /// and its proven RAM lifts its host's GPUs, the first GPU's proof counting for the other.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_score_counts_ram_only_from_the_validators_records() {
+    // References a 4 MiB claim walked in a debug build reaches (the embedded ones are the
+    // H200 host's: 125.8 GiB, 25 GB/s).
+    let mut config = pog_market::Config::embedded();
+    config.score.ram.reference_gib = 1.0 / 256.0;
+    config.score.ram.reference_walk_gbs = 0.01;
     let h = Harness::new()
         .with_market()
         .with_pricing_by_hand()
+        .market_config(config.clone())
         .serve()
         .await;
     h.agent(58, vec![claim("GPU-ram-d"), claim("GPU-ram-c")])
@@ -183,7 +189,7 @@ async fn the_score_counts_ram_only_from_the_validators_records() {
     assert_eq!(other, first, "the host's proof counts for each of its GPUs");
     // Its figures are the record's, on the validator's clock.
     let walk = record.details.walk_gbs(record.outcome.as_ref()).unwrap();
-    let c = pog_market::config::Config::embedded().score;
+    let c = config.score;
     let n = &c.normalize;
     let expected = c.ram.capacity * n.apply(record.details.proven_gib() / c.ram.reference_gib)
         + c.ram.bandwidth * n.apply(walk / c.ram.reference_walk_gbs);

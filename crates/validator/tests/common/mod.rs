@@ -115,6 +115,8 @@ pub struct Harness {
     settlements: Option<pog_market::settlement::SettlementRules>,
     vouchers: Option<Arc<dyn pog_validator::settlement::EscrowPayments>>,
     pricing: PricingRun,
+    /// The scores' and prices' configuration (the embedded one unless a test sets another).
+    market_config: Option<pog_market::Config>,
     clock: SharedClock,
 }
 
@@ -140,6 +142,7 @@ impl Harness {
             settlements: None,
             vouchers: None,
             pricing: PricingRun::Off,
+            market_config: None,
             clock: SystemClock::shared(),
         }
     }
@@ -259,6 +262,13 @@ impl Harness {
         self.with_market()
     }
 
+    /// Its pricing scoring and pricing by `config` instead of the embedded configuration
+    /// (references a test host can reach).
+    pub fn market_config(mut self, config: pog_market::Config) -> Harness {
+        self.market_config = Some(config);
+        self
+    }
+
     /// Builds the validator and serves its API on a free loopback port.
     pub async fn serve(self) -> Served {
         let identity = Identity::from_seed(self.seed);
@@ -307,7 +317,9 @@ impl Harness {
             (_, Some(market)) => Some(Pricing::new(
                 v.records().clone(),
                 market.clone(),
-                pog_market::Config::embedded(),
+                self.market_config
+                    .clone()
+                    .unwrap_or_else(pog_market::Config::embedded),
             )),
         };
         // The pricing runs until the served validator is dropped (its sender with it).
