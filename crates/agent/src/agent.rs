@@ -833,40 +833,68 @@ pub(crate) async fn challenge(
     ))
 }
 
-/// Builds a memory challenge's data set and answers "ready" (signed). The challenge must be
-/// within what the protocol plans for the GPU's claimed model; the data set replaces the one
-/// the GPU held before, and is freed if not walked within the hold.
-pub(crate) async fn memory_build(
-    State(agent): State<Arc<Agent>>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
+/// What a walk proof's set-up is of: the GPU's memory, or the host's RAM. Both are a
+/// [`MemoryChallenge`] built and walked alike; their messages, plans and prover tasks differ.
+struct WalkKind {
+    /// The challenge's and the answer's message kinds.
+    kinds: (&'static str, &'static str),
+    /// What a refusal calls the challenge.
+    name: &'static str,
+    /// The agent's check that the challenge is within its plan for it.
+    planned: fn(&Agent, &MemoryChallenge) -> Result<(), Inadmissible>,
+    /// The prover's task for it.
+    task: for<'a> fn(&'a MemoryChallenge) -> Task<'a>,
+}
+
+/// Builds a walk proof's data set and answers "ready" (signed): the challenge must be within
+/// the agent's plan for its kind; the data set takes its GPU's slot (one set-up a GPU,
+/// replacing the one held before, freed if not walked within the hold). The answer, and the
+/// challenge's message.
+async fn build_walk(
+    agent: &Arc<Agent>,
+    body: &Bytes,
+    walk: WalkKind,
+) -> Result<(Response, MemoryChallengeMessage), ApiError> {
+    let (challenge_kind, ready_kind) = walk.kinds;
     let (message, signer): (MemoryChallengeMessage, PublicKey) =
-        pog_signed::decode(&body, kind::MEMORY_CHALLENGE)?;
+        pog_signed::decode(body, challenge_kind)?;
     let c = &message.challenge;
     agent.check_addressed(&signer, &c.to)?;
     admit(
         c.check_shape()
             .map_err(Inadmissible::from)
-            .and_then(|()| agent.check_planned(c)),
-        (
-            c.version,
-            pog_proof::memory::MEMORY_VERSION,
-            "memory challenge",
-        ),
-        || agent.engine.refuses(Task::Memory(c)),
+            .and_then(|()| (walk.planned)(agent, c)),
+        (c.version, pog_proof::memory::MEMORY_VERSION, walk.name),
+        || agent.engine.refuses((walk.task)(c)),
     )?;
     let challenge = c.clone();
+    let task = walk.task;
     let ready = set_up_in_slot(
-        &agent,
+        agent,
         (&message.id, message.expires_at_ms, &signer),
         &c.to.gpu_uuid,
-        move |engine| engine.set_up(Task::Memory(&challenge)),
+        move |engine| engine.set_up(task(&challenge)),
     )
     .await?;
-    agent.timed(Step::Built(&message.id, c));
-    Ok(envelope_response(
-        agent.signer().seal(kind::MEMORY_READY, &ready)?,
-    ))
+    let answer = envelope_response(agent.signer().seal(ready_kind, &ready)?);
+    Ok((answer, message))
+}
+
+/// Builds a memory challenge's data set on the GPU and answers "ready" (signed): the
+/// challenge must be within what the protocol plans for the GPU's claimed model.
+pub(crate) async fn memory_build(
+    State(agent): State<Arc<Agent>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let walk = WalkKind {
+        kinds: (kind::MEMORY_CHALLENGE, kind::MEMORY_READY),
+        name: "memory challenge",
+        planned: Agent::check_planned,
+        task: |c| Task::Memory(c),
+    };
+    let (answer, message) = build_walk(&agent, &body, walk).await?;
+    agent.timed(Step::Built(&message.id, &message.challenge));
+    Ok(answer)
 }
 
 /// Runs a CPU challenge's calibration lane (the set-up the validator times) and answers
@@ -899,38 +927,18 @@ pub(crate) async fn cpu_calibrate(
 }
 
 /// Builds a proof of RAM's data set in the host's memory on its CPU and answers "ready"
-/// (signed). The challenge must be within the plan for the agent's RAM claim; it takes its
-/// GPU's slot like a memory data set (one set-up a GPU, freed if not walked within the hold).
+/// (signed): the challenge must be within the plan for the agent's RAM claim.
 pub(crate) async fn ram_build(
     State(agent): State<Arc<Agent>>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let (message, signer): (MemoryChallengeMessage, PublicKey) =
-        pog_signed::decode(&body, kind::RAM_CHALLENGE)?;
-    let c = &message.challenge;
-    agent.check_addressed(&signer, &c.to)?;
-    admit(
-        c.check_shape()
-            .map_err(Inadmissible::from)
-            .and_then(|()| agent.check_ram_planned(c)),
-        (
-            c.version,
-            pog_proof::memory::MEMORY_VERSION,
-            "RAM challenge",
-        ),
-        || agent.engine.refuses(Task::Ram(c)),
-    )?;
-    let challenge = c.clone();
-    let ready = set_up_in_slot(
-        &agent,
-        (&message.id, message.expires_at_ms, &signer),
-        &c.to.gpu_uuid,
-        move |engine| engine.set_up(Task::Ram(&challenge)),
-    )
-    .await?;
-    Ok(envelope_response(
-        agent.signer().seal(kind::RAM_READY, &ready)?,
-    ))
+    let walk = WalkKind {
+        kinds: (kind::RAM_CHALLENGE, kind::RAM_READY),
+        name: "RAM challenge",
+        planned: Agent::check_ram_planned,
+        task: |c| Task::Ram(c),
+    };
+    Ok(build_walk(&agent, &body, walk).await?.0)
 }
 
 /// The set-up phase of a kind that sets up first, in `gpu`'s slot (one at a time, held at

@@ -2,7 +2,7 @@
 //! item 4), kept the way Trillian Tessera keeps a log on an SQL backend:
 //!
 //! - **Sequencing.** An entry gets its index under the `log_sequence` row's lock, in the
-//!   transaction of the record it logs ([`sequence`]): the fleet's entries commit in index
+//!   transaction of the record it logs ([`crate::postgres::sequence_log_entry`]): the fleet's entries commit in index
 //!   order and without gaps (a transaction that rolls back gives its index back), and a record
 //!   is stored and logged, or neither.
 //! - **Integration.** Each validator keeps the tree in its data dir (`pog_ledger`'s tiles,
@@ -84,27 +84,6 @@ impl From<tokio_postgres::Error> for FleetLogError {
     fn from(e: tokio_postgres::Error) -> FleetLogError {
         FleetLogError::Db(e.into())
     }
-}
-
-/// Gives `entry` the fleet log's next index within the transaction `tx` (the sequence row
-/// stays locked until `tx` ends, so the entries commit in index order); its index.
-pub(crate) async fn sequence(
-    tx: &tokio_postgres::Transaction<'_>,
-    entry: &[u8],
-) -> Result<u64, RegistryError> {
-    let index: i64 = tx
-        .query_one(
-            "UPDATE log_sequence SET next_idx = next_idx + 1 RETURNING next_idx - 1",
-            &[],
-        )
-        .await?
-        .try_get(0)?;
-    tx.execute(
-        "INSERT INTO log_entries (idx, entry) VALUES ($1, $2)",
-        &[&index, &entry],
-    )
-    .await?;
-    Ok(index as u64)
 }
 
 /// The fleet's log in a PostgreSQL registry's database (from
@@ -214,7 +193,7 @@ impl FleetLog {
         Ok(self.pg.block(|pg| async move {
             let mut client = pg.connection().await?;
             let tx = client.transaction().await?;
-            let index = sequence(&tx, &entry).await?;
+            let index = crate::postgres::sequence_log_entry(&tx, &entry).await?;
             tx.commit().await?;
             Ok(index)
         })?)

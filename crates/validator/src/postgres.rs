@@ -76,6 +76,27 @@ const ROUND_KINDS: [&str; 5] = [
     "storage-record",
 ];
 
+/// Gives `entry` the fleet's log's next index within the transaction `tx` (the sequence row
+/// stays locked until `tx` ends, so the entries commit in index order); its index.
+pub(crate) async fn sequence_log_entry(
+    tx: &tokio_postgres::Transaction<'_>,
+    entry: &[u8],
+) -> Result<u64, RegistryError> {
+    let index: i64 = tx
+        .query_one(
+            "UPDATE log_sequence SET next_idx = next_idx + 1 RETURNING next_idx - 1",
+            &[],
+        )
+        .await?
+        .try_get(0)?;
+    tx.execute(
+        "INSERT INTO log_entries (idx, entry) VALUES ($1, $2)",
+        &[&index, &entry],
+    )
+    .await?;
+    Ok(index as u64)
+}
+
 /// Fencing of a round's record by its slot's claim, within the record's transaction `tx`: the
 /// oldest claim of `gpu_uuid` by `validator` still open is locked and marked done (a round
 /// recorded is its slot's claim finished); with none open, a latest claim that another
@@ -708,7 +729,7 @@ impl PgRegistry {
             }
         }
         let index = match log_entry {
-            Some(entry) => Some(crate::fleet_log::sequence(&tx, entry).await?),
+            Some(entry) => Some(sequence_log_entry(&tx, entry).await?),
             None => None,
         };
         tx.commit().await?;
