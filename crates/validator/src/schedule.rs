@@ -65,7 +65,14 @@ pub struct Schedule {
     /// taking a share of the fleet's slots (it would start them at another instant than the
     /// others); `None`: not checked (a test's clock, a validator alone).
     pub max_clock_skew: Option<Duration>,
+    /// How long a host's accepted proof of RAM stands before its next one: each builds 90 % of
+    /// the claimed RAM (about 0.9 s a GiB on 16 threads: docs/benchmarks.md), too much for
+    /// every round. A failed or unanswered one is tried again at the host's next round.
+    pub ram_every: Duration,
 }
+
+/// How long a host's accepted proof of RAM stands by default: a day.
+pub const RAM_EVERY: Duration = Duration::from_secs(24 * 3600);
 
 /// What `pog validator` allows between its clock and its database server's: well above what
 /// NTP keeps servers to (a few ms), well below a proof's time.
@@ -82,6 +89,7 @@ impl Schedule {
             release_after: 5,
             release_bar: Duration::from_secs(3600),
             max_clock_skew: None,
+            ram_every: RAM_EVERY,
         }
     }
 }
@@ -166,6 +174,10 @@ struct State {
     /// is harmless: the sweep settles only claims with no record of their GPU stored since
     /// they were made ([`Registry::abandoned_claims`](crate::registry::Registry::abandoned_claims)).
     finished: Vec<(u64, String)>,
+    /// When each host (by its first GPU) last had its RAM proven and accepted, on the
+    /// validator's clock (kept in memory: a validator that restarts proves each host's RAM at
+    /// its first round).
+    ram_proven_ms: HashMap<String, u64>,
 }
 
 /// One GPU's round: the GEMM challenge, then (when the policy proves memory and the agent
@@ -395,7 +407,8 @@ impl Rounds {
                 drop((permit, finished));
                 if let Some(host) = host.filter(|h| h.anchor == uuid && reached) {
                     host.prove_cpu(&v, &permits, &stop, &schedule.policy).await;
-                    host.prove_ram(&v, &permits, &stop, &schedule.policy).await;
+                    host.prove_ram(&v, (&permits, &stop), &schedule, &state)
+                        .await;
                     host.prove_storage(&v, &permits, &stop, &schedule.policy)
                         .await;
                 }
@@ -675,15 +688,23 @@ impl HostRound {
     }
 
     /// The host's proof of RAM, on its first GPU, after its proof of CPU (the agent claimed
-    /// RAM and the policy proves it; a failure is recorded and logged, and does not count
-    /// against the GPU's standing).
+    /// RAM and the policy proves it), unless one was accepted within the schedule's
+    /// `ram_every`; a failure is recorded and logged, and does not count against the GPU's
+    /// standing.
     async fn prove_ram(
         &self,
         validator: &Validator,
-        permits: &Arc<Semaphore>,
-        stop: &tokio::sync::watch::Receiver<bool>,
-        policy: &Policy,
+        (permits, stop): (&Arc<Semaphore>, &tokio::sync::watch::Receiver<bool>),
+        schedule: &Schedule,
+        state: &Mutex<State>,
     ) {
+        let now = validator.records().now_ms();
+        let stands = u64::try_from(schedule.ram_every.as_millis()).unwrap_or(u64::MAX);
+        let proven = state.locked().ram_proven_ms.get(&self.anchor).copied();
+        if proven.is_some_and(|at| now.saturating_sub(at) < stands) {
+            return;
+        }
+        let policy = &schedule.policy;
         let ran = self
             .challenge_host::<HostRam>(
                 validator,
@@ -692,6 +713,12 @@ impl HostRound {
                 |g| g.host_ram.is_some(),
             )
             .await;
+        if matches!(&ran, Some(Ok(r)) if r.accepted) {
+            state
+                .locked()
+                .ram_proven_ms
+                .insert(self.anchor.clone(), now);
+        }
         match ran {
             Some(Ok(r)) => tracing::info!(
                 gpu = %self.anchor,

@@ -199,3 +199,44 @@ async fn the_score_counts_ram_only_from_the_validators_records() {
         first.value
     );
 }
+
+/// A host's RAM is proven once a `ram_every` (each proof builds 90 % of the claim), not every
+/// round: its GEMM rounds go on meanwhile; a day later it is proven again.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_accepted_proof_of_ram_stands_for_the_schedules_ram_every() {
+    let clock = pog_net::clock::ManualClock::at(1_800_000_000_000);
+    let h = Harness::new().clock(clock.shared()).serve().await;
+    h.agent(59, vec![claim("GPU-ram-day")])
+        .on_clock(clock.shared())
+        .proving_ram(Some(CLAIM), CLAIM)
+        .await;
+    let schedule = Schedule::every(Duration::from_secs(60), policy());
+    assert_eq!(schedule.ram_every, pog_validator::schedule::RAM_EVERY);
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let mut rounds = Rounds::new(h.v.clone(), schedule, stopped);
+    for advance in [0, 60, 60] {
+        clock.advance(Duration::from_secs(advance));
+        rounds.start();
+        rounds.settled().await;
+    }
+    let proofs = |uuid| records_of(&h.url, uuid);
+    let gemm = proofs("GPU-ram-day")
+        .await
+        .into_iter()
+        .filter(|r| r.get("challenge").is_some())
+        .count();
+    assert_eq!(gemm, 3, "three GEMM rounds");
+    assert_eq!(
+        ram_records(&h.url, "GPU-ram-day").await.len(),
+        1,
+        "one proof of RAM"
+    );
+    clock.advance(pog_validator::schedule::RAM_EVERY);
+    rounds.start();
+    rounds.settled().await;
+    assert_eq!(
+        ram_records(&h.url, "GPU-ram-day").await.len(),
+        2,
+        "proven again a day on"
+    );
+}

@@ -138,10 +138,15 @@ pub struct ValidatorArgs {
     /// of its 1024 segments, 2^16 to 2^28 [default: 2^25; 2^22 under --test-plan].
     #[arg(long, value_parser = parse_lane_steps)]
     pub cpu_lane_steps: Option<u64>,
-    /// Skip the proof of the host's RAM (by default it follows the proof of CPU in each round
-    /// wherever the agent claims RAM).
+    /// Skip the proof of the host's RAM (by default it follows the proof of CPU wherever the
+    /// agent claims RAM, once every --ram-every-hours).
     #[arg(long)]
     pub no_ram_proof: bool,
+    /// Hours a host's accepted proof of RAM stands before the next (each builds 90 % of the
+    /// claimed RAM: about 0.9 s a GiB on 16 threads); a failed one is tried again at the
+    /// host's next round.
+    #[arg(long, default_value = "24", value_parser = clap::value_parser!(u64).range(0..=8760))]
+    pub ram_every_hours: u64,
     /// Walkers of each round's walk of the host's RAM, each 4 steps of 2 KiB: what a round's
     /// walk costs the host beside its build (16384: 128 MiB of reads) [default: 16384; 1024
     /// under --test-plan].

@@ -895,6 +895,7 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
             max_concurrent: args.max_concurrent_challenges as usize,
             release_after: args.release_after,
             max_clock_skew: Some(pog_validator::schedule::MAX_CLOCK_SKEW),
+            ram_every: Duration::from_secs(args.ram_every_hours * 3600),
             ..Schedule::every(args.challenge_every, policy)
         },
         limits: Limits {
