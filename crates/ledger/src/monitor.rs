@@ -11,7 +11,7 @@
 //! at the last one verified, so the alert stands at every pass until a checkpoint consistent
 //! with it comes.
 
-use crate::bundle::registration_agent;
+use crate::bundle::{registration_agent, LogKeys};
 use crate::checkpoint::{CheckpointError, SignedCheckpoint};
 use crate::entry::{Entry, EntryError};
 use crate::note::Verifier;
@@ -114,8 +114,9 @@ pub enum Alert {
         /// Why.
         why: String,
     },
-    /// A record signed by a key that may not sign its kind: not the log's for a validator
-    /// kind, not an agent key registered to the GPU for an agent kind.
+    /// A record signed by a key that may not sign its kind: neither the log's nor a named
+    /// fleet validator's for a validator kind, not an agent key registered to the GPU for an
+    /// agent kind.
     UnknownSigner {
         /// Its log index.
         index: u64,
@@ -388,13 +389,15 @@ impl Watch {
     /// One pass: `note` is the log's checkpoint as served, `source` its tiles, `log` its key,
     /// `now_ms` the time (Unix ms). Takes the checkpoint when it is the log's and consistent
     /// with the last verified, reading every new entry; returns what it alerts on.
-    pub fn pass<S: TileSource>(
+    pub fn pass<'a, S: TileSource>(
         &mut self,
-        log: &Verifier,
+        keys: impl Into<LogKeys<'a>>,
         (note, source): (&[u8], S),
         policy: Policy,
         now_ms: u64,
     ) -> Result<Pass, MonitorError> {
+        let keys = keys.into();
+        let log = keys.log;
         let signed = SignedCheckpoint::parse(note)?;
         let (seen_size, seen_root) = self.seen();
         let new = &signed.checkpoint;
@@ -437,7 +440,7 @@ impl Watch {
             ) {
                 pass.alerts.push(fork());
             } else {
-                self.read_entries(log, &mut tree, seen_size, &mut pass)?;
+                self.read_entries(keys, &mut tree, seen_size, &mut pass)?;
                 self.checkpoint = Some(signed.to_text());
                 pass.size = new.size;
             }
@@ -450,12 +453,11 @@ impl Watch {
     /// GPU's registrations and rounds.
     fn read_entries<S: TileSource>(
         &mut self,
-        log: &Verifier,
+        keys: LogKeys<'_>,
         tree: &mut TiledTree<S>,
         from: u64,
         pass: &mut Pass,
     ) -> Result<(), MonitorError> {
-        let validator = PublicKey::from(log.public_key());
         let mut entry_alerts = 0;
         let mut alert = |alerts: &mut Vec<Alert>, a: Alert| {
             entry_alerts += 1;
@@ -487,7 +489,7 @@ impl Watch {
             let signer = entry.signer_key();
             let gpu = gpus.get(&entry.gpu_uuid);
             let allowed = if entry.kind.signed_by_validator() {
-                signer == validator
+                keys.is_validator(&signer)
             } else {
                 gpu.is_some_and(|g| g.agents.contains(&signer))
             };

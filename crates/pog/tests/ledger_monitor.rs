@@ -587,3 +587,32 @@ fn bad_input_is_an_error_never_a_panic() {
     );
     assert!(foreign.contains("another log"), "{foreign}");
 }
+
+/// A fleet's log carries records signed by each of its validators (issue 22): the monitor
+/// takes those it is told of (`--validator-key`) as the validator's, and alerts on the others.
+#[test]
+fn a_fleets_validators_named_are_no_unknown_signers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let agent = Identity::from_seed([0x43; 32]);
+    let peer = Identity::from_seed([0x78; 32]);
+    let mut entries = history(&agent, 2, now_ms());
+    entries.push(entry(
+        &peer,
+        "record",
+        json!({"version": 2, "challenge_id": "p", "gpu_uuid": MONITORED, "accepted": true,
+            "recorded_at_ms": now_ms()}),
+    ));
+    log_with(&log, entries, &[]);
+    let served = serve_files(&log);
+    let unnamed = monitor(&tmp.path().join("unnamed"), &served.url, &[], 1);
+    assert_eq!(kinds(&unnamed), ["unknown_signer"], "{unnamed}");
+    let peer_hex = peer.public_key().to_string();
+    let named = monitor(
+        &tmp.path().join("named"),
+        &served.url,
+        &["--validator-key", &peer_hex],
+        0,
+    );
+    assert_eq!(kinds(&named), Vec::<String>::new(), "{named}");
+}

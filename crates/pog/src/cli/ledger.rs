@@ -114,6 +114,10 @@ pub struct MonitorLogArgs {
     /// The log's verifier key (or a file holding it).
     #[arg(long, value_name = "VKEY")]
     pub log_key: String,
+    /// A validator of a fleet whose log --log-key signs (its public key, hex): its records are
+    /// no unknown signer's; repeatable. A lone validator signs with the log key and needs none.
+    #[arg(long = "validator-key", value_name = "HEX")]
+    pub validator_keys: Vec<String>,
     /// Run one pass and exit: 1 when it raised any alert (for cron and tests).
     #[arg(long)]
     pub once: bool,

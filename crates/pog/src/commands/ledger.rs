@@ -575,20 +575,23 @@ fn verify_file(
     Ok((bundle, report))
 }
 
+/// The `--validator-key`s given: a fleet's validators, whose records its log carries beside
+/// the log key's own (`pog verify`, `pog ledger monitor`).
+pub(crate) fn validator_keys(keys: &[String]) -> Result<Vec<pog_signed::PublicKey>> {
+    keys.iter()
+        .map(|k| {
+            pog_signed::PublicKey::try_from(k.clone())
+                .map_err(|e| anyhow!("--validator-key {k:?}: {e}"))
+        })
+        .collect()
+}
+
 /// `pog verify`: one GPU's history checked from its bundle (a file, or fetched from a
 /// validator), against the log's key, the trusted witnesses and, when asked, an earlier
 /// bundle, the log's tiles and the chain.
 pub fn verify_run(global: &Global, args: &VerifyArgs) -> Result<Outcome> {
     let log_key = vkey(&args.log_key, "log key")?;
-    // A fleet's validators, whose records its log carries beside the log key's own.
-    let validators = args
-        .validator_keys
-        .iter()
-        .map(|k| {
-            pog_signed::PublicKey::try_from(k.clone())
-                .map_err(|e| anyhow!("--validator-key {k:?}: {e}"))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let validators = validator_keys(&args.validator_keys)?;
     let log_keys = LogKeys {
         log: &log_key,
         validators: &validators,

@@ -11,7 +11,7 @@ use crate::host::data_dir;
 use crate::output::{print_json, verdict_line, Outcome, Verdict};
 use anyhow::{anyhow, bail, Context, Result};
 use pog_ledger::monitor::{Alert, Pass, Policy, Watch};
-use pog_ledger::note::{Verifier, ALG_ED25519};
+use pog_ledger::note::ALG_ED25519;
 use pog_monitor::webhook::Webhook;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -96,7 +96,7 @@ fn now_ms() -> u64 {
 /// with `chain`, the chain's latest anchor of the log checked against the tree just verified.
 fn pass(
     watch: &mut Watch,
-    log: &Verifier,
+    log: pog_ledger::bundle::LogKeys<'_>,
     base: &str,
     args: &MonitorLogArgs,
     chain: Option<(&tokio::runtime::Runtime, &pog_anchor::Registry)>,
@@ -173,6 +173,7 @@ fn anchor_alerts(
 /// `pog ledger monitor`.
 pub fn monitor_command(global: &Global, args: &MonitorLogArgs) -> Result<Outcome> {
     let log = super::vkey(&args.log_key, "log key")?;
+    let validators = super::validator_keys(&args.validator_keys)?;
     if log.alg() != ALG_ED25519 {
         bail!(
             "log key {} is not an Ed25519 note key (type 0x01)",
@@ -271,9 +272,13 @@ pub fn monitor_command(global: &Global, args: &MonitorLogArgs) -> Result<Outcome
     };
     loop {
         let started = watch.checkpoint.is_some();
+        let keys = pog_ledger::bundle::LogKeys {
+            log: &log,
+            validators: &validators,
+        };
         let result = pass(
             &mut watch,
-            &log,
+            keys,
             &base,
             args,
             registry.as_ref().map(|r| (&rt, r)),
