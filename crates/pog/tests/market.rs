@@ -131,7 +131,13 @@ fn models_are_priced_and_bad_prices_refused() {
 fn orders_go_through_a_validator() {
     let dir = tempfile::tempdir().unwrap();
     let (renter, provider) = (dir.path().join("renter"), dir.path().join("provider"));
-    let v = Network::in_dir(dir.path()).start().validator;
+    // Rounds an hour apart: the GPU registered below (at no endpoint) must not be challenged,
+    // and fail, between its registration and the ask that offers it (rounds start at the
+    // fleet's slot boundaries, which a minute's slot put inside the test now and then).
+    let v = Network::in_dir(dir.path())
+        .flags(&["--challenge-every", "3600"])
+        .start()
+        .validator;
     let market = |dir: &PathBuf, args: &[&str]| {
         let mut all = vec!["market", "--json", "--validator", &v.url, "--data-dir"];
         all.push(dir.to_str().unwrap());
@@ -226,10 +232,8 @@ fn orders_go_through_a_validator() {
         assert_eq!(status, 2, "{json}");
         assert!(json["error"].as_str().unwrap().contains(expect), "{json}");
     }
-    assert_eq!(
-        offering(&provider, "p1", "ask", "2", "3.50", &["GPU-p1"]).0,
-        0
-    );
+    let (status, json) = offering(&provider, "p1", "ask", "2", "3.50", &["GPU-p1"]);
+    assert_eq!(status, 0, "{json}");
     // Bad orders: refused before or by the validator, the book unchanged.
     for (id, price, quantity) in [
         ("r2", "-1", "1"),
