@@ -212,12 +212,18 @@ pub fn memory_message() -> MemoryChallengeMessage {
     }
 }
 
-/// A signed memory challenge body, decoded and shape-checked as the agent's
-/// `/v1/memory/build` does, then its sizes and keys derived (the work before any allocation).
-pub fn memory_challenge(body: &[u8]) -> Result<MemoryChallengeMessage, String> {
-    let message: MemoryChallengeMessage = decode(body, kind::MEMORY_CHALLENGE)?;
+/// A signed walk challenge body of message kind `kind`, decoded, shape-checked and held to
+/// `planned` as the agent's set-up endpoint does, then its sizes and keys derived (the work
+/// before any allocation).
+fn walk_challenge(
+    body: &[u8],
+    kind: &str,
+    planned: impl FnOnce(&pog_proof::memory::MemoryChallenge) -> Result<(), String>,
+) -> Result<MemoryChallengeMessage, String> {
+    let message: MemoryChallengeMessage = decode(body, kind)?;
     let c = &message.challenge;
     c.check_shape().map_err(|e| e.to_string())?;
+    planned(c)?;
     std::hint::black_box((
         c.dataset_key(),
         c.dataset_bytes(),
@@ -227,27 +233,24 @@ pub fn memory_challenge(body: &[u8]) -> Result<MemoryChallengeMessage, String> {
     Ok(message)
 }
 
+/// A signed memory challenge body, as the agent's `/v1/memory/build` takes it in
+/// ([`walk_challenge`]).
+pub fn memory_challenge(body: &[u8]) -> Result<MemoryChallengeMessage, String> {
+    walk_challenge(body, kind::MEMORY_CHALLENGE, |_| Ok(()))
+}
+
 /// The RAM the harnesses' agent claims: 1 MiB, the proof's smallest claim.
 pub const FUZZ_RAM_CLAIM: u64 = pog_proof::ram::MIN_CLAIM_BYTES;
 
-/// A signed RAM challenge body, decoded, shape-checked and held to the plan for the
-/// harnesses' claim as the agent's `/v1/ram/build` does, then its sizes and keys derived (the
-/// work before any allocation).
+/// A signed RAM challenge body, as the agent's `/v1/ram/build` takes it in, held to the plan
+/// for the harnesses' claim ([`walk_challenge`]).
 pub fn ram_challenge(body: &[u8]) -> Result<MemoryChallengeMessage, String> {
-    let message: MemoryChallengeMessage = decode(body, kind::RAM_CHALLENGE)?;
-    let c = &message.challenge;
-    c.check_shape().map_err(|e| e.to_string())?;
-    pog_proof::ram::admissible(FUZZ_RAM_CLAIM)
-        .map_err(|e| e.to_string())?
-        .admits(c)
-        .map_err(|e| e.to_string())?;
-    std::hint::black_box((
-        c.dataset_key(),
-        c.dataset_bytes(),
-        c.reads(),
-        c.leaf_count(),
-    ));
-    Ok(message)
+    walk_challenge(body, kind::RAM_CHALLENGE, |c| {
+        pog_proof::ram::admissible(FUZZ_RAM_CLAIM)
+            .map_err(|e| e.to_string())?
+            .admits(c)
+            .map_err(|e| e.to_string())
+    })
 }
 
 /// A signed "ready" body, decoded as the validator does.

@@ -212,33 +212,28 @@ fn log_vkey(v: &ValidatorProcess) -> String {
 /// cosigned.
 fn cosigned_beyond(addr: &str, size: u64, witness: &str) {
     let name = witness.split('+').next().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let served = http_get(addr, "/ledger/checkpoint").map(|(_, text)| text);
-        let text = served.unwrap_or_default();
+    until(&format!("no cosigned checkpoint beyond {size}"), || {
+        let text = http_get(addr, "/ledger/checkpoint").map_or_else(String::new, |(_, t)| t);
         let grown = text.lines().nth(1).and_then(|l| l.parse::<u64>().ok()) > Some(size);
-        if grown && text.contains(&format!("\u{2014} {name} ")) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no cosigned checkpoint beyond {size}: {text}"
-        );
+        grown && text.contains(&format!("\u{2014} {name} "))
+    });
+}
+
+/// Waits (up to 30 s, looking every 200 ms) until `holds`; fails the test saying `what` if
+/// it never does.
+fn until(what: &str, mut holds: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !holds() {
+        assert!(Instant::now() < deadline, "{what}");
         std::thread::sleep(Duration::from_millis(200));
     }
 }
 
 /// Waits (up to 30 s) until `v`'s log (stderr) says `text`.
 fn said(v: &ValidatorProcess, text: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !v.service.stderr().contains(text) {
-        assert!(
-            Instant::now() < deadline,
-            "never said {text:?}: {}",
-            v.service.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    until(&format!("never said {text:?}"), || {
+        v.service.stderr().contains(text)
+    });
 }
 
 /// The size of the checkpoint `addr` serves (0 before its first).
@@ -346,14 +341,23 @@ fn a_fleet_survives_a_killed_validator_and_a_database_that_goes_away() {
     );
     // The leader's checkpoints are cosigned, served by both, and anchored.
     cosigned_beyond(&b.addr, 0, &shared.witness.vkey);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while shared.anchored(&rt) == 0 {
-        assert!(Instant::now() < deadline, "the leader anchors nothing");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    until("the leader anchors nothing", || shared.anchored(&rt) > 0);
     let signed_before = checkpoint_size(&b.addr);
     let anchored_before = shared.anchored(&rt);
     let fleet_keys = [a.key.clone(), b.key.clone()];
+    // Every GPU's whole history, as the validator at `url` serves it.
+    let verify_histories = |url: &str| {
+        for uuid in &gpus {
+            verify_history(
+                root.path(),
+                url,
+                uuid,
+                &vkey,
+                &fleet_keys,
+                &shared.witness.vkey,
+            );
+        }
+    };
     let mut victim = a;
     let mut survivor = b;
     victim.service.kill();
@@ -390,36 +394,17 @@ fn a_fleet_survives_a_killed_validator_and_a_database_that_goes_away() {
 
     // The log goes on under the survivor's checkpoints, and every GPU's history — the
     // records each validator signed, in one sequence — verifies from the survivor alone.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while checkpoint_size(&b.addr) <= signed_before.max(after as u64) {
-        assert!(
-            Instant::now() < deadline,
-            "no checkpoint after the leader's kill"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    until("no checkpoint after the leader's kill", || {
+        checkpoint_size(&b.addr) > signed_before.max(after as u64)
+    });
     said(b, "leads the fleet's log");
     // The witness cosigns the survivor's checkpoints of the same log, and the anchoring
     // resumes from the survivor.
     cosigned_beyond(&b.addr, signed_before, &shared.witness.vkey);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while shared.anchored(&rt) <= signed_before.max(anchored_before) {
-        assert!(
-            Instant::now() < deadline,
-            "no anchor after the leader's kill"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    for uuid in &gpus {
-        verify_history(
-            root.path(),
-            &b.url,
-            uuid,
-            &vkey,
-            &fleet_keys,
-            &shared.witness.vkey,
-        );
-    }
+    until("no anchor after the leader's kill", || {
+        shared.anchored(&rt) > signed_before.max(anchored_before)
+    });
+    verify_histories(&b.url);
 
     // The database goes away: the API says so, the validator keeps running.
     cluster.run("pause");
@@ -446,24 +431,10 @@ fn a_fleet_survives_a_killed_validator_and_a_database_that_goes_away() {
     b.service.assert_running();
     // Nothing accepted was lost or logged twice: the histories still verify, past the outage.
     let before_end = checkpoint_size(&b.addr);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while checkpoint_size(&b.addr) <= before_end {
-        assert!(
-            Instant::now() < deadline,
-            "no checkpoint once the database is back"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    for uuid in &gpus {
-        verify_history(
-            root.path(),
-            &b.url,
-            uuid,
-            &vkey,
-            &fleet_keys,
-            &shared.witness.vkey,
-        );
-    }
+    until("no checkpoint once the database is back", || {
+        checkpoint_size(&b.addr) > before_end
+    });
+    verify_histories(&b.url);
     drop(agent);
     b.stop();
 }

@@ -379,7 +379,7 @@ impl ValidatorApp {
             cause,
         })?;
         let registry_path = dir.join("registry.sqlite");
-        let registry = Registry::open_or_connect(settings.database.as_deref(), &registry_path)
+        let mut registry = Registry::open_or_connect(settings.database.as_deref(), &registry_path)
             .map_err(|cause| AppError::Registry {
                 path: match &settings.database {
                     Some(url) => PathBuf::from(crate::postgres::redacted(url)),
@@ -409,7 +409,6 @@ impl ValidatorApp {
             .transpose()?;
         // A fleet's validators share their slots: one round length for all.
         let every_ms = u64::try_from(settings.schedule.every.as_millis()).unwrap_or(u64::MAX);
-        let mut registry = registry;
         let other = registry
             .adopt_fleet_setting(
                 "challenge_every_ms",

@@ -270,6 +270,11 @@ impl ValidatorLedger {
         self.leading.subscribe()
     }
 
+    /// Whether this validator leads the log now (see [`ValidatorLedger::leading`]).
+    pub fn leads(&self) -> bool {
+        *self.leading.borrow()
+    }
+
     /// Whether this ledger mirrors a fleet's log (records are then sequenced in the database:
     /// [`ValidatorLedger::fleet_entry`]).
     pub fn is_fleets(&self) -> bool {
@@ -1125,8 +1130,7 @@ impl ValidatorLedger {
     ) -> Result<Tick, LedgerError> {
         let signed = self.checkpoint_if_grown()?.map(|c| c.checkpoint.size);
         let retry = *self.retry_witnesses.locked() || self.pending.locked().is_some();
-        let leading = *self.leading.borrow();
-        let published = if leading && !witnesses.is_empty() && (signed.is_some() || retry) {
+        let published = if self.leads() && !witnesses.is_empty() && (signed.is_some() || retry) {
             let held = self.witness_sizes.locked().clone();
             let candidate = self.to_publish()?;
             let p = publish(

@@ -12,7 +12,7 @@
 
 use pog_proof::wire::{GpuClaim, HostClaim};
 use pog_records::{Change, RECORD_VERSION};
-use pog_signed::{GpuUuid, PublicKey};
+use pog_signed::{GpuUuid, PublicKey, RecordKind};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use tokio_postgres::{Client, NoTls, Row};
@@ -66,14 +66,14 @@ CREATE TABLE fleet_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 ALTER TABLE agents ADD COLUMN ram_bytes BIGINT;
 "];
 
-/// The wire kinds of the records a slot's round stores (GEMM, memory, CPU, RAM, storage): each
-/// is the round of the slot its validator claimed, fenced by that claim ([`fence_round`]).
-const ROUND_KINDS: [&str; 5] = [
-    "record",
-    "memory-record",
-    "cpu-record",
-    "ram-record",
-    "storage-record",
+/// The records a slot's round stores (GEMM, memory, CPU, RAM, storage): each is the round of
+/// the slot its validator claimed, fenced by that claim ([`fence_round`]).
+const ROUND_KINDS: [RecordKind; 5] = [
+    RecordKind::ProofRound,
+    RecordKind::MemoryRound,
+    RecordKind::CpuRound,
+    RecordKind::RamRound,
+    RecordKind::StorageRound,
 ];
 
 /// Gives `entry` the fleet's log's next index within the transaction `tx` (the sequence row
@@ -724,7 +724,7 @@ impl PgRegistry {
         )
         .await?;
         if let (Some(kind), Some(signer)) = (&kind, &signer) {
-            if ROUND_KINDS.contains(&kind.as_str()) {
+            if ROUND_KINDS.iter().any(|k| k.wire_kind() == kind) {
                 fence_round(&tx, gpu_uuid, signer).await?;
             }
         }

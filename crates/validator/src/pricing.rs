@@ -546,7 +546,7 @@ impl Pricing {
     /// the validator that leads the log logs them (every validator prices every GPU of the
     /// fleet: each logging would put one score per validator in the fleet's one log).
     fn log_if_changed(&self, a: &Assessment, point: &PostedPrice) -> Result<(), PricingError> {
-        if !self.records.ledger().is_some_and(|l| *l.leading().borrow()) {
+        if !self.records.ledger().is_some_and(|l| l.leads()) {
             return Ok(());
         }
         let last = self.market.latest_price(&a.gpu_uuid)?;
