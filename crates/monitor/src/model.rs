@@ -209,6 +209,27 @@ impl Envelope {
         self.at(recent_power_w * (1.0 + POWER_TOLERANCE))
     }
 
+    /// The hottest healthy temperature near this recent power, judged from loads the history
+    /// held: [`Envelope::hottest_near`] where a bin within [`POWER_TOLERANCE`] of it is known
+    /// ([`KNOWN_BIN_READINGS`] steady readings); at a load the history never held, the hottest
+    /// at the nearest load above it that it did hold, since a load between two it ran heats
+    /// no more than the heavier one. Below a bin never held, the envelope holds only the
+    /// passing readings of load steps (a GEMM's first seconds, a cool-down) and says nothing
+    /// of how hot a steady load there runs: a card whose bursty half-duty GEMMs at 500–547 W
+    /// reach its full-load 66 °C was judged "4.4 °C above the hottest" of those steps.
+    /// Where it held no load above, [`Envelope::hottest_near`].
+    pub fn hottest_held_near(&self, recent_power_w: f64) -> f64 {
+        let near = self.hottest_near(recent_power_w);
+        if self.typical_known_at(recent_power_w).is_some() {
+            return near;
+        }
+        let from = self.bin(recent_power_w * (1.0 + POWER_TOLERANCE));
+        (from..self.known.len())
+            .find(|&i| self.known[i])
+            .and_then(|i| self.upper[i])
+            .map_or(near, |held| held.max(near))
+    }
+
     /// The typical high healthy reading near this recent power: the highest of the bins'
     /// 90th percentiles within [`POWER_TOLERANCE`] of it, or where those bins had no
     /// readings, [`Envelope::hottest_near`].
@@ -799,5 +820,21 @@ mod tests {
         // Within 4 % of a held load: known.
         assert_eq!(env.typical_known_at(455.0), Some(48.0));
         assert_eq!(env.bin(470.0), 18);
+    }
+
+    #[test]
+    fn at_a_load_never_held_the_hottest_is_the_next_held_loads() {
+        // Idle held at 125 W, a GEMM held at 660 W (66 °C), and in between only a load step's
+        // passing readings (58 °C at 540 W).
+        let mut points = vec![(540.0, 58.0, true)];
+        points.extend([(125.0, 44.0, true); KNOWN_BIN_READINGS]);
+        points.extend([(660.0, 66.0, true); KNOWN_BIN_READINGS]);
+        let env = Envelope::fit(&points, 25.0, 0.05).unwrap();
+        assert_eq!(env.hottest_near(540.0), 58.0);
+        assert_eq!(env.hottest_held_near(540.0), 66.0);
+        // Where a load was held, its own hottest; above every held load, the extrapolation.
+        assert_eq!(env.hottest_held_near(125.0), env.hottest_near(125.0));
+        assert_eq!(env.hottest_held_near(660.0), env.hottest_near(660.0));
+        assert_eq!(env.hottest_held_near(800.0), env.hottest_near(800.0));
     }
 }

@@ -71,6 +71,11 @@ const THERMAL_PERSIST_S: f64 = 1.0;
 /// evaluation heats at 0.05 °C/s and takes the margin's full path).
 const EARLY_SLOPE_C_PER_S: f64 = 0.1;
 
+/// Seconds over which the early rule measures how far the die swings at the load it holds
+/// ([`Monitor::swing`]): a die heating above its level by less than it fell back there
+/// lately is the load's own rhythm, not the cooling.
+const SWING_S: f64 = 40.0;
+
 /// The power read is steady when its lowest over the slope window is at least this fraction
 /// of its highest.
 const STEADY_POWER_FRACTION: f64 = 0.9;
@@ -412,6 +417,33 @@ impl Monitor {
         reads.len() >= 4 && low >= STEADY_POWER_FRACTION * high
     }
 
+    /// How far a signal fell back from a peak (°C) over the last [`SWING_S`], at the load it
+    /// holds now (readings at [`STEADY_POWER_FRACTION`] of `recent_power_w` or more). A die
+    /// under bursty work swings by up to 10 °C every few seconds at a steady power reading
+    /// (an H200's half-duty GEMMs, GPU-8a0a3477, 2026-12-05: 56–66 °C every ~10 s at 480–547
+    /// W), and each rising half reads as heating; a die warming to a new load, holding it, or
+    /// heating as its cooling fails falls back by no more than the sensor's 1 °C step.
+    fn swing(&self, signal: Signal, recent_power_w: f64) -> f64 {
+        let Some(now) = self.window.back().map(|s| s.t) else {
+            return 0.0;
+        };
+        let readings = self
+            .window
+            .iter()
+            .filter(|x| now - x.t <= SWING_S)
+            .filter(|x| {
+                x.power_w
+                    .is_some_and(|p| p >= STEADY_POWER_FRACTION * recent_power_w)
+            })
+            .filter_map(|x| x.signal(signal));
+        let (mut peak, mut fall) = (f64::NEG_INFINITY, 0.0f64);
+        for v in readings {
+            peak = peak.max(v);
+            fall = fall.max(peak - v);
+        }
+        fall
+    }
+
     /// The Theil–Sen slope of a signal over the last `seconds`, per second.
     fn slope(&self, signal: Signal, seconds: f64) -> Option<f64> {
         let now = self.window.back()?.t;
@@ -545,21 +577,26 @@ impl Monitor {
                 _ => None,
             };
             let healthy_max = match (&expected, recent_power) {
-                (Some(e), Some(p)) => Some((e.at(p), p)),
+                (Some(e), Some(p)) => Some((e.allowed_at(p), p)),
                 _ => None,
             };
             let excess = healthy_max.map(|(h, _)| temp - h);
             let rising = slope.unwrap_or(0.0) >= 0.0;
             // The die heating fast at a steady load, already half the margin above this GPU's
-            // own typical level: a healthy die settles within seconds of a load change (the
-            // memory takes tens of seconds, so it has only the margin's rule).
+            // own typical level and more than it swung about its trend at that load before:
+            // a healthy die settles within seconds of a load change (the memory takes tens of
+            // seconds, so it has only the margin's rule), and a bursty load's rhythm is no
+            // heating.
             let heating = signal == Signal::TempGpu
                 && slope.is_some_and(|v| v >= EARLY_SLOPE_C_PER_S)
+                && self.power_steady(self.config.slope_window_s)
                 && expected
                     .as_ref()
                     .and_then(|e| e.above_level)
-                    .is_some_and(|above| above >= margin / 2.0)
-                && self.power_steady(self.config.slope_window_s);
+                    .is_some_and(|above| {
+                        above >= margin / 2.0
+                            && above > self.swing(signal, recent_power.unwrap_or(0.0))
+                    });
             let severity = if temp >= limit || excess.is_some_and(|e| e >= critical) {
                 Some(Severity::Critical)
             } else if heating
@@ -612,7 +649,7 @@ impl Monitor {
                         if heating_only {
                             counted - read >= DRIFT_MIN_W && read <= DRIFT_FRACTION * counted
                         } else {
-                            temp < e.at(read.max(counted)) + margin
+                            temp < e.allowed_at(read.max(counted)) + margin
                         }
                     });
                     if counted_fits {
@@ -1813,7 +1850,8 @@ const RESAY_S: f64 = 600.0;
 const RESAY_WORSE_C: f64 = 1.0;
 
 /// The hottest healthy temperature this GPU should reach at a recent power: the healthy
-/// history's envelope near it ([`Envelope::hottest_near`]), shifted by the GPU's own level
+/// history's envelope near it ([`Envelope::hottest_near`], or for the margin rule
+/// [`Envelope::hottest_held_near`]), shifted by the GPU's own level
 /// ([`AmbientOffset::shift`]).
 #[derive(Debug, Clone)]
 struct Expected {
@@ -1829,8 +1867,17 @@ struct Expected {
 }
 
 impl Expected {
+    /// The hottest healthy reading near this recent power, shifted: the bound a reading is
+    /// learned under (half the margin above it at most) and a power reading is doubted by.
     fn at(&self, recent_power_w: f64) -> f64 {
         self.envelope.hottest_near(recent_power_w) + self.shift
+    }
+
+    /// The hottest this GPU should reach at this recent power, judged from the loads the
+    /// history held ([`Envelope::hottest_held_near`]), shifted: what the margin rule warns
+    /// against.
+    fn allowed_at(&self, recent_power_w: f64) -> f64 {
+        self.envelope.hottest_held_near(recent_power_w) + self.shift
     }
 }
 

@@ -465,6 +465,44 @@ fn another_h200_under_loads_never_seen_raises_no_alert() {
     }
 }
 
+/// A healthy recording of a fourth H200 (GPU-8a0a3477…, 2026-12-05) under the same schedule of
+/// loads as [`VARIED`]: it runs 2–3 °C hotter, and at the half-duty GEMMs (480–547 W) its die
+/// swings 56–66 °C every ~10 s, as hot as its full-load GEMMs.
+const VARIED_2: &str = include_str!("data/h200-healthy-varied-2.csv");
+
+#[test]
+fn a_die_that_swings_under_bursty_work_raises_no_alert() {
+    // Live on the H200, judged with the training day's history, its first half-duty second
+    // raised a thermal runaway: "4.4 °C above the hottest this GPU should reach at 547 W",
+    // where the training day held no load, only a GEMM's first seconds. Judged against the
+    // nearest load the history held above it, the next rising half was "heating at a steady
+    // load" 2.7 °C above its level: the load's rhythm, the die having fallen back 7–10 °C
+    // in the seconds before. In rooms 5 °C cooler to 5 °C warmer: nothing.
+    let varied = parse_trace(VARIED_2).unwrap();
+    for c in [-5.0, 0.0, 5.0] {
+        let alerts = run(&warmer(&varied, c));
+        assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
+    }
+}
+
+#[test]
+fn a_cooling_failure_under_bursty_work_is_still_caught() {
+    // The fourth card's half-duty GEMMs, the cooling failing at 0.5 °C/s from 200 s. The early
+    // rule keeps quiet while the heating is within the die's 10 °C swing; the margin rule
+    // says it at 21 s (at a steady load, the early rule: 8 s).
+    let trace = inject(
+        &parse_trace(VARIED_2).unwrap(),
+        &Fault::ThermalRunaway { rate_c_per_s: 0.5 },
+        200.0,
+    );
+    let alert = caught(&trace, AlertKind::ThermalRunaway, 200.0, 25.0);
+    assert!(
+        alert.message.contains("above the hottest"),
+        "{}",
+        alert.message
+    );
+}
+
 #[test]
 fn a_cooling_failure_at_a_load_the_history_never_held_is_caught_early_once_learned() {
     // The third card's FP32 phase (61 °C at a steady 610 W from 355 s): a power the training
