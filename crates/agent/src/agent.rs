@@ -11,7 +11,7 @@ use crate::own_timing::Step;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use pog_local::provers::{ProverEngine, ProverError, SetUp};
 use pog_net::clock::{SharedClock, SystemClock};
 use pog_net::http::{envelope_response, ApiError};
@@ -1074,7 +1074,8 @@ async fn timed_from_slot(
 }
 
 /// `POST /v1/open`: the issuing validator's request to open a computed challenge, answered
-/// once with the leaves asked and one multiproof of them ([`Openings::compact`]). A request
+/// once with the leaves asked and one multiproof of them ([`Openings::compact`]), as a frame
+/// ([`Openings::seal`]). A request
 /// for no leaves, too many, leaves past the commitment or not strictly increasing is refused
 /// before anything is opened, and leaves the challenge to its issuer.
 pub(crate) async fn open(
@@ -1135,9 +1136,12 @@ pub(crate) async fn open(
         Openings::compact(id, prover.leaf_count(), &opened).map_err(|e| e.to_string())
     })
     .await?;
-    Ok(envelope_response(
-        agent.signer().seal(kind::OPENINGS, &answer)?,
-    ))
+    let frame = answer.seal(agent.signer())?;
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/octet-stream")],
+        frame,
+    )
+        .into_response())
 }
 
 /// The Prometheus metrics of the agent's GPUs, when it serves them on this port.

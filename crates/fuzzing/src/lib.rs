@@ -142,7 +142,7 @@ pub fn envelope(bytes: &[u8]) -> Option<&'static str> {
         ),
         (
             kind::OPENINGS,
-            pog_signed::decode::<Openings>(bytes, kind::OPENINGS).is_ok(),
+            pog_signed::decode::<pog_proof::wire::OpeningsDigest>(bytes, kind::OPENINGS).is_ok(),
         ),
         (
             kind::MEMORY_CHALLENGE,
@@ -320,20 +320,42 @@ pub fn open_request(body: &[u8]) -> Result<Openings, String> {
     Openings::compact(request.challenge_id, prover.leaf_count(), &opened).map_err(|e| e.to_string())
 }
 
-/// A signed openings body, decoded and given to a validator session that has taken the honest
-/// commitment: both fields' lengths against the leaves asked, their base64, the leaf hashes
-/// and the multiproof against the root, then the check of every drawn element. Returns the
-/// verdict.
-pub fn openings(body: &[u8]) -> Result<Outcome, String> {
-    let openings: Openings = decode(body, kind::OPENINGS)?;
+/// Openings as the agent's `/v1/open` answers them, sealed in a frame by the fixture's agent
+/// ([`Openings::seal`]), read back as the validator reads a frame ([`Openings::open`]) and
+/// given to a validator session that has taken the honest commitment: both fields' lengths
+/// against the leaves asked, the leaf hashes and the multiproof against the root, then the
+/// check of every drawn element. `bytes` are the frame's payload after a correct signature:
+/// its first 4 bytes (little-endian) say how many of the rest are the leaves (at most all),
+/// the rest are the multiproof's hashes. Returns the verdict.
+pub fn openings(bytes: &[u8]) -> Result<Outcome, String> {
+    let (split, rest) = bytes
+        .split_first_chunk::<4>()
+        .ok_or("fewer than 4 bytes: no split")?;
+    let (leaves, proof) = rest.split_at((u32::from_le_bytes(*split) as usize).min(rest.len()));
     let f = fixture();
-    let signer = identity().public_key();
+    let sealed = Openings {
+        challenge_id: f.message.id.clone(),
+        leaves: leaves.to_vec(),
+        proof: proof.to_vec(),
+    }
+    .seal(identity())
+    .map_err(|e| e.to_string())?;
+    let (openings, signer) = Openings::open(&sealed).map_err(|e| e.to_string())?;
     let mut session = f.session();
     session
         .on_commitment(&f.commitment(), &signer, f.now_ms(), 0.0)
         .map_err(|e| format!("the fixture's own commitment: {e}"))?;
     session
         .on_openings(&openings, &signer)
+        .map_err(|e| e.to_string())
+}
+
+/// Any bytes as an openings frame, read as the validator reads an agent's answer
+/// ([`Openings::open`]: the magic, the head's length, the head's signature, the bytes it
+/// names and their digest). Returns the openings read.
+pub fn openings_frame(bytes: &[u8]) -> Result<Openings, String> {
+    Openings::open(bytes)
+        .map(|(openings, _)| openings)
         .map_err(|e| e.to_string())
 }
 

@@ -266,19 +266,27 @@ fn open_request_never_panics() {
     fuzz("open_request", &seeds, pog_fuzzing::open_request);
 }
 
+/// The payload `pog_fuzzing::openings` takes: the leaves' length, the leaves, the hashes.
+fn payload(o: &Openings) -> Vec<u8> {
+    let mut bytes = (o.leaves.len() as u32).to_le_bytes().to_vec();
+    bytes.extend_from_slice(&o.leaves);
+    bytes.extend_from_slice(&o.proof);
+    bytes
+}
+
 #[test]
 fn openings_never_panic() {
     let honest = honest_openings();
-    let outcome = pog_fuzzing::openings(&json(&honest)).expect("the honest openings are taken");
+    let outcome = pog_fuzzing::openings(&payload(&honest)).expect("the honest openings are taken");
     assert!(outcome.accepted && outcome.checked > 0, "{outcome:?}");
     // Seeds a hash short, a leaf's bytes short, with the fields swapped, and with a proof of
-    // padding only: each a typed error, and each a start for the mutations.
+    // zeros: each a typed error or a rejection, and each a start for the mutations.
     let short_proof = Openings {
-        proof: honest.proof[..honest.proof.len() - 44].into(),
+        proof: honest.proof[..honest.proof.len() - 32].into(),
         ..honest.clone()
     };
     let short_leaves = Openings {
-        leaves: honest.leaves[..honest.leaves.len() - 88].into(),
+        leaves: honest.leaves[..honest.leaves.len() - 64].into(),
         ..honest.clone()
     };
     let swapped = Openings {
@@ -286,24 +294,47 @@ fn openings_never_panic() {
         proof: honest.leaves.clone(),
         ..honest.clone()
     };
-    let padding = Openings {
-        proof: "=".repeat(honest.proof.len()),
+    let zeros = Openings {
+        proof: vec![0; honest.proof.len()],
         ..honest.clone()
     };
     for (bad, expected) in [
         (&short_proof, "fewer than"),
         (&short_leaves, "fewer than"),
-        (&swapped, "characters of base64"),
-        (&padding, "not canonical base64"),
+        (&swapped, "the leaves have"),
     ] {
-        let err = pog_fuzzing::openings(&json(bad)).unwrap_err();
+        let err = pog_fuzzing::openings(&payload(bad)).unwrap_err();
         assert!(err.contains(expected), "{err}");
     }
-    let seeds: Vec<Vec<u8>> = [&honest, &short_proof, &short_leaves, &swapped]
+    let outcome = pog_fuzzing::openings(&payload(&zeros)).expect("the right lengths");
+    assert!(!outcome.accepted, "{outcome:?}");
+    let seeds: Vec<Vec<u8>> = [&honest, &short_proof, &short_leaves, &swapped, &zeros]
         .into_iter()
-        .map(json)
+        .map(payload)
         .collect();
     fuzz("openings", &seeds, pog_fuzzing::openings);
+}
+
+#[test]
+fn openings_frames_never_panic() {
+    let honest = honest_openings();
+    let frame = honest
+        .seal(&pog_signed::Identity::from_seed([0x5e; 32]))
+        .unwrap();
+    assert_eq!(pog_fuzzing::openings_frame(&frame), Ok(honest.clone()));
+    let mut changed = frame.clone();
+    *changed.last_mut().unwrap() ^= 1;
+    assert!(pog_fuzzing::openings_frame(&changed)
+        .unwrap_err()
+        .contains("not those signed"));
+    assert!(pog_fuzzing::openings_frame(&json(&"{}"))
+        .unwrap_err()
+        .contains("not an openings frame"));
+    fuzz(
+        "openings_frame",
+        &[frame, changed],
+        pog_fuzzing::openings_frame,
+    );
 }
 
 #[test]
@@ -447,7 +478,15 @@ fn envelope_never_panics() {
         seal(kind::CHALLENGE, &json(&f.message)),
         seal(kind::COMMITMENT, &json(&f.commitment())),
         seal(kind::OPEN, &json(&open_request())),
-        seal(kind::OPENINGS, &json(&honest_openings())),
+        seal(
+            kind::OPENINGS,
+            &json(&pog_proof::wire::OpeningsDigest {
+                challenge_id: "c".into(),
+                leaf_bytes: 128,
+                proof_bytes: 64,
+                blake3: hex::encode([0; 32]),
+            }),
+        ),
     ];
     for (seed, expected) in seeds.iter().zip([
         kind::REGISTER,

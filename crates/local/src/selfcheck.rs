@@ -299,10 +299,15 @@ fn settle<C: SpotChecked>(
     let opened = prover.open(&request.leaves)?;
     let openings = Openings::compact(session.id().to_string(), prover.leaf_count(), &opened)?;
     let open_ms = opening.elapsed().as_secs_f64() * 1e3;
-    from_agent += sealed_len(agent, kind::OPENINGS, &openings)?;
+    let frame = openings.seal(agent)?;
+    from_agent += frame.len();
 
+    // The validator's work from the frame as it arrives: its head's signature, the bytes'
+    // digest, the multiproof and the spot checks.
     let verifying = Instant::now();
-    let outcome = session.on_openings(&openings, &agent.public_key())?;
+    let (openings, signer) =
+        Openings::open(&frame).map_err(pog_proof::session::ProtocolError::Openings)?;
+    let outcome = session.on_openings(&openings, &signer)?;
     let verify_ms = verifying.elapsed().as_secs_f64() * 1e3;
     Ok(Settled {
         outcome,

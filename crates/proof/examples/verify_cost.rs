@@ -3,18 +3,17 @@
 //! H200 SXM), 1024 spot checks, against the budgets of issue 23: 10 ms of one core and 1 MiB
 //! each way. Per plan it measures
 //! - the recomputation of the 1024 drawn elements (`SeededGemm::reference`);
-//! - the openings as they travel (challenge version 4, `wire::Openings`: 128-byte leaves, the
-//!   opened leaves end to end and one RFC 6962 multiproof, base64 in the signed JSON body):
-//!   the envelope's decoding and signature check, the fields' decoding, the leaf hashes, the
-//!   multiproof's verification, and the signed message's bytes;
+//! - the openings as they travel (challenge version 6, `wire::Openings`: 128-byte leaves, the
+//!   opened leaves end to end and one multiproof, raw bytes after a signed BLAKE3 digest):
+//!   the frame's head and its signature, the bytes' digest, the leaf hashes, the multiproof's
+//!   verification, and the frame's bytes;
 //!
 //! and then the proof of memory's per-model challenge of an H200 (128 walkers, each 64 items
 //! recomputed). Openings are synthetic (random bytes and hashes, with the root they lead to):
-//! the work and the bytes are those of real ones (a field's base64 length depends only on the
+//! the work and the bytes are those of real ones (a frame's length depends only on the
 //! leaves asked and the tree's size). Run with
 //! `cargo run --release -p pog-proof --example verify_cost`.
 
-use base64::Engine;
 use pog_merkle::{multiproof, Blake3, Hash, TreeHasher};
 use pog_proof::challenge::{Addressee, Challenge, CHALLENGE_VERSION};
 use pog_proof::verify::draw_samples;
@@ -84,7 +83,7 @@ fn main() {
         let total = recompute_ms + openings_ms;
         println!(
             "{precision:?} n = {} ×{}: recompute {} elements {recompute_ms:.1} ms [{sink:.0}]; \
-             openings ({} B leaves, multiproof, base64) {openings_ms:.1} ms, {} KiB; \
+             openings ({} B leaves, multiproof, frame) {openings_ms:.1} ms, {} KiB; \
              total {total:.1} ms ({:.2} of {BUDGET_MS} ms), {:.2} of 1 MiB",
             plan.size,
             plan.batch,
@@ -106,9 +105,9 @@ fn noise(seed: u64, len: usize) -> Vec<u8> {
 }
 
 /// The openings of the leaves holding 1024 drawn elements, as `wire::Openings` carries them.
-/// Returns the ms to decode the envelope and both fields, hash the leaves and verify the
-/// multiproof (what `ValidatorSession::on_openings` does besides the values' checks), and the
-/// signed message's bytes.
+/// Returns the ms to open the frame (its signed head, the bytes' BLAKE3), split both fields,
+/// hash the leaves and verify the multiproof (what `ValidatorSession::on_openings` does
+/// besides the values' checks), and the frame's bytes.
 fn openings_cost(c: &Challenge, signer: &pog_signed::Identity) -> (f64, usize) {
     let size = c.leaf_count();
     let positions = draw_samples(c, &[2; 32], &[3; 32], 1024);
@@ -132,20 +131,15 @@ fn openings_cost(c: &Challenge, signer: &pog_signed::Identity) -> (f64, usize) {
         })
         .collect();
     let root = multiproof::root_of::<Blake3>(size, &hashed, &proof).expect("the proof's root");
-    let b64 = base64::engine::general_purpose::STANDARD;
     let message = Openings {
         challenge_id: "0123456789abcdef".into(),
-        leaves: b64.encode(&bytes),
-        proof: b64.encode(proof.concat()),
+        leaves: bytes.clone(),
+        proof: proof.concat(),
     };
-    let envelope = signer
-        .seal(pog_proof::wire::kind::OPENINGS, &message)
-        .expect("sealed");
-    let wire = serde_json::to_vec(&envelope).expect("JSON");
+    let wire = message.seal(signer).expect("sealed");
     let (ms, ok) = best_of_three(|| {
-        let (message, _): (Openings, _) =
-            pog_signed::decode(&wire, pog_proof::wire::kind::OPENINGS).expect("decoded");
-        let (bytes, proof) = message.decode(bytes.len(), hashes).expect("well-formed");
+        let (message, _) = Openings::open(&wire).expect("a frame");
+        let (bytes, proof) = message.split(bytes.len(), hashes).expect("well-formed");
         let mut at = 0;
         let hashed: Vec<(u64, Hash)> = leaves
             .iter()

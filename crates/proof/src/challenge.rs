@@ -13,7 +13,9 @@ use sha2::{Digest, Sha256};
 /// 5: the commitment's tree is hashed by SHA-256's compression function alone
 /// (`pog_merkle::Blake3`: a 128-byte leaf two compressions, a node one, where RFC 6962's
 /// hashes took three and two); everything else as in version 4.
-pub const CHALLENGE_VERSION: u32 = 5;
+/// 6: the openings travel as a frame (`wire::Openings::seal`: a signed BLAKE3 digest, then the
+/// raw bytes), not as base64 in a signed JSON body; everything else as in version 5.
+pub const CHALLENGE_VERSION: u32 = 6;
 
 /// What the validator asks one GPU to compute.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -437,7 +437,7 @@ impl<C: SpotChecked> ValidatorSession<C> {
         let (starts, hashes) = self.expected(leaves)?;
         let leaf_bytes = starts.last().copied().unwrap_or(0);
         let (bytes, proof) = o
-            .decode(leaf_bytes, hashes)
+            .split(leaf_bytes, hashes)
             .map_err(ProtocolError::Openings)?;
         let bytes_of = |i: usize| &bytes[starts[i]..starts[i + 1]];
         let proven = leaves.is_empty() || {
@@ -605,8 +605,8 @@ mod tests {
         let mut s = ValidatorSession::new(message("GPU-1"), agent(), 1_000.0, [8; 32], 16);
         let empty = Openings {
             challenge_id: "c1".into(),
-            leaves: String::new(),
-            proof: String::new(),
+            leaves: Vec::new(),
+            proof: Vec::new(),
         };
         assert_eq!(
             s.on_openings(&empty, &agent()),
@@ -677,7 +677,7 @@ mod tests {
             s.on_commitment(&c, &agent(), 1_600, 0.0),
             Err(ProtocolError::OutOfOrder("commitment"))
         );
-        // Openings of nothing, or not base64, are refused, and move nothing either.
+        // Openings of nothing are refused, and move nothing either.
         assert!(matches!(
             s.on_openings(&empty, &agent()),
             Err(ProtocolError::Openings(OpeningsError::Truncated {
@@ -694,14 +694,6 @@ mod tests {
             },
         };
         let honest = openings(&prover, &request);
-        let garbage = Openings {
-            leaves: "*".repeat(honest.leaves.len()),
-            ..honest.clone()
-        };
-        assert!(matches!(
-            s.on_openings(&garbage, &agent()),
-            Err(ProtocolError::Openings(OpeningsError::Base64 { .. }))
-        ));
         let outcome = s.on_openings(&honest, &agent()).unwrap();
         assert!(outcome.accepted, "{outcome:?}");
         assert_eq!(
@@ -723,27 +715,14 @@ mod tests {
     /// A change to the bytes of a field of [`Openings`].
     type Change = fn(&mut Vec<u8>);
 
-    /// `field` of `o` decoded, changed by `change` and encoded again.
+    /// `o` with the bytes of `field` changed by `change`.
     fn rewritten(o: &Openings, field: OpeningsField, change: impl Fn(&mut Vec<u8>)) -> Openings {
-        use base64::Engine;
-        let b64 = base64::engine::general_purpose::STANDARD;
-        let text = match field {
-            OpeningsField::Leaves => &o.leaves,
-            OpeningsField::Proof => &o.proof,
-        };
-        let mut bytes = b64.decode(text).unwrap();
-        change(&mut bytes);
-        let text = b64.encode(bytes);
-        match field {
-            OpeningsField::Leaves => Openings {
-                leaves: text,
-                ..o.clone()
-            },
-            OpeningsField::Proof => Openings {
-                proof: text,
-                ..o.clone()
-            },
-        }
+        let mut o = o.clone();
+        change(match field {
+            OpeningsField::Leaves => &mut o.leaves,
+            OpeningsField::Proof => &mut o.proof,
+        });
+        o
     }
 
     /// A leaf byte or a proof hash changed: the multiproof no longer leads to the root, no
@@ -805,28 +784,25 @@ mod tests {
         assert_eq!(outcome.wrong(), 32);
     }
 
-    /// The signed openings message answering `leaves` of `c`, every byte zero: as long as
-    /// any answer to them, since base64's length depends only on how many bytes it encodes.
+    /// The openings frame answering `leaves` of `c`, every byte zero: as long as any answer
+    /// to them, since a frame's length depends only on how many bytes it carries.
     fn sealed_len_of(c: &impl SpotChecked, leaves: &[u64]) -> usize {
         let bytes: usize = leaves.iter().map(|l| c.leaf_len(*l)).sum();
         let hashes = multiproof::proof_len(c.leaf_count(), leaves).unwrap();
         zeros_sealed_len(bytes, hashes)
     }
 
-    /// The signed openings message of `bytes` leaf bytes and `hashes` hashes, all zero.
+    /// The openings frame of `bytes` leaf bytes and `hashes` hashes, all zero.
     fn zeros_sealed_len(bytes: usize, hashes: usize) -> usize {
-        use base64::Engine;
-        let b64 = base64::engine::general_purpose::STANDARD;
         sealed_len(&Openings {
             challenge_id: hex::encode([0x5a; 16]),
-            leaves: b64.encode(vec![0; bytes]),
-            proof: b64.encode(vec![0; 32 * hashes]),
+            leaves: vec![0; bytes],
+            proof: vec![0; 32 * hashes],
         })
     }
 
     fn sealed_len(o: &Openings) -> usize {
-        let id = pog_signed::Identity::from_seed([1; 32]);
-        serde_json::to_vec(&id.seal(crate::wire::kind::OPENINGS, o).unwrap())
+        o.seal(&pog_signed::Identity::from_seed([1; 32]))
             .unwrap()
             .len()
     }

@@ -114,9 +114,16 @@ fn protocol_summary(e: &pog_proof::session::ProtocolError) -> String {
         P::Openings(O::Truncated { field, .. }) => {
             format!("malformed openings: {field} are shorter than the leaves asked take")
         }
-        P::Openings(O::Base64 { field, .. }) => {
-            format!("malformed openings: {field} are not base64")
+        P::Openings(O::NotAFrame { .. }) => {
+            "the openings are not a frame of this challenge version".into()
         }
+        P::Openings(O::Head(_)) => {
+            "the openings frame's head is not a signed digest of this agent's".into()
+        }
+        P::Openings(O::FrameLength { .. }) => {
+            "the openings frame carries other bytes than its head names".into()
+        }
+        P::Openings(O::Digest) => "the openings' bytes are not those their head signs".into(),
         P::Multiproof(_) => "the leaves drawn cannot be proven by a multiproof".into(),
     }
 }
@@ -688,8 +695,8 @@ impl Validator {
         // Decoding and recomputing the spot checks takes tens of ms of CPU: off the runtime's
         // workers, so other challenges' timings are not delayed by it.
         tokio::task::spawn_blocking(move || {
-            let (openings, signer): (Openings, PublicKey) =
-                pog_signed::decode(&answer, kind::OPENINGS)?;
+            let (openings, signer) =
+                Openings::open(&answer).map_err(pog_proof::session::ProtocolError::Openings)?;
             Ok::<_, ExchangeError>(session.on_openings(&openings, &signer)?)
         })
         .await

@@ -639,11 +639,15 @@ async fn start_relay(victim_url: String, attacker: Identity) -> String {
                     .unwrap();
                 let status = answer.status().as_u16();
                 let bytes = answer.bytes().await.unwrap();
-                let resealed = pog_signed::decode::<serde_json::Value>(&bytes, kind)
-                    .map(|(message, _)| {
-                        serde_json::to_vec(&attacker.seal(kind, &message).unwrap()).unwrap()
-                    })
-                    .unwrap_or_else(|_| bytes.to_vec());
+                // An envelope, or an openings frame, signed again by the attacker.
+                let resealed = match wire::Openings::open(&bytes) {
+                    Ok((openings, _)) => openings.seal(&attacker).unwrap(),
+                    Err(_) => pog_signed::decode::<serde_json::Value>(&bytes, kind)
+                        .map(|(message, _)| {
+                            serde_json::to_vec(&attacker.seal(kind, &message).unwrap()).unwrap()
+                        })
+                        .unwrap_or_else(|_| bytes.to_vec()),
+                };
                 (axum::http::StatusCode::from_u16(status).unwrap(), resealed)
             }
         })
@@ -765,9 +769,9 @@ async fn a_real_exchange_answers_1024_checks_in_the_bytes_the_leaves_take() {
         record.bytes_from_agent,
         record.bytes_to_agent
     );
-    // The rest is the commitment and both envelopes: well under 2 KiB.
+    // The rest is the commitment's envelope and the frame's head: well under 2 KiB.
     let rest = record.bytes_from_agent - fields;
-    assert!(rest < 2048, "{rest} bytes besides the openings' fields");
+    assert!(rest < 2048, "{rest} bytes besides the openings' bytes");
     assert!(record.bytes_from_agent <= 1 << 20 && record.bytes_to_agent <= 1 << 20);
 }
 
@@ -779,8 +783,8 @@ async fn a_real_exchange_answers_1024_checks_in_the_bytes_the_leaves_take() {
 async fn padded_or_short_openings_are_failures_on_record() {
     use std::sync::atomic::{AtomicU8, Ordering};
     let h = Harness::new().serve().await;
-    // 0: 4 MiB of base64 appended to the multiproof; 1: the leaves 44 characters short; 2: as
-    // the agent answered.
+    // 0: 4 MiB appended to the multiproof; 1: the leaves 33 bytes short; 2: as the agent
+    // answered.
     let mode = Arc::new(AtomicU8::new(0));
     let rewrite = mode.clone();
     let agent = h
@@ -798,19 +802,16 @@ async fn padded_or_short_openings_are_failures_on_record() {
                         let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
                             .await
                             .unwrap();
-                        let (mut o, _): (wire::Openings, _) =
-                            pog_signed::decode(&bytes, kind::OPENINGS).unwrap();
+                        let (mut o, _) = wire::Openings::open(&bytes).unwrap();
                         if mode == 0 {
-                            o.proof.push_str(&"A".repeat(4 << 20));
+                            o.proof.extend(std::iter::repeat_n(b'A', 4 << 20));
                         } else {
-                            o.leaves.truncate(o.leaves.len() - 44);
+                            o.leaves.truncate(o.leaves.len() - 33);
                         }
-                        let sealed = Identity::from_seed([62; 32])
-                            .seal(kind::OPENINGS, &o)
-                            .unwrap();
+                        let sealed = o.seal(&Identity::from_seed([62; 32])).unwrap();
                         axum::response::Response::builder()
-                            .header("content-type", "application/json")
-                            .body(axum::body::Body::from(serde_json::to_vec(&sealed).unwrap()))
+                            .header("content-type", "application/octet-stream")
+                            .body(axum::body::Body::from(sealed))
                             .unwrap()
                     }
                 },
