@@ -458,11 +458,7 @@ fn another_h200_under_loads_never_seen_raises_no_alert() {
     // 10 s at a steady power (the half-duty GEMMs); judged against the typical level of this
     // card, its first GEMMs raised a thermal runaway. Judged against its own level at each
     // load, nothing, in rooms 5 °C cooler to 5 °C warmer too.
-    let varied = parse_trace(VARIED).unwrap();
-    for c in [-5.0, 0.0, 5.0] {
-        let alerts = run(&warmer(&varied, c));
-        assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
-    }
+    quiet_in_rooms_5_c_apart(VARIED);
 }
 
 /// A healthy recording of a fourth H200 (GPU-8a0a3477…, 2026-12-05) under the same schedule of
@@ -478,9 +474,14 @@ fn a_die_that_swings_under_bursty_work_raises_no_alert() {
     // nearest load the history held above it, the next rising half was "heating at a steady
     // load" 2.7 °C above its level: the load's rhythm, the die having fallen back 7–10 °C
     // in the seconds before. In rooms 5 °C cooler to 5 °C warmer: nothing.
-    let varied = parse_trace(VARIED_2).unwrap();
+    quiet_in_rooms_5_c_apart(VARIED_2);
+}
+
+/// Asserts that the healthy `trace` raises no alert as recorded, 5 °C cooler or 5 °C warmer.
+fn quiet_in_rooms_5_c_apart(trace: &str) {
+    let samples = parse_trace(trace).unwrap();
     for c in [-5.0, 0.0, 5.0] {
-        let alerts = run(&warmer(&varied, c));
+        let alerts = run(&warmer(&samples, c));
         assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
     }
 }
