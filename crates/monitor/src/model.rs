@@ -133,6 +133,11 @@ pub const STEADY_FRACTION: f64 = 0.9;
 /// committed trace's copy starting at 416 W, the die still at 46 °C of its 48), not a load.
 pub const KNOWN_BIN_READINGS: usize = 5;
 
+/// A reading's load is memory-bound when the memory's utilization is at least this (%): a copy
+/// runs the HBM hotter at 400 W than a GEMM does at 480 W, so what the history says of the
+/// memory's temperature at a power holds only for the kinds of load it ran there.
+pub const MEMORY_BOUND_UTIL_PCT: f64 = 50.0;
+
 /// The hottest healthy temperature seen at each level of recent power, made non-decreasing in
 /// power (more power never lowers the allowed temperature).
 #[derive(Debug, Clone, PartialEq)]
@@ -148,6 +153,8 @@ pub struct Envelope {
     typical: Vec<Option<f64>>,
     /// Per bin: whether it had [`KNOWN_BIN_READINGS`] steady readings or more.
     known: Vec<bool>,
+    /// Per bin: how many steady memory-bound readings it had ([`Envelope::with_memory_loads`]).
+    memory_loads: Vec<usize>,
     /// Where the healthy readings sit against `typical`: the 90th percentile of temperature
     /// minus it.
     reference_c: f64,
@@ -193,6 +200,7 @@ impl Envelope {
             slope_c_per_w,
             typical,
             known,
+            memory_loads: vec![0; bins],
             reference_c: 0.0,
         };
         let against: Vec<f64> = points
@@ -228,6 +236,29 @@ impl Envelope {
             .find(|&i| self.known[i])
             .and_then(|i| self.upper[i])
             .map_or(near, |held| held.max(near))
+    }
+
+    /// The same envelope knowing where the history held memory-bound loads: `recent_powers`
+    /// are the recent powers of its steady readings whose memory utilization was at least
+    /// [`MEMORY_BOUND_UTIL_PCT`].
+    pub fn with_memory_loads(mut self, recent_powers: impl IntoIterator<Item = f64>) -> Envelope {
+        for p in recent_powers {
+            let i = self.bin(p).min(self.memory_loads.len() - 1);
+            self.memory_loads[i] += 1;
+        }
+        self
+    }
+
+    /// Whether the healthy history held a memory-bound load at this recent power or above it
+    /// ([`KNOWN_BIN_READINGS`] steady memory-bound readings in a bin from [`POWER_TOLERANCE`]
+    /// below it up): where it did not, it cannot say how hot the memory runs under one here
+    /// (the envelope only grows with power).
+    pub fn memory_load_held_near(&self, recent_power_w: f64) -> bool {
+        let from = self.bin(recent_power_w * (1.0 - POWER_TOLERANCE));
+        self.memory_loads
+            .iter()
+            .skip(from)
+            .any(|&n| n >= KNOWN_BIN_READINGS)
     }
 
     /// The typical high healthy reading near this recent power: the highest of the bins'
@@ -548,20 +579,32 @@ impl Model {
             .collect();
 
         let envelope = |pick: fn(&Sample) -> Option<f64>| {
-            let points: Vec<(f64, f64, bool)> = history
+            let points: Vec<(f64, f64, bool, bool)> = history
                 .iter()
                 .zip(&recent_power)
                 .filter_map(|(s, p)| {
                     let p = (*p)?;
                     let steady = s.power_w.is_some_and(|now| now >= STEADY_FRACTION * p);
-                    Some((p, pick(s)?, steady))
+                    Some((p, pick(s)?, steady, s.memory_bound()))
                 })
                 .collect();
+            let fitted: Vec<(f64, f64, bool)> = points
+                .iter()
+                .map(|&(p, t, steady, _)| (p, t, steady))
+                .collect();
             Envelope::fit(
-                &points,
+                &fitted,
                 config.envelope_bin_w,
                 config.envelope_slope_c_per_w,
             )
+            .map(|e| {
+                e.with_memory_loads(
+                    points
+                        .iter()
+                        .filter(|&&(_, _, steady, bound)| steady && bound)
+                        .map(|&(p, ..)| p),
+                )
+            })
         };
 
         let mut longest_unchanged_s = BTreeMap::new();
@@ -836,5 +879,20 @@ mod tests {
         assert_eq!(env.hottest_held_near(125.0), env.hottest_near(125.0));
         assert_eq!(env.hottest_held_near(660.0), env.hottest_near(660.0));
         assert_eq!(env.hottest_held_near(800.0), env.hottest_near(800.0));
+    }
+
+    #[test]
+    fn a_memory_load_is_held_where_the_history_ran_one_at_that_power_or_above() {
+        let points = [(125.0, 40.0, true), (660.0, 55.0, true)];
+        let env = Envelope::fit(&points, 25.0, 0.05).unwrap();
+        assert!(!env.memory_load_held_near(400.0));
+        // A copy held at 400 W: known there and below, not at 480 W.
+        let env = env.with_memory_loads([400.0; KNOWN_BIN_READINGS]);
+        assert!(env.memory_load_held_near(400.0));
+        assert!(env.memory_load_held_near(200.0));
+        assert!(!env.memory_load_held_near(480.0));
+        // Beyond the envelope's last bin, counted in it.
+        let env = env.with_memory_loads([900.0; KNOWN_BIN_READINGS]);
+        assert!(env.memory_load_held_near(640.0));
     }
 }

@@ -491,6 +491,13 @@ impl Monitor {
                     _ => m.temp_mem_envelope.as_ref(),
                 })
                 .filter(|_| !power_frozen)
+                // The memory under a memory-bound load the history never held at this power
+                // or above: it says nothing of how hot the HBM runs there (only the limit does).
+                .filter(|e| {
+                    signal != Signal::TempMem
+                        || !s.memory_bound()
+                        || recent_power.is_some_and(|p| e.memory_load_held_near(p))
+                })
                 .cloned();
             // The envelope shifted by this GPU's own level, learned as it runs.
             let expected = match (envelope, recent_power) {

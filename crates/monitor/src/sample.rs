@@ -166,6 +166,13 @@ impl NvLinks {
 }
 
 impl Sample {
+    /// Whether its load is memory-bound: the memory's utilization at least
+    /// [`MEMORY_BOUND_UTIL_PCT`](crate::model::MEMORY_BOUND_UTIL_PCT).
+    pub fn memory_bound(&self) -> bool {
+        self.util_mem_pct
+            .is_some_and(|u| u >= crate::model::MEMORY_BOUND_UTIL_PCT)
+    }
+
     /// The rows remapped for correctable errors: [`Sample::remapped_rows`] less
     /// [`Sample::remapped_rows_uncorrectable`], when both were read.
     pub fn remapped_rows_correctable(&self) -> Option<u64> {

@@ -714,6 +714,28 @@ fn trained_on_either_card_the_others_days_raise_no_alert() {
     }
 }
 
+#[test]
+fn trained_where_the_copy_ran_at_another_power_another_cards_copy_raises_no_alert() {
+    // Trained on the third card, whose copy ran at 400 W (its HBM at 56 °C), the other card's
+    // copy at 485 W runs its HBM at 59–65 °C, where the third card only ran GEMMs (48 °C):
+    // "4.4 °C above the hottest this GPU should reach at 485 W", in every room. The history
+    // held no memory-bound load at that power or above, so it does not judge the HBM there.
+    let model = Model::train(&parse_trace(VARIED).unwrap(), &Config::default()).unwrap();
+    let copy_at_485_w = parse_trace(OTHER_CARD[1]).unwrap();
+    for c in [-5.0, 0.0, 5.0] {
+        let alerts = replay(
+            &warmer(&copy_at_485_w, c),
+            &Config::default(),
+            Some(model.clone()),
+        );
+        let hbm: Vec<&Alert> = alerts
+            .iter()
+            .filter(|a| a.signals.contains_key("temp_mem"))
+            .collect();
+        assert!(hbm.is_empty(), "{c:+} °C:\n{}", show(&alerts));
+    }
+}
+
 mod clock {
     use super::*;
     use proptest::prelude::*;
