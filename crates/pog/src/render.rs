@@ -704,10 +704,10 @@ pub fn cpu_proof(p: &pog_local::hostproof::HostCpuProof) {
     let m = &p.check.measured;
     let mut t = table([
         "lanes",
-        "one lane alone",
+        "calibration (half the lanes)",
         "all lanes / bound",
         "throughput",
-        "per lane alone",
+        "per lane at half load",
         "verify",
         "bytes to / from",
         "verdict",
