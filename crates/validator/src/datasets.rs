@@ -1,11 +1,11 @@
 //! What the validator holds of each agent's proof of storage between rounds (the data set
-//! sent, being built or kept), taken out for one proof at a time; and a storage session's
-//! refusal in the validator's words. The round itself is [`crate::storage`]'s.
+//! sent, being built or kept, and the host's own pace that bounds its rounds), taken out for
+//! one proof at a time; and a storage session's refusal in the validator's words. The round itself is [`crate::storage`]'s.
 
 use pog_merkle::Hash;
 use pog_net::locked::Locked;
 use pog_proof::storage::session::{DatasetSession, RoundError};
-use pog_proof::storage::StorageDataset;
+use pog_proof::storage::{StorageClaim, StorageDataset};
 use pog_signed::Envelope;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -16,10 +16,21 @@ pub(crate) struct Datasets(Mutex<HashMap<String, Slot>>);
 
 /// One agent's entry.
 enum Slot {
-    /// Its data set, between proofs.
-    Held(Held),
+    /// Its data set and its pace, between proofs.
+    Held(Option<Held>, Option<Pace>),
     /// A proof of this host is running: another round skips it.
     InFlight,
+}
+
+/// A host's own pace: the fastest step of its accepted rounds of `claim` on the validator's
+/// clock, which bounds its later rounds (`DeviceClass::host_read_us`). It outlives the data
+/// set: a rebuild (on the schedule, or after the agent refused a round) does not reset it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Pace {
+    /// The claim the rounds were of: another claim starts from the class's bound again.
+    pub(crate) claim: StorageClaim,
+    /// The fastest accepted step, µs.
+    pub(crate) best_step_us: f64,
 }
 
 /// One agent's data set, as the validator holds it.
@@ -37,37 +48,40 @@ pub(crate) enum Held {
     },
 }
 
-/// An agent's entry taken out for one proof; what is left in `back` is put back when it is
-/// dropped (nothing: the entry is removed).
+/// An agent's entry taken out for one proof; what is left in `back` and `pace` is put back
+/// when it is dropped (neither: the entry is removed).
 pub(crate) struct Taken<'a> {
     datasets: &'a Datasets,
     agent: String,
     pub(crate) back: Option<Held>,
+    pub(crate) pace: Option<Pace>,
 }
 
 impl Drop for Taken<'_> {
     fn drop(&mut self) {
         let mut map = self.datasets.0.locked();
-        match self.back.take() {
-            Some(held) => map.insert(self.agent.clone(), Slot::Held(held)),
-            None => map.remove(&self.agent),
+        match (self.back.take(), self.pace.take()) {
+            (None, None) => map.remove(&self.agent),
+            (held, pace) => map.insert(self.agent.clone(), Slot::Held(held, pace)),
         };
     }
 }
 
 impl Datasets {
-    /// `agent`'s entry for one proof; `None` while another proof of it runs.
+    /// `agent`'s entry for one proof (nothing held: a fresh validator's, or a host never
+    /// proven); `None` while another proof of it runs.
     pub(crate) fn take(&self, agent: &str) -> Option<Taken<'_>> {
         let mut map = self.0.locked();
-        let back = match map.insert(agent.to_string(), Slot::InFlight) {
+        let (back, pace) = match map.insert(agent.to_string(), Slot::InFlight) {
             Some(Slot::InFlight) => return None,
-            Some(Slot::Held(held)) => Some(held),
-            None => None,
+            Some(Slot::Held(held, pace)) => (held, pace),
+            None => (None, None),
         };
         Some(Taken {
             datasets: self,
             agent: agent.to_string(),
             back,
+            pace,
         })
     }
 }
