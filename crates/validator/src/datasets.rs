@@ -17,9 +17,15 @@ pub(crate) struct Datasets(Mutex<HashMap<String, Slot>>);
 /// One agent's entry.
 enum Slot {
     /// Its data set and its pace, between proofs.
-    Held(Option<Held>, Option<Pace>),
+    Idle(Box<Idle>),
     /// A proof of this host is running: another round skips it.
     InFlight,
+}
+
+/// What the validator holds of an agent between proofs.
+struct Idle {
+    held: Option<Held>,
+    pace: Option<Pace>,
 }
 
 /// A host's own pace: the fastest step of its accepted rounds of `claim` on the validator's
@@ -62,7 +68,10 @@ impl Drop for Taken<'_> {
         let mut map = self.datasets.0.locked();
         match (self.back.take(), self.pace.take()) {
             (None, None) => map.remove(&self.agent),
-            (held, pace) => map.insert(self.agent.clone(), Slot::Held(held, pace)),
+            (held, pace) => map.insert(
+                self.agent.clone(),
+                Slot::Idle(Box::new(Idle { held, pace })),
+            ),
         };
     }
 }
@@ -74,7 +83,7 @@ impl Datasets {
         let mut map = self.0.locked();
         let (back, pace) = match map.insert(agent.to_string(), Slot::InFlight) {
             Some(Slot::InFlight) => return None,
-            Some(Slot::Held(held, pace)) => (held, pace),
+            Some(Slot::Idle(idle)) => (idle.held, idle.pace),
             None => (None, None),
         };
         Some(Taken {

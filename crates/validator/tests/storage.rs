@@ -259,7 +259,11 @@ async fn a_host_that_walked_fast_cannot_later_answer_through_a_second_host() {
     let class_ms = f64::from(round.steps) * DeviceClass::Ssd.read_us() / 1e3;
     assert!(moved.expected_ms < class_ms, "{} ms", moved.expected_ms);
     assert!(round.time.measured_ms < class_ms, "{:?}", round.time);
-    assert_eq!(moved.best_step_us, Some(best), "a late round leaves the pace");
+    assert_eq!(
+        moved.best_step_us,
+        Some(best),
+        "a late round leaves the pace"
+    );
     // A host answering through the second host from its first round is held to the
     // class's bound, the ceiling (what is left: docs/protocol.md).
     let _remote = delayed_agent(&h, 48, "GPU-st-remote", slow.path(), delay.clone()).await;

@@ -635,9 +635,13 @@ mod tests {
             .all(|&v| v));
         // A first round served from a cache (6 µs a step) holds an honest disk to the floor,
         // not to 12 µs.
-        assert!(judged(DeviceClass::Nvme, 200, |r| if r == 0 { 6.0 } else { jitter(45.0, r) })
-            .iter()
-            .all(|&v| v));
+        assert!(judged(DeviceClass::Nvme, 200, |r| if r == 0 {
+            6.0
+        } else {
+            jitter(45.0, r)
+        })
+        .iter()
+        .all(|&v| v));
         // Slow on purpose from the first round (through the second host all along): held to
         // the class's bound, which is the ceiling, as before; the score counts its slowness.
         assert!(judged(DeviceClass::Nvme, 50, |_| 145.0).iter().all(|&v| v));
