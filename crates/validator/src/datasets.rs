@@ -5,7 +5,7 @@
 use pog_merkle::Hash;
 use pog_net::locked::Locked;
 use pog_proof::storage::session::{DatasetSession, RoundError};
-use pog_proof::storage::{StorageClaim, StorageDataset};
+use pog_proof::storage::StorageDataset;
 use pog_signed::Envelope;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -25,18 +25,11 @@ enum Slot {
 /// What the validator holds of an agent between proofs.
 struct Idle {
     held: Option<Held>,
-    pace: Option<Pace>,
-}
-
-/// A host's own pace: the fastest step of its accepted rounds of `claim` on the validator's
-/// clock, which bounds its later rounds (`DeviceClass::host_read_us`). It outlives the data
-/// set: a rebuild (on the schedule, or after the agent refused a round) does not reset it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Pace {
-    /// The claim the rounds were of: another claim starts from the class's bound again.
-    pub(crate) claim: StorageClaim,
-    /// The fastest accepted step, µs.
-    pub(crate) best_step_us: f64,
+    /// The host's pace: the fastest step of its accepted rounds on the validator's clock, µs,
+    /// which bounds its later rounds (`DeviceClass::host_read_us`). It outlives the data set
+    /// and the claim: a rebuild (on the schedule, after the agent refused a round, or for a
+    /// new claim) does not reset it; the class's floor and read clamp it.
+    pace: Option<f64>,
 }
 
 /// One agent's data set, as the validator holds it.
@@ -60,7 +53,7 @@ pub(crate) struct Taken<'a> {
     datasets: &'a Datasets,
     agent: String,
     pub(crate) back: Option<Held>,
-    pub(crate) pace: Option<Pace>,
+    pub(crate) pace: Option<f64>,
 }
 
 impl Drop for Taken<'_> {

@@ -16,14 +16,14 @@
 //!   until the host has walked a round in time, then the host's own: twice its fastest
 //!   accepted step, between the class's floor and its read (`DeviceClass::host_read_us`), so
 //!   a host that showed fast local reads cannot later answer through a second host. That
-//!   pace is kept per agent and claim, across rebuilds, in memory and in every record
+//!   pace is kept per agent key, across rebuilds and claims, in memory and in every record
 //!   (`best_step_us`), where a restarted validator takes it up.
 //! - **Records.** Every round, and every build that failed (refused, expired, its audit
 //!   failed), is a signed `storage-record` ([`StorageRecord`]); a host whose agent does not
 //!   answer gets one with the failure. A round while the data set is still being built has
 //!   none (it is logged).
 
-use crate::datasets::{Held, Pace};
+use crate::datasets::Held;
 use crate::validator::{ExchangeError, Validator, ValidatorError};
 use pog_merkle::Hash;
 use pog_net::http::post_counted;
@@ -112,12 +112,13 @@ impl Validator {
         let on_record = (taken.back.is_none() && taken.pace.is_none())
             .then(|| self.latest_storage_record(uuid))
             .flatten();
-        let pace = taken
-            .pace
-            .or_else(|| on_record.as_ref().and_then(pace_of))
-            .filter(|pace| pace.claim == claim);
-        taken.pace = pace;
-        let best_step_us = pace.map(|pace| pace.best_step_us);
+        let best_step_us = taken.pace.or_else(|| {
+            on_record
+                .as_ref()
+                .filter(|r| r.agent == gpu.agent)
+                .and_then(|r| r.best_step_us)
+        });
+        taken.pace = best_step_us;
         let held = match taken.back.take() {
             Some(Held::Kept {
                 dataset,
@@ -222,10 +223,7 @@ impl Validator {
         {
             Ok(outcome) => {
                 g.best_step_us = outcome.best_step_us(best_step_us);
-                taken.pace = g.best_step_us.map(|best_step_us| Pace {
-                    claim,
-                    best_step_us,
-                });
+                taken.pace = g.best_step_us;
                 g.round = Some(outcome);
             }
             Err(e) => {
@@ -465,14 +463,6 @@ fn kept_of(
     }
     let root: Hash = hex::decode(latest.root.as_deref()?).ok()?.try_into().ok()?;
     (current(&latest.dataset)).then_some((latest.dataset, root, latest.dataset_since_ms?))
-}
-
-/// The host's pace as `record` left it, with the claim it is of.
-fn pace_of(record: &StorageRecord) -> Option<Pace> {
-    Some(Pace {
-        claim: record.claim,
-        best_step_us: record.best_step_us?,
-    })
 }
 
 /// Whether a round that failed so makes the validator send a new data set next round: the
