@@ -1,6 +1,7 @@
 //! What the validator holds of each agent's proof of storage between rounds (the data set
 //! sent, being built or kept, and the host's own pace that bounds its rounds), taken out for
-//! one proof at a time; and a storage session's refusal in the validator's words. The round itself is [`crate::storage`]'s.
+//! one proof at a time; and a storage session's refusal in the validator's words. The round
+//! itself is [`crate::storage`]'s.
 
 use pog_merkle::Hash;
 use pog_net::locked::Locked;
