@@ -897,7 +897,7 @@ pub(crate) async fn memory_build(
     Ok(answer)
 }
 
-/// Runs a CPU challenge's calibration lane (the set-up the validator times) and answers
+/// Runs a CPU challenge's calibration lanes (the set-up the validator times) and answers
 /// "ready" (signed). The challenge must be within the protocol's limits and this host's
 /// hardware threads; it takes its GPU's slot like a memory data set (one set-up a GPU).
 pub(crate) async fn cpu_calibrate(

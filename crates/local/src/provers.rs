@@ -266,24 +266,23 @@ pub fn cpu_refusal(c: &CpuChallenge) -> Option<String> {
     None
 }
 
-/// A CPU challenge's calibration lane, run now (the set-up), waiting for its timed lanes.
+/// A CPU challenge's calibration lanes, run now (the set-up), waiting for its timed lanes.
 struct CpuCalibration {
     calibrated: CpuCalibrated,
-    behaviour: CpuBehaviour,
     ms: f64,
 }
 
-/// Runs `c`'s calibration lane on this thread, the timed lanes to follow as `behaviour` says.
+/// Runs `c`'s calibration lanes at once, then the timed lanes to follow, as `behaviour` says.
 fn calibrate(c: &CpuChallenge, behaviour: Behaviour) -> Box<dyn SetUp> {
     let started = std::time::Instant::now();
-    let calibrated = CpuCalibrated::run(c);
+    let behaviour = match behaviour {
+        Behaviour::Threads(n) => CpuBehaviour::Threads(n),
+        Behaviour::Junk(f) => CpuBehaviour::Skip(f),
+        _ => CpuBehaviour::Honest,
+    };
+    let calibrated = CpuCalibrated::run(c, behaviour);
     Box::new(CpuCalibration {
         calibrated,
-        behaviour: match behaviour {
-            Behaviour::Threads(n) => CpuBehaviour::Threads(n),
-            Behaviour::Junk(f) => CpuBehaviour::Skip(f),
-            _ => CpuBehaviour::Honest,
-        },
         ms: started.elapsed().as_secs_f64() * 1e3,
     })
 }
@@ -295,7 +294,7 @@ impl SetUp for CpuCalibration {
 
     fn run(self: Box<Self>, start: &[u8; 32]) -> Result<Proved, ProverError> {
         Ok(Proved {
-            prover: Arc::new(self.calibrated.run_timed(start, self.behaviour)),
+            prover: Arc::new(self.calibrated.run_timed(start)),
             timings: None,
             algorithm: None,
         })

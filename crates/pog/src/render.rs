@@ -704,10 +704,10 @@ pub fn cpu_proof(p: &pog_local::hostproof::HostCpuProof) {
     let m = &p.check.measured;
     let mut t = table([
         "lanes",
-        "one lane alone",
+        "calibration (half the lanes)",
         "all lanes / bound",
         "throughput",
-        "per lane alone",
+        "per lane at half load",
         "verify",
         "bytes to / from",
         "verdict",
@@ -818,8 +818,8 @@ pub fn storage_proof(p: &pog_local::storage::HostStorageProof) {
             )
         },
         format!(
-            "{:.1} / {:.1} ms ({:.3}, {} steps)",
-            p.time.measured_ms, p.time.expected_ms, p.time.ratio, p.steps
+            "{:.1} / {:.1} ms ({:.3}, {} steps; later rounds ≤ {:.1} ms)",
+            p.time.measured_ms, p.time.expected_ms, p.time.ratio, p.steps, p.host_bound_ms
         ),
         format!("{:.0} µs, {:.0} µs", p.read_us_median, p.read_us_p99),
         match &p.audit.error {

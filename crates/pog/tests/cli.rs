@@ -861,6 +861,14 @@ fn the_storage_proof_keeps_its_data_set_and_never_walks_a_sparse_or_short_one() 
     assert_eq!(code, 0, "{second}");
     assert_eq!(second["storage"]["built"], false);
     assert_eq!(second["storage"]["root"], first["storage"]["root"]);
+    // The bound a validator would hold its later rounds to: twice this walk's step, between
+    // the SSD class's floor (400 µs a step) and its read (1 ms).
+    let host_ms = second["storage"]["host_bound_ms"].as_f64().unwrap();
+    let steps = second["storage"]["steps"].as_f64().unwrap();
+    assert!(
+        (0.4 * steps..=steps).contains(&host_ms),
+        "{host_ms} ms for {steps} steps"
+    );
 
     // Half the file's blocks punched out: sparse, refused, rebuilt.
     let file = std::fs::OpenOptions::new()

@@ -13,7 +13,7 @@ pub enum Task<'a> {
     Gemm(&'a Challenge),
     /// A data set built in memory (untimed), then walked from a fresh nonce (timed).
     Memory(&'a MemoryChallenge),
-    /// The host's cores: one lane alone (the set-up, timed by the validator), then one lane
+    /// The host's cores: half the lanes at once (the set-up, timed by the validator), then one lane
     /// per claimed core at once from a fresh nonce (timed). Always run on the CPU.
     Cpu(&'a CpuChallenge),
     /// The host's RAM: the memory proof's data set built in the host's memory (untimed), then

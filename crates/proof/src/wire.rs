@@ -27,9 +27,9 @@ pub mod kind {
     pub const MEMORY_READY: &str = "memory-ready";
     /// Validator → agent: the walk nonce, starting the timed walk ([`WalkMessage`](super::WalkMessage)).
     pub const MEMORY_WALK: &str = "memory-walk";
-    /// Validator → agent: a CPU challenge's calibration lane to run ([`CpuChallengeMessage`](super::CpuChallengeMessage)).
+    /// Validator → agent: a CPU challenge's calibration lanes to run ([`CpuChallengeMessage`](super::CpuChallengeMessage)).
     pub const CPU_CHALLENGE: &str = "cpu-challenge";
-    /// Agent → validator: the calibration lane ran ([`MemoryReady`](super::MemoryReady)).
+    /// Agent → validator: the calibration lanes ran ([`MemoryReady`](super::MemoryReady)).
     pub const CPU_READY: &str = "cpu-ready";
     /// Validator → agent: the start nonce of the timed lanes ([`WalkMessage`](super::WalkMessage)).
     pub const CPU_START: &str = "cpu-start";
@@ -118,7 +118,7 @@ pub struct ChallengeMessage<C = Challenge> {
 /// when it is ready.
 pub type MemoryChallengeMessage = ChallengeMessage<crate::memory::MemoryChallenge>;
 
-/// Validator → agent: run this CPU challenge's calibration lane (the set-up phase, timed by
+/// Validator → agent: run this CPU challenge's calibration lanes (the set-up phase, timed by
 /// the validator), and say when it is done.
 pub type CpuChallengeMessage = ChallengeMessage<crate::cpu::CpuChallenge>;
 

@@ -283,9 +283,9 @@ impl ProofKind for Memory {
     }
 }
 
-/// The proof of the host's cores: one lane alone (the set-up, its time on the validator's
-/// clock the calibration), then one lane per claimed core at once from a fresh nonce (timed
-/// against the calibration). Addressed to one of the host's GPUs, and recorded among its
+/// The proof of the host's cores: half the claimed lanes at once (the set-up, its time on the
+/// validator's clock the calibration), then one lane per claimed core at once from a fresh
+/// nonce (timed against the calibration). Addressed to one of the host's GPUs, and recorded among its
 /// records.
 #[derive(Debug, Clone, Copy)]
 pub struct HostCpu;

@@ -118,9 +118,10 @@ pub struct CpuDetails {
     pub proves_cores: bool,
     /// The challenge: lanes, steps, segments and binding.
     pub cpu_challenge: CpuChallenge,
-    /// The nonce that started the timed lanes (hex), sent once the calibration lane ran.
+    /// The nonce that started the timed lanes (hex), sent once the calibration lanes ran.
     pub start_nonce: String,
-    /// The validator's clock over the calibration lane (the set-up): one lane's time alone.
+    /// The validator's clock over the calibration lanes (the set-up): half the claimed lanes
+    /// at once (`CpuChallenge::calibration_lanes`).
     pub calibration_ms: Option<f64>,
 }
 

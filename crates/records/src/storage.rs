@@ -47,8 +47,15 @@ pub struct StorageRecord {
     pub audit: Option<AuditOutcome>,
     /// The timed round (none when no round ran: the build or the audit failed).
     pub round: Option<RoundOutcome>,
-    /// The round's bound: steps × the claimed class's slowest read, ms.
+    /// The round's bound: steps × the read bound, ms (the claimed class's read until the
+    /// host has walked a round in time, then its own: `DeviceClass::host_read_us`).
     pub expected_ms: f64,
+    /// The host's fastest accepted step after this round (of any of its data sets and
+    /// claims under this agent key), on the validator's clock, µs: its next rounds' bound is
+    /// twice it, between the class's floor and read. None until a round is accepted (and in
+    /// records before this field).
+    #[serde(default)]
+    pub best_step_us: Option<f64>,
     /// Whether the round was accepted: in time, every opened step right.
     pub accepted: bool,
     /// Why the exchange ended without a verdict, when it did.

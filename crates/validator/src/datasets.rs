@@ -1,6 +1,7 @@
 //! What the validator holds of each agent's proof of storage between rounds (the data set
-//! sent, being built or kept), taken out for one proof at a time; and a storage session's
-//! refusal in the validator's words. The round itself is [`crate::storage`]'s.
+//! sent, being built or kept, and the host's own pace that bounds its rounds), taken out for
+//! one proof at a time; and a storage session's refusal in the validator's words. The round
+//! itself is [`crate::storage`]'s.
 
 use pog_merkle::Hash;
 use pog_net::locked::Locked;
@@ -16,10 +17,20 @@ pub(crate) struct Datasets(Mutex<HashMap<String, Slot>>);
 
 /// One agent's entry.
 enum Slot {
-    /// Its data set, between proofs.
-    Held(Held),
+    /// Its data set and its pace, between proofs.
+    Idle(Box<Idle>),
     /// A proof of this host is running: another round skips it.
     InFlight,
+}
+
+/// What the validator holds of an agent between proofs.
+struct Idle {
+    held: Option<Held>,
+    /// The host's pace: the fastest step of its accepted rounds on the validator's clock, µs,
+    /// which bounds its later rounds (`DeviceClass::host_read_us`). It outlives the data set
+    /// and the claim: a rebuild (on the schedule, after the agent refused a round, or for a
+    /// new claim) does not reset it; the class's floor and read clamp it.
+    pace: Option<f64>,
 }
 
 /// One agent's data set, as the validator holds it.
@@ -37,37 +48,43 @@ pub(crate) enum Held {
     },
 }
 
-/// An agent's entry taken out for one proof; what is left in `back` is put back when it is
-/// dropped (nothing: the entry is removed).
+/// An agent's entry taken out for one proof; what is left in `back` and `pace` is put back
+/// when it is dropped (neither: the entry is removed).
 pub(crate) struct Taken<'a> {
     datasets: &'a Datasets,
     agent: String,
     pub(crate) back: Option<Held>,
+    pub(crate) pace: Option<f64>,
 }
 
 impl Drop for Taken<'_> {
     fn drop(&mut self) {
         let mut map = self.datasets.0.locked();
-        match self.back.take() {
-            Some(held) => map.insert(self.agent.clone(), Slot::Held(held)),
-            None => map.remove(&self.agent),
+        match (self.back.take(), self.pace.take()) {
+            (None, None) => map.remove(&self.agent),
+            (held, pace) => map.insert(
+                self.agent.clone(),
+                Slot::Idle(Box::new(Idle { held, pace })),
+            ),
         };
     }
 }
 
 impl Datasets {
-    /// `agent`'s entry for one proof; `None` while another proof of it runs.
+    /// `agent`'s entry for one proof (nothing held: a fresh validator's, or a host never
+    /// proven); `None` while another proof of it runs.
     pub(crate) fn take(&self, agent: &str) -> Option<Taken<'_>> {
         let mut map = self.0.locked();
-        let back = match map.insert(agent.to_string(), Slot::InFlight) {
+        let (back, pace) = match map.insert(agent.to_string(), Slot::InFlight) {
             Some(Slot::InFlight) => return None,
-            Some(Slot::Held(held)) => Some(held),
-            None => None,
+            Some(Slot::Idle(idle)) => (idle.held, idle.pace),
+            None => (None, None),
         };
         Some(Taken {
             datasets: self,
             agent: agent.to_string(),
             back,
+            pace,
         })
     }
 }

@@ -11,8 +11,13 @@
 //!   `storage-record` rather than asking for a rebuild). A new data set is sent once the kept
 //!   one is `rebuild_after_ms` old, or when the claim changes.
 //! - **A round** walks the kept data set (`storage-round` → `storage-walk`, the validator's
-//!   clock stopping at the digests, judged against the steps × the claimed class's read) and
-//!   opens the drawn steps (`storage-open` → `storage-openings`).
+//!   clock stopping at the digests, judged against the steps × a read bound) and opens the
+//!   drawn steps (`storage-open` → `storage-openings`). The read bound is the claimed class's
+//!   until the host has walked a round in time, then the host's own: twice its fastest
+//!   accepted step, between the class's floor and its read (`DeviceClass::host_read_us`), so
+//!   a host that showed fast local reads cannot later answer through a second host. That
+//!   pace is kept per agent key, across rebuilds and claims, in memory and in every record
+//!   (`best_step_us`), where a restarted validator takes it up.
 //! - **Records.** Every round, and every build that failed (refused, expired, its audit
 //!   failed), is a signed `storage-record` ([`StorageRecord`]); a host whose agent does not
 //!   answer gets one with the failure. A round while the data set is still being built has
@@ -55,6 +60,7 @@ struct Gathered {
     audit: Option<AuditOutcome>,
     round: Option<RoundOutcome>,
     expected_ms: f64,
+    best_step_us: Option<f64>,
     failure: Option<Failure>,
     secret: [u8; 32],
     bytes: (usize, usize),
@@ -102,6 +108,17 @@ impl Validator {
         let now = self.records().now_ms();
         let current = |d: &StorageDataset| d.to == to && d.shape == shape;
         let fresh = |since_ms: u64| now.saturating_sub(since_ms) < p.rebuild_after_ms;
+        // A fresh validator (nothing held) takes up the data set and the pace on record.
+        let on_record = (taken.back.is_none() && taken.pace.is_none())
+            .then(|| self.latest_storage_record(uuid))
+            .flatten();
+        let best_step_us = taken.pace.or_else(|| {
+            on_record
+                .as_ref()
+                .filter(|r| r.agent == gpu.agent)
+                .and_then(|r| r.best_step_us)
+        });
+        taken.pace = best_step_us;
         let held = match taken.back.take() {
             Some(Held::Kept {
                 dataset,
@@ -115,7 +132,7 @@ impl Validator {
             Some(Held::Building { session, envelope }) if current(&session.message().dataset) => {
                 Held::Building { session, envelope }
             }
-            None => match self.kept_on_record(uuid, &current) {
+            None => match on_record.and_then(|r| kept_of(r, &current)) {
                 Some((dataset, root, since_ms)) if fresh(since_ms) => Held::Kept {
                     dataset,
                     root,
@@ -126,7 +143,7 @@ impl Validator {
             _ => self.new_dataset(to.clone(), claim, p)?,
         };
         let plan = StoragePlan {
-            read_us: claim.class.read_us(),
+            read_us: claim.class.host_read_us(best_step_us),
             steps: p.steps,
             samples: p.samples,
         };
@@ -141,6 +158,7 @@ impl Validator {
             audit: None,
             round: None,
             expected_ms: plan.expected_ms(),
+            best_step_us,
             failure: None,
             secret: random_bytes(),
             bytes: (0, 0),
@@ -203,7 +221,11 @@ impl Validator {
             .walk_round(round, &gpu, (&plan, p.regenerated), &mut g)
             .await
         {
-            Ok(outcome) => g.round = Some(outcome),
+            Ok(outcome) => {
+                g.best_step_us = outcome.best_step_us(best_step_us);
+                taken.pace = g.best_step_us;
+                g.round = Some(outcome);
+            }
             Err(e) => {
                 let failure = e.failure();
                 if drops_dataset(&failure) {
@@ -244,24 +266,14 @@ impl Validator {
         })
     }
 
-    /// The data set this validator kept for the host of `uuid`, from its latest
-    /// `storage-record` (a restarted validator): the data set, its root and since when,
-    /// when that record has them and `current` holds.
-    fn kept_on_record(
-        &self,
-        uuid: &str,
-        current: &dyn Fn(&StorageDataset) -> bool,
-    ) -> Option<(StorageDataset, Hash, u64)> {
+    /// The latest `storage-record` of the host whose first GPU is `uuid` (a restarted
+    /// validator takes up its data set and pace from it).
+    fn latest_storage_record(&self, uuid: &str) -> Option<StorageRecord> {
         let rows = self.registry().latest_records(uuid, RECORDS_READ).ok()?;
-        let latest = rows.iter().rev().find_map(|(_, json)| {
+        rows.iter().rev().find_map(|(_, json)| {
             let envelope: Envelope = serde_json::from_str(json).ok()?;
             StorageRecord::read(&envelope.kind, &envelope.body).ok()
-        })?;
-        if latest.failure.as_ref().is_some_and(drops_dataset) {
-            return None;
-        }
-        let root: Hash = hex::decode(latest.root.as_deref()?).ok()?.try_into().ok()?;
-        (current(&latest.dataset)).then_some((latest.dataset, root, latest.dataset_since_ms?))
+        })
     }
 
     /// Sends (again) the data set message; once the agent says it is built, audits it. The
@@ -427,6 +439,7 @@ impl Validator {
             audit: g.audit,
             round: g.round,
             expected_ms: g.expected_ms,
+            best_step_us: g.best_step_us,
             accepted,
             failure: g.failure,
             spot_check_secret: hex::encode(g.secret),
@@ -437,6 +450,19 @@ impl Validator {
         self.store(&record.record_id, accepted, &record)?;
         Ok(record)
     }
+}
+
+/// The data set `latest` kept (the data set, its root and since when), when it has them, its
+/// round did not drop the data set, and `current` holds.
+fn kept_of(
+    latest: StorageRecord,
+    current: &dyn Fn(&StorageDataset) -> bool,
+) -> Option<(StorageDataset, Hash, u64)> {
+    if latest.failure.as_ref().is_some_and(drops_dataset) {
+        return None;
+    }
+    let root: Hash = hex::decode(latest.root.as_deref()?).ok()?.try_into().ok()?;
+    (current(&latest.dataset)).then_some((latest.dataset, root, latest.dataset_since_ms?))
 }
 
 /// Whether a round that failed so makes the validator send a new data set next round: the

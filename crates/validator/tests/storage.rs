@@ -197,6 +197,86 @@ async fn a_late_walk_fails_and_a_silent_host_gets_a_failure_record() {
     assert_eq!(record.failure.unwrap().kind, FailureKind::Unreachable);
 }
 
+/// An agent proving `dir` whose walks are answered `delay` (shared, settable) late: what a
+/// second host a network round trip away adds, 128 steps at a time.
+async fn delayed_agent(
+    h: &Served,
+    seed: u8,
+    uuid: &str,
+    dir: &std::path::Path,
+    delay: std::sync::Arc<std::sync::atomic::AtomicU64>,
+) -> TestAgent {
+    h.agent(seed, vec![claim(uuid)])
+        .proving_storage(
+            HostStorage::new(dir, storage_claim()).unwrap(),
+            storage_claim(),
+        )
+        .routed(move |router| {
+            router.layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let delay = delay.clone();
+                    let walk = request.uri().path() == "/v1/storage/round";
+                    async move {
+                        let answer = next.run(request).await;
+                        let us = delay.load(std::sync::atomic::Ordering::SeqCst);
+                        if walk && us > 0 {
+                            tokio::time::sleep(Duration::from_micros(us)).await;
+                        }
+                        answer
+                    }
+                },
+            ))
+        })
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_that_walked_fast_cannot_later_answer_through_a_second_host() {
+    let h = Harness::new().serve().await;
+    let (fast, slow) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let delay = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let _moved = delayed_agent(&h, 47, "GPU-st-moved", fast.path(), delay.clone()).await;
+    // Its own pace first: honest rounds, each of them at most the class's read (1 ms a
+    // step) and the floor (400 µs) once its pace is known.
+    let mut best = None;
+    for _ in 0..3 {
+        let honest = proven(&h.v, "GPU-st-moved", &policy()).await;
+        assert!(honest.accepted, "{:?}", honest.round);
+        assert!(honest.best_step_us.is_some());
+        best = honest.best_step_us;
+    }
+    let best = best.unwrap();
+    // Then through a second host: 500 µs a step more (64 ms over the round's 128 steps),
+    // well inside the class's bound, past its own.
+    delay.store(
+        u64::from(pog_records::StoragePolicy::test_shape().steps) * 500,
+        std::sync::atomic::Ordering::SeqCst,
+    );
+    let moved = proven(&h.v, "GPU-st-moved", &policy()).await;
+    let round = moved.round.as_ref().expect("a verdict");
+    assert!(!moved.accepted && !round.time.accepted, "{round:?}");
+    assert_eq!(round.rejection, None, "every opened step right, only late");
+    let class_ms = f64::from(round.steps) * DeviceClass::Ssd.read_us() / 1e3;
+    assert!(moved.expected_ms < class_ms, "{} ms", moved.expected_ms);
+    assert!(round.time.measured_ms < class_ms, "{:?}", round.time);
+    assert_eq!(
+        moved.best_step_us,
+        Some(best),
+        "a late round leaves the pace"
+    );
+    // A host answering through the second host from its first round is held to the
+    // class's bound, the ceiling (what is left: docs/protocol.md).
+    let _remote = delayed_agent(&h, 48, "GPU-st-remote", slow.path(), delay.clone()).await;
+    let remote = proven(&h.v, "GPU-st-remote", &policy()).await;
+    assert_eq!(remote.expected_ms, class_ms);
+    assert!(remote.accepted, "{:?}", remote.round);
+    // A restarted validator takes the pace up from the records.
+    delay.store(0, std::sync::atomic::Ordering::SeqCst);
+    let restarted = Validator::over(h.v.records().clone(), loopback()).unwrap();
+    let again = proven(&restarted, "GPU-st-moved", &policy()).await;
+    assert!(again.expected_ms < class_ms, "{} ms", again.expected_ms);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_claim_beyond_the_agents_storage_or_not_whole_items_is_refused() {
     let dir = tempfile::tempdir().unwrap();

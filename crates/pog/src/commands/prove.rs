@@ -98,10 +98,11 @@ fn run_cpu(global: &Global, inspect: &pog_inspect::InspectReport) -> Result<Outc
         Verdict::Fail
     };
     let summary = format!(
-        "{} lane(s) at once in {:.2}× the time of one alone (bound {:.2}×)",
+        "{} lane(s) at once in {:.2}× the time of {} at once (limit {:.2}×)",
         proof.lanes,
         proof.check.measured.commit_ms / proof.check.calibration_ms.max(f64::MIN_POSITIVE),
-        pog_proof::cpu::ALL_CORE_ALLOWANCE * (1.0 + pog_proof::timing::TIME_TOLERANCE),
+        proof.check.challenge.calibration_lanes(),
+        pog_proof::cpu::PASS_LIMIT,
     );
     // The CPU proof runs on this host's real CPU, whatever the inventory's origin.
     if global.json {

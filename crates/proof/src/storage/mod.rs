@@ -46,9 +46,15 @@
 //! - answers from a second host pay a network round trip per step on top of its read, and
 //!   answers regenerated on the fly pay a whole item per step.
 //!
-//! The bound is the claimed class's, not the host's: a host whose reads are faster than its
-//! class allows has time to regenerate a small share of chunks (about 10 % on the
-//! development VM's disk), so the proof shows at least about 90 % of the claim.
+//! The bound is first the claimed class's, then the host's own ([`DeviceClass::host_read_us`]):
+//! once a host has walked a round in time, its later rounds may take at most
+//! [`HOST_PACE_MULTIPLE`] times its fastest accepted step, never less than the class's floor
+//! ([`DeviceClass::floor_us`]) nor more than the class's read. A host that showed fast local
+//! reads cannot later answer through a second host a network round trip away (100 µs a step
+//! on top of a 45 µs read is past the NVMe floor's 110 µs), and has less time to regenerate
+//! chunks it dropped: at the class's bound a host reading at 45 µs could regenerate about 10 %
+//! of its chunks in time, at the floor about 3 %. A host slow on purpose from its first round
+//! is held to the class's bound, as before, and its slowness is what the score counts.
 //!
 //! Why an item is generated as a whole, and not cell by cell: were the cells an independent
 //! chain (cellⱼ from cellⱼ₋₁ alone), a host could keep every other cell of each chunk and
@@ -745,11 +751,25 @@ impl StorageRound {
     }
 }
 
-/// The time bound of a round: the claimed device class's time for one dependent 4 KiB read
-/// (with the step's hashing), times the steps.
+/// How many times its own fastest accepted step (the validator's clock) a host's later rounds
+/// may take a step, before the time tolerance: honest walks on the GPU hosts' disks varied by
+/// 1.22× between rounds (41–50 ms for 1024 steps), a busy disk more; a second host adds a
+/// network round trip (≥ 100 µs in one data centre) to every step of 35–50 µs.
+pub const HOST_PACE_MULTIPLE: f64 = 2.0;
+
+/// The tightest per-step bound a host is held to, as a share of its class's read: 100 µs a
+/// step for NVMe (the GPU hosts' disks read at 34–40 µs median, 62–93 µs at the 99th
+/// percentile), 400 µs for SSD. It keeps an honest host whose fastest round was served from a
+/// cache, or an unusually quiet disk, from being held to a bound its device cannot keep.
+pub const HOST_FLOOR_SHARE: f64 = 0.4;
+
+/// The time bound of a round: a read bound for one dependent 4 KiB read (with the step's
+/// hashing), times the steps. The read bound is the claimed class's until the host has walked
+/// a round in time, then its own ([`DeviceClass::host_read_us`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct StoragePlan {
-    /// The claimed class's slowest honest dependent read, µs.
+    /// The slowest dependent read allowed, µs: the claimed class's, or the host's own
+    /// ([`DeviceClass::host_read_us`]).
     pub read_us: f64,
     /// Steps a round walks.
     pub steps: u32,
@@ -786,6 +806,24 @@ impl DeviceClass {
             DeviceClass::Nvme => 250.0,
             DeviceClass::Ssd => 1000.0,
         }
+    }
+
+    /// The tightest per-step bound a host of this class is held to, however fast its reads
+    /// were, µs ([`HOST_FLOOR_SHARE`] of the class's read).
+    pub fn floor_us(self) -> f64 {
+        self.read_us() * HOST_FLOOR_SHARE
+    }
+
+    /// The per-step bound of a host of this class whose fastest accepted round walked at
+    /// `best_step_us` a step on the validator's clock (`None`: no round accepted yet):
+    /// [`HOST_PACE_MULTIPLE`] times that, never below [`DeviceClass::floor_us`] nor above
+    /// [`DeviceClass::read_us`], µs.
+    pub fn host_read_us(self, best_step_us: Option<f64>) -> f64 {
+        best_step_us
+            .filter(|us| us.is_finite() && *us > 0.0)
+            .map_or(self.read_us(), |us| {
+                (us * HOST_PACE_MULTIPLE).clamp(self.floor_us(), self.read_us())
+            })
     }
 
     /// Chunks per item of a data set for this class: an item takes several times the class's
@@ -844,6 +882,15 @@ impl StoragePlan {
             read_us: class.read_us(),
             steps: STEPS,
             samples: SAMPLES,
+        }
+    }
+
+    /// The default plan for a host of `class` whose fastest accepted round walked at
+    /// `best_step_us` a step (`None`: the class's bound).
+    pub fn for_host(class: DeviceClass, best_step_us: Option<f64>) -> StoragePlan {
+        StoragePlan {
+            read_us: class.host_read_us(best_step_us),
+            ..StoragePlan::for_class(class)
         }
     }
 

@@ -385,6 +385,23 @@ pub struct RoundOutcome {
     pub accepted: bool,
 }
 
+impl RoundOutcome {
+    /// The walk's time a step on the validator's clock, the credited round trip taken off, µs.
+    pub fn step_us(&self) -> f64 {
+        self.time.ratio * self.time.expected_ms * 1e3 / f64::from(self.steps.max(1))
+    }
+
+    /// The host's fastest accepted step after this round, from `before` (the fastest of its
+    /// earlier rounds): this round's step if it was accepted and faster, µs.
+    pub fn best_step_us(&self, before: Option<f64>) -> Option<f64> {
+        if !self.accepted {
+            return before;
+        }
+        let step = self.step_us();
+        Some(before.map_or(step, |b| b.min(step)))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 enum State {
     Issued,
@@ -547,7 +564,9 @@ impl RoundSession {
 mod tests {
     use super::*;
     use crate::challenge::Addressee;
-    use crate::storage::{MemoryDataset, StorageDataset, StorageShape, REGENERATED, SAMPLES};
+    use crate::storage::{
+        DeviceClass, MemoryDataset, StorageDataset, StoragePlan, StorageShape, REGENERATED, SAMPLES,
+    };
     use std::convert::Infallible;
 
     fn set() -> MemoryDataset {
@@ -561,6 +580,102 @@ mod tests {
                 double_rounds: 1,
             },
         ))
+    }
+
+    /// Rounds of a host whose walk takes `step_us(round)` a step (every opened step right),
+    /// each judged against the bound of its own fastest accepted round so far, as the
+    /// validator judges them: the verdicts.
+    fn judged(class: DeviceClass, rounds: u32, step_us: impl Fn(u32) -> f64) -> Vec<bool> {
+        let mut best = None;
+        (0..rounds)
+            .map(|r| {
+                let plan = StoragePlan::for_host(class, best);
+                let measured_ms = step_us(r) * f64::from(plan.steps) / 1e3;
+                let time = crate::timing::check(measured_ms, 0.0, plan.expected_ms());
+                let outcome = RoundOutcome {
+                    round_id: format!("r{r}"),
+                    root: String::new(),
+                    steps: plan.steps,
+                    opened: SAMPLES as usize,
+                    regenerated: REGENERATED,
+                    rejection: None,
+                    time,
+                    accepted: time.accepted,
+                };
+                best = outcome.best_step_us(best);
+                outcome.accepted
+            })
+            .collect()
+    }
+
+    /// A jittery honest read: `base` µs a step, up to 40 % slower in some rounds (a
+    /// deterministic spread over the rounds).
+    fn jitter(base: f64, r: u32) -> f64 {
+        let spread = f64::from((r * 7919) % 101) / 100.0;
+        base * (1.0 + 0.4 * spread * spread)
+    }
+
+    #[test]
+    fn a_host_that_walked_fast_cannot_later_answer_through_a_second_host() {
+        // The GPU host's NVMe-like disk (45 µs a step), then a second host 100 µs away
+        // from the sixth round on: under the class's bound (250 µs) it passed at 0.87 of it;
+        // against its own pace (2 × 45 µs, floored at 100 µs, × 1.1) it fails every round.
+        let verdicts = judged(DeviceClass::Nvme, 50, |r| {
+            jitter(45.0, r) + if r >= 5 { 100.0 } else { 0.0 }
+        });
+        assert!(verdicts[..5].iter().all(|&v| v), "{verdicts:?}");
+        assert!(verdicts[5..].iter().all(|&v| !v), "{verdicts:?}");
+        // The same host honest, with jitter up to 1.4× between rounds: every round passes.
+        assert!(judged(DeviceClass::Nvme, 1000, |r| jitter(45.0, r))
+            .iter()
+            .all(|&v| v));
+        // A disk slower than the floor's half (80 µs a step): its bound is twice its pace.
+        assert!(judged(DeviceClass::Nvme, 1000, |r| jitter(80.0, r))
+            .iter()
+            .all(|&v| v));
+        // A first round served from a cache (6 µs a step) holds an honest disk to the floor,
+        // not to 12 µs.
+        assert!(judged(DeviceClass::Nvme, 200, |r| if r == 0 {
+            6.0
+        } else {
+            jitter(45.0, r)
+        })
+        .iter()
+        .all(|&v| v));
+        // Slow on purpose from the first round (through the second host all along): held to
+        // the class's bound, which is the ceiling, as before; the score counts its slowness.
+        assert!(judged(DeviceClass::Nvme, 50, |_| 145.0).iter().all(|&v| v));
+        assert_eq!(
+            DeviceClass::Nvme.host_read_us(Some(1000.0)),
+            DeviceClass::Nvme.read_us()
+        );
+    }
+
+    #[test]
+    fn the_host_bound_lies_between_the_floor_and_the_class() {
+        let nvme = DeviceClass::Nvme;
+        assert_eq!(nvme.host_read_us(None), 250.0);
+        assert_eq!(nvme.host_read_us(Some(45.0)), 100.0);
+        assert_eq!(nvme.host_read_us(Some(80.0)), 160.0);
+        assert_eq!(nvme.host_read_us(Some(f64::NAN)), 250.0);
+        assert_eq!(nvme.host_read_us(Some(0.0)), 250.0);
+        assert_eq!(DeviceClass::Ssd.host_read_us(Some(100.0)), 400.0);
+        // A rejected round leaves the pace as it was.
+        let mut o = RoundOutcome {
+            round_id: "r".into(),
+            root: String::new(),
+            steps: 1000,
+            opened: 0,
+            regenerated: 0,
+            rejection: Some("late".into()),
+            time: crate::timing::check(30.0, 0.0, 250.0),
+            accepted: false,
+        };
+        assert_eq!(o.best_step_us(Some(50.0)), Some(50.0));
+        o.accepted = true;
+        assert!((o.step_us() - 30.0).abs() < 1e-9);
+        assert_eq!(o.best_step_us(Some(50.0)), Some(o.step_us()));
+        assert_eq!(o.best_step_us(Some(20.0)), Some(20.0));
     }
 
     fn issued(set: &MemoryDataset) -> (RoundMessage, RoundSession) {
