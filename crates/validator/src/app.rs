@@ -301,7 +301,7 @@ pub enum AppError {
     /// The market's store could not be opened.
     #[error("opening {path}: {cause}")]
     Market {
-        /// The market's file.
+        /// The market's file, or its database's URL (without its password).
         path: PathBuf,
         /// Why.
         cause: MarketError,
@@ -387,10 +387,14 @@ impl ValidatorApp {
                 },
                 cause,
             })?;
+        // A fleet's one book lives in its database; a validator alone keeps its own file.
         let market_path = dir.join("market.sqlite");
-        let market = Market::open(Some(&market_path), &identity.public_key())
+        let market = Market::open_beside(&registry, Some(&market_path), &identity.public_key())
             .map_err(|cause| AppError::Market {
-                path: market_path.clone(),
+                path: match &settings.database {
+                    Some(url) => PathBuf::from(crate::postgres::redacted(url)),
+                    None => market_path.clone(),
+                },
                 cause,
             })?
             .with_limits(settings.market)
@@ -494,7 +498,7 @@ impl ValidatorApp {
             .with_signer(Identity::from_seed(clearer.seed()))
             .with_settlements(settlements.clone());
         // Leases a crash or a failing ledger kept from the ledger, logged now.
-        match market.hand_pending_leases(true) {
+        match market.hand_pending_leases(None) {
             Ok(0) => {}
             Ok(n) => tracing::info!("logged the leases of {n} earlier clearing(s)"),
             Err(e) => tracing::error!(error = %e, "logging earlier clearings' leases"),

@@ -22,6 +22,7 @@ pub mod fleet_log;
 pub mod health;
 pub mod ledger;
 pub mod market;
+pub mod market_store;
 pub mod metrics;
 pub mod overview;
 pub mod postgres;
