@@ -2724,6 +2724,314 @@ mod tests {
         }
     }
 
+    /// Two validators of one fleet (keys of seeds 1 and 9) on a fresh database of the test
+    /// PostgreSQL server: their markets, and the database's URL; `None` without a server.
+    fn fleet() -> Option<(Market, Market, String)> {
+        let url = crate::postgres::testing::fresh_postgres_database()?;
+        let place = Place::Postgres(url.clone());
+        let (a, b) = (validator(), Identity::from_seed([9; 32]));
+        Some((
+            place.open_as(&a.public_key()),
+            place.open_as(&b.public_key()),
+            url,
+        ))
+    }
+
+    fn cancel_at(owner: &Identity, at: &PublicKey, id: &str, sequence: u64) -> Vec<u8> {
+        let cancel = CancelMessage {
+            validator: at.clone(),
+            id: OrderId::new(id).unwrap(),
+            sequence: Some(sequence),
+        };
+        v_seal(owner, CANCEL_KIND, &cancel)
+    }
+
+    /// An order taken at one validator of a fleet is in the other's book, and its owner
+    /// cancels it there (nobody else can).
+    #[test]
+    fn an_order_taken_at_one_validator_is_in_the_others_book_and_cancelled_there() {
+        let Some((a, b, _)) = fleet() else { return };
+        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+        let (ka, kb) = (
+            validator().public_key(),
+            Identity::from_seed([9; 32]).public_key(),
+        );
+        let taken = a
+            .submit(&submit(&alice, &ka, order("b1", &alice, Side::Bid, 2, 4.0)))
+            .unwrap();
+        let book = b.book(None, None, MAX_BOOK_PAGE);
+        assert_eq!(book.bids.len(), 1);
+        assert_eq!(book.bids[0].sequence, taken.sequence);
+        // The same id again, at the other validator: the fleet's book has it already.
+        let again = b.submit(&submit(&alice, &kb, order("b1", &alice, Side::Bid, 1, 4.0)));
+        assert_eq!(answer(again).status, StatusCode::BAD_REQUEST);
+        let refused = b.cancel(&cancel_at(&bob, &kb, "b1", taken.sequence));
+        assert_eq!(answer(refused).status, StatusCode::NOT_FOUND);
+        b.cancel(&cancel_at(&alice, &kb, "b1", taken.sequence))
+            .unwrap();
+        assert!(a.book(None, None, MAX_BOOK_PAGE).bids.is_empty());
+        assert!(b.book(None, None, MAX_BOOK_PAGE).bids.is_empty());
+    }
+
+    /// Two asks offering one GPU, sent at once to two validators of a fleet from two threads:
+    /// one is taken, the other refused (each request is judged under the sequence lock on
+    /// the book with every event before it).
+    #[test]
+    fn two_asks_for_one_gpu_at_two_validators_at_once_one_is_taken() {
+        let Some((a, b, _)) = fleet() else { return };
+        let (a, b) = (Arc::new(a), Arc::new(b));
+        let bob = Identity::from_seed([3; 32]);
+        let keys = [
+            validator().public_key(),
+            Identity::from_seed([9; 32]).public_key(),
+        ];
+        for (round, gpu) in ASK_IDS
+            .iter()
+            .flat_map(|id| gpus_of(&bob, id, 4))
+            .enumerate()
+        {
+            let start = Arc::new(std::sync::Barrier::new(2));
+            let threads: Vec<_> = [a.clone(), b.clone()]
+                .into_iter()
+                .zip(keys.clone())
+                .enumerate()
+                .map(|(side, (market, key))| {
+                    let (start, gpu, bob) =
+                        (start.clone(), gpu.clone(), Identity::from_seed([3; 32]));
+                    std::thread::spawn(move || {
+                        let ask = Order::new(
+                            OrderId::new(format!("r{round}-{side}")).unwrap(),
+                            bob.public_key(),
+                            Side::Ask,
+                            GpuClass::new("H200 SXM").unwrap(),
+                            1,
+                            Price::from_usd(2.0).unwrap(),
+                        )
+                        .unwrap()
+                        .offering(vec![gpu])
+                        .unwrap();
+                        let bytes = submit(&bob, &key, ask);
+                        start.wait();
+                        market.submit(&bytes)
+                    })
+                })
+                .collect();
+            let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+            let taken = results.iter().filter(|r| r.is_ok()).count();
+            assert_eq!(taken, 1, "round {round}: {results:?}");
+            let refused = results.into_iter().find_map(Result::err).unwrap();
+            assert!(
+                matches!(
+                    refused,
+                    MarketRequestError::Book(BookError::GpuOffered { .. })
+                ),
+                "{refused}"
+            );
+        }
+        assert_eq!(a.book(None, None, MAX_BOOK_PAGE).asks.len(), 12);
+        assert_eq!(b.book(None, None, MAX_BOOK_PAGE).asks.len(), 12);
+    }
+
+    /// Submissions from threads at two validators of a fleet at once: every one is taken,
+    /// stored once with the next number (no gap), and both books, and a validator restarted on
+    /// the database (from a snapshot one of them wrote), hold the same book.
+    #[test]
+    fn submissions_at_two_validators_at_once_are_sequenced_once_and_both_books_agree() {
+        let Some((a, b, url)) = fleet() else { return };
+        let (a, b) = (Arc::new(a.with_snapshot_every(1000)), Arc::new(b));
+        let keys = [
+            validator().public_key(),
+            Identity::from_seed([9; 32]).public_key(),
+        ];
+        let threads: Vec<_> = (0..4u8)
+            .map(|t| {
+                let (market, key) = match t % 2 {
+                    0 => (a.clone(), keys[0].clone()),
+                    _ => (b.clone(), keys[1].clone()),
+                };
+                std::thread::spawn(move || {
+                    let owner = Identity::from_seed([20 + t; 32]);
+                    (0..10)
+                        .map(|i| {
+                            let bid = order(&format!("b{i}"), &owner, Side::Bid, 1, 4.0);
+                            market.submit(&submit(&owner, &key, bid)).unwrap().sequence
+                        })
+                        .collect::<Vec<u64>>()
+                })
+            })
+            .collect();
+        let mut sequences: Vec<u64> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        sequences.sort();
+        sequences.dedup();
+        assert_eq!(sequences.len(), 40, "each order its own place in the book");
+        let stored: Vec<i64> = {
+            let mut inner = a.lock();
+            inner
+                .store
+                .events_after(0)
+                .unwrap()
+                .iter()
+                .map(|e| e.seq)
+                .collect()
+        };
+        assert_eq!(stored, (1..=40).collect::<Vec<i64>>(), "no gap, none twice");
+        a.caught_up().unwrap();
+        b.caught_up().unwrap();
+        assert_eq!(a.lock().book, b.lock().book);
+        assert_eq!(a.book(None, None, MAX_BOOK_PAGE).bids.len(), 40);
+        // More, with snapshots every 7 events written by either validator; then a restart.
+        let b = Place::Postgres(url.clone())
+            .open_as(&keys[1])
+            .with_snapshot_every(7);
+        let owner = Identity::from_seed([30; 32]);
+        for i in 0..10 {
+            let (market, key) = if i % 2 == 0 {
+                (&*a, &keys[0])
+            } else {
+                (&b, &keys[1])
+            };
+            let bid = order(&format!("c{i}"), &owner, Side::Bid, 1, 4.0);
+            market.submit(&submit(&owner, key, bid)).unwrap();
+        }
+        assert!(
+            b.stored_events().unwrap() < 50,
+            "a snapshot dropped the events before it"
+        );
+        let restarted = Place::Postgres(url).open_as(&keys[0]);
+        a.caught_up().unwrap();
+        b.caught_up().unwrap();
+        assert_eq!(a.lock().book, b.lock().book);
+        assert_eq!(restarted.lock().book, a.lock().book);
+        assert_eq!(restarted.book(None, None, MAX_BOOK_PAGE).bids.len(), 50);
+    }
+
+    /// A clearing made at one validator of a fleet is in the other's history, its leases go to
+    /// the fleet's ledger once, and a scheduled clearing run at both at once clears once.
+    #[test]
+    fn a_clearing_at_one_validator_is_the_fleets_once_with_its_leases_logged_once() {
+        let Some((a, b, _)) = fleet() else { return };
+        let sink = Arc::new(Sink {
+            fail: 0.into(),
+            took: Default::default(),
+        });
+        let (va, vb) = (validator(), Identity::from_seed([9; 32]));
+        let a = Arc::new(a.with_lease_sink(sink.clone()));
+        let b = Arc::new(b.with_lease_sink(sink.clone()));
+        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+        a.submit(&submit(
+            &bob,
+            &va.public_key(),
+            order("a1", &bob, Side::Ask, 1, 2.0),
+        ))
+        .unwrap();
+        b.submit(&submit(
+            &alice,
+            &vb.public_key(),
+            order("b1", &alice, Side::Bid, 1, 3.0),
+        ))
+        .unwrap();
+        let record = a
+            .clear(&clear_request(&va, now_ms(), Some(fresh_clear_nonce())))
+            .unwrap();
+        assert_eq!(record.leases.len(), 1);
+        assert_eq!(b.history(None, 10).clearings, [record.clone()]);
+        assert_eq!(b.hand_pending_leases(None), Ok(0));
+        assert_eq!(sink.took.lock().unwrap().len(), 1, "logged once");
+        // The same request at the other validator: it names the first, and is refused.
+        let replay = b.clear(&clear_request(&va, now_ms(), Some(fresh_clear_nonce())));
+        assert!(matches!(
+            replay,
+            Err(MarketRequestError::OtherValidator { .. })
+        ));
+        // New orders, and both validators' schedules clear at once: one clearing.
+        a.submit(&submit(
+            &bob,
+            &va.public_key(),
+            order("a2", &bob, Side::Ask, 1, 2.0),
+        ))
+        .unwrap();
+        b.submit(&submit(
+            &alice,
+            &vb.public_key(),
+            order("b2", &alice, Side::Bid, 1, 3.0),
+        ))
+        .unwrap();
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let threads: Vec<_> = [(a.clone(), va), (b.clone(), vb)]
+            .into_iter()
+            .map(|(market, key)| {
+                let start = start.clone();
+                std::thread::spawn(move || {
+                    market.caught_up().unwrap();
+                    start.wait();
+                    market.clear_due(&key, Mechanism::UniformPrice)
+                })
+            })
+            .collect();
+        let made: Vec<_> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(made.len(), 1, "{made:?}");
+        assert_eq!(a.history(None, 10).clearings.len(), 2);
+        assert_eq!(b.history(None, 10).clearings.len(), 2);
+        assert_eq!(sink.took.lock().unwrap().len(), 2, "each lease logged once");
+    }
+
+    /// A store that fails in the middle of a request leaves nothing of it in the book, and a
+    /// database away answers 503; both come back once the database does.
+    #[test]
+    fn a_store_failing_or_away_is_a_503_and_leaves_nothing_half_applied() {
+        let Some((a, _, url)) = fleet() else { return };
+        let v = validator().public_key();
+        let alice = Identity::from_seed([2; 32]);
+        let bid = || submit(&alice, &v, order("b1", &alice, Side::Bid, 1, 4.0));
+        let sql = crate::postgres::testing::on_server;
+        // The event cannot be stored (after the book took it in).
+        sql(
+            &url,
+            "ALTER TABLE market_events ADD CONSTRAINT no_submits CHECK (kind <> 'submit')",
+        );
+        let e = answer(a.submit(&bid()));
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE, "{}", e.message);
+        assert!(a.book(None, None, MAX_BOOK_PAGE).bids.is_empty());
+        sql(&url, "ALTER TABLE market_events DROP CONSTRAINT no_submits");
+        let taken = a.submit(&bid()).unwrap();
+        // The database away: refused with what happened, and the book as it was.
+        let name = url
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .split('?')
+            .next()
+            .unwrap()
+            .to_owned();
+        let server = url.replace(&format!("/{name}"), "/postgres");
+        sql(
+            &server,
+            &format!(
+                "ALTER DATABASE {name} ALLOW_CONNECTIONS false; \
+                 SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
+            ),
+        );
+        let cancel = cancel_at(&alice, &v, "b1", taken.sequence);
+        let e = answer(a.cancel(&cancel));
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE, "{}", e.message);
+        assert!(e.message.contains("PostgreSQL"), "{}", e.message);
+        assert!(a.caught_up().is_err());
+        assert_eq!(a.book(None, None, MAX_BOOK_PAGE).bids.len(), 1);
+        sql(
+            &server,
+            &format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true"),
+        );
+        a.cancel(&cancel).unwrap();
+        assert!(a.book(None, None, MAX_BOOK_PAGE).bids.is_empty());
+    }
+
     /// The API's answer to a refused request.
     fn answer<T: std::fmt::Debug>(result: Result<T, MarketRequestError>) -> ApiError {
         ApiError::from(result.unwrap_err())
