@@ -290,9 +290,15 @@ impl Harness {
         }
         let v = Arc::new(Validator::over(Arc::new(records), self.config).unwrap());
         let market = self.market.map(|path| {
+            // A market given no file is kept beside the registry: in memory, or in the
+            // registry's PostgreSQL database (POG_TEST_STORE=postgres, or a fleet's).
             let path = path.or_else(|| in_dir("market.sqlite"));
-            let mut market = Market::open(path.as_deref(), &identity.public_key())
-                .unwrap()
+            let key = identity.public_key();
+            let mut market = match &path {
+                Some(path) => Market::open(Some(path), &key),
+                None => Market::open_beside(&v.records().registry(), None, &key),
+            }
+            .unwrap()
                 .with_signer(Identity::from_seed(identity.seed()))
                 .with_clock(self.clock.clone())
                 .with_standing(Arc::new(RegistryStanding::new(v.records().clone())));
