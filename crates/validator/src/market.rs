@@ -1,6 +1,8 @@
 //! The validator's order book for GPU-hours (issue 15): signed orders submitted and cancelled
 //! through the API, clearings by the operator, the book and the history of clearings for
-//! anyone to read, all persisted in SQLite.
+//! anyone to read, all persisted in its store ([`crate::market_store`]): a SQLite file of the
+//! validator's, or, for a fleet (`--database`), the registry's PostgreSQL database, where every
+//! validator holds the same book (docs/stores.md, "The fleet's one book").
 //!
 //! Routes (merged into the validator's API):
 //!
@@ -35,13 +37,24 @@
 //! [`crate::pricing`]) and how far through the registry's records they are (`market_meta`).
 //!
 //! A refused request never changes the book: every check runs before anything changes, and
-//! the store is the book's source of truth. Each accepted event (the signed submit or cancel
+//! the store is the book's source of truth. Every request is judged in one transaction of the
+//! store ([`Market`]'s `write`): on PostgreSQL the fleet's `market_sequence` row is locked, the
+//! book caught up with every event other validators appended, and the request judged at the
+//! database's clock, so no two validators accept conflicting orders and every book expires the
+//! same orders at the same points. Reads catch the book up first too (on every read: one
+//! indexed query, usually empty, buys a client that submitted at one validator its order at
+//! any other at once). A scheduled clearing is made only if, under the lock, its class is
+//! still due ([`MarketRequestError::NotDue`]): every validator runs the schedule, and the
+//! first to clear a state makes the others' clearing of it a no-op, with no lease to wait for.
+//! Snapshots are the book after one numbered event, the same whichever validator writes
+//! them, and shared. Each accepted event (the signed submit or cancel
 //! as it arrived, the clearing request, or the market's withdrawal of an ask no longer backed)
 //! is appended to the `market_events` table; opening
 //! the store replays them in order through [`Book`], which is deterministic, so a restarted
 //! validator has the same book and history, and remembers the same clearing requests taken
-//! (`TakenClears`). If appending fails, the book is rebuilt from the store, and the request
-//! fails. Every [`SNAPSHOT_EVERY`] events the book's whole state ([`pog_market::BookSnapshot`])
+//! (`TakenClears`). If appending fails, the book is rebuilt from the store (emptied, and
+//! rebuilt before its next use, when the store cannot be read either), and the request fails.
+//! Every [`SNAPSHOT_EVERY`] events the book's whole state ([`pog_market::BookSnapshot`])
 //! and the clearing requests taken are written to `market_snapshot` and the events before it
 //! deleted, in one transaction: opening the store reads the snapshot and the events after it,
 //! not every event since the market began, so the store and a restart stay bounded by the
