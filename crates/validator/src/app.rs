@@ -378,23 +378,23 @@ impl ValidatorApp {
             path: key_path.clone(),
             cause,
         })?;
+        // Where a store is kept, to name in an error: the database (its URL without the
+        // password), or its file.
+        let kept_at = |file: &PathBuf| match &settings.database {
+            Some(url) => PathBuf::from(crate::postgres::redacted(url)),
+            None => file.clone(),
+        };
         let registry_path = dir.join("registry.sqlite");
         let mut registry = Registry::open_or_connect(settings.database.as_deref(), &registry_path)
             .map_err(|cause| AppError::Registry {
-                path: match &settings.database {
-                    Some(url) => PathBuf::from(crate::postgres::redacted(url)),
-                    None => registry_path.clone(),
-                },
+                path: kept_at(&registry_path),
                 cause,
             })?;
         // A fleet's one book lives in its database; a validator alone keeps its own file.
         let market_path = dir.join("market.sqlite");
         let market = Market::open_beside(&registry, Some(&market_path), &identity.public_key())
             .map_err(|cause| AppError::Market {
-                path: match &settings.database {
-                    Some(url) => PathBuf::from(crate::postgres::redacted(url)),
-                    None => market_path.clone(),
-                },
+                path: kept_at(&market_path),
                 cause,
             })?
             .with_limits(settings.market)
@@ -482,12 +482,15 @@ impl ValidatorApp {
         rules.validate()?;
         let settlements_path = dir.join("settlements.sqlite");
         let settlements = Arc::new(
-            crate::settlement::Settlements::open(Some(&settlements_path), rules).map_err(
-                |cause| AppError::Settlements {
-                    path: settlements_path.clone(),
-                    cause,
-                },
-            )?,
+            crate::settlement::Settlements::open_beside(
+                &records.registry(),
+                Some(&settlements_path),
+                rules,
+            )
+            .map_err(|cause| AppError::Settlements {
+                path: kept_at(&settlements_path),
+                cause,
+            })?,
         );
         let market = match settings.escrow_payments.clone() {
             Some(escrow) => market.with_vouchers(escrow),

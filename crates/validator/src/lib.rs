@@ -33,6 +33,7 @@ pub mod reports;
 pub mod rows;
 pub mod schedule;
 pub mod settlement;
+pub mod settlement_store;
 pub mod standing;
 pub mod storage;
 pub mod store;

@@ -925,6 +925,7 @@ impl Market {
         let Some(settlements) = &self.settlements else {
             return 0;
         };
+        settlements.catch_up();
         inner
             .book
             .history()

@@ -72,6 +72,10 @@ CREATE TABLE market_snapshot (only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (o
 CREATE TABLE market_meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
 CREATE TABLE price_history (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, gpu_uuid TEXT NOT NULL, at_ms BIGINT NOT NULL, point TEXT NOT NULL);
 CREATE INDEX price_history_by_gpu ON price_history (gpu_uuid, seq);
+CREATE SEQUENCE settlement_versions;
+CREATE TABLE settlements (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, lease_id TEXT NOT NULL, period BIGINT NOT NULL, renter TEXT NOT NULL, provider TEXT NOT NULL, paid BIGINT NOT NULL, state BIGINT NOT NULL, record TEXT NOT NULL, version BIGINT NOT NULL, UNIQUE (lease_id, period));
+CREATE INDEX settlements_by_version ON settlements (version);
+CREATE TABLE undelivered (lease_id TEXT PRIMARY KEY, at_ms BIGINT NOT NULL, reason TEXT NOT NULL);
 "];
 
 /// The records a slot's round stores (GEMM, memory, CPU, RAM, storage): each is the round of

@@ -299,9 +299,9 @@ impl Harness {
                 None => Market::open_beside(&v.records().registry(), None, &key),
             }
             .unwrap()
-                .with_signer(Identity::from_seed(identity.seed()))
-                .with_clock(self.clock.clone())
-                .with_standing(Arc::new(RegistryStanding::new(v.records().clone())));
+            .with_signer(Identity::from_seed(identity.seed()))
+            .with_clock(self.clock.clone())
+            .with_standing(Arc::new(RegistryStanding::new(v.records().clone())));
             if let Some(limits) = self.market_limits {
                 market = market.with_limits(limits);
             }
@@ -313,7 +313,12 @@ impl Harness {
             }
             if let Some(rules) = self.settlements {
                 market = market.with_settlements(Arc::new(
-                    pog_validator::settlement::Settlements::open(None, rules).unwrap(),
+                    pog_validator::settlement::Settlements::open_beside(
+                        &v.records().registry(),
+                        None,
+                        rules,
+                    )
+                    .unwrap(),
                 ));
             }
             Arc::new(market)
