@@ -2951,7 +2951,7 @@ mod tests {
             .clear(&clear_request(&va, now_ms(), Some(fresh_clear_nonce())))
             .unwrap();
         assert_eq!(record.leases.len(), 1);
-        assert_eq!(b.history(None, 10).clearings, [record.clone()]);
+        assert_eq!(b.history(None, 10).clearings, std::slice::from_ref(&record));
         assert_eq!(b.hand_pending_leases(None), Ok(0));
         assert_eq!(sink.took.lock().unwrap().len(), 1, "logged once");
         // The same request at the other validator: it names the first, and is refused.
