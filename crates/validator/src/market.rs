@@ -1244,7 +1244,7 @@ impl Market {
                 return self
                     .lock()
                     .store
-                    .end_handing()
+                    .end_handing(true)
                     .map(|()| handed)
                     .map_err(|e| e.to_string());
             };
@@ -1252,17 +1252,18 @@ impl Market {
             first = false;
             if !record.leases.is_empty() {
                 if let Err(e) = sink.leased(&record.class, &record.leases, maybe_taken) {
-                    let _ = self.lock().store.end_handing();
+                    let _ = self.lock().store.end_handing(false);
                     return Err(format!("clearing {}: {e}", record.number));
                 }
                 handed += 1;
             }
             // Taken: marked, so that no restart or other validator hands it again.
             let mut inner = self.lock();
+            let marked = inner.store.mark_handed(record.number);
             inner
                 .store
-                .mark_handed(record.number)
-                .and_then(|()| inner.store.end_handing())
+                .end_handing(marked.is_ok())
+                .and(marked)
                 .map_err(|e| e.to_string())?;
         }
     }

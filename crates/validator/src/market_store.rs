@@ -96,6 +96,10 @@ pub(crate) struct PgMarket {
     priced_key: String,
     events: Option<Arc<Client>>,
     leases: Option<Arc<Client>>,
+    /// Whether a transaction was opened on `events` (or `leases`) and not yet ended: one
+    /// left open (a panic between the two) is rolled back before the next, so that the lock it
+    /// holds never outlives its request.
+    open: [bool; 2],
 }
 
 /// Which of [`PgMarket`]'s own connections.
@@ -134,6 +138,47 @@ impl PgMarket {
         };
         let work = work(client);
         Ok(self.pg.block(|_| work)?)
+    }
+
+    /// Opens a transaction on `which` and runs `first` in it (rolled back if `first` fails);
+    /// one left open before is rolled back first.
+    fn begin_on<T, F>(
+        &mut self,
+        which: Conn,
+        first: impl FnOnce(Arc<Client>) -> F + Send + 'static,
+    ) -> Result<T, MarketError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, RegistryError>> + Send + 'static,
+    {
+        let left_open = std::mem::replace(&mut self.open[which as usize], true);
+        let begun = self.on(which, move |c| async move {
+            let begin = if left_open {
+                "ROLLBACK; BEGIN"
+            } else {
+                "BEGIN"
+            };
+            c.batch_execute(begin).await?;
+            match first(c.clone()).await {
+                Ok(value) => Ok(value),
+                Err(e) => {
+                    let _ = c.batch_execute("ROLLBACK").await;
+                    Err(e)
+                }
+            }
+        });
+        self.open[which as usize] = begun.is_ok();
+        begun
+    }
+
+    /// Ends the transaction on `which`: commits it (`commit`), or rolls it back.
+    fn end_on(&mut self, which: Conn, commit: bool) -> Result<(), MarketError> {
+        self.open[which as usize] = false;
+        let sql = if commit { "COMMIT" } else { "ROLLBACK" };
+        self.on(
+            which,
+            move |c| async move { Ok(c.batch_execute(sql).await?) },
+        )
     }
 
     /// Runs `work` on a connection of the pool.
@@ -193,6 +238,7 @@ impl MarketStore {
             priced_key: format!("priced_through/{}", validator.to_ascii_lowercase()),
             events: None,
             leases: None,
+            open: [false; 2],
         })
     }
 
@@ -211,21 +257,9 @@ impl MarketStore {
                 Ok(None)
             }
             MarketStore::Postgres(pg) => {
-                let now: i64 = pg.on(Conn::Events, |c| async move {
-                    c.batch_execute("BEGIN").await?;
-                    let row = c
-                        .query_one(
-                            &format!("SELECT {DB_NOW_MS} FROM market_sequence FOR UPDATE"),
-                            &[],
-                        )
-                        .await;
-                    match row {
-                        Ok(row) => Ok(row.try_get(0)?),
-                        Err(e) => {
-                            let _ = c.batch_execute("ROLLBACK").await;
-                            Err(e.into())
-                        }
-                    }
+                let now: i64 = pg.begin_on(Conn::Events, |c| async move {
+                    let sql = format!("SELECT {DB_NOW_MS} FROM market_sequence FOR UPDATE");
+                    Ok(c.query_one(&sql, &[]).await?.try_get(0)?)
                 })?;
                 Ok(Some(now.max(0) as u64))
             }
@@ -271,12 +305,11 @@ impl MarketStore {
     /// Ends the transaction [`MarketStore::begin`] opened: commits it (`commit`), or rolls it
     /// back.
     pub(crate) fn finish(&mut self, commit: bool) -> Result<(), MarketError> {
-        let sql = if commit { "COMMIT" } else { "ROLLBACK" };
         match self {
-            MarketStore::Sqlite(db) => Ok(db.execute_batch(sql)?),
-            MarketStore::Postgres(pg) => pg.on(Conn::Events, move |c| async move {
-                Ok(c.batch_execute(sql).await?)
-            }),
+            MarketStore::Sqlite(db) => {
+                Ok(db.execute_batch(if commit { "COMMIT" } else { "ROLLBACK" })?)
+            }
+            MarketStore::Postgres(pg) => pg.end_on(Conn::Events, commit),
         }
     }
 
@@ -415,24 +448,13 @@ impl MarketStore {
                     |r| r.get(0),
                 )
                 .optional()?,
-            MarketStore::Postgres(pg) => pg.on(Conn::Leases, |c| async move {
+            MarketStore::Postgres(pg) => pg.begin_on(Conn::Leases, |c| async move {
                 c.batch_execute(
-                    "BEGIN; INSERT INTO market_meta (key, value) VALUES ('leases_logged_through', -1) ON CONFLICT (key) DO NOTHING",
+                    "INSERT INTO market_meta (key, value) VALUES ('leases_logged_through', -1) ON CONFLICT (key) DO NOTHING",
                 )
                 .await?;
-                let row = c
-                    .query_one(
-                        "SELECT value FROM market_meta WHERE key = 'leases_logged_through' FOR UPDATE",
-                        &[],
-                    )
-                    .await;
-                match row {
-                    Ok(row) => Ok(Some(row.try_get(0)?)),
-                    Err(e) => {
-                        let _ = c.batch_execute("ROLLBACK").await;
-                        Err(e.into())
-                    }
-                }
+                let sql = "SELECT value FROM market_meta WHERE key = 'leases_logged_through' FOR UPDATE";
+                Ok(Some(c.query_one(sql, &[]).await?.try_get(0)?))
             })?,
         };
         Ok(through.and_then(|t| u64::try_from(t).ok()))
@@ -460,13 +482,12 @@ impl MarketStore {
         }
     }
 
-    /// Ends the hand-off [`MarketStore::begin_handing`] opened, keeping its marks.
-    pub(crate) fn end_handing(&mut self) -> Result<(), MarketError> {
+    /// Ends the hand-off [`MarketStore::begin_handing`] opened, keeping its marks
+    /// (`commit`), or not.
+    pub(crate) fn end_handing(&mut self, commit: bool) -> Result<(), MarketError> {
         match self {
             MarketStore::Sqlite(_) => Ok(()),
-            MarketStore::Postgres(pg) => pg.on(Conn::Leases, |c| async move {
-                Ok(c.batch_execute("COMMIT").await?)
-            }),
+            MarketStore::Postgres(pg) => pg.end_on(Conn::Leases, commit),
         }
     }
 
