@@ -592,6 +592,10 @@ struct Inner {
     stale: bool,
 }
 
+/// How many times a rebuild reads the store again when another validator's snapshot dropped
+/// the events after the one it read.
+const REBUILD_TRIES: usize = 3;
+
 /// Events stored between two snapshots of the book: a restart reads the last snapshot and at
 /// most this many events after it.
 pub const SNAPSHOT_EVERY: u64 = 10_000;
@@ -979,7 +983,9 @@ impl Market {
 
     /// The same market on `clock` instead of the system clock (a test's
     /// [`pog_net::clock::ManualClock`]): what expires orders, ages clearing requests and
-    /// stamps the book's events. The validator's app gives it the records' clock.
+    /// stamps the book's events. The validator's app gives it the records' clock. A fleet's
+    /// book (on PostgreSQL) takes in requests at the database's clock instead, one for all its
+    /// validators; this clock then bounds what the requests sign (expiries, ages) only.
     pub fn with_clock(mut self, clock: SharedClock) -> Market {
         self.clock = clock;
         self
@@ -1658,23 +1664,45 @@ impl Inner {
         if self.stale {
             return self.rebuild(validator);
         }
-        if !self.store.shared() {
+        if !self.store.shared() || self.apply_stored(validator)? {
             return Ok(());
         }
+        self.rebuild(validator)
+    }
+
+    /// Applies the stored events after the last one the book holds; false, with nothing
+    /// applied, when on a shared store they do not follow it (a snapshot dropped the events
+    /// between).
+    fn apply_stored(&mut self, validator: &PublicKey) -> Result<bool, MarketError> {
         let events = self.store.events_after(self.applied)?;
-        if events.first().is_some_and(|e| e.seq != self.applied + 1) {
-            return self.rebuild(validator);
+        let follows = events.first().is_none_or(|e| e.seq == self.applied + 1);
+        if self.store.shared() && !follows {
+            return Ok(false);
         }
         for event in events {
             self.apply(event, validator)?;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Rebuilds the book, and the clearing requests taken still in their window, from the
-    /// store's snapshot and the events after it, re-verifying each signed message. The book
-    /// is emptied first: whatever fails, it never holds what the store does not.
+    /// store's snapshot and the events after it, re-verifying each signed message (read
+    /// again if another validator wrote a snapshot in between). The book is emptied first:
+    /// whatever fails, it never holds what the store does not.
     fn rebuild(&mut self, validator: &PublicKey) -> Result<(), MarketError> {
+        for _ in 0..REBUILD_TRIES {
+            if self.rebuild_once(validator)? {
+                return Ok(());
+            }
+        }
+        Err(MarketError::Moving {
+            tries: REBUILD_TRIES,
+        })
+    }
+
+    /// [`Inner::rebuild`], once: false when a snapshot written meanwhile dropped events
+    /// after the one it read.
+    fn rebuild_once(&mut self, validator: &PublicKey) -> Result<bool, MarketError> {
         self.stale = true;
         self.book = Book::new(classes());
         self.taken = TakenClears::default();
@@ -1692,8 +1720,8 @@ impl Inner {
             self.applied = snapshot.through;
             self.snapshot_through = snapshot.through;
         }
-        for event in self.store.events_after(self.applied)? {
-            self.apply(event, validator)?;
+        if !self.apply_stored(validator)? {
+            return Ok(false);
         }
         // After a rebuild, any class with open orders may be due a clearing.
         let book = &self.book;
@@ -1705,7 +1733,7 @@ impl Inner {
             .cloned()
             .collect();
         self.stale = false;
-        Ok(())
+        Ok(true)
     }
 
     /// Applies one stored event to the book, at the time it was stored with.
@@ -1887,7 +1915,9 @@ impl From<MarketRequestError> for ApiError {
                 _ => StatusCode::BAD_REQUEST,
             },
             // A database away is for a while: retry.
-            E::Store(MarketError::Postgres(_)) => StatusCode::SERVICE_UNAVAILABLE,
+            E::Store(MarketError::Postgres(_) | MarketError::Moving { .. }) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             E::Encode(_) | E::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
             E::NoVouchers | E::VoucherUnavailable(_) | E::NoSettlements => {
                 StatusCode::SERVICE_UNAVAILABLE

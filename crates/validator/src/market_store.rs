@@ -39,6 +39,12 @@ pub enum MarketError {
     /// The PostgreSQL database could not be read or written.
     #[error("the market's PostgreSQL database: {0} (nothing was changed; retry once the database answers)")]
     Postgres(#[from] RegistryError),
+    /// Other validators' snapshots kept dropping the events after the one read.
+    #[error("the market's snapshots moved on while it was read back ({tries} tries); retry")]
+    Moving {
+        /// How many times it was read.
+        tries: usize,
+    },
     /// A stored event cannot be replayed: the store is damaged.
     #[error("the market database holds an event it cannot replay (event {seq}: {why}); restore it from a backup")]
     Corrupt {
