@@ -129,6 +129,8 @@ impl LedgerLeases {
         let Some(ledger) = self.0.ledger() else {
             return Ok(false);
         };
+        // In a fleet, another validator may have logged it: the tree here catches up first.
+        ledger.catch_up(None).map_err(|e| e.to_string())?;
         let logged = ledger
             .ledger()
             .gpu_recent(

@@ -100,7 +100,9 @@ pub(crate) struct PgMarket {
     pg: PgRegistry,
     /// The `priced_through` key of this validator.
     priced_key: String,
+    /// The connection the events are judged and appended on (under the sequence lock).
     events: Option<Arc<Client>>,
+    /// The connection the leases are handed on (under the mark's lock).
     leases: Option<Arc<Client>>,
     /// Whether a transaction was opened on `events` (or `leases`) and not yet ended: one
     /// left open (a panic between the two) is rolled back before the next, so that the lock it
