@@ -28,7 +28,8 @@ export POG_REQUIRE_POSTGRES=1
 POG_PROMTOOL=$(scripts/promtool.sh)
 export POG_PROMTOOL POG_REQUIRE_PROMTOOL=1
 cargo test --workspace --locked
-# The validator's integration tests once more, each test validator's registry and records on
-# a PostgreSQL database of its own.
+# The validator's integration tests once more, each test validator's registry, records,
+# market and settlements on a PostgreSQL database of its own. (The unit tests' PostgreSQL
+# halves, such as the market's fleet tests of two validators on one database, ran above.)
 POG_TEST_STORE=postgres cargo test -p pog-validator --tests --locked
 scripts/dashboard_e2e.sh

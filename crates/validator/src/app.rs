@@ -129,6 +129,8 @@ impl LedgerLeases {
         let Some(ledger) = self.0.ledger() else {
             return Ok(false);
         };
+        // In a fleet, another validator may have logged it: the tree here catches up first.
+        ledger.catch_up(None).map_err(|e| e.to_string())?;
         let logged = ledger
             .ledger()
             .gpu_recent(
@@ -301,7 +303,7 @@ pub enum AppError {
     /// The market's store could not be opened.
     #[error("opening {path}: {cause}")]
     Market {
-        /// The market's file.
+        /// The market's file, or its database's URL (without its password).
         path: PathBuf,
         /// Why.
         cause: MarketError,
@@ -378,19 +380,23 @@ impl ValidatorApp {
             path: key_path.clone(),
             cause,
         })?;
+        // Where a store is kept, to name in an error: the database (its URL without the
+        // password), or its file.
+        let kept_at = |file: &PathBuf| match &settings.database {
+            Some(url) => PathBuf::from(crate::postgres::redacted(url)),
+            None => file.clone(),
+        };
         let registry_path = dir.join("registry.sqlite");
         let mut registry = Registry::open_or_connect(settings.database.as_deref(), &registry_path)
             .map_err(|cause| AppError::Registry {
-                path: match &settings.database {
-                    Some(url) => PathBuf::from(crate::postgres::redacted(url)),
-                    None => registry_path.clone(),
-                },
+                path: kept_at(&registry_path),
                 cause,
             })?;
+        // A fleet's one book lives in its database; a validator alone keeps its own file.
         let market_path = dir.join("market.sqlite");
-        let market = Market::open(Some(&market_path), &identity.public_key())
+        let market = Market::open_beside(&registry, Some(&market_path), &identity.public_key())
             .map_err(|cause| AppError::Market {
-                path: market_path.clone(),
+                path: kept_at(&market_path),
                 cause,
             })?
             .with_limits(settings.market)
@@ -478,12 +484,15 @@ impl ValidatorApp {
         rules.validate()?;
         let settlements_path = dir.join("settlements.sqlite");
         let settlements = Arc::new(
-            crate::settlement::Settlements::open(Some(&settlements_path), rules).map_err(
-                |cause| AppError::Settlements {
-                    path: settlements_path.clone(),
-                    cause,
-                },
-            )?,
+            crate::settlement::Settlements::open_beside(
+                &records.registry(),
+                Some(&settlements_path),
+                rules,
+            )
+            .map_err(|cause| AppError::Settlements {
+                path: kept_at(&settlements_path),
+                cause,
+            })?,
         );
         let market = match settings.escrow_payments.clone() {
             Some(escrow) => market.with_vouchers(escrow),
@@ -494,7 +503,7 @@ impl ValidatorApp {
             .with_signer(Identity::from_seed(clearer.seed()))
             .with_settlements(settlements.clone());
         // Leases a crash or a failing ledger kept from the ledger, logged now.
-        match market.hand_pending_leases(true) {
+        match market.hand_pending_leases(None) {
             Ok(0) => {}
             Ok(n) => tracing::info!("logged the leases of {n} earlier clearing(s)"),
             Err(e) => tracing::error!(error = %e, "logging earlier clearings' leases"),

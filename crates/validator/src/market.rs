@@ -1,6 +1,8 @@
 //! The validator's order book for GPU-hours (issue 15): signed orders submitted and cancelled
 //! through the API, clearings by the operator, the book and the history of clearings for
-//! anyone to read, all persisted in SQLite.
+//! anyone to read, all persisted in its store ([`crate::market_store`]): a SQLite file of the
+//! validator's, or, for a fleet (`--database`), the registry's PostgreSQL database, where every
+//! validator holds the same book (docs/stores.md, "The fleet's one book").
 //!
 //! Routes (merged into the validator's API):
 //!
@@ -35,13 +37,24 @@
 //! [`crate::pricing`]) and how far through the registry's records they are (`market_meta`).
 //!
 //! A refused request never changes the book: every check runs before anything changes, and
-//! the store is the book's source of truth. Each accepted event (the signed submit or cancel
+//! the store is the book's source of truth. Every request is judged in one transaction of the
+//! store ([`Market`]'s `write`): on PostgreSQL the fleet's `market_sequence` row is locked, the
+//! book caught up with every event other validators appended, and the request judged at the
+//! database's clock, so no two validators accept conflicting orders and every book expires the
+//! same orders at the same points. Reads catch the book up first too (on every read: one
+//! indexed query, usually empty, buys a client that submitted at one validator its order at
+//! any other at once). A scheduled clearing is made only if, under the lock, its class is
+//! still due ([`MarketRequestError::NotDue`]): every validator runs the schedule, and the
+//! first to clear a state makes the others' clearing of it a no-op, with no lease to wait for.
+//! Snapshots are the book after one numbered event, the same whichever validator writes
+//! them, and shared. Each accepted event (the signed submit or cancel
 //! as it arrived, the clearing request, or the market's withdrawal of an ask no longer backed)
 //! is appended to the `market_events` table; opening
 //! the store replays them in order through [`Book`], which is deterministic, so a restarted
 //! validator has the same book and history, and remembers the same clearing requests taken
-//! (`TakenClears`). If appending fails, the book is rebuilt from the store, and the request
-//! fails. Every [`SNAPSHOT_EVERY`] events the book's whole state ([`pog_market::BookSnapshot`])
+//! (`TakenClears`). If appending fails, the book is rebuilt from the store (emptied, and
+//! rebuilt before its next use, when the store cannot be read either), and the request fails.
+//! Every [`SNAPSHOT_EVERY`] events the book's whole state ([`pog_market::BookSnapshot`])
 //! and the clearing requests taken are written to `market_snapshot` and the events before it
 //! deleted, in one transaction: opening the store reads the snapshot and the events after it,
 //! not every event since the market began, so the store and a restart stay bounded by the
@@ -64,11 +77,13 @@ use pog_net::locked::Locked;
 
 use pog_signed::{Envelope, Identity, PublicKey, WireError};
 use pog_spec::SpecDb;
-use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::market_store::{MarketStore, StoredEvent};
+use crate::registry::Registry;
 
 /// Envelope kind of a signed [`SubmitMessage`].
 pub const SUBMIT_KIND: &str = "market-submit";
@@ -275,21 +290,7 @@ pub struct Cancelled {
     pub order: Order,
 }
 
-/// Why the market store failed.
-#[derive(Debug, thiserror::Error)]
-pub enum MarketError {
-    /// The SQLite database failed.
-    #[error("the market database failed ({0}); if the file is damaged, restore it from a backup or move it away to start an empty book")]
-    Database(#[from] rusqlite::Error),
-    /// A stored event cannot be replayed: the store is damaged.
-    #[error("the market database holds an event it cannot replay (event {seq}: {why}); restore it from a backup")]
-    Corrupt {
-        /// The event's sequence number.
-        seq: i64,
-        /// Why it cannot be replayed.
-        why: String,
-    },
-}
+pub use crate::market_store::{MarketError, MAX_PRICE_POINTS_PER_GPU};
 
 /// Why the market refused a submission, a cancellation or a clearing, or failed to take it
 /// in. What the API answers for each is decided in one place: `From<MarketRequestError> for
@@ -370,6 +371,13 @@ pub enum MarketRequestError {
     /// book's time, or that far ahead of the clock.
     #[error("the clearing request is more than five minutes old or ahead: sign a new one (check the clock)")]
     Stale,
+    /// A scheduled clearing found its class cleared already, or not changed since (another
+    /// validator of the fleet cleared it first): nothing to clear.
+    #[error("{class} has nothing new to clear")]
+    NotDue {
+        /// The class.
+        class: GpuClass,
+    },
     /// The clearing request (its nonce) was taken already.
     #[error("clearing request {nonce} was taken already: each signed request clears once (sign a new one to clear again)")]
     Replayed {
@@ -514,6 +522,10 @@ pub struct Market {
     withdrawals: Mutex<HashMap<String, Withdrawn>>,
     /// The classes cleared since the pricing last took them, and whom to wake on a clearing.
     cleared: Mutex<(BTreeSet<GpuClass>, Option<Arc<tokio::sync::Notify>>)>,
+    /// Held while clearings' leases are handed to the sink ([`Market::hand_pending_leases`]).
+    handing: Mutex<()>,
+    /// Whether other validators share the store (a fleet's book on PostgreSQL).
+    shared: bool,
 }
 
 /// A renter's last withdrawal request taken, and what its voucher holds until it expires.
@@ -534,7 +546,7 @@ impl crate::settlement::LeaseBook for Market {
 
     /// Clones only the leases under way (the schedule asks every round).
     fn active_at(&self, now_ms: u64) -> Vec<pog_market::lease::Lease> {
-        self.lock()
+        self.read()
             .book
             .history()
             .iter()
@@ -560,25 +572,33 @@ pub trait LeaseSink {
 
 struct Inner {
     book: Book,
-    db: Connection,
+    store: MarketStore,
     /// Classes whose book changed (an order submitted or cancelled) since their last
     /// clearing: the scheduled clearing clears these only ([`Market::clear_due`]).
     dirty: BTreeSet<GpuClass>,
     /// The clearing requests taken that could still arrive again.
     taken: TakenClears,
-    /// Events appended since the last snapshot (or since the market began).
-    since_snapshot: u64,
+    /// The number of the last stored event the book holds.
+    applied: i64,
+    /// The event the last snapshot known here was taken after.
+    snapshot_through: i64,
     /// How many events between snapshots ([`SNAPSHOT_EVERY`]).
     snapshot_every: u64,
+    /// The events the request being judged has applied to the book, each with the book's time
+    /// then, to be stored when it is accepted ([`Inner::stage`]).
+    pending: Vec<(&'static str, Event, u64)>,
+    /// The book may hold what the store does not (a store that failed after a change, and
+    /// could not be read back): it is rebuilt before it is read or changed again.
+    stale: bool,
 }
+
+/// How many times a rebuild reads the store again when another validator's snapshot dropped
+/// the events after the one it read.
+const REBUILD_TRIES: usize = 3;
 
 /// Events stored between two snapshots of the book: a restart reads the last snapshot and at
 /// most this many events after it.
 pub const SNAPSHOT_EVERY: u64 = 10_000;
-
-/// The most price points kept per GPU in `price_history`, the oldest dropped first: a GPU
-/// whose price changed at every round of a minute keeps about its last 16 hours of changes.
-pub const MAX_PRICE_POINTS_PER_GPU: i64 = 1000;
 
 /// The nonces of the clearing requests taken whose age window the book's time has not yet
 /// passed, each with its request's `at_ms`: a request is refused unless `at_ms` is within
@@ -661,61 +681,41 @@ impl Market {
     /// Opens (creating if needed) the market at `path` (`None`: in memory) for the validator
     /// with public key `validator`, replaying its stored events.
     pub fn open(path: Option<&Path>, validator: &PublicKey) -> Result<Market, MarketError> {
-        let db = match path {
-            Some(p) => Connection::open(p)?,
-            None => Connection::open_in_memory()?,
+        Market::on(MarketStore::sqlite(path)?, validator)
+    }
+
+    /// Opens the market where `registry` is kept: in its PostgreSQL database, where it is the
+    /// one book of every validator on that database, or else at `path` ([`Market::open`]).
+    pub fn open_beside(
+        registry: &Registry,
+        path: Option<&Path>,
+        validator: &PublicKey,
+    ) -> Result<Market, MarketError> {
+        match registry.postgres() {
+            Some(pg) => Market::on(MarketStore::postgres(pg.clone(), validator), validator),
+            None => Market::open(path, validator),
+        }
+    }
+
+    /// The market on `store`, its book rebuilt from it.
+    fn on(store: MarketStore, validator: &PublicKey) -> Result<Market, MarketError> {
+        let shared = store.shared();
+        let mut inner = Inner {
+            book: Book::new(classes()),
+            store,
+            dirty: BTreeSet::new(),
+            taken: TakenClears::default(),
+            applied: 0,
+            snapshot_through: 0,
+            snapshot_every: SNAPSHOT_EVERY,
+            pending: Vec::new(),
+            stale: true,
         };
-        db.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
-             CREATE TABLE IF NOT EXISTS market_events (
-                 seq INTEGER PRIMARY KEY,
-                 kind TEXT NOT NULL,
-                 event TEXT NOT NULL,
-                 at_ms INTEGER NOT NULL
-             );
-             CREATE TABLE IF NOT EXISTS price_history (
-                 seq INTEGER PRIMARY KEY,
-                 gpu_uuid TEXT NOT NULL,
-                 at_ms INTEGER NOT NULL,
-                 point TEXT NOT NULL
-             );
-             CREATE INDEX IF NOT EXISTS price_history_by_gpu ON price_history (gpu_uuid, seq);
-             CREATE TABLE IF NOT EXISTS market_meta (
-                 key TEXT PRIMARY KEY,
-                 value INTEGER NOT NULL
-             );
-             CREATE TABLE IF NOT EXISTS market_snapshot (
-                 id INTEGER PRIMARY KEY CHECK (id = 1),
-                 through_seq INTEGER NOT NULL,
-                 book TEXT NOT NULL,
-                 taken TEXT NOT NULL
-             );",
-        )?;
-        let (book, taken) = replay(&db, validator)?;
-        let since_snapshot: u64 = db.query_row(
-            "SELECT COUNT(*) FROM market_events WHERE seq > COALESCE((SELECT through_seq FROM market_snapshot), 0)",
-            [],
-            |r| r.get(0),
-        )?;
-        // After a restart, any class with open orders may be due a clearing.
-        let dirty = book
-            .classes()
-            .filter(|c| {
-                book.open(c, Side::Bid).next().is_some() || book.open(c, Side::Ask).next().is_some()
-            })
-            .cloned()
-            .collect();
+        inner.rebuild(validator)?;
         let limits = MarketLimits::default();
         Ok(Market {
             validator: validator.clone(),
-            inner: Mutex::new(Inner {
-                book,
-                db,
-                dirty,
-                taken,
-                since_snapshot,
-                snapshot_every: SNAPSHOT_EVERY,
-            }),
+            inner: Mutex::new(inner),
             limits,
             submitters: Mutex::new(pog_net::buckets::PerSource::per_minute(
                 limits.submits_per_minute_per_source,
@@ -730,6 +730,8 @@ impl Market {
             vouchers: None,
             withdrawals: Mutex::new(HashMap::new()),
             cleared: Mutex::new((BTreeSet::new(), None)),
+            handing: Mutex::new(()),
+            shared,
         })
     }
 
@@ -817,7 +819,7 @@ impl Market {
             .deposit_of(&signer)
             .map_err(BackingError::DepositsUnavailable)?;
         let previous = {
-            let inner = self.lock();
+            let inner = self.read();
             let mut withdrawals = self.withdrawals.lock().unwrap_or_else(|p| p.into_inner());
             let previous = withdrawals.get(&key).copied();
             if previous.is_some_and(|w| message.at_ms <= w.at_ms) {
@@ -914,7 +916,7 @@ impl Market {
 
     /// Every lease its clearings made, oldest first.
     pub fn all_leases(&self) -> Vec<pog_market::lease::Lease> {
-        self.lock()
+        self.read()
             .book
             .history()
             .iter()
@@ -927,6 +929,7 @@ impl Market {
         let Some(settlements) = &self.settlements else {
             return 0;
         };
+        settlements.catch_up();
         inner
             .book
             .history()
@@ -980,7 +983,9 @@ impl Market {
 
     /// The same market on `clock` instead of the system clock (a test's
     /// [`pog_net::clock::ManualClock`]): what expires orders, ages clearing requests and
-    /// stamps the book's events. The validator's app gives it the records' clock.
+    /// stamps the book's events. The validator's app gives it the records' clock. A fleet's
+    /// book (on PostgreSQL) takes in requests at the database's clock instead, one for all its
+    /// validators; this clock then bounds what the requests sign (expiries, ages) only.
     pub fn with_clock(mut self, clock: SharedClock) -> Market {
         self.clock = clock;
         self
@@ -996,10 +1001,7 @@ impl Market {
     /// How many events the store holds (those after the last snapshot, and the one it was
     /// taken at): what opening it replays.
     pub fn stored_events(&self) -> Result<u64, MarketError> {
-        Ok(self
-            .lock()
-            .db
-            .query_row("SELECT COUNT(*) FROM market_events", [], |r| r.get(0))?)
+        self.lock().store.stored_events()
     }
 
     /// The same market under other limits (the stored book is kept whatever they are: they
@@ -1030,10 +1032,44 @@ impl Market {
         &self.validator
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock cannot leave the book half-changed (every Book
         // operation checks before it changes anything), so a poisoned lock is still usable.
         self.inner.locked()
+    }
+
+    /// The book to read, caught up first with the events other validators appended to a
+    /// shared store (a store that does not answer is logged, and the book read as it stands:
+    /// the API asks [`Market::caught_up`] first, to answer a clear error instead).
+    fn read(&self) -> MutexGuard<'_, Inner> {
+        let mut inner = self.lock();
+        if let Err(e) = inner.catch_up(&self.validator) {
+            tracing::warn!(error = %e, "the market's book could not catch up with its store");
+        }
+        inner
+    }
+
+    /// Brings the book up to its store now: every event another validator of the fleet
+    /// appended (on PostgreSQL) is in the book after it. The API's reads call it first.
+    pub fn caught_up(&self) -> Result<(), MarketError> {
+        self.lock().catch_up(&self.validator)
+    }
+
+    /// Judges one request on the book caught up with the store, under the store's sequence
+    /// lock (on PostgreSQL, no other validator appends meanwhile): `judge` gets the book and
+    /// the time to apply the request at (the database's clock for a fleet, read under the
+    /// lock, so that the fleet's book time follows the sequence), and stages the events it
+    /// applied ([`Inner::stage`]). Accepted, they are appended and committed together;
+    /// refused, nothing is stored. When the store fails after the book changed, the book is
+    /// rebuilt from the store (the change undone) and the request fails.
+    fn write<T>(
+        &self,
+        judge: impl FnOnce(&mut Inner, u64) -> Result<T, MarketRequestError>,
+    ) -> Result<T, MarketRequestError> {
+        let mut inner = self.lock();
+        let now = inner.begin(&self.validator, self.clock.now_ms())?;
+        let judged = judge(&mut inner, now);
+        inner.settle(judged, &self.validator)
     }
 
     /// Submits a signed order (the envelope's bytes). What backs it is checked first, against
@@ -1072,34 +1108,34 @@ impl Market {
             _ => None,
         };
         let envelope = envelope(bytes)?;
-        let mut inner = self.lock();
-        if let Some(deposit) = deposit {
-            // The open bids, the leases not yet paid for and a voucher not yet expired.
-            let committed = inner.book.bid_commitment_of(signer.as_str())
-                + self.held_by_leases(&inner, &signer)
-                + self.voucher_hold(&signer, self.clock.now_ms());
-            pog_market::backing::check_bid_covered(&message.order, committed, deposit)?;
-        }
-        let now = self.clock.now_ms();
-        // Orders expired by now no longer count against the limits.
-        inner.book.expire(now);
-        let open = inner.book.len();
-        if open >= self.limits.max_open {
-            return Err(MarketRequestError::BookFull { open });
-        }
-        let owned = inner.book.open_by(&signer);
-        if owned >= self.limits.max_open_per_owner {
-            return Err(MarketRequestError::OwnerFull {
-                owner: signer,
-                open: owned,
-            });
-        }
-        let id = message.order.id().clone();
-        let class = message.order.class().clone();
-        let sequence = inner.book.submit(message.order, expires_at_ms, now)?;
-        inner.dirty.insert(class);
-        inner.append("submit", &Event::Submit { envelope }, &self.validator)?;
-        Ok(Submitted { id, sequence })
+        self.write(|inner, now| {
+            if let Some(deposit) = deposit {
+                // The open bids, the leases not yet paid for and a voucher not yet expired.
+                let committed = inner.book.bid_commitment_of(signer.as_str())
+                    + self.held_by_leases(inner, &signer)
+                    + self.voucher_hold(&signer, self.clock.now_ms());
+                pog_market::backing::check_bid_covered(&message.order, committed, deposit)?;
+            }
+            // Orders expired by now no longer count against the limits.
+            inner.book.expire(now);
+            let open = inner.book.len();
+            if open >= self.limits.max_open {
+                return Err(MarketRequestError::BookFull { open });
+            }
+            let owned = inner.book.open_by(&signer);
+            if owned >= self.limits.max_open_per_owner {
+                return Err(MarketRequestError::OwnerFull {
+                    owner: signer,
+                    open: owned,
+                });
+            }
+            let id = message.order.id().clone();
+            let class = message.order.class().clone();
+            let sequence = inner.book.submit(message.order, expires_at_ms, now)?;
+            inner.dirty.insert(class);
+            inner.stage("submit", Event::Submit { envelope });
+            Ok(Submitted { id, sequence })
+        })
     }
 
     /// Cancels an order on a signed request by its owner.
@@ -1110,14 +1146,14 @@ impl Market {
             return Err(MarketRequestError::NoSequence { id: message.id });
         }
         let envelope = envelope(bytes)?;
-        let mut inner = self.lock();
-        let now = self.clock.now_ms();
-        let order = inner
-            .book
-            .cancel(&message.id, &signer, message.sequence, now)?;
-        inner.dirty.insert(order.class().clone());
-        inner.append("cancel", &Event::Cancel { envelope }, &self.validator)?;
-        Ok(Cancelled { order })
+        self.write(|inner, now| {
+            let order = inner
+                .book
+                .cancel(&message.id, &signer, message.sequence, now)?;
+            inner.dirty.insert(order.class().clone());
+            inner.stage("cancel", Event::Cancel { envelope });
+            Ok(Cancelled { order })
+        })
     }
 
     /// Clears one class on the operator's signed request, once: the same request again (its
@@ -1127,6 +1163,18 @@ impl Market {
     /// event, so that no ask trades on GPUs that stopped proving. The registry is read, so
     /// call it off the async runtime's workers.
     pub fn clear(&self, bytes: &[u8]) -> Result<ClearingRecord, MarketRequestError> {
+        self.clear_if(bytes, false)
+    }
+
+    /// [`Market::clear`]; with `only_if_due`, refused ([`MarketRequestError::NotDue`]) unless
+    /// the class, in the book caught up under the store's lock, changed since its last
+    /// clearing and has bids and asks open: a scheduled clearing that another validator of
+    /// the fleet made first leaves nothing due, so the same state is never cleared twice.
+    fn clear_if(
+        &self,
+        bytes: &[u8],
+        only_if_due: bool,
+    ) -> Result<ClearingRecord, MarketRequestError> {
         let (message, signer): (ClearMessage, PublicKey) = pog_signed::decode(bytes, CLEAR_KIND)?;
         self.check_validator(&message.validator)?;
         if signer != self.validator {
@@ -1134,20 +1182,29 @@ impl Market {
         }
         let nonce = clear_nonce(&message)?;
         let envelope = envelope(bytes)?;
-        self.check_clear_request(&self.lock(), &message, nonce)?;
-        self.withdraw_unbacked(&message.class)?;
-        let mut inner = self.lock();
-        // Checked again: the same request may have cleared meanwhile.
-        self.check_clear_request(&inner, &message, nonce)?;
-        let now = self.clock.now_ms();
-        // The book's time is when requests arrive (the request's own time only bounds its
-        // age), so the book, and a replay of its store, see time move one way.
-        let record = inner
-            .book
-            .clear(&message.class, message.mechanism, now)?
-            .clone();
-        inner.dirty.remove(&message.class);
-        inner.append("clear", &Event::Clear { envelope }, &self.validator)?;
+        self.check_clear_request(&self.read(), &message, nonce)?;
+        let unbacked = self.unbacked_asks(&message.class);
+        let record = self.write(|inner, now| {
+            // Checked again: the same request may have cleared meanwhile.
+            self.check_clear_request(inner, &message, nonce)?;
+            if only_if_due && !inner.due(&message.class, now) {
+                return Err(MarketRequestError::NotDue {
+                    class: message.class.clone(),
+                });
+            }
+            inner.withdraw(unbacked, now);
+            // The book's time is when requests arrive (the request's own time only bounds
+            // its age), so the book, and a replay of its store, see time move one way.
+            let record = inner
+                .book
+                .clear(&message.class, message.mechanism, now)?
+                .clone();
+            inner.dirty.remove(&message.class);
+            inner.stage("clear", Event::Clear { envelope });
+            let book_ms = inner.book.now_ms();
+            inner.taken.take(nonce.to_string(), message.at_ms, book_ms);
+            Ok(record)
+        })?;
         {
             let mut cleared = self.cleared.locked();
             cleared.0.insert(message.class.clone());
@@ -1155,61 +1212,66 @@ impl Market {
                 wake.notify_one();
             }
         }
-        let book_ms = inner.book.now_ms();
-        inner.taken.take(nonce.to_string(), message.at_ms, book_ms);
-        drop(inner);
         // The clearing is stored (its leases with it, made again by a replay): the leases
         // are then handed to the sink; a failure there is logged, the clearing stands, and
         // the next start hands them again ([`Market::hand_pending_leases`]).
-        if let Err(e) = self.hand_pending_leases(false) {
+        if let Err(e) = self.hand_pending_leases(Some(record.number)) {
             tracing::error!(clearing = record.number, error = %e, "logging the clearing's leases");
         }
         Ok(record)
     }
 
     /// Hands the sink the leases of every clearing after the last one it took (a clearing
-    /// whose leases a crash or a failing ledger kept from the sink is handed again), and
-    /// marks them taken (`market_meta`: `leases_logged_through`). The number of clearings
-    /// handed; an error names the first the sink refused (it and those after are handed
-    /// again next time). After a restart (`after_restart`), the first clearing handed may have
-    /// been taken in part before a crash came between the sink and the mark: the sink is told
-    /// so, to skip what it took.
-    pub fn hand_pending_leases(&self, after_restart: bool) -> Result<usize, String> {
+    /// whose leases a crash or a failing ledger kept from the sink is handed again), one
+    /// clearing at a time, each marked taken (`market_meta`: `leases_logged_through`) under
+    /// the mark's lock: on PostgreSQL one validator of the fleet hands a clearing, once. The
+    /// number of clearings handed; an error names the first the sink refused (it and those
+    /// after are handed again next time). The first clearing handed may have been taken in
+    /// part before a crash came between the sink and the mark, unless it is `just_made` by
+    /// this validator alone: the sink is told so, to skip what it took.
+    pub fn hand_pending_leases(&self, just_made: Option<u64>) -> Result<usize, String> {
         let Some(sink) = &self.lease_sink else {
             return Ok(0);
         };
-        let pending: Vec<ClearingRecord> = {
-            let inner = self.lock();
-            let through: Option<i64> = inner
-                .db
-                .query_row(
-                    "SELECT value FROM market_meta WHERE key = 'leases_logged_through'",
-                    [],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(|e| e.to_string())?;
-            let after = through.map_or(0, |t| usize::try_from(t).unwrap_or(0) + 1);
-            let history = inner.book.history();
-            history[after.min(history.len())..].to_vec()
-        };
+        let _one_at_a_time = self.handing.locked();
         let mut handed = 0;
-        for (i, record) in pending.iter().enumerate() {
+        let mut first = true;
+        loop {
+            let through = self
+                .lock()
+                .store
+                .begin_handing()
+                .map_err(|e| e.to_string())?;
+            let after = through.map_or(0, |t| {
+                usize::try_from(t).unwrap_or(usize::MAX).saturating_add(1)
+            });
+            let next = self.read().book.history().get(after).cloned();
+            let Some(record) = next else {
+                return self
+                    .lock()
+                    .store
+                    .end_handing(true)
+                    .map(|()| handed)
+                    .map_err(|e| e.to_string());
+            };
+            let maybe_taken = first && (self.shared || just_made != Some(record.number));
+            first = false;
             if !record.leases.is_empty() {
-                sink.leased(&record.class, &record.leases, after_restart && i == 0)
-                    .map_err(|e| format!("clearing {}: {e}", record.number))?;
+                if let Err(e) = sink.leased(&record.class, &record.leases, maybe_taken) {
+                    let _ = self.lock().store.end_handing(false);
+                    return Err(format!("clearing {}: {e}", record.number));
+                }
                 handed += 1;
             }
-            // Taken: marked, so that a restart does not hand it again.
-            self.lock()
-                .db
-                .execute(
-                    "INSERT INTO market_meta (key, value) VALUES ('leases_logged_through', ?1) ON CONFLICT(key) DO UPDATE SET value = MAX(value, ?1)",
-                    params![record.number as i64],
-                )
+            // Taken: marked, so that no restart or other validator hands it again.
+            let mut inner = self.lock();
+            let marked = inner.store.mark_handed(record.number);
+            inner
+                .store
+                .end_handing(marked.is_ok())
+                .and(marked)
                 .map_err(|e| e.to_string())?;
         }
-        Ok(handed)
     }
 
     /// Refuses a clearing request that is too old or ahead (by the clock, and by the book's
@@ -1241,9 +1303,16 @@ impl Market {
     /// behalf and stored as a `withdraw` event, replayed as that cancellation). An ask is
     /// left alone while the registry cannot be read. Returns the asks withdrawn.
     pub fn withdraw_unbacked(&self, class: &GpuClass) -> Result<Vec<Order>, MarketRequestError> {
+        let unbacked = self.unbacked_asks(class);
+        self.write(|inner, now| Ok(inner.withdraw(unbacked, now)))
+    }
+
+    /// The open asks of `class` whose GPUs no longer back them, with their sequence numbers
+    /// and why (none while the registry cannot be read).
+    fn unbacked_asks(&self, class: &GpuClass) -> Vec<(u64, Order, String)> {
         let now = self.clock.now_ms();
         let asks: Vec<(u64, Order)> = {
-            let inner = self.lock();
+            let inner = self.read();
             open_at(&inner.book, class, Side::Ask, now)
                 .filter(|o| !o.order.gpus().is_empty())
                 .map(|o| (o.sequence, o.order.clone()))
@@ -1260,33 +1329,12 @@ impl Market {
                 Ok(()) => {}
                 Err(BackingError::Unavailable(e)) => {
                     tracing::warn!(error = %e, "open asks not checked before a clearing");
-                    return Ok(Vec::new());
+                    return Vec::new();
                 }
                 Err(why) => unbacked.push((sequence, order, why.to_string())),
             }
         }
-        let mut withdrawn = Vec::new();
-        let mut inner = self.lock();
-        for (sequence, order, why) in unbacked {
-            let at = self.clock.now_ms();
-            // Gone meanwhile (filled, cancelled, expired): nothing to withdraw.
-            let Ok(order) = inner
-                .book
-                .cancel(order.id(), order.owner(), Some(sequence), at)
-            else {
-                continue;
-            };
-            tracing::warn!(id = %order.id(), owner = order.owner(), %why, "ask withdrawn: no longer backed");
-            let event = Event::Withdraw {
-                owner: order.owner().to_string(),
-                id: order.id().clone(),
-                sequence,
-                why,
-            };
-            inner.append("withdraw", &event, &self.validator)?;
-            withdrawn.push(order);
-        }
-        Ok(withdrawn)
+        unbacked
     }
 
     /// Clears, signed by `operator` (the validator's own key), every class whose book changed
@@ -1301,16 +1349,13 @@ impl Market {
     ) -> Vec<Result<ClearingRecord, MarketRequestError>> {
         let due: Vec<GpuClass> = {
             let now = self.clock.now_ms();
-            let mut inner = self.lock();
+            let mut inner = self.read();
             let Inner { book, dirty, .. } = &mut *inner;
             let any = |c: &GpuClass, side| open_at(book, c, side, now).next().is_some();
             // A class whose book emptied (or expired) needs no clearing until an order comes.
             dirty.retain(|c| any(c, Side::Bid) || any(c, Side::Ask));
-            dirty
-                .iter()
-                .filter(|c| any(c, Side::Bid) && any(c, Side::Ask))
-                .cloned()
-                .collect()
+            let due = inner.dirty.iter().filter(|c| inner.due(c, now)).cloned();
+            due.collect()
         };
         due.into_iter()
             .map(|class| {
@@ -1323,15 +1368,16 @@ impl Market {
                 };
                 let envelope = operator.seal(CLEAR_KIND, &message)?;
                 let bytes = serde_json::to_vec(&envelope).map_err(MarketRequestError::Encode)?;
-                self.clear(&bytes)
+                self.clear_if(&bytes, true)
             })
+            .filter(|r| !matches!(r, Err(MarketRequestError::NotDue { .. })))
             .collect()
     }
 
     /// GPU-hours open in a class: (bids, asks).
     pub fn open_hours(&self, class: &GpuClass) -> (u64, u64) {
         let now = self.clock.now_ms();
-        let inner = self.lock();
+        let inner = self.read();
         let hours = |side| {
             open_at(&inner.book, class, side, now)
                 .map(|o| o.order.quantity())
@@ -1361,7 +1407,7 @@ impl Market {
         window_ms: u64,
     ) -> Vec<(u64, pog_market::lease::Lease)> {
         let from = now_ms.saturating_sub(window_ms);
-        let inner = self.lock();
+        let inner = self.read();
         inner
             .book
             .history()
@@ -1376,45 +1422,23 @@ impl Market {
     /// Stores posted prices and, in the same transaction, that every registry record up to
     /// row `through` has been priced.
     pub fn post_prices(&self, points: &[PostedPrice], through: i64) -> Result<(), MarketError> {
-        let mut inner = self.lock();
-        let tx = inner.db.transaction()?;
-        for point in points {
-            let text = serde_json::to_string(point).map_err(|e| MarketError::Corrupt {
-                seq: 0,
-                why: e.to_string(),
-            })?;
-            tx.execute(
-                "INSERT INTO price_history (gpu_uuid, at_ms, point) VALUES (?1, ?2, ?3)",
-                params![point.gpu_uuid, point.at_ms as i64, text],
-            )?;
-        }
-        let gpus: BTreeSet<&str> = points.iter().map(|p| p.gpu_uuid.as_str()).collect();
-        for gpu in gpus {
-            tx.execute(
-                "DELETE FROM price_history WHERE gpu_uuid = ?1 AND seq <= (SELECT seq FROM price_history WHERE gpu_uuid = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)",
-                params![gpu, MAX_PRICE_POINTS_PER_GPU],
-            )?;
-        }
-        tx.execute(
-            "INSERT INTO market_meta (key, value) VALUES ('priced_through', ?1) ON CONFLICT(key) DO UPDATE SET value = MAX(value, ?1)",
-            params![through],
-        )?;
-        tx.commit()?;
-        Ok(())
+        let rows = points
+            .iter()
+            .map(|point| {
+                let text = serde_json::to_string(point).map_err(|e| MarketError::Corrupt {
+                    seq: 0,
+                    why: e.to_string(),
+                })?;
+                Ok((point.gpu_uuid.clone(), point.at_ms, text))
+            })
+            .collect::<Result<Vec<_>, MarketError>>()?;
+        self.lock().store.post_prices(&rows, through)
     }
 
-    /// The last registry record row the posted prices have taken in (0: none).
+    /// The last registry record row the posted prices have taken in (0: none): this
+    /// validator's, also in a fleet (each keeps its own views of the prices).
     pub fn priced_through(&self) -> Result<i64, MarketError> {
-        let inner = self.lock();
-        let value: Option<i64> = inner
-            .db
-            .query_row(
-                "SELECT value FROM market_meta WHERE key = 'priced_through'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?;
-        Ok(value.unwrap_or(0))
+        Ok(self.lock().store.priced_through()?.unwrap_or(0))
     }
 
     /// A GPU's posted prices numbered above `after` (0: from the first), oldest first, at
@@ -1425,32 +1449,16 @@ impl Market {
         after: i64,
         limit: usize,
     ) -> Result<Vec<PostedPrice>, MarketError> {
-        let inner = self.lock();
-        let mut stmt = inner.db.prepare(
-            "SELECT seq, point FROM price_history WHERE gpu_uuid = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-        )?;
-        let rows = stmt.query_map(params![gpu_uuid, after, limit as i64], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-        })?;
-        rows.map(|row| {
-            let (seq, text) = row?;
-            point(seq, &text)
-        })
-        .collect()
+        let rows = self.lock().store.prices(gpu_uuid, after, limit, false)?;
+        rows.iter().map(|(seq, text)| point(*seq, text)).collect()
     }
 
     /// A GPU's latest posted price.
     pub fn latest_price(&self, gpu_uuid: &str) -> Result<Option<PostedPrice>, MarketError> {
-        let inner = self.lock();
-        let row: Option<(i64, String)> = inner
-            .db
-            .query_row(
-                "SELECT seq, point FROM price_history WHERE gpu_uuid = ?1 ORDER BY seq DESC LIMIT 1",
-                params![gpu_uuid],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?;
-        row.map(|(seq, text)| point(seq, &text)).transpose()
+        let rows = self.lock().store.prices(gpu_uuid, 0, 1, true)?;
+        rows.first()
+            .map(|(seq, text)| point(*seq, text))
+            .transpose()
     }
 
     /// One page of the orders open now, of one class or of all: those with a sequence number
@@ -1460,7 +1468,7 @@ impl Market {
     pub fn book(&self, class: Option<&GpuClass>, after: Option<u64>, limit: usize) -> BookView {
         let now = self.clock.now_ms();
         let limit = limit.clamp(1, MAX_BOOK_PAGE);
-        let inner = self.lock();
+        let inner = self.read();
         let classes: Vec<GpuClass> = match class {
             Some(c) => vec![c.clone()],
             None => inner.book.classes().cloned().collect(),
@@ -1498,7 +1506,7 @@ impl Market {
 
     /// Clearings numbered above `after` (all with `None`), oldest first, at most `limit`.
     pub fn history(&self, after: Option<u64>, limit: usize) -> HistoryPage {
-        let inner = self.lock();
+        let inner = self.read();
         let history = inner.book.history();
         let start = after
             .map_or(0, |a| (a as usize).saturating_add(1))
@@ -1516,7 +1524,7 @@ impl Market {
 
     /// The leases the clearings made that `filter` selects, the newest first.
     pub fn leases(&self, filter: &LeaseFilter) -> LeasePage {
-        let inner = self.lock();
+        let inner = self.read();
         let now_ms = self.clock.now_ms();
         let party = filter.party.as_ref().map(|p| p.to_ascii_lowercase());
         let limit = filter.limit.unwrap_or(100).clamp(1, MAX_HISTORY_PAGE);
@@ -1544,7 +1552,7 @@ impl Market {
 
     /// Whether the class is traded here.
     pub fn trades(&self, class: &GpuClass) -> bool {
-        self.lock().book.classes().any(|c| c == class)
+        self.read().book.classes().any(|c| c == class)
     }
 
     fn check_validator(&self, named: &PublicKey) -> Result<(), MarketRequestError> {
@@ -1582,46 +1590,254 @@ fn open_after<'b>(
 }
 
 impl Inner {
-    /// Appends an event the book has just taken in, with the book's time then (replayed at
-    /// the same time); on failure, rebuilds the book from the store (undoing the change in
-    /// memory) and fails the request.
+    /// Opens the store's transaction for one request and catches the book up within it: the
+    /// time to judge the request at (the database's for a fleet, else `clock_ms`).
+    fn begin(&mut self, validator: &PublicKey, clock_ms: u64) -> Result<u64, MarketError> {
+        let db_now = self.store.begin()?;
+        if let Err(e) = self.catch_up(validator) {
+            if let Err(end) = self.store.finish(false) {
+                tracing::warn!(error = %end, "ending the market's transaction");
+            }
+            return Err(e);
+        }
+        Ok(db_now.unwrap_or(clock_ms))
+    }
+
+    /// Stages an event the book has just taken in, with the book's time then (replayed at the
+    /// same time), to be stored when the request is accepted ([`Market::write`]).
     ///
     /// The book's time, not the clock's: a refused request lets time pass in the book without
     /// an event, and the clock may step back, so the book's time (never going back) is the
     /// time the event was really applied at. Replaying every stored event at its stored time
     /// then expires the same orders at the same points, whatever was refused in between.
-    fn append(
-        &mut self,
-        kind: &str,
-        event: &Event,
-        validator: &PublicKey,
-    ) -> Result<(), MarketRequestError> {
+    fn stage(&mut self, kind: &'static str, event: Event) {
         let at_ms = self.book.now_ms();
-        let text = serde_json::to_string(event).map_err(MarketRequestError::Encode)?;
-        let stored = self.db.execute(
-            "INSERT INTO market_events (kind, event, at_ms) VALUES (?1, ?2, ?3)",
-            params![kind, text, at_ms as i64],
-        );
-        if let Err(e) = stored {
-            if let Ok((book, taken)) = replay(&self.db, validator) {
-                self.book = book;
-                self.taken = taken;
+        self.pending.push((kind, event, at_ms));
+    }
+
+    /// Ends the request [`Inner::begin`] opened: stores and commits what it staged if it was
+    /// accepted; rolls back if it was refused (a refusal after staging, or a store that fails,
+    /// has the book rebuilt from the store).
+    fn settle<T>(
+        &mut self,
+        judged: Result<T, MarketRequestError>,
+        validator: &PublicKey,
+    ) -> Result<T, MarketRequestError> {
+        let pending = std::mem::take(&mut self.pending);
+        let stored = judged.and_then(|value| {
+            let mut last = self.applied;
+            for (kind, event, at_ms) in &pending {
+                let text = serde_json::to_string(event).map_err(MarketRequestError::Encode)?;
+                last = self.store.append(kind, &text, *at_ms)?;
             }
-            return Err(MarketError::from(e).into());
-        }
-        self.since_snapshot += 1;
-        if self.since_snapshot >= self.snapshot_every {
-            // The event is stored: a snapshot that fails now is tried again at the next one.
+            self.store.finish(true)?;
+            Ok((value, last))
+        });
+        let (value, last) = match stored {
+            Ok(stored) => stored,
+            Err(e) => {
+                if let Err(end) = self.store.finish(false) {
+                    tracing::warn!(error = %end, "ending the market's transaction");
+                }
+                if !pending.is_empty() {
+                    if let Err(again) = self.rebuild(validator) {
+                        tracing::error!(error = %again, "the market's book could not be read back from its store: it is read again before its next use");
+                    }
+                }
+                return Err(e);
+            }
+        };
+        self.applied = last;
+        if self.applied - self.snapshot_through >= self.snapshot_every as i64 {
+            // The events are stored: a snapshot that fails now is tried again at the next one.
             if let Err(e) = self.snapshot() {
                 tracing::error!(error = %e, "writing a snapshot of the market");
             }
         }
+        Ok(value)
+    }
+
+    /// Applies the events stored after the last one the book holds (a shared store's, which
+    /// other validators append to); a book behind a snapshot that dropped the events it
+    /// lacks, or one that may hold what the store does not, is rebuilt.
+    fn catch_up(&mut self, validator: &PublicKey) -> Result<(), MarketError> {
+        if self.stale {
+            return self.rebuild(validator);
+        }
+        if !self.store.shared() || self.apply_stored(validator)? {
+            return Ok(());
+        }
+        self.rebuild(validator)
+    }
+
+    /// Applies the stored events after the last one the book holds; false, with nothing
+    /// applied, when on a shared store they do not follow it (a snapshot dropped the events
+    /// between).
+    fn apply_stored(&mut self, validator: &PublicKey) -> Result<bool, MarketError> {
+        let events = self.store.events_after(self.applied)?;
+        let follows = events.first().is_none_or(|e| e.seq == self.applied + 1);
+        if self.store.shared() && !follows {
+            return Ok(false);
+        }
+        for event in events {
+            self.apply(event, validator)?;
+        }
+        Ok(true)
+    }
+
+    /// Rebuilds the book, and the clearing requests taken still in their window, from the
+    /// store's snapshot and the events after it, re-verifying each signed message (read
+    /// again if another validator wrote a snapshot in between). The book is emptied first:
+    /// whatever fails, it never holds what the store does not.
+    fn rebuild(&mut self, validator: &PublicKey) -> Result<(), MarketError> {
+        for _ in 0..REBUILD_TRIES {
+            if self.rebuild_once(validator)? {
+                return Ok(());
+            }
+        }
+        Err(MarketError::Moving {
+            tries: REBUILD_TRIES,
+        })
+    }
+
+    /// [`Inner::rebuild`], once: false when a snapshot written meanwhile dropped events
+    /// after the one it read.
+    fn rebuild_once(&mut self, validator: &PublicKey) -> Result<bool, MarketError> {
+        self.stale = true;
+        self.book = Book::new(classes());
+        self.taken = TakenClears::default();
+        self.applied = 0;
+        if let Some(snapshot) = self.store.snapshot()? {
+            let corrupt = |why: String| MarketError::Corrupt {
+                seq: snapshot.through,
+                why: format!("the snapshot through this event: {why}"),
+            };
+            let book: pog_market::BookSnapshot =
+                serde_json::from_str(&snapshot.book).map_err(|e| corrupt(e.to_string()))?;
+            self.book = Book::from_snapshot(book).map_err(|e| corrupt(e.to_string()))?;
+            self.taken =
+                serde_json::from_str(&snapshot.taken).map_err(|e| corrupt(e.to_string()))?;
+            self.applied = snapshot.through;
+            self.snapshot_through = snapshot.through;
+        }
+        if !self.apply_stored(validator)? {
+            return Ok(false);
+        }
+        // After a rebuild, any class with open orders may be due a clearing.
+        let book = &self.book;
+        self.dirty = book
+            .classes()
+            .filter(|c| {
+                book.open(c, Side::Bid).next().is_some() || book.open(c, Side::Ask).next().is_some()
+            })
+            .cloned()
+            .collect();
+        self.stale = false;
+        Ok(true)
+    }
+
+    /// Applies one stored event to the book, at the time it was stored with.
+    fn apply(&mut self, stored: StoredEvent, validator: &PublicKey) -> Result<(), MarketError> {
+        let StoredEvent { seq, event, at_ms } = stored;
+        let corrupt = |why: String| MarketError::Corrupt { seq, why };
+        let event: Event = serde_json::from_str(&event).map_err(|e| corrupt(e.to_string()))?;
+        let bytes =
+            |envelope: &Envelope| serde_json::to_vec(envelope).map_err(|e| corrupt(e.to_string()));
+        let book = &mut self.book;
+        match event {
+            Event::Submit { envelope } => {
+                let (m, _): (SubmitMessage, PublicKey) =
+                    pog_signed::decode(&bytes(&envelope)?, SUBMIT_KIND)
+                        .map_err(|e| corrupt(e.to_string()))?;
+                // A submission stored before orders expired: open for the longest lifetime.
+                let expires_at_ms = m
+                    .expires_at_ms
+                    .unwrap_or(at_ms.saturating_add(pog_market::MAX_ORDER_LIFETIME_MS));
+                let class = m.order.class().clone();
+                // Every submission stored was checked when it came (its backing against the
+                // registry then); a store from before a key's orders were kept from crossing
+                // replays as it was.
+                book.restore(m.order, expires_at_ms, at_ms)
+                    .map_err(|e| corrupt(e.to_string()))?;
+                self.dirty.insert(class);
+            }
+            Event::Cancel { envelope } => {
+                let (m, signer): (CancelMessage, PublicKey) =
+                    pog_signed::decode(&bytes(&envelope)?, CANCEL_KIND)
+                        .map_err(|e| corrupt(e.to_string()))?;
+                let order = book
+                    .cancel(&m.id, &signer, m.sequence, at_ms)
+                    .map_err(|e| corrupt(e.to_string()))?;
+                self.dirty.insert(order.class().clone());
+            }
+            Event::Withdraw {
+                owner,
+                id,
+                sequence,
+                ..
+            } => {
+                let order = book
+                    .cancel(&id, &owner, Some(sequence), at_ms)
+                    .map_err(|e| corrupt(e.to_string()))?;
+                self.dirty.insert(order.class().clone());
+            }
+            Event::Clear { envelope } => {
+                let (m, signer): (ClearMessage, PublicKey) =
+                    pog_signed::decode(&bytes(&envelope)?, CLEAR_KIND)
+                        .map_err(|e| corrupt(e.to_string()))?;
+                // A clearing is signed by the validator it names: this one, or in a fleet's
+                // shared book any of the fleet's.
+                let ours = self.store.shared() || signer.eq_ignore_ascii_case(validator);
+                if !signer.eq_ignore_ascii_case(&m.validator) || !ours {
+                    return Err(corrupt("a clearing signed by another key".into()));
+                }
+                book.clear(&m.class, m.mechanism, at_ms)
+                    .map_err(|e| corrupt(e.to_string()))?;
+                self.dirty.remove(&m.class);
+                // A clearing stored before requests carried nonces has none to remember.
+                if let Some(nonce) = m.nonce {
+                    self.taken.take(nonce, m.at_ms, book.now_ms());
+                }
+            }
+        }
+        self.applied = seq;
         Ok(())
     }
 
-    /// Writes the book and the clearing requests taken as of the last event stored, and
-    /// deletes the events before that one, in one transaction (the last is kept, so that new
-    /// events are numbered after it).
+    /// Cancels, at `now`, each ask of `unbacked` still open on its owner's behalf, staged as
+    /// a `withdraw` event; the asks withdrawn.
+    fn withdraw(&mut self, unbacked: Vec<(u64, Order, String)>, now: u64) -> Vec<Order> {
+        let mut withdrawn = Vec::new();
+        for (sequence, order, why) in unbacked {
+            // Gone meanwhile (filled, cancelled, expired): nothing to withdraw.
+            let Ok(order) = self
+                .book
+                .cancel(order.id(), order.owner(), Some(sequence), now)
+            else {
+                continue;
+            };
+            tracing::warn!(id = %order.id(), owner = order.owner(), %why, "ask withdrawn: no longer backed");
+            let event = Event::Withdraw {
+                owner: order.owner().to_string(),
+                id: order.id().clone(),
+                sequence,
+                why,
+            };
+            self.stage("withdraw", event);
+            withdrawn.push(order);
+        }
+        withdrawn
+    }
+
+    /// Whether `class` changed since its last clearing and has bids and asks open at `now`.
+    fn due(&self, class: &GpuClass, now: u64) -> bool {
+        let any = |side| open_at(&self.book, class, side, now).next().is_some();
+        self.dirty.contains(class) && any(Side::Bid) && any(Side::Ask)
+    }
+
+    /// Writes the book and the clearing requests taken as of the last event applied (the
+    /// book is then exactly the state after it, so a snapshot of a fleet's book is the same
+    /// whichever validator writes it), and deletes the events before it.
     fn snapshot(&mut self) -> Result<(), MarketError> {
         let corrupt = |e: serde_json::Error| MarketError::Corrupt {
             seq: 0,
@@ -1629,20 +1845,8 @@ impl Inner {
         };
         let book = serde_json::to_string(&self.book.snapshot()).map_err(corrupt)?;
         let taken = serde_json::to_string(&self.taken).map_err(corrupt)?;
-        let tx = self.db.transaction()?;
-        let through: Option<i64> =
-            tx.query_row("SELECT MAX(seq) FROM market_events", [], |r| r.get(0))?;
-        let Some(through) = through else {
-            return Ok(());
-        };
-        tx.execute(
-            "INSERT INTO market_snapshot (id, through_seq, book, taken) VALUES (1, ?1, ?2, ?3)
-             ON CONFLICT(id) DO UPDATE SET through_seq = ?1, book = ?2, taken = ?3",
-            params![through, book, taken],
-        )?;
-        tx.execute("DELETE FROM market_events WHERE seq < ?1", params![through])?;
-        tx.commit()?;
-        self.since_snapshot = 0;
+        self.store.write_snapshot(self.applied, &book, &taken)?;
+        self.snapshot_through = self.applied;
         Ok(())
     }
 }
@@ -1674,97 +1878,6 @@ fn envelope(bytes: &[u8]) -> Result<Envelope, MarketRequestError> {
     serde_json::from_slice(bytes).map_err(MarketRequestError::Envelope)
 }
 
-/// Rebuilds the book, and the clearing requests taken still in their window, from the stored
-/// events, re-verifying each signed message.
-fn replay(db: &Connection, validator: &PublicKey) -> Result<(Book, TakenClears), MarketError> {
-    let snapshot: Option<(i64, String, String)> = db
-        .query_row(
-            "SELECT through_seq, book, taken FROM market_snapshot WHERE id = 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .optional()?;
-    let (mut book, mut taken, through) = match snapshot {
-        None => (Book::new(classes()), TakenClears::default(), 0),
-        Some((through, book, taken)) => {
-            let corrupt = |why: String| MarketError::Corrupt {
-                seq: through,
-                why: format!("the snapshot through this event: {why}"),
-            };
-            let book: pog_market::BookSnapshot =
-                serde_json::from_str(&book).map_err(|e| corrupt(e.to_string()))?;
-            let book = Book::from_snapshot(book).map_err(|e| corrupt(e.to_string()))?;
-            let taken: TakenClears =
-                serde_json::from_str(&taken).map_err(|e| corrupt(e.to_string()))?;
-            (book, taken, through)
-        }
-    };
-    let mut stmt =
-        db.prepare("SELECT seq, event, at_ms FROM market_events WHERE seq > ?1 ORDER BY seq")?;
-    let rows = stmt.query_map([through], |r| {
-        Ok((
-            r.get::<_, i64>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, i64>(2)?,
-        ))
-    })?;
-    for row in rows {
-        let (seq, text, at_ms) = row?;
-        let at_ms = u64::try_from(at_ms).unwrap_or(0);
-        let corrupt = |why: String| MarketError::Corrupt { seq, why };
-        let event: Event = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
-        let bytes =
-            |envelope: &Envelope| serde_json::to_vec(envelope).map_err(|e| corrupt(e.to_string()));
-        match event {
-            Event::Submit { envelope } => {
-                let (m, _): (SubmitMessage, PublicKey) =
-                    pog_signed::decode(&bytes(&envelope)?, SUBMIT_KIND)
-                        .map_err(|e| corrupt(e.to_string()))?;
-                // A submission stored before orders expired: open for the longest lifetime.
-                let expires_at_ms = m
-                    .expires_at_ms
-                    .unwrap_or(at_ms.saturating_add(pog_market::MAX_ORDER_LIFETIME_MS));
-                // Every submission stored was checked when it came (its backing against the
-                // registry then); a store from before a key's orders were kept from crossing
-                // replays as it was.
-                book.restore(m.order, expires_at_ms, at_ms)
-                    .map_err(|e| corrupt(e.to_string()))?;
-            }
-            Event::Cancel { envelope } => {
-                let (m, signer): (CancelMessage, PublicKey) =
-                    pog_signed::decode(&bytes(&envelope)?, CANCEL_KIND)
-                        .map_err(|e| corrupt(e.to_string()))?;
-                book.cancel(&m.id, &signer, m.sequence, at_ms)
-                    .map_err(|e| corrupt(e.to_string()))?;
-            }
-            Event::Withdraw {
-                owner,
-                id,
-                sequence,
-                ..
-            } => {
-                book.cancel(&id, &owner, Some(sequence), at_ms)
-                    .map_err(|e| corrupt(e.to_string()))?;
-            }
-            Event::Clear { envelope } => {
-                let (m, signer): (ClearMessage, PublicKey) =
-                    pog_signed::decode(&bytes(&envelope)?, CLEAR_KIND)
-                        .map_err(|e| corrupt(e.to_string()))?;
-                if !signer.eq_ignore_ascii_case(validator) {
-                    return Err(corrupt("a clearing signed by another key".into()));
-                }
-                book.clear(&m.class, m.mechanism, at_ms)
-                    .map_err(|e| corrupt(e.to_string()))?;
-                // A clearing stored before requests carried nonces has none to remember.
-                if let Some(nonce) = m.nonce {
-                    taken.take(nonce, m.at_ms, book.now_ms());
-                }
-            }
-        }
-    }
-    Ok((book, taken))
-}
-
 /// What the API answers for each of the market's refusals and failures: the one place a
 /// [`MarketRequestError`] becomes an HTTP status.
 impl From<MarketRequestError> for ApiError {
@@ -1782,7 +1895,7 @@ impl From<MarketRequestError> for ApiError {
             E::NotOwner { .. } | E::NotOperator => StatusCode::FORBIDDEN,
             E::TooManySubmissions { .. } | E::OwnerFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             E::BookFull { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            E::Replayed { .. } => StatusCode::CONFLICT,
+            E::Replayed { .. } | E::NotDue { .. } => StatusCode::CONFLICT,
             E::Book(book) => match book {
                 BookError::UnknownClass(_)
                 | BookError::DuplicateId(_)
@@ -1801,6 +1914,10 @@ impl From<MarketRequestError> for ApiError {
                 BackingError::BidNotCovered { .. } => StatusCode::PAYMENT_REQUIRED,
                 _ => StatusCode::BAD_REQUEST,
             },
+            // A database away is for a while: retry.
+            E::Store(MarketError::Postgres(_) | MarketError::Moving { .. }) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             E::Encode(_) | E::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
             E::NoVouchers | E::VoucherUnavailable(_) | E::NoSettlements => {
                 StatusCode::SERVICE_UNAVAILABLE
@@ -1832,29 +1949,45 @@ pub fn router<S: Clone + Send + Sync + 'static>(market: Arc<Market>) -> Router<S
         .with_state(market)
 }
 
+/// Runs `work` off the async runtime's workers: it may wait on the store (a fleet's
+/// PostgreSQL), the registry or the chain.
+async fn off_workers<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+}
+
+/// Runs `read` on the market caught up with its store, off the workers: a fleet's book holds
+/// every order any of its validators took; a store away answers 503.
+async fn caught_up<T: Send + 'static>(
+    m: Arc<Market>,
+    read: impl FnOnce(&Market) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    off_workers(move || {
+        m.caught_up().map_err(MarketRequestError::from)?;
+        read(&m)
+    })
+    .await
+}
+
 async fn submit_route(
     State(m): State<Arc<Market>>,
     ConnectInfo(source): ConnectInfo<std::net::SocketAddr>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     m.admit_submitter(source.ip())?;
-    // Backing an ask reads the registry (a PostgreSQL one is waited on): off the workers.
-    let submitted = tokio::task::spawn_blocking(move || m.submit(&body))
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    let submitted = off_workers(move || Ok(m.submit(&body)?)).await?;
     Ok(Json(submitted).into_response())
 }
 
 async fn cancel_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Response, ApiError> {
-    Ok(Json(m.cancel(&body)?).into_response())
+    Ok(Json(off_workers(move || Ok(m.cancel(&body)?)).await?).into_response())
 }
 
 async fn clear_route(State(m): State<Arc<Market>>, body: Bytes) -> Result<Response, ApiError> {
-    // A clearing first checks the open asks' GPUs in the registry: off the workers.
-    let record = tokio::task::spawn_blocking(move || m.clear(&body))
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
-    Ok(Json(record).into_response())
+    Ok(Json(off_workers(move || Ok(m.clear(&body)?)).await?).into_response())
 }
 
 async fn info_route(State(m): State<Arc<Market>>) -> Response {
@@ -1878,21 +2011,24 @@ async fn book_route(
     Query(q): Query<BookQuery>,
 ) -> Result<Response, ApiError> {
     let class = match q.class {
-        Some(name) => {
-            let class = GpuClass::new(name)
-                .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
-            if !m.trades(&class) {
-                return Err(ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    BookError::UnknownClass(class).to_string(),
-                ));
-            }
-            Some(class)
-        }
+        Some(name) => Some(
+            GpuClass::new(name)
+                .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?,
+        ),
         None => None,
     };
     let limit = q.limit.unwrap_or(MAX_BOOK_PAGE);
-    Ok(Json(m.book(class.as_ref(), q.after, limit)).into_response())
+    let view = caught_up(m, move |m| {
+        if let Some(class) = class.as_ref().filter(|c| !m.trades(c)) {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                BookError::UnknownClass(class.clone()).to_string(),
+            ));
+        }
+        Ok(m.book(class.as_ref(), q.after, limit))
+    })
+    .await?;
+    Ok(Json(view).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -1901,16 +2037,20 @@ struct HistoryQuery {
     limit: Option<usize>,
 }
 
-async fn history_route(State(m): State<Arc<Market>>, Query(q): Query<HistoryQuery>) -> Response {
-    Json(m.history(q.after, q.limit.unwrap_or(100))).into_response()
+async fn history_route(
+    State(m): State<Arc<Market>>,
+    Query(q): Query<HistoryQuery>,
+) -> Result<Response, ApiError> {
+    let page = caught_up(m, move |m| Ok(m.history(q.after, q.limit.unwrap_or(100)))).await?;
+    Ok(Json(page).into_response())
 }
 
 async fn leases_route(
     State(m): State<Arc<Market>>,
     Query(q): Query<LeaseFilter>,
 ) -> Result<Response, ApiError> {
-    match m.signed_leases(&q) {
-        Some(Ok(envelope)) => Ok(Json(envelope).into_response()),
+    let envelope = caught_up(m, move |m| match m.signed_leases(&q) {
+        Some(Ok(envelope)) => Ok(envelope),
         Some(Err(e)) => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             e.to_string(),
@@ -1919,7 +2059,9 @@ async fn leases_route(
             StatusCode::SERVICE_UNAVAILABLE,
             "this market signs no lease pages",
         )),
-    }
+    })
+    .await?;
+    Ok(Json(envelope).into_response())
 }
 
 async fn withdraw_route(
@@ -1929,10 +2071,8 @@ async fn withdraw_route(
 ) -> Result<Response, ApiError> {
     // Any key can sign a request, and each reads the chain: bounded per source as orders are.
     m.admit_submitter(source.ip())?;
-    // The deposit and the account's nonce are read from the chain: off the workers.
-    let voucher = tokio::task::spawn_blocking(move || m.withdraw(&body))
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    // The deposit and the account's nonce are read from the chain.
+    let voucher = off_workers(move || Ok(m.withdraw(&body)?)).await?;
     Ok(Json(voucher).into_response())
 }
 
@@ -1942,9 +2082,7 @@ async fn undelivered_route(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     m.admit_submitter(source.ip())?;
-    let kept = tokio::task::spawn_blocking(move || m.report_undelivered(&body))
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    let kept = off_workers(move || Ok(m.report_undelivered(&body)?)).await?;
     Ok(Json(serde_json::json!({ "undelivered_from_ms": kept })).into_response())
 }
 
@@ -2014,11 +2152,38 @@ mod tests {
         registry
     }
 
-    /// The tests' market at `path` (in memory with `None`), its asks backed by [`registry`].
-    fn open(path: Option<&Path>) -> Market {
-        Market::open(path, &validator().public_key())
+    /// Where a test's market is kept: a SQLite file, and a database of its own on the test
+    /// PostgreSQL server where one is given (each [`Place::open`] there is a validator
+    /// started anew on the fleet's database).
+    enum Place {
+        Sqlite(tempfile::TempDir),
+        Postgres(String),
+    }
+
+    impl Place {
+        /// A SQLite file, and a fresh PostgreSQL database where a test server is given.
+        fn all() -> Vec<Place> {
+            let mut places = vec![Place::Sqlite(tempfile::tempdir().unwrap())];
+            places.extend(crate::postgres::testing::fresh_postgres_database().map(Place::Postgres));
+            places
+        }
+
+        /// The market of the validator with key `v` here, its asks backed by [`registry`].
+        fn open_as(&self, v: &PublicKey) -> Market {
+            match self {
+                Place::Sqlite(dir) => Market::open(Some(&dir.path().join("market.sqlite")), v),
+                Place::Postgres(url) => {
+                    Market::open_beside(&Registry::connect(url).unwrap(), None, v)
+                }
+            }
             .unwrap()
             .with_standing(Arc::new(registry()))
+        }
+
+        /// The tests' validator's market here.
+        fn open(&self) -> Market {
+            self.open_as(&validator().public_key())
+        }
     }
 
     /// An order; an ask offers the GPUs [`gpus_of`] names for it.
@@ -2069,142 +2234,146 @@ mod tests {
     fn leases_the_sink_missed_are_handed_again_at_the_next_start_once() {
         let v = validator();
         let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("market.sqlite");
-        let sink = Arc::new(Sink {
-            fail: 1.into(),
-            took: Default::default(),
-        });
-        let m = open(Some(&path)).with_lease_sink(sink.clone());
-        m.submit(&submit(
-            &bob,
-            &v.public_key(),
-            order("a1", &bob, Side::Ask, 1, 2.0),
-        ))
-        .unwrap();
-        m.submit(&submit(
-            &alice,
-            &v.public_key(),
-            order("b1", &alice, Side::Bid, 1, 3.0),
-        ))
-        .unwrap();
-        let record = m
-            .clear(&clear_request(&v, now_ms(), Some(fresh_clear_nonce())))
+        for place in Place::all() {
+            let sink = Arc::new(Sink {
+                fail: 1.into(),
+                took: Default::default(),
+            });
+            let m = place.open().with_lease_sink(sink.clone());
+            m.submit(&submit(
+                &bob,
+                &v.public_key(),
+                order("a1", &bob, Side::Ask, 1, 2.0),
+            ))
             .unwrap();
-        assert_eq!(record.leases.len(), 1, "the clearing stands");
-        assert!(sink.took.lock().unwrap().is_empty(), "the sink refused");
-        drop(m);
-        let m = open(Some(&path)).with_lease_sink(sink.clone());
-        assert_eq!(m.hand_pending_leases(true), Ok(1));
-        assert_eq!(
-            *sink.took.lock().unwrap(),
-            [(record.leases[0].id.clone(), true)]
-        );
-        assert_eq!(m.hand_pending_leases(false), Ok(0));
-        drop(m);
-        let m = open(Some(&path)).with_lease_sink(sink.clone());
-        assert_eq!(m.hand_pending_leases(true), Ok(0));
-        assert_eq!(sink.took.lock().unwrap().len(), 1);
+            m.submit(&submit(
+                &alice,
+                &v.public_key(),
+                order("b1", &alice, Side::Bid, 1, 3.0),
+            ))
+            .unwrap();
+            let record = m
+                .clear(&clear_request(&v, now_ms(), Some(fresh_clear_nonce())))
+                .unwrap();
+            assert_eq!(record.leases.len(), 1, "the clearing stands");
+            assert!(sink.took.lock().unwrap().is_empty(), "the sink refused");
+            drop(m);
+            let m = place.open().with_lease_sink(sink.clone());
+            assert_eq!(m.hand_pending_leases(None), Ok(1));
+            assert_eq!(
+                *sink.took.lock().unwrap(),
+                [(record.leases[0].id.clone(), true)]
+            );
+            assert_eq!(m.hand_pending_leases(None), Ok(0));
+            drop(m);
+            let m = place.open().with_lease_sink(sink.clone());
+            assert_eq!(m.hand_pending_leases(None), Ok(0));
+            assert_eq!(sink.took.lock().unwrap().len(), 1);
+        }
     }
 
     #[test]
     fn the_book_reads_by_price_bids_highest_first_asks_lowest_first() {
-        let v = validator();
-        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
-        let m = open(None);
-        for (id, usd) in [("b1", 2.0), ("b2", 3.0), ("b3", 2.0)] {
-            m.submit(&submit(
-                &alice,
-                &v.public_key(),
-                order(id, &alice, Side::Bid, 1, usd),
-            ))
-            .unwrap();
+        for place in Place::all() {
+            let v = validator();
+            let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+            let m = place.open();
+            for (id, usd) in [("b1", 2.0), ("b2", 3.0), ("b3", 2.0)] {
+                m.submit(&submit(
+                    &alice,
+                    &v.public_key(),
+                    order(id, &alice, Side::Bid, 1, usd),
+                ))
+                .unwrap();
+            }
+            for (id, usd) in [("a1", 9.0), ("a2", 5.0), ("a3", 9.0)] {
+                m.submit(&submit(
+                    &bob,
+                    &v.public_key(),
+                    order(id, &bob, Side::Ask, 1, usd),
+                ))
+                .unwrap();
+            }
+            let book = m.book(None, None, MAX_BOOK_PAGE);
+            let ids = |entries: &[BookEntry]| -> Vec<String> {
+                entries.iter().map(|e| e.order.id().to_string()).collect()
+            };
+            // Ties in submission order: b1 before b3, a1 before a3.
+            assert_eq!(ids(&book.bids), ["b2", "b1", "b3"]);
+            assert_eq!(ids(&book.asks), ["a2", "a1", "a3"]);
         }
-        for (id, usd) in [("a1", 9.0), ("a2", 5.0), ("a3", 9.0)] {
-            m.submit(&submit(
-                &bob,
-                &v.public_key(),
-                order(id, &bob, Side::Ask, 1, usd),
-            ))
-            .unwrap();
-        }
-        let book = m.book(None, None, MAX_BOOK_PAGE);
-        let ids = |entries: &[BookEntry]| -> Vec<String> {
-            entries.iter().map(|e| e.order.id().to_string()).collect()
-        };
-        // Ties in submission order: b1 before b3, a1 before a3.
-        assert_eq!(ids(&book.bids), ["b2", "b1", "b3"]);
-        assert_eq!(ids(&book.asks), ["a2", "a1", "a3"]);
     }
 
     #[test]
     fn an_unbacked_ask_is_refused_and_changes_nothing() {
-        let v = validator();
-        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
-        let m = open(None);
-        let before = m.book(None, None, MAX_BOOK_PAGE);
-        let refused = |order: Order| answer(m.submit(&submit(&bob, &v.public_key(), order)));
-        // No GPUs named.
-        let bare = Order::new(
-            OrderId::new("a1").unwrap(),
-            bob.public_key(),
-            Side::Ask,
-            GpuClass::new("H200 SXM").unwrap(),
-            1,
-            Price::from_usd(2.0).unwrap(),
-        )
-        .unwrap();
-        let e = refused(bare.clone());
-        assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
-        assert!(e.message.contains("names no GPUs"), "{}", e.message);
-        // Alice's GPUs, in Bob's ask: not his to offer.
-        let e = refused(bare.clone().offering(gpus_of(&alice, "a1", 1)).unwrap());
-        assert_eq!(e.status, StatusCode::FORBIDDEN, "{}", e.message);
-        assert!(
-            e.message.contains("registered to another key"),
-            "{}",
-            e.message
-        );
-        // A GPU the validator does not know.
-        let unknown = vec![pog_signed::GpuUuid::new("GPU-nowhere").unwrap()];
-        let e = refused(bare.clone().offering(unknown).unwrap());
-        assert!(
-            e.message.contains("not registered at this validator"),
-            "{}",
-            e.message
-        );
-        // Two GPU-hours from one GPU open for an hour.
-        let two = order("a1", &bob, Side::Ask, 2, 2.0);
-        let one_gpu = two.clone().offering(gpus_of(&bob, "a1", 1)).unwrap();
-        let e = refused(one_gpu);
-        assert!(
-            e.message.contains("have only 1 whole GPU-hours"),
-            "{}",
-            e.message
-        );
-        assert_eq!(m.book(None, None, MAX_BOOK_PAGE), before);
-        // Backed, it rests; a second ask offering one of its GPUs is refused (409).
-        m.submit(&submit(&bob, &v.public_key(), two)).unwrap();
-        let again = order("a2", &bob, Side::Ask, 1, 3.0)
-            .offering(gpus_of(&bob, "a1", 1))
+        for place in Place::all() {
+            let v = validator();
+            let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+            let m = place.open();
+            let before = m.book(None, None, MAX_BOOK_PAGE);
+            let refused = |order: Order| answer(m.submit(&submit(&bob, &v.public_key(), order)));
+            // No GPUs named.
+            let bare = Order::new(
+                OrderId::new("a1").unwrap(),
+                bob.public_key(),
+                Side::Ask,
+                GpuClass::new("H200 SXM").unwrap(),
+                1,
+                Price::from_usd(2.0).unwrap(),
+            )
             .unwrap();
-        let e = refused(again);
-        assert_eq!(e.status, StatusCode::CONFLICT, "{}", e.message);
-        assert!(
-            e.message.contains("already offered by ask a1"),
-            "{}",
-            e.message
-        );
-        // Bob's bid at or above his own ask would trade with it: refused (409).
-        let e = refused(order("b1", &bob, Side::Bid, 1, 2.0));
-        assert_eq!(e.status, StatusCode::CONFLICT, "{}", e.message);
-        assert!(
-            e.message.contains("never trades with itself"),
-            "{}",
-            e.message
-        );
-        assert_eq!(m.book(None, None, MAX_BOOK_PAGE).asks.len(), 1);
-        assert!(m.book(None, None, MAX_BOOK_PAGE).bids.is_empty());
+            let e = refused(bare.clone());
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
+            assert!(e.message.contains("names no GPUs"), "{}", e.message);
+            // Alice's GPUs, in Bob's ask: not his to offer.
+            let e = refused(bare.clone().offering(gpus_of(&alice, "a1", 1)).unwrap());
+            assert_eq!(e.status, StatusCode::FORBIDDEN, "{}", e.message);
+            assert!(
+                e.message.contains("registered to another key"),
+                "{}",
+                e.message
+            );
+            // A GPU the validator does not know.
+            let unknown = vec![pog_signed::GpuUuid::new("GPU-nowhere").unwrap()];
+            let e = refused(bare.clone().offering(unknown).unwrap());
+            assert!(
+                e.message.contains("not registered at this validator"),
+                "{}",
+                e.message
+            );
+            // Two GPU-hours from one GPU open for an hour.
+            let two = order("a1", &bob, Side::Ask, 2, 2.0);
+            let one_gpu = two.clone().offering(gpus_of(&bob, "a1", 1)).unwrap();
+            let e = refused(one_gpu);
+            assert!(
+                e.message.contains("have only 1 whole GPU-hours"),
+                "{}",
+                e.message
+            );
+            assert_eq!(m.book(None, None, MAX_BOOK_PAGE), before);
+            // Backed, it rests; a second ask offering one of its GPUs is refused (409).
+            m.submit(&submit(&bob, &v.public_key(), two)).unwrap();
+            let again = order("a2", &bob, Side::Ask, 1, 3.0)
+                .offering(gpus_of(&bob, "a1", 1))
+                .unwrap();
+            let e = refused(again);
+            assert_eq!(e.status, StatusCode::CONFLICT, "{}", e.message);
+            assert!(
+                e.message.contains("already offered by ask a1"),
+                "{}",
+                e.message
+            );
+            // Bob's bid at or above his own ask would trade with it: refused (409).
+            let e = refused(order("b1", &bob, Side::Bid, 1, 2.0));
+            assert_eq!(e.status, StatusCode::CONFLICT, "{}", e.message);
+            assert!(
+                e.message.contains("never trades with itself"),
+                "{}",
+                e.message
+            );
+            assert_eq!(m.book(None, None, MAX_BOOK_PAGE).asks.len(), 1);
+            assert!(m.book(None, None, MAX_BOOK_PAGE).bids.is_empty());
+        }
     }
 
     /// A signed submission of `order`, open for an hour.
@@ -2247,355 +2416,665 @@ mod tests {
     /// Appends `event` to the store of `m` as an older validator (or one whose clock ran
     /// elsewhere) stored it, at book time `at_ms`.
     fn store_as_of(m: &Market, kind: &str, event: &Event, at_ms: u64) {
-        m.lock()
-            .db
-            .execute(
-                "INSERT INTO market_events (kind, event, at_ms) VALUES (?1, ?2, ?3)",
-                params![kind, serde_json::to_string(event).unwrap(), at_ms as i64],
-            )
-            .unwrap();
+        let mut inner = m.lock();
+        inner.store.begin().unwrap();
+        let text = serde_json::to_string(event).unwrap();
+        inner.store.append(kind, &text, at_ms).unwrap();
+        inner.store.finish(true).unwrap();
     }
 
     #[test]
     fn clearing_requests_from_the_far_past_or_future_are_refused_without_overflow() {
-        let v = validator();
-        let m = open(None);
-        for at_ms in [0, u64::MAX, u64::MAX - CLEAR_MAX_AGE_MS / 2] {
-            let clear = clear_request(&v, at_ms, Some(fresh_clear_nonce()));
-            let e = answer(m.clear(&clear));
-            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{at_ms}: {}", e.message);
+        for place in Place::all() {
+            let v = validator();
+            let m = place.open();
+            for at_ms in [0, u64::MAX, u64::MAX - CLEAR_MAX_AGE_MS / 2] {
+                let clear = clear_request(&v, at_ms, Some(fresh_clear_nonce()));
+                let e = answer(m.clear(&clear));
+                assert_eq!(e.status, StatusCode::BAD_REQUEST, "{at_ms}: {}", e.message);
+            }
         }
     }
 
     #[test]
     fn the_store_replays_to_the_same_book_and_history() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("market.sqlite");
-        let v = validator();
-        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
-        {
-            let m = open(Some(&path));
-            m.submit(&submit(
-                &alice,
-                &v.public_key(),
-                order("b1", &alice, Side::Bid, 3, 4.0),
-            ))
-            .unwrap();
-            m.submit(&submit(
+        for place in Place::all() {
+            let v = validator();
+            let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+            {
+                let m = place.open();
+                m.submit(&submit(
+                    &alice,
+                    &v.public_key(),
+                    order("b1", &alice, Side::Bid, 3, 4.0),
+                ))
+                .unwrap();
+                m.submit(&submit(
+                    &bob,
+                    &v.public_key(),
+                    order("a1", &bob, Side::Ask, 2, 2.0),
+                ))
+                .unwrap();
+                m.submit(&submit(
+                    &bob,
+                    &v.public_key(),
+                    order("a2", &bob, Side::Ask, 1, 9.0),
+                ))
+                .unwrap();
+                let cancel = v_seal(
+                    &bob,
+                    CANCEL_KIND,
+                    &CancelMessage {
+                        validator: v.public_key(),
+                        id: OrderId::new("a2").unwrap(),
+                        sequence: Some(2),
+                    },
+                );
+                m.cancel(&cancel).unwrap();
+                let clear = clear_request(&v, now_ms(), Some(fresh_clear_nonce()));
+                assert_eq!(m.clear(&clear).unwrap().clearing.units, 2);
+            }
+            let m = place.open();
+            let book = m.book(None, None, MAX_BOOK_PAGE);
+            assert_eq!(book.bids.len(), 1);
+            assert_eq!(book.bids[0].order.quantity(), 1);
+            assert!(book.asks.is_empty());
+            let history = m.history(None, 10);
+            assert_eq!(history.clearings.len(), 1);
+            assert_eq!(history.next_after, None);
+            // The ids stay taken across the restart.
+            let again = m.submit(&submit(
                 &bob,
                 &v.public_key(),
-                order("a1", &bob, Side::Ask, 2, 2.0),
-            ))
-            .unwrap();
-            m.submit(&submit(
-                &bob,
-                &v.public_key(),
-                order("a2", &bob, Side::Ask, 1, 9.0),
-            ))
-            .unwrap();
-            let cancel = v_seal(
-                &bob,
-                CANCEL_KIND,
-                &CancelMessage {
-                    validator: v.public_key(),
-                    id: OrderId::new("a2").unwrap(),
-                    sequence: Some(2),
-                },
-            );
-            m.cancel(&cancel).unwrap();
-            let clear = clear_request(&v, now_ms(), Some(fresh_clear_nonce()));
-            assert_eq!(m.clear(&clear).unwrap().clearing.units, 2);
+                order("a2", &bob, Side::Ask, 1, 1.0),
+            ));
+            assert_eq!(answer(again).status, StatusCode::BAD_REQUEST);
         }
-        let m = open(Some(&path));
-        let book = m.book(None, None, MAX_BOOK_PAGE);
-        assert_eq!(book.bids.len(), 1);
-        assert_eq!(book.bids[0].order.quantity(), 1);
-        assert!(book.asks.is_empty());
-        let history = m.history(None, 10);
-        assert_eq!(history.clearings.len(), 1);
-        assert_eq!(history.next_after, None);
-        // The ids stay taken across the restart.
-        let again = m.submit(&submit(
-            &bob,
-            &v.public_key(),
-            order("a2", &bob, Side::Ask, 1, 1.0),
-        ));
-        assert_eq!(answer(again).status, StatusCode::BAD_REQUEST);
     }
 
     #[test]
     fn a_restart_reads_the_last_snapshot_and_the_events_after_it_and_holds_the_same_book() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("market.sqlite");
-        let v = validator();
-        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
-        let every = 10;
-        let (book, leases, committed, events) = {
-            let m = open(Some(&path)).with_snapshot_every(every);
-            // 33 events: 25 bids, 2 cancels, 3 asks, 3 clearings.
-            for i in 0..25 {
-                let bid = order(&format!("b{i}"), &alice, Side::Bid, 1 + i % 3, 4.0);
-                m.submit(&submit(&alice, &v.public_key(), bid)).unwrap();
-            }
-            for (id, sequence) in [("b3", 3), ("b7", 7)] {
-                let cancel = CancelMessage {
-                    validator: v.public_key(),
-                    id: OrderId::new(id).unwrap(),
-                    sequence: Some(sequence),
-                };
-                m.cancel(&v_seal(&alice, CANCEL_KIND, &cancel)).unwrap();
-            }
-            for (i, id) in ASK_IDS.iter().enumerate() {
-                let ask = order(id, &bob, Side::Ask, 2 + i as u64, 2.0);
-                m.submit(&submit(&bob, &v.public_key(), ask)).unwrap();
-                let clear = clear_request(&v, now_ms(), Some(fresh_clear_nonce()));
-                assert!(m.clear(&clear).unwrap().clearing.units > 0);
-            }
-            let leases = m.all_leases();
+        for place in Place::all() {
+            let v = validator();
+            let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+            let every = 10;
+            let (book, leases, committed, events) = {
+                let m = place.open().with_snapshot_every(every);
+                // 33 events: 25 bids, 2 cancels, 3 asks, 3 clearings.
+                for i in 0..25 {
+                    let bid = order(&format!("b{i}"), &alice, Side::Bid, 1 + i % 3, 4.0);
+                    m.submit(&submit(&alice, &v.public_key(), bid)).unwrap();
+                }
+                for (id, sequence) in [("b3", 3), ("b7", 7)] {
+                    let cancel = CancelMessage {
+                        validator: v.public_key(),
+                        id: OrderId::new(id).unwrap(),
+                        sequence: Some(sequence),
+                    };
+                    m.cancel(&v_seal(&alice, CANCEL_KIND, &cancel)).unwrap();
+                }
+                for (i, id) in ASK_IDS.iter().enumerate() {
+                    let ask = order(id, &bob, Side::Ask, 2 + i as u64, 2.0);
+                    m.submit(&submit(&bob, &v.public_key(), ask)).unwrap();
+                    let clear = clear_request(&v, now_ms(), Some(fresh_clear_nonce()));
+                    assert!(m.clear(&clear).unwrap().clearing.units > 0);
+                }
+                let leases = m.all_leases();
+                let inner = m.lock();
+                (
+                    inner.book.clone(),
+                    leases,
+                    inner.book.bid_commitment_of(alice.public_key().as_str()),
+                    33,
+                )
+            };
+            assert_eq!(leases.len(), 2 + 3 + 4);
+            let m = place.open();
+            // The snapshot taken at the 30th event, and the events from it on.
+            let stored = m.stored_events().unwrap();
+            assert_eq!(stored, events - 30 + 1);
+            assert!(stored <= every + 1);
+            assert_eq!(m.all_leases(), leases);
             let inner = m.lock();
-            (
-                inner.book.clone(),
-                leases,
+            assert_eq!(inner.book, book);
+            assert_eq!(
                 inner.book.bid_commitment_of(alice.public_key().as_str()),
-                33,
-            )
-        };
-        assert_eq!(leases.len(), 2 + 3 + 4);
-        let m = open(Some(&path));
-        // The snapshot taken at the 30th event, and the events from it on.
-        let stored = m.stored_events().unwrap();
-        assert_eq!(stored, events - 30 + 1);
-        assert!(stored <= every + 1);
-        assert_eq!(m.all_leases(), leases);
-        let inner = m.lock();
-        assert_eq!(inner.book, book);
-        assert_eq!(
-            inner.book.bid_commitment_of(alice.public_key().as_str()),
-            committed
-        );
-        drop(inner);
-        // The clearing requests taken are remembered across it too, and the book goes on.
-        let bid = order("b99", &alice, Side::Bid, 1, 4.0);
-        m.submit(&submit(&alice, &v.public_key(), bid)).unwrap();
-        assert_eq!(m.stored_events().unwrap(), stored + 1);
+                committed
+            );
+            drop(inner);
+            // The clearing requests taken are remembered across it too, and the book goes on.
+            let bid = order("b99", &alice, Side::Bid, 1, 4.0);
+            m.submit(&submit(&alice, &v.public_key(), bid)).unwrap();
+            assert_eq!(m.stored_events().unwrap(), stored + 1);
+        }
     }
 
     #[test]
     fn the_price_history_keeps_its_latest_points_per_gpu() {
-        let m = open(None);
-        let point = |gpu: &str, at_ms: u64| PostedPrice {
-            seq: 0,
-            gpu_uuid: gpu.into(),
-            at_ms,
-            cause: "test".into(),
-            record_id: None,
-            model: None,
-            score: 0.0,
-            gpu_worth: 0.0,
-            price_micro_usd: Some(at_ms),
-            unpriced: None,
-            quote: None,
-            signals: None,
-        };
-        let many: Vec<PostedPrice> = (1..=1005).map(|t| point("GPU-a", t)).collect();
-        m.post_prices(&many, 1).unwrap();
-        m.post_prices(&[point("GPU-b", 1)], 2).unwrap();
-        let kept = m.price_history("GPU-a", 0, 2000).unwrap();
-        assert_eq!(kept.len(), MAX_PRICE_POINTS_PER_GPU as usize);
-        assert_eq!(kept[0].at_ms, 6);
-        assert_eq!(m.latest_price("GPU-a").unwrap().unwrap().at_ms, 1005);
-        assert_eq!(m.price_history("GPU-b", 0, 10).unwrap().len(), 1);
+        for place in Place::all() {
+            let m = place.open();
+            let point = |gpu: &str, at_ms: u64| PostedPrice {
+                seq: 0,
+                gpu_uuid: gpu.into(),
+                at_ms,
+                cause: "test".into(),
+                record_id: None,
+                model: None,
+                score: 0.0,
+                gpu_worth: 0.0,
+                price_micro_usd: Some(at_ms),
+                unpriced: None,
+                quote: None,
+                signals: None,
+            };
+            let many: Vec<PostedPrice> = (1..=1005).map(|t| point("GPU-a", t)).collect();
+            m.post_prices(&many, 1).unwrap();
+            m.post_prices(&[point("GPU-b", 1)], 2).unwrap();
+            let kept = m.price_history("GPU-a", 0, 2000).unwrap();
+            assert_eq!(kept.len(), MAX_PRICE_POINTS_PER_GPU as usize);
+            assert_eq!(kept[0].at_ms, 6);
+            assert_eq!(m.latest_price("GPU-a").unwrap().unwrap().at_ms, 1005);
+            assert_eq!(m.price_history("GPU-b", 0, 10).unwrap().len(), 1);
+        }
     }
 
     #[test]
     fn orders_leave_at_their_expiry_and_a_replayed_submission_cannot_bring_one_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("market.sqlite");
-        let v = validator();
-        let alice = Identity::from_seed([2; 32]);
-        let soon = submit_until(
-            &alice,
-            &v.public_key(),
-            order("b1", &alice, Side::Bid, 3, 4.0),
-            now_ms() + 300,
-        );
-        {
-            let m = open(Some(&path));
-            m.submit(&soon).unwrap();
-            m.submit(&submit(
+        for place in Place::all() {
+            let v = validator();
+            let alice = Identity::from_seed([2; 32]);
+            let soon = submit_until(
                 &alice,
                 &v.public_key(),
-                order("b2", &alice, Side::Bid, 1, 4.0),
-            ))
-            .unwrap();
-            assert_eq!(m.book(None, None, MAX_BOOK_PAGE).bids.len(), 2);
-            std::thread::sleep(std::time::Duration::from_millis(400));
-            // Out of the view at once, out of the book at the next request.
-            assert_eq!(m.book(None, None, MAX_BOOK_PAGE).bids.len(), 1);
-            assert_eq!(m.open_hours(&GpuClass::new("H200 SXM").unwrap()), (1, 0));
-            let replayed = answer(m.submit(&soon));
-            assert_eq!(replayed.status, StatusCode::BAD_REQUEST);
-            assert!(
-                replayed.message.contains("not after now"),
-                "{}",
-                replayed.message
+                order("b1", &alice, Side::Bid, 3, 4.0),
+                now_ms() + 300,
             );
-            let far = submit_until(
-                &alice,
-                &v.public_key(),
-                order("b3", &alice, Side::Bid, 1, 4.0),
-                now_ms() + pog_market::MAX_ORDER_LIFETIME_MS + 60_000,
-            );
-            assert_eq!(answer(m.submit(&far)).status, StatusCode::BAD_REQUEST);
+            {
+                let m = place.open();
+                m.submit(&soon).unwrap();
+                m.submit(&submit(
+                    &alice,
+                    &v.public_key(),
+                    order("b2", &alice, Side::Bid, 1, 4.0),
+                ))
+                .unwrap();
+                assert_eq!(m.book(None, None, MAX_BOOK_PAGE).bids.len(), 2);
+                std::thread::sleep(std::time::Duration::from_millis(400));
+                // Out of the view at once, out of the book at the next request.
+                assert_eq!(m.book(None, None, MAX_BOOK_PAGE).bids.len(), 1);
+                assert_eq!(m.open_hours(&GpuClass::new("H200 SXM").unwrap()), (1, 0));
+                let replayed = answer(m.submit(&soon));
+                assert_eq!(replayed.status, StatusCode::BAD_REQUEST);
+                assert!(
+                    replayed.message.contains("not after now"),
+                    "{}",
+                    replayed.message
+                );
+                let far = submit_until(
+                    &alice,
+                    &v.public_key(),
+                    order("b3", &alice, Side::Bid, 1, 4.0),
+                    now_ms() + pog_market::MAX_ORDER_LIFETIME_MS + 60_000,
+                );
+                assert_eq!(answer(m.submit(&far)).status, StatusCode::BAD_REQUEST);
+            }
+            // The store replays at the times the requests came: the same book.
+            let m = place.open();
+            let book = m.book(None, None, MAX_BOOK_PAGE);
+            assert_eq!(book.bids.len(), 1);
+            assert_eq!(book.bids[0].order.id().as_str(), "b2");
+            assert!(book.bids[0].expires_at_ms > now_ms());
         }
-        // The store replays at the times the requests came: the same book.
-        let m = open(Some(&path));
-        let book = m.book(None, None, MAX_BOOK_PAGE);
-        assert_eq!(book.bids.len(), 1);
-        assert_eq!(book.bids[0].order.id().as_str(), "b2");
-        assert!(book.bids[0].expires_at_ms > now_ms());
     }
 
     #[test]
     fn a_store_from_before_orders_expired_still_opens() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("market.sqlite");
-        let v = validator();
-        let alice = Identity::from_seed([2; 32]);
-        let old = v_seal(
-            &alice,
-            SUBMIT_KIND,
-            &SubmitMessage {
-                validator: v.public_key(),
-                order: order("b1", &alice, Side::Bid, 1, 4.0),
-                expires_at_ms: None,
-            },
-        );
-        let came = now_ms() - 1000;
-        {
-            let m = open(Some(&path));
-            // Refused now: a new order must name its expiry.
-            let refused = answer(m.submit(&old));
-            assert!(
-                refused.message.contains("names no expiry"),
-                "{}",
-                refused.message
+        for place in Place::all() {
+            let v = validator();
+            let alice = Identity::from_seed([2; 32]);
+            let old = v_seal(
+                &alice,
+                SUBMIT_KIND,
+                &SubmitMessage {
+                    validator: v.public_key(),
+                    order: order("b1", &alice, Side::Bid, 1, 4.0),
+                    expires_at_ms: None,
+                },
             );
-            // As the store of an older validator held it.
-            let event = Event::Submit {
-                envelope: serde_json::from_slice(&old).unwrap(),
-            };
-            store_as_of(&m, "submit", &event, came);
+            let came = now_ms() - 1000;
+            {
+                let m = place.open();
+                // Refused now: a new order must name its expiry.
+                let refused = answer(m.submit(&old));
+                assert!(
+                    refused.message.contains("names no expiry"),
+                    "{}",
+                    refused.message
+                );
+                // As the store of an older validator held it.
+                let event = Event::Submit {
+                    envelope: serde_json::from_slice(&old).unwrap(),
+                };
+                store_as_of(&m, "submit", &event, came);
+            }
+            let m = place.open();
+            let book = m.book(None, None, MAX_BOOK_PAGE);
+            assert_eq!(book.bids.len(), 1);
+            assert_eq!(
+                book.bids[0].expires_at_ms,
+                came + pog_market::MAX_ORDER_LIFETIME_MS
+            );
         }
-        let m = open(Some(&path));
-        let book = m.book(None, None, MAX_BOOK_PAGE);
-        assert_eq!(book.bids.len(), 1);
-        assert_eq!(
-            book.bids[0].expires_at_ms,
-            came + pog_market::MAX_ORDER_LIFETIME_MS
-        );
     }
 
     #[test]
     fn a_clearing_request_clears_once_even_after_a_restart() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("market.sqlite");
-        let v = validator();
-        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
-        let request = clear_request(&v, now_ms(), Some(fresh_clear_nonce()));
-        {
-            let m = open(Some(&path));
-            m.submit(&submit(
-                &alice,
-                &v.public_key(),
-                order("b1", &alice, Side::Bid, 3, 4.0),
-            ))
-            .unwrap();
-            m.submit(&submit(
-                &bob,
-                &v.public_key(),
-                order("a1", &bob, Side::Ask, 1, 2.0),
-            ))
-            .unwrap();
-            assert_eq!(m.clear(&request).unwrap().clearing.units, 1);
-            for _ in 0..4 {
-                let e = m.clear(&request).unwrap_err();
-                assert!(
-                    matches!(&e, MarketRequestError::Replayed { nonce } if nonce.len() == 32),
-                    "{e}"
-                );
-                let e = ApiError::from(e);
-                assert_eq!(e.status, StatusCode::CONFLICT, "{}", e.message);
-                assert!(e.message.contains("taken already"), "{}", e.message);
-            }
-            assert_eq!(m.history(None, 10).clearings.len(), 1);
-            // Another request for the same class is another clearing.
-            m.clear(&clear_request(&v, now_ms(), Some(fresh_clear_nonce())))
+        for place in Place::all() {
+            let v = validator();
+            let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+            let request = clear_request(&v, now_ms(), Some(fresh_clear_nonce()));
+            {
+                let m = place.open();
+                m.submit(&submit(
+                    &alice,
+                    &v.public_key(),
+                    order("b1", &alice, Side::Bid, 3, 4.0),
+                ))
                 .unwrap();
-            for nonce in [
-                None,
-                Some(String::new()),
-                Some("n".repeat(65)),
-                Some("a b".into()),
-            ] {
-                let e = answer(m.clear(&clear_request(&v, now_ms(), nonce)));
-                assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
-                assert!(e.message.contains("nonce"), "{}", e.message);
+                m.submit(&submit(
+                    &bob,
+                    &v.public_key(),
+                    order("a1", &bob, Side::Ask, 1, 2.0),
+                ))
+                .unwrap();
+                assert_eq!(m.clear(&request).unwrap().clearing.units, 1);
+                for _ in 0..4 {
+                    let e = m.clear(&request).unwrap_err();
+                    assert!(
+                        matches!(&e, MarketRequestError::Replayed { nonce } if nonce.len() == 32),
+                        "{e}"
+                    );
+                    let e = ApiError::from(e);
+                    assert_eq!(e.status, StatusCode::CONFLICT, "{}", e.message);
+                    assert!(e.message.contains("taken already"), "{}", e.message);
+                }
+                assert_eq!(m.history(None, 10).clearings.len(), 1);
+                // Another request for the same class is another clearing.
+                m.clear(&clear_request(&v, now_ms(), Some(fresh_clear_nonce())))
+                    .unwrap();
+                for nonce in [
+                    None,
+                    Some(String::new()),
+                    Some("n".repeat(65)),
+                    Some("a b".into()),
+                ] {
+                    let e = answer(m.clear(&clear_request(&v, now_ms(), nonce)));
+                    assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
+                    assert!(e.message.contains("nonce"), "{}", e.message);
+                }
+                assert_eq!(m.history(None, 10).clearings.len(), 2);
             }
+            // The restarted market remembers the request from its store.
+            let m = place.open();
+            assert_eq!(answer(m.clear(&request)).status, StatusCode::CONFLICT);
             assert_eq!(m.history(None, 10).clearings.len(), 2);
         }
-        // The restarted market remembers the request from its store.
-        let m = open(Some(&path));
-        assert_eq!(answer(m.clear(&request)).status, StatusCode::CONFLICT);
-        assert_eq!(m.history(None, 10).clearings.len(), 2);
     }
 
     #[test]
     fn a_clock_stepped_back_cannot_bring_back_a_forgotten_clearing_request() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("market.sqlite");
-        let v = validator();
-        let nonce = fresh_clear_nonce();
-        let request = clear_request(&v, now_ms(), Some(nonce.clone()));
-        {
-            let m = open(Some(&path));
-            m.clear(&request).unwrap();
-            // The next clearing came six minutes later; the clock has since stepped back to now.
-            let later = now_ms() + CLEAR_MAX_AGE_MS + 60_000;
-            let next = clear_request(&v, later, Some(fresh_clear_nonce()));
-            let event = Event::Clear {
-                envelope: serde_json::from_slice(&next).unwrap(),
-            };
-            store_as_of(&m, "clear", &event, later);
+        for place in Place::all() {
+            let v = validator();
+            let nonce = fresh_clear_nonce();
+            let request = clear_request(&v, now_ms(), Some(nonce.clone()));
+            {
+                let m = place.open();
+                m.clear(&request).unwrap();
+                // The next clearing came six minutes later; the clock has since stepped back to now.
+                let later = now_ms() + CLEAR_MAX_AGE_MS + 60_000;
+                let next = clear_request(&v, later, Some(fresh_clear_nonce()));
+                let event = Event::Clear {
+                    envelope: serde_json::from_slice(&next).unwrap(),
+                };
+                store_as_of(&m, "clear", &event, later);
+            }
+            let m = place.open();
+            // The first request is out of its window by the book's time: forgotten, and refused.
+            assert!(!m.lock().taken.contains(&nonce));
+            let e = answer(m.clear(&request));
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
+            assert!(e.message.contains("five minutes old"), "{}", e.message);
+            assert_eq!(m.history(None, 10).clearings.len(), 2);
         }
-        let m = open(Some(&path));
-        // The first request is out of its window by the book's time: forgotten, and refused.
-        assert!(!m.lock().taken.contains(&nonce));
-        let e = answer(m.clear(&request));
-        assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
-        assert!(e.message.contains("five minutes old"), "{}", e.message);
-        assert_eq!(m.history(None, 10).clearings.len(), 2);
     }
 
     #[test]
     fn a_store_from_before_clearing_requests_carried_nonces_still_opens() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("market.sqlite");
-        let v = validator();
-        let old = clear_request(&v, now_ms(), None);
-        {
-            let m = open(Some(&path));
-            let event = Event::Clear {
-                envelope: serde_json::from_slice(&old).unwrap(),
-            };
-            store_as_of(&m, "clear", &event, now_ms());
+        for place in Place::all() {
+            let v = validator();
+            let old = clear_request(&v, now_ms(), None);
+            {
+                let m = place.open();
+                let event = Event::Clear {
+                    envelope: serde_json::from_slice(&old).unwrap(),
+                };
+                store_as_of(&m, "clear", &event, now_ms());
+            }
+            let m = place.open();
+            assert_eq!(m.history(None, 10).clearings.len(), 1);
+            // Sent now, the same request is refused: a new one must carry a nonce.
+            let e = answer(m.clear(&old));
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
+            assert_eq!(m.history(None, 10).clearings.len(), 1);
         }
-        let m = open(Some(&path));
-        assert_eq!(m.history(None, 10).clearings.len(), 1);
-        // Sent now, the same request is refused: a new one must carry a nonce.
-        let e = answer(m.clear(&old));
-        assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
-        assert_eq!(m.history(None, 10).clearings.len(), 1);
+    }
+
+    /// Two validators of one fleet (keys of seeds 1 and 9) on a fresh database of the test
+    /// PostgreSQL server: their markets, and the database's URL; `None` without a server.
+    fn fleet() -> Option<(Market, Market, String)> {
+        let url = crate::postgres::testing::fresh_postgres_database()?;
+        let place = Place::Postgres(url.clone());
+        let (a, b) = (validator(), Identity::from_seed([9; 32]));
+        Some((
+            place.open_as(&a.public_key()),
+            place.open_as(&b.public_key()),
+            url,
+        ))
+    }
+
+    fn cancel_at(owner: &Identity, at: &PublicKey, id: &str, sequence: u64) -> Vec<u8> {
+        let cancel = CancelMessage {
+            validator: at.clone(),
+            id: OrderId::new(id).unwrap(),
+            sequence: Some(sequence),
+        };
+        v_seal(owner, CANCEL_KIND, &cancel)
+    }
+
+    /// An order taken at one validator of a fleet is in the other's book, and its owner
+    /// cancels it there (nobody else can).
+    #[test]
+    fn an_order_taken_at_one_validator_is_in_the_others_book_and_cancelled_there() {
+        let Some((a, b, _)) = fleet() else { return };
+        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+        let (ka, kb) = (
+            validator().public_key(),
+            Identity::from_seed([9; 32]).public_key(),
+        );
+        let taken = a
+            .submit(&submit(&alice, &ka, order("b1", &alice, Side::Bid, 2, 4.0)))
+            .unwrap();
+        let book = b.book(None, None, MAX_BOOK_PAGE);
+        assert_eq!(book.bids.len(), 1);
+        assert_eq!(book.bids[0].sequence, taken.sequence);
+        // The same id again, at the other validator: the fleet's book has it already.
+        let again = b.submit(&submit(&alice, &kb, order("b1", &alice, Side::Bid, 1, 4.0)));
+        assert_eq!(answer(again).status, StatusCode::BAD_REQUEST);
+        let refused = b.cancel(&cancel_at(&bob, &kb, "b1", taken.sequence));
+        assert_eq!(answer(refused).status, StatusCode::NOT_FOUND);
+        b.cancel(&cancel_at(&alice, &kb, "b1", taken.sequence))
+            .unwrap();
+        assert!(a.book(None, None, MAX_BOOK_PAGE).bids.is_empty());
+        assert!(b.book(None, None, MAX_BOOK_PAGE).bids.is_empty());
+    }
+
+    /// Two asks offering one GPU, sent at once to two validators of a fleet from two threads:
+    /// one is taken, the other refused (each request is judged under the sequence lock on
+    /// the book with every event before it).
+    #[test]
+    fn two_asks_for_one_gpu_at_two_validators_at_once_one_is_taken() {
+        let Some((a, b, _)) = fleet() else { return };
+        let (a, b) = (Arc::new(a), Arc::new(b));
+        let bob = Identity::from_seed([3; 32]);
+        let keys = [
+            validator().public_key(),
+            Identity::from_seed([9; 32]).public_key(),
+        ];
+        for (round, gpu) in ASK_IDS
+            .iter()
+            .flat_map(|id| gpus_of(&bob, id, 4))
+            .enumerate()
+        {
+            let start = Arc::new(std::sync::Barrier::new(2));
+            let threads: Vec<_> = [a.clone(), b.clone()]
+                .into_iter()
+                .zip(keys.clone())
+                .enumerate()
+                .map(|(side, (market, key))| {
+                    let (start, gpu, bob) =
+                        (start.clone(), gpu.clone(), Identity::from_seed([3; 32]));
+                    std::thread::spawn(move || {
+                        let ask = Order::new(
+                            OrderId::new(format!("r{round}-{side}")).unwrap(),
+                            bob.public_key(),
+                            Side::Ask,
+                            GpuClass::new("H200 SXM").unwrap(),
+                            1,
+                            Price::from_usd(2.0).unwrap(),
+                        )
+                        .unwrap()
+                        .offering(vec![gpu])
+                        .unwrap();
+                        let bytes = submit(&bob, &key, ask);
+                        start.wait();
+                        market.submit(&bytes)
+                    })
+                })
+                .collect();
+            let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+            let taken = results.iter().filter(|r| r.is_ok()).count();
+            assert_eq!(taken, 1, "round {round}: {results:?}");
+            let refused = results.into_iter().find_map(Result::err).unwrap();
+            assert!(
+                matches!(
+                    refused,
+                    MarketRequestError::Book(BookError::GpuOffered { .. })
+                ),
+                "{refused}"
+            );
+        }
+        assert_eq!(a.book(None, None, MAX_BOOK_PAGE).asks.len(), 12);
+        assert_eq!(b.book(None, None, MAX_BOOK_PAGE).asks.len(), 12);
+    }
+
+    /// Submissions from threads at two validators of a fleet at once: every one is taken,
+    /// stored once with the next number (no gap), and both books, and a validator restarted on
+    /// the database (from a snapshot one of them wrote), hold the same book.
+    #[test]
+    fn submissions_at_two_validators_at_once_are_sequenced_once_and_both_books_agree() {
+        let Some((a, b, url)) = fleet() else { return };
+        let (a, b) = (Arc::new(a.with_snapshot_every(1000)), Arc::new(b));
+        let keys = [
+            validator().public_key(),
+            Identity::from_seed([9; 32]).public_key(),
+        ];
+        let threads: Vec<_> = (0..4u8)
+            .map(|t| {
+                let (market, key) = match t % 2 {
+                    0 => (a.clone(), keys[0].clone()),
+                    _ => (b.clone(), keys[1].clone()),
+                };
+                std::thread::spawn(move || {
+                    let owner = Identity::from_seed([20 + t; 32]);
+                    (0..10)
+                        .map(|i| {
+                            let bid = order(&format!("b{i}"), &owner, Side::Bid, 1, 4.0);
+                            market.submit(&submit(&owner, &key, bid)).unwrap().sequence
+                        })
+                        .collect::<Vec<u64>>()
+                })
+            })
+            .collect();
+        let mut sequences: Vec<u64> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        sequences.sort();
+        sequences.dedup();
+        assert_eq!(sequences.len(), 40, "each order its own place in the book");
+        let stored: Vec<i64> = {
+            let mut inner = a.lock();
+            inner
+                .store
+                .events_after(0)
+                .unwrap()
+                .iter()
+                .map(|e| e.seq)
+                .collect()
+        };
+        assert_eq!(stored, (1..=40).collect::<Vec<i64>>(), "no gap, none twice");
+        a.caught_up().unwrap();
+        b.caught_up().unwrap();
+        assert_eq!(a.lock().book, b.lock().book);
+        assert_eq!(a.book(None, None, MAX_BOOK_PAGE).bids.len(), 40);
+        // More, with snapshots every 7 events written by either validator; then a restart.
+        let b = Place::Postgres(url.clone())
+            .open_as(&keys[1])
+            .with_snapshot_every(7);
+        let owner = Identity::from_seed([30; 32]);
+        for i in 0..10 {
+            let (market, key) = if i % 2 == 0 {
+                (&*a, &keys[0])
+            } else {
+                (&b, &keys[1])
+            };
+            let bid = order(&format!("c{i}"), &owner, Side::Bid, 1, 4.0);
+            market.submit(&submit(&owner, key, bid)).unwrap();
+        }
+        assert!(
+            b.stored_events().unwrap() < 50,
+            "a snapshot dropped the events before it"
+        );
+        let restarted = Place::Postgres(url).open_as(&keys[0]);
+        a.caught_up().unwrap();
+        b.caught_up().unwrap();
+        assert_eq!(a.lock().book, b.lock().book);
+        assert_eq!(restarted.lock().book, a.lock().book);
+        assert_eq!(restarted.book(None, None, MAX_BOOK_PAGE).bids.len(), 50);
+    }
+
+    /// A clearing made at one validator of a fleet is in the other's history, its leases go to
+    /// the fleet's ledger once, and a scheduled clearing run at both at once clears once.
+    #[test]
+    fn a_clearing_at_one_validator_is_the_fleets_once_with_its_leases_logged_once() {
+        let Some((a, b, _)) = fleet() else { return };
+        let sink = Arc::new(Sink {
+            fail: 0.into(),
+            took: Default::default(),
+        });
+        let (va, vb) = (validator(), Identity::from_seed([9; 32]));
+        let a = Arc::new(a.with_lease_sink(sink.clone()));
+        let b = Arc::new(b.with_lease_sink(sink.clone()));
+        let (alice, bob) = (Identity::from_seed([2; 32]), Identity::from_seed([3; 32]));
+        a.submit(&submit(
+            &bob,
+            &va.public_key(),
+            order("a1", &bob, Side::Ask, 1, 2.0),
+        ))
+        .unwrap();
+        b.submit(&submit(
+            &alice,
+            &vb.public_key(),
+            order("b1", &alice, Side::Bid, 1, 3.0),
+        ))
+        .unwrap();
+        let record = a
+            .clear(&clear_request(&va, now_ms(), Some(fresh_clear_nonce())))
+            .unwrap();
+        assert_eq!(record.leases.len(), 1);
+        assert_eq!(b.history(None, 10).clearings, std::slice::from_ref(&record));
+        assert_eq!(b.hand_pending_leases(None), Ok(0));
+        assert_eq!(sink.took.lock().unwrap().len(), 1, "logged once");
+        // The same request at the other validator: it names the first, and is refused.
+        let replay = b.clear(&clear_request(&va, now_ms(), Some(fresh_clear_nonce())));
+        assert!(matches!(
+            replay,
+            Err(MarketRequestError::OtherValidator { .. })
+        ));
+        // New orders, and both validators' schedules clear at once: one clearing.
+        a.submit(&submit(
+            &bob,
+            &va.public_key(),
+            order("a2", &bob, Side::Ask, 1, 2.0),
+        ))
+        .unwrap();
+        b.submit(&submit(
+            &alice,
+            &vb.public_key(),
+            order("b2", &alice, Side::Bid, 1, 3.0),
+        ))
+        .unwrap();
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let threads: Vec<_> = [(a.clone(), va), (b.clone(), vb)]
+            .into_iter()
+            .map(|(market, key)| {
+                let start = start.clone();
+                std::thread::spawn(move || {
+                    market.caught_up().unwrap();
+                    start.wait();
+                    market.clear_due(&key, Mechanism::UniformPrice)
+                })
+            })
+            .collect();
+        let made: Vec<_> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(made.len(), 1, "{made:?}");
+        assert_eq!(a.history(None, 10).clearings.len(), 2);
+        assert_eq!(b.history(None, 10).clearings.len(), 2);
+        assert_eq!(sink.took.lock().unwrap().len(), 2, "each lease logged once");
+    }
+
+    /// A store that fails in the middle of a request leaves nothing of it in the book, and a
+    /// database away answers 503; both come back once the database does.
+    #[test]
+    fn a_store_failing_or_away_is_a_503_and_leaves_nothing_half_applied() {
+        let Some((a, _, url)) = fleet() else { return };
+        let v = validator().public_key();
+        let alice = Identity::from_seed([2; 32]);
+        let bid = || submit(&alice, &v, order("b1", &alice, Side::Bid, 1, 4.0));
+        let sql = crate::postgres::testing::on_server;
+        // The event cannot be stored (after the book took it in).
+        sql(
+            &url,
+            "ALTER TABLE market_events ADD CONSTRAINT no_submits CHECK (kind <> 'submit')",
+        );
+        let e = answer(a.submit(&bid()));
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE, "{}", e.message);
+        assert!(a.book(None, None, MAX_BOOK_PAGE).bids.is_empty());
+        sql(&url, "ALTER TABLE market_events DROP CONSTRAINT no_submits");
+        let taken = a.submit(&bid()).unwrap();
+        // The database away: refused with what happened, and the book as it was.
+        let name = url
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .split('?')
+            .next()
+            .unwrap()
+            .to_owned();
+        let server = url.replace(&format!("/{name}"), "/postgres");
+        sql(
+            &server,
+            &format!(
+                "ALTER DATABASE {name} ALLOW_CONNECTIONS false; \
+                 SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
+            ),
+        );
+        let cancel = cancel_at(&alice, &v, "b1", taken.sequence);
+        let e = answer(a.cancel(&cancel));
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE, "{}", e.message);
+        assert!(e.message.contains("PostgreSQL"), "{}", e.message);
+        assert!(a.caught_up().is_err());
+        assert_eq!(a.book(None, None, MAX_BOOK_PAGE).bids.len(), 1);
+        sql(
+            &server,
+            &format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true"),
+        );
+        a.cancel(&cancel).unwrap();
+        assert!(a.book(None, None, MAX_BOOK_PAGE).bids.is_empty());
     }
 
     /// The API's answer to a refused request.

@@ -64,6 +64,18 @@ ALTER TABLE slot_claims ADD COLUMN missed BOOLEAN NOT NULL DEFAULT FALSE;
 CREATE TABLE fleet_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 ", "
 ALTER TABLE agents ADD COLUMN ram_bytes BIGINT;
+", "
+CREATE TABLE market_events (seq BIGINT PRIMARY KEY, kind TEXT NOT NULL, event TEXT NOT NULL, at_ms BIGINT NOT NULL);
+CREATE TABLE market_sequence (only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row), next_seq BIGINT NOT NULL);
+INSERT INTO market_sequence (next_seq) VALUES (1);
+CREATE TABLE market_snapshot (only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row), through_seq BIGINT NOT NULL, book TEXT NOT NULL, taken TEXT NOT NULL);
+CREATE TABLE market_meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
+CREATE TABLE price_history (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, gpu_uuid TEXT NOT NULL, at_ms BIGINT NOT NULL, point TEXT NOT NULL);
+CREATE INDEX price_history_by_gpu ON price_history (gpu_uuid, seq);
+CREATE SEQUENCE settlement_versions;
+CREATE TABLE settlements (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, lease_id TEXT NOT NULL, period BIGINT NOT NULL, renter TEXT NOT NULL, provider TEXT NOT NULL, paid BIGINT NOT NULL, state BIGINT NOT NULL, record TEXT NOT NULL, version BIGINT NOT NULL, UNIQUE (lease_id, period));
+CREATE INDEX settlements_by_version ON settlements (version);
+CREATE TABLE undelivered (lease_id TEXT PRIMARY KEY, at_ms BIGINT NOT NULL, reason TEXT NOT NULL);
 "];
 
 /// The records a slot's round stores (GEMM, memory, CPU, RAM, storage): each is the round of
@@ -320,6 +332,19 @@ impl PgRegistry {
     /// A connection of the pool (held until dropped).
     pub(crate) async fn connection(&self) -> Result<Lease<'_>, RegistryError> {
         self.pool.get().await
+    }
+
+    /// A connection of its own, outside the pool, for a caller that keeps a transaction open
+    /// across several calls (the market's sequence lock, [`crate::market_store`]); call it on
+    /// the store's runtime ([`PgRegistry::block`]), which then drives it.
+    pub(crate) async fn own_connection(&self) -> Result<Client, RegistryError> {
+        let (client, connection) = self.pool.config.connect(NoTls).await?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!(error = %described(&e), "a PostgreSQL connection of the market closed");
+            }
+        });
+        Ok(client)
     }
 
     /// Runs `work` on the store's runtime and waits for it (from blocking code, or from a task

@@ -133,6 +133,15 @@ impl Registry {
         matches!(self.db, Db::Postgres(_))
     }
 
+    /// Its PostgreSQL database, where it is kept on one (the market keeps the fleet's one
+    /// book there too).
+    pub(crate) fn postgres(&self) -> Option<&PgRegistry> {
+        match &self.db {
+            Db::Sqlite(_) => None,
+            Db::Postgres(pg) => Some(pg),
+        }
+    }
+
     /// Another connection to this registry, for reading only: for SQLite, another connection
     /// to its file (`PRAGMA query_only`; with write-ahead logging its reads see every
     /// committed write and neither wait for the writer nor hold it up), `None` for a registry

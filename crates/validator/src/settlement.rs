@@ -33,10 +33,11 @@ use pog_market::lease::Lease;
 use pog_market::settlement::{is_due, periods, settle, Period, SettlementRules};
 use pog_records::{EscrowPayment, SettlementRecord};
 use pog_signed::{GpuUuid, PublicKey};
-use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use crate::registry::Registry;
+use crate::settlement_store::{KeptRow, SettlementStore, SettlementStoreError};
 use crate::store::RecordStore;
 
 /// The kind a settlement page is signed under: the validator's answer to
@@ -56,7 +57,7 @@ const MAX_ROWS: usize = 32_768;
 pub enum SettlementError {
     /// The settlements' store failed.
     #[error("the settlements' store: {0}")]
-    Store(#[from] rusqlite::Error),
+    Store(#[from] SettlementStoreError),
     /// A stored settlement does not read back.
     #[error("a stored settlement does not read back: {0}")]
     Corrupt(#[from] serde_json::Error),
@@ -256,17 +257,31 @@ pub struct SettlementFilter {
     pub limit: Option<usize>,
 }
 
-/// The settled periods, in a SQLite file of their own beside the market's (or in memory), with
-/// an index of what each holds.
+/// The settled periods, in a SQLite file of their own beside the market's (or in memory), or
+/// in a fleet's PostgreSQL database, with an index of what each holds.
 pub struct Settlements {
     inner: Mutex<Kept>,
     rules: SettlementRules,
 }
 
 struct Kept {
-    db: Connection,
+    store: SettlementStore,
     /// (lease, period) → (paid, state), for [`Settlements::held_by`].
     index: BTreeMap<(String, u64), (u64, SettlementState)>,
+    /// The version of the latest change the index holds (a shared store's).
+    version: i64,
+}
+
+impl Kept {
+    /// Brings the index up to the store: the periods others kept or changed (a fleet's).
+    fn catch_up(&mut self) -> Result<(), SettlementError> {
+        for (lease, period, paid, state, version) in self.store.changed_since(self.version)? {
+            self.index
+                .insert((lease, period), (paid, SettlementState::from_code(state)));
+            self.version = self.version.max(version);
+        }
+        Ok(())
+    }
 }
 
 impl Settlements {
@@ -275,48 +290,32 @@ impl Settlements {
         path: Option<&Path>,
         rules: SettlementRules,
     ) -> Result<Settlements, SettlementError> {
-        let db = match path {
-            Some(p) => Connection::open(p)?,
-            None => Connection::open_in_memory()?,
-        };
-        db.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;
-             CREATE TABLE IF NOT EXISTS settlements (
-                 seq INTEGER PRIMARY KEY,
-                 lease_id TEXT NOT NULL,
-                 period INTEGER NOT NULL,
-                 renter TEXT NOT NULL,
-                 provider TEXT NOT NULL,
-                 paid INTEGER NOT NULL,
-                 state INTEGER NOT NULL,
-                 record TEXT NOT NULL,
-                 UNIQUE (lease_id, period)
-             );
-             CREATE TABLE IF NOT EXISTS undelivered (
-                 lease_id TEXT PRIMARY KEY,
-                 at_ms INTEGER NOT NULL,
-                 reason TEXT NOT NULL
-             );",
-        )?;
-        let mut index = BTreeMap::new();
-        {
-            let mut rows = db.prepare("SELECT lease_id, period, paid, state FROM settlements")?;
-            let read = rows.query_map([], |r| {
-                Ok((
-                    (r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64),
-                    (
-                        r.get::<_, i64>(2)? as u64,
-                        SettlementState::from_code(r.get(3)?),
-                    ),
-                ))
-            })?;
-            for row in read {
-                let (key, value) = row?;
-                index.insert(key, value);
-            }
+        Settlements::on(SettlementStore::sqlite(path)?, rules)
+    }
+
+    /// Opens the settlements where `registry` is kept: in its PostgreSQL database, the fleet's
+    /// (every validator reads what each lease holds from it), or else at `path`
+    /// ([`Settlements::open`]).
+    pub fn open_beside(
+        registry: &Registry,
+        path: Option<&Path>,
+        rules: SettlementRules,
+    ) -> Result<Settlements, SettlementError> {
+        match registry.postgres() {
+            Some(pg) => Settlements::on(SettlementStore::Postgres(pg.clone()), rules),
+            None => Settlements::open(path, rules),
         }
+    }
+
+    fn on(store: SettlementStore, rules: SettlementRules) -> Result<Settlements, SettlementError> {
+        let mut kept = Kept {
+            store,
+            index: BTreeMap::new(),
+            version: 0,
+        };
+        kept.catch_up()?;
         Ok(Settlements {
-            inner: Mutex::new(Kept { db, index }),
+            inner: Mutex::new(kept),
             rules,
         })
     }
@@ -330,6 +329,19 @@ impl Settlements {
         // A panic elsewhere while holding it leaves the index as it was: it is only ever
         // changed after its row is written.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Brings what each lease holds up to a fleet's store (the settlements its leader kept);
+    /// nothing to do for a validator's own. The market calls it before it counts what a
+    /// renter's leases hold; a store that does not answer is logged, and the index read as it
+    /// stands.
+    pub fn catch_up(&self) {
+        let mut kept = self.lock();
+        if kept.store.shared() {
+            if let Err(e) = kept.catch_up() {
+                tracing::warn!(error = %e, "the settlements could not catch up with the fleet's");
+            }
+        }
     }
 
     /// Whether a period was settled.
@@ -362,31 +374,15 @@ impl Settlements {
         at_ms: u64,
         reason: &str,
     ) -> Result<u64, SettlementError> {
-        let kept = self.lock();
-        kept.db.execute(
-            "INSERT INTO undelivered (lease_id, at_ms, reason) VALUES (?1, ?2, ?3) ON CONFLICT (lease_id) DO NOTHING",
-            params![lease_id, at_ms as i64, reason],
-        )?;
-        Ok(kept.db.query_row(
-            "SELECT at_ms FROM undelivered WHERE lease_id = ?1",
-            [lease_id],
-            |r| r.get::<_, i64>(0),
-        )? as u64)
+        Ok(self
+            .lock()
+            .store
+            .report_undelivered(lease_id, at_ms, reason)?)
     }
 
     /// Since when lease `lease_id`'s access was not delivered, as its provider reported.
     pub fn undelivered_from(&self, lease_id: &str) -> Result<Option<u64>, SettlementError> {
-        use rusqlite::OptionalExtension;
-        Ok(self
-            .lock()
-            .db
-            .query_row(
-                "SELECT at_ms FROM undelivered WHERE lease_id = ?1",
-                [lease_id],
-                |r| r.get::<_, i64>(0),
-            )
-            .optional()?
-            .map(|t| t as u64))
+        Ok(self.lock().store.undelivered_from(lease_id)?)
     }
 
     /// Keeps a settled period (a new one, or a new state of one kept).
@@ -397,20 +393,15 @@ impl Settlements {
     ) -> Result<(), SettlementError> {
         let json = serde_json::to_string(record)?;
         let mut kept = self.lock();
-        kept.db.execute(
-            "INSERT INTO settlements (lease_id, period, renter, provider, paid, state, record)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT (lease_id, period) DO UPDATE SET state = ?6, record = ?7",
-            params![
-                record.lease_id,
-                record.period as i64,
-                record.renter.as_str().to_ascii_lowercase(),
-                record.provider.as_str().to_ascii_lowercase(),
-                record.paid_micro_usd as i64,
-                state.code(),
-                json
-            ],
-        )?;
+        kept.store.keep(KeptRow {
+            lease_id: &record.lease_id,
+            period: record.period,
+            renter: record.renter.as_str().to_ascii_lowercase(),
+            provider: record.provider.as_str().to_ascii_lowercase(),
+            paid: record.paid_micro_usd,
+            state: state.code(),
+            record: json,
+        })?;
         kept.index.insert(
             (record.lease_id.clone(), record.period),
             (record.paid_micro_usd, state),
@@ -420,13 +411,7 @@ impl Settlements {
 
     /// The kept settlements in `state`, oldest first.
     fn in_state(&self, state: SettlementState) -> Result<Vec<SettlementRecord>, SettlementError> {
-        let kept = self.lock();
-        let mut rows = kept
-            .db
-            .prepare("SELECT record FROM settlements WHERE state = ?1 ORDER BY seq")?;
-        let records = rows
-            .query_map([state.code()], |r| r.get::<_, String>(0))?
-            .collect::<Result<Vec<String>, _>>()?;
+        let records = self.lock().store.in_state(state.code())?;
         Ok(records
             .iter()
             .map(|json| serde_json::from_str(json))
@@ -437,17 +422,7 @@ impl Settlements {
     pub fn page(&self, filter: &SettlementFilter) -> Result<Vec<KeptSettlement>, SettlementError> {
         let limit = filter.limit.unwrap_or(100).clamp(1, 1000) as i64;
         let party = filter.party.as_ref().map(|p| p.to_ascii_lowercase());
-        let kept = self.lock();
-        let mut rows = kept.db.prepare(
-            "SELECT record, state FROM settlements
-             WHERE (?1 IS NULL OR renter = ?1 OR provider = ?1) AND (?2 IS NULL OR lease_id = ?2)
-             ORDER BY seq DESC LIMIT ?3",
-        )?;
-        let rows = rows
-            .query_map(params![party, filter.lease, limit], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
+        let rows = self.lock().store.page(party, filter.lease.clone(), limit)?;
         rows.into_iter()
             .map(|(json, state)| {
                 Ok(KeptSettlement {
@@ -511,6 +486,12 @@ impl Settler {
     /// period due, signs what waited for a payee, and sees signed payments onto the chain.
     pub fn pass(&self) -> Result<Pass, SettlementError> {
         let mut pass = Pass::default();
+        // In a fleet, the validator leading the log settles for all (its settlements are the
+        // fleet's, in the database): each settling would log every period once per validator.
+        if self.records.ledger().is_some_and(|l| !l.leads()) {
+            return Ok(pass);
+        }
+        self.settlements.catch_up();
         let now_ms = self.records.now_ms();
         let rules = *self.settlements.rules();
         for lease in self.market.all_leases() {
@@ -760,5 +741,87 @@ fn terms_of(record: &SettlementRecord, payee: &str) -> EscrowTerms {
         renter: record.renter.clone(),
         payee: payee.to_string(),
         paid_micro_usd: record.paid_micro_usd,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease() -> Lease {
+        Lease {
+            id: "1.0.0".into(),
+            gpu: GpuUuid::new("GPU-1ea5e000-0000-4000-8000-000000000001").unwrap(),
+            renter: "aa".repeat(32),
+            provider: "bb".repeat(32),
+            start_ms: 1_800_000_000_000,
+            end_ms: 1_800_007_200_000,
+            hours: 2,
+            price_micro_usd: 2_000_000,
+            access: None,
+        }
+    }
+
+    /// The lease's first period settled for `paid`.
+    fn settled(lease: &Lease, rules: &SettlementRules, paid: u64) -> SettlementRecord {
+        let period = &periods(lease, rules)[0];
+        SettlementRecord {
+            version: pog_records::settlement::SETTLEMENT_VERSION,
+            lease_id: lease.id.clone(),
+            gpu_uuid: lease.gpu.clone(),
+            renter: PublicKey::try_from(lease.renter.clone()).unwrap(),
+            provider: PublicKey::try_from(lease.provider.clone()).unwrap(),
+            period: period.index,
+            from_ms: period.from_ms,
+            to_ms: period.to_ms,
+            hours: period.hours(),
+            proven_hours_ppm: 1_000_000,
+            price_micro_usd: lease.price_micro_usd,
+            value_micro_usd: paid,
+            paid_micro_usd: paid,
+            refunded_micro_usd: 0,
+            unproven: String::new(),
+            payee: None,
+            escrow: None,
+            recorded_at_ms: period.to_ms,
+        }
+    }
+
+    /// What a lease holds, its settlements' pages and its delivery reports, on SQLite and on
+    /// PostgreSQL; on PostgreSQL, what one validator kept is what another holds and serves
+    /// once it catches up, and a restart reads it back.
+    #[test]
+    fn settlements_are_kept_on_both_stores_and_shared_by_a_fleet() {
+        let rules = SettlementRules::default();
+        let lease = lease();
+        let whole = lease.price_micro_usd * lease.hours;
+        for place in crate::registry::testing::Place::all() {
+            let registry = place.open();
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("settlements.sqlite");
+            let open = || Settlements::open_beside(&registry, Some(&path), rules).unwrap();
+            let (a, b) = (open(), open());
+            assert_eq!(a.held_by(&lease), whole);
+            let record = settled(&lease, &rules, 1_000);
+            a.keep(&record, SettlementState::Signed).unwrap();
+            let first = lease.price_micro_usd * periods(&lease, &rules)[0].hours();
+            assert_eq!(a.held_by(&lease), whole - first + 1_000, "{}", place.name());
+            assert_eq!(a.report_undelivered(&lease.id, 7, "no route").unwrap(), 7);
+            assert_eq!(a.report_undelivered(&lease.id, 9, "again").unwrap(), 7);
+            if registry.is_postgres() {
+                b.catch_up();
+                assert_eq!(b.held_by(&lease), a.held_by(&lease));
+                assert_eq!(b.undelivered_from(&lease.id).unwrap(), Some(7));
+                a.keep(&record, SettlementState::Paid).unwrap();
+                b.catch_up();
+                assert_eq!(b.held_by(&lease), whole - first);
+            }
+            drop((a, b));
+            let again = open();
+            assert!(again.is_settled(&lease.id, record.period));
+            let page = again.page(&SettlementFilter::default()).unwrap();
+            assert_eq!(page.len(), 1);
+            assert_eq!(page[0].record, record);
+        }
     }
 }

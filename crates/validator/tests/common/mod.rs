@@ -118,6 +118,9 @@ pub struct Harness {
     /// The scores' and prices' configuration (the embedded one unless a test sets another).
     market_config: Option<pog_market::Config>,
     clock: SharedClock,
+    /// Whether the test gave the clock (a market beside a PostgreSQL registry would go by the
+    /// database's clock instead: it is kept in memory then).
+    manual_clock: bool,
 }
 
 impl Default for Harness {
@@ -144,6 +147,7 @@ impl Harness {
             pricing: PricingRun::Off,
             market_config: None,
             clock: SystemClock::shared(),
+            manual_clock: false,
         }
     }
 
@@ -151,6 +155,7 @@ impl Harness {
     /// [`pog_net::clock::ManualClock`] the test moves) instead of the system clock.
     pub fn clock(mut self, clock: SharedClock) -> Harness {
         self.clock = clock;
+        self.manual_clock = true;
         self
     }
 
@@ -290,12 +295,20 @@ impl Harness {
         }
         let v = Arc::new(Validator::over(Arc::new(records), self.config).unwrap());
         let market = self.market.map(|path| {
+            // A market given no file is kept beside the registry: in memory, or in the
+            // registry's PostgreSQL database (POG_TEST_STORE=postgres, or a fleet's), unless
+            // it goes by the test's clock (a fleet's book goes by the database's).
             let path = path.or_else(|| in_dir("market.sqlite"));
-            let mut market = Market::open(path.as_deref(), &identity.public_key())
-                .unwrap()
-                .with_signer(Identity::from_seed(identity.seed()))
-                .with_clock(self.clock.clone())
-                .with_standing(Arc::new(RegistryStanding::new(v.records().clone())));
+            let key = identity.public_key();
+            let mut market = match &path {
+                Some(path) => Market::open(Some(path), &key),
+                None if self.manual_clock => Market::open(None, &key),
+                None => Market::open_beside(&v.records().registry(), None, &key),
+            }
+            .unwrap()
+            .with_signer(Identity::from_seed(identity.seed()))
+            .with_clock(self.clock.clone())
+            .with_standing(Arc::new(RegistryStanding::new(v.records().clone())));
             if let Some(limits) = self.market_limits {
                 market = market.with_limits(limits);
             }
@@ -307,7 +320,12 @@ impl Harness {
             }
             if let Some(rules) = self.settlements {
                 market = market.with_settlements(Arc::new(
-                    pog_validator::settlement::Settlements::open(None, rules).unwrap(),
+                    pog_validator::settlement::Settlements::open_beside(
+                        &v.records().registry(),
+                        None,
+                        rules,
+                    )
+                    .unwrap(),
                 ));
             }
             Arc::new(market)
