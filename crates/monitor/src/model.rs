@@ -133,11 +133,6 @@ pub const STEADY_FRACTION: f64 = 0.9;
 /// committed trace's copy starting at 416 W, the die still at 46 °C of its 48), not a load.
 pub const KNOWN_BIN_READINGS: usize = 5;
 
-/// A reading's load is memory-bound when the memory's utilization is at least this (%): a copy
-/// runs the HBM hotter at 400 W than a GEMM does at 480 W, so what the history says of the
-/// memory's temperature at a power holds only for the kinds of load it ran there.
-pub const MEMORY_BOUND_UTIL_PCT: f64 = 50.0;
-
 /// The hottest healthy temperature seen at each level of recent power, made non-decreasing in
 /// power (more power never lowers the allowed temperature).
 #[derive(Debug, Clone, PartialEq)]
@@ -240,7 +235,7 @@ impl Envelope {
 
     /// The same envelope knowing where the history held memory-bound loads: `recent_powers`
     /// are the recent powers of its steady readings whose memory utilization was at least
-    /// [`MEMORY_BOUND_UTIL_PCT`].
+    /// [`MEMORY_BOUND_UTIL_PCT`](crate::sample::MEMORY_BOUND_UTIL_PCT).
     pub fn with_memory_loads(mut self, recent_powers: impl IntoIterator<Item = f64>) -> Envelope {
         for p in recent_powers {
             let i = self.bin(p).min(self.memory_loads.len() - 1);

@@ -165,12 +165,17 @@ impl NvLinks {
     }
 }
 
+/// A reading's load is memory-bound when the memory's utilization is at least this (%): a copy
+/// runs the HBM hotter at 400 W than a GEMM does at 480 W, so what the history says of the
+/// memory's temperature at a power holds only for the kinds of load it ran there.
+pub const MEMORY_BOUND_UTIL_PCT: f64 = 50.0;
+
 impl Sample {
     /// Whether its load is memory-bound: the memory's utilization at least
-    /// [`MEMORY_BOUND_UTIL_PCT`](crate::model::MEMORY_BOUND_UTIL_PCT).
+    /// [`MEMORY_BOUND_UTIL_PCT`].
     pub fn memory_bound(&self) -> bool {
         self.util_mem_pct
-            .is_some_and(|u| u >= crate::model::MEMORY_BOUND_UTIL_PCT)
+            .is_some_and(|u| u >= MEMORY_BOUND_UTIL_PCT)
     }
 
     /// The rows remapped for correctable errors: [`Sample::remapped_rows`] less
