@@ -32,6 +32,7 @@ pub mod registry_model;
 pub mod reports;
 pub mod rows;
 pub mod schedule;
+pub mod set_up_pace;
 pub mod settlement;
 pub mod settlement_store;
 pub mod standing;

@@ -252,6 +252,9 @@ pub struct Validator {
     proofs: crate::metrics::Proofs,
     /// Each agent's storage data set, sent, being built or kept ([`crate::storage`]).
     datasets: crate::datasets::Datasets,
+    /// Each host's fastest accepted set-up per proof shape, which bounds how slow a later
+    /// set-up may count ([`crate::set_up_pace`]).
+    set_up_paces: crate::set_up_pace::SetUpPaces,
 }
 
 /// Record pages built at once: half the cores, at least one.
@@ -335,6 +338,7 @@ impl Validator {
             pages: tokio::sync::Semaphore::new(page_permits()),
             proofs: crate::metrics::Proofs::default(),
             datasets: crate::datasets::Datasets::default(),
+            set_up_paces: crate::set_up_pace::SetUpPaces::default(),
             limiter: Mutex::new(PerSource::per_minute(f64::from(
                 config.registrations_per_minute,
             ))),
@@ -476,6 +480,7 @@ impl Validator {
         let (cores, ram) = (gpu.host_cores, gpu.host_ram);
         let plan = K::plan(policy, Claimed { spec, cores, ram })?;
         let expected_ms = K::expected_ms(&plan);
+        let pace_key = crate::set_up_pace::SetUpPaces::key(K::NAME, &gpu.agent, &plan);
         let challenge = K::challenge(
             &plan,
             random_bytes(),
@@ -515,14 +520,15 @@ impl Validator {
                 expires_at_ms: issued_at_ms + policy.expiry_ms,
             };
             // Judged against the kind's time once its set-up (if any) has run: a kind that
-            // calibrates in its set-up is judged against what that took.
+            // calibrates in its set-up is judged against what that took, counted at most a
+            // little slower than the host's fastest that passed ([`crate::set_up_pace`]).
             let session = |window, set_up_ms| {
                 ValidatorSession::timed(
                     id.clone(),
                     K::checked(challenge.clone(), &start),
                     window,
                     gpu.agent.clone(),
-                    K::expected_after_set_up(&plan, set_up_ms),
+                    K::expected_after_set_up(&plan, self.set_up_paces.judged(&pace_key, set_up_ms)),
                     secret,
                     K::samples(policy),
                 )
@@ -604,7 +610,10 @@ impl Validator {
                 set_up_ms,
                 simulated: gpu.simulated,
             }),
-            expected_ms: K::expected_after_set_up(&plan, set_up_ms),
+            expected_ms: K::expected_after_set_up(
+                &plan,
+                self.set_up_paces.judged(&pace_key, set_up_ms),
+            ),
             accepted: result.as_ref().is_ok_and(|o| o.accepted),
             failure: result.as_ref().err().map(ExchangeError::failure),
             outcome: result.ok(),
@@ -614,6 +623,9 @@ impl Validator {
             recorded_at_ms: self.records.now_ms(),
         };
         self.store(&id, record.accepted, &record)?;
+        if let Some(ms) = set_up_ms.filter(|_| record.accepted) {
+            self.set_up_paces.passed(pace_key, ms);
+        }
         self.proofs.note(
             &gpu.uuid,
             &gpu.model,

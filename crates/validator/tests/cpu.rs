@@ -2,7 +2,8 @@
 //! their host's cores at registration, a round of the validator's schedule that proves the
 //! host after its GPUs, on the first GPU of each agent. An honest host passes; one claiming
 //! twice the threads it runs on fails on time; one skipping work fails its spot checks; a
-//! challenge beyond the agent's threads is refused before any work.
+//! challenge beyond the agent's threads is refused before any work; one that calibrated fast
+//! once cannot widen its bound by calibrating slowly.
 
 mod common;
 
@@ -72,6 +73,57 @@ async fn a_host_running_its_lanes_on_fewer_threads_than_it_claims_fails_on_time(
     assert!(!record.accepted, "{outcome:?}");
     assert_eq!(outcome.wrong(), 0, "every segment right, only late");
     assert!(outcome.time.ratio > 1.0 + pog_proof::timing::TIME_TOLERANCE);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_that_calibrated_fast_cannot_widen_its_bound_by_calibrating_slowly() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let h = Harness::new().serve().await;
+    // The agent's calibration answers as it runs, then 1.5 s late (a host slowing its set-up
+    // to be judged against a longer one: what lets twice the threads it has pass).
+    let slow = Arc::new(AtomicBool::new(false));
+    let slowed = slow.clone();
+    h.agent(36, vec![claim("GPU-pace")])
+        .claiming_cores(1)
+        .routed(move |router| {
+            router.layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let slow = slowed.load(Ordering::SeqCst);
+                    async move {
+                        let calibrating = request.uri().path() == "/v1/cpu/calibrate";
+                        let response = next.run(request).await;
+                        if calibrating && slow {
+                            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+                        }
+                        response
+                    }
+                },
+            ))
+        })
+        .await;
+    let fast =
+        h.v.challenge::<HostCpu>("GPU-pace", &policy())
+            .await
+            .unwrap();
+    assert!(fast.accepted, "{:?}", fast.outcome);
+    slow.store(true, Ordering::SeqCst);
+    let slowed =
+        h.v.challenge::<HostCpu>("GPU-pace", &policy())
+            .await
+            .unwrap();
+    // The record keeps the calibration as measured; the bound counts it as at most 1.1 times
+    // the fastest that passed (without that, the bound would have grown by 1.5 × 1.5 s, up to
+    // the plan's ceiling).
+    let measured = slowed.details.calibration_ms.unwrap();
+    assert!(measured >= 1500.0, "{measured}");
+    assert!(
+        slowed.expected_ms
+            <= fast.expected_ms * pog_validator::set_up_pace::SET_UP_SLACK * (1.0 + 1e-9),
+        "{} against {}",
+        slowed.expected_ms,
+        fast.expected_ms
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,0 +1,88 @@
+//! Each host's fastest accepted set-up, per proof shape (issue 23). A proof that calibrates its
+//! bound by its own set-up on the validator's clock (the proof of CPU's half-load calibration,
+//! the proof of RAM's build) lets a host that sets up slower than it can widen its own bound:
+//! a noisy 16-vCPU VM claiming twice its threads passed one round in ten when its calibration
+//! happened to run 1.4 times slower than its others (2026-12-05, docs/protocol.md), and a host
+//! could slow it on purpose. Once a host has passed with a set-up of one shape, its later
+//! set-ups of that shape count as at most [`SET_UP_SLACK`] times its fastest: a slowed set-up
+//! no longer buys a looser bound, while an honest host's set-ups, which vary by less, are
+//! judged as measured. Kept in memory: a restarted validator judges a host's next round by its
+//! own set-up again.
+
+use pog_signed::PublicKey;
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::Mutex;
+
+/// How much slower than its fastest accepted set-up a host's set-up may count. The H100 VM's
+/// half-load calibrations varied by 1.19 times over ten honest runs, and its slowest timed
+/// phase took 1.38 times its fastest calibration, under the proof of CPU's 1.65; a host with
+/// half the threads it claims needs 2.0, so it would need a set-up counted 1.21 times its
+/// fastest to pass, and gets 1.1.
+pub const SET_UP_SLACK: f64 = 1.1;
+
+/// The fastest accepted set-up of each host and proof shape.
+#[derive(Debug, Default)]
+pub struct SetUpPaces {
+    fastest_ms: Mutex<HashMap<String, f64>>,
+}
+
+impl SetUpPaces {
+    /// The key of a proof's shape for one host: the proof's name, the agent's key and the plan
+    /// (its `Debug` form, which names every size that sets the set-up's work: lanes and steps,
+    /// or the data set's bytes), so a host that changes its claim starts afresh.
+    pub fn key(proof: &str, agent: &PublicKey, plan: &impl Debug) -> String {
+        format!("{proof} {agent} {plan:?}")
+    }
+
+    /// The set-up time a round is judged by: the one measured, at most [`SET_UP_SLACK`] times
+    /// the fastest this host passed with in this shape; `None` when none was measured.
+    pub fn judged(&self, key: &str, measured_ms: Option<f64>) -> Option<f64> {
+        let measured = measured_ms?;
+        let fastest = self.lock().get(key).copied();
+        Some(fastest.map_or(measured, |f| measured.min(f * SET_UP_SLACK)))
+    }
+
+    /// Notes the set-up of a round that passed, `measured_ms` on the validator's clock.
+    pub fn passed(&self, key: String, measured_ms: f64) {
+        if measured_ms.is_finite() && measured_ms > 0.0 {
+            let mut fastest = self.lock();
+            let entry = fastest.entry(key).or_insert(measured_ms);
+            *entry = entry.min(measured_ms);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, f64>> {
+        self.fastest_ms
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_set_up_counts_at_most_a_little_slower_than_the_fastest_that_passed() {
+        let paces = SetUpPaces::default();
+        let agent = PublicKey::from([7; 32]);
+        let key = SetUpPaces::key("cpu", &agent, &(16u32, 1u64 << 20));
+        // Nothing passed yet: as measured.
+        assert_eq!(paces.judged(&key, Some(335.0)), Some(335.0));
+        assert_eq!(paces.judged(&key, None), None);
+        paces.passed(key.clone(), 240.0);
+        paces.passed(key.clone(), 225.0);
+        paces.passed(key.clone(), 262.0);
+        paces.passed(key.clone(), f64::NAN);
+        // A calibration 1.5 times the fastest counts as 1.1 times it; a faster one as itself.
+        assert!((paces.judged(&key, Some(335.0)).unwrap() - 247.5).abs() < 1e-9);
+        assert_eq!(paces.judged(&key, Some(238.0)), Some(238.0));
+        assert_eq!(paces.judged(&key, Some(200.0)), Some(200.0));
+        // Another shape, or another host, starts afresh.
+        let other = SetUpPaces::key("cpu", &agent, &(32u32, 1u64 << 20));
+        assert_eq!(paces.judged(&other, Some(335.0)), Some(335.0));
+        let stranger = SetUpPaces::key("cpu", &PublicKey::from([8; 32]), &(16u32, 1u64 << 20));
+        assert_eq!(paces.judged(&stranger, Some(335.0)), Some(335.0));
+    }
+}
