@@ -76,6 +76,11 @@ const EARLY_SLOPE_C_PER_S: f64 = 0.1;
 /// lately is the load's own rhythm, not the cooling.
 const SWING_S: f64 = 40.0;
 
+/// Seconds over which the power read must hold steady for a cap far below the GPU's own to
+/// mean a lowered limit (a lowered limit holds the power at it; bursty work's readings jump):
+/// at least four readings at the default 1 s interval.
+const CAP_STEADY_S: f64 = 4.0;
+
 /// The power read is steady when its lowest over the slope window is at least this fraction
 /// of its highest.
 const STEADY_POWER_FRACTION: f64 = 0.9;
@@ -1009,15 +1014,20 @@ impl Monitor {
                 message,
             });
         }
-        // The power cap is normal under full load, at the GPU's own cap. Capping far below it
-        // means the limit was lowered (or power is misread).
+        // The power cap is normal under full load, at the GPU's own cap. Capping far below it,
+        // at a steady power, means the limit was lowered (or power is misread). Bursty work
+        // sets the cap bit with a power reading (a second's average) anywhere below the cap:
+        // an H100 running GEMMs of many sizes read 195–700 W in ten seconds, capped.
         let capped_low = match (
             state,
             s.power_w,
             self.model.as_ref().and_then(|m| m.capped_power),
         ) {
             (Some(st), Some(p), Some(cap))
-                if st.power_capped && st.bucket == UtilBucket::Busy && faults == 0 =>
+                if st.power_capped
+                    && st.bucket == UtilBucket::Busy
+                    && faults == 0
+                    && self.power_steady(CAP_STEADY_S) =>
             {
                 let floor = (cap.median * (1.0 - self.config.power_cap_drop_fraction))
                     .min(cap.median - 5.0 * cap.sigma);
