@@ -27,6 +27,18 @@ pub const TIME_TOLERANCE: f64 = 0.10;
 /// itself compute time.
 pub const MAX_ROUND_TRIP_SHARE: f64 = 0.05;
 
+/// A set-up's time on the validator's clock (a kind that calibrates its bound there: the proof
+/// of CPU's calibration, the proof of RAM's build) less the network's share: the measured round
+/// trip taken off, as the timed phase's is. Uncapped, unlike the timed phase's credit: a host
+/// that answers its pings slowly only shortens its own set-up and so tightens its own bound.
+/// Never below half the set-up, so that no round trip makes it nothing (no calibration would
+/// leave the loosest bound). Without it a host far from its validator widened its bound by the
+/// allowance times its round trip: 100 ms away, a host with half the threads it claims showed
+/// about 1.56 of a 350-ms calibration, under the proof of CPU's 1.65.
+pub fn set_up_compute_ms(measured_ms: f64, round_trip_ms: f64) -> f64 {
+    (measured_ms - round_trip_ms.max(0.0)).max(measured_ms / 2.0)
+}
+
 /// What the validator measured and concluded.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TimeCheck {
@@ -60,6 +72,15 @@ pub fn check(measured_ms: f64, round_trip_ms: f64, expected_ms: f64) -> TimeChec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_set_up_is_credited_its_round_trip_down_to_half() {
+        assert_eq!(set_up_compute_ms(450.0, 100.0), 350.0);
+        assert_eq!(set_up_compute_ms(450.0, 0.0), 450.0);
+        assert_eq!(set_up_compute_ms(450.0, -5.0), 450.0);
+        // Pings answered slowly on purpose shorten the set-up, never to nothing.
+        assert_eq!(set_up_compute_ms(450.0, 5000.0), 225.0);
+    }
 
     #[test]
     fn a_slower_model_fails_and_an_honest_one_passes() {

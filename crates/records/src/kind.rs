@@ -69,8 +69,9 @@ pub struct Ran<'a, K: ProofKind> {
     pub challenge: K::Challenge,
     /// The nonce that started the timed phase (sent only by a kind that sets up first).
     pub start: [u8; 32],
-    /// The validator's clock from sending the challenge to the agent's "ready", when the kind
-    /// sets up and the agent got that far.
+    /// The validator's clock from sending the challenge to the agent's "ready", less the
+    /// measured round trip (`pog_proof::timing::set_up_compute_ms`), when the kind sets up and
+    /// the agent got that far.
     pub set_up_ms: Option<f64>,
     /// The GPU is the simulated test double (its records prove nothing).
     pub simulated: bool,

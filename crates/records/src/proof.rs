@@ -103,8 +103,8 @@ pub struct MemoryDetails {
     pub memory_challenge: MemoryChallenge,
     /// The walk nonce (hex), sent once the agent reported the data set built.
     pub walk_nonce: String,
-    /// The validator's clock from sending the challenge to the agent's "ready" (untimed by
-    /// the bound, under the expiry).
+    /// The validator's clock from sending the challenge to the agent's "ready", less the
+    /// measured round trip (untimed by the bound, under the expiry).
     pub build_ms: Option<f64>,
     /// Where the bound's rate came from (measurement or datasheet).
     pub rate: Option<MemoryRate>,
@@ -120,8 +120,8 @@ pub struct CpuDetails {
     pub cpu_challenge: CpuChallenge,
     /// The nonce that started the timed lanes (hex), sent once the calibration lanes ran.
     pub start_nonce: String,
-    /// The validator's clock over the calibration lanes (the set-up): half the claimed lanes
-    /// at once (`CpuChallenge::calibration_lanes`).
+    /// The validator's clock over the calibration lanes (the set-up), less the measured round
+    /// trip: half the claimed lanes at once (`CpuChallenge::calibration_lanes`).
     pub calibration_ms: Option<f64>,
 }
 
@@ -144,8 +144,9 @@ pub struct RamDetails {
     pub ram_challenge: MemoryChallenge,
     /// The walk nonce (hex), sent once the agent reported the data set built.
     pub walk_nonce: String,
-    /// The validator's clock from sending the challenge to the agent's "ready": the build,
-    /// which calibrates the walk's bound (`pog_proof::ram::bound_after_build`).
+    /// The validator's clock from sending the challenge to the agent's "ready", less the
+    /// measured round trip: the build, which calibrates the walk's bound
+    /// (`pog_proof::ram::bound_after_build`).
     pub build_ms: Option<f64>,
 }
 

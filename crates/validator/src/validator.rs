@@ -560,7 +560,11 @@ impl Validator {
                         MAX_COMMITMENT_BYTES,
                     )
                     .await?;
-                    set_up_ms = Some(sent.elapsed().as_secs_f64() * 1e3);
+                    // Less the round trip, as the timed phase is credited it.
+                    set_up_ms = Some(pog_proof::timing::set_up_compute_ms(
+                        sent.elapsed().as_secs_f64() * 1e3,
+                        round_trip_ms,
+                    ));
                     bytes = (bytes.0 + n, bytes.1 + answer.len());
                     let (ready, signer): (MemoryReady, PublicKey) =
                         pog_signed::decode(&answer, ready_kind)?;

@@ -129,6 +129,46 @@ async fn a_host_that_calibrated_fast_cannot_widen_its_bound_by_calibrating_slowl
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_far_host_is_not_judged_against_its_round_trip() {
+    use std::time::Duration;
+    let h = Harness::new().serve().await;
+    // 150 ms each way of every answer: the pings, the calibration, the commitment.
+    h.agent(37, vec![claim("GPU-far")])
+        .claiming_cores(1)
+        .routed(|router| {
+            router.layer(axum::middleware::from_fn(
+                |request: axum::extract::Request, next: axum::middleware::Next| async move {
+                    let response = next.run(request).await;
+                    tokio::time::sleep(Duration::from_millis(150)).await;
+                    response
+                },
+            ))
+        })
+        .await;
+    // The first challenge knows no round trip yet; the pings after it measure one.
+    let first =
+        h.v.challenge::<HostCpu>("GPU-far", &policy())
+            .await
+            .unwrap();
+    let second =
+        h.v.challenge::<HostCpu>("GPU-far", &policy())
+            .await
+            .unwrap();
+    let rtt = second.outcome.as_ref().unwrap().time.round_trip_ms;
+    assert!(rtt >= 150.0, "{rtt}");
+    // The second calibration is credited the round trip: without it, it would count the
+    // 150 ms as lanes run and widen the bound by 1.5 times that.
+    let (a, b) = (
+        first.details.calibration_ms.unwrap(),
+        second.details.calibration_ms.unwrap(),
+    );
+    assert!(
+        b < a - 100.0,
+        "first {a} ms, second {b} ms, round trip {rtt} ms"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_host_skipping_work_fails_its_spot_checks() {
     let h = Harness::new().serve().await;
     h.agent(34, vec![claim("GPU-skip")])
