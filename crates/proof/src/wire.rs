@@ -397,7 +397,8 @@ impl Openings {
     /// [`OPENINGS_OVERHEAD`] bytes that is a signed [`OpeningsDigest`] (`pog_signed::decode`:
     /// signature first), exactly the bytes it names after it, and their BLAKE3 the one
     /// signed. Returns the openings and their signer; whether their lengths answer a request
-    /// is [`Openings::split`]'s to say. At most the frame's own length is allocated (the bytes, copied out of it).
+    /// is [`Openings::split`]'s to say. At most the frame's own length is allocated (the
+    /// bytes, copied out of it).
     pub fn open(frame: &[u8]) -> Result<(Openings, PublicKey), OpeningsError> {
         let not_a_frame = || OpeningsError::NotAFrame {
             start: String::from_utf8_lossy(&frame[..frame.len().min(8)]).into_owned(),
