@@ -518,8 +518,24 @@ impl NetworkSpec {
     }
 
     /// Starts the validator, then the agents; returns once every agent is registered.
+    ///
+    /// Rounds start at the slot boundaries every validator derives alike (multiples of
+    /// `--challenge-every` since the Unix epoch). A test that asks for rounds far apart (10
+    /// minutes or more) counts on none starting while it runs, so it is started clear of the
+    /// next boundary: within two minutes of one, this waits until it has passed.
     pub fn start(self) -> Network {
         let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
+        if let Some(every_s) = flags
+            .iter()
+            .position(|f| *f == "--challenge-every")
+            .and_then(|i| flags.get(i + 1)?.parse::<f64>().ok())
+            .filter(|every_s| *every_s >= 600.0)
+        {
+            wait_clear_of_slot_boundary(
+                std::time::Duration::from_secs_f64(every_s),
+                std::time::Duration::from_secs(120),
+            );
+        }
         let mut validator = ValidatorProcess::start(&self.root.join("validator"), &flags);
         let started: Vec<Service> = self
             .agents
@@ -613,4 +629,19 @@ pub fn register_proven_h200(validator_data: &Path, agent: &pog_signed::PublicKey
     registry
         .record(&id, uuid, true, &serde_json::to_string(&sealed).unwrap())
         .unwrap();
+}
+
+/// Returns once the next boundary of slots of `every` (multiples since the Unix epoch) is at
+/// least `margin` away, sleeping past it where it is nearer.
+fn wait_clear_of_slot_boundary(every: std::time::Duration, margin: std::time::Duration) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let every_ms = every.as_millis().max(1);
+    let to_next_ms = every_ms - now.as_millis() % every_ms;
+    if to_next_ms < margin.as_millis() {
+        let wait = std::time::Duration::from_millis(to_next_ms as u64 + 1_000);
+        eprintln!("waiting {wait:?} for the round at the next slot boundary to pass");
+        std::thread::sleep(wait);
+    }
 }
