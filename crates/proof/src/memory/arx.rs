@@ -90,6 +90,129 @@ pub fn item(key: &[u32; 8], index: u64, rounds: u32) -> [u32; ITEM_WORDS] {
     two_blocks(key, index, DOMAIN_ITEM, rounds)
 }
 
+/// [`chacha_block`] for `LANES` tails at once under one key, the state held word by word
+/// (`s[w][lane]`) so that each step of a quarter round is one vector operation: 16 lanes
+/// fill an AVX-512 register (which rotates in one instruction), 8 an AVX2 one.
+#[inline(always)]
+fn blocks_side_by_side<const LANES: usize>(
+    key: &[u32; 8],
+    tails: &[[u32; 4]; LANES],
+    double_rounds: u32,
+) -> [[u32; LANES]; 16] {
+    let mut s = [[0u32; LANES]; 16];
+    for (w, word) in SIGMA.iter().chain(key).enumerate() {
+        s[w] = [*word; LANES];
+    }
+    for (lane, tail) in tails.iter().enumerate() {
+        for (w, word) in tail.iter().enumerate() {
+            s[12 + w][lane] = *word;
+        }
+    }
+    let input = s;
+    #[inline(always)]
+    fn quarter<const LANES: usize>(
+        s: &mut [[u32; LANES]; 16],
+        a: usize,
+        b: usize,
+        c: usize,
+        d: usize,
+    ) {
+        for l in 0..LANES {
+            s[a][l] = s[a][l].wrapping_add(s[b][l]);
+            s[d][l] = (s[d][l] ^ s[a][l]).rotate_left(16);
+            s[c][l] = s[c][l].wrapping_add(s[d][l]);
+            s[b][l] = (s[b][l] ^ s[c][l]).rotate_left(12);
+            s[a][l] = s[a][l].wrapping_add(s[b][l]);
+            s[d][l] = (s[d][l] ^ s[a][l]).rotate_left(8);
+            s[c][l] = s[c][l].wrapping_add(s[d][l]);
+            s[b][l] = (s[b][l] ^ s[c][l]).rotate_left(7);
+        }
+    }
+    for _ in 0..double_rounds {
+        quarter(&mut s, 0, 4, 8, 12);
+        quarter(&mut s, 1, 5, 9, 13);
+        quarter(&mut s, 2, 6, 10, 14);
+        quarter(&mut s, 3, 7, 11, 15);
+        quarter(&mut s, 0, 5, 10, 15);
+        quarter(&mut s, 1, 6, 11, 12);
+        quarter(&mut s, 2, 7, 8, 13);
+        quarter(&mut s, 3, 4, 9, 14);
+    }
+    for (word, start) in s.iter_mut().zip(input) {
+        for l in 0..LANES {
+            word[l] = word[l].wrapping_add(start[l]);
+        }
+    }
+    s
+}
+
+/// [`items`]'s body, `LANES` blocks at once, inlined into each instruction set it is
+/// compiled for.
+#[inline(always)]
+fn items_side_by_side<const LANES: usize>(
+    key: &[u32; 8],
+    first: u64,
+    rounds: u32,
+    out: &mut [[u32; ITEM_WORDS]],
+) {
+    let items_a_pass = LANES / 2; // two blocks an item
+    for (pass, chunk) in out.chunks_mut(items_a_pass).enumerate() {
+        let base = first.wrapping_add((pass * items_a_pass) as u64);
+        let tails: [[u32; 4]; LANES] = std::array::from_fn(|lane| {
+            let index = base.wrapping_add((lane / 2) as u64);
+            [
+                index as u32,
+                (index >> 32) as u32,
+                DOMAIN_ITEM,
+                (lane % 2) as u32,
+            ]
+        });
+        let s = blocks_side_by_side(key, &tails, rounds);
+        for (i, item) in chunk.iter_mut().enumerate() {
+            for w in 0..16 {
+                item[w] = s[w][2 * i];
+                item[16 + w] = s[w][2 * i + 1];
+            }
+        }
+    }
+}
+
+/// The items `first`, `first + 1`, … into `out`, each equal to [`item`]'s: the validator's
+/// recomputation of a walker's spans (one ChaCha block a lane, 16 lanes at once with AVX-512,
+/// 8 with AVX2 or without). It changes no output, only what a check costs the validator; the
+/// provers keep [`item`], so the RAM proof's build, against which its walk is bounded, is
+/// what it was.
+pub fn items(key: &[u32; 8], first: u64, rounds: u32, out: &mut [[u32; ITEM_WORDS]]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU was just found to have AVX-512F, the feature the function enables.
+            unsafe { items_avx512(key, first, rounds, out) };
+            return;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU was just found to have AVX2, the feature the function enables.
+            unsafe { items_avx2(key, first, rounds, out) };
+            return;
+        }
+    }
+    items_side_by_side::<8>(key, first, rounds, out);
+}
+
+/// [`items_side_by_side`] compiled for AVX-512F, 16 lanes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn items_avx512(key: &[u32; 8], first: u64, rounds: u32, out: &mut [[u32; ITEM_WORDS]]) {
+    items_side_by_side::<16>(key, first, rounds, out);
+}
+
+/// [`items_side_by_side`] compiled for AVX2, 8 lanes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn items_avx2(key: &[u32; 8], first: u64, rounds: u32, out: &mut [[u32; ITEM_WORDS]]) {
+    items_side_by_side::<8>(key, first, rounds, out);
+}
+
 /// The block of items a walker reads at `step`: a 64-bit word from two mix words (the first
 /// mixed with the step, so a mix that stopped changing still moves), scaled onto `blocks` by
 /// a multiply-high (uniform up to 2⁻⁶⁴ bias, no division).
@@ -163,6 +286,36 @@ mod tests {
                 0xe883d0cb, 0x4e3c50a2
             ]
         );
+    }
+
+    #[test]
+    fn items_side_by_side_are_the_items_one_at_a_time() {
+        let key = [0x0102_0304, 5, 6, 7, 8, 9, 10, u32::MAX];
+        // Lengths that fill no pass, one, several and a part; a first index that crosses 2^32.
+        for (first, count) in [
+            (0u64, 1usize),
+            (3, 4),
+            ((1 << 32) - 5, 11),
+            (u64::MAX - 2, 3),
+        ] {
+            for rounds in [0, 2, 40] {
+                let mut out = vec![[0u32; ITEM_WORDS]; count];
+                items(&key, first, rounds, &mut out);
+                let one_at_a_time: Vec<_> = (0..count as u64)
+                    .map(|i| item(&key, first.wrapping_add(i), rounds))
+                    .collect();
+                assert_eq!(
+                    out, one_at_a_time,
+                    "first {first}, {count} items, {rounds} rounds"
+                );
+                // Both widths, whichever the CPU took.
+                let mut eight = vec![[0u32; ITEM_WORDS]; count];
+                items_side_by_side::<8>(&key, first, rounds, &mut eight);
+                let mut sixteen = vec![[0u32; ITEM_WORDS]; count];
+                items_side_by_side::<16>(&key, first, rounds, &mut sixteen);
+                assert_eq!((eight, sixteen), (one_at_a_time.clone(), one_at_a_time));
+            }
+        }
     }
 
     #[test]

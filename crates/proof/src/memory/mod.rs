@@ -192,11 +192,20 @@ impl MemoryChallenge {
         self.walkers * u64::from(self.steps) * u64::from(self.span)
     }
 
-    /// Walker `walker`'s output, recomputed from the keys alone (the validator's check).
+    /// Walker `walker`'s output, recomputed from the keys alone (the validator's check). The
+    /// walk reads a step's `span` items in order from the first; they are generated together
+    /// at that first read ([`arx::items`]) and served from there.
     pub fn walker_output(&self, walk_key: &[u32; 8], walker: u64) -> [u8; OUTPUT_BYTES as usize] {
         let key = self.dataset_key();
+        let mut span = vec![[0u32; arx::ITEM_WORDS]; self.span.max(1) as usize];
+        let mut first = None;
         arx::walk(walk_key, walker, (self.steps, self.span), self.items, |i| {
-            arx::item(&key, i, self.item_rounds)
+            let at = i - i % span.len() as u64;
+            if first != Some(at) {
+                arx::items(&key, at, self.item_rounds, &mut span);
+                first = Some(at);
+            }
+            span[(i - at) as usize]
         })
     }
 }
