@@ -187,6 +187,29 @@ fn postgres_cpu() -> f64 {
         .sum()
 }
 
+/// A new, empty database on the server of `url` (`pog_load_<pid>`), and its URL: each run's
+/// fleet starts with no registrations, whatever earlier runs left on the server.
+fn fresh_database(rt: &tokio::runtime::Runtime, url: &str) -> String {
+    let name = format!("pog_load_{}", std::process::id());
+    rt.block_on(async {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .expect("the database");
+        tokio::spawn(connection);
+        for statement in [
+            format!("DROP DATABASE IF EXISTS {name}"),
+            format!("CREATE DATABASE {name}"),
+        ] {
+            client
+                .batch_execute(&statement)
+                .await
+                .expect("a database for this run");
+        }
+    });
+    let (server, _) = url.rsplit_once('/').expect("a URL ending in /DATABASE");
+    format!("{server}/{name}")
+}
+
 /// The database's committed transactions so far.
 fn commits(rt: &tokio::runtime::Runtime, url: &str) -> i64 {
     rt.block_on(async {
@@ -329,7 +352,18 @@ fn quantile(values: &mut [f64], q: f64) -> f64 {
 }
 
 fn main() {
-    let o = options();
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, from, count, hb, hostile, fl, fleet] = args.as_slice() {
+        if flag == "--serve-agents" && hb == "--hostile-below" && fl == "--fleet" {
+            let number = |s: &str| s.parse::<usize>().expect("a number");
+            return serve_agents(number(from), number(count), number(hostile), fleet);
+        }
+    }
+    let mut o = options();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    if let Some(url) = &o.database {
+        o.database = Some(fresh_database(&rt, url));
+    }
     let data = tempfile::tempdir().expect("a temporary data dir");
     let mut fleet: Vec<Running> = (0..o.validators)
         .map(|n| {
@@ -341,10 +375,8 @@ fn main() {
             start_validator(&o, &dir)
         })
         .collect();
-    let keys: Vec<pog_signed::PublicKey> = fleet.iter().map(|v| v.key.clone()).collect();
     let addr = fleet[0].addr;
     let vurl = format!("http://{addr}");
-    let rt = tokio::runtime::Runtime::new().unwrap();
     let hostile = (o.agents as f64 * o.hostile).round() as usize;
     println!(
         "{} validator(s) (first at {vurl}); {} agents ({} hostile), a round every {} s, {} s",
@@ -355,71 +387,7 @@ fn main() {
         o.seconds
     );
     let started = Instant::now();
-    rt.block_on(async {
-        for i in 0..o.agents {
-            let identity = Identity::from_seed(seed(i));
-            let uuid = format!("GPU-load-{i:05}");
-            let claim = GpuClaim {
-                uuid: uuid.parse().expect("a GPU UUID"),
-                model: "H200 SXM".into(),
-                bus_id: "0000:00:06.0".into(),
-                simulated: false,
-            };
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let url = format!("http://{}", listener.local_addr().unwrap());
-            if i < hostile / 2 {
-                // Silent: accepts connections, never answers.
-                tokio::spawn(async move {
-                    let mut held = Vec::new();
-                    while let Ok((s, _)) = listener.accept().await {
-                        held.push(s);
-                    }
-                });
-            } else {
-                let behaviour = if i < hostile {
-                    Behaviour::Junk(0.05)
-                } else {
-                    Behaviour::Honest
-                };
-                let agent = Arc::new(Agent::new(
-                    identity,
-                    keys.clone(),
-                    vec![claim.clone()],
-                    Arc::new(CpuEngine { behaviour }),
-                ));
-                tokio::spawn(pog_net::http::serve(
-                    listener,
-                    pog_agent::api::router(agent),
-                    Limits::protocol_messages(),
-                ));
-            }
-            let client = reqwest::Client::builder()
-                .local_address(source_of(i))
-                .build()
-                .unwrap();
-            let envelope = Identity::from_seed(seed(i))
-                .seal(
-                    kind::REGISTER,
-                    &Register {
-                        endpoint: url,
-                        gpus: vec![claim],
-                        host: None,
-                    },
-                )
-                .unwrap();
-            let status = client
-                .post(format!(
-                    "http://{}/v1/register",
-                    fleet[i % fleet.len()].addr
-                ))
-                .json(&envelope)
-                .send()
-                .await
-                .unwrap()
-                .status();
-            assert!(status.is_success(), "registering agent {i}: {status}");
-        }
-    });
+    let mut agent_processes = spawn_agent_processes(&o, &fleet, hostile);
     println!(
         "registered {} agents in {:.1} s",
         o.agents,
@@ -460,6 +428,9 @@ fn main() {
     // The prober: each validator's API latency every 50 ms while the rounds run.
     let pids: Vec<u32> = fleet.iter().map(|v| v.child.id()).collect();
     let cpu_before: Vec<f64> = pids.iter().map(|p| usage(*p).0).collect();
+    let agent_pids: Vec<u32> = agent_processes.iter().map(|c| c.id()).collect();
+    let agents_cpu = || agent_pids.iter().map(|p| usage(*p).0).sum::<f64>();
+    let agents_cpu_before = agents_cpu();
     let (pg_cpu_before, commits_before) = match &o.database {
         Some(url) => (postgres_cpu(), commits(&rt, url)),
         None => (0.0, 0),
@@ -489,6 +460,7 @@ fn main() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let cpu_after: Vec<f64> = pids.iter().map(|p| usage(*p).0).collect();
+    let agents_cpu_share = (agents_cpu() - agents_cpu_before) / measuring.elapsed().as_secs_f64();
     let wall = measuring.elapsed().as_secs_f64();
     let database_load = o.database.as_ref().map(|url| {
         (
@@ -578,14 +550,14 @@ fn main() {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_millis() as f64;
-        std::thread::sleep(Duration::from_secs(4 * o.every_s));
+        // Poll the sampled GPUs the killed validator held until another has proven each
+        // (the live set drops it after two slots), for at most five slots.
         let other = fleet[1].addr;
-        let mut waits = Vec::new();
-        for i in &honest {
+        let proofs_of = |i: usize| -> Vec<(f64, String)> {
             let url = format!("http://{other}/v1/records/GPU-load-{i:05}?limit=1000");
             let page: serde_json::Value =
                 rt.block_on(async { reqwest::get(url).await.unwrap().json().await.unwrap() });
-            let proofs: Vec<(f64, String)> = page["records"]
+            page["records"]
                 .as_array()
                 .into_iter()
                 .flatten()
@@ -599,14 +571,29 @@ fn main() {
                             .to_string(),
                     )
                 })
-                .collect();
-            let was_killed = proofs
-                .iter()
-                .rfind(|(at, _)| *at < killed_at)
-                .is_some_and(|(_, by)| *by == killed);
-            if was_killed {
-                let next = proofs.iter().find(|(at, _)| *at > killed_at);
-                waits.push(next.map_or(f64::INFINITY, |(at, _)| (at - killed_at) / 1e3));
+                .collect()
+        };
+        let held: Vec<usize> = honest
+            .iter()
+            .copied()
+            .filter(|i| {
+                proofs_of(*i)
+                    .iter()
+                    .rfind(|(at, _)| *at < killed_at)
+                    .is_some_and(|(_, by)| *by == killed)
+            })
+            .collect();
+        let mut waits = vec![f64::INFINITY; held.len()];
+        let giving_up = Instant::now() + Duration::from_secs(5 * o.every_s);
+        while waits.iter().any(|w| w.is_infinite()) && Instant::now() < giving_up {
+            std::thread::sleep(Duration::from_secs(o.every_s.div_ceil(4).max(1)));
+            for (n, i) in held.iter().enumerate() {
+                if waits[n].is_finite() {
+                    continue;
+                }
+                if let Some((at, _)) = proofs_of(*i).iter().find(|(at, _)| *at > killed_at) {
+                    waits[n] = (at - killed_at) / 1e3;
+                }
             }
         }
         waits
@@ -614,6 +601,10 @@ fn main() {
     for v in &mut fleet {
         let _ = v.child.kill();
         let _ = v.child.wait();
+    }
+    for child in &mut agent_processes {
+        let _ = child.kill();
+        let _ = child.wait();
     }
     let every = o.every_s as f64;
     let rounds_per_minute = if intervals.is_empty() {
@@ -656,6 +647,10 @@ fn main() {
             peak_rss[n] as f64 / (1u64 << 20) as f64
         );
     }
+    println!(
+        "| the agents' processes (their proving, on the same cores) | {:.0} % of a core | |",
+        100.0 * agents_cpu_share
+    );
     if let Some((commits, cpu)) = database_load {
         println!(
             "| database: commits a second, server CPU | {commits:.0}, {:.0} % of a core | |",
@@ -676,6 +671,150 @@ fn main() {
         read_s / 20.0 * 1e3,
         page_bytes as f64 / f64::from(1 << 20)
     );
+}
+
+/// Agents per harness process: each agent holds a listening socket and the validators'
+/// connections to it, and a process may hold 20,000 descriptors here.
+const AGENTS_PER_PROCESS: usize = 2000;
+
+/// Starts the agents in harness processes of their own (this example run with
+/// `--serve-agents FROM COUNT`), [`AGENTS_PER_PROCESS`] each, and returns once every one has
+/// registered; the children serve until their stdin closes (dropped with the handles).
+fn spawn_agent_processes(
+    o: &Options,
+    fleet: &[Running],
+    hostile: usize,
+) -> Vec<std::process::Child> {
+    let validators: Vec<String> = fleet
+        .iter()
+        .map(|v| format!("{}={}", v.addr, v.key))
+        .collect();
+    let me = std::env::current_exe().expect("this harness's path");
+    let children: Vec<std::process::Child> = (0..o.agents)
+        .step_by(AGENTS_PER_PROCESS)
+        .map(|from| {
+            let count = AGENTS_PER_PROCESS.min(o.agents - from);
+            std::process::Command::new(&me)
+                .args(["--serve-agents", &from.to_string(), &count.to_string()])
+                .args(["--hostile-below", &hostile.to_string()])
+                .args(["--fleet", &validators.join(",")])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("starting a harness process for agents")
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|mut child| {
+            let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+            let line = lines.next().and_then(Result::ok).unwrap_or_default();
+            assert!(
+                line.starts_with("registered"),
+                "an agents' process: {line:?}"
+            );
+            std::thread::spawn(move || for _ in lines {});
+            child
+        })
+        .collect()
+}
+
+/// A harness process serving agents `from..from + count` (`--serve-agents`): each its own
+/// identity and loopback address, registered with the validators of `fleet` in turn
+/// (`ADDR=KEY,…`) and trusting them all; agents below `hostile_below` are hostile (the first
+/// half silent, the rest answering 5 % junk). Prints `registered` once all are, then serves
+/// until its stdin closes.
+fn serve_agents(from: usize, count: usize, hostile_below: usize, fleet: &str) {
+    let fleet: Vec<(std::net::SocketAddr, pog_signed::PublicKey)> = fleet
+        .split(',')
+        .map(|v| {
+            let (addr, key) = v.split_once('=').expect("ADDR=KEY");
+            (
+                addr.parse().expect("an address"),
+                pog_signed::PublicKey::parse(key).expect("a key"),
+            )
+        })
+        .collect();
+    let keys: Vec<pog_signed::PublicKey> = fleet.iter().map(|(_, k)| k.clone()).collect();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let registering = Arc::new(tokio::sync::Semaphore::new(32));
+        let mut registrations = tokio::task::JoinSet::new();
+        for i in from..from + count {
+            let identity = Identity::from_seed(seed(i));
+            let claim = GpuClaim {
+                uuid: format!("GPU-load-{i:05}").parse().expect("a GPU UUID"),
+                model: "H200 SXM".into(),
+                bus_id: "0000:00:06.0".into(),
+                simulated: false,
+            };
+            let listener = tokio::net::TcpListener::bind((source_of(i), 0))
+                .await
+                .unwrap();
+            let url = format!("http://{}", listener.local_addr().unwrap());
+            if i < hostile_below / 2 {
+                // Silent: accepts connections, never answers.
+                tokio::spawn(async move {
+                    let mut held = Vec::new();
+                    while let Ok((s, _)) = listener.accept().await {
+                        held.push(s);
+                    }
+                });
+            } else {
+                let behaviour = if i < hostile_below {
+                    Behaviour::Junk(0.05)
+                } else {
+                    Behaviour::Honest
+                };
+                let agent = Arc::new(Agent::new(
+                    identity,
+                    keys.clone(),
+                    vec![claim.clone()],
+                    Arc::new(CpuEngine { behaviour }),
+                ));
+                tokio::spawn(pog_net::http::serve(
+                    listener,
+                    pog_agent::api::router(agent),
+                    Limits::protocol_messages(),
+                ));
+            }
+            let envelope = Identity::from_seed(seed(i))
+                .seal(
+                    kind::REGISTER,
+                    &Register {
+                        endpoint: url,
+                        gpus: vec![claim],
+                        host: None,
+                    },
+                )
+                .unwrap();
+            let to = fleet[i % fleet.len()].0;
+            let permit = registering.clone().acquire_owned().await.unwrap();
+            registrations.spawn(async move {
+                let client = reqwest::Client::builder()
+                    .local_address(source_of(i))
+                    .build()
+                    .unwrap();
+                let status = client
+                    .post(format!("http://{to}/v1/register"))
+                    .json(&envelope)
+                    .send()
+                    .await
+                    .unwrap()
+                    .status();
+                assert!(status.is_success(), "registering agent {i}: {status}");
+                drop(permit);
+            });
+        }
+        while let Some(done) = registrations.join_next().await {
+            done.expect("a registration");
+        }
+        println!("registered");
+        // Serve until the harness closes this process's stdin.
+        tokio::task::spawn_blocking(|| std::io::stdin().read_to_end(&mut Vec::new()))
+            .await
+            .ok();
+    });
 }
 
 /// Agent `i`'s key seed.

@@ -8,9 +8,11 @@
 //! - **One validator a GPU a slot.** At a slot's start each validator says it is alive
 //!   ([`crate::registry::Registry::heartbeat`]) and takes the GPUs that rank it first among
 //!   the live validators by rendezvous hashing ([`assigned_to`]); its claim is a row per GPU
-//!   and slot that no other validator can take ([`crate::registry::Registry::claim`]). A
-//!   validator that stops is dropped from the live set after [`LIVE_FOR_SLOTS`] slots, and
-//!   its GPUs rank another validator first from then on.
+//!   and slot that no other validator can take ([`crate::registry::Registry::claim`]). Between
+//!   slots it says so again every [`heartbeat_every_ms`] (a tenth of the slot, 250 ms to 5 s),
+//!   so that a validator that stops is dropped from the live set [`live_horizon_ms`] after
+//!   its last heartbeat (four heartbeats, at least a second), whatever the slot's length: its
+//!   GPUs rank another validator first from the next slot that starts after that.
 //! - **A dead validator's slot is the fleet's fault.** A claim its validator never finished
 //!   (no record of the GPU since the claim, the lease run out) is settled by whichever
 //!   validator sweeps first: one [`MissedRound`](pog_records::MissedRound) of cause
@@ -23,8 +25,18 @@
 
 use sha2::{Digest, Sha256};
 
-/// Slots a validator stays in the live set after its last heartbeat.
-pub const LIVE_FOR_SLOTS: u64 = 2;
+/// How often a validator says it is alive, for slots of `every_ms`: a tenth of the slot,
+/// from 250 ms to 5 s.
+pub fn heartbeat_every_ms(every_ms: u64) -> u64 {
+    (every_ms / 10).clamp(250, 5_000)
+}
+
+/// How long a validator stays in the live set after its last heartbeat, for slots of
+/// `every_ms`: four heartbeats, at least a second (a heartbeat late by a busy moment or a
+/// slow database does not drop a live validator).
+pub fn live_horizon_ms(every_ms: u64) -> u64 {
+    (4 * heartbeat_every_ms(every_ms)).max(1_000)
+}
 
 /// The slot that `now_ms` falls in, for slots of `every_ms`.
 pub fn slot_at(now_ms: u64, every_ms: u64) -> u64 {
@@ -36,10 +48,11 @@ pub fn next_slot_start(now_ms: u64, every_ms: u64) -> u64 {
     (slot_at(now_ms, every_ms) + 1).saturating_mul(every_ms.max(1))
 }
 
-/// The validators seen within [`LIVE_FOR_SLOTS`] slots of `now_ms` (with when each was last
-/// seen), sorted: the live set every validator computes alike from the same rows.
+/// The validators seen within [`live_horizon_ms`] of `now_ms` (with when each was last
+/// seen), for slots of `every_ms`, sorted: the live set every validator computes alike from
+/// the same rows.
 pub fn live(seen: &[(String, u64)], now_ms: u64, every_ms: u64) -> Vec<String> {
-    let horizon = LIVE_FOR_SLOTS.saturating_mul(every_ms.max(1));
+    let horizon = live_horizon_ms(every_ms);
     let mut live: Vec<String> = seen
         .iter()
         .filter(|(_, at)| now_ms.saturating_sub(*at) <= horizon)
@@ -84,14 +97,21 @@ mod tests {
     }
 
     #[test]
-    fn the_live_set_drops_a_silent_validator_after_its_slots() {
+    fn the_live_set_drops_a_silent_validator_four_heartbeats_after_its_last() {
+        // Slots of a minute: a heartbeat every 5 s, dropped after 20 s of silence.
         let seen = vec![
             ("b".to_string(), 100_000),
-            ("a".to_string(), 40_000),
-            ("c".to_string(), 10_000),
+            ("a".to_string(), 90_000),
+            ("c".to_string(), 70_000),
         ];
-        assert_eq!(live(&seen, 160_000, 60_000), vec!["a", "b"]);
-        assert_eq!(live(&seen, 100_001, 60_000), vec!["a", "b", "c"]);
+        assert_eq!(live(&seen, 110_000, 60_000), vec!["a", "b"]);
+        assert_eq!(live(&seen, 90_000, 60_000), vec!["a", "b", "c"]);
+        // However long the slot, a heartbeat every 5 s at most; however short, a second.
+        assert_eq!(heartbeat_every_ms(600_000), 5_000);
+        assert_eq!(live_horizon_ms(600_000), 20_000);
+        assert_eq!(heartbeat_every_ms(10_000), 1_000);
+        assert_eq!(live_horizon_ms(1_000), 1_000);
+        assert_eq!(heartbeat_every_ms(0), 250);
     }
 
     #[test]

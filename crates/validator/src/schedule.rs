@@ -443,7 +443,7 @@ impl Rounds {
         let now = self.validator.records().now_ms();
         let every_ms = self.every_ms();
         let slot = fleet::slot_at(now, every_ms);
-        if let Some(off_ms) = self.clock_off()? {
+        if let Some(off_ms) = clock_off(&self.validator, self.schedule.max_clock_skew)? {
             tracing::error!(
                 slot,
                 off_ms,
@@ -472,25 +472,6 @@ impl Rounds {
         let lease_until = now.saturating_add(2 * every_ms);
         let held = registry.claim((slot, &me), &assigned, lease_until)?;
         Ok((slot, held))
-    }
-
-    /// How far (ms) this validator's clock is off its database server's beyond the schedule's
-    /// `max_clock_skew`, the query's round trip given the benefit of the doubt; `None` when
-    /// within it, not checked, or the store has no server clock (SQLite).
-    fn clock_off(&self) -> Result<Option<i64>, ValidatorError> {
-        let Some(allowed) = self.schedule.max_clock_skew else {
-            return Ok(None);
-        };
-        let clock = self.validator.records();
-        let before = clock.now_ms() as i64;
-        let Some(server) = self.validator.registry().server_time_ms()? else {
-            return Ok(None);
-        };
-        let after = clock.now_ms() as i64;
-        let off = server as i64 - (before + after) / 2;
-        let doubt = (after - before) / 2;
-        let beyond = off.abs() - doubt - allowed.as_millis() as i64;
-        Ok((beyond > 0).then_some(off))
     }
 
     /// Settles the claims that a validator made and never finished (it stopped in its slot):
@@ -547,11 +528,77 @@ impl Rounds {
     }
 }
 
+/// How far (ms) `validator`'s clock is off its database server's beyond `allowed`, the
+/// query's round trip given the benefit of the doubt; `None` when within it, not checked
+/// (`allowed` is `None`), or the store has no server clock (SQLite).
+fn clock_off(
+    validator: &Validator,
+    allowed: Option<Duration>,
+) -> Result<Option<i64>, ValidatorError> {
+    let Some(allowed) = allowed else {
+        return Ok(None);
+    };
+    let clock = validator.records();
+    let before = clock.now_ms() as i64;
+    let Some(server) = validator.registry().server_time_ms()? else {
+        return Ok(None);
+    };
+    let after = clock.now_ms() as i64;
+    let off = server as i64 - (before + after) / 2;
+    let doubt = (after - before) / 2;
+    let beyond = off.abs() - doubt - allowed.as_millis() as i64;
+    Ok((beyond > 0).then_some(off))
+}
+
+/// Says `validator` is alive every [`fleet::heartbeat_every_ms`] until `stop` says so, so that
+/// the fleet drops it from the live set soon after it stops ([`fleet::live_horizon_ms`]), not
+/// slots later. A validator whose clock is off its database server's by more than
+/// `max_clock_skew` stays silent: it takes no share of the slots, and the others must not
+/// count on it for one.
+async fn heartbeats(
+    validator: Arc<Validator>,
+    (every_ms, max_clock_skew): (u64, Option<Duration>),
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let me = validator.public_key().to_string();
+    let period = Duration::from_millis(fleet::heartbeat_every_ms(every_ms));
+    loop {
+        let (v, me) = (validator.clone(), me.clone());
+        let beat = tokio::task::spawn_blocking(move || {
+            if clock_off(&v, max_clock_skew)?.is_some() {
+                return Ok(()); // said at each slot's start, by the round
+            }
+            let now = v.records().now_ms();
+            v.registry().heartbeat(&me, now).map(|_| ())?;
+            Ok::<(), ValidatorError>(())
+        });
+        match beat.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "saying this validator is alive"),
+            Err(e) => tracing::error!(error = %e, "the heartbeat task failed"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
 /// Runs `rounds` until their `stop` says so, one at the start of each slot of `every` (a round
-/// is started whatever the last one is still waiting for); challenges already running finish
-/// before this returns.
+/// is started whatever the last one is still waiting for), saying between slots that this
+/// validator is alive where it is one of a fleet ([`heartbeats`]); challenges already running finish before this returns.
 pub async fn run(mut rounds: Rounds) {
     let (validator, mut stop) = (rounds.validator.clone(), rounds.stop.clone());
+    // Only a fleet's validators (on PostgreSQL) have others to tell. In a set, so that the
+    // heartbeats end with this future, however it ends (dropped included).
+    let mut heartbeat = tokio::task::JoinSet::new();
+    if validator.registry().is_postgres() {
+        heartbeat.spawn(heartbeats(
+            validator.clone(),
+            (rounds.every_ms(), rounds.schedule.max_clock_skew),
+            stop.clone(),
+        ));
+    }
     // The first round at once, in the slot under way (what other validators of the fleet
     // claimed of it at its start stays theirs); then each at its slot's start on the
     // validator's clock, where the fleet's validators start theirs at the same instant
@@ -566,6 +613,7 @@ pub async fn run(mut rounds: Rounds) {
         }
         rounds.start();
     }
+    heartbeat.abort_all();
     rounds.settled().await;
 }
 

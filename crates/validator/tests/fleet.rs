@@ -515,3 +515,80 @@ async fn a_round_recorded_after_its_claim_was_settled_as_missed_is_refused() {
         .record("other", "GPU-p", true, &round("validator-b"))
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_validator_leaves_the_live_set_within_heartbeats_not_slots() {
+    let Some(url) = pog_validator::postgres::testing::fresh_postgres_database() else {
+        return;
+    };
+    // Slots of 6 s: a heartbeat every 600 ms, the live set's horizon 2.4 s (it used to be two
+    // slots, 12 s, counted from the last slot's start).
+    let every = Duration::from_secs(6);
+    let every_ms = every.as_millis() as u64;
+    let a = Harness::new().key([89; 32]).on_database(&url).serve().await;
+    let b = Harness::new().key([90; 32]).on_database(&url).serve().await;
+    let schedule = || Schedule::every(every, policy());
+    let (_stop_a, stopped_a) = tokio::sync::watch::channel(false);
+    let (_stop_b, stopped_b) = tokio::sync::watch::channel(false);
+    let run_a = tokio::spawn(pog_validator::schedule::run(Rounds::new(
+        a.v.clone(),
+        schedule(),
+        stopped_a,
+    )));
+    let _run_b = tokio::spawn(pog_validator::schedule::run(Rounds::new(
+        b.v.clone(),
+        schedule(),
+        stopped_b,
+    )));
+    let a_key = a.v.public_key().to_string();
+    let seen_a = || {
+        let rows = b.v.registry().heartbeat("observer", 0).unwrap();
+        rows.into_iter()
+            .find(|(key, _)| *key == a_key)
+            .map(|(_, at)| at)
+    };
+    // Alive, A is seen within two heartbeats at any moment of the slot, not only at its start.
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let now = pog_proof::timing::now_ms();
+        let at = seen_a().expect("A has said it is alive");
+        assert!(
+            now.saturating_sub(at) <= 2 * fleet::heartbeat_every_ms(every_ms) + 200,
+            "A last seen {} ms ago",
+            now.saturating_sub(at)
+        );
+    }
+    // Stopped at once (its task dropped, as a killed process's would be): its heartbeats end
+    // with it, and the live set drops it within the horizon, far less than a slot.
+    run_a.abort();
+    let _ = run_a.await;
+    let stopped_at = pog_proof::timing::now_ms();
+    let last = seen_a().unwrap();
+    let dropped = loop {
+        let now = pog_proof::timing::now_ms();
+        let live = fleet::live(
+            &b.v.registry().heartbeat("observer", 0).unwrap(),
+            now,
+            every_ms,
+        );
+        if !live.contains(&a_key) {
+            break now;
+        }
+        assert!(
+            now - stopped_at < 2 * every_ms,
+            "A still live after two slots"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        seen_a(),
+        Some(last),
+        "A's heartbeats went on after it stopped"
+    );
+    assert!(
+        dropped - stopped_at <= fleet::live_horizon_ms(every_ms) + 300,
+        "A dropped from the live set {} ms after it stopped",
+        dropped - stopped_at
+    );
+    assert!(fleet::live_horizon_ms(every_ms) < every_ms / 2);
+}
