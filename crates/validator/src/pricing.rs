@@ -23,6 +23,7 @@
 
 use crate::market::{Market, MarketError, PostedPrice};
 use crate::registry::{NewRecord, RegistryError};
+use crate::registry_model::RegisteredGpu;
 use crate::rows::{read_rows, FullRounds, ReadRows};
 use crate::store::{RecordStore, StoreError};
 use axum::extract::{Path, Query, State};
@@ -272,6 +273,16 @@ impl Pricing {
     /// it (neither registered nor recorded). A health or missed-round record that cannot be
     /// read is left out, and the assessment says so among its reasons.
     pub fn assess(&self, uuid: &str) -> Result<Option<Assessment>, PricingError> {
+        Ok(self.assess_registered(uuid)?.map(|(a, _)| a))
+    }
+
+    /// [`Pricing::assess`], with the GPU's registry row read for it (`None`: not registered),
+    /// so that what follows the assessment (its state in the ledger, its view) reads it no
+    /// more.
+    fn assess_registered(
+        &self,
+        uuid: &str,
+    ) -> Result<Option<(Assessment, Option<RegisteredGpu>)>, PricingError> {
         self.assessments
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // No record or registration names a GPU by anything but a `GpuUuid`.
@@ -326,7 +337,7 @@ impl Pricing {
                 .reasons
                 .push(format!("left out, unreadable: {why}"));
         }
-        Ok(Some(assessment))
+        Ok(Some((assessment, gpu)))
     }
 
     /// The market of a model's class now, from the validator's own book: the leases of the
@@ -449,7 +460,7 @@ impl Pricing {
             let mut assessed = Vec::with_capacity(touched.len());
             for (uuid, (count, last)) in touched {
                 let last_id = last.id;
-                let Some(a) = self.assess(uuid)? else {
+                let Some((a, gpu)) = self.assess_registered(uuid)? else {
                     continue;
                 };
                 let verdict = match (a.latest_record, a.latest_accepted) {
@@ -473,14 +484,14 @@ impl Pricing {
                 } else {
                     verdict
                 };
-                points.extend(self.point_if_changed(&a, cause)?);
-                assessed.push((a, last_id));
+                points.extend(self.point_if_changed(&a, gpu.as_ref(), cause)?);
+                assessed.push((a, gpu.is_some(), last_id));
             }
             self.market.post_prices(&points, through)?;
             // The views of the GPUs re-assessed, with the points just posted (a GPU no longer
             // registered is dropped: the views are those of the registry's GPUs only).
-            for (a, through) in assessed {
-                self.keep_view(a, Some(through))?;
+            for (a, registered, through) in assessed {
+                self.keep_view(a, registered, Some(through))?;
             }
             posted += points.len();
             if rows.len() < BATCH {
@@ -496,13 +507,14 @@ impl Pricing {
     fn point_if_changed(
         &self,
         a: &Assessment,
+        gpu: Option<&RegisteredGpu>,
         cause: String,
     ) -> Result<Option<PostedPrice>, PricingError> {
         let point = self.quote(a, cause)?;
+        let last = self.market.latest_price(&a.gpu_uuid)?;
         // Into the ledger first (append-only: a batch retried after a failure may log a score
         // twice, never lose one), then the market's history.
-        self.log_if_changed(a, &point)?;
-        let last = self.market.latest_price(&a.gpu_uuid)?;
+        self.log_if_changed(a, &point, last.as_ref(), gpu)?;
         let changed = last.is_none_or(|l| {
             l.price_micro_usd != point.price_micro_usd
                 || l.unpriced != point.unpriced
@@ -530,17 +542,21 @@ impl Pricing {
         let mut points = Vec::new();
         let mut assessed = Vec::new();
         for (uuid, model) in gpus {
-            let Some(a) = self.assess(uuid.as_str())? else {
+            let Some((a, gpu)) = self.assess_registered(uuid.as_str())? else {
                 continue;
             };
-            points.extend(self.point_if_changed(&a, format!("a clearing of {model}"))?);
+            points.extend(self.point_if_changed(
+                &a,
+                gpu.as_ref(),
+                format!("a clearing of {model}"),
+            )?);
             let row = self.records.registry().latest_records(&uuid, 1)?;
-            assessed.push((a, row.first().map(|(id, _)| *id)));
+            assessed.push((a, gpu.is_some(), row.first().map(|(id, _)| *id)));
         }
         self.market
             .post_prices(&points, self.market.priced_through()?)?;
-        for (a, through) in assessed {
-            self.keep_view(a, through)?;
+        for (a, registered, through) in assessed {
+            self.keep_view(a, registered, through)?;
         }
         Ok(points.len())
     }
@@ -552,14 +568,20 @@ impl Pricing {
     /// the ledger: stored in the registry they would wake the pricing again. In a fleet, only
     /// the validator that leads the log logs them (every validator prices every GPU of the
     /// fleet: each logging would put one score per validator in the fleet's one log).
-    fn log_if_changed(&self, a: &Assessment, point: &PostedPrice) -> Result<(), PricingError> {
+    /// `last` is the GPU's last point posted, `gpu` its registry row (`None`: not registered).
+    fn log_if_changed(
+        &self,
+        a: &Assessment,
+        point: &PostedPrice,
+        last: Option<&PostedPrice>,
+        gpu: Option<&RegisteredGpu>,
+    ) -> Result<(), PricingError> {
         if !self.records.ledger().is_some_and(|l| l.leads()) {
             return Ok(());
         }
-        let last = self.market.latest_price(&a.gpu_uuid)?;
         let score_changed = !last
             .is_some_and(|l| l.score == point.score && l.price_micro_usd == point.price_micro_usd);
-        let state = self.gpu_state(a, point)?;
+        let state = self.gpu_state(a, point, gpu);
         let untimed = GpuState {
             recorded_at_ms: 0,
             ..state.clone()
@@ -580,10 +602,14 @@ impl Pricing {
     }
 
     /// The GPU's `gpu-state` now: its assessment, its posted price and the token owner its
-    /// agent named.
-    fn gpu_state(&self, a: &Assessment, point: &PostedPrice) -> Result<GpuState, PricingError> {
-        let registered = self.records.registry().gpu(&a.gpu_uuid)?;
-        Ok(GpuState {
+    /// agent named (in its registry row `gpu`).
+    fn gpu_state(
+        &self,
+        a: &Assessment,
+        point: &PostedPrice,
+        gpu: Option<&RegisteredGpu>,
+    ) -> GpuState {
+        GpuState {
             version: pog_records::state::STATE_VERSION,
             gpu_uuid: a.gpu_uuid.clone(),
             model: a.model.clone().unwrap_or_default(),
@@ -591,11 +617,11 @@ impl Pricing {
             proves_memory: a.proves_memory,
             score_ppm: GpuState::score_ppm_of(a.score),
             price_micro_usd: point.price_micro_usd.unwrap_or(0),
-            owner: registered
+            owner: gpu
                 .and_then(|g| g.token_owner)
                 .unwrap_or(pog_signed::EvmAddress::ZERO),
             recorded_at_ms: point.at_ms,
-        })
+        }
     }
 
     /// The GPU's last `gpu-state` in the ledger (its time zeroed), looked for among its last
@@ -719,10 +745,15 @@ impl Pricing {
         Ok((view.gpu_uuid, json.into()))
     }
 
-    /// Keeps the view of an assessment just made, if its GPU is registered (and drops the
+    /// Keeps the view of an assessment just made, if its GPU is `registered` (and drops the
     /// one kept of a GPU no longer registered): one view per registered GPU at most.
-    fn keep_view(&self, a: Assessment, through: Option<i64>) -> Result<(), PricingError> {
-        if self.records.registry().gpu(&a.gpu_uuid)?.is_none() {
+    fn keep_view(
+        &self,
+        a: Assessment,
+        registered: bool,
+        through: Option<i64>,
+    ) -> Result<(), PricingError> {
+        if !registered {
             self.views.locked().remove(&a.gpu_uuid);
             return Ok(());
         }
@@ -738,12 +769,11 @@ impl Pricing {
         if let Some(json) = self.views.locked().get(uuid) {
             return Ok(Some(json.clone()));
         }
-        let Some(a) = self.assess(uuid)? else {
+        let Some((a, gpu)) = self.assess_registered(uuid)? else {
             return Ok(None);
         };
-        let registered = self.records.registry().gpu(uuid)?.is_some();
         let (uuid, json) = self.view_json(a, None)?;
-        if !registered {
+        if gpu.is_none() {
             return Ok(Some(json));
         }
         // A view the catch-up made meanwhile is newer than this one: it stays.
