@@ -428,7 +428,7 @@ fn main() {
     // The prober: each validator's API latency every 50 ms while the rounds run.
     let pids: Vec<u32> = fleet.iter().map(|v| v.child.id()).collect();
     let cpu_before: Vec<f64> = pids.iter().map(|p| usage(*p).0).collect();
-    let agent_pids: Vec<u32> = agent_processes.iter().map(|c| c.id()).collect();
+    let agent_pids: Vec<u32> = agent_processes.iter().map(|a| a.child.id()).collect();
     let agents_cpu = || agent_pids.iter().map(|p| usage(*p).0).sum::<f64>();
     let agents_cpu_before = agents_cpu();
     let (pg_cpu_before, commits_before) = match &o.database {
@@ -436,6 +436,7 @@ fn main() {
         None => (0.0, 0),
     };
     let measuring = Instant::now();
+    let window_start_ms = unix_ms();
     let mut latencies: Vec<Vec<f64>> = vec![Vec::new(); fleet.len()];
     let mut peak_rss = vec![0u64; fleet.len()];
     while measuring.elapsed() < Duration::from_secs(o.seconds) {
@@ -460,6 +461,14 @@ fn main() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let cpu_after: Vec<f64> = pids.iter().map(|p| usage(*p).0).collect();
+    let window_end_ms = unix_ms();
+    // When each honest GPU's GEMM challenges arrived, after the start of their slot.
+    let mut after_slot_start: Vec<f64> = agent_processes
+        .iter_mut()
+        .flat_map(AgentProcess::arrivals)
+        .filter(|at| (window_start_ms..window_end_ms).contains(at))
+        .map(|at| (at % (o.every_s * 1000)) as f64)
+        .collect();
     let agents_cpu_share = (agents_cpu() - agents_cpu_before) / measuring.elapsed().as_secs_f64();
     let wall = measuring.elapsed().as_secs_f64();
     let database_load = o.database.as_ref().map(|url| {
@@ -546,10 +555,7 @@ fn main() {
         let killed = fleet[0].key.to_string();
         let _ = fleet[0].child.kill();
         let _ = fleet[0].child.wait();
-        let killed_at = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as f64;
+        let killed_at = unix_ms() as f64;
         // Poll the sampled GPUs the killed validator held until another has proven each
         // (the live set drops it after two slots), for at most five slots.
         let other = fleet[1].addr;
@@ -602,9 +608,9 @@ fn main() {
         let _ = v.child.kill();
         let _ = v.child.wait();
     }
-    for child in &mut agent_processes {
-        let _ = child.kill();
-        let _ = child.wait();
+    for agents in &mut agent_processes {
+        let _ = agents.child.kill();
+        let _ = agents.child.wait();
     }
     let every = o.every_s as f64;
     let rounds_per_minute = if intervals.is_empty() {
@@ -632,6 +638,15 @@ fn main() {
         100.0 * drift_max
     );
     println!("| honest challenges accepted | {accepted} of {challenged} | all |");
+    if !after_slot_start.is_empty() {
+        println!(
+            "| GEMM challenges' arrival at honest agents after their slot's start, p50 / p99 / max ({} challenges) | {:.0} / {:.0} / {:.0} ms | p99 < 50 ms |",
+            after_slot_start.len(),
+            quantile(&mut after_slot_start, 0.5),
+            quantile(&mut after_slot_start, 0.99),
+            after_slot_start.iter().copied().fold(0.0, f64::max)
+        );
+    }
     if !spreads.is_empty() {
         println!(
             "| slot-start spread across validators, p50 / p99 (first record each) | {:.0} / {:.0} ms | p99 < 50 ms |",
@@ -677,14 +692,30 @@ fn main() {
 /// connections to it, and a process may hold 20,000 descriptors here.
 const AGENTS_PER_PROCESS: usize = 2000;
 
+/// A harness process serving agents, and its answers.
+struct AgentProcess {
+    child: std::process::Child,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+impl AgentProcess {
+    /// When each GEMM challenge reached one of its honest agents, ms since the Unix epoch.
+    fn arrivals(&mut self) -> Vec<u64> {
+        let stdin = self.child.stdin.as_mut().expect("its stdin");
+        writeln!(stdin, "arrivals").expect("asking an agents' process");
+        stdin.flush().expect("asking an agents' process");
+        let line = self.lines.next().and_then(Result::ok).unwrap_or_default();
+        line.split_whitespace()
+            .skip(1)
+            .filter_map(|t| t.parse().ok())
+            .collect()
+    }
+}
+
 /// Starts the agents in harness processes of their own (this example run with
 /// `--serve-agents FROM COUNT`), [`AGENTS_PER_PROCESS`] each, and returns once every one has
 /// registered; the children serve until their stdin closes (dropped with the handles).
-fn spawn_agent_processes(
-    o: &Options,
-    fleet: &[Running],
-    hostile: usize,
-) -> Vec<std::process::Child> {
+fn spawn_agent_processes(o: &Options, fleet: &[Running], hostile: usize) -> Vec<AgentProcess> {
     let validators: Vec<String> = fleet
         .iter()
         .map(|v| format!("{}={}", v.addr, v.key))
@@ -713,17 +744,37 @@ fn spawn_agent_processes(
                 line.starts_with("registered"),
                 "an agents' process: {line:?}"
             );
-            std::thread::spawn(move || for _ in lines {});
-            child
+            AgentProcess { child, lines }
         })
         .collect()
+}
+
+/// The times at which GEMM challenges reached honest agents (`/v1/challenge`), shared with
+/// the middleware that notes them.
+type Arrivals = Arc<std::sync::Mutex<Vec<u64>>>;
+
+/// Notes when a GEMM challenge reaches an agent, before the agent reads it.
+async fn note_arrival(
+    axum::extract::State(arrivals): axum::extract::State<Arrivals>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if request.uri().path() == "/v1/challenge" {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        arrivals.lock().unwrap().push(now);
+    }
+    next.run(request).await
 }
 
 /// A harness process serving agents `from..from + count` (`--serve-agents`): each its own
 /// identity and loopback address, registered with the validators of `fleet` in turn
 /// (`ADDR=KEY,…`) and trusting them all; agents below `hostile_below` are hostile (the first
 /// half silent, the rest answering 5 % junk). Prints `registered` once all are, then serves
-/// until its stdin closes.
+/// until its stdin closes; each `arrivals` line on its stdin is answered with one line, the
+/// times its honest agents received GEMM challenges ([`AgentProcess::arrivals`]).
 fn serve_agents(from: usize, count: usize, hostile_below: usize, fleet: &str) {
     let fleet: Vec<(std::net::SocketAddr, pog_signed::PublicKey)> = fleet
         .split(',')
@@ -737,6 +788,7 @@ fn serve_agents(from: usize, count: usize, hostile_below: usize, fleet: &str) {
         .collect();
     let keys: Vec<pog_signed::PublicKey> = fleet.iter().map(|(_, k)| k.clone()).collect();
     let rt = tokio::runtime::Runtime::new().unwrap();
+    let arrivals = Arrivals::default();
     rt.block_on(async {
         let registering = Arc::new(tokio::sync::Semaphore::new(32));
         let mut registrations = tokio::task::JoinSet::new();
@@ -772,9 +824,16 @@ fn serve_agents(from: usize, count: usize, hostile_below: usize, fleet: &str) {
                     vec![claim.clone()],
                     Arc::new(CpuEngine { behaviour }),
                 ));
+                let mut router = pog_agent::api::router(agent);
+                if behaviour == Behaviour::Honest {
+                    router = router.layer(axum::middleware::from_fn_with_state(
+                        arrivals.clone(),
+                        note_arrival,
+                    ));
+                }
                 tokio::spawn(pog_net::http::serve(
                     listener,
-                    pog_agent::api::router(agent),
+                    router,
                     Limits::protocol_messages(),
                 ));
             }
@@ -810,11 +869,28 @@ fn serve_agents(from: usize, count: usize, hostile_below: usize, fleet: &str) {
             done.expect("a registration");
         }
         println!("registered");
-        // Serve until the harness closes this process's stdin.
-        tokio::task::spawn_blocking(|| std::io::stdin().read_to_end(&mut Vec::new()))
-            .await
-            .ok();
+        // Serve until the harness closes this process's stdin, answering its questions.
+        tokio::task::spawn_blocking(move || {
+            for line in std::io::stdin().lines() {
+                let Ok(line) = line else { break };
+                if line.trim() == "arrivals" {
+                    let times = arrivals.lock().unwrap().clone();
+                    let times: Vec<String> = times.iter().map(u64::to_string).collect();
+                    println!("arrivals {}", times.join(" "));
+                }
+            }
+        })
+        .await
+        .ok();
     });
+}
+
+/// Now, ms since the Unix epoch.
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 /// Agent `i`'s key seed.

@@ -13,6 +13,7 @@
 //! A contradiction between the two (a "healthy" report while the validator's proofs slow
 //! down) is written into the record: that is itself a signal (one anomaly more).
 
+use crate::registry_model::RegisteredGpu;
 use crate::validator::{ExchangeError, Validator, ValidatorError};
 use pog_proof::wire::{kind, HealthRequest, HealthSummary, MAX_HEALTH_WINDOW_MS};
 use pog_records::{HealthRecord, ProofPace};
@@ -158,6 +159,15 @@ impl Validator {
             .registry()
             .gpu(uuid)?
             .ok_or_else(|| ValidatorError::UnknownGpu(uuid.into()))?;
+        self.collect_health_of(&gpu).await
+    }
+
+    /// [`Validator::collect_health`] of the GPU of registry row `gpu`, read beforehand.
+    pub async fn collect_health_of(
+        &self,
+        gpu: &RegisteredGpu,
+    ) -> Result<HealthRecord, ValidatorError> {
+        let uuid = gpu.uuid.as_str();
         let records = self.registry().latest_records(uuid, RECORDS_READ)?;
         let to_ms = self.records().now_ms();
         let last_end = records.iter().rev().find_map(|(_, json)| {
@@ -232,8 +242,9 @@ impl Validator {
 
 /// The round's health record (`crate::schedule`), logged: a failure to ask is a warning, never
 /// a failed round.
-pub async fn collect_logged(validator: &Validator, uuid: &str) {
-    match validator.collect_health(uuid).await {
+pub async fn collect_logged(validator: &Validator, gpu: &RegisteredGpu) {
+    let uuid = gpu.uuid.as_str();
+    match validator.collect_health_of(gpu).await {
         Ok(h) => tracing::info!(
             gpu = uuid,
             samples = h.reported.as_ref().map(|r| r.samples),

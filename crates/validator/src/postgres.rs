@@ -548,6 +548,18 @@ impl PgRegistry {
         row.as_ref().map(gpu_row).transpose()
     }
 
+    /// [`crate::registry::Registry::gpus_named`] on this database.
+    pub async fn gpus_named(&self, uuids: &[String]) -> Result<Vec<RegisteredGpu>, RegistryError> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query(
+                &format!("{GPU_SELECT} WHERE g.uuid = ANY($1::TEXT[])"),
+                &[&uuids],
+            )
+            .await?;
+        rows.iter().map(gpu_row).collect()
+    }
+
     /// [`crate::registry::Registry::gpus_by_agent`] on this database.
     pub async fn gpus_by_agent(&self) -> Result<Vec<(String, Vec<String>)>, RegistryError> {
         let client = self.pool.get().await?;

@@ -228,6 +228,18 @@ impl Registry {
         }
     }
 
+    /// The registry rows of those of `uuids` that are registered (one query on PostgreSQL):
+    /// what a round reads of its GPUs, once, at its start.
+    pub fn gpus_named(&self, uuids: &[String]) -> Result<Vec<RegisteredGpu>, RegistryError> {
+        match &self.db {
+            Db::Sqlite(s) => uuids.iter().filter_map(|u| s.gpu(u).transpose()).collect(),
+            Db::Postgres(pg) => {
+                let uuids = uuids.to_vec();
+                pg.block(|pg| async move { pg.gpus_named(&uuids).await })
+            }
+        }
+    }
+
     /// The database server's clock, ms since the Unix epoch: what the fleet's validators check
     /// their own clocks against; `None` for SQLite (no server).
     pub fn server_time_ms(&self) -> Result<Option<u64>, RegistryError> {

@@ -37,7 +37,7 @@ use pog_records::{
 };
 
 use crate::fleet;
-use crate::registry_model::AbandonedClaim;
+use crate::registry_model::{AbandonedClaim, RegisteredGpu};
 use crate::settlement::LeaseBook;
 use crate::validator::{Validator, ValidatorError};
 use std::collections::{HashMap, HashSet};
@@ -187,16 +187,17 @@ struct State {
 /// standing (back-off, release) follows the GEMM challenge, which reaches the agent first.
 async fn prove_round(
     validator: &Validator,
-    uuid: &str,
+    gpu: &RegisteredGpu,
     policy: &Policy,
 ) -> Result<Record, ValidatorError> {
-    let record = validator.challenge::<Gemm>(uuid, policy).await?;
+    let uuid = gpu.uuid.as_str();
+    let record = validator.challenge_registered::<Gemm>(gpu, policy).await?;
     let reached = !record
         .failure
         .as_ref()
         .is_some_and(|f| f.kind.is_unreachable());
     if policy.memory.enabled && reached {
-        match validator.challenge::<Memory>(uuid, policy).await {
+        match validator.challenge_registered::<Memory>(gpu, policy).await {
             Ok(m) => tracing::info!(
                 gpu = uuid,
                 model = %m.model,
@@ -215,7 +216,7 @@ async fn prove_round(
         }
     }
     if reached {
-        crate::health::collect_logged(validator, uuid).await;
+        crate::health::collect_logged(validator, gpu).await;
     }
     Ok(record)
 }
@@ -230,7 +231,12 @@ pub async fn challenge_together(
     for uuid in uuids {
         let (v, p) = (validator.clone(), policy.clone());
         round.spawn(async move {
-            let result = prove_round(&v, &uuid, &p).await;
+            let gpu = v.registry().gpu(&uuid);
+            let result = match gpu {
+                Ok(Some(gpu)) => prove_round(&v, &gpu, &p).await,
+                Ok(None) => Err(ValidatorError::UnknownGpu(uuid.clone())),
+                Err(e) => Err(e.into()),
+            };
             (uuid, result)
         });
     }
@@ -354,6 +360,20 @@ impl Rounds {
             }
         };
         self.sweep_abandoned();
+        // The held GPUs' registry rows, read together (one query, not one a GPU); one that left
+        // the registry since the claim is not challenged.
+        let rows: HashMap<String, Arc<RegisteredGpu>> =
+            match self.validator.registry().gpus_named(&mine) {
+                Ok(rows) => rows
+                    .into_iter()
+                    .map(|g| (g.uuid.to_string(), Arc::new(g)))
+                    .collect(),
+                Err(e) => {
+                    tracing::error!(error = %e, "reading the round's GPUs");
+                    return round;
+                }
+            };
+        let mine: Vec<String> = mine.into_iter().filter(|u| rows.contains_key(u)).collect();
         let (due, backing_off) = due(&self.state, mine, round);
         let leased = self.leased_now(&groups);
         let hosts = HostRound::for_round(&groups, &due, &leased);
@@ -380,6 +400,7 @@ impl Rounds {
             );
             let stop = self.stop.clone();
             let host = hosts.get(&uuid).cloned();
+            let gpu = rows.get(&uuid).cloned();
             let policy = match leased.contains(&uuid) {
                 true => schedule.policy.for_lease(),
                 false => schedule.policy.clone(),
@@ -398,7 +419,11 @@ impl Rounds {
                 if *stop.borrow() {
                     return; // stopping: no new challenge after the permit wait
                 }
-                let result = prove_round(&v, &uuid, &policy).await;
+                // Every due GPU has its row (`mine` was narrowed to them above).
+                let Some(gpu) = gpu else {
+                    return;
+                };
+                let result = prove_round(&v, &gpu, &policy).await;
                 let reached = result
                     .as_ref()
                     .is_ok_and(|r| !r.failure.as_ref().is_some_and(|f| f.kind.is_unreachable()));

@@ -2,6 +2,7 @@
 //! verifies the answer (values, Merkle proofs, its own clock) and stores a signed record.
 
 use crate::registry::{Registry, RegistryError};
+use crate::registry_model::RegisteredGpu;
 use crate::store::{RecordStore, StoreError};
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, Query, State};
@@ -474,6 +475,18 @@ impl Validator {
             .registry()
             .gpu(uuid)?
             .ok_or_else(|| ValidatorError::UnknownGpu(uuid.into()))?;
+        self.challenge_registered::<K>(&gpu, policy).await
+    }
+
+    /// [`Validator::challenge`] of the GPU of registry row `gpu`, read beforehand (a round
+    /// reads its GPUs' rows together, once, at its start).
+    pub async fn challenge_registered<K: ProofKind>(
+        &self,
+        gpu: &RegisteredGpu,
+        policy: &Policy,
+    ) -> Result<ProofRecord<K::Details>, ValidatorError> {
+        policy.validate()?;
+        let uuid = gpu.uuid.as_str();
         let spec = SpecDb::embedded()
             .by_model(&gpu.model)
             .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
