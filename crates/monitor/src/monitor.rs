@@ -554,7 +554,11 @@ impl Monitor {
                             .observe(s.t, r, excess < margin / 2.0);
                     }
                     // A level that moved and holds flat: the room or the cooling changed.
-                    let excess_to_settle = if temp < limit - 5.0 {
+                    // Only at a load the healthy history held (`known`): elsewhere it has no
+                    // level to have moved from (its envelope there is a load step's passing
+                    // readings), and a memory-bound load there runs the HBM hotter than any
+                    // it saw, with no room changed.
+                    let excess_to_settle = if temp < limit - 5.0 && known.is_some() {
                         excess
                     } else {
                         f64::INFINITY

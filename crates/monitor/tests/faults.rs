@@ -737,6 +737,26 @@ fn trained_where_the_copy_ran_at_another_power_another_cards_copy_raises_no_aler
     }
 }
 
+#[test]
+fn trained_where_the_copy_ran_hotter_another_cards_copy_is_no_change_of_room() {
+    // Trained on the other card's first day, whose copy ran at 475 W (its HBM at 61 °C), the
+    // fourth card's copy at 400 W runs its HBM at 56 °C, flat: a power where that day held no
+    // steady reading, its envelope there a load step's passing readings (46 °C). Held flat
+    // for 30 s, it read as "this GPU's level at the same power moved +11.9 °C": an
+    // `ambient_shift` in every room, and the HBM judged from 10 °C higher on. The history has
+    // no level at that power for this GPU's to have moved from: nothing is said.
+    let model = Model::train(&parse_trace(OTHER_CARD[0]).unwrap(), &Config::default()).unwrap();
+    let copy_at_400_w = parse_trace(VARIED_2).unwrap();
+    for c in [-5.0, 0.0, 5.0] {
+        let alerts = replay(
+            &warmer(&copy_at_400_w, c),
+            &Config::default(),
+            Some(model.clone()),
+        );
+        assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
+    }
+}
+
 mod clock {
     use super::*;
     use proptest::prelude::*;
