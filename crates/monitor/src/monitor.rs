@@ -459,8 +459,8 @@ impl Monitor {
 
     /// Notes the die's level at the steady load it holds now: once its readings over the
     /// slope window stayed within a sensor step either way of each other ([`SENSOR_STEP_C`]),
-    /// the power read steady meanwhile, the highest of them; from then on the lowest such
-    /// highest (a die cooling after a heavier load is followed down). Forgotten when the
+    /// the power read steady meanwhile, their median; from then on the lowest such median (a
+    /// die cooling after a heavier load is followed down). Forgotten when the
     /// power read leaves its steady band. A healthy die warms to a new load over its heat
     /// sink's time, not seconds: an H100 SXM from 57 to 71 °C in the 68 s after a step to
     /// 700 W, still heating 0.2 °C/s 27–40 s in (GPU-9ed4b029…, 2026-12-05); an H200's die
@@ -598,8 +598,8 @@ impl Monitor {
                     // A level that moved and holds flat: the room or the cooling changed.
                     // Only at a load the healthy history held (`known`): elsewhere it has no
                     // level to have moved from (its envelope there is a load step's passing
-                    // readings), and a memory-bound load there runs the HBM hotter than any
-                    // it saw, with no room changed.
+                    // readings), and a memory-bound load there heats the HBM more than the
+                    // loads the history only passed through there, with no room changed.
                     let excess_to_settle = if temp < limit - 5.0 && known.is_some() {
                         excess
                     } else {
