@@ -71,6 +71,9 @@ const THERMAL_PERSIST_S: f64 = 1.0;
 /// evaluation heats at 0.05 °C/s and takes the margin's full path).
 const EARLY_SLOPE_C_PER_S: f64 = 0.1;
 
+/// The temperature sensors' step, °C (NVML reads whole degrees).
+const SENSOR_STEP_C: f64 = 1.0;
+
 /// Seconds over which the early rule measures how far the die swings at the load it holds
 /// ([`Monitor::swing`]): a die heating above its level by less than it fell back there
 /// lately is the load's own rhythm, not the cooling.
@@ -131,6 +134,9 @@ pub struct Monitor {
     load_levels: BTreeMap<usize, AmbientOffset>,
     /// Per temperature (GPU, memory): its current spell of thermal warnings.
     thermal_spells: [ThermalSpell; 2],
+    /// The die's level at the steady load it holds now, once it has settled there
+    /// ([`Monitor::settle`]): the early rule judges heating only above it.
+    die_held: Option<f64>,
     /// The time of the last sample and the latest intervals between samples, for gaps.
     last_t: Option<f64>,
     intervals: VecDeque<f64>,
@@ -204,6 +210,7 @@ impl Monitor {
             resume: [None, None],
             load_levels: BTreeMap::new(),
             thermal_spells: [ThermalSpell::default(), ThermalSpell::default()],
+            die_held: None,
             last_t: None,
             intervals: VecDeque::new(),
         }
@@ -353,6 +360,7 @@ impl Monitor {
         self.frozen_now.clear();
         self.power_unchanged = false;
         self.power_drifting = false;
+        self.die_held = None;
         self.counters.increases.clear();
         for level in self.ambient.iter_mut().flatten() {
             level.restart_timing();
@@ -449,6 +457,39 @@ impl Monitor {
         fall
     }
 
+    /// Notes the die's level at the steady load it holds now: once its readings over the
+    /// slope window stayed within a sensor step either way of each other ([`SENSOR_STEP_C`]),
+    /// the power read steady meanwhile, their median; from then on the lowest such median (a
+    /// die cooling after a heavier load is followed down). Forgotten when the
+    /// power read leaves its steady band. A healthy die warms to a new load over its heat
+    /// sink's time, not seconds: an H100 SXM from 57 to 71 °C in the 68 s after a step to
+    /// 700 W, still heating 0.2 °C/s 27–40 s in (GPU-9ed4b029…, 2026-12-05); an H200's die
+    /// from 47 to 50 °C over 12 s into a 420-W copy (GPU-a6d69bc2…). Until it holds, its
+    /// level at that load is not seen.
+    fn settle(&mut self) {
+        let window_s = self.config.slope_window_s;
+        if !self.power_steady(window_s) {
+            self.die_held = None;
+            return;
+        }
+        let Some(now) = self.window.back().map(|s| s.t) else {
+            return;
+        };
+        let temps: Vec<f64> = self
+            .window
+            .iter()
+            .filter(|x| now - x.t <= window_s)
+            .filter_map(|x| x.temp_gpu_c)
+            .collect();
+        let low = temps.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = temps.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if let Some(level) =
+            median(&temps).filter(|_| temps.len() >= 4 && high - low <= 2.0 * SENSOR_STEP_C)
+        {
+            self.die_held = Some(self.die_held.map_or(level, |held| held.min(level)));
+        }
+    }
+
     /// The Theil–Sen slope of a signal over the last `seconds`, per second.
     fn slope(&self, signal: Signal, seconds: f64) -> Option<f64> {
         let now = self.window.back()?.t;
@@ -477,6 +518,7 @@ impl Monitor {
         // it is not used (the absolute limits still are).
         let power_frozen = self.frozen_now.contains(&Signal::Power) || self.power_unchanged;
         let mut any_excess = false;
+        self.settle();
         for (i, signal, limit) in checks {
             let Some(temp) = s.signal(signal) else {
                 self.held_for(signal.name(), false, 1, s.t, 0.0);
@@ -554,7 +596,11 @@ impl Monitor {
                             .observe(s.t, r, excess < margin / 2.0);
                     }
                     // A level that moved and holds flat: the room or the cooling changed.
-                    let excess_to_settle = if temp < limit - 5.0 {
+                    // Only at a load the healthy history held (`known`): elsewhere it has no
+                    // level to have moved from (its envelope there is a load step's passing
+                    // readings), and a memory-bound load there heats the HBM more than the
+                    // loads the history only passed through there, with no room changed.
+                    let excess_to_settle = if temp < limit - 5.0 && known.is_some() {
                         excess
                     } else {
                         f64::INFINITY
@@ -595,12 +641,17 @@ impl Monitor {
             let excess = healthy_max.map(|(h, _)| temp - h);
             let rising = slope.unwrap_or(0.0) >= 0.0;
             // The die heating fast at a steady load, already half the margin above this GPU's
-            // own typical level and more than it swung about its trend at that load before:
-            // a healthy die settles within seconds of a load change (the memory takes tens of
-            // seconds, so it has only the margin's rule), and a bursty load's rhythm is no
-            // heating.
+            // own typical level and above the level it held at this load, and more than it
+            // swung about its trend there before: a healthy die that settled at a load stays
+            // there (the memory takes tens of seconds, so it has only the margin's rule), a die
+            // still warming to a new load is no failing cooling (this GPU's level there, which
+            // its offset learned at other loads may miss by degrees, is not yet seen), and a
+            // bursty load's rhythm is no heating.
             let heating = signal == Signal::TempGpu
                 && slope.is_some_and(|v| v >= EARLY_SLOPE_C_PER_S)
+                && self
+                    .die_held
+                    .is_some_and(|held| temp >= held + margin / 2.0)
                 && self.power_steady(self.config.slope_window_s)
                 && expected
                     .as_ref()

@@ -737,6 +737,64 @@ fn trained_where_the_copy_ran_at_another_power_another_cards_copy_raises_no_aler
     }
 }
 
+#[test]
+fn trained_where_the_copy_ran_hotter_another_cards_copy_is_no_change_of_room() {
+    // Trained on the other card's first day, whose copy ran at 475 W (its HBM at 61 °C), the
+    // fourth card's copy at 400 W runs its HBM at 56 °C, flat: a power where that day held no
+    // steady reading, its envelope there a load step's passing readings (46 °C). Held flat
+    // for 30 s, it read as "this GPU's level at the same power moved +11.9 °C": an
+    // `ambient_shift` in every room, and the HBM judged from 10 °C higher on. The history has
+    // no level at that power for this GPU's to have moved from: nothing is said.
+    let model = Model::train(&parse_trace(OTHER_CARD[0]).unwrap(), &Config::default()).unwrap();
+    let copy_at_400_w = parse_trace(VARIED_2).unwrap();
+    for c in [-5.0, 0.0, 5.0] {
+        let alerts = replay(
+            &warmer(&copy_at_400_w, c),
+            &Config::default(),
+            Some(model.clone()),
+        );
+        assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
+    }
+}
+
+#[test]
+fn a_die_still_warming_to_a_new_load_is_no_cooling_failure() {
+    // Trained on the fourth card, the third card's copy (from 254 s at 418 W) warms its die
+    // from 47 to 50 °C over 12 s, the last degree at 0.12 °C/s 17 s in, 2.0 °C above the
+    // level its offset learned at other loads gives it there: "heating at a steady load", in
+    // every room. A die still warming to a new load has not yet shown its level there.
+    let model = Model::train(&parse_trace(VARIED_2).unwrap(), &Config::default()).unwrap();
+    let samples = parse_trace(VARIED).unwrap();
+    for c in [-5.0, 0.0, 5.0] {
+        let alerts = replay(
+            &warmer(&samples, c),
+            &Config::default(),
+            Some(model.clone()),
+        );
+        assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
+    }
+}
+
+#[test]
+fn a_cooling_failure_at_a_load_another_cards_die_settled_at_is_caught_early() {
+    // The same copy, its die held at 50 °C from about 266 s; then the cooling fails,
+    // +0.25 °C/s from 280 s: the early rule says it under the margin, against the level the
+    // die held there.
+    let model = Model::train(&parse_trace(VARIED_2).unwrap(), &Config::default()).unwrap();
+    let trace = inject(
+        &parse_trace(VARIED).unwrap(),
+        &Fault::ThermalRunaway { rate_c_per_s: 0.25 },
+        280.0,
+    );
+    let alerts = replay(&trace, &Config::default(), Some(model));
+    let alert = alerts
+        .iter()
+        .find(|a| a.kind == AlertKind::ThermalRunaway && a.t >= 280.0)
+        .unwrap_or_else(|| panic!("not caught:\n{}", show(&alerts)));
+    assert!(alert.t <= 280.0 + 10.0, "{}", show(&alerts));
+    assert!(alert.message.contains("typical level"), "{}", alert.message);
+}
+
 mod clock {
     use super::*;
     use proptest::prelude::*;
