@@ -793,7 +793,7 @@ impl Market {
         let deposit = deposits
             .deposit_of(&signer)
             .map_err(BackingError::DepositsUnavailable)?;
-        let until_ms = now + VOUCHER_LIFETIME_MS;
+        let until_ms = now.saturating_add(VOUCHER_LIFETIME_MS);
         let previous = self.write(|inner, _| {
             // Read again under the lock: another request may have been taken meanwhile.
             let previous = inner.store.withdrawal(&key)?;
