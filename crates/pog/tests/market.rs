@@ -793,7 +793,28 @@ fn a_validator_killed_while_it_clears_loses_no_lease_and_logs_none_twice() {
     let renter = dir.path().join("renter");
     let data = dir.path().join("validator");
     let flags = ["--challenge-every", "3600"];
-    let mut v = Network::in_dir(dir.path()).flags(&flags).start().validator;
+    // A validator challenges every GPU registered as it starts, and one at no endpoint fails:
+    // a round's GPUs are registered once that round has taken its GPUs, which its challenge
+    // of a canary GPU, registered before each start, says.
+    let canary = pog_net::keys::load_or_create(&dir.path().join("canary/agent.key")).unwrap();
+    let start = |starts: usize, start: &dyn Fn() -> ValidatorProcess| {
+        let name = format!("GPU-canary-{starts}");
+        register_proven_h200(&data, &canary.public_key(), &name);
+        let v = start();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !v.service.stderr().contains(&name) {
+            assert!(
+                Instant::now() < deadline,
+                "{name} not challenged: {}",
+                v.service.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        v
+    };
+    let mut v = start(0, &|| {
+        Network::in_dir(dir.path()).flags(&flags).start().validator
+    });
     let operator = pog_net::keys::load_or_create(&data.join("validator.key")).unwrap();
     let mut all_gpus = Vec::new();
     let mut took = Duration::ZERO;
@@ -827,7 +848,8 @@ fn a_validator_killed_while_it_clears_loses_no_lease_and_logs_none_twice() {
         for gpu in &gpus {
             args.extend(["--gpu", gpu]);
         }
-        assert_eq!(market(&v.url, &provider, &args).0, 0, "the ask");
+        let (status, json) = market(&v.url, &provider, &args);
+        assert_eq!(status, 0, "the ask: {json}");
         let args = [
             "submit", "--id", &bid, "--side", "bid", "--class", "H200 SXM",
         ];
@@ -852,7 +874,7 @@ fn a_validator_killed_while_it_clears_loses_no_lease_and_logs_none_twice() {
         // validator opens it again).
         let logged_at_kill = ledger_leases(&data, &gpus)
             .map_or_else(|e| format!("unreadable ({e})"), |ids| ids.len().to_string());
-        v = ValidatorProcess::start(&data, &flags);
+        v = start(round, &|| ValidatorProcess::start(&data, &flags));
         let clearings = history(&v.addr);
         let stored = clearings.len() > before;
         eprintln!(
