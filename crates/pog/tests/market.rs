@@ -775,3 +775,210 @@ fn bids_are_backed_by_deposits_in_the_escrow_on_chain() {
     assert_eq!(status, 0, "{page}");
     assert_eq!(page["settlements"].as_array().unwrap().len(), 0, "{page}");
 }
+
+/// A `pog validator` killed with SIGKILL while it clears (issue 22): a clearing of 40
+/// GPU-hours, one lease per GPU, whose request is sent and the process killed at points
+/// through the time a clearing took (before it is judged, while its leases are signed into
+/// the ledger, after), then restarted. Each time: every lease of every clearing stored is in
+/// the ledger exactly once (those the crash kept from it logged at the restart), and none
+/// else; a stored clearing's orders have left the book, one the crash came before left both
+/// open and whole (cancelled then, for the next round).
+#[test]
+fn a_validator_killed_while_it_clears_loses_no_lease_and_logs_none_twice() {
+    use common::{http_get, ValidatorProcess};
+    use std::collections::BTreeMap;
+    use std::time::{Duration, Instant};
+    const GPUS: usize = 40;
+    let dir = tempfile::tempdir().unwrap();
+    let renter = dir.path().join("renter");
+    let data = dir.path().join("validator");
+    let flags = ["--challenge-every", "3600"];
+    // A validator challenges every GPU registered as it starts, and one at no endpoint fails:
+    // a round's GPUs are registered once that round has taken its GPUs, which its challenge
+    // of a canary GPU, registered before each start, says.
+    let canary = pog_net::keys::load_or_create(&dir.path().join("canary/agent.key")).unwrap();
+    let start = |starts: usize, start: &dyn Fn() -> ValidatorProcess| {
+        let name = format!("GPU-canary-{starts}");
+        register_proven_h200(&data, &canary.public_key(), &name);
+        let v = start();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !v.service.stderr().contains(&name) {
+            assert!(
+                Instant::now() < deadline,
+                "{name} not challenged: {}",
+                v.service.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        v
+    };
+    let mut v = start(0, &|| {
+        Network::in_dir(dir.path()).flags(&flags).start().validator
+    });
+    let operator = pog_net::keys::load_or_create(&data.join("validator.key")).unwrap();
+    let mut all_gpus = Vec::new();
+    let mut took = Duration::ZERO;
+    // Round 0 is not killed: it measures how long a clearing takes to answer.
+    for (round, fraction) in [None, Some(0.05), Some(0.3), Some(0.6), Some(0.9)]
+        .into_iter()
+        .enumerate()
+    {
+        // A provider of its own each round (a key holds at most 64 GPUs).
+        let provider = dir.path().join(format!("provider-{round}"));
+        let provider_key = pog_net::keys::load_or_create(&provider.join("agent.key")).unwrap();
+        let gpus: Vec<String> = (0..GPUS)
+            .map(|i| format!("GPU-crash-{round}-{i}"))
+            .collect();
+        for gpu in &gpus {
+            register_proven_h200(&data, &provider_key.public_key(), gpu);
+        }
+        all_gpus.extend(gpus.iter().cloned());
+        let market = |url: &str, dir: &PathBuf, args: &[&str]| {
+            let mut all = vec!["market", "--json", "--validator", url, "--data-dir"];
+            all.push(dir.to_str().unwrap());
+            all.extend_from_slice(args);
+            pog(&all)
+        };
+        let (ask, bid) = (format!("a{round}"), format!("b{round}"));
+        let quantity = GPUS.to_string();
+        let mut args = vec![
+            "submit", "--id", &ask, "--side", "ask", "--class", "H200 SXM",
+        ];
+        args.extend(["--quantity", &quantity, "--price", "3.00"]);
+        for gpu in &gpus {
+            args.extend(["--gpu", gpu]);
+        }
+        let (status, json) = market(&v.url, &provider, &args);
+        assert_eq!(status, 0, "the ask: {json}");
+        let args = [
+            "submit", "--id", &bid, "--side", "bid", "--class", "H200 SXM",
+        ];
+        let args = [&args[..], &["--quantity", &quantity, "--price", "4.00"]].concat();
+        let (status, json) = market(&v.url, &renter, &args);
+        assert_eq!(status, 0, "the bid: {json}");
+        let before = history(&v.addr).len();
+        let request = clear_request(&operator);
+        let sent = Instant::now();
+        let mut socket = post(&v.addr, "/v1/market/clear", &request);
+        let Some(fraction) = fraction else {
+            let mut answer = String::new();
+            std::io::Read::read_to_string(&mut socket, &mut answer).unwrap();
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+            took = sent.elapsed();
+            continue;
+        };
+        std::thread::sleep(took.mul_f64(fraction));
+        v.service.kill();
+        let killed_after = sent.elapsed();
+        // Read as the crash left it (a torn last entry may keep it from being read until the
+        // validator opens it again).
+        let logged_at_kill = ledger_leases(&data, &gpus)
+            .map_or_else(|e| format!("unreadable ({e})"), |ids| ids.len().to_string());
+        v = start(round, &|| ValidatorProcess::start(&data, &flags));
+        let clearings = history(&v.addr);
+        let stored = clearings.len() > before;
+        eprintln!(
+            "round {round}: killed {killed_after:?} after the request (a clearing took {took:?}): \
+             clearing stored: {stored}, {logged_at_kill} of its {GPUS} leases logged then"
+        );
+        // Every lease of every clearing, in the ledger once; nothing else there.
+        let mut in_history: Vec<String> = clearings
+            .iter()
+            .flat_map(|c| c["leases"].as_array().unwrap().iter())
+            .map(|l| l["id"].as_str().unwrap().to_string())
+            .collect();
+        in_history.sort();
+        assert_eq!(
+            ledger_leases(&data, &all_gpus),
+            Ok(in_history),
+            "round {round}"
+        );
+        let book: serde_json::Value =
+            serde_json::from_str(&http_get(&v.addr, "/v1/market/book").unwrap().1).unwrap();
+        let open: BTreeMap<String, u64> = ["bids", "asks"]
+            .iter()
+            .flat_map(|side| book[side].as_array().unwrap().iter())
+            .map(|o| {
+                (
+                    o["id"].as_str().unwrap().to_string(),
+                    o["quantity"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        if stored {
+            let clearing = clearings.last().unwrap();
+            assert_eq!(
+                clearing["leases"].as_array().unwrap().len(),
+                GPUS,
+                "{clearing}"
+            );
+            assert!(open.is_empty(), "round {round}: {open:?}");
+        } else {
+            let whole = BTreeMap::from([(ask.clone(), GPUS as u64), (bid.clone(), GPUS as u64)]);
+            assert_eq!(open, whole, "round {round}");
+            assert_eq!(market(&v.url, &provider, &["cancel", "--id", &ask]).0, 0);
+            assert_eq!(market(&v.url, &renter, &["cancel", "--id", &bid]).0, 0);
+        }
+    }
+}
+
+/// The clearing request of H200 SXM by `operator` (the validator's key), as sent.
+fn clear_request(operator: &pog_signed::Identity) -> Vec<u8> {
+    let message = pog_validator::market::ClearMessage {
+        validator: operator.public_key(),
+        class: pog_market::GpuClass::new("H200 SXM").unwrap(),
+        mechanism: pog_market::Mechanism::UniformPrice,
+        at_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64,
+        nonce: Some(pog_validator::market::fresh_clear_nonce()),
+    };
+    let envelope = operator
+        .seal(pog_validator::market::CLEAR_KIND, &message)
+        .unwrap();
+    serde_json::to_vec(&envelope).unwrap()
+}
+
+/// Sends `body` to `path` at `addr` as a JSON `POST` on a plain socket, read from it for the
+/// answer.
+fn post(addr: &str, path: &str, body: &[u8]) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut socket = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        socket,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    socket.write_all(body).unwrap();
+    socket
+}
+
+/// Every clearing the validator at `addr` lists, oldest first.
+fn history(addr: &str) -> Vec<Value> {
+    let (status, body) = common::http_get(addr, "/v1/market/history?limit=1000").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let page: Value = serde_json::from_str(&body).unwrap();
+    page["clearings"].as_array().unwrap().clone()
+}
+
+/// The ids of the lease records in the histories of `gpus` in the ledger of the validator
+/// whose data dir is `data`, sorted (an id twice, when logged twice); why not, when the ledger
+/// cannot be read.
+fn ledger_leases(data: &std::path::Path, gpus: &[String]) -> Result<Vec<String>, String> {
+    let ledger =
+        pog_ledger::store::Ledger::open_reader(&data.join("ledger")).map_err(|e| e.to_string())?;
+    let mut ids = Vec::new();
+    for gpu in gpus {
+        for (_, entry) in ledger.gpu_entries(gpu).map_err(|e| e.to_string())? {
+            if entry.kind == pog_signed::RecordKind::Lease {
+                let lease: pog_records::LeaseRecord =
+                    serde_json::from_str(&entry.body).map_err(|e| e.to_string())?;
+                ids.push(lease.lease_id);
+            }
+        }
+    }
+    ids.sort();
+    Ok(ids)
+}

@@ -22,7 +22,8 @@
 //!   dir); each request, named by its nonce, clears once (a replay gets 409). Open asks whose
 //!   GPUs no longer back them are withdrawn first ([`Market::withdraw_unbacked`]).
 //! - `POST /v1/market/withdraw` and `POST /v1/market/undelivered`: a renter's withdrawal voucher
-//!   ([`Market::withdraw`]) and a provider's report of a lease it could not deliver
+//!   ([`Market::withdraw`], its hold kept in the store beside the book, the fleet's on
+//!   PostgreSQL) and a provider's report of a lease it could not deliver
 //!   ([`Market::report_undelivered`]); like submissions, at most
 //!   [`MarketLimits::submits_per_minute_per_source`] a minute from one address.
 //! - `GET /v1/market/leases` and `GET /v1/market/settlements`: signed pages of the leases and
@@ -82,7 +83,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::market_store::{MarketStore, StoredEvent};
+use crate::market_store::{MarketStore, StoredEvent, Withdrawn};
 use crate::registry::Registry;
 
 /// Envelope kind of a signed [`SubmitMessage`].
@@ -517,26 +518,12 @@ pub struct Market {
     settlements: Option<Arc<crate::settlement::Settlements>>,
     /// The escrow's settlement key, which signs withdrawal vouchers; `None`: none are signed.
     vouchers: Option<Arc<dyn crate::settlement::EscrowPayments>>,
-    /// Each renter's last withdrawal request taken and the voucher it holds (in memory: a
-    /// restart forgets them, and a request is taken only within five minutes of the clock).
-    withdrawals: Mutex<HashMap<String, Withdrawn>>,
     /// The classes cleared since the pricing last took them, and whom to wake on a clearing.
     cleared: Mutex<(BTreeSet<GpuClass>, Option<Arc<tokio::sync::Notify>>)>,
     /// Held while clearings' leases are handed to the sink ([`Market::hand_pending_leases`]).
     handing: Mutex<()>,
     /// Whether other validators share the store (a fleet's book on PostgreSQL).
     shared: bool,
-}
-
-/// A renter's last withdrawal request taken, and what its voucher holds until it expires.
-#[derive(Debug, Clone, Copy)]
-struct Withdrawn {
-    /// The request's `at_ms`: a later request must be newer.
-    at_ms: u64,
-    /// What the voucher may take out, micro-dollars.
-    amount: u64,
-    /// When it expires, ms since the Unix epoch.
-    until_ms: u64,
 }
 
 impl crate::settlement::LeaseBook for Market {
@@ -728,7 +715,6 @@ impl Market {
             signer: None,
             settlements: None,
             vouchers: None,
-            withdrawals: Mutex::new(HashMap::new()),
             cleared: Mutex::new((BTreeSet::new(), None)),
             handing: Mutex::new(()),
             shared,
@@ -781,19 +767,12 @@ impl Market {
         self
     }
 
-    /// What `owner`'s outstanding voucher holds at `now_ms` (0 once it expired).
-    fn voucher_hold(&self, owner: &PublicKey, now_ms: u64) -> u128 {
-        self.withdrawals
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&owner.as_str().to_ascii_lowercase())
-            .filter(|w| now_ms < w.until_ms)
-            .map_or(0, |w| u128::from(w.amount))
-    }
-
     /// A withdrawal voucher for a signed [`crate::settlement::WithdrawMessage`] (the envelope's
     /// bytes): up to what the renter's deposit holds beyond its open bids, the leases not yet
-    /// paid for and its last voucher. Reads the chain: call it off the async runtime's workers.
+    /// paid for and its last voucher. The hold is taken in the market's store, in the same
+    /// transaction and under the same lock as submissions ([`Market::write`]): a fleet's
+    /// validators count each other's vouchers, and judge two withdrawals at once one after
+    /// the other. Reads the chain: call it off the async runtime's workers.
     pub fn withdraw(&self, bytes: &[u8]) -> Result<crate::settlement::Voucher, MarketRequestError> {
         use crate::settlement::{WithdrawMessage, VOUCHER_LIFETIME_MS, WITHDRAW_KIND};
         let (message, signer): (WithdrawMessage, PublicKey) =
@@ -804,71 +783,65 @@ impl Market {
         };
         let now = self.clock.now_ms();
         let key = signer.as_str().to_ascii_lowercase();
-        let newer_than_last = |at_ms: u64| {
-            self.withdrawals
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&key)
-                .is_none_or(|w| at_ms > w.at_ms)
-        };
+        let stale = |last: Option<Withdrawn>| last.is_some_and(|w| message.at_ms <= w.at_ms);
         // A stale or replayed request is refused before the chain is read for it.
-        if message.at_ms.abs_diff(now) > CLEAR_MAX_AGE_MS || !newer_than_last(message.at_ms) {
+        if message.at_ms.abs_diff(now) > CLEAR_MAX_AGE_MS
+            || stale(self.lock().store.withdrawal(&key)?)
+        {
             return Err(MarketRequestError::StaleWithdrawal);
         }
         let deposit = deposits
             .deposit_of(&signer)
             .map_err(BackingError::DepositsUnavailable)?;
-        let previous = {
-            let inner = self.read();
-            let mut withdrawals = self.withdrawals.lock().unwrap_or_else(|p| p.into_inner());
-            let previous = withdrawals.get(&key).copied();
-            if previous.is_some_and(|w| message.at_ms <= w.at_ms) {
+        let until_ms = now.saturating_add(VOUCHER_LIFETIME_MS);
+        let previous = self.write(|inner, _| {
+            // Read again under the lock: another request may have been taken meanwhile.
+            let previous = inner.store.withdrawal(&key)?;
+            if stale(previous) {
                 return Err(MarketRequestError::StaleWithdrawal);
             }
-            let held_by_voucher = previous
-                .filter(|w| now < w.until_ms)
-                .map_or(0, |w| u128::from(w.amount));
+            let held_by_voucher = previous.map_or(0, |w| w.holds_at(now));
             let held = inner.book.bid_commitment_of(signer.as_str())
-                + self.held_by_leases(&inner, &signer)
-                + held_by_voucher;
+                + self.held_by_leases(inner, &signer)
+                + u128::from(held_by_voucher);
             let available = deposit.saturating_sub(held);
             if u128::from(message.amount_micro_usd) > available {
                 return Err(MarketRequestError::WithdrawalNotCovered {
-                    owner: signer,
+                    owner: signer.clone(),
                     asked: message.amount_micro_usd,
                     available,
                     deposit,
                 });
             }
-            // Held from now: a bid taken while the chain is asked cannot spend it.
-            withdrawals.insert(
-                key.clone(),
-                Withdrawn {
-                    at_ms: message.at_ms,
-                    amount: message
-                        .amount_micro_usd
-                        .saturating_add(u64::try_from(held_by_voucher).unwrap_or(u64::MAX)),
-                    until_ms: now + VOUCHER_LIFETIME_MS,
-                },
-            );
-            previous
-        };
-        let expires_at_s = (now + VOUCHER_LIFETIME_MS) / 1000;
+            // Held from the commit: a bid judged while the chain is asked cannot spend it.
+            let hold = Withdrawn {
+                at_ms: message.at_ms,
+                amount: message.amount_micro_usd.saturating_add(held_by_voucher),
+                until_ms,
+            };
+            inner.store.put_withdrawal(&key, Some(hold), now)?;
+            Ok(previous)
+        })?;
         vouchers
-            .voucher(&signer, message.amount_micro_usd, expires_at_s)
+            .voucher(&signer, message.amount_micro_usd, until_ms / 1000)
             .map_err(|e| {
                 // Nothing signed: the hold goes back to what it was.
-                let mut withdrawals = self.withdrawals.lock().unwrap_or_else(|p| p.into_inner());
-                match previous {
-                    Some(w) => withdrawals.insert(
-                        key.clone(),
-                        Withdrawn {
-                            at_ms: message.at_ms,
+                let given_back = self.write(|inner, _| {
+                    let hold = match inner.store.withdrawal(&key)? {
+                        // Still this request's: as before it, so that it may be sent again.
+                        Some(w) if w.at_ms == message.at_ms => previous,
+                        // A newer request's, which counted this one's hold: less this one.
+                        Some(w) => Some(Withdrawn {
+                            amount: w.amount.saturating_sub(message.amount_micro_usd),
                             ..w
-                        },
-                    ),
-                    None => withdrawals.remove(&key),
-                };
+                        }),
+                        None => None,
+                    };
+                    Ok(inner.store.put_withdrawal(&key, hold, now)?)
+                });
+                if let Err(e) = given_back {
+                    tracing::warn!(error = %e, renter = %signer, "giving back a withdrawal's hold: it holds until it expires");
+                }
                 MarketRequestError::VoucherUnavailable(e.to_string())
             })
     }
@@ -1113,7 +1086,10 @@ impl Market {
                 // The open bids, the leases not yet paid for and a voucher not yet expired.
                 let committed = inner.book.bid_commitment_of(signer.as_str())
                     + self.held_by_leases(inner, &signer)
-                    + self.voucher_hold(&signer, self.clock.now_ms());
+                    + inner
+                        .store
+                        .withdrawal(&signer.as_str().to_ascii_lowercase())?
+                        .map_or(0, |w| u128::from(w.holds_at(self.clock.now_ms())));
                 pog_market::backing::check_bid_covered(&message.order, committed, deposit)?;
             }
             // Orders expired by now no longer count against the limits.
@@ -3075,6 +3051,266 @@ mod tests {
         );
         a.cancel(&cancel).unwrap();
         assert!(a.book(None, None, MAX_BOOK_PAGE).bids.is_empty());
+    }
+
+    /// The escrow as the withdrawal tests see it: each renter's deposit, and a settlement key
+    /// that signs vouchers while `up`.
+    struct Escrow {
+        deposits: std::collections::BTreeMap<PublicKey, u128>,
+        up: std::sync::atomic::AtomicBool,
+    }
+
+    impl Escrow {
+        /// The escrow where each of `renters` deposited $10, signing vouchers.
+        fn holding(renters: &[&Identity]) -> Arc<Escrow> {
+            Arc::new(Escrow {
+                deposits: renters
+                    .iter()
+                    .map(|r| (r.public_key(), 10_000_000))
+                    .collect(),
+                up: true.into(),
+            })
+        }
+
+        /// `market` backing bids by these deposits and signing vouchers with this key.
+        fn serve(self: &Arc<Escrow>, market: Market) -> Market {
+            market
+                .with_deposits(self.clone())
+                .with_vouchers(self.clone())
+        }
+    }
+
+    impl pog_market::backing::Deposits for Escrow {
+        fn deposit_of(
+            &self,
+            owner: &PublicKey,
+        ) -> Result<u128, pog_market::backing::DepositsUnavailable> {
+            Ok(self.deposits.get(owner).copied().unwrap_or(0))
+        }
+    }
+
+    impl crate::settlement::EscrowPayments for Escrow {
+        fn sign(
+            &self,
+            _: &crate::settlement::EscrowTerms,
+        ) -> Result<pog_records::EscrowPayment, crate::settlement::EscrowUnavailable> {
+            Err(crate::settlement::EscrowUnavailable(
+                "no settling here".into(),
+            ))
+        }
+
+        fn deliver(
+            &self,
+            _: &crate::settlement::EscrowTerms,
+            _: &pog_records::EscrowPayment,
+        ) -> Result<bool, crate::settlement::EscrowUnavailable> {
+            Err(crate::settlement::EscrowUnavailable(
+                "no settling here".into(),
+            ))
+        }
+
+        fn voucher(
+            &self,
+            renter: &PublicKey,
+            amount_micro_usd: u64,
+            expires_at_s: u64,
+        ) -> Result<crate::settlement::Voucher, crate::settlement::EscrowUnavailable> {
+            if !self.up.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(crate::settlement::EscrowUnavailable(
+                    "the chain did not answer".into(),
+                ));
+            }
+            Ok(crate::settlement::Voucher {
+                renter: renter.clone(),
+                amount_micro_usd,
+                nonce: 0,
+                expires_at_s,
+                chain_id: 31337,
+                contract: "0x00000000000000000000000000000000000000e5".into(),
+                signature: format!("voucher {amount_micro_usd}"),
+            })
+        }
+    }
+
+    /// `renter`'s request, signed at `at_ms`, for a voucher of `amount` µ$ from validator `at`.
+    fn withdrawal(renter: &Identity, at: &PublicKey, amount: u64, at_ms: u64) -> Vec<u8> {
+        let message = crate::settlement::WithdrawMessage {
+            validator: at.clone(),
+            amount_micro_usd: amount,
+            at_ms,
+        };
+        v_seal(renter, crate::settlement::WITHDRAW_KIND, &message)
+    }
+
+    /// Whether the refusal is of a bid its deposit does not cover.
+    fn bid_not_covered<T>(result: &Result<T, MarketRequestError>) -> bool {
+        matches!(
+            result,
+            Err(MarketRequestError::Backing(
+                BackingError::BidNotCovered { .. }
+            ))
+        )
+    }
+
+    /// A voucher signed at one validator of a fleet holds its amount from the renter's bids at
+    /// any other: of a $10 deposit, after a $6 voucher at A, a $5 bid at B is refused and a $4
+    /// one taken.
+    #[test]
+    fn a_voucher_at_one_validator_holds_the_deposit_from_bids_at_another() {
+        let Some((a, b, _)) = fleet() else { return };
+        let alice = Identity::from_seed([2; 32]);
+        let escrow = Escrow::holding(&[&alice]);
+        let (a, b) = (escrow.serve(a), escrow.serve(b));
+        let (ka, kb) = (
+            validator().public_key(),
+            Identity::from_seed([9; 32]).public_key(),
+        );
+        let voucher = a
+            .withdraw(&withdrawal(&alice, &ka, 6_000_000, now_ms()))
+            .unwrap();
+        assert_eq!(voucher.amount_micro_usd, 6_000_000);
+        let over = b.submit(&submit(&alice, &kb, order("b1", &alice, Side::Bid, 1, 5.0)));
+        assert!(bid_not_covered(&over), "{over:?}");
+        b.submit(&submit(&alice, &kb, order("b2", &alice, Side::Bid, 1, 4.0)))
+            .unwrap();
+        // And the bid at B holds the rest from a voucher at A.
+        let more = a.withdraw(&withdrawal(&alice, &ka, 1, now_ms() + 1));
+        assert!(
+            matches!(
+                more,
+                Err(MarketRequestError::WithdrawalNotCovered { available: 0, .. })
+            ),
+            "{more:?}"
+        );
+    }
+
+    /// Two requests for a voucher of a renter's whole deposit, sent at once from two threads
+    /// to two validators of a fleet: one is signed, the other refused (the holds are taken
+    /// under the sequence lock, on the fleet's store).
+    #[test]
+    fn two_withdrawals_of_the_whole_deposit_at_two_validators_at_once_one_is_signed() {
+        let Some((a, b, _)) = fleet() else { return };
+        let renters: Vec<Identity> = (40..45u8).map(|s| Identity::from_seed([s; 32])).collect();
+        let escrow = Escrow::holding(&renters.iter().collect::<Vec<_>>());
+        let (a, b) = (Arc::new(escrow.serve(a)), Arc::new(escrow.serve(b)));
+        let keys = [
+            validator().public_key(),
+            Identity::from_seed([9; 32]).public_key(),
+        ];
+        for renter in &renters {
+            let start = Arc::new(std::sync::Barrier::new(2));
+            let at_ms = now_ms();
+            let threads: Vec<_> = [
+                (a.clone(), &keys[0], at_ms),
+                (b.clone(), &keys[1], at_ms + 1),
+            ]
+            .into_iter()
+            .map(|(market, key, at_ms)| {
+                let bytes = withdrawal(renter, key, 10_000_000, at_ms);
+                let start = start.clone();
+                std::thread::spawn(move || {
+                    start.wait();
+                    market.withdraw(&bytes)
+                })
+            })
+            .collect();
+            let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+            assert_eq!(
+                results.iter().filter(|r| r.is_ok()).count(),
+                1,
+                "{results:?}"
+            );
+            let refused = results.into_iter().find_map(Result::err).unwrap();
+            assert!(
+                matches!(
+                    refused,
+                    MarketRequestError::WithdrawalNotCovered { .. }
+                        | MarketRequestError::StaleWithdrawal
+                ),
+                "{refused}"
+            );
+        }
+    }
+
+    /// A withdrawal request taken at one validator of a fleet is refused at another: the same
+    /// bytes name the first validator, and one signed for the other no later is stale (each
+    /// renter's last request is the fleet's).
+    #[test]
+    fn a_withdrawal_request_taken_at_one_validator_is_stale_at_another() {
+        let Some((a, b, _)) = fleet() else { return };
+        let alice = Identity::from_seed([2; 32]);
+        let escrow = Escrow::holding(&[&alice]);
+        let (a, b) = (escrow.serve(a), escrow.serve(b));
+        let (ka, kb) = (
+            validator().public_key(),
+            Identity::from_seed([9; 32]).public_key(),
+        );
+        let at_ms = now_ms();
+        let taken = withdrawal(&alice, &ka, 1_000_000, at_ms);
+        a.withdraw(&taken).unwrap();
+        assert!(matches!(
+            b.withdraw(&taken),
+            Err(MarketRequestError::OtherValidator { .. })
+        ));
+        for at in [at_ms, at_ms - 1] {
+            let again = b.withdraw(&withdrawal(&alice, &kb, 1_000_000, at));
+            assert!(
+                matches!(again, Err(MarketRequestError::StaleWithdrawal)),
+                "{again:?}"
+            );
+        }
+        // A newer one is taken, counting the first voucher: $9 of $10 is free.
+        let over = b.withdraw(&withdrawal(&alice, &kb, 9_000_001, at_ms + 1));
+        assert!(
+            matches!(
+                over,
+                Err(MarketRequestError::WithdrawalNotCovered {
+                    available: 9_000_000,
+                    ..
+                })
+            ),
+            "{over:?}"
+        );
+        b.withdraw(&withdrawal(&alice, &kb, 9_000_000, at_ms + 2))
+            .unwrap();
+    }
+
+    /// A voucher's hold and the renter's last request are kept in the store: a validator
+    /// restarted on it still refuses a bid the voucher leaves uncovered and the request
+    /// replayed. A voucher that could not be signed (the chain away) holds nothing, and its
+    /// request may be sent again.
+    #[test]
+    fn a_withdrawal_hold_survives_a_restart_and_a_failed_signing_holds_nothing() {
+        for place in Place::all() {
+            let v = validator().public_key();
+            let alice = Identity::from_seed([2; 32]);
+            let escrow = Escrow::holding(&[&alice]);
+            let at_ms = now_ms();
+            let request = withdrawal(&alice, &v, 6_000_000, at_ms);
+            {
+                let m = escrow.serve(place.open());
+                escrow.up.store(false, std::sync::atomic::Ordering::SeqCst);
+                let e = answer(m.withdraw(&request));
+                assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE, "{}", e.message);
+                // Nothing held: the whole deposit backs a bid (cancelled again).
+                let bid = m
+                    .submit(&submit(&alice, &v, order("b0", &alice, Side::Bid, 1, 10.0)))
+                    .unwrap();
+                m.cancel(&cancel_at(&alice, &v, "b0", bid.sequence))
+                    .unwrap();
+                escrow.up.store(true, std::sync::atomic::Ordering::SeqCst);
+                m.withdraw(&request).unwrap();
+            }
+            let m = escrow.serve(place.open());
+            let over = m.submit(&submit(&alice, &v, order("b1", &alice, Side::Bid, 1, 5.0)));
+            assert!(bid_not_covered(&over), "{over:?}");
+            assert!(matches!(
+                m.withdraw(&request),
+                Err(MarketRequestError::StaleWithdrawal)
+            ));
+            m.submit(&submit(&alice, &v, order("b2", &alice, Side::Bid, 1, 4.0)))
+                .unwrap();
+        }
     }
 
     /// The API's answer to a refused request.

@@ -21,6 +21,15 @@
 //!   [`MarketStore::end_handing`]), and how far the pricing read the records
 //!   (`priced_through`, each validator's own: each keeps its own views of the prices).
 //! - **Price history**, one for the fleet.
+//! - **Withdrawal holds** (`market_withdrawals`, one row per renter): each renter's last
+//!   withdrawal request taken and what its voucher holds of the deposit until it expires
+//!   ([`MarketStore::withdrawal`], [`MarketStore::put_withdrawal`]), read and written inside
+//!   the transaction [`MarketStore::begin`] opens, so that on PostgreSQL they are sequenced
+//!   with the fleet's submits by the same lock: a bid judged at one validator counts a
+//!   voucher another signed, and two withdrawals at once are judged one after the other.
+//!   They are rows, not events: a hold depends on the chain's deposits and on whether the
+//!   voucher could be signed, nothing the book replays, and it is given back when signing
+//!   fails; a row per renter keeps them bounded without the snapshots.
 
 use crate::postgres::PgRegistry;
 use crate::registry_model::RegistryError;
@@ -80,6 +89,35 @@ pub(crate) struct StoredSnapshot {
     /// The clearing requests taken, as JSON.
     pub taken: String,
 }
+
+/// A renter's last withdrawal request taken, and what its voucher holds until it expires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Withdrawn {
+    /// The request's `at_ms`: a later request must be newer.
+    pub at_ms: u64,
+    /// What the voucher may take out, micro-dollars (with what an earlier voucher still
+    /// unexpired held when it was signed).
+    pub amount: u64,
+    /// When it expires, ms since the Unix epoch.
+    pub until_ms: u64,
+}
+
+impl Withdrawn {
+    /// What the voucher holds of the deposit at `now_ms`: its amount, 0 once it expired.
+    pub fn holds_at(&self, now_ms: u64) -> u64 {
+        if now_ms < self.until_ms {
+            self.amount
+        } else {
+            0
+        }
+    }
+}
+
+/// How long a hold row is kept past its voucher's expiry: by then a request as old as the
+/// one it took is refused by its age anyway (the request is at most five minutes from the
+/// clock when taken, the voucher lives ten), with five minutes to spare for the clocks of a
+/// fleet.
+const WITHDRAWAL_KEPT_MS: u64 = 5 * 60 * 1000;
 
 /// The most price points kept per GPU in `price_history`, the oldest dropped first: a GPU
 /// whose price changed at every round of a minute keeps about its last 16 hours of changes.
@@ -233,6 +271,12 @@ impl MarketStore {
                  through_seq INTEGER NOT NULL,
                  book TEXT NOT NULL,
                  taken TEXT NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS market_withdrawals (
+                 renter TEXT PRIMARY KEY,
+                 at_ms INTEGER NOT NULL,
+                 amount INTEGER NOT NULL,
+                 until_ms INTEGER NOT NULL
              );",
         )?;
         Ok(MarketStore::Sqlite(db))
@@ -318,6 +362,85 @@ impl MarketStore {
                 Ok(db.execute_batch(if commit { "COMMIT" } else { "ROLLBACK" })?)
             }
             MarketStore::Postgres(pg) => pg.end_on(Conn::Events, commit),
+        }
+    }
+
+    /// `renter`'s withdrawal hold (its key in lower case), read inside the transaction
+    /// [`MarketStore::begin`] opened when one is open.
+    pub(crate) fn withdrawal(&mut self, renter: &str) -> Result<Option<Withdrawn>, MarketError> {
+        const SQL: &str = "SELECT at_ms, amount, until_ms FROM market_withdrawals WHERE renter = ";
+        let hold = |at: i64, amount: i64, until: i64| Withdrawn {
+            at_ms: u64::try_from(at).unwrap_or(0),
+            amount: u64::try_from(amount).unwrap_or(0),
+            until_ms: u64::try_from(until).unwrap_or(0),
+        };
+        match self {
+            MarketStore::Sqlite(db) => Ok(db
+                .query_row(&format!("{SQL}?1"), [renter], |r| {
+                    Ok(hold(r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .optional()?),
+            MarketStore::Postgres(pg) => {
+                let renter = renter.to_owned();
+                pg.on(Conn::Events, move |c| async move {
+                    let row = c.query_opt(&format!("{SQL}$1"), &[&renter]).await?;
+                    Ok(row
+                        .map(|r| {
+                            Ok::<_, tokio_postgres::Error>(hold(
+                                r.try_get(0)?,
+                                r.try_get(1)?,
+                                r.try_get(2)?,
+                            ))
+                        })
+                        .transpose()?)
+                })
+            }
+        }
+    }
+
+    /// Sets `renter`'s withdrawal hold (`None`: drops it) inside the transaction
+    /// [`MarketStore::begin`] opened, and drops every renter's hold that expired more than
+    /// [`WITHDRAWAL_KEPT_MS`] before `now_ms`. A figure beyond the database's integers is
+    /// kept as the largest (a hold that large holds any deposit).
+    pub(crate) fn put_withdrawal(
+        &mut self,
+        renter: &str,
+        hold: Option<Withdrawn>,
+        now_ms: u64,
+    ) -> Result<(), MarketError> {
+        const UPSERT: &str = "INSERT INTO market_withdrawals (renter, at_ms, amount, until_ms) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (renter) DO UPDATE SET at_ms = excluded.at_ms, amount = excluded.amount, until_ms = excluded.until_ms";
+        const DELETE: &str = "DELETE FROM market_withdrawals WHERE renter = $1";
+        const PRUNE: &str = "DELETE FROM market_withdrawals WHERE until_ms < $1";
+        let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let row = hold.map(|h| [int(h.at_ms), int(h.amount), int(h.until_ms)]);
+        let expired = int(now_ms.saturating_sub(WITHDRAWAL_KEPT_MS));
+        match self {
+            MarketStore::Sqlite(db) => {
+                // SQLite numbers named parameters (`$1`, …) in the order they first appear:
+                // in these statements, as PostgreSQL does.
+                match row {
+                    Some([at, amount, until]) => {
+                        db.execute(UPSERT, params![renter, at, amount, until])?
+                    }
+                    None => db.execute(DELETE, params![renter])?,
+                };
+                db.execute(PRUNE, params![expired])?;
+                Ok(())
+            }
+            MarketStore::Postgres(pg) => {
+                let renter = renter.to_owned();
+                pg.on(Conn::Events, move |c| async move {
+                    match row {
+                        Some([at, amount, until]) => {
+                            c.execute(UPSERT, &[&renter, &at, &amount, &until]).await?
+                        }
+                        None => c.execute(DELETE, &[&renter]).await?,
+                    };
+                    c.execute(PRUNE, &[&expired]).await?;
+                    Ok(())
+                })
+            }
         }
     }
 

@@ -76,6 +76,8 @@ CREATE SEQUENCE settlement_versions;
 CREATE TABLE settlements (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, lease_id TEXT NOT NULL, period BIGINT NOT NULL, renter TEXT NOT NULL, provider TEXT NOT NULL, paid BIGINT NOT NULL, state BIGINT NOT NULL, record TEXT NOT NULL, version BIGINT NOT NULL, UNIQUE (lease_id, period));
 CREATE INDEX settlements_by_version ON settlements (version);
 CREATE TABLE undelivered (lease_id TEXT PRIMARY KEY, at_ms BIGINT NOT NULL, reason TEXT NOT NULL);
+", "
+CREATE TABLE market_withdrawals (renter TEXT PRIMARY KEY, at_ms BIGINT NOT NULL, amount BIGINT NOT NULL, until_ms BIGINT NOT NULL);
 "];
 
 /// The records a slot's round stores (GEMM, memory, CPU, RAM, storage): each is the round of
