@@ -498,6 +498,13 @@ fn main() {
             .unwrap_or_else(|| panic!("GPU-load-{i:05}: no records page: {page}"))
             .iter()
             .filter(|r| r["record"].get("challenge").is_some())
+            // The measured window's: a validator's first round starts when it does, inside
+            // a slot, and the registration's rounds are not the schedule's.
+            .filter(|r| {
+                r["record"]["recorded_at_ms"]
+                    .as_u64()
+                    .is_some_and(|at| at >= window_start_ms)
+            })
             .inspect(|r| {
                 challenged += 1;
                 accepted += usize::from(r["record"]["accepted"] == true);
