@@ -340,6 +340,7 @@ impl Rounds {
     /// (up to `max_concurrent` at once), and each GPU skipped because its agent did not answer
     /// gets its missed round recorded. Returns the round's number without waiting for it.
     pub fn start(&mut self) -> u64 {
+        let entered_ms = self.validator.records().now_ms();
         let round = self.next_round();
         while self.running.try_join_next().is_some() {}
         self.finish_claims();
@@ -391,6 +392,7 @@ impl Rounds {
                 }
             });
         }
+        let challenged = due.len();
         for uuid in due {
             let (v, schedule, state, permits) = (
                 self.validator.clone(),
@@ -439,6 +441,18 @@ impl Rounds {
                 }
             });
         }
+        // When the round began after its slot's start, and how long its claims, reads and
+        // dispatch took: a fleet's validators should start each slot within their clocks'
+        // skew of each other (the load harness reads these lines).
+        let now = self.validator.records().now_ms();
+        tracing::info!(
+            target: "pog::round",
+            slot,
+            late_ms = entered_ms.saturating_sub(slot.saturating_mul(self.every_ms())),
+            dispatched_ms = now.saturating_sub(entered_ms),
+            challenged,
+            "round started"
+        );
         round
     }
 
