@@ -18,14 +18,20 @@
 //! each reopened a second after the validator closes it.
 //!
 //! Each agent registers from its own loopback address (127.0.x.y), as agents on separate hosts
-//! would, so the validator's per-source limits apply to each one alone.
+//! would, so the validator's per-source limits apply to each one alone. The agents run in
+//! processes of 2,000 (this example again, with `--serve-agents`): each holds a listening
+//! socket and the validators' connections, and a process here may hold 20,000 descriptors.
+//! `--expiry-ms MS` sets how long an agent has to commit (5000 by default; the test plan's bound
+//! is as long).
 //!
 //! `--validators N --database postgres://…` runs a fleet (issue 22, item 7): N validator
 //! processes on one PostgreSQL database, the agents registered with them in turn and trusting
 //! them all. It also reports the slot-start skew across the validators (per slot, the spread
-//! of each validator's first record), the API's p99 on each, the database's commits a second
-//! and its server processes' CPU, each validator's CPU and RSS; then it kills the first
-//! validator and reports how long its GPUs wait until another validator proves them.
+//! of the validators' round starts, from their `pog::round` log lines), when GEMM challenges
+//! reach honest agents after their slot's start, the API's p99 on each, the database's commits
+//! a second and its server processes' CPU, each validator's CPU and RSS; then it kills the
+//! first validator and reports how long its GPUs wait until another validator proves them.
+//! Each run gets a database of its own on the server of `--database`.
 //! `--no-memory` leaves the proof of memory out of the rounds.
 
 use pog_agent::agent::Agent;

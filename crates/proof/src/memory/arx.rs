@@ -109,6 +109,9 @@ fn blocks_side_by_side<const LANES: usize>(
         }
     }
     let input = s;
+    // Lane by lane across four rows at once: the loop the compiler turns into vector
+    // operations (an iterator over one row would hide the other three).
+    #[allow(clippy::needless_range_loop)]
     #[inline(always)]
     fn quarter<const LANES: usize>(
         s: &mut [[u32; LANES]; 16],
