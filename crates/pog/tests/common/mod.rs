@@ -390,6 +390,21 @@ impl ValidatorProcess {
         }
     }
 
+    /// Waits until the validator has started its first round (it logs "round started", at
+    /// once when it starts): a GPU written into its registry after this is not in that
+    /// round, and waits for the next slot. Panics (with its stderr) after a minute.
+    pub fn wait_for_first_round(&self) {
+        let deadline = std::time::Instant::now() + SERVICE_WAIT;
+        while !self.service.stderr().contains("round started") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no round started: {}",
+                self.service.stderr()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// `pog agent` on the simulated host `profile` with its data in `data` and `flags`,
     /// serving on a free loopback port, trusting this validator and registering with it; once
     /// it serves (not yet registered: [`ValidatorProcess::wait_for_agents`]).
