@@ -782,11 +782,10 @@ impl Market {
             return Err(MarketRequestError::NoVouchers);
         };
         let now = self.clock.now_ms();
-        let key = signer.as_str().to_ascii_lowercase();
         let stale = |last: Option<Withdrawn>| last.is_some_and(|w| message.at_ms <= w.at_ms);
         // A stale or replayed request is refused before the chain is read for it.
         if message.at_ms.abs_diff(now) > CLEAR_MAX_AGE_MS
-            || stale(self.lock().store.withdrawal(&key)?)
+            || stale(self.lock().store.withdrawal(&signer)?)
         {
             return Err(MarketRequestError::StaleWithdrawal);
         }
@@ -796,7 +795,7 @@ impl Market {
         let until_ms = now.saturating_add(VOUCHER_LIFETIME_MS);
         let previous = self.write(|inner, _| {
             // Read again under the lock: another request may have been taken meanwhile.
-            let previous = inner.store.withdrawal(&key)?;
+            let previous = inner.store.withdrawal(&signer)?;
             if stale(previous) {
                 return Err(MarketRequestError::StaleWithdrawal);
             }
@@ -819,7 +818,7 @@ impl Market {
                 amount: message.amount_micro_usd.saturating_add(held_by_voucher),
                 until_ms,
             };
-            inner.store.put_withdrawal(&key, Some(hold), now)?;
+            inner.store.put_withdrawal(&signer, Some(hold), now)?;
             Ok(previous)
         })?;
         vouchers
@@ -827,7 +826,7 @@ impl Market {
             .map_err(|e| {
                 // Nothing signed: the hold goes back to what it was.
                 let given_back = self.write(|inner, _| {
-                    let hold = match inner.store.withdrawal(&key)? {
+                    let hold = match inner.store.withdrawal(&signer)? {
                         // Still this request's: as before it, so that it may be sent again.
                         Some(w) if w.at_ms == message.at_ms => previous,
                         // A newer request's, which counted this one's hold: less this one.
@@ -837,7 +836,7 @@ impl Market {
                         }),
                         None => None,
                     };
-                    Ok(inner.store.put_withdrawal(&key, hold, now)?)
+                    Ok(inner.store.put_withdrawal(&signer, hold, now)?)
                 });
                 if let Err(e) = given_back {
                     tracing::warn!(error = %e, renter = %signer, "giving back a withdrawal's hold: it holds until it expires");
@@ -1088,7 +1087,7 @@ impl Market {
                     + self.held_by_leases(inner, &signer)
                     + inner
                         .store
-                        .withdrawal(&signer.as_str().to_ascii_lowercase())?
+                        .withdrawal(&signer)?
                         .map_or(0, |w| u128::from(w.holds_at(self.clock.now_ms())));
                 pog_market::backing::check_bid_covered(&message.order, committed, deposit)?;
             }

@@ -33,6 +33,7 @@
 
 use crate::postgres::PgRegistry;
 use crate::registry_model::RegistryError;
+use pog_signed::PublicKey;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::future::Future;
 use std::path::Path;
@@ -365,9 +366,13 @@ impl MarketStore {
         }
     }
 
-    /// `renter`'s withdrawal hold (its key in lower case), read inside the transaction
-    /// [`MarketStore::begin`] opened when one is open.
-    pub(crate) fn withdrawal(&mut self, renter: &str) -> Result<Option<Withdrawn>, MarketError> {
+    /// `renter`'s withdrawal hold, read inside the transaction [`MarketStore::begin`] opened
+    /// when one is open (rows are keyed by the key in lower case, however it was written).
+    pub(crate) fn withdrawal(
+        &mut self,
+        renter: &PublicKey,
+    ) -> Result<Option<Withdrawn>, MarketError> {
+        let renter = renter.as_str().to_ascii_lowercase();
         const SQL: &str = "SELECT at_ms, amount, until_ms FROM market_withdrawals WHERE renter = ";
         let hold = |at: i64, amount: i64, until: i64| Withdrawn {
             at_ms: u64::try_from(at).unwrap_or(0),
@@ -380,21 +385,18 @@ impl MarketStore {
                     Ok(hold(r.get(0)?, r.get(1)?, r.get(2)?))
                 })
                 .optional()?),
-            MarketStore::Postgres(pg) => {
-                let renter = renter.to_owned();
-                pg.on(Conn::Events, move |c| async move {
-                    let row = c.query_opt(&format!("{SQL}$1"), &[&renter]).await?;
-                    Ok(row
-                        .map(|r| {
-                            Ok::<_, tokio_postgres::Error>(hold(
-                                r.try_get(0)?,
-                                r.try_get(1)?,
-                                r.try_get(2)?,
-                            ))
-                        })
-                        .transpose()?)
-                })
-            }
+            MarketStore::Postgres(pg) => pg.on(Conn::Events, move |c| async move {
+                let row = c.query_opt(&format!("{SQL}$1"), &[&renter]).await?;
+                Ok(row
+                    .map(|r| {
+                        Ok::<_, tokio_postgres::Error>(hold(
+                            r.try_get(0)?,
+                            r.try_get(1)?,
+                            r.try_get(2)?,
+                        ))
+                    })
+                    .transpose()?)
+            }),
         }
     }
 
@@ -404,7 +406,7 @@ impl MarketStore {
     /// kept as the largest (a hold that large holds any deposit).
     pub(crate) fn put_withdrawal(
         &mut self,
-        renter: &str,
+        renter: &PublicKey,
         hold: Option<Withdrawn>,
         now_ms: u64,
     ) -> Result<(), MarketError> {
@@ -415,6 +417,7 @@ impl MarketStore {
         let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         let row = hold.map(|h| [int(h.at_ms), int(h.amount), int(h.until_ms)]);
         let expired = int(now_ms.saturating_sub(WITHDRAWAL_KEPT_MS));
+        let renter = renter.as_str().to_ascii_lowercase();
         match self {
             MarketStore::Sqlite(db) => {
                 // SQLite numbers named parameters (`$1`, …) in the order they first appear:
@@ -428,19 +431,16 @@ impl MarketStore {
                 db.execute(PRUNE, params![expired])?;
                 Ok(())
             }
-            MarketStore::Postgres(pg) => {
-                let renter = renter.to_owned();
-                pg.on(Conn::Events, move |c| async move {
-                    match row {
-                        Some([at, amount, until]) => {
-                            c.execute(UPSERT, &[&renter, &at, &amount, &until]).await?
-                        }
-                        None => c.execute(DELETE, &[&renter]).await?,
-                    };
-                    c.execute(PRUNE, &[&expired]).await?;
-                    Ok(())
-                })
-            }
+            MarketStore::Postgres(pg) => pg.on(Conn::Events, move |c| async move {
+                match row {
+                    Some([at, amount, until]) => {
+                        c.execute(UPSERT, &[&renter, &at, &amount, &until]).await?
+                    }
+                    None => c.execute(DELETE, &[&renter]).await?,
+                };
+                c.execute(PRUNE, &[&expired]).await?;
+                Ok(())
+            }),
         }
     }
 

@@ -625,7 +625,8 @@ async fn heartbeats(
 
 /// Runs `rounds` until their `stop` says so, one at the start of each slot of `every` (a round
 /// is started whatever the last one is still waiting for), saying between slots that this
-/// validator is alive where it is one of a fleet ([`heartbeats`]); challenges already running finish before this returns.
+/// validator is alive where it is one of a fleet ([`heartbeats`]); challenges already running
+/// finish before this returns.
 pub async fn run(mut rounds: Rounds) {
     let (validator, mut stop) = (rounds.validator.clone(), rounds.stop.clone());
     // Only a fleet's validators (on PostgreSQL) have others to tell. In a set, so that the

@@ -470,7 +470,6 @@ impl Validator {
         uuid: &str,
         policy: &Policy,
     ) -> Result<ProofRecord<K::Details>, ValidatorError> {
-        policy.validate()?;
         let gpu = self
             .registry()
             .gpu(uuid)?
@@ -523,6 +522,9 @@ impl Validator {
         let round_trip_ms = self.round_trip_to(uuid);
         let mut bytes = (0usize, 0usize); // to the agent, from the agent
         let mut set_up_ms = None;
+        // The set-up as the bound counts it: judged once, so that the record states the bound
+        // the session held the answer to (another set-up of the host may pass meanwhile).
+        let mut judged_set_up_ms = None;
         let remaining = || Duration::from_millis(deadline_ms).saturating_sub(started.elapsed());
         let exchange = async {
             let issued_at_ms = self.records.now_ms();
@@ -535,13 +537,13 @@ impl Validator {
             // Judged against the kind's time once its set-up (if any) has run: a kind that
             // calibrates in its set-up is judged against what that took, counted at most a
             // little slower than the host's fastest that passed ([`crate::set_up_pace`]).
-            let session = |window, set_up_ms| {
+            let session = |window, judged_set_up_ms| {
                 ValidatorSession::timed(
                     id.clone(),
                     K::checked(challenge.clone(), &start),
                     window,
                     gpu.agent.clone(),
-                    K::expected_after_set_up(&plan, self.set_up_paces.judged(&pace_key, set_up_ms)),
+                    K::expected_after_set_up(&plan, judged_set_up_ms),
                     secret,
                     K::samples(policy),
                 )
@@ -600,8 +602,9 @@ impl Validator {
                     )
                 }
             };
+            judged_set_up_ms = self.set_up_paces.judged(&pace_key, set_up_ms);
             self.commit_and_verify(
-                session(window, set_up_ms),
+                session(window, judged_set_up_ms),
                 asked,
                 &gpu.endpoint,
                 round_trip_ms,
@@ -627,9 +630,11 @@ impl Validator {
                 set_up_ms,
                 simulated: gpu.simulated,
             }),
+            // An exchange that ended before its session was made is stated against its
+            // set-up as judged now.
             expected_ms: K::expected_after_set_up(
                 &plan,
-                self.set_up_paces.judged(&pace_key, set_up_ms),
+                judged_set_up_ms.or_else(|| self.set_up_paces.judged(&pace_key, set_up_ms)),
             ),
             accepted: result.as_ref().is_ok_and(|o| o.accepted),
             failure: result.as_ref().err().map(ExchangeError::failure),
