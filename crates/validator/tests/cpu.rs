@@ -22,8 +22,15 @@ async fn cpu_records(vurl: &str, uuid: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Held by each test for its whole run: these tests time a host's lanes against its
+/// calibration, and run beside each other on a 2-core machine one's lanes slowed another's
+/// calibration (CI saw two lanes on one thread at 1.09 of a calibration so slowed, under the
+/// limit).
+static TIMED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_round_proves_the_host_after_its_gpus_on_its_first_gpu() {
+    let _alone = TIMED.lock().await;
     let h = Harness::new().serve().await;
     h.agent(31, vec![claim("GPU-b"), claim("GPU-a")])
         .claiming_cores(1)
@@ -53,6 +60,7 @@ async fn a_round_proves_the_host_after_its_gpus_on_its_first_gpu() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_running_its_lanes_on_fewer_threads_than_it_claims_fails_on_time() {
+    let _alone = TIMED.lock().await;
     let h = Harness::new().serve().await;
     // Two lanes claimed, one thread to run them (and never more than this host has: the
     // agent refuses lanes beyond its threads).
@@ -79,6 +87,7 @@ async fn a_host_running_its_lanes_on_fewer_threads_than_it_claims_fails_on_time(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_that_calibrated_fast_cannot_widen_its_bound_by_calibrating_slowly() {
+    let _alone = TIMED.lock().await;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let h = Harness::new().serve().await;
@@ -130,6 +139,7 @@ async fn a_host_that_calibrated_fast_cannot_widen_its_bound_by_calibrating_slowl
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_far_host_is_not_judged_against_its_round_trip() {
+    let _alone = TIMED.lock().await;
     use std::time::Duration;
     let h = Harness::new().serve().await;
     // 300 ms of every answer: the pings, the calibration, the commitment.
@@ -176,6 +186,7 @@ async fn a_far_host_is_not_judged_against_its_round_trip() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_skipping_work_fails_its_spot_checks() {
+    let _alone = TIMED.lock().await;
     let h = Harness::new().serve().await;
     h.agent(34, vec![claim("GPU-skip")])
         .claiming_cores(1)
@@ -192,6 +203,7 @@ async fn a_host_skipping_work_fails_its_spot_checks() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_agent_refuses_more_lanes_than_its_threads_before_any_work() {
+    let _alone = TIMED.lock().await;
     let h = Harness::new().serve().await;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
     h.agent(35, vec![claim("GPU-many")])
@@ -211,6 +223,7 @@ async fn an_agent_refuses_more_lanes_than_its_threads_before_any_work() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_registration_claiming_no_or_absurd_cores_is_refused() {
+    let _alone = TIMED.lock().await;
     let h = Harness::new().serve().await;
     for cores in [0, pog_proof::cpu::MAX_LANES + 1] {
         let spec = h.agent(36, vec![claim("GPU-absurd")]).claiming_cores(cores);
@@ -223,6 +236,7 @@ async fn a_registration_claiming_no_or_absurd_cores_is_refused() {
 /// has none.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_gpu_of_a_host_scores_the_proof_its_first_gpu_carries() {
+    let _alone = TIMED.lock().await;
     let h = Harness::new()
         .with_market()
         .with_pricing_by_hand()
@@ -256,6 +270,7 @@ async fn every_gpu_of_a_host_scores_the_proof_its_first_gpu_carries() {
 /// first GPU's history, for each GPU of the host.
 #[tokio::test(flavor = "multi_thread")]
 async fn each_gpus_score_names_its_hosts_proof_among_its_inputs() {
+    let _alone = TIMED.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let h = Harness::new()
         .stored_in(dir.path())
