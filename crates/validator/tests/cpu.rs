@@ -78,11 +78,34 @@ async fn a_host_running_its_lanes_on_fewer_threads_than_it_claims_fails_on_time(
     // one lane, so the ratio is the 2.0 of two lanes on one thread, not 1.45.
     let mut long = policy();
     long.cpu.steps *= 8;
-    let record = h.v.challenge::<HostCpu>("GPU-few", &long).await.unwrap();
-    let outcome = record.outcome.as_ref().expect("a verdict");
-    assert!(!record.accepted, "{outcome:?}");
-    assert_eq!(outcome.wrong(), 0, "every segment right, only late");
-    assert!(outcome.time.ratio > 1.0 + pog_proof::timing::TIME_TOLERANCE);
+    // Judged over five rounds, as the schedule judges a host: one round's calibration can run
+    // slow on a shared machine (CI once saw it 1.43 times the timed phase's lane, and the
+    // cheat passed at 0.93), but a slow calibration is rare, and once the host has passed, its
+    // later calibrations count at most 1.1 times its fastest that passed.
+    const ROUNDS: usize = 5;
+    let mut rejected = Vec::new();
+    let mut ratios = Vec::new();
+    for _ in 0..ROUNDS {
+        let record = h.v.challenge::<HostCpu>("GPU-few", &long).await.unwrap();
+        let outcome = record.outcome.as_ref().expect("a verdict");
+        assert_eq!(
+            outcome.wrong(),
+            0,
+            "every segment right, only late: {outcome:?}"
+        );
+        ratios.push(outcome.time.ratio);
+        if !record.accepted {
+            rejected.push(outcome.time.ratio);
+        }
+    }
+    assert!(
+        rejected.len() > ROUNDS / 2,
+        "the cheat passed {} of {ROUNDS} rounds; time over bound each round: {ratios:?}",
+        ROUNDS - rejected.len()
+    );
+    assert!(rejected
+        .iter()
+        .all(|ratio| *ratio > 1.0 + pog_proof::timing::TIME_TOLERANCE));
 }
 
 #[tokio::test(flavor = "multi_thread")]
