@@ -93,6 +93,11 @@ fn dispatch(args: &Args) -> (i64, i64) {
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,bmi2")]
 fn dot_avx512(args: &Args) -> (i64, i64) {
     if args.k.is_multiple_of(8 * args.storage.per_hash() as usize) {
+        if std::arch::is_x86_feature_detected!("avx512vnni") {
+            // SAFETY: this function runs only where the CPU has AVX-512 F, BW and DQ, and it
+            // has VNNI too (checked above).
+            return unsafe { dot_avx512_whole_vnni(args) };
+        }
         // SAFETY: this function runs only where the CPU has AVX-512 F, BW and DQ.
         return unsafe { dot_avx512_whole(args) };
     }
@@ -227,100 +232,164 @@ fn dot_with<const PER: usize, const KIND: u8, const AVX512: bool>(args: &Args) -
     (sum.iter().sum(), abs_sum.iter().sum())
 }
 
-/// The AVX-512 dot product for `k` a whole number of 8-hash steps: each step hashes 8 words of
-/// each row at once (`vpmullq`), turns the 64 bytes into 64 INT8 or 32 BF16/FP16 integers in
-/// their natural order, and multiply-adds them in i16 pairs (`vpmaddwd`) into i32 lanes,
-/// widened into i64 every 8 steps (FP16's pair sums reach 2²⁷: 8 of them stay below 2³¹).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512dq")]
-unsafe fn dot_avx512_whole(args: &Args) -> (i64, i64) {
-    use std::arch::x86_64::*;
-    const GOLDEN: i64 = 0x9E37_79B9_7F4A_7C15_u64 as i64;
-    // splitmix64 of the 8 states in `z`, as `crate::hash`.
-    let mix = |z: __m512i| {
-        let z = _mm512_xor_si512(z, _mm512_srli_epi64::<30>(z));
-        let z = _mm512_mullo_epi64(z, _mm512_set1_epi64(0xBF58_476D_1CE4_E5B9_u64 as i64));
-        let z = _mm512_xor_si512(z, _mm512_srli_epi64::<27>(z));
-        let z = _mm512_mullo_epi64(z, _mm512_set1_epi64(0x94D0_49BB_1331_11EB_u64 as i64));
-        _mm512_xor_si512(z, _mm512_srli_epi64::<31>(z))
-    };
-    // The states of words `word .. word + 8`: seed + (word + i + 1)·GOLDEN.
-    let start = |seed: u64, word: u64| {
-        let lanes = _mm512_set_epi64(8, 7, 6, 5, 4, 3, 2, 1);
-        let first = _mm512_add_epi64(_mm512_set1_epi64(word as i64), lanes);
-        _mm512_add_epi64(
-            _mm512_set1_epi64(seed as i64),
-            _mm512_mullo_epi64(first, _mm512_set1_epi64(GOLDEN)),
-        )
-    };
-    let step = _mm512_set1_epi64(GOLDEN.wrapping_mul(8));
-    // BF16/FP16 chunks as ±(implicit | mantissa) << e (see `float_chunk`).
-    let (mantissa, implicit) = match args.storage {
-        Storage::Bf16 => (0x7f, 0x80),
-        _ => (0x3ff, 0x400),
-    };
-    let floats = |c: __m512i| {
-        let one = _mm512_set1_epi16(1);
-        let sign = _mm512_and_si512(c, one);
-        let e = _mm512_and_si512(_mm512_srli_epi16::<1>(c), _mm512_set1_epi16(3));
-        let wraps = _mm512_srli_epi16::<2>(_mm512_add_epi16(e, one));
-        let e = _mm512_sub_epi16(e, _mm512_mullo_epi16(wraps, _mm512_set1_epi16(3)));
-        let m = _mm512_and_si512(_mm512_srli_epi16::<3>(c), _mm512_set1_epi16(mantissa));
-        let m = _mm512_sllv_epi16(_mm512_or_si512(m, _mm512_set1_epi16(implicit)), e);
-        let negative = _mm512_sub_epi16(_mm512_setzero_si512(), sign);
-        _mm512_add_epi16(_mm512_xor_si512(m, negative), sign)
-    };
-    let int8 = |c: __m512i| {
-        let v = _mm512_max_epi8(
-            _mm512_sub_epi8(c, _mm512_set1_epi8(127)),
-            _mm512_set1_epi8(-127),
-        );
-        (
-            _mm512_cvtepi8_epi16(_mm512_castsi512_si256(v)),
-            _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64::<1>(v)),
-        )
-    };
-    let widen = |v: __m512i| {
-        _mm512_add_epi64(
-            _mm512_cvtepi32_epi64(_mm512_castsi512_si256(v)),
-            _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(v)),
-        )
-    };
-    let (mut za, mut zb) = (
-        start(args.seed_a, args.word_a),
-        start(args.seed_b, args.word_b),
-    );
-    let (mut sum, mut abs_sum) = (_mm512_setzero_si512(), _mm512_setzero_si512());
-    let (mut acc, mut abs_acc) = (_mm512_setzero_si512(), _mm512_setzero_si512());
-    let steps = args.k / (8 * args.storage.per_hash() as usize);
-    for i in 0..steps {
-        let (ha, hb) = (mix(za), mix(zb));
-        za = _mm512_add_epi64(za, step);
-        zb = _mm512_add_epi64(zb, step);
-        let mut madd = |x: __m512i, y: __m512i| {
-            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(x, y));
-            let (ax, ay) = (_mm512_abs_epi16(x), _mm512_abs_epi16(y));
-            abs_acc = _mm512_add_epi32(abs_acc, _mm512_madd_epi16(ax, ay));
-        };
-        if args.storage == Storage::I8 {
-            let ((a0, a1), (b0, b1)) = (int8(ha), int8(hb));
-            madd(a0, b0);
-            madd(a1, b1);
-        } else {
-            madd(floats(ha), floats(hb));
-        }
-        if i % 8 == 7 || i + 1 == steps {
-            sum = _mm512_add_epi64(sum, widen(acc));
-            abs_sum = _mm512_add_epi64(abs_sum, widen(abs_acc));
-            acc = _mm512_setzero_si512();
-            abs_acc = _mm512_setzero_si512();
-        }
+/// A BF16/FP16 chunk's exponent choice by the low five bits of `chunk >> 1` (bits 1–2 of the
+/// chunk; 3 wraps to 0), for `vpermw`.
+const EXPONENT_CHOICE: [i16; 32] = {
+    let mut table = [0i16; 32];
+    let mut i = 0;
+    while i < 32 {
+        table[i] = [0, 1, 2, 0][i & 3];
+        i += 1;
     }
-    (
-        _mm512_reduce_add_epi64(sum),
-        _mm512_reduce_add_epi64(abs_sum),
-    )
+    table
+};
+
+/// Defines the AVX-512 dot product for `k` a whole number of 8-hash steps: each step hashes 8
+/// words of each row at once (`vpmullq`) and turns the 64 bytes into 64 INT8 or 32 BF16/FP16 integers
+/// in their natural order, multiply-added into i32 lanes that are widened into i64 every 8
+/// steps (FP16's pair sums reach 2²⁷: 8 of them stay below 2³¹). Σ|a·b| comes from the
+/// magnitudes, and the sign of a·b goes on one factor: BF16/FP16 pairs go through `vpmaddwd`
+/// (`vpdpwssd` with `VNNI`), INT8 through `vpmaddwd` on widened bytes, or `vpdpbusd` on |a| and
+/// b carrying a's sign with `VNNI`.
+///
+/// The body is written once and compiled into each function with its own target features (the
+/// intrinsics inline only into a function compiled for them: an `#[inline(always)]` generic
+/// body left them as calls, ten times slower).
+#[cfg(target_arch = "x86_64")]
+macro_rules! whole_steps {
+    ($(#[$doc:meta])* $name:ident, $features:literal, VNNI = $vnni:literal) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        unsafe fn $name(args: &Args) -> (i64, i64) {
+            const VNNI: bool = $vnni;
+            use std::arch::x86_64::*;
+            const GOLDEN: i64 = 0x9E37_79B9_7F4A_7C15_u64 as i64;
+            // splitmix64 of the 8 states in `z`, as `crate::hash`.
+            let mix = |z: __m512i| {
+                let z = _mm512_xor_si512(z, _mm512_srli_epi64::<30>(z));
+                let z = _mm512_mullo_epi64(z, _mm512_set1_epi64(0xBF58_476D_1CE4_E5B9_u64 as i64));
+                let z = _mm512_xor_si512(z, _mm512_srli_epi64::<27>(z));
+                let z = _mm512_mullo_epi64(z, _mm512_set1_epi64(0x94D0_49BB_1331_11EB_u64 as i64));
+                _mm512_xor_si512(z, _mm512_srli_epi64::<31>(z))
+            };
+            // The states of words `word .. word + 8`: seed + (word + i + 1)·GOLDEN.
+            let start = |seed: u64, word: u64| {
+                let lanes = _mm512_set_epi64(8, 7, 6, 5, 4, 3, 2, 1);
+                let first = _mm512_add_epi64(_mm512_set1_epi64(word as i64), lanes);
+                _mm512_add_epi64(
+                    _mm512_set1_epi64(seed as i64),
+                    _mm512_mullo_epi64(first, _mm512_set1_epi64(GOLDEN)),
+                )
+            };
+            let step = _mm512_set1_epi64(GOLDEN.wrapping_mul(8));
+            let zero = _mm512_setzero_si512();
+            // BF16/FP16 chunks' magnitudes, (implicit | mantissa) << e (see `float_chunk`); the sign
+            // is bit 0.
+            let (mantissa, implicit) = match args.storage {
+                Storage::Bf16 => (0x7f, 0x80),
+                _ => (0x3ff, 0x400),
+            };
+            // SAFETY: the table holds the 32 i16 one load reads.
+            let exponents = unsafe { _mm512_loadu_si512(EXPONENT_CHOICE.as_ptr().cast()) };
+            let magnitude = |c: __m512i| {
+                let e = _mm512_permutexvar_epi16(_mm512_srli_epi16::<1>(c), exponents);
+                // (chunk >> 3 & mantissa) | implicit in one ternary-logic op (A & B | C: 0xEA).
+                let m = _mm512_ternarylogic_epi32::<0xEA>(
+                    _mm512_srli_epi16::<3>(c),
+                    _mm512_set1_epi16(mantissa),
+                    _mm512_set1_epi16(implicit),
+                );
+                _mm512_sllv_epi16(m, e)
+            };
+            // An INT8 chunk byte `c` is max(c − 127, −127) as an i8 (see `int8_chunk`).
+            let int8 = |c: __m512i| {
+                _mm512_max_epi8(
+                    _mm512_sub_epi8(c, _mm512_set1_epi8(127)),
+                    _mm512_set1_epi8(-127),
+                )
+            };
+            let widen_bytes = |v: __m512i| {
+                (
+                    _mm512_cvtepi8_epi16(_mm512_castsi512_si256(v)),
+                    _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64::<1>(v)),
+                )
+            };
+            // acc + the pairwise i16 products of x and y.
+            let pairs = |acc: __m512i, x: __m512i, y: __m512i| {
+                if VNNI {
+                    _mm512_dpwssd_epi32(acc, x, y)
+                } else {
+                    _mm512_add_epi32(acc, _mm512_madd_epi16(x, y))
+                }
+            };
+            let widen = |v: __m512i| {
+                _mm512_add_epi64(
+                    _mm512_cvtepi32_epi64(_mm512_castsi512_si256(v)),
+                    _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(v)),
+                )
+            };
+            let (mut za, mut zb) = (
+                start(args.seed_a, args.word_a),
+                start(args.seed_b, args.word_b),
+            );
+            let (mut sum, mut abs_sum) = (zero, zero);
+            let (mut acc, mut abs_acc) = (zero, zero);
+            let steps = args.k / (8 * args.storage.per_hash() as usize);
+            for i in 0..steps {
+                let (ha, hb) = (mix(za), mix(zb));
+                za = _mm512_add_epi64(za, step);
+                zb = _mm512_add_epi64(zb, step);
+                if args.storage == Storage::I8 {
+                    let (a, b) = (int8(ha), int8(hb));
+                    if VNNI {
+                        // |a| as unsigned bytes times b with a's sign, four products a lane.
+                        let a_abs = _mm512_abs_epi8(a);
+                        let b_signed = _mm512_mask_sub_epi8(b, _mm512_movepi8_mask(a), zero, b);
+                        acc = _mm512_dpbusd_epi32(acc, a_abs, b_signed);
+                        abs_acc = _mm512_dpbusd_epi32(abs_acc, a_abs, _mm512_abs_epi8(b));
+                    } else {
+                        let ((a0, a1), (b0, b1)) = (widen_bytes(a), widen_bytes(b));
+                        acc = pairs(pairs(acc, a0, b0), a1, b1);
+                        let abs = _mm512_abs_epi16;
+                        abs_acc = pairs(pairs(abs_acc, abs(a0), abs(b0)), abs(a1), abs(b1));
+                    }
+                } else {
+                    let (ma, mb) = (magnitude(ha), magnitude(hb));
+                    let negative = _mm512_test_epi16_mask(_mm512_xor_si512(ha, hb), _mm512_set1_epi16(1));
+                    acc = pairs(acc, _mm512_mask_sub_epi16(ma, negative, zero, ma), mb);
+                    abs_acc = pairs(abs_acc, ma, mb);
+                }
+                if i % 8 == 7 || i + 1 == steps {
+                    sum = _mm512_add_epi64(sum, widen(acc));
+                    abs_sum = _mm512_add_epi64(abs_sum, widen(abs_acc));
+                    acc = zero;
+                    abs_acc = zero;
+                }
+            }
+            (
+                _mm512_reduce_add_epi64(sum),
+                _mm512_reduce_add_epi64(abs_sum),
+            )
+        }
+    };
 }
+
+#[cfg(target_arch = "x86_64")]
+whole_steps!(
+    /// The whole-step dot product with AVX-512 VNNI's multiply-adds into the accumulators
+    /// (Ice Lake, Sapphire Rapids, Zen 4 and later).
+    dot_avx512_whole_vnni,
+    "avx512f,avx512bw,avx512dq,avx512vnni",
+    VNNI = true
+);
+
+#[cfg(target_arch = "x86_64")]
+whole_steps!(
+    /// The whole-step dot product with AVX-512 F, BW and DQ alone (Skylake-SP).
+    dot_avx512_whole,
+    "avx512f,avx512bw,avx512dq",
+    VNNI = false
+);
 
 /// One block's Σa·b and Σ|a·b| in eight i64 lanes: `vpmaddwd` (32 i16 products summed in
 /// pairs into 16 i32 lanes) over the block's 8 steps, then widened.
@@ -388,12 +457,31 @@ mod tests {
                     k: k as usize,
                 };
                 assert_eq!(dispatch(&args), dot_generic(&args));
+                assert_whole_steps_agree(&args);
             }
         }
         // Unaligned starts and other formats are left to the f64 path.
         assert_eq!(exact_dot(Storage::I8, (1, 3), (2, 0), 8), None);
         assert_eq!(exact_dot(Storage::F32, (1, 0), (2, 0), 8), None);
         assert_eq!(exact_dot(Storage::Bf16, (1, 0), (2, 0), 6), None);
+    }
+
+    /// Both AVX-512 copies of the whole-step path, where this CPU runs them and `k` is whole
+    /// steps, give the portable path's sums (`dispatch` runs only the best one there is).
+    fn assert_whole_steps_agree(args: &Args) {
+        #[cfg(target_arch = "x86_64")]
+        if args.k.is_multiple_of(8 * args.storage.per_hash() as usize)
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+        {
+            // SAFETY: the CPU has the features each copy is compiled for (checked here).
+            assert_eq!(unsafe { dot_avx512_whole(args) }, dot_generic(args));
+            if std::arch::is_x86_feature_detected!("avx512vnni") {
+                // SAFETY: as above, and VNNI.
+                assert_eq!(unsafe { dot_avx512_whole_vnni(args) }, dot_generic(args));
+            }
+        }
     }
 
     proptest! {
@@ -406,6 +494,14 @@ mod tests {
                 let (a, b) = ((seed_a, wa * per), (seed_b, wb * per));
                 let fast = exact_dot(storage, a, b, words * per).unwrap();
                 prop_assert_eq!(fast, slow(storage, a, b, words * per));
+                assert_whole_steps_agree(&Args {
+                    storage,
+                    word_a: wa,
+                    word_b: wb,
+                    seed_a,
+                    seed_b,
+                    k: (words * per) as usize,
+                });
             }
         }
     }
