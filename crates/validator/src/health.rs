@@ -235,7 +235,7 @@ impl Validator {
             recorded_at_ms: self.records().now_ms(),
         };
         let healthy = record.failure.is_none() && record.contradictions.is_empty();
-        self.store(&record.record_id, healthy, &record)?;
+        self.store((&record.record_id, None), healthy, &record)?;
         Ok(record)
     }
 }

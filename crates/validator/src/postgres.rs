@@ -12,7 +12,7 @@
 
 use pog_proof::wire::{GpuClaim, HostClaim};
 use pog_records::{Change, RECORD_VERSION};
-use pog_signed::{GpuUuid, PublicKey, RecordKind};
+use pog_signed::{GpuUuid, PublicKey};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use tokio_postgres::{Client, NoTls, Row};
@@ -80,16 +80,6 @@ CREATE TABLE undelivered (lease_id TEXT PRIMARY KEY, at_ms BIGINT NOT NULL, reas
 CREATE TABLE market_withdrawals (renter TEXT PRIMARY KEY, at_ms BIGINT NOT NULL, amount BIGINT NOT NULL, until_ms BIGINT NOT NULL);
 "];
 
-/// The records a slot's round stores (GEMM, memory, CPU, RAM, storage): each is the round of
-/// the slot its validator claimed, fenced by that claim ([`fence_round`]).
-const ROUND_KINDS: [RecordKind; 5] = [
-    RecordKind::ProofRound,
-    RecordKind::MemoryRound,
-    RecordKind::CpuRound,
-    RecordKind::RamRound,
-    RecordKind::StorageRound,
-];
-
 /// Gives `entry` the fleet's log's next index within the transaction `tx` (the sequence row
 /// stays locked until `tx` ends, so the entries commit in index order); its index.
 pub(crate) async fn sequence_log_entry(
@@ -112,46 +102,44 @@ pub(crate) async fn sequence_log_entry(
 }
 
 /// Fencing of a round's record by its slot's claim, within the record's transaction `tx`: the
-/// oldest claim of `gpu_uuid` by `validator` still open is locked and marked done (a round
-/// recorded is its slot's claim finished); with none open, a latest claim that another
-/// validator's sweep settled as the fleet's miss (its lease ran out while this one was cut off
-/// from the database) refuses this late record, so the slot keeps one record. Whichever
-/// commits first wins: the sweep settles only a claim not done.
+/// claim of `gpu_uuid` by `validator` in `slot` (the round's slot) is locked; open, it is
+/// marked done (a round recorded is its slot's claim finished); settled by another
+/// validator's sweep as the fleet's miss (its lease ran out while this one was cut off from
+/// the database), it refuses this late record, so the slot keeps one record. Whichever
+/// commits first wins: the sweep settles only a claim not done. A record names its own slot,
+/// so one that arrives after its validator claimed a later slot of the GPU neither finishes
+/// that slot's claim nor escapes its own. With no claim (a lone validator's rounds) nothing
+/// is fenced.
 async fn fence_round(
     tx: &tokio_postgres::Transaction<'_>,
-    gpu_uuid: &str,
+    (slot, gpu_uuid): (u64, &str),
     validator: &str,
 ) -> Result<(), RegistryError> {
-    let open = tx
+    let claim = tx
         .query_opt(
-            "SELECT slot FROM slot_claims WHERE gpu_uuid = $1 AND validator = $2 AND NOT done \
-             ORDER BY slot LIMIT 1 FOR UPDATE",
-            &[&gpu_uuid, &validator],
+            "SELECT done, missed FROM slot_claims WHERE slot = $1 AND gpu_uuid = $2 \
+             AND validator = $3 FOR UPDATE",
+            &[&(slot as i64), &gpu_uuid, &validator],
         )
         .await?;
-    if let Some(row) = open {
-        let slot: i64 = row.try_get(0)?;
+    let Some(claim) = claim else {
+        return Ok(());
+    };
+    let (done, missed): (bool, bool) = (claim.try_get(0)?, claim.try_get(1)?);
+    if missed {
+        return Err(RegistryError::Fenced {
+            gpu: gpu_uuid.to_owned(),
+            slot,
+        });
+    }
+    if !done {
         tx.execute(
             "UPDATE slot_claims SET done = TRUE WHERE slot = $1 AND gpu_uuid = $2",
-            &[&slot, &gpu_uuid],
+            &[&(slot as i64), &gpu_uuid],
         )
         .await?;
-        return Ok(());
     }
-    let latest = tx
-        .query_opt(
-            "SELECT slot, missed FROM slot_claims WHERE gpu_uuid = $1 AND validator = $2 \
-             ORDER BY slot DESC LIMIT 1",
-            &[&gpu_uuid, &validator],
-        )
-        .await?;
-    match latest {
-        Some(row) if row.try_get::<_, bool>(1)? => Err(RegistryError::Fenced {
-            gpu: gpu_uuid.to_owned(),
-            slot: row.try_get::<_, i64>(0)?.max(0) as u64,
-        }),
-        _ => Ok(()),
-    }
+    Ok(())
 }
 
 /// The schema version this pog writes and reads.
@@ -725,16 +713,16 @@ impl PgRegistry {
         Ok(())
     }
 
-    /// [`crate::registry::Registry::record`] on this database; with `log_entry`, the fleet's
-    /// log takes the entry in the same transaction (its index is returned): a record is
-    /// stored and logged, or neither.
+    /// [`crate::registry::Registry::record_logged`] on this database; with `log_entry`, the
+    /// fleet's log takes the entry in the same transaction (its index is returned): a record
+    /// is stored and logged, or neither. A round's record (`slot`) is fenced by its slot's
+    /// claim ([`fence_round`]).
     pub async fn record(
         &self,
-        challenge_id: &str,
-        gpu_uuid: &str,
+        (challenge_id, gpu_uuid): (&str, &str),
         accepted: bool,
         envelope_json: &str,
-        log_entry: Option<&[u8]>,
+        (log_entry, slot): (Option<&[u8]>, Option<u64>),
     ) -> Result<Option<u64>, RegistryError> {
         // The envelope's kind, kept beside it (what `records_since` announces), and its signer.
         let envelope = serde_json::from_str::<serde_json::Value>(envelope_json).ok();
@@ -762,10 +750,8 @@ impl PgRegistry {
             &[&id, &challenge_id, &gpu_uuid, &accepted, &i64::from(RECORD_VERSION), &kind, &envelope_json],
         )
         .await?;
-        if let (Some(kind), Some(signer)) = (&kind, &signer) {
-            if ROUND_KINDS.iter().any(|k| k.wire_kind() == kind) {
-                fence_round(&tx, gpu_uuid, signer).await?;
-            }
+        if let (Some(slot), Some(signer)) = (slot, &signer) {
+            fence_round(&tx, (slot, gpu_uuid), signer).await?;
         }
         let index = match log_entry {
             Some(entry) => Some(sequence_log_entry(&tx, entry).await?),

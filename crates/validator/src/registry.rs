@@ -377,20 +377,27 @@ impl Registry {
         accepted: bool,
         envelope_json: &str,
     ) -> Result<(), RegistryError> {
-        self.record_logged(challenge_id, gpu_uuid, accepted, envelope_json, None)
-            .map(|_| ())
+        self.record_logged(
+            (challenge_id, gpu_uuid),
+            accepted,
+            envelope_json,
+            (None, None),
+        )
+        .map(|_| ())
     }
 
     /// [`Registry::record`], and with `log_entry` (an encoded [`pog_ledger::entry::Entry`]),
     /// the entry sequenced into the fleet's log in the same transaction: its log index. Only
-    /// a registry on PostgreSQL keeps a fleet's log.
+    /// a registry on PostgreSQL keeps a fleet's log. A record of a round of the fleet's
+    /// `slot` finishes this validator's claim of that slot in the same transaction, and is
+    /// refused ([`RegistryError::Fenced`]) where the claim was settled as the fleet's miss
+    /// meanwhile (on PostgreSQL; a lone validator's claims on SQLite fence nothing).
     pub fn record_logged(
         &mut self,
-        challenge_id: &str,
-        gpu_uuid: &str,
+        (challenge_id, gpu_uuid): (&str, &str),
         accepted: bool,
         envelope_json: &str,
-        log_entry: Option<&[u8]>,
+        (log_entry, slot): (Option<&[u8]>, Option<u64>),
     ) -> Result<Option<u64>, RegistryError> {
         let index = match &mut self.db {
             Db::Sqlite(_) if log_entry.is_some() => return Err(RegistryError::FleetLogOnSqlite),
@@ -406,7 +413,7 @@ impl Registry {
                 );
                 let entry = log_entry.map(<[u8]>::to_vec);
                 pg.block(|pg| async move {
-                    pg.record(&id, &uuid, accepted, &json, entry.as_deref())
+                    pg.record((&id, &uuid), accepted, &json, (entry.as_deref(), slot))
                         .await
                 })?
             }

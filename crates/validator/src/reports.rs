@@ -420,8 +420,12 @@ impl ReportDesk {
         b.gpus.spend(&checked.gpu_uuid, charge, now);
         b.sources.spend(&source, charge, now);
         drop(budgets);
-        let log_index =
-            records.store_envelope(&checked.envelope, &checked.id, &checked.gpu_uuid, false)?;
+        let log_index = records.store_envelope(
+            &checked.envelope,
+            (&checked.id, None),
+            &checked.gpu_uuid,
+            false,
+        )?;
         tracing::info!(gpu = %checked.gpu_uuid, agent = %checked.signer, kind = checked.kind, charge, "recorded the agent's report");
         Ok(receipt(true, log_index))
     }

@@ -119,7 +119,7 @@ impl Validator {
             cause: MissedCause::Agent,
             recorded_at_ms: self.records().now_ms(),
         };
-        self.store(&record.record_id, false, &record)?;
+        self.store((&record.record_id, None), false, &record)?;
         Ok(record)
     }
 
@@ -147,7 +147,7 @@ impl Validator {
             cause: MissedCause::Fleet,
             recorded_at_ms: self.records().now_ms(),
         };
-        self.store(&record.record_id, false, &record)?;
+        self.store((&record.record_id, None), false, &record)?;
         Ok(Some(record))
     }
 }
@@ -185,19 +185,25 @@ struct State {
 /// fills the GPU. Every round, not on a schedule of its own: a card swapped for a smaller one
 /// between rounds must fail the next one. The memory record is stored and logged; the GPU's
 /// standing (back-off, release) follows the GEMM challenge, which reaches the agent first.
+/// Both records are the round of the fleet's `slot`, where it is one.
 async fn prove_round(
     validator: &Validator,
-    gpu: &RegisteredGpu,
+    (gpu, slot): (&RegisteredGpu, Option<u64>),
     policy: &Policy,
 ) -> Result<Record, ValidatorError> {
     let uuid = gpu.uuid.as_str();
-    let record = validator.challenge_registered::<Gemm>(gpu, policy).await?;
+    let record = validator
+        .challenge_registered::<Gemm>(gpu, policy, slot)
+        .await?;
     let reached = !record
         .failure
         .as_ref()
         .is_some_and(|f| f.kind.is_unreachable());
     if policy.memory.enabled && reached {
-        match validator.challenge_registered::<Memory>(gpu, policy).await {
+        match validator
+            .challenge_registered::<Memory>(gpu, policy, slot)
+            .await
+        {
             Ok(m) => tracing::info!(
                 gpu = uuid,
                 model = %m.model,
@@ -233,7 +239,7 @@ pub async fn challenge_together(
         round.spawn(async move {
             let gpu = v.registry().gpu(&uuid);
             let result = match gpu {
-                Ok(Some(gpu)) => prove_round(&v, &gpu, &p).await,
+                Ok(Some(gpu)) => prove_round(&v, (&gpu, None), &p).await,
                 Ok(None) => Err(ValidatorError::UnknownGpu(uuid.clone())),
                 Err(e) => Err(e.into()),
             };
@@ -377,7 +383,7 @@ impl Rounds {
         let mine: Vec<String> = mine.into_iter().filter(|u| rows.contains_key(u)).collect();
         let (due, backing_off) = due(&self.state, mine, round);
         let leased = self.leased_now(&groups);
-        let hosts = HostRound::for_round(&groups, &due, &leased);
+        let hosts = HostRound::for_round(slot, &groups, &due, &leased);
         tracing::debug!(
             round,
             challenged = due.len(),
@@ -425,7 +431,7 @@ impl Rounds {
                 let Some(gpu) = gpu else {
                     return;
                 };
-                let result = prove_round(&v, &gpu, &policy).await;
+                let result = prove_round(&v, (&gpu, Some(slot)), &policy).await;
                 let reached = result
                     .as_ref()
                     .is_ok_and(|r| !r.failure.as_ref().is_some_and(|f| f.kind.is_unreachable()));
@@ -660,6 +666,8 @@ pub async fn run(mut rounds: Rounds) {
 /// One agent's GPUs in a round, for its host's proof of CPU: the GPU that carries it, and
 /// how many of the agent's GPUs in the round are still running their own challenges.
 struct HostRound {
+    /// The slot of the round: the host's records are its round.
+    slot: u64,
     /// The agent's first GPU (by UUID), which the host's proof is addressed to.
     anchor: String,
     /// The agent's GPUs of this round still running.
@@ -671,6 +679,7 @@ impl HostRound {
     /// round (shared by its GPUs); none for an agent with a GPU under a lease (`leased`):
     /// its tenant uses the host's cores too.
     fn for_round(
+        slot: u64,
         groups: &[(String, Vec<String>)],
         due: &[String],
         leased: &HashSet<String>,
@@ -686,6 +695,7 @@ impl HostRound {
             }
             let mine: Vec<&String> = uuids.iter().filter(|u| due.contains(u)).collect();
             let host = Arc::new(HostRound {
+                slot,
                 anchor: anchor.clone(),
                 running: tokio::sync::watch::Sender::new(mine.len()),
             });
@@ -730,7 +740,11 @@ impl HostRound {
             return None;
         }
         let _permit = self.turn(permits, stop).await?;
-        Some(validator.challenge::<K>(&self.anchor, policy).await)
+        Some(
+            validator
+                .challenge_in_slot::<K>(&self.anchor, policy, Some(self.slot))
+                .await,
+        )
     }
 
     /// The host's proof of CPU, on its first GPU, once all its GPUs of the round are done
@@ -847,7 +861,10 @@ impl HostRound {
         let Some(_permit) = self.turn(permits, stop).await else {
             return;
         };
-        match validator.prove_storage(&self.anchor, policy).await {
+        match validator
+            .prove_storage(&self.anchor, policy, Some(self.slot))
+            .await
+        {
             Ok(Some(r)) => tracing::info!(
                 gpu = %self.anchor,
                 bytes = r.claim.bytes,

@@ -77,12 +77,15 @@ enum Built {
 impl Validator {
     /// Proves the storage of the host whose first GPU is `uuid`, where its agent claims some
     /// and `policy` proves it (module doc): the data set sent or polled, audited once built,
-    /// then a round. Returns the record stored, or `None` when there was nothing to record
-    /// (no claim, the data set still being built, another proof of the host running).
+    /// then a round, as the round of the fleet's `slot` where it is one (see
+    /// [`Validator::challenge_in_slot`]). Returns the record stored, or `None` when there was
+    /// nothing to record (no claim, the data set still being built, another proof of the host
+    /// running).
     pub async fn prove_storage(
         &self,
         uuid: &str,
         policy: &Policy,
+        slot: Option<u64>,
     ) -> Result<Option<StorageRecord>, ValidatorError> {
         let p = &policy.storage;
         p.validate()?;
@@ -190,7 +193,7 @@ impl Validator {
                         g.audit = Some(outcome);
                         match kept {
                             Some((dataset, root)) => (dataset, root, self.records().now_ms()),
-                            None => return self.store_storage(&gpu, claim, p, g).map(Some),
+                            None => return self.store_storage((&gpu, slot), claim, p, g).map(Some),
                         }
                     }
                     (polled, session) => {
@@ -199,7 +202,7 @@ impl Validator {
                         taken.back = session
                             .filter(|s| self.records().now_ms() <= s.message().expires_at_ms)
                             .map(|session| Held::Building { session, envelope });
-                        return self.store_storage(&gpu, claim, p, g).map(Some);
+                        return self.store_storage((&gpu, slot), claim, p, g).map(Some);
                     }
                 }
             }
@@ -234,7 +237,7 @@ impl Validator {
                 g.failure = Some(failure);
             }
         }
-        self.store_storage(&gpu, claim, p, g).map(Some)
+        self.store_storage((&gpu, slot), claim, p, g).map(Some)
     }
 
     /// A new data set of the claimed shape for `to`, not yet sent.
@@ -414,10 +417,11 @@ impl Validator {
         .map_err(|_| ExchangeError::Verifier)?
     }
 
-    /// Signs and stores the record of what `g` gathered.
+    /// Signs and stores the record of what `g` gathered (the round of the fleet's `slot`,
+    /// where it is one).
     fn store_storage(
         &self,
-        gpu: &crate::registry::RegisteredGpu,
+        (gpu, slot): (&crate::registry::RegisteredGpu, Option<u64>),
         claim: StorageClaim,
         p: &StoragePolicy,
         g: Gathered,
@@ -447,7 +451,7 @@ impl Validator {
             bytes_from_agent: g.bytes.1,
             recorded_at_ms: self.records().now_ms(),
         };
-        self.store(&record.record_id, accepted, &record)?;
+        self.store((&record.record_id, slot), accepted, &record)?;
         Ok(record)
     }
 }

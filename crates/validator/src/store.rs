@@ -132,25 +132,28 @@ impl RecordStore {
     }
 
     /// Signs `body` under its kind and stores it among its GPU's records under `id` (see
-    /// [`RecordStore::store_envelope`]).
+    /// [`RecordStore::store_envelope`]); `slot`: the fleet's slot whose round it records.
     pub fn store<T: SignedBody>(
         &self,
-        id: &str,
+        (id, slot): (&str, Option<u64>),
         accepted: bool,
         body: &T,
     ) -> Result<(), StoreError> {
         let envelope = self.signer.seal(T::KIND.wire_kind(), body)?;
-        self.store_envelope(&envelope, id, body.gpu_uuid(), accepted)
+        self.store_envelope(&envelope, (id, slot), body.gpu_uuid(), accepted)
             .map(|_| ())
     }
 
     /// Stores a signed record exactly as its producer signed it (the validator's own, or an
     /// agent's report) among `uuid`'s records under `id`; with a ledger, appends it there
     /// durably first (a record the ledger refuses is not stored). Its log index, with a ledger.
+    /// A record of the round of a fleet's `slot` finishes that slot's claim, or is refused
+    /// where the claim was settled as the fleet's miss
+    /// ([`crate::registry::Registry::record_logged`]); other records name no slot.
     pub fn store_envelope(
         &self,
         envelope: &Envelope,
-        id: &str,
+        (id, slot): (&str, Option<u64>),
         uuid: &str,
         accepted: bool,
     ) -> Result<Option<u64>, StoreError> {
@@ -159,9 +162,12 @@ impl RecordStore {
         // validators, and a record stored and logged or neither); the tree here follows.
         if let Some(ledger) = &self.ledger {
             if let Some(entry) = ledger.fleet_entry(envelope)? {
-                let index =
-                    self.registry()
-                        .record_logged(id, uuid, accepted, &json, Some(&entry))?;
+                let index = self.registry().record_logged(
+                    (id, uuid),
+                    accepted,
+                    &json,
+                    (Some(&entry), slot),
+                )?;
                 if let Some(index) = index {
                     ledger.integrated(index);
                 }
@@ -173,7 +179,8 @@ impl RecordStore {
             Some(ledger) => Some(ledger.append(envelope)?),
             None => None,
         };
-        self.registry().record(id, uuid, accepted, &json)?;
+        self.registry()
+            .record_logged((id, uuid), accepted, &json, (None, slot))?;
         Ok(index)
     }
 
@@ -227,7 +234,9 @@ mod tests {
                 std::thread::spawn(move || {
                     for i in 0..25 {
                         let body = missed(t * 100 + i);
-                        store.store(&body.record_id.clone(), false, &body).unwrap();
+                        store
+                            .store((&body.record_id.clone(), None), false, &body)
+                            .unwrap();
                     }
                 })
             })

@@ -384,15 +384,15 @@ impl Validator {
         self.records.registry()
     }
 
-    /// Signs `body` under its kind and stores it among its GPU's records under `id`
-    /// ([`RecordStore::store`]).
+    /// Signs `body` under its kind and stores it among its GPU's records under `id`, as the
+    /// round of the fleet's `slot` where it is one ([`RecordStore::store`]).
     pub(crate) fn store<T: SignedBody>(
         &self,
-        id: &str,
+        (id, slot): (&str, Option<u64>),
         accepted: bool,
         body: &T,
     ) -> Result<(), ValidatorError> {
-        Ok(self.records.store(id, accepted, body)?)
+        Ok(self.records.store((id, slot), accepted, body)?)
     }
 
     /// Registers `agent` at `endpoint` with `gpus` and records each change: the blocking half
@@ -439,7 +439,7 @@ impl Validator {
             recorded_at_ms: self.records.now_ms(),
         };
         let id = format!("registration-{}", hex::encode(random_bytes::<16>()));
-        self.store(&id, false, &record)
+        self.store((&id, None), false, &record)
     }
 
     /// Takes a GPU off the registry for `reason`, bars its agent from claiming it again for
@@ -470,19 +470,32 @@ impl Validator {
         uuid: &str,
         policy: &Policy,
     ) -> Result<ProofRecord<K::Details>, ValidatorError> {
+        self.challenge_in_slot::<K>(uuid, policy, None).await
+    }
+
+    /// [`Validator::challenge`] as the round of the fleet's `slot`, where it is one: the
+    /// record finishes this validator's claim of that slot, or is refused where the claim was
+    /// settled as the fleet's miss meanwhile ([`crate::registry::Registry::record_logged`]).
+    pub async fn challenge_in_slot<K: ProofKind>(
+        &self,
+        uuid: &str,
+        policy: &Policy,
+        slot: Option<u64>,
+    ) -> Result<ProofRecord<K::Details>, ValidatorError> {
         let gpu = self
             .registry()
             .gpu(uuid)?
             .ok_or_else(|| ValidatorError::UnknownGpu(uuid.into()))?;
-        self.challenge_registered::<K>(&gpu, policy).await
+        self.challenge_registered::<K>(&gpu, policy, slot).await
     }
 
-    /// [`Validator::challenge`] of the GPU of registry row `gpu`, read beforehand (a round
-    /// reads its GPUs' rows together, once, at its start).
+    /// [`Validator::challenge_in_slot`] of the GPU of registry row `gpu`, read beforehand (a
+    /// round reads its GPUs' rows together, once, at its start).
     pub async fn challenge_registered<K: ProofKind>(
         &self,
         gpu: &RegisteredGpu,
         policy: &Policy,
+        slot: Option<u64>,
     ) -> Result<ProofRecord<K::Details>, ValidatorError> {
         policy.validate()?;
         let uuid = gpu.uuid.as_str();
@@ -644,7 +657,7 @@ impl Validator {
             bytes_from_agent: bytes.1,
             recorded_at_ms: self.records.now_ms(),
         };
-        self.store(&id, record.accepted, &record)?;
+        self.store((&id, slot), record.accepted, &record)?;
         if let Some(ms) = set_up_ms.filter(|_| record.accepted) {
             self.set_up_paces.passed(pace_key, ms);
         }

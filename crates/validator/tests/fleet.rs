@@ -365,7 +365,7 @@ async fn a_fleet_keeps_one_log_and_its_checkpoints_outlive_the_validator_that_si
         tokio::task::spawn_blocking(move || {
             for n in 0..20 {
                 v.records()
-                    .store(&format!("{uuid}-{n}"), false, &missed(uuid, n))
+                    .store((&format!("{uuid}-{n}"), None), false, &missed(uuid, n))
                     .unwrap();
             }
         })
@@ -402,7 +402,7 @@ async fn a_fleet_keeps_one_log_and_its_checkpoints_outlive_the_validator_that_si
     // checkpoint that extends a's.
     for n in 20..25 {
         b.v.records()
-            .store(&format!("GPU-lb-{n}"), false, &missed("GPU-lb", n))
+            .store((&format!("GPU-lb-{n}"), None), false, &missed("GPU-lb", n))
             .unwrap();
     }
     tokio::time::sleep(lease + Duration::from_millis(200)).await;
@@ -427,7 +427,7 @@ async fn a_fleet_keeps_one_log_and_its_checkpoints_outlive_the_validator_that_si
     // A validator stopping gives its lease up: the other leads at its next tick.
     ledgers[1].step_down();
     a.v.records()
-        .store("GPU-la-last", false, &missed("GPU-la", 99))
+        .store(("GPU-la-last", None), false, &missed("GPU-la", 99))
         .unwrap();
     assert_eq!(tick(&ledgers[0]).await, Some(46));
 }
@@ -481,19 +481,26 @@ async fn a_round_recorded_after_its_claim_was_settled_as_missed_is_refused() {
     };
     let mut registry = pog_validator::registry::Registry::connect(&url).unwrap();
     let gpu = ["GPU-p".to_string()];
-    // A round's record as validator `who` signs it (the store reads its kind and signer).
+    // A round's record as validator `who` signs it (the store reads its signer), stored as
+    // the round of `slot`.
     let round = |who: &str| {
         format!(
             r#"{{"version":2,"kind":"record","body":"{{}}","signer":"{who}","signature":"00"}}"#
         )
     };
+    let mut record = |id: &str, who: &str, slot: Option<u64>| {
+        registry
+            .record_logged((id, "GPU-p"), true, &round(who), (None, slot))
+            .map(|_| ())
+    };
     // Validator A claims slot 7 and is cut off from the database past its lease; B's sweep
     // settles the slot as the fleet's miss.
-    registry.claim((7, "validator-a"), &gpu, 1_000).unwrap();
-    assert_eq!(registry.abandoned_claims(2_000).unwrap().len(), 1);
-    assert!(registry.settle_claim(7, "GPU-p").unwrap());
-    // A comes back with its round's record: refused (fenced), the slot keeps one record.
-    let late = registry.record("late", "GPU-p", true, &round("validator-a"));
+    let mut registry2 = pog_validator::registry::Registry::connect(&url).unwrap();
+    registry2.claim((7, "validator-a"), &gpu, 1_000).unwrap();
+    assert_eq!(registry2.abandoned_claims(2_000).unwrap().len(), 1);
+    assert!(registry2.settle_claim(7, "GPU-p").unwrap());
+    // A comes back with slot 7's record: refused (fenced), the slot keeps one record.
+    let late = record("late", "validator-a", Some(7));
     assert!(
         matches!(
             late,
@@ -501,19 +508,43 @@ async fn a_round_recorded_after_its_claim_was_settled_as_missed_is_refused() {
         ),
         "{late:?}"
     );
-    assert!(!registry.has_record("late").unwrap());
+    assert!(!registry2.has_record("late").unwrap());
     // In time, a round's record finishes its claim in its own transaction: no sweep settles
     // that slot, whenever the claim's lease runs out.
-    registry.claim((8, "validator-a"), &gpu, 1_000).unwrap();
-    registry
-        .record("in-time", "GPU-p", true, &round("validator-a"))
-        .unwrap();
-    assert!(registry.abandoned_claims(2_000).unwrap().is_empty());
-    assert!(!registry.settle_claim(8, "GPU-p").unwrap());
-    // Another validator's record of the GPU is not A's to fence.
-    registry
-        .record("other", "GPU-p", true, &round("validator-b"))
-        .unwrap();
+    registry2.claim((8, "validator-a"), &gpu, 1_000).unwrap();
+    record("in-time", "validator-a", Some(8)).unwrap();
+    assert!(registry2.abandoned_claims(2_000).unwrap().is_empty());
+    assert!(!registry2.settle_claim(8, "GPU-p").unwrap());
+    // The round's other records (memory, the host's proofs) find their claim done: stored.
+    record("in-time-memory", "validator-a", Some(8)).unwrap();
+    // Cut off again in slot 9, A claims slot 10 before slot 9's record arrives: the late
+    // record names slot 9, settled as missed, and is refused; it does not finish slot 10's
+    // claim (it used to finish A's oldest open claim, so slot 10 then held two records and
+    // slot 9 a record and a miss).
+    registry2.claim((9, "validator-a"), &gpu, 1_000).unwrap();
+    assert!(registry2.settle_claim(9, "GPU-p").unwrap());
+    registry2.claim((10, "validator-a"), &gpu, 1_000).unwrap();
+    let late = record("late-9", "validator-a", Some(9));
+    assert!(
+        matches!(
+            late,
+            Err(pog_validator::registry_model::RegistryError::Fenced { slot: 9, .. })
+        ),
+        "{late:?}"
+    );
+    let open: Vec<u64> = registry2
+        .abandoned_claims(2_000)
+        .unwrap()
+        .iter()
+        .map(|c| c.slot)
+        .collect();
+    assert_eq!(open, vec![10], "slot 10's claim is still open");
+    record("slot-10", "validator-a", Some(10)).unwrap();
+    assert!(registry2.abandoned_claims(2_000).unwrap().is_empty());
+    // Another validator's record of the GPU is not A's to fence, nor is a record outside
+    // the rounds (a challenge asked through the API names no slot).
+    record("other", "validator-b", Some(9)).unwrap();
+    record("asked", "validator-a", None).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -25,7 +25,7 @@ fn storage_claim() -> StorageClaim {
 /// comes (at most 60 s).
 async fn proven(v: &Validator, uuid: &str, policy: &Policy) -> StorageRecord {
     for _ in 0..600 {
-        if let Some(record) = v.prove_storage(uuid, policy).await.unwrap() {
+        if let Some(record) = v.prove_storage(uuid, policy, None).await.unwrap() {
             return record;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
