@@ -129,18 +129,20 @@ fn taus(low: f64, high: f64) -> impl Iterator<Item = f64> {
 pub struct ThermalResponse {
     /// The latest learned time constants, seconds.
     learned: Vec<f64>,
-    /// The readings (time, °C) at the load held now, from its first.
+    /// The readings (time, °C) at the load held now, from its first (at most
+    /// [`SEGMENT_READINGS`]).
     segment: Vec<(f64, f64)>,
+    /// The time of the latest reading at the load held now (kept or not).
+    latest_t: f64,
     /// The lowest and highest power read at the load held now.
     band: Option<(f64, f64)>,
 }
 
 impl ThermalResponse {
     /// Takes the next reading of power and die temperature (either `None`: nothing learned
-    /// from it). A power outside the load held so far (its lowest under [`STEADY_FRACTION`] of its
-    /// highest) ends that load —
-    /// its τ is learned where its readings show one ([`ThermalResponse::learn`]) — and starts
-    /// the next one.
+    /// from it). A power outside the load held so far (its lowest under [`STEADY_FRACTION`]
+    /// of its highest) ends that load — its τ is learned where its readings show one
+    /// ([`ThermalResponse::learn`]) — and starts the next one.
     pub fn observe(&mut self, t: f64, power_w: Option<f64>, temp_c: Option<f64>) {
         let (Some(p), Some(temp)) = (power_w, temp_c) else {
             return;
@@ -157,6 +159,7 @@ impl ThermalResponse {
             None => (p, p),
         };
         self.band = Some(band);
+        self.latest_t = t;
         if self.segment.len() < SEGMENT_READINGS {
             self.segment.push((t, temp));
         }
@@ -182,8 +185,7 @@ impl ThermalResponse {
     pub fn left_to_settle(&self) -> Option<f64> {
         let tau = self.tau_s()?;
         let (t0, _) = *self.segment.first()?;
-        let (t_now, _) = *self.segment.last()?;
-        let since = t_now - t0;
+        let since = self.latest_t - t0;
         // Past five of the longest τ allowed, any approach under 40 °C is within 0.3 °C.
         if since >= 5.0 * TAU_SPREAD * tau {
             return Some(0.0);
@@ -203,9 +205,8 @@ impl ThermalResponse {
     }
 
     /// Learns τ from the load that just ended (its readings after the first), where it shows
-    /// one: an approach of at least
-    /// [`MIN_AMPLITUDE_C`], readings within [`MAX_RMS_C`] of the fit, a τ inside
-    /// [`TAU_RANGE_S`] and held at least [`MIN_SPAN_TAUS`] times τ.
+    /// one: an approach of at least [`MIN_AMPLITUDE_C`], readings within [`MAX_RMS_C`] of the
+    /// fit, a τ inside [`TAU_RANGE_S`] and held at least [`MIN_SPAN_TAUS`] times τ.
     fn learn(&mut self) {
         let points = self.since_first();
         let span = points.last().map_or(0.0, |p| p.0);
