@@ -141,8 +141,9 @@ pub struct ThermalResponse {
 impl ThermalResponse {
     /// Takes the next reading of power and die temperature (either `None`: nothing learned
     /// from it). A power outside the load held so far (its lowest under [`STEADY_FRACTION`]
-    /// of its highest) ends that load — its τ is learned where its readings show one
-    /// ([`ThermalResponse::learn`]) — and starts the next one.
+    /// of its highest) ends that load — its τ is learned where its readings show one (an
+    /// approach of [`MIN_AMPLITUDE_C`] or more, within [`MAX_RMS_C`] of the fit, held
+    /// [`MIN_SPAN_TAUS`] times τ) — and starts the next one.
     pub fn observe(&mut self, t: f64, power_w: Option<f64>, temp_c: Option<f64>) {
         let (Some(p), Some(temp)) = (power_w, temp_c) else {
             return;
