@@ -10,8 +10,9 @@
 //!
 //! Then data the model was not trained on: the healthy episodes and the other cards' four days
 //! in rooms 5 °C cooler to 5 °C warmer; each of the five healthy days trained on in turn, the
-//! other four replayed in those rooms (every alert a false alarm); and bad input made from the
-//! healthy episodes (a door opened, a gap, a clock step back).
+//! other four replayed in those rooms (every alert a false alarm); a cool H100 judged by a hot
+//! H100's history in the same rooms; and bad input made from the healthy episodes (a door
+//! opened, a gap, a clock step back).
 //!
 //! `EVAL_SHOW=KIND` lists the alerts in the windows of that fault kind's events
 //! (`EVAL_SHOW=bad_input`: those of the first healthy episode in each case of bad input).
@@ -44,6 +45,10 @@ const OTHER_CARDS: [(&str, &str); 4] = [
         include_str!("../tests/data/h200-healthy-varied-2.csv"),
     ),
 ];
+/// Two healthy H100 SXMs (2026-12-05): a cool one through `scripts/gpu-run.sh`'s loads, and a
+/// hot one (its driver reports thermal slowdown at full load) whose history judges it.
+const H100_COOL: &str = include_str!("../tests/data/h100-gpu-run.csv");
+const H100_HOT: &str = include_str!("../tests/data/h100-varied.csv");
 const GRACE_S: f64 = 30.0;
 
 /// The alert kind meant for each fault kind.
@@ -150,6 +155,38 @@ fn cross_trained(config: &Config) {
         seconds / 3600.0,
         alarms as f64 * 24.0 * 3600.0 / seconds
     );
+}
+
+/// The cool H100 judged by the hot H100's history, in rooms 5 °C cooler to 5 °C warmer: every
+/// alert is a false alarm. Prints one row per room with its alerts.
+fn h100_judged_by_another(config: &Config) {
+    let model = Model::train(
+        &pog_monitor::parse_trace(H100_HOT).expect("the hot H100 parses"),
+        config,
+    )
+    .expect("training");
+    let cool = pog_monitor::parse_trace(H100_COOL).expect("the cool H100 parses");
+    println!();
+    println!("| the cool H100 judged by the hot H100's history, room (°C) | alarms |");
+    println!("|---|---|");
+    let mut alarms = 0;
+    for shift in -5..=5 {
+        let alerts = replay(
+            &warmer(&cool, f64::from(shift)),
+            config,
+            Some(model.clone()),
+        );
+        alarms += alerts.len();
+        println!(
+            "| {shift:+} | {}{} |",
+            alerts.len(),
+            alerts
+                .iter()
+                .map(|a| format!("; t={:.1} {} {}", a.t, a.kind.name(), a.message))
+                .collect::<String>()
+        );
+    }
+    println!("cool H100 by the hot H100: **{alarms} alarm(s) in 11 rooms**");
 }
 
 /// The set's healthy episodes.
@@ -528,6 +565,7 @@ fn main() {
     let episodes = healthy_episodes(&dir);
     shifted_rooms(&episodes, &config, &model);
     cross_trained(&config);
+    h100_judged_by_another(&config);
     bad_input(&episodes, &config, &model);
     println!(
         "replayed {samples_seen} samples in {elapsed:.2} s ({:.1} µs per sample, one thread)",

@@ -10,6 +10,8 @@
 //!   envelope over recent power, how long sensors stay unchanged, an isolation forest.
 //! - [`baseline`]: what is learned online, per GPU, as it runs: its thermal level against
 //!   the healthy envelope (the room, the cooling, the card).
+//! - [`response`]: the die's own thermal time constant, learned online per GPU from its load
+//!   steps, and how far its die still has to go to settle at the load it holds.
 //! - [`degradation`]: the learned model of slow drifts: each temperature regressed on power,
 //!   utilization and clocks (trained on healthy history, frozen), its residual fitted online
 //!   per GPU against a frozen per-GPU reference, with predictive alerts.
@@ -43,6 +45,7 @@ pub mod live;
 pub mod model;
 pub mod monitor;
 pub mod prometheus;
+pub mod response;
 pub mod sample;
 #[cfg(feature = "live")]
 pub mod serve;

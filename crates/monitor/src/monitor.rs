@@ -9,6 +9,7 @@ use crate::model::{
     Envelope, Fingerprint, LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES,
     STEADY_FRACTION,
 };
+use crate::response::ThermalResponse;
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{median, theil_sen};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -137,6 +138,9 @@ pub struct Monitor {
     /// The die's level at the steady load it holds now, once it has settled there
     /// ([`Monitor::settle`]): the early rule judges heating only above it.
     die_held: Option<f64>,
+    /// The die's own response to load steps (its time constant), learned as it runs: it has
+    /// not settled at a load while this says it still has a sensor step to go.
+    die_response: ThermalResponse,
     /// The time of the last sample and the latest intervals between samples, for gaps.
     last_t: Option<f64>,
     intervals: VecDeque<f64>,
@@ -211,6 +215,7 @@ impl Monitor {
             load_levels: BTreeMap::new(),
             thermal_spells: [ThermalSpell::default(), ThermalSpell::default()],
             die_held: None,
+            die_response: ThermalResponse::default(),
             last_t: None,
             intervals: VecDeque::new(),
         }
@@ -361,6 +366,7 @@ impl Monitor {
         self.power_unchanged = false;
         self.power_drifting = false;
         self.die_held = None;
+        self.die_response.restart();
         self.counters.increases.clear();
         for level in self.ambient.iter_mut().flatten() {
             level.restart_timing();
@@ -459,13 +465,15 @@ impl Monitor {
 
     /// Notes the die's level at the steady load it holds now: once its readings over the
     /// slope window stayed within a sensor step either way of each other ([`SENSOR_STEP_C`]),
-    /// the power read steady meanwhile, their median; from then on the lowest such median (a
-    /// die cooling after a heavier load is followed down). Forgotten when the
-    /// power read leaves its steady band. A healthy die warms to a new load over its heat
-    /// sink's time, not seconds: an H100 SXM from 57 to 71 °C in the 68 s after a step to
-    /// 700 W, still heating 0.2 °C/s 27–40 s in (GPU-9ed4b029…, 2026-12-05); an H200's die
-    /// from 47 to 50 °C over 12 s into a 420-W copy (GPU-a6d69bc2…). Until it holds, its
-    /// level at that load is not seen.
+    /// the power read steady meanwhile, and the die's own learned response
+    /// ([`ThermalResponse::left_to_settle`]) leaves it less than a sensor step to go at this
+    /// load, their median; from then on the lowest such median (a die cooling after a heavier
+    /// load is followed down). Forgotten when the power read leaves its steady band. A
+    /// healthy die warms to a new load over its heat sink's time, not seconds: an H100 SXM
+    /// from 57 to 71 °C in the 68 s after a step to 700 W, still heating 0.2 °C/s 27–40 s in
+    /// and flat within 2 °C for 10 s at 245 s, 5 °C short of where it settled
+    /// (GPU-9ed4b029…, 2026-12-05); an H200's die from 47 to 50 °C over 12 s into a 420-W
+    /// copy (GPU-a6d69bc2…). Until it holds, its level at that load is not seen.
     fn settle(&mut self) {
         let window_s = self.config.slope_window_s;
         if !self.power_steady(window_s) {
@@ -483,8 +491,13 @@ impl Monitor {
             .collect();
         let low = temps.iter().copied().fold(f64::INFINITY, f64::min);
         let high = temps.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        if let Some(level) =
-            median(&temps).filter(|_| temps.len() >= 4 && high - low <= 2.0 * SENSOR_STEP_C)
+        if let Some(level) = median(&temps)
+            .filter(|_| temps.len() >= 4 && high - low <= 2.0 * SENSOR_STEP_C)
+            .filter(|_| {
+                self.die_response
+                    .left_to_settle()
+                    .is_none_or(|left| left < SENSOR_STEP_C)
+            })
         {
             self.die_held = Some(self.die_held.map_or(level, |held| held.min(level)));
         }
@@ -518,6 +531,7 @@ impl Monitor {
         // it is not used (the absolute limits still are).
         let power_frozen = self.frozen_now.contains(&Signal::Power) || self.power_unchanged;
         let mut any_excess = false;
+        self.die_response.observe(s.t, s.power_w, s.temp_gpu_c);
         self.settle();
         for (i, signal, limit) in checks {
             let Some(temp) = s.signal(signal) else {
@@ -2245,5 +2259,109 @@ mod tests {
         let rate = alert.signals["growth_mib_per_s"].value;
         assert!((0.2..0.3).contains(&rate), "{rate}");
         assert!(m.leak.as_ref().unwrap().points.len() <= LEAK_POINTS + 1);
+    }
+
+    /// One reading a second of a card whose die settles at `settle(p, t)` at `p` watts: a
+    /// third of a step at once (the die), the rest with time constant `tau_s` (its heat
+    /// sink), in whole degrees (with a little dither, as a real sensor flips between
+    /// neighbours); `loads` is a list of (seconds, watts), the die settled at the first. The
+    /// HBM reads the die less 5 °C.
+    fn card(tau_s: f64, settle: impl Fn(f64, f64) -> f64, loads: &[(f64, f64)]) -> Vec<Sample> {
+        let mut sink = settle(loads[0].1, 0.0);
+        let (mut t, mut out) = (0.0, Vec::new());
+        for &(seconds, p) in loads {
+            let end = t + seconds;
+            while t < end {
+                let mut s = Sample::at(t);
+                s.power_w = Some(p + if out.len() % 2 == 0 { 1.0 } else { -1.0 });
+                let die = sink + (settle(p, t) - sink) / 3.0;
+                let read = (die + 0.55 * (0.7 * t).sin()).round();
+                s.temp_gpu_c = Some(read);
+                s.temp_mem_c = Some(read - 5.0);
+                s.util_gpu_pct = Some(if p > 200.0 { 100.0 } else { 0.0 });
+                out.push(s);
+                sink += (settle(p, t) - sink) * (1.0 - (-1.0 / tau_s).exp());
+                t += 1.0;
+            }
+        }
+        out
+    }
+
+    /// The healthy history: a card whose die settles within seconds (τ = 2 s) at 40 °C idle
+    /// (100 W) and 60 °C at 600 W, a few of its readings at load 3 °C hotter (bursts).
+    fn fast_card_model(config: &Config) -> Model {
+        let mut history = card(
+            2.0,
+            |p, _| 40.0 + 0.04 * (p - 100.0),
+            &[
+                (120.0, 100.0),
+                (120.0, 600.0),
+                (120.0, 100.0),
+                (120.0, 600.0),
+            ],
+        );
+        for s in history.iter_mut().filter(|s| s.power_w > Some(500.0)) {
+            if s.t as u64 % 20 == 10 {
+                s.temp_gpu_c = s.temp_gpu_c.map(|v| v + 3.0);
+                s.temp_mem_c = s.temp_mem_c.map(|v| v + 3.0);
+            }
+        }
+        Model::train(&history, config).unwrap()
+    }
+
+    /// A card of the same model with a slow heat sink (τ = 25 s): 8 °C cooler than the
+    /// history's at idle, 2.5 °C at 600 W (so at load 5.5 °C above the level its offset
+    /// learned at idle gives it, as the H100 of `tests/faults.rs`). It starts at load, idles
+    /// (its die cooling shows its τ; its offset learns its idle), then loads again at 600 W
+    /// from 820 s: its die jumps to 40.5 °C and warms on to 57.5 °C over a minute and more. `failing` (°C/s
+    /// from a time): its cooler then loses capacity at that constant power, its settle point
+    /// rising at that rate.
+    fn slow_card(failing: Option<(f64, f64)>) -> Vec<Sample> {
+        card(
+            25.0,
+            move |p, t| {
+                let lost = failing.map_or(0.0, |(rate, from)| rate * (t - from).max(0.0));
+                32.0 + 0.051 * (p - 100.0) + lost
+            },
+            &[(120.0, 600.0), (700.0, 100.0), (300.0, 600.0)],
+        )
+    }
+
+    fn config() -> Config {
+        Config {
+            forest_trees: 0,
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn a_die_warming_with_the_cards_learned_time_constant_raises_nothing() {
+        let config = config();
+        let alerts = replay(&slow_card(None), &config, Some(fast_card_model(&config)));
+        assert!(alerts.is_empty(), "{alerts:#?}");
+    }
+
+    #[test]
+    fn a_cooler_losing_capacity_at_a_constant_power_is_caught() {
+        // The slow card's die settled at 600 W (57.5 °C, about 80 s after the step); from
+        // 940 s its cooler loses capacity, the level it settles at rising 0.25 °C/s. The die
+        // follows (a third at once, the rest through its heat sink's 25 s) and is said heating
+        // at a steady load past the level it held there 9 s after the cooler began to fail
+        // (without the learned response, the same trace raises the false warning of the test
+        // above 74 s before it).
+        let config = config();
+        let from = 940.0;
+        let alerts = replay(
+            &slow_card(Some((0.25, from))),
+            &config,
+            Some(fast_card_model(&config)),
+        );
+        let first = alerts.first().unwrap_or_else(|| panic!("not caught"));
+        assert_eq!(first.kind, AlertKind::ThermalRunaway, "{alerts:#?}");
+        assert!(
+            (from..=from + 15.0).contains(&first.t),
+            "{:.1} s after it began: {alerts:#?}",
+            first.t - from
+        );
     }
 }

@@ -971,3 +971,37 @@ fn an_h100_judged_by_another_h100s_history() {
         show(&alerts)
     );
 }
+
+#[test]
+fn an_h100_warming_with_its_own_time_constant_is_no_cooling_failure() {
+    // Judged by the hot H100's history, the cool H100's die warms from 57 to 71 °C over the
+    // 68 s after a step to 700 W (223 s), flat within 2 °C for 10 s around 245 s and then
+    // warming on at 0.2 °C/s: "2.8 °C above this GPU's typical level at 700 W and heating at
+    // a steady load" at 250 s as recorded, and in every room 1–4 °C cooler. Its own earlier
+    // load steps taught its die's time constant (5.6 and 9 s, on steps of 4–7 °C); fitted
+    // with up to three times that, the readings since the step leave more than a sensor step
+    // to go until 279 s, when the die holds 71 °C: it is still warming, not failing.
+    let [cool, hot] = [H100_GPU_RUN, H100_VARIED].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&hot, &Config::default()).unwrap();
+    for c in [-5.0, -4.0, -3.0, -2.0, -1.0, 0.0] {
+        let alerts = replay(&warmer(&cool, c), &Config::default(), Some(model.clone()));
+        assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
+    }
+}
+
+#[test]
+fn an_h100_whose_cooling_fails_while_its_die_still_warms_is_caught() {
+    // The same warm-up, its cooling failing from 240 s at 0.25 °C/s on top of it, before the
+    // die settled: the early rule waits for the die to settle, which it never does; the
+    // margin rule says it 16 s in (72 °C, 4.5 °C above the hottest expected at 701 W).
+    let [cool, hot] = [H100_GPU_RUN, H100_VARIED].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&hot, &Config::default()).unwrap();
+    let trace = inject(&cool, &Fault::ThermalRunaway { rate_c_per_s: 0.25 }, 240.0);
+    let alerts = replay(&trace, &Config::default(), Some(model));
+    let first = alerts
+        .iter()
+        .find(|a| a.t >= 240.0)
+        .unwrap_or_else(|| panic!("not caught:\n{}", show(&alerts)));
+    assert_eq!(first.kind, AlertKind::ThermalRunaway, "{}", show(&alerts));
+    assert!(first.t <= 240.0 + 20.0, "{}", show(&alerts));
+}

@@ -1,0 +1,330 @@
+//! The die's own thermal response to a load step, learned online per GPU (issue 26, item 1).
+//!
+//! After a load step, a die first jumps within the second its power reading averages, then
+//! warms (or cools) with its heat sink toward the level it settles at for that power, as a
+//! first-order response `T(t) = T∞ − (T∞ − T0)·e^(−t/τ)`. How long that takes is the card's:
+//! an H200's die holds within seconds, an H100 SXM took 68 s to go from 57 to 71 °C after a
+//! step to 700 W (GPU-9ed4b029…, 2026-12-05), still rising 0.2 °C/s half a minute in. With
+//! whole-degree readings, a die still warming so looks like a cooling failing at a steady
+//! load. [`ThermalResponse`] learns the card's time constant τ from the steady loads it has
+//! held after its own load steps ([`fit_step`] at each one's end), and says of the load held
+//! now how far the die still has to go before it settles there
+//! ([`ThermalResponse::left_to_settle`]): the readings since the step fitted with a τ no
+//! shorter than the card's (a die does not settle faster than its heat sink lets it) and at
+//! most [`TAU_SPREAD`] times longer (a larger step reaches further into the heat sink). Until
+//! it predicts less than a sensor step to go, the die has not shown its level at this load;
+//! a die that keeps heating past the level it settled at is a cooling failing. A failing
+//! cooler does not look like a first-order approach: it rises at a steady rate, or moves the
+//! settle point up after the die held it.
+
+use crate::model::STEADY_FRACTION;
+use crate::stats::median;
+
+/// The shortest and longest time constants fitted (seconds); a fit at either end is not a τ.
+pub const TAU_RANGE_S: (f64, f64) = (1.0, 120.0);
+
+/// The ratio between neighbouring time constants on the grid searched.
+const TAU_STEP: f64 = 1.1;
+
+/// The load step's response fitted now may take up to this many times the card's learned τ:
+/// a step to a heavier load reaches further into the heat sink than the smaller steps the τ
+/// may have been learned from (the H100 above: 5.6 and 9 s on steps of 4–7 °C, 23 s on its
+/// 14 °C step to 700 W).
+pub const TAU_SPREAD: f64 = 3.0;
+
+/// The smallest approach (°C, |T∞ − T0|) a load step must show for its τ to be learned: three
+/// sensor steps, so that whole-degree readings show the curve.
+pub const MIN_AMPLITUDE_C: f64 = 3.0;
+
+/// The largest root-mean-square residual (°C) of a fit whose τ is learned: whole-degree
+/// readings of a smooth curve scatter by 0.29 °C; a bursty load's die swings by degrees.
+pub const MAX_RMS_C: f64 = 0.6;
+
+/// A load step's τ is learned only where the load held this many times τ (most of the
+/// approach seen, not a slope that a longer or shorter τ fits as well).
+pub const MIN_SPAN_TAUS: f64 = 1.5;
+
+/// Learned time constants kept per GPU (the latest; their median is the card's τ).
+const KEPT: usize = 16;
+
+/// Readings kept of one load (at the default 1-s interval, 8.5 minutes: over four times the
+/// longest τ fitted).
+const SEGMENT_READINGS: usize = 512;
+
+/// A first-order response fitted to a die's readings at one load.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepFit {
+    /// The time constant, seconds.
+    pub tau_s: f64,
+    /// Where the die settles at this load, °C (`T∞`).
+    pub settle_c: f64,
+    /// `T0 − T∞` at the load's first reading, °C: negative while warming, positive while
+    /// cooling.
+    pub approach_c: f64,
+    /// The root-mean-square residual of the readings about the fit, °C.
+    pub rms_c: f64,
+}
+
+impl StepFit {
+    /// How far (°C, either way) the die is still from its settle point `since_s` seconds
+    /// after the load's first reading, by the fit.
+    pub fn left_at(&self, since_s: f64) -> f64 {
+        self.approach_c.abs() * (-since_s / self.tau_s).exp()
+    }
+}
+
+/// Least squares of `T = settle + approach·e^(−t/τ)` over `points` (seconds since the load's
+/// first reading, °C) for each τ of `taus`; the best fit, `None` with fewer than four points
+/// or none that determines the two (all at one time).
+pub fn fit_step(points: &[(f64, f64)], taus: impl IntoIterator<Item = f64>) -> Option<StepFit> {
+    if points.len() < 4 {
+        return None;
+    }
+    let n = points.len() as f64;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let mut best: Option<(f64, StepFit)> = None;
+    for tau_s in taus {
+        let xs: Vec<f64> = points.iter().map(|p| (-p.0 / tau_s).exp()).collect();
+        let mean_x = xs.iter().sum::<f64>() / n;
+        let sxx: f64 = xs.iter().map(|x| (x - mean_x).powi(2)).sum();
+        if sxx < 1e-12 {
+            continue;
+        }
+        let sxy: f64 = xs
+            .iter()
+            .zip(points)
+            .map(|(x, p)| (x - mean_x) * (p.1 - mean_y))
+            .sum();
+        let approach_c = sxy / sxx;
+        let settle_c = mean_y - approach_c * mean_x;
+        let sse: f64 = xs
+            .iter()
+            .zip(points)
+            .map(|(x, p)| (p.1 - settle_c - approach_c * x).powi(2))
+            .sum();
+        if best.as_ref().is_none_or(|(b, _)| sse < *b) {
+            let rms_c = (sse / n).sqrt();
+            best = Some((
+                sse,
+                StepFit {
+                    tau_s,
+                    settle_c,
+                    approach_c,
+                    rms_c,
+                },
+            ));
+        }
+    }
+    best.map(|(_, fit)| fit)
+}
+
+/// The time constants from `low` to `high` seconds, [`TAU_STEP`] apart (both ends included).
+fn taus(low: f64, high: f64) -> impl Iterator<Item = f64> {
+    let steps = ((high / low).ln() / TAU_STEP.ln()).ceil().max(0.0) as i32;
+    (0..=steps).map(move |k| (low * TAU_STEP.powi(k)).min(high))
+}
+
+/// One GPU's die response, learned from its own load steps, and the load it holds now.
+#[derive(Debug, Clone, Default)]
+pub struct ThermalResponse {
+    /// The latest learned time constants, seconds.
+    learned: Vec<f64>,
+    /// The readings (time, °C) at the load held now, from its first (at most
+    /// [`SEGMENT_READINGS`]).
+    segment: Vec<(f64, f64)>,
+    /// The time of the latest reading at the load held now (kept or not).
+    latest_t: f64,
+    /// The lowest and highest power read at the load held now.
+    band: Option<(f64, f64)>,
+}
+
+impl ThermalResponse {
+    /// Takes the next reading of power and die temperature (either `None`: nothing learned
+    /// from it). A power outside the load held so far (its lowest under [`STEADY_FRACTION`]
+    /// of its highest) ends that load — its τ is learned where its readings show one (an
+    /// approach of [`MIN_AMPLITUDE_C`] or more, within [`MAX_RMS_C`] of the fit, held
+    /// [`MIN_SPAN_TAUS`] times τ) — and starts the next one.
+    pub fn observe(&mut self, t: f64, power_w: Option<f64>, temp_c: Option<f64>) {
+        let (Some(p), Some(temp)) = (power_w, temp_c) else {
+            return;
+        };
+        let band = match self.band {
+            Some((low, high)) if low.min(p) >= STEADY_FRACTION * high.max(p) => {
+                (low.min(p), high.max(p))
+            }
+            Some(_) => {
+                self.learn();
+                self.segment.clear();
+                (p, p)
+            }
+            None => (p, p),
+        };
+        self.band = Some(band);
+        self.latest_t = t;
+        if self.segment.len() < SEGMENT_READINGS {
+            self.segment.push((t, temp));
+        }
+    }
+
+    /// Forgets the load held now (a gap in the samples, a clock step): its readings are not
+    /// one response. What was learned is kept.
+    pub fn restart(&mut self) {
+        self.segment.clear();
+        self.band = None;
+    }
+
+    /// The card's time constant (seconds): the median of those its load steps showed, `None`
+    /// before one did.
+    pub fn tau_s(&self) -> Option<f64> {
+        median(&self.learned)
+    }
+
+    /// How far (°C) the die still is from where it settles at the load held now, by the
+    /// response fitted to its readings there (after the first) with a τ from the card's to
+    /// [`TAU_SPREAD`] times it: `None` before the card showed its τ or with fewer than five
+    /// readings at this load.
+    pub fn left_to_settle(&self) -> Option<f64> {
+        let tau = self.tau_s()?;
+        let (t0, _) = *self.segment.first()?;
+        let since = self.latest_t - t0;
+        // Past five of the longest τ allowed, any approach under 40 °C is within 0.3 °C.
+        if since >= 5.0 * TAU_SPREAD * tau {
+            return Some(0.0);
+        }
+        fit_step(&self.since_first(), taus(tau, TAU_SPREAD * tau)).map(|fit| fit.left_at(since))
+    }
+
+    /// The readings at the load held now after its first (seconds since the first, °C): the
+    /// die's own jump lands in the first, whose power reading averages the step.
+    fn since_first(&self) -> Vec<(f64, f64)> {
+        let t0 = self.segment.first().map_or(0.0, |r| r.0);
+        self.segment
+            .iter()
+            .skip(1)
+            .map(|(t, v)| (t - t0, *v))
+            .collect()
+    }
+
+    /// Learns τ from the load that just ended (its readings after the first), where it shows
+    /// one: an approach of at least [`MIN_AMPLITUDE_C`], readings within [`MAX_RMS_C`] of the
+    /// fit, a τ inside [`TAU_RANGE_S`] and held at least [`MIN_SPAN_TAUS`] times τ.
+    fn learn(&mut self) {
+        let points = self.since_first();
+        let span = points.last().map_or(0.0, |p| p.0);
+        let (low, high) = TAU_RANGE_S;
+        let Some(fit) = fit_step(&points, taus(low, high)) else {
+            return;
+        };
+        if fit.approach_c.abs() >= MIN_AMPLITUDE_C
+            && fit.rms_c <= MAX_RMS_C
+            && fit.tau_s > low
+            && fit.tau_s < high
+            && span >= MIN_SPAN_TAUS * fit.tau_s
+        {
+            self.learned.push(fit.tau_s);
+            if self.learned.len() > KEPT {
+                self.learned.remove(0);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A card whose die follows its power with time constant `tau_s`: at `p` watts it settles
+    /// at `idle_c + gain·(p − idle_w)`, read in whole degrees every second. `loads` is a list
+    /// of (seconds, watts); the die starts settled at the first load.
+    fn card(tau_s: f64, loads: &[(f64, f64)]) -> Vec<(f64, f64, f64)> {
+        let settle = |p: f64| 40.0 + 0.04 * (p - 100.0);
+        let mut die = settle(loads[0].1);
+        let mut t = 0.0;
+        let mut out = Vec::new();
+        for &(seconds, p) in loads {
+            let end = t + seconds;
+            while t < end {
+                out.push((t, p, die.round()));
+                die += (settle(p) - die) * (1.0 - (-1.0 / tau_s).exp());
+                t += 1.0;
+            }
+        }
+        out
+    }
+
+    fn learned(readings: &[(f64, f64, f64)]) -> ThermalResponse {
+        let mut response = ThermalResponse::default();
+        for &(t, p, temp) in readings {
+            response.observe(t, Some(p), Some(temp));
+        }
+        response
+    }
+
+    #[test]
+    fn a_first_order_step_is_fitted_from_whole_degree_readings() {
+        // 50 → 70 °C with τ = 20 s, rounded.
+        let points: Vec<(f64, f64)> = (0..80)
+            .map(|i| {
+                let t = f64::from(i);
+                (t, (70.0 - 20.0 * (-t / 20.0).exp()).round())
+            })
+            .collect();
+        let fit = fit_step(&points, taus(TAU_RANGE_S.0, TAU_RANGE_S.1)).unwrap();
+        assert!((fit.tau_s - 20.0).abs() < 3.0, "{fit:?}");
+        assert!((fit.settle_c - 70.0).abs() < 0.5, "{fit:?}");
+        assert!((fit.approach_c + 20.0).abs() < 1.0, "{fit:?}");
+        assert!(fit.rms_c < MAX_RMS_C, "{fit:?}");
+        assert!((fit.left_at(20.0) - 20.0 / std::f64::consts::E).abs() < 1.0);
+    }
+
+    #[test]
+    fn the_cards_time_constant_is_learned_from_its_own_load_steps() {
+        // A slow card (τ = 25 s) and a fast one (τ = 4 s), each through loads of 60–120 s.
+        let loads = [(120.0, 600.0), (90.0, 100.0), (60.0, 400.0), (120.0, 150.0)];
+        for tau in [25.0, 4.0] {
+            let response = learned(&card(tau, &loads));
+            let got = response.tau_s().unwrap();
+            assert!((got - tau).abs() <= 0.25 * tau, "τ {tau}: learned {got}");
+        }
+        // A load too short to show its τ (10 s of a 25-s approach), and steps of a degree,
+        // teach nothing.
+        let short = [(60.0, 100.0), (10.0, 600.0), (5.0, 100.0)];
+        let small = [(60.0, 100.0), (60.0, 130.0), (60.0, 100.0), (5.0, 600.0)];
+        for loads in [&short[..], &small[..]] {
+            assert_eq!(learned(&card(25.0, loads)).tau_s(), None, "{loads:?}");
+        }
+    }
+
+    #[test]
+    fn a_die_warming_with_the_cards_time_constant_has_not_settled_until_it_has() {
+        // The card learned τ = 25 s from its steps; then a step from 100 to 700 W: its die
+        // goes from 40 to 64 °C. It has not settled while more than a sensor step is left
+        // (25·ln 24 ≈ 79 s by the model), and has once the model leaves less.
+        let mut readings = card(
+            25.0,
+            &[
+                (120.0, 600.0),
+                (120.0, 100.0),
+                (100.0, 500.0),
+                (120.0, 100.0),
+            ],
+        );
+        let start = readings.last().unwrap().0 + 1.0;
+        let mut response = learned(&readings);
+        let tau = response.tau_s().unwrap();
+        readings = card(25.0, &[(1.0, 100.0), (150.0, 700.0)]);
+        let mut settled_at = None;
+        for &(t, p, temp) in &readings[1..] {
+            response.observe(start + t, Some(p), Some(temp));
+            let left = response.left_to_settle();
+            if t >= 6.0 && settled_at.is_none() && left.is_some_and(|l| l < 1.0) {
+                settled_at = Some(t);
+            }
+        }
+        let settled_at = settled_at.expect("settles");
+        assert!(
+            (60.0..=100.0).contains(&settled_at),
+            "τ {tau:.1}: settled {settled_at} s into the step"
+        );
+    }
+}
