@@ -66,6 +66,40 @@ pub fn bound_after_build(plan: &MemoryPlan, build_ms: Option<f64>) -> f64 {
     }
 }
 
+/// The slowest build the validator waits for where a network sets none, GiB of data set a
+/// second per claimed hardware thread: a third of the H200 host's (14.4 GiB on 16 threads in
+/// 14.7–16.0 s, 0.06 a thread) and a quarter of the development VM's (0.08–0.11), so that an
+/// honest host with much RAM is given the time its build takes. The build is untimed (its time
+/// only calibrates the walk's bound, which never passes the floor's: [`bound_after_build`]).
+pub const SLOWEST_BUILD_GIBS_PER_THREAD: f64 = 0.02;
+
+/// The longest a build is given, ms: 50 minutes, inside the hour past now that an agent takes
+/// a challenge's expiry to be (`pog_agent::agent::MAX_LIFETIME_MS`). At the H200 host's rate a
+/// 2 TiB claim (the largest) builds in about half an hour on 16 threads.
+pub const LONGEST_BUILD_MS: u64 = 50 * 60 * 1000;
+
+/// How long the validator gives the build of `plan` (its challenge's expiry, ms): the
+/// network's challenge `expiry_ms`, or longer where the data set is large for the host's
+/// claimed `threads` (one where it claims none): the data set at `gibs_per_thread` a thread,
+/// at most [`LONGEST_BUILD_MS`]. A 60-s expiry alone failed every honest host whose build takes
+/// longer: about 60 GiB on the H200 host's 16 threads.
+pub fn build_expiry_ms(
+    plan: &MemoryPlan,
+    threads: Option<u32>,
+    gibs_per_thread: f64,
+    expiry_ms: u64,
+) -> u64 {
+    let gib = (plan.items as f64 * ITEM_BYTES as f64) / (1u64 << 30) as f64;
+    let rate = gibs_per_thread * f64::from(threads.unwrap_or(1).max(1));
+    let needed_ms = if rate > 0.0 && rate.is_finite() {
+        (gib / rate * 1e3).ceil()
+    } else {
+        f64::INFINITY
+    };
+    let needed_ms = needed_ms.min(LONGEST_BUILD_MS as f64) as u64;
+    expiry_ms.max(needed_ms)
+}
+
 /// A RAM claim the proof cannot be sized for.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum BadRamClaim {
@@ -180,6 +214,34 @@ mod tests {
         assert_eq!(bound_after_build(&p, Some(1e12)), p.expected_ms);
         assert_eq!(bound_after_build(&p, None), p.expected_ms);
         assert_eq!(bound_after_build(&p, Some(0.0)), p.expected_ms);
+    }
+
+    #[test]
+    fn a_large_claim_is_given_the_time_its_build_takes_up_to_the_longest() {
+        let gib = |n: u64| plan(n << 30, WALKERS, floor_rate()).unwrap();
+        // 16 GiB (14.4 GiB of data set) on 16 threads at 0.02 GiB/s a thread: 45 s, inside
+        // a 60-s expiry, which stands.
+        assert_eq!(build_expiry_ms(&gib(16), Some(16), 0.02, 60_000), 60_000);
+        // 256 GiB: 230.4 GiB at 0.32 GiB/s, 720 s; the same on one thread where no cores
+        // are claimed would be 16 times that, past the longest.
+        let big = build_expiry_ms(&gib(256), Some(16), 0.02, 60_000);
+        assert!((719_000..=721_000).contains(&big), "{big}");
+        assert_eq!(
+            build_expiry_ms(&gib(256), None, 0.02, 60_000),
+            LONGEST_BUILD_MS
+        );
+        // 2 TiB on 16 threads needs more than 50 minutes at the floor: the longest.
+        let largest = plan(MAX_CLAIM_BYTES, WALKERS, floor_rate()).unwrap();
+        assert_eq!(
+            build_expiry_ms(&largest, Some(16), 0.02, 60_000),
+            LONGEST_BUILD_MS
+        );
+        // A longer network expiry stands; a rate of nothing gives the longest.
+        assert_eq!(build_expiry_ms(&gib(1), Some(2), 0.02, 90_000), 90_000);
+        assert_eq!(
+            build_expiry_ms(&gib(1), Some(2), 0.0, 60_000),
+            LONGEST_BUILD_MS
+        );
     }
 
     #[test]

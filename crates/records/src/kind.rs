@@ -116,6 +116,13 @@ pub trait ProofKind: Sized + Send + Sync + 'static {
         let _ = set_up_ms;
         Self::expected_ms(plan)
     }
+    /// How long the set-up of `plan` is given on a host of the `claimed` hardware (the
+    /// challenge's expiry), ms: the policy's expiry; longer for a kind whose set-up grows with
+    /// the claim (the proof of RAM's build).
+    fn set_up_expiry_ms(plan: &Self::Plan, policy: &Policy, claimed: &Claimed<'_>) -> u64 {
+        let _ = (plan, claimed);
+        policy.expiry_ms
+    }
     /// Spot checks per challenge under `policy`.
     fn samples(policy: &Policy) -> u32;
     /// The challenge of `plan` for `to`, from `nonce`.
@@ -416,6 +423,17 @@ impl ProofKind for HostRam {
 
     fn expected_after_set_up(plan: &MemoryPlan, set_up_ms: Option<f64>) -> f64 {
         pog_proof::ram::bound_after_build(plan, set_up_ms)
+    }
+
+    /// The data set's build at the policy's slowest rate on the claimed threads, at least
+    /// the policy's expiry (`pog_proof::ram::build_expiry_ms`).
+    fn set_up_expiry_ms(plan: &MemoryPlan, policy: &Policy, claimed: &Claimed<'_>) -> u64 {
+        pog_proof::ram::build_expiry_ms(
+            plan,
+            claimed.cores,
+            policy.ram.build_gibs_per_thread,
+            policy.expiry_ms,
+        )
     }
 
     fn samples(policy: &Policy) -> u32 {

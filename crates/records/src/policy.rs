@@ -47,6 +47,9 @@ pub enum PolicyError {
     /// A proof of RAM was asked of a policy that does not prove the RAM.
     #[error("the policy does not prove the host's RAM")]
     RamOff,
+    /// The slowest RAM build waited for is not a positive rate.
+    #[error("the slowest RAM build waited for, {0} GiB/s a thread, is not a positive rate")]
+    RamBuildRate(f64),
     /// The proof of storage's plan is beyond the protocol's limits (what, in words).
     #[error("the proof of storage's plan is out of bounds: {0}")]
     Storage(String),
@@ -243,6 +246,16 @@ pub struct RamPolicy {
     /// The slowest walk accepted, GB/s of item reads: the bound's ceiling
     /// (`pog_proof::ram::bound_after_build` calibrates it by the build).
     pub walk_gbs: f64,
+    /// The slowest build waited for, GiB of data set a second per claimed hardware thread:
+    /// a large claim's build is given that long, past the challenge expiry
+    /// (`pog_proof::ram::build_expiry_ms`). Records before it read as the default.
+    #[serde(default = "default_build_gibs_per_thread")]
+    pub build_gibs_per_thread: f64,
+}
+
+/// [`RamPolicy::build_gibs_per_thread`] where a network (or an older record) sets none.
+fn default_build_gibs_per_thread() -> f64 {
+    pog_proof::ram::SLOWEST_BUILD_GIBS_PER_THREAD
 }
 
 impl RamPolicy {
@@ -265,6 +278,9 @@ impl RamPolicy {
         let walks = (1..=pog_proof::memory::MAX_WALKERS).contains(&self.walkers)
             && self.walk_gbs.is_finite()
             && self.walk_gbs > 0.0;
+        if !(self.build_gibs_per_thread.is_finite() && self.build_gibs_per_thread > 0.0) {
+            return Err(PolicyError::RamBuildRate(self.build_gibs_per_thread));
+        }
         if !walks {
             return Err(PolicyError::RamClaim(pog_proof::ram::BadRamClaim::Walk {
                 walkers: self.walkers,
@@ -283,6 +299,7 @@ impl Default for RamPolicy {
             samples: pog_proof::memory::SAMPLES,
             walkers: pog_proof::ram::WALKERS,
             walk_gbs: pog_proof::ram::RAM_WALK_GBS,
+            build_gibs_per_thread: default_build_gibs_per_thread(),
         }
     }
 }

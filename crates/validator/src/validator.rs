@@ -463,8 +463,9 @@ impl Validator {
 
     /// Challenges one registered GPU with a proof of kind `K` and records the result
     /// (accepted, rejected, or failed). The whole exchange runs under one deadline: the
-    /// policy's expiry to commit (or, for a kind that sets up first, to set up), and as long
-    /// again for the rest.
+    /// challenge's expiry to commit (or, for a kind that sets up first, to set up: the
+    /// policy's expiry, longer for a set-up that grows with the claim,
+    /// [`ProofKind::set_up_expiry_ms`]), and the policy's expiry again for the rest.
     pub async fn challenge<K: ProofKind>(
         &self,
         uuid: &str,
@@ -503,7 +504,11 @@ impl Validator {
             .by_model(&gpu.model)
             .ok_or_else(|| ValidatorError::UnknownModel(gpu.model.clone()))?;
         let (cores, ram) = (gpu.host_cores, gpu.host_ram);
-        let plan = K::plan(policy, Claimed { spec, cores, ram })?;
+        let claimed = Claimed { spec, cores, ram };
+        let plan = K::plan(policy, claimed)?;
+        // The challenge's expiry: the policy's, or longer for a set-up that grows with the
+        // claim (a large host's RAM build).
+        let expiry_ms = K::set_up_expiry_ms(&plan, policy, &claimed);
         let expected_ms = K::expected_ms(&plan);
         let pace_key = crate::set_up_pace::SetUpPaces::key(K::NAME, &gpu.agent, &plan);
         let challenge = K::challenge(
@@ -520,7 +525,7 @@ impl Validator {
         // Sent to start the timed phase of a kind that sets up first; unused otherwise.
         let start: [u8; 32] = random_bytes();
         let secret: [u8; 32] = random_bytes();
-        let deadline_ms = policy.expiry_ms.saturating_mul(2);
+        let deadline_ms = expiry_ms.saturating_add(policy.expiry_ms);
         // A commitment later than this fails its time bound anyway (the bound, its 10 %, the
         // largest round-trip allowance, then slack), so the validator does not wait longer.
         let commit_wait = Duration::from_millis(
@@ -545,7 +550,7 @@ impl Validator {
                 id: id.clone(),
                 challenge: challenge.clone(),
                 issued_at_ms,
-                expires_at_ms: issued_at_ms + policy.expiry_ms,
+                expires_at_ms: issued_at_ms + expiry_ms,
             };
             // Judged against the kind's time once its set-up (if any) has run: a kind that
             // calibrates in its set-up is judged against what that took, counted at most a
@@ -584,7 +589,7 @@ impl Validator {
                         &self.client,
                         &format!("{}{path}", gpu.endpoint),
                         &envelope,
-                        remaining().min(Duration::from_millis(policy.expiry_ms)),
+                        remaining().min(Duration::from_millis(expiry_ms)),
                         MAX_COMMITMENT_BYTES,
                     )
                     .await?;

@@ -123,6 +123,45 @@ async fn a_silent_host_gets_a_failure_record() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_build_longer_than_the_expiry_is_waited_for_at_the_policys_slowest_rate() {
+    let h = Harness::new().serve().await;
+    // The build answers 3 s late: a host whose claim takes longer to build than the
+    // challenge's 2-s expiry (what a 60-s expiry did to every host with more than about
+    // 60 GiB on 16 threads).
+    h.agent(58, vec![claim("GPU-ram-large")])
+        .proving_ram(Some(CLAIM), CLAIM)
+        .routed(|router| {
+            router.layer(axum::middleware::from_fn(
+                |request: axum::extract::Request, next: axum::middleware::Next| async move {
+                    let building = request.uri().path() == "/v1/ram/build";
+                    let response = next.run(request).await;
+                    if building {
+                        tokio::time::sleep(Duration::from_secs(3)).await;
+                    }
+                    response
+                },
+            ))
+        })
+        .await;
+    let mut p = policy();
+    p.expiry_ms = 2_000;
+    // At the default slowest rate the 3.6 MiB data set is due within the expiry: the late
+    // build is cut off.
+    let cut = h.v.challenge::<HostRam>("GPU-ram-large", &p).await.unwrap();
+    assert!(!cut.accepted && cut.outcome.is_none(), "{cut:?}");
+    assert!(cut.failure.is_some());
+    tokio::time::sleep(Duration::from_millis(1500)).await; // the late answer is sent
+                                                           // A network waiting for builds at 0.5 MiB/s a thread (one thread: no cores claimed)
+                                                           // gives this one 7 s: it passes.
+    p.ram.build_gibs_per_thread = 0.5 / 1024.0;
+    let waited = h.v.challenge::<HostRam>("GPU-ram-large", &p).await.unwrap();
+    assert!(waited.accepted, "{:?} {:?}", waited.failure, waited.outcome);
+    assert!(waited.details.build_ms.unwrap() >= 3_000.0);
+    // The record states the rate it waited at.
+    assert_eq!(waited.policy.ram.build_gibs_per_thread, 0.5 / 1024.0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_claim_out_of_range_or_beyond_the_agents_is_refused_clearly() {
     let h = Harness::new().serve().await;
     for bytes in [0, pog_proof::ram::MAX_CLAIM_BYTES + 1] {

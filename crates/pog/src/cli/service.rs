@@ -156,6 +156,11 @@ pub struct ValidatorArgs {
     /// host's own build time tightens (docs/protocol.md, "Proof of RAM").
     #[arg(long, default_value_t = pog_proof::ram::RAM_WALK_GBS, value_parser = parse_rate)]
     pub ram_walk_gbs: f64,
+    /// The slowest RAM build waited for, GiB of data set a second per claimed hardware
+    /// thread: a large claim's build is given that long past --expiry-ms (at most 50 minutes;
+    /// docs/protocol.md, "Proof of RAM").
+    #[arg(long, default_value_t = pog_proof::ram::SLOWEST_BUILD_GIBS_PER_THREAD, value_parser = parse_rate)]
+    pub ram_build_gibs_per_thread: f64,
     /// Skip the proof of the host's storage (by default it follows the proof of CPU in each
     /// round wherever the agent claims storage).
     #[arg(long)]
@@ -302,11 +307,11 @@ fn parse_key(s: &str) -> Result<PublicKey, String> {
     PublicKey::parse(s).map_err(|e| format!("{s:?} is not a usable validator key: {e}"))
 }
 
-/// `--ram-walk-gbs`: a finite rate above 0.
+/// `--ram-walk-gbs`, `--ram-build-gibs-per-thread`: a finite rate above 0.
 fn parse_rate(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
-        Ok(gbs) if gbs.is_finite() && gbs > 0.0 => Ok(gbs),
-        _ => Err(format!("{s:?} is not a rate in GB/s above 0")),
+        Ok(rate) if rate.is_finite() && rate > 0.0 => Ok(rate),
+        _ => Err(format!("{s:?} is not a rate above 0")),
     }
 }
 

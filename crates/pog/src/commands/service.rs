@@ -868,6 +868,7 @@ fn settings(global: &Global, args: &ValidatorArgs) -> Result<Settings> {
             enabled: !args.no_ram_proof,
             walkers: args.ram_walkers.unwrap_or(policy.ram.walkers),
             walk_gbs: args.ram_walk_gbs,
+            build_gibs_per_thread: args.ram_build_gibs_per_thread,
             ..policy.ram
         },
         storage: pog_records::StoragePolicy {
