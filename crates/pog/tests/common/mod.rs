@@ -593,15 +593,15 @@ pub fn register_proven_h200(validator_data: &Path, agent: &pog_signed::PublicKey
         bus_id: "0000:00:06.0".into(),
         simulated: false,
     };
-    until_not_busy(|| {
-        registry.register(
+    registry
+        .register(
             agent,
             (NOWHERE, None),
             std::slice::from_ref(&claim),
             now_ms,
             64,
         )
-    });
+        .unwrap();
     let id = format!("proven-{uuid}-{now_ms}");
     let record = Record {
         version: RECORD_VERSION,
@@ -642,22 +642,7 @@ pub fn register_proven_h200(validator_data: &Path, agent: &pog_signed::PublicKey
         .seal(pog_signed::RecordKind::ProofRound.wire_kind(), &record)
         .unwrap();
     let sealed = serde_json::to_string(&sealed).unwrap();
-    until_not_busy(|| registry.record(&id, uuid, true, &sealed));
-}
-
-/// Runs `write` until the SQLite file is not busy: a running validator writes it meanwhile (a
-/// round's records), and a write that finds the file changed since its transaction read it is
-/// refused at once ("database is locked"), not waited for.
-fn until_not_busy<T, E: std::fmt::Display>(mut write: impl FnMut() -> Result<T, E>) -> T {
-    for _ in 0..100 {
-        match write() {
-            Err(e) if e.to_string().contains("database is locked") => {
-                std::thread::sleep(std::time::Duration::from_millis(20))
-            }
-            done => return done.unwrap_or_else(|e| panic!("{e}")),
-        }
-    }
-    panic!("the registry stayed busy for 2 s")
+    registry.record(&id, uuid, true, &sealed).unwrap();
 }
 
 /// Returns once the next boundary of slots of `every` (multiples since the Unix epoch) is at
