@@ -38,10 +38,16 @@ struct Cluster {
 impl Cluster {
     /// Starts one; `None` where PostgreSQL cannot run here and it is not required.
     fn start() -> Option<Cluster> {
+        Cluster::start_with(&[])
+    }
+
+    /// [`Cluster::start`] with `env` for `scripts/postgres.sh` (its file-size limit, say).
+    fn start_with(env: &[(&str, &str)]) -> Option<Cluster> {
         let dir = tempfile::tempdir().unwrap();
         let out = std::process::Command::new("bash")
             .arg(postgres_script())
             .args(["start", dir.path().to_str().unwrap()])
+            .envs(env.iter().copied())
             .output()
             .unwrap();
         if !out.status.success() {
@@ -63,6 +69,26 @@ impl Cluster {
             .status()
             .unwrap();
         assert!(status.success(), "postgres.sh {command}");
+    }
+
+    /// Runs `sql` on its `postgres` database (`scripts/postgres.sh sql`), which must succeed.
+    fn sql(&self, sql: &str) {
+        use std::io::Write;
+        let mut psql = std::process::Command::new("bash")
+            .arg(postgres_script())
+            .args(["sql", self.dir.path().to_str().unwrap()])
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        psql.stdin
+            .take()
+            .unwrap()
+            .write_all(sql.as_bytes())
+            .unwrap();
+        let out = psql.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{sql}\n{stderr}");
     }
 }
 
@@ -731,4 +757,157 @@ fn a_fleet_validator_killed_while_it_clears_loses_no_lease_and_logs_none_twice()
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// Pads the fleet's `records` table with the smallest rows until its file can grow no more,
+/// in one transaction (what a database whose disk fills up leaves: the next record needs a
+/// page the file cannot get); fails unless the padding stopped at "File too large".
+const FILL_RECORDS: &str = r#"
+DO $$
+DECLARE
+    base BIGINT;
+    n BIGINT := 0;
+    why TEXT;
+BEGIN
+    SELECT next_id INTO base FROM record_sequence FOR UPDATE;
+    LOOP
+        BEGIN
+            INSERT INTO records (id, challenge_id, gpu_uuid, accepted, version, kind, envelope)
+                VALUES (base + n, 'padding-' || n, 'GPU-padding', FALSE, 2, NULL, '{}');
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS why = MESSAGE_TEXT;
+            EXIT;
+        END;
+        n := n + 1;
+    END LOOP;
+    IF why NOT LIKE '%File too large%' THEN
+        RAISE EXCEPTION 'the padding stopped after % rows: %', n, why;
+    END IF;
+    UPDATE record_sequence SET next_id = base + n;
+END $$;
+"#;
+
+/// The database's disk fills up in the middle of the rounds (issue 22, "Bad input and faults"):
+/// the test's PostgreSQL runs under a file-size limit of 1 MiB (`POG_POSTGRES_FILE_LIMIT_KB`;
+/// the write-ahead log in 1-MiB segments), and the `records` table is padded until its file
+/// reaches it, so that every record after fails as on a full disk ("could not extend file …:
+/// File too large", the server's hint "Check free disk space."). The validator keeps running
+/// and serving what it holds, says why its rounds are not stored (the server's hint named),
+/// loses none of the records it had stored, and stores its rounds again once the limit is
+/// lifted (`scripts/postgres.sh unlimit`, as freeing space would), without a restart.
+#[test]
+fn a_database_whose_disk_fills_up_loses_nothing_and_the_validator_carries_on() {
+    let Some(cluster) = Cluster::start_with(&[
+        ("POG_POSTGRES_FILE_LIMIT_KB", "1024"),
+        ("POG_POSTGRES_WAL_SEGSIZE_MB", "1"),
+    ]) else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let log_key = root.join("fleet-log.key");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(&log_key, hex::encode([0x5d; 32])).unwrap();
+        std::fs::set_permissions(&log_key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let mut flags = vec![
+        "--database",
+        &cluster.url,
+        "--log-key-file",
+        log_key.to_str().unwrap(),
+        "--challenge-every",
+        "1",
+        "--checkpoint-every",
+        "1",
+        "--no-memory-proof",
+        "--no-cpu-proof",
+    ];
+    flags.extend_from_slice(TEST_ROUNDS);
+    let mut v = ValidatorProcess::start(&root.join("validator"), &flags);
+    let agent = v.agent(&root.join("agent"), "H200 SXM x2; host=0", &[]);
+    let gpus: Vec<String> = v
+        .wait_for_agents(1)
+        .iter()
+        .map(|g| g["uuid"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(gpus.len(), 2);
+    for uuid in &gpus {
+        wait_for(&v.addr, uuid, Duration::from_secs(60), "proven", |r| {
+            r.len() >= 2
+        });
+    }
+
+    // The disk fills up.
+    cluster.sql(FILL_RECORDS);
+    let full_at = now_ms();
+    let ids = |uuid: &str| -> Vec<String> {
+        proofs(&v.addr, uuid)
+            .iter()
+            .map(|r| r["challenge_id"].to_string())
+            .collect()
+    };
+    let before: Vec<Vec<String>> = gpus.iter().map(|u| ids(u)).collect();
+    // The rounds go on and are not stored: the validator says why, and keeps serving.
+    until("no round refused for the full disk", || {
+        v.service.stderr().contains("Check free disk space")
+    });
+    // What it said, the server's two lines: the server's words, not a reachability check.
+    let stderr = v.service.stderr();
+    let lines: Vec<&str> = stderr.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("Check free disk space"))
+        .unwrap();
+    let said = lines[at.saturating_sub(1)..=at].join("\n");
+    eprintln!("the validator said: {said}");
+    assert!(said.contains("File too large"), "{said}");
+    assert!(!said.contains("check that the server is up"), "{said}");
+    let (status, body) = http_get(&v.addr, &format!("/v1/records/{}", gpus[0])).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = http_get(&v.addr, "/v1/gpus").unwrap();
+    assert_eq!(status, 200, "{body}");
+    v.service.assert_running();
+    // Nothing stored before is lost.
+    for (uuid, before) in gpus.iter().zip(&before) {
+        let now = ids(uuid);
+        assert!(
+            before.iter().all(|id| now.contains(id)),
+            "{uuid}: {before:?} then {now:?}"
+        );
+    }
+
+    // Space again: the rounds are stored again, no restart needed, and nothing was lost.
+    cluster.run("unlimit");
+    let back_at = now_ms();
+    for (uuid, before) in gpus.iter().zip(&before) {
+        let records = wait_for(
+            &v.addr,
+            uuid,
+            Duration::from_secs(60),
+            "proven again once the disk has room",
+            |records| {
+                records
+                    .iter()
+                    .any(|r| r["recorded_at_ms"].as_u64().unwrap_or(0) > back_at)
+            },
+        );
+        let now: Vec<String> = records
+            .iter()
+            .map(|r| r["challenge_id"].to_string())
+            .collect();
+        assert!(
+            before.iter().all(|id| now.contains(id)),
+            "{uuid}: {before:?} then {now:?}"
+        );
+    }
+    eprintln!("disk full for {} ms", back_at.saturating_sub(full_at));
+    v.service.assert_running();
+    assert!(
+        !v.service.stderr().contains("panicked"),
+        "{}",
+        v.service.stderr()
+    );
+    drop(agent);
+    v.stop();
 }
