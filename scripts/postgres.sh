@@ -7,6 +7,16 @@
 #   scripts/postgres.sh stop DIR      stop it and remove DIR
 #   scripts/postgres.sh pause DIR     stop the server, keeping DIR (a test of a database away)
 #   scripts/postgres.sh resume DIR    start it again on the same port
+#   scripts/postgres.sh unlimit DIR   lift the file-size limit its server started under
+#   scripts/postgres.sh sql DIR       run the SQL on stdin against it (psql, stops at an error)
+#
+# A full disk without root: with POG_POSTGRES_FILE_LIMIT_KB=N, `start` runs the server under a
+# soft file-size limit of N KiB (`ulimit -S -f`): the postmaster ignores SIGXFSZ, so a write
+# past N KiB into any one file fails with EFBIG ("could not extend file …: File too large",
+# hint "Check free disk space"), as a write to a full disk fails. POG_POSTGRES_WAL_SEGSIZE_MB
+# gives initdb the WAL's segment size (1 lets the write-ahead log live under a 1024-KiB
+# limit); `unlimit` raises the limit of the running server's processes (prlimit), as freeing
+# space would.
 #
 # The server programs (initdb, pg_ctl, postgres) come from /usr/lib/postgresql/*/bin or PATH;
 # where they are missing, Debian's `postgresql` is installed with apt-get. They refuse to run
@@ -86,12 +96,18 @@ start() {
     chmod 0755 "$dir"
     mkdir -p "$dir/data" "$dir/socket"
     [ "$(id -u)" -ne 0 ] || chown -R "$user" "$dir/data" "$dir/socket"
+    local wal=()
+    [ -z "${POG_POSTGRES_WAL_SEGSIZE_MB:-}" ] || wal=(--wal-segsize="$POG_POSTGRES_WAL_SEGSIZE_MB")
     as_user "$user" "$bin/initdb" -D "$dir/data" -U pog --auth=trust --encoding=UTF8 \
-        --no-locale >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; say "initdb failed"; exit 1; }
+        --no-locale "${wal[@]}" >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; say "initdb failed"; exit 1; }
+    # The limit is set in the user's own shell: runuser's session resets resource limits.
+    local limited=()
+    [ -z "${POG_POSTGRES_FILE_LIMIT_KB:-}" ] \
+        || limited=(bash -c 'ulimit -S -f "$1" && shift && exec "$@"' limit "$POG_POSTGRES_FILE_LIMIT_KB")
     for tries in $(seq 1 20); do
         port=$((20000 + RANDOM % 20000))
         port_free "$port" || continue
-        if as_user "$user" "$bin/pg_ctl" -D "$dir/data" -l "$dir/data/server.log" -w -t 30 \
+        if as_user "$user" "${limited[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/data/server.log" -w -t 30 \
             -o "-p $port -k $dir/socket -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
             start >&2; then
             echo "$port" >"$dir/port"
@@ -132,10 +148,31 @@ resume() {
         start >&2
 }
 
+unlimit() {
+    local dir=${1:?"usage: $0 unlimit DIR"} user pid p
+    user=$(cat "$dir/user")
+    pid=$(head -n 1 "$dir/data/postmaster.pid")
+    # The postmaster (new backends fork from it), then the processes it runs now (one that
+    # ends meanwhile is no matter).
+    as_user "$user" prlimit --pid "$pid" --fsize=unlimited:unlimited
+    for p in /proc/[0-9]*; do
+        [ "$(awk '/^PPid:/ {print $2}' "$p/status" 2>/dev/null)" = "$pid" ] || continue
+        as_user "$user" prlimit --pid "${p#/proc/}" --fsize=unlimited:unlimited 2>/dev/null || true
+    done
+}
+
+sql() {
+    local dir=${1:?"usage: $0 sql DIR"} bin
+    bin=$(bin_dir)
+    "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cat "$dir/port")" -U pog postgres
+}
+
 case "${1:-}" in
     start) start "${2:-}" ;;
     stop) stop "${2:-}" ;;
     pause) pause "${2:-}" ;;
     resume) resume "${2:-}" ;;
-    *) echo "usage: $0 start [DIR] | stop DIR | pause DIR | resume DIR" >&2; exit 2 ;;
+    unlimit) unlimit "${2:-}" ;;
+    sql) sql "${2:-}" ;;
+    *) echo "usage: $0 start [DIR] | stop DIR | pause DIR | resume DIR | unlimit DIR | sql DIR" >&2; exit 2 ;;
 esac

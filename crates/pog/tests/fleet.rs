@@ -38,10 +38,16 @@ struct Cluster {
 impl Cluster {
     /// Starts one; `None` where PostgreSQL cannot run here and it is not required.
     fn start() -> Option<Cluster> {
+        Cluster::start_with(&[])
+    }
+
+    /// [`Cluster::start`] with `env` for `scripts/postgres.sh` (its file-size limit, say).
+    fn start_with(env: &[(&str, &str)]) -> Option<Cluster> {
         let dir = tempfile::tempdir().unwrap();
         let out = std::process::Command::new("bash")
             .arg(postgres_script())
             .args(["start", dir.path().to_str().unwrap()])
+            .envs(env.iter().copied())
             .output()
             .unwrap();
         if !out.status.success() {
@@ -63,6 +69,26 @@ impl Cluster {
             .status()
             .unwrap();
         assert!(status.success(), "postgres.sh {command}");
+    }
+
+    /// Runs `sql` on its `postgres` database (`scripts/postgres.sh sql`), which must succeed.
+    fn sql(&self, sql: &str) {
+        use std::io::Write;
+        let mut psql = std::process::Command::new("bash")
+            .arg(postgres_script())
+            .args(["sql", self.dir.path().to_str().unwrap()])
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        psql.stdin
+            .take()
+            .unwrap()
+            .write_all(sql.as_bytes())
+            .unwrap();
+        let out = psql.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{sql}\n{stderr}");
     }
 }
 
@@ -495,4 +521,393 @@ fn a_validator_with_another_round_length_or_log_key_does_not_join_the_fleet() {
     let mut joined =
         ValidatorProcess::start(&root.path().join("e"), &as_strs(&flags("2", &fleet_key)));
     joined.stop();
+}
+
+/// kill -9 of a fleet validator in the middle of a clearing (issue 22, item 5; the fleet's
+/// version of `market.rs`'s `a_validator_killed_while_it_clears_loses_no_lease_and_logs_none_twice`):
+/// two `pog validator`s on one PostgreSQL database, one book and one log. Each round a
+/// provider asks 40 proven H200s and a renter bids for them at `a`, `a` is asked to clear and
+/// is killed partway through its answer (before the clearing is stored, while its 40 leases go
+/// to the log, after); round 0 only measures how long that answer takes. The first kill hits
+/// the log's leader, the later ones a validator that does not lead. Then, before `a` comes
+/// back, the survivor `b` carries on: every clearing of the fleet's book has each of its
+/// leases in the log exactly once (the one that leads logs what the killed one left), and
+/// the book holds the round's orders whole or not at all; once `a` is back, its book and its
+/// tree say the same, and the leased GPUs' histories verify against the log's tiles
+/// (`pog verify --validator`, which reads the log's tail as `--log` does).
+#[test]
+fn a_fleet_validator_killed_while_it_clears_loses_no_lease_and_logs_none_twice() {
+    use std::collections::BTreeMap;
+    const GPUS: usize = 40;
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let log_key = root.join("fleet-log.key");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(&log_key, hex::encode([0x5f; 32])).unwrap();
+        std::fs::set_permissions(&log_key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    // Rounds an hour apart (each validator's first one at its start), settlement passes (where
+    // the log's leader logs leases left unlogged) and checkpoints every second.
+    let flags = [
+        "--database",
+        &cluster.url,
+        "--log-key-file",
+        log_key.to_str().unwrap(),
+        "--challenge-every",
+        "3600",
+        "--checkpoint-every",
+        "1",
+        "--settle-every",
+        "1",
+    ];
+    common::wait_clear_of_slot_boundary(Duration::from_secs(3600), Duration::from_secs(240));
+    // A validator's first round challenges the GPUs registered then (and those at no endpoint
+    // fail, which would withdraw their asks): a round's GPUs are registered after it.
+    let start = |name: &str| {
+        let v = ValidatorProcess::start(&root.join(name), &flags);
+        v.wait_for_first_round();
+        v
+    };
+    let mut a = start("a");
+    said(&a, "leads the fleet's log");
+    let b = start("b");
+    let vkey = log_vkey(&a);
+    let fleet_keys = [a.key.clone(), b.key.clone()];
+    let operator = pog_net::keys::load_or_create(&root.join("a/validator.key")).unwrap();
+    let mut registry = pog_validator::registry::Registry::connect(&cluster.url).unwrap();
+    let renter = root.join("renter");
+    let market = |url: &str, dir: &Path, args: &[&str]| {
+        let mut all = vec!["market", "--json", "--validator", url];
+        all.extend_from_slice(args);
+        let out = common::pog(dir, &all);
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (out.status.code().unwrap(), json)
+    };
+    // The lease ids of the fleet's clearings, as `addr` lists them, sorted.
+    let leased = |addr: &str| {
+        let mut ids: Vec<String> = common::history(addr)
+            .iter()
+            .flat_map(|c| c["leases"].as_array().unwrap().clone())
+            .map(|l| l["id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    // The open orders of the book `addr` serves, with their quantities.
+    let open = |addr: &str| -> BTreeMap<String, u64> {
+        let (status, body) = http_get(addr, "/v1/market/book").unwrap();
+        assert_eq!(status, 200, "{body}");
+        let book: Value = serde_json::from_str(&body).unwrap();
+        ["bids", "asks"]
+            .iter()
+            .flat_map(|side| book[side].as_array().unwrap().clone())
+            .map(|o| {
+                let id = o["id"].as_str().unwrap().to_string();
+                (id, o["quantity"].as_u64().unwrap())
+            })
+            .collect()
+    };
+    let mut all_gpus = Vec::new();
+    let mut took = Duration::ZERO;
+    let mut verified = Vec::new();
+    let fractions = [
+        None,
+        Some(0.05),
+        Some(0.3),
+        Some(0.6),
+        Some(0.75),
+        Some(0.9),
+        Some(0.97),
+    ];
+    for (round, fraction) in fractions.into_iter().enumerate() {
+        // A provider of its own each round (a key holds at most 64 GPUs).
+        let provider = root.join(format!("provider-{round}"));
+        let provider_key = pog_net::keys::load_or_create(&provider.join("agent.key")).unwrap();
+        let gpus: Vec<String> = (0..GPUS)
+            .map(|i| format!("GPU-fleet-crash-{round}-{i}"))
+            .collect();
+        for gpu in &gpus {
+            common::register_proven_h200_in(
+                &mut registry,
+                &operator,
+                &provider_key.public_key(),
+                gpu,
+            );
+        }
+        all_gpus.extend(gpus.iter().cloned());
+        let (ask, bid) = (format!("a{round}"), format!("b{round}"));
+        let quantity = GPUS.to_string();
+        let mut args = vec!["submit", "--id", &ask, "--side", "ask"];
+        args.extend(["--class", "H200 SXM", "--quantity", &quantity]);
+        args.extend(["--price", "3.00"]);
+        for gpu in &gpus {
+            args.extend(["--gpu", gpu]);
+        }
+        let (status, json) = market(&a.url, &provider, &args);
+        assert_eq!(status, 0, "the ask: {json}");
+        let args = [
+            "submit", "--id", &bid, "--side", "bid", "--class", "H200 SXM",
+        ];
+        let args = [&args[..], &["--quantity", &quantity, "--price", "4.00"]].concat();
+        let (status, json) = market(&a.url, &renter, &args);
+        assert_eq!(status, 0, "the bid: {json}");
+        let before = common::history(&b.addr).len();
+        let request = common::clear_request(&operator);
+        let sent = Instant::now();
+        let mut socket = common::post(&a.addr, "/v1/market/clear", &request);
+        let Some(fraction) = fraction else {
+            let mut answer = String::new();
+            std::io::Read::read_to_string(&mut socket, &mut answer).unwrap();
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+            took = sent.elapsed();
+            verified.push(gpus[0].clone());
+            continue;
+        };
+        std::thread::sleep(took.mul_f64(fraction));
+        a.service.kill();
+        let killed_after = sent.elapsed();
+
+        // Without `a`: the survivor lists the clearing or not, and every lease of the fleet's
+        // clearings reaches the log once (the leader logs what `a` left; the survivor leads
+        // once the killed leader's lease has run out).
+        let stored = common::history(&b.addr).len() > before;
+        let in_history = leased(&b.addr);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let logged = common::ledger_leases(&b.service.data, &all_gpus);
+            if logged.as_ref() == Ok(&in_history) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: the survivor's log holds {logged:?}, the clearings {in_history:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        // Who logged the round's leases: the killed validator before it died, the survivor
+        // after.
+        let ledger =
+            pog_ledger::store::Ledger::open_reader(&b.service.data.join("ledger")).unwrap();
+        let mut signers = BTreeMap::<String, usize>::new();
+        for gpu in &gpus {
+            for (_, entry) in ledger.gpu_entries(gpu).unwrap() {
+                if entry.kind == pog_signed::RecordKind::Lease {
+                    let name = match hex::encode(entry.signer) {
+                        k if k == fleet_keys[0] => "the killed validator",
+                        _ => "the survivor",
+                    };
+                    *signers.entry(name.to_string()).or_default() += 1;
+                }
+            }
+        }
+        eprintln!(
+            "round {round}: killed {killed_after:?} after the request (a clearing took \
+             {took:?}): clearing stored: {stored}; its leases logged by {signers:?}"
+        );
+        let whole = BTreeMap::from([(ask.clone(), GPUS as u64), (bid.clone(), GPUS as u64)]);
+        let expected = if stored {
+            let clearing = common::history(&b.addr).last().cloned().unwrap();
+            assert_eq!(
+                clearing["leases"].as_array().unwrap().len(),
+                GPUS,
+                "{clearing}"
+            );
+            verified.push(gpus[0].clone());
+            BTreeMap::new()
+        } else {
+            whole
+        };
+        assert_eq!(
+            open(&b.addr),
+            expected,
+            "round {round}: the survivor's book"
+        );
+
+        // `a` comes back: the same book, its tree the same leases, each once.
+        a = start("a");
+        assert_eq!(open(&a.addr), expected, "round {round}: the restarted book");
+        assert_eq!(leased(&a.addr), in_history, "round {round}");
+        until(
+            &format!("round {round}: the restarted validator's log"),
+            || common::ledger_leases(&a.service.data, &all_gpus).as_ref() == Ok(&in_history),
+        );
+        if !stored {
+            assert_eq!(market(&b.url, &provider, &["cancel", "--id", &ask]).0, 0);
+            assert_eq!(market(&b.url, &renter, &["cancel", "--id", &bid]).0, 0);
+        }
+    }
+    // The leased GPUs' histories (one GPU of each stored clearing), their leases with them,
+    // verify, each against the log's tiles after its last record (`pog verify --validator`
+    // reads the tail from the validator's `/ledger/`, as `--log` does).
+    for uuid in &verified {
+        let mut args = vec!["verify", "--validator", &b.url, "--gpu", uuid];
+        args.extend(["--log-key", &vkey, "--accept-unwitnessed"]);
+        for key in &fleet_keys {
+            args.extend(["--validator-key", key]);
+        }
+        let out = common::pog(&root.join("holder"), &args);
+        assert!(
+            out.status.success(),
+            "pog verify {uuid}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Pads the fleet's `records` table with the smallest rows until its file can grow no more,
+/// in one transaction (what a database whose disk fills up leaves: the next record needs a
+/// page the file cannot get); fails unless the padding stopped at "File too large".
+const FILL_RECORDS: &str = r#"
+DO $$
+DECLARE
+    base BIGINT;
+    n BIGINT := 0;
+    why TEXT;
+BEGIN
+    SELECT next_id INTO base FROM record_sequence FOR UPDATE;
+    LOOP
+        BEGIN
+            INSERT INTO records (id, challenge_id, gpu_uuid, accepted, version, kind, envelope)
+                VALUES (base + n, 'padding-' || n, 'GPU-padding', FALSE, 2, NULL, '{}');
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS why = MESSAGE_TEXT;
+            EXIT;
+        END;
+        n := n + 1;
+    END LOOP;
+    IF why NOT LIKE '%File too large%' THEN
+        RAISE EXCEPTION 'the padding stopped after % rows: %', n, why;
+    END IF;
+    UPDATE record_sequence SET next_id = base + n;
+END $$;
+"#;
+
+/// The database's disk fills up in the middle of the rounds (issue 22, "Bad input and faults"):
+/// the test's PostgreSQL runs under a file-size limit of 1 MiB (`POG_POSTGRES_FILE_LIMIT_KB`;
+/// the write-ahead log in 1-MiB segments), and the `records` table is padded until its file
+/// reaches it, so that every record after fails as on a full disk ("could not extend file …:
+/// File too large", the server's hint "Check free disk space."). The validator keeps running
+/// and serving what it holds, says why its rounds are not stored (the server's hint named),
+/// loses none of the records it had stored, and stores its rounds again once the limit is
+/// lifted (`scripts/postgres.sh unlimit`, as freeing space would), without a restart.
+#[test]
+fn a_database_whose_disk_fills_up_loses_nothing_and_the_validator_carries_on() {
+    let Some(cluster) = Cluster::start_with(&[
+        ("POG_POSTGRES_FILE_LIMIT_KB", "1024"),
+        ("POG_POSTGRES_WAL_SEGSIZE_MB", "1"),
+    ]) else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let log_key = root.join("fleet-log.key");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(&log_key, hex::encode([0x5d; 32])).unwrap();
+        std::fs::set_permissions(&log_key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let mut flags = vec![
+        "--database",
+        &cluster.url,
+        "--log-key-file",
+        log_key.to_str().unwrap(),
+        "--challenge-every",
+        "1",
+        "--checkpoint-every",
+        "1",
+        "--no-memory-proof",
+        "--no-cpu-proof",
+    ];
+    flags.extend_from_slice(TEST_ROUNDS);
+    let mut v = ValidatorProcess::start(&root.join("validator"), &flags);
+    let agent = v.agent(&root.join("agent"), "H200 SXM x2; host=0", &[]);
+    let gpus: Vec<String> = v
+        .wait_for_agents(1)
+        .iter()
+        .map(|g| g["uuid"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(gpus.len(), 2);
+    for uuid in &gpus {
+        wait_for(&v.addr, uuid, Duration::from_secs(60), "proven", |r| {
+            r.len() >= 2
+        });
+    }
+
+    // The disk fills up.
+    cluster.sql(FILL_RECORDS);
+    let full_at = now_ms();
+    let ids = |uuid: &str| -> Vec<String> {
+        proofs(&v.addr, uuid)
+            .iter()
+            .map(|r| r["challenge_id"].to_string())
+            .collect()
+    };
+    let before: Vec<Vec<String>> = gpus.iter().map(|u| ids(u)).collect();
+    // The rounds go on and are not stored: the validator says why, and keeps serving.
+    until("no round refused for the full disk", || {
+        v.service.stderr().contains("Check free disk space")
+    });
+    // What it said, the server's two lines: the server's words, not a reachability check.
+    let stderr = v.service.stderr();
+    let lines: Vec<&str> = stderr.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("Check free disk space"))
+        .unwrap();
+    let said = lines[at.saturating_sub(1)..=at].join("\n");
+    eprintln!("the validator said: {said}");
+    assert!(said.contains("File too large"), "{said}");
+    assert!(!said.contains("check that the server is up"), "{said}");
+    let (status, body) = http_get(&v.addr, &format!("/v1/records/{}", gpus[0])).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = http_get(&v.addr, "/v1/gpus").unwrap();
+    assert_eq!(status, 200, "{body}");
+    v.service.assert_running();
+    // Nothing stored before is lost.
+    for (uuid, before) in gpus.iter().zip(&before) {
+        let now = ids(uuid);
+        assert!(
+            before.iter().all(|id| now.contains(id)),
+            "{uuid}: {before:?} then {now:?}"
+        );
+    }
+
+    // Space again: the rounds are stored again, no restart needed, and nothing was lost.
+    cluster.run("unlimit");
+    let back_at = now_ms();
+    for (uuid, before) in gpus.iter().zip(&before) {
+        let records = wait_for(
+            &v.addr,
+            uuid,
+            Duration::from_secs(60),
+            "proven again once the disk has room",
+            |records| {
+                records
+                    .iter()
+                    .any(|r| r["recorded_at_ms"].as_u64().unwrap_or(0) > back_at)
+            },
+        );
+        let now: Vec<String> = records
+            .iter()
+            .map(|r| r["challenge_id"].to_string())
+            .collect();
+        assert!(
+            before.iter().all(|id| now.contains(id)),
+            "{uuid}: {before:?} then {now:?}"
+        );
+    }
+    eprintln!("disk full for {} ms", back_at.saturating_sub(full_at));
+    v.service.assert_running();
+    assert!(
+        !v.service.stderr().contains("panicked"),
+        "{}",
+        v.service.stderr()
+    );
+    drop(agent);
+    v.stop();
 }

@@ -8,7 +8,10 @@ use std::path::PathBuf;
 
 mod common;
 
-use common::{register_proven_h200, Network, HOST0, HOST0_GPU, TEST_ROUNDS};
+use common::{
+    clear_request, history, ledger_leases, post, register_proven_h200, Network, HOST0, HOST0_GPU,
+    TEST_ROUNDS,
+};
 
 fn pog(args: &[&str]) -> (i32, Value) {
     let out = Command::cargo_bin("pog")
@@ -926,65 +929,4 @@ fn a_validator_killed_while_it_clears_loses_no_lease_and_logs_none_twice() {
             assert_eq!(market(&v.url, &renter, &["cancel", "--id", &bid]).0, 0);
         }
     }
-}
-
-/// The clearing request of H200 SXM by `operator` (the validator's key), as sent.
-fn clear_request(operator: &pog_signed::Identity) -> Vec<u8> {
-    let message = pog_validator::market::ClearMessage {
-        validator: operator.public_key(),
-        class: pog_market::GpuClass::new("H200 SXM").unwrap(),
-        mechanism: pog_market::Mechanism::UniformPrice,
-        at_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64,
-        nonce: Some(pog_validator::market::fresh_clear_nonce()),
-    };
-    let envelope = operator
-        .seal(pog_validator::market::CLEAR_KIND, &message)
-        .unwrap();
-    serde_json::to_vec(&envelope).unwrap()
-}
-
-/// Sends `body` to `path` at `addr` as a JSON `POST` on a plain socket, read from it for the
-/// answer.
-fn post(addr: &str, path: &str, body: &[u8]) -> std::net::TcpStream {
-    use std::io::Write;
-    let mut socket = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        socket,
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .unwrap();
-    socket.write_all(body).unwrap();
-    socket
-}
-
-/// Every clearing the validator at `addr` lists, oldest first.
-fn history(addr: &str) -> Vec<Value> {
-    let (status, body) = common::http_get(addr, "/v1/market/history?limit=1000").unwrap();
-    assert_eq!(status, 200, "{body}");
-    let page: Value = serde_json::from_str(&body).unwrap();
-    page["clearings"].as_array().unwrap().clone()
-}
-
-/// The ids of the lease records in the histories of `gpus` in the ledger of the validator
-/// whose data dir is `data`, sorted (an id twice, when logged twice); why not, when the ledger
-/// cannot be read.
-fn ledger_leases(data: &std::path::Path, gpus: &[String]) -> Result<Vec<String>, String> {
-    let ledger =
-        pog_ledger::store::Ledger::open_reader(&data.join("ledger")).map_err(|e| e.to_string())?;
-    let mut ids = Vec::new();
-    for gpu in gpus {
-        for (_, entry) in ledger.gpu_entries(gpu).map_err(|e| e.to_string())? {
-            if entry.kind == pog_signed::RecordKind::Lease {
-                let lease: pog_records::LeaseRecord =
-                    serde_json::from_str(&entry.body).map_err(|e| e.to_string())?;
-                ids.push(lease.lease_id);
-            }
-        }
-    }
-    ids.sort();
-    Ok(ids)
 }

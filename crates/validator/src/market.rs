@@ -531,6 +531,10 @@ impl crate::settlement::LeaseBook for Market {
         Market::all_leases(self)
     }
 
+    fn log_pending_leases(&self) -> Result<usize, String> {
+        self.hand_pending_leases(None)
+    }
+
     /// Clones only the leases under way (the schedule asks every round).
     fn active_at(&self, now_ms: u64) -> Vec<pog_market::lease::Lease> {
         self.read()

@@ -155,7 +155,9 @@ const KEPT_CONNECTIONS: usize = 8;
 /// Connections in use at once at most (each caller beyond waits for one).
 const MAX_CONNECTIONS: usize = 16;
 
-/// A PostgreSQL error with its causes (the driver's `Display` says only "db error").
+/// A PostgreSQL error with its causes (the driver's `Display` says only "db error"), and what
+/// to do: where the server answered, its own message and hint say it (a full disk: "could not
+/// extend file …", "HINT: Check free disk space."); where it did not, check that it is up.
 pub(crate) fn described(e: &tokio_postgres::Error) -> RegistryError {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
@@ -163,6 +165,9 @@ pub(crate) fn described(e: &tokio_postgres::Error) -> RegistryError {
         text.push_str(": ");
         text.push_str(&cause.to_string());
         source = cause.source();
+    }
+    if e.as_db_error().is_none() {
+        text.push_str("; check that the server is up and that the --database URL reaches it");
     }
     RegistryError::Postgres(text)
 }

@@ -8,7 +8,7 @@
 use pog_proof::wire::{GpuClaim, HostClaim};
 use pog_records::{Change, RECORD_VERSION};
 use pog_signed::{GpuUuid, PublicKey};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -54,6 +54,17 @@ pub const SQLITE_SCHEMA_VERSION: i64 = 5;
 /// The columns of a registered GPU, for [`gpu_row`].
 const GPU_COLUMNS: &str =
     "g.uuid, g.agent, a.endpoint, g.model, g.bus_id, g.simulated, a.cores, a.token_owner, a.storage_bytes, a.storage_class, a.ram_bytes";
+
+/// The registry row of `uuid` as `db` (a connection, or a transaction on one) reads it.
+fn gpu_on(db: &Connection, uuid: &str) -> Result<Option<RegisteredGpu>, RegistryError> {
+    Ok(db
+        .query_row(
+            &format!("SELECT {GPU_COLUMNS} FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid = ?1"),
+            params![uuid],
+            gpu_row,
+        )
+        .optional()?)
+}
 
 /// A registered GPU from a row of (uuid, agent, endpoint, model, bus id, simulated).
 fn gpu_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegisteredGpu> {
@@ -291,7 +302,7 @@ impl Registry {
     pub fn finish_claims(&mut self, slot: u64, uuids: &[String]) -> Result<(), RegistryError> {
         match &mut self.db {
             Db::Sqlite(s) => {
-                let tx = s.db.transaction()?;
+                let tx = s.write()?;
                 {
                     let mut finish = tx.prepare_cached(
                         "UPDATE slot_claims SET done = 1 WHERE slot = ?1 AND gpu_uuid = ?2",
@@ -596,6 +607,17 @@ impl Sqlite {
         })
     }
 
+    /// A write transaction that holds the file's write lock from its start (`BEGIN
+    /// IMMEDIATE`), so that it waits out another writer on the busy timeout. A deferred
+    /// transaction that reads and then writes cannot: its upgrade to a writer, with another
+    /// writer holding the lock or having committed since it read, is refused at once
+    /// ("database is locked").
+    fn write(&mut self) -> Result<Transaction<'_>, RegistryError> {
+        Ok(self
+            .db
+            .transaction_with_behavior(TransactionBehavior::Immediate)?)
+    }
+
     fn reader(&self) -> Result<Option<Sqlite>, RegistryError> {
         let Some(path) = &self.path else {
             return Ok(None);
@@ -614,7 +636,7 @@ impl Sqlite {
         max_gpus: usize,
     ) -> Result<Vec<Change>, RegistryError> {
         let agent = agent.as_str();
-        let tx = self.db.transaction()?;
+        let tx = self.write()?;
         let old_endpoint: Option<String> = tx
             .query_row(
                 "SELECT endpoint FROM agents WHERE key = ?1",
@@ -692,10 +714,10 @@ impl Sqlite {
         uuid: &str,
         barred_until_ms: u64,
     ) -> Result<Option<RegisteredGpu>, RegistryError> {
-        let Some(gpu) = self.gpu(uuid)? else {
+        let tx = self.write()?;
+        let Some(gpu) = gpu_on(&tx, uuid)? else {
             return Ok(None);
         };
-        let tx = self.db.transaction()?;
         tx.execute("DELETE FROM gpus WHERE uuid = ?1", params![uuid])?;
         tx.execute(
             "INSERT INTO released (uuid, agent, until_ms) VALUES (?1, ?2, ?3) ON CONFLICT(uuid, agent) DO UPDATE SET until_ms = ?3",
@@ -714,14 +736,7 @@ impl Sqlite {
     }
 
     fn gpu(&self, uuid: &str) -> Result<Option<RegisteredGpu>, RegistryError> {
-        Ok(self
-            .db
-            .query_row(
-                &format!("SELECT {GPU_COLUMNS} FROM gpus g JOIN agents a ON a.key = g.agent WHERE g.uuid = ?1"),
-                params![uuid],
-                gpu_row,
-            )
-            .optional()?)
+        gpu_on(&self.db, uuid)
     }
 
     fn heartbeat(
@@ -746,7 +761,7 @@ impl Sqlite {
         uuids: &[String],
         lease_until_ms: u64,
     ) -> Result<Vec<String>, RegistryError> {
-        let tx = self.db.transaction()?;
+        let tx = self.write()?;
         let newest: i64 =
             tx.query_row("SELECT COALESCE(MAX(id), 0) FROM records", [], |r| r.get(0))?;
         let mut held = Vec::with_capacity(uuids.len());
@@ -1397,6 +1412,79 @@ mod tests {
             240,
             "the reader passed over records committed late"
         );
+    }
+
+    /// Registrations and slot claims on one SQLite file (a validator's rounds, `pog validator`
+    /// tools, a second process) wait for another writer instead of failing with "database is
+    /// locked": two registries register at once, 50 times each, and all succeed; a
+    /// registration and a claim made while another connection holds the write lock wait
+    /// for it and then succeed. (With deferred transactions, which read before they write,
+    /// the upgrade to a writer is refused at once.)
+    #[test]
+    fn sqlite_registrations_and_claims_wait_for_another_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.sqlite");
+        Registry::open(Some(&path)).unwrap();
+        let barrier = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            for writer in 0..2u8 {
+                let (path, barrier) = (&path, &barrier);
+                s.spawn(move || {
+                    let mut r = Registry::open(Some(path)).unwrap();
+                    barrier.wait();
+                    for i in 0..50 {
+                        let claim = gpu(&format!("GPU-{writer}-{i}"));
+                        r.register(&key(0x10 + writer), ("http://a", None), &[claim], 0, 64)
+                            .unwrap_or_else(|e| panic!("writer {writer}, registration {i}: {e}"));
+                    }
+                });
+            }
+        });
+        assert_eq!(
+            Registry::open(Some(&path))
+                .unwrap()
+                .gpus("", 200)
+                .unwrap()
+                .len(),
+            100
+        );
+
+        // One write at a time while another connection holds the write lock: it must not
+        // answer before the holder commits (a second, in which a refusal comes at once), and
+        // must succeed once it has.
+        type Write = Box<dyn FnOnce(&mut Registry) -> Result<(), RegistryError> + Send>;
+        let writes: [(&str, Write); 2] = [
+            (
+                "registration",
+                Box::new(|r| {
+                    let claim = gpu("GPU-late");
+                    r.register(&key(0x20), ("http://b", None), &[claim], 0, 64)
+                        .map(drop)
+                }),
+            ),
+            (
+                "claim",
+                Box::new(|r| r.claim((9, "v"), &["GPU-late".into()], 100).map(drop)),
+            ),
+        ];
+        for (what, write) in writes {
+            let mut r = Registry::open(Some(&path)).unwrap();
+            let holder = Connection::open(&path).unwrap();
+            holder
+                .execute_batch(
+                    "BEGIN IMMEDIATE; INSERT INTO validators (key, seen_ms) VALUES ('holder', 0) ON CONFLICT(key) DO NOTHING;",
+                )
+                .unwrap();
+            let (sent, answer) = std::sync::mpsc::channel();
+            let waiter = std::thread::spawn(move || {
+                sent.send(write(&mut r).map_err(|e| e.to_string())).unwrap()
+            });
+            let early = answer.recv_timeout(std::time::Duration::from_secs(1));
+            holder.execute_batch("COMMIT").unwrap();
+            let result = early.unwrap_or_else(|_| answer.recv().unwrap());
+            assert_eq!(result, Ok(()), "the {what} beside a held write lock");
+            waiter.join().unwrap();
+        }
     }
 
     #[test]

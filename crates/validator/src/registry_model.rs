@@ -126,8 +126,9 @@ pub enum RegistryError {
     /// The SQLite database failed.
     #[error("the registry database failed ({0}); if the file is damaged, restore it from a backup or move it away to start a new registry")]
     Database(#[from] rusqlite::Error),
-    /// The PostgreSQL database failed or could not be reached.
-    #[error("the registry's PostgreSQL database failed ({0}); check that the server is up and that the --database URL reaches it")]
+    /// The PostgreSQL database failed, could not be reached, or refused a request: the text
+    /// says which, and what to do.
+    #[error("the registry's PostgreSQL database failed: {0}")]
     Postgres(String),
     /// The database's schema was written by a newer pog.
     #[error("the registry's schema is version {found}, newer than this pog's ({known}): a newer pog wrote it; run that pog (or a newer one) on it, or give this one another database (a new --data-dir, or another --database)")]

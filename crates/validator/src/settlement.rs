@@ -455,6 +455,11 @@ pub trait LeaseBook: Send + Sync {
 
     /// The leases under way at `now_ms` (started, not ended).
     fn active_at(&self, now_ms: u64) -> Vec<Lease>;
+
+    /// Logs the leases of stored clearings that are not in the ledger yet (a validator of the
+    /// fleet died between storing a clearing and logging its leases, or the ledger refused
+    /// them): how many clearings' leases were handed now, or why not.
+    fn log_pending_leases(&self) -> Result<usize, String>;
 }
 
 /// Settles the market's leases as their periods end.
@@ -490,6 +495,14 @@ impl Settler {
         // fleet's, in the database): each settling would log every period once per validator.
         if self.records.ledger().is_some_and(|l| !l.leads()) {
             return Ok(pass);
+        }
+        // Leases first: a clearing stored by a validator that died (kill -9, a lost host)
+        // before its leases reached the log would otherwise wait for that validator's restart
+        // or another's next clearing, and its leases' periods would be settled unlogged.
+        match self.market.log_pending_leases() {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("logged the leases of {n} clearing(s) left unlogged"),
+            Err(e) => tracing::error!(error = %e, "logging clearings' pending leases"),
         }
         self.settlements.catch_up();
         let now_ms = self.records.now_ms();

@@ -577,12 +577,23 @@ pub const NOWHERE: &str = "http://127.0.0.1:9";
 /// (issue 25; a simulated GPU backs no ask). The GPU's next scheduled round fails (its
 /// endpoint answers nothing): at the default pace, a minute after the validator started.
 pub fn register_proven_h200(validator_data: &Path, agent: &pog_signed::PublicKey, uuid: &str) {
-    use pog_proof::challenge::{Addressee, CHALLENGE_VERSION};
-    use pog_records::{GemmDetails, Policy, Record, RECORD_VERSION};
     let validator = pog_net::keys::load_or_create(&validator_data.join("validator.key")).unwrap();
     let mut registry =
         pog_validator::registry::Registry::open(Some(&validator_data.join("registry.sqlite")))
             .unwrap();
+    register_proven_h200_in(&mut registry, &validator, agent, uuid);
+}
+
+/// [`register_proven_h200`] in `registry` (a fleet's, on PostgreSQL, say), the proof record
+/// signed by `validator`.
+pub fn register_proven_h200_in(
+    registry: &mut pog_validator::registry::Registry,
+    validator: &pog_signed::Identity,
+    agent: &pog_signed::PublicKey,
+    uuid: &str,
+) {
+    use pog_proof::challenge::{Addressee, CHALLENGE_VERSION};
+    use pog_records::{GemmDetails, Policy, Record, RECORD_VERSION};
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -593,15 +604,15 @@ pub fn register_proven_h200(validator_data: &Path, agent: &pog_signed::PublicKey
         bus_id: "0000:00:06.0".into(),
         simulated: false,
     };
-    until_not_busy(|| {
-        registry.register(
+    registry
+        .register(
             agent,
             (NOWHERE, None),
             std::slice::from_ref(&claim),
             now_ms,
             64,
         )
-    });
+        .unwrap();
     let id = format!("proven-{uuid}-{now_ms}");
     let record = Record {
         version: RECORD_VERSION,
@@ -642,27 +653,12 @@ pub fn register_proven_h200(validator_data: &Path, agent: &pog_signed::PublicKey
         .seal(pog_signed::RecordKind::ProofRound.wire_kind(), &record)
         .unwrap();
     let sealed = serde_json::to_string(&sealed).unwrap();
-    until_not_busy(|| registry.record(&id, uuid, true, &sealed));
-}
-
-/// Runs `write` until the SQLite file is not busy: a running validator writes it meanwhile (a
-/// round's records), and a write that finds the file changed since its transaction read it is
-/// refused at once ("database is locked"), not waited for.
-fn until_not_busy<T, E: std::fmt::Display>(mut write: impl FnMut() -> Result<T, E>) -> T {
-    for _ in 0..100 {
-        match write() {
-            Err(e) if e.to_string().contains("database is locked") => {
-                std::thread::sleep(std::time::Duration::from_millis(20))
-            }
-            done => return done.unwrap_or_else(|e| panic!("{e}")),
-        }
-    }
-    panic!("the registry stayed busy for 2 s")
+    registry.record(&id, uuid, true, &sealed).unwrap();
 }
 
 /// Returns once the next boundary of slots of `every` (multiples since the Unix epoch) is at
 /// least `margin` away, sleeping past it where it is nearer.
-fn wait_clear_of_slot_boundary(every: std::time::Duration, margin: std::time::Duration) {
+pub fn wait_clear_of_slot_boundary(every: std::time::Duration, margin: std::time::Duration) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap();
@@ -673,4 +669,65 @@ fn wait_clear_of_slot_boundary(every: std::time::Duration, margin: std::time::Du
         eprintln!("waiting {wait:?} for the round at the next slot boundary to pass");
         std::thread::sleep(wait);
     }
+}
+
+/// The clearing request of H200 SXM by `operator` (the validator's key), as sent.
+pub fn clear_request(operator: &pog_signed::Identity) -> Vec<u8> {
+    let message = pog_validator::market::ClearMessage {
+        validator: operator.public_key(),
+        class: pog_market::GpuClass::new("H200 SXM").unwrap(),
+        mechanism: pog_market::Mechanism::UniformPrice,
+        at_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64,
+        nonce: Some(pog_validator::market::fresh_clear_nonce()),
+    };
+    let envelope = operator
+        .seal(pog_validator::market::CLEAR_KIND, &message)
+        .unwrap();
+    serde_json::to_vec(&envelope).unwrap()
+}
+
+/// Sends `body` to `path` at `addr` as a JSON `POST` on a plain socket, read from it for the
+/// answer.
+pub fn post(addr: &str, path: &str, body: &[u8]) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut socket = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        socket,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    socket.write_all(body).unwrap();
+    socket
+}
+
+/// Every clearing the validator at `addr` lists, oldest first.
+pub fn history(addr: &str) -> Vec<Value> {
+    let (status, body) = http_get(addr, "/v1/market/history?limit=1000").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let page: Value = serde_json::from_str(&body).unwrap();
+    page["clearings"].as_array().unwrap().clone()
+}
+
+/// The ids of the lease records in the histories of `gpus` in the ledger of the validator
+/// whose data dir is `data`, sorted (an id twice, when logged twice); why not, when the ledger
+/// cannot be read.
+pub fn ledger_leases(data: &std::path::Path, gpus: &[String]) -> Result<Vec<String>, String> {
+    let ledger =
+        pog_ledger::store::Ledger::open_reader(&data.join("ledger")).map_err(|e| e.to_string())?;
+    let mut ids = Vec::new();
+    for gpu in gpus {
+        for (_, entry) in ledger.gpu_entries(gpu).map_err(|e| e.to_string())? {
+            if entry.kind == pog_signed::RecordKind::Lease {
+                let lease: pog_records::LeaseRecord =
+                    serde_json::from_str(&entry.body).map_err(|e| e.to_string())?;
+                ids.push(lease.lease_id);
+            }
+        }
+    }
+    ids.sort();
+    Ok(ids)
 }
