@@ -18,8 +18,9 @@ use std::sync::{Arc, Mutex};
 use tokio_postgres::{Client, NoTls, Row};
 
 use crate::registry_model::{
-    change_of, check_bar, check_cap, check_version, cut_page, ram_claim, ram_column, storage_claim,
-    storage_columns, NewRecord, RegisteredGpu, RegistryError,
+    change_of, check_bar, check_cap, check_version, cut_page, ram_claim, ram_column,
+    still_unrecorded, storage_claim, storage_columns, unrecorded_name, NewRecord, RegisteredGpu,
+    RegistryError,
 };
 
 /// The registry's schema, one step per version: step `i` takes a database at version `i` to
@@ -78,6 +79,8 @@ CREATE INDEX settlements_by_version ON settlements (version);
 CREATE TABLE undelivered (lease_id TEXT PRIMARY KEY, at_ms BIGINT NOT NULL, reason TEXT NOT NULL);
 ", "
 CREATE TABLE market_withdrawals (renter TEXT PRIMARY KEY, at_ms BIGINT NOT NULL, amount BIGINT NOT NULL, until_ms BIGINT NOT NULL);
+", "
+ALTER TABLE gpus ADD COLUMN unrecorded TEXT;
 "];
 
 /// Gives `entry` the fleet's log's next index within the transaction `tx` (the sequence row
@@ -443,8 +446,8 @@ impl PgRegistry {
             // registration of the same GPU waits for this one to end).
             let inserted = tx
                 .execute(
-                    "INSERT INTO gpus (uuid, agent, model, bus_id, simulated) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (uuid) DO NOTHING",
-                    &[&uuid.as_str(), &agent, model, bus_id, simulated],
+                    "INSERT INTO gpus (uuid, agent, model, bus_id, simulated, unrecorded) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (uuid) DO NOTHING",
+                    &[&uuid.as_str(), &agent, model, bus_id, simulated, &unrecorded_name(Change::New)],
                 )
                 .await?;
             if inserted == 1 {
@@ -453,7 +456,7 @@ impl PgRegistry {
             }
             let row = tx
                 .query_one(
-                    "SELECT agent, model, bus_id, simulated FROM gpus WHERE uuid = $1 FOR UPDATE",
+                    "SELECT agent, model, bus_id, simulated, unrecorded FROM gpus WHERE uuid = $1 FOR UPDATE",
                     &[&uuid.as_str()],
                 )
                 .await?;
@@ -463,22 +466,23 @@ impl PgRegistry {
                 row.try_get(2)?,
                 row.try_get(3)?,
             );
+            let unrecorded: Option<String> = row.try_get(4)?;
             if owner != agent {
                 return Err(RegistryError::ClaimedElsewhere {
                     uuid: uuid.to_string(),
                     owner,
                 });
             }
+            let change = still_unrecorded(
+                change_of((&old_model, &old_bus, old_simulated), claim, moved),
+                unrecorded.as_deref(),
+            );
             tx.execute(
-                "UPDATE gpus SET model = $2, bus_id = $3, simulated = $4 WHERE uuid = $1",
-                &[&uuid.as_str(), model, bus_id, simulated],
+                "UPDATE gpus SET model = $2, bus_id = $3, simulated = $4, unrecorded = $5 WHERE uuid = $1",
+                &[&uuid.as_str(), model, bus_id, simulated, &unrecorded_name(change)],
             )
             .await?;
-            changes.push(change_of(
-                (&old_model, &old_bus, old_simulated),
-                claim,
-                moved,
-            ));
+            changes.push(change);
         }
         let would_hold: i64 = tx
             .query_one("SELECT COUNT(*) FROM gpus WHERE agent = $1", &[&agent])
@@ -487,6 +491,18 @@ impl PgRegistry {
         check_cap(would_hold, max_gpus)?;
         tx.commit().await?;
         Ok(changes)
+    }
+
+    /// [`crate::registry::Registry::registrations_recorded`] on this database: one statement.
+    pub async fn registrations_recorded(&self, uuids: &[String]) -> Result<(), RegistryError> {
+        let client = self.pool.get().await?;
+        client
+            .execute(
+                "UPDATE gpus SET unrecorded = NULL WHERE uuid = ANY($1)",
+                &[&uuids],
+            )
+            .await?;
+        Ok(())
     }
 
     /// [`crate::registry::Registry::release`] on this database.

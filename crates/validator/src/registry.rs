@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use crate::postgres::PgRegistry;
 use crate::registry_model::{
-    change_of, check_bar, check_cap, check_version, cut_page, ram_claim, ram_column, storage_claim,
-    storage_columns,
+    change_of, check_bar, check_cap, check_version, cut_page, ram_claim, ram_column,
+    still_unrecorded, storage_claim, storage_columns, unrecorded_name,
 };
 pub use crate::registry_model::{AbandonedClaim, NewRecord, RegisteredGpu, RegistryError};
 
@@ -49,7 +49,7 @@ CREATE INDEX IF NOT EXISTS slot_claims_open ON slot_claims (done, lease_until_ms
 /// The schema version of the SQLite registry this pog writes and reads. 3: the agents' token
 /// owners (`agents.token_owner`); 4: their hosts' storage claims (`agents.storage_bytes`,
 /// `agents.storage_class`); 5: their hosts' RAM claims (`agents.ram_bytes`).
-pub const SQLITE_SCHEMA_VERSION: i64 = 5;
+pub const SQLITE_SCHEMA_VERSION: i64 = 6;
 
 /// The columns of a registered GPU, for [`gpu_row`].
 const GPU_COLUMNS: &str =
@@ -197,6 +197,34 @@ impl Registry {
                     pg.register(&agent, (&endpoint, host), &gpus, now_ms, max_gpus)
                         .await
                 })
+            }
+        }
+    }
+
+    /// Notes that the registration changes [`Registry::register`] reported for `uuids` are on
+    /// record. Until then a registration of the same claim reports the change again: the
+    /// registry's write and the record's are two, and a record lost between them (the
+    /// database gone, its disk full) is written at the agent's next registration.
+    pub fn registrations_recorded(&mut self, uuids: &[String]) -> Result<(), RegistryError> {
+        if uuids.is_empty() {
+            return Ok(());
+        }
+        match &mut self.db {
+            Db::Sqlite(s) => {
+                let tx = s.write()?;
+                {
+                    let mut clear =
+                        tx.prepare_cached("UPDATE gpus SET unrecorded = NULL WHERE uuid = ?1")?;
+                    for uuid in uuids {
+                        clear.execute(params![uuid])?;
+                    }
+                }
+                tx.commit()?;
+                Ok(())
+            }
+            Db::Postgres(pg) => {
+                let uuids = uuids.to_vec();
+                pg.block(|pg| async move { pg.registrations_recorded(&uuids).await })
             }
         }
     }
@@ -601,6 +629,14 @@ impl Sqlite {
                  DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES (5);",
             )?;
         }
+        if found < 6 {
+            // Version 6: a GPU's registration change not yet on record (see
+            // `Registry::registrations_recorded`); the GPUs before it are on record.
+            db.execute_batch(
+                "ALTER TABLE gpus ADD COLUMN unrecorded TEXT;
+                 DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES (6);",
+            )?;
+        }
         Ok(Sqlite {
             db,
             path: path.map(Path::to_path_buf),
@@ -668,11 +704,11 @@ impl Sqlite {
                 )
                 .optional()?;
             check_bar(uuid, barred, now_ms)?;
-            let current: Option<(String, String, String, bool)> = tx
+            let current: Option<(String, String, String, bool, Option<String>)> = tx
                 .query_row(
-                    "SELECT agent, model, bus_id, simulated FROM gpus WHERE uuid = ?1",
+                    "SELECT agent, model, bus_id, simulated, unrecorded FROM gpus WHERE uuid = ?1",
                     params![uuid.as_str()],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
                 )
                 .optional()?;
             let change = match current {
@@ -682,17 +718,21 @@ impl Sqlite {
                         owner,
                     })
                 }
-                Some((_, old_model, old_bus, old_simulated)) => {
+                Some((_, old_model, old_bus, old_simulated, unrecorded)) => {
+                    let change = still_unrecorded(
+                        change_of((&old_model, &old_bus, old_simulated), claim, moved),
+                        unrecorded.as_deref(),
+                    );
                     tx.execute(
-                        "UPDATE gpus SET model = ?2, bus_id = ?3, simulated = ?4 WHERE uuid = ?1",
-                        params![uuid.as_str(), model, bus_id, simulated],
+                        "UPDATE gpus SET model = ?2, bus_id = ?3, simulated = ?4, unrecorded = ?5 WHERE uuid = ?1",
+                        params![uuid.as_str(), model, bus_id, simulated, unrecorded_name(change)],
                     )?;
-                    change_of((&old_model, &old_bus, old_simulated), claim, moved)
+                    change
                 }
                 None => {
                     tx.execute(
-                        "INSERT INTO gpus (uuid, agent, model, bus_id, simulated) VALUES (?1, ?2, ?3, ?4, ?5)",
-                        params![uuid.as_str(), agent, model, bus_id, simulated],
+                        "INSERT INTO gpus (uuid, agent, model, bus_id, simulated, unrecorded) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                        params![uuid.as_str(), agent, model, bus_id, simulated, unrecorded_name(Change::New)],
                     )?;
                     Change::New
                 }
@@ -1034,6 +1074,60 @@ mod tests {
     }
 
     #[test]
+    fn a_registration_whose_record_was_lost_registers_as_its_change_again() {
+        for place in Place::all() {
+            let mut r = place.open();
+            let register = |r: &mut Registry, endpoint: &str| {
+                r.register(&key(0xa7), (endpoint, None), &[gpu("GPU-7")], 0, 64)
+                    .unwrap()
+            };
+            // Registered, and its record never written (the database went away between the
+            // registry's commit and the record's): the same claim is the new GPU again.
+            assert_eq!(
+                register(&mut r, "http://a"),
+                [Change::New],
+                "{}",
+                place.name()
+            );
+            assert_eq!(
+                register(&mut r, "http://a"),
+                [Change::New],
+                "{}",
+                place.name()
+            );
+            // Once on record, the same claim is the same.
+            r.registrations_recorded(&["GPU-7".to_string()]).unwrap();
+            assert_eq!(
+                register(&mut r, "http://a"),
+                [Change::Same],
+                "{}",
+                place.name()
+            );
+            // A change whose record was lost is reported again, then no more once recorded.
+            assert_eq!(
+                register(&mut r, "http://b"),
+                [Change::Changed],
+                "{}",
+                place.name()
+            );
+            assert_eq!(
+                register(&mut r, "http://b"),
+                [Change::Changed],
+                "{}",
+                place.name()
+            );
+            r.registrations_recorded(&["GPU-7".to_string()]).unwrap();
+            assert_eq!(
+                register(&mut r, "http://b"),
+                [Change::Same],
+                "{}",
+                place.name()
+            );
+            r.registrations_recorded(&[]).unwrap();
+        }
+    }
+
+    #[test]
     fn a_uuid_belongs_to_one_agent() {
         for place in Place::all() {
             let mut r = place.open();
@@ -1042,6 +1136,7 @@ mod tests {
                     .unwrap(),
                 [Change::New]
             );
+            r.registrations_recorded(&["GPU-1".to_string()]).unwrap();
             assert_eq!(
                 r.register(&key(0xa1), ("http://a", None), &[gpu("GPU-1")], 0, 64)
                     .unwrap(),

@@ -174,6 +174,28 @@ pub(crate) fn change_of(old: (&str, &str, bool), claim: &GpuClaim, moved: bool) 
     }
 }
 
+/// The name a registration change not yet on record is kept under (`gpus.unrecorded`):
+/// `None` for a change that needs no record.
+pub(crate) fn unrecorded_name(change: Change) -> Option<&'static str> {
+    match change {
+        Change::New => Some("new"),
+        Change::Changed => Some("changed"),
+        Change::Same | Change::Released => None,
+    }
+}
+
+/// The change a registration reports: `change`, or where the claim is the same and an
+/// earlier change was never put on record (its record's write failed after the registry's
+/// commit: the database gone, its disk full), that one again, so that the agent's next
+/// registration (every 5 minutes) records it.
+pub(crate) fn still_unrecorded(change: Change, unrecorded: Option<&str>) -> Change {
+    match (change, unrecorded) {
+        (Change::Same, Some("new")) => Change::New,
+        (Change::Same, Some("changed")) => Change::Changed,
+        (change, _) => change,
+    }
+}
+
 /// The cap holds per key across registrations, not only per message.
 pub(crate) fn check_cap(would_hold: i64, max: usize) -> Result<(), RegistryError> {
     if would_hold as usize > max {

@@ -410,12 +410,17 @@ impl Validator {
             self.records.now_ms(),
             self.config.max_gpus_per_agent,
         )?;
+        let mut recorded = Vec::new();
         for (gpu, change) in gpus.iter().zip(&changes) {
             if *change != Change::Same {
                 self.record_registration(agent, gpu, *change, None)?;
                 tracing::info!(gpu = %gpu.uuid, %agent, model = %gpu.model, event = ?change, "registered");
+                recorded.push(gpu.uuid.to_string());
             }
         }
+        // Until this is noted, the same claim registers as this change again (a record lost
+        // above is written at the agent's next registration).
+        self.registry().registrations_recorded(&recorded)?;
         Ok(())
     }
 
