@@ -303,6 +303,20 @@ impl Agent {
         Ok(())
     }
 
+    /// Refuses a storage round that walks a kept data set not sent to this agent, for one of
+    /// its GPUs, by a validator it trusts (the data set's `to`), or that is signed by a
+    /// validator it does not trust. The round's signer may be another trusted validator than
+    /// the data set's sender: a fleet's validator that takes the host up from the fleet's
+    /// records walks the data set another sent, rather than have the host rebuild it.
+    pub(crate) fn check_kept_round(
+        &self,
+        signer: &PublicKey,
+        to: &Addressee,
+    ) -> Result<(), ApiError> {
+        self.check_addressed(&to.validator_key, to)?;
+        self.check_trusted(signer, "storage round")
+    }
+
     /// Refuses (403) a `what` signed by a validator this agent does not trust.
     pub(crate) fn check_trusted(&self, signer: &PublicKey, what: &str) -> Result<(), ApiError> {
         if self.trusted_validators.contains(signer) {

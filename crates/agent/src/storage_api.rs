@@ -163,7 +163,7 @@ async fn round(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response,
     let storage = storage_of(&agent)?;
     let (message, signer): (RoundMessage, PublicKey) =
         pog_signed::decode(&body, kind::STORAGE_ROUND)?;
-    agent.check_addressed(&signer, &message.round.dataset.to)?;
+    agent.check_kept_round(&signer, &message.round.dataset.to)?;
     message
         .round
         .validate()

@@ -109,39 +109,64 @@ impl Validator {
             validator_key: self.public_key(),
         };
         let now = self.records().now_ms();
-        let current = |d: &StorageDataset| d.to == to && d.shape == shape;
+        // The data set this host keeps for its claim, whichever validator of the fleet sent
+        // it: one that takes the host up from the fleet's records walks it (the agent walks a
+        // data set a validator it trusts sent, for a round another it trusts signs), rather
+        // than have the host rebuild it.
+        let current = |d: &StorageDataset| {
+            let sent = &d.to;
+            (&sent.gpu_uuid, &sent.gpu_bus_id, &sent.agent_key)
+                == (&to.gpu_uuid, &to.gpu_bus_id, &to.agent_key)
+                && d.shape == shape
+        };
         let fresh = |since_ms: u64| now.saturating_sub(since_ms) < p.rebuild_after_ms;
-        // A fresh validator (nothing held) takes up the data set and the pace on record.
-        let on_record = (taken.back.is_none() && taken.pace.is_none())
+        // A fresh validator (nothing held) takes up the data set and the pace on record; a
+        // fleet's validator reads the record each time, since another may have walked the
+        // host or sent it a new data set since this one last did.
+        let fleet = self.registry().is_postgres();
+        let on_record = (fleet || (taken.back.is_none() && taken.pace.is_none()))
             .then(|| self.latest_storage_record(uuid))
-            .flatten();
-        let best_step_us = taken.pace.or_else(|| {
-            on_record
-                .as_ref()
-                .filter(|r| r.agent == gpu.agent)
-                .and_then(|r| r.best_step_us)
-        });
+            .flatten()
+            .filter(|r| r.agent == gpu.agent);
+        let best_step_us = taken
+            .pace
+            .or_else(|| on_record.as_ref().and_then(|r| r.best_step_us));
         taken.pace = best_step_us;
-        let held = match taken.back.take() {
-            Some(Held::Kept {
-                dataset,
-                root,
-                since_ms,
-            }) if current(&dataset) && fresh(since_ms) => Held::Kept {
+        let recorded = on_record
+            .and_then(|r| kept_of(r, &current))
+            .filter(|(_, _, since_ms)| fresh(*since_ms));
+        let held = match (taken.back.take(), recorded) {
+            // The newer of the data set held here and the one on record.
+            (Some(Held::Kept { since_ms, .. }), Some((dataset, root, recorded_since)))
+                if recorded_since > since_ms =>
+            {
+                Held::Kept {
+                    dataset,
+                    root,
+                    since_ms: recorded_since,
+                }
+            }
+            (
+                Some(Held::Kept {
+                    dataset,
+                    root,
+                    since_ms,
+                }),
+                _,
+            ) if current(&dataset) && fresh(since_ms) => Held::Kept {
                 dataset,
                 root,
                 since_ms,
             },
-            Some(Held::Building { session, envelope }) if current(&session.message().dataset) => {
+            (Some(Held::Building { session, envelope }), _)
+                if current(&session.message().dataset) =>
+            {
                 Held::Building { session, envelope }
             }
-            None => match on_record.and_then(|r| kept_of(r, &current)) {
-                Some((dataset, root, since_ms)) if fresh(since_ms) => Held::Kept {
-                    dataset,
-                    root,
-                    since_ms,
-                },
-                _ => self.new_dataset(to.clone(), claim, p)?,
+            (None, Some((dataset, root, since_ms))) => Held::Kept {
+                dataset,
+                root,
+                since_ms,
             },
             _ => self.new_dataset(to.clone(), claim, p)?,
         };

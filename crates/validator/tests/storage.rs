@@ -343,6 +343,37 @@ async fn the_data_set_is_kept_across_the_agents_and_the_validators_restarts() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn another_validator_of_the_fleet_walks_the_data_set_one_sent() {
+    let Some(url) = pog_validator::postgres::testing::fresh_postgres_database() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = Harness::new().key([71; 32]).on_database(&url).serve().await;
+    let b = Harness::new().key([72; 32]).on_database(&url).serve().await;
+    a.agent(47, vec![claim("GPU-st-fleet")])
+        .trusting(vec![a.v.public_key(), b.v.public_key()])
+        .proving_storage(
+            HostStorage::new(dir.path(), storage_claim()).unwrap(),
+            storage_claim(),
+        )
+        .await;
+    let built = proven(&a.v, "GPU-st-fleet", &policy()).await;
+    assert!(built.accepted && built.audit.is_some(), "{built:?}");
+    // B takes the host's slot (A died, or the live set changed): it walks the data set A
+    // sent, found in the fleet's records, and the host builds nothing (before, B sent a new
+    // data set addressed to itself, and the host rebuilt its whole claim).
+    let taken_up = proven(&b.v, "GPU-st-fleet", &policy()).await;
+    assert!(taken_up.accepted, "{:?}", taken_up.round);
+    assert!(taken_up.audit.is_none(), "walked without a rebuild");
+    assert_eq!(taken_up.root, built.root);
+    assert_eq!(taken_up.dataset.to.validator_key, a.v.public_key());
+    // Back at A: the data set it holds is still the host's, walked again.
+    let again = proven(&a.v, "GPU-st-fleet", &policy()).await;
+    assert!(again.accepted && again.audit.is_none(), "{:?}", again.round);
+    assert_eq!(again.root, built.root);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_host_that_lost_its_data_set_is_refused_a_round_then_sent_a_new_one() {
     let dir = tempfile::tempdir().unwrap();
     let h = Harness::new().serve().await;
@@ -451,6 +482,26 @@ async fn bad_storage_requests_are_refused_before_any_work_and_the_agent_stays_up
     };
     let body = sealed(&validator, kind::STORAGE_ROUND, &round);
     assert_eq!(post(at("/v1/storage/round"), body).await, 404);
+    // A round may walk a data set another trusted validator sent (a fleet's), but not one a
+    // stranger sent, nor be signed by a stranger.
+    let body = sealed(&stranger, kind::STORAGE_ROUND, &round);
+    assert_eq!(post(at("/v1/storage/round"), body).await, 403);
+    let strangers = RoundMessage {
+        id: "r-strangers".into(),
+        round: StorageRound {
+            dataset: StorageDataset {
+                to: pog_proof::challenge::Addressee {
+                    validator_key: stranger.public_key(),
+                    ..to.clone()
+                },
+                ..honest.dataset.clone()
+            },
+            ..round.round.clone()
+        },
+        ..round.clone()
+    };
+    let body = sealed(&validator, kind::STORAGE_ROUND, &strangers);
+    assert_eq!(post(at("/v1/storage/round"), body).await, 403);
     let past_limit = RoundMessage {
         id: "r-long".into(),
         round: StorageRound {
