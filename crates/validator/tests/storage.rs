@@ -131,9 +131,11 @@ async fn a_host_keeping_half_its_claim_fails_on_time() {
     h.agent(42, vec![claim("GPU-st-half")])
         .proving_storage(storage, storage_claim())
         .await;
+    // 16 steps: about 8 regenerate an item (none of 16 with probability 2⁻¹⁶), each
+    // hundreds of times a step's bound in a debug build (the walk took 2.5 s against 16 ms).
     let few_steps = Policy {
         storage: pog_records::StoragePolicy {
-            steps: 32,
+            steps: 16,
             ..pog_records::StoragePolicy::test_shape()
         },
         ..policy()
@@ -143,14 +145,25 @@ async fn a_host_keeping_half_its_claim_fails_on_time() {
         record.audit.as_ref().unwrap().accepted,
         "the data set was built whole"
     );
-    let round = record.round.as_ref().expect("a verdict");
     assert!(!record.accepted);
-    assert_eq!(round.rejection, None, "every opened step right, only late");
-    assert!(
-        round.time.ratio > 1.0 + pog_proof::timing::TIME_TOLERANCE,
-        "{:?}",
-        round.time
-    );
+    match record.round.as_ref() {
+        Some(round) => {
+            assert_eq!(round.rejection, None, "every opened step right, only late");
+            assert!(
+                round.time.ratio > 1.0 + pog_proof::timing::TIME_TOLERANCE,
+                "{:?}",
+                round.time
+            );
+        }
+        // On a loaded machine the regenerating walk can take past the validator's wait
+        // (twice the bound and 5 s: CI once saw it with 32 steps): failed on time too.
+        None => assert_eq!(
+            record.failure.as_ref().map(|f| f.kind),
+            Some(FailureKind::Timeout),
+            "{:?}",
+            record.failure
+        ),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
