@@ -839,6 +839,22 @@ impl PgRegistry {
         Ok(rows)
     }
 
+    /// [`crate::registry::Registry::latest_record_of_kind`] on this database.
+    pub async fn latest_record_of_kind(
+        &self,
+        gpu_uuid: &str,
+        kind: &str,
+    ) -> Result<Option<String>, RegistryError> {
+        let client = self.pool.get().await?;
+        let row = client
+            .query_opt(
+                "SELECT envelope FROM records WHERE gpu_uuid = $1 AND kind = $2 ORDER BY id DESC LIMIT 1",
+                &[&gpu_uuid, &kind],
+            )
+            .await?;
+        Ok(row.map(|r| r.try_get(0)).transpose()?)
+    }
+
     /// [`crate::registry::Registry::records_within`] on this database.
     pub async fn records_within(
         &self,

@@ -528,6 +528,30 @@ impl Registry {
         }
     }
 
+    /// The envelope JSON of `gpu_uuid`'s latest record of the wire kind `kind`, if any: one
+    /// row, however many records of other kinds came since.
+    pub fn latest_record_of_kind(
+        &self,
+        gpu_uuid: &str,
+        kind: &str,
+    ) -> Result<Option<String>, RegistryError> {
+        match &self.db {
+            Db::Sqlite(s) => Ok(s
+                .db
+                .query_row(
+                    "SELECT envelope FROM records WHERE gpu_uuid = ?1 AND json_valid(envelope) \
+                     AND json_extract(envelope, '$.kind') = ?2 ORDER BY id DESC LIMIT 1",
+                    params![gpu_uuid, kind],
+                    |r| r.get(0),
+                )
+                .optional()?),
+            Db::Postgres(pg) => {
+                let (uuid, kind) = (gpu_uuid.to_owned(), kind.to_owned());
+                pg.block(|pg| async move { pg.latest_record_of_kind(&uuid, &kind).await })
+            }
+        }
+    }
+
     /// One page of a GPU's stored records (row id, envelope JSON), oldest first: at most
     /// `limit` of those after row `after` (0: from the start).
     pub fn records(
@@ -1067,6 +1091,39 @@ mod tests {
             assert_eq!(
                 (g.token_owner, g.host_storage, g.host_ram),
                 (None, None, None),
+                "{}",
+                place.name()
+            );
+        }
+    }
+
+    #[test]
+    fn the_latest_record_of_a_kind_is_found_past_records_of_other_kinds() {
+        for place in Place::all() {
+            let mut r = place.open();
+            let envelope = |kind: &str, n: u32| {
+                format!(
+                    r#"{{"version":2,"kind":"{kind}","body":"{n}","signer":"v","signature":"00"}}"#
+                )
+            };
+            assert_eq!(
+                r.latest_record_of_kind("GPU-k", "storage-record").unwrap(),
+                None
+            );
+            r.record("s1", "GPU-k", true, &envelope("storage-record", 1))
+                .unwrap();
+            r.record("s2", "GPU-k", true, &envelope("storage-record", 2))
+                .unwrap();
+            r.record("other-gpu", "GPU-j", true, &envelope("storage-record", 3))
+                .unwrap();
+            for n in 0..300 {
+                r.record(&format!("g{n}"), "GPU-k", true, &envelope("record", n))
+                    .unwrap();
+            }
+            r.record("not-json", "GPU-k", true, "{").unwrap();
+            assert_eq!(
+                r.latest_record_of_kind("GPU-k", "storage-record").unwrap(),
+                Some(envelope("storage-record", 2)),
                 "{}",
                 place.name()
             );

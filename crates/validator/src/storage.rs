@@ -37,16 +37,12 @@ use pog_proof::storage::{StorageClaim, StorageDataset, StoragePlan, StorageRound
 use pog_records::{
     Failure, FailureKind, Policy, StoragePolicy, StorageRecord, StoredBody, RECORD_VERSION,
 };
-use pog_signed::{random_bytes, Envelope};
+use pog_signed::{random_bytes, Envelope, RecordKind};
 use std::time::{Duration, Instant};
 
 /// How long the validator waits for the agent's answer to a data set message (it answers at
 /// once: the build runs in the background).
 const DATASET_ANSWER: Duration = Duration::from_secs(30);
-
-/// How many of the host's first GPU's latest records a restarted validator reads to take up
-/// the data set it kept.
-const RECORDS_READ: usize = 256;
 
 /// Time past twice the bound that the validator still waits for a walk.
 const WALK_SLACK_MS: u64 = 5_000;
@@ -297,11 +293,12 @@ impl Validator {
     /// The latest `storage-record` of the host whose first GPU is `uuid` (a restarted
     /// validator takes up its data set and pace from it).
     fn latest_storage_record(&self, uuid: &str) -> Option<StorageRecord> {
-        let rows = self.registry().latest_records(uuid, RECORDS_READ).ok()?;
-        rows.iter().rev().find_map(|(_, json)| {
-            let envelope: Envelope = serde_json::from_str(json).ok()?;
-            StorageRecord::read(&envelope.kind, &envelope.body).ok()
-        })
+        let json = self
+            .registry()
+            .latest_record_of_kind(uuid, RecordKind::StorageRound.wire_kind())
+            .ok()??;
+        let envelope: Envelope = serde_json::from_str(&json).ok()?;
+        StorageRecord::read(&envelope.kind, &envelope.body).ok()
     }
 
     /// Sends (again) the data set message; once the agent says it is built, audits it. The

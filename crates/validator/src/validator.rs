@@ -411,17 +411,22 @@ impl Validator {
             self.config.max_gpus_per_agent,
         )?;
         let mut recorded = Vec::new();
+        let mut written = Ok(());
         for (gpu, change) in gpus.iter().zip(&changes) {
             if *change != Change::Same {
-                self.record_registration(agent, gpu, *change, None)?;
+                written = self.record_registration(agent, gpu, *change, None);
+                if written.is_err() {
+                    break;
+                }
                 tracing::info!(gpu = %gpu.uuid, %agent, model = %gpu.model, event = ?change, "registered");
                 recorded.push(gpu.uuid.to_string());
             }
         }
-        // Until this is noted, the same claim registers as this change again (a record lost
-        // above is written at the agent's next registration).
+        // Until this is noted, the same claim registers as its change again: a record lost
+        // above is written at the agent's next registration, and those written before it
+        // (noted even then) are not written twice.
         self.registry().registrations_recorded(&recorded)?;
-        Ok(())
+        written
     }
 
     /// Signs and stores a registration event.
