@@ -15,7 +15,11 @@ use sha2::{Digest, Sha256};
 /// hashes took three and two); everything else as in version 4.
 /// 6: the openings travel as a frame (`wire::Openings::seal`: a signed BLAKE3 digest, then the
 /// raw bytes), not as base64 in a signed JSON body; everything else as in version 5.
-pub const CHALLENGE_VERSION: u32 = 6;
+/// 7: every product of a batch shares one A (only B is seeded per product, [`Challenge::seeds`],
+/// domain "pog-proof v7"), so the agent generates A once a batch instead of once a product,
+/// and plans cut 256-byte leaves (`params::LEAF_BYTES`), half the tree; the frame is version
+/// 6's.
+pub const CHALLENGE_VERSION: u32 = 7;
 
 /// What the validator asks one GPU to compute.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,20 +138,28 @@ impl Challenge {
     }
 
     /// The seeds of A and B in GEMM `index` of the batch: the first 8 bytes (LE) of
-    /// SHA-256("pog-proof v3" ‖ nonce ‖ uuid ‖ bus id ‖ agent key ‖ validator key ‖ index ‖
-    /// "A"/"B"), each string preceded by its length as u64 LE so no two tuples run together
-    /// into the same bytes.
+    /// SHA-256("pog-proof v7" ‖ nonce ‖ uuid ‖ bus id ‖ agent key ‖ validator key ‖ "A") for
+    /// A, the same for every product, and of SHA-256("pog-proof v7" ‖ … ‖ validator key ‖
+    /// index ‖ "B") for B; each string preceded by its length as u64 LE so no two tuples run
+    /// together into the same bytes.
+    ///
+    /// One A for the batch halves the agent's generation (docs/protocol.md, "Cost") and
+    /// costs nothing in soundness: every product is still a fresh n³ product, since its B is
+    /// unknown before the nonce, and products sharing a factor are no cheaper together than
+    /// apart (A·[B₁ … B_g] is g products' multiply-adds).
     pub fn seeds(&self, index: u32) -> (u64, u64) {
-        let seed = |which: &[u8]| {
+        let seed = |index: Option<u32>, which: &[u8]| {
             let mut h = Sha256::new();
-            h.update(b"pog-proof v3");
+            h.update(b"pog-proof v7");
             bind(&mut h, &self.nonce, &self.to);
-            h.update(index.to_le_bytes());
+            if let Some(index) = index {
+                h.update(index.to_le_bytes());
+            }
             h.update(which);
             let digest = h.finalize();
             u64::from_le_bytes(digest[..8].try_into().expect("32-byte digest"))
         };
-        (seed(b"A"), seed(b"B"))
+        (seed(None, b"A"), seed(Some(index), b"B"))
     }
 
     /// GEMM `index` as a seeded product the checker can recompute element by element.
@@ -263,24 +275,28 @@ mod tests {
         let a = challenge("GPU-a");
         let (sa, sb) = a.seeds(0);
         assert_ne!(sa, sb);
-        assert_ne!(a.seeds(0), a.seeds(1));
-        assert_ne!(a.seeds(0), challenge("GPU-b").seeds(0));
+        assert_eq!(a.seeds(1).0, sa, "the batch shares one A");
+        assert_ne!(a.seeds(1).1, sb, "each product has its own B");
+        // Both seeds are bound to everything the challenge names: compared one by one, since
+        // a pair differs when either half does.
+        let differs = |other: &Challenge, what: &str| {
+            let (oa, ob) = other.seeds(0);
+            assert_ne!(oa, sa, "A: {what}");
+            assert_ne!(ob, sb, "B: {what}");
+        };
+        differs(&challenge("GPU-b"), "the UUID is bound");
         let mut other_nonce = a.clone();
         other_nonce.nonce[0] ^= 1;
-        assert_ne!(a.seeds(0), other_nonce.seeds(0));
+        differs(&other_nonce, "the nonce is bound");
         let mut other_slot = a.clone();
         other_slot.to.gpu_bus_id = "00000000:00:07.0".into();
-        assert_ne!(a.seeds(0), other_slot.seeds(0), "the bus id is bound");
+        differs(&other_slot, "the bus id is bound");
         let mut relayed = a.clone();
         relayed.to.agent_key = pog_signed::PublicKey::from([0xcc; 32]);
-        assert_ne!(a.seeds(0), relayed.seeds(0), "the agent's key is bound");
+        differs(&relayed, "the agent's key is bound");
         let mut elsewhere = a.clone();
         elsewhere.to.validator_key = pog_signed::PublicKey::from([0xcc; 32]);
-        assert_ne!(
-            a.seeds(0),
-            elsewhere.seeds(0),
-            "the validator's key is bound"
-        );
+        differs(&elsewhere, "the validator's key is bound");
         assert_eq!(a.seeds(1), challenge("GPU-a").seeds(1), "deterministic");
         assert_eq!(a.flops(), 2.0 * 2.0 * 64f64.powi(3));
     }

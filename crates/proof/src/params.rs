@@ -21,12 +21,14 @@ pub const PROOF_PRECISIONS: [Precision; 4] = [
     Precision::Fp32,
 ];
 
-/// Bytes per Merkle leaf of a planned challenge: 128 (64 BF16 or FP16 outputs, 32 INT8 or FP32
+/// Bytes per Merkle leaf of a planned challenge: 256 (128 BF16 or FP16 outputs, 64 INT8 or FP32
 /// outputs). The openings of 1024 spot checks are about 1024 leaves and one multiproof
-/// (`wire::Openings`): 128-byte leaves keep them under 1 MiB for every H200 plan, where the
-/// 2–4 KiB leaves of challenge version 3 took 5.7–9.7 MiB as hex (docs/protocol.md, "Cost").
-/// A multiple of 64, which the GPU's fast leaf-hashing kernel needs.
-pub const LEAF_BYTES: usize = 128;
+/// (`wire::Openings`): 256-byte leaves keep them under 1 MiB for every H200 plan whatever is
+/// drawn (at most 0.82 MiB), where the 2–4 KiB leaves of challenge version 3 took 5.7–9.7 MiB
+/// as hex. Against version 4–6's 128-byte leaves they halve the agent's tree (one node
+/// hash per leaf) for the same leaf hashing (BLAKE3 compresses 64-byte blocks either way):
+/// docs/protocol.md, "Cost". A multiple of 64, which the GPU's fast leaf-hashing kernel needs.
+pub const LEAF_BYTES: usize = 256;
 
 /// Output elements per leaf in `precision`: [`LEAF_BYTES`] of its outputs (at least one).
 pub fn leaf_elements(precision: Precision) -> u32 {

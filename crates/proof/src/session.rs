@@ -846,7 +846,7 @@ mod tests {
         }
     }
 
-    /// Every H200 plan (`params::plan_at`, 128-byte leaves) answers 1024 spot checks in under
+    /// Every H200 plan (`params::plan_at`, 256-byte leaves) answers 1024 spot checks in under
     /// 1 MiB, the signed envelope included, for several draws; so does the memory proof's.
     #[test]
     fn h200_plans_answer_in_under_1_mib() {

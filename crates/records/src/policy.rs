@@ -402,7 +402,7 @@ impl Planned {
 
 impl Policy {
     /// The policy `pog validator` runs with by default: each challenge planned from the
-    /// claimed model, 128-byte leaves, 1024 spot checks, a minute to commit.
+    /// claimed model, 256-byte leaves, 1024 spot checks, a minute to commit.
     pub fn per_model_default() -> Policy {
         Policy {
             plan: PlanKind::PerModel,

@@ -15,6 +15,7 @@ use cudarc::cublaslt::sys::{
     cudaDataType as Dt,
 };
 use cudarc::driver::result as drv;
+use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::CudaContext;
 use pog_matgen::{ALayout, Storage};
 use pog_spec::Precision;
@@ -304,17 +305,25 @@ impl<'g> Prepared<'g> {
             alpha,
             beta,
         };
-        prepared.refill((seed_a, seed_b))?;
+        let storage = Storage::of(precision);
+        prepared.gpu.fill(&prepared.a, storage, seed_a)?;
+        prepared.gpu.fill(&prepared.b, storage, seed_b)?;
         Ok(prepared)
     }
 
     /// Fills A and B again from new seeds (queued on the stream; the descriptors and the
-    /// chosen algorithm stay).
+    /// chosen algorithm stay). A matrix whose seed did not change is not generated again: a
+    /// proof's products share one A (challenge version 7), so a batch fills A once.
     pub fn refill(&self, (seed_a, seed_b): (u64, u64)) -> Result<(), GpuError> {
         let storage = Storage::of(self.precision);
-        self.seeds.set((seed_a, seed_b));
-        self.gpu.fill(&self.a, storage, seed_a)?;
-        self.gpu.fill(&self.b, storage, seed_b)
+        let (held_a, held_b) = self.seeds.replace((seed_a, seed_b));
+        if seed_a != held_a {
+            self.gpu.fill(&self.a, storage, seed_a)?;
+        }
+        if seed_b != held_b {
+            self.gpu.fill(&self.b, storage, seed_b)?;
+        }
+        Ok(())
     }
 
     /// Runs the GEMM once into a zeroed output and checks a few elements against the f64
@@ -498,8 +507,15 @@ impl<'g> Prepared<'g> {
         self.variants[self.variant].a_layout
     }
 
-    /// Enqueues one GEMM on the stream.
+    /// Enqueues one GEMM on the stream, into the prepared output buffer.
     pub fn run(&self) -> Result<(), GpuError> {
+        self.run_into(self.d.ptr)
+    }
+
+    /// Enqueues one GEMM on the stream, writing the output at `out` instead of the prepared
+    /// buffer: a proof keeping every product's output computes each straight into its place,
+    /// with no copy. `out` must hold as many bytes as [`Prepared::d`].
+    pub fn run_into(&self, out: CUdeviceptr) -> Result<(), GpuError> {
         let Some(chosen) = &self.algo else {
             return Err(GpuError::Unsupported(format!(
                 "{} GEMM run before an algorithm was chosen",
@@ -517,9 +533,9 @@ impl<'g> Prepared<'g> {
                 self.variants[self.variant].la.0,
                 self.b.ptr as *const c_void,
                 self.lb.0,
-                self.d.ptr as *const c_void,
+                out as *const c_void,
                 self.ld.0,
-                self.d.ptr as *mut c_void,
+                out as *mut c_void,
                 self.ld.0,
                 &chosen.algo,
                 self.lt.workspace.ptr as *mut c_void,

@@ -16,6 +16,7 @@ use super::{DeviceBuffer, Gpu};
 use crate::compute::GpuError;
 use crate::during::During;
 use cudarc::driver::result as drv;
+use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{CudaEvent, LaunchConfig, PushKernelArg};
 use pog_matgen::{output_bytes, ALayout};
 use pog_merkle::Hash;
@@ -69,7 +70,7 @@ pub struct CommitTimings {
     pub fill_ms: f64,
     /// GPU time of the multiplications, in ms.
     pub gemm_ms: f64,
-    /// GPU time hashing the outputs into leaves (and keeping them, where they fit), in ms.
+    /// GPU time hashing the outputs into leaves, in ms.
     pub hash_ms: f64,
     /// GPU time building the tree above the leaves, in ms.
     pub tree_ms: f64,
@@ -246,26 +247,20 @@ impl Gpu {
         for (product, &seeds) in batch.seeds.iter().enumerate() {
             let events = [self.event()?, self.event()?, self.event()?, self.event()?];
             self.record(&events[0])?;
-            // Product 0 was filled when prepared, outside the events: filled again, so that
-            // fill_ms counts every product's generation (one fill more, under a millisecond).
+            // Only inputs whose seeds changed are generated: product 0's were when prepared
+            // (before the events, inside the commitment's wall time), and a batch of challenge
+            // version 7 shares one A, so later products generate B alone.
             g.refill(seeds)?;
             self.record(&events[1])?;
-            g.run()?;
+            // A kept output is computed in its place: no copy after the product.
+            let output = match &outputs {
+                Some(kept) => kept.ptr + product as u64 * output_bytes,
+                None => g.d.ptr,
+            };
+            g.run_into(output)?;
             self.record(&events[2])?;
             let first_leaf = product as u64 * batch.leaves_per_product();
-            self.hash_leaves(batch, &g.d, &nodes, first_leaf)?;
-            if let Some(kept) = &outputs {
-                // SAFETY: kept holds every product's output; g.d holds this one's.
-                unsafe {
-                    drv::memcpy_dtod_async(
-                        kept.ptr + product as u64 * output_bytes,
-                        g.d.ptr,
-                        output_bytes as usize,
-                        self.stream.cu_stream(),
-                    )
-                }
-                .during("keeping a product's output")?;
-            }
+            self.hash_leaves(batch, output, &nodes, first_leaf)?;
             self.record(&events[3])?;
             phases.push(events);
         }
@@ -420,11 +415,12 @@ impl Gpu {
             .collect())
     }
 
-    /// Hashes the leaves of one product output `d` into level 0 of `nodes`, from `first_leaf`.
+    /// Hashes the leaves of one product's output at `d` into level 0 of `nodes`, from
+    /// `first_leaf`.
     fn hash_leaves(
         &self,
         batch: &ProductBatch,
-        d: &DeviceBuffer,
+        d: CUdeviceptr,
         nodes: &DeviceBuffer,
         first_leaf: u64,
     ) -> Result<(), GpuError> {
@@ -439,7 +435,7 @@ impl Gpu {
             0
         };
         if fast > 0 {
-            self.hash_whole_leaves_at(d.ptr, fast, leaf_bytes, out)?;
+            self.hash_whole_leaves_at(d, fast, leaf_bytes, out)?;
         }
         let rest = batch.leaves_per_product() - fast;
         if rest > 0 {
@@ -447,7 +443,7 @@ impl Gpu {
             let rest_out = out + fast * 32;
             let mut launch = self.stream.launch_builder(&self.kernels.leaf_hash_bytes);
             launch
-                .arg(&d.ptr)
+                .arg(&d)
                 .arg(&total_bytes)
                 .arg(&leaf_bytes32)
                 .arg(&fast)
