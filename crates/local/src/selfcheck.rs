@@ -106,6 +106,12 @@ pub struct DeviceTimes {
     pub hash_ms: f64,
     /// Building the Merkle tree over the leaves, ms.
     pub tree_ms: f64,
+    /// Wall time of the device's whole commitment, ms (the validator's `commit_ms` adds the
+    /// messages' way there and back).
+    pub wall_ms: f64,
+    /// Of `wall_ms`, the part before the first product was queued (allocations, the
+    /// algorithm's lookup), ms.
+    pub setup_ms: f64,
     /// Everything in the commitment besides the products themselves, as a share of the GEMM
     /// time.
     pub overhead: f64,
@@ -129,6 +135,8 @@ pub fn run(
             gemm_ms: t.gemm_ms,
             hash_ms: t.hash_ms,
             tree_ms: t.tree_ms,
+            wall_ms: t.wall_ms,
+            setup_ms: t.setup_ms,
             overhead: (x.measured.commit_ms - t.gemm_ms).max(0.0)
                 / t.gemm_ms.max(f64::MIN_POSITIVE),
             algorithm: x.proved.algorithm.clone().unwrap_or_default(),

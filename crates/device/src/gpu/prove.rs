@@ -66,6 +66,10 @@ impl ProductBatch {
 pub struct CommitTimings {
     /// Wall time of the whole [`Gpu::commit`] call, the algorithm choice included, in ms.
     pub wall_ms: f64,
+    /// Wall time before the first product was queued (the tree's, inputs' and outputs'
+    /// allocations, the algorithm's lookup, the first inputs' generation queued), in ms: the
+    /// part of `wall_ms` that no event times.
+    pub setup_ms: f64,
     /// GPU time generating A and B from the seeds, in ms.
     pub fill_ms: f64,
     /// GPU time of the multiplications, in ms.
@@ -243,6 +247,7 @@ impl Gpu {
             None
         };
 
+        let setup_ms = started.elapsed().as_secs_f64() * 1e3;
         let mut phases: Vec<[CudaEvent; 4]> = Vec::with_capacity(batch.seeds.len());
         for (product, &seeds) in batch.seeds.iter().enumerate() {
             let events = [self.event()?, self.event()?, self.event()?, self.event()?];
@@ -279,6 +284,7 @@ impl Gpu {
         };
         let mut timings = CommitTimings {
             wall_ms,
+            setup_ms,
             tree_ms: elapsed(&tree_start, &tree_end)?,
             ..CommitTimings::default()
         };
