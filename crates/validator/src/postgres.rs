@@ -20,7 +20,7 @@ use tokio_postgres::{Client, NoTls, Row};
 use crate::registry_model::{
     change_of, check_bar, check_cap, check_version, cut_page, ram_claim, ram_column,
     still_unrecorded, storage_claim, storage_columns, unrecorded_name, NewRecord, RegisteredGpu,
-    RegistryError,
+    RegistryError, UnrecordedRelease,
 };
 
 /// The registry's schema, one step per version: step `i` takes a database at version `i` to
@@ -81,6 +81,8 @@ CREATE TABLE undelivered (lease_id TEXT PRIMARY KEY, at_ms BIGINT NOT NULL, reas
 CREATE TABLE market_withdrawals (renter TEXT PRIMARY KEY, at_ms BIGINT NOT NULL, amount BIGINT NOT NULL, until_ms BIGINT NOT NULL);
 ", "
 ALTER TABLE gpus ADD COLUMN unrecorded TEXT;
+", "
+CREATE TABLE unrecorded_releases (record_id TEXT PRIMARY KEY, gpu_uuid TEXT NOT NULL, at_ms BIGINT NOT NULL, record TEXT NOT NULL);
 "];
 
 /// Gives `entry` the fleet's log's next index within the transaction `tx` (the sequence row
@@ -510,6 +512,7 @@ impl PgRegistry {
         &self,
         uuid: &str,
         barred_until_ms: u64,
+        (reason, now_ms): (&str, u64),
     ) -> Result<Option<RegisteredGpu>, RegistryError> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
@@ -530,8 +533,40 @@ impl PgRegistry {
             &[&uuid, &gpu.agent.as_str(), &(barred_until_ms as i64)],
         )
         .await?;
+        let release = UnrecordedRelease::of(&gpu, reason, now_ms);
+        tx.execute(
+            "INSERT INTO unrecorded_releases (record_id, gpu_uuid, at_ms, record) VALUES ($1, $2, $3, $4)",
+            &[&release.record_id, &uuid, &(now_ms as i64), &release.record_json()],
+        )
+        .await?;
         tx.commit().await?;
         Ok(Some(gpu))
+    }
+
+    /// [`crate::registry::Registry::unrecorded_releases`] on this database.
+    pub async fn unrecorded_releases(&self) -> Result<Vec<UnrecordedRelease>, RegistryError> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query(
+                "SELECT record_id, record FROM unrecorded_releases ORDER BY at_ms, record_id",
+                &[],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| UnrecordedRelease::parse(r.try_get(0)?, r.try_get(1)?))
+            .collect()
+    }
+
+    /// [`crate::registry::Registry::release_recorded`] on this database.
+    pub async fn release_recorded(&self, record_id: &str) -> Result<(), RegistryError> {
+        let client = self.pool.get().await?;
+        client
+            .execute(
+                "DELETE FROM unrecorded_releases WHERE record_id = $1",
+                &[&record_id],
+            )
+            .await?;
+        Ok(())
     }
 
     /// [`crate::registry::Registry::gpus`] on this database.
