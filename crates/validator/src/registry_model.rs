@@ -138,6 +138,11 @@ pub enum RegistryError {
         /// Why it does not parse.
         error: String,
     },
+    /// The `--database` URL is refused: not a PostgreSQL URL, a TLS mode that is unknown or
+    /// falls back to the clear, another machine's server with no `sslmode`, or a CA file that
+    /// cannot be read.
+    #[error("the --database URL is refused: {0}")]
+    DatabaseUrl(String),
     /// The database's schema was written by a newer pog.
     #[error("the registry's schema is version {found}, newer than this pog's ({known}): a newer pog wrote it; run that pog (or a newer one) on it, or give this one another database (a new --data-dir, or another --database)")]
     NewerSchema {
