@@ -18,6 +18,12 @@
 # limit); `unlimit` raises the limit of the running server's processes (prlimit), as freeing
 # space would.
 #
+# TLS: with POG_POSTGRES_TLS=1, `start` makes a CA and a server certificate for the name
+# `localhost` only (DNS:localhost, no IP address: a client checking the name must connect to
+# `localhost`), with openssl, in DIR/tls (ca.crt is the CA to give as sslrootcert), turns
+# ssl on, and takes TCP connections over TLS only (hostssl; hostnossl rejected). `sql` then
+# connects with sslmode=require.
+#
 # The server programs (initdb, pg_ctl, postgres) come from /usr/lib/postgresql/*/bin or PATH;
 # where they are missing, Debian's `postgresql` is installed with apt-get. They refuse to run
 # as root: as root, the cluster belongs to an unprivileged user (`postgres` where it exists,
@@ -82,6 +88,34 @@ as_user() {
     fi
 }
 
+# Makes DIR/tls: a throwaway CA (ca.crt, ca.key) and the server's key and certificate, signed
+# by it for DNS:localhost (P-256 keys, valid two days), readable by the server's user only.
+make_tls() {
+    local dir=$1 user=$2 tls=$1/tls
+    command -v openssl >/dev/null 2>&1 || { say "POG_POSTGRES_TLS needs openssl"; exit 1; }
+    mkdir -p "$tls"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj "/CN=pog test CA" -keyout "$tls/ca.key" -out "$tls/ca.crt" \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -subj "/CN=localhost" -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
+    printf 'subjectAltName=DNS:localhost\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n' >"$tls/server.ext"
+    openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -set_serial 2 \
+        -days 2 -extfile "$tls/server.ext" -out "$tls/server.crt" 2>/dev/null
+    chmod 0600 "$tls/server.key" "$tls/ca.key"
+    [ "$(id -u)" -ne 0 ] || chown -R "$user" "$tls"
+    # TCP over TLS only: a client in the clear is turned away.
+    printf 'local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostnossl all all 0.0.0.0/0 reject\n' \
+        >"$dir/data/pg_hba.conf"
+}
+
+# The server's options for the cluster in DIR on PORT (TLS where DIR/tls was made).
+server_options() {
+    local dir=$1 port=$2 tls=
+    [ ! -d "$dir/tls" ] || tls=" -c ssl=on -c ssl_cert_file=$dir/tls/server.crt -c ssl_key_file=$dir/tls/server.key"
+    echo "-p $port -k $dir/socket -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200$tls"
+}
+
 port_free() {
     ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
@@ -100,6 +134,7 @@ start() {
     [ -z "${POG_POSTGRES_WAL_SEGSIZE_MB:-}" ] || wal=(--wal-segsize="$POG_POSTGRES_WAL_SEGSIZE_MB")
     as_user "$user" "$bin/initdb" -D "$dir/data" -U pog --auth=trust --encoding=UTF8 \
         --no-locale "${wal[@]}" >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; say "initdb failed"; exit 1; }
+    [ -z "${POG_POSTGRES_TLS:-}" ] || make_tls "$dir" "$user"
     # The limit is set in the user's own shell: runuser's session resets resource limits.
     local limited=()
     [ -z "${POG_POSTGRES_FILE_LIMIT_KB:-}" ] \
@@ -108,8 +143,7 @@ start() {
         port=$((20000 + RANDOM % 20000))
         port_free "$port" || continue
         if as_user "$user" "${limited[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/data/server.log" -w -t 30 \
-            -o "-p $port -k $dir/socket -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
-            start >&2; then
+            -o "$(server_options "$dir" "$port")" start >&2; then
             echo "$port" >"$dir/port"
             echo "$user" >"$dir/user"
             echo "postgres://pog@127.0.0.1:$port/postgres"
@@ -144,8 +178,7 @@ resume() {
     user=$(cat "$dir/user")
     port=$(cat "$dir/port")
     as_user "$user" "$bin/pg_ctl" -D "$dir/data" -l "$dir/data/server.log" -w -t 30 \
-        -o "-p $port -k $dir/socket -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
-        start >&2
+        -o "$(server_options "$dir" "$port")" start >&2
 }
 
 unlimit() {
@@ -164,7 +197,9 @@ unlimit() {
 sql() {
     local dir=${1:?"usage: $0 sql DIR"} bin
     bin=$(bin_dir)
-    "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cat "$dir/port")" -U pog postgres
+    local mode=disable
+    [ ! -d "$dir/tls" ] || mode=require
+    PGSSLMODE=$mode "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cat "$dir/port")" -U pog postgres
 }
 
 case "${1:-}" in

@@ -25,6 +25,7 @@ pub mod market;
 pub mod market_store;
 pub mod metrics;
 pub mod overview;
+mod pg_tls;
 pub mod postgres;
 pub mod pricing;
 pub mod registry;

@@ -17,10 +17,12 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use tokio_postgres::{Client, NoTls, Row};
 
+use crate::pg_tls::Transport;
+
 use crate::registry_model::{
     change_of, check_bar, check_cap, check_version, cut_page, ram_claim, ram_column,
     still_unrecorded, storage_claim, storage_columns, unrecorded_name, NewRecord, RegisteredGpu,
-    RegistryError,
+    RegistryError, UnrecordedRelease,
 };
 
 /// The registry's schema, one step per version: step `i` takes a database at version `i` to
@@ -81,6 +83,8 @@ CREATE TABLE undelivered (lease_id TEXT PRIMARY KEY, at_ms BIGINT NOT NULL, reas
 CREATE TABLE market_withdrawals (renter TEXT PRIMARY KEY, at_ms BIGINT NOT NULL, amount BIGINT NOT NULL, until_ms BIGINT NOT NULL);
 ", "
 ALTER TABLE gpus ADD COLUMN unrecorded TEXT;
+", "
+CREATE TABLE unrecorded_releases (record_id TEXT PRIMARY KEY, gpu_uuid TEXT NOT NULL, at_ms BIGINT NOT NULL, record TEXT NOT NULL);
 "];
 
 /// Gives `entry` the fleet's log's next index within the transaction `tx` (the sequence row
@@ -205,6 +209,7 @@ pub struct PgRegistry {
 /// The connections: those kept idle, and permits for those in use.
 pub(crate) struct Pool {
     config: tokio_postgres::Config,
+    transport: Transport,
     idle: Mutex<Vec<Client>>,
     permits: tokio::sync::Semaphore,
 }
@@ -241,6 +246,15 @@ impl Drop for Lease<'_> {
 }
 
 impl Pool {
+    /// A new connection, in the clear or over TLS as the URL asked ([`crate::pg_tls`]),
+    /// driven by a task of its own that says when it closes (as `whose`'s).
+    async fn connect(&self, whose: &'static str) -> Result<Client, RegistryError> {
+        match &self.transport {
+            Transport::Plain => drive(self.config.connect(NoTls).await?, whose),
+            Transport::Tls(tls) => drive(self.config.connect(tls.clone()).await?, whose),
+        }
+    }
+
     /// A connection: one kept, else a new one.
     pub(crate) async fn get(&self) -> Result<Lease<'_>, RegistryError> {
         let permit = self
@@ -254,15 +268,7 @@ impl Pool {
         };
         let client = match kept {
             Some(client) => client,
-            None => {
-                let (client, connection) = self.config.connect(NoTls).await?;
-                tokio::spawn(async move {
-                    if let Err(e) = connection.await {
-                        tracing::warn!(error = %described(&e), "a PostgreSQL connection of the registry closed");
-                    }
-                });
-                client
-            }
+            None => self.connect("registry").await?,
         };
         Ok(Lease {
             client: Some(client),
@@ -270,6 +276,23 @@ impl Pool {
             _permit: permit,
         })
     }
+}
+
+/// Spawns the task that drives `connection` (its client's messages go through it); `client`.
+fn drive<S, T>(
+    (client, connection): (Client, tokio_postgres::Connection<S, T>),
+    whose: &'static str,
+) -> Result<Client, RegistryError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!(error = %described(&e), "a PostgreSQL connection of the {whose} closed");
+        }
+    });
+    Ok(client)
 }
 
 /// The store's own runtime, on a thread of its own; it stops when the last handle goes.
@@ -306,18 +329,16 @@ impl StoreRuntime {
 
 impl PgRegistry {
     /// Connects to the database at `url` (`postgres://user:password@host:port/database`, or
-    /// the `key=value` form), brings its schema up to this pog's version (a database of an
-    /// older one is migrated; one of a newer pog is refused, with what to do), and keeps a few
-    /// connections open from then on.
+    /// the `key=value` form; over TLS as its `sslmode` and `sslrootcert` say, in the clear
+    /// with no `sslmode` only to this machine: [`crate::pg_tls`]), brings its schema up to
+    /// this pog's version (a database of an older one is migrated; one of a newer pog is
+    /// refused, with what to do), and keeps a few connections open from then on.
     pub fn connect(url: &str) -> Result<PgRegistry, RegistryError> {
-        let config: tokio_postgres::Config = url.parse().map_err(|e| {
-            RegistryError::Postgres(format!(
-                "the database URL is not a PostgreSQL URL ({e}); write it as postgres://user:password@host:port/database"
-            ))
-        })?;
+        let (config, transport) = crate::pg_tls::parse(url)?;
         let registry = PgRegistry {
             pool: Arc::new(Pool {
                 config,
+                transport,
                 idle: Mutex::new(Vec::new()),
                 permits: tokio::sync::Semaphore::new(MAX_CONNECTIONS),
             }),
@@ -336,13 +357,7 @@ impl PgRegistry {
     /// across several calls (the market's sequence lock, [`crate::market_store`]); call it on
     /// the store's runtime ([`PgRegistry::block`]), which then drives it.
     pub(crate) async fn own_connection(&self) -> Result<Client, RegistryError> {
-        let (client, connection) = self.pool.config.connect(NoTls).await?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::warn!(error = %described(&e), "a PostgreSQL connection of the market closed");
-            }
-        });
-        Ok(client)
+        self.pool.connect("market").await
     }
 
     /// Runs `work` on the store's runtime and waits for it (from blocking code, or from a task
@@ -510,6 +525,7 @@ impl PgRegistry {
         &self,
         uuid: &str,
         barred_until_ms: u64,
+        (reason, now_ms): (&str, u64),
     ) -> Result<Option<RegisteredGpu>, RegistryError> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
@@ -530,8 +546,40 @@ impl PgRegistry {
             &[&uuid, &gpu.agent.as_str(), &(barred_until_ms as i64)],
         )
         .await?;
+        let release = UnrecordedRelease::of(&gpu, reason, now_ms);
+        tx.execute(
+            "INSERT INTO unrecorded_releases (record_id, gpu_uuid, at_ms, record) VALUES ($1, $2, $3, $4)",
+            &[&release.record_id, &uuid, &(now_ms as i64), &release.record_json()],
+        )
+        .await?;
         tx.commit().await?;
         Ok(Some(gpu))
+    }
+
+    /// [`crate::registry::Registry::unrecorded_releases`] on this database.
+    pub async fn unrecorded_releases(&self) -> Result<Vec<UnrecordedRelease>, RegistryError> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query(
+                "SELECT record_id, record FROM unrecorded_releases ORDER BY at_ms, record_id",
+                &[],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| UnrecordedRelease::parse(r.try_get(0)?, r.try_get(1)?))
+            .collect()
+    }
+
+    /// [`crate::registry::Registry::release_recorded`] on this database.
+    pub async fn release_recorded(&self, record_id: &str) -> Result<(), RegistryError> {
+        let client = self.pool.get().await?;
+        client
+            .execute(
+                "DELETE FROM unrecorded_releases WHERE record_id = $1",
+                &[&record_id],
+            )
+            .await?;
+        Ok(())
     }
 
     /// [`crate::registry::Registry::gpus`] on this database.

@@ -17,7 +17,9 @@ use crate::registry_model::{
     change_of, check_bar, check_cap, check_version, cut_page, ram_claim, ram_column,
     still_unrecorded, storage_claim, storage_columns, unrecorded_name,
 };
-pub use crate::registry_model::{AbandonedClaim, NewRecord, RegisteredGpu, RegistryError};
+pub use crate::registry_model::{
+    AbandonedClaim, NewRecord, RegisteredGpu, RegistryError, UnrecordedRelease,
+};
 
 /// The registry's tables in SQLite: its schema's first version (a registry from before
 /// versions were kept, with or without the `simulated` column, is taken to it).
@@ -48,8 +50,10 @@ CREATE INDEX IF NOT EXISTS slot_claims_open ON slot_claims (done, lease_until_ms
 
 /// The schema version of the SQLite registry this pog writes and reads. 3: the agents' token
 /// owners (`agents.token_owner`); 4: their hosts' storage claims (`agents.storage_bytes`,
-/// `agents.storage_class`); 5: their hosts' RAM claims (`agents.ram_bytes`).
-pub const SQLITE_SCHEMA_VERSION: i64 = 6;
+/// `agents.storage_class`); 5: their hosts' RAM claims (`agents.ram_bytes`); 6: a GPU's
+/// registration change not yet on record (`gpus.unrecorded`); 7: releases not yet on record
+/// (`unrecorded_releases`).
+pub const SQLITE_SCHEMA_VERSION: i64 = 7;
 
 /// The columns of a registered GPU, for [`gpu_row`].
 const GPU_COLUMNS: &str =
@@ -229,18 +233,49 @@ impl Registry {
         }
     }
 
-    /// Takes a GPU off the registry (it failed or was unreachable too often); its agent may
-    /// not claim it again before `barred_until_ms`. Returns the released entry, if any.
+    /// Takes a GPU off the registry at `now_ms` for `reason` (it failed or was unreachable too
+    /// often); its agent may not claim it again before `barred_until_ms`. In the same
+    /// transaction the release's record is kept as unrecorded ([`Registry::unrecorded_releases`])
+    /// until [`Registry::release_recorded`]: a record lost after the commit is written by the
+    /// next pass instead of never. Returns the released entry, if any.
     pub fn release(
         &mut self,
         uuid: &str,
         barred_until_ms: u64,
+        (reason, now_ms): (&str, u64),
     ) -> Result<Option<RegisteredGpu>, RegistryError> {
         match &mut self.db {
-            Db::Sqlite(s) => s.release(uuid, barred_until_ms),
+            Db::Sqlite(s) => s.release(uuid, barred_until_ms, (reason, now_ms)),
             Db::Postgres(pg) => {
-                let uuid = uuid.to_owned();
-                pg.block(|pg| async move { pg.release(&uuid, barred_until_ms).await })
+                let (uuid, reason) = (uuid.to_owned(), reason.to_owned());
+                pg.block(
+                    |pg| async move { pg.release(&uuid, barred_until_ms, (&reason, now_ms)).await },
+                )
+            }
+        }
+    }
+
+    /// The releases whose records are not yet on record, oldest first.
+    pub fn unrecorded_releases(&self) -> Result<Vec<UnrecordedRelease>, RegistryError> {
+        match &self.db {
+            Db::Sqlite(s) => s.unrecorded_releases(),
+            Db::Postgres(pg) => pg.block(|pg| async move { pg.unrecorded_releases().await }),
+        }
+    }
+
+    /// Notes the release kept under `record_id` on record: no pass writes it again.
+    pub fn release_recorded(&mut self, record_id: &str) -> Result<(), RegistryError> {
+        match &mut self.db {
+            Db::Sqlite(s) => {
+                s.db.execute(
+                    "DELETE FROM unrecorded_releases WHERE record_id = ?1",
+                    params![record_id],
+                )?;
+                Ok(())
+            }
+            Db::Postgres(pg) => {
+                let record_id = record_id.to_owned();
+                pg.block(|pg| async move { pg.release_recorded(&record_id).await })
             }
         }
     }
@@ -661,6 +696,14 @@ impl Sqlite {
                  DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES (6);",
             )?;
         }
+        if found < 7 {
+            // Version 7: releases whose records are not yet on record (see
+            // `Registry::release`); the releases before it are on record, or lost for good.
+            db.execute_batch(
+                "CREATE TABLE unrecorded_releases (record_id TEXT PRIMARY KEY, gpu_uuid TEXT NOT NULL, at_ms INTEGER NOT NULL, record TEXT NOT NULL);
+                 DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES (7);",
+            )?;
+        }
         Ok(Sqlite {
             db,
             path: path.map(Path::to_path_buf),
@@ -777,6 +820,7 @@ impl Sqlite {
         &mut self,
         uuid: &str,
         barred_until_ms: u64,
+        (reason, now_ms): (&str, u64),
     ) -> Result<Option<RegisteredGpu>, RegistryError> {
         let tx = self.write()?;
         let Some(gpu) = gpu_on(&tx, uuid)? else {
@@ -787,8 +831,25 @@ impl Sqlite {
             "INSERT INTO released (uuid, agent, until_ms) VALUES (?1, ?2, ?3) ON CONFLICT(uuid, agent) DO UPDATE SET until_ms = ?3",
             params![uuid, gpu.agent.as_str(), barred_until_ms as i64],
         )?;
+        let release = UnrecordedRelease::of(&gpu, reason, now_ms);
+        tx.execute(
+            "INSERT INTO unrecorded_releases (record_id, gpu_uuid, at_ms, record) VALUES (?1, ?2, ?3, ?4)",
+            params![release.record_id, uuid, now_ms as i64, release.record_json()],
+        )?;
         tx.commit()?;
         Ok(Some(gpu))
+    }
+
+    fn unrecorded_releases(&self) -> Result<Vec<UnrecordedRelease>, RegistryError> {
+        let mut stmt = self.db.prepare(
+            "SELECT record_id, record FROM unrecorded_releases ORDER BY at_ms, record_id",
+        )?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, String>(1)?)))?;
+        rows.map(|row| {
+            let (id, json) = row?;
+            UnrecordedRelease::parse(id, &json)
+        })
+        .collect()
     }
 
     fn gpus(&self, after: &str, limit: usize) -> Result<Vec<RegisteredGpu>, RegistryError> {
@@ -1445,9 +1506,20 @@ mod tests {
             let mut r = place.open();
             r.register(&key(0x5a), ("http://s", None), &[gpu("GPU-1")], 0, 64)
                 .unwrap();
-            let released = r.release("GPU-1", 10_000).unwrap().unwrap();
+            let released = r.release("GPU-1", 10_000, ("failing", 7)).unwrap().unwrap();
             assert_eq!(released.agent, key(0x5a));
             assert_eq!(r.gpu("GPU-1").unwrap(), None);
+            // Its record is kept, in the release's transaction, until noted on record.
+            let kept = r.unrecorded_releases().unwrap();
+            assert_eq!(kept.len(), 1, "{}", place.name());
+            let record = &kept[0].record;
+            assert_eq!(
+                (record.event, record.agent.clone(), record.reason.as_deref()),
+                (Change::Released, key(0x5a), Some("failing"))
+            );
+            assert_eq!(record.recorded_at_ms, 7);
+            r.release_recorded(&kept[0].record_id).unwrap();
+            assert_eq!(r.unrecorded_releases().unwrap(), [], "{}", place.name());
             assert!(
                 matches!(
                     r.register(&key(0x5a), ("http://s", None), &[gpu("GPU-1")], 5_000, 64),
@@ -1462,7 +1534,7 @@ mod tests {
                 [Change::New]
             );
             assert_eq!(r.gpus("", 10).unwrap().len(), 1);
-            assert_eq!(r.release("GPU-9", 0).unwrap(), None);
+            assert_eq!(r.release("GPU-9", 0, ("failing", 0)).unwrap(), None);
         }
     }
 

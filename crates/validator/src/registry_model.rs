@@ -2,7 +2,7 @@
 //! of it keeps alike, SQLite ([`crate::registry`]) and PostgreSQL ([`crate::postgres`]).
 
 use pog_proof::wire::GpuClaim;
-use pog_records::Change;
+use pog_records::{Change, RegistrationRecord, RECORD_VERSION};
 use pog_signed::{EvmAddress, GpuUuid, PublicKey};
 
 /// A stored record as [`crate::registry::Registry::records_since`] announces it: its row, its GPU and its
@@ -130,6 +130,19 @@ pub enum RegistryError {
     /// says which, and what to do.
     #[error("the registry's PostgreSQL database failed: {0}")]
     Postgres(String),
+    /// A release kept for its record holds a record that does not parse.
+    #[error("a release kept for its record ({id}) holds a record that does not parse: {error}")]
+    BadRelease {
+        /// The record id it was kept under.
+        id: String,
+        /// Why it does not parse.
+        error: String,
+    },
+    /// The `--database` URL is refused: not a PostgreSQL URL, a TLS mode that is unknown or
+    /// falls back to the clear, another machine's server with no `sslmode`, or a CA file that
+    /// cannot be read.
+    #[error("the --database URL is refused: {0}")]
+    DatabaseUrl(String),
     /// The database's schema was written by a newer pog.
     #[error("the registry's schema is version {found}, newer than this pog's ({known}): a newer pog wrote it; run that pog (or a newer one) on it, or give this one another database (a new --data-dir, or another --database)")]
     NewerSchema {
@@ -238,4 +251,55 @@ pub struct AbandonedClaim {
     pub gpu_uuid: String,
     /// The validator that claimed it (its public key).
     pub validator: String,
+}
+
+/// A release whose record is not yet on record: the registry keeps it, in the release's own
+/// transaction, until [`crate::registry::Registry::release_recorded`] notes it written, so a
+/// record lost between the two (the database gone, its disk full) is written at the next pass
+/// ([`crate::validator::Validator::record_releases`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnrecordedRelease {
+    /// The id its record is stored under (one id, whichever pass writes it).
+    pub record_id: String,
+    /// The record to sign and store.
+    pub record: RegistrationRecord,
+}
+
+impl UnrecordedRelease {
+    /// The release of `gpu` for `reason` at `at_ms`, under a fresh record id.
+    pub(crate) fn of(gpu: &RegisteredGpu, reason: &str, at_ms: u64) -> UnrecordedRelease {
+        UnrecordedRelease {
+            record_id: format!(
+                "registration-{}",
+                hex::encode(pog_signed::random_bytes::<16>())
+            ),
+            record: RegistrationRecord {
+                version: RECORD_VERSION,
+                event: Change::Released,
+                gpu_uuid: gpu.uuid.clone(),
+                agent: gpu.agent.clone(),
+                model: gpu.model.clone(),
+                bus_id: gpu.bus_id.clone(),
+                simulated: gpu.simulated,
+                reason: Some(reason.to_owned()),
+                recorded_at_ms: at_ms,
+            },
+        }
+    }
+
+    /// Its record as the registry keeps it (JSON).
+    pub(crate) fn record_json(&self) -> String {
+        serde_json::to_string(&self.record).expect("a registration record serializes")
+    }
+
+    /// The release kept under `record_id` with record `json`.
+    pub(crate) fn parse(record_id: String, json: &str) -> Result<UnrecordedRelease, RegistryError> {
+        match serde_json::from_str(json) {
+            Ok(record) => Ok(UnrecordedRelease { record_id, record }),
+            Err(e) => Err(RegistryError::BadRelease {
+                id: record_id,
+                error: e.to_string(),
+            }),
+        }
+    }
 }

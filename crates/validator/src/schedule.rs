@@ -367,6 +367,11 @@ impl Rounds {
             }
         };
         self.sweep_abandoned();
+        match self.validator.record_releases() {
+            Ok(0) => {}
+            Ok(written) => tracing::info!(written, "recorded releases whose records were lost"),
+            Err(e) => tracing::error!(error = %e, "recording releases whose records were lost"),
+        }
         // The held GPUs' registry rows, read together (one query, not one a GPU); one that left
         // the registry since the claim is not challenged.
         let rows: HashMap<String, Arc<RegisteredGpu>> =

@@ -462,6 +462,10 @@ pub trait LeaseBook: Send + Sync {
     fn log_pending_leases(&self) -> Result<usize, String>;
 }
 
+/// How often, between settlement passes, the validator leading the log looks for leases that
+/// a validator of the fleet stored and died before logging ([`Settler::run`]).
+pub const PENDING_LEASES_EVERY: Duration = Duration::from_secs(2);
+
 /// Settles the market's leases as their periods end.
 pub struct Settler {
     market: Arc<dyn LeaseBook>,
@@ -493,16 +497,9 @@ impl Settler {
         let mut pass = Pass::default();
         // In a fleet, the validator leading the log settles for all (its settlements are the
         // fleet's, in the database): each settling would log every period once per validator.
-        if self.records.ledger().is_some_and(|l| !l.leads()) {
+        // Leases first: a lease's periods are never settled unlogged.
+        if !self.log_pending_leases() {
             return Ok(pass);
-        }
-        // Leases first: a clearing stored by a validator that died (kill -9, a lost host)
-        // before its leases reached the log would otherwise wait for that validator's restart
-        // or another's next clearing, and its leases' periods would be settled unlogged.
-        match self.market.log_pending_leases() {
-            Ok(0) => {}
-            Ok(n) => tracing::info!("logged the leases of {n} clearing(s) left unlogged"),
-            Err(e) => tracing::error!(error = %e, "logging clearings' pending leases"),
         }
         self.settlements.catch_up();
         let now_ms = self.records.now_ms();
@@ -528,6 +525,23 @@ impl Settler {
             self.deliver(&mut pass)?;
         }
         Ok(pass)
+    }
+
+    /// Where this validator leads the log (alone: always), logs the leases of the clearings a
+    /// validator of the fleet stored and died before logging (kill -9, a lost host), which
+    /// would otherwise wait for that validator's restart or another's next clearing; false
+    /// (and nothing done) where another validator leads. Cheap when none is pending: one
+    /// short transaction on the leases' mark ([`LeaseBook::log_pending_leases`]).
+    pub fn log_pending_leases(&self) -> bool {
+        if self.records.ledger().is_some_and(|l| !l.leads()) {
+            return false;
+        }
+        match self.market.log_pending_leases() {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("logged the leases of {n} clearing(s) left unlogged"),
+            Err(e) => tracing::error!(error = %e, "logging clearings' pending leases"),
+        }
+        true
     }
 
     /// Settles one period: logs its record and keeps it; true when it was signed for the
@@ -714,34 +728,57 @@ impl Settler {
             .collect())
     }
 
-    /// Passes every `every` until `stop` turns true, each off the async workers.
+    /// Passes every `every` until `stop` turns true, each off the async workers; between
+    /// them, every [`PENDING_LEASES_EVERY`], logs the leases a validator that died left
+    /// unlogged ([`Settler::log_pending_leases`]), so that they reach the log within seconds
+    /// of its death (or of this validator taking the log's lead over from it), not at the
+    /// next pass.
     pub async fn run(self: Arc<Self>, every: Duration, mut stop: watch::Receiver<bool>) {
         loop {
-            let settler = self.clone();
-            match tokio::task::spawn_blocking(move || settler.pass()).await {
-                Ok(Ok(pass)) => {
-                    if pass.settled + pass.signed + pass.paid > 0 {
-                        tracing::info!(
-                            settled = pass.settled,
-                            signed = pass.signed,
-                            paid = pass.paid,
-                            "settlement pass"
-                        );
-                    }
-                    for why in pass.undelivered {
-                        tracing::warn!("settlement not on chain yet: {why}");
+            let next_pass = tokio::time::Instant::now() + every;
+            self.clone().pass_now().await;
+            loop {
+                let now = tokio::time::Instant::now();
+                if now >= next_pass {
+                    break;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep_until(next_pass.min(now + PENDING_LEASES_EVERY)) => {}
+                    changed = stop.changed() => if changed.is_err() { return },
+                }
+                if *stop.borrow() {
+                    return;
+                }
+                if tokio::time::Instant::now() < next_pass {
+                    let settler = self.clone();
+                    if let Err(e) =
+                        tokio::task::spawn_blocking(move || settler.log_pending_leases()).await
+                    {
+                        tracing::error!(error = %e, "logging pending leases stopped");
                     }
                 }
-                Ok(Err(e)) => tracing::error!(error = %e, "settling leases"),
-                Err(e) => tracing::error!(error = %e, "the settlement pass stopped"),
             }
-            tokio::select! {
-                _ = tokio::time::sleep(every) => {}
-                _ = stop.changed() => {}
+        }
+    }
+
+    /// One pass, off the async workers, its outcome said in the log.
+    async fn pass_now(self: Arc<Self>) {
+        match tokio::task::spawn_blocking(move || self.pass()).await {
+            Ok(Ok(pass)) => {
+                if pass.settled + pass.signed + pass.paid > 0 {
+                    tracing::info!(
+                        settled = pass.settled,
+                        signed = pass.signed,
+                        paid = pass.paid,
+                        "settlement pass"
+                    );
+                }
+                for why in pass.undelivered {
+                    tracing::warn!("settlement not on chain yet: {why}");
+                }
             }
-            if *stop.borrow() {
-                return;
-            }
+            Ok(Err(e)) => tracing::error!(error = %e, "settling leases"),
+            Err(e) => tracing::error!(error = %e, "the settlement pass stopped"),
         }
     }
 }

@@ -256,6 +256,9 @@ pub struct Validator {
     /// Each host's fastest accepted set-up per proof shape, which bounds how slow a later
     /// set-up may count ([`crate::set_up_pace`]).
     set_up_paces: crate::set_up_pace::SetUpPaces,
+    /// Held while releases' records are written ([`Validator::record_releases`]), so that
+    /// this validator's passes never write one twice.
+    recording_releases: Mutex<()>,
 }
 
 /// Record pages built at once: half the cores, at least one.
@@ -340,6 +343,7 @@ impl Validator {
             proofs: crate::metrics::Proofs::default(),
             datasets: crate::datasets::Datasets::default(),
             set_up_paces: crate::set_up_pace::SetUpPaces::default(),
+            recording_releases: Mutex::new(()),
             limiter: Mutex::new(PerSource::per_minute(f64::from(
                 config.registrations_per_minute,
             ))),
@@ -414,7 +418,7 @@ impl Validator {
         let mut written = Ok(());
         for (gpu, change) in gpus.iter().zip(&changes) {
             if *change != Change::Same {
-                written = self.record_registration(agent, gpu, *change, None);
+                written = self.record_registration(agent, gpu, *change);
                 if written.is_err() {
                     break;
                 }
@@ -435,7 +439,6 @@ impl Validator {
         agent: &PublicKey,
         gpu: &pog_proof::wire::GpuClaim,
         event: Change,
-        reason: Option<String>,
     ) -> Result<(), ValidatorError> {
         let record = RegistrationRecord {
             version: RECORD_VERSION,
@@ -445,7 +448,7 @@ impl Validator {
             model: gpu.model.clone(),
             bus_id: gpu.bus_id.clone(),
             simulated: gpu.simulated,
-            reason,
+            reason: None,
             recorded_at_ms: self.records.now_ms(),
         };
         let id = format!("registration-{}", hex::encode(random_bytes::<16>()));
@@ -453,22 +456,39 @@ impl Validator {
     }
 
     /// Takes a GPU off the registry for `reason`, bars its agent from claiming it again for
-    /// `bar`, and records the release.
+    /// `bar`, and records the release ([`Validator::record_releases`]: a record that cannot
+    /// be written now is kept in the registry and written by a later pass).
     pub fn release(&self, uuid: &str, reason: &str, bar: Duration) -> Result<(), ValidatorError> {
-        let released = self
+        let now = self.records.now_ms();
+        let barred_until = now.saturating_add(u64::try_from(bar.as_millis()).unwrap_or(u64::MAX));
+        if self
             .registry()
-            .release(uuid, self.records.now_ms() + bar.as_millis() as u64)?;
-        if let Some(gpu) = released {
-            let claim = pog_proof::wire::GpuClaim {
-                uuid: gpu.uuid,
-                model: gpu.model,
-                bus_id: gpu.bus_id,
-                simulated: gpu.simulated,
-            };
-            self.record_registration(&gpu.agent, &claim, Change::Released, Some(reason.into()))?;
+            .release(uuid, barred_until, (reason, now))?
+            .is_some()
+        {
             self.proofs.forget(uuid);
         }
-        Ok(())
+        self.record_releases().map(|_| ())
+    }
+
+    /// Writes the record of every release the registry keeps as not yet on record (its
+    /// record was lost: the database away or its disk full when it was released) and notes
+    /// each written; how many it wrote. Run at every release and at every round's start. A
+    /// record another validator of the fleet wrote meanwhile (its id is stored already) is
+    /// only noted; one that two validators write at once is stored once (the id is unique),
+    /// and the loser's error leaves it to its next pass to note.
+    pub fn record_releases(&self) -> Result<usize, ValidatorError> {
+        let _one_pass = self.recording_releases.locked();
+        let pending = self.registry().unrecorded_releases()?;
+        let mut written = 0;
+        for release in pending {
+            if !self.registry().has_record(&release.record_id)? {
+                self.store((&release.record_id, None), false, &release.record)?;
+                written += 1;
+            }
+            self.registry().release_recorded(&release.record_id)?;
+        }
+        Ok(written)
     }
 
     /// Challenges one registered GPU with a proof of kind `K` and records the result
@@ -1142,4 +1162,101 @@ async fn records(
         body,
     )
         .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::testing::Place;
+
+    /// SQL that makes `place`'s store refuse every new record (its disk full, as far as
+    /// records go), and SQL that lifts that.
+    fn records_refused(place: &Place) -> (&'static str, &'static str) {
+        match place {
+            Place::Sqlite(_) => (
+                "CREATE TRIGGER full_disk BEFORE INSERT ON records BEGIN SELECT RAISE(ABORT, 'disk full'); END;",
+                "DROP TRIGGER full_disk;",
+            ),
+            Place::Postgres(_) => (
+                "CREATE FUNCTION refuse_records() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'disk full'; END $$;
+                 CREATE TRIGGER full_disk BEFORE INSERT ON records FOR EACH ROW EXECUTE FUNCTION refuse_records();",
+                "DROP TRIGGER full_disk ON records;",
+            ),
+        }
+    }
+
+    /// The `released` records stored for `uuid`.
+    fn releases_on_record(validator: &Validator, uuid: &str) -> Vec<RegistrationRecord> {
+        validator
+            .registry()
+            .records(uuid, 0, 100)
+            .unwrap()
+            .into_iter()
+            .filter_map(|(_, json)| {
+                let kind = RegistrationRecord::KIND.wire_kind();
+                pog_signed::decode::<RegistrationRecord>(json.as_bytes(), kind).ok()
+            })
+            .map(|(record, _)| record)
+            .filter(|r| r.event == Change::Released)
+            .collect()
+    }
+
+    /// A release whose record the store refused (released in the registry, then the disk
+    /// full) is on record after the next pass, once; one another validator wrote meanwhile
+    /// is only noted. Before the registry kept releases until their records were written, the
+    /// record was lost for good.
+    #[test]
+    fn a_release_whose_record_was_lost_is_recorded_by_the_next_pass() {
+        for place in Place::all() {
+            let validator = Validator::new(Identity::from_seed([9; 32]), place.open()).unwrap();
+            let agent = Identity::from_seed([1; 32]).public_key();
+            let claim = |uuid: &str| pog_proof::wire::GpuClaim {
+                uuid: uuid.parse().unwrap(),
+                model: "H200 SXM".into(),
+                bus_id: "0000:00:06.0".into(),
+                simulated: false,
+            };
+            validator
+                .registry()
+                .register(
+                    &agent,
+                    ("http://a", None),
+                    &[claim("GPU-r"), claim("GPU-s")],
+                    0,
+                    64,
+                )
+                .unwrap();
+            let (refuse, allow) = records_refused(&place);
+            place.execute(refuse);
+            let bar = Duration::from_secs(60);
+            for uuid in ["GPU-r", "GPU-s"] {
+                assert!(
+                    validator.release(uuid, "failing", bar).is_err(),
+                    "{}",
+                    place.name()
+                );
+                assert_eq!(validator.registry().gpu(uuid).unwrap(), None, "released");
+            }
+            place.execute(allow);
+            // Another validator of the fleet wrote GPU-s's meanwhile, under its kept id.
+            let kept = validator.registry().unrecorded_releases().unwrap();
+            let other = kept
+                .iter()
+                .find(|r| r.record.gpu_uuid.as_str() == "GPU-s")
+                .unwrap();
+            validator
+                .store((&other.record_id, None), false, &other.record)
+                .unwrap();
+            assert_eq!(validator.record_releases().unwrap(), 1, "{}", place.name());
+            for uuid in ["GPU-r", "GPU-s"] {
+                let on_record = releases_on_record(&validator, uuid);
+                assert_eq!(on_record.len(), 1, "{}: {uuid}", place.name());
+                assert_eq!(on_record[0].reason.as_deref(), Some("failing"));
+                assert_eq!(on_record[0].agent, agent);
+            }
+            // Written once: the next pass finds nothing left.
+            assert_eq!(validator.record_releases().unwrap(), 0);
+            assert_eq!(releases_on_record(&validator, "GPU-r").len(), 1);
+        }
+    }
 }

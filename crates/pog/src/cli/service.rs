@@ -93,8 +93,9 @@ pub struct ValidatorArgs {
     #[arg(long, default_value = "127.0.0.1:7071", value_name = "HOST:PORT")]
     pub listen: String,
     /// Keep the registry and the records in this PostgreSQL database
-    /// (postgres://user:password@host:port/database, no TLS), shared with the fleet's other
-    /// validators [default: registry.sqlite in the data dir].
+    /// (postgres://user:password@host:port/database?sslmode=verify-full&sslrootcert=CA-FILE;
+    /// another host than this one needs sslmode, or sslmode=disable to go in the clear),
+    /// shared with the fleet's other validators [default: registry.sqlite in the data dir].
     #[arg(long, env = "POG_DATABASE", value_name = "URL")]
     pub database: Option<String>,
     /// The key that signs the ledger's checkpoints, apart from the validator's own key
