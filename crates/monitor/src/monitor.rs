@@ -9,7 +9,7 @@ use crate::model::{
     Envelope, Fingerprint, LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES,
     STEADY_FRACTION,
 };
-use crate::response::ThermalResponse;
+use crate::response::{KeptResponse, ResponseResumeError, ThermalResponse};
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{median, theil_sen};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -106,6 +106,8 @@ pub struct Monitor {
     /// Whether this GPU's model was checked against the healthy history's
     /// ([`Monitor::other_model`]): at the first sample that reads its memory.
     model_checked: bool,
+    /// What this GPU's first sample that read its memory tells of its model.
+    fingerprint: Option<Fingerprint>,
     gate: Gate,
     window: VecDeque<Sample>,
     recent_power: RecentPower,
@@ -196,6 +198,7 @@ impl Monitor {
             config,
             model,
             model_checked: false,
+            fingerprint: None,
             gate,
             window: VecDeque::new(),
             recent_power: RecentPower::default(),
@@ -239,6 +242,43 @@ impl Monitor {
     /// was learned against.
     pub fn resume_levels(&mut self, levels: [Option<Level>; 2]) {
         self.resume = levels;
+    }
+
+    /// The die's learned thermal response (the time constants its load steps showed, and
+    /// what its readings tell of its model: [`KeptResponse`], JSON), to keep across runs;
+    /// `None` before a load step showed one.
+    pub fn response_state(&self) -> Option<String> {
+        let taus_s = self.die_response.learned();
+        if taus_s.is_empty() {
+            return None;
+        }
+        serde_json::to_string(&KeptResponse {
+            taus_s: taus_s.to_vec(),
+            fingerprint: self.fingerprint,
+        })
+        .ok()
+    }
+
+    /// Takes up the die's thermal response an earlier run learned ([`Monitor::response_state`]),
+    /// before this GPU's first sample, whose readings (`live`: [`Fingerprint::of`] it) tell
+    /// its model: a restarted monitor judges its die's warm-ups with the card's own time
+    /// constant at once, not the untuned rule until new load steps show it. Refused (the GPU
+    /// learns its τ afresh, as before) when the text is not a kept response, holds a time
+    /// constant no GPU learns, or was learned on another GPU model (both fingerprints known
+    /// and [`Fingerprint::differs`]).
+    pub fn resume_response(
+        &mut self,
+        state: &str,
+        live: Option<&Fingerprint>,
+    ) -> Result<(), ResponseResumeError> {
+        let kept: KeptResponse = serde_json::from_str(state)?;
+        if let (Some(kept), Some(live)) = (kept.fingerprint, live) {
+            if let Some(how) = kept.differs(live) {
+                return Err(ResponseResumeError::OtherModel(how));
+            }
+        }
+        self.die_response = ThermalResponse::resumed(&kept.taus_s)?;
+        Ok(())
     }
 
     /// The isolation-forest score of the last sample, if the model has a forest.
@@ -297,6 +337,7 @@ impl Monitor {
         }
         let live = Fingerprint::of([s])?;
         self.model_checked = true;
+        self.fingerprint = Some(live);
         let history = self.model.as_ref()?.fingerprint?;
         let how = history.differs(&live)?;
         self.model = None;

@@ -17,8 +17,9 @@
 //! cooler does not look like a first-order approach: it rises at a steady rate, or moves the
 //! settle point up after the die held it.
 
-use crate::model::STEADY_FRACTION;
+use crate::model::{Fingerprint, STEADY_FRACTION};
 use crate::stats::median;
+use serde::{Deserialize, Serialize};
 
 /// The shortest and longest time constants fitted (seconds); a fit at either end is not a τ.
 pub const TAU_RANGE_S: (f64, f64) = (1.0, 120.0);
@@ -124,6 +125,33 @@ fn taus(low: f64, high: f64) -> impl Iterator<Item = f64> {
     (0..=steps).map(move |k| (low * TAU_STEP.powi(k)).min(high))
 }
 
+/// What a GPU's [`ThermalResponse`] keeps across runs (`pog monitor run` and the agent keep it
+/// in their history, per GPU UUID): the time constants its load steps showed, and the
+/// fingerprint of the GPU they were learned on, so that an entry of another GPU model (a
+/// replayed trace's `GPU-0` of another run, a history copied between hosts) is not taken up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeptResponse {
+    /// The learned time constants, oldest first (seconds; at most 16).
+    pub taus_s: Vec<f64>,
+    /// The memory clock and size of the GPU they were learned on, where it read them.
+    pub fingerprint: Option<Fingerprint>,
+}
+
+/// Why a kept thermal response was not taken up (the GPU then learns its τ afresh).
+#[derive(Debug, thiserror::Error)]
+pub enum ResponseResumeError {
+    /// The kept text is not a kept response.
+    #[error("the kept thermal response could not be read: {0}")]
+    Parse(#[from] serde_json::Error),
+    /// It holds a time constant this GPU could not have learned (not finite, outside
+    /// [`TAU_RANGE_S`], or more than 16 of them): a corrupt entry.
+    #[error("the kept thermal response is not one a GPU learns: {0}")]
+    Invalid(String),
+    /// It was learned on another GPU model.
+    #[error("the kept thermal response was learned on another GPU model ({0})")]
+    OtherModel(String),
+}
+
 /// One GPU's die response, learned from its own load steps, and the load it holds now.
 #[derive(Debug, Clone, Default)]
 pub struct ThermalResponse {
@@ -164,6 +192,33 @@ impl ThermalResponse {
         if self.segment.len() < SEGMENT_READINGS {
             self.segment.push((t, temp));
         }
+    }
+
+    /// A response that starts from the time constants an earlier run learned (oldest first),
+    /// as if it had learned them itself: refused unless each is one it could have learned
+    /// (finite, strictly inside [`TAU_RANGE_S`]) and there are at most as many as it keeps.
+    pub fn resumed(taus_s: &[f64]) -> Result<ThermalResponse, ResponseResumeError> {
+        let (low, high) = TAU_RANGE_S;
+        if taus_s.len() > KEPT {
+            return Err(ResponseResumeError::Invalid(format!(
+                "{} time constants, at most {KEPT} are kept",
+                taus_s.len()
+            )));
+        }
+        if let Some(bad) = taus_s.iter().find(|&&tau| !(tau > low && tau < high)) {
+            return Err(ResponseResumeError::Invalid(format!(
+                "a time constant of {bad} s, outside {low}–{high} s"
+            )));
+        }
+        Ok(ThermalResponse {
+            learned: taus_s.to_vec(),
+            ..ThermalResponse::default()
+        })
+    }
+
+    /// The time constants learned so far (seconds, oldest first), to keep across runs.
+    pub fn learned(&self) -> &[f64] {
+        &self.learned
     }
 
     /// Forgets the load held now (a gap in the samples, a clock step): its readings are not
@@ -293,6 +348,32 @@ mod tests {
         for loads in [&short[..], &small[..]] {
             assert_eq!(learned(&card(25.0, loads)).tau_s(), None, "{loads:?}");
         }
+    }
+
+    #[test]
+    fn learned_time_constants_are_taken_up_and_corrupt_ones_refused() {
+        let loads = [(120.0, 600.0), (90.0, 100.0), (60.0, 400.0), (120.0, 150.0)];
+        let earlier = learned(&card(25.0, &loads));
+        let resumed = ThermalResponse::resumed(earlier.learned()).unwrap();
+        assert_eq!(resumed.tau_s(), earlier.tau_s());
+        assert!(resumed.tau_s().is_some());
+        for bad in [
+            vec![f64::NAN],
+            vec![7.0, f64::INFINITY],
+            vec![0.5],
+            vec![TAU_RANGE_S.1],
+            vec![-3.0],
+            vec![7.0; KEPT + 1],
+        ] {
+            assert!(
+                matches!(
+                    ThermalResponse::resumed(&bad),
+                    Err(ResponseResumeError::Invalid(_))
+                ),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(ThermalResponse::resumed(&[]).unwrap().tau_s(), None);
     }
 
     #[test]
