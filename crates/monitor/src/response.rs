@@ -241,12 +241,22 @@ impl ThermalResponse {
     pub fn left_to_settle(&self) -> Option<f64> {
         let tau = self.tau_s()?;
         let (t0, _) = *self.segment.first()?;
-        let since = self.latest_t - t0;
         // Past five of the longest τ allowed, any approach under 40 °C is within 0.3 °C.
-        if since >= 5.0 * TAU_SPREAD * tau {
+        if self.latest_t - t0 >= 5.0 * TAU_SPREAD * tau {
             return Some(0.0);
         }
-        fit_step(&self.since_first(), taus(tau, TAU_SPREAD * tau)).map(|fit| fit.left_at(since))
+        self.approach().map(|(fit, since)| fit.left_at(since))
+    }
+
+    /// The response fitted to the die's readings at the load held now (after the first), with
+    /// a τ from the card's to [`TAU_SPREAD`] times it, and the seconds since the load's first
+    /// reading: `None` before the card showed its τ or with fewer than five readings at this
+    /// load.
+    pub fn approach(&self) -> Option<(StepFit, f64)> {
+        let tau = self.tau_s()?;
+        let (t0, _) = *self.segment.first()?;
+        let fit = fit_step(&self.since_first(), taus(tau, TAU_SPREAD * tau))?;
+        Some((fit, self.latest_t - t0))
     }
 
     /// The readings at the load held now after its first (seconds since the first, °C): the

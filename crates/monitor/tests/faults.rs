@@ -1087,3 +1087,41 @@ fn a_kept_time_constant_of_another_gpu_model_or_corrupt_is_refused() {
     }
     assert_eq!(monitor.response_state(), fresh.response_state());
 }
+
+#[test]
+fn a_cool_h100_in_warmer_rooms_is_judged_from_where_its_own_die_settles() {
+    // Judged by the hot H100's history, the cool H100 runs 11 °C cooler than it at idle
+    // (122 W) but only 7 °C at 71 W and 6 °C at 700 W once its die settled: its offset,
+    // learned mostly at idle, put it 4.1 °C above the hottest at 71 W (180 s) and 5.2 °C at
+    // 701 W (288 s, then an `ambient_shift` at 291 s) in every room 1–5 °C warmer. Its die
+    // warming to 700 W as its own learned response says is not yet its level there; where it
+    // settled (at 71 W, at 700 W) is.
+    let [cool, hot] = [H100_GPU_RUN, H100_VARIED].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&hot, &Config::default()).unwrap();
+    for c in [1.0, 2.0, 3.0, 4.0, 5.0] {
+        let alerts = replay(&warmer(&cool, c), &Config::default(), Some(model.clone()));
+        assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
+    }
+}
+
+#[test]
+fn a_cooling_failure_after_the_h100s_die_settled_in_a_warm_room_is_caught() {
+    // The same card 3 and 5 °C warmer: its die settled at 700 W by 280 s (74 and 76 °C), its
+    // cooling then failing at 0.25 °C/s: caught within 10 s against the level it held there.
+    let [cool, hot] = [H100_GPU_RUN, H100_VARIED].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&hot, &Config::default()).unwrap();
+    for c in [3.0, 5.0] {
+        let trace = inject(
+            &warmer(&cool, c),
+            &Fault::ThermalRunaway { rate_c_per_s: 0.25 },
+            280.0,
+        );
+        let alerts = replay(&trace, &Config::default(), Some(model.clone()));
+        let first = alerts
+            .iter()
+            .find(|a| a.t >= 280.0)
+            .unwrap_or_else(|| panic!("{c:+} °C: not caught:\n{}", show(&alerts)));
+        assert_eq!(first.kind, AlertKind::ThermalRunaway, "{}", show(&alerts));
+        assert!(first.t <= 290.0, "{c:+} °C:\n{}", show(&alerts));
+    }
+}
