@@ -786,16 +786,17 @@ impl Monitor {
             // The die still warming to this load as its own learned response says, toward a
             // level under the critical excess: not yet its level here (it is taken once the
             // die holds it, `Monitor::held_level`); the critical excess and the limit still
-            // speak.
-            let approaching = signal == Signal::TempGpu
-                && healthy_max.is_some_and(|(h, _)| self.approaching_under(h + critical));
+            // speak. (Fitted only where the margin rule would speak.)
+            let approaching = || {
+                signal == Signal::TempGpu
+                    && healthy_max.is_some_and(|(h, _)| self.approaching_under(h + critical))
+            };
             let severity = if temp >= limit || excess.is_some_and(|e| e >= critical) {
                 Some(Severity::Critical)
             } else if heating
                 || rising
-                    && !approaching
                     && match excess {
-                        Some(e) => e >= margin,
+                        Some(e) => e >= margin && !approaching(),
                         // No healthy history: warn within 5 °C of the limit.
                         None => temp >= limit - 5.0,
                     }
