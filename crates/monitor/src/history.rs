@@ -72,7 +72,29 @@ CREATE TABLE IF NOT EXISTS levels (
 CREATE TABLE IF NOT EXISTS drift (
     gpu TEXT NOT NULL PRIMARY KEY, state TEXT NOT NULL, t_unix REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS response (
+    gpu TEXT NOT NULL PRIMARY KEY, state TEXT NOT NULL, t_unix REAL NOT NULL
+);
 ";
+
+/// What a GPU has learned that the history keeps as one JSON text a GPU, each in its table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    /// The slow-degradation watch ([`crate::Monitor::drift_state`]).
+    Drift,
+    /// The die's learned thermal response ([`crate::Monitor::response_state`]).
+    Response,
+}
+
+impl Kept {
+    /// Its table.
+    fn table(self) -> &'static str {
+        match self {
+            Kept::Drift => "drift",
+            Kept::Response => "response",
+        }
+    }
+}
 
 /// Counts of what is stored.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -164,32 +186,64 @@ impl History {
     /// Keeps a GPU's slow-degradation watch ([`crate::Monitor::drift_state`], JSON), so that
     /// the next run goes on from it: a degradation over days is seen across restarts.
     pub fn save_drift(&mut self, gpu: &str, state: &str, t_unix: f64) -> Result<(), HistoryError> {
-        self.db
-            .execute(
-                "INSERT INTO drift VALUES (?1, ?2, ?3)
-                 ON CONFLICT (gpu) DO UPDATE SET state = ?2, t_unix = ?3",
-                params![gpu, state, t_unix],
-            )
-            .map_err(|source| HistoryError::Sqlite {
-                path: self.path.clone(),
-                source,
-            })?;
-        Ok(())
+        self.save_kept(Kept::Drift, gpu, state, t_unix)
     }
 
     /// The slow-degradation watch kept for a GPU ([`History::save_drift`]), if any.
     pub fn drift(&self, gpu: &str) -> Result<Option<String>, HistoryError> {
-        let fail = |source| HistoryError::Sqlite {
-            path: self.path.clone(),
-            source,
-        };
+        self.kept(Kept::Drift, gpu)
+    }
+
+    /// Keeps a GPU's learned thermal response (its die's time constants,
+    /// [`crate::Monitor::response_state`], JSON), so that a restarted monitor does not judge
+    /// its die's warm-ups without it until it sees new load steps.
+    pub fn save_response(
+        &mut self,
+        gpu: &str,
+        state: &str,
+        t_unix: f64,
+    ) -> Result<(), HistoryError> {
+        self.save_kept(Kept::Response, gpu, state, t_unix)
+    }
+
+    /// The thermal response kept for a GPU ([`History::save_response`]), if any.
+    pub fn response(&self, gpu: &str) -> Result<Option<String>, HistoryError> {
+        self.kept(Kept::Response, gpu)
+    }
+
+    /// Writes (or replaces) a GPU's kept state of this kind.
+    fn save_kept(
+        &mut self,
+        kind: Kept,
+        gpu: &str,
+        state: &str,
+        t_unix: f64,
+    ) -> Result<(), HistoryError> {
+        self.db
+            .execute(
+                &format!(
+                    "INSERT INTO {} VALUES (?1, ?2, ?3)
+                     ON CONFLICT (gpu) DO UPDATE SET state = ?2, t_unix = ?3",
+                    kind.table()
+                ),
+                params![gpu, state, t_unix],
+            )
+            .map_err(|source| self.fail(source))?;
+        Ok(())
+    }
+
+    /// A GPU's kept state of this kind, if any.
+    fn kept(&self, kind: Kept, gpu: &str) -> Result<Option<String>, HistoryError> {
         let mut stmt = self
             .db
-            .prepare("SELECT state FROM drift WHERE gpu = ?1")
-            .map_err(fail)?;
-        let mut rows = stmt.query(params![gpu]).map_err(fail)?;
-        match rows.next().map_err(fail)? {
-            Some(row) => Ok(Some(row.get(0).map_err(fail)?)),
+            .prepare(&format!(
+                "SELECT state FROM {} WHERE gpu = ?1",
+                kind.table()
+            ))
+            .map_err(|e| self.fail(e))?;
+        let mut rows = stmt.query(params![gpu]).map_err(|e| self.fail(e))?;
+        match rows.next().map_err(|e| self.fail(e))? {
+            Some(row) => Ok(Some(row.get(0).map_err(|e| self.fail(e))?)),
             None => Ok(None),
         }
     }
@@ -468,14 +522,22 @@ mod tests {
     const T0: f64 = 1_796_000_040.0; // a Unix time on a minute boundary
 
     #[test]
-    fn a_gpus_degradation_watch_is_kept_replaced_and_read_back_after_reopening() {
+    fn a_gpus_degradation_watch_and_thermal_response_are_kept_replaced_and_read_back_after_reopening(
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("h.sqlite");
         let mut history = History::open(&path, Retention::default()).unwrap();
         assert_eq!(history.drift("GPU-a").unwrap(), None);
+        assert_eq!(history.response("GPU-a").unwrap(), None);
         history.save_drift("GPU-a", "{\"first\":1}", T0).unwrap();
         history
             .save_drift("GPU-a", "{\"later\":2}", T0 + 5.0)
+            .unwrap();
+        history
+            .save_response("GPU-a", "{\"taus_s\":[7.0]}", T0)
+            .unwrap();
+        history
+            .save_response("GPU-a", "{\"taus_s\":[7.0,9.0]}", T0 + 5.0)
             .unwrap();
         drop(history);
         let history = History::open(&path, Retention::default()).unwrap();
@@ -483,7 +545,12 @@ mod tests {
             history.drift("GPU-a").unwrap().as_deref(),
             Some("{\"later\":2}")
         );
+        assert_eq!(
+            history.response("GPU-a").unwrap().as_deref(),
+            Some("{\"taus_s\":[7.0,9.0]}")
+        );
         assert_eq!(history.drift("GPU-b").unwrap(), None);
+        assert_eq!(history.response("GPU-b").unwrap(), None);
     }
 
     #[test]

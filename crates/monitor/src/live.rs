@@ -6,6 +6,7 @@
 //! samples a [`Source`] every interval until told to stop.
 
 use crate::history::{History, Retention};
+use crate::model::Fingerprint;
 use crate::prometheus::{Format, GpuIdentity, GpuMetrics, SamplerHealth};
 use crate::trace::{Columns, TraceError};
 use crate::webhook::Webhook;
@@ -340,8 +341,9 @@ impl LiveMonitor {
             .collect();
         // Each GPU's thermal levels as an earlier run learned them: taken up, not learned
         // afresh (a GPU that starts too hot is not taken at that level).
+        let mut kept: Vec<Kept> = monitors.iter().map(|_| Kept::default()).collect();
         if let Some(h) = history.as_ref() {
-            for (monitor, identity) in monitors.iter_mut().zip(&identities) {
+            for ((monitor, identity), kept) in monitors.iter_mut().zip(&identities).zip(&mut kept) {
                 match h.levels(&identity.uuid) {
                     Ok(levels) => monitor.resume_levels(levels),
                     Err(e) => tracing::warn!("{e}: GPU {} learns its level afresh", identity.uuid),
@@ -363,13 +365,18 @@ impl LiveMonitor {
                         identity.uuid
                     ),
                 }
+                // Its die's thermal response, taken up at its first sample (which tells its
+                // model).
+                match h.response(&identity.uuid) {
+                    Ok(state) => kept.response_to_resume = state,
+                    Err(e) => tracing::warn!(
+                        "{e}: GPU {} learns its die's time constant afresh",
+                        identity.uuid
+                    ),
+                }
+                kept.drift_s = monitor.drift_elapsed_s().unwrap_or(0.0);
             }
         }
-        // Per GPU: the watch's elapsed seconds when its state was last kept.
-        let mut drift_kept: Vec<f64> = monitors
-            .iter()
-            .map(|m| m.drift_elapsed_s().unwrap_or(0.0))
-            .collect();
         let started = Instant::now();
         let unix_start = unix_now();
         {
@@ -409,6 +416,15 @@ impl LiveMonitor {
                 let Some(sample) = source.sample(i, t) else {
                     break 'watching Ok(());
                 };
+                if let Some(state) = kept[i].response_to_resume.take() {
+                    let live = Fingerprint::of([&sample]);
+                    if let Err(e) = monitors[i].resume_response(&state, live.as_ref()) {
+                        tracing::warn!(
+                            "{e}: GPU {} learns its die's time constant afresh",
+                            identity.uuid
+                        );
+                    }
+                }
                 let alerts = monitors[i].push(&sample);
                 let (t_unix, t_ms) = match self.settings.stamp {
                     Stamp::Sampled => {
@@ -483,24 +499,7 @@ impl LiveMonitor {
             if last_flush.elapsed() >= self.settings.history_flush {
                 if let Some(h) = history.as_mut() {
                     last_flush = Instant::now();
-                    for (i, (monitor, identity)) in monitors.iter().zip(&identities).enumerate() {
-                        if let Err(e) = h.save_levels(&identity.uuid, &monitor.levels(), clock()) {
-                            tracing::warn!("{e}: GPU {}'s level is not kept", identity.uuid);
-                        }
-                        // The watch moves on a point every 10 minutes: kept when it did.
-                        let elapsed = monitor.drift_elapsed_s();
-                        if elapsed.is_some_and(|e| e - drift_kept[i] >= DRIFT_KEEP_S) {
-                            if let Some(state) = monitor.drift_state() {
-                                match h.save_drift(&identity.uuid, &state, clock()) {
-                                    Ok(()) => drift_kept[i] = elapsed.unwrap_or(0.0),
-                                    Err(e) => tracing::warn!(
-                                        "{e}: GPU {}'s degradation watch is not kept",
-                                        identity.uuid
-                                    ),
-                                }
-                            }
-                        }
-                    }
+                    keep_learned(h, &monitors, &identities, &mut kept, clock());
                     match h.flush(clock()) {
                         Ok(()) => history_failure = None,
                         Err(e) => {
@@ -538,7 +537,8 @@ impl LiveMonitor {
             Some(w) if outcome.is_ok() => w.finish().map(drop).map_err(LiveError::Record),
             _ => Ok(()),
         };
-        if let Some(h) = history {
+        if let Some(mut h) = history {
+            keep_learned(&mut h, &monitors, &identities, &mut kept, clock());
             if let Err(e) = h.close(clock()) {
                 tracing::warn!("{e}: the last batch was not stored");
             }
@@ -550,6 +550,57 @@ impl LiveMonitor {
         self.outputs.locked().on_alert = on_alert;
         outcome.and(finished)?;
         Ok(summary)
+    }
+}
+
+/// Per GPU, what of its learned state the history was last given, and what it has to take up.
+#[derive(Debug, Default)]
+struct Kept {
+    /// The degradation watch's elapsed seconds when its state was last kept.
+    drift_s: f64,
+    /// The thermal response last kept.
+    response: Option<String>,
+    /// The thermal response an earlier run kept, taken up at the GPU's first sample.
+    response_to_resume: Option<String>,
+}
+
+/// Gives the history what each GPU learned that the next run takes up: its thermal levels;
+/// its die's thermal response where it changed since last kept; its degradation watch where
+/// it moved on [`DRIFT_KEEP_S`] since (it takes a point every 10 minutes). A write that fails
+/// is logged; the next flush tries again.
+fn keep_learned(
+    h: &mut History,
+    monitors: &[Monitor],
+    identities: &[GpuIdentity],
+    kept: &mut [Kept],
+    now_unix: f64,
+) {
+    for ((monitor, identity), kept) in monitors.iter().zip(identities).zip(kept) {
+        if let Err(e) = h.save_levels(&identity.uuid, &monitor.levels(), now_unix) {
+            tracing::warn!("{e}: GPU {}'s level is not kept", identity.uuid);
+        }
+        if let Some(state) = monitor
+            .response_state()
+            .filter(|state| kept.response.as_ref() != Some(state))
+        {
+            match h.save_response(&identity.uuid, &state, now_unix) {
+                Ok(()) => kept.response = Some(state),
+                Err(e) => {
+                    tracing::warn!("{e}: GPU {}'s thermal response is not kept", identity.uuid)
+                }
+            }
+        }
+        let elapsed = monitor.drift_elapsed_s();
+        if elapsed.is_some_and(|e| e - kept.drift_s >= DRIFT_KEEP_S) {
+            if let Some(state) = monitor.drift_state() {
+                match h.save_drift(&identity.uuid, &state, now_unix) {
+                    Ok(()) => kept.drift_s = elapsed.unwrap_or(0.0),
+                    Err(e) => {
+                        tracing::warn!("{e}: GPU {}'s degradation watch is not kept", identity.uuid)
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -653,6 +704,70 @@ mod tests {
         assert_eq!(stored.alerts, summary.alerts as u64, "{stored:?}");
         let recorded = parse_trace(&std::fs::read_to_string(&trace).unwrap()).unwrap();
         assert_eq!(recorded, rows);
+    }
+
+    /// The cool H100 (judged by the hot H100's history) run live twice on one history,
+    /// stopped at 200 s and started again, before its die's warm-up to 700 W (223 s); or its
+    /// kept thermal response replaced by `corrupt` before the second run.
+    fn h100_restarted_at_200_s(corrupt: Option<&str>) -> Vec<Alert> {
+        let [cool, hot] = [
+            include_str!("../tests/data/h100-gpu-run.csv"),
+            include_str!("../tests/data/h100-varied.csv"),
+        ]
+        .map(|t| parse_trace(t).unwrap());
+        let settings = Settings {
+            model: Some(Model::train(&hot, &Config::default()).unwrap()),
+            ..Settings::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("monitor.sqlite");
+        let (before, after): (Vec<Sample>, Vec<Sample>) =
+            cool.into_iter().partition(|s| s.t < 200.0);
+        let mut alerts = Vec::new();
+        for (run, rows) in [before, after].into_iter().enumerate() {
+            if let (1, Some(corrupt)) = (run, corrupt) {
+                let mut h = History::open(&db, retention()).unwrap();
+                assert!(h.response("GPU-live").unwrap().is_some());
+                h.save_response("GPU-live", corrupt, 0.0).unwrap();
+            }
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let hooked = seen.clone();
+            LiveMonitor::new(settings.clone(), Vec::new())
+                .keep_history(&db, retention())
+                .unwrap()
+                .on_alert(Box::new(move |_, alert, _| {
+                    hooked.locked().push(alert.clone())
+                }))
+                .run(
+                    &mut Replay::new(identity(), rows),
+                    Duration::ZERO,
+                    &AtomicBool::new(false),
+                )
+                .unwrap();
+            alerts.extend(seen.locked().drain(..));
+        }
+        alerts
+    }
+
+    #[test]
+    fn the_dies_time_constant_is_kept_across_a_restart_and_a_corrupt_one_is_harmless() {
+        // Kept in the history: the restarted run judges the warm-up with the card's τ.
+        let kept = h100_restarted_at_200_s(None);
+        assert!(kept.is_empty(), "{kept:?}");
+        // A corrupt entry is refused (logged) and the GPU learns its τ afresh: the untuned
+        // rule's warning while the die still warms, as a monitor without a history gives.
+        for corrupt in [
+            "{\"taus_s\": [",
+            "{\"taus_s\":[5000.0],\"fingerprint\":null}",
+        ] {
+            let afresh = h100_restarted_at_200_s(Some(corrupt));
+            assert!(
+                afresh
+                    .iter()
+                    .any(|a| a.kind == AlertKind::ThermalRunaway && a.t > 223.0),
+                "{corrupt}: {afresh:?}"
+            );
+        }
     }
 
     #[test]

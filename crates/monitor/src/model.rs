@@ -410,7 +410,7 @@ const MEMORY_TOLERANCE: f64 = 0.02;
 /// What tells a GPU model from another in its readings: its memory's size and clock (an
 /// H200's HBM3e runs at 3201 MHz, an H100 SXM's HBM3 at 2619 MHz), neither of which a load,
 /// a room or a healthy card changes. A trace carries no model name; these it carries.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Fingerprint {
     /// The memory clocks read, lowest and highest (MHz); `None` when none was read.
     pub mem_clock_mhz: Option<(f64, f64)>,

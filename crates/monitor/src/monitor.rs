@@ -2,14 +2,14 @@
 //! `pog monitor replay`.
 
 use crate::alert::{Alert, AlertKind, Finding, Gate, Severity, SignalChange};
-use crate::baseline::{AmbientOffset, Level, SETTLE_S};
+use crate::baseline::{AmbientOffset, Level, RISE_C_PER_MIN, SETTLE_S};
 use crate::config::Config;
 use crate::degradation::{Degradation, DriftWatch, ResumeError};
 use crate::model::{
     Envelope, Fingerprint, LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES,
     STEADY_FRACTION,
 };
-use crate::response::ThermalResponse;
+use crate::response::{KeptResponse, ResponseResumeError, ThermalResponse, MAX_RMS_C};
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{median, theil_sen};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -106,6 +106,8 @@ pub struct Monitor {
     /// Whether this GPU's model was checked against the healthy history's
     /// ([`Monitor::other_model`]): at the first sample that reads its memory.
     model_checked: bool,
+    /// What this GPU's first sample that read its memory tells of its model.
+    fingerprint: Option<Fingerprint>,
     gate: Gate,
     window: VecDeque<Sample>,
     recent_power: RecentPower,
@@ -141,12 +143,28 @@ pub struct Monitor {
     /// The die's own response to load steps (its time constant), learned as it runs: it has
     /// not settled at a load while this says it still has a sensor step to go.
     die_response: ThermalResponse,
+    /// The die's own settled level at each load (bin of recent power) where it has held one
+    /// ([`Monitor::held_level`]): the margin rule judges it from there at that load.
+    held_levels: BTreeMap<usize, HeldLevel>,
     /// The time of the last sample and the latest intervals between samples, for gaps.
     last_t: Option<f64>,
     intervals: VecDeque<f64>,
     /// The slow-degradation watch (the learned model): against the healthy history's thermal
     /// reference, or without one, a reference learned from the GPU's own first hour.
     drift: Degradation,
+}
+
+/// The most seconds between two readings that a held level may rise over
+/// ([`Monitor::held_level`]): it rises only while the die holds its load, not between visits.
+const HELD_STEP_S: f64 = 10.0;
+
+/// The die's own settled level at one load ([`Monitor::held_level`]).
+#[derive(Debug, Clone, Copy)]
+struct HeldLevel {
+    /// °C.
+    level: f64,
+    /// When the die last held this load.
+    t: f64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -196,6 +214,7 @@ impl Monitor {
             config,
             model,
             model_checked: false,
+            fingerprint: None,
             gate,
             window: VecDeque::new(),
             recent_power: RecentPower::default(),
@@ -216,6 +235,7 @@ impl Monitor {
             thermal_spells: [ThermalSpell::default(), ThermalSpell::default()],
             die_held: None,
             die_response: ThermalResponse::default(),
+            held_levels: BTreeMap::new(),
             last_t: None,
             intervals: VecDeque::new(),
         }
@@ -239,6 +259,43 @@ impl Monitor {
     /// was learned against.
     pub fn resume_levels(&mut self, levels: [Option<Level>; 2]) {
         self.resume = levels;
+    }
+
+    /// The die's learned thermal response (the time constants its load steps showed, and
+    /// what its readings tell of its model: [`KeptResponse`], JSON), to keep across runs;
+    /// `None` before a load step showed one.
+    pub fn response_state(&self) -> Option<String> {
+        let taus_s = self.die_response.learned();
+        if taus_s.is_empty() {
+            return None;
+        }
+        serde_json::to_string(&KeptResponse {
+            taus_s: taus_s.to_vec(),
+            fingerprint: self.fingerprint,
+        })
+        .ok()
+    }
+
+    /// Takes up the die's thermal response an earlier run learned ([`Monitor::response_state`]),
+    /// before this GPU's first sample, whose readings (`live`: [`Fingerprint::of`] it) tell
+    /// its model: a restarted monitor judges its die's warm-ups with the card's own time
+    /// constant at once, not the untuned rule until new load steps show it. Refused (the GPU
+    /// learns its τ afresh, as before) when the text is not a kept response, holds a time
+    /// constant no GPU learns, or was learned on another GPU model (both fingerprints known
+    /// and [`Fingerprint::differs`]).
+    pub fn resume_response(
+        &mut self,
+        state: &str,
+        live: Option<&Fingerprint>,
+    ) -> Result<(), ResponseResumeError> {
+        let kept: KeptResponse = serde_json::from_str(state)?;
+        if let (Some(kept), Some(live)) = (kept.fingerprint, live) {
+            if let Some(how) = kept.differs(live) {
+                return Err(ResponseResumeError::OtherModel(how));
+            }
+        }
+        self.die_response = ThermalResponse::resumed(&kept.taus_s)?;
+        Ok(())
     }
 
     /// The isolation-forest score of the last sample, if the model has a forest.
@@ -297,6 +354,7 @@ impl Monitor {
         }
         let live = Fingerprint::of([s])?;
         self.model_checked = true;
+        self.fingerprint = Some(live);
         let history = self.model.as_ref()?.fingerprint?;
         let how = history.differs(&live)?;
         self.model = None;
@@ -503,6 +561,48 @@ impl Monitor {
         }
     }
 
+    /// The die's own settled level at the load in bin `bin` of recent power, learned from
+    /// where it held ([`Monitor::settle`]: flat, and its learned response leaving it less than
+    /// a sensor step to go): the first time it holds a load under `bound` (the hottest the
+    /// history allows there plus the critical excess), that level; after, followed down at
+    /// once and up at most [`RISE_C_PER_MIN`] a minute of holding there, as the GPU's own
+    /// offset is. A card
+    /// whose die runs relatively hotter at some loads than its offset, learned mostly at
+    /// others, says (a cool H100 judged by a hot one's history: 11 °C cooler at idle, 6 °C at
+    /// 700 W once settled, GPU-9ed4b029…, 2026-12-05) is judged at those loads from where it
+    /// settled, not from its offset. A cooling failing at a load the die held before is judged
+    /// from the level it held; a die that heats without settling (a cooler failing at a
+    /// steady rate) never teaches it.
+    fn held_level(&mut self, t: f64, bin: usize, bound: f64) -> Option<f64> {
+        if let Some(held) = self.die_held.filter(|h| *h < bound) {
+            let level = self
+                .held_levels
+                .entry(bin)
+                .or_insert(HeldLevel { level: held, t });
+            // Up only over the seconds it holds here (a sample's worth at most each).
+            let holding_s = (t - level.t).clamp(0.0, HELD_STEP_S);
+            *level = HeldLevel {
+                level: held.min(level.level + RISE_C_PER_MIN / 60.0 * holding_s),
+                t,
+            };
+        }
+        self.held_levels.get(&bin).map(|l| l.level)
+    }
+
+    /// Whether the die is still warming to the load it holds now as a first-order approach
+    /// with the card's own learned time constant ([`ThermalResponse::approach`]: readings
+    /// within [`MAX_RMS_C`] of the fit, more than a sensor step left) toward a level under
+    /// `bound` (°C). A cooler failing at a steady rate does not fit such an approach, or heads
+    /// past the bound.
+    fn approaching_under(&self, bound: f64) -> bool {
+        self.die_response.approach().is_some_and(|(fit, since)| {
+            fit.approach_c < 0.0
+                && fit.rms_c <= MAX_RMS_C
+                && fit.left_at(since) >= SENSOR_STEP_C
+                && fit.settle_c < bound
+        })
+    }
+
     /// The Theil–Sen slope of a signal over the last `seconds`, per second.
     fn slope(&self, signal: Signal, seconds: f64) -> Option<f64> {
         let now = self.window.back()?.t;
@@ -591,11 +691,12 @@ impl Monitor {
                             .map(|own| r - own),
                         _ => None,
                     };
-                    let expected = Expected {
+                    let mut expected = Expected {
                         shift: level.shift(),
                         above_level,
                         level: level.describe(),
                         envelope,
+                        held: None,
                     };
                     let excess = temp - expected.at(p);
                     level.observe(s.t, residual, excess < margin / 2.0);
@@ -614,8 +715,16 @@ impl Monitor {
                     // level to have moved from (its envelope there is a load step's passing
                     // readings), and a memory-bound load there heats the HBM more than the
                     // loads the history only passed through there, with no room changed.
+                    if signal == Signal::TempGpu {
+                        let bin = expected.envelope.bin(p);
+                        let bound = expected.allowed_at(p) + critical;
+                        expected.held = self.held_level(s.t, bin, bound).map(|l| (bin, l));
+                    }
+                    // Nor at the level the die itself settled at at this load.
                     let excess_to_settle = if temp < limit - 5.0 && known.is_some() {
-                        excess
+                        expected
+                            .held_at(p)
+                            .map_or(excess, |held| excess.min(temp - held))
                     } else {
                         f64::INFINITY
                     };
@@ -674,12 +783,20 @@ impl Monitor {
                         above >= margin / 2.0
                             && above > self.swing(signal, recent_power.unwrap_or(0.0))
                     });
+            // The die still warming to this load as its own learned response says, toward a
+            // level under the critical excess: not yet its level here (it is taken once the
+            // die holds it, `Monitor::held_level`); the critical excess and the limit still
+            // speak. (Fitted only where the margin rule would speak.)
+            let approaching = || {
+                signal == Signal::TempGpu
+                    && healthy_max.is_some_and(|(h, _)| self.approaching_under(h + critical))
+            };
             let severity = if temp >= limit || excess.is_some_and(|e| e >= critical) {
                 Some(Severity::Critical)
             } else if heating
                 || rising
                     && match excess {
-                        Some(e) => e >= margin,
+                        Some(e) => e >= margin && !approaching(),
                         // No healthy history: warn within 5 °C of the limit.
                         None => temp >= limit - 5.0,
                     }
@@ -1946,6 +2063,9 @@ struct Expected {
     above_level: Option<f64>,
     /// The shift in words.
     level: String,
+    /// The die's own settled level at one load (its bin of recent power, °C), where it held
+    /// one ([`Monitor::held_level`]).
+    held: Option<(usize, f64)>,
 }
 
 impl Expected {
@@ -1956,10 +2076,20 @@ impl Expected {
     }
 
     /// The hottest this GPU should reach at this recent power, judged from the loads the
-    /// history held ([`Envelope::hottest_held_near`]), shifted: what the margin rule warns
-    /// against.
+    /// history held ([`Envelope::hottest_held_near`]), shifted, or where the die settled
+    /// higher at this load itself, that level ([`Monitor::held_level`]): what the margin rule
+    /// warns against.
     fn allowed_at(&self, recent_power_w: f64) -> f64 {
-        self.envelope.hottest_held_near(recent_power_w) + self.shift
+        let shifted = self.envelope.hottest_held_near(recent_power_w) + self.shift;
+        self.held_at(recent_power_w)
+            .map_or(shifted, |held| held.max(shifted))
+    }
+
+    /// The die's own settled level at this recent power's load, where it held one.
+    fn held_at(&self, recent_power_w: f64) -> Option<f64> {
+        self.held
+            .filter(|(bin, _)| *bin == self.envelope.bin(recent_power_w))
+            .map(|(_, level)| level)
     }
 }
 

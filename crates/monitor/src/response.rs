@@ -17,8 +17,9 @@
 //! cooler does not look like a first-order approach: it rises at a steady rate, or moves the
 //! settle point up after the die held it.
 
-use crate::model::STEADY_FRACTION;
+use crate::model::{Fingerprint, STEADY_FRACTION};
 use crate::stats::median;
+use serde::{Deserialize, Serialize};
 
 /// The shortest and longest time constants fitted (seconds); a fit at either end is not a τ.
 pub const TAU_RANGE_S: (f64, f64) = (1.0, 120.0);
@@ -124,6 +125,33 @@ fn taus(low: f64, high: f64) -> impl Iterator<Item = f64> {
     (0..=steps).map(move |k| (low * TAU_STEP.powi(k)).min(high))
 }
 
+/// What a GPU's [`ThermalResponse`] keeps across runs (`pog monitor run` and the agent keep it
+/// in their history, per GPU UUID): the time constants its load steps showed, and the
+/// fingerprint of the GPU they were learned on, so that an entry of another GPU model (a
+/// replayed trace's `GPU-0` of another run, a history copied between hosts) is not taken up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeptResponse {
+    /// The learned time constants, oldest first (seconds; at most 16).
+    pub taus_s: Vec<f64>,
+    /// The memory clock and size of the GPU they were learned on, where it read them.
+    pub fingerprint: Option<Fingerprint>,
+}
+
+/// Why a kept thermal response was not taken up (the GPU then learns its τ afresh).
+#[derive(Debug, thiserror::Error)]
+pub enum ResponseResumeError {
+    /// The kept text is not a kept response.
+    #[error("the kept thermal response could not be read: {0}")]
+    Parse(#[from] serde_json::Error),
+    /// It holds a time constant this GPU could not have learned (not finite, outside
+    /// [`TAU_RANGE_S`], or more than 16 of them): a corrupt entry.
+    #[error("the kept thermal response is not one a GPU learns: {0}")]
+    Invalid(String),
+    /// It was learned on another GPU model.
+    #[error("the kept thermal response was learned on another GPU model ({0})")]
+    OtherModel(String),
+}
+
 /// One GPU's die response, learned from its own load steps, and the load it holds now.
 #[derive(Debug, Clone, Default)]
 pub struct ThermalResponse {
@@ -166,6 +194,33 @@ impl ThermalResponse {
         }
     }
 
+    /// A response that starts from the time constants an earlier run learned (oldest first),
+    /// as if it had learned them itself: refused unless each is one it could have learned
+    /// (finite, strictly inside [`TAU_RANGE_S`]) and there are at most as many as it keeps.
+    pub fn resumed(taus_s: &[f64]) -> Result<ThermalResponse, ResponseResumeError> {
+        let (low, high) = TAU_RANGE_S;
+        if taus_s.len() > KEPT {
+            return Err(ResponseResumeError::Invalid(format!(
+                "{} time constants, at most {KEPT} are kept",
+                taus_s.len()
+            )));
+        }
+        if let Some(bad) = taus_s.iter().find(|&&tau| !(tau > low && tau < high)) {
+            return Err(ResponseResumeError::Invalid(format!(
+                "a time constant of {bad} s, outside {low}–{high} s"
+            )));
+        }
+        Ok(ThermalResponse {
+            learned: taus_s.to_vec(),
+            ..ThermalResponse::default()
+        })
+    }
+
+    /// The time constants learned so far (seconds, oldest first), to keep across runs.
+    pub fn learned(&self) -> &[f64] {
+        &self.learned
+    }
+
     /// Forgets the load held now (a gap in the samples, a clock step): its readings are not
     /// one response. What was learned is kept.
     pub fn restart(&mut self) {
@@ -186,12 +241,22 @@ impl ThermalResponse {
     pub fn left_to_settle(&self) -> Option<f64> {
         let tau = self.tau_s()?;
         let (t0, _) = *self.segment.first()?;
-        let since = self.latest_t - t0;
         // Past five of the longest τ allowed, any approach under 40 °C is within 0.3 °C.
-        if since >= 5.0 * TAU_SPREAD * tau {
+        if self.latest_t - t0 >= 5.0 * TAU_SPREAD * tau {
             return Some(0.0);
         }
-        fit_step(&self.since_first(), taus(tau, TAU_SPREAD * tau)).map(|fit| fit.left_at(since))
+        self.approach().map(|(fit, since)| fit.left_at(since))
+    }
+
+    /// The response fitted to the die's readings at the load held now (after the first), with
+    /// a τ from the card's to [`TAU_SPREAD`] times it, and the seconds since the load's first
+    /// reading: `None` before the card showed its τ or with fewer than five readings at this
+    /// load.
+    pub fn approach(&self) -> Option<(StepFit, f64)> {
+        let tau = self.tau_s()?;
+        let (t0, _) = *self.segment.first()?;
+        let fit = fit_step(&self.since_first(), taus(tau, TAU_SPREAD * tau))?;
+        Some((fit, self.latest_t - t0))
     }
 
     /// The readings at the load held now after its first (seconds since the first, °C): the
@@ -293,6 +358,32 @@ mod tests {
         for loads in [&short[..], &small[..]] {
             assert_eq!(learned(&card(25.0, loads)).tau_s(), None, "{loads:?}");
         }
+    }
+
+    #[test]
+    fn learned_time_constants_are_taken_up_and_corrupt_ones_refused() {
+        let loads = [(120.0, 600.0), (90.0, 100.0), (60.0, 400.0), (120.0, 150.0)];
+        let earlier = learned(&card(25.0, &loads));
+        let resumed = ThermalResponse::resumed(earlier.learned()).unwrap();
+        assert_eq!(resumed.tau_s(), earlier.tau_s());
+        assert!(resumed.tau_s().is_some());
+        for bad in [
+            vec![f64::NAN],
+            vec![7.0, f64::INFINITY],
+            vec![0.5],
+            vec![TAU_RANGE_S.1],
+            vec![-3.0],
+            vec![7.0; KEPT + 1],
+        ] {
+            assert!(
+                matches!(
+                    ThermalResponse::resumed(&bad),
+                    Err(ResponseResumeError::Invalid(_))
+                ),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(ThermalResponse::resumed(&[]).unwrap().tau_s(), None);
     }
 
     #[test]

@@ -1005,3 +1005,123 @@ fn an_h100_whose_cooling_fails_while_its_die_still_warms_is_caught() {
     assert_eq!(first.kind, AlertKind::ThermalRunaway, "{}", show(&alerts));
     assert!(first.t <= 240.0 + 20.0, "{}", show(&alerts));
 }
+
+/// The cool H100 by the hot H100's history, run by a monitor restarted at 200 s, before its
+/// step to 700 W (223 s): the first run learned the die's time constant from its load steps
+/// (5.6 and 9.0 s), and the second judges the warm-up to 700 W with it.
+fn h100_restarted_at_200_s(warmer_c: f64, keep_response: bool) -> Vec<Alert> {
+    use pog_monitor::Monitor;
+    let [cool, hot] = [H100_GPU_RUN, H100_VARIED].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&hot, &Config::default()).unwrap();
+    let cool = warmer(&cool, warmer_c);
+    let (before, after): (Vec<Sample>, Vec<Sample>) = cool.into_iter().partition(|s| s.t < 200.0);
+    let mut earlier = Monitor::new(Config::default(), Some(model.clone()));
+    for s in &before {
+        earlier.push(s);
+    }
+    let mut restarted = Monitor::new(Config::default(), Some(model));
+    restarted.resume_levels(earlier.levels());
+    if keep_response {
+        let state = earlier
+            .response_state()
+            .expect("a time constant was learned");
+        let live = pog_monitor::model::Fingerprint::of([&after[0]]);
+        restarted.resume_response(&state, live.as_ref()).unwrap();
+    }
+    after.iter().flat_map(|s| restarted.push(s)).collect()
+}
+
+#[test]
+fn a_restarted_monitor_keeps_the_dies_time_constant() {
+    // Restarted without its learned τ (its levels kept), the monitor is back to the untuned
+    // rule, as recorded and 3 °C warmer: "2.2 °C above this GPU's typical level at 699 W and heating at a steady load" at
+    // 264 s, while the die still warms to 700 W. With the τ kept, nothing.
+    for c in [0.0, 3.0] {
+        let fresh = h100_restarted_at_200_s(c, false);
+        assert!(
+            fresh.iter().any(|a| a.kind == AlertKind::ThermalRunaway),
+            "{c:+} °C, τ learned afresh:\n{}",
+            show(&fresh)
+        );
+        let kept = h100_restarted_at_200_s(c, true);
+        assert!(kept.is_empty(), "{c:+} °C, τ kept:\n{}", show(&kept));
+    }
+}
+
+#[test]
+fn a_kept_time_constant_of_another_gpu_model_or_corrupt_is_refused() {
+    use pog_monitor::response::ResponseResumeError;
+    use pog_monitor::Monitor;
+    let [cool, hot] = [H100_GPU_RUN, H100_VARIED].map(|t| parse_trace(t).unwrap());
+    let mut h100 = Monitor::new(
+        Config::default(),
+        Some(Model::train(&hot, &Config::default()).unwrap()),
+    );
+    for s in cool.iter().filter(|s| s.t < 200.0) {
+        h100.push(s);
+    }
+    let state = h100.response_state().unwrap();
+    // An H200 under the same UUID (a replayed trace's `GPU-0` of another run): refused, and
+    // it runs its healthy day as a fresh monitor does.
+    let h200 = healthy();
+    let live = pog_monitor::model::Fingerprint::of([&h200[0]]);
+    let mut monitor = Monitor::new(Config::default(), Some(model()));
+    assert!(matches!(
+        monitor.resume_response(&state, live.as_ref()),
+        Err(ResponseResumeError::OtherModel(_))
+    ));
+    for bad in [
+        "not json",
+        "{\"taus_s\":[1e9],\"fingerprint\":null}",
+        "{\"taus_s\":[null]}",
+        "",
+    ] {
+        assert!(
+            monitor.resume_response(bad, live.as_ref()).is_err(),
+            "{bad}"
+        );
+    }
+    let mut fresh = Monitor::new(Config::default(), Some(model()));
+    for s in &h200 {
+        assert_eq!(monitor.push(s), fresh.push(s), "t = {}", s.t);
+    }
+    assert_eq!(monitor.response_state(), fresh.response_state());
+}
+
+#[test]
+fn a_cool_h100_in_warmer_rooms_is_judged_from_where_its_own_die_settles() {
+    // Judged by the hot H100's history, the cool H100 runs 11 °C cooler than it at idle
+    // (122 W) but only 7 °C at 71 W and 6 °C at 700 W once its die settled: its offset,
+    // learned mostly at idle, put it 4.1 °C above the hottest at 71 W (180 s) and 5.2 °C at
+    // 701 W (288 s, then an `ambient_shift` at 291 s) in every room 1–5 °C warmer. Its die
+    // warming to 700 W as its own learned response says is not yet its level there; where it
+    // settled (at 71 W, at 700 W) is.
+    let [cool, hot] = [H100_GPU_RUN, H100_VARIED].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&hot, &Config::default()).unwrap();
+    for c in [1.0, 2.0, 3.0, 4.0, 5.0] {
+        let alerts = replay(&warmer(&cool, c), &Config::default(), Some(model.clone()));
+        assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
+    }
+}
+
+#[test]
+fn a_cooling_failure_after_the_h100s_die_settled_in_a_warm_room_is_caught() {
+    // The same card 3 and 5 °C warmer: its die settled at 700 W by 280 s (74 and 76 °C), its
+    // cooling then failing at 0.25 °C/s: caught within 10 s against the level it held there.
+    let [cool, hot] = [H100_GPU_RUN, H100_VARIED].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&hot, &Config::default()).unwrap();
+    for c in [3.0, 5.0] {
+        let trace = inject(
+            &warmer(&cool, c),
+            &Fault::ThermalRunaway { rate_c_per_s: 0.25 },
+            280.0,
+        );
+        let alerts = replay(&trace, &Config::default(), Some(model.clone()));
+        let first = alerts
+            .iter()
+            .find(|a| a.t >= 280.0)
+            .unwrap_or_else(|| panic!("{c:+} °C: not caught:\n{}", show(&alerts)));
+        assert_eq!(first.kind, AlertKind::ThermalRunaway, "{}", show(&alerts));
+        assert!(first.t <= 290.0, "{c:+} °C:\n{}", show(&alerts));
+    }
+}
