@@ -628,15 +628,15 @@ mod tests {
         assert!(!read.lease_check && read.proves_model());
     }
 
-    /// Leaves are 128 bytes in every precision unless the policy names a count; a policy
+    /// Leaves are 256 bytes in every precision unless the policy names a count; a policy
     /// recorded before challenge version 4 (with its count) still reads.
     #[test]
-    fn leaves_are_128_bytes_unless_named() {
+    fn leaves_are_256_bytes_unless_named() {
         for (precision, elements) in [
-            (Precision::Bf16, 64),
-            (Precision::Fp16, 64),
-            (Precision::Int8, 32),
-            (Precision::Fp32, 32),
+            (Precision::Bf16, 128),
+            (Precision::Fp16, 128),
+            (Precision::Int8, 64),
+            (Precision::Fp32, 64),
         ] {
             assert_eq!(planned("H200 SXM", Some(precision)).leaf_elements, elements);
         }
