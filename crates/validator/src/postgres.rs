@@ -565,9 +565,12 @@ impl PgRegistry {
                 &[],
             )
             .await?;
-        rows.iter()
-            .map(|r| UnrecordedRelease::parse(r.try_get(0)?, r.try_get(1)?))
-            .collect()
+        let mut releases = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let json: &str = row.try_get(1)?;
+            releases.extend(UnrecordedRelease::readable(row.try_get(0)?, json));
+        }
+        Ok(releases)
     }
 
     /// [`crate::registry::Registry::release_recorded`] on this database.

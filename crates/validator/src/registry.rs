@@ -255,7 +255,8 @@ impl Registry {
         }
     }
 
-    /// The releases whose records are not yet on record, oldest first.
+    /// The releases whose records are not yet on record, oldest first (a row whose record does
+    /// not parse is left kept and said in the log: [`UnrecordedRelease::readable`]).
     pub fn unrecorded_releases(&self) -> Result<Vec<UnrecordedRelease>, RegistryError> {
         match &self.db {
             Db::Sqlite(s) => s.unrecorded_releases(),
@@ -845,11 +846,11 @@ impl Sqlite {
             "SELECT record_id, record FROM unrecorded_releases ORDER BY at_ms, record_id",
         )?;
         let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, String>(1)?)))?;
-        rows.map(|row| {
-            let (id, json) = row?;
-            UnrecordedRelease::parse(id, &json)
-        })
-        .collect()
+        let rows: Vec<(String, String)> = rows.collect::<Result<_, _>>()?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(id, json)| UnrecordedRelease::readable(id, &json))
+            .collect())
     }
 
     fn gpus(&self, after: &str, limit: usize) -> Result<Vec<RegisteredGpu>, RegistryError> {

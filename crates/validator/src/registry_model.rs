@@ -130,14 +130,6 @@ pub enum RegistryError {
     /// says which, and what to do.
     #[error("the registry's PostgreSQL database failed: {0}")]
     Postgres(String),
-    /// A release kept for its record holds a record that does not parse.
-    #[error("a release kept for its record ({id}) holds a record that does not parse: {error}")]
-    BadRelease {
-        /// The record id it was kept under.
-        id: String,
-        /// Why it does not parse.
-        error: String,
-    },
     /// The `--database` URL is refused: not a PostgreSQL URL, a TLS mode that is unknown or
     /// falls back to the clear, another machine's server with no `sslmode`, or a CA file that
     /// cannot be read.
@@ -292,14 +284,16 @@ impl UnrecordedRelease {
         serde_json::to_string(&self.record).expect("a registration record serializes")
     }
 
-    /// The release kept under `record_id` with record `json`.
-    pub(crate) fn parse(record_id: String, json: &str) -> Result<UnrecordedRelease, RegistryError> {
+    /// The release kept under `record_id` with record `json`; `None`, said in the log, for a
+    /// row whose record does not parse (written by another pog's record format): it stays
+    /// kept, and the releases after it are still written.
+    pub(crate) fn readable(record_id: String, json: &str) -> Option<UnrecordedRelease> {
         match serde_json::from_str(json) {
-            Ok(record) => Ok(UnrecordedRelease { record_id, record }),
-            Err(e) => Err(RegistryError::BadRelease {
-                id: record_id,
-                error: e.to_string(),
-            }),
+            Ok(record) => Some(UnrecordedRelease { record_id, record }),
+            Err(e) => {
+                tracing::error!(record_id, error = %e, "a release kept for its record holds a record that does not parse; left kept");
+                None
+            }
         }
     }
 }

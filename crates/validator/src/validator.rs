@@ -1238,6 +1238,11 @@ mod tests {
                 assert_eq!(validator.registry().gpu(uuid).unwrap(), None, "released");
             }
             place.execute(allow);
+            // A kept row another pog's record format wrote, first in line: left kept, and it
+            // stops no release after it.
+            place.execute(
+                "INSERT INTO unrecorded_releases (record_id, gpu_uuid, at_ms, record) VALUES ('registration-odd', 'GPU-x', 0, 'not a record')",
+            );
             // Another validator of the fleet wrote GPU-s's meanwhile, under its kept id.
             let kept = validator.registry().unrecorded_releases().unwrap();
             let other = kept

@@ -509,13 +509,27 @@ impl<'g> Prepared<'g> {
 
     /// Enqueues one GEMM on the stream, into the prepared output buffer.
     pub fn run(&self) -> Result<(), GpuError> {
-        self.run_into(self.d.ptr)
+        self.run_at(self.d.ptr)
     }
 
-    /// Enqueues one GEMM on the stream, writing the output at `out` instead of the prepared
-    /// buffer: a proof keeping every product's output computes each straight into its place,
-    /// with no copy. `out` must hold as many bytes as [`Prepared::d`].
-    pub fn run_into(&self, out: CUdeviceptr) -> Result<(), GpuError> {
+    /// Enqueues one GEMM on the stream, writing the output into `out` from byte `offset`
+    /// instead of the prepared buffer: a proof keeping every product's output computes each
+    /// straight into its place, with no copy. Refused where the output would not fit there.
+    pub fn run_into(&self, out: &DeviceBuffer, offset: u64) -> Result<(), GpuError> {
+        if offset
+            .checked_add(self.d.bytes)
+            .is_none_or(|end| end > out.bytes)
+        {
+            return Err(GpuError::Invalid(format!(
+                "{} GEMM output of {} bytes at byte {offset} of a {}-byte buffer",
+                self.precision, self.d.bytes, out.bytes
+            )));
+        }
+        self.run_at(out.ptr + offset)
+    }
+
+    /// Enqueues one GEMM writing its output at `out`, which holds [`Prepared::d`]'s bytes.
+    fn run_at(&self, out: CUdeviceptr) -> Result<(), GpuError> {
         let Some(chosen) = &self.algo else {
             return Err(GpuError::Unsupported(format!(
                 "{} GEMM run before an algorithm was chosen",

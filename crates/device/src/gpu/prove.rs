@@ -259,10 +259,16 @@ impl Gpu {
             self.record(&events[1])?;
             // A kept output is computed in its place: no copy after the product.
             let output = match &outputs {
-                Some(kept) => kept.ptr + product as u64 * output_bytes,
-                None => g.d.ptr,
+                Some(kept) => {
+                    let offset = product as u64 * output_bytes;
+                    g.run_into(kept, offset)?;
+                    kept.ptr + offset
+                }
+                None => {
+                    g.run()?;
+                    g.d.ptr
+                }
             };
-            g.run_into(output)?;
             self.record(&events[2])?;
             let first_leaf = product as u64 * batch.leaves_per_product();
             self.hash_leaves(batch, output, &nodes, first_leaf)?;
