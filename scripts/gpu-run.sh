@@ -15,6 +15,8 @@
 # load the run puts on it, /metrics (the GPM profiling fields among them) and the dashboard's
 # NVML limits scraped every 20 s, and nvidia-smi's temperature thresholds beside them; under
 # $OUT/trace/. RUNS=N proves each precision N times (default 5; 3 with QUICK=1).
+# CHEATS=1 adds the cheats a proof must still catch: a GEMM co-tenant 20 %, 40 % and all of the
+# time, and scripts/memory-proof-h200.sh (capacity cheats, a bandwidth thief, whole rounds).
 # MONITOR=1 adds the health monitor's cost beside nvidia-smi and pynvml (5.5 min; the scripts
 # monitor-overhead-h200.sh and pynvml_sampler.py beside this one) and its live check, under
 # $OUT/monitor/.
@@ -158,7 +160,7 @@ fi
 
 # The validator's check during a lease (issue 25): the per-model precision at n = 2048, one
 # product, against the lease's loose bound (1 s), five times on the idle GPU, then ten times
-# while a tenant (lease-tenant.py beside this script, PyTorch) holds 80 % of the GPU's free
+# while a tenant (cotenant.py beside this script, PyTorch) holds 80 % of the GPU's free
 # memory and runs BF16 matmuls back to back; the tenant's TFLOP/s each second is in
 # lease/tenant.txt (the checks ran between the times in lease/checks.txt). LEASE=0 skips it.
 if [ "${LEASE:-1}" = 1 ] && python3 -c 'import torch' 2>/dev/null; then
@@ -166,7 +168,7 @@ if [ "${LEASE:-1}" = 1 ] && python3 -c 'import torch' 2>/dev/null; then
   for i in 1 2 3 4 5; do
     run "lease-idle-$i-json" 0 "$POG" prove --proof gemm --size 2048 --batch 1 --expected-ms 1000 --json
   done
-  python3 "$HERE/lease-tenant.py" 75 0.8 >"$OUT/lease/tenant.txt" 2>>"$LOG" &
+  python3 "$HERE/cotenant.py" gemm 75 --fill 0.8 >"$OUT/lease/tenant.txt" 2>>"$LOG" &
   tenant_pid=$!
   sleep 25
   echo "checks from $(date +%s.%N)" >"$OUT/lease/checks.txt"
@@ -176,6 +178,31 @@ if [ "${LEASE:-1}" = 1 ] && python3 -c 'import torch' 2>/dev/null; then
   done
   echo "checks to $(date +%s.%N)" >>"$OUT/lease/checks.txt"
   wait "$tenant_pid"
+fi
+
+# The cheats a proof must still catch (issue 23, item 6), with CHEATS=1: a co-tenant
+# (cotenant.py beside this script) running BF16 matmuls on the GPU 20 %, 40 % and all of the
+# time during the validator's per-model GEMM challenge, three proofs each, every one expected
+# rejected (exit 1); then the proof of memory's evidence (scripts/memory-proof-h200.sh with
+# MEMORY_RUNS honest runs, default 5: the capacity cheats of an 80 GB card, a bandwidth thief
+# 30 % and all of the time, whole rounds), under $OUT/memory/.
+if [ "${CHEATS:-0}" = 1 ] && python3 -c 'import torch' 2>/dev/null; then
+  mkdir -p "$OUT/cheats"
+  for duty in 0.2 0.4 1.0; do
+    rm -f "$OUT/cheats/ready"
+    python3 "$HERE/cotenant.py" gemm 600 --duty "$duty" --ready "$OUT/cheats/ready" \
+      >"$OUT/cheats/gemm-$duty.txt" 2>>"$LOG" &
+    tenant_pid=$!
+    for _ in $(seq 60); do [ -f "$OUT/cheats/ready" ] && break; sleep 0.5; done
+    sleep 2
+    for i in 1 2 3; do
+      run "cheat-gemm-$duty-$i-json" 1 "$POG" prove --proof gemm --json
+    done
+    kill -TERM "$tenant_pid" 2>/dev/null; wait "$tenant_pid"
+  done
+  rm -f "$OUT/cheats/ready"
+  run memory-proof-evidence 0 env POG="$POG" MEMORY_TESTS=.gpu/memory_proof HONEST_RUNS="${MEMORY_RUNS:-5}" \
+    OUT="$OUT/memory" bash "$HERE/memory-proof-h200.sh"
 fi
 
 # The proof of the host's storage (issue 23): a data set of STORAGE_SIZE (default 2G) built on
@@ -231,17 +258,20 @@ fi
   [ -f "$OUT/monitor/overhead/overhead.txt" ] && cat "$OUT/monitor/overhead/overhead.txt"
   [ -f "$OUT/network/checks.txt" ] && tail -3 "$OUT/network/checks.txt"
   [ -f "$OUT/trace/summary.txt" ] && cat "$OUT/trace/summary.txt"
+  [ -f "$OUT/memory/summary.txt" ] && cat "$OUT/memory/summary.txt"
+  for f in "$OUT"/cheats/gemm-*.txt; do [ -s "$f" ] && echo "co-tenant $(basename "$f" .txt): $(grep '^{' "$f")"; done
 } | tee "$OUT/summary.txt"
-for f in "$OUT"/prove-json.json "$OUT"/lease-*-json.json "$OUT"/prove-bf16-*-json.json "$OUT"/prove-fp16-*-json.json "$OUT"/prove-int8-*-json.json; do
+for f in "$OUT"/prove-json.json "$OUT"/lease-*-json.json "$OUT"/prove-bf16-*-json.json "$OUT"/prove-fp16-*-json.json "$OUT"/prove-int8-*-json.json "$OUT"/cheat-gemm-*-json.json; do
   [ -s "$f" ] && python3 - "$f" <<'PY' | tee -a "$OUT/summary.txt"
-import json, sys
+import json, os, sys
+name = os.path.basename(sys.argv[1]).removesuffix("-json.json")
 for p in json.load(open(sys.argv[1]))["proofs"]:
     c = p["check"]
     if not c:
-        print(f"prove GPU {p['ordinal']}: ERROR {p['error']}"); continue
+        print(f"{name} GPU {p['ordinal']}: ERROR {p['error']}"); continue
     d = c["device"] or {}
     rate = c["batch"] * 2 * c["size"] ** 3 / (c["commit_ms"] * 1e9)
-    print(f"prove GPU {p['ordinal']} {c['precision']} n={c['size']} x{c['batch']}: {rate:.1f} TFLOP/s end to end, commit {c['commit_ms']:.0f} ms of {c['expected_ms']:.0f} ms bound "
+    print(f"{name} GPU {p['ordinal']} {c['precision']} n={c['size']} x{c['batch']}: {rate:.1f} TFLOP/s end to end, commit {c['commit_ms']:.0f} ms of {c['expected_ms']:.0f} ms bound "
           f"({100*c['commit_ms']/c['expected_ms']:.0f} %), GEMM {d.get('gemm_ms', 0):.0f} ms, overhead {100*d.get('overhead', 0):.1f} % "
           f"(fill {d.get('fill_ms', 0):.1f}, hash {d.get('hash_ms', 0):.1f}, tree {d.get('tree_ms', 0):.1f} ms), open {c['open_ms']:.0f} ms, "
           f"verify {c['verify_ms']:.1f} ms, bytes {c['bytes_to_agent']} / {c['bytes_from_agent']}, accepted {c['outcome']['accepted']}")

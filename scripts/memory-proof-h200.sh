@@ -15,6 +15,7 @@ OUT=${OUT:-$(mktemp -d)}
 HONEST_RUNS=${HONEST_RUNS:-20}
 mkdir -p "$OUT"
 work=$(mktemp -d)
+HERE=$(cd "$(dirname "$0")" && pwd)
 results="$OUT/results.jsonl"
 : >"$results"
 nvidia-smi --query-gpu=name,uuid,memory.total --format=csv,noheader | tee "$OUT/summary.txt"
@@ -60,30 +61,17 @@ if [ -x "$MEMORY_TESTS" ]; then
 fi
 
 # 3. Bandwidth cheat: a second process on the GPU streaming 2 GiB device-to-device copies,
-# busy DUTY of the time (0.3: about what separates 4.8 from 3.35 TB/s), during honest proofs.
-cat >"$work/cotenant.py" <<'PY'
-import json, sys, time, torch
-duty, seconds, ready = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
-a = torch.empty(2 << 30, dtype=torch.uint8, device="cuda"); b = torch.empty_like(a)
-for _ in range(3): b.copy_(a)
-torch.cuda.synchronize()
-busy = copies = 0.0; started = time.time()
-open(ready, "w").write("ready")
-while time.time() - started < seconds:
-    t = time.time(); b.copy_(a); torch.cuda.synchronize(); dt = time.time() - t
-    busy += dt; copies += 1
-    if duty < 1: time.sleep(dt * (1 - duty) / duty)
-print(json.dumps({"run": f"cotenant-{duty}", "busy_share": busy / (time.time() - started),
-                  "copy_gbs_while_sharing": copies * 2 * (2 << 30) / busy / 1e9}))
-PY
+# busy DUTY of the time (0.3: about what separates 4.8 from 3.35 TB/s), during honest proofs
+# (cotenant.py beside this script; its last line, JSON, goes to the results).
 for duty in 0.3 1.0; do
   rm -f "$work/ready"
-  python3 "$work/cotenant.py" "$duty" 25 "$work/ready" >>"$results" 2>"$work/cotenant.err" &
+  python3 "$HERE/cotenant.py" copy 25 --duty "$duty" --ready "$work/ready" >"$work/cotenant-$duty.txt" 2>"$work/cotenant.err" &
   cotenant=$!
   for _ in $(seq 60); do [ -f "$work/ready" ] && break; sleep 0.5; done
   sleep 2
   for i in 1 2 3; do prove "cotenant-$duty-$i" --proof memory; done
   wait "$cotenant"
+  grep '^{' "$work/cotenant-$duty.txt" >>"$results"
 done
 
 # 4. A whole round's GPU time: the GEMM challenge and the memory challenge.
