@@ -43,6 +43,8 @@ run() {
   local ms=$(( ($(date +%s%N) - started) / 1000000 ))
   local ok=ok; [ "$code" = "$expected" ] || ok=UNEXPECTED
   summary+=("$(printf '%-26s exit %-3s expected %-3s %-10s %8d ms' "$name" "$code" "$expected" "$ok" "$ms")")
+  # Also in the log, so that a call cut off before the table still tells each step's outcome.
+  echo "=== $name: exit $code (expected $expected, $ok), $ms ms" >>"$LOG"
 }
 
 # NVLink multicast stays off (the machines' rule), and NCCL comes from PyTorch's nvidia-nccl
