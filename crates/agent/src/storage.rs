@@ -9,7 +9,10 @@
 //!   its build starts in the background and the answer is `storage-building` (202); the
 //!   validator sends the same message again to poll, and gets `storage-built` once it is
 //!   done, or the build's error once (500; the next message starts it again). Another data
-//!   set while one builds, or while a round is walked, is refused (409).
+//!   set while one builds is answered `storage-building` too, naming the data set being built
+//!   (`instead`: its message as its validator signed it), so that a validator that restarted,
+//!   or another of its fleet, can take that one up rather than have the host start over. A
+//!   data set while a round is walked is refused (409).
 //! - `POST /v1/storage/audit` (`storage-audit`): chunks of the kept data set, opened with
 //!   their paths (`storage-audit-openings`), for the validator it was built for.
 //! - `POST /v1/storage/round` (`storage-round`, each id once): the walk from the kept data
@@ -26,7 +29,7 @@ use pog_net::http::ApiError;
 use pog_net::locked::Locked;
 use pog_proof::storage::session::DatasetMessage;
 use pog_proof::storage::{StorageClaim, StorageDataset, StorageRound, StorageWalk};
-use pog_signed::PublicKey;
+use pog_signed::{Envelope, PublicKey};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -48,6 +51,10 @@ pub struct HostStorage {
     /// walk reads it): 1 for every real agent.
     #[cfg(feature = "test-doubles")]
     pub(crate) holds: f64,
+    /// How long a test host's build waits before it starts (a large disk's build, in tests
+    /// of what happens meanwhile): none for every real agent.
+    #[cfg(feature = "test-doubles")]
+    pub(crate) build_delay: std::time::Duration,
 }
 
 /// What the storage holds, under one lock.
@@ -55,8 +62,10 @@ pub struct HostStorage {
 pub(crate) struct StorageState {
     /// The data set kept in the directory, opened.
     pub(crate) kept: Option<Arc<StoredDataset>>,
-    /// The data set message (id, issuer) the kept data set last answered: its audit.
-    pub(crate) answered: Option<(String, PublicKey)>,
+    /// The id of the data set message the kept data set last answered: its audit, which
+    /// any validator the agent trusts may ask (one of a fleet may have taken the data set up
+    /// from another that sent it).
+    pub(crate) answered: Option<String>,
     /// A build running or failed.
     pub(crate) build: Build,
     /// A walk or its openings are reading the data set.
@@ -71,8 +80,9 @@ pub(crate) enum Build {
     /// None running.
     #[default]
     Idle,
-    /// This data set is being built, since then.
-    Running(StorageDataset, Instant),
+    /// This data set is being built, since then, from this message (as its validator
+    /// signed it: offered to a validator asking for another data set meanwhile).
+    Running(StorageDataset, Instant, Envelope),
     /// This data set's build failed, for this reason (told once to the next message for it).
     Failed(StorageDataset, String),
 }
@@ -92,9 +102,11 @@ pub(crate) enum Answer {
     Built([u8; 32]),
     /// Being built for that long, ms.
     Building(u64),
+    /// Another data set is being built, for that long, ms, from this message.
+    BuildingInstead(u64, Envelope),
     /// Its build failed.
     Failed(String),
-    /// Another build or a round holds the storage.
+    /// A round holds the storage.
     Busy(&'static str),
     /// Not kept: start building it.
     Start,
@@ -135,6 +147,8 @@ impl HostStorage {
             }),
             #[cfg(feature = "test-doubles")]
             holds: 1.0,
+            #[cfg(feature = "test-doubles")]
+            build_delay: std::time::Duration::ZERO,
         })
     }
 
@@ -145,6 +159,21 @@ impl HostStorage {
     pub fn holding(mut self, share: f64) -> HostStorage {
         self.holds = share;
         self
+    }
+
+    /// The same storage on a test host whose builds take `delay` longer (a large disk's
+    /// build, without writing one in a test).
+    #[cfg(feature = "test-doubles")]
+    pub fn building_slowly(mut self, delay: std::time::Duration) -> HostStorage {
+        self.build_delay = delay;
+        self
+    }
+
+    /// Builds `dataset` in the directory (blocking: minutes for hundreds of GiB).
+    pub(crate) fn build(&self, dataset: &StorageDataset) -> Result<StoredDataset, StorageHostError> {
+        #[cfg(feature = "test-doubles")]
+        std::thread::sleep(self.build_delay);
+        StoredDataset::build(&self.dir, dataset)
     }
 
     /// Walks `round` over `stored` (the test double's walk regenerates what it does not
@@ -194,21 +223,23 @@ impl HostStorage {
         Ok(())
     }
 
-    /// What `message` (from `signer`) gets now; a build to start is marked running.
-    pub(crate) fn on_dataset(&self, message: &DatasetMessage, signer: &PublicKey) -> Answer {
+    /// What `message` (as `sent`, signed) gets now; a build to start is marked running.
+    pub(crate) fn on_dataset(&self, message: &DatasetMessage, sent: &Envelope) -> Answer {
         let mut state = self.state.locked();
         if let Some(kept) = &state.kept {
             if kept.meta().dataset == message.dataset {
                 let root = kept.meta().root;
-                state.answered = Some((message.id.clone(), signer.clone()));
+                state.answered = Some(message.id.clone());
                 return Answer::Built(root);
             }
         }
         match &state.build {
-            Build::Running(d, since) if *d == message.dataset => {
+            Build::Running(d, since, _) if *d == message.dataset => {
                 Answer::Building(since.elapsed().as_millis() as u64)
             }
-            Build::Running(..) => Answer::Busy("another data set is being built"),
+            Build::Running(_, since, running) => {
+                Answer::BuildingInstead(since.elapsed().as_millis() as u64, running.clone())
+            }
             Build::Failed(d, reason) if *d == message.dataset => {
                 let reason = reason.clone();
                 state.build = Build::Idle;
@@ -216,7 +247,8 @@ impl HostStorage {
             }
             _ if state.busy => Answer::Busy("a round is reading the data set"),
             _ => {
-                state.build = Build::Running(message.dataset.clone(), Instant::now());
+                state.build =
+                    Build::Running(message.dataset.clone(), Instant::now(), sent.clone());
                 Answer::Start
             }
         }
@@ -278,20 +310,14 @@ impl HostStorage {
         Ok((kept, Busy(self.clone())))
     }
 
-    /// The kept data set when `dataset_id` is the message it last answered, from `signer`.
-    pub(crate) fn audited(
-        &self,
-        dataset_id: &str,
-        signer: &PublicKey,
-    ) -> Result<Arc<StoredDataset>, ApiError> {
+    /// The kept data set when `dataset_id` is the message it last answered.
+    pub(crate) fn audited(&self, dataset_id: &str) -> Result<Arc<StoredDataset>, ApiError> {
         let state = self.state.locked();
         match (&state.kept, &state.answered) {
-            (Some(kept), Some((id, issuer))) if id == dataset_id && issuer == signer => {
-                Ok(kept.clone())
-            }
+            (Some(kept), Some(id)) if id == dataset_id => Ok(kept.clone()),
             _ => Err(ApiError::new(
                 StatusCode::NOT_FOUND,
-                format!("no data set {dataset_id} was built for this validator"),
+                format!("no data set {dataset_id} is kept here"),
             )),
         }
     }

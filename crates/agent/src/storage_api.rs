@@ -13,7 +13,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
-use pog_local::storage::StoredDataset;
 use pog_net::http::{envelope_response, ApiError};
 use pog_net::locked::Locked;
 use pog_proof::storage::session::{
@@ -22,7 +21,7 @@ use pog_proof::storage::session::{
 };
 use pog_proof::storage::MAX_SAMPLES;
 use pog_proof::timing::CLOCK_SKEW_MS;
-use pog_signed::PublicKey;
+use pog_signed::{Envelope, PublicKey};
 use std::sync::Arc;
 
 /// The proof of storage's routes, each body at most [`MAX_STORAGE_REQUEST_BYTES`].
@@ -74,17 +73,21 @@ async fn dataset(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respons
         ));
     }
     storage.admit(&message.dataset)?;
-    let building = |running_ms| -> Result<Response, ApiError> {
+    let building = |running_ms, instead| -> Result<Response, ApiError> {
         let sealed = agent.signer().seal(
             kind::STORAGE_BUILDING,
             &BuildingMessage {
                 dataset_id: message.id.clone(),
                 running_ms,
+                instead,
             },
         )?;
         Ok((StatusCode::ACCEPTED, axum::Json(sealed)).into_response())
     };
-    match storage.on_dataset(&message, &signer) {
+    // The message as it was signed, offered to a validator asking for another data set while
+    // this one builds (decoded above, so it parses).
+    let sent: Envelope = serde_json::from_slice(&body).map_err(pog_signed::WireError::Envelope)?;
+    match storage.on_dataset(&message, &sent) {
         Answer::Built(root) => Ok(envelope_response(agent.signer().seal(
             kind::STORAGE_BUILT,
             &BuiltMessage {
@@ -92,7 +95,8 @@ async fn dataset(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respons
                 root,
             },
         )?)),
-        Answer::Building(running_ms) => building(running_ms),
+        Answer::Building(running_ms) => building(running_ms, None),
+        Answer::BuildingInstead(running_ms, running) => building(running_ms, Some(running)),
         Answer::Failed(reason) => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("building the data set failed: {reason}"),
@@ -100,13 +104,13 @@ async fn dataset(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respons
         Answer::Busy(why) => Err(ApiError::new(StatusCode::CONFLICT, why)),
         Answer::Start => {
             let (worker, set) = (storage.clone(), message.dataset.clone());
-            let dir = storage.dir.clone();
             tracing::info!(
-                dir = %dir.display(),
+                dir = %storage.dir.display(),
                 bytes = set.shape.bytes(),
                 "building the storage proof's data set"
             );
-            let build = tokio::task::spawn_blocking(move || StoredDataset::build(&dir, &set));
+            let builder = storage.clone();
+            let build = tokio::task::spawn_blocking(move || builder.build(&set));
             let set = message.dataset.clone();
             tokio::spawn(async move {
                 let built = match build.await {
@@ -119,7 +123,7 @@ async fn dataset(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respons
                 }
                 worker.finish_build(&set, built);
             });
-            building(0)
+            building(0, None)
         }
     }
 }
@@ -132,7 +136,7 @@ async fn audit(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response,
         pog_signed::decode(&body, kind::STORAGE_AUDIT)?;
     agent.check_trusted(&signer, "audit request")?;
     check_count(message.chunks.len(), "chunks")?;
-    let stored = storage.audited(&message.dataset_id, &signer)?;
+    let stored = storage.audited(&message.dataset_id)?;
     let chunks = stored.meta().dataset.shape.chunks();
     if let Some(past) = message.chunks.iter().find(|&&c| c >= chunks) {
         return Err(ApiError::new(

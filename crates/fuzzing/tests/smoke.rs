@@ -408,6 +408,7 @@ fn storage_messages_never_panic() {
         json(&BuildingMessage {
             dataset_id: f.dataset.id.clone(),
             running_ms: 5,
+            instead: None,
         }),
         json(&BuiltMessage {
             dataset_id: f.dataset.id.clone(),

@@ -99,6 +99,9 @@ pub(crate) fn round_summary(e: &RoundError) -> String {
             format!("signed by another key than the agent's, expected the agent {expected}")
         }
         RoundError::OutOfOrder(what) => format!("{what} arrived out of order"),
+        RoundError::NotTakenUp(why) => {
+            format!("the agent builds another data set, not taken up: {why}")
+        }
         RoundError::Expired {
             expires_at_ms,
             now_ms,

@@ -682,6 +682,13 @@ impl PgRegistry {
             .collect()
     }
 
+    /// [`crate::registry::Registry::validator_keys`] on this database.
+    pub async fn validator_keys(&self) -> Result<Vec<String>, RegistryError> {
+        let client = self.pool.get().await?;
+        let rows = client.query("SELECT key FROM validators", &[]).await?;
+        rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+    }
+
     /// [`crate::registry::Registry::adopt_fleet_setting`] on this database.
     pub async fn adopt_fleet_setting(
         &self,

@@ -341,6 +341,15 @@ impl Registry {
         }
     }
 
+    /// The key of every validator that has shared this database (its fleet; one alone has
+    /// only its own once its schedule has run), read only.
+    pub fn validator_keys(&self) -> Result<Vec<String>, RegistryError> {
+        match &self.db {
+            Db::Sqlite(s) => s.validator_keys(),
+            Db::Postgres(pg) => pg.block(|pg| async move { pg.validator_keys().await }),
+        }
+    }
+
     /// Claims `uuids` for `validator` in `slot`, leased until `lease_until_ms`: the GPUs it
     /// holds in the slot now (new claims and its own earlier ones); one another validator
     /// claimed first stays that validator's.
@@ -878,6 +887,12 @@ impl Sqlite {
         let rows = stmt.query_map([], |r| {
             Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.max(0) as u64))
         })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn validator_keys(&self) -> Result<Vec<String>, RegistryError> {
+        let mut stmt = self.db.prepare("SELECT key FROM validators")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

@@ -66,8 +66,21 @@ struct Gathered {
 enum Built {
     /// Still building.
     Building,
+    /// Building another data set this validator takes up (the session that comes back is
+    /// that one's), from this message.
+    Instead(Envelope),
     /// Built and audited.
     Audited(AuditOutcome),
+}
+
+/// What the agent said to a data set message, before any audit.
+enum Asked {
+    /// Still building it.
+    Building,
+    /// Building another, taken up: its session and its message.
+    Instead(Box<DatasetSession>, Envelope),
+    /// Built: the audit's openings, with their signer.
+    Opened(AuditOpeningsMessage, pog_signed::PublicKey),
 }
 
 impl Validator {
@@ -201,6 +214,15 @@ impl Validator {
                     .as_ref()
                     .and_then(|s| s.kept().map(|(d, root)| (d.clone(), root)));
                 match (polled, session) {
+                    (Ok(Built::Instead(envelope)), Some(session)) => {
+                        tracing::info!(
+                            gpu = uuid,
+                            dataset = %session.message().id,
+                            "taking up the storage data set the agent is building (sent before this validator restarted, or by another of its fleet)"
+                        );
+                        taken.back = Some(Held::Building { session, envelope });
+                        return Ok(None);
+                    }
                     (Ok(Built::Building), Some(session)) => {
                         tracing::info!(
                             gpu = uuid,
@@ -314,8 +336,9 @@ impl Validator {
             .ask_build(&mut session, envelope, endpoint, bytes)
             .await
         {
-            Ok(Some(opened)) => opened,
-            Ok(None) => return (Some(session), Ok(Built::Building)),
+            Ok(Asked::Opened(opened, signer)) => (opened, signer),
+            Ok(Asked::Building) => return (Some(session), Ok(Built::Building)),
+            Ok(Asked::Instead(taken, offered)) => return (Some(taken), Ok(Built::Instead(offered))),
             Err(e) => return (Some(session), Err(e)),
         };
         // Regenerating the audited chunks' items takes a core for a while: off the runtime.
@@ -333,15 +356,15 @@ impl Validator {
         }
     }
 
-    /// The data set message sent (again): `None` while the agent builds it; once built, its
-    /// root taken and the audit's openings with their signer.
+    /// The data set message sent (again): whether the agent builds it or another that is
+    /// taken up instead; once built, its root taken and the audit's openings.
     async fn ask_build(
         &self,
         session: &mut DatasetSession,
         envelope: &Envelope,
         endpoint: &str,
         bytes: &mut (usize, usize),
-    ) -> Result<Option<(AuditOpeningsMessage, pog_signed::PublicKey)>, ExchangeError> {
+    ) -> Result<Asked, ExchangeError> {
         let (n, answer) = post_counted(
             self.client(),
             &format!("{endpoint}/v1/storage/dataset"),
@@ -357,8 +380,21 @@ impl Validator {
         if said.kind == kind::STORAGE_BUILDING {
             let (building, signer): (BuildingMessage, _) =
                 pog_signed::decode(&answer, kind::STORAGE_BUILDING)?;
-            session.on_building(&building, &signer, now)?;
-            return Ok(None);
+            if building.instead.is_none() {
+                session.on_building(&building, &signer, now)?;
+                return Ok(Asked::Building);
+            }
+            // A data set this validator sent before it restarted, or another of its fleet
+            // sent: taken up rather than have the host start over.
+            let fleet = self.fleet_keys();
+            let (taken, offered) = session.take_up(
+                &building,
+                &signer,
+                |k| fleet.contains(k),
+                random_bytes(),
+                now,
+            )?;
+            return Ok(Asked::Instead(Box::new(taken), offered));
         }
         let (built, signer): (BuiltMessage, _) = pog_signed::decode(&answer, kind::STORAGE_BUILT)?;
         let audit: AuditMessage = session.on_built(&built, &signer, now)?;
@@ -371,10 +407,24 @@ impl Validator {
         )
         .await?;
         *bytes = (bytes.0 + n, bytes.1 + answer.len());
-        Ok(Some(pog_signed::decode(
-            &answer,
-            kind::STORAGE_AUDIT_OPENINGS,
-        )?))
+        let (opened, signer) = pog_signed::decode(&answer, kind::STORAGE_AUDIT_OPENINGS)?;
+        Ok(Asked::Opened(opened, signer))
+    }
+
+    /// This validator's key and every other validator's on its database (its fleet): the
+    /// senders of a data set it takes up. Only its own when the database cannot say.
+    fn fleet_keys(&self) -> Vec<pog_signed::PublicKey> {
+        let me = self.public_key();
+        let seen = self.registry().validator_keys().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the fleet's validators could not be read: taking up only this validator's own data sets");
+            Vec::new()
+        });
+        let mut keys: Vec<_> = seen
+            .iter()
+            .filter_map(|key| pog_signed::PublicKey::parse(key).ok())
+            .collect();
+        keys.push(me);
+        keys
     }
 
     /// Walks `round` on the agent of `gpu` under `plan` (regenerating `regenerated` items

@@ -3,7 +3,8 @@
 //! walk passes on a loaded machine): the data set built in the background while the
 //! validator polls, audited, kept and walked; a host keeping half of what it claims, a late
 //! walk and a silent agent fail with a record; the data set is kept across an agent's and a
-//! validator's restart.
+//! validator's restart, and a build under way is taken up by a restarted validator or another
+//! of its fleet.
 
 mod common;
 
@@ -356,6 +357,41 @@ async fn the_data_set_is_kept_across_the_agents_and_the_validators_restarts() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_validator_restarted_while_the_host_builds_takes_that_build_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new().serve().await;
+    // A build that takes 3 s (a large disk's, in a test): the validator restarts meanwhile.
+    h.agent(48, vec![claim("GPU-st-restart")])
+        .proving_storage(
+            HostStorage::new(dir.path(), storage_claim())
+                .unwrap()
+                .building_slowly(Duration::from_secs(3)),
+            storage_claim(),
+        )
+        .await;
+    assert!(h.v.prove_storage("GPU-st-restart", &policy(), None).await.unwrap().is_none());
+    // A new validator over the same records (same key) knows nothing of the data set being
+    // built and sends a new one: the agent answers that it builds the one sent before, which
+    // the new validator takes up. Before, the agent refused the new one (409) while it built,
+    // each round a failure on the host's record, then rebuilt its whole claim.
+    let restarted = Validator::over(h.v.records().clone(), loopback()).unwrap();
+    let record = proven(&restarted, "GPU-st-restart", &policy()).await;
+    assert!(record.accepted, "{record:?}");
+    let audit = record.audit.as_ref().expect("audited once built");
+    assert!(audit.accepted, "{audit:?}");
+    let records = storage_records(&h.url, "GPU-st-restart").await;
+    assert_eq!(records.len(), 1, "no failure while it built: {records:?}");
+    // What was audited and walked is the one data set the host built, the first one sent.
+    let kept: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("dataset.json")).unwrap()).unwrap();
+    assert_eq!(
+        serde_json::to_value(&record.dataset).unwrap(),
+        kept["dataset"],
+        "{kept}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn another_validator_of_the_fleet_walks_the_data_set_one_sent() {
     let Some(url) = pog_validator::postgres::testing::fresh_postgres_database() else {
         return;
@@ -384,6 +420,39 @@ async fn another_validator_of_the_fleet_walks_the_data_set_one_sent() {
     let again = proven(&a.v, "GPU-st-fleet", &policy()).await;
     assert!(again.accepted && again.audit.is_none(), "{:?}", again.round);
     assert_eq!(again.root, built.root);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_validator_of_the_fleet_takes_up_the_build_one_sent() {
+    let Some(url) = pog_validator::postgres::testing::fresh_postgres_database() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = Harness::new().key([73; 32]).on_database(&url).serve().await;
+    let b = Harness::new().key([74; 32]).on_database(&url).serve().await;
+    // Both have run a slot: each is in the fleet's list of validators.
+    for v in [&a.v, &b.v] {
+        let now = v.records().now_ms();
+        v.registry()
+            .heartbeat(&v.public_key().to_string(), now)
+            .unwrap();
+    }
+    a.agent(50, vec![claim("GPU-st-fleet-build")])
+        .trusting(vec![a.v.public_key(), b.v.public_key()])
+        .proving_storage(
+            HostStorage::new(dir.path(), storage_claim())
+                .unwrap()
+                .building_slowly(Duration::from_secs(3)),
+            storage_claim(),
+        )
+        .await;
+    assert!(a.v.prove_storage("GPU-st-fleet-build", &policy(), None).await.unwrap().is_none());
+    // B takes the host's next slot while A's data set builds: it takes that build up, audits
+    // it once built and walks it.
+    let record = proven(&b.v, "GPU-st-fleet-build", &policy()).await;
+    assert!(record.accepted && record.audit.is_some(), "{record:?}");
+    assert_eq!(record.dataset.to.validator_key, a.v.public_key());
+    assert_eq!(storage_records(&b.url, "GPU-st-fleet-build").await.len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::timing::{self, TimeCheck};
 use pog_merkle::Hash;
-use pog_signed::PublicKey;
+use pog_signed::{Envelope, PublicKey};
 use serde::{Deserialize, Serialize};
 
 /// The message kinds of the proof of storage.
@@ -60,6 +60,13 @@ pub struct BuildingMessage {
     pub dataset_id: String,
     /// How long the build has run, ms (the agent's clock).
     pub running_ms: u64,
+    /// Set when the message asked for another data set than the one being built (for the
+    /// same host: its validator restarted and forgot the one it sent, or another validator of
+    /// its fleet asks): the message of the one being built, as its validator signed it. The
+    /// asker may take that one up ([`DatasetSession::take_up`]) instead of having the host
+    /// start over once it is done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instead: Option<Envelope>,
 }
 
 /// Agent → validator: the data set is built and kept.
@@ -188,6 +195,57 @@ impl DatasetSession {
             });
         }
         Ok(())
+    }
+
+    /// The agent's word, at `now_ms`, that it is building another data set than this
+    /// session's (`building.instead`): the session of that one, auditing with a fresh
+    /// `secret`, when it is a data set this session's validator would send itself. That is:
+    /// signed by a validator `trusts` and addressed by it, for this session's GPU, bus id and
+    /// agent, of its version and shape, and not expired. Taking it up costs no soundness:
+    /// its nonce came from a validator, and the audit draws its chunks from `secret` only
+    /// once the root has arrived. Errors leave this session as it was.
+    pub fn take_up(
+        &self,
+        building: &BuildingMessage,
+        signer: &PublicKey,
+        trusts: impl Fn(&PublicKey) -> bool,
+        secret: [u8; 32],
+        now_ms: u64,
+    ) -> Result<(DatasetSession, Envelope), RoundError> {
+        self.check_sender(&building.dataset_id, signer)?;
+        if self.state != DatasetState::Sent {
+            return Err(RoundError::OutOfOrder("a build in progress"));
+        }
+        let refused = RoundError::NotTakenUp;
+        let offered = building
+            .instead
+            .as_ref()
+            .ok_or(refused("the agent names no data set it builds instead"))?;
+        let bytes = serde_json::to_vec(offered).map_err(|_| refused("its message is no envelope"))?;
+        let (message, issuer): (DatasetMessage, PublicKey) =
+            pog_signed::decode(&bytes, kind::STORAGE_DATASET)
+                .map_err(|_| refused("its message is not a signed data set message"))?;
+        if !trusts(&issuer) {
+            return Err(refused("it was sent by a validator this one does not trust"));
+        }
+        if message.dataset.to.validator_key != issuer {
+            return Err(refused("it is signed by another validator than the one it names"));
+        }
+        let (mine, theirs) = (&self.message.dataset.to, &message.dataset.to);
+        if (&mine.gpu_uuid, &mine.gpu_bus_id, &mine.agent_key)
+            != (&theirs.gpu_uuid, &theirs.gpu_bus_id, &theirs.agent_key)
+        {
+            return Err(refused("it is for another GPU, bus id or agent"));
+        }
+        if message.dataset.validate().is_err() || message.dataset.shape != self.message.dataset.shape
+        {
+            return Err(refused("it is of another version or shape"));
+        }
+        if now_ms > message.expires_at_ms {
+            return Err(refused("it has expired"));
+        }
+        let session = DatasetSession::new(&message, self.agent.clone(), secret, self.samples);
+        Ok((session, offered.clone()))
     }
 
     /// The data set message as sent.
@@ -354,6 +412,10 @@ pub enum RoundError {
     /// A message the round is not waiting for.
     #[error("{0} arrived out of order")]
     OutOfOrder(&'static str),
+    /// The data set the agent builds instead of the one asked is not one this validator
+    /// takes up ([`DatasetSession::take_up`]), for this reason.
+    #[error("the data set the agent builds instead is not taken up: {0}")]
+    NotTakenUp(&'static str),
     /// The digests came after the round's expiry.
     #[error("the round expired at {expires_at_ms} ms; the digests came at {now_ms} ms")]
     Expired {
@@ -877,6 +939,84 @@ mod tests {
     }
 
     #[test]
+    fn a_data_set_built_instead_is_taken_up_only_when_its_validator_would_have_sent_it() {
+        use pog_signed::Identity;
+        let (me, peer, stranger) = (
+            Identity::from_seed([1; 32]),
+            Identity::from_seed([2; 32]),
+            Identity::from_seed([3; 32]),
+        );
+        let agent = PublicKey::from([0xaa; 32]);
+        let shape = set().dataset.shape;
+        let to = |validator: &Identity, uuid: &str| Addressee {
+            gpu_uuid: uuid.parse().unwrap(),
+            gpu_bus_id: "0".into(),
+            agent_key: agent.clone(),
+            validator_key: validator.public_key(),
+        };
+        let message = |id: &str, to: Addressee, shape: StorageShape| DatasetMessage {
+            id: id.into(),
+            dataset: StorageDataset::new([id.len() as u8; 32], to, shape),
+            issued_at_ms: 1_000,
+            expires_at_ms: 9_000,
+        };
+        // What this validator asked for after its restart.
+        let asked = message("asked", to(&me, "GPU-host"), shape);
+        let session = DatasetSession::new(&asked, agent.clone(), [4; 32], 8);
+        let trusts = |k: &PublicKey| *k == me.public_key() || *k == peer.public_key();
+        let building = |offered: Option<Envelope>| BuildingMessage {
+            dataset_id: "asked".into(),
+            running_ms: 10,
+            instead: offered,
+        };
+        let seal = |by: &Identity, m: &DatasetMessage| by.seal(kind::STORAGE_DATASET, m).unwrap();
+
+        // Sent before the restart by this validator, or by another of its fleet: taken up,
+        // the new session polls that data set and audits it with the new secret.
+        for by in [&me, &peer] {
+            let before = message("before", to(by, "GPU-host"), shape);
+            let (taken, envelope) = session
+                .take_up(&building(Some(seal(by, &before))), &agent, trusts, [5; 32], 2_000)
+                .unwrap();
+            assert_eq!(taken.message(), &before);
+            assert_eq!(envelope, seal(by, &before));
+        }
+        let refused = |offered: Envelope, signer: &PublicKey, now_ms: u64| {
+            session.take_up(&building(Some(offered)), signer, trusts, [5; 32], now_ms)
+        };
+        let not_taken = |r: Result<(DatasetSession, Envelope), RoundError>| match r {
+            Err(RoundError::NotTakenUp(why)) => why,
+            other => panic!("taken up: {:?}", other.map(|(s, _)| s.message().clone())),
+        };
+        let before = message("before", to(&me, "GPU-host"), shape);
+        // A validator it does not trust, or one signing a message addressed by another.
+        assert!(not_taken(refused(seal(&stranger, &message("x", to(&stranger, "GPU-host"), shape)), &agent, 2_000)).contains("does not trust"));
+        assert!(not_taken(refused(seal(&peer, &before), &agent, 2_000)).contains("another validator"));
+        // Another GPU, another shape, expired.
+        assert!(not_taken(refused(seal(&me, &message("o", to(&me, "GPU-other"), shape)), &agent, 2_000)).contains("another GPU"));
+        let other_shape = StorageShape { items: shape.items * 2, ..shape };
+        assert!(not_taken(refused(seal(&me, &message("o", to(&me, "GPU-host"), other_shape)), &agent, 2_000)).contains("shape"));
+        assert!(not_taken(refused(seal(&me, &before), &agent, 9_001)).contains("expired"));
+        // A forged signature, or another kind of message.
+        let mut forged = seal(&me, &before);
+        forged.body = forged.body.replace("before", "befor3");
+        assert!(not_taken(refused(forged, &agent, 2_000)).contains("not a signed"));
+        assert!(not_taken(refused(me.seal("storage-round", &before).unwrap(), &agent, 2_000)).contains("not a signed"));
+        // Nothing offered, another agent's word, or the word for another data set.
+        assert!(not_taken(session.take_up(&building(None), &agent, trusts, [5; 32], 2_000)).contains("names no"));
+        assert!(matches!(
+            refused(seal(&me, &before), &PublicKey::from([1; 32]), 2_000),
+            Err(RoundError::WrongSigner { .. })
+        ));
+        let mut elsewhere = building(Some(seal(&me, &before)));
+        elsewhere.dataset_id = "before".into();
+        assert!(matches!(
+            session.take_up(&elsewhere, &agent, trusts, [5; 32], 2_000),
+            Err(RoundError::WrongId { .. })
+        ));
+    }
+
+    #[test]
     fn an_audit_answered_wrong_late_or_by_another_is_refused() {
         let honest = set();
         let agent = PublicKey::from([0xaa; 32]);
@@ -890,6 +1030,7 @@ mod tests {
         let building = BuildingMessage {
             dataset_id: "d1".into(),
             running_ms: 10,
+            instead: None,
         };
         assert_eq!(session.on_building(&building, &agent, 1_500), Ok(()));
         assert!(matches!(
