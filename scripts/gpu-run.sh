@@ -15,8 +15,8 @@
 # load the run puts on it, /metrics (the GPM profiling fields among them) and the dashboard's
 # NVML limits scraped every 20 s, and nvidia-smi's temperature thresholds beside them; under
 # $OUT/trace/. RUNS=N proves each precision N times (default 5; 3 with QUICK=1).
-# CHEATS=1 adds the cheats a proof must still catch: a GEMM co-tenant 20 %, 40 % and all of the
-# time, and scripts/memory-proof-h200.sh (capacity cheats, a bandwidth thief, whole rounds).
+# CHEATS=1 adds the cheats a proof must catch: a GEMM co-tenant 20 %, 40 % and all of the time,
+# and scripts/memory-proof-h200.sh (capacity cheats, a bandwidth thief, whole rounds).
 # MONITOR=1 adds the health monitor's cost beside nvidia-smi and pynvml (5.5 min; the scripts
 # monitor-overhead-h200.sh and pynvml_sampler.py beside this one) and its live check, under
 # $OUT/monitor/.
@@ -184,8 +184,10 @@ fi
 
 # The cheats a proof must still catch (issue 23, item 6), with CHEATS=1: a co-tenant
 # (cotenant.py beside this script) running BF16 matmuls on the GPU 20 %, 40 % and all of the
-# time during the validator's per-model GEMM challenge, three proofs each, every one expected
-# rejected (exit 1); then the proof of memory's evidence (scripts/memory-proof-h200.sh with
+# time during the validator's per-model GEMM challenge, three proofs each: 40 % and all of the
+# time expected rejected (exit 1); 20 % costs the proof about 12 % of its time on an H100, within
+# the bound's tolerance, so expected accepted (docs/protocol.md, "A co-tenant on the GPU");
+# then the proof of memory's evidence (scripts/memory-proof-h200.sh with
 # MEMORY_RUNS honest runs, default 5: the capacity cheats of an 80 GB card, a bandwidth thief
 # 30 % and all of the time, whole rounds), under $OUT/memory/.
 if [ "${CHEATS:-0}" = 1 ] && python3 -c 'import torch' 2>/dev/null; then
@@ -197,8 +199,9 @@ if [ "${CHEATS:-0}" = 1 ] && python3 -c 'import torch' 2>/dev/null; then
     tenant_pid=$!
     for _ in $(seq 60); do [ -f "$OUT/cheats/ready" ] && break; sleep 0.5; done
     sleep 2
+    expected=1; [ "$duty" = 0.2 ] && expected=0
     for i in 1 2 3; do
-      run "cheat-gemm-$duty-$i-json" 1 "$POG" prove --proof gemm --json
+      run "cheat-gemm-$duty-$i-json" "$expected" "$POG" prove --proof gemm --json
     done
     kill -TERM "$tenant_pid" 2>/dev/null; wait "$tenant_pid"
   done

@@ -170,7 +170,10 @@ impl HostStorage {
     }
 
     /// Builds `dataset` in the directory (blocking: minutes for hundreds of GiB).
-    pub(crate) fn build(&self, dataset: &StorageDataset) -> Result<StoredDataset, StorageHostError> {
+    pub(crate) fn build(
+        &self,
+        dataset: &StorageDataset,
+    ) -> Result<StoredDataset, StorageHostError> {
         #[cfg(feature = "test-doubles")]
         std::thread::sleep(self.build_delay);
         StoredDataset::build(&self.dir, dataset)
@@ -247,8 +250,7 @@ impl HostStorage {
             }
             _ if state.busy => Answer::Busy("a round is reading the data set"),
             _ => {
-                state.build =
-                    Build::Running(message.dataset.clone(), Instant::now(), sent.clone());
+                state.build = Build::Running(message.dataset.clone(), Instant::now(), sent.clone());
                 Answer::Start
             }
         }

@@ -338,7 +338,9 @@ impl Validator {
         {
             Ok(Asked::Opened(opened, signer)) => (opened, signer),
             Ok(Asked::Building) => return (Some(session), Ok(Built::Building)),
-            Ok(Asked::Instead(taken, offered)) => return (Some(taken), Ok(Built::Instead(offered))),
+            Ok(Asked::Instead(taken, offered)) => {
+                return (Some(taken), Ok(Built::Instead(offered)))
+            }
             Err(e) => return (Some(session), Err(e)),
         };
         // Regenerating the audited chunks' items takes a core for a while: off the runtime.

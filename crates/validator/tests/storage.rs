@@ -369,7 +369,12 @@ async fn a_validator_restarted_while_the_host_builds_takes_that_build_up() {
             storage_claim(),
         )
         .await;
-    assert!(h.v.prove_storage("GPU-st-restart", &policy(), None).await.unwrap().is_none());
+    assert!(h
+        .v
+        .prove_storage("GPU-st-restart", &policy(), None)
+        .await
+        .unwrap()
+        .is_none());
     // A new validator over the same records (same key) knows nothing of the data set being
     // built and sends a new one: the agent answers that it builds the one sent before, which
     // the new validator takes up. Before, the agent refused the new one (409) while it built,
@@ -446,7 +451,12 @@ async fn another_validator_of_the_fleet_takes_up_the_build_one_sent() {
             storage_claim(),
         )
         .await;
-    assert!(a.v.prove_storage("GPU-st-fleet-build", &policy(), None).await.unwrap().is_none());
+    assert!(a
+        .v
+        .prove_storage("GPU-st-fleet-build", &policy(), None)
+        .await
+        .unwrap()
+        .is_none());
     // B takes the host's next slot while A's data set builds: it takes that build up, audits
     // it once built and walks it.
     let record = proven(&b.v, "GPU-st-fleet-build", &policy()).await;

@@ -221,15 +221,20 @@ impl DatasetSession {
             .instead
             .as_ref()
             .ok_or(refused("the agent names no data set it builds instead"))?;
-        let bytes = serde_json::to_vec(offered).map_err(|_| refused("its message is no envelope"))?;
+        let bytes =
+            serde_json::to_vec(offered).map_err(|_| refused("its message is no envelope"))?;
         let (message, issuer): (DatasetMessage, PublicKey) =
             pog_signed::decode(&bytes, kind::STORAGE_DATASET)
                 .map_err(|_| refused("its message is not a signed data set message"))?;
         if !trusts(&issuer) {
-            return Err(refused("it was sent by a validator this one does not trust"));
+            return Err(refused(
+                "it was sent by a validator this one does not trust",
+            ));
         }
         if message.dataset.to.validator_key != issuer {
-            return Err(refused("it is signed by another validator than the one it names"));
+            return Err(refused(
+                "it is signed by another validator than the one it names",
+            ));
         }
         let (mine, theirs) = (&self.message.dataset.to, &message.dataset.to);
         if (&mine.gpu_uuid, &mine.gpu_bus_id, &mine.agent_key)
@@ -237,7 +242,8 @@ impl DatasetSession {
         {
             return Err(refused("it is for another GPU, bus id or agent"));
         }
-        if message.dataset.validate().is_err() || message.dataset.shape != self.message.dataset.shape
+        if message.dataset.validate().is_err()
+            || message.dataset.shape != self.message.dataset.shape
         {
             return Err(refused("it is of another version or shape"));
         }
@@ -976,7 +982,13 @@ mod tests {
         for by in [&me, &peer] {
             let before = message("before", to(by, "GPU-host"), shape);
             let (taken, envelope) = session
-                .take_up(&building(Some(seal(by, &before))), &agent, trusts, [5; 32], 2_000)
+                .take_up(
+                    &building(Some(seal(by, &before))),
+                    &agent,
+                    trusts,
+                    [5; 32],
+                    2_000,
+                )
                 .unwrap();
             assert_eq!(taken.message(), &before);
             assert_eq!(envelope, seal(by, &before));
@@ -990,20 +1002,48 @@ mod tests {
         };
         let before = message("before", to(&me, "GPU-host"), shape);
         // A validator it does not trust, or one signing a message addressed by another.
-        assert!(not_taken(refused(seal(&stranger, &message("x", to(&stranger, "GPU-host"), shape)), &agent, 2_000)).contains("does not trust"));
-        assert!(not_taken(refused(seal(&peer, &before), &agent, 2_000)).contains("another validator"));
+        assert!(not_taken(refused(
+            seal(&stranger, &message("x", to(&stranger, "GPU-host"), shape)),
+            &agent,
+            2_000
+        ))
+        .contains("does not trust"));
+        assert!(
+            not_taken(refused(seal(&peer, &before), &agent, 2_000)).contains("another validator")
+        );
         // Another GPU, another shape, expired.
-        assert!(not_taken(refused(seal(&me, &message("o", to(&me, "GPU-other"), shape)), &agent, 2_000)).contains("another GPU"));
-        let other_shape = StorageShape { items: shape.items * 2, ..shape };
-        assert!(not_taken(refused(seal(&me, &message("o", to(&me, "GPU-host"), other_shape)), &agent, 2_000)).contains("shape"));
+        assert!(not_taken(refused(
+            seal(&me, &message("o", to(&me, "GPU-other"), shape)),
+            &agent,
+            2_000
+        ))
+        .contains("another GPU"));
+        let other_shape = StorageShape {
+            items: shape.items * 2,
+            ..shape
+        };
+        assert!(not_taken(refused(
+            seal(&me, &message("o", to(&me, "GPU-host"), other_shape)),
+            &agent,
+            2_000
+        ))
+        .contains("shape"));
         assert!(not_taken(refused(seal(&me, &before), &agent, 9_001)).contains("expired"));
         // A forged signature, or another kind of message.
         let mut forged = seal(&me, &before);
         forged.body = forged.body.replace("before", "befor3");
         assert!(not_taken(refused(forged, &agent, 2_000)).contains("not a signed"));
-        assert!(not_taken(refused(me.seal("storage-round", &before).unwrap(), &agent, 2_000)).contains("not a signed"));
+        assert!(not_taken(refused(
+            me.seal("storage-round", &before).unwrap(),
+            &agent,
+            2_000
+        ))
+        .contains("not a signed"));
         // Nothing offered, another agent's word, or the word for another data set.
-        assert!(not_taken(session.take_up(&building(None), &agent, trusts, [5; 32], 2_000)).contains("names no"));
+        assert!(
+            not_taken(session.take_up(&building(None), &agent, trusts, [5; 32], 2_000))
+                .contains("names no")
+        );
         assert!(matches!(
             refused(seal(&me, &before), &PublicKey::from([1; 32]), 2_000),
             Err(RoundError::WrongSigner { .. })
