@@ -95,6 +95,10 @@ pub trait ProofKind: Sized + Send + Sync + 'static {
     const NAME: &'static str;
     /// How its exchange runs.
     const EXCHANGE: Exchange;
+    /// Its bound is calibrated by its own set-up on the validator's clock
+    /// ([`ProofKind::expected_after_set_up`]): the host's fastest accepted set-up is kept, so
+    /// that a slowed one buys no looser bound (`pog_validator::set_up_pace`).
+    const CALIBRATES_BY_SET_UP: bool = false;
     /// The challenge as issued, signed and recorded.
     type Challenge: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static;
     /// The plan for one claimed model: the challenge's shape and the model's time bound.
@@ -307,6 +311,7 @@ impl ProofKind for HostCpu {
         start_path: "/v1/cpu/start",
         start_kind: kind::CPU_START,
     };
+    const CALIBRATES_BY_SET_UP: bool = true;
     type Challenge = CpuChallenge;
     type Plan = CpuPlan;
     type Checked = CpuRun;
@@ -398,6 +403,7 @@ impl ProofKind for HostRam {
         start_path: "/v1/ram/walk",
         start_kind: kind::RAM_WALK,
     };
+    const CALIBRATES_BY_SET_UP: bool = true;
     type Challenge = MemoryChallenge;
     type Plan = MemoryPlan;
     type Checked = Walk;

@@ -85,6 +85,8 @@ CREATE TABLE market_withdrawals (renter TEXT PRIMARY KEY, at_ms BIGINT NOT NULL,
 ALTER TABLE gpus ADD COLUMN unrecorded TEXT;
 ", "
 CREATE TABLE unrecorded_releases (record_id TEXT PRIMARY KEY, gpu_uuid TEXT NOT NULL, at_ms BIGINT NOT NULL, record TEXT NOT NULL);
+", "
+CREATE TABLE set_up_paces (key TEXT PRIMARY KEY, fastest_ms DOUBLE PRECISION NOT NULL);
 "];
 
 /// Gives `entry` the fleet's log's next index within the transaction `tx` (the sequence row
@@ -680,6 +682,31 @@ impl PgRegistry {
         rows.iter()
             .map(|r| Ok((r.try_get(0)?, r.try_get::<_, i64>(1)?.max(0) as u64)))
             .collect()
+    }
+
+    /// [`crate::registry::Registry::fastest_set_up`] on this database.
+    pub async fn fastest_set_up(&self, key: &str) -> Result<Option<f64>, RegistryError> {
+        let client = self.pool.get().await?;
+        let row = client
+            .query_opt(
+                "SELECT fastest_ms FROM set_up_paces WHERE key = $1",
+                &[&key],
+            )
+            .await?;
+        Ok(row.map(|r| r.try_get(0)).transpose()?)
+    }
+
+    /// [`crate::registry::Registry::note_set_up`] on this database.
+    pub async fn note_set_up(&self, key: &str, ms: f64) -> Result<(), RegistryError> {
+        let client = self.pool.get().await?;
+        client
+            .execute(
+                "INSERT INTO set_up_paces (key, fastest_ms) VALUES ($1, $2) \
+                 ON CONFLICT (key) DO UPDATE SET fastest_ms = LEAST(set_up_paces.fastest_ms, $2)",
+                &[&key, &ms],
+            )
+            .await?;
+        Ok(())
     }
 
     /// [`crate::registry::Registry::validator_keys`] on this database.

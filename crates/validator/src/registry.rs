@@ -52,8 +52,9 @@ CREATE INDEX IF NOT EXISTS slot_claims_open ON slot_claims (done, lease_until_ms
 /// owners (`agents.token_owner`); 4: their hosts' storage claims (`agents.storage_bytes`,
 /// `agents.storage_class`); 5: their hosts' RAM claims (`agents.ram_bytes`); 6: a GPU's
 /// registration change not yet on record (`gpus.unrecorded`); 7: releases not yet on record
-/// (`unrecorded_releases`).
-pub const SQLITE_SCHEMA_VERSION: i64 = 7;
+/// (`unrecorded_releases`); 8: each host's fastest accepted set-up per proof shape
+/// (`set_up_paces`, [`crate::set_up_pace`]).
+pub const SQLITE_SCHEMA_VERSION: i64 = 8;
 
 /// The columns of a registered GPU, for [`gpu_row`].
 const GPU_COLUMNS: &str =
@@ -337,6 +338,43 @@ impl Registry {
             Db::Postgres(pg) => {
                 let validator = validator.to_owned();
                 pg.block(|pg| async move { pg.heartbeat(&validator, now_ms).await })
+            }
+        }
+    }
+
+    /// The fastest accepted set-up on record for a proof shape of one host
+    /// ([`crate::set_up_pace::SetUpPaces::key`]), ms.
+    pub fn fastest_set_up(&self, key: &str) -> Result<Option<f64>, RegistryError> {
+        match &self.db {
+            Db::Sqlite(s) => Ok(s
+                .db
+                .query_row(
+                    "SELECT fastest_ms FROM set_up_paces WHERE key = ?1",
+                    params![key],
+                    |r| r.get(0),
+                )
+                .optional()?),
+            Db::Postgres(pg) => {
+                let key = key.to_owned();
+                pg.block(|pg| async move { pg.fastest_set_up(&key).await })
+            }
+        }
+    }
+
+    /// Notes an accepted set-up of `ms` for `key`: kept when it is the fastest so far.
+    pub fn note_set_up(&mut self, key: &str, ms: f64) -> Result<(), RegistryError> {
+        match &mut self.db {
+            Db::Sqlite(s) => {
+                s.db.execute(
+                    "INSERT INTO set_up_paces (key, fastest_ms) VALUES (?1, ?2) \
+                     ON CONFLICT(key) DO UPDATE SET fastest_ms = MIN(fastest_ms, ?2)",
+                    params![key, ms],
+                )?;
+                Ok(())
+            }
+            Db::Postgres(pg) => {
+                let key = key.to_owned();
+                pg.block(|pg| async move { pg.note_set_up(&key, ms).await })
             }
         }
     }
@@ -712,6 +750,14 @@ impl Sqlite {
             db.execute_batch(
                 "CREATE TABLE unrecorded_releases (record_id TEXT PRIMARY KEY, gpu_uuid TEXT NOT NULL, at_ms INTEGER NOT NULL, record TEXT NOT NULL);
                  DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES (7);",
+            )?;
+        }
+        if found < 8 {
+            // Version 8: the fastest accepted set-up of each host and proof shape, kept across
+            // restarts and shared by the validators on the database.
+            db.execute_batch(
+                "CREATE TABLE set_up_paces (key TEXT PRIMARY KEY, fastest_ms REAL NOT NULL);
+                 DELETE FROM schema_version; INSERT INTO schema_version (version) VALUES (8);",
             )?;
         }
         Ok(Sqlite {
@@ -1201,6 +1247,30 @@ mod tests {
             assert_eq!(
                 r.latest_record_of_kind("GPU-k", "storage-record").unwrap(),
                 Some(envelope("storage-record", 2)),
+                "{}",
+                place.name()
+            );
+        }
+    }
+
+    #[test]
+    fn the_fastest_set_up_of_a_shape_is_kept() {
+        for place in Place::all() {
+            let mut r = place.open();
+            assert_eq!(r.fastest_set_up("cpu a 16").unwrap(), None);
+            for ms in [240.0, 225.0, 262.0] {
+                r.note_set_up("cpu a 16", ms).unwrap();
+            }
+            r.note_set_up("cpu a 32", 500.0).unwrap();
+            assert_eq!(
+                r.fastest_set_up("cpu a 16").unwrap(),
+                Some(225.0),
+                "{}",
+                place.name()
+            );
+            assert_eq!(
+                r.fastest_set_up("cpu a 32").unwrap(),
+                Some(500.0),
                 "{}",
                 place.name()
             );

@@ -6,8 +6,11 @@
 //! could slow it on purpose. Once a host has passed with a set-up of one shape, its later
 //! set-ups of that shape count as at most [`SET_UP_SLACK`] times its fastest: a slowed set-up
 //! no longer buys a looser bound, while an honest host's set-ups, which vary by less, are
-//! judged as measured. Kept in memory: a restarted validator judges a host's next round by its
-//! own set-up again.
+//! judged as measured. Kept in memory and in the registry (`set_up_paces`): a restarted
+//! validator takes a host's pace up at its first round of that shape, and a validator on a
+//! fleet's database at every round, since another may have seen a faster set-up; without it a
+//! host slowing its calibration had a fresh first round after each restart and with each
+//! validator of a fleet.
 
 use pog_signed::PublicKey;
 use std::collections::HashMap;
@@ -43,7 +46,13 @@ impl SetUpPaces {
         Some(fastest.map_or(measured, |f| measured.min(f * SET_UP_SLACK)))
     }
 
-    /// Notes the set-up of a round that passed, `measured_ms` on the validator's clock.
+    /// Whether a set-up of `key` is known here.
+    pub fn knows(&self, key: &str) -> bool {
+        self.lock().contains_key(key)
+    }
+
+    /// Notes the set-up of a round that passed, `measured_ms` on the validator's clock (or
+    /// the fastest on record, taken up).
     pub fn passed(&self, key: String, measured_ms: f64) {
         if measured_ms.is_finite() && measured_ms > 0.0 {
             let mut fastest = self.lock();

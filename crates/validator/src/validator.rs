@@ -541,6 +541,9 @@ impl Validator {
         let expiry_ms = K::set_up_expiry_ms(&plan, policy, &claimed);
         let expected_ms = K::expected_ms(&plan);
         let pace_key = crate::set_up_pace::SetUpPaces::key(K::NAME, &gpu.agent, &plan);
+        if K::CALIBRATES_BY_SET_UP {
+            self.take_up_set_up_pace(&pace_key);
+        }
         let challenge = K::challenge(
             &plan,
             random_bytes(),
@@ -693,7 +696,10 @@ impl Validator {
             recorded_at_ms: self.records.now_ms(),
         };
         self.store((&id, slot), record.accepted, &record)?;
-        if let Some(ms) = set_up_ms.filter(|_| record.accepted) {
+        if let Some(ms) = set_up_ms.filter(|_| record.accepted && K::CALIBRATES_BY_SET_UP) {
+            if let Err(e) = self.registry().note_set_up(&pace_key, ms) {
+                tracing::warn!(error = %e, gpu = uuid, "the host's set-up could not be kept in the registry: kept in memory only");
+            }
             self.set_up_paces.passed(pace_key, ms);
         }
         self.proofs.note(
@@ -709,6 +715,23 @@ impl Validator {
             self.round_trips.locked().insert(uuid.to_string(), rtt);
         }
         Ok(record)
+    }
+
+    /// Takes the fastest set-up on record for `key` into memory: at this validator's first
+    /// round of that host and shape (it restarted), and at every round on a fleet's database,
+    /// where another validator may have seen a faster one. A registry that cannot say leaves
+    /// the round judged by what is in memory (logged).
+    fn take_up_set_up_pace(&self, key: &str) {
+        if self.set_up_paces.knows(key) && !self.registry().is_postgres() {
+            return;
+        }
+        match self.registry().fastest_set_up(key) {
+            Ok(Some(ms)) => self.set_up_paces.passed(key.to_string(), ms),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "the hosts' set-up paces could not be read: judged by this validator's own")
+            }
+        }
     }
 
     /// Sends the message that asks for a commitment (`asked`), waits for the commitment (at

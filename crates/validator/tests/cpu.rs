@@ -12,6 +12,7 @@ use pog_proof::prover::Behaviour;
 use pog_records::{CpuRecord, HostCpu, RECORD_VERSION};
 use pog_signed::RecordKind;
 use pog_validator::schedule::{Rounds, Schedule};
+use pog_validator::validator::Validator;
 
 /// The CPU records among a GPU's records, newest last.
 async fn cpu_records(vurl: &str, uuid: &str) -> Vec<serde_json::Value> {
@@ -156,6 +157,21 @@ async fn a_host_that_calibrated_fast_cannot_widen_its_bound_by_calibrating_slowl
             <= fast.expected_ms * pog_validator::set_up_pace::SET_UP_SLACK * (1.0 + 1e-9),
         "{} against {}",
         slowed.expected_ms,
+        fast.expected_ms
+    );
+    // A restarted validator over the same registry takes the pace up: the slowed calibration
+    // buys no looser bound there either (before, its first round was judged by it as measured).
+    let restarted = Validator::over(h.v.records().clone(), loopback()).unwrap();
+    let after_restart = restarted
+        .challenge::<HostCpu>("GPU-pace", &policy())
+        .await
+        .unwrap();
+    assert!(after_restart.details.calibration_ms.unwrap() >= 1500.0);
+    assert!(
+        after_restart.expected_ms
+            <= fast.expected_ms * pog_validator::set_up_pace::SET_UP_SLACK * (1.0 + 1e-9),
+        "{} against {}",
+        after_restart.expected_ms,
         fast.expected_ms
     );
 }
