@@ -9,7 +9,9 @@ use crate::model::{
     Envelope, Fingerprint, LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES,
     STEADY_FRACTION,
 };
-use crate::response::{KeptResponse, ResponseResumeError, ThermalResponse, MAX_RMS_C};
+use crate::response::{
+    KeptHeldLevels, KeptResponse, ResponseResumeError, ThermalResponse, MAX_RMS_C,
+};
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{median, theil_sen};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -183,6 +185,9 @@ struct HeldLevel {
     level: f64,
     /// When the die last held this load.
     t: f64,
+    /// Kept from an earlier run ([`Monitor::resume_response`]) and not yet held in this one:
+    /// the die's first hold here takes its level afresh.
+    kept: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -279,16 +284,25 @@ impl Monitor {
         self.resume = levels;
     }
 
-    /// The die's learned thermal response (the time constants its load steps showed, and
-    /// what its readings tell of its model: [`KeptResponse`], JSON), to keep across runs;
-    /// `None` before a load step showed one.
+    /// The die's learned thermal response (the time constants its load steps showed, where
+    /// it settled at each load it held, and what its readings tell of its model:
+    /// [`KeptResponse`], JSON), to keep across runs; `None` before it learned either.
     pub fn response_state(&self) -> Option<String> {
         let taus_s = self.die_response.learned();
-        if taus_s.is_empty() {
+        if taus_s.is_empty() && self.held_levels.is_empty() {
             return None;
         }
+        let held = (!self.held_levels.is_empty()).then(|| KeptHeldLevels {
+            bin_w: self.config.envelope_bin_w,
+            by_bin: self
+                .held_levels
+                .iter()
+                .map(|(&bin, held)| (bin, held.level))
+                .collect(),
+        });
         serde_json::to_string(&KeptResponse {
             taus_s: taus_s.to_vec(),
+            held,
             fingerprint: self.fingerprint,
         })
         .ok()
@@ -297,10 +311,14 @@ impl Monitor {
     /// Takes up the die's thermal response an earlier run learned ([`Monitor::response_state`]),
     /// before this GPU's first sample, whose readings (`live`: [`Fingerprint::of`] it) tell
     /// its model: a restarted monitor judges its die's warm-ups with the card's own time
-    /// constant at once, not the untuned rule until new load steps show it. Refused (the GPU
-    /// learns its τ afresh, as before) when the text is not a kept response, holds a time
-    /// constant no GPU learns, or was learned on another GPU model (both fingerprints known
-    /// and [`Fingerprint::differs`]).
+    /// constant at once, not the untuned rule until new load steps show it, and its die at
+    /// each load it held before from where it settled there, until it holds that load again
+    /// in this run (then taken afresh there, as the first time: a restart in another room
+    /// does not judge the die by the old room's levels once it has shown the new ones).
+    /// Refused as a whole (the GPU learns both afresh, as before) when the text is not a kept
+    /// response, holds a time constant or a settled level no GPU learns
+    /// ([`KeptHeldLevels::check`]), or was learned on another GPU model (both fingerprints
+    /// known and [`Fingerprint::differs`]).
     pub fn resume_response(
         &mut self,
         state: &str,
@@ -312,7 +330,26 @@ impl Monitor {
                 return Err(ResponseResumeError::OtherModel(how));
             }
         }
-        self.die_response = ThermalResponse::resumed(&kept.taus_s)?;
+        let die_response = ThermalResponse::resumed(&kept.taus_s)?;
+        if let Some(held) = &kept.held {
+            held.check(self.config.envelope_bin_w, self.config.thermal_limit_c)?;
+        }
+        self.die_response = die_response;
+        self.held_levels = kept
+            .held
+            .into_iter()
+            .flat_map(|held| held.by_bin)
+            .map(|(bin, level)| {
+                (
+                    bin,
+                    HeldLevel {
+                        level,
+                        t: 0.0,
+                        kept: true,
+                    },
+                )
+            })
+            .collect();
         Ok(())
     }
 
@@ -571,18 +608,30 @@ impl Monitor {
     /// 700 W once settled, GPU-9ed4b029…, 2026-12-05) is judged at those loads from where it
     /// settled, not from its offset. A cooling failing at a load the die held before is judged
     /// from the level it held; a die that heats without settling (a cooler failing at a
-    /// steady rate) never teaches it.
+    /// steady rate) never teaches it. A level kept from an earlier run judges until the die
+    /// first holds the load in this one, which takes it afresh.
     fn held_level(&mut self, t: f64, bin: usize, bound: f64) -> Option<f64> {
         if let Some(held) = self.die_held.filter(|h| *h < bound) {
+            let first = HeldLevel {
+                level: held,
+                t,
+                kept: false,
+            };
             let level = self
                 .held_levels
                 .entry(bin)
-                .or_insert(HeldLevel { level: held, t });
+                .and_modify(|l| {
+                    if l.kept {
+                        *l = first;
+                    }
+                })
+                .or_insert(first);
             // Up only over the seconds it holds here (a sample's worth at most each).
             let holding_s = (t - level.t).clamp(0.0, HELD_STEP_S);
             *level = HeldLevel {
                 level: held.min(level.level + RISE_C_PER_MIN / 60.0 * holding_s),
                 t,
+                kept: false,
             };
         }
         self.held_levels.get(&bin).map(|l| l.level)
