@@ -312,7 +312,7 @@ impl Envelope {
 }
 
 /// The seconds a healthy history's die must have held flat at a steady power at a load for
-/// that load to count as covered ([`Coverage::thin`]): with the slow window's 10 s before it
+/// that load to count as covered ([`Coverage::thin`]): with the slope window's 10 s before it
 /// reads flat, half a minute at the load.
 pub const COVERED_LOAD_S: f64 = 20.0;
 
@@ -320,6 +320,18 @@ pub const COVERED_LOAD_S: f64 = 20.0;
 /// must cover ([`COVERED_LOAD_S`] each) not to be thin ([`Coverage::thin`]): an idle and a
 /// working one at least.
 pub const MIN_COVERED_LOADS: usize = 2;
+
+/// One load a healthy history's die held ([`Coverage::loads`]): neighbouring bins of recent
+/// power where it held.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HeldLoad {
+    /// The lightest recent power of its bins, W.
+    pub from_w: f64,
+    /// The heaviest recent power of its bins (exclusive), W.
+    pub to_w: f64,
+    /// Seconds the die held there.
+    pub held_s: f64,
+}
 
 /// Where a healthy history's die *held* its loads: per bin of recent power, the seconds it
 /// read flat (within a sensor step either way over the slope window) at a steady power. Only
@@ -378,7 +390,7 @@ impl Coverage {
         coverage.covered_loads = coverage
             .loads()
             .iter()
-            .filter(|l| l.2 >= COVERED_LOAD_S)
+            .filter(|l| l.held_s >= COVERED_LOAD_S)
             .count();
         coverage
     }
@@ -389,21 +401,25 @@ impl Coverage {
         self.covered_loads < MIN_COVERED_LOADS
     }
 
-    /// The loads the die held: each run of neighbouring bins where it held at all, as (lowest
-    /// W, highest W, seconds held), lightest first.
-    pub fn loads(&self) -> Vec<(f64, f64, f64)> {
-        let mut loads: Vec<(f64, f64, f64)> = Vec::new();
-        for (i, &held) in self.held_s.iter().enumerate() {
-            if held <= 0.0 {
+    /// The loads the die held: each run of neighbouring bins where it held at all, lightest
+    /// first.
+    pub fn loads(&self) -> Vec<HeldLoad> {
+        let mut loads: Vec<HeldLoad> = Vec::new();
+        for (i, &held_s) in self.held_s.iter().enumerate() {
+            if held_s <= 0.0 {
                 continue;
             }
-            let (from, to) = (i as f64 * self.bin_w, (i + 1) as f64 * self.bin_w);
+            let (from_w, to_w) = (i as f64 * self.bin_w, (i + 1) as f64 * self.bin_w);
             match loads.last_mut() {
-                Some(last) if last.1 == from => {
-                    last.1 = to;
-                    last.2 += held;
+                Some(last) if last.to_w == from_w => {
+                    last.to_w = to_w;
+                    last.held_s += held_s;
                 }
-                _ => loads.push((from, to, held)),
+                _ => loads.push(HeldLoad {
+                    from_w,
+                    to_w,
+                    held_s,
+                }),
             }
         }
         loads
@@ -423,7 +439,7 @@ impl Coverage {
         } else {
             loads
                 .iter()
-                .map(|(from, to, s)| format!("{from:.0}-{to:.0} W for {s:.0} s"))
+                .map(|l| format!("{:.0}-{:.0} W for {:.0} s", l.from_w, l.to_w, l.held_s))
                 .collect::<Vec<_>>()
                 .join(", ")
         };

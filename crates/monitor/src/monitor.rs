@@ -774,10 +774,10 @@ impl Monitor {
                     // die's level at each load is this GPU's to show. Until the die holds the
                     // load, only the limits judge it, as without history; after, the margin
                     // rule and the critical excess from where it held. The early rule does not
-                    // speak: a die that first held a load
-                    // may still creep a degree or two as its heat sink warms (an H200 at
-                    // 570 W, 61 to 63 °C over 40 s, GPU-8a0a3477…, 2026-12-05), with no
-                    // typical level there to tell it from a failing cooler.
+                    // speak: a die that first held a load may still creep a degree or two as
+                    // its heat sink warms (an H200 at 570 W, 61 to 63 °C over 40 s,
+                    // GPU-8a0a3477…, 2026-12-05), with no typical level there to tell it from
+                    // a failing cooler.
                     let thin = signal == Signal::TempGpu
                         && self.model.as_ref().is_some_and(|m| m.coverage.is_thin());
                     if thin {
