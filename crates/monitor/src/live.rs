@@ -365,12 +365,12 @@ impl LiveMonitor {
                         identity.uuid
                     ),
                 }
-                // Its die's thermal response, taken up at its first sample (which tells its
-                // model).
+                // Its die's thermal response (time constants, settled levels per load), taken
+                // up at its first sample (which tells its model).
                 match h.response(&identity.uuid) {
                     Ok(state) => kept.response_to_resume = state,
                     Err(e) => tracing::warn!(
-                        "{e}: GPU {} learns its die's time constant afresh",
+                        "{e}: GPU {} learns its die's time constant and settled levels afresh",
                         identity.uuid
                     ),
                 }
@@ -420,7 +420,7 @@ impl LiveMonitor {
                     let live = Fingerprint::of([&sample]);
                     if let Err(e) = monitors[i].resume_response(&state, live.as_ref()) {
                         tracing::warn!(
-                            "{e}: GPU {} learns its die's time constant afresh",
+                            "{e}: GPU {} learns its die's time constant and settled levels afresh",
                             identity.uuid
                         );
                     }
@@ -727,7 +727,13 @@ mod tests {
         for (run, rows) in [before, after].into_iter().enumerate() {
             if let (1, Some(corrupt)) = (run, corrupt) {
                 let mut h = History::open(&db, retention()).unwrap();
-                assert!(h.response("GPU-live").unwrap().is_some());
+                // The first run kept its die's time constants and where it settled at the
+                // loads it held.
+                let kept = h.response("GPU-live").unwrap().unwrap();
+                assert!(
+                    kept.contains("\"taus_s\":[") && kept.contains("\"by_bin\":{"),
+                    "{kept}"
+                );
                 h.save_response("GPU-live", corrupt, 0.0).unwrap();
             }
             let seen = Arc::new(Mutex::new(Vec::new()));
@@ -750,7 +756,8 @@ mod tests {
     }
 
     #[test]
-    fn the_dies_time_constant_is_kept_across_a_restart_and_a_corrupt_one_is_harmless() {
+    fn the_dies_time_constant_and_settled_levels_are_kept_across_a_restart_and_a_corrupt_entry_is_harmless(
+    ) {
         // Kept in the history: the restarted run judges the warm-up with the card's τ.
         let kept = h100_restarted_at_200_s(None);
         assert!(kept.is_empty(), "{kept:?}");
@@ -759,6 +766,8 @@ mod tests {
         for corrupt in [
             "{\"taus_s\": [",
             "{\"taus_s\":[5000.0],\"fingerprint\":null}",
+            // A fit time constant beside a settled level above the limit: refused as a whole.
+            "{\"taus_s\":[7.0],\"held\":{\"bin_w\":25.0,\"by_bin\":{\"3\":500.0}},\"fingerprint\":null}",
         ] {
             let afresh = h100_restarted_at_200_s(Some(corrupt));
             assert!(

@@ -6,6 +6,7 @@
 use crate::config::Config;
 use crate::degradation::ThermalReference;
 use crate::forest::{ForestError, IsolationForest};
+use crate::monitor::{die_flat_over, power_steady_over};
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{mad_sigma, median, quantile};
 use std::collections::{BTreeMap, VecDeque};
@@ -310,6 +311,145 @@ impl Envelope {
     }
 }
 
+/// The seconds a healthy history's die must have held flat at a steady power at a load for
+/// that load to count as covered ([`Coverage::thin`]): with the slope window's 10 s before it
+/// reads flat, half a minute at the load.
+pub const COVERED_LOAD_S: f64 = 20.0;
+
+/// The fewest loads (runs of neighbouring power bins where the die held) a healthy history
+/// must cover ([`COVERED_LOAD_S`] each) not to be thin ([`Coverage::thin`]): an idle and a
+/// working one at least.
+pub const MIN_COVERED_LOADS: usize = 2;
+
+/// One load a healthy history's die held ([`Coverage::loads`]): neighbouring bins of recent
+/// power where it held.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HeldLoad {
+    /// The lightest recent power of its bins, W.
+    pub from_w: f64,
+    /// The heaviest recent power of its bins (exclusive), W.
+    pub to_w: f64,
+    /// Seconds the die held there.
+    pub held_s: f64,
+}
+
+/// Where a healthy history's die *held* its loads: per bin of recent power, the seconds it
+/// read flat (within a sensor step either way over the slope window) at a steady power. Only
+/// there does the history know where a die settles; a history that held too few loads
+/// ([`Coverage::thin`]) cannot tell a GPU's level at one load from its level at another (a
+/// card's level against another card's moves by 5 °C with the load), so the monitor judges
+/// a GPU's die by it only where that die has held the load itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Coverage {
+    bin_w: f64,
+    /// Per bin of recent power: seconds the die held there.
+    held_s: Vec<f64>,
+    /// Seconds of history.
+    span_s: f64,
+    /// How many of its loads ([`Coverage::loads`]) the die held [`COVERED_LOAD_S`] or more.
+    covered_loads: usize,
+}
+
+impl Coverage {
+    /// Measures `history` (in time order; `recent_power` each sample's recent power).
+    fn of(history: &[Sample], recent_power: &[Option<f64>], config: &Config) -> Coverage {
+        let bin_w = config.envelope_bin_w;
+        let mut held_s: Vec<f64> = Vec::new();
+        let mut window: VecDeque<&Sample> = VecDeque::new();
+        let mut previous_t: Option<f64> = None;
+        for (s, p) in history.iter().zip(recent_power) {
+            window.push_back(s);
+            while window
+                .front()
+                .is_some_and(|f| s.t - f.t > config.slope_window_s)
+            {
+                window.pop_front();
+            }
+            let dt = previous_t.map_or(0.0, |last| (s.t - last).clamp(0.0, config.slope_window_s));
+            previous_t = Some(s.t);
+            let held = power_steady_over(window.iter().copied())
+                && die_flat_over(window.iter().copied()).is_some();
+            if let (true, Some(p)) = (held, p) {
+                let bin = (p.max(0.0) / bin_w) as usize;
+                if held_s.len() <= bin {
+                    held_s.resize(bin + 1, 0.0);
+                }
+                held_s[bin] += dt;
+            }
+        }
+        let span_s = match (history.first(), history.last()) {
+            (Some(a), Some(b)) => b.t - a.t,
+            _ => 0.0,
+        };
+        let mut coverage = Coverage {
+            bin_w,
+            held_s,
+            span_s,
+            covered_loads: 0,
+        };
+        coverage.covered_loads = coverage
+            .loads()
+            .iter()
+            .filter(|l| l.held_s >= COVERED_LOAD_S)
+            .count();
+        coverage
+    }
+
+    /// Whether the history is thin ([`Coverage::thin`]): fewer than [`MIN_COVERED_LOADS`]
+    /// loads held [`COVERED_LOAD_S`] or more each.
+    pub fn is_thin(&self) -> bool {
+        self.covered_loads < MIN_COVERED_LOADS
+    }
+
+    /// The loads the die held: each run of neighbouring bins where it held at all, lightest
+    /// first.
+    pub fn loads(&self) -> Vec<HeldLoad> {
+        let mut loads: Vec<HeldLoad> = Vec::new();
+        for (i, &held_s) in self.held_s.iter().enumerate() {
+            if held_s <= 0.0 {
+                continue;
+            }
+            let (from_w, to_w) = (i as f64 * self.bin_w, (i + 1) as f64 * self.bin_w);
+            match loads.last_mut() {
+                Some(last) if last.to_w == from_w => {
+                    last.to_w = to_w;
+                    last.held_s += held_s;
+                }
+                _ => loads.push(HeldLoad {
+                    from_w,
+                    to_w,
+                    held_s,
+                }),
+            }
+        }
+        loads
+    }
+
+    /// Why the history is too thin to judge a die's levels by, in words (what it holds and
+    /// what it lacks); `None` when it covers [`MIN_COVERED_LOADS`] loads or more, each held
+    /// [`COVERED_LOAD_S`].
+    pub fn thin(&self) -> Option<String> {
+        if !self.is_thin() {
+            return None;
+        }
+        let covered = self.covered_loads;
+        let loads = self.loads();
+        let held = if loads.is_empty() {
+            "no load".to_string()
+        } else {
+            loads
+                .iter()
+                .map(|l| format!("{:.0}-{:.0} W for {:.0} s", l.from_w, l.to_w, l.held_s))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        Some(format!(
+            "{:.0} s of history whose die held {held}: {covered} load(s) held {COVERED_LOAD_S:.0} s or more, {MIN_COVERED_LOADS} needed (idle and the work this GPU runs)",
+            self.span_s
+        ))
+    }
+}
+
 /// The features of the multivariate detector, in order.
 ///
 /// The last two relate temperature to load: each temperature minus the hottest healthy
@@ -489,6 +629,10 @@ pub struct Model {
     /// The GPU model the history was recorded on, as its readings tell it: the levels above
     /// are that model's, and judge no other ([`Monitor`](crate::Monitor) checks each GPU's).
     pub fingerprint: Option<Fingerprint>,
+    /// Where the history's die held its loads; where they are too few
+    /// ([`Coverage::is_thin`]), a GPU's die is judged at each load from where it holds it
+    /// itself.
+    pub coverage: Coverage,
     /// Samples trained on.
     pub samples: usize,
     /// Seconds of history trained on.
@@ -644,6 +788,7 @@ impl Model {
             forest,
             thermal: ThermalReference::fit(history),
             fingerprint: Fingerprint::of(history),
+            coverage: Coverage::of(history, &recent_power, config),
             samples: history.len(),
             span_s: history.last().map_or(0.0, |l| l.t) - history[0].t,
         })
@@ -727,6 +872,32 @@ mod tests {
 
     fn healthy() -> Vec<Sample> {
         parse_trace(include_str!("../tests/data/h200-healthy.csv")).unwrap()
+    }
+
+    #[test]
+    fn a_history_whose_die_held_one_load_is_thin_and_says_what_it_held() {
+        // The 60-s `pog bench` recording: its die held idle 3 s and the GEMM at 690 W 21 s.
+        let bench =
+            parse_trace(include_str!("../tests/data/h200-bench-load-2026-12-03.csv")).unwrap();
+        let coverage = Model::train(&bench, &Config::default()).unwrap().coverage;
+        assert!(coverage.is_thin());
+        let said = coverage.thin().unwrap();
+        assert!(said.contains("59 s of history"), "{said}");
+        assert!(said.contains("675-700 W for 21 s"), "{said}");
+        assert!(
+            said.contains("1 load(s) held 20 s or more, 2 needed"),
+            "{said}"
+        );
+        // The training day held idle 100 s and its SGEMM 27 s (at 0.5-s samples): not thin.
+        let day = Model::train(&healthy(), &Config::default())
+            .unwrap()
+            .coverage;
+        assert_eq!(day.thin(), None, "{:?}", day.loads());
+        assert!(!day.is_thin());
+        // Its second half (117 s) is.
+        let half: Vec<Sample> = healthy().into_iter().filter(|s| s.t >= 112.0).collect();
+        let half = Model::train(&half, &Config::default()).unwrap().coverage;
+        assert!(half.is_thin(), "{:?}", half.loads());
     }
 
     #[test]

@@ -9,7 +9,9 @@ use crate::model::{
     Envelope, Fingerprint, LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES,
     STEADY_FRACTION,
 };
-use crate::response::{KeptResponse, ResponseResumeError, ThermalResponse, MAX_RMS_C};
+use crate::response::{
+    KeptHeldLevels, KeptResponse, ResponseResumeError, ThermalResponse, MAX_RMS_C,
+};
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{median, theil_sen};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -158,6 +160,24 @@ pub struct Monitor {
 /// ([`Monitor::held_level`]): it rises only while the die holds its load, not between visits.
 const HELD_STEP_S: f64 = 10.0;
 
+/// Whether the power read held within [`STEADY_POWER_FRACTION`] of its highest over these
+/// readings (at least four of them).
+pub(crate) fn power_steady_over<'a>(readings: impl IntoIterator<Item = &'a Sample>) -> bool {
+    let reads: Vec<f64> = readings.into_iter().filter_map(|w| w.power_w).collect();
+    let low = reads.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = reads.iter().copied().fold(0.0, f64::max);
+    reads.len() >= 4 && low >= STEADY_POWER_FRACTION * high
+}
+
+/// The die's level over these readings where it held flat (at least four readings, all
+/// within a sensor step either way of each other, [`SENSOR_STEP_C`]): their median.
+pub(crate) fn die_flat_over<'a>(readings: impl IntoIterator<Item = &'a Sample>) -> Option<f64> {
+    let temps: Vec<f64> = readings.into_iter().filter_map(|x| x.temp_gpu_c).collect();
+    let low = temps.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = temps.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    median(&temps).filter(|_| temps.len() >= 4 && high - low <= 2.0 * SENSOR_STEP_C)
+}
+
 /// The die's own settled level at one load ([`Monitor::held_level`]).
 #[derive(Debug, Clone, Copy)]
 struct HeldLevel {
@@ -165,6 +185,9 @@ struct HeldLevel {
     level: f64,
     /// When the die last held this load.
     t: f64,
+    /// Kept from an earlier run ([`Monitor::resume_response`]) and not yet held in this one:
+    /// the die's first hold here takes its level afresh.
+    kept: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -261,16 +284,25 @@ impl Monitor {
         self.resume = levels;
     }
 
-    /// The die's learned thermal response (the time constants its load steps showed, and
-    /// what its readings tell of its model: [`KeptResponse`], JSON), to keep across runs;
-    /// `None` before a load step showed one.
+    /// The die's learned thermal response (the time constants its load steps showed, where
+    /// it settled at each load it held, and what its readings tell of its model:
+    /// [`KeptResponse`], JSON), to keep across runs; `None` before it learned either.
     pub fn response_state(&self) -> Option<String> {
         let taus_s = self.die_response.learned();
-        if taus_s.is_empty() {
+        if taus_s.is_empty() && self.held_levels.is_empty() {
             return None;
         }
+        let held = (!self.held_levels.is_empty()).then(|| KeptHeldLevels {
+            bin_w: self.config.envelope_bin_w,
+            by_bin: self
+                .held_levels
+                .iter()
+                .map(|(&bin, held)| (bin, held.level))
+                .collect(),
+        });
         serde_json::to_string(&KeptResponse {
             taus_s: taus_s.to_vec(),
+            held,
             fingerprint: self.fingerprint,
         })
         .ok()
@@ -279,10 +311,14 @@ impl Monitor {
     /// Takes up the die's thermal response an earlier run learned ([`Monitor::response_state`]),
     /// before this GPU's first sample, whose readings (`live`: [`Fingerprint::of`] it) tell
     /// its model: a restarted monitor judges its die's warm-ups with the card's own time
-    /// constant at once, not the untuned rule until new load steps show it. Refused (the GPU
-    /// learns its τ afresh, as before) when the text is not a kept response, holds a time
-    /// constant no GPU learns, or was learned on another GPU model (both fingerprints known
-    /// and [`Fingerprint::differs`]).
+    /// constant at once, not the untuned rule until new load steps show it, and its die at
+    /// each load it held before from where it settled there, until it holds that load again
+    /// in this run (then taken afresh there, as the first time: a restart in another room
+    /// does not judge the die by the old room's levels once it has shown the new ones).
+    /// Refused as a whole (the GPU learns both afresh, as before) when the text is not a kept
+    /// response, holds a time constant or a settled level no GPU learns
+    /// ([`KeptHeldLevels::check`]), or was learned on another GPU model (both fingerprints
+    /// known and [`Fingerprint::differs`]).
     pub fn resume_response(
         &mut self,
         state: &str,
@@ -294,7 +330,26 @@ impl Monitor {
                 return Err(ResponseResumeError::OtherModel(how));
             }
         }
-        self.die_response = ThermalResponse::resumed(&kept.taus_s)?;
+        let die_response = ThermalResponse::resumed(&kept.taus_s)?;
+        if let Some(held) = &kept.held {
+            held.check(self.config.envelope_bin_w, self.config.thermal_limit_c)?;
+        }
+        self.die_response = die_response;
+        self.held_levels = kept
+            .held
+            .into_iter()
+            .flat_map(|held| held.by_bin)
+            .map(|(bin, level)| {
+                (
+                    bin,
+                    HeldLevel {
+                        level,
+                        t: 0.0,
+                        kept: true,
+                    },
+                )
+            })
+            .collect();
         Ok(())
     }
 
@@ -480,18 +535,13 @@ impl Monitor {
     /// Whether the power read held within [`STEADY_POWER_FRACTION`] over the last
     /// `seconds` (at least four readings).
     fn power_steady(&self, seconds: f64) -> bool {
-        let Some(now) = self.window.back().map(|s| s.t) else {
-            return false;
-        };
-        let reads: Vec<f64> = self
-            .window
-            .iter()
-            .filter(|w| now - w.t <= seconds)
-            .filter_map(|w| w.power_w)
-            .collect();
-        let low = reads.iter().copied().fold(f64::INFINITY, f64::min);
-        let high = reads.iter().copied().fold(0.0, f64::max);
-        reads.len() >= 4 && low >= STEADY_POWER_FRACTION * high
+        power_steady_over(self.last(seconds))
+    }
+
+    /// The samples of the last `seconds` (up to the latest).
+    fn last(&self, seconds: f64) -> impl Iterator<Item = &Sample> {
+        let now = self.window.back().map_or(f64::NEG_INFINITY, |s| s.t);
+        self.window.iter().filter(move |w| now - w.t <= seconds)
     }
 
     /// How far a signal fell back from a peak (°C) over the last [`SWING_S`], at the load it
@@ -538,25 +588,11 @@ impl Monitor {
             self.die_held = None;
             return;
         }
-        let Some(now) = self.window.back().map(|s| s.t) else {
-            return;
-        };
-        let temps: Vec<f64> = self
-            .window
-            .iter()
-            .filter(|x| now - x.t <= window_s)
-            .filter_map(|x| x.temp_gpu_c)
-            .collect();
-        let low = temps.iter().copied().fold(f64::INFINITY, f64::min);
-        let high = temps.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        if let Some(level) = median(&temps)
-            .filter(|_| temps.len() >= 4 && high - low <= 2.0 * SENSOR_STEP_C)
-            .filter(|_| {
-                self.die_response
-                    .left_to_settle()
-                    .is_none_or(|left| left < SENSOR_STEP_C)
-            })
-        {
+        if let Some(level) = die_flat_over(self.last(window_s)).filter(|_| {
+            self.die_response
+                .left_to_settle()
+                .is_none_or(|left| left < SENSOR_STEP_C)
+        }) {
             self.die_held = Some(self.die_held.map_or(level, |held| held.min(level)));
         }
     }
@@ -572,18 +608,30 @@ impl Monitor {
     /// 700 W once settled, GPU-9ed4b029…, 2026-12-05) is judged at those loads from where it
     /// settled, not from its offset. A cooling failing at a load the die held before is judged
     /// from the level it held; a die that heats without settling (a cooler failing at a
-    /// steady rate) never teaches it.
+    /// steady rate) never teaches it. A level kept from an earlier run judges until the die
+    /// first holds the load in this one, which takes it afresh.
     fn held_level(&mut self, t: f64, bin: usize, bound: f64) -> Option<f64> {
         if let Some(held) = self.die_held.filter(|h| *h < bound) {
+            let first = HeldLevel {
+                level: held,
+                t,
+                kept: false,
+            };
             let level = self
                 .held_levels
                 .entry(bin)
-                .or_insert(HeldLevel { level: held, t });
+                .and_modify(|l| {
+                    if l.kept {
+                        *l = first;
+                    }
+                })
+                .or_insert(first);
             // Up only over the seconds it holds here (a sample's worth at most each).
             let holding_s = (t - level.t).clamp(0.0, HELD_STEP_S);
             *level = HeldLevel {
                 level: held.min(level.level + RISE_C_PER_MIN / 60.0 * holding_s),
                 t,
+                kept: false,
             };
         }
         self.held_levels.get(&bin).map(|l| l.level)
@@ -697,6 +745,7 @@ impl Monitor {
                         level: level.describe(),
                         envelope,
                         held: None,
+                        own_level_only: false,
                     };
                     let excess = temp - expected.at(p);
                     level.observe(s.t, residual, excess < margin / 2.0);
@@ -720,8 +769,24 @@ impl Monitor {
                         let bound = expected.allowed_at(p) + critical;
                         expected.held = self.held_level(s.t, bin, bound).map(|l| (bin, l));
                     }
+                    // A thin healthy history (`Coverage::is_thin`: it held too few loads to
+                    // tell this GPU's level at one load from its level at another): the
+                    // die's level at each load is this GPU's to show. Until the die holds the
+                    // load, only the limits judge it, as without history; after, the margin
+                    // rule and the critical excess from where it held. The early rule does not
+                    // speak: a die that first held a load may still creep a degree or two as
+                    // its heat sink warms (an H200 at 570 W, 61 to 63 °C over 40 s,
+                    // GPU-8a0a3477…, 2026-12-05), with no typical level there to tell it from
+                    // a failing cooler.
+                    let thin = signal == Signal::TempGpu
+                        && self.model.as_ref().is_some_and(|m| m.coverage.is_thin());
+                    if thin {
+                        expected.above_level = None;
+                        expected.own_level_only = true;
+                    }
+                    let unlearned = thin && expected.held.is_none();
                     // Nor at the level the die itself settled at at this load.
-                    let excess_to_settle = if temp < limit - 5.0 && known.is_some() {
+                    let excess_to_settle = if temp < limit - 5.0 && known.is_some() && !unlearned {
                         expected
                             .held_at(p)
                             .map_or(excess, |held| excess.min(temp - held))
@@ -753,7 +818,7 @@ impl Monitor {
                         ));
                         continue;
                     }
-                    Some(expected)
+                    (!unlearned).then_some(expected)
                 }
                 _ => None,
             };
@@ -2066,6 +2131,9 @@ struct Expected {
     /// The die's own settled level at one load (its bin of recent power, °C), where it held
     /// one ([`Monitor::held_level`]).
     held: Option<(usize, f64)>,
+    /// The healthy history is thin ([`Coverage::is_thin`](crate::model::Coverage::is_thin)):
+    /// where the die held this load, that level alone is what it should reach.
+    own_level_only: bool,
 }
 
 impl Expected {
@@ -2077,12 +2145,15 @@ impl Expected {
 
     /// The hottest this GPU should reach at this recent power, judged from the loads the
     /// history held ([`Envelope::hottest_held_near`]), shifted, or where the die settled
-    /// higher at this load itself, that level ([`Monitor::held_level`]): what the margin rule
-    /// warns against.
+    /// higher at this load itself, that level ([`Monitor::held_level`]); under a thin history
+    /// where the die settled, that level alone: what the margin rule warns against.
     fn allowed_at(&self, recent_power_w: f64) -> f64 {
         let shifted = self.envelope.hottest_held_near(recent_power_w) + self.shift;
-        self.held_at(recent_power_w)
-            .map_or(shifted, |held| held.max(shifted))
+        match self.held_at(recent_power_w) {
+            Some(held) if self.own_level_only => held,
+            Some(held) => held.max(shifted),
+            None => shifted,
+        }
     }
 
     /// The die's own settled level at this recent power's load, where it held one.

@@ -20,6 +20,7 @@
 use crate::model::{Fingerprint, STEADY_FRACTION};
 use crate::stats::median;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The shortest and longest time constants fitted (seconds); a fit at either end is not a τ.
 pub const TAU_RANGE_S: (f64, f64) = (1.0, 120.0);
@@ -125,16 +126,59 @@ fn taus(low: f64, high: f64) -> impl Iterator<Item = f64> {
     (0..=steps).map(move |k| (low * TAU_STEP.powi(k)).min(high))
 }
 
-/// What a GPU's [`ThermalResponse`] keeps across runs (`pog monitor run` and the agent keep it
-/// in their history, per GPU UUID): the time constants its load steps showed, and the
-/// fingerprint of the GPU they were learned on, so that an entry of another GPU model (a
-/// replayed trace's `GPU-0` of another run, a history copied between hosts) is not taken up.
+/// What a GPU's die response keeps across runs (`pog monitor run` and the agent keep it in
+/// their history, per GPU UUID): the time constants its load steps showed (how fast it
+/// settles, [`ThermalResponse`]), where it settled at each load it held (the monitor's held
+/// levels), and the fingerprint of the GPU they were learned on, so that an entry of another
+/// GPU model (a replayed trace's `GPU-0` of another run, a history copied between hosts) is
+/// not taken up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KeptResponse {
     /// The learned time constants, oldest first (seconds; at most 16).
     pub taus_s: Vec<f64>,
+    /// Where the die settled at each load it held; `None` before it held one (and in entries
+    /// kept before the levels were).
+    #[serde(default)]
+    pub held: Option<KeptHeldLevels>,
     /// The memory clock and size of the GPU they were learned on, where it read them.
     pub fingerprint: Option<Fingerprint>,
+}
+
+/// The heaviest load (W) a kept settled level may be at: above it, an entry is corrupt.
+pub const HELD_LOAD_MAX_W: f64 = 5000.0;
+
+/// Where a GPU's die settled at each load it held, as [`KeptResponse`] keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeptHeldLevels {
+    /// The width (W) of the bins of recent power the loads are (the monitor's
+    /// [`Config::envelope_bin_w`](crate::Config)).
+    pub bin_w: f64,
+    /// Per load (its bin of recent power): the die's settled level there, °C.
+    pub by_bin: BTreeMap<usize, f64>,
+}
+
+impl KeptHeldLevels {
+    /// Refuses levels this monitor could not have learned: kept in bins of another width
+    /// than `bin_w`, at a load above [`HELD_LOAD_MAX_W`], or a level not finite or outside
+    /// 0 °C to `limit_c` (the die's thermal limit: it never settles at or above it).
+    pub fn check(&self, bin_w: f64, limit_c: f64) -> Result<(), ResponseResumeError> {
+        if self.bin_w != bin_w {
+            return Err(ResponseResumeError::Invalid(format!(
+                "settled levels kept in {} W bins of recent power, judged in {bin_w} W bins",
+                self.bin_w
+            )));
+        }
+        let out = self.by_bin.iter().find(|&(&bin, &level)| {
+            bin as f64 * bin_w > HELD_LOAD_MAX_W || !(level > 0.0 && level < limit_c)
+        });
+        if let Some((bin, level)) = out {
+            return Err(ResponseResumeError::Invalid(format!(
+                "a settled level of {level} °C at {} W, outside 0–{limit_c} °C at up to {HELD_LOAD_MAX_W} W",
+                *bin as f64 * bin_w
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Why a kept thermal response was not taken up (the GPU then learns its τ afresh).
@@ -144,7 +188,8 @@ pub enum ResponseResumeError {
     #[error("the kept thermal response could not be read: {0}")]
     Parse(#[from] serde_json::Error),
     /// It holds a time constant this GPU could not have learned (not finite, outside
-    /// [`TAU_RANGE_S`], or more than 16 of them): a corrupt entry.
+    /// [`TAU_RANGE_S`], or more than 16 of them), or a settled level
+    /// ([`KeptHeldLevels::check`]): a corrupt entry.
     #[error("the kept thermal response is not one a GPU learns: {0}")]
     Invalid(String),
     /// It was learned on another GPU model.
@@ -384,6 +429,28 @@ mod tests {
             );
         }
         assert_eq!(ThermalResponse::resumed(&[]).unwrap().tau_s(), None);
+    }
+
+    #[test]
+    fn kept_settled_levels_are_checked_and_an_entry_kept_before_them_still_reads() {
+        let older: KeptResponse =
+            serde_json::from_str("{\"taus_s\":[7.0],\"fingerprint\":null}").unwrap();
+        assert_eq!(older.held, None);
+        let held = |bin_w: f64, bin: usize, level: f64| KeptHeldLevels {
+            bin_w,
+            by_bin: BTreeMap::from([(5, 44.0), (bin, level)]),
+        };
+        assert!(held(25.0, 27, 66.0).check(25.0, 87.0).is_ok());
+        for (bad, why) in [
+            (held(50.0, 13, 66.0), "50 W bins"),
+            (held(25.0, 27, 87.0), "87 °C"),
+            (held(25.0, 27, -3.0), "-3 °C"),
+            (held(25.0, 27, f64::NAN), "NaN °C"),
+            (held(25.0, 4000, 60.0), "100000 W"),
+        ] {
+            let err = bad.check(25.0, 87.0).expect_err(why);
+            assert!(err.to_string().contains(why), "{why}: {err}");
+        }
     }
 
     #[test]

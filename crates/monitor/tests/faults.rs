@@ -1075,6 +1075,11 @@ fn a_kept_time_constant_of_another_gpu_model_or_corrupt_is_refused() {
         "{\"taus_s\":[1e9],\"fingerprint\":null}",
         "{\"taus_s\":[null]}",
         "",
+        // A settled level at or above the limit, at a load no GPU draws, in other bins.
+        "{\"taus_s\":[],\"held\":{\"bin_w\":25.0,\"by_bin\":{\"27\":90.0}},\"fingerprint\":null}",
+        "{\"taus_s\":[],\"held\":{\"bin_w\":25.0,\"by_bin\":{\"4000\":60.0}},\"fingerprint\":null}",
+        "{\"taus_s\":[],\"held\":{\"bin_w\":50.0,\"by_bin\":{\"13\":60.0}},\"fingerprint\":null}",
+        "{\"taus_s\":[],\"held\":{\"bin_w\":25.0,\"by_bin\":{\"27\":null}},\"fingerprint\":null}",
     ] {
         assert!(
             monitor.resume_response(bad, live.as_ref()).is_err(),
@@ -1124,4 +1129,113 @@ fn a_cooling_failure_after_the_h100s_die_settled_in_a_warm_room_is_caught() {
         assert_eq!(first.kind, AlertKind::ThermalRunaway, "{}", show(&alerts));
         assert!(first.t <= 290.0, "{c:+} °C:\n{}", show(&alerts));
     }
+}
+
+/// The 60-s `pog bench` recording of 2026-12-03 (a sample a second): idle at 80 W, then one
+/// GEMM at 690 W. Its die held the GEMM 21 s and idle 3 s: a thin history.
+const BENCH_LOAD: &str = include_str!("data/h200-bench-load-2026-12-03.csv");
+
+fn thin_model() -> Model {
+    Model::train(&parse_trace(BENCH_LOAD).unwrap(), &Config::default()).unwrap()
+}
+
+#[test]
+fn a_gpu_judged_by_a_thin_history_is_judged_from_where_its_own_die_holds_each_load() {
+    // Judged by the 60-s one-load history, in rooms 5 °C cooler to 5 °C warmer, the fourth
+    // card (idle 8 °C above that card, its half-duty GEMMs as hot as its full ones) and the
+    // second card's other day (its GEMMs 8–10 °C above that card's) raised 21 alarms: "12.0 °C
+    // above the hottest this GPU should reach at 547 W", "13.3 °C … at 686 W" (+5 °C), "8.4 °C
+    // above this GPU's typical level at 575 W and heating at a steady load" (−5 to +2 °C).
+    // Judged at each load from where its own die holds it, nothing.
+    let model = thin_model();
+    assert!(model.coverage.is_thin());
+    for (trace, rooms) in [
+        (VARIED_2, &[-5.0, 0.0, 3.0, 5.0][..]),
+        (OTHER_CARD[1], &[5.0]),
+    ] {
+        let samples = parse_trace(trace).unwrap();
+        for &c in rooms {
+            let alerts = replay(
+                &warmer(&samples, c),
+                &Config::default(),
+                Some(model.clone()),
+            );
+            assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
+        }
+    }
+}
+
+#[test]
+fn a_cooling_failure_under_a_thin_history_is_caught_from_where_the_die_held() {
+    // The fourth card's full-load GEMM (66 °C at 690 W, held from 70 s) and its copy (51 °C at
+    // 398 W, held from 295 s), judged by the thin history, the cooling failing there.
+    for (start, rate, within_s) in [(90.0, 0.25, 25.0), (310.0, 0.25, 25.0)] {
+        let trace = inject(
+            &parse_trace(VARIED_2).unwrap(),
+            &Fault::ThermalRunaway { rate_c_per_s: rate },
+            start,
+        );
+        let alerts = replay(&trace, &Config::default(), Some(thin_model()));
+        let first = alerts
+            .iter()
+            .find(|a| a.kind == AlertKind::ThermalRunaway && a.t >= start)
+            .unwrap_or_else(|| panic!("from {start} s: nothing\n{}", show(&alerts)));
+        assert!(
+            first.t - start <= within_s,
+            "from {start} s:\n{}",
+            show(&alerts)
+        );
+        assert!(alerts.iter().all(|a| a.t >= start), "{}", show(&alerts));
+    }
+}
+
+/// The fourth card run twice under the thin history, the monitor restarted between the runs
+/// (its levels, and with `keep_response` its kept response, taken up), the cooling failing in
+/// the second run at 0.25 °C/s from 62 s, as its GEMM at 690 W starts (63 s): its die never
+/// holds that load in the second run. The second run's alerts.
+fn thin_restarted_with_a_cooling_failure(keep_response: bool) -> Vec<Alert> {
+    use pog_monitor::Monitor;
+    let day = parse_trace(VARIED_2).unwrap();
+    let mut earlier = Monitor::new(Config::default(), Some(thin_model()));
+    for s in &day {
+        earlier.push(s);
+    }
+    let failing = inject(&day, &Fault::ThermalRunaway { rate_c_per_s: 0.25 }, 62.0);
+    let mut restarted = Monitor::new(Config::default(), Some(thin_model()));
+    restarted.resume_levels(earlier.levels());
+    if keep_response {
+        let state = earlier.response_state().expect("levels were held");
+        let live = pog_monitor::model::Fingerprint::of([&failing[0]]);
+        restarted.resume_response(&state, live.as_ref()).unwrap();
+    }
+    failing.iter().flat_map(|s| restarted.push(s)).collect()
+}
+
+#[test]
+fn a_restarted_monitor_keeps_where_the_die_settled_at_each_load() {
+    // Kept: the die is judged at the GEMM from where it settled there in the first run
+    // (66 °C), and the failure is said 4 °C above it, at 77 s. Learned afresh under the thin
+    // history, the GEMM's level is this run's to show: the die's first seconds there, already
+    // climbing with the failure, are where it is taken to hold (70 °C), and the failure is
+    // said 4 °C above that, at 93 s.
+    let first = |alerts: &[Alert]| {
+        alerts
+            .iter()
+            .find(|a| a.kind == AlertKind::ThermalRunaway)
+            .map(|a| a.t)
+    };
+    let kept = thin_restarted_with_a_cooling_failure(true);
+    let afresh = thin_restarted_with_a_cooling_failure(false);
+    let (kept_t, afresh_t) = (first(&kept), first(&afresh));
+    assert!(
+        kept_t.is_some_and(|t| t <= 62.0 + 20.0),
+        "kept:\n{}",
+        show(&kept)
+    );
+    assert!(
+        afresh_t.is_none_or(|t| t >= kept_t.unwrap() + 10.0),
+        "afresh:\n{}\nkept:\n{}",
+        show(&afresh),
+        show(&kept)
+    );
 }

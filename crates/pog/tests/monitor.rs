@@ -74,6 +74,37 @@ fn the_healthy_trace_replays_without_alerts() {
 }
 
 #[test]
+fn a_thin_history_is_said_once_and_judges_another_card_without_alarms() {
+    // The 60-s bench recording (its die held one load 20 s or more) judging the fourth H200's
+    // day: said once on stderr, with what it held, and nothing raised.
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../monitor/tests/data");
+    let out = pog()
+        .args(["monitor", "replay", "--json", "--train"])
+        .arg(data.join("h200-bench-load-2026-12-03.csv"))
+        .arg(data.join("h200-healthy-varied-2.csv"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr.matches("is thin").count(), 1, "{stderr}");
+    assert!(stderr.contains("675-700 W for 21 s"), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // A history that covers its loads is not said to be thin.
+    let healthy = healthy_path();
+    let out = pog()
+        .args(["monitor", "replay", "--json", "--train"])
+        .arg(&healthy)
+        .arg(&healthy)
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("thin"));
+}
+
+#[test]
 fn injected_faults_print_one_json_alert_per_line_and_exit_1() {
     let dir = tempfile::tempdir().unwrap();
     let trace = edited(dir.path(), |t, cells, header| {

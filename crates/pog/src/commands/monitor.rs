@@ -40,11 +40,20 @@ fn load(path: &Path) -> Result<Vec<Sample>> {
     read_trace(std::io::BufReader::new(file)).with_context(|| format!("reading {}", path.display()))
 }
 
+/// The healthy history's model, from `--train`; a thin one (too few loads held to judge a
+/// die's levels by) is taken, and said once.
 fn train(path: Option<&Path>, config: &Config) -> Result<Option<Model>> {
     path.map(|path| {
         let history = load(path)?;
-        Model::train(&history, config)
-            .with_context(|| format!("learning baselines from {}", path.display()))
+        let model = Model::train(&history, config)
+            .with_context(|| format!("learning baselines from {}", path.display()))?;
+        if let Some(thin) = model.coverage.thin() {
+            tracing::warn!(
+                "the healthy history {} is thin ({thin}): each GPU's die is judged at each load from where it holds that load itself, and until it does against the thermal limits alone; train on a history that runs this GPU's loads",
+                path.display()
+            );
+        }
+        Ok(model)
     })
     .transpose()
 }
