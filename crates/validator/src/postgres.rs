@@ -164,7 +164,9 @@ const MAX_CONNECTIONS: usize = 16;
 
 /// A PostgreSQL error with its causes (the driver's `Display` says only "db error"), and what
 /// to do: where the server answered, its own message and hint say it (a full disk: "could not
-/// extend file …", "HINT: Check free disk space."); where it did not, check that it is up.
+/// extend file …", "HINT: Check free disk space."); where it refused the client certificate,
+/// or wants one, what to give ([`crate::pg_tls::client_certificate_refused`]); where it did not
+/// answer, check that it is up.
 pub(crate) fn described(e: &tokio_postgres::Error) -> RegistryError {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
@@ -173,7 +175,10 @@ pub(crate) fn described(e: &tokio_postgres::Error) -> RegistryError {
         text.push_str(&cause.to_string());
         source = cause.source();
     }
-    if e.as_db_error().is_none() {
+    if let Some(what_to_do) = crate::pg_tls::client_certificate_refused(e) {
+        text.push_str("; ");
+        text.push_str(what_to_do);
+    } else if e.as_db_error().is_none() {
         text.push_str("; check that the server is up and that the --database URL reaches it");
     }
     RegistryError::Postgres(text)
