@@ -995,6 +995,59 @@ pub mod testing {
         .unwrap();
     }
 
+    /// A transaction left open on the PostgreSQL database at a URL, holding the locks its
+    /// statements took until it is dropped (then rolled back): a test's way to stop a
+    /// validator, on its own connection, where it waits for one of those locks.
+    pub struct OpenTransaction {
+        release: Option<tokio::sync::oneshot::Sender<()>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl OpenTransaction {
+        /// Begins one on the database at `url` (on a thread and runtime of its own) and runs
+        /// `sql` in it; returns once `sql` has run.
+        pub fn begin(url: &str, sql: &str) -> OpenTransaction {
+            let (url, statements) = (url.to_owned(), format!("BEGIN; {sql}"));
+            let (release, released) = tokio::sync::oneshot::channel::<()>();
+            let (ran, has_run) = std::sync::mpsc::channel();
+            let thread = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                        .await
+                        .unwrap_or_else(|e| panic!("the PostgreSQL server at {url}: {e}"));
+                    tokio::spawn(connection);
+                    let outcome = client.batch_execute(&statements).await;
+                    let failed = outcome.as_ref().err().map(ToString::to_string);
+                    let _ = ran.send(failed);
+                    let _ = released.await;
+                    let _ = client.batch_execute("ROLLBACK").await;
+                })
+            });
+            if let Some(why) = has_run.recv().unwrap_or(Some("its thread ended".into())) {
+                panic!("{sql} in an open transaction: {why}");
+            }
+            OpenTransaction {
+                release: Some(release),
+                thread: Some(thread),
+            }
+        }
+    }
+
+    impl Drop for OpenTransaction {
+        fn drop(&mut self) {
+            if let Some(release) = self.release.take() {
+                let _ = release.send(());
+            }
+            if let Some(thread) = self.thread.take() {
+                let _ = thread.join();
+            }
+        }
+    }
+
     /// The URL of a new, empty database on the test server (`POG_TEST_POSTGRES_URL`); `None`
     /// without one, unless one is required (`POG_REQUIRE_POSTGRES` or `CI` set): then the test
     /// fails, so that CI never passes without the PostgreSQL half of the suite.
