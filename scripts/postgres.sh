@@ -24,6 +24,13 @@
 # ssl on, and takes TCP connections over TLS only (hostssl; hostnossl rejected). `sql` then
 # connects with sslmode=require.
 #
+# Client certificates: with POG_POSTGRES_CLIENT_CERT=1 (TLS as above, implied), the server checks clients'
+# certificates against that CA (ssl_ca_file) and takes TCP connections only from a client
+# presenting one it signed for the user it logs in as (`hostssl … cert`, which is
+# clientcert=verify-full: the certificate's CN is the user name). `start` also makes such a
+# certificate for the user `pog`, DIR/tls/client.crt and DIR/tls/client.key (mode 0600, owned
+# by whoever ran the script), to give as sslcert and sslkey; `sql` presents it.
+#
 # The server programs (initdb, pg_ctl, postgres) come from /usr/lib/postgresql/*/bin or PATH;
 # where they are missing, Debian's `postgresql` is installed with apt-get. They refuse to run
 # as root: as root, the cluster belongs to an unprivileged user (`postgres` where it exists,
@@ -88,8 +95,22 @@ as_user() {
     fi
 }
 
+# Signs a key and certificate NAME.key, NAME.crt in TLS with its CA, for the subject SUBJECT
+# and the extensions EXT (P-256, valid two days).
+sign() {
+    local tls=$1 name=$2 subject=$3 ext=$4
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -subj "$subject" -keyout "$tls/$name.key" -out "$tls/$name.csr" 2>/dev/null
+    printf '%b' "$ext" >"$tls/$name.ext"
+    openssl x509 -req -in "$tls/$name.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial \
+        -days 2 -extfile "$tls/$name.ext" -out "$tls/$name.crt" 2>/dev/null
+    chmod 0600 "$tls/$name.key"
+}
+
 # Makes DIR/tls: a throwaway CA (ca.crt, ca.key) and the server's key and certificate, signed
-# by it for DNS:localhost (P-256 keys, valid two days), readable by the server's user only.
+# by it for DNS:localhost (P-256 keys, valid two days), readable by the server's user only;
+# with POG_POSTGRES_CLIENT_CERT, a client certificate for the user pog too, its key readable
+# by whoever ran the script only.
 make_tls() {
     local dir=$1 user=$2 tls=$1/tls
     command -v openssl >/dev/null 2>&1 || { say "POG_POSTGRES_TLS needs openssl"; exit 1; }
@@ -97,22 +118,29 @@ make_tls() {
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
         -subj "/CN=pog test CA" -keyout "$tls/ca.key" -out "$tls/ca.crt" \
         -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
-    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-        -subj "/CN=localhost" -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
-    printf 'subjectAltName=DNS:localhost\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n' >"$tls/server.ext"
-    openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -set_serial 2 \
-        -days 2 -extfile "$tls/server.ext" -out "$tls/server.crt" 2>/dev/null
-    chmod 0600 "$tls/server.key" "$tls/ca.key"
+    sign "$tls" server /CN=localhost \
+        'subjectAltName=DNS:localhost\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n'
+    chmod 0600 "$tls/ca.key"
     [ "$(id -u)" -ne 0 ] || chown -R "$user" "$tls"
-    # TCP over TLS only: a client in the clear is turned away.
-    printf 'local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostnossl all all 0.0.0.0/0 reject\n' \
+    # TCP over TLS only: a client in the clear is turned away; with client certificates, a
+    # client without one the CA signed for its user too.
+    local method=trust
+    if [ -n "${POG_POSTGRES_CLIENT_CERT:-}" ]; then
+        method=cert
+        sign "$tls" client /CN=pog \
+            'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n'
+        chown "$(id -u):$(id -g)" "$tls/client.key" "$tls/client.crt"
+    fi
+    printf 'local all all trust\nhostssl all all 127.0.0.1/32 %s\nhostnossl all all 0.0.0.0/0 reject\n' "$method" \
         >"$dir/data/pg_hba.conf"
 }
 
-# The server's options for the cluster in DIR on PORT (TLS where DIR/tls was made).
+# The server's options for the cluster in DIR on PORT (TLS where DIR/tls was made; clients'
+# certificates checked against its CA where a client certificate was made).
 server_options() {
     local dir=$1 port=$2 tls=
     [ ! -d "$dir/tls" ] || tls=" -c ssl=on -c ssl_cert_file=$dir/tls/server.crt -c ssl_key_file=$dir/tls/server.key"
+    [ ! -f "$dir/tls/client.crt" ] || tls="$tls -c ssl_ca_file=$dir/tls/ca.crt"
     echo "-p $port -k $dir/socket -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200$tls"
 }
 
@@ -134,7 +162,7 @@ start() {
     [ -z "${POG_POSTGRES_WAL_SEGSIZE_MB:-}" ] || wal=(--wal-segsize="$POG_POSTGRES_WAL_SEGSIZE_MB")
     as_user "$user" "$bin/initdb" -D "$dir/data" -U pog --auth=trust --encoding=UTF8 \
         --no-locale "${wal[@]}" >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; say "initdb failed"; exit 1; }
-    [ -z "${POG_POSTGRES_TLS:-}" ] || make_tls "$dir" "$user"
+    [ -z "${POG_POSTGRES_TLS:-}${POG_POSTGRES_CLIENT_CERT:-}" ] || make_tls "$dir" "$user"
     # The limit is set in the user's own shell: runuser's session resets resource limits.
     local limited=()
     [ -z "${POG_POSTGRES_FILE_LIMIT_KB:-}" ] \
@@ -199,6 +227,7 @@ sql() {
     bin=$(bin_dir)
     local mode=disable
     [ ! -d "$dir/tls" ] || mode=require
+    [ ! -f "$dir/tls/client.crt" ] || export PGSSLCERT=$dir/tls/client.crt PGSSLKEY=$dir/tls/client.key
     PGSSLMODE=$mode "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cat "$dir/port")" -U pog postgres
 }
 

@@ -117,12 +117,18 @@ impl Limits {
     }
 
     /// Defaults for the agent: what it is sent (challenges, open requests) is a few KiB; the
-    /// large messages (openings) travel in its answers, not in its requests.
+    /// large messages (openings) travel in its answers, not in its requests. Its header
+    /// timeout is also its wait for an exchange's next request on a kept-alive connection
+    /// (the openings after the commitment, a proof's next step), which a validator on a
+    /// loaded host sends seconds after the answer before it: at 5 s, 715 and 760 of 2,000
+    /// simulated GPUs' exchanges broke on it in one overloaded round, at 30 s none
+    /// (docs/protocol.md, "Load"). A slow head holds a connection that long; the connection
+    /// limits bound how many.
     pub fn protocol_messages() -> Limits {
         Limits {
             max_connections: 256,
             max_connections_per_source: 64,
-            header_timeout: Duration::from_secs(5),
+            header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
             max_connection_age: Duration::from_secs(600),
             max_body_bytes: 1 << 20,

@@ -148,13 +148,19 @@ struct Shared {
     publisher: PathBuf,
 }
 
+/// The fleet's log key file in `root` (`fleet-log.key`, mode 0600), of the key `seed`.
+fn log_key_file(root: &Path, seed: [u8; 32]) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let file = root.join("fleet-log.key");
+    std::fs::write(&file, hex::encode(seed)).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    file
+}
+
 impl Shared {
     fn start(root: &Path) -> Shared {
-        use std::os::unix::fs::PermissionsExt;
         let seed = [0x5e; 32];
-        let log_key = root.join("fleet-log.key");
-        std::fs::write(&log_key, hex::encode(seed)).unwrap();
-        std::fs::set_permissions(&log_key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let log_key = log_key_file(root, seed);
         let public = pog_signed::Identity::from_seed(seed).public_key();
         let name = pog_validator::ledger::log_key_origin(&public);
         let vkey = pog_ledger::note::NoteSigner::new(&name, pog_ledger::note::ALG_ED25519, seed)
@@ -523,6 +529,148 @@ fn a_validator_with_another_round_length_or_log_key_does_not_join_the_fleet() {
     joined.stop();
 }
 
+/// A validator of a market fleet on `url` signing the fleet's log with `log_key`, its data in
+/// `root/name`, started once its first round is done: rounds an hour apart (its first one at
+/// its start: a round's GPUs are registered after it, since those at no endpoint would fail
+/// and withdraw their asks), checkpoints every second, settlement passes an hour apart, so
+/// that the leases a killed validator left unlogged reach the log only by the log's leader
+/// looking for them every 2 s between passes (`settlement::PENDING_LEASES_EVERY`).
+fn market_validator(root: &Path, name: &str, url: &str, log_key: &Path) -> ValidatorProcess {
+    let flags = [
+        "--database",
+        url,
+        "--log-key-file",
+        log_key.to_str().unwrap(),
+        "--challenge-every",
+        "3600",
+        "--checkpoint-every",
+        "1",
+        "--settle-every",
+        "3600",
+    ];
+    let v = ValidatorProcess::start(&root.join(name), &flags);
+    v.wait_for_first_round();
+    v
+}
+
+/// `pog market --json --validator URL ARGS` from the data dir `dir`: its exit status and JSON.
+fn market(url: &str, dir: &Path, args: &[&str]) -> (i32, Value) {
+    let mut all = vec!["market", "--json", "--validator", url];
+    all.extend_from_slice(args);
+    let out = common::pog(dir, &all);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code().unwrap(), json)
+}
+
+/// The lease ids of the fleet's clearings, as the validator at `addr` lists them, sorted.
+fn leased(addr: &str) -> Vec<String> {
+    let mut ids: Vec<String> = common::history(addr)
+        .iter()
+        .flat_map(|c| c["leases"].as_array().unwrap().clone())
+        .map(|l| l["id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// The open orders of the book `addr` serves, with their quantities.
+fn open(addr: &str) -> std::collections::BTreeMap<String, u64> {
+    let (status, body) = http_get(addr, "/v1/market/book").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let book: Value = serde_json::from_str(&body).unwrap();
+    ["bids", "asks"]
+        .iter()
+        .flat_map(|side| book[side].as_array().unwrap().clone())
+        .map(|o| {
+            let id = o["id"].as_str().unwrap().to_string();
+            (id, o["quantity"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+/// A market round `tag` at the validator at `url`: `count` proven H200s registered (in
+/// `registry`, by the fleet's `operator`) to a provider of its own (`root/provider-TAG`: a key
+/// holds at most 64 GPUs), which asks them all at 3.00; the renter of the data dir `renter`
+/// bids 4.00 for as many. The ask's and bid's ids, the GPUs and the provider's data dir.
+fn offer_and_bid(
+    (registry, operator): (
+        &mut pog_validator::registry::Registry,
+        &pog_signed::Identity,
+    ),
+    url: &str,
+    (root, renter): (&Path, &Path),
+    tag: &str,
+    count: usize,
+) -> (String, String, Vec<String>, PathBuf) {
+    let provider = root.join(format!("provider-{tag}"));
+    let provider_key = pog_net::keys::load_or_create(&provider.join("agent.key")).unwrap();
+    let gpus: Vec<String> = (0..count)
+        .map(|i| format!("GPU-fleet-crash-{tag}-{i}"))
+        .collect();
+    for gpu in &gpus {
+        common::register_proven_h200_in(registry, operator, &provider_key.public_key(), gpu);
+    }
+    let (ask, bid) = (format!("a{tag}"), format!("b{tag}"));
+    let quantity = count.to_string();
+    let mut args = vec!["submit", "--id", &ask, "--side", "ask"];
+    args.extend(["--class", "H200 SXM", "--quantity", &quantity]);
+    args.extend(["--price", "3.00"]);
+    for gpu in &gpus {
+        args.extend(["--gpu", gpu]);
+    }
+    let (status, json) = market(url, &provider, &args);
+    assert_eq!(status, 0, "the ask: {json}");
+    let args = [
+        "submit", "--id", &bid, "--side", "bid", "--class", "H200 SXM",
+    ];
+    let args = [&args[..], &["--quantity", &quantity, "--price", "4.00"]].concat();
+    let (status, json) = market(url, renter, &args);
+    assert_eq!(status, 0, "the bid: {json}");
+    (ask, bid, gpus, provider)
+}
+
+/// Who signed the lease entries of `gpus` in the ledger of the validator whose data dir is
+/// `data`: "the killed validator" (the key `killed`) or "the survivor", with how many each.
+fn lease_signers(
+    data: &Path,
+    gpus: &[String],
+    killed: &str,
+) -> std::collections::BTreeMap<String, usize> {
+    let ledger = pog_ledger::store::Ledger::open_reader(&data.join("ledger")).unwrap();
+    let mut signers = std::collections::BTreeMap::<String, usize>::new();
+    for gpu in gpus {
+        for (_, entry) in ledger.gpu_entries(gpu).unwrap() {
+            if entry.kind == pog_signed::RecordKind::Lease {
+                let name = match hex::encode(entry.signer) {
+                    k if k == killed => "the killed validator",
+                    _ => "the survivor",
+                };
+                *signers.entry(name.to_string()).or_default() += 1;
+            }
+        }
+    }
+    signers
+}
+
+/// `pog verify` of `uuid`'s history as the validator at `url` serves it, checked against the
+/// log's tiles after its last record (`--validator` reads the tail from the validator's
+/// `/ledger/`, as `--log` does), trusting the log key `vkey` and the fleet's `validators` (no
+/// witness: `--accept-unwitnessed`): it must pass.
+fn verify_leased(root: &Path, url: &str, uuid: &str, vkey: &str, validators: &[String]) {
+    let mut args = vec!["verify", "--validator", url, "--gpu", uuid];
+    args.extend(["--log-key", vkey, "--accept-unwitnessed"]);
+    for key in validators {
+        args.extend(["--validator-key", key]);
+    }
+    let out = common::pog(&root.join("holder"), &args);
+    assert!(
+        out.status.success(),
+        "pog verify {uuid}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// kill -9 of a fleet validator in the middle of a clearing (issue 22, item 5; the fleet's
 /// version of `market.rs`'s `a_validator_killed_while_it_clears_loses_no_lease_and_logs_none_twice`):
 /// two `pog validator`s on one PostgreSQL database, one book and one log. Each round a
@@ -544,36 +692,9 @@ fn a_fleet_validator_killed_while_it_clears_loses_no_lease_and_logs_none_twice()
     };
     let root = tempfile::tempdir().unwrap();
     let root = root.path();
-    let log_key = root.join("fleet-log.key");
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::write(&log_key, hex::encode([0x5f; 32])).unwrap();
-        std::fs::set_permissions(&log_key, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
-    // Rounds an hour apart (each validator's first one at its start), checkpoints every second,
-    // settlement passes an hour apart: the leases a killed validator left unlogged must reach
-    // the log within seconds all the same (the log's leader looks for them every 2 s between
-    // passes, `settlement::PENDING_LEASES_EVERY`; until 2026-12-06 only at its next pass).
-    let flags = [
-        "--database",
-        &cluster.url,
-        "--log-key-file",
-        log_key.to_str().unwrap(),
-        "--challenge-every",
-        "3600",
-        "--checkpoint-every",
-        "1",
-        "--settle-every",
-        "3600",
-    ];
+    let log_key = log_key_file(root, [0x5f; 32]);
     common::wait_clear_of_slot_boundary(Duration::from_secs(3600), Duration::from_secs(240));
-    // A validator's first round challenges the GPUs registered then (and those at no endpoint
-    // fail, which would withdraw their asks): a round's GPUs are registered after it.
-    let start = |name: &str| {
-        let v = ValidatorProcess::start(&root.join(name), &flags);
-        v.wait_for_first_round();
-        v
-    };
+    let start = |name: &str| market_validator(root, name, &cluster.url, &log_key);
     let mut a = start("a");
     said(&a, "leads the fleet's log");
     let b = start("b");
@@ -582,37 +703,6 @@ fn a_fleet_validator_killed_while_it_clears_loses_no_lease_and_logs_none_twice()
     let operator = pog_net::keys::load_or_create(&root.join("a/validator.key")).unwrap();
     let mut registry = pog_validator::registry::Registry::connect(&cluster.url).unwrap();
     let renter = root.join("renter");
-    let market = |url: &str, dir: &Path, args: &[&str]| {
-        let mut all = vec!["market", "--json", "--validator", url];
-        all.extend_from_slice(args);
-        let out = common::pog(dir, &all);
-        let json: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        (out.status.code().unwrap(), json)
-    };
-    // The lease ids of the fleet's clearings, as `addr` lists them, sorted.
-    let leased = |addr: &str| {
-        let mut ids: Vec<String> = common::history(addr)
-            .iter()
-            .flat_map(|c| c["leases"].as_array().unwrap().clone())
-            .map(|l| l["id"].as_str().unwrap().to_string())
-            .collect();
-        ids.sort();
-        ids
-    };
-    // The open orders of the book `addr` serves, with their quantities.
-    let open = |addr: &str| -> BTreeMap<String, u64> {
-        let (status, body) = http_get(addr, "/v1/market/book").unwrap();
-        assert_eq!(status, 200, "{body}");
-        let book: Value = serde_json::from_str(&body).unwrap();
-        ["bids", "asks"]
-            .iter()
-            .flat_map(|side| book[side].as_array().unwrap().clone())
-            .map(|o| {
-                let id = o["id"].as_str().unwrap().to_string();
-                (id, o["quantity"].as_u64().unwrap())
-            })
-            .collect()
-    };
     let mut all_gpus = Vec::new();
     let mut took = Duration::ZERO;
     let mut verified = Vec::new();
@@ -626,37 +716,14 @@ fn a_fleet_validator_killed_while_it_clears_loses_no_lease_and_logs_none_twice()
         Some(0.97),
     ];
     for (round, fraction) in fractions.into_iter().enumerate() {
-        // A provider of its own each round (a key holds at most 64 GPUs).
-        let provider = root.join(format!("provider-{round}"));
-        let provider_key = pog_net::keys::load_or_create(&provider.join("agent.key")).unwrap();
-        let gpus: Vec<String> = (0..GPUS)
-            .map(|i| format!("GPU-fleet-crash-{round}-{i}"))
-            .collect();
-        for gpu in &gpus {
-            common::register_proven_h200_in(
-                &mut registry,
-                &operator,
-                &provider_key.public_key(),
-                gpu,
-            );
-        }
+        let (ask, bid, gpus, provider) = offer_and_bid(
+            (&mut registry, &operator),
+            &a.url,
+            (root, &renter),
+            &format!("{round}"),
+            GPUS,
+        );
         all_gpus.extend(gpus.iter().cloned());
-        let (ask, bid) = (format!("a{round}"), format!("b{round}"));
-        let quantity = GPUS.to_string();
-        let mut args = vec!["submit", "--id", &ask, "--side", "ask"];
-        args.extend(["--class", "H200 SXM", "--quantity", &quantity]);
-        args.extend(["--price", "3.00"]);
-        for gpu in &gpus {
-            args.extend(["--gpu", gpu]);
-        }
-        let (status, json) = market(&a.url, &provider, &args);
-        assert_eq!(status, 0, "the ask: {json}");
-        let args = [
-            "submit", "--id", &bid, "--side", "bid", "--class", "H200 SXM",
-        ];
-        let args = [&args[..], &["--quantity", &quantity, "--price", "4.00"]].concat();
-        let (status, json) = market(&a.url, &renter, &args);
-        assert_eq!(status, 0, "the bid: {json}");
         let before = common::history(&b.addr).len();
         let request = common::clear_request(&operator);
         let sent = Instant::now();
@@ -693,20 +760,7 @@ fn a_fleet_validator_killed_while_it_clears_loses_no_lease_and_logs_none_twice()
         let logged_after = sent.elapsed() - killed_after;
         // Who logged the round's leases: the killed validator before it died, the survivor
         // after.
-        let ledger =
-            pog_ledger::store::Ledger::open_reader(&b.service.data.join("ledger")).unwrap();
-        let mut signers = BTreeMap::<String, usize>::new();
-        for gpu in &gpus {
-            for (_, entry) in ledger.gpu_entries(gpu).unwrap() {
-                if entry.kind == pog_signed::RecordKind::Lease {
-                    let name = match hex::encode(entry.signer) {
-                        k if k == fleet_keys[0] => "the killed validator",
-                        _ => "the survivor",
-                    };
-                    *signers.entry(name.to_string()).or_default() += 1;
-                }
-            }
-        }
+        let signers = lease_signers(&b.service.data, &gpus, &fleet_keys[0]);
         eprintln!(
             "round {round}: killed {killed_after:?} after the request (a clearing took \
              {took:?}): clearing stored: {stored}; its leases logged by {signers:?}, all in \
@@ -748,19 +802,122 @@ fn a_fleet_validator_killed_while_it_clears_loses_no_lease_and_logs_none_twice()
     // verify, each against the log's tiles after its last record (`pog verify --validator`
     // reads the tail from the validator's `/ledger/`, as `--log` does).
     for uuid in &verified {
-        let mut args = vec!["verify", "--validator", &b.url, "--gpu", uuid];
-        args.extend(["--log-key", &vkey, "--accept-unwitnessed"]);
-        for key in &fleet_keys {
-            args.extend(["--validator-key", key]);
-        }
-        let out = common::pog(&root.join("holder"), &args);
-        assert!(
-            out.status.success(),
-            "pog verify {uuid}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        verify_leased(root, &b.url, uuid, &vkey, &fleet_keys);
     }
+}
+
+/// kill -9 of the validator that leads the fleet's log while a clearing it stored waits to
+/// have its leases logged (issue 22): the path where the validator that would log what a dead
+/// one left is itself the dead one, so that the leases wait for another to take the log's
+/// lease over. Two `pog validator`s on one database, `a` leading the log; the test holds the
+/// row lock of the fleet's `leases_logged_through` mark in a transaction of its own, so that
+/// `a` stores the clearing it is asked for and then waits to hand its leases to the log (as a
+/// slow database would hold it); `a` is SIGKILLed there, and the lock let go. The survivor
+/// `b` must take the log's lease over (`a`'s runs out after three checkpoint ticks), find the
+/// clearing unlogged and log its leases, within 10 s, saying so ("logged the leases of 1
+/// clearing(s) left unlogged": the takeover path, not `a`'s restart or a clearing of `b`'s);
+/// every lease once, all signed by `b`; the book's orders taken by the clearing; once `a` is
+/// back its tree the same; and a leased GPU's history verifies (`pog verify`).
+#[test]
+fn the_log_leader_killed_with_leases_waiting_leaves_them_to_the_next_leader_once() {
+    const GPUS: usize = 8;
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let log_key = log_key_file(root, [0x5c; 32]);
+    common::wait_clear_of_slot_boundary(Duration::from_secs(3600), Duration::from_secs(240));
+    let start = |name: &str| market_validator(root, name, &cluster.url, &log_key);
+    let mut a = start("a");
+    said(&a, "leads the fleet's log");
+    let b = start("b");
+    let vkey = log_vkey(&a);
+    let fleet_keys = [a.key.clone(), b.key.clone()];
+    let operator = pog_net::keys::load_or_create(&root.join("a/validator.key")).unwrap();
+    let mut registry = pog_validator::registry::Registry::connect(&cluster.url).unwrap();
+    let renter = root.join("renter");
+    let (ask, bid, gpus, _provider) = offer_and_bid(
+        (&mut registry, &operator),
+        &a.url,
+        (root, &renter),
+        "leader",
+        GPUS,
+    );
+    // The mark's row exists from the validators' starts (each hands what is pending then).
+    let mark = pog_validator::postgres::testing::OpenTransaction::begin(
+        &cluster.url,
+        "SELECT value FROM market_meta WHERE key = 'leases_logged_through' FOR UPDATE",
+    );
+    let _answer = common::post(
+        &a.addr,
+        "/v1/market/clear",
+        &common::clear_request(&operator),
+    );
+    until("the leader stores no clearing", || {
+        common::history(&b.addr).len() == 1
+    });
+    let in_history = leased(&b.addr);
+    assert_eq!(in_history.len(), GPUS);
+    // Stored, its leases waiting for the mark: none is in the log yet.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        common::ledger_leases(&b.service.data, &gpus),
+        Ok(vec![]),
+        "the leases were logged while the mark was held"
+    );
+    assert!(
+        !b.service.stderr().contains("leads the fleet's log"),
+        "b led before the kill"
+    );
+    a.service.kill();
+    drop(mark);
+    let killed = Instant::now();
+    let deadline = killed + Duration::from_secs(10);
+    loop {
+        let logged = common::ledger_leases(&b.service.data, &gpus);
+        if logged.as_ref() == Ok(&in_history) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "10 s after the leader's kill the survivor's log holds {logged:?}, the clearing \
+             {in_history:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let logged_after = killed.elapsed();
+    said(&b, "leads the fleet's log");
+    said(&b, "logged the leases of 1 clearing(s) left unlogged");
+    let signers = lease_signers(&b.service.data, &gpus, &fleet_keys[0]);
+    eprintln!(
+        "the leader killed with {GPUS} leases waiting: logged by {signers:?}, all in the \
+         survivor's log {logged_after:?} after the kill"
+    );
+    assert_eq!(
+        signers,
+        std::collections::BTreeMap::from([("the survivor".to_string(), GPUS)])
+    );
+    // The clearing took both orders whole.
+    assert_eq!(
+        open(&b.addr),
+        std::collections::BTreeMap::new(),
+        "{ask} {bid}"
+    );
+
+    // `a` comes back: the same leases in its tree, each once, and none logged again.
+    a = start("a");
+    assert_eq!(leased(&a.addr), in_history);
+    until("the restarted validator's log", || {
+        common::ledger_leases(&a.service.data, &gpus).as_ref() == Ok(&in_history)
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        common::ledger_leases(&b.service.data, &gpus),
+        Ok(in_history.clone())
+    );
+    verify_leased(root, &b.url, &gpus[0], &vkey, &fleet_keys);
+    verify_leased(root, &a.url, &gpus[GPUS - 1], &vkey, &fleet_keys);
 }
 
 /// Pads the fleet's `records` table with the smallest rows until its file can grow no more,
@@ -809,12 +966,7 @@ fn a_database_whose_disk_fills_up_loses_nothing_and_the_validator_carries_on() {
     };
     let root = tempfile::tempdir().unwrap();
     let root = root.path();
-    let log_key = root.join("fleet-log.key");
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::write(&log_key, hex::encode([0x5d; 32])).unwrap();
-        std::fs::set_permissions(&log_key, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
+    let log_key = log_key_file(root, [0x5d; 32]);
     let mut flags = vec![
         "--database",
         &cluster.url,

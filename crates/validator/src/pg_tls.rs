@@ -1,6 +1,7 @@
 //! How the registry reaches its PostgreSQL server: in the clear, or over TLS, as the
-//! `--database` URL's `sslmode` and `sslrootcert` say (libpq's names, read here because the
-//! driver knows only `disable`, `prefer` and `require`, and verifies nothing itself).
+//! `--database` URL's `sslmode`, `sslrootcert`, `sslcert` and `sslkey` say (libpq's names,
+//! read here because the driver knows only `disable`, `prefer` and `require`, verifies
+//! nothing itself and presents no client certificate).
 //!
 //! - `sslmode=verify-full` (and `require`, which libpq lets through unverified with no CA
 //!   file: here it is `verify-full`): TLS, the server's chain checked against the CA, and its
@@ -15,6 +16,14 @@
 //!   anyone on the path could read and rewrite.
 //! - `sslmode=prefer` and `allow` are refused: they fall back to the clear when the server (or
 //!   whoever sits between) says it has no TLS.
+//! - `sslcert=FILE` and `sslkey=FILE`: a client certificate (PEM, any intermediates after it)
+//!   and its private key (PEM: PKCS#8, PKCS#1 or SEC1, unencrypted), presented to a server
+//!   that asks for one (`hostssl … cert`, or `clientcert=verify-full`). Both or neither; with
+//!   no `sslmode` they ask for `verify-full`, under `sslmode=disable` they are refused. A key
+//!   file that others may read is refused as libpq refuses it: owned by root, mode 0640 or
+//!   less; owned by anyone else, 0600 or less. Refused rather than warned about: the key is
+//!   the fleet's credential to its database, and a warning at a validator's start is read by
+//!   nobody ([`client_key`]).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -22,7 +31,7 @@ use std::sync::Arc;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
 };
@@ -49,31 +58,67 @@ enum Mode {
     Disable,
     /// `sslmode=verify-ca`.
     VerifyCa,
-    /// `sslmode=verify-full` or `require`, or a `sslrootcert` alone.
+    /// `sslmode=verify-full` or `require`, or a `sslrootcert` or `sslcert`/`sslkey` alone.
     VerifyFull,
+}
+
+/// The TLS words of a URL (libpq's names), taken out of it: the driver does not know them.
+#[derive(Debug, Default, PartialEq)]
+struct TlsOptions {
+    /// `sslmode`.
+    sslmode: Option<String>,
+    /// `sslrootcert`: the CAs to check the server against.
+    rootcert: Option<String>,
+    /// `sslcert`: the client's certificate, to present to the server.
+    cert: Option<String>,
+    /// `sslkey`: the private key of the client's certificate.
+    key: Option<String>,
+}
+
+impl TlsOptions {
+    /// Whether any of them asks for TLS by itself (with no `sslmode`: `verify-full`).
+    fn asks_for_tls(&self) -> bool {
+        self.rootcert.is_some() || self.cert.is_some() || self.key.is_some()
+    }
+}
+
+/// The certificate chain and key the client presents to the server (`sslcert`, `sslkey`).
+struct ClientIdentity {
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    /// The URL's words for the two files, to say which do not belong together.
+    files: String,
 }
 
 /// The driver's settings for `url` and how to reach its server, or why the URL is refused.
 pub(crate) fn parse(url: &str) -> Result<(tokio_postgres::Config, Transport), RegistryError> {
-    let (rest, sslmode, rootcert) = split_tls_options(url);
+    let (rest, options) = split_tls_options(url);
     let mut config: tokio_postgres::Config = rest.parse().map_err(|e| {
         RegistryError::DatabaseUrl(format!(
             "it is not a PostgreSQL URL ({e}); write it as postgres://user:password@host:port/database"
         ))
     })?;
-    let mode = match (sslmode.as_deref(), &rootcert) {
-        (None, None) => Mode::Unsaid,
-        (None, Some(_)) | (Some("require" | "verify-full"), _) => Mode::VerifyFull,
-        (Some("verify-ca"), _) => Mode::VerifyCa,
-        (Some("disable"), _) => Mode::Disable,
-        (Some(weak @ ("prefer" | "allow")), _) => {
+    let mode = match options.sslmode.as_deref() {
+        None if options.asks_for_tls() => Mode::VerifyFull,
+        None => Mode::Unsaid,
+        Some("require" | "verify-full") => Mode::VerifyFull,
+        Some("verify-ca") => Mode::VerifyCa,
+        Some("disable") if options.cert.is_some() || options.key.is_some() => {
+            return Err(RegistryError::DatabaseUrl(
+                "sslmode=disable sends no client certificate: drop sslcert and sslkey, or ask \
+                 for TLS (sslmode=verify-full)"
+                    .into(),
+            ))
+        }
+        Some("disable") => Mode::Disable,
+        Some(weak @ ("prefer" | "allow")) => {
             return Err(RegistryError::DatabaseUrl(format!(
                 "sslmode={weak} falls back to the clear when the server, or anyone on the path, \
                  says it has no TLS; write sslmode=verify-full (with sslrootcert=CA-FILE for a \
                  private CA), or sslmode=disable on a network you trust"
             )))
         }
-        (Some(other), _) => {
+        Some(other) => {
             return Err(RegistryError::DatabaseUrl(format!(
                 "sslmode={other} is not one of disable, require, verify-ca, verify-full"
             )))
@@ -93,10 +138,12 @@ pub(crate) fn parse(url: &str) -> Result<(tokio_postgres::Config, Transport), Re
             }
         },
         Mode::VerifyCa | Mode::VerifyFull => {
-            let roots = roots(rootcert.as_deref())?;
+            let roots = roots(options.rootcert.as_deref())?;
+            let identity = client_identity(options.cert.as_deref(), options.key.as_deref())?;
             Transport::Tls(MakeRustlsConnect::new(client_config(
                 roots,
                 mode == Mode::VerifyFull,
+                identity,
             )?))
         }
     };
@@ -107,10 +154,10 @@ pub(crate) fn parse(url: &str) -> Result<(tokio_postgres::Config, Transport), Re
     Ok((config, transport))
 }
 
-/// `url` without its `sslmode` and `sslrootcert`, and their values (percent-decoded in a URL),
+/// `url` without its TLS words ([`TlsOptions`]), and their values (percent-decoded in a URL),
 /// in either of the driver's forms: `postgres://…?key=value&…` or `key=value key=value`.
-fn split_tls_options(url: &str) -> (String, Option<String>, Option<String>) {
-    let (mut sslmode, mut rootcert) = (None, None);
+fn split_tls_options(url: &str) -> (String, TlsOptions) {
+    let mut options = TlsOptions::default();
     let mut take = |pair: &str, decode: bool| -> bool {
         let Some((key, value)) = pair.split_once('=') else {
             return false;
@@ -120,11 +167,14 @@ fn split_tls_options(url: &str) -> (String, Option<String>, Option<String>) {
         } else {
             value.trim_matches('\'').to_owned()
         };
-        match key {
-            "sslmode" => sslmode = Some(value),
-            "sslrootcert" => rootcert = Some(value),
+        let slot = match key {
+            "sslmode" => &mut options.sslmode,
+            "sslrootcert" => &mut options.rootcert,
+            "sslcert" => &mut options.cert,
+            "sslkey" => &mut options.key,
             _ => return false,
-        }
+        };
+        *slot = Some(value);
         true
     };
     let rest = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
@@ -142,7 +192,7 @@ fn split_tls_options(url: &str) -> (String, Option<String>, Option<String>) {
         let kept: Vec<&str> = url.split(' ').filter(|p| !take(p, false)).collect();
         kept.join(" ")
     };
-    (rest, sslmode, rootcert)
+    (rest, options)
 }
 
 /// `text` with its `%XX` escapes decoded (an escape that is not one is kept as written).
@@ -220,18 +270,95 @@ fn roots(rootcert: Option<&str>) -> Result<Arc<RootCertStore>, RegistryError> {
     Ok(Arc::new(roots))
 }
 
+/// The client certificate and key of `sslcert` and `sslkey` (`None` where neither is given),
+/// or why they cannot be used: one without the other, a file missing or unreadable, a key
+/// file others may read ([`client_key`]), or no certificate or key in it.
+fn client_identity(
+    cert: Option<&str>,
+    key: Option<&str>,
+) -> Result<Option<ClientIdentity>, RegistryError> {
+    let (cert, key) = match (cert, key) {
+        (None, None) => return Ok(None),
+        (Some(cert), Some(key)) => (cert, key),
+        (Some(cert), None) => {
+            return Err(RegistryError::DatabaseUrl(format!(
+                "sslcert={cert} without sslkey: give the certificate's private key too \
+                 (sslkey=FILE)"
+            )))
+        }
+        (None, Some(key)) => {
+            return Err(RegistryError::DatabaseUrl(format!(
+                "sslkey={key} without sslcert: give the client certificate too (sslcert=FILE)"
+            )))
+        }
+    };
+    let bad_cert = |why: String| {
+        RegistryError::DatabaseUrl(format!(
+            "sslcert={cert}: {why}; give a PEM file of the client certificate (then any \
+             intermediate CA certificates)"
+        ))
+    };
+    let chain = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| bad_cert(e.to_string()))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad_cert(e.to_string()))?;
+    if chain.is_empty() {
+        return Err(bad_cert("it holds no certificate".into()));
+    }
+    Ok(Some(ClientIdentity {
+        chain,
+        key: client_key(key)?,
+        files: format!("sslcert={cert} and sslkey={key}"),
+    }))
+}
+
+/// The private key in the PEM file `file`, refused as libpq refuses it where others than its
+/// owner may read it: a file of root's may be readable by its group (mode 0640 or less, so
+/// that a key shared with a group, as Kubernetes mounts a Secret under `fsGroup`, can be
+/// used), anyone else's by its owner only (0600 or less). Refused, not warned about: whoever
+/// can read the key can log in as the fleet wherever the database takes the certificate.
+fn client_key(file: &str) -> Result<PrivateKeyDer<'static>, RegistryError> {
+    let bad = |why: String| RegistryError::DatabaseUrl(format!("sslkey={file}: {why}"));
+    let metadata = std::fs::metadata(file).map_err(|e| bad(format!("{e}")))?;
+    if !metadata.is_file() {
+        return Err(bad("it is not a regular file".into()));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let (owner, mode) = (metadata.uid(), metadata.mode() & 0o777);
+        let too_open = match owner {
+            0 => mode & 0o037 != 0,
+            _ => mode & 0o077 != 0,
+        };
+        if too_open {
+            return Err(bad(format!(
+                "others than its owner may read or change it (mode {mode:04o}): the key may \
+                 have leaked; make it 0600 (chmod 0600 {file}), or 0640 where root owns it"
+            )));
+        }
+    }
+    PrivateKeyDer::from_pem_file(file).map_err(|e| {
+        bad(format!(
+            "{e}; give a PEM file of the client certificate's private key (PKCS#8, PKCS#1 or \
+             SEC1, not encrypted)"
+        ))
+    })
+}
+
 /// rustls with ring, checking the server's chain against `roots`, and its name too where
-/// `check_name`.
+/// `check_name`; presenting `identity` to a server that asks for a client certificate.
 fn client_config(
     roots: Arc<RootCertStore>,
     check_name: bool,
+    identity: Option<ClientIdentity>,
 ) -> Result<ClientConfig, RegistryError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let failed = |e: rustls::Error| RegistryError::DatabaseUrl(format!("setting up TLS: {e}"));
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(failed)?;
-    Ok(match check_name {
+    let builder = match check_name {
         true => builder.with_root_certificates(roots),
         false => {
             let chain = WebPkiServerVerifier::builder_with_provider(roots, provider)
@@ -241,8 +368,66 @@ fn client_config(
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(ChainOnly(chain)))
         }
+    };
+    let Some(identity) = identity else {
+        return Ok(builder.with_no_client_auth());
+    };
+    builder
+        .with_client_auth_cert(identity.chain, identity.key)
+        .map_err(|e| {
+            let why = match e {
+                rustls::Error::InconsistentKeys(_) => {
+                    "the key is not the certificate's (give the key the certificate was made \
+                     for)"
+                        .to_string()
+                }
+                other => other.to_string(),
+            };
+            RegistryError::DatabaseUrl(format!("{}: {why}", identity.files))
+        })
+}
+
+/// What to do about a connection the server refused for its client certificate: none where
+/// it requires one (its own words, SQLSTATE 28000, name a certificate), or one it did not take
+/// (its TLS alert: another CA's, expired, revoked); `None` where `e` is not that.
+pub(crate) fn client_certificate_refused(e: &tokio_postgres::Error) -> Option<&'static str> {
+    if let Some(db) = e.as_db_error() {
+        let wants_one = *db.code()
+            == tokio_postgres::error::SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+            && db.message().contains("certificate");
+        return wants_one.then_some(
+            "the server takes only clients with a certificate its CA signed for the user: \
+             give the --database URL sslcert=FILE and sslkey=FILE",
+        );
     }
-    .with_no_client_auth())
+    let mut cause = std::error::Error::source(e);
+    while let Some(error) = cause {
+        let tls = error
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+            .or_else(|| error.downcast_ref::<rustls::Error>());
+        if let Some(rustls::Error::AlertReceived(alert)) = tls {
+            use rustls::AlertDescription as Alert;
+            let about_ours = matches!(
+                alert,
+                Alert::UnknownCA
+                    | Alert::BadCertificate
+                    | Alert::CertificateRequired
+                    | Alert::CertificateUnknown
+                    | Alert::CertificateExpired
+                    | Alert::CertificateRevoked
+                    | Alert::UnsupportedCertificate
+                    | Alert::AccessDenied
+            );
+            return about_ours.then_some(
+                "the server refused the client certificate (sslcert): give one its CA \
+                 (ssl_ca_file) signed, in date, for the user",
+            );
+        }
+        cause = error.source();
+    }
+    None
 }
 
 /// `sslmode=verify-ca`: the chain checked by WebPKI as for `verify-full`, and a certificate
@@ -340,20 +525,27 @@ mod tests {
     fn tls_options_are_taken_out_of_both_forms_and_decoded() {
         assert_eq!(
             split_tls_options(
-                "postgres://u:p@h/db?sslmode=verify-ca&connect_timeout=5&sslrootcert=%2Ftmp%2Fa%20b.pem"
+                "postgres://u:p@h/db?sslmode=verify-ca&connect_timeout=5&sslrootcert=%2Ftmp%2Fa%20b.pem&sslcert=%2Ftmp%2Fc.pem&sslkey=%2Ftmp%2Fc.key"
             ),
             (
                 "postgres://u:p@h/db?connect_timeout=5".to_owned(),
-                Some("verify-ca".to_owned()),
-                Some("/tmp/a b.pem".to_owned())
+                TlsOptions {
+                    sslmode: Some("verify-ca".to_owned()),
+                    rootcert: Some("/tmp/a b.pem".to_owned()),
+                    cert: Some("/tmp/c.pem".to_owned()),
+                    key: Some("/tmp/c.key".to_owned()),
+                }
             )
         );
         assert_eq!(
-            split_tls_options("host=h sslrootcert='/tmp/ca.pem' user=u"),
+            split_tls_options("host=h sslrootcert='/tmp/ca.pem' user=u sslkey=/tmp/k"),
             (
                 "host=h user=u".to_owned(),
-                None,
-                Some("/tmp/ca.pem".to_owned())
+                TlsOptions {
+                    rootcert: Some("/tmp/ca.pem".to_owned()),
+                    key: Some("/tmp/k".to_owned()),
+                    ..TlsOptions::default()
+                }
             )
         );
         assert_eq!(percent_decoded("100%"), "100%");
@@ -368,5 +560,25 @@ mod tests {
             refused("postgres://pog@db.example.net/pog?sslrootcert=/nonexistent/ca.pem")
                 .contains("sslrootcert=/nonexistent/ca.pem")
         );
+    }
+
+    #[test]
+    fn a_client_certificate_needs_its_key_and_tls() {
+        let local = "postgres://pog@127.0.0.1/pog";
+        assert!(refused(&format!("{local}?sslcert=/tmp/c.pem")).contains("without sslkey"));
+        assert!(refused(&format!("{local}?sslkey=/tmp/c.key")).contains("without sslcert"));
+        let disabled = refused(&format!(
+            "{local}?sslmode=disable&sslcert=/tmp/c.pem&sslkey=/tmp/c.key"
+        ));
+        assert!(
+            disabled.contains("sends no client certificate"),
+            "{disabled}"
+        );
+        // With no sslmode, a client certificate asks for TLS (verify-full) even to this
+        // machine: its files are read, and these are not there.
+        let missing = refused(&format!(
+            "{local}?sslcert=/nonexistent/c.pem&sslkey=/nonexistent/c.key"
+        ));
+        assert!(missing.contains("sslcert=/nonexistent/c.pem"), "{missing}");
     }
 }

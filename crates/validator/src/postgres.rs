@@ -166,7 +166,9 @@ const MAX_CONNECTIONS: usize = 16;
 
 /// A PostgreSQL error with its causes (the driver's `Display` says only "db error"), and what
 /// to do: where the server answered, its own message and hint say it (a full disk: "could not
-/// extend file …", "HINT: Check free disk space."); where it did not, check that it is up.
+/// extend file …", "HINT: Check free disk space."); where it refused the client certificate,
+/// or wants one, what to give ([`crate::pg_tls::client_certificate_refused`]); where it did not
+/// answer, check that it is up.
 pub(crate) fn described(e: &tokio_postgres::Error) -> RegistryError {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
@@ -175,7 +177,10 @@ pub(crate) fn described(e: &tokio_postgres::Error) -> RegistryError {
         text.push_str(&cause.to_string());
         source = cause.source();
     }
-    if e.as_db_error().is_none() {
+    if let Some(what_to_do) = crate::pg_tls::client_certificate_refused(e) {
+        text.push_str("; ");
+        text.push_str(what_to_do);
+    } else if e.as_db_error().is_none() {
         text.push_str("; check that the server is up and that the --database URL reaches it");
     }
     RegistryError::Postgres(text)
@@ -1022,6 +1027,59 @@ pub mod testing {
         })
         .join()
         .unwrap();
+    }
+
+    /// A transaction left open on the PostgreSQL database at a URL, holding the locks its
+    /// statements took until it is dropped (then rolled back): a test's way to stop a
+    /// validator, on its own connection, where it waits for one of those locks.
+    pub struct OpenTransaction {
+        release: Option<tokio::sync::oneshot::Sender<()>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl OpenTransaction {
+        /// Begins one on the database at `url` (on a thread and runtime of its own) and runs
+        /// `sql` in it; returns once `sql` has run.
+        pub fn begin(url: &str, sql: &str) -> OpenTransaction {
+            let (url, statements) = (url.to_owned(), format!("BEGIN; {sql}"));
+            let (release, released) = tokio::sync::oneshot::channel::<()>();
+            let (ran, has_run) = std::sync::mpsc::channel();
+            let thread = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                        .await
+                        .unwrap_or_else(|e| panic!("the PostgreSQL server at {url}: {e}"));
+                    tokio::spawn(connection);
+                    let outcome = client.batch_execute(&statements).await;
+                    let failed = outcome.as_ref().err().map(ToString::to_string);
+                    let _ = ran.send(failed);
+                    let _ = released.await;
+                    let _ = client.batch_execute("ROLLBACK").await;
+                })
+            });
+            if let Some(why) = has_run.recv().unwrap_or(Some("its thread ended".into())) {
+                panic!("{sql} in an open transaction: {why}");
+            }
+            OpenTransaction {
+                release: Some(release),
+                thread: Some(thread),
+            }
+        }
+    }
+
+    impl Drop for OpenTransaction {
+        fn drop(&mut self) {
+            if let Some(release) = self.release.take() {
+                let _ = release.send(());
+            }
+            if let Some(thread) = self.thread.take() {
+                let _ = thread.join();
+            }
+        }
     }
 
     /// The URL of a new, empty database on the test server (`POG_TEST_POSTGRES_URL`); `None`

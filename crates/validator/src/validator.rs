@@ -60,10 +60,9 @@ impl ExchangeError {
                 FailureKind::Timeout,
                 format!("the agent did not answer within {} s", timeout.as_secs()),
             ),
-            ExchangeError::Post(P::Transport { .. }) => (
-                FailureKind::Transport,
-                "the connection to the agent broke".into(),
-            ),
+            ExchangeError::Post(P::Transport { source, .. }) => {
+                (FailureKind::Transport, how_it_broke(source).into())
+            }
             ExchangeError::Post(P::TooLarge { limit, .. }) => (
                 FailureKind::Transport,
                 format!("the agent's answer exceeded {limit} bytes"),
@@ -84,6 +83,39 @@ impl ExchangeError {
         };
         Failure { kind, message }
     }
+}
+
+/// How an established connection to the agent broke, from the transport error's kind (never
+/// its text, which names the agent's endpoint): closed with no answer (as an agent closes a
+/// kept-alive connection it has waited on for its header timeout, the request under way),
+/// reset, or its answer cut off. A load run's records then say which of these its broken
+/// connections were (docs/protocol.md, "Load").
+fn how_it_broke(error: &reqwest::Error) -> &'static str {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        // Reading the answer's body (a decode error wraps the body's).
+        if e.downcast_ref::<reqwest::Error>()
+            .is_some_and(reqwest::Error::is_body)
+        {
+            return "the agent's answer was cut off: the connection broke in the middle of it";
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind as K;
+            if matches!(
+                io.kind(),
+                K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe
+            ) {
+                return "the agent reset the connection before answering";
+            }
+        }
+        if e.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_incomplete_message)
+        {
+            return "the agent closed the connection before answering";
+        }
+        cause = e.source();
+    }
+    "the connection to the agent broke"
 }
 
 /// What broke the protocol, in the validator's words only (no value the agent chose).
@@ -1191,6 +1223,58 @@ async fn records(
 mod tests {
     use super::*;
     use crate::registry::testing::Place;
+
+    /// A listener on loopback whose one connection gets `treat` (the stream, once the
+    /// request's head and body are in) on a thread of its own; its URL.
+    fn one_connection(treat: fn(std::net::TcpStream)) -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1/challenge", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+            treat(stream);
+        });
+        url
+    }
+
+    /// Each way an established connection breaks is recorded as that way: closed with no
+    /// answer, reset (closed with the request unread), the answer cut off.
+    #[tokio::test]
+    async fn a_broken_connection_is_recorded_as_the_way_it_broke() {
+        use std::io::{Read, Write};
+        let client = reqwest::Client::new();
+        let envelope = pog_signed::Identity::from_seed([5; 32])
+            .seal("pog.test", &"a challenge")
+            .unwrap();
+        /// Reads what the client sent until it has been quiet for 200 ms.
+        fn read_request(stream: &mut std::net::TcpStream) {
+            stream
+                .set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            let mut buffer = [0u8; 4096];
+            while stream.read(&mut buffer).is_ok_and(|n| n > 0) {}
+        }
+        let closed = one_connection(|mut stream| read_request(&mut stream));
+        let reset = one_connection(drop);
+        let cut = one_connection(|mut stream| {
+            read_request(&mut stream);
+            stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nabc")
+                .unwrap();
+        });
+        for (url, says) in [
+            (closed, "closed the connection before answering"),
+            (reset, "reset the connection before answering"),
+            (cut, "answer was cut off"),
+        ] {
+            let error = post_counted(&client, &url, &envelope, Duration::from_secs(5), 1 << 20)
+                .await
+                .expect_err("no answer");
+            let failure = ExchangeError::from(error).failure();
+            assert_eq!(failure.kind, FailureKind::Transport, "{url}");
+            assert!(failure.message.contains(says), "{url}: {}", failure.message);
+        }
+    }
 
     /// SQL that makes `place`'s store refuse every new record (its disk full, as far as
     /// records go), and SQL that lifts that.

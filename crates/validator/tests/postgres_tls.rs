@@ -1,7 +1,8 @@
 //! The registry's TLS to PostgreSQL (`--database postgres://…?sslmode=…`), against a real
 //! server that takes TLS only (`POG_POSTGRES_TLS=1 scripts/postgres.sh start`: a throwaway CA,
-//! a certificate for `localhost` alone, `hostssl` only), and against a man in the middle that
-//! answers the client's TLS request with "no TLS here".
+//! a certificate for `localhost` alone, `hostssl` only), against one that also requires a
+//! client certificate its CA signed (`POG_POSTGRES_CLIENT_CERT=1`: `hostssl … cert`), and
+//! against a man in the middle that answers the client's TLS request with "no TLS here".
 
 use pog_validator::registry::Registry;
 use std::io::{Read, Write};
@@ -23,11 +24,22 @@ struct TlsCluster {
 impl TlsCluster {
     /// Starts one; `None` where PostgreSQL cannot run here and it is not required.
     fn start() -> Option<TlsCluster> {
+        TlsCluster::start_with("POG_POSTGRES_TLS")
+    }
+
+    /// Starts one that takes only clients presenting a certificate its CA signed for their
+    /// user ([`TlsCluster::client_certificate`] is one, for `pog`).
+    fn start_requiring_client_certificates() -> Option<TlsCluster> {
+        TlsCluster::start_with("POG_POSTGRES_CLIENT_CERT")
+    }
+
+    /// Starts one with `scripts/postgres.sh`'s switch `switch` on.
+    fn start_with(switch: &str) -> Option<TlsCluster> {
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new("bash")
             .arg(postgres_script())
             .args(["start", dir.path().to_str().unwrap()])
-            .env("POG_POSTGRES_TLS", "1")
+            .env(switch, "1")
             .output()
             .unwrap();
         if !out.status.success() {
@@ -49,6 +61,12 @@ impl TlsCluster {
         self.dir.path().join("tls/ca.crt").display().to_string()
     }
 
+    /// The client certificate and key the script made for the user `pog` (PEM files).
+    fn client_certificate(&self) -> (String, String) {
+        let file = |name: &str| self.dir.path().join("tls").join(name).display().to_string();
+        (file("client.crt"), file("client.key"))
+    }
+
     /// The URL of its `postgres` database at `host`, with `query`.
     fn url(&self, host: &str, query: &str) -> String {
         format!("postgres://pog@{host}:{}/postgres{query}", self.port)
@@ -64,29 +82,99 @@ impl Drop for TlsCluster {
     }
 }
 
-/// A CA that signed nothing of the server's, made with openssl in `dir`.
-fn another_ca(dir: &Path) -> String {
-    let (key, cert) = (dir.join("other.key"), dir.join("other.crt"));
+/// Runs openssl with `args`, which must succeed.
+fn openssl(args: &[&str]) {
     let status = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-        ])
-        .args(["-nodes", "-days", "2", "-subj", "/CN=another CA"])
-        .args(["-addext", "basicConstraints=critical,CA:TRUE"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
+        .args(args)
         .stderr(std::process::Stdio::null())
         .status()
         .unwrap();
-    assert!(status.success(), "openssl made no CA");
+    assert!(status.success(), "openssl {args:?}");
+}
+
+/// A CA that signed nothing of the server's, made with openssl in `dir` (its key beside it,
+/// `other.key`).
+fn another_ca(dir: &Path) -> String {
+    let (key, cert) = (dir.join("other.key"), dir.join("other.crt"));
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=another CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-keyout",
+        key.to_str().unwrap(),
+        "-out",
+        cert.to_str().unwrap(),
+    ]);
     cert.display().to_string()
+}
+
+/// A client certificate for the user `pog` signed by [`another_ca`] in `dir`, and its key
+/// (mode 0600): the right name, the wrong CA.
+fn client_of_another_ca(dir: &Path) -> (String, String) {
+    let ca = another_ca(dir);
+    let file = |name: &str| dir.join(name).display().to_string();
+    let (key, csr, cert, ext) = (
+        file("client.key"),
+        file("client.csr"),
+        file("client.crt"),
+        file("client.ext"),
+    );
+    std::fs::write(
+        &ext,
+        "basicConstraints=critical,CA:FALSE\nextendedKeyUsage=clientAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "req",
+        "-new",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-subj",
+        "/CN=pog",
+        "-keyout",
+        &key,
+        "-out",
+        &csr,
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        &ca,
+        "-CAkey",
+        &file("other.key"),
+        "-set_serial",
+        "7",
+        "-days",
+        "2",
+        "-extfile",
+        &ext,
+        "-out",
+        &cert,
+    ]);
+    set_mode(&key, 0o600);
+    (cert, key)
+}
+
+/// Sets `file`'s permission bits to `mode`.
+fn set_mode(file: &str, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(file, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 /// Why connecting to `url` failed (it must fail).
@@ -146,6 +234,105 @@ fn verify_full_connects_with_the_right_ca_and_refuses_a_wrong_ca_or_host_name() 
         ),
     ));
     assert!(wrong_ca_chain.contains("UnknownIssuer"), "{wrong_ca_chain}");
+}
+
+/// A server that requires a client certificate its CA signed (`hostssl … cert`) takes the
+/// registry's connection with the one `sslcert` and `sslkey` name, and refuses it without one
+/// (its own words, and what to add) and with one another CA signed for the same user (the
+/// server's TLS alert, said as the client certificate refused).
+#[test]
+fn a_server_requiring_client_certificates_takes_its_cas_and_refuses_none_or_another_cas() {
+    let Some(cluster) = TlsCluster::start_requiring_client_certificates() else {
+        return;
+    };
+    let ca = cluster.ca();
+    let with = |(cert, key): &(String, String)| {
+        cluster.url(
+            "localhost",
+            &format!("?sslmode=verify-full&sslrootcert={ca}&sslcert={cert}&sslkey={key}"),
+        )
+    };
+    let registry = Registry::connect(&with(&cluster.client_certificate())).unwrap();
+    assert!(registry.is_postgres());
+
+    let none = refused(&cluster.url(
+        "localhost",
+        &format!("?sslmode=verify-full&sslrootcert={ca}"),
+    ));
+    assert!(
+        none.contains("connection requires a valid client certificate") && none.contains("sslcert"),
+        "{none}"
+    );
+
+    let other = tempfile::tempdir().unwrap();
+    let foreign = refused(&with(&client_of_another_ca(other.path())));
+    eprintln!("without a client certificate: {none}\nwith another CA's: {foreign}");
+    assert!(
+        foreign.contains("UnknownCA") && foreign.contains("refused the client certificate"),
+        "{foreign}"
+    );
+}
+
+/// `sslcert` and `sslkey` are read before any connection: a key file that is missing, not a
+/// key, open to others than its owner (as libpq judges it), or not the certificate's, is
+/// refused with the file named and what to do.
+#[test]
+fn a_client_key_missing_unreadable_open_to_others_or_not_the_certificates_is_refused() {
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (cert, key) = client_of_another_ca(one.path());
+    let (_, other_key) = client_of_another_ca(two.path());
+    // Nothing listens on port 1: a URL that gets past its files fails to connect instead.
+    let url = |cert: &str, key: &str| {
+        format!(
+            "postgres://pog@localhost:1/postgres?sslmode=verify-full&sslcert={cert}&sslkey={key}"
+        )
+    };
+    let missing = refused(&url(&cert, "/nonexistent/client.key"));
+    assert!(
+        missing.contains("sslkey=/nonexistent/client.key") && missing.contains("No such file"),
+        "{missing}"
+    );
+    let cert_as_key = one.path().join("cert-as-key.pem").display().to_string();
+    std::fs::copy(&cert, &cert_as_key).unwrap();
+    set_mode(&cert_as_key, 0o600);
+    let not_a_key = refused(&url(&cert, &cert_as_key));
+    assert!(
+        not_a_key.contains(&format!("sslkey={cert_as_key}")) && not_a_key.contains("private key"),
+        "{not_a_key}"
+    );
+    let not_a_cert = refused(&url(&key, &key));
+    assert!(
+        not_a_cert.contains(&format!("sslcert={key}"))
+            && not_a_cert.contains("holds no certificate"),
+        "{not_a_cert}"
+    );
+    let mismatched = refused(&url(&cert, &other_key));
+    assert!(
+        mismatched.contains("the key is not the certificate's"),
+        "{mismatched}"
+    );
+    set_mode(&key, 0o644);
+    let open = refused(&url(&cert, &key));
+    assert!(
+        open.contains("others than its owner may read") && open.contains("chmod 0600"),
+        "{open}"
+    );
+    // Group-readable: refused unless root owns it (libpq's rule, for keys shared with a
+    // group, as a Kubernetes Secret mounted under fsGroup).
+    set_mode(&key, 0o640);
+    let group = refused(&url(&cert, &key));
+    let root_owns = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&key).unwrap()) == 0;
+    assert_eq!(
+        group.contains("others than its owner may read"),
+        !root_owns,
+        "{group}"
+    );
+    set_mode(&key, 0o600);
+    let taken = refused(&url(&cert, &key));
+    assert!(
+        !taken.contains("sslkey") && !taken.contains("sslcert"),
+        "{taken}"
+    );
 }
 
 /// A man in the middle answering the client's TLS request with "no TLS here" ('N', as a
