@@ -50,10 +50,12 @@ const OTHER_CARDS: [(&str, &str); 5] = [
         include_str!("../tests/data/h200-bench-load-2026-12-03.csv"),
     ),
 ];
-/// Two healthy H100 SXMs (2026-12-05): a cool one through `scripts/gpu-run.sh`'s loads, and a
-/// hot one (its driver reports thermal slowdown at full load) whose history judges it.
+/// Three healthy H100 SXMs: a cool one through `scripts/gpu-run.sh`'s loads (2026-12-05), a
+/// hot one (its driver reports thermal slowdown at full load, 2026-12-05), and another cool one
+/// through `scripts/healthy-trace-h200.sh`'s loads, 55 s a phase (GPU-960288a5-…, 2026-12-06).
 const H100_COOL: &str = include_str!("../tests/data/h100-gpu-run.csv");
 const H100_HOT: &str = include_str!("../tests/data/h100-varied.csv");
+const H100_COOL_2: &str = include_str!("../tests/data/h100-healthy-varied.csv");
 const GRACE_S: f64 = 30.0;
 
 /// The alert kind meant for each fault kind.
@@ -167,39 +169,44 @@ fn cross_trained(config: &Config) -> Judged {
     (alarms, seconds)
 }
 
-/// The cool H100 judged by the hot H100's history, in rooms 5 °C cooler to 5 °C warmer: every
-/// alert is a false alarm. Prints one row per room with its alerts. (The hot H100 judged by
-/// the cool one's history is not healthy judging: its driver reports thermal slowdown at full
+/// Each H100 judged by another's history, in rooms 5 °C cooler to 5 °C warmer: every alert is
+/// a false alarm. Prints one row per pair and room with its alerts. (The hot H100 judged by a
+/// cool one's history is not healthy judging: its driver reports thermal slowdown at full
 /// load, which that history rightly calls throttling.)
 fn h100_judged_by_another(config: &Config) -> Judged {
-    let model = Model::train(
-        &pog_monitor::parse_trace(H100_HOT).expect("the hot H100 parses"),
-        config,
-    )
-    .expect("training");
-    let cool = pog_monitor::parse_trace(H100_COOL).expect("the cool H100 parses");
+    let parse = |text| pog_monitor::parse_trace(text).expect("an H100 fixture parses");
+    let (hot, cool, cool_2) = (parse(H100_HOT), parse(H100_COOL), parse(H100_COOL_2));
+    let pairs = [
+        ("the hot H100", &hot, "the cool H100", &cool),
+        ("the hot H100", &hot, "the second cool H100", &cool_2),
+        ("the cool H100", &cool, "the second cool H100", &cool_2),
+        ("the second cool H100", &cool_2, "the cool H100", &cool),
+    ];
     println!();
-    println!("| the cool H100 judged by the hot H100's history, room (°C) | alarms |");
-    println!("|---|---|");
+    println!("| judged by the history of | replayed, room (°C) | alarms |");
+    println!("|---|---|---|");
     let (mut alarms, mut seconds) = (0, 0.0);
-    for shift in -5..=5 {
-        let alerts = replay(
-            &warmer(&cool, f64::from(shift)),
-            config,
-            Some(model.clone()),
-        );
-        alarms += alerts.len();
-        seconds += cool.last().expect("rows").t - cool[0].t;
-        println!(
-            "| {shift:+} | {}{} |",
-            alerts.len(),
-            alerts
-                .iter()
-                .map(|a| format!("; t={:.1} {} {}", a.t, a.kind.name(), a.message))
-                .collect::<String>()
-        );
+    for (trained, history, judged, samples) in pairs {
+        let model = Model::train(history, config).expect("training");
+        for shift in -5..=5 {
+            let alerts = replay(
+                &warmer(samples, f64::from(shift)),
+                config,
+                Some(model.clone()),
+            );
+            alarms += alerts.len();
+            seconds += samples.last().expect("rows").t - samples[0].t;
+            println!(
+                "| {trained} | {judged}, {shift:+} | {}{} |",
+                alerts.len(),
+                alerts
+                    .iter()
+                    .map(|a| format!("; t={:.1} {} {}", a.t, a.kind.name(), a.message))
+                    .collect::<String>()
+            );
+        }
     }
-    println!("cool H100 by the hot H100: **{alarms} alarm(s) in 11 rooms**");
+    println!("H100s by each other: **{alarms} alarm(s) in 11 rooms each**");
     (alarms, seconds)
 }
 
@@ -582,7 +589,7 @@ fn main() {
         ("the set's healthy time", (false_alarms.len(), healthy_s)),
         ("rooms", shifted_rooms(&episodes, &config, &model)),
         ("cross-trained", cross_trained(&config)),
-        ("the H100 pair", h100_judged_by_another(&config)),
+        ("the H100s by each other", h100_judged_by_another(&config)),
     ];
     let (alarms, seconds) = judged
         .iter()
