@@ -150,29 +150,26 @@ async fn a_host_that_calibrated_fast_cannot_widen_its_bound_by_calibrating_slowl
     // The record keeps the calibration as measured; the bound counts it as at most 1.1 times
     // the fastest that passed (without that, the bound would have grown by 1.5 × 1.5 s, up to
     // the plan's ceiling).
-    let measured = slowed.details.calibration_ms.unwrap();
-    assert!(measured >= 1500.0, "{measured}");
-    assert!(
-        slowed.expected_ms
-            <= fast.expected_ms * pog_validator::set_up_pace::SET_UP_SLACK * (1.0 + 1e-9),
-        "{} against {}",
-        slowed.expected_ms,
-        fast.expected_ms
-    );
+    let judged_by_the_fast_pace = |slowed: &CpuRecord| {
+        let measured = slowed.details.calibration_ms.unwrap();
+        assert!(measured >= 1500.0, "{measured}");
+        assert!(
+            slowed.expected_ms
+                <= fast.expected_ms * pog_validator::set_up_pace::SET_UP_SLACK * (1.0 + 1e-9),
+            "{} against {}",
+            slowed.expected_ms,
+            fast.expected_ms
+        );
+    };
+    judged_by_the_fast_pace(&slowed);
     // A restarted validator over the same registry takes the pace up: the slowed calibration
     // buys no looser bound there either (before, its first round was judged by it as measured).
     let restarted = Validator::over(h.v.records().clone(), loopback()).unwrap();
-    let after_restart = restarted
-        .challenge::<HostCpu>("GPU-pace", &policy())
-        .await
-        .unwrap();
-    assert!(after_restart.details.calibration_ms.unwrap() >= 1500.0);
-    assert!(
-        after_restart.expected_ms
-            <= fast.expected_ms * pog_validator::set_up_pace::SET_UP_SLACK * (1.0 + 1e-9),
-        "{} against {}",
-        after_restart.expected_ms,
-        fast.expected_ms
+    judged_by_the_fast_pace(
+        &restarted
+            .challenge::<HostCpu>("GPU-pace", &policy())
+            .await
+            .unwrap(),
     );
 }
 

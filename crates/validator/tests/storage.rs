@@ -34,6 +34,19 @@ async fn proven(v: &Validator, uuid: &str, policy: &Policy) -> StorageRecord {
     panic!("no storage record in 60 s");
 }
 
+/// The storage of a test host under `dir` whose builds take 3 s (a large disk's, in a test).
+fn building_slowly(dir: &std::path::Path) -> HostStorage {
+    HostStorage::new(dir, storage_claim())
+        .unwrap()
+        .building_slowly(Duration::from_secs(3))
+}
+
+/// `v` sends the data set to `uuid`'s host, which starts building it: no record yet.
+async fn sent_and_building(v: &Validator, uuid: &str) {
+    let record = v.prove_storage(uuid, &policy(), None).await.unwrap();
+    assert!(record.is_none(), "{record:?}");
+}
+
 /// The storage records among a GPU's records, newest last.
 async fn storage_records(vurl: &str, uuid: &str) -> Vec<StorageRecord> {
     records_of(vurl, uuid)
@@ -360,21 +373,11 @@ async fn the_data_set_is_kept_across_the_agents_and_the_validators_restarts() {
 async fn a_validator_restarted_while_the_host_builds_takes_that_build_up() {
     let dir = tempfile::tempdir().unwrap();
     let h = Harness::new().serve().await;
-    // A build that takes 3 s (a large disk's, in a test): the validator restarts meanwhile.
+    // The validator restarts while the host builds.
     h.agent(48, vec![claim("GPU-st-restart")])
-        .proving_storage(
-            HostStorage::new(dir.path(), storage_claim())
-                .unwrap()
-                .building_slowly(Duration::from_secs(3)),
-            storage_claim(),
-        )
+        .proving_storage(building_slowly(dir.path()), storage_claim())
         .await;
-    assert!(h
-        .v
-        .prove_storage("GPU-st-restart", &policy(), None)
-        .await
-        .unwrap()
-        .is_none());
+    sent_and_building(&h.v, "GPU-st-restart").await;
     // A new validator over the same records (same key) knows nothing of the data set being
     // built and sends a new one: the agent answers that it builds the one sent before, which
     // the new validator takes up. Before, the agent refused the new one (409) while it built,
@@ -439,24 +442,14 @@ async fn another_validator_of_the_fleet_takes_up_the_build_one_sent() {
     for v in [&a.v, &b.v] {
         let now = v.records().now_ms();
         v.registry()
-            .heartbeat(&v.public_key().to_string(), now)
+            .heartbeat(v.public_key().as_ref(), now)
             .unwrap();
     }
     a.agent(50, vec![claim("GPU-st-fleet-build")])
         .trusting(vec![a.v.public_key(), b.v.public_key()])
-        .proving_storage(
-            HostStorage::new(dir.path(), storage_claim())
-                .unwrap()
-                .building_slowly(Duration::from_secs(3)),
-            storage_claim(),
-        )
+        .proving_storage(building_slowly(dir.path()), storage_claim())
         .await;
-    assert!(a
-        .v
-        .prove_storage("GPU-st-fleet-build", &policy(), None)
-        .await
-        .unwrap()
-        .is_none());
+    sent_and_building(&a.v, "GPU-st-fleet-build").await;
     // B takes the host's next slot while A's data set builds: it takes that build up, audits
     // it once built and walks it.
     let record = proven(&b.v, "GPU-st-fleet-build", &policy()).await;
