@@ -6,7 +6,7 @@
 use crate::config::Config;
 use crate::degradation::ThermalReference;
 use crate::forest::{ForestError, IsolationForest};
-use crate::monitor::{die_flat_over, power_steady_over};
+use crate::monitor::{flat_over, power_steady_over};
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{mad_sigma, median, quantile};
 use std::collections::{BTreeMap, VecDeque};
@@ -368,7 +368,7 @@ impl Coverage {
             let dt = previous_t.map_or(0.0, |last| (s.t - last).clamp(0.0, config.slope_window_s));
             previous_t = Some(s.t);
             let held = power_steady_over(window.iter().copied())
-                && die_flat_over(window.iter().copied()).is_some();
+                && flat_over(window.iter().copied(), Signal::TempGpu).is_some();
             if let (true, Some(p)) = (held, p) {
                 let bin = (p.max(0.0) / bin_w) as usize;
                 if held_s.len() <= bin {
