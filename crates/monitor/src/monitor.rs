@@ -51,6 +51,13 @@ const DRIFT_MIN_W: f64 = 30.0;
 /// Seconds over which the energy counter's growth is compared with the power read.
 const ENERGY_SPAN_S: f64 = 6.0;
 
+/// Seconds the power read must have held steady (within [`STEADY_POWER_FRACTION`]) up to an
+/// earlier reading for it to tell what "the same load" draws ([`Monitor::power_read_dropped`]):
+/// utilization and clocks sampled once a second miss sub-second work, so a reading amid bursts
+/// says "0 % utilization at 1980 MHz" at 293 W as at 124 W at rest (an H100 between GEMMs,
+/// GPU-9ed4b029…, 2026-12-05), and a power falling after work is no drifted sensor.
+const SAME_LOAD_HELD_S: f64 = 3.0;
+
 /// Seconds a power reading must stay below the energy counter's growth before it is judged
 /// drifted on that evidence alone.
 const DRIFT_HELD_S: f64 = 3.0;
@@ -1179,8 +1186,8 @@ impl Monitor {
 
     /// A power reading in the recent window, at the same load (utilization, clocks) and the
     /// same temperature as now, that was at least [`DRIFT_MIN_W`] higher and of which now is
-    /// at most [`DRIFT_FRACTION`], and at which this temperature was healthy: `(watts,
-    /// seconds ago)`, the highest.
+    /// at most [`DRIFT_FRACTION`], at which this temperature was healthy, and at a load held
+    /// ([`SAME_LOAD_HELD_S`]): `(watts, seconds ago)`, the highest.
     fn power_read_dropped(
         &self,
         s: &Sample,
@@ -1213,6 +1220,13 @@ impl Monitor {
             })
             .filter(|(w, _)| near(w.util_mem_pct, s.util_mem_pct, 10.0))
             .filter(|(_, q)| temp < expected.at(*q) + self.config.thermal_margin_c)
+            .filter(|(w, _)| {
+                power_steady_over(
+                    self.window
+                        .iter()
+                        .filter(|x| x.t <= w.t && w.t - x.t <= SAME_LOAD_HELD_S),
+                )
+            })
             .map(|(w, q)| (q, s.t - w.t))
             .max_by(|a, b| a.0.total_cmp(&b.0))
     }

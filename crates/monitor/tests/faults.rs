@@ -1178,6 +1178,40 @@ fn a_memory_cooling_failure_after_the_hbm_settled_is_caught() {
     }
 }
 
+#[test]
+fn a_memory_heating_at_rest_after_bursty_work_is_no_power_sensor_fault() {
+    // The cool H100 at rest after bursty GEMMs (97–124 s: 124–129 W, 0 % utilization, SM
+    // clock 1980 MHz), judged by the second cool H100's history, its HBM's cooling failing
+    // at 0.2 °C/s from 108 s. Amid the bursts, readings sampled between kernels said 0 %
+    // utilization at 1980 MHz at 220–383 W with the HBM as warm (45, 78, 97 s): taken for
+    // "the same load", they blamed the heat on a power reading that fell ("power reads
+    // 124 W, 58 % low, where it read 293 W 73 s ago at the same load"). A power that held
+    // steady at such a reading is the same load; a reading amid bursts is not.
+    let [cool, cool_2] = [H100_GPU_RUN, H100_COOL_2].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&cool_2, &Config::default()).unwrap();
+    let trace: Vec<Sample> = cool
+        .into_iter()
+        .map(|mut s| {
+            if s.t >= 108.0 {
+                let heat = (0.2 * (s.t - 108.0)).round();
+                s.temp_mem_c = s.temp_mem_c.map(|m| m + heat);
+            }
+            s
+        })
+        .collect();
+    let alerts = replay(&trace, &Config::default(), Some(model));
+    let first = alerts
+        .iter()
+        .find(|a| a.t >= 108.0)
+        .unwrap_or_else(|| panic!("not caught:\n{}", show(&alerts)));
+    assert_eq!(first.kind, AlertKind::ThermalRunaway, "{}", show(&alerts));
+    assert!(
+        alerts.iter().all(|a| a.kind != AlertKind::SensorDrift),
+        "{}",
+        show(&alerts)
+    );
+}
+
 /// The 60-s `pog bench` recording of 2026-12-03 (a sample a second): idle at 80 W, then one
 /// GEMM at 690 W. Its die held the GEMM 21 s and idle 3 s: a thin history.
 const BENCH_LOAD: &str = include_str!("data/h200-bench-load-2026-12-03.csv");
