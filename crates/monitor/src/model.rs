@@ -488,11 +488,16 @@ pub struct ForestModel {
 impl ForestModel {
     /// The feature row of a sample whose recent maximum power is `recent_power`, on a GPU
     /// whose temperatures sit `offsets` °C (GPU, memory) above the healthy history's at the
-    /// same power ([`AmbientOffset`](crate::baseline::AmbientOffset)).
+    /// same power ([`AmbientOffset`](crate::baseline::AmbientOffset)): both the temperatures
+    /// and their distances to the envelope are taken less them, as the history's GPU would
+    /// read in this one's place (a card running 8 °C cooler is no state unlike the history).
     pub fn row(&self, s: &Sample, recent_power: Option<f64>, offsets: [f64; 2]) -> Vec<f64> {
         let mut raw = raw_features(s, recent_power, &self.envelopes);
         for (over, offset) in raw[8..].iter_mut().zip(offsets) {
             *over = over.map(|v| v - offset);
+        }
+        for (temp, offset) in raw[4..6].iter_mut().zip(offsets) {
+            *temp = temp.map(|v| v - offset);
         }
         raw.iter()
             .zip(&self.fill)

@@ -1999,11 +1999,18 @@ impl Monitor {
         let Some(forest) = self.model.as_ref().and_then(|m| m.forest.as_ref()) else {
             return;
         };
-        let offsets = self.ambient.each_ref().map(|level| {
-            level
+        // Each temperature against the envelope shifted by this GPU's own level, or where it
+        // settled higher at this load itself, from there (`Monitor::held_level`), as the
+        // margin rule judges it.
+        let offsets = [0, 1].map(|i| {
+            let offset = self.ambient[i]
                 .as_ref()
                 .and_then(AmbientOffset::offset)
-                .unwrap_or(0.0)
+                .unwrap_or(0.0);
+            let settled = recent_power
+                .zip(forest.envelopes[i].as_ref())
+                .and_then(|(p, e)| Some(self.held_levels[i].get(&e.bin(p))?.level - e.at(p)));
+            settled.map_or(offset, |above| offset.max(above))
         });
         let row = forest.row(s, recent_power, offsets);
         let score = forest.forest.score(&row);

@@ -1151,6 +1151,21 @@ fn an_h100s_memory_is_judged_from_where_it_settles_at_each_load() {
 }
 
 #[test]
+fn the_multivariate_model_judges_each_temperature_from_this_gpus_own_level() {
+    // Judged by the cool H100's history, the second cool H100's copy at 375 W scored
+    // 0.657–0.663 against the forest's 0.657 in every room: its HBM 11–13 °C over the
+    // envelope (where the memory itself settled at that load, 65 °C, the margin rule judges
+    // it from), its raw temperatures as read (the die 38–45 °C against the nearest healthy
+    // 53 °C), not taken against this GPU's own level as the envelope terms are.
+    let [cool, cool_2] = [H100_GPU_RUN, H100_COOL_2].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&cool, &Config::default()).unwrap();
+    for c in [-5.0, -2.0, 0.0, 2.0, 5.0] {
+        let alerts = replay(&warmer(&cool_2, c), &Config::default(), Some(model.clone()));
+        assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
+    }
+}
+
+#[test]
 fn a_memory_cooling_failure_after_the_hbm_settled_is_caught() {
     // The same copy, the HBM's cooling failing at 0.25 °C/s from 305 s, after it settled at
     // 65 °C: caught on temp_mem within 20 s, from where it settled.
