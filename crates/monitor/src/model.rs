@@ -6,7 +6,7 @@
 use crate::config::Config;
 use crate::degradation::ThermalReference;
 use crate::forest::{ForestError, IsolationForest};
-use crate::monitor::{die_flat_over, power_steady_over};
+use crate::monitor::{flat_over, power_steady_over};
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{mad_sigma, median, quantile};
 use std::collections::{BTreeMap, VecDeque};
@@ -368,7 +368,7 @@ impl Coverage {
             let dt = previous_t.map_or(0.0, |last| (s.t - last).clamp(0.0, config.slope_window_s));
             previous_t = Some(s.t);
             let held = power_steady_over(window.iter().copied())
-                && die_flat_over(window.iter().copied()).is_some();
+                && flat_over(window.iter().copied(), Signal::TempGpu).is_some();
             if let (true, Some(p)) = (held, p) {
                 let bin = (p.max(0.0) / bin_w) as usize;
                 if held_s.len() <= bin {
@@ -488,11 +488,16 @@ pub struct ForestModel {
 impl ForestModel {
     /// The feature row of a sample whose recent maximum power is `recent_power`, on a GPU
     /// whose temperatures sit `offsets` °C (GPU, memory) above the healthy history's at the
-    /// same power ([`AmbientOffset`](crate::baseline::AmbientOffset)).
+    /// same power ([`AmbientOffset`](crate::baseline::AmbientOffset)): both the temperatures
+    /// and their distances to the envelope are taken less them, as the history's GPU would
+    /// read in this one's place (a card running 8 °C cooler is no state unlike the history).
     pub fn row(&self, s: &Sample, recent_power: Option<f64>, offsets: [f64; 2]) -> Vec<f64> {
         let mut raw = raw_features(s, recent_power, &self.envelopes);
         for (over, offset) in raw[8..].iter_mut().zip(offsets) {
             *over = over.map(|v| v - offset);
+        }
+        for (temp, offset) in raw[4..6].iter_mut().zip(offsets) {
+            *temp = temp.map(|v| v - offset);
         }
         raw.iter()
             .zip(&self.fill)

@@ -51,6 +51,13 @@ const DRIFT_MIN_W: f64 = 30.0;
 /// Seconds over which the energy counter's growth is compared with the power read.
 const ENERGY_SPAN_S: f64 = 6.0;
 
+/// Seconds the power read must have held steady (within [`STEADY_POWER_FRACTION`]) up to an
+/// earlier reading for it to tell what "the same load" draws ([`Monitor::power_read_dropped`]):
+/// utilization and clocks sampled once a second miss sub-second work, so a reading amid bursts
+/// says "0 % utilization at 1980 MHz" at 293 W as at 124 W at rest (an H100 between GEMMs,
+/// GPU-9ed4b029…, 2026-12-05), and a power falling after work is no drifted sensor.
+const SAME_LOAD_HELD_S: f64 = 3.0;
+
 /// Seconds a power reading must stay below the energy counter's growth before it is judged
 /// drifted on that evidence alone.
 const DRIFT_HELD_S: f64 = 3.0;
@@ -139,15 +146,18 @@ pub struct Monitor {
     load_levels: BTreeMap<usize, AmbientOffset>,
     /// Per temperature (GPU, memory): its current spell of thermal warnings.
     thermal_spells: [ThermalSpell; 2],
-    /// The die's level at the steady load it holds now, once it has settled there
-    /// ([`Monitor::settle`]): the early rule judges heating only above it.
-    die_held: Option<f64>,
-    /// The die's own response to load steps (its time constant), learned as it runs: it has
-    /// not settled at a load while this says it still has a sensor step to go.
-    die_response: ThermalResponse,
-    /// The die's own settled level at each load (bin of recent power) where it has held one
-    /// ([`Monitor::held_level`]): the margin rule judges it from there at that load.
-    held_levels: BTreeMap<usize, HeldLevel>,
+    /// Per temperature (GPU die, memory): its level at the steady load it holds now, once it
+    /// has settled there ([`Monitor::settle`]); the early rule judges the die's heating only
+    /// above it.
+    settled_now: [Option<f64>; 2],
+    /// Per temperature (GPU die, memory): its own response to load steps (its time constant),
+    /// learned as it runs: it has not settled at a load while this says it still has a
+    /// sensor step to go. The die's is kept across runs ([`Monitor::response_state`]).
+    responses: [ThermalResponse; 2],
+    /// Per temperature (GPU die, memory): its own settled level at each load (bin of recent
+    /// power) where it has held one ([`Monitor::held_level`]): the margin rule judges it from
+    /// there at that load. The die's are kept across runs ([`Monitor::response_state`]).
+    held_levels: [BTreeMap<usize, HeldLevel>; 2],
     /// The time of the last sample and the latest intervals between samples, for gaps.
     last_t: Option<f64>,
     intervals: VecDeque<f64>,
@@ -169,10 +179,16 @@ pub(crate) fn power_steady_over<'a>(readings: impl IntoIterator<Item = &'a Sampl
     reads.len() >= 4 && low >= STEADY_POWER_FRACTION * high
 }
 
-/// The die's level over these readings where it held flat (at least four readings, all
-/// within a sensor step either way of each other, [`SENSOR_STEP_C`]): their median.
-pub(crate) fn die_flat_over<'a>(readings: impl IntoIterator<Item = &'a Sample>) -> Option<f64> {
-    let temps: Vec<f64> = readings.into_iter().filter_map(|x| x.temp_gpu_c).collect();
+/// A temperature's level over these readings where it held flat (at least four readings,
+/// all within a sensor step either way of each other, [`SENSOR_STEP_C`]): their median.
+pub(crate) fn flat_over<'a>(
+    readings: impl IntoIterator<Item = &'a Sample>,
+    signal: Signal,
+) -> Option<f64> {
+    let temps: Vec<f64> = readings
+        .into_iter()
+        .filter_map(|x| x.signal(signal))
+        .collect();
     let low = temps.iter().copied().fold(f64::INFINITY, f64::min);
     let high = temps.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     median(&temps).filter(|_| temps.len() >= 4 && high - low <= 2.0 * SENSOR_STEP_C)
@@ -256,9 +272,9 @@ impl Monitor {
             resume: [None, None],
             load_levels: BTreeMap::new(),
             thermal_spells: [ThermalSpell::default(), ThermalSpell::default()],
-            die_held: None,
-            die_response: ThermalResponse::default(),
-            held_levels: BTreeMap::new(),
+            settled_now: [None, None],
+            responses: [ThermalResponse::default(), ThermalResponse::default()],
+            held_levels: [BTreeMap::new(), BTreeMap::new()],
             last_t: None,
             intervals: VecDeque::new(),
         }
@@ -288,14 +304,14 @@ impl Monitor {
     /// it settled at each load it held, and what its readings tell of its model:
     /// [`KeptResponse`], JSON), to keep across runs; `None` before it learned either.
     pub fn response_state(&self) -> Option<String> {
-        let taus_s = self.die_response.learned();
-        if taus_s.is_empty() && self.held_levels.is_empty() {
+        let (die_response, die_levels) = (&self.responses[0], &self.held_levels[0]);
+        let taus_s = die_response.learned();
+        if taus_s.is_empty() && die_levels.is_empty() {
             return None;
         }
-        let held = (!self.held_levels.is_empty()).then(|| KeptHeldLevels {
+        let held = (!die_levels.is_empty()).then(|| KeptHeldLevels {
             bin_w: self.config.envelope_bin_w,
-            by_bin: self
-                .held_levels
+            by_bin: die_levels
                 .iter()
                 .map(|(&bin, held)| (bin, held.level))
                 .collect(),
@@ -334,8 +350,8 @@ impl Monitor {
         if let Some(held) = &kept.held {
             held.check(self.config.envelope_bin_w, self.config.thermal_limit_c)?;
         }
-        self.die_response = die_response;
-        self.held_levels = kept
+        self.responses[0] = die_response;
+        self.held_levels[0] = kept
             .held
             .into_iter()
             .flat_map(|held| held.by_bin)
@@ -478,8 +494,10 @@ impl Monitor {
         self.frozen_now.clear();
         self.power_unchanged = false;
         self.power_drifting = false;
-        self.die_held = None;
-        self.die_response.restart();
+        self.settled_now = [None, None];
+        for response in &mut self.responses {
+            response.restart();
+        }
         self.counters.increases.clear();
         for level in self.ambient.iter_mut().flatten() {
             level.restart_timing();
@@ -571,29 +589,32 @@ impl Monitor {
         fall
     }
 
-    /// Notes the die's level at the steady load it holds now: once its readings over the
-    /// slope window stayed within a sensor step either way of each other ([`SENSOR_STEP_C`]),
-    /// the power read steady meanwhile, and the die's own learned response
-    /// ([`ThermalResponse::left_to_settle`]) leaves it less than a sensor step to go at this
-    /// load, their median; from then on the lowest such median (a die cooling after a heavier
-    /// load is followed down). Forgotten when the power read leaves its steady band. A
+    /// Notes each temperature's level (`i`: 0 the die, 1 the memory) at the steady load it
+    /// holds now: once its readings over the slope window stayed within a sensor step either
+    /// way of each other ([`SENSOR_STEP_C`]), the power read steady meanwhile, and its own
+    /// learned response ([`ThermalResponse::left_to_settle`]) leaves it less than a sensor
+    /// step to go at this load, their median; from then on the lowest such median (a die
+    /// cooling after a heavier load is followed down). Forgotten when the power read leaves
+    /// its steady band. A
     /// healthy die warms to a new load over its heat sink's time, not seconds: an H100 SXM
     /// from 57 to 71 °C in the 68 s after a step to 700 W, still heating 0.2 °C/s 27–40 s in
     /// and flat within 2 °C for 10 s at 245 s, 5 °C short of where it settled
     /// (GPU-9ed4b029…, 2026-12-05); an H200's die from 47 to 50 °C over 12 s into a 420-W
-    /// copy (GPU-a6d69bc2…). Until it holds, its level at that load is not seen.
-    fn settle(&mut self) {
+    /// copy (GPU-a6d69bc2…). Until it holds, its level at that load is not seen. The memory
+    /// alike: an H100's HBM at 65–68 °C in a 375-W device copy where its die read 44 °C
+    /// (GPU-960288a5…, 2026-12-06).
+    fn settle(&mut self, i: usize, signal: Signal) {
         let window_s = self.config.slope_window_s;
         if !self.power_steady(window_s) {
-            self.die_held = None;
+            self.settled_now[i] = None;
             return;
         }
-        if let Some(level) = die_flat_over(self.last(window_s)).filter(|_| {
-            self.die_response
+        if let Some(level) = flat_over(self.last(window_s), signal).filter(|_| {
+            self.responses[i]
                 .left_to_settle()
                 .is_none_or(|left| left < SENSOR_STEP_C)
         }) {
-            self.die_held = Some(self.die_held.map_or(level, |held| held.min(level)));
+            self.settled_now[i] = Some(self.settled_now[i].map_or(level, |held| held.min(level)));
         }
     }
 
@@ -610,15 +631,17 @@ impl Monitor {
     /// from the level it held; a die that heats without settling (a cooler failing at a
     /// steady rate) never teaches it. A level kept from an earlier run judges until the die
     /// first holds the load in this one, which takes it afresh.
-    fn held_level(&mut self, t: f64, bin: usize, bound: f64) -> Option<f64> {
-        if let Some(held) = self.die_held.filter(|h| *h < bound) {
+    /// The memory (`i` 1) is judged alike from where it settled at each load: a card whose
+    /// HBM runs warmer against its die than the history's card does (23 °C above its die in
+    /// a device copy, against 11 °C) is not failing there.
+    fn held_level(&mut self, i: usize, t: f64, bin: usize, bound: f64) -> Option<f64> {
+        if let Some(held) = self.settled_now[i].filter(|h| *h < bound) {
             let first = HeldLevel {
                 level: held,
                 t,
                 kept: false,
             };
-            let level = self
-                .held_levels
+            let level = self.held_levels[i]
                 .entry(bin)
                 .and_modify(|l| {
                     if l.kept {
@@ -634,16 +657,16 @@ impl Monitor {
                 kept: false,
             };
         }
-        self.held_levels.get(&bin).map(|l| l.level)
+        self.held_levels[i].get(&bin).map(|l| l.level)
     }
 
-    /// Whether the die is still warming to the load it holds now as a first-order approach
-    /// with the card's own learned time constant ([`ThermalResponse::approach`]: readings
-    /// within [`MAX_RMS_C`] of the fit, more than a sensor step left) toward a level under
-    /// `bound` (°C). A cooler failing at a steady rate does not fit such an approach, or heads
-    /// past the bound.
-    fn approaching_under(&self, bound: f64) -> bool {
-        self.die_response.approach().is_some_and(|(fit, since)| {
+    /// Whether a temperature (`i`: 0 the die, 1 the memory) is still warming to the load it
+    /// holds now as a first-order approach with the card's own learned time constant
+    /// ([`ThermalResponse::approach`]: readings within [`MAX_RMS_C`] of the fit, more than a
+    /// sensor step left) toward a level under `bound` (°C). A cooler failing at a steady rate
+    /// does not fit such an approach, or heads past the bound.
+    fn approaching_under(&self, i: usize, bound: f64) -> bool {
+        self.responses[i].approach().is_some_and(|(fit, since)| {
             fit.approach_c < 0.0
                 && fit.rms_c <= MAX_RMS_C
                 && fit.left_at(since) >= SENSOR_STEP_C
@@ -679,8 +702,10 @@ impl Monitor {
         // it is not used (the absolute limits still are).
         let power_frozen = self.frozen_now.contains(&Signal::Power) || self.power_unchanged;
         let mut any_excess = false;
-        self.die_response.observe(s.t, s.power_w, s.temp_gpu_c);
-        self.settle();
+        for (i, signal, _) in checks {
+            self.responses[i].observe(s.t, s.power_w, s.signal(signal));
+            self.settle(i, signal);
+        }
         for (i, signal, limit) in checks {
             let Some(temp) = s.signal(signal) else {
                 self.held_for(signal.name(), false, 1, s.t, 0.0);
@@ -764,11 +789,9 @@ impl Monitor {
                     // level to have moved from (its envelope there is a load step's passing
                     // readings), and a memory-bound load there heats the HBM more than the
                     // loads the history only passed through there, with no room changed.
-                    if signal == Signal::TempGpu {
-                        let bin = expected.envelope.bin(p);
-                        let bound = expected.allowed_at(p) + critical;
-                        expected.held = self.held_level(s.t, bin, bound).map(|l| (bin, l));
-                    }
+                    let bin = expected.envelope.bin(p);
+                    let bound = expected.allowed_at(p) + critical;
+                    expected.held = self.held_level(i, s.t, bin, bound).map(|l| (bin, l));
                     // A thin healthy history (`Coverage::is_thin`: it held too few loads to
                     // tell this GPU's level at one load from its level at another): the
                     // die's level at each load is this GPU's to show. Until the die holds the
@@ -837,9 +860,7 @@ impl Monitor {
             // bursty load's rhythm is no heating.
             let heating = signal == Signal::TempGpu
                 && slope.is_some_and(|v| v >= EARLY_SLOPE_C_PER_S)
-                && self
-                    .die_held
-                    .is_some_and(|held| temp >= held + margin / 2.0)
+                && self.settled_now[0].is_some_and(|held| temp >= held + margin / 2.0)
                 && self.power_steady(self.config.slope_window_s)
                 && expected
                     .as_ref()
@@ -852,10 +873,8 @@ impl Monitor {
             // level under the critical excess: not yet its level here (it is taken once the
             // die holds it, `Monitor::held_level`); the critical excess and the limit still
             // speak. (Fitted only where the margin rule would speak.)
-            let approaching = || {
-                signal == Signal::TempGpu
-                    && healthy_max.is_some_and(|(h, _)| self.approaching_under(h + critical))
-            };
+            let approaching =
+                || healthy_max.is_some_and(|(h, _)| self.approaching_under(i, h + critical));
             let severity = if temp >= limit || excess.is_some_and(|e| e >= critical) {
                 Some(Severity::Critical)
             } else if heating
@@ -1167,8 +1186,8 @@ impl Monitor {
 
     /// A power reading in the recent window, at the same load (utilization, clocks) and the
     /// same temperature as now, that was at least [`DRIFT_MIN_W`] higher and of which now is
-    /// at most [`DRIFT_FRACTION`], and at which this temperature was healthy: `(watts,
-    /// seconds ago)`, the highest.
+    /// at most [`DRIFT_FRACTION`], at which this temperature was healthy, and at a load held
+    /// ([`SAME_LOAD_HELD_S`]): `(watts, seconds ago)`, the highest.
     fn power_read_dropped(
         &self,
         s: &Sample,
@@ -1201,6 +1220,13 @@ impl Monitor {
             })
             .filter(|(w, _)| near(w.util_mem_pct, s.util_mem_pct, 10.0))
             .filter(|(_, q)| temp < expected.at(*q) + self.config.thermal_margin_c)
+            .filter(|(w, _)| {
+                power_steady_over(
+                    self.window
+                        .iter()
+                        .filter(|x| x.t <= w.t && w.t - x.t <= SAME_LOAD_HELD_S),
+                )
+            })
             .map(|(w, q)| (q, s.t - w.t))
             .max_by(|a, b| a.0.total_cmp(&b.0))
     }
@@ -1973,11 +1999,18 @@ impl Monitor {
         let Some(forest) = self.model.as_ref().and_then(|m| m.forest.as_ref()) else {
             return;
         };
-        let offsets = self.ambient.each_ref().map(|level| {
-            level
+        // Each temperature against the envelope shifted by this GPU's own level, or where it
+        // settled higher at this load itself, from there (`Monitor::held_level`), as the
+        // margin rule judges it.
+        let offsets = [0, 1].map(|i| {
+            let offset = self.ambient[i]
                 .as_ref()
                 .and_then(AmbientOffset::offset)
-                .unwrap_or(0.0)
+                .unwrap_or(0.0);
+            let settled = recent_power
+                .zip(forest.envelopes[i].as_ref())
+                .and_then(|(p, e)| Some(self.held_levels[i].get(&e.bin(p))?.level - e.at(p)));
+            settled.map_or(offset, |above| offset.max(above))
         });
         let row = forest.row(s, recent_power, offsets);
         let score = forest.forest.score(&row);
@@ -2128,8 +2161,8 @@ struct Expected {
     above_level: Option<f64>,
     /// The shift in words.
     level: String,
-    /// The die's own settled level at one load (its bin of recent power, °C), where it held
-    /// one ([`Monitor::held_level`]).
+    /// The temperature's own settled level at one load (its bin of recent power, °C), where
+    /// it held one ([`Monitor::held_level`]).
     held: Option<(usize, f64)>,
     /// The healthy history is thin ([`Coverage::is_thin`](crate::model::Coverage::is_thin)):
     /// where the die held this load, that level alone is what it should reach.
@@ -2156,7 +2189,7 @@ impl Expected {
         }
     }
 
-    /// The die's own settled level at this recent power's load, where it held one.
+    /// The temperature's own settled level at this recent power's load, where it held one.
     fn held_at(&self, recent_power_w: f64) -> Option<f64> {
         self.held
             .filter(|(bin, _)| *bin == self.envelope.bin(recent_power_w))

@@ -1131,6 +1131,102 @@ fn a_cooling_failure_after_the_h100s_die_settled_in_a_warm_room_is_caught() {
     }
 }
 
+/// A third H100 (GPU-960288a5…, 2026-12-06): idle, BF16 at full and half duty, a 4-GiB
+/// device copy at 375 W (283–337 s: its HBM at 65–68 °C, its die at 44 °C), FP32.
+const H100_COOL_2: &str = include_str!("data/h100-healthy-varied.csv");
+
+#[test]
+fn an_h100s_memory_is_judged_from_where_it_settles_at_each_load() {
+    // Judged by the hot H100's history, the second cool H100's HBM in its device copy at
+    // 375 W runs 23 °C above its die where the hot card's ran 11 °C above its own: against
+    // the history's envelope and the offset it learned at idle it read "4.0 °C above the
+    // hottest this GPU should reach at 375 W" (temp_mem, 325 s) and then an `ambient_shift`
+    // in 8 of the 11 rooms. Where the memory itself settled at that load is its level there.
+    let [hot, cool_2] = [H100_VARIED, H100_COOL_2].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&hot, &Config::default()).unwrap();
+    for c in [-5.0, -2.0, 0.0, 3.0, 5.0] {
+        let alerts = replay(&warmer(&cool_2, c), &Config::default(), Some(model.clone()));
+        assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
+    }
+}
+
+#[test]
+fn the_multivariate_model_judges_each_temperature_from_this_gpus_own_level() {
+    // Judged by the cool H100's history, the second cool H100's copy at 375 W scored
+    // 0.657–0.663 against the forest's 0.657 in every room: its HBM 11–13 °C over the
+    // envelope (where the memory itself settled at that load, 65 °C, the margin rule judges
+    // it from), its raw temperatures as read (the die 38–45 °C against the nearest healthy
+    // 53 °C), not taken against this GPU's own level as the envelope terms are.
+    let [cool, cool_2] = [H100_GPU_RUN, H100_COOL_2].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&cool, &Config::default()).unwrap();
+    for c in [-5.0, -2.0, 0.0, 2.0, 5.0] {
+        let alerts = replay(&warmer(&cool_2, c), &Config::default(), Some(model.clone()));
+        assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
+    }
+}
+
+#[test]
+fn a_memory_cooling_failure_after_the_hbm_settled_is_caught() {
+    // The same copy, the HBM's cooling failing at 0.25 °C/s from 305 s, after it settled at
+    // 65 °C: caught on temp_mem within 20 s, from where it settled.
+    let [hot, cool_2] = [H100_VARIED, H100_COOL_2].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&hot, &Config::default()).unwrap();
+    for c in [0.0, 5.0] {
+        let trace: Vec<Sample> = warmer(&cool_2, c)
+            .into_iter()
+            .map(|mut s| {
+                if s.t >= 305.0 {
+                    let heat = (0.25 * (s.t - 305.0)).round();
+                    s.temp_mem_c = s.temp_mem_c.map(|m| m + heat);
+                }
+                s
+            })
+            .collect();
+        let alerts = replay(&trace, &Config::default(), Some(model.clone()));
+        let first = alerts
+            .iter()
+            .find(|a| a.t >= 305.0)
+            .unwrap_or_else(|| panic!("{c:+} °C: not caught:\n{}", show(&alerts)));
+        assert_eq!(first.kind, AlertKind::ThermalRunaway, "{}", show(&alerts));
+        assert!(first.message.starts_with("temp_mem"), "{}", show(&alerts));
+        assert!(first.t <= 325.0, "{c:+} °C:\n{}", show(&alerts));
+    }
+}
+
+#[test]
+fn a_memory_heating_at_rest_after_bursty_work_is_no_power_sensor_fault() {
+    // The cool H100 at rest after bursty GEMMs (97–124 s: 124–129 W, 0 % utilization, SM
+    // clock 1980 MHz), judged by the second cool H100's history, its HBM's cooling failing
+    // at 0.2 °C/s from 108 s. Amid the bursts, readings sampled between kernels said 0 %
+    // utilization at 1980 MHz at 220–383 W with the HBM as warm (45, 78, 97 s): taken for
+    // "the same load", they blamed the heat on a power reading that fell ("power reads
+    // 124 W, 58 % low, where it read 293 W 73 s ago at the same load"). A power that held
+    // steady at such a reading is the same load; a reading amid bursts is not.
+    let [cool, cool_2] = [H100_GPU_RUN, H100_COOL_2].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&cool_2, &Config::default()).unwrap();
+    let trace: Vec<Sample> = cool
+        .into_iter()
+        .map(|mut s| {
+            if s.t >= 108.0 {
+                let heat = (0.2 * (s.t - 108.0)).round();
+                s.temp_mem_c = s.temp_mem_c.map(|m| m + heat);
+            }
+            s
+        })
+        .collect();
+    let alerts = replay(&trace, &Config::default(), Some(model));
+    let first = alerts
+        .iter()
+        .find(|a| a.t >= 108.0)
+        .unwrap_or_else(|| panic!("not caught:\n{}", show(&alerts)));
+    assert_eq!(first.kind, AlertKind::ThermalRunaway, "{}", show(&alerts));
+    assert!(
+        alerts.iter().all(|a| a.kind != AlertKind::SensorDrift),
+        "{}",
+        show(&alerts)
+    );
+}
+
 /// The 60-s `pog bench` recording of 2026-12-03 (a sample a second): idle at 80 W, then one
 /// GEMM at 690 W. Its die held the GEMM 21 s and idle 3 s: a thin history.
 const BENCH_LOAD: &str = include_str!("data/h200-bench-load-2026-12-03.csv");
