@@ -6,10 +6,40 @@
 use crate::config::Config;
 use crate::degradation::ThermalReference;
 use crate::forest::{ForestError, IsolationForest};
-use crate::monitor::{flat_over, power_steady_over};
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{mad_sigma, median, quantile};
 use std::collections::{BTreeMap, VecDeque};
+
+/// The temperature sensors' step, °C (NVML reads whole degrees).
+pub(crate) const SENSOR_STEP_C: f64 = 1.0;
+
+/// The power read is steady when its lowest over the slope window is at least this fraction
+/// of its highest.
+pub(crate) const STEADY_POWER_FRACTION: f64 = 0.9;
+
+/// Whether the power read held within [`STEADY_POWER_FRACTION`] of its highest over these
+/// readings (at least four of them).
+pub(crate) fn power_steady_over<'a>(readings: impl IntoIterator<Item = &'a Sample>) -> bool {
+    let reads: Vec<f64> = readings.into_iter().filter_map(|w| w.power_w).collect();
+    let low = reads.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = reads.iter().copied().fold(0.0, f64::max);
+    reads.len() >= 4 && low >= STEADY_POWER_FRACTION * high
+}
+
+/// A temperature's level over these readings where it held flat (at least four readings,
+/// all within a sensor step either way of each other, [`SENSOR_STEP_C`]): their median.
+pub(crate) fn flat_over<'a>(
+    readings: impl IntoIterator<Item = &'a Sample>,
+    signal: Signal,
+) -> Option<f64> {
+    let temps: Vec<f64> = readings
+        .into_iter()
+        .filter_map(|x| x.signal(signal))
+        .collect();
+    let low = temps.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = temps.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    median(&temps).filter(|_| temps.len() >= 4 && high - low <= 2.0 * SENSOR_STEP_C)
+}
 
 /// Why a model could not be trained.
 #[derive(Debug, thiserror::Error)]

@@ -6,8 +6,8 @@ use crate::baseline::{AmbientOffset, Level, RISE_C_PER_MIN, SETTLE_S};
 use crate::config::Config;
 use crate::degradation::{Degradation, DriftWatch, ResumeError};
 use crate::model::{
-    Envelope, Fingerprint, LoadState, Model, RecentPower, UtilBucket, FOREST_FEATURES,
-    STEADY_FRACTION,
+    flat_over, power_steady_over, Envelope, Fingerprint, LoadState, Model, RecentPower, UtilBucket,
+    FOREST_FEATURES, SENSOR_STEP_C, STEADY_FRACTION, STEADY_POWER_FRACTION,
 };
 use crate::response::{
     KeptHeldLevels, KeptResponse, ResponseResumeError, ThermalResponse, MAX_RMS_C,
@@ -81,9 +81,6 @@ const THERMAL_PERSIST_S: f64 = 1.0;
 /// evaluation heats at 0.05 °C/s and takes the margin's full path).
 const EARLY_SLOPE_C_PER_S: f64 = 0.1;
 
-/// The temperature sensors' step, °C (NVML reads whole degrees).
-const SENSOR_STEP_C: f64 = 1.0;
-
 /// Seconds over which the early rule measures how far the die swings at the load it holds
 /// ([`Monitor::swing`]): a die heating above its level by less than it fell back there
 /// lately is the load's own rhythm, not the cooling.
@@ -93,10 +90,6 @@ const SWING_S: f64 = 40.0;
 /// mean a lowered limit (a lowered limit holds the power at it; bursty work's readings jump):
 /// at least four readings at the default 1 s interval.
 const CAP_STEADY_S: f64 = 4.0;
-
-/// The power read is steady when its lowest over the slope window is at least this fraction
-/// of its highest.
-const STEADY_POWER_FRACTION: f64 = 0.9;
 
 /// No sample for this many seconds, at least, is a gap ...
 const GAP_MIN_S: f64 = 30.0;
@@ -169,30 +162,6 @@ pub struct Monitor {
 /// The most seconds between two readings that a held level may rise over
 /// ([`Monitor::held_level`]): it rises only while the die holds its load, not between visits.
 const HELD_STEP_S: f64 = 10.0;
-
-/// Whether the power read held within [`STEADY_POWER_FRACTION`] of its highest over these
-/// readings (at least four of them).
-pub(crate) fn power_steady_over<'a>(readings: impl IntoIterator<Item = &'a Sample>) -> bool {
-    let reads: Vec<f64> = readings.into_iter().filter_map(|w| w.power_w).collect();
-    let low = reads.iter().copied().fold(f64::INFINITY, f64::min);
-    let high = reads.iter().copied().fold(0.0, f64::max);
-    reads.len() >= 4 && low >= STEADY_POWER_FRACTION * high
-}
-
-/// A temperature's level over these readings where it held flat (at least four readings,
-/// all within a sensor step either way of each other, [`SENSOR_STEP_C`]): their median.
-pub(crate) fn flat_over<'a>(
-    readings: impl IntoIterator<Item = &'a Sample>,
-    signal: Signal,
-) -> Option<f64> {
-    let temps: Vec<f64> = readings
-        .into_iter()
-        .filter_map(|x| x.signal(signal))
-        .collect();
-    let low = temps.iter().copied().fold(f64::INFINITY, f64::min);
-    let high = temps.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    median(&temps).filter(|_| temps.len() >= 4 && high - low <= 2.0 * SENSOR_STEP_C)
-}
 
 /// The die's own settled level at one load ([`Monitor::held_level`]).
 #[derive(Debug, Clone, Copy)]
