@@ -1142,12 +1142,7 @@ fn an_h100s_memory_is_judged_from_where_it_settles_at_each_load() {
     // the history's envelope and the offset it learned at idle it read "4.0 °C above the
     // hottest this GPU should reach at 375 W" (temp_mem, 325 s) and then an `ambient_shift`
     // in 8 of the 11 rooms. Where the memory itself settled at that load is its level there.
-    let [hot, cool_2] = [H100_VARIED, H100_COOL_2].map(|t| parse_trace(t).unwrap());
-    let model = Model::train(&hot, &Config::default()).unwrap();
-    for c in [-5.0, -2.0, 0.0, 3.0, 5.0] {
-        let alerts = replay(&warmer(&cool_2, c), &Config::default(), Some(model.clone()));
-        assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
-    }
+    quiet_in_rooms(H100_VARIED, H100_COOL_2, &[-5.0, -2.0, 0.0, 3.0, 5.0]);
 }
 
 #[test]
@@ -1157,10 +1152,16 @@ fn the_multivariate_model_judges_each_temperature_from_this_gpus_own_level() {
     // envelope (where the memory itself settled at that load, 65 °C, the margin rule judges
     // it from), its raw temperatures as read (the die 38–45 °C against the nearest healthy
     // 53 °C), not taken against this GPU's own level as the envelope terms are.
-    let [cool, cool_2] = [H100_GPU_RUN, H100_COOL_2].map(|t| parse_trace(t).unwrap());
-    let model = Model::train(&cool, &Config::default()).unwrap();
-    for c in [-5.0, -2.0, 0.0, 2.0, 5.0] {
-        let alerts = replay(&warmer(&cool_2, c), &Config::default(), Some(model.clone()));
+    quiet_in_rooms(H100_GPU_RUN, H100_COOL_2, &[-5.0, -2.0, 0.0, 2.0, 5.0]);
+}
+
+/// The healthy trace `judged`, replayed in rooms `rooms` °C warmer with a model trained on the
+/// healthy trace `history` (another card's): not one alert.
+fn quiet_in_rooms(history: &str, judged: &str, rooms: &[f64]) {
+    let [history, judged] = [history, judged].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&history, &Config::default()).unwrap();
+    for &c in rooms {
+        let alerts = replay(&warmer(&judged, c), &Config::default(), Some(model.clone()));
         assert!(alerts.is_empty(), "{c:+} °C:\n{}", show(&alerts));
     }
 }
