@@ -149,7 +149,7 @@ pub struct Monitor {
     responses: [ThermalResponse; 2],
     /// Per temperature (GPU die, memory): its own settled level at each load (bin of recent
     /// power) where it has held one ([`Monitor::held_level`]): the margin rule judges it from
-    /// there at that load. The die's are kept across runs ([`Monitor::response_state`]).
+    /// there at that load. Both are kept across runs ([`Monitor::response_state`]).
     held_levels: [BTreeMap<usize, HeldLevel>; 2],
     /// The time of the last sample and the latest intervals between samples, for gaps.
     last_t: Option<f64>,
@@ -270,24 +270,27 @@ impl Monitor {
     }
 
     /// The die's learned thermal response (the time constants its load steps showed, where
-    /// it settled at each load it held, and what its readings tell of its model:
-    /// [`KeptResponse`], JSON), to keep across runs; `None` before it learned either.
+    /// it and the memory settled at each load they held, and what its readings tell of its
+    /// model: [`KeptResponse`], JSON), to keep across runs; `None` before it learned any.
     pub fn response_state(&self) -> Option<String> {
-        let (die_response, die_levels) = (&self.responses[0], &self.held_levels[0]);
-        let taus_s = die_response.learned();
-        if taus_s.is_empty() && die_levels.is_empty() {
+        let taus_s = self.responses[0].learned();
+        if taus_s.is_empty() && self.held_levels.iter().all(BTreeMap::is_empty) {
             return None;
         }
-        let held = (!die_levels.is_empty()).then(|| KeptHeldLevels {
-            bin_w: self.config.envelope_bin_w,
-            by_bin: die_levels
-                .iter()
-                .map(|(&bin, held)| (bin, held.level))
-                .collect(),
+        let [held, mem_held] = [0, 1].map(|i| {
+            let levels = &self.held_levels[i];
+            (!levels.is_empty()).then(|| KeptHeldLevels {
+                bin_w: self.config.envelope_bin_w,
+                by_bin: levels
+                    .iter()
+                    .map(|(&bin, held)| (bin, held.level))
+                    .collect(),
+            })
         });
         serde_json::to_string(&KeptResponse {
             taus_s: taus_s.to_vec(),
             held,
+            mem_held,
             fingerprint: self.fingerprint,
         })
         .ok()
@@ -296,14 +299,14 @@ impl Monitor {
     /// Takes up the die's thermal response an earlier run learned ([`Monitor::response_state`]),
     /// before this GPU's first sample, whose readings (`live`: [`Fingerprint::of`] it) tell
     /// its model: a restarted monitor judges its die's warm-ups with the card's own time
-    /// constant at once, not the untuned rule until new load steps show it, and its die at
-    /// each load it held before from where it settled there, until it holds that load again
-    /// in this run (then taken afresh there, as the first time: a restart in another room
-    /// does not judge the die by the old room's levels once it has shown the new ones).
-    /// Refused as a whole (the GPU learns both afresh, as before) when the text is not a kept
-    /// response, holds a time constant or a settled level no GPU learns
-    /// ([`KeptHeldLevels::check`]), or was learned on another GPU model (both fingerprints
-    /// known and [`Fingerprint::differs`]).
+    /// constant at once, not the untuned rule until new load steps show it, and its die (and
+    /// memory) at each load it held before from where it settled there, until it holds that
+    /// load again in this run (then taken afresh there, as the first time: a restart in
+    /// another room does not judge the die by the old room's levels once it has shown the new
+    /// ones). Refused as a whole (the GPU learns all afresh, as before) when the text is not a
+    /// kept response, holds a time constant or a settled level (the die's or the memory's,
+    /// each against its own limit) no GPU learns ([`KeptHeldLevels::check`]), or was learned
+    /// on another GPU model (both fingerprints known and [`Fingerprint::differs`]).
     pub fn resume_response(
         &mut self,
         state: &str,
@@ -316,25 +319,30 @@ impl Monitor {
             }
         }
         let die_response = ThermalResponse::resumed(&kept.taus_s)?;
-        if let Some(held) = &kept.held {
-            held.check(self.config.envelope_bin_w, self.config.thermal_limit_c)?;
+        let limits = [self.config.thermal_limit_c, self.config.mem_thermal_limit_c];
+        let kept_levels = [kept.held, kept.mem_held];
+        for (held, limit) in kept_levels.iter().zip(limits) {
+            if let Some(held) = held {
+                held.check(self.config.envelope_bin_w, limit)?;
+            }
         }
         self.responses[0] = die_response;
-        self.held_levels[0] = kept
-            .held
-            .into_iter()
-            .flat_map(|held| held.by_bin)
-            .map(|(bin, level)| {
-                (
-                    bin,
-                    HeldLevel {
-                        level,
-                        t: 0.0,
-                        kept: true,
-                    },
-                )
-            })
-            .collect();
+        for (levels, held) in self.held_levels.iter_mut().zip(kept_levels) {
+            *levels = held
+                .into_iter()
+                .flat_map(|held| held.by_bin)
+                .map(|(bin, level)| {
+                    (
+                        bin,
+                        HeldLevel {
+                            level,
+                            t: 0.0,
+                            kept: true,
+                        },
+                    )
+                })
+                .collect();
+        }
         Ok(())
     }
 

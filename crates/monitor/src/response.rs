@@ -128,8 +128,8 @@ fn taus(low: f64, high: f64) -> impl Iterator<Item = f64> {
 
 /// What a GPU's die response keeps across runs (`pog monitor run` and the agent keep it in
 /// their history, per GPU UUID): the time constants its load steps showed (how fast it
-/// settles, [`ThermalResponse`]), where it settled at each load it held (the monitor's held
-/// levels), and the fingerprint of the GPU they were learned on, so that an entry of another
+/// settles, [`ThermalResponse`]), where it and the memory settled at each load they held (the
+/// monitor's held levels), and the fingerprint of the GPU they were learned on, so that an entry of another
 /// GPU model (a replayed trace's `GPU-0` of another run, a history copied between hosts) is
 /// not taken up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -140,6 +140,11 @@ pub struct KeptResponse {
     /// kept before the levels were).
     #[serde(default)]
     pub held: Option<KeptHeldLevels>,
+    /// Where the memory settled at each load it held, as the die's are kept (checked against
+    /// the memory's limit); `None` before it held one (and in entries kept before the
+    /// memory's levels were).
+    #[serde(default)]
+    pub mem_held: Option<KeptHeldLevels>,
     /// The memory clock and size of the GPU they were learned on, where it read them.
     pub fingerprint: Option<Fingerprint>,
 }
@@ -147,20 +152,21 @@ pub struct KeptResponse {
 /// The heaviest load (W) a kept settled level may be at: above it, an entry is corrupt.
 pub const HELD_LOAD_MAX_W: f64 = 5000.0;
 
-/// Where a GPU's die settled at each load it held, as [`KeptResponse`] keeps it.
+/// Where a GPU's die (or memory) settled at each load it held, as [`KeptResponse`] keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KeptHeldLevels {
     /// The width (W) of the bins of recent power the loads are (the monitor's
     /// [`Config::envelope_bin_w`](crate::Config)).
     pub bin_w: f64,
-    /// Per load (its bin of recent power): the die's settled level there, °C.
+    /// Per load (its bin of recent power): the settled level there, °C.
     pub by_bin: BTreeMap<usize, f64>,
 }
 
 impl KeptHeldLevels {
     /// Refuses levels this monitor could not have learned: kept in bins of another width
     /// than `bin_w`, at a load above [`HELD_LOAD_MAX_W`], or a level not finite or outside
-    /// 0 °C to `limit_c` (the die's thermal limit: it never settles at or above it).
+    /// 0 °C to `limit_c` (the die's or the memory's thermal limit: it never settles at or
+    /// above it).
     pub fn check(&self, bin_w: f64, limit_c: f64) -> Result<(), ResponseResumeError> {
         if self.bin_w != bin_w {
             return Err(ResponseResumeError::Invalid(format!(
@@ -436,6 +442,14 @@ mod tests {
         let older: KeptResponse =
             serde_json::from_str("{\"taus_s\":[7.0],\"fingerprint\":null}").unwrap();
         assert_eq!(older.held, None);
+        assert_eq!(older.mem_held, None);
+        // Kept with the die's levels only (before the memory's were): the die's read.
+        let die_only: KeptResponse = serde_json::from_str(
+            "{\"taus_s\":[7.0],\"held\":{\"bin_w\":25.0,\"by_bin\":{\"27\":66.0}},\"fingerprint\":null}",
+        )
+        .unwrap();
+        assert_eq!(die_only.held.map(|h| h.by_bin.len()), Some(1));
+        assert_eq!(die_only.mem_held, None);
         let held = |bin_w: f64, bin: usize, level: f64| KeptHeldLevels {
             bin_w,
             by_bin: BTreeMap::from([(5, 44.0), (bin, level)]),
@@ -451,6 +465,26 @@ mod tests {
             let err = bad.check(25.0, 87.0).expect_err(why);
             assert!(err.to_string().contains(why), "{why}: {err}");
         }
+    }
+
+    #[test]
+    fn kept_memory_levels_are_written_beside_the_dies_and_checked_alike() {
+        let levels = |level: f64| KeptHeldLevels {
+            bin_w: 25.0,
+            by_bin: BTreeMap::from([(15, level)]),
+        };
+        let kept = KeptResponse {
+            taus_s: vec![7.0],
+            held: Some(levels(44.0)),
+            mem_held: Some(levels(66.0)),
+            fingerprint: None,
+        };
+        let text = serde_json::to_string(&kept).unwrap();
+        assert!(text.contains("\"mem_held\":{\"bin_w\":25.0"), "{text}");
+        assert_eq!(serde_json::from_str::<KeptResponse>(&text).unwrap(), kept);
+        // The HBM's 90 °C is under the memory's 95-°C limit, not under the die's 87.
+        assert!(levels(90.0).check(25.0, 95.0).is_ok());
+        assert!(levels(90.0).check(25.0, 87.0).is_err());
     }
 
     #[test]

@@ -1080,6 +1080,11 @@ fn a_kept_time_constant_of_another_gpu_model_or_corrupt_is_refused() {
         "{\"taus_s\":[],\"held\":{\"bin_w\":25.0,\"by_bin\":{\"4000\":60.0}},\"fingerprint\":null}",
         "{\"taus_s\":[],\"held\":{\"bin_w\":50.0,\"by_bin\":{\"13\":60.0}},\"fingerprint\":null}",
         "{\"taus_s\":[],\"held\":{\"bin_w\":25.0,\"by_bin\":{\"27\":null}},\"fingerprint\":null}",
+        // The memory's alike, against its own limit (95 °C), the die's levels sound.
+        "{\"taus_s\":[],\"held\":{\"bin_w\":25.0,\"by_bin\":{\"27\":60.0}},\"mem_held\":{\"bin_w\":25.0,\"by_bin\":{\"15\":96.0}},\"fingerprint\":null}",
+        "{\"taus_s\":[],\"mem_held\":{\"bin_w\":25.0,\"by_bin\":{\"4000\":60.0}},\"fingerprint\":null}",
+        "{\"taus_s\":[],\"mem_held\":{\"bin_w\":50.0,\"by_bin\":{\"7\":60.0}},\"fingerprint\":null}",
+        "{\"taus_s\":[],\"mem_held\":{\"bin_w\":25.0,\"by_bin\":{\"15\":null}},\"fingerprint\":null}",
     ] {
         assert!(
             monitor.resume_response(bad, live.as_ref()).is_err(),
@@ -1335,4 +1340,53 @@ fn a_restarted_monitor_keeps_where_the_die_settled_at_each_load() {
         show(&afresh),
         show(&kept)
     );
+}
+
+/// The second cool H100 run whole under the hot H100's history, the monitor restarted (its
+/// levels, and with `keep_response` its kept response, taken up) and the day run again from
+/// `from_s` in a room `room_c` °C warmer: the second run's alerts.
+fn h100_memory_restarted(keep_response: bool, from_s: f64, room_c: f64) -> Vec<Alert> {
+    use pog_monitor::Monitor;
+    let [hot, cool_2] = [H100_VARIED, H100_COOL_2].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&hot, &Config::default()).unwrap();
+    let mut earlier = Monitor::new(Config::default(), Some(model.clone()));
+    for s in &cool_2 {
+        earlier.push(s);
+    }
+    let again: Vec<Sample> = warmer(&cool_2, room_c)
+        .into_iter()
+        .filter(|s| s.t >= from_s)
+        .collect();
+    let mut restarted = Monitor::new(Config::default(), Some(model));
+    restarted.resume_levels(earlier.levels());
+    if keep_response {
+        let state = earlier.response_state().expect("levels were held");
+        assert!(state.contains("\"mem_held\":{"), "{state}");
+        let live = pog_monitor::model::Fingerprint::of([&again[0]]);
+        restarted.resume_response(&state, live.as_ref()).unwrap();
+    }
+    again.iter().flat_map(|s| restarted.push(s)).collect()
+}
+
+#[test]
+fn a_restarted_monitor_keeps_where_the_memory_settled_at_each_load() {
+    // The second cool H100, restarted before its 375-W device copy (283–337 s) and run on in
+    // rooms up to 3 °C warmer: its HBM is judged at the copy from where it settled there in
+    // the first run (65 °C) until it holds the copy again. Learned afresh (its memory's
+    // response not yet shown in the second run), the HBM climbing to 66–68 °C read "4.0 °C
+    // above the hottest this GPU should reach at 374 W" (287 or 292 s) in 10 of these 18
+    // restarts.
+    let mut afresh = 0;
+    for from_s in [100.0, 150.0, 200.0] {
+        for room_c in [-2.0, 0.0, 1.0, 1.5, 2.0, 3.0] {
+            let kept = h100_memory_restarted(true, from_s, room_c);
+            assert!(
+                kept.is_empty(),
+                "from {from_s} s, {room_c:+} °C:\n{}",
+                show(&kept)
+            );
+            afresh += usize::from(!h100_memory_restarted(false, from_s, room_c).is_empty());
+        }
+    }
+    assert!(afresh >= 10, "afresh: {afresh} restarts said");
 }
