@@ -370,7 +370,7 @@ impl LiveMonitor {
                 match h.response(&identity.uuid) {
                     Ok(state) => kept.response_to_resume = state,
                     Err(e) => tracing::warn!(
-                        "{e}: GPU {} learns its die's time constant and settled levels afresh",
+                        "{e}: GPU {} learns its die's time constant and its temperatures' settled levels afresh",
                         identity.uuid
                     ),
                 }
@@ -420,7 +420,7 @@ impl LiveMonitor {
                     let live = Fingerprint::of([&sample]);
                     if let Err(e) = monitors[i].resume_response(&state, live.as_ref()) {
                         tracing::warn!(
-                            "{e}: GPU {} learns its die's time constant and settled levels afresh",
+                            "{e}: GPU {} learns its die's time constant and its temperatures' settled levels afresh",
                             identity.uuid
                         );
                     }
