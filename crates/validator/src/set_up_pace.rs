@@ -33,7 +33,9 @@ pub struct SetUpPaces {
 impl SetUpPaces {
     /// The key of a proof's shape for one host: the proof's name, the agent's key and the plan
     /// (its `Debug` form, which names every size that sets the set-up's work: lanes and steps,
-    /// or the data set's bytes), so a host that changes its claim starts afresh.
+    /// or the data set's bytes), so a host that changes its claim starts afresh. The key is
+    /// kept in the registry too: a pog whose plan prints otherwise finds no pace under it and
+    /// judges the host's next set-up as measured, once, the same as a new claim.
     pub fn key(proof: &str, agent: &PublicKey, plan: &impl Debug) -> String {
         format!("{proof} {agent} {plan:?}")
     }
