@@ -65,16 +65,22 @@ int main(int argc, char** argv) {
     std::string mode = argv[1];
     std::vector<unsigned char> in;
     int c; while ((c = getchar()) != EOF) in.push_back((unsigned char)c);
-    if (mode == "fast") {  // leaf_bytes, leaves, blocks
+    if (mode == "fast") {  // leaf_bytes, leaves, blocks, "low16" or "whole"
         u32 leaf_bytes = atoi(argv[2]); u64 leaves = strtoull(argv[3], 0, 10); unsigned blocks = atoi(argv[4]);
+        bool low16 = std::string(argv[5]) == "low16";
         std::vector<u32> data(in.size() / 4 + 4); memcpy(data.data(), in.data(), in.size());
         std::vector<u32> out(leaves * 8);
-        launch(blocks, 256, [&] { pog_leaf_hash(data.data(), leaves, leaf_bytes, out.data()); });
+        launch(blocks, 256, [&] {
+            if (low16) pog_leaf_hash_low16(data.data(), leaves, leaf_bytes, out.data());
+            else pog_leaf_hash(data.data(), leaves, leaf_bytes, out.data());
+        });
         put_hashes(out);
-    } else if (mode == "bytes") {  // leaf_bytes, first, count (of the leaves of all of stdin)
+    } else if (mode == "bytes") {  // leaf_bytes, first, count, stored, kept (of all of stdin)
         u32 leaf_bytes = atoi(argv[2]); u64 first = strtoull(argv[3], 0, 10), count = strtoull(argv[4], 0, 10);
+        u32 stored = atoi(argv[5]), kept = atoi(argv[6]);
         std::vector<u32> out(count * 8);
-        launch(2, 64, [&] { pog_leaf_hash_bytes(in.data(), in.size(), leaf_bytes, first, count, out.data()); });
+        u64 committed = in.size() / stored * kept;
+        launch(2, 64, [&] { pog_leaf_hash_bytes(in.data(), committed, leaf_bytes, first, count, stored, kept, out.data()); });
         put_hashes(out);
     } else {  // "tree": stdin holds leaf hashes; prints the root
         u64 count = in.size() / 32;
@@ -167,11 +173,49 @@ fn the_fast_leaf_kernel_hashes_as_the_reference_does() {
                 leaf_bytes.to_string(),
                 leaves.to_string(),
                 blocks.to_string(),
+                "whole".into(),
             ],
             &data,
         );
         let want: Vec<Hash> = data.chunks(leaf_bytes).map(Blake3::leaf).collect();
         assert_eq!(got, want, "leaves of {leaf_bytes} bytes");
+    }
+}
+
+/// The committed bytes of 4-byte outputs committed by their low 16 bits (INT8's).
+fn low_halves(outputs: &[u8]) -> Vec<u8> {
+    outputs
+        .chunks_exact(4)
+        .flat_map(|element| element[..2].to_vec())
+        .collect()
+}
+
+#[test]
+fn the_fast_low16_kernel_hashes_each_outputs_low_half_as_the_reference_does() {
+    // 256 committed bytes a leaf (the plans': 128 INT8 outputs), over one and two blocks, with
+    // partial warps; one-block and one-chunk leaves.
+    for (leaf_bytes, leaves, blocks) in [
+        (256usize, 300usize, 1u32),
+        (256, 600, 2),
+        (64, 70, 1),
+        (1024, 40, 2),
+    ] {
+        let outputs = bytes(2 * leaf_bytes * leaves, leaf_bytes as u64 + 7);
+        let got = run(
+            &[
+                "fast".into(),
+                leaf_bytes.to_string(),
+                leaves.to_string(),
+                blocks.to_string(),
+                "low16".into(),
+            ],
+            &outputs,
+        );
+        let want: Vec<Hash> = low_halves(&outputs)
+            .chunks(leaf_bytes)
+            .map(Blake3::leaf)
+            .collect();
+        assert_eq!(got, want, "leaves of {leaf_bytes} committed bytes");
     }
 }
 
@@ -197,11 +241,42 @@ fn the_byte_wise_leaf_kernel_hashes_any_length() {
                 leaf_bytes.to_string(),
                 "0".into(),
                 leaves.to_string(),
+                "1".into(),
+                "1".into(),
             ],
             &data,
         );
         let want: Vec<Hash> = data.chunks(leaf_bytes).map(Blake3::leaf).collect();
         assert_eq!(got, want, "leaves of {leaf_bytes} bytes over {total}");
+    }
+}
+
+#[test]
+fn the_byte_wise_leaf_kernel_commits_4_byte_outputs_by_their_low_half() {
+    // INT8's outputs where the fast kernel does not apply: a product of 10 × 10 outputs in
+    // leaves of 64 (a short last leaf of 36), and leaves of a length not a multiple of 64,
+    // from a leaf past the first.
+    for (leaf_bytes, elements, first) in [(128usize, 100usize, 0usize), (50, 77, 1)] {
+        let outputs = bytes(4 * elements, elements as u64);
+        let committed = low_halves(&outputs);
+        let leaves = committed.len().div_ceil(leaf_bytes);
+        let got = run(
+            &[
+                "bytes".into(),
+                leaf_bytes.to_string(),
+                first.to_string(),
+                (leaves - first).to_string(),
+                "4".into(),
+                "2".into(),
+            ],
+            &outputs,
+        );
+        let want: Vec<Hash> = committed
+            .chunks(leaf_bytes)
+            .skip(first)
+            .map(Blake3::leaf)
+            .collect();
+        assert_eq!(got, want, "leaves of {leaf_bytes} of {elements} outputs");
     }
 }
 

@@ -37,7 +37,7 @@ pub struct ProveOptions {
     pub size: Option<u64>,
     /// Independent GEMMs instead of the plan's.
     pub batch: Option<u32>,
-    /// Output elements per Merkle leaf instead of the plan's (128 bytes of outputs).
+    /// Output elements per Merkle leaf instead of the plan's (256 bytes of committed outputs).
     pub leaf_elements: Option<u32>,
     /// Spot checks opened per challenge (the memory proof takes at most its own count).
     pub samples: u32,

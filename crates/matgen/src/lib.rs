@@ -325,8 +325,8 @@ pub enum ALayout {
     MMajor,
 }
 
-/// The output format of a GEMM in each precision, shared by the GPU runner, the checker and
-/// the proof's leaves. Bytes of one output element: FP32 for FP32 (and FP64 for FP64), FP16 / BF16 for those
+/// The output format of a GEMM in each precision, shared by the GPU runner and the checker
+/// (a proof's leaves hold each element's [`committed_bytes`] of it). Bytes of one output element: FP32 for FP32 (and FP64 for FP64), FP16 / BF16 for those
 /// (FP32 accumulation, rounded on output, as cuBLAS writes them), INT32 for INT8.
 pub fn output_bytes(precision: Precision) -> usize {
     match precision {
@@ -344,6 +344,34 @@ pub fn encode_output(precision: Precision, value: f64) -> Vec<u8> {
         Precision::Int8 => (value as i32).to_le_bytes().to_vec(),
         Precision::Fp16 => half::f16::from_f64(value).to_le_bytes().to_vec(),
         Precision::Bf16 | Precision::Fp8 => half::bf16::from_f64(value).to_le_bytes().to_vec(),
+    }
+}
+
+/// Bytes of one output element in a proof's Merkle leaves: the low [`committed_bytes`] bytes of
+/// its little-endian output format. Every format is committed whole but INT8's INT32 outputs,
+/// committed by their low 16 bits (challenge version 8): no GPU computes an INT8 product's
+/// sums modulo 2¹⁶ for less than the whole product (docs/protocol.md, "Committed outputs"),
+/// and half the bytes halve the agent's leaf hashing.
+pub fn committed_bytes(precision: Precision) -> usize {
+    match precision {
+        Precision::Int8 => 2,
+        other => output_bytes(other),
+    }
+}
+
+/// Encodes one output value as a proof's leaves hold it: [`encode_output`]'s bytes cut to
+/// [`committed_bytes`].
+pub fn encode_committed(precision: Precision, value: f64) -> Vec<u8> {
+    let mut bytes = encode_output(precision, value);
+    bytes.truncate(committed_bytes(precision));
+    bytes
+}
+
+/// Decodes one committed output value (INT8: its low 16 bits, as an unsigned number).
+pub fn decode_committed(precision: Precision, bytes: &[u8]) -> Option<f64> {
+    match precision {
+        Precision::Int8 => Some(f64::from(u16::from_le_bytes(bytes.try_into().ok()?))),
+        other => decode_output(other, bytes),
     }
 }
 
@@ -393,6 +421,18 @@ pub struct Reference {
 }
 
 impl Reference {
+    /// The reference as a proof's leaves commit it ([`committed_bytes`]): INT8's value reduced
+    /// to its low 16 bits, as [`decode_committed`] reads them; every other precision as it is.
+    pub fn committed(self, precision: Precision) -> Reference {
+        match precision {
+            Precision::Int8 => Reference {
+                value: f64::from(self.value as i64 as u16),
+                ..self
+            },
+            _ => self,
+        }
+    }
+
     /// Independent partial sums: the additions of one lane depend on each other (4 cycles
     /// each), the lanes do not, so the CPU overlaps them and can use SIMD. The order is fixed,
     /// so every validator gets the same bits; it differs from a serial sum by a few f64 ulps,
@@ -599,6 +639,33 @@ mod tests {
             assert_eq!(decode_output(p, &bytes), Some(-3.0));
         }
         assert_eq!(decode_output(Precision::Fp32, &[1, 2]), None);
+    }
+
+    #[test]
+    fn int8_outputs_are_committed_by_their_low_16_bits_and_the_rest_whole() {
+        for p in [
+            Precision::Fp32,
+            Precision::Fp16,
+            Precision::Bf16,
+            Precision::Fp64,
+        ] {
+            assert_eq!(encode_committed(p, -3.0), encode_output(p, -3.0));
+            assert_eq!(decode_committed(p, &encode_committed(p, -3.0)), Some(-3.0));
+        }
+        let int8 = Precision::Int8;
+        assert_eq!(committed_bytes(int8), 2);
+        for (value, low) in [(-3.0, 65533.0), (70_000.0, 4464.0), (-70_000.0, 61072.0)] {
+            let bytes = encode_committed(int8, value);
+            assert_eq!(bytes, encode_output(int8, value)[..2]);
+            assert_eq!(decode_committed(int8, &bytes), Some(low));
+            let reference = Reference {
+                value,
+                abs_sum: 0.0,
+                square_sum: 0.0,
+            };
+            assert_eq!(reference.committed(int8).value, low);
+        }
+        assert_eq!(decode_committed(int8, &[1, 2, 3, 4]), None);
     }
 
     #[test]

@@ -3,10 +3,10 @@
 //! H200 SXM), 1024 spot checks, against the budgets of issue 23: 10 ms of one core and 1 MiB
 //! each way. Per plan it measures
 //! - the recomputation of the 1024 drawn elements (`SeededGemm::reference`);
-//! - the openings as they travel (challenge version 7, `wire::Openings`: 256-byte leaves, the
-//!   opened leaves end to end and one multiproof, raw bytes after a signed BLAKE3 digest):
-//!   the frame's head and its signature, the bytes' digest, the leaf hashes, the multiproof's
-//!   verification, and the frame's bytes;
+//! - the openings as they travel (challenge version 8, `wire::Openings`: 256-byte leaves, INT8's
+//!   outputs by their low 16 bits, the opened leaves end to end and one multiproof, raw bytes
+//!   after a signed BLAKE3 digest): the frame's head and its signature, the bytes' digest, the
+//!   leaf hashes, the multiproof's verification, and the frame's bytes;
 //!
 //! and then the proof of memory's per-model challenge of an H200 (128 walkers, each 64 items
 //! recomputed). Openings are synthetic (random bytes and hashes, with the root they lead to):

@@ -19,7 +19,9 @@ use sha2::{Digest, Sha256};
 /// domain "pog-proof v7"), so the agent generates A once a batch instead of once a product,
 /// and plans cut 256-byte leaves (`params::LEAF_BYTES`), half the tree; the frame is version
 /// 6's.
-pub const CHALLENGE_VERSION: u32 = 7;
+/// 8: INT8's outputs are committed by their low 16 bits (`pog_matgen::committed_bytes`), 128 to
+/// a 256-byte leaf: half the agent's INT8 leaf hashing and tree; seeds and frame as in 7.
+pub const CHALLENGE_VERSION: u32 = 8;
 
 /// What the validator asks one GPU to compute.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,7 +126,7 @@ impl Challenge {
         let ok = (1..=MAX_SIZE).contains(&self.size)
             && (1..=MAX_BATCH).contains(&self.batch)
             && self.leaf_elements >= 1
-            && u64::from(self.leaf_elements) * pog_matgen::output_bytes(self.precision) as u64
+            && u64::from(self.leaf_elements) * pog_matgen::committed_bytes(self.precision) as u64
                 <= MAX_LEAF_BYTES;
         if ok {
             Ok(())

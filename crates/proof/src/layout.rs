@@ -1,10 +1,11 @@
-//! How the outputs become Merkle leaves: each GEMM's m×n output, column-major, in the output
-//! format's little-endian bytes, cut into leaves of `leaf_elements` consecutive elements;
+//! How the outputs become Merkle leaves: each GEMM's m×n output, column-major, each element as
+//! its committed bytes (`pog_matgen::committed_bytes`: the output format's little-endian bytes,
+//! INT8's low two), cut into leaves of `leaf_elements` consecutive elements;
 //! leaves of GEMM 0 first, then GEMM 1, and so on.
 
 use crate::challenge::Challenge;
 
-pub use pog_matgen::{decode_output, encode_output, output_bytes};
+pub use pog_matgen::{committed_bytes, decode_committed, encode_committed};
 
 /// Where an output element sits among the leaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +44,7 @@ impl Challenge {
         let per_leaf = u64::from(self.leaf_elements.max(1));
         let within = leaf % self.leaves_per_gemm();
         let elements = (self.size * self.size - within * per_leaf).min(per_leaf);
-        elements as usize * output_bytes(self.precision)
+        elements as usize * committed_bytes(self.precision)
     }
 }
 

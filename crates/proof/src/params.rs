@@ -21,8 +21,8 @@ pub const PROOF_PRECISIONS: [Precision; 4] = [
     Precision::Fp32,
 ];
 
-/// Bytes per Merkle leaf of a planned challenge: 256 (128 BF16 or FP16 outputs, 64 INT8 or FP32
-/// outputs). The openings of 1024 spot checks are about 1024 leaves and one multiproof
+/// Bytes per Merkle leaf of a planned challenge: 256 (128 BF16, FP16 or INT8 outputs, INT8's
+/// by their low 16 bits since challenge version 8; 64 FP32 outputs). The openings of 1024 spot checks are about 1024 leaves and one multiproof
 /// (`wire::Openings`): 256-byte leaves keep them under 1 MiB for every H200 plan whatever is
 /// drawn (at most 0.82 MiB), where the 2–4 KiB leaves of challenge version 3 took 5.7–9.7 MiB
 /// as hex. Against version 4–6's 128-byte leaves they halve the agent's tree (one node
@@ -30,9 +30,10 @@ pub const PROOF_PRECISIONS: [Precision; 4] = [
 /// docs/protocol.md, "Cost". A multiple of 64, which the GPU's fast leaf-hashing kernel needs.
 pub const LEAF_BYTES: usize = 256;
 
-/// Output elements per leaf in `precision`: [`LEAF_BYTES`] of its outputs (at least one).
+/// Output elements per leaf in `precision`: [`LEAF_BYTES`] of its committed outputs (at least
+/// one).
 pub fn leaf_elements(precision: Precision) -> u32 {
-    (LEAF_BYTES / crate::layout::output_bytes(precision)).max(1) as u32
+    (LEAF_BYTES / crate::layout::committed_bytes(precision)).max(1) as u32
 }
 
 /// Share of the datasheet peak a proof is expected to sustain when pog has no measurement of
@@ -261,7 +262,7 @@ pub fn plan_in(
 ) -> Option<ProofPlan> {
     let p = choice.precision;
     let input = pog_matgen::Storage::of(p).bytes() as u64;
-    let output = crate::layout::output_bytes(p) as u64;
+    let output = pog_matgen::output_bytes(p) as u64;
     let size = proof_sizes(p)
         .iter()
         .copied()

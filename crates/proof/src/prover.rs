@@ -3,7 +3,7 @@
 //! CI's end-to-end runs at small sizes; it can also cheat in the ways the protocol must catch.
 
 use crate::challenge::Challenge;
-use crate::layout::encode_output;
+use crate::layout::{committed_bytes, encode_committed};
 use pog_matgen::{hash, Storage};
 use pog_merkle::{Blake3, Hash, Tree, TreeHasher};
 use pog_spec::Precision;
@@ -33,7 +33,7 @@ pub enum Behaviour {
 pub struct Opening {
     /// The leaf's index in the commitment.
     pub leaf: u64,
-    /// The leaf's bytes: its output elements, encoded as the challenge's output format.
+    /// The leaf's bytes: its output elements as committed (`pog_matgen::committed_bytes`).
     pub bytes: Vec<u8>,
     /// The inclusion proof of the leaf under the committed root (a tree of RFC 6962's shape,
     /// `pog_merkle::Blake3`'s hashes).
@@ -102,10 +102,10 @@ impl CpuProver {
                             lower_precision_dot(&gemm, lower, row, col)
                         }
                     };
-                    bytes.extend(encode_output(p, value));
+                    bytes.extend(encode_committed(p, value));
                 }
             }
-            let leaf_bytes = per_leaf * crate::layout::output_bytes(p);
+            let leaf_bytes = per_leaf * committed_bytes(p);
             leaves.extend(bytes.chunks(leaf_bytes).map(<[u8]>::to_vec));
         }
         let tree = Tree::build::<Blake3>(leaves.iter().map(|l| Blake3::leaf(l)).collect());
@@ -205,7 +205,11 @@ mod tests {
         };
         let prover = CpuProver::compute(&challenge, Behaviour::Honest);
         let opening = prover.open(&[1]).unwrap().remove(0);
-        assert_eq!(opening.bytes.len(), 16 * 4);
+        assert_eq!(
+            opening.bytes.len(),
+            16 * 2,
+            "INT8 outputs commit their low 16 bits"
+        );
         assert!(pog_merkle::verify_inclusion_in::<Blake3>(
             &Blake3::leaf(&opening.bytes),
             1,

@@ -3,7 +3,7 @@
 //! opened leaves against the root first).
 
 use crate::challenge::Challenge;
-use crate::layout::{decode_output, output_bytes, Position};
+use crate::layout::{committed_bytes, decode_committed, Position};
 use pog_merkle::Hash;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -108,7 +108,7 @@ pub enum Rejection {
 /// Checks the drawn element at `position` in `bytes`, the bytes of the leaf holding it
 /// (`challenge.leaf_of(position)`), already proven to be that leaf of the committed tree (the
 /// session checks every opened leaf against the root with one multiproof): the leaf's length,
-/// then the element against the f64 recomputation.
+/// then the element against the f64 recomputation, as committed (INT8: its low 16 bits).
 pub fn check_value(
     challenge: &Challenge,
     position: Position,
@@ -123,14 +123,16 @@ pub fn check_value(
             got: bytes.len(),
         });
     }
-    let width = output_bytes(challenge.precision);
-    let got = decode_output(
+    let width = committed_bytes(challenge.precision);
+    let got = decode_committed(
         challenge.precision,
         &bytes[offset * width..(offset + 1) * width],
     )
     .unwrap_or(f64::NAN);
     let gemm = challenge.gemm(position.gemm);
-    let reference = gemm.reference(position.row, position.col);
+    let reference = gemm
+        .reference(position.row, position.col)
+        .committed(challenge.precision);
     if gemm.accepts(got, reference) {
         Ok(())
     } else {

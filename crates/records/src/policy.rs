@@ -628,14 +628,15 @@ mod tests {
         assert!(!read.lease_check && read.proves_model());
     }
 
-    /// Leaves are 256 bytes in every precision unless the policy names a count; a policy
-    /// recorded before challenge version 4 (with its count) still reads.
+    /// Leaves are 256 bytes in every precision unless the policy names a count (INT8's outputs
+    /// commit 2 bytes each since challenge version 8); a policy recorded before challenge
+    /// version 4 (with its count) still reads.
     #[test]
     fn leaves_are_256_bytes_unless_named() {
         for (precision, elements) in [
             (Precision::Bf16, 128),
             (Precision::Fp16, 128),
-            (Precision::Int8, 64),
+            (Precision::Int8, 128),
             (Precision::Fp32, 64),
         ] {
             assert_eq!(planned("H200 SXM", Some(precision)).leaf_elements, elements);

@@ -75,38 +75,45 @@ __device__ __forceinline__ void pog_start(u32 cv[8]) {
     for (int k = 0; k < 8; k++) cv[k] = POG_COMMIT_KEY[k];
 }
 
-#define POG_HASH_WARPS 8  // warps per block of pog_leaf_hash (256 threads)
+#define POG_HASH_WARPS 8  // warps per block of the fast leaf hash (256 threads)
 
-// Leaf hashes of `leaves` whole leaves of `leaf_bytes` each, laid end to end from `data`.
-// Fast path: needs leaf_bytes % 64 == 0 (at most 1024) and data 16-byte aligned. Each lane of
-// a warp hashes one leaf; the warp loads its 32 leaves' next 64-byte blocks together
-// (coalesced, through shared memory), so memory reads run at full width while each lane
-// compresses its own.
-extern "C" __global__ void __launch_bounds__(256) pog_leaf_hash(const u32* data, u64 leaves,
-                                                                u32 leaf_bytes, u32* out) {
-    __shared__ u32 stage[POG_HASH_WARPS][32 * 17];  // 17: pad so lanes hit distinct banks
+// Leaf hashes of `leaves` whole leaves of `leaf_bytes` each (the committed bytes), laid end to
+// end from `data`, with each committed 32-bit word read from WIDTH source words: WIDTH 1 reads
+// the leaves as they are; WIDTH 2 reads INT32 outputs and commits each one's low 16 bits
+// (`pog_matgen::committed_bytes`), two to a word. Fast path: needs leaf_bytes % 64 == 0 (at
+// most 1024) and data 16-byte aligned. Each lane of a warp hashes one leaf; the warp loads its
+// 32 leaves' next blocks together (coalesced, through shared memory), so memory reads run at
+// full width while each lane compresses its own.
+template <int WIDTH>
+__device__ __forceinline__ void pog_leaf_hash_of(const u32* data, u64 leaves, u32 leaf_bytes,
+                                                 u32* out) {
+    constexpr int BLOCK_WORDS = 16 * WIDTH;    // source words of one 64-byte committed block
+    constexpr int ROW = BLOCK_WORDS + 1;       // + 1: pad so lanes hit distinct banks
+    constexpr int PIECES = BLOCK_WORDS / 4;    // 16-byte loads per leaf and block
+    __shared__ u32 stage[POG_HASH_WARPS][32 * ROW];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     u32* mine = stage[warp];
-    const u64 words = leaf_bytes / 4, blocks = leaf_bytes / 64;
+    const u64 words = (u64)leaf_bytes / 4 * WIDTH, blocks = leaf_bytes / 64;
     const u64 step = (u64)gridDim.x * POG_HASH_WARPS * 32;
     for (u64 first = ((u64)blockIdx.x * POG_HASH_WARPS + warp) * 32; first < leaves; first += step) {
         u32 cv[8];
         pog_start(cv);
         for (u64 j = 0; j < blocks; j++) {
 #pragma unroll
-            for (int part = 0; part < 4; part++) {
-                int q = part * 32 + lane, l = q >> 2, quarter = q & 3;
+            for (int part = 0; part < PIECES; part++) {
+                int q = part * 32 + lane, l = q / PIECES, piece = q % PIECES;
                 uint4 v = make_uint4(0, 0, 0, 0);
                 if (first + l < leaves)
-                    v = *(const uint4*)(data + (first + l) * words + j * 16 + quarter * 4);
-                u32* dst = mine + l * 17 + quarter * 4;
+                    v = *(const uint4*)(data + (first + l) * words + j * BLOCK_WORDS + piece * 4);
+                u32* dst = mine + l * ROW + piece * 4;
                 dst[0] = v.x; dst[1] = v.y; dst[2] = v.z; dst[3] = v.w;
             }
             __syncwarp();
             u32 m[16];
-            const u32* block = mine + lane * 17;
+            const u32* block = mine + lane * ROW;
 #pragma unroll
-            for (int t = 0; t < 16; t++) m[t] = block[t];
+            for (int t = 0; t < 16; t++)
+                m[t] = WIDTH == 1 ? block[t] : (block[2 * t] & 0xffffu) | (block[2 * t + 1] << 16);
             __syncwarp();
             pog_b3_compress(cv, m, 64, pog_leaf_flags(j, blocks));
         }
@@ -118,17 +125,32 @@ extern "C" __global__ void __launch_bounds__(256) pog_leaf_hash(const u32* data,
     }
 }
 
+// Whole leaves hashed as they are (pog_leaf_hash_of with WIDTH 1).
+extern "C" __global__ void __launch_bounds__(256) pog_leaf_hash(const u32* data, u64 leaves,
+                                                                u32 leaf_bytes, u32* out) {
+    pog_leaf_hash_of<1>(data, leaves, leaf_bytes, out);
+}
+
+// Whole leaves of INT32 outputs committed by their low 16 bits (pog_leaf_hash_of, WIDTH 2);
+// `leaf_bytes` counts the committed bytes, half those read.
+extern "C" __global__ void __launch_bounds__(256) pog_leaf_hash_low16(const u32* data, u64 leaves,
+                                                                      u32 leaf_bytes, u32* out) {
+    pog_leaf_hash_of<2>(data, leaves, leaf_bytes, out);
+}
+
 // Leaf hashes for any leaf length: thread per leaf, byte by byte. Hashes leaves first ..
-// first + count of a product output of total_bytes cut into leaves of leaf_bytes (the last
-// one may be short), writing leaf first + i's hash at out[i * 8]. Used where the fast path
-// does not apply: a product's short last leaf, or leaf sizes not a multiple of 64 bytes.
+// first + count of a product output of total_bytes committed bytes cut into leaves of
+// leaf_bytes (the last one may be short), writing leaf first + i's hash at out[i * 8]. Each
+// output element is stored in `stored` bytes and committed by its low `kept` (equal but for
+// INT8's outputs: 4 and 2). Used where the fast path does not apply: a product's short last
+// leaf, or leaf sizes not a multiple of 64 bytes.
 extern "C" __global__ void pog_leaf_hash_bytes(const unsigned char* data, u64 total_bytes,
-                                               u32 leaf_bytes, u64 first, u64 count, u32* out) {
+                                               u32 leaf_bytes, u64 first, u64 count, u32 stored,
+                                               u32 kept, u32* out) {
     const u64 stride = (u64)gridDim.x * blockDim.x;
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
         const u64 leaf = first + i, start = leaf * leaf_bytes;
         const u64 len = min((u64)leaf_bytes, total_bytes - start);
-        const unsigned char* p = data + start;
         const u64 blocks = (len + 63) / 64;  // none for an empty leaf: 32 zero bytes, as pog_merkle
         u32 cv[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         if (blocks > 0) pog_start(cv);
@@ -138,8 +160,10 @@ extern "C" __global__ void pog_leaf_hash_bytes(const unsigned char* data, u64 to
             for (int t = 0; t < 16; t++) {
                 u32 word = 0;
                 for (int k = 3; k >= 0; k--) {
-                    u64 at = b * 64 + t * 4 + k;
-                    word = word << 8 | (at < len ? p[at] : 0);
+                    u64 at = b * 64 + t * 4 + k;  // committed byte within the leaf
+                    u64 committed = start + at;   // and within the product
+                    word = word << 8 |
+                           (at < len ? data[committed / kept * stored + committed % kept] : 0);
                 }
                 m[t] = word;
             }

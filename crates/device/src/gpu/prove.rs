@@ -17,8 +17,8 @@ use crate::compute::GpuError;
 use crate::during::During;
 use cudarc::driver::result as drv;
 use cudarc::driver::sys::CUdeviceptr;
-use cudarc::driver::{CudaEvent, LaunchConfig, PushKernelArg};
-use pog_matgen::{output_bytes, ALayout};
+use cudarc::driver::{CudaEvent, CudaFunction, LaunchConfig, PushKernelArg};
+use pog_matgen::{committed_bytes, output_bytes, ALayout};
 use pog_merkle::Hash;
 use pog_spec::Precision;
 use std::time::Instant;
@@ -27,7 +27,8 @@ use std::time::Instant;
 const PROOF_CANDIDATES: u32 = 8;
 
 /// What to commit to: `seeds.len()` products of size × size × size in `precision`, each output
-/// cut into leaves of `leaf_elements` elements (column-major), leaves of product 0 first.
+/// cut into leaves of `leaf_elements` elements (column-major), leaves of product 0 first, each
+/// element as its committed bytes (`pog_matgen::committed_bytes`: INT8's low two of four).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProductBatch {
     /// The precision every product runs in.
@@ -41,12 +42,52 @@ pub struct ProductBatch {
 }
 
 impl ProductBatch {
+    /// Bytes of one product's output as the GEMM writes it.
     fn output_bytes(&self) -> u64 {
         self.size * self.size * output_bytes(self.precision) as u64
     }
 
+    /// Bytes of one product's output as its leaves commit it.
+    fn committed_output_bytes(&self) -> u64 {
+        self.size * self.size * committed_bytes(self.precision) as u64
+    }
+
+    /// Committed bytes of a whole leaf.
     fn leaf_bytes(&self) -> u64 {
-        u64::from(self.leaf_elements) * output_bytes(self.precision) as u64
+        u64::from(self.leaf_elements) * committed_bytes(self.precision) as u64
+    }
+
+    /// The committed bytes of leaf `within` of a product's output, from the GEMM's bytes of
+    /// that output at `output` (on the device).
+    fn read_leaf(
+        &self,
+        output: &DeviceBuffer,
+        offset: u64,
+        within: u64,
+    ) -> Result<Vec<u8>, GpuError> {
+        let (stored, kept) = (
+            output_bytes(self.precision),
+            committed_bytes(self.precision),
+        );
+        let elements = self.size * self.size;
+        let first = within * u64::from(self.leaf_elements);
+        let count = u64::from(self.leaf_elements).min(elements - first);
+        let mut bytes = vec![0u8; (count * stored as u64) as usize];
+        // SAFETY: the leaf's elements lie inside the product's output, which starts at
+        // `offset` of `output`; the copy is synchronous.
+        unsafe {
+            drv::memcpy_dtoh_sync(&mut bytes[..], output.ptr + offset + first * stored as u64)
+        }
+        .during("reading back a leaf")?;
+        if kept < stored {
+            // Little-endian: an element's low bytes come first.
+            bytes = bytes
+                .chunks_exact(stored)
+                .flat_map(|element| &element[..kept])
+                .copied()
+                .collect();
+        }
+        Ok(bytes)
     }
 
     /// Leaves per product (the last may be short).
@@ -351,9 +392,8 @@ impl Gpu {
             let mut openings = Vec::with_capacity(leaves.len());
             for (i, &leaf) in leaves.iter().enumerate() {
                 let product = leaf / per_product;
-                let start = (leaf % per_product) * batch.leaf_bytes();
-                let len = batch.leaf_bytes().min(batch.output_bytes() - start);
-                let bytes = read_leaf(kept, product * batch.output_bytes() + start, len)?;
+                let bytes =
+                    batch.read_leaf(kept, product * batch.output_bytes(), leaf % per_product)?;
                 if <pog_merkle::Blake3 as pog_merkle::TreeHasher>::leaf(&bytes)
                     != hashes[hash_at[i] as usize]
                 {
@@ -395,17 +435,15 @@ impl Gpu {
                 current = Some(product);
             }
             let within = leaves[i] % per_product;
-            let start = within * batch.leaf_bytes();
-            let len = batch.leaf_bytes().min(batch.output_bytes() - start);
             let prepared = g.as_ref().expect("set above");
-            let leaf_bytes = read_leaf(&prepared.d, start, len)?;
+            let leaf_bytes = batch.read_leaf(&prepared.d, 0, within)?;
             if <pog_merkle::Blake3 as pog_merkle::TreeHasher>::leaf(&leaf_bytes)
                 != hashes[hash_at[i] as usize]
             {
                 // Tell a GEMM that does not repeat from a commitment that was wrong.
                 prepared.run()?;
                 self.sync()?;
-                let again = read_leaf(&prepared.d, start, len)?;
+                let again = batch.read_leaf(&prepared.d, 0, within)?;
                 return Err(GpuError::Unsupported(format!(
                     "leaf {} recomputed with {} differs from the committed one; {}",
                     leaves[i],
@@ -437,17 +475,26 @@ impl Gpu {
         first_leaf: u64,
     ) -> Result<(), GpuError> {
         let leaf_bytes = batch.leaf_bytes();
-        let total_bytes = batch.output_bytes();
+        let total_bytes = batch.committed_output_bytes();
+        let (stored, kept) = (
+            output_bytes(batch.precision) as u32,
+            committed_bytes(batch.precision) as u32,
+        );
         let whole = total_bytes / leaf_bytes;
         let out = nodes.ptr + first_leaf * 32;
-        // The fast kernel takes whole leaves of a multiple of 64 bytes; the rest go byte-wise.
-        let fast = if leaf_bytes.is_multiple_of(64) {
-            whole
-        } else {
-            0
+        // The fast kernels take whole leaves of a multiple of 64 bytes, committed whole or by
+        // the low half of 4-byte elements; the rest go byte-wise.
+        let kernel = match (stored, kept) {
+            (s, k) if s == k => Some(&self.kernels.leaf_hash),
+            (4, 2) => Some(&self.kernels.leaf_hash_low16),
+            _ => None,
         };
-        if fast > 0 {
-            self.hash_whole_leaves_at(d, fast, leaf_bytes, out)?;
+        let fast = match kernel {
+            Some(_) if leaf_bytes.is_multiple_of(64) => whole,
+            _ => 0,
+        };
+        if let (Some(kernel), true) = (kernel, fast > 0) {
+            self.launch_leaf_hash(kernel, d, fast, leaf_bytes, out)?;
         }
         let rest = batch.leaves_per_product() - fast;
         if rest > 0 {
@@ -460,8 +507,11 @@ impl Gpu {
                 .arg(&leaf_bytes32)
                 .arg(&fast)
                 .arg(&rest)
+                .arg(&stored)
+                .arg(&kept)
                 .arg(&rest_out);
-            // SAFETY: leaves fast.. of d are read within total_bytes; their hashes fit in nodes.
+            // SAFETY: leaves fast.. of d lie within the product's output (total_bytes committed,
+            // stored / kept times as many read); their hashes fit in nodes.
             unsafe { launch.launch(self.geometry(rest)) }
                 .during("launching the byte-wise leaf hash kernel")?;
         }
@@ -477,11 +527,20 @@ impl Gpu {
         leaf_bytes: u64,
         nodes: &DeviceBuffer,
     ) -> Result<(), GpuError> {
-        self.hash_whole_leaves_at(data.ptr, leaves, leaf_bytes, nodes.ptr)
+        self.launch_leaf_hash(
+            &self.kernels.leaf_hash,
+            data.ptr,
+            leaves,
+            leaf_bytes,
+            nodes.ptr,
+        )
     }
 
-    fn hash_whole_leaves_at(
+    /// Launches a fast leaf-hash kernel (`pog_leaf_hash` or `pog_leaf_hash_low16`) over
+    /// `leaves` whole leaves of `leaf_bytes` committed bytes at `data`, hashes to `out`.
+    fn launch_leaf_hash(
         &self,
+        kernel: &CudaFunction,
         data: u64,
         leaves: u64,
         leaf_bytes: u64,
@@ -491,9 +550,10 @@ impl Gpu {
         let blocks = (u64::from(self.sm_count) * 8)
             .min(leaves.div_ceil(256))
             .max(1) as u32;
-        let mut launch = self.stream.launch_builder(&self.kernels.leaf_hash);
+        let mut launch = self.stream.launch_builder(kernel);
         launch.arg(&data).arg(&leaves).arg(&leaf_bytes32).arg(&out);
-        // SAFETY: callers pass `leaves` whole leaves at data and room for their hashes at out.
+        // SAFETY: callers pass `leaves` whole leaves at data (the low-16 kernel reads twice
+        // their committed bytes) and room for their hashes at out.
         unsafe {
             launch.launch(LaunchConfig {
                 grid_dim: (blocks, 1, 1),
@@ -561,15 +621,6 @@ impl Gpu {
     fn record(&self, event: &CudaEvent) -> Result<(), GpuError> {
         event.record(&self.stream).during("recording an event")
     }
-}
-
-/// Copies `len` bytes at `start` of a product's output back (synchronously).
-fn read_leaf(d: &DeviceBuffer, start: u64, len: u64) -> Result<Vec<u8>, GpuError> {
-    let mut bytes = vec![0u8; len as usize];
-    // SAFETY: callers keep start + len inside the output; the copy is synchronous.
-    unsafe { drv::memcpy_dtoh_sync(&mut bytes[..], d.ptr + start) }
-        .during("reading back a leaf")?;
-    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ pub struct ProveArgs {
     /// Products in the challenge [default: the validator's plan, at least 1 s of work].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100000))]
     pub batch: Option<u32>,
-    /// Output elements per Merkle leaf [default: the validator's plan, 128 bytes of outputs].
+    /// Output elements per Merkle leaf [default: the validator's plan, 256-byte leaves].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub leaf_elements: Option<u32>,
     /// Output elements spot-checked.
