@@ -4,39 +4,53 @@
 # on the GPU prover. Waits for ROUNDS proof records, then checks what the records say: each
 # round leaves one record of each kind, under the ledger's 64 KiB entry limit, accepted and
 # speaking for the model; the agent took the validator's plans (its bounds admit them); the
-# score reads them. Writes records.json, score.json, checks.txt under the output folder.
+# score reads them. With STORAGE_SIZE (e.g. 32G) the agent also claims that much storage in a
+# folder under STORAGE_ROOT (default: the temp dir): the validator has it build the data set
+# in the background, audits it and walks it, and the run waits for an accepted walk (issue 23:
+# a real-size build through the agent). Writes records.json, score.json, checks.txt under the
+# output folder.
 #
-# Usage: scripts/network-round-h200.sh OUT_DIR   (POG: the binary; ROUNDS, default 3)
+# Usage: scripts/network-round-h200.sh OUT_DIR   (POG: the binary; ROUNDS, default 3;
+# WAIT_S: the longest wait for them; VALIDATOR_ARGS: more flags for the validator)
 set -u
 POG=${POG:-target/release/pog}
 OUT=$1; mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-3}
-work=$(mktemp -d)
+work=$(mktemp -d "${STORAGE_ROOT:-${TMPDIR:-/tmp}}/pog-network.XXXXXX")
+storage=()
+[ -n "${STORAGE_SIZE:-}" ] && storage=(--storage-dir "$work/storage" --storage-size "$STORAGE_SIZE")
+WAIT_S=${WAIT_S:-$(( 20 * ROUNDS + 120 ))}
 "$POG" --data-dir "$work/validator" validator --listen 127.0.0.1:7171 --challenge-every 20 \
-  --allow-private-endpoints >"$OUT/validator.log" 2>&1 &
+  --allow-private-endpoints ${VALIDATOR_ARGS:-} >"$OUT/validator.log" 2>&1 &
 validator=$!
 for _ in $(seq 1 100); do
   key=$(grep -o 'validator key: [0-9a-f]*' "$OUT/validator.log" | awk '{print $3}')
   [ -n "$key" ] && break; sleep 0.2
 done
 "$POG" --data-dir "$work/agent" agent --listen 127.0.0.1:7170 --validator http://127.0.0.1:7171 \
-  --trust "$key" --prover gpu >"$OUT/agent.log" 2>&1 &
+  --trust "$key" --prover gpu "${storage[@]}" >"$OUT/agent.log" 2>&1 &
 agent=$!
 uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
 started=$(date +%s)
-while [ $(( $(date +%s) - started )) -lt $(( 20 * ROUNDS + 120 )) ]; do
+while [ $(( $(date +%s) - started )) -lt "$WAIT_S" ]; do
   curl -s "http://127.0.0.1:7171/v1/records/$uuid?limit=1000" >"$OUT/records.json"
-  n=$(python3 -c 'import json,sys
-try: print(sum(r["envelope"]["kind"]=="record" for r in json.load(open(sys.argv[1]))["records"]))
-except Exception: print(0)' "$OUT/records.json")
-  [ "$n" -ge "$ROUNDS" ] && break
+  # Rounds recorded, and (with a storage claim) whether a walk of the data set was accepted.
+  read -r n walked < <(python3 -c 'import json,sys
+try:
+    rs = json.load(open(sys.argv[1]))["records"]
+    print(sum(r["envelope"]["kind"] == "record" for r in rs),
+          int(any(r["envelope"]["kind"] == "storage-record" and r["record"]["accepted"] for r in rs)))
+except Exception: print(0, 0)' "$OUT/records.json")
+  [ "$n" -ge "$ROUNDS" ] && { [ -z "${STORAGE_SIZE:-}" ] || [ "$walked" = 1 ]; } && break
   sleep 5
 done
+du -sh "$work/storage" >"$OUT/storage-du.txt" 2>/dev/null
 sleep 15 # the last round's memory proof and health request
 curl -s "http://127.0.0.1:7171/v1/records/$uuid?limit=1000" >"$OUT/records.json"
 curl -s "http://127.0.0.1:7171/v1/scores/$uuid" >"$OUT/score.json"
 kill "$agent" "$validator" 2>/dev/null; wait 2>/dev/null
-python3 - "$OUT" <<'PY' | tee "$OUT/checks.txt"
+rm -rf "$work"
+python3 - "$OUT" "${STORAGE_SIZE:-}" <<'PY' | tee "$OUT/checks.txt"
 import json, sys
 out = sys.argv[1]
 records = json.load(open(f"{out}/records.json"))["records"]
@@ -63,7 +77,18 @@ for r in records:
             else (pol["memory"]["items"], pol["memory"]["walkers"], pol["memory"]["steps"])
         line += f'  policy {shape}'
         ok &= all(x > 0 for x in shape)
+    if r["envelope"]["kind"] == "storage-record":
+        audit, walk = body.get("audit") or {}, body.get("round") or {}
+        line += (f'  accepted {body["accepted"]} proves {body["proves_storage"]}'
+                 f'  claim {body["claim"]["bytes"] / 2**30:.1f} GiB {body["claim"]["class"]}'
+                 f'  build {audit.get("build_ms")} ms audit {audit.get("accepted")}'
+                 f'  walk ratio {(walk.get("time") or {}).get("ratio")}'
+                 f'  failure {(body.get("failure") or {}).get("message")}')
     print(line)
+if sys.argv[2]:
+    walks = [r["record"] for r in kinds.get("storage-record", []) if r["record"]["accepted"]]
+    print(f"storage claim {sys.argv[2]}: {len(walks)} accepted walk(s)")
+    ok &= bool(walks)
 score = json.load(open(f"{out}/score.json"))
 a = score["assessment"]
 print(f'score {score["score"]:.3f}, proofs {a["proofs_passed"]}/{a["proofs_total"]}, uptime {a["uptime"]}')
