@@ -147,8 +147,10 @@ fn counted_in<'a>(
             *per_renter.entry(s.lease.renter.as_str()).or_default() += h;
         }
     }
-    let raw = per_renter.values().sum();
-    let counted = per_renter.values().map(|h| h.min(cap)).sum();
+    // Folded from +0.0: `Sum` for f64 starts at −0.0, which an empty market's records and
+    // JSON then showed as "-0.0" hours.
+    let raw = per_renter.values().fold(0.0, |sum, h| sum + h);
+    let counted = per_renter.values().fold(0.0, |sum, h| sum + h.min(cap));
     (counted, raw, per_renter)
 }
 
@@ -305,6 +307,13 @@ mod tests {
             NOW,
             &Config::embedded(),
         )
+    }
+
+    #[test]
+    fn a_market_without_leases_shows_zero_hours_not_negative_zero() {
+        let (_, signals) = state(&[], 1);
+        let json = serde_json::to_string(&signals).unwrap();
+        assert!(!json.contains("-0.0"), "{json}");
     }
 
     #[test]
