@@ -11,7 +11,8 @@
 # output folder.
 #
 # Usage: scripts/network-round-h200.sh OUT_DIR   (POG: the binary; ROUNDS, default 3;
-# WAIT_S: the longest wait for them; VALIDATOR_ARGS: more flags for the validator)
+# WAIT_S: the longest wait for them; VALIDATOR_ARGS, AGENT_ARGS: more flags for each, e.g.
+# AGENT_ARGS="--ram-claim 32G" for a proof of RAM in the rounds)
 set -u
 POG=${POG:-target/release/pog}
 OUT=$1; mkdir -p "$OUT"
@@ -28,7 +29,7 @@ for _ in $(seq 1 100); do
   [ -n "$key" ] && break; sleep 0.2
 done
 "$POG" --data-dir "$work/agent" agent --listen 127.0.0.1:7170 --validator http://127.0.0.1:7171 \
-  --trust "$key" --prover gpu "${storage[@]}" >"$OUT/agent.log" 2>&1 &
+  --trust "$key" --prover gpu "${storage[@]}" ${AGENT_ARGS:-} >"$OUT/agent.log" 2>&1 &
 agent=$!
 uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
 started=$(date +%s)
@@ -77,6 +78,8 @@ for r in records:
             else (pol["memory"]["items"], pol["memory"]["walkers"], pol["memory"]["steps"])
         line += f'  policy {shape}'
         ok &= all(x > 0 for x in shape)
+    if r["envelope"]["kind"] in ("cpu-record", "ram-record"):
+        line += f'  accepted {body["accepted"]}  failure {(body.get("failure") or {}).get("message")}'
     if r["envelope"]["kind"] == "storage-record":
         audit, walk = body.get("audit") or {}, body.get("round") or {}
         line += (f'  accepted {body["accepted"]} proves {body["proves_storage"]}'

@@ -177,6 +177,9 @@ pub struct Agent {
     /// The RAM it proves, bytes (`pog agent --ram-claim`), if it claims any: no proof of RAM
     /// asks more of it than this claim's plan.
     ram: Option<u64>,
+    /// The proofs the validator times, while they run: a storage build in the background
+    /// makes way for them (`pog_local::storage::Foreground`).
+    pub(crate) foreground: pog_local::storage::Foreground,
     /// A test agent's misbehaviour (never in a release build).
     #[cfg(feature = "test-doubles")]
     pub(crate) cheating: Option<crate::misbehaviour::Cheating>,
@@ -204,6 +207,7 @@ impl Agent {
             clock: SystemClock::shared(),
             storage: None,
             ram: None,
+            foreground: Default::default(),
             #[cfg(feature = "test-doubles")]
             cheating: None,
         }
@@ -822,6 +826,7 @@ pub(crate) async fn challenge(
     // The computation counts against its GPU until it ends, even if the request is gone.
     let prover = blocking(what, move || {
         let _computing = computing;
+        let _timed = worker.foreground.begin();
         worker.compute(&challenge)
     })
     .await?;
@@ -970,6 +975,7 @@ async fn set_up_in_slot(
     let (challenge_id, issuer) = (id.to_string(), signer.clone());
     let what = format!("setting up on the {} prover failed", agent.engine.name());
     blocking(what, move || {
+        let _timed = work.agent.foreground.begin();
         let dataset = set_up(work.agent.engine.as_ref())?;
         work.keep(Built {
             challenge_id,
@@ -1059,6 +1065,7 @@ async fn timed_from_slot(
     // The commitment is kept before the slot is given back, so the GPU's next set-up finds
     // and drops it if it is never opened.
     let (gpu_uuid, root, leaf_count) = blocking(what, move || {
+        let _timed = work.agent.foreground.begin();
         let ran = built.dataset.run(&nonce)?;
         let kept = (work.gpu.clone(), ran.prover.root(), ran.prover.leaf_count());
         work.agent.provers.locked().insert(

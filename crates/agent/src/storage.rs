@@ -169,14 +169,20 @@ impl HostStorage {
         self
     }
 
-    /// Builds `dataset` in the directory (blocking: minutes for hundreds of GiB).
+    /// Builds `dataset` in the directory (blocking: minutes for hundreds of GiB), making way
+    /// for the agent's timed proofs (`foreground`) while they run.
     pub(crate) fn build(
         &self,
         dataset: &StorageDataset,
+        foreground: pog_local::storage::Foreground,
     ) -> Result<StoredDataset, StorageHostError> {
         #[cfg(feature = "test-doubles")]
         std::thread::sleep(self.build_delay);
-        StoredDataset::build(&self.dir, dataset)
+        let options = pog_local::storage::BuildOptions {
+            makes_way_for: foreground,
+            ..Default::default()
+        };
+        StoredDataset::build_with(&self.dir, dataset, &options)
     }
 
     /// Walks `round` over `stored` (the test double's walk regenerates what it does not

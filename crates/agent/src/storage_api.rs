@@ -109,8 +109,8 @@ async fn dataset(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Respons
                 bytes = set.shape.bytes(),
                 "building the storage proof's data set"
             );
-            let builder = storage.clone();
-            let build = tokio::task::spawn_blocking(move || builder.build(&set));
+            let (builder, foreground) = (storage.clone(), agent.foreground.clone());
+            let build = tokio::task::spawn_blocking(move || builder.build(&set, foreground));
             let set = message.dataset.clone();
             tokio::spawn(async move {
                 let built = match build.await {
@@ -175,8 +175,10 @@ async fn round(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response,
     agent.take_id(&message.id, message.expires_at_ms)?;
     let (stored, busy) = storage.start_walk(&message.round)?;
     let (reader, round, walker) = (stored.clone(), message.round.clone(), storage.clone());
+    let timed = agent.foreground.clone();
     let walk = blocking("walking the data set failed".into(), move || {
         let _busy = busy;
+        let _timed = timed.begin();
         walker.walk(&reader, &round)
     })
     .await?;
