@@ -27,10 +27,13 @@ pub struct CpuDataset {
     challenge: MemoryChallenge,
     key: [u32; 8],
     /// The items held, `piece_items` to a piece (the last may be short).
-    pieces: Vec<Box<[[u32; ITEM_WORDS]]>>,
+    pieces: Vec<Box<[Item]>>,
     /// Items to a piece: [`PIECE_ITEMS`] (tests cut smaller ones).
     piece_items: usize,
 }
+
+/// One item of a data set: its words.
+type Item = [u32; ITEM_WORDS];
 
 /// Items in one piece of a data set's memory: 64 MiB. A data set of many GiB in one
 /// allocation is handed back to the system in one `munmap`, which holds the process's
@@ -83,7 +86,7 @@ impl CpuDataset {
         }
         // Each thread generates one run of consecutive items, cut where pieces end.
         let per = held.div_ceil(threads()).max(1);
-        let mut shares: Vec<Vec<(u64, &mut [[u32; ITEM_WORDS]])>> = Vec::new();
+        let mut shares: Vec<Vec<(u64, &mut [Item])>> = Vec::new();
         for (p, piece) in pieces.iter_mut().enumerate() {
             let (mut first, mut rest) = (p * piece_items, &mut piece[..]);
             while !rest.is_empty() {
