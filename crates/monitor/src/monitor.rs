@@ -151,6 +151,13 @@ pub struct Monitor {
     /// power) where it has held one ([`Monitor::held_level`]): the margin rule judges it from
     /// there at that load. Both are kept across runs ([`Monitor::response_state`]).
     held_levels: [BTreeMap<usize, HeldLevel>; 2],
+    /// Per temperature (GPU die, memory): how far (°C) its level at the first load it held
+    /// again in this run moved from the level kept there from an earlier run
+    /// ([`Monitor::resume_response`]): the room (or the card) since. The levels kept at the
+    /// loads it has not held again in this run are judged moved as much
+    /// ([`Monitor::held_level_at`]), and its kept offset moves as much
+    /// ([`AmbientOffset::moved_by`]).
+    kept_moved_c: [Option<f64>; 2],
     /// The time of the last sample and the latest intervals between samples, for gaps.
     last_t: Option<f64>,
     intervals: VecDeque<f64>,
@@ -244,6 +251,7 @@ impl Monitor {
             settled_now: [None, None],
             responses: [ThermalResponse::default(), ThermalResponse::default()],
             held_levels: [BTreeMap::new(), BTreeMap::new()],
+            kept_moved_c: [None, None],
             last_t: None,
             intervals: VecDeque::new(),
         }
@@ -284,8 +292,8 @@ impl Monitor {
             (!levels.is_empty()).then(|| KeptHeldLevels {
                 bin_w: self.config.envelope_bin_w,
                 by_bin: levels
-                    .iter()
-                    .map(|(&bin, held)| (bin, held.level))
+                    .keys()
+                    .filter_map(|&bin| Some((bin, self.held_level_at(i, bin)?)))
                     .collect(),
             })
         });
@@ -334,6 +342,7 @@ impl Monitor {
             }
         }
         self.responses = responses;
+        self.kept_moved_c = [None, None];
         for (levels, held) in self.held_levels.iter_mut().zip(kept_levels) {
             *levels = held
                 .into_iter()
@@ -625,10 +634,12 @@ impl Monitor {
                 t,
                 kept: false,
             };
+            let mut moved_c = None;
             let level = self.held_levels[i]
                 .entry(bin)
                 .and_modify(|l| {
                     if l.kept {
+                        moved_c = Some(held - l.level);
                         *l = first;
                     }
                 })
@@ -640,8 +651,27 @@ impl Monitor {
                 t,
                 kept: false,
             };
+            if let Some(moved_c) = moved_c.filter(|_| self.kept_moved_c[i].is_none()) {
+                self.kept_moved_c[i] = Some(moved_c);
+                if let Some(offset) = self.ambient[i].as_mut() {
+                    offset.moved_by(moved_c);
+                }
+            }
         }
-        self.held_levels[i].get(&bin).map(|l| l.level)
+        self.held_level_at(i, bin)
+    }
+
+    /// A temperature's (`i`: 0 the die, 1 the memory) own settled level at the load in bin
+    /// `bin` of recent power, where it has one: as held in this run, or as kept from an
+    /// earlier run, moved as far as its level at the first load it held again in this run
+    /// moved from the one kept there (`kept_moved_c`). A monitor restarted in a
+    /// room 4 °C warmer holds idle 4 °C above where it settled there before: its kept level at
+    /// a heavier load it has not yet held in this run is judged 4 °C warmer too (the second
+    /// cool H100's HBM in its 375-W copy: 69 °C where 65 °C was kept, GPU-960288a5…).
+    fn held_level_at(&self, i: usize, bin: usize) -> Option<f64> {
+        let held = self.held_levels[i].get(&bin)?;
+        let moved_c = self.kept_moved_c[i].filter(|_| held.kept).unwrap_or(0.0);
+        Some(held.level + moved_c)
     }
 
     /// Whether a temperature (`i`: 0 the die, 1 the memory) is still approaching the level of
@@ -1993,7 +2023,7 @@ impl Monitor {
                 .unwrap_or(0.0);
             let settled = recent_power
                 .zip(forest.envelopes[i].as_ref())
-                .and_then(|(p, e)| Some(self.held_levels[i].get(&e.bin(p))?.level - e.at(p)));
+                .and_then(|(p, e)| Some(self.held_level_at(i, e.bin(p))? - e.at(p)));
             settled.map_or(offset, |above| offset.max(above))
         });
         let row = forest.row(s, recent_power, offsets);

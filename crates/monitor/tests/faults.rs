@@ -1487,3 +1487,22 @@ fn a_memory_still_cooling_to_its_level_after_a_restart_is_no_cooling_failure() {
         assert!(alerts.is_empty(), "from {from_s} s:\n{}", show(&alerts));
     }
 }
+
+#[test]
+fn a_monitor_restarted_in_a_warmer_room_moves_its_kept_levels_with_the_room() {
+    // The second cool H100, restarted before its 375-W device copy (283–337 s) in a room 4
+    // or 5 °C warmer: its HBM holds idle (229–283 s) 4–5 °C above where it settled there in
+    // the first run, and its level kept at the copy (65 °C) is judged moved as much. Judged
+    // from the old room's 65 °C, the HBM's 69–70 °C read "4.0 °C above the hottest this GPU
+    // should reach at 374 W" at 287 s.
+    for from_s in [200.0, 230.0, 260.0] {
+        for room_c in [4.0, 5.0] {
+            let alerts = h100_memory_restarted(true, from_s, room_c);
+            assert!(
+                alerts.is_empty(),
+                "from {from_s} s, {room_c:+} °C:\n{}",
+                show(&alerts)
+            );
+        }
+    }
+}
