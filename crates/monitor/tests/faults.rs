@@ -1506,3 +1506,36 @@ fn a_monitor_restarted_in_a_warmer_room_moves_its_kept_levels_with_the_room() {
         }
     }
 }
+
+#[test]
+fn the_multivariate_model_still_catches_a_memory_cooling_failure_where_the_hbm_settled() {
+    // What judging each temperature from this GPU's own level costs the multivariate model:
+    // the second cool H100 by the cool H100's history, its HBM settled at 65 °C in the
+    // 375-W copy (the forest takes that level as the memory's offset there), then its
+    // cooling failing at 0.1 or 0.25 °C/s from 310 s. The model still says it 14–15 s in
+    // (the margin rule, 4 °C above where the HBM held: 151 and 41 s); with its memory terms
+    // (temp_mem, temp_mem over its envelope) held at their healthy medians, never.
+    let [cool, cool_2] = [H100_GPU_RUN, H100_COOL_2].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&cool, &Config::default()).unwrap();
+    let from = 310.0;
+    for rate in [0.1, 0.25] {
+        let trace: Vec<Sample> = cool_2
+            .iter()
+            .cloned()
+            .map(|mut s| {
+                if s.t >= from {
+                    let heat = (rate * (s.t - from)).round();
+                    s.temp_mem_c = s.temp_mem_c.map(|m| m + heat);
+                }
+                s
+            })
+            .collect();
+        let alerts = replay(&trace, &Config::default(), Some(model.clone()));
+        assert!(alerts.iter().all(|a| a.t >= from), "{}", show(&alerts));
+        let said = alerts
+            .iter()
+            .find(|a| a.kind == AlertKind::Multivariate)
+            .unwrap_or_else(|| panic!("{rate} °C/s: not said:\n{}", show(&alerts)));
+        assert!(said.t - from <= 20.0, "{rate} °C/s:\n{}", show(&alerts));
+    }
+}
