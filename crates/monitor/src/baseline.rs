@@ -82,6 +82,9 @@ pub struct AmbientOffset {
     lately: VecDeque<(f64, f64)>,
     /// Seconds of readings the current offset was learned from.
     learned_s: f64,
+    /// The offset was taken up from an earlier run ([`AmbientOffset::resumed`]) and not yet
+    /// moved by what this run showed of the room ([`AmbientOffset::moved_by`]).
+    kept: bool,
 }
 
 impl AmbientOffset {
@@ -99,6 +102,7 @@ impl AmbientOffset {
             last_t: None,
             lately: VecDeque::new(),
             learned_s: 0.0,
+            kept: false,
         }
     }
 
@@ -115,7 +119,19 @@ impl AmbientOffset {
         let mut tracker = AmbientOffset::new(reference);
         tracker.offset = Some(level.offset);
         tracker.learned_s = level.learned_s.max(0.0);
+        tracker.kept = true;
         Some(tracker)
+    }
+
+    /// The room (or the card) moved by `moved_c` °C since this offset was kept from an earlier
+    /// run, as the GPU showed at a load it settled at in both runs: a kept offset moves as
+    /// much, once (within the [`ALLOWANCE_C`]), instead of following at [`RISE_C_PER_MIN`].
+    /// A level learned in this run, or moved once already, is not moved.
+    pub fn moved_by(&mut self, moved_c: f64) {
+        if let (true, Some(offset)) = (self.kept, self.offset) {
+            self.offset = Some((offset + moved_c).clamp(-ALLOWANCE_C, ALLOWANCE_C));
+            self.kept = false;
+        }
     }
 
     /// The level learned so far, to keep across runs; `None` during the warm-up.

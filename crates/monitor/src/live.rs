@@ -365,12 +365,12 @@ impl LiveMonitor {
                         identity.uuid
                     ),
                 }
-                // Its die's thermal response (time constants, settled levels per load), taken
+                // Its thermal response (time constants, settled levels per load), taken
                 // up at its first sample (which tells its model).
                 match h.response(&identity.uuid) {
                     Ok(state) => kept.response_to_resume = state,
                     Err(e) => tracing::warn!(
-                        "{e}: GPU {} learns its die's time constant and its temperatures' settled levels afresh",
+                        "{e}: GPU {} learns its temperatures' time constants and settled levels afresh",
                         identity.uuid
                     ),
                 }
@@ -420,7 +420,7 @@ impl LiveMonitor {
                     let live = Fingerprint::of([&sample]);
                     if let Err(e) = monitors[i].resume_response(&state, live.as_ref()) {
                         tracing::warn!(
-                            "{e}: GPU {} learns its die's time constant and its temperatures' settled levels afresh",
+                            "{e}: GPU {} learns its temperatures' time constants and settled levels afresh",
                             identity.uuid
                         );
                     }

@@ -145,12 +145,19 @@ pub struct Monitor {
     settled_now: [Option<f64>; 2],
     /// Per temperature (GPU die, memory): its own response to load steps (its time constant),
     /// learned as it runs: it has not settled at a load while this says it still has a
-    /// sensor step to go. The die's is kept across runs ([`Monitor::response_state`]).
+    /// sensor step to go. Both are kept across runs ([`Monitor::response_state`]).
     responses: [ThermalResponse; 2],
     /// Per temperature (GPU die, memory): its own settled level at each load (bin of recent
     /// power) where it has held one ([`Monitor::held_level`]): the margin rule judges it from
     /// there at that load. Both are kept across runs ([`Monitor::response_state`]).
     held_levels: [BTreeMap<usize, HeldLevel>; 2],
+    /// Per temperature (GPU die, memory): how far (°C) its level at the first load it held
+    /// again in this run moved from the level kept there from an earlier run
+    /// ([`Monitor::resume_response`]): the room (or the card) since. The levels kept at the
+    /// loads it has not held again in this run are judged moved as much
+    /// ([`Monitor::held_level_at`]), and its kept offset moves as much
+    /// ([`AmbientOffset::moved_by`]).
+    kept_moved_c: [Option<f64>; 2],
     /// The time of the last sample and the latest intervals between samples, for gaps.
     last_t: Option<f64>,
     intervals: VecDeque<f64>,
@@ -244,6 +251,7 @@ impl Monitor {
             settled_now: [None, None],
             responses: [ThermalResponse::default(), ThermalResponse::default()],
             held_levels: [BTreeMap::new(), BTreeMap::new()],
+            kept_moved_c: [None, None],
             last_t: None,
             intervals: VecDeque::new(),
         }
@@ -269,12 +277,14 @@ impl Monitor {
         self.resume = levels;
     }
 
-    /// The die's learned thermal response (the time constants its load steps showed, where
-    /// it and the memory settled at each load they held, and what its readings tell of its
-    /// model: [`KeptResponse`], JSON), to keep across runs; `None` before it learned any.
+    /// The GPU's learned thermal response (the time constants the die's and the memory's load
+    /// steps showed, where each settled at each load it held, and what its readings tell of
+    /// its model: [`KeptResponse`], JSON), to keep across runs; `None` before it learned any.
     pub fn response_state(&self) -> Option<String> {
-        let taus_s = self.responses[0].learned();
-        if taus_s.is_empty() && self.held_levels.iter().all(BTreeMap::is_empty) {
+        let learned = self.responses.each_ref().map(ThermalResponse::learned);
+        if learned.iter().all(|taus| taus.is_empty())
+            && self.held_levels.iter().all(BTreeMap::is_empty)
+        {
             return None;
         }
         let [held, mem_held] = [0, 1].map(|i| {
@@ -282,13 +292,15 @@ impl Monitor {
             (!levels.is_empty()).then(|| KeptHeldLevels {
                 bin_w: self.config.envelope_bin_w,
                 by_bin: levels
-                    .iter()
-                    .map(|(&bin, held)| (bin, held.level))
+                    .keys()
+                    .filter_map(|&bin| Some((bin, self.held_level_at(i, bin)?)))
                     .collect(),
             })
         });
+        let [taus_s, mem_taus_s] = learned.map(<[f64]>::to_vec);
         serde_json::to_string(&KeptResponse {
-            taus_s: taus_s.to_vec(),
+            taus_s,
+            mem_taus_s,
             held,
             mem_held,
             fingerprint: self.fingerprint,
@@ -296,17 +308,18 @@ impl Monitor {
         .ok()
     }
 
-    /// Takes up the die's thermal response an earlier run learned ([`Monitor::response_state`]),
+    /// Takes up the thermal response an earlier run learned ([`Monitor::response_state`]),
     /// before this GPU's first sample, whose readings (`live`: [`Fingerprint::of`] it) tell
-    /// its model: a restarted monitor judges its die's warm-ups with the card's own time
-    /// constant at once, not the untuned rule until new load steps show it, and its die (and
-    /// memory) at each load it held before from where it settled there, until it holds that
-    /// load again in this run (then taken afresh there, as the first time: a restart in
-    /// another room does not judge the die by the old room's levels once it has shown the new
-    /// ones). Refused as a whole (the GPU learns all afresh, as before) when the text is not a
-    /// kept response, holds a time constant or a settled level (the die's or the memory's,
-    /// each against its own limit) no GPU learns ([`KeptHeldLevels::check`]), or was learned
-    /// on another GPU model (both fingerprints known and [`Fingerprint::differs`]).
+    /// its model: a restarted monitor judges its die's and its memory's warm-ups with their
+    /// own time constants at once, not the untuned rule until new load steps show them, and
+    /// each temperature at each load it held before from where it settled there, until it
+    /// holds that load again in this run (then taken afresh there, as the first time: a
+    /// restart in another room does not judge the die by the old room's levels once it has
+    /// shown the new ones). Refused as a whole (the GPU learns all afresh, as before) when the
+    /// text is not a kept response, holds a time constant or a settled level (the die's or
+    /// the memory's, each against its own limit) no GPU learns
+    /// ([`ThermalResponse::resumed`], [`KeptHeldLevels::check`]), or was learned on another
+    /// GPU model (both fingerprints known and [`Fingerprint::differs`]).
     pub fn resume_response(
         &mut self,
         state: &str,
@@ -318,7 +331,9 @@ impl Monitor {
                 return Err(ResponseResumeError::OtherModel(how));
             }
         }
-        let die_response = ThermalResponse::resumed(&kept.taus_s)?;
+        let [die, mem] =
+            [&kept.taus_s, &kept.mem_taus_s].map(|taus| ThermalResponse::resumed(taus));
+        let responses = [die?, mem?];
         let limits = [self.config.thermal_limit_c, self.config.mem_thermal_limit_c];
         let kept_levels = [kept.held, kept.mem_held];
         for (held, limit) in kept_levels.iter().zip(limits) {
@@ -326,7 +341,8 @@ impl Monitor {
                 held.check(self.config.envelope_bin_w, limit)?;
             }
         }
-        self.responses[0] = die_response;
+        self.responses = responses;
+        self.kept_moved_c = [None, None];
         for (levels, held) in self.held_levels.iter_mut().zip(kept_levels) {
             *levels = held
                 .into_iter()
@@ -618,10 +634,12 @@ impl Monitor {
                 t,
                 kept: false,
             };
+            let mut moved_c = None;
             let level = self.held_levels[i]
                 .entry(bin)
                 .and_modify(|l| {
                     if l.kept {
+                        moved_c = Some(held - l.level);
                         *l = first;
                     }
                 })
@@ -633,21 +651,40 @@ impl Monitor {
                 t,
                 kept: false,
             };
+            if let Some(moved_c) = moved_c.filter(|_| self.kept_moved_c[i].is_none()) {
+                self.kept_moved_c[i] = Some(moved_c);
+                if let Some(offset) = self.ambient[i].as_mut() {
+                    offset.moved_by(moved_c);
+                }
+            }
         }
-        self.held_levels[i].get(&bin).map(|l| l.level)
+        self.held_level_at(i, bin)
     }
 
-    /// Whether a temperature (`i`: 0 the die, 1 the memory) is still warming to the load it
-    /// holds now as a first-order approach with the card's own learned time constant
-    /// ([`ThermalResponse::approach`]: readings within [`MAX_RMS_C`] of the fit, more than a
-    /// sensor step left) toward a level under `bound` (°C). A cooler failing at a steady rate
-    /// does not fit such an approach, or heads past the bound.
+    /// A temperature's (`i`: 0 the die, 1 the memory) own settled level at the load in bin
+    /// `bin` of recent power, where it has one: as held in this run, or as kept from an
+    /// earlier run, moved as far as its level at the first load it held again in this run
+    /// moved from the one kept there (`kept_moved_c`). A monitor restarted in a
+    /// room 4 °C warmer holds idle 4 °C above where it settled there before: its kept level at
+    /// a heavier load it has not yet held in this run is judged 4 °C warmer too (the second
+    /// cool H100's HBM in its 375-W copy: 69 °C where 65 °C was kept, GPU-960288a5…).
+    fn held_level_at(&self, i: usize, bin: usize) -> Option<f64> {
+        let held = self.held_levels[i].get(&bin)?;
+        let moved_c = self.kept_moved_c[i].filter(|_| held.kept).unwrap_or(0.0);
+        Some(held.level + moved_c)
+    }
+
+    /// Whether a temperature (`i`: 0 the die, 1 the memory) is still approaching the level of
+    /// the load it holds now, warming or cooling, as a first-order approach with the card's
+    /// own learned time constant ([`ThermalResponse::approach`]: readings within
+    /// [`MAX_RMS_C`] of the fit, more than a sensor step left) toward a level under `bound`
+    /// (°C). A cooler failing at a steady rate does not fit such an approach, or heads past
+    /// the bound. Cooling counts too: an H100's HBM at rest after bursty work cools from 53
+    /// to 47 °C over 25 s (GPU-9ed4b029…); restarted in a warmer room with its τ kept, it was
+    /// judged at 50 °C against its levels from the old room before it settled.
     fn approaching_under(&self, i: usize, bound: f64) -> bool {
         self.responses[i].approach().is_some_and(|(fit, since)| {
-            fit.approach_c < 0.0
-                && fit.rms_c <= MAX_RMS_C
-                && fit.left_at(since) >= SENSOR_STEP_C
-                && fit.settle_c < bound
+            fit.rms_c <= MAX_RMS_C && fit.left_at(since) >= SENSOR_STEP_C && fit.settle_c < bound
         })
     }
 
@@ -846,10 +883,10 @@ impl Monitor {
                         above >= margin / 2.0
                             && above > self.swing(signal, recent_power.unwrap_or(0.0))
                     });
-            // The die still warming to this load as its own learned response says, toward a
-            // level under the critical excess: not yet its level here (it is taken once the
-            // die holds it, `Monitor::held_level`); the critical excess and the limit still
-            // speak. (Fitted only where the margin rule would speak.)
+            // The temperature still approaching this load's level as its own learned response
+            // says, toward a level under the critical excess: not yet its level here (it is
+            // taken once it holds it, `Monitor::held_level`); the critical excess and the
+            // limit still speak. (Fitted only where the margin rule would speak.)
             let approaching =
                 || healthy_max.is_some_and(|(h, _)| self.approaching_under(i, h + critical));
             let severity = if temp >= limit || excess.is_some_and(|e| e >= critical) {
@@ -1986,7 +2023,7 @@ impl Monitor {
                 .unwrap_or(0.0);
             let settled = recent_power
                 .zip(forest.envelopes[i].as_ref())
-                .and_then(|(p, e)| Some(self.held_levels[i].get(&e.bin(p))?.level - e.at(p)));
+                .and_then(|(p, e)| Some(self.held_level_at(i, e.bin(p))? - e.at(p)));
             settled.map_or(offset, |above| offset.max(above))
         });
         let row = forest.row(s, recent_power, offsets);

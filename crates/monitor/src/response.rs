@@ -126,16 +126,20 @@ fn taus(low: f64, high: f64) -> impl Iterator<Item = f64> {
     (0..=steps).map(move |k| (low * TAU_STEP.powi(k)).min(high))
 }
 
-/// What a GPU's die response keeps across runs (`pog monitor run` and the agent keep it in
-/// their history, per GPU UUID): the time constants its load steps showed (how fast it
-/// settles, [`ThermalResponse`]), where it and the memory settled at each load they held (the
-/// monitor's held levels), and the fingerprint of the GPU they were learned on, so that an entry of another
-/// GPU model (a replayed trace's `GPU-0` of another run, a history copied between hosts) is
-/// not taken up.
+/// What a GPU's thermal response keeps across runs (`pog monitor run` and the agent keep it in
+/// their history, per GPU UUID): the time constants the die's and the memory's load steps
+/// showed (how fast each settles, [`ThermalResponse`]), where each settled at each load it
+/// held (the monitor's held levels), and the fingerprint of the GPU they were learned on, so
+/// that an entry of another GPU model (a replayed trace's `GPU-0` of another run, a history
+/// copied between hosts) is not taken up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KeptResponse {
-    /// The learned time constants, oldest first (seconds; at most 16).
+    /// The die's learned time constants, oldest first (seconds; at most 16).
     pub taus_s: Vec<f64>,
+    /// The memory's learned time constants, as the die's; empty before it showed one (and in
+    /// entries kept before the memory's were).
+    #[serde(default)]
+    pub mem_taus_s: Vec<f64>,
     /// Where the die settled at each load it held; `None` before it held one (and in entries
     /// kept before the levels were).
     #[serde(default)]
@@ -443,6 +447,8 @@ mod tests {
             serde_json::from_str("{\"taus_s\":[7.0],\"fingerprint\":null}").unwrap();
         assert_eq!(older.held, None);
         assert_eq!(older.mem_held, None);
+        // Kept before the memory's time constants were: the memory learns its own afresh.
+        assert!(older.mem_taus_s.is_empty());
         // Kept with the die's levels only (before the memory's were): the die's read.
         let die_only: KeptResponse = serde_json::from_str(
             "{\"taus_s\":[7.0],\"held\":{\"bin_w\":25.0,\"by_bin\":{\"27\":66.0}},\"fingerprint\":null}",
@@ -475,12 +481,14 @@ mod tests {
         };
         let kept = KeptResponse {
             taus_s: vec![7.0],
+            mem_taus_s: vec![12.0, 15.9],
             held: Some(levels(44.0)),
             mem_held: Some(levels(66.0)),
             fingerprint: None,
         };
         let text = serde_json::to_string(&kept).unwrap();
         assert!(text.contains("\"mem_held\":{\"bin_w\":25.0"), "{text}");
+        assert!(text.contains("\"mem_taus_s\":[12.0,15.9]"), "{text}");
         assert_eq!(serde_json::from_str::<KeptResponse>(&text).unwrap(), kept);
         // The HBM's 90 °C is under the memory's 95-°C limit, not under the die's 87.
         assert!(levels(90.0).check(25.0, 95.0).is_ok());

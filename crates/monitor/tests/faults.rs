@@ -1085,6 +1085,9 @@ fn a_kept_time_constant_of_another_gpu_model_or_corrupt_is_refused() {
         "{\"taus_s\":[],\"mem_held\":{\"bin_w\":25.0,\"by_bin\":{\"4000\":60.0}},\"fingerprint\":null}",
         "{\"taus_s\":[],\"mem_held\":{\"bin_w\":50.0,\"by_bin\":{\"7\":60.0}},\"fingerprint\":null}",
         "{\"taus_s\":[],\"mem_held\":{\"bin_w\":25.0,\"by_bin\":{\"15\":null}},\"fingerprint\":null}",
+        // The memory's time constants alike: one no GPU learns, or too many.
+        "{\"taus_s\":[7.0],\"mem_taus_s\":[1e9],\"fingerprint\":null}",
+        "{\"taus_s\":[],\"mem_taus_s\":[7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7],\"fingerprint\":null}",
     ] {
         assert!(
             monitor.resume_response(bad, live.as_ref()).is_err(),
@@ -1384,4 +1387,155 @@ fn a_restarted_monitor_keeps_where_the_memory_settled_at_each_load() {
         }
     }
     assert!(afresh >= 10, "afresh: {afresh} restarts said");
+}
+
+/// The hot H100 judged by the cool H100's history, run whole by one monitor, then again from
+/// 200 s in a room `room_c` °C warmer by a second that takes up the first's levels and kept
+/// response, with the memory's learned time constants (`keep_mem_taus`) or without (as
+/// before they were kept): the second run's alerts.
+fn hot_h100_restarted(room_c: f64, keep_mem_taus: bool) -> Vec<Alert> {
+    use pog_monitor::Monitor;
+    let [cool, hot] = [H100_GPU_RUN, H100_VARIED].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&cool, &Config::default()).unwrap();
+    let mut earlier = Monitor::new(Config::default(), Some(model.clone()));
+    for s in &hot {
+        earlier.push(s);
+    }
+    let mut kept: serde_json::Value =
+        serde_json::from_str(&earlier.response_state().expect("learned")).unwrap();
+    let mem_taus = kept["mem_taus_s"].as_array().map_or(0, Vec::len);
+    if !keep_mem_taus {
+        kept["mem_taus_s"] = serde_json::json!([]);
+    }
+    let again: Vec<Sample> = warmer(&hot, room_c)
+        .into_iter()
+        .filter(|s| s.t >= 200.0)
+        .collect();
+    let mut restarted = Monitor::new(Config::default(), Some(model));
+    restarted.resume_levels(earlier.levels());
+    let live = pog_monitor::model::Fingerprint::of([&again[0]]);
+    restarted
+        .resume_response(&kept.to_string(), live.as_ref())
+        .unwrap();
+    let alerts = again.iter().flat_map(|s| restarted.push(s)).collect();
+    assert!(
+        mem_taus > 0 || !keep_mem_taus,
+        "the memory's τ was not kept"
+    );
+    alerts
+}
+
+#[test]
+fn a_restarted_monitor_keeps_the_memorys_time_constant() {
+    // The hot H100's memory showed its time constant in the first run (10–16 s). Restarted
+    // at 200 s in a room 3–5 °C warmer without it, the memory's warm-ups and cool-downs are
+    // judged by the untuned rule until new load steps show it again, and the multivariate
+    // model, which judges the memory from where it settled at each load, read "a state
+    // unlike this GPU's healthy history (score 0.661 > 0.657)" at 243 s. With it kept,
+    // nothing before 300 s (where this card's driver reports thermal slowdown at full load,
+    // which the cool card's history rightly calls throttling).
+    for room_c in [3.0, 4.0, 5.0] {
+        let afresh = hot_h100_restarted(room_c, false);
+        assert!(
+            afresh.iter().any(|a| a.t < 300.0),
+            "{room_c:+} °C, the memory's τ learned afresh:\n{}",
+            show(&afresh)
+        );
+        let kept = hot_h100_restarted(room_c, true);
+        assert!(
+            kept.iter()
+                .all(|a| a.t >= 300.0 && a.kind == AlertKind::Throttling),
+            "{room_c:+} °C, the memory's τ kept:\n{}",
+            show(&kept)
+        );
+    }
+}
+
+/// The cool H100 judged by the second cool H100's history, run whole by one monitor as
+/// recorded, then again from `from_s` in a room 3 °C warmer by a second that takes up the
+/// first's levels and kept response: the second run's alerts.
+fn cool_h100_restarted_warmer(from_s: f64) -> Vec<Alert> {
+    use pog_monitor::Monitor;
+    let [cool, cool_2] = [H100_GPU_RUN, H100_COOL_2].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&cool_2, &Config::default()).unwrap();
+    let mut earlier = Monitor::new(Config::default(), Some(model.clone()));
+    for s in &cool {
+        earlier.push(s);
+    }
+    let again: Vec<Sample> = warmer(&cool, 3.0)
+        .into_iter()
+        .filter(|s| s.t >= from_s)
+        .collect();
+    let mut restarted = Monitor::new(Config::default(), Some(model));
+    restarted.resume_levels(earlier.levels());
+    let state = earlier.response_state().expect("learned");
+    let live = pog_monitor::model::Fingerprint::of([&again[0]]);
+    restarted.resume_response(&state, live.as_ref()).unwrap();
+    again.iter().flat_map(|s| restarted.push(s)).collect()
+}
+
+#[test]
+fn a_memory_still_cooling_to_its_level_after_a_restart_is_no_cooling_failure() {
+    // The cool H100 at rest after bursty GEMMs (98–124 s, 124–129 W): its HBM cools from 53
+    // to 47 °C as its own kept time constant says. Restarted in a room 3 °C warmer, with its
+    // levels kept from the first run's room, it read "temp_mem at 50 °C, 5.6 °C above the
+    // hottest this GPU should reach at 125 W" at 123 s, while still cooling to where it
+    // settles there: a temperature still approaching its level, from either side, is not
+    // yet judged at it.
+    for from_s in [0.0, 40.0, 80.0] {
+        let alerts = cool_h100_restarted_warmer(from_s);
+        assert!(alerts.is_empty(), "from {from_s} s:\n{}", show(&alerts));
+    }
+}
+
+#[test]
+fn a_monitor_restarted_in_a_warmer_room_moves_its_kept_levels_with_the_room() {
+    // The second cool H100, restarted before its 375-W device copy (283–337 s) in a room 4
+    // or 5 °C warmer: its HBM holds idle (229–283 s) 4–5 °C above where it settled there in
+    // the first run, and its level kept at the copy (65 °C) is judged moved as much. Judged
+    // from the old room's 65 °C, the HBM's 69–70 °C read "4.0 °C above the hottest this GPU
+    // should reach at 374 W" at 287 s.
+    for from_s in [200.0, 230.0, 260.0] {
+        for room_c in [4.0, 5.0] {
+            let alerts = h100_memory_restarted(true, from_s, room_c);
+            assert!(
+                alerts.is_empty(),
+                "from {from_s} s, {room_c:+} °C:\n{}",
+                show(&alerts)
+            );
+        }
+    }
+}
+
+#[test]
+fn the_multivariate_model_still_catches_a_memory_cooling_failure_where_the_hbm_settled() {
+    // What judging each temperature from this GPU's own level costs the multivariate model:
+    // the second cool H100 by the cool H100's history, its HBM settled at 65 °C in the
+    // 375-W copy (the forest takes that level as the memory's offset there), then its
+    // cooling failing at 0.1 or 0.25 °C/s from 310 s. The model still says it 14–15 s in
+    // (the margin rule, 4 °C above where the HBM held: 151 and 41 s); with its memory terms
+    // (temp_mem, temp_mem over its envelope) held at their healthy medians, never.
+    let [cool, cool_2] = [H100_GPU_RUN, H100_COOL_2].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&cool, &Config::default()).unwrap();
+    let from = 310.0;
+    for rate in [0.1, 0.25] {
+        let trace: Vec<Sample> = cool_2
+            .iter()
+            .cloned()
+            .map(|mut s| {
+                if s.t >= from {
+                    let heat = (rate * (s.t - from)).round();
+                    s.temp_mem_c = s.temp_mem_c.map(|m| m + heat);
+                }
+                s
+            })
+            .collect();
+        let alerts = replay(&trace, &Config::default(), Some(model.clone()));
+        assert!(alerts.iter().all(|a| a.t >= from), "{}", show(&alerts));
+        let said = alerts
+            .iter()
+            .find(|a| a.kind == AlertKind::Multivariate)
+            .unwrap_or_else(|| panic!("{rate} °C/s: not said:\n{}", show(&alerts)));
+        assert!(said.t - from <= 20.0, "{rate} °C/s:\n{}", show(&alerts));
+    }
 }
