@@ -428,7 +428,14 @@ impl Validator {
         accepted: bool,
         body: &T,
     ) -> Result<(), ValidatorError> {
-        Ok(self.records.store((id, slot), accepted, body)?)
+        let storing = Instant::now();
+        self.records.store((id, slot), accepted, body)?;
+        tracing::debug!(
+            target: "pog::exchange",
+            stored_ms = storing.elapsed().as_millis() as u64,
+            "record stored"
+        );
+        Ok(())
     }
 
     /// Registers `agent` at `endpoint` with `gpus` and records each change: the blocking half
@@ -631,8 +638,10 @@ impl Validator {
                     K::samples(policy),
                 )
             };
-            let (asked, window) = match K::EXCHANGE {
+            // When the set-up's answer was in hand (a kind that sets up first).
+            let (in_hand, asked, window) = match K::EXCHANGE {
                 Exchange::Timed { path, kind } => (
+                    None,
                     Asked {
                         path,
                         envelope: self.records.seal(kind, &message)?,
@@ -658,6 +667,7 @@ impl Validator {
                         MAX_COMMITMENT_BYTES,
                     )
                     .await?;
+                    let in_hand = Instant::now();
                     // Less the round trip, as the timed phase is credited it.
                     set_up_ms = Some(pog_proof::timing::set_up_compute_ms(
                         sent.elapsed().as_secs_f64() * 1e3,
@@ -675,6 +685,7 @@ impl Validator {
                         expires_at_ms: start_issued_ms + commit_wait.as_millis() as u64,
                     };
                     (
+                        Some(in_hand),
                         Asked {
                             path: start_path,
                             envelope: self.records.seal(start_kind, &walk)?,
@@ -686,6 +697,9 @@ impl Validator {
                 }
             };
             judged_set_up_ms = self.set_up_paces.judged(&pace_key, set_up_ms);
+            if let Some(in_hand) = in_hand {
+                handled(asked.path, in_hand);
+            }
             self.commit_and_verify(
                 session(window, judged_set_up_ms),
                 asked,
@@ -810,6 +824,7 @@ impl Validator {
         remaining: Duration,
         bytes: &mut (usize, usize),
     ) -> Result<Outcome, ExchangeError> {
+        let in_hand = Instant::now();
         let (commitment, signer): (Commitment, PublicKey) =
             pog_signed::decode(answer, kind::COMMITMENT)?;
         let request: OpenRequest =
@@ -820,6 +835,7 @@ impl Validator {
             .openings_limit()
             .unwrap_or(pog_signed::MAX_MESSAGE_BYTES)
             .min(pog_signed::MAX_MESSAGE_BYTES);
+        handled("/v1/open", in_hand);
         let (n, answer) = post_counted(
             &self.client,
             &format!("{endpoint}/v1/open"),
@@ -871,6 +887,17 @@ struct Asked {
     envelope: pog_signed::Envelope,
     issued_at_ms: u64,
     wait: Duration,
+}
+
+/// Logs (debug, `pog::exchange`) how long the validator took from an exchange's answer in hand
+/// to its next request to `path` (decoding, checking, signing): the load harness reads it.
+fn handled(path: &str, in_hand: Instant) {
+    tracing::debug!(
+        target: "pog::exchange",
+        step = path,
+        handled_us = in_hand.elapsed().as_micros() as u64,
+        "next request"
+    );
 }
 
 /// `exchange`'s outcome, or [`ExchangeError::Deadline`] when `remaining` runs out first.
