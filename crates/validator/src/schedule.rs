@@ -237,7 +237,7 @@ pub async fn challenge_together(
     for uuid in uuids {
         let (v, p) = (validator.clone(), policy.clone());
         round.spawn(async move {
-            let gpu = v.registry().gpu(&uuid);
+            let gpu = v.records().unblocked(|| v.registry().gpu(&uuid)).await;
             let result = match gpu {
                 Ok(Some(gpu)) => prove_round(&v, (&gpu, None), &p).await,
                 Ok(None) => Err(ValidatorError::UnknownGpu(uuid.clone())),
@@ -427,7 +427,11 @@ impl Rounds {
         for (uuid, failures) in backing_off {
             let v = self.validator.clone();
             self.running.spawn(async move {
-                if let Err(e) = v.record_missed_round(&uuid, failures) {
+                let recorded = v
+                    .records()
+                    .unblocked(|| v.record_missed_round(&uuid, failures))
+                    .await;
+                if let Err(e) = recorded {
                     tracing::error!(gpu = %uuid, error = %e, "recording a missed round");
                 }
             });
@@ -469,7 +473,9 @@ impl Rounds {
                 let reached = result
                     .as_ref()
                     .is_ok_and(|r| !r.failure.as_ref().is_some_and(|f| f.kind.is_unreachable()));
-                settle(&v, &schedule, &state, &uuid, round, result);
+                v.records()
+                    .unblocked(|| settle(&v, &schedule, &state, &uuid, round, result))
+                    .await;
                 state.locked().finished.push((slot, uuid.clone()));
                 drop((permit, finished));
                 if let Some(host) = host.filter(|h| h.anchor == uuid && reached) {
@@ -753,14 +759,15 @@ impl HostRound {
 
     /// Whether the host's registration (its first GPU's) makes the claim `claimed` reads; not
     /// when the registry cannot be read.
-    fn claims(
+    async fn claims(
         &self,
         validator: &Validator,
         claimed: impl Fn(&crate::registry_model::RegisteredGpu) -> bool,
     ) -> bool {
         validator
-            .registry()
-            .gpu(&self.anchor)
+            .records()
+            .unblocked(|| validator.registry().gpu(&self.anchor))
+            .await
             .ok()
             .flatten()
             .is_some_and(|g| claimed(&g))
@@ -776,7 +783,7 @@ impl HostRound {
         (policy, enabled): (&Policy, bool),
         claimed: impl Fn(&crate::registry_model::RegisteredGpu) -> bool,
     ) -> Option<Result<ProofRecord<K::Details>, ValidatorError>> {
-        if !enabled || !self.claims(validator, claimed) {
+        if !enabled || !self.claims(validator, claimed).await {
             return None;
         }
         let _permit = self.turn(permits, stop).await?;
@@ -895,7 +902,7 @@ impl HostRound {
         stop: &tokio::sync::watch::Receiver<bool>,
         policy: &Policy,
     ) {
-        if !policy.storage.enabled || !self.claims(validator, |g| g.host_storage.is_some()) {
+        if !policy.storage.enabled || !self.claims(validator, |g| g.host_storage.is_some()).await {
             return;
         }
         let Some(_permit) = self.turn(permits, stop).await else {
