@@ -868,7 +868,8 @@ fn print_waits(
 
 /// The honest GPUs' records (the agents from `hostile` on) stored in `window` (ms since the
 /// Unix epoch) on the database at `url`, counted by kind and outcome (accepted, rejected, or
-/// the failure: a broken connection by how it broke, any other by its kind).
+/// the failure: a broken connection by how it broke, any other by its kind), counted by the
+/// database (a 10,000-GPU run holds hundreds of MB of records).
 fn outcomes(
     rt: &tokio::runtime::Runtime,
     url: &str,
@@ -882,44 +883,33 @@ fn outcomes(
         tokio::spawn(connection);
         client
             .query(
-                "SELECT COALESCE(kind, ''), gpu_uuid, envelope FROM records",
-                &[],
+                "WITH r AS (SELECT COALESCE(kind, '') AS kind, \
+                     (envelope::json->>'body')::json AS body FROM records \
+                     WHERE gpu_uuid LIKE 'GPU-load-%' \
+                     AND substring(gpu_uuid FROM 10)::BIGINT >= $1) \
+                 SELECT kind, CASE \
+                     WHEN body->'failure' IS NULL OR json_typeof(body->'failure') = 'null' THEN \
+                         CASE WHEN (body->>'accepted')::BOOLEAN THEN 'accepted' ELSE 'not accepted' END \
+                     WHEN body->'failure'->>'kind' = 'transport' THEN body->'failure'->>'message' \
+                     ELSE 'failed: ' || (body->'failure'->>'kind') END, COUNT(*) \
+                 FROM r WHERE (body->>'recorded_at_ms')::BIGINT >= $2 \
+                     AND (body->>'recorded_at_ms')::BIGINT < $3 \
+                 GROUP BY 1, 2",
+                &[
+                    &(hostile as i64),
+                    &(window.start as i64),
+                    &(window.end as i64),
+                ],
             )
             .await
             .expect("the records")
     });
-    let mut counted = std::collections::BTreeMap::new();
-    for row in rows {
-        let (kind, uuid, envelope): (String, String, String) = (row.get(0), row.get(1), row.get(2));
-        let agent = uuid
-            .strip_prefix("GPU-load-")
-            .and_then(|i| i.parse::<usize>().ok());
-        if !agent.is_some_and(|i| i >= hostile) {
-            continue;
-        }
-        let Ok(envelope) = serde_json::from_str::<pog_signed::Envelope>(&envelope) else {
-            continue;
-        };
-        let Ok(body) = serde_json::from_str::<serde_json::Value>(&envelope.body) else {
-            continue;
-        };
-        if !body["recorded_at_ms"]
-            .as_u64()
-            .is_some_and(|at| window.contains(&at))
-        {
-            continue;
-        }
-        let outcome = match (&body["failure"], body["accepted"].as_bool()) {
-            (serde_json::Value::Null, Some(true)) => "accepted".to_string(),
-            (serde_json::Value::Null, _) => "not accepted".to_string(),
-            (failure, _) if failure["kind"] == "transport" => {
-                failure["message"].as_str().unwrap_or_default().to_string()
-            }
-            (failure, _) => format!("failed: {}", failure["kind"].as_str().unwrap_or_default()),
-        };
-        *counted.entry((kind, outcome)).or_insert(0) += 1;
-    }
-    counted
+    rows.iter()
+        .map(|row| {
+            let n: i64 = row.get(2);
+            ((row.get(0), row.get(1)), n as usize)
+        })
+        .collect()
 }
 
 /// Agents per harness process: each agent holds a listening socket and the validators'
