@@ -33,6 +33,13 @@
 //! first validator and reports how long its GPUs wait until another validator proves them.
 //! Each run gets a database of its own on the server of `--database`.
 //! `--no-memory` leaves the proof of memory out of the rounds.
+//!
+//! It also reports what an exchange's next request waited on: at the agents, each request's
+//! wait after the answer before it, by the two paths (`/v1/challenge>/v1/open` is a GEMM
+//! exchange's next step); in each validator (its `pog::exchange` debug lines and its rounds'
+//! start lines), its handling of an answer before the next request, its records' stores and
+//! how late its rounds' runtime woke a sleeping task; and, with a database, the window's
+//! honest records by outcome (a broken connection by how it broke).
 
 use pog_agent::agent::Agent;
 use pog_local::provers::CpuEngine;
