@@ -41,7 +41,10 @@ fn main() -> ExitCode {
         Ok(Ok(targets)) => targets,
         _ => Targets::new().with_default(LevelFilter::INFO),
     };
+    // The levels decide alone: the formatter's own default (info) would drop every debug
+    // event before they are asked.
     tracing_subscriber::fmt()
+        .with_max_level(LevelFilter::TRACE)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .finish()

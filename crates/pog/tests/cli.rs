@@ -664,6 +664,24 @@ fn two_simulated_agents_register_distinct_gpus_with_one_validator() {
     }
 }
 
+/// `POG_LOG` turns a target's debug lines on: a validator run with
+/// `pog_validator::schedule=debug` prints its first round's debug line. The formatter's own
+/// default maximum level (info) once dropped every debug event before `POG_LOG` was asked.
+#[test]
+fn pog_log_turns_debug_lines_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = pog()
+        .args(["validator", "--listen", "127.0.0.1:0", "--test-plan"])
+        .env("POG_DATA_DIR", dir.path())
+        .env("POG_LOG", "error,pog_validator::schedule=debug")
+        // Stopped after: its first round starts at once.
+        .timeout(std::time::Duration::from_secs(8))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("DEBUG pog_validator::schedule"), "{stderr}");
+}
+
 #[test]
 fn services_check_their_flags_and_ports_before_announcing_anything() {
     let dir = tempfile::tempdir().unwrap();

@@ -33,6 +33,13 @@
 //! first validator and reports how long its GPUs wait until another validator proves them.
 //! Each run gets a database of its own on the server of `--database`.
 //! `--no-memory` leaves the proof of memory out of the rounds.
+//!
+//! It also reports what an exchange's next request waited on: at the agents, each request's
+//! wait after the answer before it, by the two paths (`/v1/challenge>/v1/open` is a GEMM
+//! exchange's next step); in each validator (its `pog::exchange` debug lines and its rounds'
+//! start lines), its handling of an answer before the next request, its records' stores and
+//! how late its rounds' runtime woke a sleeping task; and, with a database, the window's
+//! honest records by outcome (a broken connection by how it broke).
 
 use pog_agent::agent::Agent;
 use pog_local::provers::CpuEngine;
@@ -126,12 +133,31 @@ struct Running {
     /// Its rounds' starts as it logs them (`pog::round`): (slot, ms after the slot's start,
     /// ms its claims and dispatch took).
     rounds: Arc<std::sync::Mutex<Vec<(u64, u64, u64)>>>,
+    /// What its exchanges waited on, as it logs them.
+    waits: Arc<std::sync::Mutex<Waits>>,
+}
+
+/// What a validator's exchanges waited on, from its log (`pog::exchange` at debug, and its
+/// rounds' start lines): the validator's own handling between an answer in hand and the
+/// next request, by the request's path (µs); how long storing each record took, the
+/// registry's lock included (ms); per round, how late the rounds' runtime woke a sleeping
+/// task at most and in all (ms, by slot).
+#[derive(Default)]
+struct Waits {
+    handled_us: std::collections::BTreeMap<String, Vec<f64>>,
+    stored_ms: Vec<f64>,
+    stalls: Vec<(u64, u64, u64)>,
+}
+
+/// The text of `key=` in a log line.
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split_whitespace()
+        .find_map(|field| field.strip_prefix(key)?.strip_prefix('='))
 }
 
 /// The value of `key=` in a log line, as a number.
 fn logged(line: &str, key: &str) -> Option<u64> {
-    line.split_whitespace()
-        .find_map(|field| field.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+    field(line, key)?.parse().ok()
 }
 
 /// Starts `pog validator` with its data in `data` (and on `o.database`, if given).
@@ -166,7 +192,7 @@ fn start_validator(o: &Options, data: &std::path::Path) -> Running {
         .args(args)
         .env("POG_DATA_DIR", data)
         .envs(o.database.as_ref().map(|_| ("POG_LOG_KEY", FLEET_LOG_KEY)))
-        .env("POG_LOG", "warn,pog::round=info")
+        .env("POG_LOG", "warn,pog::round=info,pog::exchange=debug")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -192,6 +218,8 @@ fn start_validator(o: &Options, data: &std::path::Path) -> Running {
     let rounds = Arc::new(std::sync::Mutex::new(Vec::new()));
     let log = std::io::BufReader::new(child.stderr.take().unwrap());
     let noted = rounds.clone();
+    let waits = Arc::new(std::sync::Mutex::new(Waits::default()));
+    let waited = waits.clone();
     std::thread::spawn(move || {
         for line in log.lines().map_while(Result::ok) {
             if let (Some(slot), Some(late), Some(dispatched)) = (
@@ -200,6 +228,21 @@ fn start_validator(o: &Options, data: &std::path::Path) -> Running {
                 logged(&line, "dispatched_ms"),
             ) {
                 noted.lock().unwrap().push((slot, late, dispatched));
+                if let (Some(max), Some(total)) =
+                    (logged(&line, "stalled_max_ms"), logged(&line, "stalled_ms"))
+                {
+                    waited.lock().unwrap().stalls.push((slot, max, total));
+                }
+            } else if let (Some(step), Some(us)) =
+                (field(&line, "step"), logged(&line, "handled_us"))
+            {
+                let mut w = waited.lock().unwrap();
+                w.handled_us
+                    .entry(step.to_string())
+                    .or_default()
+                    .push(us as f64);
+            } else if let Some(ms) = logged(&line, "stored_ms") {
+                waited.lock().unwrap().stored_ms.push(ms as f64);
             }
         }
     });
@@ -208,6 +251,7 @@ fn start_validator(o: &Options, data: &std::path::Path) -> Running {
         addr,
         key,
         rounds,
+        waits,
     }
 }
 
@@ -475,6 +519,13 @@ fn main() {
         Some(url) => (postgres_cpu(), commits(&rt, url)),
         None => (0.0, 0),
     };
+    // What exchanges waited on, from the window's start.
+    for agents in &mut agent_processes {
+        agents.gaps();
+    }
+    for v in &fleet {
+        *v.waits.lock().unwrap() = Waits::default();
+    }
     let measuring = Instant::now();
     let window_start_ms = unix_ms();
     let mut latencies: Vec<Vec<f64>> = vec![Vec::new(); fleet.len()];
@@ -509,6 +560,10 @@ fn main() {
         .filter(|at| (window_start_ms..window_end_ms).contains(at))
         .map(|at| (at % (o.every_s * 1000)) as f64)
         .collect();
+    let mut gaps: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for (paths, ms) in agent_processes.iter_mut().flat_map(AgentProcess::gaps) {
+        gaps.entry(paths).or_default().push(ms as f64);
+    }
     let agents_cpu_share = (agents_cpu() - agents_cpu_before) / measuring.elapsed().as_secs_f64();
     let wall = measuring.elapsed().as_secs_f64();
     let database_load = o.database.as_ref().map(|url| {
@@ -517,6 +572,10 @@ fn main() {
             (postgres_cpu() - pg_cpu_before) / wall,
         )
     });
+    let outcomes = o
+        .database
+        .as_ref()
+        .map(|url| outcomes(&rt, url, window_start_ms..window_end_ms, hostile));
     reading.store(false, std::sync::atomic::Ordering::Relaxed);
     // Honest GPUs' challenge times, from the records.
     let honest: Vec<usize> = (hostile..o.agents)
@@ -736,6 +795,128 @@ fn main() {
         read_s / 20.0 * 1e3,
         page_bytes as f64 / f64::from(1 << 20)
     );
+    print_waits(
+        &fleet,
+        &gaps,
+        wall,
+        (window_start_ms, window_end_ms, every_ms),
+    );
+    if let Some(outcomes) = outcomes {
+        println!();
+        println!("| the window's records, honest GPUs: kind, outcome | count |");
+        println!("|---|---|");
+        for ((kind, outcome), n) in outcomes {
+            println!("| {kind}, {outcome} | {n} |");
+        }
+    }
+}
+
+/// `p50 / p99 / max` of `values`, with `unit`, and how many.
+fn spread(values: &mut [f64], unit: &str) -> String {
+    if values.is_empty() {
+        return "none".into();
+    }
+    let max = values.iter().copied().fold(0.0, f64::max);
+    format!(
+        "{:.1} / {:.1} / {max:.1} {unit} ({})",
+        quantile(values, 0.5),
+        quantile(values, 0.99),
+        values.len()
+    )
+}
+
+/// What an exchange's next step waited on in the measured window: at the agents, the wait
+/// between an answer and the next request, by the two requests' paths (`gaps`); in each
+/// validator, its handling of the answer, its record stores, and its rounds' runtime's
+/// stalls (of the rounds started in the window and the one after).
+fn print_waits(
+    fleet: &[Running],
+    gaps: &std::collections::BTreeMap<String, Vec<f64>>,
+    wall: f64,
+    (from_ms, to_ms, every_ms): (u64, u64, u64),
+) {
+    println!();
+    println!("| what the next request waited on | p50 / p99 / max (count) | over 5 s |");
+    println!("|---|---|---|");
+    for (paths, waits) in gaps {
+        let late = waits.iter().filter(|ms| **ms > 5000.0).count();
+        println!(
+            "| at the agents: {paths} | {} | {late} |",
+            spread(&mut waits.clone(), "ms")
+        );
+    }
+    for (n, v) in fleet.iter().enumerate() {
+        let w = v.waits.lock().unwrap();
+        for (step, us) in &w.handled_us {
+            let mut ms: Vec<f64> = us.iter().map(|us| us / 1e3).collect();
+            println!(
+                "| validator {n}: its handling of the answer before {step} | {} | |",
+                spread(&mut ms, "ms")
+            );
+        }
+        println!(
+            "| validator {n}: storing a record (the registry's lock included); their sum a second of the window | {}; {:.2} s/s | |",
+            spread(&mut w.stored_ms.clone(), "ms"),
+            w.stored_ms.iter().sum::<f64>() / 1e3 / wall
+        );
+        let (mut max, mut total): (Vec<f64>, Vec<f64>) = w
+            .stalls
+            .iter()
+            .filter(|(slot, _, _)| (from_ms..to_ms + every_ms).contains(&(slot * every_ms)))
+            .map(|(_, max, total)| (*max as f64, *total as f64))
+            .unzip();
+        println!(
+            "| validator {n}: the rounds' runtime waking a task late, per round: latest; in all | {}; {} | |",
+            spread(&mut max, "ms"),
+            spread(&mut total, "ms")
+        );
+    }
+}
+
+/// The honest GPUs' records (the agents from `hostile` on) stored in `window` (ms since the
+/// Unix epoch) on the database at `url`, counted by kind and outcome (accepted, rejected, or
+/// the failure: a broken connection by how it broke, any other by its kind), counted by the
+/// database (a 10,000-GPU run holds hundreds of MB of records).
+fn outcomes(
+    rt: &tokio::runtime::Runtime,
+    url: &str,
+    window: std::ops::Range<u64>,
+    hostile: usize,
+) -> std::collections::BTreeMap<(String, String), usize> {
+    let rows = rt.block_on(async {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .expect("the database");
+        tokio::spawn(connection);
+        client
+            .query(
+                "WITH r AS (SELECT COALESCE(kind, '') AS kind, \
+                     (envelope::json->>'body')::json AS body FROM records \
+                     WHERE gpu_uuid LIKE 'GPU-load-%' \
+                     AND substring(gpu_uuid FROM 10)::BIGINT >= $1) \
+                 SELECT kind, CASE \
+                     WHEN body->'failure' IS NULL OR json_typeof(body->'failure') = 'null' THEN \
+                         CASE WHEN (body->>'accepted')::BOOLEAN THEN 'accepted' ELSE 'not accepted' END \
+                     WHEN body->'failure'->>'kind' = 'transport' THEN body->'failure'->>'message' \
+                     ELSE 'failed: ' || (body->'failure'->>'kind') END, COUNT(*) \
+                 FROM r WHERE (body->>'recorded_at_ms')::BIGINT >= $2 \
+                     AND (body->>'recorded_at_ms')::BIGINT < $3 \
+                 GROUP BY 1, 2",
+                &[
+                    &(hostile as i64),
+                    &(window.start as i64),
+                    &(window.end as i64),
+                ],
+            )
+            .await
+            .expect("the records")
+    });
+    rows.iter()
+        .map(|row| {
+            let n: i64 = row.get(2);
+            ((row.get(0), row.get(1)), n as usize)
+        })
+        .collect()
 }
 
 /// Agents per harness process: each agent holds a listening socket and the validators'
@@ -758,6 +939,22 @@ impl AgentProcess {
         line.split_whitespace()
             .skip(1)
             .filter_map(|t| t.parse().ok())
+            .collect()
+    }
+
+    /// Its honest agents' waits between an answer and the next request since it was last
+    /// asked ([`note_arrival`]): (the two paths, ms).
+    fn gaps(&mut self) -> Vec<(String, u64)> {
+        let stdin = self.child.stdin.as_mut().expect("its stdin");
+        writeln!(stdin, "gaps").expect("asking an agents' process");
+        stdin.flush().expect("asking an agents' process");
+        let line = self.lines.next().and_then(Result::ok).unwrap_or_default();
+        line.split_whitespace()
+            .skip(1)
+            .filter_map(|t| {
+                let (paths, ms) = t.rsplit_once('=')?;
+                Some((paths.to_string(), ms.parse().ok()?))
+            })
             .collect()
     }
 }
@@ -803,20 +1000,42 @@ fn spawn_agent_processes(o: &Options, fleet: &[Running], hostile: usize) -> Vec<
 /// the middleware that notes them.
 type Arrivals = Arc<std::sync::Mutex<Vec<u64>>>;
 
-/// Notes when a GEMM challenge reaches an agent, before the agent reads it.
+/// Each request's wait after the answer before it on the same agent, ms, by the two paths
+/// (`/v1/challenge>/v1/open`: an exchange's next step), shared by an agents' process.
+type Gaps = Arc<std::sync::Mutex<Vec<(String, u64)>>>;
+
+/// What one honest agent's middleware notes: into the process's arrivals and gaps, and its
+/// own last answer (when, to which path).
+#[derive(Clone)]
+struct Noted {
+    arrivals: Arrivals,
+    gaps: Gaps,
+    last: Arc<std::sync::Mutex<Option<(Instant, String)>>>,
+}
+
+/// Notes when a GEMM challenge reaches an agent, before the agent reads it, and how long
+/// after the agent's last answer each request came (the agent serves one validator's
+/// requests of a GPU one after the other: an exchange's next step waits on the validator).
 async fn note_arrival(
-    axum::extract::State(arrivals): axum::extract::State<Arrivals>,
+    axum::extract::State(noted): axum::extract::State<Noted>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    if request.uri().path() == "/v1/challenge" {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64;
-        arrivals.lock().unwrap().push(now);
+    let path = request.uri().path().to_string();
+    if path == "/v1/challenge" {
+        noted.arrivals.lock().unwrap().push(unix_ms());
     }
-    next.run(request).await
+    if let Some((answered, before)) = noted.last.lock().unwrap().take() {
+        let gap = answered.elapsed().as_millis() as u64;
+        noted
+            .gaps
+            .lock()
+            .unwrap()
+            .push((format!("{before}>{path}"), gap));
+    }
+    let response = next.run(request).await;
+    *noted.last.lock().unwrap() = Some((Instant::now(), path));
+    response
 }
 
 /// A harness process serving agents `from..from + count` (`--serve-agents`): each its own
@@ -839,6 +1058,7 @@ fn serve_agents(from: usize, count: usize, hostile_below: usize, fleet: &str) {
     let keys: Vec<pog_signed::PublicKey> = fleet.iter().map(|(_, k)| k.clone()).collect();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let arrivals = Arrivals::default();
+    let gaps = Gaps::default();
     rt.block_on(async {
         let registering = Arc::new(tokio::sync::Semaphore::new(32));
         let mut registrations = tokio::task::JoinSet::new();
@@ -876,10 +1096,13 @@ fn serve_agents(from: usize, count: usize, hostile_below: usize, fleet: &str) {
                 ));
                 let mut router = pog_agent::api::router(agent);
                 if behaviour == Behaviour::Honest {
-                    router = router.layer(axum::middleware::from_fn_with_state(
-                        arrivals.clone(),
-                        note_arrival,
-                    ));
+                    let noted = Noted {
+                        arrivals: arrivals.clone(),
+                        gaps: gaps.clone(),
+                        last: Arc::default(),
+                    };
+                    router =
+                        router.layer(axum::middleware::from_fn_with_state(noted, note_arrival));
                 }
                 tokio::spawn(pog_net::http::serve(
                     listener,
@@ -927,6 +1150,12 @@ fn serve_agents(from: usize, count: usize, hostile_below: usize, fleet: &str) {
                     let times = arrivals.lock().unwrap().clone();
                     let times: Vec<String> = times.iter().map(u64::to_string).collect();
                     println!("arrivals {}", times.join(" "));
+                }
+                if line.trim() == "gaps" {
+                    let gaps = std::mem::take(&mut *gaps.lock().unwrap());
+                    let gaps: Vec<String> =
+                        gaps.iter().map(|(p, ms)| format!("{p}={ms}")).collect();
+                    println!("gaps {}", gaps.join(" "));
                 }
             }
         })

@@ -156,8 +156,9 @@ impl Validator {
     /// record with its failure and the measurement.
     pub async fn collect_health(&self, uuid: &str) -> Result<HealthRecord, ValidatorError> {
         let gpu = self
-            .registry()
-            .gpu(uuid)?
+            .records()
+            .unblocked(|| self.registry().gpu(uuid))
+            .await?
             .ok_or_else(|| ValidatorError::UnknownGpu(uuid.into()))?;
         self.collect_health_of(&gpu).await
     }
@@ -168,7 +169,10 @@ impl Validator {
         gpu: &RegisteredGpu,
     ) -> Result<HealthRecord, ValidatorError> {
         let uuid = gpu.uuid.as_str();
-        let records = self.registry().latest_records(uuid, RECORDS_READ)?;
+        let records = self
+            .records()
+            .unblocked(|| self.registry().latest_records(uuid, RECORDS_READ))
+            .await?;
         let to_ms = self.records().now_ms();
         let last_end = records.iter().rev().find_map(|(_, json)| {
             let (kind, body) = opened(json)?;
@@ -235,7 +239,9 @@ impl Validator {
             recorded_at_ms: self.records().now_ms(),
         };
         let healthy = record.failure.is_none() && record.contradictions.is_empty();
-        self.store((&record.record_id, None), healthy, &record)?;
+        self.records()
+            .unblocked(|| self.store((&record.record_id, None), healthy, &record))
+            .await?;
         Ok(record)
     }
 }

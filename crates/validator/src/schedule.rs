@@ -237,7 +237,7 @@ pub async fn challenge_together(
     for uuid in uuids {
         let (v, p) = (validator.clone(), policy.clone());
         round.spawn(async move {
-            let gpu = v.registry().gpu(&uuid);
+            let gpu = v.records().unblocked(|| v.registry().gpu(&uuid)).await;
             let result = match gpu {
                 Ok(Some(gpu)) => prove_round(&v, (&gpu, None), &p).await,
                 Ok(None) => Err(ValidatorError::UnknownGpu(uuid.clone())),
@@ -278,6 +278,34 @@ pub struct Rounds {
     last: u64,
     /// Where the leases under way are found (none: every round is full).
     leases: Option<Arc<dyn LeaseBook>>,
+    /// How late the rounds' runtime woke [`probe_stalls`] since the last round started.
+    stalls: Arc<Mutex<Stalls>>,
+}
+
+/// How late the rounds' runtime woke a task that slept ([`probe_stalls`]), in ms: an
+/// exchange waiting for its agent's answer, or about to send its next step, waits as long.
+#[derive(Debug, Default, Clone, Copy)]
+struct Stalls {
+    /// The latest wake-up.
+    max_ms: u64,
+    /// The wake-ups' lateness, summed.
+    total_ms: u64,
+}
+
+/// How long [`probe_stalls`] sleeps between its wake-ups.
+const PROBE_EVERY: Duration = Duration::from_millis(100);
+
+/// Sleeps [`PROBE_EVERY`] again and again on the rounds' runtime, adding how late each
+/// wake-up came to `stalls` (the round's start line logs them).
+async fn probe_stalls(stalls: Arc<Mutex<Stalls>>) {
+    loop {
+        let asleep = tokio::time::Instant::now();
+        tokio::time::sleep(PROBE_EVERY).await;
+        let late_ms = asleep.elapsed().saturating_sub(PROBE_EVERY).as_millis() as u64;
+        let mut noted = stalls.locked();
+        noted.max_ms = noted.max_ms.max(late_ms);
+        noted.total_ms = noted.total_ms.saturating_add(late_ms);
+    }
 }
 
 impl Rounds {
@@ -298,6 +326,7 @@ impl Rounds {
             first_ms: None,
             last: 0,
             leases: None,
+            stalls: Arc::default(),
         }
     }
 
@@ -398,7 +427,11 @@ impl Rounds {
         for (uuid, failures) in backing_off {
             let v = self.validator.clone();
             self.running.spawn(async move {
-                if let Err(e) = v.record_missed_round(&uuid, failures) {
+                let recorded = v
+                    .records()
+                    .unblocked(|| v.record_missed_round(&uuid, failures))
+                    .await;
+                if let Err(e) = recorded {
                     tracing::error!(gpu = %uuid, error = %e, "recording a missed round");
                 }
             });
@@ -440,7 +473,9 @@ impl Rounds {
                 let reached = result
                     .as_ref()
                     .is_ok_and(|r| !r.failure.as_ref().is_some_and(|f| f.kind.is_unreachable()));
-                settle(&v, &schedule, &state, &uuid, round, result);
+                v.records()
+                    .unblocked(|| settle(&v, &schedule, &state, &uuid, round, result))
+                    .await;
                 state.locked().finished.push((slot, uuid.clone()));
                 drop((permit, finished));
                 if let Some(host) = host.filter(|h| h.anchor == uuid && reached) {
@@ -455,13 +490,18 @@ impl Rounds {
         // When the round began after its slot's start, and how long its claims, reads and
         // dispatch took: a fleet's validators should start each slot within their clocks'
         // skew of each other (the load harness reads these lines).
+        // And how late the rounds' runtime woke a sleeping task since the last round started
+        // (its exchanges' steps waited as long).
         let now = self.validator.records().now_ms();
+        let stalls = std::mem::take(&mut *self.stalls.locked());
         tracing::info!(
             target: "pog::round",
             slot,
             late_ms = entered_ms.saturating_sub(slot.saturating_mul(self.every_ms())),
             dispatched_ms = now.saturating_sub(entered_ms),
             challenged,
+            stalled_max_ms = stalls.max_ms,
+            stalled_ms = stalls.total_ms,
             "round started"
         );
         round
@@ -641,8 +681,9 @@ async fn heartbeats(
 pub async fn run(mut rounds: Rounds) {
     let (validator, mut stop) = (rounds.validator.clone(), rounds.stop.clone());
     // Only a fleet's validators (on PostgreSQL) have others to tell. In a set, so that the
-    // heartbeats end with this future, however it ends (dropped included).
+    // heartbeats and the stall probe end with this future, however it ends (dropped included).
     let mut heartbeat = tokio::task::JoinSet::new();
+    heartbeat.spawn(probe_stalls(rounds.stalls.clone()));
     if validator.registry().is_postgres() {
         heartbeat.spawn(heartbeats(
             validator.clone(),
@@ -718,14 +759,15 @@ impl HostRound {
 
     /// Whether the host's registration (its first GPU's) makes the claim `claimed` reads; not
     /// when the registry cannot be read.
-    fn claims(
+    async fn claims(
         &self,
         validator: &Validator,
         claimed: impl Fn(&crate::registry_model::RegisteredGpu) -> bool,
     ) -> bool {
         validator
-            .registry()
-            .gpu(&self.anchor)
+            .records()
+            .unblocked(|| validator.registry().gpu(&self.anchor))
+            .await
             .ok()
             .flatten()
             .is_some_and(|g| claimed(&g))
@@ -741,7 +783,7 @@ impl HostRound {
         (policy, enabled): (&Policy, bool),
         claimed: impl Fn(&crate::registry_model::RegisteredGpu) -> bool,
     ) -> Option<Result<ProofRecord<K::Details>, ValidatorError>> {
-        if !enabled || !self.claims(validator, claimed) {
+        if !enabled || !self.claims(validator, claimed).await {
             return None;
         }
         let _permit = self.turn(permits, stop).await?;
@@ -860,7 +902,7 @@ impl HostRound {
         stop: &tokio::sync::watch::Receiver<bool>,
         policy: &Policy,
     ) {
-        if !policy.storage.enabled || !self.claims(validator, |g| g.host_storage.is_some()) {
+        if !policy.storage.enabled || !self.claims(validator, |g| g.host_storage.is_some()).await {
             return;
         }
         let Some(_permit) = self.turn(permits, stop).await else {

@@ -99,8 +99,9 @@ impl Validator {
         let p = &policy.storage;
         p.validate()?;
         let gpu = self
-            .registry()
-            .gpu(uuid)?
+            .records()
+            .unblocked(|| self.registry().gpu(uuid))
+            .await?
             .ok_or_else(|| ValidatorError::UnknownGpu(uuid.into()))?;
         let Some(claim) = gpu.host_storage else {
             return Ok(None);
@@ -236,7 +237,13 @@ impl Validator {
                         g.audit = Some(outcome);
                         match kept {
                             Some((dataset, root)) => (dataset, root, self.records().now_ms()),
-                            None => return self.store_storage((&gpu, slot), claim, p, g).map(Some),
+                            None => {
+                                return self
+                                    .records()
+                                    .unblocked(|| self.store_storage((&gpu, slot), claim, p, g))
+                                    .await
+                                    .map(Some)
+                            }
                         }
                     }
                     (polled, session) => {
@@ -245,7 +252,11 @@ impl Validator {
                         taken.back = session
                             .filter(|s| self.records().now_ms() <= s.message().expires_at_ms)
                             .map(|session| Held::Building { session, envelope });
-                        return self.store_storage((&gpu, slot), claim, p, g).map(Some);
+                        return self
+                            .records()
+                            .unblocked(|| self.store_storage((&gpu, slot), claim, p, g))
+                            .await
+                            .map(Some);
                     }
                 }
             }
@@ -280,7 +291,10 @@ impl Validator {
                 g.failure = Some(failure);
             }
         }
-        self.store_storage((&gpu, slot), claim, p, g).map(Some)
+        self.records()
+            .unblocked(|| self.store_storage((&gpu, slot), claim, p, g))
+            .await
+            .map(Some)
     }
 
     /// A new data set of the claimed shape for `to`, not yet sent.

@@ -41,6 +41,9 @@ pub struct RecordStore {
     /// Read-only connections to the registry's file for the API's page reads
     /// ([`RecordStore::read`]), kept for the next read.
     readers: Mutex<Vec<Registry>>,
+    /// The turn async tasks wait for, asleep, before they block on the registry
+    /// ([`RecordStore::unblocked`]).
+    turn: tokio::sync::Mutex<()>,
     /// The wall clock the records are stamped and judged by.
     clock: SharedClock,
 }
@@ -58,8 +61,20 @@ impl RecordStore {
             ledger: None,
             sequence: Mutex::new(()),
             readers: Mutex::new(Vec::new()),
+            turn: tokio::sync::Mutex::new(()),
             clock: SystemClock::shared(),
         }
+    }
+
+    /// Runs `work`, which blocks on the registry (its lock, its database: a record's store,
+    /// a registry read), from async code without stalling the runtime's other tasks: it waits
+    /// its turn asleep (one such task at a time), then runs off the runtime's workers
+    /// (`block_in_place`). Blocking there instead, the rounds' tasks held both workers of the
+    /// rounds' runtime on the registry's lock for seconds at a time, and every exchange under
+    /// way waited as long for its next step (docs/protocol.md, "Load").
+    pub async fn unblocked<T>(&self, work: impl FnOnce() -> T) -> T {
+        let _turn = self.turn.lock().await;
+        crate::ledger::blocking(work)
     }
 
     /// These records stamped and judged by `clock` instead of the system clock (a test's

@@ -428,7 +428,14 @@ impl Validator {
         accepted: bool,
         body: &T,
     ) -> Result<(), ValidatorError> {
-        Ok(self.records.store((id, slot), accepted, body)?)
+        let storing = Instant::now();
+        self.records.store((id, slot), accepted, body)?;
+        tracing::debug!(
+            target: "pog::exchange",
+            stored_ms = storing.elapsed().as_millis() as u64,
+            "record stored"
+        );
+        Ok(())
     }
 
     /// Registers `agent` at `endpoint` with `gpus` and records each change: the blocking half
@@ -546,8 +553,9 @@ impl Validator {
         slot: Option<u64>,
     ) -> Result<ProofRecord<K::Details>, ValidatorError> {
         let gpu = self
-            .registry()
-            .gpu(uuid)?
+            .records
+            .unblocked(|| self.registry().gpu(uuid))
+            .await?
             .ok_or_else(|| ValidatorError::UnknownGpu(uuid.into()))?;
         self.challenge_registered::<K>(&gpu, policy, slot).await
     }
@@ -574,7 +582,7 @@ impl Validator {
         let expected_ms = K::expected_ms(&plan);
         let pace_key = crate::set_up_pace::SetUpPaces::key(K::NAME, &gpu.agent, &plan);
         if K::CALIBRATES_BY_SET_UP {
-            self.take_up_set_up_pace(&pace_key);
+            self.take_up_set_up_pace(&pace_key).await;
         }
         let challenge = K::challenge(
             &plan,
@@ -631,8 +639,10 @@ impl Validator {
                     K::samples(policy),
                 )
             };
-            let (asked, window) = match K::EXCHANGE {
+            // When the set-up's answer was in hand (a kind that sets up first).
+            let (in_hand, asked, window) = match K::EXCHANGE {
                 Exchange::Timed { path, kind } => (
+                    None,
                     Asked {
                         path,
                         envelope: self.records.seal(kind, &message)?,
@@ -658,6 +668,7 @@ impl Validator {
                         MAX_COMMITMENT_BYTES,
                     )
                     .await?;
+                    let in_hand = Instant::now();
                     // Less the round trip, as the timed phase is credited it.
                     set_up_ms = Some(pog_proof::timing::set_up_compute_ms(
                         sent.elapsed().as_secs_f64() * 1e3,
@@ -675,6 +686,7 @@ impl Validator {
                         expires_at_ms: start_issued_ms + commit_wait.as_millis() as u64,
                     };
                     (
+                        Some(in_hand),
                         Asked {
                             path: start_path,
                             envelope: self.records.seal(start_kind, &walk)?,
@@ -686,6 +698,9 @@ impl Validator {
                 }
             };
             judged_set_up_ms = self.set_up_paces.judged(&pace_key, set_up_ms);
+            if let Some(in_hand) = in_hand {
+                handled(asked.path, in_hand);
+            }
             self.commit_and_verify(
                 session(window, judged_set_up_ms),
                 asked,
@@ -727,9 +742,15 @@ impl Validator {
             bytes_from_agent: bytes.1,
             recorded_at_ms: self.records.now_ms(),
         };
-        self.store((&id, slot), record.accepted, &record)?;
+        self.records
+            .unblocked(|| self.store((&id, slot), record.accepted, &record))
+            .await?;
         if let Some(ms) = set_up_ms.filter(|_| record.accepted && K::CALIBRATES_BY_SET_UP) {
-            if let Err(e) = self.registry().note_set_up(&pace_key, ms) {
+            let noted = self
+                .records
+                .unblocked(|| self.registry().note_set_up(&pace_key, ms))
+                .await;
+            if let Err(e) = noted {
                 tracing::warn!(error = %e, gpu = uuid, "the host's set-up could not be kept in the registry: kept in memory only");
             }
             self.set_up_paces.passed(pace_key, ms);
@@ -753,11 +774,18 @@ impl Validator {
     /// round of that host and shape (it restarted), and at every round on a fleet's database,
     /// where another validator may have seen a faster one. A registry that cannot say leaves
     /// the round judged by what is in memory (logged).
-    fn take_up_set_up_pace(&self, key: &str) {
-        if self.set_up_paces.knows(key) && !self.registry().is_postgres() {
-            return;
-        }
-        match self.registry().fastest_set_up(key) {
+    async fn take_up_set_up_pace(&self, key: &str) {
+        let fastest = self
+            .records
+            .unblocked(|| {
+                let registry = self.registry();
+                if self.set_up_paces.knows(key) && !registry.is_postgres() {
+                    return Ok(None);
+                }
+                registry.fastest_set_up(key)
+            })
+            .await;
+        match fastest {
             Ok(Some(ms)) => self.set_up_paces.passed(key.to_string(), ms),
             Ok(None) => {}
             Err(e) => {
@@ -810,6 +838,7 @@ impl Validator {
         remaining: Duration,
         bytes: &mut (usize, usize),
     ) -> Result<Outcome, ExchangeError> {
+        let in_hand = Instant::now();
         let (commitment, signer): (Commitment, PublicKey) =
             pog_signed::decode(answer, kind::COMMITMENT)?;
         let request: OpenRequest =
@@ -820,6 +849,7 @@ impl Validator {
             .openings_limit()
             .unwrap_or(pog_signed::MAX_MESSAGE_BYTES)
             .min(pog_signed::MAX_MESSAGE_BYTES);
+        handled("/v1/open", in_hand);
         let (n, answer) = post_counted(
             &self.client,
             &format!("{endpoint}/v1/open"),
@@ -871,6 +901,17 @@ struct Asked {
     envelope: pog_signed::Envelope,
     issued_at_ms: u64,
     wait: Duration,
+}
+
+/// Logs (debug, `pog::exchange`) how long the validator took from an exchange's answer in hand
+/// to its next request to `path` (decoding, checking, signing): the load harness reads it.
+fn handled(path: &str, in_hand: Instant) {
+    tracing::debug!(
+        target: "pog::exchange",
+        step = path,
+        handled_us = in_hand.elapsed().as_micros() as u64,
+        "next request"
+    );
 }
 
 /// `exchange`'s outcome, or [`ExchangeError::Deadline`] when `remaining` runs out first.
@@ -1274,6 +1315,74 @@ mod tests {
             assert_eq!(failure.kind, FailureKind::Transport, "{url}");
             assert!(failure.message.contains(says), "{url}: {}", failure.message);
         }
+    }
+
+    /// A round's task that waits for the registry (held meanwhile by another thread: a slow
+    /// database write) holds no worker of the rounds' runtime: with two workers and two such
+    /// tasks (a challenge storing its record, a health round reading the GPU's records),
+    /// another task of that runtime still runs. When the rounds blocked on the registry's
+    /// lock on their workers, both workers waited with them, and so did every exchange under
+    /// way (its next step sent seconds late under load: docs/protocol.md, "Load").
+    #[test]
+    fn a_task_waiting_for_the_registry_holds_no_worker_of_the_rounds() {
+        let validator = Arc::new(
+            Validator::new(Identity::from_seed([9; 32]), Registry::open(None).unwrap()).unwrap(),
+        );
+        let agent = Identity::from_seed([1; 32]).public_key();
+        let claim = pog_proof::wire::GpuClaim {
+            uuid: "GPU-w".parse().unwrap(),
+            model: "H200 SXM".into(),
+            bus_id: "0000:00:06.0".into(),
+            simulated: false,
+        };
+        // An endpoint the validator does not reach (private): each exchange fails at once.
+        validator
+            .registry()
+            .register(&agent, ("http://127.0.0.1:9", None), &[claim], 0, 64)
+            .unwrap();
+        let gpu = validator.registry().gpu("GPU-w").unwrap().unwrap();
+        let rounds = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (held, holding) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let holder = {
+            let v = validator.clone();
+            std::thread::spawn(move || {
+                let _registry = v.registry();
+                held.send(()).unwrap();
+                let _ = released.recv_timeout(Duration::from_secs(10));
+            })
+        };
+        holding.recv().unwrap();
+        let (v, g) = (validator.clone(), gpu.clone());
+        let challenged = rounds.spawn(async move {
+            let policy = Policy::per_model_default();
+            v.challenge_registered::<pog_records::Gemm>(&g, &policy, None)
+                .await
+        });
+        let (v, g) = (validator.clone(), gpu);
+        let health = rounds.spawn(async move { v.collect_health_of(&g).await });
+        let (ran, running) = std::sync::mpsc::channel();
+        rounds.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            ran.send(()).unwrap();
+        });
+        let other_ran = running.recv_timeout(Duration::from_secs(5));
+        release.send(()).unwrap();
+        holder.join().unwrap();
+        assert!(
+            other_ran.is_ok(),
+            "the rounds' runtime ran nothing else while its tasks waited for the registry"
+        );
+        // Once the registry is free, both finish with their records stored.
+        let record = rounds.block_on(challenged).unwrap().unwrap();
+        assert!(!record.accepted && record.failure.is_some());
+        rounds.block_on(health).unwrap().unwrap();
+        let stored = validator.registry().latest_records("GPU-w", 10).unwrap();
+        assert_eq!(stored.len(), 2);
     }
 
     /// SQL that makes `place`'s store refuse every new record (its disk full, as far as
