@@ -123,9 +123,18 @@ export POG_MEMORY_MODEL=${POG_MEMORY_MODEL:-$(nvidia-smi --query-gpu=name --form
 [ -x .gpu/memory_proof ] && run memory-proof-tests 0 .gpu/memory_proof --ignored --nocapture --test-threads 1
 
 # A validator and an agent on this host over loopback, as a network runs them (per-model GEMM
-# and memory proofs, the ledger, the score): every round on record, within the ledger's entry
-# limit, accepted; the agent's plan bounds admit the validator's plans (issue 20).
-[ "$QUICK" = 1 ] || run network-round 0 env POG="$POG" bash "$HERE/network-round-h200.sh" "$OUT/network"
+# and memory proofs, the host's CPU, the ledger, the score): every round on record, within the
+# ledger's entry limit, accepted; the agent's plan bounds admit the validator's plans (issue
+# 20). The agent also claims real-size RAM and storage where the host has room (issue 23: a
+# third of the free disk, at most 24 GiB; 32 GiB of RAM on a host of 64 GiB or more), so the
+# score counts every part from the validator's own records.
+free_disk_g=$(df -BG --output=avail "${TMPDIR:-/tmp}" | tail -1 | tr -dc 0-9)
+storage_g=$(( free_disk_g / 3 )); [ "$storage_g" -gt 24 ] && storage_g=24
+host_ram_g=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1048576 ))
+ram_claim=""; [ "$host_ram_g" -ge 64 ] && ram_claim="--ram-claim 32G"
+storage_size=""; [ "$storage_g" -ge 1 ] && storage_size="${storage_g}G"
+[ "$QUICK" = 1 ] || run network-round 0 env POG="$POG" STORAGE_SIZE="$storage_size" \
+  AGENT_ARGS="$ram_claim" bash "$HERE/network-round-h200.sh" "$OUT/network"
 
 # The GPU-to-GPU fabric on every GPU here: peer transfers and latency for each pair, NCCL's
 # all-reduce checked for the right sum (one rank on a one-GPU host), if the test binary was
