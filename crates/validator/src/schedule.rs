@@ -685,7 +685,10 @@ pub async fn run(mut rounds: Rounds) {
     let mut heartbeat = tokio::task::JoinSet::new();
     heartbeat.spawn(probe_stalls(rounds.stalls.clone()));
     let records = validator.records();
-    if records.unblocked(|| validator.registry().is_postgres()).await {
+    if records
+        .unblocked(|| validator.registry().is_postgres())
+        .await
+    {
         heartbeat.spawn(heartbeats(
             validator.clone(),
             (rounds.every_ms(), rounds.schedule.max_clock_skew),

@@ -448,7 +448,9 @@ impl Validator {
     /// [`RecordStore::unblocked`]: crate::store::RecordStore::unblocked
     async fn fleet_keys(&self) -> Vec<pog_signed::PublicKey> {
         let me = self.public_key();
-        let seen = self.records().unblocked(|| self.registry().validator_keys());
+        let seen = self
+            .records()
+            .unblocked(|| self.registry().validator_keys());
         let seen = seen.await.unwrap_or_else(|e| {
             tracing::warn!(error = %e, "the fleet's validators could not be read: taking up only this validator's own data sets");
             Vec::new()
@@ -607,15 +609,22 @@ mod tests {
             &validator,
             vec![on_record(validator.clone()), on_record(validator.clone())],
         );
-        assert!(other_ran, "waiting to read the data set on record held the rounds' workers");
+        assert!(
+            other_ran,
+            "waiting to read the data set on record held the rounds' workers"
+        );
         assert_eq!(done, [true, true]);
         let me = validator.public_key();
-        let keys = |v: Arc<Validator>| -> RoundTask<_> { Box::pin(async move { v.fleet_keys().await }) };
+        let keys =
+            |v: Arc<Validator>| -> RoundTask<_> { Box::pin(async move { v.fleet_keys().await }) };
         let (other_ran, done) = ran_while_the_registry_was_held(
             &validator,
             vec![keys(validator.clone()), keys(validator.clone())],
         );
-        assert!(other_ran, "waiting to read the fleet's keys held the rounds' workers");
+        assert!(
+            other_ran,
+            "waiting to read the fleet's keys held the rounds' workers"
+        );
         assert!(done.iter().all(|k| k == &[me.clone()]), "{done:?}");
     }
 }

@@ -1391,7 +1391,8 @@ pub(crate) mod tests {
         let (v, g) = (validator.clone(), gpu);
         let health: RoundTask<_> =
             Box::pin(async move { v.collect_health_of(&g).await.map(|_| true) });
-        let (other_ran, done) = ran_while_the_registry_was_held(&validator, vec![challenged, health]);
+        let (other_ran, done) =
+            ran_while_the_registry_was_held(&validator, vec![challenged, health]);
         assert!(
             other_ran,
             "the rounds' runtime ran nothing else while its tasks waited for the registry"
