@@ -625,6 +625,9 @@ mod tests {
             other_ran,
             "waiting to read the fleet's keys held the rounds' workers"
         );
-        assert!(done.iter().all(|k| k == &[me.clone()]), "{done:?}");
+        assert!(
+            done.iter().all(|k| k == std::slice::from_ref(&me)),
+            "{done:?}"
+        );
     }
 }
