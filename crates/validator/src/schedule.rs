@@ -684,7 +684,11 @@ pub async fn run(mut rounds: Rounds) {
     // heartbeats and the stall probe end with this future, however it ends (dropped included).
     let mut heartbeat = tokio::task::JoinSet::new();
     heartbeat.spawn(probe_stalls(rounds.stalls.clone()));
-    if validator.registry().is_postgres() {
+    let records = validator.records();
+    if records
+        .unblocked(|| validator.registry().is_postgres())
+        .await
+    {
         heartbeat.spawn(heartbeats(
             validator.clone(),
             (rounds.every_ms(), rounds.schedule.max_clock_skew),
@@ -694,8 +698,9 @@ pub async fn run(mut rounds: Rounds) {
     // The first round at once, in the slot under way (what other validators of the fleet
     // claimed of it at its start stays theirs); then each at its slot's start on the
     // validator's clock, where the fleet's validators start theirs at the same instant
-    // (within their clocks' skew).
-    rounds.start();
+    // (within their clocks' skew). A round's start reads and claims in the registry: it
+    // waits for it without holding a worker of the rounds (`RecordStore::unblocked`).
+    records.unblocked(|| rounds.start()).await;
     loop {
         let now = validator.records().now_ms();
         let wait = fleet::next_slot_start(now, rounds.every_ms()).saturating_sub(now);
@@ -703,7 +708,7 @@ pub async fn run(mut rounds: Rounds) {
             _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
             _ = stop.changed() => break,
         }
-        rounds.start();
+        records.unblocked(|| rounds.start()).await;
     }
     heartbeat.abort_all();
     rounds.settled().await;
@@ -1087,6 +1092,34 @@ fn settle(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::validator::tests::{ran_while_the_registry_was_held, RoundTask};
+
+    /// A round's start (its reads and claims in the registry), waiting for the registry (held
+    /// meanwhile by another thread: a slow database write), holds no worker of the rounds'
+    /// runtime: with two workers and two validators' rounds starting, another task of that
+    /// runtime still runs. Told to stop beforehand, each ends after its first round.
+    #[test]
+    fn a_round_starting_while_the_registry_is_held_holds_no_worker_of_the_rounds() {
+        let validator = Arc::new(
+            Validator::new(
+                pog_signed::Identity::from_seed([9; 32]),
+                crate::registry::Registry::open(None).unwrap(),
+            )
+            .unwrap(),
+        );
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let started = |v: &Arc<Validator>| -> RoundTask<()> {
+            let schedule = Schedule::every(Duration::from_secs(60), Policy::per_model_default());
+            Box::pin(run(Rounds::new(v.clone(), schedule, stopped.clone())))
+        };
+        let tasks = vec![started(&validator), started(&validator)];
+        stop.send(true).unwrap();
+        let (other_ran, _) = ran_while_the_registry_was_held(&validator, tasks);
+        assert!(
+            other_ran,
+            "the rounds' runtime ran nothing else while a round's start waited for the registry"
+        );
+    }
 
     #[test]
     fn only_gpus_backing_off_for_an_unanswered_round_have_their_rounds_recorded_as_missed() {

@@ -130,13 +130,9 @@ impl Validator {
                 && d.shape == shape
         };
         let fresh = |since_ms: u64| now.saturating_sub(since_ms) < p.rebuild_after_ms;
-        // A fresh validator (nothing held) takes up the data set and the pace on record; a
-        // fleet's validator reads the record each time, since another may have walked the
-        // host or sent it a new data set since this one last did.
-        let fleet = self.registry().is_postgres();
-        let on_record = (fleet || (taken.back.is_none() && taken.pace.is_none()))
-            .then(|| self.latest_storage_record(uuid))
-            .flatten()
+        let on_record = self
+            .storage_on_record(uuid, taken.back.is_some() || taken.pace.is_some())
+            .await
             .filter(|r| r.agent == gpu.agent);
         let best_step_us = taken
             .pace
@@ -326,8 +322,26 @@ impl Validator {
         })
     }
 
+    /// The latest `storage-record` of the host whose first GPU is `uuid` where this validator
+    /// takes it up, read without holding a worker of the rounds ([`RecordStore::unblocked`]):
+    /// a fresh validator (nothing `held_here`) takes up the data set and the pace on record; a
+    /// fleet's validator reads the record each time, since another may have walked the host
+    /// or sent it a new data set since this one last did.
+    ///
+    /// [`RecordStore::unblocked`]: crate::store::RecordStore::unblocked
+    async fn storage_on_record(&self, uuid: &str, held_here: bool) -> Option<StorageRecord> {
+        self.records()
+            .unblocked(|| {
+                let fleet = self.registry().is_postgres();
+                (fleet || !held_here)
+                    .then(|| self.latest_storage_record(uuid))
+                    .flatten()
+            })
+            .await
+    }
+
     /// The latest `storage-record` of the host whose first GPU is `uuid` (a restarted
-    /// validator takes up its data set and pace from it).
+    /// validator takes up its data set and pace from it). Blocking.
     fn latest_storage_record(&self, uuid: &str) -> Option<StorageRecord> {
         let json = self
             .registry()
@@ -402,7 +416,7 @@ impl Validator {
             }
             // A data set this validator sent before it restarted, or another of its fleet
             // sent: taken up rather than have the host start over.
-            let fleet = self.fleet_keys();
+            let fleet = self.fleet_keys().await;
             let (taken, offered) = session.take_up(
                 &building,
                 &signer,
@@ -428,10 +442,16 @@ impl Validator {
     }
 
     /// This validator's key and every other validator's on its database (its fleet): the
-    /// senders of a data set it takes up. Only its own when the database cannot say.
-    fn fleet_keys(&self) -> Vec<pog_signed::PublicKey> {
+    /// senders of a data set it takes up. Only its own when the database cannot say. Read
+    /// without holding a worker of the rounds ([`RecordStore::unblocked`]).
+    ///
+    /// [`RecordStore::unblocked`]: crate::store::RecordStore::unblocked
+    async fn fleet_keys(&self) -> Vec<pog_signed::PublicKey> {
         let me = self.public_key();
-        let seen = self.registry().validator_keys().unwrap_or_else(|e| {
+        let seen = self
+            .records()
+            .unblocked(|| self.registry().validator_keys());
+        let seen = seen.await.unwrap_or_else(|e| {
             tracing::warn!(error = %e, "the fleet's validators could not be read: taking up only this validator's own data sets");
             Vec::new()
         });
@@ -562,4 +582,52 @@ fn kept_of(
 /// lost), so walking the kept one again would fail every round until its rebuild.
 fn drops_dataset(failure: &Failure) -> bool {
     failure.kind == FailureKind::AgentRefused
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Registry;
+    use crate::validator::tests::{ran_while_the_registry_was_held, RoundTask};
+    use pog_signed::Identity;
+    use std::sync::Arc;
+
+    /// The storage round's reads of the registry (the data set on record, the fleet's
+    /// validator keys), waiting for the registry (held meanwhile by another thread: a slow
+    /// database write), hold no worker of the rounds' runtime: with two workers and two such
+    /// reads, another task of that runtime still runs. Both read what the registry holds
+    /// once it is free: no record, and only this validator's key.
+    #[test]
+    fn a_storage_round_waiting_for_the_registry_holds_no_worker_of_the_rounds() {
+        let validator = Arc::new(
+            Validator::new(Identity::from_seed([9; 32]), Registry::open(None).unwrap()).unwrap(),
+        );
+        let on_record = |v: Arc<Validator>| -> RoundTask<_> {
+            Box::pin(async move { v.storage_on_record("GPU-s", false).await.is_none() })
+        };
+        let (other_ran, done) = ran_while_the_registry_was_held(
+            &validator,
+            vec![on_record(validator.clone()), on_record(validator.clone())],
+        );
+        assert!(
+            other_ran,
+            "waiting to read the data set on record held the rounds' workers"
+        );
+        assert_eq!(done, [true, true]);
+        let me = validator.public_key();
+        let keys =
+            |v: Arc<Validator>| -> RoundTask<_> { Box::pin(async move { v.fleet_keys().await }) };
+        let (other_ran, done) = ran_while_the_registry_was_held(
+            &validator,
+            vec![keys(validator.clone()), keys(validator.clone())],
+        );
+        assert!(
+            other_ran,
+            "waiting to read the fleet's keys held the rounds' workers"
+        );
+        assert!(
+            done.iter().all(|k| k == std::slice::from_ref(&me)),
+            "{done:?}"
+        );
+    }
 }

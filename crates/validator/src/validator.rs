@@ -1261,7 +1261,7 @@ async fn records(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::registry::testing::Place;
 
@@ -1317,6 +1317,45 @@ mod tests {
         }
     }
 
+    /// A task of the rounds, boxed to run among others on their runtime.
+    pub(crate) type RoundTask<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+    /// Runs `tasks` on a runtime of two workers, as the rounds' is, while another thread
+    /// holds `validator`'s registry (a slow database write): whether a third task of that
+    /// runtime ran meanwhile. Then lets the registry go and returns what the tasks returned.
+    pub(crate) fn ran_while_the_registry_was_held<T: Send + 'static>(
+        validator: &Arc<Validator>,
+        tasks: Vec<RoundTask<T>>,
+    ) -> (bool, Vec<T>) {
+        let rounds = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (held, holding) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let holder = {
+            let v = validator.clone();
+            std::thread::spawn(move || {
+                let _registry = v.registry();
+                held.send(()).unwrap();
+                let _ = released.recv_timeout(Duration::from_secs(10));
+            })
+        };
+        holding.recv().unwrap();
+        let running: Vec<_> = tasks.into_iter().map(|t| rounds.spawn(t)).collect();
+        let (ran, other) = std::sync::mpsc::channel();
+        rounds.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let _ = ran.send(());
+        });
+        let other_ran = other.recv_timeout(Duration::from_secs(5)).is_ok();
+        release.send(()).unwrap();
+        holder.join().unwrap();
+        let done = running.into_iter().map(|t| rounds.block_on(t).unwrap());
+        (other_ran, done.collect())
+    }
+
     /// A round's task that waits for the registry (held meanwhile by another thread: a slow
     /// database write) holds no worker of the rounds' runtime: with two workers and two such
     /// tasks (a challenge storing its record, a health round reading the GPU's records),
@@ -1341,46 +1380,26 @@ mod tests {
             .register(&agent, ("http://127.0.0.1:9", None), &[claim], 0, 64)
             .unwrap();
         let gpu = validator.registry().gpu("GPU-w").unwrap().unwrap();
-        let rounds = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let (held, holding) = std::sync::mpsc::channel();
-        let (release, released) = std::sync::mpsc::channel::<()>();
-        let holder = {
-            let v = validator.clone();
-            std::thread::spawn(move || {
-                let _registry = v.registry();
-                held.send(()).unwrap();
-                let _ = released.recv_timeout(Duration::from_secs(10));
-            })
-        };
-        holding.recv().unwrap();
         let (v, g) = (validator.clone(), gpu.clone());
-        let challenged = rounds.spawn(async move {
+        let challenged: RoundTask<_> = Box::pin(async move {
             let policy = Policy::per_model_default();
-            v.challenge_registered::<pog_records::Gemm>(&g, &policy, None)
-                .await
+            let record = v
+                .challenge_registered::<pog_records::Gemm>(&g, &policy, None)
+                .await;
+            record.map(|r| !r.accepted && r.failure.is_some())
         });
         let (v, g) = (validator.clone(), gpu);
-        let health = rounds.spawn(async move { v.collect_health_of(&g).await });
-        let (ran, running) = std::sync::mpsc::channel();
-        rounds.spawn(async move {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            ran.send(()).unwrap();
-        });
-        let other_ran = running.recv_timeout(Duration::from_secs(5));
-        release.send(()).unwrap();
-        holder.join().unwrap();
+        let health: RoundTask<_> =
+            Box::pin(async move { v.collect_health_of(&g).await.map(|_| true) });
+        let (other_ran, done) =
+            ran_while_the_registry_was_held(&validator, vec![challenged, health]);
         assert!(
-            other_ran.is_ok(),
+            other_ran,
             "the rounds' runtime ran nothing else while its tasks waited for the registry"
         );
-        // Once the registry is free, both finish with their records stored.
-        let record = rounds.block_on(challenged).unwrap().unwrap();
-        assert!(!record.accepted && record.failure.is_some());
-        rounds.block_on(health).unwrap().unwrap();
+        // Once the registry is free, both finish with their records stored (the challenge's
+        // failed).
+        assert!(done.into_iter().all(|d| d.unwrap()));
         let stored = validator.registry().latest_records("GPU-w", 10).unwrap();
         assert_eq!(stored.len(), 2);
     }
