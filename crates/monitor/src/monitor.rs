@@ -602,10 +602,21 @@ impl Monitor {
             self.settled_now[i] = None;
             return;
         }
+        // Held: flat, and (by the card's τ) less than a sensor step to go; before a τ is
+        // learned, not climbing at the early rule's own slope, however flat its readings (a
+        // die warming 0.2 °C/s reads flat within two sensor steps over the window: the third
+        // cool H100 in its run's first load, GPU-b699410f…).
+        let still_climbing = || {
+            self.responses[i].tau_s().is_none()
+                && self
+                    .slope(signal, window_s)
+                    .is_some_and(|v| v >= EARLY_SLOPE_C_PER_S)
+        };
         if let Some(level) = flat_over(self.last(window_s), signal).filter(|_| {
             self.responses[i]
                 .left_to_settle()
                 .is_none_or(|left| left < SENSOR_STEP_C)
+                && !still_climbing()
         }) {
             self.settled_now[i] = Some(self.settled_now[i].map_or(level, |held| held.min(level)));
         }

@@ -954,19 +954,16 @@ fn an_h100_judged_by_another_h100s_history() {
             show(&alerts)
         );
     }
-    // Judged by the cool card's history, the hot one is told that it throttles from heat,
-    // and that it runs hotter than an H100 should at its load.
+    // Judged by the cool card's history, the hot one is told that it throttles from heat in
+    // its first load (65 s). (It was also told "heating at a steady load" at 72 s, by the early
+    // rule reading its die, still climbing through its first load, as held: the misread that
+    // raised a healthy card's false alarms, `a_die_still_climbing_through_flat_readings_has_not_settled`.)
     let model = Model::train(&cool, &Config::default()).unwrap();
     let alerts = replay(&hot, &Config::default(), Some(model));
     assert!(
-        alerts
-            .iter()
-            .any(|a| a.kind == AlertKind::Throttling && a.message.contains("sw_thermal_slowdown")),
-        "{}",
-        show(&alerts)
-    );
-    assert!(
-        alerts.iter().any(|a| a.kind == AlertKind::ThermalRunaway),
+        alerts.iter().any(|a| a.kind == AlertKind::Throttling
+            && a.message.contains("sw_thermal_slowdown")
+            && a.t <= 70.0),
         "{}",
         show(&alerts)
     );
@@ -1156,6 +1153,18 @@ fn the_multivariate_model_judges_each_temperature_from_this_gpus_own_level() {
     // it from), its raw temperatures as read (the die 38–45 °C against the nearest healthy
     // 53 °C), not taken against this GPU's own level as the envelope terms are.
     quiet_in_rooms(H100_GPU_RUN, H100_COOL_2, &[-5.0, -2.0, 0.0, 2.0, 5.0]);
+}
+
+const H100_COOL_3: &str = include_str!("data/h100-healthy-varied-2.csv");
+
+#[test]
+fn a_die_still_climbing_through_flat_readings_has_not_settled() {
+    // The third cool H100 (GPU-b699410f…) in its run's first load, BF16 at 689–697 W from
+    // 46 s: its die warms 52 → 67 °C without settling, reading 62–64 °C (flat within two
+    // sensor steps over the window) at 57–67 s while climbing 0.2 °C/s, with no τ learned yet
+    // (its run began at idle). Taken as held at 63 °C, 65 °C rising was "heating at a steady
+    // load" at 71 s, in every room, by the second cool H100's history.
+    quiet_in_rooms(H100_COOL_2, H100_COOL_3, &[-5.0, 0.0, 5.0]);
 }
 
 /// The healthy trace `judged`, replayed in rooms `rooms` °C warmer with a model trained on the
