@@ -724,8 +724,8 @@ async fn a_relay_cannot_pass_a_victims_work_off_under_its_own_key() {
     );
 }
 
-/// A real exchange over HTTP at 1024 spot checks, with the plans' 256-byte leaves (INT8: 64
-/// outputs a leaf) over 2048 leaves: the agent's answer is the leaves asked and one
+/// A real exchange over HTTP at 1024 spot checks, with the plans' 256-byte leaves (INT8: 128
+/// outputs a leaf, each by its low 16 bits, since challenge version 8) over 2048 leaves: the agent's answer is the leaves asked and one
 /// multiproof, and the bytes the validator counted from the agent are the commitment plus
 /// exactly what the openings' two base64 fields take for the leaves it drew, plus the signed
 /// envelope. (The H200 plans' sizes follow from the same count over their trees:
@@ -737,7 +737,7 @@ async fn a_real_exchange_answers_1024_checks_in_the_bytes_the_leaves_take() {
     assert_eq!(status, 200);
     let policy = Policy {
         size: 128,
-        batch: 8,
+        batch: 16,
         samples: 1024,
         expected_ms: 60_000.0,
         expiry_ms: 60_000,
@@ -746,7 +746,7 @@ async fn a_real_exchange_answers_1024_checks_in_the_bytes_the_leaves_take() {
     let record = h.v.challenge::<Gemm>("GPU-bytes", &policy).await.unwrap();
     assert!(record.accepted, "{record:?}");
     let c = &record.details.challenge;
-    assert_eq!((c.leaf_elements, c.leaf_count()), (64, 2048));
+    assert_eq!((c.leaf_elements, c.leaf_count()), (128, 2048));
     let outcome = record.outcome.as_ref().unwrap();
     let secret: [u8; 32] = hex::decode(&record.spot_check_secret)
         .unwrap()
