@@ -96,7 +96,8 @@ pub trait ProofKind: Sized + Send + Sync + 'static {
     /// How its exchange runs.
     const EXCHANGE: Exchange;
     /// Its bound is calibrated by its own set-up on the validator's clock
-    /// ([`ProofKind::expected_after_set_up`]): the host's fastest accepted set-up is kept, so
+    /// ([`ProofKind::expected_after_set_up`]): the host's fastest set-up of a round that
+    /// checked out (every spot check right, in time or not) is kept, so
     /// that a slowed one buys no looser bound (`pog_validator::set_up_pace`).
     const CALIBRATES_BY_SET_UP: bool = false;
     /// The challenge as issued, signed and recorded.

@@ -52,7 +52,7 @@ CREATE INDEX IF NOT EXISTS slot_claims_open ON slot_claims (done, lease_until_ms
 /// owners (`agents.token_owner`); 4: their hosts' storage claims (`agents.storage_bytes`,
 /// `agents.storage_class`); 5: their hosts' RAM claims (`agents.ram_bytes`); 6: a GPU's
 /// registration change not yet on record (`gpus.unrecorded`); 7: releases not yet on record
-/// (`unrecorded_releases`); 8: each host's fastest accepted set-up per proof shape
+/// (`unrecorded_releases`); 8: each host's fastest genuine set-up per proof shape
 /// (`set_up_paces`, [`crate::set_up_pace`]).
 pub const SQLITE_SCHEMA_VERSION: i64 = 8;
 
@@ -342,7 +342,7 @@ impl Registry {
         }
     }
 
-    /// The fastest accepted set-up on record for a proof shape of one host
+    /// The fastest genuine set-up on record for a proof shape of one host
     /// ([`crate::set_up_pace::SetUpPaces::key`]), ms.
     pub fn fastest_set_up(&self, key: &str) -> Result<Option<f64>, RegistryError> {
         match &self.db {
@@ -753,7 +753,7 @@ impl Sqlite {
             )?;
         }
         if found < 8 {
-            // Version 8: the fastest accepted set-up of each host and proof shape, kept across
+            // Version 8: the fastest genuine set-up of each host and proof shape, kept across
             // restarts and shared by the validators on the database.
             db.execute_batch(
                 "CREATE TABLE set_up_paces (key TEXT PRIMARY KEY, fastest_ms REAL NOT NULL);

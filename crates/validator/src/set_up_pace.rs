@@ -1,12 +1,16 @@
-//! Each host's fastest accepted set-up, per proof shape (issue 23). A proof that calibrates its
+//! Each host's fastest genuine set-up, per proof shape (issue 23). A proof that calibrates its
 //! bound by its own set-up on the validator's clock (the proof of CPU's half-load calibration,
 //! the proof of RAM's build) lets a host that sets up slower than it can widen its own bound:
 //! a noisy 16-vCPU VM claiming twice its threads passed one round in ten when its calibration
 //! happened to run 1.4 times slower than its others (2026-12-05, docs/protocol.md), and a host
-//! could slow it on purpose. Once a host has passed with a set-up of one shape, its later
-//! set-ups of that shape count as at most [`SET_UP_SLACK`] times its fastest: a slowed set-up
-//! no longer buys a looser bound, while an honest host's set-ups, which vary by less, are
-//! judged as measured. Kept in memory and in the registry (`set_up_paces`): a restarted
+//! could slow it on purpose. Once a round of one shape has checked out (every spot check
+//! right, the set-up's lanes or data set included, whether or not it was in time), the host's
+//! later set-ups of that shape count as at most [`SET_UP_SLACK`] times its fastest: a slowed
+//! set-up no longer buys a looser bound, while an honest host's set-ups, which vary by less,
+//! are judged as measured. A round late on time counts too: its set-up was real work all the
+//! same, and a host claiming twice its threads is late in every round its calibration ran at
+//! its usual pace, so without those its pace would only ever come from the one round in ten
+//! whose calibration ran slow, the very round it should not come from. Kept in memory and in the registry (`set_up_paces`): a restarted
 //! validator takes a host's pace up at its first round of that shape, and a validator on a
 //! fleet's database at every round, since another may have seen a faster set-up; without it a
 //! host slowing its calibration had a fresh first round after each restart and with each
@@ -17,14 +21,14 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::Mutex;
 
-/// How much slower than its fastest accepted set-up a host's set-up may count. The H100 VM's
+/// How much slower than its fastest genuine set-up a host's set-up may count. The H100 VM's
 /// half-load calibrations varied by 1.19 times over ten honest runs, and its slowest timed
 /// phase took 1.38 times its fastest calibration, under the proof of CPU's 1.65; a host with
 /// half the threads it claims needs 2.0, so it would need a set-up counted 1.21 times its
 /// fastest to pass, and gets 1.1.
 pub const SET_UP_SLACK: f64 = 1.1;
 
-/// The fastest accepted set-up of each host and proof shape.
+/// The fastest genuine set-up (of a round that checked out) of each host and proof shape.
 #[derive(Debug, Default)]
 pub struct SetUpPaces {
     fastest_ms: Mutex<HashMap<String, f64>>,
@@ -41,7 +45,8 @@ impl SetUpPaces {
     }
 
     /// The set-up time a round is judged by: the one measured, at most [`SET_UP_SLACK`] times
-    /// the fastest this host passed with in this shape; `None` when none was measured.
+    /// the fastest this host's rounds of this shape checked out with; `None` when none was
+    /// measured.
     pub fn judged(&self, key: &str, measured_ms: Option<f64>) -> Option<f64> {
         let measured = measured_ms?;
         let fastest = self.lock().get(key).copied();
@@ -53,9 +58,9 @@ impl SetUpPaces {
         self.lock().contains_key(key)
     }
 
-    /// Notes the set-up of a round that passed, `measured_ms` on the validator's clock (or
-    /// the fastest on record, taken up).
-    pub fn passed(&self, key: String, measured_ms: f64) {
+    /// Notes the set-up of a round whose spot checks all passed (in time or late),
+    /// `measured_ms` on the validator's clock (or the fastest on record, taken up).
+    pub fn checked_out(&self, key: String, measured_ms: f64) {
         if measured_ms.is_finite() && measured_ms > 0.0 {
             let mut fastest = self.lock();
             let entry = fastest.entry(key).or_insert(measured_ms);
@@ -75,17 +80,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_set_up_counts_at_most_a_little_slower_than_the_fastest_that_passed() {
+    fn a_set_up_counts_at_most_a_little_slower_than_the_fastest_that_checked_out() {
         let paces = SetUpPaces::default();
         let agent = PublicKey::from([7; 32]);
         let key = SetUpPaces::key("cpu", &agent, &(16u32, 1u64 << 20));
-        // Nothing passed yet: as measured.
+        // Nothing checked out yet: as measured.
         assert_eq!(paces.judged(&key, Some(335.0)), Some(335.0));
         assert_eq!(paces.judged(&key, None), None);
-        paces.passed(key.clone(), 240.0);
-        paces.passed(key.clone(), 225.0);
-        paces.passed(key.clone(), 262.0);
-        paces.passed(key.clone(), f64::NAN);
+        paces.checked_out(key.clone(), 240.0);
+        paces.checked_out(key.clone(), 225.0);
+        paces.checked_out(key.clone(), 262.0);
+        paces.checked_out(key.clone(), f64::NAN);
         // A calibration 1.5 times the fastest counts as 1.1 times it; a faster one as itself.
         assert!((paces.judged(&key, Some(335.0)).unwrap() - 247.5).abs() < 1e-9);
         assert_eq!(paces.judged(&key, Some(238.0)), Some(238.0));

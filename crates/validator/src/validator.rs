@@ -285,7 +285,7 @@ pub struct Validator {
     proofs: crate::metrics::Proofs,
     /// Each agent's storage data set, sent, being built or kept ([`crate::storage`]).
     datasets: crate::datasets::Datasets,
-    /// Each host's fastest accepted set-up per proof shape, which bounds how slow a later
+    /// Each host's fastest genuine set-up per proof shape, which bounds how slow a later
     /// set-up may count ([`crate::set_up_pace`]).
     set_up_paces: crate::set_up_pace::SetUpPaces,
     /// Held while releases' records are written ([`Validator::record_releases`]), so that
@@ -627,7 +627,7 @@ impl Validator {
             };
             // Judged against the kind's time once its set-up (if any) has run: a kind that
             // calibrates in its set-up is judged against what that took, counted at most a
-            // little slower than the host's fastest that passed ([`crate::set_up_pace`]).
+            // little slower than the host's fastest that checked out ([`crate::set_up_pace`]).
             let session = |window, judged_set_up_ms| {
                 ValidatorSession::timed(
                     id.clone(),
@@ -745,7 +745,12 @@ impl Validator {
         self.records
             .unblocked(|| self.store((&id, slot), record.accepted, &record))
             .await?;
-        if let Some(ms) = set_up_ms.filter(|_| record.accepted && K::CALIBRATES_BY_SET_UP) {
+        // Every spot check right, in time or late: the set-up was the host's real pace.
+        let checked_out = record
+            .outcome
+            .as_ref()
+            .is_some_and(|o| o.checked > 0 && o.wrong() == 0);
+        if let Some(ms) = set_up_ms.filter(|_| checked_out && K::CALIBRATES_BY_SET_UP) {
             let noted = self
                 .records
                 .unblocked(|| self.registry().note_set_up(&pace_key, ms))
@@ -753,7 +758,7 @@ impl Validator {
             if let Err(e) = noted {
                 tracing::warn!(error = %e, gpu = uuid, "the host's set-up could not be kept in the registry: kept in memory only");
             }
-            self.set_up_paces.passed(pace_key, ms);
+            self.set_up_paces.checked_out(pace_key, ms);
         }
         self.proofs.note(
             &gpu.uuid,
@@ -786,7 +791,7 @@ impl Validator {
             })
             .await;
         match fastest {
-            Ok(Some(ms)) => self.set_up_paces.passed(key.to_string(), ms),
+            Ok(Some(ms)) => self.set_up_paces.checked_out(key.to_string(), ms),
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "the hosts' set-up paces could not be read: judged by this validator's own")

@@ -3,7 +3,7 @@
 //! host after its GPUs, on the first GPU of each agent. An honest host passes; one claiming
 //! twice the threads it runs on fails on time; one skipping work fails its spot checks; a
 //! challenge beyond the agent's threads is refused before any work; one that calibrated fast
-//! once cannot widen its bound by calibrating slowly.
+//! once, in a round in time or a late one, cannot widen its bound by calibrating slowly.
 
 mod common;
 
@@ -82,7 +82,7 @@ async fn a_host_running_its_lanes_on_fewer_threads_than_it_claims_fails_on_time(
     // Judged over five rounds, as the schedule judges a host: one round's calibration can run
     // slow on a shared machine (CI once saw it 1.43 times the timed phase's lane, and the
     // cheat passed at 0.93), but a slow calibration is rare, and once the host has passed, its
-    // later calibrations count at most 1.1 times its fastest that passed.
+    // later calibrations count at most 1.1 times its fastest whose round checked out.
     const ROUNDS: usize = 5;
     let mut rejected = Vec::new();
     let mut ratios = Vec::new();
@@ -148,7 +148,7 @@ async fn a_host_that_calibrated_fast_cannot_widen_its_bound_by_calibrating_slowl
             .await
             .unwrap();
     // The record keeps the calibration as measured; the bound counts it as at most 1.1 times
-    // the fastest that passed (without that, the bound would have grown by 1.5 × 1.5 s, up to
+    // the fastest that checked out (without that, the bound would have grown by 1.5 × 1.5 s, up to
     // the plan's ceiling).
     let judged_by_the_fast_pace = |slowed: &CpuRecord| {
         let measured = slowed.details.calibration_ms.unwrap();
@@ -170,6 +170,67 @@ async fn a_host_that_calibrated_fast_cannot_widen_its_bound_by_calibrating_slowl
             .challenge::<HostCpu>("GPU-pace", &policy())
             .await
             .unwrap(),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_late_in_its_rounds_cannot_widen_its_bound_by_calibrating_slowly() {
+    let _alone = TIMED.lock().await;
+    use std::sync::atomic::{AtomicU8, Ordering};
+    use std::sync::Arc;
+    let h = Harness::new().serve().await;
+    // First the timed phase's answer comes late (a host claiming more threads than it has, at
+    // its usual calibration pace: late with every segment right), then the calibration's,
+    // 1.5 s (the same host slowing its set-up to be judged against a longer one).
+    const LATE_COMMITMENT: u8 = 0;
+    const SLOW_CALIBRATION: u8 = 1;
+    let phase = Arc::new(AtomicU8::new(LATE_COMMITMENT));
+    let seen = phase.clone();
+    h.agent(38, vec![claim("GPU-late")])
+        .claiming_cores(1)
+        .routed(move |router| {
+            router.layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    // Late by 400 ms: past the bound of a 1-lane test calibration (about
+                    // 50 ms), within the validator's wait for a commitment.
+                    let (slowed, by_ms) = match seen.load(Ordering::SeqCst) {
+                        LATE_COMMITMENT => ("/v1/cpu/start", 400),
+                        _ => ("/v1/cpu/calibrate", 1500),
+                    };
+                    async move {
+                        let slow = request.uri().path() == slowed;
+                        let response = next.run(request).await;
+                        if slow {
+                            tokio::time::sleep(std::time::Duration::from_millis(by_ms)).await;
+                        }
+                        response
+                    }
+                },
+            ))
+        })
+        .await;
+    let late =
+        h.v.challenge::<HostCpu>("GPU-late", &policy())
+            .await
+            .unwrap();
+    let outcome = late.outcome.as_ref().expect("a verdict");
+    assert!(!late.accepted, "late by 400 ms: {outcome:?}");
+    assert_eq!(outcome.wrong(), 0, "every segment right: {outcome:?}");
+    phase.store(SLOW_CALIBRATION, Ordering::SeqCst);
+    let slowed =
+        h.v.challenge::<HostCpu>("GPU-late", &policy())
+            .await
+            .unwrap();
+    // The late round's calibration was the host's real pace: the slowed one counts at most
+    // 1.1 times it (before, only an accepted round set the pace, so the slowed calibration
+    // was judged as measured, its bound 1.5 times 1.5 s and more).
+    assert!(slowed.details.calibration_ms.unwrap() >= 1500.0);
+    assert!(
+        slowed.expected_ms
+            <= late.expected_ms * pog_validator::set_up_pace::SET_UP_SLACK * (1.0 + 1e-9),
+        "{} against {}",
+        slowed.expected_ms,
+        late.expected_ms
     );
 }
 
