@@ -936,6 +936,62 @@ mod tests {
     }
 
     #[test]
+    fn every_healthy_recording_of_minutes_of_varied_work_is_not_thin() {
+        // The recordings `evaluate` trains on in turn and judges others by (docs/monitor.md,
+        // "A history too thin to judge a die by"): each held idle and its work long enough,
+        // so each is judged as a rich history; only the 60-s bench-load trace is thin.
+        // `--nocapture` prints the loads each one's die held, as that table gives them.
+        for (name, text) in [
+            (
+                "h200-healthy.csv",
+                include_str!("../tests/data/h200-healthy.csv"),
+            ),
+            (
+                "h200-healthy-2.csv",
+                include_str!("../tests/data/h200-healthy-2.csv"),
+            ),
+            (
+                "h200-healthy-3.csv",
+                include_str!("../tests/data/h200-healthy-3.csv"),
+            ),
+            (
+                "h200-healthy-varied.csv",
+                include_str!("../tests/data/h200-healthy-varied.csv"),
+            ),
+            (
+                "h200-healthy-varied-2.csv",
+                include_str!("../tests/data/h200-healthy-varied-2.csv"),
+            ),
+            (
+                "h100-varied.csv",
+                include_str!("../tests/data/h100-varied.csv"),
+            ),
+            (
+                "h100-gpu-run.csv",
+                include_str!("../tests/data/h100-gpu-run.csv"),
+            ),
+            (
+                "h100-healthy-varied.csv",
+                include_str!("../tests/data/h100-healthy-varied.csv"),
+            ),
+            (
+                "h100-healthy-varied-2.csv",
+                include_str!("../tests/data/h100-healthy-varied-2.csv"),
+            ),
+        ] {
+            let history = parse_trace(text).unwrap();
+            let coverage = Model::train(&history, &Config::default()).unwrap().coverage;
+            let held: Vec<String> = coverage
+                .loads()
+                .iter()
+                .map(|l| format!("{:.0}-{:.0} W {:.0} s", l.from_w, l.to_w, l.held_s))
+                .collect();
+            eprintln!("{name}: {:.0} s, held {}", coverage.span_s, held.join(", "));
+            assert!(!coverage.is_thin(), "{name}: {:?}", coverage.thin());
+        }
+    }
+
+    #[test]
     fn learns_load_conditioned_baselines_from_the_h200_trace() {
         let model = Model::train(&healthy(), &Config::default()).unwrap();
         let busy = LoadState {

@@ -197,6 +197,7 @@ fn both_formats_follow_their_rules() {
             "{format:?}:\n{page}"
         );
         assert!(page.contains("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L17{"));
+        assert!(page.contains("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{"));
     }
 }
 

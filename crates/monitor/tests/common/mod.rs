@@ -1,12 +1,12 @@
 //! A `/metrics` page with every series pog can write: a simulated host of two GPUs, the first
 //! with every field read (its sample a row of the real H200 trace, the fields the trace lacks
-//! filled in, 18 NVLink links, proofs timed), the second without NVLink and unsampled; and
-//! where promtool is.
+//! filled in, 18 NVLink links, every GPM profiling metric, proofs timed), the second without
+//! NVLink and unsampled; and where promtool is.
 
 use pog_monitor::prometheus::{
     render, Format, GpuIdentity, GpuMetrics, LastProofRatio, SamplerHealth,
 };
-use pog_monitor::{parse_trace, NvLinkSample, NvLinks, Sample};
+use pog_monitor::{parse_trace, NvLinkSample, NvLinks, Profiling, Sample};
 
 fn identity(index: u32) -> GpuIdentity {
     GpuIdentity {
@@ -49,6 +49,21 @@ pub fn every_field() -> Sample {
             })
             .collect(),
         bandwidth_mbs: Some(4096.0),
+    });
+    // An H200 at a BF16 GEMM, as GPM reports it in DCGM's units (ratios, bytes per second).
+    s.profiling = Some(Profiling {
+        gr_engine_active: Some(0.99),
+        sm_active: Some(0.985),
+        sm_occupancy: Some(0.125),
+        tensor_active: Some(0.71),
+        dram_active: Some(0.22),
+        fp64_active: Some(0.0),
+        fp32_active: Some(0.015),
+        fp16_active: Some(0.0),
+        pcie_tx_bytes_s: Some(3_145_728.0),
+        pcie_rx_bytes_s: Some(2_097_152.0),
+        nvlink_tx_bytes_s: Some(1.5e9),
+        nvlink_rx_bytes_s: Some(1.4e9),
     });
     s
 }
