@@ -978,6 +978,10 @@ mod tests {
                 "h100-healthy-varied-2.csv",
                 include_str!("../tests/data/h100-healthy-varied-2.csv"),
             ),
+            (
+                "h100-healthy-varied-3.csv",
+                include_str!("../tests/data/h100-healthy-varied-3.csv"),
+            ),
         ] {
             let history = parse_trace(text).unwrap();
             let coverage = Model::train(&history, &Config::default()).unwrap().coverage;
