@@ -95,8 +95,10 @@ const CAP_STEADY_S: f64 = 4.0;
 /// ([`Monitor::room_shape`]) ...
 const ROOM_FIT_S: f64 = 60.0;
 
-/// ... and the fewest: a first-order approach needs its curve seen.
-const ROOM_FIT_MIN_S: f64 = 15.0;
+/// ... and the fewest: a first-order approach needs its curve seen (a room's 20-s approach,
+/// read in whole degrees, fits a straight line as well for its first 15 s). A rise younger
+/// than this is held only where the memory rose as far as the die ([`Monitor::room_too_young`]).
+const ROOM_FIT_MIN_S: f64 = 20.0;
 
 /// The time constants (seconds) a rise from a change of room is fitted with: a step of the air
 /// reaches the die through its heat sink over tens of seconds (the evaluation's rooms: 20 s);
@@ -791,18 +793,48 @@ impl Monitor {
         stretch.into_iter().map(|(t, v)| (t - t0, v)).collect()
     }
 
-    /// Whether a temperature `excess` °C above the hottest expected rose as a change of room
-    /// moves it: at a steady power, flat now (its slope
+    /// A temperature's (`i`: 0 the die, 1 the memory) readings at the steady power it holds
+    /// now (at most [`ROOM_FIT_S`] of them), from its last reading at or below the level it
+    /// held at this load (`rises[i]` below the latest) where it has one: seconds since the
+    /// first, °C. A cooling failing after the die held heats from there in a straight line.
+    fn rise(&self, i: usize, signal: Signal, rises: [Option<f64>; 2]) -> Vec<(f64, f64)> {
+        let points = self.steady_stretch(signal, ROOM_FIT_S);
+        let held_c = rises[i].zip(points.last()).map(|(rise, p)| p.1 - rise);
+        match held_c.and_then(|held| points.iter().rposition(|p| p.1 <= held)) {
+            Some(k) => {
+                let t0 = points[k].0;
+                points[k..].iter().map(|&(t, v)| (t - t0, v)).collect()
+            }
+            None => points,
+        }
+    }
+
+    /// Whether a temperature's (`i`) rise at a steady power ([`Monitor::rise`]) is too young
+    /// for its shape to tell ([`ROOM_FIT_MIN_S`]) and both temperatures rose alike, the
+    /// memory as far as the die or further ([`room_alike`]): a room's first seconds (a
+    /// cooling failing heats the die, the memory after it). Its warning waits, at most that
+    /// long from the rise's start, for the shape.
+    fn room_too_young(&self, i: usize, signal: Signal, rises: [Option<f64>; 2]) -> bool {
+        let young = self.power_steady(self.config.slope_window_s)
+            && self
+                .rise(i, signal, rises)
+                .last()
+                .is_some_and(|&(span_s, _)| span_s < ROOM_FIT_MIN_S);
+        young && room_alike(rises).is_some_and(|[die, mem]| mem >= die - SENSOR_STEP_C / 2.0)
+    }
+
+    /// Whether a temperature (`i`: 0 the die, 1 the memory) `excess` °C above the hottest
+    /// expected rose as a change of room moves it: at a steady power, flat now (its slope
     /// over the slope window within [`ROOM_FLAT_C_PER_S`], its readings within a sensor
     /// step), or still rising as a first-order approach does (its readings at this power,
     /// [`ROOM_FIT_MIN_S`] to [`ROOM_FIT_S`] of them, fitted by [`fit_step`] within
-    /// [`MAX_RMS_C`] with a time constant short of [`ROOM_TAU_S`]'s longest: decelerating)
-    /// toward a level under the critical excess; with fewer seconds at this power, where the
-    /// memory rose as far as the die (`rises`, [`room_alike`]). Returns how far (°C) it still
-    /// has to rise. A cooling failing at a steady rate heats in a straight line, the longest
-    /// τ's fit, and the die ahead of its memory.
+    /// [`MAX_RMS_C`] with a time constant short of [`ROOM_TAU_S`]'s longest: decelerating;
+    /// from its last reading at or below where it held at this load, `rises[i]` below now)
+    /// toward a level under the critical excess. Returns how far (°C) it still has to rise. A
+    /// cooling failing at a steady rate heats in a straight line, the longest τ's fit.
     fn room_shape(
         &self,
+        i: usize,
         signal: Signal,
         excess: f64,
         critical: f64,
@@ -819,14 +851,10 @@ impl Monitor {
         if flat {
             return Some(0.0);
         }
-        let points = self.steady_stretch(signal, ROOM_FIT_S);
+        let points = self.rise(i, signal, rises);
         let (&(_, now), &(span_s, _)) = (points.last()?, points.last()?);
         if span_s < ROOM_FIT_MIN_S {
-            // Too few seconds at this power to see a curve: the memory risen as far as the
-            // die is a room's (a cooling failing heats the die, the memory after it).
-            return room_alike(rises)
-                .filter(|[die, mem]| mem >= die)
-                .map(|_| 0.0);
+            return None;
         }
         let (short, long) = ROOM_TAU_S;
         let taus = (0..)
@@ -843,11 +871,13 @@ impl Monitor {
     }
 
     /// Whether a thermal warning on a temperature (`i`: 0 the die, 1 the memory) is held as a
-    /// change of room: one is suspected ([`RoomStep`], begun here where both temperatures
+    /// change of room: one is suspected ([`RoomStep`], begun here, outside a spell of thermal
+    /// warnings already said ([`RESAY_S`]), where both temperatures
     /// rose alike above where they held at this load and this one's shape is a room's,
     /// [`Monitor::room_shape`]) and, judged from its provisional new level, neither the margin
-    /// rule nor the early rule would speak, nor does it keep heating past the room's step at a
-    /// steady power without slowing as a first-order approach does.
+    /// rule nor the early rule would speak, nor has it risen half the margin past the room's
+    /// step (as far as a room's shape showed it, at any load), nor does it keep heating past
+    /// that step at a steady power without slowing as a first-order approach does.
     fn room_holds(
         &mut self,
         i: usize,
@@ -863,22 +893,43 @@ impl Monitor {
         let Some(excess) = judged.excess else {
             return false;
         };
-        if self.room_step.is_none() {
-            let (Some(left), Some(alike)) = (
-                self.room_shape(signal, excess, critical, rises),
-                room_alike(rises),
-            ) else {
-                return false;
-            };
-            self.room_step = Some(RoomStep {
-                since_t: t,
-                step_c: alike.map(|x| x + left),
-            });
+        // Not within a spell of thermal warnings already said: the room was not the story.
+        let in_spell = self.thermal_spells.iter().any(|spell| {
+            spell
+                .last_t
+                .is_some_and(|last| t >= last && t - last < RESAY_S)
+        });
+        // Shaped as a room now: the step begins, or grows as far as this shape shows.
+        if let (Some(left), Some(alike)) = (
+            self.room_shape(i, signal, excess, critical, rises),
+            room_alike(rises),
+        ) {
+            let seen = alike.map(|x| x + left);
+            match self.room_step.as_mut() {
+                Some(step) => {
+                    for (was, now) in step.step_c.iter_mut().zip(seen) {
+                        *was = was.max(now);
+                    }
+                }
+                None if !in_spell => {
+                    self.room_step = Some(RoomStep {
+                        since_t: t,
+                        step_c: seen,
+                    })
+                }
+                None => {}
+            }
         }
         let Some(step) = self.room_step else {
-            return false;
+            let young = !in_spell && self.room_too_young(i, signal, rises);
+            if young {
+                self.room_held_since[i].get_or_insert(t);
+            }
+            return young;
         };
         let moved = step.step_c[i];
+        // Risen half the margin past the room's step, at whatever load: not the room.
+        let past_step = rises[i].is_some_and(|rise| rise - moved >= margin / 2.0);
         let over_margin = judged.over_margin && excess - moved >= margin;
         let heating = judged.heating
             && judged
@@ -891,8 +942,10 @@ impl Monitor {
             && self
                 .slope(signal, window_s)
                 .is_some_and(|v| v >= EARLY_SLOPE_C_PER_S)
-            && self.room_shape(signal, excess, critical, rises).is_none();
-        if over_margin || heating || keeps_heating {
+            && self
+                .room_shape(i, signal, excess, critical, rises)
+                .is_none();
+        if over_margin || heating || keeps_heating || past_step {
             return false;
         }
         self.room_held_since[i].get_or_insert(t);
