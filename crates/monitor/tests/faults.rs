@@ -1488,7 +1488,8 @@ fn a_restarted_monitor_keeps_where_the_memory_settled_at_each_load() {
     // the first run (65 °C) until it holds the copy again. Learned afresh (its memory's
     // response not yet shown in the second run), the HBM climbing to 66–68 °C read "4.0 °C
     // above the hottest this GPU should reach at 374 W" (287 or 292 s) in 10 of these 18
-    // restarts.
+    // restarts; in 8 since the GPU's level no longer falls while most of its readings are
+    // refused (`AmbientOffset`).
     let mut afresh = 0;
     for from_s in [100.0, 150.0, 200.0] {
         for room_c in [-2.0, 0.0, 1.0, 1.5, 2.0, 3.0] {
@@ -1501,7 +1502,7 @@ fn a_restarted_monitor_keeps_where_the_memory_settled_at_each_load() {
             afresh += usize::from(!h100_memory_restarted(false, from_s, room_c).is_empty());
         }
     }
-    assert!(afresh >= 10, "afresh: {afresh} restarts said");
+    assert!(afresh >= 8, "afresh: {afresh} restarts said");
 }
 
 /// The hot H100 judged by the cool H100's history, run whole by one monitor, then again from
