@@ -954,9 +954,7 @@ impl Monitor {
 
     /// A suspected change of room ([`RoomStep`]) that has settled: the die flat at a steady
     /// power for [`ROOM_SETTLED_S`], both temperatures still alike above where they held at
-    /// this load, by less than the critical excess less half the margin (a step that far is
-    /// the critical excess's to judge). Both levels move by their rise, and one
-    /// `ambient_shift` line says so.
+    /// this load. Both levels move by their rise, and one `ambient_shift` line says so.
     fn room_settled(&mut self, s: &Sample, p: f64, rises: [Option<f64>; 2]) -> Option<Finding> {
         self.room_step?;
         let window_s = ROOM_SETTLED_S;
@@ -969,11 +967,7 @@ impl Monitor {
         {
             return None;
         }
-        let (margin, critical) = (
-            self.config.thermal_margin_c,
-            self.config.thermal_critical_excess_c,
-        );
-        let moved = room_alike(rises).filter(|m| m.iter().all(|x| *x < critical - margin / 2.0))?;
+        let moved = room_alike(rises)?;
         for (j, by) in moved.iter().enumerate() {
             if let Some(level) = self.ambient[j].as_mut() {
                 level.stepped(s.t, *by);
