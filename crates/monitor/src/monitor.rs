@@ -220,7 +220,7 @@ struct HeldLevel {
     kept: bool,
 }
 
-/// A change of room suspected from the temperatures' shape ([`Monitor::room_like`]): both
+/// A change of room suspected from the temperatures' shape ([`Monitor::room_holds`]): both
 /// rose alike above where they held at the same load, at an unchanged power, the one judged
 /// flat or approaching a level under the critical excess as a first-order response does.
 /// While it lasts, the margin rule and the early rule judge each temperature from its
