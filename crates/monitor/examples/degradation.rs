@@ -17,7 +17,8 @@
 //!   did not raise (same kind within 60 s).
 //!
 //! `EVAL_DAYS=N` shortens the healthy streams and the thermal interface's (default 5);
-//! `EVAL_SHOW=1` prints every degradation alert; `EVAL_SELF=1` runs every monitor without the
+//! `EVAL_SHOW=1` prints every degradation alert; `EVAL_RULES=1` prints the rules' warnings in
+//! the healthy streams, with the room's level then; `EVAL_SELF=1` runs every monitor without the
 //! healthy history (as the agent does): the rules alone, and the watch learning its reference
 //! from each GPU's own first hour.
 
@@ -85,6 +86,9 @@ fn faults(days: f64) -> Vec<(SlowFault, f64, f64)> {
 /// What one replay raised.
 struct Run {
     alerts: Vec<Alert>,
+    /// Per alert: the room's level then and the level it heads to (°C against the
+    /// recording's).
+    rooms: Vec<(f64, f64)>,
     samples: usize,
     seconds: f64,
     /// On healthy streams: the largest departures of the watch from this GPU's reference
@@ -103,6 +107,7 @@ fn replay(
     let mut monitor = Monitor::new(Config::default(), model.cloned());
     let mut rooms = Rooms::new(seed, (2.0 * HOUR, 8.0 * HOUR), 5);
     let mut alerts = Vec::new();
+    let mut room_at = Vec::new();
     let mut samples = 0;
     let t0 = source[0].t;
     let mut last_t = t0;
@@ -114,7 +119,10 @@ fn replay(
         if let Some(f) = fault.as_mut() {
             f.apply(&mut s);
         }
-        alerts.extend(monitor.push(&s));
+        for a in monitor.push(&s) {
+            room_at.push((rooms.level_at(s.t), rooms.level_at(s.t + 1e6)));
+            alerts.push(a);
+        }
         samples += 1;
         last_t = s.t;
     }
@@ -154,6 +162,7 @@ fn replay(
     }
     Run {
         alerts,
+        rooms: room_at,
         samples,
         seconds: last_t - t0,
         margins,
@@ -178,6 +187,7 @@ fn main() {
         .and_then(|d| d.parse().ok())
         .unwrap_or(5.0);
     let show = std::env::var("EVAL_SHOW").is_ok();
+    let show_rules = std::env::var("EVAL_RULES").is_ok();
     // Without a healthy history: the rules alone, the watch learning from each GPU's own
     // first hour.
     let own = std::env::var("EVAL_SELF").is_ok();
@@ -249,6 +259,18 @@ fn main() {
         );
         for a in &degradation {
             println!("  false alarm t={} {}", hours(a.t), a.message);
+        }
+        if show_rules {
+            let rule_alarms = healthy.alerts.iter().zip(&healthy.rooms);
+            for (a, (room, to)) in rule_alarms.filter(|(a, _)| is_rule_alarm(a)) {
+                println!(
+                    "  rules t={} (room {room:+.1} °C, heading to {to:+.0}) {} {} {}",
+                    hours(a.t),
+                    a.kind.name(),
+                    a.severity.name(),
+                    a.message
+                );
+            }
         }
         fa += degradation.len();
         healthy_s += healthy.seconds;

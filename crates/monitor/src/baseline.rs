@@ -75,6 +75,9 @@ pub struct AmbientOffset {
     warm: Vec<f64>,
     offset: Option<f64>,
     recent: VecDeque<(f64, f64)>,
+    /// The times of the readings of the last [`TRACK_WINDOW_S`] not admitted (already well
+    /// above the level).
+    refused: VecDeque<f64>,
     target: Option<f64>,
     retarget_t: f64,
     last_t: Option<f64>,
@@ -97,6 +100,7 @@ impl AmbientOffset {
             warm: Vec::new(),
             offset: None,
             recent: VecDeque::new(),
+            refused: VecDeque::new(),
             target: None,
             retarget_t: f64::NEG_INFINITY,
             last_t: None,
@@ -199,6 +203,8 @@ impl AmbientOffset {
         };
         if admit {
             self.recent.push_back((t, residual));
+        } else {
+            self.refused.push_back(t);
         }
         while self
             .recent
@@ -206,6 +212,13 @@ impl AmbientOffset {
             .is_some_and(|(t0, _)| t - t0 > TRACK_WINDOW_S)
         {
             self.recent.pop_front();
+        }
+        while self
+            .refused
+            .front()
+            .is_some_and(|t0| t - t0 > TRACK_WINDOW_S)
+        {
+            self.refused.pop_front();
         }
         if t - self.retarget_t >= RETARGET_S || t < self.retarget_t {
             self.retarget_t = t;
@@ -218,8 +231,16 @@ impl AmbientOffset {
                 .map(|q| q - self.reference);
         }
         if let Some(target) = self.target {
-            let step =
-                (target - offset).clamp(-FALL_C_PER_MIN / 60.0 * dt, RISE_C_PER_MIN / 60.0 * dt);
+            // Most readings lately refused (well above the level: a warmer room not yet said,
+            // or a failing cooler): those admitted are the coolest few, and the level does not
+            // fall on their word (it fell 7 °C as a room warmed 7 °C, in the degradation
+            // example's bench-load stream, and judged the next step 20 °C too hot).
+            let fall = if self.refused.len() > self.recent.len() {
+                0.0
+            } else {
+                FALL_C_PER_MIN / 60.0 * dt
+            };
+            let step = (target - offset).clamp(-fall, RISE_C_PER_MIN / 60.0 * dt);
             self.offset = Some(offset + step);
             self.learned_s += dt;
         }
@@ -276,6 +297,21 @@ impl AmbientOffset {
         self.take_level(t)
     }
 
+    /// The room moved this GPU by `by_c` °C, as its temperatures' shape showed (both rose
+    /// alike at an unchanged power, then held flat: `Monitor`'s change of room): the offset
+    /// moves as much at once, and the readings learned before are forgotten. Returns the shift
+    /// in °C; `None` during the warm-up (the allowance still holds) or for a shift not finite.
+    pub fn stepped(&mut self, t: f64, by_c: f64) -> Option<f64> {
+        let offset = self.offset.filter(|_| by_c.is_finite())?;
+        self.offset = Some(offset + by_c);
+        self.recent.clear();
+        self.refused.clear();
+        self.target = None;
+        self.retarget_t = t;
+        self.learned_s = 0.0;
+        Some(by_c)
+    }
+
     /// Moves the offset to the 90th percentile of the readings of the last [`SETTLE_S`],
     /// forgetting those learned before: the shift in °C.
     fn take_level(&mut self, t: f64) -> Option<f64> {
@@ -284,6 +320,7 @@ impl AmbientOffset {
         let new = quantile(&values, 0.9)? - self.reference;
         self.offset = Some(new);
         self.recent = self.lately.drain(..).collect();
+        self.refused.clear();
         self.target = None;
         self.retarget_t = t;
         self.learned_s = 0.0;
@@ -297,6 +334,7 @@ impl AmbientOffset {
             self.first_t = None;
         }
         self.recent.clear();
+        self.refused.clear();
         self.target = None;
         self.retarget_t = f64::NEG_INFINITY;
         self.last_t = None;
@@ -407,5 +445,36 @@ mod tests {
             hot.observe(f64::from(i), 25.0, false);
             assert_eq!(hot.settled(f64::from(i), 18.0, bounds, Some(0.0)), None);
         }
+    }
+
+    #[test]
+    fn the_level_does_not_fall_on_the_word_of_the_few_readings_admitted() {
+        // Learned at +2 °C; then the room warms 7 °C: most readings are refused (well above
+        // the level), a few cool ones (a load step's first second) admitted at 0 °C. The level
+        // holds where it was; it falls (at 1 °C a minute) only where the readings admitted
+        // are most of them.
+        let run = |refused_per_admitted: usize| {
+            let mut level = AmbientOffset::new(0.0);
+            let mut t = 0.0;
+            for _ in 0..120 {
+                level.observe(t, 2.0, true);
+                t += 0.5;
+            }
+            assert_eq!(level.offset(), Some(2.0));
+            for k in 0..1200 {
+                if k % (refused_per_admitted + 1) == 0 {
+                    level.observe(t, 0.0, true);
+                } else {
+                    level.observe(t, 9.0, false);
+                }
+                t += 0.5;
+            }
+            level.offset().expect("learned")
+        };
+        assert_eq!(run(5), 2.0, "held where most readings are refused");
+        assert!(
+            run(0) < 1.0,
+            "follows the readings down where all are admitted"
+        );
     }
 }

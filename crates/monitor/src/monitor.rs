@@ -10,7 +10,7 @@ use crate::model::{
     FOREST_FEATURES, SENSOR_STEP_C, STEADY_FRACTION, STEADY_POWER_FRACTION,
 };
 use crate::response::{
-    KeptHeldLevels, KeptResponse, ResponseResumeError, ThermalResponse, MAX_RMS_C,
+    fit_step, KeptHeldLevels, KeptResponse, ResponseResumeError, ThermalResponse, MAX_RMS_C,
 };
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{median, theil_sen};
@@ -91,6 +91,39 @@ const SWING_S: f64 = 40.0;
 /// at least four readings at the default 1 s interval.
 const CAP_STEADY_S: f64 = 4.0;
 
+/// The most seconds of readings at one steady power the shape of a rise is fitted on
+/// ([`Monitor::room_shape`]) ...
+const ROOM_FIT_S: f64 = 60.0;
+
+/// ... and the fewest: a first-order approach needs its curve seen (a room's 20-s approach,
+/// read in whole degrees, fits a straight line as well for its first 15 s). A rise younger
+/// than this is held only where the memory rose as far as the die ([`Monitor::room_too_young`]).
+const ROOM_FIT_MIN_S: f64 = 20.0;
+
+/// The time constants (seconds) a rise from a change of room is fitted with: a step of the air
+/// reaches the die through its heat sink over tens of seconds (the evaluation's rooms: 20 s);
+/// a fit at the longest is a straight line, a cooling failing at a steady rate.
+const ROOM_TAU_S: (f64, f64) = (2.0, 60.0);
+
+/// A temperature whose Theil–Sen slope over the slope window stays within this (°C/s) at a
+/// steady power is flat for a change of room ([`Monitor::room_shape`]).
+const ROOM_FLAT_C_PER_S: f64 = 0.05;
+
+/// °C two temperatures' rises may differ by and still be one change of room
+/// ([`room_alike`]): each is a whole-degree reading against a median of them, half a sensor
+/// step off either way.
+const ROOM_ALIKE_C: f64 = 1.5;
+
+/// Seconds the die must hold flat at a steady power (its Theil–Sen slope within
+/// [`ROOM_FLAT_C_PER_S`], its readings within a sensor step either way) for a suspected
+/// change of room to be said ([`Monitor::room_settled`]): a first-order approach still has at
+/// most about three sensor steps to go when it rose less than two over this long.
+const ROOM_SETTLED_S: f64 = 20.0;
+
+/// Seconds a change of room suspected from the temperatures' shape ([`RoomStep`]) holds the
+/// thermal warnings before it is said (flat) or given up: past this, they speak again.
+const ROOM_HOLD_S: f64 = 300.0;
+
 /// No sample for this many seconds, at least, is a gap ...
 const GAP_MIN_S: f64 = 30.0;
 
@@ -158,6 +191,11 @@ pub struct Monitor {
     /// ([`Monitor::held_level_at`]), and its kept offset moves as much
     /// ([`AmbientOffset::moved_by`]).
     kept_moved_c: [Option<f64>; 2],
+    /// A change of room suspected from the temperatures' shape, not yet said.
+    room_step: Option<RoomStep>,
+    /// Per temperature (die, memory): since when a suspected change of room held its thermal
+    /// warning (said with the warning if it speaks after all).
+    room_held_since: [Option<f64>; 2],
     /// The time of the last sample and the latest intervals between samples, for gaps.
     last_t: Option<f64>,
     intervals: VecDeque<f64>,
@@ -180,6 +218,19 @@ struct HeldLevel {
     /// Kept from an earlier run ([`Monitor::resume_response`]) and not yet held in this one:
     /// the die's first hold here takes its level afresh.
     kept: bool,
+}
+
+/// A change of room suspected from the temperatures' shape ([`Monitor::room_holds`]): both
+/// rose alike above where they held at the same load, at an unchanged power, the one judged
+/// flat or approaching a level under the critical excess as a first-order response does.
+/// While it lasts, the margin rule and the early rule judge each temperature from its
+/// provisional new level (`step_c` higher); the critical excess and the limit do not.
+#[derive(Debug, Clone, Copy)]
+struct RoomStep {
+    /// When it was first suspected.
+    since_t: f64,
+    /// Per temperature (die, memory): how far (°C) the room moved it, as far as seen.
+    step_c: [f64; 2],
 }
 
 #[derive(Debug, Clone, Default)]
@@ -252,6 +303,8 @@ impl Monitor {
             responses: [ThermalResponse::default(), ThermalResponse::default()],
             held_levels: [BTreeMap::new(), BTreeMap::new()],
             kept_moved_c: [None, None],
+            room_step: None,
+            room_held_since: [None, None],
             last_t: None,
             intervals: VecDeque::new(),
         }
@@ -488,6 +541,8 @@ impl Monitor {
         self.power_unchanged = false;
         self.power_drifting = false;
         self.settled_now = [None, None];
+        self.room_step = None;
+        self.room_held_since = [None, None];
         for response in &mut self.responses {
             response.restart();
         }
@@ -714,6 +769,238 @@ impl Monitor {
         theil_sen(&points)
     }
 
+    /// The readings (seconds since the first, °C) of `signal` over the longest stretch of the
+    /// last `seconds` at one steady power (its lowest within [`STEADY_FRACTION`] of its
+    /// highest), up to the latest.
+    fn steady_stretch(&self, signal: Signal, seconds: f64) -> Vec<(f64, f64)> {
+        let (mut low, mut high) = (f64::INFINITY, 0.0f64);
+        let now = self.window.back().map_or(f64::NEG_INFINITY, |x| x.t);
+        let mut stretch: Vec<(f64, f64)> = self
+            .window
+            .iter()
+            .rev()
+            .take_while(|x| now - x.t <= seconds)
+            .take_while(|x| {
+                let Some(p) = x.power_w else { return true };
+                low = low.min(p);
+                high = high.max(p);
+                low >= STEADY_FRACTION * high
+            })
+            .filter_map(|x| Some((x.t, x.signal(signal)?)))
+            .collect();
+        stretch.reverse();
+        let t0 = stretch.first().map_or(0.0, |p| p.0);
+        stretch.into_iter().map(|(t, v)| (t - t0, v)).collect()
+    }
+
+    /// A temperature's (`i`: 0 the die, 1 the memory) readings at the steady power it holds
+    /// now (at most [`ROOM_FIT_S`] of them), from its last reading at or below the level it
+    /// held at this load (`rises[i]` below the latest) where it has one: seconds since the
+    /// first, °C. A cooling failing after the die held heats from there in a straight line.
+    fn rise(&self, i: usize, signal: Signal, rises: [Option<f64>; 2]) -> Vec<(f64, f64)> {
+        let points = self.steady_stretch(signal, ROOM_FIT_S);
+        let held_c = rises[i].zip(points.last()).map(|(rise, p)| p.1 - rise);
+        match held_c.and_then(|held| points.iter().rposition(|p| p.1 <= held)) {
+            Some(k) => {
+                let t0 = points[k].0;
+                points[k..].iter().map(|&(t, v)| (t - t0, v)).collect()
+            }
+            None => points,
+        }
+    }
+
+    /// Whether a temperature's (`i`) rise at a steady power ([`Monitor::rise`]) is too young
+    /// for its shape to tell ([`ROOM_FIT_MIN_S`]) and both temperatures rose alike, the
+    /// memory as far as the die or further ([`room_alike`]): a room's first seconds (a
+    /// cooling failing heats the die, the memory after it). Its warning waits, at most that
+    /// long from the rise's start, for the shape.
+    fn room_too_young(&self, i: usize, signal: Signal, rises: [Option<f64>; 2]) -> bool {
+        let young = self.power_steady(self.config.slope_window_s)
+            && self
+                .rise(i, signal, rises)
+                .last()
+                .is_some_and(|&(span_s, _)| span_s < ROOM_FIT_MIN_S);
+        young && room_alike(rises).is_some_and(|[die, mem]| mem >= die - SENSOR_STEP_C / 2.0)
+    }
+
+    /// Whether a temperature (`i`: 0 the die, 1 the memory) `excess` °C above the hottest
+    /// expected rose as a change of room moves it: at a steady power, flat now (its slope
+    /// over the slope window within [`ROOM_FLAT_C_PER_S`], its readings within a sensor
+    /// step), or still rising as a first-order approach does (its readings at this power,
+    /// [`ROOM_FIT_MIN_S`] to [`ROOM_FIT_S`] of them, fitted by [`fit_step`] within
+    /// [`MAX_RMS_C`] with a time constant short of [`ROOM_TAU_S`]'s longest: decelerating;
+    /// from its last reading at or below where it held at this load, `rises[i]` below now)
+    /// toward a level under the critical excess. Returns how far (°C) it still has to rise. A
+    /// cooling failing at a steady rate heats in a straight line, the longest τ's fit.
+    fn room_shape(
+        &self,
+        i: usize,
+        signal: Signal,
+        excess: f64,
+        critical: f64,
+        rises: [Option<f64>; 2],
+    ) -> Option<f64> {
+        let window_s = self.config.slope_window_s;
+        if !self.power_steady(window_s) {
+            return None;
+        }
+        let flat = self
+            .slope(signal, window_s)
+            .is_some_and(|v| v.abs() <= ROOM_FLAT_C_PER_S)
+            && flat_over(self.last(window_s), signal).is_some();
+        if flat {
+            return Some(0.0);
+        }
+        let points = self.rise(i, signal, rises);
+        let (&(_, now), &(span_s, _)) = (points.last()?, points.last()?);
+        if span_s < ROOM_FIT_MIN_S {
+            return None;
+        }
+        let (short, long) = ROOM_TAU_S;
+        let taus = (0..)
+            .map(|k| short * 1.1f64.powi(k))
+            .take_while(|tau| *tau < long)
+            .chain([long]);
+        let fit = fit_step(&points, taus)?;
+        let left = (fit.settle_c - now).max(0.0);
+        (fit.tau_s < long
+            && fit.rms_c <= MAX_RMS_C
+            && fit.approach_c <= -SENSOR_STEP_C
+            && excess + left < critical)
+            .then_some(left)
+    }
+
+    /// Whether a thermal warning on a temperature (`i`: 0 the die, 1 the memory) is held as a
+    /// change of room: one is suspected ([`RoomStep`], begun here, outside a spell of thermal
+    /// warnings already said ([`RESAY_S`]), where both temperatures
+    /// rose alike above where they held at this load and this one's shape is a room's,
+    /// [`Monitor::room_shape`]) and, judged from its provisional new level, neither the margin
+    /// rule nor the early rule would speak, nor has it risen half the margin past the room's
+    /// step (as far as a room's shape showed it, at any load), nor does it keep heating past
+    /// that step at a steady power without slowing as a first-order approach does.
+    fn room_holds(
+        &mut self,
+        i: usize,
+        signal: Signal,
+        t: f64,
+        judged: RoomJudged,
+        rises: [Option<f64>; 2],
+    ) -> bool {
+        let (margin, critical) = (
+            self.config.thermal_margin_c,
+            self.config.thermal_critical_excess_c,
+        );
+        let Some(excess) = judged.excess else {
+            return false;
+        };
+        // Not within a spell of thermal warnings already said: the room was not the story.
+        let in_spell = self.thermal_spells.iter().any(|spell| {
+            spell
+                .last_t
+                .is_some_and(|last| t >= last && t - last < RESAY_S)
+        });
+        // Shaped as a room now: the step begins, or grows as far as this shape shows.
+        if let (Some(left), Some(alike)) = (
+            self.room_shape(i, signal, excess, critical, rises),
+            room_alike(rises),
+        ) {
+            let seen = alike.map(|x| x + left);
+            match self.room_step.as_mut() {
+                Some(step) => {
+                    for (was, now) in step.step_c.iter_mut().zip(seen) {
+                        *was = was.max(now);
+                    }
+                }
+                None if !in_spell => {
+                    self.room_step = Some(RoomStep {
+                        since_t: t,
+                        step_c: seen,
+                    })
+                }
+                None => {}
+            }
+        }
+        let Some(step) = self.room_step else {
+            let young = !in_spell && self.room_too_young(i, signal, rises);
+            if young {
+                self.room_held_since[i].get_or_insert(t);
+            }
+            return young;
+        };
+        let moved = step.step_c[i];
+        // Risen half the margin past the room's step, at whatever load: not the room.
+        let past_step = rises[i].is_some_and(|rise| rise - moved >= margin / 2.0);
+        let over_margin = judged.over_margin && excess - moved >= margin;
+        let heating = judged.heating
+            && judged
+                .above
+                .is_some_and(|above| above - moved >= margin / 2.0);
+        let window_s = self.config.slope_window_s;
+        // Heating on past the room's step at a steady power, not as a first-order approach.
+        let keeps_heating = rises[i].is_some_and(|rise| rise - moved >= SENSOR_STEP_C)
+            && self.power_steady(window_s)
+            && self
+                .slope(signal, window_s)
+                .is_some_and(|v| v >= EARLY_SLOPE_C_PER_S)
+            && self
+                .room_shape(i, signal, excess, critical, rises)
+                .is_none();
+        if over_margin || heating || keeps_heating || past_step {
+            return false;
+        }
+        self.room_held_since[i].get_or_insert(t);
+        true
+    }
+
+    /// A suspected change of room ([`RoomStep`]) that has settled: the die flat at a steady
+    /// power for [`ROOM_SETTLED_S`], both temperatures still alike above where they held at
+    /// this load. Both levels move by their rise, and one `ambient_shift` line says so.
+    fn room_settled(&mut self, s: &Sample, p: f64, rises: [Option<f64>; 2]) -> Option<Finding> {
+        self.room_step?;
+        let window_s = ROOM_SETTLED_S;
+        let signal = Signal::TempGpu;
+        let temp = s.signal(signal)?;
+        let trend = self.slope(signal, window_s)?;
+        if !self.power_steady(window_s)
+            || trend.abs() > ROOM_FLAT_C_PER_S
+            || flat_over(self.last(window_s), signal).is_none()
+        {
+            return None;
+        }
+        let moved = room_alike(rises)?;
+        for (j, by) in moved.iter().enumerate() {
+            if let Some(level) = self.ambient[j].as_mut() {
+                level.stepped(s.t, *by);
+            }
+        }
+        for settled in [Signal::TempGpu, Signal::TempMem] {
+            self.held_for(settled.name(), false, 1, s.t, 0.0);
+        }
+        let held_s = self
+            .room_held_since
+            .iter()
+            .flatten()
+            .map(|since| s.t - since)
+            .fold(0.0, f64::max);
+        self.room_step = None;
+        self.room_held_since = [None, None];
+        let mut finding = ambient_shift_finding(
+            signal,
+            temp,
+            p,
+            moved[0],
+            trend,
+            Some((Signal::TempMem, moved[1])),
+        );
+        finding.message = format!(
+            "{} at {temp:.0} °C: this GPU's level at the same power moved {:+.1} °C (temp_mem {:+.1} °C with it), both alike at an unchanged power and flat now ({trend:+.3} °C/s over {window_s:.0} s, at {p:.0} W; its warnings held {held_s:.0} s meanwhile): the room or the cooling changed; judged from this level on",
+            signal.name(),
+            moved[0],
+            moved[1],
+        );
+        Some(finding)
+    }
+
     fn thermal(&mut self, s: &Sample, recent_power: Option<f64>, out: &mut Vec<Finding>) {
         let checks = [
             (0, Signal::TempGpu, self.config.thermal_limit_c),
@@ -730,6 +1017,26 @@ impl Monitor {
         for (i, signal, _) in checks {
             self.responses[i].observe(s.t, s.power_w, s.signal(signal));
             self.settle(i, signal);
+        }
+        // Each temperature's rise above where it held at this load: a change of room moves
+        // both alike, a cooling failing heats the die ahead of the memory.
+        let rises: [Option<f64>; 2] = match recent_power {
+            Some(p) => {
+                let bin = (p.max(0.0) / self.config.envelope_bin_w) as usize;
+                [0, 1].map(|j| Some(s.signal(checks[j].1)? - self.held_level_at(j, bin)?))
+            }
+            None => [None, None],
+        };
+        if self
+            .room_step
+            .is_some_and(|r| s.t < r.since_t || s.t - r.since_t > ROOM_HOLD_S)
+        {
+            self.room_step = None;
+        }
+        if let Some(p) = recent_power {
+            if let Some(said) = self.room_settled(s, p, rises) {
+                out.push(said);
+            }
         }
         for (i, signal, limit) in checks {
             let Some(temp) = s.signal(signal) else {
@@ -864,6 +1171,8 @@ impl Monitor {
                             trend,
                             other.map(|o| (other_signal, o)),
                         ));
+                        self.room_step = None;
+                        self.room_held_since = [None, None];
                         continue;
                     }
                     (!unlearned).then_some(expected)
@@ -900,16 +1209,15 @@ impl Monitor {
             // limit still speak. (Fitted only where the margin rule would speak.)
             let approaching =
                 || healthy_max.is_some_and(|(h, _)| self.approaching_under(i, h + critical));
+            let over_margin = rising
+                && match excess {
+                    Some(e) => e >= margin && !approaching(),
+                    // No healthy history: warn within 5 °C of the limit.
+                    None => temp >= limit - 5.0,
+                };
             let severity = if temp >= limit || excess.is_some_and(|e| e >= critical) {
                 Some(Severity::Critical)
-            } else if heating
-                || rising
-                    && match excess {
-                        Some(e) => e >= margin && !approaching(),
-                        // No healthy history: warn within 5 °C of the limit.
-                        None => temp >= limit - 5.0,
-                    }
-            {
+            } else if heating || over_margin {
                 Some(Severity::Warning)
             } else {
                 None
@@ -923,9 +1231,16 @@ impl Monitor {
                 THERMAL_PERSIST_S,
             ) {
                 self.thermal_spells[i].spoke = false;
+                if self.room_step.is_none() {
+                    self.room_held_since[i] = None;
+                }
                 continue;
             }
             let Some(severity) = severity else { continue };
+            if severity == Severity::Critical {
+                // Past the critical excess or the limit: no change of room is that.
+                self.room_step = None;
+            }
             // Too hot for the power read, but not for the power read a moment ago at the same
             // load and temperature, or not for the power the energy counter gives: the power
             // reading is wrong, not the cooling.
@@ -959,6 +1274,20 @@ impl Monitor {
                         self.thermal_spells[i].spoke = false;
                         continue;
                     }
+                }
+            }
+            // A change of room, by its shape: held, and said once flat (`Monitor::room_settled`).
+            if severity == Severity::Warning {
+                let above = expected.as_ref().and_then(|e| e.above_level);
+                let judged = RoomJudged {
+                    excess,
+                    above,
+                    heating,
+                    over_margin,
+                };
+                if self.room_holds(i, signal, s.t, judged, rises) {
+                    self.thermal_spells[i].spoke = false;
+                    continue;
                 }
             }
             if !self.thermal_spells[i].speak(s.t, severity, excess.unwrap_or(temp - limit)) {
@@ -1019,6 +1348,12 @@ impl Monitor {
             }
             if temp >= limit {
                 message.push_str(&format!(", at or above the {limit:.0} °C limit"));
+            }
+            if let Some(held_t) = self.room_held_since[i].take() {
+                message.push_str(&format!(
+                    " (held {:.0} s as a possible change of room: not one)",
+                    s.t - held_t
+                ));
             }
             out.push(Finding {
                 kind: AlertKind::ThermalRunaway,
@@ -2220,6 +2555,31 @@ impl Expected {
             .filter(|(bin, _)| *bin == self.envelope.bin(recent_power_w))
             .map(|(_, level)| level)
     }
+}
+
+/// What the thermal rules found of one temperature at one sample, for
+/// [`Monitor::room_holds`].
+#[derive(Debug, Clone, Copy)]
+struct RoomJudged {
+    /// °C above the hottest this GPU should reach at its power (`None` without history).
+    excess: Option<f64>,
+    /// °C above this GPU's typical level at its power, where known.
+    above: Option<f64>,
+    /// The early rule spoke (the die heating at a steady load).
+    heating: bool,
+    /// The margin rule spoke.
+    over_margin: bool,
+}
+
+/// Both temperatures' rises above where they held at this load (die, memory), where they rose
+/// alike, as a change of room moves them: each at least a sensor step ([`SENSOR_STEP_C`]),
+/// within [`ROOM_ALIKE_C`] of each other. A cooling failing heats the die ahead of its memory.
+fn room_alike(rises: [Option<f64>; 2]) -> Option<[f64; 2]> {
+    let [Some(die), Some(mem)] = rises else {
+        return None;
+    };
+    (die >= SENSOR_STEP_C && mem >= SENSOR_STEP_C && (die - mem).abs() <= ROOM_ALIKE_C)
+        .then_some([die, mem])
 }
 
 /// A temperature settled at a new level, `moved` °C from the GPU's former one.

@@ -612,6 +612,112 @@ fn a_door_opened_is_one_line_then_the_new_level() {
     assert!(alerts.iter().all(|a| a.t >= 229.0), "{}", show(&alerts));
 }
 
+/// `trace` with its temperatures moved from `from_t` on as a first-order approach with a
+/// `tau_s` time constant toward `die_c` (the die) and `mem_c` (the memory) higher, read in
+/// whole degrees: a change of room where both move alike.
+fn stepped(trace: &[Sample], from_t: f64, tau_s: f64, die_c: f64, mem_c: f64) -> Vec<Sample> {
+    trace
+        .iter()
+        .cloned()
+        .map(|mut s| {
+            let part = if s.t < from_t {
+                0.0
+            } else {
+                1.0 - (-(s.t - from_t) / tau_s).exp()
+            };
+            s.temp_gpu_c = s.temp_gpu_c.map(|t| t + (die_c * part).round());
+            s.temp_mem_c = s.temp_mem_c.map(|t| t + (mem_c * part).round());
+            s
+        })
+        .collect()
+}
+
+#[test]
+fn a_door_opened_is_one_ambient_shift_line_and_no_warning() {
+    // The room 5 °C warmer from 229 s (the second copy's idle), both temperatures following
+    // with a 20-s time constant: a first-order approach at an unchanged power, the die and
+    // the memory alike. Held, then said once as the room it is. Without the hold: a warning
+    // per temperature at 259-261 s ("temp_mem at 49 °C, 4.0 °C above the hottest ..."),
+    // the line at 382 s.
+    let trace = stepped(&repeat(&healthy(), 2), 229.0, 20.0, 5.0, 5.0);
+    let alerts = run(&trace);
+    assert_eq!(alerts.len(), 1, "{}", show(&alerts));
+    let said = &alerts[0];
+    assert_eq!(said.kind, AlertKind::AmbientShift, "{}", show(&alerts));
+    assert_eq!(said.severity, Severity::Info);
+    assert!(said.t < 300.0, "{}", show(&alerts));
+    assert!(
+        said.message.contains("both alike at an unchanged power"),
+        "{}",
+        said.message
+    );
+}
+
+#[test]
+fn a_cooling_that_heats_both_temperatures_at_a_steady_rate_is_no_change_of_room() {
+    // In the second copy's BF16 GEMM (690 W), once the die settled there, from 270 s the die
+    // and the memory both heat 0.15 °C/s (airflow lost: alike, as a room would move them,
+    // but at a steady rate, not slowing as a first-order approach does): warned before the
+    // critical excess, never said as a change of room. What it costs: its first 20 s at a
+    // steady power look like a room's (the early rule's warning at 288 s waits for the
+    // shape), the load ends at 291 s, and the margin rule says it at 316 s. Without the
+    // shape's test it is held as a room until the critical excess (354 s).
+    let trace: Vec<Sample> = repeat(&healthy(), 2)
+        .into_iter()
+        .map(|mut s| {
+            let c = (0.15 * (s.t - 270.0).max(0.0)).round();
+            s.temp_gpu_c = s.temp_gpu_c.map(|t| t + c);
+            s.temp_mem_c = s.temp_mem_c.map(|t| t + c);
+            s
+        })
+        .collect();
+    let alert = caught(&trace, AlertKind::ThermalRunaway, 270.0, 50.0);
+    assert_eq!(alert.severity, Severity::Warning, "{alert:?}");
+    let alerts = run(&trace);
+    assert!(
+        alerts.iter().all(|a| a.kind != AlertKind::AmbientShift),
+        "{}",
+        show(&alerts)
+    );
+}
+
+#[test]
+fn a_die_settling_higher_alone_is_no_change_of_room() {
+    // At the memory ramp's steady 121 W, from 120 s, the die alone approaches a level 8 °C
+    // higher with a 30-s time constant (its thermal interface gave way), the memory
+    // unchanged: a first-order approach, but not the room's (it moves both alike). Warned
+    // as before (the level-moved check, 30 s flat, takes the new level later, as it did).
+    let trace = stepped(&healthy(), 120.0, 30.0, 8.0, 0.0);
+    let alert = caught(&trace, AlertKind::ThermalRunaway, 120.0, 40.0);
+    assert_eq!(alert.severity, Severity::Warning, "{alert:?}");
+    let alerts = run(&trace);
+    assert!(
+        alerts.iter().all(|a| !a.message.contains("both alike")),
+        "{}",
+        show(&alerts)
+    );
+}
+
+#[test]
+fn a_step_toward_beyond_the_critical_excess_is_warned_before_it_gets_there() {
+    // Both temperatures approach a level 16 °C higher (20-s time constant) from 135 s, at the
+    // memory ramp's steady 121 W: shaped as a room, but heading past the critical excess. A
+    // warning first, then the critical, as before.
+    let trace = stepped(&healthy(), 135.0, 20.0, 16.0, 16.0);
+    let alerts = run(&trace);
+    let thermal: Vec<&Alert> = alerts
+        .iter()
+        .filter(|a| a.kind == AlertKind::ThermalRunaway)
+        .collect();
+    let critical = thermal
+        .iter()
+        .position(|a| a.severity == Severity::Critical)
+        .unwrap_or_else(|| panic!("no critical:\n{}", show(&alerts)));
+    assert!(critical > 0, "{}", show(&alerts));
+    assert_eq!(thermal[0].severity, Severity::Warning, "{}", show(&alerts));
+    assert!(thermal[0].t < thermal[critical].t, "{}", show(&alerts));
+}
+
 #[test]
 fn a_gap_in_the_samples_is_one_line_and_no_alarm() {
     // A minute without samples, from the SGEMM phase into the memory ramp, then the rest of
@@ -1382,7 +1488,8 @@ fn a_restarted_monitor_keeps_where_the_memory_settled_at_each_load() {
     // the first run (65 °C) until it holds the copy again. Learned afresh (its memory's
     // response not yet shown in the second run), the HBM climbing to 66–68 °C read "4.0 °C
     // above the hottest this GPU should reach at 374 W" (287 or 292 s) in 10 of these 18
-    // restarts.
+    // restarts; in 8 since the GPU's level no longer falls while most of its readings are
+    // refused (`AmbientOffset`).
     let mut afresh = 0;
     for from_s in [100.0, 150.0, 200.0] {
         for room_c in [-2.0, 0.0, 1.0, 1.5, 2.0, 3.0] {
@@ -1395,7 +1502,7 @@ fn a_restarted_monitor_keeps_where_the_memory_settled_at_each_load() {
             afresh += usize::from(!h100_memory_restarted(false, from_s, room_c).is_empty());
         }
     }
-    assert!(afresh >= 10, "afresh: {afresh} restarts said");
+    assert!(afresh >= 8, "afresh: {afresh} restarts said");
 }
 
 /// The hot H100 judged by the cool H100's history, run whole by one monitor, then again from
