@@ -10,11 +10,12 @@
 //! are judged as measured. A round late on time counts too: its set-up was real work all the
 //! same, and a host claiming twice its threads is late in every round its calibration ran at
 //! its usual pace, so without those its pace would only ever come from the one round in ten
-//! whose calibration ran slow, the very round it should not come from. Kept in memory and in the registry (`set_up_paces`): a restarted
-//! validator takes a host's pace up at its first round of that shape, and a validator on a
-//! fleet's database at every round, since another may have seen a faster set-up; without it a
-//! host slowing its calibration had a fresh first round after each restart and with each
-//! validator of a fleet.
+//! whose calibration ran slow, the very round it should not come from.
+//!
+//! Kept in memory and in the registry (`set_up_paces`): a restarted validator takes a host's
+//! pace up at its first round of that shape, and a validator on a fleet's database at every
+//! round, since another may have seen a faster set-up; without it a host slowing its
+//! calibration had a fresh first round after each restart and with each validator of a fleet.
 
 use pog_signed::PublicKey;
 use std::collections::HashMap;
