@@ -299,17 +299,18 @@ impl AmbientOffset {
 
     /// The room moved this GPU by `by_c` °C, as its temperatures' shape showed (both rose
     /// alike at an unchanged power, then held flat: `Monitor`'s change of room): the offset
-    /// moves as much at once, and the readings learned before are forgotten. Returns the shift
-    /// in °C; `None` during the warm-up (the allowance still holds) or for a shift not finite.
-    pub fn stepped(&mut self, t: f64, by_c: f64) -> Option<f64> {
-        let offset = self.offset.filter(|_| by_c.is_finite())?;
+    /// moves as much at once, and the readings learned before are forgotten. Nothing moves
+    /// during the warm-up (the allowance still holds) or for a shift not finite.
+    pub fn stepped(&mut self, t: f64, by_c: f64) {
+        let Some(offset) = self.offset.filter(|_| by_c.is_finite()) else {
+            return;
+        };
         self.offset = Some(offset + by_c);
         self.recent.clear();
         self.refused.clear();
         self.target = None;
         self.retarget_t = t;
         self.learned_s = 0.0;
-        Some(by_c)
     }
 
     /// Moves the offset to the 90th percentile of the readings of the last [`SETTLE_S`],

@@ -10,7 +10,7 @@ use crate::model::{
     FOREST_FEATURES, SENSOR_STEP_C, STEADY_FRACTION, STEADY_POWER_FRACTION,
 };
 use crate::response::{
-    fit_step, KeptHeldLevels, KeptResponse, ResponseResumeError, ThermalResponse, MAX_RMS_C,
+    fit_step, taus, KeptHeldLevels, KeptResponse, ResponseResumeError, ThermalResponse, MAX_RMS_C,
 };
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{median, theil_sen};
@@ -852,16 +852,12 @@ impl Monitor {
             return Some(0.0);
         }
         let points = self.rise(i, signal, rises);
-        let (&(_, now), &(span_s, _)) = (points.last()?, points.last()?);
+        let &(span_s, now) = points.last()?;
         if span_s < ROOM_FIT_MIN_S {
             return None;
         }
         let (short, long) = ROOM_TAU_S;
-        let taus = (0..)
-            .map(|k| short * 1.1f64.powi(k))
-            .take_while(|tau| *tau < long)
-            .chain([long]);
-        let fit = fit_step(&points, taus)?;
+        let fit = fit_step(&points, taus(short, long))?;
         let left = (fit.settle_c - now).max(0.0);
         (fit.tau_s < long
             && fit.rms_c <= MAX_RMS_C

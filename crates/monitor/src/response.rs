@@ -121,7 +121,7 @@ pub fn fit_step(points: &[(f64, f64)], taus: impl IntoIterator<Item = f64>) -> O
 }
 
 /// The time constants from `low` to `high` seconds, [`TAU_STEP`] apart (both ends included).
-fn taus(low: f64, high: f64) -> impl Iterator<Item = f64> {
+pub(crate) fn taus(low: f64, high: f64) -> impl Iterator<Item = f64> {
     let steps = ((high / low).ln() / TAU_STEP.ln()).ceil().max(0.0) as i32;
     (0..=steps).map(move |k| (low * TAU_STEP.powi(k)).min(high))
 }
