@@ -65,4 +65,4 @@ pub use model::{Model, TrainError};
 pub use monitor::{replay, Monitor};
 pub use sample::{NvLinkSample, NvLinks, Profiling, Sample, Signal};
 pub use source::{Limits, Replay, Replays, Source};
-pub use trace::{parse_trace, read_trace, TraceError, TraceReader, TraceWriter};
+pub use trace::{parse_trace, read_trace, StepsBack, TraceError, TraceReader, TraceWriter};

@@ -103,6 +103,18 @@ pub fn read_trace(reader: impl Read) -> Result<Vec<Sample>, TraceError> {
     TraceReader::new(reader)?.collect()
 }
 
+/// What a [`TraceReader`] does with a row whose `t` comes before the previous row's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepsBack {
+    /// An error naming the row: what is learned from (a healthy history) must be in time
+    /// order, or its windows and rates would span the step.
+    Refuse,
+    /// The row as written: a trace that is only judged goes on past a clock stepped back (a
+    /// recorder restarted, files joined), and the detectors say the step once (`sample_gap`)
+    /// and restart their windows there, as they do live.
+    Keep,
+}
+
 /// Reads a trace from a string (tests, fixtures).
 pub fn parse_trace(text: &str) -> Result<Vec<Sample>, TraceError> {
     read_trace(text.as_bytes())
@@ -119,11 +131,13 @@ pub struct TraceReader<R: Read> {
     records: csv::StringRecordsIntoIter<R>,
     layout: Layout,
     previous_t: Option<f64>,
+    steps_back: StepsBack,
     failed: bool,
 }
 
 impl<R: Read> TraceReader<R> {
-    /// Reads the header and checks it.
+    /// Reads the header and checks it; rows must then be in time order
+    /// ([`TraceReader::steps_back`] to take a clock stepped back).
     pub fn new(reader: R) -> Result<TraceReader<R>, TraceError> {
         let mut csv = csv::ReaderBuilder::new()
             .has_headers(true)
@@ -150,8 +164,15 @@ impl<R: Read> TraceReader<R> {
             records: csv.into_records(),
             layout,
             previous_t: None,
+            steps_back: StepsBack::Refuse,
             failed: false,
         })
+    }
+
+    /// Sets what a row whose `t` steps back does: refused (the default) or kept as written.
+    pub fn steps_back(mut self, steps_back: StepsBack) -> TraceReader<R> {
+        self.steps_back = steps_back;
+        self
     }
 
     fn parse(&mut self, record: &csv::StringRecord) -> Result<Sample, TraceError> {
@@ -251,7 +272,7 @@ impl<R: Read> TraceReader<R> {
                 expected: "a time in seconds (it is required)",
             });
         }
-        if let Some(previous) = self.previous_t {
+        if let (Some(previous), StepsBack::Refuse) = (self.previous_t, self.steps_back) {
             if sample.t < previous {
                 return Err(TraceError::TimeBackwards {
                     line,
@@ -495,6 +516,13 @@ mod tests {
             matches!(err, TraceError::TimeBackwards { line: 3, .. }),
             "{err}"
         );
+        // Kept as written where asked, with the rows after it.
+        let kept: Vec<f64> = TraceReader::new("t,temp_gpu\n2,40\n1,41\n3,42\n".as_bytes())
+            .unwrap()
+            .steps_back(StepsBack::Keep)
+            .map(|s| s.unwrap().t)
+            .collect();
+        assert_eq!(kept, [2.0, 1.0, 3.0]);
         let err = parse_trace("temp_gpu\n40\n").unwrap_err();
         assert!(matches!(err, TraceError::MissingTime), "{err}");
         let err = parse_trace("t,t\n1,1\n").unwrap_err();

@@ -173,6 +173,52 @@ fn a_malformed_trace_is_an_error_naming_its_line() {
     assert_eq!(envelope["verdict"], "error");
 }
 
+#[test]
+fn a_clock_stepped_back_is_said_once_and_the_rows_after_it_are_judged() {
+    // The recording's second half written as if its clock had been set back an hour (a
+    // recorder restarted on another clock, two files joined), with an uncorrected ECC error
+    // after the step: the replay says the step once and still judges what follows.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = edited(dir.path(), |t, cells, header| {
+        let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        if t >= 120.0 {
+            cells[0] = format!("{}", t - 3600.0);
+        }
+        if t >= 180.0 {
+            cells[col("ecc_uncorr")] = "1".into();
+        }
+    });
+    let out = pog()
+        .args(["monitor", "replay", "--json", "--train"])
+        .arg(healthy_path())
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let alerts = alerts_of(&out.stdout);
+    let kinds: Vec<&str> = alerts.iter().map(|a| a["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["sample_gap", "ecc_uncorrected"], "{alerts:#?}");
+    assert!(
+        alerts[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("stepped back 3599.4 s"),
+        "{}",
+        alerts[0]
+    );
+    // The span counts the time the samples cover, not the step.
+    assert!(stderr.contains("(229 s)"), "{stderr}");
+    // A history to learn from must be in time order: refused, naming the row.
+    pog()
+        .args(["monitor", "replay", "--train"])
+        .arg(&trace)
+        .arg(healthy_path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("comes before the previous row's"));
+}
+
 /// Starts `pog monitor run` with `args`, waits for its metrics address on stderr, and returns
 /// the child and the address.
 fn start_run(

@@ -21,7 +21,7 @@ use pog_monitor::history::Retention;
 use pog_monitor::live::{LiveMonitor, Settings};
 use pog_monitor::prometheus::GpuIdentity;
 use pog_monitor::webhook::Webhook;
-use pog_monitor::{read_trace, replay, Alert, Config, Model, Sample, Severity};
+use pog_monitor::{replay, Alert, Config, Model, Sample, Severity, StepsBack, TraceReader};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -35,16 +35,21 @@ pub fn run(global: &Global, args: &MonitorArgs) -> Result<Outcome> {
     }
 }
 
-fn load(path: &Path) -> Result<Vec<Sample>> {
+/// A trace file's samples. A history to learn from must be in time order
+/// ([`StepsBack::Refuse`]); a trace only judged keeps a clock stepped back, which its replay
+/// says once as `sample_gap` and goes on past ([`StepsBack::Keep`]).
+fn load(path: &Path, steps_back: StepsBack) -> Result<Vec<Sample>> {
     let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    read_trace(std::io::BufReader::new(file)).with_context(|| format!("reading {}", path.display()))
+    TraceReader::new(std::io::BufReader::new(file))
+        .and_then(|reader| reader.steps_back(steps_back).collect())
+        .with_context(|| format!("reading {}", path.display()))
 }
 
 /// The healthy history's model, from `--train`; a thin one (too few loads held to judge a
 /// die's levels by) is taken, and said once.
 fn train(path: Option<&Path>, config: &Config) -> Result<Option<Model>> {
     path.map(|path| {
-        let history = load(path)?;
+        let history = load(path, StepsBack::Refuse)?;
         let model = Model::train(&history, config)
             .with_context(|| format!("learning baselines from {}", path.display()))?;
         if let Some(thin) = model.coverage.thin() {
@@ -64,16 +69,17 @@ fn run_replay(global: &Global, args: &ReplayArgs) -> Result<Outcome> {
     let trained = model
         .as_ref()
         .map(|m| format!("baselines from {} samples ({:.0} s)", m.samples, m.span_s));
-    let samples = load(&args.trace)?;
+    let samples = load(&args.trace, StepsBack::Keep)?;
     let alerts = replay(&samples, &config, model);
     let failing = alerts
         .iter()
         .filter(|a| a.severity >= Severity::Warning)
         .count();
-    let span = match (samples.first(), samples.last()) {
-        (Some(a), Some(b)) => b.t - a.t,
-        _ => 0.0,
-    };
+    // The time the samples cover, a clock stepped back not counted against it.
+    let span: f64 = samples
+        .windows(2)
+        .map(|pair| (pair[1].t - pair[0].t).max(0.0))
+        .sum();
     let summary = format!(
         "{} alert(s), {failing} warning or critical, over {} samples ({span:.0} s); {}",
         alerts.len(),
@@ -133,7 +139,7 @@ fn replay_of(
         pci_bus_id: None,
         driver_version: None,
     };
-    Ok(pog_monitor::Replay::new(identity, load(path)?).with_limits(limits))
+    Ok(pog_monitor::Replay::new(identity, load(path, StepsBack::Keep)?).with_limits(limits))
 }
 
 fn run_live(global: &Global, args: &RunArgs) -> Result<Outcome> {
