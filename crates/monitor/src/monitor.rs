@@ -190,6 +190,10 @@ pub struct Monitor {
     /// ([`Monitor::held_level`]): a level its own approach there goes past by a sensor step
     /// is taken up ([`Monitor::settle`]). Forgotten when the power leaves its steady band.
     first_hold: [Vec<usize>; 2],
+    /// The die's reading when the memory first held a load in the visit going on now
+    /// (`first_hold`): the memory's level there is taken up only as far as the die warmed
+    /// with it since ([`Monitor::past_first_hold`]).
+    first_hold_die_c: Option<f64>,
     /// Per temperature (GPU die, memory): how far (°C) its level at the first load it held
     /// again in this run moved from the level kept there from an earlier run
     /// ([`Monitor::resume_response`]): the room (or the card) since. The levels kept at the
@@ -332,6 +336,7 @@ impl Monitor {
             responses: [ThermalResponse::default(), ThermalResponse::default()],
             held_levels: [BTreeMap::new(), BTreeMap::new()],
             first_hold: [Vec::new(), Vec::new()],
+            first_hold_die_c: None,
             kept_moved_c: [None, None],
             room_step: None,
             room_held_since: [None, None],
@@ -686,6 +691,9 @@ impl Monitor {
         if !self.power_steady(window_s) {
             self.settled_now[i] = None;
             self.first_hold[i].clear();
+            if i == 1 {
+                self.first_hold_die_c = None;
+            }
             return;
         }
         // Held: flat, and (by the card's τ) less than a sensor step to go; before a τ is
@@ -731,11 +739,21 @@ impl Monitor {
     /// only: the HBM warms with its own traffic at once and with the die and board after; the
     /// die keeps the lowest level it held in the visit, the early rule's reference (a die
     /// whose cooler fails in a load's first seconds holds a plateau too: the evaluation's
-    /// 0.16 °C/s failure 8 s into a 470-W copy was said 6 s later with its level raised).
+    /// 0.16 °C/s failure 8 s into a 470-W copy was said 6 s later with its level raised). And
+    /// only where the die warmed at least half as far since the memory's first hold: the
+    /// HBM's slow part is the die and board heating it (the H100 above: its die 65 → 71 °C
+    /// meanwhile); an HBM heating alone at a steady load, its die flat, is its own cooling
+    /// failing (0.1 °C/s from a copy's 26th second, its first plateau 65 °C: taken up, the
+    /// margin rule and the forest would follow it).
     fn past_first_hold(&self, i: usize, signal: Signal, held: f64, level: f64) -> bool {
+        let die_rose = match (self.first_hold_die_c, self.window.back()) {
+            (Some(then), Some(s)) => s.temp_gpu_c.map_or(0.0, |now| now - then),
+            _ => 0.0,
+        };
         signal == Signal::TempMem
             && !self.first_hold[i].is_empty()
             && level >= held + SENSOR_STEP_C
+            && die_rose >= (level - held) / 2.0
             && self
                 .slope(signal, self.config.slope_window_s)
                 .is_some_and(|v| v < EARLY_SLOPE_C_PER_S)
@@ -786,6 +804,9 @@ impl Monitor {
                     first
                 });
             if new {
+                if i == 1 && self.first_hold[i].is_empty() {
+                    self.first_hold_die_c = self.window.back().and_then(|s| s.temp_gpu_c);
+                }
                 self.first_hold[i].push(bin);
             }
             // Up only over the seconds it holds here (a sample's worth at most each); at once
