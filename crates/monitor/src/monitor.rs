@@ -220,9 +220,9 @@ const HELD_STEP_S: f64 = 10.0;
 
 /// The largest ratio of a temperature's own rise over idle to the healthy history's that a
 /// card may learn ([`Monitor::rise_ratio`]): a heat sink (or paste) half again as resistive
-/// as the history card's. The healthy H100s measured span 1.0–1.3 against the coolest (its
-/// die 24 °C from idle to 692 W, the others' up to 30 °C; GPU-2d7f0852…, 2026-12-06); a
-/// card that rose further would be judged beyond what healthy cards of one model show.
+/// as the history card's. The healthy H100s learn 1.1–1.43 against the coolest (its die
+/// 24 °C from idle to 692 W, the others' up to 30 °C; GPU-2d7f0852…, 2026-12-06); a card
+/// that rose further is judged beyond what healthy cards of one model show.
 pub const RISE_RATIO_MAX: f64 = 1.5;
 
 /// The smallest rise (°C) of the healthy history's typical level over its idle one at a load
@@ -850,8 +850,11 @@ impl Monitor {
     /// it held in this run ([`Monitor::held_level`], not those kept from an earlier one): its
     /// idle is the lightest load it held where the history held one too; at each heavier load
     /// it held where the history's typical level rose [`RISE_RATIO_MIN_RISE_C`] or more above
-    /// the history's there, its own rise over its idle divided by the history's. The smallest
-    /// of these, clamped to 1 ([`RISE_RATIO_MAX`]); `None` before such a load was held, or
+    /// the history's there, its own rise over its idle divided by the history's; the ratio is
+    /// the one at the load where the history rose most (where a degree of rounding moves it
+    /// least; the smallest of them left the second cool H100's HBM at 1.04 where its
+    /// full-load GEMM gives 1.2–1.3, GPU-960288a5…), at most [`RISE_RATIO_MAX`];
+    /// `None` before such a load was held, or
     /// where it is 1 or less (a card that rises no further than the history's is judged as
     /// before). A card whose heat sink or paste is a quarter less good than the history card's
     /// rises a quarter further at every load (the warmer H100s against the coolest: at full
@@ -876,9 +879,10 @@ impl Monitor {
             })
             .filter_map(|(_, level, typical)| {
                 let rise = typical - history_idle;
-                (rise >= RISE_RATIO_MIN_RISE_C).then(|| (level - own_idle) / rise)
+                (rise >= RISE_RATIO_MIN_RISE_C).then_some((rise, (level - own_idle) / rise))
             })
-            .reduce(f64::min)?;
+            .reduce(|a, b| if b.0 > a.0 { b } else { a })?
+            .1;
         (ratio > 1.0).then(|| RiseRatio {
             ratio: ratio.min(RISE_RATIO_MAX),
             idle_c: history_idle,
