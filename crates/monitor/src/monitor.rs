@@ -700,14 +700,8 @@ impl Monitor {
         // learned, not climbing at the early rule's own slope, however flat its readings (a
         // die warming 0.2 °C/s reads flat within two sensor steps over the window: the third
         // cool H100 in its run's first load, GPU-b699410f…).
-        // A learned τ whose fit does not describe this load's readings
-        // ([`ThermalResponse::learned_describes`]) is as none: an H100's HBM, its τ learned at
-        // 2.6 s from short bursts, warms with τ ≈ 21 s in its first 700-W load, and its fit,
-        // pinned at three times that τ, said it settled at 57 °C on the way to 64
-        // (GPU-9ed4b029…).
-        let described = self.responses[i].learned_describes().unwrap_or(true);
         let still_climbing = || {
-            (self.responses[i].tau_s().is_none() || !described)
+            self.responses[i].tau_s().is_none()
                 && self
                     .slope(signal, window_s)
                     .is_some_and(|v| v >= EARLY_SLOPE_C_PER_S)
@@ -908,7 +902,7 @@ impl Monitor {
         };
         let response = &self.responses[i];
         match response.approach() {
-            Some(learned) if response.learned_describes() == Some(true) => approaching(learned),
+            Some(learned) if learned.0.rms_c <= MAX_RMS_C => approaching(learned),
             _ => response.approach_unlearned().is_some_and(approaching),
         }
     }

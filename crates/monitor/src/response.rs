@@ -314,17 +314,6 @@ impl ThermalResponse {
         Some((fit, self.latest_t - t0))
     }
 
-    /// Whether the card's learned τ describes its approach at the load held now: the fit
-    /// ([`ThermalResponse::approach`]) within [`MAX_RMS_C`] of the readings and its τ short of
-    /// the longest allowed ([`TAU_SPREAD`] times the card's: a fit pinned there says it warms
-    /// slower than that allows, as a fit at either end of [`TAU_RANGE_S`] is no τ). `None`
-    /// where [`ThermalResponse::approach`] is.
-    pub fn learned_describes(&self) -> Option<bool> {
-        let tau = self.tau_s()?;
-        let (fit, _) = self.approach()?;
-        Some(fit.rms_c <= MAX_RMS_C && fit.tau_s < TAU_SPREAD * tau * (1.0 - 1e-9))
-    }
-
     /// The response fitted to the readings at the load held now with any τ from the card's
     /// own (or, before it showed one, [`TAU_RANGE_S`]'s shortest) to the range's longest, and
     /// the seconds since the load's first reading: for a load whose approach the card's
