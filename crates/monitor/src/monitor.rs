@@ -724,8 +724,7 @@ impl Monitor {
     /// reads flat a sensor step or more above it now (`level`), went past it as one
     /// first-order approach: its readings since the load began within [`MAX_RMS_C`] of a
     /// warming approach seen bending ([`ThermalResponse::approach_unlearned`]) that heads to
-    /// `level` or past it, and no longer climbing at the early rule's slope
-    /// ([`EARLY_SLOPE_C_PER_S`]). That hold was a plateau on the way, not its level: an approach of
+    /// `level` or past it. That hold was a plateau on the way, not its level: an approach of
     /// two speeds (an H100's HBM in its first 700-W load, GPU-9ed4b029…: 49 → 57 °C in 10 s,
     /// flat for 6 s, on to 64 °C over 40 s). Only at a load it had not held before: a level
     /// held in an earlier visit, or kept from an earlier run, is followed as before, and a
@@ -748,9 +747,6 @@ impl Monitor {
             && !self.first_hold[i].is_empty()
             && level >= held + SENSOR_STEP_C
             && die_rose >= (level - held) / 2.0
-            && self
-                .slope(signal, self.config.slope_window_s)
-                .is_some_and(|v| v < EARLY_SLOPE_C_PER_S)
             && self.responses[i]
                 .approach_unlearned()
                 .is_some_and(|(fit, _)| {
