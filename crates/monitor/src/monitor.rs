@@ -3129,6 +3129,96 @@ mod tests {
         }
     }
 
+    /// The healthy history for the rise ratio: a card whose die settles within seconds at
+    /// 40 °C idle (100 W), 46 °C at 250 W, 52 °C at 400 W and 60 °C at 600 W (its typical
+    /// levels read about a degree higher, its hottest near 61.6 °C at 600 W).
+    fn ratio_history(config: &Config) -> Model {
+        let history = card(
+            2.0,
+            |p, _| 40.0 + 0.04 * (p - 100.0),
+            &[
+                (120.0, 100.0),
+                (120.0, 250.0),
+                (120.0, 100.0),
+                (120.0, 400.0),
+                (120.0, 100.0),
+                (120.0, 600.0),
+                (120.0, 100.0),
+            ],
+        );
+        Model::train(&history, config).unwrap()
+    }
+
+    /// A card of the same model, as fast, at the history's idle level, whose die rises
+    /// `at_250` times the history's rise over idle at 250 W (a load it holds two minutes
+    /// after idling; the history rose 5.1 °C there, typical to typical) and `then` times at
+    /// `then_w` (a load it then runs for the first time, from 270 s): the thermal alerts
+    /// from 270 s.
+    fn rising(at_250: f64, (then, then_w): (f64, f64)) -> Vec<Alert> {
+        let config = config();
+        let ratio = move |p: f64| if p > 300.0 { then } else { at_250 };
+        let trace = card(
+            2.0,
+            move |p, _| 40.0 + ratio(p) * 0.04 * (p - 100.0),
+            &[(150.0, 100.0), (120.0, 250.0), (60.0, then_w)],
+        );
+        replay(&trace, &config, Some(ratio_history(&config)))
+            .into_iter()
+            .filter(|a| a.t >= 270.0 && a.kind == AlertKind::ThermalRunaway)
+            .collect()
+    }
+
+    #[test]
+    fn a_card_rising_further_than_the_history_is_judged_by_its_own_rise_at_a_new_load() {
+        // It rose 1.3 times the history's rise at 250 W (held at 48 °C: 1.57 read against
+        // the history's typical levels, 1.5 at most); at 600 W it runs 66 °C, 4.4 °C above
+        // the history's hottest: under the history's 20 °C rise scaled. Without the ratio, a
+        // warning at 600 W (the margin is 4 °C).
+        let alerts = rising(1.3, (1.3, 600.0));
+        assert!(alerts.is_empty(), "{alerts:#?}");
+    }
+
+    #[test]
+    fn a_rise_ratio_is_learned_no_higher_than_its_bound() {
+        // It rose 1.75 times the history's rise at 250 W (held at 50–51 °C, within the
+        // margin of the history's 47: about 2 read against its typical levels) and runs 2.05
+        // times it at 400 W (64.6 °C, 11 °C above the history's hottest: no critical). Judged
+        // by a ratio of 1.5 at most (59.9 °C allowed before the margin), a warning; by the
+        // ratio it read (2: 66 °C allowed), none.
+        let alerts = rising(1.75, (2.05, 400.0));
+        assert!(
+            alerts.iter().any(|a| a.severity == Severity::Warning),
+            "{alerts:#?}"
+        );
+    }
+
+    #[test]
+    fn a_rise_ratio_is_not_learned_from_a_level_past_the_margin() {
+        // At 250 W it runs 2 times the history's rise (held at 52 °C, 5 °C above the
+        // history's hottest there: past the margin, a warning there); at 600 W 1.4 times
+        // (68 °C, 6.4 °C above the history's hottest, worse than said at 250 W). A level the
+        // margin rule did not pass teaches no ratio, so 600 W is judged by the history's rise:
+        // a warning (with a ratio learned at 250 W, 1.5 at most: 71.6 °C allowed, none).
+        let alerts = rising(2.0, (1.4, 600.0));
+        assert!(
+            alerts.iter().any(|a| a.severity == Severity::Warning),
+            "{alerts:#?}"
+        );
+    }
+
+    #[test]
+    fn the_rise_ratio_widens_the_warning_not_the_critical() {
+        // Ratio 1.5 (it rose 1.6 times the history's rise at 250 W, 1.76 read against the
+        // history's typical levels); at 600 W it runs 1.7 times the history's rise (74 °C):
+        // 2.4 °C above the 71.6 °C the ratio allows (no warning), but 12.4 °C above the
+        // history's hottest: the critical excess (12 °C) is measured from there.
+        let alerts = rising(1.6, (1.7, 600.0));
+        assert!(
+            alerts.iter().any(|a| a.severity == Severity::Critical),
+            "{alerts:#?}"
+        );
+    }
+
     #[test]
     fn a_die_warming_with_the_cards_learned_time_constant_raises_nothing() {
         let config = config();
