@@ -1289,7 +1289,6 @@ impl Monitor {
                     let unlearned = thin && expected.held.is_none();
                     // Nor at the level the die itself settled at at this load.
                     let excess_to_settle = if temp < limit - 5.0 && known.is_some() && !unlearned {
-                        let excess = excess - expected.rise_extra(p);
                         expected
                             .held_at(p)
                             .map_or(excess, |held| excess.min(temp - held))
@@ -1360,10 +1359,8 @@ impl Monitor {
             // says, toward a level under the critical excess: not yet its level here (it is
             // taken once it holds it, `Monitor::held_level`); the critical excess and the
             // limit still speak. (Fitted only where the margin rule would speak.)
-            let approaching = || {
-                healthy_max
-                    .is_some_and(|(h, _)| self.approaching_under(i, h - rise_extra + critical))
-            };
+            let approaching =
+                || healthy_max.is_some_and(|(h, _)| self.approaching_under(i, h + critical));
             let over_margin = rising
                 && match excess {
                     Some(e) => e >= margin && !approaching(),
