@@ -982,6 +982,10 @@ mod tests {
                 "h100-healthy-varied-3.csv",
                 include_str!("../tests/data/h100-healthy-varied-3.csv"),
             ),
+            (
+                "h100-healthy-varied-4.csv",
+                include_str!("../tests/data/h100-healthy-varied-4.csv"),
+            ),
         ] {
             let history = parse_trace(text).unwrap();
             let coverage = Model::train(&history, &Config::default()).unwrap().coverage;

@@ -10,7 +10,8 @@ use crate::model::{
     FOREST_FEATURES, SENSOR_STEP_C, STEADY_FRACTION, STEADY_POWER_FRACTION,
 };
 use crate::response::{
-    fit_step, taus, KeptHeldLevels, KeptResponse, ResponseResumeError, ThermalResponse, MAX_RMS_C,
+    fit_step, taus, KeptHeldLevels, KeptResponse, ResponseResumeError, StepFit, ThermalResponse,
+    MAX_RMS_C,
 };
 use crate::sample::{reasons, Sample, Signal};
 use crate::stats::{median, theil_sen};
@@ -184,6 +185,15 @@ pub struct Monitor {
     /// power) where it has held one ([`Monitor::held_level`]): the margin rule judges it from
     /// there at that load. Both are kept across runs ([`Monitor::response_state`]).
     held_levels: [BTreeMap<usize, HeldLevel>; 2],
+    /// Per temperature (GPU die, memory): the loads (bins of recent power; a load read near a
+    /// bin's edge falls in two) it held for the first time in the visit going on now
+    /// ([`Monitor::held_level`]): a level its own approach there goes past by a sensor step
+    /// is taken up ([`Monitor::settle`]). Forgotten when the power leaves its steady band.
+    first_hold: [Vec<usize>; 2],
+    /// The die's reading when the memory first held a load in the visit going on now
+    /// (`first_hold`): the memory's level there is taken up only as far as the die warmed
+    /// with it since ([`Monitor::past_first_hold`]).
+    first_hold_die_c: Option<f64>,
     /// Per temperature (GPU die, memory): how far (°C) its level at the first load it held
     /// again in this run moved from the level kept there from an earlier run
     /// ([`Monitor::resume_response`]): the room (or the card) since. The levels kept at the
@@ -207,6 +217,29 @@ pub struct Monitor {
 /// The most seconds between two readings that a held level may rise over
 /// ([`Monitor::held_level`]): it rises only while the die holds its load, not between visits.
 const HELD_STEP_S: f64 = 10.0;
+
+/// The largest ratio of a temperature's own rise over idle to the healthy history's that a
+/// card may learn ([`Monitor::rise_ratio`]): a heat sink (or paste) half again as resistive
+/// as the history card's. The healthy H100s learn 1.1–1.43 against the coolest (its die
+/// 24 °C from idle to 692 W, the others' up to 30 °C; GPU-2d7f0852…, 2026-12-06); a card
+/// that rose further is judged beyond what healthy cards of one model show.
+pub const RISE_RATIO_MAX: f64 = 1.5;
+
+/// The smallest rise (°C) of the healthy history's typical level over its idle one at a load
+/// for a ratio to be learned there ([`Monitor::rise_ratio`]): five sensor steps, so that a
+/// degree of rounding moves the ratio by a fifth at most.
+pub const RISE_RATIO_MIN_RISE_C: f64 = 5.0;
+
+/// A temperature's own rise over idle against the healthy history's, learned at the loads it
+/// held in this run ([`Monitor::rise_ratio`]): its thermal resistance relative to the history
+/// card's. At a load it has not held, the history's rise over its idle is scaled by it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct RiseRatio {
+    /// The ratio, within 1 to [`RISE_RATIO_MAX`].
+    ratio: f64,
+    /// The healthy history's typical level at the load this card held as its idle, °C.
+    idle_c: f64,
+}
 
 /// The die's own settled level at one load ([`Monitor::held_level`]).
 #[derive(Debug, Clone, Copy)]
@@ -302,6 +335,8 @@ impl Monitor {
             settled_now: [None, None],
             responses: [ThermalResponse::default(), ThermalResponse::default()],
             held_levels: [BTreeMap::new(), BTreeMap::new()],
+            first_hold: [Vec::new(), Vec::new()],
+            first_hold_die_c: None,
             kept_moved_c: [None, None],
             room_step: None,
             room_held_since: [None, None],
@@ -655,6 +690,10 @@ impl Monitor {
         let window_s = self.config.slope_window_s;
         if !self.power_steady(window_s) {
             self.settled_now[i] = None;
+            self.first_hold[i].clear();
+            if i == 1 {
+                self.first_hold_die_c = None;
+            }
             return;
         }
         // Held: flat, and (by the card's τ) less than a sensor step to go; before a τ is
@@ -673,8 +712,48 @@ impl Monitor {
                 .is_none_or(|left| left < SENSOR_STEP_C)
                 && !still_climbing()
         }) {
-            self.settled_now[i] = Some(self.settled_now[i].map_or(level, |held| held.min(level)));
+            self.settled_now[i] = Some(match self.settled_now[i] {
+                Some(held) if self.past_first_hold(i, signal, held, level) => level,
+                Some(held) => held.min(level),
+                None => level,
+            });
         }
+    }
+
+    /// Whether a temperature (`i`) that first held this load in this visit at `held`, and
+    /// reads flat a sensor step or more above it now (`level`), went past it as one
+    /// first-order approach: its readings since the load began within [`MAX_RMS_C`] of a
+    /// warming approach seen bending ([`ThermalResponse::approach_unlearned`]) that heads to
+    /// `level` or past it. That hold was a plateau on the way, not its level: an approach of
+    /// two speeds (an H100's HBM in its first 700-W load, GPU-9ed4b029…: 49 → 57 °C in 10 s,
+    /// flat for 6 s, on to 64 °C over 40 s). Only at a load it had not held before: a level
+    /// held in an earlier visit, or kept from an earlier run, is followed as before, and a
+    /// cooling failing at a steady rate reads no flat level, nor fits an approach. The memory
+    /// only: the HBM warms with its own traffic at once and with the die and board after; the
+    /// die keeps the lowest level it held in the visit, the early rule's reference (a die
+    /// whose cooler fails in a load's first seconds holds a plateau too: the evaluation's
+    /// 0.16 °C/s failure 8 s into a 470-W copy was said 6 s later with its level raised). And
+    /// only where the die warmed at least half as far since the memory's first hold: the
+    /// HBM's slow part is the die and board heating it (the H100 above: its die 65 → 71 °C
+    /// meanwhile); an HBM heating alone at a steady load, its die flat, is its own cooling
+    /// failing (0.1 °C/s from a copy's 26th second, its first plateau 65 °C: taken up, the
+    /// margin rule and the forest would follow it).
+    fn past_first_hold(&self, i: usize, signal: Signal, held: f64, level: f64) -> bool {
+        let die_rose = match (self.first_hold_die_c, self.window.back()) {
+            (Some(then), Some(s)) => s.temp_gpu_c.map_or(0.0, |now| now - then),
+            _ => 0.0,
+        };
+        signal == Signal::TempMem
+            && !self.first_hold[i].is_empty()
+            && level >= held + SENSOR_STEP_C
+            && die_rose >= (level - held) / 2.0
+            && self.responses[i]
+                .approach_unlearned()
+                .is_some_and(|(fit, _)| {
+                    fit.rms_c <= MAX_RMS_C
+                        && fit.approach_c <= -SENSOR_STEP_C
+                        && fit.settle_c >= level - SENSOR_STEP_C / 2.0
+                })
     }
 
     /// The die's own settled level at the load in bin `bin` of recent power, learned from
@@ -701,6 +780,7 @@ impl Monitor {
                 kept: false,
             };
             let mut moved_c = None;
+            let mut new = false;
             let level = self.held_levels[i]
                 .entry(bin)
                 .and_modify(|l| {
@@ -709,11 +789,26 @@ impl Monitor {
                         *l = first;
                     }
                 })
-                .or_insert(first);
-            // Up only over the seconds it holds here (a sample's worth at most each).
+                .or_insert_with(|| {
+                    new = true;
+                    first
+                });
+            if new {
+                if i == 1 && self.first_hold[i].is_empty() {
+                    self.first_hold_die_c = self.window.back().and_then(|s| s.temp_gpu_c);
+                }
+                self.first_hold[i].push(bin);
+            }
+            // Up only over the seconds it holds here (a sample's worth at most each); at once
+            // where this visit's first hold here was a plateau on its way ([`Monitor::settle`]).
             let holding_s = (t - level.t).clamp(0.0, HELD_STEP_S);
+            let up_to = if self.first_hold[i].contains(&bin) {
+                held
+            } else {
+                level.level + RISE_C_PER_MIN / 60.0 * holding_s
+            };
             *level = HeldLevel {
-                level: held.min(level.level + RISE_C_PER_MIN / 60.0 * holding_s),
+                level: held.min(up_to),
                 t,
                 kept: false,
             };
@@ -740,6 +835,50 @@ impl Monitor {
         Some(held.level + moved_c)
     }
 
+    /// A temperature's (`i`: 0 the die, 1 the memory) own rise over idle against the healthy
+    /// history's (`expected`: its envelope shifted by this GPU's level), learned at the loads
+    /// it held in this run ([`Monitor::held_level`], not those kept from an earlier one): its
+    /// idle is the lightest load it held where the history held one too; at each heavier load
+    /// it held where the history's typical level rose [`RISE_RATIO_MIN_RISE_C`] or more above
+    /// the history's there, its own rise over its idle divided by the history's; the ratio is
+    /// the one at the load where the history rose most (where a degree of rounding moves it
+    /// least; the smallest of them left the second cool H100's HBM at 1.04 where its
+    /// full-load GEMM gives 1.2–1.3, GPU-960288a5…), at most [`RISE_RATIO_MAX`];
+    /// `None` before such a load was held, or
+    /// where it is 1 or less (a card that rises no further than the history's is judged as
+    /// before). A card whose heat sink or paste is a quarter less good than the history card's
+    /// rises a quarter further at every load (the warmer H100s against the coolest: at full
+    /// load 4–6 °C past its envelope shifted by their idle level, GPU-2d7f0852…). Learned
+    /// only from levels the margin rule would have passed (at most `margin` above the
+    /// envelope shifted, [`Expected::allowed_at`] without the ratio): a cooling that fails
+    /// while the card holds its loads cannot teach itself more than that and the clamp allow.
+    fn rise_ratio(&self, i: usize, expected: &Expected, margin: f64) -> Option<RiseRatio> {
+        let bin_w = self.config.envelope_bin_w;
+        let envelope = &expected.envelope;
+        let mut held = self.held_levels[i]
+            .iter()
+            .filter(|(_, l)| !l.kept)
+            .filter_map(|(&bin, l)| {
+                let p = (bin as f64 + 0.5) * bin_w;
+                Some((p, l.level, envelope.typical_known_at(p)?))
+            });
+        let (_, own_idle, history_idle) = held.next()?;
+        let ratio = held
+            .filter(|&(p, level, _)| {
+                level <= envelope.hottest_held_near(p) + expected.shift + margin
+            })
+            .filter_map(|(_, level, typical)| {
+                let rise = typical - history_idle;
+                (rise >= RISE_RATIO_MIN_RISE_C).then_some((rise, (level - own_idle) / rise))
+            })
+            .reduce(|a, b| if b.0 > a.0 { b } else { a })?
+            .1;
+        (ratio > 1.0).then(|| RiseRatio {
+            ratio: ratio.min(RISE_RATIO_MAX),
+            idle_c: history_idle,
+        })
+    }
+
     /// Whether a temperature (`i`: 0 the die, 1 the memory) is still approaching the level of
     /// the load it holds now, warming or cooling, as a first-order approach with the card's
     /// own learned time constant ([`ThermalResponse::approach`]: readings within
@@ -748,10 +887,20 @@ impl Monitor {
     /// the bound. Cooling counts too: an H100's HBM at rest after bursty work cools from 53
     /// to 47 °C over 25 s (GPU-9ed4b029…); restarted in a warmer room with its τ kept, it was
     /// judged at 50 °C against its levels from the old room before it settled.
+    /// Where the card has shown no τ yet, or its τ's fit does not describe this load's
+    /// readings, the fit with any τ from its own up ([`ThermalResponse::approach_unlearned`]:
+    /// a first-order approach seen bending) judges alike: a die still warming in its run's
+    /// first load after idle, or an HBM warming slower than the short τ its bursts showed,
+    /// is not yet at its level.
     fn approaching_under(&self, i: usize, bound: f64) -> bool {
-        self.responses[i].approach().is_some_and(|(fit, since)| {
+        let approaching = |(fit, since): (StepFit, f64)| {
             fit.rms_c <= MAX_RMS_C && fit.left_at(since) >= SENSOR_STEP_C && fit.settle_c < bound
-        })
+        };
+        let response = &self.responses[i];
+        match response.approach() {
+            Some(learned) if learned.0.rms_c <= MAX_RMS_C => approaching(learned),
+            _ => response.approach_unlearned().is_some_and(approaching),
+        }
     }
 
     /// The Theil–Sen slope of a signal over the last `seconds`, per second.
@@ -1099,6 +1248,7 @@ impl Monitor {
                         envelope,
                         held: None,
                         own_level_only: false,
+                        rise: None,
                     };
                     let excess = temp - expected.at(p);
                     level.observe(s.t, residual, excess < margin / 2.0);
@@ -1120,6 +1270,7 @@ impl Monitor {
                     let bin = expected.envelope.bin(p);
                     let bound = expected.allowed_at(p) + critical;
                     expected.held = self.held_level(i, s.t, bin, bound).map(|l| (bin, l));
+                    expected.rise = self.rise_ratio(i, &expected, margin);
                     // A thin healthy history (`Coverage::is_thin`: it held too few loads to
                     // tell this GPU's level at one load from its level at another): the
                     // die's level at each load is this GPU's to show. Until the die holds the
@@ -1180,6 +1331,11 @@ impl Monitor {
                 _ => None,
             };
             let excess = healthy_max.map(|(h, _)| temp - h);
+            // The critical excess is measured from the envelope without the rise ratio.
+            let rise_extra = match (&expected, recent_power) {
+                (Some(e), Some(p)) => e.rise_extra(p),
+                _ => 0.0,
+            };
             let rising = slope.unwrap_or(0.0) >= 0.0;
             // The die heating fast at a steady load, already half the margin above this GPU's
             // own typical level and above the level it held at this load, and more than it
@@ -1211,7 +1367,7 @@ impl Monitor {
                     // No healthy history: warn within 5 °C of the limit.
                     None => temp >= limit - 5.0,
                 };
-            let severity = if temp >= limit || excess.is_some_and(|e| e >= critical) {
+            let severity = if temp >= limit || excess.is_some_and(|e| e + rise_extra >= critical) {
                 Some(Severity::Critical)
             } else if heating || over_margin {
                 Some(Severity::Warning)
@@ -2523,6 +2679,9 @@ struct Expected {
     /// The healthy history is thin ([`Coverage::is_thin`](crate::model::Coverage::is_thin)):
     /// where the die held this load, that level alone is what it should reach.
     own_level_only: bool,
+    /// The temperature's own rise over idle against the history's, where learned
+    /// ([`Monitor::rise_ratio`]): at a load it has not held, the history's rise scaled by it.
+    rise: Option<RiseRatio>,
 }
 
 impl Expected {
@@ -2536,12 +2695,30 @@ impl Expected {
     /// history held ([`Envelope::hottest_held_near`]), shifted, or where the die settled
     /// higher at this load itself, that level ([`Monitor::held_level`]); under a thin history
     /// where the die settled, that level alone: what the margin rule warns against.
+    /// At a load it has not held, the history's rise over its idle there is scaled by the
+    /// temperature's own ratio where learned ([`Expected::rise_extra`]).
     fn allowed_at(&self, recent_power_w: f64) -> f64 {
         let shifted = self.envelope.hottest_held_near(recent_power_w) + self.shift;
         match self.held_at(recent_power_w) {
             Some(held) if self.own_level_only => held,
             Some(held) => held.max(shifted),
-            None => shifted,
+            None => shifted + self.rise_extra(recent_power_w),
+        }
+    }
+
+    /// How much more (°C) the temperature may rise at this recent power than the envelope
+    /// shifted by its level allows, by its own rise ratio ([`Monitor::rise_ratio`]): the
+    /// history's rise from its idle to its hottest here, times the ratio less one. Nothing
+    /// at a load it held (its own level there judges it) or before a ratio is learned. The
+    /// critical excess is measured without it: the ratio widens the warning, not the
+    /// critical.
+    fn rise_extra(&self, recent_power_w: f64) -> f64 {
+        match self.rise {
+            Some(rise) if self.held_at(recent_power_w).is_none() => {
+                let history_rise = self.envelope.hottest_held_near(recent_power_w) - rise.idle_c;
+                (rise.ratio - 1.0) * history_rise.max(0.0)
+            }
+            _ => 0.0,
         }
     }
 
@@ -2947,6 +3124,96 @@ mod tests {
             forest_trees: 0,
             ..Config::default()
         }
+    }
+
+    /// The healthy history for the rise ratio: a card whose die settles within seconds at
+    /// 40 °C idle (100 W), 46 °C at 250 W, 52 °C at 400 W and 60 °C at 600 W (its typical
+    /// levels read about a degree higher, its hottest near 61.6 °C at 600 W).
+    fn ratio_history(config: &Config) -> Model {
+        let history = card(
+            2.0,
+            |p, _| 40.0 + 0.04 * (p - 100.0),
+            &[
+                (120.0, 100.0),
+                (120.0, 250.0),
+                (120.0, 100.0),
+                (120.0, 400.0),
+                (120.0, 100.0),
+                (120.0, 600.0),
+                (120.0, 100.0),
+            ],
+        );
+        Model::train(&history, config).unwrap()
+    }
+
+    /// A card of the same model, as fast, at the history's idle level, whose die rises
+    /// `at_250` times the history's rise over idle at 250 W (a load it holds two minutes
+    /// after idling; the history rose 5.1 °C there, typical to typical) and `then` times at
+    /// `then_w` (a load it then runs for the first time, from 270 s): the thermal alerts
+    /// from 270 s.
+    fn rising(at_250: f64, (then, then_w): (f64, f64)) -> Vec<Alert> {
+        let config = config();
+        let ratio = move |p: f64| if p > 300.0 { then } else { at_250 };
+        let trace = card(
+            2.0,
+            move |p, _| 40.0 + ratio(p) * 0.04 * (p - 100.0),
+            &[(150.0, 100.0), (120.0, 250.0), (60.0, then_w)],
+        );
+        replay(&trace, &config, Some(ratio_history(&config)))
+            .into_iter()
+            .filter(|a| a.t >= 270.0 && a.kind == AlertKind::ThermalRunaway)
+            .collect()
+    }
+
+    #[test]
+    fn a_card_rising_further_than_the_history_is_judged_by_its_own_rise_at_a_new_load() {
+        // It rose 1.3 times the history's rise at 250 W (held at 48 °C: 1.57 read against
+        // the history's typical levels, 1.5 at most); at 600 W it runs 66 °C, 4.4 °C above
+        // the history's hottest: under the history's 20 °C rise scaled. Without the ratio, a
+        // warning at 600 W (the margin is 4 °C).
+        let alerts = rising(1.3, (1.3, 600.0));
+        assert!(alerts.is_empty(), "{alerts:#?}");
+    }
+
+    #[test]
+    fn a_rise_ratio_is_learned_no_higher_than_its_bound() {
+        // It rose 1.75 times the history's rise at 250 W (held at 50–51 °C, within the
+        // margin of the history's 47: about 2 read against its typical levels) and runs 2.05
+        // times it at 400 W (64.6 °C, 11 °C above the history's hottest: no critical). Judged
+        // by a ratio of 1.5 at most (59.9 °C allowed before the margin), a warning; by the
+        // ratio it read (2: 66 °C allowed), none.
+        let alerts = rising(1.75, (2.05, 400.0));
+        assert!(
+            alerts.iter().any(|a| a.severity == Severity::Warning),
+            "{alerts:#?}"
+        );
+    }
+
+    #[test]
+    fn a_rise_ratio_is_not_learned_from_a_level_past_the_margin() {
+        // At 250 W it runs 2 times the history's rise (held at 52 °C, 5 °C above the
+        // history's hottest there: past the margin, a warning there); at 600 W 1.4 times
+        // (68 °C, 6.4 °C above the history's hottest, worse than said at 250 W). A level the
+        // margin rule did not pass teaches no ratio, so 600 W is judged by the history's rise:
+        // a warning (with a ratio learned at 250 W, 1.5 at most: 71.6 °C allowed, none).
+        let alerts = rising(2.0, (1.4, 600.0));
+        assert!(
+            alerts.iter().any(|a| a.severity == Severity::Warning),
+            "{alerts:#?}"
+        );
+    }
+
+    #[test]
+    fn the_rise_ratio_widens_the_warning_not_the_critical() {
+        // Ratio 1.5 (it rose 1.6 times the history's rise at 250 W, 1.76 read against the
+        // history's typical levels); at 600 W it runs 1.7 times the history's rise (74 °C):
+        // 2.4 °C above the 71.6 °C the ratio allows (no warning), but 12.4 °C above the
+        // history's hottest: the critical excess (12 °C) is measured from there.
+        let alerts = rising(1.6, (1.7, 600.0));
+        assert!(
+            alerts.iter().any(|a| a.severity == Severity::Critical),
+            "{alerts:#?}"
+        );
     }
 
     #[test]

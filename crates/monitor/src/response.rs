@@ -314,6 +314,25 @@ impl ThermalResponse {
         Some((fit, self.latest_t - t0))
     }
 
+    /// The response fitted to the readings at the load held now with any τ from the card's
+    /// own (or, before it showed one, [`TAU_RANGE_S`]'s shortest) to the range's longest, and
+    /// the seconds since the load's first reading: for a load whose approach the card's
+    /// learned τ does not describe, or a card that has shown none yet (its run's first load
+    /// after idle). Kept only where it shows a first-order approach seen bending: its τ
+    /// short of the range's longest (a steady heating, as a cooling failing, fits the
+    /// longest as a straight line) and the load held at least that τ. An H100's HBM, its τ
+    /// learned at 2.6 s from short bursts, warms 49 → 64 °C with τ ≈ 21 s in its first
+    /// 700-W load (GPU-9ed4b029…); another's die 52 → 67 °C with τ ≈ 19 s in its run's first
+    /// load, no τ learned yet (GPU-b699410f…).
+    pub fn approach_unlearned(&self) -> Option<(StepFit, f64)> {
+        let (low, high) = TAU_RANGE_S;
+        let (t0, _) = *self.segment.first()?;
+        let from = self.tau_s().map_or(low, |tau| tau.clamp(low, high));
+        let fit = fit_step(&self.since_first(), taus(from, high))?;
+        let since = self.latest_t - t0;
+        (fit.tau_s < high && since >= fit.tau_s).then_some((fit, since))
+    }
+
     /// The readings at the load held now after its first (seconds since the first, °C): the
     /// die's own jump lands in the first, whose power reading averages the step.
     fn since_first(&self) -> Vec<(f64, f64)> {

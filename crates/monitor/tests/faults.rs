@@ -1655,3 +1655,118 @@ fn the_multivariate_model_still_catches_a_memory_cooling_failure_where_the_hbm_s
         assert!(said.t - from <= 20.0, "{rate} °C/s:\n{}", show(&alerts));
     }
 }
+
+/// The coolest H100's history (GPU-2d7f0852…, 2026-12-06: its die rises 24 °C from idle to
+/// 692 W, the others' up to 30 °C).
+const H100_COOL_4: &str = include_str!("data/h100-healthy-varied-3.csv");
+
+#[test]
+fn an_h100_still_warming_in_its_runs_first_load_is_no_cooling_failure() {
+    // The third cool H100 by the coolest one's history: its die warms 52 → 67 °C over its
+    // run's first load (BF16 at 689–697 W from 46 s), τ ≈ 19 s, no τ of its own learned yet
+    // (its run began at idle). Before its own first-order approach was fitted without a
+    // learned τ: "temp_gpu … 4.6 °C above the hottest this GPU should reach at 693 W" at
+    // 78 s, in every room.
+    quiet_in_rooms(H100_COOL_4, H100_COOL_3, &[-5.0, 0.0, 5.0]);
+}
+
+#[test]
+fn an_hbm_warming_at_two_speeds_is_judged_from_where_it_settles() {
+    // The cool H100 by the coolest one's history: in its first 700-W load (from 223 s) its
+    // HBM warms 49 → 57 °C in 10 s, holds 6 s, then warms on to 64 °C over 40 s with its die
+    // (65 → 71 °C), as one approach with τ ≈ 21 s where its own learned τ (2.6 s, from short
+    // bursts) fits none. Before: "temp_mem … 4.5 °C above the hottest this GPU should reach
+    // at 699 W" at 264 s and an `ambient_shift` of +7.6 °C at 284 s, in every room.
+    quiet_in_rooms(H100_COOL_4, H100_GPU_RUN, &[-5.0, 0.0, 3.0, 4.0]);
+}
+
+#[test]
+fn a_card_whose_hbm_rises_further_than_the_historys_is_judged_by_its_own_rise() {
+    // The second cool H100 by the coolest one's history, 4 and 5 °C warmer: its HBM rose
+    // 1.2–1.3 times as far above its idle as the history's at the GEMMs it held; its copy at
+    // 374 W (from 284 s), a load it has not held, runs 65–67 °C. Judged by the history's rise
+    // scaled by that ratio. Before: "temp_mem … 5.0 °C above the hottest this GPU should
+    // reach at 374 W" at 287 s.
+    quiet_in_rooms(H100_COOL_4, H100_COOL_2, &[4.0, 5.0]);
+}
+
+/// `judged` by `history`'s model in a room `room` °C warmer, its die (or memory) heating
+/// `rate` °C/s more from `from` s: the first alert at or after `from`, and that none came
+/// before.
+fn first_after_failing(
+    history: &str,
+    judged: &str,
+    room: f64,
+    signal: Signal,
+    (rate, from): (f64, f64),
+) -> Alert {
+    let [history, judged] = [history, judged].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&history, &Config::default()).unwrap();
+    let trace: Vec<Sample> = warmer(&judged, room)
+        .into_iter()
+        .map(|mut s| {
+            let heat = (rate * (s.t - from).max(0.0)).round();
+            match signal {
+                Signal::TempGpu => s.temp_gpu_c = s.temp_gpu_c.map(|v| v + heat),
+                _ => s.temp_mem_c = s.temp_mem_c.map(|v| v + heat),
+            }
+            s
+        })
+        .collect();
+    let alerts = replay(&trace, &Config::default(), Some(model));
+    assert!(alerts.iter().all(|a| a.t >= from), "{}", show(&alerts));
+    alerts
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("{rate} °C/s from {from} s: not caught"))
+}
+
+#[test]
+fn a_cooling_failure_in_an_h100s_first_load_is_still_caught() {
+    // What fitting the die's own approach without a learned τ costs: the third cool H100 by
+    // the coolest one's history, its cooler failing 9 s into its run's first load (from 55 s)
+    // or 24 s in (from 70 s). A die heating at a steady rate on top of its approach does not
+    // bend as a first-order approach does, or heads past the critical excess: said by the
+    // margin rule within 17 s (0.1 °C/s from 55 s), 12 s (0.25) and 7 s (0.25 from 70 s).
+    for (rate, from, within_s) in [(0.1, 55.0, 17.0), (0.25, 55.0, 12.0), (0.25, 70.0, 7.0)] {
+        for room in [0.0, 3.0] {
+            let first = first_after_failing(
+                H100_COOL_4,
+                H100_COOL_3,
+                room,
+                Signal::TempGpu,
+                (rate, from),
+            );
+            assert_eq!(first.kind, AlertKind::ThermalRunaway, "{first:?}");
+            assert!(
+                first.t - from <= within_s,
+                "{rate} °C/s from {from} s, {room:+} °C: {:.1} s",
+                first.t - from
+            );
+        }
+    }
+}
+
+#[test]
+fn an_hbm_cooling_failure_at_a_load_not_yet_held_is_still_caught() {
+    // The second cool H100 by the coolest one's history, which it judges with a rise ratio
+    // learned at its GEMMs: its HBM's cooling failing 11 s into its copy (from 295 s), a load
+    // it has not held, at 0.25 °C/s: said within 9 s, as without the ratio (the ratio learned
+    // at most 1.5, and only from levels the margin rule passed, widens the warning there by
+    // what the history's rise times the ratio less one gives, 2–3 °C).
+    for room in [0.0, 5.0] {
+        let first = first_after_failing(
+            H100_COOL_4,
+            H100_COOL_2,
+            room,
+            Signal::TempMem,
+            (0.25, 295.0),
+        );
+        assert_eq!(first.kind, AlertKind::ThermalRunaway, "{first:?}");
+        assert!(
+            first.t - 295.0 <= 9.0,
+            "{room:+} °C: {:.1} s",
+            first.t - 295.0
+        );
+    }
+}
