@@ -36,6 +36,16 @@ fn edited(dir: &std::path::Path, edit: impl Fn(f64, &mut Vec<String>, &[&str])) 
     path
 }
 
+/// `pog monitor replay --json --train HISTORY TRACE`: its exit code, JSON lines and summary.
+fn replay_trained(history: &std::path::Path, trace: &std::path::Path) -> std::process::Output {
+    pog()
+        .args(["monitor", "replay", "--json", "--train"])
+        .arg(history)
+        .arg(trace)
+        .output()
+        .unwrap()
+}
+
 fn alerts_of(stdout: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(stdout)
         .lines()
@@ -46,12 +56,7 @@ fn alerts_of(stdout: &[u8]) -> Vec<Value> {
 #[test]
 fn the_healthy_trace_replays_without_alerts() {
     let healthy = healthy_path();
-    let out = pog()
-        .args(["monitor", "replay", "--json", "--train"])
-        .arg(&healthy)
-        .arg(&healthy)
-        .output()
-        .unwrap();
+    let out = replay_trained(&healthy, &healthy);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -78,12 +83,10 @@ fn a_thin_history_is_said_once_and_judges_another_card_without_alarms() {
     // The 60-s bench recording (its die held one load 20 s or more) judging the fourth H200's
     // day: said once on stderr, with what it held, and nothing raised.
     let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../monitor/tests/data");
-    let out = pog()
-        .args(["monitor", "replay", "--json", "--train"])
-        .arg(data.join("h200-bench-load-2026-12-03.csv"))
-        .arg(data.join("h200-healthy-varied-2.csv"))
-        .output()
-        .unwrap();
+    let out = replay_trained(
+        &data.join("h200-bench-load-2026-12-03.csv"),
+        &data.join("h200-healthy-varied-2.csv"),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert_eq!(stderr.matches("is thin").count(), 1, "{stderr}");
@@ -95,12 +98,7 @@ fn a_thin_history_is_said_once_and_judges_another_card_without_alarms() {
     );
     // A history that covers its loads is not said to be thin.
     let healthy = healthy_path();
-    let out = pog()
-        .args(["monitor", "replay", "--json", "--train"])
-        .arg(&healthy)
-        .arg(&healthy)
-        .output()
-        .unwrap();
+    let out = replay_trained(&healthy, &healthy);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("thin"));
 }
 
@@ -118,12 +116,7 @@ fn injected_faults_print_one_json_alert_per_line_and_exit_1() {
             cells[col("ecc_uncorr")] = "1".into();
         }
     });
-    let out = pog()
-        .args(["monitor", "replay", "--json", "--train"])
-        .arg(healthy_path())
-        .arg(&trace)
-        .output()
-        .unwrap();
+    let out = replay_trained(&healthy_path(), &trace);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -188,12 +181,7 @@ fn a_clock_stepped_back_is_said_once_and_the_rows_after_it_are_judged() {
             cells[col("ecc_uncorr")] = "1".into();
         }
     });
-    let out = pog()
-        .args(["monitor", "replay", "--json", "--train"])
-        .arg(healthy_path())
-        .arg(&trace)
-        .output()
-        .unwrap();
+    let out = replay_trained(&healthy_path(), &trace);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let alerts = alerts_of(&out.stdout);
