@@ -17,7 +17,7 @@
 //!   per GPU against a frozen per-GPU reference, with predictive alerts.
 //! - [`monitor`]: [`Monitor`], every detector run sample by sample (the live path and
 //!   [`replay`] are the same code), with alerts de-duplicated by the [`alert::Gate`].
-//! - [`downsample`]: 1-minute min/mean/max aggregates.
+//! - [`mod@downsample`]: 1-minute min/mean/max aggregates.
 //! - [`history`]: the embedded SQLite history (raw samples, minutes, alerts), written in batches.
 //! - [`inject`]: faults injected into real traces, for tests and the evaluation set.
 //! - [`dashboard`]: the dashboard's JSON (each GPU's current values, charts, limits, counters

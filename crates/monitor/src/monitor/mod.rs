@@ -127,15 +127,15 @@ pub struct Monitor {
 }
 
 /// The largest ratio of a temperature's own rise over idle to the healthy history's that a
-/// card may learn ([`Monitor::rise_ratio`]): a heat sink (or paste) half again as resistive
-/// as the history card's. The healthy H100s learn 1.1–1.43 against the coolest (its die
+/// card may learn at the loads it held: a heat sink (or paste) half again as resistive as the
+/// history card's. The healthy H100s learn 1.1–1.43 against the coolest (its die
 /// 24 °C from idle to 692 W, the others' up to 30 °C; GPU-2d7f0852…, 2026-12-06); a card
 /// that rose further is judged beyond what healthy cards of one model show.
 pub const RISE_RATIO_MAX: f64 = 1.5;
 
 /// The smallest rise (°C) of the healthy history's typical level over its idle one at a load
-/// for a ratio to be learned there ([`Monitor::rise_ratio`]): five sensor steps, so that a
-/// degree of rounding moves the ratio by a fifth at most.
+/// for a card's rise ratio to be learned there: five sensor steps, so that a degree of
+/// rounding moves the ratio by a fifth at most.
 pub const RISE_RATIO_MIN_RISE_C: f64 = 5.0;
 
 /// A temperature's own rise over idle against the healthy history's, learned at the loads it
