@@ -205,6 +205,33 @@ fn a_clock_stepped_back_is_said_once_and_the_rows_after_it_are_judged() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("comes before the previous row's"));
+    // Fed live (`pog monitor run --from-trace`, the dashboard's replay), a clock set back a
+    // second in: the same one line, and the rows after it sampled.
+    let dir = tempfile::tempdir().unwrap();
+    let early = edited(dir.path(), |t, cells, _| {
+        if t >= 1.0 {
+            cells[0] = format!("{}", t - 3600.0);
+        }
+    });
+    let out = pog()
+        .args([
+            "monitor",
+            "run",
+            "--no-history",
+            "--interval",
+            "0.1",
+            "--duration",
+            "1",
+        ])
+        .arg("--from-trace")
+        .arg(&early)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(stdout.matches("sample_gap").count(), 1, "{stdout}");
+    assert!(stdout.contains("stepped back 3599"), "{stdout}");
+    assert!(stdout.contains("1 alert(s)"), "{stdout}");
 }
 
 /// Starts `pog monitor run` with `args`, waits for its metrics address on stderr, and returns
