@@ -19,17 +19,35 @@ fn healthy_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(HEALTHY)
 }
 
-/// The healthy trace with `edit` applied to each data row's cells (by column name).
-fn edited(dir: &std::path::Path, edit: impl Fn(f64, &mut Vec<String>, &[&str])) -> PathBuf {
+/// One data row of the healthy trace being edited: its cells, set by column name.
+struct Row<'a> {
+    header: &'a [&'a str],
+    cells: Vec<String>,
+}
+
+impl Row<'_> {
+    /// Writes `value` into the cell of `column`.
+    fn set(&mut self, column: &str, value: impl Into<String>) {
+        let at = self.header.iter().position(|h| *h == column);
+        self.cells[at.unwrap_or_else(|| panic!("no column {column}"))] = value.into();
+    }
+}
+
+/// The healthy trace with `edit` applied to each data row (given its time).
+fn edited(dir: &std::path::Path, edit: impl Fn(f64, &mut Row)) -> PathBuf {
     let text = std::fs::read_to_string(healthy_path()).unwrap();
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     let mut out = vec![header.join(",")];
     for line in lines {
-        let mut cells: Vec<String> = line.split(',').map(String::from).collect();
+        let cells: Vec<String> = line.split(',').map(String::from).collect();
         let t: f64 = cells[0].parse().unwrap();
-        edit(t, &mut cells, &header);
-        out.push(cells.join(","));
+        let mut row = Row {
+            header: &header,
+            cells,
+        };
+        edit(t, &mut row);
+        out.push(row.cells.join(","));
     }
     let path = dir.join("trace.csv");
     std::fs::write(&path, out.join("\n") + "\n").unwrap();
@@ -105,15 +123,14 @@ fn a_thin_history_is_said_once_and_judges_another_card_without_alarms() {
 #[test]
 fn injected_faults_print_one_json_alert_per_line_and_exit_1() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = edited(dir.path(), |t, cells, header| {
-        let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let trace = edited(dir.path(), |t, row| {
         // Hardware thermal slowdown in the SGEMM phase, and an uncorrected ECC error later.
         if (95.0..100.0).contains(&t) {
-            cells[col("clock_reasons")] = "64".into();
-            cells[col("sm_clock")] = "1200".into();
+            row.set("clock_reasons", "64");
+            row.set("sm_clock", "1200");
         }
         if t >= 150.0 {
-            cells[col("ecc_uncorr")] = "1".into();
+            row.set("ecc_uncorr", "1");
         }
     });
     let out = replay_trained(&healthy_path(), &trace);
@@ -144,9 +161,9 @@ fn injected_faults_print_one_json_alert_per_line_and_exit_1() {
 #[test]
 fn a_malformed_trace_is_an_error_naming_its_line() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = edited(dir.path(), |t, cells, _| {
+    let trace = edited(dir.path(), |t, row| {
         if t == 1.1 {
-            cells[2] = "hot".into();
+            row.set("temp_gpu", "hot");
         }
     });
     pog()
@@ -172,13 +189,12 @@ fn a_clock_stepped_back_is_said_once_and_the_rows_after_it_are_judged() {
     // recorder restarted on another clock, two files joined), with an uncorrected ECC error
     // after the step: the replay says the step once and still judges what follows.
     let dir = tempfile::tempdir().unwrap();
-    let trace = edited(dir.path(), |t, cells, header| {
-        let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let trace = edited(dir.path(), |t, row| {
         if t >= 120.0 {
-            cells[0] = format!("{}", t - 3600.0);
+            row.set("t", format!("{}", t - 3600.0));
         }
         if t >= 180.0 {
-            cells[col("ecc_uncorr")] = "1".into();
+            row.set("ecc_uncorr", "1");
         }
     });
     let out = replay_trained(&healthy_path(), &trace);
@@ -208,9 +224,9 @@ fn a_clock_stepped_back_is_said_once_and_the_rows_after_it_are_judged() {
     // Fed live (`pog monitor run --from-trace`, the dashboard's replay), a clock set back a
     // second in: the same one line, and the rows after it sampled.
     let dir = tempfile::tempdir().unwrap();
-    let early = edited(dir.path(), |t, cells, _| {
+    let early = edited(dir.path(), |t, row| {
         if t >= 1.0 {
-            cells[0] = format!("{}", t - 3600.0);
+            row.set("t", format!("{}", t - 3600.0));
         }
     });
     let out = pog()
@@ -510,12 +526,7 @@ fn run_serves_dcgm_metrics_records_the_trace_and_stops_on_time() {
 #[test]
 fn run_prints_live_alerts_with_the_gpu_and_fails() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = edited(dir.path(), |t, cells, header| {
-        let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
-        if t >= 2.0 {
-            cells[col("clock_reasons")] = "128".into();
-        }
-    });
+    let trace = power_brake_trace(dir.path());
     let out = pog()
         .args([
             "monitor",
@@ -664,11 +675,11 @@ fn receiver(statuses: Vec<u16>) -> (String, Arc<Mutex<Vec<String>>>) {
     (address, bodies)
 }
 
+/// The healthy trace with the power brake's clock event (bit 128) set from 2 s on.
 fn power_brake_trace(dir: &std::path::Path) -> PathBuf {
-    edited(dir, |t, cells, header| {
-        let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    edited(dir, |t, row| {
         if t >= 2.0 {
-            cells[col("clock_reasons")] = "128".into();
+            row.set("clock_reasons", "128");
         }
     })
 }
