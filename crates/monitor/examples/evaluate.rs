@@ -62,6 +62,7 @@ const H100_COOL_2: &str = include_str!("../tests/data/h100-healthy-varied.csv");
 const H100_COOL_3: &str = include_str!("../tests/data/h100-healthy-varied-2.csv");
 const H100_COOL_4: &str = include_str!("../tests/data/h100-healthy-varied-3.csv");
 const H100_COOL_5: &str = include_str!("../tests/data/h100-healthy-varied-4.csv");
+const H100_COOL_6: &str = include_str!("../tests/data/h100-healthy-varied-5.csv");
 const GRACE_S: f64 = 30.0;
 
 /// The alert kind meant for each fault kind.
@@ -189,6 +190,7 @@ fn h100_judged_by_another(config: &Config) -> Judged {
         ("the third cool H100", parse(H100_COOL_3), true),
         ("the fourth cool H100", parse(H100_COOL_4), true),
         ("the fifth cool H100", parse(H100_COOL_5), true),
+        ("the sixth cool H100", parse(H100_COOL_6), true),
     ];
     let pairs = cards.iter().flat_map(|(trained, history, _)| {
         cards

@@ -521,13 +521,20 @@ impl ForestModel {
     /// same power ([`AmbientOffset`](crate::baseline::AmbientOffset)): both the temperatures
     /// and their distances to the envelope are taken less them, as the history's GPU would
     /// read in this one's place (a card running 8 °C cooler is no state unlike the history).
-    pub fn row(&self, s: &Sample, recent_power: Option<f64>, offsets: [f64; 2]) -> Vec<f64> {
+    /// An offset not yet learned (`None`) leaves that temperature's two features unknown
+    /// (the training median): a card in a colder room is not unlike the history either.
+    pub fn row(
+        &self,
+        s: &Sample,
+        recent_power: Option<f64>,
+        offsets: [Option<f64>; 2],
+    ) -> Vec<f64> {
         let mut raw = raw_features(s, recent_power, &self.envelopes);
         for (over, offset) in raw[8..].iter_mut().zip(offsets) {
-            *over = over.map(|v| v - offset);
+            *over = over.zip(offset).map(|(v, o)| v - o);
         }
         for (temp, offset) in raw[4..6].iter_mut().zip(offsets) {
-            *temp = temp.map(|v| v - offset);
+            *temp = temp.zip(offset).map(|(v, o)| v - o);
         }
         raw.iter()
             .zip(&self.fill)

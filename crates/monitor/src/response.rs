@@ -207,6 +207,16 @@ pub enum ResponseResumeError {
     OtherModel(String),
 }
 
+/// A load that ended after its approach was seen ([`ThermalResponse::take_ended`]): where the
+/// first-order response fitted to its readings was heading, whether or not it got there.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EndedLoad {
+    /// The highest power read at the load, W (the window's maximum the envelope is read at).
+    pub power_w: f64,
+    /// Where the fit settles at that load, °C (`T∞`).
+    pub settle_c: f64,
+}
+
 /// One GPU's die response, learned from its own load steps, and the load it holds now.
 #[derive(Debug, Clone, Default)]
 pub struct ThermalResponse {
@@ -219,6 +229,8 @@ pub struct ThermalResponse {
     latest_t: f64,
     /// The lowest and highest power read at the load held now.
     band: Option<(f64, f64)>,
+    /// The latest load that ended with its approach seen, not yet taken.
+    ended: Option<EndedLoad>,
 }
 
 impl ThermalResponse {
@@ -269,6 +281,13 @@ impl ThermalResponse {
             learned: taus_s.to_vec(),
             ..ThermalResponse::default()
         })
+    }
+
+    /// The load that ended last with its approach seen, where the fit that taught its τ says it
+    /// was heading (once: `None` after until another such load ends): a die still warming when
+    /// its run's first heavy load ended shows how far it rises there before it ever holds it.
+    pub fn take_ended(&mut self) -> Option<EndedLoad> {
+        self.ended.take()
     }
 
     /// The time constants learned so far (seconds, oldest first), to keep across runs.
@@ -360,6 +379,12 @@ impl ThermalResponse {
             && fit.tau_s < high
             && span >= MIN_SPAN_TAUS * fit.tau_s
         {
+            if let Some((_, high)) = self.band {
+                self.ended = Some(EndedLoad {
+                    power_w: high,
+                    settle_c: fit.settle_c,
+                });
+            }
             self.learned.push(fit.tau_s);
             if self.learned.len() > KEPT {
                 self.learned.remove(0);
@@ -545,5 +570,17 @@ mod tests {
             (60.0..=100.0).contains(&settled_at),
             "τ {tau:.1}: settled {settled_at} s into the step"
         );
+    }
+
+    #[test]
+    fn a_load_left_before_it_settled_says_where_it_was_heading_once() {
+        // τ = 20 s, 40 s at 700 W (two τ: 3.6 °C short of 64 °C), then back to idle.
+        let mut response = learned(&card(20.0, &[(30.0, 100.0), (40.0, 700.0), (5.0, 100.0)]));
+        let ended = response
+            .take_ended()
+            .expect("the 700-W load's approach was seen");
+        assert!((ended.power_w - 700.0).abs() < 1e-9, "{ended:?}");
+        assert!((ended.settle_c - 64.0).abs() <= 1.0, "{ended:?}");
+        assert_eq!(response.take_ended(), None);
     }
 }

@@ -1770,3 +1770,77 @@ fn an_hbm_cooling_failure_at_a_load_not_yet_held_is_still_caught() {
         );
     }
 }
+
+/// A warmer H100 (GPU-fa4901f0…, 2026-12-06 17:09 UTC): its die and HBM rise up to 1.5 times
+/// as far above idle as the coolest card's, and its HBM keeps its heat longest.
+const H100_WARM: &str = include_str!("data/h100-healthy-varied-5.csv");
+
+#[test]
+fn a_warmer_h100_judged_by_every_cool_cards_history_raises_nothing() {
+    // Before, in every room (77 alarms over the five histories and 11 rooms):
+    // - its HBM 30 s after its 690-W GEMM, flat at 48 °C at 126 W while the heat stored in
+    //   the die and board drains: "temp_mem at 48 °C, 4.7 °C above the hottest this GPU
+    //   should reach at 127 W" at 120 s (the cooling tail, `Monitor::cooling_tail`);
+    // - its die in the half-duty GEMMs that follow, 63–68 °C at 534–547 W, before it held any
+    //   heavy load: "temp_gpu … 5.3 °C above … at 547 W" at 140–174 s (the rise ratio from
+    //   where its first GEMM's approach was heading, `ThermalResponse::take_ended`);
+    // - the multivariate model at 225 s, "temp_mem_over_envelope 12 vs 0", by the cool H100's
+    //   (the model judges each temperature widened by the card's ratio, as the rule does).
+    for history in [
+        H100_GPU_RUN,
+        H100_COOL_2,
+        H100_COOL_3,
+        include_str!("data/h100-healthy-varied-4.csv"),
+    ] {
+        quiet_in_rooms(history, H100_WARM, &[-5.0, 0.0, 5.0]);
+    }
+    // By the coolest card's history only its HBM's first seconds in the copy are left, 4.2 °C
+    // above at 222 s: its copy level, 1.4 times the coolest card's rise, is held only after.
+    let [coolest, warm] = [H100_COOL_4, H100_WARM].map(|t| parse_trace(t).unwrap());
+    let model = Model::train(&coolest, &Config::default()).unwrap();
+    let alerts = replay(&warm, &Config::default(), Some(model));
+    assert!(
+        alerts
+            .iter()
+            .all(|a| a.message.starts_with("temp_mem") && (222.0..223.0).contains(&a.t)),
+        "{}",
+        show(&alerts)
+    );
+}
+
+#[test]
+fn a_card_in_a_colder_room_than_the_history_is_not_unlike_it() {
+    // The cool H100 by the warm one's history, 5 °C cooler: before its own level was learned
+    // the multivariate model took its temperatures as they read, "temp_gpu_over_envelope -32
+    // vs -22" at 12 s. A temperature is the model's once the card's offset is learned.
+    quiet_in_rooms(H100_WARM, H100_GPU_RUN, &[-5.0]);
+}
+
+#[test]
+fn a_cooling_failure_in_the_heat_sinks_tail_is_still_caught() {
+    // The warm H100 by the cool one's history, its cooling failing from 100 s, 10 s after its
+    // GEMM ended, while the stored heat drains: the HBM at 0.25 °C/s said in 20 s (11 s
+    // before the tail was waited for), the die at 0.1 °C/s in 17 s as before (the die's tail
+    // is not waited for).
+    for (signal, rate, within_s) in [(Signal::TempMem, 0.25, 21.0), (Signal::TempGpu, 0.1, 18.0)] {
+        let first = first_after_failing(H100_GPU_RUN, H100_WARM, 0.0, signal, (rate, 100.0));
+        assert_eq!(first.kind, AlertKind::ThermalRunaway, "{first:?}");
+        assert!(
+            first.t - 100.0 <= within_s,
+            "{signal:?}: {:.1} s",
+            first.t - 100.0
+        );
+    }
+}
+
+#[test]
+fn a_die_cooling_failure_at_a_bursty_load_after_an_unheld_first_load_is_still_caught() {
+    // What the ratio from an approach not yet held costs: the warm H100's die failing at
+    // 0.25 °C/s from 140 s, 7 s into its half-duty GEMMs, by three histories: said in 22–34 s
+    // (before, a false alarm at the same load came first).
+    for history in [H100_GPU_RUN, H100_COOL_2, H100_COOL_4] {
+        let first = first_after_failing(history, H100_WARM, 0.0, Signal::TempGpu, (0.25, 140.0));
+        assert_eq!(first.kind, AlertKind::ThermalRunaway, "{first:?}");
+        assert!(first.t - 140.0 <= 35.0, "{:.1} s", first.t - 140.0);
+    }
+}

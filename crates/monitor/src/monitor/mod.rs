@@ -97,6 +97,14 @@ pub struct Monitor {
     /// power) where it has held one ([`Monitor::held_level`]): the margin rule judges it from
     /// there at that load. Both are kept across runs ([`Monitor::response_state`]).
     held_levels: [BTreeMap<usize, HeldLevel>; 2],
+    /// Per temperature (GPU die, memory): where its approach to each load it left was heading
+    /// (bin of recent power → °C, the fit that taught its τ there:
+    /// [`ThermalResponse::take_ended`]), in this run: its rise there counts toward its rise
+    /// ratio where it has not held that load ([`Monitor::rise_ratio`]), and nothing else.
+    projected_levels: [BTreeMap<usize, f64>; 2],
+    /// Per temperature (GPU die, memory): its rise ratio at the latest sample
+    /// ([`Monitor::rise_ratio`]), for the multivariate model to judge it as the margin rule does.
+    rise_now: [Option<RiseRatio>; 2],
     /// Per temperature (GPU die, memory): the loads (bins of recent power; a load read near a
     /// bin's edge falls in two) it held for the first time in the visit going on now
     /// ([`Monitor::held_level`]): a level its own approach there goes past by a sensor step
@@ -185,6 +193,8 @@ impl Monitor {
             settled_now: [None, None],
             responses: [ThermalResponse::default(), ThermalResponse::default()],
             held_levels: [BTreeMap::new(), BTreeMap::new()],
+            projected_levels: [BTreeMap::new(), BTreeMap::new()],
+            rise_now: [None, None],
             first_hold: [Vec::new(), Vec::new()],
             first_hold_die_c: None,
             kept_moved_c: [None, None],
@@ -608,18 +618,21 @@ impl Monitor {
         let Some(forest) = self.model.as_ref().and_then(|m| m.forest.as_ref()) else {
             return;
         };
-        // Each temperature against the envelope shifted by this GPU's own level, or where it
-        // settled higher at this load itself, from there (`Monitor::held_level`), as the
-        // margin rule judges it.
+        // Each temperature against the envelope shifted by this GPU's own level and widened by
+        // its own rise ratio, or where it settled higher at this load itself, from there
+        // (`Monitor::held_level`), as the margin rule judges it. Before the GPU's level is
+        // learned, its temperatures are unknown to the model: a card in a colder room than
+        // the history's is not unlike it.
         let offsets = [0, 1].map(|i| {
-            let offset = self.ambient[i]
-                .as_ref()
-                .and_then(AmbientOffset::offset)
-                .unwrap_or(0.0);
-            let settled = recent_power
-                .zip(forest.envelopes[i].as_ref())
-                .and_then(|(p, e)| Some(self.held_level_at(i, e.bin(p))? - e.at(p)));
-            settled.map_or(offset, |above| offset.max(above))
+            let offset = self.ambient[i].as_ref().and_then(AmbientOffset::offset)?;
+            let (p, e) = recent_power.zip(forest.envelopes[i].as_ref())?;
+            let extra = self.rise_now[i].map_or(0.0, |r| {
+                (r.ratio - 1.0) * (e.hottest_held_near(p) - r.idle_c).max(0.0)
+            });
+            Some(match self.held_level_at(i, e.bin(p)) {
+                Some(held) => offset.max(held - e.at(p)),
+                None => offset + extra,
+            })
         });
         let row = forest.row(s, recent_power, offsets);
         let score = forest.forest.score(&row);

@@ -35,6 +35,16 @@ const ROOM_FIT_S: f64 = 60.0;
 /// than this is held only where the memory rose as far as the die ([`Monitor::room_too_young`]).
 const ROOM_FIT_MIN_S: f64 = 20.0;
 
+/// Seconds after the power fell from a heavier load (by [`TAIL_FALL_W`] or more) within which
+/// a memory temperature that reads flat above what its new load allows is the heat the die
+/// and board stored draining ([`Monitor::cooling_tail`]), not a cooling failing: an H100's
+/// HBM read 48 °C for 16 s at 126 W, 30 s after a 690-W GEMM, 8 °C above where it idled
+/// before and 4.7 °C above the hottest the other cards' histories allow there
+/// (GPU-fa4901f0…, 2026-12-06); it was at 46–47 °C 40 s after.
+const TAIL_S: f64 = 90.0;
+/// Watts the power must have fallen by for [`TAIL_S`] to apply: a load step, not a bursty
+/// load's rhythm about its average.
+const TAIL_FALL_W: f64 = 100.0;
 /// The time constants (seconds) a rise from a change of room is fitted with: a step of the air
 /// reaches the die through its heat sink over tens of seconds (the evaluation's rooms: 20 s);
 /// a fit at the longest is a straight line, a cooling failing at a steady rate.
@@ -258,36 +268,63 @@ impl Monitor {
 
     /// A temperature's (`i`: 0 the die, 1 the memory) own rise over idle against the healthy
     /// history's (`expected`: its envelope shifted by this GPU's level), learned at the loads
-    /// it held in this run ([`Monitor::held_level`], not those kept from an earlier one): its
-    /// idle is the lightest load it held where the history held one too; at each heavier load
-    /// it held where the history's typical level rose [`RISE_RATIO_MIN_RISE_C`] or more above
-    /// the history's there, its own rise over its idle divided by the history's; the ratio is
-    /// the one at the load where the history rose most (where a degree of rounding moves it
-    /// least; the smallest of them left the second cool H100's HBM at 1.04 where its
-    /// full-load GEMM gives 1.2–1.3, GPU-960288a5…), at most [`RISE_RATIO_MAX`];
-    /// `None` before such a load was held, or
+    /// it held in this run ([`Monitor::held_level`], not those kept from an earlier one), and
+    /// at the heavier loads it left before holding them, where the approach that taught its
+    /// τ there was heading ([`ThermalResponse::take_ended`]): its idle is the lightest load it
+    /// held where the history held one too; at each heavier load where the history's typical
+    /// level rose [`RISE_RATIO_MIN_RISE_C`] or more above the history's there, its own rise
+    /// over its idle divided by the history's; the ratio is the one at the load where the
+    /// history rose most (where a degree of rounding moves it least; the smallest of them
+    /// left the second cool H100's HBM at 1.04 where its full-load GEMM gives 1.2–1.3,
+    /// GPU-960288a5…), at most [`RISE_RATIO_MAX`]; `None` before such a load was seen, or
     /// where it is 1 or less (a card that rises no further than the history's is judged as
     /// before). A card whose heat sink or paste is a quarter less good than the history card's
     /// rises a quarter further at every load (the warmer H100s against the coolest: at full
-    /// load 4–6 °C past its envelope shifted by their idle level, GPU-2d7f0852…). Learned
-    /// only from levels the margin rule would have passed (at most `margin` above the
-    /// envelope shifted, [`Expected::allowed_at`] without the ratio): a cooling that fails
-    /// while the card holds its loads cannot teach itself more than that and the clamp allow.
-    fn rise_ratio(&self, i: usize, expected: &Expected, margin: f64) -> Option<RiseRatio> {
+    /// load 4–6 °C past its envelope shifted by their idle level, GPU-2d7f0852…). A card
+    /// whose first heavy load ends before its die holds it (42 s of a 690-W GEMM, the die 55
+    /// → 69 °C still warming 0.05 °C/s, GPU-fa4901f0…) shows its rise by where that approach
+    /// was heading: its bursty half-duty GEMMs next, 58–69 °C at 490–547 W, 4–6 °C above the
+    /// others' histories shifted by its idle, are judged by it. Learned only from levels the
+    /// monitor let pass as healthy: held ones at most `margin` above the envelope shifted
+    /// ([`Expected::allowed_at`] without the ratio: the margin rule would have passed them),
+    /// and where an approach was heading at most `critical` above it (an approach is let run
+    /// toward any level under the critical excess, [`Monitor::approaching_under`], and was
+    /// never judged held). A cooling that fails while the card holds its loads cannot teach
+    /// itself more than that and the clamp allow, and the critical excess is measured
+    /// without the ratio.
+    ///
+    /// [`ThermalResponse::take_ended`]: crate::response::ThermalResponse::take_ended
+    fn rise_ratio(
+        &self,
+        i: usize,
+        expected: &Expected,
+        (margin, critical): (f64, f64),
+    ) -> Option<RiseRatio> {
         let bin_w = self.config.envelope_bin_w;
         let envelope = &expected.envelope;
+        // (power at the bin's middle, the card's level there, the history's typical there),
+        // where the level is under `bound` above the envelope shifted
+        let own = |bin: usize, level: f64, bound: f64| {
+            let p = (bin as f64 + 0.5) * bin_w;
+            (level <= envelope.hottest_held_near(p) + expected.shift + bound).then_some((
+                p,
+                level,
+                envelope.typical_known_at(p)?,
+            ))
+        };
+        let held_here = |bin: &usize| self.held_levels[i].get(bin).is_some_and(|l| !l.kept);
         let mut held = self.held_levels[i]
             .iter()
             .filter(|(_, l)| !l.kept)
-            .filter_map(|(&bin, l)| {
-                let p = (bin as f64 + 0.5) * bin_w;
-                Some((p, l.level, envelope.typical_known_at(p)?))
-            });
-        let (_, own_idle, history_idle) = held.next()?;
+            .map(|(&bin, l)| (bin, own(bin, l.level, margin)));
+        let (idle_bin, (_, own_idle, history_idle)) = held.find_map(|(bin, l)| Some((bin, l?)))?;
+        let projected = self.projected_levels[i]
+            .iter()
+            .filter(|&(bin, _)| *bin > idle_bin && !held_here(bin))
+            .filter_map(|(&bin, &level)| own(bin, level, critical));
         let ratio = held
-            .filter(|&(p, level, _)| {
-                level <= envelope.hottest_held_near(p) + expected.shift + margin
-            })
+            .filter_map(|(_, level)| level)
+            .chain(projected)
             .filter_map(|(_, level, typical)| {
                 let rise = typical - history_idle;
                 (rise >= RISE_RATIO_MIN_RISE_C).then_some((rise, (level - own_idle) / rise))
@@ -325,6 +362,19 @@ impl Monitor {
             Some(learned) if learned.0.rms_c <= MAX_RMS_C => approaching(learned),
             _ => response.approach_unlearned().is_some_and(approaching),
         }
+    }
+
+    /// Whether the power fell from a heavier load ([`TAIL_FALL_W`] or more above `recent_power`)
+    /// within the last [`TAIL_S`]: a temperature reading flat then is its heat sink's stored
+    /// heat draining, and only one that rises again is a cooling failing (the margin rule
+    /// waits for a positive slope; the critical excess and the limit do not wait).
+    fn cooling_tail(&self, recent_power: Option<f64>) -> bool {
+        let Some(now) = recent_power else {
+            return false;
+        };
+        self.last(TAIL_S)
+            .filter_map(|s| s.power_w)
+            .any(|p| p >= now + TAIL_FALL_W)
     }
 
     /// A temperature's (`i`: 0 the die, 1 the memory) readings at the steady power it holds
@@ -549,8 +599,13 @@ impl Monitor {
         // it is not used (the absolute limits still are).
         let power_frozen = self.frozen_now.contains(&Signal::Power) || self.power_unchanged;
         let mut any_excess = false;
+        self.rise_now = [None, None];
         for (i, signal, _) in checks {
             self.responses[i].observe(s.t, s.power_w, s.signal(signal));
+            if let Some(ended) = self.responses[i].take_ended() {
+                let bin = (ended.power_w.max(0.0) / self.config.envelope_bin_w) as usize;
+                self.projected_levels[i].insert(bin, ended.settle_c);
+            }
             self.settle(i, signal);
         }
         // Each temperature's rise above where it held at this load: a change of room moves
@@ -660,7 +715,8 @@ impl Monitor {
                     let bin = expected.envelope.bin(p);
                     let bound = expected.allowed_at(p) + critical;
                     expected.held = self.held_level(i, s.t, bin, bound).map(|l| (bin, l));
-                    expected.rise = self.rise_ratio(i, &expected, margin);
+                    expected.rise = self.rise_ratio(i, &expected, (margin, critical));
+                    self.rise_now[i] = expected.rise;
                     // A thin healthy history (`Coverage::is_thin`: it held too few loads to
                     // tell this GPU's level at one load from its level at another): the
                     // die's level at each load is this GPU's to show. Until the die holds the
@@ -726,7 +782,18 @@ impl Monitor {
                 (Some(e), Some(p)) => e.rise_extra(p),
                 _ => 0.0,
             };
-            let rising = slope.unwrap_or(0.0) >= 0.0;
+            // Rising; for the memory, flat only where no heavier load's stored heat is draining
+            // (`Monitor::cooling_tail`). Not for the die: it sheds its own heat within its
+            // fitted approach, and a die cooler failing in that tail, its heating cancelling
+            // the cooling into flat readings, was said in 17 s as before, 51–120 s if waited.
+            let rising = match slope {
+                Some(v) => {
+                    v > 0.0
+                        || (v == 0.0
+                            && (signal == Signal::TempGpu || !self.cooling_tail(recent_power)))
+                }
+                None => true,
+            };
             // The die heating fast at a steady load, already half the margin above this GPU's
             // own typical level and above the level it held at this load, and more than it
             // swung about its trend there before: a healthy die that settled at a load stays
