@@ -50,12 +50,13 @@ const OTHER_CARDS: [(&str, &str); 5] = [
         include_str!("../tests/data/h200-bench-load-2026-12-03.csv"),
     ),
 ];
-/// Six healthy H100 SXMs: a cool one through `scripts/gpu-run.sh`'s loads (2026-12-05), a
-/// hot one (its driver reports thermal slowdown at full load, 2026-12-05), and four more cool
+/// Seven healthy H100 SXMs: a cool one through `scripts/gpu-run.sh`'s loads (2026-12-05), a
+/// hot one (its driver reports thermal slowdown at full load, 2026-12-05), and five more cool
 /// ones through `scripts/healthy-trace-h200.sh`'s loads, 55 s a phase (GPU-960288a5-…,
 /// 2026-12-06), 41 s (GPU-b699410f-…, 2026-12-06), 42 s (GPU-2d7f0852-…, 2026-12-06, the
-/// coolest) and 42 s (GPU-91da0acc-…, 2026-12-06 14:23 UTC, a warmer one, kept out of the
-/// design of the rise ratio and added after it).
+/// coolest), 42 s (GPU-91da0acc-…, 2026-12-06 14:23 UTC, a warmer one, kept out of the
+/// design of the rise ratio and added after it) and 42 s (GPU-fa4901f0-…, 2026-12-06 17:09
+/// UTC, warmer still, added before the cooling tail and the ratio from an approach).
 const H100_COOL: &str = include_str!("../tests/data/h100-gpu-run.csv");
 const H100_HOT: &str = include_str!("../tests/data/h100-varied.csv");
 const H100_COOL_2: &str = include_str!("../tests/data/h100-healthy-varied.csv");
