@@ -1093,13 +1093,44 @@ mod tests {
     }
 
     #[test]
-    fn a_rise_ratio_is_not_learned_from_a_level_past_the_margin() {
+    fn a_rise_ratio_is_learned_from_a_level_held_past_the_margin() {
         // At 250 W it runs 2 times the history's rise (held at 52 °C, 5 °C above the
-        // history's hottest there: past the margin, a warning there); at 600 W 1.4 times
-        // (68 °C, 6.4 °C above the history's hottest, worse than said at 250 W). A level the
-        // margin rule did not pass teaches no ratio, so 600 W is judged by the history's rise:
-        // a warning (with a ratio learned at 250 W, 1.5 at most: 71.6 °C allowed, none).
+        // history's hottest there: past the margin, under the critical excess, so taken as
+        // its own level there); at 600 W 1.4 times (68 °C, 6.4 °C above the history's
+        // hottest). The level it held teaches the ratio (1.5 at most: 71.6 °C allowed), so
+        // 600 W raises nothing.
         let alerts = rising(2.0, (1.4, 600.0));
+        assert!(alerts.is_empty(), "{alerts:#?}");
+    }
+
+    #[test]
+    fn a_rise_ratio_is_not_learned_from_an_approach_heading_past_the_critical_excess() {
+        // The card leaves its first 250-W load after 30 s with its die still warming as a
+        // first-order approach (τ 12 s) toward 64 °C: 4 times the history's rise, 17 °C above
+        // the history's hottest there, past the critical excess. After idling past the spell
+        // of the warnings that load raised, at 600 W it runs 1.4 times the history's rise
+        // (68 °C, 6.4 °C above the history's hottest). Where that approach was heading
+        // teaches no ratio: 600 W is warned at (with a ratio of 1.5 learned from it, none).
+        let config = config();
+        let settle = |p: f64, t: f64| match p {
+            p if p > 300.0 => 40.0 + 1.4 * 0.04 * (p - 100.0),
+            p if p > 200.0 => 40.0 + 24.0 * (1.0 - (-(t - 150.0) / 12.0).exp()),
+            _ => 40.0,
+        };
+        let trace = card(
+            1.0,
+            settle,
+            &[
+                (150.0, 100.0),
+                (30.0, 250.0),
+                (700.0, 100.0),
+                (100.0, 600.0),
+            ],
+        );
+        let alerts: Vec<Alert> = replay(&trace, &config, Some(ratio_history(&config)))
+            .into_iter()
+            .filter(|a| a.t >= 880.0 && a.kind == AlertKind::ThermalRunaway)
+            .collect();
         assert!(
             alerts.iter().any(|a| a.severity == Severity::Warning),
             "{alerts:#?}"

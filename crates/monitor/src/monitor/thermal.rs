@@ -285,45 +285,41 @@ impl Monitor {
     /// → 69 °C still warming 0.05 °C/s, GPU-fa4901f0…) shows its rise by where that approach
     /// was heading: its bursty half-duty GEMMs next, 58–69 °C at 490–547 W, 4–6 °C above the
     /// others' histories shifted by its idle, are judged by it. Learned only from levels the
-    /// monitor let pass as healthy: held ones at most `margin` above the envelope shifted
-    /// ([`Expected::allowed_at`] without the ratio: the margin rule would have passed them),
-    /// and where an approach was heading at most `critical` above it (an approach is let run
-    /// toward any level under the critical excess, [`Monitor::approaching_under`], and was
-    /// never judged held). A cooling that fails while the card holds its loads cannot teach
-    /// itself more than that and the clamp allow, and the critical excess is measured
-    /// without the ratio.
+    /// monitor took as the card's own: a level is held only under the critical excess above
+    /// what the card should reach there ([`Monitor::held_level`]), and where an approach was
+    /// heading counts only under `critical` above the envelope shifted (an approach is let
+    /// run only toward such a level, [`Monitor::approaching_under`]). A card whose cooling
+    /// already fails as it first holds or approaches a load is taken as a warmer card, as its
+    /// level there already is; the ratio is at most [`RISE_RATIO_MAX`] and widens the warning
+    /// only: the critical excess is measured without it. (Until 2026-12-06 a held level
+    /// taught the ratio only within the margin: the warm H100's HBM, held at 62 °C in its
+    /// 690-W GEMM, 0.4 °C past that bound by the coolest card's history, taught nothing, and
+    /// its copy was warned at in every room.)
     ///
     /// [`ThermalResponse::take_ended`]: crate::response::ThermalResponse::take_ended
-    fn rise_ratio(
-        &self,
-        i: usize,
-        expected: &Expected,
-        (margin, critical): (f64, f64),
-    ) -> Option<RiseRatio> {
+    fn rise_ratio(&self, i: usize, expected: &Expected, critical: f64) -> Option<RiseRatio> {
         let bin_w = self.config.envelope_bin_w;
         let envelope = &expected.envelope;
-        // (power at the bin's middle, the card's level there, the history's typical there),
-        // where the level is under `bound` above the envelope shifted
-        let own = |bin: usize, level: f64, bound: f64| {
+        // (power at the bin's middle, the card's level there, the history's typical there)
+        let own = |bin: usize, level: f64| {
             let p = (bin as f64 + 0.5) * bin_w;
-            (level <= envelope.hottest_held_near(p) + expected.shift + bound).then_some((
-                p,
-                level,
-                envelope.typical_known_at(p)?,
-            ))
+            Some((p, level, envelope.typical_known_at(p)?))
         };
         let held_here = |bin: &usize| self.held_levels[i].get(bin).is_some_and(|l| !l.kept);
         let mut held = self.held_levels[i]
             .iter()
             .filter(|(_, l)| !l.kept)
-            .map(|(&bin, l)| (bin, own(bin, l.level, margin)));
-        let (idle_bin, (_, own_idle, history_idle)) = held.find_map(|(bin, l)| Some((bin, l?)))?;
+            .filter_map(|(&bin, l)| Some((bin, own(bin, l.level)?)));
+        let (idle_bin, (_, own_idle, history_idle)) = held.next()?;
         let projected = self.projected_levels[i]
             .iter()
             .filter(|&(bin, _)| *bin > idle_bin && !held_here(bin))
-            .filter_map(|(&bin, &level)| own(bin, level, critical));
+            .filter_map(|(&bin, &level)| own(bin, level))
+            .filter(|&(p, level, _)| {
+                level <= envelope.hottest_held_near(p) + expected.shift + critical
+            });
         let ratio = held
-            .filter_map(|(_, level)| level)
+            .map(|(_, level)| level)
             .chain(projected)
             .filter_map(|(_, level, typical)| {
                 let rise = typical - history_idle;
@@ -715,7 +711,7 @@ impl Monitor {
                     let bin = expected.envelope.bin(p);
                     let bound = expected.allowed_at(p) + critical;
                     expected.held = self.held_level(i, s.t, bin, bound).map(|l| (bin, l));
-                    expected.rise = self.rise_ratio(i, &expected, (margin, critical));
+                    expected.rise = self.rise_ratio(i, &expected, critical);
                     self.rise_now[i] = expected.rise;
                     // A thin healthy history (`Coverage::is_thin`: it held too few loads to
                     // tell this GPU's level at one load from its level at another): the
