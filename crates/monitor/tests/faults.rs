@@ -1772,6 +1772,15 @@ fn an_hbm_cooling_failure_at_a_load_not_yet_held_is_still_caught() {
 /// as far above idle as the coolest card's, and its HBM keeps its heat longest.
 const H100_WARM: &str = include_str!("data/h100-healthy-varied-5.csv");
 
+/// The five cool H100s recorded before the warm one: each judges it by its history.
+const COOL_H100S: [&str; 5] = [
+    H100_GPU_RUN,
+    H100_COOL_2,
+    H100_COOL_3,
+    H100_COOL_4,
+    include_str!("data/h100-healthy-varied-4.csv"),
+];
+
 #[test]
 fn a_warmer_h100_judged_by_every_cool_cards_history_raises_nothing() {
     // Before, in every room (77 alarms over the five histories and 11 rooms):
@@ -1786,13 +1795,7 @@ fn a_warmer_h100_judged_by_every_cool_cards_history_raises_nothing() {
     //   there: a held level now teaches the ratio up to the critical excess it is held under);
     // - the multivariate model at 225 s, "temp_mem_over_envelope 12 vs 0", by the cool H100's
     //   (the model judges each temperature widened by the card's ratio, as the rule does).
-    for history in [
-        H100_GPU_RUN,
-        H100_COOL_2,
-        H100_COOL_3,
-        H100_COOL_4,
-        include_str!("data/h100-healthy-varied-4.csv"),
-    ] {
+    for history in COOL_H100S {
         quiet_in_rooms(history, H100_WARM, &[-5.0, 0.0, 5.0]);
     }
 }
@@ -1807,14 +1810,7 @@ fn an_eighth_h100_held_out_of_the_design_raises_nothing_in_rooms_up_to_4_warmer(
     // 380 W" 5 s into its copy. (5 °C warmer, by the seventh card's history, its first second
     // is judged against the 8 °C allowed before any offset is learned: `evaluate` lists it.)
     let eighth = include_str!("data/h100-healthy-varied-6.csv");
-    for history in [
-        H100_GPU_RUN,
-        H100_COOL_2,
-        H100_COOL_3,
-        H100_COOL_4,
-        include_str!("data/h100-healthy-varied-4.csv"),
-        H100_WARM,
-    ] {
+    for history in COOL_H100S.into_iter().chain([H100_WARM]) {
         quiet_in_rooms(history, eighth, &[-5.0, 0.0, 4.0]);
     }
 }

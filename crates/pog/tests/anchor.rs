@@ -595,17 +595,17 @@ fn a_running_validator_anchors_its_checkpoints() {
     // The gpu-state is logged after the round it prices: the checkpoint anchored when the
     // records above were may not hold it yet ("1 without a state"); a later one does.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let published = loop {
+    loop {
         let published = pog_json(data, &publish, 0);
         if published["result"]["submitted"].as_u64().unwrap() >= 1 {
-            break published;
+            break;
         }
         assert!(
             std::time::Instant::now() < deadline,
             "no state proven: {published:#}"
         );
         std::thread::sleep(std::time::Duration::from_millis(500));
-    };
+    }
     let state = rt
         .block_on(
             pog_anchor::scores::Scores::new(
