@@ -35,7 +35,7 @@ pub const ALLOWANCE_C: f64 = 8.0;
 /// (GPU-32296a14… against GPU-2d7f0852…). Held at [`ALLOWANCE_C`] it and two other cards, in
 /// rooms 3–5 °C warmer, were judged from 1–4 °C too low (8 false alarms in 132.6 h of
 /// healthy data). The warm-up takes readings up to half the margin above the history's
-/// hottest shifted by this much ([`AmbientOffset::admits_in_warm_up`]).
+/// hottest shifted by this much ([`AmbientOffset::admits`]).
 pub const OFFSET_MAX_C: f64 = 13.0;
 
 /// Seconds of a GPU's own admitted readings the offset follows.
@@ -164,11 +164,11 @@ impl AmbientOffset {
         self.offset
     }
 
-    /// How far (°C) above the hottest expected (`excess`, against [`AmbientOffset::shift`]) a
-    /// reading may be and still teach the level: `limit` (half the margin) once it is
-    /// learned; in the warm-up, that above the history's hottest shifted by
-    /// [`OFFSET_MAX_C`] rather than the [`ALLOWANCE_C`] it is judged against meanwhile.
-    pub fn admits_in_warm_up(&self, excess: f64, limit: f64) -> bool {
+    /// Whether a reading `excess` °C above the hottest expected (against
+    /// [`AmbientOffset::shift`]) teaches the level: under `limit` (half the margin) once it
+    /// is learned; in the warm-up, under `limit` above the history's hottest shifted by
+    /// [`OFFSET_MAX_C`] rather than by the [`ALLOWANCE_C`] it is judged against meanwhile.
+    pub fn admits(&self, excess: f64, limit: f64) -> bool {
         match self.offset {
             Some(_) => excess < limit,
             None => excess - (OFFSET_MAX_C - ALLOWANCE_C) < limit,
@@ -414,15 +414,15 @@ mod tests {
         // margin (2 °C) above the hottest shifted by 13 °C: another card in another room.
         let warm = AmbientOffset::new(0.0);
         let excess_over_allowance = |over_hottest: f64| over_hottest - ALLOWANCE_C;
-        assert!(warm.admits_in_warm_up(excess_over_allowance(OFFSET_MAX_C + 1.9), 2.0));
-        assert!(!warm.admits_in_warm_up(excess_over_allowance(OFFSET_MAX_C + 2.1), 2.0));
+        assert!(warm.admits(excess_over_allowance(OFFSET_MAX_C + 1.9), 2.0));
+        assert!(!warm.admits(excess_over_allowance(OFFSET_MAX_C + 2.1), 2.0));
         // Once learned, only within half the margin of the level.
         let mut learned = AmbientOffset::new(0.0);
         for i in 0..=40 {
             learned.observe(f64::from(i) * 0.5, 5.0, true);
         }
-        assert!(learned.admits_in_warm_up(1.9, 2.0));
-        assert!(!learned.admits_in_warm_up(2.1, 2.0));
+        assert!(learned.admits(1.9, 2.0));
+        assert!(!learned.admits(2.1, 2.0));
     }
 
     #[test]

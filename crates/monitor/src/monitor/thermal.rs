@@ -361,9 +361,9 @@ impl Monitor {
     }
 
     /// Whether the power fell from a heavier load ([`TAIL_FALL_W`] or more above `recent_power`)
-    /// within the last [`TAIL_S`]: a temperature reading flat then is its heat sink's stored
-    /// heat draining, and only one that rises again is a cooling failing (the margin rule
-    /// waits for a positive slope; the critical excess and the limit do not wait).
+    /// within the last [`TAIL_S`]: a memory temperature reading flat then is the heat the die
+    /// and board stored draining, and only one that rises again is a cooling failing (the
+    /// margin rule waits for a positive slope; the critical excess and the limit do not).
     fn cooling_tail(&self, recent_power: Option<f64>) -> bool {
         let Some(now) = recent_power else {
             return false;
@@ -692,8 +692,7 @@ impl Monitor {
                         rise: None,
                     };
                     let excess = temp - expected.at(p);
-                    let admit = level.admits_in_warm_up(excess, margin / 2.0);
-                    level.observe(s.t, residual, admit);
+                    level.observe(s.t, residual, level.admits(excess, margin / 2.0));
                     // Learned at a steady power only, and never from a reading already half
                     // the margin above the hottest expected: at most that much above it.
                     if let Some((bin, r)) = own_load
