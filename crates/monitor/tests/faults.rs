@@ -1688,15 +1688,16 @@ fn a_card_whose_hbm_rises_further_than_the_historys_is_judged_by_its_own_rise() 
 }
 
 /// `judged` by `history`'s model in a room `room` °C warmer, its die (or memory) heating
-/// `rate` °C/s more from `from` s: the first alert at or after `from`, and that none came
-/// before.
-fn first_after_failing(
+/// `rate` °C/s more from `from` s: no alert before `from`, and the first after it a thermal
+/// runaway within `within_s`.
+fn caught_within(
     history: &str,
     judged: &str,
     room: f64,
     signal: Signal,
     (rate, from): (f64, f64),
-) -> Alert {
+    within_s: f64,
+) {
     let [history, judged] = [history, judged].map(|t| parse_trace(t).unwrap());
     let model = Model::train(&history, &Config::default()).unwrap();
     let trace: Vec<Sample> = warmer(&judged, room)
@@ -1712,10 +1713,21 @@ fn first_after_failing(
         .collect();
     let alerts = replay(&trace, &Config::default(), Some(model));
     assert!(alerts.iter().all(|a| a.t >= from), "{}", show(&alerts));
-    alerts
+    let failing = format!("{signal:?} {rate} °C/s from {from} s, {room:+} °C");
+    let first = alerts
         .into_iter()
         .next()
-        .unwrap_or_else(|| panic!("{rate} °C/s from {from} s: not caught"))
+        .unwrap_or_else(|| panic!("{failing}: not caught"));
+    assert_eq!(
+        first.kind,
+        AlertKind::ThermalRunaway,
+        "{failing}: {first:?}"
+    );
+    assert!(
+        first.t - from <= within_s,
+        "{failing}: {:.1} s",
+        first.t - from
+    );
 }
 
 #[test]
@@ -1727,18 +1739,13 @@ fn a_cooling_failure_in_an_h100s_first_load_is_still_caught() {
     // margin rule within 17 s (0.1 °C/s from 55 s), 12 s (0.25) and 7 s (0.25 from 70 s).
     for (rate, from, within_s) in [(0.1, 55.0, 17.0), (0.25, 55.0, 12.0), (0.25, 70.0, 7.0)] {
         for room in [0.0, 3.0] {
-            let first = first_after_failing(
+            caught_within(
                 H100_COOL_4,
                 H100_COOL_3,
                 room,
                 Signal::TempGpu,
                 (rate, from),
-            );
-            assert_eq!(first.kind, AlertKind::ThermalRunaway, "{first:?}");
-            assert!(
-                first.t - from <= within_s,
-                "{rate} °C/s from {from} s, {room:+} °C: {:.1} s",
-                first.t - from
+                within_s,
             );
         }
     }
@@ -1749,21 +1756,16 @@ fn an_hbm_cooling_failure_at_a_load_not_yet_held_is_still_caught() {
     // The second cool H100 by the coolest one's history, which it judges with a rise ratio
     // learned at its GEMMs: its HBM's cooling failing 11 s into its copy (from 295 s), a load
     // it has not held, at 0.25 °C/s: said within 9 s, as without the ratio (the ratio learned
-    // at most 1.5, and only from levels the margin rule passed, widens the warning there by
-    // what the history's rise times the ratio less one gives, 2–3 °C).
+    // at most 1.5, and only from levels the monitor took as the card's own, widens the
+    // warning there by what the history's rise times the ratio less one gives, 2–3 °C).
     for room in [0.0, 5.0] {
-        let first = first_after_failing(
+        caught_within(
             H100_COOL_4,
             H100_COOL_2,
             room,
             Signal::TempMem,
             (0.25, 295.0),
-        );
-        assert_eq!(first.kind, AlertKind::ThermalRunaway, "{first:?}");
-        assert!(
-            first.t - 295.0 <= 9.0,
-            "{room:+} °C: {:.1} s",
-            first.t - 295.0
+            9.0,
         );
     }
 }
@@ -1830,12 +1832,13 @@ fn a_cooling_failure_in_the_heat_sinks_tail_is_still_caught() {
     // before the tail was waited for), the die at 0.1 °C/s in 17 s as before (the die's tail
     // is not waited for).
     for (signal, rate, within_s) in [(Signal::TempMem, 0.25, 21.0), (Signal::TempGpu, 0.1, 18.0)] {
-        let first = first_after_failing(H100_GPU_RUN, H100_WARM, 0.0, signal, (rate, 100.0));
-        assert_eq!(first.kind, AlertKind::ThermalRunaway, "{first:?}");
-        assert!(
-            first.t - 100.0 <= within_s,
-            "{signal:?}: {:.1} s",
-            first.t - 100.0
+        caught_within(
+            H100_GPU_RUN,
+            H100_WARM,
+            0.0,
+            signal,
+            (rate, 100.0),
+            within_s,
         );
     }
 }
@@ -1846,8 +1849,13 @@ fn a_die_cooling_failure_at_a_bursty_load_after_an_unheld_first_load_is_still_ca
     // 0.25 °C/s from 140 s, 7 s into its half-duty GEMMs, by three histories: said in 22–34 s
     // (before, a false alarm at the same load came first).
     for history in [H100_GPU_RUN, H100_COOL_2, H100_COOL_4] {
-        let first = first_after_failing(history, H100_WARM, 0.0, Signal::TempGpu, (0.25, 140.0));
-        assert_eq!(first.kind, AlertKind::ThermalRunaway, "{first:?}");
-        assert!(first.t - 140.0 <= 35.0, "{:.1} s", first.t - 140.0);
+        caught_within(
+            history,
+            H100_WARM,
+            0.0,
+            Signal::TempGpu,
+            (0.25, 140.0),
+            35.0,
+        );
     }
 }

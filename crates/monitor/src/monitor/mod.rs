@@ -157,6 +157,16 @@ struct RiseRatio {
     idle_c: f64,
 }
 
+impl RiseRatio {
+    /// How much more (°C) than the envelope shifted by the card's level it may rise at this
+    /// recent power: the history's rise from its idle to its hottest there, times the ratio
+    /// less one.
+    fn extra_at(&self, envelope: &Envelope, recent_power_w: f64) -> f64 {
+        let history_rise = envelope.hottest_held_near(recent_power_w) - self.idle_c;
+        (self.ratio - 1.0) * history_rise.max(0.0)
+    }
+}
+
 impl Monitor {
     /// A monitor with these settings; `model` is the GPU's healthy history, without which the
     /// load-conditioned detectors (thermal envelope, clock baselines, power cap, isolation
@@ -626,12 +636,9 @@ impl Monitor {
         let offsets = [0, 1].map(|i| {
             let offset = self.ambient[i].as_ref().and_then(AmbientOffset::offset)?;
             let (p, e) = recent_power.zip(forest.envelopes[i].as_ref())?;
-            let extra = self.rise_now[i].map_or(0.0, |r| {
-                (r.ratio - 1.0) * (e.hottest_held_near(p) - r.idle_c).max(0.0)
-            });
             Some(match self.held_level_at(i, e.bin(p)) {
                 Some(held) => offset.max(held - e.at(p)),
-                None => offset + extra,
+                None => offset + self.rise_now[i].map_or(0.0, |r| r.extra_at(e, p)),
             })
         });
         let row = forest.row(s, recent_power, offsets);
@@ -749,8 +756,7 @@ impl Expected {
     fn rise_extra(&self, recent_power_w: f64) -> f64 {
         match self.rise {
             Some(rise) if self.held_at(recent_power_w).is_none() => {
-                let history_rise = self.envelope.hottest_held_near(recent_power_w) - rise.idle_c;
-                (rise.ratio - 1.0) * history_rise.max(0.0)
+                rise.extra_at(&self.envelope, recent_power_w)
             }
             _ => 0.0,
         }
@@ -1055,16 +1061,21 @@ mod tests {
     /// `then_w` (a load it then runs for the first time, from 270 s): the thermal alerts
     /// from 270 s.
     fn rising(at_250: f64, (then, then_w): (f64, f64)) -> Vec<Alert> {
-        let config = config();
         let ratio = move |p: f64| if p > 300.0 { then } else { at_250 };
         let trace = card(
             2.0,
             move |p, _| 40.0 + ratio(p) * 0.04 * (p - 100.0),
             &[(150.0, 100.0), (120.0, 250.0), (60.0, then_w)],
         );
-        replay(&trace, &config, Some(ratio_history(&config)))
+        thermal_alerts_by_ratio_history(&trace, 270.0)
+    }
+
+    /// The thermal alerts from `from_t` on of `trace` judged by [`ratio_history`].
+    fn thermal_alerts_by_ratio_history(trace: &[Sample], from_t: f64) -> Vec<Alert> {
+        let config = config();
+        replay(trace, &config, Some(ratio_history(&config)))
             .into_iter()
-            .filter(|a| a.t >= 270.0 && a.kind == AlertKind::ThermalRunaway)
+            .filter(|a| a.t >= from_t && a.kind == AlertKind::ThermalRunaway)
             .collect()
     }
 
@@ -1111,7 +1122,6 @@ mod tests {
         // of the warnings that load raised, at 600 W it runs 1.4 times the history's rise
         // (68 °C, 6.4 °C above the history's hottest). Where that approach was heading
         // teaches no ratio: 600 W is warned at (with a ratio of 1.5 learned from it, none).
-        let config = config();
         let settle = |p: f64, t: f64| match p {
             p if p > 300.0 => 40.0 + 1.4 * 0.04 * (p - 100.0),
             p if p > 200.0 => 40.0 + 24.0 * (1.0 - (-(t - 150.0) / 12.0).exp()),
@@ -1127,10 +1137,7 @@ mod tests {
                 (100.0, 600.0),
             ],
         );
-        let alerts: Vec<Alert> = replay(&trace, &config, Some(ratio_history(&config)))
-            .into_iter()
-            .filter(|a| a.t >= 880.0 && a.kind == AlertKind::ThermalRunaway)
-            .collect();
+        let alerts = thermal_alerts_by_ratio_history(&trace, 880.0);
         assert!(
             alerts.iter().any(|a| a.severity == Severity::Warning),
             "{alerts:#?}"
