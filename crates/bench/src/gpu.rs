@@ -113,6 +113,7 @@ pub fn gemm(
         iterations: plan.iterations,
         candidates: plan.candidates,
         rest_ms: plan.rest_ms,
+        run_rest_ms: plan.run_rest_ms,
         samples: samples.clone(),
     };
     let mut result = GemmResult {
@@ -408,6 +409,7 @@ mod tests {
             copy_bytes: Some(1 << 20),
             sustained_seconds: Some(1.0),
             gemm_rest_ms: Some(0),
+            gemm_run_rest_ms: None,
         }
     }
 
@@ -470,6 +472,7 @@ mod tests {
             iterations: 2,
             candidates: 1,
             rest_ms: 0,
+            run_rest_ms: 0,
         };
         let r = gemm(&mut gpu, Some(spec), &plan, 7);
         assert_eq!(r.check.as_ref().unwrap().wrong, CHECKED_SAMPLES as usize);
@@ -488,6 +491,7 @@ mod tests {
             iterations: 2,
             candidates: 1,
             rest_ms: 0,
+            run_rest_ms: 0,
         };
         assert_eq!(
             gemm(&mut gpu, Some(spec), &plan, 1).judgement.verdict,

@@ -57,6 +57,9 @@ pub struct Overrides {
     pub sustained_seconds: Option<f64>,
     /// Idle milliseconds before each GEMM's timed runs.
     pub gemm_rest_ms: Option<u32>,
+    /// Idle milliseconds before each timed run of every GEMM, in place of the suite's (see
+    /// `GemmPlan::run_rest_ms`).
+    pub gemm_run_rest_ms: Option<u32>,
 }
 
 /// One GEMM to run.
@@ -74,6 +77,9 @@ pub struct GemmPlan {
     pub candidates: u32,
     /// Idle milliseconds before the warm-up (see `GemmRequest::rest_ms`).
     pub rest_ms: u32,
+    /// Idle milliseconds before each timed run (see `GemmRequest::run_rest_ms`): the suite's
+    /// rest for GEMMs from `LONG_GEMM_SIZE` on, 0 (back to back) below it.
+    pub run_rest_ms: u32,
 }
 
 /// One copy to run.
@@ -127,12 +133,15 @@ const LARGE_GPU_GIB: f64 = 40.0;
 /// Largest share of free memory one GEMM's buffers may take.
 const MEMORY_SHARE: f64 = 0.8;
 /// From this size on a GEMM gets half the suite's timed runs (5 in the standard suite), as
-/// PyTorch's reference takes at n = 16384. The tensor-core GEMMs run 11–13 ms each there, and
-/// a power-capped card holds its burst clock for about five of them: on an H100 (2026-12-06,
-/// docs/benchmarks.md) BF16 ran 790–806 TFLOP/s for its first runs, then 720–736 under the
-/// cap, so ten runs measured mostly the capped rate (pog 719, PyTorch's five 790) where the
-/// figure is meant to be the burst rate; the capped rate is the sustained run's. FP64 and FP32
-/// (about 170 ms a run) get fewer runs for their time alone.
+/// PyTorch's reference takes at n = 16384, and each timed run is a burst of its own: a rest
+/// of `GEMM_REST_MS`, one untimed run, the timed one. The tensor-core GEMMs run 11–13 ms each
+/// there, and a power-capped card holds its burst clock for only 3–8 of them back to back: on
+/// an H100 (2026-12-06, docs/benchmarks.md) BF16 ran 790–806 TFLOP/s for its first runs, then
+/// 720–736 under the cap; on an H200 the median of five back-to-back runs after three warm-ups
+/// ranged over 703–833 TFLOP/s between rounds, PyTorch's as much as pog's, as the cap came in
+/// at the third run or the eighth. The figure is meant to be the burst rate; the capped rate
+/// is the sustained run's. FP64 and FP32 (about 170 ms a run) get fewer runs for their time
+/// alone.
 const LONG_GEMM_SIZE: u64 = 16384;
 /// Idle milliseconds before each GEMM's warm-up. The H200 is power-capped: timed straight after
 /// the algorithm choice (~50 back-to-back runs), the tensor-core GEMMs at n = 8192 measured
@@ -203,6 +212,13 @@ pub fn plan(
                 iterations: iterations.max(1),
                 candidates,
                 rest_ms: overrides.gemm_rest_ms.unwrap_or(GEMM_REST_MS),
+                run_rest_ms: overrides
+                    .gemm_run_rest_ms
+                    .unwrap_or(if size >= LONG_GEMM_SIZE {
+                        GEMM_REST_MS
+                    } else {
+                        0
+                    }),
             });
         }
     }
@@ -299,10 +315,15 @@ mod tests {
             .find(|g| g.precision == Precision::Fp64 && g.size == 16384)
             .unwrap();
         assert_eq!(fp64_16k.iterations, 5);
-        // Every precision at 16384 takes PyTorch's five runs; at 8192 the suite's ten.
+        // Every precision at 16384 takes PyTorch's five runs, each a burst from rest; at 8192
+        // the suite's ten, back to back.
         for g in &p.gemms {
-            let expected = if g.size >= 16384 { 5 } else { 10 };
-            assert_eq!(g.iterations, expected, "{g:?}");
+            let (runs, run_rest_ms) = if g.size >= 16384 {
+                (5, GEMM_REST_MS)
+            } else {
+                (10, 0)
+            };
+            assert_eq!((g.iterations, g.run_rest_ms), (runs, run_rest_ms), "{g:?}");
         }
         assert!(p
             .gemms
@@ -365,6 +386,7 @@ mod tests {
             copy_bytes: Some(1 << 20),
             sustained_seconds: Some(2.0),
             gemm_rest_ms: Some(0),
+            gemm_run_rest_ms: None,
         };
         let p = plan(Suite::Full, Some(spec("A100 SXM 80GB")), 80 << 30, &o);
         assert_eq!(
@@ -375,7 +397,8 @@ mod tests {
                 warmup: 3,
                 iterations: 3,
                 candidates: 16,
-                rest_ms: 0
+                rest_ms: 0,
+                run_rest_ms: 0
             }]
         );
         assert!(p

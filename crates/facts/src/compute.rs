@@ -79,6 +79,11 @@ pub struct GemmRequest {
     /// timing starts from an idle card, as a fresh process's would, and not from the heat
     /// and power-cap state the choice itself left behind.
     pub rest_ms: u32,
+    /// Idle milliseconds before each timed run, which then follows one untimed run, so that
+    /// every timed run is a burst from rest; 0 times the runs back to back. See
+    /// `pog_bench::plan`'s `LONG_GEMM_SIZE` for why the long GEMMs need it.
+    #[serde(default)]
+    pub run_rest_ms: u32,
     /// Output elements `(row, col)` to read back for checking.
     pub samples: Vec<(u64, u64)>,
 }

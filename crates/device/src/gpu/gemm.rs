@@ -649,7 +649,14 @@ pub(super) fn run(gpu: &Gpu, lt: &Lt, req: &GemmRequest) -> Result<GemmRun, GpuE
         g.run()?;
     }
     let times_ms = (0..req.iterations)
-        .map(|_| g.time())
+        .map(|_| {
+            if req.run_rest_ms > 0 {
+                gpu.sync()?;
+                std::thread::sleep(std::time::Duration::from_millis(req.run_rest_ms.into()));
+                g.run()?;
+            }
+            g.time()
+        })
         .collect::<Result<Vec<_>, _>>()?;
     gpu.sync()?;
     Ok(GemmRun {

@@ -44,6 +44,12 @@ pub struct BenchArgs {
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(0..=60000))]
     pub gemm_rest_ms: Option<u32>,
 
+    /// Idle milliseconds before each timed GEMM run, which follows one untimed run (default
+    /// 300 from n = 16384 on, 0 below): each timed run a burst from rest, where back-to-back
+    /// runs would meet the power cap; 0 times them back to back.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(0..=60000))]
+    pub gemm_run_rest_ms: Option<u32>,
+
     /// Skip the GPUs (host only).
     #[arg(long)]
     pub no_gpu: bool,

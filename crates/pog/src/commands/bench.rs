@@ -48,6 +48,7 @@ pub fn run(global: &Global, args: &BenchArgs) -> Result<Outcome> {
             copy_bytes: args.copy_mib.map(|m| m << 20),
             sustained_seconds: args.sustained_seconds,
             gemm_rest_ms: args.gemm_rest_ms,
+            gemm_run_rest_ms: args.gemm_run_rest_ms,
         },
         no_gpu: args.no_gpu,
         no_host: args.no_host,
