@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Issue 23's figures in one call on a GPU machine (docs/protocol.md, "Cost"): the validator's
+# verification cost and bytes (`verify_cost`), RUNS proofs a precision at the validator's plan
+# (commit against the bound, the agent's overhead beside the GEMM, the in-process
+# verification, bytes each way), pog's standard suite against PyTorch's cuBLAS in the same
+# lease, a GEMM co-tenant 20 %, 40 % and all of the time during the per-model challenge, and
+# the proof of memory's evidence (capacity cheats, a bandwidth thief, whole rounds). Each part
+# runs only while the call's time allows (BUDGET_S, default 540), in that order of need.
+# Leaves table.txt (printed last) and all.tar.gz (every JSON and log) under $OUT.
+#
+#   POG=.gpu/pog VERIFY_COST=.gpu/verify_cost MEMORY_TESTS=.gpu/memory_proof \
+#     TORCH_REF=.gpu/torch_reference.py OUT=/tmp/out [RUNS=20] [BUDGET_S=540] scripts/proof-cost-h200.sh
+#
+# VERIFY_COST: cargo build --release -p pog-proof --example verify_cost (target/release/examples/).
+# MEMORY_TESTS: cargo test --release -p pog-device --test memory_proof --no-run (the executable it names).
+set -u
+POG=${POG:-.gpu/pog}
+VERIFY_COST=${VERIFY_COST:-.gpu/verify_cost}
+MEMORY_TESTS=${MEMORY_TESTS:-.gpu/memory_proof}
+TORCH_REF=${TORCH_REF:-.gpu/torch_reference.py}
+OUT=${OUT:-$(mktemp -d)}
+RUNS=${RUNS:-20}
+HERE=$(cd "$(dirname "$0")" && pwd)
+start=$(date +%s); deadline=$((start + ${BUDGET_S:-540}))
+left() { echo $((deadline - $(date +%s))); }
+work="$OUT/c"; mkdir -p "$work"
+table="$work/table.txt"
+log="$work/log.txt"
+nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader | head -1 | tee "$table"
+note() { echo "$* (after $(( $(date +%s) - start )) s)" | tee -a "$table"; }
+
+# The validator's cost to verify one challenge of each H200 plan, and the answer's size.
+[ -x "$VERIFY_COST" ] && "$VERIFY_COST" 2>&1 | tee -a "$table"
+
+# prove NAME [ARGS...]: one `pog prove --proof gemm --json`, kept as NAME.json.
+prove() { local name=$1; shift; "$POG" prove --proof gemm --json "$@" >"$work/$name.json" 2>>"$log"; }
+for i in $(seq 1 "$RUNS"); do
+  [ "$(left)" -gt 300 ] || break
+  for p in bf16 fp16 int8; do prove "plan-$p-$i" --precision "$p"; done
+done
+note "proofs done"
+
+# pog against PyTorch in the same lease (issue 23, item 5): PyTorch's reference, then pog's
+# standard suite; a second round only where the cheats below keep their time (about 230 s).
+for round in 1 2; do
+  [ "$(left)" -gt $(( round == 1 ? 240 : 330 )) ] || break
+  python3 "$TORCH_REF" >"$work/torch-$round.json" 2>>"$log"
+  "$POG" bench --suite standard --no-host --sustained-seconds 0 --copy-mib 1024 --json >"$work/bench-$round.json" 2>>"$log"
+  note "comparison round $round done"
+done
+
+# The cheats that must still be caught (item 6): a co-tenant on the GPU, two proofs each.
+for duty in 0.2 0.4 1.0; do
+  [ "$(left)" -gt 200 ] || break
+  rm -f "$work/ready"
+  python3 "$HERE/cotenant.py" gemm 600 --duty "$duty" --ready "$work/ready" >"$work/tenant-$duty.txt" 2>>"$log" &
+  tenant=$!
+  for _ in $(seq 60); do [ -f "$work/ready" ] && break; sleep 0.5; done
+  sleep 2
+  for i in 1 2; do prove "tenant-$duty-$i"; done
+  kill -TERM "$tenant"; wait "$tenant"
+done
+rm -f "$work/ready"
+if [ "$(left)" -gt 150 ]; then
+  POG="$POG" MEMORY_TESTS="$MEMORY_TESTS" HONEST_RUNS=3 OUT="$work/memory" \
+    timeout $(( $(left) - 20 )) bash "$HERE/memory-proof-h200.sh" >"$work/memory.txt" 2>&1
+  note "memory evidence: exit $?"
+fi
+
+# The table: each kind of proof's range, then each GEMM against PyTorch.
+python3 - "$work" <<'PY' | tee -a "$table"
+import collections, glob, json, os, sys
+d = sys.argv[1]
+rows = collections.defaultdict(list)
+for f in sorted(glob.glob(f"{d}/*.json")):
+    name = os.path.basename(f)
+    if not (name.startswith("plan-") or name.startswith("tenant-")):
+        continue
+    kind = name.rsplit("-", 1)[0]
+    for p in json.load(open(f)).get("proofs", []):
+        c = p.get("check")
+        if not c:
+            print(f"{kind}: ERROR {p.get('error')}"); continue
+        dev = c["device"] or {}
+        rows[kind].append((c["commit_ms"] / c["expected_ms"], 100 * dev.get("overhead", 0), c["verify_ms"],
+                           c["bytes_to_agent"], c["bytes_from_agent"], c["outcome"]["accepted"]))
+for kind, v in rows.items():
+    col = lambda i: [x[i] for x in v]
+    span = lambda xs, f: f"{f.format(min(xs))}-{f.format(max(xs))}"
+    print(f"{kind}: {len(v)} proofs, {sum(col(5))} accepted; commit/bound {span(col(0), '{:.3f}')} "
+          f"({max(col(0)) / 1.1:.3f} of the limit at most); overhead {span(col(1), '{:.1f}')} %; "
+          f"verify {span(col(2), '{:.1f}')} ms; bytes to/from the agent {max(col(3))}/{max(col(4))}")
+def walk(o):
+    if isinstance(o, dict):
+        if "tflops_median" in o and "precision" in o:
+            yield o
+        for v in o.values():
+            yield from walk(v)
+    elif isinstance(o, list):
+        for v in o:
+            yield from walk(v)
+for r in (1, 2):
+    try:
+        t = json.load(open(f"{d}/torch-{r}.json"))
+        b = {(g["precision"], g["size"]): g["tflops_median"] for g in walk(json.load(open(f"{d}/bench-{r}.json")))}
+    except (OSError, ValueError):
+        continue
+    for (prec, n), pog in sorted(b.items()):
+        key = f"gemm_int8_{n}_tops" if prec == "int8" else f"gemm_{prec}_{n}_tflops"
+        if key in t and pog:
+            print(f"round {r} {prec:5} n={n:5}: pog {pog:.1f} PyTorch {t[key]:.1f} ratio {pog / t[key]:.3f}")
+PY
+[ -f "$work/memory/summary.txt" ] && cat "$work/memory/summary.txt" >>"$table"
+note "done"
+( cd "$work" && tar -czf ../all.tar.gz . ) && cp "$table" "$OUT/table.txt" && rm -rf "$work"
+tail -60 "$OUT/table.txt"
