@@ -39,6 +39,11 @@ pub struct GemmResult {
     pub warmup: u32,
     /// Timed runs.
     pub iterations: u32,
+    /// Idle milliseconds before each timed run, which followed one untimed run; 0: back to
+    /// back (see `GemmPlan::run_rest_ms`). Figures timed the two ways differ on a power-capped
+    /// card, so the record says which.
+    #[serde(default)]
+    pub run_rest_ms: u32,
     /// Per-run time, ms; `None` when the GEMM did not run.
     pub time_ms: Option<Summary>,
     /// TFLOP/s (TOP/s for INT8) at the median time, and at the fastest run.
@@ -121,6 +126,7 @@ pub fn gemm(
         size: plan.size,
         warmup: plan.warmup,
         iterations: plan.iterations,
+        run_rest_ms: plan.run_rest_ms,
         time_ms: None,
         tflops_median: None,
         tflops_best: None,
