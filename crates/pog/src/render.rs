@@ -381,7 +381,12 @@ pub fn bench(report: &pog_bench::BenchReport) {
                 percent(r.tflops_median, r.peak_tflops),
                 r.time_ms
                     .map_or("–".into(), |t| format!("{:.1} %", 100.0 * t.spread)),
-                r.iterations.to_string(),
+                if r.run_rest_ms > 0 {
+                    // Each run a burst from rest (see `GemmPlan::run_rest_ms`).
+                    format!("{} apart", r.iterations)
+                } else {
+                    r.iterations.to_string()
+                },
                 check,
                 verdict_word(r.judgement.verdict).to_string(),
                 r.error
