@@ -319,11 +319,16 @@ fn figures_of(g: &GpuBench, provenance_note: &str) -> Vec<Figure> {
             m.tflops_median,
             unit,
             format!(
-                "{}³ {} GEMM, median of {} timed runs after {} warm-up; {} sampled outputs checked against the f64 reference, none wrong; {}",
+                "{}³ {} GEMM, median of {} timed runs after {} warm-up{}; {} sampled outputs checked against the f64 reference, none wrong; {}",
                 m.size,
                 m.precision,
                 m.iterations,
                 m.warmup,
+                if m.run_rest_ms > 0 {
+                    format!(", each after a {} ms rest and one untimed run", m.run_rest_ms)
+                } else {
+                    String::new()
+                },
                 check.checked,
                 verdict_name(m.judgement.verdict)
             ),
@@ -707,6 +712,37 @@ mod tests {
         // Without a saved report: inspection records only.
         let made = agent_reports(&agent, &report, &gpus, None, 1).unwrap();
         assert_eq!(made.envelopes.len(), 2);
+    }
+
+    #[test]
+    fn a_gemm_timed_from_rest_says_so_in_its_method() {
+        let platform = SimPlatform::from_profile("H200 SXM").unwrap();
+        let report = pog_inspect::run(&platform);
+        let mut options = BenchOptions {
+            no_host: true,
+            ..BenchOptions::suite(Suite::Quick)
+        };
+        options.overrides.sizes = Some(vec![4096, 16384]);
+        options.overrides.precisions = Some(vec![pog_spec::Precision::Bf16]);
+        options.overrides.sustained_seconds = Some(0.0);
+        options.overrides.copy_bytes = Some(1 << 20);
+        let bench = pog_bench::measure(&platform, &report.inventory, &options, &mut ()).unwrap();
+        let figures = figures_of(&bench.gpus[0], "");
+        let method = |name: &str| {
+            figures
+                .iter()
+                .find(|f| f.name == name)
+                .unwrap_or_else(|| panic!("{name} in {figures:?}"))
+                .method
+                .clone()
+        };
+        let long = method("gemm_bf16_n16384_tflops");
+        assert!(
+            long.contains("each after a 300 ms rest and one untimed run"),
+            "{long}"
+        );
+        let short = method("gemm_bf16_n4096_tflops");
+        assert!(!short.contains("rest"), "{short}");
     }
 
     #[test]

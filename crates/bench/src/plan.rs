@@ -55,7 +55,7 @@ pub struct Overrides {
     pub copy_bytes: Option<u64>,
     /// Seconds of sustained load (0 skips it).
     pub sustained_seconds: Option<f64>,
-    /// Idle milliseconds before each GEMM's timed runs.
+    /// Idle milliseconds before each GEMM's warm-up runs (after its algorithm is chosen).
     pub gemm_rest_ms: Option<u32>,
     /// Idle milliseconds before each timed run of every GEMM, in place of the suite's (see
     /// `GemmPlan::run_rest_ms`).
@@ -134,16 +134,18 @@ const LARGE_GPU_GIB: f64 = 40.0;
 const MEMORY_SHARE: f64 = 0.8;
 /// From this size on a GEMM gets half the suite's timed runs (5 in the standard suite), as
 /// PyTorch's reference takes at n = 16384, and each timed run is a burst of its own: a rest
-/// of `GEMM_REST_MS`, one untimed run, the timed one. The tensor-core GEMMs run 11–13 ms each
-/// there, and a power-capped card holds its burst clock for only 3–8 of them back to back: on
-/// an H100 (2026-12-06, docs/benchmarks.md) BF16 ran 790–806 TFLOP/s for its first runs, then
-/// 720–736 under the cap; on an H200 the median of five back-to-back runs after three warm-ups
-/// ranged over 703–833 TFLOP/s between rounds, PyTorch's as much as pog's, as the cap came in
-/// at the third run or the eighth. The figure is meant to be the burst rate; the capped rate
-/// is the sustained run's. FP64 and FP32 (about 170 ms a run) get fewer runs for their time
+/// of `GEMM_REST_MS`, one untimed run, the timed one. The tensor-core GEMMs run 10.5–13 ms each
+/// there, and back to back a power-capped card meets its cap after a few of them, at no run
+/// one can tell in advance: on an H100 (2026-12-06, docs/benchmarks.md) BF16 ran 790–806
+/// TFLOP/s for its first runs, then 720–736 under the cap; on an H200 the cap came in during
+/// the warm-ups in one round and after the last timed run in another, so the median of five
+/// back-to-back runs after three warm-ups ranged over 703–833 TFLOP/s between rounds,
+/// PyTorch's as much as pog's. The figure is meant to be the burst rate; the capped rate is
+/// the sustained run's. FP64 and FP32 (about 170 ms a run) get fewer runs for their time
 /// alone.
 const LONG_GEMM_SIZE: u64 = 16384;
-/// Idle milliseconds before each GEMM's warm-up. The H200 is power-capped: timed straight after
+/// Idle milliseconds before each GEMM's warm-up, and from `LONG_GEMM_SIZE` on before each of
+/// its timed runs too. The H200 is power-capped: timed straight after
 /// the algorithm choice (~50 back-to-back runs), the tensor-core GEMMs at n = 8192 measured
 /// 4-11 % below the same kernels started from idle, as PyTorch's reference is.
 const GEMM_REST_MS: u32 = 300;

@@ -39,14 +39,16 @@ pub struct BenchArgs {
     #[arg(long, value_name = "SECONDS", value_parser = parse_sustained)]
     pub sustained_seconds: Option<f64>,
 
-    /// Idle milliseconds before each GEMM's timed runs, after its algorithm is chosen
-    /// (default 300): the figure is the burst rate from an idle card, as PyTorch's is.
+    /// Idle milliseconds before each GEMM's warm-up runs, after its algorithm is chosen
+    /// (default 300): the figure is the burst rate from an idle card, as PyTorch's is. The rest
+    /// before each timed run is `--gemm-run-rest-ms`.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(0..=60000))]
     pub gemm_rest_ms: Option<u32>,
 
     /// Idle milliseconds before each timed GEMM run, which follows one untimed run (default
     /// 300 from n = 16384 on, 0 below): each timed run a burst from rest, where back-to-back
-    /// runs would meet the power cap; 0 times them back to back.
+    /// runs would meet the power cap; 0 times them back to back (the H200's references at
+    /// n = 16384 were measured from rest, so such figures judge low).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(0..=60000))]
     pub gemm_run_rest_ms: Option<u32>,
 
