@@ -249,11 +249,14 @@ if [ "${FULL_BENCH:-1}" != 0 ] && [ "${PROVE_ONLY:-0}" != 1 ]; then
 fi
 
 # pog against PyTorch, interleaved (PyTorch, pog, PyTorch, pog): this card's figures move by
-# several percent from run to run, so each side is compared by its better run.
+# several percent from run to run, so each side is compared by its better run. pog times each
+# run at n = 16384 from rest, TORCH_REF back to back: PyTorch is also timed from rest there
+# (torch_gemm_from_rest.py beside this script), so those rows compare like with like.
 for round in 1 2; do
   [ "${PROVE_ONLY:-0}" = 1 ] && break
   [ -f "$TORCH_REF" ] && run "torch-$round-json" 0 python3 "$TORCH_REF"
   run "bench-$round-json" 0 "$POG" bench --suite "$SUITE" --no-host --sustained-seconds 0 --json
+  [ -f "$TORCH_REF" ] && run "torch-rest-$round-json" 0 python3 "$HERE/torch_gemm_from_rest.py" bf16 fp16 tf32
 done
 
 # Stop the trace: SIGTERM lets the monitor flush and print its summary.
@@ -312,12 +315,19 @@ out = sys.argv[1]
 load = lambda n: json.load(open(os.path.join(out, n))) if os.path.exists(os.path.join(out, n)) else None
 pogs = [b for b in (load("bench-1-json.json"), load("bench-2-json.json")) if b]
 refs = [r for r in (load("torch-1-json.json"), load("torch-2-json.json")) if r]
+# PyTorch timed from rest at n = 16384, as pog is there: a row of its own beside each
+# back-to-back one (`..._from_rest`), the like-with-like comparison.
+for ref, rest in zip(refs, (load("torch-rest-1-json.json"), load("torch-rest-2-json.json"))):
+    for p in ("bf16", "fp16", "tf32"):
+        if rest and f"{p}_from_rest" in rest:
+            ref[f"gemm_{p}_16384_tflops_from_rest"] = rest[f"{p}_from_rest"]
 def pog_figs(b):
     f = {}
     for g in b["gpus"]:
         for r in g["gemm"]:
             p, n = r["precision"], r["size"]
             f[f"gemm_{p}_{n}_tops" if p == "int8" else f"gemm_{p}_{n}_tflops"] = r["tflops_median"]
+            f[f"gemm_{p}_{n}_tflops_from_rest"] = r["tflops_median"]
         keys = {"device_to_device": "d2d_copy_GBps_read_plus_write", "host_to_device_pinned": "h2d_pinned_GBps",
                 "device_to_host_pinned": "d2h_pinned_GBps", "bidirectional_pinned": "bidir_pinned_GBps_total",
                 "host_to_device_pageable": "h2d_pageable_GBps"}
