@@ -7,8 +7,8 @@
 # torch_gemm_from_rest.py beside this script), a GEMM co-tenant all of the time, 40 % and 20 %
 # during the per-model challenge, and the proof of memory's evidence (capacity cheats, a
 # bandwidth thief, whole rounds). Each part runs only while the call's time allows (BUDGET_S,
-# default 575: about 565 s in all on an H200, so give the call 600), the later ones keeping
-# the time they need.
+# default 575: about 565 s in all on an H200, estimated from each part's time in the calls of
+# 2026-12-06, so give the call 600), the later ones keeping the time they need.
 # Leaves table.txt (printed last) and all.tar.gz (every JSON and log) under $OUT.
 #
 #   POG=.gpu/pog VERIFY_COST=.gpu/verify_cost MEMORY_TESTS=.gpu/memory_proof \

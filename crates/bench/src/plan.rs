@@ -202,25 +202,20 @@ pub fn plan(
                 ));
                 continue;
             }
-            let iterations = overrides.iterations.unwrap_or(if size >= LONG_GEMM_SIZE {
-                iterations / 2
+            // A long GEMM: half the runs, each a burst from rest (see `LONG_GEMM_SIZE`).
+            let (runs, run_rest_ms) = if size >= LONG_GEMM_SIZE {
+                (iterations / 2, GEMM_REST_MS)
             } else {
-                iterations
-            });
+                (iterations, 0)
+            };
             gemms.push(GemmPlan {
                 precision,
                 size,
                 warmup: 3,
-                iterations: iterations.max(1),
+                iterations: overrides.iterations.unwrap_or(runs).max(1),
                 candidates,
                 rest_ms: overrides.gemm_rest_ms.unwrap_or(GEMM_REST_MS),
-                run_rest_ms: overrides
-                    .gemm_run_rest_ms
-                    .unwrap_or(if size >= LONG_GEMM_SIZE {
-                        GEMM_REST_MS
-                    } else {
-                        0
-                    }),
+                run_rest_ms: overrides.gemm_run_rest_ms.unwrap_or(run_rest_ms),
             });
         }
     }
