@@ -201,20 +201,18 @@ fi
 # 30 % and all of the time, whole rounds), under $OUT/memory/.
 if [ "${CHEATS:-0}" = 1 ] && python3 -c 'import torch' 2>/dev/null; then
   mkdir -p "$OUT/cheats"
+  . "$HERE/cotenant.sh"
   for duty in 0.2 0.4 1.0; do
-    rm -f "$OUT/cheats/ready"
-    python3 "$HERE/cotenant.py" gemm 600 --duty "$duty" --ready "$OUT/cheats/ready" \
-      >"$OUT/cheats/gemm-$duty.txt" 2>>"$LOG" &
-    tenant_pid=$!
-    for _ in $(seq 60); do [ -f "$OUT/cheats/ready" ] && break; sleep 0.5; done
-    sleep 2
+    if ! cotenant_start "$OUT/cheats/gemm-$duty.txt" gemm 600 --duty "$duty"; then
+      echo "co-tenant $duty never started: its proofs not run (see cheats/gemm-$duty.txt)" | tee -a "$LOG"
+      continue
+    fi
     expected=1; [ "$duty" = 0.2 ] && expected=0
     for i in 1 2 3; do
       run "cheat-gemm-$duty-$i-json" "$expected" "$POG" prove --proof gemm --json
     done
-    kill -TERM "$tenant_pid" 2>/dev/null; wait "$tenant_pid"
+    cotenant_stop
   done
-  rm -f "$OUT/cheats/ready"
   run memory-proof-evidence 0 env POG="$POG" MEMORY_TESTS=.gpu/memory_proof HONEST_RUNS="${MEMORY_RUNS:-5}" \
     OUT="$OUT/memory" bash "$HERE/memory-proof-h200.sh"
 fi

@@ -63,14 +63,14 @@ fi
 # 3. Bandwidth cheat: a second process on the GPU streaming 2 GiB device-to-device copies,
 # busy DUTY of the time (0.3: about what separates 4.8 from 3.35 TB/s), during honest proofs
 # (cotenant.py beside this script; its last line, JSON, goes to the results).
+. "$HERE/cotenant.sh"
 for duty in 0.3 1.0; do
-  rm -f "$work/ready"
-  python3 "$HERE/cotenant.py" copy 25 --duty "$duty" --ready "$work/ready" >"$work/cotenant-$duty.txt" 2>"$work/cotenant.err" &
-  cotenant=$!
-  for _ in $(seq 60); do [ -f "$work/ready" ] && break; sleep 0.5; done
-  sleep 2
+  if ! cotenant_start "$work/cotenant-$duty.txt" copy 25 --duty "$duty"; then
+    echo "bandwidth co-tenant $duty never started: its proofs not run" | tee -a "$OUT/summary.txt"
+    continue
+  fi
   for i in 1 2 3; do prove "cotenant-$duty-$i" --proof memory; done
-  wait "$cotenant"
+  cotenant_stop
   grep '^{' "$work/cotenant-$duty.txt" >>"$results"
 done
 

@@ -58,22 +58,17 @@ done
 # The cheats that must still be caught (item 6): a co-tenant on the GPU, two proofs each, the
 # two that must be rejected first (20 % is accepted by design: docs/protocol.md); about 20 s a
 # duty, keeping the memory evidence's 190 s.
+. "$HERE/cotenant.sh"
 for duty in 1.0 0.4 0.2; do
   [ "$(left)" -gt 210 ] || break
-  rm -f "$work/ready"
-  python3 "$HERE/cotenant.py" gemm 600 --duty "$duty" --ready "$work/ready" >"$work/tenant-$duty.txt" 2>>"$log" &
-  tenant=$!
-  for _ in $(seq 60); do [ -f "$work/ready" ] && break; sleep 0.5; done
-  if [ -f "$work/ready" ]; then
-    sleep 2
+  if cotenant_start "$work/tenant-$duty.txt" gemm 600 --duty "$duty"; then
     for i in 1 2; do prove "tenant-$duty-$i"; done
+    cotenant_stop
   else
     note "co-tenant $duty never started: its proofs not run"
   fi
-  kill -TERM "$tenant"; wait "$tenant"
   grep -h '^{' "$work/tenant-$duty.txt" | sed "s/^/co-tenant $duty: /" >>"$table"
 done
-rm -f "$work/ready"
 if [ "$(left)" -gt 190 ]; then
   POG="$POG" MEMORY_TESTS="$MEMORY_TESTS" HONEST_RUNS=3 OUT="$work/memory" \
     timeout $(( $(left) - 20 )) bash "$HERE/memory-proof-h200.sh" >"$work/memory.txt" 2>&1

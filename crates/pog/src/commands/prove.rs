@@ -92,11 +92,6 @@ struct CpuReport<'a> {
 /// `pog prove --proof cpu`: the proof of this host's cores.
 fn run_cpu(global: &Global, inspect: &pog_inspect::InspectReport) -> Result<Outcome> {
     let proof = hostproof::prove_cpu(inspect)?;
-    let verdict = if proof.passed() {
-        Verdict::Pass
-    } else {
-        Verdict::Fail
-    };
     let summary = format!(
         "{} lane(s) at once in {:.2}× the time of {} at once (limit {:.2}×)",
         proof.lanes,
@@ -104,20 +99,13 @@ fn run_cpu(global: &Global, inspect: &pog_inspect::InspectReport) -> Result<Outc
         proof.check.challenge.calibration_lanes(),
         pog_proof::cpu::PASS_LIMIT,
     );
-    // The CPU proof runs on this host's real CPU, whatever the inventory's origin.
-    if global.json {
-        print_json(
-            "prove",
-            verdict,
-            &summary,
-            false,
-            &CpuReport { cpu: &proof },
-        )?;
-    } else {
-        render::cpu_proof(&proof);
-        verdict_line(verdict, &summary, false);
-    }
-    Ok(Outcome(verdict))
+    report_host_proof(
+        global,
+        proof.passed(),
+        &summary,
+        &CpuReport { cpu: &proof },
+        || render::cpu_proof(&proof),
+    )
 }
 
 /// What `pog prove --proof ram --json` reports.
@@ -129,11 +117,6 @@ struct RamReport<'a> {
 /// `pog prove --proof ram`: the proof of `bytes` of this host's RAM.
 fn run_ram(global: &Global, inspect: &pog_inspect::InspectReport, bytes: u64) -> Result<Outcome> {
     let proof = hostproof::prove_ram(inspect, bytes)?;
-    let verdict = if proof.passed() {
-        Verdict::Pass
-    } else {
-        Verdict::Fail
-    };
     let m = &proof.check.measured;
     let summary = format!(
         "{bytes} bytes claimed: a walk of {:.0} MiB of reads in {:.2}× its bound, {} walker(s) \
@@ -142,20 +125,13 @@ fn run_ram(global: &Global, inspect: &pog_inspect::InspectReport, bytes: u64) ->
         m.time_ratio(),
         m.outcome.checked
     );
-    // The proof of RAM runs on this host's real memory, whatever the inventory's origin.
-    if global.json {
-        print_json(
-            "prove",
-            verdict,
-            &summary,
-            false,
-            &RamReport { ram: &proof },
-        )?;
-    } else {
-        render::ram_proof(&proof);
-        verdict_line(verdict, &summary, false);
-    }
-    Ok(Outcome(verdict))
+    report_host_proof(
+        global,
+        proof.passed(),
+        &summary,
+        &RamReport { ram: &proof },
+        || render::ram_proof(&proof),
+    )
 }
 
 /// What `pog prove --proof storage --json` reports.
@@ -180,11 +156,6 @@ fn run_storage(
         args.storage_class.into(),
         args.storage_audit,
     )?;
-    let verdict = if proof.passed() {
-        Verdict::Pass
-    } else {
-        Verdict::Fail
-    };
     let summary = format!(
         "{} steps over {:.1} MiB in {:.3}× the {} bound, {} openings {}",
         proof.steps,
@@ -199,18 +170,31 @@ fn run_storage(
             (Some(e), _) | (None, Some(e)) => format!("refused: {e}"),
         }
     );
-    // The storage proof runs on this host's real storage, whatever the inventory's origin.
+    report_host_proof(
+        global,
+        proof.passed(),
+        &summary,
+        &StorageReport { storage: &proof },
+        || render::storage_proof(&proof),
+    )
+}
+
+/// Reports one proof of the host (CPU, RAM, storage) as JSON or as its table and verdict line.
+/// These proofs run on this host's real CPU, memory and disk whatever the inventory's origin,
+/// so their output is never marked simulated.
+fn report_host_proof(
+    global: &Global,
+    passed: bool,
+    summary: &str,
+    report: &impl Serialize,
+    render_table: impl FnOnce(),
+) -> Result<Outcome> {
+    let verdict = if passed { Verdict::Pass } else { Verdict::Fail };
     if global.json {
-        print_json(
-            "prove",
-            verdict,
-            &summary,
-            false,
-            &StorageReport { storage: &proof },
-        )?;
+        print_json("prove", verdict, summary, false, report)?;
     } else {
-        render::storage_proof(&proof);
-        verdict_line(verdict, &summary, false);
+        render_table();
+        verdict_line(verdict, summary, false);
     }
     Ok(Outcome(verdict))
 }
