@@ -17,8 +17,8 @@ cotenant_start() {
   rm -f "$out.ready"
   python3 "$COTENANT_DIR/cotenant.py" "$@" --ready "$out.ready" >"$out" 2>&1 &
   COTENANT_PID=$!
-  local _
-  for _ in $(seq 60); do
+  local try
+  for try in $(seq 60); do
     { [ -f "$out.ready" ] || ! kill -0 "$COTENANT_PID" 2>/dev/null; } && break
     sleep 0.5
   done
