@@ -307,9 +307,11 @@ if inside and outside:
 PY
 fi
 if [ -f "$OUT/torch-1-json.json" ]; then
-  python3 - "$OUT" <<'PY' | tee -a "$OUT/summary.txt"
+  python3 - "$OUT" "$HERE" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys, os
 out = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+from pog_torch_keys import copies, gemm_key, gemms
 load = lambda n: json.load(open(os.path.join(out, n))) if os.path.exists(os.path.join(out, n)) else None
 pogs = [b for b in (load("bench-1-json.json"), load("bench-2-json.json")) if b]
 refs = [r for r in (load("torch-1-json.json"), load("torch-2-json.json")) if r]
@@ -320,18 +322,11 @@ for ref, rest in zip(refs, (load("torch-rest-1-json.json"), load("torch-rest-2-j
         if rest and f"{p}_from_rest" in rest:
             ref[f"gemm_{p}_16384_tflops_from_rest"] = rest[f"{p}_from_rest"]
 def pog_figs(b):
-    f = {}
-    for g in b["gpus"]:
-        for r in g["gemm"]:
-            p, n = r["precision"], r["size"]
-            f[f"gemm_{p}_{n}_tops" if p == "int8" else f"gemm_{p}_{n}_tflops"] = r["tflops_median"]
-            f[f"gemm_{p}_{n}_tflops_from_rest"] = r["tflops_median"]
-        keys = {"device_to_device": "d2d_copy_GBps_read_plus_write", "host_to_device_pinned": "h2d_pinned_GBps",
-                "device_to_host_pinned": "d2h_pinned_GBps", "bidirectional_pinned": "bidir_pinned_GBps_total",
-                "host_to_device_pageable": "h2d_pageable_GBps"}
-        for c in g["copies"]:
-            if c["kind"] in keys:
-                f[keys[c["kind"]]] = c["gbs_median"]
+    f = dict(copies(b))
+    for p, n, tflops in gemms(b):
+        f[gemm_key(p, n)] = tflops
+        if n >= 16384:  # timed from rest (plan::LONG_GEMM_SIZE): also the like-with-like row
+            f[f"gemm_{p}_{n}_tflops_from_rest"] = tflops
     return f
 figs = [pog_figs(b) for b in pogs]
 print(f"{'figure':34} {'pog 1':>9} {'pog 2':>9} {'torch 1':>9} {'torch 2':>9} {'best/best':>9}")

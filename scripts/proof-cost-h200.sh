@@ -76,9 +76,11 @@ if [ "$(left)" -gt 190 ]; then
 fi
 
 # The table: each kind of proof's range, then each GEMM against PyTorch.
-python3 - "$work" <<'PY' | tee -a "$table"
+python3 - "$work" "$HERE" <<'PY' | tee -a "$table"
 import collections, glob, json, os, sys
 d = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+from pog_torch_keys import gemm_key, gemms
 rows = collections.defaultdict(list)
 for f in sorted(glob.glob(f"{d}/*.json")):
     name = os.path.basename(f)
@@ -102,27 +104,18 @@ for kind, v in rows.items():
     print(f"{kind}: {len(v)} proofs, {sum(col(5))} accepted; commit/bound {span(col(0), '{:.3f}')} "
           f"({max(col(0)) / 1.1:.3f} of the limit at most); overhead {span(col(1), '{:.1f}')} %; "
           f"verify {span(col(2), '{:.1f}')} ms; bytes to/from the agent {max(col(3))}/{max(col(4))}")
-def walk(o):
-    if isinstance(o, dict):
-        if "tflops_median" in o and "precision" in o:
-            yield o
-        for v in o.values():
-            yield from walk(v)
-    elif isinstance(o, list):
-        for v in o:
-            yield from walk(v)
 for r in (1, 2):
     try:
         t = json.load(open(f"{d}/torch-{r}.json"))
-        b = {(g["precision"], g["size"]): g["tflops_median"] for g in walk(json.load(open(f"{d}/bench-{r}.json")))}
-    except (OSError, ValueError):
+        b = {(p, n): tflops for p, n, tflops in gemms(json.load(open(f"{d}/bench-{r}.json")))}
+    except (OSError, ValueError, KeyError):
         continue
     try:
         rest = json.load(open(f"{d}/torch-rest-{r}.json"))
     except (OSError, ValueError):
         rest = {}
     for (prec, n), pog in sorted(b.items()):
-        key = f"gemm_int8_{n}_tops" if prec == "int8" else f"gemm_{prec}_{n}_tflops"
+        key = gemm_key(prec, n)
         if key in t and pog:
             line = f"round {r} {prec:5} n={n:5}: pog {pog:.1f} torch_reference {t[key]:.1f} ratio {pog / t[key]:.3f}"
             if n >= 16384:
