@@ -50,14 +50,16 @@ const OTHER_CARDS: [(&str, &str); 5] = [
         include_str!("../tests/data/h200-bench-load-2026-12-03.csv"),
     ),
 ];
-/// Eight healthy H100 SXMs: a cool one through `scripts/gpu-run.sh`'s loads (2026-12-05), a
+/// Nine healthy H100 SXMs: a cool one through `scripts/gpu-run.sh`'s loads (2026-12-05), a
 /// hot one (its driver reports thermal slowdown at full load, 2026-12-05), and six more cool
 /// ones through `scripts/healthy-trace-h200.sh`'s loads, 55 s a phase (GPU-960288a5-…,
 /// 2026-12-06), 41 s (GPU-b699410f-…, 2026-12-06), 42 s (GPU-2d7f0852-…, 2026-12-06, the
 /// coolest), 42 s (GPU-91da0acc-…, 2026-12-06 14:23 UTC, a warmer one, kept out of the
 /// design of the rise ratio and added after it), 42 s (GPU-fa4901f0-…, 2026-12-06 17:09
 /// UTC, warmer still, added before the cooling tail and the ratio from an approach) and 42 s
-/// (GPU-32296a14-…, 2026-12-06 17:29 UTC, judged only after those were committed).
+/// (GPU-32296a14-…, 2026-12-06 17:29 UTC, judged only after those were committed), and 46 s
+/// (GPU-cb33ad0f-…, 2026-12-07 00:13 UTC, recorded by the monitor of 86bd86c and judged
+/// before any change: the held-out test of the learned offset's 13-°C bound).
 const H100_COOL: &str = include_str!("../tests/data/h100-gpu-run.csv");
 const H100_HOT: &str = include_str!("../tests/data/h100-varied.csv");
 const H100_COOL_2: &str = include_str!("../tests/data/h100-healthy-varied.csv");
@@ -66,6 +68,7 @@ const H100_COOL_4: &str = include_str!("../tests/data/h100-healthy-varied-3.csv"
 const H100_COOL_5: &str = include_str!("../tests/data/h100-healthy-varied-4.csv");
 const H100_COOL_6: &str = include_str!("../tests/data/h100-healthy-varied-5.csv");
 const H100_COOL_7: &str = include_str!("../tests/data/h100-healthy-varied-6.csv");
+const H100_COOL_8: &str = include_str!("../tests/data/h100-healthy-varied-7.csv");
 const GRACE_S: f64 = 30.0;
 
 /// The alert kind meant for each fault kind.
@@ -195,6 +198,7 @@ fn h100_judged_by_another(config: &Config) -> Judged {
         ("the fifth cool H100", parse(H100_COOL_5), true),
         ("the sixth cool H100", parse(H100_COOL_6), true),
         ("the seventh cool H100", parse(H100_COOL_7), true),
+        ("the eighth cool H100", parse(H100_COOL_8), true),
     ];
     let pairs = cards.iter().flat_map(|(trained, history, _)| {
         cards

@@ -231,6 +231,10 @@ pub struct ThermalResponse {
     band: Option<(f64, f64)>,
     /// The latest load that ended with its approach seen, not yet taken.
     ended: Option<EndedLoad>,
+    /// Seconds the load before the one held now was held (from its first reading to its
+    /// last; a load of one reading, the power read straddling a step, does not count),
+    /// `None` before a load ended (or after a restart).
+    previous_held_s: Option<f64>,
 }
 
 impl ThermalResponse {
@@ -249,6 +253,10 @@ impl ThermalResponse {
             }
             Some(_) => {
                 self.learn();
+                // A single reading is the step itself (the power read averages over it).
+                if self.segment.len() > 1 {
+                    self.previous_held_s = self.held_s();
+                }
                 self.segment.clear();
                 (p, p)
             }
@@ -300,6 +308,18 @@ impl ThermalResponse {
     pub fn restart(&mut self) {
         self.segment.clear();
         self.band = None;
+        self.previous_held_s = None;
+    }
+
+    /// Seconds the load held now has been held, from its first reading: `None` before one.
+    pub fn held_s(&self) -> Option<f64> {
+        self.segment.first().map(|(t0, _)| self.latest_t - t0)
+    }
+
+    /// Seconds the load before the one held now was held: `None` before a load ended, or
+    /// since a restart.
+    pub fn previous_held_s(&self) -> Option<f64> {
+        self.previous_held_s
     }
 
     /// The card's time constant (seconds): the median of those its load steps showed, `None`

@@ -1859,3 +1859,39 @@ fn a_die_cooling_failure_at_a_bursty_load_after_an_unheld_first_load_is_still_ca
         );
     }
 }
+
+/// The ninth H100 (GPU-cb33ad0f…, 2026-12-07 00:13 UTC), recorded by the monitor of 86bd86c
+/// and judged before any change to it.
+const H100_NINTH: &str = include_str!("data/h100-healthy-varied-7.csv");
+
+#[test]
+fn a_ninth_h100_held_out_raises_nothing_and_its_history_warns_at_no_other_card() {
+    // Judged by every other cool card's history it raised nothing. Its history judging the
+    // second cool H100 warned in every room 4 s into its copy: "temp_mem at 65 °C, 4.0 °C
+    // above the hottest this GPU should reach at 374 W" (that card's HBM rises 23 °C over its
+    // idle in a copy, this card's 18 °C), a level it holds and the monitor takes as its own
+    // 7 s later. The margin rule now waits for the HBM in a memory-bound load's first slope
+    // window (`Monitor::memory_step_unheld`).
+    for history in COOL_H100S.into_iter().chain([H100_WARM]) {
+        quiet_in_rooms(history, H100_NINTH, &[-5.0, 0.0, 5.0]);
+        quiet_in_rooms(H100_NINTH, history, &[-5.0, 0.0, 5.0]);
+    }
+}
+
+#[test]
+fn a_memory_cooling_failing_as_a_copy_starts_is_still_caught() {
+    // What the wait costs: the second cool H100's HBM failing from its copy's first second
+    // (283 s), judged by the ninth card's history (the pair the wait is for): said once the
+    // window has passed and the HBM is still heating, not held as its level (0.1 °C/s in
+    // 29 s, 0.25 in 15 s, 0.5 in 12 s, 1 °C/s in 9 s by the critical excess).
+    for (rate, within_s) in [(0.1, 30.0), (0.25, 16.0), (0.5, 13.0), (1.0, 10.0)] {
+        caught_within(
+            H100_NINTH,
+            H100_COOL_2,
+            0.0,
+            Signal::TempMem,
+            (rate, 283.0),
+            within_s,
+        );
+    }
+}

@@ -360,6 +360,41 @@ impl Monitor {
         }
     }
 
+    /// Whether the margin rule waits for the memory (`i` 1) at this sample: a memory-bound
+    /// load (`s`) the HBM holds no level at yet, in its first slope window, stepped to from a
+    /// load held at least that long. [`Monitor::settle`] holds a level only once the power
+    /// was steady over the slope window, and the HBM answers its own traffic within seconds,
+    /// by how much differing from card to card more than the margin: an H100's HBM reached
+    /// 65 °C 2 s into a 374-W copy and held 65–68 °C (23 °C over its idle, 7 °C over its
+    /// die's idle), where the history's card held 61 °C at 385 W (18 °C over its idle, 2 °C
+    /// over its die's): GPU-960288a5… judged by GPU-cb33ad0f…'s history was warned at 4 s in
+    /// every room, a level the monitor takes as the card's own 7 s later. Until then the
+    /// margin rule waits; after, a level held under the critical excess is the card's
+    /// ([`Monitor::held_level`]) and an HBM still heating is warned at as before. The
+    /// critical excess and the limit never wait, and a bursty load (its loads held shorter
+    /// than the window) never makes the rule wait. The die warms to a load over tens of
+    /// seconds and has the early rule.
+    fn memory_step_unheld(
+        &self,
+        i: usize,
+        s: &Sample,
+        expected: Option<&Expected>,
+        recent_power: Option<f64>,
+    ) -> bool {
+        let window_s = self.config.slope_window_s;
+        let response = &self.responses[i];
+        i == 1
+            && s.memory_bound()
+            && response.held_s().is_some_and(|held| held < window_s)
+            && response
+                .previous_held_s()
+                .is_some_and(|before| before >= window_s)
+            && match (expected, recent_power) {
+                (Some(e), Some(p)) => e.held_at(p).is_none(),
+                _ => false,
+            }
+    }
+
     /// Whether the power fell from a heavier load ([`TAIL_FALL_W`] or more above `recent_power`)
     /// within the last [`TAIL_S`]: a memory temperature reading flat then is the heat the die
     /// and board stored draining, and only one that rises again is a cooling failing (the
@@ -816,7 +851,11 @@ impl Monitor {
                 || healthy_max.is_some_and(|(h, _)| self.approaching_under(i, h + critical));
             let over_margin = rising
                 && match excess {
-                    Some(e) => e >= margin && !approaching(),
+                    Some(e) => {
+                        e >= margin
+                            && !approaching()
+                            && !self.memory_step_unheld(i, s, expected.as_ref(), recent_power)
+                    }
                     // No healthy history: warn within 5 °C of the limit.
                     None => temp >= limit - 5.0,
                 };
