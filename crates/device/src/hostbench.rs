@@ -260,9 +260,11 @@ mod tests {
         };
         let h = run(&plan, dir.path());
         assert!(h.threads >= 1);
-        // Any CPU of this decade does more than 0.1 GFLOP/s on one thread, and all threads at
-        // least match one.
-        assert!(h.cpu_gflops_single > 0.1, "{}", h.cpu_gflops_single);
+        // A plausibility floor, not a speed target: any CPU of this decade does several GFLOP/s
+        // on one thread, but 50 ms of it beside the other tests on a 2-core CI machine read
+        // 0.098 once (2026-12-07); a broken timer or unit is off by far more than 100×. All
+        // threads at least match half of one.
+        assert!(h.cpu_gflops_single > 0.01, "{}", h.cpu_gflops_single);
         assert!(h.cpu_gflops_multi > 0.5 * h.cpu_gflops_single);
         assert_eq!(h.stream_triad_gbs.len(), 3);
         assert!(h.stream_triad_gbs.iter().all(|&gbs| gbs > 0.1));

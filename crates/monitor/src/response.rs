@@ -462,6 +462,29 @@ mod tests {
     }
 
     #[test]
+    fn how_long_the_load_before_was_held_skips_the_reading_that_straddles_a_step() {
+        // 45 s at idle, one reading averaging the step (269 W), then a copy at 372 W: the load
+        // before the copy is the idle's 44 s, not the step's single reading; bursts of two
+        // readings count as held for 1 s each. A restart forgets it.
+        let mut response = ThermalResponse::default();
+        let mut read = |t: f64, p: f64| response.observe(t, Some(p), Some(45.0));
+        (0..45).for_each(|t| read(f64::from(t), 124.0));
+        read(45.0, 269.0);
+        (46..50).for_each(|t| read(f64::from(t), 372.0));
+        assert_eq!(response.previous_held_s(), Some(44.0));
+        assert_eq!(response.held_s(), Some(3.0));
+        for (t, p) in [(50.0, 124.0), (51.0, 124.0), (52.0, 372.0), (53.0, 372.0)] {
+            response.observe(t, Some(p), Some(45.0));
+        }
+        assert_eq!(response.previous_held_s(), Some(1.0));
+        response.restart();
+        assert_eq!(
+            (response.previous_held_s(), response.held_s()),
+            (None, None)
+        );
+    }
+
+    #[test]
     fn the_cards_time_constant_is_learned_from_its_own_load_steps() {
         // A slow card (τ = 25 s) and a fast one (τ = 4 s), each through loads of 60–120 s.
         let loads = [(120.0, 600.0), (90.0, 100.0), (60.0, 400.0), (120.0, 150.0)];
