@@ -278,8 +278,9 @@ fn h100_restarted(config: &Config) {
                     restarted.resume_levels(earlier.levels());
                     if let Some(state) = earlier.response_state() {
                         let live = Fingerprint::of([&again[0]]);
-                        // A state this run cannot take up is judged without it.
-                        let _ = restarted.resume_response(&state, live.as_ref());
+                        restarted
+                            .resume_response(&state, live.as_ref())
+                            .expect("the same card takes up its own kept response");
                     }
                     let alerts: Vec<_> = again.iter().flat_map(|s| restarted.push(s)).collect();
                     let count = &mut counts[usize::from(!at_idle)];
@@ -287,14 +288,11 @@ fn h100_restarted(config: &Config) {
                     count.1 += usize::from(!alerts.is_empty());
                     count.2 += alerts.len();
                     if let (true, Some(a)) = (at_idle, alerts.first()) {
-                        first_at_idle
-                            .entry(format!(
-                                "{} {}",
-                                a.kind.name(),
-                                a.signals.keys().next().map_or("", |k| k)
-                            ))
-                            .and_modify(|n| *n += 1)
-                            .or_insert(1usize);
+                        // The signal an alert is about sorts first among its signals.
+                        let signal = a.signals.keys().next().map_or("", String::as_str);
+                        *first_at_idle
+                            .entry(format!("{} {signal}", a.kind.name()))
+                            .or_insert(0usize) += 1;
                     }
                 }
             }
