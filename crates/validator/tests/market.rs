@@ -839,7 +839,9 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
     // in its idle class (one proven GPU, nothing leased) 0.65 of it.
     assert_eq!(priced.price_micro_usd, Some(2_891_372));
     assert!((priced.score - 0.55).abs() < 1e-9, "{}", priced.score);
-    let view: ScoreView = get_json(&format!("{url}/v1/scores/GPU-p1")).await;
+    // The score view is made just after the point is posted: read once it has taken the
+    // record in (a read in between serves the view before it).
+    let view = settled_score(&url, &v, "GPU-p1").await;
     assert_eq!(view.price_micro_usd, Some(2_891_372));
     assert_eq!(view.posted.as_ref().unwrap().seq, priced.seq);
 
@@ -859,6 +861,7 @@ async fn stored_records_change_the_score_the_price_and_its_history() {
         .as_ref()
         .unwrap()
         .contains("its latest proof failed: rejected at 1.31 of its time bound"));
+    settled_score(&url, &v, "GPU-p1").await;
     let scores: pog_validator::pricing::ScorePage = get_json(&format!("{url}/v1/scores")).await;
     assert_eq!(scores.scores.len(), 1);
     assert_eq!(scores.scores[0].score, 0.0);
@@ -1278,6 +1281,20 @@ async fn an_ask_must_offer_proven_gpus_its_key_holds_one_open_ask_per_gpu() {
         .unwrap();
 }
 
+/// Waits until `uuid`'s score view is one the pricing made when it took its records in (not
+/// one made at a read before that); for a GPU with no record but its registration, which
+/// [`settled_score`] cannot name.
+async fn view_taken_in(url: &str, uuid: &str) {
+    for _ in 0..200 {
+        let view: ScoreView = get_json(&format!("{url}/v1/scores/{uuid}")).await;
+        if view.through_record.is_some() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("the score of {uuid} was never made from its records");
+}
+
 /// Waits until `uuid`'s score has taken in its latest record; returns its score view.
 async fn settled_score(url: &str, v: &Validator, uuid: &str) -> ScoreView {
     let last = v.registry().latest_records(uuid, 1).unwrap()[0].0;
@@ -1523,9 +1540,11 @@ async fn scores_are_made_when_records_arrive_not_on_each_read() {
         let status = h.agent(seed, claims).await.status();
         assert_eq!(status, 200);
     }
-    // Each registration priced: the pricing has taken every record in.
+    // Each registration priced, and each view made from it: the pricing has taken every
+    // record in (a view is made just after its point is posted).
     for uuid in &uuids {
         history_of(&url, uuid, 1).await;
+        view_taken_in(&url, uuid).await;
     }
     let before = pricing.assessments();
     for _ in 0..10 {
