@@ -388,14 +388,14 @@ impl Rounds {
         };
         // The fleet's share: the GPUs this validator is first for among the live validators,
         // claimed for the slot (a single validator is first for all of them).
-        let (slot, mine) = match self.claim_slot(&groups) {
+        let (slot, mine, live) = match self.claim_slot(&groups) {
             Ok(claimed) => claimed,
             Err(e) => {
                 tracing::error!(error = %e, "claiming the slot's GPUs");
                 return round;
             }
         };
-        self.sweep_abandoned();
+        self.sweep_abandoned(live.as_deref());
         match self.validator.record_releases() {
             Ok(0) => {}
             Ok(written) => tracing::info!(written, "recorded releases whose records were lost"),
@@ -523,13 +523,14 @@ impl Rounds {
         }
     }
 
-    /// This slot's number, and the GPUs of `groups` (every registered GPU, by agent) this
-    /// validator holds in it: those that rank it first among the live validators
-    /// ([`fleet::assigned_to`]), claimed for the slot, leased for two slots.
+    /// This slot's number, the GPUs of `groups` (every registered GPU, by agent) this
+    /// validator holds in it (those that rank it first among the live validators
+    /// ([`fleet::assigned_to`]), claimed for the slot, leased for two slots), and the live
+    /// validators (`None` where its clock is too far off the database's to tell).
     fn claim_slot(
         &self,
         groups: &[(String, Vec<String>)],
-    ) -> Result<(u64, Vec<String>), ValidatorError> {
+    ) -> Result<(u64, Vec<String>, Option<Vec<String>>), ValidatorError> {
         let now = self.validator.records().now_ms();
         let every_ms = self.every_ms();
         let slot = fleet::slot_at(now, every_ms);
@@ -541,7 +542,7 @@ impl Rounds {
                  allowed): it takes no share of the slot until its clock is set right",
                 self.schedule.max_clock_skew.map_or(0, |d| d.as_millis())
             );
-            return Ok((slot, Vec::new()));
+            return Ok((slot, Vec::new(), None));
         }
         let me = self.validator.public_key().to_string();
         let mut registry = self.validator.registry();
@@ -561,13 +562,19 @@ impl Rounds {
             .collect();
         let lease_until = now.saturating_add(2 * every_ms);
         let held = registry.claim((slot, &me), &assigned, lease_until)?;
-        Ok((slot, held))
+        Ok((slot, held, Some(live)))
     }
 
     /// Settles the claims that a validator made and never finished (it stopped in its slot):
     /// one missed round a claim, on the fleet, never on the GPU, stored by whichever validator
-    /// settles it first.
-    fn sweep_abandoned(&self) {
+    /// settles it first. A claim whose lease ran out is not abandoned while its round still
+    /// runs: this validator's own whose GPU is in flight here (a challenge may run its
+    /// set-up's expiry and the policy's, longer than the lease's two slots; an agent holding
+    /// its answers that long had its round settled as the fleet's fault, not its own, and on
+    /// PostgreSQL its real record refused as late), nor another's that is among the `live`
+    /// validators (its heartbeats say it runs; it settles its own). `live` is `None` where
+    /// this validator cannot tell (its clock off the database's): only its own are settled.
+    fn sweep_abandoned(&self, live: Option<&[String]>) {
         let now = self.validator.records().now_ms();
         let abandoned = match self.validator.registry().abandoned_claims(now) {
             Ok(abandoned) => abandoned,
@@ -576,7 +583,16 @@ impl Rounds {
                 return;
             }
         };
+        let me = self.validator.public_key().to_string();
         for claim in abandoned {
+            let still_running = if claim.validator == me {
+                self.state.locked().in_flight.contains(&claim.gpu_uuid)
+            } else {
+                live.is_none_or(|live| live.contains(&claim.validator))
+            };
+            if still_running {
+                continue;
+            }
             match self
                 .validator
                 .registry()

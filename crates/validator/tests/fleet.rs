@@ -264,6 +264,89 @@ async fn a_slot_a_stopped_validator_claimed_is_the_fleets_fault_once() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_round_that_outlasts_its_claims_lease_stays_the_agents_not_the_fleets() {
+    // An agent that holds its answers past the claim's lease (two slots: a challenge may run
+    // its set-up's expiry and the policy's, two minutes and more): the validator's next round
+    // sweeps the claims whose lease ran out, and used to settle this one, still in flight, as
+    // the fleet's miss: the GPU's round counted as the fleet's fault, not its agent's, and on
+    // PostgreSQL its real record refused as late. A claim of a validator still running it is
+    // not abandoned.
+    let clock = ManualClock::at(T0);
+    let h = Harness::new().clock(clock.shared()).serve().await;
+    let (release, released) = tokio::sync::watch::channel(false);
+    h.agent(56, vec![claim("GPU-slow")])
+        .routed(move |router| {
+            router.layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let mut released = released.clone();
+                    async move {
+                        let _ = released.wait_for(|go| *go).await;
+                        next.run(request).await
+                    }
+                },
+            ))
+        })
+        .await;
+    let (mut rounds, _stop) = rounds(&h, policy());
+    rounds.start();
+    // Three slots on, the challenge still waiting on the agent: the next round sweeps.
+    clock.advance(3 * MINUTE);
+    rounds.start();
+    release.send(true).unwrap();
+    rounds.settled().await;
+    let records = records_of(&h.url, "GPU-slow").await;
+    let missed: Vec<&serde_json::Value> =
+        records.iter().filter(|r| r["cause"] == "fleet").collect();
+    assert!(missed.is_empty(), "{missed:?}");
+    assert_eq!(proofs(&h.url, "GPU-slow").await.len(), 1);
+    // Its round recorded, the claim is no sweeper's.
+    rounds.start();
+    rounds.settled().await;
+    assert_eq!(h.v.registry().abandoned_claims(u64::MAX).unwrap(), vec![]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_live_validators_round_that_outlasts_its_lease_is_not_swept_by_another() {
+    let Some(url) = pog_validator::postgres::testing::fresh_postgres_database() else {
+        return;
+    };
+    // As above, in a fleet: validator A's round still waits on the agent three slots on; B
+    // sweeps too, and A is live (its heartbeats): A's claim is A's to settle, so its round
+    // is recorded as the agent answered, not refused as late.
+    let clock = ManualClock::at(T0);
+    let [a, b] = on_one_database(&url, &clock, [87, 88]).await;
+    let (release, released) = tokio::sync::watch::channel(false);
+    a.agent(57, vec![claim("GPU-held")])
+        .trusting(vec![a.v.public_key(), b.v.public_key()])
+        .routed(move |router| {
+            router.layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let mut released = released.clone();
+                    async move {
+                        let _ = released.wait_for(|go| *go).await;
+                        next.run(request).await
+                    }
+                },
+            ))
+        })
+        .await;
+    let (mut ra, _sa) = rounds(&a, policy());
+    let (mut rb, _sb) = rounds(&b, policy());
+    ra.start(); // A alone is live: it claims the GPU.
+    clock.advance(3 * MINUTE);
+    ra.start();
+    rb.start();
+    release.send(true).unwrap();
+    ra.settled().await;
+    rb.settled().await;
+    let records = records_of(&a.url, "GPU-held").await;
+    let missed: Vec<&serde_json::Value> =
+        records.iter().filter(|r| r["cause"] == "fleet").collect();
+    assert!(missed.is_empty(), "{missed:?}");
+    assert_eq!(proofs(&a.url, "GPU-held").await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_validator_whose_clock_is_off_the_databases_takes_no_share() {
     let Some(url) = pog_validator::postgres::testing::fresh_postgres_database() else {
         return;
