@@ -152,6 +152,16 @@ impl Validator {
     }
 }
 
+/// A slot as this validator claimed its share ([`Rounds::claim_slot`]).
+struct SlotClaim {
+    /// The slot's number.
+    slot: u64,
+    /// The GPUs it holds in the slot.
+    mine: Vec<String>,
+    /// The live validators; `None` where its clock is too far off the database's to tell.
+    live: Option<Vec<String>>,
+}
+
 /// What the schedule remembers of one GPU between rounds.
 #[derive(Debug, Default, Clone, Copy)]
 struct Standing {
@@ -388,7 +398,7 @@ impl Rounds {
         };
         // The fleet's share: the GPUs this validator is first for among the live validators,
         // claimed for the slot (a single validator is first for all of them).
-        let (slot, mine, live) = match self.claim_slot(&groups) {
+        let SlotClaim { slot, mine, live } = match self.claim_slot(&groups) {
             Ok(claimed) => claimed,
             Err(e) => {
                 tracing::error!(error = %e, "claiming the slot's GPUs");
@@ -523,14 +533,10 @@ impl Rounds {
         }
     }
 
-    /// This slot's number, the GPUs of `groups` (every registered GPU, by agent) this
-    /// validator holds in it (those that rank it first among the live validators
-    /// ([`fleet::assigned_to`]), claimed for the slot, leased for two slots), and the live
-    /// validators (`None` where its clock is too far off the database's to tell).
-    fn claim_slot(
-        &self,
-        groups: &[(String, Vec<String>)],
-    ) -> Result<(u64, Vec<String>, Option<Vec<String>>), ValidatorError> {
+    /// Claims this slot's share of `groups` (every registered GPU, by agent): the GPUs that
+    /// rank this validator first among the live validators ([`fleet::assigned_to`]), leased
+    /// for two slots.
+    fn claim_slot(&self, groups: &[(String, Vec<String>)]) -> Result<SlotClaim, ValidatorError> {
         let now = self.validator.records().now_ms();
         let every_ms = self.every_ms();
         let slot = fleet::slot_at(now, every_ms);
@@ -542,7 +548,11 @@ impl Rounds {
                  allowed): it takes no share of the slot until its clock is set right",
                 self.schedule.max_clock_skew.map_or(0, |d| d.as_millis())
             );
-            return Ok((slot, Vec::new(), None));
+            return Ok(SlotClaim {
+                slot,
+                mine: Vec::new(),
+                live: None,
+            });
         }
         let me = self.validator.public_key().to_string();
         let mut registry = self.validator.registry();
@@ -562,7 +572,11 @@ impl Rounds {
             .collect();
         let lease_until = now.saturating_add(2 * every_ms);
         let held = registry.claim((slot, &me), &assigned, lease_until)?;
-        Ok((slot, held, Some(live)))
+        Ok(SlotClaim {
+            slot,
+            mine: held,
+            live: Some(live),
+        })
     }
 
     /// Settles the claims that a validator made and never finished (it stopped in its slot):
