@@ -44,6 +44,24 @@ async fn on_one_database(url: &str, clock: &ManualClock, seeds: [u8; 2]) -> [Ser
     [serve(seeds[0]).await, serve(seeds[1]).await]
 }
 
+/// An agent's routes answering nothing until `released` says so: an agent holding its
+/// answers, its round running on.
+fn holding_answers(
+    released: tokio::sync::watch::Receiver<bool>,
+) -> impl FnOnce(axum::Router) -> axum::Router + Send + 'static {
+    move |router| {
+        router.layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let mut released = released.clone();
+                async move {
+                    let _ = released.wait_for(|go| *go).await;
+                    next.run(request).await
+                }
+            },
+        ))
+    }
+}
+
 /// The GEMM proof records among a GPU's records.
 async fn proofs(vurl: &str, uuid: &str) -> Vec<serde_json::Value> {
     records_of(vurl, uuid)
@@ -275,17 +293,7 @@ async fn a_round_that_outlasts_its_claims_lease_stays_the_agents_not_the_fleets(
     let h = Harness::new().clock(clock.shared()).serve().await;
     let (release, released) = tokio::sync::watch::channel(false);
     h.agent(56, vec![claim("GPU-slow")])
-        .routed(move |router| {
-            router.layer(axum::middleware::from_fn(
-                move |request: axum::extract::Request, next: axum::middleware::Next| {
-                    let mut released = released.clone();
-                    async move {
-                        let _ = released.wait_for(|go| *go).await;
-                        next.run(request).await
-                    }
-                },
-            ))
-        })
+        .routed(holding_answers(released))
         .await;
     let (mut rounds, _stop) = rounds(&h, policy());
     rounds.start();
@@ -318,17 +326,7 @@ async fn a_live_validators_round_that_outlasts_its_lease_is_not_swept_by_another
     let (release, released) = tokio::sync::watch::channel(false);
     a.agent(57, vec![claim("GPU-held")])
         .trusting(vec![a.v.public_key(), b.v.public_key()])
-        .routed(move |router| {
-            router.layer(axum::middleware::from_fn(
-                move |request: axum::extract::Request, next: axum::middleware::Next| {
-                    let mut released = released.clone();
-                    async move {
-                        let _ = released.wait_for(|go| *go).await;
-                        next.run(request).await
-                    }
-                },
-            ))
-        })
+        .routed(holding_answers(released))
         .await;
     let (mut ra, _sa) = rounds(&a, policy());
     let (mut rb, _sb) = rounds(&b, policy());
