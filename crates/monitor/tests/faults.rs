@@ -993,9 +993,9 @@ fn a_cooling_failure_is_not_blamed_on_the_power_sensor_where_the_counter_agrees(
 /// rising: it was warned at in its first second ("6.0 °C above the hottest this GPU should
 /// reach"), and a GPU restarted just after a load, its die still cooling, alike (111 of 928
 /// restarts of the H100s at idle, `evaluate`). Saying such a move as a change of room was
-/// tried and did not land: at a restart the kept idle level and the first level held again
-/// differed by −6.5 to +10.7 °C in rooms unchanged or 3 °C warmer (a die heat-soaked by the
-/// load before), and 216 of those 928 restarts would have been told the room had changed.
+/// tried and did not land: in rooms unchanged or 3 °C warmer, the first idle level held again
+/// stood up to 10.7 °C above the kept one (a die heat-soaked by the load before), and 216 of
+/// those 928 restarts would have been told the room had changed.
 /// With its levels alone (no response kept), the kept offset is not moved by the idle level
 /// held again, and the first heavy load is warned at, 4.8 °C above it.
 #[test]
