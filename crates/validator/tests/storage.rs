@@ -264,11 +264,18 @@ async fn a_host_that_walked_fast_cannot_later_answer_through_a_second_host() {
     let delay = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let _moved = delayed_agent(&h, 47, "GPU-st-moved", fast.path(), delay.clone()).await;
     // Its own pace first: honest rounds, each of them at most the class's read (1 ms a
-    // step) and the floor (400 µs) once its pace is known.
+    // step) and the floor (400 µs) once its pace is known. The first, under the class's
+    // bound, is accepted and sets the pace; the next are asserted to check out, not to make
+    // the floor's 51 ms (a busy 2-core CI run took 134 ms over one, 2026-12-07): a late
+    // round leaves the pace as it was, as the moved round below shows.
     let mut best = None;
-    for _ in 0..3 {
+    for i in 0..3 {
         let honest = proven(&h.v, "GPU-st-moved", &policy()).await;
-        assert!(honest.accepted, "{:?}", honest.round);
+        let round = honest.round.as_ref().expect("a verdict");
+        assert_eq!(round.rejection, None, "{round:?}");
+        if i == 0 {
+            assert!(honest.accepted, "{round:?}");
+        }
         assert!(honest.best_step_us.is_some());
         best = honest.best_step_us;
     }
